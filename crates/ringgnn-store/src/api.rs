@@ -1,0 +1,142 @@
+//! The operations behind the `ringgnn` commands: `convert`, `generate rmat|sbm`, `verify`, `info`.
+//! Each builds in a staging directory and commits atomically (see [`crate::writer`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::build::{build_graph, GraphSummary};
+use crate::input::{self, InputFormat};
+use crate::manifest::{FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION};
+use crate::progress::Progress;
+use crate::writer::Staging;
+use crate::{attach, Result};
+
+/// What to do with edges u->u.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelfLoops {
+    Keep,
+    Drop,
+}
+
+/// Options shared by everything that builds a graph.
+#[derive(Clone, Debug)]
+pub struct GraphOptions {
+    /// Add v->u for every edge u->v.
+    pub undirected: bool,
+    pub self_loops: SelfLoops,
+    /// Keep one copy of each distinct (src, dst) pair.
+    pub dedup: bool,
+    /// Number of nodes; ids must be below it. Default: largest id + 1.
+    pub num_nodes: Option<u64>,
+    /// Byte budget for the whole build (buffers, sort space, I/O buffers).
+    pub memory: u64,
+    /// Worker threads (>= 1).
+    pub threads: usize,
+}
+
+impl Default for GraphOptions {
+    fn default() -> Self {
+        GraphOptions {
+            undirected: false,
+            self_loops: SelfLoops::Keep,
+            dedup: false,
+            num_nodes: None,
+            memory: 1 << 30,
+            threads: 1,
+        }
+    }
+}
+
+/// How to make train/val/test splits.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SplitSpec {
+    /// name -> `.npy` file of node ids (int32/int64/uint32/uint64, 1-D).
+    Files(Vec<(String, PathBuf)>),
+    /// name -> fraction of the nodes (of the labeled nodes when labels are given), drawn with the seed.
+    Fractions(Vec<(String, f64)>),
+}
+
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    pub input: PathBuf,
+    pub out: PathBuf,
+    /// None: detect from the file name and contents.
+    pub format: Option<InputFormat>,
+    pub graph: GraphOptions,
+    pub features: Option<PathBuf>,
+    /// None: f32 for float32/float64 input, f16 for float16.
+    pub feature_dtype: Option<FeatureDtype>,
+    pub labels: Option<PathBuf>,
+    pub split: Option<SplitSpec>,
+    pub seed: u64,
+    pub overwrite: bool,
+}
+
+/// `ringgnn convert`: build a dataset from an edge list and optional features, labels, splits.
+pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifest> {
+    // Check everything cheap before the long graph build, so mistakes fail in a second.
+    let format = match opts.format {
+        Some(f) => f,
+        None => input::detect(&opts.input)?,
+    };
+    let feat_header = opts.features.as_deref().map(attach::check_features).transpose()?;
+    let label_header = opts.labels.as_deref().map(attach::check_labels).transpose()?;
+    if let Some(spec) = &opts.split {
+        attach::check_split_spec(spec)?;
+    }
+    let mut staging = Staging::create(&opts.out, opts.overwrite)?;
+    let mut source = input::open(&opts.input, Some(format), opts.graph.num_nodes)?;
+    let graph = build_graph(source.as_mut(), &opts.graph, &mut staging, progress)?;
+    let n = graph.num_nodes;
+    let features = match (&opts.features, feat_header) {
+        (Some(p), Some(h)) => Some(attach::attach_features(&mut staging, p, &h, n, opts.feature_dtype, progress)?),
+        _ => None,
+    };
+    let labels = match (&opts.labels, label_header) {
+        (Some(p), Some(h)) => Some(attach::attach_labels(&mut staging, p, &h, n)?),
+        _ => None,
+    };
+    let splits = match &opts.split {
+        Some(spec) => attach::attach_splits(&mut staging, spec, n, labels.is_some(), opts.seed)?,
+        None => BTreeMap::new(),
+    };
+    let source = serde_json::json!({
+        "command": "convert",
+        "input": opts.input.file_name().map(|s| s.to_string_lossy().into_owned()),
+        "format": format!("{format:?}").to_lowercase(),
+        "undirected": opts.graph.undirected,
+        "self_loops": format!("{:?}", opts.graph.self_loops).to_lowercase(),
+        "dedup": opts.graph.dedup,
+        "seed": opts.seed,
+    });
+    let manifest = assemble(&graph, features, labels, splits, source);
+    staging.commit(manifest.clone())?;
+    Ok(manifest)
+}
+
+/// The manifest of a freshly built dataset (files are filled in by [`Staging::commit`]).
+pub fn assemble(
+    graph: &GraphSummary,
+    features: Option<FeatureInfo>,
+    labels: Option<LabelInfo>,
+    splits: BTreeMap<String, u64>,
+    source: serde_json::Value,
+) -> Manifest {
+    Manifest {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        created_by: format!("ringgnn {}", env!("CARGO_PKG_VERSION")),
+        num_nodes: graph.num_nodes,
+        num_edges: graph.num_edges,
+        graph: GraphInfo {
+            orientation: "csc".into(),
+            indices_dtype: graph.indices_dtype,
+        },
+        features,
+        labels,
+        splits,
+        degree: graph.degree.clone(),
+        files: BTreeMap::new(),
+        source,
+    }
+}

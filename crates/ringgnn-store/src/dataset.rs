@@ -1,0 +1,124 @@
+//! Reading a dataset: the manifest, the in-memory offset index, and point reads of neighbor
+//! lists, labels and splits. Opening checks that every file is present with the size the
+//! manifest records; `verify` does the full (slow) check.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::manifest::{IndexDtype, Manifest};
+use crate::{Error, IoContext, Result};
+
+pub struct Dataset {
+    dir: PathBuf,
+    manifest: Manifest,
+    indptr: File,
+    indices: File,
+}
+
+impl Dataset {
+    pub fn open(dir: &Path) -> Result<Self> {
+        let manifest = Manifest::read(dir)?;
+        for (key, f) in &manifest.files {
+            let p = dir.join(&f.path);
+            let len = std::fs::metadata(&p).at(&p)?.len();
+            if len != f.bytes {
+                return Err(Error::Corrupt(format!(
+                    "{}: {len} bytes on disk but the manifest (files.{key}) records {}; the dataset is damaged, rebuild it",
+                    p.display(),
+                    f.bytes
+                )));
+            }
+        }
+        let open = |key: &str| -> Result<File> {
+            let p = dir.join(&manifest.file(key)?.path);
+            File::open(&p).at(&p)
+        };
+        Ok(Dataset {
+            indptr: open("indptr")?,
+            indices: open("indices")?,
+            dir: dir.to_path_buf(),
+            manifest,
+        })
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn num_nodes(&self) -> u64 {
+        self.manifest.num_nodes
+    }
+    pub fn num_edges(&self) -> u64 {
+        self.manifest.num_edges
+    }
+    pub fn path_of(&self, key: &str) -> Result<PathBuf> {
+        Ok(self.dir.join(&self.manifest.file(key)?.path))
+    }
+
+    fn read_at(&self, file: &File, key: &str, buf: &mut [u8], off: u64) -> Result<()> {
+        file.read_exact_at(buf, off).map_err(|e| Error::io(self.dir.join(&self.manifest.files[key].path), e))
+    }
+
+    /// The range of node `v`'s neighbor list in `indices`.
+    pub fn range(&self, v: u64) -> Result<(u64, u64)> {
+        if v >= self.num_nodes() {
+            return crate::input_err!("node {v} is out of range: the dataset has {} nodes", self.num_nodes());
+        }
+        let mut b = [0u8; 16];
+        self.read_at(&self.indptr, "indptr", &mut b, v * 8)?;
+        let lo = u64::from_le_bytes(b[..8].try_into().unwrap());
+        let hi = u64::from_le_bytes(b[8..].try_into().unwrap());
+        if lo > hi || hi > self.num_edges() {
+            return Err(Error::Corrupt(format!(
+                "indptr[{v}..{}] = [{lo}, {hi}] is not a valid range; run `ringgnn verify`",
+                v + 1
+            )));
+        }
+        Ok((lo, hi))
+    }
+
+    /// In-neighbors of `v` (sources of edges into v, duplicates kept, ascending).
+    pub fn neighbors(&self, v: u64) -> Result<Vec<u64>> {
+        let (lo, hi) = self.range(v)?;
+        let w = self.manifest.graph.indices_dtype.size();
+        let mut b = vec![0u8; ((hi - lo) * w) as usize];
+        self.read_at(&self.indices, "indices", &mut b, lo * w)?;
+        Ok(match self.manifest.graph.indices_dtype {
+            IndexDtype::U32 => b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap()) as u64).collect(),
+            IndexDtype::U64 => b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect(),
+        })
+    }
+
+    /// The whole offset index (V+1 u64): the only graph structure a sampler keeps in memory.
+    pub fn load_indptr(&self) -> Result<Vec<u64>> {
+        self.read_i64_like("indptr", self.num_nodes() + 1).map(|v| v.into_iter().map(|x| x as u64).collect())
+    }
+
+    /// Labels (-1 = unlabeled); None when the dataset has none.
+    pub fn labels(&self) -> Result<Option<Vec<i64>>> {
+        if self.manifest.labels.is_none() {
+            return Ok(None);
+        }
+        self.read_i64_like("labels", self.num_nodes()).map(Some)
+    }
+
+    /// Node ids of split `name`.
+    pub fn split(&self, name: &str) -> Result<Vec<i64>> {
+        let Some(&n) = self.manifest.splits.get(name) else {
+            let have: Vec<_> = self.manifest.splits.keys().cloned().collect();
+            return crate::input_err!("the dataset has no split '{name}'; it has: {}", if have.is_empty() { "none".into() } else { have.join(", ") });
+        };
+        self.read_i64_like(&format!("split.{name}"), n)
+    }
+
+    fn read_i64_like(&self, key: &str, count: u64) -> Result<Vec<i64>> {
+        let p = self.path_of(key)?;
+        let f = File::open(&p).at(&p)?;
+        let mut b = vec![0u8; (count * 8) as usize];
+        f.read_exact_at(&mut b, 0).at(&p)?;
+        Ok(b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect())
+    }
+}

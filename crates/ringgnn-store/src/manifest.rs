@@ -1,0 +1,318 @@
+//! The dataset manifest (`manifest.json`): what a dataset holds and how its files are laid out.
+//! `docs/FORMAT.md` is the byte-level specification; this module is its executable form.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, IoContext, Result};
+
+/// The `format` field of every manifest.
+pub const FORMAT_NAME: &str = "ringgnn-dataset";
+/// The newest format version this build writes. It reads every version up to this one.
+pub const FORMAT_VERSION: u32 = 1;
+/// Every binary file is zero-padded to a multiple of this, so that O_DIRECT may read any page.
+pub const PAGE: u64 = 4096;
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Width of the entries of `indices`: u32 when every node id fits, as the spec requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexDtype {
+    U32,
+    U64,
+}
+
+impl IndexDtype {
+    /// The dtype FORMAT.md prescribes for a graph of `num_nodes` nodes.
+    pub fn for_nodes(num_nodes: u64) -> Self {
+        if num_nodes < (1u64 << 32) {
+            IndexDtype::U32
+        } else {
+            IndexDtype::U64
+        }
+    }
+    pub fn size(self) -> u64 {
+        match self {
+            IndexDtype::U32 => 4,
+            IndexDtype::U64 => 8,
+        }
+    }
+}
+
+/// Storage type of feature values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureDtype {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl FeatureDtype {
+    pub fn size(self) -> u64 {
+        match self {
+            FeatureDtype::F32 => 4,
+            FeatureDtype::F16 | FeatureDtype::Bf16 => 2,
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "f32" | "float32" => Ok(FeatureDtype::F32),
+            "f16" | "float16" => Ok(FeatureDtype::F16),
+            "bf16" | "bfloat16" => Ok(FeatureDtype::Bf16),
+            _ => crate::input_err!("feature dtype '{s}' is not supported; use f32, f16 or bf16"),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            FeatureDtype::F32 => "f32",
+            FeatureDtype::F16 => "f16",
+            FeatureDtype::Bf16 => "bf16",
+        }
+    }
+}
+
+/// The graph section: CSC orientation, for node v the sources u of edges u->v.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GraphInfo {
+    /// Always "csc" in version 1.
+    pub orientation: String,
+    pub indices_dtype: IndexDtype,
+}
+
+/// Feature rows: `[num_nodes, dim]` values; see [`FeatureInfo::row_offset`] for the padding rule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FeatureInfo {
+    pub dim: u64,
+    pub dtype: FeatureDtype,
+    /// `dim * dtype size`.
+    pub row_bytes: u64,
+    /// Rows packed into each 4 KiB page before padding to the next page; 0 when a row is larger
+    /// than a page, in which case rows are stored back to back.
+    pub rows_per_page: u64,
+}
+
+impl FeatureInfo {
+    pub fn new(dim: u64, dtype: FeatureDtype) -> Self {
+        let row_bytes = dim * dtype.size();
+        let rows_per_page = if row_bytes == 0 || row_bytes > PAGE {
+            0
+        } else {
+            PAGE / row_bytes
+        };
+        FeatureInfo {
+            dim,
+            dtype,
+            row_bytes,
+            rows_per_page,
+        }
+    }
+    /// Byte offset of row `i` in `features.bin`: no row straddles a page boundary unless it is
+    /// larger than a page.
+    pub fn row_offset(&self, i: u64) -> u64 {
+        if self.rows_per_page == 0 {
+            i * self.row_bytes
+        } else {
+            (i / self.rows_per_page) * PAGE + (i % self.rows_per_page) * self.row_bytes
+        }
+    }
+    /// Payload bytes (before the final padding) of a file holding `n` rows.
+    pub fn payload_bytes(&self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.row_offset(n - 1) + self.row_bytes
+        }
+    }
+}
+
+/// Labels: i64 per node, -1 for unlabeled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LabelInfo {
+    /// Largest label + 1 (0 when no node is labeled).
+    pub num_classes: u64,
+    pub num_labeled: u64,
+}
+
+/// In-degree statistics of the CSC graph (the number of neighbors a sampler can draw from).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DegreeStats {
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
+    /// The lower median (element `(V-1)/2` of the sorted degrees).
+    pub median: u64,
+    /// Number of nodes with in-degree 0.
+    pub zero: u64,
+}
+
+/// One binary file of the dataset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// File name relative to the dataset directory.
+    pub path: String,
+    /// Size on disk, a multiple of 4096.
+    pub bytes: u64,
+    /// Meaningful bytes at the start of the file; the rest is zero padding.
+    pub payload_bytes: u64,
+    /// CRC-32C (Castagnoli) of all `bytes` bytes, 8 lowercase hex digits.
+    pub crc32c: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub version: u32,
+    pub created_by: String,
+    pub num_nodes: u64,
+    pub num_edges: u64,
+    pub graph: GraphInfo,
+    pub features: Option<FeatureInfo>,
+    pub labels: Option<LabelInfo>,
+    /// Split name -> number of node ids in `split.NAME`.
+    pub splits: BTreeMap<String, u64>,
+    pub degree: DegreeStats,
+    /// Logical name ("indptr", "indices", "features", "labels", "split.train", ...) -> file.
+    pub files: BTreeMap<String, FileEntry>,
+    /// How the dataset was made (input file, options, generator parameters). Informative only.
+    #[serde(default)]
+    pub source: serde_json::Value,
+}
+
+impl Manifest {
+    /// Read and check `DIR/manifest.json`: the format name, a version this build can read, and
+    /// the fields FORMAT.md requires.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(MANIFEST_FILE);
+        if !dir.is_dir() {
+            return Err(Error::io(
+                dir,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset directory"),
+            ));
+        }
+        let text = std::fs::read_to_string(&path).at(&path)?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Error::Corrupt(format!("{}: not valid JSON ({e}); the dataset is damaged, rebuild it", path.display()))
+        })?;
+        match value.get("format").and_then(|f| f.as_str()) {
+            Some(FORMAT_NAME) => {}
+            other => {
+                return Err(Error::Corrupt(format!(
+                    "{}: field 'format' is {:?}, expected \"{FORMAT_NAME}\"; is this a ringgnn dataset?",
+                    path.display(),
+                    other
+                )))
+            }
+        }
+        match value.get("version").and_then(|v| v.as_u64()) {
+            Some(v) if v >= 1 && v <= FORMAT_VERSION as u64 => {}
+            Some(v) => {
+                return Err(Error::Corrupt(format!(
+                    "{}: format version {v} is newer than this ringgnn reads (up to {FORMAT_VERSION}); upgrade ringgnn",
+                    path.display()
+                )))
+            }
+            None => {
+                return Err(Error::Corrupt(format!("{}: field 'version' is missing or not an integer", path.display())))
+            }
+        }
+        let m: Manifest = serde_json::from_value(value)
+            .map_err(|e| Error::Corrupt(format!("{}: {e}; the manifest does not follow FORMAT.md", path.display())))?;
+        m.check_fields(&path)?;
+        Ok(m)
+    }
+
+    fn check_fields(&self, path: &Path) -> Result<()> {
+        let bad = |what: String| Err(Error::Corrupt(format!("{}: {what}", path.display())));
+        if self.graph.orientation != "csc" {
+            return bad(format!("graph.orientation is '{}', only 'csc' is defined", self.graph.orientation));
+        }
+        if self.graph.indices_dtype != IndexDtype::for_nodes(self.num_nodes) {
+            return bad(format!(
+                "graph.indices_dtype {:?} does not match num_nodes {}",
+                self.graph.indices_dtype, self.num_nodes
+            ));
+        }
+        for key in ["indptr", "indices"] {
+            if !self.files.contains_key(key) {
+                return bad(format!("files.{key} is missing"));
+            }
+        }
+        if self.features.is_some() != self.files.contains_key("features") {
+            return bad("'features' and files.features must be both present or both absent".into());
+        }
+        if self.labels.is_some() != self.files.contains_key("labels") {
+            return bad("'labels' and files.labels must be both present or both absent".into());
+        }
+        for name in self.splits.keys() {
+            if !self.files.contains_key(&format!("split.{name}")) {
+                return bad(format!("files.split.{name} is missing"));
+            }
+        }
+        for (key, f) in &self.files {
+            if f.path.contains('/') || f.path.contains('\\') || f.path.starts_with('.') {
+                return bad(format!("files.{key}.path '{}' must be a plain file name", f.path));
+            }
+        }
+        Ok(())
+    }
+
+    /// Serialize with a trailing newline (stable field order, so equal datasets have equal manifests).
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("manifest serializes");
+        s.push('\n');
+        s
+    }
+
+    pub fn file(&self, key: &str) -> Result<&FileEntry> {
+        self.files
+            .get(key)
+            .ok_or_else(|| Error::Corrupt(format!("manifest has no files.{key}")))
+    }
+}
+
+/// Round `n` up to a multiple of [`PAGE`].
+pub fn pad_to_page(n: u64) -> u64 {
+    n.div_ceil(PAGE) * PAGE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_rows_never_straddle_pages() {
+        for dim in [1u64, 3, 100, 128, 1000, 1024, 1025, 3000] {
+            for dtype in [FeatureDtype::F32, FeatureDtype::F16] {
+                let f = FeatureInfo::new(dim, dtype);
+                for i in 0..300 {
+                    let off = f.row_offset(i);
+                    let end = off + f.row_bytes;
+                    if f.row_bytes <= PAGE {
+                        assert_eq!(off / PAGE, (end - 1) / PAGE, "dim {dim} row {i}");
+                    }
+                    if i > 0 {
+                        assert!(off >= f.row_offset(i - 1) + f.row_bytes);
+                    }
+                }
+            }
+        }
+        let f = FeatureInfo::new(100, FeatureDtype::F32); // 400 B rows, 10 per page
+        assert_eq!(f.rows_per_page, 10);
+        assert_eq!(f.row_offset(9), 3600);
+        assert_eq!(f.row_offset(10), 4096);
+        assert_eq!(f.payload_bytes(11), 4096 + 400);
+        let big = FeatureInfo::new(1100, FeatureDtype::F32);
+        assert_eq!(big.rows_per_page, 0);
+        assert_eq!(big.row_offset(3), 3 * 4400);
+    }
+
+    #[test]
+    fn index_dtype_follows_node_count() {
+        assert_eq!(IndexDtype::for_nodes(0), IndexDtype::U32);
+        assert_eq!(IndexDtype::for_nodes((1 << 32) - 1), IndexDtype::U32);
+        assert_eq!(IndexDtype::for_nodes(1 << 32), IndexDtype::U64);
+    }
+}

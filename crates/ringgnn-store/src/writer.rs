@@ -1,0 +1,229 @@
+//! Writing a dataset atomically: everything is built in a hidden staging directory next to the
+//! output and renamed into place only when complete, so an error, a full disk or Ctrl-C never
+//! leaves a half-written dataset behind.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::manifest::{pad_to_page, FileEntry, Manifest, FORMAT_NAME, MANIFEST_FILE, PAGE};
+use crate::{Error, IoContext, Result};
+
+/// A dataset under construction.
+pub struct Staging {
+    out: PathBuf,
+    tmp: PathBuf,
+    overwrite: bool,
+    files: std::collections::BTreeMap<String, FileEntry>,
+    done: bool,
+}
+
+impl Staging {
+    /// Start building the dataset that will live at `out`. An existing `out` is refused unless
+    /// `overwrite`; even then only an empty directory or a ringgnn dataset is ever replaced.
+    pub fn create(out: &Path, overwrite: bool) -> Result<Self> {
+        check_replaceable(out, overwrite)?;
+        let name = out
+            .file_name()
+            .ok_or_else(|| Error::Input(format!("{}: output must name a directory", out.display())))?
+            .to_string_lossy()
+            .into_owned();
+        let parent = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !parent.is_dir() {
+            return Err(Error::Input(format!(
+                "{}: the parent directory does not exist; create it first",
+                parent.display()
+            )));
+        }
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let tmp = parent.join(format!(".{name}.tmp-{}-{nonce:08x}", std::process::id()));
+        fs::create_dir(&tmp).at(&tmp)?;
+        Ok(Staging {
+            out: out.to_path_buf(),
+            tmp,
+            overwrite,
+            files: Default::default(),
+            done: false,
+        })
+    }
+
+    /// The staging directory (removed on drop unless committed).
+    pub fn dir(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// A scratch directory inside the staging directory for spill files; removed at commit.
+    pub fn scratch(&self) -> Result<PathBuf> {
+        let p = self.tmp.join("_scratch");
+        if !p.exists() {
+            fs::create_dir(&p).at(&p)?;
+        }
+        Ok(p)
+    }
+
+    /// Open the binary file for logical name `key` (see FORMAT.md), written as `file_name`.
+    pub fn writer(&self, file_name: &str) -> Result<BinWriter> {
+        BinWriter::create(self.tmp.join(file_name))
+    }
+
+    /// Record a finished file under its logical name.
+    pub fn add(&mut self, key: &str, entry: FileEntry) {
+        self.files.insert(key.to_string(), entry);
+    }
+
+    /// Write the manifest (its `files` come from [`Staging::add`]) and move the dataset into place.
+    pub fn commit(mut self, mut manifest: Manifest) -> Result<PathBuf> {
+        manifest.files = std::mem::take(&mut self.files);
+        let scratch = self.tmp.join("_scratch");
+        if scratch.exists() {
+            fs::remove_dir_all(&scratch).at(&scratch)?;
+        }
+        let mpath = self.tmp.join(MANIFEST_FILE);
+        {
+            let mut f = File::create(&mpath).at(&mpath)?;
+            f.write_all(manifest.to_json().as_bytes()).at(&mpath)?;
+            f.sync_all().at(&mpath)?;
+        }
+        // Re-check: something may have appeared at `out` while we were building.
+        check_replaceable(&self.out, self.overwrite)?;
+        if self.out.exists() {
+            let old = self.tmp.with_extension("old");
+            fs::rename(&self.out, &old).at(&self.out)?;
+            fs::rename(&self.tmp, &self.out).at(&self.out)?;
+            fs::remove_dir_all(&old).at(&old)?;
+        } else {
+            fs::rename(&self.tmp, &self.out).at(&self.out)?;
+        }
+        if let Some(parent) = self.out.parent() {
+            // Make the rename durable; failure here loses nothing, so it is not an error.
+            if let Ok(d) = File::open(if parent.as_os_str().is_empty() { Path::new(".") } else { parent }) {
+                let _ = d.sync_all();
+            }
+        }
+        self.done = true;
+        Ok(self.out.clone())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+fn check_replaceable(out: &Path, overwrite: bool) -> Result<()> {
+    if !out.exists() {
+        return Ok(());
+    }
+    if !overwrite {
+        return Err(Error::Exists(out.to_path_buf()));
+    }
+    if out.is_dir() {
+        let empty = fs::read_dir(out).at(out)?.next().is_none();
+        let manifest = out.join(MANIFEST_FILE);
+        let is_dataset = fs::read_to_string(&manifest)
+            .map(|t| t.contains(FORMAT_NAME))
+            .unwrap_or(false);
+        if empty || is_dataset {
+            return Ok(());
+        }
+    }
+    Err(Error::Input(format!(
+        "{}: refusing to overwrite, it is not a ringgnn dataset or an empty directory; choose another output path",
+        out.display()
+    )))
+}
+
+/// A binary dataset file: buffered, checksummed as written, zero-padded to a page multiple.
+pub struct BinWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    crc: u32,
+    bytes: u64,
+}
+
+impl BinWriter {
+    pub fn create(path: PathBuf) -> Result<Self> {
+        let f = File::create(&path).at(&path)?;
+        Ok(BinWriter {
+            out: BufWriter::with_capacity(1 << 20, f),
+            path,
+            crc: 0,
+            bytes: 0,
+        })
+    }
+
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.crc = crc32c::crc32c_append(self.crc, data);
+        self.bytes += data.len() as u64;
+        self.out.write_all(data).at(&self.path)
+    }
+
+    /// Write `n` zero bytes.
+    pub fn zeros(&mut self, mut n: u64) -> Result<()> {
+        const Z: [u8; 4096] = [0; 4096];
+        while n > 0 {
+            let k = n.min(Z.len() as u64) as usize;
+            self.write(&Z[..k])?;
+            n -= k as u64;
+        }
+        Ok(())
+    }
+
+    pub fn write_u32s(&mut self, v: &[u32]) -> Result<()> {
+        write_le(self, v, |x, b: &mut [u8; 4]| *b = x.to_le_bytes())
+    }
+    pub fn write_u64s(&mut self, v: &[u64]) -> Result<()> {
+        write_le(self, v, |x, b: &mut [u8; 8]| *b = x.to_le_bytes())
+    }
+    pub fn write_i64s(&mut self, v: &[i64]) -> Result<()> {
+        write_le(self, v, |x, b: &mut [u8; 8]| *b = x.to_le_bytes())
+    }
+
+    /// Bytes written so far (the payload, before padding).
+    pub fn position(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Pad to a page multiple, flush, sync, and describe the file for the manifest.
+    pub fn finish(mut self) -> Result<FileEntry> {
+        let payload = self.bytes;
+        self.zeros(pad_to_page(payload) - payload)?;
+        debug_assert_eq!(self.bytes % PAGE, 0);
+        self.out.flush().at(&self.path)?;
+        let f = self.out.get_ref();
+        f.sync_data().at(&self.path)?;
+        Ok(FileEntry {
+            path: self.path.file_name().unwrap().to_string_lossy().into_owned(),
+            bytes: self.bytes,
+            payload_bytes: payload,
+            crc32c: format!("{:08x}", self.crc),
+        })
+    }
+}
+
+fn write_le<T: Copy, const N: usize>(w: &mut BinWriter, v: &[T], enc: impl Fn(T, &mut [u8; N])) -> Result<()> {
+    let mut buf = [0u8; 8192];
+    for chunk in v.chunks(8192 / N) {
+        let mut o = 0;
+        for &x in chunk {
+            let b: &mut [u8; N] = (&mut buf[o..o + N]).try_into().unwrap();
+            enc(x, b);
+            o += N;
+        }
+        w.write(&buf[..o])?;
+    }
+    Ok(())
+}
