@@ -5,5 +5,5 @@
 pub mod rmat;
 pub mod sbm;
 
-pub use rmat::generate_rmat;
-pub use sbm::generate_sbm;
+pub use rmat::{generate_rmat, RmatOptions};
+pub use sbm::{generate_sbm, SbmOptions};
