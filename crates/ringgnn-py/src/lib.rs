@@ -1,3 +1,25 @@
+//! `ringgnn._core`: the PyO3 glue between the Python package and the Rust core crates.
+//!
+//! This crate holds no logic: it converts arguments, releases the GIL around each core call
+//! ([`progress::run`]) and converts results and errors ([`errors`]). Everything a user sees is
+//! wrapped by the Python package (`python/ringgnn`).
+
+mod convert;
+mod dataset;
+mod errors;
+mod progress;
+
 use pyo3::prelude::*;
+
 #[pymodule]
-fn _core(_m: &Bound<'_, PyModule>) -> PyResult<()> { Ok(()) }
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::generate_rmat, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::generate_sbm, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::verify, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::read_manifest, m)?)?;
+    m.add_class::<dataset::DatasetHandle>()?;
+    Ok(())
+}

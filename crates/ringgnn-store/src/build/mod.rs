@@ -1,14 +1,53 @@
-//! The out-of-core CSC builder. See `docs/ARCHITECTURE.md` ("convert") for the design.
+//! The out-of-core CSC builder behind `convert` and the generators.
+//!
+//! Two passes, memory bounded by `GraphOptions::memory` whatever the edge count:
+//! 1. *Partition.* Edges stream in (a reader thread parses while this thread works), become
+//!    sort keys `(dst, src)` (see [`key`]), fill a buffer, and each full buffer is
+//!    counting-sorted by destination range and appended to one spill file ([`spill`]). The
+//!    largest id need not be known in advance: the range doubles as ids grow.
+//! 2. *Sort and emit.* Consecutive buckets are grouped up to the memory budget, loaded with one
+//!    sequential read per flush, radix-sorted and written out as CSC ([`emit`]). Groups are
+//!    handed to `threads` workers that load and sort in parallel and emit in order. A bucket
+//!    too large for memory (a hub with more in-edges than the budget holds) is re-partitioned
+//!    on finer key ranges, recursively.
+//!
+//! The output depends only on the edges, never on the budget or the thread count: edges are
+//! ordered by (dst, src), so two builds of the same input are byte-identical.
 
-use crate::api::GraphOptions;
+mod emit;
+mod key;
+mod spill;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::{Condvar, Mutex};
+
+use crate::api::{GraphOptions, SelfLoops};
 use crate::input::EdgeSource;
 use crate::manifest::{DegreeStats, IndexDtype};
 use crate::progress::Progress;
 use crate::writer::Staging;
-use crate::Result;
+use crate::{Error, Result};
+use emit::CscEmitter;
+pub use emit::degree_stats;
+use key::Key;
+use spill::{Spill, FANOUT, FANOUT_BITS};
 
 pub const INDPTR_FILE: &str = "indptr.bin";
 pub const INDICES_FILE: &str = "indices.bin";
+
+/// Memory the budget sets aside for everything but the sort buffers: reader chunks in flight
+/// (4 x 256K edges x 16 B), input decode buffers, output write buffers, bookkeeping.
+const OVERHEAD: u64 = 48 << 20;
+/// Smallest budget accepted: below this the buffers get so small that the spill has
+/// thousands of flushes and the build crawls.
+pub const MIN_MEMORY: u64 = 64 << 20;
+/// Edges per chunk handed from the reader thread to the partitioner.
+const CHUNK_EDGES: usize = 1 << 18;
+
+/// The message of the "no edges" error; `convert` prefixes it with the input path.
+pub const NO_EDGES: &str = "the input has no edges; nothing to build (pass --num-nodes N to build a graph of isolated nodes)";
 
 /// What the graph build produced (files `indptr` and `indices` are registered in the staging).
 #[derive(Clone, Debug)]
@@ -26,6 +65,379 @@ pub fn build_graph(
     staging: &mut Staging,
     progress: &dyn Progress,
 ) -> Result<GraphSummary> {
-    let _ = (source, opts, staging, progress);
-    todo!()
+    if opts.memory < MIN_MEMORY {
+        return crate::input_err!(
+            "--memory {} bytes is too small; the builder needs at least {}M",
+            opts.memory,
+            MIN_MEMORY >> 20
+        );
+    }
+    build_with(source, opts, staging, progress, Sizes::for_budget(opts.memory, opts.threads))
 }
+
+/// Buffer sizes in keys, derived from the memory budget (tests set them directly).
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    /// Edges per reader chunk.
+    chunk: usize,
+    /// Pass-1 buffer, in bytes (the buffer and its counting-sort copy each take half).
+    pass1_bytes: u64,
+    /// Pass-2 group, in bytes per worker (the group and the radix sort's copy take half each).
+    group_bytes: u64,
+    workers: usize,
+}
+
+impl Sizes {
+    fn for_budget(memory: u64, threads: usize) -> Self {
+        let usable = memory - OVERHEAD;
+        let workers = threads.clamp(1, 8);
+        Sizes {
+            chunk: CHUNK_EDGES,
+            pass1_bytes: usable,
+            group_bytes: usable / workers as u64,
+            workers,
+        }
+    }
+    fn pass1_cap(&self, key_bytes: u64) -> usize {
+        ((self.pass1_bytes / (2 * key_bytes)) as usize).max(2 * self.chunk)
+    }
+    fn group_cap(&self, key_bytes: u64) -> usize {
+        ((self.group_bytes / (2 * key_bytes)) as usize).max(2)
+    }
+}
+
+fn build_with(
+    source: &mut dyn EdgeSource,
+    opts: &GraphOptions,
+    staging: &mut Staging,
+    progress: &dyn Progress,
+    sizes: Sizes,
+) -> Result<GraphSummary> {
+    let narrow_ok = source.ids_fit_u32() || opts.num_nodes.is_some_and(|n| n <= 1 << 32);
+    if narrow_ok {
+        return build::<u64>(source, opts, staging, progress, sizes);
+    }
+    // Ids may need 64 bits but almost never do: try compact keys, restart wide if one shows up.
+    if source.rewind()? {
+        match build::<u64>(source, opts, staging, progress, sizes) {
+            Err(Error::Input(m)) if m == NEEDS_WIDE => {
+                source.rewind()?;
+            }
+            other => return other,
+        }
+    }
+    build::<u128>(source, opts, staging, progress, sizes)
+}
+
+const NEEDS_WIDE: &str = "internal: ids need 64-bit keys";
+
+fn build<K: Key>(
+    source: &mut dyn EdgeSource,
+    opts: &GraphOptions,
+    staging: &mut Staging,
+    progress: &dyn Progress,
+    sizes: Sizes,
+) -> Result<GraphSummary> {
+    let key_bytes = std::mem::size_of::<K>() as u64;
+    let scratch = staging.scratch()?;
+
+    // Pass 1: partition.
+    let (spill, max_id, any) = partition::<K>(source, opts, &scratch, sizes.pass1_cap(key_bytes), sizes.chunk, progress)?;
+    let num_nodes = match opts.num_nodes {
+        Some(n) => n,
+        None if !any => return crate::input_err!("{NO_EDGES}"),
+        None => max_id + 1,
+    };
+
+    // Pass 2: sort and emit.
+    let indices_dtype = IndexDtype::for_nodes(num_nodes);
+    let emitter = CscEmitter::new(staging.writer(INDPTR_FILE)?, staging.writer(INDICES_FILE)?, num_nodes);
+    let total = spill.count(0, FANOUT);
+    progress.stage("sort", Some(total), "edges");
+    let emitter = sort_and_emit(
+        &spill,
+        emitter,
+        opts.dedup,
+        sizes.workers,
+        sizes.group_cap(key_bytes),
+        &scratch,
+        progress,
+    )?;
+    drop(spill);
+    let (indptr, indices, num_edges, degree) = emitter.finish()?;
+    staging.add("indptr", indptr);
+    staging.add("indices", indices);
+    Ok(GraphSummary {
+        num_nodes,
+        num_edges,
+        indices_dtype,
+        degree,
+    })
+}
+
+/// Pass 1. Returns the spill, the largest id seen and whether any edge was read.
+fn partition<K: Key>(
+    source: &mut dyn EdgeSource,
+    opts: &GraphOptions,
+    scratch: &Path,
+    cap: usize,
+    chunk_edges: usize,
+    progress: &dyn Progress,
+) -> Result<(Spill<K>, u64, bool)> {
+    let (done0, total) = source.position();
+    progress.stage("read", total, source.unit());
+    let id_limit = if K::BITS == 64 { 1u64 << 32 } else { u64::MAX };
+    // Top level buckets by destination: shift past the source bits, then enough destination
+    // bits that FANOUT buckets cover every node (or start small and double as ids grow).
+    let dst_bits = match opts.num_nodes {
+        Some(n) if n > 1 => 64 - (n - 1).leading_zeros(),
+        _ => 0,
+    };
+    let mut spill = Spill::<K>::create(
+        &scratch.join(format!("edges.{}.spill", K::BITS)),
+        K::default(),
+        K::SRC_BITS + dst_bits.saturating_sub(FANOUT_BITS),
+    )?;
+    let mut buf: Vec<K> = Vec::with_capacity(cap);
+    let mut sorted: Vec<K> = Vec::new();
+    let mut max_id = 0u64;
+    let mut max_dst = 0u64;
+    let mut any = false;
+    let mut last = done0;
+
+    let drop_loops = opts.self_loops == SelfLoops::Drop;
+    let result = std::thread::scope(|s| -> Result<()> {
+        let (tx, rx) = sync_channel::<Result<(Vec<(u64, u64)>, u64)>>(2);
+        s.spawn(move || {
+            let mut chunk = Vec::with_capacity(chunk_edges);
+            loop {
+                let r = source.fill(&mut chunk, chunk_edges);
+                let pos = source.position().0;
+                let end = matches!(r, Ok(0) | Err(_));
+                let msg = r.map(|_| (std::mem::replace(&mut chunk, Vec::with_capacity(chunk_edges)), pos));
+                if tx.send(msg).is_err() || end {
+                    return;
+                }
+            }
+        });
+        let rx: Receiver<_> = rx;
+        for msg in rx {
+            let (chunk, pos) = msg?;
+            if chunk.is_empty() {
+                break;
+            }
+            any = true;
+            if buf.len() + 2 * chunk.len() > cap {
+                flush(&mut spill, &mut buf, &mut sorted, max_dst)?;
+            }
+            for &(src, dst) in &chunk {
+                let hi = src.max(dst);
+                if hi >= id_limit {
+                    if hi == u64::MAX {
+                        // Largest id + 1 must be representable as the node count.
+                        return crate::input_err!(
+                            "edge ({src}, {dst}) uses node id {hi} (2^64-1); node ids must be below 2^64-1"
+                        );
+                    }
+                    return crate::input_err!("{NEEDS_WIDE}");
+                }
+                if let Some(n) = opts.num_nodes {
+                    if hi >= n {
+                        return crate::input_err!(
+                            "edge ({src}, {dst}) has node id {hi}, which is >= --num-nodes {n}; raise --num-nodes or drop the option"
+                        );
+                    }
+                }
+                max_id = max_id.max(hi);
+                if src == dst {
+                    if drop_loops {
+                        continue;
+                    }
+                } else if opts.undirected {
+                    buf.push(K::make(src, dst));
+                    max_dst = max_dst.max(src);
+                }
+                buf.push(K::make(dst, src));
+                max_dst = max_dst.max(dst);
+            }
+            progress.advance(pos.saturating_sub(last))?;
+            last = pos;
+        }
+        Ok(())
+    });
+    result?;
+    flush(&mut spill, &mut buf, &mut sorted, max_dst)?;
+    Ok((spill, max_id, any))
+}
+
+fn flush<K: Key>(spill: &mut Spill<K>, buf: &mut Vec<K>, sorted: &mut Vec<K>, max_dst: u64) -> Result<()> {
+    while !spill.covers(K::make(max_dst, 0)) {
+        spill.widen();
+    }
+    spill.flush(buf, sorted)?;
+    buf.clear();
+    Ok(())
+}
+
+/// A unit of pass-2 work: buckets `[lo, hi)` that fit in memory together, or one bucket that
+/// does not and must be re-partitioned.
+#[derive(Clone, Copy)]
+enum Task {
+    Group(usize, usize),
+    Oversized(usize),
+}
+
+fn plan<K: Key>(spill: &Spill<K>, cap: usize) -> Vec<Task> {
+    let mut tasks = Vec::new();
+    let mut lo = 0;
+    let mut acc = 0u64;
+    for b in 0..FANOUT {
+        let n = spill.count(b, b + 1);
+        if n > cap as u64 {
+            if lo < b && acc > 0 {
+                tasks.push(Task::Group(lo, b));
+            }
+            tasks.push(Task::Oversized(b));
+            lo = b + 1;
+            acc = 0;
+        } else if acc + n > cap as u64 {
+            tasks.push(Task::Group(lo, b));
+            lo = b;
+            acc = n;
+        } else {
+            acc += n;
+        }
+    }
+    if acc > 0 {
+        tasks.push(Task::Group(lo, FANOUT));
+    }
+    tasks
+}
+
+/// Emit sorted keys (dedup drops repeats within the slice; slices never share keys).
+fn emit_sorted<K: Key>(em: &mut CscEmitter, keys: &[K]) -> Result<()> {
+    for &k in keys {
+        em.edge(k.dst(), k.src())?;
+    }
+    Ok(())
+}
+
+fn sort_and_emit<K: Key>(
+    spill: &Spill<K>,
+    emitter: CscEmitter,
+    dedup: bool,
+    workers: usize,
+    cap: usize,
+    scratch: &Path,
+    progress: &dyn Progress,
+) -> Result<CscEmitter> {
+    let tasks = plan(spill, cap);
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    // (index of the task whose turn it is to emit, the emitter)
+    let state = Mutex::new((0usize, emitter));
+    let turn_changed = Condvar::new();
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+
+    let wait_turn = |i: usize| -> Option<std::sync::MutexGuard<'_, (usize, CscEmitter)>> {
+        let mut g = state.lock().unwrap();
+        while g.0 != i {
+            if failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            g = turn_changed.wait(g).unwrap();
+        }
+        Some(g)
+    };
+    let worker = || {
+        let mut buf: Vec<K> = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= tasks.len() || failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let r = (|| -> Result<()> {
+                match tasks[i] {
+                    Task::Group(lo, hi) => {
+                        spill.load(lo, hi, &mut buf)?;
+                        radsort::sort(&mut buf);
+                        if dedup {
+                            buf.dedup();
+                        }
+                        let Some(mut g) = wait_turn(i) else { return Ok(()) };
+                        emit_sorted(&mut g.1, &buf)?;
+                        g.0 += 1;
+                        progress.advance(spill.count(lo, hi))?;
+                    }
+                    Task::Oversized(b) => {
+                        let Some(mut g) = wait_turn(i) else { return Ok(()) };
+                        let path = scratch.join(format!("sub.{b}"));
+                        repartition(spill, b, &path, &mut g.1, dedup, cap, &mut buf)?;
+                        g.0 += 1;
+                        progress.advance(spill.count(b, b + 1))?;
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                failed.store(true, Ordering::Relaxed);
+                first_error.lock().unwrap().get_or_insert(e);
+            }
+            turn_changed.notify_all();
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..workers.min(tasks.len().max(1)) {
+            s.spawn(worker);
+        }
+        worker();
+    });
+    if let Some(e) = first_error.into_inner().unwrap() {
+        return Err(e);
+    }
+    Ok(state.into_inner().unwrap().1)
+}
+
+/// Split bucket `b` of `parent` on finer key ranges and emit it, recursing while a sub-bucket
+/// is still too big. A bucket whose range is a single key holds copies of one edge: it is
+/// emitted without loading it.
+fn repartition<K: Key>(
+    parent: &Spill<K>,
+    b: usize,
+    path: &Path,
+    em: &mut CscEmitter,
+    dedup: bool,
+    cap: usize,
+    buf: &mut Vec<K>,
+) -> Result<()> {
+    let base = parent.base.add(K::bucket_base(b as u64, parent.shift));
+    if parent.shift == 0 {
+        let n = parent.count(b, b + 1);
+        return em.edges(base.dst(), base.src(), if dedup { 1 } else { n });
+    }
+    let mut sub = Spill::<K>::create(path, base, parent.shift.saturating_sub(FANOUT_BITS))?;
+    let mut sorted = Vec::new();
+    parent.for_each_piece(b, cap / 2, buf, |piece| sub.flush(piece, &mut sorted))?;
+    drop(sorted);
+    for task in plan(&sub, cap) {
+        match task {
+            Task::Group(lo, hi) => {
+                sub.load(lo, hi, buf)?;
+                radsort::sort(buf);
+                if dedup {
+                    buf.dedup();
+                }
+                emit_sorted(em, buf)?;
+            }
+            Task::Oversized(sb) => {
+                // The recursion is a tree: extending the parent's name keeps names unique.
+                let p = PathBuf::from(format!("{}.{sb}", path.display()));
+                repartition(&sub, sb, &p, em, dedup, cap, buf)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

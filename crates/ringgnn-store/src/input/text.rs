@@ -1,0 +1,839 @@
+//! Text edge lists, plain or gzip-compressed.
+//!
+//! One edge per line: a source and a destination id, decimal integers `>= 0` and `< 2^64`,
+//! separated by spaces and/or tabs, or by a comma with optional spaces around it (whitespace,
+//! TSV and CSV files all parse). Anything after the second id and a separator is ignored, so
+//! weighted edge lists (`src dst weight`) read as their unweighted edges. Lines whose first
+//! non-blank character is `#` or `%` are comments; blank lines are skipped; `\r\n` line ends and
+//! a UTF-8 byte order mark are accepted; the last line needs no newline.
+//!
+//! A file that starts with the gzip magic (`1f 8b`) is decompressed whatever its name,
+//! concatenated gzip members included (`cat a.gz b.gz`).
+//!
+//! A file whose first line is a `%%MatrixMarket matrix coordinate ...` header is read as Matrix
+//! Market: the size line after the header comments is skipped and the 1-based ids are shifted
+//! to 0-based. Symmetric Matrix Market files store each undirected edge once; convert them with
+//! `--undirected`.
+//!
+//! Parsing works on large blocks of complete lines with a hand-written integer parser; the
+//! partial line at the end of a block is carried into the next one.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek};
+use std::path::{Path, PathBuf};
+
+use flate2::bufread::MultiGzDecoder;
+use memchr::{memchr, memrchr};
+
+use super::{read_full, EdgeSource};
+use crate::{Error, IoContext, Result};
+
+pub(super) const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Bytes read per block: parsing cost per block is constant, so big blocks amortise it; 8 MiB is
+/// still small next to the build's memory budget.
+const READ_SIZE: usize = 8 << 20;
+
+/// Longest accepted line. Without a bound, binary data read as text (no newlines) would grow the
+/// carry buffer to the size of the file.
+const MAX_LINE: usize = 1 << 20;
+
+/// Compressed bytes buffered in front of the gzip decoder.
+const GZ_BUFFER: usize = 1 << 20;
+
+/// Characters of an offending line shown in an error.
+const SHOW_CHARS: usize = 60;
+
+/// Counts the bytes read from the compressed file, for progress.
+struct Counting {
+    file: File,
+    read: u64,
+}
+
+impl Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+enum Input {
+    Plain { file: File, read: u64 },
+    Gz(Box<MultiGzDecoder<BufReader<Counting>>>),
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Input::Plain { file, read } => {
+                let n = file.read(buf)?;
+                *read += n as u64;
+                Ok(n)
+            }
+            Input::Gz(d) => d.read(buf),
+        }
+    }
+}
+
+/// Whether the file's first line made it Matrix Market, and where the reader is in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MatrixMarket {
+    /// The first line has not been seen yet.
+    Unknown,
+    No,
+    /// Header seen; the size line `rows cols entries` comes next after comments.
+    SizeLine,
+    /// Entry lines with 1-based ids.
+    Entries,
+}
+
+/// A streaming text edge list; see the module documentation for the accepted syntax.
+pub struct TextEdges {
+    path: PathBuf,
+    input: Input,
+    file_len: u64,
+    /// `buf[pos..end]` holds complete lines not parsed yet, `buf[end..filled]` a partial line.
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    filled: usize,
+    read_size: usize,
+    eof: bool,
+    /// Lines fully consumed, so the line being parsed is `line + 1`.
+    line: u64,
+    limit: Option<u64>,
+    mm: MatrixMarket,
+}
+
+impl TextEdges {
+    pub fn open(path: &Path, num_nodes: Option<u64>) -> Result<TextEdges> {
+        Self::with_read_size(path, num_nodes, READ_SIZE)
+    }
+
+    /// Like [`TextEdges::open`], reading `read_size` bytes at a time (tests use tiny sizes so that
+    /// lines straddle blocks).
+    fn with_read_size(path: &Path, num_nodes: Option<u64>, read_size: usize) -> Result<TextEdges> {
+        let mut file = File::open(path).at(path)?;
+        let file_len = file.metadata().at(path)?.len();
+        let mut magic = [0u8; 2];
+        let n = read_full(&mut file, &mut magic).at(path)?;
+        file.rewind().at(path)?;
+        let input = if n == 2 && magic == GZIP_MAGIC {
+            let counting = BufReader::with_capacity(GZ_BUFFER, Counting { file, read: 0 });
+            Input::Gz(Box::new(MultiGzDecoder::new(counting)))
+        } else {
+            Input::Plain { file, read: 0 }
+        };
+        Ok(TextEdges {
+            path: path.to_path_buf(),
+            input,
+            file_len,
+            buf: Vec::new(),
+            pos: 0,
+            end: 0,
+            filled: 0,
+            read_size: read_size.max(1),
+            eof: false,
+            line: 0,
+            limit: num_nodes,
+            mm: MatrixMarket::Unknown,
+        })
+    }
+
+    /// Make `buf[pos..end]` non-empty complete lines (a missing final newline is supplied);
+    /// false at the end of the input.
+    fn refill(&mut self) -> Result<bool> {
+        self.buf.copy_within(self.pos..self.filled, 0);
+        self.filled -= self.pos;
+        self.pos = 0;
+        self.end = 0;
+        loop {
+            if self.eof {
+                if self.filled == 0 {
+                    return Ok(false);
+                }
+                if self.filled == self.buf.len() {
+                    self.buf.push(b'\n');
+                } else {
+                    self.buf[self.filled] = b'\n';
+                }
+                self.filled += 1;
+                self.end = self.filled;
+                break;
+            }
+            if self.filled > MAX_LINE {
+                return crate::input_err!(
+                    "{} line {}: the line is longer than {} MiB; this does not look like a text edge list (for binary pairs pass --format bin32 or bin64)",
+                    self.path.display(),
+                    self.line + 1,
+                    MAX_LINE >> 20
+                );
+            }
+            let want = self.filled + self.read_size;
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+            let gz = matches!(self.input, Input::Gz(_));
+            let got = read_full(&mut self.input, &mut self.buf[self.filled..want])
+                .map_err(|e| read_error(&self.path, gz, e))?;
+            self.eof = got < self.read_size;
+            let from = self.filled;
+            self.filled += got;
+            if let Some(k) = memrchr(b'\n', &self.buf[from..self.filled]) {
+                self.end = from + k + 1;
+                break;
+            }
+        }
+        if self.mm == MatrixMarket::Unknown {
+            self.start_of_file()?;
+        }
+        Ok(true)
+    }
+
+    /// Skip a byte order mark and recognise a Matrix Market header; the first line is complete.
+    fn start_of_file(&mut self) -> Result<()> {
+        if self.buf[..self.end].starts_with(b"\xef\xbb\xbf") {
+            self.pos = 3;
+        }
+        let rest = &self.buf[self.pos..self.end];
+        let first = &rest[..memchr(b'\n', rest).unwrap_or(rest.len())];
+        const MM: &[u8] = b"%%MatrixMarket";
+        if first.len() < MM.len() || !first[..MM.len()].eq_ignore_ascii_case(MM) {
+            self.mm = MatrixMarket::No;
+            return Ok(());
+        }
+        let words: Vec<String> = String::from_utf8_lossy(first)
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect();
+        let kind = |i: usize| words.get(i).map_or("", String::as_str);
+        if kind(1) != "matrix" || kind(2) != "coordinate" {
+            return crate::input_err!(
+                "{}: a Matrix Market '{} {}' file is not a list of edges; only 'matrix coordinate' files are",
+                self.path.display(),
+                kind(1),
+                kind(2)
+            );
+        }
+        self.mm = MatrixMarket::SizeLine;
+        Ok(())
+    }
+
+    /// Consume Matrix Market comment lines up to and including the size line, as far as the
+    /// current block goes.
+    fn skip_size_line(&mut self) {
+        let lines = &self.buf[self.pos..self.end];
+        let mut i = 0;
+        while i < lines.len() {
+            let eol = end_of_line(lines, i);
+            let first = lines[i..eol].iter().find(|c| !c.is_ascii_whitespace());
+            self.line += 1;
+            i = eol;
+            if !matches!(first, None | Some(b'%' | b'#')) {
+                self.mm = MatrixMarket::Entries;
+                break;
+            }
+        }
+        self.pos += i;
+    }
+
+    /// The error for `fault`, whose line starts at `pos`.
+    fn fault_error(&self, fault: &Fault) -> Error {
+        let rest = &self.buf[self.pos..self.end];
+        let text = &rest[..memchr(b'\n', rest).unwrap_or(rest.len())];
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        let at = &rest[fault.at - fault.start..];
+        let sign = usize::from(at.first() == Some(&b'-'));
+        let token = &at[..sign + at[sign..].iter().take_while(|c| c.is_ascii_digit()).count()];
+        let (p, n) = (self.path.display(), self.line + 1);
+        let one_based = self.mm == MatrixMarket::Entries;
+        Error::Input(match fault.kind {
+            Kind::Malformed => format!(
+                "{p} line {n}: expected 2 integer node ids, found '{}'; each line must start with a source and a destination id (integers >= 0) separated by spaces, a tab or a comma, and comment lines start with # or %",
+                show(text)
+            ),
+            Kind::Negative => format!("{p} line {n}: negative node id {}; node ids must be >= 0", show(token)),
+            Kind::Overflow => format!("{p} line {n}: node id {} is too large; node ids must be below 2^64", show(token)),
+            Kind::TooLarge(id) if one_based => format!(
+                "{p} line {n}: node id {} is > --num-nodes {} (Matrix Market ids start at 1); raise --num-nodes or leave it out (the default is the largest id)",
+                id + 1,
+                self.limit.unwrap_or_default()
+            ),
+            Kind::TooLarge(id) => format!(
+                "{p} line {n}: node id {id} is >= --num-nodes {}; raise --num-nodes or leave it out (the default is the largest id + 1)",
+                self.limit.unwrap_or_default()
+            ),
+            Kind::ZeroId => format!(
+                "{p} line {n}: node id 0 in a Matrix Market file, whose ids start at 1; fix the id, or remove the %%MatrixMarket header to read the ids as 0-based"
+            ),
+        })
+    }
+}
+
+/// A decompression error is bad input; anything else stays an OS error.
+fn read_error(path: &Path, gz: bool, e: io::Error) -> Error {
+    use io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+    if gz && matches!(e.kind(), InvalidData | InvalidInput | UnexpectedEof) {
+        Error::Input(format!(
+            "{}: the gzip data is corrupt or truncated ({e}); check the file with `gzip -t`",
+            path.display()
+        ))
+    } else {
+        Error::io(path, e)
+    }
+}
+
+/// `bytes` for an error message: lossy UTF-8, control characters escaped, at most
+/// [`SHOW_CHARS`] characters.
+fn show(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut shown: String = text
+        .chars()
+        .take(SHOW_CHARS)
+        .flat_map(|c| {
+            let esc: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            esc
+        })
+        .collect();
+    if text.chars().nth(SHOW_CHARS).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
+impl EdgeSource for TextEdges {
+    fn fill(&mut self, out: &mut Vec<(u64, u64)>, max: usize) -> Result<usize> {
+        let mut n = 0;
+        while n < max {
+            if self.pos == self.end && !self.refill()? {
+                break;
+            }
+            if self.mm == MatrixMarket::SizeLine {
+                self.skip_size_line();
+                continue;
+            }
+            let lines = &self.buf[self.pos..self.end];
+            let parsed = if self.mm == MatrixMarket::Entries {
+                parse_lines::<true>(lines, out, max - n, self.limit, &mut self.line)
+            } else {
+                parse_lines::<false>(lines, out, max - n, self.limit, &mut self.line)
+            };
+            match parsed {
+                Ok((used, k)) => {
+                    self.pos += used;
+                    n += k;
+                }
+                Err(fault) => {
+                    // Stop at the bad line, so that calling again reports the same error.
+                    self.pos += fault.start;
+                    return Err(self.fault_error(&fault));
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    fn position(&self) -> (u64, Option<u64>) {
+        let done = match &self.input {
+            Input::Plain { read, .. } => read.saturating_sub((self.filled - self.pos) as u64),
+            Input::Gz(d) => d.get_ref().get_ref().read - d.get_ref().buffer().len() as u64,
+        };
+        (done, Some(self.file_len))
+    }
+
+    fn unit(&self) -> &'static str {
+        "B"
+    }
+
+    fn ids_fit_u32(&self) -> bool {
+        false
+    }
+}
+
+/// What is wrong with a line.
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Malformed,
+    Negative,
+    Overflow,
+    /// An id (0-based) at or above the node count.
+    TooLarge(u64),
+    /// Id 0 in a 1-based file.
+    ZeroId,
+}
+
+/// A bad line: `start` is the offset of the line, `at` of the offending token.
+#[derive(Debug)]
+struct Fault {
+    start: usize,
+    at: usize,
+    kind: Kind,
+}
+
+#[inline(always)]
+fn blank(c: u8) -> bool {
+    c == b' ' || c == b'\t'
+}
+
+#[inline(always)]
+fn digit(c: u8) -> bool {
+    c.wrapping_sub(b'0') < 10
+}
+
+/// Offset just past the newline that ends the line containing `s[i]`.
+fn end_of_line(s: &[u8], i: usize) -> usize {
+    memchr(b'\n', &s[i..]).map_or(s.len(), |k| i + k + 1)
+}
+
+/// The decimal number starting at `s[start]` (a digit) and the offset after it; None when it
+/// does not fit in a u64. `s` must end with a non-digit.
+#[inline(always)]
+fn number(s: &[u8], start: usize) -> Option<(u64, usize)> {
+    let mut i = start;
+    let mut v = 0u64;
+    loop {
+        let d = s[i].wrapping_sub(b'0');
+        if d >= 10 {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        i += 1;
+    }
+    if i - start > 19 {
+        // 20 digits or more may have wrapped: redo with checks (leading zeros are fine).
+        v = s[start..i].iter().try_fold(0u64, |v, &c| {
+            v.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+        })?;
+    }
+    Some((v, i))
+}
+
+/// Parse complete lines `s` (which ends with `\n`) until `max` edges were appended to `out`;
+/// returns the bytes consumed (whole lines) and the edges appended. `line` counts consumed lines.
+/// With `ONE_BASED`, ids are shifted down by one (Matrix Market).
+fn parse_lines<const ONE_BASED: bool>(
+    s: &[u8],
+    out: &mut Vec<(u64, u64)>,
+    max: usize,
+    limit: Option<u64>,
+    line: &mut u64,
+) -> Result<(usize, usize), Fault> {
+    debug_assert_eq!(s.last(), Some(&b'\n'));
+    // Every scan below stops at the final '\n' (neither blank nor digit), so indexing stays in
+    // bounds; and s[i + 1] after a '\r' exists because the '\r' is not the final '\n'.
+    let mut i = 0;
+    let mut pushed = 0;
+    while i < s.len() && pushed < max {
+        let start = i;
+        let fault = |at: usize, kind: Kind| Fault { start, at, kind };
+        while blank(s[i]) {
+            i += 1;
+        }
+        if !digit(s[i]) {
+            match s[i] {
+                b'\n' => i += 1,
+                b'\r' if s[i + 1] == b'\n' => i += 2,
+                b'#' | b'%' => i = end_of_line(s, i),
+                b'-' => return Err(fault(i, Kind::Negative)),
+                _ => return Err(fault(i, Kind::Malformed)),
+            }
+            *line += 1;
+            continue;
+        }
+        let (mut src, j) = number(s, i).ok_or_else(|| fault(i, Kind::Overflow))?;
+        i = j;
+        let sep = i;
+        while blank(s[i]) {
+            i += 1;
+        }
+        if s[i] == b',' {
+            i += 1;
+            while blank(s[i]) {
+                i += 1;
+            }
+        }
+        if i == sep || !digit(s[i]) {
+            let kind = if i != sep && s[i] == b'-' {
+                Kind::Negative
+            } else {
+                Kind::Malformed
+            };
+            return Err(fault(i, kind));
+        }
+        let (mut dst, j) = number(s, i).ok_or_else(|| fault(i, Kind::Overflow))?;
+        i = j;
+        match s[i] {
+            b'\n' => i += 1,
+            b'\r' if s[i + 1] == b'\n' => i += 2,
+            b' ' | b'\t' | b',' => i = end_of_line(s, i),
+            _ => return Err(fault(start, Kind::Malformed)),
+        }
+        if ONE_BASED {
+            if src == 0 || dst == 0 {
+                return Err(fault(start, Kind::ZeroId));
+            }
+            src -= 1;
+            dst -= 1;
+        }
+        if let Some(limit) = limit {
+            if src >= limit || dst >= limit {
+                return Err(fault(
+                    start,
+                    Kind::TooLarge(if src >= limit { src } else { dst }),
+                ));
+            }
+        }
+        *line += 1;
+        out.push((src, dst));
+        pushed += 1;
+    }
+    Ok((i, pushed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::drain;
+    use super::*;
+    use flate2::write::GzEncoder;
+    use flate2::Compression;
+    use proptest::prelude::*;
+    use std::io::Write;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), Compression::fast());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// Parse `bytes` stored as `name`, reading `read_size` bytes at a time and `max` edges per fill.
+    fn parse_as(
+        name: &str,
+        bytes: &[u8],
+        num_nodes: Option<u64>,
+        read_size: usize,
+        max: usize,
+    ) -> Result<Vec<(u64, u64)>> {
+        // A fixed directory name per thread keeps messages comparable between calls.
+        thread_local!(static DIR: tempfile::TempDir = tempfile::tempdir().unwrap());
+        let p = DIR.with(|d| d.path().join(name));
+        std::fs::write(&p, bytes).unwrap();
+        let mut s = TextEdges::with_read_size(&p, num_nodes, read_size)?;
+        let edges = drain(&mut s, max)?;
+        let (done, total) = s.position();
+        assert_eq!(Some(done), total, "the whole file is consumed");
+        Ok(edges)
+    }
+
+    /// Parse with many read sizes (lines straddling blocks everywhere) and chunk sizes; all must agree.
+    fn parse(text: &str) -> Result<Vec<(u64, u64)>> {
+        parse_with(text, None)
+    }
+
+    fn parse_with(text: &str, num_nodes: Option<u64>) -> Result<Vec<(u64, u64)>> {
+        let first = parse_as("e.txt", text.as_bytes(), num_nodes, READ_SIZE, usize::MAX);
+        for read_size in [1, 2, 3, 5, 7, 16] {
+            for max in [1, 2, 1000] {
+                let other = parse_as("e.txt", text.as_bytes(), num_nodes, read_size, max);
+                assert_eq!(
+                    format!("{first:?}"),
+                    format!("{other:?}"),
+                    "read_size {read_size} max {max}"
+                );
+            }
+        }
+        first
+    }
+
+    fn err(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn separators_comments_blank_lines() {
+        let text = "# a comment\n% another\n  # indented comment\n\n0 1\n2\t3\n4,5\n6, 7\n8 ,9\n10 \t 11\n\t 12  13\n\n";
+        let want = vec![(0, 1), (2, 3), (4, 5), (6, 7), (8, 9), (10, 11), (12, 13)];
+        assert_eq!(parse(text).unwrap(), want);
+        // CRLF everywhere, including blank and comment lines, and a last line without newline.
+        let crlf = text.replace('\n', "\r\n");
+        assert_eq!(parse(&crlf).unwrap(), want);
+        assert_eq!(parse(text.trim_end()).unwrap(), want);
+        assert_eq!(parse("0 1\r\n2 3").unwrap(), vec![(0, 1), (2, 3)]);
+    }
+
+    #[test]
+    fn extra_columns_are_ignored() {
+        let text = "0 1 0.5\n2\t3\t7\tlabel\n4,5,1e-3\n6 7 \n8 9\t\r\n10, 11, x\n";
+        assert_eq!(
+            parse(text).unwrap(),
+            vec![(0, 1), (2, 3), (4, 5), (6, 7), (8, 9), (10, 11)]
+        );
+    }
+
+    #[test]
+    fn large_ids_leading_zeros_and_bom() {
+        let text = "18446744073709551615 0\n0000000000000000000000000042 007\n";
+        assert_eq!(parse(text).unwrap(), vec![(u64::MAX, 0), (42, 7)]);
+        assert_eq!(parse("\u{feff}1 2\n").unwrap(), vec![(1, 2)]);
+        assert_eq!(parse("\u{feff}").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn no_edges_is_not_an_error() {
+        for text in ["", "\n\n", "# only a comment", "% c\r\n\r\n  \n"] {
+            assert_eq!(parse(text).unwrap(), vec![], "{text:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_lines_name_file_line_and_text() {
+        let e = err("# header\n0 1\n\n2 3\nabc\n4 5\n");
+        assert!(
+            e.contains("e.txt line 5: expected 2 integer node ids, found 'abc'"),
+            "{e}"
+        );
+        assert!(e.contains("comment lines start with # or %"), "{e}");
+        for (bad, shown) in [
+            ("7", "7"),
+            ("7 ", "7 "),
+            ("1.5 2", "1.5 2"),
+            ("1 2.5", "1 2.5"),
+            ("1 x", "1 x"),
+            ("1;2", "1;2"),
+            ("1,,2", "1,,2"),
+            ("+1 2", "+1 2"),
+            ("src,dst", "src,dst"),
+            ("1 2\r3 4", "1 2\\r3 4"),
+        ] {
+            let e = err(&format!("0 0\r\n{bad}\r\n"));
+            assert!(
+                e.contains(&format!(
+                    "line 2: expected 2 integer node ids, found '{shown}'"
+                )),
+                "{bad:?}: {e}"
+            );
+        }
+        let long = format!("{}\n", "x".repeat(200));
+        let e = err(&long);
+        assert!(
+            e.contains(&format!("found '{}...'", "x".repeat(SHOW_CHARS))),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn negative_and_overflowing_ids() {
+        let e = err("0 1\n-3 4\n");
+        assert!(
+            e.contains("e.txt line 2: negative node id -3; node ids must be >= 0"),
+            "{e}"
+        );
+        let e = err("0 1\n\n3, -12\n");
+        assert!(e.contains("line 3: negative node id -12"), "{e}");
+        let e = err("18446744073709551616 1\n");
+        assert!(
+            e.contains(
+                "line 1: node id 18446744073709551616 is too large; node ids must be below 2^64"
+            ),
+            "{e}"
+        );
+        let e = err("1 99999999999999999999999\n");
+        assert!(
+            e.contains("node id 99999999999999999999999 is too large"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ids_at_or_above_num_nodes() {
+        assert_eq!(
+            parse_with("0 9\n9 0\n", Some(10)).unwrap(),
+            vec![(0, 9), (9, 0)]
+        );
+        let e = parse_with("0 9\n# c\n12 3\n", Some(10))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("e.txt line 3: node id 12 is >= --num-nodes 10"),
+            "{e}"
+        );
+        let e = parse_with("0 10\n", Some(10)).unwrap_err().to_string();
+        assert!(e.contains("line 1: node id 10 is >= --num-nodes 10"), "{e}");
+    }
+
+    #[test]
+    fn an_error_is_reported_again_on_the_next_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("e.txt");
+        std::fs::write(&p, "0 1\n2 3\nbad\n").unwrap();
+        let mut s = TextEdges::open(&p, None).unwrap();
+        let mut out = Vec::new();
+        let e1 = s.fill(&mut out, 10).unwrap_err().to_string();
+        let e2 = s.fill(&mut out, 10).unwrap_err().to_string();
+        assert!(e1.contains("line 3"), "{e1}");
+        assert_eq!(e1, e2);
+    }
+
+    #[test]
+    fn binary_data_as_text_fails_fast() {
+        let mut bytes = b"0 1\n".to_vec();
+        bytes.extend(std::iter::repeat_n(0xffu8, 3 * MAX_LINE));
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("e.txt");
+        std::fs::write(&p, &bytes).unwrap();
+        let mut s = TextEdges::with_read_size(&p, None, 1 << 16).unwrap();
+        let e = drain(&mut s, 10).unwrap_err().to_string();
+        assert!(e.contains("line 2: the line is longer than 1 MiB"), "{e}");
+    }
+
+    #[test]
+    fn gzip_single_and_multi_member() {
+        let text = "# c\n0 1\n2 3\n";
+        let one = gzip(text.as_bytes());
+        let mut two = one.clone();
+        two.extend(gzip(b"4 5\n6 7"));
+        for (name, bytes, want) in [
+            ("e.tsv.gz", &one, vec![(0, 1), (2, 3)]),
+            // Detected by magic, not by name.
+            ("e.tsv", &one, vec![(0, 1), (2, 3)]),
+            ("e.gz", &two, vec![(0, 1), (2, 3), (4, 5), (6, 7)]),
+        ] {
+            for read_size in [1, 3, READ_SIZE] {
+                assert_eq!(
+                    parse_as(name, bytes, None, read_size, 1).unwrap(),
+                    want,
+                    "{name}"
+                );
+            }
+        }
+        // Line numbers count decompressed lines.
+        let e = parse_as("e.gz", &gzip(b"0 1\n\nx y\n"), None, 4, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("e.gz line 3: expected 2 integer node ids, found 'x y'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn corrupt_gzip_is_bad_input() {
+        let mut bytes = gzip("0 1\n".repeat(1000).as_bytes());
+        bytes.truncate(bytes.len() / 2);
+        let e = parse_as("e.gz", &bytes, None, READ_SIZE, 10).unwrap_err();
+        assert!(matches!(e, Error::Input(_)), "{e:?}");
+        assert!(
+            e.to_string().contains("gzip data is corrupt or truncated"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn matrix_market_coordinate() {
+        let text = "%%MatrixMarket matrix coordinate real general\n% comment\n%\n3 3 4\n1 2 0.5\n3 1 1.0\n2 2 2\n3 3 1\n";
+        assert_eq!(parse(text).unwrap(), vec![(0, 1), (2, 0), (1, 1), (2, 2)]);
+        assert_eq!(
+            parse("%%matrixmarket MATRIX Coordinate pattern symmetric\r\n2 2 1\r\n2 1\r\n")
+                .unwrap(),
+            vec![(1, 0)]
+        );
+        let e = parse_with(&text.replace("3 1 1.0", "4 1 1.0"), Some(3))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 6: node id 4 is > --num-nodes 3 (Matrix Market ids start at 1)"),
+            "{e}"
+        );
+        let e = err(&text.replace("3 1 1.0", "0 1 1.0"));
+        assert!(
+            e.contains("line 6: node id 0 in a Matrix Market file"),
+            "{e}"
+        );
+        let e = err("%%MatrixMarket matrix array real general\n2 2\n1.0\n");
+        assert!(
+            e.contains("'matrix array' file is not a list of edges"),
+            "{e}"
+        );
+        // Without the header, '%' lines are plain comments and ids are 0-based.
+        assert_eq!(parse("% x\n0 1\n").unwrap(), vec![(0, 1)]);
+    }
+
+    /// How one line of a generated file is written.
+    #[derive(Clone, Debug)]
+    struct Style {
+        lead: &'static str,
+        sep: &'static str,
+        extra: &'static str,
+        eol: &'static str,
+        noise: &'static str,
+    }
+
+    fn style() -> impl Strategy<Value = Style> {
+        (
+            prop::sample::select(vec!["", " ", "\t", " \t "]),
+            prop::sample::select(vec![" ", "\t", ",", ", ", " , ", "  \t"]),
+            prop::sample::select(vec!["", " 1.5", "\tw", ",3", " "]),
+            prop::sample::select(vec!["\n", "\r\n"]),
+            prop::sample::select(vec!["", "", "", "\n", "# c\n", "  % c 1 2\r\n", "\r\n"]),
+        )
+            .prop_map(|(lead, sep, extra, eol, noise)| Style {
+                lead,
+                sep,
+                extra,
+                eol,
+                noise,
+            })
+    }
+
+    fn render(edges: &[(u64, u64)], styles: &[Style]) -> String {
+        let mut s = String::new();
+        for (&(a, b), st) in edges.iter().zip(styles.iter().cycle()) {
+            s.push_str(st.noise);
+            s.push_str(&format!(
+                "{}{a}{}{b}{}{}",
+                st.lead, st.sep, st.extra, st.eol
+            ));
+        }
+        s
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrip_any_style_block_and_chunking(
+            edges in prop::collection::vec((any::<u64>(), prop::num::u64::ANY.prop_map(|x| x % 1000)), 0..60),
+            styles in prop::collection::vec(style(), 1..8),
+            read_size in 1usize..64,
+            max in 1usize..20,
+            gz in any::<bool>(),
+            trim_last_eol in any::<bool>(),
+        ) {
+            let mut text = render(&edges, &styles);
+            if trim_last_eol {
+                text = text.trim_end_matches(['\r', '\n']).to_string();
+            }
+            let bytes = if gz { gzip(text.as_bytes()) } else { text.into_bytes() };
+            prop_assert_eq!(parse_as("e.txt", &bytes, None, read_size, max).unwrap(), edges);
+        }
+
+        #[test]
+        fn bad_line_reports_its_number(
+            edges in prop::collection::vec((0u64..100, 0u64..100), 1..40),
+            styles in prop::collection::vec(style(), 1..8),
+            at in any::<prop::sample::Index>(),
+            read_size in 1usize..64,
+        ) {
+            let text = render(&edges, &styles);
+            let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+            let k = at.index(lines.len() + 1);
+            lines.insert(k, "oops\n");
+            let text = lines.concat();
+            let e = parse_as("e.txt", text.as_bytes(), None, read_size, 3).unwrap_err().to_string();
+            let want = format!("e.txt line {}: expected 2 integer node ids, found 'oops'", k + 1);
+            prop_assert!(e.contains(&want), "{} / {}", e, want);
+        }
+    }
+}

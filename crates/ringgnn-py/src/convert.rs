@@ -1,0 +1,192 @@
+//! `_core.convert` and `_core.generate_rmat` / `_core.generate_sbm`: Python arguments to the
+//! store's option structs, the build on a worker thread, the manifest back as JSON.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use ringgnn_store::generate::{
+    generate_rmat as core_rmat, generate_sbm as core_sbm, RmatOptions, SbmOptions,
+};
+use ringgnn_store::input::InputFormat;
+use ringgnn_store::manifest::FeatureDtype;
+use ringgnn_store::{ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
+
+use crate::errors::{input_error, StoreError};
+use crate::progress;
+
+fn self_loops(s: &str) -> PyResult<SelfLoops> {
+    match s {
+        "keep" => Ok(SelfLoops::Keep),
+        "drop" => Ok(SelfLoops::Drop),
+        _ => Err(input_error(format!(
+            "self_loops must be 'keep' or 'drop', not '{s}'"
+        ))),
+    }
+}
+
+fn threads(n: Option<usize>) -> PyResult<usize> {
+    match n {
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+        Some(0) => Err(input_error("threads must be at least 1".into())),
+        Some(n) => Ok(n),
+    }
+}
+
+fn feature_dtype(s: Option<&str>) -> PyResult<Option<FeatureDtype>> {
+    s.map(FeatureDtype::parse)
+        .transpose()
+        .map_err(|e| StoreError(e).into())
+}
+
+/// A split argument, already parsed by `ringgnn._options.parse_split`: a list of
+/// `(name, fraction)` or a list of `(name, path)`.
+#[derive(FromPyObject)]
+pub enum SplitArg {
+    Fractions(Vec<(String, f64)>),
+    Files(Vec<(String, PathBuf)>),
+}
+
+impl From<SplitArg> for SplitSpec {
+    fn from(arg: SplitArg) -> Self {
+        match arg {
+            SplitArg::Fractions(v) => SplitSpec::Fractions(v),
+            SplitArg::Files(v) => SplitSpec::Files(v),
+        }
+    }
+}
+
+/// Build a dataset from an edge list; returns the manifest as JSON.
+#[pyfunction]
+#[pyo3(signature = (
+    input, out, *, format=None, undirected=false, self_loops="keep", dedup=false, num_nodes=None,
+    features=None, labels=None, split=None, seed=0, feature_dtype=None, memory=1<<30,
+    overwrite=false, threads=None, progress=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn convert(
+    py: Python<'_>,
+    input: PathBuf,
+    out: PathBuf,
+    format: Option<&str>,
+    undirected: bool,
+    self_loops: &str,
+    dedup: bool,
+    num_nodes: Option<u64>,
+    features: Option<PathBuf>,
+    labels: Option<PathBuf>,
+    split: Option<SplitArg>,
+    seed: u64,
+    feature_dtype: Option<&str>,
+    memory: u64,
+    overwrite: bool,
+    threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let opts = ConvertOptions {
+        input,
+        out,
+        format: format
+            .map(InputFormat::parse)
+            .transpose()
+            .map_err(StoreError)?
+            .flatten(),
+        graph: GraphOptions {
+            undirected,
+            self_loops: self::self_loops(self_loops)?,
+            dedup,
+            num_nodes,
+            memory,
+            threads: self::threads(threads)?,
+        },
+        features,
+        feature_dtype: self::feature_dtype(feature_dtype)?,
+        labels,
+        split: split.map(SplitSpec::from),
+        seed,
+        overwrite,
+    };
+    let manifest = progress::run(py, progress, |p| ringgnn_store::convert(&opts, p))?;
+    Ok(manifest.to_json())
+}
+
+/// Generate a Graph500 R-MAT graph (2^scale nodes, edge_factor * 2^scale edges).
+#[pyfunction]
+#[pyo3(signature = (
+    out, *, scale, edge_factor=16, undirected=false, self_loops="keep", dedup=false, seed=0,
+    memory=1<<30, overwrite=false, threads=None, progress=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn generate_rmat(
+    py: Python<'_>,
+    out: PathBuf,
+    scale: u32,
+    edge_factor: u64,
+    undirected: bool,
+    self_loops: &str,
+    dedup: bool,
+    seed: u64,
+    memory: u64,
+    overwrite: bool,
+    threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let opts = RmatOptions {
+        out,
+        scale,
+        edge_factor,
+        seed,
+        graph: GraphOptions {
+            undirected,
+            self_loops: self::self_loops(self_loops)?,
+            dedup,
+            num_nodes: None,
+            memory,
+            threads: self::threads(threads)?,
+        },
+        overwrite,
+    };
+    let manifest = progress::run(py, progress, |p| core_rmat(&opts, p))?;
+    Ok(manifest.to_json())
+}
+
+/// Generate a degree-corrected planted-partition dataset with features, labels and splits.
+#[pyfunction]
+#[pyo3(signature = (
+    out, *, nodes, classes, avg_degree, feature_dim, split, feature_dtype="f32", seed=0,
+    memory=1<<30, overwrite=false, threads=None, progress=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn generate_sbm(
+    py: Python<'_>,
+    out: PathBuf,
+    nodes: u64,
+    classes: u64,
+    avg_degree: f64,
+    feature_dim: u64,
+    split: Vec<(String, f64)>,
+    feature_dtype: &str,
+    seed: u64,
+    memory: u64,
+    overwrite: bool,
+    threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let opts = SbmOptions {
+        out,
+        nodes,
+        classes,
+        avg_degree,
+        feature_dim,
+        feature_dtype: FeatureDtype::parse(feature_dtype).map_err(StoreError)?,
+        seed,
+        split,
+        graph: GraphOptions {
+            memory,
+            threads: self::threads(threads)?,
+            ..GraphOptions::default()
+        },
+        overwrite,
+    };
+    let manifest = progress::run(py, progress, |p| core_sbm(&opts, p))?;
+    Ok(manifest.to_json())
+}

@@ -1,0 +1,95 @@
+//! Reading datasets from Python: `_core.DatasetHandle`, `_core.read_manifest`, `_core.verify`.
+
+use std::path::PathBuf;
+
+use numpy::{IntoPyArray, PyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ringgnn_store::{verify::verify as core_verify, Dataset, Manifest};
+
+use crate::errors::StoreError;
+use crate::progress;
+
+/// An open dataset (`ringgnn.Dataset` wraps it). Reads use positional I/O on shared file
+/// handles, so one handle may serve several threads, and forked children (DataLoader workers).
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct DatasetHandle {
+    inner: Dataset,
+}
+
+#[pymethods]
+impl DatasetHandle {
+    /// Open the dataset in `path`, checking that every file has the size its manifest records.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| Dataset::open(&path)).map_err(StoreError)?;
+        Ok(DatasetHandle { inner })
+    }
+
+    /// The manifest as JSON.
+    fn manifest_json(&self) -> String {
+        self.inner.manifest().to_json()
+    }
+
+    /// The dataset directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.inner.dir().to_path_buf()
+    }
+
+    /// Sources of the edges into `v` (in-neighbors, ascending, duplicates kept) as int64.
+    fn neighbors<'py>(&self, py: Python<'py>, v: u64) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let ids = py.detach(|| self.inner.neighbors(v)).map_err(StoreError)?;
+        // Node ids are below 2^63 (the builder stores at most u64 ids of real node counts), and
+        // numpy users index with int64.
+        Ok(ids
+            .into_iter()
+            .map(|x| x as i64)
+            .collect::<Vec<_>>()
+            .into_pyarray(py))
+    }
+
+    /// `indptr` (V+1 offsets into the neighbor lists) as int64.
+    fn indptr<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let ptr = py.detach(|| self.inner.load_indptr()).map_err(StoreError)?;
+        Ok(ptr
+            .into_iter()
+            .map(|x| x as i64)
+            .collect::<Vec<_>>()
+            .into_pyarray(py))
+    }
+
+    /// Labels (-1 = unlabeled) as int64, or None when the dataset has none.
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArray1<i64>>>> {
+        let labels = py.detach(|| self.inner.labels()).map_err(StoreError)?;
+        Ok(labels.map(|l| l.into_pyarray(py)))
+    }
+
+    /// Node ids of split `name` as int64.
+    fn split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let ids = py.detach(|| self.inner.split(name)).map_err(StoreError)?;
+        Ok(ids.into_pyarray(py))
+    }
+}
+
+/// Read and check `path/manifest.json`; returns it as JSON.
+#[pyfunction]
+pub fn read_manifest(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    let m = py.detach(|| Manifest::read(&path)).map_err(StoreError)?;
+    Ok(m.to_json())
+}
+
+/// Check checksums and structure; raises `CorruptDatasetError` naming the first problem.
+#[pyfunction]
+#[pyo3(signature = (path, progress=None))]
+pub fn verify<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let report = progress::run(py, progress, |p| core_verify(&path, p))?;
+    let d = PyDict::new(py);
+    d.set_item("files_checked", report.files_checked)?;
+    d.set_item("bytes_checked", report.bytes_checked)?;
+    Ok(d)
+}

@@ -1,0 +1,142 @@
+//! Writing the CSC files from keys arriving in sorted order: `indices.bin` takes the sources,
+//! `indptr.bin` is written as destinations advance, and degree statistics are gathered on the
+//! way. Nothing here grows with the graph except the degree histogram (one entry per distinct
+//! degree value, at most about sqrt(2E)).
+
+use std::collections::BTreeMap;
+
+use crate::manifest::{DegreeStats, FileEntry, IndexDtype};
+use crate::writer::BinWriter;
+use crate::Result;
+
+const CHUNK: usize = 1 << 16;
+
+pub struct CscEmitter {
+    indptr: BinWriter,
+    indices: BinWriter,
+    wide: bool,
+    num_nodes: u64,
+    /// Next node whose indptr entry has not been written.
+    next: u64,
+    /// Edges emitted so far.
+    count: u64,
+    /// indptr value of the previous node (to get degrees).
+    prev: u64,
+    ptr_buf: Vec<u64>,
+    idx32: Vec<u32>,
+    idx64: Vec<u64>,
+    degrees: BTreeMap<u64, u64>,
+}
+
+impl CscEmitter {
+    pub fn new(indptr: BinWriter, indices: BinWriter, num_nodes: u64) -> Self {
+        CscEmitter {
+            indptr,
+            indices,
+            wide: IndexDtype::for_nodes(num_nodes) == IndexDtype::U64,
+            num_nodes,
+            next: 0,
+            count: 0,
+            prev: 0,
+            ptr_buf: Vec::with_capacity(CHUNK),
+            idx32: Vec::with_capacity(CHUNK),
+            idx64: Vec::new(),
+            degrees: BTreeMap::new(),
+        }
+    }
+
+    /// Close every node up to and including `upto - 1`: their indptr entries become final.
+    fn advance_to(&mut self, upto: u64) -> Result<()> {
+        while self.next < upto {
+            if self.next > 0 {
+                *self.degrees.entry(self.count - self.prev).or_insert(0) += 1;
+            }
+            self.prev = self.count;
+            self.ptr_buf.push(self.count);
+            self.next += 1;
+            if self.ptr_buf.len() == CHUNK {
+                self.indptr.write_u64s(&self.ptr_buf)?;
+                self.ptr_buf.clear();
+            }
+            // Long runs of empty nodes: skip the per-node loop when nothing changes.
+            if self.next < upto && self.ptr_buf.is_empty() && upto - self.next > CHUNK as u64 {
+                let run = (upto - self.next) / CHUNK as u64 * CHUNK as u64;
+                *self.degrees.entry(0).or_insert(0) += run;
+                let block = vec![self.count; CHUNK];
+                for _ in 0..run / CHUNK as u64 {
+                    self.indptr.write_u64s(&block)?;
+                }
+                self.next += run;
+            }
+        }
+        Ok(())
+    }
+
+    /// Append edge `src -> dst`; calls must come in (dst, src) order.
+    #[inline]
+    pub fn edge(&mut self, dst: u64, src: u64) -> Result<()> {
+        debug_assert!(dst >= self.next.saturating_sub(1) && dst < self.num_nodes);
+        if dst >= self.next {
+            self.advance_to(dst + 1)?;
+        }
+        self.count += 1;
+        if self.wide {
+            self.idx64.push(src);
+            if self.idx64.len() == CHUNK {
+                self.indices.write_u64s(&self.idx64)?;
+                self.idx64.clear();
+            }
+        } else {
+            self.idx32.push(src as u32);
+            if self.idx32.len() == CHUNK {
+                self.indices.write_u32s(&self.idx32)?;
+                self.idx32.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Append `n` copies of edge `src -> dst` (a run of identical keys).
+    pub fn edges(&mut self, dst: u64, src: u64, n: u64) -> Result<()> {
+        for _ in 0..n {
+            self.edge(dst, src)?;
+        }
+        Ok(())
+    }
+
+    /// Write the remaining indptr entries (through `indptr[V] = E`) and close both files.
+    pub fn finish(mut self) -> Result<(FileEntry, FileEntry, u64, DegreeStats)> {
+        self.advance_to(self.num_nodes + 1)?;
+        self.indptr.write_u64s(&self.ptr_buf)?;
+        self.indices.write_u32s(&self.idx32)?;
+        self.indices.write_u64s(&self.idx64)?;
+        let stats = degree_stats(&self.degrees, self.num_nodes, self.count);
+        Ok((self.indptr.finish()?, self.indices.finish()?, self.count, stats))
+    }
+}
+
+/// Statistics from a histogram degree -> number of nodes.
+pub fn degree_stats(hist: &BTreeMap<u64, u64>, num_nodes: u64, num_edges: u64) -> DegreeStats {
+    if num_nodes == 0 {
+        return DegreeStats::default();
+    }
+    let min = hist.keys().next().copied().unwrap_or(0);
+    let max = hist.keys().next_back().copied().unwrap_or(0);
+    let target = (num_nodes - 1) / 2;
+    let mut seen = 0;
+    let mut median = 0;
+    for (&d, &c) in hist {
+        if seen + c > target {
+            median = d;
+            break;
+        }
+        seen += c;
+    }
+    DegreeStats {
+        min,
+        max,
+        mean: num_edges as f64 / num_nodes as f64,
+        median,
+        zero: hist.get(&0).copied().unwrap_or(0),
+    }
+}

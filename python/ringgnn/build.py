@@ -1,0 +1,160 @@
+"""Building and checking datasets from Python: :func:`convert`, :func:`generate_rmat`,
+:func:`generate_sbm`, :func:`verify`. The ``ringgnn`` commands are thin wrappers over these.
+
+Each returns the new dataset's manifest as a dict. Every build happens in a hidden staging
+directory next to ``out`` and is renamed into place only when complete: an error or Ctrl-C
+leaves nothing behind. ``progress`` is None (silent), True (tqdm bars on stderr) or any object
+with ``stage(name, total, unit)`` and ``advance(n)`` methods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Mapping, Optional, Union
+
+from . import _core
+from ._options import parse_self_loops, parse_size, parse_split
+from .progress import TqdmProgress
+
+PathLike = Union[str, "os.PathLike[str]"]
+Size = Union[int, str]
+
+#: Default node split of generated datasets.
+DEFAULT_SBM_SPLIT = "train=0.6,val=0.2,test=0.2"
+
+
+def _size(value: Size) -> int:
+    return parse_size(value) if isinstance(value, str) else int(value)
+
+
+def _run(fn, progress, **kwargs) -> Dict[str, Any]:
+    if progress is True:
+        with TqdmProgress() as bars:
+            return json.loads(fn(progress=bars, **kwargs))
+    return json.loads(fn(progress=None if progress is False else progress, **kwargs))
+
+
+def convert(
+    input: PathLike,
+    out: PathLike,
+    *,
+    format: Optional[str] = None,
+    undirected: bool = False,
+    self_loops: Union[str, bool] = "keep",
+    dedup: bool = False,
+    num_nodes: Optional[int] = None,
+    features: Optional[PathLike] = None,
+    labels: Optional[PathLike] = None,
+    split: Union[None, str, Mapping[str, Any]] = None,
+    seed: int = 0,
+    feature_dtype: Optional[str] = None,
+    memory: Size = 1 << 30,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
+    ``ringgnn convert --help`` for the options. Returns the manifest."""
+    return _run(
+        _core.convert,
+        progress,
+        input=os.fspath(input),
+        out=os.fspath(out),
+        format=format,
+        undirected=undirected,
+        self_loops=parse_self_loops(self_loops),
+        dedup=dedup,
+        num_nodes=num_nodes,
+        features=None if features is None else os.fspath(features),
+        labels=None if labels is None else os.fspath(labels),
+        split=None if split is None else parse_split(split),
+        seed=seed,
+        feature_dtype=feature_dtype,
+        memory=_size(memory),
+        overwrite=overwrite,
+        threads=threads,
+    )
+
+
+def generate_rmat(
+    out: PathLike,
+    *,
+    scale: int,
+    edge_factor: int = 16,
+    undirected: bool = False,
+    self_loops: Union[str, bool] = "keep",
+    dedup: bool = False,
+    seed: int = 0,
+    memory: Size = 1 << 30,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Generate a Graph500 R-MAT graph with ``2**scale`` nodes and ``edge_factor * 2**scale``
+    edges at ``out``. Returns the manifest."""
+    return _run(
+        _core.generate_rmat,
+        progress,
+        out=os.fspath(out),
+        scale=scale,
+        edge_factor=edge_factor,
+        undirected=undirected,
+        self_loops=parse_self_loops(self_loops),
+        dedup=dedup,
+        seed=seed,
+        memory=_size(memory),
+        overwrite=overwrite,
+        threads=threads,
+    )
+
+
+def generate_sbm(
+    out: PathLike,
+    *,
+    nodes: int,
+    classes: int,
+    avg_degree: float,
+    feature_dim: int,
+    feature_dtype: str = "f32",
+    split: Union[str, Mapping[str, float]] = DEFAULT_SBM_SPLIT,
+    seed: int = 0,
+    memory: Size = 1 << 30,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Generate a degree-corrected planted-partition dataset (graph, features, labels, splits)
+    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest."""
+    parsed = parse_split(split)
+    if not all(isinstance(v, float) for _, v in parsed):
+        raise _core.InputError(f"split '{split}': generated datasets take fractions, e.g. {DEFAULT_SBM_SPLIT}")
+    return _run(
+        _core.generate_sbm,
+        progress,
+        out=os.fspath(out),
+        nodes=nodes,
+        classes=classes,
+        avg_degree=float(avg_degree),
+        feature_dim=feature_dim,
+        feature_dtype=feature_dtype,
+        split=parsed,
+        seed=seed,
+        memory=_size(memory),
+        overwrite=overwrite,
+        threads=threads,
+    )
+
+
+def verify(path: PathLike, progress: Any = None) -> Dict[str, int]:
+    """Check checksums and structure of the dataset at ``path``; raises
+    :class:`ringgnn.CorruptDatasetError` naming the first problem. Returns counts checked."""
+    if progress is True:
+        with TqdmProgress() as bars:
+            return _core.verify(os.fspath(path), bars)
+    return _core.verify(os.fspath(path), None if progress is False else progress)
+
+
+def read_manifest(path: PathLike) -> Dict[str, Any]:
+    """The checked manifest of the dataset at ``path``."""
+    return json.loads(_core.read_manifest(os.fspath(path)))

@@ -1,0 +1,371 @@
+"""The ``ringgnn`` command: convert, generate, info, verify, demo.
+
+Errors print ``ringgnn CMD: error: MESSAGE`` on stderr and exit 1 (usage errors exit 2, as
+argparse does); Ctrl-C exits 130 after the core has removed its staging directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from . import __version__, build
+from ._core import RingGnnError
+from ._options import parse_size
+from .dataset import Dataset
+from .progress import TqdmProgress
+
+DEMO = dict(nodes=20_000, classes=8, avg_degree=10.0, feature_dim=32, seed=0)
+
+
+# --- argument types -------------------------------------------------------------------------
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except RingGnnError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is negative")
+    return n
+
+
+def _positive(text: str) -> int:
+    n = _count(text)
+    if n == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def _add_build_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=_count, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--memory", type=_size, default="1G", metavar="SIZE", help="memory budget: bytes or K/M/G/T (default 1G)"
+    )
+    p.add_argument(
+        "--threads", type=_positive, default=os.cpu_count() or 1, help="worker threads (default: all cores)"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
+
+
+def _add_graph_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--undirected", action="store_true", help="also add the reverse of every edge")
+    p.add_argument(
+        "--self-loops", choices=["keep", "drop"], default="keep", help="what to do with edges u->u (default keep)"
+    )
+    p.add_argument("--dedup", action="store_true", help="keep one copy of each distinct edge")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ringgnn", description="Build, inspect and check ringgnn datasets (graphs larger than RAM)."
+    )
+    parser.add_argument("--version", action="version", version=f"ringgnn {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
+    p.add_argument("input", metavar="INPUT", help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy")
+    p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
+    p.add_argument(
+        "--format",
+        choices=["detect", "text", "tsv", "csv", "bin32", "bin64", "npy"],
+        default="detect",
+        help="input format (default: detect from the name and contents)",
+    )
+    _add_graph_options(p)
+    p.add_argument("--num-nodes", type=_count, default=None, metavar="N", help="number of nodes (default: max id + 1)")
+    p.add_argument("--features", metavar="X.npy", help="node features [num_nodes, dim], float16/32/64")
+    p.add_argument("--labels", metavar="Y.npy", help="node labels [num_nodes], int32/int64, -1 = unlabeled")
+    p.add_argument(
+        "--split", metavar="SPEC", help="train=0.5,val=0.1,test=0.4 (random, by --seed) or train=a.npy,val=b.npy"
+    )
+    p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], help="stored feature type (default: from input)")
+    _add_build_options(p)
+    p.set_defaults(func=cmd_convert)
+
+    g = sub.add_parser("generate", help="generate a synthetic dataset (rmat, sbm)")
+    gsub = g.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
+    p = gsub.add_parser("rmat", help="Graph500 R-MAT graph", description="Graph500 R-MAT (a=0.57, b=0.19, c=0.19), ids permuted.")
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--scale", type=_count, required=True, metavar="S", help="2^S nodes")
+    p.add_argument("--edge-factor", type=_count, default=16, metavar="F", help="F * 2^S edges (default 16)")
+    _add_graph_options(p)
+    _add_build_options(p)
+    p.set_defaults(func=cmd_generate_rmat)
+
+    p = gsub.add_parser(
+        "sbm",
+        help="planted-partition graph with features, labels and splits",
+        description="Degree-corrected planted partition with power-law degrees, noisy class features, "
+        "labels and splits (docs/generators.md).",
+    )
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--nodes", type=_positive, required=True, metavar="N")
+    p.add_argument("--classes", type=_positive, required=True, metavar="C")
+    p.add_argument("--avg-degree", type=float, required=True, metavar="D", help="mean in-degree of the stored graph")
+    p.add_argument("--feature-dim", type=_count, required=True, metavar="F")
+    p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], default="f32")
+    p.add_argument("--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}")
+    _add_build_options(p)
+    p.set_defaults(func=cmd_generate_sbm)
+
+    p = sub.add_parser("info", help="counts, dtypes, file sizes and degree statistics of a dataset")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("verify", help="check the checksums and structure of a dataset")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars; print only errors")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "demo",
+        help="generate a small dataset, show it and verify it",
+        description="Generate a small sbm dataset (%(nodes)d nodes, %(classes)d classes, feature dim %(feature_dim)d), "
+        "print its info and verify it." % DEMO,
+    )
+    p.add_argument("dir", metavar="DIR", nargs="?", help="where to keep it (default: a temporary directory)")
+    p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+_CONVERT_HELP = """Build a dataset from an edge list, out of core: memory stays within --memory
+whatever the edge count. Text lines hold 'src dst' separated by spaces, tabs or a comma; lines
+starting with # or % are comments. The dataset is built in a hidden directory next to OUT_DIR and
+renamed into place when complete."""
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def _bars(args) -> TqdmProgress:
+    return TqdmProgress(disable=getattr(args, "quiet", False))
+
+
+def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
+    if args.quiet:
+        return
+    e = manifest["num_edges"]
+    rate = e / seconds if seconds > 0 else float("inf")
+    print(
+        f"{verb} {manifest['num_nodes']:,} nodes, {e:,} edges in {seconds:.2f} s "
+        f"({_human(rate)} edges/s) -> {args.out}"
+    )
+
+
+def cmd_convert(args) -> int:
+    t0 = time.perf_counter()
+    with _bars(args) as bars:
+        manifest = build.convert(
+            args.input,
+            args.out,
+            format=None if args.format == "detect" else args.format,
+            undirected=args.undirected,
+            self_loops=args.self_loops,
+            dedup=args.dedup,
+            num_nodes=args.num_nodes,
+            features=args.features,
+            labels=args.labels,
+            split=args.split,
+            seed=args.seed,
+            feature_dtype=args.feature_dtype,
+            memory=args.memory,
+            overwrite=args.overwrite,
+            threads=args.threads,
+            progress=bars,
+        )
+    _summary(args, "converted", manifest, time.perf_counter() - t0)
+    return 0
+
+
+def cmd_generate_rmat(args) -> int:
+    t0 = time.perf_counter()
+    with _bars(args) as bars:
+        manifest = build.generate_rmat(
+            args.out,
+            scale=args.scale,
+            edge_factor=args.edge_factor,
+            undirected=args.undirected,
+            self_loops=args.self_loops,
+            dedup=args.dedup,
+            seed=args.seed,
+            memory=args.memory,
+            overwrite=args.overwrite,
+            threads=args.threads,
+            progress=bars,
+        )
+    _summary(args, "generated rmat:", manifest, time.perf_counter() - t0)
+    return 0
+
+
+def cmd_generate_sbm(args) -> int:
+    t0 = time.perf_counter()
+    with _bars(args) as bars:
+        manifest = build.generate_sbm(
+            args.out,
+            nodes=args.nodes,
+            classes=args.classes,
+            avg_degree=args.avg_degree,
+            feature_dim=args.feature_dim,
+            feature_dtype=args.feature_dtype,
+            split=args.split,
+            seed=args.seed,
+            memory=args.memory,
+            overwrite=args.overwrite,
+            threads=args.threads,
+            progress=bars,
+        )
+    _summary(args, "generated sbm:", manifest, time.perf_counter() - t0)
+    return 0
+
+
+def info_dict(path: str) -> Dict[str, Any]:
+    """What ``ringgnn info --json`` prints."""
+    ds = Dataset.open(path)
+    m = ds.manifest
+    files = {k: {"path": f["path"], "bytes": f["bytes"]} for k, f in m["files"].items()}
+    return {
+        "path": os.path.abspath(path),
+        "format_version": m["version"],
+        "num_nodes": ds.num_nodes,
+        "num_edges": ds.num_edges,
+        "indices_dtype": m["graph"]["indices_dtype"],
+        "feature_dim": ds.feature_dim,
+        "feature_dtype": ds.feature_dtype,
+        "num_classes": ds.num_classes,
+        "num_labeled": None if m.get("labels") is None else m["labels"]["num_labeled"],
+        "splits": dict(m.get("splits", {})),
+        "degree": dict(m["degree"]),
+        "files": files,
+        "total_bytes": sum(f["bytes"] for f in files.values()),
+    }
+
+
+def cmd_info(args) -> int:
+    info = info_dict(args.dir)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(_format_info(info))
+    return 0
+
+
+def _format_info(info: Dict[str, Any]) -> str:
+    d = info["degree"]
+    lines = [
+        f"dataset   {info['path']} (format v{info['format_version']})",
+        f"nodes     {info['num_nodes']:,}",
+        f"edges     {info['num_edges']:,} (indices {info['indices_dtype']})",
+        "features  "
+        + ("none" if info["feature_dim"] is None else f"{info['feature_dim']} x {info['feature_dtype']}"),
+        "labels    "
+        + ("none" if info["num_classes"] is None else f"{info['num_classes']} classes, {info['num_labeled']:,} labeled"),
+        "splits    "
+        + (", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
+        f"in-degree min {d['min']:,}  median {d['median']:,}  mean {d['mean']:.2f}  max {d['max']:,}  "
+        f"zero-degree nodes {d['zero']:,}",
+        "files",
+    ]
+    for key, f in info["files"].items():
+        lines.append(f"  {key:<12} {f['path']:<22} {_bytes(f['bytes'])}")
+    lines.append(f"  {'total':<12} {'':<22} {_bytes(info['total_bytes'])}")
+    return "\n".join(lines)
+
+
+def cmd_verify(args) -> int:
+    with _bars(args) as bars:
+        report = build.verify(args.dir, progress=bars)
+    if not args.quiet:
+        print(
+            f"ok: {args.dir} ({report['files_checked']} files, "
+            f"{_bytes(report['bytes_checked'])} checked)"
+        )
+    return 0
+
+
+def cmd_demo(args) -> int:
+    tmp = None
+    if args.dir is None:
+        tmp = tempfile.mkdtemp(prefix="ringgnn-demo-")
+        out = os.path.join(tmp, "sbm")
+    else:
+        out = args.dir
+    try:
+        print(
+            f"generating a demo dataset: sbm with {DEMO['nodes']:,} nodes, {DEMO['classes']} classes, "
+            f"average degree {DEMO['avg_degree']:g}, {DEMO['feature_dim']} features"
+        )
+        t0 = time.perf_counter()
+        with _bars(args) as bars:
+            manifest = build.generate_sbm(out, overwrite=args.overwrite, progress=bars, **DEMO)
+        dt = time.perf_counter() - t0
+        print(f"generated {manifest['num_nodes']:,} nodes, {manifest['num_edges']:,} edges in {dt:.2f} s\n")
+        print(_format_info(info_dict(out)))
+        with _bars(args) as bars:
+            report = build.verify(out, progress=bars)
+        print(f"\nverify: ok ({report['files_checked']} files)")
+        print("done." if tmp is None else "done (the dataset was in a temporary directory; pass DIR to keep it).")
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def _human(x: float) -> str:
+    """86, 1.4k, 3.2M: a count or rate with a decimal prefix."""
+    for u in ["", "k", "M", "G"]:
+        if abs(x) < 1000:
+            return f"{x:.0f}" if u == "" else f"{x:.1f}{u}"
+        x /= 1000
+    return f"{x:.1f}T"
+
+
+def _bytes(n: float) -> str:
+    """512 B, 4.0 KiB, 1.2 GiB."""
+    for u in ["B", "KiB", "MiB", "GiB"]:
+        if abs(n) < 1024:
+            return f"{n:.0f} B" if u == "B" else f"{n:.1f} {u}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return str(e) or type(e).__name__
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the ``ringgnn`` command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    prog = f"ringgnn {args.command}" + (f" {args.generator}" if args.command == "generate" else "")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except (RingGnnError, OSError) as e:
+        print(f"{prog}: error: {_message(e)}", file=sys.stderr)
+        return 1

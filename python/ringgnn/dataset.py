@@ -1,0 +1,107 @@
+"""A ringgnn dataset on disk, as Python sees it: counts, splits, labels and neighbor lists.
+
+The format is specified in ``docs/FORMAT.md``; reads go through the Rust core
+(``ringgnn._core.DatasetHandle``), so nothing here depends on the byte layout.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+from functools import cached_property
+from typing import Any, Dict, List, Optional, Union
+
+import numpy as np
+
+from . import _core
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Dataset:
+    """An open dataset directory. Use :meth:`Dataset.open`.
+
+    Arrays come back as ``np.int64``. The graph is stored in CSC orientation, as PyG samples it:
+    ``neighbors(v)`` are the *sources* of the edges into ``v``.
+    """
+
+    def __init__(self, handle: "_core.DatasetHandle"):
+        self._handle = handle
+        self.manifest: Dict[str, Any] = json.loads(handle.manifest_json())
+        """The parsed ``manifest.json``."""
+
+    @classmethod
+    def open(cls, path: PathLike) -> "Dataset":
+        """Open the dataset at ``path``; checks that its files are present with the recorded sizes
+        (``ringgnn verify`` checks everything)."""
+        return cls(_core.DatasetHandle.open(os.fspath(path)))
+
+    @property
+    def path(self) -> str:
+        return os.fspath(self._handle.path)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.manifest["num_nodes"]
+
+    @property
+    def num_edges(self) -> int:
+        return self.manifest["num_edges"]
+
+    @property
+    def feature_dim(self) -> Optional[int]:
+        """Feature width, or None when the dataset has no features."""
+        f = self.manifest.get("features")
+        return None if f is None else f["dim"]
+
+    @property
+    def feature_dtype(self) -> Optional[str]:
+        """'f32', 'f16' or 'bf16', or None when the dataset has no features."""
+        f = self.manifest.get("features")
+        return None if f is None else f["dtype"]
+
+    @property
+    def num_classes(self) -> Optional[int]:
+        """Largest label + 1, or None when the dataset has no labels."""
+        lab = self.manifest.get("labels")
+        return None if lab is None else lab["num_classes"]
+
+    @property
+    def split_names(self) -> List[str]:
+        return sorted(self.manifest.get("splits", {}))
+
+    def split(self, name: str) -> np.ndarray:
+        """Node ids of split ``name`` (e.g. 'train') as int64."""
+        return self._handle.split(name)
+
+    @cached_property
+    def labels(self) -> Optional[np.ndarray]:
+        """Label per node as int64 (-1 = unlabeled), or None; read on first use."""
+        return self._handle.labels()
+
+    def neighbors(self, v: int) -> np.ndarray:
+        """In-neighbors of node ``v``: sources of the edges into ``v``, ascending, duplicates kept."""
+        v = operator.index(v)
+        if not 0 <= v < self.num_nodes:
+            raise IndexError(f"node {v} is out of range: the dataset has {self.num_nodes} nodes")
+        return self._handle.neighbors(v)
+
+    def indptr(self) -> np.ndarray:
+        """The CSC offsets (``num_nodes + 1`` values): ``neighbors(v)`` is
+        ``indices[indptr[v]:indptr[v + 1]]``."""
+        return self._handle.indptr()
+
+    def degrees(self) -> np.ndarray:
+        """In-degree of every node as int64."""
+        return np.diff(self.indptr())
+
+    def __repr__(self) -> str:
+        parts = [f"num_nodes={self.num_nodes:,}", f"num_edges={self.num_edges:,}"]
+        if self.feature_dim is not None:
+            parts.append(f"features={self.feature_dim}x{self.feature_dtype}")
+        if self.num_classes is not None:
+            parts.append(f"num_classes={self.num_classes}")
+        if self.split_names:
+            parts.append("splits=" + "/".join(self.split_names))
+        return f"Dataset({self.path!r}, {', '.join(parts)})"
