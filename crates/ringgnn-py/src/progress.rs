@@ -68,9 +68,12 @@ impl Progress for Relay {
 impl Relay {
     /// Everything reported since the last call, in order.
     fn drain(&self) -> Vec<Event> {
-        let mut events =
-            std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()));
+        // Take the count under the lock too: a `stage` cannot slip in between, so units of a new
+        // stage are never credited to the previous one.
+        let mut queue = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut events = std::mem::take(&mut *queue);
         let done = self.pending.swap(0, Ordering::Relaxed);
+        drop(queue);
         if done > 0 {
             events.push(Event::Advance(done));
         }

@@ -142,7 +142,8 @@ fn build<K: Key>(
     let scratch = staging.scratch()?;
 
     // Pass 1: partition.
-    let (spill, max_id, any) = partition::<K>(source, opts, &scratch, sizes.pass1_cap(key_bytes), sizes.chunk, progress)?;
+    let (spill, in_memory, max_id, any) =
+        partition::<K>(source, opts, &scratch, sizes.pass1_cap(key_bytes), sizes.chunk, progress)?;
     let num_nodes = match opts.num_nodes {
         Some(n) => n,
         None if !any => return crate::input_err!("{NO_EDGES}"),
@@ -152,9 +153,12 @@ fn build<K: Key>(
     // Pass 2: sort and emit.
     let indices_dtype = IndexDtype::for_nodes(num_nodes);
     let emitter = CscEmitter::new(staging.writer(INDPTR_FILE)?, staging.writer(INDICES_FILE)?, num_nodes);
-    let total = spill.count(0, FANOUT);
+    let total = in_memory.as_ref().map_or_else(|| spill.count(0, FANOUT), |b| b.len() as u64);
     progress.stage("sort", Some(total), "edges");
-    let emitter = sort_and_emit(
+    let emitter = if let Some(buf) = in_memory {
+        sort_in_memory(&spill, buf, emitter, opts.dedup, sizes.workers, progress)?
+    } else {
+        sort_and_emit(
         &spill,
         emitter,
         opts.dedup,
@@ -162,7 +166,8 @@ fn build<K: Key>(
         sizes.group_cap(key_bytes),
         &scratch,
         progress,
-    )?;
+    )?
+    };
     drop(spill);
     let (indptr, indices, num_edges, degree) = emitter.finish()?;
     staging.add("indptr", indptr);
@@ -183,7 +188,7 @@ fn partition<K: Key>(
     cap: usize,
     chunk_edges: usize,
     progress: &dyn Progress,
-) -> Result<(Spill<K>, u64, bool)> {
+) -> Result<(Spill<K>, Option<Vec<K>>, u64, bool)> {
     let (done0, total) = source.position();
     progress.stage("read", total, source.unit());
     let id_limit = if K::BITS == 64 { 1u64 << 32 } else { u64::MAX };
@@ -266,8 +271,15 @@ fn partition<K: Key>(
         Ok(())
     });
     result?;
+    while !spill.covers(K::make(max_dst, 0)) {
+        spill.widen();
+    }
+    if spill.is_empty() {
+        // Everything fit in one buffer: sort it in memory, never touching the disk.
+        return Ok((spill, Some(buf), max_id, any));
+    }
     flush(&mut spill, &mut buf, &mut sorted, max_dst)?;
-    Ok((spill, max_id, any))
+    Ok((spill, None, max_id, any))
 }
 
 fn flush<K: Key>(spill: &mut Spill<K>, buf: &mut Vec<K>, sorted: &mut Vec<K>, max_dst: u64) -> Result<()> {
@@ -322,6 +334,48 @@ fn emit_sorted<K: Key>(em: &mut CscEmitter, keys: &[K]) -> Result<()> {
     Ok(())
 }
 
+/// The whole graph is in `buf`: bucket it, sort the buckets on `workers` threads, emit.
+fn sort_in_memory<K: Key>(
+    spill: &Spill<K>,
+    buf: Vec<K>,
+    mut em: CscEmitter,
+    dedup: bool,
+    workers: usize,
+    progress: &dyn Progress,
+) -> Result<CscEmitter> {
+    let mut keys = Vec::new();
+    let starts = spill::bucketize(&buf, &mut keys, spill.base, spill.shift);
+    drop(buf);
+    // Split the buckets into `workers` ranges of about equal key counts, sort each on its own thread.
+    let per = keys.len().div_ceil(workers.max(1)).max(1);
+    let mut cuts = vec![0usize];
+    for b in 1..FANOUT {
+        if starts[b] >= cuts.len() * per && *cuts.last().unwrap() < b {
+            cuts.push(b);
+        }
+    }
+    cuts.push(FANOUT);
+    std::thread::scope(|s| {
+        let mut rest: &mut [K] = &mut keys;
+        let mut offset = 0;
+        for w in cuts.windows(2) {
+            let (part, tail) = rest.split_at_mut(starts[w[1]] - offset);
+            rest = tail;
+            let local: Vec<usize> = starts[w[0]..=w[1]].iter().map(|x| x - offset).collect();
+            offset = starts[w[1]];
+            s.spawn(move || spill::sort_buckets(part, &local));
+        }
+    });
+    if dedup {
+        keys.dedup();
+    }
+    for piece in keys.chunks(1 << 22) {
+        emit_sorted(&mut em, piece)?;
+        progress.advance(piece.len() as u64)?;
+    }
+    Ok(em)
+}
+
 fn sort_and_emit<K: Key>(
     spill: &Spill<K>,
     emitter: CscEmitter,
@@ -351,6 +405,7 @@ fn sort_and_emit<K: Key>(
     };
     let worker = || {
         let mut buf: Vec<K> = Vec::new();
+        let mut sorted: Vec<K> = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= tasks.len() || failed.load(Ordering::Relaxed) {
@@ -360,12 +415,13 @@ fn sort_and_emit<K: Key>(
                 match tasks[i] {
                     Task::Group(lo, hi) => {
                         spill.load(lo, hi, &mut buf)?;
-                        radsort::sort(&mut buf);
+                        let starts = spill::bucketize(&buf, &mut sorted, spill.base, spill.shift);
+                        spill::sort_buckets(&mut sorted, &starts);
                         if dedup {
-                            buf.dedup();
+                            sorted.dedup();
                         }
                         let Some(mut g) = wait_turn(i) else { return Ok(()) };
-                        emit_sorted(&mut g.1, &buf)?;
+                        emit_sorted(&mut g.1, &sorted)?;
                         g.0 += 1;
                         progress.advance(spill.count(lo, hi))?;
                     }
