@@ -10,7 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +69,10 @@ def test_quiet_prints_nothing(cli, small_tsv, tmp_path):
     assert r.code == 0 and r.out == "" and r.err == ""
 
 
+def _npy(p, dtype, layout):
+    return write_npy(p / "e.npy", SMALL_EDGES, dtype, layout)
+
+
 INPUTS = {
     "tsv": lambda p: write_text(p / "e.tsv", SMALL_EDGES, "\t"),
     "csv": lambda p: write_text(p / "e.csv", SMALL_EDGES, ","),
@@ -79,7 +83,7 @@ INPUTS = {
     "bin32": lambda p: write_bin(p / "e.bin32", SMALL_EDGES, 32),
     "bin64": lambda p: write_bin(p / "e.bin64", SMALL_EDGES, 64),
     **{
-        f"npy-{dt}-{layout}": (lambda dt, layout: lambda p: write_npy(p / "e.npy", SMALL_EDGES, dt, layout))(dt, layout)
+        f"npy-{dt}-{layout}": partial(_npy, dtype=dt, layout=layout)
         for dt in ["int32", "int64", "uint32", "uint64"]
         for layout in ["E2", "2E"]
     },
@@ -259,6 +263,13 @@ def test_bad_npy(cli, tmp_path, array, fragment):
     convert_fails(cli, src, tmp_path / "ds", message=["bad.npy", fragment])
 
 
+def test_npy_2x2_reads_one_edge_per_row(cli, tmp_path):
+    src = tmp_path / "e.npy"
+    np.save(src, np.array([[0, 1], [2, 3]], dtype=np.int64))  # (2, 2): documented as (E, 2)
+    assert cli("convert", src, tmp_path / "ds", "--quiet").code == 0
+    assert_csc(tmp_path / "ds", reference_csc([(0, 1), (2, 3)]))
+
+
 def test_fortran_order_npy_is_read_correctly(cli, tmp_path):
     src = tmp_path / "f.npy"
     np.save(src, np.asfortranarray(np.asarray(SMALL_EDGES, dtype=np.int64)))
@@ -319,6 +330,10 @@ def test_overwrite_refuses_a_directory_that_is_not_a_dataset(cli, small_tsv, tmp
     r = cli("convert", small_tsv, out, "--quiet", "--overwrite")
     assert r.code == 1 and "not a ringgnn dataset" in r.err
     assert (out / "thesis.tex").read_text() == "years of work"
+
+
+def test_memory_budget_too_small(cli, small_tsv, tmp_path):
+    convert_fails(cli, small_tsv, tmp_path / "ds", "--memory", "1M", message=["--memory", "too small"])
 
 
 def test_bad_size_is_a_usage_error(cli, small_tsv, tmp_path):

@@ -59,7 +59,9 @@ def test_rmat_sizes_and_summary(cli, tmp_path):
 
 def test_rmat_is_deterministic_by_seed(cli, tmp_path):
     for name, seed in [("a", 5), ("b", 5), ("c", 6)]:
-        assert cli("generate", "rmat", tmp_path / name, "--scale", 9, "--edge-factor", 4, "--seed", seed, "-q").code == 0
+        assert (
+            cli("generate", "rmat", tmp_path / name, "--scale", 9, "--edge-factor", 4, "--seed", seed, "-q").code == 0
+        )
     assert crcs(tmp_path / "a") == crcs(tmp_path / "b")
     assert crcs(tmp_path / "a") != crcs(tmp_path / "c")
 

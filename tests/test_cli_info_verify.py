@@ -49,7 +49,15 @@ def test_info_json(cli, dataset):
 def test_info_text(cli, dataset):
     r = cli("info", dataset)
     assert r.code == 0, r.err
-    for fragment in ["nodes     6", f"edges     {len(SMALL_EDGES)}", "5 x f32", "3 classes", "train", "median", "indptr"]:
+    for fragment in [
+        "nodes     6",
+        f"edges     {len(SMALL_EDGES)}",
+        "5 x f32",
+        "3 classes",
+        "train",
+        "median",
+        "indptr",
+    ]:
         assert fragment in r.out, r.out
 
 

@@ -56,9 +56,7 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory", type=_size, default="1G", metavar="SIZE", help="memory budget: bytes or K/M/G/T (default 1G)"
     )
-    p.add_argument(
-        "--threads", type=_positive, default=os.cpu_count() or 1, help="worker threads (default: all cores)"
-    )
+    p.add_argument("--threads", type=_positive, default=os.cpu_count() or 1, help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
 
@@ -79,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
-    p.add_argument("input", metavar="INPUT", help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy")
+    p.add_argument(
+        "input", metavar="INPUT", help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy"
+    )
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
     p.add_argument(
         "--format",
@@ -100,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="generate a synthetic dataset (rmat, sbm)")
     gsub = g.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
-    p = gsub.add_parser("rmat", help="Graph500 R-MAT graph", description="Graph500 R-MAT (a=0.57, b=0.19, c=0.19), ids permuted.")
+    p = gsub.add_parser(
+        "rmat", help="Graph500 R-MAT graph", description="Graph500 R-MAT (a=0.57, b=0.19, c=0.19), ids permuted."
+    )
     p.add_argument("out", metavar="OUT")
     p.add_argument("--scale", type=_count, required=True, metavar="S", help="2^S nodes")
     p.add_argument("--edge-factor", type=_count, default=16, metavar="F", help="F * 2^S edges (default 16)")
@@ -120,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--avg-degree", type=float, required=True, metavar="D", help="mean in-degree of the stored graph")
     p.add_argument("--feature-dim", type=_count, required=True, metavar="F")
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], default="f32")
-    p.add_argument("--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}")
+    p.add_argument(
+        "--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}"
+    )
     _add_build_options(p)
     p.set_defaults(func=cmd_generate_sbm)
 
@@ -166,8 +170,7 @@ def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
     e = manifest["num_edges"]
     rate = e / seconds if seconds > 0 else float("inf")
     print(
-        f"{verb} {manifest['num_nodes']:,} nodes, {e:,} edges in {seconds:.2f} s "
-        f"({_human(rate)} edges/s) -> {args.out}"
+        f"{verb} {manifest['num_nodes']:,} nodes, {e:,} edges in {seconds:.2f} s ({_human(rate)} edges/s) -> {args.out}"
     )
 
 
@@ -274,12 +277,12 @@ def _format_info(info: Dict[str, Any]) -> str:
         f"dataset   {info['path']} (format v{info['format_version']})",
         f"nodes     {info['num_nodes']:,}",
         f"edges     {info['num_edges']:,} (indices {info['indices_dtype']})",
-        "features  "
-        + ("none" if info["feature_dim"] is None else f"{info['feature_dim']} x {info['feature_dtype']}"),
+        "features  " + ("none" if info["feature_dim"] is None else f"{info['feature_dim']} x {info['feature_dtype']}"),
         "labels    "
-        + ("none" if info["num_classes"] is None else f"{info['num_classes']} classes, {info['num_labeled']:,} labeled"),
-        "splits    "
-        + (", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
+        + (
+            "none" if info["num_classes"] is None else f"{info['num_classes']} classes, {info['num_labeled']:,} labeled"
+        ),
+        "splits    " + (", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
         f"in-degree min {d['min']:,}  median {d['median']:,}  mean {d['mean']:.2f}  max {d['max']:,}  "
         f"zero-degree nodes {d['zero']:,}",
         "files",
@@ -294,10 +297,7 @@ def cmd_verify(args) -> int:
     with _bars(args) as bars:
         report = build.verify(args.dir, progress=bars)
     if not args.quiet:
-        print(
-            f"ok: {args.dir} ({report['files_checked']} files, "
-            f"{_bytes(report['bytes_checked'])} checked)"
-        )
+        print(f"ok: {args.dir} ({report['files_checked']} files, {_bytes(report['bytes_checked'])} checked)")
     return 0
 
 

@@ -3,16 +3,16 @@
 //!
 //! The core runs on a scoped worker thread and reports to a [`Relay`], which only touches atomics
 //! and a short queue, so core threads never wait for the GIL. The calling thread, detached from
-//! Python, wakes every [`TICK`], attaches, forwards what accumulated and calls
-//! `check_signals()`. Doing the Python side on the calling thread matters: Python runs signal
-//! handlers (the one that raises `KeyboardInterrupt`) only on the main thread, and core worker
-//! threads are never it. When a signal handler or a progress method raises, the relay is
-//! cancelled: the core's next `advance` returns `Error::Interrupted`, it removes its staging
-//! directory, and the Python error is raised once the core has returned.
+//! Python, wakes when a stage starts, when the core is done, and otherwise every [`TICK`]; it
+//! attaches, forwards what accumulated and calls `check_signals()`. Doing the Python side on the
+//! calling thread matters: Python runs signal handlers (the one that raises `KeyboardInterrupt`)
+//! only on the main thread, and core worker threads are never it. When a signal handler or a
+//! progress method raises, the relay is cancelled: the core's next `advance` returns
+//! `Error::Interrupted`, it removes its staging directory, and the Python error is raised once
+//! the core has returned.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -33,27 +33,38 @@ enum Event {
     Advance(u64),
 }
 
-/// The core's view: a [`Progress`] that never blocks on Python.
-struct Relay {
-    /// Units reported since the last tick (several core threads may add to it).
-    pending: AtomicU64,
+#[derive(Default)]
+struct Queue {
     /// Stage changes, in order, with the counts that preceded each.
-    events: Mutex<Vec<Event>>,
+    events: Vec<Event>,
+    /// The core has returned (or panicked).
+    finished: bool,
+}
+
+/// The core's view: a [`Progress`] that never blocks on Python.
+#[derive(Default)]
+struct Relay {
+    /// Units reported since the last forward (several core threads may add to it).
+    pending: AtomicU64,
+    queue: Mutex<Queue>,
+    wake: Condvar,
     cancelled: AtomicBool,
 }
 
 impl Progress for Relay {
     fn stage(&self, name: &str, total: Option<u64>, unit: &str) {
-        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.lock();
         let done = self.pending.swap(0, Ordering::Relaxed);
         if done > 0 {
-            events.push(Event::Advance(done));
+            q.events.push(Event::Advance(done));
         }
-        events.push(Event::Stage {
+        q.events.push(Event::Stage {
             name: name.to_string(),
             total,
             unit: unit.to_string(),
         });
+        // Start the new bar now, so that its clock (and rate) is right.
+        self.wake.notify_one();
     }
 
     fn advance(&self, n: u64) -> Result<()> {
@@ -66,18 +77,38 @@ impl Progress for Relay {
 }
 
 impl Relay {
-    /// Everything reported since the last call, in order.
-    fn drain(&self) -> Vec<Event> {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait up to a tick for news; returns what was reported, in order, and whether the core is done.
+    fn wait(&self) -> (Vec<Event>, bool) {
+        let mut q = self.lock();
+        if q.events.is_empty() && !q.finished {
+            q = self
+                .wake
+                .wait_timeout(q, TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
         // Take the count under the lock too: a `stage` cannot slip in between, so units of a new
         // stage are never credited to the previous one.
-        let mut queue = self.events.lock().unwrap_or_else(|e| e.into_inner());
-        let mut events = std::mem::take(&mut *queue);
+        let mut events = std::mem::take(&mut q.events);
         let done = self.pending.swap(0, Ordering::Relaxed);
-        drop(queue);
         if done > 0 {
             events.push(Event::Advance(done));
         }
-        events
+        (events, q.finished)
+    }
+}
+
+/// Marks the relay finished when the worker ends, by returning or by panicking.
+struct Finish<'a>(&'a Relay);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.0.lock().finished = true;
+        self.0.wake.notify_one();
     }
 }
 
@@ -103,25 +134,18 @@ where
     T: Send,
     F: FnOnce(&dyn Progress) -> Result<T> + Send,
 {
-    let relay = Relay {
-        pending: AtomicU64::new(0),
-        events: Mutex::new(Vec::new()),
-        cancelled: AtomicBool::new(false),
-    };
-    let relay = &relay;
+    let relay = &Relay::default();
     let progress = progress.as_ref();
     let (result, py_error) = py.detach(|| {
         std::thread::scope(|scope| {
-            let (tx, rx) = mpsc::channel();
             let worker = scope.spawn(move || {
-                // If `op` panics, `tx` is dropped and the loop below sees `Disconnected`.
-                let _ = tx.send(op(relay));
+                let _finish = Finish(relay);
+                op(relay)
             });
             let mut py_error: Option<PyErr> = None;
-            let result = loop {
-                let received = rx.recv_timeout(TICK);
+            loop {
+                let (events, finished) = relay.wait();
                 Python::attach(|py| {
-                    let events = relay.drain();
                     if py_error.is_none() {
                         let outcome =
                             forward(py, progress, events).and_then(|()| py.check_signals());
@@ -131,16 +155,14 @@ where
                         }
                     }
                 });
-                match received {
-                    Ok(result) => break result,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => match worker.join() {
-                        Err(panic) => std::panic::resume_unwind(panic),
-                        Ok(()) => unreachable!("the worker sends its result before it ends"),
-                    },
+                if finished {
+                    break;
                 }
-            };
-            (result, py_error)
+            }
+            match worker.join() {
+                Ok(result) => (result, py_error),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
         })
     });
     match (result, py_error) {

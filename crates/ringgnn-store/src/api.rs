@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::build::{build_graph, GraphSummary};
+use crate::build::{build_graph, GraphSummary, NO_EDGES};
 use crate::input::{self, InputFormat};
-use crate::manifest::{FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION};
+use crate::manifest::{
+    FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,
+};
 use crate::progress::Progress;
 use crate::writer::Staging;
-use crate::{attach, Result};
+use crate::{attach, Error, Result};
 
 /// What to do with edges u->u.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,17 +81,38 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         Some(f) => f,
         None => input::detect(&opts.input)?,
     };
-    let feat_header = opts.features.as_deref().map(attach::check_features).transpose()?;
-    let label_header = opts.labels.as_deref().map(attach::check_labels).transpose()?;
+    let feat_header = opts
+        .features
+        .as_deref()
+        .map(attach::check_features)
+        .transpose()?;
+    let label_header = opts
+        .labels
+        .as_deref()
+        .map(attach::check_labels)
+        .transpose()?;
     if let Some(spec) = &opts.split {
         attach::check_split_spec(spec)?;
     }
     let mut staging = Staging::create(&opts.out, opts.overwrite)?;
     let mut source = input::open(&opts.input, Some(format), opts.graph.num_nodes)?;
-    let graph = build_graph(source.as_mut(), &opts.graph, &mut staging, progress)?;
+    let graph =
+        build_graph(source.as_mut(), &opts.graph, &mut staging, progress).map_err(|e| match e {
+            Error::Input(m) if m == NO_EDGES => {
+                Error::Input(format!("{}: {m}", opts.input.display()))
+            }
+            e => e,
+        })?;
     let n = graph.num_nodes;
     let features = match (&opts.features, feat_header) {
-        (Some(p), Some(h)) => Some(attach::attach_features(&mut staging, p, &h, n, opts.feature_dtype, progress)?),
+        (Some(p), Some(h)) => Some(attach::attach_features(
+            &mut staging,
+            p,
+            &h,
+            n,
+            opts.feature_dtype,
+            progress,
+        )?),
         _ => None,
     };
     let labels = match (&opts.labels, label_header) {
@@ -110,8 +133,8 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         "seed": opts.seed,
     });
     let manifest = assemble(&graph, features, labels, splits, source);
-    staging.commit(manifest.clone())?;
-    Ok(manifest)
+    let out = staging.commit(manifest)?;
+    Manifest::read(&out)
 }
 
 /// The manifest of a freshly built dataset (files are filled in by [`Staging::commit`]).

@@ -59,13 +59,17 @@ impl Dataset {
     }
 
     fn read_at(&self, file: &File, key: &str, buf: &mut [u8], off: u64) -> Result<()> {
-        file.read_exact_at(buf, off).map_err(|e| Error::io(self.dir.join(&self.manifest.files[key].path), e))
+        file.read_exact_at(buf, off)
+            .map_err(|e| Error::io(self.dir.join(&self.manifest.files[key].path), e))
     }
 
     /// The range of node `v`'s neighbor list in `indices`.
     pub fn range(&self, v: u64) -> Result<(u64, u64)> {
         if v >= self.num_nodes() {
-            return crate::input_err!("node {v} is out of range: the dataset has {} nodes", self.num_nodes());
+            return crate::input_err!(
+                "node {v} is out of range: the dataset has {} nodes",
+                self.num_nodes()
+            );
         }
         let mut b = [0u8; 16];
         self.read_at(&self.indptr, "indptr", &mut b, v * 8)?;
@@ -87,14 +91,21 @@ impl Dataset {
         let mut b = vec![0u8; ((hi - lo) * w) as usize];
         self.read_at(&self.indices, "indices", &mut b, lo * w)?;
         Ok(match self.manifest.graph.indices_dtype {
-            IndexDtype::U32 => b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap()) as u64).collect(),
-            IndexDtype::U64 => b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect(),
+            IndexDtype::U32 => b
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()) as u64)
+                .collect(),
+            IndexDtype::U64 => b
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
         })
     }
 
     /// The whole offset index (V+1 u64): the only graph structure a sampler keeps in memory.
     pub fn load_indptr(&self) -> Result<Vec<u64>> {
-        self.read_i64_like("indptr", self.num_nodes() + 1).map(|v| v.into_iter().map(|x| x as u64).collect())
+        self.read_i64_like("indptr", self.num_nodes() + 1)
+            .map(|v| v.into_iter().map(|x| x as u64).collect())
     }
 
     /// Labels (-1 = unlabeled); None when the dataset has none.
@@ -109,7 +120,14 @@ impl Dataset {
     pub fn split(&self, name: &str) -> Result<Vec<i64>> {
         let Some(&n) = self.manifest.splits.get(name) else {
             let have: Vec<_> = self.manifest.splits.keys().cloned().collect();
-            return crate::input_err!("the dataset has no split '{name}'; it has: {}", if have.is_empty() { "none".into() } else { have.join(", ") });
+            return crate::input_err!(
+                "the dataset has no split '{name}'; it has: {}",
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
+            );
         };
         self.read_i64_like(&format!("split.{name}"), n)
     }
@@ -119,6 +137,8 @@ impl Dataset {
         let f = File::open(&p).at(&p)?;
         let mut b = vec![0u8; (count * 8) as usize];
         f.read_exact_at(&mut b, 0).at(&p)?;
-        Ok(b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect())
+        Ok(b.chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect())
     }
 }

@@ -41,13 +41,17 @@ impl FeatureWriter {
         debug_assert_eq!(row.len() as u64, self.info.dim);
         self.scratch.clear();
         match self.info.dtype {
-            FeatureDtype::F32 => row.iter().for_each(|x| self.scratch.extend_from_slice(&x.to_le_bytes())),
-            FeatureDtype::F16 => row
+            FeatureDtype::F32 => row
                 .iter()
-                .for_each(|x| self.scratch.extend_from_slice(&f16::from_f32(*x).to_le_bytes())),
-            FeatureDtype::Bf16 => row
-                .iter()
-                .for_each(|x| self.scratch.extend_from_slice(&bf16::from_f32(*x).to_le_bytes())),
+                .for_each(|x| self.scratch.extend_from_slice(&x.to_le_bytes())),
+            FeatureDtype::F16 => row.iter().for_each(|x| {
+                self.scratch
+                    .extend_from_slice(&f16::from_f32(*x).to_le_bytes())
+            }),
+            FeatureDtype::Bf16 => row.iter().for_each(|x| {
+                self.scratch
+                    .extend_from_slice(&bf16::from_f32(*x).to_le_bytes())
+            }),
         }
         self.push_encoded(row.len())
     }

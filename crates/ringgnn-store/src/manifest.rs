@@ -194,7 +194,10 @@ impl Manifest {
         }
         let text = std::fs::read_to_string(&path).at(&path)?;
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            Error::Corrupt(format!("{}: not valid JSON ({e}); the dataset is damaged, rebuild it", path.display()))
+            Error::Corrupt(format!(
+                "{}: not valid JSON ({e}); the dataset is damaged, rebuild it",
+                path.display()
+            ))
         })?;
         match value.get("format").and_then(|f| f.as_str()) {
             Some(FORMAT_NAME) => {}
@@ -218,8 +221,12 @@ impl Manifest {
                 return Err(Error::Corrupt(format!("{}: field 'version' is missing or not an integer", path.display())))
             }
         }
-        let m: Manifest = serde_json::from_value(value)
-            .map_err(|e| Error::Corrupt(format!("{}: {e}; the manifest does not follow FORMAT.md", path.display())))?;
+        let m: Manifest = serde_json::from_value(value).map_err(|e| {
+            Error::Corrupt(format!(
+                "{}: {e}; the manifest does not follow FORMAT.md",
+                path.display()
+            ))
+        })?;
         m.check_fields(&path)?;
         Ok(m)
     }
@@ -227,7 +234,10 @@ impl Manifest {
     fn check_fields(&self, path: &Path) -> Result<()> {
         let bad = |what: String| Err(Error::Corrupt(format!("{}: {what}", path.display())));
         if self.graph.orientation != "csc" {
-            return bad(format!("graph.orientation is '{}', only 'csc' is defined", self.graph.orientation));
+            return bad(format!(
+                "graph.orientation is '{}', only 'csc' is defined",
+                self.graph.orientation
+            ));
         }
         if self.graph.indices_dtype != IndexDtype::for_nodes(self.num_nodes) {
             return bad(format!(
@@ -253,7 +263,10 @@ impl Manifest {
         }
         for (key, f) in &self.files {
             if f.path.contains('/') || f.path.contains('\\') || f.path.starts_with('.') {
-                return bad(format!("files.{key}.path '{}' must be a plain file name", f.path));
+                return bad(format!(
+                    "files.{key}.path '{}' must be a plain file name",
+                    f.path
+                ));
             }
         }
         Ok(())

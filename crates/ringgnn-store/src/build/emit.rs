@@ -104,14 +104,61 @@ impl CscEmitter {
         Ok(())
     }
 
+    /// Append edges given as sorted keys: sources go to `indices` in bulk, and `indptr`
+    /// advances once per run of equal destinations.
+    pub fn sorted<K: super::key::Key>(&mut self, keys: &[K]) -> Result<()> {
+        self.flush_indices()?;
+        let mut i = 0;
+        while i < keys.len() {
+            let dst = keys[i].dst();
+            debug_assert!(dst < self.num_nodes);
+            let mut j = i + 1;
+            while j < keys.len() && keys[j].dst() == dst {
+                j += 1;
+            }
+            if dst >= self.next {
+                self.advance_to(dst + 1)?;
+            }
+            self.count += (j - i) as u64;
+            i = j;
+        }
+        for chunk in keys.chunks(CHUNK) {
+            if self.wide {
+                self.idx64.clear();
+                self.idx64.extend(chunk.iter().map(|k| k.src()));
+                self.indices.write_u64s(&self.idx64)?;
+            } else {
+                self.idx32.clear();
+                self.idx32.extend(chunk.iter().map(|k| k.src() as u32));
+                self.indices.write_u32s(&self.idx32)?;
+            }
+        }
+        self.idx32.clear();
+        self.idx64.clear();
+        Ok(())
+    }
+
+    /// Write out sources buffered by [`CscEmitter::edge`].
+    fn flush_indices(&mut self) -> Result<()> {
+        self.indices.write_u32s(&self.idx32)?;
+        self.indices.write_u64s(&self.idx64)?;
+        self.idx32.clear();
+        self.idx64.clear();
+        Ok(())
+    }
+
     /// Write the remaining indptr entries (through `indptr[V] = E`) and close both files.
     pub fn finish(mut self) -> Result<(FileEntry, FileEntry, u64, DegreeStats)> {
         self.advance_to(self.num_nodes + 1)?;
         self.indptr.write_u64s(&self.ptr_buf)?;
-        self.indices.write_u32s(&self.idx32)?;
-        self.indices.write_u64s(&self.idx64)?;
+        self.flush_indices()?;
         let stats = degree_stats(&self.degrees, self.num_nodes, self.count);
-        Ok((self.indptr.finish()?, self.indices.finish()?, self.count, stats))
+        Ok((
+            self.indptr.finish()?,
+            self.indices.finish()?,
+            self.count,
+            stats,
+        ))
     }
 }
 

@@ -4,12 +4,13 @@
 //! bucket (one pass) and appended to the spill file as one sequential write, leaving one
 //! *segment* per non-empty bucket. Because every flush is written in bucket order, the segments
 //! of a run of consecutive buckets are contiguous within each flush: loading a group of buckets
-//! costs one sequential read per flush, never a merge.
+//! costs one sequential read per flush, never a merge. The file is read and written with
+//! O_DIRECT (each flush starts page-aligned): spill data is written once and read once, so the
+//! page cache would only cost a copy and memory.
 
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use ringgnn_io::{AlignedBuf, DirectFile, ALIGN};
 
 use super::key::Key;
 use crate::{IoContext, Result};
@@ -19,7 +20,10 @@ use crate::{IoContext, Result};
 pub const FANOUT_BITS: u32 = 12;
 pub const FANOUT: usize = 1 << FANOUT_BITS;
 
-/// One bucket's data from one flush: `len` keys starting at key index `start` of the file.
+/// Bounce buffer size for unaligned O_DIRECT reads (one per reader).
+pub const BOUNCE: usize = 4 << 20;
+
+/// One bucket's data from one flush: `len` keys starting at byte `start` of the file.
 #[derive(Clone, Copy, Debug)]
 pub struct Segment {
     pub start: u64,
@@ -28,18 +32,31 @@ pub struct Segment {
 
 pub struct Spill<K: Key> {
     path: PathBuf,
-    file: File,
+    file: DirectFile,
     /// Keys in this spill are in `[base, base + (FANOUT << shift))`; bucket = `(key - base) >> shift`.
     pub base: K,
     pub shift: u32,
     /// Per bucket, its segments in flush order.
     pub segments: Vec<Vec<Segment>>,
+    /// Bytes written (always a multiple of ALIGN).
     written: u64,
+}
+
+/// A page-aligned buffer viewed as `n` keys.
+pub fn keys_mut<K: Key>(buf: &mut AlignedBuf, n: usize) -> &mut [K] {
+    let bytes = n * std::mem::size_of::<K>();
+    buf.set_len(bytes);
+    bytemuck::cast_slice_mut(&mut buf[..])
+}
+
+/// An aligned buffer able to hold `n` keys padded to a page.
+pub fn key_buffer<K: Key>(n: usize) -> AlignedBuf {
+    AlignedBuf::new((n * std::mem::size_of::<K>()).max(1))
 }
 
 impl<K: Key> Spill<K> {
     pub fn create(path: &Path, base: K, shift: u32) -> Result<Self> {
-        let file = File::options().read(true).write(true).create_new(true).open(path).at(path)?;
+        let file = DirectFile::create(path).at(path)?;
         Ok(Spill {
             path: path.to_path_buf(),
             file,
@@ -67,23 +84,29 @@ impl<K: Key> Spill<K> {
         key >= self.base && key.bucket(self.base, self.shift) < FANOUT
     }
 
-    /// Counting-sort `buf` by bucket into `scratch` and append it as one write.
-    pub fn flush(&mut self, buf: &[K], scratch: &mut Vec<K>) -> Result<()> {
+    /// Counting-sort `buf` by bucket into `scratch` and append it as one aligned write.
+    pub fn flush(&mut self, buf: &[K], scratch: &mut AlignedBuf) -> Result<()> {
         if buf.is_empty() {
             return Ok(());
         }
-        let starts = bucketize(buf, scratch, self.base, self.shift);
+        let size = std::mem::size_of::<K>() as u64;
+        let starts = bucketize(buf, keys_mut(scratch, buf.len()), self.base, self.shift);
         for b in 0..FANOUT {
             let len = (starts[b + 1] - starts[b]) as u64;
             if len > 0 {
                 self.segments[b].push(Segment {
-                    start: self.written + starts[b] as u64,
+                    start: self.written + starts[b] as u64 * size,
                     len,
                 });
             }
         }
-        self.file.write_all(bytemuck::cast_slice(scratch)).at(&self.path)?;
-        self.written += buf.len() as u64;
+        // Pad the write to a page; the padding is never referenced by a segment.
+        let padded = scratch.len().div_ceil(ALIGN) * ALIGN;
+        scratch.set_len(padded);
+        self.file
+            .write_all_at(scratch, self.written)
+            .at(&self.path)?;
+        self.written += padded as u64;
         Ok(())
     }
 
@@ -98,15 +121,22 @@ impl<K: Key> Spill<K> {
     }
 
     /// Read every key of buckets `[lo, hi)` into `out` (cleared first): one read per flush.
-    pub fn load(&self, lo: usize, hi: usize, out: &mut Vec<K>) -> Result<()> {
+    pub fn load(
+        &self,
+        lo: usize,
+        hi: usize,
+        out: &mut Vec<K>,
+        bounce: &mut AlignedBuf,
+    ) -> Result<()> {
         out.clear();
+        let size = std::mem::size_of::<K>() as u64;
         // Segments of consecutive buckets from the same flush are adjacent: coalesce them.
         let mut runs: Vec<Segment> = self.segments[lo..hi].iter().flatten().copied().collect();
         runs.sort_unstable_by_key(|s| s.start);
         let mut merged: Vec<Segment> = Vec::with_capacity(runs.len());
         for s in runs {
             match merged.last_mut() {
-                Some(m) if m.start + m.len == s.start => m.len += s.len,
+                Some(m) if m.start + m.len * size == s.start => m.len += s.len,
                 _ => merged.push(s),
             }
         }
@@ -115,7 +145,7 @@ impl<K: Key> Spill<K> {
             out.resize(at + s.len as usize, K::default());
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out[at..]);
             self.file
-                .read_exact_at(bytes, s.start * std::mem::size_of::<K>() as u64)
+                .read_exact_at(bytes, s.start, bounce)
                 .at(&self.path)?;
         }
         Ok(())
@@ -123,7 +153,15 @@ impl<K: Key> Spill<K> {
 
     /// Stream the keys of bucket `b` in pieces of at most `max` keys (for re-partitioning a
     /// bucket that does not fit in memory).
-    pub fn for_each_piece(&self, b: usize, max: usize, buf: &mut Vec<K>, mut f: impl FnMut(&[K]) -> Result<()>) -> Result<()> {
+    pub fn for_each_piece(
+        &self,
+        b: usize,
+        max: usize,
+        buf: &mut Vec<K>,
+        bounce: &mut AlignedBuf,
+        mut f: impl FnMut(&[K]) -> Result<()>,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<K>() as u64;
         for s in &self.segments[b] {
             let mut done = 0;
             while done < s.len {
@@ -132,7 +170,7 @@ impl<K: Key> Spill<K> {
                 buf.resize(n, K::default());
                 let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut buf[..]);
                 self.file
-                    .read_exact_at(bytes, (s.start + done) * std::mem::size_of::<K>() as u64)
+                    .read_exact_at(bytes, s.start + done * size, bounce)
                     .at(&self.path)?;
                 f(buf)?;
                 done += n as u64;
@@ -142,9 +180,10 @@ impl<K: Key> Spill<K> {
     }
 }
 
-/// Counting-sort `buf` by bucket `(key - base) >> shift` into `out`; returns the FANOUT + 1
-/// bucket start offsets in `out`.
-pub fn bucketize<K: Key>(buf: &[K], out: &mut Vec<K>, base: K, shift: u32) -> Vec<usize> {
+/// Counting-sort `buf` by bucket `(key - base) >> shift` into `out` (same length); returns the
+/// FANOUT + 1 bucket start offsets in `out`.
+pub fn bucketize<K: Key>(buf: &[K], out: &mut [K], base: K, shift: u32) -> Vec<usize> {
+    debug_assert_eq!(buf.len(), out.len());
     let mut starts = vec![0usize; FANOUT + 1];
     for &k in buf {
         starts[k.bucket(base, shift) + 1] += 1;
@@ -153,8 +192,6 @@ pub fn bucketize<K: Key>(buf: &[K], out: &mut Vec<K>, base: K, shift: u32) -> Ve
         starts[b + 1] += starts[b];
     }
     let mut pos = starts.clone();
-    out.clear();
-    out.resize(buf.len(), K::default());
     for &k in buf {
         let b = k.bucket(base, shift);
         out[pos[b]] = k;
@@ -164,13 +201,54 @@ pub fn bucketize<K: Key>(buf: &[K], out: &mut Vec<K>, base: K, shift: u32) -> Ve
 }
 
 /// Sort keys that are already grouped by bucket: each bucket is sorted on its own, small
-/// enough to stay in cache, which is several times faster than one big radix sort.
+/// enough to stay in cache.
 pub fn sort_buckets<K: Key>(keys: &mut [K], starts: &[usize]) {
+    let mut tmp = Vec::new();
+    let mut counts = Vec::new();
     for w in starts.windows(2) {
         if w[1] - w[0] > 1 {
-            radsort::sort(&mut keys[w[0]..w[1]]);
+            sort_bucket(&mut keys[w[0]..w[1]], &mut tmp, &mut counts);
         }
     }
+}
+
+/// Sort one bucket. Its destinations span a narrow range, so a counting sort by destination
+/// followed by sorting each (short) neighbor list beats a full radix sort; a bucket whose
+/// destinations are spread thin (re-partitioned hubs, sparse ids) falls back to radix sort.
+fn sort_bucket<K: Key>(keys: &mut [K], tmp: &mut Vec<K>, counts: &mut Vec<usize>) {
+    let (lo, hi) = keys
+        .iter()
+        .fold((u64::MAX, 0), |(a, b), k| (a.min(k.dst()), b.max(k.dst())));
+    let range = (hi - lo) as usize + 1;
+    if range > 4 * keys.len() + 1024 {
+        radsort::sort(keys);
+        return;
+    }
+    counts.clear();
+    counts.resize(range + 1, 0);
+    for k in keys.iter() {
+        counts[(k.dst() - lo) as usize + 1] += 1;
+    }
+    for d in 0..range {
+        counts[d + 1] += counts[d];
+    }
+    tmp.clear();
+    tmp.resize(keys.len(), K::default());
+    {
+        let mut pos = counts[..range].to_vec();
+        for &k in keys.iter() {
+            let d = (k.dst() - lo) as usize;
+            tmp[pos[d]] = k;
+            pos[d] += 1;
+        }
+    }
+    for d in 0..range {
+        let list = &mut tmp[counts[d]..counts[d + 1]];
+        if list.len() > 1 {
+            list.sort_unstable();
+        }
+    }
+    keys.copy_from_slice(tmp);
 }
 
 impl<K: Key> Drop for Spill<K> {

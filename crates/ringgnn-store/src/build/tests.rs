@@ -19,7 +19,12 @@ struct VecSource {
 impl VecSource {
     fn new(edges: Vec<(u64, u64)>) -> Self {
         let narrow = edges.iter().all(|&(a, b)| a.max(b) < 1 << 32);
-        VecSource { edges, at: 0, narrow, rewinds: true }
+        VecSource {
+            edges,
+            at: 0,
+            narrow,
+            rewinds: true,
+        }
     }
 }
 
@@ -69,7 +74,11 @@ fn reference(edges: &[(u64, u64)], o: &GraphOptions) -> (u64, Vec<Vec<u64>>) {
     (n, lists)
 }
 
-fn build_small(edges: &[(u64, u64)], o: &GraphOptions, sizes: Sizes) -> (tempfile::TempDir, Result<GraphSummary>) {
+fn build_small(
+    edges: &[(u64, u64)],
+    o: &GraphOptions,
+    sizes: Sizes,
+) -> (tempfile::TempDir, Result<GraphSummary>) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
     let mut staging = Staging::create(&out, false).unwrap();
@@ -87,19 +96,30 @@ fn check(edges: &[(u64, u64)], o: &GraphOptions, sizes: Sizes) -> Vec<u8> {
     let g = r.unwrap();
     let (n, lists) = reference(edges, o);
     assert_eq!(g.num_nodes, n);
-    assert_eq!(g.num_edges, lists.iter().map(|l| l.len() as u64).sum::<u64>());
+    assert_eq!(
+        g.num_edges,
+        lists.iter().map(|l| l.len() as u64).sum::<u64>()
+    );
     let ds = Dataset::open(&dir.path().join("ds")).unwrap();
     let mut want_ptr = vec![0u64];
     for l in &lists {
         want_ptr.push(want_ptr.last().unwrap() + l.len() as u64);
     }
     assert_eq!(ds.load_indptr().unwrap(), want_ptr);
-    for (v, l) in lists.iter().enumerate().filter(|(_, l)| !l.is_empty()).take(200) {
+    for (v, l) in lists
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .take(200)
+    {
         assert_eq!(&ds.neighbors(v as u64).unwrap(), l, "node {v}");
     }
     let all: Vec<u64> = lists.concat();
     let raw = std::fs::read(dir.path().join("ds/indices.bin")).unwrap();
-    let got: Vec<u64> = raw[..all.len() * 4].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap()) as u64).collect();
+    let got: Vec<u64> = raw[..all.len() * 4]
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()) as u64)
+        .collect();
     assert_eq!(got, all);
     let degs: Vec<u64> = lists.iter().map(|l| l.len() as u64).collect();
     if n > 0 {
@@ -108,7 +128,10 @@ fn check(edges: &[(u64, u64)], o: &GraphOptions, sizes: Sizes) -> Vec<u8> {
         assert_eq!(g.degree.min, sorted[0]);
         assert_eq!(g.degree.max, *sorted.last().unwrap());
         assert_eq!(g.degree.median, sorted[(sorted.len() - 1) / 2]);
-        assert_eq!(g.degree.zero, degs.iter().filter(|&&d| d == 0).count() as u64);
+        assert_eq!(
+            g.degree.zero,
+            degs.iter().filter(|&&d| d == 0).count() as u64
+        );
     }
     let mut bytes = std::fs::read(dir.path().join("ds/indptr.bin")).unwrap();
     bytes.extend(std::fs::read(dir.path().join("ds/indices.bin")).unwrap());
@@ -116,16 +139,30 @@ fn check(edges: &[(u64, u64)], o: &GraphOptions, sizes: Sizes) -> Vec<u8> {
 }
 
 fn tiny(workers: usize) -> Sizes {
-    Sizes { chunk: 3, pass1_bytes: 16 * 8 * 2, group_bytes: 10 * 8 * 2, workers }
+    Sizes {
+        chunk: 3,
+        pass1_bytes: 16 * 8 * 2,
+        group_bytes: 10 * 8 * 2,
+        workers,
+    }
 }
 fn roomy() -> Sizes {
-    Sizes { chunk: 1024, pass1_bytes: 1 << 24, group_bytes: 1 << 24, workers: 1 }
+    Sizes {
+        chunk: 1024,
+        pass1_bytes: 1 << 24,
+        group_bytes: 1 << 24,
+        workers: 1,
+    }
 }
 
 fn opts(undirected: bool, drop: bool, dedup: bool, num_nodes: Option<u64>) -> GraphOptions {
     GraphOptions {
         undirected,
-        self_loops: if drop { SelfLoops::Drop } else { SelfLoops::Keep },
+        self_loops: if drop {
+            SelfLoops::Drop
+        } else {
+            SelfLoops::Keep
+        },
         dedup,
         num_nodes,
         ..Default::default()
@@ -149,7 +186,16 @@ fn exact_small_graph() {
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
         .collect();
     assert_eq!(ix, vec![0, 2, 2, 1, 2]);
-    assert_eq!(g.degree, DegreeStats { min: 0, max: 3, mean: 1.25, median: 0, zero: 2 });
+    assert_eq!(
+        g.degree,
+        DegreeStats {
+            min: 0,
+            max: 3,
+            mean: 1.25,
+            median: 0,
+            zero: 2
+        }
+    );
 }
 
 #[test]
@@ -190,10 +236,22 @@ fn ids_beyond_32_bits_ask_for_wide_keys() {
     let dir = tempfile::tempdir().unwrap();
     let mut staging = Staging::create(&dir.path().join("ds"), false).unwrap();
     let mut src = VecSource::new(vec![(0, 1), (1 << 33, 1)]);
-    let r = build::<u64>(&mut src, &opts(false, false, false, None), &mut staging, &NoProgress, roomy());
+    let r = build::<u64>(
+        &mut src,
+        &opts(false, false, false, None),
+        &mut staging,
+        &NoProgress,
+        roomy(),
+    );
     assert!(matches!(r, Err(Error::Input(m)) if m == NEEDS_WIDE));
     let mut src = VecSource::new(vec![(0, u64::MAX)]);
-    let r = build::<u128>(&mut src, &opts(false, false, false, None), &mut staging, &NoProgress, roomy());
+    let r = build::<u128>(
+        &mut src,
+        &opts(false, false, false, None),
+        &mut staging,
+        &NoProgress,
+        roomy(),
+    );
     assert!(r.unwrap_err().to_string().contains("2^64-1"));
 }
 

@@ -138,7 +138,11 @@ pub fn open(
     }))
 }
 
-fn open_format(path: &Path, format: InputFormat, num_nodes: Option<u64>) -> Result<Box<dyn EdgeSource>> {
+fn open_format(
+    path: &Path,
+    format: InputFormat,
+    num_nodes: Option<u64>,
+) -> Result<Box<dyn EdgeSource>> {
     Ok(match format {
         InputFormat::Text => Box::new(text::TextEdges::open(path, num_nodes)?),
         InputFormat::Bin32 => Box::new(binary::BinaryEdges::open(
