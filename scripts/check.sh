@@ -50,8 +50,10 @@ cargo test --workspace
 # --- Python ----------------------------------------------------------------------------------
 step "pip install '.[test]' (builds the extension in release mode)"
 "$PY" -m pip --version >/dev/null 2>&1 || "$PY" -m ensurepip --upgrade
-"$PY" -c 'import maturin' 2>/dev/null || "$PY" -m pip install -q 'maturin>=1.9.4,<2'
-# --no-build-isolation reuses the maturin above instead of fetching a fresh one each run.
+# maturin >= 1.9.4 builds pyo3 0.30 extensions without the deprecated `extension-module` feature.
+# pip does nothing here when a recent enough maturin is installed; --no-build-isolation below
+# reuses it instead of fetching a fresh one on every run.
+"$PY" -m pip install -q 'maturin>=1.9.4,<2'
 "$PY" -m pip install -q --no-build-isolation '.[test]'
 
 step "pytest"

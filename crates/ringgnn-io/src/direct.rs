@@ -55,7 +55,8 @@ impl DirectFile {
     /// Write all of `buf` at `offset`. With O_DIRECT, `offset` and `buf.len()` must be
     /// multiples of [`ALIGN`] (the buffer itself is aligned by construction).
     pub fn write_all_at(&self, buf: &AlignedBuf, offset: u64) -> io::Result<()> {
-        if self.direct && (offset % ALIGN as u64 != 0 || buf.len() % ALIGN != 0) {
+        if self.direct && (!offset.is_multiple_of(ALIGN as u64) || !buf.len().is_multiple_of(ALIGN))
+        {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("unaligned O_DIRECT write: {} bytes at {offset}", buf.len()),

@@ -77,7 +77,7 @@ impl FeatureWriter {
 
     fn pad_before_row(&mut self) -> Result<()> {
         let rpp = self.info.rows_per_page;
-        if rpp > 0 && self.rows > 0 && self.rows % rpp == 0 {
+        if rpp > 0 && self.rows > 0 && self.rows.is_multiple_of(rpp) {
             let pos = self.w.position();
             self.w.zeros(pos.div_ceil(PAGE) * PAGE - pos)?;
         }

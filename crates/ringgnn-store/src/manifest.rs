@@ -112,10 +112,9 @@ impl FeatureInfo {
     /// Byte offset of row `i` in `features.bin`: no row straddles a page boundary unless it is
     /// larger than a page.
     pub fn row_offset(&self, i: u64) -> u64 {
-        if self.rows_per_page == 0 {
-            i * self.row_bytes
-        } else {
-            (i / self.rows_per_page) * PAGE + (i % self.rows_per_page) * self.row_bytes
+        match i.checked_div(self.rows_per_page) {
+            None => i * self.row_bytes,
+            Some(page) => page * PAGE + (i % self.rows_per_page) * self.row_bytes,
         }
     }
     /// Payload bytes (before the final padding) of a file holding `n` rows.

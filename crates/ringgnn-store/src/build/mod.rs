@@ -155,7 +155,12 @@ fn build<K: Key>(
     let scratch = staging.scratch()?;
 
     // Pass 1: partition.
-    let (spill, in_memory, max_id, any) = partition::<K>(
+    let Partitioned {
+        spill,
+        in_memory,
+        max_id,
+        any,
+    } = partition::<K>(
         source,
         opts,
         &scratch,
@@ -213,7 +218,7 @@ fn partition<K: Key>(
     cap: usize,
     chunk_edges: usize,
     progress: &dyn Progress,
-) -> Result<(Spill<K>, Option<Vec<K>>, u64, bool)> {
+) -> Result<Partitioned<K>> {
     let (done0, total) = source.position();
     progress.stage("read", total, source.unit());
     let id_limit = if K::BITS == 64 { 1u64 << 32 } else { u64::MAX };
@@ -305,10 +310,29 @@ fn partition<K: Key>(
     }
     if spill.is_empty() {
         // Everything fit in one buffer: sort it in memory, never touching the disk.
-        return Ok((spill, Some(buf), max_id, any));
+        return Ok(Partitioned {
+            spill,
+            in_memory: Some(buf),
+            max_id,
+            any,
+        });
     }
     flush(&mut spill, &mut buf, &mut sorted, max_dst)?;
-    Ok((spill, None, max_id, any))
+    Ok(Partitioned {
+        spill,
+        in_memory: None,
+        max_id,
+        any,
+    })
+}
+
+/// What pass 1 leaves: the spill, or the whole graph's keys when they fit in one buffer; the
+/// largest id seen and whether any edge was read at all.
+struct Partitioned<K: Key> {
+    spill: Spill<K>,
+    in_memory: Option<Vec<K>>,
+    max_id: u64,
+    any: bool,
 }
 
 fn flush<K: Key>(
@@ -380,8 +404,8 @@ fn sort_in_memory<K: Key>(
     // Split the buckets into `workers` ranges of about equal key counts, sort each on its own thread.
     let per = keys.len().div_ceil(workers.max(1)).max(1);
     let mut cuts = vec![0usize];
-    for b in 1..FANOUT {
-        if starts[b] >= cuts.len() * per && *cuts.last().unwrap() < b {
+    for (b, &start) in starts.iter().enumerate().take(FANOUT).skip(1) {
+        if start >= cuts.len() * per && *cuts.last().unwrap() < b {
             cuts.push(b);
         }
     }
@@ -495,6 +519,7 @@ fn sort_and_emit<K: Key>(
 /// Split bucket `b` of `parent` on finer key ranges and emit it, recursing while a sub-bucket
 /// is still too big. A bucket whose range is a single key holds copies of one edge: it is
 /// emitted without loading it.
+#[allow(clippy::too_many_arguments)] // recursion state; a struct would only rename it
 fn repartition<K: Key>(
     parent: &Spill<K>,
     b: usize,

@@ -218,7 +218,7 @@ fn hub_larger_than_memory_is_repartitioned() {
     // Node 3 has 200 in-edges, far above the 10-key group: forces re-partitioning, and the
     // 50 copies of 9->3 form a single-key bucket at the finest level.
     let mut e: Vec<(u64, u64)> = (0..150).map(|i| (i * 7 % 1000, 3)).collect();
-    e.extend(std::iter::repeat((9, 3)).take(50));
+    e.extend(std::iter::repeat_n((9, 3), 50));
     e.extend((0..40).map(|i| (i, i * 13 % 97)));
     for dedup in [false, true] {
         let a = check(&e, &opts(false, false, dedup, None), tiny(1));

@@ -2,6 +2,7 @@
 //! Graph500 R-MAT ([`rmat`]) and a degree-corrected planted partition with features and labels
 //! ([`sbm`]).
 
+mod chunked;
 pub mod rmat;
 pub mod sbm;
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use rand_xoshiro::rand_core::Rng as _;
 
-use super::rmat::{ChunkGen, ChunkedSource};
+use super::chunked::{ChunkGen, ChunkedSource};
 use crate::api::{assemble, GraphOptions, SelfLoops};
 use crate::build::build_graph;
 use crate::features::{split_file, write_i64_file, FeatureWriter, LABELS_FILE};

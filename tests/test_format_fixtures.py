@@ -1,0 +1,49 @@
+"""Datasets written by every released format version stay readable (lance's rule).
+
+`tests/fixtures/v1-tiny` was built by ringgnn 0.1.0 (format version 1) with:
+    printf '0 1\\n2 1\\n1 2\\n3 3\\n4 0\\n2 1\\n' > edges.txt
+    ringgnn convert edges.txt v1-tiny --num-nodes 6 --features x.npy --labels y.npy \\
+        --split train=tr.npy,val=va.npy,test=te.npy
+with x = arange(18).reshape(6, 3) / 4 (float32), y = [0, 1, 2, 1, -1, 0], train [0, 1, 2],
+val [3], test [5]. Never regenerate it: a new format version gets a new fixture beside it.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ringgnn
+from ringgnn import cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def v1():
+    return ringgnn.Dataset.open(FIXTURES / "v1-tiny")
+
+
+def test_v1_counts(v1):
+    assert (v1.num_nodes, v1.num_edges, v1.feature_dim, v1.num_classes) == (6, 6, 3, 3)
+
+
+def test_v1_graph(v1):
+    want = {0: [4], 1: [0, 2, 2], 2: [1], 3: [3], 4: [], 5: []}
+    for v, nbrs in want.items():
+        assert v1.neighbors(v).tolist() == nbrs
+    indptr = np.fromfile(FIXTURES / "v1-tiny" / "indptr.bin", dtype="<u8", count=7)
+    assert indptr.tolist() == [0, 1, 4, 5, 6, 6, 6]
+
+
+def test_v1_labels_splits_features(v1):
+    assert v1.labels.tolist() == [0, 1, 2, 1, -1, 0]
+    assert v1.split("train").tolist() == [0, 1, 2]
+    assert v1.split("val").tolist() == [3]
+    assert v1.split("test").tolist() == [5]
+    # f32 rows of 12 bytes, 341 per page: all six rows are back to back on page 0.
+    raw = np.fromfile(FIXTURES / "v1-tiny" / "features.bin", dtype="<f4", count=18).reshape(6, 3)
+    np.testing.assert_array_equal(raw, np.arange(18, dtype=np.float32).reshape(6, 3) / 4)
+
+
+def test_v1_verifies():
+    assert cli.main(["verify", str(FIXTURES / "v1-tiny"), "--quiet"]) in (0, None)
