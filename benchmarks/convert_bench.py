@@ -67,8 +67,8 @@ def make_text(src: Path, path: Path, edges: int):
     tmp = path.with_suffix(".part")
     pairs = np.fromfile(src, dtype=np.uint32, count=edges * 2).reshape(-1, 2)
     with open(tmp, "w") as f:
-        for i in range(0, len(pairs), 5_000_000):
-            np.savetxt(f, pairs[i:i + 5_000_000], fmt="%d", delimiter="\t")
+        for i in range(0, len(pairs), 2_000_000):
+            f.write("".join(f"{a}\t{b}\n" for a, b in pairs[i:i + 2_000_000].tolist()))
     tmp.rename(path)
 
 

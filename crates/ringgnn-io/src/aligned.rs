@@ -1,6 +1,9 @@
-//! A heap buffer whose address and capacity are multiples of [`ALIGN`], as `O_DIRECT` needs.
+//! A buffer whose address and capacity are multiples of [`ALIGN`], as `O_DIRECT` needs.
+//!
+//! Memory comes straight from an anonymous `mmap`: page-aligned and zero-filled by the kernel
+//! *lazily*, so a large buffer costs nothing until it is used. (`alloc_zeroed` with a 4 KiB
+//! alignment memsets the whole allocation up front: 0.3 s for the default 1G build budget.)
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
@@ -22,10 +25,24 @@ impl AlignedBuf {
     /// A buffer of at least `cap` bytes (rounded up to a multiple of ALIGN), length 0.
     pub fn new(cap: usize) -> Self {
         let cap = cap.max(1).div_ceil(ALIGN) * ALIGN;
-        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows");
-        // SAFETY: layout has non-zero size (cap >= ALIGN).
-        let raw = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
+        // result is checked against MAP_FAILED below.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                cap,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            let layout =
+                std::alloc::Layout::from_size_align(cap, ALIGN).expect("buffer size overflows");
+            std::alloc::handle_alloc_error(layout);
+        }
+        let ptr = NonNull::new(raw.cast::<u8>()).expect("mmap returned null");
         AlignedBuf { ptr, cap, len: 0 }
     }
 
@@ -45,7 +62,7 @@ impl AlignedBuf {
 
     /// The whole capacity as a mutable slice.
     pub fn spare(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is valid for cap initialised bytes (alloc_zeroed) and uniquely borrowed.
+        // SAFETY: ptr is valid for cap initialised (zero-filled mapping) bytes, uniquely borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
     }
 }
@@ -67,12 +84,9 @@ impl DerefMut for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with exactly this layout.
+        // SAFETY: ptr/cap are exactly the mapping made in `new`, and no slice of it outlives self.
         unsafe {
-            dealloc(
-                self.ptr.as_ptr(),
-                Layout::from_size_align_unchecked(self.cap, ALIGN),
-            )
+            libc::munmap(self.ptr.as_ptr().cast(), self.cap);
         }
     }
 }
