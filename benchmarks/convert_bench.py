@@ -77,8 +77,13 @@ def checksums(d: Path):
     return {k: v["crc32c"] for k, v in m["files"].items()}, m
 
 
+# Runs a command and reports its peak RSS (ru_maxrss of the child) on stderr as "maxrss: KiB".
+RSS = (f"{sys.executable} -c \"import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
+       f"print('maxrss:', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r)\"")
+
+
 def convert(inp, out, extra="", cap=None, cold=False):
-    cmd = f"ringgnn convert {inp} {out} --overwrite --quiet {extra}"
+    cmd = f"{RSS} ringgnn convert {inp} {out} --overwrite --quiet {extra}"
     if cap:
         cmd = f"{MEMCAP} {'--drop-caches ' if cold else ''}{cap} -- {cmd}"
     elif cold:
@@ -109,7 +114,11 @@ def main():
         t_cold, r = convert(inp, work / "out_cold", extra, cap=cap, cold=True)
         t_warm, _ = convert(inp, work / "out_warm", extra, cap=cap)
         peak = [l for l in r.stderr.splitlines() if l.startswith("memcap:")]
-        rows.append((name, n_edges, t_cat_cold, t_cold, t_cat_warm, t_warm, peak[0] if peak else ""))
+        rss = [int(l.split()[1]) for l in r.stderr.splitlines() if l.startswith("maxrss:")]
+        note = f"RSS {rss[0] / 1024:.0f} MiB" if rss else ""
+        if peak:
+            note += "; " + peak[0].replace("memcap: ", "cgroup (RSS + page cache) ")
+        rows.append((name, n_edges, t_cat_cold, t_cold, t_cat_warm, t_warm, note))
         return t_cold
 
     row(f"bin32, {a.edges / 1e6:.0f}M edges, --memory 8G", bin32, a.edges, "--memory 8G")
@@ -124,11 +133,11 @@ def main():
           f"--text-edges {a.text_edges}\n")
     print(f"Graph: {manifest['num_nodes']:,} nodes, {manifest['num_edges']:,} edges. "
           f"512M-budget output identical to 8G-budget output: **{same}**\n")
-    print("| input | cat cold (s) | convert cold (s) | ratio | Medges/s cold | cat warm (s) | convert warm (s) | ratio | memcap |")
+    print("| input | cat cold (s) | convert cold (s) | ratio | Medges/s cold | cat warm (s) | convert warm (s) | ratio | memory (cold run) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, n, cc, tc, cw, tw, peak in rows:
         print(f"| {name} | {cc:.1f} | {tc:.1f} | {tc / cc:.1f}x | {n / tc / 1e6:.1f} | {cw:.2f} | {tw:.1f} | "
-              f"{tw / cw:.1f}x | {peak.replace('memcap: ', '')} |")
+              f"{tw / cw:.1f}x | {peak} |")
     if not same:
         sys.exit("FAIL: outputs differ between memory budgets")
 

@@ -48,8 +48,8 @@ def _write(dir: Path, edges, fmt: str) -> Path:
 def test_random_graphs_match_reference(edges, opts):
     max_id = max((max(e) for e in edges), default=-1)
     num_nodes = None if opts["extra_nodes"] is None else max_id + 1 + opts["extra_nodes"]
-    # 64M, the builder's minimum budget: the default 1G costs time to allocate on every example.
-    graph = dict(undirected=opts["undirected"], self_loops=opts["self_loops"], dedup=opts["dedup"], memory="64M")
+    # 128M, the builder's minimum budget: small buffers keep each example quick.
+    graph = dict(undirected=opts["undirected"], self_loops=opts["self_loops"], dedup=opts["dedup"], memory="128M")
     with tempfile.TemporaryDirectory() as d:
         src = _write(Path(d), edges, opts["fmt"])
         out = Path(d) / "ds"
@@ -78,7 +78,7 @@ def test_random_graphs_match_reference(edges, opts):
 
 
 def test_convert_returns_manifest_and_accepts_paths(tmp_path, small_tsv):
-    m = ringgnn.convert(small_tsv, tmp_path / "ds", memory="64M", threads=1)
+    m = ringgnn.convert(small_tsv, tmp_path / "ds", memory="128M", threads=1)
     assert m == ringgnn.read_manifest(tmp_path / "ds")
     assert m["format"] == "ringgnn-dataset" and m["num_edges"] == 10
 

@@ -127,7 +127,7 @@ def test_same_dataset_whatever_threads_and_memory(cli, tmp_path):
     edges = rng.integers(0, 3000, size=(50_000, 2))
     src = write_bin(tmp_path / "e.bin32", edges, 32)
     manifests = []
-    for i, flags in enumerate([["--threads", 1, "--memory", "64M"], ["--threads", 2, "--memory", "1G"]]):
+    for i, flags in enumerate([["--threads", 1, "--memory", "128M"], ["--threads", 2, "--memory", "1G"]]):
         out = tmp_path / f"ds{i}"
         r = cli("convert", src, out, "--undirected", "--quiet", *flags)
         assert r.code == 0, r.err

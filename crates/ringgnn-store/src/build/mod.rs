@@ -39,11 +39,13 @@ pub const INDPTR_FILE: &str = "indptr.bin";
 pub const INDICES_FILE: &str = "indices.bin";
 
 /// Memory the budget sets aside for everything but the sort buffers: reader chunks in flight
-/// (4 x 256K edges x 16 B), input decode buffers, output write buffers, bookkeeping.
-const OVERHEAD: u64 = 48 << 20;
-/// Smallest budget accepted: below this the buffers get so small that the spill has
-/// thousands of flushes and the build crawls.
-pub const MIN_MEMORY: u64 = 64 << 20;
+/// (4 x 256K edges x 16 B = 16 MiB), input decode buffers (<= 10 MiB), output write buffers
+/// (2 x 4 MiB), bounce buffers (4 MiB per worker), bookkeeping, and the Python interpreter with
+/// numpy that hosts the build (about 50 MiB of RSS). Measured: `--memory 512M` peaks at
+/// about 480 MiB RSS on a 400M-edge build (docs/benchmarks.md).
+const OVERHEAD: u64 = 112 << 20;
+/// Smallest budget accepted: the overhead plus room for sort buffers that are not absurdly small.
+pub const MIN_MEMORY: u64 = 128 << 20;
 /// Edges per chunk handed from the reader thread to the partitioner.
 const CHUNK_EDGES: usize = 1 << 18;
 
