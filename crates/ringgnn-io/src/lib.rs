@@ -5,9 +5,11 @@
 //! filesystems) files silently fall back to buffered I/O with the same results.
 
 mod aligned;
+mod batch;
 mod direct;
 
 pub use aligned::AlignedBuf;
+pub use batch::{IoStats, PreadBatch, ReadBatch, ReadReq};
 pub use direct::DirectFile;
 
 /// Alignment of offsets, lengths and buffer addresses for `O_DIRECT` (the page size; larger

@@ -1,0 +1,1 @@
+//! Neighbor sampling (work in progress).
