@@ -54,7 +54,10 @@ impl ReadBatch for PreadBatch {
         self.stats.batches += 1;
         for r in reqs {
             let dst = buf.get_mut(r.dst..r.dst + r.len).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, "read request outside the buffer")
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "read request outside the buffer",
+                )
             })?;
             self.file.read_exact_at(dst, r.offset)?;
             self.stats.reads += 1;
