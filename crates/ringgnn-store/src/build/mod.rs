@@ -472,10 +472,8 @@ fn sort_and_emit<K: Key>(
             let r = (|| -> Result<()> {
                 match tasks[i] {
                     Task::Group(lo, hi) => {
-                        spill.load(lo, hi, &mut buf, &mut bounce)?;
-                        sorted.clear();
-                        sorted.resize(buf.len(), K::default());
-                        let starts = spill::bucketize(&buf, &mut sorted, spill.base, spill.shift);
+                        let starts =
+                            spill.load_bucketed(lo, hi, &mut buf, &mut sorted, &mut bounce)?;
                         spill::sort_buckets(&mut sorted, &starts);
                         if dedup {
                             sorted.dedup();
@@ -546,12 +544,13 @@ fn repartition<K: Key>(
     for task in plan(&sub, cap) {
         match task {
             Task::Group(lo, hi) => {
-                sub.load(lo, hi, buf, bounce)?;
-                radsort::sort(buf);
+                let mut sorted = Vec::new();
+                let starts = sub.load_bucketed(lo, hi, buf, &mut sorted, bounce)?;
+                spill::sort_buckets(&mut sorted, &starts);
                 if dedup {
-                    buf.dedup();
+                    sorted.dedup();
                 }
-                emit_sorted(em, buf)?;
+                emit_sorted(em, &sorted)?;
             }
             Task::Oversized(sb) => {
                 // The recursion is a tree: extending the parent's name keeps names unique.

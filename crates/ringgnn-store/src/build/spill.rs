@@ -120,35 +120,68 @@ impl<K: Key> Spill<K> {
         self.segments[lo..hi].iter().flatten().map(|s| s.len).sum()
     }
 
-    /// Read every key of buckets `[lo, hi)` into `out` (cleared first): one read per flush.
-    pub fn load(
+    /// Read every key of buckets `[lo, hi)` grouped by bucket into `out`, using `raw` as the
+    /// landing buffer; returns the `hi - lo + 1` bucket start offsets in `out`.
+    ///
+    /// Segments of consecutive buckets from the same flush are adjacent in the file, so this is
+    /// one large read per flush; the segments are then put in bucket order with one `memcpy`
+    /// each (no per-key scatter: the flush already bucketed every key).
+    pub fn load_bucketed(
         &self,
         lo: usize,
         hi: usize,
+        raw: &mut Vec<K>,
         out: &mut Vec<K>,
         bounce: &mut AlignedBuf,
-    ) -> Result<()> {
-        out.clear();
+    ) -> Result<Vec<usize>> {
         let size = std::mem::size_of::<K>() as u64;
-        // Segments of consecutive buckets from the same flush are adjacent: coalesce them.
-        let mut runs: Vec<Segment> = self.segments[lo..hi].iter().flatten().copied().collect();
-        runs.sort_unstable_by_key(|s| s.start);
-        let mut merged: Vec<Segment> = Vec::with_capacity(runs.len());
-        for s in runs {
-            match merged.last_mut() {
-                Some(m) if m.start + m.len * size == s.start => m.len += s.len,
-                _ => merged.push(s),
+        let mut segs: Vec<(usize, Segment)> = (lo..hi)
+            .flat_map(|b| self.segments[b].iter().map(move |s| (b, *s)))
+            .collect();
+        segs.sort_unstable_by_key(|(_, s)| s.start);
+        // Read each maximal run of adjacent segments at once; remember where each segment landed.
+        raw.clear();
+        let mut placed: Vec<(usize, usize, usize)> = Vec::with_capacity(segs.len());
+        let mut i = 0;
+        while i < segs.len() {
+            let mut j = i + 1;
+            let mut end = segs[i].1.start + segs[i].1.len * size;
+            while j < segs.len() && segs[j].1.start == end {
+                end += segs[j].1.len * size;
+                j += 1;
             }
-        }
-        for s in merged {
-            let at = out.len();
-            out.resize(at + s.len as usize, K::default());
-            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out[at..]);
+            let at = raw.len();
+            let n = ((end - segs[i].1.start) / size) as usize;
+            raw.resize(at + n, K::default());
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut raw[at..]);
             self.file
-                .read_exact_at(bytes, s.start, bounce)
+                .read_exact_at(bytes, segs[i].1.start, bounce)
                 .at(&self.path)?;
+            for (b, s) in &segs[i..j] {
+                placed.push((
+                    *b,
+                    at + ((s.start - segs[i].1.start) / size) as usize,
+                    s.len as usize,
+                ));
+            }
+            i = j;
         }
-        Ok(())
+        let mut starts = vec![0usize; hi - lo + 1];
+        for &(b, _, len) in &placed {
+            starts[b - lo + 1] += len;
+        }
+        for k in 0..hi - lo {
+            starts[k + 1] += starts[k];
+        }
+        out.clear();
+        out.resize(raw.len(), K::default());
+        let mut cursor = starts.clone();
+        for (b, at, len) in placed {
+            let c = &mut cursor[b - lo];
+            out[*c..*c + len].copy_from_slice(&raw[at..at + len]);
+            *c += len;
+        }
+        Ok(starts)
     }
 
     /// Stream the keys of bucket `b` in pieces of at most `max` keys (for re-partitioning a
