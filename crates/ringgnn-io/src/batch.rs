@@ -3,7 +3,10 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+
+use crate::ALIGN;
 
 /// Read `len` bytes at file `offset` into `buf[dst .. dst + len]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,15 +37,18 @@ pub trait ReadBatch: Send {
     fn name(&self) -> &'static str;
 }
 
-/// The portable backend: one `pread` per request, in order.
+/// The portable backend: one `pread` per request, in order. On a file opened with `O_DIRECT`
+/// the same alignment rules as [`crate::UringBatch`] apply and are checked before any read.
 pub struct PreadBatch {
     file: File,
+    direct: bool,
     stats: IoStats,
 }
 
 impl PreadBatch {
     pub fn new(file: File) -> Self {
         PreadBatch {
+            direct: is_direct(&file),
             file,
             stats: IoStats::default(),
         }
@@ -52,15 +58,26 @@ impl PreadBatch {
 impl ReadBatch for PreadBatch {
     fn read_batch(&mut self, reqs: &[ReadReq], buf: &mut [u8]) -> io::Result<()> {
         self.stats.batches += 1;
-        for r in reqs {
-            let dst = buf.get_mut(r.dst..r.dst + r.len).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "read request outside the buffer",
-                )
-            })?;
-            self.file.read_exact_at(dst, r.offset)?;
-            self.stats.reads += 1;
+        for (i, r) in reqs.iter().enumerate() {
+            check_request(i, r, buf, self.direct)?;
+        }
+        for (i, r) in reqs.iter().enumerate() {
+            let dst = &mut buf[r.dst..r.dst + r.len];
+            let mut got = 0;
+            while got < r.len {
+                self.stats.reads += 1;
+                match self.file.read_at(&mut dst[got..], r.offset + got as u64) {
+                    Ok(0) => return Err(eof_error(i, r, got)),
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+                // O_DIRECT moves whole blocks except at the end of the file, and the remainder
+                // could not be read with O_DIRECT anyway (unaligned).
+                if self.direct && got < r.len && !got.is_multiple_of(ALIGN) {
+                    return Err(eof_error(i, r, got));
+                }
+            }
             self.stats.bytes += r.len as u64;
         }
         Ok(())
@@ -71,4 +88,58 @@ impl ReadBatch for PreadBatch {
     fn name(&self) -> &'static str {
         "pread"
     }
+}
+
+/// Whether `file` was opened with `O_DIRECT` (by [`crate::DirectFile`] or by the caller).
+pub(crate) fn is_direct(file: &File) -> bool {
+    // SAFETY: F_GETFL only reads the flags of a descriptor that `file` keeps open.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    flags != -1 && flags & libc::O_DIRECT != 0
+}
+
+/// Check request `i` before any I/O: it must lie inside `buf` and, for `O_DIRECT`, have its
+/// offset, length and buffer address on [`ALIGN`] boundaries.
+pub(crate) fn check_request(i: usize, r: &ReadReq, buf: &[u8], direct: bool) -> io::Result<()> {
+    let invalid = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "read request {i} (offset {}, len {}, dst {}) {what}",
+                r.offset, r.len, r.dst
+            ),
+        )
+    };
+    if r.dst.checked_add(r.len).is_none_or(|end| end > buf.len()) {
+        return Err(invalid(format!(
+            "ends outside the {}-byte buffer",
+            buf.len()
+        )));
+    }
+    if r.offset.checked_add(r.len as u64).is_none() {
+        return Err(invalid("overflows the file offset".into()));
+    }
+    let addr = buf.as_ptr() as usize + r.dst;
+    if direct
+        && !(r.offset.is_multiple_of(ALIGN as u64)
+            && r.len.is_multiple_of(ALIGN)
+            && addr.is_multiple_of(ALIGN))
+    {
+        return Err(invalid(format!(
+            "is not aligned for O_DIRECT: offset, length and buffer address must be multiples \
+             of {ALIGN} (use an AlignedBuf and page-sized reads, or open without O_DIRECT)"
+        )));
+    }
+    Ok(())
+}
+
+/// The error for a read that reached the end of the file after `got` of its bytes.
+pub(crate) fn eof_error(i: usize, r: &ReadReq, got: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!(
+            "read request {i} (offset {}, len {}) runs past the end of the file: only {got} bytes \
+             were there",
+            r.offset, r.len
+        ),
+    )
 }

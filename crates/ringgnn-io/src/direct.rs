@@ -52,6 +52,12 @@ impl DirectFile {
         &self.file
     }
 
+    /// The open file, e.g. to hand to a read backend ([`crate::PreadBatch`], [`crate::UringBatch`]),
+    /// which detect `O_DIRECT` from the descriptor's flags.
+    pub fn into_file(self) -> File {
+        self.file
+    }
+
     /// Write all of `buf` at `offset`. With O_DIRECT, `offset` and `buf.len()` must be
     /// multiples of [`ALIGN`] (the buffer itself is aligned by construction).
     pub fn write_all_at(&self, buf: &AlignedBuf, offset: u64) -> io::Result<()> {

@@ -1,0 +1,265 @@
+//! Reading scattered neighbor entries from the `indices` file with few, page-aligned reads.
+//!
+//! The paper issues one 4-byte read per sampled neighbor. Here the entries wanted by one hop
+//! are sorted by position, reduced to the distinct 4 KiB pages that hold them, and adjacent
+//! pages are merged into runs of at most `max_run` bytes: one [`ReadReq`] per run. Offsets,
+//! lengths and buffer addresses are multiples of [`ALIGN`], so the same requests serve
+//! buffered and `O_DIRECT` backends. A whole short neighbor list costs one request; a hop
+//! costs at most one request per distinct page, and exactly one page of bytes per distinct page.
+//!
+//! Reads go through the [`ReadBatch`] trait, so pread and io_uring backends are interchangeable.
+
+use std::path::{Path, PathBuf};
+
+use ringgnn_io::{AlignedBuf, IoStats, ReadBatch, ReadReq, ALIGN};
+use ringgnn_store::manifest::IndexDtype;
+
+use crate::{Error, Result};
+
+const PAGE: u64 = ALIGN as u64;
+
+/// How reads are grouped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoalesceOptions {
+    /// Longest run of adjacent pages read by one request, in bytes (rounded up to a page).
+    /// 128 KiB is where NVMe throughput for one request stops growing, and it keeps a few
+    /// hundred requests in flight within the buffer.
+    pub max_run: usize,
+    /// Size of the aligned read buffer, in bytes (at least `max_run`): the most bytes one
+    /// [`ReadBatch::read_batch`] call reads. A hop that needs more pages takes several calls.
+    pub buffer: usize,
+}
+
+impl Default for CoalesceOptions {
+    fn default() -> Self {
+        CoalesceOptions {
+            max_run: 128 << 10,
+            buffer: 8 << 20,
+        }
+    }
+}
+
+/// The neighbor file read through a [`ReadBatch`] backend, with its reusable workspace.
+pub struct DiskIndices {
+    reader: Box<dyn ReadBatch>,
+    path: PathBuf,
+    width: u64,
+    max_run: usize,
+    buf: AlignedBuf,
+    /// (position, index of the request in the caller's slice), sorted by position.
+    order: Vec<(u64, usize)>,
+    reqs: Vec<ReadReq>,
+    /// (index in the caller's slice, byte offset in `buf`) for the current read batch.
+    slots: Vec<(usize, usize)>,
+}
+
+impl DiskIndices {
+    /// Read the neighbor file `path` (entries of type `dtype`) through `reader`; `path` only
+    /// names the file in errors.
+    pub fn new(
+        reader: Box<dyn ReadBatch>,
+        path: &Path,
+        dtype: IndexDtype,
+        opts: CoalesceOptions,
+    ) -> Self {
+        let max_run = opts.max_run.max(1).div_ceil(ALIGN) * ALIGN;
+        DiskIndices {
+            reader,
+            path: path.to_path_buf(),
+            width: dtype.size(),
+            max_run,
+            buf: AlignedBuf::new(opts.buffer.max(max_run)),
+            order: Vec::new(),
+            reqs: Vec::new(),
+            slots: Vec::new(),
+        }
+    }
+
+    pub fn stats(&self) -> IoStats {
+        self.reader.stats()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.reader.name()
+    }
+
+    /// `out[i] = indices[positions[i]]` for every `i`.
+    pub fn fetch(&mut self, positions: &[u64], out: &mut [u64]) -> Result<()> {
+        assert_eq!(positions.len(), out.len(), "fetch: one output per position");
+        self.order.clear();
+        self.order
+            .extend(positions.iter().enumerate().map(|(i, &p)| (p, i)));
+        self.order.sort_unstable();
+        let mut next = 0;
+        while next < self.order.len() {
+            let used = self.plan(&mut next);
+            let buf = &mut self.buf.spare()[..used];
+            self.reader
+                .read_batch(&self.reqs, buf)
+                .map_err(|source| Error::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            let w = self.width as usize;
+            for &(i, at) in &self.slots {
+                let b = &buf[at..at + w];
+                out[i] = match w {
+                    4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
+                    _ => u64::from_le_bytes(b.try_into().unwrap()),
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Plan the requests for `order[*next..]` that fit the buffer; advance `*next` past the
+    /// entries they cover and return the bytes of buffer they fill.
+    fn plan(&mut self, next: &mut usize) -> usize {
+        self.reqs.clear();
+        self.slots.clear();
+        let cap = self.buf.capacity();
+        let mut used = 0usize;
+        let mut last_page = u64::MAX;
+        while let Some(&(pos, i)) = self.order.get(*next) {
+            let byte = pos * self.width;
+            let page = byte / PAGE;
+            if self.reqs.is_empty() || page != last_page {
+                if used + ALIGN > cap {
+                    break;
+                }
+                match self.reqs.last_mut() {
+                    Some(r) if page == last_page + 1 && r.len < self.max_run => r.len += ALIGN,
+                    _ => self.reqs.push(ReadReq {
+                        offset: page * PAGE,
+                        len: ALIGN,
+                        dst: used,
+                    }),
+                }
+                used += ALIGN;
+            }
+            last_page = page;
+            let r = self.reqs.last().unwrap();
+            self.slots.push((i, r.dst + (byte - r.offset) as usize));
+            *next += 1;
+        }
+        used
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use ringgnn_io::{IoStats, ReadBatch, ReadReq};
+
+    use super::*;
+
+    /// A file in memory that records every batch of requests it serves.
+    struct Recorder {
+        data: Vec<u8>,
+        log: Arc<Mutex<Vec<Vec<ReadReq>>>>,
+    }
+
+    impl ReadBatch for Recorder {
+        fn read_batch(&mut self, reqs: &[ReadReq], buf: &mut [u8]) -> io::Result<()> {
+            self.log.lock().unwrap().push(reqs.to_vec());
+            for r in reqs {
+                let src = self.data.get(r.offset as usize..r.offset as usize + r.len);
+                let src = src.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+                buf[r.dst..r.dst + r.len].copy_from_slice(src);
+            }
+            Ok(())
+        }
+        fn stats(&self) -> IoStats {
+            IoStats::default()
+        }
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+    }
+
+    /// 10 pages of u32 entries whose value is their position.
+    fn fixture(opts: CoalesceOptions) -> (DiskIndices, Arc<Mutex<Vec<Vec<ReadReq>>>>) {
+        let data: Vec<u8> = (0..10 * 1024u32).flat_map(|x| x.to_le_bytes()).collect();
+        let log = Arc::new(Mutex::new(vec![]));
+        let rec = Recorder {
+            data,
+            log: log.clone(),
+        };
+        let d = DiskIndices::new(Box::new(rec), Path::new("x"), IndexDtype::U32, opts);
+        (d, log)
+    }
+
+    fn req(page: u64, pages: usize, dst_page: usize) -> ReadReq {
+        ReadReq {
+            offset: page * PAGE,
+            len: pages * ALIGN,
+            dst: dst_page * ALIGN,
+        }
+    }
+
+    #[test]
+    fn adjacent_pages_merge_up_to_the_run_cap() {
+        // Pages 0, 1, 2 (adjacent), 5, 6 (adjacent), 9; positions given out of order and twice.
+        let positions = [
+            5 * 1024 + 3,
+            0,
+            1023,
+            1024,
+            2 * 1024 + 7,
+            6 * 1024,
+            9 * 1024 + 1023,
+            0,
+        ];
+        let opts = CoalesceOptions {
+            max_run: 2 * ALIGN,
+            buffer: 1 << 20,
+        };
+        let (mut d, log) = fixture(opts);
+        let mut out = vec![0; positions.len()];
+        d.fetch(&positions, &mut out).unwrap();
+        assert_eq!(out, positions);
+        // Runs are capped at two pages: 0-1, 2, 5-6, 9; packed back to back in the buffer.
+        let want = vec![vec![req(0, 2, 0), req(2, 1, 2), req(5, 2, 3), req(9, 1, 5)]];
+        assert_eq!(*log.lock().unwrap(), want);
+    }
+
+    #[test]
+    fn a_small_buffer_splits_a_hop_into_several_batches() {
+        let positions: Vec<u64> = (0..10).map(|p| p * 1024 + 5).collect();
+        let opts = CoalesceOptions {
+            max_run: 128 << 10,
+            buffer: 3 * ALIGN,
+        };
+        let (mut d, log) = fixture(opts);
+        let mut out = vec![0; positions.len()];
+        d.fetch(&positions, &mut out).unwrap();
+        assert_eq!(out, positions);
+        // The run cap is larger than the buffer, so the buffer grows to the cap: one batch.
+        assert_eq!(*log.lock().unwrap(), vec![vec![req(0, 10, 0)]]);
+
+        let opts = CoalesceOptions {
+            max_run: ALIGN,
+            buffer: 3 * ALIGN,
+        };
+        let (mut d, log) = fixture(opts);
+        let mut out = vec![0; positions.len()];
+        d.fetch(&positions, &mut out).unwrap();
+        assert_eq!(out, positions);
+        let log = log.lock().unwrap();
+        assert_eq!(log.len(), 4, "10 pages through a 3-page buffer");
+        assert_eq!(log[3], vec![req(9, 1, 0)]);
+        for r in log.iter().flatten() {
+            // What O_DIRECT needs: aligned offsets, lengths and buffer positions.
+            assert_eq!((r.offset % PAGE, r.len % ALIGN, r.dst % ALIGN), (0, 0, 0));
+        }
+    }
+
+    #[test]
+    fn no_positions_no_reads() {
+        let (mut d, log) = fixture(CoalesceOptions::default());
+        d.fetch(&[], &mut []).unwrap();
+        assert!(log.lock().unwrap().is_empty());
+    }
+}

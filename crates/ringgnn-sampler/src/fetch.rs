@@ -1,0 +1,150 @@
+//! Where neighbor ids come from: the backends behind one [`Backend::fetch`]. `Memory` indexes
+//! the neighbor file loaded into RAM (the upper bound for comparisons); `Disk` reads only the
+//! pages holding the wanted entries (see [`crate::coalesce`]). Every backend returns the same
+//! ids for the same positions, so samples never depend on the backend.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use ringgnn_io::{IoStats, PreadBatch, ReadBatch};
+use ringgnn_store::manifest::IndexDtype;
+use ringgnn_store::Dataset;
+
+use crate::coalesce::{CoalesceOptions, DiskIndices};
+use crate::{Error, Result};
+
+/// The neighbor file held in memory, at its on-disk width.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Indices {
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+}
+
+impl Indices {
+    /// Load the first `num_edges` entries of the neighbor file `path`.
+    pub fn load(path: &Path, dtype: IndexDtype, num_edges: u64) -> Result<Self> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut f = File::open(path).map_err(io)?;
+        let n = usize::try_from(num_edges).map_err(|_| {
+            Error::Corrupt(format!(
+                "{num_edges} edges do not fit in memory on this machine"
+            ))
+        })?;
+        // Read straight into the typed vector: no second copy of a file that may be gigabytes.
+        Ok(match dtype {
+            IndexDtype::U32 => {
+                let mut v = vec![0u32; n];
+                f.read_exact(bytemuck::cast_slice_mut(&mut v)).map_err(io)?;
+                v.iter_mut().for_each(|x| *x = u32::from_le(*x));
+                Indices::U32(v)
+            }
+            IndexDtype::U64 => {
+                let mut v = vec![0u64; n];
+                f.read_exact(bytemuck::cast_slice_mut(&mut v)).map_err(io)?;
+                v.iter_mut().for_each(|x| *x = u64::from_le(*x));
+                Indices::U64(v)
+            }
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Indices::U32(v) => v.len(),
+            Indices::U64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get(&self, pos: u64) -> Option<u64> {
+        let i = usize::try_from(pos).ok()?;
+        match self {
+            Indices::U32(v) => v.get(i).map(|&x| x as u64),
+            Indices::U64(v) => v.get(i).copied(),
+        }
+    }
+}
+
+/// Where a sampler gets neighbor ids from.
+pub enum Backend {
+    /// The whole neighbor file in RAM.
+    Memory(Indices),
+    /// Coalesced page reads through a [`ReadBatch`] (pread, io_uring, ...).
+    Disk(DiskIndices),
+}
+
+impl Backend {
+    /// Load the neighbor file of `ds` into memory.
+    pub fn memory(ds: &Dataset) -> Result<Self> {
+        let m = ds.manifest();
+        Indices::load(&ds.path_of("indices")?, m.graph.indices_dtype, m.num_edges)
+            .map(Backend::Memory)
+    }
+
+    /// Read the neighbor file of `ds` with buffered `pread`s.
+    pub fn pread(ds: &Dataset, opts: CoalesceOptions) -> Result<Self> {
+        let path = ds.path_of("indices")?;
+        let file = File::open(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self::disk(
+            Box::new(PreadBatch::new(file)),
+            &path,
+            ds.manifest().graph.indices_dtype,
+            opts,
+        ))
+    }
+
+    /// Read the neighbor file `path` (entries of `dtype`) through any [`ReadBatch`] backend,
+    /// for example an io_uring one; `path` only names the file in errors.
+    pub fn disk(
+        reader: Box<dyn ReadBatch>,
+        path: &Path,
+        dtype: IndexDtype,
+        opts: CoalesceOptions,
+    ) -> Self {
+        Backend::Disk(DiskIndices::new(reader, path, dtype, opts))
+    }
+
+    /// "memory", or the name of the read backend ("pread", "uring", ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Memory(_) => "memory",
+            Backend::Disk(d) => d.name(),
+        }
+    }
+
+    /// Cumulative I/O counters (all zero for the memory backend).
+    pub fn stats(&self) -> IoStats {
+        match self {
+            Backend::Memory(_) => IoStats::default(),
+            Backend::Disk(d) => d.stats(),
+        }
+    }
+
+    /// `out[i] = indices[positions[i]]` for every `i`.
+    pub fn fetch(&mut self, positions: &[u64], out: &mut [u64]) -> Result<()> {
+        match self {
+            Backend::Memory(ix) => {
+                for (o, &p) in out.iter_mut().zip(positions) {
+                    *o = ix.get(p).ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "edge position {p} is beyond the {} entries of the neighbor file; \
+                             the offset index does not match it, rebuild the dataset",
+                            ix.len()
+                        ))
+                    })?;
+                }
+                Ok(())
+            }
+            Backend::Disk(d) => d.fetch(positions, out),
+        }
+    }
+}
