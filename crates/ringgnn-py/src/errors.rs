@@ -114,6 +114,25 @@ impl From<StoreError> for PyErr {
     }
 }
 
+/// A sampler error on its way to Python, like [`StoreError`].
+pub struct SamplerError(pub ringgnn_sampler::Error);
+
+impl From<SamplerError> for PyErr {
+    fn from(SamplerError(err): SamplerError) -> PyErr {
+        use ringgnn_sampler::Error as E;
+        match err {
+            E::Store(e) => StoreError(e).into(),
+            E::Io { path, source } => os_error(&path.to_string_lossy(), source),
+            E::Corrupt(msg) => StoreError(Error::Corrupt(msg)).into(),
+            e @ (E::Fanout { .. } | E::Seed { .. } | E::TooLarge | E::Input(_)) => {
+                input_error(e.to_string())
+            }
+            // A bug, not a user error: the base class, with the message asking for a report.
+            e @ E::Worker { .. } => RingGnnError::new_err(e.to_string()),
+        }
+    }
+}
+
 /// An `OSError` of the class Python itself would raise, naming the file.
 fn os_error(path: &str, source: io::Error) -> PyErr {
     match source.raw_os_error() {

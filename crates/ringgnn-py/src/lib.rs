@@ -8,6 +8,7 @@ mod convert;
 mod dataset;
 mod errors;
 mod progress;
+mod sampler;
 
 use pyo3::prelude::*;
 
@@ -21,5 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::verify, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::read_manifest, m)?)?;
     m.add_class::<dataset::DatasetHandle>()?;
+    m.add_class::<sampler::Sampler>()?;
+    m.add_class::<sampler::SamplerEpoch>()?;
     Ok(())
 }

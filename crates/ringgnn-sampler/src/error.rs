@@ -32,6 +32,13 @@ pub enum Error {
         u32::MAX
     )]
     TooLarge,
+    /// An option of the sampler pool that cannot work (zero threads, a memory budget too small
+    /// for the backend asked for, an unknown backend name); the message says what to change.
+    #[error("{0}")]
+    Input(String),
+    /// A worker thread of an epoch could not start, or stopped without a result (a panic).
+    #[error("sampling worker failed on batch {batch}: {msg}")]
+    Worker { batch: u64, msg: String },
     /// Errors from opening or reading the dataset itself.
     #[error(transparent)]
     Store(#[from] ringgnn_store::Error),

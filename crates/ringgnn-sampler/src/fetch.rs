@@ -6,6 +6,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use ringgnn_io::{IoStats, PreadBatch, ReadBatch};
 use ringgnn_store::manifest::IndexDtype;
@@ -73,8 +74,8 @@ impl Indices {
 
 /// Where a sampler gets neighbor ids from.
 pub enum Backend {
-    /// The whole neighbor file in RAM.
-    Memory(Indices),
+    /// The whole neighbor file in RAM, shared (read-only) by every sampler that holds it.
+    Memory(Arc<Indices>),
     /// Coalesced page reads through a [`ReadBatch`] (pread, io_uring, ...).
     Disk(DiskIndices),
 }
@@ -84,7 +85,7 @@ impl Backend {
     pub fn memory(ds: &Dataset) -> Result<Self> {
         let m = ds.manifest();
         Indices::load(&ds.path_of("indices")?, m.graph.indices_dtype, m.num_edges)
-            .map(Backend::Memory)
+            .map(|ix| Backend::Memory(Arc::new(ix)))
     }
 
     /// Read the neighbor file of `ds` with buffered `pread`s.

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use ringgnn_io::IoStats;
 use ringgnn_store::rng::mix64;
@@ -38,7 +39,8 @@ type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
 /// Node-wise uniform neighbor sampling (GraphSAGE, PyG semantics) over a CSC graph of which
 /// only the offset index (`indptr`) is in memory.
 pub struct NeighborSampler {
-    indptr: Vec<u64>,
+    /// Shared by every worker of a pool: it is the one structure whose size follows `V`.
+    indptr: Arc<[u64]>,
     fanouts: Vec<Fanout>,
     replace: bool,
     backend: Backend,
@@ -56,8 +58,15 @@ pub struct NeighborSampler {
 impl NeighborSampler {
     /// A sampler over the offset index `indptr` (`V + 1` entries) reading neighbors from
     /// `backend`. `fanouts[k]` is the number of neighbors drawn per node at hop `k + 1`
-    /// (`-1`: all); `replace` draws with replacement.
-    pub fn new(indptr: Vec<u64>, fanouts: &[i64], replace: bool, backend: Backend) -> Result<Self> {
+    /// (`-1`: all); `replace` draws with replacement. Pass an `Arc<[u64]>` to share one index
+    /// between several samplers (a `Vec<u64>` is moved into a new one).
+    pub fn new(
+        indptr: impl Into<Arc<[u64]>>,
+        fanouts: &[i64],
+        replace: bool,
+        backend: Backend,
+    ) -> Result<Self> {
+        let indptr = indptr.into();
         let fanouts = fanouts
             .iter()
             .enumerate()

@@ -7,6 +7,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::ErrorKind;
+use std::sync::Arc;
 
 use common::build;
 use ringgnn_io::PreadBatch;
@@ -127,8 +128,8 @@ fn u64_entries_sample_like_u32_entries() {
         Indices::U64(entries.clone())
     );
     let backends = vec![
-        Backend::Memory(Indices::load(&p32, IndexDtype::U32, e).unwrap()),
-        Backend::Memory(Indices::U64(entries.clone())),
+        Backend::Memory(Arc::new(Indices::load(&p32, IndexDtype::U32, e).unwrap())),
+        Backend::Memory(Arc::new(Indices::U64(entries.clone()))),
         Backend::disk(
             Box::new(PreadBatch::new(File::open(&p64).unwrap())),
             &p64,
@@ -215,7 +216,7 @@ fn a_short_neighbor_file_is_an_io_error_naming_it() {
 
 #[test]
 fn damaged_graphs_are_corrupt_errors() {
-    let mem = |v: Vec<u32>| Backend::Memory(Indices::U32(v));
+    let mem = |v: Vec<u32>| Backend::Memory(Arc::new(Indices::U32(v)));
     // The offset index runs past the neighbor file.
     let err = NeighborSampler::new(vec![0, 5], &[1], false, mem(vec![0; 2]))
         .err()
