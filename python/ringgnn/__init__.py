@@ -1,7 +1,9 @@
 """ringgnn: train graph neural networks on graphs larger than RAM.
 
 This package holds the Python API and the ``ringgnn`` command; the work is done by the Rust
-core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`.
+core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`; sample with
+:class:`NeighborSampler`; PyG adapters are in :mod:`ringgnn.pyg` (imported on demand: ``import
+ringgnn`` does not import torch).
 """
 
 from ._core import (
@@ -13,13 +15,16 @@ from ._core import (
 )
 from .build import convert, generate_rmat, generate_sbm, read_manifest, verify
 from .dataset import Dataset
+from .sampler import NeighborSampler, SampledSubgraph
 
 __all__ = [
     "CorruptDatasetError",
     "Dataset",
     "DatasetExistsError",
     "InputError",
+    "NeighborSampler",
     "RingGnnError",
+    "SampledSubgraph",
     "__version__",
     "convert",
     "generate_rmat",

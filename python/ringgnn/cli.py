@@ -1,4 +1,4 @@
-"""The ``ringgnn`` command: convert, generate, info, verify, demo.
+"""The ``ringgnn`` command: convert, generate, info, verify, sample, demo.
 
 Errors print ``ringgnn CMD: error: MESSAGE`` on stderr and exit 1 (usage errors exit 2, as
 argparse does); Ctrl-C exits 130 after the core has removed its staging directory.
@@ -15,7 +15,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
-from . import __version__, build
+from . import __version__, build, cli_sample
 from ._core import RingGnnError
 from ._options import parse_size
 from .dataset import Dataset
@@ -71,7 +71,8 @@ def _add_graph_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ringgnn", description="Build, inspect and check ringgnn datasets (graphs larger than RAM)."
+        prog="ringgnn",
+        description="Build, inspect, check and sample ringgnn datasets (graphs larger than RAM).",
     )
     parser.add_argument("--version", action="version", version=f"ringgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -137,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars; print only errors")
     p.set_defaults(func=cmd_verify)
+
+    cli_sample.add_parser(sub, _size, _count, _positive)
 
     p = sub.add_parser(
         "demo",

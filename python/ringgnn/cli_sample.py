@@ -1,0 +1,188 @@
+"""``ringgnn sample``: run sampling epochs and report time, sampled edges per second (SEPS) and I/O.
+
+This is the RingSampler experiment as a command: fanouts 20,15,10 and batches of 1024 seeds by
+default. Per epoch it prints the time, the batches, the sampled edges and nodes, SEPS, the reads
+issued and bytes read by the sampler, and whether reads bypass the page cache (O_DIRECT); with
+``--json``, one JSON object per epoch on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+from tqdm import tqdm
+
+from ._core import InputError
+from .dataset import Dataset
+from .sampler import BACKENDS, NeighborSampler
+
+
+def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) -> None:
+    p = sub.add_parser(
+        "sample",
+        help="run neighbor-sampling epochs and report time, SEPS and I/O",
+        description="Run neighbor-sampling epochs over a dataset and print, per epoch, the time, sampled "
+        "edges, sampled edges per second (SEPS) and I/O counters.",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument(
+        "--fanouts", default="20,15,10", metavar="F1,F2,...", help="neighbors per hop, -1 = all (default 20,15,10)"
+    )
+    p.add_argument("--batch-size", type=positive_type, default=1024, metavar="B", help="seeds per batch (default 1024)")
+    p.add_argument(
+        "--seeds",
+        default=None,
+        metavar="train|all|FILE.npy",
+        help="seed nodes: a split name, 'all', or a .npy file of node ids (default: train if present, else all)",
+    )
+    p.add_argument("--epochs", type=positive_type, default=1, metavar="N", help="epochs to run (default 1)")
+    p.add_argument("--backend", choices=list(BACKENDS), default="auto", help="read backend (default auto)")
+    p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
+    p.add_argument("--threads", type=positive_type, default=None, help="sampling threads (default: available cores)")
+    p.add_argument("--seed", type=count_type, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--memory",
+        type=size_type,
+        default=None,
+        metavar="SIZE",
+        help="sampler memory budget (default: half the available memory)",
+    )
+    p.add_argument("--replace", action="store_true", help="draw neighbors with replacement")
+    p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sample)
+
+
+def parse_fanouts(text: str) -> List[int]:
+    out = []
+    for part in str(text).split(","):
+        try:
+            out.append(int(part.strip()))
+        except ValueError:
+            raise InputError(f"--fanouts '{text}': '{part}' is not an integer; use e.g. 20,15,10") from None
+    return out
+
+
+def resolve_seeds(ds: Dataset, spec: Optional[str]) -> np.ndarray:
+    """Seed ids from --seeds: a split name, 'all', or a .npy file."""
+    if spec is None:
+        spec = "train" if "train" in ds.split_names else "all"
+    if spec == "all":
+        return np.arange(ds.num_nodes, dtype=np.int64)
+    if spec.endswith(".npy") or os.sep in spec or os.path.exists(spec):
+        try:
+            ids = np.load(spec, allow_pickle=False)
+        except ValueError as e:
+            raise InputError(f"--seeds {spec}: not a .npy array of node ids ({e})") from None
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise InputError(f"--seeds {spec}: expected a 1-D integer array, got {ids.dtype} of shape {ids.shape}")
+        bad = ids[(ids < 0) | (ids >= ds.num_nodes)]
+        if bad.size:
+            raise InputError(f"--seeds {spec}: {bad[0]} is not a node id (the dataset has {ds.num_nodes:,} nodes)")
+        return ids.astype(np.int64)
+    if spec not in ds.split_names:
+        have = ", ".join(ds.split_names) or "no splits"
+        raise InputError(f"--seeds {spec}: the dataset has no split '{spec}' (it has: {have}); or use all or FILE.npy")
+    return ds.split(spec)
+
+
+def _threads(n: Optional[int]) -> int:
+    if n is not None:
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namespace, epoch: int) -> Dict[str, Any]:
+    before = sampler.io_stats()
+    edges = nodes = batches = 0
+    t0 = time.perf_counter()
+    it = sampler.epoch(seeds, args.batch_size, shuffle=True, epoch=epoch)
+    isatty = sys.stderr.isatty()
+    with tqdm(
+        total=len(it),
+        desc=f"epoch {epoch}",
+        unit="batch",
+        file=sys.stderr,
+        mininterval=0.5 if isatty else 15.0,  # as progress.TqdmProgress: readable CI logs
+        dynamic_ncols=isatty,
+        disable=args.quiet or args.json,
+    ) as bar:
+        for sub in it:
+            edges += sub.num_edges
+            nodes += sub.num_nodes
+            batches += 1
+            bar.update(1)
+    seconds = time.perf_counter() - t0
+    after = sampler.io_stats()
+    backend = sampler.backend
+    return {
+        "epoch": epoch,
+        "seconds": seconds,
+        "batches": batches,
+        "seeds": int(len(seeds)),
+        "sampled_edges": edges,
+        "sampled_nodes": nodes,
+        "seps": edges / seconds if seconds > 0 else 0.0,
+        "reads": after["reads"] - before["reads"],
+        "bytes_read": after["bytes"] - before["bytes"],
+        "backend": backend,
+        "fallback_reason": sampler.fallback_reason,
+        "direct": backend == "uring-direct",
+        "threads": _threads(args.threads),
+        "fanouts": sampler.fanouts,
+        "batch_size": args.batch_size,
+    }
+
+
+def _cache(r: Dict[str, Any]) -> str:
+    if r["backend"] == "memory":
+        return "neighbor file in memory"
+    return "page cache bypassed (O_DIRECT)" if r["direct"] else "page cache used"
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from .cli import _bytes, _human
+
+    ds = Dataset.open(args.dataset)
+    seeds = resolve_seeds(ds, args.seeds)
+    if len(seeds) == 0:
+        raise InputError(f"--seeds {args.seeds or 'train'}: no seed nodes to sample from")
+    sampler = NeighborSampler(
+        ds,
+        parse_fanouts(args.fanouts),
+        replace=args.replace,
+        backend=args.backend,
+        direct=args.direct,
+        threads=args.threads,
+        seed=args.seed,
+        memory=args.memory,
+    )
+    if not args.json:
+        reason = sampler.fallback_reason
+        print(
+            f"sampling {ds.path}: {len(seeds):,} seeds, fanouts {','.join(map(str, sampler.fanouts))}, "
+            f"batch {args.batch_size}, backend {sampler.backend}"
+            + (f" ({reason})" if reason else "")
+            + f", {_threads(args.threads)} threads"
+        )
+    for epoch in range(args.epochs):
+        r = run_epoch(sampler, seeds, args, epoch)
+        if args.json:
+            print(json.dumps(r), flush=True)
+        else:
+            print(
+                f"epoch {epoch}: {r['seconds']:.3f} s, {r['batches']:,} batches, {r['sampled_edges']:,} sampled edges, "
+                f"{_human(r['seps'])} SEPS; reads {r['reads']:,}, {_bytes(r['bytes_read'])} read, "
+                f"{_cache(r)} (backend {r['backend']})",
+                flush=True,
+            )
+    return 0

@@ -1,0 +1,257 @@
+"""PyG adapters: a ``BaseSampler`` and a ``FeatureStore``/``GraphStore`` pair over a ringgnn dataset.
+
+With these, PyG's own ``NodeLoader`` trains on a dataset larger than RAM, on a plain
+``pip install torch_geometric`` (no pyg-lib or torch-sparse needed)::
+
+    from torch_geometric.loader import NodeLoader
+    from ringgnn.pyg import RingNeighborSampler, ring_stores
+
+    ds = ringgnn.Dataset.open("data/sbm")
+    loader = NodeLoader(
+        data=ring_stores(ds),
+        node_sampler=RingNeighborSampler(ds, [10, 5]),
+        input_nodes=torch.from_numpy(ds.split("train")),
+        batch_size=256,
+        shuffle=True,
+    )
+
+Batches are ``Data`` objects with ``x`` (float32), ``y``, ``edge_index``, ``n_id`` and
+``batch_size``; the first ``batch_size`` nodes are the seeds. Importing this module imports torch
+and torch_geometric; ``import ringgnn`` does not.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from torch_geometric.data import FeatureStore, GraphStore
+from torch_geometric.data.feature_store import TensorAttr
+from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from ._core import InputError
+from .dataset import Dataset, PathLike
+from .sampler import NeighborSampler
+
+#: The single edge type of a ringgnn dataset, as PyG names edge types (source, relation, target).
+EDGE_TYPE = ("node", "to", "node")
+PAGE = 4096
+
+
+def _open(dataset: Union[Dataset, PathLike]) -> Dataset:
+    return dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+
+
+class RingNeighborSampler(BaseSampler):
+    """PyG ``BaseSampler`` running :class:`ringgnn.NeighborSampler` (same arguments).
+
+    Reproducibility: batch ``b`` of epoch ``e`` is sampled with (seed, e, b), where ``b`` counts
+    the batches this sampler produced since :meth:`set_epoch`, worker-aware: in DataLoader worker
+    ``w`` of ``n`` the ``k``-th batch is ``w + k * n``, which is its position in the epoch since
+    the DataLoader hands batches to workers in turn. So ``num_workers=0`` and ``num_workers=2``
+    give the same batches. Call ``set_epoch(e)`` at the start of every epoch (as with
+    ``DistributedSampler``): workers are forked from the main process each epoch and see the new
+    epoch; without it, workers repeat epoch 0's randomness (the seed order still changes with
+    ``shuffle=True``). With ``persistent_workers=True`` the workers are not forked again, so
+    ``set_epoch`` does not reach them: they keep counting batches across epochs instead.
+
+    Fork safety: the core sampler (rings, threads) is created lazily in the process that samples;
+    one inherited through a fork is never used.
+    """
+
+    def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Sequence[int], **kwargs: Any):
+        self.sampler = NeighborSampler(_open(dataset), fanouts, **kwargs)
+        self.epoch = 0
+        self._count = 0
+        self._pid = os.getpid()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch``: its batches are numbered from 0 again."""
+        self.epoch = int(epoch)
+        self._count = 0
+
+    def _next_batch_index(self) -> int:
+        if self._pid != os.getpid():  # a forked worker starts counting from the epoch's start
+            self._pid = os.getpid()
+            self._count = 0
+        k = self._count
+        self._count += 1
+        info = torch.utils.data.get_worker_info()
+        return k if info is None else info.id + k * info.num_workers
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
+        seeds = index.node.numpy()
+        if len(np.unique(seeds)) != len(seeds):
+            # The loader takes the first `batch_size = len(input_id)` nodes as the seeds; with a
+            # seed repeated in a batch they would not line up.
+            raise InputError("a batch holds the same seed node twice; give input_nodes without duplicates")
+        out = self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index()).to_torch()
+        return SamplerOutput(
+            node=out.node,
+            row=out.row,
+            col=out.col,
+            edge=out.edge,
+            batch=None,
+            num_sampled_nodes=out.num_sampled_nodes,
+            num_sampled_edges=out.num_sampled_edges,
+            metadata=(index.input_id, index.time),
+        )
+
+    def sample_from_edges(self, index: Any, neg_sampling: Any = None) -> Any:
+        raise NotImplementedError("RingNeighborSampler samples from nodes only (NodeLoader, not LinkLoader)")
+
+
+class RingFeatureStore(FeatureStore):
+    """Read-only PyG ``FeatureStore`` over a dataset: attribute ``x`` (features as float32,
+    converted from f16/bf16) and ``y`` (labels as int64, -1 = unlabeled), group ``None``.
+
+    Feature rows are read through a memory map of ``features.bin`` laid out as docs/FORMAT.md
+    says (rows packed per 4 KiB page). The map is opened lazily in each process.
+    """
+
+    def __init__(self, dataset: Union[Dataset, PathLike]):
+        super().__init__()
+        self.dataset = _open(dataset)
+        self._rows: Optional[Tuple[int, np.ndarray]] = None
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _feature_rows(self) -> np.ndarray:
+        """A ``[V, D]``-indexable view of ``features.bin`` (raw stored dtype)."""
+        pid = os.getpid()
+        if self._rows is not None and self._rows[0] == pid:
+            return self._rows[1]
+        m = self.dataset.manifest
+        f = m["features"]
+        dtype = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[f["dtype"]]
+        v, d, row_bytes, rpp = self.dataset.num_nodes, f["dim"], f["row_bytes"], f["rows_per_page"]
+        path = os.path.join(self.dataset.path, m["files"]["features"]["path"])
+        size = m["files"]["features"]["bytes"]
+        if size == 0:
+            rows = np.zeros((0, 1, d), dtype=dtype)
+        else:
+            mm = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
+            item = np.dtype(dtype).itemsize
+            if rpp > 0:
+                # pages of `rpp` rows each; row i is at [i // rpp, i % rpp]
+                pages = size // PAGE
+                rows = np.ndarray((pages, rpp, d), dtype=dtype, buffer=mm, strides=(PAGE, row_bytes, item))
+            else:  # rows larger than a page lie back to back
+                rows = np.ndarray((v, 1, d), dtype=dtype, buffer=mm, strides=(row_bytes, row_bytes, item))
+        self._rows = (pid, rows)
+        return rows
+
+    def _features(self, idx: np.ndarray) -> torch.Tensor:
+        f = self.dataset.manifest["features"]
+        rows = self._feature_rows()
+        rpp = f["rows_per_page"]
+        raw = rows[idx // rpp, idx % rpp] if rpp > 0 else rows[idx, 0]
+        if f["dtype"] == "bf16":  # bfloat16 is the upper half of a float32
+            out = (raw.astype(np.uint32) << 16).view(np.float32)
+        else:
+            out = raw.astype(np.float32)
+        return torch.from_numpy(np.ascontiguousarray(out))
+
+    def _index(self, index: Any) -> np.ndarray:
+        n = self.dataset.num_nodes
+        if index is None:
+            return np.arange(n, dtype=np.int64)
+        if isinstance(index, slice):
+            return np.arange(n, dtype=np.int64)[index]
+        if isinstance(index, torch.Tensor):
+            index = index.cpu().numpy()
+        idx = np.asarray(index)
+        if idx.dtype == np.bool_:
+            idx = np.flatnonzero(idx)
+        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"node index out of range: the dataset has {n:,} nodes")
+        return np.where(idx < 0, idx + n, idx)
+
+    def _get_tensor(self, attr: TensorAttr) -> Optional[torch.Tensor]:
+        scalar = isinstance(attr.index, (int, np.integer))
+        idx = self._index([attr.index] if scalar else attr.index)
+        if attr.attr_name == "x" and self.dataset.feature_dim is not None:
+            out = self._features(idx)
+        elif attr.attr_name == "y" and self.dataset.num_classes is not None:
+            out = torch.from_numpy(self.dataset.labels[idx])
+        else:
+            raise KeyError(f"the dataset has no node attribute '{attr.attr_name}' (it has: {self._names()})")
+        return out[0] if scalar else out
+
+    def _get_tensor_size(self, attr: TensorAttr) -> Optional[Tuple[int, ...]]:
+        n = self.dataset.num_nodes
+        if attr.attr_name == "x" and self.dataset.feature_dim is not None:
+            return (n, self.dataset.feature_dim)
+        if attr.attr_name == "y" and self.dataset.num_classes is not None:
+            return (n,)
+        return None
+
+    def _names(self) -> List[str]:
+        return [a.attr_name for a in self.get_all_tensor_attrs()]
+
+    def get_all_tensor_attrs(self) -> List[TensorAttr]:
+        # Fresh objects on every call: NodeLoader sets `.index` on the ones it gets.
+        out = []
+        if self.dataset.feature_dim is not None:
+            out.append(TensorAttr(group_name=None, attr_name="x"))
+        if self.dataset.num_classes is not None:
+            out.append(TensorAttr(group_name=None, attr_name="y"))
+        return out
+
+    def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
+        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"dataset": self.dataset.path, "_tensor_attr_cls": self._tensor_attr_cls}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state, dataset=Dataset.open(state["dataset"]), _rows=None)
+
+
+class RingGraphStore(GraphStore):
+    """Read-only PyG ``GraphStore`` over a dataset: one edge type ``('node', 'to', 'node')`` in
+    CSC layout (``(row, colptr)``). The sampler never calls it; :meth:`get_edge_index` loads the
+    whole edge list into memory, so it is for inspecting small graphs."""
+
+    def __init__(self, dataset: Union[Dataset, PathLike]):
+        super().__init__()
+        self.dataset = _open(dataset)
+
+    def get_all_edge_attrs(self) -> List[EdgeAttr]:
+        n = self.dataset.num_nodes
+        return [EdgeAttr(EDGE_TYPE, EdgeLayout.CSC, is_sorted=True, size=(n, n))]
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        if tuple(edge_attr.edge_type) != EDGE_TYPE or edge_attr.layout != EdgeLayout.CSC:
+            return None
+        m = self.dataset.manifest
+        path = os.path.join(self.dataset.path, m["files"]["indices"]["path"])
+        dtype = "<u4" if m["graph"]["indices_dtype"] == "u32" else "<u8"
+        e = self.dataset.num_edges
+        row = np.fromfile(path, dtype=dtype, count=e).astype(np.int64) if e else np.zeros(0, np.int64)
+        return torch.from_numpy(row), torch.from_numpy(self.dataset.indptr().astype(np.int64))
+
+    def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
+        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"dataset": self.dataset.path, "_edge_attr_cls": self._edge_attr_cls}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state, dataset=Dataset.open(state["dataset"]))
+
+
+def ring_stores(dataset: Union[Dataset, PathLike]) -> Tuple[RingFeatureStore, RingGraphStore]:
+    """``(RingFeatureStore, RingGraphStore)`` over one dataset: the ``data`` of a ``NodeLoader``."""
+    ds = _open(dataset)
+    return RingFeatureStore(ds), RingGraphStore(ds)

@@ -1,0 +1,98 @@
+"""Helpers of the sampling tests: tiny datasets with known neighbor lists, and the structural
+checks that every sample must pass (the SamplerOutput layout of issue 3)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import List, Sequence, Tuple
+
+import numpy as np
+import pytest
+
+import ringgnn
+from ringgnn import _core
+
+REPO_README = Path(__file__).resolve().parent.parent / "README.md"
+
+#: Tests that run the Rust sampler skip until the extension provides it.
+needs_sampler = pytest.mark.skipif(
+    not hasattr(_core, "Sampler"),
+    reason="ringgnn._core.Sampler is not built; run `pip install --no-build-isolation .`",
+)
+
+
+def make_dataset(tmp_path: Path, name: str, edges: Sequence[Tuple[int, int]], **kwargs) -> ringgnn.Dataset:
+    """Convert `edges` (src, dst) into a dataset named `name` under tmp_path."""
+    src = tmp_path / f"{name}.npy"
+    np.save(src, np.asarray(edges, dtype=np.int64).reshape(-1, 2))
+    ringgnn.convert(src, tmp_path / name, **kwargs)
+    return ringgnn.Dataset.open(tmp_path / name)
+
+
+def path_graph(tmp_path: Path, n: int = 5) -> ringgnn.Dataset:
+    """0 -> 1 -> ... -> n-1: neighbors(v) = [v - 1], neighbors(0) = []."""
+    return make_dataset(tmp_path, "path", [(i, i + 1) for i in range(n - 1)])
+
+
+def star_graph(tmp_path: Path, leaves: int = 5) -> ringgnn.Dataset:
+    """Undirected star: neighbors(0) = [1..leaves], neighbors(i) = [0]."""
+    return make_dataset(tmp_path, "star", [(i, 0) for i in range(1, leaves + 1)], undirected=True)
+
+
+def sbm(tmp_path: Path, nodes: int = 2000, **kwargs) -> ringgnn.Dataset:
+    out = tmp_path / "sbm"
+    opts = dict(nodes=nodes, classes=4, avg_degree=10, feature_dim=16, seed=1)
+    opts.update(kwargs)
+    ringgnn.generate_sbm(out, **opts)
+    return ringgnn.Dataset.open(out)
+
+
+def edges_by_hop(sub) -> List[set]:
+    """For each hop, the multiset of (global source, global target) pairs."""
+    out, start = [], 0
+    for n in sub.num_sampled_edges:
+        r, c = sub.row[start : start + n], sub.col[start : start + n]
+        out.append(Counter(zip(sub.node[r].tolist(), sub.node[c].tolist())))
+        start += n
+    return out
+
+
+def check_sample(ds: ringgnn.Dataset, sub, seeds, fanouts: Sequence[int], replace: bool = False) -> None:
+    """Everything issue 3 promises about one sample, checked against the dataset itself."""
+    node, row, col = sub.node, sub.row, sub.col
+    for a in (node, row, col):
+        assert isinstance(a, np.ndarray) and a.dtype == np.int64
+    uniq_seeds = list(dict.fromkeys(np.asarray(seeds).tolist()))
+    assert sub.batch_size == len(uniq_seeds)
+    assert node[: len(uniq_seeds)].tolist() == uniq_seeds, "seeds come first, in order, once each"
+    assert len(set(node.tolist())) == len(node), "no node twice"
+    assert len(sub.num_sampled_nodes) == len(fanouts) + 1 and len(sub.num_sampled_edges) == len(fanouts)
+    assert sum(sub.num_sampled_nodes) == len(node) and sum(sub.num_sampled_edges) == len(row) == len(col)
+
+    bounds = np.concatenate([[0], np.cumsum(sub.num_sampled_nodes)])
+    start = 0
+    for hop, (f, n_e) in enumerate(zip(fanouts, sub.num_sampled_edges)):
+        r, c = row[start : start + n_e], col[start : start + n_e]
+        start += n_e
+        # hop k expands exactly the nodes first reached at hop k-1, and reaches nodes up to hop k
+        assert ((c >= bounds[hop]) & (c < bounds[hop + 1])).all(), f"hop {hop}: col outside the expanded layer"
+        assert (r < bounds[hop + 2]).all(), f"hop {hop}: row beyond this hop's nodes"
+        # new nodes of this hop are listed in the order they are first reached
+        new = [x for x in dict.fromkeys(r.tolist()) if x >= bounds[hop + 1]]
+        assert new == list(range(bounds[hop + 1], bounds[hop + 2])), f"hop {hop}: discovery order"
+        per_target = Counter(c.tolist())
+        for li in range(bounds[hop], bounds[hop + 1]):
+            nbrs = ds.neighbors(int(node[li]))
+            want = len(nbrs) if f == -1 else (min(f, len(nbrs)) if not replace else (f if len(nbrs) else 0))
+            assert per_target.get(li, 0) == want, f"hop {hop}: node {node[li]} got {per_target.get(li, 0)} != {want}"
+            got = Counter(node[r[c == li]].tolist())
+            have = Counter(nbrs.tolist())
+            for u, k in got.items():
+                assert u in have, f"sampled edge {u}->{node[li]} is not in the graph"
+                if not replace:
+                    assert k <= have[u], f"{u}->{node[li]} drawn {k} times, exists {have[u]} times"
+
+
+def as_tuple(sub) -> tuple:
+    return (sub.node.tolist(), sub.row.tolist(), sub.col.tolist(), sub.num_sampled_nodes, sub.num_sampled_edges)

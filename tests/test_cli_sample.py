@@ -1,0 +1,119 @@
+"""`ringgnn sample`: per-epoch text and JSON reports that agree with the Python API, and clear
+errors (exit 1) for bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from ringgnn import NeighborSampler
+from _sampling import make_dataset, needs_sampler, path_graph, sbm
+
+JSON_FIELDS = {
+    "epoch", "seconds", "batches", "sampled_edges", "seps", "reads", "bytes_read",
+    "backend", "threads", "direct", "sampled_nodes",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    return sbm(tmp_path_factory.mktemp("sbm"), nodes=2000)
+
+
+@needs_sampler
+def test_json_per_epoch_matches_python_api(cli, graph):
+    r = cli("sample", graph.path, "--fanouts", "5,3", "--batch-size", "100", "--epochs", "2", "--seed", "3",
+            "--backend", "pread", "--threads", "2", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    assert r.err == ""  # no progress bar with --json
+    lines = [json.loads(line) for line in r.out.splitlines()]
+    assert [x["epoch"] for x in lines] == [0, 1]
+    s = NeighborSampler(graph, [5, 3], seed=3, backend="pread")
+    for rec in lines:
+        assert JSON_FIELDS <= rec.keys()
+        subs = list(s.epoch("train", 100, epoch=rec["epoch"]))
+        assert rec["batches"] == len(subs) == -(-len(graph.split("train")) // 100)
+        assert rec["sampled_edges"] == sum(x.num_edges for x in subs)
+        assert rec["sampled_nodes"] == sum(x.num_nodes for x in subs)
+        assert rec["seps"] == pytest.approx(rec["sampled_edges"] / rec["seconds"])
+        assert rec["backend"] == "pread" and rec["direct"] is False and rec["threads"] == 2
+        assert rec["reads"] > 0 and rec["bytes_read"] > 0
+
+
+@needs_sampler
+def test_text_report(cli, graph):
+    r = cli("sample", graph.path, "--fanouts", "5,3", "--batch-size", "256", "--backend", "memory")
+    assert r.code == 0, r.err
+    head, epoch = r.out.splitlines()
+    assert head.startswith(f"sampling {graph.path}: {len(graph.split('train')):,} seeds, fanouts 5,3, batch 256")
+    assert "backend memory" in head
+    assert epoch.startswith("epoch 0: ") and "SEPS" in epoch and "reads 0, 0 B read" in epoch
+    assert epoch.endswith("neighbor file in memory (backend memory)")
+    assert "epoch 0" in r.err  # the progress bar
+    r = cli("sample", graph.path, "--fanouts", "5", "--backend", "pread", "--quiet")
+    assert r.err == "" and r.out.splitlines()[-1].endswith(", page cache used (backend pread)")
+    assert int(re.search(r"reads ([\d,]+), ", r.out).group(1).replace(",", "")) > 0
+
+
+@needs_sampler
+def test_direct_reports_page_cache_bypass(cli, graph):
+    r = cli("sample", graph.path, "--fanouts", "5,3", "--backend", "uring", "--direct", "--json")
+    if r.code == 1 and "io_uring is not available" in r.err:
+        pytest.skip(r.err.strip())
+    assert r.code == 0, r.err
+    rec = json.loads(r.out)
+    if rec["backend"] == "uring":
+        pytest.skip("the filesystem of the test dataset refuses O_DIRECT (tmpfs?)")
+    assert rec["backend"] == "uring-direct" and rec["direct"] is True and rec["bytes_read"] > 0
+    text = cli("sample", graph.path, "--fanouts", "5,3", "--backend", "uring", "--direct", "--quiet").out
+    assert "page cache bypassed (O_DIRECT) (backend uring-direct)" in text
+
+
+@needs_sampler
+def test_seed_choices(cli, graph, tmp_path):
+    ids = np.array([1, 2, 3, 1999], dtype=np.int64)
+    np.save(tmp_path / "seeds.npy", ids)
+    for spec, n in [(str(tmp_path / "seeds.npy"), 4), ("all", 2000), ("val", len(graph.split("val")))]:
+        r = cli("sample", graph.path, "--fanouts", "2", "--seeds", spec, "--batch-size", "3", "--json")
+        assert r.code == 0, r.err
+        assert json.loads(r.out)["batches"] == -(-n // 3)
+    # without a train split the default is all nodes
+    ds = path_graph(tmp_path)
+    r = cli("sample", ds.path, "--fanouts", "1", "--batch-size", "2", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["batches"] == 3 and json.loads(r.out)["sampled_edges"] == 4
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--fanouts", "10,0"], "fanout 0 is invalid"),
+        (["--fanouts", "10,x"], "'x' is not an integer"),
+        (["--seeds", "nope"], "no split 'nope' (it has: test, train, val)"),
+        (["--seeds", "missing.npy"], "missing.npy: No such file or directory"),
+        (["--seeds", "BAD"], "not a .npy array"),
+        (["--seeds", "2D"], "expected a 1-D integer array"),
+        (["--seeds", "RANGE"], "5000 is not a node id"),
+    ],
+)
+def test_bad_input(cli, graph, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.npy").write_text("not numpy\n")
+    np.save(tmp_path / "2d.npy", np.zeros((2, 2), dtype=np.int64))
+    np.save(tmp_path / "range.npy", np.array([1, 5000]))
+    names = {"BAD": "bad.npy", "2D": "2d.npy", "RANGE": "range.npy"}
+    args = [names.get(a, a) for a in args]
+    r = cli("sample", graph.path, *args)
+    assert r.code == 1 and r.out == ""
+    assert r.err.startswith("ringgnn sample: error: ") and message in r.err, r.err
+
+
+def test_missing_dataset_and_usage(cli, tmp_path):
+    r = cli("sample", tmp_path / "nothing")
+    assert r.code == 1 and r.err.startswith("ringgnn sample: error: ")
+    ds = make_dataset(tmp_path, "d", [(0, 1)])
+    assert cli("sample", ds.path, "--batch-size", "0").code == 2
+    assert cli("sample", ds.path, "--backend", "disk").code == 2
