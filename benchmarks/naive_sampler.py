@@ -38,6 +38,10 @@ def main():
     n_batches = (len(seeds) + a.batch_size - 1) // a.batch_size
     todo = n_batches if a.max_batches <= 0 else min(n_batches, a.max_batches)
     sampled_edges = 0
+    # Bytes the expanded nodes' neighbor lists occupy when read page by page: the yardstick of
+    # issue 3's read-amplification target (same seeds and distribution as ringgnn's sampler).
+    width = 4 if dtype == "<u4" else 8
+    list_page_bytes = 0
     t0 = time.perf_counter()
     for b in range(todo):
         batch = seeds[b * a.batch_size:(b + 1) * a.batch_size]
@@ -52,6 +56,7 @@ def main():
                 deg = hi - lo
                 if deg == 0:
                     continue
+                list_page_bytes += ((hi * width - 1) // 4096 - (lo * width) // 4096 + 1) * 4096
                 if deg <= f:
                     nbrs = indices[lo:hi]
                 else:
@@ -64,7 +69,7 @@ def main():
             frontier = nxt
     secs = time.perf_counter() - t0
     out = {"backend": "naive-memmap", "seconds": secs, "batches": todo, "sampled_edges": sampled_edges,
-           "seps": sampled_edges / secs if secs else 0.0}
+           "seps": sampled_edges / secs if secs else 0.0, "list_page_bytes": int(list_page_bytes)}
     if todo < n_batches:
         out["epoch_seconds_extrapolated"] = secs * n_batches / todo
     print(json.dumps(out))

@@ -6,8 +6,9 @@ Configuration as in the RingSampler paper: fanouts 20,15,10, batch 1024, seeds =
 --edge-factor 16 --self-loops drop --dedup`, about 131M edges) and cnr-2000. Conditions:
   warm    second of two epochs, page cache warm;
   cold    first epoch after `memcap --drop-caches`;
-  capped  second epoch under `memcap` with a cap of the process's own footprint (peak RSS of a
-          direct-I/O run, which uses no page cache) plus 25% of the neighbor file.
+  capped  first epoch after dropping caches, under `memcap` with a cap of the process's own
+          footprint (peak RSS of a direct-I/O run, which uses no page cache) plus 25% of the
+          neighbor file: at most a quarter of the file can ever be cached.
 Plus thread scaling (1 vs 2) and hops 1-4 (fanouts 20 / 20,15 / 20,15,10 / 20,15,10,5), warm.
 
 Usage (root, for memcap and drop_caches):
@@ -123,7 +124,8 @@ def main():
             r, _ = ours(d, sp, be, direct=direct, epochs=1, prefix=f"{MEMCAP} --drop-caches 20G -- ")
             print(row(label, "cold", r, idx_bytes), flush=True)
             if be != "memory":
-                r, _ = ours(d, sp, be, direct=direct, prefix=f"{MEMCAP} --drop-caches {cap} -- ", memory=str(foot))
+                r, _ = ours(d, sp, be, direct=direct, epochs=1, prefix=f"{MEMCAP} --drop-caches {cap} -- ",
+                            memory=str(foot))
                 print(row(label, "capped", r, idx_bytes), flush=True)
         nb = a.naive_batches
         r, _ = naive(d, sp, nb, twice=True)
