@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::{first_out_of_range, out_of_range_error, read_full, EdgeSource};
+use super::{check_limit, read_full, EdgeSource};
 use crate::{IoContext, Result};
 
 /// Bytes per read: large enough that per-call overhead vanishes next to decoding, small next to
@@ -173,17 +173,7 @@ impl EdgeSource for BinaryEdges {
             let used = bytes.len();
             self.cursor.consume(used);
             let k = used / pair;
-            if let Some(limit) = self.limit {
-                if let Some((i, id)) = first_out_of_range(&out[start..], limit) {
-                    out.truncate(start);
-                    return Err(out_of_range_error(
-                        &self.path,
-                        self.done + i as u64,
-                        id,
-                        limit,
-                    ));
-                }
-            }
+            check_limit(out, start, self.limit, &self.path, self.done)?;
             self.done += k as u64;
             n += k;
         }

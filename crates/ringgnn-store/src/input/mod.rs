@@ -200,30 +200,35 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// The first edge of `edges` with an id `>= limit`: (its index in `edges`, the id).
-fn first_out_of_range(edges: &[(u64, u64)], limit: u64) -> Option<(usize, u64)> {
+/// Check the edges appended to `out` since `start` against `--num-nodes` (`limit`). On a
+/// violation they are dropped and the error names the edge, `done` being the index of the
+/// input's edge at `out[start]` (0-based).
+fn check_limit(
+    out: &mut Vec<(u64, u64)>,
+    start: usize,
+    limit: Option<u64>,
+    path: &Path,
+    done: u64,
+) -> Result<()> {
+    let Some(limit) = limit else { return Ok(()) };
+    let edges = &out[start..];
     // A max over the batch vectorises; the search only runs on the (fatal) bad batch.
-    let max = edges.iter().fold(0u64, |m, &(s, d)| m.max(s).max(d));
-    if max < limit {
-        return None;
+    if edges.iter().fold(0u64, |m, &(s, d)| m.max(s).max(d)) < limit {
+        return Ok(());
     }
-    edges.iter().enumerate().find_map(|(i, &(s, d))| {
-        if s >= limit {
-            Some((i, s))
-        } else if d >= limit {
-            Some((i, d))
-        } else {
-            None
-        }
-    })
-}
-
-/// The message for an id `>= num_nodes` found at `edge` (0-based) of a binary input.
-fn out_of_range_error(path: &Path, edge: u64, id: u64, limit: u64) -> crate::Error {
-    crate::Error::Input(format!(
-        "{}: edge {edge} (0-based) has node id {id}, which is >= --num-nodes {limit}; raise --num-nodes or leave it out (the default is the largest id + 1)",
-        path.display()
-    ))
+    let Some((i, id)) = edges
+        .iter()
+        .enumerate()
+        .find_map(|(i, &(s, d))| [s, d].into_iter().find(|&v| v >= limit).map(|v| (i, v)))
+    else {
+        return Ok(()); // empty batch
+    };
+    out.truncate(start);
+    crate::input_err!(
+        "{}: edge {} (0-based) has node id {id}, which is >= --num-nodes {limit}; raise --num-nodes or leave it out (the default is the largest id + 1)",
+        path.display(),
+        done + i as u64
+    )
 }
 
 #[cfg(test)]
@@ -327,10 +332,26 @@ mod tests {
 
     #[test]
     fn out_of_range_search() {
-        let e = [(1, 2), (3, 4), (9, 0), (10, 1)];
-        assert_eq!(first_out_of_range(&e, 11), None);
-        assert_eq!(first_out_of_range(&e, 10), Some((3, 10)));
-        assert_eq!(first_out_of_range(&e, 4), Some((1, 4)));
-        assert_eq!(first_out_of_range(&[], 0), None);
+        let p = Path::new("e.bin32");
+        let e = vec![(7, 7), (1, 2), (3, 4), (9, 0), (10, 1)];
+        let mut out = e.clone();
+        check_limit(&mut out, 1, Some(11), p, 5).unwrap();
+        check_limit(&mut out, 1, None, p, 5).unwrap();
+        assert_eq!(out, e);
+        let msg = check_limit(&mut out, 1, Some(10), p, 5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("edge 8 (0-based) has node id 10") && msg.contains("--num-nodes 10"),
+            "{msg}"
+        );
+        assert_eq!(out, vec![(7, 7)], "the bad batch is dropped");
+        let mut out = e.clone();
+        let msg = check_limit(&mut out, 1, Some(4), p, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("edge 1 (0-based) has node id 4"), "{msg}");
+        let mut empty = vec![];
+        check_limit(&mut empty, 0, Some(0), p, 0).unwrap();
     }
 }

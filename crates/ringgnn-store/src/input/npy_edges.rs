@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::binary::{Cursor, BLOCK};
-use super::{first_out_of_range, out_of_range_error, EdgeSource};
+use super::{check_limit, EdgeSource};
 use crate::npy::{read_header, NpyHeader};
 use crate::{Error, IoContext, Result};
 
@@ -210,17 +210,7 @@ impl EdgeSource for NpyEdges {
                     self.done + i as u64
                 );
             }
-            if let Some(limit) = self.limit {
-                if let Some((i, id)) = first_out_of_range(batch, limit) {
-                    out.truncate(start);
-                    return Err(out_of_range_error(
-                        &self.path,
-                        self.done + i as u64,
-                        id,
-                        limit,
-                    ));
-                }
-            }
+            check_limit(out, start, self.limit, &self.path, self.done)?;
             self.done += k as u64;
             n += k;
         }
