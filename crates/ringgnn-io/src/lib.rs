@@ -7,15 +7,19 @@
 //! Batched reads go through one interface, [`ReadBatch`], with two backends: [`PreadBatch`]
 //! (portable) and [`UringBatch`] (io_uring, many reads in flight). [`open_backend`] picks one
 //! after [`probe_uring`] has checked, once per process, that io_uring works here.
+//! [`coalesce_pages`] plans the page-aligned, merged requests that both readers of scattered
+//! data (neighbor entries, feature rows) send through it.
 
 mod aligned;
 mod batch;
+mod coalesce;
 mod direct;
 mod probe;
 mod uring;
 
 pub use aligned::AlignedBuf;
 pub use batch::{IoStats, PreadBatch, ReadBatch, ReadReq};
+pub use coalesce::{coalesce_pages, CoalesceOptions};
 pub use direct::DirectFile;
 pub use probe::{open_backend, probe_runs, probe_uring, BackendKind, DISABLE_ENV};
 pub use uring::{UringBatch, DEFAULT_DEPTH, MAX_DEPTH};

@@ -2,8 +2,9 @@
 //!
 //! The paper issues one 4-byte read per sampled neighbor. Here the entries wanted by one hop
 //! are sorted by position, reduced to the distinct 4 KiB pages that hold them, and adjacent
-//! pages are merged into runs of at most `max_run` bytes: one [`ReadReq`] per run. Offsets,
-//! lengths and buffer addresses are multiples of [`ALIGN`], so the same requests serve
+//! pages are merged into runs of at most `max_run` bytes: one [`ReadReq`] per run (planned by
+//! [`ringgnn_io::coalesce_pages`], shared with the feature gatherer). Offsets,
+//! lengths and buffer addresses are multiples of [`ringgnn_io::ALIGN`], so the same requests serve
 //! buffered and `O_DIRECT` backends. A whole short neighbor list costs one request; a hop
 //! costs at most one request per distinct page, and exactly one page of bytes per distinct page.
 //!
@@ -11,33 +12,11 @@
 
 use std::path::{Path, PathBuf};
 
-use ringgnn_io::{AlignedBuf, IoStats, ReadBatch, ReadReq, ALIGN};
+pub use ringgnn_io::CoalesceOptions;
+use ringgnn_io::{coalesce_pages, AlignedBuf, IoStats, ReadBatch, ReadReq};
 use ringgnn_store::manifest::IndexDtype;
 
 use crate::{Error, Result};
-
-const PAGE: u64 = ALIGN as u64;
-
-/// How reads are grouped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CoalesceOptions {
-    /// Longest run of adjacent pages read by one request, in bytes (rounded up to a page).
-    /// 128 KiB is where NVMe throughput for one request stops growing, and it keeps a few
-    /// hundred requests in flight within the buffer.
-    pub max_run: usize,
-    /// Size of the aligned read buffer, in bytes (at least `max_run`): the most bytes one
-    /// [`ReadBatch::read_batch`] call reads. A hop that needs more pages takes several calls.
-    pub buffer: usize,
-}
-
-impl Default for CoalesceOptions {
-    fn default() -> Self {
-        CoalesceOptions {
-            max_run: 128 << 10,
-            buffer: 8 << 20,
-        }
-    }
-}
 
 /// The neighbor file read through a [`ReadBatch`] backend, with its reusable workspace.
 pub struct DiskIndices {
@@ -49,8 +28,8 @@ pub struct DiskIndices {
     /// (position, index of the request in the caller's slice), sorted by position.
     order: Vec<(u64, usize)>,
     reqs: Vec<ReadReq>,
-    /// (index in the caller's slice, byte offset in `buf`) for the current read batch.
-    slots: Vec<(usize, usize)>,
+    /// Byte offset in `buf` of each entry of the current read batch (`order[next..]`).
+    at: Vec<usize>,
 }
 
 impl DiskIndices {
@@ -62,7 +41,7 @@ impl DiskIndices {
         dtype: IndexDtype,
         opts: CoalesceOptions,
     ) -> Self {
-        let max_run = opts.max_run.max(1).div_ceil(ALIGN) * ALIGN;
+        let max_run = opts.run_bytes();
         DiskIndices {
             reader,
             path: path.to_path_buf(),
@@ -71,7 +50,7 @@ impl DiskIndices {
             buf: AlignedBuf::new(opts.buffer.max(max_run)),
             order: Vec::new(),
             reqs: Vec::new(),
-            slots: Vec::new(),
+            at: Vec::new(),
         }
     }
 
@@ -92,7 +71,10 @@ impl DiskIndices {
         self.order.sort_unstable();
         let mut next = 0;
         while next < self.order.len() {
-            let used = self.plan(&mut next);
+            let w = self.width as usize;
+            let cap = self.buf.capacity();
+            let ranges = self.order[next..].iter().map(|&(p, _)| (p * self.width, w));
+            let used = coalesce_pages(ranges, self.max_run, cap, &mut self.reqs, &mut self.at);
             let buf = &mut self.buf.spare()[..used];
             self.reader
                 .read_batch(&self.reqs, buf)
@@ -100,49 +82,16 @@ impl DiskIndices {
                     path: self.path.clone(),
                     source,
                 })?;
-            let w = self.width as usize;
-            for &(i, at) in &self.slots {
+            for (&(_, i), &at) in self.order[next..].iter().zip(&self.at) {
                 let b = &buf[at..at + w];
                 out[i] = match w {
                     4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
                     _ => u64::from_le_bytes(b.try_into().unwrap()),
                 };
             }
+            next += self.at.len();
         }
         Ok(())
-    }
-
-    /// Plan the requests for `order[*next..]` that fit the buffer; advance `*next` past the
-    /// entries they cover and return the bytes of buffer they fill.
-    fn plan(&mut self, next: &mut usize) -> usize {
-        self.reqs.clear();
-        self.slots.clear();
-        let cap = self.buf.capacity();
-        let mut used = 0usize;
-        let mut last_page = u64::MAX;
-        while let Some(&(pos, i)) = self.order.get(*next) {
-            let byte = pos * self.width;
-            let page = byte / PAGE;
-            if self.reqs.is_empty() || page != last_page {
-                if used + ALIGN > cap {
-                    break;
-                }
-                match self.reqs.last_mut() {
-                    Some(r) if page == last_page + 1 && r.len < self.max_run => r.len += ALIGN,
-                    _ => self.reqs.push(ReadReq {
-                        offset: page * PAGE,
-                        len: ALIGN,
-                        dst: used,
-                    }),
-                }
-                used += ALIGN;
-            }
-            last_page = page;
-            let r = self.reqs.last().unwrap();
-            self.slots.push((i, r.dst + (byte - r.offset) as usize));
-            *next += 1;
-        }
-        used
     }
 }
 
@@ -151,9 +100,11 @@ mod tests {
     use std::io;
     use std::sync::{Arc, Mutex};
 
-    use ringgnn_io::{IoStats, ReadBatch, ReadReq};
+    use ringgnn_io::{IoStats, ReadBatch, ReadReq, ALIGN};
 
     use super::*;
+
+    const PAGE: u64 = ALIGN as u64;
 
     /// A file in memory that records every batch of requests it serves.
     struct Recorder {

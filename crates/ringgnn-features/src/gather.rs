@@ -1,0 +1,207 @@
+//! Gathering a batch's feature rows into an f32 matrix.
+//!
+//! One [`FeatureGatherer::gather`] call: check every id, sort `(id, position)` pairs, keep the
+//! first position of each distinct id, serve distinct ids from the [`HotRowCache`] where it has
+//! them, read the rest with one pass of coalesced page reads ([`RowSource::for_each_row`]),
+//! widening each row to f32 straight into the output, then copy rows for repeated ids. A row is
+//! therefore converted once and read at most once per call, whatever the duplicates.
+
+use std::sync::Arc;
+
+use ringgnn_io::{BackendKind, CoalesceOptions, ALIGN};
+use ringgnn_store::Dataset;
+
+use crate::cache::HotRowCache;
+use crate::rows::{decode_row, FeatureFile, RowSource};
+use crate::{Error, Result};
+
+/// Counters of gathering; [`FeatureGatherer::gather`] returns those of one call and
+/// [`FeatureGatherer::stats`] the sums since creation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatherStats {
+    /// Ids asked for, duplicates included.
+    pub rows_requested: u64,
+    /// Distinct ids among them.
+    pub distinct_rows: u64,
+    /// Distinct ids served by the hot-row cache (the rest came from the source).
+    pub cache_hits: u64,
+    /// 4 KiB pages read from disk (0 for the memory source).
+    pub pages_read: u64,
+    /// Bytes read from disk: `pages_read * 4096`.
+    pub bytes_read: u64,
+    /// Read requests (runs of adjacent pages) and read batches issued.
+    pub read_requests: u64,
+    pub read_batches: u64,
+}
+
+impl GatherStats {
+    /// Share of distinct rows served by the cache (0 when nothing was gathered).
+    pub fn hit_rate(&self) -> f64 {
+        if self.distinct_rows == 0 {
+            0.0
+        } else {
+            self.cache_hits as f64 / self.distinct_rows as f64
+        }
+    }
+
+    fn add(&mut self, o: &GatherStats) {
+        self.rows_requested += o.rows_requested;
+        self.distinct_rows += o.distinct_rows;
+        self.cache_hits += o.cache_hits;
+        self.pages_read += o.pages_read;
+        self.bytes_read += o.bytes_read;
+        self.read_requests += o.read_requests;
+        self.read_batches += o.read_batches;
+    }
+}
+
+/// Reads feature rows for batches of node ids; one per thread (it owns its read buffer).
+pub struct FeatureGatherer {
+    file: FeatureFile,
+    source: RowSource,
+    cache: Option<Arc<HotRowCache>>,
+    stats: GatherStats,
+    /// (id, position in the caller's ids), sorted.
+    order: Vec<(u64, usize)>,
+    /// Distinct ids the cache lacks, ascending, and the output row each is written to first.
+    miss_ids: Vec<u64>,
+    miss_at: Vec<usize>,
+    /// (output row written, output row that repeats its id).
+    dups: Vec<(usize, usize)>,
+}
+
+impl FeatureGatherer {
+    /// Gather rows of `file` from `source`, without a cache.
+    pub fn new(file: FeatureFile, source: RowSource) -> Self {
+        FeatureGatherer {
+            file,
+            source,
+            cache: None,
+            stats: GatherStats::default(),
+            order: Vec::new(),
+            miss_ids: Vec::new(),
+            miss_at: Vec::new(),
+            dups: Vec::new(),
+        }
+    }
+
+    /// The features of `ds` loaded into memory.
+    pub fn memory(ds: &Dataset) -> Result<Self> {
+        let file = FeatureFile::of(ds)?;
+        let source = RowSource::memory(&file)?;
+        Ok(Self::new(file, source))
+    }
+
+    /// The features of `ds` read from disk with the backend `kind` (`O_DIRECT` if `direct`).
+    /// Also returns why `Auto` fell back to pread, for the caller's one log line.
+    pub fn open(
+        ds: &Dataset,
+        kind: BackendKind,
+        direct: bool,
+        opts: CoalesceOptions,
+    ) -> Result<(Self, Option<String>)> {
+        let file = FeatureFile::of(ds)?;
+        let (source, why) = RowSource::open(&file, kind, direct, opts)?;
+        Ok((Self::new(file, source), why))
+    }
+
+    /// Serve rows from `cache` first (shared, read-only, between gatherers).
+    pub fn with_cache(mut self, cache: Arc<HotRowCache>) -> Result<Self> {
+        if !cache.matches(&self.file) {
+            return Err(Error::Input(format!(
+                "{}: the hot-row cache was built for another feature layout; build it from \
+                 the same dataset",
+                self.file.path.display()
+            )));
+        }
+        self.cache = Some(cache);
+        Ok(self)
+    }
+
+    pub fn file(&self) -> &FeatureFile {
+        &self.file
+    }
+
+    /// Values per row: `out` holds `ids.len() * dim()` of them.
+    pub fn dim(&self) -> usize {
+        self.file.dim()
+    }
+
+    /// "memory", "pread", "uring", ...
+    pub fn source_name(&self) -> &'static str {
+        self.source.name()
+    }
+
+    /// Counters summed over every call since creation.
+    pub fn stats(&self) -> GatherStats {
+        self.stats
+    }
+
+    /// Write the row of `ids[i]`, as f32, to `out[i * dim .. (i + 1) * dim]` for every `i`.
+    /// Returns this call's counters. An id beyond the node count is an error naming it, and
+    /// nothing is read.
+    pub fn gather(&mut self, ids: &[u64], out: &mut [f32]) -> Result<GatherStats> {
+        let dim = self.file.dim();
+        if ids.len().checked_mul(dim) != Some(out.len()) {
+            return Err(Error::Input(format!(
+                "gather: the output holds {} values but {} ids of {dim} values need {}",
+                out.len(),
+                ids.len(),
+                ids.len() as u128 * dim as u128
+            )));
+        }
+        self.order.clear();
+        for (i, &id) in ids.iter().enumerate() {
+            self.file.check_id(id)?;
+            self.order.push((id, i));
+        }
+        self.order.sort_unstable();
+        self.miss_ids.clear();
+        self.miss_at.clear();
+        self.dups.clear();
+        let dtype = self.file.info.dtype;
+        let mut call = GatherStats {
+            rows_requested: ids.len() as u64,
+            ..GatherStats::default()
+        };
+        let mut cursor = 0;
+        let mut prev: Option<(u64, usize)> = None;
+        for &(id, i) in &self.order {
+            match prev {
+                Some((p, first)) if p == id => {
+                    self.dups.push((first, i));
+                    continue;
+                }
+                _ => prev = Some((id, i)),
+            }
+            call.distinct_rows += 1;
+            if let Some(cache) = &self.cache {
+                let (pos, slot) = cache.find_from(cursor, id);
+                cursor = pos;
+                if let Some(s) = slot {
+                    decode_row(dtype, cache.row(s), &mut out[i * dim..(i + 1) * dim]);
+                    call.cache_hits += 1;
+                    continue;
+                }
+            }
+            self.miss_ids.push(id);
+            self.miss_at.push(i);
+        }
+        let miss_at = &self.miss_at;
+        let read = self
+            .source
+            .for_each_row(&self.file, &self.miss_ids, |k, row| {
+                let i = miss_at[k];
+                decode_row(dtype, row, &mut out[i * dim..(i + 1) * dim]);
+            })?;
+        for &(src, dst) in &self.dups {
+            out.copy_within(src * dim..(src + 1) * dim, dst * dim);
+        }
+        call.pages_read = read.pages;
+        call.bytes_read = read.pages * ALIGN as u64;
+        call.read_requests = read.requests;
+        call.read_batches = read.batches;
+        self.stats.add(&call);
+        Ok(call)
+    }
+}

@@ -1,0 +1,17 @@
+//! Node features for GNN batches whose feature file is larger than RAM.
+//!
+//! [`FeatureGatherer::gather`] turns a batch's node ids into an `f32` matrix: ids are
+//! deduplicated, rows found in the [`HotRowCache`] are copied from memory, and the rest are read
+//! from `features.bin` ([`rows`]) with page-aligned, coalesced requests through any
+//! [`ringgnn_io::ReadBatch`] backend (pread, io_uring, with or without `O_DIRECT`), or from a
+//! copy of the file in memory. Rows stored as f16 or bf16 are widened to f32 on the way out.
+
+pub mod cache;
+mod error;
+pub mod gather;
+pub mod rows;
+
+pub use cache::HotRowCache;
+pub use error::{Error, Result};
+pub use gather::{FeatureGatherer, GatherStats};
+pub use rows::{FeatureFile, RowSource};
