@@ -125,6 +125,8 @@ def test_demo_in_a_directory(cli, tmp_path):
     r = cli("demo", out, "--quiet")
     assert r.code == 0, r.err
     assert "nodes     20,000" in r.out and "verify: ok" in r.out
+    # Two sampling epochs over the 12,000 training seeds (60% of 20,000) in batches of 512.
+    assert r.out.count(" 24 batches, ") == 2 and "SEPS" in r.out
     assert (out / "manifest.json").exists()
     r = cli("demo", out, "--quiet")
     assert r.code == 1 and "--overwrite" in r.err

@@ -324,7 +324,12 @@ def cmd_demo(args) -> int:
         print(_format_info(info_dict(out)))
         with _bars(args) as bars:
             report = build.verify(out, progress=bars)
-        print(f"\nverify: ok ({report['files_checked']} files)")
+        print(f"\nverify: ok ({report['files_checked']} files)\n")
+        # The sampling engine on the demo graph: two epochs over the training split.
+        rc = main(["sample", out, "--fanouts", "15,10", "--batch-size", "512", "--epochs", "2"]
+                  + (["--quiet"] if args.quiet else []))
+        if rc:
+            return rc
         print("done." if tmp is None else "done (the dataset was in a temporary directory; pass DIR to keep it).")
     finally:
         if tmp is not None:
