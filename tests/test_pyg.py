@@ -63,6 +63,42 @@ def test_feature_store_reads_page_packed_rows(tmp_path, dtype, dim):
         fs.put_tensor(torch.zeros(1), group_name=None, attr_name="x", index=None)
 
 
+@pytest.mark.parametrize(
+    "opts",
+    [dict(backend="memory"), dict(backend="pread"), dict(backend="uring"), dict(backend="uring", direct=True),
+     dict(backend="pread", cache=20 * (4 * 16 + 8)), dict(backend="auto", cache=1 << 30)],
+)
+def test_feature_store_backends_and_cache_read_the_same_rows(tmp_path, opts):
+    n, dim = 300, 16
+    x = np.random.default_rng(0).standard_normal((n, dim)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    # A star into node 0 plus a path: node 0 has the highest in-degree, so a cache holds it first.
+    ds = make_dataset(tmp_path, "d", [(i, 0) for i in range(1, n)] + [(i, i + 1) for i in range(n - 1)],
+                      features=tmp_path / "x.npy")
+    fs = RingFeatureStore(ds, **opts)
+    idx = np.array([0, 299, 7, 0, 150, 7, 1])
+    try:
+        got = fs.get_tensor(group_name=None, attr_name="x", index=torch.from_numpy(idx))
+    except OSError as e:
+        if opts["backend"] == "uring" and "io_uring" in str(e):
+            pytest.skip(f"io_uring is not available here: {e}")
+        raise
+    assert torch.equal(got, torch.from_numpy(x[idx]))
+    st = fs.reader().stats()
+    assert st["rows_requested"] == 7 and st["distinct_rows"] == 5
+    if opts.get("cache"):
+        assert st["cache_hits"] >= 1  # node 0 at least (the largest in-degree)
+        # Each cached row costs its stored bytes plus its 8-byte id.
+        assert fs.reader().cached_rows == (20 if opts["cache"] < 1 << 20 else n)
+    else:
+        assert st["cache_hits"] == 0
+    if opts["backend"] == "memory":
+        assert st["bytes_read"] == 0
+    elif not opts.get("cache") or opts["cache"] < 1 << 20:
+        assert 0 < st["bytes_read"] <= 5 * 4096  # only the pages of the 5 distinct rows
+
+
+
 def test_graph_store_is_the_csc(graph):
     gs = RingGraphStore(graph)
     (attr,) = gs.get_all_edge_attrs()

@@ -32,13 +32,13 @@ from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
+from . import _core
 from ._core import InputError
 from .dataset import Dataset, PathLike
 from .sampler import NeighborSampler
 
 #: The single edge type of a ringgnn dataset, as PyG names edge types (source, relation, target).
 EDGE_TYPE = ("node", "to", "node")
-PAGE = 4096
 
 
 def _open(dataset: Union[Dataset, PathLike]) -> Dataset:
@@ -108,52 +108,31 @@ class RingFeatureStore(FeatureStore):
     """Read-only PyG ``FeatureStore`` over a dataset: attribute ``x`` (features as float32,
     converted from f16/bf16) and ``y`` (labels as int64, -1 = unlabeled), group ``None``.
 
-    Feature rows are read through a memory map of ``features.bin`` laid out as docs/FORMAT.md
-    says (rows packed per 4 KiB page). The map is opened lazily in each process.
+    Feature rows are gathered by the Rust feature reader: ids deduplicated, the 4 KiB pages that
+    hold them read once each in coalesced runs (io_uring, pread, or O_DIRECT with
+    ``direct=True``; ``backend="memory"`` loads the file), an optional hot-row cache of
+    ``cache`` bytes (rows of highest in-degree). The reader is created lazily in each process,
+    so DataLoader workers get their own.
     """
 
-    def __init__(self, dataset: Union[Dataset, PathLike]):
+    def __init__(self, dataset: Union[Dataset, PathLike], *, backend: str = "auto", direct: bool = False,
+                 cache: int = 0):
         super().__init__()
         self.dataset = _open(dataset)
-        self._rows: Optional[Tuple[int, np.ndarray]] = None
+        self._opts = dict(backend=backend, direct=direct, cache=int(cache))
+        self._reader_of: Optional[Tuple[int, Any]] = None
 
     # --- reading ------------------------------------------------------------------------------
 
-    def _feature_rows(self) -> np.ndarray:
-        """A ``[V, D]``-indexable view of ``features.bin`` (raw stored dtype)."""
+    def reader(self) -> Any:
+        """This process's ``_core.FeatureReader`` (``.stats()`` has the read counters)."""
         pid = os.getpid()
-        if self._rows is not None and self._rows[0] == pid:
-            return self._rows[1]
-        m = self.dataset.manifest
-        f = m["features"]
-        dtype = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[f["dtype"]]
-        v, d, row_bytes, rpp = self.dataset.num_nodes, f["dim"], f["row_bytes"], f["rows_per_page"]
-        path = os.path.join(self.dataset.path, m["files"]["features"]["path"])
-        size = m["files"]["features"]["bytes"]
-        if size == 0:
-            rows = np.zeros((0, 1, d), dtype=dtype)
-        else:
-            mm = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
-            item = np.dtype(dtype).itemsize
-            if rpp > 0:
-                # pages of `rpp` rows each; row i is at [i // rpp, i % rpp]
-                pages = size // PAGE
-                rows = np.ndarray((pages, rpp, d), dtype=dtype, buffer=mm, strides=(PAGE, row_bytes, item))
-            else:  # rows larger than a page lie back to back
-                rows = np.ndarray((v, 1, d), dtype=dtype, buffer=mm, strides=(row_bytes, row_bytes, item))
-        self._rows = (pid, rows)
-        return rows
+        if self._reader_of is None or self._reader_of[0] != pid:
+            self._reader_of = (pid, _core.FeatureReader(self.dataset.path, **self._opts))
+        return self._reader_of[1]
 
     def _features(self, idx: np.ndarray) -> torch.Tensor:
-        f = self.dataset.manifest["features"]
-        rows = self._feature_rows()
-        rpp = f["rows_per_page"]
-        raw = rows[idx // rpp, idx % rpp] if rpp > 0 else rows[idx, 0]
-        if f["dtype"] == "bf16":  # bfloat16 is the upper half of a float32
-            out = (raw.astype(np.uint32) << 16).view(np.float32)
-        else:
-            out = raw.astype(np.float32)
-        return torch.from_numpy(np.ascontiguousarray(out))
+        return torch.from_numpy(self.reader().gather(np.ascontiguousarray(idx, dtype=np.int64)))
 
     def _index(self, index: Any) -> np.ndarray:
         n = self.dataset.num_nodes
@@ -251,7 +230,8 @@ class RingGraphStore(GraphStore):
         self.__dict__.update(state, dataset=Dataset.open(state["dataset"]))
 
 
-def ring_stores(dataset: Union[Dataset, PathLike]) -> Tuple[RingFeatureStore, RingGraphStore]:
-    """``(RingFeatureStore, RingGraphStore)`` over one dataset: the ``data`` of a ``NodeLoader``."""
+def ring_stores(dataset: Union[Dataset, PathLike], **features: Any) -> Tuple[RingFeatureStore, RingGraphStore]:
+    """``(RingFeatureStore, RingGraphStore)`` over one dataset: the ``data`` of a ``NodeLoader``.
+    Keyword arguments (``backend``, ``direct``, ``cache``) go to the feature store."""
     ds = _open(dataset)
-    return RingFeatureStore(ds), RingGraphStore(ds)
+    return RingFeatureStore(ds, **features), RingGraphStore(ds)

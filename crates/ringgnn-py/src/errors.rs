@@ -133,6 +133,22 @@ impl From<SamplerError> for PyErr {
     }
 }
 
+/// A feature-store error on its way to Python, like [`StoreError`].
+pub struct FeaturesError(pub ringgnn_features::Error);
+
+impl From<FeaturesError> for PyErr {
+    fn from(FeaturesError(err): FeaturesError) -> PyErr {
+        use ringgnn_features::Error as E;
+        match err {
+            E::Store(e) => StoreError(e).into(),
+            E::Io { path, source } => os_error(&path.to_string_lossy(), source),
+            e @ (E::NodeOutOfRange { .. } | E::NoFeatures { .. } | E::Input(_)) => {
+                input_error(e.to_string())
+            }
+        }
+    }
+}
+
 /// An `OSError` of the class Python itself would raise, naming the file.
 fn os_error(path: &str, source: io::Error) -> PyErr {
     match source.raw_os_error() {

@@ -7,6 +7,7 @@
 mod convert;
 mod dataset;
 mod errors;
+mod features;
 mod progress;
 mod sampler;
 
@@ -22,6 +23,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::verify, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::read_manifest, m)?)?;
     m.add_class::<dataset::DatasetHandle>()?;
+    m.add_class::<features::FeatureReader>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<sampler::SamplerEpoch>()?;
     Ok(())

@@ -1,0 +1,163 @@
+//! `_core.FeatureReader`: feature rows gathered from disk (page-coalesced, optional hot-row
+//! cache) into a numpy float32 array, with the GIL released.
+//!
+//! The gatherer owns a read backend (an io_uring ring for `uring`), which must not cross a
+//! fork: it is created on first use and again in any process whose id differs from its
+//! creator's (PyTorch DataLoader workers fork). The cache is plain memory and is shared.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ringgnn_features::{FeatureGatherer, HotRowCache};
+use ringgnn_io::{BackendKind, CoalesceOptions};
+use ringgnn_store::Dataset;
+
+use crate::errors::{input_error, FeaturesError, StoreError};
+
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct FeatureReader {
+    dataset: Dataset,
+    kind: BackendKind,
+    direct: bool,
+    memory: bool,
+    cache: Option<Arc<HotRowCache>>,
+    dim: usize,
+    /// (process id that made it, the gatherer, why auto fell back to pread).
+    gatherer: Mutex<Option<(u32, FeatureGatherer, Option<String>)>>,
+}
+
+impl FeatureReader {
+    fn make(&self) -> Result<(FeatureGatherer, Option<String>), ringgnn_features::Error> {
+        let (g, why) = if self.memory {
+            (FeatureGatherer::memory(&self.dataset)?, None)
+        } else {
+            FeatureGatherer::open(
+                &self.dataset,
+                self.kind,
+                self.direct,
+                CoalesceOptions::default(),
+            )?
+        };
+        Ok(match &self.cache {
+            Some(c) => (g.with_cache(c.clone())?, why),
+            None => (g, why),
+        })
+    }
+
+    /// Run `f` on this process's gatherer, creating it first if needed.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut FeatureGatherer, &Option<String>) -> Result<T, ringgnn_features::Error>,
+    ) -> Result<T, ringgnn_features::Error> {
+        let mut slot = self.gatherer.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
+        if !matches!(&*slot, Some((p, _, _)) if *p == pid) {
+            let (g, why) = self.make()?;
+            *slot = Some((pid, g, why));
+        }
+        let (_, g, why) = slot.as_mut().expect("just made");
+        f(g, why)
+    }
+}
+
+#[pymethods]
+impl FeatureReader {
+    /// `backend`: "auto" | "uring" | "pread" (read from disk) or "memory" (load the file);
+    /// `cache`: bytes of hot rows (highest in-degree) kept in memory, 0 for none.
+    #[new]
+    #[pyo3(signature = (path, backend="auto", direct=false, cache=0))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        backend: &str,
+        direct: bool,
+        cache: u64,
+    ) -> PyResult<Self> {
+        let memory = backend == "memory";
+        let kind = if memory {
+            BackendKind::Pread
+        } else {
+            backend
+                .parse::<BackendKind>()
+                .map_err(|e| input_error(e.to_string()))?
+        };
+        let dataset = py.detach(|| Dataset::open(&path)).map_err(StoreError)?;
+        let dim = match &dataset.manifest().features {
+            Some(f) => f.dim as usize,
+            None => {
+                return Err(FeaturesError(ringgnn_features::Error::NoFeatures { dir: path }).into())
+            }
+        };
+        let cache = if cache > 0 && !memory {
+            let c = py
+                .detach(|| HotRowCache::build_by_degree(&dataset, cache))
+                .map_err(FeaturesError)?;
+            Some(Arc::new(c))
+        } else {
+            None
+        };
+        Ok(FeatureReader {
+            dataset,
+            kind,
+            direct,
+            memory,
+            cache,
+            dim,
+            gatherer: Mutex::new(None),
+        })
+    }
+
+    /// Feature width.
+    #[getter]
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Rows held by the hot-row cache.
+    #[getter]
+    fn cached_rows(&self) -> usize {
+        self.cache.as_ref().map_or(0, |c| c.len())
+    }
+
+    /// The rows of `ids` (int64, any order, duplicates allowed) as a float32 array [len(ids), dim].
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let ids = ids.as_array();
+        if let Some(&id) = ids.iter().find(|&&x| x < 0) {
+            return Err(input_error(format!(
+                "node {id} is negative: node ids are 0..num_nodes"
+            )));
+        }
+        let ids: Vec<u64> = ids.iter().map(|&x| x as u64).collect();
+        let mut out = vec![0f32; ids.len() * self.dim];
+        py.detach(|| self.with(|g, _| g.gather(&ids, &mut out)))
+            .map_err(FeaturesError)?;
+        let arr = numpy::PyArray1::from_vec(py, out);
+        arr.reshape([ids.len(), self.dim])
+    }
+
+    /// Read counters since creation (this process): rows, distinct rows, cache hits, pages and
+    /// bytes read, read requests; and the backend in use.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (s, name, why) = self
+            .with(|g, why| Ok((g.stats(), g.source_name(), why.clone())))
+            .map_err(FeaturesError)?;
+        let d = PyDict::new(py);
+        d.set_item("rows_requested", s.rows_requested)?;
+        d.set_item("distinct_rows", s.distinct_rows)?;
+        d.set_item("cache_hits", s.cache_hits)?;
+        d.set_item("pages_read", s.pages_read)?;
+        d.set_item("bytes_read", s.bytes_read)?;
+        d.set_item("read_requests", s.read_requests)?;
+        d.set_item("hit_rate", s.hit_rate())?;
+        d.set_item("backend", name)?;
+        d.set_item("fallback_reason", why)?;
+        Ok(d)
+    }
+}
