@@ -15,6 +15,7 @@ from ._core import (
 )
 from .build import convert, generate_rmat, generate_sbm, read_manifest, verify
 from .dataset import Dataset
+from .loader import Loader
 from .sampler import NeighborSampler, SampledSubgraph
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "Dataset",
     "DatasetExistsError",
     "InputError",
+    "Loader",
     "NeighborSampler",
     "RingGnnError",
     "SampledSubgraph",
