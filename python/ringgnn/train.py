@@ -1,0 +1,297 @@
+"""``ringgnn train``: mini-batch GNN training with graph and features read from disk.
+
+Models are GraphSAGE (default), GCN and GAT built from PyG layers. Training follows PyG's
+``NeighborLoader`` recipe: each batch is the sampled neighborhood of its seeds, the loss is taken
+on the seeds only (they come first). Evaluation is out of core too: the val and test seeds are
+sampled with the same fanouts as training (not layer-wise full-neighborhood inference), in a fixed
+order and with a fixed sample, so accuracies of different epochs compare the same neighborhoods.
+
+A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
+``best.pt`` (the epoch of best validation accuracy) and ``metrics.json`` (written atomically).
+A run is reproducible on CPU: ``--seed`` seeds both PyTorch (weights, dropout) and the sampler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from tqdm import tqdm
+
+from ._core import InputError
+from .cli_sample import parse_fanouts
+from .dataset import Dataset
+from .loader import Loader
+
+MODELS = ("sage", "gcn", "gat")
+
+#: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
+#: number of epochs may grow, and how the run is executed (device, threads, output) may change.
+RUN_DEFINING = ("model", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout", "seed")
+
+
+def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float) -> Any:
+    """PyG's ``GraphSAGE``, ``GCN`` or ``GAT`` (``SAGEConv``/``GCNConv``/``GATConv`` layers, one
+    attention head): ``layers`` convolutions with ReLU and dropout between them."""
+    from torch_geometric.nn import GAT, GCN, GraphSAGE
+
+    cls = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}[kind]
+    return cls(in_dim, hidden, layers, out_dim, dropout=dropout, act="relu")
+
+
+def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a GNN (GraphSAGE, GCN, GAT) out of core",
+        description="Train a GNN with neighbor sampling, graph and features read from disk. Each epoch "
+        "prints the train loss, validation and test accuracy and where the time went. Evaluation is "
+        "out of core too: val and test seeds are sampled with the same fanouts as training.",
+    )
+    p.add_argument("dataset", metavar="DATASET", help="a dataset with features, labels and train/val/test splits")
+    p.add_argument("--model", default="sage", help="sage (GraphSAGE, default), gcn or gat")
+    p.add_argument("--fanouts", default="10,5", metavar="F1,F2,...", help="neighbors per layer (default 10,5)")
+    p.add_argument("--batch-size", type=positive_type, default=512, metavar="B", help="seeds per batch (default 512)")
+    p.add_argument("--epochs", type=positive_type, default=5, metavar="N", help="epochs in total (default 5)")
+    p.add_argument("--hidden", type=positive_type, default=64, help="hidden width (default 64)")
+    p.add_argument("--layers", type=positive_type, default=2, help="GNN layers = number of fanouts (default 2)")
+    p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate (default 0.005)")
+    p.add_argument("--dropout", type=float, default=0.3, help="dropout between layers (default 0.3)")
+    p.add_argument("--cache", type=size_type, default=0, metavar="SIZE", help="hot feature rows kept in memory")
+    p.add_argument("--memory", type=size_type, default=None, metavar="SIZE", help="sampler memory budget")
+    p.add_argument("--backend", choices=["auto", "memory", "uring", "pread"], default="auto",
+                   help="how neighbor lists and feature rows are read (default auto)")
+    p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
+    p.add_argument("--seed", type=count_type, default=0, help="seeds PyTorch and the sampler (default 0)")
+    p.add_argument("--threads", type=positive_type, default=None, help="sampling threads (default: all cores)")
+    p.add_argument("--out", metavar="RUN_DIR", default=None, help="run directory (default runs/<dataset name>)")
+    p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt with the next epoch")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print metrics.json on stdout instead of text")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    # torch_geometric calls torch.jit.script at import, which torch >= 2.10 deprecates: noise for
+    # a command-line user, who can do nothing about it.
+    warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
+    opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
+                                          "cache", "memory", "backend", "direct", "device", "seed", "threads",
+                                          "out", "resume")}
+    log = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
+    m = train(args.dataset, fanouts=parse_fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
+    if args.json:
+        print(json.dumps(m, indent=2))
+    return 0
+
+
+def _check(ds: Dataset, model: str, fanouts: List[int], layers: int, device: str, dropout: float) -> None:
+    import torch
+
+    if model not in MODELS:
+        raise InputError(f"unknown model '{model}'; use one of {', '.join(MODELS)}")
+    if len(fanouts) != layers:
+        raise InputError(
+            f"--fanouts {','.join(map(str, fanouts))} has {len(fanouts)} hops but --layers is {layers}; "
+            "give one fanout per layer"
+        )
+    if not 0 <= dropout < 1:
+        raise InputError(f"--dropout {dropout}: must be in [0, 1)")
+    if ds.feature_dim is None:
+        raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
+    if ds.num_classes is None:
+        raise InputError(f"{ds.path}: the dataset has no labels; rebuild it with --labels")
+    missing = [s for s in ("train", "val", "test") if s not in ds.split_names]
+    if missing:
+        raise InputError(
+            f"{ds.path}: the dataset has no {'/'.join(missing)} split; rebuild it with "
+            "--split train=0.6,val=0.2,test=0.2"
+        )
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+
+
+def train(
+    dataset: Any,
+    *,
+    model: str = "sage",
+    fanouts: Sequence[int] = (10, 5),
+    batch_size: int = 512,
+    epochs: int = 5,
+    hidden: int = 64,
+    layers: int = 2,
+    lr: float = 0.005,
+    dropout: float = 0.3,
+    cache: int = 0,
+    memory: Optional[int] = None,
+    backend: str = "auto",
+    direct: bool = False,
+    device: str = "cpu",
+    seed: int = 0,
+    threads: Optional[int] = None,
+    out: Optional[str] = None,
+    resume: bool = False,
+    quiet: bool = False,
+    log: Callable[[str], None] = print,
+) -> Dict[str, Any]:
+    """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds."""
+    import torch  # here, not at the top: every ``ringgnn`` command imports this module
+
+    ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+    fanouts = [int(f) for f in fanouts]
+    _check(ds, model, fanouts, layers, device, dropout)
+    out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
+    run_args = dict(model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
+                    layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed)
+
+    torch.manual_seed(seed)
+    common = dict(cache=cache, memory=memory, backend=backend, direct=direct, threads=threads, seed=seed)
+    loaders = {
+        "train": Loader(ds, fanouts, batch_size, split="train", shuffle=True, **common),
+        "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, **common),
+        "test": Loader(ds, fanouts, batch_size, split="test", shuffle=False, **common),
+    }
+    net = build_model(model, ds.feature_dim, hidden, ds.num_classes, layers, dropout).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    history: List[Dict[str, Any]] = []
+    start = 0
+    if resume:
+        start, history = _resume(out, run_args, net, opt)
+    os.makedirs(out, exist_ok=True)
+    log(f"training {model} on {ds.path}: {ds.num_nodes:,} nodes, fanouts {','.join(map(str, fanouts))}, "
+        f"batch {batch_size}, {len(loaders['train'])} batches per epoch, device {device} -> {out}")
+
+    metrics = _metrics(ds, run_args, history, loaders)
+    for epoch in range(start, epochs):
+        t0 = time.perf_counter()
+        loss, wait, step = _train_epoch(net, opt, loaders["train"], epoch, device, quiet)
+        t1 = time.perf_counter()
+        val_acc, test_acc = _accuracy(net, loaders["val"], device), _accuracy(net, loaders["test"], device)
+        seconds = time.perf_counter() - t0
+        history.append(dict(epoch=epoch, loss=loss, val_acc=val_acc, test_acc=test_acc, seconds=seconds,
+                            wait_seconds=wait, train_seconds=step, eval_seconds=seconds - (t1 - t0)))
+        log(f"epoch {epoch}: loss {loss:.4f}, val acc {val_acc:.4f}, test acc {test_acc:.4f}, {seconds:.2f} s "
+            f"(waiting for batches {wait:.2f} s, forward/backward/step {step:.2f} s, "
+            f"evaluation {seconds - (t1 - t0):.2f} s, other {t1 - t0 - wait - step:.2f} s)")
+        metrics = _metrics(ds, run_args, history, loaders)
+        state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
+                     metrics=metrics, rng=torch.get_rng_state())
+        if metrics["best_epoch"] == epoch:
+            _save(state, os.path.join(out, "best.pt"))
+        _save(state, os.path.join(out, "last.pt"))
+        _write_json(metrics, os.path.join(out, "metrics.json"))
+    if start >= epochs:  # nothing left to run: refresh metrics.json with this process's counters
+        _write_json(metrics, os.path.join(out, "metrics.json"))
+    log(f"best val acc {metrics['best_val_acc']:.4f} at epoch {metrics['best_epoch']}, "
+        f"test acc {metrics['test_acc']:.4f}; {os.path.join(out, 'metrics.json')}")
+    return metrics
+
+
+def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool):
+    """One pass over the training split: (mean loss per labeled seed, seconds waiting for
+    batches, seconds in forward/backward/step)."""
+    import torch.nn.functional as F
+
+    net.train()
+    loader.set_epoch(epoch)
+    total_loss, count, wait, step = 0.0, 0, 0.0, 0.0
+    it = iter(loader)
+    isatty = sys.stderr.isatty()
+    with tqdm(total=len(loader), desc=f"epoch {epoch}", unit="batch", file=sys.stderr, disable=quiet,
+              mininterval=0.5 if isatty else 15.0, dynamic_ncols=isatty, leave=False) as bar:
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)  # sampling and feature gathering happen behind this call
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            x, edge_index = batch.x.to(device), batch.edge_index.to(device)
+            y = batch.y[: batch.batch_size].to(device)
+            labeled = y >= 0
+            if bool(labeled.any()):
+                opt.zero_grad()
+                out = net(x, edge_index)[: batch.batch_size]
+                loss = F.cross_entropy(out[labeled], y[labeled])
+                loss.backward()
+                opt.step()
+                n = int(labeled.sum())
+                total_loss += loss.item() * n
+                count += n
+            wait += t1 - t0
+            step += time.perf_counter() - t1
+            bar.update(1)
+    return total_loss / max(count, 1), wait, step
+
+
+def _accuracy(net, loader: Loader, device: str) -> float:
+    """Accuracy over the labeled seeds of ``loader``'s split, sampled as in training. The sample
+    is the same at every epoch (epoch 0 of the loader's seed)."""
+    import torch
+
+    with torch.no_grad():
+        return _count_correct(net, loader, device)
+
+
+def _count_correct(net, loader: Loader, device: str) -> float:
+    net.eval()
+    loader.set_epoch(0)
+    correct = total = 0
+    for batch in loader:
+        y = batch.y[: batch.batch_size].to(device)
+        pred = net(batch.x.to(device), batch.edge_index.to(device))[: batch.batch_size].argmax(-1)
+        labeled = y >= 0
+        correct += int((pred[labeled] == y[labeled]).sum())
+        total += int(labeled.sum())
+    return correct / total if total else float("nan")
+
+
+def _metrics(ds: Dataset, run_args: Dict[str, Any], history: List[Dict[str, Any]], loaders) -> Dict[str, Any]:
+    best = max(history, key=lambda e: e["val_acc"], default=None)  # the first epoch wins a tie
+    return {
+        "dataset": os.path.abspath(ds.path),
+        "best_val_acc": None if best is None else best["val_acc"],
+        "test_acc": None if best is None else best["test_acc"],
+        "best_epoch": None if best is None else best["epoch"],
+        "epochs": list(history),
+        "args": dict(run_args),
+        "feature_reads": {name: loader.stats() for name, loader in loaders.items()},
+    }
+
+
+def _resume(out: str, run_args: Dict[str, Any], net, opt):
+    import torch
+
+    path = os.path.join(out, "last.pt")
+    if not os.path.exists(path):
+        raise InputError(f"--resume: {path} does not exist; run without --resume first")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    diff = [k for k in RUN_DEFINING if state["args"].get(k) != run_args[k]]
+    if diff:
+        was = ", ".join(f"{k}={state['args'].get(k)} (now {run_args[k]})" for k in diff)
+        raise InputError(f"--resume: {path} was trained with {was}; use the same options or another --out")
+    net.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"])
+    return state["epoch"] + 1, list(state["metrics"]["epochs"])
+
+
+def _save(obj: Any, path: str) -> None:
+    import torch
+
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _write_json(obj: Any, path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
