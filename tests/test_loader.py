@@ -66,6 +66,17 @@ def test_leaving_early_then_iterating_again(tmp_path):
     assert sum(1 for _ in loader) == len(loader)
 
 
+def test_loaders_can_share_a_sampler_and_a_feature_store(tmp_path):
+    ds = sbm(tmp_path, nodes=600)
+    a = ringgnn.Loader(ds, [5], 64, split="train", seed=2)
+    b = ringgnn.Loader(ds, [5], 64, split="val", sampler=a.sampler, features=a.features)
+    assert b.sampler is a.sampler and b.features is a.features
+    n = sum(len(d.n_id) for d in a) + sum(len(d.n_id) for d in b)
+    assert a.stats()["rows_requested"] == b.stats()["rows_requested"] == n  # one reader counted both
+    alone = ringgnn.Loader(ds, [5], 64, split="val", seed=2)
+    assert all(torch.equal(x.n_id, y.n_id) for x, y in zip(alone, ringgnn.Loader(ds, [5], 64, split="val", sampler=a.sampler)))
+
+
 def test_drop_last_and_all_nodes(tmp_path):
     ds = sbm(tmp_path, nodes=600)
     loader = ringgnn.Loader(ds, [3], 256, split=None, drop_last=True)

@@ -37,6 +37,9 @@ class Loader:
         memory: the sampler's byte budget (see :class:`NeighborSampler`).
         backend, direct, threads, seed: as for :class:`NeighborSampler`; ``backend`` also
             chooses how feature rows are read ("memory" loads the feature file).
+        sampler, features: an existing :class:`NeighborSampler` and ``RingFeatureStore`` to
+            share (e.g. between the train, val and test loaders, so the neighbor file, the
+            hot-row cache and the budget are held once); they override the options above.
 
     Epochs count up from 0 with each ``iter()``; :meth:`set_epoch` sets the next one. A batch
     depends only on (seed, epoch, batch index).
@@ -57,22 +60,26 @@ class Loader:
         direct: bool = False,
         threads: Optional[int] = None,
         seed: int = 0,
+        sampler: Optional[NeighborSampler] = None,
+        features: Any = None,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
         if operator.index(batch_size) < 1:
             raise InputError(f"batch_size must be at least 1, not {batch_size}")
-        self.sampler = NeighborSampler(
+        self.sampler = sampler or NeighborSampler(
             self.dataset, fanouts, backend=backend, direct=direct, threads=threads, seed=seed, memory=memory
         )
         self.seeds = self.sampler.resolve_seeds(split)
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        from .pyg import RingFeatureStore  # imports torch, like everything that yields tensors
+        if features is None:
+            from .pyg import RingFeatureStore  # imports torch, like everything that yields tensors
 
-        self.features = RingFeatureStore(self.dataset, backend=backend, direct=direct, cache=cache)
+            features = RingFeatureStore(self.dataset, backend=backend, direct=direct, cache=cache)
+        self.features = features
         self._epoch = 0
 
     def set_epoch(self, epoch: int) -> None:

@@ -27,6 +27,7 @@ from ._core import InputError
 from .cli_sample import parse_fanouts
 from .dataset import Dataset
 from .loader import Loader
+from .sampler import NeighborSampler
 
 MODELS = ("sage", "gcn", "gat")
 
@@ -150,11 +151,19 @@ def train(
                     layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed)
 
     torch.manual_seed(seed)
-    common = dict(cache=cache, memory=memory, backend=backend, direct=direct, threads=threads, seed=seed)
+    # One sampler and one feature store for the three loaders: the neighbor file (memory
+    # backend), the hot-row cache and the budgets are held once, not three times.
+    from .pyg import RingFeatureStore
+
+    shared = dict(
+        sampler=NeighborSampler(ds, fanouts, backend=backend, direct=direct, threads=threads, seed=seed,
+                                memory=memory),
+        features=RingFeatureStore(ds, backend=backend, direct=direct, cache=cache),
+    )
     loaders = {
-        "train": Loader(ds, fanouts, batch_size, split="train", shuffle=True, **common),
-        "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, **common),
-        "test": Loader(ds, fanouts, batch_size, split="test", shuffle=False, **common),
+        "train": Loader(ds, fanouts, batch_size, split="train", shuffle=True, **shared),
+        "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, **shared),
+        "test": Loader(ds, fanouts, batch_size, split="test", shuffle=False, **shared),
     }
     net = build_model(model, ds.feature_dim, hidden, ds.num_classes, layers, dropout).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
@@ -260,7 +269,8 @@ def _metrics(ds: Dataset, run_args: Dict[str, Any], history: List[Dict[str, Any]
         "best_epoch": None if best is None else best["epoch"],
         "epochs": list(history),
         "args": dict(run_args),
-        "feature_reads": {name: loader.stats() for name, loader in loaders.items()},
+        # The three loaders share one feature reader: its counters cover training and evaluation.
+        "feature_reads": loaders["train"].stats(),
     }
 
 
