@@ -10,10 +10,8 @@ use std::sync::Arc;
 
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use half::{bf16, f16};
-use ringgnn_io::{
-    coalesce_pages, open_backend, AlignedBuf, BackendKind, CoalesceOptions, ReadBatch, ReadReq,
-    ALIGN,
-};
+pub use ringgnn_io::ReadCount;
+use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, PageReader, ReadBatch, ALIGN};
 use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
 use ringgnn_store::Dataset;
 
@@ -89,28 +87,7 @@ pub enum RowSource {
     /// The whole payload of `features.bin`, shared read-only by every gatherer that holds it.
     Memory(Arc<Vec<u8>>),
     /// Coalesced page reads through a [`ReadBatch`] backend.
-    Disk(DiskRows),
-}
-
-/// The disk source's backend and reusable workspace.
-pub struct DiskRows {
-    reader: Box<dyn ReadBatch>,
-    max_run: usize,
-    buf: AlignedBuf,
-    reqs: Vec<ReadReq>,
-    at: Vec<usize>,
-}
-
-/// What one [`RowSource::for_each_row`] call read from disk (all zero for memory).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReadCount {
-    /// 4 KiB pages read (each counted once per read batch that fetched it).
-    pub pages: u64,
-    /// Read requests (runs of adjacent pages).
-    pub requests: u64,
-    /// Calls to [`ReadBatch::read_batch`] ("waves"): more than one when the pages needed
-    /// exceed the buffer.
-    pub batches: u64,
+    Disk(PageReader),
 }
 
 impl RowSource {
@@ -123,19 +100,12 @@ impl RowSource {
     /// and to the pages one row can touch (a row larger than a page spans up to
     /// `ceil(row_bytes / 4096) + 1` pages).
     pub fn disk(file: &FeatureFile, reader: Box<dyn ReadBatch>, opts: CoalesceOptions) -> Self {
-        let max_run = opts.run_bytes();
         let row_pages = if file.row_bytes() <= ALIGN {
             1
         } else {
             file.row_bytes().div_ceil(ALIGN) + 1
         };
-        RowSource::Disk(DiskRows {
-            reader,
-            max_run,
-            buf: AlignedBuf::new(opts.buffer.max(max_run).max(row_pages * ALIGN)),
-            reqs: Vec::new(),
-            at: Vec::new(),
-        })
+        RowSource::Disk(PageReader::new(reader, opts, row_pages * ALIGN))
     }
 
     /// Open `file` with the backend `kind` (`O_DIRECT` if `direct` and the filesystem allows
@@ -157,7 +127,7 @@ impl RowSource {
     pub fn name(&self) -> &'static str {
         match self {
             RowSource::Memory(_) => "memory",
-            RowSource::Disk(d) => d.reader.name(),
+            RowSource::Disk(d) => d.reader().name(),
         }
     }
 
@@ -180,26 +150,13 @@ impl RowSource {
                 }
             }
             RowSource::Disk(d) => {
-                let mut next = 0;
-                while next < ids.len() {
-                    let ranges = ids[next..].iter().map(|&id| (file.info.row_offset(id), rb));
-                    let cap = d.buf.capacity();
-                    let used = coalesce_pages(ranges, d.max_run, cap, &mut d.reqs, &mut d.at);
-                    let buf = &mut d.buf.spare()[..used];
-                    d.reader
-                        .read_batch(&d.reqs, buf)
-                        .map_err(|source| Error::Io {
-                            path: file.path.clone(),
-                            source,
-                        })?;
-                    for (j, &at) in d.at.iter().enumerate() {
-                        f(next + j, &buf[at..at + rb]);
-                    }
-                    count.pages += (used / ALIGN) as u64;
-                    count.requests += d.reqs.len() as u64;
-                    count.batches += 1;
-                    next += d.at.len();
-                }
+                let range = |k: usize| (file.info.row_offset(ids[k]), rb);
+                count = d
+                    .read_ranges(ids.len(), range, f)
+                    .map_err(|source| Error::Io {
+                        path: file.path.clone(),
+                        source,
+                    })?;
             }
         }
         Ok(count)

@@ -19,7 +19,7 @@ mod uring;
 
 pub use aligned::AlignedBuf;
 pub use batch::{IoStats, PreadBatch, ReadBatch, ReadReq};
-pub use coalesce::{coalesce_pages, CoalesceOptions};
+pub use coalesce::{coalesce_pages, CoalesceOptions, PageReader, ReadCount};
 pub use direct::DirectFile;
 pub use probe::{open_backend, probe_runs, probe_uring, BackendKind, DISABLE_ENV};
 pub use uring::{UringBatch, DEFAULT_DEPTH, MAX_DEPTH};

@@ -2,8 +2,8 @@
 //!
 //! The paper issues one 4-byte read per sampled neighbor. Here the entries wanted by one hop
 //! are sorted by position, reduced to the distinct 4 KiB pages that hold them, and adjacent
-//! pages are merged into runs of at most `max_run` bytes: one [`ReadReq`] per run (planned by
-//! [`ringgnn_io::coalesce_pages`], shared with the feature gatherer). Offsets,
+//! pages are merged into runs of at most `max_run` bytes: one request per run (planned by
+//! [`ringgnn_io::coalesce_pages`] and read by [`PageReader`], shared with the feature gatherer). Offsets,
 //! lengths and buffer addresses are multiples of [`ringgnn_io::ALIGN`], so the same requests serve
 //! buffered and `O_DIRECT` backends. A whole short neighbor list costs one request; a hop
 //! costs at most one request per distinct page, and exactly one page of bytes per distinct page.
@@ -13,23 +13,18 @@
 use std::path::{Path, PathBuf};
 
 pub use ringgnn_io::CoalesceOptions;
-use ringgnn_io::{coalesce_pages, AlignedBuf, IoStats, ReadBatch, ReadReq};
+use ringgnn_io::{IoStats, PageReader, ReadBatch};
 use ringgnn_store::manifest::IndexDtype;
 
 use crate::{Error, Result};
 
 /// The neighbor file read through a [`ReadBatch`] backend, with its reusable workspace.
 pub struct DiskIndices {
-    reader: Box<dyn ReadBatch>,
+    pages: PageReader,
     path: PathBuf,
     width: u64,
-    max_run: usize,
-    buf: AlignedBuf,
     /// (position, index of the request in the caller's slice), sorted by position.
     order: Vec<(u64, usize)>,
-    reqs: Vec<ReadReq>,
-    /// Byte offset in `buf` of each entry of the current read batch (`order[next..]`).
-    at: Vec<usize>,
 }
 
 impl DiskIndices {
@@ -41,25 +36,20 @@ impl DiskIndices {
         dtype: IndexDtype,
         opts: CoalesceOptions,
     ) -> Self {
-        let max_run = opts.run_bytes();
         DiskIndices {
-            reader,
+            pages: PageReader::new(reader, opts, 0),
             path: path.to_path_buf(),
             width: dtype.size(),
-            max_run,
-            buf: AlignedBuf::new(opts.buffer.max(max_run)),
             order: Vec::new(),
-            reqs: Vec::new(),
-            at: Vec::new(),
         }
     }
 
     pub fn stats(&self) -> IoStats {
-        self.reader.stats()
+        self.pages.reader().stats()
     }
 
     pub fn name(&self) -> &'static str {
-        self.reader.name()
+        self.pages.reader().name()
     }
 
     /// `out[i] = indices[positions[i]]` for every `i`.
@@ -69,28 +59,19 @@ impl DiskIndices {
         self.order
             .extend(positions.iter().enumerate().map(|(i, &p)| (p, i)));
         self.order.sort_unstable();
-        let mut next = 0;
-        while next < self.order.len() {
-            let w = self.width as usize;
-            let cap = self.buf.capacity();
-            let ranges = self.order[next..].iter().map(|&(p, _)| (p * self.width, w));
-            let used = coalesce_pages(ranges, self.max_run, cap, &mut self.reqs, &mut self.at);
-            let buf = &mut self.buf.spare()[..used];
-            self.reader
-                .read_batch(&self.reqs, buf)
-                .map_err(|source| Error::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            for (&(_, i), &at) in self.order[next..].iter().zip(&self.at) {
-                let b = &buf[at..at + w];
-                out[i] = match w {
+        let (order, width) = (&self.order, self.width);
+        let range = |k: usize| (order[k].0 * width, width as usize);
+        self.pages
+            .read_ranges(order.len(), range, |k, b| {
+                out[order[k].1] = match b.len() {
                     4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
                     _ => u64::from_le_bytes(b.try_into().unwrap()),
                 };
-            }
-            next += self.at.len();
-        }
+            })
+            .map_err(|source| Error::Io {
+                path: self.path.clone(),
+                source,
+            })?;
         Ok(())
     }
 }
