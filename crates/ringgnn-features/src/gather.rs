@@ -44,7 +44,8 @@ impl GatherStats {
         }
     }
 
-    fn add(&mut self, o: &GatherStats) {
+    /// Add `o` to these counters.
+    pub fn add(&mut self, o: &GatherStats) {
         self.rows_requested += o.rows_requested;
         self.distinct_rows += o.distinct_rows;
         self.cache_hits += o.cache_hits;
@@ -116,6 +117,11 @@ impl FeatureGatherer {
         }
         self.cache = Some(cache);
         Ok(self)
+    }
+
+    /// Stop a gather between read waves, with an error, once `flag` is set.
+    pub fn set_cancel(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        self.source.set_cancel(flag);
     }
 
     pub fn file(&self) -> &FeatureFile {

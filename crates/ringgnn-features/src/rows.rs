@@ -123,6 +123,14 @@ impl RowSource {
         Ok((Self::disk(file, reader, opts), why))
     }
 
+    /// Stop disk reads between waves once `flag` is set (see [`PageReader::set_cancel`]); the
+    /// memory source has no waves to stop.
+    pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        if let RowSource::Disk(d) = self {
+            d.set_cancel(flag);
+        }
+    }
+
     /// "memory", or the name of the read backend ("pread", "uring", ...).
     pub fn name(&self) -> &'static str {
         match self {

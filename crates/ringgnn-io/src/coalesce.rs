@@ -188,6 +188,7 @@ pub struct PageReader {
     buf: crate::AlignedBuf,
     reqs: Vec<ReadReq>,
     at: Vec<usize>,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl PageReader {
@@ -205,7 +206,14 @@ impl PageReader {
             buf: crate::AlignedBuf::new(opts.buffer.max(max_run).max(min_buffer)),
             reqs: Vec::new(),
             at: Vec::new(),
+            cancel: None,
         }
+    }
+
+    /// Make [`Self::read_ranges`] stop between waves, with an `Interrupted` error, once `flag`
+    /// is set: a reader working for a consumer that went away need not finish a long read.
+    pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.cancel = Some(flag);
     }
 
     /// The backend (for its name and counters).
@@ -224,6 +232,16 @@ impl PageReader {
         let mut count = ReadCount::default();
         let mut next = 0;
         while next < n {
+            if self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "read cancelled: its consumer stopped",
+                ));
+            }
             let cap = self.buf.capacity();
             let used = coalesce_pages(
                 (next..n).map(&range),

@@ -8,11 +8,17 @@
 //! whatever the speed of the consumer. The batch the consumer waits for is always held by a
 //! running worker (indices are handed out in order and lie inside the window), so the wait
 //! always ends.
+//!
+//! What a worker does with a batch after sampling it is a [`BatchWork`]: [`SampleOnly`] hands
+//! the sample on; the loader (`ringgnn-loader`) gathers the batch's feature rows in the same
+//! worker, so sampling and gathering of later batches overlap with the consumer's training and
+//! the window bounds the gathered batches too.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::pool::{Shared, Tracked};
 use crate::{Error, Result, SampledSubgraph};
@@ -25,14 +31,67 @@ pub struct Batch {
     pub sample: SampledSubgraph,
 }
 
-struct Window {
+/// The second stage of an epoch's workers: what happens to a batch after it is sampled, on the
+/// same thread. [`start`](Self::start) makes the per-worker state (read backend, buffers) on the
+/// worker's own thread, on its first batch; [`finish`](Self::finish) turns each sampled batch
+/// into the epoch's item. `finish` should return early (with any error) once `stop` is set:
+/// the epoch is being dropped and its result will not be used. [`Turn::wait`] bounds how far
+/// ahead of the consumer a costly part of `finish` (a large output buffer) may run, tighter
+/// than the epoch's prefetch.
+pub trait BatchWork: Send + Sync + 'static {
+    type State;
+    type Output: Send + 'static;
+    type Error: From<Error> + Send + 'static;
+    fn start(&self, stop: &Arc<AtomicBool>) -> Result<Self::State, Self::Error>;
+    fn finish(
+        &self,
+        state: &mut Self::State,
+        batch: Batch,
+        sampled_in: Duration,
+        turn: &Turn<'_>,
+    ) -> Result<Self::Output, Self::Error>;
+}
+
+/// Lets [`BatchWork::finish`] wait until its batch is close enough to the consumer.
+pub struct Turn<'a> {
+    wait: &'a dyn Fn(usize) -> bool,
+}
+
+impl Turn<'_> {
+    /// Block until this batch is among the next `depth` (at least 1) the consumer will take;
+    /// `false` if the epoch was stopped meanwhile. The batch the consumer waits for never waits
+    /// here, so this cannot deadlock, whatever the consumer keeps.
+    pub fn wait(&self, depth: usize) -> bool {
+        (self.wait)(depth.max(1))
+    }
+}
+
+/// The plain sampling epoch: each item is the sampled [`Batch`].
+pub struct SampleOnly;
+
+impl BatchWork for SampleOnly {
+    type State = ();
+    type Output = Batch;
+    type Error = Error;
+    fn start(&self, _: &Arc<AtomicBool>) -> Result<()> {
+        Ok(())
+    }
+    fn finish(&self, _: &mut (), batch: Batch, _: Duration, _: &Turn<'_>) -> Result<Batch> {
+        Ok(batch)
+    }
+}
+
+type Item<W> = Result<<W as BatchWork>::Output, <W as BatchWork>::Error>;
+
+struct Window<W: BatchWork> {
     next_to_yield: usize,
-    done: BTreeMap<usize, Result<SampledSubgraph>>,
+    done: BTreeMap<usize, Item<W>>,
     peak: usize,
 }
 
 /// What the consumer and the workers of one epoch share.
-struct Queue {
+struct Queue<W: BatchWork> {
+    work: Arc<W>,
     pool: Arc<Shared>,
     seeds: Vec<u64>,
     batch_size: usize,
@@ -40,16 +99,16 @@ struct Queue {
     epoch: u64,
     prefetch: usize,
     next_batch: AtomicUsize,
-    stop: AtomicBool,
-    window: Mutex<Window>,
+    stop: Arc<AtomicBool>,
+    window: Mutex<Window<W>>,
     /// Signalled when a batch is finished (the consumer waits on it).
     ready: Condvar,
     /// Signalled when the consumer takes a batch or the epoch stops (workers wait on it).
     space: Condvar,
 }
 
-impl Queue {
-    fn lock(&self) -> MutexGuard<'_, Window> {
+impl<W: BatchWork> Queue<W> {
+    fn lock(&self) -> MutexGuard<'_, Window<W>> {
         self.window.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -58,7 +117,16 @@ impl Queue {
         &self.seeds[start..(start + self.batch_size).min(self.seeds.len())]
     }
 
-    fn deposit(&self, b: usize, r: Result<SampledSubgraph>) {
+    /// Wait until batch `b` is within `depth` of the consumer; false if stopped.
+    fn wait_within(&self, b: usize, depth: usize) -> bool {
+        let mut w = self.lock();
+        while b >= w.next_to_yield + depth && !self.stop.load(Ordering::SeqCst) {
+            w = self.space.wait(w).unwrap_or_else(|e| e.into_inner());
+        }
+        !self.stop.load(Ordering::SeqCst)
+    }
+
+    fn deposit(&self, b: usize, r: Item<W>) {
         let mut w = self.lock();
         w.done.insert(b, r);
         w.peak = w.peak.max(w.done.len());
@@ -66,19 +134,20 @@ impl Queue {
     }
 }
 
-/// The batches of one epoch, in order, sampled by worker threads (see the module docs).
-/// Dropping it stops the workers (each finishes its current batch) and joins them. After an
-/// error the iterator ends.
-pub struct EpochIter {
-    queue: Arc<Queue>,
+/// The batches of one epoch, in order, sampled (and finished by `W`) on worker threads (see
+/// the module docs). Dropping it stops the workers (each finishes or abandons its current
+/// batch) and joins them. After an error the iterator ends.
+pub struct EpochIter<W: BatchWork = SampleOnly> {
+    queue: Arc<Queue<W>>,
     workers: Vec<JoinHandle<()>>,
     next: usize,
     finished: bool,
 }
 
-impl EpochIter {
+impl<W: BatchWork> EpochIter<W> {
     pub(crate) fn start(
         pool: Arc<Shared>,
+        work: Arc<W>,
         seeds: Vec<u64>,
         batch_size: usize,
         epoch: u64,
@@ -91,6 +160,7 @@ impl EpochIter {
         };
         let threads = pool.cfg.threads.min(len);
         let queue = Arc::new(Queue {
+            work,
             prefetch: pool.cfg.prefetch,
             pool,
             seeds,
@@ -98,7 +168,7 @@ impl EpochIter {
             len,
             epoch,
             next_batch: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
+            stop: Arc::new(AtomicBool::new(false)),
             window: Mutex::new(Window {
                 next_to_yield: 0,
                 done: BTreeMap::new(),
@@ -162,10 +232,10 @@ impl EpochIter {
     }
 }
 
-impl Iterator for EpochIter {
-    type Item = Result<Batch>;
+impl<W: BatchWork> Iterator for EpochIter<W> {
+    type Item = Item<W>;
 
-    fn next(&mut self) -> Option<Result<Batch>> {
+    fn next(&mut self) -> Option<Item<W>> {
         if self.finished {
             return None;
         }
@@ -188,11 +258,7 @@ impl Iterator for EpochIter {
         self.queue.space.notify_all();
         self.next += 1;
         match r {
-            Ok(sample) => Some(Ok(Batch {
-                index: b as u64,
-                seeds: self.queue.seeds_of(b).to_vec(),
-                sample,
-            })),
+            Ok(out) => Some(Ok(out)),
             Err(e) => {
                 self.finish();
                 Some(Err(e))
@@ -201,7 +267,7 @@ impl Iterator for EpochIter {
     }
 }
 
-impl Drop for EpochIter {
+impl<W: BatchWork> Drop for EpochIter<W> {
     fn drop(&mut self) {
         if !self.finished {
             self.finish();
@@ -211,12 +277,12 @@ impl Drop for EpochIter {
 
 /// Reports the batch a worker holds as failed if the worker unwinds before finishing it, so the
 /// consumer never waits for a batch that will not come; and counts the worker out when it ends.
-struct Holding<'a> {
-    q: &'a Queue,
+struct Holding<'a, W: BatchWork> {
+    q: &'a Queue<W>,
     batch: Option<usize>,
 }
 
-impl Drop for Holding<'_> {
+impl<W: BatchWork> Drop for Holding<'_, W> {
     fn drop(&mut self) {
         if let Some(b) = self.batch.take() {
             let msg = "the thread panicked (a bug in ringgnn, please report it)".to_string();
@@ -225,16 +291,18 @@ impl Drop for Holding<'_> {
                 Err(Error::Worker {
                     batch: b as u64,
                     msg,
-                }),
+                }
+                .into()),
             );
         }
         self.q.pool.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-fn worker(q: Arc<Queue>) {
+fn worker<W: BatchWork>(q: Arc<Queue<W>>) {
     let mut hold = Holding { q: &q, batch: None };
     let mut sampler: Option<Tracked> = None;
+    let mut state: Option<W::State> = None;
     loop {
         if q.stop.load(Ordering::SeqCst) {
             return;
@@ -243,24 +311,11 @@ fn worker(q: Arc<Queue>) {
         if b >= q.len {
             return;
         }
-        {
-            let mut w = q.lock();
-            while b >= w.next_to_yield + q.prefetch && !q.stop.load(Ordering::SeqCst) {
-                w = q.space.wait(w).unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        if q.stop.load(Ordering::SeqCst) {
+        if !q.wait_within(b, q.prefetch) {
             return;
         }
         hold.batch = Some(b);
-        let r = match &mut sampler {
-            Some(s) => s.sample(&q.pool, q.seeds_of(b), q.epoch, b as u64),
-            None => q.pool.new_sampler().and_then(|s| {
-                sampler
-                    .insert(s)
-                    .sample(&q.pool, q.seeds_of(b), q.epoch, b as u64)
-            }),
-        };
+        let r = run_batch(&q, b, &mut sampler, &mut state);
         hold.batch = None;
         let failed = r.is_err();
         q.deposit(b, r);
@@ -269,4 +324,35 @@ fn worker(q: Arc<Queue>) {
             return;
         }
     }
+}
+
+/// Sample batch `b` and finish it, making the sampler and the work's state on first use.
+fn run_batch<W: BatchWork>(
+    q: &Queue<W>,
+    b: usize,
+    sampler: &mut Option<Tracked>,
+    state: &mut Option<W::State>,
+) -> Item<W> {
+    let t0 = Instant::now();
+    let seeds = q.seeds_of(b);
+    let sample = match sampler {
+        Some(s) => s.sample(&q.pool, seeds, q.epoch, b as u64),
+        None => q
+            .pool
+            .new_sampler()
+            .and_then(|s| sampler.insert(s).sample(&q.pool, seeds, q.epoch, b as u64)),
+    }?;
+    let sampled_in = t0.elapsed();
+    let state = match state {
+        Some(s) => s,
+        None => state.insert(q.work.start(&q.stop)?),
+    };
+    let batch = Batch {
+        index: b as u64,
+        seeds: seeds.to_vec(),
+        sample,
+    };
+    let wait = |depth: usize| q.wait_within(b, depth);
+    q.work
+        .finish(state, batch, sampled_in, &Turn { wait: &wait })
 }

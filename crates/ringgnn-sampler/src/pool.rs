@@ -18,7 +18,7 @@ use ringgnn_store::rng;
 use ringgnn_store::Dataset;
 
 use crate::budget::{self, SampleBound};
-use crate::epoch::EpochIter;
+use crate::epoch::{BatchWork, EpochIter, SampleOnly};
 use crate::fetch::{Backend, Indices};
 use crate::{CoalesceOptions, Error, Fanout, NeighborSampler, Result, SampledSubgraph};
 
@@ -364,12 +364,34 @@ impl SamplerPool {
     /// returned in order; see [`EpochIter`].
     pub fn epoch(
         &self,
-        mut seeds: Vec<u64>,
+        seeds: Vec<u64>,
         batch_size: usize,
         shuffle: bool,
         epoch: u64,
         drop_last: bool,
     ) -> Result<EpochIter> {
+        self.epoch_with(
+            Arc::new(SampleOnly),
+            seeds,
+            batch_size,
+            shuffle,
+            epoch,
+            drop_last,
+        )
+    }
+
+    /// [`Self::epoch`] with a second stage: each worker hands every batch it samples to
+    /// `work` (see [`BatchWork`]), and the epoch yields what `work` returns, in batch order,
+    /// with the same prefetch bound.
+    pub fn epoch_with<W: BatchWork>(
+        &self,
+        work: Arc<W>,
+        mut seeds: Vec<u64>,
+        batch_size: usize,
+        shuffle: bool,
+        epoch: u64,
+        drop_last: bool,
+    ) -> Result<EpochIter<W>> {
         if batch_size == 0 {
             return Err(Error::Input("batch_size must be at least 1".into()));
         }
@@ -385,7 +407,14 @@ impl SamplerPool {
             }
         }
         self.shared.prepare()?;
-        EpochIter::start(self.shared.clone(), seeds, batch_size, epoch, drop_last)
+        EpochIter::start(
+            self.shared.clone(),
+            work,
+            seeds,
+            batch_size,
+            epoch,
+            drop_last,
+        )
     }
 
     /// I/O counters summed over every sampler of this pool, all epochs (zero for `memory`).
@@ -432,14 +461,7 @@ impl SamplerPool {
 
     fn estimate(&self, backend: Resolved, batch: usize) -> u64 {
         let c = &self.shared.cfg;
-        let bound: SampleBound = budget::sample_bound(
-            batch as u64,
-            &self.fanouts,
-            c.replace,
-            self.max_degree,
-            self.num_nodes(),
-            self.shared.num_edges,
-        );
+        let bound = self.sample_bound(batch);
         let sample = bound.output_bytes(c.with_edge_ids);
         let (file, buffer) = match backend {
             Resolved::Memory => (self.indices_bytes(), 0),
@@ -451,6 +473,25 @@ impl SamplerPool {
             .saturating_add(file)
             .saturating_add(per_thread.saturating_mul(c.threads as u64))
             .saturating_add(queued.saturating_mul(c.prefetch as u64))
+    }
+
+    /// The offset index (`V + 1` offsets) every sampler of this pool shares.
+    pub fn indptr(&self) -> &[u64] {
+        &self.shared.indptr
+    }
+
+    /// Upper bounds on one sample of `batch` seeds with this pool's fanouts (see
+    /// [`budget::sample_bound`]).
+    pub fn sample_bound(&self, batch: usize) -> SampleBound {
+        let c = &self.shared.cfg;
+        budget::sample_bound(
+            batch as u64,
+            &self.fanouts,
+            c.replace,
+            self.max_degree,
+            self.num_nodes(),
+            self.shared.num_edges,
+        )
     }
 
     fn indptr_bytes(&self) -> u64 {

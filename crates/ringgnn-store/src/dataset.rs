@@ -135,10 +135,13 @@ impl Dataset {
     fn read_i64_like(&self, key: &str, count: u64) -> Result<Vec<i64>> {
         let p = self.path_of(key)?;
         let f = File::open(&p).at(&p)?;
-        let mut b = vec![0u8; (count * 8) as usize];
-        f.read_exact_at(&mut b, 0).at(&p)?;
-        Ok(b.chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-            .collect())
+        // Straight into the result: no second copy of the file's bytes (V can be large).
+        let mut v = vec![0i64; count as usize];
+        f.read_exact_at(bytemuck::cast_slice_mut(&mut v), 0)
+            .at(&p)?;
+        for x in &mut v {
+            *x = i64::from_le(*x);
+        }
+        Ok(v)
     }
 }
