@@ -1,7 +1,12 @@
 """`ringgnn.Loader`: PyG `Data` batches that equal the sampler's output plus the feature rows
-and labels read straight from the files."""
+and labels read straight from the files; reused buffers, the memory plan, early exits, errors
+and forks."""
 
 from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
 
 import numpy as np
 import pytest
@@ -25,10 +30,12 @@ def rows_from_file(ds: ringgnn.Dataset, ids: np.ndarray) -> np.ndarray:
     return np.stack([raw[o : o + rb].view("<f4") for o in offs])
 
 
-@pytest.mark.parametrize("cache", [0, 64 << 10])
-def test_batches_are_the_sampler_output_plus_the_files_rows(tmp_path, cache):
+@pytest.mark.parametrize("backend,cache", [("pread", 0), ("pread", 64 << 10), ("auto", None), ("uring", "64K")])
+def test_batches_are_the_sampler_output_plus_the_files_rows(tmp_path, backend, cache):
     ds = sbm(tmp_path)
-    loader = ringgnn.Loader(ds, [10, 5], 256, split="train", seed=3, cache=cache)
+    if backend == "uring" and ringgnn.NeighborSampler(ds, [1], backend="auto", memory=0).backend != "uring":
+        pytest.skip("io_uring is not available here")
+    loader = ringgnn.Loader(ds, [10, 5], 256, split="train", seed=3, cache=cache, backend=backend)
     sampler = ringgnn.NeighborSampler(ds, [10, 5], seed=3)
     want = list(sampler.epoch("train", 256, shuffle=True, epoch=0))
     got = list(loader)
@@ -45,7 +52,11 @@ def test_batches_are_the_sampler_output_plus_the_files_rows(tmp_path, cache):
         assert np.array_equal(train[d.input_id.numpy()], w.node[: w.batch_size])
     st = loader.stats()
     assert st["rows_requested"] == sum(len(w.node) for w in want)
-    assert (st["cache_hits"] > 0) == (cache > 0)
+    assert st["batches"] == len(want)
+    cached = backend != "auto" and cache not in (0, None)
+    assert (st["cache_hits"] > 0) == cached
+    assert st["feature_backend"] == ("memory" if backend == "auto" else backend)
+    assert loader.last_epoch["batches"] == len(want)
 
 
 def test_epochs_advance_and_set_epoch_replays(tmp_path):
@@ -66,15 +77,91 @@ def test_leaving_early_then_iterating_again(tmp_path):
     assert sum(1 for _ in loader) == len(loader)
 
 
-def test_loaders_can_share_a_sampler_and_a_feature_store(tmp_path):
+def test_loaders_can_share_one_engine(tmp_path):
     ds = sbm(tmp_path, nodes=600)
-    a = ringgnn.Loader(ds, [5], 64, split="train", seed=2)
-    b = ringgnn.Loader(ds, [5], 64, split="val", sampler=a.sampler, features=a.features)
-    assert b.sampler is a.sampler and b.features is a.features
+    a = ringgnn.Loader(ds, [5], 64, split="train", seed=2, backend="pread", cache="4K")
+    b = ringgnn.Loader(ds, [5], 64, split="val", share=a)
     n = sum(len(d.n_id) for d in a) + sum(len(d.n_id) for d in b)
-    assert a.stats()["rows_requested"] == b.stats()["rows_requested"] == n  # one reader counted both
+    assert a.stats()["rows_requested"] == b.stats()["rows_requested"] == n  # one engine counted both
     alone = ringgnn.Loader(ds, [5], 64, split="val", seed=2)
-    assert all(torch.equal(x.n_id, y.n_id) for x, y in zip(alone, ringgnn.Loader(ds, [5], 64, split="val", sampler=a.sampler)))
+    assert all(torch.equal(x.n_id, y.n_id) for x, y in zip(alone, ringgnn.Loader(ds, [5], 64, split="val", share=a)))
+    with pytest.raises(ringgnn.InputError, match="larger than the shared loader"):
+        ringgnn.Loader(ds, [5], 65, split="val", share=a)
+    with pytest.raises(ringgnn.InputError, match="same dataset and fanouts"):
+        ringgnn.Loader(ds, [4], 64, split="val", share=a)
+
+
+def test_feature_buffers_are_reused_without_copies(tmp_path):
+    ds = sbm(tmp_path, nodes=2000)
+    loader = ringgnn.Loader(ds, [5, 5], 64, seed=0, backend="pread", cache=0, prefetch=1)
+    ptrs = set()
+    for d in loader:
+        ptrs.add(d.x.data_ptr())
+        assert d.x.dtype == torch.float32 and d.x.is_contiguous()
+    # One buffer ahead, the one being used and the one not yet released: never more.
+    assert len(loader) > 6 and len(ptrs) <= 3
+    # A batch kept alive keeps its rows: the buffer is reused only once it is released.
+    kept = [d for d in loader]
+    assert len({d.x.data_ptr() for d in kept}) == len(kept)
+    first = next(iter(Loader_replay(loader, 1)))
+    assert torch.equal(kept[0].x, first.x)
+
+
+def Loader_replay(loader, epoch):
+    loader.set_epoch(epoch)
+    return loader
+
+
+def test_exceptions_in_the_training_loop_do_not_hang(tmp_path):
+    ds = sbm(tmp_path, nodes=2000)
+    loader = ringgnn.Loader(ds, [5, 5], 16, seed=0, backend="pread", cache=0)
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="boom"):
+            for _d in loader:
+                raise RuntimeError("boom")
+    gc.collect()
+    assert sum(1 for _ in loader) == len(loader)
+
+
+def test_a_read_error_in_a_worker_names_the_file(tmp_path):
+    ds = sbm(tmp_path, nodes=2000)
+    loader = ringgnn.Loader(ds, [5, 5], 64, seed=0, backend="pread", cache=0)
+    os.truncate(os.path.join(ds.path, "features.bin"), 4096)
+    with pytest.raises(OSError, match="features.bin"):
+        for _ in loader:
+            pass
+
+
+def test_the_memory_plan_is_reported_and_a_small_budget_refused(tmp_path):
+    ds = sbm(tmp_path, nodes=2000)
+    loader = ringgnn.Loader(ds, [5, 5], 64, backend="pread", memory="64M", reserve=0)
+    p = loader.plan()
+    assert p["budget"] == 64 << 20 and p["total"] == sum(
+        p[k] for k in ("reserve", "sampler", "neighbor_file", "labels", "gather", "buffers", "features", "cache"))
+    assert p["cache"] > 0 and not p["features_in_memory"] and "hot-row cache" in p["text"]
+    assert loader.stats()["cached_rows"] == 2000  # all rows fit, and no more is allocated
+    with pytest.raises(ringgnn.InputError, match="too small for the loader"):
+        ringgnn.Loader(ds, [5, 5], 64, memory="1M", reserve=0)
+    with pytest.raises(ringgnn.InputError, match="cache_policy"):
+        ringgnn.Loader(ds, [5, 5], 64, cache_policy="lru")
+
+
+def _count_in_child(loader, q):
+    q.put(sum(len(d.n_id) for d in loader))
+
+
+def test_a_loader_made_before_a_fork_works_in_the_child(tmp_path):
+    ds = sbm(tmp_path, nodes=2000)
+    loader = ringgnn.Loader(ds, [5, 5], 64, seed=0, backend="auto", cache=0)
+    want = sum(len(d.n_id) for d in loader)
+    loader.set_epoch(0)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_count_in_child, args=(loader, q))
+    p.start()
+    got = q.get(timeout=60)
+    p.join(timeout=60)
+    assert p.exitcode == 0 and got == want
 
 
 def test_drop_last_and_all_nodes(tmp_path):

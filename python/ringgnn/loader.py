@@ -1,10 +1,11 @@
-"""``ringgnn.Loader``: mini-batches as PyG ``Data``, with node features read from disk.
+"""``ringgnn.Loader``: mini-batches as PyG ``Data``, sampled and gathered ahead by Rust threads.
 
-First version (issue 4 is not finished): neighbor sampling runs ahead in the Rust sampler's
-threads (bounded prefetch, GIL released), and each batch's feature rows are gathered by the
-Rust feature reader (page-coalesced reads, optional hot-row cache) when the batch is taken.
-Gathering is therefore not yet overlapped with training; the pipelined loader that samples and
-gathers in the same worker threads replaces this body without changing the interface.
+Each worker thread of an epoch samples a whole mini-batch from the graph on disk and then reads
+that batch's feature rows (page-coalesced, hot rows from the cache) and labels into a reused
+buffer, while Python trains on earlier batches. At most ``prefetch`` gathered batches exist
+ahead of the consumer, and one memory budget covers the loader's parts (``plan()`` says how it
+was split; see ``docs/ARCHITECTURE.md``). The feature matrix reaches PyTorch without a copy:
+``x`` borrows the worker's buffer, which goes back to the loader when the tensor is freed.
 
 Each yielded ``Data`` has what PyG's ``NeighborLoader`` gives: ``x`` (float32), ``y`` (int64,
 -1 = unlabeled), ``edge_index`` (local, row = message source), ``n_id`` (global ids, seeds
@@ -14,35 +15,71 @@ seeds' positions in the split).
 
 from __future__ import annotations
 
+import logging
 import operator
-from typing import Any, Iterator, Optional, Sequence, Union
+import os
+from typing import Any, Dict, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
+from . import _core
 from ._core import InputError
+from ._options import parse_size
 from .dataset import Dataset, PathLike
-from .sampler import NeighborSampler
+from .sampler import BACKENDS, NeighborSampler, _check_fanouts
+
+logger = logging.getLogger("ringgnn")
+
+CACHE_POLICIES = ("presample", "degree")
+
+
+def process_rss() -> int:
+    """Resident memory of this process in bytes (0 where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _size(value: Union[None, int, str], what: str) -> Optional[int]:
+    if value is None:
+        return None
+    n = parse_size(value) if isinstance(value, str) else operator.index(value)
+    if n < 0:
+        raise InputError(f"{what} must be >= 0 bytes, not {value}")
+    return int(n)
 
 
 class Loader:
     """Iterate over mini-batches of ``split`` (or an array of seed ids), one epoch per ``iter()``.
 
     Args:
-        dataset: a :class:`Dataset` or its path; it must have features and labels.
+        dataset: a :class:`Dataset` or its path; it must have features.
         fanouts: neighbors per hop (``-1``: all).
-        batch_size: seeds per batch.
+        batch_size: seeds per batch (the largest batch; the memory plan is sized for it).
         split: a split name, an array of node ids, or None for all nodes.
         shuffle, drop_last: as in PyTorch's ``DataLoader``.
-        cache: bytes of hot feature rows (highest in-degree) kept in memory; 0 for none.
-        memory: the sampler's byte budget (see :class:`NeighborSampler`).
-        backend, direct, threads, seed: as for :class:`NeighborSampler`; ``backend`` also
-            chooses how feature rows are read ("memory" loads the feature file).
-        sampler, features: an existing :class:`NeighborSampler` and ``RingFeatureStore`` to
-            share (e.g. between the train, val and test loaders, so the neighbor file, the
-            hot-row cache and the budget are held once); they override the options above.
+        cache: bytes of hot feature rows kept in memory (``"512M"`` works too); None: what the
+            budget leaves; 0: none.
+        cache_policy: ``"presample"`` (rows the batches touch most, counted by sampling
+            ``presample_batches`` batches of this loader's seeds ahead) or ``"degree"``.
+        memory: the budget of the whole process (``"4G"`` works too); None: half the
+            available memory. ``reserve`` of it is left to the caller.
+        reserve: bytes the caller needs besides the loader (default: what this process already
+            uses, i.e. the Python runtime, PyTorch and anything loaded so far).
+        prefetch: gathered batches held ahead of training (default: one per thread, or 1 when
+            the budget is tight).
+        backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
+        direct, threads, seed: as for :class:`NeighborSampler`.
+        share: another :class:`Loader` of the same dataset and fanouts whose engine (threads'
+            configuration, cache, labels, budget) this one uses, e.g. the val and test loaders
+            sharing the train loader's; the options above other than ``split``, ``shuffle`` and
+            ``drop_last`` are then taken from it.
 
     Epochs count up from 0 with each ``iter()``; :meth:`set_epoch` sets the next one. A batch
-    depends only on (seed, epoch, batch index).
+    depends only on (seed, epoch, batch index): it is what :class:`NeighborSampler` with the
+    same fanouts and seed samples, whatever the backend, threads or cache.
     """
 
     def __init__(
@@ -54,33 +91,76 @@ class Loader:
         split: Union[None, str, Any] = "train",
         shuffle: bool = True,
         drop_last: bool = False,
-        cache: int = 0,
+        cache: Union[None, int, str] = None,
+        cache_policy: str = "presample",
+        presample_batches: int = 64,
         memory: Union[None, int, str] = None,
+        reserve: Optional[int] = None,
+        prefetch: Optional[int] = None,
         backend: str = "auto",
         direct: bool = False,
         threads: Optional[int] = None,
         seed: int = 0,
-        sampler: Optional[NeighborSampler] = None,
-        features: Any = None,
+        share: Optional["Loader"] = None,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
         if operator.index(batch_size) < 1:
             raise InputError(f"batch_size must be at least 1, not {batch_size}")
-        self.sampler = sampler or NeighborSampler(
-            self.dataset, fanouts, backend=backend, direct=direct, threads=threads, seed=seed, memory=memory
-        )
-        self.seeds = self.sampler.resolve_seeds(split)
+        self.fanouts = _check_fanouts(fanouts)
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        if features is None:
-            from .pyg import RingFeatureStore  # imports torch, like everything that yields tensors
-
-            features = RingFeatureStore(self.dataset, backend=backend, direct=direct, cache=cache)
-        self.features = features
+        # Seed handling (split names, range checks) is the sampler's; it opens nothing here.
+        self._seeds_of = NeighborSampler(self.dataset, self.fanouts)
+        self.seeds = self._seeds_of.resolve_seeds(split)
+        if share is not None:
+            if os.path.abspath(share.dataset.path) != os.path.abspath(self.dataset.path) or share.fanouts != self.fanouts:
+                raise InputError("share= needs a Loader of the same dataset and fanouts")
+            if self.batch_size > share.batch_size:
+                raise InputError(
+                    f"batch_size {self.batch_size} is larger than the shared loader's {share.batch_size}; "
+                    "create the loader with the largest batch size first and share it"
+                )
+            self._core = share._core
+        else:
+            if backend not in BACKENDS:
+                raise InputError(f"backend '{backend}' is unknown; use one of {', '.join(BACKENDS)}")
+            if cache_policy not in CACHE_POLICIES:
+                raise InputError(f"cache_policy '{cache_policy}' is unknown; use one of {', '.join(CACHE_POLICIES)}")
+            if threads is not None and operator.index(threads) < 1:
+                raise InputError(f"threads must be at least 1, not {threads}")
+            if prefetch is not None and operator.index(prefetch) < 1:
+                raise InputError(f"prefetch must be at least 1, not {prefetch}")
+            if operator.index(seed) < 0:
+                raise InputError(f"seed must be >= 0, not {seed}")
+            self._core = _core.Loader(
+                self.dataset.path,
+                self.fanouts,
+                self.batch_size,
+                backend=backend,
+                direct=bool(direct),
+                threads=threads,
+                seed=int(seed),
+                memory=_size(memory, "memory"),
+                reserve=process_rss() if reserve is None else _size(reserve, "reserve"),
+                cache=_size(cache, "cache"),
+                cache_policy=cache_policy,
+                presample_batches=operator.index(presample_batches),
+                presample_seeds=self.seeds,
+                prefetch=prefetch,
+            )
+            note = self._core.plan()["note"]
+            if note:
+                logger.warning("ringgnn: %s", note)
+            reason = self._core.fallback_reason
+            if reason:
+                logger.warning("ringgnn: reading with pread: %s", reason)
         self._epoch = 0
+        #: Per-epoch totals of the last epoch iterated: batches, worker seconds sampling,
+        #: waiting for their turn (the prefetch bound) and gathering, bytes read, cache hits.
+        self.last_epoch: Dict[str, float] = {}
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch of the next ``iter()``."""
@@ -95,26 +175,52 @@ class Loader:
         from torch_geometric.data import Data
 
         epoch, self._epoch = self._epoch, self._epoch + 1
-        labels = self.dataset.labels
         # Positions of the seeds in `self.seeds`, to report `input_id` as PyG does.
         where = {int(s): i for i, s in enumerate(self.seeds.tolist())} if len(self.seeds) < 1 << 22 else None
-        for sub in self.sampler.epoch(self.seeds, self.batch_size, self.shuffle, epoch, self.drop_last):
-            node = sub.node
-            x = self.features.reader().gather(node)
-            y = labels[node] if labels is not None else np.full(len(node), -1, dtype=np.int64)
+        totals = dict(batches=0, sample=0.0, wait=0.0, gather=0.0, bytes_read=0, pages_read=0, distinct_rows=0,
+                      cache_hits=0)
+        self.last_epoch = totals
+        it = self._core.epoch(self.seeds, self.batch_size, shuffle=self.shuffle, epoch=epoch, drop_last=self.drop_last)
+        for _index, _seeds, sub, x, y, info in it:
+            for k in ("sample", "wait", "gather", "bytes_read", "pages_read", "distinct_rows", "cache_hits"):
+                totals[k] += info[k]
+            totals["batches"] += 1
+            node = sub["node"]
+            if y is None:
+                y = np.full(len(node), -1, dtype=np.int64)
+            bs = len(_seeds)
             data = Data(
                 x=torch.from_numpy(x),
-                y=torch.from_numpy(np.ascontiguousarray(y)),
-                edge_index=torch.from_numpy(np.stack([sub.row, sub.col])),
+                y=torch.from_numpy(y),
+                edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])),
                 n_id=torch.from_numpy(node),
-                batch_size=sub.batch_size,
-                num_sampled_nodes=list(sub.num_sampled_nodes),
-                num_sampled_edges=list(sub.num_sampled_edges),
+                batch_size=bs,
+                num_sampled_nodes=list(sub["num_sampled_nodes"]),
+                num_sampled_edges=list(sub["num_sampled_edges"]),
             )
             if where is not None:
-                data.input_id = torch.tensor([where[int(s)] for s in node[: sub.batch_size]], dtype=torch.int64)
+                data.input_id = torch.tensor([where[int(s)] for s in node[:bs]], dtype=torch.int64)
+            del x
             yield data
 
-    def stats(self) -> dict:
-        """Feature-read counters (rows, cache hits, pages and bytes read) of this process."""
-        return dict(self.features.reader().stats())
+    def plan(self) -> Dict[str, Any]:
+        """How the memory budget was split (bytes per part, ``text`` for people)."""
+        return dict(self._core.plan())
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters of the loader (shared by loaders made with ``share=``): batches, worker
+        seconds sampling and gathering, feature rows, cache hits and hit rate, pages and bytes
+        read, the cache's rows and bytes, the look-ahead's batches and seconds, the backends."""
+        return dict(self._core.stats())
+
+    @property
+    def backend(self) -> str:
+        return self._core.backend
+
+    @property
+    def feature_backend(self) -> str:
+        return self._core.feature_backend
+
+    def __repr__(self) -> str:
+        return (f"Loader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
+                f"{len(self.seeds)} seeds, backend={self.backend!r}, features={self.feature_backend!r})")

@@ -26,8 +26,7 @@ from tqdm import tqdm
 from ._core import InputError
 from .cli_sample import parse_fanouts
 from .dataset import Dataset
-from .loader import Loader
-from .sampler import NeighborSampler
+from .loader import Loader, process_rss
 
 MODELS = ("sage", "gcn", "gat")
 
@@ -62,8 +61,15 @@ def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) ->
     p.add_argument("--layers", type=positive_type, default=2, help="GNN layers = number of fanouts (default 2)")
     p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate (default 0.005)")
     p.add_argument("--dropout", type=float, default=0.3, help="dropout between layers (default 0.3)")
-    p.add_argument("--cache", type=size_type, default=0, metavar="SIZE", help="hot feature rows kept in memory")
-    p.add_argument("--memory", type=size_type, default=None, metavar="SIZE", help="sampler memory budget")
+    p.add_argument("--cache", type=size_type, default=None, metavar="SIZE",
+                   help="hot feature rows kept in memory (default: what --memory leaves; 0: none)")
+    p.add_argument("--cache-policy", choices=["presample", "degree"], default="presample",
+                   help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree")
+    p.add_argument("--memory", type=size_type, default=None, metavar="SIZE",
+                   help="budget of the whole process: runtime, model, sampler, cache, buffers "
+                        "(default: half the available memory)")
+    p.add_argument("--prefetch", type=positive_type, default=None, metavar="N",
+                   help="gathered batches held ahead of training (default: one per thread, 1 if memory is tight)")
     p.add_argument("--backend", choices=["auto", "memory", "uring", "pread"], default="auto",
                    help="how neighbor lists and feature rows are read (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
@@ -82,8 +88,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     # a command-line user, who can do nothing about it.
     warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
     opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
-                                          "cache", "memory", "backend", "direct", "device", "seed", "threads",
-                                          "out", "resume")}
+                                          "cache", "cache_policy", "memory", "prefetch", "backend", "direct",
+                                          "device", "seed", "threads", "out", "resume")}
     log = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
     m = train(args.dataset, fanouts=parse_fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
     if args.json:
@@ -128,8 +134,10 @@ def train(
     layers: int = 2,
     lr: float = 0.005,
     dropout: float = 0.3,
-    cache: int = 0,
+    cache: Optional[int] = None,
+    cache_policy: str = "presample",
     memory: Optional[int] = None,
+    prefetch: Optional[int] = None,
     backend: str = "auto",
     direct: bool = False,
     device: str = "cpu",
@@ -151,21 +159,20 @@ def train(
                     layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed)
 
     torch.manual_seed(seed)
-    # One sampler and one feature store for the three loaders: the neighbor file (memory
-    # backend), the hot-row cache and the budgets are held once, not three times.
-    from .pyg import RingFeatureStore
-
-    shared = dict(
-        sampler=NeighborSampler(ds, fanouts, backend=backend, direct=direct, threads=threads, seed=seed,
-                                memory=memory),
-        features=RingFeatureStore(ds, backend=backend, direct=direct, cache=cache),
-    )
-    loaders = {
-        "train": Loader(ds, fanouts, batch_size, split="train", shuffle=True, **shared),
-        "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, **shared),
-        "test": Loader(ds, fanouts, batch_size, split="test", shuffle=False, **shared),
-    }
     net = build_model(model, ds.feature_dim, hidden, ds.num_classes, layers, dropout).to(device)
+    # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
+    # the activations of the largest batch are reserved before the loader splits the rest.
+    reserve = process_rss() + activation_bytes(model, ds, fanouts, batch_size, hidden)
+    # One engine for the three loaders: the offset index, the neighbor file (memory backend),
+    # the hot-row cache, the labels and the budget are held once.
+    train_loader = Loader(ds, fanouts, batch_size, split="train", shuffle=True, cache=cache,
+                          cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch,
+                          backend=backend, direct=direct, threads=threads, seed=seed)
+    loaders = {
+        "train": train_loader,
+        "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, share=train_loader),
+        "test": Loader(ds, fanouts, batch_size, split="test", shuffle=False, share=train_loader),
+    }
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     history: List[Dict[str, Any]] = []
     start = 0
@@ -174,19 +181,30 @@ def train(
     os.makedirs(out, exist_ok=True)
     log(f"training {model} on {ds.path}: {ds.num_nodes:,} nodes, fanouts {','.join(map(str, fanouts))}, "
         f"batch {batch_size}, {len(loaders['train'])} batches per epoch, device {device} -> {out}")
+    st = train_loader.stats()
+    log(f"loader: sampling with {st['backend']}, features with {st['feature_backend']}, "
+        f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
+        + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
+           if st["presample_batches"] else "")
+        + f"; memory {train_loader.plan()['text']}")
 
     metrics = _metrics(ds, run_args, history, loaders)
     for epoch in range(start, epochs):
         t0 = time.perf_counter()
-        loss, wait, step = _train_epoch(net, opt, loaders["train"], epoch, device, quiet)
+        loss, wait, step = _train_epoch(net, opt, loaders["train"], epoch, device, quiet, model)
         t1 = time.perf_counter()
-        val_acc, test_acc = _accuracy(net, loaders["val"], device), _accuracy(net, loaders["test"], device)
+        le = dict(loaders["train"].last_epoch)
+        val_acc, test_acc = _accuracy(net, loaders["val"], device, model), _accuracy(net, loaders["test"], device, model)
         seconds = time.perf_counter() - t0
+        hit = le["cache_hits"] / le["distinct_rows"] if le["distinct_rows"] else 0.0
         history.append(dict(epoch=epoch, loss=loss, val_acc=val_acc, test_acc=test_acc, seconds=seconds,
-                            wait_seconds=wait, train_seconds=step, eval_seconds=seconds - (t1 - t0)))
-        log(f"epoch {epoch}: loss {loss:.4f}, val acc {val_acc:.4f}, test acc {test_acc:.4f}, {seconds:.2f} s "
-            f"(waiting for batches {wait:.2f} s, forward/backward/step {step:.2f} s, "
-            f"evaluation {seconds - (t1 - t0):.2f} s, other {t1 - t0 - wait - step:.2f} s)")
+                            train_epoch_seconds=t1 - t0, sample_seconds=le["sample"], gather_seconds=le["gather"],
+                            train_seconds=step, wait_seconds=wait, eval_seconds=seconds - (t1 - t0),
+                            feature_bytes_read=le["bytes_read"], cache_hit_rate=hit))
+        log(f"epoch {epoch}: loss {loss:.4f}, val acc {val_acc:.4f}, test acc {test_acc:.4f}, {seconds:.2f} s")
+        log(f"  training pass {t1 - t0:.2f} s: sample {le['sample']:.2f} s and gather {le['gather']:.2f} s "
+            f"(worker threads, overlapped), train {step:.2f} s, waiting for batches {wait:.2f} s; "
+            f"features read {_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation {seconds - (t1 - t0):.2f} s")
         metrics = _metrics(ds, run_args, history, loaders)
         state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
                      metrics=metrics, rng=torch.get_rng_state())
@@ -201,7 +219,43 @@ def train(
     return metrics
 
 
-def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool):
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
+
+
+def activation_bytes(model: str, ds: Dataset, fanouts: Sequence[int], batch_size: int, hidden: int) -> int:
+    """Upper bound on the memory of one training step's activations (forward and backward):
+    per layer, the gathered source rows of its edges (PyG's message passing materialises
+    ``x[edge_index[0]]``), and its outputs, their gradients and dropout masks. GraphSAGE is
+    trimmed layer by layer (PyG's ``num_sampled_nodes_per_hop``): layer ``l`` only computes the
+    nodes that later layers need."""
+    dim = ds.feature_dim or 0
+    hops_nodes, hops_edges, frontier = [batch_size], [0], batch_size
+    for f in fanouts:
+        frontier *= ds.num_nodes if f < 0 else f
+        hops_nodes.append(frontier)
+        hops_edges.append(frontier)
+    n_all = min(ds.num_nodes, sum(hops_nodes))
+    total, L = 0, len(fanouts)
+    for layer in range(1, L + 1):
+        d_in = dim if layer == 1 else hidden
+        keep = L - layer + 1 if model == "sage" else L  # hops whose edges this layer uses
+        edges = min(ds.num_edges, sum(hops_edges[: keep + 1]))
+        nodes = min(n_all, sum(hops_nodes[:keep])) if model == "sage" else n_all
+        total += edges * d_in * 4 + nodes * max(hidden, d_in) * 4 * 3
+    return int(total)
+
+
+def _forward(net, batch, device: str, model: str):
+    x, edge_index = batch.x.to(device), batch.edge_index.to(device)
+    if model == "sage":
+        # Trim layer by layer (exact for GraphSAGE: the seeds' outputs do not change).
+        return net(x, edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                   num_sampled_edges_per_hop=batch.num_sampled_edges)[: batch.batch_size]
+    return net(x, edge_index)[: batch.batch_size]
+
+
+def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool, model: str = "sage"):
     """One pass over the training split: (mean loss per labeled seed, seconds waiting for
     batches, seconds in forward/backward/step)."""
     import torch.nn.functional as F
@@ -220,40 +274,41 @@ def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool)
             except StopIteration:
                 break
             t1 = time.perf_counter()
-            x, edge_index = batch.x.to(device), batch.edge_index.to(device)
             y = batch.y[: batch.batch_size].to(device)
             labeled = y >= 0
             if bool(labeled.any()):
                 opt.zero_grad()
-                out = net(x, edge_index)[: batch.batch_size]
+                out = _forward(net, batch, device, model)
                 loss = F.cross_entropy(out[labeled], y[labeled])
                 loss.backward()
                 opt.step()
                 n = int(labeled.sum())
                 total_loss += loss.item() * n
                 count += n
+                del out, loss
+            del batch  # release the feature buffer before waiting for the next batch
             wait += t1 - t0
             step += time.perf_counter() - t1
             bar.update(1)
     return total_loss / max(count, 1), wait, step
 
 
-def _accuracy(net, loader: Loader, device: str) -> float:
+def _accuracy(net, loader: Loader, device: str, model: str = "sage") -> float:
     """Accuracy over the labeled seeds of ``loader``'s split, sampled as in training. The sample
     is the same at every epoch (epoch 0 of the loader's seed)."""
     import torch
 
     with torch.no_grad():
-        return _count_correct(net, loader, device)
+        return _count_correct(net, loader, device, model)
 
 
-def _count_correct(net, loader: Loader, device: str) -> float:
+def _count_correct(net, loader: Loader, device: str, model: str) -> float:
     net.eval()
     loader.set_epoch(0)
     correct = total = 0
     for batch in loader:
         y = batch.y[: batch.batch_size].to(device)
-        pred = net(batch.x.to(device), batch.edge_index.to(device))[: batch.batch_size].argmax(-1)
+        pred = _forward(net, batch, device, model).argmax(-1)
         labeled = y >= 0
         correct += int((pred[labeled] == y[labeled]).sum())
         total += int(labeled.sum())
@@ -269,8 +324,9 @@ def _metrics(ds: Dataset, run_args: Dict[str, Any], history: List[Dict[str, Any]
         "best_epoch": None if best is None else best["epoch"],
         "epochs": list(history),
         "args": dict(run_args),
-        # The three loaders share one feature reader: its counters cover training and evaluation.
-        "feature_reads": loaders["train"].stats(),
+        # The three loaders share one engine: its counters cover training and evaluation.
+        "loader": loaders["train"].stats(),
+        "memory_plan": loaders["train"].plan(),
     }
 
 

@@ -15,14 +15,18 @@ use std::sync::Mutex;
 pub struct BufferPool {
     free: Mutex<Vec<Vec<f32>>>,
     keep: usize,
+    capacity: usize,
 }
 
 impl BufferPool {
-    /// A pool keeping at most `keep` free buffers.
-    pub fn new(keep: usize) -> Self {
+    /// A pool keeping at most `keep` free buffers, each made with room for `capacity` values
+    /// (the largest batch), so that a buffer is never reallocated when a batch is larger than
+    /// the last. Room is address space only: pages the batches never reach are never touched.
+    pub fn new(keep: usize, capacity: usize) -> Self {
         BufferPool {
             free: Mutex::new(Vec::new()),
             keep,
+            capacity,
         }
     }
 
@@ -44,7 +48,11 @@ impl BufferPool {
                 }
                 v
             }
-            None => vec![0.0; len],
+            None => {
+                let mut v = Vec::with_capacity(self.capacity.max(len));
+                v.resize(len, 0.0);
+                v
+            }
         }
     }
 
@@ -74,7 +82,7 @@ mod tests {
 
     #[test]
     fn buffers_are_reused_and_the_pool_keeps_at_most_keep() {
-        let p = BufferPool::new(1);
+        let p = BufferPool::new(1, 100);
         let a = p.take(100);
         assert_eq!(a.len(), 100);
         let ptr = a.as_ptr();
@@ -92,5 +100,9 @@ mod tests {
         p.give(vec![0.0; 5]);
         assert_eq!(p.free_count(), 1, "the second free buffer is dropped");
         assert_eq!(p.free_bytes(), 400);
+        let d = p.take(150);
+        assert_ne!(d.as_ptr(), ptr, "more than the capacity: grown once");
+        p.give(d);
+        assert!(p.take(10).capacity() >= 150);
     }
 }

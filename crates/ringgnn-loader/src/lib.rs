@@ -28,3 +28,6 @@ pub use loader::{
     PRESAMPLE_EPOCH,
 };
 pub use plan::MemoryPlan;
+
+/// The epoch iterator of a [`BatchLoader`].
+pub type EpochIterOf = ringgnn_sampler::EpochIter<GatherWork>;

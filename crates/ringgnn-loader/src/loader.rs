@@ -345,12 +345,13 @@ impl BatchLoader {
             presample_batches: presampled,
             ..Default::default()
         };
+        let buffer_values = (bound.nodes as usize).saturating_mul(file.dim());
         let work = GatherWork {
             file,
             source,
             cache,
             labels,
-            buffers: Arc::new(BufferPool::new(plan.prefetch as usize + 2)),
+            buffers: Arc::new(BufferPool::new(plan.prefetch as usize + 2, buffer_values)),
             ahead: plan.prefetch as usize,
             totals: Mutex::new(totals),
         };

@@ -164,3 +164,18 @@ fn os_error(path: &str, source: io::Error) -> PyErr {
         None => PyErr::from(io::Error::new(source.kind(), format!("{path}: {source}"))),
     }
 }
+
+/// A loader error: each cause keeps the class its own crate's conversion gives it.
+pub struct LoaderError(pub ringgnn_loader::Error);
+
+impl From<LoaderError> for PyErr {
+    fn from(LoaderError(err): LoaderError) -> PyErr {
+        use ringgnn_loader::Error as E;
+        match err {
+            E::Sampler(e) => SamplerError(e).into(),
+            E::Features(e) => FeaturesError(e).into(),
+            E::Store(e) => StoreError(e).into(),
+            E::Input(msg) => input_error(msg),
+        }
+    }
+}

@@ -8,6 +8,7 @@ mod convert;
 mod dataset;
 mod errors;
 mod features;
+mod loader;
 mod progress;
 mod sampler;
 
@@ -24,6 +25,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dataset::read_manifest, m)?)?;
     m.add_class::<dataset::DatasetHandle>()?;
     m.add_class::<features::FeatureReader>()?;
+    m.add_class::<loader::Loader>()?;
+    m.add_class::<loader::LoaderEpoch>()?;
+    m.add_class::<loader::HostBuffer>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<sampler::SamplerEpoch>()?;
     Ok(())

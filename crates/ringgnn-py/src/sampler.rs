@@ -21,7 +21,7 @@ pub struct Sampler {
 }
 
 /// Node ids from numpy, checked to be non-negative (the pool checks the upper bound).
-fn node_ids(seeds: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
+pub(crate) fn node_ids(seeds: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
     let s = seeds.as_array();
     if let Some(&id) = s.iter().find(|&&x| x < 0) {
         return Err(input_error(format!(
@@ -32,7 +32,7 @@ fn node_ids(seeds: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
 }
 
 /// A sample with its arrays already int64 (converted outside the GIL; in place, no copy).
-struct Converted {
+pub(crate) struct Converted {
     node: Vec<i64>,
     row: Vec<i64>,
     col: Vec<i64>,
@@ -41,7 +41,7 @@ struct Converted {
     num_sampled_edges: Vec<usize>,
 }
 
-fn ints(v: Vec<u64>) -> Vec<i64> {
+pub(crate) fn ints(v: Vec<u64>) -> Vec<i64> {
     // Node and edge ids are below 2^63; numpy users index with int64.
     v.into_iter().map(|x| x as i64).collect()
 }
@@ -60,7 +60,7 @@ impl From<SampledSubgraph> for Converted {
 }
 
 impl Converted {
-    fn into_dict(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    pub(crate) fn into_dict(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("node", self.node.into_pyarray(py))?;
         d.set_item("row", self.row.into_pyarray(py))?;

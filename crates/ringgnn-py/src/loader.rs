@@ -1,0 +1,315 @@
+//! `_core.Loader`, `_core.LoaderEpoch` and `_core.HostBuffer`: the pipelined loader
+//! ([`BatchLoader`]) for Python. Each batch's feature matrix reaches numpy (and, through
+//! `torch.from_numpy`, PyTorch) without a copy: the array borrows the worker's buffer, owned by
+//! a `HostBuffer` that gives it back to the loader's buffer pool when Python releases it.
+//!
+//! Like `Sampler`, a `Loader` starts no thread and keeps no ring until an epoch starts; each
+//! epoch's workers make their own rings, so a `Loader` made before a fork works after it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ringgnn_features::GatherStats;
+use ringgnn_loader::{
+    BatchLoader, BufferPool, CachePolicy, EpochIterOf, LoadedBatch, LoaderOptions,
+};
+use ringgnn_sampler::{BackendChoice, SamplerConfig};
+
+use crate::errors::{input_error, LoaderError, SamplerError};
+use crate::sampler::{ints, node_ids, Converted};
+
+/// Owner of one batch's feature buffer while numpy/PyTorch use it.
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct HostBuffer {
+    array: Option<Array2<f32>>,
+    pool: Arc<BufferPool>,
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        if let Some(a) = self.array.take() {
+            self.pool.give(a.into_raw_vec_and_offset().0);
+        }
+    }
+}
+
+/// `x` (`rows * dim` values) as a numpy array `[rows, dim]` borrowing it, owned by a
+/// `HostBuffer` that returns it to `pool`.
+fn exposed<'py>(
+    py: Python<'py>,
+    x: Vec<f32>,
+    rows: usize,
+    dim: usize,
+    pool: Arc<BufferPool>,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let array = Array2::from_shape_vec((rows, dim), x)
+        .map_err(|e| input_error(format!("feature buffer of the wrong size: {e}")))?;
+    let owner = Bound::new(
+        py,
+        HostBuffer {
+            array: Some(array),
+            pool,
+        },
+    )?;
+    let view = owner.get().array.as_ref().expect("set above");
+    // SAFETY: the numpy array points into `owner.array`, and `owner` is the array's base
+    // object, so it lives at least as long as the array. `HostBuffer` is frozen and its
+    // `array` is only taken in `Drop`, so the buffer is neither moved nor reallocated while
+    // the array exists.
+    Ok(unsafe { PyArray2::borrow_from_array(view, owner.clone().into_any()) })
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &GatherStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("rows_requested", s.rows_requested)?;
+    d.set_item("distinct_rows", s.distinct_rows)?;
+    d.set_item("cache_hits", s.cache_hits)?;
+    d.set_item("pages_read", s.pages_read)?;
+    d.set_item("bytes_read", s.bytes_read)?;
+    d.set_item("read_requests", s.read_requests)?;
+    d.set_item("hit_rate", s.hit_rate())?;
+    Ok(d)
+}
+
+/// Sampling and feature gathering on worker threads within one memory budget
+/// (`ringgnn.Loader` wraps it; loaders of one dataset share one).
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct Loader {
+    inner: BatchLoader,
+}
+
+#[pymethods]
+impl Loader {
+    /// `cache`: bytes of hot rows (None: what the budget leaves); `cache_policy`: "presample"
+    /// (access counts over `presample_batches` look-ahead batches of `presample_seeds`) or
+    /// "degree"; `memory`: the whole budget (None: half the available memory); `reserve`: bytes
+    /// the caller needs besides the loader; `prefetch`: gathered batches ahead (None: auto).
+    #[new]
+    #[pyo3(signature = (
+        path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
+        seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
+        presample_batches=64, presample_seeds=None, prefetch=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        fanouts: Vec<i64>,
+        batch_size: usize,
+        replace: bool,
+        backend: &str,
+        direct: bool,
+        threads: Option<usize>,
+        seed: u64,
+        memory: Option<u64>,
+        reserve: u64,
+        cache: Option<u64>,
+        cache_policy: &str,
+        presample_batches: usize,
+        presample_seeds: Option<PyReadonlyArray1<'_, i64>>,
+        prefetch: Option<usize>,
+    ) -> PyResult<Self> {
+        let backend: BackendChoice = backend.parse().map_err(SamplerError)?;
+        let cache_policy = match cache_policy {
+            "degree" => CachePolicy::Degree,
+            "presample" => CachePolicy::Presample {
+                batches: presample_batches,
+            },
+            other => {
+                return Err(input_error(format!(
+                    "unknown cache_policy {other:?}: use \"presample\" or \"degree\""
+                )))
+            }
+        };
+        let mut sampler = SamplerConfig {
+            fanouts,
+            replace,
+            backend,
+            direct,
+            seed,
+            ..Default::default()
+        };
+        if let Some(t) = threads {
+            sampler.threads = t;
+        }
+        let seeds = presample_seeds.as_ref().map(node_ids).transpose()?;
+        let opts = LoaderOptions {
+            sampler,
+            memory,
+            reserve,
+            cache,
+            cache_policy,
+            batch_size,
+            prefetch,
+        };
+        let inner = py
+            .detach(|| BatchLoader::open(&path, opts, seeds.as_deref()))
+            .map_err(LoaderError)?;
+        Ok(Loader { inner })
+    }
+
+    /// The sampler's backend: "memory", "uring", "uring-direct" or "pread".
+    #[getter]
+    fn backend(&self) -> &str {
+        self.inner.pool().backend_name()
+    }
+
+    /// How feature rows are read: "memory", "uring", "pread", ...
+    #[getter]
+    fn feature_backend(&self) -> &str {
+        self.inner.feature_backend()
+    }
+
+    /// Why `auto` did not use io_uring (sampler or features), or None.
+    #[getter]
+    fn fallback_reason(&self) -> Option<&str> {
+        self.inner
+            .pool()
+            .fallback_reason()
+            .or(self.inner.fallback_reason())
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    #[getter]
+    fn num_nodes(&self) -> u64 {
+        self.inner.pool().num_nodes()
+    }
+
+    /// How the memory budget was split (bytes), and the prefetch depth chosen.
+    fn plan<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.inner.plan();
+        let d = PyDict::new(py);
+        d.set_item("budget", p.budget)?;
+        d.set_item("reserve", p.reserve)?;
+        d.set_item("sampler", p.sampler)?;
+        d.set_item("neighbor_file", p.neighbor_file)?;
+        d.set_item("labels", p.labels)?;
+        d.set_item("gather", p.gather)?;
+        d.set_item("buffers", p.buffers)?;
+        d.set_item("features", p.features)?;
+        d.set_item("cache", p.cache)?;
+        d.set_item("total", p.total())?;
+        d.set_item("prefetch", p.prefetch)?;
+        d.set_item("neighbors_in_memory", p.neighbors_in_memory)?;
+        d.set_item("features_in_memory", p.features_in_memory)?;
+        d.set_item("note", p.note.clone())?;
+        d.set_item("text", p.to_string())?;
+        Ok(d)
+    }
+
+    /// Counters over every batch so far: batches, worker seconds sampling and gathering,
+    /// feature reads (rows, cache hits, pages and bytes read), the cache and its look-ahead.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = stats_dict(py, &s.gather)?;
+        d.set_item("batches", s.batches)?;
+        d.set_item("sample_seconds", s.sample_seconds)?;
+        d.set_item("gather_seconds", s.gather_seconds)?;
+        d.set_item("cached_rows", s.cached_rows)?;
+        d.set_item("cache_bytes", s.cache_bytes)?;
+        d.set_item("presample_seconds", s.presample_seconds)?;
+        d.set_item("presample_batches", s.presample_batches)?;
+        let io = self.inner.pool().io_stats();
+        d.set_item("sampler_reads", io.reads)?;
+        d.set_item("sampler_bytes", io.bytes)?;
+        d.set_item("backend", self.inner.pool().backend_name())?;
+        d.set_item("feature_backend", self.inner.feature_backend())?;
+        Ok(d)
+    }
+
+    /// Iterate one epoch: see `LoaderEpoch.__next__`.
+    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false))]
+    fn epoch(
+        &self,
+        py: Python<'_>,
+        seeds: PyReadonlyArray1<'_, i64>,
+        batch_size: usize,
+        shuffle: bool,
+        epoch: u64,
+        drop_last: bool,
+    ) -> PyResult<LoaderEpoch> {
+        let seeds = node_ids(&seeds)?;
+        let inner = py
+            .detach(|| {
+                self.inner
+                    .epoch(seeds, batch_size, shuffle, epoch, drop_last)
+            })
+            .map_err(LoaderError)?;
+        Ok(LoaderEpoch {
+            len: inner.len(),
+            inner: Some(inner),
+            buffers: self.inner.buffers(),
+            dim: self.inner.dim(),
+        })
+    }
+}
+
+/// `(batch_index, seeds, sample, x, y, info)`, what `next()` of a loader epoch returns.
+type LoadedTuple<'py> = (
+    u64,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyDict>,
+    Bound<'py, PyArray2<f32>>,
+    Option<Bound<'py, PyArray1<i64>>>,
+    Bound<'py, PyDict>,
+);
+
+/// The batches of one loader epoch. Its workers stop when it is exhausted, fails, or is
+/// garbage collected.
+#[pyclass(module = "ringgnn._core")]
+pub struct LoaderEpoch {
+    len: usize,
+    inner: Option<EpochIterOf>,
+    buffers: Arc<BufferPool>,
+    dim: usize,
+}
+
+#[pymethods]
+impl LoaderEpoch {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// `(batch_index, seeds, sample, x, y, info)`: `sample` as `Sampler.sample` gives it, `x`
+    /// float32 `[len(sample["node"]), dim]`, `y` int64 or None, `info` the worker's seconds
+    /// (`sample`, `wait`, `gather`) and this batch's read counters.
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<LoadedTuple<'py>>> {
+        let Some(it) = self.inner.as_mut() else {
+            return Ok(None);
+        };
+        let next = py.detach(|| it.next());
+        let b: LoadedBatch = match next {
+            None => {
+                self.inner = None;
+                return Ok(None);
+            }
+            Some(Err(e)) => {
+                self.inner = None;
+                return Err(LoaderError(e).into());
+            }
+            Some(Ok(b)) => b,
+        };
+        let rows = b.sample.node.len();
+        let info = stats_dict(py, &b.stats)?;
+        info.set_item("sample", b.sample_time.as_secs_f64())?;
+        info.set_item("wait", b.wait_time.as_secs_f64())?;
+        info.set_item("gather", b.gather_time.as_secs_f64())?;
+        let x = exposed(py, b.x, rows, self.dim, self.buffers.clone())?;
+        let y = b.y.map(|y| y.into_pyarray(py));
+        let seeds = ints(b.seeds).into_pyarray(py);
+        let sample = Converted::from(b.sample).into_dict(py)?;
+        Ok(Some((b.index, seeds, sample, x, y, info)))
+    }
+}
