@@ -4,9 +4,12 @@ and forks."""
 
 from __future__ import annotations
 
+import _thread
 import gc
 import multiprocessing
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -119,6 +122,21 @@ def test_exceptions_in_the_training_loop_do_not_hang(tmp_path):
         with pytest.raises(RuntimeError, match="boom"):
             for _d in loader:
                 raise RuntimeError("boom")
+    gc.collect()
+    assert sum(1 for _ in loader) == len(loader)
+
+
+def test_ctrl_c_during_an_epoch_stops_it_cleanly(tmp_path):
+    ds = sbm(tmp_path, nodes=2000)
+    loader = ringgnn.Loader(ds, [5, 5], 16, seed=0, backend="pread", cache=0)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for _ in loader:
+                time.sleep(0.001)
+    timer.join()
     gc.collect()
     assert sum(1 for _ in loader) == len(loader)
 

@@ -136,6 +136,16 @@ def test_resume_continues_with_the_next_epoch(cli, sbm, run, tmp_path):
     assert r.code == 1 and "lr=0.01 (now 0.1)" in r.err
     r = cli("train", sbm, "--out", tmp_path / "none", "--resume", "--quiet")
     assert r.code == 1 and "last.pt does not exist" in r.err
+    # A run directory is never overwritten by accident.
+    before = (out / "metrics.json").read_text()
+    r = cli("train", sbm, "--epochs", "1", "--out", out, *CLI_FAST)
+    assert r.code == 1 and "already holds a run" in r.err and "--overwrite" in r.err
+    assert (out / "metrics.json").read_text() == before
+    r = cli("train", sbm, "--epochs", "1", "--out", out, "--resume", "--overwrite", *CLI_FAST)
+    assert r.code == 1 and "give one of them" in r.err
+    r = cli("train", sbm, "--epochs", "1", "--out", out, "--overwrite", *CLI_FAST)
+    assert r.code == 0, r.err
+    assert [e["epoch"] for e in json.loads((out / "metrics.json").read_text())["epochs"]] == [0]
 
 
 @pytest.mark.parametrize("model", ["gcn", "gat"])

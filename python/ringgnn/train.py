@@ -78,6 +78,7 @@ def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) ->
     p.add_argument("--threads", type=positive_type, default=None, help="sampling threads (default: all cores)")
     p.add_argument("--out", metavar="RUN_DIR", default=None, help="run directory (default runs/<dataset name>)")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt with the next epoch")
+    p.add_argument("--overwrite", action="store_true", help="start over in a RUN_DIR that already holds a run")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print metrics.json on stdout instead of text")
     p.set_defaults(func=cmd_train)
@@ -89,7 +90,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
     opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
                                           "cache", "cache_policy", "memory", "prefetch", "backend", "direct",
-                                          "device", "seed", "threads", "out", "resume")}
+                                          "device", "seed", "threads", "out", "resume", "overwrite")}
     log = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
     m = train(args.dataset, fanouts=parse_fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
     if args.json:
@@ -145,6 +146,7 @@ def train(
     threads: Optional[int] = None,
     out: Optional[str] = None,
     resume: bool = False,
+    overwrite: bool = False,
     quiet: bool = False,
     log: Callable[[str], None] = print,
 ) -> Dict[str, Any]:
@@ -158,6 +160,11 @@ def train(
     run_args = dict(model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
                     layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed)
 
+    if resume and overwrite:
+        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
+    if not resume and not overwrite and os.path.exists(os.path.join(out, "last.pt")):
+        raise InputError(f"{out} already holds a run (last.pt): use --resume to continue it, --overwrite to start "
+                         "over, or another --out")
     torch.manual_seed(seed)
     net = build_model(model, ds.feature_dim, hidden, ds.num_classes, layers, dropout).to(device)
     # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and

@@ -289,7 +289,7 @@ impl LoaderEpoch {
         let Some(it) = self.inner.as_mut() else {
             return Ok(None);
         };
-        let next = py.detach(|| it.next());
+        let next = crate::sampler::next_checking_signals(py, it)?;
         let b: LoadedBatch = match next {
             None => {
                 self.inner = None;

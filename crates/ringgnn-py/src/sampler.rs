@@ -6,11 +6,15 @@
 //! use after it. Rings and threads appear on the first `sample()` / `epoch()`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_sampler::{BackendChoice, EpochIter, SampledSubgraph, SamplerConfig, SamplerPool};
+
+use ringgnn_sampler::{
+    BackendChoice, BatchWork, EpochIter, Next, SampledSubgraph, SamplerConfig, SamplerPool,
+};
 
 use crate::errors::{input_error, SamplerError};
 
@@ -188,6 +192,22 @@ impl Sampler {
     }
 }
 
+/// The next item of an epoch, waiting with the GIL released in slices of 100 ms and checking
+/// for signals between them: Ctrl-C raises `KeyboardInterrupt` at once even while the next
+/// batch is seconds away (the epoch stays usable; dropping it stops its workers).
+pub(crate) fn next_checking_signals<W: BatchWork>(
+    py: Python<'_>,
+    it: &mut EpochIter<W>,
+) -> PyResult<Option<Result<W::Output, W::Error>>> {
+    loop {
+        match py.detach(|| it.next_within(Duration::from_millis(100))) {
+            Next::Item(i) => return Ok(Some(i)),
+            Next::End => return Ok(None),
+            Next::NotYet => py.check_signals()?,
+        }
+    }
+}
+
 /// `(batch_index, seeds, sample)`, what `next()` of an epoch returns.
 type BatchTuple<'py> = (u64, Bound<'py, PyArray1<i64>>, Bound<'py, PyDict>);
 
@@ -214,10 +234,8 @@ impl SamplerEpoch {
         let Some(it) = self.inner.as_mut() else {
             return Ok(None);
         };
-        let next = py.detach(|| {
-            it.next()
-                .map(|r| r.map(|b| (b.index, ints(b.seeds), Converted::from(b.sample))))
-        });
+        let next = next_checking_signals(py, it)?
+            .map(|r| r.map(|b| (b.index, ints(b.seeds), Converted::from(b.sample))));
         match next {
             None => {
                 self.inner = None;

@@ -236,12 +236,37 @@ impl<W: BatchWork> Iterator for EpochIter<W> {
     type Item = Item<W>;
 
     fn next(&mut self) -> Option<Item<W>> {
+        match self.next_until(None) {
+            Next::Item(i) => Some(i),
+            Next::End | Next::NotYet => None,
+        }
+    }
+}
+
+/// What [`EpochIter::next_within`] found.
+pub enum Next<T> {
+    /// The next batch (or the error that ends the epoch).
+    Item(T),
+    /// The epoch is over.
+    End,
+    /// The next batch was not ready in time; ask again.
+    NotYet,
+}
+
+impl<W: BatchWork> EpochIter<W> {
+    /// [`Iterator::next`] that gives up after `timeout`, so a caller can do something else
+    /// while it waits (the Python binding checks for Ctrl-C) and then ask again.
+    pub fn next_within(&mut self, timeout: std::time::Duration) -> Next<Item<W>> {
+        self.next_until(Some(Instant::now() + timeout))
+    }
+
+    fn next_until(&mut self, deadline: Option<Instant>) -> Next<Item<W>> {
         if self.finished {
-            return None;
+            return Next::End;
         }
         if self.next >= self.queue.len {
             self.finish();
-            return None;
+            return Next::End;
         }
         let b = self.next;
         let r = {
@@ -250,7 +275,20 @@ impl<W: BatchWork> Iterator for EpochIter<W> {
                 if let Some(r) = w.done.remove(&b) {
                     break r;
                 }
-                w = self.queue.ready.wait(w).unwrap_or_else(|e| e.into_inner());
+                w = match deadline {
+                    None => self.queue.ready.wait(w).unwrap_or_else(|e| e.into_inner()),
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return Next::NotYet;
+                        }
+                        self.queue
+                            .ready
+                            .wait_timeout(w, left)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0
+                    }
+                };
             };
             w.next_to_yield = b + 1;
             r
@@ -258,10 +296,10 @@ impl<W: BatchWork> Iterator for EpochIter<W> {
         self.queue.space.notify_all();
         self.next += 1;
         match r {
-            Ok(out) => Some(Ok(out)),
+            Ok(out) => Next::Item(Ok(out)),
             Err(e) => {
                 self.finish();
-                Some(Err(e))
+                Next::Item(Err(e))
             }
         }
     }

@@ -19,7 +19,7 @@ mod sampler;
 
 pub use coalesce::CoalesceOptions;
 pub use draw::Fanout;
-pub use epoch::{Batch, BatchWork, EpochIter, SampleOnly, Turn};
+pub use epoch::{Batch, BatchWork, EpochIter, Next, SampleOnly, Turn};
 pub use error::{Error, Result};
 pub use fetch::{Backend, Indices};
 pub use output::SampledSubgraph;

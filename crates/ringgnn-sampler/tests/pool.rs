@@ -335,3 +335,65 @@ fn the_estimate_follows_threads_prefetch_and_batch() {
     assert!(a.memory_estimate_for(2048) > a.memory_estimate());
     assert_eq!(a.memory_estimate_for(0), (N + 1) * 8 + (8 << 20));
 }
+
+/// A second stage that takes its time and tags each batch.
+struct Slow(std::time::Duration);
+
+impl ringgnn_sampler::BatchWork for Slow {
+    type State = usize;
+    type Output = (u64, usize);
+    type Error = Error;
+    fn start(&self, _: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<usize, Error> {
+        Ok(0)
+    }
+    fn finish(
+        &self,
+        done: &mut usize,
+        b: Batch,
+        _: std::time::Duration,
+        turn: &ringgnn_sampler::Turn<'_>,
+    ) -> Result<(u64, usize), Error> {
+        assert!(turn.wait(1), "not stopped");
+        std::thread::sleep(self.0);
+        *done += 1;
+        Ok((b.index, *done))
+    }
+}
+
+#[test]
+fn a_second_stage_runs_on_the_workers_and_next_within_times_out() {
+    use ringgnn_sampler::Next;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let (_d, path) = graph();
+    let pool = SamplerPool::open(&path, cfg(BackendChoice::Memory, 2)).unwrap();
+    let seeds: Vec<u64> = (0..256).collect();
+    let work = Arc::new(Slow(Duration::from_millis(300)));
+    let mut it = pool
+        .epoch_with(work.clone(), seeds.clone(), 64, false, 0, false)
+        .unwrap();
+    assert!(matches!(
+        it.next_within(Duration::from_millis(10)),
+        Next::NotYet
+    ));
+    let mut got = Vec::new();
+    loop {
+        match it.next_within(Duration::from_secs(30)) {
+            Next::Item(r) => got.push(r.unwrap().0),
+            Next::End => break,
+            Next::NotYet => panic!("a batch took more than 30 s"),
+        }
+    }
+    assert_eq!(got, vec![0, 1, 2, 3]);
+    assert!(matches!(
+        it.next_within(Duration::from_millis(1)),
+        Next::End
+    ));
+    assert_eq!(pool.live_workers(), 0);
+    // Dropped while workers sleep in the second stage: joined, nothing hangs.
+    let mut it = pool.epoch_with(work, seeds, 16, false, 0, false).unwrap();
+    it.next().unwrap().unwrap();
+    drop(it);
+    assert_eq!(pool.live_workers(), 0);
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""End-to-end training benchmark for issue 4: one epoch of GraphSAGE, three ways, in one run.
+
+  (a) ringgnn   the pipelined loader: io_uring with O_DIRECT for neighbor lists and feature
+                rows, hot-row cache of --cache-frac of the features (look-ahead counts), under a
+                memcap of --cap-frac of the dataset's size, --memory = that cap;
+  (b) memory    the same loader with neighbor file and features in RAM (upper bound, no cap);
+  (c) naive     numpy memmap of the feature file + our sampler (io_uring, O_DIRECT) on the
+                calling thread, no pipelining, no cache, under the same memcap.
+
+Every configuration trains the same model (GraphSAGE, PyG layers, trimmed per layer) on the same
+batches (same sampler seed): fanouts 15,10,5, batch 1024 by default. For each: epoch time, the
+stages (sample, gather, train: worker seconds for (a)/(b), where they overlap), time the
+training loop waited for batches, feature bytes read against the bytes of the rows needed
+(read amplification), read throughput against the device (about 92k random 4 KiB reads/s, 1.1
+GB/s sequential), cache hit rate, peak RSS and the cgroup's peak (RSS + page cache).
+
+Usage (root, for memcap and drop_caches):
+    python benchmarks/train_bench.py DATASET [--batches N] [--cap-frac 0.25] [--cache-frac 0.1]
+Generate the dataset of docs/benchmarks.md with
+    ringgnn generate sbm /var/tmp/ringgnn-bench/sbm24m --nodes 24000000 --classes 16 \\
+        --avg-degree 30 --feature-dim 128 --split train=0.0005,val=0.0002,test=0.0005 --seed 1 --memory 4G
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MEMCAP = ROOT.parent / "shared" / "tools" / "memcap"
+DEVICE_READS = 92_000
+DEVICE_SEQ = 1.1e9
+
+
+def dataset_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+
+
+def peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def read_bytes() -> int:
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    return 0
+
+
+def model_and_opt(in_dim, classes, hidden, layers):
+    import torch
+    from torch_geometric.nn import GraphSAGE
+
+    torch.manual_seed(0)
+    net = GraphSAGE(in_dim, hidden, layers, classes, dropout=0.3, act="relu")
+    return net, torch.optim.Adam(net.parameters(), lr=0.005)
+
+
+def step(net, opt, x, edge_index, y, bs, nodes_per_hop, edges_per_hop):
+    import torch.nn.functional as F
+
+    net.train()
+    opt.zero_grad()
+    out = net(x, edge_index, num_sampled_nodes_per_hop=nodes_per_hop, num_sampled_edges_per_hop=edges_per_hop)[:bs]
+    y = y[:bs]
+    labeled = y >= 0
+    loss = F.cross_entropy(out[labeled], y[labeled])
+    loss.backward()
+    opt.step()
+    return float(loss)
+
+
+def child(args) -> dict:
+    import numpy as np
+    import torch
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    import ringgnn
+
+    ds = ringgnn.Dataset.open(args.dataset)
+    fanouts = [int(f) for f in args.fanouts.split(",")]
+    seeds = ds.split("train")[: args.batches * args.batch_size]
+    net, opt = model_and_opt(ds.feature_dim, ds.num_classes, args.hidden, len(fanouts))
+    res = dict(config=args.child, batches=0, sample=0.0, gather=0.0, train=0.0, wait=0.0, needed_bytes=0,
+               feature_bytes_read=0, sampler_bytes_read=0, cache_hits=0, distinct_rows=0)
+    row_bytes = ds.manifest["features"]["row_bytes"]
+    t_setup = time.perf_counter()
+    if args.child in ("ringgnn", "memory"):
+        opts = dict(backend="memory") if args.child == "memory" else dict(
+            backend="uring", direct=True, memory=args.memory, cache=args.cache, presample_batches=args.batches)
+        loader = ringgnn.Loader(ds, fanouts, args.batch_size, split=seeds, shuffle=True, seed=1, **opts)
+        res["setup"] = time.perf_counter() - t_setup
+        res["plan"] = loader.plan()["text"]
+        t0 = time.perf_counter()
+        it = iter(loader)
+        while True:
+            t1 = time.perf_counter()
+            try:
+                b = next(it)
+            except StopIteration:
+                break
+            t2 = time.perf_counter()
+            step(net, opt, b.x, b.edge_index, b.y, b.batch_size, b.num_sampled_nodes, b.num_sampled_edges)
+            del b
+            res["wait"] += t2 - t1
+            res["train"] += time.perf_counter() - t2
+        res["epoch"] = time.perf_counter() - t0
+        le, st = loader.last_epoch, loader.stats()
+        res.update(batches=le["batches"], sample=le["sample"], gather=le["gather"],
+                   feature_bytes_read=le["bytes_read"], cache_hits=le["cache_hits"],
+                   distinct_rows=le["distinct_rows"], needed_bytes=le["distinct_rows"] * row_bytes,
+                   sampler_bytes_read=st["sampler_bytes"], cached_rows=st["cached_rows"],
+                   cache_bytes=st["cache_bytes"], presample_seconds=st["presample_seconds"])
+    else:
+        f = ds.manifest["features"]
+        assert f["dtype"] == "f32" and f["rows_per_page"] * row_bytes == 4096, "naive baseline: unpadded f32 rows"
+        path = os.path.join(args.dataset, ds.manifest["files"]["features"]["path"])
+        feats = np.memmap(path, dtype="<f4", mode="r").reshape(-1, ds.feature_dim)
+        labels = ds.labels
+        sampler = ringgnn.NeighborSampler(ds, fanouts, backend="uring", direct=True, seed=1, threads=1,
+                                          memory=args.memory)
+        res["setup"] = time.perf_counter() - t_setup
+        # The loader's batches (same shuffle, same samples), each sampled on this thread when
+        # its turn comes: no pipelining.
+        perm = np.load(args.perm)
+        t0 = time.perf_counter()
+        for bi in range(0, len(perm), args.batch_size):
+            t1 = time.perf_counter()
+            sub = sampler.sample(perm[bi: bi + args.batch_size], epoch=0, batch=bi // args.batch_size)
+            t2 = time.perf_counter()
+            r0 = read_bytes()
+            x = torch.from_numpy(np.ascontiguousarray(feats[sub.node]))
+            res["feature_bytes_read"] += read_bytes() - r0
+            y = torch.from_numpy(labels[sub.node])
+            t3 = time.perf_counter()
+            ei = torch.from_numpy(np.stack([sub.row, sub.col]))
+            step(net, opt, x, ei, y, sub.batch_size, sub.num_sampled_nodes, sub.num_sampled_edges)
+            del x
+            res["sample"] += t2 - t1
+            res["gather"] += t3 - t2
+            res["train"] += time.perf_counter() - t3
+            res["batches"] += 1
+            res["distinct_rows"] += len(sub.node)
+            res["needed_bytes"] += len(sub.node) * row_bytes
+        res["epoch"] = time.perf_counter() - t0
+        res["sampler_bytes_read"] = sampler.io_stats()["bytes"]
+    res["peak_rss"] = peak_rss()
+    return res
+
+
+def shuffled(dataset, seeds, seed, epoch):
+    """The loader's epoch order of `seeds` (its Fisher-Yates shuffle with the stream (seed,
+    "shuffle", epoch)), read off an epoch of one-seed batches."""
+    import numpy as np
+    from ringgnn._core import Sampler
+
+    s = Sampler(dataset, [1], seed=seed, backend="pread", threads=1)
+    return np.array([int(t[1][0]) for t in s.epoch(np.asarray(seeds, dtype=np.int64), 1, True, epoch, False)])
+
+
+def orchestrate(args):
+    ds = Path(args.dataset)
+    size = dataset_bytes(ds)
+    cap = args.cap or int(size * args.cap_frac)
+    m = json.loads((ds / "manifest.json").read_text())
+    feat = m["files"]["features"]["payload_bytes"]
+    cache = int(feat * args.cache_frac)
+    common = [sys.executable, __file__, str(ds), "--batches", str(args.batches), "--batch-size",
+              str(args.batch_size), "--fanouts", args.fanouts, "--hidden", str(args.hidden)]
+    print(f"dataset {ds}: {size / 2**30:.2f} GiB ({feat / 2**30:.2f} GiB features); cap {cap / 2**30:.2f} GiB "
+          f"({args.cap_frac:.0%}), cache {cache / 2**30:.2f} GiB ({args.cache_frac:.0%} of features)", flush=True)
+    import numpy as np
+    import ringgnn
+
+    seeds = ringgnn.Dataset.open(ds).split("train")[: args.batches * args.batch_size]
+    perm = Path(f"/tmp/train_bench_perm_{os.getpid()}.npy")
+    np.save(perm, shuffled(str(ds), seeds, 1, 0))
+    results = {}
+    for name in args.configs.split(","):
+        cmd = common + ["--child", name, "--perm", str(perm)]
+        if name in ("ringgnn", "naive"):
+            cmd = [str(MEMCAP), "--drop-caches", str(cap), "--"] + cmd + ["--memory", str(cap), "--cache", str(cache)]
+        t = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"{name} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        out = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+        peak = [l for l in r.stderr.splitlines() if l.startswith("memcap:")]
+        out["memcap"] = peak[0] if peak else None
+        out["wall"] = time.perf_counter() - t
+        results[name] = out
+        print(json.dumps(out), flush=True)
+    table(results, cap)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+
+
+def table(results, cap):
+    print()
+    print("| config | epoch s | sample s | gather s | train s | waiting s | slowest stage s | epoch / slowest | "
+          "feature MB read | read / needed | read MB/s | 4 KiB pages/s (% of 92k) | cache hit rate | peak RSS GiB |")
+    print("|---|" + "---:|" * 13)
+    for name, r in results.items():
+        slowest = max(r["sample"], r["gather"], r["train"])
+        mb = r["feature_bytes_read"] / 1e6
+        amp = r["feature_bytes_read"] / r["needed_bytes"] if r["needed_bytes"] else 0
+        busy = r["gather"] if r["gather"] else 1
+        rate = r["feature_bytes_read"] / busy
+        iops = rate / 4096
+        hit = r["cache_hits"] / r["distinct_rows"] if r["distinct_rows"] else 0
+        print(f"| {name} | {r['epoch']:.1f} | {r['sample']:.1f} | {r['gather']:.1f} | {r['train']:.1f} | "
+              f"{r['wait']:.1f} | {slowest:.1f} | {r['epoch'] / slowest:.2f} | {mb:,.0f} | {amp:.2f} | "
+              f"{rate / 1e6:,.0f} | {iops:,.0f} ({iops / DEVICE_READS:.0%}) | {hit:.1%} | {r['peak_rss'] / 2**30:.2f} |")
+    if "ringgnn" in results and "naive" in results:
+        print(f"\n(a) ringgnn is {results['naive']['epoch'] / results['ringgnn']['epoch']:.2f}x faster than (c) naive; "
+              f"(b) in memory is {results['ringgnn']['epoch'] / results['memory']['epoch']:.2f}x faster than (a)"
+              if "memory" in results else "")
+    for name, r in results.items():
+        extra = f", setup {r['setup']:.1f} s" + (f" (look-ahead {r['presample_seconds']:.1f} s)" if r.get("presample_seconds") else "")
+        print(f"- {name}: {r.get('memcap') or 'no cap'}{extra}; sampler read {r['sampler_bytes_read'] / 1e9:.2f} GB"
+              + (f"; plan: {r['plan']}" if r.get("plan") else ""))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset")
+    p.add_argument("--batches", type=int, default=12, help="batches in the epoch (default 12)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--fanouts", default="15,10,5")
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--cap-frac", type=float, default=0.25, help="memcap as a share of the dataset's bytes")
+    p.add_argument("--cap", type=int, default=None, help="memcap in bytes (overrides --cap-frac; for small trial runs)")
+    p.add_argument("--cache-frac", type=float, default=0.10)
+    p.add_argument("--configs", default="naive,ringgnn,memory")
+    p.add_argument("--json", default=None, help="also write the results here")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--memory", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cache", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--perm", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(child(args)), flush=True)
+    else:
+        orchestrate(args)
+
+
+if __name__ == "__main__":
+    main()
