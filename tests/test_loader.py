@@ -155,7 +155,7 @@ def test_the_memory_plan_is_reported_and_a_small_budget_refused(tmp_path):
     loader = ringgnn.Loader(ds, [5, 5], 64, backend="pread", memory="64M", reserve=0)
     p = loader.plan()
     assert p["budget"] == 64 << 20 and p["total"] == sum(
-        p[k] for k in ("reserve", "sampler", "neighbor_file", "labels", "gather", "buffers", "features", "cache"))
+        p[k] for k in ("slack", "reserve", "sampler", "neighbor_file", "labels", "gather", "buffers", "features", "cache"))
     assert p["cache"] > 0 and not p["features_in_memory"] and "hot-row cache" in p["text"]
     assert loader.stats()["cached_rows"] == 2000  # all rows fit, and no more is allocated
     with pytest.raises(ringgnn.InputError, match="too small for the loader"):

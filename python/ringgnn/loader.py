@@ -70,6 +70,9 @@ class Loader:
             uses, i.e. the Python runtime, PyTorch and anything loaded so far).
         prefetch: gathered batches held ahead of training (default: one per thread, or 1 when
             the budget is tight).
+        hold: batches your loop holds while it asks for the next, for the memory plan: 2 for a
+            plain ``for batch in loader`` (the loop variable keeps the previous batch alive),
+            1 if you ``del batch`` before the next one (as ``ringgnn train`` does).
         backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
         direct, threads, seed: as for :class:`NeighborSampler`.
         share: another :class:`Loader` of the same dataset and fanouts whose engine (threads'
@@ -97,6 +100,7 @@ class Loader:
         memory: Union[None, int, str] = None,
         reserve: Optional[int] = None,
         prefetch: Optional[int] = None,
+        hold: int = 2,
         backend: str = "auto",
         direct: bool = False,
         threads: Optional[int] = None,
@@ -135,6 +139,8 @@ class Loader:
                 raise InputError(f"prefetch must be at least 1, not {prefetch}")
             if operator.index(seed) < 0:
                 raise InputError(f"seed must be >= 0, not {seed}")
+            if operator.index(hold) < 1:
+                raise InputError(f"hold must be at least 1, not {hold}")
             self._core = _core.Loader(
                 self.dataset.path,
                 self.fanouts,
@@ -150,6 +156,7 @@ class Loader:
                 presample_batches=operator.index(presample_batches),
                 presample_seeds=self.seeds,
                 prefetch=prefetch,
+                hold=operator.index(hold),
             )
             note = self._core.plan()["note"]
             if note:
@@ -202,6 +209,7 @@ class Loader:
                 data.input_id = torch.tensor([where[int(s)] for s in node[:bs]], dtype=torch.int64)
             del x
             yield data
+            del data  # the generator keeps no batch alive once the consumer asks for the next
 
     def plan(self) -> Dict[str, Any]:
         """How the memory budget was split (bytes per part, ``text`` for people)."""

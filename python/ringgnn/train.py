@@ -173,7 +173,7 @@ def train(
     # One engine for the three loaders: the offset index, the neighbor file (memory backend),
     # the hot-row cache, the labels and the budget are held once.
     train_loader = Loader(ds, fanouts, batch_size, split="train", shuffle=True, cache=cache,
-                          cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch,
+                          cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch, hold=1,
                           backend=backend, direct=direct, threads=threads, seed=seed)
     loaders = {
         "train": train_loader,

@@ -53,6 +53,8 @@ pub struct LoaderOptions {
     /// Gathered batches the workers may hold ahead of the consumer; `None`: one per thread, or
     /// one if that crowds the cache.
     pub prefetch: Option<usize>,
+    /// Batches the consumer holds while asking for the next (see [`crate::plan`]); default 2.
+    pub hold: usize,
 }
 
 impl Default for LoaderOptions {
@@ -65,6 +67,7 @@ impl Default for LoaderOptions {
             cache_policy: CachePolicy::Presample { batches: 64 },
             batch_size: 1024,
             prefetch: None,
+            hold: 2,
         }
     }
 }
@@ -269,6 +272,7 @@ impl BatchLoader {
                 * (file.info.row_bytes + ringgnn_features::cache::INDEX_BYTES_PER_ROW),
             cache: opts.cache,
             prefetch: opts.prefetch.map(|p| p as u64),
+            hold: opts.hold as u64,
             ..Default::default()
         };
         // The sampler decides about the neighbor file with what the loader's own fixed parts

@@ -8,9 +8,10 @@
 //!    ([`SamplerPool::memory_estimate_for`](ringgnn_sampler::SamplerPool::memory_estimate_for)),
 //!    the labels (2 bytes per node up to 32767 classes), each worker's gather workspace (its
 //!    coalescing read buffer, 8 MiB, and 48 bytes per node of the largest batch), and the batch
-//!    buffers: `prefetch + 2` feature matrices of the largest batch (`prefetch` gathered ahead,
-//!    the one the consumer trains on and the one it has not released yet), with their labels
-//!    and sample arrays.
+//!    buffers: `prefetch + hold` feature matrices of the largest batch (`prefetch` gathered
+//!    ahead, and the `hold` the consumer has: 2 for a plain `for` loop, which keeps the previous
+//!    batch while fetching the next; 1 for a loop that releases it first), with their labels
+//!    and sample arrays. A slack of 1/32 of the budget is never handed out.
 //! 2. **The neighbor file in memory**, when the sampler backend is `auto` and it fits what is
 //!    left (sampling from memory is the largest single speed-up and its size is known).
 //! 3. **The whole feature file in memory**, when the feature backend is `auto` (or `memory`)
@@ -24,6 +25,10 @@
 //! against `memcap` (RSS plus page cache) in `docs/benchmarks.md`.
 
 use std::fmt;
+
+/// Share of the budget kept free for what no bound covers: the allocator's fragmentation and
+/// the kernel's file pages (shared libraries, metadata) that a cgroup limit also counts.
+pub const SLACK: (u64, u64) = (1, 32);
 
 /// Bytes of a gather worker's scratch per node of the largest batch: the sorted `(id,
 /// position)` pairs (16), the missing ids and their positions (16) and repeated ids (16).
@@ -57,12 +62,18 @@ pub struct PlanInput {
     pub cache: Option<u64>,
     /// Gathered batches ahead asked for (`None`: one per thread, or 1 if that crowds the cache).
     pub prefetch: Option<u64>,
+    /// Batches the consumer holds while it asks for the next one: 2 for a plain `for batch in
+    /// loader` (the previous batch is still bound to the loop variable), 1 for a loop that
+    /// releases each batch before asking for the next.
+    pub hold: u64,
 }
 
 /// How the budget is split; every field is bytes unless named otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemoryPlan {
     pub budget: u64,
+    /// `budget * SLACK`: never handed out.
+    pub slack: u64,
     pub reserve: u64,
     pub sampler: u64,
     pub neighbor_file: u64,
@@ -82,7 +93,8 @@ pub struct MemoryPlan {
 impl MemoryPlan {
     /// Everything the plan accounts for.
     pub fn total(&self) -> u64 {
-        self.reserve
+        self.slack
+            + self.reserve
             + self.sampler
             + self.neighbor_file
             + self.labels
@@ -95,7 +107,15 @@ impl MemoryPlan {
     /// Split `i.budget`; an error names every part when the fixed ones do not fit.
     pub fn compute(i: &PlanInput) -> Result<Self, String> {
         let default_ahead = i.threads.max(1);
-        let first = Self::with_prefetch(i, i.prefetch.unwrap_or(default_ahead))?;
+        let first = match (
+            Self::with_prefetch(i, i.prefetch.unwrap_or(default_ahead)),
+            i.prefetch,
+        ) {
+            (Ok(p), _) => p,
+            // The default depth does not fit: one batch ahead may.
+            (Err(_), None) if default_ahead > 1 => return Self::with_prefetch(i, 1),
+            (Err(e), _) => return Err(e),
+        };
         if i.prefetch.is_none() && default_ahead > 1 && !first.features_in_memory {
             let want = i.cache.unwrap_or(u64::MAX).min(i.full_cache);
             if first.cache < want {
@@ -119,6 +139,7 @@ impl MemoryPlan {
             .saturating_add(i.batch_sample_bytes.saturating_mul(2));
         let mut p = MemoryPlan {
             budget: i.budget,
+            slack: i.budget / SLACK.1 * SLACK.0,
             reserve: i.reserve,
             sampler: i.sampler,
             labels: i.labels,
@@ -126,7 +147,7 @@ impl MemoryPlan {
                 i.read_buffer
                     .saturating_add(i.batch_nodes.saturating_mul(GATHER_SCRATCH_PER_NODE)),
             ),
-            buffers: (ahead + 2).saturating_mul(slot),
+            buffers: (ahead + i.hold.max(1)).saturating_mul(slot),
             prefetch: ahead,
             ..Default::default()
         };
@@ -186,8 +207,9 @@ impl MemoryPlan {
     /// "reserve 1.0 GiB, sampler ..., ..." for messages.
     pub fn parts(&self) -> String {
         let mut s = format!(
-            "caller's reserve {}, sampler {}, labels {}, gather workspaces {}, batch buffers {} \
-             ({} ahead)",
+            "slack {}, caller's reserve {}, sampler {}, labels {}, gather workspaces {}, batch \
+             buffers {} ({} ahead)",
+            bytes(self.slack),
             bytes(self.reserve),
             bytes(self.sampler),
             bytes(self.labels),
@@ -233,9 +255,10 @@ pub fn bytes(n: u64) -> String {
 mod tests {
     use super::*;
 
+    /// Budgets of 1032 and 2064 leave 1000 and 2000 after the slack (1/32).
     fn input() -> PlanInput {
         PlanInput {
-            budget: 1000,
+            budget: 1032,
             reserve: 100,
             sampler: 100,
             neighbor_file: 300,
@@ -249,6 +272,7 @@ mod tests {
             features: 800,
             full_cache: 900,
             features_may_load: true,
+            hold: 2,
             ..Default::default()
         }
     }
@@ -265,7 +289,7 @@ mod tests {
         assert!(p.neighbors_in_memory, "300 fits in 1000 - 508");
         assert!(!p.features_in_memory, "800 does not fit in the 192 left");
         assert_eq!(p.cache, 192);
-        assert_eq!(p.total(), 1000);
+        assert_eq!(p.total(), 1032);
     }
 
     #[test]
@@ -273,7 +297,7 @@ mod tests {
         let p = MemoryPlan::compute(&input()).unwrap();
         // With 2 ahead: 1000 - 100 - 100 - 10 - 106 - 192 - 300 = 192; with 1 ahead: 240.
         assert_eq!((p.prefetch, p.buffers, p.cache), (1, 144, 240));
-        assert_eq!(p.total(), 1000);
+        assert_eq!(p.total(), 1032);
         let fixed = MemoryPlan::compute(&PlanInput {
             prefetch: Some(2),
             ..input()
@@ -315,14 +339,14 @@ mod tests {
     #[test]
     fn whole_features_in_memory_when_they_fit() {
         let p = MemoryPlan::compute(&PlanInput {
-            budget: 2000,
+            budget: 2064,
             ..input()
         })
         .unwrap();
         assert!(p.neighbors_in_memory && p.features_in_memory);
         assert_eq!((p.features, p.cache), (800, 0));
         let disk = MemoryPlan::compute(&PlanInput {
-            budget: 2000,
+            budget: 2064,
             features_may_load: false,
             neighbors_may_load: false,
             ..input()
@@ -333,6 +357,32 @@ mod tests {
             disk.cache, 900,
             "never more than caching the whole file costs"
         );
+    }
+
+    #[test]
+    fn hold_counts_the_consumers_batches_and_the_default_prefetch_falls_back_to_one() {
+        let one = MemoryPlan::compute(&PlanInput {
+            hold: 1,
+            prefetch: Some(2),
+            ..input()
+        })
+        .unwrap();
+        assert_eq!(one.buffers, 3 * 48);
+        // 2 ahead needs 1000 - 508 + ... : with a budget where only 1 ahead fits, the default
+        // takes 1 instead of failing.
+        let p = MemoryPlan::compute(&PlanInput {
+            budget: 500,
+            neighbors_may_load: false,
+            ..input()
+        })
+        .unwrap();
+        assert_eq!(p.prefetch, 1);
+        assert!(MemoryPlan::compute(&PlanInput {
+            budget: 500,
+            prefetch: Some(2),
+            ..input()
+        })
+        .is_err());
     }
 
     #[test]

@@ -268,14 +268,17 @@ fn the_budget_is_split_and_checked() {
         3000 * 56,
         "never more than all rows and their ids: {p}"
     );
-    // A budget 50 KB above the fixed parts: the cache gets exactly those.
-    let fixed = p.total() - p.cache;
-    o.memory = Some(fixed + 50_000);
+    // A budget about 50 KB above the fixed parts: the cache gets exactly what is left.
+    let fixed = p.total() - p.cache - p.slack;
+    let budget = (fixed + 50_000) * 32 / 31;
+    o.memory = Some(budget);
     o.prefetch = Some(p.prefetch as usize);
     let tight = BatchLoader::open(&dir, o.clone(), None).unwrap();
     let p = tight.plan().clone();
-    assert_eq!((p.cache, p.total()), (50_000, fixed + 50_000), "{p}");
-    assert_eq!(tight.stats().cached_rows, 50_000 / 56);
+    assert_eq!(p.total(), budget, "{p}");
+    assert_eq!(p.slack, budget / 32);
+    assert!((45_000..55_000).contains(&p.cache), "{p}");
+    assert_eq!(tight.stats().cached_rows, p.cache / 56);
     o.prefetch = None;
 
     o.memory = Some(1 << 20);

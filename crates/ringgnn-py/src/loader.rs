@@ -92,7 +92,7 @@ impl Loader {
     #[pyo3(signature = (
         path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
         seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
-        presample_batches=64, presample_seeds=None, prefetch=None
+        presample_batches=64, presample_seeds=None, prefetch=None, hold=2
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -112,6 +112,7 @@ impl Loader {
         presample_batches: usize,
         presample_seeds: Option<PyReadonlyArray1<'_, i64>>,
         prefetch: Option<usize>,
+        hold: usize,
     ) -> PyResult<Self> {
         let backend: BackendChoice = backend.parse().map_err(SamplerError)?;
         let cache_policy = match cache_policy {
@@ -145,6 +146,7 @@ impl Loader {
             cache_policy,
             batch_size,
             prefetch,
+            hold,
         };
         let inner = py
             .detach(|| BatchLoader::open(&path, opts, seeds.as_deref()))
@@ -188,6 +190,7 @@ impl Loader {
         let p = self.inner.plan();
         let d = PyDict::new(py);
         d.set_item("budget", p.budget)?;
+        d.set_item("slack", p.slack)?;
         d.set_item("reserve", p.reserve)?;
         d.set_item("sampler", p.sampler)?;
         d.set_item("neighbor_file", p.neighbor_file)?;
