@@ -162,6 +162,11 @@ def test_the_memory_plan_is_reported_and_a_small_budget_refused(tmp_path):
         ringgnn.Loader(ds, [5, 5], 64, memory="1M", reserve=0)
     with pytest.raises(ringgnn.InputError, match="cache_policy"):
         ringgnn.Loader(ds, [5, 5], 64, cache_policy="lru")
+    # Features in memory, graph from disk.
+    mixed = ringgnn.Loader(ds, [5, 5], 64, backend="pread", feature_backend="memory")
+    assert (mixed.backend, mixed.feature_backend) == ("pread", "memory") and mixed.plan()["features_in_memory"]
+    with pytest.raises(ringgnn.InputError, match="feature_backend 'ssd'"):
+        ringgnn.Loader(ds, [5, 5], 64, feature_backend="ssd")
 
 
 def _count_in_child(loader, q):

@@ -74,6 +74,8 @@ class Loader:
             plain ``for batch in loader`` (the loop variable keeps the previous batch alive),
             1 if you ``del batch`` before the next one (as ``ringgnn train`` does).
         backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
+        feature_backend: the same choice for feature rows alone (default: ``backend``), e.g.
+            ``"memory"`` with ``backend="uring"`` to hold the features but sample from disk.
         direct, threads, seed: as for :class:`NeighborSampler`.
         share: another :class:`Loader` of the same dataset and fanouts whose engine (threads'
             configuration, cache, labels, budget) this one uses, e.g. the val and test loaders
@@ -102,6 +104,7 @@ class Loader:
         prefetch: Optional[int] = None,
         hold: int = 2,
         backend: str = "auto",
+        feature_backend: Optional[str] = None,
         direct: bool = False,
         threads: Optional[int] = None,
         seed: int = 0,
@@ -129,8 +132,9 @@ class Loader:
                 )
             self._core = share._core
         else:
-            if backend not in BACKENDS:
-                raise InputError(f"backend '{backend}' is unknown; use one of {', '.join(BACKENDS)}")
+            for name, b in (("backend", backend), ("feature_backend", feature_backend or backend)):
+                if b not in BACKENDS:
+                    raise InputError(f"{name} '{b}' is unknown; use one of {', '.join(BACKENDS)}")
             if cache_policy not in CACHE_POLICIES:
                 raise InputError(f"cache_policy '{cache_policy}' is unknown; use one of {', '.join(CACHE_POLICIES)}")
             if threads is not None and operator.index(threads) < 1:
@@ -157,6 +161,7 @@ class Loader:
                 presample_seeds=self.seeds,
                 prefetch=prefetch,
                 hold=operator.index(hold),
+                feature_backend=feature_backend,
             )
             note = self._core.plan()["note"]
             if note:

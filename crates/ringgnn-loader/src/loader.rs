@@ -37,9 +37,12 @@ pub enum CachePolicy {
 /// Everything a [`BatchLoader`] is built from.
 #[derive(Clone, Debug)]
 pub struct LoaderOptions {
-    /// Fanouts, backend (of neighbor lists *and* feature rows), `direct`, threads, seed. Its
-    /// `memory` and `prefetch` are set by the loader's plan.
+    /// Fanouts, backend (of neighbor lists, and of feature rows unless `features` says
+    /// otherwise), `direct`, threads, seed. Its `memory` and `prefetch` are set by the plan.
     pub sampler: SamplerConfig,
+    /// How feature rows are read, if not as `sampler.backend` says (e.g. features in memory,
+    /// graph on disk).
+    pub features: Option<BackendChoice>,
     /// The whole loader's budget; `None`: half of the memory available (see
     /// [`ringgnn_sampler::budget::default_budget`]).
     pub memory: Option<u64>,
@@ -61,6 +64,7 @@ impl Default for LoaderOptions {
     fn default() -> Self {
         LoaderOptions {
             sampler: SamplerConfig::default(),
+            features: None,
             memory: None,
             reserve: 0,
             cache: None,
@@ -292,7 +296,7 @@ impl BatchLoader {
         } else {
             0
         };
-        let choice = opts.sampler.backend;
+        let choice = opts.features.unwrap_or(opts.sampler.backend);
         let input = PlanInput {
             sampler: pool
                 .memory_estimate_for(opts.batch_size)

@@ -92,7 +92,7 @@ impl Loader {
     #[pyo3(signature = (
         path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
         seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
-        presample_batches=64, presample_seeds=None, prefetch=None, hold=2
+        presample_batches=64, presample_seeds=None, prefetch=None, hold=2, feature_backend=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -113,8 +113,13 @@ impl Loader {
         presample_seeds: Option<PyReadonlyArray1<'_, i64>>,
         prefetch: Option<usize>,
         hold: usize,
+        feature_backend: Option<&str>,
     ) -> PyResult<Self> {
         let backend: BackendChoice = backend.parse().map_err(SamplerError)?;
+        let features = feature_backend
+            .map(|b| b.parse::<BackendChoice>())
+            .transpose()
+            .map_err(SamplerError)?;
         let cache_policy = match cache_policy {
             "degree" => CachePolicy::Degree,
             "presample" => CachePolicy::Presample {
@@ -140,6 +145,7 @@ impl Loader {
         let seeds = presample_seeds.as_ref().map(node_ids).transpose()?;
         let opts = LoaderOptions {
             sampler,
+            features,
             memory,
             reserve,
             cache,
