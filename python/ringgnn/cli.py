@@ -336,7 +336,8 @@ def cmd_demo(args) -> int:
         # Training on it: GraphSAGE, features read from disk; prints the accuracy reached.
         run = os.path.join(tmp, "run") if tmp is not None else os.path.normpath(out) + "-run"
         print()
-        rc = main(["train", out, "--epochs", str(DEMO_EPOCHS), "--out", run] + (["--quiet"] if args.quiet else []))
+        rc = main(["train", out, "--epochs", str(DEMO_EPOCHS), "--out", run] + (["--quiet"] if args.quiet else [])
+                  + (["--overwrite"] if args.overwrite else []))  # the new dataset's run replaces the old one
         if rc:
             return rc
         print("done." if tmp is None else "done (the dataset was in a temporary directory; pass DIR to keep it).")
