@@ -162,30 +162,26 @@ impl MemoryPlan {
             ));
         }
         let mut left = i.budget - fixed;
-        if i.neighbors_must_load || (i.neighbors_may_load && i.neighbor_file <= left) {
-            if i.neighbor_file > left {
-                return Err(format!(
-                    "memory={}: the neighbor file ({}) does not fit next to the loader's other \
-                     parts ({}); raise memory or use a disk backend",
-                    bytes(i.budget),
-                    bytes(i.neighbor_file),
-                    p.parts()
-                ));
-            }
+        if take_whole(
+            &p,
+            "neighbor",
+            i.neighbor_file,
+            i.neighbors_must_load,
+            i.neighbors_may_load,
+            left,
+        )? {
             p.neighbor_file = i.neighbor_file;
             p.neighbors_in_memory = true;
             left -= i.neighbor_file;
         }
-        if i.features_must_load || (i.features_may_load && i.features <= left) {
-            if i.features > left {
-                return Err(format!(
-                    "memory={}: the feature file ({}) does not fit next to the loader's other \
-                     parts ({}); raise memory or use a disk backend",
-                    bytes(i.budget),
-                    bytes(i.features),
-                    p.parts()
-                ));
-            }
+        if take_whole(
+            &p,
+            "feature",
+            i.features,
+            i.features_must_load,
+            i.features_may_load,
+            left,
+        )? {
             p.features = i.features;
             p.features_in_memory = true;
             return Ok(p);
@@ -234,6 +230,28 @@ impl fmt::Display for MemoryPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "budget {}: {}", bytes(self.budget), self.parts())
     }
+}
+
+/// Whether a whole file of `size` bytes goes into memory with `left` bytes to spare: always if
+/// `must` (an error if it does not fit), if it fits when `may`.
+fn take_whole(
+    p: &MemoryPlan,
+    name: &str,
+    size: u64,
+    must: bool,
+    may: bool,
+    left: u64,
+) -> Result<bool, String> {
+    if must && size > left {
+        return Err(format!(
+            "memory={}: the {name} file ({}) does not fit next to the loader's other parts ({}); \
+             raise memory or use a disk backend",
+            bytes(p.budget),
+            bytes(size),
+            p.parts()
+        ));
+    }
+    Ok(must || (may && size <= left))
 }
 
 /// `n` bytes for people: "512 B", "3.2 MiB", "1.50 GiB".

@@ -11,11 +11,24 @@ use std::sync::{Arc, Mutex};
 use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_features::{FeatureGatherer, HotRowCache};
+use ringgnn_features::{FeatureGatherer, GatherStats, HotRowCache};
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_store::Dataset;
 
 use crate::errors::{input_error, FeaturesError, StoreError};
+
+/// Gather counters as a dict (`FeatureReader.stats`, the loader's batch info and stats).
+pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &GatherStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("rows_requested", s.rows_requested)?;
+    d.set_item("distinct_rows", s.distinct_rows)?;
+    d.set_item("cache_hits", s.cache_hits)?;
+    d.set_item("pages_read", s.pages_read)?;
+    d.set_item("bytes_read", s.bytes_read)?;
+    d.set_item("read_requests", s.read_requests)?;
+    d.set_item("hit_rate", s.hit_rate())?;
+    Ok(d)
+}
 
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct FeatureReader {
@@ -148,14 +161,7 @@ impl FeatureReader {
         let (s, name, why) = self
             .with(|g, why| Ok((g.stats(), g.source_name(), why.clone())))
             .map_err(FeaturesError)?;
-        let d = PyDict::new(py);
-        d.set_item("rows_requested", s.rows_requested)?;
-        d.set_item("distinct_rows", s.distinct_rows)?;
-        d.set_item("cache_hits", s.cache_hits)?;
-        d.set_item("pages_read", s.pages_read)?;
-        d.set_item("bytes_read", s.bytes_read)?;
-        d.set_item("read_requests", s.read_requests)?;
-        d.set_item("hit_rate", s.hit_rate())?;
+        let d = stats_dict(py, &s)?;
         d.set_item("backend", name)?;
         d.set_item("fallback_reason", why)?;
         Ok(d)

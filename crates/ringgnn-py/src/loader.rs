@@ -13,13 +13,13 @@ use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_features::GatherStats;
 use ringgnn_loader::{
     BatchLoader, BufferPool, CachePolicy, EpochIterOf, LoadedBatch, LoaderOptions,
 };
 use ringgnn_sampler::{BackendChoice, SamplerConfig};
 
 use crate::errors::{input_error, LoaderError, SamplerError};
+use crate::features::stats_dict;
 use crate::sampler::{ints, node_ids, Converted};
 
 /// Owner of one batch's feature buffer while numpy/PyTorch use it.
@@ -61,18 +61,6 @@ fn exposed<'py>(
     // `array` is only taken in `Drop`, so the buffer is neither moved nor reallocated while
     // the array exists.
     Ok(unsafe { PyArray2::borrow_from_array(view, owner.clone().into_any()) })
-}
-
-fn stats_dict<'py>(py: Python<'py>, s: &GatherStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("rows_requested", s.rows_requested)?;
-    d.set_item("distinct_rows", s.distinct_rows)?;
-    d.set_item("cache_hits", s.cache_hits)?;
-    d.set_item("pages_read", s.pages_read)?;
-    d.set_item("bytes_read", s.bytes_read)?;
-    d.set_item("read_requests", s.read_requests)?;
-    d.set_item("hit_rate", s.hit_rate())?;
-    Ok(d)
 }
 
 /// Sampling and feature gathering on worker threads within one memory budget
