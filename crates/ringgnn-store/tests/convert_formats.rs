@@ -71,7 +71,10 @@ fn write_input(dir: &Path, how: Written, edges: &[(u64, u64)]) -> std::path::Pat
         Written::Bin64 => ("e.bin64", le(flat, 8)),
         Written::NpyRows => {
             let p = dir.join("e.npy");
-            ringgnn_store::npy::write_npy(&p, "<i8", &[2, n], false, &le(cols, 8)).unwrap();
+            // A (2, 2) array is read as (E, 2), one edge per row (ARCHITECTURE.md): with two
+            // edges, write the pairs, which is what that shape means.
+            let data = if n == 2 { flat } else { cols };
+            ringgnn_store::npy::write_npy(&p, "<i8", &[2, n], false, &le(data, 8)).unwrap();
             return p;
         }
         Written::NpyPairs => {
