@@ -1,16 +1,34 @@
-"""Parsing of option values shared by the CLI and the Python API: sizes ("512M") and splits
-("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy")."""
+"""Every option a user gives ringgnn, parsed once where it enters: the Python API calls these
+functions on its arguments and the command line uses them as argparse types (:func:`arg`), so a
+value is checked by one rule whichever way it came. Rules the Rust core also needs are the
+core's own: fanouts are parsed by ``_core.parse_fanouts`` and backend and cache-policy names are
+the core's lists, so Python and Rust never disagree. Node ids are checked against the graph once,
+by the core, when they reach it.
+
+Sizes ("512M", powers of 1024), counts, fanouts ("20,15,10" or [20, 15, 10]), backend and cache
+policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
+("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy") and the self-loop policy.
+"""
 
 from __future__ import annotations
 
+import argparse
+import operator
 import os
 import re
-from typing import List, Mapping, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._core import InputError
+import numpy as np
+
+from . import _core
+from ._core import InputError, RingGnnError
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+
+#: Backend names ("auto", "memory", "uring", "pread") and cache policies, as the core accepts them.
+BACKENDS: Tuple[str, ...] = tuple(_core.BACKENDS)
+CACHE_POLICIES: Tuple[str, ...] = tuple(_core.CACHE_POLICIES)
 
 SplitArg = Union[List[Tuple[str, float]], List[Tuple[str, str]]]
 
@@ -21,6 +39,116 @@ def parse_size(text: str) -> int:
     if not m:
         raise InputError(f"'{text}' is not a size; use bytes or a number with K, M, G or T (e.g. 512M)")
     return int(m.group(1)) << _UNITS[m.group(2).upper()]
+
+
+def size(value: Union[None, int, str], what: str) -> Optional[int]:
+    """A byte count from an int or a size string ('4G'); None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_size(value)
+    n = _integer(value, what)
+    if n < 0:
+        raise InputError(f"{what} must be >= 0 bytes, not {value}")
+    return n
+
+
+def process_rss() -> int:
+    """Resident memory of this process in bytes (0 where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def reserve(value: Union[None, int, str]) -> int:
+    """The bytes of a memory budget left to the caller: ``value``, or by default what this
+    process already uses now (the Python runtime, PyTorch, the model, anything loaded)."""
+    n = size(value, "reserve")
+    return process_rss() if n is None else n
+
+
+def count(value: Any, what: str, minimum: int = 0) -> int:
+    """An integer of at least ``minimum`` (threads, batch sizes, seeds, epochs...)."""
+    n = _integer(value, what)
+    if n < minimum:
+        need = "at least 1" if minimum == 1 else f">= {minimum}"
+        raise InputError(f"{what} must be {need}, not {value}")
+    return n
+
+
+def optional_count(value: Any, what: str, minimum: int = 1) -> Optional[int]:
+    """:func:`count`, with None meaning "the default"."""
+    return None if value is None else count(value, what, minimum)
+
+
+def _integer(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise InputError(f"{what} must be an integer, not {value!r}")
+    try:
+        return int(operator.index(value))
+    except TypeError:
+        raise InputError(f"{what} must be an integer, not {value!r}") from None
+
+
+def fanouts(value: Union[str, Sequence[int]]) -> List[int]:
+    """Neighbors per hop from "20,15,10" or [20, 15, 10]: each a positive count or -1 (all);
+    the core's rule (``_core.parse_fanouts``)."""
+    if isinstance(value, bytes) or not isinstance(value, (str, Sequence, np.ndarray)):
+        raise InputError(f"fanouts must be a list of integers such as [20, 15, 10], not {value!r}")
+    if not isinstance(value, str):
+        value = [_integer(f, f"fanout {f!r}") for f in value]
+    return list(_core.parse_fanouts(value))
+
+
+def choice(value: Any, names: Sequence[str], what: str) -> str:
+    """``value`` if it is one of ``names``."""
+    if value not in names:
+        raise InputError(f"{what} '{value}' is unknown; use one of {', '.join(names)}")
+    return str(value)
+
+
+def backend(value: Any, what: str = "backend") -> str:
+    """How a file is read: one of :data:`BACKENDS`."""
+    return choice(value, BACKENDS, what)
+
+
+def cache_policy(value: Any) -> str:
+    """How the hot-row cache picks rows: one of :data:`CACHE_POLICIES`."""
+    return choice(value, CACHE_POLICIES, "cache_policy")
+
+
+def seeds(dataset: Any, spec: Any, what: str = "seeds") -> np.ndarray:
+    """Seed node ids as a 1-D int64 array: None or "all" for every node, a split name, a
+    ``.npy`` file of ids, or an array (numpy, torch, list). Ranges are checked by the core."""
+    if spec is None or (isinstance(spec, str) and spec == "all"):
+        return np.arange(dataset.num_nodes, dtype=np.int64)
+    if isinstance(spec, (str, os.PathLike)):
+        spec = os.fspath(spec)
+        if spec.endswith(".npy") or os.sep in spec or (os.path.exists(spec) and spec not in dataset.split_names):
+            try:
+                ids = np.load(spec, allow_pickle=False)
+            except ValueError as e:  # a missing file stays FileNotFoundError
+                raise InputError(f"{what} {spec}: not a .npy array of node ids ({e})") from None
+            return node_ids(ids, f"{what} {spec}")
+        if spec not in dataset.split_names:
+            have = ", ".join(dataset.split_names) or "no splits"
+            raise InputError(f"{what} '{spec}': the dataset has no split '{spec}' (it has: {have}); or use all or FILE.npy")
+        return np.ascontiguousarray(dataset.split(spec), dtype=np.int64)
+    return node_ids(spec, what)
+
+
+def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
+    """An array of node ids (numpy, torch, list) as a contiguous 1-D int64 array."""
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    a = np.asarray(value)
+    if a.ndim != 1:
+        raise InputError(f"{what} must be a 1-D array of node ids, got shape {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"{what} must be integer node ids, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def parse_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) -> SplitArg:
@@ -76,3 +204,30 @@ def parse_self_loops(value: Union[bool, str]) -> str:
     if value not in ("keep", "drop"):
         raise InputError(f"self_loops must be 'keep' or 'drop', not '{value}'")
     return value
+
+
+def arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a parser of this module: its error becomes a usage error."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except RingGnnError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
+
+
+def _int_text(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"'{text}' is not an integer") from None
+
+
+#: argparse types of the command line, each made from the parsers above.
+size_arg = arg(parse_size)
+count_arg = arg(lambda t: count(_int_text(t), "the value"))
+positive_arg = arg(lambda t: count(_int_text(t), "the value", 1))
+fanouts_arg = arg(fanouts)

@@ -14,7 +14,7 @@ import os
 from typing import Any, Dict, Mapping, Optional, Union
 
 from . import _core
-from ._options import parse_self_loops, parse_size, parse_split
+from ._options import parse_self_loops, parse_split, size
 from .progress import TqdmProgress
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -22,10 +22,6 @@ Size = Union[int, str]
 
 #: Default node split of generated datasets.
 DEFAULT_SBM_SPLIT = "train=0.6,val=0.2,test=0.2"
-
-
-def _size(value: Size) -> int:
-    return parse_size(value) if isinstance(value, str) else int(value)
 
 
 def _run(fn, progress, **kwargs) -> Dict[str, Any]:
@@ -71,7 +67,7 @@ def convert(
         split=None if split is None else parse_split(split),
         seed=seed,
         feature_dtype=feature_dtype,
-        memory=_size(memory),
+        memory=size(memory, "memory"),
         overwrite=overwrite,
         threads=threads,
     )
@@ -103,7 +99,7 @@ def generate_rmat(
         self_loops=parse_self_loops(self_loops),
         dedup=dedup,
         seed=seed,
-        memory=_size(memory),
+        memory=size(memory, "memory"),
         overwrite=overwrite,
         threads=threads,
     )
@@ -140,7 +136,7 @@ def generate_sbm(
         feature_dtype=feature_dtype,
         split=parsed,
         seed=seed,
-        memory=_size(memory),
+        memory=size(memory, "memory"),
         overwrite=overwrite,
         threads=threads,
     )

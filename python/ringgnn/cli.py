@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from . import __version__, build, cli_sample, train
 from ._core import RingGnnError
-from ._options import parse_size
+from ._options import count_arg, positive_arg, size_arg
 from .dataset import Dataset
 from .progress import TqdmProgress
 
@@ -25,39 +25,12 @@ DEMO = dict(nodes=20_000, classes=8, avg_degree=10.0, feature_dim=32, seed=0)
 DEMO_EPOCHS = 5  # GraphSAGE passes 0.9 test accuracy in 1-2; the whole demo takes a few seconds
 
 
-# --- argument types -------------------------------------------------------------------------
-
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except RingGnnError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is negative")
-    return n
-
-
-def _positive(text: str) -> int:
-    n = _count(text)
-    if n == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return n
-
-
 def _add_build_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=_count, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=count_arg, default=0, help="random seed (default 0)")
     p.add_argument(
-        "--memory", type=_size, default="1G", metavar="SIZE", help="memory budget: bytes or K/M/G/T (default 1G)"
+        "--memory", type=size_arg, default="1G", metavar="SIZE", help="memory budget: bytes or K/M/G/T (default 1G)"
     )
-    p.add_argument("--threads", type=_positive, default=os.cpu_count() or 1, help="worker threads (default: all cores)")
+    p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1, help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
 
@@ -90,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="input format (default: detect from the name and contents)",
     )
     _add_graph_options(p)
-    p.add_argument("--num-nodes", type=_count, default=None, metavar="N", help="number of nodes (default: max id + 1)")
+    p.add_argument("--num-nodes", type=count_arg, default=None, metavar="N", help="number of nodes (default: max id + 1)")
     p.add_argument("--features", metavar="X.npy", help="node features [num_nodes, dim], float16/32/64")
     p.add_argument("--labels", metavar="Y.npy", help="node labels [num_nodes], int32/int64, -1 = unlabeled")
     p.add_argument(
@@ -106,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         "rmat", help="Graph500 R-MAT graph", description="Graph500 R-MAT (a=0.57, b=0.19, c=0.19), ids permuted."
     )
     p.add_argument("out", metavar="OUT")
-    p.add_argument("--scale", type=_count, required=True, metavar="S", help="2^S nodes")
-    p.add_argument("--edge-factor", type=_count, default=16, metavar="F", help="F * 2^S edges (default 16)")
+    p.add_argument("--scale", type=count_arg, required=True, metavar="S", help="2^S nodes")
+    p.add_argument("--edge-factor", type=count_arg, default=16, metavar="F", help="F * 2^S edges (default 16)")
     _add_graph_options(p)
     _add_build_options(p)
     p.set_defaults(func=cmd_generate_rmat)
@@ -119,10 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "labels and splits (docs/generators.md).",
     )
     p.add_argument("out", metavar="OUT")
-    p.add_argument("--nodes", type=_positive, required=True, metavar="N")
-    p.add_argument("--classes", type=_positive, required=True, metavar="C")
+    p.add_argument("--nodes", type=positive_arg, required=True, metavar="N")
+    p.add_argument("--classes", type=positive_arg, required=True, metavar="C")
     p.add_argument("--avg-degree", type=float, required=True, metavar="D", help="mean in-degree of the stored graph")
-    p.add_argument("--feature-dim", type=_count, required=True, metavar="F")
+    p.add_argument("--feature-dim", type=count_arg, required=True, metavar="F")
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], default="f32")
     p.add_argument(
         "--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}"
@@ -140,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars; print only errors")
     p.set_defaults(func=cmd_verify)
 
-    cli_sample.add_parser(sub, _size, _count, _positive)
-    train.add_parser(sub, _size, _count, _positive)
+    cli_sample.add_parser(sub)
+    train.add_parser(sub)
 
     p = sub.add_parser(
         "demo",

@@ -13,17 +13,19 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 from tqdm import tqdm
 
+from . import _options
 from ._core import InputError
+from ._options import BACKENDS, count_arg, positive_arg, size_arg
 from .dataset import Dataset
-from .sampler import BACKENDS, NeighborSampler
+from .sampler import NeighborSampler
 
 
-def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "sample",
         help="run neighbor-sampling epochs and report time, SEPS and I/O",
@@ -34,62 +36,30 @@ def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) ->
     p.add_argument(
         "--fanouts", default="20,15,10", metavar="F1,F2,...", help="neighbors per hop, -1 = all (default 20,15,10)"
     )
-    p.add_argument("--batch-size", type=positive_type, default=1024, metavar="B", help="seeds per batch (default 1024)")
+    p.add_argument("--batch-size", type=positive_arg, default=1024, metavar="B", help="seeds per batch (default 1024)")
     p.add_argument(
         "--seeds",
         default=None,
         metavar="train|all|FILE.npy",
         help="seed nodes: a split name, 'all', or a .npy file of node ids (default: train if present, else all)",
     )
-    p.add_argument("--epochs", type=positive_type, default=1, metavar="N", help="epochs to run (default 1)")
+    p.add_argument("--epochs", type=positive_arg, default=1, metavar="N", help="epochs to run (default 1)")
     p.add_argument("--backend", choices=list(BACKENDS), default="auto", help="read backend (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
-    p.add_argument("--threads", type=positive_type, default=None, help="sampling threads (default: available cores)")
-    p.add_argument("--seed", type=count_type, default=0, help="random seed (default 0)")
+    p.add_argument("--threads", type=positive_arg, default=None, help="sampling threads (default: available cores)")
+    p.add_argument("--seed", type=count_arg, default=0, help="random seed (default 0)")
     p.add_argument(
         "--memory",
-        type=size_type,
+        type=size_arg,
         default=None,
         metavar="SIZE",
-        help="sampler memory budget (default: half the available memory)",
+        help="budget of the whole process: runtime, offset index, workspaces, batches ahead and the "
+        "neighbor file if it fits (default: half the available memory)",
     )
     p.add_argument("--replace", action="store_true", help="draw neighbors with replacement")
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sample)
-
-
-def parse_fanouts(text: str) -> List[int]:
-    out = []
-    for part in str(text).split(","):
-        try:
-            out.append(int(part.strip()))
-        except ValueError:
-            raise InputError(f"--fanouts '{text}': '{part}' is not an integer; use e.g. 20,15,10") from None
-    return out
-
-
-def resolve_seeds(ds: Dataset, spec: Optional[str]) -> np.ndarray:
-    """Seed ids from --seeds: a split name, 'all', or a .npy file."""
-    if spec is None:
-        spec = "train" if "train" in ds.split_names else "all"
-    if spec == "all":
-        return np.arange(ds.num_nodes, dtype=np.int64)
-    if spec.endswith(".npy") or os.sep in spec or os.path.exists(spec):
-        try:
-            ids = np.load(spec, allow_pickle=False)
-        except ValueError as e:
-            raise InputError(f"--seeds {spec}: not a .npy array of node ids ({e})") from None
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise InputError(f"--seeds {spec}: expected a 1-D integer array, got {ids.dtype} of shape {ids.shape}")
-        bad = ids[(ids < 0) | (ids >= ds.num_nodes)]
-        if bad.size:
-            raise InputError(f"--seeds {spec}: {bad[0]} is not a node id (the dataset has {ds.num_nodes:,} nodes)")
-        return ids.astype(np.int64)
-    if spec not in ds.split_names:
-        have = ", ".join(ds.split_names) or "no splits"
-        raise InputError(f"--seeds {spec}: the dataset has no split '{spec}' (it has: {have}); or use all or FILE.npy")
-    return ds.split(spec)
 
 
 def _threads(n: Optional[int]) -> int:
@@ -153,18 +123,20 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from .cli import _bytes, _human
 
     ds = Dataset.open(args.dataset)
-    seeds = resolve_seeds(ds, args.seeds)
+    spec = args.seeds if args.seeds is not None else ("train" if "train" in ds.split_names else "all")
+    seeds = _options.seeds(ds, spec, "--seeds")
     if len(seeds) == 0:
-        raise InputError(f"--seeds {args.seeds or 'train'}: no seed nodes to sample from")
+        raise InputError(f"--seeds {spec}: no seed nodes to sample from")
     sampler = NeighborSampler(
         ds,
-        parse_fanouts(args.fanouts),
+        _options.fanouts(args.fanouts),
         replace=args.replace,
         backend=args.backend,
         direct=args.direct,
         threads=args.threads,
         seed=args.seed,
         memory=args.memory,
+        batch_size=args.batch_size,
     )
     if not args.json:
         reason = sampler.fallback_reason

@@ -16,39 +16,17 @@ seeds' positions in the split).
 from __future__ import annotations
 
 import logging
-import operator
 import os
 from typing import Any, Dict, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _options
 from ._core import InputError
-from ._options import parse_size
+from ._options import process_rss  # noqa: F401  (re-exported: train and benchmarks use it)
 from .dataset import Dataset, PathLike
-from .sampler import BACKENDS, NeighborSampler, _check_fanouts
 
 logger = logging.getLogger("ringgnn")
-
-CACHE_POLICIES = ("presample", "degree")
-
-
-def process_rss() -> int:
-    """Resident memory of this process in bytes (0 where /proc is not available)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _size(value: Union[None, int, str], what: str) -> Optional[int]:
-    if value is None:
-        return None
-    n = parse_size(value) if isinstance(value, str) else operator.index(value)
-    if n < 0:
-        raise InputError(f"{what} must be >= 0 bytes, not {value}")
-    return int(n)
 
 
 class Loader:
@@ -73,14 +51,17 @@ class Loader:
         hold: batches your loop holds while it asks for the next, for the memory plan: 2 for a
             plain ``for batch in loader`` (the loop variable keeps the previous batch alive),
             1 if you ``del batch`` before the next one (as ``ringgnn train`` does).
+        batches: which batches of each epoch to produce, by global index (e.g. one rank's
+            share); each is exactly the batch a whole epoch gives at that index. Default: all.
         backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
         feature_backend: the same choice for feature rows alone (default: ``backend``), e.g.
             ``"memory"`` with ``backend="uring"`` to hold the features but sample from disk.
         direct, threads, seed: as for :class:`NeighborSampler`.
         share: another :class:`Loader` of the same dataset and fanouts whose engine (threads'
             configuration, cache, labels, budget) this one uses, e.g. the val and test loaders
-            sharing the train loader's; the options above other than ``split``, ``shuffle`` and
-            ``drop_last`` are then taken from it.
+            sharing the train loader's; the options above other than ``batch_size``, ``split``,
+            ``shuffle``, ``drop_last`` and ``batches`` are then taken from it (a larger
+            ``batch_size`` than the shared loader's is accepted while its memory plan still fits).
 
     Epochs count up from 0 with each ``iter()``; :meth:`set_epoch` sets the next one. A batch
     depends only on (seed, epoch, batch index): it is what :class:`NeighborSampler` with the
@@ -90,17 +71,18 @@ class Loader:
     def __init__(
         self,
         dataset: Union[Dataset, PathLike],
-        fanouts: Sequence[int],
+        fanouts: Union[str, Sequence[int]],
         batch_size: int,
         *,
         split: Union[None, str, Any] = "train",
+        batches: Optional[Sequence[int]] = None,
         shuffle: bool = True,
         drop_last: bool = False,
         cache: Union[None, int, str] = None,
         cache_policy: str = "presample",
         presample_batches: int = 64,
         memory: Union[None, int, str] = None,
-        reserve: Optional[int] = None,
+        reserve: Union[None, int, str] = None,
         prefetch: Optional[int] = None,
         hold: int = 2,
         backend: str = "auto",
@@ -113,55 +95,34 @@ class Loader:
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
-        if operator.index(batch_size) < 1:
-            raise InputError(f"batch_size must be at least 1, not {batch_size}")
-        self.fanouts = _check_fanouts(fanouts)
-        self.batch_size = int(batch_size)
+        self.fanouts = _options.fanouts(fanouts)
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        # Seed handling (split names, range checks) is the sampler's; it opens nothing here.
-        self._seeds_of = NeighborSampler(self.dataset, self.fanouts)
-        self.seeds = self._seeds_of.resolve_seeds(split)
+        self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
+        self.seeds = _options.seeds(self.dataset, split, "split")
         if share is not None:
             if os.path.abspath(share.dataset.path) != os.path.abspath(self.dataset.path) or share.fanouts != self.fanouts:
                 raise InputError("share= needs a Loader of the same dataset and fanouts")
-            if self.batch_size > share.batch_size:
-                raise InputError(
-                    f"batch_size {self.batch_size} is larger than the shared loader's {share.batch_size}; "
-                    "create the loader with the largest batch size first and share it"
-                )
             self._core = share._core
         else:
-            for name, b in (("backend", backend), ("feature_backend", feature_backend or backend)):
-                if b not in BACKENDS:
-                    raise InputError(f"{name} '{b}' is unknown; use one of {', '.join(BACKENDS)}")
-            if cache_policy not in CACHE_POLICIES:
-                raise InputError(f"cache_policy '{cache_policy}' is unknown; use one of {', '.join(CACHE_POLICIES)}")
-            if threads is not None and operator.index(threads) < 1:
-                raise InputError(f"threads must be at least 1, not {threads}")
-            if prefetch is not None and operator.index(prefetch) < 1:
-                raise InputError(f"prefetch must be at least 1, not {prefetch}")
-            if operator.index(seed) < 0:
-                raise InputError(f"seed must be >= 0, not {seed}")
-            if operator.index(hold) < 1:
-                raise InputError(f"hold must be at least 1, not {hold}")
             self._core = _core.Loader(
                 self.dataset.path,
                 self.fanouts,
                 self.batch_size,
-                backend=backend,
+                backend=_options.backend(backend),
                 direct=bool(direct),
-                threads=threads,
-                seed=int(seed),
-                memory=_size(memory, "memory"),
-                reserve=process_rss() if reserve is None else _size(reserve, "reserve"),
-                cache=_size(cache, "cache"),
-                cache_policy=cache_policy,
-                presample_batches=operator.index(presample_batches),
+                threads=_options.optional_count(threads, "threads"),
+                seed=_options.count(seed, "seed"),
+                memory=_options.size(memory, "memory"),
+                reserve=_options.reserve(reserve),
+                cache=_options.size(cache, "cache"),
+                cache_policy=_options.cache_policy(cache_policy),
+                presample_batches=_options.count(presample_batches, "presample_batches"),
                 presample_seeds=self.seeds,
-                prefetch=prefetch,
-                hold=operator.index(hold),
-                feature_backend=feature_backend,
+                prefetch=_options.optional_count(prefetch, "prefetch"),
+                hold=_options.count(hold, "hold", 1),
+                feature_backend=None if feature_backend is None else _options.backend(feature_backend, "feature_backend"),
             )
             note = self._core.plan()["note"]
             if note:
@@ -176,9 +137,11 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch of the next ``iter()``."""
-        self._epoch = operator.index(epoch)
+        self._epoch = _options.count(epoch, "epoch")
 
     def __len__(self) -> int:
+        if self.batches is not None:
+            return len(self.batches)
         n = len(self.seeds)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
@@ -192,7 +155,8 @@ class Loader:
         totals = dict(batches=0, sample=0.0, wait=0.0, gather=0.0, bytes_read=0, pages_read=0, distinct_rows=0,
                       cache_hits=0)
         self.last_epoch = totals
-        it = self._core.epoch(self.seeds, self.batch_size, shuffle=self.shuffle, epoch=epoch, drop_last=self.drop_last)
+        it = self._core.epoch(self.seeds, self.batch_size, shuffle=self.shuffle, epoch=epoch, drop_last=self.drop_last,
+                              batches=self.batches)
         for _index, _seeds, sub, x, y, info in it:
             for k in ("sample", "wait", "gather", "bytes_read", "pages_read", "distinct_rows", "cache_hits"):
                 totals[k] += info[k]

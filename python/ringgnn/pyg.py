@@ -32,7 +32,7 @@ from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from . import _core
+from . import _core, _options
 from ._core import InputError
 from .dataset import Dataset, PathLike
 from .sampler import NeighborSampler
@@ -116,10 +116,10 @@ class RingFeatureStore(FeatureStore):
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], *, backend: str = "auto", direct: bool = False,
-                 cache: int = 0):
+                 cache: Union[int, str] = 0):
         super().__init__()
         self.dataset = _open(dataset)
-        self._opts = dict(backend=backend, direct=direct, cache=int(cache))
+        self._opts = dict(backend=_options.backend(backend), direct=bool(direct), cache=_options.size(cache, "cache"))
         self._reader_of: Optional[Tuple[int, Any]] = None
 
     # --- reading ------------------------------------------------------------------------------

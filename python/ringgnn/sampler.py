@@ -16,21 +16,16 @@ never on the thread count or the I/O backend.
 from __future__ import annotations
 
 import logging
-import operator
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
-from ._core import InputError
-from ._options import parse_size
+from . import _core, _options
 from .dataset import Dataset, PathLike
 
 logger = logging.getLogger("ringgnn")
-
-BACKENDS = ("auto", "memory", "uring", "pread")
 
 #: Core samplers inherited from a parent process. They are kept alive, never used and never
 #: dropped in the child: their threads did not survive the fork, so dropping one could wait on them.
@@ -102,23 +97,27 @@ class NeighborSampler:
     Args:
         dataset: a :class:`ringgnn.Dataset` or the path of one.
         fanouts: neighbors to draw per node at each hop, ``fanouts[0]`` for the seeds; ``-1``
-            takes all neighbors.
+            takes all neighbors (``"20,15,10"`` works too).
         replace: draw with replacement (default: without; a node whose degree is at most the
             fanout keeps all its neighbors).
-        backend: ``"auto"`` (the neighbor file in memory when it fits ``memory``, else io_uring,
-            else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
+        backend: ``"auto"`` (the neighbor file in memory when the whole memory plan fits with it,
+            else io_uring, else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
         direct: with io_uring, read with O_DIRECT (bypasses the page cache).
         threads: sampling threads of :meth:`epoch` (default: available cores).
         seed: random seed; a batch's sample depends only on (seed, epoch, batch index).
-        memory: byte budget of the sampler, as bytes or a size such as ``"2G"`` (default: half the
-            available memory; ``auto`` holds the neighbor file in RAM only when it fits).
+        memory: the budget of the whole process, as bytes or a size such as ``"2G"`` (default:
+            half the available memory); ``reserve`` of it is left to the caller.
+        reserve: bytes the caller needs besides the sampler (default: what this process already
+            uses when the sampler starts).
+        batch_size: the largest batch you will sample (default 1024): the memory plan is made
+            for it, and a larger batch later is accepted while the plan still fits.
         with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
     """
 
     def __init__(
         self,
         dataset: Union[Dataset, PathLike],
-        fanouts: Sequence[int],
+        fanouts: Union[str, Sequence[int]],
         *,
         replace: bool = False,
         backend: str = "auto",
@@ -126,22 +125,20 @@ class NeighborSampler:
         threads: Optional[int] = None,
         seed: int = 0,
         memory: Union[None, int, str] = None,
+        reserve: Union[None, int, str] = None,
+        batch_size: int = 1024,
         with_edge_ids: bool = False,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
-        self.fanouts = _check_fanouts(fanouts)
-        if backend not in BACKENDS:
-            raise InputError(f"backend '{backend}' is unknown; use one of {', '.join(BACKENDS)}")
-        if threads is not None and operator.index(threads) < 1:
-            raise InputError(f"threads must be at least 1, not {threads}")
-        if operator.index(seed) < 0:
-            raise InputError(f"seed must be >= 0, not {seed}")
+        self.fanouts = _options.fanouts(fanouts)
         self.replace = bool(replace)
-        self.backend_choice = backend
+        self.backend_choice = _options.backend(backend)
         self.direct = bool(direct)
-        self.threads = threads
-        self.seed = int(seed)
-        self.memory = None if memory is None else (parse_size(memory) if isinstance(memory, str) else int(memory))
+        self.threads = _options.optional_count(threads, "threads")
+        self.seed = _options.count(seed, "seed")
+        self.memory = _options.size(memory, "memory")
+        self.reserve = _options.size(reserve, "reserve")
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
         self.with_edge_ids = bool(with_edge_ids)
         self._core: Any = None
         self._pid: Optional[int] = None
@@ -163,7 +160,9 @@ class NeighborSampler:
             threads=self.threads,
             seed=self.seed,
             memory=self.memory,
+            reserve=_options.reserve(self.reserve),
             with_edge_ids=self.with_edge_ids,
+            batch_size=self.batch_size,
         )
         self._pid = pid
         reason = self._core.fallback_reason
@@ -194,10 +193,9 @@ class NeighborSampler:
         """Why ``auto`` could not use io_uring, or None."""
         return self._sampler().fallback_reason
 
-    @property
-    def memory_estimate(self) -> int:
-        """Bytes the sampler expects to use (offset index, workspaces, prefetch queue)."""
-        return self._sampler().memory_estimate
+    def plan(self) -> Dict[str, Any]:
+        """How the memory budget was split (bytes per part, ``text`` for people)."""
+        return dict(self._sampler().plan())
 
     def io_stats(self) -> Dict[str, int]:
         """Counters of this process's sampler since it was created: ``reads`` issued, ``bytes``
@@ -208,8 +206,9 @@ class NeighborSampler:
 
     def sample(self, seeds: Any, *, epoch: int = 0, batch: int = 0) -> SampledSubgraph:
         """Sample the subgraph around ``seeds`` (node ids) as batch ``batch`` of epoch ``epoch``."""
-        ids = self._in_range(_ids(seeds))
-        return SampledSubgraph._from_core(self._sampler().sample(ids, epoch, batch))
+        ids = _options.node_ids(seeds)
+        out = self._sampler().sample(ids, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
+        return SampledSubgraph._from_core(out)
 
     def epoch(
         self,
@@ -218,33 +217,29 @@ class NeighborSampler:
         shuffle: bool = True,
         epoch: int = 0,
         drop_last: bool = False,
+        batches: Optional[Sequence[int]] = None,
     ) -> "EpochIterator":
         """Iterate over one epoch of mini-batches, sampled ahead in background threads.
 
         ``seeds`` is a split name ('train'), an array of node ids, or None for all nodes. With
         ``shuffle`` the seeds are permuted by (seed, epoch). Batch ``i`` is the same as
-        ``sample(its seeds, epoch=epoch, batch=i)``.
+        ``sample(its seeds, epoch=epoch, batch=i)``. ``batches`` selects which batches of the
+        epoch to produce, by global index (e.g. one rank's share): each is exactly the batch a
+        whole epoch gives at that index.
         """
-        if operator.index(batch_size) < 1:
-            raise InputError(f"batch_size must be at least 1, not {batch_size}")
-        ids = self.resolve_seeds(seeds)
-        it = self._sampler().epoch(ids, batch_size, shuffle=shuffle, epoch=epoch, drop_last=drop_last)
+        it = self._sampler().epoch(
+            self.resolve_seeds(seeds),
+            _options.count(batch_size, "batch_size", 1),
+            shuffle=bool(shuffle),
+            epoch=_options.count(epoch, "epoch"),
+            drop_last=bool(drop_last),
+            batches=None if batches is None else [_options.count(b, "batch") for b in batches],
+        )
         return EpochIterator(it)
 
     def resolve_seeds(self, seeds: Union[None, str, Any]) -> np.ndarray:
         """Node ids as int64: a split name, an array of ids, or None (all nodes)."""
-        if seeds is None:
-            return np.arange(self.dataset.num_nodes, dtype=np.int64)
-        if isinstance(seeds, str):
-            return np.ascontiguousarray(self.dataset.split(seeds), dtype=np.int64)
-        return self._in_range(_ids(seeds))
-
-    def _in_range(self, ids: np.ndarray) -> np.ndarray:
-        n = self.dataset.num_nodes
-        if ids.size and (ids.min() < 0 or ids.max() >= n):
-            bad = ids[(ids < 0) | (ids >= n)][0]
-            raise InputError(f"seed {bad} is not a node id: the dataset has {n:,} nodes (ids 0..{n - 1})")
-        return ids
+        return _options.seeds(self.dataset, seeds)
 
     def __repr__(self) -> str:
         return (
@@ -268,31 +263,3 @@ class EpochIterator:
     def __next__(self) -> SampledSubgraph:
         _index, _seeds, out = next(self._it)
         return SampledSubgraph._from_core(out)
-
-
-def _check_fanouts(fanouts: Sequence[int]) -> List[int]:
-    if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__iter__"):
-        raise InputError(f"fanouts must be a list of integers such as [20, 15, 10], not {fanouts!r}")
-    out = []
-    for f in fanouts:
-        try:
-            f = operator.index(f)
-        except TypeError:
-            raise InputError(f"fanout {f!r} is not an integer; use e.g. [20, 15, 10]") from None
-        if f == 0 or f < -1:
-            raise InputError(f"fanout {f} is invalid: use a positive count, or -1 for all neighbors")
-        out.append(int(f))
-    if not out:
-        raise InputError("fanouts is empty: give one fanout per hop, e.g. [20, 15, 10]")
-    return out
-
-
-def _ids(seeds: Any) -> np.ndarray:
-    if hasattr(seeds, "detach"):  # a torch tensor, without importing torch
-        seeds = seeds.detach().cpu().numpy()
-    a = np.asarray(seeds)
-    if a.ndim != 1:
-        raise InputError(f"seeds must be a 1-D array of node ids, got shape {a.shape}")
-    if a.size and not np.issubdtype(a.dtype, np.integer):
-        raise InputError(f"seeds must be integer node ids, got dtype {a.dtype}")
-    return np.ascontiguousarray(a, dtype=np.int64)

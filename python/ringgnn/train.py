@@ -23,10 +23,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from tqdm import tqdm
 
+from . import _options
 from ._core import InputError
-from .cli_sample import parse_fanouts
+from ._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
 from .dataset import Dataset
-from .loader import Loader, process_rss
+from .loader import Loader
 
 MODELS = ("sage", "gcn", "gat")
 
@@ -44,7 +45,7 @@ def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, 
     return cls(in_dim, hidden, layers, out_dim, dropout=dropout, act="relu")
 
 
-def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "train",
         help="train a GNN (GraphSAGE, GCN, GAT) out of core",
@@ -55,27 +56,27 @@ def add_parser(sub: Any, size_type: Any, count_type: Any, positive_type: Any) ->
     p.add_argument("dataset", metavar="DATASET", help="a dataset with features, labels and train/val/test splits")
     p.add_argument("--model", default="sage", help="sage (GraphSAGE, default), gcn or gat")
     p.add_argument("--fanouts", default="10,5", metavar="F1,F2,...", help="neighbors per layer (default 10,5)")
-    p.add_argument("--batch-size", type=positive_type, default=512, metavar="B", help="seeds per batch (default 512)")
-    p.add_argument("--epochs", type=positive_type, default=5, metavar="N", help="epochs in total (default 5)")
-    p.add_argument("--hidden", type=positive_type, default=64, help="hidden width (default 64)")
-    p.add_argument("--layers", type=positive_type, default=2, help="GNN layers = number of fanouts (default 2)")
+    p.add_argument("--batch-size", type=positive_arg, default=512, metavar="B", help="seeds per batch (default 512)")
+    p.add_argument("--epochs", type=positive_arg, default=5, metavar="N", help="epochs in total (default 5)")
+    p.add_argument("--hidden", type=positive_arg, default=64, help="hidden width (default 64)")
+    p.add_argument("--layers", type=positive_arg, default=2, help="GNN layers = number of fanouts (default 2)")
     p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate (default 0.005)")
     p.add_argument("--dropout", type=float, default=0.3, help="dropout between layers (default 0.3)")
-    p.add_argument("--cache", type=size_type, default=None, metavar="SIZE",
+    p.add_argument("--cache", type=size_arg, default=None, metavar="SIZE",
                    help="hot feature rows kept in memory (default: what --memory leaves; 0: none)")
-    p.add_argument("--cache-policy", choices=["presample", "degree"], default="presample",
+    p.add_argument("--cache-policy", choices=CACHE_POLICIES, default="presample",
                    help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree")
-    p.add_argument("--memory", type=size_type, default=None, metavar="SIZE",
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
                    help="budget of the whole process: runtime, model, sampler, cache, buffers "
                         "(default: half the available memory)")
-    p.add_argument("--prefetch", type=positive_type, default=None, metavar="N",
+    p.add_argument("--prefetch", type=positive_arg, default=None, metavar="N",
                    help="gathered batches held ahead of training (default: one per thread, 1 if memory is tight)")
-    p.add_argument("--backend", choices=["auto", "memory", "uring", "pread"], default="auto",
+    p.add_argument("--backend", choices=BACKENDS, default="auto",
                    help="how neighbor lists and feature rows are read (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
-    p.add_argument("--seed", type=count_type, default=0, help="seeds PyTorch and the sampler (default 0)")
-    p.add_argument("--threads", type=positive_type, default=None, help="sampling threads (default: all cores)")
+    p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
+    p.add_argument("--threads", type=positive_arg, default=None, help="sampling threads (default: all cores)")
     p.add_argument("--out", metavar="RUN_DIR", default=None, help="run directory (default runs/<dataset name>)")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt with the next epoch")
     p.add_argument("--overwrite", action="store_true", help="start over in a RUN_DIR that already holds a run")
@@ -92,7 +93,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                                           "cache", "cache_policy", "memory", "prefetch", "backend", "direct",
                                           "device", "seed", "threads", "out", "resume", "overwrite")}
     log = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
-    m = train(args.dataset, fanouts=parse_fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
+    m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
     if args.json:
         print(json.dumps(m, indent=2))
     return 0
@@ -154,7 +155,7 @@ def train(
     import torch  # here, not at the top: every ``ringgnn`` command imports this module
 
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
-    fanouts = [int(f) for f in fanouts]
+    fanouts = _options.fanouts(fanouts)
     _check(ds, model, fanouts, layers, device, dropout)
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
     run_args = dict(model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
@@ -169,7 +170,7 @@ def train(
     net = build_model(model, ds.feature_dim, hidden, ds.num_classes, layers, dropout).to(device)
     # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
     # the activations of the largest batch are reserved before the loader splits the rest.
-    reserve = process_rss() + activation_bytes(model, ds, fanouts, batch_size, hidden)
+    reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, batch_size, hidden)
     # One engine for the three loaders: the offset index, the neighbor file (memory backend),
     # the hot-row cache, the labels and the budget are held once.
     train_loader = Loader(ds, fanouts, batch_size, split="train", shuffle=True, cache=cache,

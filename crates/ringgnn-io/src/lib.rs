@@ -4,24 +4,30 @@
 //! kernel copy and no cache memory. Where a filesystem refuses `O_DIRECT` (tmpfs, some overlay
 //! filesystems) files silently fall back to buffered I/O with the same results.
 //!
-//! Batched reads go through one interface, [`ReadBatch`], with two backends: [`PreadBatch`]
-//! (portable) and [`UringBatch`] (io_uring, many reads in flight). [`open_backend`] picks one
-//! after [`probe_uring`] has checked, once per process, that io_uring works here.
-//! [`coalesce_pages`] plans the page-aligned, merged requests that both readers of scattered
-//! data (neighbor entries, feature rows) send through it.
+//! Where a read happens: batched reads go through one interface, [`ReadBatch`]
+//! (`read_batch.rs`), with two backends: [`PreadBatch`] (`pread.rs`, portable) and
+//! [`UringBatch`] (`uring.rs`, io_uring, many reads in flight). [`open_backend`] (`probe.rs`)
+//! picks one after [`probe_uring`] has checked, once per process, that io_uring works here.
+//! Scattered reads (neighbor entries, feature rows) all go through one loop, [`PageReader`]
+//! (`page_reader.rs`), which plans page-aligned, merged requests with [`coalesce_pages`]
+//! (`page_plan.rs`) and reads them in waves into one aligned buffer.
 
 mod aligned;
-mod batch;
-mod coalesce;
 mod direct;
+mod page_plan;
+mod page_reader;
+mod pread;
 mod probe;
+mod read_batch;
 mod uring;
 
 pub use aligned::AlignedBuf;
-pub use batch::{IoStats, PreadBatch, ReadBatch, ReadReq};
-pub use coalesce::{coalesce_pages, CoalesceOptions, PageReader, ReadCount};
 pub use direct::DirectFile;
+pub use page_plan::{coalesce_pages, CoalesceOptions};
+pub use page_reader::{PageReader, ReadCount};
+pub use pread::PreadBatch;
 pub use probe::{open_backend, probe_runs, probe_uring, BackendKind, DISABLE_ENV};
+pub use read_batch::{IoStats, ReadBatch, ReadReq};
 pub use uring::{UringBatch, DEFAULT_DEPTH, MAX_DEPTH};
 
 /// Alignment of offsets, lengths and buffer addresses for `O_DIRECT` (the page size; larger

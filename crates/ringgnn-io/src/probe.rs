@@ -10,7 +10,6 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -156,20 +155,6 @@ pub enum BackendKind {
     Pread,
 }
 
-impl FromStr for BackendKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(BackendKind::Auto),
-            "uring" => Ok(BackendKind::Uring),
-            "pread" => Ok(BackendKind::Pread),
-            _ => Err(format!(
-                "unknown backend {s:?}: expected \"auto\", \"uring\" or \"pread\""
-            )),
-        }
-    }
-}
-
 /// Open `path` for batched reads with the backend `kind`, with `O_DIRECT` if `direct` (and the
 /// filesystem allows it; see [`DirectFile`]). Returns the backend and, when `Auto` fell back to
 /// pread, the reason to log.
@@ -234,16 +219,5 @@ mod tests {
         );
         assert!(err(libc::ENOMEM).contains("RLIMIT_MEMLOCK"));
         assert!(err(libc::EINVAL).contains("os error 22"));
-    }
-
-    #[test]
-    fn backend_kinds_parse() {
-        assert_eq!("auto".parse(), Ok(BackendKind::Auto));
-        assert_eq!("uring".parse(), Ok(BackendKind::Uring));
-        assert_eq!("pread".parse(), Ok(BackendKind::Pread));
-        assert!("mmap"
-            .parse::<BackendKind>()
-            .unwrap_err()
-            .contains("expected"));
     }
 }

@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::batch::{check_request, eof_error, is_direct, IoStats, ReadBatch, ReadReq};
+use crate::read_batch::{check_request, eof_error, is_direct, IoStats, ReadBatch, ReadReq};
 use crate::ALIGN;
 
 /// Reads in flight per ring unless told otherwise: enough to keep an NVMe SSD's queue busy

@@ -10,6 +10,9 @@ pub enum Error {
     Features(#[from] ringgnn_features::Error),
     #[error(transparent)]
     Store(#[from] ringgnn_store::Error),
+    /// A worker thread that could not start or stopped without a result (a panic).
+    #[error(transparent)]
+    Worker(#[from] ringgnn_pipeline::WorkerFailed),
     /// An option that cannot work, or a memory budget too small; the message says what to
     /// change.
     #[error("{0}")]

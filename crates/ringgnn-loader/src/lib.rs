@@ -1,33 +1,39 @@
-//! The pipelined mini-batch loader: [`BatchLoader`].
+//! The loader: one dataset opened within one memory budget, and its epochs of mini-batches
+//! (sampled, and with their feature rows and labels gathered) run on the worker pipeline.
 //!
-//! Each worker thread of an epoch samples a whole mini-batch (with its own io_uring ring, as
-//! the sampler's epochs do) and then gathers that batch's feature rows and labels into a reused
-//! buffer ([`buffers`]), so sampling, gathering and the consumer's training overlap. Two bounds
-//! keep memory flat: sampled batches wait in the epoch's reorder window (`prefetch + threads`
-//! of them, small), and a worker starts gathering only when its batch is among the next
-//! `prefetch` the consumer will take ([`ringgnn_sampler::Turn`]), so at most `prefetch` feature
-//! matrices exist ahead of the consumer. One memory budget covers all of it ([`plan`]); the
-//! hot-row cache gets what the rest leaves and is filled by look-ahead access counts
-//! ([`CachePolicy::Presample`]) or by in-degree.
+//! - **Where the memory budget is split**: [`budget`], the one owner of every in-memory decision
+//!   (neighbor file, feature file, cache, buffers, batches ahead); [`BatchLoader::open`] opens
+//!   the sampler's [`ringgnn_sampler::Graph`] and the feature reader as the plan says.
+//! - **Options, typed and parsed once**: [`options`] ([`BackendChoice`], [`CachePolicy`],
+//!   [`LoaderOptions`]).
+//! - **An epoch as jobs**: [`epoch`], one global shuffle and global batch indices, so a shard
+//!   of an epoch (one rank's batches) gives exactly the batches a single process gives.
+//! - **The work of each job**: [`stages`]: sample ([`SampleStage`]), or sample then gather into
+//!   reused buffers ([`buffers`]) on the same worker thread ([`LoadStage`]), so sampling,
+//!   gathering and the consumer's training overlap. Two bounds keep memory flat: sampled batches
+//!   wait in the pipeline's window, and a worker starts gathering only when its batch is among
+//!   the next `prefetch` the consumer will take.
 //!
-//! Dropping an epoch stops its workers: a worker between read waves gives up its batch
-//! ([`ringgnn_io::PageReader::set_cancel`]), so leaving early does not wait for a whole
-//! batch's reads. An error in a worker (a failed read) ends the epoch with that error.
+//! Dropping an epoch stops its workers between read waves; an error in a worker (a failed read)
+//! ends the epoch with that error.
 
+#![forbid(unsafe_code)]
+
+pub mod budget;
 pub mod buffers;
+pub mod epoch;
 mod error;
 pub mod labels;
 mod loader;
-pub mod plan;
+pub mod options;
+pub mod stages;
 
+pub use budget::MemoryPlan;
 pub use buffers::BufferPool;
+pub use epoch::{EpochBatches, EpochOptions, SHUFFLE_PURPOSE};
 pub use error::{Error, Result};
 pub use labels::Labels;
-pub use loader::{
-    BatchLoader, CachePolicy, GatherState, GatherWork, LoadedBatch, LoaderOptions, LoaderStats,
-    PRESAMPLE_EPOCH,
-};
-pub use plan::MemoryPlan;
-
-/// The epoch iterator of a [`BatchLoader`].
-pub type EpochIterOf = ringgnn_sampler::EpochIter<GatherWork>;
+pub use loader::{BatchLoader, Epoch, PRESAMPLE_EPOCH};
+pub use options::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
+pub use ringgnn_pipeline::Next;
+pub use stages::{Batch, LoadStage, LoadedBatch, LoaderStats, SampleStage};

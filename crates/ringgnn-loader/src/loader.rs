@@ -1,327 +1,197 @@
-//! [`BatchLoader`]: the pipelined loader. See the crate docs.
+//! [`BatchLoader`]: one dataset opened as its memory plan says, and its epochs run on the worker
+//! pipeline. See the crate docs.
 
-use std::sync::atomic::AtomicBool;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
-use ringgnn_io::{BackendKind, CoalesceOptions};
-use ringgnn_sampler::budget::{default_budget, sample_bound};
+use ringgnn_features::{FeatureFile, HotRowCache, RowSource};
+use ringgnn_io::{CoalesceOptions, IoStats};
+use ringgnn_pipeline::{JobSource, Next, Run, RunOptions, Stage};
 use ringgnn_sampler::{
-    BackendChoice, Batch, BatchWork, EpochIter, Fanout, SampledSubgraph, SamplerConfig,
-    SamplerPool, Turn,
+    Graph, GraphSampler, NeighborAccess, OffsetIndex, SampleOptions, SampledSubgraph, Seeds,
 };
 use ringgnn_store::Dataset;
 
+use crate::budget::{default_budget, Asked, FeatureNeeds, MemoryPlan, Needs};
 use crate::buffers::BufferPool;
+use crate::epoch::{EpochBatches, EpochJobs, EpochOptions};
 use crate::labels::Labels;
-use crate::plan::{MemoryPlan, PlanInput};
+use crate::options::{CachePolicy, LoaderOptions};
+use crate::stages::{
+    Batch, GatherParts, LoadStage, LoadedBatch, LoaderStats, RowsFrom, SampleStage,
+};
 use crate::{Error, Result};
 
 /// The epoch number the look-ahead count samples with: far from any real epoch, so the counted
 /// batches are a fair sample of every epoch rather than a copy of one.
 pub const PRESAMPLE_EPOCH: u64 = u64::MAX - 1;
 
-/// How the hot-row cache chooses its rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CachePolicy {
-    /// Highest in-degree first.
-    Degree,
-    /// Sample `batches` batches of the training seeds ahead (without gathering) and cache the
-    /// rows they touch most (DiskGNN's offline access counting, GIDS' look-ahead window);
-    /// in-degree when no seeds are given or the counts (2 bytes per node) would not fit the
-    /// cache's own budget.
-    Presample { batches: usize },
+/// The shapes the plan is computed from, kept to redo it for larger batches.
+struct Shape {
+    index: OffsetIndex,
+    sample: SampleOptions,
+    threads: u64,
+    features: Option<(FeatureFile, u64)>,
 }
 
-/// Everything a [`BatchLoader`] is built from.
-#[derive(Clone, Debug)]
-pub struct LoaderOptions {
-    /// Fanouts, backend (of neighbor lists, and of feature rows unless `features` says
-    /// otherwise), `direct`, threads, seed. Its `memory` and `prefetch` are set by the plan.
-    pub sampler: SamplerConfig,
-    /// How feature rows are read, if not as `sampler.backend` says (e.g. features in memory,
-    /// graph on disk).
-    pub features: Option<BackendChoice>,
-    /// The whole loader's budget; `None`: half of the memory available (see
-    /// [`ringgnn_sampler::budget::default_budget`]).
-    pub memory: Option<u64>,
-    /// Bytes the caller needs besides the loader (runtime, model), taken off the budget first.
-    pub reserve: u64,
-    /// Hot-row cache size; `None`: whatever the budget leaves.
-    pub cache: Option<u64>,
-    pub cache_policy: CachePolicy,
-    /// The largest batch the loader will be asked for (the plan is sized for it).
-    pub batch_size: usize,
-    /// Gathered batches the workers may hold ahead of the consumer; `None`: one per thread, or
-    /// one if that crowds the cache.
-    pub prefetch: Option<usize>,
-    /// Batches the consumer holds while asking for the next (see [`crate::plan`]); default 2.
-    pub hold: usize,
-}
-
-impl Default for LoaderOptions {
-    fn default() -> Self {
-        LoaderOptions {
-            sampler: SamplerConfig::default(),
-            features: None,
-            memory: None,
-            reserve: 0,
-            cache: None,
-            cache_policy: CachePolicy::Presample { batches: 64 },
-            batch_size: 1024,
-            prefetch: None,
-            hold: 2,
+impl Shape {
+    fn needs(&self, batch: u64) -> Needs {
+        let bound = self.index.bound(batch, &self.sample);
+        Needs {
+            threads: self.threads,
+            offset_index: self.index.bytes(),
+            neighbor_file: self.index.neighbor_file_bytes(),
+            read_buffer: CoalesceOptions::default().buffer as u64,
+            batch_seeds: batch,
+            sampler_workspace: bound.workspace_bytes(),
+            sample_bytes: bound.output_bytes(self.sample.with_edge_ids),
+            features: self.features.as_ref().map(|(file, labels)| FeatureNeeds {
+                labels: *labels,
+                batch_nodes: bound.nodes,
+                dim: file.dim() as u64,
+                file: file.info.payload_bytes(file.num_nodes),
+                full_cache: HotRowCache::rows_for_budget(file, u64::MAX)
+                    * (file.info.row_bytes + ringgnn_features::cache::INDEX_BYTES_PER_ROW),
+            }),
         }
     }
 }
 
-/// One mini-batch, sampled and gathered.
-#[derive(Debug)]
-pub struct LoadedBatch {
-    pub index: u64,
-    pub seeds: Vec<u64>,
-    pub sample: SampledSubgraph,
-    /// Feature rows of `sample.node`, row-major `[nodes, dim]`, f32. Give it back with
-    /// [`BatchLoader::recycle`] (or drop it).
-    pub x: Vec<f32>,
-    /// Labels of `sample.node` (`-1` = unlabeled), when the dataset has labels.
-    pub y: Option<Vec<i64>>,
-    /// Time the worker spent sampling, waiting for its turn to gather (the prefetch bound),
-    /// and gathering.
-    pub sample_time: Duration,
-    pub wait_time: Duration,
-    pub gather_time: Duration,
-    pub stats: GatherStats,
+/// The batches of one epoch, in the order asked for (see [`Run`]): the items of
+/// [`BatchLoader::epoch`] ([`LoadedBatch`]) or [`BatchLoader::sample_epoch`] ([`Batch`]).
+pub struct Epoch<T> {
+    run: Run<T, Error>,
+    len: usize,
 }
 
-/// Counters over every batch a loader has produced.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LoaderStats {
-    pub batches: u64,
-    /// Worker seconds (summed over threads) spent sampling and gathering.
-    pub sample_seconds: f64,
-    pub gather_seconds: f64,
-    pub gather: GatherStats,
-    /// Rows of the hot-row cache, its bytes, and the seconds and batches of look-ahead
-    /// sampling that chose them (0 for the in-degree policy).
-    pub cached_rows: u64,
-    pub cache_bytes: u64,
-    pub presample_seconds: f64,
-    pub presample_batches: u64,
-}
-
-enum Source {
-    Memory(Arc<Vec<u8>>),
-    Disk { kind: BackendKind, direct: bool },
-}
-
-/// The second stage of the loader's workers: gather the rows of a sampled batch.
-pub struct GatherWork {
-    file: FeatureFile,
-    source: Source,
-    cache: Option<Arc<HotRowCache>>,
-    labels: Option<Labels>,
-    buffers: Arc<BufferPool>,
-    ahead: usize,
-    totals: Mutex<LoaderStats>,
-}
-
-/// A worker's gatherer (its own read backend and ring).
-pub struct GatherState {
-    gatherer: FeatureGatherer,
-}
-
-impl BatchWork for GatherWork {
-    type State = GatherState;
-    type Output = LoadedBatch;
-    type Error = Error;
-
-    fn start(&self, stop: &Arc<AtomicBool>) -> Result<GatherState> {
-        let source = match &self.source {
-            Source::Memory(bytes) => RowSource::Memory(bytes.clone()),
-            Source::Disk { kind, direct } => {
-                RowSource::open(&self.file, *kind, *direct, CoalesceOptions::default())?.0
-            }
-        };
-        let mut gatherer = FeatureGatherer::new(self.file.clone(), source);
-        if let Some(c) = &self.cache {
-            gatherer = gatherer.with_cache(c.clone())?;
-        }
-        gatherer.set_cancel(stop.clone());
-        Ok(GatherState { gatherer })
+impl<T> Epoch<T> {
+    /// Batches this epoch yields in all (not the number left).
+    pub fn len(&self) -> usize {
+        self.len
     }
 
-    fn finish(
-        &self,
-        st: &mut GatherState,
-        batch: Batch,
-        sample_time: Duration,
-        turn: &Turn<'_>,
-    ) -> Result<LoadedBatch> {
-        let t0 = Instant::now();
-        if !turn.wait(self.ahead) {
-            return Err(Error::Input("the epoch was stopped".into()));
-        }
-        let wait_time = t0.elapsed();
-        let t1 = Instant::now();
-        let nodes = &batch.sample.node;
-        let mut x = self.buffers.take(nodes.len() * self.file.dim());
-        let stats = match st.gatherer.gather(nodes, &mut x) {
-            Ok(s) => s,
-            Err(e) => {
-                self.buffers.give(x);
-                return Err(e.into());
-            }
-        };
-        let y = self.labels.as_ref().map(|l| {
-            let mut y = Vec::with_capacity(nodes.len());
-            l.gather_into(nodes, &mut y);
-            y
-        });
-        let gather_time = t1.elapsed();
-        {
-            let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
-            t.batches += 1;
-            t.sample_seconds += sample_time.as_secs_f64();
-            t.gather_seconds += gather_time.as_secs_f64();
-            t.gather.add(&stats);
-        }
-        Ok(LoadedBatch {
-            index: batch.index,
-            seeds: batch.seeds,
-            sample: batch.sample,
-            x,
-            y,
-            sample_time,
-            wait_time,
-            gather_time,
-            stats,
-        })
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The most batches seen finished and not yet consumed at once.
+    pub fn peak_queued(&self) -> usize {
+        self.run.peak_queued()
+    }
+
+    /// [`Iterator::next`] giving up after `timeout` (see [`Run::next_within`]).
+    pub fn next_within(&mut self, timeout: Duration) -> Next<Result<T>> {
+        self.run.next_within(timeout)
     }
 }
 
-/// Sampling and feature gathering over one dataset, on worker threads, within one memory
-/// budget (see [`crate::plan`]). Share it between the train, val and test loops: the offset
-/// index, the neighbor file, the cache and the labels are held once.
+impl<T> Iterator for Epoch<T> {
+    type Item = Result<T>;
+    fn next(&mut self) -> Option<Result<T>> {
+        self.run.next()
+    }
+}
+
+/// Sampling, and feature gathering when asked for, over one dataset on worker threads within
+/// one memory budget (see [`crate::budget`]). Share it between the train, val and test loops:
+/// the offset index, the neighbor file, the cache and the labels are held once.
 pub struct BatchLoader {
-    pool: SamplerPool,
-    work: Arc<GatherWork>,
-    plan: MemoryPlan,
-    batch_size: usize,
+    graph: Arc<Graph>,
+    shape: Shape,
+    threads: NonZeroUsize,
+    /// The plan and the largest batch it is sized for.
+    plan: Mutex<(MemoryPlan, u64)>,
+    gather: Option<Arc<GatherParts>>,
     feature_backend: String,
     fallback: Option<String>,
+    /// Samplers of [`Self::sample`], one per concurrent caller, kept for reuse.
+    samplers: Mutex<Vec<GraphSampler>>,
+    live: Arc<AtomicUsize>,
 }
 
 impl BatchLoader {
-    /// Open the dataset in `dir`, split the budget, load what the plan keeps in memory and
-    /// build the hot-row cache (sampling `presample_seeds` ahead for
+    /// Open the dataset in `dir`: make the memory plan, open the neighbor file and the feature
+    /// file as it says, and build the hot-row cache (sampling `presample_seeds` ahead for
     /// [`CachePolicy::Presample`]).
-    pub fn open(
-        dir: &std::path::Path,
-        opts: LoaderOptions,
-        presample_seeds: Option<&[u64]>,
-    ) -> Result<Self> {
-        if opts.batch_size == 0 {
-            return Err(Error::Input("batch_size must be at least 1".into()));
-        }
-        if opts.sampler.threads == 0 {
-            return Err(Error::Input("threads must be at least 1".into()));
-        }
-        if opts.prefetch == Some(0) {
-            return Err(Error::Input(
-                "prefetch must be at least 1 (gathered batches ahead of training)".into(),
-            ));
-        }
+    pub fn open(dir: &Path, opts: LoaderOptions, presample_seeds: Option<&Seeds>) -> Result<Self> {
         let ds = Dataset::open(dir)?;
-        let file = FeatureFile::of(&ds)?;
-        let m = ds.manifest();
-        let (v, e) = (m.num_nodes, m.num_edges);
-        let budget = opts.memory.or_else(default_budget).unwrap_or(u64::MAX / 4);
-        let threads = opts.sampler.threads as u64;
-        let labels_bytes = m
-            .labels
-            .as_ref()
-            .map_or(0, |l| v * Labels::bytes_per_node(l.num_classes));
-
-        // Bounds of one batch, before the pool exists (so without its max degree: still an
-        // upper bound).
-        let fanouts = opts
-            .sampler
-            .fanouts
-            .iter()
-            .enumerate()
-            .map(|(hop, &f)| Fanout::parse(hop, f))
-            .collect::<ringgnn_sampler::Result<Vec<_>>>()?;
-        let bound = sample_bound(
-            opts.batch_size as u64,
-            &fanouts,
-            opts.sampler.replace,
-            u64::MAX,
-            v,
-            e,
-        );
-        let ahead_guess = opts.prefetch.unwrap_or(1) as u64;
-        let base = PlanInput {
-            budget,
+        let index = OffsetIndex::load(&ds)?;
+        let v = index.num_nodes();
+        let features = match &opts.features {
+            None => None,
+            Some(_) => {
+                let file = FeatureFile::of(&ds)?;
+                let labels = ds
+                    .manifest()
+                    .labels
+                    .as_ref()
+                    .map_or(0, |l| v * Labels::bytes_per_node(l.num_classes));
+                Some((file, labels))
+            }
+        };
+        let shape = Shape {
+            index,
+            sample: opts.sample.clone(),
+            threads: opts.threads.get() as u64,
+            features,
+        };
+        let batch = opts.batch_size.get() as u64;
+        let fopts = opts.features.clone();
+        let asked = Asked {
+            budget: opts.memory.or_else(default_budget).unwrap_or(u64::MAX / 4),
             reserve: opts.reserve,
-            labels: labels_bytes,
-            threads,
-            read_buffer: CoalesceOptions::default().buffer as u64,
-            batch_nodes: bound.nodes,
-            batch_sample_bytes: bound.output_bytes(opts.sampler.with_edge_ids),
-            dim: file.dim() as u64,
-            features: file.info.payload_bytes(file.num_nodes),
-            full_cache: HotRowCache::rows_for_budget(&file, u64::MAX)
-                * (file.info.row_bytes + ringgnn_features::cache::INDEX_BYTES_PER_ROW),
-            cache: opts.cache,
-            prefetch: opts.prefetch.map(|p| p as u64),
-            hold: opts.hold as u64,
-            ..Default::default()
+            neighbors: opts.backend,
+            features: fopts.as_ref().map_or(opts.backend, |f| f.backend),
+            cache: fopts.as_ref().and_then(|f| f.cache),
+            prefetch: opts.prefetch,
+            hold: opts.hold,
         };
-        // The sampler decides about the neighbor file with what the loader's own fixed parts
-        // leave of the budget.
-        let mut pre = base.clone();
-        pre.prefetch = Some(ahead_guess);
-        pre.budget = u64::MAX / 4;
-        let loader_fixed =
-            MemoryPlan::compute(&pre).map_or(0, |p| p.reserve + p.labels + p.gather + p.buffers);
-        let mut scfg = opts.sampler.clone();
-        scfg.memory = Some(budget.saturating_sub(loader_fixed));
-        scfg.prefetch = opts.prefetch.unwrap_or(opts.sampler.threads) + opts.sampler.threads;
-        let pool = SamplerPool::open(dir, scfg)?;
-        let neighbors_in_memory = pool.backend_name() == "memory";
-        let neighbor_file = if neighbors_in_memory {
-            e * m.graph.indices_dtype.size()
-        } else {
-            0
-        };
-        let choice = opts.features.unwrap_or(opts.sampler.backend);
-        let input = PlanInput {
-            sampler: pool
-                .memory_estimate_for(opts.batch_size)
-                .saturating_sub(neighbor_file),
-            neighbor_file,
-            neighbors_must_load: neighbors_in_memory,
-            features_may_load: choice == BackendChoice::Auto,
-            features_must_load: choice == BackendChoice::Memory,
-            ..base
-        };
-        let plan = MemoryPlan::compute(&input).map_err(Error::Input)?;
+        let plan = MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(Error::Input)?;
 
-        let (source, feature_backend, fallback) = if plan.features_in_memory {
-            (Source::Memory(file.load()?), "memory".to_string(), None)
+        let mut fallback = None;
+        let access = if plan.neighbors_in_memory {
+            NeighborAccess::Memory
         } else {
-            let kind = match choice {
-                BackendChoice::Pread => BackendKind::Pread,
-                BackendChoice::Uring => BackendKind::Uring,
-                _ => BackendKind::Auto,
-            };
-            let direct = opts.sampler.direct;
-            // Probe once here, so a failure is reported at open and the name is known.
-            let (probe, why) = RowSource::open(&file, kind, direct, CoalesceOptions::default())?;
-            let name = probe.name().to_string();
-            (Source::Disk { kind, direct }, name, why)
+            let (kind, why) = opts.backend.disk_kind()?;
+            fallback = why;
+            NeighborAccess::Disk {
+                kind,
+                direct: opts.direct,
+            }
+        };
+        let graph = Arc::new(Graph::open(shape.index.clone(), access)?);
+
+        let mut loader = BatchLoader {
+            graph,
+            threads: opts.threads,
+            plan: Mutex::new((plan.clone(), batch)),
+            gather: None,
+            feature_backend: String::new(),
+            fallback,
+            samplers: Mutex::new(Vec::new()),
+            live: Arc::new(AtomicUsize::new(0)),
+            shape,
+        };
+        let (Some(f), Some((file, _))) = (fopts, &loader.shape.features) else {
+            return Ok(loader);
+        };
+        let file = file.clone();
+        let rows = if plan.features_in_memory {
+            loader.feature_backend = "memory".into();
+            RowsFrom::Memory(file.load()?)
+        } else {
+            let (kind, why) = f.backend.disk_kind()?;
+            // Open once here, so a failure is reported at open and the name is known.
+            let (probe, _) = RowSource::open(&file, kind, opts.direct, CoalesceOptions::default())?;
+            loader.feature_backend = probe.name().to_string();
+            loader.fallback = loader.fallback.take().or(why);
+            RowsFrom::Disk {
+                kind,
+                direct: opts.direct,
+            }
         };
         let labels = Labels::load(&ds)?;
         let t0 = Instant::now();
@@ -330,15 +200,20 @@ impl BatchLoader {
             None
         } else {
             let counts_fit = plan.cache >= 2 * v;
-            let c = match (opts.cache_policy, presample_seeds) {
+            let c = match (f.cache_policy, presample_seeds) {
                 (CachePolicy::Presample { batches }, Some(seeds))
                     if batches > 0 && counts_fit && !seeds.is_empty() =>
                 {
-                    let counts = count_ahead(&pool, seeds, opts.batch_size, batches)?;
-                    presampled = counts.1;
-                    HotRowCache::build_from_dense_counts(&ds, plan.cache, &counts.0, pool.indptr())?
+                    let (counts, n) = loader.count_ahead(seeds, opts.batch_size, batches)?;
+                    presampled = n;
+                    HotRowCache::build_from_dense_counts(
+                        &ds,
+                        plan.cache,
+                        &counts,
+                        loader.graph.indptr(),
+                    )?
                 }
-                _ => HotRowCache::build_by_degree_with(&ds, pool.indptr(), plan.cache)?,
+                _ => HotRowCache::build_by_degree_with(&ds, loader.graph.indptr(), plan.cache)?,
             };
             Some(Arc::new(c))
         };
@@ -353,117 +228,197 @@ impl BatchLoader {
             presample_batches: presampled,
             ..Default::default()
         };
-        let buffer_values = (bound.nodes as usize).saturating_mul(file.dim());
-        let work = GatherWork {
+        let nodes = loader.shape.index.bound(batch, &opts.sample).nodes as usize;
+        loader.gather = Some(Arc::new(GatherParts {
+            buffers: Arc::new(BufferPool::new(
+                (plan.prefetch + plan.hold) as usize,
+                nodes.saturating_mul(file.dim()),
+            )),
             file,
-            source,
+            rows,
             cache,
             labels,
-            buffers: Arc::new(BufferPool::new(plan.prefetch as usize + 2, buffer_values)),
             ahead: plan.prefetch as usize,
             totals: Mutex::new(totals),
-        };
-        Ok(BatchLoader {
-            pool,
-            work: Arc::new(work),
-            plan,
-            batch_size: opts.batch_size,
-            feature_backend,
-            fallback,
+        }));
+        Ok(loader)
+    }
+
+    /// Check that batches of `batch_size` fit the plan, redoing it for them (with everything
+    /// already placed kept) when they are larger than it was made for.
+    fn fit(&self, batch_size: NonZeroUsize) -> Result<MemoryPlan> {
+        let mut p = self.plan.lock().unwrap_or_else(|e| e.into_inner());
+        let b = batch_size.get() as u64;
+        if b > p.1 {
+            let refit = p.0.refit(&self.shape.needs(b)).map_err(Error::Input)?;
+            *p = (refit, b);
+        }
+        Ok(p.0.clone())
+    }
+
+    fn start<S>(&self, stage: S, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<S::Output>>
+    where
+        S: Stage<Job = crate::epoch::BatchJob, Error = Error>,
+    {
+        let plan = self.fit(e.batch_size)?;
+        let batches = Arc::new(EpochBatches::new(seeds, self.shape.sample.seed, e));
+        let indices = batches.select(e.batches.as_deref())?;
+        let jobs = EpochJobs::new(batches, indices, NonZeroUsize::MIN);
+        let len = jobs.jobs_left().unwrap_or(0);
+        let window = NonZeroUsize::new(plan.window as usize).unwrap_or(NonZeroUsize::MIN);
+        let mut o = RunOptions::new(self.threads, window, "ringgnn-loader");
+        o.live = self.live.clone();
+        Ok(Epoch {
+            run: Run::start(Arc::new(stage), jobs, o)?,
+            len,
         })
     }
 
-    /// One epoch of loaded batches, in order (see [`SamplerPool::epoch`] for the shuffle and
-    /// the batching). Dropping the iterator stops the workers, abandoning reads in progress.
-    pub fn epoch(
-        &self,
-        seeds: Vec<u64>,
-        batch_size: usize,
-        shuffle: bool,
-        epoch: u64,
-        drop_last: bool,
-    ) -> Result<EpochIter<GatherWork>> {
-        if batch_size > self.batch_size {
-            return Err(Error::Input(format!(
-                "batch_size {batch_size} is larger than the {} this loader's memory plan was made \
-                 for; open the loader with the largest batch size you will use",
-                self.batch_size
-            )));
+    /// One epoch of sampled and gathered batches (see [`EpochOptions`] for the shuffle, the
+    /// cut and the selection of batches). Dropping the iterator stops the workers, abandoning
+    /// reads in progress. An error for a loader opened without features.
+    pub fn epoch(&self, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<LoadedBatch>> {
+        let Some(parts) = &self.gather else {
+            return Err(Error::Input(
+                "this loader was opened without features: use sample_epoch".into(),
+            ));
+        };
+        let stage = LoadStage {
+            graph: self.graph.clone(),
+            opts: self.shape.sample.clone(),
+            parts: parts.clone(),
+        };
+        self.start(stage, seeds, e)
+    }
+
+    /// One epoch of samples only.
+    pub fn sample_epoch(&self, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<Batch>> {
+        let stage = SampleStage {
+            graph: self.graph.clone(),
+            opts: self.shape.sample.clone(),
+        };
+        self.start(stage, seeds, e)
+    }
+
+    /// Sample mini-batch `batch` of epoch `epoch` around `seeds` on the calling thread: exactly
+    /// what batch `batch` of an epoch gives for the same seeds. Concurrent callers sample in
+    /// parallel, each with a sampler of its own (kept for reuse).
+    pub fn sample(&self, seeds: &Seeds, epoch: u64, batch: u64) -> Result<SampledSubgraph> {
+        let b = NonZeroUsize::new(seeds.len()).unwrap_or(NonZeroUsize::MIN);
+        self.fit(b)?;
+        let reused = {
+            let mut free = self.samplers.lock().unwrap_or_else(|e| e.into_inner());
+            // A sampler made before a fork holds the parent's ring: never use it here.
+            free.retain(|s| s.made_here());
+            free.pop()
+        };
+        let mut s = match reused {
+            Some(s) => s,
+            None => self.graph.sampler(&self.shape.sample)?,
+        };
+        let out = s.sample(&self.graph, seeds.as_slice(), epoch, batch);
+        if out.is_ok() {
+            self.samplers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(s);
         }
-        Ok(self.pool.epoch_with(
-            self.work.clone(),
-            seeds,
-            batch_size,
-            shuffle,
-            epoch,
-            drop_last,
-        )?)
+        Ok(out?)
     }
 
     /// Hand a batch's feature buffer back for reuse.
     pub fn recycle(&self, x: Vec<f32>) {
-        self.work.buffers.give(x);
+        if let Some(g) = &self.gather {
+            g.buffers.give(x);
+        }
     }
 
     /// The buffer pool (the bindings return buffers to it when Python releases them).
-    pub fn buffers(&self) -> Arc<BufferPool> {
-        self.work.buffers.clone()
+    pub fn buffers(&self) -> Option<Arc<BufferPool>> {
+        self.gather.as_ref().map(|g| g.buffers.clone())
     }
 
-    pub fn plan(&self) -> &MemoryPlan {
-        &self.plan
+    /// The memory plan (redone for the largest batch seen so far).
+    pub fn plan(&self) -> MemoryPlan {
+        self.plan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone()
     }
 
-    pub fn pool(&self) -> &SamplerPool {
-        &self.pool
+    pub fn graph(&self) -> &Graph {
+        &self.graph
     }
 
+    pub fn num_nodes(&self) -> u64 {
+        self.graph.num_nodes()
+    }
+
+    /// Values per feature row (0 without features).
     pub fn dim(&self) -> usize {
-        self.work.file.dim()
+        self.gather.as_ref().map_or(0, |g| g.file.dim())
     }
 
-    /// "memory", "uring", "pread", ... for feature rows.
+    /// "memory", "uring", "uring-direct" or "pread" for neighbor lists.
+    pub fn backend_name(&self) -> &str {
+        self.graph.backend_name()
+    }
+
+    /// "memory", "uring", "pread", ... for feature rows ("" without features).
     pub fn feature_backend(&self) -> &str {
         &self.feature_backend
     }
 
-    /// Why `auto` fell back to pread for feature rows, if it did.
+    /// Why `auto` fell back to pread (neighbors or features), if it did.
     pub fn fallback_reason(&self) -> Option<&str> {
         self.fallback.as_deref()
     }
 
     pub fn stats(&self) -> LoaderStats {
-        *self.work.totals.lock().unwrap_or_else(|e| e.into_inner())
+        self.gather.as_ref().map_or_else(LoaderStats::default, |g| {
+            *g.totals.lock().unwrap_or_else(|e| e.into_inner())
+        })
     }
 
-    /// Whether the dataset has labels (batches then carry `y`).
+    /// The sampler's I/O counters over every epoch and call.
+    pub fn io_stats(&self) -> IoStats {
+        self.graph.io_stats()
+    }
+
+    /// Epoch worker threads alive now (0 once every [`Epoch`] is finished or dropped).
+    pub fn live_workers(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// Whether batches carry labels.
     pub fn has_labels(&self) -> bool {
-        self.work.labels.is_some()
+        self.gather.as_ref().is_some_and(|g| g.labels.is_some())
     }
-}
 
-/// Access counts of every node (saturating at 65535) over `batches` batches of look-ahead
-/// epochs of `seeds` (`PRESAMPLE_EPOCH`, then the epochs below it, as many as it takes), and
-/// the number of batches counted.
-fn count_ahead(
-    pool: &SamplerPool,
-    seeds: &[u64],
-    batch_size: usize,
-    batches: usize,
-) -> Result<(Vec<u16>, u64)> {
-    let mut counts = vec![0u16; pool.num_nodes() as usize];
-    let mut n = 0;
-    let mut epoch = PRESAMPLE_EPOCH;
-    while (n as usize) < batches {
-        let it = pool.epoch(seeds.to_vec(), batch_size, true, epoch, false)?;
-        for b in it.take(batches - n as usize) {
-            for &v in &b?.sample.node {
-                let c = &mut counts[v as usize];
-                *c = c.saturating_add(1);
+    /// Access counts of every node (saturating at 65535) over `batches` batches of look-ahead
+    /// epochs of `seeds` (`PRESAMPLE_EPOCH`, then the epochs below it, as many as it takes), and
+    /// the number of batches counted.
+    fn count_ahead(
+        &self,
+        seeds: &Seeds,
+        batch_size: NonZeroUsize,
+        batches: usize,
+    ) -> Result<(Vec<u16>, u64)> {
+        let mut counts = vec![0u16; self.num_nodes() as usize];
+        let mut n = 0;
+        let mut epoch = PRESAMPLE_EPOCH;
+        while (n as usize) < batches {
+            let it = self.sample_epoch(seeds, &EpochOptions::new(batch_size, epoch))?;
+            for b in it.take(batches - n as usize) {
+                for &v in &b?.sample.node {
+                    let c = &mut counts[v as usize];
+                    *c = c.saturating_add(1);
+                }
+                n += 1;
             }
-            n += 1;
+            epoch -= 1;
         }
-        epoch -= 1;
+        Ok((counts, n))
     }
-    Ok((counts, n))
 }

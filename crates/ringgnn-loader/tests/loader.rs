@@ -2,72 +2,18 @@
 //! the rows and labels read straight from the dataset, whatever the backend, cache or prefetch;
 //! the prefetch bound must hold; stopping early and I/O errors must end cleanly.
 
-use std::path::Path;
+mod common;
+
 use std::time::Duration;
 
+use common::{backends, loading as options, nz, sbm, seeds, train_seeds};
 use ringgnn_features::FeatureGatherer;
-use ringgnn_io::probe_uring;
-use ringgnn_loader::{BatchLoader, CachePolicy, Error, LoaderOptions};
-use ringgnn_sampler::{BackendChoice, SamplerConfig};
-use ringgnn_store::generate::sbm::{generate_sbm, SbmOptions};
+use ringgnn_loader::{BackendChoice, BatchLoader, CachePolicy, EpochOptions, Error};
 use ringgnn_store::manifest::FeatureDtype;
-use ringgnn_store::{Dataset, GraphOptions, NoProgress};
-use tempfile::TempDir;
+use ringgnn_store::Dataset;
 
-fn sbm(nodes: u64, dtype: FeatureDtype) -> TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SbmOptions {
-        out: dir.path().join("ds"),
-        nodes,
-        classes: 4,
-        avg_degree: 6.0,
-        feature_dim: 12,
-        feature_dtype: dtype,
-        seed: 5,
-        split: vec![("train".into(), 0.5), ("val".into(), 0.25)],
-        graph: GraphOptions::default(),
-        overwrite: false,
-    };
-    generate_sbm(&opts, &NoProgress).unwrap();
-    dir
-}
-
-fn options(backend: BackendChoice, cache: Option<u64>, policy: CachePolicy) -> LoaderOptions {
-    LoaderOptions {
-        sampler: SamplerConfig {
-            fanouts: vec![4, 3],
-            backend,
-            threads: 2,
-            seed: 11,
-            ..Default::default()
-        },
-        memory: Some(256 << 20),
-        cache,
-        cache_policy: policy,
-        batch_size: 64,
-        ..Default::default()
-    }
-}
-
-fn train_seeds(dir: &Path) -> Vec<u64> {
-    let ds = Dataset::open(dir).unwrap();
-    ds.split("train")
-        .unwrap()
-        .into_iter()
-        .map(|s| s as u64)
-        .collect()
-}
-
-fn backends() -> Vec<BackendChoice> {
-    let mut b = vec![
-        BackendChoice::Memory,
-        BackendChoice::Pread,
-        BackendChoice::Auto,
-    ];
-    if probe_uring().is_ok() {
-        b.push(BackendChoice::Uring);
-    }
-    b
+fn epoch(bs: usize, e: u64) -> EpochOptions {
+    EpochOptions::new(nz(bs), e)
 }
 
 #[test]
@@ -100,8 +46,8 @@ fn batches_are_the_pools_samples_with_rows_and_labels_read_directly() {
                     "{what}: {}",
                     l.plan()
                 );
-                let plain = l.pool().epoch(seeds.clone(), 64, true, 3, false).unwrap();
-                let loaded = l.epoch(seeds.clone(), 64, true, 3, false).unwrap();
+                let plain = l.sample_epoch(&seeds, &epoch(64, 3)).unwrap();
+                let loaded = l.epoch(&seeds, &epoch(64, 3)).unwrap();
                 let mut n = 0;
                 for (p, b) in plain.zip(loaded) {
                     let (p, b) = (p.unwrap(), b.unwrap());
@@ -137,7 +83,7 @@ fn presampled_counts_cache_what_batches_touch_most() {
     let dir = tmp.path().join("ds");
     // Few seeds (5% of the nodes), as in real training sets: the rows near them are hot,
     // which in-degree alone does not see.
-    let seeds = train_seeds(&dir)[..200].to_vec();
+    let seeds = seeds(train_seeds(&dir).ids()[..200].to_vec(), 4000);
     // Room for about 5% of the rows.
     let cache = Some(200 * (12 * 4 + 8));
     let hit = |policy| {
@@ -148,7 +94,7 @@ fn presampled_counts_cache_what_batches_touch_most() {
         )
         .unwrap();
         for epoch in 0..3 {
-            for b in l.epoch(seeds.clone(), 64, true, epoch, false).unwrap() {
+            for b in l.epoch(&seeds, &self::epoch(64, epoch)).unwrap() {
                 b.unwrap();
             }
         }
@@ -173,11 +119,13 @@ fn workers_gather_at_most_prefetch_batches_ahead() {
     let seeds = train_seeds(&dir);
     for prefetch in [1usize, 2] {
         let mut o = options(BackendChoice::Pread, Some(0), CachePolicy::Degree);
-        o.prefetch = Some(prefetch);
-        o.batch_size = 16;
+        o.prefetch = Some(nz(prefetch));
+        o.batch_size = nz(16);
         let l = BatchLoader::open(&dir, o, None).unwrap();
         assert_eq!(l.plan().prefetch, prefetch as u64);
-        let mut it = l.epoch(seeds.clone(), 16, false, 0, false).unwrap();
+        let mut e = epoch(16, 0);
+        e.shuffle = false;
+        let mut it = l.epoch(&seeds, &e).unwrap();
         let mut held = Vec::new();
         for taken in 1..=4u64 {
             held.push(it.next().unwrap().unwrap());
@@ -192,7 +140,7 @@ fn workers_gather_at_most_prefetch_batches_ahead() {
         // Holding every batch never blocks the workers: the bound is on batches ahead.
         held.extend(it.map(|b| b.unwrap()));
         assert_eq!(held.len(), seeds.len().div_ceil(16));
-        assert_eq!(l.pool().live_workers(), 0);
+        assert_eq!(l.live_workers(), 0);
     }
 }
 
@@ -208,10 +156,10 @@ fn dropping_an_epoch_early_stops_its_workers() {
     )
     .unwrap();
     for _ in 0..3 {
-        let mut it = l.epoch(seeds.clone(), 8, true, 0, false).unwrap();
+        let mut it = l.epoch(&seeds, &epoch(8, 0)).unwrap();
         it.next().unwrap().unwrap();
         drop(it);
-        assert_eq!(l.pool().live_workers(), 0);
+        assert_eq!(l.live_workers(), 0);
     }
 }
 
@@ -232,7 +180,7 @@ fn a_read_error_in_a_worker_ends_the_epoch_with_the_file_named() {
         .open(dir.join("features.bin"))
         .unwrap();
     f.set_len(4096).unwrap();
-    let results: Vec<_> = l.epoch(seeds, 64, true, 0, false).unwrap().collect();
+    let results: Vec<_> = l.epoch(&seeds, &epoch(64, 0)).unwrap().collect();
     let last = results.last().unwrap();
     let msg = match last {
         Err(Error::Features(e)) => e.to_string(),
@@ -240,7 +188,7 @@ fn a_read_error_in_a_worker_ends_the_epoch_with_the_file_named() {
     };
     assert!(msg.contains("features.bin"), "{msg}");
     assert!(results[..results.len() - 1].iter().all(|r| r.is_ok()));
-    assert_eq!(l.pool().live_workers(), 0);
+    assert_eq!(l.live_workers(), 0);
 }
 
 #[test]
@@ -272,7 +220,7 @@ fn the_budget_is_split_and_checked() {
     let fixed = p.total() - p.cache - p.slack;
     let budget = (fixed + 50_000) * 32 / 31;
     o.memory = Some(budget);
-    o.prefetch = Some(p.prefetch as usize);
+    o.prefetch = Some(nz(p.prefetch as usize));
     let tight = BatchLoader::open(&dir, o.clone(), None).unwrap();
     let p = tight.plan().clone();
     assert_eq!(p.total(), budget, "{p}");
@@ -286,16 +234,23 @@ fn the_budget_is_split_and_checked() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("is too small for the loader"), "{e}");
+    assert!(e.contains("memory=1.0 MiB is too small"), "{e}");
+    assert!(
+        e.contains("gather workspaces") && e.contains("batch buffers"),
+        "{e}"
+    );
+    // A loader opened for samples alone has no feature epochs.
     o.memory = Some(256 << 20);
-    o.batch_size = 0;
-    assert!(BatchLoader::open(&dir, o.clone(), None).is_err());
-    o.batch_size = 8;
+    o.features = None;
     let l = BatchLoader::open(&dir, o, None).unwrap();
     let e = l
-        .epoch(vec![0, 1], 9, false, 0, false)
+        .epoch(&train_seeds(&dir), &epoch(8, 0))
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("batch_size 9 is larger than the 8"), "{e}");
+    assert!(e.contains("opened without features"), "{e}");
+    assert_eq!(
+        (l.dim(), l.feature_backend(), l.has_labels()),
+        (0, "", false)
+    );
 }

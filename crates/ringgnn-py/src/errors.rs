@@ -127,8 +127,6 @@ impl From<SamplerError> for PyErr {
             e @ (E::Fanout { .. } | E::Seed { .. } | E::TooLarge | E::Input(_)) => {
                 input_error(e.to_string())
             }
-            // A bug, not a user error: the base class, with the message asking for a report.
-            e @ E::Worker { .. } => RingGnnError::new_err(e.to_string()),
         }
     }
 }
@@ -176,6 +174,8 @@ impl From<LoaderError> for PyErr {
             E::Features(e) => FeaturesError(e).into(),
             E::Store(e) => StoreError(e).into(),
             E::Input(msg) => input_error(msg),
+            // A bug, not a user error: the base class, with the message asking for a report.
+            e @ E::Worker(_) => RingGnnError::new_err(e.to_string()),
         }
     }
 }

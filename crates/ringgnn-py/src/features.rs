@@ -13,9 +13,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_features::{FeatureGatherer, GatherStats, HotRowCache};
 use ringgnn_io::{BackendKind, CoalesceOptions};
+use ringgnn_loader::BackendChoice;
 use ringgnn_store::Dataset;
 
-use crate::errors::{input_error, FeaturesError, StoreError};
+use crate::errors::{input_error, FeaturesError, LoaderError, StoreError};
 
 /// Gather counters as a dict (`FeatureReader.stats`, the loader's batch info and stats).
 pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &GatherStats) -> PyResult<Bound<'py, PyDict>> {
@@ -89,13 +90,14 @@ impl FeatureReader {
         direct: bool,
         cache: u64,
     ) -> PyResult<Self> {
-        let memory = backend == "memory";
-        let kind = if memory {
-            BackendKind::Pread
-        } else {
-            backend
-                .parse::<BackendKind>()
-                .map_err(|e| input_error(e.to_string()))?
+        // The same names and the same rule as the sampler and the loader.
+        let choice: BackendChoice = backend.parse().map_err(LoaderError)?;
+        let memory = choice == BackendChoice::Memory;
+        let kind = match choice {
+            BackendChoice::Uring => BackendKind::Uring,
+            BackendChoice::Pread | BackendChoice::Memory => BackendKind::Pread,
+            // Probed when the gatherer is made; the reason of a fallback is in `stats()`.
+            BackendChoice::Auto => BackendKind::Auto,
         };
         let dataset = py.detach(|| Dataset::open(&path)).map_err(StoreError)?;
         let dim = match &dataset.manifest().features {

@@ -30,5 +30,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::HostBuffer>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<sampler::SamplerEpoch>()?;
+    m.add_function(wrap_pyfunction!(sampler::parse_fanouts, m)?)?;
+    // The names the core's parsers accept, so that front ends list the same ones.
+    m.add("BACKENDS", ringgnn_loader::BackendChoice::NAMES.to_vec())?;
+    m.add(
+        "CACHE_POLICIES",
+        ringgnn_loader::CachePolicy::NAMES.to_vec(),
+    )?;
+    m.add("MAX_FANOUT", ringgnn_sampler::MAX_FANOUT)?;
     Ok(())
 }

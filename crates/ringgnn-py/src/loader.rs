@@ -6,6 +6,7 @@
 //! Like `Sampler`, a `Loader` starts no thread and keeps no ring until an epoch starts; each
 //! epoch's workers make their own rings, so a `Loader` made before a fork works after it.
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -14,13 +15,14 @@ use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_loader::{
-    BatchLoader, BufferPool, CachePolicy, EpochIterOf, LoadedBatch, LoaderOptions,
+    BackendChoice, BatchLoader, BufferPool, CachePolicy, Epoch, FeatureOptions, LoadedBatch,
+    LoaderOptions,
 };
-use ringgnn_sampler::{BackendChoice, SamplerConfig};
+use ringgnn_sampler::SampleOptions;
 
-use crate::errors::{input_error, LoaderError, SamplerError};
+use crate::errors::{input_error, LoaderError, StoreError};
 use crate::features::stats_dict;
-use crate::sampler::{ints, node_ids, Converted};
+use crate::sampler::{epoch_options, fanouts, ints, plan_dict, seeds, Converted, HOLD};
 
 /// Owner of one batch's feature buffer while numpy/PyTorch use it.
 #[pyclass(module = "ringgnn._core", frozen)]
@@ -80,18 +82,18 @@ impl Loader {
     #[pyo3(signature = (
         path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
         seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
-        presample_batches=64, presample_seeds=None, prefetch=None, hold=2, feature_backend=None
+        presample_batches=64, presample_seeds=None, prefetch=None, hold=HOLD, feature_backend=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         fanouts: Vec<i64>,
-        batch_size: usize,
+        batch_size: NonZeroUsize,
         replace: bool,
         backend: &str,
         direct: bool,
-        threads: Option<usize>,
+        threads: Option<NonZeroUsize>,
         seed: u64,
         memory: Option<u64>,
         reserve: u64,
@@ -99,51 +101,50 @@ impl Loader {
         cache_policy: &str,
         presample_batches: usize,
         presample_seeds: Option<PyReadonlyArray1<'_, i64>>,
-        prefetch: Option<usize>,
-        hold: usize,
+        prefetch: Option<NonZeroUsize>,
+        hold: NonZeroUsize,
         feature_backend: Option<&str>,
     ) -> PyResult<Self> {
-        let backend: BackendChoice = backend.parse().map_err(SamplerError)?;
-        let features = feature_backend
-            .map(|b| b.parse::<BackendChoice>())
-            .transpose()
-            .map_err(SamplerError)?;
-        let cache_policy = match cache_policy {
-            "degree" => CachePolicy::Degree,
-            "presample" => CachePolicy::Presample {
-                batches: presample_batches,
+        let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
+        let features = FeatureOptions {
+            backend: match feature_backend {
+                Some(b) => b.parse().map_err(LoaderError)?,
+                None => backend,
             },
-            other => {
-                return Err(input_error(format!(
-                    "unknown cache_policy {other:?}: use \"presample\" or \"degree\""
-                )))
-            }
+            cache,
+            cache_policy: cache_policy
+                .parse::<CachePolicy>()
+                .map_err(LoaderError)?
+                .with_batches(presample_batches),
         };
-        let mut sampler = SamplerConfig {
-            fanouts,
-            replace,
+        let opts = LoaderOptions {
+            sample: SampleOptions {
+                fanouts: self::fanouts(&fanouts)?,
+                replace,
+                seed,
+                with_edge_ids: false,
+            },
             backend,
             direct,
-            seed,
-            ..Default::default()
-        };
-        if let Some(t) = threads {
-            sampler.threads = t;
-        }
-        let seeds = presample_seeds.as_ref().map(node_ids).transpose()?;
-        let opts = LoaderOptions {
-            sampler,
-            features,
+            threads: threads.unwrap_or(LoaderOptions::default().threads),
             memory,
             reserve,
-            cache,
-            cache_policy,
+            features: Some(features),
             batch_size,
             prefetch,
             hold,
         };
+        let presample = match &presample_seeds {
+            None => None,
+            Some(a) => {
+                let ds = py
+                    .detach(|| ringgnn_store::Dataset::open(&path))
+                    .map_err(StoreError)?;
+                Some(seeds(a, ds.num_nodes())?)
+            }
+        };
         let inner = py
-            .detach(|| BatchLoader::open(&path, opts, seeds.as_deref()))
+            .detach(|| BatchLoader::open(&path, opts, presample.as_ref()))
             .map_err(LoaderError)?;
         Ok(Loader { inner })
     }
@@ -151,7 +152,7 @@ impl Loader {
     /// The sampler's backend: "memory", "uring", "uring-direct" or "pread".
     #[getter]
     fn backend(&self) -> &str {
-        self.inner.pool().backend_name()
+        self.inner.backend_name()
     }
 
     /// How feature rows are read: "memory", "uring", "pread", ...
@@ -163,10 +164,7 @@ impl Loader {
     /// Why `auto` did not use io_uring (sampler or features), or None.
     #[getter]
     fn fallback_reason(&self) -> Option<&str> {
-        self.inner
-            .pool()
-            .fallback_reason()
-            .or(self.inner.fallback_reason())
+        self.inner.fallback_reason()
     }
 
     #[getter]
@@ -176,30 +174,12 @@ impl Loader {
 
     #[getter]
     fn num_nodes(&self) -> u64 {
-        self.inner.pool().num_nodes()
+        self.inner.num_nodes()
     }
 
     /// How the memory budget was split (bytes), and the prefetch depth chosen.
     fn plan<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let p = self.inner.plan();
-        let d = PyDict::new(py);
-        d.set_item("budget", p.budget)?;
-        d.set_item("slack", p.slack)?;
-        d.set_item("reserve", p.reserve)?;
-        d.set_item("sampler", p.sampler)?;
-        d.set_item("neighbor_file", p.neighbor_file)?;
-        d.set_item("labels", p.labels)?;
-        d.set_item("gather", p.gather)?;
-        d.set_item("buffers", p.buffers)?;
-        d.set_item("features", p.features)?;
-        d.set_item("cache", p.cache)?;
-        d.set_item("total", p.total())?;
-        d.set_item("prefetch", p.prefetch)?;
-        d.set_item("neighbors_in_memory", p.neighbors_in_memory)?;
-        d.set_item("features_in_memory", p.features_in_memory)?;
-        d.set_item("note", p.note.clone())?;
-        d.set_item("text", p.to_string())?;
-        Ok(d)
+        plan_dict(py, &self.inner.plan())
     }
 
     /// Counters over every batch so far: batches, worker seconds sampling and gathering,
@@ -214,36 +194,38 @@ impl Loader {
         d.set_item("cache_bytes", s.cache_bytes)?;
         d.set_item("presample_seconds", s.presample_seconds)?;
         d.set_item("presample_batches", s.presample_batches)?;
-        let io = self.inner.pool().io_stats();
+        let io = self.inner.io_stats();
         d.set_item("sampler_reads", io.reads)?;
         d.set_item("sampler_bytes", io.bytes)?;
-        d.set_item("backend", self.inner.pool().backend_name())?;
+        d.set_item("backend", self.inner.backend_name())?;
         d.set_item("feature_backend", self.inner.feature_backend())?;
         Ok(d)
     }
 
-    /// Iterate one epoch: see `LoaderEpoch.__next__`.
-    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false))]
+    /// Iterate one epoch: see `LoaderEpoch.__next__`; `batches` selects global batch indices
+    /// (a rank's share), default all.
+    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false, batches=None))]
+    #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
         py: Python<'_>,
         seeds: PyReadonlyArray1<'_, i64>,
-        batch_size: usize,
+        batch_size: NonZeroUsize,
         shuffle: bool,
         epoch: u64,
         drop_last: bool,
+        batches: Option<Vec<u64>>,
     ) -> PyResult<LoaderEpoch> {
-        let seeds = node_ids(&seeds)?;
+        let seeds = self::seeds(&seeds, self.inner.num_nodes())?;
+        let e = epoch_options(batch_size, shuffle, epoch, drop_last, batches);
         let inner = py
-            .detach(|| {
-                self.inner
-                    .epoch(seeds, batch_size, shuffle, epoch, drop_last)
-            })
+            .detach(|| self.inner.epoch(&seeds, &e))
             .map_err(LoaderError)?;
+        let buffers = self.inner.buffers().expect("a Loader always has features");
         Ok(LoaderEpoch {
             len: inner.len(),
             inner: Some(inner),
-            buffers: self.inner.buffers(),
+            buffers,
             dim: self.inner.dim(),
         })
     }
@@ -264,7 +246,7 @@ type LoadedTuple<'py> = (
 #[pyclass(module = "ringgnn._core")]
 pub struct LoaderEpoch {
     len: usize,
-    inner: Option<EpochIterOf>,
+    inner: Option<Epoch<LoadedBatch>>,
     buffers: Arc<BufferPool>,
     dim: usize,
 }

@@ -1,38 +1,111 @@
-//! `_core.Sampler` and `_core.SamplerEpoch`: arguments to a [`SamplerConfig`], the pool's calls
-//! with the GIL released, samples back as dicts of numpy arrays.
+//! `_core.Sampler` and `_core.SamplerEpoch`: a [`BatchLoader`] opened for samples alone, its
+//! calls with the GIL released, samples back as dicts of numpy arrays. Also the conversions the
+//! loader binding shares: fanouts and seeds into their typed forms (the core's one rule for
+//! each), the memory plan as a dict, and the signal-checking wait for an epoch's next item.
 //!
-//! Creating a `Sampler` reads the offset index and may probe io_uring (a ring made and closed
-//! at once); it starts no thread and keeps no ring, so a `Sampler` made before a fork is safe to
-//! use after it. Rings and threads appear on the first `sample()` / `epoch()`.
+//! Creating a `Sampler` reads the offset index (and the neighbor file when the plan holds it in
+//! memory) and may probe io_uring (a ring made and closed at once); it starts no thread and
+//! keeps no ring, so a `Sampler` made before a fork is safe to use after it. Rings and threads
+//! appear on the first `sample()` / `epoch()`.
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
+use ringgnn_loader::{Batch, BatchLoader, Epoch, EpochOptions, LoaderOptions, MemoryPlan, Next};
 use ringgnn_sampler::{
-    BackendChoice, BatchWork, EpochIter, Next, SampledSubgraph, SamplerConfig, SamplerPool,
+    parse_fanouts as parse_fanout_text, Fanout, SampleOptions, SampledSubgraph, Seeds,
 };
 
-use crate::errors::{input_error, SamplerError};
+use crate::errors::{input_error, LoaderError, SamplerError};
+
+/// Defaults of the signatures: a plain `for` loop's hold, the plan's default batch.
+pub(crate) const HOLD: NonZeroUsize = NonZeroUsize::new(2).unwrap();
+pub(crate) const PLAN_BATCH: NonZeroUsize =
+    NonZeroUsize::new(ringgnn_loader::budget::DEFAULT_PLAN_BATCH).unwrap();
+
+/// The fanouts of a list of integers, by the core's one rule ([`Fanout::parse_all`]).
+pub(crate) fn fanouts(values: &[i64]) -> PyResult<Vec<Fanout>> {
+    Ok(Fanout::parse_all(values).map_err(SamplerError)?)
+}
+
+/// `ringgnn._options.fanouts`: fanouts from text ("20,15,10") or a sequence of integers,
+/// checked by the core's rule, as a list of ints.
+#[pyfunction]
+pub fn parse_fanouts(value: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    let parsed = if let Ok(s) = value.cast::<PyString>() {
+        parse_fanout_text(&s.to_cow()?).map_err(SamplerError)?
+    } else {
+        let values: Vec<i64> = value.extract().map_err(|_| {
+            input_error(format!(
+                "fanouts must be integers such as [20, 15, 10] or text such as \"20,15,10\", \
+                 not {}",
+                value.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+            ))
+        })?;
+        fanouts(&values)?
+    };
+    Ok(parsed.iter().map(|f| f.value()).collect())
+}
+
+/// Seeds from numpy int64, checked once against the graph (negative ids too).
+pub(crate) fn seeds(arr: &PyReadonlyArray1<'_, i64>, num_nodes: u64) -> PyResult<Seeds> {
+    let a = arr.as_array();
+    let r = match a.as_slice() {
+        Some(s) => Seeds::from_signed(s, num_nodes),
+        None => Seeds::from_signed(&a.iter().copied().collect::<Vec<_>>(), num_nodes),
+    };
+    Ok(r.map_err(SamplerError)?)
+}
+
+/// The epoch's cut and selection, from the binding's arguments.
+pub(crate) fn epoch_options(
+    batch_size: NonZeroUsize,
+    shuffle: bool,
+    epoch: u64,
+    drop_last: bool,
+    batches: Option<Vec<u64>>,
+) -> EpochOptions {
+    EpochOptions {
+        batch_size,
+        shuffle,
+        epoch,
+        drop_last,
+        batches,
+    }
+}
+
+/// How the memory budget was split (bytes), and the batches ahead chosen.
+pub(crate) fn plan_dict<'py>(py: Python<'py>, p: &MemoryPlan) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("budget", p.budget)?;
+    d.set_item("slack", p.slack)?;
+    d.set_item("reserve", p.reserve)?;
+    d.set_item("sampler", p.sampler)?;
+    d.set_item("neighbor_file", p.neighbor_file)?;
+    d.set_item("labels", p.labels)?;
+    d.set_item("gather", p.gather)?;
+    d.set_item("buffers", p.buffers)?;
+    d.set_item("features", p.features)?;
+    d.set_item("cache", p.cache)?;
+    d.set_item("total", p.total())?;
+    d.set_item("prefetch", p.prefetch)?;
+    d.set_item("hold", p.hold)?;
+    d.set_item("neighbors_in_memory", p.neighbors_in_memory)?;
+    d.set_item("features_in_memory", p.features_in_memory)?;
+    d.set_item("note", p.note.clone())?;
+    d.set_item("text", p.to_string())?;
+    Ok(d)
+}
 
 /// A sampler over one dataset with one configuration (`ringgnn.NeighborSampler` wraps it).
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct Sampler {
-    pool: SamplerPool,
-}
-
-/// Node ids from numpy, checked to be non-negative (the pool checks the upper bound).
-pub(crate) fn node_ids(seeds: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
-    let s = seeds.as_array();
-    if let Some(&id) = s.iter().find(|&&x| x < 0) {
-        return Err(input_error(format!(
-            "seed node {id} is negative: node ids are 0..num_nodes"
-        )));
-    }
-    Ok(s.iter().map(|&x| x as u64).collect())
+    inner: BatchLoader,
 }
 
 /// A sample with its arrays already int64 (converted outside the GIL; in place, no copy).
@@ -78,10 +151,13 @@ impl Converted {
 
 #[pymethods]
 impl Sampler {
+    /// `memory`: the whole process's budget (None: half the available memory), of which
+    /// `reserve` is the caller's; `batch_size`: the largest batch the plan is made for (a larger
+    /// one is accepted when the plan still fits); `prefetch`: batches sampled ahead.
     #[new]
     #[pyo3(signature = (
         path, fanouts, replace=false, backend="auto", direct=false, threads=None, seed=0,
-        memory=None, with_edge_ids=false, prefetch=None
+        memory=None, reserve=0, with_edge_ids=false, prefetch=None, batch_size=PLAN_BATCH
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -91,54 +167,58 @@ impl Sampler {
         replace: bool,
         backend: &str,
         direct: bool,
-        threads: Option<usize>,
+        threads: Option<NonZeroUsize>,
         seed: u64,
         memory: Option<u64>,
+        reserve: u64,
         with_edge_ids: bool,
-        prefetch: Option<usize>,
+        prefetch: Option<NonZeroUsize>,
+        batch_size: NonZeroUsize,
     ) -> PyResult<Self> {
-        let backend: BackendChoice = backend.parse().map_err(SamplerError)?;
-        let mut cfg = SamplerConfig {
-            fanouts,
-            replace,
-            backend,
+        let defaults = LoaderOptions::default();
+        let opts = LoaderOptions {
+            sample: SampleOptions {
+                fanouts: self::fanouts(&fanouts)?,
+                replace,
+                seed,
+                with_edge_ids,
+            },
+            backend: backend.parse().map_err(LoaderError)?,
             direct,
-            seed,
+            threads: threads.unwrap_or(defaults.threads),
             memory,
-            with_edge_ids,
-            ..Default::default()
+            reserve,
+            features: None,
+            batch_size,
+            prefetch,
+            hold: defaults.hold,
         };
-        if let Some(t) = threads {
-            cfg.threads = t;
-        }
-        cfg.prefetch = prefetch.unwrap_or(2 * cfg.threads);
-        let pool = py
-            .detach(|| SamplerPool::open(&path, cfg))
-            .map_err(SamplerError)?;
-        Ok(Sampler { pool })
+        let inner = py
+            .detach(|| BatchLoader::open(&path, opts, None))
+            .map_err(LoaderError)?;
+        Ok(Sampler { inner })
     }
 
     /// The backend in use: "memory", "uring", "uring-direct" or "pread".
     #[getter]
     fn backend(&self) -> &str {
-        self.pool.backend_name()
+        self.inner.backend_name()
     }
 
     /// Why `backend="auto"` did not pick io_uring, or None.
     #[getter]
     fn fallback_reason(&self) -> Option<&str> {
-        self.pool.fallback_reason()
+        self.inner.fallback_reason()
     }
 
     #[getter]
     fn num_nodes(&self) -> u64 {
-        self.pool.num_nodes()
+        self.inner.num_nodes()
     }
 
-    /// Upper bound on the bytes this sampler uses with batches of 1024 seeds.
-    #[getter]
-    fn memory_estimate(&self) -> u64 {
-        self.pool.memory_estimate()
+    /// How the memory budget was split.
+    fn plan<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        plan_dict(py, &self.inner.plan())
     }
 
     /// Sample mini-batch `batch` of epoch `epoch` around `seeds` on the calling thread.
@@ -150,31 +230,32 @@ impl Sampler {
         epoch: u64,
         batch: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let seeds = node_ids(&seeds)?;
+        let seeds = self::seeds(&seeds, self.inner.num_nodes())?;
         let out = py
-            .detach(|| self.pool.sample(&seeds, epoch, batch).map(Converted::from))
-            .map_err(SamplerError)?;
+            .detach(|| self.inner.sample(&seeds, epoch, batch).map(Converted::from))
+            .map_err(LoaderError)?;
         out.into_dict(py)
     }
 
-    /// Iterate one epoch on worker threads: `(batch_index, seeds, sample)` in order.
-    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false))]
+    /// Iterate one epoch on worker threads: `(batch_index, seeds, sample)` in order; `batches`
+    /// selects global batch indices (a rank's share), default all.
+    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false, batches=None))]
+    #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
         py: Python<'_>,
         seeds: PyReadonlyArray1<'_, i64>,
-        batch_size: usize,
+        batch_size: NonZeroUsize,
         shuffle: bool,
         epoch: u64,
         drop_last: bool,
+        batches: Option<Vec<u64>>,
     ) -> PyResult<SamplerEpoch> {
-        let seeds = node_ids(&seeds)?;
+        let seeds = self::seeds(&seeds, self.inner.num_nodes())?;
+        let e = epoch_options(batch_size, shuffle, epoch, drop_last, batches);
         let inner = py
-            .detach(|| {
-                self.pool
-                    .epoch(seeds, batch_size, shuffle, epoch, drop_last)
-            })
-            .map_err(SamplerError)?;
+            .detach(|| self.inner.sample_epoch(&seeds, &e))
+            .map_err(LoaderError)?;
         Ok(SamplerEpoch {
             len: inner.len(),
             inner: Some(inner),
@@ -183,7 +264,7 @@ impl Sampler {
 
     /// I/O counters over all samplers and epochs: reads issued, bytes read, read batches.
     fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.pool.io_stats();
+        let s = self.inner.io_stats();
         let d = PyDict::new(py);
         d.set_item("reads", s.reads)?;
         d.set_item("bytes", s.bytes)?;
@@ -195,10 +276,10 @@ impl Sampler {
 /// The next item of an epoch, waiting with the GIL released in slices of 100 ms and checking
 /// for signals between them: Ctrl-C raises `KeyboardInterrupt` at once even while the next
 /// batch is seconds away (the epoch stays usable; dropping it stops its workers).
-pub(crate) fn next_checking_signals<W: BatchWork>(
+pub(crate) fn next_checking_signals<T: Send>(
     py: Python<'_>,
-    it: &mut EpochIter<W>,
-) -> PyResult<Option<Result<W::Output, W::Error>>> {
+    it: &mut Epoch<T>,
+) -> PyResult<Option<ringgnn_loader::Result<T>>> {
     loop {
         match py.detach(|| it.next_within(Duration::from_millis(100))) {
             Next::Item(i) => return Ok(Some(i)),
@@ -217,7 +298,7 @@ type BatchTuple<'py> = (u64, Bound<'py, PyArray1<i64>>, Bound<'py, PyDict>);
 pub struct SamplerEpoch {
     len: usize,
     /// `None` once finished, so the workers are joined as soon as possible.
-    inner: Option<EpochIter>,
+    inner: Option<Epoch<Batch>>,
 }
 
 #[pymethods]
@@ -243,7 +324,7 @@ impl SamplerEpoch {
             }
             Some(Err(e)) => {
                 self.inner = None;
-                Err(SamplerError(e).into())
+                Err(LoaderError(e).into())
             }
             Some(Ok((index, seeds, sample))) => {
                 Ok(Some((index, seeds.into_pyarray(py), sample.into_dict(py)?)))

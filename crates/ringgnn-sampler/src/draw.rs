@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use ringgnn_store::rng::{self, Rng};
 
-use crate::{Error, Result};
+use crate::Fanout;
 
 /// The `purpose` of [`rng::stream`] for sampling ("sample" in ASCII), so that sampling never
 /// shares a stream with split drawing or the generators under the same user seed.
@@ -21,34 +21,10 @@ const SAMPLE_PURPOSE: u64 = 0x73_61_6d_70_6c_65;
 /// so far: for the usual fanouts (5 to 25) a scan of a few cache lines beats hashing.
 const SCAN_LIMIT: u64 = 32;
 
-/// The largest fanout accepted; real fanouts are tens, so anything beyond is a mistake.
-pub const MAX_FANOUT: i64 = u32::MAX as i64;
-
 /// The random stream of mini-batch `batch` of epoch `epoch` under the user's `seed`.
 pub fn batch_rng(seed: u64, epoch: u64, batch: u64) -> Rng {
     // mix64 is a bijection, so distinct (seed, epoch) pairs with the same epoch never collide.
     rng::stream(rng::mix64(seed ^ rng::mix64(epoch)), SAMPLE_PURPOSE, batch)
-}
-
-/// How many neighbors to draw per node at one hop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fanout {
-    /// Every neighbor, in order (PyG's `-1`).
-    All,
-    /// At most this many (exactly this many with replacement, when the degree is not 0).
-    Count(u64),
-}
-
-impl Fanout {
-    /// Read a PyG-style fanout: `-1` or a positive count. `hop` (0-based) names it in errors.
-    pub fn parse(hop: usize, value: i64) -> Result<Self> {
-        match value {
-            -1 => Ok(Fanout::All),
-            // The bound keeps a typo such as 10^12 with replacement from allocating terabytes.
-            v if v > 0 && v <= MAX_FANOUT => Ok(Fanout::Count(v as u64)),
-            value => Err(Error::Fanout { hop, value }),
-        }
-    }
 }
 
 /// Per-node position drawing with a reusable workspace (O(fanout) memory, never O(degree)).
@@ -130,21 +106,6 @@ mod tests {
             &mut out,
         );
         out
-    }
-
-    #[test]
-    fn parse_fanouts() {
-        assert_eq!(Fanout::parse(0, -1).unwrap(), Fanout::All);
-        assert_eq!(Fanout::parse(0, 3).unwrap(), Fanout::Count(3));
-        assert_eq!(
-            Fanout::parse(0, MAX_FANOUT).unwrap(),
-            Fanout::Count(u32::MAX as u64)
-        );
-        for bad in [0, -2, i64::MIN, MAX_FANOUT + 1] {
-            let msg = Fanout::parse(2, bad).unwrap_err().to_string();
-            assert!(msg.contains(&format!("fanout {bad} at hop 2")), "{msg}");
-            assert!(msg.contains("-1"), "{msg}");
-        }
     }
 
     #[test]

@@ -9,11 +9,11 @@ pub enum Error {
     /// A fanout that is neither `-1` (all neighbors) nor a positive count.
     #[error("fanout {value} at hop {hop} is not valid: use a positive number of neighbors (at most 4294967295), or -1 for all of them")]
     Fanout { hop: usize, value: i64 },
-    /// A seed that is not a node of the graph.
+    /// A seed that is not a node of the graph (negative ids included).
     #[error(
         "seed node {id} is out of range: the graph has {num_nodes} nodes (ids 0..{num_nodes})"
     )]
-    Seed { id: u64, num_nodes: u64 },
+    Seed { id: i128, num_nodes: u64 },
     /// An operating-system error (or a short read) on a named file; `source.kind()` keeps its
     /// class so bindings can map it faithfully.
     #[error("{}: {source}", path.display())]
@@ -32,13 +32,10 @@ pub enum Error {
         u32::MAX
     )]
     TooLarge,
-    /// An option of the sampler pool that cannot work (zero threads, a memory budget too small
-    /// for the backend asked for, an unknown backend name); the message says what to change.
+    /// An option that cannot work (fanouts that are not integers, seeds checked against
+    /// another graph); the message says what to change.
     #[error("{0}")]
     Input(String),
-    /// A worker thread of an epoch could not start, or stopped without a result (a panic).
-    #[error("sampling worker failed on batch {batch}: {msg}")]
-    Worker { batch: u64, msg: String },
     /// Errors from opening or reading the dataset itself.
     #[error(transparent)]
     Store(#[from] ringgnn_store::Error),

@@ -1,27 +1,38 @@
 //! Index-based neighbor sampling from an on-disk CSC graph, after RingSampler ("RingSampler:
 //! GNN sampling on large-scale graphs with io_uring", Chen and Martinez): only the offset index
 //! lives in memory; for each node the sampler draws positions inside its neighbor range first
-//! ([`draw`]), then reads only those entries ([`fetch`]), coalesced into page-aligned runs for
-//! disk backends ([`coalesce`]). [`NeighborSampler`] is the single-threaded loop; its output,
-//! [`SampledSubgraph`], is PyG's `SamplerOutput`. [`SamplerPool`] shares one dataset between
-//! samplers, picks the backend ([`BackendChoice`]) and runs epochs on worker threads
-//! ([`EpochIter`]); [`budget`] sizes it.
+//! ([`draw`]), then reads only those entries ([`neighbors`]: from memory, or from disk in
+//! page-coalesced reads through `ringgnn_io::PageReader`).
+//!
+//! - **The sampling loop**: [`NeighborSampler`] (`sampler.rs`), single-threaded; its output,
+//!   [`SampledSubgraph`] (`output.rs`), is PyG's `SamplerOutput`.
+//! - **Typed inputs, checked once**: [`Fanout`] and [`SampleOptions`] (`options.rs`), [`Seeds`]
+//!   (`seeds.rs`).
+//! - **Sharing one dataset between threads**: [`Graph`] (`graph.rs`), opened with a
+//!   [`NeighborAccess`] decided by the caller's memory plan; one [`GraphSampler`] per thread.
+//! - **Sizes for the memory plan**: [`bounds`].
+//!
+//! Threads, epochs and memory budgets are not here: the worker pipeline is `ringgnn-pipeline`,
+//! and `ringgnn-loader` plans the memory and runs epochs.
 
-pub mod budget;
-pub mod coalesce;
+#![forbid(unsafe_code)]
+
+pub mod bounds;
 pub mod draw;
-mod epoch;
 mod error;
-pub mod fetch;
+mod graph;
+pub mod neighbors;
+mod options;
 mod output;
-mod pool;
 mod sampler;
+mod seeds;
 
-pub use coalesce::CoalesceOptions;
-pub use draw::Fanout;
-pub use epoch::{Batch, BatchWork, EpochIter, Next, SampleOnly, Turn};
+pub use bounds::SampleBound;
 pub use error::{Error, Result};
-pub use fetch::{Backend, Indices};
+pub use graph::{Graph, GraphSampler, NeighborAccess, OffsetIndex};
+pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
+pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::SampledSubgraph;
-pub use pool::{BackendChoice, SamplerConfig, SamplerPool, SHUFFLE_PURPOSE};
+pub use ringgnn_io::CoalesceOptions;
 pub use sampler::NeighborSampler;
+pub use seeds::{SeedSlice, Seeds};

@@ -1,6 +1,7 @@
 //! The sampling loop: [`NeighborSampler::sample`] expands a mini-batch hop by hop (draw
 //! positions for the whole frontier, fetch the hop's entries in one go, relabel), single
-//! threaded. The multi-threaded epoch pipeline runs one of these per worker.
+//! threaded. The worker pipeline (`ringgnn-pipeline`, driven by `ringgnn-loader`) runs one of
+//! these per worker thread, made by [`crate::Graph::sampler`].
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -10,9 +11,9 @@ use ringgnn_io::IoStats;
 use ringgnn_store::rng::mix64;
 use ringgnn_store::Dataset;
 
-use crate::draw::{batch_rng, Drawer, Fanout};
-use crate::fetch::Backend;
-use crate::{Error, Result, SampledSubgraph};
+use crate::draw::{batch_rng, Drawer};
+use crate::neighbors::NeighborSource;
+use crate::{Error, Fanout, Result, SampledSubgraph, SeedSlice};
 
 /// Hashes node ids with the SplitMix64 finalizer: much cheaper than SipHash, and well mixed in
 /// every bit, so ids that share low bits (multiples of a power of two) do not collide. HashDoS
@@ -43,7 +44,7 @@ pub struct NeighborSampler {
     indptr: Arc<[u64]>,
     fanouts: Vec<Fanout>,
     replace: bool,
-    backend: Backend,
+    source: NeighborSource,
     // Workspaces reused across batches: their size follows the sample, never the graph.
     drawer: Drawer,
     map: IdMap,
@@ -59,27 +60,22 @@ pub struct NeighborSampler {
 
 impl NeighborSampler {
     /// A sampler over the offset index `indptr` (`V + 1` entries) reading neighbors from
-    /// `backend`. `fanouts[k]` is the number of neighbors drawn per node at hop `k + 1`
-    /// (`-1`: all); `replace` draws with replacement. Pass an `Arc<[u64]>` to share one index
-    /// between several samplers (a `Vec<u64>` is moved into a new one).
+    /// `source`. `fanouts[k]` is the number of neighbors drawn per node at hop `k + 1`;
+    /// `replace` draws with replacement. Pass an `Arc<[u64]>` to share one index between
+    /// several samplers (a `Vec<u64>` is moved into a new one).
     pub fn new(
         indptr: impl Into<Arc<[u64]>>,
-        fanouts: &[i64],
+        fanouts: &[Fanout],
         replace: bool,
-        backend: Backend,
+        source: NeighborSource,
     ) -> Result<Self> {
         let indptr = indptr.into();
-        let fanouts = fanouts
-            .iter()
-            .enumerate()
-            .map(|(hop, &f)| Fanout::parse(hop, f))
-            .collect::<Result<Vec<_>>>()?;
-        check_indptr(&indptr, &backend)?;
+        check_indptr(&indptr, &source)?;
         Ok(NeighborSampler {
             indptr,
-            fanouts,
+            fanouts: fanouts.to_vec(),
             replace,
-            backend,
+            source,
             drawer: Drawer::default(),
             map: IdMap::default(),
             pos: Vec::new(),
@@ -89,9 +85,14 @@ impl NeighborSampler {
         })
     }
 
-    /// A sampler over dataset `ds`: loads its offset index, reads neighbors from `backend`.
-    pub fn open(ds: &Dataset, fanouts: &[i64], replace: bool, backend: Backend) -> Result<Self> {
-        Self::new(ds.load_indptr()?, fanouts, replace, backend)
+    /// A sampler over dataset `ds`: loads its offset index, reads neighbors from `source`.
+    pub fn open(
+        ds: &Dataset,
+        fanouts: &[Fanout],
+        replace: bool,
+        source: NeighborSource,
+    ) -> Result<Self> {
+        Self::new(ds.load_indptr()?, fanouts, replace, source)
     }
 
     pub fn num_nodes(&self) -> u64 {
@@ -106,33 +107,45 @@ impl NeighborSampler {
         self.replace
     }
 
-    pub fn backend(&self) -> &Backend {
-        &self.backend
+    pub fn source(&self) -> &NeighborSource {
+        &self.source
     }
 
-    /// Cumulative I/O counters of the backend (reads issued, bytes read).
+    /// Stop disk reads between waves once `flag` is set: a sample in progress then ends with an
+    /// `Interrupted` I/O error.
+    pub fn set_cancel(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        self.source.set_cancel(flag);
+    }
+
+    /// Cumulative I/O counters of the source (reads issued, bytes read).
     pub fn io_stats(&self) -> IoStats {
-        self.backend.stats()
+        self.source.stats()
     }
 
     /// Sample the subgraph of mini-batch `batch` of epoch `epoch` around `seeds`.
     ///
     /// The result depends only on the graph, the fanouts, `replace`, `seeds` and
-    /// `(seed, epoch, batch)`: never on the backend. Duplicate seeds are kept once, at their
+    /// `(seed, epoch, batch)`: never on the source. Duplicate seeds are kept once, at their
     /// first occurrence. Hop `k` expands only the nodes first reached at hop `k - 1`. With
     /// `with_edge_ids`, `edge` holds the position of every sampled edge in the neighbor file.
+    /// The seeds were checked when their [`crate::Seeds`] was made, against this graph's node
+    /// count (seeds checked against another graph are refused).
     pub fn sample(
         &mut self,
-        seeds: &[u64],
+        seeds: SeedSlice<'_>,
         seed: u64,
         epoch: u64,
         batch: u64,
         with_edge_ids: bool,
     ) -> Result<SampledSubgraph> {
         let num_nodes = self.num_nodes();
-        if let Some(&id) = seeds.iter().find(|&&s| s >= num_nodes) {
-            return Err(Error::Seed { id, num_nodes });
+        if seeds.num_nodes() != num_nodes {
+            return Err(Error::Input(format!(
+                "the seeds were checked against a graph of {} nodes, but this one has {num_nodes}",
+                seeds.num_nodes()
+            )));
         }
+        let seeds = seeds.ids();
         let mut out = SampledSubgraph {
             edge: with_edge_ids.then(Vec::new),
             ..Default::default()
@@ -165,7 +178,7 @@ impl NeighborSampler {
             }
             self.nbr.clear();
             self.nbr.resize(self.pos.len(), 0);
-            self.backend.fetch(&self.pos, &mut self.nbr)?;
+            self.source.fetch(&self.pos, &mut self.nbr)?;
             let first_new = out.node.len();
             out.row.reserve(self.nbr.len());
             for (&u, &p) in self.nbr.iter().zip(&self.pos) {
@@ -201,7 +214,7 @@ fn local_id(map: &mut IdMap, node: &mut Vec<u64>, v: u64) -> Result<u64> {
 
 /// The offset index must be well formed before any range is trusted: a bad one would make
 /// `hi - lo` underflow or point past the neighbor file.
-fn check_indptr(indptr: &[u64], backend: &Backend) -> Result<()> {
+fn check_indptr(indptr: &[u64], source: &NeighborSource) -> Result<()> {
     let bad = |m: String| {
         Err(Error::Corrupt(format!(
             "offset index: {m}; rebuild the dataset"
@@ -221,7 +234,7 @@ fn check_indptr(indptr: &[u64], backend: &Backend) -> Result<()> {
         ));
     }
     let e = *indptr.last().unwrap();
-    if let Backend::Memory(ix) = backend {
+    if let NeighborSource::Memory(ix) = source {
         if e > ix.len() as u64 {
             return bad(format!(
                 "it ends at {e} but the neighbor file has {} entries",

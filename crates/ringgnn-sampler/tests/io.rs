@@ -9,9 +9,9 @@ use std::fs::File;
 use std::io::ErrorKind;
 use std::sync::Arc;
 
-use common::build;
+use common::{build, fan, SampleIds};
 use ringgnn_io::PreadBatch;
-use ringgnn_sampler::{Backend, CoalesceOptions, Error, Indices, NeighborSampler};
+use ringgnn_sampler::{CoalesceOptions, Error, Fanout, Indices, NeighborSampler, NeighborSource};
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::rng;
 
@@ -25,15 +25,21 @@ fn a_whole_list_is_one_read_per_run() {
     // Hub 0 with 5000 in-neighbors: 20000 bytes of u32, pages 0..=4.
     let edges: Vec<_> = (0..5000).map(|i| (i, 0)).collect();
     let (_d, ds) = build(&edges, None, false);
-    let mut mem = NeighborSampler::open(&ds, &[-1], false, Backend::memory(&ds).unwrap()).unwrap();
-    let want = mem.sample(&[0], 0, 0, 0, false).unwrap();
+    let mut mem = NeighborSampler::open(
+        &ds,
+        &fan(&[-1]),
+        false,
+        NeighborSource::memory(&ds).unwrap(),
+    )
+    .unwrap();
+    let want = mem.sample_ids(&[0], 0, 0, 0, false).unwrap();
     assert_eq!(want.row.len(), 5000);
     assert_eq!(mem.io_stats().reads, 0);
     for (opts, reads) in [(CoalesceOptions::default(), 1), (ONE_PAGE, 5)] {
-        let b = Backend::pread(&ds, opts).unwrap();
+        let b = NeighborSource::pread(&ds, opts).unwrap();
         assert_eq!(b.name(), "pread");
-        let mut s = NeighborSampler::open(&ds, &[-1], false, b).unwrap();
-        assert_eq!(s.sample(&[0], 0, 0, 0, false).unwrap(), want);
+        let mut s = NeighborSampler::open(&ds, &fan(&[-1]), false, b).unwrap();
+        assert_eq!(s.sample_ids(&[0], 0, 0, 0, false).unwrap(), want);
         let st = s.io_stats();
         assert_eq!((st.reads, st.bytes), (reads, 5 * 4096), "{opts:?}");
     }
@@ -48,21 +54,25 @@ fn coalescing_reads_no_more_than_the_distinct_pages() {
         .collect();
     let (_d, ds) = build(&edges, Some(n), false);
     let seeds: Vec<u64> = (0..300).map(|i| i * 61).collect();
-    let fanouts = [10, 5];
+    let fanouts = fan(&[10, 5]);
     let mut big = NeighborSampler::open(
         &ds,
         &fanouts,
         false,
-        Backend::pread(&ds, Default::default()).unwrap(),
+        NeighborSource::pread(&ds, Default::default()).unwrap(),
     )
     .unwrap();
-    let mut small =
-        NeighborSampler::open(&ds, &fanouts, false, Backend::pread(&ds, ONE_PAGE).unwrap())
-            .unwrap();
+    let mut small = NeighborSampler::open(
+        &ds,
+        &fanouts,
+        false,
+        NeighborSource::pread(&ds, ONE_PAGE).unwrap(),
+    )
+    .unwrap();
     for batch in 0..5 {
         let (b0, s0) = (big.io_stats(), small.io_stats());
-        let out = big.sample(&seeds, 1, 0, batch, true).unwrap();
-        assert_eq!(small.sample(&seeds, 1, 0, batch, true).unwrap(), out);
+        let out = big.sample_ids(&seeds, 1, 0, batch, true).unwrap();
+        assert_eq!(small.sample_ids(&seeds, 1, 0, batch, true).unwrap(), out);
         let (b1, s1) = (big.io_stats(), small.io_stats());
         // Pages are counted per hop: each hop is read on its own, after its draws.
         let edge = out.edge.as_ref().unwrap();
@@ -128,15 +138,15 @@ fn u64_entries_sample_like_u32_entries() {
         Indices::U64(entries.clone())
     );
     let backends = vec![
-        Backend::Memory(Arc::new(Indices::load(&p32, IndexDtype::U32, e).unwrap())),
-        Backend::Memory(Arc::new(Indices::U64(entries.clone()))),
-        Backend::disk(
+        NeighborSource::Memory(Arc::new(Indices::load(&p32, IndexDtype::U32, e).unwrap())),
+        NeighborSource::Memory(Arc::new(Indices::U64(entries.clone()))),
+        NeighborSource::disk(
             Box::new(PreadBatch::new(File::open(&p64).unwrap())),
             &p64,
             IndexDtype::U64,
             ONE_PAGE,
         ),
-        Backend::disk(
+        NeighborSource::disk(
             Box::new(PreadBatch::new(File::open(&p64).unwrap())),
             &p64,
             IndexDtype::U64,
@@ -147,8 +157,8 @@ fn u64_entries_sample_like_u32_entries() {
     let outs: Vec<_> = backends
         .into_iter()
         .map(|b| {
-            let mut s = NeighborSampler::new(indptr.clone(), &[4, 3, 2], false, b).unwrap();
-            s.sample(&seeds, 3, 1, 2, true).unwrap()
+            let mut s = NeighborSampler::new(indptr.clone(), &fan(&[4, 3, 2]), false, b).unwrap();
+            s.sample_ids(&seeds, 3, 1, 2, true).unwrap()
         })
         .collect();
     assert!(outs[0].row.len() > 500);
@@ -160,8 +170,9 @@ fn u64_entries_sample_like_u32_entries() {
 #[test]
 fn bad_seeds_and_fanouts_are_clear_errors() {
     let (_d, ds) = build(&[(0, 1), (1, 2)], None, false);
-    let mut s = NeighborSampler::open(&ds, &[2], false, Backend::memory(&ds).unwrap()).unwrap();
-    let err = s.sample(&[1, 3, 7], 0, 0, 0, false).unwrap_err();
+    let mut s = NeighborSampler::open(&ds, &fan(&[2]), false, NeighborSource::memory(&ds).unwrap())
+        .unwrap();
+    let err = s.sample_ids(&[1, 3, 7], 0, 0, 0, false).unwrap_err();
     assert!(
         matches!(
             err,
@@ -176,10 +187,12 @@ fn bad_seeds_and_fanouts_are_clear_errors() {
         err.to_string(),
         "seed node 3 is out of range: the graph has 3 nodes (ids 0..3)"
     );
+    // A sampler made for another graph refuses seeds checked against this one.
+    let other = ringgnn_sampler::Seeds::new(vec![0], 10).unwrap();
+    let err = s.sample(other.as_slice(), 0, 0, 0, false).unwrap_err();
+    assert!(err.to_string().contains("a graph of 10 nodes"), "{err}");
     for (fanouts, bad) in [(&[2, 0][..], 0), (&[-2][..], -2)] {
-        let b = Backend::memory(&ds).unwrap();
-        let err = NeighborSampler::open(&ds, fanouts, false, b).err().unwrap();
-        let msg = err.to_string();
+        let msg = Fanout::parse_all(fanouts).unwrap_err().to_string();
         assert!(msg.starts_with(&format!("fanout {bad} at hop")), "{msg}");
         assert!(msg.contains("-1 for all"), "{msg}");
     }
@@ -191,14 +204,14 @@ fn a_short_neighbor_file_is_an_io_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let short = dir.path().join("short-indices.bin");
     std::fs::write(&short, b"").unwrap();
-    let b = Backend::disk(
+    let b = NeighborSource::disk(
         Box::new(PreadBatch::new(File::open(&short).unwrap())),
         &short,
         IndexDtype::U32,
         CoalesceOptions::default(),
     );
-    let mut s = NeighborSampler::open(&ds, &[1], false, b).unwrap();
-    let err = s.sample(&[2], 0, 0, 0, false).unwrap_err();
+    let mut s = NeighborSampler::open(&ds, &fan(&[1]), false, b).unwrap();
+    let err = s.sample_ids(&[2], 0, 0, 0, false).unwrap_err();
     match &err {
         Error::Io { path, source } => {
             assert_eq!(path, &short);
@@ -216,9 +229,9 @@ fn a_short_neighbor_file_is_an_io_error_naming_it() {
 
 #[test]
 fn damaged_graphs_are_corrupt_errors() {
-    let mem = |v: Vec<u32>| Backend::Memory(Arc::new(Indices::U32(v)));
+    let mem = |v: Vec<u32>| NeighborSource::Memory(Arc::new(Indices::U32(v)));
     // The offset index runs past the neighbor file.
-    let err = NeighborSampler::new(vec![0, 5], &[1], false, mem(vec![0; 2]))
+    let err = NeighborSampler::new(vec![0, 5], &fan(&[1]), false, mem(vec![0; 2]))
         .err()
         .unwrap();
     assert!(
@@ -226,20 +239,20 @@ fn damaged_graphs_are_corrupt_errors() {
         "{err}"
     );
     // The offset index decreases.
-    let err = NeighborSampler::new(vec![0, 2, 1], &[1], false, mem(vec![0; 2]))
+    let err = NeighborSampler::new(vec![0, 2, 1], &fan(&[1]), false, mem(vec![0; 2]))
         .err()
         .unwrap();
     assert!(
         err.to_string().contains("indptr[1] = 2 > indptr[2] = 1"),
         "{err}"
     );
-    let err = NeighborSampler::new(vec![], &[1], false, mem(vec![]))
+    let err = NeighborSampler::new(vec![], &fan(&[1]), false, mem(vec![]))
         .err()
         .unwrap();
     assert!(matches!(err, Error::Corrupt(_)), "{err}");
     // A neighbor id beyond the node count.
-    let mut s = NeighborSampler::new(vec![0, 1], &[1], false, mem(vec![9])).unwrap();
-    let err = s.sample(&[0], 0, 0, 0, false).unwrap_err();
+    let mut s = NeighborSampler::new(vec![0, 1], &fan(&[1]), false, mem(vec![9])).unwrap();
+    let err = s.sample_ids(&[0], 0, 0, 0, false).unwrap_err();
     assert!(
         err.to_string()
             .contains("entry 0 of the neighbor file is 9"),

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{build, csc, samplers};
+use common::{build, csc, samplers, SampleIds};
 use proptest::prelude::*;
 use ringgnn_sampler::SampledSubgraph;
 use ringgnn_store::rng;
@@ -136,14 +136,14 @@ proptest! {
         let (indptr, nbrs) = csc(&ds);
         let seeds: Vec<u64> = seed_picks.iter().map(|s| s % n).collect();
         let mut all = samplers(&ds, &fanouts, replace);
-        let first = all[0].sample(&seeds, seed, epoch, batch, true).unwrap();
+        let first = all[0].sample_ids(&seeds, seed, epoch, batch, true).unwrap();
         check(&indptr, &nbrs, &fanouts, replace, &seeds, &first);
         for s in &mut all[1..] {
-            prop_assert_eq!(&s.sample(&seeds, seed, epoch, batch, true).unwrap(), &first);
+            prop_assert_eq!(&s.sample_ids(&seeds, seed, epoch, batch, true).unwrap(), &first);
         }
         // Workspaces are reused across batches without leaking state into the next sample.
         let s = &mut all[2];
-        let _ = s.sample(&seeds, seed, epoch, batch + 1, false).unwrap();
-        prop_assert_eq!(&s.sample(&seeds, seed, epoch, batch, true).unwrap(), &first);
+        let _ = s.sample_ids(&seeds, seed, epoch, batch + 1, false).unwrap();
+        prop_assert_eq!(&s.sample_ids(&seeds, seed, epoch, batch, true).unwrap(), &first);
     }
 }

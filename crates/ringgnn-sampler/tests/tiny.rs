@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{build, sample_all};
+use common::{build, sample_all, SampleIds};
 use ringgnn_sampler::SampledSubgraph;
 
 fn expect(
@@ -244,7 +244,7 @@ fn duplicate_seeds_are_kept_once_at_their_first_occurrence() {
 fn edge_ids_only_when_asked() {
     let (_d, ds) = build(&[(0, 1)], None, false);
     for mut s in common::samplers(&ds, &[1], false) {
-        let got = s.sample(&[1], 0, 0, 0, false).unwrap();
+        let got = s.sample_ids(&[1], 0, 0, 0, false).unwrap();
         assert_eq!(got.edge, None);
         assert_eq!((got.row, got.col), (vec![1], vec![0]));
     }
@@ -259,7 +259,7 @@ fn random_draws_are_pinned_for_fixed_seed_epoch_and_batch() {
     let (_d, ds) = build(&edges, None, true);
     let draw = |replace: bool, seed, epoch, batch| {
         let mut s = common::samplers(&ds, &[3, 2], replace).remove(1);
-        let out = s.sample(&[0, 7], seed, epoch, batch, true).unwrap();
+        let out = s.sample_ids(&[0, 7], seed, epoch, batch, true).unwrap();
         out.edge.unwrap()
     };
     // Node 0's in-neighbors 1..=20 sit at positions 0..20, leaf i's neighbor 0 at 19 + i.

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::build;
-use ringgnn_sampler::{Backend, NeighborSampler};
+use common::{build, fan, SampleIds};
+use ringgnn_sampler::{NeighborSampler, NeighborSource};
 use ringgnn_store::rng::{self, Rng};
 
 const DEGREE: u64 = 50;
@@ -41,11 +41,11 @@ fn is_uniform(counts: &[u64], k: u64, replace: bool) -> bool {
 fn sampler_counts(replace: bool) -> Vec<u64> {
     let edges: Vec<_> = (1..=DEGREE).map(|i| (i, 0)).collect();
     let (_d, ds) = build(&edges, None, false);
-    let backend = Backend::memory(&ds).unwrap();
-    let mut s = NeighborSampler::open(&ds, &[FANOUT as i64], replace, backend).unwrap();
+    let backend = NeighborSource::memory(&ds).unwrap();
+    let mut s = NeighborSampler::open(&ds, &fan(&[FANOUT as i64]), replace, backend).unwrap();
     let mut counts = vec![0u64; DEGREE as usize];
     for batch in 0..BATCHES {
-        let out = s.sample(&[0], 2024, 0, batch, true).unwrap();
+        let out = s.sample_ids(&[0], 2024, 0, batch, true).unwrap();
         for &e in out.edge.as_ref().unwrap() {
             counts[e as usize] += 1;
         }

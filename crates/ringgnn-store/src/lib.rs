@@ -1,23 +1,27 @@
-//! The ringgnn dataset: on-disk format ([`manifest`], `docs/FORMAT.md`), the out-of-core builder
-//! ([`build`]) behind `convert` and the generators ([`generate`]), attaching features, labels and
-//! splits ([`attach`]), checking ([`verify`]) and reading ([`dataset`]).
+//! The ringgnn dataset: on-disk format ([`manifest`], `docs/FORMAT.md`); `convert` and the
+//! options every graph-building command shares ([`convert`](mod@convert)); edge-list readers
+//! ([`input`]); the out-of-core CSC builder ([`builder`]) behind `convert` and the generators
+//! ([`generate`]); attaching features, labels and splits ([`attach`]) through the writers of the
+//! per-node files ([`node_files`]); atomic staging ([`writer`]); checking ([`verify`]) and
+//! reading ([`dataset`]).
+#![forbid(unsafe_code)]
 
-pub mod api;
 pub mod attach;
-pub mod build;
+pub mod builder;
+pub mod convert;
 pub mod dataset;
 mod error;
-pub mod features;
 pub mod generate;
 pub mod input;
 pub mod manifest;
+pub mod node_files;
 pub mod npy;
 pub mod progress;
 pub mod rng;
 pub mod verify;
 pub mod writer;
 
-pub use api::{convert, ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
+pub use convert::{convert, ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
 pub use dataset::Dataset;
 pub use error::{Error, IoContext, Result};
 pub use manifest::Manifest;

@@ -2,9 +2,46 @@
 //! one sampler per backend over them.
 #![allow(dead_code)]
 
-use ringgnn_sampler::{Backend, CoalesceOptions, NeighborSampler, SampledSubgraph};
+use ringgnn_sampler::{
+    CoalesceOptions, Fanout, NeighborSampler, NeighborSource, Result, SampledSubgraph, Seeds,
+};
 use ringgnn_store::{convert, ConvertOptions, Dataset, GraphOptions, NoProgress};
 use tempfile::TempDir;
+
+/// Fanouts from PyG-style values (no hops allowed: seeds only).
+pub fn fan(values: &[i64]) -> Vec<Fanout> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(hop, &v)| Fanout::parse(hop, v).unwrap())
+        .collect()
+}
+
+/// Sampling from plain ids, checked against the sampler's graph first.
+pub trait SampleIds {
+    fn sample_ids(
+        &mut self,
+        ids: &[u64],
+        seed: u64,
+        epoch: u64,
+        batch: u64,
+        edge_ids: bool,
+    ) -> Result<SampledSubgraph>;
+}
+
+impl SampleIds for NeighborSampler {
+    fn sample_ids(
+        &mut self,
+        ids: &[u64],
+        seed: u64,
+        epoch: u64,
+        batch: u64,
+        edge_ids: bool,
+    ) -> Result<SampledSubgraph> {
+        let seeds = Seeds::new(ids.to_vec(), self.num_nodes())?;
+        self.sample(seeds.as_slice(), seed, epoch, batch, edge_ids)
+    }
+}
 
 /// A dataset of the directed edges `src -> dst`, built by `convert` in a fresh tempdir.
 pub fn build(edges: &[(u64, u64)], num_nodes: Option<u64>, undirected: bool) -> (TempDir, Dataset) {
@@ -48,13 +85,13 @@ pub fn coalesce_variants() -> [CoalesceOptions; 2] {
 
 /// One sampler per backend: memory, pread with default coalescing, pread with tiny runs.
 pub fn samplers(ds: &Dataset, fanouts: &[i64], replace: bool) -> Vec<NeighborSampler> {
-    let mut backends = vec![Backend::memory(ds).unwrap()];
+    let mut backends = vec![NeighborSource::memory(ds).unwrap()];
     for opts in coalesce_variants() {
-        backends.push(Backend::pread(ds, opts).unwrap());
+        backends.push(NeighborSource::pread(ds, opts).unwrap());
     }
     backends
         .into_iter()
-        .map(|b| NeighborSampler::open(ds, fanouts, replace, b).unwrap())
+        .map(|b| NeighborSampler::open(ds, &fan(fanouts), replace, b).unwrap())
         .collect()
 }
 
@@ -68,7 +105,7 @@ pub fn sample_all(
 ) -> SampledSubgraph {
     let mut outs = samplers(ds, fanouts, replace)
         .into_iter()
-        .map(|mut s| s.sample(seeds, seed, 0, 0, true).unwrap());
+        .map(|mut s| s.sample_ids(seeds, seed, 0, 0, true).unwrap());
     let first = outs.next().unwrap();
     for other in outs {
         assert_eq!(first, other, "backends disagree");

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Condvar, Mutex};
 
-use crate::api::{GraphOptions, SelfLoops};
+use crate::convert::{GraphOptions, SelfLoops};
 use crate::input::EdgeSource;
 use crate::manifest::{DegreeStats, IndexDtype};
 use crate::progress::Progress;

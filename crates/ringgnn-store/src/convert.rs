@@ -1,10 +1,13 @@
-//! The operations behind the `ringgnn` commands: `convert`, `generate rmat|sbm`, `verify`, `info`.
-//! Each builds in a staging directory and commits atomically (see [`crate::writer`]).
+//! `ringgnn convert` ([`convert()`]): an edge list plus optional features, labels and splits
+//! become a dataset, built in a staging directory and committed atomically (see
+//! [`crate::writer`]). Also what every graph-building command shares with the generators
+//! ([`crate::generate`]): [`GraphOptions`], [`SelfLoops`] and [`assemble`], the manifest of a
+//! freshly built dataset. `ringgnn verify` lives in [`crate::verify`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::build::{build_graph, GraphSummary, NO_EDGES};
+use crate::builder::{build_graph, GraphSummary, NO_EDGES};
 use crate::input::{self, InputFormat};
 use crate::manifest::{
     FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,

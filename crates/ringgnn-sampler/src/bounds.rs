@@ -1,61 +1,7 @@
-//! How much memory a sampler pool may use, and how much it will: the default budget (a share of
-//! the memory this process can still get) and the estimate of a pool's footprint that the
-//! `auto` backend choice and the `memory` backend's budget check compare with it.
+//! Upper bounds on one sample's size and on a sampler's workspaces, from the fanouts and the
+//! graph's degrees alone: what the memory plan (`ringgnn-loader`'s `budget`) counts.
 
-use crate::draw::Fanout;
-
-/// Share of the available memory the default budget takes: the other half is left to the
-/// training process (model, features, optimizer state) that runs next to the sampler.
-pub const DEFAULT_SHARE: (u64, u64) = (1, 2);
-
-/// The mini-batch size estimates assume when no batch size is known yet (when a pool is opened):
-/// the paper's and PyG's usual 1024.
-pub const ESTIMATE_BATCH: usize = 1024;
-
-/// The default budget: half of the memory this process can still get, that is the smaller of
-/// `MemAvailable` in `/proc/meminfo` and the room left under every cgroup v2 `memory.max`
-/// above this process (a container or `memcap` limit). `None` when neither can be read.
-pub fn default_budget() -> Option<u64> {
-    available_memory().map(|a| a / DEFAULT_SHARE.1 * DEFAULT_SHARE.0)
-}
-
-/// The memory this process can still get (see [`default_budget`]).
-pub fn available_memory() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
-    let host = meminfo.as_deref().and_then(mem_available);
-    match (host, cgroup_room()) {
-        (Some(h), Some(c)) => Some(h.min(c)),
-        (h, c) => h.or(c),
-    }
-}
-
-/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
-fn mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// The least room (`memory.max - memory.current`) over this process's cgroup v2 and its
-/// ancestors; `None` when no limit is set or cgroup v2 is not mounted at `/sys/fs/cgroup`.
-fn cgroup_room() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let mut dir = std::path::Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
-    let mut room: Option<u64> = None;
-    loop {
-        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
-        if let (Some(max), Some(cur)) = (read("memory.max"), read("memory.current")) {
-            if let (Ok(max), Ok(cur)) = (max.trim().parse::<u64>(), cur.trim().parse::<u64>()) {
-                let r = max.saturating_sub(cur);
-                room = Some(room.map_or(r, |x| x.min(r)));
-            }
-        }
-        if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
-            return room;
-        }
-    }
-}
+use crate::Fanout;
 
 /// Upper bounds on the size of one sample of `batch` seeds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -130,17 +76,6 @@ impl SampleBound {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn meminfo_is_parsed_in_bytes() {
-        let text = "MemTotal:       16000000 kB\nMemFree: 1 kB\nMemAvailable:    8000000 kB\n";
-        assert_eq!(mem_available(text), Some(8_000_000 * 1024));
-        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
-        assert!(
-            default_budget().is_some_and(|b| b > 0),
-            "Linux has /proc/meminfo"
-        );
-    }
 
     #[test]
     fn bounds_follow_fanouts_and_saturate_at_the_graph() {

@@ -1,6 +1,6 @@
-//! Turning scattered byte ranges of one file into few page-aligned reads: the planning step
-//! shared by the neighbor fetcher (`ringgnn-sampler`) and the feature gatherer
-//! (`ringgnn-features`).
+//! Turning scattered byte ranges of one file into few page-aligned reads: the planning step of
+//! [`crate::PageReader`], which both readers of scattered data (the sampler's neighbor entries,
+//! the feature gatherer's rows) go through.
 //!
 //! Ranges are visited in ascending order of offset. Each is mapped to the 4 KiB pages it
 //! touches; pages already planned are not planned again, and adjacent pages are merged into runs
@@ -163,104 +163,5 @@ mod tests {
     #[should_panic(expected = "size the buffer")]
     fn a_range_larger_than_the_buffer_is_a_bug() {
         plan(&[(100, 4096)], 1 << 20, ALIGN);
-    }
-}
-
-/// What one [`PageReader::read_ranges`] call read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReadCount {
-    /// 4 KiB pages read (each counted once per read batch that fetched it).
-    pub pages: u64,
-    /// Read requests (runs of adjacent pages).
-    pub requests: u64,
-    /// Calls to [`ReadBatch::read_batch`] ("waves"): more than one when the pages needed
-    /// exceed the buffer.
-    pub batches: u64,
-}
-
-/// A read backend with the workspace of coalesced page reads: the one loop, shared by the
-/// sampler's neighbor reads and the feature store's row reads, that plans waves of page-aligned
-/// requests with [`coalesce_pages`], reads them into one reused aligned buffer (so `O_DIRECT`
-/// works) and hands every range its bytes.
-pub struct PageReader {
-    reader: Box<dyn crate::ReadBatch>,
-    max_run: usize,
-    buf: crate::AlignedBuf,
-    reqs: Vec<ReadReq>,
-    at: Vec<usize>,
-    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-}
-
-impl PageReader {
-    /// Reads through `reader`; the buffer holds `opts.buffer` bytes, grown to one run and to
-    /// `min_buffer` (the pages the largest single range can touch).
-    pub fn new(
-        reader: Box<dyn crate::ReadBatch>,
-        opts: CoalesceOptions,
-        min_buffer: usize,
-    ) -> Self {
-        let max_run = opts.run_bytes();
-        PageReader {
-            reader,
-            max_run,
-            buf: crate::AlignedBuf::new(opts.buffer.max(max_run).max(min_buffer)),
-            reqs: Vec::new(),
-            at: Vec::new(),
-            cancel: None,
-        }
-    }
-
-    /// Make [`Self::read_ranges`] stop between waves, with an `Interrupted` error, once `flag`
-    /// is set: a reader working for a consumer that went away need not finish a long read.
-    pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
-        self.cancel = Some(flag);
-    }
-
-    /// The backend (for its name and counters).
-    pub fn reader(&self) -> &dyn crate::ReadBatch {
-        self.reader.as_ref()
-    }
-
-    /// Call `visit(k, bytes)` with the bytes of `range(k) = (offset, len)` for every `k` in
-    /// `0..n`; the ranges must be in ascending order of offset.
-    pub fn read_ranges(
-        &mut self,
-        n: usize,
-        range: impl Fn(usize) -> (u64, usize),
-        mut visit: impl FnMut(usize, &[u8]),
-    ) -> std::io::Result<ReadCount> {
-        let mut count = ReadCount::default();
-        let mut next = 0;
-        while next < n {
-            if self
-                .cancel
-                .as_ref()
-                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
-            {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::Interrupted,
-                    "read cancelled: its consumer stopped",
-                ));
-            }
-            let cap = self.buf.capacity();
-            let used = coalesce_pages(
-                (next..n).map(&range),
-                self.max_run,
-                cap,
-                &mut self.reqs,
-                &mut self.at,
-            );
-            let buf = &mut self.buf.spare()[..used];
-            self.reader.read_batch(&self.reqs, buf)?;
-            for (j, &at) in self.at.iter().enumerate() {
-                let len = range(next + j).1;
-                visit(next + j, &buf[at..at + len]);
-            }
-            count.pages += (used / ALIGN) as u64;
-            count.requests += self.reqs.len() as u64;
-            count.batches += 1;
-            next += self.at.len();
-        }
-        Ok(count)
     }
 }

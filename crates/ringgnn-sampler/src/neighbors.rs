@@ -1,18 +1,20 @@
-//! Where neighbor ids come from: the backends behind one [`Backend::fetch`]. `Memory` indexes
-//! the neighbor file loaded into RAM (the upper bound for comparisons); `Disk` reads only the
-//! pages holding the wanted entries (see [`crate::coalesce`]). Every backend returns the same
-//! ids for the same positions, so samples never depend on the backend.
+//! Where neighbor ids come from: the sources behind one [`NeighborSource::fetch`]. `Memory`
+//! indexes the neighbor file loaded into RAM ([`Indices`]); `Disk` reads only the pages holding
+//! the wanted entries ([`DiskNeighbors`], `neighbors/disk.rs`). Every source returns the same ids
+//! for the same positions, so samples never depend on it.
+
+mod disk;
 
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use ringgnn_io::{IoStats, PreadBatch, ReadBatch};
+pub use disk::DiskNeighbors;
+use ringgnn_io::{CoalesceOptions, IoStats, PreadBatch, ReadBatch};
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::Dataset;
 
-use crate::coalesce::{CoalesceOptions, DiskIndices};
 use crate::{Error, Result};
 
 /// The neighbor file held in memory, at its on-disk width.
@@ -73,19 +75,19 @@ impl Indices {
 }
 
 /// Where a sampler gets neighbor ids from.
-pub enum Backend {
+pub enum NeighborSource {
     /// The whole neighbor file in RAM, shared (read-only) by every sampler that holds it.
     Memory(Arc<Indices>),
     /// Coalesced page reads through a [`ReadBatch`] (pread, io_uring, ...).
-    Disk(DiskIndices),
+    Disk(DiskNeighbors),
 }
 
-impl Backend {
+impl NeighborSource {
     /// Load the neighbor file of `ds` into memory.
     pub fn memory(ds: &Dataset) -> Result<Self> {
         let m = ds.manifest();
         Indices::load(&ds.path_of("indices")?, m.graph.indices_dtype, m.num_edges)
-            .map(|ix| Backend::Memory(Arc::new(ix)))
+            .map(|ix| NeighborSource::Memory(Arc::new(ix)))
     }
 
     /// Read the neighbor file of `ds` with buffered `pread`s.
@@ -111,29 +113,36 @@ impl Backend {
         dtype: IndexDtype,
         opts: CoalesceOptions,
     ) -> Self {
-        Backend::Disk(DiskIndices::new(reader, path, dtype, opts))
+        NeighborSource::Disk(DiskNeighbors::new(reader, path, dtype, opts))
     }
 
     /// "memory", or the name of the read backend ("pread", "uring", ...).
     pub fn name(&self) -> &'static str {
         match self {
-            Backend::Memory(_) => "memory",
-            Backend::Disk(d) => d.name(),
+            NeighborSource::Memory(_) => "memory",
+            NeighborSource::Disk(d) => d.name(),
         }
     }
 
-    /// Cumulative I/O counters (all zero for the memory backend).
+    /// Cumulative I/O counters (all zero for the memory source).
     pub fn stats(&self) -> IoStats {
         match self {
-            Backend::Memory(_) => IoStats::default(),
-            Backend::Disk(d) => d.stats(),
+            NeighborSource::Memory(_) => IoStats::default(),
+            NeighborSource::Disk(d) => d.stats(),
+        }
+    }
+
+    /// Stop disk reads between waves once `flag` is set (the memory source has no waves).
+    pub fn set_cancel(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        if let NeighborSource::Disk(d) = self {
+            d.set_cancel(flag);
         }
     }
 
     /// `out[i] = indices[positions[i]]` for every `i`.
     pub fn fetch(&mut self, positions: &[u64], out: &mut [u64]) -> Result<()> {
         match self {
-            Backend::Memory(ix) => {
+            NeighborSource::Memory(ix) => {
                 for (o, &p) in out.iter_mut().zip(positions) {
                     *o = ix.get(p).ok_or_else(|| {
                         Error::Corrupt(format!(
@@ -145,7 +154,7 @@ impl Backend {
                 }
                 Ok(())
             }
-            Backend::Disk(d) => d.fetch(positions, out),
+            NeighborSource::Disk(d) => d.fetch(positions, out),
         }
     }
 }

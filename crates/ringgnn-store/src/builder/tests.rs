@@ -85,7 +85,8 @@ fn build_small(
     let mut src = VecSource::new(edges.to_vec());
     let r = build_with(&mut src, o, &mut staging, &NoProgress, sizes);
     if let Ok(g) = &r {
-        let m = crate::api::assemble(g, None, None, Default::default(), serde_json::Value::Null);
+        let m =
+            crate::convert::assemble(g, None, None, Default::default(), serde_json::Value::Null);
         staging.commit(m).unwrap();
     }
     (dir, r)
@@ -262,7 +263,7 @@ fn check_wide(edges: &[(u64, u64)], o: &GraphOptions, sizes: Sizes) -> Vec<u8> {
     let mut staging = Staging::create(&out, false).unwrap();
     let mut src = VecSource::new(edges.to_vec());
     let g = build::<u128>(&mut src, o, &mut staging, &NoProgress, sizes).unwrap();
-    let m = crate::api::assemble(&g, None, None, Default::default(), serde_json::Value::Null);
+    let m = crate::convert::assemble(&g, None, None, Default::default(), serde_json::Value::Null);
     staging.commit(m).unwrap();
     let mut bytes = std::fs::read(out.join("indptr.bin")).unwrap();
     bytes.extend(std::fs::read(out.join("indices.bin")).unwrap());

@@ -1,4 +1,5 @@
-//! Reading scattered neighbor entries from the `indices` file with few, page-aligned reads.
+//! [`DiskNeighbors`]: scattered neighbor entries read from the `indices` file with few,
+//! page-aligned reads.
 //!
 //! The paper issues one 4-byte read per sampled neighbor. Here the entries wanted by one hop
 //! are sorted by position, reduced to the distinct 4 KiB pages that hold them, and adjacent
@@ -12,14 +13,13 @@
 
 use std::path::{Path, PathBuf};
 
-pub use ringgnn_io::CoalesceOptions;
-use ringgnn_io::{IoStats, PageReader, ReadBatch};
+use ringgnn_io::{CoalesceOptions, IoStats, PageReader, ReadBatch};
 use ringgnn_store::manifest::IndexDtype;
 
 use crate::{Error, Result};
 
 /// The neighbor file read through a [`ReadBatch`] backend, with its reusable workspace.
-pub struct DiskIndices {
+pub struct DiskNeighbors {
     pages: PageReader,
     path: PathBuf,
     width: u64,
@@ -27,7 +27,7 @@ pub struct DiskIndices {
     order: Vec<(u64, usize)>,
 }
 
-impl DiskIndices {
+impl DiskNeighbors {
     /// Read the neighbor file `path` (entries of type `dtype`) through `reader`; `path` only
     /// names the file in errors.
     pub fn new(
@@ -36,7 +36,7 @@ impl DiskIndices {
         dtype: IndexDtype,
         opts: CoalesceOptions,
     ) -> Self {
-        DiskIndices {
+        DiskNeighbors {
             pages: PageReader::new(reader, opts, 0),
             path: path.to_path_buf(),
             width: dtype.size(),
@@ -50,6 +50,11 @@ impl DiskIndices {
 
     pub fn name(&self) -> &'static str {
         self.pages.reader().name()
+    }
+
+    /// Stop a fetch between read waves, with an `Interrupted` I/O error, once `flag` is set.
+    pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.pages.set_cancel(flag);
     }
 
     /// `out[i] = indices[positions[i]]` for every `i`.
@@ -112,14 +117,14 @@ mod tests {
     }
 
     /// 10 pages of u32 entries whose value is their position.
-    fn fixture(opts: CoalesceOptions) -> (DiskIndices, Arc<Mutex<Vec<Vec<ReadReq>>>>) {
+    fn fixture(opts: CoalesceOptions) -> (DiskNeighbors, Arc<Mutex<Vec<Vec<ReadReq>>>>) {
         let data: Vec<u8> = (0..10 * 1024u32).flat_map(|x| x.to_le_bytes()).collect();
         let log = Arc::new(Mutex::new(vec![]));
         let rec = Recorder {
             data,
             log: log.clone(),
         };
-        let d = DiskIndices::new(Box::new(rec), Path::new("x"), IndexDtype::U32, opts);
+        let d = DiskNeighbors::new(Box::new(rec), Path::new("x"), IndexDtype::U32, opts);
         (d, log)
     }
 

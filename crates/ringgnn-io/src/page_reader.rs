@@ -1,0 +1,101 @@
+//! [`PageReader`]: the one loop every scattered disk read of ringgnn goes through (the sampler's
+//! neighbor entries, the feature gatherer's rows). It plans waves of page-aligned, merged
+//! requests with [`coalesce_pages`], reads each wave into one reused aligned buffer through a
+//! [`ReadBatch`] backend (so `O_DIRECT` works), and hands every range its bytes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::{coalesce_pages, AlignedBuf, CoalesceOptions, ReadBatch, ReadReq, ALIGN};
+
+/// What one [`PageReader::read_ranges`] call read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCount {
+    /// 4 KiB pages read (each counted once per read batch that fetched it).
+    pub pages: u64,
+    /// Read requests (runs of adjacent pages).
+    pub requests: u64,
+    /// Calls to [`ReadBatch::read_batch`] ("waves"): more than one when the pages needed
+    /// exceed the buffer.
+    pub batches: u64,
+}
+
+/// A read backend with the workspace of coalesced page reads (see the module docs).
+pub struct PageReader {
+    reader: Box<dyn ReadBatch>,
+    max_run: usize,
+    buf: AlignedBuf,
+    reqs: Vec<ReadReq>,
+    at: Vec<usize>,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl PageReader {
+    /// Reads through `reader`; the buffer holds `opts.buffer` bytes, grown to one run and to
+    /// `min_buffer` (the pages the largest single range can touch).
+    pub fn new(reader: Box<dyn ReadBatch>, opts: CoalesceOptions, min_buffer: usize) -> Self {
+        let max_run = opts.run_bytes();
+        PageReader {
+            reader,
+            max_run,
+            buf: AlignedBuf::new(opts.buffer.max(max_run).max(min_buffer)),
+            reqs: Vec::new(),
+            at: Vec::new(),
+            cancel: None,
+        }
+    }
+
+    /// Make [`Self::read_ranges`] stop between waves, with an `Interrupted` error, once `flag`
+    /// is set: a reader working for a consumer that went away need not finish a long read.
+    pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    /// The backend (for its name and counters).
+    pub fn reader(&self) -> &dyn ReadBatch {
+        self.reader.as_ref()
+    }
+
+    /// Call `visit(k, bytes)` with the bytes of `range(k) = (offset, len)` for every `k` in
+    /// `0..n`; the ranges must be in ascending order of offset.
+    pub fn read_ranges(
+        &mut self,
+        n: usize,
+        range: impl Fn(usize) -> (u64, usize),
+        mut visit: impl FnMut(usize, &[u8]),
+    ) -> std::io::Result<ReadCount> {
+        let mut count = ReadCount::default();
+        let mut next = 0;
+        while next < n {
+            if self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Relaxed))
+            {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "read cancelled: its consumer stopped",
+                ));
+            }
+            let cap = self.buf.capacity();
+            let used = coalesce_pages(
+                (next..n).map(&range),
+                self.max_run,
+                cap,
+                &mut self.reqs,
+                &mut self.at,
+            );
+            let buf = &mut self.buf.spare()[..used];
+            self.reader.read_batch(&self.reqs, buf)?;
+            for (j, &at) in self.at.iter().enumerate() {
+                let len = range(next + j).1;
+                visit(next + j, &buf[at..at + len]);
+            }
+            count.pages += (used / ALIGN) as u64;
+            count.requests += self.reqs.len() as u64;
+            count.batches += 1;
+            next += self.at.len();
+        }
+        Ok(count)
+    }
+}

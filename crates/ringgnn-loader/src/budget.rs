@@ -1,0 +1,455 @@
+//! The one owner of the memory budget: every in-memory decision of ringgnn's sampling and
+//! loading (the neighbor file, the feature file, the hot-row cache, the read buffers and
+//! workspaces, the batches ahead of the consumer) is made here, once, from one set of upper
+//! bounds ([`Needs`]) and the caller's choices ([`Asked`]). The sampler and the feature reader
+//! are then opened with what the plan decided; nothing below second-guesses it.
+//!
+//! The caller gives one figure (`--memory`, the whole process) and the memory it needs for
+//! itself (`reserve`: the Python runtime, PyTorch, the model's activations). Parts are sized in
+//! this order, each from an upper bound, never from a guess:
+//!
+//! 1. **Fixed**: a slack of 1/32 of the budget (never handed out), the reserve, the offset index,
+//!    per worker thread the sampler's workspaces and sample (and its 8 MiB read buffer when the
+//!    neighbor file is read from disk), the sampled batches that may wait in the pipeline's
+//!    window, and with features the labels (2 bytes per node up to 32767 classes), each worker's
+//!    gather workspace (its read buffer and 48 bytes per node of the largest batch) and the batch
+//!    buffers: `prefetch + hold` feature matrices of the largest batch with their labels and
+//!    sample arrays (`prefetch` gathered ahead, `hold` held by the consumer: 2 for a plain `for`
+//!    loop, which keeps the previous batch while fetching the next; 1 for a loop that releases
+//!    it first).
+//! 2. **The neighbor file in memory**: always for backend `memory` (an error if it does not fit),
+//!    for `auto` when it fits with everything else, otherwise it is read from disk.
+//! 3. **The whole feature file in memory**: always for `memory`, for `auto` when it fits what is
+//!    left; then no cache is needed.
+//! 4. **The hot-row cache** gets the rest, up to `cache` if the caller set one (and never more
+//!    than caching every row costs). If `prefetch` was not set and the default (one batch ahead
+//!    per thread) leaves the cache less than it asked, one batch ahead is used instead.
+//!
+//! `auto` is the first of `memory`, then disk, whose plan fits: so `auto` opens whenever any
+//! explicit backend opens, and no plan's total ever exceeds the budget (both are tested). If
+//! nothing fits, the error lists every part and what to change. The page cache is not in the
+//! plan: with `O_DIRECT` the kernel caches nothing; with buffered reads its cache is reclaimable,
+//! and `memcap` (which counts it) shows in `docs/benchmarks.md` that runs stay within their cap.
+
+use std::fmt;
+use std::num::NonZeroUsize;
+
+use crate::options::BackendChoice;
+
+/// Share of the budget kept free for what no bound covers: the allocator's fragmentation and
+/// the kernel's file pages (shared libraries, metadata) that a cgroup limit also counts.
+pub const SLACK: (u64, u64) = (1, 32);
+
+/// Share of the available memory the default budget takes: the other half is left to the rest
+/// of the machine.
+pub const DEFAULT_SHARE: (u64, u64) = (1, 2);
+
+/// Bytes of a gather worker's scratch per node of the largest batch: the sorted `(id,
+/// position)` pairs (16), the missing ids and their positions (16) and repeated ids (16).
+pub const GATHER_SCRATCH_PER_NODE: u64 = 48;
+
+/// The largest batch a plan is made for when the caller gives none (sampling with
+/// `NeighborSampler`): the paper's and PyG's usual 1024. A larger batch later is accepted when
+/// the plan, redone for it, still fits ([`MemoryPlan::refit`]).
+pub const DEFAULT_PLAN_BATCH: usize = 1024;
+
+/// What the caller asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asked {
+    /// The whole budget, in bytes.
+    pub budget: u64,
+    /// Bytes the caller needs besides the loader, taken off first.
+    pub reserve: u64,
+    /// How neighbor lists are read.
+    pub neighbors: BackendChoice,
+    /// How feature rows are read (ignored without features).
+    pub features: BackendChoice,
+    /// Hot-row cache size; `None`: whatever is left.
+    pub cache: Option<u64>,
+    /// Batches the workers may hold ahead of the consumer; `None`: one per thread with
+    /// features (1 if that crowds the cache), two per thread for samples alone.
+    pub prefetch: Option<NonZeroUsize>,
+    /// Batches the consumer holds while it asks for the next one.
+    pub hold: NonZeroUsize,
+}
+
+/// Upper bounds on what each part costs, from the dataset and the largest batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub threads: u64,
+    /// `(V + 1) * 8`.
+    pub offset_index: u64,
+    /// The neighbor file's entries.
+    pub neighbor_file: u64,
+    /// The coalescing read buffer of one disk reader (sampler or gatherer).
+    pub read_buffer: u64,
+    /// Seeds of the largest batch.
+    pub batch_seeds: u64,
+    /// One sampler's workspaces while it builds the largest sample (output excluded).
+    pub sampler_workspace: u64,
+    /// Bytes of the largest sample.
+    pub sample_bytes: u64,
+    /// With features: what gathering needs.
+    pub features: Option<FeatureNeeds>,
+}
+
+/// The feature side of [`Needs`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeatureNeeds {
+    /// Labels held in memory.
+    pub labels: u64,
+    /// Nodes of the largest batch, values per row.
+    pub batch_nodes: u64,
+    pub dim: u64,
+    /// The feature file's payload, and what caching every row would cost.
+    pub file: u64,
+    pub full_cache: u64,
+}
+
+/// Where a file's bytes are read from, as the plan decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    Memory,
+    Disk,
+}
+
+/// How the budget is split; every field is bytes unless named otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryPlan {
+    pub budget: u64,
+    /// `budget * SLACK`: never handed out.
+    pub slack: u64,
+    pub reserve: u64,
+    /// Offset index, per-thread sampler workspaces and read buffers, sampled batches waiting.
+    pub sampler: u64,
+    pub neighbor_file: u64,
+    pub labels: u64,
+    pub gather: u64,
+    pub buffers: u64,
+    pub features: u64,
+    pub cache: u64,
+    /// Batches the workers may hold ahead of the consumer (gathered ones with features).
+    pub prefetch: u64,
+    /// Sampled batches the pipeline's window holds at most (`prefetch`, plus one per thread
+    /// with features: a worker samples its next batch while waiting for its turn to gather).
+    pub window: u64,
+    pub hold: u64,
+    pub neighbors_in_memory: bool,
+    pub features_in_memory: bool,
+    pub with_features: bool,
+    /// Why the cache is smaller than asked, for one log line.
+    pub note: Option<String>,
+}
+
+impl MemoryPlan {
+    /// Everything the plan accounts for.
+    pub fn total(&self) -> u64 {
+        self.slack
+            + self.reserve
+            + self.sampler
+            + self.neighbor_file
+            + self.labels
+            + self.gather
+            + self.buffers
+            + self.features
+            + self.cache
+    }
+
+    /// Split `asked.budget` for `needs`: the first of the placements `asked.neighbors` allows
+    /// (memory before disk for `auto`) whose plan fits. The error names every part.
+    pub fn compute(asked: &Asked, needs: &Needs) -> Result<Self, String> {
+        let placements: &[Placement] = match asked.neighbors {
+            BackendChoice::Auto => &[Placement::Memory, Placement::Disk],
+            BackendChoice::Memory => &[Placement::Memory],
+            BackendChoice::Uring | BackendChoice::Pread => &[Placement::Disk],
+        };
+        let mut err = String::new();
+        for &p in placements {
+            match Self::with_neighbors(asked, needs, p) {
+                Ok(plan) => return Ok(plan),
+                Err(e) => err = e,
+            }
+        }
+        Err(err)
+    }
+
+    /// The plan with the neighbor file placed as `neighbors`, trying the default prefetch and
+    /// then one batch ahead.
+    fn with_neighbors(asked: &Asked, needs: &Needs, neighbors: Placement) -> Result<Self, String> {
+        let threads = needs.threads.max(1);
+        let with_features = needs.features.is_some();
+        let default_ahead = if with_features { threads } else { 2 * threads };
+        let ahead = asked.prefetch.map_or(default_ahead, |p| p.get() as u64);
+        let first = match Self::with_prefetch(asked, needs, neighbors, ahead) {
+            Ok(p) => p,
+            // The default depth does not fit: one batch ahead may.
+            Err(_) if asked.prefetch.is_none() && ahead > 1 => {
+                return Self::with_prefetch(asked, needs, neighbors, 1)
+            }
+            Err(e) => return Err(e),
+        };
+        if asked.prefetch.is_none() && ahead > 1 && with_features && !first.features_in_memory {
+            let full = needs.features.as_ref().map_or(0, |f| f.full_cache);
+            let want = asked.cache.unwrap_or(u64::MAX).min(full);
+            if first.cache < want {
+                if let Ok(one) = Self::with_prefetch(asked, needs, neighbors, 1) {
+                    if one.cache > first.cache {
+                        return Ok(one);
+                    }
+                }
+            }
+        }
+        Ok(first)
+    }
+
+    fn with_prefetch(
+        asked: &Asked,
+        needs: &Needs,
+        neighbors: Placement,
+        ahead: u64,
+    ) -> Result<Self, String> {
+        let mut p = Self::fixed(asked, needs, neighbors, ahead);
+        let fixed = p.total();
+        if fixed > asked.budget {
+            let what = if neighbors == Placement::Memory {
+                "the neighbor file in memory"
+            } else {
+                "the neighbor file read from disk"
+            };
+            return Err(format!(
+                "memory={} is too small with {what}: it needs at least {} ({}); raise memory, \
+                 or lower batch_size, fanouts, threads or prefetch",
+                bytes(asked.budget),
+                bytes(fixed),
+                p.parts()
+            ));
+        }
+        let Some(f) = &needs.features else {
+            return Ok(p);
+        };
+        let left = asked.budget - fixed;
+        let load = match asked.features {
+            BackendChoice::Memory if f.file > left => {
+                return Err(format!(
+                    "memory={}: the feature file ({}) does not fit next to the loader's other \
+                     parts ({}); raise memory or read features from disk (backend auto, uring \
+                     or pread)",
+                    bytes(asked.budget),
+                    bytes(f.file),
+                    p.parts()
+                ))
+            }
+            BackendChoice::Memory => true,
+            BackendChoice::Auto => f.file <= left,
+            BackendChoice::Uring | BackendChoice::Pread => false,
+        };
+        if load {
+            p.features = f.file;
+            p.features_in_memory = true;
+            return Ok(p);
+        }
+        let want = asked.cache.unwrap_or(u64::MAX).min(f.full_cache);
+        p.cache = want.min(left);
+        if p.cache < want && asked.cache.is_some() {
+            p.note = Some(format!(
+                "the hot-row cache gets {} of the {} asked: that is what memory={} leaves after {}",
+                bytes(p.cache),
+                bytes(want),
+                bytes(asked.budget),
+                p.parts()
+            ));
+        }
+        Ok(p)
+    }
+
+    /// Every part but the feature file and the cache.
+    fn fixed(asked: &Asked, needs: &Needs, neighbors: Placement, ahead: u64) -> Self {
+        let threads = needs.threads.max(1);
+        let hold = asked.hold.get() as u64;
+        let disk = neighbors == Placement::Disk;
+        let per_thread = needs
+            .sampler_workspace
+            .saturating_add(needs.sample_bytes)
+            .saturating_add(if disk { needs.read_buffer } else { 0 });
+        let queued = needs
+            .sample_bytes
+            .saturating_add(needs.batch_seeds.saturating_mul(8));
+        let mut p = MemoryPlan {
+            budget: asked.budget,
+            slack: asked.budget / SLACK.1 * SLACK.0,
+            reserve: asked.reserve,
+            prefetch: ahead,
+            hold,
+            neighbors_in_memory: !disk,
+            neighbor_file: if disk { 0 } else { needs.neighbor_file },
+            with_features: needs.features.is_some(),
+            ..Default::default()
+        };
+        match &needs.features {
+            None => {
+                p.window = ahead;
+                // Samples in the window and those the consumer holds.
+                p.sampler = needs
+                    .offset_index
+                    .saturating_add(per_thread.saturating_mul(threads))
+                    .saturating_add(queued.saturating_mul(ahead + hold));
+            }
+            Some(f) => {
+                p.window = ahead + threads;
+                p.sampler = needs
+                    .offset_index
+                    .saturating_add(per_thread.saturating_mul(threads))
+                    .saturating_add(queued.saturating_mul(p.window));
+                p.labels = f.labels;
+                p.gather = threads.saturating_mul(
+                    needs
+                        .read_buffer
+                        .saturating_add(f.batch_nodes.saturating_mul(GATHER_SCRATCH_PER_NODE)),
+                );
+                let slot = f
+                    .batch_nodes
+                    .saturating_mul(f.dim)
+                    .saturating_mul(4)
+                    .saturating_add(f.batch_nodes.saturating_mul(8))
+                    .saturating_add(needs.sample_bytes.saturating_mul(2));
+                p.buffers = (ahead + hold).saturating_mul(slot);
+            }
+        }
+        p
+    }
+
+    /// This plan redone for larger batches (`needs`), everything already placed kept where it
+    /// is (the neighbor file, the feature file, the cache); an error if it no longer fits.
+    pub fn refit(&self, needs: &Needs) -> Result<Self, String> {
+        let asked = Asked {
+            budget: self.budget,
+            reserve: self.reserve,
+            neighbors: BackendChoice::Auto,
+            features: BackendChoice::Auto,
+            cache: Some(self.cache),
+            prefetch: NonZeroUsize::new(self.prefetch as usize),
+            hold: NonZeroUsize::new(self.hold as usize).unwrap_or(NonZeroUsize::MIN),
+        };
+        let placement = if self.neighbors_in_memory {
+            Placement::Memory
+        } else {
+            Placement::Disk
+        };
+        let mut p = Self::fixed(&asked, needs, placement, self.prefetch);
+        p.features = self.features;
+        p.features_in_memory = self.features_in_memory;
+        p.cache = self.cache;
+        if p.total() > self.budget {
+            return Err(format!(
+                "memory={} is too small for batches this large: they need {} ({}); raise \
+                 memory, or open with the largest batch size you will use so that the cache is \
+                 sized for it",
+                bytes(self.budget),
+                bytes(p.total()),
+                p.parts()
+            ));
+        }
+        Ok(p)
+    }
+
+    /// "slack 1.0 MiB, caller's reserve ..., ..." for messages.
+    pub fn parts(&self) -> String {
+        let mut s = format!(
+            "slack {}, caller's reserve {}, sampler {}",
+            bytes(self.slack),
+            bytes(self.reserve),
+            bytes(self.sampler),
+        );
+        if self.with_features {
+            s += &format!(
+                ", labels {}, gather workspaces {}, batch buffers {} ({} ahead)",
+                bytes(self.labels),
+                bytes(self.gather),
+                bytes(self.buffers),
+                self.prefetch
+            );
+        } else {
+            s += &format!(" ({} batches ahead)", self.prefetch);
+        }
+        if self.neighbors_in_memory {
+            s += &format!(", neighbor file {}", bytes(self.neighbor_file));
+        }
+        if self.features_in_memory {
+            s += &format!(", feature file {}", bytes(self.features));
+        }
+        if self.cache > 0 {
+            s += &format!(", hot-row cache {}", bytes(self.cache));
+        }
+        s
+    }
+}
+
+impl fmt::Display for MemoryPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "budget {}: {}", bytes(self.budget), self.parts())
+    }
+}
+
+/// The default budget: [`DEFAULT_SHARE`] of [`available_memory`]; `None` when it cannot be
+/// read.
+pub fn default_budget() -> Option<u64> {
+    available_memory().map(|a| a / DEFAULT_SHARE.1 * DEFAULT_SHARE.0)
+}
+
+/// The memory this process can still get: the smaller of `MemAvailable` in `/proc/meminfo` and
+/// the room left under every cgroup v2 `memory.max` above this process (a container or
+/// `memcap` limit). `None` when neither can be read.
+pub fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let host = meminfo.as_deref().and_then(mem_available);
+    match (host, cgroup_room()) {
+        (Some(h), Some(c)) => Some(h.min(c)),
+        (h, c) => h.or(c),
+    }
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+pub(crate) fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The least room (`memory.max - memory.current`) over this process's cgroup v2 and its
+/// ancestors; `None` when no limit is set or cgroup v2 is not mounted at `/sys/fs/cgroup`.
+fn cgroup_room() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mut dir = std::path::Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    let mut room: Option<u64> = None;
+    loop {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+        if let (Some(max), Some(cur)) = (read("memory.max"), read("memory.current")) {
+            if let (Ok(max), Ok(cur)) = (max.trim().parse::<u64>(), cur.trim().parse::<u64>()) {
+                let r = max.saturating_sub(cur);
+                room = Some(room.map_or(r, |x| x.min(r)));
+            }
+        }
+        if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
+            return room;
+        }
+    }
+}
+
+/// `n` bytes for people: "512 B", "3.2 MiB", "1.50 GiB".
+pub fn bytes(n: u64) -> String {
+    const K: f64 = 1024.0;
+    let x = n as f64;
+    if x < K {
+        format!("{n} B")
+    } else if x < K * K {
+        format!("{:.1} KiB", x / K)
+    } else if x < K * K * K {
+        format!("{:.1} MiB", x / K / K)
+    } else {
+        format!("{:.2} GiB", x / K / K / K)
+    }
+}
+
+#[cfg(test)]
+mod tests;

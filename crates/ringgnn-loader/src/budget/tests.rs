@@ -1,0 +1,262 @@
+use proptest::prelude::*;
+
+use super::*;
+
+const ONE: NonZeroUsize = NonZeroUsize::MIN;
+const TWO: NonZeroUsize = NonZeroUsize::new(2).unwrap();
+
+/// Budgets of 1032 and 2064 leave 1000 and 2000 after the slack (1/32).
+fn asked(budget: u64, b: BackendChoice) -> Asked {
+    Asked {
+        budget,
+        reserve: 100,
+        neighbors: b,
+        features: b,
+        cache: None,
+        prefetch: None,
+        hold: TWO,
+    }
+}
+
+/// Two threads; per thread 10 (workspace) + 0 (sample) + 5 (disk read buffer); queued batches
+/// of 1 seed (8 B); labels 10; gather 2 * (5 + 48); a batch slot 40 + 8 = 48.
+fn needs() -> Needs {
+    Needs {
+        threads: 2,
+        offset_index: 60,
+        neighbor_file: 300,
+        read_buffer: 5,
+        batch_seeds: 1,
+        sampler_workspace: 10,
+        sample_bytes: 0,
+        features: Some(FeatureNeeds {
+            labels: 10,
+            batch_nodes: 1,
+            dim: 10,
+            file: 800,
+            full_cache: 900,
+        }),
+    }
+}
+
+#[test]
+fn parts_are_taken_in_order_and_the_cache_gets_the_rest() {
+    let mut a = asked(1032, BackendChoice::Auto);
+    a.prefetch = Some(TWO);
+    let p = MemoryPlan::compute(&a, &needs()).unwrap();
+    // sampler: 60 + 2 * 10 + (2 ahead + 2 threads) * 8 = 112 (the neighbor file in memory: no
+    // read buffer); gather 106; 4 slots of 48 = 192.
+    assert_eq!(
+        (p.sampler, p.gather, p.buffers, p.prefetch),
+        (112, 106, 192, 2)
+    );
+    assert!(p.neighbors_in_memory, "300 fits in 1000 - 520");
+    assert!(!p.features_in_memory, "800 does not fit in the 180 left");
+    assert_eq!(p.cache, 1000 - 100 - 112 - 10 - 106 - 192 - 300);
+    assert_eq!(p.total(), 1032);
+}
+
+#[test]
+fn the_default_prefetch_drops_to_one_when_that_grows_the_cache() {
+    let p = MemoryPlan::compute(&asked(1032, BackendChoice::Auto), &needs()).unwrap();
+    // With 2 ahead the cache gets 180; with 1 ahead: sampler 104, buffers 144, cache 236.
+    assert_eq!((p.prefetch, p.buffers, p.cache), (1, 144, 236));
+    assert_eq!(p.total(), 1032);
+    let mut a = asked(1032, BackendChoice::Auto);
+    a.prefetch = Some(TWO);
+    let fixed = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!(
+        (fixed.prefetch, fixed.cache),
+        (2, 180),
+        "an explicit prefetch is kept"
+    );
+}
+
+#[test]
+fn an_explicit_cache_is_a_ceiling_and_shrinking_it_is_explained() {
+    let mut a = asked(1032, BackendChoice::Auto);
+    a.cache = Some(50);
+    let small = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!(
+        (small.cache, small.prefetch),
+        (50, 2),
+        "50 fits with 2 ahead"
+    );
+    assert!(small.note.is_none());
+    a.cache = Some(500);
+    let big = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!(big.cache, 236);
+    let note = big.note.unwrap();
+    assert!(note.contains("gets 236 B of the 500 B asked"), "{note}");
+}
+
+#[test]
+fn whole_files_in_memory_when_they_fit_and_never_more_cache_than_rows() {
+    let p = MemoryPlan::compute(&asked(2064, BackendChoice::Auto), &needs()).unwrap();
+    assert!(p.neighbors_in_memory && p.features_in_memory);
+    assert_eq!((p.features, p.cache), (800, 0));
+    let disk = MemoryPlan::compute(&asked(2064, BackendChoice::Pread), &needs()).unwrap();
+    assert!(!disk.neighbors_in_memory && !disk.features_in_memory);
+    assert_eq!(
+        disk.cache, 900,
+        "never more than caching the whole file costs"
+    );
+    // A disk sampler needs its read buffer; the memory one does not.
+    assert_eq!(disk.sampler, p.sampler + 2 * 5);
+}
+
+#[test]
+fn auto_reads_the_neighbor_file_from_disk_when_memory_does_not_fit() {
+    // 1000 left: the memory plan needs 520 + 300 with 1 ahead... make the file too big.
+    let mut n = needs();
+    n.neighbor_file = 2000;
+    let p = MemoryPlan::compute(&asked(1032, BackendChoice::Auto), &n).unwrap();
+    assert!(!p.neighbors_in_memory && p.neighbor_file == 0);
+    assert!(p.total() <= 1032);
+    let e = MemoryPlan::compute(&asked(1032, BackendChoice::Memory), &n).unwrap_err();
+    assert!(
+        e.contains("too small with the neighbor file in memory"),
+        "{e}"
+    );
+}
+
+#[test]
+fn samples_alone_count_no_feature_parts() {
+    let mut n = needs();
+    n.features = None;
+    let p = MemoryPlan::compute(&asked(1032, BackendChoice::Pread), &n).unwrap();
+    // 2 threads: 4 batches ahead by default, and the consumer's 2: 60 + 2 * 15 + 6 * 8.
+    assert_eq!((p.prefetch, p.sampler), (4, 60 + 30 + 48));
+    assert_eq!(
+        (p.labels, p.gather, p.buffers, p.cache, p.features),
+        (0, 0, 0, 0, 0)
+    );
+    assert!(!p.to_string().contains("gather"));
+}
+
+#[test]
+fn hold_counts_the_consumers_batches() {
+    let mut a = asked(1032, BackendChoice::Auto);
+    a.hold = ONE;
+    a.prefetch = Some(TWO);
+    let one = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!(one.buffers, 3 * 48);
+    // Where only one batch ahead fits, the default takes it instead of failing.
+    let p = MemoryPlan::compute(&asked(500, BackendChoice::Pread), &needs()).unwrap();
+    assert_eq!(p.prefetch, 1);
+    let mut a = asked(500, BackendChoice::Pread);
+    a.prefetch = Some(TWO);
+    assert!(MemoryPlan::compute(&a, &needs()).is_err());
+}
+
+#[test]
+fn too_small_a_budget_names_every_part() {
+    let e = MemoryPlan::compute(&asked(300, BackendChoice::Auto), &needs()).unwrap_err();
+    assert!(e.contains("memory=300 B is too small"), "{e}");
+    assert!(
+        e.contains("caller's reserve 100 B") && e.contains("batch buffers"),
+        "{e}"
+    );
+    let e = MemoryPlan::compute(&asked(1032, BackendChoice::Memory), &needs()).unwrap_err();
+    assert!(e.contains("the feature file (800 B) does not fit"), "{e}");
+}
+
+#[test]
+fn refit_keeps_what_is_placed_and_checks_the_budget() {
+    let p = MemoryPlan::compute(&asked(1032, BackendChoice::Auto), &needs()).unwrap();
+    let same = p.refit(&needs()).unwrap();
+    assert_eq!(same, p);
+    let mut bigger = needs();
+    bigger.batch_seeds = 2;
+    bigger.features.as_mut().unwrap().batch_nodes = 2;
+    let e = p.refit(&bigger).unwrap_err();
+    assert!(e.contains("too small for batches this large"), "{e}");
+    let roomy = MemoryPlan::compute(&asked(4000, BackendChoice::Pread), &needs()).unwrap();
+    let r = roomy.refit(&bigger).unwrap();
+    assert!(r.buffers > roomy.buffers && r.cache == roomy.cache && r.total() <= 4000);
+}
+
+#[test]
+fn meminfo_is_parsed_in_bytes() {
+    let text = "MemTotal:       16000000 kB\nMemFree: 1 kB\nMemAvailable:    8000000 kB\n";
+    assert_eq!(mem_available(text), Some(8_000_000 * 1024));
+    assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+    assert!(
+        default_budget().is_some_and(|b| b > 0),
+        "Linux has /proc/meminfo"
+    );
+}
+
+fn arb_needs() -> impl Strategy<Value = Needs> {
+    (
+        (1u64..4, 0u64..5000, 0u64..50_000, 0u64..3000, 1u64..64),
+        (0u64..4000, 0u64..4000),
+        prop::option::of((0u64..500, 1u64..200, 1u64..16, 0u64..50_000, 0u64..60_000)),
+    )
+        .prop_map(
+            |((threads, index, file, buf, seeds), (work, sample), f)| Needs {
+                threads,
+                offset_index: index,
+                neighbor_file: file,
+                read_buffer: buf,
+                batch_seeds: seeds,
+                sampler_workspace: work,
+                sample_bytes: sample,
+                features: f.map(|(labels, nodes, dim, file, full)| FeatureNeeds {
+                    labels,
+                    batch_nodes: nodes,
+                    dim,
+                    file,
+                    full_cache: full,
+                }),
+            },
+        )
+}
+
+const CHOICES: [BackendChoice; 4] = [
+    BackendChoice::Auto,
+    BackendChoice::Memory,
+    BackendChoice::Uring,
+    BackendChoice::Pread,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// For any budget and sizes: a plan never exceeds its budget, and whenever an explicit
+    /// backend (for neighbors, features, or both) opens, `auto` in its place opens too.
+    #[test]
+    fn auto_opens_whenever_an_explicit_backend_does_and_plans_fit(
+        needs in arb_needs(),
+        budget in 0u64..400_000,
+        reserve in 0u64..20_000,
+        cache in prop::option::of(0u64..100_000),
+        prefetch in prop::option::of(1usize..4),
+        hold in 1usize..3,
+    ) {
+        let ask = |n: BackendChoice, f: BackendChoice| Asked {
+            budget,
+            reserve,
+            neighbors: n,
+            features: f,
+            cache,
+            prefetch: prefetch.and_then(NonZeroUsize::new),
+            hold: NonZeroUsize::new(hold).unwrap(),
+        };
+        for n in CHOICES {
+            for f in CHOICES {
+                let Ok(p) = MemoryPlan::compute(&ask(n, f), &needs) else { continue };
+                prop_assert!(p.total() <= budget, "{:?}/{:?}: {}", n, f, p);
+                prop_assert_eq!(p.neighbors_in_memory, n == BackendChoice::Memory
+                    || (n == BackendChoice::Auto && p.neighbors_in_memory));
+                for (an, af) in [(BackendChoice::Auto, f), (n, BackendChoice::Auto),
+                                 (BackendChoice::Auto, BackendChoice::Auto)] {
+                    let auto = MemoryPlan::compute(&ask(an, af), &needs);
+                    prop_assert!(auto.is_ok(), "{:?}/{:?} opens but {:?}/{:?} does not: {:?}",
+                        n, f, an, af, auto);
+                    prop_assert!(auto.unwrap().total() <= budget);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The loader's options as typed values, each parsed once where it enters (`FromStr` here for the
+//! names front ends pass, `NonZeroUsize` for counts that cannot be 0), so that the layers below
+//! never validate them again.
+
+use std::num::NonZeroUsize;
+use std::str::FromStr;
+
+use ringgnn_io::{probe_uring, BackendKind};
+use ringgnn_sampler::SampleOptions;
+
+use crate::{Error, Result};
+
+/// How a file (neighbor lists or feature rows) is read, as asked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// `memory` when the whole plan fits with the file in memory, else `uring` where io_uring
+    /// works, else `pread` (see [`crate::budget`]).
+    #[default]
+    Auto,
+    Memory,
+    Uring,
+    Pread,
+}
+
+impl BackendChoice {
+    /// The names [`FromStr`] accepts, in the order front ends list them.
+    pub const NAMES: [&'static str; 4] = ["auto", "memory", "uring", "pread"];
+
+    /// The read backend for a file the plan left on disk: `uring` (an error where io_uring does
+    /// not work), `pread`, or for `auto` io_uring where the probe passes and else `pread`, with
+    /// the probe's reason for one log line.
+    pub fn disk_kind(self) -> Result<(BackendKind, Option<String>)> {
+        match self {
+            BackendChoice::Pread => Ok((BackendKind::Pread, None)),
+            BackendChoice::Uring => match probe_uring() {
+                Ok(()) => Ok((BackendKind::Uring, None)),
+                Err(why) => Err(Error::Input(format!(
+                    "io_uring is not available: {why}; use backend \"pread\" (or \"auto\")"
+                ))),
+            },
+            BackendChoice::Auto | BackendChoice::Memory => match probe_uring() {
+                Ok(()) => Ok((BackendKind::Uring, None)),
+                Err(why) => Ok((BackendKind::Pread, Some(why))),
+            },
+        }
+    }
+}
+
+impl FromStr for BackendChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "memory" => Ok(BackendChoice::Memory),
+            "uring" => Ok(BackendChoice::Uring),
+            "pread" => Ok(BackendChoice::Pread),
+            _ => Err(Error::Input(format!(
+                "unknown backend {s:?}: use \"auto\", \"memory\", \"uring\" or \"pread\""
+            ))),
+        }
+    }
+}
+
+/// How the hot-row cache chooses its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CachePolicy {
+    /// Highest in-degree first.
+    Degree,
+    /// Sample `batches` batches of the training seeds ahead (without gathering) and cache the
+    /// rows they touch most (DiskGNN's offline access counting, GIDS' look-ahead window);
+    /// in-degree when no seeds are given or the counts (2 bytes per node) would not fit the
+    /// cache's own budget.
+    Presample { batches: usize },
+}
+
+impl CachePolicy {
+    /// The names [`FromStr`] accepts.
+    pub const NAMES: [&'static str; 2] = ["presample", "degree"];
+
+    /// Look-ahead batches of `presample` unless told otherwise.
+    pub const PRESAMPLE_BATCHES: usize = 64;
+
+    /// This policy with `batches` look-ahead batches for `presample` (`degree` ignores it).
+    pub fn with_batches(self, batches: usize) -> Self {
+        match self {
+            CachePolicy::Presample { .. } => CachePolicy::Presample { batches },
+            d => d,
+        }
+    }
+}
+
+impl FromStr for CachePolicy {
+    type Err = Error;
+    /// `"presample"` (with [`Self::PRESAMPLE_BATCHES`]) or `"degree"`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "presample" => Ok(CachePolicy::Presample {
+                batches: Self::PRESAMPLE_BATCHES,
+            }),
+            "degree" => Ok(CachePolicy::Degree),
+            _ => Err(Error::Input(format!(
+                "unknown cache_policy {s:?}: use \"presample\" or \"degree\""
+            ))),
+        }
+    }
+}
+
+/// What a loader does with the feature file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeatureOptions {
+    /// How feature rows are read (e.g. `memory` with neighbors on disk).
+    pub backend: BackendChoice,
+    /// Hot-row cache size; `None`: whatever the budget leaves.
+    pub cache: Option<u64>,
+    pub cache_policy: CachePolicy,
+}
+
+/// Everything a [`crate::BatchLoader`] is built from.
+#[derive(Clone, Debug)]
+pub struct LoaderOptions {
+    /// What decides each sample: fanouts, replacement, the seed, edge ids.
+    pub sample: SampleOptions,
+    /// How neighbor lists are read.
+    pub backend: BackendChoice,
+    /// `O_DIRECT` for both files when read from disk.
+    pub direct: bool,
+    /// Worker threads of an epoch.
+    pub threads: NonZeroUsize,
+    /// The whole process's budget in bytes; `None`: [`crate::budget::default_budget`].
+    pub memory: Option<u64>,
+    /// Bytes the caller needs besides the loader (runtime, model), taken off the budget first.
+    pub reserve: u64,
+    /// Features and labels with each batch, or `None` for samples alone.
+    pub features: Option<FeatureOptions>,
+    /// The largest batch the plan is sized for (a larger one is accepted when the plan, redone
+    /// for it, still fits).
+    pub batch_size: NonZeroUsize,
+    /// Batches the workers may hold ahead of the consumer; `None`: see [`crate::budget`].
+    pub prefetch: Option<NonZeroUsize>,
+    /// Batches the consumer holds while asking for the next (see [`crate::budget`]).
+    pub hold: NonZeroUsize,
+}
+
+/// One worker thread per available core.
+pub fn default_threads() -> NonZeroUsize {
+    std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+}
+
+impl Default for LoaderOptions {
+    /// No hops, `auto`, one thread per core, the default budget, features with a look-ahead
+    /// cache, batches of 1024, a plain `for` loop's hold of 2.
+    fn default() -> Self {
+        LoaderOptions {
+            sample: SampleOptions::default(),
+            backend: BackendChoice::Auto,
+            direct: false,
+            threads: default_threads(),
+            memory: None,
+            reserve: 0,
+            features: Some(FeatureOptions {
+                backend: BackendChoice::Auto,
+                cache: None,
+                cache_policy: CachePolicy::Presample {
+                    batches: CachePolicy::PRESAMPLE_BATCHES,
+                },
+            }),
+            batch_size: NonZeroUsize::new(1024).expect("not 0"),
+            prefetch: None,
+            hold: NonZeroUsize::new(2).expect("not 0"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_unknown_ones_say_what_to_use() {
+        for (i, n) in BackendChoice::NAMES.iter().enumerate() {
+            let b: BackendChoice = n.parse().unwrap();
+            assert_eq!(
+                b,
+                [
+                    BackendChoice::Auto,
+                    BackendChoice::Memory,
+                    BackendChoice::Uring,
+                    BackendChoice::Pread
+                ][i]
+            );
+        }
+        let e = "ram".parse::<BackendChoice>().unwrap_err().to_string();
+        assert!(e.contains("\"ram\"") && e.contains("\"pread\""), "{e}");
+        assert_eq!(
+            "presample".parse::<CachePolicy>().unwrap(),
+            CachePolicy::Presample { batches: 64 }
+        );
+        assert_eq!(
+            "degree".parse::<CachePolicy>().unwrap().with_batches(3),
+            CachePolicy::Degree
+        );
+        assert!("lru".parse::<CachePolicy>().is_err());
+        assert_eq!(
+            BackendChoice::Pread.disk_kind().unwrap(),
+            (BackendKind::Pread, None)
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! [`Graph`]: what every sampler of one dataset shares (the offset index, the neighbor file when
+//! it is held in memory, the I/O counters), opened with a neighbor access *already decided* by
+//! the caller's memory plan ([`NeighborAccess`]; `ringgnn-loader`'s `budget` decides it). Each
+//! thread makes its own [`GraphSampler`] from it, with its own read backend: an io_uring ring
+//! never crosses a thread or a fork.
+//!
+//! Opening a graph reads the offset index ([`OffsetIndex`], needed by the plan first) and, for
+//! [`NeighborAccess::Memory`], the neighbor file; it starts no thread and keeps no ring.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, DirectFile, IoStats};
+use ringgnn_store::manifest::IndexDtype;
+use ringgnn_store::Dataset;
+
+use crate::bounds::{sample_bound, SampleBound};
+use crate::neighbors::{Indices, NeighborSource};
+use crate::{Error, NeighborSampler, Result, SampleOptions, SampledSubgraph, SeedSlice};
+
+/// The offset index of a dataset (`V + 1` offsets into the neighbor file) and the facts about
+/// the graph a memory plan needs before anything else is loaded.
+#[derive(Clone, Debug)]
+pub struct OffsetIndex {
+    indptr: Arc<[u64]>,
+    max_degree: u64,
+    num_edges: u64,
+    dtype: IndexDtype,
+    indices_path: PathBuf,
+}
+
+impl OffsetIndex {
+    /// Load the offset index of `ds`.
+    pub fn load(ds: &Dataset) -> Result<Self> {
+        let indptr: Arc<[u64]> = ds.load_indptr()?.into();
+        let max_degree = indptr
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .max()
+            .unwrap_or(0);
+        let m = ds.manifest();
+        Ok(OffsetIndex {
+            indptr,
+            max_degree,
+            num_edges: m.num_edges,
+            dtype: m.graph.indices_dtype,
+            indices_path: ds.path_of("indices")?,
+        })
+    }
+
+    pub fn indptr(&self) -> &Arc<[u64]> {
+        &self.indptr
+    }
+
+    pub fn num_nodes(&self) -> u64 {
+        self.indptr.len() as u64 - 1
+    }
+
+    pub fn num_edges(&self) -> u64 {
+        self.num_edges
+    }
+
+    pub fn max_degree(&self) -> u64 {
+        self.max_degree
+    }
+
+    /// Bytes of the offset index in memory.
+    pub fn bytes(&self) -> u64 {
+        self.indptr.len() as u64 * 8
+    }
+
+    /// Bytes of the neighbor file's entries (what holding it in memory costs).
+    pub fn neighbor_file_bytes(&self) -> u64 {
+        self.num_edges.saturating_mul(self.dtype.size())
+    }
+
+    /// Upper bounds on one sample of `batch` seeds with `opts` (see [`sample_bound`]).
+    pub fn bound(&self, batch: u64, opts: &SampleOptions) -> SampleBound {
+        sample_bound(
+            batch,
+            &opts.fanouts,
+            opts.replace,
+            self.max_degree,
+            self.num_nodes(),
+            self.num_edges,
+        )
+    }
+}
+
+/// How the neighbor file is read: decided once, by the memory plan, before the graph opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NeighborAccess {
+    /// Loaded into memory once and shared by every sampler.
+    Memory,
+    /// Coalesced page reads with a read backend of its own per sampler (`Pread` or `Uring`;
+    /// `Auto` probes again), with `O_DIRECT` if `direct` and the filesystem allows it.
+    Disk { kind: BackendKind, direct: bool },
+}
+
+/// One dataset's neighbor lists, shared by any number of [`GraphSampler`]s.
+pub struct Graph {
+    index: OffsetIndex,
+    access: NeighborAccess,
+    memory: Option<Arc<Indices>>,
+    name: &'static str,
+    stats: [AtomicU64; 3],
+}
+
+impl Graph {
+    /// Open the neighbor file of `ds` (whose offset index is `index`) as `access` says:
+    /// loaded now for [`NeighborAccess::Memory`], checked for `O_DIRECT` otherwise.
+    pub fn open(index: OffsetIndex, access: NeighborAccess) -> Result<Self> {
+        let path = &index.indices_path;
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let (memory, name) = match access {
+            NeighborAccess::Memory => {
+                let ix = Indices::load(path, index.dtype, index.num_edges)?;
+                (Some(Arc::new(ix)), "memory")
+            }
+            NeighborAccess::Disk {
+                kind: BackendKind::Pread,
+                ..
+            } => (None, "pread"),
+            NeighborAccess::Disk { direct, .. } => {
+                // O_DIRECT is dropped silently where the filesystem refuses it (tmpfs): say so.
+                let direct = direct && DirectFile::open(path).map_err(io)?.is_direct();
+                (None, if direct { "uring-direct" } else { "uring" })
+            }
+        };
+        Ok(Graph {
+            index,
+            access,
+            memory,
+            name,
+            stats: Default::default(),
+        })
+    }
+
+    pub fn index(&self) -> &OffsetIndex {
+        &self.index
+    }
+
+    pub fn indptr(&self) -> &[u64] {
+        &self.index.indptr
+    }
+
+    pub fn num_nodes(&self) -> u64 {
+        self.index.num_nodes()
+    }
+
+    pub fn access(&self) -> NeighborAccess {
+        self.access
+    }
+
+    /// "memory", "uring", "uring-direct" or "pread".
+    pub fn backend_name(&self) -> &'static str {
+        self.name
+    }
+
+    /// A sampler for the calling thread, with its own read backend (ring, file handle), whose
+    /// I/O counters flow into this graph's after every sample.
+    pub fn sampler(&self, opts: &SampleOptions) -> Result<GraphSampler> {
+        let source = match (&self.memory, self.access) {
+            (Some(ix), _) => NeighborSource::Memory(ix.clone()),
+            (None, NeighborAccess::Disk { kind, direct }) => {
+                let path = &self.index.indices_path;
+                let (reader, _) = open_backend(kind, path, direct).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let opts = CoalesceOptions::default();
+                NeighborSource::disk(reader, path, self.index.dtype, opts)
+            }
+            (None, NeighborAccess::Memory) => unreachable!("loaded when the graph opened"),
+        };
+        let s = NeighborSampler::new(
+            self.index.indptr.clone(),
+            &opts.fanouts,
+            opts.replace,
+            source,
+        )?;
+        Ok(GraphSampler {
+            last: s.io_stats(),
+            sampler: s,
+            opts: opts.clone(),
+            pid: std::process::id(),
+        })
+    }
+
+    /// I/O counters summed over every sampler of this graph (zero for `memory`).
+    pub fn io_stats(&self) -> IoStats {
+        let [r, b, n] = &self.stats;
+        IoStats {
+            reads: r.load(Ordering::Relaxed),
+            bytes: b.load(Ordering::Relaxed),
+            batches: n.load(Ordering::Relaxed),
+        }
+    }
+
+    fn add_stats(&self, d: IoStats) {
+        for (c, x) in self.stats.iter().zip([d.reads, d.bytes, d.batches]) {
+            c.fetch_add(x, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A [`NeighborSampler`] of a [`Graph`] with fixed [`SampleOptions`], for one thread.
+pub struct GraphSampler {
+    sampler: NeighborSampler,
+    opts: SampleOptions,
+    last: IoStats,
+    pid: u32,
+}
+
+impl GraphSampler {
+    /// Sample mini-batch `batch` of epoch `epoch` around `seeds`, adding the reads to `graph`'s
+    /// counters (`graph` must be the one that made this sampler).
+    pub fn sample(
+        &mut self,
+        graph: &Graph,
+        seeds: SeedSlice<'_>,
+        epoch: u64,
+        batch: u64,
+    ) -> Result<SampledSubgraph> {
+        let o = &self.opts;
+        let out = self
+            .sampler
+            .sample(seeds, o.seed, epoch, batch, o.with_edge_ids);
+        let now = self.sampler.io_stats();
+        graph.add_stats(IoStats {
+            reads: now.reads - self.last.reads,
+            bytes: now.bytes - self.last.bytes,
+            batches: now.batches - self.last.batches,
+        });
+        self.last = now;
+        out
+    }
+
+    /// Whether this sampler was made in the current process (a ring made before a fork must
+    /// not be used in the child).
+    pub fn made_here(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// Stop disk reads between waves once `flag` is set.
+    pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        self.sampler.set_cancel(flag);
+    }
+}
