@@ -14,6 +14,14 @@ Plus thread scaling (1 vs 2) and hops 1-4 (fanouts 20 / 20,15 / 20,15,10 / 20,15
 Usage (root, for memcap and drop_caches):
     python benchmarks/sample_bench.py [--work /var/tmp/ringgnn-bench] [--naive-batches 8]
 Prints Markdown tables for docs/benchmarks.md.
+
+Quick configuration, to compare two builds of ringgnn in one run (no root needed):
+    python benchmarks/sample_bench.py --quick [--compare OTHER_PYTHON] [--repeat 3]
+cnr-2000 and R-MAT scale 20, 10% of the nodes as seeds, warm page cache, memory / uring / pread,
+2 threads; with
+--compare, every configuration runs alternately with this build's `ringgnn` and with
+`OTHER_PYTHON -m ringgnn` (a virtualenv holding another build), and the table gives the median
+epoch time of each and their ratio.
 """
 import argparse
 import json
@@ -65,8 +73,9 @@ def prepare(work: Path):
     return sets, seeds
 
 
-def ours(d, seeds, backend, *, direct=False, threads=2, fanouts="20,15,10", epochs=2, prefix="", memory=None):
-    cmd = (f"{prefix}{RSS} ringgnn sample {d} --fanouts {fanouts} --batch-size 1024 --seeds {seeds} "
+def ours(d, seeds, backend, *, direct=False, threads=2, fanouts="20,15,10", epochs=2, prefix="", memory=None,
+         ringgnn="ringgnn"):
+    cmd = (f"{prefix}{RSS} {ringgnn} sample {d} --fanouts {fanouts} --batch-size 1024 --seeds {seeds} "
            f"--epochs {epochs} --backend {backend} --threads {threads} --json")
     if direct:
         cmd += " --direct"
@@ -97,11 +106,58 @@ def row(label, cond, r, idx_bytes):
     return f"| {label} | {cond} | {secs:.2f}{est} | {r['seps'] / 1e6:.2f} | {io} |"
 
 
+def quick(work: Path, other: str, repeat: int):
+    """Warm epochs of both builds, alternately, on cnr-2000 and a scale-20 R-MAT."""
+    import statistics
+
+    work.mkdir(parents=True, exist_ok=True)
+    sets = {}
+    rmat = work / "rmat20"
+    if not (rmat / "manifest.json").exists():
+        run(f"ringgnn generate rmat {rmat} --scale 20 --edge-factor 16 --self-loops drop --dedup --quiet --overwrite")
+    sets["rmat20"] = rmat
+    cnr = work / "cnr"
+    if CNR.exists() and not (cnr / "manifest.json").exists():
+        run(f"ringgnn convert {CNR} {cnr} --quiet --overwrite")
+    if (cnr / "manifest.json").exists():
+        sets["cnr-2000"] = cnr
+    builds = {"this build": "ringgnn"}
+    if other:
+        builds["other build"] = f"{other} -m ringgnn"
+    print("| dataset | backend | " + " | ".join(f"{b} epoch s (median of {repeat})" for b in builds)
+          + (" | this / other |" if other else " |"))
+    print("|---|---|" + "---:|" * (len(builds) + (1 if other else 0)))
+    for name, d in sets.items():
+        v = json.loads((d / "manifest.json").read_text())["num_nodes"]
+        # 10% of the nodes as seeds: epochs of a second or so, long enough to compare.
+        sp = work / f"seeds10_{name}.npy"
+        if not sp.exists():
+            np.save(sp, np.random.default_rng(0).choice(v, max(1, v // 10), replace=False).astype(np.int64))
+        for be in ("memory", "uring", "pread"):
+            times = {b: [] for b in builds}
+            for _ in range(repeat):
+                for b, exe in builds.items():
+                    r, _ = ours(d, sp, be, ringgnn=exe)
+                    times[b].append(r["seconds"])
+            med = {b: statistics.median(t) for b, t in times.items()}
+            cells = " | ".join(f"{med[b]:.3f}" for b in builds)
+            ratio = f" | {med['this build'] / med['other build']:.2f} |" if other else " |"
+            print(f"| {name} | {be} | {cells}{ratio}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/var/tmp/ringgnn-bench")
     ap.add_argument("--naive-batches", type=int, default=8)
+    ap.add_argument("--quick", action="store_true", help="warm epochs on small graphs only (see the docstring)")
+    ap.add_argument("--compare", default="", metavar="PYTHON", help="with --quick: another build's interpreter")
+    ap.add_argument("--repeat", type=int, default=3, help="with --quick: runs per configuration and build")
     a = ap.parse_args()
+    if a.quick:
+        print(f"Command: python benchmarks/sample_bench.py --quick --work {a.work}"
+              + (f" --compare {a.compare}" if a.compare else "") + f" --repeat {a.repeat}\n")
+        quick(Path(a.work), a.compare, a.repeat)
+        return
     sets, seeds = prepare(Path(a.work))
     print(f"Command: python benchmarks/sample_bench.py --work {a.work} --naive-batches {a.naive_batches}\n")
     for name, d in sets.items():

@@ -19,6 +19,13 @@ GB/s sequential), cache hit rate, peak RSS and the cgroup's peak (RSS + page cac
 
 Usage (root, for memcap and drop_caches):
     python benchmarks/train_bench.py DATASET [--batches N] [--cap-frac 0.25] [--cache-frac 0.1]
+Quick configuration, to compare two builds of ringgnn in one run:
+    ringgnn generate sbm /var/tmp/ringgnn-bench/sbm1m --nodes 1000000 --classes 16 --avg-degree 20 \\
+        --feature-dim 128 --split train=0.012,val=0.004,test=0.004 --seed 1
+    python benchmarks/train_bench.py /var/tmp/ringgnn-bench/sbm1m --configs ringgnn,memory \\
+        --compare OTHER_PYTHON --repeat 3
+runs each configuration alternately with this build and with OTHER_PYTHON (a virtualenv holding
+another build) and adds a table of median epoch times and their ratio.
 Generate the dataset of docs/benchmarks.md with
     ringgnn generate sbm /var/tmp/ringgnn-bench/sbm24m --nodes 24000000 --classes 16 \\
         --avg-degree 30 --feature-dim 128 --split train=0.0005,val=0.0002,test=0.0005 --seed 1 --memory 4G
@@ -234,31 +241,50 @@ def orchestrate(args):
     seeds = ringgnn.Dataset.open(ds).split("train")[: args.batches * args.batch_size]
     perm = Path(f"/tmp/train_bench_perm_{os.getpid()}.npy")
     np.save(perm, shuffled(str(ds), seeds, 1, 0))
-    results = {}
-    for name in args.configs.split(","):
-        cmd = common + ["--child", name, "--perm", str(perm)]
-        if name in ("ringgnn", "naive"):
-            cmd = [str(MEMCAP), "--drop-caches", str(cap), "--"] + cmd + ["--memory", str(cap), "--cache", str(cache)]
-        t = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"{name} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-        out = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
-        peak = [l for l in r.stderr.splitlines() if l.startswith("memcap:")]
-        out["memcap"] = peak[0] if peak else None
-        out["wall"] = time.perf_counter() - t
-        if out["batches"] < args.batches:
-            # Measured on the first batches only: scale the times and byte counts to the epoch.
-            k = args.batches / out["batches"]
-            out["measured_batches"] = out["batches"]
-            for key in ("epoch", "sample", "gather", "train", "wait", "needed_bytes", "feature_bytes_read",
-                        "sampler_bytes_read", "distinct_rows", "cache_hits"):
-                out[key] *= k
-        results[name] = out
-        print(json.dumps(out), flush=True)
+    builds = {"this": sys.executable}
+    if args.compare:
+        builds["other"] = args.compare
+    runs = {(b, name): [] for b in builds for name in args.configs.split(",")}
+    for _ in range(args.repeat):
+        for name in args.configs.split(","):
+            for b, exe in builds.items():
+                cmd = [exe] + common[1:] + ["--child", name, "--perm", str(perm)]
+                if name in ("ringgnn", "naive"):
+                    cmd = [str(MEMCAP), "--drop-caches", str(cap), "--"] + cmd + ["--memory", str(cap), "--cache",
+                                                                                 str(cache)]
+                runs[(b, name)].append(run_child(cmd, name, args.batches))
+    # Each configuration's run of median epoch time.
+    med = {k: sorted(v, key=lambda r: r["epoch"])[len(v) // 2] for k, v in runs.items()}
+    results = {name: r for (b, name), r in med.items() if b == "this"}
     table(results, cap)
+    if args.compare:
+        print(f"\n| config | this build epoch s | other build epoch s | this / other (median of {args.repeat}) |")
+        print("|---|---:|---:|---:|")
+        for name in args.configs.split(","):
+            a, o = med[("this", name)]["epoch"], med[("other", name)]["epoch"]
+            print(f"| {name} | {a:.2f} | {o:.2f} | {a / o:.2f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+
+
+def run_child(cmd, name, batches) -> dict:
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{name} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    out = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+    peak = [l for l in r.stderr.splitlines() if l.startswith("memcap:")]
+    out["memcap"] = peak[0] if peak else None
+    out["wall"] = time.perf_counter() - t
+    if out["batches"] < batches:
+        # Measured on the first batches only: scale the times and byte counts to the epoch.
+        k = batches / out["batches"]
+        out["measured_batches"] = out["batches"]
+        for key in ("epoch", "sample", "gather", "train", "wait", "needed_bytes", "feature_bytes_read",
+                    "sampler_bytes_read", "distinct_rows", "cache_hits"):
+            out[key] *= k
+    print(json.dumps(out), flush=True)
+    return out
 
 
 def table(results, cap):
@@ -302,6 +328,9 @@ def main():
     p.add_argument("--naive-batches", type=int, default=3,
                    help="batches the naive baseline runs; its times are scaled to the epoch (default 3)")
     p.add_argument("--json", default=None, help="also write the results here")
+    p.add_argument("--compare", default="", metavar="PYTHON",
+                   help="also run every configuration with this interpreter (another build), alternately")
+    p.add_argument("--repeat", type=int, default=1, help="runs per configuration and build (the median is kept)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--memory", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--cache", type=int, default=None, help=argparse.SUPPRESS)

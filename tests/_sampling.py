@@ -22,6 +22,14 @@ needs_sampler = pytest.mark.skipif(
 )
 
 
+def uring_available(ds: ringgnn.Dataset) -> bool:
+    """Whether io_uring works in this process (asking for it explicitly fails where it does not)."""
+    try:
+        return ringgnn.NeighborSampler(ds, [1], backend="uring").backend.startswith("uring")
+    except ringgnn.InputError:
+        return False
+
+
 def make_dataset(tmp_path: Path, name: str, edges: Sequence[Tuple[int, int]], **kwargs) -> ringgnn.Dataset:
     """Convert `edges` (src, dst) into a dataset named `name` under tmp_path."""
     src = tmp_path / f"{name}.npy"

@@ -90,13 +90,13 @@ def test_seed_choices(cli, graph, tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--fanouts", "10,0"], "fanout 0 is invalid"),
+        (["--fanouts", "10,0"], "fanout 0 at hop 1 is not valid"),
         (["--fanouts", "10,x"], "'x' is not an integer"),
         (["--seeds", "nope"], "no split 'nope' (it has: test, train, val)"),
         (["--seeds", "missing.npy"], "missing.npy: No such file or directory"),
         (["--seeds", "BAD"], "not a .npy array"),
-        (["--seeds", "2D"], "expected a 1-D integer array"),
-        (["--seeds", "RANGE"], "5000 is not a node id"),
+        (["--seeds", "2D"], "must be a 1-D array of node ids"),
+        (["--seeds", "RANGE"], "seed node 5000 is out of range"),
     ],
 )
 def test_bad_input(cli, graph, tmp_path, monkeypatch, args, message):

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from _sampling import make_dataset, needs_sampler, sbm
+from _sampling import make_dataset, needs_sampler, sbm, uring_available
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
@@ -36,7 +36,7 @@ def rows_from_file(ds: ringgnn.Dataset, ids: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("backend,cache", [("pread", 0), ("pread", 64 << 10), ("auto", None), ("uring", "64K")])
 def test_batches_are_the_sampler_output_plus_the_files_rows(tmp_path, backend, cache):
     ds = sbm(tmp_path)
-    if backend == "uring" and ringgnn.NeighborSampler(ds, [1], backend="auto", memory=0).backend != "uring":
+    if backend == "uring" and not uring_available(ds):
         pytest.skip("io_uring is not available here")
     loader = ringgnn.Loader(ds, [10, 5], 256, split="train", seed=3, cache=cache, backend=backend)
     sampler = ringgnn.NeighborSampler(ds, [10, 5], seed=3)
@@ -88,8 +88,16 @@ def test_loaders_can_share_one_engine(tmp_path):
     assert a.stats()["rows_requested"] == b.stats()["rows_requested"] == n  # one engine counted both
     alone = ringgnn.Loader(ds, [5], 64, split="val", seed=2)
     assert all(torch.equal(x.n_id, y.n_id) for x, y in zip(alone, ringgnn.Loader(ds, [5], 64, split="val", share=a)))
-    with pytest.raises(ringgnn.InputError, match="larger than the shared loader"):
-        ringgnn.Loader(ds, [5], 65, split="val", share=a)
+    # A larger batch than the shared engine was planned for: accepted while its plan still fits.
+    wider = ringgnn.Loader(ds, [5], 600, split="val", share=a)
+    assert [len(d.n_id) > d.batch_size for d in wider] == [True]
+    assert a.plan()["buffers"] > 0
+    fixed = ringgnn.Loader(ds, [5], 64, backend="pread", cache=0, prefetch=1, reserve=0)
+    p = fixed.plan()
+    tight = ringgnn.Loader(ds, [5], 64, backend="pread", cache=0, prefetch=1, reserve=0,
+                           memory=(p["total"] - p["slack"]) * 32 // 31 + 64)
+    with pytest.raises(ringgnn.InputError, match="too small for batches this large"):
+        list(ringgnn.Loader(ds, [5], 600, split="val", share=tight))
     with pytest.raises(ringgnn.InputError, match="same dataset and fanouts"):
         ringgnn.Loader(ds, [4], 64, split="val", share=a)
 
@@ -158,7 +166,7 @@ def test_the_memory_plan_is_reported_and_a_small_budget_refused(tmp_path):
         p[k] for k in ("slack", "reserve", "sampler", "neighbor_file", "labels", "gather", "buffers", "features", "cache"))
     assert p["cache"] > 0 and not p["features_in_memory"] and "hot-row cache" in p["text"]
     assert loader.stats()["cached_rows"] == 2000  # all rows fit, and no more is allocated
-    with pytest.raises(ringgnn.InputError, match="too small for the loader"):
+    with pytest.raises(ringgnn.InputError, match="memory=1.0 MiB is too small"):
         ringgnn.Loader(ds, [5, 5], 64, memory="1M", reserve=0)
     with pytest.raises(ringgnn.InputError, match="cache_policy"):
         ringgnn.Loader(ds, [5, 5], 64, cache_policy="lru")
@@ -202,3 +210,49 @@ def test_needs_features_and_a_sane_batch_size(tmp_path):
     ds = sbm(tmp_path, nodes=600)
     with pytest.raises(ringgnn.InputError, match="batch_size"):
         ringgnn.Loader(ds, [2], 0)
+
+
+def test_auto_never_refuses_a_budget_an_explicit_backend_accepts(tmp_path):
+    # Issue 8's failure: on a 200k-node, 4M-edge sbm, Loader(ds, [10, 5], 4096, memory=M,
+    # reserve=0, cache=0, threads=1) with the default backend="auto" raised "the neighbor file
+    # does not fit ... use a disk backend" at budgets where backend="uring" (or "pread") opened:
+    # the budget had two owners. One plan: auto opens whenever an explicit backend does.
+    ringgnn.generate_sbm(tmp_path / "sbm200k", nodes=200_000, classes=8, avg_degree=20, feature_dim=12, seed=0)
+    ds = ringgnn.Dataset.open(tmp_path / "sbm200k")
+    assert ds.num_edges > 3_900_000
+    backends = ["memory", "pread"] + (["uring"] if uring_available(ds) else [])
+    opened = {b: 0 for b in ["auto"] + backends}
+    for mib in range(120, 152, 2):
+        ok = {}
+        for b in ["auto"] + backends:
+            try:
+                loader = ringgnn.Loader(ds, [10, 5], 4096, memory=mib << 20, reserve=0, cache=0, threads=1, backend=b)
+            except ringgnn.InputError as e:
+                assert "too small" in str(e) or "does not fit" in str(e), e
+                ok[b] = False
+                continue
+            p = loader.plan()
+            assert p["total"] <= p["budget"] == mib << 20, p["text"]
+            ok[b] = True
+            opened[b] += 1
+        assert ok["auto"] or not any(ok.values()), (mib, ok)
+    # the range has budgets where only the disk plans fit, and budgets where memory fits too
+    assert opened["auto"] >= opened["pread"] > opened["memory"] > 0, opened
+
+
+def test_a_rank_s_share_of_an_epoch_is_the_same_batches(tmp_path):
+    # A batch depends only on (seed, epoch, global batch index): the batches a rank selects are
+    # those a single process gives at the same indices.
+    ds = sbm(tmp_path, nodes=2000)
+    whole = list(ringgnn.Loader(ds, [5, 3], 64, seed=4, backend="pread"))
+    for rank in range(2):
+        mine = list(range(rank, len(whole), 2))
+        shard = ringgnn.Loader(ds, [5, 3], 64, seed=4, backend="memory", threads=1, batches=mine)
+        assert len(shard) == len(mine)
+        got = list(shard)
+        assert [d.n_id.tolist() for d in got] == [whole[i].n_id.tolist() for i in mine]
+        assert all(torch.equal(d.x, whole[i].x) for d, i in zip(got, mine))
+    sampler = ringgnn.NeighborSampler(ds, [5, 3], seed=4)
+    full = list(sampler.epoch("train", 64, epoch=1))
+    part = list(sampler.epoch("train", 64, epoch=1, batches=[3, 0]))
+    assert [p.node.tolist() for p in part] == [full[3].node.tolist(), full[0].node.tolist()]

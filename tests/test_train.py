@@ -14,6 +14,8 @@ import ringgnn
 from ringgnn.pyg import RingFeatureStore
 from ringgnn.train import train
 
+from _sampling import uring_available
+
 # 1200 training seeds in batches of 128: 10 steps an epoch, a second or so per run.
 FAST = dict(batch_size=128, epochs=4, lr=0.01, quiet=True, log=lambda s: None)
 CLI_FAST = ["--batch-size", "128", "--lr", "0.01", "--quiet"]
@@ -63,7 +65,7 @@ def test_training_from_disk_equals_training_in_memory(sbm, tmp_path):
     # deterministic, so each seed's run must in fact be identical.
     # "disk": io_uring with O_DIRECT where this machine has it (else pread), and a small hot-row
     # cache chosen by look-ahead; "pread": buffered preads and no cache.
-    disk = "uring" if ringgnn.NeighborSampler(sbm, [1], memory=0).backend.startswith("uring") else "pread"
+    disk = "uring" if uring_available(ringgnn.Dataset.open(sbm)) else "pread"
     runs = {"memory": dict(backend="memory"), "pread": dict(backend="pread", cache=0),
             "disk": dict(backend=disk, direct=True, cache=16 << 10)}
     accs = {}

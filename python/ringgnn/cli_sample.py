@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 from tqdm import tqdm
@@ -54,7 +54,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="SIZE",
         help="budget of the whole process: runtime, offset index, workspaces, batches ahead and the "
-        "neighbor file if it fits (default: half the available memory)",
+        "neighbor file if it fits (default: what the process holds plus half the available memory)",
     )
     p.add_argument("--replace", action="store_true", help="draw neighbors with replacement")
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
@@ -71,11 +71,14 @@ def _threads(n: Optional[int]) -> int:
         return os.cpu_count() or 1
 
 
-def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namespace, epoch: int) -> Dict[str, Any]:
+def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namespace, epoch: int,
+              started: Callable[[], None] = lambda: None) -> Dict[str, Any]:
+    """One epoch; ``started`` runs once the epoch is set up (its seeds checked by the core)."""
     before = sampler.io_stats()
     edges = nodes = batches = 0
     t0 = time.perf_counter()
     it = sampler.epoch(seeds, args.batch_size, shuffle=True, epoch=epoch)
+    started()
     isatty = sys.stderr.isatty()
     with tqdm(
         total=len(it),
@@ -138,7 +141,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
         memory=args.memory,
         batch_size=args.batch_size,
     )
-    if not args.json:
+
+    def header() -> None:
+        if args.json:
+            return
         reason = sampler.fallback_reason
         print(
             f"sampling {ds.path}: {len(seeds):,} seeds, fanouts {','.join(map(str, sampler.fanouts))}, "
@@ -146,8 +152,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
             + (f" ({reason})" if reason else "")
             + f", {_threads(args.threads)} threads"
         )
+
     for epoch in range(args.epochs):
-        r = run_epoch(sampler, seeds, args, epoch)
+        r = run_epoch(sampler, seeds, args, epoch, header if epoch == 0 else lambda: None)
         if args.json:
             print(json.dumps(r), flush=True)
         else:

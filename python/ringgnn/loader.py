@@ -106,6 +106,11 @@ class Loader:
                 raise InputError("share= needs a Loader of the same dataset and fanouts")
             self._core = share._core
         else:
+            # Batches are PyG `Data` of torch tensors: import them now, so that the default
+            # reserve (what this process holds) counts them.
+            import torch  # noqa: F401
+            from torch_geometric.data import Data  # noqa: F401
+
             self._core = _core.Loader(
                 self.dataset.path,
                 self.fanouts,

@@ -106,7 +106,7 @@ class NeighborSampler:
         threads: sampling threads of :meth:`epoch` (default: available cores).
         seed: random seed; a batch's sample depends only on (seed, epoch, batch index).
         memory: the budget of the whole process, as bytes or a size such as ``"2G"`` (default:
-            half the available memory); ``reserve`` of it is left to the caller.
+            ``reserve`` plus half the available memory); ``reserve`` of it is left to the caller.
         reserve: bytes the caller needs besides the sampler (default: what this process already
             uses when the sampler starts).
         batch_size: the largest batch you will sample (default 1024): the memory plan is made

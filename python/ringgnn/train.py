@@ -68,7 +68,7 @@ def add_parser(sub: Any) -> None:
                    help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
                    help="budget of the whole process: runtime, model, sampler, cache, buffers "
-                        "(default: half the available memory)")
+                        "(default: what the process holds plus half the available memory)")
     p.add_argument("--prefetch", type=positive_arg, default=None, metavar="N",
                    help="gathered batches held ahead of training (default: one per thread, 1 if memory is tight)")
     p.add_argument("--backend", choices=BACKENDS, default="auto",
@@ -156,6 +156,8 @@ def train(
 
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
     fanouts = _options.fanouts(fanouts)
+    epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
+                                                                   ("layers", layers)))
     _check(ds, model, fanouts, layers, device, dropout)
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
     run_args = dict(model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,

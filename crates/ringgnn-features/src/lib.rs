@@ -6,6 +6,8 @@
 //! [`ringgnn_io::ReadBatch`] backend (pread, io_uring, with or without `O_DIRECT`), or from a
 //! copy of the file in memory. Rows stored as f16 or bf16 are widened to f32 on the way out.
 
+#![forbid(unsafe_code)]
+
 pub mod cache;
 mod error;
 pub mod gather;

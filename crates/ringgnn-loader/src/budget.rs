@@ -40,8 +40,8 @@ use crate::options::BackendChoice;
 /// the kernel's file pages (shared libraries, metadata) that a cgroup limit also counts.
 pub const SLACK: (u64, u64) = (1, 32);
 
-/// Share of the available memory the default budget takes: the other half is left to the rest
-/// of the machine.
+/// Share of the available memory the default budget lets the process grow by: the other half
+/// is left to the rest of the machine.
 pub const DEFAULT_SHARE: (u64, u64) = (1, 2);
 
 /// Bytes of a gather worker's scratch per node of the largest batch: the sorted `(id,

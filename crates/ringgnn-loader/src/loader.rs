@@ -141,7 +141,11 @@ impl BatchLoader {
         let batch = opts.batch_size.get() as u64;
         let fopts = opts.features.clone();
         let asked = Asked {
-            budget: opts.memory.or_else(default_budget).unwrap_or(u64::MAX / 4),
+            // By default the loader may grow the process by half of what is still available.
+            budget: opts.memory.unwrap_or_else(|| {
+                opts.reserve
+                    .saturating_add(default_budget().unwrap_or(u64::MAX / 4))
+            }),
             reserve: opts.reserve,
             neighbors: opts.backend,
             features: fopts.as_ref().map_or(opts.backend, |f| f.backend),

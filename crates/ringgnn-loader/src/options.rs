@@ -126,7 +126,8 @@ pub struct LoaderOptions {
     pub direct: bool,
     /// Worker threads of an epoch.
     pub threads: NonZeroUsize,
-    /// The whole process's budget in bytes; `None`: [`crate::budget::default_budget`].
+    /// The whole process's budget in bytes; `None`: `reserve` plus
+    /// [`crate::budget::default_budget`] (half of what is still available).
     pub memory: Option<u64>,
     /// Bytes the caller needs besides the loader (runtime, model), taken off the budget first.
     pub reserve: u64,

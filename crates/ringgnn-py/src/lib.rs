@@ -3,6 +3,11 @@
 //! This crate holds no logic: it converts arguments, releases the GIL around each core call
 //! ([`progress::run`]) and converts results and errors ([`errors`]). Everything a user sees is
 //! wrapped by the Python package (`python/ringgnn`).
+//!
+//! `unsafe` is denied here but for one documented site: a numpy array that borrows a loader
+//! buffer (`loader.rs`, `exposed`).
+
+#![deny(unsafe_code)]
 
 mod convert;
 mod dataset;

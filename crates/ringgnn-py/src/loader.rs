@@ -40,7 +40,8 @@ impl Drop for HostBuffer {
 }
 
 /// `x` (`rows * dim` values) as a numpy array `[rows, dim]` borrowing it, owned by a
-/// `HostBuffer` that returns it to `pool`.
+/// `HostBuffer` that returns it to `pool`. The crate's one `unsafe` site.
+#[allow(unsafe_code)]
 fn exposed<'py>(
     py: Python<'py>,
     x: Vec<f32>,
@@ -76,7 +77,7 @@ pub struct Loader {
 impl Loader {
     /// `cache`: bytes of hot rows (None: what the budget leaves); `cache_policy`: "presample"
     /// (access counts over `presample_batches` look-ahead batches of `presample_seeds`) or
-    /// "degree"; `memory`: the whole budget (None: half the available memory); `reserve`: bytes
+    /// "degree"; `memory`: the whole budget (None: `reserve` plus half the available memory); `reserve`: bytes
     /// the caller needs besides the loader; `prefetch`: gathered batches ahead (None: auto).
     #[new]
     #[pyo3(signature = (

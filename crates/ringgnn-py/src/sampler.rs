@@ -151,7 +151,7 @@ impl Converted {
 
 #[pymethods]
 impl Sampler {
-    /// `memory`: the whole process's budget (None: half the available memory), of which
+    /// `memory`: the whole process's budget (None: `reserve` plus half the available memory), of which
     /// `reserve` is the caller's; `batch_size`: the largest batch the plan is made for (a larger
     /// one is accepted when the plan still fits); `prefetch`: batches sampled ahead.
     #[new]

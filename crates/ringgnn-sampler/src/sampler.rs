@@ -40,7 +40,8 @@ type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
 /// Node-wise uniform neighbor sampling (GraphSAGE, PyG semantics) over a CSC graph of which
 /// only the offset index (`indptr`) is in memory.
 pub struct NeighborSampler {
-    /// Shared by every worker of a pool: it is the one structure whose size follows `V`.
+    /// Shared by the samplers of every thread (see [`crate::Graph`]): the one structure whose
+    /// size follows `V`.
     indptr: Arc<[u64]>,
     fanouts: Vec<Fanout>,
     replace: bool,

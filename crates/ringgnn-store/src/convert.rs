@@ -77,6 +77,25 @@ pub struct ConvertOptions {
     pub overwrite: bool,
 }
 
+impl ConvertOptions {
+    /// Convert the edge list `input` into `out` with `graph`'s options: the format detected,
+    /// no features, labels or splits, seed 0, never overwriting.
+    pub fn new(input: PathBuf, out: PathBuf, graph: GraphOptions) -> Self {
+        ConvertOptions {
+            input,
+            out,
+            format: None,
+            graph,
+            features: None,
+            feature_dtype: None,
+            labels: None,
+            split: None,
+            seed: 0,
+            overwrite: false,
+        }
+    }
+}
+
 /// `ringgnn convert`: build a dataset from an edge list and optional features, labels, splits.
 pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifest> {
     // Check everything cheap before the long graph build, so mistakes fail in a second.

@@ -27,22 +27,12 @@ pub fn build(edges: &[(u64, u64)], num_nodes: Option<u64>) -> (TempDir, PathBuf)
     let input = dir.path().join("edges.txt");
     let text: String = edges.iter().map(|(u, v)| format!("{u} {v}\n")).collect();
     std::fs::write(&input, text).unwrap();
-    let opts = ConvertOptions {
-        input,
-        out: dir.path().join("ds"),
-        format: None,
-        graph: GraphOptions {
-            num_nodes,
-            memory: 128 << 20,
-            ..Default::default()
-        },
-        features: None,
-        feature_dtype: None,
-        labels: None,
-        split: None,
-        seed: 0,
-        overwrite: false,
+    let graph = GraphOptions {
+        num_nodes,
+        memory: 128 << 20,
+        ..Default::default()
     };
+    let opts = ConvertOptions::new(input, dir.path().join("ds"), graph);
     convert(&opts, &NoProgress).unwrap();
     let path = dir.path().join("ds");
     (dir, path)

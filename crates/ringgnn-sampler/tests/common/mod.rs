@@ -49,23 +49,13 @@ pub fn build(edges: &[(u64, u64)], num_nodes: Option<u64>, undirected: bool) -> 
     let input = dir.path().join("edges.txt");
     let text: String = edges.iter().map(|(u, v)| format!("{u} {v}\n")).collect();
     std::fs::write(&input, text).unwrap();
-    let opts = ConvertOptions {
-        input,
-        out: dir.path().join("ds"),
-        format: None,
-        graph: GraphOptions {
-            undirected,
-            num_nodes,
-            memory: 128 << 20,
-            ..Default::default()
-        },
-        features: None,
-        feature_dtype: None,
-        labels: None,
-        split: None,
-        seed: 0,
-        overwrite: false,
+    let graph = GraphOptions {
+        undirected,
+        num_nodes,
+        memory: 128 << 20,
+        ..Default::default()
     };
+    let opts = ConvertOptions::new(input, dir.path().join("ds"), graph);
     convert(&opts, &NoProgress).unwrap();
     let ds = Dataset::open(&dir.path().join("ds")).unwrap();
     (dir, ds)

@@ -1,0 +1,80 @@
+"""`ringgnn._options`: every option parsed once, by one rule, whichever front end it came from
+(the Python API or the command line); the rules the Rust core also needs are the core's."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+from _sampling import path_graph
+
+from ringgnn import InputError, _core, _options
+
+
+def test_sizes_counts_and_their_argparse_forms():
+    assert _options.size("512M", "memory") == 512 << 20
+    assert _options.size("1g", "memory") == 1 << 30
+    assert _options.size(4096, "memory") == 4096
+    assert _options.size(None, "memory") is None
+    for bad in ("lots", "-1", "1.5G"):
+        with pytest.raises(InputError, match="is not a size"):
+            _options.size(bad, "memory")
+    with pytest.raises(InputError, match="memory must be >= 0 bytes"):
+        _options.size(-5, "memory")
+    with pytest.raises(InputError, match="cache must be an integer"):
+        _options.size(1.5, "cache")
+    assert _options.count(3, "threads", 1) == 3
+    assert _options.count(np.int64(2), "threads", 1) == 2
+    with pytest.raises(InputError, match="threads must be at least 1, not 0"):
+        _options.count(0, "threads", 1)
+    with pytest.raises(InputError, match="seed must be >= 0, not -1"):
+        _options.count(-1, "seed")
+    with pytest.raises(InputError, match="must be an integer"):
+        _options.count(True, "hold", 1)
+    assert _options.optional_count(None, "prefetch") is None
+    assert _options.size_arg("2K") == 2048 and _options.positive_arg("3") == 3
+    for arg, text in ((_options.size_arg, "x"), (_options.positive_arg, "0"), (_options.count_arg, "-2"),
+                      (_options.count_arg, "two")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            arg(text)
+
+
+def test_fanouts_and_names_are_the_cores():
+    assert _options.fanouts("20,15,10") == _options.fanouts([20, 15, 10]) == [20, 15, 10]
+    assert _options.fanouts((-1,)) == [-1]
+    assert _core.parse_fanouts("3, -1") == [3, -1]
+    for bad, msg in (("10,0", "fanout 0 at hop 1"), ("", "not an integer"), ([], "empty"), ([_core.MAX_FANOUT + 1], "at hop 0")):
+        with pytest.raises(InputError, match=msg):
+            _options.fanouts(bad)
+    assert _options.BACKENDS == ("auto", "memory", "uring", "pread") == tuple(_core.BACKENDS)
+    assert _options.CACHE_POLICIES == ("presample", "degree")
+    assert _options.backend("uring") == "uring"
+    with pytest.raises(InputError, match="feature_backend 'ssd' is unknown; use one of auto, memory"):
+        _options.backend("ssd", "feature_backend")
+    with pytest.raises(InputError, match="cache_policy 'lru'"):
+        _options.cache_policy("lru")
+
+
+def test_seed_sets(tmp_path):
+    ds = path_graph(tmp_path)
+    assert _options.seeds(ds, None).tolist() == _options.seeds(ds, "all").tolist() == [0, 1, 2, 3, 4]
+    np.save(tmp_path / "s.npy", np.array([4, 1], dtype=np.int32))
+    got = _options.seeds(ds, tmp_path / "s.npy")
+    assert got.tolist() == [4, 1] and got.dtype == np.int64
+    assert _options.seeds(ds, [3, 3]).tolist() == [3, 3]
+    with pytest.raises(InputError, match="no split 'train' \\(it has: no splits\\)"):
+        _options.seeds(ds, "train")
+    with pytest.raises(InputError, match="1-D"):
+        _options.seeds(ds, np.zeros((2, 2), dtype=np.int64))
+    with pytest.raises(InputError, match="integer node ids"):
+        _options.seeds(ds, [0.5])
+    with pytest.raises(FileNotFoundError):
+        _options.seeds(ds, tmp_path / "missing.npy")
+
+
+def test_reserve_defaults_to_what_the_process_holds():
+    assert _options.reserve("1M") == 1 << 20
+    rss = _options.process_rss()
+    assert rss > 10 << 20  # Python with numpy
+    assert abs(_options.reserve(None) - rss) < 64 << 20
