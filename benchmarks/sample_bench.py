@@ -135,8 +135,9 @@ def quick(work: Path, other: str, repeat: int):
             np.save(sp, np.random.default_rng(0).choice(v, max(1, v // 10), replace=False).astype(np.int64))
         for be in ("memory", "uring", "pread"):
             times = {b: [] for b in builds}
-            for _ in range(repeat):
-                for b, exe in builds.items():
+            for rep in range(repeat):
+                # Alternate which build goes first, so that neither always runs on a warmer machine.
+                for b, exe in list(builds.items())[:: -1 if rep % 2 else 1]:
                     r, _ = ours(d, sp, be, ringgnn=exe)
                     times[b].append(r["seconds"])
             med = {b: statistics.median(t) for b, t in times.items()}

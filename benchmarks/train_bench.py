@@ -245,9 +245,10 @@ def orchestrate(args):
     if args.compare:
         builds["other"] = args.compare
     runs = {(b, name): [] for b in builds for name in args.configs.split(",")}
-    for _ in range(args.repeat):
+    for rep in range(args.repeat):
         for name in args.configs.split(","):
-            for b, exe in builds.items():
+            # Alternate which build goes first, so that neither always runs on a warmer machine.
+            for b, exe in list(builds.items())[:: -1 if rep % 2 else 1]:
                 cmd = [exe] + common[1:] + ["--child", name, "--perm", str(perm)]
                 if name in ("ringgnn", "naive"):
                     cmd = [str(MEMCAP), "--drop-caches", str(cap), "--"] + cmd + ["--memory", str(cap), "--cache",
