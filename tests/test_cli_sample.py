@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from ringgnn import NeighborSampler
-from _sampling import make_dataset, needs_sampler, path_graph, sbm
+from _sampling import as_tuple, make_dataset, needs_sampler, path_graph, sbm
 
 JSON_FIELDS = {
     "epoch", "seconds", "batches", "sampled_edges", "seps", "reads", "bytes_read",
-    "backend", "threads", "direct", "sampled_nodes",
+    "backend", "threads", "direct", "sampled_nodes", "hyperbatch", "sequential_bytes", "random_bytes",
 }  # fmt: skip
 
 
@@ -41,6 +41,32 @@ def test_json_per_epoch_matches_python_api(cli, graph):
         assert rec["seps"] == pytest.approx(rec["sampled_edges"] / rec["seconds"])
         assert rec["backend"] == "pread" and rec["direct"] is False and rec["threads"] == 2
         assert rec["reads"] > 0 and rec["bytes_read"] > 0
+
+
+@needs_sampler
+def test_hyperbatches_give_the_same_batches_with_fewer_reads(cli, graph):
+    # Issue 9's acceptance: `--hyperbatch auto` and `--hyperbatch 1` give the same batches.
+    recs = {}
+    for h in ("1", "3", "auto"):
+        r = cli("sample", graph.path, "--fanouts", "5,3", "--batch-size", "64", "--epochs", "1", "--seed", "3",
+                "--backend", "pread", "--hyperbatch", h, "--json")  # fmt: skip
+        assert r.code == 0, r.err
+        recs[h] = json.loads(r.out.splitlines()[-1])
+    one, three, auto = recs["1"], recs["3"], recs["auto"]
+    for k in ("batches", "sampled_edges", "sampled_nodes"):
+        assert one[k] == three[k] == auto[k], k
+    assert one["hyperbatch"] == 1 and one["sequential_bytes"] == one["random_bytes"] == 0
+    assert three["hyperbatch"] == pytest.approx(one["batches"] / -(-one["batches"] // 3))
+    assert auto["hyperbatch"] > 3
+    assert auto["bytes_read"] < three["bytes_read"] < one["bytes_read"]
+    assert auto["sequential_bytes"] + auto["random_bytes"] == auto["bytes_read"]
+    # And batch by batch, from the Python API.
+    ref = list(NeighborSampler(graph, [5, 3], seed=3, backend="pread", hyperbatch=1).epoch("train", 64))
+    for h in (2, 7, "auto"):
+        got = list(NeighborSampler(graph, [5, 3], seed=3, backend="pread", hyperbatch=h).epoch("train", 64))
+        assert [as_tuple(x) for x in got] == [as_tuple(x) for x in ref], h
+    r = cli("sample", graph.path, "--hyperbatch", "0")
+    assert r.code == 1 and "hyperbatch \"0\" is not valid" in r.err
 
 
 @needs_sampler

@@ -92,9 +92,10 @@ def test_loaders_can_share_one_engine(tmp_path):
     wider = ringgnn.Loader(ds, [5], 600, split="val", share=a)
     assert [len(d.n_id) > d.batch_size for d in wider] == [True]
     assert a.plan()["buffers"] > 0
-    fixed = ringgnn.Loader(ds, [5], 64, backend="pread", cache=0, prefetch=1, reserve=0)
+    # (One batch at a time: a hyperbatch share would shrink to make room.)
+    fixed = ringgnn.Loader(ds, [5], 64, backend="pread", cache=0, prefetch=1, reserve=0, hyperbatch=1)
     p = fixed.plan()
-    tight = ringgnn.Loader(ds, [5], 64, backend="pread", cache=0, prefetch=1, reserve=0,
+    tight = ringgnn.Loader(ds, [5], 64, backend="pread", cache=0, prefetch=1, reserve=0, hyperbatch=1,
                            memory=(p["total"] - p["slack"]) * 32 // 31 + 64)
     with pytest.raises(ringgnn.InputError, match="too small for batches this large"):
         list(ringgnn.Loader(ds, [5], 600, split="val", share=tight))
@@ -163,8 +164,11 @@ def test_the_memory_plan_is_reported_and_a_small_budget_refused(tmp_path):
     loader = ringgnn.Loader(ds, [5, 5], 64, backend="pread", memory="64M", reserve=0)
     p = loader.plan()
     assert p["budget"] == 64 << 20 and p["total"] == sum(
-        p[k] for k in ("slack", "reserve", "sampler", "neighbor_file", "labels", "gather", "buffers", "features", "cache"))
+        p[k] for k in ("slack", "reserve", "sampler", "neighbor_file", "labels", "gather", "buffers", "features", "cache",
+                       "hyperbatch"))
     assert p["cache"] > 0 and not p["features_in_memory"] and "hot-row cache" in p["text"]
+    # With the graph on disk, hyperbatches (auto) share what is left with the cache.
+    assert p["hyperbatch"] > 0 and p["hyperbatch_size"] == 0 and "hyperbatch state" in p["text"]
     assert loader.stats()["cached_rows"] == 2000  # all rows fit, and no more is allocated
     with pytest.raises(ringgnn.InputError, match="memory=1.0 MiB is too small"):
         ringgnn.Loader(ds, [5, 5], 64, memory="1M", reserve=0)
@@ -256,3 +260,20 @@ def test_a_rank_s_share_of_an_epoch_is_the_same_batches(tmp_path):
     full = list(sampler.epoch("train", 64, epoch=1))
     part = list(sampler.epoch("train", 64, epoch=1, batches=[3, 0]))
     assert [p.node.tolist() for p in part] == [full[3].node.tolist(), full[0].node.tolist()]
+
+
+def test_hyperbatches_give_the_same_batches(tmp_path):
+    ds = sbm(tmp_path, nodes=2000)
+    runs = {h: list(ringgnn.Loader(ds, [5, 3], 64, seed=1, backend="pread", cache=0, hyperbatch=h)) for h in (1, 3, "auto")}
+    ref = runs[1]
+    for h, got in runs.items():
+        assert len(got) == len(ref)
+        for a, b in zip(got, ref):
+            assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index), h
+            assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y), h
+    loader = ringgnn.Loader(ds, [5, 3], 64, seed=1, backend="pread", cache=0, hyperbatch=3)
+    list(loader)
+    st = loader.stats()
+    assert st["sampler_hyperbatch_batches"] == len(ref) and st["sampler_hyperbatches"] == -(-len(ref) // 3)
+    with pytest.raises(ringgnn.InputError, match="hyperbatch"):
+        ringgnn.Loader(ds, [5], 64, hyperbatch="lots")

@@ -213,11 +213,18 @@ def test_uring_agrees(graph, direct):
 
 @needs_sampler
 def test_io_stats(graph):
-    s = NeighborSampler(graph, [5], backend="pread", threads=1)
+    s = NeighborSampler(graph, [5], backend="pread", threads=1, hyperbatch=1)
     assert s.io_stats()["batches"] == 0
     n = len(list(s.epoch("train", 256)))
     stats = s.io_stats()
     assert stats["batches"] == n and stats["reads"] > 0 and stats["bytes"] > 0
+    assert stats["hyperbatches"] == stats["sequential_bytes"] == stats["random_bytes"] == 0
+    # Hyperbatches: the batches are counted in them, the bytes split by how they were read.
+    h = NeighborSampler(graph, [5], backend="pread", threads=1, hyperbatch=2)
+    assert len(list(h.epoch("train", 256))) == n
+    st = h.io_stats()
+    assert (st["hyperbatches"], st["hyperbatch_batches"]) == (-(-n // 2), n)
+    assert st["sequential_bytes"] + st["random_bytes"] == st["bytes"] < stats["bytes"]
 
 
 @needs_sampler

@@ -102,6 +102,14 @@ def fanouts(value: Union[str, Sequence[int]]) -> List[int]:
     return list(_core.parse_fanouts(value))
 
 
+def hyperbatch(value: Union[int, str]) -> str:
+    """Batches sampled together: "auto" or a count of at least 1, as the core's text (the core
+    parses it, by its one rule)."""
+    if isinstance(value, str):
+        return value.strip()
+    return str(_integer(value, "hyperbatch"))
+
+
 def choice(value: Any, names: Sequence[str], what: str) -> str:
     """``value`` if it is one of ``names``."""
     if value not in names:

@@ -57,6 +57,13 @@ def add_parser(sub: Any) -> None:
         "neighbor file if it fits (default: what the process holds plus half the available memory)",
     )
     p.add_argument("--replace", action="store_true", help="draw neighbors with replacement")
+    p.add_argument(
+        "--hyperbatch",
+        default="auto",
+        metavar="N|auto",
+        help="batches sampled together when reading from disk, each page read once per hop for all of "
+        "them (default auto: as many as the memory budget holds; 1: one batch at a time)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sample)
@@ -97,6 +104,7 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
     seconds = time.perf_counter() - t0
     after = sampler.io_stats()
     backend = sampler.backend
+    hyper = after["hyperbatches"] - before["hyperbatches"]
     return {
         "epoch": epoch,
         "seconds": seconds,
@@ -107,6 +115,9 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
         "seps": edges / seconds if seconds > 0 else 0.0,
         "reads": after["reads"] - before["reads"],
         "bytes_read": after["bytes"] - before["bytes"],
+        "hyperbatch": (after["hyperbatch_batches"] - before["hyperbatch_batches"]) / hyper if hyper else 1,
+        "sequential_bytes": after["sequential_bytes"] - before["sequential_bytes"],
+        "random_bytes": after["random_bytes"] - before["random_bytes"],
         "backend": backend,
         "fallback_reason": sampler.fallback_reason,
         "direct": backend == "uring-direct",
@@ -140,6 +151,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
         seed=args.seed,
         memory=args.memory,
         batch_size=args.batch_size,
+        hyperbatch=args.hyperbatch,
     )
 
     def header() -> None:
@@ -160,7 +172,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         else:
             print(
                 f"epoch {epoch}: {r['seconds']:.3f} s, {r['batches']:,} batches, {r['sampled_edges']:,} sampled edges, "
-                f"{_human(r['seps'])} SEPS; reads {r['reads']:,}, {_bytes(r['bytes_read'])} read, "
+                f"{_human(r['seps'])} SEPS; reads {r['reads']:,}, {_bytes(r['bytes_read'])} read"
+                + (f" ({_bytes(r['sequential_bytes'])} sequential, hyperbatches of {r['hyperbatch']:.1f})"
+                   if r["hyperbatch"] != 1 else "") + ", "
                 f"{_cache(r)} (backend {r['backend']})",
                 flush=True,
             )

@@ -53,6 +53,8 @@ class Loader:
             1 if you ``del batch`` before the next one (as ``ringgnn train`` does).
         batches: which batches of each epoch to produce, by global index (e.g. one rank's
             share); each is exactly the batch a whole epoch gives at that index. Default: all.
+        hyperbatch: batches sampled together when the neighbor file is read from disk (see
+            :class:`NeighborSampler`): ``"auto"`` (default) or a number.
         backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
         feature_backend: the same choice for feature rows alone (default: ``backend``), e.g.
             ``"memory"`` with ``backend="uring"`` to hold the features but sample from disk.
@@ -90,6 +92,7 @@ class Loader:
         direct: bool = False,
         threads: Optional[int] = None,
         seed: int = 0,
+        hyperbatch: Union[int, str] = "auto",
         share: Optional["Loader"] = None,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
@@ -128,6 +131,7 @@ class Loader:
                 prefetch=_options.optional_count(prefetch, "prefetch"),
                 hold=_options.count(hold, "hold", 1),
                 feature_backend=None if feature_backend is None else _options.backend(feature_backend, "feature_backend"),
+                hyperbatch=_options.hyperbatch(hyperbatch),
             )
             note = self._core.plan()["note"]
             if note:

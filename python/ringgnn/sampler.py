@@ -111,6 +111,10 @@ class NeighborSampler:
             uses when the sampler starts).
         batch_size: the largest batch you will sample (default 1024): the memory plan is made
             for it, and a larger batch later is accepted while the plan still fits.
+        hyperbatch: batches of an epoch sampled together when the neighbor file is read from
+            disk, so that each page is read once per hop for all of them: ``"auto"`` (default:
+            as many as the memory plan's share holds) or a number (1: one batch at a time).
+            Samples do not depend on it.
         with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
     """
 
@@ -127,6 +131,7 @@ class NeighborSampler:
         memory: Union[None, int, str] = None,
         reserve: Union[None, int, str] = None,
         batch_size: int = 1024,
+        hyperbatch: Union[int, str] = "auto",
         with_edge_ids: bool = False,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
@@ -139,6 +144,7 @@ class NeighborSampler:
         self.memory = _options.size(memory, "memory")
         self.reserve = _options.size(reserve, "reserve")
         self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self.hyperbatch = _options.hyperbatch(hyperbatch)
         self.with_edge_ids = bool(with_edge_ids)
         self._core: Any = None
         self._pid: Optional[int] = None
@@ -163,6 +169,7 @@ class NeighborSampler:
             reserve=_options.reserve(self.reserve),
             with_edge_ids=self.with_edge_ids,
             batch_size=self.batch_size,
+            hyperbatch=self.hyperbatch,
         )
         self._pid = pid
         reason = self._core.fallback_reason
@@ -199,7 +206,8 @@ class NeighborSampler:
 
     def io_stats(self) -> Dict[str, int]:
         """Counters of this process's sampler since it was created: ``reads`` issued, ``bytes``
-        read, ``batches`` sampled."""
+        read, read ``batches``; for hyperbatches, ``sequential_bytes`` (whole blocks) and
+        ``random_bytes`` (runs of needed pages), ``hyperbatches`` and ``hyperbatch_batches``."""
         return dict(self._sampler().io_stats())
 
     # --- sampling -------------------------------------------------------------------------------

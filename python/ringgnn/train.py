@@ -74,6 +74,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--backend", choices=BACKENDS, default="auto",
                    help="how neighbor lists and feature rows are read (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
+    p.add_argument("--hyperbatch", default="auto", metavar="N|auto",
+                   help="batches sampled together when the graph is read from disk (default auto)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
     p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
     p.add_argument("--threads", type=positive_arg, default=None, help="sampling threads (default: all cores)")
@@ -90,7 +92,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     # a command-line user, who can do nothing about it.
     warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
     opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
-                                          "cache", "cache_policy", "memory", "prefetch", "backend", "direct",
+                                          "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
                                           "device", "seed", "threads", "out", "resume", "overwrite")}
     log = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
     m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
@@ -142,6 +144,7 @@ def train(
     prefetch: Optional[int] = None,
     backend: str = "auto",
     direct: bool = False,
+    hyperbatch: Any = "auto",
     device: str = "cpu",
     seed: int = 0,
     threads: Optional[int] = None,
@@ -177,7 +180,7 @@ def train(
     # the hot-row cache, the labels and the budget are held once.
     train_loader = Loader(ds, fanouts, batch_size, split="train", shuffle=True, cache=cache,
                           cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch, hold=1,
-                          backend=backend, direct=direct, threads=threads, seed=seed)
+                          backend=backend, direct=direct, threads=threads, seed=seed, hyperbatch=hyperbatch)
     loaders = {
         "train": train_loader,
         "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, share=train_loader),

@@ -10,9 +10,13 @@
 //! picks one after [`probe_uring`] has checked, once per process, that io_uring works here.
 //! Scattered reads (neighbor entries, feature rows) all go through one loop, [`PageReader`]
 //! (`page_reader.rs`), which plans page-aligned, merged requests with [`coalesce_pages`]
-//! (`page_plan.rs`) and reads them in waves into one aligned buffer.
+//! (`page_plan.rs`) and reads them in waves into one aligned buffer. The pages that many
+//! mini-batches need at once (a hyperbatch) are read once per chunk of the file by
+//! [`BlockReader`] (`block_reader.rs`), which reads a block whole where that is cheaper than its
+//! needed pages ([`ReadModel`]).
 
 mod aligned;
+mod block_reader;
 mod direct;
 mod page_plan;
 mod page_reader;
@@ -22,6 +26,7 @@ mod read_batch;
 mod uring;
 
 pub use aligned::AlignedBuf;
+pub use block_reader::{BlockCounts, BlockReader, ReadModel, DEVICE_ENV};
 pub use direct::DirectFile;
 pub use page_plan::{coalesce_pages, CoalesceOptions};
 pub use page_reader::{PageReader, ReadCount};

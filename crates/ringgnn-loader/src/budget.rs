@@ -34,7 +34,7 @@
 use std::fmt;
 use std::num::NonZeroUsize;
 
-use crate::options::BackendChoice;
+use crate::options::{BackendChoice, Hyperbatch};
 
 /// Share of the budget kept free for what no bound covers: the allocator's fragmentation and
 /// the kernel's file pages (shared libraries, metadata) that a cgroup limit also counts.
@@ -71,6 +71,8 @@ pub struct Asked {
     pub prefetch: Option<NonZeroUsize>,
     /// Batches the consumer holds while it asks for the next one.
     pub hold: NonZeroUsize,
+    /// Batches sampled together when the neighbor file is read from disk.
+    pub hyperbatch: Hyperbatch,
 }
 
 /// Upper bounds on what each part costs, from the dataset and the largest batch.
@@ -91,6 +93,9 @@ pub struct Needs {
     pub sample_bytes: u64,
     /// With features: what gathering needs.
     pub features: Option<FeatureNeeds>,
+    /// The sample sizes were measured on probe batches (with a margin) because their upper
+    /// bounds do not fit the budget (see [`crate::BatchLoader::open`]).
+    pub measured: bool,
 }
 
 /// The feature side of [`Needs`].
@@ -137,6 +142,15 @@ pub struct MemoryPlan {
     pub neighbors_in_memory: bool,
     pub features_in_memory: bool,
     pub with_features: bool,
+    /// The sampler's share comes from batches measured on a probe, not from upper bounds.
+    pub measured: bool,
+    /// The state of the batches of a hyperbatch in flight (and of the previous one's samples
+    /// still with the consumer): 0 in per-batch mode.
+    pub hyperbatch: u64,
+    /// Batches per hyperbatch: 1 in per-batch mode (also whenever the neighbor file is in
+    /// memory: there are no reads to share), the size asked for, or 0 for `auto` (the largest
+    /// that `hyperbatch` holds, measured as batches are sampled).
+    pub hyperbatch_size: u64,
     /// Why the cache is smaller than asked, for one log line.
     pub note: Option<String>,
 }
@@ -153,6 +167,7 @@ impl MemoryPlan {
             + self.buffers
             + self.features
             + self.cache
+            + self.hyperbatch
     }
 
     /// Split `asked.budget` for `needs`: the first of the placements `asked.neighbors` allows
@@ -224,10 +239,20 @@ impl MemoryPlan {
                 p.parts()
             ));
         }
+        let left = asked.budget - fixed;
+        let hyper = neighbors == Placement::Disk && asked.hyperbatch != Hyperbatch::PER_BATCH;
+        p.hyperbatch_size = match (hyper, asked.hyperbatch) {
+            (false, _) => 1,
+            (true, Hyperbatch::Auto) => 0,
+            (true, Hyperbatch::Size(n)) => n.get() as u64,
+        };
         let Some(f) = &needs.features else {
+            // Samples alone: the hyperbatch state gets everything left.
+            if hyper {
+                p.hyperbatch = left;
+            }
             return Ok(p);
         };
-        let left = asked.budget - fixed;
         let load = match asked.features {
             BackendChoice::Memory if f.file > left => {
                 return Err(format!(
@@ -246,10 +271,23 @@ impl MemoryPlan {
         if load {
             p.features = f.file;
             p.features_in_memory = true;
+            if hyper {
+                p.hyperbatch = left - f.file;
+            }
             return Ok(p);
         }
         let want = asked.cache.unwrap_or(u64::MAX).min(f.full_cache);
-        p.cache = want.min(left);
+        // With hyperbatches and no cache size asked for, the cache and the hyperbatch state
+        // share what is left; a cache asked for is served first.
+        let room = if hyper && asked.cache.is_none() {
+            left / 2
+        } else {
+            left
+        };
+        p.cache = want.min(room);
+        if hyper {
+            p.hyperbatch = left - p.cache;
+        }
         if p.cache < want && asked.cache.is_some() {
             p.note = Some(format!(
                 "the hot-row cache gets {} of the {} asked: that is what memory={} leaves after {}",
@@ -267,10 +305,17 @@ impl MemoryPlan {
         let threads = needs.threads.max(1);
         let hold = asked.hold.get() as u64;
         let disk = neighbors == Placement::Disk;
-        let per_thread = needs
-            .sampler_workspace
-            .saturating_add(needs.sample_bytes)
-            .saturating_add(if disk { needs.read_buffer } else { 0 });
+        // With hyperbatches, one worker drives the epoch: its batch states are the hyperbatch
+        // share (below), and its threads keep only a read buffer each; one per-batch sampler
+        // remains for samples taken on the calling thread.
+        let hyper = disk && asked.hyperbatch != Hyperbatch::PER_BATCH;
+        let state = needs.sampler_workspace.saturating_add(needs.sample_bytes);
+        let buffer = if disk { needs.read_buffer } else { 0 };
+        let per_thread = if hyper {
+            buffer
+        } else {
+            state.saturating_add(buffer)
+        };
         let queued = needs
             .sample_bytes
             .saturating_add(needs.batch_seeds.saturating_mul(8));
@@ -283,25 +328,28 @@ impl MemoryPlan {
             neighbors_in_memory: !disk,
             neighbor_file: if disk { 0 } else { needs.neighbor_file },
             with_features: needs.features.is_some(),
+            measured: needs.measured,
             ..Default::default()
         };
+        let workers = if hyper { 1 } else { threads };
+        let base = needs
+            .offset_index
+            .saturating_add(per_thread.saturating_mul(threads))
+            .saturating_add(if hyper { state } else { 0 });
         match &needs.features {
             None => {
                 p.window = ahead;
-                // Samples in the window and those the consumer holds.
-                p.sampler = needs
-                    .offset_index
-                    .saturating_add(per_thread.saturating_mul(threads))
-                    .saturating_add(queued.saturating_mul(ahead + hold));
+                // Samples in the window (with hyperbatches: the hyperbatch share) and those the
+                // consumer holds.
+                let waiting = if hyper { hold } else { ahead + hold };
+                p.sampler = base.saturating_add(queued.saturating_mul(waiting));
             }
             Some(f) => {
                 p.window = ahead + threads;
-                p.sampler = needs
-                    .offset_index
-                    .saturating_add(per_thread.saturating_mul(threads))
-                    .saturating_add(queued.saturating_mul(p.window));
+                let waiting = if hyper { hold } else { p.window };
+                p.sampler = base.saturating_add(queued.saturating_mul(waiting));
                 p.labels = f.labels;
-                p.gather = threads.saturating_mul(
+                p.gather = workers.saturating_mul(
                     needs
                         .read_buffer
                         .saturating_add(f.batch_nodes.saturating_mul(GATHER_SCRATCH_PER_NODE)),
@@ -329,6 +377,7 @@ impl MemoryPlan {
             cache: Some(self.cache),
             prefetch: NonZeroUsize::new(self.prefetch as usize),
             hold: NonZeroUsize::new(self.hold as usize).unwrap_or(NonZeroUsize::MIN),
+            hyperbatch: Hyperbatch::PER_BATCH,
         };
         let placement = if self.neighbors_in_memory {
             Placement::Memory
@@ -339,6 +388,11 @@ impl MemoryPlan {
         p.features = self.features;
         p.features_in_memory = self.features_in_memory;
         p.cache = self.cache;
+        p.hyperbatch_size = self.hyperbatch_size;
+        // The hyperbatch state is sized as batches are sampled: it takes what is left.
+        if self.hyperbatch > 0 {
+            p.hyperbatch = self.budget.saturating_sub(p.total());
+        }
         if p.total() > self.budget {
             return Err(format!(
                 "memory={} is too small for batches this large: they need {} ({}); raise \
@@ -355,10 +409,15 @@ impl MemoryPlan {
     /// "slack 1.0 MiB, caller's reserve ..., ..." for messages.
     pub fn parts(&self) -> String {
         let mut s = format!(
-            "slack {}, caller's reserve {}, sampler {}",
+            "slack {}, caller's reserve {}, sampler {}{}",
             bytes(self.slack),
             bytes(self.reserve),
             bytes(self.sampler),
+            if self.measured {
+                " (batch sizes measured)"
+            } else {
+                ""
+            }
         );
         if self.with_features {
             s += &format!(
@@ -379,6 +438,16 @@ impl MemoryPlan {
         }
         if self.cache > 0 {
             s += &format!(", hot-row cache {}", bytes(self.cache));
+        }
+        if self.hyperbatch > 0 {
+            let h = match self.hyperbatch_size {
+                0 => "auto".to_string(),
+                n => n.to_string(),
+            };
+            s += &format!(
+                ", hyperbatch state {} ({h} batches)",
+                bytes(self.hyperbatch)
+            );
         }
         s
     }

@@ -8,6 +8,7 @@
 //! from an epoch are exactly those a single process gives for the same indices.
 
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ringgnn_pipeline::JobSource;
@@ -127,22 +128,27 @@ pub struct BatchJob {
     pub indices: Vec<u64>,
 }
 
-/// The selected batches of an epoch, `per_job` batches per job, in the selection's order.
+/// The selected batches of an epoch in the selection's order, `per_job` batches per job (read
+/// at each claim: a hyperbatch worker sizes the next job from what it measured).
 pub struct EpochJobs {
     batches: Arc<EpochBatches>,
     indices: Vec<u64>,
     next: usize,
-    per_job: usize,
+    per_job: Arc<AtomicUsize>,
 }
 
 impl EpochJobs {
-    pub fn new(batches: Arc<EpochBatches>, indices: Vec<u64>, per_job: NonZeroUsize) -> Self {
+    pub fn new(batches: Arc<EpochBatches>, indices: Vec<u64>, per_job: Arc<AtomicUsize>) -> Self {
         EpochJobs {
             batches,
             indices,
             next: 0,
-            per_job: per_job.get(),
+            per_job,
         }
+    }
+
+    fn per_job(&self) -> usize {
+        self.per_job.load(Ordering::Relaxed).max(1)
     }
 }
 
@@ -153,7 +159,7 @@ impl JobSource for EpochJobs {
         if self.next >= self.indices.len() {
             return None;
         }
-        let end = (self.next + self.per_job).min(self.indices.len());
+        let end = (self.next + self.per_job()).min(self.indices.len());
         let indices = self.indices[self.next..end].to_vec();
         self.next = end;
         let n = indices.len();
@@ -167,7 +173,7 @@ impl JobSource for EpochJobs {
     }
 
     fn jobs_left(&self) -> Option<usize> {
-        Some((self.indices.len() - self.next).div_ceil(self.per_job))
+        Some((self.indices.len() - self.next).div_ceil(self.per_job()))
     }
 }
 
@@ -222,12 +228,17 @@ mod tests {
         assert_eq!(e.select(None).unwrap(), (0..10).collect::<Vec<u64>>());
         let err = e.select(Some(&[2, 10])).unwrap_err().to_string();
         assert!(err.contains("batch 10 is not a batch"), "{err}");
-        let mut jobs = EpochJobs::new(e.clone(), vec![7, 1, 4], NonZeroUsize::new(2).unwrap());
-        assert_eq!(jobs.jobs_left(), Some(2));
+        let per_job = Arc::new(AtomicUsize::new(2));
+        let mut jobs = EpochJobs::new(e.clone(), vec![7, 1, 4, 9, 3, 2], per_job.clone());
+        assert_eq!(jobs.jobs_left(), Some(3));
         let (j, n) = jobs.next_job().unwrap();
         assert_eq!((j.indices, n), (vec![7, 1], 2));
+        // The size is read at each claim.
+        per_job.store(3, Ordering::Relaxed);
         let (j, n) = jobs.next_job().unwrap();
-        assert_eq!((j.indices, n), (vec![4], 1));
+        assert_eq!((j.indices, n), (vec![4, 9, 3], 3));
+        let (j, n) = jobs.next_job().unwrap();
+        assert_eq!((j.indices, n), (vec![2], 1));
         assert!(jobs.next_job().is_none());
         assert_eq!(jobs.jobs_left(), Some(0));
     }

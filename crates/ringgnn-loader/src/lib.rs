@@ -34,6 +34,6 @@ pub use epoch::{EpochBatches, EpochOptions, SHUFFLE_PURPOSE};
 pub use error::{Error, Result};
 pub use labels::Labels;
 pub use loader::{BatchLoader, Epoch, PRESAMPLE_EPOCH};
-pub use options::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
+pub use options::{BackendChoice, CachePolicy, FeatureOptions, Hyperbatch, LoaderOptions};
 pub use ringgnn_pipeline::Next;
 pub use stages::{Batch, LoadStage, LoadedBatch, LoaderStats, SampleStage};

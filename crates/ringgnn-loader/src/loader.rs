@@ -9,19 +9,20 @@ use std::time::{Duration, Instant};
 
 use ringgnn_features::{FeatureFile, HotRowCache, RowSource};
 use ringgnn_io::{CoalesceOptions, IoStats};
-use ringgnn_pipeline::{JobSource, Next, Run, RunOptions, Stage};
+use ringgnn_pipeline::{Next, Run, RunOptions, Stage};
 use ringgnn_sampler::{
     Graph, GraphSampler, NeighborAccess, OffsetIndex, SampleOptions, SampledSubgraph, Seeds,
 };
-use ringgnn_store::Dataset;
+use ringgnn_store::{rng, Dataset};
 
 use crate::budget::{default_budget, Asked, FeatureNeeds, MemoryPlan, Needs};
 use crate::buffers::BufferPool;
 use crate::epoch::{EpochBatches, EpochJobs, EpochOptions};
 use crate::labels::Labels;
-use crate::options::{CachePolicy, LoaderOptions};
+use crate::options::{BackendChoice, CachePolicy, Hyperbatch, LoaderOptions};
 use crate::stages::{
-    Batch, GatherParts, LoadStage, LoadedBatch, LoaderStats, RowsFrom, SampleStage,
+    Batch, GatherParts, HyperLoadStage, HyperParts, HyperSampleStage, HyperSizing, LoadStage,
+    LoadedBatch, LoaderStats, RowsFrom, SampleStage,
 };
 use crate::{Error, Result};
 
@@ -29,25 +30,47 @@ use crate::{Error, Result};
 /// batches are a fair sample of every epoch rather than a copy of one.
 pub const PRESAMPLE_EPOCH: u64 = u64::MAX - 1;
 
+/// The `purpose` of the random stream of probe batches ("probe" in ASCII).
+const PROBE_PURPOSE: u64 = 0x70_72_6f_62_65;
+
+/// Batches sampled to measure what a batch really holds, and the margin put on the largest.
+const PROBE_BATCHES: u64 = 3;
+const PROBE_MARGIN: u64 = 2;
+
 /// The shapes the plan is computed from, kept to redo it for larger batches.
 struct Shape {
     index: OffsetIndex,
     sample: SampleOptions,
     threads: u64,
     features: Option<(FeatureFile, u64)>,
+    /// What one batch's sampling state reached on probe batches of `.0` seeds, with the margin
+    /// (its workspaces, its output), when the upper bounds did not fit the budget.
+    measured: Option<(u64, u64, u64)>,
 }
 
 impl Shape {
     fn needs(&self, batch: u64) -> Needs {
         let bound = self.index.bound(batch, &self.sample);
+        let (workspace, sample) = match self.measured {
+            // A larger batch than the probe's grows its state in proportion.
+            Some((b, work, out)) => {
+                let k = batch.div_ceil(b.max(1));
+                (work.saturating_mul(k), out.saturating_mul(k))
+            }
+            None => (
+                bound.workspace_bytes(),
+                bound.output_bytes(self.sample.with_edge_ids),
+            ),
+        };
         Needs {
+            measured: self.measured.is_some(),
             threads: self.threads,
             offset_index: self.index.bytes(),
             neighbor_file: self.index.neighbor_file_bytes(),
             read_buffer: CoalesceOptions::default().buffer as u64,
             batch_seeds: batch,
-            sampler_workspace: bound.workspace_bytes(),
-            sample_bytes: bound.output_bytes(self.sample.with_edge_ids),
+            sampler_workspace: workspace,
+            sample_bytes: sample,
             features: self.features.as_ref().map(|(file, labels)| FeatureNeeds {
                 labels: *labels,
                 batch_nodes: bound.nodes,
@@ -58,6 +81,25 @@ impl Shape {
             }),
         }
     }
+}
+
+/// The most bytes a batch of `batch` random seeds holds when sampled (output, dedup map,
+/// workspaces) and the most its output takes, over [`PROBE_BATCHES`] batches read from disk.
+fn probe(shape: &Shape, batch: u64, backend: BackendChoice, direct: bool) -> Result<(u64, u64)> {
+    let (kind, _) = backend.disk_kind()?;
+    let graph = Graph::open(shape.index.clone(), NeighborAccess::Disk { kind, direct })?;
+    let mut s = graph.sampler(&shape.sample)?;
+    let n = shape.index.num_nodes();
+    let mut r = rng::stream(shape.sample.seed, PROBE_PURPOSE, 0);
+    let (mut total, mut out) = (0, 0);
+    for b in 0..PROBE_BATCHES {
+        let ids: Vec<u64> = (0..batch.min(n)).map(|_| rng::below(&mut r, n)).collect();
+        let seeds = Seeds::new(ids, n)?;
+        s.sample(&graph, seeds.as_slice(), PRESAMPLE_EPOCH - 1, b)?;
+        let (t, o) = s.last_batch_bytes();
+        (total, out) = (total.max(t), out.max(o));
+    }
+    Ok((total, out))
 }
 
 /// The batches of one epoch, in the order asked for (see [`Run`]): the items of
@@ -107,6 +149,8 @@ pub struct BatchLoader {
     gather: Option<Arc<GatherParts>>,
     feature_backend: String,
     fallback: Option<String>,
+    /// What hyperbatch epochs share (`None` in per-batch mode).
+    hyper: Option<Arc<HyperParts>>,
     /// Samplers of [`Self::sample`], one per concurrent caller, kept for reuse.
     samplers: Mutex<Vec<GraphSampler>>,
     live: Arc<AtomicUsize>,
@@ -132,11 +176,12 @@ impl BatchLoader {
                 Some((file, labels))
             }
         };
-        let shape = Shape {
+        let mut shape = Shape {
             index,
             sample: opts.sample.clone(),
             threads: opts.threads.get() as u64,
             features,
+            measured: None,
         };
         let batch = opts.batch_size.get() as u64;
         let fopts = opts.features.clone();
@@ -152,8 +197,30 @@ impl BatchLoader {
             cache: fopts.as_ref().and_then(|f| f.cache),
             prefetch: opts.prefetch,
             hold: opts.hold,
+            hyperbatch: opts.hyperbatch,
         };
-        let plan = MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(Error::Input)?;
+        let plan = match MemoryPlan::compute(&asked, &shape.needs(batch)) {
+            Ok(p) => p,
+            // The upper bounds of a sample (every draw a new node of the largest degree) are
+            // far above what skewed graphs give: measure a few batches instead, and plan with
+            // twice the largest.
+            Err(bounded) if asked.neighbors != BackendChoice::Memory => {
+                let (total, out) = probe(&shape, batch, opts.backend, opts.direct)?;
+                let m = PROBE_MARGIN;
+                shape.measured = Some((
+                    batch,
+                    (total - out).saturating_mul(m),
+                    out.saturating_mul(m),
+                ));
+                MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {
+                    Error::Input(format!(
+                        "{measured} (with batch sizes measured on {PROBE_BATCHES} probe \
+                         batches; with their upper bounds: {bounded})"
+                    ))
+                })?
+            }
+            Err(e) => return Err(Error::Input(e)),
+        };
 
         let mut fallback = None;
         let access = if plan.neighbors_in_memory {
@@ -168,7 +235,23 @@ impl BatchLoader {
         };
         let graph = Arc::new(Graph::open(shape.index.clone(), access)?);
 
+        let hyper = (plan.hyperbatch_size != 1).then(|| {
+            let bound = shape.needs(batch);
+            let per_batch = bound.sampler_workspace + bound.sample_bytes;
+            let fixed = match opts.hyperbatch {
+                Hyperbatch::Size(n) => Some(n.get()),
+                Hyperbatch::Auto => None,
+            };
+            Arc::new(HyperParts {
+                graph: graph.clone(),
+                opts: opts.sample.clone(),
+                threads: opts.threads.get(),
+                sizing: HyperSizing::new(plan.hyperbatch, fixed, per_batch),
+                states: Default::default(),
+            })
+        });
         let mut loader = BatchLoader {
+            hyper,
             graph,
             threads: opts.threads,
             plan: Mutex::new((plan.clone(), batch)),
@@ -255,22 +338,40 @@ impl BatchLoader {
         let b = batch_size.get() as u64;
         if b > p.1 {
             let refit = p.0.refit(&self.shape.needs(b)).map_err(Error::Input)?;
+            if let Some(h) = &self.hyper {
+                h.sizing.arena.store(refit.hyperbatch, Ordering::Relaxed);
+            }
             *p = (refit, b);
         }
         Ok(p.0.clone())
     }
 
-    fn start<S>(&self, stage: S, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<S::Output>>
+    fn start<S>(
+        &self,
+        stage: S,
+        seeds: &Seeds,
+        e: &EpochOptions,
+        hyper: bool,
+    ) -> Result<Epoch<S::Output>>
     where
         S: Stage<Job = crate::epoch::BatchJob, Error = Error>,
     {
         let plan = self.fit(e.batch_size)?;
         let batches = Arc::new(EpochBatches::new(seeds, self.shape.sample.seed, e));
         let indices = batches.select(e.batches.as_deref())?;
-        let jobs = EpochJobs::new(batches, indices, NonZeroUsize::MIN);
-        let len = jobs.jobs_left().unwrap_or(0);
-        let window = NonZeroUsize::new(plan.window as usize).unwrap_or(NonZeroUsize::MIN);
-        let mut o = RunOptions::new(self.threads, window, "ringgnn-loader");
+        let len = indices.len();
+        let (per_job, threads, window) = match (&self.hyper, hyper) {
+            // One driver: its hyperbatch uses every thread, and it bounds its own memory with
+            // turns (the previous hyperbatch's samples plus this one's).
+            (Some(h), true) => (h.sizing.next.clone(), NonZeroUsize::MIN, NonZeroUsize::MAX),
+            _ => (
+                Arc::new(AtomicUsize::new(1)),
+                self.threads,
+                NonZeroUsize::new(plan.window as usize).unwrap_or(NonZeroUsize::MIN),
+            ),
+        };
+        let jobs = EpochJobs::new(batches, indices, per_job);
+        let mut o = RunOptions::new(threads, window, "ringgnn-loader");
         o.live = self.live.clone();
         Ok(Epoch {
             run: Run::start(Arc::new(stage), jobs, o)?,
@@ -287,21 +388,32 @@ impl BatchLoader {
                 "this loader was opened without features: use sample_epoch".into(),
             ));
         };
+        if let Some(h) = &self.hyper {
+            let stage = HyperLoadStage {
+                parts: h.clone(),
+                gather: parts.clone(),
+            };
+            return self.start(stage, seeds, e, true);
+        }
         let stage = LoadStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
             parts: parts.clone(),
         };
-        self.start(stage, seeds, e)
+        self.start(stage, seeds, e, false)
     }
 
     /// One epoch of samples only.
     pub fn sample_epoch(&self, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<Batch>> {
+        if let Some(h) = &self.hyper {
+            let stage = HyperSampleStage { parts: h.clone() };
+            return self.start(stage, seeds, e, true);
+        }
         let stage = SampleStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
         };
-        self.start(stage, seeds, e)
+        self.start(stage, seeds, e, false)
     }
 
     /// Sample mini-batch `batch` of epoch `epoch` around `seeds` on the calling thread: exactly

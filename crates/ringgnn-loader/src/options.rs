@@ -105,6 +105,38 @@ impl FromStr for CachePolicy {
     }
 }
 
+/// How many mini-batches are sampled together when the neighbor file is read from disk, so
+/// that each page is read once per hop for all of them (see `ringgnn_sampler::HyperSampler`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hyperbatch {
+    /// The largest number whose state fits the plan's share, measured as batches are sampled.
+    #[default]
+    Auto,
+    /// Exactly this many (1: per-batch sampling on every worker thread, as before hyperbatches).
+    Size(NonZeroUsize),
+}
+
+impl Hyperbatch {
+    /// One batch at a time.
+    pub const PER_BATCH: Hyperbatch = Hyperbatch::Size(NonZeroUsize::MIN);
+}
+
+impl FromStr for Hyperbatch {
+    type Err = Error;
+    /// `"auto"` or a count of at least 1.
+    fn from_str(s: &str) -> Result<Self> {
+        if s == "auto" {
+            return Ok(Hyperbatch::Auto);
+        }
+        match s.trim().parse::<usize>().ok().and_then(NonZeroUsize::new) {
+            Some(n) => Ok(Hyperbatch::Size(n)),
+            None => Err(Error::Input(format!(
+                "hyperbatch {s:?} is not valid: use \"auto\" or a number of batches of at least 1"
+            ))),
+        }
+    }
+}
+
 /// What a loader does with the feature file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureOptions {
@@ -140,6 +172,8 @@ pub struct LoaderOptions {
     pub prefetch: Option<NonZeroUsize>,
     /// Batches the consumer holds while asking for the next (see [`crate::budget`]).
     pub hold: NonZeroUsize,
+    /// Batches sampled together when the neighbor file is read from disk.
+    pub hyperbatch: Hyperbatch,
 }
 
 /// One worker thread per available core.
@@ -168,6 +202,7 @@ impl Default for LoaderOptions {
             batch_size: NonZeroUsize::new(1024).expect("not 0"),
             prefetch: None,
             hold: NonZeroUsize::new(2).expect("not 0"),
+            hyperbatch: Hyperbatch::Auto,
         }
     }
 }
@@ -201,6 +236,12 @@ mod tests {
             CachePolicy::Degree
         );
         assert!("lru".parse::<CachePolicy>().is_err());
+        assert_eq!("auto".parse::<Hyperbatch>().unwrap(), Hyperbatch::Auto);
+        assert_eq!("1".parse::<Hyperbatch>().unwrap(), Hyperbatch::PER_BATCH);
+        for bad in ["0", "-2", "x", ""] {
+            let e = bad.parse::<Hyperbatch>().unwrap_err().to_string();
+            assert!(e.contains("\"auto\" or a number"), "{e}");
+        }
         assert_eq!(
             BackendChoice::Pread.disk_kind().unwrap(),
             (BackendKind::Pread, None)

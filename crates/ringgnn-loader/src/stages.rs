@@ -7,14 +7,16 @@
 //! are not, so the pipeline's window (`prefetch + threads` batches) bounds the samples and the
 //! turn bounds the feature matrices.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
-use ringgnn_io::{BackendKind, CoalesceOptions};
+use ringgnn_io::{BackendKind, CoalesceOptions, ReadModel};
 use ringgnn_pipeline::{Emit, Stage};
-use ringgnn_sampler::{Graph, GraphSampler, SampleOptions, SampledSubgraph};
+use ringgnn_sampler::{
+    Graph, GraphSampler, HyperBatch, HyperSampler, HyperStates, SampleOptions, SampledSubgraph,
+};
 
 use crate::buffers::BufferPool;
 use crate::epoch::BatchJob;
@@ -94,6 +96,202 @@ impl Stage for SampleStage {
     ) -> Result<()> {
         for &b in &job.indices {
             out.emit(Ok(sample(&self.graph, s, &job, b)?));
+        }
+        Ok(())
+    }
+}
+
+/// How many batches the next hyperbatch takes: fixed, or the largest whose state fits the
+/// plan's share, from the largest batch state measured so far (and, before any, from the upper
+/// bound of one batch).
+pub(crate) struct HyperSizing {
+    /// Bytes for the states of the batches of one hyperbatch (the plan's share; it shrinks when
+    /// the plan is redone for larger batches).
+    pub(crate) arena: AtomicU64,
+    pub(crate) fixed: Option<usize>,
+    /// Batches the next job takes (read by the epoch's job source at each claim).
+    pub(crate) next: Arc<AtomicUsize>,
+}
+
+impl HyperSizing {
+    /// Safety margin over the largest batch state measured: batches of one epoch vary.
+    const MARGIN: f64 = 1.5;
+
+    pub(crate) fn new(arena: u64, fixed: Option<usize>, batch_bound: u64) -> Self {
+        let h = fixed.unwrap_or_else(|| Self::fit(arena, batch_bound as f64));
+        HyperSizing {
+            arena: AtomicU64::new(arena),
+            fixed,
+            next: Arc::new(AtomicUsize::new(h)),
+        }
+    }
+
+    /// A hyperbatch of `h` batches holds `h` batch states: the worker starts one only once the
+    /// consumer has taken every sample of the previous one (what it still holds is planned
+    /// apart, as `hold`).
+    fn fit(arena: u64, per_batch: f64) -> usize {
+        ((arena as f64 / per_batch.max(1.0)) as usize).max(1)
+    }
+
+    fn measured(&self, peak_batch: u64) {
+        if self.fixed.is_none() && peak_batch > 0 {
+            let arena = self.arena.load(Ordering::Relaxed);
+            let h = Self::fit(arena, peak_batch as f64 * Self::MARGIN);
+            self.next.store(h, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What hyperbatch workers share: the sampling side of [`HyperSampleStage`] and
+/// [`HyperLoadStage`].
+pub(crate) struct HyperParts {
+    pub(crate) graph: Arc<Graph>,
+    pub(crate) opts: SampleOptions,
+    pub(crate) threads: usize,
+    pub(crate) sizing: HyperSizing,
+    /// The batch states of the last hyperbatch worker, for the next one (the plan's share
+    /// holds them; new memory would cost a page fault per 4 KiB on every epoch).
+    pub(crate) states: Mutex<HyperStates>,
+}
+
+/// A hyperbatch worker's sampler, whose batch states go back to the loader when it ends.
+pub struct HyperWorker {
+    hs: HyperSampler,
+    parts: Arc<HyperParts>,
+}
+
+impl Drop for HyperWorker {
+    fn drop(&mut self) {
+        let states = self.hs.take_states();
+        *self.parts.states.lock().unwrap_or_else(|e| e.into_inner()) = states;
+    }
+}
+
+impl HyperParts {
+    fn sampler(self: &Arc<Self>, stop: &Arc<AtomicBool>) -> Result<HyperWorker> {
+        let mut hs = self
+            .graph
+            .hyper_sampler(&self.opts, ReadModel::from_env(), self.threads)?
+            .ok_or_else(|| Error::Input("hyperbatches read the neighbor file from disk".into()))?;
+        hs.set_cancel(stop.clone());
+        let states = std::mem::take(&mut *self.states.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok(HyperWorker {
+            hs: hs.with_states(states),
+            parts: self.clone(),
+        })
+    }
+
+    /// Sample the job's batches together, once the consumer has taken every sample of the
+    /// previous hyperbatch (so that the batch states, reused, are the only ones alive).
+    fn sample<O>(
+        &self,
+        w: &mut HyperWorker,
+        job: &BatchJob,
+        out: &Emit<'_, O, Error>,
+    ) -> Result<Vec<Batch>> {
+        if !out.wait_turn(1) {
+            return Err(Error::Input("the epoch was stopped".into()));
+        }
+        let batches: Vec<HyperBatch> = job
+            .indices
+            .iter()
+            .map(|&b| HyperBatch {
+                seeds: job.batches.seeds_of(b),
+                epoch: job.batches.epoch(),
+                batch: b,
+            })
+            .collect();
+        let hs = &mut w.hs;
+        let (c0, io0) = (hs.counts(), hs.io_stats());
+        let samples = hs.sample(&batches)?;
+        let (c1, io1) = (hs.counts(), hs.io_stats());
+        self.graph.record_hyperbatch(
+            ringgnn_io::IoStats {
+                reads: io1.reads - io0.reads,
+                bytes: io1.bytes - io0.bytes,
+                batches: io1.batches - io0.batches,
+            },
+            c1.sequential_bytes - c0.sequential_bytes,
+            c1.random_bytes - c0.random_bytes,
+            batches.len() as u64,
+        );
+        self.sizing.measured(hs.peak_batch_bytes());
+        Ok(job
+            .indices
+            .iter()
+            .zip(batches)
+            .zip(samples)
+            .map(|((&index, b), sample)| Batch {
+                index,
+                seeds: b.seeds.ids().to_vec(),
+                sample,
+            })
+            .collect())
+    }
+}
+
+/// Hyperbatch sampling: each job is several batches sampled together by one driver worker
+/// (which uses the loader's threads inside), each output one of its [`Batch`]es.
+pub struct HyperSampleStage {
+    pub(crate) parts: Arc<HyperParts>,
+}
+
+impl Stage for HyperSampleStage {
+    type Job = BatchJob;
+    type State = HyperWorker;
+    type Output = Batch;
+    type Error = Error;
+
+    fn start(&self, stop: &Arc<AtomicBool>) -> Result<HyperWorker> {
+        self.parts.sampler(stop)
+    }
+
+    fn run(
+        &self,
+        w: &mut HyperWorker,
+        job: BatchJob,
+        out: &mut Emit<'_, Batch, Error>,
+    ) -> Result<()> {
+        for b in self.parts.sample(w, &job, out)? {
+            out.emit(Ok(b));
+        }
+        Ok(())
+    }
+}
+
+/// Hyperbatch sampling, then each batch's rows gathered in turn (as [`LoadStage`] does).
+pub struct HyperLoadStage {
+    pub(crate) parts: Arc<HyperParts>,
+    pub(crate) gather: Arc<GatherParts>,
+}
+
+impl Stage for HyperLoadStage {
+    type Job = BatchJob;
+    type State = (HyperWorker, FeatureGatherer);
+    type Output = LoadedBatch;
+    type Error = Error;
+
+    fn start(&self, stop: &Arc<AtomicBool>) -> Result<Self::State> {
+        Ok((self.parts.sampler(stop)?, self.gather.gatherer(stop)?))
+    }
+
+    fn run(
+        &self,
+        (w, g): &mut Self::State,
+        job: BatchJob,
+        out: &mut Emit<'_, LoadedBatch, Error>,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        let batches = self.parts.sample(w, &job, out)?;
+        // The hyperbatch's sampling time, shared out over its batches.
+        let sample_time = t0.elapsed() / batches.len().max(1) as u32;
+        for batch in batches {
+            let t1 = Instant::now();
+            if !out.wait_turn(self.gather.ahead) {
+                return Err(Error::Input("the epoch was stopped".into()));
+            }
+            let wait_time = t1.elapsed();
+            out.emit(Ok(gather(&self.gather, g, batch, sample_time, wait_time)?));
         }
         Ok(())
     }
@@ -186,54 +384,52 @@ impl Stage for LoadStage {
                 return Err(Error::Input("the epoch was stopped".into()));
             }
             let wait_time = t1.elapsed();
-            out.emit(Ok(self.gather(g, batch, sample_time, wait_time)?));
+            out.emit(Ok(gather(&self.parts, g, batch, sample_time, wait_time)?));
         }
         Ok(())
     }
 }
 
-impl LoadStage {
-    fn gather(
-        &self,
-        g: &mut FeatureGatherer,
-        batch: Batch,
-        sample_time: Duration,
-        wait_time: Duration,
-    ) -> Result<LoadedBatch> {
-        let p = &self.parts;
-        let t0 = Instant::now();
-        let nodes = &batch.sample.node;
-        let mut x = p.buffers.take(nodes.len() * p.file.dim());
-        let stats = match g.gather(nodes, &mut x) {
-            Ok(s) => s,
-            Err(e) => {
-                p.buffers.give(x);
-                return Err(e.into());
-            }
-        };
-        let y = p.labels.as_ref().map(|l| {
-            let mut y = Vec::with_capacity(nodes.len());
-            l.gather_into(nodes, &mut y);
-            y
-        });
-        let gather_time = t0.elapsed();
-        {
-            let mut t = p.totals.lock().unwrap_or_else(|e| e.into_inner());
-            t.batches += 1;
-            t.sample_seconds += sample_time.as_secs_f64();
-            t.gather_seconds += gather_time.as_secs_f64();
-            t.gather.add(&stats);
+/// Gather `batch`'s rows and labels into a reused buffer.
+fn gather(
+    p: &GatherParts,
+    g: &mut FeatureGatherer,
+    batch: Batch,
+    sample_time: Duration,
+    wait_time: Duration,
+) -> Result<LoadedBatch> {
+    let t0 = Instant::now();
+    let nodes = &batch.sample.node;
+    let mut x = p.buffers.take(nodes.len() * p.file.dim());
+    let stats = match g.gather(nodes, &mut x) {
+        Ok(s) => s,
+        Err(e) => {
+            p.buffers.give(x);
+            return Err(e.into());
         }
-        Ok(LoadedBatch {
-            index: batch.index,
-            seeds: batch.seeds,
-            sample: batch.sample,
-            x,
-            y,
-            sample_time,
-            wait_time,
-            gather_time,
-            stats,
-        })
+    };
+    let y = p.labels.as_ref().map(|l| {
+        let mut y = Vec::with_capacity(nodes.len());
+        l.gather_into(nodes, &mut y);
+        y
+    });
+    let gather_time = t0.elapsed();
+    {
+        let mut t = p.totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.batches += 1;
+        t.sample_seconds += sample_time.as_secs_f64();
+        t.gather_seconds += gather_time.as_secs_f64();
+        t.gather.add(&stats);
     }
+    Ok(LoadedBatch {
+        index: batch.index,
+        seeds: batch.seeds,
+        sample: batch.sample,
+        x,
+        y,
+        sample_time,
+        wait_time,
+        gather_time,
+        stats,
+    })
 }

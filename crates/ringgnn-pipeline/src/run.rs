@@ -68,7 +68,7 @@ impl<O, E> Shared<O, E> {
     /// Wait until `slot` is within `depth` of the consumer; false if the run stopped.
     fn wait_within(&self, slot: usize, depth: usize) -> bool {
         let mut w = self.lock();
-        while slot >= w.next_to_yield + depth && !self.stopped() {
+        while slot >= w.next_to_yield.saturating_add(depth) && !self.stopped() {
             w = self.space.wait(w).unwrap_or_else(|e| e.into_inner());
         }
         !self.stopped()

@@ -83,7 +83,8 @@ impl Loader {
     #[pyo3(signature = (
         path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
         seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
-        presample_batches=64, presample_seeds=None, prefetch=None, hold=HOLD, feature_backend=None
+        presample_batches=64, presample_seeds=None, prefetch=None, hold=HOLD, feature_backend=None,
+        hyperbatch="auto"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -105,6 +106,7 @@ impl Loader {
         prefetch: Option<NonZeroUsize>,
         hold: NonZeroUsize,
         feature_backend: Option<&str>,
+        hyperbatch: &str,
     ) -> PyResult<Self> {
         let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
         let features = FeatureOptions {
@@ -134,6 +136,7 @@ impl Loader {
             batch_size,
             prefetch,
             hold,
+            hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
         };
         let presample = match &presample_seeds {
             None => None,
@@ -195,9 +198,9 @@ impl Loader {
         d.set_item("cache_bytes", s.cache_bytes)?;
         d.set_item("presample_seconds", s.presample_seconds)?;
         d.set_item("presample_batches", s.presample_batches)?;
-        let io = self.inner.io_stats();
-        d.set_item("sampler_reads", io.reads)?;
-        d.set_item("sampler_bytes", io.bytes)?;
+        for (k, v) in crate::sampler::io_dict(py, &self.inner)?.iter() {
+            d.set_item(format!("sampler_{}", k.extract::<String>()?), v)?;
+        }
         d.set_item("backend", self.inner.backend_name())?;
         d.set_item("feature_backend", self.inner.feature_backend())?;
         Ok(d)

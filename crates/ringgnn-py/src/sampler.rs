@@ -97,6 +97,8 @@ pub(crate) fn plan_dict<'py>(py: Python<'py>, p: &MemoryPlan) -> PyResult<Bound<
     d.set_item("hold", p.hold)?;
     d.set_item("neighbors_in_memory", p.neighbors_in_memory)?;
     d.set_item("features_in_memory", p.features_in_memory)?;
+    d.set_item("hyperbatch", p.hyperbatch)?;
+    d.set_item("hyperbatch_size", p.hyperbatch_size)?;
     d.set_item("note", p.note.clone())?;
     d.set_item("text", p.to_string())?;
     Ok(d)
@@ -157,7 +159,8 @@ impl Sampler {
     #[new]
     #[pyo3(signature = (
         path, fanouts, replace=false, backend="auto", direct=false, threads=None, seed=0,
-        memory=None, reserve=0, with_edge_ids=false, prefetch=None, batch_size=PLAN_BATCH
+        memory=None, reserve=0, with_edge_ids=false, prefetch=None, batch_size=PLAN_BATCH,
+        hyperbatch="auto"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -174,6 +177,7 @@ impl Sampler {
         with_edge_ids: bool,
         prefetch: Option<NonZeroUsize>,
         batch_size: NonZeroUsize,
+        hyperbatch: &str,
     ) -> PyResult<Self> {
         let defaults = LoaderOptions::default();
         let opts = LoaderOptions {
@@ -192,6 +196,7 @@ impl Sampler {
             batch_size,
             prefetch,
             hold: defaults.hold,
+            hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
         };
         let inner = py
             .detach(|| BatchLoader::open(&path, opts, None))
@@ -262,15 +267,27 @@ impl Sampler {
         })
     }
 
-    /// I/O counters over all samplers and epochs: reads issued, bytes read, read batches.
+    /// I/O counters over all samplers and epochs: reads issued, bytes read, read batches, and
+    /// of hyperbatches: bytes read sequentially (whole blocks) and randomly (page runs), their
+    /// number and the batches in them.
     fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.io_stats();
-        let d = PyDict::new(py);
-        d.set_item("reads", s.reads)?;
-        d.set_item("bytes", s.bytes)?;
-        d.set_item("batches", s.batches)?;
-        Ok(d)
+        io_dict(py, &self.inner)
     }
+}
+
+/// The sampler's I/O counters as a dict (`Sampler.io_stats`, part of `Loader.stats`).
+pub(crate) fn io_dict<'py>(py: Python<'py>, l: &BatchLoader) -> PyResult<Bound<'py, PyDict>> {
+    let s = l.io_stats();
+    let h = l.graph().hyper_totals();
+    let d = PyDict::new(py);
+    d.set_item("reads", s.reads)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("batches", s.batches)?;
+    d.set_item("sequential_bytes", h.sequential_bytes)?;
+    d.set_item("random_bytes", h.random_bytes)?;
+    d.set_item("hyperbatches", h.hyperbatches)?;
+    d.set_item("hyperbatch_batches", h.batches)?;
+    Ok(d)
 }
 
 /// The next item of an epoch, waiting with the GIL released in slices of 100 ms and checking

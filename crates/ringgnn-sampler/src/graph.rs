@@ -11,13 +11,18 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, DirectFile, IoStats};
+use ringgnn_io::{
+    open_backend, BackendKind, BlockReader, CoalesceOptions, DirectFile, IoStats, ReadModel,
+};
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::Dataset;
 
 use crate::bounds::{sample_bound, SampleBound};
 use crate::neighbors::{Indices, NeighborSource};
-use crate::{Error, NeighborSampler, Result, SampleOptions, SampledSubgraph, SeedSlice};
+use crate::sampler::check_indptr;
+use crate::{
+    Error, HyperSampler, NeighborSampler, Result, SampleOptions, SampledSubgraph, SeedSlice,
+};
 
 /// The offset index of a dataset (`V + 1` offsets into the neighbor file) and the facts about
 /// the graph a memory plan needs before anything else is loaded.
@@ -105,6 +110,18 @@ pub struct Graph {
     memory: Option<Arc<Indices>>,
     name: &'static str,
     stats: [AtomicU64; 3],
+    hyper: [AtomicU64; 4],
+}
+
+/// What hyperbatch reads did, summed over every hyperbatch sampler of a graph.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HyperTotals {
+    /// Bytes read as whole blocks (sequential) and as runs of needed pages (random).
+    pub sequential_bytes: u64,
+    pub random_bytes: u64,
+    /// Hyperbatches sampled, and the batches in them.
+    pub hyperbatches: u64,
+    pub batches: u64,
 }
 
 impl Graph {
@@ -137,6 +154,7 @@ impl Graph {
             memory,
             name,
             stats: Default::default(),
+            hyper: Default::default(),
         })
     }
 
@@ -191,6 +209,44 @@ impl Graph {
         })
     }
 
+    /// A hyperbatch sampler for the calling thread, using `threads` threads (each with its own
+    /// read backend) for reads, draws and relabelling; `None` when the neighbor file is in memory (there is
+    /// nothing to share: the per-batch sampler reads no file).
+    pub fn hyper_sampler(
+        &self,
+        opts: &SampleOptions,
+        model: ReadModel,
+        threads: usize,
+    ) -> Result<Option<HyperSampler>> {
+        let NeighborAccess::Disk { kind, direct } = self.access else {
+            return Ok(None);
+        };
+        check_indptr(&self.index.indptr, Some(self.index.num_edges))?;
+        let path = &self.index.indices_path;
+        let chunk = CoalesceOptions::default().buffer;
+        let readers = (0..threads.max(1))
+            .map(|_| {
+                let (reader, _) = open_backend(kind, path, direct).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                Ok(BlockReader::new(
+                    reader,
+                    model,
+                    chunk,
+                    self.index.neighbor_file_bytes(),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(HyperSampler::new(
+            self.index.indptr.clone(),
+            opts.clone(),
+            readers,
+            path.clone(),
+            self.index.dtype.size(),
+        )))
+    }
+
     /// I/O counters summed over every sampler of this graph (zero for `memory`).
     pub fn io_stats(&self) -> IoStats {
         let [r, b, n] = &self.stats;
@@ -198,6 +254,26 @@ impl Graph {
             reads: r.load(Ordering::Relaxed),
             bytes: b.load(Ordering::Relaxed),
             batches: n.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Add what one hyperbatch of `batches` batches read: its backend's counters `io` and its
+    /// sequential and random bytes.
+    pub fn record_hyperbatch(&self, io: IoStats, sequential: u64, random: u64, batches: u64) {
+        self.add_stats(io);
+        for (c, x) in self.hyper.iter().zip([sequential, random, 1, batches]) {
+            c.fetch_add(x, Ordering::Relaxed);
+        }
+    }
+
+    /// Hyperbatch counters summed over every hyperbatch of this graph.
+    pub fn hyper_totals(&self) -> HyperTotals {
+        let [s, r, h, b] = &self.hyper;
+        HyperTotals {
+            sequential_bytes: s.load(Ordering::Relaxed),
+            random_bytes: r.load(Ordering::Relaxed),
+            hyperbatches: h.load(Ordering::Relaxed),
+            batches: b.load(Ordering::Relaxed),
         }
     }
 
@@ -238,6 +314,12 @@ impl GraphSampler {
         });
         self.last = now;
         out
+    }
+
+    /// Bytes the last sampled batch held when it was done (see
+    /// [`NeighborSampler::last_batch_bytes`]).
+    pub fn last_batch_bytes(&self) -> (u64, u64) {
+        self.sampler.last_batch_bytes()
     }
 
     /// Whether this sampler was made in the current process (a ring made before a fork must

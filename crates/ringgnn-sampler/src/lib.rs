@@ -10,6 +10,9 @@
 //!   (`seeds.rs`).
 //! - **Sharing one dataset between threads**: [`Graph`] (`graph.rs`), opened with a
 //!   [`NeighborAccess`] decided by the caller's memory plan; one [`GraphSampler`] per thread.
+//! - **Hyperbatches**: [`HyperSampler`] (`hyper.rs`) samples several batches hop by hop with one
+//!   shared pass of reads per hop, each batch byte-identical to its per-batch sample (the
+//!   per-batch state both use is `batch.rs`).
 //! - **Sizes for the memory plan**: [`bounds`].
 //!
 //! Threads, epochs and memory budgets are not here: the worker pipeline is `ringgnn-pipeline`,
@@ -17,10 +20,12 @@
 
 #![forbid(unsafe_code)]
 
+mod batch;
 pub mod bounds;
 pub mod draw;
 mod error;
 mod graph;
+mod hyper;
 pub mod neighbors;
 mod options;
 mod output;
@@ -29,7 +34,8 @@ mod seeds;
 
 pub use bounds::SampleBound;
 pub use error::{Error, Result};
-pub use graph::{Graph, GraphSampler, NeighborAccess, OffsetIndex};
+pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
+pub use hyper::{HyperBatch, HyperSampler, HyperStates};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::SampledSubgraph;

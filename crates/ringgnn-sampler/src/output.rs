@@ -28,6 +28,14 @@ pub struct SampledSubgraph {
 }
 
 impl SampledSubgraph {
+    /// Bytes of its arrays (lengths, not capacities).
+    pub fn bytes(&self) -> u64 {
+        8 * (self.node.len()
+            + self.row.len()
+            + self.col.len()
+            + self.edge.as_ref().map_or(0, Vec::len)) as u64
+    }
+
     /// Number of hops the sample was drawn with.
     pub fn hops(&self) -> usize {
         self.num_sampled_edges.len()

@@ -3,39 +3,14 @@
 //! threaded. The worker pipeline (`ringgnn-pipeline`, driven by `ringgnn-loader`) runs one of
 //! these per worker thread, made by [`crate::Graph::sampler`].
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use ringgnn_io::IoStats;
-use ringgnn_store::rng::mix64;
 use ringgnn_store::Dataset;
 
-use crate::draw::{batch_rng, Drawer};
+use crate::batch::BatchDraw;
 use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result, SampledSubgraph, SeedSlice};
-
-/// Hashes node ids with the SplitMix64 finalizer: much cheaper than SipHash, and well mixed in
-/// every bit, so ids that share low bits (multiples of a power of two) do not collide. HashDoS
-/// is no concern: the keys come from the graph the user chose.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = mix64(self.0 ^ b as u64);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = mix64(x);
-    }
-}
-
-type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
 
 /// Node-wise uniform neighbor sampling (GraphSAGE, PyG semantics) over a CSC graph of which
 /// only the offset index (`indptr`) is in memory.
@@ -46,17 +21,11 @@ pub struct NeighborSampler {
     fanouts: Vec<Fanout>,
     replace: bool,
     source: NeighborSource,
-    // Workspaces reused across batches: their size follows the sample, never the graph.
-    drawer: Drawer,
-    map: IdMap,
-    /// Edge positions drawn at the current hop, in draw order.
-    pos: Vec<u64>,
-    /// For each of `pos`, the local id of the node it was drawn for.
-    owner: Vec<u64>,
-    /// For each of `pos`, the neighbor id read from the file.
-    nbr: Vec<u64>,
-    /// `(indptr[v], indptr[v + 1])` of each frontier node of the current hop.
-    ranges: Vec<(u64, u64)>,
+    /// The batch being sampled, with workspaces reused across batches.
+    state: BatchDraw,
+    /// Bytes the last batch held when it was done (output, dedup map, workspaces), and of them
+    /// its output.
+    last_bytes: (u64, u64),
 }
 
 impl NeighborSampler {
@@ -71,18 +40,18 @@ impl NeighborSampler {
         source: NeighborSource,
     ) -> Result<Self> {
         let indptr = indptr.into();
-        check_indptr(&indptr, &source)?;
+        let file_len = match &source {
+            NeighborSource::Memory(ix) => Some(ix.len() as u64),
+            NeighborSource::Disk(_) => None,
+        };
+        check_indptr(&indptr, file_len)?;
         Ok(NeighborSampler {
             indptr,
             fanouts: fanouts.to_vec(),
             replace,
             source,
-            drawer: Drawer::default(),
-            map: IdMap::default(),
-            pos: Vec::new(),
-            owner: Vec::new(),
-            nbr: Vec::new(),
-            ranges: Vec::new(),
+            state: BatchDraw::default(),
+            last_bytes: (0, 0),
         })
     }
 
@@ -118,6 +87,13 @@ impl NeighborSampler {
         self.source.set_cancel(flag);
     }
 
+    /// Bytes the last sampled batch held when it was done (its output, its dedup map and the
+    /// workspaces), and of them its output: what sampling takes in practice, next to the upper
+    /// bounds of [`crate::bounds`].
+    pub fn last_batch_bytes(&self) -> (u64, u64) {
+        self.last_bytes
+    }
+
     /// Cumulative I/O counters of the source (reads issued, bytes read).
     pub fn io_stats(&self) -> IoStats {
         self.source.stats()
@@ -146,76 +122,23 @@ impl NeighborSampler {
                 seeds.num_nodes()
             )));
         }
-        let seeds = seeds.ids();
-        let mut out = SampledSubgraph {
-            edge: with_edge_ids.then(Vec::new),
-            ..Default::default()
-        };
-        self.map.clear();
-        for &s in seeds {
-            local_id(&mut self.map, &mut out.node, s)?;
-        }
-        out.num_sampled_nodes.push(out.node.len());
-        let mut rng = batch_rng(seed, epoch, batch);
-        let mut frontier = 0..out.node.len();
+        let st = &mut self.state;
+        st.start(seeds.ids(), seed, epoch, batch, with_edge_ids)?;
         for &fanout in &self.fanouts {
             // Draw every position of the hop first (fixed RNG order), then read them together.
-            self.pos.clear();
-            self.owner.clear();
-            // Load every frontier node's range first: the loads are independent, so the CPU
-            // overlaps their cache misses (interleaved with the draws, each miss stalled the
-            // degree-dependent branches: 39% of sampling time on a 131M-edge graph).
-            self.ranges.clear();
-            self.ranges.extend(frontier.clone().map(|l| {
-                let v = out.node[l] as usize;
-                (self.indptr[v], self.indptr[v + 1])
-            }));
-            for (l, &(lo, hi)) in frontier.clone().zip(&self.ranges) {
-                let start = self.pos.len();
-                self.drawer
-                    .draw(&mut rng, hi - lo, fanout, self.replace, &mut self.pos);
-                self.pos[start..].iter_mut().for_each(|p| *p += lo);
-                self.owner.resize(self.pos.len(), l as u64);
-            }
-            self.nbr.clear();
-            self.nbr.resize(self.pos.len(), 0);
-            self.source.fetch(&self.pos, &mut self.nbr)?;
-            let first_new = out.node.len();
-            out.row.reserve(self.nbr.len());
-            for (&u, &p) in self.nbr.iter().zip(&self.pos) {
-                if u >= num_nodes {
-                    return Err(Error::Corrupt(format!(
-                        "entry {p} of the neighbor file is {u} but the graph has {num_nodes} \
-                         nodes; the dataset is damaged, run `ringgnn verify`"
-                    )));
-                }
-                out.row.push(local_id(&mut self.map, &mut out.node, u)?);
-            }
-            out.col.extend_from_slice(&self.owner);
-            if let Some(e) = &mut out.edge {
-                e.extend_from_slice(&self.pos);
-            }
-            out.num_sampled_edges.push(self.pos.len());
-            out.num_sampled_nodes.push(out.node.len() - first_new);
-            frontier = first_new..out.node.len();
+            st.draw(&self.indptr, fanout, self.replace);
+            self.source.fetch(&st.pos, &mut st.nbr)?;
+            st.relabel(num_nodes)?;
         }
+        let out = st.take();
+        self.last_bytes = (st.bytes() + out.bytes(), out.bytes());
         Ok(out)
     }
 }
 
-/// The local id of global node `v`, appending it to `node` when it is new.
-fn local_id(map: &mut IdMap, node: &mut Vec<u64>, v: u64) -> Result<u64> {
-    let next = u32::try_from(node.len()).map_err(|_| Error::TooLarge)?;
-    let id = *map.entry(v).or_insert_with(|| {
-        node.push(v);
-        next
-    });
-    Ok(id as u64)
-}
-
 /// The offset index must be well formed before any range is trusted: a bad one would make
 /// `hi - lo` underflow or point past the neighbor file.
-fn check_indptr(indptr: &[u64], source: &NeighborSource) -> Result<()> {
+pub(crate) fn check_indptr(indptr: &[u64], entries: Option<u64>) -> Result<()> {
     let bad = |m: String| {
         Err(Error::Corrupt(format!(
             "offset index: {m}; rebuild the dataset"
@@ -235,11 +158,10 @@ fn check_indptr(indptr: &[u64], source: &NeighborSource) -> Result<()> {
         ));
     }
     let e = *indptr.last().unwrap();
-    if let NeighborSource::Memory(ix) = source {
-        if e > ix.len() as u64 {
+    if let Some(n) = entries {
+        if e > n {
             return bad(format!(
-                "it ends at {e} but the neighbor file has {} entries",
-                ix.len()
+                "it ends at {e} but the neighbor file has {n} entries"
             ));
         }
     }

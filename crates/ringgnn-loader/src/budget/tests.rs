@@ -15,6 +15,7 @@ fn asked(budget: u64, b: BackendChoice) -> Asked {
         cache: None,
         prefetch: None,
         hold: TWO,
+        hyperbatch: Hyperbatch::PER_BATCH,
     }
 }
 
@@ -36,6 +37,7 @@ fn needs() -> Needs {
             file: 800,
             full_cache: 900,
         }),
+        measured: false,
     }
 }
 
@@ -177,6 +179,49 @@ fn refit_keeps_what_is_placed_and_checks_the_budget() {
 }
 
 #[test]
+fn hyperbatches_share_what_is_left_with_the_cache() {
+    // Neighbors from disk (pread): with hyperbatches, the state of a hyperbatch gets half of
+    // what is left and the cache the other half; an explicit cache is served first.
+    let mut a = asked(2064, BackendChoice::Pread);
+    a.prefetch = Some(TWO);
+    let per_batch = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!((per_batch.hyperbatch, per_batch.hyperbatch_size), (0, 1));
+    a.hyperbatch = Hyperbatch::Auto;
+    let p = MemoryPlan::compute(&a, &needs()).unwrap();
+    // Per batch, the cache stops at every row (900 B).
+    assert_eq!(per_batch.cache, 900);
+    // One worker drives hyperbatches: the sampler keeps a read buffer per thread, one batch
+    // state for the calling thread and the consumer's 2 samples (60 + 2 * 5 + 10 + 2 * 8); one
+    // gather workspace (5 + 48).
+    assert_eq!((p.sampler, p.gather), (96, 53));
+    let left = 2064 - 64 - 100 - 96 - 10 - 53 - 192;
+    assert_eq!(p.hyperbatch_size, 0, "auto");
+    assert_eq!((p.cache, p.hyperbatch), (left / 2, left - left / 2), "{p}");
+    assert_eq!(p.total(), 2064);
+    assert!(p.to_string().contains("hyperbatch state") && p.to_string().contains("(auto batches)"));
+    a.cache = Some(100);
+    let p = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!((p.cache, p.hyperbatch), (100, left - 100));
+    a.hyperbatch = Hyperbatch::Size(NonZeroUsize::new(5).unwrap());
+    assert_eq!(
+        MemoryPlan::compute(&a, &needs()).unwrap().hyperbatch_size,
+        5
+    );
+    // The neighbor file in memory: nothing to share, per-batch sampling.
+    a.neighbors = BackendChoice::Memory;
+    let p = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!((p.hyperbatch, p.hyperbatch_size), (0, 1));
+    // Samples alone: the state gets everything left.
+    let mut n = needs();
+    n.features = None;
+    let mut a = asked(2064, BackendChoice::Pread);
+    a.hyperbatch = Hyperbatch::Auto;
+    let p = MemoryPlan::compute(&a, &n).unwrap();
+    assert_eq!(p.total(), 2064);
+    assert!(p.hyperbatch > 1000, "{p}");
+}
+
+#[test]
 fn meminfo_is_parsed_in_bytes() {
     let text = "MemTotal:       16000000 kB\nMemFree: 1 kB\nMemAvailable:    8000000 kB\n";
     assert_eq!(mem_available(text), Some(8_000_000 * 1024));
@@ -209,6 +254,7 @@ fn arb_needs() -> impl Strategy<Value = Needs> {
                     file,
                     full_cache: full,
                 }),
+                measured: false,
             },
         )
 }
@@ -233,6 +279,8 @@ proptest! {
         cache in prop::option::of(0u64..100_000),
         prefetch in prop::option::of(1usize..4),
         hold in 1usize..3,
+        hyper in prop_oneof![Just(Hyperbatch::Auto), Just(Hyperbatch::PER_BATCH),
+                             Just(Hyperbatch::Size(NonZeroUsize::new(3).unwrap()))],
     ) {
         let ask = |n: BackendChoice, f: BackendChoice| Asked {
             budget,
@@ -242,6 +290,7 @@ proptest! {
             cache,
             prefetch: prefetch.and_then(NonZeroUsize::new),
             hold: NonZeroUsize::new(hold).unwrap(),
+            hyperbatch: hyper,
         };
         for n in CHOICES {
             for f in CHOICES {

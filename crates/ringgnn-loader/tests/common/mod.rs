@@ -6,7 +6,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
 use ringgnn_io::probe_uring;
-use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
+use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, Hyperbatch, LoaderOptions};
 use ringgnn_sampler::{Fanout, SampleOptions, Seeds};
 use ringgnn_store::generate::sbm::{generate_sbm, SbmOptions};
 use ringgnn_store::manifest::FeatureDtype;
@@ -69,7 +69,7 @@ pub fn sbm(nodes: u64, dtype: FeatureDtype) -> TempDir {
     dir
 }
 
-/// Sampling only: fanouts 5,3, seed 42, edge ids, a 1 GiB budget.
+/// Sampling only, one batch at a time: fanouts 5,3, seed 42, edge ids, a 1 GiB budget.
 pub fn sampling(backend: BackendChoice, threads: usize) -> LoaderOptions {
     LoaderOptions {
         sample: SampleOptions {
@@ -82,11 +82,13 @@ pub fn sampling(backend: BackendChoice, threads: usize) -> LoaderOptions {
         threads: nz(threads),
         memory: Some(1 << 30),
         features: None,
+        hyperbatch: Hyperbatch::PER_BATCH,
         ..Default::default()
     }
 }
 
-/// Loading: fanouts 4,3, seed 11, 2 threads, batches of 64, a 256 MiB budget.
+/// Loading, one batch at a time: fanouts 4,3, seed 11, 2 threads, batches of 64, a 256 MiB
+/// budget.
 pub fn loading(backend: BackendChoice, cache: Option<u64>, policy: CachePolicy) -> LoaderOptions {
     LoaderOptions {
         sample: SampleOptions {
@@ -103,6 +105,7 @@ pub fn loading(backend: BackendChoice, cache: Option<u64>, policy: CachePolicy) 
             cache_policy: policy,
         }),
         batch_size: nz(64),
+        hyperbatch: Hyperbatch::PER_BATCH,
         ..Default::default()
     }
 }

@@ -1,0 +1,165 @@
+//! Hyperbatch epochs: every batch equals the per-batch epoch's, with and without features, for
+//! every backend, thread count and hyperbatch size (1, 2, 7, the whole epoch, auto); `auto`
+//! grows the hyperbatch from what it measures; shards, early exit and read errors behave as in
+//! per-batch mode.
+
+mod common;
+
+use common::{backends, graph, loading, nz, sampling, sbm, seeds, train_seeds, N};
+use ringgnn_loader::{
+    BackendChoice, Batch, BatchLoader, CachePolicy, EpochOptions, Error, Hyperbatch, LoadedBatch,
+    LoaderOptions,
+};
+use ringgnn_store::manifest::FeatureDtype;
+
+fn sizes() -> Vec<Hyperbatch> {
+    let mut v: Vec<Hyperbatch> = [1, 2, 7, 1000]
+        .iter()
+        .map(|&n| Hyperbatch::Size(nz(n)))
+        .collect();
+    v.push(Hyperbatch::Auto);
+    v
+}
+
+fn samples(o: LoaderOptions, e: &EpochOptions) -> (Vec<Batch>, BatchLoader) {
+    let (_d, path) = graph();
+    let l = BatchLoader::open(&path, o, None).unwrap();
+    let all = seeds((0..1500).collect::<Vec<_>>(), N);
+    let got = l
+        .sample_epoch(&all, e)
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    assert_eq!(l.live_workers(), 0);
+    (got, l)
+}
+
+#[test]
+fn hyperbatch_epochs_equal_per_batch_epochs() {
+    let e = EpochOptions::new(nz(64), 4);
+    let (want, _) = samples(sampling(BackendChoice::Memory, 1), &e);
+    assert_eq!(want.len(), 24);
+    for backend in backends() {
+        for threads in [1, 2, 3] {
+            for h in sizes() {
+                let mut o = sampling(backend, threads);
+                o.hyperbatch = h;
+                let (got, l) = samples(o, &e);
+                assert!(got == want, "{backend:?}, {threads} threads, {h:?}");
+                let t = l.graph().hyper_totals();
+                let shared = l.plan().hyperbatch_size != 1;
+                assert_eq!(t.batches, if shared { 24 } else { 0 }, "{backend:?} {h:?}");
+                if shared && h != Hyperbatch::PER_BATCH {
+                    assert!(t.hyperbatches < 24, "{backend:?} {h:?}: {t:?}");
+                    assert!(t.sequential_bytes + t.random_bytes > 0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn auto_grows_the_hyperbatch_from_what_it_measures_and_fits_the_budget() {
+    let (_d, path) = graph();
+    let all = seeds((0..N).collect::<Vec<_>>(), N);
+    let e = EpochOptions::new(nz(16), 0);
+    // A budget whose hyperbatch share holds a handful of batches by the bound, far more by
+    // what they really take.
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.hyperbatch = Hyperbatch::Auto;
+    o.batch_size = nz(16);
+    o.memory = Some(64 << 20);
+    let l = BatchLoader::open(&path, o, None).unwrap();
+    let p = l.plan();
+    assert_eq!(p.hyperbatch_size, 0);
+    assert!(p.hyperbatch > 20 << 20 && p.total() <= 64 << 20, "{p}");
+    let n = l.sample_epoch(&all, &e).unwrap().count();
+    let t = l.graph().hyper_totals();
+    assert_eq!((n as u64, t.batches), (188, 188));
+    assert!(t.hyperbatches <= 3, "{t:?}");
+    // Per batch on the same data reads every page many times over.
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.batch_size = nz(16);
+    let per_batch = BatchLoader::open(&path, o, None).unwrap();
+    assert_eq!(per_batch.sample_epoch(&all, &e).unwrap().count(), 188);
+    assert!(per_batch.io_stats().bytes > 4 * l.io_stats().bytes);
+}
+
+#[test]
+fn shards_early_exit_and_errors_behave_as_per_batch() {
+    let (_d, path) = graph();
+    let all = seeds((0..1500).collect::<Vec<_>>(), N);
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.hyperbatch = Hyperbatch::Size(nz(5));
+    let l = BatchLoader::open(&path, o, None).unwrap();
+    let whole: Vec<Batch> = l
+        .sample_epoch(&all, &EpochOptions::new(nz(64), 1))
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    let mut e = EpochOptions::new(nz(64), 1);
+    e.batches = Some(vec![23, 1, 7, 8]);
+    let got: Vec<Batch> = l
+        .sample_epoch(&all, &e)
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    assert!(got.iter().zip([23, 1, 7, 8]).all(|(g, i)| *g == whole[i]));
+    for _ in 0..3 {
+        let mut it = l.sample_epoch(&all, &EpochOptions::new(nz(8), 2)).unwrap();
+        it.next().unwrap().unwrap();
+        drop(it);
+        assert_eq!(l.live_workers(), 0);
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path.join("indices.bin"))
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    let r: Vec<_> = l
+        .sample_epoch(&all, &EpochOptions::new(nz(64), 1))
+        .unwrap()
+        .collect();
+    match r.last() {
+        Some(Err(Error::Sampler(ringgnn_sampler::Error::Io { path, .. }))) => {
+            assert!(path.ends_with("indices.bin"))
+        }
+        other => panic!("expected a read error naming the file, got {other:?}"),
+    }
+    assert_eq!(l.live_workers(), 0);
+}
+
+#[test]
+fn loaded_hyperbatches_equal_per_batch_loading() {
+    let tmp = sbm(3000, FeatureDtype::F32);
+    let dir = tmp.path().join("ds");
+    let seeds = train_seeds(&dir);
+    let e = EpochOptions::new(nz(64), 3);
+    let run = |o: LoaderOptions| -> Vec<LoadedBatch> {
+        let l = BatchLoader::open(&dir, o, Some(&seeds)).unwrap();
+        let v = l.epoch(&seeds, &e).unwrap().map(|b| b.unwrap()).collect();
+        assert_eq!(l.live_workers(), 0);
+        v
+    };
+    let want = run(loading(BackendChoice::Memory, None, CachePolicy::Degree));
+    for h in sizes() {
+        for cache in [Some(0), Some(20_000), None] {
+            let mut o = loading(
+                BackendChoice::Pread,
+                cache,
+                CachePolicy::Presample { batches: 4 },
+            );
+            o.hyperbatch = h;
+            let got = run(o);
+            assert_eq!(got.len(), want.len());
+            for (a, b) in got.iter().zip(&want) {
+                assert_eq!(
+                    (a.index, &a.seeds, &a.sample, &a.x, &a.y),
+                    (b.index, &b.seeds, &b.sample, &b.x, &b.y),
+                    "{h:?} cache {cache:?}"
+                );
+            }
+        }
+    }
+}

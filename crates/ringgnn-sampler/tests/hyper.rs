@@ -1,0 +1,193 @@
+//! Hyperbatches: for random graphs, seeds, fanouts (with and without replacement, -1), chunk and
+//! block sizes, thread counts and hyperbatch sizes, every batch equals its per-batch sample
+//! exactly; and each page of the neighbor file is read at most once per hop per hyperbatch.
+
+mod common;
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use common::{build, fan, SampleIds};
+use proptest::prelude::*;
+use ringgnn_io::{BlockReader, IoStats, PreadBatch, ReadBatch, ReadModel, ReadReq, ALIGN};
+use ringgnn_sampler::{
+    HyperBatch, HyperSampler, NeighborSampler, NeighborSource, SampleOptions, SampledSubgraph,
+    Seeds,
+};
+use ringgnn_store::{rng, Dataset};
+
+/// Pread, recording every request.
+struct Recording {
+    inner: PreadBatch,
+    log: Arc<Mutex<Vec<ReadReq>>>,
+}
+
+impl ReadBatch for Recording {
+    fn read_batch(&mut self, reqs: &[ReadReq], buf: &mut [u8]) -> io::Result<()> {
+        self.log.lock().unwrap().extend_from_slice(reqs);
+        self.inner.read_batch(reqs, buf)
+    }
+    fn stats(&self) -> IoStats {
+        self.inner.stats()
+    }
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+}
+
+fn hyper(
+    ds: &Dataset,
+    opts: &SampleOptions,
+    chunk_pages: usize,
+    block_pages: usize,
+    threads: usize,
+) -> (HyperSampler, Arc<Mutex<Vec<ReadReq>>>) {
+    let path = ds.path_of("indices").unwrap();
+    let log = Arc::new(Mutex::new(vec![]));
+    let model = ReadModel {
+        block: block_pages * ALIGN,
+        ..Default::default()
+    };
+    let width = ds.manifest().graph.indices_dtype.size();
+    let bytes = ds.num_edges() * width;
+    let readers = (0..threads)
+        .map(|_| {
+            let rec = Recording {
+                inner: PreadBatch::new(File::open(&path).unwrap()),
+                log: log.clone(),
+            };
+            BlockReader::new(Box::new(rec), model, chunk_pages * ALIGN, bytes)
+        })
+        .collect();
+    let indptr: Arc<[u64]> = ds.load_indptr().unwrap().into();
+    let h = HyperSampler::new(indptr, opts.clone(), readers, path, width);
+    (h, log)
+}
+
+fn graph(n: u64, e: usize, graph_seed: u64) -> Vec<(u64, u64)> {
+    let mut r = rng::stream(graph_seed, 1, 1);
+    let mut edges: Vec<_> = (0..e)
+        .map(|_| (rng::below(&mut r, n), rng::below(&mut r, n)))
+        .collect();
+    // A hub, so that some lists span several pages and chunks.
+    edges.extend((0..3000).map(|i| (i % n, 3)));
+    edges
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn every_batch_equals_its_per_batch_sample(
+        graph_seed in 0u64..1000,
+        fanouts in prop::collection::vec(prop_oneof![Just(-1i64), 1i64..12], 1..4),
+        replace: bool,
+        seed in 0u64..100,
+        epoch in 0u64..3,
+        h in prop_oneof![Just(1usize), Just(2), Just(7), Just(12)],
+        chunk_pages in prop_oneof![Just(1usize), Just(2), Just(16)],
+        block_pages in prop_oneof![Just(1usize), Just(4)],
+        threads in 1usize..4,
+        edge_ids: bool,
+    ) {
+        let n = 3000;
+        let (_d, ds) = build(&graph(n, 40_000, graph_seed), Some(n), false);
+        let opts = SampleOptions { fanouts: fan(&fanouts), replace, seed, with_edge_ids: edge_ids };
+        let mut reference =
+            NeighborSampler::open(&ds, &opts.fanouts, replace, NeighborSource::memory(&ds).unwrap())
+                .unwrap();
+        let mut r = rng::stream(seed, 2, epoch);
+        let batches: Vec<Seeds> = (0..h)
+            .map(|_| {
+                let ids: Vec<u64> = (0..1 + rng::below(&mut r, 40)).map(|_| rng::below(&mut r, n)).collect();
+                Seeds::new(ids, n).unwrap()
+            })
+            .collect();
+        let want: Vec<SampledSubgraph> = batches
+            .iter()
+            .enumerate()
+            .map(|(b, s)| reference.sample_ids(s.ids(), seed, epoch, 10 + b as u64, edge_ids).unwrap())
+            .collect();
+        let (mut hs, log) = hyper(&ds, &opts, chunk_pages, block_pages, threads);
+        let jobs: Vec<HyperBatch> = batches
+            .iter()
+            .enumerate()
+            .map(|(b, s)| HyperBatch { seeds: s.as_slice(), epoch, batch: 10 + b as u64 })
+            .collect();
+        let got = hs.sample(&jobs).unwrap();
+        prop_assert_eq!(&got, &want);
+        // Each page read at most once per hop: at most hops reads of any page.
+        let reqs = std::mem::take(&mut *log.lock().unwrap());
+        let mut per_page = std::collections::HashMap::new();
+        for q in reqs.iter() {
+            for p in q.offset / 4096..(q.offset + q.len as u64) / 4096 {
+                *per_page.entry(p).or_insert(0) += 1;
+            }
+        }
+        prop_assert!(per_page.values().all(|&c| c <= fanouts.len()), "{:?}", per_page);
+        // A second hyperbatch on the same sampler (reused workspaces) gives the same again.
+        let again = hs.sample(&jobs).unwrap();
+        prop_assert_eq!(&again, &want);
+    }
+}
+
+#[test]
+fn pages_are_read_once_per_hop_for_all_the_batches() {
+    let n = 20_000;
+    let (_d, ds) = build(&graph(n, 200_000, 7), Some(n), false);
+    let opts = SampleOptions {
+        fanouts: fan(&[10, 5]),
+        ..Default::default()
+    };
+    let batches: Vec<Seeds> = (0..8u64)
+        .map(|b| {
+            Seeds::new(
+                (0..300).map(|i| (i * 61 + b * 7) % n).collect::<Vec<_>>(),
+                n,
+            )
+            .unwrap()
+        })
+        .collect();
+    let jobs: Vec<HyperBatch> = batches
+        .iter()
+        .enumerate()
+        .map(|(b, s)| HyperBatch {
+            seeds: s.as_slice(),
+            epoch: 0,
+            batch: b as u64,
+        })
+        .collect();
+    let (mut hs, log) = hyper(&ds, &opts, 64, 16, 2);
+    hs.sample(&jobs).unwrap();
+    let reqs = log.lock().unwrap();
+    let pages: Vec<u64> = reqs
+        .iter()
+        .flat_map(|q| q.offset / 4096..(q.offset + q.len as u64) / 4096)
+        .collect();
+    let distinct: HashSet<u64> = pages.iter().copied().collect();
+    assert!(
+        pages.len() <= 2 * distinct.len(),
+        "two hops: at most two reads of a page"
+    );
+    // Per-batch sampling of the same 8 batches reads far more: each batch reads on its own.
+    let mut one = NeighborSampler::open(
+        &ds,
+        &opts.fanouts,
+        false,
+        NeighborSource::pread(&ds, Default::default()).unwrap(),
+    )
+    .unwrap();
+    for (b, s) in batches.iter().enumerate() {
+        one.sample_ids(s.ids(), 0, 0, b as u64, false).unwrap();
+    }
+    let per_batch = one.io_stats().bytes;
+    let shared = hs.counts().pages * 4096;
+    assert!(
+        per_batch > 2 * shared,
+        "per batch {per_batch} B, hyperbatch {shared} B"
+    );
+    let c = hs.counts();
+    assert_eq!(c.sequential_bytes + c.random_bytes, c.pages * 4096);
+    assert!(hs.peak_batch_bytes() > 0 && hs.state_bytes() >= hs.peak_batch_bytes());
+}
