@@ -54,7 +54,15 @@ class Loader:
         batches: which batches of each epoch to produce, by global index (e.g. one rank's
             share); each is exactly the batch a whole epoch gives at that index. Default: all.
         hyperbatch: batches sampled together when the neighbor file is read from disk (see
-            :class:`NeighborSampler`): ``"auto"`` (default) or a number.
+            :class:`NeighborSampler`): ``"auto"`` (default) or a number. With feature rows on
+            disk too, a hyperbatch's rows are read either batch by batch or *staged*: one pass
+            over the feature file writes each batch's rows the cache lacks to a staging file,
+            and each batch reads them back sequentially; a cost model chooses per hyperbatch
+            (``stats()`` counts its choices).
+        staging_dir: where the staging file goes (on the SSD; default: the dataset's parent
+            directory); it is unlinked at once, so nothing is left behind.
+        staging_cap: bytes the staging file may hold (default: the feature file's size; 0: never
+            stage).
         backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
         feature_backend: the same choice for feature rows alone (default: ``backend``), e.g.
             ``"memory"`` with ``backend="uring"`` to hold the features but sample from disk.
@@ -93,6 +101,8 @@ class Loader:
         threads: Optional[int] = None,
         seed: int = 0,
         hyperbatch: Union[int, str] = "auto",
+        staging_dir: Optional[PathLike] = None,
+        staging_cap: Union[None, int, str] = None,
         share: Optional["Loader"] = None,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
@@ -132,6 +142,8 @@ class Loader:
                 hold=_options.count(hold, "hold", 1),
                 feature_backend=None if feature_backend is None else _options.backend(feature_backend, "feature_backend"),
                 hyperbatch=_options.hyperbatch(hyperbatch),
+                staging_dir=None if staging_dir is None else os.fspath(staging_dir),
+                staging_cap=_options.size(staging_cap, "staging_cap"),
             )
             note = self._core.plan()["note"]
             if note:

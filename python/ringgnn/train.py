@@ -76,6 +76,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
     p.add_argument("--hyperbatch", default="auto", metavar="N|auto",
                    help="batches sampled together when the graph is read from disk (default auto)")
+    p.add_argument("--staging-dir", default=None, metavar="DIR",
+                   help="where hyperbatches stage feature rows (default: beside the dataset)")
+    p.add_argument("--staging-cap", type=size_arg, default=None, metavar="SIZE",
+                   help="largest staging file (default: the feature file's size; 0: never stage)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
     p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
     p.add_argument("--threads", type=positive_arg, default=None, help="sampling threads (default: all cores)")
@@ -93,6 +97,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
     opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
                                           "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
+                                          "staging_dir", "staging_cap",
                                           "device", "seed", "threads", "out", "resume", "overwrite")}
     log = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
     m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
@@ -145,6 +150,8 @@ def train(
     backend: str = "auto",
     direct: bool = False,
     hyperbatch: Any = "auto",
+    staging_dir: Optional[str] = None,
+    staging_cap: Optional[int] = None,
     device: str = "cpu",
     seed: int = 0,
     threads: Optional[int] = None,
@@ -180,7 +187,8 @@ def train(
     # the hot-row cache, the labels and the budget are held once.
     train_loader = Loader(ds, fanouts, batch_size, split="train", shuffle=True, cache=cache,
                           cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch, hold=1,
-                          backend=backend, direct=direct, threads=threads, seed=seed, hyperbatch=hyperbatch)
+                          backend=backend, direct=direct, threads=threads, seed=seed, hyperbatch=hyperbatch,
+                          staging_dir=staging_dir, staging_cap=staging_cap)
     loaders = {
         "train": train_loader,
         "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, share=train_loader),
@@ -203,6 +211,7 @@ def train(
 
     metrics = _metrics(ds, run_args, history, loaders)
     for epoch in range(start, epochs):
+        before = loaders["train"].stats()
         t0 = time.perf_counter()
         loss, wait, step = _train_epoch(net, opt, loaders["train"], epoch, device, quiet, model)
         t1 = time.perf_counter()
@@ -218,6 +227,7 @@ def train(
         log(f"  training pass {t1 - t0:.2f} s: sample {le['sample']:.2f} s and gather {le['gather']:.2f} s "
             f"(worker threads, overlapped), train {step:.2f} s, waiting for batches {wait:.2f} s; "
             f"features read {_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation {seconds - (t1 - t0):.2f} s")
+        log(_hyperbatch_line(before, loaders["train"].stats()))
         metrics = _metrics(ds, run_args, history, loaders)
         state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
                      metrics=metrics, rng=torch.get_rng_state())
@@ -230,6 +240,22 @@ def train(
     log(f"best val acc {metrics['best_val_acc']:.4f} at epoch {metrics['best_epoch']}, "
         f"test acc {metrics['test_acc']:.4f}; {os.path.join(out, 'metrics.json')}")
     return metrics
+
+
+def _hyperbatch_line(before: Dict[str, Any], after: Dict[str, Any]) -> str:
+    """What hyperbatches did since ``before`` (training and evaluation share the engine)."""
+    d = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float)) and k in before}
+    n = d["sampler_hyperbatches"]
+    if not n:
+        return "  hyperbatches: none (one batch at a time)"
+    line = (f"  hyperbatches: {n} of {d['sampler_hyperbatch_batches'] / n:.1f} batches, neighbor lists read "
+            f"{_mib(d['sampler_sequential_bytes'])} sequentially and {_mib(d['sampler_random_bytes'])} by page")
+    staged, unstaged = d["staged_hyperbatches"], d["unstaged_hyperbatches"]
+    if staged or unstaged:
+        line += (f"; feature rows staged in {staged} of {staged + unstaged} (cost model: "
+                 f"{d['est_staged_seconds']:.1f} s staged vs {d['est_per_batch_seconds']:.1f} s batch by batch), "
+                 f"pass {_mib(d['staging_pass_bytes'])}, staged {_mib(d['staging_written_bytes'])}")
+    return line
 
 
 def _mib(n: float) -> str:

@@ -147,6 +147,76 @@ impl FeatureGatherer {
     /// Returns this call's counters. An id beyond the node count is an error naming it, and
     /// nothing is read.
     pub fn gather(&mut self, ids: &[u64], out: &mut [f32]) -> Result<GatherStats> {
+        let mut call = self.prepare(ids, out)?;
+        let (dtype, dim) = (self.file.info.dtype, self.file.dim());
+        let miss_at = &self.miss_at;
+        let read = self
+            .source
+            .for_each_row(&self.file, &self.miss_ids, |k, row| {
+                let i = miss_at[k];
+                decode_row(dtype, row, &mut out[i * dim..(i + 1) * dim]);
+            })?;
+        call.pages_read = read.pages;
+        call.bytes_read = read.pages * ALIGN as u64;
+        call.read_requests = read.requests;
+        call.read_batches = read.batches;
+        Ok(self.finish(out, call))
+    }
+
+    /// [`Self::gather`] with the rows the cache lacks (the ids [`Self::cold_ids`] gives, in
+    /// that order) provided by `rows`, which calls its visitor with the `k`-th one's stored bytes
+    /// for every `k` (a batch's region of a staging file). `bytes_read` counts what `rows`
+    /// reports.
+    pub fn gather_staged(
+        &mut self,
+        ids: &[u64],
+        out: &mut [f32],
+        rows: impl FnOnce(usize, &mut dyn FnMut(usize, &[u8])) -> Result<u64>,
+    ) -> Result<GatherStats> {
+        let mut call = self.prepare(ids, out)?;
+        let (dtype, dim) = (self.file.info.dtype, self.file.dim());
+        let miss_at = &self.miss_at;
+        let mut seen = 0usize;
+        let bytes = rows(self.miss_ids.len(), &mut |k, row| {
+            let i = miss_at[k];
+            decode_row(dtype, row, &mut out[i * dim..(i + 1) * dim]);
+            seen += 1;
+        })?;
+        if seen != self.miss_ids.len() {
+            return Err(Error::Input(format!(
+                "staged rows: {seen} given for {} rows missing from the cache",
+                self.miss_ids.len()
+            )));
+        }
+        call.bytes_read = bytes;
+        call.pages_read = bytes / ALIGN as u64;
+        Ok(self.finish(out, call))
+    }
+
+    /// The distinct ids of `ids` the cache does not hold, ascending: the rows a gather of `ids`
+    /// reads, in the order it reads them. Ids are checked.
+    pub fn cold_ids(&self, ids: &[u64], into: &mut Vec<u64>) -> Result<()> {
+        into.clear();
+        for &id in ids {
+            self.file.check_id(id)?;
+            into.push(id);
+        }
+        into.sort_unstable();
+        into.dedup();
+        if let Some(cache) = &self.cache {
+            let mut cursor = 0;
+            into.retain(|&id| {
+                let (pos, slot) = cache.find_from(cursor, id);
+                cursor = pos;
+                slot.is_none()
+            });
+        }
+        Ok(())
+    }
+
+    /// Check and sort `ids`, serve cache hits into `out`, and list the rows to read
+    /// (`miss_ids`, `miss_at`) and the repeated ids (`dups`).
+    fn prepare(&mut self, ids: &[u64], out: &mut [f32]) -> Result<GatherStats> {
         let dim = self.file.dim();
         if ids.len().checked_mul(dim) != Some(out.len()) {
             return Err(Error::Input(format!(
@@ -193,21 +263,16 @@ impl FeatureGatherer {
             self.miss_ids.push(id);
             self.miss_at.push(i);
         }
-        let miss_at = &self.miss_at;
-        let read = self
-            .source
-            .for_each_row(&self.file, &self.miss_ids, |k, row| {
-                let i = miss_at[k];
-                decode_row(dtype, row, &mut out[i * dim..(i + 1) * dim]);
-            })?;
+        Ok(call)
+    }
+
+    /// Copy the rows of repeated ids and count the call.
+    fn finish(&mut self, out: &mut [f32], call: GatherStats) -> GatherStats {
+        let dim = self.file.dim();
         for &(src, dst) in &self.dups {
             out.copy_within(src * dim..(src + 1) * dim, dst * dim);
         }
-        call.pages_read = read.pages;
-        call.bytes_read = read.pages * ALIGN as u64;
-        call.read_requests = read.requests;
-        call.read_batches = read.batches;
         self.stats.add(&call);
-        Ok(call)
+        call
     }
 }

@@ -5,6 +5,8 @@
 //! from `features.bin` ([`rows`]) with page-aligned, coalesced requests through any
 //! [`ringgnn_io::ReadBatch`] backend (pread, io_uring, with or without `O_DIRECT`), or from a
 //! copy of the file in memory. Rows stored as f16 or bf16 are widened to f32 on the way out.
+//! For a hyperbatch, [`Stager`] packs each batch's cold rows into its own region of a staging
+//! file in one pass over the feature file, so that each batch's gather is one sequential read.
 
 #![forbid(unsafe_code)]
 
@@ -12,8 +14,10 @@ pub mod cache;
 mod error;
 pub mod gather;
 pub mod rows;
+pub mod staging;
 
 pub use cache::HotRowCache;
 pub use error::{Error, Result};
 pub use gather::{FeatureGatherer, GatherStats};
 pub use rows::{FeatureFile, RowSource};
+pub use staging::Stager;

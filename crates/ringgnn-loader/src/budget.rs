@@ -48,6 +48,11 @@ pub const DEFAULT_SHARE: (u64, u64) = (1, 2);
 /// position)` pairs (16), the missing ids and their positions (16) and repeated ids (16).
 pub const GATHER_SCRATCH_PER_NODE: u64 = 48;
 
+/// Bytes per batch of a hyperbatch that staging adds: a write buffer (256 KiB) and its cold
+/// row ids (8 bytes per node, counted by the caller). Staging also takes two read buffers (a
+/// chunk of the feature file, a read wave of the staging file): all from the hyperbatch share.
+pub const STAGING_PER_BATCH: u64 = 256 << 10;
+
 /// The largest batch a plan is made for when the caller gives none (sampling with
 /// `NeighborSampler`): the paper's and PyG's usual 1024. A larger batch later is accepted when
 /// the plan, redone for it, still fits ([`MemoryPlan::refit`]).

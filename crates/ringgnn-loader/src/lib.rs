@@ -27,6 +27,7 @@ pub mod labels;
 mod loader;
 pub mod options;
 pub mod stages;
+pub mod staging;
 
 pub use budget::MemoryPlan;
 pub use buffers::BufferPool;
@@ -37,3 +38,4 @@ pub use loader::{BatchLoader, Epoch, PRESAMPLE_EPOCH};
 pub use options::{BackendChoice, CachePolicy, FeatureOptions, Hyperbatch, LoaderOptions};
 pub use ringgnn_pipeline::Next;
 pub use stages::{Batch, LoadStage, LoadedBatch, LoaderStats, SampleStage};
+pub use staging::StagingOptions;

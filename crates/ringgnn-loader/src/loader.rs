@@ -15,7 +15,7 @@ use ringgnn_sampler::{
 };
 use ringgnn_store::{rng, Dataset};
 
-use crate::budget::{default_budget, Asked, FeatureNeeds, MemoryPlan, Needs};
+use crate::budget::{default_budget, Asked, FeatureNeeds, MemoryPlan, Needs, STAGING_PER_BATCH};
 use crate::buffers::BufferPool;
 use crate::epoch::{EpochBatches, EpochJobs, EpochOptions};
 use crate::labels::Labels;
@@ -24,6 +24,7 @@ use crate::stages::{
     Batch, GatherParts, HyperLoadStage, HyperParts, HyperSampleStage, HyperSizing, LoadStage,
     LoadedBatch, LoaderStats, RowsFrom, SampleStage,
 };
+use crate::staging::StagingOptions;
 use crate::{Error, Result};
 
 /// The epoch number the look-ahead count samples with: far from any real epoch, so the counted
@@ -242,11 +243,22 @@ impl BatchLoader {
                 Hyperbatch::Size(n) => Some(n.get()),
                 Hyperbatch::Auto => None,
             };
+            // Staging a batch's rows: a write buffer and its cold row ids.
+            let extra = bound
+                .features
+                .as_ref()
+                .map_or(0, |f| STAGING_PER_BATCH + 8 * f.batch_nodes);
             Arc::new(HyperParts {
                 graph: graph.clone(),
                 opts: opts.sample.clone(),
                 threads: opts.threads.get(),
-                sizing: HyperSizing::new(plan.hyperbatch, fixed, per_batch),
+                sizing: HyperSizing::new(
+                    plan.hyperbatch,
+                    fixed,
+                    per_batch,
+                    extra,
+                    if extra > 0 { 2 * bound.read_buffer } else { 0 },
+                ),
                 states: Default::default(),
             })
         });
@@ -316,7 +328,21 @@ impl BatchLoader {
             ..Default::default()
         };
         let nodes = loader.shape.index.bound(batch, &opts.sample).nodes as usize;
+        let staging = match (&loader.hyper, &rows) {
+            (Some(_), RowsFrom::Disk { .. }) => {
+                let cap = f
+                    .staging_cap
+                    .unwrap_or_else(|| file.info.payload_bytes(file.num_nodes));
+                let dir = f.staging_dir.clone().unwrap_or_else(|| {
+                    let d = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+                    d.parent().map_or(d.clone(), |p| p.to_path_buf())
+                });
+                (cap > 0).then_some(StagingOptions { dir, cap })
+            }
+            _ => None,
+        };
         loader.gather = Some(Arc::new(GatherParts {
+            staging,
             buffers: Arc::new(BufferPool::new(
                 (plan.prefetch + plan.hold) as usize,
                 nodes.saturating_mul(file.dim()),

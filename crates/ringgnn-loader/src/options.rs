@@ -145,6 +145,10 @@ pub struct FeatureOptions {
     /// Hot-row cache size; `None`: whatever the budget leaves.
     pub cache: Option<u64>,
     pub cache_policy: CachePolicy,
+    /// Where hyperbatches stage their cold rows (`None`: the dataset's parent directory).
+    pub staging_dir: Option<std::path::PathBuf>,
+    /// Bytes the staging file may hold (`None`: the feature file's size; 0: no staging).
+    pub staging_cap: Option<u64>,
 }
 
 /// Everything a [`crate::BatchLoader`] is built from.
@@ -198,6 +202,8 @@ impl Default for LoaderOptions {
                 cache_policy: CachePolicy::Presample {
                     batches: CachePolicy::PRESAMPLE_BATCHES,
                 },
+                staging_dir: None,
+                staging_cap: None,
             }),
             batch_size: NonZeroUsize::new(1024).expect("not 0"),
             prefetch: None,

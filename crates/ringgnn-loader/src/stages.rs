@@ -21,6 +21,7 @@ use ringgnn_sampler::{
 use crate::buffers::BufferPool;
 use crate::epoch::BatchJob;
 use crate::labels::Labels;
+use crate::staging::{estimate, Staging, StagingOptions};
 use crate::{Error, Result};
 
 /// One sampled mini-batch of an epoch: its global index, its seeds and its sample.
@@ -109,6 +110,10 @@ pub(crate) struct HyperSizing {
     /// the plan is redone for larger batches).
     pub(crate) arena: AtomicU64,
     pub(crate) fixed: Option<usize>,
+    /// Bytes each batch needs besides its sampling state (staging its rows), and the bytes the
+    /// share keeps for staging's buffers (0 without features).
+    pub(crate) extra: u64,
+    pub(crate) reserved: u64,
     /// Batches the next job takes (read by the epoch's job source at each claim).
     pub(crate) next: Arc<AtomicUsize>,
 }
@@ -117,11 +122,20 @@ impl HyperSizing {
     /// Safety margin over the largest batch state measured: batches of one epoch vary.
     const MARGIN: f64 = 1.5;
 
-    pub(crate) fn new(arena: u64, fixed: Option<usize>, batch_bound: u64) -> Self {
-        let h = fixed.unwrap_or_else(|| Self::fit(arena, batch_bound as f64));
+    pub(crate) fn new(
+        arena: u64,
+        fixed: Option<usize>,
+        batch_bound: u64,
+        extra: u64,
+        reserved: u64,
+    ) -> Self {
+        let states = arena.saturating_sub(reserved);
+        let h = fixed.unwrap_or_else(|| Self::fit(states, (batch_bound + extra) as f64));
         HyperSizing {
             arena: AtomicU64::new(arena),
             fixed,
+            extra,
+            reserved,
             next: Arc::new(AtomicUsize::new(h)),
         }
     }
@@ -135,8 +149,11 @@ impl HyperSizing {
 
     fn measured(&self, peak_batch: u64) {
         if self.fixed.is_none() && peak_batch > 0 {
-            let arena = self.arena.load(Ordering::Relaxed);
-            let h = Self::fit(arena, peak_batch as f64 * Self::MARGIN);
+            let states = self
+                .arena
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.reserved);
+            let h = Self::fit(states, (peak_batch + self.extra) as f64 * Self::MARGIN);
             self.next.store(h, Ordering::Relaxed);
         }
     }
@@ -267,34 +284,123 @@ pub struct HyperLoadStage {
 
 impl Stage for HyperLoadStage {
     type Job = BatchJob;
-    type State = (HyperWorker, FeatureGatherer);
+    type State = (HyperWorker, FeatureGatherer, Option<Staging>);
     type Output = LoadedBatch;
     type Error = Error;
 
     fn start(&self, stop: &Arc<AtomicBool>) -> Result<Self::State> {
-        Ok((self.parts.sampler(stop)?, self.gather.gatherer(stop)?))
+        // Staging's buffers come from the hyperbatch share: none when it is smaller.
+        let room = self.parts.sizing.arena.load(Ordering::Relaxed) >= self.parts.sizing.reserved;
+        let staging = match (&self.gather.staging, &self.gather.rows) {
+            (Some(o), RowsFrom::Disk { kind, direct }) if room => Some(Staging::new(
+                o.clone(),
+                self.gather.file.clone(),
+                *kind,
+                *direct,
+                stop,
+            )),
+            _ => None,
+        };
+        Ok((
+            self.parts.sampler(stop)?,
+            self.gather.gatherer(stop)?,
+            staging,
+        ))
     }
 
     fn run(
         &self,
-        (w, g): &mut Self::State,
+        (w, g, staging): &mut Self::State,
         job: BatchJob,
         out: &mut Emit<'_, LoadedBatch, Error>,
     ) -> Result<()> {
         let t0 = Instant::now();
         let batches = self.parts.sample(w, &job, out)?;
+        let h = batches.len().max(1) as u32;
         // The hyperbatch's sampling time, shared out over its batches.
-        let sample_time = t0.elapsed() / batches.len().max(1) as u32;
-        for batch in batches {
-            let t1 = Instant::now();
+        let sample_time = t0.elapsed() / h;
+        // Staged or batch by batch, whichever the cost model finds cheaper.
+        let t1 = Instant::now();
+        let staged = match staging {
+            Some(st) => self.stage(g, st, &batches)?,
+            None => false,
+        };
+        let pass = if staged {
+            let (bytes, _, _) = staging.as_ref().expect("staged").traffic();
+            Some((t1.elapsed() / h, bytes))
+        } else {
+            None
+        };
+        let mut pass_bytes = pass.map_or(0, |p| p.1);
+        if let (Some(st), true) = (staging.as_ref(), staged) {
+            // The bytes this pass read, shared out over its batches.
+            pass_bytes -= st.pass_before;
+        }
+        for (b, batch) in batches.into_iter().enumerate() {
+            let t2 = Instant::now();
             if !out.wait_turn(self.gather.ahead) {
                 return Err(Error::Input("the epoch was stopped".into()));
             }
-            let wait_time = t1.elapsed();
-            out.emit(Ok(gather(&self.gather, g, batch, sample_time, wait_time)?));
+            let wait_time = t2.elapsed();
+            let from = match (staging.as_mut(), pass) {
+                (Some(st), Some((time, _))) => Some(Staged {
+                    staging: st,
+                    batch: b,
+                    time,
+                    bytes: pass_bytes / h as u64,
+                }),
+                _ => None,
+            };
+            out.emit(Ok(gather(
+                &self.gather,
+                g,
+                batch,
+                sample_time,
+                wait_time,
+                from,
+            )?));
         }
         Ok(())
     }
+}
+
+impl HyperLoadStage {
+    /// Stage the hyperbatch's cold rows if the cost model finds it cheaper than reading them
+    /// batch by batch, and it fits the staging file's cap.
+    fn stage(&self, g: &FeatureGatherer, st: &mut Staging, batches: &[Batch]) -> Result<bool> {
+        if st.disabled.is_some() {
+            return Ok(false);
+        }
+        st.cold.resize_with(batches.len(), Vec::new);
+        st.cold.truncate(batches.len());
+        for (b, batch) in batches.iter().enumerate() {
+            g.cold_ids(&batch.sample.node, &mut st.cold[b])?;
+        }
+        let est = estimate(&st.cold, &self.gather.file, st.model());
+        st.pass_before = st.traffic().0;
+        let staged = est.staged < est.per_batch && st.stage()?;
+        let mut t = self.gather.totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.est_per_batch_seconds += est.per_batch;
+        t.est_staged_seconds += est.staged;
+        if staged {
+            t.staged_hyperbatches += 1;
+        } else {
+            t.unstaged_hyperbatches += 1;
+        }
+        let (pass, written, read) = st.traffic();
+        (t.staging_pass_bytes, t.staging_written_bytes) = (pass, written);
+        let _ = read;
+        Ok(staged)
+    }
+}
+
+/// A batch whose cold rows wait in a staging file, with its share of the pass that put them
+/// there.
+pub(crate) struct Staged<'a> {
+    staging: &'a mut Staging,
+    batch: usize,
+    time: Duration,
+    bytes: u64,
 }
 
 /// Where a gather worker reads rows from, as the plan decided.
@@ -317,6 +423,15 @@ pub struct LoaderStats {
     pub cache_bytes: u64,
     pub presample_seconds: f64,
     pub presample_batches: u64,
+    /// Hyperbatches whose cold rows were staged, and those gathered batch by batch; the
+    /// estimates (seconds) the cost model compared, summed; the bytes the staging passes read
+    /// from the feature file and wrote to the staging file.
+    pub staged_hyperbatches: u64,
+    pub unstaged_hyperbatches: u64,
+    pub est_per_batch_seconds: f64,
+    pub est_staged_seconds: f64,
+    pub staging_pass_bytes: u64,
+    pub staging_written_bytes: u64,
 }
 
 /// What gathering needs, shared by every worker of a loader's epochs.
@@ -329,6 +444,8 @@ pub(crate) struct GatherParts {
     /// Gathered batches ahead of the consumer (the plan's prefetch).
     pub(crate) ahead: usize,
     pub(crate) totals: Mutex<LoaderStats>,
+    /// Where hyperbatches may stage their cold rows (`None`: never).
+    pub(crate) staging: Option<StagingOptions>,
 }
 
 impl GatherParts {
@@ -384,7 +501,14 @@ impl Stage for LoadStage {
                 return Err(Error::Input("the epoch was stopped".into()));
             }
             let wait_time = t1.elapsed();
-            out.emit(Ok(gather(&self.parts, g, batch, sample_time, wait_time)?));
+            out.emit(Ok(gather(
+                &self.parts,
+                g,
+                batch,
+                sample_time,
+                wait_time,
+                None,
+            )?));
         }
         Ok(())
     }
@@ -397,23 +521,34 @@ fn gather(
     batch: Batch,
     sample_time: Duration,
     wait_time: Duration,
+    staged: Option<Staged<'_>>,
 ) -> Result<LoadedBatch> {
     let t0 = Instant::now();
     let nodes = &batch.sample.node;
     let mut x = p.buffers.take(nodes.len() * p.file.dim());
-    let stats = match g.gather(nodes, &mut x) {
+    let (extra_time, extra_bytes) = staged
+        .as_ref()
+        .map_or((Duration::ZERO, 0), |s| (s.time, s.bytes));
+    let got = match staged {
+        None => g.gather(nodes, &mut x),
+        Some(s) => g.gather_staged(nodes, &mut x, |_, visit| s.staging.rows(s.batch, visit)),
+    };
+    let mut stats = match got {
         Ok(s) => s,
         Err(e) => {
             p.buffers.give(x);
             return Err(e.into());
         }
     };
+    // A staged batch's share of the pass over the feature file.
+    stats.bytes_read += extra_bytes;
+    stats.pages_read += extra_bytes / 4096;
     let y = p.labels.as_ref().map(|l| {
         let mut y = Vec::with_capacity(nodes.len());
         l.gather_into(nodes, &mut y);
         y
     });
-    let gather_time = t0.elapsed();
+    let gather_time = t0.elapsed() + extra_time;
     {
         let mut t = p.totals.lock().unwrap_or_else(|e| e.into_inner());
         t.batches += 1;

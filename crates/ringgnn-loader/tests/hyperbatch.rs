@@ -136,30 +136,47 @@ fn loaded_hyperbatches_equal_per_batch_loading() {
     let dir = tmp.path().join("ds");
     let seeds = train_seeds(&dir);
     let e = EpochOptions::new(nz(64), 3);
+    let staged = std::cell::Cell::new(0);
     let run = |o: LoaderOptions| -> Vec<LoadedBatch> {
         let l = BatchLoader::open(&dir, o, Some(&seeds)).unwrap();
-        let v = l.epoch(&seeds, &e).unwrap().map(|b| b.unwrap()).collect();
+        let v: Vec<LoadedBatch> = l.epoch(&seeds, &e).unwrap().map(|b| b.unwrap()).collect();
         assert_eq!(l.live_workers(), 0);
+        let s = l.stats();
+        staged.set(staged.get() + s.staged_hyperbatches);
+        if s.staged_hyperbatches > 0 {
+            assert!(
+                s.staging_pass_bytes > 0 && s.staging_written_bytes > 0,
+                "{s:?}"
+            );
+            assert!(s.est_staged_seconds > 0.0 && s.est_per_batch_seconds > 0.0);
+        }
         v
     };
     let want = run(loading(BackendChoice::Memory, None, CachePolicy::Degree));
     for h in sizes() {
-        for cache in [Some(0), Some(20_000), None] {
+        for (cache, cap) in [
+            (Some(0), None),
+            (Some(20_000), None),
+            (None, None),
+            (Some(0), Some(0)),
+        ] {
             let mut o = loading(
                 BackendChoice::Pread,
                 cache,
                 CachePolicy::Presample { batches: 4 },
             );
             o.hyperbatch = h;
+            o.features.as_mut().unwrap().staging_cap = cap;
             let got = run(o);
             assert_eq!(got.len(), want.len());
             for (a, b) in got.iter().zip(&want) {
                 assert_eq!(
                     (a.index, &a.seeds, &a.sample, &a.x, &a.y),
                     (b.index, &b.seeds, &b.sample, &b.x, &b.y),
-                    "{h:?} cache {cache:?}"
+                    "{h:?} cache {cache:?} staging cap {cap:?}"
                 );
             }
         }
     }
+    assert!(staged.get() > 0, "the cost model staged some hyperbatches");
 }

@@ -26,6 +26,8 @@ fn options(backend: BackendChoice, memory: u64) -> LoaderOptions {
             backend,
             cache: Some(0),
             cache_policy: "degree".parse().unwrap(),
+            staging_dir: None,
+            staging_cap: None,
         }),
         batch_size: nz(4096),
         ..Default::default()

@@ -84,7 +84,7 @@ impl Loader {
         path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
         seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
         presample_batches=64, presample_seeds=None, prefetch=None, hold=HOLD, feature_backend=None,
-        hyperbatch="auto"
+        hyperbatch="auto", staging_dir=None, staging_cap=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -107,6 +107,8 @@ impl Loader {
         hold: NonZeroUsize,
         feature_backend: Option<&str>,
         hyperbatch: &str,
+        staging_dir: Option<PathBuf>,
+        staging_cap: Option<u64>,
     ) -> PyResult<Self> {
         let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
         let features = FeatureOptions {
@@ -119,6 +121,8 @@ impl Loader {
                 .parse::<CachePolicy>()
                 .map_err(LoaderError)?
                 .with_batches(presample_batches),
+            staging_dir,
+            staging_cap,
         };
         let opts = LoaderOptions {
             sample: SampleOptions {
@@ -198,6 +202,12 @@ impl Loader {
         d.set_item("cache_bytes", s.cache_bytes)?;
         d.set_item("presample_seconds", s.presample_seconds)?;
         d.set_item("presample_batches", s.presample_batches)?;
+        d.set_item("staged_hyperbatches", s.staged_hyperbatches)?;
+        d.set_item("unstaged_hyperbatches", s.unstaged_hyperbatches)?;
+        d.set_item("est_per_batch_seconds", s.est_per_batch_seconds)?;
+        d.set_item("est_staged_seconds", s.est_staged_seconds)?;
+        d.set_item("staging_pass_bytes", s.staging_pass_bytes)?;
+        d.set_item("staging_written_bytes", s.staging_written_bytes)?;
         for (k, v) in crate::sampler::io_dict(py, &self.inner)?.iter() {
             d.set_item(format!("sampler_{}", k.extract::<String>()?), v)?;
         }

@@ -103,6 +103,8 @@ pub fn loading(backend: BackendChoice, cache: Option<u64>, policy: CachePolicy) 
             backend,
             cache,
             cache_policy: policy,
+            staging_dir: None,
+            staging_cap: None,
         }),
         batch_size: nz(64),
         hyperbatch: Hyperbatch::PER_BATCH,

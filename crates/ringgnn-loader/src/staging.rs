@@ -1,0 +1,254 @@
+//! Gathering the rows of a hyperbatch: batch by batch (random page reads, as outside
+//! hyperbatches), or staged ([`ringgnn_features::Stager`]: one pass over the feature file in file
+//! order writes each batch's cold rows to its own region of a staging file, then each batch reads
+//! its region sequentially). A cost model chooses, per hyperbatch, from the pages the batches
+//! need and the device's rates ([`ReadModel`]); the choice and both estimates are counted in the
+//! loader's stats.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use ringgnn_features::{FeatureFile, Stager};
+use ringgnn_io::{open_backend, BackendKind, BlockReader, ReadModel, ALIGN};
+
+use crate::{Error, Result};
+
+/// An I/O error on `path`, as the feature store names them.
+fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| {
+        Error::Features(ringgnn_features::Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+/// Where a staging file goes and how large it may grow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagingOptions {
+    /// A directory on the SSD (default: the dataset's parent directory).
+    pub dir: PathBuf,
+    /// Bytes the staging file may hold at a time (the cold rows of one hyperbatch).
+    pub cap: u64,
+}
+
+/// Estimated seconds to read a hyperbatch's cold rows batch by batch, and staged.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Estimate {
+    pub per_batch: f64,
+    pub staged: f64,
+}
+
+/// Estimate both ways of reading `cold` (each batch's cold row ids, ascending) of `file`.
+pub fn estimate(cold: &[Vec<u64>], file: &FeatureFile, model: &ReadModel) -> Estimate {
+    let page_of = |id: u64| file.info.row_offset(id) / ALIGN as u64;
+    let file_pages = file
+        .info
+        .payload_bytes(file.num_nodes)
+        .div_ceil(ALIGN as u64);
+    let mut union = vec![0u64; (file_pages as usize).div_ceil(64)];
+    let mut per_batch = 0.0;
+    let mut staged_bytes = 0u64;
+    for ids in cold {
+        let (mut pages, mut runs, mut last) = (0u64, 0u64, None::<u64>);
+        for &id in ids {
+            let p = page_of(id);
+            if last == Some(p) {
+                continue;
+            }
+            pages += 1;
+            runs += (last != Some(p.wrapping_sub(1))) as u64;
+            last = Some(p);
+            union[(p / 64) as usize] |= 1 << (p % 64);
+        }
+        per_batch += model.seconds(pages, runs);
+        staged_bytes += ids.len() as u64 * file.info.row_bytes;
+    }
+    // The pass: per block, its needed pages or the whole block, as the reader will choose.
+    let bp = model.block_pages() as u64;
+    let mut pass = 0.0;
+    let mut b0 = 0u64;
+    while b0 < file_pages {
+        let b1 = (b0 + bp).min(file_pages);
+        let (mut n, mut runs, mut prev) = (0u64, 0u64, false);
+        for p in b0..b1 {
+            let on = union[(p / 64) as usize] >> (p % 64) & 1 == 1;
+            n += on as u64;
+            runs += (on && !prev) as u64;
+            prev = on;
+        }
+        if n > 0 {
+            let whole = model.read_whole(n as usize, runs as usize, (b1 - b0) as usize);
+            pass += if whole {
+                model.seconds(b1 - b0, 1)
+            } else {
+                model.seconds(n, runs)
+            };
+        }
+        b0 = b1;
+    }
+    // Then the rows are written once and read back once, sequentially.
+    let rows = 2.0 * staged_bytes as f64 / model.seq_bytes_per_s;
+    Estimate {
+        per_batch,
+        staged: pass + rows,
+    }
+}
+
+/// A hyperbatch worker's staging side: the staging file (made on first use) and a reader of
+/// the feature file.
+pub struct Staging {
+    opts: StagingOptions,
+    file: FeatureFile,
+    kind: BackendKind,
+    direct: bool,
+    model: ReadModel,
+    stop: Arc<AtomicBool>,
+    stager: Option<Stager>,
+    reader: Option<BlockReader>,
+    /// Each batch's cold row ids (reused).
+    pub(crate) cold: Vec<Vec<u64>>,
+    /// Why staging is off for good (the file could not be made), if it is.
+    pub(crate) disabled: Option<String>,
+    /// The pass bytes read before the current hyperbatch's pass.
+    pub(crate) pass_before: u64,
+}
+
+impl Staging {
+    pub(crate) fn new(
+        opts: StagingOptions,
+        file: FeatureFile,
+        kind: BackendKind,
+        direct: bool,
+        stop: &Arc<AtomicBool>,
+    ) -> Self {
+        let disabled =
+            (!Stager::supports(file.row_bytes()) || file.row_bytes() > ALIGN).then(|| {
+                format!(
+                    "rows of {} bytes are gathered batch by batch",
+                    file.row_bytes()
+                )
+            });
+        Staging {
+            opts,
+            file,
+            kind,
+            direct,
+            model: ReadModel::from_env(),
+            stop: stop.clone(),
+            stager: None,
+            reader: None,
+            cold: Vec::new(),
+            disabled,
+            pass_before: 0,
+        }
+    }
+
+    pub(crate) fn model(&self) -> &ReadModel {
+        &self.model
+    }
+
+    /// Stage the cold rows of `self.cold` (one list per batch): `Ok(false)` when they do not
+    /// fit the cap or staging is off, and nothing was done.
+    pub(crate) fn stage(&mut self) -> Result<bool> {
+        if self.disabled.is_some() {
+            return Ok(false);
+        }
+        if self.stager.is_none() {
+            match Stager::create(&self.opts.dir, self.opts.cap, self.file.row_bytes()) {
+                Ok(s) => self.stager = Some(s),
+                Err(e) => {
+                    self.disabled = Some(format!(
+                        "no staging file in {}: {e}",
+                        self.opts.dir.display()
+                    ));
+                    return Ok(false);
+                }
+            }
+        }
+        let rows: Vec<u64> = self.cold.iter().map(|c| c.len() as u64).collect();
+        let stager = self.stager.as_mut().expect("made above");
+        if !stager.plan(&rows) {
+            return Ok(false);
+        }
+        if self.reader.is_none() {
+            let path = &self.file.path;
+            let (r, _) = open_backend(self.kind, path, self.direct).map_err(io_at(path))?;
+            let bytes = self.file.info.payload_bytes(self.file.num_nodes);
+            let mut reader = BlockReader::new(r, self.model, 8 << 20, bytes);
+            reader.set_cancel(self.stop.clone());
+            self.reader = Some(reader);
+        }
+        let reader = self.reader.as_mut().expect("made above");
+        let (file, stager) = (&self.file, self.stager.as_mut().expect("made above"));
+        let io = io_at(&file.path);
+        let cp = reader.chunk_pages() as u64;
+        let rb = file.row_bytes();
+        let mut needed = vec![0u64; (cp as usize).div_ceil(64)];
+        let mut cursor = vec![0usize; self.cold.len()];
+        let mut spans = vec![(0usize, 0usize); self.cold.len()];
+        for c in 0..reader.chunks() {
+            let (first, end) = (c * cp, (c + 1) * cp);
+            needed.iter_mut().for_each(|w| *w = 0);
+            let mut any = false;
+            for ((ids, at), span) in self.cold.iter().zip(&mut cursor).zip(&mut spans) {
+                let start = *at;
+                while *at < ids.len() {
+                    let page = file.info.row_offset(ids[*at]) / ALIGN as u64;
+                    if page >= end {
+                        break;
+                    }
+                    let i = (page - first) as usize;
+                    needed[i / 64] |= 1 << (i % 64);
+                    *at += 1;
+                }
+                *span = (start, *at);
+                any |= *at > start;
+            }
+            if !any {
+                continue;
+            }
+            reader.load(c, &needed).map_err(&io)?;
+            for (b, (ids, &(s0, s1))) in self.cold.iter().zip(&spans).enumerate() {
+                for &id in &ids[s0..s1] {
+                    let row = reader.bytes(file.info.row_offset(id), rb);
+                    if let Err(e) = stager.push(b, row) {
+                        return Err(io_at(stager.path())(e));
+                    }
+                }
+            }
+        }
+        if let Err(e) = stager.seal() {
+            return Err(io_at(stager.path())(e));
+        }
+        Ok(true)
+    }
+
+    /// Feed batch `b`'s staged rows, in order, to `visit`; the bytes read.
+    pub(crate) fn rows(
+        &mut self,
+        b: usize,
+        visit: &mut dyn FnMut(usize, &[u8]),
+    ) -> ringgnn_features::Result<u64> {
+        let stager = self.stager.as_mut().expect("staged before");
+        let before = stager.traffic().1;
+        if let Err(source) = stager.read(b, |k, row| visit(k, row)) {
+            return Err(ringgnn_features::Error::Io {
+                path: stager.path().to_path_buf(),
+                source,
+            });
+        }
+        Ok(stager.traffic().1 - before)
+    }
+
+    /// Bytes of the feature file the passes read, and the staging file's writes and reads.
+    pub(crate) fn traffic(&self) -> (u64, u64, u64) {
+        let pass = self
+            .reader
+            .as_ref()
+            .map_or(0, |r| r.counts().pages * ALIGN as u64);
+        let (w, r) = self.stager.as_ref().map_or((0, 0), |s| s.traffic());
+        (pass, w, r)
+    }
+}
