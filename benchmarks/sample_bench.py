@@ -15,6 +15,10 @@ Usage (root, for memcap and drop_caches):
     python benchmarks/sample_bench.py [--work /var/tmp/ringgnn-bench] [--naive-batches 8]
 Prints Markdown tables for docs/benchmarks.md.
 
+Issue 9's hyperbatch table (root): per-batch (`--hyperbatch 1`) against hyperbatches (`auto`) on
+R-MAT 23, warm, cold and under a memcap (480 MiB by default, `--memory` the same):
+    python benchmarks/sample_bench.py --hyperbatch [--work /var/tmp/ringgnn-bench] [--cap 480M]
+
 Quick configuration, to compare two builds of ringgnn in one run (no root needed):
     python benchmarks/sample_bench.py --quick [--compare OTHER_PYTHON] [--repeat 3]
 cnr-2000 and R-MAT scale 20, 10% of the nodes as seeds, warm page cache, memory / uring / pread,
@@ -74,9 +78,11 @@ def prepare(work: Path):
 
 
 def ours(d, seeds, backend, *, direct=False, threads=2, fanouts="20,15,10", epochs=2, prefix="", memory=None,
-         ringgnn="ringgnn"):
+         ringgnn="ringgnn", hyperbatch=None):
     cmd = (f"{prefix}{RSS} {ringgnn} sample {d} --fanouts {fanouts} --batch-size 1024 --seeds {seeds} "
            f"--epochs {epochs} --backend {backend} --threads {threads} --json")
+    if hyperbatch is not None:
+        cmd += f" --hyperbatch {hyperbatch}"
     if direct:
         cmd += " --direct"
     if memory:
@@ -146,14 +152,51 @@ def quick(work: Path, other: str, repeat: int):
             print(f"| {name} | {be} | {cells}{ratio}", flush=True)
 
 
+def hyperbatches(work: Path, cap: str):
+    """Issue 9: per-batch against hyperbatch sampling on R-MAT 23, warm, cold and capped."""
+    sets, seeds = prepare(work)
+    d = sets["rmat23"]
+    sp, m = seeds["rmat23"]
+    idx = m["files"]["indices"]["bytes"]
+    print(f"### R-MAT 23: neighbor file {idx / 1e6:.0f} MB, {len(np.load(sp)):,} seeds (1%), fanouts 20,15,10, "
+          f"batch 1024, 2 threads\n")
+    print("| sampler | condition | hyperbatch | epoch (s) | SEPS (M) | GB read | read / file | of which sequential GB | memcap |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|")
+    r, _ = ours(d, sp, "memory")
+    print(f"| memory | warm | - | {r['seconds']:.2f} | {r['seps'] / 1e6:.2f} | 0 | 0 | 0 | - |", flush=True)
+    conds = [("uring buffered", "warm", False, "", None), ("uring direct", "cold", True, f"{MEMCAP} --drop-caches 20G -- ", None),
+             ("uring direct", "capped", True, f"{MEMCAP} --drop-caches {cap} -- ", cap),
+             ("uring buffered", "capped", False, f"{MEMCAP} --drop-caches {cap} -- ", cap)]
+    for label, cond, direct, prefix, memory in conds:
+        for h in ("1", "auto"):
+            cmd_prefix = prefix
+            full = (f"{cmd_prefix}{RSS} ringgnn sample {d} --fanouts 20,15,10 --batch-size 1024 --seeds {sp} "
+                    f"--epochs {1 if prefix else 2} --backend uring --threads 2 --json --hyperbatch {h}"
+                    + (" --direct" if direct else "") + (f" --memory {memory}" if memory else ""))
+            r = subprocess.run(full, shell=True, capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(f"failed: {full}\n{r.stderr[-2000:]}")
+            rec = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")][-1]
+            mc = [l for l in r.stderr.splitlines() if l.startswith("memcap:")]
+            print(f"| {label} | {cond} | {rec['hyperbatch']:.1f} | {rec['seconds']:.2f} | {rec['seps'] / 1e6:.2f} | "
+                  f"{rec['bytes_read'] / 1e9:.2f} | {rec['bytes_read'] / idx:.1f}x | {rec['sequential_bytes'] / 1e9:.2f} | "
+                  f"{mc[0].replace('memcap: ', '') if mc else '-'} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--hyperbatch", action="store_true", help="issue 9's table: per-batch against hyperbatches")
+    ap.add_argument("--cap", default="480M", help="with --hyperbatch: the memcap (and --memory) of the capped rows")
     ap.add_argument("--work", default="/var/tmp/ringgnn-bench")
     ap.add_argument("--naive-batches", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="warm epochs on small graphs only (see the docstring)")
     ap.add_argument("--compare", default="", metavar="PYTHON", help="with --quick: another build's interpreter")
     ap.add_argument("--repeat", type=int, default=3, help="with --quick: runs per configuration and build")
     a = ap.parse_args()
+    if a.hyperbatch:
+        print(f"Command: python benchmarks/sample_bench.py --hyperbatch --work {a.work} --cap {a.cap}\n")
+        hyperbatches(Path(a.work), a.cap)
+        return
     if a.quick:
         print(f"Command: python benchmarks/sample_bench.py --quick --work {a.work}"
               + (f" --compare {a.compare}" if a.compare else "") + f" --repeat {a.repeat}\n")

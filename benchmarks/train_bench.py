@@ -3,7 +3,10 @@
 
   (a) ringgnn   the pipelined loader: io_uring with O_DIRECT for neighbor lists and feature
                 rows, hot-row cache of --cache-frac of the features (look-ahead counts), under a
-                memcap of --cap-frac of the dataset's size, --memory = that cap;
+                memcap of --cap-frac of the dataset's size, --memory = that cap; hyperbatches
+                auto (issue 9: batches sampled together, feature rows staged when the cost
+                model says so);
+  (a1) perbatch the same, one batch at a time (`hyperbatch=1`, as before issue 9);
   (b) memory    the same loader with the features in RAM (upper bound, no cap), and the
                 neighbor file too with --memory-graph memory (the default, uring, samples from
                 disk: the largest dataset's features and neighbor file do not both fit in 24 GiB);
@@ -137,7 +140,7 @@ def child(args) -> dict:
                feature_bytes_read=0, sampler_bytes_read=0, cache_hits=0, distinct_rows=0)
     row_bytes = ds.manifest["features"]["row_bytes"]
     t_setup = time.perf_counter()
-    if args.child in ("ringgnn", "memory"):
+    if args.child in ("ringgnn", "perbatch", "memory"):
         from ringgnn.loader import process_rss
         from ringgnn.train import activation_bytes
 
@@ -148,7 +151,8 @@ def child(args) -> dict:
         # machine the largest dataset's 15 + 3.3 GiB do not, so it samples with io_uring).
         opts = dict(backend=args.memory_graph, feature_backend="memory", direct=args.memory_graph == "uring",
                     memory=int(mem_available() * 0.95)) if args.child == "memory" else dict(
-            backend="uring", direct=True, memory=args.memory, cache=args.cache, presample_batches=args.batches)
+            backend="uring", direct=True, memory=args.memory, cache=args.cache, presample_batches=args.batches,
+            hyperbatch=1 if args.child == "perbatch" else "auto")
         opts["reserve"] = reserve
         opts["hold"] = 1  # the loop below releases each batch before asking for the next
         loader = ringgnn.Loader(ds, fanouts, args.batch_size, split=seeds, shuffle=True, seed=1, **opts)
@@ -169,6 +173,11 @@ def child(args) -> dict:
             res["train"] += time.perf_counter() - t2
         res["epoch"] = time.perf_counter() - t0
         le, st = loader.last_epoch, loader.stats()
+        res["hyperbatch"] = {k: st[k] for k in ("sampler_hyperbatches", "sampler_hyperbatch_batches",
+                                                "sampler_sequential_bytes", "sampler_random_bytes",
+                                                "staged_hyperbatches", "unstaged_hyperbatches",
+                                                "est_per_batch_seconds", "est_staged_seconds",
+                                                "staging_pass_bytes", "staging_written_bytes") if k in st}
         res.update(batches=le["batches"], sample=le["sample"], gather=le["gather"],
                    feature_bytes_read=le["bytes_read"], cache_hits=le["cache_hits"],
                    distinct_rows=le["distinct_rows"], needed_bytes=le["distinct_rows"] * row_bytes,
@@ -228,13 +237,14 @@ def orchestrate(args):
     cap = args.cap or int(size * args.cap_frac)
     m = json.loads((ds / "manifest.json").read_text())
     feat = m["files"]["features"]["payload_bytes"]
-    cache = int(feat * args.cache_frac)
+    cache = int(feat * args.cache_frac) if args.cache_frac >= 0 else None
     common = [sys.executable, __file__, str(ds), "--memory-graph", args.memory_graph, "--batches", str(args.batches),
               "--naive-batches",
               str(args.naive_batches), "--batch-size",
               str(args.batch_size), "--fanouts", args.fanouts, "--hidden", str(args.hidden)]
+    cache_text = "chosen by the plan" if cache is None else f"{cache / 2**30:.2f} GiB ({args.cache_frac:.0%} of features)"
     print(f"dataset {ds}: {size / 2**30:.2f} GiB ({feat / 2**30:.2f} GiB features); cap {cap / 2**30:.2f} GiB "
-          f"({args.cap_frac:.0%}), cache {cache / 2**30:.2f} GiB ({args.cache_frac:.0%} of features)", flush=True)
+          f"({args.cap_frac:.0%}), cache {cache_text}", flush=True)
     import numpy as np
     import ringgnn
 
@@ -250,9 +260,10 @@ def orchestrate(args):
             # Alternate which build goes first, so that neither always runs on a warmer machine.
             for b, exe in list(builds.items())[:: -1 if rep % 2 else 1]:
                 cmd = [exe] + common[1:] + ["--child", name, "--perm", str(perm)]
-                if name in ("ringgnn", "naive"):
-                    cmd = [str(MEMCAP), "--drop-caches", str(cap), "--"] + cmd + ["--memory", str(cap), "--cache",
-                                                                                 str(cache)]
+                if name in ("ringgnn", "perbatch", "naive"):
+                    cmd = [str(MEMCAP), "--drop-caches", str(cap), "--"] + cmd + ["--memory", str(cap)]
+                    if cache is not None:
+                        cmd += ["--cache", str(cache)]
                 runs[(b, name)].append(run_child(cmd, name, args.batches))
     # Each configuration's run of median epoch time.
     med = {k: sorted(v, key=lambda r: r["epoch"])[len(v) // 2] for k, v in runs.items()}
@@ -324,7 +335,8 @@ def main():
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--cap-frac", type=float, default=0.25, help="memcap as a share of the dataset's bytes")
     p.add_argument("--cap", type=int, default=None, help="memcap in bytes (overrides --cap-frac; for small trial runs)")
-    p.add_argument("--cache-frac", type=float, default=0.10)
+    p.add_argument("--cache-frac", type=float, default=0.10,
+                   help="hot-row cache as a share of the features; negative: let the memory plan choose")
     p.add_argument("--configs", default="naive,ringgnn,memory")
     p.add_argument("--naive-batches", type=int, default=3,
                    help="batches the naive baseline runs; its times are scaled to the epoch (default 3)")

@@ -31,6 +31,10 @@ use crate::{Error, Result};
 /// batches are a fair sample of every epoch rather than a copy of one.
 pub const PRESAMPLE_EPOCH: u64 = u64::MAX - 1;
 
+/// Workers of a hyperbatch epoch with features: one gathers its hyperbatch's batches for the
+/// consumer while the other samples (and stages) the next.
+const LOAD_DRIVERS: usize = 2;
+
 /// The `purpose` of the random stream of probe batches ("probe" in ASCII).
 const PROBE_PURPOSE: u64 = 0x70_72_6f_62_65;
 
@@ -258,6 +262,7 @@ impl BatchLoader {
                     per_batch,
                     extra,
                     if extra > 0 { 2 * bound.read_buffer } else { 0 },
+                    if extra > 0 { LOAD_DRIVERS } else { 1 },
                 ),
                 states: Default::default(),
             })
@@ -377,7 +382,7 @@ impl BatchLoader {
         stage: S,
         seeds: &Seeds,
         e: &EpochOptions,
-        hyper: bool,
+        drivers: Option<usize>,
     ) -> Result<Epoch<S::Output>>
     where
         S: Stage<Job = crate::epoch::BatchJob, Error = Error>,
@@ -386,10 +391,13 @@ impl BatchLoader {
         let batches = Arc::new(EpochBatches::new(seeds, self.shape.sample.seed, e));
         let indices = batches.select(e.batches.as_deref())?;
         let len = indices.len();
-        let (per_job, threads, window) = match (&self.hyper, hyper) {
-            // One driver: its hyperbatch uses every thread, and it bounds its own memory with
-            // turns (the previous hyperbatch's samples plus this one's).
-            (Some(h), true) => (h.sizing.next.clone(), NonZeroUsize::MIN, NonZeroUsize::MAX),
+        let (per_job, threads, window) = match (&self.hyper, drivers) {
+            // Hyperbatch drivers use every thread inside; they bound their own memory (turns,
+            // and at most `drivers` hyperbatches at once).
+            (Some(h), Some(d)) => {
+                let d = NonZeroUsize::new(d).unwrap_or(NonZeroUsize::MIN);
+                (h.sizing.next.clone(), d, NonZeroUsize::MAX)
+            }
             _ => (
                 Arc::new(AtomicUsize::new(1)),
                 self.threads,
@@ -419,27 +427,27 @@ impl BatchLoader {
                 parts: h.clone(),
                 gather: parts.clone(),
             };
-            return self.start(stage, seeds, e, true);
+            return self.start(stage, seeds, e, Some(h.sizing.drivers));
         }
         let stage = LoadStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
             parts: parts.clone(),
         };
-        self.start(stage, seeds, e, false)
+        self.start(stage, seeds, e, None)
     }
 
     /// One epoch of samples only.
     pub fn sample_epoch(&self, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<Batch>> {
         if let Some(h) = &self.hyper {
             let stage = HyperSampleStage { parts: h.clone() };
-            return self.start(stage, seeds, e, true);
+            return self.start(stage, seeds, e, Some(1));
         }
         let stage = SampleStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
         };
-        self.start(stage, seeds, e, false)
+        self.start(stage, seeds, e, None)
     }
 
     /// Sample mini-batch `batch` of epoch `epoch` around `seeds` on the calling thread: exactly

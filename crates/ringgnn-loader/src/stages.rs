@@ -114,6 +114,9 @@ pub(crate) struct HyperSizing {
     /// share keeps for staging's buffers (0 without features).
     pub(crate) extra: u64,
     pub(crate) reserved: u64,
+    /// Workers that hold a hyperbatch each at once (2 with features: one gathers its batches
+    /// for the consumer while the other samples and stages the next hyperbatch).
+    pub(crate) drivers: usize,
     /// Batches the next job takes (read by the epoch's job source at each claim).
     pub(crate) next: Arc<AtomicUsize>,
 }
@@ -128,14 +131,17 @@ impl HyperSizing {
         batch_bound: u64,
         extra: u64,
         reserved: u64,
+        drivers: usize,
     ) -> Self {
-        let states = arena.saturating_sub(reserved);
+        let drivers = drivers.max(1);
+        let states = arena.saturating_sub(reserved * drivers as u64) / drivers as u64;
         let h = fixed.unwrap_or_else(|| Self::fit(states, (batch_bound + extra) as f64));
         HyperSizing {
             arena: AtomicU64::new(arena),
             fixed,
             extra,
             reserved,
+            drivers,
             next: Arc::new(AtomicUsize::new(h)),
         }
     }
@@ -168,7 +174,7 @@ pub(crate) struct HyperParts {
     pub(crate) sizing: HyperSizing,
     /// The batch states of the last hyperbatch worker, for the next one (the plan's share
     /// holds them; new memory would cost a page fault per 4 KiB on every epoch).
-    pub(crate) states: Mutex<HyperStates>,
+    pub(crate) states: Mutex<Vec<HyperStates>>,
 }
 
 /// A hyperbatch worker's sampler, whose batch states go back to the loader when it ends.
@@ -180,7 +186,11 @@ pub struct HyperWorker {
 impl Drop for HyperWorker {
     fn drop(&mut self) {
         let states = self.hs.take_states();
-        *self.parts.states.lock().unwrap_or_else(|e| e.into_inner()) = states;
+        let mut pool = self.parts.states.lock().unwrap_or_else(|e| e.into_inner());
+        // One set per driver of an epoch at most.
+        if pool.len() < self.parts.sizing.drivers {
+            pool.push(states);
+        }
     }
 }
 
@@ -191,24 +201,20 @@ impl HyperParts {
             .hyper_sampler(&self.opts, ReadModel::from_env(), self.threads)?
             .ok_or_else(|| Error::Input("hyperbatches read the neighbor file from disk".into()))?;
         hs.set_cancel(stop.clone());
-        let states = std::mem::take(&mut *self.states.lock().unwrap_or_else(|e| e.into_inner()));
+        let states = self
+            .states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
         Ok(HyperWorker {
             hs: hs.with_states(states),
             parts: self.clone(),
         })
     }
 
-    /// Sample the job's batches together, once the consumer has taken every sample of the
-    /// previous hyperbatch (so that the batch states, reused, are the only ones alive).
-    fn sample<O>(
-        &self,
-        w: &mut HyperWorker,
-        job: &BatchJob,
-        out: &Emit<'_, O, Error>,
-    ) -> Result<Vec<Batch>> {
-        if !out.wait_turn(1) {
-            return Err(Error::Input("the epoch was stopped".into()));
-        }
+    /// Sample the job's batches together.
+    fn sample(&self, w: &mut HyperWorker, job: &BatchJob) -> Result<Vec<Batch>> {
         let batches: Vec<HyperBatch> = job
             .indices
             .iter()
@@ -269,7 +275,12 @@ impl Stage for HyperSampleStage {
         job: BatchJob,
         out: &mut Emit<'_, Batch, Error>,
     ) -> Result<()> {
-        for b in self.parts.sample(w, &job, out)? {
+        // Once the consumer has taken every sample of the previous hyperbatch (they all come
+        // out at once), so that the batch states, reused, are the only ones alive.
+        if !out.wait_turn(1) {
+            return Err(Error::Input("the epoch was stopped".into()));
+        }
+        for b in self.parts.sample(w, &job)? {
             out.emit(Ok(b));
         }
         Ok(())
@@ -315,7 +326,9 @@ impl Stage for HyperLoadStage {
         out: &mut Emit<'_, LoadedBatch, Error>,
     ) -> Result<()> {
         let t0 = Instant::now();
-        let batches = self.parts.sample(w, &job, out)?;
+        // No wait: the batches come out one at a time, each when its turn comes, so what lives
+        // is the hyperbatch states of the drivers (the plan's share) and the batches ahead.
+        let batches = self.parts.sample(w, &job)?;
         let h = batches.len().max(1) as u32;
         // The hyperbatch's sampling time, shared out over its batches.
         let sample_time = t0.elapsed() / h;
@@ -377,8 +390,12 @@ impl HyperLoadStage {
             g.cold_ids(&batch.sample.node, &mut st.cold[b])?;
         }
         let est = estimate(&st.cold, &self.gather.file, st.model());
-        st.pass_before = st.traffic().0;
-        let staged = est.staged < est.per_batch && st.stage()?;
+        let (pass0, written0, _) = st.traffic();
+        st.pass_before = pass0;
+        // Reading batch by batch overlaps with the consumer's work on earlier batches; a pass
+        // holds back every batch of the hyperbatch until it ends. So stage only when it reads
+        // in at most half the time.
+        let staged = est.staged * STAGING_ADVANTAGE < est.per_batch && st.stage()?;
         let mut t = self.gather.totals.lock().unwrap_or_else(|e| e.into_inner());
         t.est_per_batch_seconds += est.per_batch;
         t.est_staged_seconds += est.staged;
@@ -387,12 +404,16 @@ impl HyperLoadStage {
         } else {
             t.unstaged_hyperbatches += 1;
         }
-        let (pass, written, read) = st.traffic();
-        (t.staging_pass_bytes, t.staging_written_bytes) = (pass, written);
-        let _ = read;
+        let (pass, written, _) = st.traffic();
+        t.staging_pass_bytes += pass - pass0;
+        t.staging_written_bytes += written - written0;
         Ok(staged)
     }
 }
+
+/// How much faster (estimated) staging must read a hyperbatch's rows than reading them batch by
+/// batch to be chosen: see [`HyperLoadStage::stage`].
+const STAGING_ADVANTAGE: f64 = 2.0;
 
 /// A batch whose cold rows wait in a staging file, with its share of the pass that put them
 /// there.
