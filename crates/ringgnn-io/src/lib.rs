@@ -33,7 +33,7 @@ pub use page_reader::{PageReader, ReadCount};
 pub use pread::PreadBatch;
 pub use probe::{open_backend, probe_runs, probe_uring, BackendKind, DISABLE_ENV};
 pub use read_batch::{IoStats, ReadBatch, ReadReq};
-pub use uring::{UringBatch, DEFAULT_DEPTH, MAX_DEPTH};
+pub use uring::{UringBatch, DEFAULT_DEPTH, MAX_DEPTH, SQPOLL_ENV};
 
 /// Alignment of offsets, lengths and buffer addresses for `O_DIRECT` (the page size; larger
 /// than the 512-byte logical block size of most devices, so it is always enough).

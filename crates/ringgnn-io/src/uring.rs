@@ -20,6 +20,10 @@ use crate::ALIGN;
 /// pages.
 pub const DEFAULT_DEPTH: u32 = 128;
 
+/// Set to a number of milliseconds to create rings with kernel submission polling (`SQPOLL`),
+/// the poller thread sleeping after that long idle: an experiment (docs/benchmarks.md).
+pub const SQPOLL_ENV: &str = "RINGGNN_URING_SQPOLL";
+
 /// The largest depth accepted (the kernel's limit on submission queue entries).
 pub const MAX_DEPTH: u32 = 32768;
 
@@ -33,6 +37,8 @@ pub struct UringBatch {
     file: File,
     /// The file is registered at index 0 of the ring's file table (saves an fd lookup per read).
     fixed: bool,
+    /// The ring was made with kernel submission polling ([`SQPOLL_ENV`]).
+    sqpoll: bool,
     direct: bool,
     depth: usize,
     /// MAX_CHUNK, smaller in tests to exercise the resubmission of partial reads.
@@ -63,13 +69,22 @@ impl UringBatch {
         }
         // The completion queue is twice the submission queue (the default), and at most `depth`
         // reads are ever in flight, so completions can never overflow.
-        let ring = IoUring::new(depth)?;
+        let sqpoll = std::env::var(SQPOLL_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok());
+        let ring = match sqpoll {
+            // Kernel submission polling (RingSampler's future work): measured in
+            // docs/benchmarks.md, only on request.
+            Some(idle_ms) => IoUring::builder().setup_sqpoll(idle_ms).build(depth)?,
+            None => IoUring::new(depth)?,
+        };
         let fixed = ring.submitter().register_files(&[file.as_raw_fd()]).is_ok();
         Ok(UringBatch {
             ring,
             direct: is_direct(&file),
             file,
             fixed,
+            sqpoll: sqpoll.is_some(),
             depth: depth as usize,
             max_chunk: MAX_CHUNK,
             pid: std::process::id(),
@@ -105,9 +120,20 @@ impl UringBatch {
         .offset(offset)
         .build()
         .user_data(user_data);
-        // SAFETY: the caller guarantees the buffer outlives the operation (see above).
-        unsafe { self.ring.submission().push(&entry) }
-            .expect("submission queue has room: never more than `depth` entries are queued");
+        loop {
+            // SAFETY: the caller guarantees the buffer outlives the operation (see above).
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                break;
+            }
+            // With kernel submission polling the poller may not have taken the queued entries
+            // yet (without it, never more than `depth` are queued): let it catch up.
+            assert!(
+                self.sqpoll,
+                "submission queue has room: never more than `depth` entries are queued"
+            );
+            let _ = self.ring.submit();
+            let _ = self.ring.submitter().squeue_wait();
+        }
         self.stats.reads += 1;
     }
 
