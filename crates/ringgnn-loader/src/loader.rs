@@ -11,7 +11,8 @@ use ringgnn_features::{FeatureFile, HotRowCache, RowSource};
 use ringgnn_io::{CoalesceOptions, IoStats};
 use ringgnn_pipeline::{Next, Run, RunOptions, Stage};
 use ringgnn_sampler::{
-    Graph, GraphSampler, NeighborAccess, OffsetIndex, SampleOptions, SampledSubgraph, Seeds,
+    BatchBytes, Graph, GraphSampler, NeighborAccess, OffsetIndex, SampleOptions, SampledSubgraph,
+    Seeds,
 };
 use ringgnn_store::{rng, Dataset};
 
@@ -48,20 +49,16 @@ struct Shape {
     sample: SampleOptions,
     threads: u64,
     features: Option<(FeatureFile, u64)>,
-    /// What one batch's sampling state reached on probe batches of `.0` seeds, with the margin
-    /// (its workspaces, its output), when the upper bounds did not fit the budget.
-    measured: Option<(u64, u64, u64)>,
+    /// What batches held on probe batches of `.0` seeds, with the margin, when the upper
+    /// bounds did not fit the budget.
+    measured: Option<(u64, Probed)>,
 }
 
 impl Shape {
     fn needs(&self, batch: u64) -> Needs {
         let bound = self.index.bound(batch, &self.sample);
-        let (workspace, sample) = match self.measured {
-            // A larger batch than the probe's grows its state in proportion.
-            Some((b, work, out)) => {
-                let k = batch.div_ceil(b.max(1));
-                (work.saturating_mul(k), out.saturating_mul(k))
-            }
+        let (workspace, sample) = match self.probed(batch) {
+            Some(m) => (m.workspace, m.output),
             None => (
                 bound.workspace_bytes(),
                 bound.output_bytes(self.sample.with_edge_ids),
@@ -88,23 +85,62 @@ impl Shape {
     }
 }
 
-/// The most bytes a batch of `batch` random seeds holds when sampled (output, dedup map,
-/// workspaces) and the most its output takes, over [`PROBE_BATCHES`] batches read from disk.
-fn probe(shape: &Shape, batch: u64, backend: BackendChoice, direct: bool) -> Result<(u64, u64)> {
+impl Shape {
+    /// What was measured, for batches of `batch` seeds: a larger batch than the probe's grows
+    /// its state in proportion.
+    fn probed(&self, batch: u64) -> Option<Probed> {
+        let (b, m) = self.measured?;
+        let k = batch.div_ceil(b.max(1));
+        Some(Probed {
+            workspace: m.workspace.saturating_mul(k),
+            output: m.output.saturating_mul(k),
+            hyper_state: m.hyper_state.saturating_mul(k),
+        })
+    }
+
+    /// The bytes of one batch of `batch` seeds in a hyperbatch: measured, or its upper bound.
+    fn hyper_state(&self, batch: u64) -> u64 {
+        match self.probed(batch) {
+            Some(m) => m.hyper_state,
+            None => {
+                let n = self.needs(batch);
+                n.sampler_workspace + n.sample_bytes
+            }
+        }
+    }
+}
+
+/// What one batch held on the probe batches (the largest of each, times the margin).
+#[derive(Clone, Copy, Debug)]
+struct Probed {
+    /// Dedup map and workspaces.
+    workspace: u64,
+    output: u64,
+    /// As part of a hyperbatch.
+    hyper_state: u64,
+}
+
+/// The most bytes a batch of `batch` random seeds holds when sampled (see [`BatchBytes`]),
+/// over [`PROBE_BATCHES`] batches read from disk.
+fn probe(shape: &Shape, batch: u64, backend: BackendChoice, direct: bool) -> Result<BatchBytes> {
     let (kind, _) = backend.disk_kind()?;
     let graph = Graph::open(shape.index.clone(), NeighborAccess::Disk { kind, direct })?;
     let mut s = graph.sampler(&shape.sample)?;
     let n = shape.index.num_nodes();
     let mut r = rng::stream(shape.sample.seed, PROBE_PURPOSE, 0);
-    let (mut total, mut out) = (0, 0);
+    let mut most = BatchBytes::default();
     for b in 0..PROBE_BATCHES {
         let ids: Vec<u64> = (0..batch.min(n)).map(|_| rng::below(&mut r, n)).collect();
         let seeds = Seeds::new(ids, n)?;
         s.sample(&graph, seeds.as_slice(), PRESAMPLE_EPOCH - 1, b)?;
-        let (t, o) = s.last_batch_bytes();
-        (total, out) = (total.max(t), out.max(o));
+        let b = s.last_batch_bytes();
+        most = BatchBytes {
+            total: most.total.max(b.total),
+            output: most.output.max(b.output),
+            hyper_state: most.hyper_state.max(b.hyper_state),
+        };
     }
-    Ok((total, out))
+    Ok(most)
 }
 
 /// The batches of one epoch, in the order asked for (see [`Run`]): the items of
@@ -210,12 +246,15 @@ impl BatchLoader {
             // far above what skewed graphs give: measure a few batches instead, and plan with
             // twice the largest.
             Err(bounded) if asked.neighbors != BackendChoice::Memory => {
-                let (total, out) = probe(&shape, batch, opts.backend, opts.direct)?;
+                let b = probe(&shape, batch, opts.backend, opts.direct)?;
                 let m = PROBE_MARGIN;
                 shape.measured = Some((
                     batch,
-                    (total - out).saturating_mul(m),
-                    out.saturating_mul(m),
+                    Probed {
+                        workspace: (b.total - b.output).saturating_mul(m),
+                        output: b.output.saturating_mul(m),
+                        hyper_state: b.hyper_state.saturating_mul(m),
+                    },
                 ));
                 MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {
                     Error::Input(format!(
@@ -242,7 +281,7 @@ impl BatchLoader {
 
         let hyper = (plan.hyperbatch_size != 1).then(|| {
             let bound = shape.needs(batch);
-            let per_batch = bound.sampler_workspace + bound.sample_bytes;
+            let per_batch = shape.hyper_state(batch);
             let fixed = match opts.hyperbatch {
                 Hyperbatch::Size(n) => Some(n.get()),
                 Hyperbatch::Auto => None,

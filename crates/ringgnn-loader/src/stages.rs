@@ -15,7 +15,8 @@ use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, R
 use ringgnn_io::{BackendKind, CoalesceOptions, ReadModel};
 use ringgnn_pipeline::{Emit, Stage};
 use ringgnn_sampler::{
-    Graph, GraphSampler, HyperBatch, HyperSampler, HyperStates, SampleOptions, SampledSubgraph,
+    CompactSample, Graph, GraphSampler, HyperBatch, HyperSampler, HyperStates, SampleOptions,
+    SampledSubgraph,
 };
 
 use crate::buffers::BufferPool;
@@ -30,6 +31,23 @@ pub struct Batch {
     pub index: u64,
     pub seeds: Vec<u64>,
     pub sample: SampledSubgraph,
+}
+
+/// A batch of a hyperbatch waiting for its turn, its sample still compact (4 bytes per edge).
+pub(crate) struct CompactBatch {
+    index: u64,
+    seeds: Vec<u64>,
+    sample: CompactSample,
+}
+
+impl CompactBatch {
+    fn expand(self) -> Batch {
+        Batch {
+            index: self.index,
+            seeds: self.seeds,
+            sample: self.sample.expand(),
+        }
+    }
 }
 
 /// One mini-batch, sampled and gathered.
@@ -133,17 +151,25 @@ impl HyperSizing {
         reserved: u64,
         drivers: usize,
     ) -> Self {
-        let drivers = drivers.max(1);
-        let states = arena.saturating_sub(reserved * drivers as u64) / drivers as u64;
-        let h = fixed.unwrap_or_else(|| Self::fit(states, (batch_bound + extra) as f64));
-        HyperSizing {
+        let mut s = HyperSizing {
             arena: AtomicU64::new(arena),
             fixed,
             extra,
             reserved,
-            drivers,
-            next: Arc::new(AtomicUsize::new(h)),
-        }
+            drivers: drivers.max(1),
+            next: Arc::new(AtomicUsize::new(1)),
+        };
+        let h = fixed.unwrap_or_else(|| Self::fit(s.states(0), (batch_bound + extra) as f64));
+        s.next = Arc::new(AtomicUsize::new(h));
+        s
+    }
+
+    /// Bytes one driver's batch states may take: its part of the share, less its staging
+    /// buffers and `scratch` (what its sampler holds whatever the hyperbatch size).
+    fn states(&self, scratch: u64) -> u64 {
+        let d = self.drivers as u64;
+        let arena = self.arena.load(Ordering::Relaxed);
+        (arena / d).saturating_sub(self.reserved + scratch)
     }
 
     /// A hyperbatch of `h` batches holds `h` batch states: the worker starts one only once the
@@ -153,12 +179,11 @@ impl HyperSizing {
         ((arena as f64 / per_batch.max(1.0)) as usize).max(1)
     }
 
-    fn measured(&self, peak_batch: u64) {
+    /// After a hyperbatch: size the next from the largest batch state measured so far and what
+    /// the sampler holds apart (`scratch`).
+    fn measured(&self, peak_batch: u64, scratch: u64) {
         if self.fixed.is_none() && peak_batch > 0 {
-            let states = self
-                .arena
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.reserved);
+            let states = self.states(scratch);
             let h = Self::fit(states, (peak_batch + self.extra) as f64 * Self::MARGIN);
             self.next.store(h, Ordering::Relaxed);
         }
@@ -214,7 +239,7 @@ impl HyperParts {
     }
 
     /// Sample the job's batches together.
-    fn sample(&self, w: &mut HyperWorker, job: &BatchJob) -> Result<Vec<Batch>> {
+    fn sample(&self, w: &mut HyperWorker, job: &BatchJob) -> Result<Vec<CompactBatch>> {
         let batches: Vec<HyperBatch> = job
             .indices
             .iter()
@@ -238,13 +263,14 @@ impl HyperParts {
             c1.random_bytes - c0.random_bytes,
             batches.len() as u64,
         );
-        self.sizing.measured(hs.peak_batch_bytes());
+        self.sizing
+            .measured(hs.peak_batch_bytes(), hs.scratch_bytes());
         Ok(job
             .indices
             .iter()
             .zip(batches)
             .zip(samples)
-            .map(|((&index, b), sample)| Batch {
+            .map(|((&index, b), sample)| CompactBatch {
                 index,
                 seeds: b.seeds.ids().to_vec(),
                 sample,
@@ -275,13 +301,17 @@ impl Stage for HyperSampleStage {
         job: BatchJob,
         out: &mut Emit<'_, Batch, Error>,
     ) -> Result<()> {
-        // Once the consumer has taken every sample of the previous hyperbatch (they all come
-        // out at once), so that the batch states, reused, are the only ones alive.
+        // Once the consumer has taken every sample of the previous hyperbatch, so that the
+        // batch states, reused, are the only ones alive.
         if !out.wait_turn(1) {
             return Err(Error::Input("the epoch was stopped".into()));
         }
+        // Each batch expanded only when its turn comes: until then it stays compact.
         for b in self.parts.sample(w, &job)? {
-            out.emit(Ok(b));
+            if !out.wait_turn(1) {
+                return Err(Error::Input("the epoch was stopped".into()));
+            }
+            out.emit(Ok(b.expand()));
         }
         Ok(())
     }
@@ -367,7 +397,7 @@ impl Stage for HyperLoadStage {
             out.emit(Ok(gather(
                 &self.gather,
                 g,
-                batch,
+                batch.expand(),
                 sample_time,
                 wait_time,
                 from,
@@ -380,14 +410,19 @@ impl Stage for HyperLoadStage {
 impl HyperLoadStage {
     /// Stage the hyperbatch's cold rows if the cost model finds it cheaper than reading them
     /// batch by batch, and it fits the staging file's cap.
-    fn stage(&self, g: &FeatureGatherer, st: &mut Staging, batches: &[Batch]) -> Result<bool> {
+    fn stage(
+        &self,
+        g: &FeatureGatherer,
+        st: &mut Staging,
+        batches: &[CompactBatch],
+    ) -> Result<bool> {
         if st.disabled.is_some() {
             return Ok(false);
         }
         st.cold.resize_with(batches.len(), Vec::new);
         st.cold.truncate(batches.len());
         for (b, batch) in batches.iter().enumerate() {
-            g.cold_ids(&batch.sample.node, &mut st.cold[b])?;
+            g.cold_ids(batch.sample.node(), &mut st.cold[b])?;
         }
         let est = estimate(&st.cold, &self.gather.file, st.model());
         let (pass0, written0, _) = st.traffic();
@@ -588,4 +623,34 @@ fn gather(
         gather_time,
         stats,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+
+    #[test]
+    fn hyperbatch_sizes_split_the_share_between_drivers() {
+        // One driver: 100 MiB less 1 MiB of staging buffers, batches bounded at 9 MiB (+1 of
+        // staging each): 9 batches.
+        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 1);
+        assert_eq!(s.next.load(Ordering::Relaxed), 9);
+        // Measured at 5 MiB, with the 1.5 margin and 3 MiB the sampler holds apart:
+        // (99 - 3) / (6 * 1.5) = 10.
+        s.measured(5 * MB, 3 * MB);
+        assert_eq!(s.next.load(Ordering::Relaxed), 10);
+        // Two drivers each hold a hyperbatch: each gets half the share.
+        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 2);
+        assert_eq!(s.next.load(Ordering::Relaxed), 4);
+        s.measured(5 * MB, 3 * MB);
+        assert_eq!(s.next.load(Ordering::Relaxed), 5);
+        // A fixed size stays; too small a share still makes progress, one batch at a time.
+        let s = HyperSizing::new(100 * MB, Some(7), 9 * MB, MB, MB, 2);
+        s.measured(5 * MB, 3 * MB);
+        assert_eq!(s.next.load(Ordering::Relaxed), 7);
+        let s = HyperSizing::new(MB, None, 9 * MB, 0, 0, 1);
+        assert_eq!(s.next.load(Ordering::Relaxed), 1);
+    }
 }

@@ -11,13 +11,14 @@ use std::ops::Range;
 use ringgnn_store::rng::{mix64, Rng};
 
 use crate::draw::{batch_rng, Drawer};
-use crate::{Error, Fanout, Result, SampledSubgraph};
+use crate::output::{CompactSample, SampledSubgraph};
+use crate::{Error, Fanout, Result};
 
 /// Hashes node ids with the SplitMix64 finalizer: much cheaper than SipHash, and well mixed in
 /// every bit, so ids that share low bits (multiples of a power of two) do not collide. HashDoS
 /// is no concern: the keys come from the graph the user chose.
 #[derive(Default)]
-struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -33,23 +34,28 @@ impl Hasher for IdHasher {
     }
 }
 
-type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+
+/// Bytes an [`IdMap`] of `capacity` holds: 16 per slot (a `(u64, u32)` entry, padded) and its
+/// control byte, slots being about 8/7 of the capacity.
+pub(crate) fn map_bytes(capacity: usize) -> u64 {
+    capacity as u64 * 20
+}
 
 /// A mini-batch in the middle of being sampled. Its workspaces are reused from batch to batch:
-/// their size follows the sample, never the graph.
+/// their size follows the sample, never the graph. Its dedup map is not part of it: the caller
+/// lends one (the per-batch sampler keeps one for its batch; a hyperbatch rebuilds one per
+/// thread from the batch's nodes when it relabels, see [`Self::fill_map`], so that H batches in
+/// flight do not hold H maps).
 pub(crate) struct BatchDraw {
     rng: Rng,
     drawer: Drawer,
-    map: IdMap,
-    pub(crate) out: SampledSubgraph,
+    pub(crate) out: CompactSample,
     /// The local ids expanded at the current hop.
     frontier: Range<usize>,
-    /// Edge positions drawn at the current hop, in draw order.
+    /// Edge positions drawn at the current hop, in draw order (the hyperbatch sampler then
+    /// overwrites them with the entries read there, see [`Self::relabel_in_place`]).
     pub(crate) pos: Vec<u64>,
-    /// For each of `pos`, the local id of the node it was drawn for.
-    owner: Vec<u64>,
-    /// For each of `pos`, the neighbor id read from the file (filled by the caller).
-    pub(crate) nbr: Vec<u64>,
     /// `(indptr[v], indptr[v + 1])` of each frontier node of the current hop.
     ranges: Vec<(u64, u64)>,
 }
@@ -59,12 +65,9 @@ impl Default for BatchDraw {
         BatchDraw {
             rng: batch_rng(0, 0, 0),
             drawer: Drawer::default(),
-            map: IdMap::default(),
-            out: SampledSubgraph::default(),
+            out: CompactSample::default(),
             frontier: 0..0,
             pos: Vec::new(),
-            owner: Vec::new(),
-            nbr: Vec::new(),
             ranges: Vec::new(),
         }
     }
@@ -72,22 +75,28 @@ impl Default for BatchDraw {
 
 impl BatchDraw {
     /// Start batch `batch` of epoch `epoch` under the user's `seed` around `seeds` (checked
-    /// node ids): the seeds, deduplicated, are its first nodes and its first frontier.
+    /// node ids): the seeds, deduplicated, are its first nodes and its first frontier. `map`
+    /// ends up holding them.
     pub(crate) fn start(
         &mut self,
+        map: &mut IdMap,
         seeds: &[u64],
         seed: u64,
         epoch: u64,
         batch: u64,
         with_edge_ids: bool,
     ) -> Result<()> {
-        self.out = SampledSubgraph {
-            edge: with_edge_ids.then(Vec::new),
-            ..Default::default()
-        };
-        self.map.clear();
+        // Buffers a per-batch sampler left (see `finish`) are reused.
+        let o = &mut self.out;
+        o.node.clear();
+        o.row.clear();
+        o.counts.clear();
+        o.edge = with_edge_ids.then(Vec::new);
+        o.num_sampled_nodes.clear();
+        o.num_sampled_edges.clear();
+        map.clear();
         for &s in seeds {
-            local_id(&mut self.map, &mut self.out.node, s)?;
+            local_id(map, &mut self.out.node, s)?;
         }
         self.out.num_sampled_nodes.push(self.out.node.len());
         self.rng = batch_rng(seed, epoch, batch);
@@ -96,10 +105,10 @@ impl BatchDraw {
     }
 
     /// Draw the positions of the next hop for the whole frontier (a fixed order of the random
-    /// stream: frontier order, one draw per node), into `pos`; `nbr` is sized to match.
-    pub(crate) fn draw(&mut self, indptr: &[u64], fanout: Fanout, replace: bool) {
+    /// stream: frontier order, one draw per node), into `pos`, and record how many were drawn
+    /// for each frontier node.
+    pub(crate) fn draw(&mut self, indptr: &[u64], fanout: Fanout, replace: bool) -> Result<()> {
         self.pos.clear();
-        self.owner.clear();
         // Load every frontier node's range first: the loads are independent, so the CPU
         // overlaps their cache misses (interleaved with the draws, each miss stalled the
         // degree-dependent branches: 39% of sampling time on a 131M-edge graph).
@@ -109,70 +118,112 @@ impl BatchDraw {
             let v = node[l] as usize;
             (indptr[v], indptr[v + 1])
         }));
-        for (l, &(lo, hi)) in self.frontier.clone().zip(&self.ranges) {
+        // Exactly the room the hop takes: H batches in flight hold their positions at once.
+        let total: u64 = self
+            .ranges
+            .iter()
+            .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
+            .sum();
+        self.pos
+            .reserve_exact(usize::try_from(total).map_err(|_| Error::TooLarge)?);
+        self.out.counts.reserve_exact(self.ranges.len());
+        for &(lo, hi) in &self.ranges {
             let start = self.pos.len();
             self.drawer
                 .draw(&mut self.rng, hi - lo, fanout, replace, &mut self.pos);
             self.pos[start..].iter_mut().for_each(|p| *p += lo);
-            self.owner.resize(self.pos.len(), l as u64);
+            let n = u32::try_from(self.pos.len() - start).map_err(|_| Error::TooLarge)?;
+            self.out.counts.push(n);
         }
-        self.nbr.clear();
-        self.nbr.resize(self.pos.len(), 0);
-    }
-
-    /// With `nbr` read, add the hop's edges and new nodes; the new nodes are the next frontier.
-    pub(crate) fn relabel(&mut self, num_nodes: u64) -> Result<()> {
-        let out = &mut self.out;
-        let first_new = out.node.len();
-        out.row.reserve(self.nbr.len());
-        for (&u, &p) in self.nbr.iter().zip(&self.pos) {
-            if u >= num_nodes {
-                return Err(Error::Corrupt(format!(
-                    "entry {p} of the neighbor file is {u} but the graph has {num_nodes} \
-                     nodes; the dataset is damaged, run `ringgnn verify`"
-                )));
-            }
-            out.row.push(local_id(&mut self.map, &mut out.node, u)?);
-        }
-        out.col.extend_from_slice(&self.owner);
-        if let Some(e) = &mut out.edge {
+        if let Some(e) = &mut self.out.edge {
             e.extend_from_slice(&self.pos);
         }
-        out.num_sampled_edges.push(self.pos.len());
-        out.num_sampled_nodes.push(out.node.len() - first_new);
-        self.frontier = first_new..out.node.len();
         Ok(())
     }
 
-    /// The finished sample; the workspaces stay for the next batch.
-    pub(crate) fn take(&mut self) -> SampledSubgraph {
+    /// With `nbr[i]` the entry read at `pos[i]`, add the hop's edges and new nodes (an error if
+    /// an entry is not a node id of a graph of `num_nodes` nodes); the new nodes are the next
+    /// frontier. `map` must hold the batch's nodes.
+    pub(crate) fn relabel(&mut self, nbr: &[u64], map: &mut IdMap, num_nodes: u64) -> Result<()> {
+        let pos = &self.pos;
+        let f = |i: usize, u: u64| check_entry(pos[i], u, num_nodes);
+        relabel(&mut self.out, &mut self.frontier, nbr, map, f)
+    }
+
+    /// [`Self::relabel`] with the entries read in `pos` itself, already checked.
+    pub(crate) fn relabel_in_place(&mut self, map: &mut IdMap) -> Result<()> {
+        let f = |_: usize, _: u64| Ok(());
+        relabel(&mut self.out, &mut self.frontier, &self.pos, map, f)
+    }
+
+    /// Make `map` hold exactly this batch's nodes, with room for the current hop's.
+    pub(crate) fn fill_map(&self, map: &mut IdMap) {
+        map.clear();
+        map.reserve(self.out.node.len() + self.pos.len());
+        map.extend(
+            self.out
+                .node
+                .iter()
+                .enumerate()
+                .map(|(l, &v)| (v, l as u32)),
+        );
+    }
+
+    /// The finished sample, compact; the workspaces stay for the next batch.
+    pub(crate) fn take(&mut self) -> CompactSample {
         std::mem::take(&mut self.out)
     }
 
-    /// Bytes this batch holds now: its output, its dedup map and its workspaces (capacities,
-    /// the map at about 20 bytes per slot with its control bytes). After [`Self::take`], the
-    /// workspaces alone.
+    /// The finished sample, expanded; the workspaces and the compact buffers stay for the next
+    /// batch.
+    pub(crate) fn finish(&mut self) -> SampledSubgraph {
+        self.out.expand_reuse()
+    }
+
+    /// Bytes this batch holds now: its output and its workspaces (capacities). After
+    /// [`Self::take`], the workspaces alone.
     pub(crate) fn bytes(&self) -> u64 {
-        let o = &self.out;
-        let v8 = |n: usize| n as u64 * 8;
-        v8(o.node.capacity())
-            + v8(o.row.capacity())
-            + v8(o.col.capacity())
-            + o.edge.as_ref().map_or(0, |e| v8(e.capacity()))
-            + self.map.capacity() as u64 * 20
-            + v8(self.pos.capacity())
-            + v8(self.owner.capacity())
-            + v8(self.nbr.capacity())
-            + self.ranges.capacity() as u64 * 16
+        self.out.bytes() + 8 * self.pos.capacity() as u64 + 16 * self.ranges.capacity() as u64
     }
 }
 
+fn relabel(
+    out: &mut CompactSample,
+    frontier: &mut Range<usize>,
+    nbr: &[u64],
+    map: &mut IdMap,
+    check: impl Fn(usize, u64) -> Result<()>,
+) -> Result<()> {
+    let first_new = out.node.len();
+    out.row.reserve_exact(nbr.len());
+    for (i, &u) in nbr.iter().enumerate() {
+        check(i, u)?;
+        out.row.push(local_id(map, &mut out.node, u)?);
+    }
+    out.num_sampled_edges.push(nbr.len());
+    out.num_sampled_nodes.push(out.node.len() - first_new);
+    *frontier = first_new..out.node.len();
+    Ok(())
+}
+
+/// The error for entry `p` of the neighbor file holding `u`, not a node id of a graph of
+/// `num_nodes` nodes; `Ok` when it is one.
+pub(crate) fn check_entry(p: u64, u: u64, num_nodes: u64) -> Result<()> {
+    if u < num_nodes {
+        return Ok(());
+    }
+    Err(Error::Corrupt(format!(
+        "entry {p} of the neighbor file is {u} but the graph has {num_nodes} nodes; the \
+         dataset is damaged, run `ringgnn verify`"
+    )))
+}
+
 /// The local id of global node `v`, appending it to `node` when it is new.
-fn local_id(map: &mut IdMap, node: &mut Vec<u64>, v: u64) -> Result<u64> {
+fn local_id(map: &mut IdMap, node: &mut Vec<u64>, v: u64) -> Result<u32> {
     let next = u32::try_from(node.len()).map_err(|_| Error::TooLarge)?;
     let id = *map.entry(v).or_insert_with(|| {
         node.push(v);
         next
     });
-    Ok(id as u64)
+    Ok(id)
 }

@@ -34,6 +34,16 @@ pub struct Drawer {
 }
 
 impl Drawer {
+    /// How many offsets [`Self::draw`] appends for a node of `degree`.
+    pub fn count(degree: u64, fanout: Fanout, replace: bool) -> u64 {
+        match fanout {
+            _ if degree == 0 => 0,
+            Fanout::All => degree,
+            Fanout::Count(k) if replace => k,
+            Fanout::Count(k) => k.min(degree),
+        }
+    }
+
     /// Append to `out` the offsets (in `[0, degree)`) drawn for one node, ascending.
     ///
     /// - `Fanout::All`, or no replacement with `degree <= k`: every offset `0..degree`, in
@@ -116,6 +126,21 @@ mod tests {
         assert_eq!(draw(1, 3, Fanout::Count(9), false), vec![0, 1, 2]);
         assert_eq!(draw(1, 0, Fanout::Count(9), true), Vec::<u64>::new());
         assert_eq!(draw(1, 0, Fanout::All, false), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn count_is_the_number_drawn() {
+        for degree in [0, 1, 2, 5, 9, 10, 11, 40, 1000] {
+            for fanout in [Fanout::All, Fanout::Count(1), Fanout::Count(10)] {
+                for replace in [false, true] {
+                    assert_eq!(
+                        Drawer::count(degree, fanout, replace),
+                        draw(7, degree, fanout, replace).len() as u64,
+                        "degree {degree}, {fanout:?}, replace {replace}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

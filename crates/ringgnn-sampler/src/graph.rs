@@ -318,7 +318,7 @@ impl GraphSampler {
 
     /// Bytes the last sampled batch held when it was done (see
     /// [`NeighborSampler::last_batch_bytes`]).
-    pub fn last_batch_bytes(&self) -> (u64, u64) {
+    pub fn last_batch_bytes(&self) -> crate::BatchBytes {
         self.sampler.last_batch_bytes()
     }
 

@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use ringgnn_io::{BlockCounts, BlockReader};
 
-use crate::batch::BatchDraw;
-use crate::{Error, Result, SampleOptions, SampledSubgraph, SeedSlice};
+use crate::batch::{check_entry, map_bytes, BatchDraw, IdMap};
+use crate::output::CompactSample;
+use crate::{Error, Result, SampleOptions, SeedSlice};
 
 /// One batch of a hyperbatch: its seeds and its `(epoch, batch)`.
 #[derive(Clone, Copy, Debug)]
@@ -28,54 +29,89 @@ pub struct HyperBatch<'a> {
     pub batch: u64,
 }
 
-/// A batch's positions of the current hop bucketed by chunk (one counting sort): the positions
-/// in chunk `c` are `vals[starts[c]..starts[c + 1]]`, taken from `pos[idx[k]]`; reading replaces
-/// each `vals[k]` by the entry at that position (so threads reading different chunks write
-/// disjoint parts of `vals`, and read them in order).
+/// A batch's positions of the current hop bucketed by chunk, in place (AGNES' bucket matrix,
+/// block x mini-batch, one row per batch): [`Self::sort`] reorders `pos` so that the positions
+/// in chunk `c` are `pos[starts[c]..starts[c + 1]]`, `idx[k]` remembering where `pos[k]` was
+/// drawn; reading replaces each position by the entry there (threads reading different chunks
+/// write disjoint parts of `pos`, and in file order); [`Self::unsort`] puts the entries back in
+/// draw order. In place, because H batches hold their hop at once: 12 bytes per position
+/// instead of 20 with a sorted copy and its own scatter target.
 #[derive(Default)]
 struct Buckets {
     idx: Vec<u32>,
     starts: Vec<u32>,
-    vals: Vec<u64>,
 }
 
 impl Buckets {
-    fn fill(&mut self, pos: &[u64], per_chunk: u64, chunks: usize) {
+    /// Marks a slot of `idx` done in [`Self::unsort`].
+    const DONE: u32 = 1 << 31;
+
+    fn sort(&mut self, pos: &mut [u64], per_chunk: u64, chunks: usize) -> Result<()> {
+        let n = pos.len();
+        if n >= Self::DONE as usize {
+            return Err(Error::TooLarge);
+        }
         self.starts.clear();
         self.starts.resize(chunks + 1, 0);
-        for &p in pos {
+        for &p in pos.iter() {
             self.starts[(p / per_chunk) as usize + 1] += 1;
         }
         for c in 0..chunks {
             self.starts[c + 1] += self.starts[c];
         }
+        // Exactly the room the hop takes.
         self.idx.clear();
-        self.idx.resize(pos.len(), 0);
-        self.vals.clear();
-        self.vals.resize(pos.len(), 0);
+        self.idx.reserve_exact(n);
+        self.idx.extend(0..n as u32);
+        // American flag sort: fill each chunk's range in turn, swapping every position that
+        // belongs further on into the next free slot of its chunk (positions of one chunk may
+        // come in any order: each is read independently).
         let mut next = self.starts.clone();
-        for (i, &p) in pos.iter().enumerate() {
-            let c = (p / per_chunk) as usize;
-            let k = next[c] as usize;
-            self.idx[k] = i as u32;
-            self.vals[k] = p;
-            next[c] += 1;
+        for c in 0..chunks {
+            let end = self.starts[c + 1];
+            while next[c] < end {
+                let k = next[c] as usize;
+                let b = (pos[k] / per_chunk) as usize;
+                if b == c {
+                    next[c] += 1;
+                } else {
+                    let j = next[b] as usize;
+                    pos.swap(k, j);
+                    self.idx.swap(k, j);
+                    next[b] += 1;
+                }
+            }
         }
+        Ok(())
     }
 
-    /// The entries read, into the batch's `nbr` in draw order.
-    fn scatter(&self, nbr: &mut [u64]) {
-        for (&i, &v) in self.idx.iter().zip(&self.vals) {
-            nbr[i as usize] = v;
+    /// The entries read, back in draw order: `pos[idx[k]]` gets what `pos[k]` holds, one cycle
+    /// of the permutation at a time.
+    fn unsort(&mut self, pos: &mut [u64]) {
+        for s in 0..pos.len() {
+            if self.idx[s] & Self::DONE != 0 {
+                continue;
+            }
+            let (mut k, mut v) = (s, pos[s]);
+            loop {
+                let i = self.idx[k] as usize;
+                self.idx[k] |= Self::DONE;
+                if i == s {
+                    pos[s] = v;
+                    break;
+                }
+                std::mem::swap(&mut v, &mut pos[i]);
+                k = i;
+            }
         }
     }
 
     fn bytes(&self) -> u64 {
-        (self.idx.capacity() + self.starts.capacity()) as u64 * 4 + self.vals.capacity() as u64 * 8
+        (self.idx.capacity() + self.starts.capacity()) as u64 * 4
     }
 }
 
-/// The per-batch states of a hyperbatch sampler (outputs, dedup maps, workspaces), kept between
+/// The per-batch states of a hyperbatch sampler (outputs and workspaces), kept between
 /// samplers: a hyperbatch touches many megabytes per batch, and memory the process already has
 /// costs no page faults (see [`HyperSampler::take_states`]).
 #[derive(Default)]
@@ -99,6 +135,8 @@ pub struct HyperSampler {
     width: u64,
     threads: usize,
     states: Vec<(BatchDraw, Buckets)>,
+    /// One dedup map per thread, filled with a batch's nodes when that thread relabels it.
+    maps: Vec<IdMap>,
     /// The most bytes one batch's state reached.
     peak_batch: u64,
 }
@@ -123,6 +161,7 @@ impl HyperSampler {
             path,
             width,
             states: Vec::new(),
+            maps: Vec::new(),
             peak_batch: 0,
         }
     }
@@ -167,10 +206,15 @@ impl HyperSampler {
         }
     }
 
-    /// The most bytes one batch's state (output, dedup map, workspaces, buckets) has reached:
-    /// what sizing the next hyperbatch goes by.
+    /// The most bytes one batch's state (output, workspaces, buckets) has reached: what sizing
+    /// the next hyperbatch goes by, with [`Self::scratch_bytes`].
     pub fn peak_batch_bytes(&self) -> u64 {
         self.peak_batch
+    }
+
+    /// Bytes held by the dedup maps, one per thread whatever the hyperbatch size.
+    pub fn scratch_bytes(&self) -> u64 {
+        self.maps.iter().map(|m| map_bytes(m.capacity())).sum()
     }
 
     /// Bytes held now by the batch states (kept for reuse between hyperbatches).
@@ -191,7 +235,8 @@ impl HyperSampler {
 
     /// Sample `batches` together; the samples come back in the same order, each exactly what
     /// [`crate::NeighborSampler::sample`] gives for the same seeds and `(epoch, batch)`.
-    pub fn sample(&mut self, batches: &[HyperBatch<'_>]) -> Result<Vec<SampledSubgraph>> {
+    /// They come back compact (see [`CompactSample`]): 4 bytes per edge until expanded.
+    pub fn sample(&mut self, batches: &[HyperBatch<'_>]) -> Result<Vec<CompactSample>> {
         let num_nodes = self.num_nodes();
         if let Some(b) = batches.iter().find(|b| b.seeds.num_nodes() != num_nodes) {
             return Err(Error::Input(format!(
@@ -203,23 +248,31 @@ impl HyperSampler {
         if self.states.len() < h {
             self.states.resize_with(h, Default::default);
         }
+        self.maps.resize_with(self.threads, Default::default);
         let o = &self.opts;
         for ((st, _), b) in self.states.iter_mut().zip(batches) {
-            st.start(b.seeds.ids(), o.seed, b.epoch, b.batch, o.with_edge_ids)?;
+            st.start(
+                &mut self.maps[0],
+                b.seeds.ids(),
+                o.seed,
+                b.epoch,
+                b.batch,
+                o.with_edge_ids,
+            )?;
         }
         let per_chunk = self.readers[0].chunk_pages() as u64 * 4096 / self.width;
         let chunks = self.readers[0].chunks() as usize;
         for k in 0..self.opts.fanouts.len() {
             let (indptr, fanout, replace) = (&self.indptr, self.opts.fanouts[k], self.opts.replace);
-            par(&mut self.states[..h], self.threads, |(st, bk)| {
-                st.draw(indptr, fanout, replace);
-                bk.fill(&st.pos, per_chunk, chunks);
-                Ok(())
+            par(&mut self.states[..h], &mut self.maps, |_, (st, bk)| {
+                st.draw(indptr, fanout, replace)?;
+                bk.sort(&mut st.pos, per_chunk, chunks)
             })?;
-            self.fetch(h, chunks)?;
-            par(&mut self.states[..h], self.threads, |(st, bk)| {
-                bk.scatter(&mut st.nbr);
-                st.relabel(num_nodes)
+            self.fetch(h, chunks, num_nodes)?;
+            par(&mut self.states[..h], &mut self.maps, |map, (st, bk)| {
+                bk.unsort(&mut st.pos);
+                st.fill_map(map);
+                st.relabel_in_place(map)
             })?;
         }
         for (st, bk) in &self.states[..h] {
@@ -231,10 +284,10 @@ impl HyperSampler {
             .collect())
     }
 
-    /// Fill every batch's `vals` from its `pos`: each thread visits its own contiguous range of
-    /// chunks in file order (ranges of about equal numbers of positions), loading each chunk
-    /// once with the pages any batch needs.
-    fn fetch(&mut self, h: usize, chunks: usize) -> Result<()> {
+    /// Replace every batch's (sorted) positions by the entries there: each thread visits its own
+    /// contiguous range of chunks in file order (ranges of about equal numbers of positions),
+    /// loading each chunk once with the pages any batch needs.
+    fn fetch(&mut self, h: usize, chunks: usize, num_nodes: u64) -> Result<()> {
         let t = self.readers.len();
         let states = &mut self.states[..h];
         // Split the chunks into t ranges of about equal numbers of positions.
@@ -259,10 +312,10 @@ impl HyperSampler {
             *b = chunks;
         }
         bounds[t] = chunks;
-        // Per thread, per batch: its positions and the part of `vals` its chunks fill.
+        // Per thread, per batch: the part of its (sorted) positions in the thread's chunks.
         let mut views: Vec<Vec<View<'_>>> = (0..t).map(|_| Vec::with_capacity(h)).collect();
-        for (_, bk) in states.iter_mut() {
-            let mut rest: &mut [u64] = &mut bk.vals;
+        for (st, bk) in states.iter_mut() {
+            let mut rest: &mut [u64] = &mut st.pos;
             for (i, v) in views.iter_mut().enumerate() {
                 let (c0, c1) = (bounds[i], bounds[i + 1]);
                 let n = (bk.starts[c1] - bk.starts[c0]) as usize;
@@ -276,10 +329,7 @@ impl HyperSampler {
         }
         let (width, path) = (self.width, &self.path);
         let work = |(r, views): (&mut BlockReader, Vec<View<'_>>), c0: usize, c1: usize| {
-            read_chunks(r, views, c0..c1, width).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })
+            read_chunks(r, views, c0..c1, width, num_nodes, path)
         };
         if t == 1 {
             let views = views.pop().expect("one thread");
@@ -311,18 +361,21 @@ impl HyperSampler {
 /// What one thread of [`HyperSampler::fetch`] sees of one batch.
 struct View<'a> {
     starts: &'a [u32],
-    /// The batch's `vals` for this thread's chunks (from `starts[first chunk]`): positions, then
+    /// The batch's sorted `pos` for this thread's chunks (from `starts[first chunk]`): positions, then
     /// the entries read there.
     vals: &'a mut [u64],
 }
 
-/// Load the chunks `range` in order and serve every batch's positions in them.
+/// Load the chunks `range` in order and serve every batch's positions in them (checking that
+/// each entry is a node id of a graph of `num_nodes` nodes).
 fn read_chunks(
     r: &mut BlockReader,
     mut views: Vec<View<'_>>,
     range: std::ops::Range<usize>,
     width: u64,
-) -> std::io::Result<()> {
+    num_nodes: u64,
+    path: &std::path::Path,
+) -> Result<()> {
     let cp = r.chunk_pages() as u64;
     let mut needed = vec![0u64; (cp as usize).div_ceil(64)];
     let base: Vec<u32> = views.iter().map(|v| v.starts[range.start]).collect();
@@ -341,36 +394,45 @@ fn read_chunks(
         if !any {
             continue;
         }
-        r.load(c as u64, &needed)?;
+        r.load(c as u64, &needed).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         for (v, &b) in views.iter_mut().zip(&base) {
             let (s0, s1) = ((v.starts[c] - b) as usize, (v.starts[c + 1] - b) as usize);
             for x in &mut v.vals[s0..s1] {
                 let bytes = r.bytes(*x * width, width as usize);
-                *x = match bytes.len() {
+                let u = match bytes.len() {
                     4 => u32::from_le_bytes(bytes.try_into().expect("4 bytes")) as u64,
                     _ => u64::from_le_bytes(bytes.try_into().expect("8 bytes")),
                 };
+                check_entry(*x, u, num_nodes)?;
+                *x = u;
             }
         }
     }
     Ok(())
 }
 
-/// Run `f` on every item, on up to `threads` scoped threads splitting `items` into contiguous
-/// parts; the first error wins.
-fn par<T: Send>(
+/// Run `f` on every item, on one scoped thread per `scratch` (at least one), splitting `items`
+/// into contiguous parts; each thread passes `f` its own scratch. The first error wins.
+fn par<T: Send, S: Send>(
     items: &mut [T],
-    threads: usize,
-    f: impl Fn(&mut T) -> Result<()> + Sync,
+    scratch: &mut [S],
+    f: impl Fn(&mut S, &mut T) -> Result<()> + Sync,
 ) -> Result<()> {
+    let threads = scratch.len();
     let per = items.len().div_ceil(threads.max(1)).max(1);
     if threads <= 1 || items.len() <= 1 {
-        return items.iter_mut().try_for_each(&f);
+        let s = &mut scratch[0];
+        return items.iter_mut().try_for_each(|t| f(s, t));
     }
-    std::thread::scope(|s| {
+    let f = &f;
+    std::thread::scope(|sc| {
         let handles: Vec<_> = items
             .chunks_mut(per)
-            .map(|part| s.spawn(|| part.iter_mut().try_for_each(&f)))
+            .zip(scratch.iter_mut())
+            .map(|(part, s)| sc.spawn(move || part.iter_mut().try_for_each(|t| f(s, t))))
             .collect();
         let mut first = Ok(());
         for h in handles {
@@ -381,4 +443,39 @@ fn par<T: Send>(
         }
         first
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Sorting by chunk in place, then unsorting, gives back draw order, whatever each
+        /// position was replaced by in between.
+        #[test]
+        fn sort_groups_by_chunk_and_unsort_restores_draw_order(
+            pos in prop::collection::vec(0u64..1000, 0..400),
+            per_chunk in 1u64..300,
+        ) {
+            let chunks = (1000 / per_chunk + 1) as usize;
+            let mut b = Buckets::default();
+            let mut v = pos.clone();
+            b.sort(&mut v, per_chunk, chunks).unwrap();
+            prop_assert_eq!(b.starts[chunks] as usize, pos.len());
+            for c in 0..chunks {
+                for &p in &v[b.starts[c] as usize..b.starts[c + 1] as usize] {
+                    prop_assert_eq!((p / per_chunk) as usize, c);
+                }
+            }
+            for (k, &i) in b.idx.iter().enumerate() {
+                prop_assert_eq!(v[k], pos[i as usize]);
+            }
+            // What reading does: each position replaced by the entry there.
+            v.iter_mut().for_each(|x| *x = *x * 3 + 1);
+            b.unsort(&mut v);
+            let want: Vec<u64> = pos.iter().map(|x| x * 3 + 1).collect();
+            prop_assert_eq!(v, want);
+        }
+    }
 }

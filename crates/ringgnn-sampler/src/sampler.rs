@@ -8,9 +8,21 @@ use std::sync::Arc;
 use ringgnn_io::IoStats;
 use ringgnn_store::Dataset;
 
-use crate::batch::BatchDraw;
+use crate::batch::{map_bytes, BatchDraw, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result, SampledSubgraph, SeedSlice};
+
+/// What one sampled batch held (see [`NeighborSampler::last_batch_bytes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchBytes {
+    /// Everything, when it was done: its output, its dedup map, the workspaces.
+    pub total: u64,
+    /// Its output.
+    pub output: u64,
+    /// What the same batch holds in a hyperbatch (a compact sample and one hop's positions,
+    /// no dedup map: see [`crate::HyperSampler::peak_batch_bytes`]).
+    pub hyper_state: u64,
+}
 
 /// Node-wise uniform neighbor sampling (GraphSAGE, PyG semantics) over a CSC graph of which
 /// only the offset index (`indptr`) is in memory.
@@ -21,11 +33,13 @@ pub struct NeighborSampler {
     fanouts: Vec<Fanout>,
     replace: bool,
     source: NeighborSource,
-    /// The batch being sampled, with workspaces reused across batches.
+    /// The batch being sampled, with workspaces reused across batches: its state, its dedup
+    /// map and the entries read at the current hop.
     state: BatchDraw,
-    /// Bytes the last batch held when it was done (output, dedup map, workspaces), and of them
-    /// its output.
-    last_bytes: (u64, u64),
+    map: IdMap,
+    nbr: Vec<u64>,
+    /// What the last batch held when it was done.
+    last_bytes: BatchBytes,
 }
 
 impl NeighborSampler {
@@ -51,7 +65,9 @@ impl NeighborSampler {
             replace,
             source,
             state: BatchDraw::default(),
-            last_bytes: (0, 0),
+            map: IdMap::default(),
+            nbr: Vec::new(),
+            last_bytes: BatchBytes::default(),
         })
     }
 
@@ -87,10 +103,9 @@ impl NeighborSampler {
         self.source.set_cancel(flag);
     }
 
-    /// Bytes the last sampled batch held when it was done (its output, its dedup map and the
-    /// workspaces), and of them its output: what sampling takes in practice, next to the upper
-    /// bounds of [`crate::bounds`].
-    pub fn last_batch_bytes(&self) -> (u64, u64) {
+    /// What the last sampled batch held when it was done: what sampling takes in practice,
+    /// next to the upper bounds of [`crate::bounds`].
+    pub fn last_batch_bytes(&self) -> BatchBytes {
         self.last_bytes
     }
 
@@ -122,16 +137,27 @@ impl NeighborSampler {
                 seeds.num_nodes()
             )));
         }
-        let st = &mut self.state;
-        st.start(seeds.ids(), seed, epoch, batch, with_edge_ids)?;
+        let (st, map, nbr) = (&mut self.state, &mut self.map, &mut self.nbr);
+        st.start(map, seeds.ids(), seed, epoch, batch, with_edge_ids)?;
         for &fanout in &self.fanouts {
             // Draw every position of the hop first (fixed RNG order), then read them together.
-            st.draw(&self.indptr, fanout, self.replace);
-            self.source.fetch(&st.pos, &mut st.nbr)?;
-            st.relabel(num_nodes)?;
+            st.draw(&self.indptr, fanout, self.replace)?;
+            nbr.clear();
+            nbr.resize(st.pos.len(), 0);
+            self.source.fetch(&st.pos, nbr)?;
+            st.relabel(nbr, map, num_nodes)?;
         }
-        let out = st.take();
-        self.last_bytes = (st.bytes() + out.bytes(), out.bytes());
+        // What the batch would hold in a hyperbatch: its compact sample and its largest hop's
+        // positions with their bucket index (see `crate::HyperSampler`).
+        let hyper_state = st.out.bytes() + 12 * st.pos.capacity() as u64;
+        // The compact buffers stay (for the next batch) next to the expanded sample.
+        let out = st.finish();
+        let held = st.bytes() + map_bytes(map.capacity()) + 8 * nbr.capacity() as u64;
+        self.last_bytes = BatchBytes {
+            total: held + out.bytes(),
+            output: out.bytes(),
+            hyper_state,
+        };
         Ok(out)
     }
 }

@@ -115,7 +115,7 @@ proptest! {
             .enumerate()
             .map(|(b, s)| HyperBatch { seeds: s.as_slice(), epoch, batch: 10 + b as u64 })
             .collect();
-        let got = hs.sample(&jobs).unwrap();
+        let got: Vec<SampledSubgraph> = hs.sample(&jobs).unwrap().into_iter().map(|c| c.expand()).collect();
         prop_assert_eq!(&got, &want);
         // Each page read at most once per hop: at most hops reads of any page.
         let reqs = std::mem::take(&mut *log.lock().unwrap());
@@ -127,7 +127,7 @@ proptest! {
         }
         prop_assert!(per_page.values().all(|&c| c <= fanouts.len()), "{:?}", per_page);
         // A second hyperbatch on the same sampler (reused workspaces) gives the same again.
-        let again = hs.sample(&jobs).unwrap();
+        let again: Vec<SampledSubgraph> = hs.sample(&jobs).unwrap().into_iter().map(|c| c.expand()).collect();
         prop_assert_eq!(&again, &want);
     }
 }
@@ -190,4 +190,42 @@ fn pages_are_read_once_per_hop_for_all_the_batches() {
     let c = hs.counts();
     assert_eq!(c.sequential_bytes + c.random_bytes, c.pages * 4096);
     assert!(hs.peak_batch_bytes() > 0 && hs.state_bytes() >= hs.peak_batch_bytes());
+}
+
+/// An entry of the neighbor file that is not a node id is reported with its position, as the
+/// per-batch sampler reports it, never used.
+#[test]
+fn a_bad_entry_is_reported_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("indices");
+    // Node 0's list is [1, 7] in a graph of 2 nodes: entry 1 is bad.
+    let mut entries: Vec<u8> = [1u32, 7].iter().flat_map(|x| x.to_le_bytes()).collect();
+    // Padded to a whole page, as dataset files are.
+    entries.resize(ALIGN, 0);
+    std::fs::write(&path, &entries).unwrap();
+    let reader = BlockReader::new(
+        Box::new(PreadBatch::new(File::open(&path).unwrap())),
+        ReadModel::default(),
+        ALIGN,
+        8,
+    );
+    let opts = SampleOptions {
+        fanouts: fan(&[-1]),
+        ..Default::default()
+    };
+    let indptr: Arc<[u64]> = vec![0u64, 2, 2].into();
+    let mut hs = HyperSampler::new(indptr, opts, vec![reader], path, 4);
+    let seeds = Seeds::new(vec![0u64], 2).unwrap();
+    let err = hs
+        .sample(&[HyperBatch {
+            seeds: seeds.as_slice(),
+            epoch: 0,
+            batch: 0,
+        }])
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("entry 1 of the neighbor file is 7"),
+        "{err}"
+    );
 }
