@@ -180,3 +180,27 @@ fn loaded_hyperbatches_equal_per_batch_loading() {
     }
     assert!(staged.get() > 0, "the cost model staged some hyperbatches");
 }
+
+#[test]
+fn a_share_too_small_for_a_hyperbatch_still_gives_identical_batches() {
+    let e = EpochOptions::new(nz(64), 4);
+    let (want, _) = samples(sampling(BackendChoice::Memory, 1), &e);
+    // A budget that leaves the hyperbatch state about 16 KiB, less than one batch takes (the
+    // plan's fixed parts, found from a larger budget, and the 1/32 slack on top).
+    let (_d, path) = graph();
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.hyperbatch = Hyperbatch::Auto;
+    let big = BatchLoader::open(&path, o.clone(), None).unwrap().plan();
+    let fixed = big.total() - big.hyperbatch - big.slack;
+    o.memory = Some((fixed + (16 << 10)) * 32 / 31 + 32);
+    let (got, l) = samples(o, &e);
+    let p = l.plan();
+    assert!(p.hyperbatch > 0 && p.hyperbatch < 32 << 10, "{p}");
+    assert!(got == want);
+    let t = l.graph().hyper_totals();
+    assert_eq!(
+        (t.batches, t.hyperbatches),
+        (24, 24),
+        "one batch at a time: {t:?}"
+    );
+}
