@@ -3,11 +3,11 @@
 
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ringgnn_features::{FeatureFile, HotRowCache, RowSource};
+use ringgnn_features::{FeatureFile, FeatureGatherer, HotRowCache, RowSource};
 use ringgnn_io::{CoalesceOptions, IoStats};
 use ringgnn_pipeline::{Next, Run, RunOptions, Stage};
 use ringgnn_sampler::{
@@ -513,6 +513,28 @@ impl BatchLoader {
                 .push(s);
         }
         Ok(out?)
+    }
+
+    /// A sampler with this loader's options for a thread of the caller's own (a server's
+    /// worker): its own read backend; its reads count in [`Self::io_stats`].
+    pub fn thread_sampler(&self) -> Result<GraphSampler> {
+        Ok(self.graph.sampler(&self.shape.sample)?)
+    }
+
+    /// A feature gatherer for a thread of the caller's own, sharing the hot-row cache and the
+    /// feature file's placement; `None` without features. Reads stop once `stop` is set.
+    pub fn thread_gatherer(&self, stop: &Arc<AtomicBool>) -> Result<Option<FeatureGatherer>> {
+        self.gather.as_ref().map(|g| g.gatherer(stop)).transpose()
+    }
+
+    /// The sampling options the plan was made with.
+    pub fn sample_options(&self) -> &SampleOptions {
+        &self.shape.sample
+    }
+
+    /// The seeds per batch the plan was made for (it grows with larger batches sampled).
+    pub fn plan_batch_size(&self) -> u64 {
+        self.plan.lock().unwrap_or_else(|e| e.into_inner()).1
     }
 
     /// Hand a batch's feature buffer back for reuse.

@@ -506,7 +506,7 @@ pub(crate) struct GatherParts {
 
 impl GatherParts {
     /// A gatherer for the calling thread (its own read backend).
-    fn gatherer(&self, stop: &Arc<AtomicBool>) -> Result<FeatureGatherer> {
+    pub(crate) fn gatherer(&self, stop: &Arc<AtomicBool>) -> Result<FeatureGatherer> {
         let source = match &self.rows {
             RowsFrom::Memory(bytes) => RowSource::Memory(bytes.clone()),
             RowsFrom::Disk { kind, direct } => {

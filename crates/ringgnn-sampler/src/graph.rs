@@ -306,6 +306,23 @@ impl GraphSampler {
         let out = self
             .sampler
             .sample(seeds, o.seed, epoch, batch, o.with_edge_ids);
+        self.record(graph);
+        out
+    }
+
+    /// Sample independent requests together, their reads shared (see
+    /// [`NeighborSampler::sample_many`]), adding the reads to `graph`'s counters.
+    pub fn sample_many(
+        &mut self,
+        graph: &Graph,
+        reqs: &[crate::ManyRequest<'_>],
+    ) -> Result<Vec<SampledSubgraph>> {
+        let out = self.sampler.sample_many(reqs);
+        self.record(graph);
+        out
+    }
+
+    fn record(&mut self, graph: &Graph) {
         let now = self.sampler.io_stats();
         graph.add_stats(IoStats {
             reads: now.reads - self.last.reads,
@@ -313,7 +330,6 @@ impl GraphSampler {
             batches: now.batches - self.last.batches,
         });
         self.last = now;
-        out
     }
 
     /// Bytes the last sampled batch held when it was done (see

@@ -40,5 +40,5 @@ pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::{CompactSample, SampledSubgraph};
 pub use ringgnn_io::CoalesceOptions;
-pub use sampler::{BatchBytes, NeighborSampler};
+pub use sampler::{BatchBytes, ManyRequest, NeighborSampler};
 pub use seeds::{SeedSlice, Seeds};

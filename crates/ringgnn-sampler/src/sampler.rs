@@ -38,6 +38,9 @@ pub struct NeighborSampler {
     state: BatchDraw,
     map: IdMap,
     nbr: Vec<u64>,
+    /// The requests of [`Self::sample_many`] and their positions of a hop, all together.
+    many: Vec<BatchDraw>,
+    many_pos: Vec<u64>,
     /// What the last batch held when it was done.
     last_bytes: BatchBytes,
 }
@@ -67,6 +70,8 @@ impl NeighborSampler {
             state: BatchDraw::default(),
             map: IdMap::default(),
             nbr: Vec::new(),
+            many: Vec::new(),
+            many_pos: Vec::new(),
             last_bytes: BatchBytes::default(),
         })
     }
@@ -159,6 +164,74 @@ impl NeighborSampler {
             hyper_state,
         };
         Ok(out)
+    }
+}
+
+/// One request of [`NeighborSampler::sample_many`]: seeds and everything that decides their
+/// sample, as [`NeighborSampler::sample`] takes them, but with its own fanouts and `replace`.
+#[derive(Clone, Copy, Debug)]
+pub struct ManyRequest<'a> {
+    pub seeds: SeedSlice<'a>,
+    pub fanouts: &'a [Fanout],
+    pub replace: bool,
+    pub seed: u64,
+    pub epoch: u64,
+    pub batch: u64,
+    pub with_edge_ids: bool,
+}
+
+impl NeighborSampler {
+    /// Sample independent requests together: at each hop every request draws its positions
+    /// (its own random stream, as alone), then all of them are read in one fetch (one set of
+    /// coalesced I/O waves: a page two requests need is read once), then each relabels its
+    /// hop. Each result is exactly what [`Self::sample`] gives for that request with a sampler
+    /// of its fanouts and `replace`. This sampler's own fanouts are not used.
+    pub fn sample_many(&mut self, reqs: &[ManyRequest<'_>]) -> Result<Vec<SampledSubgraph>> {
+        let num_nodes = self.num_nodes();
+        if let Some(r) = reqs.iter().find(|r| r.seeds.num_nodes() != num_nodes) {
+            return Err(Error::Input(format!(
+                "the seeds were checked against a graph of {} nodes, but this one has {num_nodes}",
+                r.seeds.num_nodes()
+            )));
+        }
+        if self.many.len() < reqs.len() {
+            self.many.resize_with(reqs.len(), Default::default);
+        }
+        let (states, map) = (&mut self.many[..reqs.len()], &mut self.map);
+        for (st, r) in states.iter_mut().zip(reqs) {
+            st.start(
+                map,
+                r.seeds.ids(),
+                r.seed,
+                r.epoch,
+                r.batch,
+                r.with_edge_ids,
+            )?;
+        }
+        let hops = reqs.iter().map(|r| r.fanouts.len()).max().unwrap_or(0);
+        for k in 0..hops {
+            let (pos, nbr) = (&mut self.many_pos, &mut self.nbr);
+            pos.clear();
+            for (st, r) in states.iter_mut().zip(reqs) {
+                if let Some(&f) = r.fanouts.get(k) {
+                    st.draw(&self.indptr, f, r.replace)?;
+                    pos.extend_from_slice(&st.pos);
+                }
+            }
+            nbr.clear();
+            nbr.resize(pos.len(), 0);
+            self.source.fetch(pos, nbr)?;
+            let mut at = 0;
+            for (st, r) in states.iter_mut().zip(reqs) {
+                if k < r.fanouts.len() {
+                    let n = st.pos.len();
+                    st.fill_map(map);
+                    st.relabel(&nbr[at..at + n], map, num_nodes)?;
+                    at += n;
+                }
+            }
+        }
+        Ok(states.iter_mut().map(|st| st.finish()).collect())
     }
 }
 

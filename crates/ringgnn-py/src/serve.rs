@@ -1,0 +1,384 @@
+//! `_core.Engine` and `_core.CancelToken`: the request engine of `ringgnn serve`
+//! (`ringgnn-serve`), called from the gRPC server's handler threads with the GIL released, so
+//! that concurrent requests reach the engine together and share its waves.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
+use ringgnn_sampler::SampleOptions;
+use ringgnn_serve::{EngineOptions, Limits, SampleRequest, ServeError};
+use ringgnn_store::manifest::FeatureDtype;
+use ringgnn_store::Dataset;
+
+use crate::errors::{input_error, LoaderError, RingGnnError, StoreError};
+use crate::sampler::{fanouts, plan_dict, seeds, Converted, PLAN_BATCH};
+
+pyo3::create_exception!(
+    ringgnn,
+    BusyError,
+    RingGnnError,
+    "The server's queue is full; retry later (gRPC RESOURCE_EXHAUSTED)."
+);
+pyo3::create_exception!(
+    ringgnn,
+    DeadlineExceededError,
+    RingGnnError,
+    "The deadline passed before the answer was ready (gRPC DEADLINE_EXCEEDED)."
+);
+pyo3::create_exception!(
+    ringgnn,
+    CancelledError,
+    RingGnnError,
+    "The request was given up by its caller (gRPC CANCELLED)."
+);
+pyo3::create_exception!(
+    ringgnn,
+    ShuttingDownError,
+    RingGnnError,
+    "The server is shutting down and takes no new requests (gRPC UNAVAILABLE)."
+);
+
+/// Add the engine's classes and exceptions to the extension module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Engine>()?;
+    m.add_class::<CancelToken>()?;
+    m.add("BusyError", py.get_type::<BusyError>())?;
+    m.add(
+        "DeadlineExceededError",
+        py.get_type::<DeadlineExceededError>(),
+    )?;
+    m.add("CancelledError", py.get_type::<CancelledError>())?;
+    m.add("ShuttingDownError", py.get_type::<ShuttingDownError>())?;
+    Ok(())
+}
+
+fn serve_error(e: ServeError) -> PyErr {
+    match e {
+        ServeError::Input(m) => input_error(m),
+        e @ ServeError::Busy(_) => BusyError::new_err(e.to_string()),
+        e @ ServeError::DeadlineExceeded => DeadlineExceededError::new_err(e.to_string()),
+        e @ ServeError::Cancelled => CancelledError::new_err(e.to_string()),
+        e @ ServeError::ShuttingDown => ShuttingDownError::new_err(e.to_string()),
+        ServeError::Internal(m) => RingGnnError::new_err(m),
+    }
+}
+
+/// A flag the server sets when a client goes away; the request waiting on it ends at once.
+#[pyclass(module = "ringgnn._core", frozen)]
+#[derive(Default)]
+pub struct CancelToken {
+    inner: ringgnn_serve::CancelToken,
+}
+
+#[pymethods]
+impl CancelToken {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn cancel(&self) {
+        self.inner.cancel();
+    }
+
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.inner.is_cancelled()
+    }
+}
+
+/// The request engine over one dataset (see `ringgnn/server.py`).
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct Engine {
+    inner: ringgnn_serve::Engine,
+    dtype: Option<FeatureDtype>,
+}
+
+fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
+    match timeout {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t >= 0.0 => {
+            Ok(Some(Instant::now() + Duration::from_secs_f64(t.min(1e9))))
+        }
+        Some(t) => Err(input_error(format!(
+            "timeout must be a number of seconds >= 0, not {t}"
+        ))),
+    }
+}
+
+impl Engine {
+    /// A sampling request, the engine's defaults filling what is not given.
+    fn request(
+        &self,
+        nodes: &PyReadonlyArray1<'_, i64>,
+        fanouts: Option<Vec<i64>>,
+        replace: bool,
+        seed: Option<u64>,
+        edge_ids: bool,
+    ) -> PyResult<SampleRequest> {
+        let o = self.inner.sample_options();
+        Ok(SampleRequest {
+            seeds: seeds(nodes, self.inner.num_nodes())?,
+            fanouts: match fanouts {
+                Some(f) => self::fanouts(&f)?,
+                None => o.fanouts.clone(),
+            },
+            replace,
+            seed: seed.unwrap_or(o.seed),
+            with_edge_ids: edge_ids,
+        })
+    }
+}
+
+#[pymethods]
+impl Engine {
+    /// `fanouts`, `seed`: the defaults of requests that give none, and with `batch_size` the
+    /// wave the memory plan is made for; `memory`: the whole process's budget, of which
+    /// `reserve` is the caller's; `cache`: bytes of hot feature rows (by in-degree);
+    /// `max_wait_us`: how long a wave waits for requests to join it; `queue`: requests waiting
+    /// at most; `max_nodes`, `max_hops`: the limits of one request.
+    #[new]
+    #[pyo3(signature = (
+        path, fanouts, *, backend="auto", direct=false, threads=None, seed=0, memory=None,
+        reserve=0, features=true, cache=None, batch_size=PLAN_BATCH, max_wait_us=1000,
+        max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
+        max_nodes=4096, max_hops=6
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        fanouts: Vec<i64>,
+        backend: &str,
+        direct: bool,
+        threads: Option<NonZeroUsize>,
+        seed: u64,
+        memory: Option<u64>,
+        reserve: u64,
+        features: bool,
+        cache: Option<u64>,
+        batch_size: NonZeroUsize,
+        max_wait_us: u64,
+        max_wave: NonZeroUsize,
+        queue: NonZeroUsize,
+        max_nodes: usize,
+        max_hops: usize,
+    ) -> PyResult<Self> {
+        let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
+        let dtype = Dataset::open(&path)
+            .map_err(StoreError)?
+            .manifest()
+            .features
+            .as_ref()
+            .map(|f| f.dtype);
+        let defaults = LoaderOptions::default();
+        let loader = LoaderOptions {
+            sample: SampleOptions {
+                fanouts: self::fanouts(&fanouts)?,
+                replace: false,
+                seed,
+                with_edge_ids: false,
+            },
+            backend,
+            direct,
+            threads: threads.unwrap_or(defaults.threads),
+            memory,
+            reserve,
+            features: (features && dtype.is_some()).then_some(FeatureOptions {
+                backend,
+                cache,
+                cache_policy: CachePolicy::Degree,
+                staging_dir: None,
+                staging_cap: None,
+            }),
+            batch_size,
+            ..defaults
+        };
+        let opts = EngineOptions {
+            loader,
+            max_wait: Duration::from_micros(max_wait_us),
+            max_wave,
+            queue,
+            limits: Limits {
+                max_nodes: max_nodes.max(1),
+                max_hops: max_hops.max(1),
+            },
+        };
+        let inner = py
+            .detach(|| ringgnn_serve::Engine::open(&path, opts))
+            .map_err(serve_error)?;
+        Ok(Engine {
+            dtype: dtype.filter(|_| inner.dim() > 0),
+            inner,
+        })
+    }
+
+    #[getter]
+    fn num_nodes(&self) -> u64 {
+        self.inner.num_nodes()
+    }
+
+    #[getter]
+    fn num_edges(&self) -> u64 {
+        self.inner.num_edges()
+    }
+
+    /// Values per feature row (0 without features).
+    #[getter]
+    fn feature_dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    /// "f32", "f16" or "bf16" (None without features).
+    #[getter]
+    fn feature_dtype(&self) -> Option<&'static str> {
+        self.dtype.map(|d| match d {
+            FeatureDtype::F32 => "f32",
+            FeatureDtype::F16 => "f16",
+            FeatureDtype::Bf16 => "bf16",
+        })
+    }
+
+    /// The default fanouts of requests.
+    #[getter]
+    fn fanouts(&self) -> Vec<i64> {
+        let o = self.inner.sample_options();
+        o.fanouts.iter().map(|f| f.value()).collect()
+    }
+
+    /// The default seed of requests.
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.inner.sample_options().seed
+    }
+
+    #[getter]
+    fn backend(&self) -> &str {
+        self.inner.loader().backend_name()
+    }
+
+    #[getter]
+    fn feature_backend(&self) -> &str {
+        self.inner.loader().feature_backend()
+    }
+
+    #[getter]
+    fn max_nodes(&self) -> usize {
+        self.inner.options().limits.max_nodes
+    }
+
+    #[getter]
+    fn max_hops(&self) -> usize {
+        self.inner.options().limits.max_hops
+    }
+
+    fn plan<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        plan_dict(py, &self.inner.plan())
+    }
+
+    /// The sample of `nodes` (PyG layout, as `NeighborSampler.sample`), waiting at most
+    /// `timeout` seconds and ending early once `token` is cancelled.
+    #[pyo3(signature = (nodes, fanouts=None, replace=false, seed=None, timeout=None, token=None, edge_ids=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        nodes: PyReadonlyArray1<'py, i64>,
+        fanouts: Option<Vec<i64>>,
+        replace: bool,
+        seed: Option<u64>,
+        timeout: Option<f64>,
+        token: Option<PyRef<'py, CancelToken>>,
+        edge_ids: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let req = self.request(&nodes, fanouts, replace, seed, edge_ids)?;
+        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let out = py
+            .detach(|| self.inner.sample(req, deadline, token).map(Converted::from))
+            .map_err(serve_error)?;
+        out.into_dict(py)
+    }
+
+    /// The sample of `nodes` and the f32 feature rows of its nodes (`[len(node), dim]`), from
+    /// one wave: what a model runs on.
+    #[pyo3(signature = (nodes, fanouts=None, seed=None, timeout=None, token=None))]
+    fn sample_with_rows<'py>(
+        &self,
+        py: Python<'py>,
+        nodes: PyReadonlyArray1<'py, i64>,
+        fanouts: Option<Vec<i64>>,
+        seed: Option<u64>,
+        timeout: Option<f64>,
+        token: Option<PyRef<'py, CancelToken>>,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyArray2<f32>>)> {
+        let req = self.request(&nodes, fanouts, false, seed, false)?;
+        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let (s, rows) = py
+            .detach(|| {
+                self.inner
+                    .sample_with_rows(req, deadline, token)
+                    .map(|(s, r)| (Converted::from(s), r))
+            })
+            .map_err(serve_error)?;
+        let x = rows.data.into_pyarray(py).reshape([rows.rows, rows.dim])?;
+        Ok((s.into_dict(py)?, x))
+    }
+
+    /// The feature rows of `nodes`: an f32 array `[rows, dim]`, or with `stored` the rows in the
+    /// dataset's dtype as little-endian bytes.
+    #[pyo3(signature = (nodes, timeout=None, token=None, stored=false))]
+    fn features<'py>(
+        &self,
+        py: Python<'py>,
+        nodes: PyReadonlyArray1<'py, i64>,
+        timeout: Option<f64>,
+        token: Option<PyRef<'py, CancelToken>>,
+        stored: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ids = seeds(&nodes, self.inner.num_nodes())?;
+        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let rows = py
+            .detach(|| self.inner.features(&ids, deadline, token))
+            .map_err(serve_error)?;
+        if stored {
+            let dtype = self.dtype.unwrap_or(FeatureDtype::F32);
+            let bytes = py.detach(|| rows.to_stored(dtype));
+            return Ok(PyBytes::new(py, &bytes).into_any());
+        }
+        let (r, d) = (rows.rows, rows.dim);
+        let arr = rows.data.into_pyarray(py);
+        let arr: Bound<'py, PyArray2<f32>> = arr.reshape([r, d])?;
+        Ok(arr.into_any())
+    }
+
+    /// Counters since the engine opened (requests, waves, refusals).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        d.set_item("sample_requests", s.sample_requests)?;
+        d.set_item("feature_requests", s.feature_requests)?;
+        d.set_item("waves", s.waves)?;
+        d.set_item("wave_requests", s.wave_requests)?;
+        d.set_item("busy", s.busy)?;
+        d.set_item("deadline_exceeded", s.deadline_exceeded)?;
+        d.set_item("cancelled", s.cancelled)?;
+        d.set_item("failed", s.failed)?;
+        d.set_item("queued", s.queued)?;
+        let io = self.inner.loader().io_stats();
+        d.set_item("reads", io.reads)?;
+        d.set_item("bytes_read", io.bytes)?;
+        Ok(d)
+    }
+
+    /// Take no new requests, answer those queued, stop the workers.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close());
+    }
+}

@@ -1,0 +1,656 @@
+//! [`Engine`]: the queue, the workers and the waves (see the crate docs).
+
+use std::collections::VecDeque;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ringgnn_features::FeatureGatherer;
+use ringgnn_loader::{BatchLoader, MemoryPlan};
+use ringgnn_sampler::{Fanout, GraphSampler, ManyRequest, SampleOptions, SampledSubgraph, Seeds};
+use ringgnn_store::manifest::FeatureDtype;
+
+use crate::{EngineOptions, Result, ServeError};
+
+/// How often a caller waiting for its answer looks at its cancel token.
+const POLL: Duration = Duration::from_millis(10);
+
+/// A flag a caller sets to give a request up (a gRPC client that went away): a request not yet
+/// in a wave is dropped, and its caller returns [`ServeError::Cancelled`] within 10 ms.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A sampling request: the sample of `seeds` with `fanouts`, `replace` and `seed`, exactly what
+/// `NeighborSampler::sample` gives for them as batch 0 of epoch 0.
+#[derive(Clone, Debug)]
+pub struct SampleRequest {
+    pub seeds: Seeds,
+    pub fanouts: Vec<Fanout>,
+    pub replace: bool,
+    pub seed: u64,
+    pub with_edge_ids: bool,
+}
+
+/// Feature rows of a request, row-major `[rows, dim]`, f32.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeatureRows {
+    pub rows: usize,
+    pub dim: usize,
+    pub data: Vec<f32>,
+}
+
+impl FeatureRows {
+    /// The rows in the dtype the dataset stores them in, little-endian (exact: the f32 values
+    /// were widened from it).
+    pub fn to_stored(&self, dtype: FeatureDtype) -> Vec<u8> {
+        match dtype {
+            FeatureDtype::F32 => self.data.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            FeatureDtype::F16 => self
+                .data
+                .iter()
+                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                .collect(),
+            FeatureDtype::Bf16 => self
+                .data
+                .iter()
+                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                .collect(),
+        }
+    }
+}
+
+/// Counters since the engine opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub sample_requests: u64,
+    pub feature_requests: u64,
+    /// Waves served, and the requests in them (their ratio is the batching achieved).
+    pub waves: u64,
+    pub wave_requests: u64,
+    pub busy: u64,
+    pub deadline_exceeded: u64,
+    pub cancelled: u64,
+    pub failed: u64,
+    /// Requests waiting for a worker now.
+    pub queued: u64,
+}
+
+enum Work {
+    /// A sample, and with `true` the feature rows of its nodes.
+    Sample(SampleRequest, bool),
+    Features(Vec<u64>),
+}
+
+enum Answer {
+    Sample(SampledSubgraph, Option<FeatureRows>),
+    Features(FeatureRows),
+}
+
+/// Where a worker puts a request's answer and its caller waits for it.
+#[derive(Default)]
+struct Slot {
+    answer: Mutex<Option<Result<Answer>>>,
+    ready: Condvar,
+}
+
+impl Slot {
+    fn put(&self, a: Result<Answer>) {
+        *lock(&self.answer) = Some(a);
+        self.ready.notify_one();
+    }
+}
+
+struct Job {
+    work: Work,
+    /// Upper bound of what it costs a wave: sampled edges, or feature rows.
+    cost: u64,
+    arrived: Instant,
+    deadline: Option<Instant>,
+    cancel: CancelToken,
+    slot: Arc<Slot>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// A worker is gathering the next wave (the others wait for it to take its share).
+    collecting: bool,
+    closed: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    sample_requests: AtomicU64,
+    feature_requests: AtomicU64,
+    waves: AtomicU64,
+    wave_requests: AtomicU64,
+    busy: AtomicU64,
+    deadline_exceeded: AtomicU64,
+    cancelled: AtomicU64,
+    failed: AtomicU64,
+}
+
+struct Shared {
+    loader: BatchLoader,
+    opts: EngineOptions,
+    queue: Mutex<Queue>,
+    changed: Condvar,
+    /// What a wave may hold, by the upper bounds of its samples: the edges of one batch of the
+    /// plan, and its nodes (feature rows).
+    wave_edges: u64,
+    wave_rows: u64,
+    counters: Counters,
+}
+
+/// Serves sampling and feature requests from any number of threads; see the crate docs.
+pub struct Engine {
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// Open the dataset in `dir` with `opts.loader` (its plan: one wave per worker) and start
+    /// the workers, each with its own read backends.
+    pub fn open(dir: &Path, mut opts: EngineOptions) -> Result<Self> {
+        let threads = opts.loader.threads;
+        // What lives besides the workers' waves: the answers being handed over, one per worker.
+        opts.loader.prefetch = Some(threads);
+        opts.loader.hold = NonZeroUsize::MIN;
+        opts.loader.hyperbatch = ringgnn_loader::Hyperbatch::PER_BATCH;
+        let loader = BatchLoader::open(dir, opts.loader.clone(), None)?;
+        let plan = loader.sample_options();
+        let batch = loader.plan_batch_size();
+        let b = loader.graph().index().bound(batch, plan);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut parts = Vec::with_capacity(threads.get());
+        for _ in 0..threads.get() {
+            parts.push((loader.thread_sampler()?, loader.thread_gatherer(&stop)?));
+        }
+        let shared = Arc::new(Shared {
+            wave_edges: b.edges.max(1),
+            wave_rows: b.nodes.max(1),
+            loader,
+            opts,
+            queue: Mutex::new(Queue::default()),
+            changed: Condvar::new(),
+            counters: Counters::default(),
+        });
+        let workers = parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (s, g))| {
+                let sh = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("ringgnn-serve-{i}"))
+                    .spawn(move || sh.work(s, g))
+                    .map_err(|e| ServeError::Internal(format!("cannot start a worker: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Engine {
+            shared,
+            workers: Mutex::new(workers),
+        })
+    }
+
+    pub fn num_nodes(&self) -> u64 {
+        self.shared.loader.num_nodes()
+    }
+
+    pub fn num_edges(&self) -> u64 {
+        self.shared.loader.graph().index().num_edges()
+    }
+
+    /// Values per feature row (0 without features).
+    pub fn dim(&self) -> usize {
+        self.shared.loader.dim()
+    }
+
+    /// The plan's sampling options: the fanouts and seed requests default to.
+    pub fn sample_options(&self) -> &SampleOptions {
+        self.shared.loader.sample_options()
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.shared.opts
+    }
+
+    pub fn loader(&self) -> &BatchLoader {
+        &self.shared.loader
+    }
+
+    pub fn plan(&self) -> MemoryPlan {
+        self.shared.loader.plan()
+    }
+
+    /// The sample of `req`, by `deadline`, unless `cancel` is set first.
+    pub fn sample(
+        &self,
+        req: SampleRequest,
+        deadline: Option<Instant>,
+        cancel: Option<CancelToken>,
+    ) -> Result<SampledSubgraph> {
+        let sh = &self.shared;
+        sh.counters.sample_requests.fetch_add(1, Ordering::Relaxed);
+        let cost = sh.check_sample(&req)?;
+        match sh.submit(Work::Sample(req, false), cost, deadline, cancel)? {
+            Answer::Sample(s, _) => Ok(s),
+            Answer::Features(_) => unreachable!("a sample request gets a sample"),
+        }
+    }
+
+    /// The sample of `req` and the feature rows of its nodes (`node` order), gathered by the
+    /// same worker in the same wave: what a model needs to run on the seeds.
+    pub fn sample_with_rows(
+        &self,
+        req: SampleRequest,
+        deadline: Option<Instant>,
+        cancel: Option<CancelToken>,
+    ) -> Result<(SampledSubgraph, FeatureRows)> {
+        let sh = &self.shared;
+        sh.counters.sample_requests.fetch_add(1, Ordering::Relaxed);
+        if sh.loader.dim() == 0 {
+            return Err(ServeError::Input("the dataset has no node features".into()));
+        }
+        let cost = sh.check_sample(&req)?;
+        match sh.submit(Work::Sample(req, true), cost, deadline, cancel)? {
+            Answer::Sample(s, Some(rows)) => Ok((s, rows)),
+            _ => unreachable!("a sample-with-rows request gets both"),
+        }
+    }
+
+    /// The feature rows of `ids` (checked node ids), by `deadline`, unless `cancel` is set.
+    pub fn features(
+        &self,
+        ids: &Seeds,
+        deadline: Option<Instant>,
+        cancel: Option<CancelToken>,
+    ) -> Result<FeatureRows> {
+        let sh = &self.shared;
+        sh.counters.feature_requests.fetch_add(1, Ordering::Relaxed);
+        if sh.loader.dim() == 0 {
+            return Err(ServeError::Input("the dataset has no node features".into()));
+        }
+        sh.check_ids(ids)?;
+        let work = Work::Features(ids.ids().to_vec());
+        match sh.submit(work, ids.len() as u64, deadline, cancel)? {
+            Answer::Features(f) => Ok(f),
+            Answer::Sample(..) => unreachable!("a feature request gets rows"),
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let c = &self.shared.counters;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineStats {
+            sample_requests: r(&c.sample_requests),
+            feature_requests: r(&c.feature_requests),
+            waves: r(&c.waves),
+            wave_requests: r(&c.wave_requests),
+            busy: r(&c.busy),
+            deadline_exceeded: r(&c.deadline_exceeded),
+            cancelled: r(&c.cancelled),
+            failed: r(&c.failed),
+            queued: lock(&self.shared.queue).jobs.len() as u64,
+        }
+    }
+
+    /// Refuse new requests ([`ServeError::ShuttingDown`]), answer those queued, and wait for
+    /// the workers to end. Idempotent.
+    pub fn close(&self) {
+        lock(&self.shared.queue).closed = true;
+        self.shared.changed.notify_all();
+        let workers = std::mem::take(&mut *lock(&self.workers));
+        for w in workers {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl Shared {
+    fn check_ids(&self, ids: &Seeds) -> Result<()> {
+        let n = ids.len();
+        let max = self.opts.limits.max_nodes;
+        if n == 0 {
+            return Err(ServeError::Input("no node ids: give at least one".into()));
+        }
+        if n > max {
+            return Err(ServeError::Input(format!(
+                "{n} node ids in one request: at most {max} (the server's --max-nodes)"
+            )));
+        }
+        if ids.num_nodes() != self.loader.num_nodes() {
+            return Err(ServeError::Input(format!(
+                "the node ids were checked against a graph of {} nodes, but this one has {}",
+                ids.num_nodes(),
+                self.loader.num_nodes()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Check `req` against the limits; its cost (the upper bound of its sampled edges).
+    fn check_sample(&self, req: &SampleRequest) -> Result<u64> {
+        self.check_ids(&req.seeds)?;
+        let hops = req.fanouts.len();
+        if hops == 0 || hops > self.opts.limits.max_hops {
+            return Err(ServeError::Input(format!(
+                "{hops} fanouts: give 1 to {} (one per hop)",
+                self.opts.limits.max_hops
+            )));
+        }
+        let opts = SampleOptions {
+            fanouts: req.fanouts.clone(),
+            replace: req.replace,
+            ..Default::default()
+        };
+        let b = self
+            .loader
+            .graph()
+            .index()
+            .bound(req.seeds.len() as u64, &opts);
+        if b.edges > self.wave_edges {
+            return Err(ServeError::Input(format!(
+                "this request may sample up to {} edges (its upper bound: {} nodes, fanouts {:?}); \
+                 the server takes at most {} per request (one batch of its plan): ask for fewer \
+                 nodes or smaller fanouts",
+                b.edges,
+                req.seeds.len(),
+                req.fanouts.iter().map(|f| f.value()).collect::<Vec<_>>(),
+                self.wave_edges
+            )));
+        }
+        Ok(b.edges.max(1))
+    }
+
+    fn submit(
+        &self,
+        work: Work,
+        cost: u64,
+        deadline: Option<Instant>,
+        cancel: Option<CancelToken>,
+    ) -> Result<Answer> {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| d <= now) {
+            self.counters
+                .deadline_exceeded
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(ServeError::DeadlineExceeded);
+        }
+        let cancel = cancel.unwrap_or_default();
+        let slot = Arc::new(Slot::default());
+        {
+            let mut q = lock(&self.queue);
+            if q.closed {
+                return Err(ServeError::ShuttingDown);
+            }
+            if q.jobs.len() >= self.opts.queue.get() {
+                self.counters.busy.fetch_add(1, Ordering::Relaxed);
+                return Err(ServeError::Busy(q.jobs.len()));
+            }
+            q.jobs.push_back(Job {
+                work,
+                cost,
+                arrived: now,
+                deadline,
+                cancel: cancel.clone(),
+                slot: slot.clone(),
+            });
+        }
+        self.changed.notify_all();
+        self.wait(&slot, deadline, &cancel)
+    }
+
+    /// Wait for the answer in `slot`; on the deadline or a cancel, mark the job given up (a
+    /// worker skips it) and return.
+    fn wait(&self, slot: &Slot, deadline: Option<Instant>, cancel: &CancelToken) -> Result<Answer> {
+        let mut a = lock(&slot.answer);
+        loop {
+            if let Some(r) = a.take() {
+                return r;
+            }
+            let now = Instant::now();
+            if cancel.is_cancelled() {
+                self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+                return Err(ServeError::Cancelled);
+            }
+            if let Some(d) = deadline {
+                if now >= d {
+                    cancel.cancel();
+                    self.counters
+                        .deadline_exceeded
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Err(ServeError::DeadlineExceeded);
+                }
+            }
+            let step = deadline.map_or(POLL, |d| (d - now).min(POLL));
+            a = slot
+                .ready
+                .wait_timeout(a, step)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The next wave: once a job is queued, wait up to `max_wait` from its arrival for others
+    /// (while the wave is not full), then take jobs in arrival order while they fit. `None` once
+    /// closed and drained.
+    fn next_wave(&self) -> Option<Vec<Job>> {
+        let mut q = lock(&self.queue);
+        loop {
+            while q.jobs.is_empty() || q.collecting {
+                if q.closed && q.jobs.is_empty() {
+                    return None;
+                }
+                q = self.changed.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+            q.collecting = true;
+            let until = q.jobs.front().map(|j| j.arrived + self.opts.max_wait);
+            while let Some(until) = until {
+                let now = Instant::now();
+                if q.closed || now >= until || self.full(&q) {
+                    break;
+                }
+                q = self
+                    .changed
+                    .wait_timeout(q, until - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            let wave = self.take(&mut q);
+            q.collecting = false;
+            self.changed.notify_all();
+            if !wave.is_empty() {
+                return Some(wave);
+            }
+        }
+    }
+
+    fn full(&self, q: &Queue) -> bool {
+        let (edges, rows) = q.jobs.iter().fold((0u64, 0u64), |(e, r), j| match j.work {
+            Work::Sample(..) => (e + j.cost, r),
+            Work::Features(_) => (e, r + j.cost),
+        });
+        q.jobs.len() >= self.opts.max_wave.get()
+            || edges >= self.wave_edges
+            || rows >= self.wave_rows
+    }
+
+    fn take(&self, q: &mut Queue) -> Vec<Job> {
+        let (mut edges, mut rows) = (0u64, 0u64);
+        let mut wave = Vec::new();
+        while let Some(j) = q.jobs.front() {
+            let (e, r) = match j.work {
+                Work::Sample(..) => (edges + j.cost, rows),
+                Work::Features(_) => (edges, rows + j.cost),
+            };
+            let fits = e <= self.wave_edges && r <= self.wave_rows;
+            if wave.len() >= self.opts.max_wave.get() || (!wave.is_empty() && !fits) {
+                break;
+            }
+            (edges, rows) = (e, r);
+            wave.push(q.jobs.pop_front().expect("a front job"));
+        }
+        wave
+    }
+
+    /// A worker: serve waves until the engine is closed and drained.
+    fn work(&self, mut sampler: GraphSampler, mut gatherer: Option<FeatureGatherer>) {
+        while let Some(wave) = self.next_wave() {
+            let now = Instant::now();
+            let mut samples = Vec::new();
+            let mut rows = Vec::new();
+            for j in wave {
+                if j.cancel.is_cancelled() {
+                    // Its caller counted it.
+                    continue;
+                }
+                if j.deadline.is_some_and(|d| d <= now) {
+                    j.cancel.cancel();
+                    j.slot.put(Err(ServeError::DeadlineExceeded));
+                    continue;
+                }
+                match j.work {
+                    Work::Sample(..) => samples.push(j),
+                    Work::Features(_) => rows.push(j),
+                }
+            }
+            let served = (samples.len() + rows.len()) as u64;
+            if served == 0 {
+                continue;
+            }
+            self.counters.waves.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .wave_requests
+                .fetch_add(served, Ordering::Relaxed);
+            self.sample_wave(&mut sampler, gatherer.as_mut(), samples);
+            if let Some(g) = gatherer.as_mut() {
+                self.gather_wave(g, rows);
+            }
+        }
+    }
+
+    /// Sample the wave's sampling jobs together, then gather the rows of those that asked for
+    /// them in one go.
+    fn sample_wave(
+        &self,
+        sampler: &mut GraphSampler,
+        gatherer: Option<&mut FeatureGatherer>,
+        jobs: Vec<Job>,
+    ) {
+        if jobs.is_empty() {
+            return;
+        }
+        let reqs: Vec<ManyRequest<'_>> = jobs
+            .iter()
+            .map(|j| match &j.work {
+                Work::Sample(r, _) => ManyRequest {
+                    seeds: r.seeds.as_slice(),
+                    fanouts: &r.fanouts,
+                    replace: r.replace,
+                    seed: r.seed,
+                    epoch: 0,
+                    batch: 0,
+                    with_edge_ids: r.with_edge_ids,
+                },
+                Work::Features(_) => unreachable!("sample jobs only"),
+            })
+            .collect();
+        let outs = match sampler.sample_many(self.loader.graph(), &reqs) {
+            Ok(outs) => outs,
+            Err(e) => return self.fail(&jobs, &e.to_string()),
+        };
+        let wants_rows = |j: &Job| matches!(j.work, Work::Sample(_, true));
+        let mut rows = match gatherer {
+            Some(g) if jobs.iter().any(wants_rows) => {
+                let ids: Vec<u64> = jobs
+                    .iter()
+                    .zip(&outs)
+                    .filter(|(j, _)| wants_rows(j))
+                    .flat_map(|(_, s)| s.node.iter().copied())
+                    .collect();
+                let mut all = vec![0f32; ids.len() * g.dim()];
+                if let Err(e) = g.gather(&ids, &mut all) {
+                    return self.fail(&jobs, &e.to_string());
+                }
+                Some((all, g.dim(), 0usize))
+            }
+            _ => None,
+        };
+        for (j, s) in jobs.iter().zip(outs) {
+            let mine = match (&mut rows, wants_rows(j)) {
+                (Some((all, dim, at)), true) => {
+                    let n = s.node.len();
+                    let data = all[*at * *dim..(*at + n) * *dim].to_vec();
+                    *at += n;
+                    Some(FeatureRows {
+                        rows: n,
+                        dim: *dim,
+                        data,
+                    })
+                }
+                _ => None,
+            };
+            j.slot.put(Ok(Answer::Sample(s, mine)));
+        }
+    }
+
+    fn gather_wave(&self, g: &mut FeatureGatherer, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let dim = g.dim();
+        let ids: Vec<u64> = jobs
+            .iter()
+            .flat_map(|j| match &j.work {
+                Work::Features(ids) => ids.iter().copied(),
+                Work::Sample(..) => unreachable!("feature jobs only"),
+            })
+            .collect();
+        let mut all = vec![0f32; ids.len() * dim];
+        match g.gather(&ids, &mut all) {
+            Ok(_) => {
+                let mut at = 0;
+                for j in &jobs {
+                    let n = j.cost as usize;
+                    let data = all[at * dim..(at + n) * dim].to_vec();
+                    at += n;
+                    j.slot
+                        .put(Ok(Answer::Features(FeatureRows { rows: n, dim, data })));
+                }
+            }
+            Err(e) => self.fail(&jobs, &e.to_string()),
+        }
+    }
+
+    fn fail(&self, jobs: &[Job], msg: &str) {
+        self.counters
+            .failed
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        for j in jobs {
+            j.slot.put(Err(ServeError::Internal(msg.to_string())));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,28 @@
+//! The request engine behind `ringgnn serve`: sampling and feature requests from many client
+//! threads, served together.
+//!
+//! Requests that arrive together are batched into *waves* ([`Engine`]): a worker that finds a
+//! request waiting gives others up to [`EngineOptions::max_wait`] to join it, then samples the
+//! whole wave with one read per hop for all of its requests (`NeighborSampler::sample_many`: a
+//! page two requests need is read once, every request's reads are in the same io_uring
+//! submissions) and gathers the wave's feature rows in one go. Each answer is exactly what the
+//! library gives for the same request alone.
+//!
+//! What keeps a server alive under load is here too: a bounded queue ([`ServeError::Busy`]
+//! beyond it), per-request deadlines and cancellation (a request given up is skipped, not
+//! served), limits on a request's size checked before it is queued, and a drain on
+//! [`Engine::close`]. The memory plan is the loader's (`ringgnn-loader`), made for one wave per
+//! worker.
+//!
+//! The wire protocol is not here: the gRPC service (Python, `ringgnn/server.py`) calls this
+//! engine through the `_core.Engine` binding with the GIL released.
+
+#![forbid(unsafe_code)]
+
+mod engine;
+mod error;
+mod options;
+
+pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};
+pub use error::{Result, ServeError};
+pub use options::{EngineOptions, Limits};

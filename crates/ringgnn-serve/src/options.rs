@@ -1,0 +1,58 @@
+//! [`EngineOptions`]: how the engine batches requests and what it accepts, decided here once.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use ringgnn_loader::LoaderOptions;
+
+/// What a single request may ask for; larger ones are refused before they are queued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Node ids in one request.
+    pub max_nodes: usize,
+    /// Hops of one sampling request.
+    pub max_hops: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_nodes: 4096,
+            max_hops: 6,
+        }
+    }
+}
+
+/// The engine's options.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// How the dataset is opened and the memory planned: `threads` is the number of workers,
+    /// `sample.fanouts` and `batch_size` the wave the plan is made for (a wave holds requests
+    /// whose samples may reach, by their upper bounds, at most what one such batch may), and
+    /// `sample.seed` the seed of requests that give none.
+    pub loader: LoaderOptions,
+    /// How long a worker that found a request waits for others to join its wave (0: take what
+    /// is queued and go).
+    pub max_wait: Duration,
+    /// Requests in one wave.
+    pub max_wave: NonZeroUsize,
+    /// Requests waiting for a worker; one more is refused with [`crate::ServeError::Busy`].
+    pub queue: NonZeroUsize,
+    pub limits: Limits,
+}
+
+impl EngineOptions {
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_millis(1);
+    pub const DEFAULT_MAX_WAVE: NonZeroUsize = NonZeroUsize::new(64).unwrap();
+    pub const DEFAULT_QUEUE: NonZeroUsize = NonZeroUsize::new(256).unwrap();
+
+    pub fn new(loader: LoaderOptions) -> Self {
+        EngineOptions {
+            loader,
+            max_wait: Self::DEFAULT_MAX_WAIT,
+            max_wave: Self::DEFAULT_MAX_WAVE,
+            queue: Self::DEFAULT_QUEUE,
+            limits: Limits::default(),
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The request engine: answers equal the library's, from any number of threads, batched into
+//! waves; limits, the bounded queue, deadlines, cancellation and closing.
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringgnn_features::FeatureGatherer;
+use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
+use ringgnn_sampler::{Fanout, NeighborSampler, NeighborSource, SampleOptions, Seeds};
+use ringgnn_serve::{CancelToken, Engine, EngineOptions, SampleRequest, ServeError};
+use ringgnn_store::generate::sbm::{generate_sbm, SbmOptions};
+use ringgnn_store::manifest::FeatureDtype;
+use ringgnn_store::{rng, Dataset, GraphOptions, NoProgress};
+use tempfile::TempDir;
+
+fn nz(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n).unwrap()
+}
+
+fn fan(v: &[i64]) -> Vec<Fanout> {
+    Fanout::parse_all(v).unwrap()
+}
+
+/// A labeled sbm of 2000 nodes with 12 features.
+fn sbm(dtype: FeatureDtype) -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    let opts = SbmOptions {
+        out: out.clone(),
+        nodes: 2000,
+        classes: 4,
+        avg_degree: 8.0,
+        feature_dim: 12,
+        feature_dtype: dtype,
+        seed: 3,
+        split: vec![("train".into(), 0.5)],
+        graph: GraphOptions::default(),
+        overwrite: false,
+    };
+    generate_sbm(&opts, &NoProgress).unwrap();
+    (dir, out)
+}
+
+fn options(backend: BackendChoice, threads: usize) -> EngineOptions {
+    EngineOptions::new(LoaderOptions {
+        sample: SampleOptions {
+            fanouts: fan(&[10, 5]),
+            seed: 7,
+            ..Default::default()
+        },
+        backend,
+        threads: nz(threads),
+        memory: Some(256 << 20),
+        features: Some(FeatureOptions {
+            backend,
+            cache: Some(16 << 10),
+            cache_policy: CachePolicy::Degree,
+            staging_dir: None,
+            staging_cap: None,
+        }),
+        batch_size: nz(256),
+        ..Default::default()
+    })
+}
+
+fn req(ids: &[u64], n: u64, fanouts: &[i64], replace: bool, seed: u64) -> SampleRequest {
+    SampleRequest {
+        seeds: Seeds::new(ids.to_vec(), n).unwrap(),
+        fanouts: fan(fanouts),
+        replace,
+        seed,
+        with_edge_ids: false,
+    }
+}
+
+/// What the library gives for the same request alone.
+fn alone(dir: &Path, r: &SampleRequest) -> ringgnn_sampler::SampledSubgraph {
+    let ds = Dataset::open(dir).unwrap();
+    let mut s = NeighborSampler::open(
+        &ds,
+        &r.fanouts,
+        r.replace,
+        NeighborSource::memory(&ds).unwrap(),
+    )
+    .unwrap();
+    s.sample(r.seeds.as_slice(), r.seed, 0, 0, r.with_edge_ids)
+        .unwrap()
+}
+
+#[test]
+fn concurrent_requests_get_their_own_answers_in_shared_waves() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    for backend in [BackendChoice::Memory, BackendChoice::Pread] {
+        let mut o = options(backend, 2);
+        // A long window, so that the 8 threads' requests meet in waves.
+        o.max_wait = Duration::from_millis(20);
+        let e = Arc::new(Engine::open(&dir, o).unwrap());
+        let n = e.num_nodes();
+        let ds = Dataset::open(&dir).unwrap();
+        let mut direct = FeatureGatherer::memory(&ds).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let (e, dir) = (e.clone(), dir.clone());
+                let direct_rows = {
+                    let ids: Vec<u64> = (0..5).map(|i| (t * 97 + i * 13) % n).collect();
+                    let mut x = vec![0f32; ids.len() * 12];
+                    direct.gather(&ids, &mut x).unwrap();
+                    (ids, x)
+                };
+                s.spawn(move || {
+                    let mut r = rng::stream(t, 1, 1);
+                    for k in 0..6 {
+                        let ids: Vec<u64> = (0..1 + k % 3).map(|_| rng::below(&mut r, n)).collect();
+                        let fanouts: &[i64] = [&[10, 5][..], &[3], &[-1, 2]][k as usize % 3];
+                        let q = req(&ids, n, fanouts, k % 2 == 1, t * 100 + k);
+                        let want = alone(&dir, &q);
+                        assert_eq!(e.sample(q, None, None).unwrap(), want);
+                    }
+                    let (ids, x) = direct_rows;
+                    let rows = e
+                        .features(&Seeds::new(ids, n).unwrap(), None, None)
+                        .unwrap();
+                    assert_eq!((rows.rows, rows.dim), (5, 12));
+                    assert_eq!(rows.data, x);
+                });
+            }
+        });
+        let st = e.stats();
+        assert_eq!((st.sample_requests, st.feature_requests), (48, 8));
+        assert_eq!(st.wave_requests, 56, "{st:?}");
+        assert!(
+            st.waves < 56,
+            "requests that arrive together share waves: {st:?}"
+        );
+        assert_eq!((st.busy, st.failed, st.queued), (0, 0, 0));
+    }
+}
+
+#[test]
+fn rows_come_back_in_the_stored_dtype_exactly() {
+    let (_d, dir) = sbm(FeatureDtype::F16);
+    let e = Engine::open(&dir, options(BackendChoice::Pread, 1)).unwrap();
+    let ids = Seeds::new(vec![3u64, 3, 1999, 0], e.num_nodes()).unwrap();
+    let rows = e.features(&ids, None, None).unwrap();
+    let bytes = rows.to_stored(FeatureDtype::F16);
+    assert_eq!(bytes.len(), 4 * 12 * 2);
+    let back: Vec<f32> = bytes
+        .chunks(2)
+        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+        .collect();
+    assert_eq!(back, rows.data);
+    // A node asked for twice gets its row twice.
+    assert_eq!(rows.data[..12], rows.data[12..24]);
+}
+
+#[test]
+fn requests_beyond_the_limits_are_refused_before_they_are_queued() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Memory, 1);
+    o.limits.max_nodes = 10;
+    o.limits.max_hops = 3;
+    let e = Engine::open(&dir, o).unwrap();
+    let n = e.num_nodes();
+    fn msg<T>(r: ringgnn_serve::Result<T>) -> String {
+        match r {
+            Err(ServeError::Input(m)) => m,
+            Err(other) => panic!("expected an input error, got {other:?}"),
+            Ok(_) => panic!("expected an input error"),
+        }
+    }
+    let m = msg(e.sample(req(&[1; 11], n, &[2], false, 0), None, None));
+    assert!(m.contains("11 node ids") && m.contains("at most 10"), "{m}");
+    let m = msg(e.sample(req(&[], n, &[2], false, 0), None, None));
+    assert!(m.contains("no node ids"), "{m}");
+    let m = msg(e.sample(req(&[1], n, &[2, 2, 2, 2], false, 0), None, None));
+    assert!(m.contains("4 fanouts"), "{m}");
+    let mut no_hops = req(&[1], n, &[2], false, 0);
+    no_hops.fanouts.clear();
+    let m = msg(e.sample(no_hops, None, None));
+    assert!(m.contains("0 fanouts"), "{m}");
+    // Larger, by its upper bound, than one batch of the plan (256 seeds, fanouts 10,5).
+    let m = msg(e.sample(req(&[1; 10], n, &[1000, 1000, 1000], true, 0), None, None));
+    assert!(m.contains("may sample up to") && m.contains("fewer"), "{m}");
+    let other = Seeds::new(vec![1u64], 5).unwrap();
+    let m = msg(e.features(&other, None, None));
+    assert!(m.contains("graph of 5 nodes"), "{m}");
+    assert_eq!(e.stats().waves, 0);
+    // The engine still serves.
+    assert!(e.sample(req(&[1], n, &[2], false, 0), None, None).is_ok());
+}
+
+#[test]
+fn a_full_queue_answers_busy_then_recovers() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Memory, 1);
+    o.queue = nz(1);
+    // The one worker holds the first request in its window for 300 ms.
+    o.max_wait = Duration::from_millis(300);
+    let e = Arc::new(Engine::open(&dir, o).unwrap());
+    let n = e.num_nodes();
+    let first = {
+        let e = e.clone();
+        std::thread::spawn(move || e.sample(req(&[1], n, &[2], false, 0), None, None))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    match e.sample(req(&[2], n, &[2], false, 0), None, None) {
+        Err(ServeError::Busy(1)) => {}
+        other => panic!("expected busy, got {other:?}"),
+    }
+    assert!(first.join().unwrap().is_ok());
+    assert!(e.sample(req(&[2], n, &[2], false, 0), None, None).is_ok());
+    assert_eq!(e.stats().busy, 1);
+}
+
+#[test]
+fn deadlines_and_cancellation_end_the_wait_and_skip_the_work() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Memory, 1);
+    o.max_wait = Duration::from_millis(400);
+    let e = Arc::new(Engine::open(&dir, o).unwrap());
+    let n = e.num_nodes();
+    // Already past.
+    let past = Instant::now() - Duration::from_millis(1);
+    assert!(matches!(
+        e.sample(req(&[1], n, &[2], false, 0), Some(past), None),
+        Err(ServeError::DeadlineExceeded)
+    ));
+    // Shorter than the window: the caller gives up at its deadline.
+    let t0 = Instant::now();
+    let soon = t0 + Duration::from_millis(60);
+    assert!(matches!(
+        e.sample(req(&[1], n, &[2], false, 0), Some(soon), None),
+        Err(ServeError::DeadlineExceeded)
+    ));
+    let waited = t0.elapsed();
+    assert!(waited < Duration::from_millis(300), "{waited:?}");
+    // Cancelled by another thread while waiting.
+    let token = CancelToken::default();
+    let t = token.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        t.cancel();
+    });
+    let t0 = Instant::now();
+    assert!(matches!(
+        e.sample(req(&[1], n, &[2], false, 0), None, Some(token)),
+        Err(ServeError::Cancelled)
+    ));
+    assert!(t0.elapsed() < Duration::from_millis(300));
+    canceller.join().unwrap();
+    // Neither was sampled: the worker skipped them.
+    std::thread::sleep(Duration::from_millis(500));
+    let st = e.stats();
+    assert_eq!(
+        (st.deadline_exceeded, st.cancelled, st.waves),
+        (2, 1, 0),
+        "{st:?}"
+    );
+}
+
+#[test]
+fn closing_answers_what_is_queued_and_refuses_the_rest() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Memory, 1);
+    o.max_wait = Duration::from_millis(200);
+    let e = Arc::new(Engine::open(&dir, o).unwrap());
+    let n = e.num_nodes();
+    let waiting: Vec<_> = (0..3u64)
+        .map(|i| {
+            let e = e.clone();
+            std::thread::spawn(move || e.sample(req(&[i], n, &[2], false, 0), None, None))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    e.close();
+    for w in waiting {
+        assert!(w.join().unwrap().is_ok());
+    }
+    assert!(matches!(
+        e.sample(req(&[1], n, &[2], false, 0), None, None),
+        Err(ServeError::ShuttingDown)
+    ));
+}
+
+#[test]
+fn a_sample_with_its_rows_equals_the_sample_and_a_gather() {
+    let (_d, dir) = sbm(FeatureDtype::Bf16);
+    let e = Engine::open(&dir, options(BackendChoice::Pread, 2)).unwrap();
+    let n = e.num_nodes();
+    let q = req(&[5, 9, 5], n, &[4, 3], false, 12);
+    let (s, rows) = e.sample_with_rows(q.clone(), None, None).unwrap();
+    assert_eq!(s, alone(&dir, &q));
+    let ds = Dataset::open(&dir).unwrap();
+    let mut x = vec![0f32; s.node.len() * 12];
+    FeatureGatherer::memory(&ds)
+        .unwrap()
+        .gather(&s.node, &mut x)
+        .unwrap();
+    assert_eq!((rows.rows, rows.dim, rows.data), (s.node.len(), 12, x));
+}
