@@ -2,24 +2,33 @@
 
 This package holds the Python API and the ``ringgnn`` command; the work is done by the Rust
 core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`; sample with
-:class:`NeighborSampler`; PyG adapters are in :mod:`ringgnn.pyg` (imported on demand: ``import
+:class:`NeighborSampler`; query a ``ringgnn serve`` with :class:`Client`; PyG adapters are in :mod:`ringgnn.pyg` (imported on demand: ``import
 ringgnn`` does not import torch).
 """
 
 from ._core import (
+    BusyError,
+    CancelledError,
     CorruptDatasetError,
+    DeadlineExceededError,
     DatasetExistsError,
     InputError,
     RingGnnError,
+    ShuttingDownError,
     __version__,
 )
+from .client import Client
 from .build import convert, generate_rmat, generate_sbm, read_manifest, verify
 from .dataset import Dataset
 from .loader import Loader
 from .sampler import NeighborSampler, SampledSubgraph
 
 __all__ = [
+    "BusyError",
+    "CancelledError",
+    "Client",
     "CorruptDatasetError",
+    "DeadlineExceededError",
     "Dataset",
     "DatasetExistsError",
     "InputError",
@@ -27,6 +36,7 @@ __all__ = [
     "NeighborSampler",
     "RingGnnError",
     "SampledSubgraph",
+    "ShuttingDownError",
     "__version__",
     "convert",
     "generate_rmat",

@@ -11,6 +11,8 @@
 //! Scattered reads (neighbor entries, feature rows) all go through one loop, [`PageReader`]
 //! (`page_reader.rs`), which plans page-aligned, merged requests with [`coalesce_pages`]
 //! (`page_plan.rs`) and reads them in waves into one aligned buffer. The pages that many
+//! The hot pages of a file read at random by many requests (the neighbor file under on-demand
+//! sampling) can be kept in a [`PageCache`] (`page_cache.rs`). The pages that many
 //! mini-batches need at once (a hyperbatch) are read once per chunk of the file by
 //! [`BlockReader`] (`block_reader.rs`), which reads a block whole where that is cheaper than its
 //! needed pages ([`ReadModel`]).
@@ -18,6 +20,7 @@
 mod aligned;
 mod block_reader;
 mod direct;
+mod page_cache;
 mod page_plan;
 mod page_reader;
 mod pread;
@@ -28,6 +31,7 @@ mod uring;
 pub use aligned::AlignedBuf;
 pub use block_reader::{BlockCounts, BlockReader, ReadModel, DEVICE_ENV};
 pub use direct::DirectFile;
+pub use page_cache::{CacheStats, PageCache};
 pub use page_plan::{coalesce_pages, CoalesceOptions};
 pub use page_reader::{PageReader, ReadCount};
 pub use pread::PreadBatch;

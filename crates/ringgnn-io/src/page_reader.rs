@@ -64,6 +64,17 @@ impl PageReader {
         range: impl Fn(usize) -> (u64, usize),
         mut visit: impl FnMut(usize, &[u8]),
     ) -> std::io::Result<ReadCount> {
+        self.read_ranges_in_pages(n, range, |k, bytes, _| visit(k, bytes))
+    }
+
+    /// [`Self::read_ranges`], also handing each range the whole page (`ALIGN` bytes at
+    /// `offset / ALIGN * ALIGN`) its first byte is in: what a [`crate::PageCache`] keeps.
+    pub fn read_ranges_in_pages(
+        &mut self,
+        n: usize,
+        range: impl Fn(usize) -> (u64, usize),
+        mut visit: impl FnMut(usize, &[u8], &[u8]),
+    ) -> std::io::Result<ReadCount> {
         let mut count = ReadCount::default();
         let mut next = 0;
         while next < n {
@@ -88,8 +99,10 @@ impl PageReader {
             let buf = &mut self.buf.spare()[..used];
             self.reader.read_batch(&self.reqs, buf)?;
             for (j, &at) in self.at.iter().enumerate() {
-                let len = range(next + j).1;
-                visit(next + j, &buf[at..at + len]);
+                let (offset, len) = range(next + j);
+                // Runs start on page boundaries of the file and of the buffer alike.
+                let page = at - (offset % ALIGN as u64) as usize;
+                visit(next + j, &buf[at..at + len], &buf[page..page + ALIGN]);
             }
             count.pages += (used / ALIGN) as u64;
             count.requests += self.reqs.len() as u64;

@@ -24,6 +24,12 @@
 //! 4. **The hot-row cache** gets the rest, up to `cache` if the caller set one (and never more
 //!    than caching every row costs). If `prefetch` was not set and the default (one batch ahead
 //!    per thread) leaves the cache less than it asked, one batch ahead is used instead.
+//! 5. **Hot neighbor pages** ([`ringgnn_io::PageCache`]), only when the neighbor file is read
+//!    from disk one batch at a time: `neighbor_cache` bytes if the caller set them (taken before
+//!    the hot-row cache), never more than the file (plus bookkeeping). `None` shares: it gets what
+//!    is left, split evenly with the hot-row cache when both are wanted and neither was sized.
+//!    Training asks for `Some(0)` (its reads are shared by hyperbatches instead); the serving
+//!    engine, whose single-node requests reread hub lists all the time, for `None`.
 //!
 //! `auto` is the first of `memory`, then disk, whose plan fits: so `auto` opens whenever any
 //! explicit backend opens, and no plan's total ever exceeds the budget (both are tested). If
@@ -78,6 +84,8 @@ pub struct Asked {
     pub hold: NonZeroUsize,
     /// Batches sampled together when the neighbor file is read from disk.
     pub hyperbatch: Hyperbatch,
+    /// Bytes of hot neighbor-file pages; `None`: a share of what is left (see the module docs).
+    pub neighbor_cache: Option<u64>,
 }
 
 /// Upper bounds on what each part costs, from the dataset and the largest batch.
@@ -138,6 +146,8 @@ pub struct MemoryPlan {
     pub buffers: u64,
     pub features: u64,
     pub cache: u64,
+    /// Hot pages of the neighbor file (0 unless it is read from disk).
+    pub neighbor_cache: u64,
     /// Batches the workers may hold ahead of the consumer (gathered ones with features).
     pub prefetch: u64,
     /// Sampled batches the pipeline's window holds at most (`prefetch`, plus one per thread
@@ -172,6 +182,7 @@ impl MemoryPlan {
             + self.buffers
             + self.features
             + self.cache
+            + self.neighbor_cache
             + self.hyperbatch
     }
 
@@ -251,8 +262,17 @@ impl MemoryPlan {
             (true, Hyperbatch::Auto) => 0,
             (true, Hyperbatch::Size(n)) => n.get() as u64,
         };
+        // Hot neighbor pages: only for per-batch disk reads; never more than the whole file.
+        let pages_want = if neighbors == Placement::Disk && !hyper {
+            let file = needs.neighbor_file.div_ceil(ringgnn_io::ALIGN as u64)
+                * ringgnn_io::PageCache::BYTES_PER_PAGE;
+            asked.neighbor_cache.unwrap_or(u64::MAX).min(file)
+        } else {
+            0
+        };
         let Some(f) = &needs.features else {
-            // Samples alone: the hyperbatch state gets everything left.
+            // Samples alone: the hot pages, then the hyperbatch state, get what is left.
+            p.neighbor_cache = pages_want.min(left);
             if hyper {
                 p.hyperbatch = left;
             }
@@ -276,20 +296,33 @@ impl MemoryPlan {
         if load {
             p.features = f.file;
             p.features_in_memory = true;
+            p.neighbor_cache = pages_want.min(left - f.file);
             if hyper {
                 p.hyperbatch = left - f.file;
             }
             return Ok(p);
         }
         let want = asked.cache.unwrap_or(u64::MAX).min(f.full_cache);
+        // Hot pages asked for by size come first; shared ones split what is left evenly with
+        // a hot-row cache not sized either, and otherwise get what it leaves.
+        let pages_first = match asked.neighbor_cache {
+            Some(_) => pages_want.min(left),
+            None if asked.cache.is_none() && pages_want > 0 => pages_want.min(left / 2),
+            None => 0,
+        };
+        let left_rows = left - pages_first;
         // With hyperbatches and no cache size asked for, the cache and the hyperbatch state
         // share what is left; a cache asked for is served first.
         let room = if hyper && asked.cache.is_none() {
-            left / 2
+            left_rows / 2
         } else {
-            left
+            left_rows
         };
         p.cache = want.min(room);
+        p.neighbor_cache = match asked.neighbor_cache {
+            None => pages_want.min(left - p.cache),
+            Some(_) => pages_first,
+        };
         if hyper {
             p.hyperbatch = left - p.cache;
         }
@@ -383,6 +416,7 @@ impl MemoryPlan {
             prefetch: NonZeroUsize::new(self.prefetch as usize),
             hold: NonZeroUsize::new(self.hold as usize).unwrap_or(NonZeroUsize::MIN),
             hyperbatch: Hyperbatch::PER_BATCH,
+            neighbor_cache: Some(self.neighbor_cache),
         };
         let placement = if self.neighbors_in_memory {
             Placement::Memory
@@ -393,6 +427,7 @@ impl MemoryPlan {
         p.features = self.features;
         p.features_in_memory = self.features_in_memory;
         p.cache = self.cache;
+        p.neighbor_cache = self.neighbor_cache;
         p.hyperbatch_size = self.hyperbatch_size;
         // The hyperbatch state is sized as batches are sampled: it takes what is left.
         if self.hyperbatch > 0 {
@@ -443,6 +478,9 @@ impl MemoryPlan {
         }
         if self.cache > 0 {
             s += &format!(", hot-row cache {}", bytes(self.cache));
+        }
+        if self.neighbor_cache > 0 {
+            s += &format!(", hot neighbor pages {}", bytes(self.neighbor_cache));
         }
         if self.hyperbatch > 0 {
             let h = match self.hyperbatch_size {

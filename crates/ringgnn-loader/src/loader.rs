@@ -239,6 +239,7 @@ impl BatchLoader {
             prefetch: opts.prefetch,
             hold: opts.hold,
             hyperbatch: opts.hyperbatch,
+            neighbor_cache: opts.neighbor_cache,
         };
         let plan = match MemoryPlan::compute(&asked, &shape.needs(batch)) {
             Ok(p) => p,
@@ -277,7 +278,10 @@ impl BatchLoader {
                 direct: opts.direct,
             }
         };
-        let graph = Arc::new(Graph::open(shape.index.clone(), access)?);
+        let graph = Arc::new(
+            Graph::open(shape.index.clone(), access)?
+                .with_page_cache(plan.neighbor_cache, &opts.sample.fanouts)?,
+        );
 
         let hyper = (plan.hyperbatch_size != 1).then(|| {
             let bound = shape.needs(batch);

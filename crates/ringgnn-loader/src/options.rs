@@ -178,6 +178,10 @@ pub struct LoaderOptions {
     pub hold: NonZeroUsize,
     /// Batches sampled together when the neighbor file is read from disk.
     pub hyperbatch: Hyperbatch,
+    /// Bytes of hot neighbor-file pages kept in memory when the file is read from disk one
+    /// batch at a time; `None`: a share of what the budget leaves (see [`crate::budget`]).
+    /// Training's default is `Some(0)`: hyperbatches share its reads instead.
+    pub neighbor_cache: Option<u64>,
 }
 
 /// One worker thread per available core.
@@ -209,6 +213,7 @@ impl Default for LoaderOptions {
             prefetch: None,
             hold: NonZeroUsize::new(2).expect("not 0"),
             hyperbatch: Hyperbatch::Auto,
+            neighbor_cache: Some(0),
         }
     }
 }

@@ -141,6 +141,7 @@ impl Loader {
             prefetch,
             hold,
             hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
+            neighbor_cache: LoaderOptions::default().neighbor_cache,
         };
         let presample = match &presample_seeds {
             None => None,

@@ -92,6 +92,7 @@ pub(crate) fn plan_dict<'py>(py: Python<'py>, p: &MemoryPlan) -> PyResult<Bound<
     d.set_item("buffers", p.buffers)?;
     d.set_item("features", p.features)?;
     d.set_item("cache", p.cache)?;
+    d.set_item("neighbor_cache", p.neighbor_cache)?;
     d.set_item("total", p.total())?;
     d.set_item("prefetch", p.prefetch)?;
     d.set_item("hold", p.hold)?;
@@ -197,6 +198,7 @@ impl Sampler {
             prefetch,
             hold: defaults.hold,
             hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
+            neighbor_cache: defaults.neighbor_cache,
         };
         let inner = py
             .detach(|| BatchLoader::open(&path, opts, None))

@@ -142,12 +142,13 @@ impl Engine {
     /// `fanouts`, `seed`: the defaults of requests that give none, and with `batch_size` the
     /// wave the memory plan is made for; `memory`: the whole process's budget, of which
     /// `reserve` is the caller's; `cache`: bytes of hot feature rows (by in-degree);
+    /// `neighbor_cache`: bytes of hot neighbor-file pages (`None`: a share of what is left);
     /// `max_wait_us`: how long a wave waits for requests to join it; `queue`: requests waiting
     /// at most; `max_nodes`, `max_hops`: the limits of one request.
     #[new]
     #[pyo3(signature = (
         path, fanouts, *, backend="auto", direct=false, threads=None, seed=0, memory=None,
-        reserve=0, features=true, cache=None, batch_size=PLAN_BATCH, max_wait_us=1000,
+        reserve=0, features=true, cache=None, neighbor_cache=None, batch_size=PLAN_BATCH, max_wait_us=1000,
         max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
         max_nodes=4096, max_hops=6
     ))]
@@ -164,6 +165,7 @@ impl Engine {
         reserve: u64,
         features: bool,
         cache: Option<u64>,
+        neighbor_cache: Option<u64>,
         batch_size: NonZeroUsize,
         max_wait_us: u64,
         max_wave: NonZeroUsize,
@@ -199,6 +201,7 @@ impl Engine {
                 staging_cap: None,
             }),
             batch_size,
+            neighbor_cache,
             ..defaults
         };
         let opts = EngineOptions {
@@ -306,6 +309,34 @@ impl Engine {
         out.into_dict(py)
     }
 
+    /// [`Self::sample`] as the bytes of a `ringgnn.v1.SampleReply` (serve.proto), encoded
+    /// without the GIL: what the gRPC server sends.
+    #[pyo3(signature = (nodes, fanouts=None, replace=false, seed=None, timeout=None, token=None, edge_ids=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn sample_reply<'py>(
+        &self,
+        py: Python<'py>,
+        nodes: PyReadonlyArray1<'py, i64>,
+        fanouts: Option<Vec<i64>>,
+        replace: bool,
+        seed: Option<u64>,
+        timeout: Option<f64>,
+        token: Option<PyRef<'py, CancelToken>>,
+        edge_ids: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let req = self.request(&nodes, fanouts, replace, seed, edge_ids)?;
+        let seed = req.seed;
+        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let bytes = py
+            .detach(|| {
+                self.inner
+                    .sample(req, deadline, token)
+                    .map(|s| ringgnn_serve::wire::sample_reply(&s, seed))
+            })
+            .map_err(serve_error)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
     /// The sample of `nodes` and the f32 feature rows of its nodes (`[len(node), dim]`), from
     /// one wave: what a model runs on.
     #[pyo3(signature = (nodes, fanouts=None, seed=None, timeout=None, token=None))]
@@ -374,6 +405,10 @@ impl Engine {
         let io = self.inner.loader().io_stats();
         d.set_item("reads", io.reads)?;
         d.set_item("bytes_read", io.bytes)?;
+        let pages = self.inner.loader().graph().page_cache_stats();
+        d.set_item("page_hits", pages.map_or(0, |p| p.hits))?;
+        d.set_item("page_misses", pages.map_or(0, |p| p.misses))?;
+        d.set_item("pages_cached", pages.map_or(0, |p| p.pages))?;
         Ok(d)
     }
 

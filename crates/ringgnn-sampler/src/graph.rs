@@ -12,16 +12,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringgnn_io::{
-    open_backend, BackendKind, BlockReader, CoalesceOptions, DirectFile, IoStats, ReadModel,
+    open_backend, BackendKind, BlockReader, CacheStats, CoalesceOptions, DirectFile, IoStats,
+    PageCache, ReadModel,
 };
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::Dataset;
 
 use crate::bounds::{sample_bound, SampleBound};
-use crate::neighbors::{Indices, NeighborSource};
+use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
 use crate::sampler::check_indptr;
 use crate::{
-    Error, HyperSampler, NeighborSampler, Result, SampleOptions, SampledSubgraph, SeedSlice,
+    Error, Fanout, HyperSampler, NeighborSampler, Result, SampleOptions, SampledSubgraph, SeedSlice,
 };
 
 /// The offset index of a dataset (`V + 1` offsets into the neighbor file) and the facts about
@@ -56,6 +57,15 @@ impl OffsetIndex {
 
     pub fn indptr(&self) -> &Arc<[u64]> {
         &self.indptr
+    }
+
+    /// The width of the neighbor file's entries.
+    pub fn dtype(&self) -> IndexDtype {
+        self.dtype
+    }
+
+    pub fn indices_path(&self) -> &std::path::Path {
+        &self.indices_path
     }
 
     pub fn num_nodes(&self) -> u64 {
@@ -111,6 +121,8 @@ pub struct Graph {
     name: &'static str,
     stats: [AtomicU64; 3],
     hyper: [AtomicU64; 4],
+    /// Hot pages of the neighbor file, shared by this graph's disk samplers.
+    pages: Option<Arc<PageCache>>,
 }
 
 /// What hyperbatch reads did, summed over every hyperbatch sampler of a graph.
@@ -155,7 +167,32 @@ impl Graph {
             name,
             stats: Default::default(),
             hyper: Default::default(),
+            pages: None,
         })
+    }
+
+    /// Keep up to `bytes` of hot neighbor-file pages in memory for the disk samplers made from
+    /// now on (nothing with the file in memory, or when `bytes` is too small to be useful).
+    /// The pages single-node requests with `fanouts` are expected to touch most are read now
+    /// and kept ([`crate::hot_pages`]) when the arrays that choice needs fit in `bytes`;
+    /// otherwise the cache starts empty and learns from the reads (CLOCK).
+    pub fn with_page_cache(mut self, bytes: u64, fanouts: &[Fanout]) -> Result<Self> {
+        let NeighborAccess::Disk { direct, .. } = self.access else {
+            return Ok(self);
+        };
+        let Some(cache) = PageCache::new(bytes) else {
+            return Ok(self);
+        };
+        if !fanouts.is_empty() && crate::hot_pages::work_bytes(&self.index) <= bytes {
+            crate::hot_pages::preload(&self.index, fanouts, &cache, direct)?;
+        }
+        self.pages = Some(Arc::new(cache));
+        Ok(self)
+    }
+
+    /// The counters of the page cache, if there is one.
+    pub fn page_cache_stats(&self) -> Option<CacheStats> {
+        self.pages.as_ref().map(|c| c.stats())
     }
 
     pub fn index(&self) -> &OffsetIndex {
@@ -191,7 +228,10 @@ impl Graph {
                     source,
                 })?;
                 let opts = CoalesceOptions::default();
-                NeighborSource::disk(reader, path, self.index.dtype, opts)
+                NeighborSource::Disk(
+                    DiskNeighbors::new(reader, path, self.index.dtype, opts)
+                        .with_cache(self.pages.clone()),
+                )
             }
             (None, NeighborAccess::Memory) => unreachable!("loaded when the graph opened"),
         };

@@ -14,6 +14,8 @@
 //!   shared pass of reads per hop, each batch byte-identical to its per-batch sample (the
 //!   per-batch state both use is `batch.rs`).
 //! - **Sizes for the memory plan**: [`bounds`].
+//! - **Hot pages for on-demand sampling**: [`hot_pages`] chooses the neighbor-file pages that
+//!   single-node requests touch most, to keep in a `ringgnn_io::PageCache`.
 //!
 //! Threads, epochs and memory budgets are not here: the worker pipeline is `ringgnn-pipeline`,
 //! and `ringgnn-loader` plans the memory and runs epochs.
@@ -25,6 +27,7 @@ pub mod bounds;
 pub mod draw;
 mod error;
 mod graph;
+pub mod hot_pages;
 mod hyper;
 pub mod neighbors;
 mod options;

@@ -1,11 +1,18 @@
 //! [`Engine`]: the queue, the workers and the waves (see the crate docs).
+//!
+//! There are no engine threads. A worker is a set of read backends (a sampler and a feature
+//! gatherer with their rings); the engine holds `threads` of them. A caller queues its request
+//! and, if a worker is free, leads a wave with it on its own thread: it waits up to
+//! `max_wait` for company, serves what it took from the queue, and hands the worker to the
+//! first caller still waiting (or puts it back). An idle server thus answers a request on the
+//! thread that received it, with no hand-over to another thread and back; a busy one batches
+//! whatever queued while its workers were out.
 
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ringgnn_features::FeatureGatherer;
@@ -99,18 +106,52 @@ enum Answer {
     Features(FeatureRows),
 }
 
-/// Where a worker puts a request's answer and its caller waits for it.
+/// Where a leader puts a request's answer, or hands its caller a worker, and the caller waits.
 #[derive(Default)]
 struct Slot {
-    answer: Mutex<Option<Result<Answer>>>,
+    state: Mutex<SlotState>,
     ready: Condvar,
+}
+
+#[derive(Default)]
+struct SlotState {
+    answer: Option<Result<Answer>>,
+    /// A worker handed to this caller, to lead the next wave with.
+    lead: Option<Box<Worker>>,
+    /// The caller gave up: hand it nothing.
+    gone: bool,
 }
 
 impl Slot {
     fn put(&self, a: Result<Answer>) {
-        *lock(&self.answer) = Some(a);
+        lock(&self.state).answer = Some(a);
         self.ready.notify_one();
     }
+
+    /// Answer `DeadlineExceeded` unless the caller gave up first; whether it did not (the
+    /// one that answers counts it, so each request is counted once).
+    fn expire(&self) -> bool {
+        let mut st = lock(&self.state);
+        if st.gone || st.answer.is_some() {
+            return false;
+        }
+        st.answer = Some(Err(ServeError::DeadlineExceeded));
+        drop(st);
+        self.ready.notify_one();
+        true
+    }
+}
+
+/// What a waiting caller got.
+enum Waited {
+    Answer(Result<Answer>),
+    Lead(Box<Worker>),
+}
+
+/// One wave's read backends: whoever holds it serves a wave.
+struct Worker {
+    sampler: GraphSampler,
+    gatherer: Option<FeatureGatherer>,
 }
 
 struct Job {
@@ -126,8 +167,10 @@ struct Job {
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<Job>,
-    /// A worker is gathering the next wave (the others wait for it to take its share).
-    collecting: bool,
+    /// Workers no caller holds: a caller that finds one leads a wave with it. Boxed: they move
+    /// between this pool and callers' slots as a pointer.
+    #[allow(clippy::vec_box)]
+    free: Vec<Box<Worker>>,
     closed: bool,
 }
 
@@ -158,7 +201,6 @@ struct Shared {
 /// Serves sampling and feature requests from any number of threads; see the crate docs.
 pub struct Engine {
     shared: Arc<Shared>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Engine {
@@ -175,34 +217,26 @@ impl Engine {
         let batch = loader.plan_batch_size();
         let b = loader.graph().index().bound(batch, plan);
         let stop = Arc::new(AtomicBool::new(false));
-        let mut parts = Vec::with_capacity(threads.get());
+        let mut free = Vec::with_capacity(threads.get());
         for _ in 0..threads.get() {
-            parts.push((loader.thread_sampler()?, loader.thread_gatherer(&stop)?));
+            free.push(Box::new(Worker {
+                sampler: loader.thread_sampler()?,
+                gatherer: loader.thread_gatherer(&stop)?,
+            }));
         }
         let shared = Arc::new(Shared {
             wave_edges: b.edges.max(1),
             wave_rows: b.nodes.max(1),
             loader,
             opts,
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(Queue {
+                free,
+                ..Default::default()
+            }),
             changed: Condvar::new(),
             counters: Counters::default(),
         });
-        let workers = parts
-            .into_iter()
-            .enumerate()
-            .map(|(i, (s, g))| {
-                let sh = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("ringgnn-serve-{i}"))
-                    .spawn(move || sh.work(s, g))
-                    .map_err(|e| ServeError::Internal(format!("cannot start a worker: {e}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Engine {
-            shared,
-            workers: Mutex::new(workers),
-        })
+        Ok(Engine { shared })
     }
 
     pub fn num_nodes(&self) -> u64 {
@@ -307,14 +341,19 @@ impl Engine {
         }
     }
 
-    /// Refuse new requests ([`ServeError::ShuttingDown`]), answer those queued, and wait for
-    /// the workers to end. Idempotent.
+    /// Refuse new requests ([`ServeError::ShuttingDown`]) and wait until those queued are
+    /// answered (by the callers leading their waves) and every worker is back. Idempotent.
     pub fn close(&self) {
-        lock(&self.shared.queue).closed = true;
-        self.shared.changed.notify_all();
-        let workers = std::mem::take(&mut *lock(&self.workers));
-        for w in workers {
-            let _ = w.join();
+        let sh = &self.shared;
+        let mut q = lock(&sh.queue);
+        q.closed = true;
+        sh.changed.notify_all();
+        while !(q.jobs.is_empty() && q.free.len() == sh.opts.loader.threads.get()) {
+            q = sh
+                .changed
+                .wait_timeout(q, POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }
@@ -381,6 +420,9 @@ impl Shared {
         Ok(b.edges.max(1))
     }
 
+    /// Queue `work`, then either serve a wave with a free worker (on the caller's own thread:
+    /// no hand-over while the server is idle) or wait for a leader to answer it or to hand this
+    /// caller a worker; give up at `deadline` or once `cancel` is set.
     fn submit(
         &self,
         work: Work,
@@ -397,7 +439,7 @@ impl Shared {
         }
         let cancel = cancel.unwrap_or_default();
         let slot = Arc::new(Slot::default());
-        {
+        let mut worker = {
             let mut q = lock(&self.queue);
             if q.closed {
                 return Err(ServeError::ShuttingDown);
@@ -414,23 +456,38 @@ impl Shared {
                 cancel: cancel.clone(),
                 slot: slot.clone(),
             });
-        }
+            q.free.pop()
+        };
         self.changed.notify_all();
-        self.wait(&slot, deadline, &cancel)
+        loop {
+            if let Some(w) = worker.take() {
+                self.lead(w, deadline, &cancel);
+            }
+            match self.wait(&slot, deadline, &cancel) {
+                Waited::Answer(a) => return a,
+                Waited::Lead(w) => worker = Some(w),
+            }
+        }
     }
 
-    /// Wait for the answer in `slot`; on the deadline or a cancel, mark the job given up (a
-    /// worker skips it) and return.
-    fn wait(&self, slot: &Slot, deadline: Option<Instant>, cancel: &CancelToken) -> Result<Answer> {
-        let mut a = lock(&slot.answer);
-        loop {
-            if let Some(r) = a.take() {
-                return r;
+    /// Wait for the answer in `slot`, or a worker handed to this caller. On the deadline or a
+    /// cancel, mark the job given up, take it out of the queue if it is still there (its place
+    /// is free at once), and return the error.
+    fn wait(&self, slot: &Arc<Slot>, deadline: Option<Instant>, cancel: &CancelToken) -> Waited {
+        let mut st = lock(&slot.state);
+        let gave_up = loop {
+            if let Some(w) = st.lead.take() {
+                // Handed a worker: lead a wave first (even when about to give up), so that the
+                // queue never waits while a worker sits idle.
+                return Waited::Lead(w);
+            }
+            if let Some(r) = st.answer.take() {
+                return Waited::Answer(r);
             }
             let now = Instant::now();
             if cancel.is_cancelled() {
                 self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
-                return Err(ServeError::Cancelled);
+                break ServeError::Cancelled;
             }
             if let Some(d) = deadline {
                 if now >= d {
@@ -438,50 +495,61 @@ impl Shared {
                     self.counters
                         .deadline_exceeded
                         .fetch_add(1, Ordering::Relaxed);
-                    return Err(ServeError::DeadlineExceeded);
+                    break ServeError::DeadlineExceeded;
                 }
             }
             let step = deadline.map_or(POLL, |d| (d - now).min(POLL));
-            a = slot
+            st = slot
                 .ready
-                .wait_timeout(a, step)
+                .wait_timeout(st, step)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
-        }
+        };
+        st.gone = true;
+        drop(st);
+        let mut q = lock(&self.queue);
+        q.jobs.retain(|j| !Arc::ptr_eq(&j.slot, slot));
+        drop(q);
+        self.changed.notify_all();
+        Waited::Answer(Err(gave_up))
     }
 
-    /// The next wave: once a job is queued, wait up to `max_wait` from its arrival for others
-    /// (while the wave is not full), then take jobs in arrival order while they fit. `None` once
-    /// closed and drained.
-    fn next_wave(&self) -> Option<Vec<Job>> {
-        let mut q = lock(&self.queue);
-        loop {
-            while q.jobs.is_empty() || q.collecting {
-                if q.closed && q.jobs.is_empty() {
-                    return None;
-                }
-                q = self.changed.wait(q).unwrap_or_else(|e| e.into_inner());
-            }
-            q.collecting = true;
-            let until = q.jobs.front().map(|j| j.arrived + self.opts.max_wait);
-            while let Some(until) = until {
+    /// Serve one wave with `w`: wait up to `max_wait` from the first queued job's arrival for
+    /// others (while the wave is not full, and no longer than the leading caller's own deadline
+    /// or cancel), take jobs in arrival order while they fit, answer them, then hand `w` to the
+    /// first caller still waiting for one (or put it back).
+    fn lead(&self, mut w: Box<Worker>, deadline: Option<Instant>, cancel: &CancelToken) {
+        let wave = {
+            let mut q = lock(&self.queue);
+            while let Some(front) = q.jobs.front() {
+                let until = front.arrived + self.opts.max_wait;
+                let until = deadline.map_or(until, |d| d.min(until));
                 let now = Instant::now();
-                if q.closed || now >= until || self.full(&q) {
+                if q.closed || now >= until || self.full(&q) || cancel.is_cancelled() {
                     break;
                 }
                 q = self
                     .changed
-                    .wait_timeout(q, until - now)
+                    .wait_timeout(q, (until - now).min(POLL))
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
-            let wave = self.take(&mut q);
-            q.collecting = false;
-            self.changed.notify_all();
-            if !wave.is_empty() {
-                return Some(wave);
+            self.take(&mut q)
+        };
+        self.serve(&mut w, wave);
+        let mut q = lock(&self.queue);
+        for j in q.jobs.iter() {
+            let mut st = lock(&j.slot.state);
+            if !st.gone && st.lead.is_none() {
+                st.lead = Some(w);
+                drop(st);
+                j.slot.ready.notify_one();
+                return;
             }
         }
+        q.free.push(w);
+        drop(q);
+        self.changed.notify_all();
     }
 
     fn full(&self, q: &Queue) -> bool {
@@ -512,39 +580,40 @@ impl Shared {
         wave
     }
 
-    /// A worker: serve waves until the engine is closed and drained.
-    fn work(&self, mut sampler: GraphSampler, mut gatherer: Option<FeatureGatherer>) {
-        while let Some(wave) = self.next_wave() {
-            let now = Instant::now();
-            let mut samples = Vec::new();
-            let mut rows = Vec::new();
-            for j in wave {
-                if j.cancel.is_cancelled() {
-                    // Its caller counted it.
-                    continue;
-                }
-                if j.deadline.is_some_and(|d| d <= now) {
-                    j.cancel.cancel();
-                    j.slot.put(Err(ServeError::DeadlineExceeded));
-                    continue;
-                }
-                match j.work {
-                    Work::Sample(..) => samples.push(j),
-                    Work::Features(_) => rows.push(j),
-                }
-            }
-            let served = (samples.len() + rows.len()) as u64;
-            if served == 0 {
+    /// Answer the jobs of `wave` still wanted: samples together, then feature rows together.
+    fn serve(&self, w: &mut Worker, wave: Vec<Job>) {
+        let now = Instant::now();
+        let mut samples = Vec::new();
+        let mut rows = Vec::new();
+        for j in wave {
+            if j.cancel.is_cancelled() {
+                // Its caller counted it.
                 continue;
             }
-            self.counters.waves.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .wave_requests
-                .fetch_add(served, Ordering::Relaxed);
-            self.sample_wave(&mut sampler, gatherer.as_mut(), samples);
-            if let Some(g) = gatherer.as_mut() {
-                self.gather_wave(g, rows);
+            if j.deadline.is_some_and(|d| d <= now) {
+                if j.slot.expire() {
+                    self.counters
+                        .deadline_exceeded
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
             }
+            match j.work {
+                Work::Sample(..) => samples.push(j),
+                Work::Features(_) => rows.push(j),
+            }
+        }
+        let served = (samples.len() + rows.len()) as u64;
+        if served == 0 {
+            return;
+        }
+        self.counters.waves.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .wave_requests
+            .fetch_add(served, Ordering::Relaxed);
+        self.sample_wave(&mut w.sampler, w.gatherer.as_mut(), samples);
+        if let Some(g) = w.gatherer.as_mut() {
+            self.gather_wave(g, rows);
         }
     }
 

@@ -14,14 +14,16 @@
 //! [`Engine::close`]. The memory plan is the loader's (`ringgnn-loader`), made for one wave per
 //! worker.
 //!
-//! The wire protocol is not here: the gRPC service (Python, `ringgnn/server.py`) calls this
-//! engine through the `_core.Engine` binding with the GIL released.
+//! The gRPC service is not here: it is grpcio's (Python, `ringgnn/server.py`), calling this
+//! engine through the `_core.Engine` binding with the GIL released. Only the encoding of the
+//! largest reply, a sample, is done here ([`wire::sample_reply`], with prost's encoders).
 
 #![forbid(unsafe_code)]
 
 mod engine;
 mod error;
 mod options;
+pub mod wire;
 
 pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};
 pub use error::{Result, ServeError};

@@ -3,6 +3,7 @@
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -139,6 +140,64 @@ fn concurrent_requests_get_their_own_answers_in_shared_waves() {
 }
 
 #[test]
+fn callers_leading_waves_hand_workers_on_and_none_is_lost() {
+    // Many callers, 2 workers, no window: requests are served on the callers' threads, workers
+    // pass from caller to caller; some give up (deadlines already near, cancels). Every answer
+    // is right, every request is accounted for once, and closing finds both workers back.
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Pread, 2);
+    o.max_wait = Duration::ZERO;
+    o.queue = nz(1024);
+    let e = Arc::new(Engine::open(&dir, o).unwrap());
+    let n = e.num_nodes();
+    let (answered, gave_up) = (AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        for t in 0..12u64 {
+            let (e, dir) = (e.clone(), dir.clone());
+            let (answered, gave_up) = (&answered, &gave_up);
+            s.spawn(move || {
+                let ds = Dataset::open(&dir).unwrap();
+                let src = NeighborSource::memory(&ds).unwrap();
+                let mut mem = NeighborSampler::open(&ds, &fan(&[10, 5]), false, src).unwrap();
+                let mut r = rng::stream(t, 7, 7);
+                for k in 0..150u64 {
+                    let ids = vec![rng::below(&mut r, n)];
+                    let q = req(&ids, n, &[10, 5], false, t * 1000 + k);
+                    let (deadline, token) = match k % 10 {
+                        0 => (Some(Instant::now() + Duration::from_micros(50)), None),
+                        1 => {
+                            let c = CancelToken::default();
+                            c.cancel();
+                            (None, Some(c))
+                        }
+                        _ => (None, None),
+                    };
+                    match e.sample(q.clone(), deadline, token) {
+                        Ok(got) => {
+                            let want = mem.sample(q.seeds.as_slice(), q.seed, 0, 0, false).unwrap();
+                            assert_eq!(got, want);
+                            answered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(ServeError::DeadlineExceeded | ServeError::Cancelled) => {
+                            assert!(k % 10 < 2, "request {k} of thread {t} was given up");
+                            gave_up.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(other) => panic!("{other}"),
+                    }
+                }
+            });
+        }
+    });
+    let st = e.stats();
+    let (a, g) = (answered.into_inner(), gave_up.into_inner());
+    assert_eq!(a + g, 12 * 150);
+    assert!(a >= 12 * 150 * 8 / 10, "{st:?}");
+    assert_eq!(st.deadline_exceeded + st.cancelled, g, "{st:?}");
+    assert_eq!((st.busy, st.failed, st.queued), (0, 0, 0));
+    e.close();
+}
+
+#[test]
 fn rows_come_back_in_the_stored_dtype_exactly() {
     let (_d, dir) = sbm(FeatureDtype::F16);
     let e = Engine::open(&dir, options(BackendChoice::Pread, 1)).unwrap();
@@ -258,6 +317,60 @@ fn deadlines_and_cancellation_end_the_wait_and_skip_the_work() {
         (2, 1, 0),
         "{st:?}"
     );
+}
+
+#[test]
+fn a_request_given_up_frees_its_queue_place_at_once() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Memory, 1);
+    o.max_wait = Duration::from_millis(300);
+    o.queue = nz(1);
+    let e = Engine::open(&dir, o).unwrap();
+    let n = e.num_nodes();
+    for _ in 0..5 {
+        // Its deadline passes while its wave still collects: its place is free right away, so
+        // the next request is queued, not refused as busy.
+        let soon = Instant::now() + Duration::from_millis(20);
+        assert!(matches!(
+            e.sample(req(&[1], n, &[2], false, 0), Some(soon), None),
+            Err(ServeError::DeadlineExceeded)
+        ));
+    }
+    let r = req(&[2], n, &[2], false, 0);
+    assert_eq!(e.sample(r.clone(), None, None).unwrap(), alone(&dir, &r));
+    let st = e.stats();
+    assert_eq!(
+        (st.busy, st.deadline_exceeded, st.waves),
+        (0, 5, 1),
+        "{st:?}"
+    );
+}
+
+#[test]
+fn hot_neighbor_pages_answer_the_same_without_reading_again() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Pread, 2);
+    o.loader.neighbor_cache = None;
+    o.loader.features = None;
+    let e = Engine::open(&dir, o).unwrap();
+    assert!(e.plan().neighbor_cache > 0, "{}", e.plan());
+    let n = e.num_nodes();
+    let r = req(&[3, 17, 99], n, &[10, 5], false, 4);
+    assert_eq!(e.sample(r.clone(), None, None).unwrap(), alone(&dir, &r));
+    let (read, pages) = (
+        e.loader().io_stats().bytes,
+        e.loader().graph().page_cache_stats().unwrap(),
+    );
+    assert!(read > 0 && pages.misses > 0 && pages.pages > 0, "{pages:?}");
+    // The same request again: every page is cached, nothing is read.
+    assert_eq!(e.sample(r.clone(), None, None).unwrap(), alone(&dir, &r));
+    let again = e.loader().graph().page_cache_stats().unwrap();
+    assert_eq!(e.loader().io_stats().bytes, read);
+    assert_eq!(again.misses, pages.misses);
+    assert!(again.hits > pages.hits);
+    // Training's default keeps none.
+    let plain = Engine::open(&dir, options(BackendChoice::Pread, 1)).unwrap();
+    assert!(plain.loader().graph().page_cache_stats().is_none());
 }
 
 #[test]

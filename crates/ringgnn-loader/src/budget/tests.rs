@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use ringgnn_io::PageCache;
 
 const ONE: NonZeroUsize = NonZeroUsize::MIN;
 const TWO: NonZeroUsize = NonZeroUsize::new(2).unwrap();
@@ -16,6 +17,7 @@ fn asked(budget: u64, b: BackendChoice) -> Asked {
         prefetch: None,
         hold: TWO,
         hyperbatch: Hyperbatch::PER_BATCH,
+        neighbor_cache: Some(0),
     }
 }
 
@@ -222,6 +224,64 @@ fn hyperbatches_share_what_is_left_with_the_cache() {
 }
 
 #[test]
+fn hot_neighbor_pages_only_for_per_batch_disk_reads() {
+    let mut a = asked(1032, BackendChoice::Uring);
+    a.features = BackendChoice::Uring;
+    a.neighbor_cache = None;
+    a.prefetch = Some(TWO);
+    let p = MemoryPlan::compute(&a, &needs()).unwrap();
+    // Neither cache sized: they split what is left (the neighbor file's one page costs more
+    // than all of it).
+    let left = p.neighbor_cache + p.cache;
+    assert_eq!(p.neighbor_cache, left - left / 2);
+    assert_eq!(p.cache, left / 2);
+    assert_eq!(p.total(), 1032);
+    assert!(p.parts().contains("hot neighbor pages"), "{}", p.parts());
+    // A row cache sized: the pages get what it leaves.
+    a.cache = Some(40);
+    let q = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!((q.cache, q.neighbor_cache), (40, left - 40));
+    // Pages sized: they come first, the rows get the rest.
+    a.cache = None;
+    a.neighbor_cache = Some(30);
+    let q = MemoryPlan::compute(&a, &needs()).unwrap();
+    assert_eq!((q.neighbor_cache, q.cache), (30, left - 30));
+    // Never more than the whole file costs as pages.
+    let mut big = asked(1 << 30, BackendChoice::Uring);
+    big.neighbor_cache = None;
+    let q = MemoryPlan::compute(&big, &needs()).unwrap();
+    assert_eq!(
+        q.neighbor_cache,
+        PageCache::BYTES_PER_PAGE,
+        "300 bytes: one page"
+    );
+    // The file in memory, or hyperbatches: none.
+    let mut mem = asked(1032, BackendChoice::Memory);
+    mem.features = BackendChoice::Uring;
+    mem.neighbor_cache = None;
+    assert_eq!(
+        MemoryPlan::compute(&mem, &needs()).unwrap().neighbor_cache,
+        0
+    );
+    let mut hyper = a.clone();
+    hyper.neighbor_cache = None;
+    hyper.hyperbatch = Hyperbatch::Auto;
+    assert_eq!(
+        MemoryPlan::compute(&hyper, &needs())
+            .unwrap()
+            .neighbor_cache,
+        0
+    );
+    // Samples alone: everything left.
+    let mut n = needs();
+    n.features = None;
+    let mut alone = asked(1032, BackendChoice::Uring);
+    alone.neighbor_cache = None;
+    let q = MemoryPlan::compute(&alone, &n).unwrap();
+    assert!(q.neighbor_cache > 0 && q.total() == 1032, "{q:?}");
+}
+
+#[test]
 fn meminfo_is_parsed_in_bytes() {
     let text = "MemTotal:       16000000 kB\nMemFree: 1 kB\nMemAvailable:    8000000 kB\n";
     assert_eq!(mem_available(text), Some(8_000_000 * 1024));
@@ -281,6 +341,7 @@ proptest! {
         hold in 1usize..3,
         hyper in prop_oneof![Just(Hyperbatch::Auto), Just(Hyperbatch::PER_BATCH),
                              Just(Hyperbatch::Size(NonZeroUsize::new(3).unwrap()))],
+        pages in prop::option::of(0u64..20_000),
     ) {
         let ask = |n: BackendChoice, f: BackendChoice| Asked {
             budget,
@@ -291,6 +352,7 @@ proptest! {
             prefetch: prefetch.and_then(NonZeroUsize::new),
             hold: NonZeroUsize::new(hold).unwrap(),
             hyperbatch: hyper,
+            neighbor_cache: pages,
         };
         for n in CHOICES {
             for f in CHOICES {

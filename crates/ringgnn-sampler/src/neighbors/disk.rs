@@ -10,10 +10,15 @@
 //! costs at most one request per distinct page, and exactly one page of bytes per distinct page.
 //!
 //! Reads go through the [`ReadBatch`] trait, so pread and io_uring backends are interchangeable.
+//!
+//! With a [`PageCache`] (shared by the samplers of one graph), pages found there cost no read,
+//! and every page read enters it: on-demand sampling of single nodes keeps the hub lists that
+//! most of its reads would otherwise fetch again and again.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use ringgnn_io::{CoalesceOptions, IoStats, PageReader, ReadBatch};
+use ringgnn_io::{CoalesceOptions, IoStats, PageCache, PageReader, ReadBatch, ALIGN};
 use ringgnn_store::manifest::IndexDtype;
 
 use crate::{Error, Result};
@@ -25,6 +30,9 @@ pub struct DiskNeighbors {
     width: u64,
     /// (position, index of the request in the caller's slice), sorted by position.
     order: Vec<(u64, usize)>,
+    cache: Option<Arc<PageCache>>,
+    /// The entries of `order` whose pages are not cached.
+    miss: Vec<(u64, usize)>,
 }
 
 impl DiskNeighbors {
@@ -41,7 +49,15 @@ impl DiskNeighbors {
             path: path.to_path_buf(),
             width: dtype.size(),
             order: Vec::new(),
+            cache: None,
+            miss: Vec::new(),
         }
+    }
+
+    /// Serve pages from `cache` where it has them, and keep every page read there.
+    pub fn with_cache(mut self, cache: Option<Arc<PageCache>>) -> Self {
+        self.cache = cache;
+        self
     }
 
     pub fn stats(&self) -> IoStats {
@@ -64,14 +80,53 @@ impl DiskNeighbors {
         self.order
             .extend(positions.iter().enumerate().map(|(i, &p)| (p, i)));
         self.order.sort_unstable();
-        let (order, width) = (&self.order, self.width);
-        let range = |k: usize| (order[k].0 * width, width as usize);
+        let width = self.width;
+        let page_of = |pos: u64| pos * width / ALIGN as u64;
+        let decode = |b: &[u8]| match b.len() {
+            4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
+            _ => u64::from_le_bytes(b.try_into().unwrap()),
+        };
+        let Some(cache) = &self.cache else {
+            let order = &self.order;
+            let range = |k: usize| (order[k].0 * width, width as usize);
+            return self
+                .pages
+                .read_ranges(order.len(), range, |k, b| out[order[k].1] = decode(b))
+                .map(|_| ())
+                .map_err(|source| Error::Io {
+                    path: self.path.clone(),
+                    source,
+                });
+        };
+        // Entries in cached pages come from there, one lookup per distinct page.
+        self.miss.clear();
+        let order = &self.order;
+        let mut k = 0;
+        while k < order.len() {
+            let page = page_of(order[k].0);
+            let end = k + order[k..].partition_point(|&(p, _)| page_of(p) == page);
+            let hit = cache.get(page, |bytes| {
+                for &(p, i) in &order[k..end] {
+                    let at = (p * width % ALIGN as u64) as usize;
+                    out[i] = decode(&bytes[at..at + width as usize]);
+                }
+            });
+            if !hit {
+                self.miss.extend_from_slice(&order[k..end]);
+            }
+            k = end;
+        }
+        let miss = &self.miss;
+        let range = |k: usize| (miss[k].0 * width, width as usize);
+        let mut last = u64::MAX;
         self.pages
-            .read_ranges(order.len(), range, |k, b| {
-                out[order[k].1] = match b.len() {
-                    4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
-                    _ => u64::from_le_bytes(b.try_into().unwrap()),
-                };
+            .read_ranges_in_pages(miss.len(), range, |k, b, page| {
+                out[miss[k].1] = decode(b);
+                let p = page_of(miss[k].0);
+                if p != last {
+                    cache.insert(p, page);
+                    last = p;
+                }
             })
             .map_err(|source| Error::Io {
                 path: self.path.clone(),
@@ -84,9 +139,9 @@ impl DiskNeighbors {
 #[cfg(test)]
 mod tests {
     use std::io;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
 
-    use ringgnn_io::{IoStats, ReadBatch, ReadReq, ALIGN};
+    use ringgnn_io::{IoStats, ReadBatch, ReadReq};
 
     use super::*;
 
@@ -191,6 +246,36 @@ mod tests {
             // What O_DIRECT needs: aligned offsets, lengths and buffer positions.
             assert_eq!((r.offset % PAGE, r.len % ALIGN, r.dst % ALIGN), (0, 0, 0));
         }
+    }
+
+    #[test]
+    fn cached_pages_cost_no_read_and_give_the_same_entries() {
+        let opts = CoalesceOptions {
+            max_run: 2 * ALIGN,
+            buffer: 1 << 20,
+        };
+        let (d, log) = fixture(opts);
+        let cache = Arc::new(PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap());
+        let mut d = d.with_cache(Some(cache.clone()));
+        let first = [5 * 1024 + 3, 0, 1023, 6 * 1024, 0];
+        let mut out = vec![0; first.len()];
+        d.fetch(&first, &mut out).unwrap();
+        assert_eq!(out, first);
+        // Pages 0, 5, 6 were read (5-6 merged) and are cached now.
+        assert_eq!(*log.lock().unwrap(), vec![vec![req(0, 1, 0), req(5, 2, 1)]]);
+        let again = [6 * 1024 + 1000, 7 * 1024, 3, 5 * 1024];
+        let mut out = vec![0; again.len()];
+        d.fetch(&again, &mut out).unwrap();
+        assert_eq!(out, again);
+        // Only page 7 is read.
+        assert_eq!(log.lock().unwrap()[1], vec![req(7, 1, 0)]);
+        let st = cache.stats();
+        assert_eq!((st.hits, st.misses, st.pages), (3, 4, 4));
+        // All cached: no read at all.
+        let mut out = vec![0; 3];
+        d.fetch(&[7 * 1024 + 5, 1, 5 * 1024 + 9], &mut out).unwrap();
+        assert_eq!(out, [7 * 1024 + 5, 1, 5 * 1024 + 9]);
+        assert_eq!(log.lock().unwrap().len(), 2);
     }
 
     #[test]

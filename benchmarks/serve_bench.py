@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Load generator and latency report for `ringgnn serve` (issue 10).
+
+Starts `ringgnn serve DATASET` (optionally under `memcap`, caches dropped first), then drives its
+Sample call with C client processes, one node per request (uniform over the nodes that have
+neighbors), fanouts 20,15,10 by default, for each batching mode:
+
+  wait    --max-wait-ms 1: a wave waits up to 1 ms for concurrent requests (the default)
+  queued  --max-wait-ms 0: a wave takes what is already queued, no waiting
+  off     --max-wave 1: every request is its own wave (no sharing of reads)
+
+For each mode:
+  max     closed loop, every client keeping --outstanding requests in flight for --duration s:
+          the maximum sustainable throughput (completed requests / s);
+  LOAD%   open loop, Poisson arrivals at LOAD% of the *wait* mode's maximum (the same offered
+          load for every mode, so their latencies compare), for --duration s.
+Latency is measured from a request's scheduled send time to its answer (no coordinated
+omission), in the client processes (grpc.aio, one event loop each). The clients send
+pre-serialized requests and do not decode the answers, to leave the 2 cores to the server as
+much as possible; they still share the machine with it, so the maximum is the client+server
+system's, and the latencies include the clients' own scheduling.
+
+Usage (root for --memcap/--drop-caches):
+    python benchmarks/serve_bench.py /var/tmp/ringgnn-bench/rmat23 --label rmat23-disk \\
+        --server-args "--backend uring --direct" --memcap 1G --drop-caches
+    python benchmarks/serve_bench.py /var/tmp/ringgnn-bench/rmat23 --label rmat23-warm \\
+        --server-args "--backend uring"
+Writes benchmarks/results/serve_LABEL.json and docs/serve_cdf_LABEL.png and prints a Markdown
+table for docs/benchmarks.md.
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+MEMCAP = ROOT.parent / "shared" / "tools" / "memcap"
+MODES = {"wait": ["--max-wait-ms", "1"], "queued": ["--max-wait-ms", "0"], "off": ["--max-wave", "1"]}
+PERCENTILES = (50, 90, 99, 99.9)
+
+
+# --- client processes ---------------------------------------------------------------------------
+
+
+def _client(address, requests, rate, duration, outstanding, start_at, out):
+    """One client process (grpc.aio, one event loop): send `requests` (serialized) round-robin;
+    open loop at `rate`/s (Poisson) or, with rate None, closed loop with `outstanding` in
+    flight. Puts (latencies in seconds, error counts, seconds) on `out`."""
+    import asyncio
+
+    import grpc
+
+    async def run():
+        lat, errors = [], {}
+        async with grpc.aio.insecure_channel(address, options=[("grpc.max_receive_message_length", 1 << 30)]) as ch:
+            call = ch.unary_unary("/ringgnn.v1.RingGnn/Sample", request_serializer=None,
+                                  response_deserializer=None)
+            await ch.channel_ready()
+
+            async def one(req, t0):
+                try:
+                    await call(req, timeout=30)
+                    lat.append(time.perf_counter() - t0)
+                except grpc.aio.AioRpcError as e:
+                    errors[e.code().name] = errors.get(e.code().name, 0) + 1
+
+            while time.time() < start_at:
+                await asyncio.sleep(0.001)
+            t_start = time.perf_counter()
+            if rate is None:
+                async def loop(k):
+                    i = k
+                    while time.perf_counter() - t_start < duration:
+                        await one(requests[i % len(requests)], time.perf_counter())
+                        i += outstanding
+                await asyncio.gather(*(loop(k) for k in range(outstanding)))
+            else:
+                rng = np.random.default_rng(os.getpid())
+                tasks, t_next, i = [], t_start, 0
+                while True:
+                    t_next += rng.exponential(1.0 / rate)
+                    if t_next - t_start >= duration:
+                        break
+                    delay = t_next - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    # Latency from the scheduled time: a late send counts against us.
+                    tasks.append(asyncio.ensure_future(one(requests[i % len(requests)], t_next)))
+                    i += 1
+                await asyncio.gather(*tasks)
+            return lat, errors, time.perf_counter() - t_start
+
+    lat, errors, elapsed = asyncio.run(run())
+    out.put((np.array(lat), errors, elapsed))
+
+
+def drive(address, requests, clients, *, rate=None, duration, outstanding=8):
+    """Run `clients` processes against `address`; returns (latencies [s], errors, seconds)."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    start_at = time.time() + 3.0  # after every process has started and connected
+    share = [requests[k::clients] for k in range(clients)]
+    procs = [ctx.Process(target=_client, args=(address, share[k], None if rate is None else rate / clients, duration,
+                                               outstanding, start_at, q)) for k in range(clients)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=duration + 180) for _ in procs]
+    for p in procs:
+        p.join()
+    lat = np.concatenate([r[0] for r in results])
+    errors = {}
+    for r in results:
+        for k, v in r[1].items():
+            errors[k] = errors.get(k, 0) + v
+    return lat, errors, max(r[2] for r in results)
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(self, dataset, args, memcap=None, drop_caches=False):
+        cmd = [sys.executable, "-m", "ringgnn", "serve", dataset, "--listen", "127.0.0.1:0", *args]
+        if memcap:
+            cmd = [str(MEMCAP), *(["--drop-caches"] if drop_caches else []), memcap, "--", *cmd]
+        elif drop_caches:
+            subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        self.lines = []
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip())
+            if "listening on" in line:
+                self.address = line.split("listening on ")[1].strip()
+                break
+        else:
+            sys.exit(f"server did not start: {' '.join(cmd)}\n{self.proc.stderr.read()[-3000:]}")
+        self.err = []
+        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+
+    def stats(self):
+        import ringgnn
+
+        with ringgnn.Client(self.address) as c:
+            return c.info()["stats"]
+
+    def pid(self):
+        """The server's python process (under memcap, a child of it)."""
+        if not hasattr(self, "_pid"):
+            pids = subprocess.run(["pgrep", "-s", str(self.proc.pid), "-f", "ringgnn serve"], capture_output=True,
+                                  text=True).stdout.split()
+            self._pid = next(p for p in pids if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"/")
+                             and b"python" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0])
+        return self._pid
+
+    def rss(self):
+        status = Path(f"/proc/{self.pid()}/status").read_text()
+        return int(status.split("VmRSS:")[1].split()[0]) * 1024
+
+    def cpu(self):
+        """CPU seconds the server has used (user + system)."""
+        fields = Path(f"/proc/{self.pid()}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        code = self.proc.wait(timeout=120)
+        time.sleep(0.2)
+        return code, [line.rstrip() for line in self.err]
+
+
+def summary(lat, errors, seconds, offered=None):
+    ms = np.sort(lat) * 1e3
+    d = {"completed": int(len(ms)), "seconds": round(seconds, 2), "throughput": round(len(ms) / seconds, 1),
+         "errors": errors}
+    if offered is not None:
+        d["offered"] = round(offered, 1)
+    for p in PERCENTILES:
+        d[f"p{p}"] = round(float(np.percentile(ms, p)), 3) if len(ms) else None
+    d["mean"] = round(float(ms.mean()), 3) if len(ms) else None
+    return d, ms
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dataset")
+    ap.add_argument("--label", required=True)
+    ap.add_argument("--fanouts", default="20,15,10")
+    ap.add_argument("--server-args", default="", help="more `ringgnn serve` options, quoted")
+    ap.add_argument("--memcap", help="run the server under memcap SIZE (RSS + page cache)")
+    ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each server start")
+    ap.add_argument("--modes", default="wait,queued,off")
+    ap.add_argument("--loads", default="0.5,0.8", help="open-loop loads, fractions of the wait mode's maximum")
+    ap.add_argument("--clients", type=int, default=4, help="client processes")
+    ap.add_argument("--outstanding", type=int, default=16, help="requests in flight per client, closed loop")
+    ap.add_argument("--duration", type=float, default=15.0)
+    ap.add_argument("--requests", type=int, default=200_000, help="distinct requests prepared")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+
+    import ringgnn
+    from ringgnn.server import protos
+
+    pb, _ = protos()
+    ds = ringgnn.Dataset.open(a.dataset)
+    rng = np.random.default_rng(a.seed)
+    nodes = np.flatnonzero(ds.degrees() > 0)
+    picks = rng.choice(nodes, a.requests)
+    fanouts = [int(f) for f in a.fanouts.split(",")]
+    requests = [pb.SampleRequest(nodes=[int(v)], fanouts=fanouts, seed=k).SerializeToString()
+                for k, v in enumerate(picks)]
+    extra = shlex.split(a.server_args) + ["--fanouts", a.fanouts]
+    loads = [float(x) for x in a.loads.split(",")]
+    out = {"label": a.label, "dataset": a.dataset, "fanouts": fanouts, "server_args": extra, "memcap": a.memcap,
+           "clients": a.clients, "outstanding": a.outstanding, "duration": a.duration,
+           "command": " ".join(shlex.quote(x) for x in sys.argv), "modes": {}}
+    cdfs = {}
+    top = None
+    for mode in a.modes.split(","):
+        s = Server(a.dataset, extra + MODES[mode], a.memcap, a.drop_caches)
+        print(f"[{mode}] {s.lines[0]}", file=sys.stderr)
+        res = {"server": s.lines[0]}
+        drive(s.address, requests[:2000], a.clients, duration=3.0, outstanding=4)  # warm the handlers up
+        before, cpu = s.stats(), s.cpu()
+        lat, errors, secs = drive(s.address, requests, a.clients, duration=a.duration, outstanding=a.outstanding)
+        after = s.stats()
+        res["max"], _ = summary(lat, errors, secs)
+        res["max"]["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3 / max(1, res["max"]["completed"]), 3)
+        res["max"]["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
+                                                / max(1, after["waves"] - before["waves"]), 2)
+        top = top or res["max"]["throughput"]
+        print(f"[{mode}] max {res['max']}", file=sys.stderr)
+        for load in loads:
+            rate = load * top
+            before, cpu = s.stats(), s.cpu()
+            lat, errors, secs = drive(s.address, requests, a.clients, rate=rate, duration=a.duration)
+            after = s.stats()
+            r, ms = summary(lat, errors, secs, offered=rate)
+            r["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3 / max(1, r["completed"]), 3)
+            r["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
+                                           / max(1, after["waves"] - before["waves"]), 2)
+            r["bytes_read_per_request"] = round((after["bytes_read"] - before["bytes_read"]) / max(1, r["completed"]))
+            res[f"{int(load * 100)}%"] = r
+            cdfs[(mode, load)] = ms
+            print(f"[{mode}] {int(load * 100)}% {r}", file=sys.stderr)
+        res["rss"] = s.rss()
+        code, err = s.stop()
+        res["exit"] = code
+        res["stderr_tail"] = err[-3:]
+        out["modes"][mode] = res
+    results = ROOT / "benchmarks" / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"serve_{a.label}.json").write_text(json.dumps(out, indent=1))
+    plot(cdfs, a, ROOT / "docs" / f"serve_cdf_{a.label}.png")
+    table(out, loads)
+
+
+def plot(cdfs, a, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    styles = {0.5: "-", 0.8: "--"}
+    colors = {"wait": "tab:blue", "queued": "tab:green", "off": "tab:red"}
+    for (mode, load), ms in cdfs.items():
+        if len(ms):
+            y = np.arange(1, len(ms) + 1) / len(ms)
+            ax.plot(ms, y, styles.get(load, ":"), color=colors.get(mode), label=f"{mode}, {int(load * 100)}% load")
+    ax.set_xscale("log")
+    ax.set_xlabel("latency per request (ms)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"ringgnn serve, {a.label}: Sample, 1 node, fanouts {a.fanouts}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def table(out, loads):
+    print(f"\n{out['label']}: `{out['command']}`\n")
+    print("| mode | load | offered req/s | served req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | req/wave "
+          "| server CPU ms/req | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for mode, res in out["modes"].items():
+        for key in ["max"] + [f"{int(x * 100)}%" for x in loads]:
+            r = res[key]
+            print(f"| {mode} | {key} | {r.get('offered', '-')} | {r['throughput']} | {r['p50']} | {r['p90']} | "
+                  f"{r['p99']} | {r['p99.9']} | {r['requests_per_wave']} | {r['server_cpu_ms_per_request']} | "
+                  f"{r['errors'] or ''} |")
+
+
+if __name__ == "__main__":
+    main()

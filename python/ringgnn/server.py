@@ -1,0 +1,402 @@
+"""``ringgnn serve``: on-demand sampling, features and inference behind a gRPC API.
+
+The API is ``ringgnn/serve.proto`` (shipped in the package; docs/SERVING.md). The server is
+grpcio's: a pool of handler threads, each calling the Rust request engine (``_core.Engine``,
+crate ``ringgnn-serve``) with the GIL released. The engine batches the requests that arrive
+together into waves that share their reads (one io_uring submission per hop for all of them),
+within the memory budget; it refuses what does not fit its queue (RESOURCE_EXHAUSTED), honors
+deadlines and drops the work of clients that went away. ``Predict``/``Embed`` sample the nodes'
+neighborhood with the model's training fanouts, take its feature rows from the same wave, and
+run the model in the handler thread (PyTorch releases the GIL in its kernels).
+
+Status codes: INVALID_ARGUMENT for bad input (the message says what and the limit),
+RESOURCE_EXHAUSTED when the queue is full, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE while
+shutting down, FAILED_PRECONDITION for Predict/Embed without a model or Features without
+features, INTERNAL for a read error (the message names the file). SIGTERM or SIGINT stops taking
+requests, lets those in flight finish (``--grace`` seconds at most), and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import signal
+import sys
+import threading
+from concurrent import futures
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _core, _options
+from ._core import (
+    BusyError,
+    CancelledError,
+    DeadlineExceededError,
+    InputError,
+    RingGnnError,
+    ShuttingDownError,
+)
+from ._options import BACKENDS, count_arg, positive_arg, size_arg
+from .dataset import Dataset
+
+#: The API, relative to the directory holding the ``ringgnn`` package, and its service.
+PROTO = "ringgnn/serve.proto"
+SERVICE = "ringgnn.v1.RingGnn"
+
+#: Messages larger than gRPC's 4 MiB default are fine here: a sample of a large request is tens
+#: of MB. The server's request limits (--max-nodes and the plan's batch) bound them.
+MAX_MESSAGE = 1 << 30
+
+
+@functools.lru_cache(maxsize=1)
+def protos() -> Tuple[Any, Any]:
+    """The message and service modules of ``serve.proto``, generated at first use by grpcio's
+    bundled compiler (no ``protoc`` needed)."""
+    import grpc
+
+    return grpc.protos_and_services(PROTO)
+
+
+class Model:
+    """A ``ringgnn train`` run's model (``best.pt``, else ``last.pt``) ready for inference on
+    sampled neighborhoods."""
+
+    def __init__(self, run_dir: str, ds: Dataset):
+        import torch
+
+        from .train import MODELS, build_model
+
+        path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)),
+                    None)
+        if path is None:
+            raise InputError(f"--model {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        args = state.get("args", {})
+        self.kind, self.fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
+        self.hidden, self.layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
+        if self.kind not in MODELS or not self.fanouts or self.layers != len(self.fanouts):
+            raise InputError(f"{path}: not a ringgnn run checkpoint (model {self.kind!r}, fanouts {self.fanouts})")
+        if ds.feature_dim is None or ds.num_classes is None:
+            raise InputError(f"--model: the dataset {ds.path} has no features or no labels; serve the dataset "
+                             "the model was trained on")
+        self.run_dir, self.path = run_dir, path
+        self.classes = ds.num_classes
+        self.net = build_model(self.kind, ds.feature_dim, self.hidden, ds.num_classes, self.layers, 0.0)
+        try:
+            self.net.load_state_dict(state["model"])
+        except RuntimeError as e:
+            raise InputError(f"{path} does not fit the dataset {ds.path} ({ds.feature_dim} features, "
+                             f"{ds.num_classes} classes): {e}") from None
+        self.net.eval()
+
+    def run(self, sub: Dict[str, Any], x: np.ndarray) -> Tuple[Any, Any]:
+        """(logits, input of the last layer) of the distinct seeds of the sampled subgraph
+        ``sub`` (the dict of ``_core.Engine.sample``) with feature rows ``x``."""
+        import torch
+
+        from .train import _forward
+
+        seen: List[Any] = []
+        hook = self.net.convs[-1].register_forward_pre_hook(lambda _m, inp: seen.append(inp[0]))
+        counts = list(sub["num_sampled_nodes"])
+        batch = argparse.Namespace(
+            x=torch.from_numpy(x), edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])),
+            num_sampled_nodes=counts, num_sampled_edges=list(sub["num_sampled_edges"]), batch_size=counts[0])
+        try:
+            with torch.no_grad():
+                logits = _forward(self.net, batch, "cpu", self.kind)
+        finally:
+            hook.remove()
+        return logits, seen[0][: counts[0]]
+
+
+def request_order(nodes: np.ndarray, sampled: np.ndarray, distinct: int) -> np.ndarray:
+    """For each requested node, its row among the ``distinct`` first entries of ``sampled`` (the
+    distinct seeds in first-occurrence order)."""
+    index = {int(v): i for i, v in enumerate(sampled[:distinct])}
+    return np.fromiter((index[int(v)] for v in nodes), dtype=np.int64, count=len(nodes))
+
+
+class Servicer:
+    """The ``RingGnn`` service over one engine (and an optional model)."""
+
+    def __init__(self, engine: Any, dataset: Dataset, model: Optional[Model]):
+        self.engine, self.dataset, self.model = engine, dataset, model
+        self.pb, _ = protos()
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    def _call(self, context: Any, fn, *args, **kwargs):
+        """Run an engine call for this RPC: its deadline, a cancel token tied to the client's
+        connection, and every failure mapped to a status with its message."""
+        import grpc
+
+        token = _core.CancelToken()
+        context.add_callback(token.cancel)
+        try:
+            return fn(*args, timeout=context.time_remaining(), token=token, **kwargs)
+        except InputError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except BusyError as e:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+        except DeadlineExceededError as e:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(e))
+        except CancelledError as e:
+            context.abort(grpc.StatusCode.CANCELLED, str(e))
+        except ShuttingDownError as e:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        except (RingGnnError, OSError) as e:
+            context.abort(grpc.StatusCode.INTERNAL, _message(e))
+
+    def _nodes(self, context: Any, nodes: Sequence[int]) -> np.ndarray:
+        import grpc
+
+        if len(nodes) > self.engine.max_nodes:
+            # Refused before converting them.
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"{len(nodes)} node ids in one request: at most {self.engine.max_nodes} (the server's "
+                          "--max-nodes)")
+        return np.asarray(nodes, dtype=np.int64)
+
+    def _needs_model(self, context: Any) -> Model:
+        import grpc
+
+        if self.model is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          "this server has no model: start it with --model RUN_DIR (a `ringgnn train` run)")
+        return self.model
+
+    # --- the calls --------------------------------------------------------------------------------
+
+    def Sample(self, request: Any, context: Any) -> bytes:
+        """The reply's bytes, encoded by the engine (sent as they are: see :meth:`handler`)."""
+        seed = request.seed if request.HasField("seed") else self.engine.seed
+        return self._call(context, self.engine.sample_reply, self._nodes(context, request.nodes),
+                          fanouts=list(request.fanouts) or None, replace=request.replace, seed=seed,
+                          edge_ids=request.edge_ids)
+
+    def Features(self, request: Any, context: Any) -> Any:
+        import grpc
+
+        if not self.engine.feature_dim:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"the dataset {self.dataset.path} has no node features")
+        nodes = self._nodes(context, request.nodes)
+        stored = bool(request.stored_dtype)
+        out = self._call(context, self.engine.features, nodes, stored=stored)
+        dtype = self.engine.feature_dtype if stored else "f32"
+        data = out if stored else out.astype("<f4", copy=False).tobytes()
+        return self.pb.FeaturesReply(rows=len(nodes), dim=self.engine.feature_dim, dtype=dtype, data=data)
+
+    def _infer(self, request: Any, context: Any) -> Tuple[Any, Any, np.ndarray, int]:
+        model = self._needs_model(context)
+        seed = request.seed if request.HasField("seed") else self.engine.seed
+        nodes = self._nodes(context, request.nodes)
+        sub, x = self._call(context, self.engine.sample_with_rows, nodes, fanouts=model.fanouts, seed=seed)
+        logits, hidden = model.run(sub, x)
+        order = request_order(nodes, sub["node"], sub["num_sampled_nodes"][0])
+        return logits, hidden, order, seed
+
+    def Predict(self, request: Any, context: Any) -> Any:
+        import torch
+
+        logits, _, order, seed = self._infer(request, context)
+        probs = torch.softmax(logits, dim=-1).numpy()[order]
+        reply = self.pb.PredictReply(rows=len(order), classes=probs.shape[1], seed=seed)
+        reply.probs.extend(probs.ravel().tolist())
+        reply.label.extend(probs.argmax(axis=1).tolist())
+        return reply
+
+    def Embed(self, request: Any, context: Any) -> Any:
+        _, hidden, order, seed = self._infer(request, context)
+        values = hidden.numpy()[order]
+        reply = self.pb.EmbedReply(rows=len(order), dim=values.shape[1], seed=seed)
+        reply.values.extend(values.ravel().tolist())
+        return reply
+
+    def Info(self, request: Any, context: Any) -> Any:
+        e, ds, m = self.engine, self.dataset, self.model
+        reply = self.pb.InfoReply(
+            num_nodes=e.num_nodes, num_edges=e.num_edges, feature_dim=e.feature_dim,
+            feature_dtype=e.feature_dtype or "", num_classes=ds.num_classes or 0, seed=e.seed,
+            model=m.kind if m else "", model_run=m.run_dir if m else "", model_hidden=m.hidden if m else 0,
+            max_nodes=e.max_nodes, max_hops=e.max_hops, version=_core.__version__, backend=e.backend,
+            feature_backend=e.feature_backend, dataset=ds.path, stats=self.pb.Stats(**e.stats()))
+        reply.fanouts.extend(e.fanouts)
+        if m:
+            reply.model_fanouts.extend(m.fanouts)
+        return reply
+
+    def handler(self) -> Any:
+        """The service's gRPC handler. Requests arrive as bytes and are parsed here, so that a
+        malformed one gets INVALID_ARGUMENT with the parser's message; Sample's reply is
+        already bytes."""
+        import grpc
+
+        def method(fn, message, raw_reply=False):
+            def call(data: bytes, context: Any) -> Any:
+                try:
+                    request = message.FromString(data)
+                except Exception as e:  # protobuf's DecodeError, or a bad UTF-8 string
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"malformed {message.DESCRIPTOR.full_name}: {e}")
+                return fn(request, context)
+
+            serialize = (lambda b: b) if raw_reply else (lambda m: m.SerializeToString())
+            return grpc.unary_unary_rpc_method_handler(call, response_serializer=serialize)
+
+        pb = self.pb
+        return grpc.method_handlers_generic_handler(SERVICE, {
+            "Sample": method(self.Sample, pb.SampleRequest, raw_reply=True),
+            "Features": method(self.Features, pb.FeaturesRequest),
+            "Predict": method(self.Predict, pb.PredictRequest),
+            "Embed": method(self.Embed, pb.PredictRequest),
+            "Info": method(self.Info, pb.InfoRequest),
+        })
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return str(e) or type(e).__name__
+
+
+class Server:
+    """A running ``ringgnn serve``: :meth:`start` binds and serves, :meth:`stop` drains."""
+
+    def __init__(self, dataset: Any, *, listen: str = "127.0.0.1:50051", model: Optional[str] = None,
+                 fanouts: Any = None, seed: int = 0, memory: Any = None, threads: Optional[int] = None,
+                 backend: str = "auto", direct: bool = False, cache: Any = None, neighbor_cache: Any = None,
+                 max_wait_ms: float = 1.0,
+                 max_wave: int = 64, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
+                 max_hops: int = 6,
+                 batch_size: int = 64):
+        import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+        self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+        self.model = Model(model, self.dataset) if model else None
+        if fanouts is None:
+            fanouts = self.model.fanouts if self.model else [20, 15, 10]
+        max_concurrent = _options.count(max_concurrent, "max_concurrent", 1)
+        if not max_wait_ms >= 0:
+            raise InputError(f"max_wait_ms must be >= 0, not {max_wait_ms}")
+        # The budget covers the whole process: what it holds now (Python, grpc, PyTorch and the
+        # model) is the caller's reserve.
+        self.engine = _core.Engine(
+            self.dataset.path, _options.fanouts(fanouts), backend=_options.backend(backend), direct=bool(direct),
+            threads=_options.optional_count(threads, "threads"), seed=_options.count(seed, "seed"),
+            memory=_options.size(memory, "memory"), reserve=_options.process_rss(),
+            cache=_options.size(cache, "cache"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
+            batch_size=_options.count(batch_size, "batch_size", 1),
+            max_wait_us=int(max_wait_ms * 1000), max_wave=_options.count(max_wave, "max_wave", 1),
+            queue=max_concurrent,
+            max_nodes=_options.count(max_nodes, "max_nodes", 1), max_hops=_options.count(max_hops, "max_hops", 1))
+        self._grpc = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=_options.count(handlers, "handlers", 1),
+                                       thread_name_prefix="ringgnn-rpc"),
+            maximum_concurrent_rpcs=max_concurrent,
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE),
+                     ("grpc.max_send_message_length", MAX_MESSAGE),
+                     ("grpc.so_reuseport", 0)])
+        self._grpc.add_generic_rpc_handlers((Servicer(self.engine, self.dataset, self.model).handler(),))
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
+        self._serving = health_pb2.HealthCheckResponse.SERVING
+        try:
+            self.port = self._grpc.add_insecure_port(listen)
+        except RuntimeError as e:
+            raise InputError(f"--listen {listen}: cannot listen there ({e}); is the port in use?") from None
+        if not self.port:
+            raise InputError(f"--listen {listen}: cannot listen there; is the port in use?")
+        host = listen.rsplit(":", 1)[0]
+        self.address = f"{host}:{self.port}"
+
+    def start(self) -> "Server":
+        self._grpc.start()
+        for name in ("", SERVICE):
+            self.health.set(name, self._serving)
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Refuse new requests, let those in flight finish (``grace`` seconds at most), then
+        stop the engine."""
+        self.health.enter_graceful_shutdown()
+        self._grpc.stop(grace).wait()
+        self.engine.close()
+
+    def describe(self) -> str:
+        e, m = self.engine, self.model
+        return (f"serving {self.dataset.path} ({e.num_nodes:,} nodes, {e.num_edges:,} edges"
+                + (f", {e.feature_dim} features ({e.feature_dtype})" if e.feature_dim else "")
+                + f") on {self.address}: sampling with {e.backend}"
+                + (f", rows with {e.feature_backend}" if e.feature_dim else "")
+                + f", default fanouts {','.join(map(str, e.fanouts))}, seed {e.seed}"
+                + (f"; model {m.kind} from {m.path} (fanouts {','.join(map(str, m.fanouts))})" if m else "")
+                + f"; memory {e.plan()['text']}")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve", help="serve sampling, features and model inference over gRPC",
+        description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
+        "Sample, Features, Predict, Embed, Info and the standard health service. Concurrent requests are "
+        "batched into shared reads. SIGTERM drains the requests in flight and exits 0.")
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
+                   help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
+    p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed")
+    p.add_argument("--fanouts", metavar="F1,F2,...", help="default fanouts of Sample (default: the model's, "
+                   "else 20,15,10); with --batch-size, the largest request the memory plan is made for")
+    p.add_argument("--batch-size", type=positive_arg, default=64, metavar="N",
+                   help="seeds of the largest request (and wave) the memory plan is made for (default 64)")
+    p.add_argument("--seed", type=count_arg, default=0, help="seed of requests that give none (default 0)")
+    p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
+                   "it holds plus half the available memory)")
+    p.add_argument("--threads", type=positive_arg, metavar="N", help="engine workers (default: available cores)")
+    p.add_argument("--backend", default="auto", choices=BACKENDS, help="read backend (default auto)")
+    p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
+    p.add_argument("--cache", type=size_arg, metavar="SIZE", help="bytes of hot feature rows kept in memory, by "
+                   "in-degree (default: what the budget leaves)")
+    p.add_argument("--neighbor-cache", type=size_arg, metavar="SIZE",
+                   help="bytes of hot neighbor-file pages kept in memory when the file is read from disk "
+                   "(default: what the budget leaves, shared evenly with --cache when neither is given)")
+    p.add_argument("--max-wait-ms", type=float, default=1.0, metavar="MS",
+                   help="how long a wave waits for concurrent requests to join it (default 1; 0: a wave takes only "
+                   "what is already queued)")
+    p.add_argument("--max-wave", type=positive_arg, default=64, metavar="N",
+                   help="requests served together in one wave at most (default 64; 1: no batching)")
+    p.add_argument("--max-concurrent", type=positive_arg, default=256, metavar="N",
+                   help="requests in progress at most; more get RESOURCE_EXHAUSTED (default 256)")
+    p.add_argument("--handlers", type=positive_arg, default=32, metavar="N", help="gRPC handler threads (default 32)")
+    p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
+                   help="node ids per request (default 4096)")
+    p.add_argument("--max-hops", type=positive_arg, default=6, metavar="N", help="fanouts per request (default 6)")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S",
+                   help="seconds requests in flight get to finish on SIGTERM (default 10)")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    server = Server(args.dataset, listen=args.listen, model=args.model, fanouts=args.fanouts, seed=args.seed,
+                    memory=args.memory, threads=args.threads, backend=args.backend, direct=args.direct,
+                    cache=args.cache, neighbor_cache=args.neighbor_cache, max_wait_ms=args.max_wait_ms,
+                    max_wave=args.max_wave,
+                    max_concurrent=args.max_concurrent,
+                    handlers=args.handlers, max_nodes=args.max_nodes, max_hops=args.max_hops,
+                    batch_size=args.batch_size)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start()
+    print(server.describe(), flush=True)
+    print(f"ringgnn serve: listening on {server.address}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    print("ringgnn serve: stopping (requests in flight finish first)", file=sys.stderr, flush=True)
+    server.stop(args.grace)
+    st = server.engine.stats()
+    print(f"ringgnn serve: stopped after {st['sample_requests']:,} sample and {st['feature_requests']:,} feature "
+          f"requests in {st['waves']:,} waves", file=sys.stderr, flush=True)
+    return 0
