@@ -200,6 +200,7 @@ def main():
     ap.add_argument("--server-args", default="", help="more `ringgnn serve` options, quoted")
     ap.add_argument("--memcap", help="run the server under memcap SIZE (RSS + page cache)")
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each server start")
+    ap.add_argument("--warm", action="store_true", help="read the dataset's files once first (warm page cache)")
     ap.add_argument("--modes", default="wait,queued,off")
     ap.add_argument("--loads", default="0.5,0.8", help="open-loop loads, fractions of the wait mode's maximum")
     ap.add_argument("--clients", type=int, default=4, help="client processes")
@@ -227,6 +228,11 @@ def main():
            "command": " ".join(shlex.quote(x) for x in sys.argv), "modes": {}}
     cdfs = {}
     top = None
+    if a.warm:
+        for f in Path(a.dataset).iterdir():
+            with open(f, "rb") as fh:
+                while fh.read(8 << 20):
+                    pass
     for mode in a.modes.split(","):
         s = Server(a.dataset, extra + MODES[mode], a.memcap, a.drop_caches)
         print(f"[{mode}] {s.lines[0]}", file=sys.stderr)

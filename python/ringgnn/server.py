@@ -173,9 +173,9 @@ class Servicer:
     def Sample(self, request: Any, context: Any) -> bytes:
         """The reply's bytes, encoded by the engine (sent as they are: see :meth:`handler`)."""
         seed = request.seed if request.HasField("seed") else self.engine.seed
-        return self._call(context, self.engine.sample_reply, self._nodes(context, request.nodes),
+        return self._call(context, self.engine.sample, self._nodes(context, request.nodes),
                           fanouts=list(request.fanouts) or None, replace=request.replace, seed=seed,
-                          edge_ids=request.edge_ids)
+                          edge_ids=request.edge_ids, reply=True)
 
     def Features(self, request: Any, context: Any) -> Any:
         import grpc
@@ -268,7 +268,7 @@ class Server:
     def __init__(self, dataset: Any, *, listen: str = "127.0.0.1:50051", model: Optional[str] = None,
                  fanouts: Any = None, seed: int = 0, memory: Any = None, threads: Optional[int] = None,
                  backend: str = "auto", direct: bool = False, cache: Any = None, neighbor_cache: Any = None,
-                 max_wait_ms: float = 1.0,
+                 max_wait_ms: float = 0.0,
                  max_wave: int = 64, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
                  max_hops: int = 6,
                  batch_size: int = 64):
@@ -362,9 +362,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--neighbor-cache", type=size_arg, metavar="SIZE",
                    help="bytes of hot neighbor-file pages kept in memory when the file is read from disk "
                    "(default: what the budget leaves, shared evenly with --cache when neither is given)")
-    p.add_argument("--max-wait-ms", type=float, default=1.0, metavar="MS",
-                   help="how long a wave waits for concurrent requests to join it (default 1; 0: a wave takes only "
-                   "what is already queued)")
+    p.add_argument("--max-wait-ms", type=float, default=0.0, metavar="MS",
+                   help="how long a wave waits for concurrent requests to join it (default 0: a wave takes what "
+                   "is queued when it starts; measured faster than waiting, docs/SERVING.md)")
     p.add_argument("--max-wave", type=positive_arg, default=64, metavar="N",
                    help="requests served together in one wave at most (default 64; 1: no batching)")
     p.add_argument("--max-concurrent", type=positive_arg, default=256, metavar="N",

@@ -287,8 +287,13 @@ impl Engine {
     }
 
     /// The sample of `nodes` (PyG layout, as `NeighborSampler.sample`), waiting at most
-    /// `timeout` seconds and ending early once `token` is cancelled.
-    #[pyo3(signature = (nodes, fanouts=None, replace=false, seed=None, timeout=None, token=None, edge_ids=false))]
+    /// `timeout` seconds and ending early once `token` is cancelled. With `reply`, the bytes of
+    /// a `ringgnn.v1.SampleReply` (serve.proto) instead, encoded without the GIL: what the gRPC
+    /// server sends.
+    #[pyo3(signature = (
+        nodes, fanouts=None, replace=false, seed=None, timeout=None, token=None, edge_ids=false,
+        reply=false
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn sample<'py>(
         &self,
@@ -300,41 +305,22 @@ impl Engine {
         timeout: Option<f64>,
         token: Option<PyRef<'py, CancelToken>>,
         edge_ids: bool,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let req = self.request(&nodes, fanouts, replace, seed, edge_ids)?;
-        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
-        let out = py
-            .detach(|| self.inner.sample(req, deadline, token).map(Converted::from))
-            .map_err(serve_error)?;
-        out.into_dict(py)
-    }
-
-    /// [`Self::sample`] as the bytes of a `ringgnn.v1.SampleReply` (serve.proto), encoded
-    /// without the GIL: what the gRPC server sends.
-    #[pyo3(signature = (nodes, fanouts=None, replace=false, seed=None, timeout=None, token=None, edge_ids=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn sample_reply<'py>(
-        &self,
-        py: Python<'py>,
-        nodes: PyReadonlyArray1<'py, i64>,
-        fanouts: Option<Vec<i64>>,
-        replace: bool,
-        seed: Option<u64>,
-        timeout: Option<f64>,
-        token: Option<PyRef<'py, CancelToken>>,
-        edge_ids: bool,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+        reply: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let req = self.request(&nodes, fanouts, replace, seed, edge_ids)?;
         let seed = req.seed;
         let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
-        let bytes = py
-            .detach(|| {
-                self.inner
-                    .sample(req, deadline, token)
-                    .map(|s| ringgnn_serve::wire::sample_reply(&s, seed))
-            })
+        let sample = |req| self.inner.sample(req, deadline, token);
+        if reply {
+            let bytes = py
+                .detach(|| sample(req).map(|s| ringgnn_serve::wire::sample_reply(&s, seed)))
+                .map_err(serve_error)?;
+            return Ok(PyBytes::new(py, &bytes).into_any());
+        }
+        let out = py
+            .detach(|| sample(req).map(Converted::from))
             .map_err(serve_error)?;
-        Ok(PyBytes::new(py, &bytes))
+        Ok(out.into_dict(py)?.into_any())
     }
 
     /// The sample of `nodes` and the f32 feature rows of its nodes (`[len(node), dim]`), from

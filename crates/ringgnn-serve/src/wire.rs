@@ -27,26 +27,21 @@ mod field {
 pub fn sample_reply(s: &SampledSubgraph, seed: u64) -> Vec<u8> {
     let counts = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
     let (nodes, edges) = (counts(&s.num_sampled_nodes), counts(&s.num_sampled_edges));
-    let mut len = 0;
-    for (tag, v) in [
-        (field::NODE, &s.node[..]),
+    let fields: [(u32, &[u64]); 6] = [
+        (field::NODE, &s.node),
         (field::ROW, &s.row),
         (field::COL, &s.col),
         (field::EDGE, s.edge.as_deref().unwrap_or(&[])),
         (field::NUM_SAMPLED_NODES, &nodes),
         (field::NUM_SAMPLED_EDGES, &edges),
-    ] {
-        len += uint64::encoded_len_packed(tag, v);
-    }
+    ];
+    let len: usize = fields
+        .iter()
+        .map(|&(tag, v)| uint64::encoded_len_packed(tag, v))
+        .sum();
+    // The seed's key and varint take at most 11 bytes.
     let mut buf = Vec::with_capacity(len + 11);
-    for (tag, v) in [
-        (field::NODE, &s.node[..]),
-        (field::ROW, &s.row),
-        (field::COL, &s.col),
-        (field::EDGE, s.edge.as_deref().unwrap_or(&[])),
-        (field::NUM_SAMPLED_NODES, &nodes),
-        (field::NUM_SAMPLED_EDGES, &edges),
-    ] {
+    for (tag, v) in fields {
         uint64::encode_packed(tag, v, &mut buf);
     }
     if seed != 0 {
