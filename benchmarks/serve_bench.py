@@ -174,7 +174,9 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
-        os.killpg(self.proc.pid, signal.SIGTERM)
+        """SIGTERM to the server itself (under memcap, memcap then exits with its code and
+        prints its peak)."""
+        os.kill(int(self.pid()), signal.SIGTERM)
         code = self.proc.wait(timeout=120)
         time.sleep(0.2)
         return code, [line.rstrip() for line in self.err]
@@ -263,7 +265,7 @@ def main():
         res["rss"] = s.rss()
         code, err = s.stop()
         res["exit"] = code
-        res["stderr_tail"] = err[-3:]
+        res["stderr_tail"] = err[-4:]
         out["modes"][mode] = res
     results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
