@@ -354,7 +354,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=count_arg, default=0, help="seed of requests that give none (default 0)")
     p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
                    "it holds plus half the available memory)")
-    p.add_argument("--threads", type=positive_arg, metavar="N", help="engine workers (default: available cores)")
+    p.add_argument("--threads", type=positive_arg, metavar="N",
+                   help="workers (read backends): waves served at once (default: available cores)")
     p.add_argument("--backend", default="auto", choices=BACKENDS, help="read backend (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
     p.add_argument("--cache", type=size_arg, metavar="SIZE", help="bytes of hot feature rows kept in memory, by "
