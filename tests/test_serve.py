@@ -192,7 +192,10 @@ def test_info_describes_what_is_served(trained, served, client):
     assert info["model"] == "sage" and info["model_fanouts"] == FANOUTS and info["model_hidden"] == 16
     assert info["max_nodes"] == 4096 and info["max_hops"] == 6 and info["version"] == ringgnn.__version__
     assert info["backend"] == "pread" and info["feature_backend"] == "pread"
-    assert info["stats"]["sample_requests"] > 0 and info["stats"]["reads"] > 0
+    st = info["stats"]
+    assert st["sample_requests"] > 0 and st["reads"] > 0
+    # Every answered request's latency is in the histogram (bucket 0 holds the fastest).
+    assert len(st["latency_buckets"]) == 140 and sum(st["latency_buckets"]) > 0
 
 
 def test_health_service_says_serving(served):

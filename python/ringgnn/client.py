@@ -140,7 +140,7 @@ class Client:
         for k in ("num_nodes", "num_edges", "feature_dim", "num_classes", "model_hidden", "max_nodes", "max_hops",
                   "seed"):
             d[k] = int(d[k])
-        d["stats"] = {k: int(v) for k, v in d["stats"].items()}
+        d["stats"] = {k: [int(x) for x in v] if isinstance(v, list) else int(v) for k, v in d["stats"].items()}
         d["fanouts"] = [int(f) for f in d["fanouts"]]
         d["model_fanouts"] = [int(f) for f in d["model_fanouts"]]
         return d

@@ -388,6 +388,7 @@ impl Engine {
         d.set_item("cancelled", s.cancelled)?;
         d.set_item("failed", s.failed)?;
         d.set_item("queued", s.queued)?;
+        d.set_item("latency_buckets", s.latency.0)?;
         let io = self.inner.loader().io_stats();
         d.set_item("reads", io.reads)?;
         d.set_item("bytes_read", io.bytes)?;

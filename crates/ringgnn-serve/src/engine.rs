@@ -20,6 +20,7 @@ use ringgnn_loader::{BatchLoader, MemoryPlan};
 use ringgnn_sampler::{Fanout, GraphSampler, ManyRequest, SampleOptions, SampledSubgraph, Seeds};
 use ringgnn_store::manifest::FeatureDtype;
 
+use crate::latency::{Histogram, LatencyCounts};
 use crate::{EngineOptions, Result, ServeError};
 
 /// How often a caller waiting for its answer looks at its cancel token.
@@ -80,7 +81,7 @@ impl FeatureRows {
 }
 
 /// Counters since the engine opened.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
     pub sample_requests: u64,
     pub feature_requests: u64,
@@ -93,6 +94,9 @@ pub struct EngineStats {
     pub failed: u64,
     /// Requests waiting for a worker now.
     pub queued: u64,
+    /// Latency of every answered request, from its arrival at the engine to its answer
+    /// (queueing, the wave, the reads).
+    pub latency: LatencyCounts,
 }
 
 enum Work {
@@ -184,6 +188,7 @@ struct Counters {
     deadline_exceeded: AtomicU64,
     cancelled: AtomicU64,
     failed: AtomicU64,
+    latency: Histogram,
 }
 
 struct Shared {
@@ -338,6 +343,7 @@ impl Engine {
             cancelled: r(&c.cancelled),
             failed: r(&c.failed),
             queued: lock(&self.shared.queue).jobs.len() as u64,
+            latency: c.latency.snapshot(),
         }
     }
 
@@ -464,7 +470,12 @@ impl Shared {
                 self.lead(w, deadline, &cancel);
             }
             match self.wait(&slot, deadline, &cancel) {
-                Waited::Answer(a) => return a,
+                Waited::Answer(a) => {
+                    if a.is_ok() {
+                        self.counters.latency.record(now.elapsed());
+                    }
+                    return a;
+                }
                 Waited::Lead(w) => worker = Some(w),
             }
         }

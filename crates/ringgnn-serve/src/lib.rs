@@ -22,6 +22,7 @@
 
 mod engine;
 mod error;
+pub mod latency;
 mod options;
 pub mod wire;
 

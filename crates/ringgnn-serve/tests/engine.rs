@@ -131,6 +131,7 @@ fn concurrent_requests_get_their_own_answers_in_shared_waves() {
         let st = e.stats();
         assert_eq!((st.sample_requests, st.feature_requests), (48, 8));
         assert_eq!(st.wave_requests, 56, "{st:?}");
+        assert_eq!(st.latency.count(), 56, "every answer's latency is recorded");
         assert!(
             st.waves < 56,
             "requests that arrive together share waves: {st:?}"
@@ -193,6 +194,7 @@ fn callers_leading_waves_hand_workers_on_and_none_is_lost() {
     assert_eq!(a + g, 12 * 150);
     assert!(a >= 12 * 150 * 8 / 10, "{st:?}");
     assert_eq!(st.deadline_exceeded + st.cancelled, g, "{st:?}");
+    assert_eq!(st.latency.count(), a, "answered requests only");
     assert_eq!((st.busy, st.failed, st.queued), (0, 0, 0));
     e.close();
 }
