@@ -440,6 +440,8 @@ def test_cli_errors(trained, tmp_path):
         ([ds.path, "--model", str(tmp_path)], "no best.pt"),
         ([ds.path, "--listen", "256.1.1.1:99999"], "--listen"),
         ([ds.path, "--fanouts", "0"], "fanout"),
+        ([ds.path, "--max-wait-ms", "inf"], "--max-wait-ms"),
+        ([ds.path, "--max-wait-ms", "-1"], "--max-wait-ms"),
     ]
     for args, message in cases:
         out = subprocess.run([sys.executable, "-m", "ringgnn", "serve", *args], capture_output=True, text=True,

@@ -2,8 +2,8 @@
 
 This package holds the Python API and the ``ringgnn`` command; the work is done by the Rust
 core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`; sample with
-:class:`NeighborSampler`; query a ``ringgnn serve`` with :class:`Client`; PyG adapters are in :mod:`ringgnn.pyg` (imported on demand: ``import
-ringgnn`` does not import torch).
+:class:`NeighborSampler`; query a ``ringgnn serve`` with :class:`Client`; PyG adapters are in
+:mod:`ringgnn.pyg` (imported on demand: ``import ringgnn`` imports neither torch nor grpc).
 """
 
 from ._core import (

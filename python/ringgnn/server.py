@@ -268,7 +268,7 @@ class Server:
     def __init__(self, dataset: Any, *, listen: str = "127.0.0.1:50051", model: Optional[str] = None,
                  fanouts: Any = None, seed: int = 0, memory: Any = None, threads: Optional[int] = None,
                  backend: str = "auto", direct: bool = False, cache: Any = None, neighbor_cache: Any = None,
-                 max_wait_ms: float = 0.0,
+                 max_wait_ms: Optional[float] = None,
                  max_wave: int = 64, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
                  max_hops: int = 6,
                  batch_size: int = 64):
@@ -280,8 +280,9 @@ class Server:
         if fanouts is None:
             fanouts = self.model.fanouts if self.model else [20, 15, 10]
         max_concurrent = _options.count(max_concurrent, "max_concurrent", 1)
-        if not max_wait_ms >= 0:
-            raise InputError(f"max_wait_ms must be >= 0, not {max_wait_ms}")
+        if max_wait_ms is not None and not 0 <= max_wait_ms <= 10_000:
+            raise InputError(f"--max-wait-ms must be between 0 and 10000 milliseconds, not {max_wait_ms}")
+        max_wait_us = None if max_wait_ms is None else int(max_wait_ms * 1000)
         # The budget covers the whole process: what it holds now (Python, grpc, PyTorch and the
         # model) is the caller's reserve.
         self.engine = _core.Engine(
@@ -290,7 +291,7 @@ class Server:
             memory=_options.size(memory, "memory"), reserve=_options.process_rss(),
             cache=_options.size(cache, "cache"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
             batch_size=_options.count(batch_size, "batch_size", 1),
-            max_wait_us=int(max_wait_ms * 1000), max_wave=_options.count(max_wave, "max_wave", 1),
+            max_wait_us=max_wait_us, max_wave=_options.count(max_wave, "max_wave", 1),
             queue=max_concurrent,
             max_nodes=_options.count(max_nodes, "max_nodes", 1), max_hops=_options.count(max_hops, "max_hops", 1))
         self._grpc = grpc.server(
@@ -363,7 +364,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--neighbor-cache", type=size_arg, metavar="SIZE",
                    help="bytes of hot neighbor-file pages kept in memory when the file is read from disk "
                    "(default: what the budget leaves, shared evenly with --cache when neither is given)")
-    p.add_argument("--max-wait-ms", type=float, default=0.0, metavar="MS",
+    p.add_argument("--max-wait-ms", type=float, metavar="MS",
                    help="how long a wave waits for concurrent requests to join it (default 0: a wave takes what "
                    "is queued when it starts; measured faster than waiting, docs/SERVING.md)")
     p.add_argument("--max-wave", type=positive_arg, default=64, metavar="N",

@@ -148,7 +148,7 @@ impl Engine {
     #[new]
     #[pyo3(signature = (
         path, fanouts, *, backend="auto", direct=false, threads=None, seed=0, memory=None,
-        reserve=0, features=true, cache=None, neighbor_cache=None, batch_size=PLAN_BATCH, max_wait_us=1000,
+        reserve=0, features=true, cache=None, neighbor_cache=None, batch_size=PLAN_BATCH, max_wait_us=None,
         max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
         max_nodes=4096, max_hops=6
     ))]
@@ -167,7 +167,7 @@ impl Engine {
         cache: Option<u64>,
         neighbor_cache: Option<u64>,
         batch_size: NonZeroUsize,
-        max_wait_us: u64,
+        max_wait_us: Option<u64>,
         max_wave: NonZeroUsize,
         queue: NonZeroUsize,
         max_nodes: usize,
@@ -206,7 +206,7 @@ impl Engine {
         };
         let opts = EngineOptions {
             loader,
-            max_wait: Duration::from_micros(max_wait_us),
+            max_wait: max_wait_us.map_or(EngineOptions::DEFAULT_MAX_WAIT, Duration::from_micros),
             max_wave,
             queue,
             limits: Limits {

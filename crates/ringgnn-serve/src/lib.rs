@@ -1,9 +1,9 @@
 //! The request engine behind `ringgnn serve`: sampling and feature requests from many client
 //! threads, served together.
 //!
-//! Requests that arrive together are batched into *waves* ([`Engine`]): a worker that finds a
-//! request waiting gives others up to [`EngineOptions::max_wait`] to join it, then samples the
-//! whole wave with one read per hop for all of its requests (`NeighborSampler::sample_many`: a
+//! Requests that arrive together are batched into *waves* ([`Engine`]): a caller that finds a
+//! worker (a set of read backends) free leads a wave on its own thread, taking what is queued
+//! (after up to [`EngineOptions::max_wait`] for others to join), then samples the whole wave with one read per hop for all of its requests (`NeighborSampler::sample_many`: a
 //! page two requests need is read once, every request's reads are in the same io_uring
 //! submissions) and gathers the wave's feature rows in one go. Each answer is exactly what the
 //! library gives for the same request alone.
@@ -12,7 +12,8 @@
 //! beyond it), per-request deadlines and cancellation (a request given up is skipped, not
 //! served), limits on a request's size checked before it is queued, and a drain on
 //! [`Engine::close`]. The memory plan is the loader's (`ringgnn-loader`), made for one wave per
-//! worker.
+//! worker, with the neighbor file's hottest pages kept in memory (`ringgnn_sampler::hot_pages`).
+//! [`latency`] keeps a histogram of answered requests' latencies.
 //!
 //! The gRPC service is not here: it is grpcio's (Python, `ringgnn/server.py`), calling this
 //! engine through the `_core.Engine` binding with the GIL released. Only the encoding of the

@@ -26,13 +26,14 @@ impl Default for Limits {
 /// The engine's options.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
-    /// How the dataset is opened and the memory planned: `threads` is the number of workers,
+    /// How the dataset is opened and the memory planned: `threads` is the number of workers
+    /// (read backends: waves served at once),
     /// `sample.fanouts` and `batch_size` the wave the plan is made for (a wave holds requests
     /// whose samples may reach, by their upper bounds, at most what one such batch may), and
     /// `sample.seed` the seed of requests that give none.
     pub loader: LoaderOptions,
-    /// How long a worker that found a request waits for others to join its wave (0: take what
-    /// is queued and go).
+    /// How long the caller leading a wave waits for others to join it (0: take what is queued
+    /// and go; the default, measured faster for single-node requests: docs/SERVING.md).
     pub max_wait: Duration,
     /// Requests in one wave.
     pub max_wave: NonZeroUsize,
@@ -42,7 +43,7 @@ pub struct EngineOptions {
 }
 
 impl EngineOptions {
-    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_millis(1);
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::ZERO;
     pub const DEFAULT_MAX_WAVE: NonZeroUsize = NonZeroUsize::new(64).unwrap();
     pub const DEFAULT_QUEUE: NonZeroUsize = NonZeroUsize::new(256).unwrap();
 
