@@ -209,10 +209,17 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Open the dataset in `dir` with `opts.loader` (its plan: one wave per worker) and start
-    /// the workers, each with its own read backends.
+    /// Open the dataset in `dir` with `opts.loader` (its plan: one wave per worker, and the
+    /// queue's requests added to the caller's reserve) and make the workers, each with its own
+    /// read backends.
     pub fn open(dir: &Path, mut opts: EngineOptions) -> Result<Self> {
         let threads = opts.loader.threads;
+        // The queue's requests: at most `queue` of `max_nodes` ids each, held as checked ids
+        // here and as the caller's array (8 B each).
+        let queued = (opts.queue.get() as u64)
+            .saturating_mul(opts.limits.max_nodes as u64)
+            .saturating_mul(16);
+        opts.loader.reserve = opts.loader.reserve.saturating_add(queued);
         // What lives besides the workers' waves: the answers being handed over, one per worker.
         opts.loader.prefetch = Some(threads);
         opts.loader.hold = NonZeroUsize::MIN;

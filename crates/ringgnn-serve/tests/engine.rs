@@ -376,6 +376,18 @@ fn hot_neighbor_pages_answer_the_same_without_reading_again() {
 }
 
 #[test]
+fn the_plan_reserves_the_queue() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Pread, 1);
+    o.loader.reserve = 1000;
+    o.queue = nz(8);
+    o.limits.max_nodes = 100;
+    let e = Engine::open(&dir, o).unwrap();
+    // 8 requests of 100 ids, 16 bytes each, on top of the caller's reserve.
+    assert_eq!(e.plan().reserve, 1000 + 8 * 100 * 16);
+}
+
+#[test]
 fn closing_answers_what_is_queued_and_refuses_the_rest() {
     let (_d, dir) = sbm(FeatureDtype::F32);
     let mut o = options(BackendChoice::Memory, 1);
