@@ -168,6 +168,23 @@ struct Job {
     slot: Arc<Slot>,
 }
 
+impl Drop for Job {
+    /// No request is left unanswered: one dropped without an answer (its wave's worker
+    /// panicked) gets an internal error, unless its caller gave it up.
+    fn drop(&mut self) {
+        let mut st = lock(&self.slot.state);
+        if st.answer.is_none() && !st.gone && !self.cancel.is_cancelled() {
+            st.answer = Some(Err(ServeError::Internal(
+                "the request's wave failed (a bug: the server's log has the panic); other \
+                 requests are still served"
+                    .into(),
+            )));
+            drop(st);
+            self.slot.ready.notify_one();
+        }
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<Job>,
@@ -175,6 +192,8 @@ struct Queue {
     /// between this pool and callers' slots as a pointer.
     #[allow(clippy::vec_box)]
     free: Vec<Box<Worker>>,
+    /// Workers dropped because their wave panicked (their state is not trusted again).
+    lost: usize,
     closed: bool,
 }
 
@@ -361,7 +380,7 @@ impl Engine {
         let mut q = lock(&sh.queue);
         q.closed = true;
         sh.changed.notify_all();
-        while !(q.jobs.is_empty() && q.free.len() == sh.opts.loader.threads.get()) {
+        while !(q.jobs.is_empty() && q.free.len() + q.lost == sh.opts.loader.threads.get()) {
             q = sh
                 .changed
                 .wait_timeout(q, POLL)
@@ -456,6 +475,13 @@ impl Shared {
             let mut q = lock(&self.queue);
             if q.closed {
                 return Err(ServeError::ShuttingDown);
+            }
+            if q.lost == self.opts.loader.threads.get() {
+                return Err(ServeError::Internal(
+                    "every worker of this server failed (a bug: the server's log has the \
+                     panics); restart it"
+                        .into(),
+                ));
             }
             if q.jobs.len() >= self.opts.queue.get() {
                 self.counters.busy.fetch_add(1, Ordering::Relaxed);
@@ -554,8 +580,32 @@ impl Shared {
             }
             self.take(&mut q)
         };
-        self.serve(&mut w, wave);
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.serve(&mut w, wave);
+        }));
         let mut q = lock(&self.queue);
+        if served.is_err() {
+            // The wave's requests were answered with an error as they dropped; the worker
+            // goes too. With none left, so do the requests still queued.
+            drop(w);
+            q.lost += 1;
+            if q.lost == self.opts.loader.threads.get() {
+                q.jobs.clear();
+            }
+            match q.free.pop() {
+                Some(other) => self.pass_on(q, other),
+                None => {
+                    drop(q);
+                    self.changed.notify_all();
+                }
+            }
+            return;
+        }
+        self.pass_on(q, w);
+    }
+
+    /// Hand `w` to the first caller still waiting for a worker, or put it back.
+    fn pass_on(&self, mut q: MutexGuard<'_, Queue>, w: Box<Worker>) {
         for j in q.jobs.iter() {
             let mut st = lock(&j.slot.state);
             if !st.gone && st.lead.is_none() {
@@ -600,6 +650,13 @@ impl Shared {
 
     /// Answer the jobs of `wave` still wanted: samples together, then feature rows together.
     fn serve(&self, w: &mut Worker, wave: Vec<Job>) {
+        #[cfg(feature = "fault-injection")]
+        if wave
+            .iter()
+            .any(|j| matches!(&j.work, Work::Sample(r, _) if r.seed == crate::FAULT_SEED))
+        {
+            panic!("fault injected for a test (seed {})", crate::FAULT_SEED);
+        }
         let now = Instant::now();
         let mut samples = Vec::new();
         let mut rows = Vec::new();

@@ -30,3 +30,9 @@ pub mod wire;
 pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};
 pub use error::{Result, ServeError};
 pub use options::{EngineOptions, Limits};
+
+/// With the `fault-injection` feature (tests only), a wave holding a sampling request with this
+/// seed panics: how the tests check that a failed wave answers its requests and the server goes
+/// on.
+#[cfg(feature = "fault-injection")]
+pub const FAULT_SEED: u64 = 0xFA17_FA17_FA17_FA17;

@@ -388,6 +388,49 @@ fn the_plan_reserves_the_queue() {
 }
 
 #[test]
+fn a_wave_that_panics_answers_its_requests_and_the_others_go_on() {
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let mut o = options(BackendChoice::Pread, 2);
+    o.max_wait = Duration::from_millis(50);
+    let e = Arc::new(Engine::open(&dir, o).unwrap());
+    let n = e.num_nodes();
+    // A faulty request and a good one in the same wave: both get an error, nobody hangs.
+    std::thread::scope(|s| {
+        let bad = s.spawn(|| {
+            e.sample(
+                req(&[1], n, &[3], false, ringgnn_serve::FAULT_SEED),
+                None,
+                None,
+            )
+        });
+        std::thread::sleep(Duration::from_millis(10));
+        let good = s.spawn(|| e.sample(req(&[2], n, &[3], false, 5), None, None));
+        for r in [bad.join().unwrap(), good.join().unwrap()] {
+            assert!(
+                matches!(r, Err(ServeError::Internal(ref m)) if m.contains("wave failed")),
+                "{r:?}"
+            );
+        }
+    });
+    // One worker is lost; the other serves on.
+    let r = req(&[3], n, &[3], false, 6);
+    assert_eq!(e.sample(r.clone(), None, None).unwrap(), alone(&dir, &r));
+    // The second fault takes the last worker: requests are refused, not left waiting.
+    assert!(e
+        .sample(
+            req(&[1], n, &[3], false, ringgnn_serve::FAULT_SEED),
+            None,
+            None
+        )
+        .is_err());
+    assert!(matches!(
+        e.sample(req(&[2], n, &[3], false, 1), None, None),
+        Err(ServeError::Internal(m)) if m.contains("every worker")
+    ));
+    e.close();
+}
+
+#[test]
 fn closing_answers_what_is_queued_and_refuses_the_rest() {
     let (_d, dir) = sbm(FeatureDtype::F32);
     let mut o = options(BackendChoice::Memory, 1);
