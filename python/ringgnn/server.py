@@ -329,13 +329,15 @@ class Server:
 
     def describe(self) -> str:
         e, m = self.engine, self.model
+        pages = e.stats()["pages_cached"]
         return (f"serving {self.dataset.path} ({e.num_nodes:,} nodes, {e.num_edges:,} edges"
                 + (f", {e.feature_dim} features ({e.feature_dtype})" if e.feature_dim else "")
                 + f") on {self.address}: sampling with {e.backend}"
                 + (f", rows with {e.feature_backend}" if e.feature_dim else "")
                 + f", default fanouts {','.join(map(str, e.fanouts))}, seed {e.seed}"
                 + (f"; model {m.kind} from {m.path} (fanouts {','.join(map(str, m.fanouts))})" if m else "")
-                + f"; memory {e.plan()['text']}")
+                + f"; memory {e.plan()['text']}"
+                + (f"; {pages:,} hot neighbor pages read and kept" if pages else ""))
 
 
 def add_parser(sub: Any) -> None:
