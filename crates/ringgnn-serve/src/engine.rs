@@ -441,8 +441,9 @@ impl Shared {
         if b.edges > self.wave_edges {
             return Err(ServeError::Input(format!(
                 "this request may sample up to {} edges (its upper bound: {} nodes, fanouts {:?}); \
-                 the server takes at most {} per request (one batch of its plan): ask for fewer \
-                 nodes or smaller fanouts",
+                 the server takes at most {} per request (one batch of its memory plan, \
+                 `--batch-size` seeds at its default fanouts): ask for fewer nodes or smaller \
+                 fanouts, or start the server with a larger --batch-size",
                 b.edges,
                 req.seeds.len(),
                 req.fanouts.iter().map(|f| f.value()).collect::<Vec<_>>(),
