@@ -10,7 +10,7 @@
 //! sequential requests. Offsets, lengths and buffer positions are page multiples, so `O_DIRECT`
 //! works.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::{AlignedBuf, ReadBatch, ReadReq, ALIGN};
@@ -182,16 +182,7 @@ impl BlockReader {
     /// page `i`, i.e. file page `chunk * chunk_pages + i`), or their whole blocks where that is
     /// cheaper. Afterwards [`Self::bytes`] serves any range inside needed pages.
     pub fn load(&mut self, chunk: u64, needed: &[u64]) -> std::io::Result<()> {
-        if self
-            .cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::Relaxed))
-        {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Interrupted,
-                "read cancelled: its consumer stopped",
-            ));
-        }
+        crate::page_reader::stop_if_cancelled(self.cancel.as_deref())?;
         let cp = self.chunk_pages;
         assert!(
             needed.len() * 64 >= cp,

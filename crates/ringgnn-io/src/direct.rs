@@ -29,6 +29,17 @@ impl DirectFile {
         Self::open_with(path, o)
     }
 
+    /// Open an existing file read-only, with `O_DIRECT` (where allowed) only if `direct`.
+    pub fn open_read(path: &Path, direct: bool) -> io::Result<Self> {
+        if direct {
+            return Self::open(path);
+        }
+        Ok(DirectFile {
+            file: File::open(path)?,
+            direct: false,
+        })
+    }
+
     fn open_with(path: &Path, o: OpenOptions) -> io::Result<Self> {
         let mut od = o.clone();
         od.custom_flags(libc::O_DIRECT);

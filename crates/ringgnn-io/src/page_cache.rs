@@ -176,14 +176,6 @@ impl PageCache {
         self.kept.store(true, Ordering::Relaxed);
     }
 
-    /// Whether a page could still enter (a free slot in its shard, or eviction allowed).
-    pub fn takes(&self, page: u64) -> bool {
-        !self.kept.load(Ordering::Relaxed) || {
-            let s = self.shard(page);
-            s.slots.len() < s.cap
-        }
-    }
-
     pub fn stats(&self) -> CacheStats {
         let (mut pages, mut capacity) = (0, 0);
         for s in self.shards.iter() {
@@ -286,9 +278,7 @@ mod tests {
         let c = PageCache::new(PageCache::BYTES_PER_PAGE * 32).unwrap();
         c.insert(0, &page(0));
         c.keep();
-        assert!(c.takes(16));
         c.insert(16, &page(16)); // a free slot: taken
-        assert!(!c.takes(32));
         c.insert(32, &page(32)); // full: refused, nothing evicted
         assert_eq!(
             (cached(&c, 0), cached(&c, 16), cached(&c, 32)),

@@ -78,16 +78,7 @@ impl PageReader {
         let mut count = ReadCount::default();
         let mut next = 0;
         while next < n {
-            if self
-                .cancel
-                .as_ref()
-                .is_some_and(|c| c.load(Ordering::Relaxed))
-            {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::Interrupted,
-                    "read cancelled: its consumer stopped",
-                ));
-            }
+            stop_if_cancelled(self.cancel.as_deref())?;
             let cap = self.buf.capacity();
             let used = coalesce_pages(
                 (next..n).map(&range),
@@ -111,4 +102,16 @@ impl PageReader {
         }
         Ok(count)
     }
+}
+
+/// An `Interrupted` error once `flag` is set: how a reader working for a consumer that went
+/// away stops between reads ([`PageReader`] between waves, `BlockReader` between chunks).
+pub(crate) fn stop_if_cancelled(flag: Option<&AtomicBool>) -> std::io::Result<()> {
+    if flag.is_some_and(|c| c.load(Ordering::Relaxed)) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Interrupted,
+            "read cancelled: its consumer stopped",
+        ));
+    }
+    Ok(())
 }

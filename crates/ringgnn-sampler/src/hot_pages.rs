@@ -157,23 +157,15 @@ fn for_each_chunk(
         source,
     };
     // O_DIRECT where asked (and allowed): the pass leaves nothing in the page cache.
-    let file = if direct {
-        Some(DirectFile::open(path).map_err(io)?)
-    } else {
-        None
-    };
-    let plain = std::fs::File::open(path).map_err(io)?;
+    let file = DirectFile::open_read(path, direct).map_err(io)?;
     let total = index.neighbor_file_bytes();
-    let mut bounce = AlignedBuf::new(if direct { CHUNK } else { ALIGN });
+    let mut bounce = AlignedBuf::new(if file.is_direct() { CHUNK } else { ALIGN });
     let mut chunk = vec![0u8; CHUNK];
     let mut at = 0u64;
     while at < total {
         let len = (total - at).min(CHUNK as u64) as usize;
-        match &file {
-            Some(f) => f.read_exact_at(&mut chunk[..len], at, &mut bounce),
-            None => std::os::unix::fs::FileExt::read_exact_at(&plain, &mut chunk[..len], at),
-        }
-        .map_err(io)?;
+        file.read_exact_at(&mut chunk[..len], at, &mut bounce)
+            .map_err(io)?;
         visit(at, &chunk[..len]);
         at += len as u64;
     }

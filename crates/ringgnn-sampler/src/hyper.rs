@@ -346,14 +346,7 @@ impl HyperSampler {
                     s.spawn(move || work(rv, c0, c1))
                 })
                 .collect();
-            let mut first = Ok(());
-            for h in handles {
-                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                if first.is_ok() {
-                    first = r;
-                }
-            }
-            first
+            join_all(handles)
         })
     }
 }
@@ -434,15 +427,20 @@ fn par<T: Send, S: Send>(
             .zip(scratch.iter_mut())
             .map(|(part, s)| sc.spawn(move || part.iter_mut().try_for_each(|t| f(s, t))))
             .collect();
-        let mut first = Ok(());
-        for h in handles {
-            let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
+        join_all(handles)
     })
+}
+
+/// Join every scoped thread (a panic is re-raised here); the first error wins.
+fn join_all(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<()>>>) -> Result<()> {
+    let mut first = Ok(());
+    for h in handles {
+        let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
 }
 
 #[cfg(test)]
