@@ -26,6 +26,8 @@ mod page_reader;
 mod pread;
 mod probe;
 mod read_batch;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod uring;
 
 pub use aligned::AlignedBuf;

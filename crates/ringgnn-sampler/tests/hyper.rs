@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use common::{build, fan, SampleIds};
+use common::{build, fan, random_with_hub, SampleIds};
 use proptest::prelude::*;
 use ringgnn_io::{BlockReader, IoStats, PreadBatch, ReadBatch, ReadModel, ReadReq, ALIGN};
 use ringgnn_sampler::{
@@ -66,14 +66,10 @@ fn hyper(
     (h, log)
 }
 
+/// Random edges and a hub (node 3, 3000 in-edges), so that some lists span several pages and
+/// chunks.
 fn graph(n: u64, e: usize, graph_seed: u64) -> Vec<(u64, u64)> {
-    let mut r = rng::stream(graph_seed, 1, 1);
-    let mut edges: Vec<_> = (0..e)
-        .map(|_| (rng::below(&mut r, n), rng::below(&mut r, n)))
-        .collect();
-    // A hub, so that some lists span several pages and chunks.
-    edges.extend((0..3000).map(|i| (i % n, 3)));
-    edges
+    random_with_hub(n, e, graph_seed, 1, 3, 3000)
 }
 
 proptest! {

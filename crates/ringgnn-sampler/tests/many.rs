@@ -4,18 +4,13 @@
 
 mod common;
 
-use common::{build, fan, samplers, SampleIds};
+use common::{build, fan, random_with_hub, samplers, SampleIds};
 use proptest::prelude::*;
 use ringgnn_sampler::{Fanout, ManyRequest, NeighborSampler, NeighborSource, Seeds};
 use ringgnn_store::rng;
 
 fn graph(n: u64, e: usize, graph_seed: u64) -> Vec<(u64, u64)> {
-    let mut r = rng::stream(graph_seed, 3, 3);
-    let mut edges: Vec<_> = (0..e)
-        .map(|_| (rng::below(&mut r, n), rng::below(&mut r, n)))
-        .collect();
-    edges.extend((0..2000).map(|i| (i % n, 5)));
-    edges
+    random_with_hub(n, e, graph_seed, 3, 5, 2000)
 }
 
 struct Req {

@@ -1,43 +1,15 @@
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::*;
-use crate::IoStats;
-
-/// A file in memory that records every batch of requests it serves.
-struct Recorder {
-    data: Vec<u8>,
-    log: Arc<Mutex<Vec<Vec<ReadReq>>>>,
-}
-
-impl ReadBatch for Recorder {
-    fn read_batch(&mut self, reqs: &[ReadReq], buf: &mut [u8]) -> io::Result<()> {
-        self.log.lock().unwrap().push(reqs.to_vec());
-        for r in reqs {
-            let src = self.data.get(r.offset as usize..r.offset as usize + r.len);
-            let src = src.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
-            buf[r.dst..r.dst + r.len].copy_from_slice(src);
-        }
-        Ok(())
-    }
-    fn stats(&self) -> IoStats {
-        IoStats::default()
-    }
-    fn name(&self) -> &'static str {
-        "recorder"
-    }
-}
+use crate::testing::{ReadLog, Recorder};
 
 /// A file of `pages` pages of u32 values equal to their position; blocks of 4 pages.
-fn reader(pages: usize, chunk_pages: usize) -> (BlockReader, Arc<Mutex<Vec<Vec<ReadReq>>>>) {
+fn reader(pages: usize, chunk_pages: usize) -> (BlockReader, ReadLog) {
     let data: Vec<u8> = (0..(pages * 1024) as u32)
         .flat_map(|x| x.to_le_bytes())
         .collect();
-    let log = Arc::new(Mutex::new(vec![]));
-    let rec = Recorder {
-        data,
-        log: log.clone(),
-    };
+    let (rec, log) = Recorder::new(data);
     let model = ReadModel {
         block: 4 * ALIGN,
         max_request: 8 * ALIGN,

@@ -138,47 +138,17 @@ impl DiskNeighbors {
 
 #[cfg(test)]
 mod tests {
-    use std::io;
-    use std::sync::Mutex;
-
-    use ringgnn_io::{IoStats, ReadBatch, ReadReq};
+    use ringgnn_io::testing::{ReadLog, Recorder};
+    use ringgnn_io::ReadReq;
 
     use super::*;
 
     const PAGE: u64 = ALIGN as u64;
 
-    /// A file in memory that records every batch of requests it serves.
-    struct Recorder {
-        data: Vec<u8>,
-        log: Arc<Mutex<Vec<Vec<ReadReq>>>>,
-    }
-
-    impl ReadBatch for Recorder {
-        fn read_batch(&mut self, reqs: &[ReadReq], buf: &mut [u8]) -> io::Result<()> {
-            self.log.lock().unwrap().push(reqs.to_vec());
-            for r in reqs {
-                let src = self.data.get(r.offset as usize..r.offset as usize + r.len);
-                let src = src.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
-                buf[r.dst..r.dst + r.len].copy_from_slice(src);
-            }
-            Ok(())
-        }
-        fn stats(&self) -> IoStats {
-            IoStats::default()
-        }
-        fn name(&self) -> &'static str {
-            "recorder"
-        }
-    }
-
     /// 10 pages of u32 entries whose value is their position.
-    fn fixture(opts: CoalesceOptions) -> (DiskNeighbors, Arc<Mutex<Vec<Vec<ReadReq>>>>) {
+    fn fixture(opts: CoalesceOptions) -> (DiskNeighbors, ReadLog) {
         let data: Vec<u8> = (0..10 * 1024u32).flat_map(|x| x.to_le_bytes()).collect();
-        let log = Arc::new(Mutex::new(vec![]));
-        let rec = Recorder {
-            data,
-            log: log.clone(),
-        };
+        let (rec, log) = Recorder::new(data);
         let d = DiskNeighbors::new(Box::new(rec), Path::new("x"), IndexDtype::U32, opts);
         (d, log)
     }

@@ -5,7 +5,7 @@
 use ringgnn_sampler::{
     CoalesceOptions, Fanout, NeighborSampler, NeighborSource, Result, SampledSubgraph, Seeds,
 };
-use ringgnn_store::{convert, ConvertOptions, Dataset, GraphOptions, NoProgress};
+use ringgnn_store::{convert, rng, ConvertOptions, Dataset, GraphOptions, NoProgress};
 use tempfile::TempDir;
 
 /// Fanouts from PyG-style values (no hops allowed: seeds only).
@@ -41,6 +41,24 @@ impl SampleIds for NeighborSampler {
         let seeds = Seeds::new(ids.to_vec(), self.num_nodes())?;
         self.sample(seeds.as_slice(), seed, epoch, batch, edge_ids)
     }
+}
+
+/// `e` uniform random edges on `n` nodes (random stream `(graph_seed, stream)`), plus `hub_in`
+/// edges into node `hub` from nodes `0, 1, ...` (mod `n`): a list spanning several pages.
+pub fn random_with_hub(
+    n: u64,
+    e: usize,
+    graph_seed: u64,
+    stream: u64,
+    hub: u64,
+    hub_in: u64,
+) -> Vec<(u64, u64)> {
+    let mut r = rng::stream(graph_seed, stream, stream);
+    let mut edges: Vec<_> = (0..e)
+        .map(|_| (rng::below(&mut r, n), rng::below(&mut r, n)))
+        .collect();
+    edges.extend((0..hub_in).map(|i| (i % n, hub)));
+    edges
 }
 
 /// A dataset of the directed edges `src -> dst`, built by `convert` in a fresh tempdir.
