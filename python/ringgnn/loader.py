@@ -72,6 +72,9 @@ class Loader:
             sharing the train loader's; the options above other than ``batch_size``, ``split``,
             ``shuffle``, ``drop_last`` and ``batches`` are then taken from it (a larger
             ``batch_size`` than the shared loader's is accepted while its memory plan still fits).
+        processes: processes on this machine that each run a loader (the local ranks of a
+            ``torchrun`` job): the default ``threads`` and ``memory`` are this process's equal
+            share of the machine's cores and available memory.
 
     Epochs count up from 0 with each ``iter()``; :meth:`set_epoch` sets the next one. A batch
     depends only on (seed, epoch, batch index): it is what :class:`NeighborSampler` with the
@@ -104,6 +107,7 @@ class Loader:
         staging_dir: Optional[PathLike] = None,
         staging_cap: Union[None, int, str] = None,
         share: Optional["Loader"] = None,
+        processes: int = 1,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
         if self.dataset.feature_dim is None:
@@ -144,6 +148,7 @@ class Loader:
                 hyperbatch=_options.hyperbatch(hyperbatch),
                 staging_dir=None if staging_dir is None else os.fspath(staging_dir),
                 staging_cap=_options.size(staging_cap, "staging_cap"),
+                processes=_options.count(processes, "processes", 1),
             )
             note = self._core.plan()["note"]
             if note:

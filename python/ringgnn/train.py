@@ -9,6 +9,11 @@ order and with a fixed sample, so accuracies of different epochs compare the sam
 A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
 ``best.pt`` (the epoch of best validation accuracy) and ``metrics.json`` (written atomically).
 A run is reproducible on CPU: ``--seed`` seeds both PyTorch (weights, dropout) and the sampler.
+
+Launched by ``torchrun`` (``WORLD_SIZE`` > 1), training is data parallel with DDP: each rank
+trains on its share of each epoch's batches (``ringgnn.distributed``), evaluation sums correct
+answers over the ranks, and rank 0 alone writes the run directory. ``--batch-size`` is per
+rank, as in DDP: an epoch has ``world_size`` times fewer steps of ``world_size`` times more seeds.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from tqdm import tqdm
 
-from . import _options
+from . import _options, distributed
 from ._core import InputError
 from ._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
 from .dataset import Dataset
@@ -33,7 +38,9 @@ MODELS = ("sage", "gcn", "gat")
 
 #: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
 #: number of epochs may grow, and how the run is executed (device, threads, output) may change.
-RUN_DEFINING = ("model", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout", "seed")
+RUN_DEFINING = ("model", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout", "seed", "world_size")
+#: What a checkpoint written before an option existed was trained with.
+RUN_DEFAULTS = {"world_size": 1}
 
 
 def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float) -> Any:
@@ -67,8 +74,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cache-policy", choices=CACHE_POLICIES, default="presample",
                    help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
-                   help="budget of the whole process: runtime, model, sampler, cache, buffers "
-                        "(default: what the process holds plus half the available memory)")
+                   help="budget of the whole process (of each rank under torchrun): runtime, model, sampler, "
+                        "cache, buffers (default: what the process holds plus half the available memory, "
+                        "divided among the ranks of this machine)")
     p.add_argument("--prefetch", type=positive_arg, default=None, metavar="N",
                    help="gathered batches held ahead of training (default: one per thread, 1 if memory is tight)")
     p.add_argument("--backend", choices=BACKENDS, default="auto",
@@ -82,7 +90,11 @@ def add_parser(sub: Any) -> None:
                    help="largest staging file (default: the feature file's size; 0: never stage)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
     p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
-    p.add_argument("--threads", type=positive_arg, default=None, help="sampling threads (default: all cores)")
+    p.add_argument("--threads", type=positive_arg, default=None,
+                   help="sampling threads (default: all cores, divided among the ranks of this machine)")
+    p.add_argument("--dist-timeout", type=positive_arg, default=int(distributed.DEFAULT_TIMEOUT), metavar="SECONDS",
+                   help="under torchrun: how long a rank waits for the others at a collective before it fails "
+                        f"(default {int(distributed.DEFAULT_TIMEOUT)})")
     p.add_argument("--out", metavar="RUN_DIR", default=None, help="run directory (default runs/<dataset name>)")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt with the next epoch")
     p.add_argument("--overwrite", action="store_true", help="start over in a RUN_DIR that already holds a run")
@@ -98,12 +110,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
                                           "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
                                           "staging_dir", "staging_cap",
-                                          "device", "seed", "threads", "out", "resume", "overwrite")}
-    log = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
+                                          "device", "seed", "threads", "out", "resume", "overwrite", "dist_timeout")}
+    log = (lambda s: None) if args.json else _print_line
     m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
-    if args.json:
+    if args.json and distributed.leader_by_env():
         print(json.dumps(m, indent=2))
     return 0
+
+
+def _print_line(s: str) -> None:
+    """One write per line, so that the lines of ranks sharing a terminal do not interleave."""
+    sys.stdout.write(s + "\n")
+    sys.stdout.flush()
 
 
 def _check(ds: Dataset, model: str, fanouts: List[int], layers: int, device: str, dropout: float) -> None:
@@ -160,8 +178,11 @@ def train(
     overwrite: bool = False,
     quiet: bool = False,
     log: Callable[[str], None] = print,
+    dist_timeout: float = distributed.DEFAULT_TIMEOUT,
 ) -> Dict[str, Any]:
-    """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds."""
+    """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
+    ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
+    writes the run directory, and every rank returns the same metrics."""
     import torch  # here, not at the top: every ``ringgnn`` command imports this module
 
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
@@ -169,17 +190,40 @@ def train(
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
     _check(ds, model, fanouts, layers, device, dropout)
+    ranks = distributed.join(device, float(dist_timeout))
+    try:
+        return _train(ds, ranks, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
+                      layers=layers, lr=lr, dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory,
+                      prefetch=prefetch, backend=backend, direct=direct, hyperbatch=hyperbatch,
+                      staging_dir=staging_dir, staging_cap=staging_cap, device=device, seed=seed, threads=threads,
+                      out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log)
+    finally:
+        distributed.leave(ranks)
+
+
+def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[int], batch_size: int, epochs: int,
+           hidden: int, layers: int, lr: float, dropout: float, cache, cache_policy: str, memory, prefetch,
+           backend: str, direct: bool, hyperbatch, staging_dir, staging_cap, device: str, seed: int,
+           threads: Optional[int], out: Optional[str], resume: bool, overwrite: bool, quiet: bool,
+           log: Callable[[str], None]) -> Dict[str, Any]:
+    import torch
+
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
     run_args = dict(model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
-                    layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed)
+                    layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed,
+                    world_size=ranks.world_size)
+    rank_log = log  # lines every rank prints (tagged with its rank)
+    if not ranks.leader:
+        log, quiet = (lambda s: None), True
+    dev = distributed.device_of(ranks, device)
 
     if resume and overwrite:
         raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
-    if not resume and not overwrite and os.path.exists(os.path.join(out, "last.pt")):
-        raise InputError(f"{out} already holds a run (last.pt): use --resume to continue it, --overwrite to start "
-                         "over, or another --out")
+    # Rank 0 owns the run directory: it checks it, and on resume reads the checkpoint every
+    # rank continues from.
+    resumed = distributed.from_leader(ranks, lambda: _open_run(out, run_args, resume, overwrite))
     torch.manual_seed(seed)
-    net = build_model(model, ds.feature_dim, hidden, ds.num_classes, layers, dropout).to(device)
+    net = build_model(model, ds.feature_dim, hidden, ds.num_classes, layers, dropout).to(dev)
     # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
     # the activations of the largest batch are reserved before the loader splits the rest.
     reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, batch_size, hidden)
@@ -188,35 +232,55 @@ def train(
     train_loader = Loader(ds, fanouts, batch_size, split="train", shuffle=True, cache=cache,
                           cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch, hold=1,
                           backend=backend, direct=direct, threads=threads, seed=seed, hyperbatch=hyperbatch,
-                          staging_dir=staging_dir, staging_cap=staging_cap)
-    loaders = {
-        "train": train_loader,
-        "val": Loader(ds, fanouts, batch_size, split="val", shuffle=False, share=train_loader),
-        "test": Loader(ds, fanouts, batch_size, split="test", shuffle=False, share=train_loader),
-    }
+                          staging_dir=staging_dir, staging_cap=staging_cap, processes=ranks.local_world_size)
+    loaders = {"train": train_loader}
+    for split in ("val", "test"):
+        loaders[split] = Loader(ds, fanouts, batch_size, split=split, shuffle=False, share=train_loader)
+    if ranks.active:
+        # Each rank takes its share of every epoch's batches (see ringgnn.distributed).
+        for split, loader in loaders.items():
+            n = len(loader)
+            loader.batches = distributed.shard(n, ranks.rank, ranks.world_size, pad=split == "train")
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     history: List[Dict[str, Any]] = []
     start = 0
-    if resume:
-        start, history = _resume(out, run_args, net, opt)
-    os.makedirs(out, exist_ok=True)
+    if resumed is not None:
+        net.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["optimizer"])
+        torch.set_rng_state(resumed["rng"])
+        start, history = resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
+    step_net = net
+    if ranks.active:
+        from torch.nn.parallel import DistributedDataParallel
+
+        step_net = DistributedDataParallel(net, device_ids=[ranks.local_rank] if device == "cuda" else None)
+    if ranks.leader:
+        os.makedirs(out, exist_ok=True)
+    world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
     log(f"training {model} on {ds.path}: {ds.num_nodes:,} nodes, fanouts {','.join(map(str, fanouts))}, "
-        f"batch {batch_size}, {len(loaders['train'])} batches per epoch, device {device} -> {out}")
+        f"batch {batch_size}, {len(loaders['train'])} batches per epoch{' per rank' if ranks.active else ''}{world}, "
+        f"device {device} -> {out}")
     st = train_loader.stats()
-    log(f"loader: sampling with {st['backend']}, features with {st['feature_backend']}, "
-        f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
-        + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
-           if st["presample_batches"] else "")
-        + f"; memory {train_loader.plan()['text']}")
+    rank_log(f"{ranks.tag()}loader: sampling with {st['backend']}, features with {st['feature_backend']}, "
+             f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
+             + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
+                if st["presample_batches"] else "")
+             + f"; memory {train_loader.plan()['text']}")
 
     metrics = _metrics(ds, run_args, history, loaders)
     for epoch in range(start, epochs):
         before = loaders["train"].stats()
         t0 = time.perf_counter()
-        loss, wait, step = _train_epoch(net, opt, loaders["train"], epoch, device, quiet, model)
+        loss_sum, count, wait, step = distributed.guarded(
+            ranks, f"training epoch {epoch}",
+            lambda: _train_epoch(step_net, opt, loaders["train"], epoch, dev, quiet, model, always_step=ranks.active))
         t1 = time.perf_counter()
         le = dict(loaders["train"].last_epoch)
-        val_acc, test_acc = _accuracy(net, loaders["val"], device, model), _accuracy(net, loaders["test"], device, model)
+        counts = [*_count_correct(net, loaders["val"], dev, model), *_count_correct(net, loaders["test"], dev, model)]
+        loss_sum, count, val_ok, val_n, test_ok, test_n = distributed.sums(
+            ranks, [loss_sum, count, *counts], "cpu" if device == "cpu" else dev)
+        loss = loss_sum / max(count, 1)
+        val_acc, test_acc = _ratio(val_ok, val_n), _ratio(test_ok, test_n)
         seconds = time.perf_counter() - t0
         hit = le["cache_hits"] / le["distinct_rows"] if le["distinct_rows"] else 0.0
         history.append(dict(epoch=epoch, loss=loss, val_acc=val_acc, test_acc=test_acc, seconds=seconds,
@@ -224,22 +288,30 @@ def train(
                             train_seconds=step, wait_seconds=wait, eval_seconds=seconds - (t1 - t0),
                             feature_bytes_read=le["bytes_read"], cache_hit_rate=hit))
         log(f"epoch {epoch}: loss {loss:.4f}, val acc {val_acc:.4f}, test acc {test_acc:.4f}, {seconds:.2f} s")
-        log(f"  training pass {t1 - t0:.2f} s: sample {le['sample']:.2f} s and gather {le['gather']:.2f} s "
-            f"(worker threads, overlapped), train {step:.2f} s, waiting for batches {wait:.2f} s; "
-            f"features read {_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation {seconds - (t1 - t0):.2f} s")
+        log(f"  {'rank 0: ' if ranks.active else ''}training pass {t1 - t0:.2f} s: sample {le['sample']:.2f} s "
+            f"and gather {le['gather']:.2f} s (worker threads, overlapped), train {step:.2f} s, waiting for batches "
+            f"{wait:.2f} s; features read {_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation "
+            f"{seconds - (t1 - t0):.2f} s")
         log(_hyperbatch_line(before, loaders["train"].stats()))
         metrics = _metrics(ds, run_args, history, loaders)
-        state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
-                     metrics=metrics, rng=torch.get_rng_state())
-        if metrics["best_epoch"] == epoch:
-            _save(state, os.path.join(out, "best.pt"))
-        _save(state, os.path.join(out, "last.pt"))
+        if ranks.leader:
+            state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
+                         metrics=metrics, rng=torch.get_rng_state())
+            if metrics["best_epoch"] == epoch:
+                _save(state, os.path.join(out, "best.pt"))
+            _save(state, os.path.join(out, "last.pt"))
+            _write_json(metrics, os.path.join(out, "metrics.json"))
+    if start >= epochs and ranks.leader:  # nothing left to run: refresh metrics.json with this process's counters
         _write_json(metrics, os.path.join(out, "metrics.json"))
-    if start >= epochs:  # nothing left to run: refresh metrics.json with this process's counters
-        _write_json(metrics, os.path.join(out, "metrics.json"))
+    # Rank 0's files are complete before any rank returns.
+    distributed.barrier(ranks)
     log(f"best val acc {metrics['best_val_acc']:.4f} at epoch {metrics['best_epoch']}, "
         f"test acc {metrics['test_acc']:.4f}; {os.path.join(out, 'metrics.json')}")
     return metrics
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else float("nan")
 
 
 def _hyperbatch_line(before: Dict[str, Any], after: Dict[str, Any]) -> str:
@@ -294,9 +366,12 @@ def _forward(net, batch, device: str, model: str):
     return net(x, edge_index)[: batch.batch_size]
 
 
-def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool, model: str = "sage"):
-    """One pass over the training split: (mean loss per labeled seed, seconds waiting for
-    batches, seconds in forward/backward/step)."""
+def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool, model: str = "sage",
+                 always_step: bool = False):
+    """One pass over the training split: (sum of the loss over labeled seeds, labeled seeds,
+    seconds waiting for batches, seconds in forward/backward/step). With ``always_step`` (DDP,
+    where every rank must join every gradient all-reduce) a batch without labeled seeds still
+    takes a step, of zero gradient."""
     import torch.nn.functional as F
 
     net.train()
@@ -315,13 +390,13 @@ def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool,
             t1 = time.perf_counter()
             y = batch.y[: batch.batch_size].to(device)
             labeled = y >= 0
-            if bool(labeled.any()):
+            n = int(labeled.sum())
+            if n or always_step:
                 opt.zero_grad()
                 out = _forward(net, batch, device, model)
-                loss = F.cross_entropy(out[labeled], y[labeled])
+                loss = F.cross_entropy(out[labeled], y[labeled]) if n else out.sum() * 0.0
                 loss.backward()
                 opt.step()
-                n = int(labeled.sum())
                 total_loss += loss.item() * n
                 count += n
                 del out, loss
@@ -329,29 +404,26 @@ def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool,
             wait += t1 - t0
             step += time.perf_counter() - t1
             bar.update(1)
-    return total_loss / max(count, 1), wait, step
+    return total_loss, count, wait, step
 
 
-def _accuracy(net, loader: Loader, device: str, model: str = "sage") -> float:
-    """Accuracy over the labeled seeds of ``loader``'s split, sampled as in training. The sample
-    is the same at every epoch (epoch 0 of the loader's seed)."""
+def _count_correct(net, loader: Loader, device: str, model: str):
+    """(Correct predictions, labeled seeds) over ``loader``'s batches, sampled as in training.
+    The sample is the same at every epoch (epoch 0 of the loader's seed), so accuracies of
+    different epochs compare the same neighborhoods."""
     import torch
 
-    with torch.no_grad():
-        return _count_correct(net, loader, device, model)
-
-
-def _count_correct(net, loader: Loader, device: str, model: str) -> float:
     net.eval()
     loader.set_epoch(0)
     correct = total = 0
-    for batch in loader:
-        y = batch.y[: batch.batch_size].to(device)
-        pred = _forward(net, batch, device, model).argmax(-1)
-        labeled = y >= 0
-        correct += int((pred[labeled] == y[labeled]).sum())
-        total += int(labeled.sum())
-    return correct / total if total else float("nan")
+    with torch.no_grad():
+        for batch in loader:
+            y = batch.y[: batch.batch_size].to(device)
+            pred = _forward(net, batch, device, model).argmax(-1)
+            labeled = y >= 0
+            correct += int((pred[labeled] == y[labeled]).sum())
+            total += int(labeled.sum())
+    return correct, total
 
 
 def _metrics(ds: Dataset, run_args: Dict[str, Any], history: List[Dict[str, Any]], loaders) -> Dict[str, Any]:
@@ -361,6 +433,7 @@ def _metrics(ds: Dataset, run_args: Dict[str, Any], history: List[Dict[str, Any]
         "best_val_acc": None if best is None else best["val_acc"],
         "test_acc": None if best is None else best["test_acc"],
         "best_epoch": None if best is None else best["epoch"],
+        "world_size": run_args["world_size"],
         "epochs": list(history),
         "args": dict(run_args),
         # The three loaders share one engine: its counters cover training and evaluation.
@@ -369,21 +442,32 @@ def _metrics(ds: Dataset, run_args: Dict[str, Any], history: List[Dict[str, Any]
     }
 
 
-def _resume(out: str, run_args: Dict[str, Any], net, opt):
+def _open_run(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -> Optional[Dict[str, Any]]:
+    """Check RUN_DIR for this start; on ``resume``, the checkpoint to continue from."""
+    if not resume and not overwrite and os.path.exists(os.path.join(out, "last.pt")):
+        raise InputError(f"{out} already holds a run (last.pt): use --resume to continue it, --overwrite to start "
+                         "over, or another --out")
+    return _resume(out, run_args) if resume else None
+
+
+def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
     import torch
 
     path = os.path.join(out, "last.pt")
     if not os.path.exists(path):
         raise InputError(f"--resume: {path} does not exist; run without --resume first")
     state = torch.load(path, map_location="cpu", weights_only=True)
-    diff = [k for k in RUN_DEFINING if state["args"].get(k) != run_args[k]]
+    was = {k: state["args"].get(k, RUN_DEFAULTS.get(k)) for k in RUN_DEFINING}
+    diff = [k for k in RUN_DEFINING if was[k] != run_args[k]]
     if diff:
-        was = ", ".join(f"{k}={state['args'].get(k)} (now {run_args[k]})" for k in diff)
-        raise InputError(f"--resume: {path} was trained with {was}; use the same options or another --out")
-    net.load_state_dict(state["model"])
-    opt.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["rng"])
-    return state["epoch"] + 1, list(state["metrics"]["epochs"])
+        text = ", ".join(f"{k}={was[k]} (now {run_args[k]})" for k in diff)
+        hint = "use the same options or another --out"
+        if "world_size" in diff:
+            hint = (f"resume with {was['world_size']} processes ("
+                    + ("torchrun --nproc-per-node ... with that many ranks in all"
+                       if was["world_size"] > 1 else "without torchrun") + "), or start a new run with another --out")
+        raise InputError(f"--resume: {path} was trained with {text}; {hint}")
+    return state
 
 
 def _save(obj: Any, path: str) -> None:

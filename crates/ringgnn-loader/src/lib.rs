@@ -30,12 +30,14 @@ pub mod stages;
 pub mod staging;
 
 pub use budget::MemoryPlan;
-pub use buffers::BufferPool;
+pub use buffers::{BufferPool, Pinner};
 pub use epoch::{EpochBatches, EpochOptions, SHUFFLE_PURPOSE};
 pub use error::{Error, Result};
 pub use labels::Labels;
 pub use loader::{BatchLoader, Epoch, PRESAMPLE_EPOCH};
-pub use options::{BackendChoice, CachePolicy, FeatureOptions, Hyperbatch, LoaderOptions};
+pub use options::{
+    default_threads_among, BackendChoice, CachePolicy, FeatureOptions, Hyperbatch, LoaderOptions,
+};
 pub use ringgnn_pipeline::Next;
 pub use stages::{Batch, LoadStage, LoadedBatch, LoaderStats, SampleStage};
 pub use staging::StagingOptions;

@@ -227,10 +227,11 @@ impl BatchLoader {
         let batch = opts.batch_size.get() as u64;
         let fopts = opts.features.clone();
         let asked = Asked {
-            // By default the loader may grow the process by half of what is still available.
+            // By default the loader may grow the process by half of what is still available,
+            // shared with the other processes (local ranks) started beside it.
             budget: opts.memory.unwrap_or_else(|| {
-                opts.reserve
-                    .saturating_add(default_budget().unwrap_or(u64::MAX / 4))
+                let share = default_budget().unwrap_or(u64::MAX / 4) / opts.processes.get() as u64;
+                opts.reserve.saturating_add(share)
             }),
             reserve: opts.reserve,
             neighbors: opts.backend,

@@ -182,11 +182,21 @@ pub struct LoaderOptions {
     /// batch at a time; `None`: a share of what the budget leaves (see [`crate::budget`]).
     /// Training's default is `Some(0)`: hyperbatches share its reads instead.
     pub neighbor_cache: Option<u64>,
+    /// Processes on this machine that each run a loader like this one (the local ranks of a
+    /// `torchrun` job): the default budget is divided among them.
+    pub processes: NonZeroUsize,
 }
 
 /// One worker thread per available core.
 pub fn default_threads() -> NonZeroUsize {
-    std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+    default_threads_among(NonZeroUsize::MIN)
+}
+
+/// The cores of this machine divided among `processes` processes (local ranks), at least one
+/// thread each.
+pub fn default_threads_among(processes: NonZeroUsize) -> NonZeroUsize {
+    let cores = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
+    NonZeroUsize::new(cores.get() / processes.get()).unwrap_or(NonZeroUsize::MIN)
 }
 
 impl Default for LoaderOptions {
@@ -214,6 +224,7 @@ impl Default for LoaderOptions {
             hold: NonZeroUsize::new(2).expect("not 0"),
             hyperbatch: Hyperbatch::Auto,
             neighbor_cache: Some(0),
+            processes: NonZeroUsize::MIN,
         }
     }
 }

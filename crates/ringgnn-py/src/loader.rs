@@ -15,8 +15,8 @@ use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_loader::{
-    BackendChoice, BatchLoader, BufferPool, CachePolicy, Epoch, FeatureOptions, LoadedBatch,
-    LoaderOptions,
+    default_threads_among, BackendChoice, BatchLoader, BufferPool, CachePolicy, Epoch,
+    FeatureOptions, LoadedBatch, LoaderOptions, Pinner,
 };
 use ringgnn_sampler::SampleOptions;
 
@@ -66,6 +66,29 @@ fn exposed<'py>(
     Ok(unsafe { PyArray2::borrow_from_array(view, owner.clone().into_any()) })
 }
 
+/// A [`Pinner`] calling two Python functions.
+struct PyPinner {
+    pin: Py<PyAny>,
+    unpin: Py<PyAny>,
+}
+
+/// What a pinner's function raised: reported as unraisable (the buffer stays pageable).
+fn unraisable(py: Python<'_>, f: &Py<PyAny>, r: PyResult<Py<PyAny>>) {
+    if let Err(e) = r {
+        e.write_unraisable(py, Some(f.bind(py)));
+    }
+}
+
+impl Pinner for PyPinner {
+    fn pin(&self, addr: usize, bytes: usize) {
+        Python::attach(|py| unraisable(py, &self.pin, self.pin.call1(py, (addr, bytes))));
+    }
+
+    fn unpin(&self, addr: usize) {
+        Python::attach(|py| unraisable(py, &self.unpin, self.unpin.call1(py, (addr,))));
+    }
+}
+
 /// Sampling and feature gathering on worker threads within one memory budget
 /// (`ringgnn.Loader` wraps it; loaders of one dataset share one).
 #[pyclass(module = "ringgnn._core", frozen)]
@@ -78,13 +101,15 @@ impl Loader {
     /// `cache`: bytes of hot rows (None: what the budget leaves); `cache_policy`: "presample"
     /// (access counts over `presample_batches` look-ahead batches of `presample_seeds`) or
     /// "degree"; `memory`: the whole budget (None: `reserve` plus half the available memory); `reserve`: bytes
-    /// the caller needs besides the loader; `prefetch`: gathered batches ahead (None: auto).
+    /// the caller needs besides the loader; `prefetch`: gathered batches ahead (None: auto);
+    /// `processes`: local ranks each running a loader on this machine, which share its cores
+    /// (default threads) and available memory (default budget) equally (None: 1).
     #[new]
     #[pyo3(signature = (
         path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
         seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
         presample_batches=64, presample_seeds=None, prefetch=None, hold=HOLD, feature_backend=None,
-        hyperbatch="auto", staging_dir=None, staging_cap=None
+        hyperbatch="auto", staging_dir=None, staging_cap=None, processes=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -109,7 +134,9 @@ impl Loader {
         hyperbatch: &str,
         staging_dir: Option<PathBuf>,
         staging_cap: Option<u64>,
+        processes: Option<NonZeroUsize>,
     ) -> PyResult<Self> {
+        let processes = processes.unwrap_or(NonZeroUsize::MIN);
         let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
         let features = FeatureOptions {
             backend: match feature_backend {
@@ -133,7 +160,7 @@ impl Loader {
             },
             backend,
             direct,
-            threads: threads.unwrap_or(LoaderOptions::default().threads),
+            threads: threads.unwrap_or_else(|| default_threads_among(processes)),
             memory,
             reserve,
             features: Some(features),
@@ -142,6 +169,7 @@ impl Loader {
             hold,
             hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
             neighbor_cache: LoaderOptions::default().neighbor_cache,
+            processes,
         };
         let presample = match &presample_seeds {
             None => None,
@@ -184,6 +212,25 @@ impl Loader {
     #[getter]
     fn num_nodes(&self) -> u64 {
         self.inner.num_nodes()
+    }
+
+    /// Pin the batch buffers from now on: `pin(address, bytes)` is called once for each
+    /// buffer when it is first handed out (its whole capacity), `unpin(address)` before the
+    /// buffer is freed (e.g. `cudaHostRegister`/`cudaHostUnregister`). Returns False when the
+    /// buffers are already pinned (or the loader gathers no features). The callables run on
+    /// worker threads holding the GIL; what they raise is reported as unraisable, and the
+    /// buffer stays as it is (pageable).
+    fn pin_buffers(&self, pin: Py<PyAny>, unpin: Py<PyAny>) -> bool {
+        match self.inner.buffers() {
+            Some(pool) => pool.pin_with(Arc::new(PyPinner { pin, unpin })),
+            None => false,
+        }
+    }
+
+    /// Buffers pinned now (see `pin_buffers`).
+    #[getter]
+    fn pinned_buffers(&self) -> usize {
+        self.inner.buffers().map_or(0, |p| p.pinned_count())
     }
 
     /// How the memory budget was split (bytes), and the prefetch depth chosen.

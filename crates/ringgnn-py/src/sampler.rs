@@ -199,6 +199,7 @@ impl Sampler {
             hold: defaults.hold,
             hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
             neighbor_cache: defaults.neighbor_cache,
+            processes: defaults.processes,
         };
         let inner = py
             .detach(|| BatchLoader::open(&path, opts, None))
