@@ -88,7 +88,12 @@ def add_parser(sub: Any) -> None:
                    help="where hyperbatches stage feature rows (default: beside the dataset)")
     p.add_argument("--staging-cap", type=size_arg, default=None, metavar="SIZE",
                    help="largest staging file (default: the feature file's size; 0: never stage)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model runs (default cpu)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the model runs (default cpu; cuda: pinned batch buffers, copies on a side stream; "
+                        "under torchrun each rank takes its local rank's GPU)")
+    p.add_argument("--gpu-cache", type=size_arg, default=None, metavar="SIZE",
+                   help="with --device cuda: GPU memory for the feature rows the batches touch most, which then "
+                        "never cross the bus (default: none)")
     p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
     p.add_argument("--threads", type=positive_arg, default=None,
                    help="sampling threads (default: all cores, divided among the ranks of this machine)")
@@ -110,7 +115,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
                                           "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
                                           "staging_dir", "staging_cap",
-                                          "device", "seed", "threads", "out", "resume", "overwrite", "dist_timeout")}
+                                          "device", "gpu_cache", "seed", "threads", "out", "resume", "overwrite",
+                                          "dist_timeout")}
     log = (lambda s: None) if args.json else _print_line
     m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
     if args.json and distributed.leader_by_env():
@@ -179,6 +185,7 @@ def train(
     quiet: bool = False,
     log: Callable[[str], None] = print,
     dist_timeout: float = distributed.DEFAULT_TIMEOUT,
+    gpu_cache: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
     ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
@@ -190,13 +197,16 @@ def train(
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
     _check(ds, model, fanouts, layers, device, dropout)
+    gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
+    if gpu_cache and device != "cuda":
+        raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
     ranks = distributed.join(device, float(dist_timeout))
     try:
         return _train(ds, ranks, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
                       layers=layers, lr=lr, dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory,
                       prefetch=prefetch, backend=backend, direct=direct, hyperbatch=hyperbatch,
                       staging_dir=staging_dir, staging_cap=staging_cap, device=device, seed=seed, threads=threads,
-                      out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log)
+                      out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log, gpu_cache=gpu_cache)
     finally:
         distributed.leave(ranks)
 
@@ -205,7 +215,7 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
            hidden: int, layers: int, lr: float, dropout: float, cache, cache_policy: str, memory, prefetch,
            backend: str, direct: bool, hyperbatch, staging_dir, staging_cap, device: str, seed: int,
            threads: Optional[int], out: Optional[str], resume: bool, overwrite: bool, quiet: bool,
-           log: Callable[[str], None]) -> Dict[str, Any]:
+           log: Callable[[str], None], gpu_cache: Optional[int]) -> Dict[str, Any]:
     import torch
 
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
@@ -230,7 +240,9 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
     # One engine for the three loaders: the offset index, the neighbor file (memory backend),
     # the hot-row cache, the labels and the budget are held once.
     train_loader = Loader(ds, fanouts, batch_size, split="train", shuffle=True, cache=cache,
-                          cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch, hold=1,
+                          cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch,
+                          # On CUDA one more host batch is held: the one whose copy runs ahead.
+                          hold=2 if device == "cuda" else 1,
                           backend=backend, direct=direct, threads=threads, seed=seed, hyperbatch=hyperbatch,
                           staging_dir=staging_dir, staging_cap=staging_cap, processes=ranks.local_world_size)
     loaders = {"train": train_loader}
@@ -241,6 +253,16 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
         for split, loader in loaders.items():
             n = len(loader)
             loader.batches = distributed.shard(n, ranks.rank, ranks.world_size, pad=split == "train")
+    feeds: Dict[str, Any] = dict(loaders)  # what the epochs iterate
+    device_note = ""
+    if device == "cuda":
+        from . import cuda
+
+        pinned = cuda.pin(train_loader)
+        row_cache = cuda.DeviceRowCache.for_loader(train_loader, gpu_cache, dev, seed) if gpu_cache else None
+        feeds = {k: cuda.DeviceLoader(v, dev, row_cache) for k, v in loaders.items()}
+        device_note = (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
+                       + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     history: List[Dict[str, Any]] = []
     start = 0
@@ -265,7 +287,7 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
              f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
              + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
                 if st["presample_batches"] else "")
-             + f"; memory {train_loader.plan()['text']}")
+             + f"; memory {train_loader.plan()['text']}{device_note}")
 
     metrics = _metrics(ds, run_args, history, loaders)
     for epoch in range(start, epochs):
@@ -273,10 +295,10 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
         t0 = time.perf_counter()
         loss_sum, count, wait, step = distributed.guarded(
             ranks, f"training epoch {epoch}",
-            lambda: _train_epoch(step_net, opt, loaders["train"], epoch, dev, quiet, model, always_step=ranks.active))
+            lambda: _train_epoch(step_net, opt, feeds["train"], epoch, dev, quiet, model, always_step=ranks.active))
         t1 = time.perf_counter()
         le = dict(loaders["train"].last_epoch)
-        counts = [*_count_correct(net, loaders["val"], dev, model), *_count_correct(net, loaders["test"], dev, model)]
+        counts = [*_count_correct(net, feeds["val"], dev, model), *_count_correct(net, feeds["test"], dev, model)]
         loss_sum, count, val_ok, val_n, test_ok, test_n = distributed.sums(
             ranks, [loss_sum, count, *counts], "cpu" if device == "cpu" else dev)
         loss = loss_sum / max(count, 1)

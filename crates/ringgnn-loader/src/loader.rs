@@ -392,6 +392,7 @@ impl BatchLoader {
         };
         loader.gather = Some(Arc::new(GatherParts {
             staging,
+            device_rows: std::sync::OnceLock::new(),
             buffers: Arc::new(BufferPool::new(
                 (plan.prefetch + plan.hold) as usize,
                 nodes.saturating_mul(file.dim()),
@@ -547,6 +548,30 @@ impl BatchLoader {
         if let Some(g) = &self.gather {
             g.buffers.give(x);
         }
+    }
+
+    /// Tell the loader that a device holds the feature rows of `ids` (the GPU tier of the hot-row
+    /// cache): from now on each batch's `x` holds only the rows of the other nodes of
+    /// `sample.node`, in order. Once per loader (and the loaders sharing it).
+    pub fn set_device_rows(&self, ids: &[u64]) -> Result<usize> {
+        let g = self
+            .gather
+            .as_ref()
+            .ok_or_else(|| Error::Input("this loader gathers no feature rows".into()))?;
+        let set = crate::stages::RowSet::new(self.num_nodes(), ids)?;
+        let n = set.len();
+        g.device_rows
+            .set(set)
+            .map_err(|_| Error::Input("device rows are already set for this loader".into()))?;
+        Ok(n)
+    }
+
+    /// Rows a device holds (see [`Self::set_device_rows`]).
+    pub fn device_rows(&self) -> usize {
+        self.gather
+            .as_ref()
+            .and_then(|g| g.device_rows.get())
+            .map_or(0, |s| s.len())
     }
 
     /// The buffer pool (the bindings return buffers to it when Python releases them).

@@ -8,7 +8,7 @@
 //! turn bounds the feature matrices.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
@@ -502,6 +502,58 @@ pub(crate) struct GatherParts {
     pub(crate) totals: Mutex<LoaderStats>,
     /// Where hyperbatches may stage their cold rows (`None`: never).
     pub(crate) staging: Option<StagingOptions>,
+    /// Rows a device holds (the GPU tier of the cache): left out of each batch's `x`.
+    pub(crate) device_rows: OnceLock<RowSet>,
+}
+
+/// A set of node ids as a bitmap (one bit per node of the dataset).
+#[derive(Debug)]
+pub(crate) struct RowSet {
+    bits: Vec<u64>,
+    len: usize,
+}
+
+impl RowSet {
+    pub(crate) fn new(num_nodes: u64, ids: &[u64]) -> Result<Self> {
+        let mut bits = vec![0u64; num_nodes.div_ceil(64) as usize];
+        for &id in ids {
+            if id >= num_nodes {
+                return Err(Error::Input(format!(
+                    "device row {id} is not a node: the dataset has {num_nodes} nodes (0..{num_nodes})"
+                )));
+            }
+            bits[(id / 64) as usize] |= 1 << (id % 64);
+        }
+        let len = bits.iter().map(|w| w.count_ones() as usize).sum();
+        Ok(RowSet { bits, len })
+    }
+
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        self.bits
+            .get((id / 64) as usize)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Drop the rows of `nodes` that `set` holds from `x` (`[nodes, dim]`, row-major), keeping the
+/// others in order; returns how many are left.
+fn compact(x: &mut Vec<f32>, nodes: &[u64], dim: usize, set: &RowSet) -> usize {
+    let mut kept = 0;
+    for (i, &n) in nodes.iter().enumerate() {
+        if set.contains(n) {
+            continue;
+        }
+        if kept != i {
+            x.copy_within(i * dim..(i + 1) * dim, kept * dim);
+        }
+        kept += 1;
+    }
+    x.truncate(kept * dim);
+    kept
 }
 
 impl GatherParts {
@@ -596,6 +648,9 @@ fn gather(
             return Err(e.into());
         }
     };
+    if let Some(set) = p.device_rows.get() {
+        compact(&mut x, nodes, p.file.dim(), set);
+    }
     // A staged batch's share of the pass over the feature file.
     stats.bytes_read += extra_bytes;
     stats.pages_read += extra_bytes / 4096;
@@ -630,6 +685,19 @@ mod tests {
     use super::*;
 
     const MB: u64 = 1 << 20;
+
+    #[test]
+    fn compact_keeps_the_rows_a_device_lacks_in_order() {
+        let set = RowSet::new(200, &[3, 7, 130]).unwrap();
+        assert_eq!(set.len(), 3);
+        assert!(set.contains(130) && !set.contains(131) && !set.contains(10_000));
+        let nodes = [7u64, 1, 3, 130, 5, 199];
+        let mut x: Vec<f32> = (0..12).map(|v| v as f32).collect(); // dim 2: row i = [2i, 2i+1]
+        assert_eq!(compact(&mut x, &nodes, 2, &set), 3);
+        assert_eq!(x, vec![2.0, 3.0, 8.0, 9.0, 10.0, 11.0]);
+        let e = RowSet::new(10, &[10]).unwrap_err().to_string();
+        assert!(e.contains("device row 10 is not a node"), "{e}");
+    }
 
     #[test]
     fn hyperbatch_sizes_split_the_share_between_drivers() {

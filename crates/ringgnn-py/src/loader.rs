@@ -227,6 +227,29 @@ impl Loader {
         }
     }
 
+    /// A device holds the rows of `ids` (node ids, int64): from now on each batch's `x` holds
+    /// only the rows of its other nodes, in the order of `node`. Once per loader (shared by the
+    /// loaders made with `share=`). Returns the number of distinct rows.
+    fn set_device_rows(&self, py: Python<'_>, ids: PyReadonlyArray1<'_, i64>) -> PyResult<usize> {
+        let ids = ids
+            .as_array()
+            .iter()
+            .map(|&v| {
+                u64::try_from(v)
+                    .map_err(|_| input_error(format!("device row {v} is not a node id")))
+            })
+            .collect::<PyResult<Vec<u64>>>()?;
+        Ok(py
+            .detach(|| self.inner.set_device_rows(&ids))
+            .map_err(LoaderError)?)
+    }
+
+    /// Rows a device holds (see `set_device_rows`).
+    #[getter]
+    fn device_rows(&self) -> usize {
+        self.inner.device_rows()
+    }
+
     /// Buffers pinned now (see `pin_buffers`).
     #[getter]
     fn pinned_buffers(&self) -> usize {
@@ -342,7 +365,8 @@ impl LoaderEpoch {
             }
             Some(Ok(b)) => b,
         };
-        let rows = b.sample.node.len();
+        // Fewer rows than nodes when a device holds some (`Loader.set_device_rows`).
+        let rows = b.x.len() / self.dim.max(1);
         let info = stats_dict(py, &b.stats)?;
         info.set_item("sample", b.sample_time.as_secs_f64())?;
         info.set_item("wait", b.wait_time.as_secs_f64())?;
