@@ -113,6 +113,7 @@ COLLECTIVES = textwrap.dedent("""
     out = {"ranks": [ranks.rank, ranks.world_size, ranks.local_rank, ranks.local_world_size, ranks.owned]}
     out["sums"] = distributed.sums(ranks, [1, ranks.rank, 0.5])
     out["leader"] = distributed.from_leader(ranks, lambda: {"from": ranks.rank})
+    out["gathered"] = distributed.gather(ranks, {"rank": ranks.rank})
     def refuse():
         raise InputError("rank 0 says no")
     try:
@@ -136,6 +137,7 @@ def test_collectives_on_two_gloo_ranks():
         assert g["sums"] == [2.0, 1.0, 1.0]
         assert g["leader"] == {"from": 0}, "rank 0's result, on every rank"
         assert g["error"] == "rank 0 says no", "rank 0's input error is raised on every rank"
+        assert g["gathered"] == [{"rank": 0}, {"rank": 1}]
 
 
 def test_a_lone_process_joins_nothing(monkeypatch):
@@ -190,6 +192,9 @@ def test_rank_zero_writes_the_outputs_and_every_rank_prints_its_plan(two_ranks):
     assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json"]
     m = json.loads((out / "metrics.json").read_text())
     assert m["args"]["world_size"] == 2 and len(m["epochs"]) == 5
+    for e in m["epochs"]:  # every rank's stage times, rank 0's also in the epoch's own columns
+        assert len(e["ranks"]) == 2 and e["ranks"][0]["train_seconds"] == e["train_seconds"]
+        assert all(r["train_epoch_seconds"] > 0 for r in e["ranks"])
     # 4800 training seeds, 128 per batch: 38 batches, 19 per rank.
     assert "19 batches per epoch per rank, 2 ranks (batch 128 per rank)" in r.stdout
     for rank in range(2):

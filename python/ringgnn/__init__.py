@@ -2,7 +2,8 @@
 
 This package holds the Python API and the ``ringgnn`` command; the work is done by the Rust
 core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`; sample with
-:class:`NeighborSampler`; query a ``ringgnn serve`` with :class:`Client`; PyG adapters are in
+:class:`NeighborSampler`; use a trained run with :func:`infer`; query a ``ringgnn serve``
+with :class:`Client`; PyG adapters are in
 :mod:`ringgnn.pyg` (imported on demand: ``import ringgnn`` imports neither torch nor grpc).
 """
 
@@ -20,6 +21,7 @@ from ._core import (
 from .client import Client
 from .build import convert, generate_rmat, generate_sbm, read_manifest, verify
 from .dataset import Dataset
+from .inference import infer
 from .loader import Loader
 from .sampler import NeighborSampler, SampledSubgraph
 
@@ -41,6 +43,7 @@ __all__ = [
     "convert",
     "generate_rmat",
     "generate_sbm",
+    "infer",
     "read_manifest",
     "verify",
 ]

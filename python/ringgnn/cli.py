@@ -1,4 +1,5 @@
-"""The ``ringgnn`` command: convert, generate, info, verify, sample, train, serve, demo.
+"""The ``ringgnn`` command: convert, generate, info, verify, sample, train, predict, embed, report,
+serve, demo.
 
 Errors print ``ringgnn CMD: error: MESSAGE`` on stderr and exit 1 (usage errors exit 2, as
 argparse does); Ctrl-C exits 130 after the core has removed its staging directory.
@@ -15,7 +16,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
-from . import __version__, build, cli_sample, server, train
+from . import __version__, build, cli_infer, cli_sample, server, train
 from ._core import RingGnnError
 from ._options import count_arg, positive_arg, size_arg
 from .dataset import Dataset
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_sample.add_parser(sub)
     train.add_parser(sub)
+    cli_infer.add_parsers(sub)
     server.add_parser(sub)
 
     p = sub.add_parser(

@@ -198,6 +198,17 @@ def sums(ranks: Ranks, values: Sequence[float], device: str = "cpu") -> List[flo
     return t.cpu().tolist()
 
 
+def gather(ranks: Ranks, obj: T) -> List[T]:
+    """``obj`` of every rank, in rank order, on every rank (small objects: they are pickled)."""
+    if not ranks.active:
+        return [obj]
+    import torch
+
+    out: List[Any] = [None] * ranks.world_size
+    _collective(ranks, "all_gather", lambda: torch.distributed.all_gather_object(out, obj))
+    return out
+
+
 def from_leader(ranks: Ranks, fn: Callable[[], T]) -> T:
     """``fn()`` run on rank 0 and its result sent to every rank; an ``InputError`` it raises is
     raised on every rank (so all of them stop with rank 0's message, none waits for it)."""

@@ -64,32 +64,12 @@ class Model:
     sampled neighborhoods."""
 
     def __init__(self, run_dir: str, ds: Dataset):
-        import torch
+        from .inference import load_checkpoint
 
-        from .train import MODELS, build_model
-
-        path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)),
-                    None)
-        if path is None:
-            raise InputError(f"--model {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        args = state.get("args", {})
-        self.kind, self.fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
-        self.hidden, self.layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
-        if self.kind not in MODELS or not self.fanouts or self.layers != len(self.fanouts):
-            raise InputError(f"{path}: not a ringgnn run checkpoint (model {self.kind!r}, fanouts {self.fanouts})")
-        if ds.feature_dim is None or ds.num_classes is None:
-            raise InputError(f"--model: the dataset {ds.path} has no features or no labels; serve the dataset "
-                             "the model was trained on")
-        self.run_dir, self.path = run_dir, path
+        ckpt = load_checkpoint(run_dir, ds, "--model")
+        self.kind, self.fanouts, self.hidden, self.layers = ckpt.kind, ckpt.fanouts, ckpt.hidden, ckpt.layers
+        self.run_dir, self.path, self.net = run_dir, ckpt.path, ckpt.net
         self.classes = ds.num_classes
-        self.net = build_model(self.kind, ds.feature_dim, self.hidden, ds.num_classes, self.layers, 0.0)
-        try:
-            self.net.load_state_dict(state["model"])
-        except RuntimeError as e:
-            raise InputError(f"{path} does not fit the dataset {ds.path} ({ds.feature_dim} features, "
-                             f"{ds.num_classes} classes): {e}") from None
-        self.net.eval()
 
     def run(self, sub: Dict[str, Any], x: np.ndarray) -> Tuple[Any, Any]:
         """(logits, input of the last layer) of the distinct seeds of the sampled subgraph

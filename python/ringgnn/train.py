@@ -35,6 +35,8 @@ from .dataset import Dataset
 from .loader import Loader
 
 MODELS = ("sage", "gcn", "gat")
+#: How val/test accuracy is measured (``--eval``).
+EVAL_MODES = ("auto", "sampled", "layerwise")
 
 #: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
 #: number of epochs may grow, and how the run is executed (device, threads, output) may change.
@@ -103,6 +105,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", metavar="RUN_DIR", default=None, help="run directory (default runs/<dataset name>)")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt with the next epoch")
     p.add_argument("--overwrite", action="store_true", help="start over in a RUN_DIR that already holds a run")
+    p.add_argument("--eval", choices=EVAL_MODES, default="auto", dest="eval_mode",
+                   help="auto (default): sampled neighborhoods after each epoch, then exact layer-wise inference "
+                        "for the best checkpoint's val/test accuracy; sampled: only the former; layerwise: exact "
+                        "after every epoch too (one pass over the graph per layer each time)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="log each epoch to RUN_DIR/tensorboard (needs the tensorboard package)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print metrics.json on stdout instead of text")
     p.set_defaults(func=cmd_train)
@@ -116,7 +124,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                                           "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
                                           "staging_dir", "staging_cap",
                                           "device", "gpu_cache", "seed", "threads", "out", "resume", "overwrite",
-                                          "dist_timeout")}
+                                          "dist_timeout", "eval_mode", "tensorboard")}
     log = (lambda s: None) if args.json else _print_line
     m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
     if args.json and distributed.leader_by_env():
@@ -186,6 +194,8 @@ def train(
     log: Callable[[str], None] = print,
     dist_timeout: float = distributed.DEFAULT_TIMEOUT,
     gpu_cache: Optional[int] = None,
+    eval_mode: str = "auto",
+    tensorboard: bool = False,
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
     ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
@@ -200,25 +210,54 @@ def train(
     gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
     if gpu_cache and device != "cuda":
         raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
+    eval_mode = _options.choice(eval_mode, EVAL_MODES, "eval")
+    if tensorboard:
+        try:
+            from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+        except ImportError as e:
+            raise InputError(f"--tensorboard: {e}; install it with pip install tensorboard") from None
+    out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
     ranks = distributed.join(device, float(dist_timeout))
+    if eval_mode == "layerwise" and ranks.active:
+        distributed.leave(ranks)
+        raise InputError("--eval layerwise after every epoch runs on one process; under torchrun use --eval auto "
+                         "(sampled after each epoch, layer-wise once at the end, on rank 0)")
     try:
-        return _train(ds, ranks, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
+        metrics = _train(ds, ranks, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
                       layers=layers, lr=lr, dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory,
                       prefetch=prefetch, backend=backend, direct=direct, hyperbatch=hyperbatch,
                       staging_dir=staging_dir, staging_cap=staging_cap, device=device, seed=seed, threads=threads,
-                      out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log, gpu_cache=gpu_cache)
+                      out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log, gpu_cache=gpu_cache,
+                      eval_mode=eval_mode, tensorboard=tensorboard)
     finally:
         distributed.leave(ranks)
+    if eval_mode == "auto" and ranks.leader and metrics["best_epoch"] is not None:
+        # Exact accuracy of the best checkpoint: full neighborhoods, layer by layer (the loaders
+        # of the epochs are gone, so their memory is free for it).
+        from .inference import layerwise_accuracy, load_checkpoint
+
+        ckpt = load_checkpoint(out, ds, "--out")
+        t0 = time.perf_counter()
+        acc = layerwise_accuracy(ds, ckpt, memory=memory, backend=backend, direct=direct, quiet=quiet)
+        metrics["layerwise"] = dict(epoch=metrics["best_epoch"], val_acc=acc["val"], test_acc=acc["test"],
+                                    seconds=time.perf_counter() - t0)
+        _write_json(metrics, os.path.join(out, "metrics.json"))
+        log(f"layer-wise (exact) evaluation of epoch {metrics['best_epoch']}: val acc {acc['val']:.4f}, test acc "
+            f"{acc['test']:.4f} ({metrics['layerwise']['seconds']:.1f} s)")
+    if ranks.leader:
+        log(f"best val acc {metrics['best_val_acc']:.4f} at epoch {metrics['best_epoch']}, "
+            f"test acc {metrics['test_acc']:.4f}; {os.path.join(out, 'metrics.json')}")
+    return metrics
 
 
 def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[int], batch_size: int, epochs: int,
            hidden: int, layers: int, lr: float, dropout: float, cache, cache_policy: str, memory, prefetch,
            backend: str, direct: bool, hyperbatch, staging_dir, staging_cap, device: str, seed: int,
            threads: Optional[int], out: Optional[str], resume: bool, overwrite: bool, quiet: bool,
-           log: Callable[[str], None], gpu_cache: Optional[int]) -> Dict[str, Any]:
+           log: Callable[[str], None], gpu_cache: Optional[int], eval_mode: str,
+           tensorboard: bool) -> Dict[str, Any]:
     import torch
 
-    out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
     run_args = dict(model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
                     layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed,
                     world_size=ranks.world_size)
@@ -290,6 +329,7 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
              + f"; memory {train_loader.plan()['text']}{device_note}")
 
     metrics = _metrics(ds, run_args, history, loaders)
+    plots = _Plots(out if ranks.leader else None, tensorboard, start)
     for epoch in range(start, epochs):
         before = loaders["train"].stats()
         t0 = time.perf_counter()
@@ -298,17 +338,34 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
             lambda: _train_epoch(step_net, opt, feeds["train"], epoch, dev, quiet, model, always_step=ranks.active))
         t1 = time.perf_counter()
         le = dict(loaders["train"].last_epoch)
-        counts = [*_count_correct(net, feeds["val"], dev, model), *_count_correct(net, feeds["test"], dev, model)]
-        loss_sum, count, val_ok, val_n, test_ok, test_n = distributed.sums(
-            ranks, [loss_sum, count, *counts], "cpu" if device == "cpu" else dev)
-        loss = loss_sum / max(count, 1)
-        val_acc, test_acc = _ratio(val_ok, val_n), _ratio(test_ok, test_n)
+        if eval_mode == "layerwise":
+            from .inference import Checkpoint, layerwise_accuracy
+
+            net.eval()
+            acc = layerwise_accuracy(ds, Checkpoint(net.cpu() if device != "cpu" else net, model, fanouts, hidden,
+                                                    layers, os.path.join(out, "last.pt")),
+                                     memory=memory, backend=backend, direct=direct, quiet=quiet)
+            net.to(dev)
+            val_acc, test_acc = acc["val"], acc["test"]
+            loss = loss_sum / max(count, 1)
+        else:
+            counts = [*_count_correct(net, feeds["val"], dev, model), *_count_correct(net, feeds["test"], dev, model)]
+            loss_sum, count, val_ok, val_n, test_ok, test_n = distributed.sums(
+                ranks, [loss_sum, count, *counts], "cpu" if device == "cpu" else dev)
+            loss = loss_sum / max(count, 1)
+            val_acc, test_acc = _ratio(val_ok, val_n), _ratio(test_ok, test_n)
         seconds = time.perf_counter() - t0
         hit = le["cache_hits"] / le["distinct_rows"] if le["distinct_rows"] else 0.0
-        history.append(dict(epoch=epoch, loss=loss, val_acc=val_acc, test_acc=test_acc, seconds=seconds,
-                            train_epoch_seconds=t1 - t0, sample_seconds=le["sample"], gather_seconds=le["gather"],
-                            train_seconds=step, wait_seconds=wait, eval_seconds=seconds - (t1 - t0),
-                            feature_bytes_read=le["bytes_read"], cache_hit_rate=hit))
+        row = dict(epoch=epoch, loss=loss, val_acc=val_acc, test_acc=test_acc, seconds=seconds,
+                   train_epoch_seconds=t1 - t0, sample_seconds=le["sample"], gather_seconds=le["gather"],
+                   train_seconds=step, wait_seconds=wait, eval_seconds=seconds - (t1 - t0),
+                   feature_bytes_read=le["bytes_read"], cache_hit_rate=hit)
+        if ranks.active:
+            # The stage columns above are rank 0's; every rank's are here.
+            row["ranks"] = distributed.gather(ranks, {k: row[k] for k in (
+                "train_epoch_seconds", "sample_seconds", "gather_seconds", "train_seconds", "wait_seconds",
+                "eval_seconds", "feature_bytes_read", "cache_hit_rate")})
+        history.append(row)
         log(f"epoch {epoch}: loss {loss:.4f}, val acc {val_acc:.4f}, test acc {test_acc:.4f}, {seconds:.2f} s")
         log(f"  {'rank 0: ' if ranks.active else ''}training pass {t1 - t0:.2f} s: sample {le['sample']:.2f} s "
             f"and gather {le['gather']:.2f} s (worker threads, overlapped), train {step:.2f} s, waiting for batches "
@@ -323,13 +380,76 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
                 _save(state, os.path.join(out, "best.pt"))
             _save(state, os.path.join(out, "last.pt"))
             _write_json(metrics, os.path.join(out, "metrics.json"))
+            plots.epoch(history)
     if start >= epochs and ranks.leader:  # nothing left to run: refresh metrics.json with this process's counters
         _write_json(metrics, os.path.join(out, "metrics.json"))
+    plots.close()
     # Rank 0's files are complete before any rank returns.
     distributed.barrier(ranks)
-    log(f"best val acc {metrics['best_val_acc']:.4f} at epoch {metrics['best_epoch']}, "
-        f"test acc {metrics['test_acc']:.4f}; {os.path.join(out, 'metrics.json')}")
     return metrics
+
+
+class _Plots:
+    """What people look at besides the log: ``RUN_DIR/curves.png`` (loss, accuracies and stage
+    times per epoch; when matplotlib is installed) and TensorBoard scalars (``--tensorboard``),
+    both written by rank 0 after each epoch."""
+
+    def __init__(self, run_dir: Optional[str], tensorboard: bool, start: int):
+        self.run_dir, self.writer = run_dir, None
+        if run_dir is not None and tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=start)
+
+    def epoch(self, history: List[Dict[str, Any]]) -> None:
+        if self.run_dir is None:
+            return
+        e = history[-1]
+        if self.writer is not None:
+            for key in ("loss", "val_acc", "test_acc", "seconds", "sample_seconds", "gather_seconds",
+                        "train_seconds", "wait_seconds", "eval_seconds", "cache_hit_rate"):
+                group = "loss" if key == "loss" else "accuracy" if key.endswith("_acc") else "time" \
+                    if key.endswith("seconds") else "loader"
+                self.writer.add_scalar(f"{group}/{key}", e[key], e["epoch"])
+            self.writer.flush()
+        write_curves(history, os.path.join(self.run_dir, "curves.png"))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def write_curves(history: List[Dict[str, Any]], path: str) -> bool:
+    """Training curves as a PNG (written whole, then renamed); False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ep = [e["epoch"] for e in history]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(ep, [e["loss"] for e in history], marker="o")
+    axes[0].set(title="train loss", xlabel="epoch")
+    axes[1].plot(ep, [e["val_acc"] for e in history], marker="o", label="val")
+    axes[1].plot(ep, [e["test_acc"] for e in history], marker="o", label="test")
+    axes[1].set(title="accuracy", xlabel="epoch")
+    axes[1].legend()
+    bottom = [0.0] * len(ep)
+    for key, label in (("train_seconds", "train"), ("wait_seconds", "waiting for batches"),
+                       ("eval_seconds", "evaluation")):
+        vals = [e[key] for e in history]
+        axes[2].bar(ep, vals, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    axes[2].set(title="seconds per epoch", xlabel="epoch")
+    axes[2].legend(fontsize="small")
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return True
 
 
 def _ratio(num: float, den: float) -> float:

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_features::{FeatureGatherer, GatherStats, HotRowCache};
+use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
+use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_loader::BackendChoice;
 use ringgnn_store::Dataset;
@@ -33,7 +34,8 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &GatherStats) -> PyResult<Boun
 
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct FeatureReader {
-    dataset: Dataset,
+    /// The rows: a dataset's feature file, or a matrix file in the same layout.
+    file: FeatureFile,
     kind: BackendKind,
     direct: bool,
     memory: bool,
@@ -45,16 +47,17 @@ pub struct FeatureReader {
 
 impl FeatureReader {
     fn make(&self) -> Result<(FeatureGatherer, Option<String>), ringgnn_features::Error> {
-        let (g, why) = if self.memory {
-            (FeatureGatherer::memory(&self.dataset)?, None)
+        let (source, why) = if self.memory {
+            (RowSource::memory(&self.file)?, None)
         } else {
-            FeatureGatherer::open(
-                &self.dataset,
+            RowSource::open(
+                &self.file,
                 self.kind,
                 self.direct,
                 CoalesceOptions::default(),
             )?
         };
+        let g = FeatureGatherer::new(self.file.clone(), source);
         Ok(match &self.cache {
             Some(c) => (g.with_cache(c.clone())?, why),
             None => (g, why),
@@ -77,6 +80,19 @@ impl FeatureReader {
     }
 }
 
+/// The read backend of a backend name (the same names and rule as the sampler and the loader),
+/// and whether the file is loaded into memory.
+fn backend_of(backend: &str) -> PyResult<(BackendKind, bool)> {
+    let choice: BackendChoice = backend.parse().map_err(LoaderError)?;
+    let kind = match choice {
+        BackendChoice::Uring => BackendKind::Uring,
+        BackendChoice::Pread | BackendChoice::Memory => BackendKind::Pread,
+        // Probed when the gatherer is made; the reason of a fallback is in `stats()`.
+        BackendChoice::Auto => BackendKind::Auto,
+    };
+    Ok((kind, choice == BackendChoice::Memory))
+}
+
 #[pymethods]
 impl FeatureReader {
     /// `backend`: "auto" | "uring" | "pread" (read from disk) or "memory" (load the file);
@@ -90,22 +106,9 @@ impl FeatureReader {
         direct: bool,
         cache: u64,
     ) -> PyResult<Self> {
-        // The same names and the same rule as the sampler and the loader.
-        let choice: BackendChoice = backend.parse().map_err(LoaderError)?;
-        let memory = choice == BackendChoice::Memory;
-        let kind = match choice {
-            BackendChoice::Uring => BackendKind::Uring,
-            BackendChoice::Pread | BackendChoice::Memory => BackendKind::Pread,
-            // Probed when the gatherer is made; the reason of a fallback is in `stats()`.
-            BackendChoice::Auto => BackendKind::Auto,
-        };
+        let (kind, memory) = backend_of(backend)?;
         let dataset = py.detach(|| Dataset::open(&path)).map_err(StoreError)?;
-        let dim = match &dataset.manifest().features {
-            Some(f) => f.dim as usize,
-            None => {
-                return Err(FeaturesError(ringgnn_features::Error::NoFeatures { dir: path }).into())
-            }
-        };
+        let file = FeatureFile::of(&dataset).map_err(FeaturesError)?;
         let cache = if cache > 0 && !memory {
             let c = py
                 .detach(|| HotRowCache::build_by_degree(&dataset, cache))
@@ -115,12 +118,38 @@ impl FeatureReader {
             None
         };
         Ok(FeatureReader {
-            dataset,
+            dim: file.dim(),
+            file,
             kind,
             direct,
             memory,
             cache,
-            dim,
+            gatherer: Mutex::new(None),
+        })
+    }
+
+    /// A reader of a float32 matrix of `rows` x `dim` stored in the layout of a dataset's
+    /// feature file (`docs/FORMAT.md`: whole rows packed per 4 KiB page), e.g. one layer's
+    /// outputs written by `ringgnn.infer`. No cache.
+    #[staticmethod]
+    #[pyo3(signature = (path, rows, dim, backend="auto", direct=false))]
+    fn matrix(path: PathBuf, rows: u64, dim: u64, backend: &str, direct: bool) -> PyResult<Self> {
+        let (kind, memory) = backend_of(backend)?;
+        if dim == 0 {
+            return Err(input_error(format!("{}: a matrix of 0 columns", path.display())));
+        }
+        let file = FeatureFile {
+            path,
+            info: FeatureInfo::new(dim, FeatureDtype::F32),
+            num_nodes: rows,
+        };
+        Ok(FeatureReader {
+            dim: dim as usize,
+            file,
+            kind,
+            direct,
+            memory,
+            cache: None,
             gatherer: Mutex::new(None),
         })
     }

@@ -1,0 +1,168 @@
+"""``ringgnn predict``, ``ringgnn embed`` and ``ringgnn report``: use a trained run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any, Dict, List
+
+import numpy as np
+
+from .inference import infer
+from ._core import InputError
+from ._options import BACKENDS, size_arg
+
+NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a `ringgnn train` run directory (best.pt, else last.pt)")
+    p.add_argument("--dataset", metavar="DATASET", default=None, help="the dataset (default: the one the run used)")
+    p.add_argument("--nodes", default="all", help=NODES_HELP)
+    p.add_argument("--out", required=True, metavar="FILE.npy", help="where to write the array (.npy)")
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
+                   help="budget of the process (default: what it holds plus 1 GiB for the blocks)")
+    p.add_argument("--backend", choices=BACKENDS, default="auto", help="how rows are read (default auto)")
+    p.add_argument("--direct", action="store_true", help="O_DIRECT reads: bypass the page cache")
+    p.add_argument("--keep-layers", action="store_true",
+                   help="keep the intermediate layers' outputs (layerK.f32, feature-file layout) beside --out")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "predict", help="exact predictions of a trained model for every node (layer-wise, out of core)",
+        description="Run the model of a `ringgnn train` run over full neighborhoods, layer by layer, with the graph, "
+        "features and each layer's outputs on disk, and write the predicted class of each node (or the class "
+        "probabilities) to a .npy file. With --nodes a split, the accuracy on it is printed.",
+    )
+    _common(p)
+    p.add_argument("--probabilities", action="store_true", help="class probabilities (f32 [nodes, classes])")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser(
+        "embed", help="node embeddings of a trained model (layer-wise, out of core)",
+        description="Write each node's output of one layer of the model (default: the last hidden layer, "
+        "activated as the next layer sees it) to a .npy file.",
+    )
+    _common(p)
+    p.add_argument("--layer", type=int, default=None, metavar="K", help="layer 1..L (default L-1; L: the logits)")
+    p.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="stored type (default f32)")
+    p.set_defaults(func=cmd_embed)
+
+    p = sub.add_parser("report", help="summary of a training run (metrics.json)",
+                       description="Print the summary of a `ringgnn train` run: options, per-epoch loss, accuracies "
+                       "and stage times, the best epoch, the layer-wise evaluation, the plots written.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_report)
+
+
+def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
+    if not args.out.endswith(".npy"):
+        raise InputError(f"--out {args.out}: give a .npy path")
+    summary = infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
+                              memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
+                              quiet=args.quiet or args.json, **kw)
+    return summary
+
+
+def _layers_line(s: Dict[str, Any]) -> str:
+    parts = [f"layer {d['layer']} {d['seconds']:.1f} s" for d in s["layers"]]
+    mib = 1 << 20
+    return (f"{', '.join(parts)}; read {s['bytes_read_neighbors'] / mib:,.1f} MiB of neighbor lists and "
+            f"{s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote {s['bytes_written'] / mib:,.1f} MiB of "
+            f"intermediate layers; blocks of up to {s['plan']['block_edges']:,} edges")
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    s = _run(args, "probabilities" if args.probabilities else "predictions")
+    if args.nodes in ("train", "val", "test"):
+        from .dataset import Dataset
+
+        ds = Dataset.open(s["dataset"])
+        y = ds.labels[ds.split(args.nodes)] if ds.labels is not None else None
+        if y is not None:
+            pred = np.load(s["out"], mmap_mode="r")
+            pred = pred.argmax(axis=1) if args.probabilities else pred
+            labeled = y >= 0
+            s["accuracy"] = float((np.asarray(pred)[labeled] == y[labeled]).mean()) if labeled.any() else None
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    what = "class probabilities" if args.probabilities else "predictions"
+    acc = f"; {args.nodes} accuracy {s['accuracy']:.4f}" if s.get("accuracy") is not None else ""
+    print(f"{what} of {s['rows']:,} nodes -> {s['out']} in {s['seconds']:.1f} s{acc}")
+    print(f"  {_layers_line(s)}")
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    s = _run(args, "embeddings", layer=args.layer, dtype=args.dtype)
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    print(f"layer {s['layer']} embeddings of {s['rows']:,} nodes ({s['dim']} {s['dtype']}) -> {s['out']} "
+          f"in {s['seconds']:.1f} s")
+    print(f"  {_layers_line(s)}")
+    return 0
+
+
+def report(run_dir: str) -> Dict[str, Any]:
+    """The summary of a run directory (what ``ringgnn report --json`` prints)."""
+    path = os.path.join(run_dir, "metrics.json")
+    try:
+        with open(path) as f:
+            m = json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist: give a `ringgnn train` run directory") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e})") from None
+    epochs = m.get("epochs") or []
+    plots = [p for p in ("curves.png",) if os.path.exists(os.path.join(run_dir, p))]
+    return dict(
+        run_dir=os.path.abspath(run_dir), dataset=m.get("dataset"), args=m.get("args", {}),
+        world_size=m.get("world_size", 1), epochs=len(epochs), best_epoch=m.get("best_epoch"),
+        best_val_acc=m.get("best_val_acc"), test_acc=m.get("test_acc"), layerwise=m.get("layerwise"),
+        total_seconds=sum(e.get("seconds", 0.0) for e in epochs),
+        history=[{k: e.get(k) for k in ("epoch", "loss", "val_acc", "test_acc", "seconds", "sample_seconds",
+                                         "gather_seconds", "train_seconds", "wait_seconds", "eval_seconds")}
+                 for e in epochs],
+        plots=plots, tensorboard=os.path.isdir(os.path.join(run_dir, "tensorboard")),
+    )
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    r = report(args.run_dir)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    a = r["args"]
+    lines: List[str] = [
+        f"run {r['run_dir']}: {a.get('model')} on {r['dataset']}",
+        f"  fanouts {','.join(map(str, a.get('fanouts', [])))}, batch {a.get('batch_size')}, hidden {a.get('hidden')}, "
+        f"layers {a.get('layers')}, lr {a.get('lr')}, dropout {a.get('dropout')}, seed {a.get('seed')}, "
+        f"{r['world_size']} process(es)",
+        f"  {r['epochs']} epochs in {r['total_seconds']:.1f} s",
+        "",
+        "  epoch    loss  val acc  test acc  seconds (sample/gather/train/wait/eval)",
+    ]
+    for e in r["history"]:
+        lines.append(f"  {e['epoch']:>5}  {e['loss']:.4f}   {e['val_acc']:.4f}    {e['test_acc']:.4f}  {e['seconds']:.2f} "
+                     f"({e['sample_seconds']:.2f}/{e['gather_seconds']:.2f}/{e['train_seconds']:.2f}/"
+                     f"{e['wait_seconds']:.2f}/{e['eval_seconds']:.2f})")
+    if r["best_epoch"] is not None:
+        lines += ["", f"  best epoch {r['best_epoch']}: val acc {r['best_val_acc']:.4f}, test acc {r['test_acc']:.4f} "
+                      "(sampled neighborhoods)"]
+    lw = r["layerwise"]
+    if lw:
+        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {lw['val_acc']:.4f}, test acc "
+                     f"{lw['test_acc']:.4f} ({lw['seconds']:.1f} s)")
+    if r["plots"]:
+        lines.append(f"  plots: {', '.join(os.path.join(r['run_dir'], p) for p in r['plots'])}")
+    if r["tensorboard"]:
+        lines.append(f"  TensorBoard logs: {os.path.join(r['run_dir'], 'tensorboard')}")
+    print("\n".join(lines))
+    return 0

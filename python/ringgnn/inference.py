@@ -1,0 +1,634 @@
+"""Layer-wise inference out of core: every node's output of a trained model, exact (full
+neighborhoods, no sampling), with features and each layer's outputs on disk.
+
+Layer ``k`` is one pass over the graph. The destination nodes are taken in blocks in file order;
+a block's in-neighbor lists are one sequential read of the neighbor file, the previous layer's
+rows of those neighbors are gathered with the project's coalesced page reads (from the feature
+file for layer 1, from the previous layer's output file after), the model's own PyG layer
+computes the block, and its outputs are appended to the next layer's file. Blocks are sized from
+the memory budget, so memory does not grow with the graph; a node whose in-neighbors alone exceed
+a block (a hub) is aggregated in chunks and the chunks combined exactly (weighted means for
+GraphSAGE, sums for GCN, a running softmax for GAT).
+
+Semantics are those of a full-batch PyG forward over the whole graph in eval mode
+(``net(x, edge_index)`` with ``edge_index`` every edge of the CSC): GraphSAGE averages over all
+in-edges as stored (self loops and duplicates included); GCN and GAT drop stored self loops and
+add one per node, as PyG's ``gcn_norm`` and ``GATConv`` do, and GCN normalises with
+``1 / sqrt(deg(u) deg(v))`` over in-degrees counted that way.
+
+The intermediate files use the layout of a dataset's feature file (whole float32 rows packed per
+4 KiB page, ``docs/FORMAT.md``), are written under a temporary name beside the outputs and
+deleted at the end (``keep=True`` keeps them, renamed ``layer1.f32`` ...). Outputs are ``.npy``
+files written in blocks to a temporary name and renamed when complete: a failure (disk full,
+Ctrl-C) leaves no partial output.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core, _options
+from ._core import InputError
+from .dataset import Dataset
+
+PAGE = 4096
+#: Bytes the block reader and the gatherer keep besides the block itself (read buffers).
+FIXED_BYTES = 48 << 20
+#: The most edges of one block, whatever the budget (larger blocks gain nothing).
+MAX_BLOCK_EDGES = 1 << 22
+
+
+@dataclass
+class Checkpoint:
+    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU)."""
+
+    net: Any
+    kind: str
+    fanouts: List[int]
+    hidden: int
+    layers: int
+    path: str
+    args: Dict[str, Any] = field(default_factory=dict)
+    metrics: Dict[str, Any] = field(default_factory=dict)
+
+
+def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model") -> Checkpoint:
+    """The model of ``run_dir`` (``best.pt``, else ``last.pt``) for ``ds``, with clear errors for a
+    directory that holds no run or a model that does not fit the dataset."""
+    import torch
+
+    from .train import MODELS, build_model
+
+    path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
+    if path is None:
+        raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise InputError(f"{path}: not a readable checkpoint ({e})") from None
+    args = state.get("args", {}) if isinstance(state, dict) else {}
+    kind, fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
+    hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
+    if kind not in MODELS or not fanouts or layers != len(fanouts):
+        raise InputError(f"{path}: not a ringgnn run checkpoint (model {kind!r}, fanouts {fanouts})")
+    if ds.feature_dim is None or ds.num_classes is None:
+        raise InputError(f"{what}: the dataset {ds.path} has no features or no labels; use the dataset the model was "
+                         "trained on")
+    net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
+    try:
+        net.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise InputError(f"{path} does not fit the dataset {ds.path} ({ds.feature_dim} features, "
+                         f"{ds.num_classes} classes): {e}") from None
+    net.eval()
+    return Checkpoint(net, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}))
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def _layout(dim: int) -> Tuple[int, int]:
+    """(row bytes, rows per page; 0 when a row is larger than a page) of float32 rows."""
+    row = 4 * dim
+    return row, (PAGE // row if row <= PAGE else 0)
+
+
+class RowFileWriter:
+    """Appends float32 rows to a file in the feature-file layout (whole rows per 4 KiB page),
+    under a temporary name; :meth:`finish` pads to a page, syncs and renames."""
+
+    def __init__(self, path: str, dim: int):
+        self.path, self.dim = path, dim
+        self.tmp = f"{path}.tmp{os.getpid()}"
+        self.row, self.per_page = _layout(dim)
+        self.f = open(self.tmp, "wb")
+        self.pending = np.empty((0, dim), dtype=np.float32)
+        self.rows = 0
+
+    def append(self, rows: np.ndarray) -> None:
+        rows = np.ascontiguousarray(rows, dtype=np.float32).reshape(-1, self.dim)
+        self.rows += len(rows)
+        if self.per_page == 0:
+            self.f.write(rows.tobytes())
+            return
+        if len(self.pending):
+            rows = np.concatenate([self.pending, rows])
+        whole = len(rows) // self.per_page * self.per_page
+        if whole:
+            pages = rows[:whole].view(np.uint8).reshape(-1, self.per_page * self.row)
+            pad = PAGE - self.per_page * self.row
+            if pad:
+                pages = np.concatenate([pages, np.zeros((len(pages), pad), dtype=np.uint8)], axis=1)
+            self.f.write(pages.tobytes())
+        self.pending = rows[whole:].copy()
+
+    def finish(self) -> str:
+        if len(self.pending):
+            self.f.write(self.pending.tobytes())
+        size = self.f.tell()
+        if size % PAGE:
+            self.f.write(b"\0" * (PAGE - size % PAGE))
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        if not self.f.closed:
+            self.f.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+
+class NpyWriter:
+    """A ``.npy`` array written in blocks of rows at given positions, under a temporary name,
+    renamed when :meth:`finish` is called (never left half-written)."""
+
+    def __init__(self, path: str, shape: Tuple[int, ...], dtype: Any):
+        self.path = path
+        self.tmp = f"{path}.tmp{os.getpid()}.npy"
+        try:
+            self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=shape)
+        except BaseException:
+            self.abort()
+            raise
+
+    def put(self, positions: np.ndarray, rows: np.ndarray) -> None:
+        self.array[positions] = rows
+
+    def finish(self) -> str:
+        self.array.flush()
+        del self.array
+        with open(self.tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        self.array = None
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+
+# --- the graph, streamed -------------------------------------------------------------------------
+
+
+class NeighborFile:
+    """The in-neighbor lists of a dataset, read in ranges of the neighbor file (sequential reads;
+    only the offset index is in memory)."""
+
+    def __init__(self, ds: Dataset):
+        from .build import read_manifest
+
+        manifest = read_manifest(ds.path)
+        self.path = os.path.join(ds.path, manifest["files"]["indices"]["path"])
+        self.dtype = np.uint32 if manifest["graph"]["indices_dtype"] == "u32" else np.uint64
+        self.indptr = ds.indptr().astype(np.int64, copy=False)
+        self.num_nodes = ds.num_nodes
+        self.bytes_read = 0
+
+    def edges(self, lo: int, hi: int) -> np.ndarray:
+        """Entries ``lo..hi`` of the neighbor file as int64."""
+        n = hi - lo
+        if n <= 0:
+            return np.empty(0, dtype=np.int64)
+        size = np.dtype(self.dtype).itemsize
+        out = np.fromfile(self.path, dtype=self.dtype, count=n, offset=lo * size)
+        if len(out) != n:
+            raise InputError(f"{self.path}: ends before entry {hi}; run `ringgnn verify` on the dataset")
+        self.bytes_read += n * size
+        return out.astype(np.int64)
+
+    def degrees(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Destination nodes ``a..b`` and their in-edges ``lo..hi`` of the neighbor file; for a hub
+    (``b == a + 1``) possibly one chunk of its list (``part`` of ``parts``)."""
+
+    a: int
+    b: int
+    lo: int
+    hi: int
+    part: int = 0
+    parts: int = 1
+
+
+def blocks(indptr: np.ndarray, max_edges: int, max_nodes: int, wanted: Optional[np.ndarray] = None) -> Iterator[Block]:
+    """Consecutive blocks of at most ``max_edges`` in-edges and ``max_nodes`` nodes; a node with
+    more in-edges than ``max_edges`` comes alone, in chunks. With ``wanted`` (a bool per node),
+    blocks holding none of the wanted nodes are skipped."""
+    n = len(indptr) - 1
+    a = 0
+    while a < n:
+        limit = indptr[a] + max_edges
+        b = int(np.searchsorted(indptr, limit, side="right")) - 1
+        b = min(max(b, a), a + max_nodes, n)
+        if b == a:  # a hub: its list alone is larger than a block
+            lo, hi = int(indptr[a]), int(indptr[a + 1])
+            parts = -(-(hi - lo) // max_edges)
+            if wanted is None or wanted[a]:
+                for p in range(parts):
+                    yield Block(a, a + 1, lo + p * max_edges, min(hi, lo + (p + 1) * max_edges), p, parts)
+            a += 1
+            continue
+        if wanted is None or wanted[a:b].any():
+            yield Block(a, b, int(indptr[a]), int(indptr[b]))
+        a = b
+
+
+# --- one layer on one block ------------------------------------------------------------------------
+
+
+def _local(block: Block, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The block's source nodes, its destination nodes first (so that local id ``i`` is the same
+    node as source and destination for ``i < b - a``), and each edge's source as a local id."""
+    a, b = block.a, block.b
+    inside = (ids >= a) & (ids < b)
+    others = np.unique(ids[~inside])
+    nodes = np.concatenate([np.arange(a, b, dtype=np.int64), others])
+    local = np.where(inside, ids - a, (b - a) + np.searchsorted(others, ids))
+    return nodes, local.astype(np.int64)
+
+
+class LayerwiseInference:
+    """Every node's output of each layer of ``ckpt``'s model on ``ds``, layer by layer, within
+    ``memory`` bytes; :meth:`run` hands the rows of the layer asked for to a callback."""
+
+    def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
+                 direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
+                 log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None):
+        self.ds, self.ckpt, self.net = ds, ckpt, ckpt.net
+        if getattr(self.net, "jk_mode", None) is not None:
+            raise InputError(f"{ckpt.path}: jumping knowledge is not supported by layer-wise inference")
+        self.backend, self.direct = _options.backend(backend), bool(direct)
+        self.quiet, self.log, self.keep = quiet, log, keep
+        self.work_dir = work_dir or os.path.dirname(os.path.abspath(ckpt.path))
+        self.graph = NeighborFile(ds)
+        self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0)
+        # GCN's normalisation: in-degree without stored self loops, plus the one added.
+        self.dinv = self._gcn_dinv() if ckpt.kind == "gcn" else None
+        widths = [ds.feature_dim] + [conv.out_channels * (getattr(conv, "heads", 1) if getattr(conv, "concat", False)
+                                                          else 1) for conv in self.net.convs]
+        self.widths = widths
+        # What the process holds now (runtime, model, offset index, GCN's degrees) plus the
+        # readers' buffers; the rest of the budget is the blocks'.
+        fixed = _options.process_rss() + FIXED_BYTES
+        budget = memory if memory is not None else fixed + (1 << 30)
+        share = budget - fixed
+        width = max(widths)
+        per_edge = 8 * 4 + 4 * width * 3  # ids, local ids and edge_index; gathered rows and messages
+        per_node = 4 * width * 4 + 64
+        if block_edges is None:
+            if share < 1024 * (per_edge + per_node):
+                raise InputError(f"--memory {budget:,} bytes: the process already holds {fixed:,} (runtime, model, "
+                                 f"offset index, read buffers); give at least {fixed + 1024 * (per_edge + per_node):,}")
+            block_edges = int(min(MAX_BLOCK_EDGES, share // (per_edge + per_node)))
+        self.block_edges = max(1, int(block_edges))
+        self.block_nodes = max(1, int(share // per_node)) if share > per_node else self.block_edges
+        self.plan = dict(budget=budget, fixed=fixed, block_edges=self.block_edges, block_nodes=self.block_nodes)
+
+    # -- pieces ---------------------------------------------------------------------------------
+
+    def _gcn_dinv(self) -> np.ndarray:
+        g = self.graph
+        deg = np.diff(g.indptr).astype(np.float64)
+        for blk in blocks(g.indptr, MAX_BLOCK_EDGES, 1 << 30):
+            ids = g.edges(blk.lo, blk.hi)
+            dst = self._dst_of(blk)
+            selfs = np.bincount(dst[ids == dst] - blk.a, minlength=blk.b - blk.a) if len(ids) else 0
+            deg[blk.a:blk.b] -= selfs
+        self.stats["bytes_read_neighbors"] += g.bytes_read
+        g.bytes_read = 0
+        return (1.0 / np.sqrt(deg + 1.0)).astype(np.float32)
+
+    def _dst_of(self, blk: Block) -> np.ndarray:
+        if blk.parts > 1:
+            return np.full(blk.hi - blk.lo, blk.a, dtype=np.int64)
+        deg = np.diff(self.graph.indptr[blk.a:blk.b + 1])
+        return np.repeat(np.arange(blk.a, blk.b, dtype=np.int64), deg)
+
+    def _conv(self, k: int, blk: Block, x_nodes: Any, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> Any:
+        """Layer ``k`` on one block: outputs of its destination nodes (for a hub chunk, the
+        chunk's part, combined by :meth:`_combine`)."""
+        import torch
+
+        conv, kind = self.net.convs[k], self.ckpt.kind
+        n_dst = blk.b - blk.a
+        ei = torch.from_numpy(np.stack([src, dst - blk.a]))
+        if kind == "sage":
+            return conv((x_nodes, x_nodes[:n_dst]), ei)
+        keep = src != (dst - blk.a)  # stored self loops out; one per node is added below
+        if kind == "gcn":
+            s, d = src[keep], dst[keep] - blk.a
+            loops = np.arange(n_dst, dtype=np.int64) if blk.part == 0 else np.empty(0, np.int64)
+            s, d = np.concatenate([s, loops]), np.concatenate([d, loops])
+            w = self.dinv[nodes[s]] * self.dinv[nodes[d]]
+            normalize = conv.normalize
+            conv.normalize = False
+            try:
+                out = conv(x_nodes, torch.from_numpy(np.stack([s, d])), torch.from_numpy(w))[:n_dst]
+            finally:
+                conv.normalize = normalize
+            return out if blk.parts == 1 else out - (conv.bias if conv.bias is not None else 0)
+        # GAT
+        if blk.parts == 1:
+            return conv((x_nodes, x_nodes[:n_dst]), torch.from_numpy(np.stack([src[keep], dst[keep] - blk.a])))
+        return self._gat_chunk(conv, blk, x_nodes, src[keep])
+
+    def _gat_chunk(self, conv, blk: Block, x_nodes, src):
+        """A hub's chunk of GAT attention: (log-sum-exp per head, softmax-weighted sum of the
+        chunk's messages per head), combined across chunks by :meth:`_combine`."""
+        import torch
+        import torch.nn.functional as F
+
+        H, C = conv.heads, conv.out_channels
+        lin = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
+        lin_dst = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_dst
+        xs = lin(x_nodes).view(-1, H, C)
+        xd = lin_dst(x_nodes[:1]).view(-1, H, C)
+        a_src = (xs * conv.att_src).sum(-1)  # [n, H]
+        a_dst = (xd * conv.att_dst).sum(-1)  # [1, H]
+        idx = torch.from_numpy(src)
+        if blk.part == 0:  # the self loop, once
+            idx = torch.cat([idx, torch.zeros(1, dtype=torch.int64)])
+        e = F.leaky_relu(a_src[idx] + a_dst, conv.negative_slope)  # [m, H]
+        lse = torch.logsumexp(e, dim=0)  # [H]
+        w = torch.exp(e - lse)  # [m, H]
+        msg = (w.unsqueeze(-1) * xs[idx]).sum(0)  # [H, C]
+        return lse, msg
+
+    def _combine(self, k: int, parts: List[Any], blk: Block) -> Any:
+        """A hub's output from its chunks' parts."""
+        import torch
+
+        conv, kind = self.net.convs[k], self.ckpt.kind
+        if kind == "sage":  # chunk means weighted by their sizes (the root term weighs 1 in all)
+            deg = sum(n for _, n in parts)
+            return sum(out * (n / deg) for out, n in parts)
+        if kind == "gcn":
+            out = sum(p for p in parts)
+            return out + (conv.bias if conv.bias is not None else 0)
+        lses = torch.stack([p[0] for p in parts])  # [parts, H]
+        total = torch.logsumexp(lses, dim=0)
+        msg = sum(torch.exp(l - total).unsqueeze(-1) * m for l, m in parts)  # [H, C]
+        out = msg.reshape(1, -1) if conv.concat else msg.mean(0, keepdim=True)
+        if conv.bias is not None:
+            out = out + conv.bias
+        return out
+
+    def _after(self, k: int, out: Any) -> Any:
+        """What BasicGNN applies between layers (eval mode: activation and norm; no dropout)."""
+        net = self.net
+        if k < len(net.convs) - 1:
+            norms = getattr(net, "norms", None)
+            if getattr(net, "act_first", False) and net.act is not None:
+                out = net.act(out)
+            if norms is not None:
+                out = norms[k](out)
+            if not getattr(net, "act_first", False) and net.act is not None:
+                out = net.act(out)
+        return out
+
+    # -- a layer ---------------------------------------------------------------------------------
+
+    def layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
+              wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
+        """Layer ``k`` for every node (or the blocks holding ``wanted`` nodes); ``writer(a, rows)``
+        receives rows ``a..`` in node order."""
+        import torch
+        from tqdm import tqdm
+
+        g = self.graph
+        t0 = time.perf_counter()
+        rows_before = reader.stats()["bytes_read"]
+        hub_parts: List[Any] = []
+        total = g.num_nodes
+        isatty = sys.stderr.isatty()
+        with tqdm(total=total, desc=f"layer {k + 1}/{len(self.net.convs)}", unit="node", unit_scale=True,
+                  file=sys.stderr, disable=self.quiet, mininterval=0.5 if isatty else 15.0, leave=False) as bar:
+            for blk in blocks(g.indptr, self.block_edges, self.block_nodes, wanted):
+                ids = g.edges(blk.lo, blk.hi)
+                dst = self._dst_of(blk)
+                nodes, src = _local(blk, ids)
+                x_nodes = torch.from_numpy(reader.gather(nodes))
+                out = self._conv(k, blk, x_nodes, nodes, src, dst)
+                if blk.parts > 1:
+                    hub_parts.append((out, blk.hi - blk.lo) if self.ckpt.kind == "sage" else out)
+                    if blk.part < blk.parts - 1:
+                        continue
+                    out = self._combine(k, hub_parts, blk)
+                    hub_parts = []
+                if activate:
+                    out = self._after(k, out)
+                writer(blk.a, out.numpy())
+                bar.update(blk.b - blk.a)
+        seconds = time.perf_counter() - t0
+        self.stats["layers"].append(dict(layer=k + 1, seconds=seconds, neighbor_bytes=g.bytes_read,
+                                         row_bytes=reader.stats()["bytes_read"] - rows_before))
+        self.stats["bytes_read_neighbors"] += g.bytes_read
+        self.stats["bytes_read_rows"] += reader.stats()["bytes_read"] - rows_before
+        g.bytes_read = 0
+
+    def run(self, upto: Optional[int] = None, wanted: Optional[np.ndarray] = None,
+            emit: Optional[Callable[[int, np.ndarray], None]] = None, activate_last: bool = False) -> None:
+        """Layers ``1..upto`` (default: all). Layers before ``upto`` are written to temporary
+        files; layer ``upto``'s rows go to ``emit(first_node, rows)`` (only the blocks holding
+        ``wanted`` nodes); ``activate_last`` applies the between-layer activation to them."""
+        L = len(self.net.convs)
+        upto = L if upto is None else upto
+        if not 1 <= upto <= L:
+            raise InputError(f"layer {upto}: the model has layers 1..{L}")
+        import torch
+
+        reader = _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct)
+        tmpdir = tempfile.mkdtemp(prefix=".ringgnn-infer-", dir=self.work_dir)
+        files: List[str] = []
+        grad = torch.is_grad_enabled()
+        torch.set_grad_enabled(False)
+        try:
+            for k in range(upto):
+                if k == upto - 1:
+                    self.layer(k, reader, emit, wanted, activate=activate_last)
+                    break
+                w = RowFileWriter(os.path.join(tmpdir, f"layer{k + 1}.f32"), self.widths[k + 1])
+                expect = [0]
+
+                def append(a: int, rows: np.ndarray, w=w, expect=expect) -> None:
+                    assert a == expect[0], "blocks come in node order"
+                    w.append(rows)
+                    expect[0] = a + len(rows)
+
+                try:
+                    self.layer(k, reader, append)
+                    path = w.finish()
+                except BaseException:
+                    w.abort()
+                    raise
+                self.stats["bytes_written"] += os.path.getsize(path)
+                files.append(path)
+                reader = _core.FeatureReader.matrix(path, self.ds.num_nodes, self.widths[k + 1],
+                                                    backend=self.backend, direct=self.direct)
+                self.log(f"layer {k + 1}: {self.stats['layers'][-1]['seconds']:.1f} s")
+            if self.keep:
+                for f in files:
+                    os.replace(f, os.path.join(self.work_dir, os.path.basename(f)))
+        finally:
+            torch.set_grad_enabled(grad)
+            for f in os.listdir(tmpdir):
+                os.unlink(os.path.join(tmpdir, f))
+            os.rmdir(tmpdir)
+
+
+# --- the API and the commands ------------------------------------------------------------------------
+
+
+def node_selection(ds: Dataset, nodes: Union[None, str, Any]) -> Optional[np.ndarray]:
+    """``None`` for all nodes, else the node ids of a split name, a ``.npy`` file or an array,
+    checked against the graph."""
+    if nodes is None or (isinstance(nodes, str) and nodes == "all"):
+        return None
+    ids = _options.seeds(ds, nodes, "--nodes")
+    bad = ids[(ids < 0) | (ids >= ds.num_nodes)]
+    if len(bad):
+        raise InputError(f"--nodes: node {int(bad[0])} is not a node of {ds.path} (ids 0..{ds.num_nodes - 1})")
+    return ids
+
+
+def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Union[None, str, Any] = None,
+          layer: Optional[int] = None, output: str = "logits", out: Optional[str] = None, dtype: str = "f32",
+          memory: Union[None, int, str] = None, backend: str = "auto", direct: bool = False, keep: bool = False,
+          quiet: bool = True, log: Callable[[str], None] = lambda s: None,
+          block_edges: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+    """Exact layer-wise inference of the model of a ``ringgnn train`` run.
+
+    ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
+    ``"predictions"`` (argmax, int64) or ``"embeddings"`` (layer ``layer``'s output, by default
+    the last hidden layer, activated as the next layer sees it). ``nodes``: ``"all"``/None, a
+    split name, a ``.npy`` file or an array of node ids: rows come in that order. With ``out``
+    the result is written there as ``.npy`` (in blocks, renamed when complete) and a summary dict
+    is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
+    the process's budget (the blocks are sized from what is left of it)."""
+    if dataset is None:
+        path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
+        if path is None:
+            raise InputError(f"{run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
+        import torch
+
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        dataset = (state.get("metrics") or {}).get("dataset") if isinstance(state, dict) else None
+        if dataset is None:
+            raise InputError(f"{path} does not say which dataset it was trained on: give --dataset")
+    ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+    ckpt = load_checkpoint(run_dir, ds, "RUN_DIR")
+    return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
+                         memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
+                         quiet=quiet, log=log, block_edges=block_edges)
+
+
+def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
+                       **opts: Any) -> Dict[str, float]:
+    """Exact accuracy (full neighborhoods) of ``ckpt``'s model on each split, from one
+    layer-wise inference over the union of the splits' nodes."""
+    ids = {s: ds.split(s) for s in splits}
+    union = np.unique(np.concatenate([ids[s] for s in splits]))
+    pred = run_inference(ds, ckpt, union, output="predictions", **opts)
+    y = ds.labels
+    acc = {}
+    for s in splits:
+        p = pred[np.searchsorted(union, ids[s])]
+        labeled = y[ids[s]] >= 0
+        acc[s] = float((p[labeled] == y[ids[s]][labeled]).mean()) if labeled.any() else float("nan")
+    return acc
+
+
+def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, layer: Optional[int] = None,
+                  output: str = "logits", out: Optional[str] = None, dtype: str = "f32", memory: Optional[int] = None,
+                  backend: str = "auto", direct: bool = False, keep: bool = False, quiet: bool = True,
+                  log: Callable[[str], None] = lambda s: None,
+                  block_edges: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+    """:func:`infer` for a loaded model and node ids (None: all)."""
+    L = ckpt.layers
+    if output not in ("logits", "probabilities", "predictions", "embeddings"):
+        raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
+    if dtype not in ("f32", "f16"):
+        raise InputError(f"--dtype {dtype}: use f32 or f16")
+    if output == "embeddings":
+        upto = layer if layer is not None else max(1, L - 1)
+        if not 1 <= upto <= L:
+            raise InputError(f"--layer {upto}: the model has layers 1..{L}")
+    elif layer is not None:
+        raise InputError("--layer selects an embedding layer: it goes with embeddings only")
+    else:
+        upto = L
+    n = ds.num_nodes
+    wanted = None
+    if ids is not None:
+        wanted = np.zeros(n, dtype=bool)
+        wanted[ids] = True
+    run = LayerwiseInference(ds, ckpt, memory=memory, backend=backend, direct=direct,
+                             work_dir=os.path.dirname(os.path.abspath(out)) if out else None, keep=keep, quiet=quiet,
+                             log=log, block_edges=block_edges)
+    width = run.widths[upto]
+    count = n if ids is None else len(ids)
+    if output == "predictions":
+        shape, np_dtype = (count,), np.int64
+    else:
+        shape, np_dtype = (count, width), (np.float16 if dtype == "f16" else np.float32)
+    # Where each computed node's row goes: its position in the output (all: the node id).
+    if ids is not None:
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+
+    result = None if out else np.empty(shape, dtype=np_dtype)
+
+    def convert(rows: np.ndarray) -> np.ndarray:
+        if output == "predictions":
+            return rows.argmax(axis=1).astype(np.int64)
+        if output == "probabilities":
+            z = rows - rows.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            rows = e / e.sum(axis=1, keepdims=True)
+        return rows.astype(np_dtype, copy=False)
+
+    def emit(a: int, rows: np.ndarray) -> None:
+        b = a + len(rows)
+        if ids is None:
+            pos, vals = np.arange(a, b), convert(rows)
+        else:
+            lo, hi = np.searchsorted(sorted_ids, [a, b])
+            if lo == hi:
+                return
+            pos, vals = order[lo:hi], convert(rows[sorted_ids[lo:hi] - a])
+        if sink is not None:
+            sink.put(pos, vals)
+        else:
+            result[pos] = vals
+
+    t0 = time.perf_counter()
+    sink = None
+    try:
+        sink = NpyWriter(out, shape, np_dtype) if out else None
+        run.run(upto, wanted, emit, activate_last=output == "embeddings")
+        path = sink.finish() if sink is not None else None
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+    summary = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), output=output,
+                   layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np.dtype(np_dtype)),
+                   seconds=time.perf_counter() - t0, plan=run.plan, **{k: v for k, v in run.stats.items()})
+    if path is not None:
+        summary["out"] = path
+        return summary
+    return result

@@ -1,0 +1,255 @@
+"""Layer-wise inference (python/ringgnn/inference.py) and the commands that use a trained run:
+``ringgnn predict``, ``ringgnn embed``, ``ringgnn report``, ``ringgnn train --eval`` and the
+plots. The reference is a full-batch PyG forward of the same checkpoint over the whole graph."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import ringgnn
+from ringgnn.inference import RowFileWriter, blocks, infer, load_checkpoint
+from ringgnn.pyg import RingFeatureStore
+from ringgnn.train import train
+
+FAST = dict(batch_size=128, epochs=2, lr=0.01, quiet=True, log=lambda s: None)
+
+
+@pytest.fixture(scope="module")
+def hubby(tmp_path_factory) -> Path:
+    """1,500 nodes in 4 classes: random edges within classes, two hubs with hundreds of
+    in-neighbors, stored self loops on some nodes and duplicate edges (what GCN and GAT handle
+    specially), features that carry the class weakly."""
+    root = tmp_path_factory.mktemp("infer")
+    rng = np.random.default_rng(3)
+    n, classes, dim = 1500, 4, 10
+    y = rng.integers(0, classes, n)
+    src = rng.integers(0, n, 9000)
+    dst = np.array([rng.choice(np.flatnonzero(y == y[s])) for s in src])
+    hubs = np.repeat([7, 1200], 400), rng.integers(0, n, 800)
+    loops = np.arange(0, n, 9)
+    edges = np.concatenate([np.stack([src, dst]), np.stack([hubs[1], hubs[0]]), np.stack([loops, loops]),
+                            np.stack([src[:200], dst[:200]])], axis=1).T
+    np.save(root / "edges.npy", edges.astype(np.int64))
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    x[np.arange(n), y] += 1.0
+    np.save(root / "x.npy", x)
+    np.save(root / "y.npy", y.astype(np.int64))
+    out = root / "graph"
+    ringgnn.convert(root / "edges.npy", out, features=root / "x.npy", labels=root / "y.npy",
+                    split="train=0.6,val=0.2,test=0.2", seed=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(hubby, tmp_path_factory):
+    """One short run per model (sampled evaluation only, to keep them fast)."""
+    root = tmp_path_factory.mktemp("runs")
+    return {m: (train(hubby, model=m, out=str(root / m), eval_mode="sampled", **FAST), root / m)
+            for m in ("sage", "gcn", "gat")}
+
+
+def full_batch(ds, net):
+    """The model over the whole graph in memory: PyG's own forward."""
+    ip = ds.indptr()
+    dst = np.repeat(np.arange(ds.num_nodes), np.diff(ip))
+    src = np.concatenate([ds.neighbors(v) for v in range(ds.num_nodes)]).astype(np.int64)
+    x = torch.from_numpy(RingFeatureStore(ds).reader().gather(np.arange(ds.num_nodes)))
+    with torch.no_grad():
+        return net(x, torch.from_numpy(np.stack([src, dst]))).numpy()
+
+
+def hidden_full_batch(ds, net, k):
+    """Layer k's output (activated) of the full-batch forward, by a hook on layer k + 1."""
+    seen = []
+    h = net.convs[k].register_forward_pre_hook(lambda _m, inp: seen.append(inp[0]))
+    try:
+        full_batch(ds, net)
+    finally:
+        h.remove()
+    return seen[0].numpy()
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+@pytest.mark.parametrize("block_edges", [None, 40, 7])
+def test_layerwise_equals_a_full_batch_forward(hubby, runs, model, block_edges):
+    """Also with blocks so small that many nodes (not only hubs) are aggregated in chunks."""
+    ds = ringgnn.Dataset.open(hubby)
+    _, run = runs[model]
+    ref = full_batch(ds, load_checkpoint(str(run), ds).net)
+    got = infer(str(run), block_edges=block_edges)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert max(np.diff(ds.indptr())) > (block_edges or 10**9) or block_edges is None
+
+
+def test_the_graph_has_hubs_self_loops_and_duplicates(hubby):
+    ds = ringgnn.Dataset.open(hubby)
+    deg = np.diff(ds.indptr())
+    assert deg.max() >= 400 > 40, "the chunked-hub path is exercised"
+    loops = sum(int((ds.neighbors(v) == v).sum()) for v in range(ds.num_nodes))
+    assert loops >= 167
+    dups = sum(len(ds.neighbors(v)) - len(np.unique(ds.neighbors(v))) for v in range(ds.num_nodes))
+    assert dups >= 200
+
+
+def test_embeddings_and_node_order(hubby, runs, tmp_path):
+    ds = ringgnn.Dataset.open(hubby)
+    _, run = runs["sage"]
+    net = load_checkpoint(str(run), ds).net
+    want = hidden_full_batch(ds, net, 1)  # input of layer 2 = layer 1's activated output
+    nodes = np.array([5, 1, 1400, 5, 0], dtype=np.int64)
+    got = infer(str(run), output="embeddings", nodes=nodes, block_edges=50)
+    np.testing.assert_allclose(got, want[nodes], rtol=1e-4, atol=1e-4)
+    np.save(tmp_path / "ids.npy", nodes)
+    r = subprocess.run([sys.executable, "-m", "ringgnn", "embed", str(run), "--nodes", str(tmp_path / "ids.npy"),
+                        "--out", str(tmp_path / "e.npy"), "--dtype", "f16", "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    e = np.load(tmp_path / "e.npy")
+    assert e.dtype == np.float16 and e.shape == (5, 64)  # hidden 64
+    np.testing.assert_allclose(e.astype(np.float32), want[nodes], rtol=1e-2, atol=1e-2)
+    logits = infer(str(run), output="embeddings", layer=2, nodes=nodes)
+    np.testing.assert_allclose(logits, full_batch(ds, net)[nodes], rtol=1e-4, atol=1e-4)
+
+
+def test_predict_gives_the_accuracy_train_recorded(hubby, cli, tmp_path):
+    m = train(hubby, out=str(tmp_path / "run"), **FAST)  # --eval auto: layer-wise at the end
+    lw = m["layerwise"]
+    assert lw["epoch"] == m["best_epoch"] and 0 < lw["test_acc"] <= 1
+    on_disk = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert on_disk["layerwise"] == lw
+    r = cli("predict", tmp_path / "run", "--nodes", "test", "--out", tmp_path / "p.npy", "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    assert s["accuracy"] == pytest.approx(lw["test_acc"], abs=1e-12)
+    pred = np.load(tmp_path / "p.npy")
+    assert pred.dtype == np.int64 and len(pred) == len(ringgnn.Dataset.open(hubby).split("test"))
+    r = cli("predict", tmp_path / "run", "--out", tmp_path / "probs.npy", "--probabilities", "--quiet")
+    assert r.code == 0 and "class probabilities of 1,500 nodes" in r.out, r.err
+    probs = np.load(tmp_path / "probs.npy")
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    test = ringgnn.Dataset.open(hubby).split("test")
+    assert np.array_equal(probs[test].argmax(axis=1), pred)
+
+
+def test_eval_layerwise_every_epoch(hubby, tmp_path):
+    m = train(hubby, out=str(tmp_path / "run"), eval_mode="layerwise", **FAST)
+    full = infer(str(tmp_path / "run"), output="predictions", nodes="test")
+    ds = ringgnn.Dataset.open(hubby)
+    best = m["epochs"][m["best_epoch"]]
+    assert best["test_acc"] == pytest.approx(float((full == ds.labels[ds.split("test")]).mean()))
+
+
+def test_report_plots_and_tensorboard(hubby, cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    r = cli("train", hubby, "--epochs", "2", "--batch-size", "128", "--out", tmp_path / "run", "--quiet",
+            "--tensorboard", "--eval", "sampled")
+    assert r.code == 0, r.err
+    png = (tmp_path / "run" / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    events = list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 100
+    r = cli("report", tmp_path / "run", "--json")
+    rep = json.loads(r.out)
+    assert rep["epochs"] == 2 and rep["plots"] == ["curves.png"] and rep["tensorboard"] is True
+    assert [e["epoch"] for e in rep["history"]] == [0, 1]
+    r = cli("report", tmp_path / "run")
+    assert r.code == 0 and "best epoch" in r.out and "curves.png" in r.out
+    r = cli("report", tmp_path / "nothing")
+    assert r.code == 1 and "metrics.json does not exist" in r.err
+
+
+def test_errors(hubby, runs, cli, tmp_path):
+    _, run = runs["sage"]
+    r = cli("predict", tmp_path, "--out", tmp_path / "p.npy")
+    assert r.code == 1 and "no best.pt or last.pt there" in r.err
+    r = cli("predict", run, "--out", tmp_path / "p.txt")
+    assert r.code == 1 and "give a .npy path" in r.err
+    r = cli("embed", run, "--layer", "3", "--out", tmp_path / "e.npy")
+    assert r.code == 1 and "--layer 3: the model has layers 1..2" in r.err
+    r = cli("predict", run, "--nodes", "nope", "--out", tmp_path / "p.npy")
+    assert r.code == 1 and "nope" in r.err
+    bad = tmp_path / "ids.npy"
+    np.save(bad, np.array([1, 99999]))
+    r = cli("predict", run, "--nodes", bad, "--out", tmp_path / "p.npy")
+    assert r.code == 1 and "99999" in r.err
+    r = cli("predict", run, "--out", tmp_path / "p.npy", "--memory", "10M")
+    assert r.code == 1 and "--memory" in r.err and "give at least" in r.err
+    assert not list(tmp_path.glob("p.npy*")), "no output, not even a temporary one"
+    with pytest.raises(ringgnn.InputError, match="eval"):
+        train(hubby, out=str(tmp_path / "x"), eval_mode="nonsense", **FAST)
+
+
+def test_an_interrupted_inference_leaves_no_output(hubby, runs, tmp_path):
+    """Ctrl-C in the middle: no output file, no temporary files, no intermediate layers."""
+    _, run = runs["gat"]
+    out = tmp_path / "out"
+    out.mkdir()
+    code = (f"import ringgnn.inference as I, os, signal\n"
+            f"orig = I.LayerwiseInference.layer\n"
+            f"def layer(self, k, *a, **kw):\n"
+            f"    if k == 1: os.kill(os.getpid(), signal.SIGINT)\n"
+            f"    return orig(self, k, *a, **kw)\n"
+            f"I.LayerwiseInference.layer = layer\n"
+            f"import sys; from ringgnn.cli import main; sys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code, "predict", str(run), "--out", str(out / "p.npy"), "--quiet"],
+                       capture_output=True, text=True)
+    assert r.returncode == 130, r.stderr
+    assert list(out.iterdir()) == [], "nothing left behind"
+    assert not [p for p in Path(run).iterdir() if p.name.startswith(".ringgnn-infer")]
+
+
+def test_a_full_disk_leaves_no_output(hubby, runs, tmp_path):
+    """Writes that fail (RLIMIT_FSIZE: a file larger than the limit cannot be written, as on a
+    full disk) end with an error and no partial file."""
+    _, run = runs["sage"]
+    out = tmp_path / "out"
+    out.mkdir()
+    code = ("import resource, signal, sys\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))\n"
+            "from ringgnn.cli import main; sys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code, "embed", str(run), "--layer", "1", "--out", str(out / "e.npy"),
+                        "--quiet", "--keep-layers"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "File too large" in r.stderr or "error" in r.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_row_file_layout_is_the_feature_file_layout(tmp_path):
+    for dim in (3, 100, 1500):  # 12-byte rows, 400-byte rows (padding per page), rows larger than a page
+        rows = np.random.default_rng(dim).standard_normal((1000, dim)).astype(np.float32)
+        w = RowFileWriter(str(tmp_path / f"m{dim}"), dim)
+        for part in np.array_split(rows, 7):
+            w.append(part)
+        path = w.finish()
+        assert os.path.getsize(path) % 4096 == 0
+        reader = ringgnn._core.FeatureReader.matrix(path, 1000, dim, backend="pread")
+        ids = np.array([0, 999, 17, 17, 500], dtype=np.int64)
+        np.testing.assert_array_equal(reader.gather(ids), rows[ids])
+        with pytest.raises(ringgnn.RingGnnError):
+            reader.gather(np.array([1000], dtype=np.int64))
+
+
+def test_blocks_cover_every_edge_once_and_chunk_hubs():
+    deg = np.array([3, 0, 12, 1, 1, 5, 0, 2])
+    indptr = np.concatenate([[0], np.cumsum(deg)])
+    got = list(blocks(indptr, 4, 3))
+    assert [(b.lo, b.hi) for b in got][0][0] == 0
+    spans = [(b.lo, b.hi) for b in got]
+    assert all(s[1] == t[0] for s, t in zip(spans, spans[1:])) and spans[-1][1] == indptr[-1]
+    assert all(b.hi - b.lo <= 4 and b.b - b.a <= 3 for b in got)
+    hub = [b for b in got if b.a == 2]
+    assert [(b.part, b.parts) for b in hub] == [(0, 3), (1, 3), (2, 3)]
+    nodes = sorted({v for b in got for v in range(b.a, b.b)})
+    assert nodes == list(range(8))
+    wanted = np.zeros(8, dtype=bool)
+    wanted[7] = True
+    assert all(b.a <= 7 < b.b for b in blocks(indptr, 4, 3, wanted))
