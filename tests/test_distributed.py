@@ -189,7 +189,7 @@ def test_two_ranks_reach_the_single_process_accuracy(sbm, two_ranks, tmp_path):
 
 def test_rank_zero_writes_the_outputs_and_every_rank_prints_its_plan(two_ranks):
     r, out = two_ranks
-    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "curves.png", "last.pt", "metrics.json"]
     m = json.loads((out / "metrics.json").read_text())
     assert m["args"]["world_size"] == 2 and len(m["epochs"]) == 5
     for e in m["epochs"]:  # every rank's stage times, rank 0's also in the epoch's own columns

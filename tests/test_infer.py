@@ -78,16 +78,42 @@ def hidden_full_batch(ds, net, k):
 
 
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
-@pytest.mark.parametrize("block_edges", [None, 40, 7])
-def test_layerwise_equals_a_full_batch_forward(hubby, runs, model, block_edges):
-    """Also with blocks so small that many nodes (not only hubs) are aggregated in chunks."""
+@pytest.mark.parametrize("strategy, block_edges, grid_nodes", [
+    ("grid", None, None),  # sized from the budget: one destination block here
+    ("grid", 40, 100),  # 15 destination blocks, pieces of 40 edges, hubs' edges in windows of 160
+    ("grid", 7, 1),  # one node per block: every in-edge list swept in pieces of 7
+    ("blocks", None, None),
+    ("blocks", 40, None),  # hubs (400 in-edges) aggregated in chunks of 40
+    ("blocks", 7, None),  # most nodes chunked
+])
+def test_layerwise_equals_a_full_batch_forward(hubby, runs, model, strategy, block_edges, grid_nodes):
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs[model]
     ref = full_batch(ds, load_checkpoint(str(run), ds).net)
-    got = infer(str(run), block_edges=block_edges)
+    got = infer(str(run), block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
     assert got.shape == ref.shape
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
-    assert max(np.diff(ds.indptr())) > (block_edges or 10**9) or block_edges is None
+
+
+def test_the_grid_reads_each_input_page_at_most_once_per_destination_block(hubby, runs):
+    """Sources are swept in file order: with one destination block, a layer reads the input file
+    at most twice (the block's own rows, then one sweep over its sources); the per-block
+    strategy with small blocks reads far more."""
+    ds = ringgnn.Dataset.open(hubby)
+    _, run = runs["sage"]
+    feature_file = os.path.getsize(os.path.join(hubby, "features.bin"))
+    grid = infer(str(run), output="logits", out=None, strategy="grid")
+    assert grid.shape == (ds.num_nodes, ds.num_classes)
+    from ringgnn.inference import LayerwiseInference
+
+    ckpt = load_checkpoint(str(run), ds)
+    reads = {}
+    for strategy, be in (("grid", None), ("blocks", 40)):
+        li = LayerwiseInference(ds, ckpt, strategy=strategy, block_edges=be)
+        li.run(1, None, lambda a, rows: None)
+        reads[strategy] = li.stats["layers"][0]["row_bytes"]
+    assert reads["grid"] <= 2 * feature_file
+    assert reads["blocks"] > 3 * reads["grid"]
 
 
 def test_the_graph_has_hubs_self_loops_and_duplicates(hubby):
@@ -193,11 +219,11 @@ def test_an_interrupted_inference_leaves_no_output(hubby, runs, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     code = (f"import ringgnn.inference as I, os, signal\n"
-            f"orig = I.LayerwiseInference.layer\n"
-            f"def layer(self, k, *a, **kw):\n"
+            f"orig = I.LayerwiseInference.compute\n"
+            f"def compute(self, k, *a, **kw):\n"
             f"    if k == 1: os.kill(os.getpid(), signal.SIGINT)\n"
             f"    return orig(self, k, *a, **kw)\n"
-            f"I.LayerwiseInference.layer = layer\n"
+            f"I.LayerwiseInference.compute = compute\n"
             f"import sys; from ringgnn.cli import main; sys.exit(main(sys.argv[1:]))\n")
     r = subprocess.run([sys.executable, "-c", code, "predict", str(run), "--out", str(out / "p.npy"), "--quiet"],
                        capture_output=True, text=True)

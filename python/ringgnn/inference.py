@@ -1,14 +1,15 @@
 """Layer-wise inference out of core: every node's output of a trained model, exact (full
 neighborhoods, no sampling), with features and each layer's outputs on disk.
 
-Layer ``k`` is one pass over the graph. The destination nodes are taken in blocks in file order;
-a block's in-neighbor lists are one sequential read of the neighbor file, the previous layer's
-rows of those neighbors are gathered with the project's coalesced page reads (from the feature
-file for layer 1, from the previous layer's output file after), the model's own PyG layer
-computes the block, and its outputs are appended to the next layer's file. Blocks are sized from
-the memory budget, so memory does not grow with the graph; a node whose in-neighbors alone exceed
-a block (a hub) is aggregated in chunks and the chunks combined exactly (weighted means for
-GraphSAGE, sums for GCN, a running softmax for GAT).
+Each layer is computed on a **grid** (the default; ``docs/INFERENCE.md``): destination blocks
+as large as the budget allows hold their aggregates; each block's in-edges are read
+sequentially from the neighbor file, sorted by source, and swept in pieces, each piece's source
+rows gathered with the project's coalesced page reads, so a block reads the input rows file at
+most once and in file order; the layer's own weights turn the aggregates into outputs, which are
+appended to the next layer's file. The other strategy, ``blocks``, gathers all sources of
+edge-bounded destination blocks at once and calls the PyG layer on them (hubs in chunks,
+combined exactly); it reads far more on graphs without locality and is kept as a second,
+independent implementation that the tests hold to the same answers.
 
 Semantics are those of a full-batch PyG forward over the whole graph in eval mode
 (``net(x, edge_index)`` with ``edge_index`` every edge of the CSC): GraphSAGE averages over all
@@ -43,6 +44,8 @@ PAGE = 4096
 FIXED_BYTES = 48 << 20
 #: The most edges of one block, whatever the budget (larger blocks gain nothing).
 MAX_BLOCK_EDGES = 1 << 22
+#: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
+STRATEGIES = ("grid", "blocks")
 
 
 @dataclass
@@ -267,7 +270,9 @@ class LayerwiseInference:
 
     def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
-                 log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None):
+                 log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
+                 strategy: str = "grid", grid_nodes: Optional[int] = None):
+        self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
         self.ds, self.ckpt, self.net = ds, ckpt, ckpt.net
         if getattr(self.net, "jk_mode", None) is not None:
             raise InputError(f"{ckpt.path}: jumping knowledge is not supported by layer-wise inference")
@@ -296,7 +301,13 @@ class LayerwiseInference:
             block_edges = int(min(MAX_BLOCK_EDGES, share // (per_edge + per_node)))
         self.block_edges = max(1, int(block_edges))
         self.block_nodes = max(1, int(share // per_node)) if share > per_node else self.block_edges
-        self.plan = dict(budget=budget, fixed=fixed, block_edges=self.block_edges, block_nodes=self.block_nodes)
+        # The grid: destination blocks hold their accumulators, their own rows and their
+        # in-edges as sorted 8-byte keys (60% of the share); pieces of edges bring the rows of
+        # their sources (the rest).
+        self.grid_share = int(max(share, 0) * 0.6) if grid_nodes is None else None
+        self.grid_nodes = grid_nodes
+        self.plan = dict(budget=budget, fixed=fixed, strategy=self.strategy, block_edges=self.block_edges,
+                         block_nodes=self.block_nodes)
 
     # -- pieces ---------------------------------------------------------------------------------
 
@@ -400,7 +411,204 @@ class LayerwiseInference:
                 out = net.act(out)
         return out
 
-    # -- a layer ---------------------------------------------------------------------------------
+    def compute(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
+                wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
+        """Layer ``k`` with the chosen strategy (see :meth:`layer` and :meth:`grid_layer`)."""
+        if self.strategy == "grid":
+            self.grid_layer(k, reader, writer, wanted, activate)
+        else:
+            self.layer(k, reader, writer, wanted, activate)
+
+    # -- the grid --------------------------------------------------------------------------------
+
+    def _grid_cost(self, k: int) -> Tuple[int, int]:
+        """(bytes per destination node, bytes per edge of a piece) of layer ``k`` on the grid."""
+        conv, d_in = self.net.convs[k], self.widths[k]
+        if self.ckpt.kind == "gat":
+            hc = conv.heads * conv.out_channels
+            acc = hc + 3 * conv.heads  # messages, running max, running sum, and a_dst
+            piece = 4 * (d_in + 2 * hc + 4 * conv.heads) + 48
+        else:
+            acc = d_in
+            piece = 4 * (2 * d_in) + 48
+        return 4 * (acc + d_in) + 24, piece
+
+    def _grid_blocks(self, k: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
+        """Destination blocks ``a..b``: accumulators, rows and sorted edge keys within the grid's
+        share (a node whose edges alone exceed it comes alone; its edges go in windows)."""
+        indptr, n = self.graph.indptr, self.graph.num_nodes
+        per_node, _ = self._grid_cost(k)
+        a = 0
+        while a < n:
+            if self.grid_nodes is not None:
+                b = min(n, a + self.grid_nodes)
+            else:
+                # Largest b with (b - a) * per_node + edges * 8 within the share.
+                lo, hi = a + 1, n
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    cost = (mid - a) * per_node + (indptr[mid] - indptr[a]) * 8
+                    lo, hi = (mid, hi) if cost <= self.grid_share else (lo, mid - 1)
+                b = lo
+            if wanted is None or wanted[a:b].any():
+                yield a, b
+            a = b
+
+    def _windows(self, k: int, a: int, b: int) -> Iterator[Tuple[int, int]]:
+        """Edge ranges of block ``a..b`` whose sorted keys (8 bytes an edge) fit what the block's
+        nodes leave of the share: one range, but for hubs."""
+        lo, hi = int(self.graph.indptr[a]), int(self.graph.indptr[b])
+        per_node, _ = self._grid_cost(k)
+        if self.grid_share is None:  # sizes given (tests): windows of 4 pieces
+            step = 4 * self.block_edges
+        else:
+            step = max(1024, (self.grid_share - (b - a) * per_node) // 8)
+        for s0 in range(lo, max(hi, lo + 1), step):
+            yield s0, min(hi, s0 + step)
+
+    def grid_layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
+                   wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
+        """Layer ``k`` on the grid: for each destination block, its in-edges sorted by source,
+        swept in pieces in file order (each piece's source rows gathered once, so a block reads
+        the input file at most once, in order), aggregated into the block's accumulators; then
+        the layer's own weights turn the aggregates into outputs."""
+        import torch
+        from tqdm import tqdm
+
+        g = self.graph
+        t0 = time.perf_counter()
+        rows_before = reader.stats()["bytes_read"]
+        _, per_piece_edge = self._grid_cost(k)
+        piece_edges = self.block_edges if self.grid_share is None else max(
+            1024, min(MAX_BLOCK_EDGES, int(self.grid_share / 0.6 * 0.4) // per_piece_edge))
+        isatty = sys.stderr.isatty()
+        with tqdm(total=g.num_nodes, desc=f"layer {k + 1}/{len(self.net.convs)}", unit="node", unit_scale=True,
+                  file=sys.stderr, disable=self.quiet, mininterval=0.5 if isatty else 15.0, leave=False) as bar:
+            for a, b in self._grid_blocks(k, wanted):
+                x_dst = torch.from_numpy(reader.gather(np.arange(a, b, dtype=np.int64)))
+                state = self._grid_start(k, a, b, x_dst)
+                for lo, hi in self._windows(k, a, b):
+                    keys, n_d = self._sorted_keys(a, b, lo, hi)
+                    for p0 in range(0, len(keys), piece_edges):
+                        piece = keys[p0:p0 + piece_edges]
+                        src, dl = (piece // np.uint64(n_d)).astype(np.int64), (piece % np.uint64(n_d)).astype(np.int64)
+                        starts = np.flatnonzero(np.diff(src, prepend=-1))
+                        u = src[starts]
+                        inv = np.repeat(np.arange(len(u)), np.diff(np.append(starts, len(src))))
+                        rows = torch.from_numpy(reader.gather(u))
+                        self._grid_add(k, state, a, torch.from_numpy(u), rows, torch.from_numpy(inv),
+                                       torch.from_numpy(dl))
+                out = self._grid_finish(k, state, a, b, x_dst)
+                if activate:
+                    out = self._after(k, out)
+                writer(a, out.numpy())
+                bar.update(b - a)
+        seconds = time.perf_counter() - t0
+        self.stats["layers"].append(dict(layer=k + 1, seconds=seconds, neighbor_bytes=g.bytes_read,
+                                         row_bytes=reader.stats()["bytes_read"] - rows_before))
+        self.stats["bytes_read_neighbors"] += g.bytes_read
+        self.stats["bytes_read_rows"] += reader.stats()["bytes_read"] - rows_before
+        g.bytes_read = 0
+
+    def _sorted_keys(self, a: int, b: int, lo: int, hi: int) -> Tuple[np.ndarray, int]:
+        """In-edges ``lo..hi`` of block ``a..b`` as ``source * n + local destination`` keys,
+        sorted (GCN and GAT: stored self loops dropped)."""
+        g = self.graph
+        ids = g.edges(lo, hi)
+        ip = g.indptr[a:b + 1]
+        counts = np.minimum(ip[1:], hi) - np.maximum(ip[:-1], lo)
+        dl = np.repeat(np.arange(b - a, dtype=np.int64), np.maximum(counts, 0))
+        if self.ckpt.kind in ("gcn", "gat"):
+            keep = ids != dl + a
+            ids, dl = ids[keep], dl[keep]
+        n_d = b - a
+        if g.num_nodes * n_d >= 1 << 63:
+            raise InputError("the graph is too large for 64-bit edge keys in one block; give less --memory")
+        keys = ids.astype(np.uint64) * np.uint64(n_d) + dl.astype(np.uint64)
+        del ids, dl
+        keys.sort()
+        return keys, n_d
+
+    def _grid_start(self, k: int, a: int, b: int, x_dst: Any) -> Dict[str, Any]:
+        import torch
+
+        conv, n = self.net.convs[k], b - a
+        if self.ckpt.kind == "gat":
+            H, C = conv.heads, conv.out_channels
+            lin_dst = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_dst
+            a_dst = (lin_dst(x_dst).view(-1, H, C) * conv.att_dst).sum(-1)
+            return dict(m=torch.full((n, H), float("-inf")), z=torch.zeros(n, H), msg=torch.zeros(n, H, C),
+                        a_dst=a_dst)
+        return dict(acc=torch.zeros(n, x_dst.shape[1]))
+
+    def _grid_add(self, k: int, st: Dict[str, Any], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
+        """One piece: sources ``u`` with their ``rows``; edge ``i`` goes from ``u[inv[i]]`` to
+        local destination ``dl[i]``."""
+        import torch
+        import torch.nn.functional as F
+
+        kind = self.ckpt.kind
+        if kind == "sage":
+            st["acc"].index_add_(0, dl, rows[inv])
+        elif kind == "gcn":
+            w = torch.from_numpy(self.dinv)[u][inv] * torch.from_numpy(self.dinv[a:a + len(st["acc"])])[dl]
+            st["acc"].index_add_(0, dl, rows[inv] * w.unsqueeze(-1))
+        else:
+            conv = self.net.convs[k]
+            H, C = conv.heads, conv.out_channels
+            lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
+            xs = lin_src(rows).view(-1, H, C)
+            a_src = (xs * conv.att_src).sum(-1)
+            e = F.leaky_relu(a_src[inv] + st["a_dst"][dl], conv.negative_slope)
+            self._softmax_add(st, dl, e, xs[inv])
+
+    @staticmethod
+    def _softmax_add(st: Dict[str, Any], dl: Any, e: Any, xs: Any) -> None:
+        """Online softmax: fold logits ``e`` [E, H] of messages ``xs`` [E, H, C] into each
+        destination's running max, sum of exponentials and weighted sum."""
+        import torch
+
+        m_piece = torch.full_like(st["m"], float("-inf")).scatter_reduce_(0, dl.unsqueeze(-1).expand_as(e), e,
+                                                                         reduce="amax")
+        m_new = torch.maximum(st["m"], m_piece)
+        finite = torch.isfinite(m_new)
+        scale = torch.where(finite, torch.exp(st["m"] - torch.where(finite, m_new, 0.0)), torch.zeros_like(m_new))
+        p = torch.exp(e - m_new[dl])
+        st["z"] = st["z"] * scale + torch.zeros_like(st["z"]).index_add_(0, dl, p)
+        st["msg"] = st["msg"] * scale.unsqueeze(-1) + torch.zeros_like(st["msg"]).index_add_(0, dl, p.unsqueeze(-1) * xs)
+        st["m"] = m_new
+
+    def _grid_finish(self, k: int, st: Dict[str, Any], a: int, b: int, x_dst: Any) -> Any:
+        """The layer's outputs of destinations ``a..b`` from their aggregates: the same
+        arithmetic as the PyG layer's forward (tests check it against PyG)."""
+        import torch
+        import torch.nn.functional as F
+
+        conv, kind = self.net.convs[k], self.ckpt.kind
+        if kind == "sage":
+            if getattr(conv, "project", False) or str(getattr(conv, "aggr", "mean")) != "mean":
+                raise InputError(f"{self.ckpt.path}: SAGEConv with projection or aggregation "
+                                 f"{getattr(conv, 'aggr', '?')} is not supported by the grid; use strategy='blocks'")
+            deg = torch.from_numpy(np.diff(self.graph.indptr[a:b + 1])).clamp(min=1).to(torch.float32)
+            out = conv.lin_l(st["acc"] / deg.unsqueeze(-1))
+            if conv.root_weight:
+                out = out + conv.lin_r(x_dst)
+            return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+        if kind == "gcn":
+            d = torch.from_numpy(self.dinv[a:b])
+            acc = st["acc"] + x_dst * (d * d).unsqueeze(-1)  # the self loop
+            out = conv.lin(acc)
+            return out + conv.bias if conv.bias is not None else out
+        H, C = conv.heads, conv.out_channels
+        lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
+        xs = lin_src(x_dst).view(-1, H, C)
+        e = F.leaky_relu((xs * conv.att_src).sum(-1) + st["a_dst"], conv.negative_slope)
+        self._softmax_add(st, torch.arange(b - a), e, xs)  # the self loop
+        out = st["msg"] / st["z"].unsqueeze(-1)
+        out = out.reshape(-1, H * C) if conv.concat else out.mean(dim=1)
+        return out + conv.bias if conv.bias is not None else out
+
+    # -- a layer in blocks of destinations (their sources gathered per block) --------------------
 
     def layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
               wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
@@ -459,7 +667,7 @@ class LayerwiseInference:
         try:
             for k in range(upto):
                 if k == upto - 1:
-                    self.layer(k, reader, emit, wanted, activate=activate_last)
+                    self.compute(k, reader, emit, wanted, activate=activate_last)
                     break
                 w = RowFileWriter(os.path.join(tmpdir, f"layer{k + 1}.f32"), self.widths[k + 1])
                 expect = [0]
@@ -470,7 +678,7 @@ class LayerwiseInference:
                     expect[0] = a + len(rows)
 
                 try:
-                    self.layer(k, reader, append)
+                    self.compute(k, reader, append)
                     path = w.finish()
                 except BaseException:
                     w.abort()
@@ -509,7 +717,8 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
           layer: Optional[int] = None, output: str = "logits", out: Optional[str] = None, dtype: str = "f32",
           memory: Union[None, int, str] = None, backend: str = "auto", direct: bool = False, keep: bool = False,
           quiet: bool = True, log: Callable[[str], None] = lambda s: None,
-          block_edges: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+          block_edges: Optional[int] = None, strategy: str = "grid",
+          grid_nodes: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
     ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
@@ -533,7 +742,7 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     ckpt = load_checkpoint(run_dir, ds, "RUN_DIR")
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
-                         quiet=quiet, log=log, block_edges=block_edges)
+                         quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
 
 
 def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
@@ -555,8 +764,8 @@ def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("
 def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, layer: Optional[int] = None,
                   output: str = "logits", out: Optional[str] = None, dtype: str = "f32", memory: Optional[int] = None,
                   backend: str = "auto", direct: bool = False, keep: bool = False, quiet: bool = True,
-                  log: Callable[[str], None] = lambda s: None,
-                  block_edges: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
+                  strategy: str = "grid", grid_nodes: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """:func:`infer` for a loaded model and node ids (None: all)."""
     L = ckpt.layers
     if output not in ("logits", "probabilities", "predictions", "embeddings"):
@@ -578,7 +787,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
         wanted[ids] = True
     run = LayerwiseInference(ds, ckpt, memory=memory, backend=backend, direct=direct,
                              work_dir=os.path.dirname(os.path.abspath(out)) if out else None, keep=keep, quiet=quiet,
-                             log=log, block_edges=block_edges)
+                             log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
     width = run.widths[upto]
     count = n if ids is None else len(ids)
     if output == "predictions":

@@ -12,9 +12,9 @@ use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
-use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_loader::BackendChoice;
+use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
 use ringgnn_store::Dataset;
 
 use crate::errors::{input_error, FeaturesError, LoaderError, StoreError};
@@ -136,7 +136,10 @@ impl FeatureReader {
     fn matrix(path: PathBuf, rows: u64, dim: u64, backend: &str, direct: bool) -> PyResult<Self> {
         let (kind, memory) = backend_of(backend)?;
         if dim == 0 {
-            return Err(input_error(format!("{}: a matrix of 0 columns", path.display())));
+            return Err(input_error(format!(
+                "{}: a matrix of 0 columns",
+                path.display()
+            )));
         }
         let file = FeatureFile {
             path,

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Layer-wise inference (issue 12): time per layer against the sequential-read floor of the
+files it streams, bytes read and written, peak memory.
+
+Runs ``ringgnn predict RUN_DIR --nodes all`` as a child (under ``memcap --drop-caches CAP`` with
+``--cap``, and ``--memory CAP``), reads its JSON summary (per layer: seconds, neighbor-list
+bytes and row bytes read) and prints each layer against its floor: the bytes the layer must
+stream at least once (the neighbor file and the input rows file), at the sequential rate given by
+``--seq-mbps`` (this machine: about 1,100 MB/s). With ``--time-limit`` the child is stopped
+after that many seconds and the script reports the blocks done so far from a progress probe
+(``RINGGNN_INFER_PROBE``: a file the child appends one line per block to), extrapolated to the
+layer.
+
+Usage:
+    python benchmarks/infer_bench.py RUN_DIR [--cap 4.77G] [--time-limit 600] [--json out.json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MEMCAP = os.path.join(HERE, "..", "..", "shared", "tools", "memcap")
+
+PROBE = r'''
+import json, os, sys, time
+import ringgnn.inference as I
+probe = open(os.environ["RINGGNN_INFER_PROBE"], "a", buffering=1)
+orig_layer = I.LayerwiseInference.compute
+def layer(self, k, reader, writer, *a, **kw):
+    t0 = time.perf_counter()
+    base = reader.stats()["bytes_read"]
+    def w(first, rows, writer=writer):
+        writer(first, rows)
+        probe.write(json.dumps(dict(layer=k + 1, node=int(first) + len(rows), t=time.perf_counter() - t0,
+                                    rows_bytes=reader.stats()["bytes_read"] - base,
+                                    neighbor_bytes=self.graph.bytes_read, nodes=self.graph.num_nodes,
+                                    edges=int(self.graph.indptr[int(first) + len(rows)]),
+                                    total_edges=int(self.graph.indptr[-1]))) + "\n")
+    return orig_layer(self, k, reader, w, *a, **kw)
+I.LayerwiseInference.compute = layer
+from ringgnn.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def parse_size(text):
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().rstrip("B").rstrip("I")
+    unit = t[-1] if t and t[-1] in units else ""
+    return int(float(t[: len(t) - len(unit)]) * units[unit])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir")
+    ap.add_argument("--cap", default=None)
+    ap.add_argument("--time-limit", type=float, default=None)
+    ap.add_argument("--seq-mbps", type=float, default=1100.0)
+    ap.add_argument("--direct", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="infer_bench_", dir=os.path.dirname(os.path.abspath(args.run_dir)))
+    probe = os.path.join(tmp, "probe.jsonl")
+    out = os.path.join(tmp, "pred.npy")
+    cmd = [sys.executable, "-c", PROBE, "predict", args.run_dir, "--out", out, "--json", "--quiet"]
+    if args.direct:
+        cmd.append("--direct")
+    if args.cap:
+        cmd += ["--memory", str(parse_size(args.cap))]
+        cmd = [MEMCAP, "--drop-caches", str(parse_size(args.cap)), "--", *cmd]
+    env = dict(os.environ, RINGGNN_INFER_PROBE=probe)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        stdout, stderr = p.communicate(timeout=args.time_limit)
+        finished = p.returncode == 0
+    except subprocess.TimeoutExpired:
+        p.kill()
+        stdout, stderr = p.communicate()
+        finished = False
+    wall = time.perf_counter() - t0
+    lines = [json.loads(l) for l in open(probe)] if os.path.exists(probe) else []
+    summary = json.loads(stdout) if finished else None
+    cap_line = next((l for l in stderr.splitlines() if l.startswith("memcap:")), None)
+
+    import torch
+
+    import ringgnn
+
+    state = torch.load(os.path.join(args.run_dir, "best.pt"), map_location="cpu", weights_only=True)
+    ds_path, hidden = state["metrics"]["dataset"], int(state["args"]["hidden"])
+    ds = ringgnn.Dataset.open(ds_path)
+    manifest = ringgnn.read_manifest(ds_path)
+    neighbor_bytes = manifest["files"]["indices"]["bytes"]
+    feature_bytes = manifest["files"]["features"]["bytes"]
+    per_page = 4096 // (4 * hidden)
+    hidden_bytes = -(-ds.num_nodes // per_page) * 4096  # a layer file (feature-file layout)
+    rate = args.seq_mbps * 1e6
+
+    rows = []
+    by_layer = {}
+    for l in lines:
+        by_layer.setdefault(l["layer"], []).append(l)
+    for layer, ls in sorted(by_layer.items()):
+        last = ls[-1]
+        frac = last["edges"] / max(1, last["total_edges"])
+        done = last["node"] >= last["nodes"]
+        in_bytes = feature_bytes if layer == 1 else hidden_bytes
+        if summary:
+            d = summary["layers"][layer - 1]
+            seconds, nb, rb = d["seconds"], d["neighbor_bytes"], d["row_bytes"]
+        else:
+            seconds, nb, rb = last["t"], last["neighbor_bytes"], last["rows_bytes"]
+        est = seconds / frac if frac > 0 else float("nan")
+        floor = (neighbor_bytes + in_bytes) / rate
+        rows.append(dict(layer=layer, done=done, fraction=frac, seconds=seconds, est_layer_seconds=est,
+                         neighbor_bytes=nb, row_bytes=rb, est_row_bytes=rb / frac if frac else None,
+                         input_file_bytes=in_bytes, floor_seconds=floor, blocks=len(ls)))
+    print(f"dataset {ds_path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges; neighbor file "
+          f"{neighbor_bytes / 1e9:.2f} GB, features {feature_bytes / 1e9:.2f} GB; wall {wall:.0f} s, "
+          f"{'finished' if finished else 'stopped at the time limit'}")
+    print("| layer | blocks | edges done | seconds | layer s (est.) | rows read GB (est. layer) | read / input file | "
+          "floor s | layer / floor |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        est_rb = r["est_row_bytes"] or 0
+        print(f"| {r['layer']} | {r['blocks']} | {r['fraction']:.1%} | {r['seconds']:.1f} | {r['est_layer_seconds']:.0f} | "
+              f"{r['row_bytes'] / 1e9:.2f} ({est_rb / 1e9:.1f}) | {est_rb / r['input_file_bytes']:.1f}x | "
+              f"{r['floor_seconds']:.1f} | {r['est_layer_seconds'] / r['floor_seconds']:.1f}x |")
+    if cap_line:
+        print(cap_line)
+    if summary:
+        print(f"written: {summary['bytes_written'] / 1e9:.2f} GB of intermediate layers; plan {summary['plan']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(args=vars(args), rows=rows, summary=summary, memcap=cap_line, wall=wall,
+                           command=" ".join(cmd[:3] + ["<probe>"] + cmd[4:])), f, indent=2)
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
+
+
+if __name__ == "__main__":
+    main()
