@@ -140,9 +140,9 @@ def main():
         with open(args.json, "w") as f:
             json.dump(dict(args=vars(args), rows=rows, summary=summary, memcap=cap_line, wall=wall,
                            command=" ".join(cmd[:3] + ["<probe>"] + cmd[4:])), f, indent=2)
-    for f in os.listdir(tmp):
-        os.unlink(os.path.join(tmp, f))
-    os.rmdir(tmp)
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

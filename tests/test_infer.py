@@ -279,3 +279,12 @@ def test_blocks_cover_every_edge_once_and_chunk_hubs():
     wanted = np.zeros(8, dtype=bool)
     wanted[7] = True
     assert all(b.a <= 7 < b.b for b in blocks(indptr, 4, 3, wanted))
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeypatch):
+    ds = ringgnn.Dataset.open(hubby)
+    _, run = runs[model]
+    whole = infer(str(run), grid_nodes=500)
+    monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 7)
+    np.testing.assert_array_equal(infer(str(run), grid_nodes=500), whole)

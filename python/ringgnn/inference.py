@@ -40,10 +40,18 @@ from ._core import InputError
 from .dataset import Dataset
 
 PAGE = 4096
+#: Bytes a layer file is written between syncs (what it may hold in the page cache).
+SYNC_BYTES = 64 << 20
 #: Bytes the block reader and the gatherer keep besides the block itself (read buffers).
 FIXED_BYTES = 48 << 20
 #: The most edges of one block, whatever the budget (larger blocks gain nothing).
 MAX_BLOCK_EDGES = 1 << 22
+#: Bytes an in-edge of a destination block takes while its sorted key is built (16), and after (8).
+KEY_PEAK = 16
+#: Rows finished at a time at the end of a destination block.
+FINISH_ROWS = 1 << 16
+#: The part of the budget left unplanned (allocator slack, small temporaries).
+SLACK = 0.1
 #: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
 STRATEGIES = ("grid", "blocks")
 
@@ -114,12 +122,13 @@ class RowFileWriter:
         self.f = open(self.tmp, "wb")
         self.pending = np.empty((0, dim), dtype=np.float32)
         self.rows = 0
+        self.unsynced = 0
 
     def append(self, rows: np.ndarray) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.float32).reshape(-1, self.dim)
         self.rows += len(rows)
         if self.per_page == 0:
-            self.f.write(rows.tobytes())
+            self._write(rows.tobytes())
             return
         if len(self.pending):
             rows = np.concatenate([self.pending, rows])
@@ -129,8 +138,21 @@ class RowFileWriter:
             pad = PAGE - self.per_page * self.row
             if pad:
                 pages = np.concatenate([pages, np.zeros((len(pages), pad), dtype=np.uint8)], axis=1)
-            self.f.write(pages.tobytes())
+            self._write(pages.tobytes())
         self.pending = rows[whole:].copy()
+
+    def _write(self, data: bytes) -> None:
+        """Write, and every ``SYNC_BYTES`` push the file to disk and drop it from the page cache,
+        so that a layer file never holds more than that of this process's memory (a memory cap
+        counts dirty and cached pages)."""
+        self.f.write(data)
+        self.unsynced += len(data)
+        if self.unsynced >= SYNC_BYTES:
+            self.f.flush()
+            os.fdatasync(self.f.fileno())
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(self.f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            self.unsynced = 0
 
     def finish(self) -> str:
         if len(self.pending):
@@ -198,17 +220,17 @@ class NeighborFile:
         self.num_nodes = ds.num_nodes
         self.bytes_read = 0
 
-    def edges(self, lo: int, hi: int) -> np.ndarray:
-        """Entries ``lo..hi`` of the neighbor file as int64."""
+    def edges(self, lo: int, hi: int, dtype: Any = np.int64) -> np.ndarray:
+        """Entries ``lo..hi`` of the neighbor file as ``dtype``."""
         n = hi - lo
         if n <= 0:
-            return np.empty(0, dtype=np.int64)
+            return np.empty(0, dtype=dtype)
         size = np.dtype(self.dtype).itemsize
         out = np.fromfile(self.path, dtype=self.dtype, count=n, offset=lo * size)
         if len(out) != n:
             raise InputError(f"{self.path}: ends before entry {hi}; run `ringgnn verify` on the dataset")
         self.bytes_read += n * size
-        return out.astype(np.int64)
+        return out.astype(dtype, copy=False)
 
     def degrees(self) -> np.ndarray:
         return np.diff(self.indptr)
@@ -290,7 +312,7 @@ class LayerwiseInference:
         # readers' buffers; the rest of the budget is the blocks'.
         fixed = _options.process_rss() + FIXED_BYTES
         budget = memory if memory is not None else fixed + (1 << 30)
-        share = budget - fixed
+        share = int((budget - fixed) * (1 - SLACK))
         width = max(widths)
         per_edge = 8 * 4 + 4 * width * 3  # ids, local ids and edge_index; gathered rows and messages
         per_node = 4 * width * 4 + 64
@@ -413,11 +435,21 @@ class LayerwiseInference:
 
     def compute(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
                 wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
-        """Layer ``k`` with the chosen strategy (see :meth:`layer` and :meth:`grid_layer`)."""
+        """Layer ``k`` with the chosen strategy (see :meth:`layer` and :meth:`grid_layer`), and
+        its counters in ``stats``."""
+        g = self.graph
+        t0 = time.perf_counter()
+        rows_before = reader.stats()["bytes_read"]
         if self.strategy == "grid":
             self.grid_layer(k, reader, writer, wanted, activate)
         else:
             self.layer(k, reader, writer, wanted, activate)
+        rows = reader.stats()["bytes_read"] - rows_before
+        self.stats["layers"].append(dict(layer=k + 1, seconds=time.perf_counter() - t0, neighbor_bytes=g.bytes_read,
+                                         row_bytes=rows))
+        self.stats["bytes_read_neighbors"] += g.bytes_read
+        self.stats["bytes_read_rows"] += rows
+        g.bytes_read = 0
 
     # -- the grid --------------------------------------------------------------------------------
 
@@ -447,7 +479,7 @@ class LayerwiseInference:
                 lo, hi = a + 1, n
                 while lo < hi:
                     mid = (lo + hi + 1) // 2
-                    cost = (mid - a) * per_node + (indptr[mid] - indptr[a]) * 8
+                    cost = (mid - a) * per_node + (indptr[mid] - indptr[a]) * KEY_PEAK
                     lo, hi = (mid, hi) if cost <= self.grid_share else (lo, mid - 1)
                 b = lo
             if wanted is None or wanted[a:b].any():
@@ -462,7 +494,7 @@ class LayerwiseInference:
         if self.grid_share is None:  # sizes given (tests): windows of 4 pieces
             step = 4 * self.block_edges
         else:
-            step = max(1024, (self.grid_share - (b - a) * per_node) // 8)
+            step = max(1024, (self.grid_share - (b - a) * per_node) // KEY_PEAK)
         for s0 in range(lo, max(hi, lo + 1), step):
             yield s0, min(hi, s0 + step)
 
@@ -476,8 +508,6 @@ class LayerwiseInference:
         from tqdm import tqdm
 
         g = self.graph
-        t0 = time.perf_counter()
-        rows_before = reader.stats()["bytes_read"]
         _, per_piece_edge = self._grid_cost(k)
         piece_edges = self.block_edges if self.grid_share is None else max(
             1024, min(MAX_BLOCK_EDGES, int(self.grid_share / 0.6 * 0.4) // per_piece_edge))
@@ -491,43 +521,50 @@ class LayerwiseInference:
                     keys, n_d = self._sorted_keys(a, b, lo, hi)
                     for p0 in range(0, len(keys), piece_edges):
                         piece = keys[p0:p0 + piece_edges]
-                        src, dl = (piece // np.uint64(n_d)).astype(np.int64), (piece % np.uint64(n_d)).astype(np.int64)
+                        src = (piece // np.uint64(n_d)).view(np.int64)  # ids < 2**63: the same bits
+                        dl = (piece % np.uint64(n_d)).view(np.int64)
                         starts = np.flatnonzero(np.diff(src, prepend=-1))
                         u = src[starts]
                         inv = np.repeat(np.arange(len(u)), np.diff(np.append(starts, len(src))))
                         rows = torch.from_numpy(reader.gather(u))
                         self._grid_add(k, state, a, torch.from_numpy(u), rows, torch.from_numpy(inv),
                                        torch.from_numpy(dl))
-                out = self._grid_finish(k, state, a, b, x_dst)
-                if activate:
-                    out = self._after(k, out)
-                writer(a, out.numpy())
+                # The outputs a slice of rows at a time: the finishing arithmetic's temporaries
+                # stay small next to the block's state.
+                for r0 in range(a, b, FINISH_ROWS):
+                    r1 = min(b, r0 + FINISH_ROWS)
+                    part = {key: v[r0 - a:r1 - a] for key, v in state.items()}
+                    out = self._grid_finish(k, part, r0, r1, x_dst[r0 - a:r1 - a])
+                    if activate:
+                        out = self._after(k, out)
+                    writer(r0, out.numpy())
+                    del out, part
+                del state, x_dst
                 bar.update(b - a)
-        seconds = time.perf_counter() - t0
-        self.stats["layers"].append(dict(layer=k + 1, seconds=seconds, neighbor_bytes=g.bytes_read,
-                                         row_bytes=reader.stats()["bytes_read"] - rows_before))
-        self.stats["bytes_read_neighbors"] += g.bytes_read
-        self.stats["bytes_read_rows"] += reader.stats()["bytes_read"] - rows_before
-        g.bytes_read = 0
 
     def _sorted_keys(self, a: int, b: int, lo: int, hi: int) -> Tuple[np.ndarray, int]:
         """In-edges ``lo..hi`` of block ``a..b`` as ``source * n + local destination`` keys,
-        sorted (GCN and GAT: stored self loops dropped)."""
+        sorted (GCN and GAT: stored self loops dropped). Built in place: at most 16 bytes an
+        edge at the peak (the file's ids, the keys, 4-byte destinations), 8 after."""
         g = self.graph
-        ids = g.edges(lo, hi)
-        ip = g.indptr[a:b + 1]
-        counts = np.minimum(ip[1:], hi) - np.maximum(ip[:-1], lo)
-        dl = np.repeat(np.arange(b - a, dtype=np.int64), np.maximum(counts, 0))
-        if self.ckpt.kind in ("gcn", "gat"):
-            keep = ids != dl + a
-            ids, dl = ids[keep], dl[keep]
         n_d = b - a
         if g.num_nodes * n_d >= 1 << 63:
             raise InputError("the graph is too large for 64-bit edge keys in one block; give less --memory")
-        keys = ids.astype(np.uint64) * np.uint64(n_d) + dl.astype(np.uint64)
-        del ids, dl
+        keys = g.edges(lo, hi, np.uint64)
+        ip = g.indptr[a:b + 1]
+        counts = np.maximum(np.minimum(ip[1:], hi) - np.maximum(ip[:-1], lo), 0)
+        dl = np.repeat(np.arange(n_d, dtype=np.uint32), counts)
+        loops = np.empty(0, dtype=np.int64)
+        if self.ckpt.kind in ("gcn", "gat"):  # found a million edges at a time: no large temporaries
+            step = 1 << 20
+            loops = np.concatenate([loops] + [
+                np.flatnonzero(keys[c:c + step] == dl[c:c + step] + np.uint64(a)) + c for c in range(0, len(keys), step)])
+        keys *= np.uint64(n_d)
+        keys += dl
+        del dl
+        keys[loops] = np.iinfo(np.uint64).max  # sorted to the end, then cut off
         keys.sort()
-        return keys, n_d
+        return keys[: len(keys) - len(loops)], n_d
 
     def _grid_start(self, k: int, a: int, b: int, x_dst: Any) -> Dict[str, Any]:
         import torch
@@ -618,8 +655,6 @@ class LayerwiseInference:
         from tqdm import tqdm
 
         g = self.graph
-        t0 = time.perf_counter()
-        rows_before = reader.stats()["bytes_read"]
         hub_parts: List[Any] = []
         total = g.num_nodes
         isatty = sys.stderr.isatty()
@@ -641,12 +676,6 @@ class LayerwiseInference:
                     out = self._after(k, out)
                 writer(blk.a, out.numpy())
                 bar.update(blk.b - blk.a)
-        seconds = time.perf_counter() - t0
-        self.stats["layers"].append(dict(layer=k + 1, seconds=seconds, neighbor_bytes=g.bytes_read,
-                                         row_bytes=reader.stats()["bytes_read"] - rows_before))
-        self.stats["bytes_read_neighbors"] += g.bytes_read
-        self.stats["bytes_read_rows"] += reader.stats()["bytes_read"] - rows_before
-        g.bytes_read = 0
 
     def run(self, upto: Optional[int] = None, wanted: Optional[np.ndarray] = None,
             emit: Optional[Callable[[int, np.ndarray], None]] = None, activate_last: bool = False) -> None:
