@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MEMCAP = os.path.join(HERE, "..", "..", "shared", "tools", "memcap")
 
 PROBE = r'''
-import json, os, sys, time
+import json, os, resource, sys, time
 import ringgnn.inference as I
 probe = open(os.environ["RINGGNN_INFER_PROBE"], "a", buffering=1)
 orig_layer = I.LayerwiseInference.compute
@@ -39,7 +39,8 @@ def layer(self, k, reader, writer, *a, **kw):
                                     rows_bytes=reader.stats()["bytes_read"] - base,
                                     neighbor_bytes=self.graph.bytes_read, nodes=self.graph.num_nodes,
                                     edges=int(self.graph.indptr[int(first) + len(rows)]),
-                                    total_edges=int(self.graph.indptr[-1]))) + "\n")
+                                    total_edges=int(self.graph.indptr[-1]),
+                                    max_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)) + "\n")
     return orig_layer(self, k, reader, w, *a, **kw)
 I.LayerwiseInference.compute = layer
 from ringgnn.cli import main
@@ -75,12 +76,18 @@ def main():
         cmd = [MEMCAP, "--drop-caches", str(parse_size(args.cap)), "--", *cmd]
     env = dict(os.environ, RINGGNN_INFER_PROBE=probe)
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
     try:
         stdout, stderr = p.communicate(timeout=args.time_limit)
         finished = p.returncode == 0
     except subprocess.TimeoutExpired:
-        p.kill()
+        # The inference process is memcap's child: stop it (memcap then prints its line).
+        import signal
+
+        for pid in subprocess.run(["pgrep", "-s", str(p.pid)], capture_output=True, text=True).stdout.split():
+            if int(pid) != p.pid:
+                os.kill(int(pid), signal.SIGTERM)
         stdout, stderr = p.communicate()
         finished = False
     wall = time.perf_counter() - t0
@@ -119,19 +126,20 @@ def main():
         est = seconds / frac if frac > 0 else float("nan")
         floor = (neighbor_bytes + in_bytes) / rate
         rows.append(dict(layer=layer, done=done, fraction=frac, seconds=seconds, est_layer_seconds=est,
+                         max_rss=max(l.get("max_rss", 0) for l in ls),
                          neighbor_bytes=nb, row_bytes=rb, est_row_bytes=rb / frac if frac else None,
                          input_file_bytes=in_bytes, floor_seconds=floor, blocks=len(ls)))
     print(f"dataset {ds_path}: {ds.num_nodes:,} nodes, {ds.num_edges:,} edges; neighbor file "
           f"{neighbor_bytes / 1e9:.2f} GB, features {feature_bytes / 1e9:.2f} GB; wall {wall:.0f} s, "
           f"{'finished' if finished else 'stopped at the time limit'}")
-    print("| layer | blocks | edges done | seconds | layer s (est.) | rows read GB (est. layer) | read / input file | "
-          "floor s | layer / floor |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| layer | row slices written | edges done | seconds | layer s (est.) | rows read GB (est. layer) | "
+          "read / input file | floor s | layer / floor | peak RSS GB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         est_rb = r["est_row_bytes"] or 0
         print(f"| {r['layer']} | {r['blocks']} | {r['fraction']:.1%} | {r['seconds']:.1f} | {r['est_layer_seconds']:.0f} | "
               f"{r['row_bytes'] / 1e9:.2f} ({est_rb / 1e9:.1f}) | {est_rb / r['input_file_bytes']:.1f}x | "
-              f"{r['floor_seconds']:.1f} | {r['est_layer_seconds'] / r['floor_seconds']:.1f}x |")
+              f"{r['floor_seconds']:.1f} | {r['est_layer_seconds'] / r['floor_seconds']:.1f}x | {r['max_rss'] / 1e9:.2f} |")
     if cap_line:
         print(cap_line)
     if summary:
@@ -139,7 +147,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(args=vars(args), rows=rows, summary=summary, memcap=cap_line, wall=wall,
-                           command=" ".join(cmd[:3] + ["<probe>"] + cmd[4:])), f, indent=2)
+                           command=" ".join("<probe>" if c == PROBE else c for c in cmd)), f, indent=2)
     import shutil
 
     shutil.rmtree(tmp, ignore_errors=True)

@@ -463,7 +463,9 @@ class LayerwiseInference:
         else:
             acc = d_in
             piece = 4 * (2 * d_in) + 48
-        return 4 * (acc + d_in) + 24, piece
+        # A block's own input rows are read a slice at a time when it is finished (and for GAT
+        # when it starts), so they cost nothing per node.
+        return 4 * acc + 24, piece
 
     def _grid_blocks(self, k: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
         """Destination blocks ``a..b``: accumulators, rows and sorted edge keys within the grid's
@@ -515,8 +517,7 @@ class LayerwiseInference:
         with tqdm(total=g.num_nodes, desc=f"layer {k + 1}/{len(self.net.convs)}", unit="node", unit_scale=True,
                   file=sys.stderr, disable=self.quiet, mininterval=0.5 if isatty else 15.0, leave=False) as bar:
             for a, b in self._grid_blocks(k, wanted):
-                x_dst = torch.from_numpy(reader.gather(np.arange(a, b, dtype=np.int64)))
-                state = self._grid_start(k, a, b, x_dst)
+                state = self._grid_start(k, a, b, reader)
                 for lo, hi in self._windows(k, a, b):
                     keys, n_d = self._sorted_keys(a, b, lo, hi)
                     for p0 in range(0, len(keys), piece_edges):
@@ -534,12 +535,13 @@ class LayerwiseInference:
                 for r0 in range(a, b, FINISH_ROWS):
                     r1 = min(b, r0 + FINISH_ROWS)
                     part = {key: v[r0 - a:r1 - a] for key, v in state.items()}
-                    out = self._grid_finish(k, part, r0, r1, x_dst[r0 - a:r1 - a])
+                    x_dst = torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64)))
+                    out = self._grid_finish(k, part, r0, r1, x_dst)
                     if activate:
                         out = self._after(k, out)
                     writer(r0, out.numpy())
-                    del out, part
-                del state, x_dst
+                    del out, part, x_dst
+                del state
                 bar.update(b - a)
 
     def _sorted_keys(self, a: int, b: int, lo: int, hi: int) -> Tuple[np.ndarray, int]:
@@ -566,17 +568,23 @@ class LayerwiseInference:
         keys.sort()
         return keys[: len(keys) - len(loops)], n_d
 
-    def _grid_start(self, k: int, a: int, b: int, x_dst: Any) -> Dict[str, Any]:
+    def _grid_start(self, k: int, a: int, b: int, reader: Any) -> Dict[str, Any]:
+        """The accumulators of destinations ``a..b`` (for GAT also their attention terms, from
+        their rows read a slice at a time)."""
         import torch
 
         conv, n = self.net.convs[k], b - a
         if self.ckpt.kind == "gat":
             H, C = conv.heads, conv.out_channels
             lin_dst = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_dst
-            a_dst = (lin_dst(x_dst).view(-1, H, C) * conv.att_dst).sum(-1)
+            a_dst = torch.empty(n, H)
+            for r0 in range(a, b, FINISH_ROWS):
+                r1 = min(b, r0 + FINISH_ROWS)
+                x = torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64)))
+                a_dst[r0 - a:r1 - a] = (lin_dst(x).view(-1, H, C) * conv.att_dst).sum(-1)
             return dict(m=torch.full((n, H), float("-inf")), z=torch.zeros(n, H), msg=torch.zeros(n, H, C),
                         a_dst=a_dst)
-        return dict(acc=torch.zeros(n, x_dst.shape[1]))
+        return dict(acc=torch.zeros(n, self.widths[k]))
 
     def _grid_add(self, k: int, st: Dict[str, Any], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
         """One piece: sources ``u`` with their ``rows``; edge ``i`` goes from ``u[inv[i]]`` to
