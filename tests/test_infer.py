@@ -288,3 +288,19 @@ def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeyp
     whole = infer(str(run), grid_nodes=500)
     monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 7)
     np.testing.assert_array_equal(infer(str(run), grid_nodes=500), whole)
+
+
+@pytest.mark.parametrize("model", ["sage", "gat"])
+def test_reading_the_next_piece_ahead_changes_nothing(hubby, runs, model):
+    from ringgnn.inference import LayerwiseInference
+
+    ds = ringgnn.Dataset.open(hubby)
+    ckpt = load_checkpoint(str(runs[model][1]), ds)
+    got = {}
+    for overlap in (True, False):
+        li = LayerwiseInference(ds, ckpt, block_edges=30, grid_nodes=400, overlap=overlap)
+        assert li.plan["overlap"] is overlap
+        rows = {}
+        li.run(None, None, lambda a, r: rows.__setitem__(a, r.copy()))
+        got[overlap] = np.concatenate([rows[a] for a in sorted(rows)])
+    np.testing.assert_array_equal(got[True], got[False])

@@ -293,8 +293,10 @@ class LayerwiseInference:
     def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
-                 strategy: str = "grid", grid_nodes: Optional[int] = None):
+                 strategy: str = "grid", grid_nodes: Optional[int] = None, overlap: bool = True):
         self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
+        #: Read the next piece's rows while the current one is folded in (the grid).
+        self.overlap = bool(overlap)
         self.ds, self.ckpt, self.net = ds, ckpt, ckpt.net
         if getattr(self.net, "jk_mode", None) is not None:
             raise InputError(f"{ckpt.path}: jumping knowledge is not supported by layer-wise inference")
@@ -328,7 +330,8 @@ class LayerwiseInference:
         # their sources (the rest).
         self.grid_share = int(max(share, 0) * 0.6) if grid_nodes is None else None
         self.grid_nodes = grid_nodes
-        self.plan = dict(budget=budget, fixed=fixed, strategy=self.strategy, block_edges=self.block_edges,
+        self.plan = dict(budget=budget, fixed=fixed, strategy=self.strategy, overlap=self.overlap,
+                         block_edges=self.block_edges,
                          block_nodes=self.block_nodes)
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -511,8 +514,10 @@ class LayerwiseInference:
 
         g = self.graph
         _, per_piece_edge = self._grid_cost(k)
+        # Pieces share 40% of the budget: two of them when the next is read ahead.
+        in_flight = 2 if self.overlap else 1
         piece_edges = self.block_edges if self.grid_share is None else max(
-            1024, min(MAX_BLOCK_EDGES, int(self.grid_share / 0.6 * 0.4) // per_piece_edge))
+            1024, min(MAX_BLOCK_EDGES, int(self.grid_share / 0.6 * 0.4) // in_flight // per_piece_edge))
         isatty = sys.stderr.isatty()
         with tqdm(total=g.num_nodes, desc=f"layer {k + 1}/{len(self.net.convs)}", unit="node", unit_scale=True,
                   file=sys.stderr, disable=self.quiet, mininterval=0.5 if isatty else 15.0, leave=False) as bar:
@@ -520,16 +525,20 @@ class LayerwiseInference:
                 state = self._grid_start(k, a, b, reader)
                 for lo, hi in self._windows(k, a, b):
                     keys, n_d = self._sorted_keys(a, b, lo, hi)
-                    for p0 in range(0, len(keys), piece_edges):
+
+                    def prepare(p0: int, keys=keys, n_d=n_d) -> Tuple[Any, ...]:
                         piece = keys[p0:p0 + piece_edges]
                         src = (piece // np.uint64(n_d)).view(np.int64)  # ids < 2**63: the same bits
                         dl = (piece % np.uint64(n_d)).view(np.int64)
                         starts = np.flatnonzero(np.diff(src, prepend=-1))
                         u = src[starts]
                         inv = np.repeat(np.arange(len(u)), np.diff(np.append(starts, len(src))))
-                        rows = torch.from_numpy(reader.gather(u))
-                        self._grid_add(k, state, a, torch.from_numpy(u), rows, torch.from_numpy(inv),
-                                       torch.from_numpy(dl))
+                        rows = torch.from_numpy(reader.gather(u))  # the GIL is released while it reads
+                        return torch.from_numpy(u), rows, torch.from_numpy(inv), torch.from_numpy(dl)
+
+                    for u, rows, inv, dl in self._pieces(prepare, range(0, len(keys), piece_edges)):
+                        self._grid_add(k, state, a, u, rows, inv, dl)
+                        del u, rows, inv, dl
                 # The outputs a slice of rows at a time: the finishing arithmetic's temporaries
                 # stay small next to the block's state.
                 for r0 in range(a, b, FINISH_ROWS):
@@ -543,6 +552,24 @@ class LayerwiseInference:
                     del out, part, x_dst
                 del state
                 bar.update(b - a)
+
+    def _pieces(self, prepare: Callable[[int], Tuple[Any, ...]], starts: Sequence[int]) -> Iterator[Tuple[Any, ...]]:
+        """``prepare(p)`` for each piece start, in order; with ``overlap``, piece ``i + 1`` is
+        prepared (its rows read) on a second thread while piece ``i`` is folded in."""
+        if not self.overlap:
+            for p in starts:
+                yield prepare(p)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        starts = list(starts)
+        with ThreadPoolExecutor(1, thread_name_prefix="ringgnn-infer-read") as pool:
+            ahead = pool.submit(prepare, starts[0]) if starts else None
+            for i in range(len(starts)):
+                got = ahead.result()
+                ahead = pool.submit(prepare, starts[i + 1]) if i + 1 < len(starts) else None
+                yield got
+                del got
 
     def _sorted_keys(self, a: int, b: int, lo: int, hi: int) -> Tuple[np.ndarray, int]:
         """In-edges ``lo..hi`` of block ``a..b`` as ``source * n + local destination`` keys,
