@@ -26,15 +26,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MEMCAP = os.path.join(HERE, "..", "..", "shared", "tools", "memcap")
-
-
-def parse_size(text):
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    t = text.strip().upper().rstrip("B").rstrip("I")
-    unit = t[-1] if t and t[-1] in units else ""
-    return int(float(t[: len(t) - len(unit)]) * units[unit])
+from _sizes import MEMCAP, parse_size
 
 
 def run(args, ranks, out):

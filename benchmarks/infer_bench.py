@@ -22,8 +22,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MEMCAP = os.path.join(HERE, "..", "..", "shared", "tools", "memcap")
+from _sizes import MEMCAP, parse_size
+
 
 PROBE = r'''
 import json, os, resource, sys, time
@@ -46,13 +46,6 @@ I.LayerwiseInference.compute = layer
 from ringgnn.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
-
-
-def parse_size(text):
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    t = text.strip().upper().rstrip("B").rstrip("I")
-    unit = t[-1] if t and t[-1] in units else ""
-    return int(float(t[: len(t) - len(unit)]) * units[unit])
 
 
 def main():

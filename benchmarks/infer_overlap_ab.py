@@ -17,8 +17,8 @@ import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MEMCAP = os.path.join(HERE, "..", "..", "shared", "tools", "memcap")
+from _sizes import MEMCAP, parse_size
+
 
 CHILD = r'''
 import json, sys, time
@@ -44,13 +44,6 @@ except Done:
 print(json.dumps(dict(overlap=overlap, seconds=time.perf_counter() - t0, nodes=ends[-1],
                       rows_bytes=reader.stats()["bytes_read"], plan=li.plan)))
 '''
-
-
-def parse_size(text):
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().rstrip("B").rstrip("I")
-    unit = t[-1] if t and t[-1] in units else ""
-    return int(float(t[: len(t) - len(unit)]) * units[unit])
 
 
 def main():
