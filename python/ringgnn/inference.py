@@ -464,11 +464,20 @@ class LayerwiseInference:
             acc = hc + 3 * conv.heads  # messages, running max, running sum, and a_dst
             piece = 4 * (d_in + 2 * hc + 4 * conv.heads) + 48
         else:
-            acc = d_in
-            piece = 4 * (2 * d_in) + 48
+            acc = self._acc_width(k)
+            piece = 4 * (2 * d_in + acc) + 48
         # A block's own input rows are read a slice at a time when it is finished (and for GAT
         # when it starts), so they cost nothing per node.
         return 4 * acc + 24, piece
+
+    def _narrow(self, k: int) -> bool:
+        """Whether GraphSAGE/GCN layer ``k`` aggregates its sources after their weights: when its
+        output is narrower than its input, the sum of ``W x`` is the smaller aggregate (the
+        weights are linear, so the result is the same)."""
+        return self.ckpt.kind in ("sage", "gcn") and self.widths[k + 1] < self.widths[k]
+
+    def _acc_width(self, k: int) -> int:
+        return self.widths[k + 1] if self._narrow(k) else self.widths[k]
 
     def _grid_blocks(self, k: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
         """Destination blocks ``a..b``: accumulators, rows and sorted edge keys within the grid's
@@ -611,7 +620,7 @@ class LayerwiseInference:
                 a_dst[r0 - a:r1 - a] = (lin_dst(x).view(-1, H, C) * conv.att_dst).sum(-1)
             return dict(m=torch.full((n, H), float("-inf")), z=torch.zeros(n, H), msg=torch.zeros(n, H, C),
                         a_dst=a_dst)
-        return dict(acc=torch.zeros(n, self.widths[k]))
+        return dict(acc=torch.zeros(n, self._acc_width(k)))
 
     def _grid_add(self, k: int, st: Dict[str, Any], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
         """One piece: sources ``u`` with their ``rows``; edge ``i`` goes from ``u[inv[i]]`` to
@@ -620,6 +629,9 @@ class LayerwiseInference:
         import torch.nn.functional as F
 
         kind = self.ckpt.kind
+        if kind in ("sage", "gcn") and self._narrow(k):
+            conv = self.net.convs[k]
+            rows = F.linear(rows, (conv.lin_l if kind == "sage" else conv.lin).weight)  # W x, no bias
         if kind == "sage":
             st["acc"].index_add_(0, dl, rows[inv])
         elif kind == "gcn":
@@ -662,14 +674,20 @@ class LayerwiseInference:
                 raise InputError(f"{self.ckpt.path}: SAGEConv with projection or aggregation "
                                  f"{getattr(conv, 'aggr', '?')} is not supported by the grid; use strategy='blocks'")
             deg = torch.from_numpy(np.diff(self.graph.indptr[a:b + 1])).clamp(min=1).to(torch.float32)
-            out = conv.lin_l(st["acc"] / deg.unsqueeze(-1))
+            mean = st["acc"] / deg.unsqueeze(-1)
+            if self._narrow(k):  # the mean of W x: only the bias is left to add
+                out = mean + conv.lin_l.bias if conv.lin_l.bias is not None else mean
+            else:
+                out = conv.lin_l(mean)
             if conv.root_weight:
                 out = out + conv.lin_r(x_dst)
             return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
         if kind == "gcn":
             d = torch.from_numpy(self.dinv[a:b])
-            acc = st["acc"] + x_dst * (d * d).unsqueeze(-1)  # the self loop
-            out = conv.lin(acc)
+            if self._narrow(k):  # sums of W x: the self loop's W x too
+                out = st["acc"] + conv.lin(x_dst) * (d * d).unsqueeze(-1)
+            else:
+                out = conv.lin(st["acc"] + x_dst * (d * d).unsqueeze(-1))  # with the self loop
             return out + conv.bias if conv.bias is not None else out
         H, C = conv.heads, conv.out_channels
         lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
