@@ -232,6 +232,23 @@ def test_an_interrupted_inference_leaves_no_output(hubby, runs, tmp_path):
     assert not [p for p in Path(run).iterdir() if p.name.startswith(".ringgnn-infer")]
 
 
+def test_sigterm_removes_the_temporary_files(hubby, runs, tmp_path):
+    _, run = runs["gcn"]
+    out = tmp_path / "out"
+    out.mkdir()
+    code = (f"import ringgnn.inference as I, os, signal\n"
+            f"orig = I.LayerwiseInference.compute\n"
+            f"def compute(self, k, *a, **kw):\n"
+            f"    if k == 1: os.kill(os.getpid(), signal.SIGTERM)\n"
+            f"    return orig(self, k, *a, **kw)\n"
+            f"I.LayerwiseInference.compute = compute\n"
+            f"import sys; from ringgnn.cli import main; sys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code, "predict", str(run), "--out", str(out / "p.npy"), "--quiet"],
+                       capture_output=True, text=True)
+    assert r.returncode == 143, r.stderr
+    assert list(out.iterdir()) == []
+
+
 def test_a_full_disk_leaves_no_output(hubby, runs, tmp_path):
     """Writes that fail (RLIMIT_FSIZE: a file larger than the limit cannot be written, as on a
     full disk) end with an error and no partial file."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import sys
 from typing import Any, Dict, List
 
 import numpy as np
@@ -63,10 +65,17 @@ def add_parsers(sub: Any) -> None:
 def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
+    # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
+    # temporary output and layer files are removed on the way out.
+    signal.signal(signal.SIGTERM, _terminated)
     summary = infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                               memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                               quiet=args.quiet or args.json, **kw)
     return summary
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    sys.exit(128 + signum)
 
 
 def _layers_line(s: Dict[str, Any]) -> str:
