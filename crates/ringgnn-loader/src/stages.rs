@@ -18,6 +18,7 @@ use ringgnn_sampler::{
     CompactSample, Graph, GraphSampler, HyperBatch, HyperSampler, HyperStates, SampleOptions,
     SampledSubgraph,
 };
+use ringgnn_store::Bitmap;
 
 use crate::buffers::BufferPool;
 use crate::epoch::BatchJob;
@@ -506,32 +507,30 @@ pub(crate) struct GatherParts {
     pub(crate) device_rows: OnceLock<RowSet>,
 }
 
-/// A set of node ids as a bitmap (one bit per node of the dataset).
+/// The node ids a device holds, checked against the dataset, and how many there are.
 #[derive(Debug)]
 pub(crate) struct RowSet {
-    bits: Vec<u64>,
+    bits: Bitmap,
     len: usize,
 }
 
 impl RowSet {
     pub(crate) fn new(num_nodes: u64, ids: &[u64]) -> Result<Self> {
-        let mut bits = vec![0u64; num_nodes.div_ceil(64) as usize];
+        let mut bits = Bitmap::new(num_nodes);
+        let mut len = 0;
         for &id in ids {
             if id >= num_nodes {
                 return Err(Error::Input(format!(
                     "device row {id} is not a node: the dataset has {num_nodes} nodes (0..{num_nodes})"
                 )));
             }
-            bits[(id / 64) as usize] |= 1 << (id % 64);
+            len += usize::from(bits.insert(id));
         }
-        let len = bits.iter().map(|w| w.count_ones() as usize).sum();
         Ok(RowSet { bits, len })
     }
 
     pub(crate) fn contains(&self, id: u64) -> bool {
-        self.bits
-            .get((id / 64) as usize)
-            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+        self.bits.contains(id)
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use half::{bf16, f16};
 
+use crate::bitmap::Bitmap;
 use crate::convert::SplitSpec;
 use crate::manifest::{FeatureDtype, FeatureInfo, LabelInfo};
 use crate::node_files::{split_file, FeatureWriter, LABELS_FILE};
@@ -515,25 +516,6 @@ fn for_each_label(path: &Path, num_nodes: u64, mut f: impl FnMut(u64, i64)) -> R
         f(v, i64::from_le_bytes(b));
     }
     Ok(())
-}
-
-/// One bit per node, to find duplicate ids in a split (also used by `verify`).
-pub(crate) struct Bitmap(Vec<u64>);
-
-impl Bitmap {
-    pub(crate) fn new(n: u64) -> Self {
-        Bitmap(vec![0; n.div_ceil(64) as usize])
-    }
-    pub(crate) fn clear(&mut self) {
-        self.0.fill(0);
-    }
-    /// Set bit `i`; false if it was already set.
-    pub(crate) fn insert(&mut self, i: u64) -> bool {
-        let (w, m) = ((i / 64) as usize, 1u64 << (i % 64));
-        let was = self.0[w] & m != 0;
-        self.0[w] |= m;
-        !was
-    }
 }
 
 #[cfg(test)]

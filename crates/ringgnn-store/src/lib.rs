@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attach;
+pub mod bitmap;
 pub mod builder;
 pub mod convert;
 pub mod dataset;
@@ -21,6 +22,7 @@ pub mod rng;
 pub mod verify;
 pub mod writer;
 
+pub use bitmap::Bitmap;
 pub use convert::{convert, ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
 pub use dataset::Dataset;
 pub use error::{Error, IoContext, Result};

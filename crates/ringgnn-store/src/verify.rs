@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use crate::attach::Bitmap;
+use crate::bitmap::Bitmap;
 use crate::manifest::{
     pad_to_page, FeatureInfo, FileEntry, IndexDtype, Manifest, MANIFEST_FILE, PAGE,
 };
