@@ -18,7 +18,6 @@ Usage:
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys

@@ -213,40 +213,25 @@ def test_errors(hubby, runs, cli, tmp_path):
         train(hubby, out=str(tmp_path / "x"), eval_mode="nonsense", **FAST)
 
 
-def test_an_interrupted_inference_leaves_no_output(hubby, runs, tmp_path):
-    """Ctrl-C in the middle: no output file, no temporary files, no intermediate layers."""
-    _, run = runs["gat"]
+@pytest.mark.parametrize("model, signame, code", [("gat", "SIGINT", 130), ("gcn", "SIGTERM", 143)])
+def test_an_interrupted_inference_leaves_no_output(hubby, runs, tmp_path, model, signame, code):
+    """Ctrl-C or SIGTERM in the middle: no output file, no temporary files, no intermediate
+    layers."""
+    _, run = runs[model]
     out = tmp_path / "out"
     out.mkdir()
-    code = (f"import ringgnn.inference as I, os, signal\n"
-            f"orig = I.LayerwiseInference.compute\n"
-            f"def compute(self, k, *a, **kw):\n"
-            f"    if k == 1: os.kill(os.getpid(), signal.SIGINT)\n"
-            f"    return orig(self, k, *a, **kw)\n"
-            f"I.LayerwiseInference.compute = compute\n"
-            f"import sys; from ringgnn.cli import main; sys.exit(main(sys.argv[1:]))\n")
-    r = subprocess.run([sys.executable, "-c", code, "predict", str(run), "--out", str(out / "p.npy"), "--quiet"],
+    script = ("import ringgnn.inference as I, os, signal\n"
+              "orig = I.LayerwiseInference.compute\n"
+              "def compute(self, k, *a, **kw):\n"
+              f"    if k == 1: os.kill(os.getpid(), signal.{signame})\n"
+              "    return orig(self, k, *a, **kw)\n"
+              "I.LayerwiseInference.compute = compute\n"
+              "import sys; from ringgnn.cli import main; sys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", script, "predict", str(run), "--out", str(out / "p.npy"), "--quiet"],
                        capture_output=True, text=True)
-    assert r.returncode == 130, r.stderr
+    assert r.returncode == code, r.stderr
     assert list(out.iterdir()) == [], "nothing left behind"
     assert not [p for p in Path(run).iterdir() if p.name.startswith(".ringgnn-infer")]
-
-
-def test_sigterm_removes_the_temporary_files(hubby, runs, tmp_path):
-    _, run = runs["gcn"]
-    out = tmp_path / "out"
-    out.mkdir()
-    code = (f"import ringgnn.inference as I, os, signal\n"
-            f"orig = I.LayerwiseInference.compute\n"
-            f"def compute(self, k, *a, **kw):\n"
-            f"    if k == 1: os.kill(os.getpid(), signal.SIGTERM)\n"
-            f"    return orig(self, k, *a, **kw)\n"
-            f"I.LayerwiseInference.compute = compute\n"
-            f"import sys; from ringgnn.cli import main; sys.exit(main(sys.argv[1:]))\n")
-    r = subprocess.run([sys.executable, "-c", code, "predict", str(run), "--out", str(out / "p.npy"), "--quiet"],
-                       capture_output=True, text=True)
-    assert r.returncode == 143, r.stderr
-    assert list(out.iterdir()) == []
 
 
 def test_a_full_disk_leaves_no_output(hubby, runs, tmp_path):
@@ -300,7 +285,6 @@ def test_blocks_cover_every_edge_once_and_chunk_hubs():
 
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
 def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeypatch):
-    ds = ringgnn.Dataset.open(hubby)
     _, run = runs[model]
     whole = infer(str(run), grid_nodes=500)
     monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 7)

@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
-from tqdm import tqdm
 
-from . import _options
+from . import _options, progress
 from ._core import InputError
 from ._options import BACKENDS, count_arg, positive_arg, size_arg
 from .dataset import Dataset
@@ -86,16 +84,7 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
     t0 = time.perf_counter()
     it = sampler.epoch(seeds, args.batch_size, shuffle=True, epoch=epoch)
     started()
-    isatty = sys.stderr.isatty()
-    with tqdm(
-        total=len(it),
-        desc=f"epoch {epoch}",
-        unit="batch",
-        file=sys.stderr,
-        mininterval=0.5 if isatty else 15.0,  # as progress.TqdmProgress: readable CI logs
-        dynamic_ncols=isatty,
-        disable=args.quiet or args.json,
-    ) as bar:
+    with progress.bar(len(it), f"epoch {epoch}", "batch", disable=args.quiet or args.json) as bar:
         for sub in it:
             edges += sub.num_edges
             nodes += sub.num_nodes

@@ -27,7 +27,6 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from . import _options
 from ._core import InputError
 from .loader import Loader
 
@@ -243,9 +242,3 @@ class DeviceLoader:
             held.pop(0)
         while len(held) > keep:
             held.pop(0)[0].synchronize()
-
-
-def gpu_cache_size(value: Any) -> Optional[int]:
-    """``--gpu-cache`` in bytes (None or 0: no GPU tier)."""
-    n = _options.size(value, "gpu_cache")
-    return n or None

@@ -131,7 +131,7 @@ def join(device: str, timeout: float = DEFAULT_TIMEOUT) -> Ranks:
 def leader_by_env() -> bool:
     """Whether this process is rank 0 (or alone) by ``torchrun``'s environment: for output
     that only one rank prints after the process group is gone."""
-    return _env_int("RANK", 0) in (0, None)
+    return _env_int("RANK", 0) == 0
 
 
 def leave(ranks: Ranks) -> None:

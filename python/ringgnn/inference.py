@@ -27,7 +27,6 @@ Ctrl-C) leaves no partial output.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -70,12 +69,10 @@ class Checkpoint:
     metrics: Dict[str, Any] = field(default_factory=dict)
 
 
-def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model") -> Checkpoint:
-    """The model of ``run_dir`` (``best.pt``, else ``last.pt``) for ``ds``, with clear errors for a
-    directory that holds no run or a model that does not fit the dataset."""
+def read_checkpoint(run_dir: str, what: str = "--model") -> Tuple[str, Dict[str, Any]]:
+    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
+    directory that holds no run or a file that is not a checkpoint."""
     import torch
-
-    from .train import MODELS, build_model
 
     path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
     if path is None:
@@ -84,7 +81,18 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model") -> Checkpo
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         raise InputError(f"{path}: not a readable checkpoint ({e})") from None
-    args = state.get("args", {}) if isinstance(state, dict) else {}
+    return path, state if isinstance(state, dict) else {}
+
+
+def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
+                    read: Optional[Tuple[str, Dict[str, Any]]] = None) -> Checkpoint:
+    """The model of ``run_dir`` (``best.pt``, else ``last.pt``; or ``read``, what
+    :func:`read_checkpoint` returned) for ``ds``, with clear errors for a directory that holds
+    no run or a model that does not fit the dataset."""
+    from .train import MODELS, build_model
+
+    path, state = read if read is not None else read_checkpoint(run_dir, what)
+    args = state.get("args", {})
     kind, fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
     hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
     if kind not in MODELS or not fanouts or layers != len(fanouts):
@@ -121,12 +129,10 @@ class RowFileWriter:
         self.row, self.per_page = _layout(dim)
         self.f = open(self.tmp, "wb")
         self.pending = np.empty((0, dim), dtype=np.float32)
-        self.rows = 0
         self.unsynced = 0
 
     def append(self, rows: np.ndarray) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.float32).reshape(-1, self.dim)
-        self.rows += len(rows)
         if self.per_page == 0:
             self._write(rows.tobytes())
             return
@@ -232,9 +238,6 @@ class NeighborFile:
         self.bytes_read += n * size
         return out.astype(dtype, copy=False)
 
-    def degrees(self) -> np.ndarray:
-        return np.diff(self.indptr)
-
 
 @dataclass(frozen=True)
 class Block:
@@ -329,6 +332,7 @@ class LayerwiseInference:
         # in-edges as sorted 8-byte keys (60% of the share); pieces of edges bring the rows of
         # their sources (the rest).
         self.grid_share = int(max(share, 0) * 0.6) if grid_nodes is None else None
+        self.piece_share = int(max(share, 0) * 0.4)
         self.grid_nodes = grid_nodes
         self.plan = dict(budget=budget, fixed=fixed, strategy=self.strategy, overlap=self.overlap,
                          block_edges=self.block_edges,
@@ -436,6 +440,13 @@ class LayerwiseInference:
                 out = net.act(out)
         return out
 
+    def _bar(self, k: int) -> Any:
+        """The progress bar of layer ``k`` (nodes done)."""
+        from .progress import bar
+
+        return bar(self.graph.num_nodes, f"layer {k + 1}/{len(self.net.convs)}", "node", disable=self.quiet,
+                   leave=False, unit_scale=True)
+
     def compute(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
                 wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
         """Layer ``k`` with the chosen strategy (see :meth:`layer` and :meth:`grid_layer`), and
@@ -519,17 +530,13 @@ class LayerwiseInference:
         the input file at most once, in order), aggregated into the block's accumulators; then
         the layer's own weights turn the aggregates into outputs."""
         import torch
-        from tqdm import tqdm
 
-        g = self.graph
         _, per_piece_edge = self._grid_cost(k)
-        # Pieces share 40% of the budget: two of them when the next is read ahead.
+        # Two pieces share the pieces' part of the budget when the next is read ahead.
         in_flight = 2 if self.overlap else 1
         piece_edges = self.block_edges if self.grid_share is None else max(
-            1024, min(MAX_BLOCK_EDGES, int(self.grid_share / 0.6 * 0.4) // in_flight // per_piece_edge))
-        isatty = sys.stderr.isatty()
-        with tqdm(total=g.num_nodes, desc=f"layer {k + 1}/{len(self.net.convs)}", unit="node", unit_scale=True,
-                  file=sys.stderr, disable=self.quiet, mininterval=0.5 if isatty else 15.0, leave=False) as bar:
+            1024, min(MAX_BLOCK_EDGES, self.piece_share // in_flight // per_piece_edge))
+        with self._bar(k) as bar:
             for a, b in self._grid_blocks(k, wanted):
                 state = self._grid_start(k, a, b, reader)
                 for lo, hi in self._windows(k, a, b):
@@ -705,14 +712,10 @@ class LayerwiseInference:
         """Layer ``k`` for every node (or the blocks holding ``wanted`` nodes); ``writer(a, rows)``
         receives rows ``a..`` in node order."""
         import torch
-        from tqdm import tqdm
 
         g = self.graph
         hub_parts: List[Any] = []
-        total = g.num_nodes
-        isatty = sys.stderr.isatty()
-        with tqdm(total=total, desc=f"layer {k + 1}/{len(self.net.convs)}", unit="node", unit_scale=True,
-                  file=sys.stderr, disable=self.quiet, mininterval=0.5 if isatty else 15.0, leave=False) as bar:
+        with self._bar(k) as bar:
             for blk in blocks(g.indptr, self.block_edges, self.block_nodes, wanted):
                 ids = g.edges(blk.lo, blk.hi)
                 dst = self._dst_of(blk)
@@ -810,18 +813,13 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     the result is written there as ``.npy`` (in blocks, renamed when complete) and a summary dict
     is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
     the process's budget (the blocks are sized from what is left of it)."""
+    read = read_checkpoint(run_dir, "RUN_DIR")
     if dataset is None:
-        path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
-        if path is None:
-            raise InputError(f"{run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
-        import torch
-
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        dataset = (state.get("metrics") or {}).get("dataset") if isinstance(state, dict) else None
+        dataset = (read[1].get("metrics") or {}).get("dataset")
         if dataset is None:
-            raise InputError(f"{path} does not say which dataset it was trained on: give --dataset")
+            raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
-    ckpt = load_checkpoint(run_dir, ds, "RUN_DIR")
+    ckpt = load_checkpoint(run_dir, ds, "RUN_DIR", read)
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
                          quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)

@@ -14,6 +14,17 @@ from typing import Optional, TextIO
 from tqdm import tqdm
 
 
+def bar(total: Optional[int], desc: str, unit: str, *, disable: bool = False, leave: bool = True,
+        file: Optional[TextIO] = None, unit_scale: bool = False) -> tqdm:
+    """A tqdm bar on ``file`` (stderr by default) that redraws twice a second on a terminal and
+    at most every 15 seconds when the output is a file or a pipe (CI logs stay readable)."""
+    file = file if file is not None else sys.stderr
+    isatty = getattr(file, "isatty", lambda: False)()
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale,
+                unit_divisor=1024 if unit == "B" else 1000, file=file,
+                mininterval=0.5 if isatty else 15.0, dynamic_ncols=isatty, disable=disable, leave=leave)
+
+
 class TqdmProgress:
     """One tqdm bar per stage on ``file`` (stderr by default); byte counts are shown scaled.
 
@@ -28,19 +39,7 @@ class TqdmProgress:
 
     def stage(self, name: str, total: Optional[int], unit: str) -> None:
         self.close()
-        isatty = getattr(self.file, "isatty", lambda: False)()
-        self._bar = tqdm(
-            total=total,
-            desc=name,
-            unit=unit,
-            unit_scale=True,
-            unit_divisor=1024 if unit == "B" else 1000,
-            file=self.file,
-            mininterval=0.5 if isatty else 15.0,
-            dynamic_ncols=isatty,
-            disable=self.disable,
-            leave=True,
-        )
+        self._bar = bar(total, name, unit, disable=self.disable, file=self.file, unit_scale=True)
 
     def advance(self, n: int) -> None:
         if self._bar is not None:

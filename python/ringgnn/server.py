@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import signal
 import sys
 import threading

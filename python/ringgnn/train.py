@@ -26,9 +26,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from tqdm import tqdm
-
-from . import _options, distributed
+from . import _options, distributed, progress
 from ._core import InputError
 from ._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
 from .dataset import Dataset
@@ -199,9 +197,8 @@ def train(
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
     ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
-    writes the run directory, and every rank returns the same metrics."""
-    import torch  # here, not at the top: every ``ringgnn`` command imports this module
-
+    writes the run directory, and every rank returns the same metrics (rank 0's also hold the
+    final layer-wise evaluation)."""
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
     fanouts = _options.fanouts(fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
@@ -520,9 +517,7 @@ def _train_epoch(net, opt, loader: Loader, epoch: int, device: str, quiet: bool,
     loader.set_epoch(epoch)
     total_loss, count, wait, step = 0.0, 0, 0.0, 0.0
     it = iter(loader)
-    isatty = sys.stderr.isatty()
-    with tqdm(total=len(loader), desc=f"epoch {epoch}", unit="batch", file=sys.stderr, disable=quiet,
-              mininterval=0.5 if isatty else 15.0, dynamic_ncols=isatty, leave=False) as bar:
+    with progress.bar(len(loader), f"epoch {epoch}", "batch", disable=quiet, leave=False) as bar:
         while True:
             t0 = time.perf_counter()
             try:
