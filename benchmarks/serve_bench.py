@@ -103,19 +103,44 @@ def _client(address, requests, rate, duration, outstanding, start_at, out):
     out.put((np.array(lat), errors, elapsed))
 
 
-def drive(address, requests, clients, *, rate=None, duration, outstanding=8):
-    """Run `clients` processes against `address`; returns (latencies [s], errors, seconds)."""
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
+LOADGEN = ROOT / "target" / "release" / "examples" / "loadgen"
+
+
+def loadgen():
+    """The Rust load generator (crates/ringgnn-serve/examples/loadgen.rs), built if needed."""
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "ringgnn-serve", "--example", "loadgen"],
+                   cwd=ROOT, check=True)
+    return LOADGEN
+
+
+def drive(address, requests, clients, *, rate=None, duration, outstanding=8, generator="python"):
+    """Run `clients` generator processes against `address`; returns (latencies [s], errors,
+    seconds)."""
     start_at = time.time() + 3.0  # after every process has started and connected
     share = [requests[k::clients] for k in range(clients)]
-    procs = [ctx.Process(target=_client, args=(address, share[k], None if rate is None else rate / clients, duration,
-                                               outstanding, start_at, q)) for k in range(clients)]
-    for p in procs:
-        p.start()
-    results = [q.get(timeout=duration + 180) for _ in procs]
-    for p in procs:
-        p.join()
+    if generator == "rust":
+        import tempfile
+
+        procs = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for k in range(clients):
+                path = Path(tmp) / f"requests{k}.bin"
+                path.write_bytes(b"".join(len(r).to_bytes(4, "little") + r for r in share[k]))
+                mode = ["--closed", str(outstanding)] if rate is None else ["--rate", str(rate / clients)]
+                procs.append(subprocess.Popen([str(LOADGEN), address, str(path), str(duration), str(start_at), *mode],
+                                              stdout=subprocess.PIPE, text=True))
+            outs = [json.loads(p.communicate(timeout=duration + 180)[0]) for p in procs]
+        results = [(np.array(o["latencies"]), o["errors"], o["seconds"]) for o in outs]
+    else:
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_client, args=(address, share[k], None if rate is None else rate / clients,
+                                                   duration, outstanding, start_at, q)) for k in range(clients)]
+        for p in procs:
+            p.start()
+        results = [q.get(timeout=duration + 180) for _ in procs]
+        for p in procs:
+            p.join()
     lat = np.concatenate([r[0] for r in results])
     errors = {}
     for r in results:
@@ -219,13 +244,23 @@ def main():
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each server start")
     ap.add_argument("--warm", action="store_true", help="read the dataset's files once first (warm page cache)")
     ap.add_argument("--modes", default="wait,queued,off")
+    ap.add_argument("--frontends", default="rust",
+                    help="gRPC servers to compare in this run (`ringgnn serve --frontend`): rust, grpcio or both; "
+                    "each frontend's loads are fractions of its own first mode's maximum")
     ap.add_argument("--loads", default="0.5,0.8", help="open-loop loads, fractions of the wait mode's maximum")
     ap.add_argument("--clients", type=int, default=4, help="client processes")
+    ap.add_argument("--generator", choices=["python", "rust"], default="rust",
+                    help="load generator: rust (crates/ringgnn-serve/examples/loadgen.rs, tonic, little CPU; the "
+                    "default) or python (grpc.aio processes)")
     ap.add_argument("--outstanding", type=int, default=16, help="requests in flight per client, closed loop")
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--requests", type=int, default=200_000, help="distinct requests prepared")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--top", type=float, help="take this as the maximum (req/s) instead of measuring it: the loads "
+                    "are then the same offered rates for every run")
     a = ap.parse_args()
+    if a.generator == "rust":
+        loadgen()
 
     import ringgnn
     from ringgnn.server import protos
@@ -241,49 +276,58 @@ def main():
     extra = shlex.split(a.server_args) + ["--fanouts", a.fanouts]
     loads = [float(x) for x in a.loads.split(",")]
     out = {"label": a.label, "dataset": a.dataset, "fanouts": fanouts, "server_args": extra, "memcap": a.memcap,
-           "clients": a.clients, "outstanding": a.outstanding, "duration": a.duration,
-           "command": " ".join(shlex.quote(x) for x in sys.argv), "modes": {}}
+           "clients": a.clients, "generator": a.generator, "outstanding": a.outstanding, "duration": a.duration,
+           "command": " ".join(shlex.quote(x) for x in sys.argv), "runs": {}}
     cdfs = {}
-    top = None
     if a.warm:
         for f in Path(a.dataset).iterdir():
             with open(f, "rb") as fh:
                 while fh.read(8 << 20):
                     pass
-    for mode in a.modes.split(","):
-        s = Server(a.dataset, extra + MODES[mode], a.memcap, a.drop_caches)
-        print(f"[{mode}] {s.lines[0]}", file=sys.stderr)
-        res = {"server": s.lines[0]}
-        drive(s.address, requests[:2000], a.clients, duration=3.0, outstanding=4)  # warm the handlers up
-        before, cpu = s.stats(), s.cpu()
-        lat, errors, secs = drive(s.address, requests, a.clients, duration=a.duration, outstanding=a.outstanding)
-        after = s.stats()
-        res["max"], _ = summary(lat, errors, secs)
-        res["max"]["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3 / max(1, res["max"]["completed"]), 3)
-        res["max"].update(server_percentiles(before, after))
-        res["max"]["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
-                                                / max(1, after["waves"] - before["waves"]), 2)
-        top = top or res["max"]["throughput"]
-        print(f"[{mode}] max {res['max']}", file=sys.stderr)
-        for load in loads:
-            rate = load * top
-            before, cpu = s.stats(), s.cpu()
-            lat, errors, secs = drive(s.address, requests, a.clients, rate=rate, duration=a.duration)
-            after = s.stats()
-            r, ms = summary(lat, errors, secs, offered=rate)
-            r["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3 / max(1, r["completed"]), 3)
-            r.update(server_percentiles(before, after))
-            r["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
-                                           / max(1, after["waves"] - before["waves"]), 2)
-            r["bytes_read_per_request"] = round((after["bytes_read"] - before["bytes_read"]) / max(1, r["completed"]))
-            res[f"{int(load * 100)}%"] = r
-            cdfs[(mode, load)] = ms
-            print(f"[{mode}] {int(load * 100)}% {r}", file=sys.stderr)
-        res["rss"] = s.rss()
-        code, err = s.stop()
-        res["exit"] = code
-        res["stderr_tail"] = err[-12:]
-        out["modes"][mode] = res
+    for frontend in a.frontends.split(","):
+        top = None
+        for mode in a.modes.split(","):
+            run = f"{frontend} {mode}"
+            s = Server(a.dataset, extra + MODES[mode] + ["--frontend", frontend], a.memcap, a.drop_caches)
+            print(f"[{run}] {s.lines[0]}", file=sys.stderr)
+            res = {"server": s.lines[0], "frontend": frontend, "mode": mode}
+            drive(s.address, requests[:2000], a.clients, duration=3.0, outstanding=4, generator=a.generator)  # warm the handlers up
+            if a.top:
+                top = a.top
+            else:
+                before, cpu = s.stats(), s.cpu()
+                lat, errors, secs = drive(s.address, requests, a.clients, duration=a.duration,
+                                         outstanding=a.outstanding, generator=a.generator)
+                after = s.stats()
+                res["max"], _ = summary(lat, errors, secs)
+                res["max"]["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3
+                                                                / max(1, res["max"]["completed"]), 3)
+                res["max"].update(server_percentiles(before, after))
+                res["max"]["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
+                                                        / max(1, after["waves"] - before["waves"]), 2)
+                top = top or res["max"]["throughput"]
+                print(f"[{run}] max {res['max']}", file=sys.stderr)
+            for load in loads:
+                rate = load * top
+                before, cpu = s.stats(), s.cpu()
+                lat, errors, secs = drive(s.address, requests, a.clients, rate=rate, duration=a.duration,
+                                         generator=a.generator)
+                after = s.stats()
+                r, ms = summary(lat, errors, secs, offered=rate)
+                r["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3 / max(1, r["completed"]), 3)
+                r.update(server_percentiles(before, after))
+                r["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
+                                               / max(1, after["waves"] - before["waves"]), 2)
+                r["bytes_read_per_request"] = round((after["bytes_read"] - before["bytes_read"])
+                                                    / max(1, r["completed"]))
+                res[f"{int(load * 100)}%"] = r
+                cdfs[(run, load)] = ms
+                print(f"[{run}] {int(load * 100)}% {r}", file=sys.stderr)
+            res["rss"] = s.rss()
+            code, err = s.stop()
+            res["exit"] = code
+            res["stderr_tail"] = err[-12:]
+            out["runs"][run] = res
     results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
     (results / f"serve_{a.label}.json").write_text(json.dumps(out, indent=1))
@@ -299,11 +343,13 @@ def plot(cdfs, a, path):
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     styles = {0.5: "-", 0.8: "--"}
-    colors = {"wait": "tab:blue", "queued": "tab:green", "off": "tab:red"}
-    for (mode, load), ms in cdfs.items():
+    palette = ["tab:green", "tab:blue", "tab:red", "tab:orange", "tab:purple", "tab:brown"]
+    colors = {}
+    for (run, load), ms in cdfs.items():
         if len(ms):
             y = np.arange(1, len(ms) + 1) / len(ms)
-            ax.plot(ms, y, styles.get(load, ":"), color=colors.get(mode), label=f"{mode}, {int(load * 100)}% load")
+            color = colors.setdefault(run, palette[len(colors) % len(palette)])
+            ax.plot(ms, y, styles.get(load, ":"), color=color, label=f"{run}, {int(load * 100)}% load")
     ax.set_xscale("log")
     ax.set_xlabel("latency per request (ms)")
     ax.set_ylabel("CDF")
@@ -317,11 +363,13 @@ def plot(cdfs, a, path):
 
 def table(out, loads):
     print(f"\n{out['label']}: `{out['command']}`\n")
-    print("| mode | load | offered req/s | served req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | req/wave "
+    print("| frontend mode | load | offered req/s | served req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | req/wave "
           "| server CPU ms/req | in server p50 / p99 ms | errors |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for mode, res in out["modes"].items():
+    for mode, res in out["runs"].items():
         for key in ["max"] + [f"{int(x * 100)}%" for x in loads]:
+            if key not in res:
+                continue
             r = res[key]
             print(f"| {mode} | {key} | {r.get('offered', '-')} | {r['throughput']} | {r['p50']} | {r['p90']} | "
                   f"{r['p99']} | {r['p99.9']} | {r['requests_per_wave']} | {r['server_cpu_ms_per_request']} | "

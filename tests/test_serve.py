@@ -85,13 +85,14 @@ def trained(tmp_path_factory):
     return tmp, ringgnn.Dataset.open(tmp / "ds"), run
 
 
-@pytest.fixture(scope="module")
-def served(trained):
-    """The main server: the model, rows read from disk (pread, no cache), 2 workers, requests
-    up to 512 seeds at fanouts 5,5 (the largest the memory plan is made for)."""
+@pytest.fixture(scope="module", params=["rust", "grpcio"])
+def served(trained, request):
+    """The main server, with each gRPC frontend: the model, rows read from disk (pread, no
+    cache), 2 workers, requests up to 512 seeds at fanouts 5,5 (the largest the memory plan is
+    made for)."""
     tmp, ds, run = trained
     s = Served(tmp, ds.path, "--model", str(run), "--backend", "pread", "--cache", "0", "--threads", "2",
-               "--fanouts", "5,5", "--batch-size", "512")
+               "--fanouts", "5,5", "--batch-size", "512", "--frontend", request.param)
     yield s
     assert s.stop() == 0
 

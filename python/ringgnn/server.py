@@ -44,6 +44,10 @@ from .dataset import Dataset
 PROTO = "ringgnn/serve.proto"
 SERVICE = "ringgnn.v1.RingGnn"
 
+#: The gRPC servers: tonic in Rust (the default: Sample and Features never enter Python), or
+#: grpcio in Python (every call through Python; kept as the baseline of docs/benchmarks.md).
+FRONTENDS = ("rust", "grpcio")
+
 #: Messages larger than gRPC's 4 MiB default are fine here: a sample of a large request is tens
 #: of MB. The server's request limits (--max-nodes and the plan's batch) bound them.
 MAX_MESSAGE = 1 << 30
@@ -112,8 +116,10 @@ class Servicer:
         connection, and every failure mapped to a status with its message."""
         import grpc
 
-        token = _core.CancelToken()
-        context.add_callback(token.cancel)
+        token = getattr(context, "token", None)
+        if token is None:  # grpcio's context: cancel when the client goes away
+            token = _core.CancelToken()
+            context.add_callback(token.cancel)
         try:
             return fn(*args, timeout=context.time_remaining(), token=token, **kwargs)
         except InputError as e:
@@ -207,13 +213,24 @@ class Servicer:
             reply.model_fanouts.extend(m.fanouts)
         return reply
 
+    def methods(self) -> Dict[str, Tuple[Any, Any, bool]]:
+        """Each method's (implementation, request message, whether the reply is bytes already)."""
+        pb = self.pb
+        return {
+            "Sample": (self.Sample, pb.SampleRequest, True),
+            "Features": (self.Features, pb.FeaturesRequest, False),
+            "Predict": (self.Predict, pb.PredictRequest, False),
+            "Embed": (self.Embed, pb.PredictRequest, False),
+            "Info": (self.Info, pb.InfoRequest, False),
+        }
+
     def handler(self) -> Any:
-        """The service's gRPC handler. Requests arrive as bytes and are parsed here, so that a
-        malformed one gets INVALID_ARGUMENT with the parser's message; Sample's reply is
+        """The service's handler for grpcio. Requests arrive as bytes and are parsed here, so
+        that a malformed one gets INVALID_ARGUMENT with the parser's message; Sample's reply is
         already bytes."""
         import grpc
 
-        def method(fn, message, raw_reply=False):
+        def method(fn, message, raw_reply):
             def call(data: bytes, context: Any) -> Any:
                 try:
                     request = message.FromString(data)
@@ -225,14 +242,50 @@ class Servicer:
             serialize = (lambda b: b) if raw_reply else (lambda m: m.SerializeToString())
             return grpc.unary_unary_rpc_method_handler(call, response_serializer=serialize)
 
-        pb = self.pb
-        return grpc.method_handlers_generic_handler(SERVICE, {
-            "Sample": method(self.Sample, pb.SampleRequest, raw_reply=True),
-            "Features": method(self.Features, pb.FeaturesRequest),
-            "Predict": method(self.Predict, pb.PredictRequest),
-            "Embed": method(self.Embed, pb.PredictRequest),
-            "Info": method(self.Info, pb.InfoRequest),
-        })
+        return grpc.method_handlers_generic_handler(
+            SERVICE, {name: method(*m) for name, m in self.methods().items()})
+
+    def dispatch(self, method: str, data: bytes, timeout: Optional[float], token: Any) -> Tuple[int, Any]:
+        """One call from the Rust server (``_core.GrpcServer``, which serves Sample and Features
+        itself): ``(0, reply bytes)`` or ``(status code, message)``."""
+        fn, message, raw_reply = self.methods()[method]
+        context = _Context(timeout, token)
+        try:
+            try:
+                request = message.FromString(data)
+            except Exception as e:  # protobuf's DecodeError, or a bad UTF-8 string
+                context.abort(_code("INVALID_ARGUMENT"), f"malformed {message.DESCRIPTOR.full_name}: {e}")
+            reply = fn(request, context)
+            return 0, reply if raw_reply else reply.SerializeToString()
+        except _Aborted as a:
+            return a.code.value[0], a.details
+
+
+class _Aborted(Exception):
+    def __init__(self, code: Any, details: str):
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _Context:
+    """What the servicer's methods use of grpcio's context, for a call from the Rust server: the
+    time left, the request's cancel token (cancelled by the server when the client goes away),
+    and ``abort``."""
+
+    def __init__(self, timeout: Optional[float], token: Any):
+        self.timeout, self.token = timeout, token
+
+    def time_remaining(self) -> Optional[float]:
+        return self.timeout
+
+    def abort(self, code: Any, details: str) -> None:
+        raise _Aborted(code, details)
+
+
+def _code(name: str) -> Any:
+    import grpc
+
+    return getattr(grpc.StatusCode, name)
 
 
 def _message(e: BaseException) -> str:
@@ -250,12 +303,16 @@ class Server:
                  max_wait_ms: Optional[float] = None,
                  max_wave: int = 64, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
                  max_hops: int = 6,
-                 batch_size: int = 64):
-        import grpc
-        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
+                 batch_size: int = 64, frontend: str = "rust"):
+        if frontend not in FRONTENDS:
+            raise InputError(f"--frontend must be one of {', '.join(FRONTENDS)}, not {frontend!r}")
+        self.frontend = frontend
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
         self.model = Model(model, self.dataset) if model else None
+        # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
+        # grpcio frontend, or Predict/Embed. Loaded before the engine, so its reserve has them.
+        if frontend == "grpcio" or self.model:
+            protos()
         if fanouts is None:
             fanouts = self.model.fanouts if self.model else [20, 15, 10]
         max_concurrent = _options.count(max_concurrent, "max_concurrent", 1)
@@ -273,14 +330,32 @@ class Server:
             max_wait_us=max_wait_us, max_wave=_options.count(max_wave, "max_wave", 1),
             queue=max_concurrent,
             max_nodes=_options.count(max_nodes, "max_nodes", 1), max_hops=_options.count(max_hops, "max_hops", 1))
+        handlers = _options.count(handlers, "handlers", 1)
+        host = listen.rsplit(":", 1)[0]
+        if frontend == "rust":
+            # Binds and serves at once. Sample, Features and Info never enter Python; Predict and
+            # Embed call the servicer (with the GIL) for the model.
+            m = self.model
+            delegate = Servicer(self.engine, self.dataset, m).dispatch if m else None
+            self._rust = _core.GrpcServer(
+                self.engine, listen, delegate, handlers=handlers, max_concurrent=max_concurrent,
+                max_message=MAX_MESSAGE, dataset=str(self.dataset.path), num_classes=self.dataset.num_classes or 0,
+                model=m.kind if m else "", model_run=str(m.run_dir) if m else "",
+                model_fanouts=list(m.fanouts) if m else [], model_hidden=m.hidden if m else 0)
+            self.port = self._rust.port
+            self.address = f"{host}:{self.port}"
+            return
+        import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+        self.servicer = Servicer(self.engine, self.dataset, self.model)
         self._grpc = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=_options.count(handlers, "handlers", 1),
-                                       thread_name_prefix="ringgnn-rpc"),
+            futures.ThreadPoolExecutor(max_workers=handlers, thread_name_prefix="ringgnn-rpc"),
             maximum_concurrent_rpcs=max_concurrent,
             options=[("grpc.max_receive_message_length", MAX_MESSAGE),
                      ("grpc.max_send_message_length", MAX_MESSAGE),
                      ("grpc.so_reuseport", 0)])
-        self._grpc.add_generic_rpc_handlers((Servicer(self.engine, self.dataset, self.model).handler(),))
+        self._grpc.add_generic_rpc_handlers((self.servicer.handler(),))
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
         self._serving = health_pb2.HealthCheckResponse.SERVING
@@ -290,18 +365,22 @@ class Server:
             raise InputError(f"--listen {listen}: cannot listen there ({e}); is the port in use?") from None
         if not self.port:
             raise InputError(f"--listen {listen}: cannot listen there; is the port in use?")
-        host = listen.rsplit(":", 1)[0]
         self.address = f"{host}:{self.port}"
 
     def start(self) -> "Server":
-        self._grpc.start()
-        for name in ("", SERVICE):
-            self.health.set(name, self._serving)
+        """Serve (the Rust frontend serves from the start; the health service says SERVING)."""
+        if self.frontend == "grpcio":
+            self._grpc.start()
+            for name in ("", SERVICE):
+                self.health.set(name, self._serving)
         return self
 
     def stop(self, grace: float = 10.0) -> None:
         """Refuse new requests, let those in flight finish (``grace`` seconds at most), then
         stop the engine."""
+        if self.frontend == "rust":
+            self._rust.stop(grace)
+            return
         self.health.enter_graceful_shutdown()
         self._grpc.stop(grace).wait()
         self.engine.close()
@@ -311,7 +390,7 @@ class Server:
         pages = e.stats()["pages_cached"]
         return (f"serving {self.dataset.path} ({e.num_nodes:,} nodes, {e.num_edges:,} edges"
                 + (f", {e.feature_dim} features ({e.feature_dtype})" if e.feature_dim else "")
-                + f") on {self.address}: sampling with {e.backend}"
+                + f") on {self.address} (gRPC: {self.frontend}): sampling with {e.backend}"
                 + (f", rows with {e.feature_backend}" if e.feature_dim else "")
                 + f", default fanouts {','.join(map(str, e.fanouts))}, seed {e.seed}"
                 + (f"; model {m.kind} from {m.path} (fanouts {','.join(map(str, m.fanouts))})" if m else "")
@@ -352,7 +431,11 @@ def add_parser(sub: Any) -> None:
                    help="requests served together in one wave at most (default 64; 1: no batching)")
     p.add_argument("--max-concurrent", type=positive_arg, default=256, metavar="N",
                    help="requests in progress at most; more get RESOURCE_EXHAUSTED (default 256)")
-    p.add_argument("--handlers", type=positive_arg, default=32, metavar="N", help="gRPC handler threads (default 32)")
+    p.add_argument("--handlers", type=positive_arg, default=32, metavar="N",
+                   help="threads that run requests, each holding one until answered (default 32)")
+    p.add_argument("--frontend", choices=FRONTENDS, default="rust",
+                   help="gRPC server: rust (tonic; Sample and Features never enter Python; the default) or grpcio "
+                   "(Python's, every call through Python: the baseline of docs/benchmarks.md)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
                    help="node ids per request (default 4096)")
     p.add_argument("--max-hops", type=positive_arg, default=6, metavar="N", help="fanouts per request (default 6)")
@@ -368,7 +451,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     max_wave=args.max_wave,
                     max_concurrent=args.max_concurrent,
                     handlers=args.handlers, max_nodes=args.max_nodes, max_hops=args.max_hops,
-                    batch_size=args.batch_size)
+                    batch_size=args.batch_size, frontend=args.frontend)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -4,6 +4,7 @@
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
@@ -12,6 +13,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
 use ringgnn_sampler::SampleOptions;
+use ringgnn_serve::grpc::{Delegate, GrpcOptions, InfoFields, Method, Refusal};
 use ringgnn_serve::{EngineOptions, Limits, SampleRequest, ServeError};
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
@@ -49,6 +51,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<Engine>()?;
     m.add_class::<CancelToken>()?;
+    m.add_class::<GrpcServer>()?;
     m.add("BusyError", py.get_type::<BusyError>())?;
     m.add(
         "DeadlineExceededError",
@@ -97,7 +100,7 @@ impl CancelToken {
 /// The request engine over one dataset (see `ringgnn/server.py`).
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct Engine {
-    inner: ringgnn_serve::Engine,
+    inner: Arc<ringgnn_serve::Engine>,
     dtype: Option<FeatureDtype>,
 }
 
@@ -219,7 +222,7 @@ impl Engine {
             .map_err(serve_error)?;
         Ok(Engine {
             dtype: dtype.filter(|_| inner.dim() > 0),
-            inner,
+            inner: Arc::new(inner),
         })
     }
 
@@ -402,5 +405,120 @@ impl Engine {
     /// Take no new requests, answer those queued, stop the workers.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.inner.close());
+    }
+}
+
+/// The Python servicer's `dispatch(method, request, timeout, token)` as the gRPC server's
+/// [`Delegate`] for Predict, Embed and Info: it returns `(0, reply bytes)` or `(code, message)`;
+/// an exception it lets through is INTERNAL with its message.
+struct PyDelegate(Py<PyAny>);
+
+/// gRPC's INTERNAL.
+const INTERNAL: i32 = 13;
+
+impl Delegate for PyDelegate {
+    fn call(
+        &self,
+        method: Method,
+        request: &[u8],
+        deadline: Option<Instant>,
+        token: &ringgnn_serve::CancelToken,
+    ) -> Result<Vec<u8>, Refusal> {
+        Python::attach(|py| {
+            let timeout =
+                deadline.map(|d| d.saturating_duration_since(Instant::now()).as_secs_f64());
+            let token = CancelToken {
+                inner: token.clone(),
+            };
+            let answer = self
+                .0
+                .call1(
+                    py,
+                    (method.name(), PyBytes::new(py, request), timeout, token),
+                )
+                .and_then(|r| r.extract::<(i32, Py<PyAny>)>(py));
+            match answer {
+                Ok((0, reply)) => reply
+                    .extract::<Vec<u8>>(py)
+                    .map_err(|e| (INTERNAL, format!("the servicer's reply is not bytes: {e}"))),
+                Ok((code, message)) => Err((code, message.bind(py).to_string())),
+                Err(e) => Err((INTERNAL, e.value(py).to_string())),
+            }
+        })
+    }
+}
+
+/// `ringgnn serve`'s gRPC server in Rust (tonic, `ringgnn_serve::grpc`): Sample and Features
+/// served without Python, Predict, Embed and Info through `delegate`.
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct GrpcServer {
+    inner: Mutex<Option<ringgnn_serve::grpc::GrpcServer>>,
+    port: u16,
+}
+
+#[pymethods]
+impl GrpcServer {
+    /// Bind `listen` and start serving `engine`; `delegate` (with a model) serves Predict and
+    /// Embed; `num_classes` and the `model_*` fields are what `Info` reports of them.
+    #[new]
+    #[pyo3(signature = (
+        engine, listen, delegate, *, handlers, max_concurrent, max_message, dataset, num_classes=0,
+        model=String::new(), model_run=String::new(), model_fanouts=Vec::new(), model_hidden=0
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        engine: PyRef<'_, Engine>,
+        listen: &str,
+        delegate: Option<Py<PyAny>>,
+        handlers: NonZeroUsize,
+        max_concurrent: NonZeroUsize,
+        max_message: usize,
+        dataset: String,
+        num_classes: i64,
+        model: String,
+        model_run: String,
+        model_fanouts: Vec<i32>,
+        model_hidden: i64,
+    ) -> PyResult<Self> {
+        let opts = GrpcOptions {
+            handlers: handlers.get(),
+            max_concurrent: max_concurrent.get(),
+            max_message,
+            dataset,
+            dtype: engine.dtype,
+            info: InfoFields {
+                num_classes,
+                model,
+                model_run,
+                model_fanouts,
+                model_hidden,
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        };
+        let eng = engine.inner.clone();
+        let delegate = delegate.map(|d| Arc::new(PyDelegate(d)) as Arc<dyn Delegate>);
+        let server = py
+            .detach(|| ringgnn_serve::grpc::GrpcServer::start(listen, eng, delegate, opts))
+            .map_err(serve_error)?;
+        Ok(GrpcServer {
+            port: server.port(),
+            inner: Mutex::new(Some(server)),
+        })
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Refuse new requests, let those in flight finish (`grace` seconds at most), close the
+    /// engine. The GIL is released meanwhile: Predict and Embed in flight need it.
+    fn stop(&self, py: Python<'_>, grace: f64) {
+        let server = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut s) = server {
+            let grace = Duration::from_secs_f64(grace.clamp(0.0, 1e6));
+            py.detach(move || s.stop(grace));
+        }
     }
 }

@@ -23,6 +23,7 @@
 
 mod engine;
 mod error;
+pub mod grpc;
 pub mod latency;
 mod options;
 pub mod wire;
