@@ -3,27 +3,31 @@
 
 Starts `ringgnn serve DATASET` (optionally under `memcap`, caches dropped first), then drives its
 Sample call with C client processes, one node per request (uniform over the nodes that have
-neighbors), fanouts 20,15,10 by default, for each batching mode:
+neighbors), fanouts 20,15,10 by default, for each gRPC frontend (--frontends: rust, the default
+server, and/or grpcio, the Python one) and each batching mode (--modes):
 
-  wait    --max-wait-ms 1: a wave waits up to 1 ms for concurrent requests (the default)
-  queued  --max-wait-ms 0: a wave takes what is already queued, no waiting
+  wait    --max-wait-ms 1: a wave waits up to 1 ms for concurrent requests
+  queued  --max-wait-ms 0: a wave takes what is already queued, no waiting (the server's default)
   off     --max-wave 1: every request is its own wave (no sharing of reads)
 
-For each mode:
+For each frontend and mode:
   max     closed loop, every client keeping --outstanding requests in flight for --duration s:
           the maximum sustainable throughput (completed requests / s);
-  LOAD%   open loop, Poisson arrivals at LOAD% of the *wait* mode's maximum (the same offered
-          load for every mode, so their latencies compare), for --duration s.
+  LOAD%   open loop, Poisson arrivals at LOAD% of the frontend's *first* mode's maximum (the same
+          offered load for every mode of a frontend, so their latencies compare), for --duration
+          s; with --top R, of R req/s for every run instead (and no max runs).
 Latency is measured from a request's scheduled send time to its answer (no coordinated
-omission), in the client processes (grpc.aio, one event loop each). The clients send
-pre-serialized requests and do not decode the answers, to leave the 2 cores to the server as
-much as possible; they still share the machine with it, so the maximum is the client+server
-system's, and the latencies include the clients' own scheduling.
+omission), in the client processes. The clients send pre-serialized requests and do not decode
+the answers. --generator rust (the default) runs crates/ringgnn-serve/examples/loadgen.rs (tonic;
+one thread for the schedule, one for the connections); --generator python runs grpc.aio
+processes (one event loop each), which spend about half a millisecond of CPU per request. Either
+way the clients share the 2 cores with the server, so the maximum is the client+server system's,
+and the latencies include the clients' own scheduling.
 
 Usage (root for --memcap/--drop-caches):
-    python benchmarks/serve_bench.py /var/tmp/ringgnn-bench/rmat23 --label rmat23-disk \\
-        --server-args "--backend uring --direct" --memcap 1G --drop-caches
-    python benchmarks/serve_bench.py /var/tmp/ringgnn-bench/rmat23 --label rmat23-warm \\
+    python benchmarks/serve_bench.py /var/tmp/ringgnn-bench/rmat23 --label rmat23-disk --clients 2 \
+        --frontends rust,grpcio --server-args "--backend uring --direct --memory 480M" --memcap 480M --drop-caches
+    python benchmarks/serve_bench.py /var/tmp/ringgnn-bench/rmat23 --label rmat23-warm \
         --server-args "--backend uring"
 Writes benchmarks/results/serve_LABEL.json and docs/serve_cdf_LABEL.png and prints a Markdown
 table for docs/benchmarks.md.

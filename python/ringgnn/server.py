@@ -1,13 +1,16 @@
 """``ringgnn serve``: on-demand sampling, features and inference behind a gRPC API.
 
-The API is ``ringgnn/serve.proto`` (shipped in the package; docs/SERVING.md). The server is
-grpcio's: a pool of handler threads, each calling the Rust request engine (``_core.Engine``,
-crate ``ringgnn-serve``) with the GIL released. The engine batches the requests that arrive
-together into waves that share their reads (one io_uring submission per hop for all of them),
-within the memory budget; it refuses what does not fit its queue (RESOURCE_EXHAUSTED), honors
-deadlines and drops the work of clients that went away. ``Predict``/``Embed`` sample the nodes'
-neighborhood with the model's training fanouts, take its feature rows from the same wave, and
-run the model in the handler thread (PyTorch releases the GIL in its kernels).
+The API is ``ringgnn/serve.proto`` (shipped in the package; docs/SERVING.md). The gRPC server is
+in Rust (``_core.GrpcServer``: tonic, crate ``ringgnn-serve``): ``Sample``, ``Features`` and
+``Info`` are decoded, served by the Rust request engine and encoded without entering Python.
+``Predict``/``Embed`` sample the nodes' neighborhood with the model's training fanouts, take its
+feature rows from the same wave, and run the model here (:class:`Servicer`, called back with the
+GIL; PyTorch releases it in its kernels). ``--frontend grpcio`` serves every call through
+Python's grpcio instead (handler threads calling the engine with the GIL released): the first
+design, kept as the baseline of docs/benchmarks.md. The engine batches the requests that arrive
+together into waves that share their reads, within the memory budget; it refuses what does not
+fit its queue (RESOURCE_EXHAUSTED), honors deadlines and drops the work of clients that went
+away.
 
 Status codes: INVALID_ARGUMENT for bad input (the message says what and the limit),
 RESOURCE_EXHAUSTED when the queue is full, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE while

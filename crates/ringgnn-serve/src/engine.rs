@@ -631,8 +631,16 @@ impl Shared {
             || rows >= self.wave_rows
     }
 
+    /// The wave of a worker: the queued jobs in arrival order while they fit one wave of the
+    /// plan, at most [`wave_cap`] of them.
     fn take(&self, q: &mut Queue) -> Vec<Job> {
         let (mut edges, mut rows) = (0u64, 0u64);
+        let most = wave_cap(
+            q.jobs.len(),
+            self.opts.loader.threads.get(),
+            self.opts.max_wave.get(),
+            !self.opts.max_wait.is_zero(),
+        );
         let mut wave = Vec::new();
         while let Some(j) = q.jobs.front() {
             let (e, r) = match j.work {
@@ -640,7 +648,7 @@ impl Shared {
                 Work::Features(_) => (edges, rows + j.cost),
             };
             let fits = e <= self.wave_edges && r <= self.wave_rows;
-            if wave.len() >= self.opts.max_wave.get() || (!wave.is_empty() && !fits) {
+            if wave.len() >= most || (!wave.is_empty() && !fits) {
                 break;
             }
             (edges, rows) = (e, r);
@@ -798,4 +806,41 @@ impl Shared {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How many of `queued` jobs one of `workers` takes for a wave: at most `max_wave`, and without
+/// a wait for company (`waits` false, the default) at most its share of the queue,
+/// `ceil(queued / workers)`. A wave's requests all wait for its slowest, so under light load
+/// requests go one per worker (none waits behind another's hub) and only a long queue makes
+/// long waves (measured in docs/benchmarks.md). A wait for company asks for waves: then a
+/// wave takes all that fits.
+fn wave_cap(queued: usize, workers: usize, max_wave: usize, waits: bool) -> usize {
+    if waits {
+        return max_wave;
+    }
+    max_wave.min(queued.div_ceil(workers.max(1)).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wave_cap;
+
+    #[test]
+    fn a_wave_takes_its_share_of_the_queue_unless_it_waited_for_company() {
+        // (queued, workers, max_wave) -> cap
+        for (q, w, m, want) in [
+            (0, 2, 64, 1),
+            (1, 2, 64, 1),
+            (2, 2, 64, 1),
+            (3, 2, 64, 2),
+            (30, 2, 64, 15),
+            (200, 2, 64, 64),
+            (5, 1, 64, 5),
+            (5, 4, 64, 2),
+            (9, 2, 1, 1),
+        ] {
+            assert_eq!(wave_cap(q, w, m, false), want, "{q} queued, {w} workers, max {m}");
+            assert_eq!(wave_cap(q, w, m, true), m, "waiting: {q} queued");
+        }
+    }
 }

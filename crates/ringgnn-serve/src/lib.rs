@@ -15,9 +15,10 @@
 //! worker, with the neighbor file's hottest pages kept in memory (`ringgnn_sampler::hot_pages`).
 //! [`latency`] keeps a histogram of answered requests' latencies.
 //!
-//! The gRPC service is not here: it is grpcio's (Python, `ringgnn/server.py`), calling this
-//! engine through the `_core.Engine` binding with the GIL released. Only the encoding of the
-//! largest reply, a sample, is done here ([`wire::sample_reply`], with prost's encoders).
+//! The gRPC server is here too ([`grpc`]): tonic, serving `Sample`, `Features` and `Info` in
+//! Rust end to end and handing `Predict`/`Embed` to a [`grpc::Delegate`] (the Python servicer,
+//! which runs the model). The largest reply, a sample, is encoded with prost's field encoders
+//! ([`wire::sample_reply`]).
 
 #![forbid(unsafe_code)]
 
