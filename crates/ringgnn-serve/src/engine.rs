@@ -839,7 +839,11 @@ mod tests {
             (5, 4, 64, 2),
             (9, 2, 1, 1),
         ] {
-            assert_eq!(wave_cap(q, w, m, false), want, "{q} queued, {w} workers, max {m}");
+            assert_eq!(
+                wave_cap(q, w, m, false),
+                want,
+                "{q} queued, {w} workers, max {m}"
+            );
             assert_eq!(wave_cap(q, w, m, true), m, "waiting: {q} queued");
         }
     }
