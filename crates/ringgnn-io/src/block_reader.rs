@@ -109,6 +109,7 @@ pub struct BlockCounts {
 
 /// Loads the needed pages of one chunk of a file at a time; see the module docs.
 pub struct BlockReader {
+    /// Declared before `buf`, so dropped first: its ring may hold `buf` registered.
     reader: Box<dyn ReadBatch>,
     model: ReadModel,
     buf: AlignedBuf,
@@ -135,10 +136,18 @@ impl BlockReader {
     ) -> Self {
         let bp = model.block_pages();
         let chunk_pages = (chunk_bytes / ALIGN).div_ceil(bp).max(1) * bp;
+        let mut reader = reader;
+        let mut buf = AlignedBuf::new(chunk_pages * ALIGN);
+        if std::env::var(crate::uring::FIXED_BUFFERS_ENV).as_deref() != Ok("0") {
+            // SAFETY: `buf` is this reader's for its whole life, never reallocated (an
+            // AlignedBuf's mapping does not move), and read into only through `reader`, which
+            // it outlives: fields drop in order, `reader` before `buf`.
+            unsafe { reader.register_buffer(buf.spare()) };
+        }
         BlockReader {
             reader,
             model,
-            buf: AlignedBuf::new(chunk_pages * ALIGN),
+            buf,
             chunk_pages,
             file_pages: file_bytes.div_ceil(PAGE),
             first_page: 0,

@@ -32,6 +32,17 @@ pub struct IoStats {
 /// `UnexpectedEof` error, never silently zero-filled data.
 pub trait ReadBatch: Send {
     fn read_batch(&mut self, reqs: &[ReadReq], buf: &mut [u8]) -> io::Result<()>;
+    /// Register `buf`, the buffer its owner reads into for the backend's whole life, with the
+    /// kernel, so that reads into it skip pinning its pages each time (io_uring's fixed
+    /// buffers). Returns whether it is registered; by default nothing is.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must stay allocated at the same address, and be read into only through this
+    /// backend, until the backend is dropped: the kernel keeps its pages and writes there.
+    unsafe fn register_buffer(&mut self, _buf: &mut [u8]) -> bool {
+        false
+    }
     fn stats(&self) -> IoStats;
     /// "pread", "uring", "uring-direct", ... for reports.
     fn name(&self) -> &'static str;
