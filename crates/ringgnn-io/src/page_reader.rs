@@ -22,6 +22,7 @@ pub struct ReadCount {
 
 /// A read backend with the workspace of coalesced page reads (see the module docs).
 pub struct PageReader {
+    /// Declared before `buf`, so dropped first: its ring may hold `buf` registered.
     reader: Box<dyn ReadBatch>,
     max_run: usize,
     buf: AlignedBuf,
@@ -35,10 +36,17 @@ impl PageReader {
     /// `min_buffer` (the pages the largest single range can touch).
     pub fn new(reader: Box<dyn ReadBatch>, opts: CoalesceOptions, min_buffer: usize) -> Self {
         let max_run = opts.run_bytes();
+        let (mut reader, mut buf) = (
+            reader,
+            AlignedBuf::new(opts.buffer.max(max_run).max(min_buffer)),
+        );
+        // SAFETY: `buf` is this reader's for its whole life, read into only through `reader`,
+        // which is the field before it.
+        unsafe { crate::block_reader::register(reader.as_mut(), &mut buf) };
         PageReader {
             reader,
             max_run,
-            buf: AlignedBuf::new(opts.buffer.max(max_run).max(min_buffer)),
+            buf,
             reqs: Vec::new(),
             at: Vec::new(),
             cancel: None,
