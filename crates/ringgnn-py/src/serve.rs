@@ -245,11 +245,7 @@ impl Engine {
     /// "f32", "f16" or "bf16" (None without features).
     #[getter]
     fn feature_dtype(&self) -> Option<&'static str> {
-        self.dtype.map(|d| match d {
-            FeatureDtype::F32 => "f32",
-            FeatureDtype::F16 => "f16",
-            FeatureDtype::Bf16 => "bf16",
-        })
+        self.dtype.map(FeatureDtype::name)
     }
 
     /// The default fanouts of requests.

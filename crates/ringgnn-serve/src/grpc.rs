@@ -229,14 +229,6 @@ struct StatsMsg {
     latency_buckets: Vec<u64>,
 }
 
-fn dtype_name(d: FeatureDtype) -> &'static str {
-    match d {
-        FeatureDtype::F32 => "f32",
-        FeatureDtype::F16 => "f16",
-        FeatureDtype::Bf16 => "bf16",
-    }
-}
-
 /// The status of an engine error (the mapping `docs/SERVING.md` lists).
 fn status(e: ServeError) -> Status {
     let code = match &e {
@@ -302,7 +294,7 @@ impl Inner {
             num_nodes: e.num_nodes() as i64,
             num_edges: e.num_edges() as i64,
             feature_dim: e.dim() as i64,
-            feature_dtype: self.opts.dtype.map_or("", dtype_name).into(),
+            feature_dtype: self.opts.dtype.map_or("", FeatureDtype::name).into(),
             num_classes: f.num_classes,
             fanouts: o.fanouts.iter().map(|x| x.value() as i32).collect(),
             seed: o.seed,
@@ -393,7 +385,7 @@ impl Inner {
                 let reply = FeaturesReplyMsg {
                     rows: rows.rows as i64,
                     dim: rows.dim as i64,
-                    dtype: dtype_name(dtype).into(),
+                    dtype: dtype.name().into(),
                     data,
                 };
                 Ok(reply.encode_to_vec())
