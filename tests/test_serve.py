@@ -449,11 +449,17 @@ def test_cli_errors(trained, tmp_path):
                              timeout=120)
         assert out.returncode == 1 and message in out.stderr, (args, out.stderr)
         assert "Traceback" not in out.stderr
-    # The port is taken.
+    # The port is taken, for either frontend.
     s = Served(tmp, ds.path)
     try:
-        out = subprocess.run([sys.executable, "-m", "ringgnn", "serve", ds.path, "--listen", s.address],
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 1 and "cannot listen" in out.stderr, out.stderr
+        for frontend in ("rust", "grpcio"):
+            out = subprocess.run([sys.executable, "-m", "ringgnn", "serve", ds.path, "--listen", s.address,
+                                  "--frontend", frontend], capture_output=True, text=True, timeout=120)
+            assert out.returncode == 1 and "cannot listen" in out.stderr, (frontend, out.stderr)
     finally:
         assert s.stop() == 0
+    # The API checks the frontend too (the command line's choices never let a wrong one through).
+    from ringgnn.server import Server
+
+    with pytest.raises(ringgnn.InputError, match="--frontend must be one of rust, grpcio"):
+        Server(ds.path, frontend="tonic")

@@ -47,7 +47,7 @@ from .dataset import Dataset
 PROTO = "ringgnn/serve.proto"
 SERVICE = "ringgnn.v1.RingGnn"
 
-#: The gRPC servers: tonic in Rust (the default: Sample and Features never enter Python), or
+#: The gRPC servers: tonic in Rust (the default: Sample, Features and Info never enter Python), or
 #: grpcio in Python (every call through Python; kept as the baseline of docs/benchmarks.md).
 FRONTENDS = ("rust", "grpcio")
 
@@ -249,8 +249,9 @@ class Servicer:
             SERVICE, {name: method(*m) for name, m in self.methods().items()})
 
     def dispatch(self, method: str, data: bytes, timeout: Optional[float], token: Any) -> Tuple[int, Any]:
-        """One call from the Rust server (``_core.GrpcServer``, which serves Sample and Features
-        itself): ``(0, reply bytes)`` or ``(status code, message)``."""
+        """One call from the Rust server (``_core.GrpcServer``, which serves Sample, Features and
+        Info itself and calls this for Predict and Embed): ``(0, reply bytes)`` or
+        ``(status code, message)``."""
         fn, message, raw_reply = self.methods()[method]
         context = _Context(timeout, token)
         try:
@@ -437,7 +438,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--handlers", type=positive_arg, default=32, metavar="N",
                    help="threads that run requests, each holding one until answered (default 32)")
     p.add_argument("--frontend", choices=FRONTENDS, default="rust",
-                   help="gRPC server: rust (tonic; Sample and Features never enter Python; the default) or grpcio "
+                   help="gRPC server: rust (tonic; Sample, Features and Info never enter Python; the default) or grpcio "
                    "(Python's, every call through Python: the baseline of docs/benchmarks.md)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
                    help="node ids per request (default 4096)")
