@@ -405,7 +405,7 @@ impl Engine {
 }
 
 /// The Python servicer's `dispatch(method, request, timeout, token)` as the gRPC server's
-/// [`Delegate`] for Predict, Embed and Info: it returns `(0, reply bytes)` or `(code, message)`;
+/// [`Delegate`] for Predict and Embed: it returns `(0, reply bytes)` or `(code, message)`;
 /// an exception it lets through is INTERNAL with its message.
 struct PyDelegate(Py<PyAny>);
 
@@ -444,8 +444,8 @@ impl Delegate for PyDelegate {
     }
 }
 
-/// `ringgnn serve`'s gRPC server in Rust (tonic, `ringgnn_serve::grpc`): Sample and Features
-/// served without Python, Predict, Embed and Info through `delegate`.
+/// `ringgnn serve`'s gRPC server in Rust (tonic, `ringgnn_serve::grpc`): Sample, Features and
+/// Info served without Python; Predict and Embed through `delegate`.
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct GrpcServer {
     inner: Mutex<Option<ringgnn_serve::grpc::GrpcServer>>,

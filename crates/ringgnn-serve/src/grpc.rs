@@ -1,12 +1,12 @@
 //! [`GrpcServer`]: the `ringgnn.v1.RingGnn` service (`python/ringgnn/serve.proto`) and the
 //! standard health service on tonic, in Rust, over one [`Engine`].
 //!
-//! `Sample` and `Features` are served here end to end: the request is decoded with prost,
-//! checked, handed to the engine on a blocking thread (where it leads or joins a wave, as any
-//! caller does) and the reply encoded without leaving Rust, so a request costs no Python and no
-//! GIL. `Predict`, `Embed` and `Info` need the model and the dataset's Python side: they go to
-//! a [`Delegate`] (the Python servicer, in the binding) with the raw request, its deadline and
-//! its cancel token.
+//! `Sample`, `Features` and `Info` are served here end to end: the request is decoded with
+//! prost, checked, handed to the engine on a blocking thread (where it leads or joins a wave, as
+//! any caller does) and the reply encoded without leaving Rust, so a request costs no Python and
+//! no GIL. `Predict` and `Embed` need the model, which is Python's: they go to a [`Delegate`]
+//! (the Python servicer, in the binding) with the raw request, its deadline and its cancel
+//! token; without one they get FAILED_PRECONDITION.
 //!
 //! Every method takes and returns raw bytes ([`RawCodec`]) and decodes the request itself, so
 //! that a malformed message gets INVALID_ARGUMENT with the parser's message (tonic's own codec
@@ -76,7 +76,7 @@ impl Method {
 /// A refusal: a gRPC status code (its number) and the message.
 pub type Refusal = (i32, String);
 
-/// What serves the methods that are not served in Rust (`Predict`, `Embed`, `Info`): called on
+/// What serves the methods that are not served in Rust (`Predict`, `Embed`): called on
 /// a blocking thread with the request's bytes, its deadline and its cancel token; returns the
 /// reply's bytes or a refusal.
 pub trait Delegate: Send + Sync + 'static {
@@ -550,7 +550,7 @@ pub struct GrpcServer {
 
 impl GrpcServer {
     /// Bind `listen` (`HOST:PORT`, port 0 for a free one) and start serving `engine` (with
-    /// `delegate` for Predict, Embed and Info).
+    /// `delegate`, with a model, for Predict and Embed).
     pub fn start(
         listen: &str,
         engine: Arc<Engine>,
