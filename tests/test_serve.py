@@ -430,7 +430,10 @@ def test_threads_and_memory_stay_bounded(served, trained):
     warm = served.status()
     burst(400)  # 3200 more requests
     after = served.status()
-    assert after["threads"] <= warm["threads"] + 2, (warm, after)
+    # Requests run on a pool of at most --handlers threads (32 here), started on demand: the
+    # count may creep toward that bound as bursts meet, never with the number of requests
+    # (3200 here). The rest is fixed: Python, the gRPC runtime, PyTorch's pool.
+    assert after["threads"] <= 32 + 16, (warm, after)
     assert after["rss"] - warm["rss"] < 48 << 20, (warm, after)
 
 
