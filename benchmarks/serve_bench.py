@@ -238,6 +238,24 @@ def summary(lat, errors, seconds, offered=None):
     return d, ms
 
 
+def measure(s, requests, a, rate=None):
+    """One run against server `s`: closed loop (the maximum) without `rate`, else open loop at
+    `rate` req/s; the client-side summary with the server's CPU, latency histogram, wave sizes
+    and bytes read over the run, and the latencies in ms."""
+    before, cpu = s.stats(), s.cpu()
+    lat, errors, secs = drive(s.address, requests, a.clients, rate=rate, duration=a.duration,
+                              outstanding=a.outstanding, generator=a.generator)
+    after = s.stats()
+    r, ms = summary(lat, errors, secs, offered=rate)
+    done = max(1, r["completed"])
+    r["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3 / done, 3)
+    r.update(server_percentiles(before, after))
+    r["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
+                                   / max(1, after["waves"] - before["waves"]), 2)
+    r["bytes_read_per_request"] = round((after["bytes_read"] - before["bytes_read"]) / done)
+    return r, ms
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset")
@@ -299,31 +317,11 @@ def main():
             if a.top:
                 top = a.top
             else:
-                before, cpu = s.stats(), s.cpu()
-                lat, errors, secs = drive(s.address, requests, a.clients, duration=a.duration,
-                                         outstanding=a.outstanding, generator=a.generator)
-                after = s.stats()
-                res["max"], _ = summary(lat, errors, secs)
-                res["max"]["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3
-                                                                / max(1, res["max"]["completed"]), 3)
-                res["max"].update(server_percentiles(before, after))
-                res["max"]["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
-                                                        / max(1, after["waves"] - before["waves"]), 2)
+                res["max"], _ = measure(s, requests, a)
                 top = top or res["max"]["throughput"]
                 print(f"[{run}] max {res['max']}", file=sys.stderr)
             for load in loads:
-                rate = load * top
-                before, cpu = s.stats(), s.cpu()
-                lat, errors, secs = drive(s.address, requests, a.clients, rate=rate, duration=a.duration,
-                                         generator=a.generator)
-                after = s.stats()
-                r, ms = summary(lat, errors, secs, offered=rate)
-                r["server_cpu_ms_per_request"] = round((s.cpu() - cpu) * 1e3 / max(1, r["completed"]), 3)
-                r.update(server_percentiles(before, after))
-                r["requests_per_wave"] = round((after["wave_requests"] - before["wave_requests"])
-                                               / max(1, after["waves"] - before["waves"]), 2)
-                r["bytes_read_per_request"] = round((after["bytes_read"] - before["bytes_read"])
-                                                    / max(1, r["completed"]))
+                r, ms = measure(s, requests, a, rate=load * top)
                 res[f"{int(load * 100)}%"] = r
                 cdfs[(run, load)] = ms
                 print(f"[{run}] {int(load * 100)}% {r}", file=sys.stderr)

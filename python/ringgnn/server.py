@@ -141,11 +141,10 @@ class Servicer:
     def _nodes(self, context: Any, nodes: Sequence[int]) -> np.ndarray:
         import grpc
 
-        if len(nodes) > self.engine.max_nodes:
-            # Refused before converting them.
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"{len(nodes)} node ids in one request: at most {self.engine.max_nodes} (the server's "
-                          "--max-nodes)")
+        try:
+            self.engine.check_count(len(nodes))  # refused before converting them
+        except InputError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         return np.asarray(nodes, dtype=np.int64)
 
     def _needs_model(self, context: Any) -> Model:

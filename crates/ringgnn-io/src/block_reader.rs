@@ -13,6 +13,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use crate::read_batch::register_owned;
 use crate::{AlignedBuf, ReadBatch, ReadReq, ALIGN};
 
 const PAGE: u64 = ALIGN as u64;
@@ -140,7 +141,7 @@ impl BlockReader {
         let mut buf = AlignedBuf::new(chunk_pages * ALIGN);
         // SAFETY: `buf` is this reader's for its whole life, read into only through `reader`,
         // which is the field before it.
-        unsafe { register(reader.as_mut(), &mut buf) };
+        unsafe { register_owned(reader.as_mut(), &mut buf) };
         BlockReader {
             reader,
             model,
@@ -271,22 +272,6 @@ impl BlockReader {
         assert!(s != NONE, "bytes: page {} was not loaded", offset / PAGE);
         let at = s as usize * ALIGN + (offset % PAGE) as usize;
         &self.buf[at..at + len]
-    }
-}
-
-/// Register `buf` with `reader` as its fixed buffer, unless [`crate::uring::FIXED_BUFFERS_ENV`]
-/// is 0: for the readers that own one buffer for their whole life, [`BlockReader`] and
-/// [`crate::PageReader`].
-///
-/// # Safety
-///
-/// As [`ReadBatch::register_buffer`]: the caller keeps `buf` (whose mapping never moves) for
-/// `reader`'s whole life, reads into it only through `reader`, and drops `reader` first (the
-/// field before `buf`).
-pub(crate) unsafe fn register(reader: &mut dyn ReadBatch, buf: &mut AlignedBuf) {
-    if std::env::var(crate::uring::FIXED_BUFFERS_ENV).as_deref() != Ok("0") {
-        // SAFETY: this function's own contract.
-        unsafe { reader.register_buffer(buf.spare()) };
     }
 }
 

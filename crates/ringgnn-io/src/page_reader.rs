@@ -42,7 +42,7 @@ impl PageReader {
         );
         // SAFETY: `buf` is this reader's for its whole life, read into only through `reader`,
         // which is the field before it.
-        unsafe { crate::block_reader::register(reader.as_mut(), &mut buf) };
+        unsafe { crate::read_batch::register_owned(reader.as_mut(), &mut buf) };
         PageReader {
             reader,
             max_run,

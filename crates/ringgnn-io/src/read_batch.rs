@@ -101,3 +101,19 @@ pub(crate) fn eof_error(i: usize, r: &ReadReq, got: usize) -> io::Error {
         ),
     )
 }
+
+/// Register `buf` with `reader` as its fixed buffer, unless [`crate::uring::FIXED_BUFFERS_ENV`]
+/// is 0: for the readers that own one buffer for their whole life, [`crate::BlockReader`] and
+/// [`crate::PageReader`].
+///
+/// # Safety
+///
+/// As [`ReadBatch::register_buffer`]: the caller keeps `buf` (whose mapping never moves) for
+/// `reader`'s whole life, reads into it only through `reader`, and drops `reader` first (the
+/// field before `buf`).
+pub(crate) unsafe fn register_owned(reader: &mut dyn ReadBatch, buf: &mut crate::AlignedBuf) {
+    if std::env::var(crate::uring::FIXED_BUFFERS_ENV).as_deref() != Ok("0") {
+        // SAFETY: this function's own contract.
+        unsafe { reader.register_buffer(buf.spare()) };
+    }
+}

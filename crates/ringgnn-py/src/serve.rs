@@ -374,6 +374,11 @@ impl Engine {
         Ok(arr.into_any())
     }
 
+    /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
+    fn check_count(&self, n: usize) -> PyResult<()> {
+        self.inner.check_count(n).map_err(serve_error)
+    }
+
     /// Counters since the engine opened (requests, waves, refusals).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.inner.stats();
@@ -388,13 +393,11 @@ impl Engine {
         d.set_item("failed", s.failed)?;
         d.set_item("queued", s.queued)?;
         d.set_item("latency_buckets", s.latency.0)?;
-        let io = self.inner.loader().io_stats();
-        d.set_item("reads", io.reads)?;
-        d.set_item("bytes_read", io.bytes)?;
-        let pages = self.inner.loader().graph().page_cache_stats();
-        d.set_item("page_hits", pages.map_or(0, |p| p.hits))?;
-        d.set_item("page_misses", pages.map_or(0, |p| p.misses))?;
-        d.set_item("pages_cached", pages.map_or(0, |p| p.pages))?;
+        d.set_item("reads", s.reads)?;
+        d.set_item("bytes_read", s.bytes_read)?;
+        d.set_item("page_hits", s.page_hits)?;
+        d.set_item("page_misses", s.page_misses)?;
+        d.set_item("pages_cached", s.pages_cached)?;
         Ok(d)
     }
 

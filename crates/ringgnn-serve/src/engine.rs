@@ -97,6 +97,13 @@ pub struct EngineStats {
     /// Latency of every answered request, from its arrival at the engine to its answer
     /// (queueing, the wave, the reads).
     pub latency: LatencyCounts,
+    /// Reads issued and bytes read by the workers' backends.
+    pub reads: u64,
+    pub bytes_read: u64,
+    /// The hot neighbor pages: hits, misses and pages held (0 without a page cache).
+    pub page_hits: u64,
+    pub page_misses: u64,
+    pub pages_cached: u64,
 }
 
 enum Work {
@@ -356,8 +363,16 @@ impl Engine {
         }
     }
 
+    /// Refuse a request of `n` node ids before its ids are converted: none, or more than the
+    /// limit (the check every request gets again when it is queued).
+    pub fn check_count(&self, n: usize) -> Result<()> {
+        self.shared.check_count(n)
+    }
+
     pub fn stats(&self) -> EngineStats {
         let c = &self.shared.counters;
+        let io = self.shared.loader.io_stats();
+        let pages = self.shared.loader.graph().page_cache_stats();
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         EngineStats {
             sample_requests: r(&c.sample_requests),
@@ -370,6 +385,11 @@ impl Engine {
             failed: r(&c.failed),
             queued: lock(&self.shared.queue).jobs.len() as u64,
             latency: c.latency.snapshot(),
+            reads: io.reads,
+            bytes_read: io.bytes,
+            page_hits: pages.map_or(0, |p| p.hits),
+            page_misses: pages.map_or(0, |p| p.misses),
+            pages_cached: pages.map_or(0, |p| p.pages),
         }
     }
 
@@ -397,8 +417,7 @@ impl Drop for Engine {
 }
 
 impl Shared {
-    fn check_ids(&self, ids: &Seeds) -> Result<()> {
-        let n = ids.len();
+    fn check_count(&self, n: usize) -> Result<()> {
         let max = self.opts.limits.max_nodes;
         if n == 0 {
             return Err(ServeError::Input("no node ids: give at least one".into()));
@@ -408,6 +427,11 @@ impl Shared {
                 "{n} node ids in one request: at most {max} (the server's --max-nodes)"
             )));
         }
+        Ok(())
+    }
+
+    fn check_ids(&self, ids: &Seeds) -> Result<()> {
+        self.check_count(ids.len())?;
         if ids.num_nodes() != self.loader.num_nodes() {
             return Err(ServeError::Input(format!(
                 "the node ids were checked against a graph of {} nodes, but this one has {}",

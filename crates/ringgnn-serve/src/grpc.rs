@@ -273,13 +273,8 @@ struct Inner {
 
 impl Inner {
     fn nodes(&self, nodes: Vec<i64>) -> Result<Seeds, Status> {
-        let max = self.engine.options().limits.max_nodes;
-        if nodes.len() > max {
-            return Err(Status::invalid_argument(format!(
-                "{} node ids in one request: at most {max} (the server's --max-nodes)",
-                nodes.len()
-            )));
-        }
+        // The count first, so that an oversized request hears of the limit.
+        self.engine.check_count(nodes.len()).map_err(status)?;
         Seeds::from_signed(&nodes, self.engine.num_nodes())
             .map_err(|e| Status::invalid_argument(e.to_string()))
     }
@@ -287,8 +282,6 @@ impl Inner {
     fn info(&self) -> InfoReplyMsg {
         let (e, f) = (&self.engine, &self.opts.info);
         let s = e.stats();
-        let io = e.loader().io_stats();
-        let pages = e.loader().graph().page_cache_stats();
         let o = e.sample_options();
         InfoReplyMsg {
             num_nodes: e.num_nodes() as i64,
@@ -318,11 +311,11 @@ impl Inner {
                 cancelled: s.cancelled,
                 failed: s.failed,
                 queued: s.queued,
-                reads: io.reads,
-                bytes_read: io.bytes,
-                page_hits: pages.map_or(0, |p| p.hits),
-                page_misses: pages.map_or(0, |p| p.misses),
-                pages_cached: pages.map_or(0, |p| p.pages),
+                reads: s.reads,
+                bytes_read: s.bytes_read,
+                page_hits: s.page_hits,
+                page_misses: s.page_misses,
+                pages_cached: s.pages_cached,
                 latency_buckets: s.latency.0,
             }),
         }
