@@ -12,13 +12,14 @@
 //! to the per-batch sampler's, whatever the hyperbatch size, the backend or the threads.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ringgnn_io::{BlockCounts, BlockReader};
+use ringgnn_io::{AlignedBuf, BlockCounts, BlockReader};
 
 use crate::batch::{check_entry, map_bytes, BatchDraw, IdMap};
 use crate::output::CompactSample;
+use crate::spill::{SpillFile, Spilled, SPILL_BUFFER};
 use crate::{Error, Result, SampleOptions, SeedSlice};
 
 /// One batch of a hyperbatch: its seeds and its `(epoch, batch)`.
@@ -111,17 +112,60 @@ impl Buckets {
     }
 }
 
+/// One batch of a hyperbatch being sampled: its state, its bucketed positions, and where its
+/// finished sample went when it was spilled.
+#[derive(Default)]
+struct Slot {
+    st: BatchDraw,
+    bk: Buckets,
+    spilled: Option<Spilled>,
+}
+
+impl Slot {
+    fn bytes(&self) -> u64 {
+        self.st.bytes() + self.bk.bytes()
+    }
+}
+
+/// What each thread of a hyperbatch sampler keeps whatever the hyperbatch size: a dedup map,
+/// filled with a batch's nodes when the thread relabels it, and, when samples are spilled, its
+/// write buffer.
+#[derive(Default)]
+struct Scratch {
+    map: IdMap,
+    buf: Option<AlignedBuf>,
+}
+
+impl Scratch {
+    fn bytes(&self) -> u64 {
+        map_bytes(self.map.capacity()) + self.buf.as_ref().map_or(0, |b| b.capacity() as u64)
+    }
+}
+
 /// The per-batch states of a hyperbatch sampler (outputs and workspaces), kept between
 /// samplers: a hyperbatch touches many megabytes per batch, and memory the process already has
 /// costs no page faults (see [`HyperSampler::take_states`]).
 #[derive(Default)]
-pub struct HyperStates(Vec<(BatchDraw, Buckets)>);
+pub struct HyperStates(Vec<Slot>);
 
 impl HyperStates {
     /// Bytes held (capacities).
     pub fn bytes(&self) -> u64 {
-        self.0.iter().map(|(s, b)| s.bytes() + b.bytes()).sum()
+        self.0.iter().map(Slot::bytes).sum()
     }
+}
+
+/// The largest sizes of one batch that a hyperbatch sampler has seen, for sizing the next
+/// hyperbatch (see [`HyperSampler::peaks`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HyperPeaks {
+    /// Bytes of a batch's state once its sample is finished and kept in memory (capacities).
+    pub batch: u64,
+    /// Bytes of a batch's state just before its last hop is relabelled: what each batch of a
+    /// hyperbatch holds at once when finished samples are spilled.
+    pub resident: u64,
+    /// Bytes of a finished sample (compact).
+    pub sample: u64,
 }
 
 /// Samples hyperbatches from a neighbor file on disk; see the module docs. One per pipeline
@@ -134,11 +178,10 @@ pub struct HyperSampler {
     path: PathBuf,
     width: u64,
     threads: usize,
-    states: Vec<(BatchDraw, Buckets)>,
-    /// One dedup map per thread, filled with a batch's nodes when that thread relabels it.
-    maps: Vec<IdMap>,
-    /// The most bytes one batch's state reached.
-    peak_batch: u64,
+    states: Vec<Slot>,
+    /// One per thread.
+    scratch: Vec<Scratch>,
+    peaks: HyperPeaks,
 }
 
 impl HyperSampler {
@@ -161,8 +204,8 @@ impl HyperSampler {
             path,
             width,
             states: Vec::new(),
-            maps: Vec::new(),
-            peak_batch: 0,
+            scratch: Vec::new(),
+            peaks: HyperPeaks::default(),
         }
     }
 
@@ -206,20 +249,20 @@ impl HyperSampler {
         }
     }
 
-    /// The most bytes one batch's state (output, workspaces, buckets) has reached: what sizing
-    /// the next hyperbatch goes by, with [`Self::scratch_bytes`].
-    pub fn peak_batch_bytes(&self) -> u64 {
-        self.peak_batch
+    /// The most bytes one batch's state (output, workspaces, buckets) has reached, kept and
+    /// spilled: what sizing the next hyperbatch goes by, with [`Self::scratch_bytes`].
+    pub fn peaks(&self) -> HyperPeaks {
+        self.peaks
     }
 
-    /// Bytes held by the dedup maps, one per thread whatever the hyperbatch size.
+    /// Bytes held by the threads' dedup maps and spill buffers, whatever the hyperbatch size.
     pub fn scratch_bytes(&self) -> u64 {
-        self.maps.iter().map(|m| map_bytes(m.capacity())).sum()
+        self.scratch.iter().map(Scratch::bytes).sum()
     }
 
     /// Bytes held now by the batch states (kept for reuse between hyperbatches).
     pub fn state_bytes(&self) -> u64 {
-        self.states.iter().map(|(s, b)| s.bytes() + b.bytes()).sum()
+        self.states.iter().map(Slot::bytes).sum()
     }
 
     /// Use `states` (left by an earlier sampler) for the batches, instead of new ones.
@@ -237,6 +280,31 @@ impl HyperSampler {
     /// [`crate::NeighborSampler::sample`] gives for the same seeds and `(epoch, batch)`.
     /// They come back compact (see [`CompactSample`]): 4 bytes per edge until expanded.
     pub fn sample(&mut self, batches: &[HyperBatch<'_>]) -> Result<Vec<CompactSample>> {
+        self.run(batches, None)?;
+        Ok(self.states[..batches.len()]
+            .iter_mut()
+            .map(|slot| slot.st.take())
+            .collect())
+    }
+
+    /// [`Self::sample`], but each sample is written to `spill` as soon as its last hop is done
+    /// and dropped from memory: what comes back is where each is ([`SpillFile::read`] gives it
+    /// back), in the order of `batches`. A hyperbatch then holds at once only the state of
+    /// batches still being sampled ([`HyperPeaks::resident`] each) and, per thread, the sample
+    /// it is writing.
+    pub fn sample_spilled(
+        &mut self,
+        batches: &[HyperBatch<'_>],
+        spill: &SpillFile,
+    ) -> Result<Vec<Spilled>> {
+        self.run(batches, Some(spill))?;
+        Ok(self.states[..batches.len()]
+            .iter_mut()
+            .map(|slot| slot.spilled.take().expect("every batch was spilled"))
+            .collect())
+    }
+
+    fn run(&mut self, batches: &[HyperBatch<'_>], spill: Option<&SpillFile>) -> Result<()> {
         let num_nodes = self.num_nodes();
         if let Some(b) = batches.iter().find(|b| b.seeds.num_nodes() != num_nodes) {
             return Err(Error::Input(format!(
@@ -248,11 +316,17 @@ impl HyperSampler {
         if self.states.len() < h {
             self.states.resize_with(h, Default::default);
         }
-        self.maps.resize_with(self.threads, Default::default);
+        self.scratch.resize_with(self.threads, Default::default);
+        if spill.is_some() {
+            for sc in &mut self.scratch {
+                sc.buf.get_or_insert_with(|| AlignedBuf::new(SPILL_BUFFER));
+            }
+        }
         let o = &self.opts;
-        for ((st, _), b) in self.states.iter_mut().zip(batches) {
-            st.start(
-                &mut self.maps[0],
+        for (slot, b) in self.states.iter_mut().zip(batches) {
+            slot.spilled = None;
+            slot.st.start(
+                &mut self.scratch[0].map,
                 b.seeds.ids(),
                 o.seed,
                 b.epoch,
@@ -262,26 +336,59 @@ impl HyperSampler {
         }
         let per_chunk = self.readers[0].chunk_pages() as u64 * 4096 / self.width;
         let chunks = self.readers[0].chunks() as usize;
-        for k in 0..self.opts.fanouts.len() {
+        let hops = self.opts.fanouts.len();
+        let peaks = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+        for k in 0..hops {
             let (indptr, fanout, replace) = (&self.indptr, self.opts.fanouts[k], self.opts.replace);
-            par(&mut self.states[..h], &mut self.maps, |_, (st, bk)| {
-                st.draw(indptr, fanout, replace)?;
-                bk.sort(&mut st.pos, per_chunk, chunks)
+            par(&mut self.states[..h], &mut self.scratch, |_, slot| {
+                slot.st.draw(indptr, fanout, replace)?;
+                slot.bk.sort(&mut slot.st.pos, per_chunk, chunks)
             })?;
             self.fetch(h, chunks, num_nodes)?;
-            par(&mut self.states[..h], &mut self.maps, |map, (st, bk)| {
-                bk.unsort(&mut st.pos);
-                st.fill_map(map);
-                st.relabel_in_place(map)
+            let last = k + 1 == hops;
+            par(&mut self.states[..h], &mut self.scratch, |sc, slot| {
+                slot.bk.unsort(&mut slot.st.pos);
+                let before = (slot.bytes(), slot.st.out.bytes());
+                slot.st.fill_map(&mut sc.map);
+                slot.st.relabel_in_place(&mut sc.map)?;
+                if !last {
+                    return Ok(());
+                }
+                let sample = slot.st.out.bytes();
+                // Kept: everything at once, the sample grown by its last hop.
+                peaks[0].fetch_max(
+                    before.0 + sample.saturating_sub(before.1),
+                    Ordering::Relaxed,
+                );
+                peaks[1].fetch_max(before.0, Ordering::Relaxed);
+                peaks[2].fetch_max(sample, Ordering::Relaxed);
+                if let Some(f) = spill {
+                    let buf = sc.buf.as_mut().expect("a spill buffer per thread");
+                    slot.spilled = Some(f.write(&slot.st.out, buf)?);
+                    // Dropped, not kept for reuse: this is the memory spilling frees.
+                    slot.st.out = CompactSample::default();
+                }
+                Ok(())
             })?;
         }
-        for (st, bk) in &self.states[..h] {
-            self.peak_batch = self.peak_batch.max(st.bytes() + bk.bytes());
+        if hops == 0 {
+            // Nothing drawn: the seeds are the samples.
+            for slot in &mut self.states[..h] {
+                if let Some(f) = spill {
+                    let buf = self.scratch[0].buf.as_mut().expect("a spill buffer");
+                    slot.spilled = Some(f.write(&slot.st.out, buf)?);
+                    slot.st.out = CompactSample::default();
+                }
+            }
         }
-        Ok(self.states[..h]
-            .iter_mut()
-            .map(|(st, _)| st.take())
-            .collect())
+        let p = &mut self.peaks;
+        p.batch = p.batch.max(peaks[0].load(Ordering::Relaxed));
+        p.resident = p.resident.max(peaks[1].load(Ordering::Relaxed));
+        p.sample = p.sample.max(peaks[2].load(Ordering::Relaxed));
+        for slot in &self.states[..h] {
+            p.batch = p.batch.max(slot.bytes());
+        }
+        Ok(())
     }
 
     /// Replace every batch's (sorted) positions by the entries there: each thread visits its own
@@ -292,7 +399,7 @@ impl HyperSampler {
         let states = &mut self.states[..h];
         // Split the chunks into t ranges of about equal numbers of positions.
         let mut per_chunk = vec![0u64; chunks];
-        for (_, bk) in states.iter() {
+        for Slot { bk, .. } in states.iter() {
             for (c, n) in per_chunk.iter_mut().enumerate() {
                 *n += (bk.starts[c + 1] - bk.starts[c]) as u64;
             }
@@ -314,7 +421,7 @@ impl HyperSampler {
         bounds[t] = chunks;
         // Per thread, per batch: the part of its (sorted) positions in the thread's chunks.
         let mut views: Vec<Vec<View<'_>>> = (0..t).map(|_| Vec::with_capacity(h)).collect();
-        for (st, bk) in states.iter_mut() {
+        for Slot { st, bk, .. } in states.iter_mut() {
             let mut rest: &mut [u64] = &mut st.pos;
             for (i, v) in views.iter_mut().enumerate() {
                 let (c0, c1) = (bounds[i], bounds[i + 1]);

@@ -12,7 +12,8 @@
 //!   [`NeighborAccess`] decided by the caller's memory plan; one [`GraphSampler`] per thread.
 //! - **Hyperbatches**: [`HyperSampler`] (`hyper.rs`) samples several batches hop by hop with one
 //!   shared pass of reads per hop, each batch byte-identical to its per-batch sample (the
-//!   per-batch state both use is `batch.rs`).
+//!   per-batch state both use is `batch.rs`); when their finished samples do not fit, they go to
+//!   a [`SpillFile`] (`spill.rs`) as each is done and come back one at a time.
 //! - **Sizes for the memory plan**: [`bounds`].
 //! - **Hot pages for on-demand sampling**: [`hot_pages`] chooses the neighbor-file pages that
 //!   single-node requests touch most, to keep in a `ringgnn_io::PageCache`.
@@ -34,14 +35,16 @@ mod options;
 mod output;
 mod sampler;
 mod seeds;
+mod spill;
 
 pub use bounds::SampleBound;
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
-pub use hyper::{HyperBatch, HyperSampler, HyperStates};
+pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::{CompactSample, SampledSubgraph};
 pub use ringgnn_io::CoalesceOptions;
 pub use sampler::{BatchBytes, ManyRequest, NeighborSampler};
 pub use seeds::{SeedSlice, Seeds};
+pub use spill::{SpillFile, Spilled, SPILL_BUFFER};

@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use ringgnn_io::{BlockReader, IoStats, PreadBatch, ReadBatch, ReadModel, ReadReq, ALIGN};
 use ringgnn_sampler::{
     HyperBatch, HyperSampler, NeighborSampler, NeighborSource, SampleOptions, SampledSubgraph,
-    Seeds,
+    Seeds, SpillFile, SPILL_BUFFER,
 };
 use ringgnn_store::{rng, Dataset};
 
@@ -125,6 +125,15 @@ proptest! {
         // A second hyperbatch on the same sampler (reused workspaces) gives the same again.
         let again: Vec<SampledSubgraph> = hs.sample(&jobs).unwrap().into_iter().map(|c| c.expand()).collect();
         prop_assert_eq!(&again, &want);
+        // Spilled (each sample written as its last hop ends), then read back in batch order:
+        // the same samples again, on the same reused states.
+        let dir = tempfile::tempdir().unwrap();
+        let spill = SpillFile::create(dir.path()).unwrap();
+        let recs = hs.sample_spilled(&jobs, &spill).unwrap();
+        let mut buf = ringgnn_io::AlignedBuf::new(SPILL_BUFFER);
+        let spilled: Vec<SampledSubgraph> =
+            recs.iter().map(|&r| spill.read(r, &mut buf).unwrap().expand()).collect();
+        prop_assert_eq!(&spilled, &want);
     }
 }
 
@@ -185,7 +194,75 @@ fn pages_are_read_once_per_hop_for_all_the_batches() {
     );
     let c = hs.counts();
     assert_eq!(c.sequential_bytes + c.random_bytes, c.pages * 4096);
-    assert!(hs.peak_batch_bytes() > 0 && hs.state_bytes() >= hs.peak_batch_bytes());
+    let p = hs.peaks();
+    assert!(p.batch > 0 && hs.state_bytes() >= p.batch);
+    // Kept, a batch holds its positions and its whole sample; spilled, at most its state before
+    // the last hop's relabelling.
+    assert!(p.sample > 0 && p.resident < p.batch && p.batch <= p.resident + p.sample);
+}
+
+/// Spilled samples leave the batch states without them: the hyperbatch holds what its batches
+/// need to be sampled, and the samples, read back one at a time, equal the kept ones; the spill
+/// file counts what went through it, and is gone from its directory at once.
+#[test]
+fn spilled_samples_are_not_held_and_read_back_equal() {
+    let n = 20_000;
+    let (_d, ds) = build(&graph(n, 200_000, 9), Some(n), false);
+    let opts = SampleOptions {
+        fanouts: fan(&[10, 5, 3]),
+        with_edge_ids: true,
+        ..Default::default()
+    };
+    let batches: Vec<Seeds> = (0..6u64)
+        .map(|b| {
+            Seeds::new(
+                (0..200).map(|i| (i * 37 + b * 11) % n).collect::<Vec<_>>(),
+                n,
+            )
+            .unwrap()
+        })
+        .collect();
+    let jobs: Vec<HyperBatch> = batches
+        .iter()
+        .enumerate()
+        .map(|(b, s)| HyperBatch {
+            seeds: s.as_slice(),
+            epoch: 1,
+            batch: b as u64,
+        })
+        .collect();
+    let (mut kept, _) = hyper(&ds, &opts, 16, 4, 2);
+    let want: Vec<SampledSubgraph> = kept
+        .sample(&jobs)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.expand())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spill = SpillFile::create(dir.path()).unwrap();
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let (mut hs, _) = hyper(&ds, &opts, 16, 4, 2);
+    let mut buf = ringgnn_io::AlignedBuf::new(SPILL_BUFFER);
+    for round in 0..2 {
+        spill.rewind();
+        let recs = hs.sample_spilled(&jobs, &spill).unwrap();
+        let p = hs.peaks();
+        // No sample stays in the states: at most the largest state before the last relabel each.
+        assert!(
+            hs.state_bytes() <= jobs.len() as u64 * p.resident,
+            "round {round}"
+        );
+        let got: Vec<SampledSubgraph> = recs
+            .iter()
+            .map(|&r| spill.read(r, &mut buf).unwrap().expand())
+            .collect();
+        assert_eq!(got, want, "round {round}");
+        let (w, r) = spill.traffic();
+        let bytes: u64 = recs.iter().map(|r| r.bytes().div_ceil(4096) * 4096).sum();
+        assert_eq!((w, r), ((round + 1) * bytes, (round + 1) * bytes));
+    }
+    // The kept sampler's states hold the samples until taken; its peaks agree on the sample.
+    assert_eq!(kept.peaks().sample, hs.peaks().sample);
 }
 
 /// An entry of the neighbor file that is not a node id is reported with its position, as the

@@ -1,0 +1,355 @@
+//! [`SpillFile`]: the finished samples of a hyperbatch written to disk as each batch completes,
+//! and read back one at a time in batch order, so that a hyperbatch holds only the state of its
+//! batches still being sampled (their frontiers and positions), not every finished sample until
+//! the consumer takes it (issue 9: "when even the finished samples of a useful H do not fit,
+//! spill them sequentially").
+//!
+//! The file is created in a directory the caller chooses (on the SSD) and unlinked at once, so
+//! nothing is left behind whatever happens; it is written and read with `O_DIRECT` where the
+//! filesystem allows, so spilled samples do not go through the page cache the memory budget
+//! counts. Each record starts at a page boundary; records are reserved with one atomic add, so
+//! threads write theirs concurrently, each sequentially, in pieces of one buffer.
+//!
+//! A record, in this process's byte order (the file never outlives it): a header of 64-bit words
+//! (`MAGIC`, the lengths of `node`, `row`, `counts`, `edge` (`u64::MAX`: none), the hop count
+//! `k`, then `num_sampled_nodes` (k + 1 words) and `num_sampled_edges` (k words)), then `node`
+//! and `edge` (64-bit), `row` and `counts` (32-bit), zero-padded to a whole page.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ringgnn_io::{AlignedBuf, DirectFile, ALIGN};
+
+use crate::output::CompactSample;
+use crate::{Error, Result};
+
+/// Bytes of each thread's write buffer and of the read buffer: the unit of spill I/O.
+pub const SPILL_BUFFER: usize = 1 << 20;
+
+const MAGIC: u64 = 0x3152_4c49_5053_4752; // "RGSPILR1"
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// Where one spilled sample is in its [`SpillFile`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spilled {
+    offset: u64,
+    bytes: u64,
+}
+
+impl Spilled {
+    /// Bytes of the record (before padding).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// A spill file for finished samples; see the module docs.
+pub struct SpillFile {
+    file: DirectFile,
+    path: PathBuf,
+    /// The next free offset (page-aligned).
+    end: AtomicU64,
+    written: AtomicU64,
+    read: AtomicU64,
+}
+
+impl SpillFile {
+    /// A new, already unlinked spill file in `dir`.
+    pub fn create(dir: &Path) -> Result<Self> {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(".ringgnn-spill-{}-{n}", std::process::id()));
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = DirectFile::create(&path).map_err(io)?;
+        // Unlinked at once: the space is given back when the file is closed, even by a crash.
+        std::fs::remove_file(&path).map_err(io)?;
+        Ok(SpillFile {
+            file,
+            path,
+            end: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+        })
+    }
+
+    /// Where the file was (it is unlinked), for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether reads and writes bypass the page cache.
+    pub fn is_direct(&self) -> bool {
+        self.file.is_direct()
+    }
+
+    /// Start over at the beginning of the file: every record written so far is given up (the
+    /// caller has read them all). The file keeps the size of the largest hyperbatch.
+    pub fn rewind(&mut self) {
+        *self.end.get_mut() = 0;
+    }
+
+    /// Bytes written and read so far (padding included).
+    pub fn traffic(&self) -> (u64, u64) {
+        (
+            self.written.load(Ordering::Relaxed),
+            self.read.load(Ordering::Relaxed),
+        )
+    }
+
+    fn io_err(&self, source: io::Error) -> Error {
+        Error::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Write `s` as a new record, through `buf` (a [`SPILL_BUFFER`] of the calling thread).
+    pub fn write(&self, s: &CompactSample, buf: &mut AlignedBuf) -> Result<Spilled> {
+        let header = header(s);
+        let bytes = 8 * (header.len() + s.node.len() + s.edge.as_ref().map_or(0, Vec::len)) as u64
+            + 4 * (s.row.len() + s.counts.len()) as u64;
+        let padded = bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
+        let offset = self.end.fetch_add(padded, Ordering::Relaxed);
+        let mut w = Writer {
+            file: &self.file,
+            buf,
+            at: offset,
+        };
+        w.buf.set_len(0);
+        w.put(bytemuck::cast_slice(&header))
+            .and_then(|_| w.put(bytemuck::cast_slice(&s.node)))
+            .and_then(|_| w.put(bytemuck::cast_slice(s.edge.as_deref().unwrap_or(&[]))))
+            .and_then(|_| w.put(bytemuck::cast_slice(&s.row)))
+            .and_then(|_| w.put(bytemuck::cast_slice(&s.counts)))
+            .and_then(|_| w.flush())
+            .map_err(|e| self.io_err(e))?;
+        self.written.fetch_add(padded, Ordering::Relaxed);
+        Ok(Spilled { offset, bytes })
+    }
+
+    /// Read record `r` back, through `buf` (a [`SPILL_BUFFER`]).
+    pub fn read(&self, r: Spilled, buf: &mut AlignedBuf) -> Result<CompactSample> {
+        let padded = r.bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
+        let mut rd = Reader {
+            file: &self.file,
+            buf,
+            at: r.offset,
+            end: r.offset + padded,
+            pos: 0,
+        };
+        rd.buf.set_len(0);
+        let damaged = |what: &str| {
+            Error::Corrupt(format!(
+                "spill file {}: record at byte {} {what}; the disk or the file system gave \
+                 back other bytes than were written",
+                self.path.display(),
+                r.offset
+            ))
+        };
+        let mut head = [0u64; 6];
+        rd.take(bytemuck::cast_slice_mut(&mut head))
+            .map_err(|e| self.io_err(e))?;
+        let [magic, nodes, rows, counts, edges, hops] = head;
+        let e = if edges == u64::MAX { 0 } else { edges };
+        let size = (hops.saturating_mul(2).saturating_add(7))
+            .saturating_add(nodes)
+            .saturating_add(e)
+            .saturating_mul(8)
+            .saturating_add(rows.saturating_add(counts).saturating_mul(4));
+        if magic != MAGIC || size != r.bytes {
+            return Err(damaged("does not have the layout it was written with"));
+        }
+        let usize_of = |x: u64| usize::try_from(x).map_err(|_| damaged("is too large"));
+        let mut sizes = vec![0u64; 2 * usize_of(hops)? + 1];
+        let mut s = CompactSample {
+            node: vec![0; usize_of(nodes)?],
+            row: vec![0; usize_of(rows)?],
+            counts: vec![0; usize_of(counts)?],
+            edge: (edges != u64::MAX)
+                .then(|| usize_of(edges).map(|n| vec![0; n]))
+                .transpose()?,
+            num_sampled_nodes: Vec::new(),
+            num_sampled_edges: Vec::new(),
+        };
+        rd.take(bytemuck::cast_slice_mut(&mut sizes))
+            .and_then(|_| rd.take(bytemuck::cast_slice_mut(&mut s.node)))
+            .and_then(|_| match &mut s.edge {
+                Some(e) => rd.take(bytemuck::cast_slice_mut(e)),
+                None => Ok(()),
+            })
+            .and_then(|_| rd.take(bytemuck::cast_slice_mut(&mut s.row)))
+            .and_then(|_| rd.take(bytemuck::cast_slice_mut(&mut s.counts)))
+            .map_err(|e| self.io_err(e))?;
+        let k = usize_of(hops)?;
+        s.num_sampled_nodes = sizes[..k + 1].iter().map(|&x| x as usize).collect();
+        s.num_sampled_edges = sizes[k + 1..].iter().map(|&x| x as usize).collect();
+        self.read.fetch_add(padded, Ordering::Relaxed);
+        Ok(s)
+    }
+}
+
+/// The header words of `s` (see the module docs).
+fn header(s: &CompactSample) -> Vec<u64> {
+    let mut h = vec![
+        MAGIC,
+        s.node.len() as u64,
+        s.row.len() as u64,
+        s.counts.len() as u64,
+        s.edge.as_ref().map_or(u64::MAX, |e| e.len() as u64),
+        s.num_sampled_edges.len() as u64,
+    ];
+    h.extend(s.num_sampled_nodes.iter().map(|&x| x as u64));
+    h.extend(s.num_sampled_edges.iter().map(|&x| x as u64));
+    h
+}
+
+/// Appends bytes to a record, writing the buffer out each time it fills.
+struct Writer<'a> {
+    file: &'a DirectFile,
+    buf: &'a mut AlignedBuf,
+    /// Where the buffer's first byte goes.
+    at: u64,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let (len, cap) = (self.buf.len(), self.buf.capacity());
+            let n = bytes.len().min(cap - len);
+            self.buf.spare()[len..len + n].copy_from_slice(&bytes[..n]);
+            self.buf.set_len(len + n);
+            bytes = &bytes[n..];
+            if len + n == cap {
+                self.file.write_all_at(self.buf, self.at)?;
+                self.at += cap as u64;
+                self.buf.set_len(0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write what is left, zero-padded to a whole page.
+    fn flush(&mut self) -> io::Result<()> {
+        let len = self.buf.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let padded = len.div_ceil(ALIGN) * ALIGN;
+        self.buf.spare()[len..padded].fill(0);
+        self.buf.set_len(padded);
+        self.file.write_all_at(self.buf, self.at)?;
+        self.buf.set_len(0);
+        Ok(())
+    }
+}
+
+/// Takes bytes from a record, reading it in buffer-sized pieces.
+struct Reader<'a> {
+    file: &'a DirectFile,
+    buf: &'a mut AlignedBuf,
+    /// The file offset of the next piece, and the end of the (padded) record.
+    at: u64,
+    end: u64,
+    /// Bytes of the buffer already taken.
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, mut dst: &mut [u8]) -> io::Result<()> {
+        while !dst.is_empty() {
+            if self.pos == self.buf.len() {
+                let n = (self.end - self.at).min(self.buf.capacity() as u64) as usize;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "spilled record ends early",
+                    ));
+                }
+                self.buf.set_len(n);
+                self.file.file().read_exact_at(&mut self.buf[..], self.at)?;
+                self.at += n as u64;
+                self.pos = 0;
+            }
+            let n = dst.len().min(self.buf.len() - self.pos);
+            dst[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+            self.pos += n;
+            dst = &mut dst[n..];
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize, edges: bool) -> CompactSample {
+        CompactSample {
+            node: (0..n as u64).map(|x| x * 7 + 3).collect(),
+            row: (0..2 * n as u32).rev().collect(),
+            counts: vec![2; n],
+            edge: edges.then(|| (0..2 * n as u64).map(|x| x << 33).collect()),
+            num_sampled_nodes: vec![1, n - 1, 0],
+            num_sampled_edges: vec![n, n],
+        }
+    }
+
+    #[test]
+    fn records_read_back_equal_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = SpillFile::create(dir.path()).unwrap();
+        // The file is unlinked at once.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A small buffer (one page) forces records across many pieces; sizes straddle pages.
+        let mut buf = AlignedBuf::new(ALIGN);
+        let samples = [
+            sample(1, false),
+            sample(1000, true),
+            sample(300_000, false),
+            sample(513, true),
+        ];
+        let recs: Vec<Spilled> = samples
+            .iter()
+            .map(|s| f.write(s, &mut buf).unwrap())
+            .collect();
+        for (s, r) in samples.iter().zip(&recs).rev() {
+            assert_eq!(&f.read(*r, &mut buf).unwrap(), s);
+        }
+        let (w, rd) = f.traffic();
+        assert_eq!(w, rd);
+        assert!(w.is_multiple_of(ALIGN as u64));
+        // Rewound, the space is reused.
+        let mut f = f;
+        f.rewind();
+        let again = f.write(&samples[3], &mut buf).unwrap();
+        assert_eq!(again.offset, 0);
+        assert_eq!(f.read(again, &mut buf).unwrap(), samples[3]);
+    }
+
+    #[test]
+    fn a_damaged_record_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = SpillFile::create(dir.path()).unwrap();
+        let mut buf = AlignedBuf::new(SPILL_BUFFER);
+        let r = f.write(&sample(50, false), &mut buf).unwrap();
+        // Overwrite the record's first page with zeros.
+        let mut zero = AlignedBuf::new(ALIGN);
+        zero.set_len(ALIGN);
+        zero.fill(0);
+        f.file.write_all_at(&zero, r.offset).unwrap();
+        let e = f.read(r, &mut buf).unwrap_err().to_string();
+        assert!(e.contains(".ringgnn-spill-") && e.contains("layout"), "{e}");
+        // A record past the end of the file: a short read, named too.
+        let past = Spilled {
+            offset: 1 << 20,
+            bytes: 100,
+        };
+        let e = f.read(past, &mut buf).unwrap_err().to_string();
+        assert!(e.contains(".ringgnn-spill-"), "{e}");
+    }
+}
