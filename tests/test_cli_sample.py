@@ -15,6 +15,7 @@ from _sampling import as_tuple, make_dataset, needs_sampler, path_graph, sbm
 JSON_FIELDS = {
     "epoch", "seconds", "batches", "sampled_edges", "seps", "reads", "bytes_read",
     "backend", "threads", "direct", "sampled_nodes", "hyperbatch", "sequential_bytes", "random_bytes",
+    "spilled_bytes",
 }  # fmt: skip
 
 
@@ -67,6 +68,39 @@ def test_hyperbatches_give_the_same_batches_with_fewer_reads(cli, graph):
         assert [as_tuple(x) for x in got] == [as_tuple(x) for x in ref], h
     r = cli("sample", graph.path, "--hyperbatch", "0")
     assert r.code == 1 and "hyperbatch \"0\" is not valid" in r.err
+
+
+@needs_sampler
+def test_spilled_hyperbatches_give_the_same_batches(cli, graph, tmp_path):
+    # Samples spilled to disk as each is finished, and read back in batch order: the same batches
+    # as kept ones and as per-batch sampling; the spill file is gone from its directory.
+    recs = {}
+    for spill in ("off", "on"):
+        r = cli("sample", graph.path, "--fanouts", "5,3", "--batch-size", "64", "--seed", "3", "--backend", "pread",
+                "--hyperbatch", "4", "--spill", spill, "--spill-dir", str(tmp_path), "--json")  # fmt: skip
+        assert r.code == 0, r.err
+        recs[spill] = json.loads(r.out.splitlines()[-1])
+    for k in ("batches", "sampled_edges", "sampled_nodes", "bytes_read"):
+        assert recs["off"][k] == recs["on"][k], k
+    assert recs["off"]["spilled_bytes"] == 0
+    assert recs["on"]["spilled_bytes"] >= 4096 * recs["on"]["batches"]
+    assert list(tmp_path.iterdir()) == []
+    r = cli("sample", graph.path, "--fanouts", "5,3", "--batch-size", "64", "--backend", "pread", "--hyperbatch", "4",
+            "--spill", "on", "--spill-dir", str(tmp_path))  # fmt: skip
+    assert r.code == 0 and "of samples spilled" in r.out, r.out + r.err
+    ref = list(NeighborSampler(graph, [5, 3], seed=3, backend="pread", hyperbatch=1).epoch("train", 64))
+    got = list(NeighborSampler(graph, [5, 3], seed=3, backend="pread", hyperbatch=3, spill="on",
+                               spill_dir=tmp_path).epoch("train", 64))  # fmt: skip
+    assert [as_tuple(x) for x in got] == [as_tuple(x) for x in ref]
+    # Bad input: an unknown policy, and a directory the spill file cannot be made in.
+    r = cli("sample", graph.path, "--spill", "yes")
+    assert r.code == 2 and "--spill" in r.err
+    with pytest.raises(Exception, match="spill") as e:
+        NeighborSampler(graph, [5, 3], backend="pread", spill="sometimes").plan()
+    assert "\"sometimes\" is not valid" in str(e.value)
+    r = cli("sample", graph.path, "--backend", "pread", "--hyperbatch", "4", "--spill", "on",
+            "--spill-dir", str(tmp_path / "missing"))  # fmt: skip
+    assert r.code == 1 and "missing" in r.err and "spill" in r.err, r.err
 
 
 @needs_sampler

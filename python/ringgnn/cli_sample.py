@@ -62,6 +62,15 @@ def add_parser(sub: Any) -> None:
         help="batches sampled together when reading from disk, each page read once per hop for all of "
         "them (default auto: as many as the memory budget holds; 1: one batch at a time)",
     )
+    p.add_argument(
+        "--spill",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="write each finished sample of a hyperbatch to a spill file and read it back in its turn, "
+        "so that more batches share a pass (default auto: when that fits more batches in the budget)",
+    )
+    p.add_argument("--spill-dir", default=None, metavar="DIR",
+                   help="directory on the SSD for the spill file (default: beside the dataset)")
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sample)
@@ -107,6 +116,7 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
         "hyperbatch": (after["hyperbatch_batches"] - before["hyperbatch_batches"]) / hyper if hyper else 1,
         "sequential_bytes": after["sequential_bytes"] - before["sequential_bytes"],
         "random_bytes": after["random_bytes"] - before["random_bytes"],
+        "spilled_bytes": after["spilled_bytes"] - before["spilled_bytes"],
         "backend": backend,
         "fallback_reason": sampler.fallback_reason,
         "direct": backend == "uring-direct",
@@ -141,6 +151,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
         memory=args.memory,
         batch_size=args.batch_size,
         hyperbatch=args.hyperbatch,
+        spill=args.spill,
+        spill_dir=args.spill_dir,
     )
 
     def header() -> None:
@@ -162,7 +174,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
             print(
                 f"epoch {epoch}: {r['seconds']:.3f} s, {r['batches']:,} batches, {r['sampled_edges']:,} sampled edges, "
                 f"{_human(r['seps'])} SEPS; reads {r['reads']:,}, {_bytes(r['bytes_read'])} read"
-                + (f" ({_bytes(r['sequential_bytes'])} sequential, hyperbatches of {r['hyperbatch']:.1f})"
+                + (f" ({_bytes(r['sequential_bytes'])} sequential, hyperbatches of {r['hyperbatch']:.1f}"
+                   + (f", {_bytes(r['spilled_bytes'])} of samples spilled" if r["spilled_bytes"] else "") + ")"
                    if r["hyperbatch"] != 1 else "") + ", "
                 f"{_cache(r)} (backend {r['backend']})",
                 flush=True,

@@ -115,6 +115,12 @@ class NeighborSampler:
             disk, so that each page is read once per hop for all of them: ``"auto"`` (default:
             as many as the memory plan's share holds) or a number (1: one batch at a time).
             Samples do not depend on it.
+        spill: whether a hyperbatch writes each finished sample to a spill file and reads it
+            back when its turn comes, instead of keeping it in memory until it is taken:
+            ``"auto"`` (default: when that fits more batches in the memory plan's share than
+            keeping them), ``"on"`` or ``"off"``. Samples do not depend on it.
+        spill_dir: a directory on the SSD for the spill file (default: the dataset's parent);
+            the file is unlinked as soon as it is created.
         with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
     """
 
@@ -132,6 +138,8 @@ class NeighborSampler:
         reserve: Union[None, int, str] = None,
         batch_size: int = 1024,
         hyperbatch: Union[int, str] = "auto",
+        spill: str = "auto",
+        spill_dir: Optional[PathLike] = None,
         with_edge_ids: bool = False,
     ):
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
@@ -145,6 +153,8 @@ class NeighborSampler:
         self.reserve = _options.size(reserve, "reserve")
         self.batch_size = _options.count(batch_size, "batch_size", 1)
         self.hyperbatch = _options.hyperbatch(hyperbatch)
+        self.spill = str(spill)
+        self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
         self.with_edge_ids = bool(with_edge_ids)
         self._core: Any = None
         self._pid: Optional[int] = None
@@ -170,6 +180,8 @@ class NeighborSampler:
             with_edge_ids=self.with_edge_ids,
             batch_size=self.batch_size,
             hyperbatch=self.hyperbatch,
+            spill=self.spill,
+            spill_dir=self.spill_dir,
         )
         self._pid = pid
         reason = self._core.fallback_reason
@@ -207,7 +219,8 @@ class NeighborSampler:
     def io_stats(self) -> Dict[str, int]:
         """Counters of this process's sampler since it was created: ``reads`` issued, ``bytes``
         read, read ``batches``; for hyperbatches, ``sequential_bytes`` (whole blocks) and
-        ``random_bytes`` (runs of needed pages), ``hyperbatches`` and ``hyperbatch_batches``."""
+        ``random_bytes`` (runs of needed pages), ``hyperbatches``, ``hyperbatch_batches`` and
+        ``spilled_bytes`` (finished samples written to the spill file, and read back)."""
         return dict(self._sampler().io_stats())
 
     # --- sampling -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ pub use labels::Labels;
 pub use loader::{BatchLoader, Epoch, PRESAMPLE_EPOCH};
 pub use options::{
     default_threads_among, BackendChoice, CachePolicy, FeatureOptions, Hyperbatch, LoaderOptions,
+    Spill,
 };
 pub use ringgnn_pipeline::Next;
 pub use stages::{Batch, LoadStage, LoadedBatch, LoaderStats, SampleStage};

@@ -307,8 +307,11 @@ impl BatchLoader {
                     extra,
                     if extra > 0 { 2 * bound.read_buffer } else { 0 },
                     if extra > 0 { LOAD_DRIVERS } else { 1 },
+                    opts.spill,
+                    opts.threads.get(),
                 ),
                 states: Default::default(),
+                spill_dir: opts.spill_dir.clone().unwrap_or_else(|| beside(dir)),
             })
         });
         let mut loader = BatchLoader {
@@ -382,10 +385,7 @@ impl BatchLoader {
                 let cap = f
                     .staging_cap
                     .unwrap_or_else(|| file.info.payload_bytes(file.num_nodes));
-                let dir = f.staging_dir.clone().unwrap_or_else(|| {
-                    let d = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-                    d.parent().map_or(d.clone(), |p| p.to_path_buf())
-                });
+                let dir = f.staging_dir.clone().unwrap_or_else(|| beside(dir));
                 (cap > 0).then_some(StagingOptions { dir, cap })
             }
             _ => None,
@@ -662,4 +662,13 @@ impl BatchLoader {
         }
         Ok((counts, n))
     }
+}
+
+/// The default directory of scratch files (staging, spill): the dataset's parent, on the same
+/// SSD as the dataset.
+fn beside(dataset: &std::path::Path) -> std::path::PathBuf {
+    let d = dataset
+        .canonicalize()
+        .unwrap_or_else(|_| dataset.to_path_buf());
+    d.parent().map_or(d.clone(), |p| p.to_path_buf())
 }

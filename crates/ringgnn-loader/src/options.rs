@@ -137,6 +137,37 @@ impl FromStr for Hyperbatch {
     }
 }
 
+/// Whether a hyperbatch's finished samples are written to a spill file as each is done and read
+/// back when its turn comes (see `ringgnn_sampler::SpillFile`), instead of kept in memory until
+/// the consumer takes them. Spilled, a batch holds only its state before the last hop (about half
+/// of a kept one on skewed graphs), so more batches share each pass over the neighbor file.
+/// Sampling epochs only: with features, staging needs every batch's nodes at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Spill {
+    /// Spill a hyperbatch that would not fit with its samples kept, when spilling fits more
+    /// batches.
+    #[default]
+    Auto,
+    /// Never: a hyperbatch is as large as its kept samples allow.
+    Off,
+    /// Every hyperbatch, sized for spilled samples.
+    On,
+}
+
+impl FromStr for Spill {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(Spill::Auto),
+            "off" => Ok(Spill::Off),
+            "on" => Ok(Spill::On),
+            _ => Err(Error::Input(format!(
+                "spill {s:?} is not valid: use \"auto\", \"on\" or \"off\""
+            ))),
+        }
+    }
+}
+
 /// What a loader does with the feature file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureOptions {
@@ -178,6 +209,10 @@ pub struct LoaderOptions {
     pub hold: NonZeroUsize,
     /// Batches sampled together when the neighbor file is read from disk.
     pub hyperbatch: Hyperbatch,
+    /// Whether hyperbatches of sampling epochs spill their finished samples to disk.
+    pub spill: Spill,
+    /// A directory on the SSD for the spill file (`None`: the dataset's parent directory).
+    pub spill_dir: Option<std::path::PathBuf>,
     /// Bytes of hot neighbor-file pages kept in memory when the file is read from disk one
     /// batch at a time; `None`: a share of what the budget leaves (see [`crate::budget`]).
     /// Training's default is `Some(0)`: hyperbatches share its reads instead.
@@ -223,6 +258,8 @@ impl Default for LoaderOptions {
             prefetch: None,
             hold: NonZeroUsize::new(2).expect("not 0"),
             hyperbatch: Hyperbatch::Auto,
+            spill: Spill::Auto,
+            spill_dir: None,
             neighbor_cache: Some(0),
             processes: NonZeroUsize::MIN,
         }
@@ -259,6 +296,15 @@ mod tests {
         );
         assert!("lru".parse::<CachePolicy>().is_err());
         assert_eq!("auto".parse::<Hyperbatch>().unwrap(), Hyperbatch::Auto);
+        for (n, s) in [
+            ("auto", Spill::Auto),
+            ("on", Spill::On),
+            ("off", Spill::Off),
+        ] {
+            assert_eq!(n.parse::<Spill>().unwrap(), s);
+        }
+        let e = "yes".parse::<Spill>().unwrap_err().to_string();
+        assert!(e.contains("\"yes\"") && e.contains("\"off\""), "{e}");
         assert_eq!("1".parse::<Hyperbatch>().unwrap(), Hyperbatch::PER_BATCH);
         for bad in ["0", "-2", "x", ""] {
             let e = bad.parse::<Hyperbatch>().unwrap_err().to_string();

@@ -12,17 +12,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
+use ringgnn_io::AlignedBuf;
 use ringgnn_io::{BackendKind, CoalesceOptions, ReadModel};
 use ringgnn_pipeline::{Emit, Stage};
 use ringgnn_sampler::{
-    CompactSample, Graph, GraphSampler, HyperBatch, HyperSampler, HyperStates, SampleOptions,
-    SampledSubgraph,
+    CompactSample, Graph, GraphSampler, HyperBatch, HyperPeaks, HyperSampler, HyperStates,
+    SampleOptions, SampledSubgraph, SpillFile, SPILL_BUFFER,
 };
 use ringgnn_store::Bitmap;
 
 use crate::buffers::BufferPool;
 use crate::epoch::BatchJob;
 use crate::labels::Labels;
+use crate::options::Spill;
 use crate::staging::{estimate, Staging, StagingOptions};
 use crate::{Error, Result};
 
@@ -123,7 +125,7 @@ impl Stage for SampleStage {
 
 /// How many batches the next hyperbatch takes: fixed, or the largest whose state fits the
 /// plan's share, from the largest batch state measured so far (and, before any, from the upper
-/// bound of one batch).
+/// bound of one batch); and whether a hyperbatch spills its finished samples.
 pub(crate) struct HyperSizing {
     /// Bytes for the states of the batches of one hyperbatch (the plan's share; it shrinks when
     /// the plan is redone for larger batches).
@@ -138,12 +140,19 @@ pub(crate) struct HyperSizing {
     pub(crate) drivers: usize,
     /// Batches the next job takes (read by the epoch's job source at each claim).
     pub(crate) next: Arc<AtomicUsize>,
+    /// The spill policy (sampling drivers only: `drivers == 1`), the threads that each write
+    /// one finished sample at a time when spilling, and the most batches a hyperbatch holds with
+    /// its samples kept (a larger one spills).
+    pub(crate) spill: Spill,
+    pub(crate) threads: usize,
+    kept: AtomicUsize,
 }
 
 impl HyperSizing {
     /// Safety margin over the largest batch state measured: batches of one epoch vary.
     const MARGIN: f64 = 1.5;
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         arena: u64,
         fixed: Option<usize>,
@@ -151,18 +160,46 @@ impl HyperSizing {
         extra: u64,
         reserved: u64,
         drivers: usize,
+        spill: Spill,
+        threads: usize,
     ) -> Self {
+        let drivers = drivers.max(1);
         let mut s = HyperSizing {
             arena: AtomicU64::new(arena),
             fixed,
             extra,
             reserved,
-            drivers: drivers.max(1),
+            drivers,
             next: Arc::new(AtomicUsize::new(1)),
+            // Loading drivers stage their batches' rows from the samples' nodes: kept.
+            spill: if drivers == 1 { spill } else { Spill::Off },
+            threads: threads.max(1),
+            kept: AtomicUsize::new(usize::MAX),
         };
+        // Before any batch is measured, samples are kept (their sizes are not known apart).
         let h = fixed.unwrap_or_else(|| Self::fit(s.states(0), (batch_bound + extra) as f64));
         s.next = Arc::new(AtomicUsize::new(h));
+        if s.spill != Spill::On {
+            s.kept = AtomicUsize::new(h);
+        }
         s
+    }
+
+    /// Whether a hyperbatch of `h` batches spills its samples: always with [`Spill::On`]; with
+    /// [`Spill::Auto`], when it holds more batches than fit with their samples kept.
+    pub(crate) fn spills(&self, h: usize) -> bool {
+        match self.spill {
+            Spill::On => true,
+            Spill::Off => false,
+            Spill::Auto => h > self.kept.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Bytes a spilling hyperbatch holds whatever its size: each thread's write buffer and the
+    /// sample it is writing (`sample` bytes, with the margin), and the driver's read buffer.
+    fn spill_fixed(&self, sample: u64) -> u64 {
+        let per_thread = sample as f64 * Self::MARGIN + SPILL_BUFFER as f64;
+        (self.threads as f64 * per_thread) as u64 + SPILL_BUFFER as u64
     }
 
     /// Bytes one driver's batch states may take: its part of the share, less its staging
@@ -181,11 +218,28 @@ impl HyperSizing {
     }
 
     /// After a hyperbatch: size the next from the largest batch state measured so far and what
-    /// the sampler holds apart (`scratch`).
-    fn measured(&self, peak_batch: u64, scratch: u64) {
-        if self.fixed.is_none() && peak_batch > 0 {
-            let states = self.states(scratch);
-            let h = Self::fit(states, (peak_batch + self.extra) as f64 * Self::MARGIN);
+    /// the sampler holds apart (`scratch`): kept, each batch holds `peaks.batch`; spilled,
+    /// `peaks.resident`, besides [`Self::spill_fixed`]. With [`Spill::Auto`] the next takes
+    /// whichever holds more batches.
+    fn measured(&self, peaks: HyperPeaks, scratch: u64) {
+        if peaks.batch == 0 {
+            return;
+        }
+        let states = self.states(scratch);
+        let kept = Self::fit(states, (peaks.batch + self.extra) as f64 * Self::MARGIN);
+        let spilled = Self::fit(
+            states.saturating_sub(self.spill_fixed(peaks.sample)),
+            (peaks.resident + self.extra) as f64 * Self::MARGIN,
+        );
+        let h = match self.spill {
+            Spill::Off => kept,
+            Spill::On => spilled,
+            Spill::Auto => kept.max(spilled),
+        };
+        if self.spill != Spill::On {
+            self.kept.store(kept, Ordering::Relaxed);
+        }
+        if self.fixed.is_none() {
             self.next.store(h, Ordering::Relaxed);
         }
     }
@@ -201,12 +255,16 @@ pub(crate) struct HyperParts {
     /// The batch states of the last hyperbatch worker, for the next one (the plan's share
     /// holds them; new memory would cost a page fault per 4 KiB on every epoch).
     pub(crate) states: Mutex<Vec<HyperStates>>,
+    /// Where spill files go.
+    pub(crate) spill_dir: std::path::PathBuf,
 }
 
-/// A hyperbatch worker's sampler, whose batch states go back to the loader when it ends.
+/// A hyperbatch worker's sampler, whose batch states go back to the loader when it ends, and
+/// its spill file with the buffer it reads samples back through (made at its first spill).
 pub struct HyperWorker {
     hs: HyperSampler,
     parts: Arc<HyperParts>,
+    spill: Option<(SpillFile, AlignedBuf)>,
 }
 
 impl Drop for HyperWorker {
@@ -236,11 +294,60 @@ impl HyperParts {
         Ok(HyperWorker {
             hs: hs.with_states(states),
             parts: self.clone(),
+            spill: None,
         })
     }
 
     /// Sample the job's batches together.
     fn sample(&self, w: &mut HyperWorker, job: &BatchJob) -> Result<Vec<CompactBatch>> {
+        let samples = self.sample_with(w, job, |hs, batches| hs.sample(batches))?;
+        Ok(job
+            .indices
+            .iter()
+            .zip(samples)
+            .map(|(&index, sample)| CompactBatch {
+                index,
+                seeds: job.batches.seeds_of(index).ids().to_vec(),
+                sample,
+            })
+            .collect())
+    }
+
+    /// Sample the job's batches together into the worker's spill file (started over: the
+    /// consumer has read every sample of the previous hyperbatch), each written as soon as it
+    /// is finished; they come back in the job's order.
+    fn sample_spilled(
+        &self,
+        w: &mut HyperWorker,
+        job: &BatchJob,
+    ) -> Result<Vec<ringgnn_sampler::Spilled>> {
+        if w.spill.is_none() {
+            let f = SpillFile::create(&self.spill_dir).map_err(|e| {
+                Error::Input(format!(
+                    "cannot create the hyperbatch spill file in {}: {e} (choose another \
+                     directory with --spill-dir, spill_dir= in Python, or turn spilling off)",
+                    self.spill_dir.display()
+                ))
+            })?;
+            w.spill = Some((f, AlignedBuf::new(SPILL_BUFFER)));
+        }
+        let mut spill = w.spill.take().expect("made above");
+        spill.0.rewind();
+        let before = spill.0.traffic().0;
+        let r = self.sample_with(w, job, |hs, batches| hs.sample_spilled(batches, &spill.0));
+        self.graph.record_spill(spill.0.traffic().0 - before);
+        w.spill = Some(spill);
+        r
+    }
+
+    /// Run `f` on the job's batches, counting its reads and sizing the next hyperbatch from
+    /// what it measured.
+    fn sample_with<T>(
+        &self,
+        w: &mut HyperWorker,
+        job: &BatchJob,
+        f: impl FnOnce(&mut HyperSampler, &[HyperBatch<'_>]) -> ringgnn_sampler::Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
         let batches: Vec<HyperBatch> = job
             .indices
             .iter()
@@ -252,7 +359,7 @@ impl HyperParts {
             .collect();
         let hs = &mut w.hs;
         let (c0, io0) = (hs.counts(), hs.io_stats());
-        let samples = hs.sample(&batches)?;
+        let samples = f(hs, &batches)?;
         let (c1, io1) = (hs.counts(), hs.io_stats());
         self.graph.record_hyperbatch(
             ringgnn_io::IoStats {
@@ -264,19 +371,8 @@ impl HyperParts {
             c1.random_bytes - c0.random_bytes,
             batches.len() as u64,
         );
-        self.sizing
-            .measured(hs.peak_batch_bytes(), hs.scratch_bytes());
-        Ok(job
-            .indices
-            .iter()
-            .zip(batches)
-            .zip(samples)
-            .map(|((&index, b), sample)| CompactBatch {
-                index,
-                seeds: b.seeds.ids().to_vec(),
-                sample,
-            })
-            .collect())
+        self.sizing.measured(hs.peaks(), hs.scratch_bytes());
+        Ok(samples)
     }
 }
 
@@ -306,6 +402,23 @@ impl Stage for HyperSampleStage {
         // batch states, reused, are the only ones alive.
         if !out.wait_turn(1) {
             return Err(Error::Input("the epoch was stopped".into()));
+        }
+        if self.parts.sizing.spills(job.indices.len()) {
+            // Each sample read back from the spill file, and expanded, when its turn comes.
+            let recs = self.parts.sample_spilled(w, &job)?;
+            let (f, buf) = w.spill.as_mut().expect("the spill file of this hyperbatch");
+            for (&index, r) in job.indices.iter().zip(recs) {
+                if !out.wait_turn(1) {
+                    return Err(Error::Input("the epoch was stopped".into()));
+                }
+                let b = CompactBatch {
+                    index,
+                    seeds: job.batches.seeds_of(index).ids().to_vec(),
+                    sample: f.read(r, buf)?,
+                };
+                out.emit(Ok(b.expand()));
+            }
+            return Ok(());
         }
         // Each batch expanded only when its turn comes: until then it stays compact.
         for b in self.parts.sample(w, &job)? {
@@ -700,24 +813,71 @@ mod tests {
 
     #[test]
     fn hyperbatch_sizes_split_the_share_between_drivers() {
+        let peaks = |batch, resident, sample| HyperPeaks {
+            batch,
+            resident,
+            sample,
+        };
         // One driver: 100 MiB less 1 MiB of staging buffers, batches bounded at 9 MiB (+1 of
         // staging each): 9 batches.
-        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 1);
+        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 9);
         // Measured at 5 MiB, with the 1.5 margin and 3 MiB the sampler holds apart:
         // (99 - 3) / (6 * 1.5) = 10.
-        s.measured(5 * MB, 3 * MB);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB);
         assert_eq!(s.next.load(Ordering::Relaxed), 10);
+        assert!(!s.spills(10) && !s.spills(1000));
         // Two drivers each hold a hyperbatch: each gets half the share.
-        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 2);
+        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 2, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 4);
-        s.measured(5 * MB, 3 * MB);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB);
         assert_eq!(s.next.load(Ordering::Relaxed), 5);
         // A fixed size stays; too small a share still makes progress, one batch at a time.
-        let s = HyperSizing::new(100 * MB, Some(7), 9 * MB, MB, MB, 2);
-        s.measured(5 * MB, 3 * MB);
+        let s = HyperSizing::new(100 * MB, Some(7), 9 * MB, MB, MB, 2, Spill::Off, 2);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB);
         assert_eq!(s.next.load(Ordering::Relaxed), 7);
-        let s = HyperSizing::new(MB, None, 9 * MB, 0, 0, 1);
+        let s = HyperSizing::new(MB, None, 9 * MB, 0, 0, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn spilling_sizes_by_the_state_before_the_last_hop() {
+        let peaks = HyperPeaks {
+            batch: 8 * MB,
+            resident: 4 * MB,
+            sample: 4 * MB,
+        };
+        // Kept: 120 MiB / (8 * 1.5) = 10 batches. Spilled: 120 MiB less two threads' sample
+        // (6 MiB each with the margin) and 3 spill buffers, 105 MiB / (4 * 1.5) = 17 batches.
+        let s = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Auto, 2);
+        assert_eq!(s.next.load(Ordering::Relaxed), 13);
+        // Before anything is measured, a hyperbatch as large as the bound allows keeps its
+        // samples.
+        assert!(!s.spills(13) && s.spills(14));
+        s.measured(peaks, 0);
+        assert_eq!(s.next.load(Ordering::Relaxed), 17);
+        assert!(!s.spills(10) && s.spills(11) && s.spills(17));
+        // Off: sized for kept samples; on: every hyperbatch spills.
+        let off = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Off, 2);
+        off.measured(peaks, 0);
+        assert_eq!(off.next.load(Ordering::Relaxed), 10);
+        assert!(!off.spills(17));
+        let on = HyperSizing::new(120 * MB, Some(3), 9 * MB, 0, 0, 1, Spill::On, 2);
+        on.measured(peaks, 0);
+        assert!(on.spills(1) && on.spills(3));
+        assert_eq!(on.next.load(Ordering::Relaxed), 3);
+        // Where spilling holds fewer (samples small against the positions), auto keeps them.
+        let small = HyperPeaks {
+            batch: 4 * MB,
+            resident: 4 * MB,
+            sample: MB / 4,
+        };
+        let s = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Auto, 2);
+        s.measured(small, 0);
+        assert_eq!(s.next.load(Ordering::Relaxed), 20);
+        assert!(!s.spills(20));
+        // Loading drivers (two) never spill.
+        let s = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 2, Spill::On, 2);
+        assert!(!s.spills(1));
     }
 }

@@ -1,14 +1,14 @@
 //! Hyperbatch epochs: every batch equals the per-batch epoch's, with and without features, for
 //! every backend, thread count and hyperbatch size (1, 2, 7, the whole epoch, auto); `auto`
 //! grows the hyperbatch from what it measures; shards, early exit and read errors behave as in
-//! per-batch mode.
+//! per-batch mode; spilled samples (read back from the spill file) are the same batches.
 
 mod common;
 
 use common::{backends, graph, loading, nz, sampling, sbm, seeds, train_seeds, N};
 use ringgnn_loader::{
     BackendChoice, Batch, BatchLoader, CachePolicy, EpochOptions, Error, Hyperbatch, LoadedBatch,
-    LoaderOptions,
+    LoaderOptions, Spill,
 };
 use ringgnn_store::manifest::FeatureDtype;
 
@@ -203,4 +203,65 @@ fn a_share_too_small_for_a_hyperbatch_still_gives_identical_batches() {
         (24, 24),
         "one batch at a time: {t:?}"
     );
+}
+
+#[test]
+fn spilled_hyperbatches_equal_per_batch_epochs() {
+    let e = EpochOptions::new(nz(64), 4);
+    let (want, _) = samples(sampling(BackendChoice::Memory, 1), &e);
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1, 2, 3] {
+        for h in sizes() {
+            let mut o = sampling(BackendChoice::Pread, threads);
+            o.hyperbatch = h;
+            o.spill = Spill::On;
+            o.spill_dir = Some(dir.path().to_path_buf());
+            let (got, l) = samples(o, &e);
+            assert!(got == want, "{threads} threads, {h:?}");
+            let t = l.graph().hyper_totals();
+            if h == Hyperbatch::PER_BATCH {
+                assert_eq!(t.spilled_bytes, 0, "per batch: nothing to spill");
+            } else {
+                // Every sample went through the spill file, in whole pages.
+                assert_eq!(t.batches, 24, "{h:?}");
+                assert!(t.spilled_bytes >= 24 * 4096, "{h:?}: {t:?}");
+                assert_eq!(t.spilled_bytes % 4096, 0);
+            }
+            // Unlinked at once: nothing is left in the directory.
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
+    }
+    // Kept (off), nothing is spilled.
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.hyperbatch = Hyperbatch::Size(nz(7));
+    o.spill = Spill::Off;
+    let (got, l) = samples(o, &e);
+    assert!(got == want);
+    assert_eq!(l.graph().hyper_totals().spilled_bytes, 0);
+}
+
+#[test]
+fn a_spill_directory_that_cannot_be_written_is_named_in_the_error() {
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.hyperbatch = Hyperbatch::Size(nz(4));
+    o.spill = Spill::On;
+    o.spill_dir = Some("/nonexistent/ringgnn-spill".into());
+    let (_d, path) = graph();
+    let l = BatchLoader::open(&path, o, None).unwrap();
+    let all = seeds((0..1500).collect::<Vec<_>>(), N);
+    let r: Vec<_> = l
+        .sample_epoch(&all, &EpochOptions::new(nz(64), 1))
+        .unwrap()
+        .collect();
+    match r.last() {
+        Some(Err(e)) => {
+            let m = e.to_string();
+            assert!(
+                m.contains("/nonexistent/ringgnn-spill") && m.contains("spill"),
+                "{m}"
+            );
+        }
+        other => panic!("expected an error naming the directory, got {other:?}"),
+    }
+    assert_eq!(l.live_workers(), 0);
 }

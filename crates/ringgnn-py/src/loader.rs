@@ -168,6 +168,9 @@ impl Loader {
             prefetch,
             hold,
             hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
+            // Loading epochs keep their samples (staging needs their nodes); see `Spill`.
+            spill: LoaderOptions::default().spill,
+            spill_dir: None,
             neighbor_cache: LoaderOptions::default().neighbor_cache,
             processes,
         };

@@ -161,7 +161,7 @@ impl Sampler {
     #[pyo3(signature = (
         path, fanouts, replace=false, backend="auto", direct=false, threads=None, seed=0,
         memory=None, reserve=0, with_edge_ids=false, prefetch=None, batch_size=PLAN_BATCH,
-        hyperbatch="auto"
+        hyperbatch="auto", spill="auto", spill_dir=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -179,6 +179,8 @@ impl Sampler {
         prefetch: Option<NonZeroUsize>,
         batch_size: NonZeroUsize,
         hyperbatch: &str,
+        spill: &str,
+        spill_dir: Option<PathBuf>,
     ) -> PyResult<Self> {
         let defaults = LoaderOptions::default();
         let opts = LoaderOptions {
@@ -198,6 +200,8 @@ impl Sampler {
             prefetch,
             hold: defaults.hold,
             hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
+            spill: spill.parse().map_err(LoaderError)?,
+            spill_dir,
             neighbor_cache: defaults.neighbor_cache,
             processes: defaults.processes,
         };
@@ -290,6 +294,7 @@ pub(crate) fn io_dict<'py>(py: Python<'py>, l: &BatchLoader) -> PyResult<Bound<'
     d.set_item("random_bytes", h.random_bytes)?;
     d.set_item("hyperbatches", h.hyperbatches)?;
     d.set_item("hyperbatch_batches", h.batches)?;
+    d.set_item("spilled_bytes", h.spilled_bytes)?;
     Ok(d)
 }
 

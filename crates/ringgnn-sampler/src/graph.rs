@@ -120,7 +120,7 @@ pub struct Graph {
     memory: Option<Arc<Indices>>,
     name: &'static str,
     stats: [AtomicU64; 3],
-    hyper: [AtomicU64; 4],
+    hyper: [AtomicU64; 5],
     /// Hot pages of the neighbor file, shared by this graph's disk samplers.
     pages: Option<Arc<PageCache>>,
 }
@@ -134,6 +134,8 @@ pub struct HyperTotals {
     /// Hyperbatches sampled, and the batches in them.
     pub hyperbatches: u64,
     pub batches: u64,
+    /// Bytes of finished samples written to spill files (and read back as many).
+    pub spilled_bytes: u64,
 }
 
 impl Graph {
@@ -306,14 +308,20 @@ impl Graph {
         }
     }
 
+    /// Add the bytes of finished samples one hyperbatch wrote to its spill file.
+    pub fn record_spill(&self, bytes: u64) {
+        self.hyper[4].fetch_add(bytes, Ordering::Relaxed);
+    }
+
     /// Hyperbatch counters summed over every hyperbatch of this graph.
     pub fn hyper_totals(&self) -> HyperTotals {
-        let [s, r, h, b] = &self.hyper;
+        let [s, r, h, b, w] = &self.hyper;
         HyperTotals {
             sequential_bytes: s.load(Ordering::Relaxed),
             random_bytes: r.load(Ordering::Relaxed),
             hyperbatches: h.load(Ordering::Relaxed),
             batches: b.load(Ordering::Relaxed),
+            spilled_bytes: w.load(Ordering::Relaxed),
         }
     }
 
