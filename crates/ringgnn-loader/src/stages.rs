@@ -146,11 +146,26 @@ pub(crate) struct HyperSizing {
     pub(crate) spill: Spill,
     pub(crate) threads: usize,
     kept: AtomicUsize,
+    /// Batches measured so far.
+    seen: AtomicU64,
 }
 
 impl HyperSizing {
-    /// Safety margin over the largest batch state measured: batches of one epoch vary.
+    /// Safety margin over the largest batch state measured: batches of one epoch vary. Once
+    /// [`Self::SETTLED`] batches have been measured, their largest is a high quantile of the
+    /// epoch's batches (reused states keep the largest each held anyway), and the margin only
+    /// covers one larger than any seen: [`Self::SETTLED_MARGIN`].
     const MARGIN: f64 = 1.5;
+    const SETTLED: u64 = 16;
+    const SETTLED_MARGIN: f64 = 1.15;
+
+    fn margin(&self) -> f64 {
+        if self.seen.load(Ordering::Relaxed) >= Self::SETTLED {
+            Self::SETTLED_MARGIN
+        } else {
+            Self::MARGIN
+        }
+    }
 
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -175,6 +190,7 @@ impl HyperSizing {
             spill: if drivers == 1 { spill } else { Spill::Off },
             threads: threads.max(1),
             kept: AtomicUsize::new(usize::MAX),
+            seen: AtomicU64::new(0),
         };
         // Before any batch is measured, samples are kept (their sizes are not known apart).
         let h = fixed.unwrap_or_else(|| Self::fit(s.states(0), (batch_bound + extra) as f64));
@@ -198,7 +214,7 @@ impl HyperSizing {
     /// Bytes a spilling hyperbatch holds whatever its size: each thread's write buffer and the
     /// sample it is writing (`sample` bytes, with the margin), and the driver's read buffer.
     fn spill_fixed(&self, sample: u64) -> u64 {
-        let per_thread = sample as f64 * Self::MARGIN + SPILL_BUFFER as f64;
+        let per_thread = sample as f64 * self.margin() + SPILL_BUFFER as f64;
         (self.threads as f64 * per_thread) as u64 + SPILL_BUFFER as u64
     }
 
@@ -221,15 +237,16 @@ impl HyperSizing {
     /// the sampler holds apart (`scratch`): kept, each batch holds `peaks.batch`; spilled,
     /// `peaks.resident`, besides [`Self::spill_fixed`]. With [`Spill::Auto`] the next takes
     /// whichever holds more batches.
-    fn measured(&self, peaks: HyperPeaks, scratch: u64) {
+    fn measured(&self, peaks: HyperPeaks, scratch: u64, batches: usize) {
         if peaks.batch == 0 {
             return;
         }
-        let states = self.states(scratch);
-        let kept = Self::fit(states, (peaks.batch + self.extra) as f64 * Self::MARGIN);
+        self.seen.fetch_add(batches as u64, Ordering::Relaxed);
+        let (states, m) = (self.states(scratch), self.margin());
+        let kept = Self::fit(states, (peaks.batch + self.extra) as f64 * m);
         let spilled = Self::fit(
             states.saturating_sub(self.spill_fixed(peaks.sample)),
-            (peaks.resident + self.extra) as f64 * Self::MARGIN,
+            (peaks.resident + self.extra) as f64 * m,
         );
         let h = match self.spill {
             Spill::Off => kept,
@@ -371,7 +388,19 @@ impl HyperParts {
             c1.random_bytes - c0.random_bytes,
             batches.len() as u64,
         );
-        self.sizing.measured(hs.peaks(), hs.scratch_bytes());
+        self.sizing
+            .measured(hs.peaks(), hs.scratch_bytes(), batches.len());
+        if std::env::var_os("RINGGNN_DEBUG_HYPER").is_some() {
+            eprintln!(
+                "hyper h={} peaks={:?} scratch={} next={} kept={} arena={}",
+                job.indices.len(),
+                hs.peaks(),
+                hs.scratch_bytes(),
+                self.sizing.next.load(Ordering::Relaxed),
+                self.sizing.kept.load(Ordering::Relaxed),
+                self.sizing.arena.load(Ordering::Relaxed)
+            );
+        }
         Ok(samples)
     }
 }
@@ -824,17 +853,21 @@ mod tests {
         assert_eq!(s.next.load(Ordering::Relaxed), 9);
         // Measured at 5 MiB, with the 1.5 margin and 3 MiB the sampler holds apart:
         // (99 - 3) / (6 * 1.5) = 10.
-        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 10);
         assert!(!s.spills(10) && !s.spills(1000));
+        // Once 16 batches are measured, the margin over their largest is 1.15:
+        // 96 / (6 * 1.15) = 13.
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 12);
+        assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Two drivers each hold a hyperbatch: each gets half the share.
         let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 2, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 4);
-        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 5);
         // A fixed size stays; too small a share still makes progress, one batch at a time.
         let s = HyperSizing::new(100 * MB, Some(7), 9 * MB, MB, MB, 2, Spill::Off, 2);
-        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 7);
         let s = HyperSizing::new(MB, None, 9 * MB, 0, 0, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 1);
@@ -854,16 +887,16 @@ mod tests {
         // Before anything is measured, a hyperbatch as large as the bound allows keeps its
         // samples.
         assert!(!s.spills(13) && s.spills(14));
-        s.measured(peaks, 0);
+        s.measured(peaks, 0, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 17);
         assert!(!s.spills(10) && s.spills(11) && s.spills(17));
         // Off: sized for kept samples; on: every hyperbatch spills.
         let off = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Off, 2);
-        off.measured(peaks, 0);
+        off.measured(peaks, 0, 4);
         assert_eq!(off.next.load(Ordering::Relaxed), 10);
         assert!(!off.spills(17));
         let on = HyperSizing::new(120 * MB, Some(3), 9 * MB, 0, 0, 1, Spill::On, 2);
-        on.measured(peaks, 0);
+        on.measured(peaks, 0, 4);
         assert!(on.spills(1) && on.spills(3));
         assert_eq!(on.next.load(Ordering::Relaxed), 3);
         // Where spilling holds fewer (samples small against the positions), auto keeps them.
@@ -873,7 +906,7 @@ mod tests {
             sample: MB / 4,
         };
         let s = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Auto, 2);
-        s.measured(small, 0);
+        s.measured(small, 0, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 20);
         assert!(!s.spills(20));
         // Loading drivers (two) never spill.

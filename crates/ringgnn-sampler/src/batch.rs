@@ -42,33 +42,45 @@ pub(crate) fn map_bytes(capacity: usize) -> u64 {
     capacity as u64 * 20
 }
 
+/// What drawing a hop needs only while it draws: the frontier's neighbor ranges and the
+/// drawer's set of offsets taken. The caller lends one to [`BatchDraw::draw`] (a hyperbatch
+/// keeps one per thread, not one per batch).
+#[derive(Default)]
+pub(crate) struct DrawScratch {
+    drawer: Drawer,
+    /// `(indptr[v], indptr[v + 1])` of each frontier node of the hop being drawn.
+    ranges: Vec<(u64, u64)>,
+}
+
+impl DrawScratch {
+    /// Bytes of the ranges (the drawer's set holds at most a fanout's offsets).
+    pub(crate) fn bytes(&self) -> u64 {
+        16 * self.ranges.capacity() as u64
+    }
+}
+
 /// A mini-batch in the middle of being sampled. Its workspaces are reused from batch to batch:
-/// their size follows the sample, never the graph. Its dedup map is not part of it: the caller
-/// lends one (the per-batch sampler keeps one for its batch; a hyperbatch rebuilds one per
-/// thread from the batch's nodes when it relabels, see [`Self::fill_map`], so that H batches in
-/// flight do not hold H maps).
+/// their size follows the sample, never the graph. Its dedup map and its draw scratch are not
+/// part of it: the caller lends them (the per-batch sampler keeps one of each for its batch; a
+/// hyperbatch keeps one per thread and rebuilds the map from the batch's nodes when it
+/// relabels, see [`Self::fill_map`], so that H batches in flight do not hold H of them).
 pub(crate) struct BatchDraw {
     rng: Rng,
-    drawer: Drawer,
     pub(crate) out: CompactSample,
     /// The local ids expanded at the current hop.
     frontier: Range<usize>,
     /// Edge positions drawn at the current hop, in draw order (the hyperbatch sampler then
     /// overwrites them with the entries read there, see [`Self::relabel_in_place`]).
     pub(crate) pos: Vec<u64>,
-    /// `(indptr[v], indptr[v + 1])` of each frontier node of the current hop.
-    ranges: Vec<(u64, u64)>,
 }
 
 impl Default for BatchDraw {
     fn default() -> Self {
         BatchDraw {
             rng: batch_rng(0, 0, 0),
-            drawer: Drawer::default(),
             out: CompactSample::default(),
             frontier: 0..0,
             pos: Vec::new(),
-            ranges: Vec::new(),
         }
     }
 }
@@ -106,30 +118,36 @@ impl BatchDraw {
 
     /// Draw the positions of the next hop for the whole frontier (a fixed order of the random
     /// stream: frontier order, one draw per node), into `pos`, and record how many were drawn
-    /// for each frontier node.
-    pub(crate) fn draw(&mut self, indptr: &[u64], fanout: Fanout, replace: bool) -> Result<()> {
+    /// for each frontier node, using the workspace `ws`.
+    pub(crate) fn draw(
+        &mut self,
+        indptr: &[u64],
+        fanout: Fanout,
+        replace: bool,
+        ws: &mut DrawScratch,
+    ) -> Result<()> {
         self.pos.clear();
         // Load every frontier node's range first: the loads are independent, so the CPU
         // overlaps their cache misses (interleaved with the draws, each miss stalled the
         // degree-dependent branches: 39% of sampling time on a 131M-edge graph).
-        self.ranges.clear();
+        ws.ranges.clear();
         let node = &self.out.node;
-        self.ranges.extend(self.frontier.clone().map(|l| {
+        ws.ranges.extend(self.frontier.clone().map(|l| {
             let v = node[l] as usize;
             (indptr[v], indptr[v + 1])
         }));
         // Exactly the room the hop takes: H batches in flight hold their positions at once.
-        let total: u64 = self
+        let total: u64 = ws
             .ranges
             .iter()
             .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
             .sum();
         self.pos
             .reserve_exact(usize::try_from(total).map_err(|_| Error::TooLarge)?);
-        self.out.counts.reserve_exact(self.ranges.len());
-        for &(lo, hi) in &self.ranges {
+        self.out.counts.reserve_exact(ws.ranges.len());
+        for &(lo, hi) in &ws.ranges {
             let start = self.pos.len();
-            self.drawer
+            ws.drawer
                 .draw(&mut self.rng, hi - lo, fanout, replace, &mut self.pos);
             self.pos[start..].iter_mut().for_each(|p| *p += lo);
             let n = u32::try_from(self.pos.len() - start).map_err(|_| Error::TooLarge)?;
@@ -183,7 +201,7 @@ impl BatchDraw {
     /// Bytes this batch holds now: its output and its workspaces (capacities). After
     /// [`Self::take`], the workspaces alone.
     pub(crate) fn bytes(&self) -> u64 {
-        self.out.bytes() + 8 * self.pos.capacity() as u64 + 16 * self.ranges.capacity() as u64
+        self.out.bytes() + 8 * self.pos.capacity() as u64
     }
 }
 

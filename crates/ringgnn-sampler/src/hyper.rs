@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use ringgnn_io::{AlignedBuf, BlockCounts, BlockReader};
 
-use crate::batch::{check_entry, map_bytes, BatchDraw, IdMap};
+use crate::batch::{check_entry, map_bytes, BatchDraw, DrawScratch, IdMap};
 use crate::output::CompactSample;
 use crate::spill::{SpillFile, Spilled, SPILL_BUFFER};
 use crate::{Error, Result, SampleOptions, SeedSlice};
@@ -128,17 +128,20 @@ impl Slot {
 }
 
 /// What each thread of a hyperbatch sampler keeps whatever the hyperbatch size: a dedup map,
-/// filled with a batch's nodes when the thread relabels it, and, when samples are spilled, its
-/// write buffer.
+/// filled with a batch's nodes when the thread relabels it, the workspace of a batch's draws,
+/// and, when samples are spilled, its write buffer.
 #[derive(Default)]
 struct Scratch {
     map: IdMap,
+    draw: DrawScratch,
     buf: Option<AlignedBuf>,
 }
 
 impl Scratch {
     fn bytes(&self) -> u64 {
-        map_bytes(self.map.capacity()) + self.buf.as_ref().map_or(0, |b| b.capacity() as u64)
+        map_bytes(self.map.capacity())
+            + self.draw.bytes()
+            + self.buf.as_ref().map_or(0, |b| b.capacity() as u64)
     }
 }
 
@@ -340,8 +343,8 @@ impl HyperSampler {
         let peaks = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
         for k in 0..hops {
             let (indptr, fanout, replace) = (&self.indptr, self.opts.fanouts[k], self.opts.replace);
-            par(&mut self.states[..h], &mut self.scratch, |_, slot| {
-                slot.st.draw(indptr, fanout, replace)?;
+            par(&mut self.states[..h], &mut self.scratch, |sc, slot| {
+                slot.st.draw(indptr, fanout, replace, &mut sc.draw)?;
                 slot.bk.sort(&mut slot.st.pos, per_chunk, chunks)
             })?;
             self.fetch(h, chunks, num_nodes)?;

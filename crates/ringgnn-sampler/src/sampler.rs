@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ringgnn_io::IoStats;
 use ringgnn_store::Dataset;
 
-use crate::batch::{map_bytes, BatchDraw, IdMap};
+use crate::batch::{map_bytes, BatchDraw, DrawScratch, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result, SampledSubgraph, SeedSlice};
 
@@ -20,7 +20,7 @@ pub struct BatchBytes {
     /// Its output.
     pub output: u64,
     /// What the same batch holds in a hyperbatch (a compact sample and one hop's positions,
-    /// no dedup map: see [`crate::HyperSampler::peak_batch_bytes`]).
+    /// no dedup map: see [`crate::HyperSampler::peaks`]).
     pub hyper_state: u64,
 }
 
@@ -37,6 +37,7 @@ pub struct NeighborSampler {
     /// map and the entries read at the current hop.
     state: BatchDraw,
     map: IdMap,
+    ws: DrawScratch,
     nbr: Vec<u64>,
     /// The requests of [`Self::sample_many`] and their positions of a hop, all together.
     many: Vec<BatchDraw>,
@@ -69,6 +70,7 @@ impl NeighborSampler {
             source,
             state: BatchDraw::default(),
             map: IdMap::default(),
+            ws: DrawScratch::default(),
             nbr: Vec::new(),
             many: Vec::new(),
             many_pos: Vec::new(),
@@ -142,11 +144,11 @@ impl NeighborSampler {
                 seeds.num_nodes()
             )));
         }
-        let (st, map, nbr) = (&mut self.state, &mut self.map, &mut self.nbr);
+        let (st, map, nbr, ws) = (&mut self.state, &mut self.map, &mut self.nbr, &mut self.ws);
         st.start(map, seeds.ids(), seed, epoch, batch, with_edge_ids)?;
         for &fanout in &self.fanouts {
             // Draw every position of the hop first (fixed RNG order), then read them together.
-            st.draw(&self.indptr, fanout, self.replace)?;
+            st.draw(&self.indptr, fanout, self.replace, ws)?;
             nbr.clear();
             nbr.resize(st.pos.len(), 0);
             self.source.fetch(&st.pos, nbr)?;
@@ -157,7 +159,7 @@ impl NeighborSampler {
         let hyper_state = st.out.bytes() + 12 * st.pos.capacity() as u64;
         // The compact buffers stay (for the next batch) next to the expanded sample.
         let out = st.finish();
-        let held = st.bytes() + map_bytes(map.capacity()) + 8 * nbr.capacity() as u64;
+        let held = st.bytes() + ws.bytes() + map_bytes(map.capacity()) + 8 * nbr.capacity() as u64;
         self.last_bytes = BatchBytes {
             total: held + out.bytes(),
             output: out.bytes(),
@@ -210,11 +212,11 @@ impl NeighborSampler {
         }
         let hops = reqs.iter().map(|r| r.fanouts.len()).max().unwrap_or(0);
         for k in 0..hops {
-            let (pos, nbr) = (&mut self.many_pos, &mut self.nbr);
+            let (pos, nbr, ws) = (&mut self.many_pos, &mut self.nbr, &mut self.ws);
             pos.clear();
             for (st, r) in states.iter_mut().zip(reqs) {
                 if let Some(&f) = r.fanouts.get(k) {
-                    st.draw(&self.indptr, f, r.replace)?;
+                    st.draw(&self.indptr, f, r.replace, ws)?;
                     pos.extend_from_slice(&st.pos);
                 }
             }
