@@ -11,8 +11,8 @@ use ringgnn_features::{FeatureFile, FeatureGatherer, HotRowCache, RowSource};
 use ringgnn_io::{CoalesceOptions, IoStats};
 use ringgnn_pipeline::{Next, Run, RunOptions, Stage};
 use ringgnn_sampler::{
-    BatchBytes, Graph, GraphSampler, NeighborAccess, OffsetIndex, SampleOptions, SampledSubgraph,
-    Seeds,
+    BatchBytes, Graph, GraphSampler, HyperPeaks, NeighborAccess, OffsetIndex, SampleOptions,
+    SampledSubgraph, Seeds,
 };
 use ringgnn_store::{rng, Dataset};
 
@@ -94,17 +94,27 @@ impl Shape {
         Some(Probed {
             workspace: m.workspace.saturating_mul(k),
             output: m.output.saturating_mul(k),
-            hyper_state: m.hyper_state.saturating_mul(k),
+            hyper: HyperPeaks {
+                batch: m.hyper.batch.saturating_mul(k),
+                resident: m.hyper.resident.saturating_mul(k),
+                sample: m.hyper.sample.saturating_mul(k),
+            },
         })
     }
 
-    /// The bytes of one batch of `batch` seeds in a hyperbatch: measured, or its upper bound.
-    fn hyper_state(&self, batch: u64) -> u64 {
+    /// The bytes of one batch of `batch` seeds in a hyperbatch, kept and spilled: measured, or
+    /// its upper bound (all three: spilling gains nothing by the bound).
+    fn hyper_peaks(&self, batch: u64) -> HyperPeaks {
         match self.probed(batch) {
-            Some(m) => m.hyper_state,
+            Some(m) => m.hyper,
             None => {
                 let n = self.needs(batch);
-                n.sampler_workspace + n.sample_bytes
+                let b = n.sampler_workspace + n.sample_bytes;
+                HyperPeaks {
+                    batch: b,
+                    resident: b,
+                    sample: b,
+                }
             }
         }
     }
@@ -117,7 +127,7 @@ struct Probed {
     workspace: u64,
     output: u64,
     /// As part of a hyperbatch.
-    hyper_state: u64,
+    hyper: HyperPeaks,
 }
 
 /// The most bytes a batch of `batch` random seeds holds when sampled (see [`BatchBytes`]),
@@ -138,6 +148,8 @@ fn probe(shape: &Shape, batch: u64, backend: BackendChoice, direct: bool) -> Res
             total: most.total.max(b.total),
             output: most.output.max(b.output),
             hyper_state: most.hyper_state.max(b.hyper_state),
+            hyper_resident: most.hyper_resident.max(b.hyper_resident),
+            compact: most.compact.max(b.compact),
         };
     }
     Ok(most)
@@ -255,7 +267,11 @@ impl BatchLoader {
                     Probed {
                         workspace: (b.total - b.output).saturating_mul(m),
                         output: b.output.saturating_mul(m),
-                        hyper_state: b.hyper_state.saturating_mul(m),
+                        hyper: HyperPeaks {
+                            batch: b.hyper_state.saturating_mul(m),
+                            resident: b.hyper_resident.saturating_mul(m),
+                            sample: b.compact.saturating_mul(m),
+                        },
                     },
                 ));
                 MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {
@@ -286,7 +302,7 @@ impl BatchLoader {
 
         let hyper = (plan.hyperbatch_size != 1).then(|| {
             let bound = shape.needs(batch);
-            let per_batch = shape.hyper_state(batch);
+            let first = shape.hyper_peaks(batch);
             let fixed = match opts.hyperbatch {
                 Hyperbatch::Size(n) => Some(n.get()),
                 Hyperbatch::Auto => None,
@@ -303,7 +319,7 @@ impl BatchLoader {
                 sizing: HyperSizing::new(
                     plan.hyperbatch,
                     fixed,
-                    per_batch,
+                    first,
                     extra,
                     if extra > 0 { 2 * bound.read_buffer } else { 0 },
                     if extra > 0 { LOAD_DRIVERS } else { 1 },

@@ -171,7 +171,7 @@ impl HyperSizing {
     pub(crate) fn new(
         arena: u64,
         fixed: Option<usize>,
-        batch_bound: u64,
+        first: HyperPeaks,
         extra: u64,
         reserved: u64,
         drivers: usize,
@@ -192,13 +192,30 @@ impl HyperSizing {
             kept: AtomicUsize::new(usize::MAX),
             seen: AtomicU64::new(0),
         };
-        // Before any batch is measured, samples are kept (their sizes are not known apart).
-        let h = fixed.unwrap_or_else(|| Self::fit(s.states(0), (batch_bound + extra) as f64));
-        s.next = Arc::new(AtomicUsize::new(h));
-        if s.spill != Spill::On {
-            s.kept = AtomicUsize::new(h);
-        }
+        // Before any batch is measured: by the probe's sizes (with their own margin) or the
+        // upper bound of a batch.
+        let (kept, h) = s.size(first, 0, 1.0);
+        s.next = Arc::new(AtomicUsize::new(fixed.unwrap_or(h)));
+        s.kept = AtomicUsize::new(kept);
         s
+    }
+
+    /// The largest hyperbatch that fits with `peaks` per batch, `scratch` apart and `margin`:
+    /// with its samples kept, and by the policy (the larger of kept and spilled for
+    /// [`Spill::Auto`]).
+    fn size(&self, peaks: HyperPeaks, scratch: u64, margin: f64) -> (usize, usize) {
+        let states = self.states(scratch);
+        let kept = Self::fit(states, (peaks.batch + self.extra) as f64 * margin);
+        let spilled = Self::fit(
+            states.saturating_sub(self.spill_fixed(peaks.sample, margin)),
+            (peaks.resident + self.extra) as f64 * margin,
+        );
+        let h = match self.spill {
+            Spill::Off => kept,
+            Spill::On => spilled,
+            Spill::Auto => kept.max(spilled),
+        };
+        (kept, h)
     }
 
     /// Whether a hyperbatch of `h` batches spills its samples: always with [`Spill::On`]; with
@@ -213,8 +230,8 @@ impl HyperSizing {
 
     /// Bytes a spilling hyperbatch holds whatever its size: each thread's write buffer and the
     /// sample it is writing (`sample` bytes, with the margin), and the driver's read buffer.
-    fn spill_fixed(&self, sample: u64) -> u64 {
-        let per_thread = sample as f64 * self.margin() + SPILL_BUFFER as f64;
+    fn spill_fixed(&self, sample: u64, margin: f64) -> u64 {
+        let per_thread = sample as f64 * margin + SPILL_BUFFER as f64;
         (self.threads as f64 * per_thread) as u64 + SPILL_BUFFER as u64
     }
 
@@ -242,20 +259,8 @@ impl HyperSizing {
             return;
         }
         self.seen.fetch_add(batches as u64, Ordering::Relaxed);
-        let (states, m) = (self.states(scratch), self.margin());
-        let kept = Self::fit(states, (peaks.batch + self.extra) as f64 * m);
-        let spilled = Self::fit(
-            states.saturating_sub(self.spill_fixed(peaks.sample)),
-            (peaks.resident + self.extra) as f64 * m,
-        );
-        let h = match self.spill {
-            Spill::Off => kept,
-            Spill::On => spilled,
-            Spill::Auto => kept.max(spilled),
-        };
-        if self.spill != Spill::On {
-            self.kept.store(kept, Ordering::Relaxed);
-        }
+        let (kept, h) = self.size(peaks, scratch, self.margin());
+        self.kept.store(kept, Ordering::Relaxed);
         if self.fixed.is_none() {
             self.next.store(h, Ordering::Relaxed);
         }
@@ -840,6 +845,15 @@ mod tests {
         assert!(e.contains("device row 10 is not a node"), "{e}");
     }
 
+    /// First sizes from the upper bound of a batch: the same for kept and spilled samples.
+    fn bound(b: u64) -> HyperPeaks {
+        HyperPeaks {
+            batch: b,
+            resident: b,
+            sample: b,
+        }
+    }
+
     #[test]
     fn hyperbatch_sizes_split_the_share_between_drivers() {
         let peaks = |batch, resident, sample| HyperPeaks {
@@ -849,7 +863,7 @@ mod tests {
         };
         // One driver: 100 MiB less 1 MiB of staging buffers, batches bounded at 9 MiB (+1 of
         // staging each): 9 batches.
-        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 1, Spill::Off, 2);
+        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), MB, MB, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 9);
         // Measured at 5 MiB, with the 1.5 margin and 3 MiB the sampler holds apart:
         // (99 - 3) / (6 * 1.5) = 10.
@@ -861,15 +875,15 @@ mod tests {
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 12);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Two drivers each hold a hyperbatch: each gets half the share.
-        let s = HyperSizing::new(100 * MB, None, 9 * MB, MB, MB, 2, Spill::Off, 2);
+        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), MB, MB, 2, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 4);
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 5);
         // A fixed size stays; too small a share still makes progress, one batch at a time.
-        let s = HyperSizing::new(100 * MB, Some(7), 9 * MB, MB, MB, 2, Spill::Off, 2);
+        let s = HyperSizing::new(100 * MB, Some(7), bound(9 * MB), MB, MB, 2, Spill::Off, 2);
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 7);
-        let s = HyperSizing::new(MB, None, 9 * MB, 0, 0, 1, Spill::Off, 2);
+        let s = HyperSizing::new(MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 1);
     }
 
@@ -882,7 +896,7 @@ mod tests {
         };
         // Kept: 120 MiB / (8 * 1.5) = 10 batches. Spilled: 120 MiB less two threads' sample
         // (6 MiB each with the margin) and 3 spill buffers, 105 MiB / (4 * 1.5) = 17 batches.
-        let s = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Auto, 2);
+        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Before anything is measured, a hyperbatch as large as the bound allows keeps its
         // samples.
@@ -891,11 +905,11 @@ mod tests {
         assert_eq!(s.next.load(Ordering::Relaxed), 17);
         assert!(!s.spills(10) && s.spills(11) && s.spills(17));
         // Off: sized for kept samples; on: every hyperbatch spills.
-        let off = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Off, 2);
+        let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
         off.measured(peaks, 0, 4);
         assert_eq!(off.next.load(Ordering::Relaxed), 10);
         assert!(!off.spills(17));
-        let on = HyperSizing::new(120 * MB, Some(3), 9 * MB, 0, 0, 1, Spill::On, 2);
+        let on = HyperSizing::new(120 * MB, Some(3), bound(9 * MB), 0, 0, 1, Spill::On, 2);
         on.measured(peaks, 0, 4);
         assert!(on.spills(1) && on.spills(3));
         assert_eq!(on.next.load(Ordering::Relaxed), 3);
@@ -905,12 +919,17 @@ mod tests {
             resident: 4 * MB,
             sample: MB / 4,
         };
-        let s = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 1, Spill::Auto, 2);
+        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
         s.measured(small, 0, 4);
         assert_eq!(s.next.load(Ordering::Relaxed), 20);
         assert!(!s.spills(20));
+        // First sized from probe batches (their margin already on): spilled from the start.
+        let s = HyperSizing::new(120 * MB, None, peaks, 0, 0, 1, Spill::Auto, 2);
+        // Kept 120 / 8 = 15; spilled (120 - 2 * (4 + 1) - 1) / 4 = 27.
+        assert_eq!(s.next.load(Ordering::Relaxed), 27);
+        assert!(!s.spills(15) && s.spills(16));
         // Loading drivers (two) never spill.
-        let s = HyperSizing::new(120 * MB, None, 9 * MB, 0, 0, 2, Spill::On, 2);
+        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 2, Spill::On, 2);
         assert!(!s.spills(1));
     }
 }

@@ -36,6 +36,34 @@ impl Hasher for IdHasher {
 
 pub(crate) type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
 
+/// The integer type a batch keeps its drawn positions (then the entries read there) in:
+/// `u64`, or `u32` when the graph's edge positions and node ids all fit (a hyperbatch holds H
+/// batches' positions at once: 4 bytes less each).
+pub(crate) trait Word: Copy + Default + Send + Sync + 'static {
+    fn get(self) -> u64;
+    /// `x` must fit (the caller checked the graph's sizes).
+    fn of(x: u64) -> Self;
+}
+
+impl Word for u64 {
+    fn get(self) -> u64 {
+        self
+    }
+    fn of(x: u64) -> Self {
+        x
+    }
+}
+
+impl Word for u32 {
+    fn get(self) -> u64 {
+        self as u64
+    }
+    fn of(x: u64) -> Self {
+        debug_assert!(x <= u32::MAX as u64);
+        x as u32
+    }
+}
+
 /// Bytes an [`IdMap`] of `capacity` holds: 16 per slot (a `(u64, u32)` entry, padded) and its
 /// control byte, slots being about 8/7 of the capacity.
 pub(crate) fn map_bytes(capacity: usize) -> u64 {
@@ -50,12 +78,14 @@ pub(crate) struct DrawScratch {
     drawer: Drawer,
     /// `(indptr[v], indptr[v + 1])` of each frontier node of the hop being drawn.
     ranges: Vec<(u64, u64)>,
+    /// One node's offsets, before they join the batch's positions.
+    node: Vec<u64>,
 }
 
 impl DrawScratch {
-    /// Bytes of the ranges (the drawer's set holds at most a fanout's offsets).
+    /// Bytes of the ranges and one node's offsets (the drawer's set holds at most a fanout's).
     pub(crate) fn bytes(&self) -> u64 {
-        16 * self.ranges.capacity() as u64
+        16 * self.ranges.capacity() as u64 + 8 * self.node.capacity() as u64
     }
 }
 
@@ -64,17 +94,17 @@ impl DrawScratch {
 /// part of it: the caller lends them (the per-batch sampler keeps one of each for its batch; a
 /// hyperbatch keeps one per thread and rebuilds the map from the batch's nodes when it
 /// relabels, see [`Self::fill_map`], so that H batches in flight do not hold H of them).
-pub(crate) struct BatchDraw {
+pub(crate) struct BatchDraw<W: Word = u64> {
     rng: Rng,
     pub(crate) out: CompactSample,
     /// The local ids expanded at the current hop.
     frontier: Range<usize>,
     /// Edge positions drawn at the current hop, in draw order (the hyperbatch sampler then
     /// overwrites them with the entries read there, see [`Self::relabel_in_place`]).
-    pub(crate) pos: Vec<u64>,
+    pub(crate) pos: Vec<W>,
 }
 
-impl Default for BatchDraw {
+impl<W: Word> Default for BatchDraw<W> {
     fn default() -> Self {
         BatchDraw {
             rng: batch_rng(0, 0, 0),
@@ -85,7 +115,7 @@ impl Default for BatchDraw {
     }
 }
 
-impl BatchDraw {
+impl<W: Word> BatchDraw<W> {
     /// Start batch `batch` of epoch `epoch` under the user's `seed` around `seeds` (checked
     /// node ids): the seeds, deduplicated, are its first nodes and its first frontier. `map`
     /// ends up holding them.
@@ -146,15 +176,15 @@ impl BatchDraw {
             .reserve_exact(usize::try_from(total).map_err(|_| Error::TooLarge)?);
         self.out.counts.reserve_exact(ws.ranges.len());
         for &(lo, hi) in &ws.ranges {
-            let start = self.pos.len();
+            ws.node.clear();
             ws.drawer
-                .draw(&mut self.rng, hi - lo, fanout, replace, &mut self.pos);
-            self.pos[start..].iter_mut().for_each(|p| *p += lo);
-            let n = u32::try_from(self.pos.len() - start).map_err(|_| Error::TooLarge)?;
+                .draw(&mut self.rng, hi - lo, fanout, replace, &mut ws.node);
+            self.pos.extend(ws.node.iter().map(|&p| W::of(p + lo)));
+            let n = u32::try_from(ws.node.len()).map_err(|_| Error::TooLarge)?;
             self.out.counts.push(n);
         }
         if let Some(e) = &mut self.out.edge {
-            e.extend_from_slice(&self.pos);
+            e.extend(self.pos.iter().map(|p| p.get()));
         }
         Ok(())
     }
@@ -164,7 +194,7 @@ impl BatchDraw {
     /// frontier. `map` must hold the batch's nodes.
     pub(crate) fn relabel(&mut self, nbr: &[u64], map: &mut IdMap, num_nodes: u64) -> Result<()> {
         let pos = &self.pos;
-        let f = |i: usize, u: u64| check_entry(pos[i], u, num_nodes);
+        let f = |i: usize, u: u64| check_entry(pos[i].get(), u, num_nodes);
         relabel(&mut self.out, &mut self.frontier, nbr, map, f)
     }
 
@@ -201,20 +231,21 @@ impl BatchDraw {
     /// Bytes this batch holds now: its output and its workspaces (capacities). After
     /// [`Self::take`], the workspaces alone.
     pub(crate) fn bytes(&self) -> u64 {
-        self.out.bytes() + 8 * self.pos.capacity() as u64
+        self.out.bytes() + std::mem::size_of::<W>() as u64 * self.pos.capacity() as u64
     }
 }
 
-fn relabel(
+fn relabel<N: Word>(
     out: &mut CompactSample,
     frontier: &mut Range<usize>,
-    nbr: &[u64],
+    nbr: &[N],
     map: &mut IdMap,
     check: impl Fn(usize, u64) -> Result<()>,
 ) -> Result<()> {
     let first_new = out.node.len();
     out.row.reserve_exact(nbr.len());
-    for (i, &u) in nbr.iter().enumerate() {
+    for (i, u) in nbr.iter().enumerate() {
+        let u = u.get();
         check(i, u)?;
         out.row.push(local_id(map, &mut out.node, u)?);
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use ringgnn_io::{AlignedBuf, BlockCounts, BlockReader};
 
-use crate::batch::{check_entry, map_bytes, BatchDraw, DrawScratch, IdMap};
+use crate::batch::{check_entry, map_bytes, BatchDraw, DrawScratch, IdMap, Word};
 use crate::output::CompactSample;
 use crate::spill::{SpillFile, Spilled, SPILL_BUFFER};
 use crate::{Error, Result, SampleOptions, SeedSlice};
@@ -47,7 +47,7 @@ impl Buckets {
     /// Marks a slot of `idx` done in [`Self::unsort`].
     const DONE: u32 = 1 << 31;
 
-    fn sort(&mut self, pos: &mut [u64], per_chunk: u64, chunks: usize) -> Result<()> {
+    fn sort<W: Word>(&mut self, pos: &mut [W], per_chunk: u64, chunks: usize) -> Result<()> {
         let n = pos.len();
         if n >= Self::DONE as usize {
             return Err(Error::TooLarge);
@@ -55,7 +55,7 @@ impl Buckets {
         self.starts.clear();
         self.starts.resize(chunks + 1, 0);
         for &p in pos.iter() {
-            self.starts[(p / per_chunk) as usize + 1] += 1;
+            self.starts[(p.get() / per_chunk) as usize + 1] += 1;
         }
         for c in 0..chunks {
             self.starts[c + 1] += self.starts[c];
@@ -72,7 +72,7 @@ impl Buckets {
             let end = self.starts[c + 1];
             while next[c] < end {
                 let k = next[c] as usize;
-                let b = (pos[k] / per_chunk) as usize;
+                let b = (pos[k].get() / per_chunk) as usize;
                 if b == c {
                     next[c] += 1;
                 } else {
@@ -88,7 +88,7 @@ impl Buckets {
 
     /// The entries read, back in draw order: `pos[idx[k]]` gets what `pos[k]` holds, one cycle
     /// of the permutation at a time.
-    fn unsort(&mut self, pos: &mut [u64]) {
+    fn unsort<W: Word>(&mut self, pos: &mut [W]) {
         for s in 0..pos.len() {
             if self.idx[s] & Self::DONE != 0 {
                 continue;
@@ -112,18 +112,56 @@ impl Buckets {
     }
 }
 
+/// Whether a graph's edge positions and node ids all fit 32 bits (see [`Slots`]).
+fn narrow(indptr: &[u64]) -> bool {
+    let (nodes, edges) = (indptr.len() as u64 - 1, indptr.last().copied().unwrap_or(0));
+    edges <= 1 << 32 && nodes <= 1 << 32
+}
+
+/// Bytes a batch of a hyperbatch holds per drawn position of its current hop: the position
+/// (then the entry read there) and its bucket index.
+pub(crate) fn position_bytes(indptr: &[u64]) -> u64 {
+    if narrow(indptr) {
+        4 + 4
+    } else {
+        8 + 4
+    }
+}
+
 /// One batch of a hyperbatch being sampled: its state, its bucketed positions, and where its
 /// finished sample went when it was spilled.
 #[derive(Default)]
-struct Slot {
-    st: BatchDraw,
+struct Slot<W: Word> {
+    st: BatchDraw<W>,
     bk: Buckets,
     spilled: Option<Spilled>,
 }
 
-impl Slot {
+impl<W: Word> Slot<W> {
     fn bytes(&self) -> u64 {
         self.st.bytes() + self.bk.bytes()
+    }
+}
+
+/// The batch states of a sampler: positions kept in 32 bits when the graph's edge positions and
+/// node ids fit, else 64.
+enum Slots {
+    Narrow(Vec<Slot<u32>>),
+    Wide(Vec<Slot<u64>>),
+}
+
+impl Default for Slots {
+    fn default() -> Self {
+        Slots::Wide(Vec::new())
+    }
+}
+
+impl Slots {
+    fn bytes(&self) -> u64 {
+        match self {
+            Slots::Narrow(v) => v.iter().map(Slot::bytes).sum(),
+            Slots::Wide(v) => v.iter().map(Slot::bytes).sum(),
+        }
     }
 }
 
@@ -149,12 +187,12 @@ impl Scratch {
 /// samplers: a hyperbatch touches many megabytes per batch, and memory the process already has
 /// costs no page faults (see [`HyperSampler::take_states`]).
 #[derive(Default)]
-pub struct HyperStates(Vec<Slot>);
+pub struct HyperStates(Slots);
 
 impl HyperStates {
     /// Bytes held (capacities).
     pub fn bytes(&self) -> u64 {
-        self.0.iter().map(Slot::bytes).sum()
+        self.0.bytes()
     }
 }
 
@@ -181,7 +219,9 @@ pub struct HyperSampler {
     path: PathBuf,
     width: u64,
     threads: usize,
-    states: Vec<Slot>,
+    /// Whether positions fit 32 bits (see [`Slots`]).
+    narrow: bool,
+    states: Slots,
     /// One per thread.
     scratch: Vec<Scratch>,
     peaks: HyperPeaks,
@@ -199,14 +239,16 @@ impl HyperSampler {
         width: u64,
     ) -> Self {
         assert!(!readers.is_empty(), "HyperSampler: at least one reader");
+        let narrow = narrow(&indptr);
         HyperSampler {
+            narrow,
             indptr,
             opts,
             threads: readers.len(),
             readers,
             path,
             width,
-            states: Vec::new(),
+            states: Slots::default(),
             scratch: Vec::new(),
             peaks: HyperPeaks::default(),
         }
@@ -265,12 +307,24 @@ impl HyperSampler {
 
     /// Bytes held now by the batch states (kept for reuse between hyperbatches).
     pub fn state_bytes(&self) -> u64 {
-        self.states.iter().map(Slot::bytes).sum()
+        self.states.bytes()
     }
 
     /// Use `states` (left by an earlier sampler) for the batches, instead of new ones.
     pub fn with_states(mut self, states: HyperStates) -> Self {
         self.states = states.0;
+        self
+    }
+
+    /// Positions in 32 bits (`u32::MAX` edges and nodes at most), else 64.
+    pub fn narrow_positions(&self) -> bool {
+        self.narrow
+    }
+
+    /// Keep positions in 64 bits whatever the graph (tests of the wide path on small graphs).
+    #[doc(hidden)]
+    pub fn with_wide_positions(mut self) -> Self {
+        self.narrow = false;
         self
     }
 
@@ -283,11 +337,12 @@ impl HyperSampler {
     /// [`crate::NeighborSampler::sample`] gives for the same seeds and `(epoch, batch)`.
     /// They come back compact (see [`CompactSample`]): 4 bytes per edge until expanded.
     pub fn sample(&mut self, batches: &[HyperBatch<'_>]) -> Result<Vec<CompactSample>> {
+        let h = batches.len();
         self.run(batches, None)?;
-        Ok(self.states[..batches.len()]
-            .iter_mut()
-            .map(|slot| slot.st.take())
-            .collect())
+        Ok(match &mut self.states {
+            Slots::Narrow(v) => v[..h].iter_mut().map(|s| s.st.take()).collect(),
+            Slots::Wide(v) => v[..h].iter_mut().map(|s| s.st.take()).collect(),
+        })
     }
 
     /// [`Self::sample`], but each sample is written to `spill` as soon as its last hop is done
@@ -300,11 +355,13 @@ impl HyperSampler {
         batches: &[HyperBatch<'_>],
         spill: &SpillFile,
     ) -> Result<Vec<Spilled>> {
+        let h = batches.len();
         self.run(batches, Some(spill))?;
-        Ok(self.states[..batches.len()]
-            .iter_mut()
-            .map(|slot| slot.spilled.take().expect("every batch was spilled"))
-            .collect())
+        let taken = |s: &mut Option<Spilled>| s.take().expect("every batch was spilled");
+        Ok(match &mut self.states {
+            Slots::Narrow(v) => v[..h].iter_mut().map(|s| taken(&mut s.spilled)).collect(),
+            Slots::Wide(v) => v[..h].iter_mut().map(|s| taken(&mut s.spilled)).collect(),
+        })
     }
 
     fn run(&mut self, batches: &[HyperBatch<'_>], spill: Option<&SpillFile>) -> Result<()> {
@@ -315,9 +372,38 @@ impl HyperSampler {
                 b.seeds.num_nodes()
             )));
         }
+        // States of the other width (from a sampler of another graph) are dropped.
+        let mut states = std::mem::take(&mut self.states);
+        let r = match (&mut states, self.narrow) {
+            (Slots::Narrow(v), true) => self.run_slots(v, batches, spill),
+            (Slots::Wide(v), false) => self.run_slots(v, batches, spill),
+            (_, true) => {
+                let mut v = Vec::new();
+                let r = self.run_slots(&mut v, batches, spill);
+                states = Slots::Narrow(v);
+                r
+            }
+            (_, false) => {
+                let mut v = Vec::new();
+                let r = self.run_slots(&mut v, batches, spill);
+                states = Slots::Wide(v);
+                r
+            }
+        };
+        self.states = states;
+        r
+    }
+
+    fn run_slots<W: Word>(
+        &mut self,
+        slots: &mut Vec<Slot<W>>,
+        batches: &[HyperBatch<'_>],
+        spill: Option<&SpillFile>,
+    ) -> Result<()> {
+        let num_nodes = self.num_nodes();
         let h = batches.len();
-        if self.states.len() < h {
-            self.states.resize_with(h, Default::default);
+        if slots.len() < h {
+            slots.resize_with(h, Default::default);
         }
         self.scratch.resize_with(self.threads, Default::default);
         if spill.is_some() {
@@ -326,7 +412,7 @@ impl HyperSampler {
             }
         }
         let o = &self.opts;
-        for (slot, b) in self.states.iter_mut().zip(batches) {
+        for (slot, b) in slots.iter_mut().zip(batches) {
             slot.spilled = None;
             slot.st.start(
                 &mut self.scratch[0].map,
@@ -343,13 +429,13 @@ impl HyperSampler {
         let peaks = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
         for k in 0..hops {
             let (indptr, fanout, replace) = (&self.indptr, self.opts.fanouts[k], self.opts.replace);
-            par(&mut self.states[..h], &mut self.scratch, |sc, slot| {
+            par(&mut slots[..h], &mut self.scratch, |sc, slot| {
                 slot.st.draw(indptr, fanout, replace, &mut sc.draw)?;
                 slot.bk.sort(&mut slot.st.pos, per_chunk, chunks)
             })?;
-            self.fetch(h, chunks, num_nodes)?;
+            self.fetch(&mut slots[..h], chunks, num_nodes)?;
             let last = k + 1 == hops;
-            par(&mut self.states[..h], &mut self.scratch, |sc, slot| {
+            par(&mut slots[..h], &mut self.scratch, |sc, slot| {
                 slot.bk.unsort(&mut slot.st.pos);
                 let before = (slot.bytes(), slot.st.out.bytes());
                 slot.st.fill_map(&mut sc.map);
@@ -376,7 +462,7 @@ impl HyperSampler {
         }
         if hops == 0 {
             // Nothing drawn: the seeds are the samples.
-            for slot in &mut self.states[..h] {
+            for slot in &mut slots[..h] {
                 if let Some(f) = spill {
                     let buf = self.scratch[0].buf.as_mut().expect("a spill buffer");
                     slot.spilled = Some(f.write(&slot.st.out, buf)?);
@@ -388,7 +474,7 @@ impl HyperSampler {
         p.batch = p.batch.max(peaks[0].load(Ordering::Relaxed));
         p.resident = p.resident.max(peaks[1].load(Ordering::Relaxed));
         p.sample = p.sample.max(peaks[2].load(Ordering::Relaxed));
-        for slot in &self.states[..h] {
+        for slot in &slots[..h] {
             p.batch = p.batch.max(slot.bytes());
         }
         Ok(())
@@ -397,9 +483,14 @@ impl HyperSampler {
     /// Replace every batch's (sorted) positions by the entries there: each thread visits its own
     /// contiguous range of chunks in file order (ranges of about equal numbers of positions),
     /// loading each chunk once with the pages any batch needs.
-    fn fetch(&mut self, h: usize, chunks: usize, num_nodes: u64) -> Result<()> {
+    fn fetch<W: Word>(
+        &mut self,
+        states: &mut [Slot<W>],
+        chunks: usize,
+        num_nodes: u64,
+    ) -> Result<()> {
         let t = self.readers.len();
-        let states = &mut self.states[..h];
+        let h = states.len();
         // Split the chunks into t ranges of about equal numbers of positions.
         let mut per_chunk = vec![0u64; chunks];
         for Slot { bk, .. } in states.iter() {
@@ -423,9 +514,9 @@ impl HyperSampler {
         }
         bounds[t] = chunks;
         // Per thread, per batch: the part of its (sorted) positions in the thread's chunks.
-        let mut views: Vec<Vec<View<'_>>> = (0..t).map(|_| Vec::with_capacity(h)).collect();
+        let mut views: Vec<Vec<View<'_, W>>> = (0..t).map(|_| Vec::with_capacity(h)).collect();
         for Slot { st, bk, .. } in states.iter_mut() {
-            let mut rest: &mut [u64] = &mut st.pos;
+            let mut rest: &mut [W] = &mut st.pos;
             for (i, v) in views.iter_mut().enumerate() {
                 let (c0, c1) = (bounds[i], bounds[i + 1]);
                 let n = (bk.starts[c1] - bk.starts[c0]) as usize;
@@ -438,7 +529,7 @@ impl HyperSampler {
             }
         }
         let (width, path) = (self.width, &self.path);
-        let work = |(r, views): (&mut BlockReader, Vec<View<'_>>), c0: usize, c1: usize| {
+        let work = |(r, views): (&mut BlockReader, Vec<View<'_, W>>), c0: usize, c1: usize| {
             read_chunks(r, views, c0..c1, width, num_nodes, path)
         };
         if t == 1 {
@@ -462,18 +553,18 @@ impl HyperSampler {
 }
 
 /// What one thread of [`HyperSampler::fetch`] sees of one batch.
-struct View<'a> {
+struct View<'a, W> {
     starts: &'a [u32],
     /// The batch's sorted `pos` for this thread's chunks (from `starts[first chunk]`): positions, then
     /// the entries read there.
-    vals: &'a mut [u64],
+    vals: &'a mut [W],
 }
 
 /// Load the chunks `range` in order and serve every batch's positions in them (checking that
 /// each entry is a node id of a graph of `num_nodes` nodes).
-fn read_chunks(
+fn read_chunks<W: Word>(
     r: &mut BlockReader,
-    mut views: Vec<View<'_>>,
+    mut views: Vec<View<'_, W>>,
     range: std::ops::Range<usize>,
     width: u64,
     num_nodes: u64,
@@ -489,7 +580,7 @@ fn read_chunks(
         for (v, &b) in views.iter().zip(&base) {
             let (s0, s1) = ((v.starts[c] - b) as usize, (v.starts[c + 1] - b) as usize);
             for &p in &v.vals[s0..s1] {
-                let page = (p * width / 4096 - first) as usize;
+                let page = (p.get() * width / 4096 - first) as usize;
                 needed[page / 64] |= 1 << (page % 64);
             }
             any |= s1 > s0;
@@ -504,13 +595,15 @@ fn read_chunks(
         for (v, &b) in views.iter_mut().zip(&base) {
             let (s0, s1) = ((v.starts[c] - b) as usize, (v.starts[c + 1] - b) as usize);
             for x in &mut v.vals[s0..s1] {
-                let bytes = r.bytes(*x * width, width as usize);
+                let p = x.get();
+                let bytes = r.bytes(p * width, width as usize);
                 let u = match bytes.len() {
                     4 => u32::from_le_bytes(bytes.try_into().expect("4 bytes")) as u64,
                     _ => u64::from_le_bytes(bytes.try_into().expect("8 bytes")),
                 };
-                check_entry(*x, u, num_nodes)?;
-                *x = u;
+                // Checked against the node count, which fits `W`.
+                check_entry(p, u, num_nodes)?;
+                *x = W::of(u);
             }
         }
     }

@@ -20,8 +20,11 @@ pub struct BatchBytes {
     /// Its output.
     pub output: u64,
     /// What the same batch holds in a hyperbatch (a compact sample and one hop's positions,
-    /// no dedup map: see [`crate::HyperSampler::peaks`]).
+    /// no dedup map: see [`crate::HyperSampler::peaks`]), and when its sample is spilled: its
+    /// state before the last hop is relabelled, and its compact sample.
     pub hyper_state: u64,
+    pub hyper_resident: u64,
+    pub compact: u64,
 }
 
 /// Node-wise uniform neighbor sampling (GraphSAGE, PyG semantics) over a CSC graph of which
@@ -146,17 +149,22 @@ impl NeighborSampler {
         }
         let (st, map, nbr, ws) = (&mut self.state, &mut self.map, &mut self.nbr, &mut self.ws);
         st.start(map, seeds.ids(), seed, epoch, batch, with_edge_ids)?;
+        // What the batch would hold in a hyperbatch (see `crate::HyperSampler`): its compact
+        // sample and its largest hop's positions with their bucket index, and, spilled, what it
+        // holds before its last hop is relabelled.
+        let per_position = crate::hyper::position_bytes(&self.indptr);
+        let mut hyper_resident = 0;
         for &fanout in &self.fanouts {
             // Draw every position of the hop first (fixed RNG order), then read them together.
             st.draw(&self.indptr, fanout, self.replace, ws)?;
             nbr.clear();
             nbr.resize(st.pos.len(), 0);
             self.source.fetch(&st.pos, nbr)?;
+            hyper_resident = st.out.bytes() + per_position * st.pos.len() as u64;
             st.relabel(nbr, map, num_nodes)?;
         }
-        // What the batch would hold in a hyperbatch: its compact sample and its largest hop's
-        // positions with their bucket index (see `crate::HyperSampler`).
-        let hyper_state = st.out.bytes() + 12 * st.pos.capacity() as u64;
+        let compact = st.out.bytes();
+        let hyper_state = compact + per_position * st.pos.capacity() as u64;
         // The compact buffers stay (for the next batch) next to the expanded sample.
         let out = st.finish();
         let held = st.bytes() + ws.bytes() + map_bytes(map.capacity()) + 8 * nbr.capacity() as u64;
@@ -164,6 +172,8 @@ impl NeighborSampler {
             total: held + out.bytes(),
             output: out.bytes(),
             hyper_state,
+            hyper_resident,
+            compact,
         };
         Ok(out)
     }

@@ -105,7 +105,10 @@ proptest! {
             .enumerate()
             .map(|(b, s)| reference.sample_ids(s.ids(), seed, epoch, 10 + b as u64, edge_ids).unwrap())
             .collect();
-        let (mut hs, log) = hyper(&ds, &opts, chunk_pages, block_pages, threads);
+        let (hs, log) = hyper(&ds, &opts, chunk_pages, block_pages, threads);
+        prop_assert!(hs.narrow_positions());
+        // Positions in 64 bits on odd graph seeds (the path of graphs of more than 2^32 edges).
+        let mut hs = if graph_seed % 2 == 1 { hs.with_wide_positions() } else { hs };
         let jobs: Vec<HyperBatch> = batches
             .iter()
             .enumerate()
