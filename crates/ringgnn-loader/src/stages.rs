@@ -395,17 +395,6 @@ impl HyperParts {
         );
         self.sizing
             .measured(hs.peaks(), hs.scratch_bytes(), batches.len());
-        if std::env::var_os("RINGGNN_DEBUG_HYPER").is_some() {
-            eprintln!(
-                "hyper h={} peaks={:?} scratch={} next={} kept={} arena={}",
-                job.indices.len(),
-                hs.peaks(),
-                hs.scratch_bytes(),
-                self.sizing.next.load(Ordering::Relaxed),
-                self.sizing.kept.load(Ordering::Relaxed),
-                self.sizing.arena.load(Ordering::Relaxed)
-            );
-        }
         Ok(samples)
     }
 }
