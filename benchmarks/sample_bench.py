@@ -160,26 +160,31 @@ def hyperbatches(work: Path, cap: str):
     idx = m["files"]["indices"]["bytes"]
     print(f"### R-MAT 23: neighbor file {idx / 1e6:.0f} MB, {len(np.load(sp)):,} seeds (1%), fanouts 20,15,10, "
           f"batch 1024, 2 threads\n")
-    print("| sampler | condition | hyperbatch | epoch (s) | SEPS (M) | GB read | read / file | of which sequential GB | memcap |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---|")
+    print("| sampler | condition | hyperbatch | spill | epoch (s) | SEPS (M) | GB read | read / file | of which sequential GB "
+          "| spilled GB | memcap |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     r, _ = ours(d, sp, "memory")
-    print(f"| memory | warm | - | {r['seconds']:.2f} | {r['seps'] / 1e6:.2f} | 0 | 0 | 0 | - |", flush=True)
+    print(f"| memory | warm | - | - | {r['seconds']:.2f} | {r['seps'] / 1e6:.2f} | 0 | 0 | 0 | 0 | - |", flush=True)
     conds = [("uring buffered", "warm", False, "", None), ("uring direct", "cold", True, f"{MEMCAP} --drop-caches 20G -- ", None),
              ("uring direct", "capped", True, f"{MEMCAP} --drop-caches {cap} -- ", cap),
              ("uring buffered", "capped", False, f"{MEMCAP} --drop-caches {cap} -- ", cap)]
     for label, cond, direct, prefix, memory in conds:
-        for h in ("1", "auto"):
+        # Under the cap, hyperbatches with their samples kept (`--spill off`) and spilled when that
+        # fits more batches (`auto`, the default).
+        runs = [("1", "off"), ("auto", "off"), ("auto", "auto")] if memory else [("1", "off"), ("auto", "auto")]
+        for h, spill in runs:
             cmd_prefix = prefix
             full = (f"{cmd_prefix}{RSS} ringgnn sample {d} --fanouts 20,15,10 --batch-size 1024 --seeds {sp} "
-                    f"--epochs {1 if prefix else 2} --backend uring --threads 2 --json --hyperbatch {h}"
+                    f"--epochs {1 if prefix else 2} --backend uring --threads 2 --json --hyperbatch {h} --spill {spill}"
                     + (" --direct" if direct else "") + (f" --memory {memory}" if memory else ""))
             r = subprocess.run(full, shell=True, capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit(f"failed: {full}\n{r.stderr[-2000:]}")
             rec = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")][-1]
             mc = [l for l in r.stderr.splitlines() if l.startswith("memcap:")]
-            print(f"| {label} | {cond} | {rec['hyperbatch']:.1f} | {rec['seconds']:.2f} | {rec['seps'] / 1e6:.2f} | "
+            print(f"| {label} | {cond} | {rec['hyperbatch']:.1f} | {spill} | {rec['seconds']:.2f} | {rec['seps'] / 1e6:.2f} | "
                   f"{rec['bytes_read'] / 1e9:.2f} | {rec['bytes_read'] / idx:.1f}x | {rec['sequential_bytes'] / 1e9:.2f} | "
+                  f"{rec['spilled_bytes'] / 1e9:.2f} | "
                   f"{mc[0].replace('memcap: ', '') if mc else '-'} |", flush=True)
 
 

@@ -206,6 +206,37 @@ fn a_share_too_small_for_a_hyperbatch_still_gives_identical_batches() {
 }
 
 #[test]
+fn spilling_under_a_share_too_small_for_kept_samples_gives_identical_batches() {
+    let e = EpochOptions::new(nz(64), 4);
+    let (want, _) = samples(sampling(BackendChoice::Memory, 1), &e);
+    // A budget whose share is a few spill buffers and batch states: sized for spilled samples
+    // (`on`), the hyperbatches hold what they can and every batch is still the same.
+    let (_d, path) = graph();
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.hyperbatch = Hyperbatch::Auto;
+    o.spill = Spill::On;
+    let big = BatchLoader::open(&path, o.clone(), None).unwrap().plan();
+    let fixed = big.total() - big.hyperbatch - big.slack;
+    o.memory = Some((fixed + (5 << 20)) * 32 / 31 + 32);
+    let (got, l) = samples(o.clone(), &e);
+    assert!(got == want);
+    let t = l.graph().hyper_totals();
+    assert_eq!(t.batches, 24);
+    assert!(t.spilled_bytes > 0, "{t:?}");
+    // Stopped early, mid-hyperbatch: no worker is left, and the next epoch is whole.
+    let all = seeds((0..1500).collect::<Vec<_>>(), N);
+    let l = BatchLoader::open(&path, o, None).unwrap();
+    for _ in 0..3 {
+        let mut it = l.sample_epoch(&all, &e).unwrap();
+        it.next().unwrap().unwrap();
+        drop(it);
+        assert_eq!(l.live_workers(), 0);
+    }
+    let again: Vec<Batch> = l.sample_epoch(&all, &e).unwrap().map(|b| b.unwrap()).collect();
+    assert!(again == want);
+}
+
+#[test]
 fn spilled_hyperbatches_equal_per_batch_epochs() {
     let e = EpochOptions::new(nz(64), 4);
     let (want, _) = samples(sampling(BackendChoice::Memory, 1), &e);
