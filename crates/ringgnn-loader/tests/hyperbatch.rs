@@ -232,7 +232,11 @@ fn spilling_under_a_share_too_small_for_kept_samples_gives_identical_batches() {
         drop(it);
         assert_eq!(l.live_workers(), 0);
     }
-    let again: Vec<Batch> = l.sample_epoch(&all, &e).unwrap().map(|b| b.unwrap()).collect();
+    let again: Vec<Batch> = l
+        .sample_epoch(&all, &e)
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
     assert!(again == want);
 }
 
