@@ -29,7 +29,6 @@ epoch time of each and their ratio.
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

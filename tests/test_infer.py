@@ -288,7 +288,9 @@ def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeyp
     _, run = runs[model]
     whole = infer(str(run), grid_nodes=500)
     monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 7)
-    np.testing.assert_array_equal(infer(str(run), grid_nodes=500), whole)
+    # Equal up to float32 rounding: a matrix product over 7 rows may add in another order than
+    # over 1000 (BLAS picks its kernel by shape; torch 2.15's CPU kernels do, by the last bit).
+    np.testing.assert_allclose(infer(str(run), grid_nodes=500), whole, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("model", ["sage", "gat"])

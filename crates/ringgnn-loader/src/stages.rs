@@ -123,6 +123,9 @@ impl Stage for SampleStage {
     }
 }
 
+/// Spilled samples read back ahead of the one being handed out, besides the one being read.
+const READ_AHEAD: usize = 1;
+
 /// How many batches the next hyperbatch takes: fixed, or the largest whose state fits the
 /// plan's share, from the largest batch state measured so far (and, before any, from the upper
 /// bound of one batch); and whether a hyperbatch spills its finished samples.
@@ -228,11 +231,12 @@ impl HyperSizing {
         }
     }
 
-    /// Bytes a spilling hyperbatch holds whatever its size: each thread's write buffer and the
-    /// sample it is writing (`sample` bytes, with the margin), and the driver's read buffer.
+    /// Bytes a spilling hyperbatch holds whatever its size: the sample each thread is writing
+    /// and the two the driver has read back ahead of the one it hands out (`sample` bytes each,
+    /// with the margin), the spill file's write buffers and the driver's read buffer.
     fn spill_fixed(&self, sample: u64, margin: f64) -> u64 {
-        let per_thread = sample as f64 * margin + SPILL_BUFFER as f64;
-        (self.threads as f64 * per_thread) as u64 + SPILL_BUFFER as u64
+        let samples = (self.threads + READ_AHEAD + 1) as f64 * sample as f64 * margin;
+        samples as u64 + SpillFile::BUFFER_BYTES + SPILL_BUFFER as u64
     }
 
     /// Bytes one driver's batch states may take: its part of the share, less its staging
@@ -427,21 +431,9 @@ impl Stage for HyperSampleStage {
             return Err(Error::Input("the epoch was stopped".into()));
         }
         if self.parts.sizing.spills(job.indices.len()) {
-            // Each sample read back from the spill file, and expanded, when its turn comes.
             let recs = self.parts.sample_spilled(w, &job)?;
             let (f, buf) = w.spill.as_mut().expect("the spill file of this hyperbatch");
-            for (&index, r) in job.indices.iter().zip(recs) {
-                if !out.wait_turn(1) {
-                    return Err(Error::Input("the epoch was stopped".into()));
-                }
-                let b = CompactBatch {
-                    index,
-                    seeds: job.batches.seeds_of(index).ids().to_vec(),
-                    sample: f.read(r, buf)?,
-                };
-                out.emit(Ok(b.expand()));
-            }
-            return Ok(());
+            return hand_out_spilled(f, buf, recs, &job, out);
         }
         // Each batch expanded only when its turn comes: until then it stays compact.
         for b in self.parts.sample(w, &job)? {
@@ -452,6 +444,53 @@ impl Stage for HyperSampleStage {
         }
         Ok(())
     }
+}
+
+/// Hand a spilled hyperbatch's batches out in order, each expanded when its turn comes; a
+/// thread reads the samples back from the spill file meanwhile, [`READ_AHEAD`] ahead.
+fn hand_out_spilled(
+    f: &SpillFile,
+    buf: &mut AlignedBuf,
+    recs: Vec<ringgnn_sampler::Spilled>,
+    job: &BatchJob,
+    out: &mut Emit<'_, Batch, Error>,
+) -> Result<()> {
+    std::thread::scope(|sc| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+        let reader = sc.spawn(move || {
+            for r in recs {
+                let s = f.read(r, buf);
+                let failed = s.is_err();
+                // Closed: the driver stopped taking them.
+                if tx.send(s).is_err() || failed {
+                    break;
+                }
+            }
+        });
+        let handed = (|| {
+            for &index in &job.indices {
+                let sample = rx
+                    .recv()
+                    .map_err(|_| Error::Input("the spill reader stopped".into()))??;
+                if !out.wait_turn(1) {
+                    return Err(Error::Input("the epoch was stopped".into()));
+                }
+                let b = CompactBatch {
+                    index,
+                    seeds: job.batches.seeds_of(index).ids().to_vec(),
+                    sample,
+                };
+                out.emit(Ok(b.expand()));
+            }
+            Ok(())
+        })();
+        // The reader ends at its next send, if it is still reading.
+        drop(rx);
+        if let Err(p) = reader.join() {
+            std::panic::resume_unwind(p);
+        }
+        handed
+    })
 }
 
 /// Hyperbatch sampling, then each batch's rows gathered in turn (as [`LoadStage`] does).
@@ -883,16 +922,17 @@ mod tests {
             resident: 4 * MB,
             sample: 4 * MB,
         };
-        // Kept: 120 MiB / (8 * 1.5) = 10 batches. Spilled: 120 MiB less two threads' sample
-        // (6 MiB each with the margin) and 3 spill buffers, 105 MiB / (4 * 1.5) = 17 batches.
+        // Kept: 120 MiB / (8 * 1.5) = 10 batches. Spilled: 120 MiB less four samples (two being
+        // written, two read back ahead: 6 MiB each with the margin) and 5 spill buffers,
+        // 91 MiB / (4 * 1.5) = 15 batches.
         let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Before anything is measured, a hyperbatch as large as the bound allows keeps its
         // samples.
         assert!(!s.spills(13) && s.spills(14));
         s.measured(peaks, 0, 4);
-        assert_eq!(s.next.load(Ordering::Relaxed), 17);
-        assert!(!s.spills(10) && s.spills(11) && s.spills(17));
+        assert_eq!(s.next.load(Ordering::Relaxed), 15);
+        assert!(!s.spills(10) && s.spills(11) && s.spills(15));
         // Off: sized for kept samples; on: every hyperbatch spills.
         let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
         off.measured(peaks, 0, 4);
@@ -914,8 +954,8 @@ mod tests {
         assert!(!s.spills(20));
         // First sized from probe batches (their margin already on): spilled from the start.
         let s = HyperSizing::new(120 * MB, None, peaks, 0, 0, 1, Spill::Auto, 2);
-        // Kept 120 / 8 = 15; spilled (120 - 2 * (4 + 1) - 1) / 4 = 27.
-        assert_eq!(s.next.load(Ordering::Relaxed), 27);
+        // Kept 120 / 8 = 15; spilled (120 - 4 * 4 - 5) / 4 = 24.
+        assert_eq!(s.next.load(Ordering::Relaxed), 24);
         assert!(!s.spills(15) && s.spills(16));
         // Loading drivers (two) never spill.
         let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 2, Spill::On, 2);

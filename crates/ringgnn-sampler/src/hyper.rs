@@ -15,11 +15,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ringgnn_io::{AlignedBuf, BlockCounts, BlockReader};
+use ringgnn_io::{BlockCounts, BlockReader};
 
 use crate::batch::{check_entry, map_bytes, BatchDraw, DrawScratch, IdMap, Word};
 use crate::output::CompactSample;
-use crate::spill::{SpillFile, Spilled, SPILL_BUFFER};
+use crate::spill::{SpillFile, Spilled};
 use crate::{Error, Result, SampleOptions, SeedSlice};
 
 /// One batch of a hyperbatch: its seeds and its `(epoch, batch)`.
@@ -166,20 +166,17 @@ impl Slots {
 }
 
 /// What each thread of a hyperbatch sampler keeps whatever the hyperbatch size: a dedup map,
-/// filled with a batch's nodes when the thread relabels it, the workspace of a batch's draws,
-/// and, when samples are spilled, its write buffer.
+/// filled with a batch's nodes when the thread relabels it, and the workspace of a batch's
+/// draws.
 #[derive(Default)]
 struct Scratch {
     map: IdMap,
     draw: DrawScratch,
-    buf: Option<AlignedBuf>,
 }
 
 impl Scratch {
     fn bytes(&self) -> u64 {
-        map_bytes(self.map.capacity())
-            + self.draw.bytes()
-            + self.buf.as_ref().map_or(0, |b| b.capacity() as u64)
+        map_bytes(self.map.capacity()) + self.draw.bytes()
     }
 }
 
@@ -300,7 +297,7 @@ impl HyperSampler {
         self.peaks
     }
 
-    /// Bytes held by the threads' dedup maps and spill buffers, whatever the hyperbatch size.
+    /// Bytes held by the threads' dedup maps and draw workspaces, whatever the hyperbatch size.
     pub fn scratch_bytes(&self) -> u64 {
         self.scratch.iter().map(Scratch::bytes).sum()
     }
@@ -357,6 +354,7 @@ impl HyperSampler {
     ) -> Result<Vec<Spilled>> {
         let h = batches.len();
         self.run(batches, Some(spill))?;
+        spill.sync()?;
         let taken = |s: &mut Option<Spilled>| s.take().expect("every batch was spilled");
         Ok(match &mut self.states {
             Slots::Narrow(v) => v[..h].iter_mut().map(|s| taken(&mut s.spilled)).collect(),
@@ -406,11 +404,6 @@ impl HyperSampler {
             slots.resize_with(h, Default::default);
         }
         self.scratch.resize_with(self.threads, Default::default);
-        if spill.is_some() {
-            for sc in &mut self.scratch {
-                sc.buf.get_or_insert_with(|| AlignedBuf::new(SPILL_BUFFER));
-            }
-        }
         let o = &self.opts;
         for (slot, b) in slots.iter_mut().zip(batches) {
             slot.spilled = None;
@@ -452,8 +445,7 @@ impl HyperSampler {
                 peaks[1].fetch_max(before.0, Ordering::Relaxed);
                 peaks[2].fetch_max(sample, Ordering::Relaxed);
                 if let Some(f) = spill {
-                    let buf = sc.buf.as_mut().expect("a spill buffer per thread");
-                    slot.spilled = Some(f.write(&slot.st.out, buf)?);
+                    slot.spilled = Some(f.write(&slot.st.out)?);
                     // Dropped, not kept for reuse: this is the memory spilling frees.
                     slot.st.out = CompactSample::default();
                 }
@@ -464,8 +456,7 @@ impl HyperSampler {
             // Nothing drawn: the seeds are the samples.
             for slot in &mut slots[..h] {
                 if let Some(f) = spill {
-                    let buf = self.scratch[0].buf.as_mut().expect("a spill buffer");
-                    slot.spilled = Some(f.write(&slot.st.out, buf)?);
+                    slot.spilled = Some(f.write(&slot.st.out)?);
                     slot.st.out = CompactSample::default();
                 }
             }

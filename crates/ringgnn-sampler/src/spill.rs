@@ -8,7 +8,11 @@
 //! nothing is left behind whatever happens; it is written and read with `O_DIRECT` where the
 //! filesystem allows, so spilled samples do not go through the page cache the memory budget
 //! counts. Each record starts at a page boundary; records are reserved with one atomic add, so
-//! threads write theirs concurrently, each sequentially, in pieces of one buffer.
+//! threads write theirs concurrently, each sequentially, in pieces of [`SPILL_BUFFER`]. The
+//! pieces are written behind: a writing thread fills a buffer from the file's small pool and hands
+//! it to the file's own writer thread, which writes it and gives it back, so serializing the next
+//! piece (and relabelling the next batch) overlaps the device's write. [`SpillFile::sync`] waits
+//! for every write and reports the first error.
 //!
 //! A record, in this process's byte order (the file never outlives it): a header of 64-bit words
 //! (`MAGIC`, the lengths of `node`, `row`, `counts`, `edge` (`u64::MAX`: none), the hop count
@@ -19,14 +23,20 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
 
 use ringgnn_io::{AlignedBuf, DirectFile, ALIGN};
 
 use crate::output::CompactSample;
 use crate::{Error, Result};
 
-/// Bytes of each thread's write buffer and of the read buffer: the unit of spill I/O.
+/// Bytes of each write buffer and of a read buffer: the unit of spill I/O.
 pub const SPILL_BUFFER: usize = 1 << 20;
+
+/// Write buffers of a spill file (filled by the writing threads, written behind by its writer
+/// thread): [`SpillFile::BUFFER_BYTES`] in all.
+const WRITE_BUFFERS: usize = 4;
 
 const MAGIC: u64 = 0x3152_4c49_5053_4752; // "RGSPILR1"
 
@@ -46,14 +56,78 @@ impl Spilled {
     }
 }
 
+/// What the writing threads and the writer thread share: the free buffers, the writes queued
+/// or in progress, and the first write error.
+#[derive(Default)]
+struct Behind {
+    state: Mutex<BehindState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct BehindState {
+    free: Vec<AlignedBuf>,
+    pending: usize,
+    error: Option<io::Error>,
+}
+
+impl Behind {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BehindState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The first write error, as a new error of the same kind and message (the original
+    /// stays, so every later call reports it too).
+    fn failed(st: &BehindState) -> Option<io::Error> {
+        st.error
+            .as_ref()
+            .map(|e| io::Error::new(e.kind(), e.to_string()))
+    }
+
+    /// A free buffer, waiting for one; the first write error instead, if any.
+    fn take(&self) -> io::Result<AlignedBuf> {
+        let mut st = self.lock();
+        loop {
+            if let Some(e) = Self::failed(&st) {
+                return Err(e);
+            }
+            if let Some(b) = st.free.pop() {
+                return Ok(b);
+            }
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Give a buffer back to the pool.
+    fn give(&self, mut b: AlignedBuf) {
+        b.set_len(0);
+        self.lock().free.push(b);
+        self.changed.notify_all();
+    }
+}
+
 /// A spill file for finished samples; see the module docs.
 pub struct SpillFile {
-    file: DirectFile,
+    file: Arc<DirectFile>,
     path: PathBuf,
     /// The next free offset (page-aligned).
     end: AtomicU64,
     written: AtomicU64,
     read: AtomicU64,
+    behind: Arc<Behind>,
+    /// To the writer thread: a filled buffer and where it goes.
+    queue: Option<SyncSender<(AlignedBuf, u64)>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for SpillFile {
+    fn drop(&mut self) {
+        // The writer thread ends once the queue is closed and what it holds is written.
+        self.queue.take();
+        if let Some(t) = self.writer.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl SpillFile {
@@ -65,16 +139,60 @@ impl SpillFile {
             path: path.clone(),
             source,
         };
-        let file = DirectFile::create(&path).map_err(io)?;
+        let file = Arc::new(DirectFile::create(&path).map_err(io)?);
         // Unlinked at once: the space is given back when the file is closed, even by a crash.
         std::fs::remove_file(&path).map_err(io)?;
+        let behind = Arc::new(Behind::default());
+        behind.lock().free = (0..WRITE_BUFFERS)
+            .map(|_| AlignedBuf::new(SPILL_BUFFER))
+            .collect();
+        let (queue, jobs) = sync_channel::<(AlignedBuf, u64)>(WRITE_BUFFERS);
+        let (f, b) = (file.clone(), behind.clone());
+        let writer = std::thread::Builder::new()
+            .name("ringgnn-spill".into())
+            .spawn(move || {
+                for (buf, at) in jobs {
+                    let r = f.write_all_at(&buf, at);
+                    let mut st = b.lock();
+                    if let (Err(e), None) = (r, &st.error) {
+                        st.error = Some(e);
+                    }
+                    st.pending -= 1;
+                    drop(st);
+                    b.give(buf);
+                }
+            })
+            .map_err(io)?;
         Ok(SpillFile {
             file,
             path,
             end: AtomicU64::new(0),
             written: AtomicU64::new(0),
             read: AtomicU64::new(0),
+            behind,
+            queue: Some(queue),
+            writer: Some(writer),
         })
+    }
+
+    /// Bytes of the write buffers (allocated with the file).
+    pub const BUFFER_BYTES: u64 = (WRITE_BUFFERS * SPILL_BUFFER) as u64;
+
+    /// Wait until every record written so far is on disk (or in the page cache, where the file
+    /// system refuses `O_DIRECT`); the first write error, naming the file, if one failed.
+    pub fn sync(&self) -> Result<()> {
+        let mut st = self.behind.lock();
+        while st.pending > 0 {
+            st = self
+                .behind
+                .changed
+                .wait(st)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        match Behind::failed(&st) {
+            Some(e) => Err(self.io_err(e)),
+            None => Ok(()),
+        }
     }
 
     /// Where the file was (it is unlinked), for messages.
@@ -108,19 +226,19 @@ impl SpillFile {
         }
     }
 
-    /// Write `s` as a new record, through `buf` (a [`SPILL_BUFFER`] of the calling thread).
-    pub fn write(&self, s: &CompactSample, buf: &mut AlignedBuf) -> Result<Spilled> {
+    /// Write `s` as a new record, behind: when this returns, `s` may be dropped, but the record
+    /// is on disk, and readable, only after [`Self::sync`].
+    pub fn write(&self, s: &CompactSample) -> Result<Spilled> {
         let header = header(s);
         let bytes = 8 * (header.len() + s.node.len() + s.edge.as_ref().map_or(0, Vec::len)) as u64
             + 4 * (s.row.len() + s.counts.len()) as u64;
         let padded = bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
         let offset = self.end.fetch_add(padded, Ordering::Relaxed);
         let mut w = Writer {
-            file: &self.file,
-            buf,
+            file: self,
+            buf: None,
             at: offset,
         };
-        w.buf.set_len(0);
         w.put(bytemuck::cast_slice(&header))
             .and_then(|_| w.put(bytemuck::cast_slice(&s.node)))
             .and_then(|_| w.put(bytemuck::cast_slice(s.edge.as_deref().unwrap_or(&[]))))
@@ -208,43 +326,69 @@ fn header(s: &CompactSample) -> Vec<u64> {
     h
 }
 
-/// Appends bytes to a record, writing the buffer out each time it fills.
+/// Appends bytes to a record, handing each buffer to the writer thread when it fills.
 struct Writer<'a> {
-    file: &'a DirectFile,
-    buf: &'a mut AlignedBuf,
+    file: &'a SpillFile,
+    /// The buffer being filled (taken from the pool when the first byte comes).
+    buf: Option<AlignedBuf>,
     /// Where the buffer's first byte goes.
     at: u64,
+}
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        // A buffer not handed over (an error on the way) goes back to the pool.
+        if let Some(b) = self.buf.take() {
+            self.file.behind.give(b);
+        }
+    }
 }
 
 impl Writer<'_> {
     fn put(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
-            let (len, cap) = (self.buf.len(), self.buf.capacity());
+            if self.buf.is_none() {
+                self.buf = Some(self.file.behind.take()?);
+            }
+            let buf = self.buf.as_mut().expect("taken above");
+            let (len, cap) = (buf.len(), buf.capacity());
             let n = bytes.len().min(cap - len);
-            self.buf.spare()[len..len + n].copy_from_slice(&bytes[..n]);
-            self.buf.set_len(len + n);
+            buf.spare()[len..len + n].copy_from_slice(&bytes[..n]);
+            buf.set_len(len + n);
             bytes = &bytes[n..];
             if len + n == cap {
-                self.file.write_all_at(self.buf, self.at)?;
-                self.at += cap as u64;
-                self.buf.set_len(0);
+                self.hand_over()?;
             }
         }
         Ok(())
     }
 
-    /// Write what is left, zero-padded to a whole page.
-    fn flush(&mut self) -> io::Result<()> {
-        let len = self.buf.len();
-        if len == 0 {
-            return Ok(());
+    /// Queue the buffer for the writer thread.
+    fn hand_over(&mut self) -> io::Result<()> {
+        let buf = self.buf.take().expect("a buffer to hand over");
+        let n = buf.len() as u64;
+        self.file.behind.lock().pending += 1;
+        let queue = self.file.queue.as_ref().expect("open until dropped");
+        if let Err(back) = queue.send((buf, self.at)) {
+            // The writer thread is gone (it panicked): nothing more can be written.
+            self.file.behind.lock().pending -= 1;
+            self.file.behind.give(back.0 .0);
+            return Err(io::Error::other("the spill file's writer thread stopped"));
         }
-        let padded = len.div_ceil(ALIGN) * ALIGN;
-        self.buf.spare()[len..padded].fill(0);
-        self.buf.set_len(padded);
-        self.file.write_all_at(self.buf, self.at)?;
-        self.buf.set_len(0);
+        self.at += n;
         Ok(())
+    }
+
+    /// Hand over what is left, zero-padded to a whole page.
+    fn flush(&mut self) -> io::Result<()> {
+        let Some(buf) = self.buf.as_mut() else {
+            return Ok(());
+        };
+        let len = buf.len();
+        let padded = len.div_ceil(ALIGN) * ALIGN;
+        buf.spare()[len..padded].fill(0);
+        buf.set_len(padded);
+        self.hand_over()
     }
 }
 
@@ -305,7 +449,8 @@ mod tests {
         let f = SpillFile::create(dir.path()).unwrap();
         // The file is unlinked at once.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        // A small buffer (one page) forces records across many pieces; sizes straddle pages.
+        // A small read buffer (one page) reads records in many pieces; sizes straddle pages, and
+        // the 2.4 MB record spans three write buffers.
         let mut buf = AlignedBuf::new(ALIGN);
         let samples = [
             sample(1, false),
@@ -313,10 +458,8 @@ mod tests {
             sample(300_000, false),
             sample(513, true),
         ];
-        let recs: Vec<Spilled> = samples
-            .iter()
-            .map(|s| f.write(s, &mut buf).unwrap())
-            .collect();
+        let recs: Vec<Spilled> = samples.iter().map(|s| f.write(s).unwrap()).collect();
+        f.sync().unwrap();
         for (s, r) in samples.iter().zip(&recs).rev() {
             assert_eq!(&f.read(*r, &mut buf).unwrap(), s);
         }
@@ -326,7 +469,8 @@ mod tests {
         // Rewound, the space is reused.
         let mut f = f;
         f.rewind();
-        let again = f.write(&samples[3], &mut buf).unwrap();
+        let again = f.write(&samples[3]).unwrap();
+        f.sync().unwrap();
         assert_eq!(again.offset, 0);
         assert_eq!(f.read(again, &mut buf).unwrap(), samples[3]);
     }
@@ -336,7 +480,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = SpillFile::create(dir.path()).unwrap();
         let mut buf = AlignedBuf::new(SPILL_BUFFER);
-        let r = f.write(&sample(50, false), &mut buf).unwrap();
+        let r = f.write(&sample(50, false)).unwrap();
+        f.sync().unwrap();
         // Overwrite the record's first page with zeros.
         let mut zero = AlignedBuf::new(ALIGN);
         zero.set_len(ALIGN);

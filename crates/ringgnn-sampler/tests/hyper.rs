@@ -72,6 +72,29 @@ fn graph(n: u64, e: usize, graph_seed: u64) -> Vec<(u64, u64)> {
     random_with_hub(n, e, graph_seed, 1, 3, 3000)
 }
 
+/// `count` batches of `size` seeds: seed `i` of batch `b` is `(i * step + b * shift) % n`.
+fn strided(count: u64, size: u64, step: u64, shift: u64, n: u64) -> Vec<Seeds> {
+    (0..count)
+        .map(|b| {
+            let ids: Vec<u64> = (0..size).map(|i| (i * step + b * shift) % n).collect();
+            Seeds::new(ids, n).unwrap()
+        })
+        .collect()
+}
+
+/// The batches of a hyperbatch of `epoch`, numbered from 0.
+fn hyper_jobs(batches: &[Seeds], epoch: u64) -> Vec<HyperBatch<'_>> {
+    batches
+        .iter()
+        .enumerate()
+        .map(|(b, s)| HyperBatch {
+            seeds: s.as_slice(),
+            epoch,
+            batch: b as u64,
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
@@ -148,24 +171,8 @@ fn pages_are_read_once_per_hop_for_all_the_batches() {
         fanouts: fan(&[10, 5]),
         ..Default::default()
     };
-    let batches: Vec<Seeds> = (0..8u64)
-        .map(|b| {
-            Seeds::new(
-                (0..300).map(|i| (i * 61 + b * 7) % n).collect::<Vec<_>>(),
-                n,
-            )
-            .unwrap()
-        })
-        .collect();
-    let jobs: Vec<HyperBatch> = batches
-        .iter()
-        .enumerate()
-        .map(|(b, s)| HyperBatch {
-            seeds: s.as_slice(),
-            epoch: 0,
-            batch: b as u64,
-        })
-        .collect();
+    let batches = strided(8, 300, 61, 7, n);
+    let jobs = hyper_jobs(&batches, 0);
     let (mut hs, log) = hyper(&ds, &opts, 64, 16, 2);
     hs.sample(&jobs).unwrap();
     let reqs = log.lock().unwrap();
@@ -216,24 +223,8 @@ fn spilled_samples_are_not_held_and_read_back_equal() {
         with_edge_ids: true,
         ..Default::default()
     };
-    let batches: Vec<Seeds> = (0..6u64)
-        .map(|b| {
-            Seeds::new(
-                (0..200).map(|i| (i * 37 + b * 11) % n).collect::<Vec<_>>(),
-                n,
-            )
-            .unwrap()
-        })
-        .collect();
-    let jobs: Vec<HyperBatch> = batches
-        .iter()
-        .enumerate()
-        .map(|(b, s)| HyperBatch {
-            seeds: s.as_slice(),
-            epoch: 1,
-            batch: b as u64,
-        })
-        .collect();
+    let batches = strided(6, 200, 37, 11, n);
+    let jobs = hyper_jobs(&batches, 1);
     let (mut kept, _) = hyper(&ds, &opts, 16, 4, 2);
     let want: Vec<SampledSubgraph> = kept
         .sample(&jobs)
