@@ -91,6 +91,12 @@ impl CompactSample {
             + 4 * (self.row.capacity() + self.counts.capacity()) as u64
     }
 
+    /// Bytes of its arrays' contents (lengths, not capacities).
+    pub(crate) fn len_bytes(&self) -> u64 {
+        8 * (self.node.len() + self.edge.as_ref().map_or(0, Vec::len)) as u64
+            + 4 * (self.row.len() + self.counts.len()) as u64
+    }
+
     /// The sample in PyG's layout.
     pub fn expand(mut self) -> SampledSubgraph {
         self.expand_reuse()

@@ -160,7 +160,8 @@ impl NeighborSampler {
             nbr.clear();
             nbr.resize(st.pos.len(), 0);
             self.source.fetch(&st.pos, nbr)?;
-            hyper_resident = st.out.bytes() + per_position * st.pos.len() as u64;
+            // Lengths: this sampler's buffers keep the capacity of earlier, finished batches.
+            hyper_resident = st.out.len_bytes() + per_position * st.pos.len() as u64;
             st.relabel(nbr, map, num_nodes)?;
         }
         let compact = st.out.bytes();
