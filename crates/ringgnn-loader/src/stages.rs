@@ -197,7 +197,7 @@ impl HyperSizing {
         };
         // Before any batch is measured: by the probe's sizes (with their own margin) or the
         // upper bound of a batch.
-        let (kept, h) = s.size(first, 0, 1.0);
+        let (kept, h) = s.size(first, 0, 1.0, false);
         s.next = Arc::new(AtomicUsize::new(fixed.unwrap_or(h)));
         s.kept = AtomicUsize::new(kept);
         s
@@ -205,12 +205,23 @@ impl HyperSizing {
 
     /// The largest hyperbatch that fits with `peaks` per batch, `scratch` apart and `margin`:
     /// with its samples kept, and by the policy (the larger of kept and spilled for
-    /// [`Spill::Auto`]).
-    fn size(&self, peaks: HyperPeaks, scratch: u64, margin: f64) -> (usize, usize) {
+    /// [`Spill::Auto`]). The spill file's buffers, once it is open (`spill_open`), are held
+    /// either way.
+    fn size(
+        &self,
+        peaks: HyperPeaks,
+        scratch: u64,
+        margin: f64,
+        spill_open: bool,
+    ) -> (usize, usize) {
         let states = self.states(scratch);
-        let kept = Self::fit(states, (peaks.batch + self.extra) as f64 * margin);
+        let file = SpillFile::BUFFER_BYTES + SPILL_BUFFER as u64;
+        let kept = Self::fit(
+            states.saturating_sub(if spill_open { file } else { 0 }),
+            (peaks.batch + self.extra) as f64 * margin,
+        );
         let spilled = Self::fit(
-            states.saturating_sub(self.spill_fixed(peaks.sample, margin)),
+            states.saturating_sub(self.spill_samples(peaks.sample, margin) + file),
             (peaks.resident + self.extra) as f64 * margin,
         );
         let h = match self.spill {
@@ -231,12 +242,12 @@ impl HyperSizing {
         }
     }
 
-    /// Bytes a spilling hyperbatch holds whatever its size: the sample each thread is writing
-    /// and the two the driver has read back ahead of the one it hands out (`sample` bytes each,
-    /// with the margin), the spill file's write buffers and the driver's read buffer.
-    fn spill_fixed(&self, sample: u64, margin: f64) -> u64 {
-        let samples = (self.threads + READ_AHEAD + 1) as f64 * sample as f64 * margin;
-        samples as u64 + SpillFile::BUFFER_BYTES + SPILL_BUFFER as u64
+    /// Bytes of the samples a spilling hyperbatch holds whatever its size: the one each thread
+    /// is writing and the two the driver has read back ahead of the one it hands out (`sample`
+    /// bytes each, with the margin). Besides them: the spill file's write buffers and the
+    /// driver's read buffer.
+    fn spill_samples(&self, sample: u64, margin: f64) -> u64 {
+        ((self.threads + READ_AHEAD + 1) as f64 * sample as f64 * margin) as u64
     }
 
     /// Bytes one driver's batch states may take: its part of the share, less its staging
@@ -256,14 +267,14 @@ impl HyperSizing {
 
     /// After a hyperbatch: size the next from the largest batch state measured so far and what
     /// the sampler holds apart (`scratch`): kept, each batch holds `peaks.batch`; spilled,
-    /// `peaks.resident`, besides [`Self::spill_fixed`]. With [`Spill::Auto`] the next takes
-    /// whichever holds more batches.
-    fn measured(&self, peaks: HyperPeaks, scratch: u64, batches: usize) {
+    /// `peaks.resident`, besides [`Self::spill_samples`] and the spill file's buffers. With
+    /// [`Spill::Auto`] the next takes whichever holds more batches.
+    fn measured(&self, peaks: HyperPeaks, scratch: u64, batches: usize, spill_open: bool) {
         if peaks.batch == 0 {
             return;
         }
         self.seen.fetch_add(batches as u64, Ordering::Relaxed);
-        let (kept, h) = self.size(peaks, scratch, self.margin());
+        let (kept, h) = self.size(peaks, scratch, self.margin(), spill_open);
         self.kept.store(kept, Ordering::Relaxed);
         if self.fixed.is_none() {
             self.next.store(h, Ordering::Relaxed);
@@ -326,7 +337,8 @@ impl HyperParts {
 
     /// Sample the job's batches together.
     fn sample(&self, w: &mut HyperWorker, job: &BatchJob) -> Result<Vec<CompactBatch>> {
-        let samples = self.sample_with(w, job, |hs, batches| hs.sample(batches))?;
+        let open = w.spill.is_some();
+        let samples = self.sample_with(&mut w.hs, open, job, |hs, batches| hs.sample(batches))?;
         Ok(job
             .indices
             .iter()
@@ -357,20 +369,22 @@ impl HyperParts {
             })?;
             w.spill = Some((f, AlignedBuf::new(SPILL_BUFFER)));
         }
-        let mut spill = w.spill.take().expect("made above");
-        spill.0.rewind();
-        let before = spill.0.traffic().0;
-        let r = self.sample_with(w, job, |hs, batches| hs.sample_spilled(batches, &spill.0));
-        self.graph.record_spill(spill.0.traffic().0 - before);
-        w.spill = Some(spill);
+        let (hs, (spill, _)) = (&mut w.hs, w.spill.as_mut().expect("made above"));
+        spill.rewind();
+        let before = spill.traffic().0;
+        let r = self.sample_with(hs, true, job, |hs, batches| {
+            hs.sample_spilled(batches, spill)
+        });
+        self.graph.record_spill(spill.traffic().0 - before);
         r
     }
 
     /// Run `f` on the job's batches, counting its reads and sizing the next hyperbatch from
-    /// what it measured.
+    /// what it measured (and whether the worker's spill file is open).
     fn sample_with<T>(
         &self,
-        w: &mut HyperWorker,
+        hs: &mut HyperSampler,
+        spill_open: bool,
         job: &BatchJob,
         f: impl FnOnce(&mut HyperSampler, &[HyperBatch<'_>]) -> ringgnn_sampler::Result<Vec<T>>,
     ) -> Result<Vec<T>> {
@@ -383,7 +397,6 @@ impl HyperParts {
                 batch: b,
             })
             .collect();
-        let hs = &mut w.hs;
         let (c0, io0) = (hs.counts(), hs.io_stats());
         let samples = f(hs, &batches)?;
         let (c1, io1) = (hs.counts(), hs.io_stats());
@@ -398,7 +411,7 @@ impl HyperParts {
             batches.len() as u64,
         );
         self.sizing
-            .measured(hs.peaks(), hs.scratch_bytes(), batches.len());
+            .measured(hs.peaks(), hs.scratch_bytes(), batches.len(), spill_open);
         Ok(samples)
     }
 }
@@ -895,21 +908,21 @@ mod tests {
         assert_eq!(s.next.load(Ordering::Relaxed), 9);
         // Measured at 5 MiB, with the 1.5 margin and 3 MiB the sampler holds apart:
         // (99 - 3) / (6 * 1.5) = 10.
-        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 10);
         assert!(!s.spills(10) && !s.spills(1000));
         // Once 16 batches are measured, the margin over their largest is 1.15:
         // 96 / (6 * 1.15) = 13.
-        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 12);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 12, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Two drivers each hold a hyperbatch: each gets half the share.
         let s = HyperSizing::new(100 * MB, None, bound(9 * MB), MB, MB, 2, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 4);
-        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 5);
         // A fixed size stays; too small a share still makes progress, one batch at a time.
         let s = HyperSizing::new(100 * MB, Some(7), bound(9 * MB), MB, MB, 2, Spill::Off, 2);
-        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4);
+        s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 7);
         let s = HyperSizing::new(MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 1);
@@ -930,16 +943,16 @@ mod tests {
         // Before anything is measured, a hyperbatch as large as the bound allows keeps its
         // samples.
         assert!(!s.spills(13) && s.spills(14));
-        s.measured(peaks, 0, 4);
+        s.measured(peaks, 0, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 15);
         assert!(!s.spills(10) && s.spills(11) && s.spills(15));
         // Off: sized for kept samples; on: every hyperbatch spills.
         let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
-        off.measured(peaks, 0, 4);
+        off.measured(peaks, 0, 4, false);
         assert_eq!(off.next.load(Ordering::Relaxed), 10);
         assert!(!off.spills(17));
         let on = HyperSizing::new(120 * MB, Some(3), bound(9 * MB), 0, 0, 1, Spill::On, 2);
-        on.measured(peaks, 0, 4);
+        on.measured(peaks, 0, 4, false);
         assert!(on.spills(1) && on.spills(3));
         assert_eq!(on.next.load(Ordering::Relaxed), 3);
         // Where spilling holds fewer (samples small against the positions), auto keeps them.
@@ -949,7 +962,7 @@ mod tests {
             sample: MB / 4,
         };
         let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
-        s.measured(small, 0, 4);
+        s.measured(small, 0, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 20);
         assert!(!s.spills(20));
         // First sized from probe batches (their margin already on): spilled from the start.
