@@ -139,9 +139,15 @@ impl SpillFile {
             path: path.clone(),
             source,
         };
-        let file = Arc::new(DirectFile::create(&path).map_err(io)?);
+        let file = DirectFile::create(&path).map_err(io)?;
         // Unlinked at once: the space is given back when the file is closed, even by a crash.
         std::fs::remove_file(&path).map_err(io)?;
+        Self::with_file(file, path)
+    }
+
+    /// A spill file writing to `file` (open for reading and writing), named `path` in messages.
+    fn with_file(file: DirectFile, path: PathBuf) -> Result<Self> {
+        let file = Arc::new(file);
         let behind = Arc::new(Behind::default());
         behind.lock().free = (0..WRITE_BUFFERS)
             .map(|_| AlignedBuf::new(SPILL_BUFFER))
@@ -162,7 +168,10 @@ impl SpillFile {
                     b.give(buf);
                 }
             })
-            .map_err(io)?;
+            .map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
         Ok(SpillFile {
             file,
             path,
@@ -473,6 +482,25 @@ mod tests {
         f.sync().unwrap();
         assert_eq!(again.offset, 0);
         assert_eq!(f.read(again, &mut buf).unwrap(), samples[3]);
+    }
+
+    #[test]
+    fn a_failed_write_behind_is_reported_by_sync_and_by_later_writes() {
+        // A file the writer thread cannot write (opened read-only): every write fails there.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("spill");
+        std::fs::write(&p, b"").unwrap();
+        let f = SpillFile::with_file(DirectFile::open(&p).unwrap(), p.clone()).unwrap();
+        // Handing the record over succeeds; the write itself fails behind.
+        f.write(&sample(10, false)).unwrap();
+        let e = f.sync().unwrap_err().to_string();
+        assert!(e.contains(&p.display().to_string()), "{e}");
+        // Reported again, by sync and by the next write (which waits for a buffer first).
+        assert!(f.sync().is_err());
+        let e = f.write(&sample(10, false)).unwrap_err().to_string();
+        assert!(e.contains(&p.display().to_string()), "{e}");
+        // Nothing is left pending, and dropping the file ends its writer thread.
+        drop(f);
     }
 
     #[test]
