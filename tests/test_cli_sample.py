@@ -94,7 +94,7 @@ def test_spilled_hyperbatches_give_the_same_batches(cli, graph, tmp_path):
     assert [as_tuple(x) for x in got] == [as_tuple(x) for x in ref]
     # Bad input: an unknown policy, and a directory the spill file cannot be made in.
     r = cli("sample", graph.path, "--spill", "yes")
-    assert r.code == 2 and "--spill" in r.err
+    assert r.code == 1 and "spill \"yes\" is not valid: use \"auto\", \"on\" or \"off\"" in r.err, r.err
     with pytest.raises(Exception, match="spill") as e:
         NeighborSampler(graph, [5, 3], backend="pread", spill="sometimes").plan()
     assert "\"sometimes\" is not valid" in str(e.value)

@@ -64,8 +64,8 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--spill",
-        choices=["auto", "on", "off"],
         default="auto",
+        metavar="auto|on|off",
         help="write each finished sample of a hyperbatch to a spill file and read it back in its turn, "
         "so that more batches share a pass (default auto: when that fits more batches in the budget)",
     )
