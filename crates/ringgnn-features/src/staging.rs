@@ -14,7 +14,6 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use ringgnn_io::{AlignedBuf, DirectFile, ALIGN};
 
@@ -29,8 +28,6 @@ const READ_WAVE: usize = 8 << 20;
 /// The largest unit (`lcm(row size, 4 KiB)`) staging takes: rows of sizes whose unit is larger
 /// are gathered per batch instead.
 pub const MAX_UNIT: usize = 1 << 20;
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
 
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {
@@ -80,15 +77,8 @@ impl Stager {
                 "rows of {row_bytes} bytes cannot be staged; gather them batch by batch"
             )));
         }
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".ringgnn-staging-{}-{n}", std::process::id()));
-        let io = |source| Error::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = DirectFile::create(&path).map_err(io)?;
-        // Unlinked at once: the space is given back when the file is closed, even by a crash.
-        std::fs::remove_file(&path).map_err(io)?;
+        let (file, path) = DirectFile::scratch(dir, ".ringgnn-staging")
+            .map_err(|(path, source)| Error::Io { path, source })?;
         let unit = unit(row_bytes);
         Ok(Stager {
             file,

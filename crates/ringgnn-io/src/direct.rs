@@ -3,7 +3,8 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{AlignedBuf, ALIGN};
 
@@ -20,6 +21,19 @@ impl DirectFile {
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(true).truncate(true);
         Self::open_with(path, o)
+    }
+
+    /// A new scratch file in `dir`, named `{prefix}-{pid}-{n}` (unique in this process), and
+    /// unlinked at once: its space is given back when it is closed, even by a crash, and nothing
+    /// is left behind. On error, the path it was to have, for messages.
+    pub fn scratch(dir: &Path, prefix: &str) -> Result<(Self, PathBuf), (PathBuf, io::Error)> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("{prefix}-{}-{n}", std::process::id()));
+        match Self::create(&path).and_then(|f| std::fs::remove_file(&path).map(|_| f)) {
+            Ok(f) => Ok((f, path)),
+            Err(e) => Err((path, e)),
+        }
     }
 
     /// Open an existing file read-only.

@@ -40,8 +40,6 @@ const WRITE_BUFFERS: usize = 4;
 
 const MAGIC: u64 = 0x3152_4c49_5053_4752; // "RGSPILR1"
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
 /// Where one spilled sample is in its [`SpillFile`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Spilled {
@@ -133,15 +131,8 @@ impl Drop for SpillFile {
 impl SpillFile {
     /// A new, already unlinked spill file in `dir`.
     pub fn create(dir: &Path) -> Result<Self> {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".ringgnn-spill-{}-{n}", std::process::id()));
-        let io = |source| Error::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = DirectFile::create(&path).map_err(io)?;
-        // Unlinked at once: the space is given back when the file is closed, even by a crash.
-        std::fs::remove_file(&path).map_err(io)?;
+        let (file, path) = DirectFile::scratch(dir, ".ringgnn-spill")
+            .map_err(|(path, source)| Error::Io { path, source })?;
         Self::with_file(file, path)
     }
 
