@@ -94,11 +94,7 @@ impl Shape {
         Some(Probed {
             workspace: m.workspace.saturating_mul(k),
             output: m.output.saturating_mul(k),
-            hyper: HyperPeaks {
-                batch: m.hyper.batch.saturating_mul(k),
-                resident: m.hyper.resident.saturating_mul(k),
-                sample: m.hyper.sample.saturating_mul(k),
-            },
+            hyper: scaled(m.hyper, k),
         })
     }
 
@@ -117,6 +113,15 @@ impl Shape {
                 }
             }
         }
+    }
+}
+
+/// Each size of `p` times `k`.
+fn scaled(p: HyperPeaks, k: u64) -> HyperPeaks {
+    HyperPeaks {
+        batch: p.batch.saturating_mul(k),
+        resident: p.resident.saturating_mul(k),
+        sample: p.sample.saturating_mul(k),
     }
 }
 
@@ -267,11 +272,14 @@ impl BatchLoader {
                     Probed {
                         workspace: (b.total - b.output).saturating_mul(m),
                         output: b.output.saturating_mul(m),
-                        hyper: HyperPeaks {
-                            batch: b.hyper_state.saturating_mul(m),
-                            resident: b.hyper_resident.saturating_mul(m),
-                            sample: b.compact.saturating_mul(m),
-                        },
+                        hyper: scaled(
+                            HyperPeaks {
+                                batch: b.hyper_state,
+                                resident: b.hyper_resident,
+                                sample: b.compact,
+                            },
+                            m,
+                        ),
                     },
                 ));
                 MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {

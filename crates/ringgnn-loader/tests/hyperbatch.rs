@@ -181,18 +181,23 @@ fn loaded_hyperbatches_equal_per_batch_loading() {
     assert!(staged.get() > 0, "the cost model staged some hyperbatches");
 }
 
+/// A budget whose plan leaves the hyperbatch state about `share` bytes with options `o`: the
+/// plan's fixed parts (found from a larger budget) and `share`, with the 1/32 slack on top.
+fn leaving(path: &std::path::Path, o: &LoaderOptions, share: u64) -> u64 {
+    let big = BatchLoader::open(path, o.clone(), None).unwrap().plan();
+    let fixed = big.total() - big.hyperbatch - big.slack;
+    (fixed + share) * 32 / 31 + 32
+}
+
 #[test]
 fn a_share_too_small_for_a_hyperbatch_still_gives_identical_batches() {
     let e = EpochOptions::new(nz(64), 4);
     let (want, _) = samples(sampling(BackendChoice::Memory, 1), &e);
-    // A budget that leaves the hyperbatch state about 16 KiB, less than one batch takes (the
-    // plan's fixed parts, found from a larger budget, and the 1/32 slack on top).
+    // A budget that leaves the hyperbatch state about 16 KiB, less than one batch takes.
     let (_d, path) = graph();
     let mut o = sampling(BackendChoice::Pread, 2);
     o.hyperbatch = Hyperbatch::Auto;
-    let big = BatchLoader::open(&path, o.clone(), None).unwrap().plan();
-    let fixed = big.total() - big.hyperbatch - big.slack;
-    o.memory = Some((fixed + (16 << 10)) * 32 / 31 + 32);
+    o.memory = Some(leaving(&path, &o, 16 << 10));
     let (got, l) = samples(o, &e);
     let p = l.plan();
     assert!(p.hyperbatch > 0 && p.hyperbatch < 32 << 10, "{p}");
@@ -215,9 +220,7 @@ fn spilling_under_a_share_too_small_for_kept_samples_gives_identical_batches() {
     let mut o = sampling(BackendChoice::Pread, 2);
     o.hyperbatch = Hyperbatch::Auto;
     o.spill = Spill::On;
-    let big = BatchLoader::open(&path, o.clone(), None).unwrap().plan();
-    let fixed = big.total() - big.hyperbatch - big.slack;
-    o.memory = Some((fixed + (5 << 20)) * 32 / 31 + 32);
+    o.memory = Some(leaving(&path, &o, 5 << 20));
     let (got, l) = samples(o.clone(), &e);
     assert!(got == want);
     let t = l.graph().hyper_totals();
