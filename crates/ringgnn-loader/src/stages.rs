@@ -146,8 +146,8 @@ pub(crate) struct HyperSizing {
     /// The spill policy (sampling drivers only: `drivers == 1`), the threads that each write
     /// one finished sample at a time when spilling, and the most batches a hyperbatch holds with
     /// its samples kept (a larger one spills).
-    pub(crate) spill: Spill,
-    pub(crate) threads: usize,
+    spill: Spill,
+    threads: usize,
     kept: AtomicUsize,
     /// Batches measured so far.
     seen: AtomicU64,
