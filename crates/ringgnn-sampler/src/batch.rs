@@ -239,6 +239,13 @@ impl<W: Word> BatchDraw<W> {
         Ok(())
     }
 
+    /// How many frontier nodes the current hop drew positions for (after [`Self::draw`]).
+    pub(crate) fn hop_runs(&self) -> u64 {
+        let counts = &self.out.counts;
+        let hop = &counts[counts.len() - self.frontier.len()..];
+        hop.iter().filter(|&&n| n > 0).count() as u64
+    }
+
     /// With `nbr[i]` the entry read at `pos[i]`, add the hop's edges and new nodes (an error if
     /// an entry is not a node id of a graph of `num_nodes` nodes); the new nodes are the next
     /// frontier. `map` must hold the batch's nodes.

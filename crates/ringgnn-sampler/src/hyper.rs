@@ -30,85 +30,152 @@ pub struct HyperBatch<'a> {
     pub batch: u64,
 }
 
-/// A batch's positions of the current hop bucketed by chunk, in place (AGNES' bucket matrix,
-/// block x mini-batch, one row per batch): [`Self::sort`] reorders `pos` so that the positions
-/// in chunk `c` are `pos[starts[c]..starts[c + 1]]`, `idx[k]` remembering where `pos[k]` was
-/// drawn; reading replaces each position by the entry there (threads reading different chunks
-/// write disjoint parts of `pos`, and in file order); [`Self::unsort`] puts the entries back in
-/// draw order. In place, because H batches hold their hop at once: 12 bytes per position
-/// instead of 20 with a sorted copy and its own scatter target.
+/// Which chunk of the neighbor file an edge position is in: a shift when the chunk holds a
+/// power of two of entries (the usual case), else a division.
+#[derive(Clone, Copy)]
+struct Chunking {
+    per_chunk: u64,
+    shift: Option<u32>,
+}
+
+impl Chunking {
+    fn new(per_chunk: u64) -> Self {
+        let shift = per_chunk
+            .is_power_of_two()
+            .then(|| per_chunk.trailing_zeros());
+        Chunking { per_chunk, shift }
+    }
+
+    #[inline]
+    fn of(self, p: u64) -> usize {
+        (match self.shift {
+            Some(s) => p >> s,
+            None => p / self.per_chunk,
+        }) as usize
+    }
+}
+
+/// A batch's positions of the current hop bucketed by chunk (AGNES' bucket matrix, block x
+/// mini-batch, one row per batch). [`Self::sort`] reorders `pos` so that the positions in chunk
+/// `c` are `pos[starts[c]..starts[c + 1]]`; reading replaces each position by the entry there
+/// (threads reading different chunks write disjoint parts of `pos`, and in file order);
+/// [`Self::unsort`] puts the entries back in draw order.
+///
+/// Positions move as *pieces*: the longest stretches of positions, in draw order, that lie in
+/// one chunk. A node's drawn positions are one stretch of its neighbor list, so a piece is
+/// usually a whole node's fanout. The batch remembers each piece's chunk (4 bytes) and where
+/// pieces start in draw order (a bit per position): about 0.5 byte per position at fanout 10,
+/// where remembering each position's place took 4 (the state of H batches is what bounds H).
+/// The moves go through a copy lent by the thread ([`Self::sort`]'s `ws`), one batch at a
+/// time.
 #[derive(Default)]
 struct Buckets {
-    idx: Vec<u32>,
+    /// The chunk of each piece, in draw order.
+    keys: Vec<u32>,
+    /// Bit `k` is set when a piece starts at position `k` (draw order).
+    first: Vec<u64>,
     starts: Vec<u32>,
 }
 
 impl Buckets {
-    /// Marks a slot of `idx` done in [`Self::unsort`].
-    const DONE: u32 = 1 << 31;
-
-    fn sort<W: Word>(&mut self, pos: &mut [W], per_chunk: u64, chunks: usize) -> Result<()> {
+    fn sort<W: Word>(
+        &mut self,
+        pos: &mut [W],
+        chunk: Chunking,
+        chunks: usize,
+        ws: &mut Workspace<W>,
+    ) -> Result<()> {
         let n = pos.len();
-        if n >= Self::DONE as usize {
+        if n > u32::MAX as usize || chunks > u32::MAX as usize {
             return Err(Error::TooLarge);
         }
         self.starts.clear();
         self.starts.resize(chunks + 1, 0);
-        for &p in pos.iter() {
-            self.starts[(p.get() / per_chunk) as usize + 1] += 1;
+        self.first.clear();
+        self.first.resize(n.div_ceil(64), 0);
+        let mut pieces = 0usize;
+        let mut prev = usize::MAX;
+        for (k, &p) in pos.iter().enumerate() {
+            let c = chunk.of(p.get());
+            self.starts[c + 1] += 1;
+            if c != prev {
+                self.first[k / 64] |= 1 << (k % 64);
+                pieces += 1;
+                prev = c;
+            }
         }
         for c in 0..chunks {
             self.starts[c + 1] += self.starts[c];
         }
         // Exactly the room the hop takes.
-        self.idx.clear();
-        self.idx.reserve_exact(n);
-        self.idx.extend(0..n as u32);
-        // American flag sort: fill each chunk's range in turn, swapping every position that
-        // belongs further on into the next free slot of its chunk (positions of one chunk may
-        // come in any order: each is read independently).
-        let mut next = self.starts.clone();
-        for c in 0..chunks {
-            let end = self.starts[c + 1];
-            while next[c] < end {
-                let k = next[c] as usize;
-                let b = (pos[k].get() / per_chunk) as usize;
-                if b == c {
-                    next[c] += 1;
-                } else {
-                    let j = next[b] as usize;
-                    pos.swap(k, j);
-                    self.idx.swap(k, j);
-                    next[b] += 1;
-                }
-            }
+        self.keys.clear();
+        self.keys.reserve_exact(pieces);
+        ws.copy.clear();
+        ws.copy.extend_from_slice(pos);
+        ws.next.clear();
+        ws.next.extend_from_slice(&self.starts[..chunks]);
+        for (o, e) in pieces_of(&self.first, n) {
+            let c = chunk.of(ws.copy[o].get());
+            self.keys.push(c as u32);
+            let d = ws.next[c] as usize;
+            pos[d..d + e - o].copy_from_slice(&ws.copy[o..e]);
+            ws.next[c] += (e - o) as u32;
         }
         Ok(())
     }
 
-    /// The entries read, back in draw order: `pos[idx[k]]` gets what `pos[k]` holds, one cycle
-    /// of the permutation at a time.
-    fn unsort<W: Word>(&mut self, pos: &mut [W]) {
-        for s in 0..pos.len() {
-            if self.idx[s] & Self::DONE != 0 {
-                continue;
-            }
-            let (mut k, mut v) = (s, pos[s]);
-            loop {
-                let i = self.idx[k] as usize;
-                self.idx[k] |= Self::DONE;
-                if i == s {
-                    pos[s] = v;
-                    break;
-                }
-                std::mem::swap(&mut v, &mut pos[i]);
-                k = i;
-            }
+    /// The entries read, back in draw order (each piece back where it was drawn).
+    fn unsort<W: Word>(&self, pos: &mut [W], ws: &mut Workspace<W>) {
+        ws.copy.clear();
+        ws.copy.extend_from_slice(pos);
+        ws.next.clear();
+        ws.next
+            .extend_from_slice(&self.starts[..self.starts.len().saturating_sub(1)]);
+        for ((o, e), &c) in pieces_of(&self.first, pos.len()).zip(&self.keys) {
+            let d = ws.next[c as usize] as usize;
+            pos[o..e].copy_from_slice(&ws.copy[d..d + e - o]);
+            ws.next[c as usize] += (e - o) as u32;
         }
     }
 
     fn bytes(&self) -> u64 {
-        (self.idx.capacity() + self.starts.capacity()) as u64 * 4
+        (self.keys.capacity() + self.starts.capacity()) as u64 * 4
+            + self.first.capacity() as u64 * 8
+    }
+}
+
+/// The pieces `(start, end)` of `n` positions in draw order, bit `k` of `first` set where one
+/// starts (bit 0 is set when `n > 0`).
+fn pieces_of(first: &[u64], n: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut set = first.iter().enumerate().flat_map(|(w, &word)| {
+        let mut bits = word;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                w * 64 + b
+            })
+        })
+    });
+    let mut cur = set.next();
+    std::iter::from_fn(move || {
+        let o = cur?;
+        cur = set.next();
+        Some((o, cur.unwrap_or(n)))
+    })
+}
+
+/// What a thread lends [`Buckets`] to move one batch's positions: a copy of them, and a cursor
+/// per chunk.
+#[derive(Default)]
+struct Workspace<W> {
+    copy: Vec<W>,
+    next: Vec<u32>,
+}
+
+impl<W> Workspace<W> {
+    fn bytes(&self) -> u64 {
+        (std::mem::size_of::<W>() * self.copy.capacity() + 4 * self.next.capacity()) as u64
     }
 }
 
@@ -118,14 +185,12 @@ fn narrow(indptr: &[u64]) -> bool {
     edges <= 1 << 32 && nodes <= 1 << 32
 }
 
-/// Bytes a batch of a hyperbatch holds per drawn position of its current hop: the position
-/// (then the entry read there) and its bucket index.
-pub(crate) fn position_bytes(indptr: &[u64]) -> u64 {
-    if narrow(indptr) {
-        4 + 4
-    } else {
-        8 + 4
-    }
+/// Bytes a batch of a hyperbatch holds for a hop of `positions` drawn positions in `pieces`
+/// pieces (see [`Buckets`]): the positions (then the entries read there), a key per piece and a
+/// bit per position.
+pub(crate) fn hop_bytes(indptr: &[u64], positions: u64, pieces: u64) -> u64 {
+    let word = if narrow(indptr) { 4 } else { 8 };
+    word * positions + 4 * pieces + positions.div_ceil(64) * 8
 }
 
 /// One batch of a hyperbatch being sampled: its state, its bucketed positions, and where its
@@ -172,11 +237,30 @@ impl Slots {
 struct Scratch {
     map: IdMap,
     draw: DrawScratch,
+    narrow: Workspace<u32>,
+    wide: Workspace<u64>,
 }
 
 impl Scratch {
     fn bytes(&self) -> u64 {
-        map_bytes(self.map.capacity()) + self.draw.bytes()
+        map_bytes(self.map.capacity()) + self.draw.bytes() + self.narrow.bytes() + self.wide.bytes()
+    }
+}
+
+/// A position width whose [`Workspace`] a thread's [`Scratch`] holds.
+trait Lent: Word {
+    fn workspace(s: &mut Scratch) -> &mut Workspace<Self>;
+}
+
+impl Lent for u32 {
+    fn workspace(s: &mut Scratch) -> &mut Workspace<u32> {
+        &mut s.narrow
+    }
+}
+
+impl Lent for u64 {
+    fn workspace(s: &mut Scratch) -> &mut Workspace<u64> {
+        &mut s.wide
     }
 }
 
@@ -392,7 +476,7 @@ impl HyperSampler {
         r
     }
 
-    fn run_slots<W: Word>(
+    fn run_slots<W: Lent>(
         &mut self,
         slots: &mut Vec<Slot<W>>,
         batches: &[HyperBatch<'_>],
@@ -416,7 +500,7 @@ impl HyperSampler {
                 o.with_edge_ids,
             )?;
         }
-        let per_chunk = self.readers[0].chunk_pages() as u64 * 4096 / self.width;
+        let chunk = Chunking::new(self.readers[0].chunk_pages() as u64 * 4096 / self.width);
         let chunks = self.readers[0].chunks() as usize;
         let hops = self.opts.fanouts.len();
         let peaks = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
@@ -424,12 +508,13 @@ impl HyperSampler {
             let (indptr, fanout, replace) = (&self.indptr, self.opts.fanouts[k], self.opts.replace);
             par(&mut slots[..h], &mut self.scratch, |sc, slot| {
                 slot.st.draw(indptr, fanout, replace, &mut sc.draw)?;
-                slot.bk.sort(&mut slot.st.pos, per_chunk, chunks)
+                slot.bk
+                    .sort(&mut slot.st.pos, chunk, chunks, W::workspace(sc))
             })?;
             self.fetch(&mut slots[..h], chunks, num_nodes)?;
             let last = k + 1 == hops;
             par(&mut slots[..h], &mut self.scratch, |sc, slot| {
-                slot.bk.unsort(&mut slot.st.pos);
+                slot.bk.unsort(&mut slot.st.pos, W::workspace(sc));
                 let before = (slot.bytes(), slot.st.out.bytes());
                 slot.st.fill_map(&mut sc.map);
                 slot.st.relabel_in_place(&mut sc.map)?;
@@ -643,31 +728,62 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Sorting by chunk in place, then unsorting, gives back draw order, whatever each
-        /// position was replaced by in between.
+        /// Sorting by chunk groups every chunk's positions, in draw order, and unsorting gives
+        /// back draw order, whatever each position was replaced by in between; the batch keeps
+        /// one key per piece. Positions come in runs, as a node's drawn offsets do.
         #[test]
         fn sort_groups_by_chunk_and_unsort_restores_draw_order(
-            pos in prop::collection::vec(0u64..1000, 0..400),
+            runs in prop::collection::vec((0u64..1000, 1usize..12), 0..60),
             per_chunk in 1u64..300,
         ) {
+            let pos: Vec<u64> = runs
+                .iter()
+                .flat_map(|&(p, n)| (p..p + n as u64).map(|x| x.min(999)))
+                .collect();
+            let chunk = Chunking::new(per_chunk);
             let chunks = (1000 / per_chunk + 1) as usize;
-            let mut b = Buckets::default();
+            let (mut b, mut ws) = (Buckets::default(), Workspace::default());
             let mut v = pos.clone();
-            b.sort(&mut v, per_chunk, chunks).unwrap();
+            b.sort(&mut v, chunk, chunks, &mut ws).unwrap();
             prop_assert_eq!(b.starts[chunks] as usize, pos.len());
+            let mut want = pos.clone();
+            want.sort_by_key(|&p| p / per_chunk);
+            prop_assert_eq!(&v, &want);
             for c in 0..chunks {
                 for &p in &v[b.starts[c] as usize..b.starts[c + 1] as usize] {
                     prop_assert_eq!((p / per_chunk) as usize, c);
                 }
             }
-            for (k, &i) in b.idx.iter().enumerate() {
-                prop_assert_eq!(v[k], pos[i as usize]);
-            }
+            let pieces = pos.windows(2).filter(|w| w[0] / per_chunk != w[1] / per_chunk).count()
+                + usize::from(!pos.is_empty());
+            prop_assert_eq!(b.keys.len(), pieces);
             // What reading does: each position replaced by the entry there.
             v.iter_mut().for_each(|x| *x = *x * 3 + 1);
-            b.unsort(&mut v);
+            b.unsort(&mut v, &mut ws);
             let want: Vec<u64> = pos.iter().map(|x| x * 3 + 1).collect();
             prop_assert_eq!(v, want);
         }
+    }
+
+    #[test]
+    fn chunking_by_shift_and_by_division_agree() {
+        for per_chunk in [1u64, 2, 3, 7, 64, 1000, 1 << 18] {
+            let c = Chunking::new(per_chunk);
+            assert_eq!(c.shift.is_some(), per_chunk.is_power_of_two());
+            for p in [0u64, 1, 63, 64, 999, 1 << 20, u32::MAX as u64, 1 << 40] {
+                assert_eq!(c.of(p), (p / per_chunk) as usize, "{p} / {per_chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_are_read_from_their_first_bits() {
+        let mut first = vec![0u64; 3];
+        for k in [0usize, 5, 63, 64, 130] {
+            first[k / 64] |= 1 << (k % 64);
+        }
+        let got: Vec<_> = pieces_of(&first, 140).collect();
+        assert_eq!(got, [(0, 5), (5, 63), (63, 64), (64, 130), (130, 140)]);
+        assert_eq!(pieces_of(&[], 0).count(), 0);
     }
 }

@@ -150,10 +150,10 @@ impl NeighborSampler {
         let (st, map, nbr, ws) = (&mut self.state, &mut self.map, &mut self.nbr, &mut self.ws);
         st.start(map, seeds.ids(), seed, epoch, batch, with_edge_ids)?;
         // What the batch would hold in a hyperbatch (see `crate::HyperSampler`): its compact
-        // sample and its largest hop's positions with their bucket index, and, spilled, what it
-        // holds before its last hop is relabelled.
-        let per_position = crate::hyper::position_bytes(&self.indptr);
-        let mut hyper_resident = 0;
+        // sample and its largest hop's positions with their buckets, and, spilled, what it
+        // holds before its last hop is relabelled. A piece per node drawn from: a node's
+        // positions are one stretch of the file, rarely across two chunks.
+        let (mut hyper_resident, mut largest_hop) = (0, 0);
         for &fanout in &self.fanouts {
             // Draw every position of the hop first (fixed RNG order), then read them together.
             st.draw(&self.indptr, fanout, self.replace, ws)?;
@@ -161,11 +161,13 @@ impl NeighborSampler {
             nbr.resize(st.pos.len(), 0);
             self.source.fetch(&st.pos, nbr)?;
             // Lengths: this sampler's buffers keep the capacity of earlier, finished batches.
-            hyper_resident = st.out.len_bytes() + per_position * st.pos.len() as u64;
+            let hop = crate::hyper::hop_bytes(&self.indptr, st.pos.len() as u64, st.hop_runs());
+            largest_hop = largest_hop.max(hop);
+            hyper_resident = st.out.len_bytes() + hop;
             st.relabel(nbr, map, num_nodes)?;
         }
         let compact = st.out.bytes();
-        let hyper_state = compact + per_position * st.pos.capacity() as u64;
+        let hyper_state = compact + largest_hop;
         // The compact buffers stay (for the next batch) next to the expanded sample.
         let out = st.finish();
         let held = st.bytes() + ws.bytes() + map_bytes(map.capacity()) + 8 * nbr.capacity() as u64;

@@ -259,6 +259,52 @@ fn spilled_samples_are_not_held_and_read_back_equal() {
     assert_eq!(kept.peaks().sample, hs.peaks().sample);
 }
 
+/// What the per-batch sampler estimates a batch holds in a hyperbatch (the memory plan's probe
+/// sizes the first hyperbatch by it, times 2) is at least half of what the hyperbatch sampler
+/// measures for that batch alone, kept and spilled, and at most 10% above it (the estimate
+/// counts a piece per node; nodes next to each other in draw order and in one chunk share one).
+#[test]
+fn the_per_batch_estimate_of_a_hyperbatch_state_is_close_to_it() {
+    let n = 20_000;
+    let (_d, ds) = build(&graph(n, 200_000, 5), Some(n), false);
+    for fanouts in [&[10i64, 5, 3][..], &[25, 10], &[2, 2, 2], &[-1, 4]] {
+        let opts = SampleOptions {
+            fanouts: fan(fanouts),
+            ..Default::default()
+        };
+        let mut per_batch = NeighborSampler::open(
+            &ds,
+            &opts.fanouts,
+            false,
+            NeighborSource::memory(&ds).unwrap(),
+        )
+        .unwrap();
+        for (b, seeds) in strided(4, 300, 53, 7, n).iter().enumerate() {
+            per_batch
+                .sample_ids(seeds.ids(), opts.seed, 0, b as u64, false)
+                .unwrap();
+            let est = per_batch.last_batch_bytes();
+            let (mut hs, _) = hyper(&ds, &opts, 16, 4, 1);
+            let job = HyperBatch {
+                seeds: seeds.as_slice(),
+                epoch: 0,
+                batch: b as u64,
+            };
+            hs.sample(&[job]).unwrap();
+            let p = hs.peaks();
+            for (what, e, m) in [
+                ("spilled", est.hyper_resident, p.resident),
+                ("kept", est.hyper_state, p.batch),
+            ] {
+                assert!(
+                    10 * e <= 11 * m && m <= 2 * e,
+                    "{fanouts:?} batch {b}, {what}: estimated {e}, measured {m}"
+                );
+            }
+        }
+    }
+}
+
 /// An entry of the neighbor file that is not a node id is reported with its position, as the
 /// per-batch sampler reports it, never used.
 #[test]
