@@ -130,25 +130,47 @@ pub struct BatchJob {
 
 /// The selected batches of an epoch in the selection's order, `per_job` batches per job (read
 /// at each claim: a hyperbatch worker sizes the next job from what it measured).
+///
+/// With `balance`, `per_job` is the most a job may take, and the batches left are split into
+/// as few jobs as that allows, of sizes that differ by one at most. For hyperbatches, a pass
+/// over the neighbor file costs about as much for a few batches as for many: an epoch of 82
+/// with room for 75 is two hyperbatches either way, and 41 + 41 spends less than 75 + 7 (each
+/// batch's state is smaller next to fewer others; the last one is not a near-empty pass).
 pub struct EpochJobs {
     batches: Arc<EpochBatches>,
     indices: Vec<u64>,
     next: usize,
     per_job: Arc<AtomicUsize>,
+    balance: bool,
 }
 
 impl EpochJobs {
-    pub fn new(batches: Arc<EpochBatches>, indices: Vec<u64>, per_job: Arc<AtomicUsize>) -> Self {
+    pub fn new(
+        batches: Arc<EpochBatches>,
+        indices: Vec<u64>,
+        per_job: Arc<AtomicUsize>,
+        balance: bool,
+    ) -> Self {
         EpochJobs {
             batches,
             indices,
             next: 0,
             per_job,
+            balance,
         }
     }
 
     fn per_job(&self) -> usize {
         self.per_job.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Batches the next job takes.
+    fn take(&self) -> usize {
+        let (left, most) = (self.indices.len() - self.next, self.per_job());
+        if !self.balance {
+            return most.min(left);
+        }
+        left.div_ceil(left.div_ceil(most).max(1))
     }
 }
 
@@ -159,7 +181,7 @@ impl JobSource for EpochJobs {
         if self.next >= self.indices.len() {
             return None;
         }
-        let end = (self.next + self.per_job()).min(self.indices.len());
+        let end = self.next + self.take();
         let indices = self.indices[self.next..end].to_vec();
         self.next = end;
         let n = indices.len();
@@ -229,7 +251,7 @@ mod tests {
         let err = e.select(Some(&[2, 10])).unwrap_err().to_string();
         assert!(err.contains("batch 10 is not a batch"), "{err}");
         let per_job = Arc::new(AtomicUsize::new(2));
-        let mut jobs = EpochJobs::new(e.clone(), vec![7, 1, 4, 9, 3, 2], per_job.clone());
+        let mut jobs = EpochJobs::new(e.clone(), vec![7, 1, 4, 9, 3, 2], per_job.clone(), false);
         assert_eq!(jobs.jobs_left(), Some(3));
         let (j, n) = jobs.next_job().unwrap();
         assert_eq!((j.indices, n), (vec![7, 1], 2));
@@ -241,5 +263,45 @@ mod tests {
         assert_eq!((j.indices, n), (vec![2], 1));
         assert!(jobs.next_job().is_none());
         assert_eq!(jobs.jobs_left(), Some(0));
+    }
+
+    #[test]
+    fn balanced_jobs_are_as_few_as_the_size_allows_and_even() {
+        let seeds = Seeds::all(1000);
+        let e = Arc::new(EpochBatches::new(&seeds, 0, &opts(10, false, 0, false)));
+        let sizes = |n: u64, most: usize, balance: bool| {
+            let mut jobs = EpochJobs::new(
+                e.clone(),
+                (0..n).collect(),
+                Arc::new(AtomicUsize::new(most)),
+                balance,
+            );
+            let mut got = vec![];
+            let mut all = vec![];
+            while let Some((j, k)) = jobs.next_job() {
+                assert_eq!(j.indices.len(), k);
+                got.push(k);
+                all.extend(j.indices);
+            }
+            assert_eq!(all, (0..n).collect::<Vec<_>>(), "every batch, in order");
+            got
+        };
+        assert_eq!(sizes(82, 75, true), [41, 41]);
+        assert_eq!(sizes(82, 75, false), [75, 7]);
+        assert_eq!(sizes(10, 4, true), [4, 3, 3]);
+        assert_eq!(sizes(82, 82, true), [82]);
+        assert_eq!(sizes(82, 1000, true), [82]);
+        assert_eq!(sizes(5, 1, true), [1, 1, 1, 1, 1]);
+        assert_eq!(sizes(5, 0, true), [1, 1, 1, 1, 1]);
+        assert!(sizes(0, 3, true).is_empty());
+        // The most is read at each claim: the split follows it.
+        let per_job = Arc::new(AtomicUsize::new(30));
+        let mut jobs = EpochJobs::new(e.clone(), (0..82).collect(), per_job.clone(), true);
+        assert_eq!(jobs.jobs_left(), Some(3));
+        assert_eq!(jobs.next_job().unwrap().1, 28);
+        per_job.store(75, Ordering::Relaxed);
+        assert_eq!(jobs.jobs_left(), Some(1));
+        assert_eq!(jobs.next_job().unwrap().1, 54);
+        assert!(jobs.next_job().is_none());
     }
 }

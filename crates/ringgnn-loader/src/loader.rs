@@ -460,20 +460,23 @@ impl BatchLoader {
         let batches = Arc::new(EpochBatches::new(seeds, self.shape.sample.seed, e));
         let indices = batches.select(e.batches.as_deref())?;
         let len = indices.len();
-        let (per_job, threads, window) = match (&self.hyper, drivers) {
+        let (per_job, balance, threads, window) = match (&self.hyper, drivers) {
             // Hyperbatch drivers use every thread inside; they bound their own memory (turns,
-            // and at most `drivers` hyperbatches at once).
+            // and at most `drivers` hyperbatches at once). Sized from the budget, the
+            // hyperbatches of an epoch are balanced; a size the caller chose is kept.
             (Some(h), Some(d)) => {
                 let d = NonZeroUsize::new(d).unwrap_or(NonZeroUsize::MIN);
-                (h.sizing.next.clone(), d, NonZeroUsize::MAX)
+                let balance = h.sizing.fixed.is_none();
+                (h.sizing.next.clone(), balance, d, NonZeroUsize::MAX)
             }
             _ => (
                 Arc::new(AtomicUsize::new(1)),
+                false,
                 self.threads,
                 NonZeroUsize::new(plan.window as usize).unwrap_or(NonZeroUsize::MIN),
             ),
         };
-        let jobs = EpochJobs::new(batches, indices, per_job);
+        let jobs = EpochJobs::new(batches, indices, per_job, balance);
         let mut o = RunOptions::new(threads, window, "ringgnn-loader");
         o.live = self.live.clone();
         Ok(Epoch {
