@@ -4,37 +4,15 @@
 //! same three steps on it (draw the hop, have the neighbor ids read, relabel), so a batch's
 //! sample cannot depend on which of them ran it, nor on how the reads were grouped.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
-use ringgnn_store::rng::{mix64, Rng};
+use ringgnn_store::rng::Rng;
 
 use crate::draw::{batch_rng, Drawer};
+pub(crate) use crate::idmap::IdMap;
+use crate::idmap::{with_table, Lookup};
 use crate::output::{CompactSample, SampledSubgraph};
 use crate::{Error, Fanout, Result};
-
-/// Hashes node ids with the SplitMix64 finalizer: much cheaper than SipHash, and well mixed in
-/// every bit, so ids that share low bits (multiples of a power of two) do not collide. HashDoS
-/// is no concern: the keys come from the graph the user chose.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = mix64(self.0 ^ b as u64);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = mix64(x);
-    }
-}
-
-pub(crate) type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
 
 /// The integer type a batch keeps its drawn positions (then the entries read there) in:
 /// `u64`, or `u32` when the graph's edge positions and node ids all fit (a hyperbatch holds H
@@ -101,12 +79,6 @@ impl Word for u32 {
         drawer.draw(rng, hi - lo, fanout, replace, tmp);
         pos.extend(tmp.iter().map(|&p| Self::of(p + lo)));
     }
-}
-
-/// Bytes an [`IdMap`] of `capacity` holds: 16 per slot (a `(u64, u32)` entry, padded) and its
-/// control byte, slots being about 8/7 of the capacity.
-pub(crate) fn map_bytes(capacity: usize) -> u64 {
-    capacity as u64 * 20
 }
 
 /// What drawing a hop needs only while it draws: the frontier's neighbor ranges and the
@@ -176,9 +148,8 @@ impl<W: Word> BatchDraw<W> {
         o.num_sampled_nodes.clear();
         o.num_sampled_edges.clear();
         map.clear();
-        for &s in seeds {
-            local_id(map, &mut self.out.node, s)?;
-        }
+        let node = &mut self.out.node;
+        with_table!(map, t => seeds.iter().try_for_each(|&s| local_id(t, node, s).map(drop)))?;
         self.out.num_sampled_nodes.push(self.out.node.len());
         self.rng = batch_rng(seed, epoch, batch);
         self.frontier = 0..self.out.node.len();
@@ -263,15 +234,11 @@ impl<W: Word> BatchDraw<W> {
 
     /// Make `map` hold exactly this batch's nodes, with room for the current hop's.
     pub(crate) fn fill_map(&self, map: &mut IdMap) {
-        map.clear();
-        map.reserve(self.out.node.len() + self.pos.len());
-        map.extend(
-            self.out
-                .node
-                .iter()
-                .enumerate()
-                .map(|(l, &v)| (v, l as u32)),
-        );
+        map.clear_for(self.out.node.len() + self.pos.len());
+        let node = &self.out.node;
+        with_table!(map, t => for (l, &v) in node.iter().enumerate() {
+            let _ = t.get_or_insert::<std::convert::Infallible>(v, || Ok(l as u32));
+        });
     }
 
     /// The finished sample, compact; the workspaces stay for the next batch.
@@ -298,6 +265,16 @@ fn relabel<N: Word>(
     nbr: &[N],
     map: &mut IdMap,
     check: impl Fn(usize, u64) -> Result<()>,
+) -> Result<()> {
+    with_table!(map, t => relabel_with(out, frontier, nbr, t, &check))
+}
+
+fn relabel_with<N: Word, M: Lookup>(
+    out: &mut CompactSample,
+    frontier: &mut Range<usize>,
+    nbr: &[N],
+    map: &mut M,
+    check: &impl Fn(usize, u64) -> Result<()>,
 ) -> Result<()> {
     let first_new = out.node.len();
     out.row.reserve_exact(nbr.len());
@@ -328,11 +305,10 @@ pub(crate) fn check_entry(p: u64, u: u64, num_nodes: u64) -> Result<()> {
 /// with `relabel` made for both position widths, the compiler stopped inlining it, and the
 /// per-batch sampler ran 10% slower (a call per drawn edge).
 #[inline(always)]
-fn local_id(map: &mut IdMap, node: &mut Vec<u64>, v: u64) -> Result<u32> {
-    let next = u32::try_from(node.len()).map_err(|_| Error::TooLarge)?;
-    let id = *map.entry(v).or_insert_with(|| {
+fn local_id<M: Lookup>(map: &mut M, node: &mut Vec<u64>, v: u64) -> Result<u32> {
+    map.get_or_insert(v, || {
+        let next = u32::try_from(node.len()).map_err(|_| Error::TooLarge)?;
         node.push(v);
-        next
-    });
-    Ok(id)
+        Ok(next)
+    })
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use ringgnn_io::{BlockCounts, BlockReader};
 
-use crate::batch::{check_entry, map_bytes, BatchDraw, DrawScratch, IdMap, Word};
+use crate::batch::{check_entry, BatchDraw, DrawScratch, IdMap, Word};
 use crate::output::CompactSample;
 use crate::spill::{SpillFile, Spilled};
 use crate::{Error, Result, SampleOptions, SeedSlice};
@@ -233,7 +233,6 @@ impl Slots {
 /// What each thread of a hyperbatch sampler keeps whatever the hyperbatch size: a dedup map,
 /// filled with a batch's nodes when the thread relabels it, and the workspace of a batch's
 /// draws.
-#[derive(Default)]
 struct Scratch {
     map: IdMap,
     draw: DrawScratch,
@@ -242,8 +241,17 @@ struct Scratch {
 }
 
 impl Scratch {
+    fn new(num_nodes: u64) -> Self {
+        Scratch {
+            map: IdMap::for_nodes(num_nodes),
+            draw: DrawScratch::default(),
+            narrow: Workspace::default(),
+            wide: Workspace::default(),
+        }
+    }
+
     fn bytes(&self) -> u64 {
-        map_bytes(self.map.capacity()) + self.draw.bytes() + self.narrow.bytes() + self.wide.bytes()
+        self.map.bytes() + self.draw.bytes() + self.narrow.bytes() + self.wide.bytes()
     }
 }
 
@@ -487,7 +495,8 @@ impl HyperSampler {
         if slots.len() < h {
             slots.resize_with(h, Default::default);
         }
-        self.scratch.resize_with(self.threads, Default::default);
+        self.scratch
+            .resize_with(self.threads, || Scratch::new(num_nodes));
         let o = &self.opts;
         for (slot, b) in slots.iter_mut().zip(batches) {
             slot.spilled = None;

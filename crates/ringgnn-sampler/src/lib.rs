@@ -30,6 +30,7 @@ mod error;
 mod graph;
 pub mod hot_pages;
 mod hyper;
+mod idmap;
 pub mod neighbors;
 mod options;
 mod output;

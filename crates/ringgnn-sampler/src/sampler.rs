@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ringgnn_io::IoStats;
 use ringgnn_store::Dataset;
 
-use crate::batch::{map_bytes, BatchDraw, DrawScratch, IdMap};
+use crate::batch::{BatchDraw, DrawScratch, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result, SampledSubgraph, SeedSlice};
 
@@ -66,13 +66,14 @@ impl NeighborSampler {
             NeighborSource::Disk(_) => None,
         };
         check_indptr(&indptr, file_len)?;
+        let num_nodes = indptr.len() as u64 - 1;
         Ok(NeighborSampler {
             indptr,
             fanouts: fanouts.to_vec(),
             replace,
             source,
             state: BatchDraw::default(),
-            map: IdMap::default(),
+            map: IdMap::for_nodes(num_nodes),
             ws: DrawScratch::default(),
             nbr: Vec::new(),
             many: Vec::new(),
@@ -170,7 +171,7 @@ impl NeighborSampler {
         let hyper_state = compact + largest_hop;
         // The compact buffers stay (for the next batch) next to the expanded sample.
         let out = st.finish();
-        let held = st.bytes() + ws.bytes() + map_bytes(map.capacity()) + 8 * nbr.capacity() as u64;
+        let held = st.bytes() + ws.bytes() + map.bytes() + 8 * nbr.capacity() as u64;
         self.last_bytes = BatchBytes {
             total: held + out.bytes(),
             output: out.bytes(),
