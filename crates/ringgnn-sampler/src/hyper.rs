@@ -528,6 +528,9 @@ impl HyperSampler {
                 slot.st.fill_map(&mut sc.map);
                 slot.st.relabel_in_place(&mut sc.map)?;
                 if !last {
+                    // Held until the last hop with the other batches': not the room a
+                    // doubling left (up to half of it unused).
+                    slot.st.out.node.shrink_to_fit();
                     return Ok(());
                 }
                 let sample = slot.st.out.bytes();
