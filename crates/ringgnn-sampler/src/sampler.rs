@@ -168,7 +168,7 @@ impl NeighborSampler {
             st.relabel(nbr, map, num_nodes)?;
         }
         let compact = st.out.bytes();
-        let hyper_state = compact + largest_hop;
+        let hyper_state = st.out.len_bytes() + largest_hop;
         // The compact buffers stay (for the next batch) next to the expanded sample.
         let out = st.finish();
         let held = st.bytes() + ws.bytes() + map.bytes() + 8 * nbr.capacity() as u64;
