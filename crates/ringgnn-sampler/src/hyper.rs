@@ -74,6 +74,7 @@ struct Buckets {
     keys: Vec<u32>,
     /// Bit `k` is set when a piece starts at position `k` (draw order).
     first: Vec<u64>,
+    /// Sorted, the positions in chunk `c` are `pos[starts[c]..starts[c + 1]]`.
     starts: Vec<u32>,
 }
 
