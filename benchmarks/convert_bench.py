@@ -14,7 +14,6 @@ Needs root (memcap, drop_caches). Prints a Markdown table; paste it into docs/be
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time

@@ -75,8 +75,8 @@ class Served:
 def trained(tmp_path_factory):
     """A small SBM dataset (f16 features) and a GraphSAGE run trained on it."""
     tmp = tmp_path_factory.mktemp("serve")
-    ds = ringgnn.generate_sbm(tmp / "ds", nodes=3000, classes=4, avg_degree=8, feature_dim=12,
-                              feature_dtype="f16", seed=1)
+    ringgnn.generate_sbm(tmp / "ds", nodes=3000, classes=4, avg_degree=8, feature_dim=12,
+                         feature_dtype="f16", seed=1)
     run = tmp / "run"
     from ringgnn.cli import main
 

@@ -110,34 +110,6 @@ impl<S: Slot> Table<S> {
         ((mix64(key) as u128 * self.size as u128) >> 64) as usize
     }
 
-    #[inline(always)]
-    fn get_or_insert<E>(
-        &mut self,
-        key: u64,
-        make: impl FnOnce() -> Result<u32, E>,
-    ) -> Result<u32, E> {
-        if (self.len + 1) * LOAD.1 > self.size * LOAD.0 {
-            self.grow();
-        }
-        let mut i = self.home(key);
-        loop {
-            let s = self.slots[i];
-            if s.is_empty() {
-                let val = make()?;
-                self.slots[i] = S::new(key, val);
-                self.len += 1;
-                return Ok(val);
-            }
-            if s.key() == key {
-                return Ok(s.val());
-            }
-            i += 1;
-            if i == self.size {
-                i = 0;
-            }
-        }
-    }
-
     /// Twice the slots, the entries placed again.
     #[cold]
     fn grow(&mut self) {
@@ -189,7 +161,26 @@ impl<S: Slot> Lookup for Table<S> {
         key: u64,
         make: impl FnOnce() -> Result<u32, E>,
     ) -> Result<u32, E> {
-        Table::get_or_insert(self, key, make)
+        if (self.len + 1) * LOAD.1 > self.size * LOAD.0 {
+            self.grow();
+        }
+        let mut i = self.home(key);
+        loop {
+            let s = self.slots[i];
+            if s.is_empty() {
+                let val = make()?;
+                self.slots[i] = S::new(key, val);
+                self.len += 1;
+                return Ok(val);
+            }
+            if s.key() == key {
+                return Ok(s.val());
+            }
+            i += 1;
+            if i == self.size {
+                i = 0;
+            }
+        }
     }
 }
 
