@@ -98,19 +98,21 @@ impl Shape {
         })
     }
 
-    /// The bytes of one batch of `batch` seeds in a hyperbatch, kept and spilled: measured, or
-    /// its upper bound (all three: spilling gains nothing by the bound).
-    fn hyper_peaks(&self, batch: u64) -> HyperPeaks {
+    /// The bytes of one batch of `batch` seeds in a hyperbatch, kept and spilled, and the
+    /// margin they call for: measured on the probe (its margin), or its upper bound (all
+    /// three: spilling gains nothing by the bound; no margin).
+    fn hyper_peaks(&self, batch: u64) -> (HyperPeaks, f64) {
         match self.probed(batch) {
-            Some(m) => m.hyper,
+            Some(m) => (m.hyper, PROBE_MARGIN as f64),
             None => {
                 let n = self.needs(batch);
                 let b = n.sampler_workspace + n.sample_bytes;
-                HyperPeaks {
+                let p = HyperPeaks {
                     batch: b,
                     resident: b,
                     sample: b,
-                }
+                };
+                (p, 1.0)
             }
         }
     }
@@ -272,14 +274,12 @@ impl BatchLoader {
                     Probed {
                         workspace: (b.total - b.output).saturating_mul(m),
                         output: b.output.saturating_mul(m),
-                        hyper: scaled(
-                            HyperPeaks {
-                                batch: b.hyper_state,
-                                resident: b.hyper_resident,
-                                sample: b.compact,
-                            },
-                            m,
-                        ),
+                        // As measured: the hyperbatch sizing applies the margin.
+                        hyper: HyperPeaks {
+                            batch: b.hyper_state,
+                            resident: b.hyper_resident,
+                            sample: b.compact,
+                        },
                     },
                 ));
                 MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {
@@ -310,7 +310,7 @@ impl BatchLoader {
 
         let hyper = (plan.hyperbatch_size != 1).then(|| {
             let bound = shape.needs(batch);
-            let first = shape.hyper_peaks(batch);
+            let (first, first_margin) = shape.hyper_peaks(batch);
             let fixed = match opts.hyperbatch {
                 Hyperbatch::Size(n) => Some(n.get()),
                 Hyperbatch::Auto => None,
@@ -328,6 +328,7 @@ impl BatchLoader {
                     plan.hyperbatch,
                     fixed,
                     first,
+                    first_margin,
                     extra,
                     if extra > 0 { 2 * bound.read_buffer } else { 0 },
                     if extra > 0 { LOAD_DRIVERS } else { 1 },

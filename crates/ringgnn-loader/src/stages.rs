@@ -149,6 +149,10 @@ pub(crate) struct HyperSizing {
     spill: Spill,
     threads: usize,
     kept: AtomicUsize,
+    /// Bytes a spilling hyperbatch's states and its sampler's threads may take (the share less
+    /// the samples in flight and the spill buffers): the sampler leaves out the batches whose
+    /// last hop would not fit ([`HyperSampler::sample_spilled`]).
+    limit: AtomicU64,
     /// Batches measured so far.
     seen: AtomicU64,
 }
@@ -170,11 +174,14 @@ impl HyperSizing {
         }
     }
 
+    /// `first`: a batch's sizes before any is measured, with the margin `first_margin` they
+    /// call for (the probe's, or 1 for upper bounds).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         arena: u64,
         fixed: Option<usize>,
         first: HyperPeaks,
+        first_margin: f64,
         extra: u64,
         reserved: u64,
         drivers: usize,
@@ -193,11 +200,12 @@ impl HyperSizing {
             spill: if drivers == 1 { spill } else { Spill::Off },
             threads: threads.max(1),
             kept: AtomicUsize::new(usize::MAX),
+            limit: AtomicU64::new(0),
             seen: AtomicU64::new(0),
         };
         // Before any batch is measured: by the probe's sizes (with their own margin) or the
         // upper bound of a batch.
-        let (kept, h) = s.size(first, 0, 1.0, false);
+        let (kept, h) = s.size(first, 0, first_margin, false);
         s.next = Arc::new(AtomicUsize::new(fixed.unwrap_or(h)));
         s.kept = AtomicUsize::new(kept);
         s
@@ -220,10 +228,17 @@ impl HyperSizing {
             states.saturating_sub(if spill_open { file } else { 0 }),
             (peaks.batch + self.extra) as f64 * margin,
         );
+        let in_flight = self.spill_samples(peaks.sample, margin) + file;
+        // A spilling sampling driver admits its batches' last hops by their exact bounds
+        // (`limit`), so its size needs no margin over the largest state: a batch larger than
+        // measured is left for the next hyperbatch, not over the share.
+        let admits = self.drivers == 1;
         let spilled = Self::fit(
-            states.saturating_sub(self.spill_samples(peaks.sample, margin) + file),
-            (peaks.resident + self.extra) as f64 * margin,
+            states.saturating_sub(in_flight),
+            (peaks.resident + self.extra) as f64 * if admits { 1.0 } else { margin },
         );
+        self.limit
+            .store(self.states(0).saturating_sub(in_flight), Ordering::Relaxed);
         let h = match self.spill {
             Spill::Off => kept,
             Spill::On => spilled,
@@ -248,6 +263,12 @@ impl HyperSizing {
     /// driver's read buffer.
     fn spill_samples(&self, sample: u64, margin: f64) -> u64 {
         ((self.threads + READ_AHEAD + 1) as f64 * sample as f64 * margin) as u64
+    }
+
+    /// What a spilling hyperbatch's states and its sampler's threads may take (see
+    /// [`HyperSampler::sample_spilled`]).
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Relaxed)
     }
 
     /// Bytes one driver's batch states may take: its part of the share, less its staging
@@ -353,7 +374,8 @@ impl HyperParts {
 
     /// Sample the job's batches together into the worker's spill file (started over: the
     /// consumer has read every sample of the previous hyperbatch), each written as soon as it
-    /// is finished; they come back in the job's order.
+    /// is finished; they come back in the job's order. Only the first ones come back when the
+    /// others' last hops would not fit the share (see [`HyperSizing::limit`]).
     fn sample_spilled(
         &self,
         w: &mut HyperWorker,
@@ -372,8 +394,9 @@ impl HyperParts {
         let (hs, (spill, _)) = (&mut w.hs, w.spill.as_mut().expect("made above"));
         spill.rewind();
         let before = spill.traffic().0;
+        let limit = self.sizing.limit();
         let r = self.sample_with(hs, true, job, |hs, batches| {
-            hs.sample_spilled(batches, spill)
+            hs.sample_spilled(batches, spill, Some(limit))
         });
         self.graph.record_spill(spill.traffic().0 - before);
         r
@@ -408,10 +431,10 @@ impl HyperParts {
             },
             c1.sequential_bytes - c0.sequential_bytes,
             c1.random_bytes - c0.random_bytes,
-            batches.len() as u64,
+            samples.len() as u64,
         );
         self.sizing
-            .measured(hs.peaks(), hs.scratch_bytes(), batches.len(), spill_open);
+            .measured(hs.peaks(), hs.scratch_bytes(), samples.len(), spill_open);
         Ok(samples)
     }
 }
@@ -444,9 +467,21 @@ impl Stage for HyperSampleStage {
             return Err(Error::Input("the epoch was stopped".into()));
         }
         if self.parts.sizing.spills(job.indices.len()) {
-            let recs = self.parts.sample_spilled(w, &job)?;
-            let (f, buf) = w.spill.as_mut().expect("the spill file of this hyperbatch");
-            return hand_out_spilled(f, buf, recs, &job, out);
+            // Batches left out for want of room are sampled next, as a hyperbatch of their own.
+            let mut rest = job;
+            loop {
+                let recs = self.parts.sample_spilled(w, &rest)?;
+                let (f, buf) = w.spill.as_mut().expect("the spill file of this hyperbatch");
+                let left = rest.indices.split_off(recs.len());
+                hand_out_spilled(f, buf, recs, &rest, out)?;
+                if left.is_empty() {
+                    return Ok(());
+                }
+                if !out.wait_turn(1) {
+                    return Err(Error::Input("the epoch was stopped".into()));
+                }
+                rest.indices = left;
+            }
         }
         // Each batch expanded only when its turn comes: until then it stays compact.
         for b in self.parts.sample(w, &job)? {
@@ -904,7 +939,7 @@ mod tests {
         };
         // One driver: 100 MiB less 1 MiB of staging buffers, batches bounded at 9 MiB (+1 of
         // staging each): 9 batches.
-        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), MB, MB, 1, Spill::Off, 2);
+        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), 1.0, MB, MB, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 9);
         // Measured at 5 MiB, with the 1.5 margin and 3 MiB the sampler holds apart:
         // (99 - 3) / (6 * 1.5) = 10.
@@ -916,15 +951,25 @@ mod tests {
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 12, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Two drivers each hold a hyperbatch: each gets half the share.
-        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), MB, MB, 2, Spill::Off, 2);
+        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), 1.0, MB, MB, 2, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 4);
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 5);
         // A fixed size stays; too small a share still makes progress, one batch at a time.
-        let s = HyperSizing::new(100 * MB, Some(7), bound(9 * MB), MB, MB, 2, Spill::Off, 2);
+        let s = HyperSizing::new(
+            100 * MB,
+            Some(7),
+            bound(9 * MB),
+            1.0,
+            MB,
+            MB,
+            2,
+            Spill::Off,
+            2,
+        );
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 7);
-        let s = HyperSizing::new(MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
+        let s = HyperSizing::new(MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 1);
     }
 
@@ -937,41 +982,44 @@ mod tests {
         };
         // Kept: 120 MiB / (8 * 1.5) = 10 batches. Spilled: 120 MiB less four samples (two being
         // written, two read back ahead: 6 MiB each with the margin) and 5 spill buffers,
-        // 91 MiB / (4 * 1.5) = 15 batches.
-        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
+        // 91 MiB / 4 = 22 batches: a sampling driver admits its batches' last hops by their
+        // bounds, within those 91 MiB, so the states need no margin.
+        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Auto, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Before anything is measured, a hyperbatch as large as the bound allows keeps its
         // samples.
         assert!(!s.spills(13) && s.spills(14));
         s.measured(peaks, 0, 4, false);
-        assert_eq!(s.next.load(Ordering::Relaxed), 15);
-        assert!(!s.spills(10) && s.spills(11) && s.spills(15));
+        assert_eq!(s.next.load(Ordering::Relaxed), 22);
+        assert_eq!(s.limit(), 91 * MB);
+        assert!(!s.spills(10) && s.spills(11) && s.spills(22));
         // Off: sized for kept samples; on: every hyperbatch spills.
-        let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
+        let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Off, 2);
         off.measured(peaks, 0, 4, false);
         assert_eq!(off.next.load(Ordering::Relaxed), 10);
         assert!(!off.spills(17));
-        let on = HyperSizing::new(120 * MB, Some(3), bound(9 * MB), 0, 0, 1, Spill::On, 2);
+        let on = HyperSizing::new(120 * MB, Some(3), bound(9 * MB), 1.0, 0, 0, 1, Spill::On, 2);
         on.measured(peaks, 0, 4, false);
         assert!(on.spills(1) && on.spills(3));
         assert_eq!(on.next.load(Ordering::Relaxed), 3);
-        // Where spilling holds fewer (samples small against the positions), auto keeps them.
-        let small = HyperPeaks {
+        // Where spilling holds fewer (the samples in flight take most of the share), auto
+        // keeps them: kept 30 / (4 * 1.5) = 5, spilled (30 - 24 - 5) / 4 = 0, so 1.
+        let even = HyperPeaks {
             batch: 4 * MB,
             resident: 4 * MB,
-            sample: MB / 4,
+            sample: 4 * MB,
         };
-        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
-        s.measured(small, 0, 4, false);
+        let s = HyperSizing::new(30 * MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Auto, 2);
+        s.measured(even, 0, 4, false);
+        assert_eq!(s.next.load(Ordering::Relaxed), 5);
+        assert!(!s.spills(5));
+        // First sized from probe batches, with the probe's margin of 2: kept 120 / 16 = 7;
+        // spilled (120 - 4 * 8 - 5) / 4 = 20 (the states admitted, without the margin).
+        let s = HyperSizing::new(120 * MB, None, peaks, 2.0, 0, 0, 1, Spill::Auto, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 20);
-        assert!(!s.spills(20));
-        // First sized from probe batches (their margin already on): spilled from the start.
-        let s = HyperSizing::new(120 * MB, None, peaks, 0, 0, 1, Spill::Auto, 2);
-        // Kept 120 / 8 = 15; spilled (120 - 4 * 4 - 5) / 4 = 24.
-        assert_eq!(s.next.load(Ordering::Relaxed), 24);
-        assert!(!s.spills(15) && s.spills(16));
+        assert!(!s.spills(7) && s.spills(8));
         // Loading drivers (two) never spill.
-        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 0, 0, 2, Spill::On, 2);
+        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, 0, 0, 2, Spill::On, 2);
         assert!(!s.spills(1));
     }
 }

@@ -210,6 +210,27 @@ impl<W: Word> BatchDraw<W> {
         Ok(())
     }
 
+    /// At most how many positions the next hop draws: the fanout per frontier node (its
+    /// degree for [`Fanout::All`]: the only case that reads the offset index).
+    pub(crate) fn hop_bound(&self, indptr: &[u64], fanout: Fanout) -> u64 {
+        match fanout {
+            Fanout::Count(k) => k.saturating_mul(self.frontier.len() as u64),
+            Fanout::All => self
+                .frontier
+                .clone()
+                .map(|l| {
+                    let v = self.out.node[l] as usize;
+                    indptr[v + 1] - indptr[v]
+                })
+                .sum(),
+        }
+    }
+
+    /// Frontier nodes the next hop expands.
+    pub(crate) fn frontier_len(&self) -> u64 {
+        self.frontier.len() as u64
+    }
+
     /// How many frontier nodes the current hop drew positions for (after [`Self::draw`]).
     pub(crate) fn hop_runs(&self) -> u64 {
         let counts = &self.out.counts;

@@ -143,6 +143,16 @@ impl Buckets {
         (self.keys.capacity() + self.starts.capacity()) as u64 * 4
             + self.first.capacity() as u64 * 8
     }
+
+    /// At most what [`Self::bytes`] will be once a hop of at most `positions` positions, drawn
+    /// for `nodes` nodes, is sorted into `chunks` chunks (a piece per node, plus one per chunk
+    /// boundary a node's positions cross).
+    fn bytes_for(&self, positions: u64, nodes: u64, chunks: u64) -> u64 {
+        let pieces = positions.min(nodes.saturating_add(chunks));
+        4 * (self.keys.capacity() as u64).max(pieces)
+            + 8 * (self.first.capacity() as u64).max(positions.div_ceil(64))
+            + 4 * (self.starts.capacity() as u64).max(chunks + 1)
+    }
 }
 
 /// The pieces `(start, end)` of `n` positions in draw order, bit `k` of `first` set where one
@@ -206,6 +216,31 @@ struct Slot<W: Word> {
 impl<W: Word> Slot<W> {
     fn bytes(&self) -> u64 {
         self.st.bytes() + self.bk.bytes()
+    }
+
+    /// At most what a thread lends this batch for a hop of at most `positions` positions in
+    /// `chunks` chunks (its dedup map, its moves and its draws), when it has lent less before.
+    fn scratch_for(&self, positions: u64, chunks: u64, map: &IdMap) -> u64 {
+        let word = std::mem::size_of::<W>() as u64;
+        let nodes = self.st.out.node.len() as u64 + positions;
+        map.bytes_for(usize::try_from(nodes).unwrap_or(usize::MAX))
+            + word * positions
+            + 4 * chunks
+            + 16 * self.st.frontier_len()
+    }
+
+    /// At most what [`Self::bytes`] will be when the next hop, of at most `positions`
+    /// positions, is drawn and bucketed into `chunks` chunks: the state a spilled batch holds
+    /// at its largest when that hop is its last.
+    fn bytes_before_relabel(&self, positions: u64, chunks: u64) -> u64 {
+        let nodes = self.st.frontier_len();
+        let word = std::mem::size_of::<W>() as u64;
+        let edge_ids = if self.st.out.edge.is_some() { 8 } else { 0 };
+        self.st.out.bytes()
+            + 4 * nodes
+            + edge_ids * positions
+            + word * (self.st.pos.capacity() as u64).max(positions)
+            + self.bk.bytes_for(positions, nodes, chunks)
     }
 }
 
@@ -427,8 +462,7 @@ impl HyperSampler {
     /// [`crate::NeighborSampler::sample`] gives for the same seeds and `(epoch, batch)`.
     /// They come back compact (see [`CompactSample`]): 4 bytes per edge until expanded.
     pub fn sample(&mut self, batches: &[HyperBatch<'_>]) -> Result<Vec<CompactSample>> {
-        let h = batches.len();
-        self.run(batches, None)?;
+        let h = self.run(batches, None, None)?;
         Ok(match &mut self.states {
             Slots::Narrow(v) => v[..h].iter_mut().map(|s| s.st.take()).collect(),
             Slots::Wide(v) => v[..h].iter_mut().map(|s| s.st.take()).collect(),
@@ -440,13 +474,20 @@ impl HyperSampler {
     /// back), in the order of `batches`. A hyperbatch then holds at once only the state of
     /// batches still being sampled ([`HyperPeaks::resident`] each) and, per thread, the sample
     /// it is writing.
+    ///
+    /// With a `limit`, the batch states (all of this sampler's, [`Self::state_bytes`]) stay
+    /// within it when the last hop is drawn: before drawing it, the batches whose last hop
+    /// would not fit (bounded from their frontiers) are left out, from the end, and only the
+    /// first ones are finished (one at least). What comes back is then shorter than
+    /// `batches`; the others are to be sampled again, from the start, in a later call (their
+    /// samples do not depend on it).
     pub fn sample_spilled(
         &mut self,
         batches: &[HyperBatch<'_>],
         spill: &SpillFile,
+        limit: Option<u64>,
     ) -> Result<Vec<Spilled>> {
-        let h = batches.len();
-        self.run(batches, Some(spill))?;
+        let h = self.run(batches, Some(spill), limit)?;
         spill.sync()?;
         let taken = |s: &mut Option<Spilled>| s.take().expect("every batch was spilled");
         Ok(match &mut self.states {
@@ -455,7 +496,14 @@ impl HyperSampler {
         })
     }
 
-    fn run(&mut self, batches: &[HyperBatch<'_>], spill: Option<&SpillFile>) -> Result<()> {
+    /// Sample `batches` (the first ones only when `limit` says so, see
+    /// [`Self::sample_spilled`]); how many were finished.
+    fn run(
+        &mut self,
+        batches: &[HyperBatch<'_>],
+        spill: Option<&SpillFile>,
+        limit: Option<u64>,
+    ) -> Result<usize> {
         let num_nodes = self.num_nodes();
         if let Some(b) = batches.iter().find(|b| b.seeds.num_nodes() != num_nodes) {
             return Err(Error::Input(format!(
@@ -466,17 +514,17 @@ impl HyperSampler {
         // States of the other width (from a sampler of another graph) are dropped.
         let mut states = std::mem::take(&mut self.states);
         let r = match (&mut states, self.narrow) {
-            (Slots::Narrow(v), true) => self.run_slots(v, batches, spill),
-            (Slots::Wide(v), false) => self.run_slots(v, batches, spill),
+            (Slots::Narrow(v), true) => self.run_slots(v, batches, spill, limit),
+            (Slots::Wide(v), false) => self.run_slots(v, batches, spill, limit),
             (_, true) => {
                 let mut v = Vec::new();
-                let r = self.run_slots(&mut v, batches, spill);
+                let r = self.run_slots(&mut v, batches, spill, limit);
                 states = Slots::Narrow(v);
                 r
             }
             (_, false) => {
                 let mut v = Vec::new();
-                let r = self.run_slots(&mut v, batches, spill);
+                let r = self.run_slots(&mut v, batches, spill, limit);
                 states = Slots::Wide(v);
                 r
             }
@@ -490,9 +538,10 @@ impl HyperSampler {
         slots: &mut Vec<Slot<W>>,
         batches: &[HyperBatch<'_>],
         spill: Option<&SpillFile>,
-    ) -> Result<()> {
+        limit: Option<u64>,
+    ) -> Result<usize> {
         let num_nodes = self.num_nodes();
-        let h = batches.len();
+        let mut h = batches.len();
         if slots.len() < h {
             slots.resize_with(h, Default::default);
         }
@@ -516,6 +565,23 @@ impl HyperSampler {
         let peaks = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
         for k in 0..hops {
             let (indptr, fanout, replace) = (&self.indptr, self.opts.fanouts[k], self.opts.replace);
+            if let (Some(limit), true) = (limit, k + 1 == hops) {
+                // The threads' dedup maps and workspaces, sized at the last hop for the largest
+                // batch, come out of the same limit.
+                let bound = |s: &Slot<W>| s.st.hop_bound(indptr, fanout);
+                let map = &self.scratch[0].map;
+                let need = slots[..h]
+                    .iter()
+                    .map(|s| s.scratch_for(bound(s), chunks as u64, map))
+                    .max()
+                    .unwrap_or(0);
+                let scratch = self
+                    .scratch_bytes()
+                    .max(need.saturating_mul(self.threads as u64));
+                h = admitted(slots, h, limit.saturating_sub(scratch), |s| {
+                    s.bytes_before_relabel(bound(s), chunks as u64)
+                });
+            }
             par(&mut slots[..h], &mut self.scratch, |sc, slot| {
                 slot.st.draw(indptr, fanout, replace, &mut sc.draw)?;
                 slot.bk
@@ -566,7 +632,7 @@ impl HyperSampler {
         for slot in &slots[..h] {
             p.batch = p.batch.max(slot.bytes());
         }
-        Ok(())
+        Ok(h)
     }
 
     /// Replace every batch's (sorted) positions by the entries there: each thread visits its own
@@ -639,6 +705,26 @@ impl HyperSampler {
             join_all(handles)
         })
     }
+}
+
+/// How many of the first `h` batches go on to their last hop within `limit` bytes: the most
+/// (one at least) such that, with each of them at `before_relabel` and every other state of
+/// `slots` as it is now, all the states fit. Batches left out keep what they hold now until a
+/// later call reuses them.
+fn admitted<W: Word>(
+    slots: &[Slot<W>],
+    h: usize,
+    limit: u64,
+    before_relabel: impl Fn(&Slot<W>) -> u64,
+) -> usize {
+    let mut total: u64 = slots.iter().map(Slot::bytes).sum();
+    for (i, s) in slots[..h].iter().enumerate() {
+        total = total.saturating_add(before_relabel(s).saturating_sub(s.bytes()));
+        if total > limit {
+            return i.max(1);
+        }
+    }
+    h
 }
 
 /// What one thread of [`HyperSampler::fetch`] sees of one batch.

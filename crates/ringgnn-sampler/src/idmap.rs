@@ -17,6 +17,11 @@ const LOAD: (usize, usize) = (7, 10);
 /// Smallest table.
 const MIN_SLOTS: usize = 16;
 
+/// Slots for `n` entries.
+fn slots_for(n: usize) -> usize {
+    n.saturating_mul(LOAD.1) / LOAD.0 + 1
+}
+
 /// One slot of a [`Table`]: empty, or a key (a node id) and its value (a local id).
 pub(crate) trait Slot: Copy {
     const EMPTY: Self;
@@ -216,8 +221,18 @@ impl IdMap {
 
     /// Empty, sized for `n` entries.
     pub(crate) fn clear_for(&mut self, n: usize) {
-        let size = n.saturating_mul(LOAD.1) / LOAD.0 + 1;
+        let size = slots_for(n);
         with_table!(self, t => t.reset(size))
+    }
+
+    /// Bytes its table takes once [`Self::clear_for`] `n` entries (when it has no more).
+    pub(crate) fn bytes_for(&self, n: usize) -> u64 {
+        let size = slots_for(n).max(MIN_SLOTS) as u64;
+        let slot = match &self.0 {
+            Tables::Narrow(_) => std::mem::size_of::<Narrow>(),
+            Tables::Wide(_) => std::mem::size_of::<Wide>(),
+        } as u64;
+        self.bytes().max(size * slot)
     }
 
     /// Entries held.

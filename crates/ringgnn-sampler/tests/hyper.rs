@@ -155,7 +155,7 @@ proptest! {
         // the same samples again, on the same reused states.
         let dir = tempfile::tempdir().unwrap();
         let spill = SpillFile::create(dir.path()).unwrap();
-        let recs = hs.sample_spilled(&jobs, &spill).unwrap();
+        let recs = hs.sample_spilled(&jobs, &spill, None).unwrap();
         let mut buf = ringgnn_io::AlignedBuf::new(SPILL_BUFFER);
         let spilled: Vec<SampledSubgraph> =
             recs.iter().map(|&r| spill.read(r, &mut buf).unwrap().expand()).collect();
@@ -239,7 +239,7 @@ fn spilled_samples_are_not_held_and_read_back_equal() {
     let mut buf = ringgnn_io::AlignedBuf::new(SPILL_BUFFER);
     for round in 0..2 {
         spill.rewind();
-        let recs = hs.sample_spilled(&jobs, &spill).unwrap();
+        let recs = hs.sample_spilled(&jobs, &spill, None).unwrap();
         let p = hs.peaks();
         // No sample stays in the states: at most the largest state before the last relabel each.
         assert!(
@@ -302,6 +302,67 @@ fn the_per_batch_estimate_of_a_hyperbatch_state_is_close_to_it() {
                 );
             }
         }
+    }
+}
+
+/// With a limit, a spilling hyperbatch finishes only the batches whose last hop fits: the
+/// first ones, one at least. The states and the threads' workspaces stay within the limit; the
+/// batches left out, sampled in a later call, equal their per-batch samples.
+#[test]
+fn a_limit_admits_the_first_batches_whose_last_hop_fits() {
+    let n = 20_000;
+    let (_d, ds) = build(&graph(n, 200_000, 4), Some(n), false);
+    let opts = SampleOptions {
+        fanouts: fan(&[10, 5, 3]),
+        ..Default::default()
+    };
+    let batches = strided(8, 200, 41, 13, n);
+    let jobs = hyper_jobs(&batches, 0);
+    let (mut kept, _) = hyper(&ds, &opts, 16, 4, 2);
+    let want: Vec<SampledSubgraph> = kept
+        .sample(&jobs)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.expand())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spill = SpillFile::create(dir.path()).unwrap();
+    let mut buf = ringgnn_io::AlignedBuf::new(SPILL_BUFFER);
+    // What all 8 take, measured without a limit.
+    let (mut free, _) = hyper(&ds, &opts, 16, 4, 2);
+    free.sample_spilled(&jobs, &spill, None).unwrap();
+    let all = free.state_bytes() + free.scratch_bytes();
+    // Twice that fits all 8 (the bounds are above what the batches take); half, not; one
+    // byte, one batch per call.
+    for (limit, most, calls_wanted) in [(2 * all, 8, 1..=1), (all / 2, 7, 2..=8), (1, 1, 8..=8)] {
+        let (mut hs, _) = hyper(&ds, &opts, 16, 4, 2);
+        let mut got = vec![];
+        let mut at = 0;
+        let mut calls = 0;
+        while at < jobs.len() {
+            spill.rewind();
+            let recs = hs.sample_spilled(&jobs[at..], &spill, Some(limit)).unwrap();
+            assert!(
+                !recs.is_empty() && recs.len() <= most,
+                "limit {limit}: {}",
+                recs.len()
+            );
+            if recs.len() > 1 {
+                let held = hs.state_bytes() + hs.scratch_bytes();
+                assert!(held <= limit, "limit {limit}: {held} held");
+            }
+            got.extend(
+                recs.iter()
+                    .map(|&r| spill.read(r, &mut buf).unwrap().expand()),
+            );
+            at += recs.len();
+            calls += 1;
+        }
+        assert_eq!(got, want, "limit {limit}");
+        assert!(
+            calls_wanted.contains(&calls),
+            "limit {limit}: {calls} calls"
+        );
     }
 }
 
