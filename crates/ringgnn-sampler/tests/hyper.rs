@@ -95,6 +95,23 @@ fn hyper_jobs(batches: &[Seeds], epoch: u64) -> Vec<HyperBatch<'_>> {
         .collect()
 }
 
+/// `jobs` sampled as one hyperbatch with their samples kept (16-page chunks, 4-page blocks, 2
+/// threads): the sampler, and the samples expanded.
+fn kept_samples(
+    ds: &Dataset,
+    opts: &SampleOptions,
+    jobs: &[HyperBatch<'_>],
+) -> (HyperSampler, Vec<SampledSubgraph>) {
+    let (mut kept, _) = hyper(ds, opts, 16, 4, 2);
+    let want = kept
+        .sample(jobs)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.expand())
+        .collect();
+    (kept, want)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
@@ -225,13 +242,7 @@ fn spilled_samples_are_not_held_and_read_back_equal() {
     };
     let batches = strided(6, 200, 37, 11, n);
     let jobs = hyper_jobs(&batches, 1);
-    let (mut kept, _) = hyper(&ds, &opts, 16, 4, 2);
-    let want: Vec<SampledSubgraph> = kept
-        .sample(&jobs)
-        .unwrap()
-        .into_iter()
-        .map(|c| c.expand())
-        .collect();
+    let (kept, want) = kept_samples(&ds, &opts, &jobs);
     let dir = tempfile::tempdir().unwrap();
     let mut spill = SpillFile::create(dir.path()).unwrap();
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -318,13 +329,7 @@ fn a_limit_admits_the_first_batches_whose_last_hop_fits() {
     };
     let batches = strided(8, 200, 41, 13, n);
     let jobs = hyper_jobs(&batches, 0);
-    let (mut kept, _) = hyper(&ds, &opts, 16, 4, 2);
-    let want: Vec<SampledSubgraph> = kept
-        .sample(&jobs)
-        .unwrap()
-        .into_iter()
-        .map(|c| c.expand())
-        .collect();
+    let (_, want) = kept_samples(&ds, &opts, &jobs);
     let dir = tempfile::tempdir().unwrap();
     let mut spill = SpillFile::create(dir.path()).unwrap();
     let mut buf = ringgnn_io::AlignedBuf::new(SPILL_BUFFER);
