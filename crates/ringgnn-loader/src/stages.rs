@@ -214,7 +214,8 @@ impl HyperSizing {
     /// The largest hyperbatch that fits with `peaks` per batch, `scratch` apart and `margin`:
     /// with its samples kept, and by the policy (the larger of kept and spilled for
     /// [`Spill::Auto`]). The spill file's buffers, once it is open (`spill_open`), are held
-    /// either way.
+    /// either way. Records the limit a spilling hyperbatch admits its last hops within
+    /// ([`Self::limit`]).
     fn size(
         &self,
         peaks: HyperPeaks,
@@ -229,9 +230,9 @@ impl HyperSizing {
             (peaks.batch + self.extra) as f64 * margin,
         );
         let in_flight = self.spill_samples(peaks.sample, margin) + file;
-        // A spilling sampling driver admits its batches' last hops by their exact bounds
-        // (`limit`), so its size needs no margin over the largest state: a batch larger than
-        // measured is left for the next hyperbatch, not over the share.
+        // A spilling sampling driver admits its batches' last hops within `limit`, by bounds
+        // taken from their frontiers, so its size needs no margin over the largest state: a
+        // batch larger than measured is left for the next hyperbatch, not over the share.
         let admits = self.drivers == 1;
         let spilled = Self::fit(
             states.saturating_sub(in_flight),
