@@ -243,6 +243,25 @@ fn spilling_under_a_share_too_small_for_kept_samples_gives_identical_batches() {
     assert!(again == want);
 }
 
+/// A whole epoch asked for as one spilling hyperbatch, under a share that holds a few batches:
+/// the sampler admits the last hops that fit, the driver samples the rest next, and every batch
+/// is still the same, in order.
+#[test]
+fn batches_left_out_of_a_last_hop_are_sampled_next_and_identical() {
+    let e = EpochOptions::new(nz(64), 4);
+    let (want, _) = samples(sampling(BackendChoice::Memory, 1), &e);
+    let (_d, path) = graph();
+    let mut o = sampling(BackendChoice::Pread, 2);
+    o.hyperbatch = Hyperbatch::Size(nz(24));
+    o.spill = Spill::On;
+    o.memory = Some(leaving(&path, &o, 8 << 20));
+    let (got, l) = samples(o, &e);
+    assert!(got == want);
+    let t = l.graph().hyper_totals();
+    assert_eq!(t.batches, 24);
+    assert!(t.hyperbatches > 1, "{t:?}");
+}
+
 #[test]
 fn spilled_hyperbatches_equal_per_batch_epochs() {
     let e = EpochOptions::new(nz(64), 4);
