@@ -12,8 +12,10 @@
 //!   [`NeighborAccess`] decided by the caller's memory plan; one [`GraphSampler`] per thread.
 //! - **Hyperbatches**: [`HyperSampler`] (`hyper.rs`) samples several batches hop by hop with one
 //!   shared pass of reads per hop, each batch byte-identical to its per-batch sample (the
-//!   per-batch state both use is `batch.rs`); when their finished samples do not fit, they go to
-//!   a [`SpillFile`] (`spill.rs`) as each is done and come back one at a time.
+//!   per-batch state both use is `batch.rs`, a hop's positions grouped by file chunk are
+//!   `buckets.rs`); when their finished samples do not fit, they go to a [`SpillFile`]
+//!   (`spill.rs`) as each is done and come back one at a time.
+//! - **The dedup map** of both samplers: `idmap.rs`.
 //! - **Sizes for the memory plan**: [`bounds`].
 //! - **Hot pages for on-demand sampling**: [`hot_pages`] chooses the neighbor-file pages that
 //!   single-node requests touch most, to keep in a `ringgnn_io::PageCache`.
@@ -25,6 +27,7 @@
 
 mod batch;
 pub mod bounds;
+mod buckets;
 pub mod draw;
 mod error;
 mod graph;
