@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +148,7 @@ def test_embeddings_and_node_order(hubby, runs, tmp_path):
 
 
 def test_predict_gives_the_accuracy_train_recorded(hubby, cli, tmp_path):
+    sigterm = signal.getsignal(signal.SIGTERM)
     m = train(hubby, out=str(tmp_path / "run"), **FAST)  # --eval auto: layer-wise at the end
     lw = m["layerwise"]
     assert lw["epoch"] == m["best_epoch"] and 0 < lw["test_acc"] <= 1
@@ -163,6 +166,32 @@ def test_predict_gives_the_accuracy_train_recorded(hubby, cli, tmp_path):
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     test = ringgnn.Dataset.open(hubby).split("test")
     assert np.array_equal(probs[test].argmax(axis=1), pred)
+    # Run in-process, the command's SIGTERM handler was for its run only: a process forked
+    # later (a pool worker) must still die of `Pool.terminate()`.
+    assert signal.getsignal(signal.SIGTERM) is sigterm
+
+
+def test_a_command_s_signal_handlers_last_for_its_run_only():
+    from ringgnn import _signals
+
+    def mine(*_):
+        pass
+
+    before = signal.getsignal(signal.SIGTERM)
+    with _signals.handling(mine, signal.SIGTERM):
+        assert signal.getsignal(signal.SIGTERM) is mine
+    assert signal.getsignal(signal.SIGTERM) is before
+    # Off the main thread, where Python refuses to set handlers, they are left alone.
+    seen = []
+
+    def off_main():
+        with _signals.handling(mine, signal.SIGTERM):
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    t = threading.Thread(target=off_main)
+    t.start()
+    t.join()
+    assert seen == [before]
 
 
 def test_eval_layerwise_every_epoch(hubby, tmp_path):

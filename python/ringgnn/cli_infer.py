@@ -11,6 +11,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from . import _signals
 from .inference import infer
 from ._core import InputError
 from ._options import BACKENDS, size_arg
@@ -66,12 +67,11 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
     # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
-    # temporary output and layer files are removed on the way out.
-    signal.signal(signal.SIGTERM, _terminated)
-    summary = infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
-                              memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
-                              quiet=args.quiet or args.json, **kw)
-    return summary
+    # temporary output and layer files are removed on the way out; for this run only.
+    with _signals.handling(_terminated, signal.SIGTERM):
+        return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
+                     memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
+                     quiet=args.quiet or args.json, **kw)
 
 
 def _terminated(signum: int, frame: Any) -> None:

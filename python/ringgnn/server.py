@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _core, _options
+from . import _core, _options, _signals
 from ._core import (
     BusyError,
     CancelledError,
@@ -456,15 +456,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     handlers=args.handlers, max_nodes=args.max_nodes, max_hops=args.max_hops,
                     batch_size=args.batch_size, frontend=args.frontend)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    server.start()
-    print(server.describe(), flush=True)
-    print(f"ringgnn serve: listening on {server.address}", flush=True)
-    while not stop.wait(0.5):
-        pass
-    print("ringgnn serve: stopping (requests in flight finish first)", file=sys.stderr, flush=True)
-    server.stop(args.grace)
+    with _signals.handling(lambda *_: stop.set(), signal.SIGTERM, signal.SIGINT):
+        server.start()
+        print(server.describe(), flush=True)
+        print(f"ringgnn serve: listening on {server.address}", flush=True)
+        while not stop.wait(0.5):
+            pass
+        print("ringgnn serve: stopping (requests in flight finish first)", file=sys.stderr, flush=True)
+        server.stop(args.grace)
     st = server.engine.stats()
     print(f"ringgnn serve: stopped after {st['sample_requests']:,} sample and {st['feature_requests']:,} feature "
           f"requests in {st['waves']:,} waves", file=sys.stderr, flush=True)
