@@ -87,22 +87,21 @@ impl Buckets {
         // Exactly the room the hop takes.
         self.keys.clear();
         self.keys.reserve_exact(pieces);
-        ws.copy.clear();
-        ws.copy.extend_from_slice(pos);
-        ws.next.clear();
-        ws.next.extend_from_slice(&self.starts[..chunks]);
-        for (o, e) in pieces_of(&self.first, n) {
-            let c = chunk.of(ws.copy[o].get());
-            self.keys.push(c as u32);
-            let d = ws.next[c] as usize;
-            pos[d..d + e - o].copy_from_slice(&ws.copy[o..e]);
-            ws.next[c] += (e - o) as u32;
-        }
+        let keys = pieces_of(&self.first, n).map(|(o, _)| chunk.of(pos[o].get()) as u32);
+        self.keys.extend(keys);
+        self.move_pieces(pos, ws, true);
         Ok(())
     }
 
     /// The entries read, back in draw order (each piece back where it was drawn).
     pub(crate) fn unsort<W: Word>(&self, pos: &mut [W], ws: &mut Workspace<W>) {
+        self.move_pieces(pos, ws, false);
+    }
+
+    /// Move every piece of `pos` from draw order to its chunk's range (`to_chunks`), or back,
+    /// through a copy in `ws`. Each chunk's pieces keep their draw order within its range, so
+    /// the same walk over the pieces finds where each goes either way.
+    fn move_pieces<W: Word>(&self, pos: &mut [W], ws: &mut Workspace<W>, to_chunks: bool) {
         ws.copy.clear();
         ws.copy.extend_from_slice(pos);
         ws.next.clear();
@@ -110,7 +109,12 @@ impl Buckets {
             .extend_from_slice(&self.starts[..self.starts.len().saturating_sub(1)]);
         for ((o, e), &c) in pieces_of(&self.first, pos.len()).zip(&self.keys) {
             let d = ws.next[c as usize] as usize;
-            pos[o..e].copy_from_slice(&ws.copy[d..d + e - o]);
+            let (drawn, sorted) = (o..e, d..d + e - o);
+            if to_chunks {
+                pos[sorted].copy_from_slice(&ws.copy[drawn]);
+            } else {
+                pos[drawn].copy_from_slice(&ws.copy[sorted]);
+            }
             ws.next[c as usize] += (e - o) as u32;
         }
     }
