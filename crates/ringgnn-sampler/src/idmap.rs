@@ -110,9 +110,24 @@ impl<S: Slot> Table<S> {
         self.len = 0;
     }
 
+    /// The slot holding `key` (`Ok`), or the empty one where it would go (`Err`): linear
+    /// probing from where the key's hash lands.
     #[inline(always)]
-    fn home(&self, key: u64) -> usize {
-        ((mix64(key) as u128 * self.size as u128) >> 64) as usize
+    fn find(&self, key: u64) -> std::result::Result<usize, usize> {
+        let mut i = ((mix64(key) as u128 * self.size as u128) >> 64) as usize;
+        loop {
+            let s = self.slots[i];
+            if s.is_empty() {
+                return Err(i);
+            }
+            if s.key() == key {
+                return Ok(i);
+            }
+            i += 1;
+            if i == self.size {
+                i = 0;
+            }
+        }
     }
 
     /// Twice the slots, the entries placed again.
@@ -124,17 +139,11 @@ impl<S: Slot> Table<S> {
             .filter(|s| !s.is_empty())
             .collect();
         self.reset(self.size * 2);
+        self.len = old.len();
         for s in old {
-            let mut i = self.home(s.key());
-            while !self.slots[i].is_empty() {
-                i = if i + 1 == self.size { 0 } else { i + 1 };
-            }
+            let (Ok(i) | Err(i)) = self.find(s.key());
             self.slots[i] = s;
         }
-        self.len = self.slots[..self.size]
-            .iter()
-            .filter(|s| !s.is_empty())
-            .count();
     }
 
     fn bytes(&self) -> u64 {
@@ -169,21 +178,13 @@ impl<S: Slot> Lookup for Table<S> {
         if (self.len + 1) * LOAD.1 > self.size * LOAD.0 {
             self.grow();
         }
-        let mut i = self.home(key);
-        loop {
-            let s = self.slots[i];
-            if s.is_empty() {
+        match self.find(key) {
+            Ok(i) => Ok(self.slots[i].val()),
+            Err(i) => {
                 let val = make()?;
                 self.slots[i] = S::new(key, val);
                 self.len += 1;
-                return Ok(val);
-            }
-            if s.key() == key {
-                return Ok(s.val());
-            }
-            i += 1;
-            if i == self.size {
-                i = 0;
+                Ok(val)
             }
         }
     }
