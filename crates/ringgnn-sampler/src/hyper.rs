@@ -353,23 +353,16 @@ impl HyperSampler {
                 b.seeds.num_nodes()
             )));
         }
-        // States of the other width (from a sampler of another graph) are dropped.
         let mut states = std::mem::take(&mut self.states);
-        let r = match (&mut states, self.narrow) {
-            (Slots::Narrow(v), true) => self.run_slots(v, batches, spill, limit),
-            (Slots::Wide(v), false) => self.run_slots(v, batches, spill, limit),
-            (_, true) => {
-                let mut v = Vec::new();
-                let r = self.run_slots(&mut v, batches, spill, limit);
-                states = Slots::Narrow(v);
-                r
-            }
-            (_, false) => {
-                let mut v = Vec::new();
-                let r = self.run_slots(&mut v, batches, spill, limit);
-                states = Slots::Wide(v);
-                r
-            }
+        // States of the other width (from a sampler of another graph) are dropped.
+        match (&states, self.narrow) {
+            (Slots::Narrow(_), true) | (Slots::Wide(_), false) => {}
+            (_, true) => states = Slots::Narrow(Vec::new()),
+            (_, false) => states = Slots::Wide(Vec::new()),
+        }
+        let r = match &mut states {
+            Slots::Narrow(v) => self.run_slots(v, batches, spill, limit),
+            Slots::Wide(v) => self.run_slots(v, batches, spill, limit),
         };
         self.states = states;
         r
@@ -410,18 +403,22 @@ impl HyperSampler {
             if let (Some(limit), true) = (limit, k + 1 == hops) {
                 // The threads' dedup maps and workspaces, sized at the last hop for the largest
                 // batch, come out of the same limit.
-                let bound = |s: &Slot<W>| s.st.hop_bound(indptr, fanout);
+                let bounds: Vec<u64> = slots[..h]
+                    .iter()
+                    .map(|s| s.st.hop_bound(indptr, fanout))
+                    .collect();
                 let map = &self.scratch[0].map;
                 let need = slots[..h]
                     .iter()
-                    .map(|s| s.scratch_for(bound(s), chunks as u64, map))
+                    .zip(&bounds)
+                    .map(|(s, &b)| s.scratch_for(b, chunks as u64, map))
                     .max()
                     .unwrap_or(0);
                 let scratch = self
                     .scratch_bytes()
                     .max(need.saturating_mul(self.threads as u64));
-                h = admitted(slots, h, limit.saturating_sub(scratch), |s| {
-                    s.bytes_before_relabel(bound(s), chunks as u64)
+                h = admitted(slots, h, limit.saturating_sub(scratch), |i, s| {
+                    s.bytes_before_relabel(bounds[i], chunks as u64)
                 });
             }
             par(&mut slots[..h], &mut self.scratch, |sc, slot| {
@@ -550,18 +547,18 @@ impl HyperSampler {
 }
 
 /// How many of the first `h` batches go on to their last hop within `limit` bytes: the most
-/// (one at least) such that, with each of them at `before_relabel` and every other state of
-/// `slots` as it is now, all the states fit. Batches left out keep what they hold now until a
-/// later call reuses them.
+/// (one at least) such that, with each of them at `before_relabel` (of its index and its
+/// state) and every other state of `slots` as it is now, all the states fit. Batches left out
+/// keep what they hold now until a later call reuses them.
 fn admitted<W: Word>(
     slots: &[Slot<W>],
     h: usize,
     limit: u64,
-    before_relabel: impl Fn(&Slot<W>) -> u64,
+    before_relabel: impl Fn(usize, &Slot<W>) -> u64,
 ) -> usize {
     let mut total: u64 = slots.iter().map(Slot::bytes).sum();
     for (i, s) in slots[..h].iter().enumerate() {
-        total = total.saturating_add(before_relabel(s).saturating_sub(s.bytes()));
+        total = total.saturating_add(before_relabel(i, s).saturating_sub(s.bytes()));
         if total > limit {
             return i.max(1);
         }
