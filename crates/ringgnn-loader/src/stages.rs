@@ -123,6 +123,16 @@ impl Stage for SampleStage {
     }
 }
 
+/// Wait until the job's next output is among the next `depth` the consumer will take
+/// ([`Emit::wait_turn`]); an error once the epoch is stopped.
+fn turn<T>(out: &Emit<'_, T, Error>, depth: usize) -> Result<()> {
+    if out.wait_turn(depth) {
+        Ok(())
+    } else {
+        Err(Error::Input("the epoch was stopped".into()))
+    }
+}
+
 /// Spilled samples read back ahead of the one being handed out, besides the one being read.
 const READ_AHEAD: usize = 1;
 
@@ -464,9 +474,7 @@ impl Stage for HyperSampleStage {
     ) -> Result<()> {
         // Once the consumer has taken every sample of the previous hyperbatch, so that the
         // batch states, reused, are the only ones alive.
-        if !out.wait_turn(1) {
-            return Err(Error::Input("the epoch was stopped".into()));
-        }
+        turn(out, 1)?;
         if self.parts.sizing.spills(job.indices.len()) {
             // Batches left out for want of room are sampled next, as a hyperbatch of their own.
             let mut rest = job;
@@ -478,17 +486,13 @@ impl Stage for HyperSampleStage {
                 if left.is_empty() {
                     return Ok(());
                 }
-                if !out.wait_turn(1) {
-                    return Err(Error::Input("the epoch was stopped".into()));
-                }
+                turn(out, 1)?;
                 rest.indices = left;
             }
         }
         // Each batch expanded only when its turn comes: until then it stays compact.
         for b in self.parts.sample(w, &job)? {
-            if !out.wait_turn(1) {
-                return Err(Error::Input("the epoch was stopped".into()));
-            }
+            turn(out, 1)?;
             out.emit(Ok(b.expand()));
         }
         Ok(())
@@ -521,9 +525,7 @@ fn hand_out_spilled(
                 let sample = rx
                     .recv()
                     .map_err(|_| Error::Input("the spill reader stopped".into()))??;
-                if !out.wait_turn(1) {
-                    return Err(Error::Input("the epoch was stopped".into()));
-                }
+                turn(out, 1)?;
                 let b = CompactBatch {
                     index,
                     seeds: job.batches.seeds_of(index).ids().to_vec(),
@@ -606,9 +608,7 @@ impl Stage for HyperLoadStage {
         }
         for (b, batch) in batches.into_iter().enumerate() {
             let t2 = Instant::now();
-            if !out.wait_turn(self.gather.ahead) {
-                return Err(Error::Input("the epoch was stopped".into()));
-            }
+            turn(out, self.gather.ahead)?;
             let wait_time = t2.elapsed();
             let from = match (staging.as_mut(), pass) {
                 (Some(st), Some((time, _))) => Some(Staged {
@@ -828,9 +828,7 @@ impl Stage for LoadStage {
             let batch = sample(&self.graph, s, &job, b)?;
             let sample_time = t0.elapsed();
             let t1 = Instant::now();
-            if !out.wait_turn(self.parts.ahead) {
-                return Err(Error::Input("the epoch was stopped".into()));
-            }
+            turn(out, self.parts.ahead)?;
             let wait_time = t1.elapsed();
             out.emit(Ok(gather(
                 &self.parts,
