@@ -230,8 +230,7 @@ impl SpillFile {
     /// is on disk, and readable, only after [`Self::sync`].
     pub fn write(&self, s: &CompactSample) -> Result<Spilled> {
         let header = header(s);
-        let bytes = 8 * (header.len() + s.node.len() + s.edge.as_ref().map_or(0, Vec::len)) as u64
-            + 4 * (s.row.len() + s.counts.len()) as u64;
+        let bytes = 8 * header.len() as u64 + s.len_bytes();
         let padded = bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
         let offset = self.end.fetch_add(padded, Ordering::Relaxed);
         let mut w = Writer {
