@@ -62,6 +62,19 @@ def process_rss() -> int:
         return 0
 
 
+def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int:
+    """A command's default memory budget: what the process holds (``held``, default its resident
+    memory now) plus half of what it can still get, by the core's one rule (``MemAvailable`` and
+    the room under every memory cgroup above the process, v1 or v2, ``memory.high`` included), and
+    with ``cap`` the growth at most ``cap`` bytes. A default that ignored a container's limit would
+    get the process killed."""
+    held = process_rss() if held is None else held
+    share = _core.default_budget()
+    if share is None:
+        share = cap if cap is not None else 1 << 30
+    return held + (share if cap is None else min(cap, share))
+
+
 def reserve(value: Union[None, int, str]) -> int:
     """The bytes of a memory budget left to the caller: ``value``, or by default what this
     process already uses now (the Python runtime, PyTorch, the model, anything loaded)."""

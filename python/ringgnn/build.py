@@ -14,7 +14,7 @@ import os
 from typing import Any, Dict, Mapping, Optional, Union
 
 from . import _core
-from ._options import parse_self_loops, parse_split, size
+from ._options import default_memory, parse_self_loops, parse_split, size
 from .progress import TqdmProgress
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -22,6 +22,17 @@ Size = Union[int, str]
 
 #: Default node split of generated datasets.
 DEFAULT_SBM_SPLIT = "train=0.6,val=0.2,test=0.2"
+
+
+#: The build's default budget: 1 GiB, or less where the machine or a memory cgroup (a container's
+#: limit) leaves less (half of what the process can still get).
+DEFAULT_BUILD_MEMORY = 1 << 30
+
+
+def _memory(memory: Optional[Size]) -> int:
+    if memory is None:
+        return default_memory(cap=DEFAULT_BUILD_MEMORY, held=0)
+    return size(memory, "memory")
 
 
 def _run(fn, progress, **kwargs) -> Dict[str, Any]:
@@ -45,7 +56,7 @@ def convert(
     split: Union[None, str, Mapping[str, Any]] = None,
     seed: int = 0,
     feature_dtype: Optional[str] = None,
-    memory: Size = 1 << 30,
+    memory: Optional[Size] = None,
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
@@ -67,7 +78,7 @@ def convert(
         split=None if split is None else parse_split(split),
         seed=seed,
         feature_dtype=feature_dtype,
-        memory=size(memory, "memory"),
+        memory=_memory(memory),
         overwrite=overwrite,
         threads=threads,
     )
@@ -82,7 +93,7 @@ def generate_rmat(
     self_loops: Union[str, bool] = "keep",
     dedup: bool = False,
     seed: int = 0,
-    memory: Size = 1 << 30,
+    memory: Optional[Size] = None,
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
@@ -99,7 +110,7 @@ def generate_rmat(
         self_loops=parse_self_loops(self_loops),
         dedup=dedup,
         seed=seed,
-        memory=size(memory, "memory"),
+        memory=_memory(memory),
         overwrite=overwrite,
         threads=threads,
     )
@@ -115,7 +126,7 @@ def generate_sbm(
     feature_dtype: str = "f32",
     split: Union[str, Mapping[str, float]] = DEFAULT_SBM_SPLIT,
     seed: int = 0,
-    memory: Size = 1 << 30,
+    memory: Optional[Size] = None,
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
@@ -136,7 +147,7 @@ def generate_sbm(
         feature_dtype=feature_dtype,
         split=parsed,
         seed=seed,
-        memory=size(memory, "memory"),
+        memory=_memory(memory),
         overwrite=overwrite,
         threads=threads,
     )

@@ -29,9 +29,9 @@ DEMO_EPOCHS = 5  # GraphSAGE passes 0.9 test accuracy in 1-2; the whole demo tak
 def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=count_arg, default=0, help="random seed (default 0)")
     p.add_argument(
-        "--memory", type=size_arg, default="1G", metavar="SIZE",
+        "--memory", type=size_arg, default=None, metavar="SIZE",
         help="budget of the build (its buffers and sort workspaces, plus 112 MiB for readers, writers and "
-        "Python): bytes or K/M/G/T (default 1G)"
+        "Python): bytes or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)"
     )
     p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1, help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")

@@ -316,7 +316,7 @@ class LayerwiseInference:
         # What the process holds now (runtime, model, offset index, GCN's degrees) plus the
         # readers' buffers; the rest of the budget is the blocks'.
         fixed = _options.process_rss() + FIXED_BYTES
-        budget = memory if memory is not None else fixed + (1 << 30)
+        budget = memory if memory is not None else _options.default_memory(cap=1 << 30, held=fixed)
         share = int((budget - fixed) * (1 - SLACK))
         width = max(widths)
         per_edge = 8 * 4 + 4 * width * 3  # ids, local ids and edge_index; gathered rows and messages

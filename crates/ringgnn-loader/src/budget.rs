@@ -42,6 +42,8 @@ use std::num::NonZeroUsize;
 
 use crate::options::{BackendChoice, Hyperbatch};
 
+pub use cost::{Cost, HitCurve, Workload};
+
 /// Share of the budget kept free for what no bound covers: the allocator's fragmentation and
 /// the kernel's file pages (shared libraries, metadata) that a cgroup limit also counts.
 pub const SLACK: (u64, u64) = (1, 32);
@@ -107,8 +109,11 @@ pub struct Needs {
     /// With features: what gathering needs.
     pub features: Option<FeatureNeeds>,
     /// The sample sizes were measured on probe batches (with a margin) because their upper
-    /// bounds do not fit the budget (see [`crate::BatchLoader::open`]).
+    /// bounds do not fit the budget, or left a cheaper plan out (see
+    /// [`crate::BatchLoader::open`]).
     pub measured: bool,
+    /// What an epoch does, for choosing between plans by their cost ([`cost`]).
+    pub work: Workload,
 }
 
 /// The feature side of [`Needs`].
@@ -129,6 +134,17 @@ pub struct FeatureNeeds {
 pub enum Placement {
     Memory,
     Disk,
+}
+
+/// Whether plans with the neighbor file at `place` split what is left between the hot-row
+/// cache and the hyperbatch share by cost: hyperbatches, features on disk possible, and no
+/// cache size asked (an asked size is served first).
+fn shares_apply(asked: &Asked, needs: &Needs, place: Placement) -> bool {
+    place == Placement::Disk
+        && asked.hyperbatch != Hyperbatch::PER_BATCH
+        && needs.features.is_some()
+        && asked.cache.is_none()
+        && asked.features != BackendChoice::Memory
 }
 
 /// How the budget is split; every field is bytes unless named otherwise.
@@ -166,8 +182,19 @@ pub struct MemoryPlan {
     /// memory: there are no reads to share), the size asked for, or 0 for `auto` (the largest
     /// that `hyperbatch` holds, measured as batches are sampled).
     pub hyperbatch_size: u64,
-    /// Why the cache is smaller than asked, for one log line.
+    /// Why the cache is smaller than asked, or why fewer workers sample than threads were
+    /// asked for, for one log line.
     pub note: Option<String>,
+    /// Threads that sample (and gather) batch by batch: the threads asked for, or fewer when
+    /// each one's batch state does not fit (then 1; see [`MemoryPlan::compute`]).
+    pub workers: u64,
+    /// Expected seconds of reads per epoch ([`cost::estimate`]), in milliseconds.
+    pub cost_ms: u64,
+    /// Why this plan was chosen: its cost and what the alternatives would have cost.
+    pub why: String,
+    /// A cheaper placement did not fit by upper bounds: the caller may measure batches on a
+    /// probe and plan again (see [`crate::BatchLoader::open`]).
+    pub bounded_out: bool,
 }
 
 impl MemoryPlan {
@@ -186,60 +213,215 @@ impl MemoryPlan {
             + self.hyperbatch
     }
 
-    /// Split `asked.budget` for `needs`: the first of the placements `asked.neighbors` allows
-    /// (memory before disk for `auto`) whose plan fits. The error names every part.
+    /// Split `asked.budget` for `needs`: of every plan that fits (the neighbor file and the
+    /// feature file in memory or on disk, as `asked` allows; the default batches ahead or one;
+    /// with hyperbatches and no cache size asked, the hot-row cache against the hyperbatch
+    /// share), the one of least expected read time per epoch ([`cost::estimate`]); on equal
+    /// cost, files in memory first, then the plan that puts more of the budget to use. When no
+    /// plan fits batch by batch with one worker per thread, fewer workers sample (each holds a
+    /// batch's state), down to one. The error names every part, and says when hyperbatches
+    /// would fit where batch-by-batch sampling does not.
     pub fn compute(asked: &Asked, needs: &Needs) -> Result<Self, String> {
         let placements: &[Placement] = match asked.neighbors {
             BackendChoice::Auto => &[Placement::Memory, Placement::Disk],
             BackendChoice::Memory => &[Placement::Memory],
             BackendChoice::Uring | BackendChoice::Pread => &[Placement::Disk],
         };
-        let mut err = String::new();
-        for &p in placements {
-            match Self::with_neighbors(asked, needs, p) {
-                Ok(plan) => return Ok(plan),
-                Err(e) => err = e,
-            }
-        }
-        Err(err)
-    }
-
-    /// The plan with the neighbor file placed as `neighbors`, trying the default prefetch and
-    /// then one batch ahead.
-    fn with_neighbors(asked: &Asked, needs: &Needs, neighbors: Placement) -> Result<Self, String> {
         let threads = needs.threads.max(1);
-        let with_features = needs.features.is_some();
-        let default_ahead = if with_features { threads } else { 2 * threads };
-        let ahead = asked.prefetch.map_or(default_ahead, |p| p.get() as u64);
-        let first = match Self::with_prefetch(asked, needs, neighbors, ahead) {
-            Ok(p) => p,
-            // The default depth does not fit: one batch ahead may.
-            Err(_) if asked.prefetch.is_none() && ahead > 1 => {
-                return Self::with_prefetch(asked, needs, neighbors, 1)
-            }
-            Err(e) => return Err(e),
+        let default_ahead = if needs.features.is_some() {
+            threads
+        } else {
+            2 * threads
         };
-        if asked.prefetch.is_none() && ahead > 1 && with_features && !first.features_in_memory {
-            let full = needs.features.as_ref().map_or(0, |f| f.full_cache);
-            let want = asked.cache.unwrap_or(u64::MAX).min(full);
-            if first.cache < want {
-                if let Ok(one) = Self::with_prefetch(asked, needs, neighbors, 1) {
-                    if one.cache > first.cache {
-                        return Ok(one);
+        let aheads: Vec<u64> = match asked.prefetch {
+            Some(p) => vec![p.get() as u64],
+            None if default_ahead > 1 => vec![default_ahead, 1],
+            None => vec![1],
+        };
+        // With hyperbatches, features on disk and no cache size asked: the cache's share of
+        // what is left, each weighed by its cost (the first is the old even split).
+        const SHARES: [(u64, u64); 10] = [
+            (1, 2),
+            (0, 1),
+            (1, 16),
+            (1, 8),
+            (1, 4),
+            (3, 8),
+            (5, 8),
+            (3, 4),
+            (7, 8),
+            (1, 1),
+        ];
+        let mut fits: Vec<(usize, MemoryPlan, cost::Cost)> = Vec::new();
+        let mut err = String::new();
+        let mut refused_memory = false;
+        for workers in [threads, 1] {
+            for &place in placements {
+                for &ahead in &aheads {
+                    for &share in &SHARES {
+                        match Self::with_prefetch(asked, needs, place, ahead, share, workers) {
+                            Ok(p) => {
+                                let c = cost::estimate(&p, needs);
+                                fits.push((fits.len(), p, c));
+                            }
+                            Err(e) => {
+                                refused_memory |= place == Placement::Memory;
+                                if err.is_empty() || place == Placement::Disk {
+                                    err = e;
+                                }
+                            }
+                        }
+                        if !shares_apply(asked, needs, place) {
+                            break;
+                        }
                     }
                 }
             }
+            // Fewer workers only for batch-by-batch plans that fit no other way.
+            if !fits.is_empty() || threads == 1 {
+                break;
+            }
         }
-        Ok(first)
+        let rank =
+            |p: &MemoryPlan| (!p.neighbors_in_memory as u8) * 2 + (!p.features_in_memory as u8);
+        let Some(best) = fits
+            .iter()
+            .min_by(|(i, p, c), (j, q, d)| {
+                c.total()
+                    .partial_cmp(&d.total())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(rank(p).cmp(&rank(q)))
+                    .then(q.total().cmp(&p.total()))
+                    .then(i.cmp(j))
+            })
+            .map(|(i, _, _)| *i)
+        else {
+            return Err(Self::refusal(asked, needs, err));
+        };
+        let (_, mut plan, c) = fits[best].clone();
+        plan.cost_ms = (c.total() * 1000.0).round() as u64;
+        plan.bounded_out = !needs.measured && refused_memory && !plan.neighbors_in_memory;
+        plan.why = Self::explain(&plan, &c, &fits);
+        if plan.workers < threads {
+            let why = format!(
+                "{} worker sampling batch by batch instead of the {threads} threads asked: each \
+                 holds a whole batch's state and {threads} do not fit memory={} (raise memory, \
+                 or use hyperbatches, which hold one)",
+                plan.workers,
+                bytes(asked.budget)
+            );
+            plan.note = Some(match plan.note.take() {
+                Some(n) => format!("{n}; {why}"),
+                None => why,
+            });
+        }
+        Ok(plan)
     }
 
+    /// The error when nothing fits: `err` (the last refusal), and whether hyperbatches would
+    /// fit where batch-by-batch sampling from disk does not.
+    fn refusal(asked: &Asked, needs: &Needs, err: String) -> String {
+        let per_batch_disk = asked.hyperbatch == Hyperbatch::PER_BATCH
+            && !matches!(asked.neighbors, BackendChoice::Memory);
+        if per_batch_disk {
+            let hyper = Asked {
+                hyperbatch: Hyperbatch::Auto,
+                ..asked.clone()
+            };
+            if Self::compute(&hyper, needs).is_ok() {
+                return format!(
+                    "{err}. Hyperbatches fit this budget: batch by batch, each sampling thread \
+                     holds a whole batch's state, while a hyperbatch holds one for all threads; \
+                     use hyperbatch auto (--hyperbatch auto)"
+                );
+            }
+        }
+        err
+    }
+
+    /// "chosen for ...: ...; instead ... would cost ..." for [`MemoryPlan::why`]: the chosen
+    /// plan's estimate and the cheapest plan of each other placement, and with a cache split
+    /// against the hyperbatch share, the best and worst splits.
+    fn explain(
+        plan: &MemoryPlan,
+        c: &cost::Cost,
+        fits: &[(usize, MemoryPlan, cost::Cost)],
+    ) -> String {
+        let place = |p: &MemoryPlan| {
+            format!(
+                "neighbor file {}{}",
+                if p.neighbors_in_memory {
+                    "in memory"
+                } else {
+                    "on disk"
+                },
+                if !p.with_features {
+                    ""
+                } else if p.features_in_memory {
+                    ", feature file in memory"
+                } else {
+                    ", feature file on disk"
+                }
+            )
+        };
+        let mut s = format!(
+            "expected reads per epoch {:.1} s: {}",
+            c.total(),
+            c.describe()
+        );
+        let mut others: Vec<(String, f64)> = Vec::new();
+        for (_, p, d) in fits {
+            let k = place(p);
+            if k == place(plan) {
+                continue;
+            }
+            match others.iter_mut().find(|(o, _)| *o == k) {
+                Some((_, t)) if *t <= d.total() => {}
+                Some((_, t)) => *t = d.total(),
+                None => others.push((k, d.total())),
+            }
+        }
+        for (k, t) in others {
+            s += &format!("; {k} would cost {t:.1} s");
+        }
+        let splits: Vec<&(usize, MemoryPlan, cost::Cost)> = fits
+            .iter()
+            .filter(|(_, p, _)| {
+                place(p) == place(plan)
+                    && p.prefetch == plan.prefetch
+                    && p.hyperbatch > 0
+                    && p.cache > 0
+            })
+            .collect();
+        if plan.hyperbatch > 0 && plan.with_features && !plan.features_in_memory && splits.len() > 1
+        {
+            let most_cache = splits.iter().max_by_key(|(_, p, _)| p.cache).map(|x| &x.2);
+            let least_cache = splits.iter().min_by_key(|(_, p, _)| p.cache).map(|x| &x.2);
+            if let (Some(a), Some(b)) = (most_cache, least_cache) {
+                s += &format!(
+                    "; the largest cache would cost {:.1} s ({}), the smallest {:.1} s ({})",
+                    a.total(),
+                    a.describe(),
+                    b.total(),
+                    b.describe()
+                );
+            }
+        }
+        s
+    }
+
+    /// The plan with the neighbor file placed as `neighbors`, `ahead` batches ahead, `workers`
+    /// threads sampling batch by batch, and with hyperbatches, features on disk and no cache
+    /// size asked, `share` of what is left for the cache (the hyperbatch share gets the rest).
     fn with_prefetch(
         asked: &Asked,
         needs: &Needs,
         neighbors: Placement,
         ahead: u64,
+        share: (u64, u64),
+        workers: u64,
     ) -> Result<Self, String> {
-        let mut p = Self::fixed(asked, needs, neighbors, ahead);
+        let mut p = Self::fixed(asked, needs, neighbors, ahead, workers);
         let fixed = p.total();
         if fixed > asked.budget {
             let what = if neighbors == Placement::Memory {
@@ -314,7 +496,7 @@ impl MemoryPlan {
         // With hyperbatches and no cache size asked for, the cache and the hyperbatch state
         // share what is left; a cache asked for is served first.
         let room = if hyper && asked.cache.is_none() {
-            left_rows / 2
+            left_rows / share.1 * share.0 + left_rows % share.1 * share.0 / share.1
         } else {
             left_rows
         };
@@ -339,7 +521,7 @@ impl MemoryPlan {
     }
 
     /// Every part but the feature file and the cache.
-    fn fixed(asked: &Asked, needs: &Needs, neighbors: Placement, ahead: u64) -> Self {
+    fn fixed(asked: &Asked, needs: &Needs, neighbors: Placement, ahead: u64, workers: u64) -> Self {
         let threads = needs.threads.max(1);
         let hold = asked.hold.get() as u64;
         let disk = neighbors == Placement::Disk;
@@ -369,11 +551,15 @@ impl MemoryPlan {
             measured: needs.measured,
             ..Default::default()
         };
-        let workers = if hyper { 1 } else { threads };
+        // Batch by batch, `workers` threads sample, each with a batch's state; with
+        // hyperbatches every thread reads for the one driver, and one worker gathers.
+        let workers = workers.clamp(1, threads);
+        p.workers = if hyper { threads } else { workers };
         let base = needs
             .offset_index
-            .saturating_add(per_thread.saturating_mul(threads))
+            .saturating_add(per_thread.saturating_mul(if hyper { threads } else { workers }))
             .saturating_add(if hyper { state } else { 0 });
+        let workers = if hyper { 1 } else { workers };
         match &needs.features {
             None => {
                 p.window = ahead;
@@ -383,7 +569,7 @@ impl MemoryPlan {
                 p.sampler = base.saturating_add(queued.saturating_mul(waiting));
             }
             Some(f) => {
-                p.window = ahead + threads;
+                p.window = ahead + workers;
                 let waiting = if hyper { hold } else { p.window };
                 p.sampler = base.saturating_add(queued.saturating_mul(waiting));
                 p.labels = f.labels;
@@ -423,12 +609,15 @@ impl MemoryPlan {
         } else {
             Placement::Disk
         };
-        let mut p = Self::fixed(&asked, needs, placement, self.prefetch);
+        let mut p = Self::fixed(&asked, needs, placement, self.prefetch, self.workers);
         p.features = self.features;
         p.features_in_memory = self.features_in_memory;
         p.cache = self.cache;
         p.neighbor_cache = self.neighbor_cache;
         p.hyperbatch_size = self.hyperbatch_size;
+        p.cost_ms = self.cost_ms;
+        p.why = self.why.clone();
+        p.note = self.note.clone();
         // The hyperbatch state is sized as batches are sampled: it takes what is left.
         if self.hyperbatch > 0 {
             p.hyperbatch = self.budget.saturating_sub(p.total());
@@ -498,7 +687,11 @@ impl MemoryPlan {
 
 impl fmt::Display for MemoryPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "budget {}: {}", bytes(self.budget), self.parts())
+        write!(f, "budget {}: {}", bytes(self.budget), self.parts())?;
+        if !self.why.is_empty() {
+            write!(f, "; chosen by {}", self.why)?;
+        }
+        Ok(())
     }
 }
 
@@ -509,12 +702,12 @@ pub fn default_budget() -> Option<u64> {
 }
 
 /// The memory this process can still get: the smaller of `MemAvailable` in `/proc/meminfo` and
-/// the room left under every cgroup v2 `memory.max` above this process (a container or
-/// `memcap` limit). `None` when neither can be read.
+/// the room left under every memory cgroup above this process (v1 or v2, `memory.high` too: a
+/// container's or `memcap`'s limit; see [`cgroup`]). `None` when neither can be read.
 pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
     let host = meminfo.as_deref().and_then(mem_available);
-    match (host, cgroup_room()) {
+    match (host, cgroup::cgroup_room()) {
         (Some(h), Some(c)) => Some(h.min(c)),
         (h, c) => h.or(c),
     }
@@ -525,27 +718,6 @@ pub(crate) fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// The least room (`memory.max - memory.current`) over this process's cgroup v2 and its
-/// ancestors; `None` when no limit is set or cgroup v2 is not mounted at `/sys/fs/cgroup`.
-fn cgroup_room() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let mut dir = std::path::Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
-    let mut room: Option<u64> = None;
-    loop {
-        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
-        if let (Some(max), Some(cur)) = (read("memory.max"), read("memory.current")) {
-            if let (Ok(max), Ok(cur)) = (max.trim().parse::<u64>(), cur.trim().parse::<u64>()) {
-                let r = max.saturating_sub(cur);
-                room = Some(room.map_or(r, |x| x.min(r)));
-            }
-        }
-        if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
-            return room;
-        }
-    }
 }
 
 /// `n` bytes for people: "512 B", "3.2 MiB", "1.50 GiB".
@@ -562,6 +734,9 @@ pub fn bytes(n: u64) -> String {
         format!("{:.2} GiB", x / K / K / K)
     }
 }
+
+mod cgroup;
+pub mod cost;
 
 #[cfg(test)]
 mod tests;

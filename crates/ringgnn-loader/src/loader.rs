@@ -16,7 +16,9 @@ use ringgnn_sampler::{
 };
 use ringgnn_store::{rng, Dataset};
 
-use crate::budget::{default_budget, Asked, FeatureNeeds, MemoryPlan, Needs, STAGING_PER_BATCH};
+use crate::budget::{
+    default_budget, Asked, FeatureNeeds, HitCurve, MemoryPlan, Needs, Workload, STAGING_PER_BATCH,
+};
 use crate::buffers::BufferPool;
 use crate::epoch::{EpochBatches, EpochJobs, EpochOptions};
 use crate::labels::Labels;
@@ -50,21 +52,58 @@ struct Shape {
     threads: u64,
     features: Option<(FeatureFile, u64)>,
     /// What batches held on probe batches of `.0` seeds, with the margin, when the upper
-    /// bounds did not fit the budget.
+    /// bounds did not fit the budget or left a cheaper plan out.
     measured: Option<(u64, Probed)>,
+    /// Seeds of an epoch, for the plan's cost: the look-ahead seeds when given, else every node.
+    epoch_seeds: u64,
+    /// The hot-row cache's hit rate by size, from the degrees (for the plan's cost).
+    hits: HitCurve,
 }
 
 impl Shape {
     fn needs(&self, batch: u64) -> Needs {
         let bound = self.index.bound(batch, &self.sample);
-        let (workspace, sample) = match self.probed(batch) {
+        let probed = self.probed(batch);
+        let (workspace, sample) = match &probed {
             Some(m) => (m.workspace, m.output),
             None => (
                 bound.workspace_bytes(),
                 bound.output_bytes(self.sample.with_edge_ids),
             ),
         };
+        // For the cost: what a batch reads (measured means, else bounds) and holds in a
+        // hyperbatch (as [`Self::hyper_peaks`] sizes it, with staging's part).
+        let (edges, rows, hyper_batch) = match &probed {
+            Some(m) => (m.edges, m.rows, m.hyper.batch.saturating_mul(PROBE_MARGIN)),
+            None => (
+                bound.edges.min(self.index.num_edges()),
+                bound.nodes,
+                workspace.saturating_add(sample),
+            ),
+        };
+        let model = ringgnn_io::ReadModel::from_env();
+        let work = Workload {
+            batches: self.epoch_seeds.div_ceil(batch.max(1)),
+            hops: self.sample.fanouts.len() as u64,
+            batch_edges: edges,
+            batch_rows: rows,
+            row_bytes: self.features.as_ref().map_or(0, |(f, _)| f.info.row_bytes),
+            hyper_batch: hyper_batch.saturating_add(
+                self.features
+                    .as_ref()
+                    .map_or(0, |_| STAGING_PER_BATCH + 8 * bound.nodes),
+            ),
+            drivers: if self.features.is_some() {
+                LOAD_DRIVERS as u64
+            } else {
+                1
+            },
+            hits: self.hits.clone(),
+            random_iops: model.random_iops as u64,
+            seq_bytes_per_s: model.seq_bytes_per_s as u64,
+        };
         Needs {
+            work,
             measured: self.measured.is_some(),
             threads: self.threads,
             offset_index: self.index.bytes(),
@@ -86,6 +125,29 @@ impl Shape {
 }
 
 impl Shape {
+    /// Measure batches of `batch` seeds on [`PROBE_BATCHES`] probe batches read from disk, and
+    /// plan with twice the largest from now on.
+    fn measure(&mut self, batch: u64, backend: BackendChoice, direct: bool) -> Result<()> {
+        let (b, edges, rows) = probe(self, batch, backend, direct)?;
+        let m = PROBE_MARGIN;
+        self.measured = Some((
+            batch,
+            Probed {
+                workspace: (b.total - b.output).saturating_mul(m),
+                output: b.output.saturating_mul(m),
+                // As measured: the hyperbatch sizing applies the margin.
+                hyper: HyperPeaks {
+                    batch: b.hyper_state,
+                    resident: b.hyper_resident,
+                    sample: b.compact,
+                },
+                edges,
+                rows,
+            },
+        ));
+        Ok(())
+    }
+
     /// What was measured, for batches of `batch` seeds: a larger batch than the probe's grows
     /// its state in proportion.
     fn probed(&self, batch: u64) -> Option<Probed> {
@@ -95,6 +157,8 @@ impl Shape {
             workspace: m.workspace.saturating_mul(k),
             output: m.output.saturating_mul(k),
             hyper: scaled(m.hyper, k),
+            edges: m.edges.saturating_mul(k),
+            rows: m.rows.saturating_mul(k),
         })
     }
 
@@ -135,21 +199,32 @@ struct Probed {
     output: u64,
     /// As part of a hyperbatch.
     hyper: HyperPeaks,
+    /// Sampled edges and nodes of a probe batch, on average (no margin: for the cost only).
+    edges: u64,
+    rows: u64,
 }
 
 /// The most bytes a batch of `batch` random seeds holds when sampled (see [`BatchBytes`]),
 /// over [`PROBE_BATCHES`] batches read from disk.
-fn probe(shape: &Shape, batch: u64, backend: BackendChoice, direct: bool) -> Result<BatchBytes> {
+fn probe(
+    shape: &Shape,
+    batch: u64,
+    backend: BackendChoice,
+    direct: bool,
+) -> Result<(BatchBytes, u64, u64)> {
     let (kind, _) = backend.disk_kind()?;
     let graph = Graph::open(shape.index.clone(), NeighborAccess::Disk { kind, direct })?;
     let mut s = graph.sampler(&shape.sample)?;
     let n = shape.index.num_nodes();
     let mut r = rng::stream(shape.sample.seed, PROBE_PURPOSE, 0);
     let mut most = BatchBytes::default();
+    let (mut edges, mut nodes) = (0u64, 0u64);
     for b in 0..PROBE_BATCHES {
         let ids: Vec<u64> = (0..batch.min(n)).map(|_| rng::below(&mut r, n)).collect();
         let seeds = Seeds::new(ids, n)?;
-        s.sample(&graph, seeds.as_slice(), PRESAMPLE_EPOCH - 1, b)?;
+        let out = s.sample(&graph, seeds.as_slice(), PRESAMPLE_EPOCH - 1, b)?;
+        edges += out.row.len() as u64;
+        nodes += out.node.len() as u64;
         let b = s.last_batch_bytes();
         most = BatchBytes {
             total: most.total.max(b.total),
@@ -159,7 +234,7 @@ fn probe(shape: &Shape, batch: u64, backend: BackendChoice, direct: bool) -> Res
             compact: most.compact.max(b.compact),
         };
     }
-    Ok(most)
+    Ok((most, edges / PROBE_BATCHES, nodes / PROBE_BATCHES))
 }
 
 /// The batches of one epoch, in the order asked for (see [`Run`]): the items of
@@ -237,9 +312,11 @@ impl BatchLoader {
             }
         };
         let mut shape = Shape {
-            index,
             sample: opts.sample.clone(),
             threads: opts.threads.get() as u64,
+            epoch_seeds: presample_seeds.map_or(v, |s| s.len() as u64).max(1),
+            hits: HitCurve::from_indptr(&index.indptr()[..]),
+            index,
             features,
             measured: None,
         };
@@ -262,26 +339,25 @@ impl BatchLoader {
             neighbor_cache: opts.neighbor_cache,
         };
         let plan = match MemoryPlan::compute(&asked, &shape.needs(batch)) {
+            // A cheaper placement (the neighbor file in memory) did not fit by the upper bounds
+            // of a sample, which are far above what skewed graphs give: measure a few batches
+            // and plan again; keep whichever plan costs less.
+            Ok(bounded) if bounded.bounded_out => {
+                shape.measure(batch, opts.backend, opts.direct)?;
+                match MemoryPlan::compute(&asked, &shape.needs(batch)) {
+                    Ok(m) if m.cost_ms < bounded.cost_ms => m,
+                    _ => {
+                        shape.measured = None;
+                        bounded
+                    }
+                }
+            }
             Ok(p) => p,
             // The upper bounds of a sample (every draw a new node of the largest degree) are
             // far above what skewed graphs give: measure a few batches instead, and plan with
             // twice the largest.
             Err(bounded) if asked.neighbors != BackendChoice::Memory => {
-                let b = probe(&shape, batch, opts.backend, opts.direct)?;
-                let m = PROBE_MARGIN;
-                shape.measured = Some((
-                    batch,
-                    Probed {
-                        workspace: (b.total - b.output).saturating_mul(m),
-                        output: b.output.saturating_mul(m),
-                        // As measured: the hyperbatch sizing applies the margin.
-                        hyper: HyperPeaks {
-                            batch: b.hyper_state,
-                            resident: b.hyper_resident,
-                            sample: b.compact,
-                        },
-                    },
-                ));
+                shape.measure(batch, opts.backend, opts.direct)?;
                 MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {
                     Error::Input(format!(
                         "{measured} (with batch sizes measured on {PROBE_BATCHES} probe \
@@ -473,7 +549,7 @@ impl BatchLoader {
             _ => (
                 Arc::new(AtomicUsize::new(1)),
                 false,
-                self.threads,
+                NonZeroUsize::new(plan.workers as usize).unwrap_or(self.threads),
                 NonZeroUsize::new(plan.window as usize).unwrap_or(NonZeroUsize::MIN),
             ),
         };

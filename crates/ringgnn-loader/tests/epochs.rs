@@ -259,6 +259,14 @@ fn auto_takes_the_neighbor_file_only_when_the_whole_plan_fits() {
     let ahead = BatchLoader::open(&path, o.clone(), None).unwrap().plan();
     assert_eq!((ahead.prefetch, p.prefetch), (1, 4), "{ahead}");
     o.prefetch = Some(nz(4));
+    // Four ahead with both threads does not fit: one worker samples, and the note says so.
+    let one = BatchLoader::open(&path, o.clone(), None).unwrap().plan();
+    assert_eq!((one.prefetch, one.workers), (4, 1), "{one}");
+    assert!(
+        one.note.as_deref().unwrap_or("").contains("1 worker"),
+        "{one:?}"
+    );
+    o.memory = Some(one.sampler + one.neighbor_file);
     let e = BatchLoader::open(&path, o.clone(), None)
         .err()
         .unwrap()

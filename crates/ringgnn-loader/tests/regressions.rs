@@ -34,11 +34,10 @@ fn options(backend: BackendChoice, memory: u64) -> LoaderOptions {
     }
 }
 
-#[test]
-fn auto_never_refuses_a_budget_an_explicit_backend_accepts() {
-    let dir = tempfile::tempdir().unwrap();
+/// The 200k-node, 4M-edge sbm of both regressions, in `dir`.
+fn sbm_200k(dir: &std::path::Path) -> std::path::PathBuf {
     let opts = SbmOptions {
-        out: dir.path().join("ds"),
+        out: dir.join("ds"),
         nodes: 200_000,
         classes: 8,
         avg_degree: 20.0,
@@ -50,7 +49,13 @@ fn auto_never_refuses_a_budget_an_explicit_backend_accepts() {
         overwrite: false,
     };
     generate_sbm(&opts, &NoProgress).unwrap();
-    let path = dir.path().join("ds");
+    dir.join("ds")
+}
+
+#[test]
+fn auto_never_refuses_a_budget_an_explicit_backend_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sbm_200k(dir.path());
     let mut opened = [0usize; 4];
     let choices = [
         BackendChoice::Auto,
@@ -85,4 +90,38 @@ fn auto_never_refuses_a_budget_an_explicit_backend_accepts() {
     }
     // The range covers budgets where only disk plans fit, and where memory fits too.
     assert!(opened[2] > opened[1] && opened[1] > 0, "{opened:?}");
+}
+
+/// Issue 20, case 1: sampling that sbm (a 15 MiB neighbor file) at fanouts 20,15,10 in batches
+/// of 1024 with hyperbatches under 300 MiB (32 MiB of it the caller's, as `ringgnn sample` has).
+/// The upper bounds of a batch put the file in memory out of reach, so the plan read it from disk
+/// in hyperbatches (256x the file in an epoch). The plan now sees that a cheaper placement was
+/// ruled out by the bounds alone, measures probe batches, and holds the file in memory.
+#[test]
+fn a_small_neighbor_file_goes_to_memory_once_batches_are_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sbm_200k(dir.path());
+    let o = LoaderOptions {
+        sample: SampleOptions {
+            fanouts: fan(&[20, 15, 10]),
+            ..Default::default()
+        },
+        threads: nz(2),
+        memory: Some(300 << 20),
+        reserve: 32 << 20,
+        batch_size: nz(1024),
+        hyperbatch: ringgnn_loader::Hyperbatch::Auto,
+        features: None,
+        ..Default::default()
+    };
+    let l = BatchLoader::open(&path, o.clone(), None).unwrap();
+    let p = l.plan();
+    assert!(p.neighbors_in_memory && p.measured, "{p}");
+    assert!(p.total() <= 300 << 20, "{p}");
+    assert!(p.why.contains("neighbor file on disk would cost"), "{p}");
+    // With the file on disk by request, the same budget runs hyperbatches at a cost.
+    let mut disk = o;
+    disk.backend = BackendChoice::Pread;
+    let d = BatchLoader::open(&path, disk, None).unwrap().plan();
+    assert!(!d.neighbors_in_memory && d.cost_ms > 0, "{d}");
 }

@@ -37,6 +37,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<sampler::SamplerEpoch>()?;
     m.add_function(wrap_pyfunction!(sampler::parse_fanouts, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::default_budget, m)?)?;
     serve::register(m)?;
     // The names the core's parsers accept, so that front ends list the same ones.
     m.add("BACKENDS", ringgnn_loader::BackendChoice::NAMES.to_vec())?;

@@ -101,8 +101,19 @@ pub(crate) fn plan_dict<'py>(py: Python<'py>, p: &MemoryPlan) -> PyResult<Bound<
     d.set_item("hyperbatch", p.hyperbatch)?;
     d.set_item("hyperbatch_size", p.hyperbatch_size)?;
     d.set_item("note", p.note.clone())?;
+    d.set_item("workers", p.workers)?;
+    d.set_item("cost_seconds", p.cost_ms as f64 / 1000.0)?;
+    d.set_item("why", p.why.clone())?;
     d.set_item("text", p.to_string())?;
     Ok(d)
+}
+
+/// What a command's default memory budget may grow the process by: half of what it can still
+/// get (`MemAvailable`, and the room under every memory cgroup above it, v1 or v2); `None` when
+/// neither can be read. The one rule every command's default follows.
+#[pyfunction]
+pub fn default_budget() -> Option<u64> {
+    ringgnn_loader::budget::default_budget()
 }
 
 /// A sampler over one dataset with one configuration (`ringgnn.NeighborSampler` wraps it).

@@ -1,0 +1,275 @@
+//! What a plan costs: the expected seconds of reads per epoch (the device's time and the CPU the
+//! reads take from training), so that [`super::MemoryPlan::compute`] chooses between plans that
+//! fit by what they will cost, not in a fixed order.
+//!
+//! The model, per epoch of `B` batches of `hops` hops:
+//!
+//! - **Neighbor file in memory**: nothing. **From disk**, in passes of `H` batches (`H = 1` per
+//!   batch; with hyperbatches the size asked for, or for `auto` what the hyperbatch share holds
+//!   at [`Workload::hyper_batch`] bytes a batch, split between its drivers): `ceil(B / H)`
+//!   passes, each hop of a pass the cheaper of its sampled edges read as random pages and the
+//!   whole file read sequentially (what [`ringgnn_io::BlockReader`] chooses per block).
+//! - **Feature file in memory**: nothing. **From disk**: per batch, the rows the hot-row cache
+//!   misses (its hit rate from the degree curve, [`HitCurve`]: the cache holds the rows of the
+//!   highest in-degree) read as random pages; with hyperbatches of `H > 1`, per pass the cheaper
+//!   of that and one sequential staging pass over the file plus the staged rows written and
+//!   read back (what [`crate::staging`] chooses per hyperbatch).
+//! - A random request costs `1 / random_iops` of the device plus [`CPU_PER_REQUEST`]; a byte
+//!   read sequentially `1 / seq_bytes_per_s` plus [`CPU_PER_BYTE`] (the copy): the CPU part is
+//!   what the reads take from training on the same cores.
+//!
+//! Every figure is an estimate for choosing, never a bound: the sampled edges and rows of a
+//! batch are measured on probe batches when the loader had to probe, else their upper bounds.
+
+use super::{MemoryPlan, Needs};
+
+/// CPU seconds one random read request takes (submission, completion, the copy of its page).
+pub const CPU_PER_REQUEST: f64 = 5e-6;
+/// CPU seconds per byte read sequentially (copied out of the read buffer).
+pub const CPU_PER_BYTE: f64 = 1.0 / 4e9;
+
+const PAGE: f64 = 4096.0;
+
+/// What an epoch does, for the cost of a plan. All zeros (the default) means unknown: each part
+/// is then costed at its smallest plausible figure (one pass over a file on disk, the largest
+/// batch's rows), so plans still compare.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workload {
+    /// Batches of an epoch.
+    pub batches: u64,
+    pub hops: u64,
+    /// Sampled edges and distinct nodes (feature rows) of one batch: measured or bounds.
+    pub batch_edges: u64,
+    pub batch_rows: u64,
+    /// Bytes of one feature row on disk.
+    pub row_bytes: u64,
+    /// Bytes one batch holds in a hyperbatch (its sampling state, and staging's share with
+    /// features), for how many batches the share holds.
+    pub hyper_batch: u64,
+    /// Hyperbatches in flight at once (they split the share).
+    pub drivers: u64,
+    /// Hit rate of the hot-row cache by rows cached.
+    pub hits: HitCurve,
+    /// The device: random 4 KiB reads per second, sequential bytes per second (0: the defaults
+    /// of [`ringgnn_io::ReadModel`]).
+    pub random_iops: u64,
+    pub seq_bytes_per_s: u64,
+}
+
+/// The share of row accesses a cache of the `n` rows of highest in-degree serves, `n` to hit
+/// rate; a node is reached as a sampled neighbor about as often as its degree. Built from the
+/// offset index in one pass (degrees bucketed by powers of two), interpolated within a bucket.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HitCurve {
+    /// `(rows, accesses)` at each bucket's end, hottest bucket first, cumulative.
+    points: Vec<(u64, u64)>,
+}
+
+impl HitCurve {
+    /// From the offset index (`V + 1` entries).
+    pub fn from_indptr(indptr: &[u64]) -> Self {
+        let mut count = [0u64; 65];
+        let mut sum = [0u64; 65];
+        for w in indptr.windows(2) {
+            let d = w[1].saturating_sub(w[0]);
+            // Every node is at least a seed now and then: count it as degree 1.
+            let d = d.max(1);
+            let b = 64 - d.leading_zeros() as usize;
+            count[b] += 1;
+            sum[b] += d;
+        }
+        let mut points = Vec::new();
+        let (mut rows, mut acc) = (0u64, 0u64);
+        for b in (0..65).rev() {
+            if count[b] > 0 {
+                rows += count[b];
+                acc += sum[b];
+                points.push((rows, acc));
+            }
+        }
+        HitCurve { points }
+    }
+
+    /// The share of accesses `rows` cached rows serve; `None` when the curve is empty.
+    pub fn hit(&self, rows: u64) -> Option<f64> {
+        let &(all_rows, total) = self.points.last()?;
+        if rows >= all_rows || total == 0 {
+            return Some(1.0);
+        }
+        let (mut r0, mut a0) = (0u64, 0u64);
+        for &(r, a) in &self.points {
+            if rows <= r {
+                let f = (rows - r0) as f64 / (r - r0).max(1) as f64;
+                return Some((a0 as f64 + f * (a - a0) as f64) / total as f64);
+            }
+            (r0, a0) = (r, a);
+        }
+        Some(1.0)
+    }
+}
+
+/// The estimate of one plan, seconds per epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    pub neighbors: f64,
+    pub features: f64,
+    /// Batches per pass over the neighbor file (1: per batch; 0: in memory).
+    pub batches_per_pass: u64,
+    /// Hit rate of the hot-row cache (with features on disk).
+    pub hit: Option<f64>,
+}
+
+impl Cost {
+    pub fn total(&self) -> f64 {
+        self.neighbors + self.features
+    }
+
+    /// "neighbors 1.2 s (hyperbatches of 14), features 30.1 s (cache hit 37%)".
+    pub fn describe(&self) -> String {
+        let n = match self.batches_per_pass {
+            0 => "in memory".to_string(),
+            1 => format!("{:.1} s (batch by batch)", self.neighbors),
+            h => format!("{:.1} s (hyperbatches of {h})", self.neighbors),
+        };
+        match self.hit {
+            Some(h) => format!(
+                "neighbors {n}, features {:.1} s (cache hit {:.0}%)",
+                self.features,
+                100.0 * h
+            ),
+            None if self.features > 0.0 => {
+                format!("neighbors {n}, features {:.1} s", self.features)
+            }
+            None => format!("neighbors {n}"),
+        }
+    }
+}
+
+/// Seconds of `requests` random reads of `pages` pages in all, and of `bytes` read sequentially.
+struct Device {
+    iops: f64,
+    seq: f64,
+}
+
+impl Device {
+    fn of(w: &Workload) -> Self {
+        let m = ringgnn_io::ReadModel::default();
+        Device {
+            iops: if w.random_iops > 0 {
+                w.random_iops as f64
+            } else {
+                m.random_iops
+            },
+            seq: if w.seq_bytes_per_s > 0 {
+                w.seq_bytes_per_s as f64
+            } else {
+                m.seq_bytes_per_s
+            },
+        }
+    }
+
+    fn random(&self, requests: f64, pages: f64) -> f64 {
+        let page = PAGE / self.seq;
+        let request = (1.0 / self.iops - page).max(0.0);
+        requests * (request + CPU_PER_REQUEST) + pages * (page + PAGE * CPU_PER_BYTE)
+    }
+
+    fn sequential(&self, bytes: f64) -> f64 {
+        bytes * (1.0 / self.seq + CPU_PER_BYTE)
+    }
+}
+
+/// The cost of `p` for `needs`.
+pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
+    let w = &needs.work;
+    let dev = Device::of(w);
+    let batches = w.batches.max(1);
+    let hops = w.hops.max(1) as f64;
+    let h = if p.neighbors_in_memory || p.hyperbatch_size == 1 {
+        1
+    } else if p.hyperbatch_size > 0 {
+        p.hyperbatch_size
+    } else {
+        let per_driver = p.hyperbatch / w.drivers.max(1);
+        (per_driver / w.hyper_batch.max(1)).clamp(1, batches)
+    };
+    let passes = batches.div_ceil(h) as f64;
+    let neighbors = if p.neighbors_in_memory {
+        0.0
+    } else {
+        let whole = dev.sequential(needs.neighbor_file as f64);
+        let hop = if w.batch_edges == 0 {
+            whole
+        } else {
+            let edges = (h * w.batch_edges) as f64 / hops;
+            dev.random(edges, edges).min(whole)
+        };
+        passes * hops * hop
+    };
+    let (features, hit) = match &needs.features {
+        Some(f) if p.with_features && !p.features_in_memory => {
+            let row_bytes = if w.row_bytes > 0 {
+                w.row_bytes
+            } else {
+                f.dim * 4
+            };
+            let rows = if w.batch_rows > 0 {
+                w.batch_rows
+            } else {
+                f.batch_nodes
+            };
+            let cached =
+                p.cache / (row_bytes + ringgnn_features::cache::INDEX_BYTES_PER_ROW).max(1);
+            let hit = w
+                .hits
+                .hit(cached)
+                .unwrap_or_else(|| (p.cache as f64 / f.full_cache.max(1) as f64).min(1.0));
+            let cold = rows as f64 * (1.0 - hit);
+            let pages = (row_bytes as f64 / PAGE).ceil().max(1.0);
+            let per_batch = dev.random(cold, cold * pages);
+            let cost = if h > 1 {
+                let staged = h as f64 * cold * row_bytes as f64;
+                let pass = (h as f64 * per_batch).min(dev.sequential(f.file as f64 + 2.0 * staged));
+                passes * pass
+            } else {
+                batches as f64 * per_batch
+            };
+            (cost, Some(hit))
+        }
+        _ => (0.0, None),
+    };
+    Cost {
+        neighbors,
+        features,
+        batches_per_pass: if p.neighbors_in_memory { 0 } else { h },
+        hit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hit_curve_favours_hubs_and_ends_at_one() {
+        // Degrees 100, 1, 1, 1, 1: one row serves 100 of 104 accesses.
+        let indptr = [0u64, 100, 101, 102, 103, 104];
+        let c = HitCurve::from_indptr(&indptr);
+        assert_eq!(c.hit(0), Some(0.0));
+        assert!((c.hit(1).unwrap() - 100.0 / 104.0).abs() < 1e-9);
+        assert_eq!(c.hit(5), Some(1.0));
+        assert_eq!(c.hit(50), Some(1.0));
+        // Within a bucket, in proportion: two of the four degree-1 rows.
+        assert!((c.hit(3).unwrap() - 102.0 / 104.0).abs() < 1e-9);
+        assert_eq!(HitCurve::default().hit(3), None);
+    }
+
+    #[test]
+    fn random_reads_cost_more_per_page_than_sequential_ones() {
+        let d = Device::of(&Workload::default());
+        let pages = 1000.0;
+        // 92k random pages/s against 1.1 GB/s: about 3x per page on the device alone.
+        assert!(d.random(pages, pages) > 3.0 * d.sequential(pages * PAGE));
+        assert!(d.random(pages, pages) < 5.0 * d.sequential(pages * PAGE));
+    }
+}
