@@ -276,6 +276,60 @@ def test_bad_requests_get_invalid_argument_and_the_server_goes_on(client, call, 
     assert client.sample([1], [2]).num_sampled_nodes[0] == 1
 
 
+
+def test_a_request_within_max_nodes_is_answered_by_default_whatever_its_size(trained):
+    """Issue 20, case 5: with default options, a request of 100 nodes at the default fanouts was
+    refused because the memory plan was made for one batch of 64 seeds. The plan is now made for
+    --max-nodes: requests up to it are answered (equal to the library's), one more id is refused
+    with INVALID_ARGUMENT naming --max-nodes, and only a full queue is RESOURCE_EXHAUSTED."""
+    tmp, ds, _ = trained
+    # Fanouts 2,2: a 64-seed batch's upper bound (384 edges) is far below the graph's, so the
+    # old plan refused 100 seeds (600 edges); --max-nodes 300 keeps the plan small.
+    s = Served(tmp, ds.path, "--fanouts", "2,2", "--max-nodes", "300", "--backend", "pread")
+    try:
+        pb, _ = ringgnn.server.protos()
+        with s.client() as c, grpc.insecure_channel(s.address) as ch:
+            for nodes, fanouts in [(list(range(0, 3000, 30)), [2, 2]), (list(range(0, 3000, 10)), None),
+                                   (list(range(5, 3000, 10)), [2, 1])]:
+                got = c.sample(nodes, fanouts, seed=4)
+                want = ringgnn.NeighborSampler(ds, fanouts or [2, 2], seed=4).sample(nodes)
+                assert same(got, want), (len(nodes), fanouts)
+                assert got.num_sampled_nodes[0] == len(nodes)
+            assert np.array_equal(c.features(list(range(300)), stored_dtype=True), rows_from_file(ds, range(300)))
+            raw = ch.unary_unary("/ringgnn.v1.RingGnn/Sample", request_serializer=pb.SampleRequest.SerializeToString,
+                                 response_deserializer=pb.SampleReply.FromString)
+            with pytest.raises(grpc.RpcError) as e:
+                raw(pb.SampleRequest(nodes=list(range(301)), fanouts=[2, 2]), timeout=30)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+            assert "at most 300 (the server's --max-nodes)" in e.value.details()
+            assert len(raw(pb.SampleRequest(nodes=list(range(300)), fanouts=[2, 2]), timeout=30).node) >= 300
+            assert c.info()["stats"]["busy"] == 0
+    finally:
+        assert s.stop() == 0
+
+
+def test_a_budget_that_cannot_hold_max_nodes_refuses_to_start(tmp_path):
+    """--memory must hold the plan for --max-nodes: the server does not start, and says what it
+    needs and what to change (rather than refusing requests later); with fewer nodes it starts."""
+    ringgnn.generate_sbm(tmp_path / "ds", nodes=40_000, classes=2, avg_degree=20, feature_dim=2, seed=1)
+    # The neighbor file in memory (3 MB): the plan is the upper bounds, not measured. 4096 seeds
+    # at 20,20 may take the whole graph (800k edges: about 60 MB per worker and 13 MB per answer),
+    # one seed at most 420 edges.
+    args = [str(tmp_path / "ds"), "--fanouts", "20,20", "--backend", "memory", "--threads", "2", "--memory", "160M",
+            "--max-concurrent", "4"]
+    out = subprocess.run([sys.executable, "-m", "ringgnn", "serve", *args, "--listen", "127.0.0.1:0"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    for want in ("memory=160.0 MiB is too small", "4096 node ids (--max-nodes)", "raise --memory", "lower --max-nodes"):
+        assert want in out.stderr, (want, out.stderr)
+    assert "Traceback" not in out.stderr
+    s = Served(tmp_path, *args, "--max-nodes", "1")
+    try:
+        with s.client() as c:
+            assert c.sample([7]).num_sampled_nodes[0] == 1
+    finally:
+        assert s.stop() == 0
+
 def test_an_absurd_fanout_takes_all_neighbors(trained, client):
     got = client.sample([1], [2**31 - 1, 1], seed=3)
     assert same(got, ringgnn.NeighborSampler(trained[1], [-1, 1], seed=3).sample([1]))

@@ -306,7 +306,7 @@ class Server:
                  max_wait_ms: Optional[float] = None,
                  max_wave: int = 64, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
                  max_hops: int = 6,
-                 batch_size: int = 64, frontend: str = "rust"):
+                 batch_size: Optional[int] = None, frontend: str = "rust"):
         if frontend not in FRONTENDS:
             raise InputError(f"--frontend must be one of {', '.join(FRONTENDS)}, not {frontend!r}")
         self.frontend = frontend
@@ -329,7 +329,9 @@ class Server:
             threads=_options.optional_count(threads, "threads"), seed=_options.count(seed, "seed"),
             memory=_options.size(memory, "memory"), reserve=_options.process_rss(),
             cache=_options.size(cache, "cache"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
-            batch_size=_options.count(batch_size, "batch_size", 1),
+            # The plan is made for the largest request: --max-nodes seeds at the default fanouts (a
+            # larger --batch-size lets a wave hold more); a budget it does not fit is refused here.
+            batch_size=_options.count(max_nodes if batch_size is None else batch_size, "batch_size", 1),
             max_wait_us=max_wait_us, max_wave=_options.count(max_wave, "max_wave", 1),
             queue=max_concurrent,
             max_nodes=_options.count(max_nodes, "max_nodes", 1), max_hops=_options.count(max_hops, "max_hops", 1))
@@ -412,9 +414,10 @@ def add_parser(sub: Any) -> None:
                    help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
     p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed")
     p.add_argument("--fanouts", metavar="F1,F2,...", help="default fanouts of Sample (default: the model's, "
-                   "else 20,15,10); with --batch-size, the largest request the memory plan is made for")
-    p.add_argument("--batch-size", type=positive_arg, default=64, metavar="N",
-                   help="seeds of the largest request (and wave) the memory plan is made for (default 64)")
+                   "else 20,15,10); with --max-nodes, the largest request the memory plan is made for")
+    p.add_argument("--batch-size", type=positive_arg, metavar="N",
+                   help="seeds of one wave the memory plan is made for, at the default fanouts (default and "
+                   "at least: --max-nodes, so that every request within it is served)")
     p.add_argument("--seed", type=count_arg, default=0, help="seed of requests that give none (default 0)")
     p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
                    "it holds plus half the available memory)")
@@ -440,7 +443,8 @@ def add_parser(sub: Any) -> None:
                    help="gRPC server: rust (tonic; Sample, Features and Info never enter Python; the default) or grpcio "
                    "(Python's, every call through Python: the baseline of docs/benchmarks.md)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
-                   help="node ids per request (default 4096)")
+                   help="node ids per request (default 4096); the memory plan holds one such request at the "
+                   "default fanouts per worker: lower it to leave more memory to the caches")
     p.add_argument("--max-hops", type=positive_arg, default=6, metavar="N", help="fanouts per request (default 6)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds requests in flight get to finish on SIGTERM (default 10)")

@@ -26,6 +26,10 @@ use crate::{EngineOptions, Result, ServeError};
 /// How often a caller waiting for its answer looks at its cancel token.
 const POLL: Duration = Duration::from_millis(10);
 
+/// Waves of answers the plan keeps per worker besides the wave it serves: the samples or rows
+/// its callers still hold, and their encoded replies.
+const ANSWERS_PER_WORKER: NonZeroUsize = NonZeroUsize::new(2).unwrap();
+
 /// A flag a caller sets to give a request up (a gRPC client that went away): a request not yet
 /// in a wave is dropped, and its caller returns [`ServeError::Cancelled`] within 10 ms.
 #[derive(Clone, Debug, Default)]
@@ -235,9 +239,17 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Open the dataset in `dir` with `opts.loader` (its plan: one wave per worker, and the
-    /// queue's requests added to the caller's reserve) and make the workers, each with its own
+    /// Open the dataset in `dir` with `opts.loader` and make the workers, each with its own
     /// read backends.
+    ///
+    /// The plan (the loader's) is made for the largest request the limits allow: a wave per
+    /// worker is `opts.loader.batch_size` seeds at the default fanouts, raised to
+    /// `limits.max_nodes` when smaller, so that any request of up to `max_nodes` ids at the
+    /// default fanouts is served whole, in one wave (a request cannot be split into pieces
+    /// whose answers merge into its own: see the crate docs). The queue's requests are added to
+    /// the caller's reserve, and the answers the callers still hold to the batches ahead.
+    /// When that does not fit `opts.loader.memory`, the engine does not open: the error says
+    /// what it needs and which limit to lower.
     pub fn open(dir: &Path, mut opts: EngineOptions) -> Result<Self> {
         let threads = opts.loader.threads;
         // The queue's requests: at most `queue` of `max_nodes` ids each, held as checked ids
@@ -246,11 +258,38 @@ impl Engine {
             .saturating_mul(opts.limits.max_nodes as u64)
             .saturating_mul(16);
         opts.loader.reserve = opts.loader.reserve.saturating_add(queued);
-        // What lives besides the workers' waves: the answers being handed over, one per worker.
-        opts.loader.prefetch = Some(threads);
+        let max_nodes = NonZeroUsize::new(opts.limits.max_nodes).unwrap_or(NonZeroUsize::MIN);
+        opts.loader.batch_size = opts.loader.batch_size.max(max_nodes);
+        // What lives besides the workers' waves: the answers their callers still hold, two per
+        // worker (a wave's samples or rows, and their encoded replies, never larger: a varint
+        // of a local index or node id below 2^35 takes at most 5 of its 8 bytes).
+        opts.loader.prefetch = Some(threads.saturating_mul(ANSWERS_PER_WORKER));
         opts.loader.hold = NonZeroUsize::MIN;
         opts.loader.hyperbatch = ringgnn_loader::Hyperbatch::PER_BATCH;
-        let loader = BatchLoader::open(dir, opts.loader.clone(), None)?;
+        let loader = BatchLoader::open(dir, opts.loader.clone(), None).map_err(|e| match e {
+            // The budget cannot hold the plan (the loader's messages start with the budget).
+            ringgnn_loader::Error::Input(m) if m.starts_with("memory=") => {
+                ServeError::Input(format!(
+                "{m}. The server plans for its largest request: {} node ids (--max-nodes{}) at \
+                 its default fanouts {:?}, one wave per worker ({} workers, --threads) and \
+                 their answers; raise --memory, or lower --max-nodes, --threads or --fanouts",
+                opts.loader.batch_size,
+                if opts.loader.batch_size > max_nodes {
+                    ", raised to --batch-size"
+                } else {
+                    ""
+                },
+                opts.loader
+                    .sample
+                    .fanouts
+                    .iter()
+                    .map(|f| f.value())
+                    .collect::<Vec<_>>(),
+                threads
+            ))
+            }
+            e => e.into(),
+        })?;
         let plan = loader.sample_options();
         let batch = loader.plan_batch_size();
         let b = loader.graph().index().bound(batch, plan);
@@ -465,13 +504,21 @@ impl Shared {
         if b.edges > self.wave_edges {
             return Err(ServeError::Input(format!(
                 "this request may sample up to {} edges (its upper bound: {} nodes, fanouts {:?}); \
-                 the server takes at most {} per request (one batch of its memory plan, \
-                 `--batch-size` seeds at its default fanouts): ask for fewer nodes or smaller \
-                 fanouts, or start the server with a larger --batch-size",
+                 the server takes at most {} per request (what its memory plan holds per \
+                 worker: {} seeds, --max-nodes or --batch-size if larger, at its default fanouts \
+                 {:?}): ask for fewer nodes or smaller fanouts, or start the server with a \
+                 larger --max-nodes or --fanouts",
                 b.edges,
                 req.seeds.len(),
                 req.fanouts.iter().map(|f| f.value()).collect::<Vec<_>>(),
-                self.wave_edges
+                self.wave_edges,
+                self.loader.plan_batch_size(),
+                self.loader
+                    .sample_options()
+                    .fanouts
+                    .iter()
+                    .map(|f| f.value())
+                    .collect::<Vec<_>>(),
             )));
         }
         Ok(b.edges.max(1))

@@ -13,6 +13,21 @@
 //! served), limits on a request's size checked before it is queued, and a drain on
 //! [`Engine::close`]. The memory plan is the loader's (`ringgnn-loader`), made for one wave per
 //! worker, with the neighbor file's hottest pages kept in memory (`ringgnn_sampler::hot_pages`).
+//!
+//! **The plan is made for the largest request, not split requests.** A wave is
+//! [`Limits::max_nodes`] seeds at the default fanouts (`--batch-size` only when larger), by the
+//! sample's upper bounds, with two waves of answers per worker besides (what callers still hold,
+//! and its encoding); a budget that cannot hold that refuses to open, naming what to lower. So
+//! every request of up to `max_nodes` ids at fanouts no larger than the defaults is served, whole,
+//! in one wave; only a request beyond what the plan holds per worker (larger fanouts, or
+//! replacement, on a graph its bound does not saturate) is refused, as `INVALID_ARGUMENT` naming
+//! the limit, and `RESOURCE_EXHAUSTED` ([`ServeError::Busy`]) means a full queue, nothing else.
+//! Why not sample a larger request in pieces and merge them: a sample draws from one random
+//! stream per (seed, epoch, batch), consumed hop by hop in frontier order, and a node reached by
+//! two seeds is expanded once, at the hop it is first reached. Pieces of the seeds would draw from
+//! other streams (or other positions in the stream) and expand shared nodes at other hops, so the
+//! merged answer would not be the request's sample; and since the answer itself holds every edge,
+//! pieces would not even save its memory, only the per-hop workspaces.
 //! [`latency`] keeps a histogram of answered requests' latencies.
 //!
 //! The gRPC server is here too ([`grpc`]): tonic, serving `Sample`, `Features` and `Info` in

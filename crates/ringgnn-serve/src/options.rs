@@ -8,7 +8,8 @@ use ringgnn_loader::LoaderOptions;
 /// What a single request may ask for; larger ones are refused before they are queued.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Node ids in one request.
+    /// Node ids in one request; the memory plan holds one request this large at the default
+    /// fanouts per worker.
     pub max_nodes: usize,
     /// Hops of one sampling request.
     pub max_hops: usize,
@@ -27,8 +28,8 @@ impl Default for Limits {
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
     /// How the dataset is opened and the memory planned: `threads` is the number of workers
-    /// (read backends: waves served at once),
-    /// `sample.fanouts` and `batch_size` the wave the plan is made for (a wave holds requests
+    /// (read backends: waves served at once), `sample.fanouts` and `batch_size` (raised to
+    /// [`Limits::max_nodes`] when smaller) the wave the plan is made for (a wave holds requests
     /// whose samples may reach, by their upper bounds, at most what one such batch may), and
     /// `sample.seed` the seed of requests that give none.
     pub loader: LoaderOptions,

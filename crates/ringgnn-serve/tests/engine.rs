@@ -241,9 +241,13 @@ fn requests_beyond_the_limits_are_refused_before_they_are_queued() {
     no_hops.fanouts.clear();
     let m = msg(e.sample(no_hops, None, None));
     assert!(m.contains("0 fanouts"), "{m}");
-    // Larger, by its upper bound, than one batch of the plan (256 seeds, fanouts 10,5).
+    // Larger, by its upper bound, than what the plan holds per worker (256 seeds at fanouts
+    // 10,5: more than --max-nodes, but never less): only fanouts above the defaults get here.
     let m = msg(e.sample(req(&[1; 10], n, &[1000, 1000, 1000], true, 0), None, None));
-    assert!(m.contains("may sample up to") && m.contains("fewer"), "{m}");
+    assert!(
+        m.contains("may sample up to") && m.contains("fewer") && m.contains("--max-nodes"),
+        "{m}"
+    );
     let other = Seeds::new(vec![1u64], 5).unwrap();
     let m = msg(e.features(&other, None, None));
     assert!(m.contains("graph of 5 nodes"), "{m}");
@@ -469,4 +473,106 @@ fn a_sample_with_its_rows_equals_the_sample_and_a_gather() {
         .gather(&s.node, &mut x)
         .unwrap();
     assert_eq!((rows.rows, rows.dim, rows.data), (s.node.len(), 12, x));
+}
+
+#[test]
+fn a_request_larger_than_the_asked_batch_is_served_whole_as_a_plan_that_holds_it_would() {
+    // Issue 20, case 5: a plan for waves of 4 seeds used to refuse a request of 60 ids (its
+    // upper bound is above what 4 seeds may sample), though --max-nodes allowed 64. The plan
+    // is now made for --max-nodes: the request is served in one wave, exactly as by an engine
+    // asked for waves of 64, and as the library samples it alone.
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let engine = |batch: usize| {
+        let mut o = options(BackendChoice::Pread, 2);
+        o.loader.batch_size = nz(batch);
+        o.limits.max_nodes = 64;
+        Engine::open(&dir, o).unwrap()
+    };
+    let (small, whole) = (engine(4), engine(64));
+    assert_eq!(small.loader().plan_batch_size(), 64);
+    assert_eq!(
+        small.plan(),
+        whole.plan(),
+        "the same plan: made for 64 seeds"
+    );
+    let n = small.num_nodes();
+    let ids: Vec<u64> = (0..60).map(|i| (i * 31 + 5) % n).collect();
+    let ix = small.loader().graph().index();
+    let at = |seeds: u64, f: &[i64]| {
+        let o = SampleOptions {
+            fanouts: fan(f),
+            ..Default::default()
+        };
+        ix.bound(seeds, &o).edges
+    };
+    for (fanouts, seed) in [(&[10, 5][..], 5), (&[8, 4][..], 9)] {
+        let q = req(&ids, n, fanouts, false, seed);
+        assert!(
+            at(60, fanouts) > at(4, &[10, 5]),
+            "larger than 4 seeds' wave"
+        );
+        let got = small.sample(q.clone(), None, None).unwrap();
+        assert_eq!(got, whole.sample(q.clone(), None, None).unwrap());
+        assert_eq!(got, alone(&dir, &q));
+        assert_eq!(got.num_sampled_nodes[0], 60);
+        let (s, rows) = small.sample_with_rows(q.clone(), None, None).unwrap();
+        let (ws, wrows) = whole.sample_with_rows(q, None, None).unwrap();
+        assert_eq!((s, &rows), (ws, &wrows));
+        assert_eq!(rows.rows, got.node.len());
+    }
+    // Rows of 64 ids, more than a wave of 4 seeds has nodes.
+    let ids: Vec<u64> = (0..64).map(|i| i * 17 % n).collect();
+    let seeds = Seeds::new(ids, n).unwrap();
+    assert_eq!(
+        small.features(&seeds, None, None).unwrap(),
+        whole.features(&seeds, None, None).unwrap()
+    );
+    // One more id is over --max-nodes: refused, naming it.
+    match small.sample(req(&[1; 65], n, &[10, 5], false, 0), None, None) {
+        Err(ServeError::Input(m)) => {
+            assert!(m.contains("at most 64 (the server's --max-nodes)"), "{m}")
+        }
+        other => panic!("expected an input error, got {other:?}"),
+    }
+    let st = small.stats();
+    assert_eq!((st.busy, st.failed), (0, 0));
+}
+
+#[test]
+fn a_budget_too_small_for_max_nodes_refuses_to_start_and_says_what_to_change() {
+    // The neighbor file in memory (no measuring: the upper bounds are the plan). A budget that
+    // holds the plan for requests of 1 id does not hold it for 2000: the engine does not open,
+    // rather than refusing those requests later.
+    let (_d, dir) = sbm(FeatureDtype::F32);
+    let opts = |max_nodes: usize, memory: u64| {
+        let mut o = options(BackendChoice::Memory, 1);
+        o.loader.batch_size = nz(1);
+        o.loader.memory = Some(memory);
+        o.limits.max_nodes = max_nodes;
+        o.queue = nz(1);
+        o
+    };
+    let one = Engine::open(&dir, opts(1, 256 << 20)).unwrap().plan();
+    let all = Engine::open(&dir, opts(2000, 256 << 20)).unwrap().plan();
+    // What a plan needs, without its slack (1/32 of the budget) and the caches (the rest).
+    let fixed = |p: &ringgnn_loader::MemoryPlan| p.total() - p.slack - p.cache - p.neighbor_cache;
+    assert!(fixed(&all) > fixed(&one) + (1 << 20), "{one:?} {all:?}");
+    // What the small plan needs with its slack, and a little more: enough for 1 id, not 2000.
+    let budget = fixed(&one) * 33 / 31 + (64 << 10);
+    assert!(budget < fixed(&all), "{one:?} {all:?}");
+    assert!(Engine::open(&dir, opts(1, budget)).is_ok());
+    match Engine::open(&dir, opts(2000, budget)) {
+        Err(ServeError::Input(m)) => {
+            for want in [
+                "too small",
+                "2000 node ids (--max-nodes)",
+                "raise --memory",
+                "lower --max-nodes",
+            ] {
+                assert!(m.contains(want), "{want:?} not in: {m}");
+            }
+        }
+        Err(other) => panic!("expected an input error, got {other}"),
+        Ok(_) => panic!("a plan for 2000 ids opened within {budget} bytes"),
+    }
 }
