@@ -64,8 +64,8 @@ def process_rss() -> int:
 
 def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int:
     """A command's default memory budget: what the process holds (``held``, default its resident
-    memory now) plus half of what it can still get, by the core's one rule (``MemAvailable`` and
-    the room under every memory cgroup above the process, v1 or v2, ``memory.high`` included), and
+    memory now) plus what the core's one rule allows (half of ``MemAvailable``, or 7/8 of the room
+    under the memory cgroups above the process, v1 or v2, ``memory.high`` included, if less), and
     with ``cap`` the growth at most ``cap`` bytes. A default that ignored a container's limit would
     get the process killed."""
     held = process_rss() if held is None else held

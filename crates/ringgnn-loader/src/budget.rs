@@ -52,6 +52,11 @@ pub const SLACK: (u64, u64) = (1, 32);
 /// is left to the rest of the machine.
 pub const DEFAULT_SHARE: (u64, u64) = (1, 2);
 
+/// Share of the room under a memory cgroup the default budget lets the process grow by: a
+/// container's or `memcap`'s limit is set for the job it runs, so the default takes most of it,
+/// keeping an eighth for what else runs in it (a shell, a second process) and page cache.
+pub const CGROUP_SHARE: (u64, u64) = (7, 8);
+
 /// Bytes of a gather worker's scratch per node of the largest batch: the sorted `(id,
 /// position)` pairs (16), the missing ids and their positions (16) and repeated ids (16).
 pub const GATHER_SCRATCH_PER_NODE: u64 = 48;
@@ -695,19 +700,20 @@ impl fmt::Display for MemoryPlan {
     }
 }
 
-/// The default budget: [`DEFAULT_SHARE`] of [`available_memory`]; `None` when it cannot be
-/// read.
+/// The default budget: the smaller of [`DEFAULT_SHARE`] of the machine's available memory and
+/// [`CGROUP_SHARE`] of the room under every memory cgroup above this process (v1 or v2,
+/// `memory.high` too: see [`cgroup`]); `None` when neither can be read.
 pub fn default_budget() -> Option<u64> {
-    available_memory().map(|a| a / DEFAULT_SHARE.1 * DEFAULT_SHARE.0)
-}
-
-/// The memory this process can still get: the smaller of `MemAvailable` in `/proc/meminfo` and
-/// the room left under every memory cgroup above this process (v1 or v2, `memory.high` too: a
-/// container's or `memcap`'s limit; see [`cgroup`]). `None` when neither can be read.
-pub fn available_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
     let host = meminfo.as_deref().and_then(mem_available);
-    match (host, cgroup::cgroup_room()) {
+    default_from(host, cgroup::cgroup_room())
+}
+
+/// [`default_budget`] from the machine's available memory and a cgroup's room.
+pub(crate) fn default_from(host: Option<u64>, cgroup: Option<u64>) -> Option<u64> {
+    let h = host.map(|a| a / DEFAULT_SHARE.1 * DEFAULT_SHARE.0);
+    let c = cgroup.map(|r| r / CGROUP_SHARE.1 * CGROUP_SHARE.0);
+    match (h, c) {
         (Some(h), Some(c)) => Some(h.min(c)),
         (h, c) => h.or(c),
     }

@@ -108,9 +108,9 @@ pub(crate) fn plan_dict<'py>(py: Python<'py>, p: &MemoryPlan) -> PyResult<Bound<
     Ok(d)
 }
 
-/// What a command's default memory budget may grow the process by: half of what it can still
-/// get (`MemAvailable`, and the room under every memory cgroup above it, v1 or v2); `None` when
-/// neither can be read. The one rule every command's default follows.
+/// What a command's default memory budget may grow the process by: half of the machine's
+/// `MemAvailable`, or 7/8 of the room under the memory cgroups above the process (v1 or v2) when
+/// that is less; `None` when neither can be read. The one rule every command's default follows.
 #[pyfunction]
 pub fn default_budget() -> Option<u64> {
     ringgnn_loader::budget::default_budget()

@@ -294,8 +294,10 @@ impl Engine {
         let batch = loader.plan_batch_size();
         let b = loader.graph().index().bound(batch, plan);
         let stop = Arc::new(AtomicBool::new(false));
-        let mut free = Vec::with_capacity(threads.get());
-        for _ in 0..threads.get() {
+        // The plan may hold fewer workers' states than threads asked (it says so in its note).
+        let workers = (loader.plan().workers as usize).clamp(1, threads.get());
+        let mut free = Vec::with_capacity(workers);
+        for _ in 0..workers {
             free.push(Box::new(Worker {
                 sampler: loader.thread_sampler()?,
                 gatherer: loader.thread_gatherer(&stop)?,

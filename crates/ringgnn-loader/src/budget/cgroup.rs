@@ -8,8 +8,11 @@
 //! tree may be mounted at `/sys/fs/cgroup/unified` beside v1 controllers, and v1's memory
 //! controller at `/sys/fs/cgroup/memory`. The process's path in each hierarchy comes from
 //! `/proc/self/cgroup` and is taken relative to the mount's root (in a cgroup namespace the
-//! mount's root is `/` and the path is already relative). The readers take the texts and the
-//! filesystem as they are, so tests run them on fake trees in a temporary directory.
+//! mount's root is `/` and the path is already relative). Usage less the inactive file pages
+//! (`memory.stat`) counts as used: the libraries a process maps at start-up (PyTorch's are
+//! hundreds of MiB) sit in the cgroup's page cache and are reclaimed before its limit bites. The
+//! readers take the texts and the filesystem as they are, so tests run them on fake trees in a
+//! temporary directory.
 
 use std::path::{Path, PathBuf};
 
@@ -92,10 +95,35 @@ pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
         let v = t.trim().parse::<u64>().ok()?; // "max" (no limit) does not parse
         (v < UNLIMITED).then_some(v)
     };
-    let (limits, usage): (&[&str], &str) = if h.v2 {
-        (&["memory.max", "memory.high"], "memory.current")
+    let (limits, usage, inactive): (&[&str], &str, &str) = if h.v2 {
+        (
+            &["memory.max", "memory.high"],
+            "memory.current",
+            "inactive_file",
+        )
     } else {
-        (&["memory.limit_in_bytes"], "memory.usage_in_bytes")
+        (
+            &["memory.limit_in_bytes"],
+            "memory.usage_in_bytes",
+            "total_inactive_file",
+        )
+    };
+    // Usage counts the page cache; its inactive file pages are reclaimed before the limit
+    // bites (libraries mapped once at start-up, files read once), so they are room too.
+    let used = |dir: &Path| -> u64 {
+        let u = read(dir, usage).unwrap_or(0);
+        let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
+        let free = stat
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(inactive)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0);
+        u.saturating_sub(free)
     };
     // A directory that does not exist (a path from another namespace): start at the mount.
     let mut dir = if h.dir.starts_with(&h.mount) && h.dir.is_dir() {
@@ -108,7 +136,7 @@ pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
         let limit = limits.iter().filter_map(|f| read(&dir, f)).min();
         if let Some(limit) = limit {
             // A level with a limit but no usage file (the root of v1) leaves the whole limit.
-            let r = limit.saturating_sub(read(&dir, usage).unwrap_or(0));
+            let r = limit.saturating_sub(used(&dir));
             least = Some(least.map_or(r, |x| x.min(r)));
         }
         if dir == h.mount || !dir.pop() || !dir.starts_with(&h.mount) {
@@ -232,6 +260,15 @@ mod tests {
             ],
         );
         assert_eq!(room(&hs[0]), Some(2000), "memory.high is below memory.max");
+        put(
+            &u.join("job/step"),
+            &[(
+                "memory.stat",
+                "anon 500\ninactive_file 400\nactive_file 100",
+            )],
+        );
+        assert_eq!(room(&hs[0]), Some(2400), "inactive file pages are room");
+        fs::remove_file(u.join("job/step/memory.stat")).unwrap();
         put(&u.join("job"), &[("memory.max", "1500")]);
         assert_eq!(
             room(&hs[0]),

@@ -308,6 +308,12 @@ fn meminfo_is_parsed_in_bytes() {
         default_budget().is_some_and(|b| b > 0),
         "Linux has /proc/meminfo"
     );
+    // Half of the machine's available memory, or 7/8 of a cgroup's room when that is smaller.
+    assert_eq!(default_from(Some(16_000), None), Some(8_000));
+    assert_eq!(default_from(Some(16_000), Some(4_000)), Some(3_500));
+    assert_eq!(default_from(Some(1_000), Some(4_000)), Some(500));
+    assert_eq!(default_from(None, Some(800)), Some(700));
+    assert_eq!(default_from(None, None), None);
 }
 
 fn arb_needs() -> impl Strategy<Value = Needs> {
