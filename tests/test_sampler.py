@@ -233,7 +233,10 @@ def test_disable_uring_falls_back_to_pread(tmp_path):
     # than a disk reader's buffer); here the feature file is left on disk by a tight budget, and
     # auto reads it with pread, saying why once.
     ds = sbm(tmp_path, nodes=2000)
-    plan = ringgnn.Loader(ds, [3], 64, feature_backend="pread", cache=0, prefetch=1, reserve=0).plan()
+    # The reference: the neighbor file in memory, the feature file on disk (by request: with a
+    # roomy budget, auto would weigh hyperbatch staging against the file in memory by cost).
+    plan = ringgnn.Loader(ds, [3], 64, backend="memory", feature_backend="pread", cache=0, prefetch=1,
+                          reserve=0).plan()
     budget = (plan["total"] - plan["slack"] + 20_000) * 32 // 31
     code = (
         "import logging, sys, ringgnn\n"
