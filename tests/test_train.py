@@ -102,7 +102,7 @@ def test_metrics_json_and_checkpoints(run):
     assert on_disk["loader"]["rows_requested"] > 0 and on_disk["loader"]["batches"] > 0
     plan = on_disk["memory_plan"]
     assert plan["total"] <= plan["budget"] and plan["reserve"] > 0
-    assert not list(out.glob("*.tmp"))
+    assert not list(out.glob("*.tmp")) and not list(out.glob(".*.ringgnn-tmp-*"))  # no temporaries left
     best_pt = torch.load(out / "best.pt", weights_only=True)
     last_pt = torch.load(out / "last.pt", weights_only=True)
     assert best_pt["epoch"] == on_disk["best_epoch"] and last_pt["epoch"] == 3

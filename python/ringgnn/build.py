@@ -14,6 +14,7 @@ import os
 from typing import Any, Dict, Mapping, Optional, Union
 
 from . import _core
+from ._files import os_errors
 from ._options import default_memory, parse_self_loops, parse_split, size
 from .progress import TqdmProgress
 
@@ -35,11 +36,13 @@ def _memory(memory: Optional[Size]) -> int:
     return size(memory, "memory")
 
 
-def _run(fn, progress, **kwargs) -> Dict[str, Any]:
-    if progress is True:
-        with TqdmProgress() as bars:
-            return json.loads(fn(progress=bars, **kwargs))
-    return json.loads(fn(progress=None if progress is False else progress, **kwargs))
+def _run(fn, progress, operation: str, **kwargs) -> Dict[str, Any]:
+    """Build ``kwargs["out"]`` with ``fn``; its OS errors name the dataset and ``operation``."""
+    with os_errors(operation, kwargs["out"]):
+        if progress is True:
+            with TqdmProgress() as bars:
+                return json.loads(fn(progress=bars, **kwargs))
+        return json.loads(fn(progress=None if progress is False else progress, **kwargs))
 
 
 def convert(
@@ -66,6 +69,7 @@ def convert(
     return _run(
         _core.convert,
         progress,
+        "building the dataset",
         input=os.fspath(input),
         out=os.fspath(out),
         format=format,
@@ -103,6 +107,7 @@ def generate_rmat(
     return _run(
         _core.generate_rmat,
         progress,
+        "generating the dataset",
         out=os.fspath(out),
         scale=scale,
         edge_factor=edge_factor,
@@ -139,6 +144,7 @@ def generate_sbm(
     return _run(
         _core.generate_sbm,
         progress,
+        "generating the dataset",
         out=os.fspath(out),
         nodes=nodes,
         classes=classes,
@@ -156,10 +162,11 @@ def generate_sbm(
 def verify(path: PathLike, progress: Any = None) -> Dict[str, int]:
     """Check checksums and structure of the dataset at ``path``; raises
     :class:`ringgnn.CorruptDatasetError` naming the first problem. Returns counts checked."""
-    if progress is True:
-        with TqdmProgress() as bars:
-            return _core.verify(os.fspath(path), bars)
-    return _core.verify(os.fspath(path), None if progress is False else progress)
+    with os_errors("verifying the dataset", path):
+        if progress is True:
+            with TqdmProgress() as bars:
+                return _core.verify(os.fspath(path), bars)
+        return _core.verify(os.fspath(path), None if progress is False else progress)
 
 
 def read_manifest(path: PathLike) -> Dict[str, Any]:

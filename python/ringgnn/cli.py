@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -18,6 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from . import __version__, build, cli_infer, cli_sample, server, train
 from ._core import RingGnnError
+from ._files import describe, temporary
 from ._options import count_arg, positive_arg, size_arg
 from .dataset import Dataset
 from .progress import TqdmProgress
@@ -288,8 +288,8 @@ def cmd_verify(args) -> int:
 def cmd_demo(args) -> int:
     tmp = None
     if args.dir is None:
-        tmp = tempfile.mkdtemp(prefix="ringgnn-demo-")
-        out = os.path.join(tmp, "sbm")
+        tmp = temporary(tempfile.gettempdir(), "ringgnn-demo", directory=True)
+        out = os.path.join(tmp.path, "sbm")
     else:
         out = args.dir
     try:
@@ -312,7 +312,7 @@ def cmd_demo(args) -> int:
         if rc:
             return rc
         # Training on it: GraphSAGE, features read from disk; prints the accuracy reached.
-        run = os.path.join(tmp, "run") if tmp is not None else os.path.normpath(out) + "-run"
+        run = os.path.join(tmp.path, "run") if tmp is not None else os.path.normpath(out) + "-run"
         print()
         rc = main(["train", out, "--epochs", str(DEMO_EPOCHS), "--out", run] + (["--quiet"] if args.quiet else [])
                   + (["--overwrite"] if args.overwrite else []))  # the new dataset's run replaces the old one
@@ -321,7 +321,7 @@ def cmd_demo(args) -> int:
         print("done." if tmp is None else "done (the dataset was in a temporary directory; pass DIR to keep it).")
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.close()
     return 0
 
 
@@ -347,9 +347,7 @@ def _bytes(n: float) -> str:
 
 
 def _message(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.filename is not None and e.strerror:
-        return f"{e.filename}: {e.strerror}"
-    return str(e) or type(e).__name__
+    return describe(e)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

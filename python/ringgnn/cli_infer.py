@@ -14,6 +14,7 @@ import numpy as np
 from . import _signals
 from .inference import infer
 from ._core import InputError
+from ._files import os_errors
 from ._options import BACKENDS, size_arg
 
 NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
@@ -123,7 +124,7 @@ def report(run_dir: str) -> Dict[str, Any]:
     """The summary of a run directory (what ``ringgnn report --json`` prints)."""
     path = os.path.join(run_dir, "metrics.json")
     try:
-        with open(path) as f:
+        with os_errors("reading", path), open(path) as f:
             m = json.load(f)
     except FileNotFoundError:
         raise InputError(f"{path} does not exist: give a `ringgnn train` run directory") from None

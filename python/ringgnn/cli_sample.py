@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _options, progress
 from ._core import InputError
+from ._files import os_errors
 from ._options import BACKENDS, count_arg, positive_arg, size_arg
 from .dataset import Dataset
 from .sampler import NeighborSampler
@@ -167,7 +168,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
         )
 
     for epoch in range(args.epochs):
-        r = run_epoch(sampler, seeds, args, epoch, header if epoch == 0 else lambda: None)
+        # The sampler reads the graph and writes its spill file (in --spill-dir): an OS error of
+        # either names the file, and says it happened while sampling this dataset.
+        with os_errors("sampling", ds.path):
+            r = run_epoch(sampler, seeds, args, epoch, header if epoch == 0 else lambda: None)
         if args.json:
             print(json.dumps(r), flush=True)
         else:

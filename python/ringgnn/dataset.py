@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 
 from . import _core
+from ._files import os_errors
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -35,7 +36,8 @@ class Dataset:
     def open(cls, path: PathLike) -> "Dataset":
         """Open the dataset at ``path``; checks that its files are present with the recorded sizes
         (``ringgnn verify`` checks everything)."""
-        return cls(_core.DatasetHandle.open(os.fspath(path)))
+        with os_errors("opening the dataset", path):
+            return cls(_core.DatasetHandle.open(os.fspath(path)))
 
     @property
     def path(self) -> str:

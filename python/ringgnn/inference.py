@@ -27,7 +27,6 @@ Ctrl-C) leaves no partial output.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -35,6 +34,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from . import _core, _options
+from ._files import os_errors, temporary
 from ._core import InputError
 from .dataset import Dataset
 
@@ -78,7 +78,10 @@ def read_checkpoint(run_dir: str, what: str = "--model") -> Tuple[str, Dict[str,
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with os_errors("reading the checkpoint", path):
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError:
+        raise
     except Exception as e:
         raise InputError(f"{path}: not a readable checkpoint ({e})") from None
     return path, state if isinstance(state, dict) else {}
@@ -121,13 +124,20 @@ def _layout(dim: int) -> Tuple[int, int]:
 
 class RowFileWriter:
     """Appends float32 rows to a file in the feature-file layout (whole rows per 4 KiB page),
-    under a temporary name; :meth:`finish` pads to a page, syncs and renames."""
+    under a locked temporary name (``ringgnn._files``); :meth:`finish` pads to a page, syncs and
+    renames. OS errors name the file and what was being done."""
 
     def __init__(self, path: str, dim: int):
         self.path, self.dim = path, dim
-        self.tmp = f"{path}.tmp{os.getpid()}"
         self.row, self.per_page = _layout(dim)
-        self.f = open(self.tmp, "wb")
+        self.temp = temporary(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
+        self.tmp = self.temp.path
+        try:
+            with os_errors("writing", path):
+                self.f = open(self.tmp, "wb")
+        except BaseException:
+            self.temp.close()
+            raise
         self.pending = np.empty((0, dim), dtype=np.float32)
         self.unsynced = 0
 
@@ -151,32 +161,36 @@ class RowFileWriter:
         """Write, and every ``SYNC_BYTES`` push the file to disk and drop it from the page cache,
         so that a layer file never holds more than that of this process's memory (a memory cap
         counts dirty and cached pages)."""
-        self.f.write(data)
-        self.unsynced += len(data)
-        if self.unsynced >= SYNC_BYTES:
-            self.f.flush()
-            os.fdatasync(self.f.fileno())
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(self.f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-            self.unsynced = 0
+        with os_errors("writing", self.path):
+            self.f.write(data)
+            self.unsynced += len(data)
+            if self.unsynced >= SYNC_BYTES:
+                self.f.flush()
+                os.fdatasync(self.f.fileno())
+                if hasattr(os, "posix_fadvise"):
+                    os.posix_fadvise(self.f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                self.unsynced = 0
 
     def finish(self) -> str:
-        if len(self.pending):
-            self.f.write(self.pending.tobytes())
-        size = self.f.tell()
-        if size % PAGE:
-            self.f.write(b"\0" * (PAGE - size % PAGE))
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        os.replace(self.tmp, self.path)
+        with os_errors("writing", self.path):
+            if len(self.pending):
+                self.f.write(self.pending.tobytes())
+            size = self.f.tell()
+            if size % PAGE:
+                self.f.write(b"\0" * (PAGE - size % PAGE))
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()
+            self.temp.commit(self.path)
         return self.path
 
     def abort(self) -> None:
-        if not self.f.closed:
-            self.f.close()
-        if os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        try:
+            if not self.f.closed:
+                self.f.close()
+        except OSError:
+            pass  # the error being handled is the one to report
+        self.temp.close()
 
 
 class NpyWriter:
@@ -185,9 +199,12 @@ class NpyWriter:
 
     def __init__(self, path: str, shape: Tuple[int, ...], dtype: Any):
         self.path = path
-        self.tmp = f"{path}.tmp{os.getpid()}.npy"
+        self.array = None
+        self.temp = temporary(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
+        self.tmp = self.temp.path
         try:
-            self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=shape)
+            with os_errors("writing", path):
+                self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=shape)
         except BaseException:
             self.abort()
             raise
@@ -196,17 +213,17 @@ class NpyWriter:
         self.array[positions] = rows
 
     def finish(self) -> str:
-        self.array.flush()
-        del self.array
-        with open(self.tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(self.tmp, self.path)
+        with os_errors("writing", self.path):
+            self.array.flush()
+            self.array = None
+            with open(self.tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            self.temp.commit(self.path)
         return self.path
 
     def abort(self) -> None:
         self.array = None
-        if os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        self.temp.close()
 
 
 # --- the graph, streamed -------------------------------------------------------------------------
@@ -745,7 +762,8 @@ class LayerwiseInference:
         import torch
 
         reader = _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct)
-        tmpdir = tempfile.mkdtemp(prefix=".ringgnn-infer-", dir=self.work_dir)
+        scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
+        tmpdir = scratch.path
         files: List[str] = []
         grad = torch.is_grad_enabled()
         torch.set_grad_enabled(False)
@@ -775,12 +793,12 @@ class LayerwiseInference:
                 self.log(f"layer {k + 1}: {self.stats['layers'][-1]['seconds']:.1f} s")
             if self.keep:
                 for f in files:
-                    os.replace(f, os.path.join(self.work_dir, os.path.basename(f)))
+                    kept = os.path.join(self.work_dir, os.path.basename(f))
+                    with os_errors("keeping the layer file", kept):
+                        os.replace(f, kept)
         finally:
             torch.set_grad_enabled(grad)
-            for f in os.listdir(tmpdir):
-                os.unlink(os.path.join(tmpdir, f))
-            os.rmdir(tmpdir)
+            scratch.close()
 
 
 # --- the API and the commands ------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 The core calls ``stage(name, total, unit)`` when a stage starts and ``advance(n)`` as work gets
 done (at most about ten times a second, from the calling thread; see
 ``crates/ringgnn-py/src/progress.rs``). :class:`TqdmProgress` shows one tqdm bar per stage on
-stderr. Any object with these two methods can be passed as ``progress=`` instead.
+stderr, and ``note(line)`` prints a line above it. Any object with ``stage`` and ``advance`` (and
+optionally ``note``; without it notes go to stderr) can be passed as ``progress=`` instead.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ class TqdmProgress:
     def advance(self, n: int) -> None:
         if self._bar is not None:
             self._bar.update(n)
+
+    def note(self, line: str) -> None:
+        """A line about something done besides the task (a stale temporary removed), printed
+        above the bar."""
+        tqdm.write(f"ringgnn: {line}", file=self.file)
 
     def close(self) -> None:
         if self._bar is not None:

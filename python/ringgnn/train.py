@@ -19,6 +19,7 @@ rank, as in DDP: an epoch has ``world_size`` times fewer steps of ``world_size``
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -27,6 +28,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _options, distributed, progress
+from ._files import os_errors, replacing
 from ._core import InputError
 from ._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
 from .dataset import Dataset
@@ -220,12 +222,17 @@ def train(
         raise InputError("--eval layerwise after every epoch runs on one process; under torchrun use --eval auto "
                          "(sampled after each epoch, layer-wise once at the end, on rank 0)")
     try:
-        metrics = _train(ds, ranks, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
-                      layers=layers, lr=lr, dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory,
-                      prefetch=prefetch, backend=backend, direct=direct, hyperbatch=hyperbatch,
-                      staging_dir=staging_dir, staging_cap=staging_cap, device=device, seed=seed, threads=threads,
-                      out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log, gpu_cache=gpu_cache,
-                      eval_mode=eval_mode, tensorboard=tensorboard)
+        # The loader reads the dataset and writes its staging file (in --staging-dir): an OS error
+        # there names the file and says it happened while training (the run directory's own
+        # writes name themselves, see _save).
+        with os_errors("training on", ds.path):
+            metrics = _train(
+                ds, ranks, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
+                layers=layers, lr=lr, dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory,
+                prefetch=prefetch, backend=backend, direct=direct, hyperbatch=hyperbatch, staging_dir=staging_dir,
+                staging_cap=staging_cap, device=device, seed=seed, threads=threads, out=out, resume=resume,
+                overwrite=overwrite, quiet=quiet, log=log, gpu_cache=gpu_cache, eval_mode=eval_mode,
+                tensorboard=tensorboard)
     finally:
         distributed.leave(ranks)
     if eval_mode == "auto" and ranks.leader and metrics["best_epoch"] is not None:
@@ -313,7 +320,8 @@ def _train(ds: Dataset, ranks: distributed.Ranks, *, model: str, fanouts: List[i
 
         step_net = DistributedDataParallel(net, device_ids=[ranks.local_rank] if device == "cuda" else None)
     if ranks.leader:
-        os.makedirs(out, exist_ok=True)
+        with os_errors("creating the run directory", out):
+            os.makedirs(out, exist_ok=True)
     world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
     log(f"training {model} on {ds.path}: {ds.num_nodes:,} nodes, fanouts {','.join(map(str, fanouts))}, "
         f"batch {batch_size}, {len(loaders['train'])} batches per epoch{' per rank' if ranks.active else ''}{world}, "
@@ -396,7 +404,8 @@ class _Plots:
         if run_dir is not None and tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=start)
+            with os_errors("writing TensorBoard logs to", os.path.join(run_dir, "tensorboard")):
+                self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=start)
 
     def epoch(self, history: List[Dict[str, Any]]) -> None:
         if self.run_dir is None:
@@ -408,7 +417,8 @@ class _Plots:
                 group = "loss" if key == "loss" else "accuracy" if key.endswith("_acc") else "time" \
                     if key.endswith("seconds") else "loader"
                 self.writer.add_scalar(f"{group}/{key}", e[key], e["epoch"])
-            self.writer.flush()
+            with os_errors("writing TensorBoard logs to", os.path.join(self.run_dir, "tensorboard")):
+                self.writer.flush()
         write_curves(history, os.path.join(self.run_dir, "curves.png"))
 
     def close(self) -> None:
@@ -442,10 +452,11 @@ def write_curves(history: List[Dict[str, Any]], path: str) -> bool:
     axes[2].set(title="seconds per epoch", xlabel="epoch")
     axes[2].legend(fontsize="small")
     fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        with replacing(path, "writing the training curves") as tmp:
+            fig.savefig(tmp, dpi=90, format="png")
+    finally:
+        plt.close(fig)
     return True
 
 
@@ -593,7 +604,8 @@ def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
     path = os.path.join(out, "last.pt")
     if not os.path.exists(path):
         raise InputError(f"--resume: {path} does not exist; run without --resume first")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    with os_errors("reading the checkpoint", path):
+        state = torch.load(path, map_location="cpu", weights_only=True)
     was = {k: state["args"].get(k, RUN_DEFAULTS.get(k)) for k in RUN_DEFINING}
     diff = [k for k in RUN_DEFINING if was[k] != run_args[k]]
     if diff:
@@ -608,16 +620,18 @@ def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _save(obj: Any, path: str) -> None:
+    """A checkpoint, written whole under a locked temporary name and renamed into place."""
     import torch
 
-    tmp = path + ".tmp"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    # Serialized in memory, then written: torch's own writers report a full disk as a
+    # RuntimeError without errno or file (a checkpoint is the model and its optimizer: small).
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    with replacing(path, "writing the checkpoint") as tmp, open(tmp, "wb") as f:
+        f.write(buf.getbuffer())
 
 
 def _write_json(obj: Any, path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with replacing(path, "writing") as tmp, open(tmp, "w") as f:
         json.dump(obj, f, indent=2)
         f.write("\n")
-    os.replace(tmp, path)

@@ -17,6 +17,7 @@ mod loader;
 mod progress;
 mod sampler;
 mod serve;
+mod temp;
 
 use pyo3::prelude::*;
 
@@ -39,6 +40,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sampler::parse_fanouts, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::default_budget, m)?)?;
     serve::register(m)?;
+    m.add_class::<temp::Temporary>()?;
+    m.add_function(wrap_pyfunction!(temp::reclaim, m)?)?;
+    m.add("TEMP_MARKER", ringgnn_store::temp::MARKER)?;
     // The names the core's parsers accept, so that front ends list the same ones.
     m.add("BACKENDS", ringgnn_loader::BackendChoice::NAMES.to_vec())?;
     m.add(

@@ -31,6 +31,7 @@ enum Event {
         unit: String,
     },
     Advance(u64),
+    Note(String),
 }
 
 #[derive(Default)]
@@ -74,6 +75,11 @@ impl Progress for Relay {
         self.pending.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
+
+    fn note(&self, line: &str) {
+        self.lock().events.push(Event::Note(line.to_string()));
+        self.wake.notify_one();
+    }
 }
 
 impl Relay {
@@ -112,23 +118,35 @@ impl Drop for Finish<'_> {
     }
 }
 
-/// Forward events to the Python object; the first Python error is returned.
+/// Forward events to the Python object; the first Python error is returned. Notes go to its
+/// `note(line)` method where it has one, else to `sys.stderr` as `ringgnn: LINE` (also when there
+/// is no progress object: they say what was done to the user's files).
 fn forward(py: Python<'_>, target: Option<&Py<PyAny>>, events: Vec<Event>) -> PyResult<()> {
-    let Some(target) = target else { return Ok(()) };
-    let target = target.bind(py);
+    let target = target.map(|t| t.bind(py));
     for event in events {
-        match event {
-            Event::Stage { name, total, unit } => {
-                target.call_method1("stage", (name, total, unit))?
+        match (event, target) {
+            (Event::Note(line), Some(t)) if t.hasattr("note")? => {
+                t.call_method1("note", (line,))?;
             }
-            Event::Advance(n) => target.call_method1("advance", (n,))?,
-        };
+            (Event::Note(line), _) => {
+                let stderr = py.import("sys")?.getattr("stderr")?;
+                stderr.call_method1("write", (format!("ringgnn: {line}\n"),))?;
+                stderr.call_method0("flush")?;
+            }
+            (Event::Stage { name, total, unit }, Some(t)) => {
+                t.call_method1("stage", (name, total, unit))?;
+            }
+            (Event::Advance(n), Some(t)) => {
+                t.call_method1("advance", (n,))?;
+            }
+            (_, None) => {}
+        }
     }
     Ok(())
 }
 
 /// Run `op` with the GIL released, relaying progress to `progress` (any object with `stage` and
-/// `advance` methods, or None) and turning Ctrl-C into a clean cancellation.
+/// `advance` methods, and optionally `note`, or None) and turning Ctrl-C into a clean cancellation.
 pub fn run<T, F>(py: Python<'_>, progress: Option<Py<PyAny>>, op: F) -> PyResult<T>
 where
     T: Send,

@@ -74,12 +74,14 @@ impl Behind {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The first write error, as a new error of the same kind and message (the original
-    /// stays, so every later call reports it too).
+    /// The first write error, as a new error of the same errno (or kind and message) (the
+    /// original stays, so every later call reports it too). The errno is what gives the error
+    /// its class and `errno` in Python (`EFBIG`, `ENOSPC`).
     fn failed(st: &BehindState) -> Option<io::Error> {
-        st.error
-            .as_ref()
-            .map(|e| io::Error::new(e.kind(), e.to_string()))
+        st.error.as_ref().map(|e| match e.raw_os_error() {
+            Some(code) => io::Error::from_raw_os_error(code),
+            None => io::Error::new(e.kind(), e.to_string()),
+        })
     }
 
     /// A free buffer, waiting for one; the first write error instead, if any.
@@ -474,6 +476,11 @@ mod tests {
         assert_eq!(f.read(again, &mut buf).unwrap(), samples[3]);
     }
 
+    /// EBADF: writing through a file opened read-only.
+    fn libc_ebadf() -> i32 {
+        9
+    }
+
     #[test]
     fn a_failed_write_behind_is_reported_by_sync_and_by_later_writes() {
         // A file the writer thread cannot write (opened read-only): every write fails there.
@@ -483,7 +490,13 @@ mod tests {
         let f = SpillFile::with_file(DirectFile::open(&p).unwrap(), p.clone()).unwrap();
         // Handing the record over succeeds; the write itself fails behind.
         f.write(&sample(10, false)).unwrap();
-        let e = f.sync().unwrap_err().to_string();
+        let e = f.sync().unwrap_err();
+        // Its errno too (EBADF here), which gives it its class and `errno` in Python.
+        assert!(
+            matches!(&e, Error::Io { source, .. } if source.raw_os_error() == Some(libc_ebadf())),
+            "{e}"
+        );
+        let e = e.to_string();
         assert!(e.contains(&p.display().to_string()), "{e}");
         // Reported again, by sync and by the next write (which waits for a buffer first).
         assert!(f.sync().is_err());

@@ -116,7 +116,7 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     if let Some(spec) = &opts.split {
         attach::check_split_spec(spec)?;
     }
-    let mut staging = Staging::create(&opts.out, opts.overwrite)?;
+    let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let mut source = input::open(&opts.input, Some(format), opts.graph.num_nodes)?;
     let graph =
         build_graph(source.as_mut(), &opts.graph, &mut staging, progress).map_err(|e| match e {

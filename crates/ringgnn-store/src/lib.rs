@@ -2,7 +2,7 @@
 //! options every graph-building command shares ([`convert`](mod@convert)); edge-list readers
 //! ([`input`]); the out-of-core CSC builder ([`builder`]) behind `convert` and the generators
 //! ([`generate`]); attaching features, labels and splits ([`attach`]) through the writers of the
-//! per-node files ([`node_files`]); atomic staging ([`writer`]); checking ([`verify`]) and
+//! per-node files ([`node_files`]); atomic staging ([`writer`]) in temporaries a killed run cannot leak ([`temp`]); checking ([`verify`]) and
 //! reading ([`dataset`]).
 #![forbid(unsafe_code)]
 
@@ -19,6 +19,7 @@ pub mod node_files;
 pub mod npy;
 pub mod progress;
 pub mod rng;
+pub mod temp;
 pub mod verify;
 pub mod writer;
 

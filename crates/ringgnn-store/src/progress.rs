@@ -12,6 +12,9 @@ pub trait Progress: Send + Sync {
     fn stage(&self, name: &str, total: Option<u64>, unit: &str);
     /// `n` more units done. Returning an error aborts the operation.
     fn advance(&self, n: u64) -> Result<()>;
+    /// A line for the user about something done besides the task (a stale temporary of a killed
+    /// run removed, see [`crate::temp`]); front ends print it on stderr.
+    fn note(&self, _line: &str) {}
 }
 
 /// Reports nothing and never cancels.

@@ -1,6 +1,8 @@
 //! Writing a dataset atomically: everything is built in a hidden staging directory next to the
 //! output and renamed into place only when complete, so an error, a full disk or Ctrl-C never
-//! leaves a half-written dataset behind.
+//! leaves a half-written dataset behind. The staging directory is a locked temporary
+//! ([`crate::temp`]): one that a killed build leaves behind is removed by the next command that
+//! writes beside it.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -9,21 +11,25 @@ use ringgnn_io::{AlignedBuf, DirectFile};
 use std::path::{Path, PathBuf};
 
 use crate::manifest::{pad_to_page, FileEntry, Manifest, FORMAT_NAME, MANIFEST_FILE, PAGE};
+use crate::progress::Progress;
+use crate::temp::{Kind, Temp};
 use crate::{Error, IoContext, Result};
 
 /// A dataset under construction.
 pub struct Staging {
     out: PathBuf,
-    tmp: PathBuf,
+    /// The staging directory, locked while it lives and removed on drop unless committed.
+    tmp: Temp,
     overwrite: bool,
     files: std::collections::BTreeMap<String, FileEntry>,
-    done: bool,
 }
 
 impl Staging {
     /// Start building the dataset that will live at `out`. An existing `out` is refused unless
     /// `overwrite`; even then only an empty directory or a ringgnn dataset is ever replaced.
-    pub fn create(out: &Path, overwrite: bool) -> Result<Self> {
+    /// Stale temporaries of killed runs beside `out` are removed first, each reported to
+    /// `progress` ([`Progress::note`]).
+    pub fn create(out: &Path, overwrite: bool, progress: &dyn Progress) -> Result<Self> {
         check_replaceable(out, overwrite)?;
         let name = out
             .file_name()
@@ -42,29 +48,26 @@ impl Staging {
                 parent.display()
             )));
         }
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let tmp = parent.join(format!(".{name}.tmp-{}-{nonce:08x}", std::process::id()));
-        fs::create_dir(&tmp).at(&tmp)?;
+        let tmp = Temp::create(&parent, &name, Kind::Dir)?;
+        for r in tmp.reclaimed() {
+            progress.note(&r.to_string());
+        }
         Ok(Staging {
             out: out.to_path_buf(),
             tmp,
             overwrite,
             files: Default::default(),
-            done: false,
         })
     }
 
     /// The staging directory (removed on drop unless committed).
     pub fn dir(&self) -> &Path {
-        &self.tmp
+        self.tmp.path()
     }
 
     /// A scratch directory inside the staging directory for spill files; removed at commit.
     pub fn scratch(&self) -> Result<PathBuf> {
-        let p = self.tmp.join("_scratch");
+        let p = self.dir().join("_scratch");
         if !p.exists() {
             fs::create_dir(&p).at(&p)?;
         }
@@ -73,7 +76,7 @@ impl Staging {
 
     /// Open the binary file for logical name `key` (see FORMAT.md), written as `file_name`.
     pub fn writer(&self, file_name: &str) -> Result<BinWriter> {
-        BinWriter::create(self.tmp.join(file_name))
+        BinWriter::create(self.dir().join(file_name))
     }
 
     /// Record a finished file under its logical name.
@@ -84,11 +87,11 @@ impl Staging {
     /// Write the manifest (its `files` come from [`Staging::add`]) and move the dataset into place.
     pub fn commit(mut self, mut manifest: Manifest) -> Result<PathBuf> {
         manifest.files = std::mem::take(&mut self.files);
-        let scratch = self.tmp.join("_scratch");
+        let scratch = self.dir().join("_scratch");
         if scratch.exists() {
             fs::remove_dir_all(&scratch).at(&scratch)?;
         }
-        let mpath = self.tmp.join(MANIFEST_FILE);
+        let mpath = self.dir().join(MANIFEST_FILE);
         {
             let mut f = File::create(&mpath).at(&mpath)?;
             f.write_all(manifest.to_json().as_bytes()).at(&mpath)?;
@@ -97,12 +100,19 @@ impl Staging {
         // Re-check: something may have appeared at `out` while we were building.
         check_replaceable(&self.out, self.overwrite)?;
         if self.out.exists() {
-            let old = self.tmp.with_extension("old");
-            fs::rename(&self.out, &old).at(&self.out)?;
-            fs::rename(&self.tmp, &self.out).at(&self.out)?;
-            fs::remove_dir_all(&old).at(&old)?;
+            // The old dataset becomes a locked temporary itself: removed when dropped, and
+            // reclaimed by a later run if this one dies while removing it.
+            let label = format!(
+                "{}.old",
+                self.out.file_name().unwrap_or_default().to_string_lossy()
+            );
+            let old = Temp::adopt(&self.out, &label)?;
+            if let Err(e) = self.tmp.commit(&self.out) {
+                let _ = old.commit(&self.out); // put the old dataset back
+                return Err(e);
+            }
         } else {
-            fs::rename(&self.tmp, &self.out).at(&self.out)?;
+            self.tmp.commit(&self.out)?;
         }
         if let Some(parent) = self.out.parent() {
             // Make the rename durable; failure here loses nothing, so it is not an error.
@@ -114,16 +124,7 @@ impl Staging {
                 let _ = d.sync_all();
             }
         }
-        self.done = true;
-        Ok(self.out.clone())
-    }
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = fs::remove_dir_all(&self.tmp);
-        }
+        Ok(self.out)
     }
 }
 

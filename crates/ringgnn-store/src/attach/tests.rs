@@ -8,7 +8,7 @@ use crate::npy::write_npy;
 use crate::NoProgress;
 
 fn staging(dir: &tempfile::TempDir) -> Staging {
-    Staging::create(&dir.path().join("ds"), false).unwrap()
+    Staging::create(&dir.path().join("ds"), false, &crate::NoProgress).unwrap()
 }
 
 fn npy(

@@ -81,7 +81,7 @@ fn build_small(
 ) -> (tempfile::TempDir, Result<GraphSummary>) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
-    let mut staging = Staging::create(&out, false).unwrap();
+    let mut staging = Staging::create(&out, false, &crate::NoProgress).unwrap();
     let mut src = VecSource::new(edges.to_vec());
     let r = build_with(&mut src, o, &mut staging, &NoProgress, sizes);
     if let Ok(g) = &r {
@@ -235,7 +235,7 @@ fn ids_beyond_32_bits_ask_for_wide_keys() {
     // A full wide build needs a 2^33-entry indptr (64 GB), so check the switch itself here and
     // the wide key path on small ids in `matches_reference`.
     let dir = tempfile::tempdir().unwrap();
-    let mut staging = Staging::create(&dir.path().join("ds"), false).unwrap();
+    let mut staging = Staging::create(&dir.path().join("ds"), false, &crate::NoProgress).unwrap();
     let mut src = VecSource::new(vec![(0, 1), (1 << 33, 1)]);
     let r = build::<u64>(
         &mut src,
@@ -260,7 +260,7 @@ fn ids_beyond_32_bits_ask_for_wide_keys() {
 fn check_wide(edges: &[(u64, u64)], o: &GraphOptions, sizes: Sizes) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
-    let mut staging = Staging::create(&out, false).unwrap();
+    let mut staging = Staging::create(&out, false, &crate::NoProgress).unwrap();
     let mut src = VecSource::new(edges.to_vec());
     let g = build::<u128>(&mut src, o, &mut staging, &NoProgress, sizes).unwrap();
     let m = crate::convert::assemble(&g, None, None, Default::default(), serde_json::Value::Null);

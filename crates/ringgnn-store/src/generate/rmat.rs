@@ -35,7 +35,7 @@ pub const MAX_SCALE: u32 = 40;
 /// `ringgnn generate rmat`: 2^scale nodes, edge_factor * 2^scale R-MAT edges.
 pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Manifest> {
     let total = check(opts)?;
-    let mut staging = Staging::create(&opts.out, opts.overwrite)?;
+    let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let graph_opts = GraphOptions {
         num_nodes: Some(1u64 << opts.scale),
         ..opts.graph.clone()

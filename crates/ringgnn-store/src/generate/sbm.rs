@@ -62,7 +62,7 @@ pub const ROW_CHUNK: u64 = 256;
 pub fn generate_sbm(opts: &SbmOptions, progress: &dyn Progress) -> Result<Manifest> {
     let edges = check(opts)?;
     let sizes = split_sizes(&opts.split, opts.nodes);
-    let mut staging = Staging::create(&opts.out, opts.overwrite)?;
+    let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let (n, c) = (opts.nodes, opts.classes);
 
     let classes = draw_classes(n, c, opts.seed);

@@ -33,7 +33,7 @@ fn stats(indptr: &[u64]) -> DegreeStats {
 /// have an inner gap), labels and the given splits.
 fn build(out: &Path, g: &Graph, labels: &[i64], splits: &[(&str, &[i64])]) -> PathBuf {
     let v = g.indptr.len() as u64 - 1;
-    let mut s = Staging::create(out, true).unwrap();
+    let mut s = Staging::create(out, true, &crate::NoProgress).unwrap();
     let mut w = s.writer(INDPTR_FILE).unwrap();
     w.write_u64s(&g.indptr).unwrap();
     s.add("indptr", w.finish().unwrap());
