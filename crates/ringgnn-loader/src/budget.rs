@@ -5,8 +5,8 @@
 //! are then opened with what the plan decided; nothing below second-guesses it.
 //!
 //! The caller gives one figure (`--memory`, the whole process) and the memory it needs for
-//! itself (`reserve`: the Python runtime, PyTorch, the model's activations). Parts are sized in
-//! this order, each from an upper bound, never from a guess:
+//! itself (`reserve`: the Python runtime, PyTorch, the model's activations). Every part is sized
+//! from an upper bound (or a probe's measure with its margin), never from a guess:
 //!
 //! 1. **Fixed**: a slack of 1/32 of the budget (never handed out), the reserve, the offset index,
 //!    per worker thread the sampler's workspaces and sample (and its 8 MiB read buffer when the
@@ -17,13 +17,13 @@
 //!    sample arrays (`prefetch` gathered ahead, `hold` held by the consumer: 2 for a plain `for`
 //!    loop, which keeps the previous batch while fetching the next; 1 for a loop that releases
 //!    it first).
-//! 2. **The neighbor file in memory**: always for backend `memory` (an error if it does not fit),
-//!    for `auto` when it fits with everything else, otherwise it is read from disk.
-//! 3. **The whole feature file in memory**: always for `memory`, for `auto` when it fits what is
-//!    left; then no cache is needed.
+//! 2. **The neighbor file in memory**: always for backend `memory` (an error if it does not fit);
+//!    for `auto`, in memory or on disk, as the plans' costs decide.
+//! 3. **The whole feature file in memory**: always for `memory`; for `auto` when it fits what is
+//!    left and costs less; then no cache is needed.
 //! 4. **The hot-row cache** gets the rest, up to `cache` if the caller set one (and never more
-//!    than caching every row costs). If `prefetch` was not set and the default (one batch ahead
-//!    per thread) leaves the cache less than it asked, one batch ahead is used instead.
+//!    than caching every row costs); with hyperbatches and no `cache` set, it and the hyperbatch
+//!    share split the rest as the costs decide.
 //! 5. **Hot neighbor pages** ([`ringgnn_io::PageCache`]), only when the neighbor file is read
 //!    from disk one batch at a time: `neighbor_cache` bytes if the caller set them (taken before
 //!    the hot-row cache), never more than the file (plus bookkeeping). `None` shares: it gets what
@@ -31,11 +31,13 @@
 //!    Training asks for `Some(0)` (its reads are shared by hyperbatches instead); the serving
 //!    engine, whose single-node requests reread hub lists all the time, for `None`.
 //!
-//! `auto` is the first of `memory`, then disk, whose plan fits: so `auto` opens whenever any
-//! explicit backend opens, and no plan's total ever exceeds the budget (both are tested). If
-//! nothing fits, the error lists every part and what to change. The page cache is not in the
-//! plan: with `O_DIRECT` the kernel caches nothing; with buffered reads its cache is reclaimable,
-//! and `memcap` (which counts it) shows in `docs/benchmarks.md` that runs stay within their cap.
+//! Of every plan that fits (each placement allowed, the default batches ahead or one, the cache
+//! splits), [`MemoryPlan::compute`] keeps the one of least expected read time per epoch
+//! ([`cost`]): so `auto` opens whenever any explicit backend opens, and no plan's total ever
+//! exceeds the budget (both are tested). If nothing fits, the error lists every part and what to
+//! change. The page cache is not in the plan: with `O_DIRECT` the kernel caches nothing; with
+//! buffered reads its cache is reclaimable, and `memcap` (which counts it) shows in
+//! `docs/benchmarks.md` that runs stay within their cap.
 
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -257,7 +259,7 @@ impl MemoryPlan {
             (7, 8),
             (1, 1),
         ];
-        let mut fits: Vec<(usize, MemoryPlan, cost::Cost)> = Vec::new();
+        let mut fits: Vec<(MemoryPlan, cost::Cost)> = Vec::new();
         let mut err = String::new();
         let mut refused_memory = false;
         for workers in [threads, 1] {
@@ -267,7 +269,7 @@ impl MemoryPlan {
                         match Self::with_prefetch(asked, needs, place, ahead, share, workers) {
                             Ok(p) => {
                                 let c = cost::estimate(&p, needs);
-                                fits.push((fits.len(), p, c));
+                                fits.push((p, c));
                             }
                             Err(e) => {
                                 refused_memory |= place == Placement::Memory;
@@ -291,7 +293,8 @@ impl MemoryPlan {
             |p: &MemoryPlan| (!p.neighbors_in_memory as u8) * 2 + (!p.features_in_memory as u8);
         let Some(best) = fits
             .iter()
-            .min_by(|(i, p, c), (j, q, d)| {
+            .enumerate()
+            .min_by(|(i, (p, c)), (j, (q, d))| {
                 c.total()
                     .partial_cmp(&d.total())
                     .unwrap_or(std::cmp::Ordering::Equal)
@@ -299,11 +302,11 @@ impl MemoryPlan {
                     .then(q.total().cmp(&p.total()))
                     .then(i.cmp(j))
             })
-            .map(|(i, _, _)| *i)
+            .map(|(i, _)| i)
         else {
             return Err(Self::refusal(asked, needs, err));
         };
-        let (_, mut plan, c) = fits[best].clone();
+        let (mut plan, c) = fits[best].clone();
         plan.cost_ms = (c.total() * 1000.0).round() as u64;
         plan.bounded_out = !needs.measured && refused_memory && !plan.neighbors_in_memory;
         plan.why = Self::explain(&plan, &c, &fits);
@@ -347,11 +350,7 @@ impl MemoryPlan {
     /// "chosen for ...: ...; instead ... would cost ..." for [`MemoryPlan::why`]: the chosen
     /// plan's estimate and the cheapest plan of each other placement, and with a cache split
     /// against the hyperbatch share, the best and worst splits.
-    fn explain(
-        plan: &MemoryPlan,
-        c: &cost::Cost,
-        fits: &[(usize, MemoryPlan, cost::Cost)],
-    ) -> String {
+    fn explain(plan: &MemoryPlan, c: &cost::Cost, fits: &[(MemoryPlan, cost::Cost)]) -> String {
         let place = |p: &MemoryPlan| {
             format!(
                 "neighbor file {}{}",
@@ -375,7 +374,7 @@ impl MemoryPlan {
             c.describe()
         );
         let mut others: Vec<(String, f64)> = Vec::new();
-        for (_, p, d) in fits {
+        for (p, d) in fits {
             let k = place(p);
             if k == place(plan) {
                 continue;
@@ -389,9 +388,9 @@ impl MemoryPlan {
         for (k, t) in others {
             s += &format!("; {k} would cost {t:.1} s");
         }
-        let splits: Vec<&(usize, MemoryPlan, cost::Cost)> = fits
+        let splits: Vec<&(MemoryPlan, cost::Cost)> = fits
             .iter()
-            .filter(|(_, p, _)| {
+            .filter(|(p, _)| {
                 place(p) == place(plan)
                     && p.prefetch == plan.prefetch
                     && p.hyperbatch > 0
@@ -400,8 +399,8 @@ impl MemoryPlan {
             .collect();
         if plan.hyperbatch > 0 && plan.with_features && !plan.features_in_memory && splits.len() > 1
         {
-            let most_cache = splits.iter().max_by_key(|(_, p, _)| p.cache).map(|x| &x.2);
-            let least_cache = splits.iter().min_by_key(|(_, p, _)| p.cache).map(|x| &x.2);
+            let most_cache = splits.iter().max_by_key(|(p, _)| p.cache).map(|x| &x.1);
+            let least_cache = splits.iter().min_by_key(|(p, _)| p.cache).map(|x| &x.1);
             if let (Some(a), Some(b)) = (most_cache, least_cache) {
                 s += &format!(
                     "; the largest cache would cost {:.1} s ({}), the smallest {:.1} s ({})",
