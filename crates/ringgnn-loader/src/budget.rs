@@ -701,7 +701,7 @@ impl fmt::Display for MemoryPlan {
 
 /// The default budget: the smaller of [`DEFAULT_SHARE`] of the machine's available memory and
 /// [`CGROUP_SHARE`] of the room under every memory cgroup above this process (v1 or v2,
-/// `memory.high` too: see [`cgroup`]); `None` when neither can be read.
+/// `memory.high` too: see `budget/cgroup.rs`); `None` when neither can be read.
 pub fn default_budget() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
     let host = meminfo.as_deref().and_then(mem_available);
