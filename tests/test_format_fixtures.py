@@ -6,6 +6,10 @@
         --split train=tr.npy,val=va.npy,test=te.npy
 with x = arange(18).reshape(6, 3) / 4 (float32), y = [0, 1, 2, 1, -1, 0], train [0, 1, 2],
 val [3], test [5]. Never regenerate it: a new format version gets a new fixture beside it.
+
+`tests/fixtures/v2-tiny` (format version 2: edge splits) was built on 2026-11-25 with:
+    printf '0 1\n0 1\n1 0\n2 2\n2 3\n3 4\n4 0\n1 3\n3 1\n0 4\n5 2\n4 5\n2 6\n' > edges.txt
+    ringgnn.convert('edges.txt', 'v2-tiny', link_split='val=0.2,test=0.3', link_negatives=2, seed=3)
 """
 from pathlib import Path
 
@@ -47,3 +51,26 @@ def test_v1_labels_splits_features(v1):
 
 def test_v1_verifies():
     assert cli.main(["verify", str(FIXTURES / "v1-tiny"), "--quiet"]) in (0, None)
+
+
+@pytest.fixture
+def v2():
+    return ringgnn.Dataset.open(FIXTURES / "v2-tiny")
+
+
+def test_v2_edge_splits(v2):
+    assert v2.edge_split_names == ["test", "train", "val"]
+    assert v2.edge_split("val").T.tolist() == [[4, 0], [5, 2], [1, 3]]
+    assert v2.edge_split("test").T.tolist() == [[2, 3], [3, 4]]
+    assert v2.edge_split("train").T.tolist() == [[1, 0], [0, 1], [3, 1], [0, 4], [4, 5], [2, 6]]
+    assert v2.edge_negatives("val").tolist() == [[2, 6], [4, 0], [2, 1]]
+    assert v2.edge_negatives("test").tolist() == [[0, 5], [5, 6]]
+
+
+def test_v2_graph_is_the_training_graph(v2):
+    assert [v2.neighbors(v).tolist() for v in range(7)] == [[1], [0, 0, 3], [2], [], [0], [4], [2]]
+    assert (v2.num_nodes, v2.num_edges) == (7, 8)
+
+
+def test_v2_verifies():
+    assert cli.main(["verify", str(FIXTURES / "v2-tiny"), "--quiet"]) in (0, None)

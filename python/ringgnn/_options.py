@@ -207,6 +207,17 @@ def parse_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) 
     return [(n, os.fspath(v)) for n, v in items]
 
 
+def parse_link_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) -> List[Tuple[str, float]]:
+    """``--link-split``: held-out fractions of the edges, "val=0.05,test=0.1" or a dict."""
+    items = parse_split(spec)
+    if any(not isinstance(v, float) for _, v in items):
+        raise InputError(
+            f"--link-split '{spec}': give held-out fractions such as val=0.05,test=0.1; "
+            "held-out edge lists given as files are not supported yet"
+        )
+    return items  # type: ignore[return-value]
+
+
 def _as_fraction(value) -> "float | None":
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)

@@ -15,7 +15,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 from . import _core
 from ._files import os_errors
-from ._options import default_memory, parse_self_loops, parse_split, size
+from ._options import count, default_memory, parse_link_split, parse_self_loops, parse_split, size
 from .progress import TqdmProgress
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -57,6 +57,8 @@ def convert(
     features: Optional[PathLike] = None,
     labels: Optional[PathLike] = None,
     split: Union[None, str, Mapping[str, Any]] = None,
+    link_split: Union[None, str, Mapping[str, Any]] = None,
+    link_negatives: int = 100,
     seed: int = 0,
     feature_dtype: Optional[str] = None,
     memory: Optional[Size] = None,
@@ -65,7 +67,11 @@ def convert(
     progress: Any = None,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
-    ``ringgnn convert --help`` for the options. Returns the manifest."""
+    ``ringgnn convert --help`` for the options. Returns the manifest.
+
+    ``link_split`` holds out edges for link prediction ("val=0.05,test=0.1" or a dict): the
+    held-out pairs leave the graph and are stored as edge splits, each with ``link_negatives``
+    fixed negative destinations per pair (see ``docs/FORMAT.md``, "Edge splits")."""
     return _run(
         _core.convert,
         progress,
@@ -80,6 +86,8 @@ def convert(
         features=None if features is None else os.fspath(features),
         labels=None if labels is None else os.fspath(labels),
         split=None if split is None else parse_split(split),
+        link_split=None if link_split is None else parse_link_split(link_split),
+        link_negatives=count(link_negatives, "link_negatives", minimum=0),
         seed=seed,
         feature_dtype=feature_dtype,
         memory=_memory(memory),

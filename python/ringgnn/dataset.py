@@ -77,6 +77,25 @@ class Dataset:
         """Node ids of split ``name`` (e.g. 'train') as int64."""
         return self._handle.split(name)
 
+    @property
+    def edge_split_names(self) -> List[str]:
+        """Names of the edge splits (``train`` and the held-out ones) made by ``convert
+        --link-split``; empty for datasets without one."""
+        return sorted(self.manifest.get("edge_splits", {}))
+
+    def edge_split(self, name: str) -> np.ndarray:
+        """The (src, dst) pairs of edge split ``name`` as an int64 array of shape (2, n).
+
+        ``train`` holds every distinct pair left in the graph (self loops excluded); a held-out
+        split's pairs are not in the graph at all. Undirected datasets list each pair once."""
+        return np.ascontiguousarray(self._handle.edge_split(name).T)
+
+    def edge_negatives(self, name: str) -> np.ndarray:
+        """The fixed evaluation negatives of held-out edge split ``name``: an int64 array of shape
+        (n, K), row i holding K distinct destinations for pair i's source, none of them pair i's
+        own destination (drawn once by ``convert``; see ``docs/FORMAT.md``)."""
+        return self._handle.edge_negatives(name)
+
     @cached_property
     def labels(self) -> Optional[np.ndarray]:
         """Label per node as int64 (-1 = unlabeled), or None; read on first use."""
@@ -106,4 +125,6 @@ class Dataset:
             parts.append(f"num_classes={self.num_classes}")
         if self.split_names:
             parts.append("splits=" + "/".join(self.split_names))
+        if self.edge_split_names:
+            parts.append("edge_splits=" + "/".join(self.edge_split_names))
         return f"Dataset({self.path!r}, {', '.join(parts)})"

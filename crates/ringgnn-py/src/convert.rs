@@ -8,6 +8,7 @@ use ringgnn_store::generate::{
     generate_rmat as core_rmat, generate_sbm as core_sbm, RmatOptions, SbmOptions,
 };
 use ringgnn_store::input::InputFormat;
+use ringgnn_store::link::{LinkSplitOptions, LinkSplitSpec};
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::{ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
 
@@ -59,8 +60,8 @@ impl From<SplitArg> for SplitSpec {
 #[pyfunction]
 #[pyo3(signature = (
     input, out, *, format=None, undirected=false, self_loops="keep", dedup=false, num_nodes=None,
-    features=None, labels=None, split=None, seed=0, feature_dtype=None, memory=1<<30,
-    overwrite=false, threads=None, progress=None
+    features=None, labels=None, split=None, link_split=None, link_negatives=100, seed=0,
+    feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
@@ -75,6 +76,8 @@ pub fn convert(
     features: Option<PathBuf>,
     labels: Option<PathBuf>,
     split: Option<SplitArg>,
+    link_split: Option<Vec<(String, f64)>>,
+    link_negatives: u64,
     seed: u64,
     feature_dtype: Option<&str>,
     memory: u64,
@@ -102,6 +105,10 @@ pub fn convert(
         feature_dtype: self::feature_dtype(feature_dtype)?,
         labels,
         split: split.map(SplitSpec::from),
+        link_split: link_split.map(|v| LinkSplitOptions {
+            spec: LinkSplitSpec::Fractions(v),
+            negatives: link_negatives,
+        }),
         seed,
         overwrite,
     };

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use numpy::{IntoPyArray, PyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_store::{verify::verify as core_verify, Dataset, Manifest};
@@ -69,6 +69,28 @@ impl DatasetHandle {
     fn split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let ids = py.detach(|| self.inner.split(name)).map_err(StoreError)?;
         Ok(ids.into_pyarray(py))
+    }
+
+    /// The pairs of edge split `name` as an int64 array of shape (n, 2): (src, dst) rows.
+    fn edge_split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray2<i64>>> {
+        let (v, _) = py
+            .detach(|| self.inner.edge_split(name))
+            .map_err(StoreError)?;
+        let n = v.len() / 2;
+        v.into_pyarray(py).reshape([n, 2])
+    }
+
+    /// The fixed negatives of edge split `name` as an int64 array of shape (n, K).
+    fn edge_negatives<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+    ) -> PyResult<Bound<'py, PyArray2<i64>>> {
+        let (v, k) = py
+            .detach(|| self.inner.edge_negatives(name))
+            .map_err(StoreError)?;
+        let n = v.len() / k as usize;
+        v.into_pyarray(py).reshape([n, k as usize])
     }
 }
 

@@ -79,6 +79,20 @@ fn validate_labels(h: &NpyHeader) -> Result<()> {
     h.expect_dtype(&LABEL_DTYPES, "labels")
 }
 
+/// A split name must be a plain file-name part: `[a-z0-9_]+`.
+pub fn check_split_name(name: &str, option: &str) -> Result<()> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return input_err!(
+            "{option}: split name '{name}' is not allowed: use lowercase letters, digits and '_' (e.g. train, val, test)"
+        );
+    }
+    Ok(())
+}
+
 /// Validate a split spec before the build (names, fractions in [0,1] summing to <= 1, files exist).
 pub fn check_split_spec(spec: &SplitSpec) -> Result<()> {
     let names: Vec<&str> = match spec {
@@ -89,15 +103,7 @@ pub fn check_split_spec(spec: &SplitSpec) -> Result<()> {
         return input_err!("the split spec names no split; give e.g. train=0.8,val=0.1,test=0.1");
     }
     for (i, name) in names.iter().enumerate() {
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
-            return input_err!(
-                "split name '{name}' is not allowed: use lowercase letters, digits and '_' (e.g. train, val, test)"
-            );
-        }
+        check_split_name(name, "--split")?;
         if names[..i].contains(name) {
             return input_err!("split '{name}' is given twice; name each split once");
         }

@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::builder::{build_graph, GraphSummary, NO_EDGES};
+use crate::builder::{build_graph_split, GraphSummary, NO_EDGES};
 use crate::input::{self, InputFormat};
+use crate::link::{self, LinkSplitOptions};
 use crate::manifest::{
     FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,
 };
@@ -73,6 +74,8 @@ pub struct ConvertOptions {
     pub feature_dtype: Option<FeatureDtype>,
     pub labels: Option<PathBuf>,
     pub split: Option<SplitSpec>,
+    /// Hold out edges for link prediction (`--link-split`, `--link-negatives`).
+    pub link_split: Option<LinkSplitOptions>,
     pub seed: u64,
     pub overwrite: bool,
 }
@@ -90,6 +93,7 @@ impl ConvertOptions {
             feature_dtype: None,
             labels: None,
             split: None,
+            link_split: None,
             seed: 0,
             overwrite: false,
         }
@@ -116,15 +120,26 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     if let Some(spec) = &opts.split {
         attach::check_split_spec(spec)?;
     }
+    if let Some(l) = &opts.link_split {
+        link::check_link_spec(l)?;
+        if let Some(n) = opts.graph.num_nodes {
+            link::check_negatives(l.negatives, n)?;
+        }
+    }
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let mut source = input::open(&opts.input, Some(format), opts.graph.num_nodes)?;
-    let graph =
-        build_graph(source.as_mut(), &opts.graph, &mut staging, progress).map_err(|e| match e {
-            Error::Input(m) if m == NO_EDGES => {
-                Error::Input(format!("{}: {m}", opts.input.display()))
-            }
-            e => e,
-        })?;
+    let link_spec = opts.link_split.as_ref().map(|l| (&l.spec, opts.seed));
+    let graph = build_graph_split(
+        source.as_mut(),
+        &opts.graph,
+        link_spec,
+        &mut staging,
+        progress,
+    )
+    .map_err(|e| match e {
+        Error::Input(m) if m == NO_EDGES => Error::Input(format!("{}: {m}", opts.input.display())),
+        e => e,
+    })?;
     let n = graph.num_nodes;
     let features = match (&opts.features, feat_header) {
         (Some(p), Some(h)) => Some(attach::attach_features(
@@ -145,6 +160,12 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         Some(spec) => attach::attach_splits(&mut staging, spec, n, labels.is_some(), opts.seed)?,
         None => BTreeMap::new(),
     };
+    let edge_splits = match (&graph.held_out, &opts.link_split) {
+        (Some(held), Some(l)) => {
+            link::attach_negatives(&mut staging, held, n, l.negatives, opts.seed, progress)?
+        }
+        _ => BTreeMap::new(),
+    };
     let source = serde_json::json!({
         "command": "convert",
         "input": opts.input.file_name().map(|s| s.to_string_lossy().into_owned()),
@@ -153,8 +174,16 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         "self_loops": format!("{:?}", opts.graph.self_loops).to_lowercase(),
         "dedup": opts.graph.dedup,
         "seed": opts.seed,
+        "link_split": opts.link_split.as_ref().map(|l| {
+            let link::LinkSplitSpec::Fractions(v) = &l.spec;
+            serde_json::json!({
+                "fractions": v.iter().map(|(n, f)| (n.clone(), *f)).collect::<BTreeMap<_, _>>(),
+                "negatives": l.negatives,
+            })
+        }),
     });
-    let manifest = assemble(&graph, features, labels, splits, source);
+    let mut manifest = assemble(&graph, features, labels, splits, source);
+    manifest.edge_splits = edge_splits;
     let out = staging.commit(manifest)?;
     Manifest::read(&out)
 }
@@ -180,6 +209,7 @@ pub fn assemble(
         features,
         labels,
         splits,
+        edge_splits: BTreeMap::new(),
         degree: graph.degree.clone(),
         files: BTreeMap::new(),
         source,

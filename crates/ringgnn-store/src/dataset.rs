@@ -132,6 +132,50 @@ impl Dataset {
         self.read_i64_like(&format!("split.{name}"), n)
     }
 
+    /// The pairs of edge split `name`, (src, dst) interleaved (`2 * edges` values), and the
+    /// number of fixed negatives per pair.
+    pub fn edge_split(&self, name: &str) -> Result<(Vec<i64>, u64)> {
+        let info = self.edge_split_info(name)?;
+        Ok((
+            self.read_i64_like(&format!("edge_split.{name}"), 2 * info.edges)?,
+            info.negatives,
+        ))
+    }
+
+    /// The fixed negatives of edge split `name`: `negatives` destinations per pair, row-major.
+    pub fn edge_negatives(&self, name: &str) -> Result<(Vec<i64>, u64)> {
+        let info = self.edge_split_info(name)?;
+        if info.negatives == 0 {
+            return crate::input_err!(
+                "edge split '{name}' has no stored negatives (the training split never has; held-out splits have them unless built with --link-negatives 0)"
+            );
+        }
+        Ok((
+            self.read_i64_like(
+                &format!("edge_negatives.{name}"),
+                info.edges * info.negatives,
+            )?,
+            info.negatives,
+        ))
+    }
+
+    fn edge_split_info(&self, name: &str) -> Result<crate::manifest::EdgeSplitInfo> {
+        match self.manifest.edge_splits.get(name) {
+            Some(info) => Ok(info.clone()),
+            None => {
+                let have: Vec<_> = self.manifest.edge_splits.keys().cloned().collect();
+                crate::input_err!(
+                    "the dataset has no edge split '{name}'; it has: {} (edge splits are made by ringgnn convert --link-split)",
+                    if have.is_empty() {
+                        "none".into()
+                    } else {
+                        have.join(", ")
+                    }
+                )
+            }
+        }
+    }
+
     fn read_i64_like(&self, key: &str, count: u64) -> Result<Vec<i64>> {
         let p = self.path_of(key)?;
         let f = File::open(&p).at(&p)?;

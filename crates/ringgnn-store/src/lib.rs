@@ -14,6 +14,7 @@ pub mod dataset;
 mod error;
 pub mod generate;
 pub mod input;
+pub mod link;
 pub mod manifest;
 pub mod node_files;
 pub mod npy;

@@ -11,7 +11,7 @@ use crate::{Error, IoContext, Result};
 /// The `format` field of every manifest.
 pub const FORMAT_NAME: &str = "ringgnn-dataset";
 /// The newest format version this build writes. It reads every version up to this one.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Every binary file is zero-padded to a multiple of this, so that O_DIRECT may read any page.
 pub const PAGE: u64 = 4096;
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -147,6 +147,15 @@ pub struct DegreeStats {
     pub zero: u64,
 }
 
+/// One held-out (or training) edge set of a link-prediction split (format version 2): `edges`
+/// (src, dst) pairs in `edge_split.NAME`, and when `negatives > 0`, that many fixed negative
+/// destinations per pair in `edge_negatives.NAME`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeSplitInfo {
+    pub edges: u64,
+    pub negatives: u64,
+}
+
 /// One binary file of the dataset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
@@ -172,6 +181,9 @@ pub struct Manifest {
     pub labels: Option<LabelInfo>,
     /// Split name -> number of node ids in `split.NAME`.
     pub splits: BTreeMap<String, u64>,
+    /// Edge split name -> its pairs and negatives (version 2; empty in version 1).
+    #[serde(default)]
+    pub edge_splits: BTreeMap<String, EdgeSplitInfo>,
     pub degree: DegreeStats,
     /// Logical name ("indptr", "indices", "features", "labels", "split.train", ...) -> file.
     pub files: BTreeMap<String, FileEntry>,
@@ -220,6 +232,12 @@ impl Manifest {
                 return Err(Error::Corrupt(format!("{}: field 'version' is missing or not an integer", path.display())))
             }
         }
+        if value.get("relations").is_some() || value.get("node_types").is_some() {
+            return Err(Error::Corrupt(format!(
+                "{}: this is a heterogeneous dataset (it has node_types/relations), which this ringgnn cannot read yet; upgrade ringgnn",
+                path.display()
+            )));
+        }
         let m: Manifest = serde_json::from_value(value).map_err(|e| {
             Error::Corrupt(format!(
                 "{}: {e}; the manifest does not follow FORMAT.md",
@@ -258,6 +276,28 @@ impl Manifest {
         for name in self.splits.keys() {
             if !self.files.contains_key(&format!("split.{name}")) {
                 return bad(format!("files.split.{name} is missing"));
+            }
+        }
+        if self.version < 2 && !self.edge_splits.is_empty() {
+            return bad(
+                "edge_splits is a field of format version 2, but the manifest says version 1"
+                    .into(),
+            );
+        }
+        for (name, info) in &self.edge_splits {
+            if !self.files.contains_key(&format!("edge_split.{name}")) {
+                return bad(format!("files.edge_split.{name} is missing"));
+            }
+            if (info.negatives > 0) != self.files.contains_key(&format!("edge_negatives.{name}")) {
+                return bad(format!(
+                    "edge_splits.{name}.negatives is {} but files.edge_negatives.{name} is {}",
+                    info.negatives,
+                    if info.negatives > 0 {
+                        "missing"
+                    } else {
+                        "present"
+                    }
+                ));
             }
         }
         for (key, f) in &self.files {

@@ -82,8 +82,12 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
                 .as_ref()
                 .map_or(0, |f| f.payload_bytes(m.num_nodes)),
             "labels" => m.num_nodes * 8,
-            _ => match key.strip_prefix("split.").and_then(|s| m.splits.get(s)) {
-                Some(n) => n * 8,
+            _ => match edge_payload(&m, key).or_else(|| {
+                key.strip_prefix("split.")
+                    .and_then(|s| m.splits.get(s))
+                    .map(|n| n * 8)
+            }) {
+                Some(n) => n,
                 None => {
                     return bad_manifest(format!(
                         "files.{key} is not a file of format version {}",
@@ -107,13 +111,42 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
                 m.features.clone().expect("checked by Manifest::read"),
             )),
             "labels" => Box::new(Labels::new(&m)),
-            _ => Box::new(Split::new(m.num_nodes)),
+            _ => {
+                if let Some(name) = key.strip_prefix("edge_split.") {
+                    Box::new(link::Pairs::new(
+                        name,
+                        m.num_nodes,
+                        link::EdgeLookup::open(dir, &m)?,
+                    ))
+                } else if let Some(name) = key.strip_prefix("edge_negatives.") {
+                    let k = m.edge_splits[name].negatives;
+                    let pairs = dir.join(&m.file(&format!("edge_split.{name}"))?.path);
+                    Box::new(link::Negatives::new(m.num_nodes, k, pairs)?)
+                } else {
+                    Box::new(Split::new(m.num_nodes))
+                }
+            }
         };
         check_file(&path, key, entry, expected[key], check.as_mut(), progress)?;
         report.files_checked += 1;
         report.bytes_checked += entry.bytes;
     }
     Ok(report)
+}
+
+/// Payload bytes of an edge split's pairs (16 per pair) or negatives (8 per negative); None for
+/// other keys.
+fn edge_payload(m: &Manifest, key: &str) -> Option<u64> {
+    if let Some(info) = key
+        .strip_prefix("edge_split.")
+        .and_then(|s| m.edge_splits.get(s))
+    {
+        return Some(info.edges * 16);
+    }
+    let info = key
+        .strip_prefix("edge_negatives.")
+        .and_then(|s| m.edge_splits.get(s))?;
+    Some(info.edges * info.negatives * 8)
 }
 
 /// The structure of one kind of file, fed its payload front to back.
@@ -584,5 +617,6 @@ impl Check for Split {
     }
 }
 
+mod link;
 #[cfg(test)]
 mod tests;

@@ -145,6 +145,7 @@ proptest! {
             feature_dtype: None,
             labels: None,
             split: None,
+            link_split: None,
             seed: 0,
             overwrite: false,
         };

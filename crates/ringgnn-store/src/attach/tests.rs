@@ -132,6 +132,7 @@ fn summary(n: u64) -> crate::builder::GraphSummary {
         num_edges: 0,
         indices_dtype: crate::manifest::IndexDtype::U32,
         degree: Default::default(),
+        held_out: None,
     }
 }
 

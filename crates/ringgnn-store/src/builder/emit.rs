@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::link::Holdout;
 use crate::manifest::{DegreeStats, FileEntry, IndexDtype};
 use crate::writer::BinWriter;
 use crate::Result;
@@ -26,6 +27,8 @@ pub struct CscEmitter {
     idx32: Vec<u32>,
     idx64: Vec<u64>,
     degrees: BTreeMap<u64, u64>,
+    /// With `--link-split`: which edges leave the training graph (and the split files).
+    holdout: Option<Holdout>,
 }
 
 impl CscEmitter {
@@ -42,7 +45,14 @@ impl CscEmitter {
             idx32: Vec::with_capacity(CHUNK),
             idx64: Vec::new(),
             degrees: BTreeMap::new(),
+            holdout: None,
         }
+    }
+
+    /// Hold out edges as `holdout` decides: they go to its split files, not to the CSC.
+    pub fn with_holdout(mut self, holdout: Option<Holdout>) -> Self {
+        self.holdout = holdout;
+        self
     }
 
     /// Close every node up to and including `upto - 1`: their indptr entries become final.
@@ -98,6 +108,11 @@ impl CscEmitter {
 
     /// Append `n` copies of edge `src -> dst` (a run of identical keys).
     pub fn edges(&mut self, dst: u64, src: u64, n: u64) -> Result<()> {
+        if let Some(h) = &mut self.holdout {
+            if n > 0 && !h.keep(dst, src)? {
+                return Ok(());
+            }
+        }
         for _ in 0..n {
             self.edge(dst, src)?;
         }
@@ -105,8 +120,30 @@ impl CscEmitter {
     }
 
     /// Append edges given as sorted keys: sources go to `indices` in bulk, and `indptr`
-    /// advances once per run of equal destinations.
+    /// advances once per run of equal destinations. With a holdout, the keys it keeps, a chunk
+    /// at a time (a filtered copy of a whole sort group would double the build's memory).
     pub fn sorted<K: super::key::Key>(&mut self, keys: &[K]) -> Result<()> {
+        let Some(mut h) = self.holdout.take() else {
+            return self.sorted_kept(keys);
+        };
+        let mut kept = Vec::with_capacity(CHUNK.min(keys.len()));
+        let r = (|| {
+            for chunk in keys.chunks(CHUNK) {
+                kept.clear();
+                for &k in chunk {
+                    if h.keep(k.dst(), k.src())? {
+                        kept.push(k);
+                    }
+                }
+                self.sorted_kept(&kept)?;
+            }
+            Ok(())
+        })();
+        self.holdout = Some(h);
+        r
+    }
+
+    fn sorted_kept<K: super::key::Key>(&mut self, keys: &[K]) -> Result<()> {
         self.flush_indices()?;
         let mut i = 0;
         while i < keys.len() {
@@ -148,18 +185,29 @@ impl CscEmitter {
     }
 
     /// Write the remaining indptr entries (through `indptr[V] = E`) and close both files.
-    pub fn finish(mut self) -> Result<(FileEntry, FileEntry, u64, DegreeStats)> {
+    pub fn finish(mut self) -> Result<Emitted> {
         self.advance_to(self.num_nodes + 1)?;
         self.indptr.write_u64s(&self.ptr_buf)?;
         self.flush_indices()?;
-        let stats = degree_stats(&self.degrees, self.num_nodes, self.count);
-        Ok((
-            self.indptr.finish()?,
-            self.indices.finish()?,
-            self.count,
-            stats,
-        ))
+        let degree = degree_stats(&self.degrees, self.num_nodes, self.count);
+        Ok(Emitted {
+            indptr: self.indptr.finish()?,
+            indices: self.indices.finish()?,
+            num_edges: self.count,
+            degree,
+            holdout: self.holdout,
+        })
     }
+}
+
+/// What [`CscEmitter::finish`] leaves: the two CSC files, the edge count and degrees of the
+/// training graph, and the holdout whose split files are still to be closed.
+pub struct Emitted {
+    pub indptr: FileEntry,
+    pub indices: FileEntry,
+    pub num_edges: u64,
+    pub degree: DegreeStats,
+    pub holdout: Option<Holdout>,
 }
 
 /// Statistics from a histogram degree -> number of nodes.

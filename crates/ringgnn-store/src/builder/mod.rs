@@ -25,6 +25,7 @@ use std::sync::{Condvar, Mutex};
 
 use crate::convert::{GraphOptions, SelfLoops};
 use crate::input::EdgeSource;
+use crate::link::{HeldOut, Holdout, LinkSplitSpec};
 use crate::manifest::{DegreeStats, IndexDtype};
 use crate::progress::Progress;
 use crate::writer::Staging;
@@ -65,12 +66,26 @@ pub struct GraphSummary {
     pub num_edges: u64,
     pub indices_dtype: IndexDtype,
     pub degree: DegreeStats,
+    /// With a link split: the pairs of each edge split (the CSC holds only `train`'s edges).
+    pub held_out: Option<HeldOut>,
 }
 
 /// Build `indptr.bin` and `indices.bin` from `source` within `opts.memory` bytes.
 pub fn build_graph(
     source: &mut dyn EdgeSource,
     opts: &GraphOptions,
+    staging: &mut Staging,
+    progress: &dyn Progress,
+) -> Result<GraphSummary> {
+    build_graph_split(source, opts, None, staging, progress)
+}
+
+/// [`build_graph`], holding out the edges of a link split (`link`: the spec and the seed) from
+/// the CSC and writing every split's pairs.
+pub fn build_graph_split(
+    source: &mut dyn EdgeSource,
+    opts: &GraphOptions,
+    link: Option<(&LinkSplitSpec, u64)>,
     staging: &mut Staging,
     progress: &dyn Progress,
 ) -> Result<GraphSummary> {
@@ -81,12 +96,20 @@ pub fn build_graph(
             MIN_MEMORY >> 20
         );
     }
+    // The split files' write buffers come out of the sort space.
+    let reserve = link.map_or(0, |(LinkSplitSpec::Fractions(v), _)| {
+        Holdout::memory(v.len())
+    });
     build_with(
         source,
         opts,
+        link,
         staging,
         progress,
-        Sizes::for_budget(opts.memory, opts.threads),
+        Sizes::for_budget(
+            opts.memory - reserve.min(opts.memory - MIN_MEMORY),
+            opts.threads,
+        ),
     )
 }
 
@@ -124,24 +147,25 @@ impl Sizes {
 fn build_with(
     source: &mut dyn EdgeSource,
     opts: &GraphOptions,
+    link: Option<(&LinkSplitSpec, u64)>,
     staging: &mut Staging,
     progress: &dyn Progress,
     sizes: Sizes,
 ) -> Result<GraphSummary> {
     let narrow_ok = source.ids_fit_u32() || opts.num_nodes.is_some_and(|n| n <= 1 << 32);
     if narrow_ok {
-        return build::<u64>(source, opts, staging, progress, sizes);
+        return build::<u64>(source, opts, link, staging, progress, sizes);
     }
     // Ids may need 64 bits but almost never do: try compact keys, restart wide if one shows up.
     if source.rewind()? {
-        match build::<u64>(source, opts, staging, progress, sizes) {
+        match build::<u64>(source, opts, link, staging, progress, sizes) {
             Err(Error::Input(m)) if m == NEEDS_WIDE => {
                 source.rewind()?;
             }
             other => return other,
         }
     }
-    build::<u128>(source, opts, staging, progress, sizes)
+    build::<u128>(source, opts, link, staging, progress, sizes)
 }
 
 const NEEDS_WIDE: &str = "internal: ids need 64-bit keys";
@@ -149,6 +173,7 @@ const NEEDS_WIDE: &str = "internal: ids need 64-bit keys";
 fn build<K: Key>(
     source: &mut dyn EdgeSource,
     opts: &GraphOptions,
+    link: Option<(&LinkSplitSpec, u64)>,
     staging: &mut Staging,
     progress: &dyn Progress,
     sizes: Sizes,
@@ -182,6 +207,10 @@ fn build<K: Key>(
         staging.writer(INDPTR_FILE)?,
         staging.writer(INDICES_FILE)?,
         num_nodes,
+    )
+    .with_holdout(
+        link.map(|(spec, seed)| Holdout::new(spec, seed, opts.undirected, staging))
+            .transpose()?,
     );
     let total = in_memory
         .as_ref()
@@ -201,14 +230,16 @@ fn build<K: Key>(
         )?
     };
     drop(spill);
-    let (indptr, indices, num_edges, degree) = emitter.finish()?;
-    staging.add("indptr", indptr);
-    staging.add("indices", indices);
+    let out = emitter.finish()?;
+    staging.add("indptr", out.indptr);
+    staging.add("indices", out.indices);
+    let held_out = out.holdout.map(|h| h.finish(staging)).transpose()?;
     Ok(GraphSummary {
         num_nodes,
-        num_edges,
+        num_edges: out.num_edges,
         indices_dtype,
-        degree,
+        degree: out.degree,
+        held_out,
     })
 }
 

@@ -83,7 +83,7 @@ fn build_small(
     let out = dir.path().join("ds");
     let mut staging = Staging::create(&out, false, &crate::NoProgress).unwrap();
     let mut src = VecSource::new(edges.to_vec());
-    let r = build_with(&mut src, o, &mut staging, &NoProgress, sizes);
+    let r = build_with(&mut src, o, None, &mut staging, &NoProgress, sizes);
     if let Ok(g) = &r {
         let m =
             crate::convert::assemble(g, None, None, Default::default(), serde_json::Value::Null);
@@ -240,6 +240,7 @@ fn ids_beyond_32_bits_ask_for_wide_keys() {
     let r = build::<u64>(
         &mut src,
         &opts(false, false, false, None),
+        None,
         &mut staging,
         &NoProgress,
         roomy(),
@@ -249,6 +250,7 @@ fn ids_beyond_32_bits_ask_for_wide_keys() {
     let r = build::<u128>(
         &mut src,
         &opts(false, false, false, None),
+        None,
         &mut staging,
         &NoProgress,
         roomy(),
@@ -262,7 +264,7 @@ fn check_wide(edges: &[(u64, u64)], o: &GraphOptions, sizes: Sizes) -> Vec<u8> {
     let out = dir.path().join("ds");
     let mut staging = Staging::create(&out, false, &crate::NoProgress).unwrap();
     let mut src = VecSource::new(edges.to_vec());
-    let g = build::<u128>(&mut src, o, &mut staging, &NoProgress, sizes).unwrap();
+    let g = build::<u128>(&mut src, o, None, &mut staging, &NoProgress, sizes).unwrap();
     let m = crate::convert::assemble(&g, None, None, Default::default(), serde_json::Value::Null);
     staging.commit(m).unwrap();
     let mut bytes = std::fs::read(out.join("indptr.bin")).unwrap();
@@ -304,5 +306,182 @@ proptest! {
         let a = check(&edges, &o, tiny(2));
         let b = check(&edges, &o, roomy());
         prop_assert_eq!(a, b);
+    }
+}
+
+// --- link splits -------------------------------------------------------------------------------
+
+/// Build with `--link-split val=0.2,test=0.3`; return the dataset's files and the pairs of every
+/// split (train, val, test).
+fn build_link(
+    edges: &[(u64, u64)],
+    o: &GraphOptions,
+    sizes: Sizes,
+    seed: u64,
+) -> (tempfile::TempDir, GraphSummary) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    let mut staging = Staging::create(&out, false, &crate::NoProgress).unwrap();
+    let mut src = VecSource::new(edges.to_vec());
+    let spec = LinkSplitSpec::Fractions(vec![("val".into(), 0.2), ("test".into(), 0.3)]);
+    let g = build_with(
+        &mut src,
+        o,
+        Some((&spec, seed)),
+        &mut staging,
+        &NoProgress,
+        sizes,
+    )
+    .unwrap();
+    let m = crate::convert::assemble(&g, None, None, Default::default(), serde_json::Value::Null);
+    staging.commit(m).unwrap();
+    (dir, g)
+}
+
+fn split_pairs(dir: &Path, g: &GraphSummary, name: &str) -> Vec<(u64, u64)> {
+    let held = g.held_out.as_ref().unwrap();
+    let n = held.splits.iter().find(|s| s.0 == name).unwrap().2;
+    crate::link::read_pairs(&dir.join("ds").join(crate::link::pairs_file(name)), n).unwrap()
+}
+
+fn canonical(o: &GraphOptions, (s, d): (u64, u64)) -> (u64, u64) {
+    if o.undirected {
+        (s.min(d), s.max(d))
+    } else {
+        (s, d)
+    }
+}
+
+/// The training graph is the reference graph less every held-out pair (both directions when
+/// undirected, every parallel copy); the splits partition the distinct pairs; nothing depends on
+/// the budget or the workers.
+fn check_link(edges: &[(u64, u64)], o: &GraphOptions, seed: u64) {
+    use std::collections::BTreeSet;
+    let mut first: Option<Vec<Vec<u8>>> = None;
+    for sizes in [tiny(1), tiny(3), roomy()] {
+        let (dir, g) = build_link(edges, o, sizes, seed);
+        let names = ["train", "val", "test"];
+        let sets: Vec<BTreeSet<(u64, u64)>> = names
+            .iter()
+            .map(|n| {
+                let v = split_pairs(dir.path(), &g, n);
+                let s: BTreeSet<_> = v.iter().copied().collect();
+                assert_eq!(s.len(), v.len(), "split {n} holds a pair twice");
+                s
+            })
+            .collect();
+        let (_, full) = reference(edges, o);
+        let mut pairs = BTreeSet::new();
+        for (d, l) in full.iter().enumerate() {
+            for &s in l {
+                if s != d as u64 {
+                    pairs.insert(canonical(o, (s, d as u64)));
+                }
+            }
+        }
+        let union: BTreeSet<_> = sets.iter().flatten().copied().collect();
+        assert_eq!(union, pairs, "the splits must partition the distinct pairs");
+        assert_eq!(sets.iter().map(|s| s.len()).sum::<usize>(), pairs.len());
+        let held: BTreeSet<_> = sets[1].union(&sets[2]).copied().collect();
+        let kept: Vec<(u64, u64)> = edges
+            .iter()
+            .copied()
+            .filter(|&(s, d)| s == d || !held.contains(&canonical(o, (s, d))))
+            .collect();
+        let mut ko = o.clone();
+        ko.num_nodes = Some(g.num_nodes);
+        let (_, want) = reference(&kept, &ko);
+        let ds = Dataset::open(&dir.path().join("ds")).unwrap();
+        for (v, l) in want.iter().enumerate() {
+            assert_eq!(&ds.neighbors(v as u64).unwrap(), l, "node {v}");
+        }
+        assert_eq!(
+            g.num_edges,
+            want.iter().map(|l| l.len() as u64).sum::<u64>()
+        );
+        let files: Vec<Vec<u8>> = ["indptr.bin", "indices.bin"]
+            .iter()
+            .map(|f| f.to_string())
+            .chain(names.iter().map(|n| crate::link::pairs_file(n)))
+            .map(|f| std::fs::read(dir.path().join("ds").join(f)).unwrap())
+            .collect();
+        match &first {
+            None => first = Some(files),
+            Some(f) => assert!(f == &files, "output depends on the budget or workers"),
+        }
+    }
+}
+
+#[test]
+fn link_split_exact_small_graph() {
+    // Parallel edges, both directions listed, a self loop.
+    let edges = [
+        (0, 1),
+        (0, 1),
+        (1, 0),
+        (2, 2),
+        (2, 3),
+        (3, 4),
+        (4, 0),
+        (1, 3),
+        (3, 1),
+        (0, 4),
+    ];
+    for undirected in [false, true] {
+        for dedup in [false, true] {
+            for seed in 0..6 {
+                check_link(&edges, &opts(undirected, false, dedup, None), seed);
+            }
+        }
+    }
+}
+
+#[test]
+fn link_split_of_a_hub_larger_than_memory() {
+    // 60 copies of one edge: a bucket of one repeated key, emitted without loading it.
+    let mut edges = vec![(3u64, 7u64); 60];
+    edges.extend((0..40).map(|i| (i % 9, 7)));
+    for seed in 0..8 {
+        check_link(&edges, &opts(false, false, false, None), seed);
+        check_link(&edges, &opts(true, false, true, None), seed);
+    }
+}
+
+#[test]
+fn link_split_sizes_follow_the_fractions() {
+    // 40,000 distinct undirected pairs: each is held out with probability 0.2 (val) and 0.3
+    // (test), so the counts are binomial with sd about 80 and 92; allow 5 sd.
+    let mut edges = Vec::new();
+    for a in 0..400u64 {
+        for k in 1..=100u64 {
+            edges.push((a, 400 + (a * 7 + k * 13) % 4000 + a));
+        }
+    }
+    let o = opts(true, false, true, None);
+    let (dir, g) = build_link(&edges, &o, roomy(), 11);
+    let val = split_pairs(dir.path(), &g, "val").len() as f64;
+    let test = split_pairs(dir.path(), &g, "test").len() as f64;
+    let train = split_pairs(dir.path(), &g, "train").len() as f64;
+    let n = val + test + train;
+    assert!(
+        (val - 0.2 * n).abs() < 5.0 * (n * 0.2 * 0.8).sqrt(),
+        "val {val} of {n}"
+    );
+    assert!(
+        (test - 0.3 * n).abs() < 5.0 * (n * 0.3 * 0.7).sqrt(),
+        "test {test} of {n}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn link_split_never_leaks(
+        edges in prop::collection::vec((0u64..30, 0u64..30), 1..120),
+        undirected: bool,
+        dedup: bool,
+        seed in 0u64..1000,
+    ) {
+        check_link(&edges, &opts(undirected, false, dedup, None), seed);
     }
 }

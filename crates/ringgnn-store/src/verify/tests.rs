@@ -58,6 +58,7 @@ fn build(out: &Path, g: &Graph, labels: &[i64], splits: &[(&str, &[i64])]) -> Pa
         num_edges: g.indices.len() as u64,
         indices_dtype: IndexDtype::U32,
         degree: stats(&g.indptr),
+        held_out: None,
     };
     let labels = LabelInfo {
         num_classes: (labels.iter().max().copied().unwrap_or(-1) + 1) as u64,
@@ -231,7 +232,7 @@ fn wrong_sizes_and_missing_files_fail() {
         let e = m.files["labels"].clone();
         m.files.insert("extra".into(), e);
     });
-    assert!(err(&ds).contains("manifest.json: files.extra is not a file of format version 1"));
+    assert!(err(&ds).contains("manifest.json: files.extra is not a file of format version 2"));
     let ds = tiny(&dir);
     edit_manifest(&ds, |m| m.features.as_mut().unwrap().rows_per_page = 2);
     assert!(err(&ds).contains("features.row_bytes 4000 and rows_per_page 2 do not follow"));
@@ -415,6 +416,7 @@ fn built_and_generated_datasets_pass() {
         features: Some(dir.path().join("x.npy")),
         feature_dtype: None,
         labels: Some(dir.path().join("y.npy")),
+        link_split: None,
         split: Some(SplitSpec::Fractions(vec![
             ("train".into(), 0.6),
             ("test".into(), 0.4),

@@ -1,0 +1,359 @@
+//! Edge splits for link prediction (format version 2, `docs/FORMAT.md` "Edge splits"):
+//! `convert --link-split val=0.05,test=0.1` holds out a random part of the edges while the CSC is
+//! written, so the training graph never contains a held-out pair, and stores every split's pairs;
+//! then [`attach_negatives`] draws the fixed evaluation negatives of each held-out split.
+//!
+//! The decision for a pair is a hash of (seed, pair), not a draw from a sequence: the builder
+//! meets the two directions of an undirected pair (and the copies of a parallel edge) at
+//! different times, and a pure function of the pair sends them all the same way with no memory
+//! of earlier decisions, whatever the budget and the thread count. The price is that a split's
+//! size is binomial (each distinct pair is held out independently with probability f), not
+//! exactly `floor(f * pairs)` as PyG's `RandomLinkSplit` makes it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use crate::manifest::{EdgeSplitInfo, FileEntry};
+use crate::progress::Progress;
+use crate::rng::{self, mix64};
+use crate::writer::{BinWriter, Staging};
+use crate::{input_err, IoContext, Result};
+
+/// Name of the split that holds the edges left in the training graph.
+pub const TRAIN: &str = "train";
+/// `purpose` of the hash that assigns pairs to splits (ASCII "lsplit").
+const SPLIT_HASH: u64 = 0x6c_73_70_6c_69_74;
+/// `purpose` of the streams that draw evaluation negatives (ASCII "lneg").
+const NEG_STREAM: u64 = 0x6c_6e_65_67;
+/// Slack so that fractions such as 0.1 + 0.2 are not refused as above 1.
+const FRACTION_EPS: f64 = 1e-9;
+/// Pairs per write of a split file.
+const CHUNK: usize = 1 << 15;
+
+/// How `--link-split` holds out edges.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkSplitSpec {
+    /// Held-out split name -> fraction of the distinct pairs (self loops are never held out);
+    /// what is left is the `train` split.
+    Fractions(Vec<(String, f64)>),
+}
+
+/// Everything `convert` needs for an edge split.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSplitOptions {
+    pub spec: LinkSplitSpec,
+    /// Fixed negatives stored per held-out pair (`--link-negatives`, 0 = none).
+    pub negatives: u64,
+}
+
+/// The file name of an edge split's pairs and of its negatives.
+pub fn pairs_file(name: &str) -> String {
+    format!("edge_split_{name}.bin")
+}
+pub fn negatives_file(name: &str) -> String {
+    format!("edge_negatives_{name}.bin")
+}
+
+/// Check names and fractions before the build, so a typo fails in a second.
+pub fn check_link_spec(opts: &LinkSplitOptions) -> Result<()> {
+    let LinkSplitSpec::Fractions(v) = &opts.spec;
+    if v.is_empty() {
+        return input_err!(
+            "--link-split names no split; give the held-out fractions, e.g. val=0.05,test=0.1"
+        );
+    }
+    for (i, (name, f)) in v.iter().enumerate() {
+        crate::attach::check_split_name(name, "--link-split")?;
+        if name == TRAIN {
+            return input_err!(
+                "--link-split train={f}: the training edges are the ones not held out; give only the held-out fractions, e.g. val=0.05,test=0.1"
+            );
+        }
+        if v[..i].iter().any(|(n, _)| n == name) {
+            return input_err!("--link-split names '{name}' twice; name each split once");
+        }
+        if !(*f > 0.0 && *f <= 1.0) {
+            return input_err!("--link-split {name}={f}: a fraction must be above 0 and at most 1");
+        }
+    }
+    let sum: f64 = v.iter().map(|(_, f)| f).sum();
+    if sum >= 1.0 - FRACTION_EPS {
+        return input_err!(
+            "--link-split fractions add up to {sum}, which leaves no training edges; make them sum to less than 1"
+        );
+    }
+    Ok(())
+}
+
+/// `k` distinct negatives other than the positive's destination need `k < num_nodes`.
+pub fn check_negatives(k: u64, num_nodes: u64) -> Result<()> {
+    if k >= num_nodes {
+        return input_err!(
+            "--link-negatives {k} is not below the number of nodes ({num_nodes}): each held-out edge needs {k} distinct nodes other than its own destination; lower it"
+        );
+    }
+    Ok(())
+}
+
+/// Decides, per edge, whether it stays in the training graph, and writes every split's distinct
+/// pairs as the CSC emitter meets them (in (dst, src) order). Owned by the emitter.
+pub struct Holdout {
+    base: u64,
+    undirected: bool,
+    /// Split `i` takes the pairs whose hash is below `bounds[i]` (and not below `bounds[i-1]`);
+    /// the last entry is `train`, bound `u64::MAX` (inclusive).
+    names: Vec<String>,
+    bounds: Vec<u64>,
+    writers: Vec<PairWriter>,
+    /// The last key seen, so that the copies of a parallel edge count once.
+    last: Option<(u64, u64)>,
+}
+
+struct PairWriter {
+    w: BinWriter,
+    buf: Vec<i64>,
+    pairs: u64,
+}
+
+impl PairWriter {
+    fn push(&mut self, src: u64, dst: u64) -> Result<()> {
+        self.buf.push(src as i64);
+        self.buf.push(dst as i64);
+        self.pairs += 1;
+        if self.buf.len() >= 2 * CHUNK {
+            self.w.write_i64s(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+/// What the build made of an edge split: per split name, its pairs file and count.
+#[derive(Clone, Debug)]
+pub struct HeldOut {
+    pub splits: Vec<(String, FileEntry, u64)>,
+}
+
+impl Holdout {
+    pub fn new(
+        spec: &LinkSplitSpec,
+        seed: u64,
+        undirected: bool,
+        staging: &Staging,
+    ) -> Result<Self> {
+        let LinkSplitSpec::Fractions(v) = spec;
+        let mut names = Vec::new();
+        let mut bounds = Vec::new();
+        let mut acc = 0.0f64;
+        for (name, f) in v {
+            acc += f;
+            names.push(name.clone());
+            // 2^64 * acc, saturating: the hash is uniform on u64.
+            bounds.push((acc * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64);
+        }
+        names.push(TRAIN.into());
+        bounds.push(u64::MAX);
+        let writers = names
+            .iter()
+            .map(|n| {
+                Ok(PairWriter {
+                    w: staging.writer(&pairs_file(n))?,
+                    buf: Vec::with_capacity(2 * CHUNK),
+                    pairs: 0,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Holdout {
+            base: mix64(seed ^ mix64(SPLIT_HASH)),
+            undirected,
+            names,
+            bounds,
+            writers,
+            last: None,
+        })
+    }
+
+    /// Bytes this holds while the build runs (its write buffers).
+    pub fn memory(splits: usize) -> u64 {
+        (splits as u64 + 1) * ((4 << 20) + 16 * CHUNK as u64)
+    }
+
+    /// The split of the pair `src -> dst` (its index in `names`); undirected pairs hash their
+    /// two ends in order, so both directions agree.
+    fn split_of(&self, src: u64, dst: u64) -> usize {
+        let (a, b) = if self.undirected && src > dst {
+            (dst, src)
+        } else {
+            (src, dst)
+        };
+        let h = mix64(mix64(self.base ^ a).wrapping_add(b));
+        self.bounds
+            .iter()
+            .position(|&t| h < t)
+            .unwrap_or(self.bounds.len() - 1)
+    }
+
+    /// Whether edge `src -> dst` stays in the training graph; records the pair in its split the
+    /// first time it is met (keys arrive sorted, so copies are adjacent). Self loops always stay
+    /// and belong to no split.
+    pub fn keep(&mut self, dst: u64, src: u64) -> Result<bool> {
+        if src == dst {
+            return Ok(true);
+        }
+        let i = self.split_of(src, dst);
+        let new = self.last != Some((dst, src));
+        self.last = Some((dst, src));
+        // An undirected pair is met twice (once per direction): record it as (min, max), met
+        // second in (dst, src) order.
+        if new && (!self.undirected || src < dst) {
+            self.writers[i].push(src, dst)?;
+        }
+        Ok(i == self.names.len() - 1)
+    }
+
+    /// Flush and close every split file; register them in the staging.
+    pub fn finish(self, staging: &mut Staging) -> Result<HeldOut> {
+        let mut splits = Vec::new();
+        for (name, mut pw) in self.names.into_iter().zip(self.writers) {
+            pw.w.write_i64s(&pw.buf)?;
+            let entry = pw.w.finish()?;
+            staging.add(&format!("edge_split.{name}"), entry.clone());
+            splits.push((name, entry, pw.pairs));
+        }
+        Ok(HeldOut { splits })
+    }
+}
+
+/// Draw `k` distinct negative destinations in `[0, num_nodes)` other than `dst` for every pair of
+/// each held-out split (not `train`), and write them as `edge_negatives.NAME`. Pair `i` of split
+/// NAME draws from its own stream (seed, "lneg", hash(NAME) + i): the negatives of a pair do not
+/// depend on the other splits or on how the file is read.
+pub fn attach_negatives(
+    staging: &mut Staging,
+    held: &HeldOut,
+    num_nodes: u64,
+    k: u64,
+    seed: u64,
+    progress: &dyn Progress,
+) -> Result<BTreeMap<String, EdgeSplitInfo>> {
+    let mut out = BTreeMap::new();
+    for (name, _, pairs) in &held.splits {
+        let negatives = if name == TRAIN { 0 } else { k };
+        out.insert(
+            name.clone(),
+            EdgeSplitInfo {
+                edges: *pairs,
+                negatives,
+            },
+        );
+        if negatives == 0 {
+            continue;
+        }
+        check_negatives(k, num_nodes)?;
+        progress.stage(&format!("negatives {name}"), Some(*pairs), "edges");
+        let path = staging.dir().join(pairs_file(name));
+        let mut reader = BufReader::with_capacity(1 << 20, File::open(&path).at(&path)?);
+        let mut w = staging.writer(&negatives_file(name))?;
+        let name_hash = name.bytes().fold(0u64, |h, b| mix64(h ^ b as u64));
+        let mut set = HashSet::with_capacity(2 * k as usize);
+        let mut row = Vec::with_capacity(k as usize);
+        let mut buf = Vec::with_capacity(CHUNK * k as usize);
+        let mut pair = [0u8; 16];
+        for i in 0..*pairs {
+            reader.read_exact(&mut pair).at(&path)?;
+            let dst = u64::from_le_bytes(pair[8..].try_into().unwrap());
+            let mut r = rng::stream(seed, NEG_STREAM, name_hash.wrapping_add(i));
+            distinct_except(&mut r, num_nodes, dst, k, &mut set, &mut row);
+            buf.extend(row.iter().map(|&x| x as i64));
+            if buf.len() >= CHUNK * k as usize {
+                w.write_i64s(&buf)?;
+                buf.clear();
+                progress.advance(CHUNK as u64)?;
+            }
+        }
+        w.write_i64s(&buf)?;
+        staging.add(&format!("edge_negatives.{name}"), w.finish()?);
+    }
+    Ok(out)
+}
+
+/// `k` distinct values of `[0, n)` other than `except`, uniformly (Floyd's algorithm on the
+/// `n - 1` others), in `row`.
+fn distinct_except(
+    r: &mut rng::Rng,
+    n: u64,
+    except: u64,
+    k: u64,
+    set: &mut HashSet<u64>,
+    row: &mut Vec<u64>,
+) {
+    set.clear();
+    row.clear();
+    let m = n - 1;
+    for j in (m - k)..m {
+        let t = rng::below(r, j + 1);
+        let pick = if set.insert(t) {
+            t
+        } else {
+            set.insert(j);
+            j
+        };
+        row.push(if pick >= except { pick + 1 } else { pick });
+    }
+}
+
+/// The first `n` pairs of a split file read back as (src, dst) (for tests).
+pub fn read_pairs(path: &Path, n: u64) -> Result<Vec<(u64, u64)>> {
+    let bytes = std::fs::read(path).at(path)?;
+    Ok(bytes[..(16 * n as usize).min(bytes.len())]
+        .chunks_exact(16)
+        .map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().unwrap()),
+                u64::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floyd_draws_distinct_values_other_than_the_positive() {
+        let mut set = HashSet::new();
+        let mut row = Vec::new();
+        for seed in 0..200 {
+            let mut r = rng::stream(seed, 1, 2);
+            distinct_except(&mut r, 10, seed % 10, 9, &mut set, &mut row);
+            let mut sorted = row.clone();
+            sorted.sort();
+            let want: Vec<u64> = (0..10).filter(|&x| x != seed % 10).collect();
+            assert_eq!(sorted, want);
+        }
+    }
+
+    #[test]
+    fn floyd_is_uniform() {
+        // 3 of the 5 nodes other than 2, in [0, 6): each of 0,1,3,4,5 appears in 3/5 of rows.
+        let mut set = HashSet::new();
+        let mut row = Vec::new();
+        let mut counts = [0u32; 6];
+        let mut r = rng::stream(9, 9, 9);
+        let rows = 20000;
+        for _ in 0..rows {
+            distinct_except(&mut r, 6, 2, 3, &mut set, &mut row);
+            for &x in &row {
+                counts[x as usize] += 1;
+            }
+        }
+        assert_eq!(counts[2], 0);
+        // Each count is binomial(20000, 0.6): sd 69; allow 5 sd.
+        for (x, &c) in counts.iter().enumerate().filter(|(x, _)| *x != 2) {
+            assert!((c as f64 - 12000.0).abs() < 350.0, "node {x}: {c}");
+        }
+    }
+}

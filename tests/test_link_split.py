@@ -1,0 +1,246 @@
+"""Edge splits for link prediction (format version 2): `convert --link-split` holds out pairs from
+the graph, stores every split's pairs and fixed negatives, and `verify` checks them.
+
+The expected assignment of pairs to splits is recomputed here from the rule in docs/FORMAT.md
+("Edge splits"), so these tests pin the format's promise, not just self-consistency."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ringgnn
+from ringgnn._core import CorruptDatasetError, InputError
+
+M = (1 << 64) - 1
+
+
+def mix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+
+
+def expected_split(pair, seed: int, fractions, undirected: bool) -> str:
+    """The split FORMAT.md assigns to `pair` (names in the order given, then train)."""
+    a, b = pair
+    if undirected and a > b:
+        a, b = b, a
+    base = mix64(seed ^ mix64(0x6C73706C6974))
+    h = mix64((mix64(base ^ a) + b) & M)
+    acc = 0.0
+    for name, f in fractions:
+        acc += f
+        if h < min(int(acc * 2.0**64), M):
+            return name
+    return "train"
+
+
+EDGES = [(0, 1), (0, 1), (1, 0), (2, 2), (2, 3), (3, 4), (4, 0), (1, 3), (3, 1), (0, 4), (5, 2), (4, 5), (2, 6)]
+
+
+def write_edges(path: Path, edges) -> Path:
+    path.write_text("".join(f"{s}\t{d}\n" for s, d in edges))
+    return path
+
+
+def pairs_of(edges, undirected: bool):
+    out = set()
+    for s, d in edges:
+        if s == d:
+            continue
+        out.add((min(s, d), max(s, d)) if undirected else (s, d))
+    return out
+
+
+def graph_edges(ds: ringgnn.Dataset):
+    out = []
+    for v in range(ds.num_nodes):
+        out.extend((int(u), v) for u in ds.neighbors(v))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("undirected", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_held_out_pairs_leave_the_graph_exactly_as_specified(tmp_path, undirected, seed):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    fr = [("val", 0.25), ("test", 0.25)]
+    m = ringgnn.convert(src, tmp_path / "ds", undirected=undirected, link_split="val=0.25,test=0.25",
+                        link_negatives=3, seed=seed)
+    assert m["version"] == 2
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    assert ds.edge_split_names == ["test", "train", "val"]
+    want = {"train": set(), "val": set(), "test": set()}
+    for p in pairs_of(EDGES, undirected):
+        want[expected_split(p, seed, fr, undirected)].add(p)
+    for name in ("train", "val", "test"):
+        got = ds.edge_split(name)
+        assert got.shape == (2, len(want[name])) and got.dtype == np.int64
+        assert set(map(tuple, got.T.tolist())) == want[name], name
+        # In the builder's order: ascending (dst, src).
+        assert got.T.tolist() == sorted(got.T.tolist(), key=lambda p: (p[1], p[0]))
+        assert m["edge_splits"][name] == {"edges": len(want[name]), "negatives": 0 if name == "train" else 3}
+    held = want["val"] | want["test"]
+    # The graph: the input (with --undirected's reverse edges) less every held-out pair, all copies.
+    full = []
+    for s, d in EDGES:
+        full.append((s, d))
+        if undirected and s != d:
+            full.append((d, s))
+    key = (lambda s, d: (min(s, d), max(s, d))) if undirected else (lambda s, d: (s, d))
+    kept = sorted((s, d) for s, d in full if s == d or key(s, d) not in held)
+    assert graph_edges(ds) == kept
+    assert ds.num_edges == len(kept)
+    ringgnn.verify(tmp_path / "ds")
+
+
+def test_negatives_are_distinct_in_range_and_never_the_positive(tmp_path):
+    rng = np.random.default_rng(3)
+    edges = rng.integers(0, 50, size=(400, 2))
+    np.save(tmp_path / "e.npy", edges.astype(np.int64))
+    ringgnn.convert(tmp_path / "e.npy", tmp_path / "ds", link_split="test=0.5", link_negatives=10,
+                    seed=5, num_nodes=50)
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    pos = ds.edge_split("test")
+    neg = ds.edge_negatives("test")
+    assert neg.shape == (pos.shape[1], 10) and neg.dtype == np.int64
+    assert ((neg >= 0) & (neg < 50)).all()
+    assert (neg != pos[1][:, None]).all()
+    assert all(len(set(r)) == 10 for r in neg.tolist())
+    with pytest.raises(InputError, match="no stored negatives"):
+        ds.edge_negatives("train")
+    with pytest.raises(InputError, match="no edge split 'nope'; it has: test, train"):
+        ds.edge_split("nope")
+
+
+def test_negatives_are_uniform(tmp_path):
+    # 20 nodes, K = 5: each node other than a row's destination appears in a row with probability
+    # 5/19. Over all rows, node x's count is a sum of Bernoullis; check it against its mean.
+    rng = np.random.default_rng(0)
+    edges = rng.integers(0, 20, size=(3000, 2))
+    np.save(tmp_path / "e.npy", edges.astype(np.int64))
+    ringgnn.convert(tmp_path / "e.npy", tmp_path / "ds", link_split="test=0.9", link_negatives=5,
+                    seed=2, num_nodes=20)
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    pos, neg = ds.edge_split("test"), ds.edge_negatives("test")
+    n = pos.shape[1]
+    assert n > 200
+    counts = np.bincount(neg.ravel(), minlength=20)
+    eligible = n - np.bincount(pos[1], minlength=20)  # rows whose destination is not x
+    mean = eligible * 5 / 19
+    sd = np.sqrt(eligible * (5 / 19) * (14 / 19))
+    assert (np.abs(counts - mean) < 5 * sd).all(), (counts, mean)
+
+
+def test_split_sizes_are_binomial_around_the_fractions(tmp_path):
+    rng = np.random.default_rng(1)
+    edges = np.unique(rng.integers(0, 3000, size=(30000, 2)), axis=0)
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    np.save(tmp_path / "e.npy", edges)
+    m = ringgnn.convert(tmp_path / "e.npy", tmp_path / "ds", link_split="val=0.05,test=0.1",
+                        link_negatives=0, seed=4)
+    n = len(edges)
+    for name, f in (("val", 0.05), ("test", 0.1)):
+        got = m["edge_splits"][name]["edges"]
+        assert abs(got - f * n) < 5 * np.sqrt(n * f * (1 - f)), (name, got)
+    assert sum(s["edges"] for s in m["edge_splits"].values()) == n
+    assert m["num_edges"] == m["edge_splits"]["train"]["edges"]
+    assert not os.path.exists(tmp_path / "ds" / "edge_negatives_val.bin")
+
+
+def test_same_seed_same_dataset_whatever_the_budget(tmp_path):
+    rng = np.random.default_rng(9)
+    np.save(tmp_path / "e.npy", rng.integers(0, 5000, size=(200000, 2)))
+    a = ringgnn.convert(tmp_path / "e.npy", tmp_path / "a", link_split="val=0.1,test=0.1",
+                        link_negatives=4, seed=8, undirected=True, memory="128M", threads=1)
+    b = ringgnn.convert(tmp_path / "e.npy", tmp_path / "b", link_split="val=0.1,test=0.1",
+                        link_negatives=4, seed=8, undirected=True, memory="1G", threads=2)
+    assert a["files"] == b["files"]
+    c = ringgnn.convert(tmp_path / "e.npy", tmp_path / "c", link_split="val=0.1,test=0.1",
+                        link_negatives=4, seed=9, undirected=True)
+    assert c["files"]["edge_split.val"]["crc32c"] != a["files"]["edge_split.val"]["crc32c"]
+
+
+@pytest.mark.parametrize(
+    "spec,negatives,message",
+    [
+        ("train=0.8,val=0.1", 100, "the training edges are the ones not held out"),
+        ("val=0.5,test=0.5", 100, "leaves no training edges"),
+        ("val=0", 100, "a fraction must be above 0"),
+        ("Val=0.1", 100, "split name 'Val' is not allowed"),
+        ("val=a.npy", 100, "not supported yet"),
+        ("val=0.1", 7, "--link-negatives 7 is not below the number of nodes (7)"),
+    ],
+)
+def test_bad_link_splits_are_refused_and_write_nothing(tmp_path, spec, negatives, message):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    with pytest.raises(InputError) as e:
+        ringgnn.convert(src, tmp_path / "ds", link_split=spec, link_negatives=negatives)
+    assert message in str(e.value)
+    assert sorted(os.listdir(tmp_path)) == ["e.tsv"]
+
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def _rewrite(ds: Path, key: str, payload: bytes) -> None:
+    """Replace a file's payload keeping the manifest consistent (so only structure is wrong)."""
+    m = json.loads((ds / "manifest.json").read_text())
+    entry = m["files"][key]
+    raw = bytearray((ds / entry["path"]).read_bytes())
+    raw[: len(payload)] = payload
+    (ds / entry["path"]).write_bytes(bytes(raw))
+    entry["crc32c"] = f"{_crc32c(bytes(raw)):08x}"
+    (ds / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
+
+
+def test_verify_finds_a_held_out_pair_in_the_graph_and_bad_negatives(tmp_path):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    ringgnn.convert(src, tmp_path / "ds", link_split="test=0.4", link_negatives=2, seed=1)
+    ringgnn.verify(tmp_path / "ds")
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    test = ds.edge_split("test")
+    assert test.shape[1] >= 1
+    bad = tmp_path / "bad"
+    # A held-out pair replaced by an edge the graph has.
+    shutil.copytree(tmp_path / "ds", bad)
+    s, d = graph_edges(ds)[0] if graph_edges(ds)[0][0] != graph_edges(ds)[0][1] else graph_edges(ds)[1]
+    _rewrite(bad, "edge_split.test", np.array([s, d], dtype="<i8").tobytes())
+    with pytest.raises(CorruptDatasetError, match=r"pair 0 \(%d, %d\) is held out but is still an edge" % (s, d)):
+        ringgnn.verify(bad)
+    # A negative equal to its row's destination.
+    shutil.rmtree(bad)
+    shutil.copytree(tmp_path / "ds", bad)
+    _rewrite(bad, "edge_negatives.test", np.array([test[1, 0]], dtype="<i8").tobytes())
+    with pytest.raises(CorruptDatasetError, match="negative 0 of pair 0 is .*, the pair's own destination"):
+        ringgnn.verify(bad)
+    # A version-1 manifest cannot have edge splits.
+    shutil.rmtree(bad)
+    shutil.copytree(tmp_path / "ds", bad)
+    m = json.loads((bad / "manifest.json").read_text())
+    m["version"] = 1
+    (bad / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(CorruptDatasetError, match="edge_splits is a field of format version 2"):
+        ringgnn.Dataset.open(bad)
+
+
+def test_a_dataset_without_edge_splits_is_version_2_and_says_so(tmp_path):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    m = ringgnn.convert(src, tmp_path / "ds")
+    assert m["version"] == 2 and m["edge_splits"] == {}
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    assert ds.edge_split_names == []
+    with pytest.raises(InputError, match="no edge split 'train'; it has: none .*--link-split"):
+        ds.edge_split("train")
