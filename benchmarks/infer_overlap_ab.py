@@ -28,11 +28,12 @@ from _sizes import MEMCAP, parse_size
 CHILD = r'''
 import json, sys, time
 import ringgnn, ringgnn.inference as I
+from ringgnn.checkpoints import load_checkpoint
 run, cap, what, size, on = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
 import torch
 state = torch.load(run + "/best.pt", map_location="cpu", weights_only=True)
 ds = ringgnn.Dataset.open(state["metrics"]["dataset"])
-li = I.LayerwiseInference(ds, I.load_checkpoint(run, ds), memory=cap, direct=True,
+li = I.LayerwiseInference(ds, load_checkpoint(run, ds), memory=cap, direct=True,
                           overlap=on if what == "overlap" else True)
 k = 0 if what == "overlap" else len(li.net.convs) - 1
 assert li.widths[k] == ds.feature_dim, "the features stand in for the last layer's input"

@@ -142,7 +142,7 @@ def child(args) -> dict:
     t_setup = time.perf_counter()
     if args.child in ("ringgnn", "perbatch", "memory"):
         from ringgnn.loader import process_rss
-        from ringgnn.train import activation_bytes
+        from ringgnn.models import activation_bytes
 
         # As `ringgnn train` does: the budget covers the process, so the runtime, the model and
         # the largest batch's activations are reserved before the loader splits the rest.

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import ringgnn
-from ringgnn.inference import RowFileWriter, blocks, infer, load_checkpoint
+from ringgnn.checkpoints import load_checkpoint
+from ringgnn.inference import RowFileWriter, blocks, infer
 from ringgnn.pyg import RingFeatureStore
 from ringgnn.train import train
 

@@ -22,13 +22,18 @@ The intermediate files use the layout of a dataset's feature file (whole float32
 deleted at the end (``keep=True`` keeps them, renamed ``layer1.f32`` ...). Outputs are ``.npy``
 files written in blocks to a temporary name and renamed when complete: a failure (disk full,
 Ctrl-C) leaves no partial output.
+
+Inference takes a model and a graph (:class:`LayerwiseInference`, :func:`run_inference`: a
+loaded :class:`~ringgnn.checkpoints.Checkpoint` and a :class:`~ringgnn.dataset.Dataset`);
+:func:`infer` first loads a run directory's checkpoint. What the outputs are scored against is the
+task's (``ringgnn.tasks``); this module knows nothing of training.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -36,6 +41,7 @@ import numpy as np
 from . import _core, _options
 from ._files import os_errors, temporary
 from ._core import InputError
+from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .dataset import Dataset
 
 PAGE = 4096
@@ -53,64 +59,6 @@ FINISH_ROWS = 1 << 16
 SLACK = 0.1
 #: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
 STRATEGIES = ("grid", "blocks")
-
-
-@dataclass
-class Checkpoint:
-    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU)."""
-
-    net: Any
-    kind: str
-    fanouts: List[int]
-    hidden: int
-    layers: int
-    path: str
-    args: Dict[str, Any] = field(default_factory=dict)
-    metrics: Dict[str, Any] = field(default_factory=dict)
-
-
-def read_checkpoint(run_dir: str, what: str = "--model") -> Tuple[str, Dict[str, Any]]:
-    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
-    directory that holds no run or a file that is not a checkpoint."""
-    import torch
-
-    path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
-    if path is None:
-        raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
-    try:
-        with os_errors("reading the checkpoint", path):
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError:
-        raise
-    except Exception as e:
-        raise InputError(f"{path}: not a readable checkpoint ({e})") from None
-    return path, state if isinstance(state, dict) else {}
-
-
-def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
-                    read: Optional[Tuple[str, Dict[str, Any]]] = None) -> Checkpoint:
-    """The model of ``run_dir`` (``best.pt``, else ``last.pt``; or ``read``, what
-    :func:`read_checkpoint` returned) for ``ds``, with clear errors for a directory that holds
-    no run or a model that does not fit the dataset."""
-    from .train import MODELS, build_model
-
-    path, state = read if read is not None else read_checkpoint(run_dir, what)
-    args = state.get("args", {})
-    kind, fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
-    hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
-    if kind not in MODELS or not fanouts or layers != len(fanouts):
-        raise InputError(f"{path}: not a ringgnn run checkpoint (model {kind!r}, fanouts {fanouts})")
-    if ds.feature_dim is None or ds.num_classes is None:
-        raise InputError(f"{what}: the dataset {ds.path} has no features or no labels; use the dataset the model was "
-                         "trained on")
-    net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
-    try:
-        net.load_state_dict(state["model"])
-    except RuntimeError as e:
-        raise InputError(f"{path} does not fit the dataset {ds.path} ({ds.feature_dim} features, "
-                         f"{ds.num_classes} classes): {e}") from None
-    net.eval()
-    return Checkpoint(net, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}))
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -841,22 +789,6 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
                          quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
-
-
-def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
-                       **opts: Any) -> Dict[str, float]:
-    """Exact accuracy (full neighborhoods) of ``ckpt``'s model on each split, from one
-    layer-wise inference over the union of the splits' nodes."""
-    ids = {s: ds.split(s) for s in splits}
-    union = np.unique(np.concatenate([ids[s] for s in splits]))
-    pred = run_inference(ds, ckpt, union, output="predictions", **opts)
-    y = ds.labels
-    acc = {}
-    for s in splits:
-        p = pred[np.searchsorted(union, ids[s])]
-        labeled = y[ids[s]] >= 0
-        acc[s] = float((p[labeled] == y[ids[s]][labeled]).mean()) if labeled.any() else float("nan")
-    return acc
 
 
 def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, layer: Optional[int] = None,

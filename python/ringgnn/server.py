@@ -16,22 +16,20 @@ Status codes: INVALID_ARGUMENT for bad input (the message says what and the limi
 RESOURCE_EXHAUSTED when the queue is full, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE while
 shutting down, FAILED_PRECONDITION for Predict/Embed without a model or Features without
 features, INTERNAL for a read error (the message names the file). SIGTERM or SIGINT stops taking
-requests, lets those in flight finish (``--grace`` seconds at most), and exits 0.
+requests, lets those in flight finish (``--grace`` seconds at most), and exits 0. The command line
+is ``ringgnn.cli.serve``.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import signal
-import sys
-import threading
 from concurrent import futures
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _core, _options, _signals
+from . import _core, _options
 from ._core import (
     BusyError,
     CancelledError,
@@ -40,7 +38,6 @@ from ._core import (
     RingGnnError,
     ShuttingDownError,
 )
-from ._options import BACKENDS, count_arg, positive_arg, size_arg
 from .dataset import Dataset
 
 #: The API, relative to the directory holding the ``ringgnn`` package, and its service.
@@ -70,7 +67,7 @@ class Model:
     sampled neighborhoods."""
 
     def __init__(self, run_dir: str, ds: Dataset):
-        from .inference import load_checkpoint
+        from .checkpoints import load_checkpoint
 
         ckpt = load_checkpoint(run_dir, ds, "--model")
         self.kind, self.fanouts, self.hidden, self.layers = ckpt.kind, ckpt.fanouts, ckpt.hidden, ckpt.layers
@@ -82,7 +79,7 @@ class Model:
         ``sub`` (the dict of ``_core.Engine.sample``) with feature rows ``x``."""
         import torch
 
-        from .train import _forward
+        from .models import forward
 
         seen: List[Any] = []
         hook = self.net.convs[-1].register_forward_pre_hook(lambda _m, inp: seen.append(inp[0]))
@@ -92,7 +89,7 @@ class Model:
             num_sampled_nodes=counts, num_sampled_edges=list(sub["num_sampled_edges"]), batch_size=counts[0])
         try:
             with torch.no_grad():
-                logits = _forward(self.net, batch, "cpu", self.kind)
+                logits = forward(self.net, batch, "cpu", self.kind)
         finally:
             hook.remove()
         return logits, seen[0][: counts[0]]
@@ -401,74 +398,3 @@ class Server:
                 + (f"; model {m.kind} from {m.path} (fanouts {','.join(map(str, m.fanouts))})" if m else "")
                 + f"; memory {e.plan()['text']}"
                 + (f"; {pages:,} hot neighbor pages read and kept" if pages else ""))
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "serve", help="serve sampling, features and model inference over gRPC",
-        description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
-        "Sample, Features, Predict, Embed, Info and the standard health service. Concurrent requests are "
-        "batched into shared reads. SIGTERM drains the requests in flight and exits 0.")
-    p.add_argument("dataset", metavar="DATASET")
-    p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
-                   help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
-    p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed")
-    p.add_argument("--fanouts", metavar="F1,F2,...", help="default fanouts of Sample (default: the model's, "
-                   "else 20,15,10); with --max-nodes, the largest request the memory plan is made for")
-    p.add_argument("--batch-size", type=positive_arg, metavar="N",
-                   help="seeds of one wave the memory plan is made for, at the default fanouts (default and "
-                   "at least: --max-nodes, so that every request within it is served)")
-    p.add_argument("--seed", type=count_arg, default=0, help="seed of requests that give none (default 0)")
-    p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
-                   "it holds plus half the available memory)")
-    p.add_argument("--threads", type=positive_arg, metavar="N",
-                   help="workers (read backends): waves served at once (default: available cores)")
-    p.add_argument("--backend", default="auto", choices=BACKENDS, help="read backend (default auto)")
-    p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
-    p.add_argument("--cache", type=size_arg, metavar="SIZE", help="bytes of hot feature rows kept in memory, by "
-                   "in-degree (default: what the budget leaves)")
-    p.add_argument("--neighbor-cache", type=size_arg, metavar="SIZE",
-                   help="bytes of hot neighbor-file pages kept in memory when the file is read from disk "
-                   "(default: what the budget leaves, shared evenly with --cache when neither is given)")
-    p.add_argument("--max-wait-ms", type=float, metavar="MS",
-                   help="how long a wave waits for concurrent requests to join it (default 0: a wave takes what "
-                   "is queued when it starts; measured faster than waiting, docs/SERVING.md)")
-    p.add_argument("--max-wave", type=positive_arg, default=64, metavar="N",
-                   help="requests served together in one wave at most (default 64; 1: no batching)")
-    p.add_argument("--max-concurrent", type=positive_arg, default=256, metavar="N",
-                   help="requests in progress at most; more get RESOURCE_EXHAUSTED (default 256)")
-    p.add_argument("--handlers", type=positive_arg, default=32, metavar="N",
-                   help="threads that run requests, each holding one until answered (default 32)")
-    p.add_argument("--frontend", choices=FRONTENDS, default="rust",
-                   help="gRPC server: rust (tonic; Sample, Features and Info never enter Python; the default) or grpcio "
-                   "(Python's, every call through Python: the baseline of docs/benchmarks.md)")
-    p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
-                   help="node ids per request (default 4096); the memory plan holds one such request at the "
-                   "default fanouts per worker: lower it to leave more memory to the caches")
-    p.add_argument("--max-hops", type=positive_arg, default=6, metavar="N", help="fanouts per request (default 6)")
-    p.add_argument("--grace", type=float, default=10.0, metavar="S",
-                   help="seconds requests in flight get to finish on SIGTERM (default 10)")
-    p.set_defaults(func=cmd_serve)
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    server = Server(args.dataset, listen=args.listen, model=args.model, fanouts=args.fanouts, seed=args.seed,
-                    memory=args.memory, threads=args.threads, backend=args.backend, direct=args.direct,
-                    cache=args.cache, neighbor_cache=args.neighbor_cache, max_wait_ms=args.max_wait_ms,
-                    max_wave=args.max_wave,
-                    max_concurrent=args.max_concurrent,
-                    handlers=args.handlers, max_nodes=args.max_nodes, max_hops=args.max_hops,
-                    batch_size=args.batch_size, frontend=args.frontend)
-    stop = threading.Event()
-    with _signals.handling(lambda *_: stop.set(), signal.SIGTERM, signal.SIGINT):
-        server.start()
-        print(server.describe(), flush=True)
-        print(f"ringgnn serve: listening on {server.address}", flush=True)
-        while not stop.wait(0.5):
-            pass
-        print("ringgnn serve: stopping (requests in flight finish first)", file=sys.stderr, flush=True)
-        server.stop(args.grace)
-    st = server.engine.stats()
-    print(f"ringgnn serve: stopped after {st['sample_requests']:,} sample and {st['feature_requests']:,} feature "
-          f"requests in {st['waves']:,} waves", file=sys.stderr, flush=True)
-    return 0

@@ -1,26 +1,21 @@
-"""The ``ringgnn`` command: convert, generate, info, verify, sample, train, predict, embed, report,
-serve, demo.
-
-Errors print ``ringgnn CMD: error: MESSAGE`` on stderr and exit 1 (usage errors exit 2, as
-argparse does); Ctrl-C exits 130 after the core has removed its staging directory.
-"""
+"""``ringgnn convert``, ``generate``, ``info``, ``verify`` and ``demo``: build, inspect and check
+datasets."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict
 
-from . import __version__, build, cli_infer, cli_sample, server, train
-from ._core import RingGnnError
-from ._files import describe, temporary
-from ._options import count_arg, positive_arg, size_arg
-from .dataset import Dataset
-from .progress import TqdmProgress
+from .. import build
+from .._files import temporary
+from .._options import count_arg, positive_arg, size_arg
+from ..dataset import Dataset
+from ..progress import TqdmProgress
+from ._format import human, human_bytes
 
 DEMO = dict(nodes=20_000, classes=8, avg_degree=10.0, feature_dim=32, seed=0)
 DEMO_EPOCHS = 5  # GraphSAGE passes 0.9 test accuracy in 1-2; the whole demo takes a few seconds
@@ -46,14 +41,8 @@ def _add_graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dedup", action="store_true", help="keep one copy of each distinct edge")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ringgnn",
-        description="Build, inspect, check and sample ringgnn datasets and train GNNs on them (graphs larger than RAM).",
-    )
-    parser.add_argument("--version", action="version", version=f"ringgnn {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def add_parsers(sub: Any) -> None:
+    """``convert``, ``generate``, ``info`` and ``verify`` (``demo`` comes last: :func:`add_demo_parser`)."""
     p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
     p.add_argument(
         "input", metavar="INPUT", help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy"
@@ -116,11 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars; print only errors")
     p.set_defaults(func=cmd_verify)
 
-    cli_sample.add_parser(sub)
-    train.add_parser(sub)
-    cli_infer.add_parsers(sub)
-    server.add_parser(sub)
 
+def add_demo_parser(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
         help="generate a small dataset, verify it, sample it and train GraphSAGE on it",
@@ -132,7 +118,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo)
-    return parser
 
 
 _CONVERT_HELP = """Build a dataset from an edge list, out of core: memory stays within --memory
@@ -154,7 +139,7 @@ def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
     e = manifest["num_edges"]
     rate = e / seconds if seconds > 0 else float("inf")
     print(
-        f"{verb} {manifest['num_nodes']:,} nodes, {e:,} edges in {seconds:.2f} s ({_human(rate)} edges/s) -> {args.out}"
+        f"{verb} {manifest['num_nodes']:,} nodes, {e:,} edges in {seconds:.2f} s ({human(rate)} edges/s) -> {args.out}"
     )
 
 
@@ -272,8 +257,8 @@ def _format_info(info: Dict[str, Any]) -> str:
         "files",
     ]
     for key, f in info["files"].items():
-        lines.append(f"  {key:<12} {f['path']:<22} {_bytes(f['bytes'])}")
-    lines.append(f"  {'total':<12} {'':<22} {_bytes(info['total_bytes'])}")
+        lines.append(f"  {key:<12} {f['path']:<22} {human_bytes(f['bytes'])}")
+    lines.append(f"  {'total':<12} {'':<22} {human_bytes(info['total_bytes'])}")
     return "\n".join(lines)
 
 
@@ -281,11 +266,13 @@ def cmd_verify(args) -> int:
     with _bars(args) as bars:
         report = build.verify(args.dir, progress=bars)
     if not args.quiet:
-        print(f"ok: {args.dir} ({report['files_checked']} files, {_bytes(report['bytes_checked'])} checked)")
+        print(f"ok: {args.dir} ({report['files_checked']} files, {human_bytes(report['bytes_checked'])} checked)")
     return 0
 
 
 def cmd_demo(args) -> int:
+    from . import main  # the demo runs the other commands as a user would
+
     tmp = None
     if args.dir is None:
         tmp = temporary(tempfile.gettempdir(), "ringgnn-demo", directory=True)
@@ -323,43 +310,3 @@ def cmd_demo(args) -> int:
         if tmp is not None:
             tmp.close()
     return 0
-
-
-# --- entry point ----------------------------------------------------------------------------
-
-
-def _human(x: float) -> str:
-    """86, 1.4k, 3.2M: a count or rate with a decimal prefix."""
-    for u in ["", "k", "M", "G"]:
-        if abs(x) < 1000:
-            return f"{x:.0f}" if u == "" else f"{x:.1f}{u}"
-        x /= 1000
-    return f"{x:.1f}T"
-
-
-def _bytes(n: float) -> str:
-    """512 B, 4.0 KiB, 1.2 GiB."""
-    for u in ["B", "KiB", "MiB", "GiB"]:
-        if abs(n) < 1024:
-            return f"{n:.0f} B" if u == "B" else f"{n:.1f} {u}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def _message(e: BaseException) -> str:
-    return describe(e)
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """Run the ``ringgnn`` command line; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    prog = f"ringgnn {args.command}" + (f" {args.generator}" if args.command == "generate" else "")
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except (RingGnnError, OSError) as e:
-        print(f"{prog}: error: {_message(e)}", file=sys.stderr)
-        return 1

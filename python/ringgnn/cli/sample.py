@@ -16,12 +16,13 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from . import _options, progress
-from ._core import InputError
-from ._files import os_errors
-from ._options import BACKENDS, count_arg, positive_arg, size_arg
-from .dataset import Dataset
-from .sampler import NeighborSampler
+from .. import _options, progress
+from .._core import InputError
+from .._files import os_errors
+from .._options import BACKENDS, count_arg, positive_arg, size_arg
+from ..dataset import Dataset
+from ..sampler import NeighborSampler
+from ._format import human, human_bytes
 
 
 def add_parser(sub: Any) -> None:
@@ -134,8 +135,6 @@ def _cache(r: Dict[str, Any]) -> str:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from .cli import _bytes, _human
-
     ds = Dataset.open(args.dataset)
     spec = args.seeds if args.seeds is not None else ("train" if "train" in ds.split_names else "all")
     seeds = _options.seeds(ds, spec, "--seeds")
@@ -177,9 +176,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         else:
             print(
                 f"epoch {epoch}: {r['seconds']:.3f} s, {r['batches']:,} batches, {r['sampled_edges']:,} sampled edges, "
-                f"{_human(r['seps'])} SEPS; reads {r['reads']:,}, {_bytes(r['bytes_read'])} read"
-                + (f" ({_bytes(r['sequential_bytes'])} sequential, hyperbatches of {r['hyperbatch']:.1f}"
-                   + (f", {_bytes(r['spilled_bytes'])} of samples spilled" if r["spilled_bytes"] else "") + ")"
+                f"{human(r['seps'])} SEPS; reads {r['reads']:,}, {human_bytes(r['bytes_read'])} read"
+                + (f" ({human_bytes(r['sequential_bytes'])} sequential, hyperbatches of {r['hyperbatch']:.1f}"
+                   + (f", {human_bytes(r['spilled_bytes'])} of samples spilled" if r["spilled_bytes"] else "") + ")"
                    if r["hyperbatch"] != 1 else "") + ", "
                 f"{_cache(r)} (backend {r['backend']})",
                 flush=True,

@@ -11,11 +11,11 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from . import _signals
-from .inference import infer
-from ._core import InputError
-from ._files import os_errors
-from ._options import BACKENDS, size_arg
+from .. import _signals
+from .._core import InputError
+from .._files import os_errors
+from .._options import BACKENDS, size_arg
+from ..inference import infer
 
 NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
 
@@ -90,7 +90,7 @@ def _layers_line(s: Dict[str, Any]) -> str:
 def cmd_predict(args: argparse.Namespace) -> int:
     s = _run(args, "probabilities" if args.probabilities else "predictions")
     if args.nodes in ("train", "val", "test"):
-        from .dataset import Dataset
+        from ..dataset import Dataset
 
         ds = Dataset.open(s["dataset"])
         y = ds.labels[ds.split(args.nodes)] if ds.labels is not None else None

@@ -1,0 +1,126 @@
+"""Checkpoints: the ``.pt`` files of a run directory, written by ``ringgnn train`` and read by
+inference, serving and ``--resume``.
+
+A run directory holds ``last.pt`` (written after each epoch: what ``--resume`` continues from)
+and ``best.pt`` (the epoch of best validation score). Each is a dict: ``model`` and ``optimizer``
+(state dicts), ``epoch``, ``args`` (the run's options, :data:`RUN_DEFINING` among them),
+``metrics`` (what ``metrics.json`` held then) and ``rng`` (PyTorch's generator state). Files are
+written whole under a locked temporary name and renamed into place (``ringgnn._files``), so a
+killed run leaves the previous checkpoint, never half of one.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from ._core import InputError
+from ._files import os_errors, replacing
+from .dataset import Dataset
+from .models import MODELS, build_model
+
+#: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
+#: number of epochs may grow, and how the run is executed (device, threads, output) may change.
+RUN_DEFINING = ("model", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout", "seed", "world_size")
+#: What a checkpoint written before an option existed was trained with.
+RUN_DEFAULTS = {"world_size": 1}
+
+
+@dataclass
+class Checkpoint:
+    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU)."""
+
+    net: Any
+    kind: str
+    fanouts: List[int]
+    hidden: int
+    layers: int
+    path: str
+    args: Dict[str, Any] = field(default_factory=dict)
+    metrics: Dict[str, Any] = field(default_factory=dict)
+
+
+def read_checkpoint(run_dir: str, what: str = "--model") -> Tuple[str, Dict[str, Any]]:
+    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
+    directory that holds no run or a file that is not a checkpoint."""
+    import torch
+
+    path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
+    if path is None:
+        raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
+    try:
+        with os_errors("reading the checkpoint", path):
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError:
+        raise
+    except Exception as e:
+        raise InputError(f"{path}: not a readable checkpoint ({e})") from None
+    return path, state if isinstance(state, dict) else {}
+
+
+def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
+                    read: Optional[Tuple[str, Dict[str, Any]]] = None) -> Checkpoint:
+    """The model of ``run_dir`` (``best.pt``, else ``last.pt``; or ``read``, what
+    :func:`read_checkpoint` returned) for ``ds``, with clear errors for a directory that holds
+    no run or a model that does not fit the dataset."""
+    path, state = read if read is not None else read_checkpoint(run_dir, what)
+    args = state.get("args", {})
+    kind, fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
+    hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
+    if kind not in MODELS or not fanouts or layers != len(fanouts):
+        raise InputError(f"{path}: not a ringgnn run checkpoint (model {kind!r}, fanouts {fanouts})")
+    if ds.feature_dim is None or ds.num_classes is None:
+        raise InputError(f"{what}: the dataset {ds.path} has no features or no labels; use the dataset the model was "
+                         "trained on")
+    net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
+    try:
+        net.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise InputError(f"{path} does not fit the dataset {ds.path} ({ds.feature_dim} features, "
+                         f"{ds.num_classes} classes): {e}") from None
+    net.eval()
+    return Checkpoint(net, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}))
+
+
+def save(obj: Any, path: str) -> None:
+    """A checkpoint, written whole under a locked temporary name and renamed into place."""
+    import torch
+
+    # Serialized in memory, then written: torch's own writers report a full disk as a
+    # RuntimeError without errno or file (a checkpoint is the model and its optimizer: small).
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    with replacing(path, "writing the checkpoint") as tmp, open(tmp, "wb") as f:
+        f.write(buf.getbuffer())
+
+
+def open_run(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -> Optional[Dict[str, Any]]:
+    """Check RUN_DIR for this start; on ``resume``, the checkpoint to continue from."""
+    if not resume and not overwrite and os.path.exists(os.path.join(out, "last.pt")):
+        raise InputError(f"{out} already holds a run (last.pt): use --resume to continue it, --overwrite to start "
+                         "over, or another --out")
+    return _resume(out, run_args) if resume else None
+
+
+def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
+    """``out``'s ``last.pt``, refused when it was trained with other run-defining options."""
+    import torch
+
+    path = os.path.join(out, "last.pt")
+    if not os.path.exists(path):
+        raise InputError(f"--resume: {path} does not exist; run without --resume first")
+    with os_errors("reading the checkpoint", path):
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    was = {k: state["args"].get(k, RUN_DEFAULTS.get(k)) for k in RUN_DEFINING}
+    diff = [k for k in RUN_DEFINING if was[k] != run_args[k]]
+    if diff:
+        text = ", ".join(f"{k}={was[k]} (now {run_args[k]})" for k in diff)
+        hint = "use the same options or another --out"
+        if "world_size" in diff:
+            hint = (f"resume with {was['world_size']} processes ("
+                    + ("torchrun --nproc-per-node ... with that many ranks in all"
+                       if was["world_size"] > 1 else "without torchrun") + "), or start a new run with another --out")
+        raise InputError(f"--resume: {path} was trained with {text}; {hint}")
+    return state

@@ -1,0 +1,97 @@
+"""``ringgnn train``: the command line of :func:`ringgnn.train.train`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from typing import Any
+
+from .. import _options, distributed
+from .._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
+from ..train import EVAL_MODES, train
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a GNN (GraphSAGE, GCN, GAT) out of core",
+        description="Train a GNN with neighbor sampling, graph and features read from disk. Each epoch "
+        "prints the train loss, validation and test accuracy and where the time went. Evaluation is "
+        "out of core too: val and test seeds are sampled with the same fanouts as training.",
+    )
+    p.add_argument("dataset", metavar="DATASET", help="a dataset with features, labels and train/val/test splits")
+    p.add_argument("--model", default="sage", help="sage (GraphSAGE, default), gcn or gat")
+    p.add_argument("--fanouts", default="10,5", metavar="F1,F2,...", help="neighbors per layer (default 10,5)")
+    p.add_argument("--batch-size", type=positive_arg, default=512, metavar="B", help="seeds per batch (default 512)")
+    p.add_argument("--epochs", type=positive_arg, default=5, metavar="N", help="epochs in total (default 5)")
+    p.add_argument("--hidden", type=positive_arg, default=64, help="hidden width (default 64)")
+    p.add_argument("--layers", type=positive_arg, default=2, help="GNN layers = number of fanouts (default 2)")
+    p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate (default 0.005)")
+    p.add_argument("--dropout", type=float, default=0.3, help="dropout between layers (default 0.3)")
+    p.add_argument("--cache", type=size_arg, default=None, metavar="SIZE",
+                   help="hot feature rows kept in memory (default: what --memory leaves; 0: none)")
+    p.add_argument("--cache-policy", choices=CACHE_POLICIES, default="presample",
+                   help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree")
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
+                   help="budget of the whole process (of each rank under torchrun): runtime, model, sampler, "
+                        "cache, buffers (default: what the process holds plus half the available memory, "
+                        "divided among the ranks of this machine)")
+    p.add_argument("--prefetch", type=positive_arg, default=None, metavar="N",
+                   help="gathered batches held ahead of training (default: one per thread, 1 if memory is tight)")
+    p.add_argument("--backend", choices=BACKENDS, default="auto",
+                   help="how neighbor lists and feature rows are read (default auto)")
+    p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
+    p.add_argument("--hyperbatch", default="auto", metavar="N|auto",
+                   help="batches sampled together when the graph is read from disk (default auto)")
+    p.add_argument("--staging-dir", default=None, metavar="DIR",
+                   help="where hyperbatches stage feature rows (default: beside the dataset)")
+    p.add_argument("--staging-cap", type=size_arg, default=None, metavar="SIZE",
+                   help="largest staging file (default: the feature file's size; 0: never stage)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the model runs (default cpu; cuda: pinned batch buffers, copies on a side stream; "
+                        "under torchrun each rank takes its local rank's GPU)")
+    p.add_argument("--gpu-cache", type=size_arg, default=None, metavar="SIZE",
+                   help="with --device cuda: GPU memory for the feature rows the batches touch most, which then "
+                        "never cross the bus (default: none)")
+    p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
+    p.add_argument("--threads", type=positive_arg, default=None,
+                   help="sampling threads (default: all cores, divided among the ranks of this machine)")
+    p.add_argument("--dist-timeout", type=positive_arg, default=int(distributed.DEFAULT_TIMEOUT), metavar="SECONDS",
+                   help="under torchrun: how long a rank waits for the others at a collective before it fails "
+                        f"(default {int(distributed.DEFAULT_TIMEOUT)})")
+    p.add_argument("--out", metavar="RUN_DIR", default=None, help="run directory (default runs/<dataset name>)")
+    p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt with the next epoch")
+    p.add_argument("--overwrite", action="store_true", help="start over in a RUN_DIR that already holds a run")
+    p.add_argument("--eval", choices=EVAL_MODES, default="auto", dest="eval_mode",
+                   help="auto (default): sampled neighborhoods after each epoch, then exact layer-wise inference "
+                        "for the best checkpoint's val/test accuracy; sampled: only the former; layerwise: exact "
+                        "after every epoch too (one pass over the graph per layer each time)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="log each epoch to RUN_DIR/tensorboard (needs the tensorboard package)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print metrics.json on stdout instead of text")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    # torch_geometric calls torch.jit.script at import, which torch >= 2.10 deprecates: noise for
+    # a command-line user, who can do nothing about it.
+    warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
+    opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
+                                          "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
+                                          "staging_dir", "staging_cap",
+                                          "device", "gpu_cache", "seed", "threads", "out", "resume", "overwrite",
+                                          "dist_timeout", "eval_mode", "tensorboard")}
+    log = (lambda s: None) if args.json else _print_line
+    m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
+    if args.json and distributed.leader_by_env():
+        print(json.dumps(m, indent=2))
+    return 0
+
+
+def _print_line(s: str) -> None:
+    """One write per line, so that the lines of ranks sharing a terminal do not interleave."""
+    sys.stdout.write(s + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,75 @@
+"""What people look at besides a training run's log: ``RUN_DIR/curves.png`` (loss, scores and
+stage times per epoch; when matplotlib is installed) and TensorBoard scalars (``--tensorboard``).
+Both are made from the rows of ``metrics.json``'s ``epochs``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional
+
+from ._files import os_errors, replacing
+
+
+class Plots:
+    """The plots of one run (``run_dir`` None: none, as on ranks other than 0), brought up to date
+    after each epoch."""
+
+    def __init__(self, run_dir: Optional[str], tensorboard: bool, start: int):
+        self.run_dir, self.writer = run_dir, None
+        if run_dir is not None and tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            with os_errors("writing TensorBoard logs to", os.path.join(run_dir, "tensorboard")):
+                self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=start)
+
+    def epoch(self, history: List[Dict[str, Any]]) -> None:
+        if self.run_dir is None:
+            return
+        e = history[-1]
+        if self.writer is not None:
+            for key in ("loss", "val_acc", "test_acc", "seconds", "sample_seconds", "gather_seconds",
+                        "train_seconds", "wait_seconds", "eval_seconds", "cache_hit_rate"):
+                group = "loss" if key == "loss" else "accuracy" if key.endswith("_acc") else "time" \
+                    if key.endswith("seconds") else "loader"
+                self.writer.add_scalar(f"{group}/{key}", e[key], e["epoch"])
+            with os_errors("writing TensorBoard logs to", os.path.join(self.run_dir, "tensorboard")):
+                self.writer.flush()
+        write_curves(history, os.path.join(self.run_dir, "curves.png"))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def write_curves(history: List[Dict[str, Any]], path: str) -> bool:
+    """Training curves as a PNG (written whole, then renamed); False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ep = [e["epoch"] for e in history]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(ep, [e["loss"] for e in history], marker="o")
+    axes[0].set(title="train loss", xlabel="epoch")
+    axes[1].plot(ep, [e["val_acc"] for e in history], marker="o", label="val")
+    axes[1].plot(ep, [e["test_acc"] for e in history], marker="o", label="test")
+    axes[1].set(title="accuracy", xlabel="epoch")
+    axes[1].legend()
+    bottom = [0.0] * len(ep)
+    for key, label in (("train_seconds", "train"), ("wait_seconds", "waiting for batches"),
+                       ("eval_seconds", "evaluation")):
+        vals = [e[key] for e in history]
+        axes[2].bar(ep, vals, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    axes[2].set(title="seconds per epoch", xlabel="epoch")
+    axes[2].legend(fontsize="small")
+    fig.tight_layout()
+    try:
+        with replacing(path, "writing the training curves") as tmp:
+            fig.savefig(tmp, dpi=90, format="png")
+    finally:
+        plt.close(fig)
+    return True

@@ -1,0 +1,62 @@
+"""The models: encoders that turn a sampled neighborhood into one row per seed.
+
+The encoders are PyG's ``GraphSAGE`` (default), ``GCN`` and ``GAT`` (``SAGEConv``/``GCNConv``/
+``GATConv`` layers, one attention head), built by :func:`build_model`; :func:`forward` runs one on
+a sampled batch and keeps the seeds' rows (they come first), and :func:`activation_bytes` bounds
+the memory of one training step for the loader's budget. A task (``ringgnn.tasks``) says what the
+rows mean: for node classification the encoder's last layer gives the class logits itself. Tasks
+whose prediction is about something else than one node (a link) put a decoder on top of the
+encoder's rows; decoders will live here, next to the encoders they read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .dataset import Dataset
+
+#: The encoders ``--model`` names.
+MODELS = ("sage", "gcn", "gat")
+
+
+def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float) -> Any:
+    """PyG's ``GraphSAGE``, ``GCN`` or ``GAT`` (``SAGEConv``/``GCNConv``/``GATConv`` layers, one
+    attention head): ``layers`` convolutions with ReLU and dropout between them."""
+    from torch_geometric.nn import GAT, GCN, GraphSAGE
+
+    cls = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}[kind]
+    return cls(in_dim, hidden, layers, out_dim, dropout=dropout, act="relu")
+
+
+def forward(net: Any, batch: Any, device: Any, kind: str) -> Any:
+    """The rows of ``batch``'s seeds (its first ``batch_size`` nodes) of encoder ``net`` of kind
+    ``kind``, on ``device``."""
+    x, edge_index = batch.x.to(device), batch.edge_index.to(device)
+    if kind == "sage":
+        # Trim layer by layer (exact for GraphSAGE: the seeds' outputs do not change).
+        return net(x, edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                   num_sampled_edges_per_hop=batch.num_sampled_edges)[: batch.batch_size]
+    return net(x, edge_index)[: batch.batch_size]
+
+
+def activation_bytes(model: str, ds: Dataset, fanouts: Sequence[int], batch_size: int, hidden: int) -> int:
+    """Upper bound on the memory of one training step's activations (forward and backward):
+    per layer, the gathered source rows of its edges (PyG's message passing materialises
+    ``x[edge_index[0]]``), and its outputs, their gradients and dropout masks. GraphSAGE is
+    trimmed layer by layer (PyG's ``num_sampled_nodes_per_hop``): layer ``l`` only computes the
+    nodes that later layers need."""
+    dim = ds.feature_dim or 0
+    hops_nodes, hops_edges, frontier = [batch_size], [0], batch_size
+    for f in fanouts:
+        frontier *= ds.num_nodes if f < 0 else f
+        hops_nodes.append(frontier)
+        hops_edges.append(frontier)
+    n_all = min(ds.num_nodes, sum(hops_nodes))
+    total, L = 0, len(fanouts)
+    for layer in range(1, L + 1):
+        d_in = dim if layer == 1 else hidden
+        keep = L - layer + 1 if model == "sage" else L  # hops whose edges this layer uses
+        edges = min(ds.num_edges, sum(hops_edges[: keep + 1]))
+        nodes = min(n_all, sum(hops_nodes[:keep])) if model == "sage" else n_all
+        total += edges * d_in * 4 + nodes * max(hidden, d_in) * 4 * 3
+    return int(total)
