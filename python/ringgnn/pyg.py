@@ -30,11 +30,13 @@ import torch
 from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput, SamplerOutput
 
 from . import _core, _options
 from ._core import InputError
 from .dataset import Dataset, PathLike
+from .links import LinkSampler
+from .links import NegativeSampling as LinkNegatives
 from .sampler import NeighborSampler
 
 #: The single edge type of a ringgnn dataset, as PyG names edge types (source, relation, target).
@@ -100,8 +102,44 @@ class RingNeighborSampler(BaseSampler):
             metadata=(index.input_id, index.time),
         )
 
-    def sample_from_edges(self, index: Any, neg_sampling: Any = None) -> Any:
-        raise NotImplementedError("RingNeighborSampler samples from nodes only (NodeLoader, not LinkLoader)")
+    def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
+        """Link batches for PyG's ``LinkLoader``/``LinkNeighborLoader`` semantics (see
+        :mod:`ringgnn.links`): PyG's ``NegativeSampling`` (mode, amount, src/dst weights) is
+        honoured; negatives come from the (seed, epoch, batch) stream, not torch's global RNG."""
+        if index.time is not None:
+            raise InputError("temporal link sampling (edge_label_time) is not supported")
+        ours = None
+        if neg_sampling is not None:
+            ours = LinkNegatives(mode=str(neg_sampling.mode.value if hasattr(neg_sampling.mode, "value") else neg_sampling.mode),
+                                 amount=neg_sampling.amount)
+        weights = {}
+        if neg_sampling is not None:
+            for k in ("src_weight", "dst_weight"):
+                w = getattr(neg_sampling, k, None)
+                weights[k] = None if w is None else w.detach().cpu().numpy()
+        links = LinkSampler(self.sampler, ours)
+        label = None if index.label is None else index.label.numpy()
+        b = links.sample(index.row.numpy(), index.col.numpy(), epoch=self.epoch, batch=self._next_batch_index(),
+                         edge_label=label, **weights)
+        out = b.sample.to_torch()
+        if b.edge_label_index is not None:
+            el = None if b.edge_label is None else torch.from_numpy(b.edge_label)
+            if el is not None and index.label is not None:
+                el = el.to(index.label.dtype)
+            metadata = (index.input_id, torch.from_numpy(b.edge_label_index), el, None)
+        else:
+            metadata = (index.input_id, torch.from_numpy(b.src_index), torch.from_numpy(b.dst_pos_index),
+                        torch.from_numpy(b.dst_neg_index), None)
+        return SamplerOutput(
+            node=out.node,
+            row=out.row,
+            col=out.col,
+            edge=out.edge,
+            batch=None,
+            num_sampled_nodes=out.num_sampled_nodes,
+            num_sampled_edges=out.num_sampled_edges,
+            metadata=metadata,
+        )
 
 
 class RingFeatureStore(FeatureStore):
