@@ -68,6 +68,19 @@ pub const GATHER_SCRATCH_PER_NODE: u64 = 48;
 /// chunk of the feature file, a read wave of the staging file): all from the hyperbatch share.
 pub const STAGING_PER_BATCH: u64 = 256 << 10;
 
+/// The margin on sample sizes measured on probe batches ([`Needs::measured`]) for the parts
+/// of batch-by-batch sampling (each worker's batch state, the samples in the window and with
+/// the consumer): that of hyperbatch sizing over measured batches (`HyperSizing::MARGIN`, in
+/// `stages.rs`). Batches of one size differ little (the probe's seeds are random, as an
+/// epoch's are); the margin of 2 it replaced held issue 20's first case at one batch ahead
+/// where one per thread fits, leaving a sampling thread idle.
+pub const MEASURED_MARGIN: (u64, u64) = (3, 2);
+
+/// The margin on measured sample sizes for the per-batch parts of a hyperbatch plan (the
+/// calling thread's sampler, the consumer's samples): 2, as the first hyperbatch is sized
+/// (`PROBE_MARGIN` in `loader.rs`); the share gets what is left, and its own sizing measures.
+pub const MEASURED_MARGIN_HYPER: (u64, u64) = (2, 1);
+
 /// The largest batch a plan is made for when the caller gives none (sampling with
 /// `NeighborSampler`): the paper's and PyG's usual 1024. A larger batch later is accepted when
 /// the plan, redone for it, still fits ([`MemoryPlan::refit`]).
@@ -87,7 +100,9 @@ pub struct Asked {
     /// Hot-row cache size; `None`: whatever is left.
     pub cache: Option<u64>,
     /// Batches the workers may hold ahead of the consumer; `None`: one per thread with
-    /// features (1 if that crowds the cache), two per thread for samples alone.
+    /// features (1 if that crowds the cache), two per thread for samples alone (one per
+    /// thread, or 1, where that is what fits or costs less: a window smaller than the threads
+    /// idles some of them, a cost, see [`cost`]).
     pub prefetch: Option<NonZeroUsize>,
     /// Batches the consumer holds while it asks for the next one.
     pub hold: NonZeroUsize,
@@ -115,9 +130,9 @@ pub struct Needs {
     pub sample_bytes: u64,
     /// With features: what gathering needs.
     pub features: Option<FeatureNeeds>,
-    /// The sample sizes were measured on probe batches (with a margin) because their upper
-    /// bounds do not fit the budget, or left a cheaper plan out (see
-    /// [`crate::BatchLoader::open`]).
+    /// The sample sizes are the largest of probe batches (the plan puts its margin on them:
+    /// [`MEASURED_MARGIN`], [`MEASURED_MARGIN_HYPER`]), measured because their upper bounds do
+    /// not fit the budget, or left a cheaper plan out (see [`crate::BatchLoader::open`]).
     pub measured: bool,
     /// What an epoch does, for choosing between plans by their cost ([`cost`]).
     pub work: Workload,
@@ -240,10 +255,15 @@ impl MemoryPlan {
         } else {
             2 * threads
         };
+        // The default batches ahead, one per thread (samples alone: the window is what keeps
+        // the threads busy, see [`cost`]) and one, each weighed by its cost.
         let aheads: Vec<u64> = match asked.prefetch {
             Some(p) => vec![p.get() as u64],
-            None if default_ahead > 1 => vec![default_ahead, 1],
-            None => vec![1],
+            None => {
+                let mut a = vec![default_ahead, threads, 1];
+                a.dedup();
+                a
+            }
         };
         // With hyperbatches, features on disk and no cache size asked: the cache's share of
         // what is left, each weighed by its cost (the first is the old even split).
@@ -369,7 +389,7 @@ impl MemoryPlan {
             )
         };
         let mut s = format!(
-            "expected reads per epoch {:.1} s: {}",
+            "expected cost per epoch {:.1} s (reads, idle sampling threads): {}",
             c.total(),
             c.describe()
         );
@@ -387,6 +407,29 @@ impl MemoryPlan {
         }
         for (k, t) in others {
             s += &format!("; {k} would cost {t:.1} s");
+        }
+        // The same placement with other batches ahead: the cheapest of each.
+        let mut aheads: Vec<(u64, &cost::Cost)> = Vec::new();
+        for (p, d) in fits {
+            if place(p) != place(plan) || p.prefetch == plan.prefetch {
+                continue;
+            }
+            match aheads.iter_mut().find(|(a, _)| *a == p.prefetch) {
+                Some((_, e)) if e.total() <= d.total() => {}
+                Some((_, e)) => *e = d,
+                None => aheads.push((p.prefetch, d)),
+            }
+        }
+        for (a, d) in aheads {
+            s += &format!(
+                "; {a} batch{} ahead would cost {:.1} s",
+                if a == 1 { "" } else { "es" },
+                d.total()
+            );
+            if d.idle > 0.0 {
+                let (busy, threads) = d.busy;
+                s += &format!(" ({} of {threads} sampling threads idle)", threads - busy);
+            }
         }
         let splits: Vec<&(MemoryPlan, cost::Cost)> = fits
             .iter()
@@ -533,16 +576,22 @@ impl MemoryPlan {
         // share (below), and its threads keep only a read buffer each; one per-batch sampler
         // remains for samples taken on the calling thread.
         let hyper = disk && asked.hyperbatch != Hyperbatch::PER_BATCH;
-        let state = needs.sampler_workspace.saturating_add(needs.sample_bytes);
+        // Measured sizes with their margin; upper bounds as they are.
+        let (m0, m1) = match (needs.measured, hyper) {
+            (false, _) => (1, 1),
+            (true, false) => MEASURED_MARGIN,
+            (true, true) => MEASURED_MARGIN_HYPER,
+        };
+        let margin = |x: u64| x.saturating_mul(m0) / m1;
+        let sample_bytes = margin(needs.sample_bytes);
+        let state = margin(needs.sampler_workspace).saturating_add(sample_bytes);
         let buffer = if disk { needs.read_buffer } else { 0 };
         let per_thread = if hyper {
             buffer
         } else {
             state.saturating_add(buffer)
         };
-        let queued = needs
-            .sample_bytes
-            .saturating_add(needs.batch_seeds.saturating_mul(8));
+        let queued = sample_bytes.saturating_add(needs.batch_seeds.saturating_mul(8));
         let mut p = MemoryPlan {
             budget: asked.budget,
             slack: asked.budget / SLACK.1 * SLACK.0,
@@ -587,7 +636,7 @@ impl MemoryPlan {
                     .saturating_mul(f.dim)
                     .saturating_mul(4)
                     .saturating_add(f.batch_nodes.saturating_mul(8))
-                    .saturating_add(needs.sample_bytes.saturating_mul(2));
+                    .saturating_add(sample_bytes.saturating_mul(2));
                 p.buffers = (ahead + hold).saturating_mul(slot);
             }
         }

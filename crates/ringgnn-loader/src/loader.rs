@@ -41,7 +41,9 @@ const LOAD_DRIVERS: usize = 2;
 /// The `purpose` of the random stream of probe batches ("probe" in ASCII).
 const PROBE_PURPOSE: u64 = 0x70_72_6f_62_65;
 
-/// Batches sampled to measure what a batch really holds, and the margin put on the largest.
+/// Batches sampled to measure what a batch really holds, and the margin put on the largest
+/// for the first hyperbatch (sized before any of its own batches is measured). The memory
+/// plan puts its own margins on the rest ([`crate::budget::MEASURED_MARGIN`]).
 const PROBE_BATCHES: u64 = 3;
 const PROBE_MARGIN: u64 = 2;
 
@@ -51,8 +53,8 @@ struct Shape {
     sample: SampleOptions,
     threads: u64,
     features: Option<(FeatureFile, u64)>,
-    /// What batches held on probe batches of `.0` seeds, with the margin, when the upper
-    /// bounds did not fit the budget or left a cheaper plan out.
+    /// What batches held on probe batches of `.0` seeds (the largest, no margin: the plan puts
+    /// it on), when the upper bounds did not fit the budget or left a cheaper plan out.
     measured: Option<(u64, Probed)>,
     /// Seeds of an epoch, for the plan's cost: the look-ahead seeds when given, else every node.
     epoch_seeds: u64,
@@ -126,15 +128,14 @@ impl Shape {
 
 impl Shape {
     /// Measure batches of `batch` seeds on [`PROBE_BATCHES`] probe batches read from disk, and
-    /// plan with twice the largest from now on.
+    /// plan with the largest from now on (the plan puts its margin on them).
     fn measure(&mut self, batch: u64, backend: BackendChoice, direct: bool) -> Result<()> {
         let (b, edges, rows) = probe(self, batch, backend, direct)?;
-        let m = PROBE_MARGIN;
         self.measured = Some((
             batch,
             Probed {
-                workspace: (b.total - b.output).saturating_mul(m),
-                output: b.output.saturating_mul(m),
+                workspace: b.total - b.output,
+                output: b.output,
                 // As measured: the hyperbatch sizing applies the margin.
                 hyper: HyperPeaks {
                     batch: b.hyper_state,
@@ -191,7 +192,7 @@ fn scaled(p: HyperPeaks, k: u64) -> HyperPeaks {
     }
 }
 
-/// What one batch held on the probe batches (the largest of each, times the margin).
+/// What one batch held on the probe batches (the largest of each).
 #[derive(Clone, Copy, Debug)]
 struct Probed {
     /// Dedup map and workspaces.
@@ -355,7 +356,7 @@ impl BatchLoader {
             Ok(p) => p,
             // The upper bounds of a sample (every draw a new node of the largest degree) are
             // far above what skewed graphs give: measure a few batches instead, and plan with
-            // twice the largest.
+            // the largest and its margin.
             Err(bounded) if asked.neighbors != BackendChoice::Memory => {
                 shape.measure(batch, opts.backend, opts.direct)?;
                 MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {

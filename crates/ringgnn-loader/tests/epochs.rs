@@ -255,9 +255,9 @@ fn auto_takes_the_neighbor_file_only_when_the_whole_plan_fits() {
     // parts. (tests/regressions.rs covers a graph whose file is larger than the buffers.)
     let mut o = sampling(BackendChoice::Memory, 2);
     o.memory = Some(p.total() - p.slack);
-    // (The default prefetch would fall back to one batch ahead and fit.)
+    // (The default prefetch would fall back to one batch ahead per thread and fit.)
     let ahead = BatchLoader::open(&path, o.clone(), None).unwrap().plan();
-    assert_eq!((ahead.prefetch, p.prefetch), (1, 4), "{ahead}");
+    assert_eq!((ahead.prefetch, p.prefetch), (2, 4), "{ahead}");
     o.prefetch = Some(nz(4));
     // Four ahead with both threads does not fit: one worker samples, and the note says so.
     let one = BatchLoader::open(&path, o.clone(), None).unwrap().plan();

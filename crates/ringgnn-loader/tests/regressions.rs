@@ -7,10 +7,10 @@ mod common;
 
 use common::{fan, nz};
 use ringgnn_loader::{BackendChoice, BatchLoader, FeatureOptions, LoaderOptions};
-use ringgnn_sampler::SampleOptions;
+use ringgnn_sampler::{Graph, NeighborAccess, OffsetIndex, SampleOptions, Seeds};
 use ringgnn_store::generate::sbm::{generate_sbm, SbmOptions};
 use ringgnn_store::manifest::FeatureDtype;
-use ringgnn_store::{GraphOptions, NoProgress};
+use ringgnn_store::{rng, Dataset, GraphOptions, NoProgress};
 
 fn options(backend: BackendChoice, memory: u64) -> LoaderOptions {
     LoaderOptions {
@@ -96,7 +96,10 @@ fn auto_never_refuses_a_budget_an_explicit_backend_accepts() {
 /// of 1024 with hyperbatches under 300 MiB (32 MiB of it the caller's, as `ringgnn sample` has).
 /// The upper bounds of a batch put the file in memory out of reach, so the plan read it from disk
 /// in hyperbatches (256x the file in an epoch). The plan now sees that a cheaper placement was
-/// ruled out by the bounds alone, measures probe batches, and holds the file in memory.
+/// ruled out by the bounds alone, measures probe batches, and holds the file in memory; and
+/// with at least one batch ahead per thread (one ahead, at twice the largest probe batch, left
+/// one of the two threads idle: epochs 1.6-1.9x those of 600 MiB), while the batches of an
+/// epoch still fit what the plan holds for them.
 #[test]
 fn a_small_neighbor_file_goes_to_memory_once_batches_are_measured() {
     let dir = tempfile::tempdir().unwrap();
@@ -119,6 +122,37 @@ fn a_small_neighbor_file_goes_to_memory_once_batches_are_measured() {
     assert!(p.neighbors_in_memory && p.measured, "{p}");
     assert!(p.total() <= 300 << 20, "{p}");
     assert!(p.why.contains("neighbor file on disk would cost"), "{p}");
+    assert!(
+        p.window >= 2 && p.workers == 2,
+        "no sampling thread idles: {p}"
+    );
+    assert_eq!(p.cost_ms, 0, "nothing read, no thread idle: {p}");
+
+    // What the plan holds for sampling (the offset index, each worker's batch state, the
+    // samples in the window and with the consumer) covers the largest of 32 batches of random
+    // seeds, as an epoch's are.
+    let ds = Dataset::open(&path).unwrap();
+    let index = OffsetIndex::load(&ds).unwrap();
+    let index_bytes = index.bytes();
+    let n = index.num_nodes();
+    let graph = Graph::open(index, NeighborAccess::Memory).unwrap();
+    let mut s = graph.sampler(&o.sample).unwrap();
+    let mut r = rng::stream(0, 0x7465_7374, 0);
+    let (mut state, mut output) = (0u64, 0u64);
+    for b in 0..32 {
+        let ids: Vec<u64> = (0..1024).map(|_| rng::below(&mut r, n)).collect();
+        let seeds = Seeds::new(ids, n).unwrap();
+        s.sample(&graph, seeds.as_slice(), 0, b).unwrap();
+        let bytes = s.last_batch_bytes();
+        state = state.max(bytes.total);
+        output = output.max(bytes.output);
+    }
+    let held = index_bytes + p.workers * state + (p.window + p.hold) * (output + 8 * 1024);
+    assert!(
+        held <= p.sampler,
+        "batches hold {held} (state {state}, sample {output}), the plan {}: {p}",
+        p.sampler
+    );
     // With the file on disk by request, the same budget runs hyperbatches at a cost.
     let mut disk = o;
     disk.backend = BackendChoice::Pread;

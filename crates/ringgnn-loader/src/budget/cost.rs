@@ -17,6 +17,12 @@
 //! - A random request costs `1 / random_iops` of the device plus [`CPU_PER_REQUEST`]; a byte
 //!   read sequentially `1 / seq_bytes_per_s` plus [`CPU_PER_BYTE`] (the copy): the CPU part is
 //!   what the reads take from training on the same cores.
+//! - **Idle sampling threads**: batch by batch, a worker starts a batch only when it is within
+//!   the pipeline's window of the consumer, so a window smaller than the threads (samples alone
+//!   with fewer batches ahead than threads, or fewer workers than threads) leaves threads idle:
+//!   an epoch's sampling, [`CPU_PER_SAMPLED_EDGE`] per sampled edge, runs on `busy` threads
+//!   instead of all, costing `B * edges * CPU_PER_SAMPLED_EDGE * (1 / busy - 1 / threads)`.
+//!   Hyperbatch drivers use every thread whatever the window: nothing.
 //!
 //! Every figure is an estimate for choosing, never a bound: the sampled edges and rows of a
 //! batch are measured on probe batches when the loader had to probe, else their upper bounds.
@@ -27,6 +33,12 @@ use super::{MemoryPlan, Needs};
 pub const CPU_PER_REQUEST: f64 = 5e-6;
 /// CPU seconds per byte read sequentially (copied out of the read buffer).
 pub const CPU_PER_BYTE: f64 = 1.0 / 4e9;
+
+/// CPU seconds one sampled edge takes batch by batch (draw, read from memory, dedup, relabel,
+/// hand to the consumer): about 30 ns on this project's machines (issue 20's first case, a
+/// 200k-node SBM at fanouts 20,15,10: 118 batches of 821k edges in 3.3 s on one thread at a
+/// time). For the cost of the threads a small window idles.
+pub const CPU_PER_SAMPLED_EDGE: f64 = 3e-8;
 
 const PAGE: f64 = 4096.0;
 
@@ -117,15 +129,35 @@ pub struct Cost {
     pub batches_per_pass: u64,
     /// Hit rate of the hot-row cache (with features on disk).
     pub hit: Option<f64>,
+    /// Seconds the epoch's sampling takes longer because threads idle: a window (batches
+    /// ahead) smaller than the threads, or fewer workers than threads, batch by batch.
+    pub idle: f64,
+    /// Threads that sample at once batch by batch, and the threads asked for (equal: none
+    /// idle).
+    pub busy: (u64, u64),
 }
 
 impl Cost {
     pub fn total(&self) -> f64 {
-        self.neighbors + self.features
+        self.neighbors + self.features + self.idle
     }
 
-    /// "neighbors 1.2 s (hyperbatches of 14), features 30.1 s (cache hit 37%)".
+    /// "neighbors 1.2 s (hyperbatches of 14), features 30.1 s (cache hit 37%)", and ", 1 of 2
+    /// sampling threads idle 1.6 s" when the window idles threads.
     pub fn describe(&self) -> String {
+        let mut s = self.describe_reads();
+        if self.idle > 0.0 {
+            let (busy, threads) = self.busy;
+            s += &format!(
+                ", {} of {threads} sampling threads idle {:.1} s",
+                threads - busy,
+                self.idle
+            );
+        }
+        s
+    }
+
+    fn describe_reads(&self) -> String {
         let n = match self.batches_per_pass {
             0 => "in memory".to_string(),
             1 => format!("{:.1} s (batch by batch)", self.neighbors),
@@ -238,11 +270,27 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
         }
         _ => (0.0, None),
     };
+    // Batch by batch, `min(window, workers)` threads sample at once; hyperbatch drivers use
+    // every thread.
+    let threads = needs.threads.max(1);
+    let busy = if h == 1 {
+        p.window.min(p.workers).clamp(1, threads)
+    } else {
+        threads
+    };
+    let idle = if busy < threads {
+        let sampling = batches as f64 * w.batch_edges as f64 * CPU_PER_SAMPLED_EDGE;
+        sampling * (1.0 / busy as f64 - 1.0 / threads as f64)
+    } else {
+        0.0
+    };
     Cost {
         neighbors,
         features,
         batches_per_pass: if p.neighbors_in_memory { 0 } else { h },
         hit,
+        idle,
+        busy: (busy, threads),
     }
 }
 
@@ -262,6 +310,50 @@ mod tests {
         // Within a bucket, in proportion: two of the four degree-1 rows.
         assert!((c.hit(3).unwrap() - 102.0 / 104.0).abs() < 1e-9);
         assert_eq!(HitCurve::default().hit(3), None);
+    }
+
+    #[test]
+    fn a_window_smaller_than_the_threads_costs_their_idle_time() {
+        let needs = Needs {
+            threads: 4,
+            work: Workload {
+                batches: 100,
+                hops: 2,
+                batch_edges: 1_000_000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let plan = |window, workers| MemoryPlan {
+            neighbors_in_memory: true,
+            hyperbatch_size: 1,
+            window,
+            workers,
+            ..Default::default()
+        };
+        // An epoch's sampling: 100 batches of 1M edges, 3 s of CPU; on 4 threads 0.75 s.
+        let all = 100.0 * 1e6 * CPU_PER_SAMPLED_EDGE;
+        for (window, workers, busy) in [(1, 4, 1), (2, 4, 2), (4, 4, 4), (8, 4, 4), (8, 1, 1)] {
+            let c = estimate(&plan(window, workers), &needs);
+            assert_eq!(c.busy, (busy, 4));
+            let want = all / busy as f64 - all / 4.0;
+            assert!((c.idle - want).abs() < 1e-9, "{window}/{workers}: {c:?}");
+            assert_eq!(c.total(), c.idle);
+        }
+        assert!(estimate(&plan(1, 4), &needs)
+            .describe()
+            .contains(", 3 of 4 sampling threads idle "));
+        // Hyperbatch drivers use every thread whatever the window.
+        let mut hyper = plan(1, 4);
+        hyper.neighbors_in_memory = false;
+        hyper.hyperbatch_size = 10;
+        assert_eq!(estimate(&hyper, &needs).idle, 0.0);
+        // An unknown workload costs nothing idle: the plans compare by their reads.
+        let unknown = Needs {
+            threads: 4,
+            ..Default::default()
+        };
+        assert_eq!(estimate(&plan(1, 4), &unknown).idle, 0.0);
     }
 
     #[test]

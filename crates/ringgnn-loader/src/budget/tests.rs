@@ -402,7 +402,8 @@ const MIB: u64 = 1 << 20;
 /// Issue 20, case 1: a 200k-node SBM (4M edges, a 15 MiB neighbor file), `--memory 300M`,
 /// batches of 1024 at fanouts 20,15,10 measured on probe batches. Its hyperbatches read the file
 /// once per hop per pass; in memory it costs nothing: the file goes to memory, with fewer
-/// batches ahead if that is what fits.
+/// batches ahead if that is what fits, but not fewer than the threads where one per thread
+/// fits: a window of one batch leaves a sampling thread idle.
 fn sbm_200k() -> Needs {
     Needs {
         threads: 2,
@@ -410,8 +411,9 @@ fn sbm_200k() -> Needs {
         neighbor_file: 15 * MIB,
         read_buffer: 8 * MIB,
         batch_seeds: 1024,
-        sampler_workspace: 30 * MIB,
-        sample_bytes: 12 * MIB,
+        // As measured: the plan's margin (x1.5 batch by batch) makes them 30 and 12 MiB.
+        sampler_workspace: 20 * MIB,
+        sample_bytes: 8 * MIB,
         features: None,
         measured: true,
         work: Workload {
@@ -442,25 +444,59 @@ fn case_1_a_small_neighbor_file_goes_to_memory() {
     let p = MemoryPlan::compute(&a, &sbm_200k()).unwrap();
     assert!(p.neighbors_in_memory, "{p}");
     assert!(p.total() <= a.budget);
-    // Four batches ahead do not fit beside the file; one does, and that is cheaper than any
-    // plan that leaves the file on disk.
-    assert_eq!(p.prefetch, 1, "{p}");
+    // Four batches ahead (the default for samples alone) do not fit beside the file; one per
+    // thread does, and that is cheaper than one ahead (a thread idle) and than any plan that
+    // leaves the file on disk.
+    assert_eq!((p.prefetch, p.window, p.workers), (2, 2, 2), "{p}");
+    // Batch by batch, measured sizes take a margin of 1.5: per worker 30 + 12 MiB, and the
+    // samples in the window and with the consumer 12 MiB and their seeds each.
+    assert_eq!(
+        p.sampler,
+        200_001 * 8 + 2 * 42 * MIB + 4 * (12 * MIB + 8 * 1024),
+        "{p}"
+    );
     assert_eq!(p.cost_ms, 0);
     let text = p.to_string();
     assert!(
-        text.contains("chosen by expected reads per epoch 0.0 s: neighbors in memory"),
+        text.contains("chosen by expected cost per epoch 0.0 s (reads, idle sampling threads): neighbors in memory"),
         "{text}"
     );
     assert!(
         text.contains("; neighbor file on disk would cost"),
         "{text}"
     );
+    // One ahead: 196 batches of 700k edges, half of them on one thread: 196 * 0.7M * 30 ns / 2.
+    assert!(
+        text.contains("; 1 batch ahead would cost 2.1 s (1 of 2 sampling threads idle)"),
+        "{text}"
+    );
+    let mut one = a.clone();
+    one.prefetch = Some(ONE);
+    let c = cost::estimate(
+        &MemoryPlan::compute(&one, &sbm_200k()).unwrap(),
+        &sbm_200k(),
+    );
+    assert_eq!(c.busy, (1, 2));
+    assert!((c.idle - 196.0 * 700_000.0 * cost::CPU_PER_SAMPLED_EDGE / 2.0).abs() < 1e-9);
+    // With less room, one ahead is what fits, and the plan says what it costs.
+    let mut tight = a.clone();
+    tight.budget = 280 * MIB;
+    let t = MemoryPlan::compute(&tight, &sbm_200k()).unwrap();
+    assert!(t.neighbors_in_memory && t.prefetch == 1, "{t}");
+    assert!(t.why.contains("1 of 2 sampling threads idle"), "{t}");
     // The file on disk is what the same budget gave before: hyperbatches, about 3 passes.
     let mut disk = a.clone();
     disk.neighbors = BackendChoice::Uring;
     let d = MemoryPlan::compute(&disk, &sbm_200k()).unwrap();
     assert!(
         !d.neighbors_in_memory && d.hyperbatch > 0 && d.cost_ms > 0,
+        "{d}"
+    );
+    // With hyperbatches, the calling thread's sampler and the consumer's samples keep the
+    // margin of 2 the first hyperbatch is sized with; the threads keep a read buffer each.
+    assert_eq!(
+        d.sampler,
+        200_001 * 8 + 2 * 8 * MIB + 56 * MIB + 2 * (16 * MIB + 8 * 1024),
         "{d}"
     );
 }
@@ -478,8 +514,9 @@ fn sbm_32m() -> Needs {
         neighbor_file: 480_000_000 * 4,
         read_buffer: 8 * MIB,
         batch_seeds: 1024,
-        sampler_workspace: 24 * MIB,
-        sample_bytes: 23 * MIB,
+        // As measured: the plan's margin (x2 with hyperbatches) makes them 24 and 23 MiB.
+        sampler_workspace: 12 * MIB,
+        sample_bytes: 23 * MIB / 2,
         features: Some(FeatureNeeds {
             labels: 2 * v,
             batch_nodes: 938_000,
