@@ -244,3 +244,28 @@ def test_a_dataset_without_edge_splits_is_version_2_and_says_so(tmp_path):
     assert ds.edge_split_names == []
     with pytest.raises(InputError, match="no edge split 'train'; it has: none .*--link-split"):
         ds.edge_split("train")
+
+
+def test_the_cli_converts_with_a_link_split_and_reports_it(tmp_path, capsys):
+    from ringgnn.cli import main
+
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    rc = main(["convert", str(src), str(tmp_path / "ds"), "--link-split", "val=0.25,test=0.25",
+               "--link-negatives", "3", "--seed", "7", "--undirected", "--quiet"])
+    assert rc in (0, None)
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    want = sum(expected_split(p, 7, [("val", 0.25), ("test", 0.25)], True) == "test" for p in pairs_of(EDGES, True))
+    assert ds.edge_split("test").shape == (2, want)
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "ds"), "--json"]) in (0, None)
+    info = json.loads(capsys.readouterr().out)
+    assert info["format_version"] == 2
+    assert info["edge_splits"]["test"] == {"edges": want, "negatives": 3}
+    assert info["edge_splits"]["train"]["negatives"] == 0
+    assert main(["info", str(tmp_path / "ds")]) in (0, None)
+    assert "(3 negatives each)" in capsys.readouterr().out
+    # A bad spec is refused before anything is written, naming the option.
+    rc = main(["convert", str(src), str(tmp_path / "bad"), "--link-split", "val=0.6,test=0.6", "--quiet"])
+    assert rc == 1
+    assert "--link-split fractions add up to 1.2" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

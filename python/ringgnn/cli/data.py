@@ -61,6 +61,19 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--split", metavar="SPEC", help="train=0.5,val=0.1,test=0.4 (random, by --seed) or train=a.npy,val=b.npy"
     )
+    p.add_argument(
+        "--link-split",
+        metavar="SPEC",
+        help="hold out edges for link prediction: val=0.05,test=0.1 (fractions of the distinct pairs, random by "
+        "--seed); held-out pairs leave the graph; the rest is the edge split 'train' (docs/FORMAT.md, Edge splits)",
+    )
+    p.add_argument(
+        "--link-negatives",
+        type=count_arg,
+        default=100,
+        metavar="K",
+        help="fixed negative destinations stored per held-out edge for evaluation (default 100; 0: none)",
+    )
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], help="stored feature type (default: from input)")
     _add_build_options(p)
     p.set_defaults(func=cmd_convert)
@@ -157,6 +170,8 @@ def cmd_convert(args) -> int:
             features=args.features,
             labels=args.labels,
             split=args.split,
+            link_split=args.link_split,
+            link_negatives=args.link_negatives,
             seed=args.seed,
             feature_dtype=args.feature_dtype,
             memory=args.memory,
@@ -225,6 +240,7 @@ def info_dict(path: str) -> Dict[str, Any]:
         "num_classes": ds.num_classes,
         "num_labeled": None if m.get("labels") is None else m["labels"]["num_labeled"],
         "splits": dict(m.get("splits", {})),
+        "edge_splits": {k: dict(v) for k, v in m.get("edge_splits", {}).items()},
         "degree": dict(m["degree"]),
         "files": files,
         "total_bytes": sum(f["bytes"] for f in files.values()),
@@ -252,13 +268,21 @@ def _format_info(info: Dict[str, Any]) -> str:
             "none" if info["num_classes"] is None else f"{info['num_classes']} classes, {info['num_labeled']:,} labeled"
         ),
         "splits    " + (", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
+        "edge splits "
+        + (
+            ", ".join(
+                f"{k} {v['edges']:,}" + (f" ({v['negatives']} negatives each)" if v["negatives"] else "")
+                for k, v in info["edge_splits"].items()
+            )
+            or "none"
+        ),
         f"in-degree min {d['min']:,}  median {d['median']:,}  mean {d['mean']:.2f}  max {d['max']:,}  "
         f"zero-degree nodes {d['zero']:,}",
         "files",
     ]
     for key, f in info["files"].items():
-        lines.append(f"  {key:<12} {f['path']:<22} {human_bytes(f['bytes'])}")
-    lines.append(f"  {'total':<12} {'':<22} {human_bytes(info['total_bytes'])}")
+        lines.append(f"  {key:<20} {f['path']:<26} {human_bytes(f['bytes'])}")
+    lines.append(f"  {'total':<20} {'':<26} {human_bytes(info['total_bytes'])}")
     return "\n".join(lines)
 
 
