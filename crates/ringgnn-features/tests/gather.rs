@@ -230,6 +230,7 @@ fn a_dataset_without_features_is_a_clear_error() {
         feature_dtype: None,
         labels: None,
         split: None,
+        link_split: None,
         seed: 0,
         overwrite: false,
     };

@@ -88,6 +88,7 @@ pub fn build(
         feature_dtype: Some(dtype),
         labels: None,
         split: None,
+        link_split: None,
         seed: 0,
         overwrite: false,
     };
