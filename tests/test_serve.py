@@ -486,8 +486,11 @@ def test_threads_and_memory_stay_bounded(served, trained):
     after = served.status()
     # Requests run on a pool of at most --handlers threads (32 here), started on demand: the
     # count may creep toward that bound as bursts meet, never with the number of requests
-    # (3200 here). The rest is fixed: Python, the gRPC runtime, PyTorch's pool.
-    assert after["threads"] <= 32 + 16, (warm, after)
+    # (3200 here). The rest is fixed: Python, the gRPC runtime, PyTorch's pool. Under a loaded
+    # machine (the whole suite on 2 cores) the warm count was seen at 49, one over 32 + 16 and
+    # not growing; what must hold is that 3200 more requests add at most a few pool threads.
+    assert after["threads"] - warm["threads"] <= 8, (warm, after)
+    assert after["threads"] <= 32 + 24, (warm, after)
     assert after["rss"] - warm["rss"] < 48 << 20, (warm, after)
 
 
