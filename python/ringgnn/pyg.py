@@ -90,17 +90,8 @@ class RingNeighborSampler(BaseSampler):
             # The loader takes the first `batch_size = len(input_id)` nodes as the seeds; with a
             # seed repeated in a batch they would not line up.
             raise InputError("a batch holds the same seed node twice; give input_nodes without duplicates")
-        out = self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index()).to_torch()
-        return SamplerOutput(
-            node=out.node,
-            row=out.row,
-            col=out.col,
-            edge=out.edge,
-            batch=None,
-            num_sampled_nodes=out.num_sampled_nodes,
-            num_sampled_edges=out.num_sampled_edges,
-            metadata=(index.input_id, index.time),
-        )
+        out = self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index())
+        return _output(out, (index.input_id, index.time))
 
     def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
         """Link batches for PyG's ``LinkLoader``/``LinkNeighborLoader`` semantics (see
@@ -109,11 +100,10 @@ class RingNeighborSampler(BaseSampler):
         if index.time is not None:
             raise InputError("temporal link sampling (edge_label_time) is not supported")
         ours = None
+        weights = {}
         if neg_sampling is not None:
             ours = LinkNegatives(mode=str(neg_sampling.mode.value if hasattr(neg_sampling.mode, "value") else neg_sampling.mode),
                                  amount=neg_sampling.amount)
-        weights = {}
-        if neg_sampling is not None:
             for k in ("src_weight", "dst_weight"):
                 w = getattr(neg_sampling, k, None)
                 weights[k] = None if w is None else w.detach().cpu().numpy()
@@ -121,7 +111,6 @@ class RingNeighborSampler(BaseSampler):
         label = None if index.label is None else index.label.numpy()
         b = links.sample(index.row.numpy(), index.col.numpy(), epoch=self.epoch, batch=self._next_batch_index(),
                          edge_label=label, **weights)
-        out = b.sample.to_torch()
         if b.edge_label_index is not None:
             el = None if b.edge_label is None else torch.from_numpy(b.edge_label)
             if el is not None and index.label is not None:
@@ -130,16 +119,22 @@ class RingNeighborSampler(BaseSampler):
         else:
             metadata = (index.input_id, torch.from_numpy(b.src_index), torch.from_numpy(b.dst_pos_index),
                         torch.from_numpy(b.dst_neg_index), None)
-        return SamplerOutput(
-            node=out.node,
-            row=out.row,
-            col=out.col,
-            edge=out.edge,
-            batch=None,
-            num_sampled_nodes=out.num_sampled_nodes,
-            num_sampled_edges=out.num_sampled_edges,
-            metadata=metadata,
-        )
+        return _output(b.sample, metadata)
+
+
+def _output(sample: Any, metadata: Tuple[Any, ...]) -> SamplerOutput:
+    """A ringgnn sample as PyG's ``SamplerOutput`` (torch tensors, no ``batch`` vector)."""
+    out = sample.to_torch()
+    return SamplerOutput(
+        node=out.node,
+        row=out.row,
+        col=out.col,
+        edge=out.edge,
+        batch=None,
+        num_sampled_nodes=out.num_sampled_nodes,
+        num_sampled_edges=out.num_sampled_edges,
+        metadata=metadata,
+    )
 
 
 class RingFeatureStore(FeatureStore):

@@ -102,6 +102,28 @@ impl Dataset {
         })
     }
 
+    /// Whether `src -> dst` is an edge: a binary search in `dst`'s ascending neighbor list, one
+    /// small read per step, so a hub's list is never loaded whole.
+    pub fn has_edge(&self, src: u64, dst: u64) -> Result<bool> {
+        let (mut lo, mut hi) = self.range(dst)?;
+        let w = self.manifest.graph.indices_dtype.size();
+        let mut b = [0u8; 8];
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            self.read_at(&self.indices, "indices", &mut b[..w as usize], mid * w)?;
+            let x = u64::from_le_bytes(b);
+            if x == src {
+                return Ok(true);
+            }
+            if x < src {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(false)
+    }
+
     /// The whole offset index (V+1 u64): the only graph structure a sampler keeps in memory.
     pub fn load_indptr(&self) -> Result<Vec<u64>> {
         self.read_i64_like("indptr", self.num_nodes() + 1)

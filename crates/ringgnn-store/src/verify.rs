@@ -116,7 +116,7 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
                     Box::new(link::Pairs::new(
                         name,
                         m.num_nodes,
-                        link::EdgeLookup::open(dir, &m)?,
+                        crate::dataset::Dataset::open(dir)?,
                     ))
                 } else if let Some(name) = key.strip_prefix("edge_negatives.") {
                     let k = m.edge_splits[name].negatives;

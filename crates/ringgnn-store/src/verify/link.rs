@@ -5,81 +5,22 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::{u64s, Check};
+use crate::dataset::Dataset;
 use crate::link::TRAIN;
-use crate::manifest::Manifest;
 use crate::{IoContext, Result};
-
-/// Looks up single edges in the CSC files by reading them (binary search within one neighbor
-/// list), so verifying a split costs O(log d) small reads per pair and no memory.
-pub(super) struct EdgeLookup {
-    indptr: File,
-    indptr_path: PathBuf,
-    indices: File,
-    indices_path: PathBuf,
-    width: u64,
-}
-
-impl EdgeLookup {
-    pub(super) fn open(dir: &Path, m: &Manifest) -> Result<Self> {
-        let indptr_path = dir.join(&m.file("indptr")?.path);
-        let indices_path = dir.join(&m.file("indices")?.path);
-        Ok(EdgeLookup {
-            indptr: File::open(&indptr_path).at(&indptr_path)?,
-            indptr_path,
-            indices: File::open(&indices_path).at(&indices_path)?,
-            indices_path,
-            width: m.graph.indices_dtype.size(),
-        })
-    }
-
-    fn index(&self, i: u64) -> Result<u64> {
-        let mut b = [0u8; 8];
-        let w = self.width as usize;
-        self.indices
-            .read_exact_at(&mut b[..w], i * self.width)
-            .at(&self.indices_path)?;
-        Ok(u64::from_le_bytes(b))
-    }
-
-    /// Whether `src -> dst` is an edge (`src` in `dst`'s ascending in-neighbor list).
-    pub(super) fn contains(&self, src: u64, dst: u64) -> Result<bool> {
-        let mut b = [0u8; 16];
-        self.indptr
-            .read_exact_at(&mut b, dst * 8)
-            .at(&self.indptr_path)?;
-        let (mut lo, mut hi) = (
-            u64::from_le_bytes(b[..8].try_into().unwrap()),
-            u64::from_le_bytes(b[8..].try_into().unwrap()),
-        );
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let x = self.index(mid)?;
-            if x == src {
-                return Ok(true);
-            }
-            if x < src {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(false)
-    }
-}
 
 /// `edge_split_NAME`: (src, dst) i64 pairs.
 pub(super) struct Pairs {
     name: String,
     num_nodes: u64,
-    graph: EdgeLookup,
+    graph: Dataset,
 }
 
 impl Pairs {
-    pub(super) fn new(name: &str, num_nodes: u64, graph: EdgeLookup) -> Self {
+    pub(super) fn new(name: &str, num_nodes: u64, graph: Dataset) -> Self {
         Pairs {
             name: name.into(),
             num_nodes,
@@ -107,7 +48,7 @@ impl Check for Pairs {
                     "pair {i} is the self loop ({src}, {dst}); edge splits never hold self loops"
                 )));
             }
-            let present = self.graph.contains(src as u64, dst as u64)?;
+            let present = self.graph.has_edge(src as u64, dst as u64)?;
             if self.name == TRAIN && !present {
                 return Ok(Some(format!(
                     "pair {i} ({src}, {dst}) is a training pair but not an edge of the graph"
