@@ -19,18 +19,21 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._core import InputError
 from ._files import os_errors, replacing
 from .dataset import Dataset
-from .models import MODELS, build_model
+from .models import DECODERS, MODELS, build_link_model, build_model
 
 #: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
 #: number of epochs may grow, and how the run is executed (device, threads, output) may change.
-RUN_DEFINING = ("model", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout", "seed", "world_size")
-#: What a checkpoint written before an option existed was trained with.
-RUN_DEFAULTS = {"world_size": 1}
+RUN_DEFINING = ("task", "model", "decoder", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout",
+                "neg_ratio", "neg_weight", "seed", "world_size")
+#: What a checkpoint written before an option existed was trained with (node tasks have no
+#: decoder nor negatives).
+RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None}
 
 
 @dataclass
 class Checkpoint:
-    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU)."""
+    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU): ``net`` is the
+    encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows."""
 
     net: Any
     kind: str
@@ -40,6 +43,12 @@ class Checkpoint:
     path: str
     args: Dict[str, Any] = field(default_factory=dict)
     metrics: Dict[str, Any] = field(default_factory=dict)
+    decoder: Any = None
+
+    @property
+    def task(self) -> str:
+        """``node`` (the encoder gives class logits) or ``link`` (it gives embeddings)."""
+        return self.args.get("task", "node")
 
 
 def read_checkpoint(run_dir: str, what: str = "--model") -> Tuple[str, Dict[str, Any]]:
@@ -71,16 +80,31 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
     hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
     if kind not in MODELS or not fanouts or layers != len(fanouts):
         raise InputError(f"{path}: not a ringgnn run checkpoint (model {kind!r}, fanouts {fanouts})")
-    if ds.feature_dim is None or ds.num_classes is None:
-        raise InputError(f"{what}: the dataset {ds.path} has no features or no labels; use the dataset the model was "
-                         "trained on")
-    net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
+    task = args.get("task", "node")
+    if task == "link":
+        decoder = args.get("decoder")
+        if decoder not in DECODERS:
+            raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {decoder!r})")
+        if ds.feature_dim is None:
+            raise InputError(f"{what}: the dataset {ds.path} has no features; use the dataset the model was trained on")
+        net = build_link_model(kind, ds.feature_dim, hidden, layers, 0.0, decoder)
+        fits = f"{ds.feature_dim} features"
+    elif task == "node":
+        if ds.feature_dim is None or ds.num_classes is None:
+            raise InputError(f"{what}: the dataset {ds.path} has no features or no labels; use the dataset the model "
+                             "was trained on")
+        net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
+        fits = f"{ds.feature_dim} features, {ds.num_classes} classes"
+    else:
+        raise InputError(f"{path}: not a ringgnn run checkpoint (task {task!r})")
     try:
         net.load_state_dict(state["model"])
     except RuntimeError as e:
-        raise InputError(f"{path} does not fit the dataset {ds.path} ({ds.feature_dim} features, "
-                         f"{ds.num_classes} classes): {e}") from None
+        raise InputError(f"{path} does not fit the dataset {ds.path} ({fits}): {e}") from None
     net.eval()
+    if task == "link":
+        return Checkpoint(net.encoder, kind, fanouts, hidden, layers, path, dict(args),
+                          dict(state.get("metrics") or {}), decoder=net.decoder)
     return Checkpoint(net, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}))
 
 

@@ -27,10 +27,10 @@ class Plots:
             return
         e = history[-1]
         if self.writer is not None:
-            for key in ("loss", "val_acc", "test_acc", "seconds", "sample_seconds", "gather_seconds",
+            for key in ("loss", *score_keys(e), "seconds", "sample_seconds", "gather_seconds",
                         "train_seconds", "wait_seconds", "eval_seconds", "cache_hit_rate"):
                 group = "loss" if key == "loss" else "accuracy" if key.endswith("_acc") else "time" \
-                    if key.endswith("seconds") else "loader"
+                    if key.endswith("seconds") else "loader" if key == "cache_hit_rate" else "scores"
                 self.writer.add_scalar(f"{group}/{key}", e[key], e["epoch"])
             with os_errors("writing TensorBoard logs to", os.path.join(self.run_dir, "tensorboard")):
                 self.writer.flush()
@@ -39,6 +39,12 @@ class Plots:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def score_keys(row: Dict[str, Any]) -> List[str]:
+    """The evaluation scores of an epoch's row (``val_acc``, ``test_acc``; ``val_auc``,
+    ``val_mrr``, ... for link runs), without the dicts (``val_hits``)."""
+    return [k for k, v in row.items() if k.startswith(("val_", "test_")) and isinstance(v, (int, float))]
 
 
 def write_curves(history: List[Dict[str, Any]], path: str) -> bool:
@@ -54,9 +60,10 @@ def write_curves(history: List[Dict[str, Any]], path: str) -> bool:
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     axes[0].plot(ep, [e["loss"] for e in history], marker="o")
     axes[0].set(title="train loss", xlabel="epoch")
-    axes[1].plot(ep, [e["val_acc"] for e in history], marker="o", label="val")
-    axes[1].plot(ep, [e["test_acc"] for e in history], marker="o", label="test")
-    axes[1].set(title="accuracy", xlabel="epoch")
+    keys = score_keys(history[-1])
+    for key in keys:
+        axes[1].plot(ep, [e[key] for e in history], marker="o", label=key.replace("_", " "))
+    axes[1].set(title="accuracy" if all(k.endswith("_acc") for k in keys) else "scores", xlabel="epoch")
     axes[1].legend()
     bottom = [0.0] * len(ep)
     for key, label in (("train_seconds", "train"), ("wait_seconds", "waiting for batches"),

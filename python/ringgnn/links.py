@@ -14,23 +14,36 @@ does); the sample is the node sample of those seeds, so ``node[:len(seeds)]`` ar
 graph, the word2vec/PinSage practice), with replacement, from a numpy PCG64 stream keyed by
 (seed, epoch, batch): a batch's negatives, like its sample, depend on nothing else.
 
-This is the sampling; PyG's ``LinkLoader`` drives it through
-:meth:`ringgnn.pyg.RingNeighborSampler.sample_from_edges`.
+:class:`LinkPairs` makes a batch's seeds from its pairs (one place, for both drivers);
+:class:`LinkSampler` samples one batch at a time (PyG's ``LinkLoader`` drives it through
+:meth:`ringgnn.pyg.RingNeighborSampler.sample_from_edges`); :class:`LinkLoader` runs whole epochs
+of link batches through the Rust loader (threads, hyperbatches, spill, feature rows gathered,
+one memory budget) and gives the same batches as :class:`LinkSampler`. Evaluation batches take
+*fixed* negatives instead (``negatives=``: a dataset's stored ``(n, K)`` candidates), in the
+triplet layout.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
+from . import _options
 from ._core import InputError
+from .dataset import Dataset, PathLike
 from .sampler import NeighborSampler, SampledSubgraph
 
 #: The numpy ``SeedSequence`` purpose word of negative sampling ("lneg" in ASCII).
 NEG_PURPOSE = 0x6C6E6567
+#: The purpose word of a link epoch's order of its pairs ("lshf").
+SHUFFLE_PURPOSE = 0x6C736866
+#: Batches a :class:`LinkLoader` hands the Rust loader at a time (their seed lists are made in
+#: memory a window at a time, not for the whole epoch).
+WINDOW = 256
 MODES = ("binary", "triplet")
 WEIGHTS = ("uniform", "degree")
 
@@ -74,17 +87,40 @@ class LinkBatch:
     negative destinations (``(n,)`` when amount is 1, as PyG squeezes it)."""
 
 
-class LinkSampler:
-    """Link batches over a :class:`NeighborSampler` (its dataset, fanouts, backend and seed)."""
+@dataclass
+class Pairs:
+    """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints) and
+    where each endpoint is among them."""
 
-    def __init__(self, sampler: NeighborSampler, neg_sampling: Optional[NegativeSampling] = None):
-        self.sampler = sampler
+    seeds: np.ndarray
+    inverse: np.ndarray
+    num_pos: int
+    triplet: bool
+    label: Optional[np.ndarray] = None
+
+    def batch(self, sample: Any) -> LinkBatch:
+        """The :class:`LinkBatch` of these pairs over ``sample``, the node sample of :attr:`seeds`."""
+        if not self.triplet:
+            return LinkBatch(sample, self.num_pos, edge_label_index=self.inverse.reshape(2, -1), edge_label=self.label)
+        n = self.num_pos
+        neg = self.inverse[2 * n:].reshape(n, -1)
+        return LinkBatch(sample, n, src_index=self.inverse[:n], dst_pos_index=self.inverse[n:2 * n],
+                         dst_neg_index=neg[:, 0] if neg.shape[1] == 1 else neg)
+
+
+class LinkPairs:
+    """Turns the positive pairs of a link batch into its seeds, drawing its negatives from the
+    (seed, epoch, batch) stream: what :class:`LinkSampler` and :class:`LinkLoader` share."""
+
+    def __init__(self, dataset: Dataset, seed: int, neg_sampling: Optional[NegativeSampling] = None):
+        self.dataset = dataset
+        self.seed = seed
         self.neg_sampling = neg_sampling
         self._cdf: Optional[np.ndarray] = None
 
     def _weights_cdf(self) -> np.ndarray:
         if self._cdf is None:
-            w = self.sampler.dataset.degrees().astype(np.float64) ** 0.75
+            w = self.dataset.degrees().astype(np.float64) ** 0.75
             cdf = np.cumsum(w)
             if cdf.size == 0 or cdf[-1] <= 0:
                 raise InputError("negative sampling by degree needs a graph with edges; use weight='uniform'")
@@ -94,7 +130,7 @@ class LinkSampler:
     def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None) -> np.ndarray:
         """``count`` random node ids by the configured weighting (or by ``weight``, one
         non-negative value per node, as PyG's ``src_weight``/``dst_weight``)."""
-        n = self.sampler.dataset.num_nodes
+        n = self.dataset.num_nodes
         if weight is not None:
             cdf = np.cumsum(np.asarray(weight, dtype=np.float64))
             if cdf.size != n or not cdf[-1] > 0:
@@ -107,16 +143,19 @@ class LinkSampler:
         return np.minimum(np.searchsorted(cdf, u, side="right"), n - 1).astype(np.int64)
 
     def rng(self, epoch: int, batch: int) -> np.random.Generator:
-        return np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.sampler.seed, NEG_PURPOSE, epoch, batch])))
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, NEG_PURPOSE, epoch, batch])))
 
-    def sample(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
-               src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None) -> LinkBatch:
-        """Sample link batch ``batch`` of epoch ``epoch`` for the positive pairs ``(src[i], dst[i])``."""
+    def pairs(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
+              src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
+              fixed: Optional[np.ndarray] = None) -> Pairs:
+        """The :class:`Pairs` of link batch ``batch`` of epoch ``epoch`` for the positive pairs
+        ``(src[i], dst[i])``; ``fixed``, an ``(n, K)`` array of destinations, replaces the drawn
+        negatives (triplet layout: evaluation against stored candidates)."""
         src = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
         dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
         if src.shape != dst.shape:
             raise InputError(f"a link batch needs as many sources as destinations (got {src.size} and {dst.size})")
-        n = self.sampler.dataset.num_nodes
+        n = self.dataset.num_nodes
         for name, a in (("source", src), ("destination", dst)):
             if a.size and (a.min() < 0 or a.max() >= n):
                 bad = a[(a < 0) | (a >= n)][0]
@@ -124,7 +163,17 @@ class LinkSampler:
         num_pos = src.size
         ns = self.neg_sampling
         label = None
-        if ns is not None and ns.mode == "binary":
+        triplet = fixed is not None or (ns is not None and ns.mode == "triplet")
+        if fixed is not None:
+            fixed = np.asarray(fixed, dtype=np.int64)
+            if fixed.ndim != 2 or fixed.shape[0] != num_pos or fixed.shape[1] < 1:
+                raise InputError(f"fixed negatives need shape (pairs, K) = ({num_pos}, K >= 1), got {fixed.shape}")
+            if fixed.size and (fixed.min() < 0 or fixed.max() >= n):
+                raise InputError(f"a fixed negative is not a node: the dataset has {n:,} nodes")
+            if edge_label is not None:
+                raise InputError("fixed negatives take no edge labels")
+            dst = np.concatenate([dst, fixed.reshape(-1)])
+        elif ns is not None and ns.mode == "binary":
             num_neg = math.ceil(num_pos * ns.amount)
             rng = self.rng(epoch, batch)
             src_neg = self.negatives(num_neg, rng, src_weight)
@@ -142,10 +191,214 @@ class LinkSampler:
         elif edge_label is not None:
             label = np.asarray(edge_label, np.float32).reshape(num_pos)
         seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
-        inverse = inverse.reshape(-1)
-        sample = self.sampler.sample(seeds, epoch=epoch, batch=batch)
-        if ns is None or ns.mode == "binary":
-            return LinkBatch(sample, num_pos, edge_label_index=inverse.reshape(2, -1), edge_label=label)
-        neg = inverse[2 * num_pos:].reshape(num_pos, -1)
-        return LinkBatch(sample, num_pos, src_index=inverse[:num_pos], dst_pos_index=inverse[num_pos:2 * num_pos],
-                         dst_neg_index=neg[:, 0] if neg.shape[1] == 1 else neg)
+        return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
+
+    def most_seeds(self, pairs: int, fixed_k: int = 0) -> int:
+        """The most seed nodes a batch of ``pairs`` positives can have (what a memory plan is
+        made for)."""
+        ns = self.neg_sampling
+        if fixed_k:
+            per = 2 + fixed_k
+        elif ns is None:
+            per = 2
+        elif ns.mode == "binary":
+            return min(self.dataset.num_nodes, 2 * (pairs + math.ceil(pairs * ns.amount)))
+        else:
+            per = 2 + int(ns.amount)
+        return max(1, min(self.dataset.num_nodes, per * pairs))
+
+
+class LinkSampler(LinkPairs):
+    """Link batches over a :class:`NeighborSampler` (its dataset, fanouts, backend and seed)."""
+
+    def __init__(self, sampler: NeighborSampler, neg_sampling: Optional[NegativeSampling] = None):
+        super().__init__(sampler.dataset, sampler.seed, neg_sampling)
+        self.sampler = sampler
+
+    def sample(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
+               src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
+               fixed: Optional[np.ndarray] = None) -> LinkBatch:
+        """Sample link batch ``batch`` of epoch ``epoch`` for the positive pairs ``(src[i], dst[i])``."""
+        p = self.pairs(src, dst, epoch=epoch, batch=batch, edge_label=edge_label, src_weight=src_weight,
+                       dst_weight=dst_weight, fixed=fixed)
+        return p.batch(self.sampler.sample(p.seeds, epoch=epoch, batch=batch))
+
+
+def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges") -> np.ndarray:
+    """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array of shape
+    (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and destinations)."""
+    if isinstance(edges, (str, os.PathLike)):
+        spec = os.fspath(edges)
+        if spec in dataset.edge_split_names:
+            return dataset.edge_split(spec)
+        if not spec.endswith(".npy"):
+            have = ", ".join(dataset.edge_split_names) or "none: convert with --link-split"
+            raise InputError(f"{what} '{spec}': not an edge split of {dataset.path} (it has: {have}) nor a .npy file")
+        try:
+            edges = np.load(spec, allow_pickle=False)
+        except ValueError as e:
+            raise InputError(f"{what} {spec}: not a .npy array of pairs ({e})") from None
+        what = f"{what} {spec}"
+    if hasattr(edges, "detach"):
+        edges = edges.detach().cpu().numpy()
+    a = np.asarray(edges)
+    if a.ndim != 2 or 2 not in a.shape:
+        raise InputError(f"{what}: pairs need shape (2, n) or (n, 2), got {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"{what}: node ids must be integers, got {a.dtype}")
+    if a.shape[0] != 2:
+        a = a.T
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    n = dataset.num_nodes
+    if a.size and (a.min() < 0 or a.max() >= n):
+        bad = a[(a < 0) | (a >= n)][0]
+        raise InputError(f"{what}: node {bad} is not a node of {dataset.path} ({n:,} nodes)")
+    return a
+
+
+class LinkLoader:
+    """Epochs of link batches as PyG ``Data``, sampled and gathered ahead by the Rust loader.
+
+    Each batch is ``batch_size`` positive pairs of ``edges`` (an edge split's name, default
+    ``train``, or pairs), in an order shuffled by (seed, epoch), plus negatives: sampled
+    (``neg_sampling``, as :class:`LinkSampler`) or fixed (``negatives``, an ``(n, K)`` array of
+    destinations per pair, e.g. ``dataset.edge_negatives("val")``). The batches are exactly
+    :class:`LinkSampler`'s for the same pairs, epoch and batch index, whatever the backend,
+    hyperbatch size or threads: a link batch is the node batch of its endpoints, and the loader
+    samples that with the (seed, epoch, batch) stream.
+
+    Each ``Data`` has what :class:`ringgnn.Loader` gives (``x``, ``y``, ``edge_index``, ``n_id``,
+    ``batch_size`` = the number of seed nodes, ``num_sampled_nodes``/``edges``), ``input_id``
+    (positions of the positives in ``edges``), and ``edge_label_index`` with ``edge_label``
+    (binary or no negatives) or ``src_index``/``dst_pos_index``/``dst_neg_index`` (triplet or
+    fixed negatives), positions in ``n_id``, as PyG's ``LinkNeighborLoader``.
+
+    ``share``: another :class:`LinkLoader` (or :class:`ringgnn.Loader`) of the same dataset and
+    fanouts whose engine this one uses. The other keyword arguments are :class:`ringgnn.Loader`'s
+    (``memory``, ``cache``, ``backend``, ``hyperbatch`` ...); its memory plan is made for the
+    most seed nodes one batch can have. ``window``: batches handed to the Rust loader at a
+    time (their seed lists are the only per-batch state held in Python).
+    """
+
+    def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
+                 edges: Union[str, Any] = "train", neg_sampling: Optional[NegativeSampling] = None,
+                 negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
+                 drop_last: bool = False, batches: Optional[Sequence[int]] = None, seed: int = 0,
+                 share: Optional[Any] = None, window: int = WINDOW, **loader_opts: Any):
+        from .loader import Loader
+
+        ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+        self.dataset = ds
+        self.edges = edge_pairs(ds, edges)
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        if negatives is not None and neg_sampling is not None:
+            raise InputError("give negatives (fixed candidates) or neg_sampling (drawn), not both")
+        self.negatives = None
+        if negatives is not None:
+            self.negatives = np.ascontiguousarray(negatives, dtype=np.int64)
+            if self.negatives.ndim != 2 or self.negatives.shape[0] != self.edges.shape[1]:
+                raise InputError(f"negatives need one row per pair: shape ({self.edges.shape[1]}, K), "
+                                 f"got {self.negatives.shape}")
+        self.edge_label = None if edge_label is None else np.asarray(edge_label, np.float32).reshape(-1)
+        if self.edge_label is not None and self.edge_label.size != self.edges.shape[1]:
+            raise InputError(f"edge_label needs one value per pair ({self.edges.shape[1]}), got {self.edge_label.size}")
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
+        self.window = _options.count(window, "window", 1)
+        base = share._loader if isinstance(share, LinkLoader) else share
+        if isinstance(share, LinkLoader):
+            seed = share.pairs.seed  # one engine, one sampling stream
+        self.pairs = LinkPairs(ds, _options.count(seed, "seed"), neg_sampling)
+        k = 0 if self.negatives is None else self.negatives.shape[1]
+        most = self.pairs.most_seeds(self.batch_size, k)
+        # The endpoints: the seeds a look-ahead for the hot-row cache samples from.
+        ends = np.unique(self.edges) if base is None else np.zeros(0, np.int64)
+        self._loader = Loader(ds, fanouts, most, split=ends, shuffle=False, seed=self.pairs.seed, share=base,
+                              **loader_opts)
+        self._epoch = 0
+        self.last_epoch: Dict[str, float] = {}
+
+    @property
+    def _core(self) -> Any:
+        return self._loader._core
+
+    @property
+    def fanouts(self) -> List[int]:
+        return self._loader.fanouts
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the next ``iter()``."""
+        self._epoch = _options.count(epoch, "epoch")
+
+    def __len__(self) -> int:
+        if self.batches is not None:
+            return len(self.batches)
+        n = self.edges.shape[1]
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """Positions in ``edges`` of the epoch's pairs, in batch order."""
+        n = self.edges.shape[1]
+        if not self.shuffle:
+            return np.arange(n, dtype=np.int64)
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.pairs.seed, SHUFFLE_PURPOSE, epoch])))
+        return rng.permutation(n).astype(np.int64)
+
+    def batch_pairs(self, order: np.ndarray, epoch: int, b: int) -> Pairs:
+        """The :class:`Pairs` of batch ``b`` of an epoch in ``order``."""
+        pos = order[b * self.batch_size:(b + 1) * self.batch_size]
+        src, dst = self.edges[0, pos], self.edges[1, pos]
+        label = None if self.edge_label is None else self.edge_label[pos]
+        fixed = None if self.negatives is None else self.negatives[pos]
+        return self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
+
+    def __iter__(self) -> Iterator[Any]:
+        import torch
+
+        epoch, self._epoch = self._epoch, self._epoch + 1
+        order = self.order(epoch)
+        wanted = list(range(len(self))) if self.batches is None else self.batches
+        totals = self._loader._new_totals()
+        self.last_epoch = totals
+        for w in range(0, len(wanted), self.window):
+            chosen = wanted[w:w + self.window]
+            made = {b: self.batch_pairs(order, epoch, b) for b in dict.fromkeys(chosen)}
+            seeds = np.concatenate([made[b].seeds for b in chosen]) if chosen else np.zeros(0, np.int64)
+            bounds = np.concatenate([[0], np.cumsum([len(made[b].seeds) for b in chosen])]).tolist()
+            longest = max(1, max(len(made[b].seeds) for b in chosen))
+            it = self._core.epoch(seeds, longest, shuffle=False, epoch=epoch, bounds=bounds,
+                                  indices=[int(b) for b in chosen])
+            del seeds
+            for index, data in self._loader._batches(it, totals):
+                p = made[int(index)]
+                lb = p.batch(None)
+                pos = order[int(index) * self.batch_size:(int(index) + 1) * self.batch_size]
+                data.input_id = torch.from_numpy(pos)
+                if lb.edge_label_index is not None:
+                    data.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index))
+                    if lb.edge_label is not None:
+                        data.edge_label = torch.from_numpy(lb.edge_label)
+                else:
+                    data.src_index = torch.from_numpy(lb.src_index)
+                    data.dst_pos_index = torch.from_numpy(lb.dst_pos_index)
+                    data.dst_neg_index = torch.from_numpy(np.ascontiguousarray(lb.dst_neg_index))
+                yield data
+                del data
+
+    def plan(self) -> Dict[str, Any]:
+        return self._loader.plan()
+
+    def stats(self) -> Dict[str, Any]:
+        return self._loader.stats()
+
+    @property
+    def backend(self) -> str:
+        return self._loader.backend
+
+    @property
+    def feature_backend(self) -> str:
+        return self._loader.feature_backend
+
+    def __repr__(self) -> str:
+        return (f"LinkLoader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
+                f"{self.edges.shape[1]} pairs, backend={self.backend!r})")

@@ -172,39 +172,48 @@ class Loader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
-        import torch
-        from torch_geometric.data import Data
-
         epoch, self._epoch = self._epoch, self._epoch + 1
         # Positions of the seeds in `self.seeds`, to report `input_id` as PyG does.
         where = {int(s): i for i, s in enumerate(self.seeds.tolist())} if len(self.seeds) < 1 << 22 else None
-        totals = dict(batches=0, sample=0.0, wait=0.0, gather=0.0, bytes_read=0, pages_read=0, distinct_rows=0,
-                      cache_hits=0)
-        self.last_epoch = totals
         it = self._core.epoch(self.seeds, self.batch_size, shuffle=self.shuffle, epoch=epoch, drop_last=self.drop_last,
                               batches=self.batches)
-        for _index, _seeds, sub, x, y, info in it:
+        for _index, data in self._batches(it, self._new_totals()):
+            if where is not None:
+                data.input_id = _input_ids(where, data.n_id[: data.batch_size])
+            yield data
+            del data  # the generator keeps no batch alive once the consumer asks for the next
+
+    def _new_totals(self) -> Dict[str, float]:
+        """Zeroed per-epoch totals, which become :attr:`last_epoch`."""
+        self.last_epoch = dict(batches=0, sample=0.0, wait=0.0, gather=0.0, bytes_read=0, pages_read=0,
+                               distinct_rows=0, cache_hits=0)
+        return self.last_epoch
+
+    def _batches(self, it: Any, totals: Dict[str, float]) -> Iterator[Any]:
+        """``(global batch index, Data)`` for each batch of a core epoch ``it``, counted in
+        ``totals`` (``ringgnn.links.LinkLoader`` adds its pairs to the same batches)."""
+        import torch
+        from torch_geometric.data import Data
+
+        for index, seeds, sub, x, y, info in it:
             for k in ("sample", "wait", "gather", "bytes_read", "pages_read", "distinct_rows", "cache_hits"):
                 totals[k] += info[k]
             totals["batches"] += 1
             node = sub["node"]
             if y is None:
                 y = np.full(len(node), -1, dtype=np.int64)
-            bs = len(_seeds)
             data = Data(
                 x=torch.from_numpy(x),
                 y=torch.from_numpy(y),
                 edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])),
                 n_id=torch.from_numpy(node),
-                batch_size=bs,
+                batch_size=len(seeds),
                 num_sampled_nodes=list(sub["num_sampled_nodes"]),
                 num_sampled_edges=list(sub["num_sampled_edges"]),
             )
-            if where is not None:
-                data.input_id = torch.tensor([where[int(s)] for s in node[:bs]], dtype=torch.int64)
             del x
-            yield data
-            del data  # the generator keeps no batch alive once the consumer asks for the next
+            yield index, data
+            del data
 
     def plan(self) -> Dict[str, Any]:
         """How the memory budget was split (bytes per part, ``text`` for people)."""
@@ -227,3 +236,9 @@ class Loader:
     def __repr__(self) -> str:
         return (f"Loader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
                 f"{len(self.seeds)} seeds, backend={self.backend!r}, features={self.feature_backend!r})")
+
+
+def _input_ids(where: Dict[int, int], seeds: Any) -> Any:
+    import torch
+
+    return torch.tensor([where[int(s)] for s in seeds.tolist()], dtype=torch.int64)

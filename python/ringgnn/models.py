@@ -4,9 +4,12 @@ The encoders are PyG's ``GraphSAGE`` (default), ``GCN`` and ``GAT`` (``SAGEConv`
 ``GATConv`` layers, one attention head), built by :func:`build_model`; :func:`forward` runs one on
 a sampled batch and keeps the seeds' rows (they come first), and :func:`activation_bytes` bounds
 the memory of one training step for the loader's budget. A task (``ringgnn.tasks``) says what the
-rows mean: for node classification the encoder's last layer gives the class logits itself. Tasks
-whose prediction is about something else than one node (a link) put a decoder on top of the
-encoder's rows; decoders will live here, next to the encoders they read.
+rows mean: for node classification the encoder's last layer gives the class logits itself; link
+prediction puts a *decoder* on top of the encoder's rows (:class:`LinkModel`): ``dot``, the
+inner product of the two endpoints' embeddings, or ``mlp``, a two-layer perceptron on their
+element-wise product (PyG's link-prediction examples use both). Decoders score pairs of rows
+that broadcast: ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with ``(n, K, d)`` for K candidates
+per source.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from .dataset import Dataset
 
 #: The encoders ``--model`` names.
 MODELS = ("sage", "gcn", "gat")
+#: The link decoders ``--decoder`` names.
+DECODERS = ("dot", "mlp")
 
 
 def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float) -> Any:
@@ -26,6 +31,47 @@ def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, 
 
     cls = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}[kind]
     return cls(in_dim, hidden, layers, out_dim, dropout=dropout, act="relu")
+
+
+def build_decoder(kind: str, dim: int) -> Any:
+    """A decoder of ``dim``-wide embeddings: ``dot`` (no parameters) or ``mlp``."""
+    import torch
+
+    class Dot(torch.nn.Module):
+        def forward(self, zs: Any, zd: Any) -> Any:
+            return (zs * zd).sum(-1)
+
+    class MLP(torch.nn.Module):
+        def __init__(self, d: int):
+            super().__init__()
+            self.lin1 = torch.nn.Linear(d, d)
+            self.lin2 = torch.nn.Linear(d, 1)
+
+        def forward(self, zs: Any, zd: Any) -> Any:
+            return self.lin2(torch.relu(self.lin1(zs * zd))).squeeze(-1)
+
+    if kind == "dot":
+        return Dot()
+    if kind == "mlp":
+        return MLP(dim)
+    raise ValueError(f"unknown decoder {kind!r}")
+
+
+def build_link_model(kind: str, in_dim: int, hidden: int, layers: int, dropout: float, decoder: str) -> Any:
+    """A :class:`LinkModel`: encoder ``kind`` whose last layer gives ``hidden``-wide embeddings,
+    and decoder ``decoder``."""
+    import torch
+
+    class LinkModel(torch.nn.Module):
+        """``encoder`` (the node embeddings) and ``decoder`` (a score per pair of embeddings):
+        a checkpoint's state dict holds both, as ``encoder.*`` and ``decoder.*``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = build_model(kind, in_dim, hidden, hidden, layers, dropout)
+            self.decoder = build_decoder(decoder, hidden)
+
+    return LinkModel()
 
 
 def forward(net: Any, batch: Any, device: Any, kind: str) -> Any:

@@ -3,18 +3,20 @@
 ``ringgnn.train`` runs the same loop for every task: it asks the task for the loader of each
 split's seeds, for the loss of each training batch, for the evaluation of the other splits after
 each epoch (sums, so that data-parallel ranks can add theirs) and for the scores made of them.
-:class:`Task` is that interface; :class:`NodeClassification` (cross-entropy on the labeled
-seeds, accuracy) is the one task so far. A link-prediction task plugs in the same way: its
-seeds are a split's edges, its loss scores them against negatives through a decoder
-(``ringgnn.models``), its scores are ranking metrics.
+:class:`Task` is that interface. :class:`NodeClassification`: cross-entropy on the labeled
+seeds, accuracy. :class:`LinkPrediction`: the seeds are an edge split's pairs
+(``ringgnn.links.LinkLoader``), the loss is binary cross-entropy of a decoder's scores
+(``ringgnn.models``) for the positives and sampled negatives, the scores are AUC, MRR and
+Hits@K of each held-out positive against its stored negatives (``ringgnn.metrics``).
 
-Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``): the names of the columns of
-``metrics.json``'s epochs, and of its ``best_<first eval split>_<metric>``.
+Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, ``val_mrr``,
+``val_hits``...): the names of the columns of ``metrics.json``'s epochs, and of its
+``best_<first eval split>_<first metric>``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from .checkpoints import Checkpoint
 from .dataset import Dataset
 from .inference import run_inference
 from .loader import Loader
-from .models import forward
+from .models import build_link_model, build_model, forward
 
 
 class Task:
@@ -47,6 +49,18 @@ class Task:
     def out_dim(self, ds: Dataset) -> int:
         """Width of the encoder's output."""
         raise NotImplementedError
+
+    def build(self, kind: str, ds: Dataset, hidden: int, layers: int, dropout: float) -> Any:
+        """The model to train: encoder ``kind`` (and what the task puts on top of it)."""
+        return build_model(kind, ds.feature_dim, hidden, self.out_dim(ds), layers, dropout)
+
+    def checkpoint(self, net: Any, kind: str, fanouts: List[int], hidden: int, layers: int, path: str) -> Checkpoint:
+        """``net`` (what :meth:`build` made) as a :class:`Checkpoint` for layer-wise inference."""
+        return Checkpoint(net, kind, fanouts, hidden, layers, path)
+
+    def batch_seeds(self, batch_size: int, ds: Dataset) -> int:
+        """The most seed nodes of a training batch of ``batch_size`` (what activations are sized for)."""
+        return batch_size
 
     def loader(self, ds: Dataset, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
         """A loader of the batches of ``split``'s seeds (``opts``: ``ringgnn.Loader``'s)."""
@@ -138,6 +152,188 @@ class NodeClassification(Task):
     def layerwise(self, ds: Dataset, ckpt: Checkpoint, **opts: Any) -> Dict[str, float]:
         acc = layerwise_accuracy(ds, ckpt, self.eval_splits, **opts)
         return {k: acc[s] for k, s in zip(self.keys(), self.eval_splits)}
+
+
+class LinkPrediction(Task):
+    """Predict whether an edge exists: the encoder's last layer gives ``hidden``-wide node
+    embeddings, a decoder (``dot`` or ``mlp``) scores pairs of them. Training batches are
+    ``batch_size`` pairs of the ``train`` edge split plus ``neg_ratio`` random negatives per
+    positive (binary, uniform or by degree ** 0.75), binary cross-entropy on their scores.
+    ``val`` and ``test`` are scored by ranking each held-out pair against its K stored
+    negatives (the same candidates in every run): AUC (pooled over the split's positive and
+    negative scores), MRR and Hits@K with OGB's tie rule (``ringgnn.metrics``).
+
+    Under ``torchrun`` the sampled per-epoch AUC is the mean of the ranks' AUCs weighted by
+    their positives (each exact on its share); MRR and Hits@K are exact sums. The layer-wise
+    scores at the end are exact over the whole split."""
+
+    metric = "auc"
+    METRICS = ("auc", "mrr", "hits")
+
+    def __init__(self, decoder: str = "dot", neg_ratio: float = 1.0, neg_weight: str = "uniform"):
+        from .links import NegativeSampling
+
+        self.decoder = decoder
+        self.neg = NegativeSampling("binary", neg_ratio, neg_weight)
+
+    def check(self, ds: Dataset) -> None:
+        missing = [s for s in (self.train_split, *self.eval_splits) if s not in ds.edge_split_names]
+        if missing:
+            raise InputError(
+                f"{ds.path}: the dataset has no {'/'.join(missing)} edge split, which --task link trains and scores "
+                "on; rebuild it with convert --link-split val=0.05,test=0.1")
+
+    def out_dim(self, ds: Dataset) -> int:
+        raise InputError("a link model's output width is --hidden")  # build() does not ask
+
+    def build(self, kind: str, ds: Dataset, hidden: int, layers: int, dropout: float) -> Any:
+        return build_link_model(kind, ds.feature_dim, hidden, layers, dropout, self.decoder)
+
+    def checkpoint(self, net: Any, kind: str, fanouts: List[int], hidden: int, layers: int, path: str) -> Checkpoint:
+        return Checkpoint(net.encoder, kind, fanouts, hidden, layers, path, dict(task="link", decoder=self.decoder),
+                          decoder=net.decoder)
+
+    def batch_seeds(self, batch_size: int, ds: Dataset) -> int:
+        from .links import LinkPairs
+
+        return LinkPairs(ds, 0, self.neg).most_seeds(batch_size)
+
+    def loader(self, ds: Dataset, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
+        from .links import LinkLoader
+
+        if split == self.train_split:
+            return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=self.neg, **opts)
+        negatives = ds.edge_negatives(split)
+        # An evaluation batch holds as many seed nodes as a training batch (what the memory
+        # plan was made for): fewer pairs, each with its K candidates.
+        k = max(1, negatives.shape[1])
+        pairs = max(1, self.batch_seeds(batch_size, ds) // (2 + k))
+        return LinkLoader(ds, fanouts, pairs, edges=split, negatives=negatives, **opts)
+
+    def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
+        import torch.nn.functional as F
+
+        z = forward(net.encoder, batch, device, kind)
+        eli = batch.edge_label_index.to(device)
+        logits = net.decoder(z[eli[0]], z[eli[1]])
+        return F.binary_cross_entropy_with_logits(logits, batch.edge_label.to(device)), int(eli.shape[1])
+
+    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
+        from . import metrics
+
+        sums: List[float] = []
+        for split in self.eval_splits:
+            pos, neg = sampled_scores(net, feeds[split], device, kind)
+            n = len(pos)
+            auc = metrics.auc(pos, neg) if n else 0.0
+            sums += [n, auc * n, *metrics.ranking_sums(pos, neg)[1:]] if n else [0.0] * (3 + len(metrics.KS))
+        return sums
+
+    def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
+        from . import metrics
+
+        out: Dict[str, Any] = {}
+        width = 2 + len(metrics.KS) + 1
+        for i, split in enumerate(self.eval_splits):
+            n, auc_sum, *rest = sums[i * width:(i + 1) * width]
+            mrr, hits = metrics.scores_from_sums([n, *rest]) if n else (float("nan"), {k: float("nan") for k in metrics.KS})
+            out.update(link_keys(split, _ratio(auc_sum, n), mrr, hits))
+        return out
+
+    def layerwise(self, ds: Dataset, ckpt: Checkpoint, **opts: Any) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for split, s in layerwise_link_scores(ds, ckpt, self.eval_splits, **opts).items():
+            out.update(link_keys(split, s["auc"], s["mrr"], s["hits"]))
+        return out
+
+    def keys(self) -> List[str]:
+        return [f"{s}_{m}" for s in self.eval_splits for m in self.METRICS]
+
+    def describe(self, scores: Dict[str, Any]) -> str:
+        return ", ".join(f"{s} auc {scores[f'{s}_auc']:.4f} mrr {scores[f'{s}_mrr']:.4f}" for s in self.eval_splits)
+
+    def describe_best(self, metrics: Dict[str, Any]) -> str:
+        first, *_ = self.eval_splits
+        rest = {k: metrics[k] for k in self.keys() if k != f"{first}_auc"}
+        rest[f"{first}_auc"] = metrics[f"best_{first}_auc"]
+        hits = metrics.get(f"{self.eval_splits[-1]}_hits") or {}
+        return (f"best {first} auc {metrics[f'best_{first}_auc']:.4f} at epoch {metrics['best_epoch']}; "
+                + self.describe(rest)
+                + "".join(f", {self.eval_splits[-1]} hits@{k} {v:.4f}" for k, v in hits.items()))
+
+
+def link_keys(split: str, auc: float, mrr: float, hits: Dict[Any, float]) -> Dict[str, Any]:
+    """``{split}_auc``, ``{split}_mrr`` and ``{split}_hits`` (a dict by K, as strings: JSON keys)."""
+    return {f"{split}_auc": auc, f"{split}_mrr": mrr, f"{split}_hits": {str(k): v for k, v in hits.items()}}
+
+
+def score_candidates(decoder: Any, zs: Any, zd: Any, zn: Any) -> Tuple[Any, Any]:
+    """(positive scores (n,), negative scores (n, K)) of sources ``zs`` (n, d) against their
+    destinations ``zd`` (n, d) and candidates ``zn`` (n, K, d)."""
+    return decoder(zs, zd), decoder(zs.unsqueeze(1), zn)
+
+
+def sampled_scores(net: Any, loader: Any, device: Any, kind: str) -> Tuple[np.ndarray, np.ndarray]:
+    """Scores of every pair of ``loader`` (a :class:`~ringgnn.links.LinkLoader` with fixed
+    negatives) and of its candidates, on sampled neighborhoods, in the loader's pair order: the
+    same sample at every epoch (epoch 0)."""
+    import torch
+
+    net.eval()
+    loader.set_epoch(0)
+    pos, neg = [], []
+    with torch.no_grad():
+        for batch in loader:
+            z = forward(net.encoder, batch, device, kind)
+            n = len(batch.src_index)
+            dn = batch.dst_neg_index.reshape(n, -1)
+            p, q = score_candidates(net.decoder, z[batch.src_index], z[batch.dst_pos_index], z[dn])
+            pos.append(p.cpu().numpy())
+            neg.append(q.cpu().numpy())
+    if not pos:
+        return np.zeros(0, np.float32), np.zeros((0, 1), np.float32)
+    return np.concatenate(pos), np.concatenate(neg)
+
+
+def layerwise_link_scores(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
+                          **opts: Any) -> Dict[str, Dict[str, Any]]:
+    """Exact scores (full neighborhoods) of a link model on each held-out split: the
+    embeddings of every node the splits name (pairs and candidates), from one layer-wise
+    inference, then the decoder on them; ``{split: {"auc", "mrr", "hits"}}``."""
+    from . import metrics
+
+    pairs = {s: ds.edge_split(s) for s in splits}
+    negs = {s: ds.edge_negatives(s) for s in splits}
+    union = np.unique(np.concatenate([a.reshape(-1) for s in splits for a in (pairs[s], negs[s])]))
+    z = run_inference(ds, ckpt, union, output="logits", **opts)
+    out = {}
+    for s in splits:
+        pos, neg = decode_pairs(ckpt.decoder, z, union, pairs[s], negs[s])
+        out[s] = metrics.link_scores(pos, neg) if len(pos) else dict(auc=float("nan"), mrr=float("nan"), hits={})
+    return out
+
+
+def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
+                 chunk: int = 1 << 14) -> Tuple[np.ndarray, np.ndarray]:
+    """Scores of ``pairs`` ((2, n) node ids) and of ``negs`` ((n, K) candidate destinations per
+    pair, optional) from the embeddings ``z`` of the sorted node ids ``ids``, ``chunk`` pairs at a time."""
+    import torch
+
+    n = pairs.shape[1]
+    k = 0 if negs is None else negs.shape[1]
+    pos = np.empty(n, np.float32)
+    neg = np.empty((n, k), np.float32)
+    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float32))
+    with torch.no_grad():
+        for a in range(0, n, chunk):
+            b = min(n, a + chunk)
+            zs = zt[np.searchsorted(ids, pairs[0, a:b])]
+            zd = zt[np.searchsorted(ids, pairs[1, a:b])]
+            pos[a:b] = decoder(zs, zd).numpy()
+            if k:
+                zn = zt[np.searchsorted(ids, negs[a:b])]
+                neg[a:b] = decoder(zs.unsqueeze(1), zn).numpy()
+    return pos, neg
 
 
 def count_correct(net: Any, loader: Any, device: Any, kind: str) -> Tuple[int, int]:

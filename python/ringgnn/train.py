@@ -28,14 +28,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from . import _options, distributed, progress
 from ._core import InputError
 from ._files import os_errors, replacing
-from .checkpoints import Checkpoint, load_checkpoint, open_run, save
+from .checkpoints import load_checkpoint, open_run, save
 from .curves import Plots
 from .dataset import Dataset
-from .models import MODELS, activation_bytes, build_model
-from .tasks import NodeClassification, Task
+from .links import WEIGHTS as NEG_WEIGHTS
+from .models import DECODERS, MODELS, activation_bytes
+from .tasks import LinkPrediction, NodeClassification, Task
 
 #: How val/test scores are measured (``--eval``).
 EVAL_MODES = ("auto", "sampled", "layerwise")
+#: What ``--task`` trains for.
+TASKS = ("node", "link")
 
 
 def _check(ds: Dataset, task: Task, model: str, fanouts: List[int], layers: int, device: str,
@@ -90,13 +93,37 @@ def train(
     gpu_cache: Optional[int] = None,
     eval_mode: str = "auto",
     tensorboard: bool = False,
+    task: str = "node",
+    decoder: Optional[str] = None,
+    neg_ratio: Optional[float] = None,
+    neg_weight: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
     ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
     writes the run directory, and every rank returns the same metrics (rank 0's also hold the
-    final layer-wise evaluation)."""
+    final layer-wise evaluation).
+
+    ``task``: ``node`` (classification, the default) or ``link`` (link prediction on the
+    dataset's edge splits, with ``decoder`` ``dot`` (default) or ``mlp``, ``neg_ratio`` random
+    negatives per positive (default 1) drawn by ``neg_weight`` ``uniform`` (default) or
+    ``degree``)."""
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
-    task = NodeClassification()
+    task_name = _options.choice(task, TASKS, "task")
+    if task_name == "link":
+        decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "decoder")
+        neg_ratio = 1.0 if neg_ratio is None else float(neg_ratio)
+        neg_weight = "uniform" if neg_weight is None else neg_weight
+        if not neg_ratio > 0 or neg_ratio != neg_ratio or neg_ratio == float("inf"):
+            raise InputError(f"--neg-ratio {neg_ratio}: must be a positive number of negatives per positive")
+        task_obj: Task = LinkPrediction(decoder, neg_ratio, _options.choice(neg_weight, NEG_WEIGHTS, "neg_weight"))
+    else:
+        given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
+                                                          ("neg_weight", neg_weight)) if v is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --task link "
+                             "(node classification has no decoder nor negatives)")
+        task_obj = NodeClassification()
+    task = task_obj
     fanouts = _options.fanouts(fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
@@ -153,9 +180,12 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
            tensorboard: bool) -> Dict[str, Any]:
     import torch
 
-    run_args = dict(model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
-                    layers=layers, lr=lr, dropout=dropout, cache=cache, memory=memory, device=device, seed=seed,
-                    world_size=ranks.world_size)
+    link = isinstance(task, LinkPrediction)
+    run_args = dict(task="link" if link else "node", model=model, decoder=task.decoder if link else None,
+                    fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden, layers=layers, lr=lr,
+                    dropout=dropout, neg_ratio=task.neg.amount if link else None,
+                    neg_weight=task.neg.weight if link else None, cache=cache, memory=memory, device=device,
+                    seed=seed, world_size=ranks.world_size)
     rank_log = log  # lines every rank prints (tagged with its rank)
     if not ranks.leader:
         log, quiet = (lambda s: None), True
@@ -167,10 +197,10 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
     # rank continues from.
     resumed = distributed.from_leader(ranks, lambda: open_run(out, run_args, resume, overwrite))
     torch.manual_seed(seed)
-    net = build_model(model, ds.feature_dim, hidden, task.out_dim(ds), layers, dropout).to(dev)
+    net = task.build(model, ds, hidden, layers, dropout).to(dev)
     # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
     # the activations of the largest batch are reserved before the loader splits the rest.
-    reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, batch_size, hidden)
+    reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, task.batch_seeds(batch_size, ds), hidden)
     # One engine for the loaders of all splits: the offset index, the neighbor file (memory
     # backend), the hot-row cache, the labels and the budget are held once.
     tr = task.train_split
@@ -237,8 +267,8 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
         le = dict(train_loader.last_epoch)
         if eval_mode == "layerwise":
             net.eval()
-            scores = task.layerwise(ds, Checkpoint(net.cpu() if device != "cpu" else net, model, fanouts, hidden,
-                                                   layers, os.path.join(out, "last.pt")),
+            scores = task.layerwise(ds, task.checkpoint(net.cpu() if device != "cpu" else net, model, fanouts, hidden,
+                                                         layers, os.path.join(out, "last.pt")),
                                     memory=memory, backend=backend, direct=direct, quiet=quiet)
             net.to(dev)
             loss = loss_sum / max(count, 1)

@@ -1,12 +1,14 @@
 //! An epoch as jobs for the worker pipeline: [`EpochBatches`] fixes the epoch's order of the
-//! seeds (one global shuffle from `(seed, epoch)`) and cuts it into batches numbered globally;
-//! [`EpochJobs`] hands a selection of those batches to the workers (all of them, or one rank's
-//! share), `per_job` at a time.
+//! seeds (one global shuffle from `(seed, epoch)`) and cuts it into batches numbered globally,
+//! or takes the caller's own batches ([`BatchLists`]: a link batch's seeds are the endpoints of
+//! its pairs, which the caller draws); [`EpochJobs`] hands a selection of those batches to the
+//! workers (all of them, or one rank's share), `per_job` at a time.
 //!
 //! A batch's seeds depend only on `(seed, epoch, its global index)`, and its sample on the same
 //! (the sampler's random stream is `(seed, epoch, global index)`): so the batches a rank takes
 //! from an epoch are exactly those a single process gives for the same indices.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -32,6 +34,20 @@ pub struct EpochOptions {
     pub drop_last: bool,
     /// The global indices of the batches to produce, in this order; `None`: all, in order.
     pub batches: Option<Vec<u64>>,
+    /// The caller's batches instead of a cut of the seeds (`shuffle`, `drop_last` and
+    /// `batch_size` then play no part in the cut; `batch_size` is still what the memory plan is
+    /// made for, so give the longest batch).
+    pub lists: Option<BatchLists>,
+}
+
+/// Batches given by the caller: the batch of global index `indices[i]` holds the seeds
+/// `bounds[i]..bounds[i + 1]` (positions in the epoch's seed array). An epoch can so be given a
+/// window of its batches at a time, or one rank's share, each batch keeping its global index
+/// (and so its sample). They are produced in this order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchLists {
+    pub bounds: Vec<usize>,
+    pub indices: Vec<u64>,
 }
 
 impl EpochOptions {
@@ -43,22 +59,65 @@ impl EpochOptions {
             epoch,
             drop_last: false,
             batches: None,
+            lists: None,
         }
     }
+}
+
+/// How an epoch's seed array is cut into batches.
+#[derive(Debug)]
+enum Cut {
+    /// Batch `b` is `b * batch_size..(b + 1) * batch_size`.
+    Even(usize),
+    /// The caller's batches, and the position of each global index among them.
+    Lists(BatchLists, HashMap<u64, usize>),
 }
 
 /// The seeds of one epoch in epoch order, cut into batches with global indices.
 #[derive(Debug)]
 pub struct EpochBatches {
     order: Seeds,
-    batch_size: usize,
+    cut: Cut,
     len: usize,
     epoch: u64,
 }
 
 impl EpochBatches {
-    /// Epoch `opts.epoch` of `seeds` under the user seed `seed`.
-    pub fn new(seeds: &Seeds, seed: u64, opts: &EpochOptions) -> Self {
+    /// Epoch `opts.epoch` of `seeds` under the user seed `seed`, or an error for
+    /// [`BatchLists`] that do not cut `seeds` (bounds from 0 to its length, never decreasing).
+    pub fn new(seeds: &Seeds, seed: u64, opts: &EpochOptions) -> Result<Self> {
+        let Some(lists) = &opts.lists else {
+            return Ok(Self::even(seeds, seed, opts));
+        };
+        let b = &lists.bounds;
+        if b.first() != Some(&0)
+            || b.last() != Some(&seeds.len())
+            || b.windows(2).any(|w| w[0] > w[1])
+            || lists.indices.len() + 1 != b.len()
+        {
+            return Err(Error::Input(format!(
+                "batch bounds must rise from 0 to the number of seeds ({}), one more than the batch \
+                 indices ({}); got {} bounds from {:?} to {:?}",
+                seeds.len(),
+                lists.indices.len(),
+                b.len(),
+                b.first(),
+                b.last()
+            )));
+        }
+        let mut pos = HashMap::with_capacity(lists.indices.len());
+        for (i, &g) in lists.indices.iter().enumerate() {
+            pos.entry(g).or_insert(i);
+        }
+        Ok(EpochBatches {
+            order: seeds.clone(),
+            len: lists.indices.len(),
+            cut: Cut::Lists(lists.clone(), pos),
+            epoch: opts.epoch,
+        })
+    }
+
+    fn even(seeds: &Seeds, seed: u64, opts: &EpochOptions) -> Self {
         let bs = opts.batch_size.get();
         let order = if opts.shuffle {
             seeds.reordered(|ids| {
@@ -78,7 +137,7 @@ impl EpochBatches {
         };
         EpochBatches {
             order,
-            batch_size: bs,
+            cut: Cut::Even(bs),
             len,
             epoch: opts.epoch,
         }
@@ -97,23 +156,39 @@ impl EpochBatches {
         self.epoch
     }
 
-    /// The seeds of batch `b` (a global index below [`Self::len`]).
+    /// The seeds of batch `b` (a global index [`Self::select`] gave).
     pub fn seeds_of(&self, b: u64) -> SeedSlice<'_> {
-        let start = b as usize * self.batch_size;
-        self.order.slice(start..start + self.batch_size)
+        match &self.cut {
+            Cut::Even(bs) => {
+                let start = b as usize * bs;
+                self.order.slice(start..start + bs)
+            }
+            Cut::Lists(l, pos) => {
+                let i = pos[&b];
+                self.order.slice(l.bounds[i]..l.bounds[i + 1])
+            }
+        }
     }
 
     /// The indices `select` asks for (all when `None`), each checked to be a batch of this
     /// epoch.
     pub fn select(&self, select: Option<&[u64]>) -> Result<Vec<u64>> {
-        match select {
-            None => Ok((0..self.len as u64).collect()),
-            Some(s) => {
-                if let Some(&b) = s.iter().find(|&&b| b >= self.len as u64) {
-                    return Err(Error::Input(format!(
-                        "batch {b} is not a batch of this epoch: it has {} batches (0..{})",
-                        self.len, self.len
-                    )));
+        let given = |b: u64| match &self.cut {
+            Cut::Even(_) => b < self.len as u64,
+            Cut::Lists(_, pos) => pos.contains_key(&b),
+        };
+        match (select, &self.cut) {
+            (None, Cut::Even(_)) => Ok((0..self.len as u64).collect()),
+            (None, Cut::Lists(l, _)) => Ok(l.indices.clone()),
+            (Some(s), _) => {
+                if let Some(&b) = s.iter().find(|&&b| !given(b)) {
+                    return Err(Error::Input(match &self.cut {
+                        Cut::Even(_) => format!(
+                            "batch {b} is not a batch of this epoch: it has {} batches (0..{})",
+                            self.len, self.len
+                        ),
+                        Cut::Lists(..) => format!("batch {b} is not one of the batches given"),
+                    }));
                 }
                 Ok(s.to_vec())
             }
@@ -210,6 +285,7 @@ mod tests {
             epoch,
             drop_last,
             batches: None,
+            lists: None,
         }
     }
 
@@ -217,7 +293,7 @@ mod tests {
     fn an_epoch_is_a_reproducible_permutation_cut_into_numbered_batches() {
         let seeds = Seeds::new((100..350).collect::<Vec<u64>>(), 1000).unwrap();
         let cut = |o: &EpochOptions, seed| {
-            let e = EpochBatches::new(&seeds, seed, o);
+            let e = EpochBatches::new(&seeds, seed, o).unwrap();
             (0..e.len() as u64)
                 .map(|b| e.seeds_of(b).ids().to_vec())
                 .collect::<Vec<_>>()
@@ -244,9 +320,54 @@ mod tests {
     }
 
     #[test]
+    fn given_lists_are_the_batches_with_their_global_indices() {
+        let seeds = Seeds::new(vec![5, 1, 9, 2, 2, 7], 10).unwrap();
+        let mut o = opts(3, true, 4, true);
+        o.lists = Some(BatchLists {
+            bounds: vec![0, 2, 2, 6],
+            indices: vec![10, 3, 12],
+        });
+        let e = EpochBatches::new(&seeds, 0, &o).unwrap();
+        assert_eq!((e.len(), e.epoch()), (3, 4));
+        assert_eq!(e.select(None).unwrap(), [10, 3, 12], "in the order given");
+        let got: Vec<Vec<u64>> = [10, 3, 12]
+            .iter()
+            .map(|&b| e.seeds_of(b).ids().to_vec())
+            .collect();
+        assert_eq!(
+            got,
+            [vec![5, 1], vec![], vec![9, 2, 2, 7]],
+            "no shuffle, no drop"
+        );
+        assert_eq!(e.select(Some(&[12, 10])).unwrap(), [12, 10]);
+        let err = e.select(Some(&[11])).unwrap_err().to_string();
+        assert!(
+            err.contains("batch 11 is not one of the batches given"),
+            "{err}"
+        );
+        for (bounds, indices) in [
+            (vec![0, 2, 5], vec![0, 1]),
+            (vec![1, 6], vec![0]),
+            (vec![0, 4, 3, 6], vec![0, 1, 2]),
+            (vec![], vec![]),
+            (vec![0, 6], vec![0, 1]),
+        ] {
+            o.lists = Some(BatchLists {
+                bounds: bounds.clone(),
+                indices,
+            });
+            let err = EpochBatches::new(&seeds, 0, &o).unwrap_err().to_string();
+            assert!(
+                err.contains("batch bounds must rise from 0"),
+                "{bounds:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn jobs_hand_out_the_selection_in_order() {
         let seeds = Seeds::all(100);
-        let e = Arc::new(EpochBatches::new(&seeds, 0, &opts(10, true, 3, false)));
+        let e = Arc::new(EpochBatches::new(&seeds, 0, &opts(10, true, 3, false)).unwrap());
         assert_eq!(e.select(None).unwrap(), (0..10).collect::<Vec<u64>>());
         let err = e.select(Some(&[2, 10])).unwrap_err().to_string();
         assert!(err.contains("batch 10 is not a batch"), "{err}");
@@ -268,7 +389,7 @@ mod tests {
     #[test]
     fn balanced_jobs_are_as_few_as_the_size_allows_and_even() {
         let seeds = Seeds::all(1000);
-        let e = Arc::new(EpochBatches::new(&seeds, 0, &opts(10, false, 0, false)));
+        let e = Arc::new(EpochBatches::new(&seeds, 0, &opts(10, false, 0, false)).unwrap());
         let sizes = |n: u64, most: usize, balance: bool| {
             let mut jobs = EpochJobs::new(
                 e.clone(),

@@ -31,7 +31,7 @@ pub mod staging;
 
 pub use budget::MemoryPlan;
 pub use buffers::{BufferPool, Pinner};
-pub use epoch::{EpochBatches, EpochOptions, SHUFFLE_PURPOSE};
+pub use epoch::{BatchLists, EpochBatches, EpochOptions, SHUFFLE_PURPOSE};
 pub use error::{Error, Result};
 pub use labels::Labels;
 pub use loader::{BatchLoader, Epoch, PRESAMPLE_EPOCH};

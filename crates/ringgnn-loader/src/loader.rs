@@ -535,7 +535,7 @@ impl BatchLoader {
         S: Stage<Job = crate::epoch::BatchJob, Error = Error>,
     {
         let plan = self.fit(e.batch_size)?;
-        let batches = Arc::new(EpochBatches::new(seeds, self.shape.sample.seed, e));
+        let batches = Arc::new(EpochBatches::new(seeds, self.shape.sample.seed, e)?);
         let indices = batches.select(e.batches.as_deref())?;
         let len = indices.len();
         let (per_job, balance, threads, window) = match (&self.hyper, drivers) {

@@ -291,8 +291,9 @@ impl Loader {
     }
 
     /// Iterate one epoch: see `LoaderEpoch.__next__`; `batches` selects global batch indices
-    /// (a rank's share), default all.
-    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false, batches=None))]
+    /// (a rank's share), default all; `bounds` gives the batches (`seeds[bounds[i]:bounds[i +
+    /// 1]]` is batch `indices[i]`: link batches) instead of a cut.
+    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false, batches=None, bounds=None, indices=None))]
     #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
@@ -303,9 +304,13 @@ impl Loader {
         epoch: u64,
         drop_last: bool,
         batches: Option<Vec<u64>>,
+        bounds: Option<Vec<usize>>,
+        indices: Option<Vec<u64>>,
     ) -> PyResult<LoaderEpoch> {
         let seeds = self::seeds(&seeds, self.inner.num_nodes())?;
-        let e = epoch_options(batch_size, shuffle, epoch, drop_last, batches);
+        let e = epoch_options(
+            batch_size, shuffle, epoch, drop_last, batches, bounds, indices,
+        )?;
         let inner = py
             .detach(|| self.inner.epoch(&seeds, &e))
             .map_err(LoaderError)?;

@@ -16,7 +16,9 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use ringgnn_loader::{Batch, BatchLoader, Epoch, EpochOptions, LoaderOptions, MemoryPlan, Next};
+use ringgnn_loader::{
+    Batch, BatchLists, BatchLoader, Epoch, EpochOptions, LoaderOptions, MemoryPlan, Next,
+};
 use ringgnn_sampler::{
     parse_fanouts as parse_fanout_text, Fanout, SampleOptions, SampledSubgraph, Seeds,
 };
@@ -62,21 +64,34 @@ pub(crate) fn seeds(arr: &PyReadonlyArray1<'_, i64>, num_nodes: u64) -> PyResult
     Ok(r.map_err(SamplerError)?)
 }
 
-/// The epoch's cut and selection, from the binding's arguments.
+/// The epoch's cut and selection, from the binding's arguments: `bounds` and `indices` (the
+/// global index of each of those batches) give the caller's own batches instead of a cut.
 pub(crate) fn epoch_options(
     batch_size: NonZeroUsize,
     shuffle: bool,
     epoch: u64,
     drop_last: bool,
     batches: Option<Vec<u64>>,
-) -> EpochOptions {
-    EpochOptions {
+    bounds: Option<Vec<usize>>,
+    indices: Option<Vec<u64>>,
+) -> PyResult<EpochOptions> {
+    let lists = match (bounds, indices) {
+        (None, None) => None,
+        (Some(bounds), Some(indices)) => Some(BatchLists { bounds, indices }),
+        _ => {
+            return Err(input_error(
+                "bounds and indices go together: give both or neither".into(),
+            ))
+        }
+    };
+    Ok(EpochOptions {
         batch_size,
         shuffle,
         epoch,
         drop_last,
         batches,
-    }
+        lists,
+    })
 }
 
 /// How the memory budget was split (bytes), and the batches ahead chosen.
@@ -261,8 +276,9 @@ impl Sampler {
     }
 
     /// Iterate one epoch on worker threads: `(batch_index, seeds, sample)` in order; `batches`
-    /// selects global batch indices (a rank's share), default all.
-    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false, batches=None))]
+    /// selects global batch indices (a rank's share), default all; `bounds` gives the batches
+    /// (`seeds[bounds[i]:bounds[i + 1]]` is batch `indices[i]`) instead of a cut.
+    #[pyo3(signature = (seeds, batch_size, shuffle=true, epoch=0, drop_last=false, batches=None, bounds=None, indices=None))]
     #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
@@ -273,9 +289,13 @@ impl Sampler {
         epoch: u64,
         drop_last: bool,
         batches: Option<Vec<u64>>,
+        bounds: Option<Vec<usize>>,
+        indices: Option<Vec<u64>>,
     ) -> PyResult<SamplerEpoch> {
         let seeds = self::seeds(&seeds, self.inner.num_nodes())?;
-        let e = epoch_options(batch_size, shuffle, epoch, drop_last, batches);
+        let e = epoch_options(
+            batch_size, shuffle, epoch, drop_last, batches, bounds, indices,
+        )?;
         let inner = py
             .detach(|| self.inner.sample_epoch(&seeds, &e))
             .map_err(LoaderError)?;

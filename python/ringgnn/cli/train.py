@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import _options, distributed
 from .._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
-from ..train import EVAL_MODES, train
+from ..train import EVAL_MODES, TASKS, train
 
 
 def add_parser(sub: Any) -> None:
@@ -21,8 +21,21 @@ def add_parser(sub: Any) -> None:
         "prints the train loss, validation and test accuracy and where the time went. Evaluation is "
         "out of core too: val and test seeds are sampled with the same fanouts as training.",
     )
-    p.add_argument("dataset", metavar="DATASET", help="a dataset with features, labels and train/val/test splits")
+    p.add_argument("dataset", metavar="DATASET",
+                   help="a dataset with features, labels and train/val/test splits (--task link: features and an "
+                        "edge split, convert --link-split)")
+    p.add_argument("--task", choices=TASKS, default="node",
+                   help="node: classify nodes (default); link: predict edges, trained on the train edge split "
+                        "against sampled negatives, scored by AUC, MRR and Hits@10/50/100 against the stored "
+                        "negatives of val and test")
     p.add_argument("--model", default="sage", help="sage (GraphSAGE, default), gcn or gat")
+    p.add_argument("--decoder", default=None, metavar="dot|mlp",
+                   help="--task link: how a pair of node embeddings is scored: dot (inner product, default) or "
+                        "mlp (a two-layer perceptron on their element-wise product)")
+    p.add_argument("--neg-ratio", type=float, default=None, metavar="R",
+                   help="--task link: random negative pairs per positive in training (default 1)")
+    p.add_argument("--neg-weight", default=None, metavar="uniform|degree",
+                   help="--task link: how negatives are drawn: uniform (default) or by degree^0.75")
     p.add_argument("--fanouts", default="10,5", metavar="F1,F2,...", help="neighbors per layer (default 10,5)")
     p.add_argument("--batch-size", type=positive_arg, default=512, metavar="B", help="seeds per batch (default 512)")
     p.add_argument("--epochs", type=positive_arg, default=5, metavar="N", help="epochs in total (default 5)")
@@ -83,7 +96,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                           "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
                                           "staging_dir", "staging_cap",
                                           "device", "gpu_cache", "seed", "threads", "out", "resume", "overwrite",
-                                          "dist_timeout", "eval_mode", "tensorboard")}
+                                          "dist_timeout", "eval_mode", "tensorboard", "task", "decoder",
+                                          "neg_ratio", "neg_weight")}
     log = (lambda s: None) if args.json else _print_line
     m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
     if args.json and distributed.leader_by_env():
