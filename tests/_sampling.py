@@ -104,3 +104,17 @@ def check_sample(ds: ringgnn.Dataset, sub, seeds, fanouts: Sequence[int], replac
 
 def as_tuple(sub) -> tuple:
     return (sub.node.tolist(), sub.row.tolist(), sub.col.tolist(), sub.num_sampled_nodes, sub.num_sampled_edges)
+
+
+def make_link_dataset(tmp: Path, nodes: int = 600, negatives: int = 7, seed: int = 2) -> ringgnn.Dataset:
+    """An SBM's edges (community structure: links are predictable) with 4 random features per
+    node, 5% val and 10% test held out with ``negatives`` fixed negatives each; in ``tmp/ds``."""
+    ringgnn.generate_sbm(tmp / "g", nodes=nodes, classes=3, avg_degree=8, feature_dim=4, seed=seed)
+    g = ringgnn.Dataset.open(tmp / "g")
+    dst = np.repeat(np.arange(g.num_nodes), g.degrees())
+    src = np.concatenate([g.neighbors(v) for v in range(g.num_nodes)])
+    np.save(tmp / "e.npy", np.stack([src, dst]))
+    np.save(tmp / "x.npy", np.random.default_rng(0).normal(size=(g.num_nodes, 4)).astype(np.float32))
+    ringgnn.convert(tmp / "e.npy", tmp / "ds", features=tmp / "x.npy", link_split="val=0.05,test=0.1",
+                    link_negatives=negatives, seed=1)
+    return ringgnn.Dataset.open(tmp / "ds")

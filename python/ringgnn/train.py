@@ -108,14 +108,14 @@ def train(
     negatives per positive (default 1) drawn by ``neg_weight`` ``uniform`` (default) or
     ``degree``)."""
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
-    task_name = _options.choice(task, TASKS, "task")
+    task_name = _options.choice(task, TASKS, "--task")
     if task_name == "link":
-        decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "decoder")
+        decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
         neg_ratio = 1.0 if neg_ratio is None else float(neg_ratio)
         neg_weight = "uniform" if neg_weight is None else neg_weight
         if not neg_ratio > 0 or neg_ratio != neg_ratio or neg_ratio == float("inf"):
             raise InputError(f"--neg-ratio {neg_ratio}: must be a positive number of negatives per positive")
-        task_obj: Task = LinkPrediction(decoder, neg_ratio, _options.choice(neg_weight, NEG_WEIGHTS, "neg_weight"))
+        task_obj: Task = LinkPrediction(decoder, neg_ratio, _options.choice(neg_weight, NEG_WEIGHTS, "--neg-weight"))
     else:
         given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
                                                           ("neg_weight", neg_weight)) if v is not None]

@@ -1,0 +1,165 @@
+"""`ringgnn.links.LinkLoader` (issue 21, part 2): link batches through the Rust loader are exactly
+LinkSampler's, whatever the backend, hyperbatch size, window or selection; no held-out pair is
+ever sampled; fixed negatives; bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ringgnn
+from ringgnn._core import InputError
+from ringgnn.links import LinkLoader, LinkSampler, NegativeSampling, edge_pairs
+from ringgnn.pyg import RingFeatureStore
+from ringgnn.sampler import NeighborSampler
+
+from _sampling import make_link_dataset, uring_available
+
+
+@pytest.fixture(scope="module")
+def link_ds(tmp_path_factory) -> ringgnn.Dataset:
+    return make_link_dataset(tmp_path_factory.mktemp("links"))
+
+
+def reference(ds, loader: LinkLoader, ns, epoch: int, b: int, fixed=None):
+    """Batch `b` of `loader`'s epoch `epoch` as LinkSampler makes it, one batch on its own."""
+    pos = loader.order(epoch)[b * loader.batch_size:(b + 1) * loader.batch_size]
+    ls = LinkSampler(NeighborSampler(ds, loader.fanouts, seed=loader.pairs.seed), ns)
+    return pos, ls.sample(loader.edges[0, pos], loader.edges[1, pos], epoch=epoch, batch=b,
+                          fixed=None if fixed is None else fixed[pos])
+
+
+def assert_same(data, pos, ref) -> None:
+    assert data.input_id.tolist() == pos.tolist()
+    assert data.n_id.tolist() == ref.sample.node.tolist()
+    assert data.edge_index[0].tolist() == ref.sample.row.tolist()
+    assert data.edge_index[1].tolist() == ref.sample.col.tolist()
+    assert data.batch_size == ref.sample.num_sampled_nodes[0]
+    if ref.edge_label_index is not None:
+        assert data.edge_label_index.tolist() == ref.edge_label_index.tolist()
+        if ref.edge_label is None:  # no negatives, no labels given: none, as PyG
+            assert "edge_label" not in data
+        else:
+            assert data.edge_label.tolist() == ref.edge_label.tolist()
+    else:
+        assert data.src_index.tolist() == ref.src_index.tolist()
+        assert data.dst_pos_index.tolist() == ref.dst_pos_index.tolist()
+        assert data.dst_neg_index.tolist() == ref.dst_neg_index.tolist()
+
+
+@pytest.mark.parametrize("backend", ["memory", "pread", "uring"])
+@pytest.mark.parametrize("hyperbatch", [1, "auto"])
+@pytest.mark.parametrize("ns", [NegativeSampling("binary", 1.5), NegativeSampling("triplet", 2, weight="degree"),
+                                None], ids=["binary", "triplet", "none"])
+def test_link_loader_batches_are_link_sampler_batches(link_ds, backend, hyperbatch, ns):
+    if backend == "uring" and not uring_available(link_ds):
+        pytest.skip("io_uring is not available here")
+    loader = LinkLoader(link_ds, [3, 2], 50, neg_sampling=ns, seed=5, backend=backend, hyperbatch=hyperbatch,
+                        window=4)
+    loader.set_epoch(1)
+    rows = RingFeatureStore(link_ds).reader()
+    seen = []
+    for b, data in enumerate(loader):
+        pos, ref = reference(link_ds, loader, ns, 1, b)
+        assert_same(data, pos, ref)
+        assert np.array_equal(data.x.numpy(), rows.gather(data.n_id.numpy()))
+        seen.append(pos)
+    assert len(seen) == len(loader) == -(-link_ds.edge_split("train").shape[1] // 50)
+    # Every training pair once per epoch, in an order of (seed, epoch).
+    assert sorted(np.concatenate(seen).tolist()) == list(range(link_ds.edge_split("train").shape[1]))
+    loader.set_epoch(2)
+    again = np.concatenate([d.input_id.numpy() for d in loader])
+    assert not np.array_equal(again, np.concatenate(seen))
+
+
+def test_fixed_negatives_and_a_selection_of_batches(link_ds):
+    negs = link_ds.edge_negatives("test")
+    loader = LinkLoader(link_ds, [2], 9, edges="test", negatives=negs, shuffle=False, batches=[3, 0, 3], window=2)
+    got = list(loader)
+    assert len(got) == len(loader) == 3
+    for data, b in zip(got, [3, 0, 3]):
+        pos, ref = reference(link_ds, loader, None, 0, b, fixed=negs)
+        assert pos.tolist() == list(range(9 * b, 9 * b + 9))  # no shuffle: the split's order
+        assert_same(data, pos, ref)
+        n_id = data.n_id.numpy()
+        test = link_ds.edge_split("test")
+        assert n_id[data.src_index.numpy()].tolist() == test[0, pos].tolist()
+        assert n_id[data.dst_pos_index.numpy()].tolist() == test[1, pos].tolist()
+        assert n_id[data.dst_neg_index.numpy()].tolist() == negs[pos].tolist()
+
+
+def test_no_held_out_pair_is_ever_sampled(link_ds):
+    held = {tuple(p) for s in ("val", "test") for p in link_ds.edge_split(s).T.tolist()}
+    assert held
+    # Every in-neighbor of every endpoint (fanout -1), two hops, several epochs.
+    loader = LinkLoader(link_ds, [-1, -1], 64, neg_sampling=NegativeSampling("binary", 1), backend="pread")
+    sampled = 0
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        for data in loader:
+            n_id = data.n_id.numpy()
+            pairs = zip(n_id[data.edge_index[0].numpy()].tolist(), n_id[data.edge_index[1].numpy()].tolist())
+            bad = [p for p in pairs if p in held]
+            assert not bad, bad[:5]
+            sampled += data.edge_index.shape[1]
+    assert sampled > link_ds.num_edges  # the whole training graph was seen
+
+
+def test_edge_pairs_and_bad_input(link_ds, tmp_path):
+    n = link_ds.num_nodes
+    assert edge_pairs(link_ds, np.array([[0, 1], [2, 3], [4, 5]])).tolist() == [[0, 2, 4], [1, 3, 5]]
+    assert edge_pairs(link_ds, np.array([[0, 1], [2, 3]])).tolist() == [[0, 1], [2, 3]]  # (2, n) first
+    np.save(tmp_path / "p.npy", np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32))
+    assert edge_pairs(link_ds, str(tmp_path / "p.npy")).tolist() == [[1, 2, 3], [4, 5, 6]]
+    with pytest.raises(InputError, match="not an edge split of .* \\(it has: test, train, val\\)"):
+        edge_pairs(link_ds, "valid")
+    with pytest.raises(InputError, match="shape \\(2, n\\) or \\(n, 2\\), got \\(3, 3\\)"):
+        edge_pairs(link_ds, np.zeros((3, 3), np.int64))
+    with pytest.raises(InputError, match="node ids must be integers, got float64"):
+        edge_pairs(link_ds, np.zeros((2, 3)))
+    with pytest.raises(InputError, match=f"node {n} is not a node"):
+        edge_pairs(link_ds, np.array([[0], [n]]))
+    np.save(tmp_path / "bad.npy", np.zeros((2, 2, 2), np.int64))
+    with pytest.raises(InputError, match="bad.npy: pairs need shape"):
+        edge_pairs(link_ds, str(tmp_path / "bad.npy"))
+    with pytest.raises(InputError, match="negatives need one row per pair"):
+        LinkLoader(link_ds, [2], 8, edges="test", negatives=np.zeros((3, 2), np.int64))
+    with pytest.raises(InputError, match="not both"):
+        LinkLoader(link_ds, [2], 8, edges="test", negatives=link_ds.edge_negatives("test"),
+                   neg_sampling=NegativeSampling())
+    with pytest.raises(InputError, match="edge_label needs one value per pair"):
+        LinkLoader(link_ds, [2], 8, edges="test", edge_label=[1.0])
+    with pytest.raises(InputError, match="fixed negative is not a node"):
+        list(LinkLoader(link_ds, [2], 8, edges="test", negatives=np.full_like(link_ds.edge_negatives("test"), n)))
+
+
+def test_a_shared_engine_gives_the_same_batches(link_ds):
+    train = LinkLoader(link_ds, [3], 40, neg_sampling=NegativeSampling("binary", 1), seed=3)
+    test = LinkLoader(link_ds, [3], 5, edges="test", negatives=link_ds.edge_negatives("test"), shuffle=False,
+                      share=train, seed=99)
+    assert test._core is train._core and test.pairs.seed == 3  # one engine, one sampling stream
+    alone = LinkLoader(link_ds, [3], 5, edges="test", negatives=link_ds.edge_negatives("test"), shuffle=False,
+                       seed=3)
+    for a, b in zip(test, alone):
+        assert a.n_id.tolist() == b.n_id.tolist() and a.edge_index.tolist() == b.edge_index.tolist()
+    with pytest.raises(InputError, match="same dataset and fanouts"):
+        LinkLoader(link_ds, [4], 5, share=train)
+
+
+def test_windows_do_not_change_batches(link_ds):
+    def epoch(window):
+        loader = LinkLoader(link_ds, [2, 2], 30, neg_sampling=NegativeSampling("binary", 1), window=window)
+        return [(d.n_id.tolist(), d.edge_label_index.tolist()) for d in loader]
+
+    assert epoch(1) == epoch(3) == epoch(1000)
+
+
+def test_the_loader_reports_its_epoch(link_ds, tmp_path: Path):
+    loader = LinkLoader(link_ds, [2], 100, neg_sampling=NegativeSampling("binary", 1))
+    assert len(list(loader)) == len(loader)
+    assert loader.last_epoch["batches"] == len(loader)
+    assert loader.stats()["batches"] >= len(loader)
+    assert "text" in loader.plan()
+    assert "LinkLoader(" in repr(loader)
