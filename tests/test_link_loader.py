@@ -25,7 +25,7 @@ def link_ds(tmp_path_factory) -> ringgnn.Dataset:
 
 def reference(ds, loader: LinkLoader, ns, epoch: int, b: int, fixed=None):
     """Batch `b` of `loader`'s epoch `epoch` as LinkSampler makes it, one batch on its own."""
-    pos = loader.order(epoch)[b * loader.batch_size:(b + 1) * loader.batch_size]
+    pos = loader.batch_positions(epoch, b)
     ls = LinkSampler(NeighborSampler(ds, loader.fanouts, seed=loader.pairs.seed), ns)
     return pos, ls.sample(loader.edges[0, pos], loader.edges[1, pos], epoch=epoch, batch=b,
                           fixed=None if fixed is None else fixed[pos])
@@ -69,6 +69,9 @@ def test_link_loader_batches_are_link_sampler_batches(link_ds, backend, hyperbat
     assert len(seen) == len(loader) == -(-link_ds.edge_split("train").shape[1] // 50)
     # Every training pair once per epoch, in an order of (seed, epoch).
     assert sorted(np.concatenate(seen).tolist()) == list(range(link_ds.edge_split("train").shape[1]))
+    train = link_ds.edge_split("train")
+    assert [sorted(zip(*train[:, p].tolist())) for p in seen[:2]] == [
+        sorted(zip(*loader.edges[:, p].tolist())) for p in seen[:2]]
     loader.set_epoch(2)
     again = np.concatenate([d.input_id.numpy() for d in loader])
     assert not np.array_equal(again, np.concatenate(seen))
@@ -163,3 +166,32 @@ def test_the_loader_reports_its_epoch(link_ds, tmp_path: Path):
     assert loader.stats()["batches"] >= len(loader)
     assert "text" in loader.plan()
     assert "LinkLoader(" in repr(loader)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 64, 1000, 4097])
+def test_shuffle_is_a_permutation_keyed_by_its_key(n):
+    from ringgnn.links import Shuffle
+
+    order = Shuffle(n, [0, 1])(np.arange(n))
+    assert sorted(order.tolist()) == list(range(n))
+    assert np.array_equal(Shuffle(n, [0, 1])(np.arange(n)), order), "reproducible"
+    # Piecewise (a batch at a time) is the same as whole.
+    assert np.concatenate([Shuffle(n, [0, 1])(np.arange(a, min(n, a + 7))) for a in range(0, n, 7)]).tolist() \
+        == order.tolist()
+    if n >= 64:
+        assert not np.array_equal(Shuffle(n, [0, 2])(np.arange(n)), order), "another key, another order"
+        assert not np.array_equal(order, np.arange(n))
+
+
+def test_shuffle_positions_are_uniform():
+    from ringgnn.links import Shuffle
+
+    # Where element 0..9 of a 1000-long order lands, over 2000 keys: uniform over 10 bins of 100
+    # positions each (20,000 draws, 2,000 per bin, sd 42; 5 sd allowed).
+    n = 1000
+    landed = np.concatenate([Shuffle(n, [k])(np.arange(10)) for k in range(2000)])
+    counts = np.bincount(landed // 100, minlength=10)
+    assert (np.abs(counts - 2000) < 5 * 42).all(), counts
+    # Consecutive positions are not correlated: the gap between the first two is spread out.
+    gaps = np.array([np.diff(Shuffle(n, [k])(np.arange(2)))[0] for k in range(2000)])
+    assert np.abs(gaps).mean() == pytest.approx(n / 3, rel=0.1)

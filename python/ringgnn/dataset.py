@@ -83,18 +83,41 @@ class Dataset:
         --link-split``; empty for datasets without one."""
         return sorted(self.manifest.get("edge_splits", {}))
 
-    def edge_split(self, name: str) -> np.ndarray:
+    def edge_split(self, name: str, mmap: bool = False) -> np.ndarray:
         """The (src, dst) pairs of edge split ``name`` as an int64 array of shape (2, n).
 
         ``train`` holds every distinct pair left in the graph (self loops excluded); a held-out
-        split's pairs are not in the graph at all. Undirected datasets list each pair once."""
+        split's pairs are not in the graph at all. Undirected datasets list each pair once.
+        ``mmap``: a read-only view of the file instead of a copy in memory (pages are read as
+        they are touched: what an out-of-core loader of a large split wants)."""
+        if mmap:
+            return self._mapped(f"edge_split.{name}", name, 2).T
         return np.ascontiguousarray(self._handle.edge_split(name).T)
 
-    def edge_negatives(self, name: str) -> np.ndarray:
+    def edge_negatives(self, name: str, mmap: bool = False) -> np.ndarray:
         """The fixed evaluation negatives of held-out edge split ``name``: an int64 array of shape
         (n, K), row i holding K distinct destinations for pair i's source, none of them pair i's
-        own destination (drawn once by ``convert``; see ``docs/FORMAT.md``)."""
+        own destination (drawn once by ``convert``; see ``docs/FORMAT.md``). ``mmap``: a
+        read-only view of the file instead of a copy."""
+        if mmap:
+            return self._mapped(f"edge_negatives.{name}", name, (self.manifest["edge_splits"][name]["negatives"]))
         return self._handle.edge_negatives(name)
+
+    def _mapped(self, key: str, name: str, width: int) -> np.ndarray:
+        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map."""
+        splits = self.manifest.get("edge_splits", {})
+        if name not in splits:
+            have = ", ".join(sorted(splits)) or "none"
+            raise _core.InputError(f"{self.path}: no edge split '{name}' (it has: {have})")
+        entry = self.manifest["files"].get(key)
+        if entry is None:
+            raise _core.InputError(f"{self.path}: edge split '{name}' has no stored negatives")
+        rows = splits[name]["edges"]
+        path = os.path.join(self.path, entry["path"])
+        if rows * width == 0:
+            return np.zeros((rows, width), dtype=np.int64)
+        with os_errors("mapping", path):
+            return np.memmap(path, dtype="<i8", mode="r", shape=(rows, width))
 
     @cached_property
     def labels(self) -> Optional[np.ndarray]:

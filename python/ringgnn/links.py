@@ -87,6 +87,50 @@ class LinkBatch:
     negative destinations (``(n,)`` when amount is 1, as PyG squeezes it)."""
 
 
+_M64 = np.uint64((1 << 64) - 1)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+class Shuffle:
+    """A pseudo-random permutation of ``range(n)`` keyed by ``key`` (e.g. seed and epoch), in
+    O(1) memory: position ``i`` of the order is ``perm(i)``, computed when asked for, so an
+    epoch over billions of pairs holds no permutation array. ``perm`` is a 4-round balanced
+    Feistel network over ``2h`` bits (``4^h >= n``, round function SplitMix64 of the half and a
+    round key), cycle-walked into ``[0, n)``: a bijection, so every pair comes once an epoch."""
+
+    ROUNDS = 4
+
+    def __init__(self, n: int, key: Sequence[int]):
+        self.n = int(n)
+        self.half = max(1, (max(self.n - 1, 1).bit_length() + 1) // 2)
+        self.mask = np.uint64((1 << self.half) - 1)
+        ss = np.random.SeedSequence(list(key))
+        self.keys = [np.uint64(k) for k in ss.generate_state(self.ROUNDS, dtype=np.uint64)]
+
+    def _feistel(self, x: np.ndarray) -> np.ndarray:
+        h = np.uint64(self.half)
+        left, right = x >> h, x & self.mask
+        with np.errstate(over="ignore"):
+            for k in self.keys:
+                left, right = right, left ^ (_mix64(right ^ k) & self.mask)
+        return (left << h) | right
+
+    def __call__(self, i: np.ndarray) -> np.ndarray:
+        """``perm(i)`` for an array of positions in ``[0, n)``, as int64."""
+        x = self._feistel(np.asarray(i, dtype=np.uint64))
+        out = x >= np.uint64(self.n)
+        while out.any():  # cycle walking: at most a few steps (4^h < 4n)
+            x[out] = self._feistel(x[out])
+            out = x >= np.uint64(self.n)
+        return x.astype(np.int64)
+
+
 @dataclass
 class Pairs:
     """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints) and
@@ -260,7 +304,8 @@ class LinkLoader:
     """Epochs of link batches as PyG ``Data``, sampled and gathered ahead by the Rust loader.
 
     Each batch is ``batch_size`` positive pairs of ``edges`` (an edge split's name, default
-    ``train``, or pairs), in an order shuffled by (seed, epoch), plus negatives: sampled
+    ``train``, read from its file as batches need them; or pairs), in an order shuffled by
+    (seed, epoch) (:class:`Shuffle`: no permutation is held), plus negatives: sampled
     (``neg_sampling``, as :class:`LinkSampler`) or fixed (``negatives``, an ``(n, K)`` array of
     destinations per pair, e.g. ``dataset.edge_negatives("val")``). The batches are exactly
     :class:`LinkSampler`'s for the same pairs, epoch and batch index, whatever the backend,
@@ -289,13 +334,16 @@ class LinkLoader:
 
         ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
         self.dataset = ds
-        self.edges = edge_pairs(ds, edges)
+        # A split of the dataset stays on disk (mapped): only the pairs of the batches in hand
+        # are read, so the loader holds no per-pair state whatever the split's size.
+        stored = isinstance(edges, str) and edges in ds.edge_split_names
+        self.edges = ds.edge_split(edges, mmap=True) if stored else edge_pairs(ds, edges)
         self.batch_size = _options.count(batch_size, "batch_size", 1)
         if negatives is not None and neg_sampling is not None:
             raise InputError("give negatives (fixed candidates) or neg_sampling (drawn), not both")
         self.negatives = None
         if negatives is not None:
-            self.negatives = np.ascontiguousarray(negatives, dtype=np.int64)
+            self.negatives = negatives if isinstance(negatives, np.ndarray) else np.asarray(negatives, dtype=np.int64)
             if self.negatives.ndim != 2 or self.negatives.shape[0] != self.edges.shape[1]:
                 raise InputError(f"negatives need one row per pair: shape ({self.edges.shape[1]}, K), "
                                  f"got {self.negatives.shape}")
@@ -311,8 +359,13 @@ class LinkLoader:
         self.pairs = LinkPairs(ds, _options.count(seed, "seed"), neg_sampling)
         k = 0 if self.negatives is None else self.negatives.shape[1]
         most = self.pairs.most_seeds(self.batch_size, k)
-        # The endpoints: the seeds a look-ahead for the hot-row cache samples from.
-        ends = np.unique(self.edges) if base is None else np.zeros(0, np.int64)
+        # The seeds a look-ahead for the hot-row cache samples from: the endpoints of the
+        # first epoch's first batches (bounded, whatever the split's size).
+        ends = np.zeros(0, np.int64)
+        if base is None:
+            look = loader_opts.get("presample_batches", 64) * self.batch_size
+            first = self.positions(0, 0, min(look, self.edges.shape[1]))
+            ends = np.unique(self.edges[:, np.sort(first)])
         self._loader = Loader(ds, fanouts, most, split=ends, shuffle=False, seed=self.pairs.seed, share=base,
                               **loader_opts)
         self._epoch = 0
@@ -336,33 +389,40 @@ class LinkLoader:
         n = self.edges.shape[1]
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def order(self, epoch: int) -> np.ndarray:
-        """Positions in ``edges`` of the epoch's pairs, in batch order."""
-        n = self.edges.shape[1]
+    def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
+        """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
+        a :class:`Shuffle` keyed by (seed, epoch), or the identity without ``shuffle``."""
+        i = np.arange(start, min(stop, self.edges.shape[1]), dtype=np.int64)
         if not self.shuffle:
-            return np.arange(n, dtype=np.int64)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.pairs.seed, SHUFFLE_PURPOSE, epoch])))
-        return rng.permutation(n).astype(np.int64)
+            return i
+        return Shuffle(self.edges.shape[1], [self.pairs.seed, SHUFFLE_PURPOSE, epoch])(i)
 
-    def batch_pairs(self, order: np.ndarray, epoch: int, b: int) -> Pairs:
-        """The :class:`Pairs` of batch ``b`` of an epoch in ``order``."""
-        pos = order[b * self.batch_size:(b + 1) * self.batch_size]
-        src, dst = self.edges[0, pos], self.edges[1, pos]
+    def batch_positions(self, epoch: int, b: int) -> np.ndarray:
+        """Positions in ``edges`` of the positives of batch ``b`` of epoch ``epoch``."""
+        return self.positions(epoch, b * self.batch_size, (b + 1) * self.batch_size)
+
+    def batch_pairs(self, epoch: int, b: int) -> Pairs:
+        """The :class:`Pairs` of batch ``b`` of epoch ``epoch``."""
+        pos = self.batch_positions(epoch, b)
+        # Read in file order (a mapped split: ascending pages), then put back in batch order.
+        order = np.argsort(pos, kind="stable")
+        inv = np.empty_like(order)
+        inv[order] = np.arange(len(order))
+        src, dst = (np.asarray(self.edges[k, pos[order]])[inv] for k in (0, 1))
         label = None if self.edge_label is None else self.edge_label[pos]
-        fixed = None if self.negatives is None else self.negatives[pos]
+        fixed = None if self.negatives is None else np.asarray(self.negatives[pos[order]])[inv]
         return self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
 
     def __iter__(self) -> Iterator[Any]:
         import torch
 
         epoch, self._epoch = self._epoch, self._epoch + 1
-        order = self.order(epoch)
         wanted = list(range(len(self))) if self.batches is None else self.batches
         totals = self._loader._new_totals()
         self.last_epoch = totals
         for w in range(0, len(wanted), self.window):
             chosen = wanted[w:w + self.window]
-            made = {b: self.batch_pairs(order, epoch, b) for b in dict.fromkeys(chosen)}
+            made = {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
             seeds = np.concatenate([made[b].seeds for b in chosen]) if chosen else np.zeros(0, np.int64)
             bounds = np.concatenate([[0], np.cumsum([len(made[b].seeds) for b in chosen])]).tolist()
             longest = max(1, max(len(made[b].seeds) for b in chosen))
@@ -372,8 +432,7 @@ class LinkLoader:
             for index, data in self._loader._batches(it, totals):
                 p = made[int(index)]
                 lb = p.batch(None)
-                pos = order[int(index) * self.batch_size:(int(index) + 1) * self.batch_size]
-                data.input_id = torch.from_numpy(pos)
+                data.input_id = torch.from_numpy(self.batch_positions(epoch, int(index)))
                 if lb.edge_label_index is not None:
                     data.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index))
                     if lb.edge_label is not None:
