@@ -22,6 +22,8 @@ import ringgnn
 from ringgnn.distributed import PeerFailedError, Ranks, shard
 from ringgnn.train import train
 
+from _sampling import make_link_dataset
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 TRAIN = ["--lr", "0.01", "--quiet"]
 
@@ -304,3 +306,21 @@ def test_a_rank_that_dies_or_hangs_stops_the_other_with_a_clear_error(sbm, tmp_p
 
 def test_peer_failed_error_is_a_ringgnn_error():
     assert issubclass(PeerFailedError, ringgnn.RingGnnError)
+
+
+def test_a_link_task_trains_on_two_ranks(tmp_path):
+    """--task link under torchrun: each rank its share of the link batches, the model's whole
+    step (encoder and decoder) under DDP, sampled scores summed over the ranks, rank 0's files."""
+    ds = make_link_dataset(tmp_path)
+    out = tmp_path / "run"
+    cmd = TORCHRUN + ["-m", "ringgnn", "train", ds.path, "--out", str(out), "--task", "link", "--fanouts", "5,5",
+                      "--batch-size", "64", "--epochs", "2", "--hidden", "32", *TRAIN]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["world_size"] == 2 and m["args"]["task"] == "link" and len(m["epochs"]) == 2
+    n = ds.edge_split("train").shape[1]
+    per_rank = -(-(-(-n // 64)) // 2)
+    assert f"{per_rank} batches per epoch per rank, 2 ranks" in r.stdout
+    assert m["layerwise"]["test_auc"] > 0.55, m["layerwise"]
+    assert 0 < m["test_mrr"] <= 1 and set(m["test_hits"]) == {"10", "50", "100"}

@@ -64,25 +64,34 @@ def build_link_model(kind: str, in_dim: int, hidden: int, layers: int, dropout: 
 
     class LinkModel(torch.nn.Module):
         """``encoder`` (the node embeddings) and ``decoder`` (a score per pair of embeddings):
-        a checkpoint's state dict holds both, as ``encoder.*`` and ``decoder.*``."""
+        a checkpoint's state dict holds both, as ``encoder.*`` and ``decoder.*``. Its forward
+        scores pairs of rows of the encoder's output (``src``, ``dst``: row positions), in one
+        call, so that a ``DistributedDataParallel`` wrapper sees the whole step."""
 
         def __init__(self) -> None:
             super().__init__()
             self.encoder = build_model(kind, in_dim, hidden, hidden, layers, dropout)
             self.decoder = build_decoder(decoder, hidden)
 
+        def forward(self, x: Any, edge_index: Any, src: Any, dst: Any, **kwargs: Any) -> Any:
+            z = self.encoder(x, edge_index, **kwargs)
+            return self.decoder(z[src], z[dst])
+
     return LinkModel()
 
 
-def forward(net: Any, batch: Any, device: Any, kind: str) -> Any:
+def forward(net: Any, batch: Any, device: Any, kind: str, *extra: Any) -> Any:
     """The rows of ``batch``'s seeds (its first ``batch_size`` nodes) of encoder ``net`` of kind
-    ``kind``, on ``device``."""
+    ``kind``, on ``device``; with ``extra`` (a :class:`LinkModel`'s row positions), what ``net``
+    returns for them."""
     x, edge_index = batch.x.to(device), batch.edge_index.to(device)
     if kind == "sage":
         # Trim layer by layer (exact for GraphSAGE: the seeds' outputs do not change).
-        return net(x, edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-                   num_sampled_edges_per_hop=batch.num_sampled_edges)[: batch.batch_size]
-    return net(x, edge_index)[: batch.batch_size]
+        out = net(x, edge_index, *extra, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                  num_sampled_edges_per_hop=batch.num_sampled_edges)
+    else:
+        out = net(x, edge_index, *extra)
+    return out if extra else out[: batch.batch_size]
 
 
 def activation_bytes(model: str, ds: Dataset, fanouts: Sequence[int], batch_size: int, hidden: int) -> int:

@@ -203,7 +203,7 @@ class LinkPrediction(Task):
 
         if split == self.train_split:
             return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=self.neg, **opts)
-        negatives = ds.edge_negatives(split)
+        negatives = ds.edge_negatives(split, mmap=True)
         # An evaluation batch holds as many seed nodes as a training batch (what the memory
         # plan was made for): fewer pairs, each with its K candidates.
         k = max(1, negatives.shape[1])
@@ -213,9 +213,9 @@ class LinkPrediction(Task):
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
 
-        z = forward(net.encoder, batch, device, kind)
         eli = batch.edge_label_index.to(device)
-        logits = net.decoder(z[eli[0]], z[eli[1]])
+        # One call of the whole model (under DDP, of its wrapper): encoder and decoder.
+        logits = forward(net, batch, device, kind, eli[0], eli[1])
         return F.binary_cross_entropy_with_logits(logits, batch.edge_label.to(device)), int(eli.shape[1])
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
