@@ -174,7 +174,7 @@ def test_same_seed_same_dataset_whatever_the_budget(tmp_path):
         ("val=0.5,test=0.5", 100, "leaves no training edges"),
         ("val=0", 100, "a fraction must be above 0"),
         ("Val=0.1", 100, "split name 'Val' is not allowed"),
-        ("val=a.npy", 100, "not supported yet"),
+        ("val=0.1,test=a.npy", 100, "--link-split: split 'val=0.1,test=a.npy' mixes fractions and files"),
         ("val=0.1", 7, "--link-negatives 7 is not below the number of nodes (7)"),
     ],
 )
@@ -269,3 +269,145 @@ def test_the_cli_converts_with_a_link_split_and_reports_it(tmp_path, capsys):
     assert rc == 1
     assert "--link-split fractions add up to 1.2" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+# --- given edge lists --------------------------------------------------------------------------
+
+
+def save_pairs(path: Path, pairs, dtype=np.int64, two_by_n: bool = False) -> Path:
+    a = np.array(pairs, dtype=dtype).reshape(-1, 2)
+    np.save(path, a.T if two_by_n else a)
+    return path
+
+
+def canonical(pairs, undirected: bool):
+    return {(min(s, d), max(s, d)) if undirected else (s, d) for s, d in pairs}
+
+
+@pytest.mark.parametrize("undirected", [False, True])
+def test_given_lists_hold_out_exactly_those_pairs(tmp_path, undirected):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    # (1, 0) is listed against (0, 1): with --undirected one pair, without it the edge (1, 0).
+    val = [(1, 0), (5, 2)]
+    test = [(3, 4), (2, 6), (1, 3)]
+    save_pairs(tmp_path / "val.npy", val, np.int32)
+    save_pairs(tmp_path / "test.npy", test, np.uint64, two_by_n=True)
+    m = ringgnn.convert(src, tmp_path / "ds", undirected=undirected, link_negatives=3, seed=5,
+                        link_split=f"val={tmp_path / 'val.npy'},test={tmp_path / 'test.npy'}")
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    held = canonical(val, undirected) | canonical(test, undirected)
+    want = {"val": canonical(val, undirected), "test": canonical(test, undirected),
+            "train": pairs_of(EDGES, undirected) - held}
+    for name, pairs in want.items():
+        got = ds.edge_split(name).T.tolist()
+        assert set(map(tuple, got)) == pairs, name
+        assert got == sorted(got, key=lambda p: (p[1], p[0]))
+        assert m["edge_splits"][name] == {"edges": len(pairs), "negatives": 0 if name == "train" else 3}
+    assert ds.edge_negatives("test").shape == (3, 3)
+    # No held-out pair is left in the graph, in either direction when undirected.
+    for s, d in held:
+        assert s not in ds.neighbors(d).tolist()
+        if undirected:
+            assert d not in ds.neighbors(s).tolist()
+    full = [(s, d) for s, d in EDGES] + ([(d, s) for s, d in EDGES if s != d] if undirected else [])
+    key = (lambda s, d: (min(s, d), max(s, d))) if undirected else (lambda s, d: (s, d))
+    assert graph_edges(ds) == sorted((s, d) for s, d in full if s == d or key(s, d) not in held)
+    assert m["source"]["link_split"] == {"files": {"val": "val.npy", "test": "test.npy"}, "negatives": 3}
+    ringgnn.verify(tmp_path / "ds")
+
+
+@pytest.mark.parametrize("undirected", [False, True])
+def test_given_lists_equal_to_a_fraction_split_rebuild_the_same_dataset(tmp_path, undirected):
+    """The same pairs held out give the same files, negatives included, however they were chosen."""
+    rng = np.random.default_rng(6)
+    np.save(tmp_path / "e.npy", rng.integers(0, 300, size=(3000, 2)))
+    a = ringgnn.convert(tmp_path / "e.npy", tmp_path / "a", link_split="val=0.1,test=0.2", link_negatives=5,
+                        seed=3, undirected=undirected, memory="128M", threads=1)
+    ds = ringgnn.Dataset.open(tmp_path / "a")
+    for name in ("val", "test"):
+        # Listed in another order and (undirected) orientation: the stored order is the builder's.
+        pairs = ds.edge_split(name).T[::-1]
+        np.save(tmp_path / f"{name}.npy", pairs[:, ::-1] if undirected else pairs)
+    b = ringgnn.convert(tmp_path / "e.npy", tmp_path / "b", link_negatives=5, seed=3, undirected=undirected,
+                        link_split={"test": tmp_path / "test.npy", "val": tmp_path / "val.npy"}, threads=2)
+    assert a["files"] == b["files"] and a["edge_splits"] == b["edge_splits"]
+
+
+def test_a_given_train_list_is_stored_as_listed_and_the_graph_keeps_the_rest(tmp_path):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    save_pairs(tmp_path / "train.npy", [(0, 4), (2, 3), (1, 0)])
+    save_pairs(tmp_path / "test.npy", [(2, 6)])
+    m = ringgnn.convert(src, tmp_path / "ds", link_negatives=0,
+                        link_split={"train": tmp_path / "train.npy", "test": tmp_path / "test.npy"})
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    assert ds.edge_split_names == ["test", "train"]
+    assert ds.edge_split("train").T.tolist() == [[1, 0], [2, 3], [0, 4]]
+    assert m["edge_splits"]["train"] == {"edges": 3, "negatives": 0}
+    assert graph_edges(ds) == sorted(e for e in EDGES if e != (2, 6))
+    ringgnn.verify(tmp_path / "ds")
+
+
+def test_the_cli_converts_with_given_lists(tmp_path, capsys):
+    from ringgnn.cli import main
+
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    save_pairs(tmp_path / "v.npy", [(3, 4)])
+    save_pairs(tmp_path / "t.npy", [(4, 0), (0, 4), (2, 6)])
+    rc = main(["convert", str(src), str(tmp_path / "ds"), "--link-split",
+               f"val={tmp_path / 'v.npy'},test={tmp_path / 't.npy'}", "--link-negatives", "2", "--quiet"])
+    assert rc in (0, None)
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    assert ds.edge_split("test").T.tolist() == [[4, 0], [0, 4], [2, 6]]
+    assert ds.edge_negatives("val").shape == (1, 2)
+    # The same pair listed twice with --undirected: refused, naming the file, nothing written.
+    rc = main(["convert", str(src), str(tmp_path / "bad"), "--undirected", "--link-split",
+               f"val={tmp_path / 'v.npy'},test={tmp_path / 't.npy'}", "--quiet"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert f"--link-split test={tmp_path / 't.npy'}: the pair (0, 4) is listed more than once" in err
+    assert not (tmp_path / "bad").exists()
+
+
+BAD_LISTS = [
+    # (val pairs or array, test pairs or array, extra options, error class, message)
+    (np.zeros(3, np.int64), [(2, 6)], {}, InputError, "--link-split val: {val}: the edge array has shape (3,)"),
+    (np.zeros((2, 3), np.float32), [(2, 6)], {}, InputError, "{val}: the edge array must have dtype int32"),
+    (np.array([[0, 1], [3, -4]]), [(2, 6)], {}, InputError, "{val}: edge 1 (0-based) has a negative node id -4"),
+    ([(0, 1), (1, 99)], [(2, 6)], {}, InputError,
+     "--link-split val={val}: the pair (1, 99) has node id 99, but the graph has 7 nodes"),
+    ([(0, 1), (1, 7)], [(2, 6)], {"num_nodes": 7}, InputError, "has node id 7, which is >= --num-nodes 7"),
+    ([(0, 1), (2, 6)], [(2, 6)], {}, InputError,
+     "--link-split: the pair (2, 6) is in both val={val} and test={test}; a pair belongs to one split"),
+    ([(0, 1), (4, 3)], [(2, 6)], {}, InputError, "held-out edge (4, 3) of val={val} is not in the graph"),
+    ([(0, 1)], [(2, 6), (6, 5)], {"undirected": True}, InputError,
+     "held-out edge (5, 6) of test={test} is not in the graph"),
+    ([(0, 1), (3, 4), (0, 1)], [(2, 6)], {}, InputError, "the pair (0, 1) is listed more than once"),
+    ([(0, 1), (2, 2)], [(2, 6)], {}, InputError, "val={val}: pair 1 is the self loop (2, 2)"),
+    (None, [(2, 6)], {}, FileNotFoundError, "edge list of --link-split val not found"),
+]
+
+
+@pytest.mark.parametrize("val,test,options,error,message", BAD_LISTS)
+def test_bad_edge_lists_are_refused_naming_the_file_and_write_nothing(tmp_path, val, test, options, error,
+                                                                       message):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    (tmp_path / "lists").mkdir()
+    vpath, tpath = tmp_path / "lists" / "val.npy", tmp_path / "lists" / "test.npy"
+    if isinstance(val, np.ndarray):
+        np.save(vpath, val)
+    elif val is not None:
+        save_pairs(vpath, val)
+    save_pairs(tpath, test)
+    with pytest.raises(error) as e:
+        ringgnn.convert(src, tmp_path / "ds", link_split=f"val={vpath},test={tpath}", link_negatives=2,
+                        memory="128M", threads=2, **options)
+    assert message.format(val=vpath, test=tpath) in str(e.value)
+    assert sorted(os.listdir(tmp_path)) == ["e.tsv", "lists"]
+
+
+def test_only_a_train_list_is_refused(tmp_path):
+    src = write_edges(tmp_path / "e.tsv", EDGES)
+    save_pairs(tmp_path / "train.npy", [(0, 1)])
+    with pytest.raises(InputError, match="lists only train, so nothing is held out"):
+        ringgnn.convert(src, tmp_path / "ds", link_split=f"train={tmp_path / 'train.npy'}")
+    assert not (tmp_path / "ds").exists()

@@ -7,7 +7,8 @@ by the core, when they reach it.
 
 Sizes ("512M", powers of 1024), counts, fanouts ("20,15,10" or [20, 15, 10]), backend and cache
 policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
-("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy") and the self-loop policy.
+("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms)
+and the self-loop policy.
 """
 
 from __future__ import annotations
@@ -207,15 +208,14 @@ def parse_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) 
     return [(n, os.fspath(v)) for n, v in items]
 
 
-def parse_link_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) -> List[Tuple[str, float]]:
-    """``--link-split``: held-out fractions of the edges, "val=0.05,test=0.1" or a dict."""
-    items = parse_split(spec)
-    if any(not isinstance(v, float) for _, v in items):
-        raise InputError(
-            f"--link-split '{spec}': give held-out fractions such as val=0.05,test=0.1; "
-            "held-out edge lists given as files are not supported yet"
-        )
-    return items  # type: ignore[return-value]
+def parse_link_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) -> SplitArg:
+    """``--link-split``: held-out fractions of the edges ("val=0.05,test=0.1") or edge lists
+    (``.npy`` of shape (2, n) or (n, 2): "val=val.npy,test=test.npy", optionally with
+    "train=train.npy"), or a dict of either. Names, fractions and files are checked by the core."""
+    try:
+        return parse_split(spec)
+    except InputError as e:
+        raise InputError(f"--link-split: {e}") from None
 
 
 def _as_fraction(value) -> "float | None":

@@ -69,9 +69,11 @@ def convert(
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
 
-    ``link_split`` holds out edges for link prediction ("val=0.05,test=0.1" or a dict): the
-    held-out pairs leave the graph and are stored as edge splits, each with ``link_negatives``
-    fixed negative destinations per pair (see ``docs/FORMAT.md``, "Edge splits")."""
+    ``link_split`` holds out edges for link prediction: fractions ("val=0.05,test=0.1") or given
+    edge lists ("val=val.npy,test=test.npy", ``.npy`` of shape (2, n) or (n, 2), optionally with
+    ``train=train.npy``), or a dict of either. The held-out pairs leave the graph and are stored
+    as edge splits, each with ``link_negatives`` fixed negative destinations per pair (see
+    ``docs/FORMAT.md``, "Edge splits")."""
     return _run(
         _core.convert,
         progress,

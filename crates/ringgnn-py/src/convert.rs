@@ -39,12 +39,21 @@ fn feature_dtype(s: Option<&str>) -> PyResult<Option<FeatureDtype>> {
         .map_err(|e| StoreError(e).into())
 }
 
-/// A split argument, already parsed by `ringgnn._options.parse_split`: a list of
-/// `(name, fraction)` or a list of `(name, path)`.
+/// A split argument (node or link), already parsed by `ringgnn._options.parse_split` or
+/// `parse_link_split`: a list of `(name, fraction)` or a list of `(name, path)`.
 #[derive(FromPyObject)]
 pub enum SplitArg {
     Fractions(Vec<(String, f64)>),
     Files(Vec<(String, PathBuf)>),
+}
+
+impl From<SplitArg> for LinkSplitSpec {
+    fn from(arg: SplitArg) -> Self {
+        match arg {
+            SplitArg::Fractions(v) => LinkSplitSpec::Fractions(v),
+            SplitArg::Files(v) => LinkSplitSpec::Files(v),
+        }
+    }
 }
 
 impl From<SplitArg> for SplitSpec {
@@ -76,7 +85,7 @@ pub fn convert(
     features: Option<PathBuf>,
     labels: Option<PathBuf>,
     split: Option<SplitArg>,
-    link_split: Option<Vec<(String, f64)>>,
+    link_split: Option<SplitArg>,
     link_negatives: u64,
     seed: u64,
     feature_dtype: Option<&str>,
@@ -106,7 +115,7 @@ pub fn convert(
         labels,
         split: split.map(SplitSpec::from),
         link_split: link_split.map(|v| LinkSplitOptions {
-            spec: LinkSplitSpec::Fractions(v),
+            spec: LinkSplitSpec::from(v),
             negatives: link_negatives,
         }),
         seed,

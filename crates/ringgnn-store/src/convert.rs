@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use crate::builder::{build_graph_split, GraphSummary, NO_EDGES};
 use crate::input::{self, InputFormat};
-use crate::link::{self, LinkSplitOptions};
+use crate::link::{self, LinkPlan, LinkSplitOptions};
 use crate::manifest::{
     FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,
 };
@@ -120,19 +120,26 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     if let Some(spec) = &opts.split {
         attach::check_split_spec(spec)?;
     }
-    if let Some(l) = &opts.link_split {
-        link::check_link_spec(l)?;
-        if let Some(n) = opts.graph.num_nodes {
-            link::check_negatives(l.negatives, n)?;
+    let link_plan = match &opts.link_split {
+        Some(l) => {
+            if let Some(n) = opts.graph.num_nodes {
+                link::check_negatives(l.negatives, n)?;
+            }
+            Some(LinkPlan::new(
+                l,
+                opts.seed,
+                opts.graph.undirected,
+                opts.graph.num_nodes,
+            )?)
         }
-    }
+        None => None,
+    };
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let mut source = input::open(&opts.input, Some(format), opts.graph.num_nodes)?;
-    let link_spec = opts.link_split.as_ref().map(|l| (&l.spec, opts.seed));
     let graph = build_graph_split(
         source.as_mut(),
         &opts.graph,
-        link_spec,
+        link_plan.as_ref(),
         &mut staging,
         progress,
     )
@@ -174,12 +181,18 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         "self_loops": format!("{:?}", opts.graph.self_loops).to_lowercase(),
         "dedup": opts.graph.dedup,
         "seed": opts.seed,
-        "link_split": opts.link_split.as_ref().map(|l| {
-            let link::LinkSplitSpec::Fractions(v) = &l.spec;
-            serde_json::json!({
+        "link_split": opts.link_split.as_ref().map(|l| match &l.spec {
+            link::LinkSplitSpec::Fractions(v) => serde_json::json!({
                 "fractions": v.iter().map(|(n, f)| (n.clone(), *f)).collect::<BTreeMap<_, _>>(),
                 "negatives": l.negatives,
-            })
+            }),
+            link::LinkSplitSpec::Files(v) => serde_json::json!({
+                "files": v
+                    .iter()
+                    .map(|(n, p)| (n.clone(), p.file_name().map(|s| s.to_string_lossy().into_owned())))
+                    .collect::<BTreeMap<_, _>>(),
+                "negatives": l.negatives,
+            }),
         }),
     });
     let mut manifest = assemble(&graph, features, labels, splits, source);

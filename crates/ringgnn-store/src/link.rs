@@ -2,6 +2,7 @@
 //! `convert --link-split val=0.05,test=0.1` holds out a random part of the edges while the CSC is
 //! written, so the training graph never contains a held-out pair, and stores every split's pairs;
 //! then [`attach_negatives`] draws the fixed evaluation negatives of each held-out split.
+//! `--link-split val=val.npy,test=test.npy` holds out the listed pairs instead ([`given`]).
 //!
 //! The decision for a pair is a hash of (seed, pair), not a draw from a sequence: the builder
 //! meets the two directions of an undirected pair (and the copies of a parallel edge) at
@@ -10,16 +11,21 @@
 //! size is binomial (each distinct pair is held out independently with probability f), not
 //! exactly `floor(f * pairs)` as PyG's `RandomLinkSplit` makes it.
 
+mod given;
+
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use given::GivenPairs;
 
 use crate::manifest::{EdgeSplitInfo, FileEntry};
 use crate::progress::Progress;
 use crate::rng::{self, mix64};
 use crate::writer::{BinWriter, Staging};
-use crate::{input_err, IoContext, Result};
+use crate::{input_err, Error, IoContext, Result};
 
 /// Name of the split that holds the edges left in the training graph.
 pub const TRAIN: &str = "train";
@@ -38,6 +44,10 @@ pub enum LinkSplitSpec {
     /// Held-out split name -> fraction of the distinct pairs (self loops are never held out);
     /// what is left is the `train` split.
     Fractions(Vec<(String, f64)>),
+    /// Split name -> `.npy` edge list ((2, n) or (n, 2), int32/int64/uint32/uint64). Every
+    /// split but `train` is held out; `train`, when listed, is stored instead of every pair left
+    /// in the graph, and each of its pairs must be one.
+    Files(Vec<(String, PathBuf)>),
 }
 
 /// Everything `convert` needs for an edge split.
@@ -48,6 +58,48 @@ pub struct LinkSplitOptions {
     pub negatives: u64,
 }
 
+/// A link split ready for the build: how the emitter decides each pair.
+#[derive(Clone, Debug)]
+pub enum LinkPlan {
+    /// By a hash of (seed, pair), see [`LinkSplitSpec::Fractions`].
+    Fractions {
+        fractions: Vec<(String, f64)>,
+        seed: u64,
+    },
+    /// The listed pairs, loaded and checked.
+    Given(Arc<GivenPairs>),
+}
+
+impl LinkPlan {
+    /// Check `opts` and read any listed pairs (before the build, so mistakes fail early).
+    pub fn new(
+        opts: &LinkSplitOptions,
+        seed: u64,
+        undirected: bool,
+        num_nodes: Option<u64>,
+    ) -> Result<Self> {
+        check_link_spec(opts)?;
+        Ok(match &opts.spec {
+            LinkSplitSpec::Fractions(v) => LinkPlan::Fractions {
+                fractions: v.clone(),
+                seed,
+            },
+            LinkSplitSpec::Files(v) => {
+                LinkPlan::Given(Arc::new(GivenPairs::load(v, undirected, num_nodes)?))
+            }
+        })
+    }
+
+    /// Bytes the build holds for the split besides its sort buffers: the split files' write
+    /// buffers and, for listed pairs, their keys.
+    pub fn memory(&self) -> u64 {
+        match self {
+            LinkPlan::Fractions { fractions, .. } => Holdout::memory(fractions.len()),
+            LinkPlan::Given(g) => Holdout::memory(g.names.len() - 1) + g.memory(),
+        }
+    }
+}
+
 /// The file name of an edge split's pairs and of its negatives.
 pub fn pairs_file(name: &str) -> String {
     format!("edge_split_{name}.bin")
@@ -56,23 +108,54 @@ pub fn negatives_file(name: &str) -> String {
     format!("edge_negatives_{name}.bin")
 }
 
-/// Check names and fractions before the build, so a typo fails in a second.
+/// Check names, fractions and that listed files exist, before the build, so a typo fails in a
+/// second.
 pub fn check_link_spec(opts: &LinkSplitOptions) -> Result<()> {
-    let LinkSplitSpec::Fractions(v) = &opts.spec;
-    if v.is_empty() {
+    let names: Vec<&str> = match &opts.spec {
+        LinkSplitSpec::Fractions(v) => v.iter().map(|(n, _)| n.as_str()).collect(),
+        LinkSplitSpec::Files(v) => v.iter().map(|(n, _)| n.as_str()).collect(),
+    };
+    if names.is_empty() {
         return input_err!(
-            "--link-split names no split; give the held-out fractions, e.g. val=0.05,test=0.1"
+            "--link-split names no split; give the held-out fractions, e.g. val=0.05,test=0.1, or edge lists, e.g. val=val.npy,test=test.npy"
         );
     }
-    for (i, (name, f)) in v.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         crate::attach::check_split_name(name, "--link-split")?;
+        if names[..i].contains(name) {
+            return input_err!("--link-split names '{name}' twice; name each split once");
+        }
+    }
+    match &opts.spec {
+        LinkSplitSpec::Fractions(v) => check_fractions(v),
+        LinkSplitSpec::Files(v) => {
+            if names.iter().all(|&n| n == TRAIN) {
+                return input_err!(
+                    "--link-split lists only train, so nothing is held out; add the held-out edge lists, e.g. val=val.npy,test=test.npy"
+                );
+            }
+            for (name, path) in v {
+                if !path.exists() {
+                    return Err(Error::io(
+                        path,
+                        std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            format!("edge list of --link-split {name} not found"),
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_fractions(v: &[(String, f64)]) -> Result<()> {
+    for (name, f) in v {
         if name == TRAIN {
             return input_err!(
                 "--link-split train={f}: the training edges are the ones not held out; give only the held-out fractions, e.g. val=0.05,test=0.1"
             );
-        }
-        if v[..i].iter().any(|(n, _)| n == name) {
-            return input_err!("--link-split names '{name}' twice; name each split once");
         }
         if !(*f > 0.0 && *f <= 1.0) {
             return input_err!("--link-split {name}={f}: a fraction must be above 0 and at most 1");
@@ -100,15 +183,27 @@ pub fn check_negatives(k: u64, num_nodes: u64) -> Result<()> {
 /// Decides, per edge, whether it stays in the training graph, and writes every split's distinct
 /// pairs as the CSC emitter meets them (in (dst, src) order). Owned by the emitter.
 pub struct Holdout {
-    base: u64,
     undirected: bool,
-    /// Split `i` takes the pairs whose hash is below `bounds[i]` (and not below `bounds[i-1]`);
-    /// the last entry is `train`, bound `u64::MAX` (inclusive).
+    /// Held-out split names, then `train` (the last writer).
     names: Vec<String>,
-    bounds: Vec<u64>,
+    decide: Decide,
     writers: Vec<PairWriter>,
     /// The last key seen, so that the copies of a parallel edge count once.
     last: Option<(u64, u64)>,
+}
+
+/// How a [`Holdout`] assigns a pair to a split.
+enum Decide {
+    /// Split `i` takes the pairs whose hash is below `bounds[i]` (and not below `bounds[i-1]`);
+    /// the last entry is `train`, bound `u64::MAX` (inclusive).
+    Hash { base: u64, bounds: Vec<u64> },
+    /// A merge join with the listed keys: `at` is the first key not behind the stream, `met`
+    /// whether the stream has reached it. Unlisted pairs go to `train` unless it is listed.
+    Given {
+        pairs: Arc<GivenPairs>,
+        at: usize,
+        met: bool,
+    },
 }
 
 struct PairWriter {
@@ -137,24 +232,40 @@ pub struct HeldOut {
 }
 
 impl Holdout {
+    /// The holdout of `plan` for a graph of `num_nodes` nodes (listed ids are checked against it).
     pub fn new(
-        spec: &LinkSplitSpec,
-        seed: u64,
+        plan: &LinkPlan,
         undirected: bool,
+        num_nodes: u64,
         staging: &Staging,
     ) -> Result<Self> {
-        let LinkSplitSpec::Fractions(v) = spec;
-        let mut names = Vec::new();
-        let mut bounds = Vec::new();
-        let mut acc = 0.0f64;
-        for (name, f) in v {
-            acc += f;
-            names.push(name.clone());
-            // 2^64 * acc, saturating: the hash is uniform on u64.
-            bounds.push((acc * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64);
-        }
-        names.push(TRAIN.into());
-        bounds.push(u64::MAX);
+        let (names, decide) = match plan {
+            LinkPlan::Fractions { fractions, seed } => {
+                let mut names = Vec::new();
+                let mut bounds = Vec::new();
+                let mut acc = 0.0f64;
+                for (name, f) in fractions {
+                    acc += f;
+                    names.push(name.clone());
+                    // 2^64 * acc, saturating: the hash is uniform on u64.
+                    bounds.push((acc * 18_446_744_073_709_551_616.0).min(u64::MAX as f64) as u64);
+                }
+                names.push(TRAIN.into());
+                bounds.push(u64::MAX);
+                let base = mix64(seed ^ mix64(SPLIT_HASH));
+                (names, Decide::Hash { base, bounds })
+            }
+            LinkPlan::Given(pairs) => {
+                debug_assert_eq!(pairs.undirected, undirected);
+                pairs.check_range(num_nodes)?;
+                let decide = Decide::Given {
+                    pairs: Arc::clone(pairs),
+                    at: 0,
+                    met: false,
+                };
+                (pairs.names.clone(), decide)
+            }
+        };
         let writers = names
             .iter()
             .map(|n| {
@@ -166,10 +277,9 @@ impl Holdout {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Holdout {
-            base: mix64(seed ^ mix64(SPLIT_HASH)),
             undirected,
             names,
-            bounds,
+            decide,
             writers,
             last: None,
         })
@@ -180,19 +290,37 @@ impl Holdout {
         (splits as u64 + 1) * ((4 << 20) + 16 * CHUNK as u64)
     }
 
-    /// The split of the pair `src -> dst` (its index in `names`); undirected pairs hash their
-    /// two ends in order, so both directions agree.
-    fn split_of(&self, src: u64, dst: u64) -> usize {
-        let (a, b) = if self.undirected && src > dst {
-            (dst, src)
-        } else {
-            (src, dst)
-        };
-        let h = mix64(mix64(self.base ^ a).wrapping_add(b));
-        self.bounds
-            .iter()
-            .position(|&t| h < t)
-            .unwrap_or(self.bounds.len() - 1)
+    /// The split of the pair `src -> dst` (its index in `names`), or `None` for a pair that stays
+    /// in the graph unrecorded (`train` is listed and does not list it). Undirected pairs hash
+    /// their two ends in order, so both directions agree. Calls come in (dst, src) order.
+    fn split_of(&mut self, src: u64, dst: u64) -> Result<Option<usize>> {
+        let train = self.names.len() - 1;
+        match &mut self.decide {
+            Decide::Hash { base, bounds } => {
+                let (a, b) = if self.undirected && src > dst {
+                    (dst, src)
+                } else {
+                    (src, dst)
+                };
+                let h = mix64(mix64(*base ^ a).wrapping_add(b));
+                Ok(Some(bounds.iter().position(|&t| h < t).unwrap_or(train)))
+            }
+            Decide::Given { pairs, at, met } => {
+                let keys = &pairs.keys;
+                while *at < keys.len() && (keys[*at].dst, keys[*at].src) < (dst, src) {
+                    if !*met {
+                        return Err(pairs.not_in_graph(&keys[*at]));
+                    }
+                    *at += 1;
+                    *met = false;
+                }
+                if *at < keys.len() && (keys[*at].dst, keys[*at].src) == (dst, src) {
+                    *met = true;
+                    return Ok(Some(keys[*at].split as usize));
+                }
+                Ok((!pairs.train_listed()).then_some(train))
+            }
+        }
     }
 
     /// Whether edge `src -> dst` stays in the training graph; records the pair in its split the
@@ -202,19 +330,29 @@ impl Holdout {
         if src == dst {
             return Ok(true);
         }
-        let i = self.split_of(src, dst);
+        let split = self.split_of(src, dst)?;
         let new = self.last != Some((dst, src));
         self.last = Some((dst, src));
         // An undirected pair is met twice (once per direction): record it as (min, max), met
         // second in (dst, src) order.
-        if new && (!self.undirected || src < dst) {
-            self.writers[i].push(src, dst)?;
+        if let Some(i) = split {
+            if new && (!self.undirected || src < dst) {
+                self.writers[i].push(src, dst)?;
+            }
         }
-        Ok(i == self.names.len() - 1)
+        let train = self.names.len() - 1;
+        Ok(!matches!(split, Some(i) if i != train))
     }
 
-    /// Flush and close every split file; register them in the staging.
+    /// Check that every listed pair was met, flush and close every split file, and register them
+    /// in the staging.
     pub fn finish(self, staging: &mut Staging) -> Result<HeldOut> {
+        if let Decide::Given { pairs, at, met } = &self.decide {
+            let unmet = if *met { at + 1 } else { *at };
+            if let Some(k) = pairs.keys.get(unmet) {
+                return Err(pairs.not_in_graph(k));
+            }
+        }
         let mut splits = Vec::new();
         for (name, mut pw) in self.names.into_iter().zip(self.writers) {
             pw.w.write_i64s(&pw.buf)?;

@@ -65,7 +65,10 @@ def add_parsers(sub: Any) -> None:
         "--link-split",
         metavar="SPEC",
         help="hold out edges for link prediction: val=0.05,test=0.1 (fractions of the distinct pairs, random by "
-        "--seed); held-out pairs leave the graph; the rest is the edge split 'train' (docs/FORMAT.md, Edge splits)",
+        "--seed) or val=val.npy,test=test.npy (given pairs, .npy of shape (2, n) or (n, 2), each an edge of INPUT); "
+        "held-out pairs leave the graph (both directions with --undirected); the edge split 'train' is every pair "
+        "left, or with train=train.npy exactly those pairs, which must all be left in the graph "
+        "(docs/FORMAT.md, Edge splits)",
     )
     p.add_argument(
         "--link-negatives",

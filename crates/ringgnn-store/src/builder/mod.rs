@@ -25,7 +25,7 @@ use std::sync::{Condvar, Mutex};
 
 use crate::convert::{GraphOptions, SelfLoops};
 use crate::input::EdgeSource;
-use crate::link::{HeldOut, Holdout, LinkSplitSpec};
+use crate::link::{HeldOut, Holdout, LinkPlan};
 use crate::manifest::{DegreeStats, IndexDtype};
 use crate::progress::Progress;
 use crate::writer::Staging;
@@ -80,12 +80,12 @@ pub fn build_graph(
     build_graph_split(source, opts, None, staging, progress)
 }
 
-/// [`build_graph`], holding out the edges of a link split (`link`: the spec and the seed) from
-/// the CSC and writing every split's pairs.
+/// [`build_graph`], holding out the edges of a link split from the CSC and writing every split's
+/// pairs.
 pub fn build_graph_split(
     source: &mut dyn EdgeSource,
     opts: &GraphOptions,
-    link: Option<(&LinkSplitSpec, u64)>,
+    link: Option<&LinkPlan>,
     staging: &mut Staging,
     progress: &dyn Progress,
 ) -> Result<GraphSummary> {
@@ -96,10 +96,21 @@ pub fn build_graph_split(
             MIN_MEMORY >> 20
         );
     }
-    // The split files' write buffers come out of the sort space.
-    let reserve = link.map_or(0, |(LinkSplitSpec::Fractions(v), _)| {
-        Holdout::memory(v.len())
-    });
+    // The split files' write buffers and any listed pairs come out of the sort space.
+    let reserve = link.map_or(0, LinkPlan::memory);
+    if let Some(LinkPlan::Given(g)) = link {
+        // The listed pairs may take at most half of what the overhead leaves: the sort needs the
+        // rest.
+        if g.memory() > (opts.memory - OVERHEAD) / 2 {
+            return crate::input_err!(
+                "--link-split: the listed pairs take {} MiB in memory, more than --memory {} MiB allows them (half of it beyond the builder's own {} MiB); raise --memory to at least {}M",
+                g.memory() >> 20,
+                opts.memory >> 20,
+                OVERHEAD >> 20,
+                (OVERHEAD + 2 * g.memory()).div_ceil(1 << 20)
+            );
+        }
+    }
     build_with(
         source,
         opts,
@@ -147,7 +158,7 @@ impl Sizes {
 fn build_with(
     source: &mut dyn EdgeSource,
     opts: &GraphOptions,
-    link: Option<(&LinkSplitSpec, u64)>,
+    link: Option<&LinkPlan>,
     staging: &mut Staging,
     progress: &dyn Progress,
     sizes: Sizes,
@@ -173,7 +184,7 @@ const NEEDS_WIDE: &str = "internal: ids need 64-bit keys";
 fn build<K: Key>(
     source: &mut dyn EdgeSource,
     opts: &GraphOptions,
-    link: Option<(&LinkSplitSpec, u64)>,
+    link: Option<&LinkPlan>,
     staging: &mut Staging,
     progress: &dyn Progress,
     sizes: Sizes,
@@ -209,7 +220,7 @@ fn build<K: Key>(
         num_nodes,
     )
     .with_holdout(
-        link.map(|(spec, seed)| Holdout::new(spec, seed, opts.undirected, staging))
+        link.map(|plan| Holdout::new(plan, opts.undirected, num_nodes, staging))
             .transpose()?,
     );
     let total = in_memory

@@ -319,28 +319,40 @@ fn build_link(
     sizes: Sizes,
     seed: u64,
 ) -> (tempfile::TempDir, GraphSummary) {
+    let plan = LinkPlan::Fractions {
+        fractions: vec![("val".into(), 0.2), ("test".into(), 0.3)],
+        seed,
+    };
+    let (dir, g) = build_plan(edges, o, sizes, &plan);
+    (dir, g.unwrap())
+}
+
+/// Build with a link split; the dataset is committed when the build succeeds.
+fn build_plan(
+    edges: &[(u64, u64)],
+    o: &GraphOptions,
+    sizes: Sizes,
+    plan: &LinkPlan,
+) -> (tempfile::TempDir, Result<GraphSummary>) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
     let mut staging = Staging::create(&out, false, &crate::NoProgress).unwrap();
     let mut src = VecSource::new(edges.to_vec());
-    let spec = LinkSplitSpec::Fractions(vec![("val".into(), 0.2), ("test".into(), 0.3)]);
-    let g = build_with(
-        &mut src,
-        o,
-        Some((&spec, seed)),
-        &mut staging,
-        &NoProgress,
-        sizes,
-    )
-    .unwrap();
-    let m = crate::convert::assemble(&g, None, None, Default::default(), serde_json::Value::Null);
-    staging.commit(m).unwrap();
-    (dir, g)
+    let r = build_with(&mut src, o, Some(plan), &mut staging, &NoProgress, sizes);
+    if let Ok(g) = &r {
+        let m =
+            crate::convert::assemble(g, None, None, Default::default(), serde_json::Value::Null);
+        staging.commit(m).unwrap();
+    }
+    (dir, r)
 }
 
+/// The pairs of split `name` (none when the build made no such split).
 fn split_pairs(dir: &Path, g: &GraphSummary, name: &str) -> Vec<(u64, u64)> {
     let held = g.held_out.as_ref().unwrap();
-    let n = held.splits.iter().find(|s| s.0 == name).unwrap().2;
+    let Some(n) = held.splits.iter().find(|s| s.0 == name).map(|s| s.2) else {
+        return Vec::new();
+    };
     crate::link::read_pairs(&dir.join("ds").join(crate::link::pairs_file(name)), n).unwrap()
 }
 
@@ -356,17 +368,37 @@ fn canonical(o: &GraphOptions, (s, d): (u64, u64)) -> (u64, u64) {
 /// undirected, every parallel copy); the splits partition the distinct pairs; nothing depends on
 /// the budget or the workers.
 fn check_link(edges: &[(u64, u64)], o: &GraphOptions, seed: u64) {
+    let plan = LinkPlan::Fractions {
+        fractions: vec![("val".into(), 0.2), ("test".into(), 0.3)],
+        seed,
+    };
+    check_plan(edges, o, &plan, true);
+}
+
+/// [`check_link`] for any plan; returns the pairs of train, val and test. `partition`: the
+/// splits hold every distinct pair (false when `train` is a given list).
+fn check_plan(
+    edges: &[(u64, u64)],
+    o: &GraphOptions,
+    plan: &LinkPlan,
+    partition: bool,
+) -> Vec<std::collections::BTreeSet<(u64, u64)>> {
     use std::collections::BTreeSet;
-    let mut first: Option<Vec<Vec<u8>>> = None;
+    type Sets = Vec<BTreeSet<(u64, u64)>>;
+    let mut first: Option<(Vec<Vec<u8>>, Sets)> = None;
     for sizes in [tiny(1), tiny(3), roomy()] {
-        let (dir, g) = build_link(edges, o, sizes, seed);
+        let (dir, g) = build_plan(edges, o, sizes, plan);
+        let g = g.unwrap();
         let names = ["train", "val", "test"];
-        let sets: Vec<BTreeSet<(u64, u64)>> = names
+        let sets: Sets = names
             .iter()
             .map(|n| {
                 let v = split_pairs(dir.path(), &g, n);
                 let s: BTreeSet<_> = v.iter().copied().collect();
                 assert_eq!(s.len(), v.len(), "split {n} holds a pair twice");
+                let mut order = v.clone();
+                order.sort_by_key(|&(s, d)| (d, s));
+                assert_eq!(order, v, "split {n} is not in (dst, src) order");
                 s
             })
             .collect();
@@ -380,8 +412,13 @@ fn check_link(edges: &[(u64, u64)], o: &GraphOptions, seed: u64) {
             }
         }
         let union: BTreeSet<_> = sets.iter().flatten().copied().collect();
-        assert_eq!(union, pairs, "the splits must partition the distinct pairs");
-        assert_eq!(sets.iter().map(|s| s.len()).sum::<usize>(), pairs.len());
+        let count = sets.iter().map(|s| s.len()).sum::<usize>();
+        assert_eq!(count, union.len(), "a pair is in two splits");
+        if partition {
+            assert_eq!(union, pairs, "the splits must partition the distinct pairs");
+        } else {
+            assert!(union.is_subset(&pairs), "a split holds a pair of no edge");
+        }
         let held: BTreeSet<_> = sets[1].union(&sets[2]).copied().collect();
         let kept: Vec<(u64, u64)> = edges
             .iter()
@@ -403,13 +440,14 @@ fn check_link(edges: &[(u64, u64)], o: &GraphOptions, seed: u64) {
             .iter()
             .map(|f| f.to_string())
             .chain(names.iter().map(|n| crate::link::pairs_file(n)))
-            .map(|f| std::fs::read(dir.path().join("ds").join(f)).unwrap())
+            .map(|f| std::fs::read(dir.path().join("ds").join(f)).unwrap_or_default())
             .collect();
         match &first {
-            None => first = Some(files),
-            Some(f) => assert!(f == &files, "output depends on the budget or workers"),
+            None => first = Some((files, sets)),
+            Some((f, _)) => assert!(f == &files, "output depends on the budget or workers"),
         }
     }
+    first.unwrap().1
 }
 
 #[test]
@@ -485,3 +523,5 @@ proptest! {
         check_link(&edges, &opts(undirected, false, dedup, None), seed);
     }
 }
+
+mod given;
