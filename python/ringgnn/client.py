@@ -9,7 +9,8 @@ DEADLINE_EXCEEDED      :class:`DeadlineExceededError`
 CANCELLED              :class:`CancelledError`
 UNAVAILABLE            :class:`ShuttingDownError` when the server says it is stopping,
                        else :class:`ConnectionError` (no server there)
-FAILED_PRECONDITION    :class:`InputError` (e.g. Predict on a server without a model)
+FAILED_PRECONDITION    :class:`InputError` (e.g. Predict on a server without a model, Score
+                       with a node-classification model)
 anything else          :class:`RingGnnError` with the status and the server's message
 =====================  ===========================================================
 
@@ -127,9 +128,25 @@ class Client:
         return Prediction(probs=probs, label=np.array(r.label, dtype=np.int64), seed=r.seed)
 
     def embed(self, nodes: Sequence[int], seed: Optional[int] = None, *, timeout: Optional[float] = None) -> np.ndarray:
-        """The served model's last hidden layer for ``nodes`` (``[len(nodes), hidden]``)."""
+        """Embeddings of ``nodes`` (``[len(nodes), hidden]``): a node model's last hidden layer,
+        a link model's last layer (what its decoder scores)."""
         r = self._call("Embed", self._infer_request(nodes, seed), timeout)
         return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
+
+    def score(self, src: Sequence[int], dst: Sequence[int], seed: Optional[int] = None, *,
+              timeout: Optional[float] = None) -> np.ndarray:
+        """A link model's scores of the pairs ``(src[i], dst[i])`` (float32 ``[len(src)]``, the
+        decoder's logits: ``sigmoid`` gives the probability of each edge), from the pairs'
+        distinct endpoints sampled as one request with the model's fanouts and ``seed``
+        (default the server's)."""
+        s, d = _ids(src, "src"), _ids(dst, "dst")
+        if len(s) != len(d):
+            raise InputError(f"score: src has {len(s)} node ids and dst {len(d)}: give one destination per source")
+        req = self._pb.ScoreRequest(src=s, dst=d)
+        if seed is not None:
+            req.seed = int(seed)
+        r = self._call("Score", req, timeout)
+        return np.array(r.scores, dtype=np.float32)
 
     def info(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """What the server serves: counts, dims, default fanouts and seed, model, limits, version."""
@@ -152,12 +169,12 @@ class Client:
         return req
 
 
-def _ids(nodes: Any) -> List[int]:
+def _ids(nodes: Any, what: str = "nodes") -> List[int]:
     a = np.asarray(nodes)
     if a.ndim == 0:
         a = a.reshape(1)
     if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-        raise InputError(f"nodes must be a 1-D sequence of integer node ids, not {a.dtype} of shape {a.shape}")
+        raise InputError(f"{what} must be a 1-D sequence of integer node ids, not {a.dtype} of shape {a.shape}")
     return a.astype(np.int64).tolist()
 
 

@@ -773,37 +773,53 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
     ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
-    ``"predictions"`` (argmax, int64) or ``"embeddings"`` (layer ``layer``'s output, by default
-    the last hidden layer, activated as the next layer sees it). ``nodes``: ``"all"``/None, a
-    split name, a ``.npy`` file or an array of node ids: rows come in that order. With ``out``
-    the result is written there as ``.npy`` (in blocks, renamed when complete) and a summary dict
-    is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
+    ``"predictions"`` (argmax, int64) or ``"embeddings"`` (layer ``layer``'s output, activated as
+    the next layer sees it; by default the last hidden layer of a node run, and the last layer of a
+    link run: the embeddings its decoder scores). A link run's model scores pairs, not nodes: it
+    refuses ``"predictions"`` and ``"probabilities"`` (``ringgnn.scoring`` scores its pairs).
+    ``nodes``: ``"all"``/None, a split name, a ``.npy`` file or an array of node ids: rows come
+    in that order. With ``out`` the result is written there as ``.npy`` (in blocks, renamed when
+    complete) and a summary dict is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
     the process's budget (the blocks are sized from what is left of it)."""
+    ds, ckpt = open_run(run_dir, dataset)
+    if ckpt.task == "link" and output in ("predictions", "probabilities"):
+        raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
+                         "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
+    return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
+                         memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
+                         quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
+
+
+def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None) -> Tuple[Dataset, Checkpoint]:
+    """The dataset (``dataset``, else the one the run was trained on) and the loaded model of
+    a ``ringgnn train`` run directory."""
     read = read_checkpoint(run_dir, "RUN_DIR")
     if dataset is None:
         dataset = (read[1].get("metrics") or {}).get("dataset")
         if dataset is None:
             raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
     ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
-    ckpt = load_checkpoint(run_dir, ds, "RUN_DIR", read)
-    return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
-                         memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
-                         quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
+    return ds, load_checkpoint(run_dir, ds, "RUN_DIR", read)
 
 
 def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, layer: Optional[int] = None,
                   output: str = "logits", out: Optional[str] = None, dtype: str = "f32", memory: Optional[int] = None,
                   backend: str = "auto", direct: bool = False, keep: bool = False, quiet: bool = True,
                   log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
-                  strategy: str = "grid", grid_nodes: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
-    """:func:`infer` for a loaded model and node ids (None: all)."""
+                  strategy: str = "grid", grid_nodes: Optional[int] = None, work_dir: Optional[str] = None,
+                  stats: Optional[Dict[str, Any]] = None) -> Union[np.ndarray, Dict[str, Any]]:
+    """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
+    intermediate layers are written (default: beside ``out``, else beside the checkpoint);
+    ``stats``, a dict, receives the summary also when the array is returned."""
     L = ckpt.layers
     if output not in ("logits", "probabilities", "predictions", "embeddings"):
         raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
     if dtype not in ("f32", "f16"):
         raise InputError(f"--dtype {dtype}: use f32 or f16")
     if output == "embeddings":
-        upto = layer if layer is not None else max(1, L - 1)
+        # A node run's last layer gives class logits, so its embedding is the layer before; a
+        # link run's last layer gives the embeddings themselves.
+        upto = layer if layer is not None else (L if ckpt.task == "link" else max(1, L - 1))
         if not 1 <= upto <= L:
             raise InputError(f"--layer {upto}: the model has layers 1..{L}")
     elif layer is not None:
@@ -816,7 +832,8 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
         wanted = np.zeros(n, dtype=bool)
         wanted[ids] = True
     run = LayerwiseInference(ds, ckpt, memory=memory, backend=backend, direct=direct,
-                             work_dir=os.path.dirname(os.path.abspath(out)) if out else None, keep=keep, quiet=quiet,
+                             work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
+                             quiet=quiet,
                              log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
     width = run.widths[upto]
     count = n if ids is None else len(ids)
@@ -867,6 +884,8 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
     summary = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), output=output,
                    layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np.dtype(np_dtype)),
                    seconds=time.perf_counter() - t0, plan=run.plan, **{k: v for k, v in run.stats.items()})
+    if stats is not None:
+        stats.update(summary)
     if path is not None:
         summary["out"] = path
         return summary

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -267,6 +267,26 @@ class LinkSampler(LinkPairs):
                        dst_weight=dst_weight, fixed=fixed)
         return p.batch(self.sampler.sample(p.seeds, epoch=epoch, batch=batch))
 
+    def epoch(self, edges: Union[str, Any] = "train", batch_size: int = 1024, *, epoch: int = 0,
+              shuffle: bool = True, drop_last: bool = False, batches: Optional[Sequence[int]] = None,
+              negatives: Optional[Any] = None, window: int = WINDOW) -> Iterator[Tuple[int, LinkBatch]]:
+        """``(batch index, LinkBatch)`` for the batches of one epoch over ``edges`` (see
+        :class:`LinkBatches`), sampled ahead by the core sampler's threads (hyperbatches
+        included when the neighbor file is on disk): each exactly :meth:`sample` of its pairs.
+        Make the :class:`NeighborSampler` with ``batch_size`` = the most seeds of a batch
+        (:meth:`LinkPairs.most_seeds`) so that its memory plan holds one."""
+        lb = LinkBatches(self.dataset, self, batch_size, edges, negatives=negatives, shuffle=shuffle,
+                         drop_last=drop_last, batches=batches, window=window)
+        core = self.sampler._sampler()
+        e = _options.count(epoch, "epoch")
+
+        def start(seeds, longest, **lists):
+            return core.epoch(seeds, longest, shuffle=False, epoch=e, **lists)
+
+        for made, it in lb.windows(e, start):
+            for index, _seeds, out in it:
+                yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
+
 
 def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges") -> np.ndarray:
     """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array of shape
@@ -300,7 +320,85 @@ def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges") ->
     return a
 
 
-class LinkLoader:
+class LinkBatches:
+    """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch` and
+    :class:`LinkLoader`: ``batch_size`` positive pairs of ``edges`` per batch (an edge split's
+    name, read from its file through a map as batches need them, or pairs), in an order
+    shuffled by (seed, epoch) (:class:`Shuffle`: no permutation is held), with negatives drawn
+    by ``pairs`` or fixed (``negatives``, an ``(n, K)`` array of destinations per pair); and
+    the windows of seed lists handed to the Rust core, ``window`` batches at a time."""
+
+    def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
+                 negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
+                 drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: int = WINDOW):
+        self.dataset = dataset
+        self.pairs = pairs
+        stored = isinstance(edges, str) and edges in dataset.edge_split_names
+        self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges)
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        if negatives is not None and pairs.neg_sampling is not None:
+            raise InputError("give negatives (fixed candidates) or neg_sampling (drawn), not both")
+        self.negatives = None
+        if negatives is not None:
+            self.negatives = negatives if isinstance(negatives, np.ndarray) else np.asarray(negatives, dtype=np.int64)
+            if self.negatives.ndim != 2 or self.negatives.shape[0] != self.edges.shape[1]:
+                raise InputError(f"negatives need one row per pair: shape ({self.edges.shape[1]}, K), "
+                                 f"got {self.negatives.shape}")
+        self.edge_label = None if edge_label is None else np.asarray(edge_label, np.float32).reshape(-1)
+        if self.edge_label is not None and self.edge_label.size != self.edges.shape[1]:
+            raise InputError(f"edge_label needs one value per pair ({self.edges.shape[1]}), got {self.edge_label.size}")
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
+        self.window = _options.count(window, "window", 1)
+
+    def most_seeds(self) -> int:
+        """The most seed nodes of one batch (what a memory plan is made for)."""
+        return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1])
+
+    def __len__(self) -> int:
+        if self.batches is not None:
+            return len(self.batches)
+        n = self.edges.shape[1]
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
+        """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
+        a :class:`Shuffle` keyed by (seed, epoch), or the identity without ``shuffle``."""
+        i = np.arange(start, min(stop, self.edges.shape[1]), dtype=np.int64)
+        if not self.shuffle:
+            return i
+        return Shuffle(self.edges.shape[1], [self.pairs.seed, SHUFFLE_PURPOSE, epoch])(i)
+
+    def batch_positions(self, epoch: int, b: int) -> np.ndarray:
+        """Positions in ``edges`` of the positives of batch ``b`` of epoch ``epoch``."""
+        return self.positions(epoch, b * self.batch_size, (b + 1) * self.batch_size)
+
+    def batch_pairs(self, epoch: int, b: int) -> Pairs:
+        """The :class:`Pairs` of batch ``b`` of epoch ``epoch``."""
+        pos = self.batch_positions(epoch, b)
+        # Read in file order (a mapped split: ascending pages), then put back in batch order.
+        order = np.argsort(pos, kind="stable")
+        inv = np.empty_like(order)
+        inv[order] = np.arange(len(order))
+        src, dst = (np.asarray(self.edges[k, pos[order]])[inv] for k in (0, 1))
+        label = None if self.edge_label is None else self.edge_label[pos]
+        fixed = None if self.negatives is None else np.asarray(self.negatives[pos[order]])[inv]
+        return self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
+
+    def windows(self, epoch: int, start: Callable[..., Any]) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
+        """For each window of the epoch's batches: their :class:`Pairs` by batch index and the
+        core epoch ``start(seeds, longest, bounds=..., indices=...)`` started over them."""
+        wanted = list(range(len(self))) if self.batches is None else self.batches
+        for w in range(0, len(wanted), self.window):
+            chosen = wanted[w:w + self.window]
+            made = {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
+            sizes = [len(made[b].seeds) for b in chosen]
+            seeds = np.concatenate([made[b].seeds for b in chosen])
+            bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
+            yield made, start(seeds, max(1, max(sizes)), bounds=bounds, indices=[int(b) for b in chosen])
+
+
+class LinkLoader(LinkBatches):
     """Epochs of link batches as PyG ``Data``, sampled and gathered ahead by the Rust loader.
 
     Each batch is ``batch_size`` positive pairs of ``edges`` (an edge split's name, default
@@ -333,32 +431,12 @@ class LinkLoader:
         from .loader import Loader
 
         ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
-        self.dataset = ds
-        # A split of the dataset stays on disk (mapped): only the pairs of the batches in hand
-        # are read, so the loader holds no per-pair state whatever the split's size.
-        stored = isinstance(edges, str) and edges in ds.edge_split_names
-        self.edges = ds.edge_split(edges, mmap=True) if stored else edge_pairs(ds, edges)
-        self.batch_size = _options.count(batch_size, "batch_size", 1)
-        if negatives is not None and neg_sampling is not None:
-            raise InputError("give negatives (fixed candidates) or neg_sampling (drawn), not both")
-        self.negatives = None
-        if negatives is not None:
-            self.negatives = negatives if isinstance(negatives, np.ndarray) else np.asarray(negatives, dtype=np.int64)
-            if self.negatives.ndim != 2 or self.negatives.shape[0] != self.edges.shape[1]:
-                raise InputError(f"negatives need one row per pair: shape ({self.edges.shape[1]}, K), "
-                                 f"got {self.negatives.shape}")
-        self.edge_label = None if edge_label is None else np.asarray(edge_label, np.float32).reshape(-1)
-        if self.edge_label is not None and self.edge_label.size != self.edges.shape[1]:
-            raise InputError(f"edge_label needs one value per pair ({self.edges.shape[1]}), got {self.edge_label.size}")
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
-        self.window = _options.count(window, "window", 1)
         base = share._loader if isinstance(share, LinkLoader) else share
         if isinstance(share, LinkLoader):
             seed = share.pairs.seed  # one engine, one sampling stream
-        self.pairs = LinkPairs(ds, _options.count(seed, "seed"), neg_sampling)
-        k = 0 if self.negatives is None else self.negatives.shape[1]
-        most = self.pairs.most_seeds(self.batch_size, k)
+        super().__init__(ds, LinkPairs(ds, _options.count(seed, "seed"), neg_sampling), batch_size, edges,
+                         negatives=negatives, edge_label=edge_label, shuffle=shuffle, drop_last=drop_last,
+                         batches=batches, window=window)
         # The seeds a look-ahead for the hot-row cache samples from: the endpoints of the
         # first epoch's first batches (bounded, whatever the split's size).
         ends = np.zeros(0, np.int64)
@@ -366,8 +444,8 @@ class LinkLoader:
             look = loader_opts.get("presample_batches", 64) * self.batch_size
             first = self.positions(0, 0, min(look, self.edges.shape[1]))
             ends = np.unique(self.edges[:, np.sort(first)])
-        self._loader = Loader(ds, fanouts, most, split=ends, shuffle=False, seed=self.pairs.seed, share=base,
-                              **loader_opts)
+        self._loader = Loader(ds, fanouts, self.most_seeds(), split=ends, shuffle=False, seed=self.pairs.seed,
+                              share=base, **loader_opts)
         self._epoch = 0
         self.last_epoch: Dict[str, float] = {}
 
@@ -383,55 +461,19 @@ class LinkLoader:
         """The epoch of the next ``iter()``."""
         self._epoch = _options.count(epoch, "epoch")
 
-    def __len__(self) -> int:
-        if self.batches is not None:
-            return len(self.batches)
-        n = self.edges.shape[1]
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
-        """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
-        a :class:`Shuffle` keyed by (seed, epoch), or the identity without ``shuffle``."""
-        i = np.arange(start, min(stop, self.edges.shape[1]), dtype=np.int64)
-        if not self.shuffle:
-            return i
-        return Shuffle(self.edges.shape[1], [self.pairs.seed, SHUFFLE_PURPOSE, epoch])(i)
-
-    def batch_positions(self, epoch: int, b: int) -> np.ndarray:
-        """Positions in ``edges`` of the positives of batch ``b`` of epoch ``epoch``."""
-        return self.positions(epoch, b * self.batch_size, (b + 1) * self.batch_size)
-
-    def batch_pairs(self, epoch: int, b: int) -> Pairs:
-        """The :class:`Pairs` of batch ``b`` of epoch ``epoch``."""
-        pos = self.batch_positions(epoch, b)
-        # Read in file order (a mapped split: ascending pages), then put back in batch order.
-        order = np.argsort(pos, kind="stable")
-        inv = np.empty_like(order)
-        inv[order] = np.arange(len(order))
-        src, dst = (np.asarray(self.edges[k, pos[order]])[inv] for k in (0, 1))
-        label = None if self.edge_label is None else self.edge_label[pos]
-        fixed = None if self.negatives is None else np.asarray(self.negatives[pos[order]])[inv]
-        return self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
-
     def __iter__(self) -> Iterator[Any]:
         import torch
 
         epoch, self._epoch = self._epoch, self._epoch + 1
-        wanted = list(range(len(self))) if self.batches is None else self.batches
         totals = self._loader._new_totals()
         self.last_epoch = totals
-        for w in range(0, len(wanted), self.window):
-            chosen = wanted[w:w + self.window]
-            made = {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
-            seeds = np.concatenate([made[b].seeds for b in chosen]) if chosen else np.zeros(0, np.int64)
-            bounds = np.concatenate([[0], np.cumsum([len(made[b].seeds) for b in chosen])]).tolist()
-            longest = max(1, max(len(made[b].seeds) for b in chosen))
-            it = self._core.epoch(seeds, longest, shuffle=False, epoch=epoch, bounds=bounds,
-                                  indices=[int(b) for b in chosen])
-            del seeds
+
+        def start(seeds, longest, **lists):
+            return self._core.epoch(seeds, longest, shuffle=False, epoch=epoch, **lists)
+
+        for made, it in self.windows(epoch, start):
             for index, data in self._loader._batches(it, totals):
-                p = made[int(index)]
-                lb = p.batch(None)
+                lb = made[int(index)].batch(None)
                 data.input_id = torch.from_numpy(self.batch_positions(epoch, int(index)))
                 if lb.edge_label_index is not None:
                     data.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index))

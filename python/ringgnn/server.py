@@ -5,7 +5,10 @@ in Rust (``_core.GrpcServer``: tonic, crate ``ringgnn-serve``): ``Sample``, ``Fe
 ``Info`` are decoded, served by the Rust request engine and encoded without entering Python.
 ``Predict``/``Embed`` sample the nodes' neighborhood with the model's training fanouts, take its
 feature rows from the same wave, and run the model here (:class:`Servicer`, called back with the
-GIL; PyTorch releases it in its kernels). ``--frontend grpcio`` serves every call through
+GIL; PyTorch releases it in its kernels). A link model (``train --task link``) answers ``Score``
+the same way: the pairs' distinct endpoints are sampled as one request, the encoder embeds them
+and the decoder scores the pairs; its ``Embed`` is the encoder's last layer, and ``Predict``
+(class probabilities) is refused. ``--frontend grpcio`` serves every call through
 Python's grpcio instead (handler threads calling the engine with the GIL released): the first
 design, kept as the baseline of docs/benchmarks.md. The engine batches the requests that arrive
 together into waves that share their reads, within the memory budget; it refuses what does not
@@ -14,10 +17,10 @@ away.
 
 Status codes: INVALID_ARGUMENT for bad input (the message says what and the limit),
 RESOURCE_EXHAUSTED when the queue is full, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE while
-shutting down, FAILED_PRECONDITION for Predict/Embed without a model or Features without
-features, INTERNAL for a read error (the message names the file). SIGTERM or SIGINT stops taking
-requests, lets those in flight finish (``--grace`` seconds at most), and exits 0. The command line
-is ``ringgnn.cli.serve``.
+shutting down, FAILED_PRECONDITION for Predict/Embed/Score without a model, Predict with a link
+model, Score with a node model, or Features without features, INTERNAL for a read error (the
+message names the file). SIGTERM or SIGINT stops taking requests, lets those in flight finish
+(``--grace`` seconds at most), and exits 0. The command line is ``ringgnn.cli.serve``.
 """
 
 from __future__ import annotations
@@ -72,7 +75,11 @@ class Model:
         ckpt = load_checkpoint(run_dir, ds, "--model")
         self.kind, self.fanouts, self.hidden, self.layers = ckpt.kind, ckpt.fanouts, ckpt.hidden, ckpt.layers
         self.run_dir, self.path, self.net = run_dir, ckpt.path, ckpt.net
-        self.classes = ds.num_classes
+        #: ``node`` (the net gives class logits) or ``link`` (it gives embeddings, which
+        #: ``decoder`` scores in pairs; ``decoder_kind`` names it).
+        self.task, self.decoder = ckpt.task, ckpt.decoder
+        self.decoder_kind = ckpt.args.get("decoder") if self.task == "link" else None
+        self.classes = ds.num_classes if self.task == "node" else None
 
     def run(self, sub: Dict[str, Any], x: np.ndarray) -> Tuple[Any, Any]:
         """(logits, input of the last layer) of the distinct seeds of the sampled subgraph
@@ -93,6 +100,19 @@ class Model:
         finally:
             hook.remove()
         return logits, seen[0][: counts[0]]
+
+    def embeddings(self, sub: Dict[str, Any], x: np.ndarray) -> Any:
+        """What ``Embed`` answers for the distinct seeds: a link model's last layer (the
+        embeddings its decoder scores), a node model's last hidden layer."""
+        logits, hidden = self.run(sub, x)
+        return logits if self.task == "link" else hidden
+
+    def score(self, zs: Any, zd: Any) -> Any:
+        """The decoder's scores (logits) of embedding pairs ``zs[i]``, ``zd[i]``."""
+        import torch
+
+        with torch.no_grad():
+            return self.decoder(zs, zd)
 
 
 def request_order(nodes: np.ndarray, sampled: np.ndarray, distinct: int) -> np.ndarray:
@@ -173,19 +193,29 @@ class Servicer:
         data = out if stored else out.astype("<f4", copy=False).tobytes()
         return self.pb.FeaturesReply(rows=len(nodes), dim=self.engine.feature_dim, dtype=dtype, data=data)
 
-    def _infer(self, request: Any, context: Any) -> Tuple[Any, Any, np.ndarray, int]:
+    def _needs_task(self, context: Any, task: str, call: str) -> Model:
+        import grpc
+
         model = self._needs_model(context)
-        seed = request.seed if request.HasField("seed") else self.engine.seed
-        nodes = self._nodes(context, request.nodes)
-        sub, x = self._call(context, self.engine.sample_with_rows, nodes, fanouts=model.fanouts, seed=seed)
-        logits, hidden = model.run(sub, x)
-        order = request_order(nodes, sub["node"], sub["num_sampled_nodes"][0])
-        return logits, hidden, order, seed
+        if model.task != task:
+            what = ("a link model: it scores pairs (Score) and embeds nodes (Embed); Predict needs a "
+                    "node-classification run" if model.task == "link" else
+                    "a node-classification model: Score needs a link model (`ringgnn train DATASET --task link`)")
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{call}: the served model ({model.run_dir}) is {what}")
+        return model
+
+    def _sample(self, context: Any, model: Model, nodes: np.ndarray, seed: int) -> Tuple[Dict[str, Any], np.ndarray]:
+        return self._call(context, self.engine.sample_with_rows, nodes, fanouts=model.fanouts, seed=seed)
 
     def Predict(self, request: Any, context: Any) -> Any:
         import torch
 
-        logits, _, order, seed = self._infer(request, context)
+        model = self._needs_task(context, "node", "Predict")
+        seed = request.seed if request.HasField("seed") else self.engine.seed
+        nodes = self._nodes(context, request.nodes)
+        sub, x = self._sample(context, model, nodes, seed)
+        logits, _ = model.run(sub, x)
+        order = request_order(nodes, sub["node"], sub["num_sampled_nodes"][0])
         probs = torch.softmax(logits, dim=-1).numpy()[order]
         reply = self.pb.PredictReply(rows=len(order), classes=probs.shape[1], seed=seed)
         reply.probs.extend(probs.ravel().tolist())
@@ -193,10 +223,34 @@ class Servicer:
         return reply
 
     def Embed(self, request: Any, context: Any) -> Any:
-        _, hidden, order, seed = self._infer(request, context)
-        values = hidden.numpy()[order]
+        model = self._needs_model(context)
+        seed = request.seed if request.HasField("seed") else self.engine.seed
+        nodes = self._nodes(context, request.nodes)
+        sub, x = self._sample(context, model, nodes, seed)
+        order = request_order(nodes, sub["node"], sub["num_sampled_nodes"][0])
+        values = model.embeddings(sub, x).numpy()[order]
         reply = self.pb.EmbedReply(rows=len(order), dim=values.shape[1], seed=seed)
         reply.values.extend(values.ravel().tolist())
+        return reply
+
+    def Score(self, request: Any, context: Any) -> Any:
+        import grpc
+
+        model = self._needs_task(context, "link", "Score")
+        if len(request.src) != len(request.dst):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"Score: src has {len(request.src)} node ids and dst {len(request.dst)}: give one "
+                          "destination per source")
+        seed = request.seed if request.HasField("seed") else self.engine.seed
+        src, dst = np.asarray(request.src, dtype=np.int64), np.asarray(request.dst, dtype=np.int64)
+        # The sample of the distinct endpoints, ascending (the seeds of a link batch, as in training).
+        nodes = self._nodes(context, np.unique(np.concatenate([src, dst])))
+        sub, x = self._sample(context, model, nodes, seed)
+        z = model.embeddings(sub, x)
+        distinct = sub["num_sampled_nodes"][0]
+        scores = model.score(z[request_order(src, sub["node"], distinct)], z[request_order(dst, sub["node"], distinct)])
+        reply = self.pb.ScoreReply(rows=len(src), seed=seed)
+        reply.scores.extend(scores.numpy().astype(np.float32).tolist())
         return reply
 
     def Info(self, request: Any, context: Any) -> Any:
@@ -206,7 +260,8 @@ class Servicer:
             feature_dtype=e.feature_dtype or "", num_classes=ds.num_classes or 0, seed=e.seed,
             model=m.kind if m else "", model_run=m.run_dir if m else "", model_hidden=m.hidden if m else 0,
             max_nodes=e.max_nodes, max_hops=e.max_hops, version=_core.__version__, backend=e.backend,
-            feature_backend=e.feature_backend, dataset=ds.path, stats=self.pb.Stats(**e.stats()))
+            feature_backend=e.feature_backend, dataset=ds.path, stats=self.pb.Stats(**e.stats()),
+            model_task=m.task if m else "", model_decoder=(m.decoder_kind or "") if m else "")
         reply.fanouts.extend(e.fanouts)
         if m:
             reply.model_fanouts.extend(m.fanouts)
@@ -220,6 +275,7 @@ class Servicer:
             "Features": (self.Features, pb.FeaturesRequest, False),
             "Predict": (self.Predict, pb.PredictRequest, False),
             "Embed": (self.Embed, pb.PredictRequest, False),
+            "Score": (self.Score, pb.ScoreRequest, False),
             "Info": (self.Info, pb.InfoRequest, False),
         }
 
@@ -246,7 +302,7 @@ class Servicer:
 
     def dispatch(self, method: str, data: bytes, timeout: Optional[float], token: Any) -> Tuple[int, Any]:
         """One call from the Rust server (``_core.GrpcServer``, which serves Sample, Features and
-        Info itself and calls this for Predict and Embed): ``(0, reply bytes)`` or
+        Info itself and calls this for Predict, Embed and Score): ``(0, reply bytes)`` or
         ``(status code, message)``."""
         fn, message, raw_reply = self.methods()[method]
         context = _Context(timeout, token)
@@ -310,7 +366,7 @@ class Server:
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
         self.model = Model(model, self.dataset) if model else None
         # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
-        # grpcio frontend, or Predict/Embed. Loaded before the engine, so its reserve has them.
+        # grpcio frontend, or Predict/Embed/Score. Loaded before the engine, so its reserve has them.
         if frontend == "grpcio" or self.model:
             protos()
         if fanouts is None:
@@ -335,15 +391,16 @@ class Server:
         handlers = _options.count(handlers, "handlers", 1)
         host = listen.rsplit(":", 1)[0]
         if frontend == "rust":
-            # Binds and serves at once. Sample, Features and Info never enter Python; Predict and
-            # Embed call the servicer (with the GIL) for the model.
+            # Binds and serves at once. Sample, Features and Info never enter Python; Predict,
+            # Embed and Score call the servicer (with the GIL) for the model.
             m = self.model
             delegate = Servicer(self.engine, self.dataset, m).dispatch if m else None
             self._rust = _core.GrpcServer(
                 self.engine, listen, delegate, handlers=handlers, max_concurrent=max_concurrent,
                 max_message=MAX_MESSAGE, dataset=str(self.dataset.path), num_classes=self.dataset.num_classes or 0,
                 model=m.kind if m else "", model_run=str(m.run_dir) if m else "",
-                model_fanouts=list(m.fanouts) if m else [], model_hidden=m.hidden if m else 0)
+                model_fanouts=list(m.fanouts) if m else [], model_hidden=m.hidden if m else 0,
+                model_task=m.task if m else "", model_decoder=(m.decoder_kind or "") if m else "")
             self.port = self._rust.port
             self.address = f"{host}:{self.port}"
             return
@@ -395,6 +452,8 @@ class Server:
                 + f") on {self.address} (gRPC: {self.frontend}): sampling with {e.backend}"
                 + (f", rows with {e.feature_backend}" if e.feature_dim else "")
                 + f", default fanouts {','.join(map(str, e.fanouts))}, seed {e.seed}"
-                + (f"; model {m.kind} from {m.path} (fanouts {','.join(map(str, m.fanouts))})" if m else "")
+                + (f"; {'link model' if m and m.task == 'link' else 'model'} {m.kind}"
+                   + (f" with a {m.decoder_kind} decoder" if m.decoder_kind else "")
+                   + f" from {m.path} (fanouts {','.join(map(str, m.fanouts))})" if m else "")
                 + f"; memory {e.plan()['text']}"
                 + (f"; {pages:,} hot neighbor pages read and kept" if pages else ""))

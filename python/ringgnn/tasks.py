@@ -26,6 +26,7 @@ from .dataset import Dataset
 from .inference import run_inference
 from .loader import Loader
 from .models import build_link_model, build_model, forward
+from .scoring import decode_pairs, score_pairs
 
 
 class Task:
@@ -65,6 +66,15 @@ class Task:
     def loader(self, ds: Dataset, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
         """A loader of the batches of ``split``'s seeds (``opts``: ``ringgnn.Loader``'s)."""
         raise NotImplementedError
+
+    def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
+        """Under ``torchrun``: each rank takes its share of every epoch's batches of every
+        loader (see ``ringgnn.distributed``), the training split's padded so that every rank
+        steps as often."""
+        from . import distributed
+
+        for split, loader in loaders.items():
+            loader.batches = distributed.shard(len(loader), ranks.rank, ranks.world_size, pad=split == self.train_split)
 
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         """(loss, examples it averages over) of a training batch; ``(None, 0)`` for a batch
@@ -175,6 +185,10 @@ class LinkPrediction(Task):
 
         self.decoder = decoder
         self.neg = NegativeSampling("binary", neg_ratio, neg_weight)
+        #: The pairs, candidates and sorted distinct nodes of each held-out split (set by loader()).
+        self._held_out: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        #: (rank, world size): which pairs this process scores.
+        self._share = (0, 1)
 
     def check(self, ds: Dataset) -> None:
         missing = [s for s in (self.train_split, *self.eval_splits) if s not in ds.edge_split_names]
@@ -203,12 +217,25 @@ class LinkPrediction(Task):
 
         if split == self.train_split:
             return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=self.neg, **opts)
-        negatives = ds.edge_negatives(split, mmap=True)
-        # An evaluation batch holds as many seed nodes as a training batch (what the memory
-        # plan was made for): fewer pairs, each with its K candidates.
-        k = max(1, negatives.shape[1])
-        pairs = max(1, self.batch_seeds(batch_size, ds) // (2 + k))
-        return LinkLoader(ds, fanouts, pairs, edges=split, negatives=negatives, **opts)
+        # A held-out split is scored from one sampled embedding per node it names (its pairs'
+        # endpoints and their candidates), node batches as large as a training batch's seeds
+        # (what the memory plan was made for): each node's neighborhood is sampled once, not
+        # once per pair it is in (K + 2 times fewer seeds than link batches of the same pairs).
+        pairs, negs = ds.edge_split(split, mmap=True), ds.edge_negatives(split, mmap=True)
+        nodes = np.unique(np.concatenate([np.unique(pairs), np.unique(negs)]))
+        self._held_out[split] = (pairs, negs, nodes)
+        share = opts.pop("share", None)
+        base = share._loader if isinstance(share, LinkLoader) else share
+        return Loader(ds, fanouts, self.batch_seeds(batch_size, ds), split=nodes, share=base, **opts)
+
+    def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
+        """Each rank trains on its share of the link batches; every rank embeds every node of
+        the held-out splits (their pairs need all of them) and scores its share of the pairs."""
+        from . import distributed
+
+        tr = self.train_split
+        loaders[tr].batches = distributed.shard(len(loaders[tr]), ranks.rank, ranks.world_size)
+        self._share = (ranks.rank, ranks.world_size)
 
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
@@ -219,14 +246,23 @@ class LinkPrediction(Task):
         return F.binary_cross_entropy_with_logits(logits, batch.edge_label.to(device)), int(eli.shape[1])
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
+        """Per split: ``[n, AUC * n, sum 1/rank, hits...]`` over this rank's share of the pairs
+        (pairs ``i`` with ``i % world == rank``), AUC being the whole split's (every rank scores
+        every pair: the same value), so that the sums over the ranks give the exact scores."""
         from . import metrics
 
+        rank, world = self._share
         sums: List[float] = []
         for split in self.eval_splits:
-            pos, neg = sampled_scores(net, feeds[split], device, kind)
-            n = len(pos)
-            auc = metrics.auc(pos, neg) if n else 0.0
-            sums += [n, auc * n, *metrics.ranking_sums(pos, neg)[1:]] if n else [0.0] * (3 + len(metrics.KS))
+            pairs, negs, nodes = self._held_out[split]
+            z = sampled_embeddings(net.encoder, feeds[split], device, kind, len(nodes))
+            pos, neg = decode_pairs(net.decoder, z, nodes, pairs, negs)
+            if not len(pos):
+                sums += [0.0] * (3 + len(metrics.KS))
+                continue
+            mine = slice(rank, None, world)
+            n = len(pos[mine])
+            sums += [n, metrics.auc(pos, neg) * n, *metrics.ranking_sums(pos[mine], neg[mine])[1:]]
         return sums
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
@@ -267,73 +303,40 @@ def link_keys(split: str, auc: float, mrr: float, hits: Dict[Any, float]) -> Dic
     return {f"{split}_auc": auc, f"{split}_mrr": mrr, f"{split}_hits": {str(k): v for k, v in hits.items()}}
 
 
-def score_candidates(decoder: Any, zs: Any, zd: Any, zn: Any) -> Tuple[Any, Any]:
-    """(positive scores (n,), negative scores (n, K)) of sources ``zs`` (n, d) against their
-    destinations ``zd`` (n, d) and candidates ``zn`` (n, K, d)."""
-    return decoder(zs, zd), decoder(zs.unsqueeze(1), zn)
-
-
-def sampled_scores(net: Any, loader: Any, device: Any, kind: str) -> Tuple[np.ndarray, np.ndarray]:
-    """Scores of every pair of ``loader`` (a :class:`~ringgnn.links.LinkLoader` with fixed
-    negatives) and of its candidates, on sampled neighborhoods, in the loader's pair order: the
-    same sample at every epoch (epoch 0)."""
+def sampled_embeddings(encoder: Any, loader: Any, device: Any, kind: str, rows: int) -> np.ndarray:
+    """The encoder's rows of ``loader``'s seeds (a node loader over sorted ids, not shuffled),
+    in seed order, on sampled neighborhoods: the same sample at every epoch (epoch 0)."""
     import torch
 
-    net.eval()
+    encoder.eval()
     loader.set_epoch(0)
-    pos, neg = [], []
+    out: List[np.ndarray] = []
     with torch.no_grad():
         for batch in loader:
-            z = forward(net.encoder, batch, device, kind)
-            n = len(batch.src_index)
-            dn = batch.dst_neg_index.reshape(n, -1)
-            p, q = score_candidates(net.decoder, z[batch.src_index], z[batch.dst_pos_index], z[dn])
-            pos.append(p.cpu().numpy())
-            neg.append(q.cpu().numpy())
-    if not pos:
-        return np.zeros(0, np.float32), np.zeros((0, 1), np.float32)
-    return np.concatenate(pos), np.concatenate(neg)
+            out.append(forward(encoder, batch, device, kind).cpu().numpy())
+    z = np.concatenate(out) if out else np.zeros((0, 1), np.float32)
+    if len(z) != rows:
+        raise RuntimeError(f"sampled {len(z)} embeddings for {rows} nodes")  # a selection of batches was set
+    return z
 
 
 def layerwise_link_scores(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
                           **opts: Any) -> Dict[str, Dict[str, Any]]:
-    """Exact scores (full neighborhoods) of a link model on each held-out split: the
-    embeddings of every node the splits name (pairs and candidates), from one layer-wise
-    inference, then the decoder on them; ``{split: {"auc", "mrr", "hits"}}``."""
+    """Exact scores (full neighborhoods) of a link model on each held-out split, from one
+    layer-wise inference of every node the splits name (``ringgnn.scoring.score_pairs``);
+    ``{split: {"auc", "mrr", "hits"}}``."""
     from . import metrics
 
-    pairs = {s: ds.edge_split(s) for s in splits}
-    negs = {s: ds.edge_negatives(s) for s in splits}
-    union = np.unique(np.concatenate([a.reshape(-1) for s in splits for a in (pairs[s], negs[s])]))
-    z = run_inference(ds, ckpt, union, output="logits", **opts)
-    out = {}
-    for s in splits:
-        pos, neg = decode_pairs(ckpt.decoder, z, union, pairs[s], negs[s])
-        out[s] = metrics.link_scores(pos, neg) if len(pos) else dict(auc=float("nan"), mrr=float("nan"), hits={})
+    pairs = [ds.edge_split(s, mmap=True) for s in splits]
+    negs = [ds.edge_negatives(s, mmap=True) for s in splits]
+    pos, neg = score_pairs(ds, ckpt, np.concatenate(pairs, axis=1), np.concatenate(negs), **opts)
+    out, at = {}, 0
+    for s, p in zip(splits, pairs):
+        n = p.shape[1]
+        out[s] = (metrics.link_scores(pos[at:at + n], neg[at:at + n]) if n
+                  else dict(auc=float("nan"), mrr=float("nan"), hits={}))
+        at += n
     return out
-
-
-def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
-                 chunk: int = 1 << 14) -> Tuple[np.ndarray, np.ndarray]:
-    """Scores of ``pairs`` ((2, n) node ids) and of ``negs`` ((n, K) candidate destinations per
-    pair, optional) from the embeddings ``z`` of the sorted node ids ``ids``, ``chunk`` pairs at a time."""
-    import torch
-
-    n = pairs.shape[1]
-    k = 0 if negs is None else negs.shape[1]
-    pos = np.empty(n, np.float32)
-    neg = np.empty((n, k), np.float32)
-    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float32))
-    with torch.no_grad():
-        for a in range(0, n, chunk):
-            b = min(n, a + chunk)
-            zs = zt[np.searchsorted(ids, pairs[0, a:b])]
-            zd = zt[np.searchsorted(ids, pairs[1, a:b])]
-            pos[a:b] = decoder(zs, zd).numpy()
-            if k:
-                zn = zt[np.searchsorted(ids, negs[a:b])]
-                neg[a:b] = decoder(zs.unsqueeze(1), zn).numpy()
-    return pos, neg
 
 
 def count_correct(net: Any, loader: Any, device: Any, kind: str) -> Tuple[int, int]:

@@ -214,10 +214,7 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
     for split in task.eval_splits:
         loaders[split] = task.loader(ds, split, fanouts, batch_size, shuffle=False, share=train_loader)
     if ranks.active:
-        # Each rank takes its share of every epoch's batches (see ringgnn.distributed).
-        for split, loader in loaders.items():
-            n = len(loader)
-            loader.batches = distributed.shard(n, ranks.rank, ranks.world_size, pad=split == tr)
+        task.distribute(loaders, ranks)
     feeds: Dict[str, Any] = dict(loaders)  # what the epochs iterate
     device_note = ""
     if device == "cuda":

@@ -408,7 +408,7 @@ impl Engine {
 }
 
 /// The Python servicer's `dispatch(method, request, timeout, token)` as the gRPC server's
-/// [`Delegate`] for Predict and Embed: it returns `(0, reply bytes)` or `(code, message)`;
+/// [`Delegate`] for Predict, Embed and Score: it returns `(0, reply bytes)` or `(code, message)`;
 /// an exception it lets through is INTERNAL with its message.
 struct PyDelegate(Py<PyAny>);
 
@@ -448,7 +448,7 @@ impl Delegate for PyDelegate {
 }
 
 /// `ringgnn serve`'s gRPC server in Rust (tonic, `ringgnn_serve::grpc`): Sample, Features and
-/// Info served without Python; Predict and Embed through `delegate`.
+/// Info served without Python; Predict, Embed and Score through `delegate`.
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct GrpcServer {
     inner: Mutex<Option<ringgnn_serve::grpc::GrpcServer>>,
@@ -457,12 +457,13 @@ pub struct GrpcServer {
 
 #[pymethods]
 impl GrpcServer {
-    /// Bind `listen` and start serving `engine`; `delegate` (with a model) serves Predict and
-    /// Embed; `num_classes` and the `model_*` fields are what `Info` reports of them.
+    /// Bind `listen` and start serving `engine`; `delegate` (with a model) serves Predict,
+    /// Embed and Score; `num_classes` and the `model_*` fields are what `Info` reports of them.
     #[new]
     #[pyo3(signature = (
         engine, listen, delegate, *, handlers, max_concurrent, max_message, dataset, num_classes=0,
-        model=String::new(), model_run=String::new(), model_fanouts=Vec::new(), model_hidden=0
+        model=String::new(), model_run=String::new(), model_fanouts=Vec::new(), model_hidden=0,
+        model_task=String::new(), model_decoder=String::new()
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -479,6 +480,8 @@ impl GrpcServer {
         model_run: String,
         model_fanouts: Vec<i32>,
         model_hidden: i64,
+        model_task: String,
+        model_decoder: String,
     ) -> PyResult<Self> {
         let opts = GrpcOptions {
             handlers: handlers.get(),
@@ -492,6 +495,8 @@ impl GrpcServer {
                 model_run,
                 model_fanouts,
                 model_hidden,
+                model_task,
+                model_decoder,
                 version: env!("CARGO_PKG_VERSION").into(),
             },
         };
@@ -512,7 +517,7 @@ impl GrpcServer {
     }
 
     /// Refuse new requests, let those in flight finish (`grace` seconds at most), close the
-    /// engine. The GIL is released meanwhile: Predict and Embed in flight need it.
+    /// engine. The GIL is released meanwhile: Predict, Embed and Score in flight need it.
     fn stop(&self, py: Python<'_>, grace: f64) {
         let server = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut s) = server {

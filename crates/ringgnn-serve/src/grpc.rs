@@ -4,7 +4,7 @@
 //! `Sample`, `Features` and `Info` are served here end to end: the request is decoded with
 //! prost, checked, handed to the engine on a blocking thread (where it leads or joins a wave, as
 //! any caller does) and the reply encoded without leaving Rust, so a request costs no Python and
-//! no GIL. `Predict` and `Embed` need the model, which is Python's: they go to a [`Delegate`]
+//! no GIL. `Predict`, `Embed` and `Score` need the model, which is Python's: they go to a [`Delegate`]
 //! (the Python servicer, in the binding) with the raw request, its deadline and its cancel
 //! token; without one they get FAILED_PRECONDITION.
 //!
@@ -45,6 +45,7 @@ pub enum Method {
     Features,
     Predict,
     Embed,
+    Score,
     Info,
 }
 
@@ -56,6 +57,7 @@ impl Method {
             "Features" => Method::Features,
             "Predict" => Method::Predict,
             "Embed" => Method::Embed,
+            "Score" => Method::Score,
             "Info" => Method::Info,
             _ => return None,
         })
@@ -68,6 +70,7 @@ impl Method {
             Method::Features => "Features",
             Method::Predict => "Predict",
             Method::Embed => "Embed",
+            Method::Score => "Score",
             Method::Info => "Info",
         }
     }
@@ -76,7 +79,7 @@ impl Method {
 /// A refusal: a gRPC status code (its number) and the message.
 pub type Refusal = (i32, String);
 
-/// What serves the methods that are not served in Rust (`Predict`, `Embed`): called on
+/// What serves the methods that are not served in Rust (`Predict`, `Embed`, `Score`): called on
 /// a blocking thread with the request's bytes, its deadline and its cancel token; returns the
 /// reply's bytes or a refusal.
 pub trait Delegate: Send + Sync + 'static {
@@ -99,6 +102,10 @@ pub struct InfoFields {
     pub model_run: String,
     pub model_fanouts: Vec<i32>,
     pub model_hidden: i64,
+    /// The model's task ("node" or "link") and a link model's decoder ("dot", "mlp"); empty
+    /// without a model (and the decoder for a node model).
+    pub model_task: String,
+    pub model_decoder: String,
     pub version: String,
 }
 
@@ -193,6 +200,10 @@ struct InfoReplyMsg {
     dataset: String,
     #[prost(message, optional, tag = "18")]
     stats: Option<StatsMsg>,
+    #[prost(string, tag = "19")]
+    model_task: String,
+    #[prost(string, tag = "20")]
+    model_decoder: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -318,6 +329,8 @@ impl Inner {
                 pages_cached: s.pages_cached,
                 latency_buckets: s.latency.0,
             }),
+            model_task: f.model_task.clone(),
+            model_decoder: f.model_decoder.clone(),
         }
     }
 
@@ -388,7 +401,7 @@ impl Inner {
                 InfoRequestMsg::decode(data).map_err(|e| malformed("InfoRequest", e))?;
                 Ok(self.info().encode_to_vec())
             }
-            Method::Predict | Method::Embed => match &self.delegate {
+            Method::Predict | Method::Embed | Method::Score => match &self.delegate {
                 Some(d) => d
                     .call(method, data, deadline, token)
                     .map_err(|(code, m)| Status::new(Code::from_i32(code), m)),
@@ -543,7 +556,7 @@ pub struct GrpcServer {
 
 impl GrpcServer {
     /// Bind `listen` (`HOST:PORT`, port 0 for a free one) and start serving `engine` (with
-    /// `delegate`, with a model, for Predict and Embed).
+    /// `delegate`, with a model, for Predict, Embed and Score).
     pub fn start(
         listen: &str,
         engine: Arc<Engine>,
@@ -689,6 +702,7 @@ mod tests {
             Method::Features,
             Method::Predict,
             Method::Embed,
+            Method::Score,
             Method::Info,
         ] {
             assert_eq!(

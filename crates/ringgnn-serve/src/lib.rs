@@ -31,7 +31,7 @@
 //! [`latency`] keeps a histogram of answered requests' latencies.
 //!
 //! The gRPC server is here too ([`grpc`]): tonic, serving `Sample`, `Features` and `Info` in
-//! Rust end to end and handing `Predict`/`Embed` to a [`grpc::Delegate`] (the Python servicer,
+//! Rust end to end and handing `Predict`/`Embed`/`Score` to a [`grpc::Delegate`] (the Python servicer,
 //! which runs the model). The largest reply, a sample, is encoded with prost's field encoders
 //! ([`wire::sample_reply`]).
 

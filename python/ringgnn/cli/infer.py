@@ -18,13 +18,20 @@ from .._options import BACKENDS, size_arg
 from ..inference import infer
 
 NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
+#: The edge splits that hold stored negatives: ``predict --edges`` prints their metrics.
+HELD_OUT = ("val", "test")
+EDGES_HELP = ("a link run's pairs to score: a .npy of node-id pairs ((2, n) or (n, 2) integers; writes one score per "
+              "pair, (n,)), or a held-out edge split, val or test (its pairs and stored negatives: prints AUC, MRR and "
+              "Hits@10/50/100; --out gets (n, 1 + K): each pair's score, then its K negatives'). Scores are the "
+              "decoder's logits (float32; sigmoid: the probability of the edge)")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a `ringgnn train` run directory (best.pt, else last.pt)")
     p.add_argument("--dataset", metavar="DATASET", default=None, help="the dataset (default: the one the run used)")
-    p.add_argument("--nodes", default="all", help=NODES_HELP)
-    p.add_argument("--out", required=True, metavar="FILE.npy", help="where to write the array (.npy)")
+    p.add_argument("--nodes", default=None, help=NODES_HELP)
+    p.add_argument("--out", metavar="FILE.npy", help="where to write the array (.npy; required, except with "
+                   "--edges val/test, which print the metrics)")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
                    help="budget of the process (default: what it holds plus 1 GiB for the blocks)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="how rows are read (default auto)")
@@ -37,22 +44,28 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
-        "predict", help="exact predictions of a trained model for every node (layer-wise, out of core)",
+        "predict", help="exact predictions of a trained model for every node, or a link model's pair scores "
+        "(layer-wise, out of core)",
         description="Run the model of a `ringgnn train` run over full neighborhoods, layer by layer, with the graph, "
         "features and each layer's outputs on disk, and write the predicted class of each node (or the class "
-        "probabilities) to a .npy file. With --nodes a split, the accuracy on it is printed.",
+        "probabilities) to a .npy file. With --nodes a split, the accuracy on it is printed. A link run "
+        "(--task link) scores pairs instead: give --edges; only the pairs' endpoints are embedded, then decoded.",
     )
     _common(p)
-    p.add_argument("--probabilities", action="store_true", help="class probabilities (f32 [nodes, classes])")
+    p.add_argument("--edges", metavar="PAIRS.npy|SPLIT", default=None, help=EDGES_HELP)
+    p.add_argument("--probabilities", action="store_true",
+                   help="class probabilities (f32 [nodes, classes]); with --edges, sigmoid of the scores")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser(
         "embed", help="node embeddings of a trained model (layer-wise, out of core)",
-        description="Write each node's output of one layer of the model (default: the last hidden layer, "
-        "activated as the next layer sees it) to a .npy file.",
+        description="Write each node's output of one layer of the model (activated as the next layer sees it) to a "
+        ".npy file: by default the last hidden layer of a node run, the last layer of a link run (the embeddings its "
+        "decoder scores).",
     )
     _common(p)
-    p.add_argument("--layer", type=int, default=None, metavar="K", help="layer 1..L (default L-1; L: the logits)")
+    p.add_argument("--layer", type=int, default=None, metavar="K",
+                   help="layer 1..L (default: L-1 for a node run, L being its logits; L for a link run)")
     p.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="stored type (default f32)")
     p.set_defaults(func=cmd_embed)
 
@@ -65,6 +78,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
+    if args.out is None:
+        raise InputError("--out: give the .npy file to write")
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
     # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
@@ -73,6 +88,23 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                      quiet=args.quiet or args.json, **kw)
+
+
+def _score_edges(args: argparse.Namespace) -> Dict[str, Any]:
+    """``predict --edges``: a link run's scores of pairs (``ringgnn.scoring``)."""
+    from ..scoring import predict_edges
+
+    if args.nodes is not None:
+        raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
+    if args.out is None and args.edges not in HELD_OUT:
+        raise InputError(f"--out: give the .npy file to write the scores of --edges {args.edges} to (only the "
+                         f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
+    with _signals.handling(_terminated, signal.SIGTERM):
+        s = predict_edges(args.run_dir, args.edges, dataset=args.dataset, out=args.out,
+                          probabilities=args.probabilities, memory=args.memory, backend=args.backend,
+                          direct=args.direct, keep=args.keep_layers, quiet=args.quiet or args.json)
+    s.pop("scores", None)
+    return s
 
 
 def _terminated(signum: int, frame: Any) -> None:
@@ -88,6 +120,8 @@ def _layers_line(s: Dict[str, Any]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    if args.edges is not None:
+        return _print_scores(args, _score_edges(args))
     s = _run(args, "probabilities" if args.probabilities else "predictions")
     if args.nodes in ("train", "val", "test"):
         from ..dataset import Dataset
@@ -106,6 +140,24 @@ def cmd_predict(args: argparse.Namespace) -> int:
     acc = f"; {args.nodes} accuracy {s['accuracy']:.4f}" if s.get("accuracy") is not None else ""
     print(f"{what} of {s['rows']:,} nodes -> {s['out']} in {s['seconds']:.1f} s{acc}")
     print(f"  {_layers_line(s)}")
+    return 0
+
+
+def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    what = "probabilities" if args.probabilities else "scores (logits)"
+    pairs = f"{s['pairs']:,} {s['edges']} pairs" if s["edges"] != "pairs" else f"{s['pairs']:,} pairs"
+    negs = f" and their {s['negatives']} negatives each" if s["negatives"] else ""
+    dest = f" -> {s['out']} {tuple(s['shape'])}" if "out" in s else ""
+    print(f"{what} of {pairs}{negs}{dest} in {s['seconds']:.1f} s ({s['endpoints']:,} nodes embedded)")
+    m = s.get("metrics")
+    if m:
+        hits = ", ".join(f"Hits@{k} {v:.4f}" for k, v in m["hits"].items())
+        print(f"  {s['edges']}: AUC {m['auc']:.4f}, MRR {m['mrr']:.4f}, {hits}")
+    if "layers" in s:
+        print(f"  {_layers_line(s)}")
     return 0
 
 
@@ -132,16 +184,52 @@ def report(run_dir: str) -> Dict[str, Any]:
         raise InputError(f"{path}: not valid JSON ({e})") from None
     epochs = m.get("epochs") or []
     plots = [p for p in ("curves.png",) if os.path.exists(os.path.join(run_dir, p))]
+    task = (m.get("args") or {}).get("task", "node")
+    scores = SCORES.get(task, SCORES["node"])
+    best = {k: m.get(k) for k in (("best_val_acc", "test_acc") if task == "node" else
+                                   ("best_val_auc", "val_mrr", "val_hits", "test_auc", "test_mrr", "test_hits"))}
     return dict(
-        run_dir=os.path.abspath(run_dir), dataset=m.get("dataset"), args=m.get("args", {}),
+        run_dir=os.path.abspath(run_dir), dataset=m.get("dataset"), args=m.get("args", {}), task=task,
         world_size=m.get("world_size", 1), epochs=len(epochs), best_epoch=m.get("best_epoch"),
-        best_val_acc=m.get("best_val_acc"), test_acc=m.get("test_acc"), layerwise=m.get("layerwise"),
+        **best, layerwise=m.get("layerwise"),
         total_seconds=sum(e.get("seconds", 0.0) for e in epochs),
-        history=[{k: e.get(k) for k in ("epoch", "loss", "val_acc", "test_acc", "seconds", "sample_seconds",
+        history=[{k: e.get(k) for k in ("epoch", "loss", *scores, "seconds", "sample_seconds",
                                          "gather_seconds", "train_seconds", "wait_seconds", "eval_seconds")}
                  for e in epochs],
         plots=plots, tensorboard=os.path.isdir(os.path.join(run_dir, "tensorboard")),
     )
+
+
+#: The per-epoch scores ``report`` shows, by task (the columns of ``metrics.json``'s epochs).
+SCORES = {"node": ("val_acc", "test_acc"), "link": ("val_auc", "val_mrr", "test_auc", "test_mrr")}
+
+
+def _num(v: Any) -> str:
+    return "     -" if v is None else f"{v:.4f}"
+
+
+def _link_lines(r: Dict[str, Any]) -> List[str]:
+    """The per-epoch table, the best epoch and the layer-wise scores of a link run."""
+    lines = ["  epoch    loss  val auc  val mrr  test auc  test mrr  seconds (sample/gather/train/wait/eval)"]
+    for e in r["history"]:
+        lines.append(f"  {e['epoch']:>5}  {_num(e['loss'])}   {_num(e['val_auc'])}   {_num(e['val_mrr'])}    "
+                     f"{_num(e['test_auc'])}    {_num(e['test_mrr'])}  {e['seconds']:.2f} "
+                     f"({e['sample_seconds']:.2f}/{e['gather_seconds']:.2f}/{e['train_seconds']:.2f}/"
+                     f"{e['wait_seconds']:.2f}/{e['eval_seconds']:.2f})")
+
+    def hits(h: Any) -> str:
+        return "".join(f", hits@{k} {v:.4f}" for k, v in (h or {}).items())
+
+    if r["best_epoch"] is not None:
+        lines += ["", f"  best epoch {r['best_epoch']}: val auc {_num(r['best_val_auc'])}, test auc "
+                      f"{_num(r['test_auc'])}, test mrr {_num(r['test_mrr'])}{hits(r['test_hits'])} "
+                      "(sampled neighborhoods)"]
+    lw = r["layerwise"]
+    if lw:
+        lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val auc {_num(lw.get('val_auc'))}, "
+                     f"test auc {_num(lw.get('test_auc'))}, test mrr {_num(lw.get('test_mrr'))}"
+                     f"{hits(lw.get('test_hits'))} ({lw['seconds']:.1f} s)")
+    return lines
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -157,8 +245,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"{r['world_size']} process(es)",
         f"  {r['epochs']} epochs in {r['total_seconds']:.1f} s",
         "",
-        "  epoch    loss  val acc  test acc  seconds (sample/gather/train/wait/eval)",
     ]
+    if r["task"] == "link":
+        lines[1] += f", decoder {a.get('decoder')}, {a.get('neg_ratio')} negatives per positive ({a.get('neg_weight')})"
+        lines += _link_lines(r)
+        lines += _plots_lines(r)
+        print("\n".join(lines))
+        return 0
+    lines.append("  epoch    loss  val acc  test acc  seconds (sample/gather/train/wait/eval)")
     for e in r["history"]:
         lines.append(f"  {e['epoch']:>5}  {e['loss']:.4f}   {e['val_acc']:.4f}    {e['test_acc']:.4f}  {e['seconds']:.2f} "
                      f"({e['sample_seconds']:.2f}/{e['gather_seconds']:.2f}/{e['train_seconds']:.2f}/"
@@ -170,9 +264,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     if lw:
         lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {lw['val_acc']:.4f}, test acc "
                      f"{lw['test_acc']:.4f} ({lw['seconds']:.1f} s)")
+    lines += _plots_lines(r)
+    print("\n".join(lines))
+    return 0
+
+
+def _plots_lines(r: Dict[str, Any]) -> List[str]:
+    lines = []
     if r["plots"]:
         lines.append(f"  plots: {', '.join(os.path.join(r['run_dir'], p) for p in r['plots'])}")
     if r["tensorboard"]:
         lines.append(f"  TensorBoard logs: {os.path.join(r['run_dir'], 'tensorboard')}")
-    print("\n".join(lines))
-    return 0
+    return lines

@@ -17,12 +17,13 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "serve", help="serve sampling, features and model inference over gRPC",
         description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
-        "Sample, Features, Predict, Embed, Info and the standard health service. Concurrent requests are "
+        "Sample, Features, Predict, Embed, Score, Info and the standard health service. Concurrent requests are "
         "batched into shared reads. SIGTERM drains the requests in flight and exits 0.")
     p.add_argument("dataset", metavar="DATASET")
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
-    p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed")
+    p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed (a node "
+                   "run), or Score and Embed (a link run, --task link)")
     p.add_argument("--fanouts", metavar="F1,F2,...", help="default fanouts of Sample (default: the model's, "
                    "else 20,15,10); with --max-nodes, the largest request the memory plan is made for")
     p.add_argument("--batch-size", type=positive_arg, metavar="N",
