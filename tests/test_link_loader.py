@@ -195,3 +195,31 @@ def test_shuffle_positions_are_uniform():
     # Consecutive positions are not correlated: the gap between the first two is spread out.
     gaps = np.array([np.diff(Shuffle(n, [k])(np.arange(2)))[0] for k in range(2000)])
     assert np.abs(gaps).mean() == pytest.approx(n / 3, rel=0.1)
+
+
+@pytest.mark.parametrize("backend,hyperbatch", [("memory", 1), ("pread", "auto"), ("pread", 1)])
+def test_link_sampler_epochs_are_its_batches(link_ds, backend, hyperbatch):
+    ns = NegativeSampling("binary", 1)
+    pairs = LinkSampler(NeighborSampler(link_ds, [3, 2]), ns).most_seeds(40)
+    ls = LinkSampler(NeighborSampler(link_ds, [3, 2], seed=4, backend=backend, hyperbatch=hyperbatch,
+                                     batch_size=pairs), ns)
+    ref = LinkSampler(NeighborSampler(link_ds, [3, 2], seed=4), ns)
+    got = list(ls.epoch("train", 40, epoch=3, window=3, batches=[5, 1, 2, 9]))
+    assert [b for b, _ in got] == [5, 1, 2, 9]
+    train = link_ds.edge_split("train")
+    lb = LinkLoader(link_ds, [3, 2], 40, neg_sampling=ns, seed=4)
+    for b, batch in got:
+        pos = lb.batch_positions(3, b)
+        want = ref.sample(train[0, pos], train[1, pos], epoch=3, batch=b)
+        assert batch.sample.node.tolist() == want.sample.node.tolist()
+        assert batch.sample.row.tolist() == want.sample.row.tolist()
+        assert batch.edge_label_index.tolist() == want.edge_label_index.tolist()
+        assert batch.edge_label.tolist() == want.edge_label.tolist()
+    fixed = LinkSampler(ls.sampler)  # fixed candidates instead of drawn negatives
+    n = 0
+    for b, batch in fixed.epoch("test", 50, shuffle=False, negatives=link_ds.edge_negatives("test")):
+        assert batch.dst_neg_index.shape == (min(50, link_ds.edge_split("test").shape[1] - 50 * b), 7)
+        n += 1
+    assert n == -(-link_ds.edge_split("test").shape[1] // 50)
+    with pytest.raises(InputError, match="not both"):
+        next(ls.epoch("test", 50, negatives=link_ds.edge_negatives("test")))

@@ -147,3 +147,11 @@ def test_link_errors(cli, link_ds, tmp_path):
     r = cli("train", link_ds.path, "--out", tmp_path / "a")
     assert r.code == 1 and "has no labels" in r.err
     assert not (tmp_path / "a").exists()
+
+
+def test_a_link_run_keeps_to_its_memory_budget(link_ds, tmp_path):
+    m = train(link_ds, out=str(tmp_path / "r"), memory="1500M", eval_mode="sampled", **{**FAST, "epochs": 1})
+    plan = m["memory_plan"]
+    assert plan["budget"] == 1500 << 20 and plan["total"] <= plan["budget"]
+    # The plan is made for the largest link batch: 128 positives and 128 negatives, 512 seeds.
+    assert m["loader"]["batches"] > 0
