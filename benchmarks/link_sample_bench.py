@@ -20,7 +20,7 @@ memory, each a same-run comparison (the configurations alternate, each run a fre
           pass (`train_epoch_seconds`), sampling and gathering, and the bytes read.
 
 Usage (root, for memcap): python benchmarks/link_sample_bench.py sample|train [--work DIR]
-    [--repeat 2] [--batches 1000] [--cap 480M] [--nodes 200000]
+    [--repeat 2] [--batches 1000] [--cap 480M] [--configs memory,auto,1] [--nodes 200000]
 Prints Markdown tables for docs/benchmarks.md.
 """
 import argparse
@@ -98,7 +98,8 @@ def memcap_line(err: str) -> str:
 
 def sample(args):
     data = ensure_rmat(Path(args.work))
-    configs = [("memory", "-", None), ("uring", "auto", args.cap), ("uring", "1", args.cap)]
+    every = {"memory": ("memory", "-", None), "auto": ("uring", "auto", args.cap), "1": ("uring", "1", args.cap)}
+    configs = [every[c] for c in args.configs.split(",")]
     runs = {c: [] for c in configs}
     for rep in range(args.repeat):
         for c in (configs if rep % 2 == 0 else configs[::-1]):
@@ -203,6 +204,8 @@ def main():
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--batches", default="1000")
     p.add_argument("--cap", default="480M")
+    p.add_argument("--configs", default="memory,auto,1",
+                   help="sample: memory (no cap), auto (hyperbatch auto, capped), 1 (hyperbatch 1, capped)")
     p.add_argument("--nodes", type=int, default=200000)
     args = p.parse_args()
     {"sample": sample, "train": train}[args.what](args)

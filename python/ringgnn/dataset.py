@@ -103,8 +103,12 @@ class Dataset:
             return self._mapped(f"edge_negatives.{name}", name, (self.manifest["edge_splits"][name]["negatives"]))
         return self._handle.edge_negatives(name)
 
-    def _mapped(self, key: str, name: str, width: int) -> np.ndarray:
-        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map."""
+    def edge_split_file(self, name: str) -> "tuple[str, int]":
+        """(path, pairs) of edge split ``name``'s file: ``pairs`` rows of two little-endian
+        int64 (``docs/FORMAT.md``), for readers of their own."""
+        return self._file(f"edge_split.{name}", name)
+
+    def _file(self, key: str, name: str) -> "tuple[str, int]":
         splits = self.manifest.get("edge_splits", {})
         if name not in splits:
             have = ", ".join(sorted(splits)) or "none"
@@ -112,8 +116,11 @@ class Dataset:
         entry = self.manifest["files"].get(key)
         if entry is None:
             raise _core.InputError(f"{self.path}: edge split '{name}' has no stored negatives")
-        rows = splits[name]["edges"]
-        path = os.path.join(self.path, entry["path"])
+        return os.path.join(self.path, entry["path"]), splits[name]["edges"]
+
+    def _mapped(self, key: str, name: str, width: int) -> np.ndarray:
+        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map."""
+        path, rows = self._file(key, name)
         if rows * width == 0:
             return np.zeros((rows, width), dtype=np.int64)
         with os_errors("mapping", path):

@@ -276,7 +276,8 @@ class LinkSampler(LinkPairs):
         Make the :class:`NeighborSampler` with ``batch_size`` = the most seeds of a batch
         (:meth:`LinkPairs.most_seeds`) so that its memory plan holds one."""
         lb = LinkBatches(self.dataset, self, batch_size, edges, negatives=negatives, shuffle=shuffle,
-                         drop_last=drop_last, batches=batches, window=window)
+                         drop_last=drop_last, batches=batches, window=window, backend=self.sampler.backend_choice,
+                         direct=self.sampler.direct)
         core = self.sampler._sampler()
         e = _options.count(epoch, "epoch")
 
@@ -330,11 +331,19 @@ class LinkBatches:
 
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
-                 drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: int = WINDOW):
+                 drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: int = WINDOW,
+                 backend: str = "auto", direct: bool = False):
         self.dataset = dataset
         self.pairs = pairs
         stored = isinstance(edges, str) and edges in dataset.edge_split_names
         self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges)
+        # A stored split's pairs are read with the project's page-coalesced reader (io_uring, many
+        # reads in flight; O_DIRECT with `direct`), not by faulting the map a page at a time:
+        # a batch's pairs lie on as many random pages as it has pairs.
+        self._pair_file = dataset.edge_split_file(edges) if stored else None
+        self._pair_io = ("pread" if backend == "pread" else "auto", bool(direct))
+        self._reader: Any = None
+        self._reader_pid: Optional[int] = None
         self.batch_size = _options.count(batch_size, "batch_size", 1)
         if negatives is not None and pairs.neg_sampling is not None:
             raise InputError("give negatives (fixed candidates) or neg_sampling (drawn), not both")
@@ -380,10 +389,26 @@ class LinkBatches:
         order = np.argsort(pos, kind="stable")
         inv = np.empty_like(order)
         inv[order] = np.arange(len(order))
-        src, dst = (np.asarray(self.edges[k, pos[order]])[inv] for k in (0, 1))
+        src, dst = self.read_pairs(pos[order])[:, inv]
         label = None if self.edge_label is None else self.edge_label[pos]
         fixed = None if self.negatives is None else np.asarray(self.negatives[pos[order]])[inv]
         return self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
+
+    def read_pairs(self, positions: np.ndarray) -> np.ndarray:
+        """The pairs at ``positions`` (ascending) of ``edges``, as a (2, m) int64 array."""
+        if self._pair_file is None or not len(positions):
+            return np.asarray(self.edges[:, positions])
+        if self._reader is None or self._reader_pid != os.getpid():  # a reader's ring is per process
+            from . import _core
+
+            path, rows = self._pair_file
+            # 16-byte rows, 256 to a page: exactly the feature-file layout of 4 float32 columns,
+            # so the feature reader reads them; the bytes come back untouched and are viewed as
+            # the int64 pairs they are.
+            self._reader = _core.FeatureReader.matrix(path, rows, 4, backend=self._pair_io[0],
+                                                      direct=self._pair_io[1])
+            self._reader_pid = os.getpid()
+        return self._reader.gather(positions).view("<i8").T
 
     def windows(self, epoch: int, start: Callable[..., Any]) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
         """For each window of the epoch's batches: their :class:`Pairs` by batch index and the
@@ -436,7 +461,8 @@ class LinkLoader(LinkBatches):
             seed = share.pairs.seed  # one engine, one sampling stream
         super().__init__(ds, LinkPairs(ds, _options.count(seed, "seed"), neg_sampling), batch_size, edges,
                          negatives=negatives, edge_label=edge_label, shuffle=shuffle, drop_last=drop_last,
-                         batches=batches, window=window)
+                         batches=batches, window=window, backend=loader_opts.get("backend", "auto"),
+                         direct=loader_opts.get("direct", False))
         # The seeds a look-ahead for the hot-row cache samples from: the endpoints of the
         # first epoch's first batches (bounded, whatever the split's size).
         ends = np.zeros(0, np.int64)
