@@ -41,9 +41,11 @@ from .sampler import NeighborSampler, SampledSubgraph
 NEG_PURPOSE = 0x6C6E6567
 #: The purpose word of a link epoch's order of its pairs ("lshf").
 SHUFFLE_PURPOSE = 0x6C736866
-#: Batches a :class:`LinkLoader` hands the Rust loader at a time (their seed lists are made in
-#: memory a window at a time, not for the whole epoch).
-WINDOW = 256
+#: Bytes of seed lists a link epoch makes and hands the Rust core at a time (a *window* of
+#: batches: their seeds in Python and the core's copy, and each batch's endpoint positions, 24
+#: bytes a seed): the only per-batch state Python holds, counted in the memory plan's reserve.
+#: It also bounds a hyperbatch (one window at most).
+WINDOW_BYTES = 32 << 20
 MODES = ("binary", "triplet")
 WEIGHTS = ("uniform", "degree")
 
@@ -136,7 +138,7 @@ class Pairs:
     """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints) and
     where each endpoint is among them."""
 
-    seeds: np.ndarray
+    seeds: Optional[np.ndarray]
     inverse: np.ndarray
     num_pos: int
     triplet: bool
@@ -269,7 +271,7 @@ class LinkSampler(LinkPairs):
 
     def epoch(self, edges: Union[str, Any] = "train", batch_size: int = 1024, *, epoch: int = 0,
               shuffle: bool = True, drop_last: bool = False, batches: Optional[Sequence[int]] = None,
-              negatives: Optional[Any] = None, window: int = WINDOW) -> Iterator[Tuple[int, LinkBatch]]:
+              negatives: Optional[Any] = None, window: Optional[int] = None) -> Iterator[Tuple[int, LinkBatch]]:
         """``(batch index, LinkBatch)`` for the batches of one epoch over ``edges`` (see
         :class:`LinkBatches`), sampled ahead by the core sampler's threads (hyperbatches
         included when the neighbor file is on disk): each exactly :meth:`sample` of its pairs.
@@ -278,6 +280,9 @@ class LinkSampler(LinkPairs):
         lb = LinkBatches(self.dataset, self, batch_size, edges, negatives=negatives, shuffle=shuffle,
                          drop_last=drop_last, batches=batches, window=window, backend=self.sampler.backend_choice,
                          direct=self.sampler.direct)
+        if self.sampler._core is None and self.sampler.reserve is None:
+            # The window's seed lists are held besides the sampler: reserve them in its plan.
+            self.sampler.reserve = _options.process_rss() + WINDOW_BYTES
         core = self.sampler._sampler()
         e = _options.count(epoch, "epoch")
 
@@ -327,11 +332,12 @@ class LinkBatches:
     name, read from its file through a map as batches need them, or pairs), in an order
     shuffled by (seed, epoch) (:class:`Shuffle`: no permutation is held), with negatives drawn
     by ``pairs`` or fixed (``negatives``, an ``(n, K)`` array of destinations per pair); and
-    the windows of seed lists handed to the Rust core, ``window`` batches at a time."""
+    the windows of seed lists handed to the Rust core, as many batches at a time as
+    ``WINDOW_BYTES`` holds (``window``: fewer)."""
 
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
-                 drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: int = WINDOW,
+                 drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: Optional[int] = None,
                  backend: str = "auto", direct: bool = False):
         self.dataset = dataset
         self.pairs = pairs
@@ -358,7 +364,9 @@ class LinkBatches:
             raise InputError(f"edge_label needs one value per pair ({self.edges.shape[1]}), got {self.edge_label.size}")
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
-        self.window = _options.count(window, "window", 1)
+        # Batches per window: what WINDOW_BYTES holds (or fewer, when asked).
+        most = self.window_batches = max(1, WINDOW_BYTES // (24 * self.most_seeds()))
+        self.window = most if window is None else min(most, _options.count(window, "window", 1))
 
     def most_seeds(self) -> int:
         """The most seed nodes of one batch (what a memory plan is made for)."""
@@ -419,6 +427,8 @@ class LinkBatches:
             made = {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
             sizes = [len(made[b].seeds) for b in chosen]
             seeds = np.concatenate([made[b].seeds for b in chosen])
+            for p in made.values():
+                p.seeds = None  # in `seeds` now (and in the core's copy)
             bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
             yield made, start(seeds, max(1, max(sizes)), bounds=bounds, indices=[int(b) for b in chosen])
 
@@ -444,15 +454,15 @@ class LinkLoader(LinkBatches):
     ``share``: another :class:`LinkLoader` (or :class:`ringgnn.Loader`) of the same dataset and
     fanouts whose engine this one uses. The other keyword arguments are :class:`ringgnn.Loader`'s
     (``memory``, ``cache``, ``backend``, ``hyperbatch`` ...); its memory plan is made for the
-    most seed nodes one batch can have. ``window``: batches handed to the Rust loader at a
-    time (their seed lists are the only per-batch state held in Python).
+    most seed nodes one batch can have, and its reserve counts the seed lists of a window
+    (``WINDOW_BYTES``; ``window`` batches at most, when given).
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
                  edges: Union[str, Any] = "train", neg_sampling: Optional[NegativeSampling] = None,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
                  drop_last: bool = False, batches: Optional[Sequence[int]] = None, seed: int = 0,
-                 share: Optional[Any] = None, window: int = WINDOW, **loader_opts: Any):
+                 share: Optional[Any] = None, window: Optional[int] = None, **loader_opts: Any):
         from .loader import Loader
 
         ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
@@ -470,6 +480,9 @@ class LinkLoader(LinkBatches):
             look = loader_opts.get("presample_batches", 64) * self.batch_size
             first = self.positions(0, 0, min(look, self.edges.shape[1]))
             ends = np.unique(self.edges[:, np.sort(first)])
+        if base is None:
+            # The window's seed lists are held besides the loader: reserve them in its plan.
+            loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
         self._loader = Loader(ds, fanouts, self.most_seeds(), split=ends, shuffle=False, seed=self.pairs.seed,
                               share=base, **loader_opts)
         self._epoch = 0
