@@ -16,7 +16,7 @@ Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, `
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 

@@ -124,15 +124,7 @@ pub fn check_split_spec(spec: &SplitSpec) -> Result<()> {
         }
         SplitSpec::Files(v) => {
             for (name, path) in v {
-                if !path.exists() {
-                    return Err(Error::io(
-                        path,
-                        std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            format!("id file of split '{name}' not found"),
-                        ),
-                    ));
-                }
+                Error::must_exist(path, format!("id file of split '{name}' not found"))?;
                 validate_ids(&read_header(path)?, name)?;
             }
         }

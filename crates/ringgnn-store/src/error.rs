@@ -37,6 +37,18 @@ impl Error {
             source,
         }
     }
+
+    /// `Ok` when `path` exists, else a not-found I/O error naming it and `what` it is (an input
+    /// given by an option, checked before any work starts).
+    pub fn must_exist(path: impl AsRef<Path>, what: impl Into<String>) -> Result<()> {
+        if path.as_ref().exists() {
+            return Ok(());
+        }
+        Err(Error::io(
+            path,
+            io::Error::new(io::ErrorKind::NotFound, what.into()),
+        ))
+    }
 }
 
 /// Attach a path to `io::Result`s: `file.read(..).at(&path)?`.

@@ -135,15 +135,7 @@ pub fn check_link_spec(opts: &LinkSplitOptions) -> Result<()> {
                 );
             }
             for (name, path) in v {
-                if !path.exists() {
-                    return Err(Error::io(
-                        path,
-                        std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            format!("edge list of --link-split {name} not found"),
-                        ),
-                    ));
-                }
+                Error::must_exist(path, format!("edge list of --link-split {name} not found"))?;
             }
             Ok(())
         }
