@@ -173,9 +173,10 @@ class LinkPrediction(Task):
     negatives (the same candidates in every run): AUC (pooled over the split's positive and
     negative scores), MRR and Hits@K with OGB's tie rule (``ringgnn.metrics``).
 
-    Under ``torchrun`` the sampled per-epoch AUC is the mean of the ranks' AUCs weighted by
-    their positives (each exact on its share); MRR and Hits@K are exact sums. The layer-wise
-    scores at the end are exact over the whole split."""
+    After each epoch the held-out pairs are scored from one sampled embedding per node they
+    name; under ``torchrun`` every rank embeds all of those nodes and scores its share of the
+    pairs, so the summed scores are the single process's. The layer-wise scores at the end are
+    exact (full neighborhoods) over the whole split."""
 
     metric = "auc"
     METRICS = ("auc", "mrr", "hits")
