@@ -2,7 +2,7 @@
 
 This package holds the Python API and the ``ringgnn`` command; the work is done by the Rust
 core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`; sample with
-:class:`NeighborSampler`; use a trained run with :func:`infer`; query a ``ringgnn serve``
+:class:`NeighborSampler` (link batches: :class:`LinkSampler`, :class:`LinkLoader`); use a trained run with :func:`infer`; query a ``ringgnn serve``
 with :class:`Client`; PyG adapters are in
 :mod:`ringgnn.pyg` (imported on demand: ``import ringgnn`` imports neither torch nor grpc).
 """
@@ -22,6 +22,7 @@ from .client import Client
 from .build import convert, generate_rmat, generate_sbm, read_manifest, verify
 from .dataset import Dataset
 from .inference import infer
+from .links import LinkLoader, LinkSampler, NegativeSampling
 from .loader import Loader
 from .sampler import NeighborSampler, SampledSubgraph
 
@@ -34,7 +35,10 @@ __all__ = [
     "Dataset",
     "DatasetExistsError",
     "InputError",
+    "LinkLoader",
+    "LinkSampler",
     "Loader",
+    "NegativeSampling",
     "NeighborSampler",
     "RingGnnError",
     "SampledSubgraph",
