@@ -223,3 +223,14 @@ def test_link_sampler_epochs_are_its_batches(link_ds, backend, hyperbatch):
     assert n == -(-link_ds.edge_split("test").shape[1] // 50)
     with pytest.raises(InputError, match="not both"):
         next(ls.epoch("test", 50, negatives=link_ds.edge_negatives("test")))
+
+
+def test_a_gpu_tier_look_ahead_counts_a_link_loaders_rows(link_ds):
+    from ringgnn.cuda import count_accesses
+
+    loader = LinkLoader(link_ds, [3, 2], 20, neg_sampling=NegativeSampling("binary", 1))
+    first = np.unique(link_ds.edge_split("train")[:, np.sort(loader.positions(0, 0, 64 * 20))])
+    assert loader.seeds.tolist() == first.tolist()
+    counts = count_accesses(loader, 8)
+    # 8 batches of 20 of those seeds (shuffled as the loader shuffles), each counted once at least.
+    assert counts.shape == (link_ds.num_nodes,) and np.count_nonzero(counts[first]) >= 8 * 20

@@ -74,7 +74,8 @@ def count_accesses(loader: Loader, batches: int = 64, seed: int = 0) -> np.ndarr
     ds = loader.dataset
     counts = np.zeros(ds.num_nodes, dtype=np.int32)
     sampler = NeighborSampler(ds, loader.fanouts, seed=seed, threads=1)
-    n = min(batches, len(loader))
+    # (A link loader's seeds are its first batches' endpoints: as many batches as they make.)
+    n = min(batches, len(loader), -(-len(loader.seeds) // loader.batch_size))
     for sub in sampler.epoch(loader.seeds, loader.batch_size, shuffle=loader.shuffle, epoch=0,
                              batches=list(range(n))):
         np.add.at(counts, sub.node, 1)

@@ -480,6 +480,9 @@ class LinkLoader(LinkBatches):
             look = loader_opts.get("presample_batches", 64) * self.batch_size
             first = self.positions(0, 0, min(look, self.edges.shape[1]))
             ends = np.unique(self.edges[:, np.sort(first)])
+        #: The nodes a look-ahead over this loader's batches starts from (the hot-row cache's,
+        #: and a GPU tier's, ``ringgnn.cuda``): the first batches' endpoints.
+        self.seeds = ends
         if base is None:
             # The window's seed lists are held besides the loader: reserve them in its plan.
             loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
