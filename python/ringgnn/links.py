@@ -143,6 +143,8 @@ class Pairs:
     num_pos: int
     triplet: bool
     label: Optional[np.ndarray] = None
+    positions: Optional[np.ndarray] = None
+    """Where the positives are in the epoch's pairs (``input_id``), when they come from one."""
 
     def batch(self, sample: Any) -> LinkBatch:
         """The :class:`LinkBatch` of these pairs over ``sample``, the node sample of :attr:`seeds`."""
@@ -400,7 +402,9 @@ class LinkBatches:
         src, dst = self.read_pairs(pos[order])[:, inv]
         label = None if self.edge_label is None else self.edge_label[pos]
         fixed = None if self.negatives is None else np.asarray(self.negatives[pos[order]])[inv]
-        return self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
+        p = self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
+        p.positions = pos
+        return p
 
     def read_pairs(self, positions: np.ndarray) -> np.ndarray:
         """The pairs at ``positions`` (ascending) of ``edges``, as a (2, m) int64 array."""
@@ -479,7 +483,7 @@ class LinkLoader(LinkBatches):
         if base is None:
             look = loader_opts.get("presample_batches", 64) * self.batch_size
             first = self.positions(0, 0, min(look, self.edges.shape[1]))
-            ends = np.unique(self.edges[:, np.sort(first)])
+            ends = np.unique(self.read_pairs(np.sort(first)))
         #: The nodes a look-ahead over this loader's batches starts from (the hot-row cache's,
         #: and a GPU tier's, ``ringgnn.cuda``): the first batches' endpoints.
         self.seeds = ends
@@ -516,7 +520,7 @@ class LinkLoader(LinkBatches):
         for made, it in self.windows(epoch, start):
             for index, data in self._loader._batches(it, totals):
                 lb = made[int(index)].batch(None)
-                data.input_id = torch.from_numpy(self.batch_positions(epoch, int(index)))
+                data.input_id = torch.from_numpy(made[int(index)].positions)
                 if lb.edge_label_index is not None:
                     data.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index))
                     if lb.edge_label is not None:
