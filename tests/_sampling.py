@@ -106,15 +106,60 @@ def as_tuple(sub) -> tuple:
     return (sub.node.tolist(), sub.row.tolist(), sub.col.tolist(), sub.num_sampled_nodes, sub.num_sampled_edges)
 
 
-def make_link_dataset(tmp: Path, nodes: int = 600, negatives: int = 7, seed: int = 2) -> ringgnn.Dataset:
-    """An SBM's edges (community structure: links are predictable) with 4 random features per
-    node, 5% val and 10% test held out with ``negatives`` fixed negatives each; in ``tmp/ds``."""
-    ringgnn.generate_sbm(tmp / "g", nodes=nodes, classes=3, avg_degree=8, feature_dim=4, seed=seed)
+def edge_index(ds: ringgnn.Dataset) -> np.ndarray:
+    """Every edge of ``ds``'s graph as a (2, E) int64 array: sources over destinations, in CSC
+    order (destination, then source)."""
+    dst = np.repeat(np.arange(ds.num_nodes), ds.degrees())
+    src = np.concatenate([ds.neighbors(v) for v in range(ds.num_nodes)]) if ds.num_nodes else dst
+    return np.stack([src, dst]).astype(np.int64)
+
+
+def make_link_dataset(tmp: Path, nodes: int = 600, negatives: int = 7, seed: int = 2, classes: int = 3,
+                      avg_degree: int = 8, feature_dim: int = 4,
+                      link_split: str = "val=0.05,test=0.1") -> ringgnn.Dataset:
+    """An SBM's edges (community structure: links are predictable) with ``feature_dim`` random
+    features per node, ``link_split`` held out with ``negatives`` fixed negatives each; in
+    ``tmp/ds`` (the labeled SBM itself is ``tmp/g``)."""
+    ringgnn.generate_sbm(tmp / "g", nodes=nodes, classes=classes, avg_degree=avg_degree, feature_dim=feature_dim,
+                         seed=seed)
     g = ringgnn.Dataset.open(tmp / "g")
-    dst = np.repeat(np.arange(g.num_nodes), g.degrees())
-    src = np.concatenate([g.neighbors(v) for v in range(g.num_nodes)])
-    np.save(tmp / "e.npy", np.stack([src, dst]))
-    np.save(tmp / "x.npy", np.random.default_rng(0).normal(size=(g.num_nodes, 4)).astype(np.float32))
-    ringgnn.convert(tmp / "e.npy", tmp / "ds", features=tmp / "x.npy", link_split="val=0.05,test=0.1",
+    np.save(tmp / "e.npy", edge_index(g))
+    np.save(tmp / "x.npy", np.random.default_rng(0).normal(size=(g.num_nodes, feature_dim)).astype(np.float32))
+    ringgnn.convert(tmp / "e.npy", tmp / "ds", features=tmp / "x.npy", link_split=link_split,
                     link_negatives=negatives, seed=1)
     return ringgnn.Dataset.open(tmp / "ds")
+
+
+def full_graph(ds: ringgnn.Dataset, net, layer=None) -> np.ndarray:
+    """Encoder ``net`` over the whole graph in memory (PyG's own forward): its output, or with
+    ``layer`` that layer's output as the next layer sees it (a hook on layer + 1)."""
+    import torch
+
+    from ringgnn.pyg import RingFeatureStore
+
+    x = torch.from_numpy(RingFeatureStore(ds).reader().gather(np.arange(ds.num_nodes, dtype=np.int64)))
+    seen = []
+    hook = net.convs[layer].register_forward_pre_hook(lambda _m, inp: seen.append(inp[0])) if layer else None
+    try:
+        with torch.no_grad():
+            out = net(x, torch.from_numpy(edge_index(ds)))
+    finally:
+        if hook:
+            hook.remove()
+    return (seen[0] if layer else out).numpy()
+
+
+def reference_scores(ds: ringgnn.Dataset, run, pairs, negs=None):
+    """(scores of ``pairs`` (2, n), scores of ``negs`` (n, K) or None) of link run ``run``'s
+    checkpoint from a full-graph forward of its encoder, then its decoder: what layer-wise
+    inference must reproduce."""
+    import torch
+
+    from ringgnn.checkpoints import load_checkpoint
+
+    ckpt = load_checkpoint(str(run), ds)
+    z = torch.from_numpy(full_graph(ds, ckpt.net))
+    with torch.no_grad():
+        pos = ckpt.decoder(z[pairs[0]], z[pairs[1]]).numpy()
+        neg = None if negs is None else ckpt.decoder(z[pairs[0]].unsqueeze(1), z[negs]).numpy()
+    return pos, neg

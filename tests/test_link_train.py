@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-import torch
 
 import ringgnn
 from ringgnn import metrics
 from ringgnn.checkpoints import load_checkpoint
-from ringgnn.pyg import RingFeatureStore
 from ringgnn.train import train
 
-from _sampling import make_link_dataset
+from _sampling import make_link_dataset, reference_scores
 
 FAST = dict(task="link", fanouts=[5, 5], batch_size=128, epochs=3, lr=0.01, hidden=32, quiet=True,
             log=lambda s: None)
@@ -36,23 +33,6 @@ def run(link_ds, tmp_path_factory):
 
 def _curve(m):
     return [(e["epoch"], e["loss"], e["val_auc"], e["val_mrr"], e["test_auc"], e["test_mrr"]) for e in m["epochs"]]
-
-
-def full_graph_scores(ds, out, split):
-    """The split's positive and negative scores from a full-graph PyG forward of the best
-    checkpoint's encoder over the training graph, then its decoder: what layer-wise inference
-    must reproduce."""
-    ckpt = load_checkpoint(str(out), ds)
-    x = torch.from_numpy(RingFeatureStore(ds).reader().gather(np.arange(ds.num_nodes, dtype=np.int64)))
-    dst = np.repeat(np.arange(ds.num_nodes), ds.degrees())
-    src = np.concatenate([ds.neighbors(v) for v in range(ds.num_nodes)])
-    with torch.no_grad():
-        z = ckpt.net(x, torch.from_numpy(np.stack([src, dst])))
-        pairs, negs = ds.edge_split(split), ds.edge_negatives(split)
-        zs = z[torch.from_numpy(pairs[0])]
-        pos = ckpt.decoder(zs, z[torch.from_numpy(pairs[1])]).numpy()
-        neg = ckpt.decoder(zs.unsqueeze(1), z[torch.from_numpy(negs)]).numpy()
-    return pos, neg
 
 
 def test_metrics_json_of_a_link_run(run):
@@ -79,7 +59,7 @@ def test_metrics_json_of_a_link_run(run):
 def test_layerwise_scores_are_a_full_graph_forward(link_ds, run):
     m, out = run
     for split in ("val", "test"):
-        pos, neg = full_graph_scores(link_ds, out, split)
+        pos, neg = reference_scores(link_ds, out, link_ds.edge_split(split), link_ds.edge_negatives(split))
         want = metrics.link_scores(pos, neg)
         got = m["layerwise"]
         assert got[f"{split}_auc"] == pytest.approx(want["auc"], abs=1e-4)

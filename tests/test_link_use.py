@@ -18,6 +18,8 @@ from ringgnn.pyg import RingFeatureStore
 from ringgnn.scoring import predict_edges
 from ringgnn.train import train
 
+from _sampling import full_graph, make_link_dataset, reference_scores
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
@@ -36,50 +38,14 @@ def graphs(tmp_path_factory):
     edges converted with a link split (val 10%, test 10%, 10 negatives each); and one link run
     per (encoder, decoder) of LINK_RUNS on it, 1 epoch each."""
     root = tmp_path_factory.mktemp("linkuse")
-    ringgnn.generate_sbm(root / "node", nodes=400, classes=4, avg_degree=6, feature_dim=8, seed=2)
-    node = ringgnn.Dataset.open(root / "node")
-    ip = node.indptr()
-    dst = np.repeat(np.arange(node.num_nodes), np.diff(ip))
-    src = np.concatenate([node.neighbors(v) for v in range(node.num_nodes)])
-    np.save(root / "edges.npy", np.stack([src, dst]).astype(np.int64))
-    np.save(root / "x.npy", np.random.default_rng(0).standard_normal((node.num_nodes, 8)).astype(np.float32))
-    ringgnn.convert(root / "edges.npy", root / "link", features=root / "x.npy", link_split="val=0.1,test=0.1",
-                    link_negatives=10, seed=1)
+    link = make_link_dataset(root, nodes=400, negatives=10, classes=4, avg_degree=6, feature_dim=8,
+                             link_split="val=0.1,test=0.1")
     runs = {}
     for model, decoder in LINK_RUNS:
         runs[model, decoder] = root / f"run-{model}-{decoder}"
-        train(root / "link", task="link", model=model, decoder=decoder, out=str(runs[model, decoder]), **FAST)
-    train(root / "node", out=str(root / "noderun"), **FAST)
-    return dict(root=root, node=root / "node", link=ringgnn.Dataset.open(root / "link"), runs=runs,
-                noderun=root / "noderun")
-
-
-def full_graph(ds, net, layer=None):
-    """The encoder over the whole graph in memory (PyG's own forward): its output, or with
-    ``layer`` that layer's output as the next layer sees it (a hook on layer + 1)."""
-    ip = ds.indptr()
-    dst = np.repeat(np.arange(ds.num_nodes), np.diff(ip))
-    src = np.concatenate([ds.neighbors(v) for v in range(ds.num_nodes)]).astype(np.int64)
-    x = torch.from_numpy(RingFeatureStore(ds).reader().gather(np.arange(ds.num_nodes)))
-    seen = []
-    hook = net.convs[layer].register_forward_pre_hook(lambda _m, inp: seen.append(inp[0])) if layer else None
-    try:
-        with torch.no_grad():
-            out = net(x, torch.from_numpy(np.stack([src, dst])))
-    finally:
-        if hook:
-            hook.remove()
-    return (seen[0] if layer else out).numpy()
-
-
-def reference_scores(ds, run, pairs, negs=None):
-    """(scores of ``pairs`` (2, n), scores of ``negs`` (n, K)) from the full-graph forward."""
-    ckpt = load_checkpoint(str(run), ds)
-    z = torch.from_numpy(full_graph(ds, ckpt.net))
-    with torch.no_grad():
-        pos = ckpt.decoder(z[pairs[0]], z[pairs[1]]).numpy()
-        neg = None if negs is None else ckpt.decoder(z[pairs[0]].unsqueeze(1), z[negs]).numpy()
-    return pos, neg
+        train(link, task="link", model=model, decoder=decoder, out=str(runs[model, decoder]), **FAST)
+    train(root / "g", out=str(root / "noderun"), **FAST)
+    return dict(root=root, node=root / "g", link=link, runs=runs, noderun=root / "noderun")
 
 
 def close(got, want):
