@@ -59,6 +59,26 @@ fn set(o: &GraphOptions, pairs: &[(u64, u64)]) -> BTreeSet<(u64, u64)> {
     pairs.iter().map(|&p| canonical(o, p)).collect()
 }
 
+/// Build `edges` with `val` listed as (n, 2) and `test` as (2, n) pairs, and check it
+/// (`check_plan`): the splits' pair sets, `train` first.
+fn hold_out(
+    dir: &Path,
+    edges: &[(u64, u64)],
+    o: &GraphOptions,
+    val: &[(u64, u64)],
+    test: &[(u64, u64)],
+) -> Vec<BTreeSet<(u64, u64)>> {
+    let p = plan(
+        vec![
+            ("val", write_pairs(dir, "val.npy", val, false)),
+            ("test", write_pairs(dir, "test.npy", test, true)),
+        ],
+        o,
+    )
+    .unwrap();
+    check_plan(edges, o, &p, true)
+}
+
 #[test]
 fn listed_pairs_leave_the_graph_exactly() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,15 +88,7 @@ fn listed_pairs_leave_the_graph_exactly() {
             // (1, 0) with --undirected is the pair (0, 1); both copies of (0, 1) and (1, 0) go.
             let val = [(1, 0), (5, 2)];
             let test = [(3, 4), (2, 6), (1, 3)];
-            let p = plan(
-                vec![
-                    ("val", write_pairs(dir.path(), "val.npy", &val, false)),
-                    ("test", write_pairs(dir.path(), "test.npy", &test, true)),
-                ],
-                &o,
-            )
-            .unwrap();
-            let sets = check_plan(&EDGES, &o, &p, true);
+            let sets = hold_out(dir.path(), &EDGES, &o, &val, &test);
             assert_eq!(sets[1], set(&o, &val));
             assert_eq!(sets[2], set(&o, &test));
         }
@@ -268,15 +280,7 @@ proptest! {
             }
         }
         let dir = tempfile::tempdir().unwrap();
-        let p = plan(
-            vec![
-                ("val", write_pairs(dir.path(), "val.npy", &val, false)),
-                ("test", write_pairs(dir.path(), "test.npy", &test, true)),
-            ],
-            &o,
-        )
-        .unwrap();
-        let sets = check_plan(&edges, &o, &p, true);
+        let sets = hold_out(dir.path(), &edges, &o, &val, &test);
         prop_assert_eq!(&sets[1], &set(&o, &val));
         prop_assert_eq!(&sets[2], &set(&o, &test));
     }
