@@ -36,6 +36,11 @@ pub struct NeighborSampler {
     fanouts: Vec<Fanout>,
     replace: bool,
     source: NeighborSource,
+    /// The node count that neighbor entries are ids of: `indptr.len() - 1`, except for a
+    /// bipartite relation ([`Self::bipartite`]).
+    num_sources: u64,
+    /// Made by [`Self::bipartite`]: at most one hop (its sampled sources are not destinations).
+    bipartite: bool,
     /// The batch being sampled, with workspaces reused across batches: its state, its dedup
     /// map and the entries read at the current hop.
     state: BatchDraw,
@@ -72,6 +77,8 @@ impl NeighborSampler {
             fanouts: fanouts.to_vec(),
             replace,
             source,
+            num_sources: num_nodes,
+            bipartite: false,
             state: BatchDraw::default(),
             map: IdMap::for_nodes(num_nodes),
             ws: DrawScratch::default(),
@@ -80,6 +87,29 @@ impl NeighborSampler {
             many_pos: Vec::new(),
             last_bytes: BatchBytes::default(),
         })
+    }
+
+    /// A sampler of one bipartite relation: `indptr` has one neighbor range per destination
+    /// node (`n_dst + 1` offsets; seeds are destination ids, checked against `n_dst`) and the
+    /// neighbor entries are ids of `num_sources` source nodes, which may be more or fewer than
+    /// the destinations. It samples one hop at most: its sampled sources are not destinations.
+    ///
+    /// Sources and destinations are separate id spaces: a sample's `node` holds the seeds
+    /// (destination ids, `num_sampled_nodes[0]` of them), then the sampled sources (source ids,
+    /// each once), and a source is never merged with a seed of the same id.
+    pub fn bipartite(
+        indptr: impl Into<Arc<[u64]>>,
+        num_sources: u64,
+        fanouts: &[Fanout],
+        replace: bool,
+        source: NeighborSource,
+    ) -> Result<Self> {
+        check_bipartite_hops(fanouts.len())?;
+        let mut s = Self::new(indptr, fanouts, replace, source)?;
+        s.num_sources = num_sources;
+        s.bipartite = true;
+        s.map = IdMap::for_nodes(s.num_nodes().max(num_sources));
+        Ok(s)
     }
 
     /// A sampler over dataset `ds`: loads its offset index, reads neighbors from `source`.
@@ -94,6 +124,12 @@ impl NeighborSampler {
 
     pub fn num_nodes(&self) -> u64 {
         self.indptr.len() as u64 - 1
+    }
+
+    /// The node count that neighbor entries are ids of: [`Self::num_nodes`], or the source
+    /// count of a [`Self::bipartite`] sampler.
+    pub fn num_sources(&self) -> u64 {
+        self.num_sources
     }
 
     pub fn fanouts(&self) -> &[Fanout] {
@@ -150,6 +186,9 @@ impl NeighborSampler {
         }
         let (st, map, nbr, ws) = (&mut self.state, &mut self.map, &mut self.nbr, &mut self.ws);
         st.start(map, seeds.ids(), seed, epoch, batch, with_edge_ids)?;
+        if self.bipartite {
+            map.clear();
+        }
         // What the batch would hold in a hyperbatch (see `crate::HyperSampler`): its compact
         // sample and its largest hop's positions with their buckets, and, spilled, what it
         // holds before its last hop is relabelled. A piece per node drawn from: a node's
@@ -165,7 +204,7 @@ impl NeighborSampler {
             let hop = crate::hyper::hop_bytes(&self.indptr, st.pos.len() as u64, st.hop_runs());
             largest_hop = largest_hop.max(hop);
             hyper_resident = st.out.len_bytes() + hop;
-            st.relabel(nbr, map, num_nodes)?;
+            st.relabel(nbr, map, self.num_sources)?;
         }
         let compact = st.out.bytes();
         let hyper_state = st.out.len_bytes() + largest_hop;
@@ -210,6 +249,10 @@ impl NeighborSampler {
                 r.seeds.num_nodes()
             )));
         }
+        if self.bipartite {
+            reqs.iter()
+                .try_for_each(|r| check_bipartite_hops(r.fanouts.len()))?;
+        }
         if self.many.len() < reqs.len() {
             self.many.resize_with(reqs.len(), Default::default);
         }
@@ -241,14 +284,30 @@ impl NeighborSampler {
             for (st, r) in states.iter_mut().zip(reqs) {
                 if k < r.fanouts.len() {
                     let n = st.pos.len();
-                    st.fill_map(map);
-                    st.relabel(&nbr[at..at + n], map, num_nodes)?;
+                    if self.bipartite {
+                        map.clear();
+                    } else {
+                        st.fill_map(map);
+                    }
+                    st.relabel(&nbr[at..at + n], map, self.num_sources)?;
                     at += n;
                 }
             }
         }
         Ok(states.iter_mut().map(|st| st.finish()).collect())
     }
+}
+
+/// A bipartite sampler's sampled sources are not destinations: a second hop would look them up
+/// in the destinations' offset index.
+fn check_bipartite_hops(hops: usize) -> Result<()> {
+    if hops > 1 {
+        return Err(Error::Input(format!(
+            "a bipartite relation samples one hop, not {hops}: its sources are not \
+             destinations; sample further hops with the relations into the source type"
+        )));
+    }
+    Ok(())
 }
 
 /// The offset index must be well formed before any range is trusted: a bad one would make
