@@ -326,7 +326,7 @@ pub(crate) fn check_entry(p: u64, u: u64, num_nodes: u64) -> Result<()> {
 /// with `relabel` made for both position widths, the compiler stopped inlining it, and the
 /// per-batch sampler ran 10% slower (a call per drawn edge).
 #[inline(always)]
-fn local_id<M: Lookup>(map: &mut M, node: &mut Vec<u64>, v: u64) -> Result<u32> {
+pub(crate) fn local_id<M: Lookup>(map: &mut M, node: &mut Vec<u64>, v: u64) -> Result<u32> {
     map.get_or_insert(v, || {
         let next = u32::try_from(node.len()).map_err(|_| Error::TooLarge)?;
         node.push(v);

@@ -6,6 +6,10 @@
 //!
 //! - **The sampling loop**: [`NeighborSampler`] (`sampler.rs`), single-threaded; its output,
 //!   [`SampledSubgraph`] (`output.rs`), is PyG's `SamplerOutput`.
+//! - **Heterogeneous graphs** (typed nodes, one CSC per relation `SRC:REL:DST`):
+//!   [`HeteroSampler`] (`hetero.rs`), PyG's heterogeneous neighbor sampling with one dedup map
+//!   and frontier per node type and one read of each relation's file per hop; its output is
+//!   [`HeteroSample`]. A single bipartite relation alone: [`NeighborSampler::bipartite`].
 //! - **Typed inputs, checked once**: [`Fanout`] and [`SampleOptions`] (`options.rs`), [`Seeds`]
 //!   (`seeds.rs`).
 //! - **Sharing one dataset between threads**: [`Graph`] (`graph.rs`), opened with a
@@ -31,6 +35,7 @@ mod buckets;
 pub mod draw;
 mod error;
 mod graph;
+mod hetero;
 pub mod hot_pages;
 mod hyper;
 mod idmap;
@@ -44,6 +49,7 @@ mod spill;
 pub use bounds::SampleBound;
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
+pub use hetero::{HeteroRelation, HeteroSample, HeteroSampler};
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
