@@ -2,7 +2,9 @@
 
 This package holds the Python API and the ``ringgnn`` command; the work is done by the Rust
 core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`; sample with
-:class:`NeighborSampler` (link batches: :class:`LinkSampler`, :class:`LinkLoader`); use a trained run with :func:`infer`; query a ``ringgnn serve``
+:class:`NeighborSampler` (link batches: :class:`LinkSampler`, :class:`LinkLoader`;
+heterogeneous datasets: :class:`HeteroDataset`, :func:`build_hetero`, :class:`HeteroNeighborSampler`,
+:class:`HeteroLoader`); use a trained run with :func:`infer`; query a ``ringgnn serve``
 with :class:`Client`; PyG adapters are in
 :mod:`ringgnn.pyg` (imported on demand: ``import ringgnn`` imports neither torch nor grpc).
 """
@@ -19,8 +21,9 @@ from ._core import (
     __version__,
 )
 from .client import Client
-from .build import convert, generate_rmat, generate_sbm, read_manifest, verify
-from .dataset import Dataset
+from .build import NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest, verify
+from .dataset import Dataset, HeteroDataset
+from .hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
 from .inference import infer
 from .links import LinkLoader, LinkSampler, NegativeSampling
 from .loader import Loader
@@ -34,16 +37,23 @@ __all__ = [
     "DeadlineExceededError",
     "Dataset",
     "DatasetExistsError",
+    "HeteroDataset",
+    "HeteroLoader",
+    "HeteroNeighborSampler",
+    "HeteroSample",
     "InputError",
     "LinkLoader",
     "LinkSampler",
     "Loader",
     "NegativeSampling",
     "NeighborSampler",
+    "NodeType",
+    "Relation",
     "RingGnnError",
     "SampledSubgraph",
     "ShuttingDownError",
     "__version__",
+    "build_hetero",
     "convert",
     "generate_rmat",
     "generate_sbm",

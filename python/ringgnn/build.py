@@ -1,5 +1,5 @@
 """Building and checking datasets from Python: :func:`convert`, :func:`generate_rmat`,
-:func:`generate_sbm`, :func:`verify`. The ``ringgnn`` commands are thin wrappers over these.
+:func:`generate_sbm`, :func:`build_hetero` (heterogeneous datasets), :func:`verify`. The ``ringgnn`` commands are thin wrappers over these.
 
 Each returns the new dataset's manifest as a dict. Every build happens in a hidden staging
 directory next to ``out`` and is renamed into place only when complete: an error or Ctrl-C
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional, Union
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._files import os_errors
@@ -166,6 +167,74 @@ def generate_sbm(
         memory=_memory(memory),
         overwrite=overwrite,
         threads=threads,
+    )
+
+
+@dataclass
+class NodeType:
+    """One node type of :func:`build_hetero`: ``num_nodes`` ids ``0 .. num_nodes-1`` of its own,
+    optional ``features`` (``.npy`` [num_nodes, D] float16/32/64), ``labels`` (``.npy``
+    [num_nodes] integers, -1 = unlabeled) and ``split`` (as :func:`convert` takes it: fractions,
+    or ``.npy`` files of this type's ids)."""
+
+    name: str
+    num_nodes: int
+    features: Optional[PathLike] = None
+    labels: Optional[PathLike] = None
+    split: Union[None, str, Mapping[str, Any]] = None
+    feature_dtype: Optional[str] = None
+
+
+@dataclass
+class Relation:
+    """One relation of :func:`build_hetero`: ``name`` is ``SRC:REL:DST``; ``edges`` an edge list
+    of (SRC id, DST id) pairs in any format :func:`convert` reads (text/CSV, bin32/bin64, npy of
+    shape (2, E) or (E, 2))."""
+
+    name: str
+    edges: PathLike
+    format: Optional[str] = None
+
+
+def build_hetero(
+    out: PathLike,
+    node_types: Sequence[NodeType],
+    relations: Sequence[Relation],
+    *,
+    add_reverse: bool = False,
+    seed: int = 0,
+    memory: Optional[Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    source: Any = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Build a heterogeneous dataset at ``out`` (``docs/FORMAT.md``, "Typed nodes and
+    relations"): each relation its own CSC, built out of core within ``memory`` one after
+    another; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for each (PyG's ``ToUndirected``).
+    ``source`` (JSON-able) is recorded in the manifest. Returns the manifest."""
+    types = []
+    for t in node_types:
+        types.append((
+            str(t.name), count(t.num_nodes, f"node type {t.name}: num_nodes"),
+            None if t.features is None else os.fspath(t.features), t.feature_dtype,
+            None if t.labels is None else os.fspath(t.labels),
+            None if t.split is None else parse_split(t.split),
+        ))
+    rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format) for r in relations]
+    return _run(
+        _core.build_hetero,
+        progress,
+        "building the dataset",
+        out=os.fspath(out),
+        node_types=types,
+        relations=rels,
+        add_reverse=bool(add_reverse),
+        seed=seed,
+        memory=_memory(memory),
+        overwrite=overwrite,
+        threads=threads,
+        source=json.dumps(source),
     )
 
 

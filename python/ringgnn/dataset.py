@@ -27,17 +27,34 @@ class Dataset:
     ``neighbors(v)`` are the *sources* of the edges into ``v``.
     """
 
-    def __init__(self, handle: "_core.DatasetHandle"):
+    #: A homogeneous dataset (or one part of a heterogeneous one); see :class:`HeteroDataset`.
+    is_hetero = False
+
+    def __init__(self, handle: "_core.DatasetHandle", part: Optional[str] = None):
         self._handle = handle
+        self.part = part
+        """``None``, or the part of a heterogeneous dataset this is (``node/TYPE``,
+        ``relation/SRC:REL:DST``): core readers of this dataset are opened with it."""
         self.manifest: Dict[str, Any] = json.loads(handle.manifest_json())
-        """The parsed ``manifest.json``."""
+        """The parsed ``manifest.json`` (of a part: its view, see ``docs/FORMAT.md``)."""
 
     @classmethod
-    def open(cls, path: PathLike) -> "Dataset":
+    def open(cls, path: PathLike) -> "Union[Dataset, HeteroDataset]":
         """Open the dataset at ``path``; checks that its files are present with the recorded sizes
-        (``ringgnn verify`` checks everything)."""
+        (``ringgnn verify`` checks everything). A heterogeneous dataset opens as a
+        :class:`HeteroDataset`."""
         with os_errors("opening the dataset", path):
+            manifest = json.loads(_core.read_manifest(os.fspath(path)))
+            if "node_types" in manifest:
+                return HeteroDataset(os.fspath(path), manifest)
             return cls(_core.DatasetHandle.open(os.fspath(path)))
+
+    @classmethod
+    def open_part(cls, path: PathLike, part: str) -> "Dataset":
+        """One part of the heterogeneous dataset at ``path`` (``node/TYPE`` or
+        ``relation/SRC:REL:DST``) as a dataset of its own."""
+        with os_errors("opening the dataset", path):
+            return cls(_core.DatasetHandle.open(os.fspath(path), part), part)
 
     @property
     def path(self) -> str:
@@ -157,4 +174,111 @@ class Dataset:
             parts.append("splits=" + "/".join(self.split_names))
         if self.edge_split_names:
             parts.append("edge_splits=" + "/".join(self.edge_split_names))
+        if self.part is not None:
+            parts.insert(0, f"part={self.part!r}")
         return f"Dataset({self.path!r}, {', '.join(parts)})"
+
+
+def open_homogeneous(dataset: Any, what: str) -> "Dataset":
+    """``dataset`` (a :class:`Dataset` or a path) opened, refused with a clear error when it is
+    heterogeneous and ``what`` does not take such datasets."""
+    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    return require_homogeneous(ds, what)
+
+
+def require_homogeneous(ds: "Union[Dataset, HeteroDataset]", what: str) -> Dataset:
+    """``ds`` itself, or a clear error when ``what`` (a command or class) does not take
+    heterogeneous datasets yet."""
+    if isinstance(ds, HeteroDataset):
+        raise _core.InputError(
+            f"{ds.path}: a heterogeneous dataset (node types {', '.join(ds.node_types)}); {what} takes a "
+            "homogeneous one. Heterogeneous datasets are sampled with ringgnn.HeteroNeighborSampler, loaded with "
+            "ringgnn.HeteroLoader and trained with `ringgnn train DS --target TYPE`"
+        )
+    return ds
+
+
+class HeteroDataset:
+    """An open heterogeneous dataset: node types, each with its own ids ``0 .. n-1`` and its own
+    features, labels and splits, and relations ``SRC:REL:DST``, each its own CSC (see
+    ``docs/FORMAT.md``, "Typed nodes and relations"). Use :meth:`Dataset.open`.
+
+    Each part opens as a plain :class:`Dataset`: :meth:`node_type` (features, labels, splits;
+    no graph) and :meth:`relation` (its CSC over the destination type: ``neighbors(v)`` are the
+    source-type ids of the edges into destination ``v``).
+    """
+
+    is_hetero = True
+
+    def __init__(self, path: str, manifest: Dict[str, Any]):
+        self.path = path
+        self.manifest = manifest
+        self._parts: Dict[str, Dataset] = {}
+
+    @property
+    def node_types(self) -> List[str]:
+        """Type names, sorted (the order every per-type list of ringgnn uses)."""
+        return sorted(self.manifest["node_types"])
+
+    @property
+    def relations(self) -> List[str]:
+        """``SRC:REL:DST`` names, sorted."""
+        return sorted(self.manifest["relations"])
+
+    @property
+    def edge_types(self) -> List[tuple]:
+        """The relations as PyG edge types ``(src, rel, dst)``."""
+        return [tuple(r.split(":")) for r in self.relations]
+
+    @property
+    def num_nodes_dict(self) -> Dict[str, int]:
+        return {t: self.manifest["node_types"][t]["num_nodes"] for t in self.node_types}
+
+    @property
+    def num_edges_dict(self) -> Dict[str, int]:
+        return {r: self.manifest["relations"][r]["num_edges"] for r in self.relations}
+
+    @property
+    def num_nodes(self) -> int:
+        return sum(self.num_nodes_dict.values())
+
+    @property
+    def num_edges(self) -> int:
+        return sum(self.num_edges_dict.values())
+
+    def check_type(self, t: str) -> str:
+        if t not in self.manifest["node_types"]:
+            raise _core.InputError(f"{self.path}: no node type '{t}' (it has: {', '.join(self.node_types)})")
+        return t
+
+    def check_relation(self, r: Any) -> str:
+        name = r if isinstance(r, str) else ":".join(r)
+        if name not in self.manifest["relations"]:
+            raise _core.InputError(f"{self.path}: no relation '{name}' (it has: {', '.join(self.relations)})")
+        return name
+
+    def node_type(self, t: str) -> Dataset:
+        """Node type ``t`` as a dataset: its features, labels and splits."""
+        return self._part(f"node/{self.check_type(t)}")
+
+    def relation(self, r: Any) -> Dataset:
+        """Relation ``r`` (``"SRC:REL:DST"`` or a tuple) as a dataset: its CSC over the ``DST`` ids."""
+        return self._part(f"relation/{self.check_relation(r)}")
+
+    def _part(self, part: str) -> Dataset:
+        if part not in self._parts:
+            self._parts[part] = Dataset.open_part(self.path, part)
+        return self._parts[part]
+
+    def feature_dims(self) -> Dict[str, Optional[int]]:
+        """Feature width per type (None for a type without features)."""
+        out = {}
+        for t in self.node_types:
+            f = self.manifest["node_types"][t].get("features")
+            out[t] = None if f is None else f["dim"]
+        return out
+
+    def __repr__(self) -> str:
+        types = ", ".join(f"{t}={n:,}" for t, n in self.num_nodes_dict.items())
+        rels = ", ".join(f"{r}={n:,}" for r, n in self.num_edges_dict.items())
+        return f"HeteroDataset({self.path!r}, nodes: {types}; edges: {rels})"

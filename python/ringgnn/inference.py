@@ -42,7 +42,7 @@ from . import _core, _options
 from ._files import os_errors, temporary
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
-from .dataset import Dataset
+from .dataset import Dataset, open_homogeneous
 
 PAGE = 4096
 #: Bytes a layer file is written between syncs (what it may hold in the page cache).
@@ -798,7 +798,7 @@ def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None) -> Tuple[D
         dataset = (read[1].get("metrics") or {}).get("dataset")
         if dataset is None:
             raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
-    ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+    ds = open_homogeneous(dataset, "layer-wise inference")
     return ds, load_checkpoint(run_dir, ds, "RUN_DIR", read)
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import _options
 from ._core import InputError
-from .dataset import Dataset, PathLike
+from .dataset import Dataset, PathLike, open_homogeneous
 from .sampler import NeighborSampler, SampledSubgraph
 
 #: The numpy ``SeedSequence`` purpose word of negative sampling ("lneg" in ASCII).
@@ -469,7 +469,7 @@ class LinkLoader(LinkBatches):
                  share: Optional[Any] = None, window: Optional[int] = None, **loader_opts: Any):
         from .loader import Loader
 
-        ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+        ds = open_homogeneous(dataset, "LinkSampler")
         base = share._loader if isinstance(share, LinkLoader) else share
         if isinstance(share, LinkLoader):
             seed = share.pairs.seed  # one engine, one sampling stream

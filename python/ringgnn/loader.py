@@ -24,7 +24,7 @@ import numpy as np
 from . import _core, _options
 from ._core import InputError
 from ._options import process_rss  # noqa: F401  (re-exported: train and benchmarks use it)
-from .dataset import Dataset, PathLike
+from .dataset import Dataset, PathLike, open_homogeneous
 
 logger = logging.getLogger("ringgnn")
 
@@ -109,7 +109,7 @@ class Loader:
         share: Optional["Loader"] = None,
         processes: int = 1,
     ):
-        self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+        self.dataset = open_homogeneous(dataset, "Loader")
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
         self.fanouts = _options.fanouts(fanouts)

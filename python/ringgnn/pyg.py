@@ -34,7 +34,7 @@ from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampl
 
 from . import _core, _options
 from ._core import InputError
-from .dataset import Dataset, PathLike
+from .dataset import Dataset, PathLike, open_homogeneous
 from .links import LinkSampler
 from .links import NegativeSampling as LinkNegatives
 from .sampler import NeighborSampler
@@ -44,7 +44,7 @@ EDGE_TYPE = ("node", "to", "node")
 
 
 def _open(dataset: Union[Dataset, PathLike]) -> Dataset:
-    return dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+    return open_homogeneous(dataset, "the PyG stores")
 
 
 class RingNeighborSampler(BaseSampler):

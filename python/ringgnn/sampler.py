@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _core, _options
-from .dataset import Dataset, PathLike
+from .dataset import Dataset, PathLike, open_homogeneous
 
 logger = logging.getLogger("ringgnn")
 
@@ -142,7 +142,7 @@ class NeighborSampler:
         spill_dir: Optional[PathLike] = None,
         with_edge_ids: bool = False,
     ):
-        self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+        self.dataset = open_homogeneous(dataset, "NeighborSampler")
         self.fanouts = _options.fanouts(fanouts)
         self.replace = bool(replace)
         self.backend_choice = _options.backend(backend)

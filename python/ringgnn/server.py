@@ -41,7 +41,7 @@ from ._core import (
     RingGnnError,
     ShuttingDownError,
 )
-from .dataset import Dataset
+from .dataset import Dataset, open_homogeneous
 
 #: The API, relative to the directory holding the ``ringgnn`` package, and its service.
 PROTO = "ringgnn/serve.proto"
@@ -363,7 +363,7 @@ class Server:
         if frontend not in FRONTENDS:
             raise InputError(f"--frontend must be one of {', '.join(FRONTENDS)}, not {frontend!r}")
         self.frontend = frontend
-        self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+        self.dataset = open_homogeneous(dataset, "the server")
         self.model = Model(model, self.dataset) if model else None
         # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
         # grpcio frontend, or Predict/Embed/Score. Loaded before the engine, so its reserve has them.

@@ -30,7 +30,7 @@ from ._core import InputError
 from ._files import os_errors, replacing
 from .checkpoints import load_checkpoint, open_run, save
 from .curves import Plots
-from .dataset import Dataset
+from .dataset import Dataset, open_homogeneous
 from .links import WEIGHTS as NEG_WEIGHTS
 from .models import DECODERS, MODELS, activation_bytes
 from .tasks import LinkPrediction, NodeClassification, Task
@@ -107,7 +107,7 @@ def train(
     dataset's edge splits, with ``decoder`` ``dot`` (default) or ``mlp``, ``neg_ratio`` random
     negatives per positive (default 1) drawn by ``neg_weight`` ``uniform`` (default) or
     ``degree``)."""
-    ds = dataset if isinstance(dataset, Dataset) else Dataset.open(dataset)
+    ds = open_homogeneous(dataset, "this training path")
     task_name = _options.choice(task, TASKS, "--task")
     if task_name == "link":
         decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use ringgnn_store::generate::{
     generate_rmat as core_rmat, generate_sbm as core_sbm, RmatOptions, SbmOptions,
 };
+use ringgnn_store::hetero::{HeteroSpec, NodeTypeSpec, RelationSpec};
 use ringgnn_store::input::InputFormat;
 use ringgnn_store::link::{LinkSplitOptions, LinkSplitSpec};
 use ringgnn_store::manifest::FeatureDtype;
@@ -204,5 +205,79 @@ pub fn generate_sbm(
         overwrite,
     };
     let manifest = progress::run(py, progress, |p| core_sbm(&opts, p))?;
+    Ok(manifest.to_json())
+}
+
+/// One node type of `build_hetero`: (name, count, features .npy, feature dtype, labels .npy,
+/// split).
+type NodeTypeArg = (
+    String,
+    u64,
+    Option<PathBuf>,
+    Option<String>,
+    Option<PathBuf>,
+    Option<SplitArg>,
+);
+
+/// Build a heterogeneous dataset: `node_types` as (name, num_nodes, features, feature_dtype,
+/// labels, split) and `relations` as (SRC:REL:DST, edge file, format or None); `source` is JSON
+/// recorded in the manifest. Returns the manifest as JSON.
+#[pyfunction]
+#[pyo3(signature = (
+    out, *, node_types, relations, add_reverse=false, seed=0, memory=1<<30, overwrite=false,
+    threads=None, source="null", progress=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn build_hetero(
+    py: Python<'_>,
+    out: PathBuf,
+    node_types: Vec<NodeTypeArg>,
+    relations: Vec<(String, PathBuf, Option<String>)>,
+    add_reverse: bool,
+    seed: u64,
+    memory: u64,
+    overwrite: bool,
+    threads: Option<usize>,
+    source: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let mut types = Vec::new();
+    for (name, num_nodes, features, dtype, labels, split) in node_types {
+        types.push(NodeTypeSpec {
+            name,
+            num_nodes,
+            features,
+            feature_dtype: self::feature_dtype(dtype.as_deref())?,
+            labels,
+            split: split.map(SplitSpec::from),
+        });
+    }
+    let mut rels = Vec::new();
+    for (name, input, format) in relations {
+        let format = format
+            .as_deref()
+            .map(InputFormat::parse)
+            .transpose()
+            .map_err(StoreError)?
+            .flatten();
+        rels.push(RelationSpec {
+            name,
+            input,
+            format,
+        });
+    }
+    let spec = HeteroSpec {
+        out,
+        node_types: types,
+        relations: rels,
+        add_reverse,
+        memory,
+        threads: self::threads(threads)?,
+        seed,
+        overwrite,
+        source: serde_json::from_str(source)
+            .map_err(|e| input_error(format!("source is not JSON: {e}")))?,
+    };
+    let manifest = progress::run(py, progress, |p| ringgnn_store::hetero::build(&spec, p))?;
     Ok(manifest.to_json())
 }

@@ -1,11 +1,12 @@
 //! Reading datasets from Python: `_core.DatasetHandle`, `_core.read_manifest`, `_core.verify`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_store::{verify::verify as core_verify, Dataset, Manifest};
+use ringgnn_store::hetero::{AnyManifest, Part};
+use ringgnn_store::{verify::verify as core_verify, Dataset};
 
 use crate::errors::StoreError;
 use crate::progress;
@@ -19,10 +20,14 @@ pub struct DatasetHandle {
 
 #[pymethods]
 impl DatasetHandle {
-    /// Open the dataset in `path`, checking that every file has the size its manifest records.
+    /// Open the dataset in `path`, checking that every file has the size its manifest records;
+    /// `part` (`node/TYPE` or `relation/SRC:REL:DST`) opens one part of a heterogeneous dataset.
     #[staticmethod]
-    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| Dataset::open(&path)).map_err(StoreError)?;
+    #[pyo3(signature = (path, part=None))]
+    fn open(py: Python<'_>, path: PathBuf, part: Option<&str>) -> PyResult<Self> {
+        let inner = py
+            .detach(|| open_dataset(&path, part))
+            .map_err(StoreError)?;
         Ok(DatasetHandle { inner })
     }
 
@@ -94,10 +99,19 @@ impl DatasetHandle {
     }
 }
 
-/// Read and check `path/manifest.json`; returns it as JSON.
+/// The dataset in `path`, or one part of it (`node/TYPE`, `relation/SRC:REL:DST`) when it is
+/// heterogeneous: every binding that opens a dataset takes such a `part`.
+pub(crate) fn open_dataset(path: &Path, part: Option<&str>) -> ringgnn_store::Result<Dataset> {
+    match part {
+        None => Dataset::open(path),
+        Some(p) => Dataset::open_part(path, &Part::parse(p)?),
+    }
+}
+
+/// Read and check `path/manifest.json` (homogeneous or heterogeneous); returns it as JSON.
 #[pyfunction]
 pub fn read_manifest(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-    let m = py.detach(|| Manifest::read(&path)).map_err(StoreError)?;
+    let m = py.detach(|| AnyManifest::read(&path)).map_err(StoreError)?;
     Ok(m.to_json())
 }
 

@@ -15,7 +15,6 @@ use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, R
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_loader::BackendChoice;
 use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
-use ringgnn_store::Dataset;
 
 use crate::errors::{input_error, FeaturesError, LoaderError, StoreError};
 
@@ -98,16 +97,20 @@ impl FeatureReader {
     /// `backend`: "auto" | "uring" | "pread" (read from disk) or "memory" (load the file);
     /// `cache`: bytes of hot rows (highest in-degree) kept in memory, 0 for none.
     #[new]
-    #[pyo3(signature = (path, backend="auto", direct=false, cache=0))]
+    /// `part`: a node type of a heterogeneous dataset (`node/TYPE`).
+    #[pyo3(signature = (path, backend="auto", direct=false, cache=0, part=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         backend: &str,
         direct: bool,
         cache: u64,
+        part: Option<&str>,
     ) -> PyResult<Self> {
         let (kind, memory) = backend_of(backend)?;
-        let dataset = py.detach(|| Dataset::open(&path)).map_err(StoreError)?;
+        let dataset = py
+            .detach(|| crate::dataset::open_dataset(&path, part))
+            .map_err(StoreError)?;
         let file = FeatureFile::of(&dataset).map_err(FeaturesError)?;
         let cache = if cache > 0 && !memory {
             let c = py

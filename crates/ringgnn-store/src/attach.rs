@@ -404,7 +404,7 @@ fn random_splits(
     labeled_only: bool,
     seed: u64,
 ) -> Result<BTreeMap<String, u64>> {
-    let labels = staging.dir().join(LABELS_FILE);
+    let labels = staging.file_path(LABELS_FILE);
     let candidates = if labeled_only {
         let mut n = 0;
         for_each_label(&labels, num_nodes, |_, l| n += (l >= 0) as u64)?;

@@ -226,5 +226,6 @@ pub fn assemble(
         degree: graph.degree.clone(),
         files: BTreeMap::new(),
         source,
+        num_sources: None,
     }
 }

@@ -6,19 +6,35 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::hetero::{HeteroManifest, Part};
 use crate::manifest::{IndexDtype, Manifest};
 use crate::{Error, IoContext, Result};
 
 pub struct Dataset {
     dir: PathBuf,
     manifest: Manifest,
-    indptr: File,
-    indices: File,
+    /// The graph files; None in a view of a node type of a heterogeneous dataset (no graph).
+    indptr: Option<File>,
+    indices: Option<File>,
 }
 
 impl Dataset {
+    /// Open the homogeneous dataset in `dir` (a heterogeneous one is refused with advice: open
+    /// its parts with [`Self::open_part`]).
     pub fn open(dir: &Path) -> Result<Self> {
-        let manifest = Manifest::read(dir)?;
+        Self::with_manifest(dir, Manifest::read(dir)?)
+    }
+
+    /// Open one part of the heterogeneous dataset in `dir` as a homogeneous dataset: a node type
+    /// (features, labels, splits; no graph) or a relation (see [`crate::hetero`]).
+    pub fn open_part(dir: &Path, part: &Part) -> Result<Self> {
+        let m = HeteroManifest::read(dir)?;
+        let view = m.view(part)?;
+        Self::with_manifest(dir, view)
+    }
+
+    /// `dir`'s files as `manifest` lists them (checked present with their recorded sizes).
+    fn with_manifest(dir: &Path, manifest: Manifest) -> Result<Self> {
         for (key, f) in &manifest.files {
             let p = dir.join(&f.path);
             let len = std::fs::metadata(&p).at(&p)?.len();
@@ -30,15 +46,35 @@ impl Dataset {
                 )));
             }
         }
-        let open = |key: &str| -> Result<File> {
-            let p = dir.join(&manifest.file(key)?.path);
-            File::open(&p).at(&p)
+        let open = |key: &str| -> Result<Option<File>> {
+            match manifest.files.get(key) {
+                None => Ok(None),
+                Some(f) => {
+                    let p = dir.join(&f.path);
+                    File::open(&p).at(&p).map(Some)
+                }
+            }
         };
         Ok(Dataset {
             indptr: open("indptr")?,
             indices: open("indices")?,
             dir: dir.to_path_buf(),
             manifest,
+        })
+    }
+
+    /// The graph file `key`, or an error saying this part has no graph.
+    fn graph_file(&self, key: &str) -> Result<&File> {
+        let f = if key == "indptr" {
+            &self.indptr
+        } else {
+            &self.indices
+        };
+        f.as_ref().ok_or_else(|| {
+            Error::Input(format!(
+                "{}: this node type has no graph of its own; open one of the dataset's relations",
+                self.dir.display()
+            ))
         })
     }
 
@@ -72,7 +108,7 @@ impl Dataset {
             );
         }
         let mut b = [0u8; 16];
-        self.read_at(&self.indptr, "indptr", &mut b, v * 8)?;
+        self.read_at(self.graph_file("indptr")?, "indptr", &mut b, v * 8)?;
         let lo = u64::from_le_bytes(b[..8].try_into().unwrap());
         let hi = u64::from_le_bytes(b[8..].try_into().unwrap());
         if lo > hi || hi > self.num_edges() {
@@ -89,7 +125,7 @@ impl Dataset {
         let (lo, hi) = self.range(v)?;
         let w = self.manifest.graph.indices_dtype.size();
         let mut b = vec![0u8; ((hi - lo) * w) as usize];
-        self.read_at(&self.indices, "indices", &mut b, lo * w)?;
+        self.read_at(self.graph_file("indices")?, "indices", &mut b, lo * w)?;
         Ok(match self.manifest.graph.indices_dtype {
             IndexDtype::U32 => b
                 .chunks_exact(4)
@@ -110,7 +146,12 @@ impl Dataset {
         let mut b = [0u8; 8];
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            self.read_at(&self.indices, "indices", &mut b[..w as usize], mid * w)?;
+            self.read_at(
+                self.graph_file("indices")?,
+                "indices",
+                &mut b[..w as usize],
+                mid * w,
+            )?;
             let x = u64::from_le_bytes(b);
             if x == src {
                 return Ok(true);

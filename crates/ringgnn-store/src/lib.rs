@@ -3,7 +3,7 @@
 //! ([`input`]); the out-of-core CSC builder ([`builder`]) behind `convert` and the generators
 //! ([`generate`]); attaching features, labels and splits ([`attach`]) through the writers of the
 //! per-node files ([`node_files`]); atomic staging ([`writer`]) in temporaries a killed run cannot leak ([`temp`]); checking ([`verify`]) and
-//! reading ([`dataset`]).
+//! reading ([`dataset`]); heterogeneous datasets, their views and their build ([`hetero`]).
 #![forbid(unsafe_code)]
 
 pub mod attach;
@@ -13,6 +13,7 @@ pub mod convert;
 pub mod dataset;
 mod error;
 pub mod generate;
+pub mod hetero;
 pub mod input;
 pub mod link;
 pub mod manifest;

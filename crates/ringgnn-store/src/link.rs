@@ -383,7 +383,7 @@ pub fn attach_negatives(
         }
         check_negatives(k, num_nodes)?;
         progress.stage(&format!("negatives {name}"), Some(*pairs), "edges");
-        let path = staging.dir().join(pairs_file(name));
+        let path = staging.file_path(&pairs_file(name));
         let mut reader = BufReader::with_capacity(1 << 20, File::open(&path).at(&path)?);
         let mut w = staging.writer(&negatives_file(name))?;
         let name_hash = name.bytes().fold(0u64, |h, b| mix64(h ^ b as u64));

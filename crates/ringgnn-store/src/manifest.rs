@@ -190,51 +190,26 @@ pub struct Manifest {
     /// How the dataset was made (input file, options, generator parameters). Informative only.
     #[serde(default)]
     pub source: serde_json::Value,
+    /// In a view of one relation of a heterogeneous dataset ([`crate::hetero`]): the number of
+    /// nodes of its source type, which bounds the entries of `indices` (`num_nodes` counts its
+    /// destination type). `None` in a homogeneous dataset, where `num_nodes` bounds both.
+    #[serde(skip)]
+    pub num_sources: Option<u64>,
 }
 
 impl Manifest {
+    /// The bound of the entries of `indices`: `num_nodes`, or a relation's source count.
+    pub fn num_sources(&self) -> u64 {
+        self.num_sources.unwrap_or(self.num_nodes)
+    }
+
     /// Read and check `DIR/manifest.json`: the format name, a version this build can read, and
     /// the fields FORMAT.md requires.
     pub fn read(dir: &Path) -> Result<Self> {
-        let path = dir.join(MANIFEST_FILE);
-        if !dir.is_dir() {
-            return Err(Error::io(
-                dir,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset directory"),
-            ));
-        }
-        let text = std::fs::read_to_string(&path).at(&path)?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            Error::Corrupt(format!(
-                "{}: not valid JSON ({e}); the dataset is damaged, rebuild it",
-                path.display()
-            ))
-        })?;
-        match value.get("format").and_then(|f| f.as_str()) {
-            Some(FORMAT_NAME) => {}
-            other => {
-                return Err(Error::Corrupt(format!(
-                    "{}: field 'format' is {:?}, expected \"{FORMAT_NAME}\"; is this a ringgnn dataset?",
-                    path.display(),
-                    other
-                )))
-            }
-        }
-        match value.get("version").and_then(|v| v.as_u64()) {
-            Some(v) if v >= 1 && v <= FORMAT_VERSION as u64 => {}
-            Some(v) => {
-                return Err(Error::Corrupt(format!(
-                    "{}: format version {v} is newer than this ringgnn reads (up to {FORMAT_VERSION}); upgrade ringgnn",
-                    path.display()
-                )))
-            }
-            None => {
-                return Err(Error::Corrupt(format!("{}: field 'version' is missing or not an integer", path.display())))
-            }
-        }
+        let (path, value) = read_value(dir)?;
         if value.get("relations").is_some() || value.get("node_types").is_some() {
-            return Err(Error::Corrupt(format!(
-                "{}: this is a heterogeneous dataset (it has node_types/relations), which this ringgnn cannot read yet; upgrade ringgnn",
+            return Err(Error::Input(format!(
+                "{}: this is a heterogeneous dataset (it has node types and relations); open one of its parts (a node type or a relation), or use a command that takes heterogeneous datasets",
                 path.display()
             )));
         }
@@ -323,6 +298,48 @@ impl Manifest {
             .get(key)
             .ok_or_else(|| Error::Corrupt(format!("manifest has no files.{key}")))
     }
+}
+
+/// Read `DIR/manifest.json` as JSON and check what every manifest shares: the format name and
+/// a version this build reads. Returns the manifest's path with the value.
+pub(crate) fn read_value(dir: &Path) -> Result<(std::path::PathBuf, serde_json::Value)> {
+    let path = dir.join(MANIFEST_FILE);
+    if !dir.is_dir() {
+        return Err(Error::io(
+            dir,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset directory"),
+        ));
+    }
+    let text = std::fs::read_to_string(&path).at(&path)?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::Corrupt(format!(
+            "{}: not valid JSON ({e}); the dataset is damaged, rebuild it",
+            path.display()
+        ))
+    })?;
+    match value.get("format").and_then(|f| f.as_str()) {
+        Some(FORMAT_NAME) => {}
+        other => {
+            return Err(Error::Corrupt(format!(
+            "{}: field 'format' is {:?}, expected \"{FORMAT_NAME}\"; is this a ringgnn dataset?",
+            path.display(),
+            other
+        )))
+        }
+    }
+    match value.get("version").and_then(|v| v.as_u64()) {
+            Some(v) if v >= 1 && v <= FORMAT_VERSION as u64 => {}
+            Some(v) => {
+                return Err(Error::Corrupt(format!(
+                    "{}: format version {v} is newer than this ringgnn reads (up to {FORMAT_VERSION}); upgrade ringgnn",
+                    path.display()
+                )))
+            }
+            None => {
+                return Err(Error::Corrupt(format!("{}: field 'version' is missing or not an integer", path.display())))
+            }
+        }
+    Ok((path, value))
 }
 
 /// Round `n` up to a multiple of [`PAGE`].

@@ -11,6 +11,7 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::bitmap::Bitmap;
+use crate::hetero::{AnyManifest, Part};
 use crate::manifest::{
     pad_to_page, FeatureInfo, FileEntry, IndexDtype, Manifest, MANIFEST_FILE, PAGE,
 };
@@ -39,12 +40,40 @@ pub struct VerifyReport {
 
 /// Check everything; the first problem is returned as `Error::Corrupt` naming the file and field.
 pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
-    let m = Manifest::read(dir)?;
+    let mut report = VerifyReport::default();
+    match AnyManifest::read(dir)? {
+        AnyManifest::Homogeneous(m) => verify_view(dir, &m, None, progress, &mut report)?,
+        AnyManifest::Heterogeneous(h) => {
+            // Each part is checked as the homogeneous dataset its view describes; the
+            // relations' entries against their source type's count (`num_sources`).
+            let parts = h
+                .node_types
+                .keys()
+                .map(|t| Part::Node(t.clone()))
+                .chain(h.relations.keys().map(|r| Part::Relation(r.clone())));
+            for part in parts {
+                let view = h.view(&part)?;
+                verify_view(dir, &view, Some(&part), progress, &mut report)?;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Check the files of one (homogeneous) manifest or heterogeneous part.
+fn verify_view(
+    dir: &Path,
+    m: &Manifest,
+    part: Option<&Part>,
+    progress: &dyn Progress,
+    report: &mut VerifyReport,
+) -> Result<()> {
     let manifest_path = dir.join(MANIFEST_FILE);
     let bad_manifest = |what: String| {
         Err(Error::Corrupt(format!(
-            "{}: {what}; {ADVICE}",
-            manifest_path.display()
+            "{}: {}{what}; {ADVICE}",
+            manifest_path.display(),
+            part.map_or(String::new(), |p| format!("{p}: "))
         )))
     };
     if let Some(f) = &m.features {
@@ -65,7 +94,11 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
         }
     }
     // Graph files first: the indices check walks indptr, which must already be known good.
-    let mut order: Vec<&str> = vec!["indptr", "indices"];
+    // (A node type of a heterogeneous dataset has none.)
+    let mut order: Vec<&str> = ["indptr", "indices"]
+        .into_iter()
+        .filter(|k| m.files.contains_key(*k))
+        .collect();
     order.extend(
         m.files
             .keys()
@@ -82,7 +115,7 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
                 .as_ref()
                 .map_or(0, |f| f.payload_bytes(m.num_nodes)),
             "labels" => m.num_nodes * 8,
-            _ => match edge_payload(&m, key).or_else(|| {
+            _ => match edge_payload(m, key).or_else(|| {
                 key.strip_prefix("split.")
                     .and_then(|s| m.splits.get(s))
                     .map(|n| n * 8)
@@ -99,25 +132,25 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
         expected.insert(key, payload);
     }
     let total: u64 = m.files.values().map(|f| f.bytes).sum();
-    progress.stage("verify", Some(total), "B");
-    let mut report = VerifyReport::default();
+    let stage = part.map_or("verify".to_string(), |p| format!("verify {p}"));
+    progress.stage(&stage, Some(total), "B");
+    let open = || match part {
+        None => crate::dataset::Dataset::open(dir),
+        Some(p) => crate::dataset::Dataset::open_part(dir, p),
+    };
     for &key in &order {
         let entry = m.file(key)?;
         let path = dir.join(&entry.path);
         let mut check: Box<dyn Check> = match key {
-            "indptr" => Box::new(Indptr::new(&m)),
-            "indices" => Box::new(Indices::new(&m, dir.join(&m.file("indptr")?.path))),
+            "indptr" => Box::new(Indptr::new(m)),
+            "indices" => Box::new(Indices::new(m, dir.join(&m.file("indptr")?.path))),
             "features" => Box::new(Features(
                 m.features.clone().expect("checked by Manifest::read"),
             )),
-            "labels" => Box::new(Labels::new(&m)),
+            "labels" => Box::new(Labels::new(m)),
             _ => {
                 if let Some(name) = key.strip_prefix("edge_split.") {
-                    Box::new(link::Pairs::new(
-                        name,
-                        m.num_nodes,
-                        crate::dataset::Dataset::open(dir)?,
-                    ))
+                    Box::new(link::Pairs::new(name, m.num_nodes, open()?))
                 } else if let Some(name) = key.strip_prefix("edge_negatives.") {
                     let k = m.edge_splits[name].negatives;
                     let pairs = dir.join(&m.file(&format!("edge_split.{name}"))?.path);
@@ -131,7 +164,7 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
         report.files_checked += 1;
         report.bytes_checked += entry.bytes;
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Payload bytes of an edge split's pairs (16 per pair) or negatives (8 per negative); None for
@@ -386,7 +419,8 @@ impl Check for Indptr {
     }
 }
 
-/// indices: every entry < V, each node's in-neighbors ascending. The segment boundaries come from
+/// indices: every entry < V (a relation's: below its source type's count, kept in `num_nodes`),
+/// each node's in-neighbors ascending. The segment boundaries come from
 /// streaming indptr alongside (already verified), so neither file is loaded.
 struct Indices {
     num_nodes: u64,
@@ -403,7 +437,7 @@ struct Indices {
 impl Indices {
     fn new(m: &Manifest, indptr_path: PathBuf) -> Self {
         Indices {
-            num_nodes: m.num_nodes,
+            num_nodes: m.num_sources(),
             width: m.graph.indices_dtype,
             indptr_path,
             indptr: None,

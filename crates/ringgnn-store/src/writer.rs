@@ -22,6 +22,8 @@ pub struct Staging {
     tmp: Temp,
     overwrite: bool,
     files: std::collections::BTreeMap<String, FileEntry>,
+    /// (key prefix, file-name prefix) of the part being written (see [`Staging::set_part`]).
+    part: (String, String),
 }
 
 impl Staging {
@@ -57,6 +59,7 @@ impl Staging {
             tmp,
             overwrite,
             files: Default::default(),
+            part: Default::default(),
         })
     }
 
@@ -74,19 +77,55 @@ impl Staging {
         Ok(p)
     }
 
-    /// Open the binary file for logical name `key` (see FORMAT.md), written as `file_name`.
+    /// Open the binary file for logical name `key` (see FORMAT.md), written as `file_name`
+    /// (after the current part's file-name prefix).
     pub fn writer(&self, file_name: &str) -> Result<BinWriter> {
-        BinWriter::create(self.dir().join(file_name))
+        BinWriter::create(self.file_path(file_name))
     }
 
-    /// Record a finished file under its logical name.
+    /// Where [`Self::writer`] puts `file_name` (after the current part's file-name prefix).
+    pub fn file_path(&self, file_name: &str) -> PathBuf {
+        self.dir().join(format!("{}{file_name}", self.part.1))
+    }
+
+    /// Record a finished file under its logical name (after the current part's key prefix).
     pub fn add(&mut self, key: &str, entry: FileEntry) {
+        self.files.insert(format!("{}{key}", self.part.0), entry);
+    }
+
+    /// Write the files of one part of a heterogeneous dataset (a node type or a relation):
+    /// until the next call, [`Self::add`] prefixes keys with `key_prefix` (`node.paper.`) and
+    /// [`Self::writer`] file names with `file_prefix` (`type0_`), so the writers of a
+    /// homogeneous dataset's files write a part's unchanged. Empty prefixes: the whole dataset.
+    pub fn set_part(&mut self, key_prefix: &str, file_prefix: &str) {
+        self.part = (key_prefix.to_string(), file_prefix.to_string());
+    }
+
+    /// The files recorded so far, by logical name.
+    pub fn files(&self) -> &std::collections::BTreeMap<String, FileEntry> {
+        &self.files
+    }
+
+    /// Replace a recorded file (after rewriting it), keeping its logical name.
+    pub fn replace(&mut self, key: &str, entry: FileEntry) {
         self.files.insert(key.to_string(), entry);
     }
 
     /// Write the manifest (its `files` come from [`Staging::add`]) and move the dataset into place.
     pub fn commit(mut self, mut manifest: Manifest) -> Result<PathBuf> {
-        manifest.files = std::mem::take(&mut self.files);
+        manifest.files = self.take_files();
+        let json = manifest.to_json();
+        self.commit_json(&json)
+    }
+
+    /// The files recorded so far, taken out for a manifest (see [`Self::commit_json`]).
+    pub fn take_files(&mut self) -> std::collections::BTreeMap<String, FileEntry> {
+        std::mem::take(&mut self.files)
+    }
+
+    /// [`Self::commit`] with a manifest already serialized (a heterogeneous one, whose `files`
+    /// the caller took with [`Self::take_files`]).
+    pub fn commit_json(self, json: &str) -> Result<PathBuf> {
         let scratch = self.dir().join("_scratch");
         if scratch.exists() {
             fs::remove_dir_all(&scratch).at(&scratch)?;
@@ -94,7 +133,7 @@ impl Staging {
         let mpath = self.dir().join(MANIFEST_FILE);
         {
             let mut f = File::create(&mpath).at(&mpath)?;
-            f.write_all(manifest.to_json().as_bytes()).at(&mpath)?;
+            f.write_all(json.as_bytes()).at(&mpath)?;
             f.sync_all().at(&mpath)?;
         }
         // Re-check: something may have appeared at `out` while we were building.

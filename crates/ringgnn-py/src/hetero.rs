@@ -1,0 +1,255 @@
+//! `_core.HeteroSampler`: heterogeneous neighbor sampling from Python. One object per thread
+//! (`ringgnn.HeteroNeighborSampler` keeps one per thread): its relations' read backends (an
+//! io_uring ring each, or file handles) belong to it, and its sampler is single-threaded.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, IoStats};
+use ringgnn_sampler::{
+    Fanout, HeteroRelation, HeteroSample, HeteroSampler as Core, NeighborSource, MAX_FANOUT,
+};
+use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
+use ringgnn_store::Dataset;
+
+use crate::errors::{input_error, SamplerError, StoreError};
+
+/// A fanout of one relation at one hop: `-1` (all), `0` (the relation is not sampled at that
+/// hop) or a count up to `MAX_FANOUT`.
+fn fanout(relation: &str, hop: usize, v: i64) -> PyResult<Fanout> {
+    match v {
+        -1 => Ok(Fanout::All),
+        0 => Ok(Fanout::Count(0)),
+        v if v > 0 && v <= MAX_FANOUT => Ok(Fanout::Count(v as u64)),
+        v => Err(input_error(format!(
+            "fanouts[{relation:?}][{hop}] = {v}: a fanout is -1 (all neighbors), 0 (skip the relation at that hop) or a count up to {MAX_FANOUT}"
+        ))),
+    }
+}
+
+/// Typed neighbor sampling over the heterogeneous dataset in `path`.
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct HeteroSampler {
+    inner: Mutex<Core>,
+    types: Vec<String>,
+    relations: Vec<String>,
+    seed: u64,
+    with_edge_ids: bool,
+    backend: String,
+    fallback: Option<String>,
+}
+
+#[pymethods]
+impl HeteroSampler {
+    /// `fanouts`: (relation `SRC:REL:DST`, fanout per hop) for every relation of the dataset;
+    /// `backend`: "memory" (every neighbor file loaded), "uring", "pread" or "auto" (io_uring,
+    /// else pread).
+    #[new]
+    #[pyo3(signature = (path, fanouts, *, replace=false, backend="auto", direct=false, seed=0, with_edge_ids=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        fanouts: Vec<(String, Vec<i64>)>,
+        replace: bool,
+        backend: &str,
+        direct: bool,
+        seed: u64,
+        with_edge_ids: bool,
+    ) -> PyResult<Self> {
+        let kind = match backend {
+            "memory" => None,
+            "uring" => Some(BackendKind::Uring),
+            "pread" => Some(BackendKind::Pread),
+            "auto" => Some(BackendKind::Auto),
+            b => {
+                return Err(input_error(format!(
+                    "backend '{b}' is unknown; use auto, memory, uring or pread"
+                )))
+            }
+        };
+        let m = py
+            .detach(|| HeteroManifest::read(&path))
+            .map_err(StoreError)?;
+        let types: Vec<String> = m.node_types.keys().cloned().collect();
+        let relations: Vec<String> = m.relations.keys().cloned().collect();
+        let mut given = std::collections::BTreeMap::new();
+        for (r, f) in fanouts {
+            if !m.relations.contains_key(&r) {
+                return Err(input_error(format!(
+                    "fanouts: unknown relation '{r}' (the dataset has: {})",
+                    relations.join(", ")
+                )));
+            }
+            let hops = f
+                .iter()
+                .enumerate()
+                .map(|(k, &v)| fanout(&r, k, v))
+                .collect::<PyResult<Vec<_>>>()?;
+            given.insert(r, hops);
+        }
+        let index = |t: &str| {
+            types
+                .iter()
+                .position(|x| x == t)
+                .expect("checked by the manifest")
+        };
+        let (mut rels, mut fallback, mut name) = (Vec::new(), None, String::from("memory"));
+        for r in &relations {
+            let Some(fan) = given.remove(r) else {
+                return Err(input_error(format!(
+                    "fanouts has no entry for relation {r}; give every relation (0 skips it at a hop)"
+                )));
+            };
+            let (s, _, d) = split_relation(r).map_err(StoreError)?;
+            let ds = py
+                .detach(|| Dataset::open_part(&path, &Part::Relation(r.clone())))
+                .map_err(StoreError)?;
+            let indptr: Arc<[u64]> = py.detach(|| ds.load_indptr()).map_err(StoreError)?.into();
+            let source = match kind {
+                None => py
+                    .detach(|| NeighborSource::memory(&ds))
+                    .map_err(SamplerError)?,
+                Some(kind) => {
+                    let file = ds.path_of("indices").map_err(StoreError)?;
+                    let (reader, why) = open_backend(kind, &file, direct)
+                        .map_err(|e| StoreError(ringgnn_store::Error::io(&file, e)))?;
+                    fallback = fallback.or(why);
+                    NeighborSource::disk(
+                        reader,
+                        &file,
+                        ds.manifest().graph.indices_dtype,
+                        CoalesceOptions::default(),
+                    )
+                }
+            };
+            name = source.name().to_string();
+            rels.push(HeteroRelation {
+                src: index(s),
+                dst: index(d),
+                indptr,
+                source,
+                fanouts: fan,
+            });
+        }
+        let counts = types.iter().map(|t| m.node_types[t].num_nodes).collect();
+        let inner = Core::new(counts, rels, replace).map_err(SamplerError)?;
+        if direct && name == "uring" {
+            name = "uring-direct".into();
+        }
+        Ok(HeteroSampler {
+            inner: Mutex::new(inner),
+            types,
+            relations,
+            seed,
+            with_edge_ids,
+            backend: name,
+            fallback,
+        })
+    }
+
+    /// "memory", "uring", "uring-direct" or "pread".
+    #[getter]
+    fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    /// Why "auto" fell back from io_uring to pread, or None.
+    #[getter]
+    fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// Node type names and relation names, in the order of the core's indices.
+    #[getter]
+    fn node_types(&self) -> Vec<String> {
+        self.types.clone()
+    }
+
+    #[getter]
+    fn relations(&self) -> Vec<String> {
+        self.relations.clone()
+    }
+
+    /// Sample batch `batch` of epoch `epoch` around `seeds` (ids of `seed_type`): a dict of
+    /// `node`, `num_sampled_nodes` (per type), `row`, `col`, `num_sampled_edges` and `edge`
+    /// (per relation; `edge` None unless asked for).
+    #[pyo3(signature = (seed_type, seeds, epoch=0, batch=0))]
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        seed_type: &str,
+        seeds: PyReadonlyArray1<'py, i64>,
+        epoch: u64,
+        batch: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let Some(t) = self.types.iter().position(|x| x == seed_type) else {
+            return Err(input_error(format!(
+                "seed type '{seed_type}' is not a node type (the dataset has: {})",
+                self.types.join(", ")
+            )));
+        };
+        let a = seeds.as_array();
+        if let Some(&id) = a.iter().find(|&&x| x < 0) {
+            return Err(input_error(format!(
+                "seed node {id} of node type {seed_type} is negative: node ids are 0..num_nodes"
+            )));
+        }
+        let ids: Vec<u64> = a.iter().map(|&x| x as u64).collect();
+        let out: HeteroSample = py
+            .detach(|| {
+                let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                s.sample(t, &ids, self.seed, epoch, batch, self.with_edge_ids)
+            })
+            .map_err(SamplerError)?;
+        let d = PyDict::new(py);
+        let per = |names: &[String], v: Vec<Vec<u64>>| -> PyResult<Bound<'py, PyDict>> {
+            let x = PyDict::new(py);
+            for (n, a) in names.iter().zip(v) {
+                let a: Vec<i64> = a.into_iter().map(|x| x as i64).collect();
+                x.set_item(n, a.into_pyarray(py))?;
+            }
+            Ok(x)
+        };
+        let counts = |names: &[String], v: Vec<Vec<usize>>| -> PyResult<Bound<'py, PyDict>> {
+            let x = PyDict::new(py);
+            for (n, c) in names.iter().zip(v) {
+                x.set_item(n, c)?;
+            }
+            Ok(x)
+        };
+        d.set_item("node", per(&self.types, out.node)?)?;
+        d.set_item(
+            "num_sampled_nodes",
+            counts(&self.types, out.num_sampled_nodes)?,
+        )?;
+        d.set_item("row", per(&self.relations, out.row)?)?;
+        d.set_item("col", per(&self.relations, out.col)?)?;
+        d.set_item(
+            "num_sampled_edges",
+            counts(&self.relations, out.num_sampled_edges)?,
+        )?;
+        match out.edge {
+            Some(e) => d.set_item("edge", per(&self.relations, e)?)?,
+            None => d.set_item("edge", py.None())?,
+        }
+        Ok(d)
+    }
+
+    /// Read counters summed over the relations: reads issued, bytes read, read batches.
+    fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s: IoStats = self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .io_stats();
+        let d = PyDict::new(py);
+        d.set_item("reads", s.reads)?;
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("batches", s.batches)?;
+        Ok(d)
+    }
+}

@@ -1,0 +1,391 @@
+//! Heterogeneous datasets (docs/FORMAT.md, "Typed nodes and relations"): node types, each with
+//! its own id space `0 .. num_nodes` and its own features, labels and splits, and relations
+//! `SRC:REL:DST`, each its own CSC from `SRC` ids to `DST` ids, so that sampling one relation
+//! reads only its files.
+//!
+//! Every part of a heterogeneous dataset is read through a *view* ([`HeteroManifest::view`]): a
+//! homogeneous [`Manifest`] of one node type (its features, labels and splits; no graph) or of
+//! one relation (its CSC over the destination type's nodes, `num_sources` the source type's
+//! count). Every reader of a homogeneous dataset (samplers, feature readers, `verify`) then reads
+//! a part unchanged. Building is [`build`] (`build.rs`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::{
+    read_value, DegreeStats, EdgeSplitInfo, FeatureInfo, FileEntry, GraphInfo, IndexDtype,
+    LabelInfo, Manifest, FORMAT_NAME,
+};
+use crate::{Error, Result};
+
+mod build;
+#[cfg(test)]
+mod tests;
+
+pub use build::{build, HeteroSpec, NodeTypeSpec, RelationSpec};
+
+/// One node type: its node count and its per-node files, as the top-level fields of a
+/// homogeneous manifest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeTypeInfo {
+    pub num_nodes: u64,
+    pub features: Option<FeatureInfo>,
+    pub labels: Option<LabelInfo>,
+    /// Split name -> number of node ids (of this type) in `node.TYPE.split.NAME`.
+    pub splits: BTreeMap<String, u64>,
+}
+
+/// One relation `SRC:REL:DST`: a CSC over the `DST` nodes whose entries are `SRC` ids.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RelationInfo {
+    pub num_edges: u64,
+    pub graph: GraphInfo,
+    /// In-degree statistics over the `DST` nodes.
+    pub degree: DegreeStats,
+    #[serde(default)]
+    pub edge_splits: BTreeMap<String, EdgeSplitInfo>,
+}
+
+/// The manifest of a heterogeneous dataset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeteroManifest {
+    pub format: String,
+    pub version: u32,
+    pub created_by: String,
+    /// Type name -> its nodes and per-node files.
+    pub node_types: BTreeMap<String, NodeTypeInfo>,
+    /// `SRC:REL:DST` -> its graph.
+    pub relations: BTreeMap<String, RelationInfo>,
+    /// Logical name (`node.TYPE.features`, `relation.SRC:REL:DST.indptr`, ...) -> file.
+    pub files: BTreeMap<String, FileEntry>,
+    #[serde(default)]
+    pub source: serde_json::Value,
+}
+
+/// A part of a heterogeneous dataset that readers open as a homogeneous one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// A node type: its features, labels and splits (no graph).
+    Node(String),
+    /// A relation `SRC:REL:DST`: its CSC and edge splits.
+    Relation(String),
+}
+
+impl Part {
+    /// `node/TYPE` or `relation/SRC:REL:DST`: how bindings and messages name a part.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.split_once('/') {
+            Some(("node", t)) => Ok(Part::Node(t.to_string())),
+            Some(("relation", r)) => Ok(Part::Relation(r.to_string())),
+            _ => crate::input_err!(
+                "'{s}' does not name a part of a heterogeneous dataset: use node/TYPE or relation/SRC:REL:DST"
+            ),
+        }
+    }
+
+    /// The prefix of this part's keys in `files`.
+    pub fn key_prefix(&self) -> String {
+        match self {
+            Part::Node(t) => format!("node.{t}."),
+            Part::Relation(r) => format!("relation.{r}."),
+        }
+    }
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Part::Node(t) => write!(f, "node/{t}"),
+            Part::Relation(r) => write!(f, "relation/{r}"),
+        }
+    }
+}
+
+/// Either kind of manifest, as `manifest.json` says.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnyManifest {
+    Homogeneous(Manifest),
+    Heterogeneous(HeteroManifest),
+}
+
+impl AnyManifest {
+    /// Read `DIR/manifest.json`, whichever kind it is.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let (path, value) = read_value(dir)?;
+        if value.get("node_types").is_some() || value.get("relations").is_some() {
+            HeteroManifest::from_value(&path, value).map(AnyManifest::Heterogeneous)
+        } else {
+            Manifest::read(dir).map(AnyManifest::Homogeneous)
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        match self {
+            AnyManifest::Homogeneous(m) => m.to_json(),
+            AnyManifest::Heterogeneous(m) => m.to_json(),
+        }
+    }
+}
+
+/// Check a type or relation name: letters, digits and `_` (so keys and messages stay plain).
+pub fn check_name(name: &str, what: &str) -> Result<()> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return crate::input_err!(
+            "{what} '{name}' must be non-empty letters, digits, '_' or '-' (types and relations are named like paper, author:writes:paper)"
+        );
+    }
+    Ok(())
+}
+
+/// Split `SRC:REL:DST` into its three names, each checked.
+pub fn split_relation(name: &str) -> Result<(&str, &str, &str)> {
+    let parts: Vec<&str> = name.split(':').collect();
+    let [s, r, d] = parts[..] else {
+        return crate::input_err!(
+            "relation '{name}' must be SRC:REL:DST (three names separated by ':'), as in author:writes:paper"
+        );
+    };
+    check_name(s, "node type")?;
+    check_name(r, "relation name")?;
+    check_name(d, "node type")?;
+    Ok((s, r, d))
+}
+
+impl HeteroManifest {
+    /// Read `DIR/manifest.json` as a heterogeneous manifest.
+    pub fn read(dir: &Path) -> Result<Self> {
+        match AnyManifest::read(dir)? {
+            AnyManifest::Heterogeneous(m) => Ok(m),
+            AnyManifest::Homogeneous(_) => crate::input_err!(
+                "{}: a homogeneous dataset (one node type, one relation), not a heterogeneous one",
+                dir.display()
+            ),
+        }
+    }
+
+    fn from_value(path: &Path, value: serde_json::Value) -> Result<Self> {
+        let m: HeteroManifest = serde_json::from_value(value).map_err(|e| {
+            Error::Corrupt(format!(
+                "{}: {e}; the manifest does not follow FORMAT.md",
+                path.display()
+            ))
+        })?;
+        m.check_fields(path)?;
+        Ok(m)
+    }
+
+    fn check_fields(&self, path: &Path) -> Result<()> {
+        let corrupt = |what: String| Error::Corrupt(format!("{}: {what}", path.display()));
+        if self.version < 2 {
+            return Err(corrupt("node_types and relations are fields of format version 2, but the manifest says version 1".into()));
+        }
+        if self.node_types.is_empty() {
+            return Err(corrupt(
+                "node_types is empty: a heterogeneous dataset has at least one".into(),
+            ));
+        }
+        for name in self.node_types.keys() {
+            check_name(name, "node type").map_err(|e| corrupt(e.to_string()))?;
+            let part = Part::Node(name.clone());
+            let view = self.view(&part).map_err(|e| corrupt(e.to_string()))?;
+            check_part_files(&view, path, &part)?;
+        }
+        for (name, r) in &self.relations {
+            let (s, _, d) = split_relation(name).map_err(|e| corrupt(e.to_string()))?;
+            for t in [s, d] {
+                if !self.node_types.contains_key(t) {
+                    return Err(corrupt(format!(
+                        "relation {name} names node type '{t}', which node_types does not have"
+                    )));
+                }
+            }
+            let rows = self.node_types[s]
+                .num_nodes
+                .max(self.node_types[d].num_nodes);
+            let want = IndexDtype::for_nodes(rows);
+            if r.graph.orientation != "csc" || r.graph.indices_dtype != want {
+                return Err(corrupt(format!(
+                    "relations.{name}.graph must be csc with indices_dtype {want:?} (from the larger of its two node counts)"
+                )));
+            }
+            let part = Part::Relation(name.clone());
+            let view = self.view(&part).map_err(|e| corrupt(e.to_string()))?;
+            check_part_files(&view, path, &part)?;
+        }
+        // Every file belongs to a part.
+        for (key, f) in &self.files {
+            let owned = self
+                .node_types
+                .keys()
+                .any(|t| key.starts_with(&format!("node.{t}.")))
+                || self
+                    .relations
+                    .keys()
+                    .any(|r| key.starts_with(&format!("relation.{r}.")));
+            if !owned {
+                return Err(corrupt(format!(
+                    "files.{key} belongs to no node type or relation"
+                )));
+            }
+            if f.path.contains('/') || f.path.contains('\\') || f.path.starts_with('.') {
+                return Err(corrupt(format!(
+                    "files.{key}.path '{}' must be a plain file name",
+                    f.path
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Serialize with a trailing newline, like [`Manifest::to_json`].
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("manifest serializes");
+        s.push('\n');
+        s
+    }
+
+    /// The node types, by name.
+    pub fn type_names(&self) -> impl Iterator<Item = &str> {
+        self.node_types.keys().map(String::as_str)
+    }
+
+    /// A part as a homogeneous manifest (see the module docs). Its `files` hold the part's files
+    /// under the keys of a homogeneous dataset (`features`, `indptr`, `split.train`, ...).
+    pub fn view(&self, part: &Part) -> Result<Manifest> {
+        let prefix = part.key_prefix();
+        let files: BTreeMap<String, FileEntry> = self
+            .files
+            .iter()
+            .filter_map(|(k, f)| k.strip_prefix(&prefix).map(|k| (k.to_string(), f.clone())))
+            .collect();
+        let base =
+            |num_nodes: u64, num_edges: u64, graph: GraphInfo, degree: DegreeStats| Manifest {
+                format: FORMAT_NAME.into(),
+                version: self.version,
+                created_by: self.created_by.clone(),
+                num_nodes,
+                num_edges,
+                graph,
+                features: None,
+                labels: None,
+                splits: BTreeMap::new(),
+                edge_splits: BTreeMap::new(),
+                degree,
+                files: files.clone(),
+                source: serde_json::json!({ "part": part.to_string() }),
+                num_sources: None,
+            };
+        match part {
+            Part::Node(t) => {
+                let Some(info) = self.node_types.get(t) else {
+                    return crate::input_err!(
+                        "no node type '{t}' (the dataset has: {})",
+                        self.node_types
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                };
+                let graph = GraphInfo {
+                    orientation: "csc".into(),
+                    indices_dtype: IndexDtype::for_nodes(info.num_nodes),
+                };
+                let mut m = base(info.num_nodes, 0, graph, DegreeStats::default());
+                m.features = info.features.clone();
+                m.labels = info.labels.clone();
+                m.splits = info.splits.clone();
+                Ok(m)
+            }
+            Part::Relation(r) => {
+                let Some(info) = self.relations.get(r) else {
+                    return crate::input_err!(
+                        "no relation '{r}' (the dataset has: {})",
+                        self.relations
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                };
+                let (s, _, d) = split_relation(r)?;
+                let count = |t: &str| {
+                    self.node_types.get(t).map(|i| i.num_nodes).ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "relation {r} names node type '{t}', which node_types does not have"
+                        ))
+                    })
+                };
+                let mut m = base(
+                    count(d)?,
+                    info.num_edges,
+                    info.graph.clone(),
+                    info.degree.clone(),
+                );
+                m.edge_splits = info.edge_splits.clone();
+                m.num_sources = Some(count(s)?);
+                Ok(m)
+            }
+        }
+    }
+}
+
+/// A view's files are what its fields say: the checks of a homogeneous manifest, part by part
+/// (a node type has no graph files).
+fn check_part_files(view: &Manifest, path: &Path, part: &Part) -> Result<()> {
+    let bad = |what: String| {
+        Err(Error::Corrupt(format!(
+            "{}: {part}: {what}",
+            path.display()
+        )))
+    };
+    let has = |k: &str| view.files.contains_key(k);
+    match part {
+        Part::Node(_) => {
+            for k in ["indptr", "indices"] {
+                if has(k) {
+                    return bad(format!("a node type has no files.{k}"));
+                }
+            }
+        }
+        Part::Relation(_) => {
+            for k in ["indptr", "indices"] {
+                if !has(k) {
+                    return bad(format!("files.{}{k} is missing", part.key_prefix()));
+                }
+            }
+        }
+    }
+    if view.features.is_some() != has("features") {
+        return bad("'features' and its file must be both present or both absent".into());
+    }
+    if view.labels.is_some() != has("labels") {
+        return bad("'labels' and its file must be both present or both absent".into());
+    }
+    for name in view.splits.keys() {
+        if !has(&format!("split.{name}")) {
+            return bad(format!("the file of split {name} is missing"));
+        }
+    }
+    for (name, info) in &view.edge_splits {
+        if !has(&format!("edge_split.{name}"))
+            || (info.negatives > 0) != has(&format!("edge_negatives.{name}"))
+        {
+            return bad(format!(
+                "the files of edge split {name} do not match edge_splits.{name}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The directory's manifest path, for messages.
+pub fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join(crate::manifest::MANIFEST_FILE)
+}

@@ -1,0 +1,355 @@
+//! Building a heterogeneous dataset ([`build`]): each node type's features, labels and splits
+//! with the writers of a homogeneous dataset, and each relation with the out-of-core CSC
+//! builder, one relation after another within the same `--memory`, all in one staging directory
+//! committed atomically.
+//!
+//! A relation `S:R:D` is built as a homogeneous graph over `max(n_S, n_D)` nodes (so the
+//! builder's id checks and key widths hold for both ends), each edge checked against its own
+//! end's count first. When `n_S > n_D`, the offset index is cut to its first `n_D + 1` entries
+//! (the rest all equal `E`: no edge enters a node beyond `n_D`) and the degree statistics are
+//! recomputed over the `D` nodes.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+
+use super::{check_name, split_relation, HeteroManifest, NodeTypeInfo, RelationInfo};
+use crate::attach;
+use crate::builder::{build_graph, degree_stats};
+use crate::convert::{GraphOptions, SplitSpec};
+use crate::input::{self, EdgeSource, InputFormat};
+use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
+use crate::progress::Progress;
+use crate::writer::Staging;
+use crate::{Error, IoContext, Result};
+
+/// One node type to build.
+#[derive(Clone, Debug)]
+pub struct NodeTypeSpec {
+    pub name: String,
+    pub num_nodes: u64,
+    /// `.npy` of shape (num_nodes, D), float16/32/64.
+    pub features: Option<PathBuf>,
+    pub feature_dtype: Option<FeatureDtype>,
+    /// `.npy` of num_nodes integer labels (-1 = unlabeled).
+    pub labels: Option<PathBuf>,
+    pub split: Option<SplitSpec>,
+}
+
+/// One relation to build from an edge list of (SRC id, DST id) pairs.
+#[derive(Clone, Debug)]
+pub struct RelationSpec {
+    /// `SRC:REL:DST`.
+    pub name: String,
+    pub input: PathBuf,
+    /// None: detected from the file.
+    pub format: Option<InputFormat>,
+}
+
+/// A whole heterogeneous build.
+#[derive(Clone, Debug)]
+pub struct HeteroSpec {
+    pub out: PathBuf,
+    pub node_types: Vec<NodeTypeSpec>,
+    pub relations: Vec<RelationSpec>,
+    /// Also build `DST:rev_REL:SRC` from every relation's file (PyG's `ToUndirected`).
+    pub add_reverse: bool,
+    /// Byte budget of the build (each relation's CSC build gets all of it, one at a time).
+    pub memory: u64,
+    pub threads: usize,
+    pub seed: u64,
+    pub overwrite: bool,
+    /// How the dataset was made, recorded in the manifest.
+    pub source: serde_json::Value,
+}
+
+/// A relation to build: its name, file, and whether the file's pairs are read reversed.
+struct Planned<'a> {
+    name: String,
+    spec: &'a RelationSpec,
+    reversed: bool,
+}
+
+/// Build the dataset `spec` describes; returns its manifest as read back.
+pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifest> {
+    // Everything cheap is checked before the first byte is written.
+    let mut counts = BTreeMap::new();
+    for t in &spec.node_types {
+        check_name(&t.name, "node type")?;
+        if counts.insert(t.name.clone(), t.num_nodes).is_some() {
+            return crate::input_err!("node type '{}' is given twice", t.name);
+        }
+        if let Some(p) = &t.features {
+            let h = attach::check_features(p)?;
+            if h.shape[0] != t.num_nodes {
+                return crate::input_err!(
+                    "{}: {} feature rows, but node type '{}' has {} nodes; give one row per node",
+                    p.display(),
+                    h.shape[0],
+                    t.name,
+                    t.num_nodes
+                );
+            }
+        }
+        if let Some(p) = &t.labels {
+            let h = attach::check_labels(p)?;
+            if h.shape[0] != t.num_nodes {
+                return crate::input_err!(
+                    "{}: {} labels, but node type '{}' has {} nodes; give one label per node (-1 = unlabeled)",
+                    p.display(),
+                    h.shape[0],
+                    t.name,
+                    t.num_nodes
+                );
+            }
+        }
+        if let Some(s) = &t.split {
+            attach::check_split_spec(s)?;
+        }
+    }
+    if counts.is_empty() {
+        return crate::input_err!("a heterogeneous dataset needs at least one node type");
+    }
+    let mut planned = Vec::new();
+    for r in &spec.relations {
+        let (s, rel, d) = split_relation(&r.name)?;
+        for t in [s, d] {
+            if !counts.contains_key(t) {
+                return crate::input_err!(
+                    "relation {} names node type '{t}', which is not one of the node types ({})",
+                    r.name,
+                    counts.keys().cloned().collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+        Error::must_exist(&r.input, format!("the edge file of relation {}", r.name))?;
+        planned.push(Planned {
+            name: r.name.clone(),
+            spec: r,
+            reversed: false,
+        });
+        if spec.add_reverse {
+            planned.push(Planned {
+                name: format!("{d}:rev_{rel}:{s}"),
+                spec: r,
+                reversed: true,
+            });
+        }
+    }
+    planned.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = planned.windows(2).find(|w| w[0].name == w[1].name) {
+        return crate::input_err!(
+            "relation {} is given twice{}",
+            w[0].name,
+            if spec.add_reverse {
+                " (--add-reverse makes rev_ relations: do not list them yourself)"
+            } else {
+                ""
+            }
+        );
+    }
+
+    let mut staging = Staging::create(&spec.out, spec.overwrite, progress)?;
+    let mut node_types = BTreeMap::new();
+    let mut sorted_types: Vec<&NodeTypeSpec> = spec.node_types.iter().collect();
+    sorted_types.sort_by(|a, b| a.name.cmp(&b.name));
+    for (i, t) in sorted_types.iter().enumerate() {
+        staging.set_part(&format!("node.{}.", t.name), &format!("type{i}_"));
+        let features = match &t.features {
+            Some(p) => {
+                let h = attach::check_features(p)?;
+                Some(attach::attach_features(
+                    &mut staging,
+                    p,
+                    &h,
+                    t.num_nodes,
+                    t.feature_dtype,
+                    progress,
+                )?)
+            }
+            None => None,
+        };
+        let labels = match &t.labels {
+            Some(p) => {
+                let h = attach::check_labels(p)?;
+                Some(attach::attach_labels(&mut staging, p, &h, t.num_nodes)?)
+            }
+            None => None,
+        };
+        let splits = match &t.split {
+            Some(s) => {
+                attach::attach_splits(&mut staging, s, t.num_nodes, labels.is_some(), spec.seed)
+                    .map_err(|e| in_type(e, &t.name))?
+            }
+            None => BTreeMap::new(),
+        };
+        node_types.insert(
+            t.name.clone(),
+            NodeTypeInfo {
+                num_nodes: t.num_nodes,
+                features,
+                labels,
+                splits,
+            },
+        );
+    }
+
+    let mut relations = BTreeMap::new();
+    for (j, p) in planned.iter().enumerate() {
+        let (s, _, d) = split_relation(&p.name)?;
+        let (n_s, n_d) = (counts[s], counts[d]);
+        let rows = n_s.max(n_d);
+        let key_prefix = format!("relation.{}.", p.name);
+        staging.set_part(&key_prefix, &format!("rel{j}_"));
+        // Ids are checked by `Bounded`, against each end's own count.
+        let inner = input::open(&p.spec.input, p.spec.format, None)?;
+        let mut source = Bounded {
+            inner,
+            reversed: p.reversed,
+            sources: n_s,
+            targets: n_d,
+            relation: p.spec.name.clone(),
+            path: p.spec.input.clone(),
+            seen: 0,
+        };
+        let opts = GraphOptions {
+            num_nodes: Some(rows),
+            memory: spec.memory,
+            threads: spec.threads,
+            ..GraphOptions::default()
+        };
+        let g = build_graph(&mut source, &opts, &mut staging, progress)?;
+        let mut degree = g.degree.clone();
+        if n_s > n_d {
+            degree = cut_indptr(&mut staging, &key_prefix, n_d, g.num_edges)?;
+        }
+        relations.insert(
+            p.name.clone(),
+            RelationInfo {
+                num_edges: g.num_edges,
+                graph: GraphInfo {
+                    orientation: "csc".into(),
+                    indices_dtype: IndexDtype::for_nodes(rows),
+                },
+                degree,
+                edge_splits: BTreeMap::new(),
+            },
+        );
+    }
+    staging.set_part("", "");
+    let manifest = HeteroManifest {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        created_by: format!("ringgnn {}", env!("CARGO_PKG_VERSION")),
+        node_types,
+        relations,
+        files: staging.take_files(),
+        source: spec.source.clone(),
+    };
+    let out = staging.commit_json(&manifest.to_json())?;
+    HeteroManifest::read(&out)
+}
+
+/// Name the node type in an error about one of its files.
+fn in_type(e: Error, name: &str) -> Error {
+    match e {
+        Error::Input(m) => Error::Input(format!("node type '{name}': {m}")),
+        e => e,
+    }
+}
+
+/// Rewrite the relation's offset index with its first `rows + 1` entries, and return the degree
+/// statistics over those rows.
+fn cut_indptr(
+    staging: &mut Staging,
+    key_prefix: &str,
+    rows: u64,
+    num_edges: u64,
+) -> Result<crate::manifest::DegreeStats> {
+    let key = format!("{key_prefix}indptr");
+    let old = staging.dir().join(&staging.files()[&key].path);
+    let mut r = BufReader::with_capacity(1 << 20, File::open(&old).at(&old)?);
+    let mut w = staging.writer("indptr_cut.bin")?;
+    let mut hist = BTreeMap::new();
+    let (mut prev, mut buf) = (0u64, vec![0u8; 1 << 16]);
+    let mut left = rows + 1;
+    let mut first = true;
+    while left > 0 {
+        let n = (left as usize).min(buf.len() / 8);
+        r.read_exact(&mut buf[..n * 8]).at(&old)?;
+        for c in buf[..n * 8].chunks_exact(8) {
+            let x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            if !first {
+                *hist.entry(x - prev).or_insert(0u64) += 1;
+            }
+            first = false;
+            prev = x;
+        }
+        w.write(&buf[..n * 8])?;
+        left -= n as u64;
+    }
+    let entry = w.finish()?;
+    std::fs::remove_file(&old).at(&old)?;
+    staging.replace(&key, entry);
+    Ok(degree_stats(&hist, rows, num_edges))
+}
+
+/// A relation's edge file, each pair checked against its own end's node count (and read as
+/// (DST, SRC) for a reverse relation).
+struct Bounded {
+    inner: Box<dyn EdgeSource>,
+    reversed: bool,
+    sources: u64,
+    targets: u64,
+    relation: String,
+    path: PathBuf,
+    seen: u64,
+}
+
+impl EdgeSource for Bounded {
+    fn fill(&mut self, out: &mut Vec<(u64, u64)>, max: usize) -> Result<usize> {
+        let start = out.len();
+        let n = self.inner.fill(out, max)?;
+        // A reverse relation reads the file's pairs as (dst, src) of the forward one.
+        let (src_bound, dst_bound) = if self.reversed {
+            (self.targets, self.sources)
+        } else {
+            (self.sources, self.targets)
+        };
+        for (i, e) in out[start..].iter_mut().enumerate() {
+            let (s, d) = *e;
+            if s >= src_bound || d >= dst_bound {
+                let (col, id, bound) = if s >= src_bound {
+                    ("first", s, src_bound)
+                } else {
+                    ("second", d, dst_bound)
+                };
+                return crate::input_err!(
+                    "{}: edge {} (counting from 0) of relation {}: the {col} id {id} is out of range, its node type has {bound} nodes",
+                    self.path.display(),
+                    self.seen + i as u64,
+                    self.relation,
+                );
+            }
+            if self.reversed {
+                *e = (d, s);
+            }
+        }
+        self.seen += n as u64;
+        Ok(n)
+    }
+    fn position(&self) -> (u64, Option<u64>) {
+        self.inner.position()
+    }
+    fn unit(&self) -> &'static str {
+        self.inner.unit()
+    }
+    fn ids_fit_u32(&self) -> bool {
+        self.inner.ids_fit_u32()
+    }
+    fn rewind(&mut self) -> Result<bool> {
+        self.seen = 0;
+        self.inner.rewind()
+    }
+}

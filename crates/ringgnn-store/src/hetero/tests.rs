@@ -1,0 +1,264 @@
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::convert::SplitSpec;
+use crate::dataset::Dataset;
+use crate::npy::write_npy;
+use crate::progress::NoProgress;
+
+/// A text edge list in `dir`.
+fn edges(dir: &Path, name: &str, pairs: &[(u64, u64)]) -> PathBuf {
+    let p = dir.join(name);
+    let text: String = pairs.iter().map(|(s, d)| format!("{s},{d}\n")).collect();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn f32s(dir: &Path, name: &str, rows: u64, dim: u64) -> PathBuf {
+    let p = dir.join(name);
+    let v: Vec<f32> = (0..rows * dim).map(|i| i as f32).collect();
+    write_npy(&p, "<f4", &[rows, dim], false, bytemuck::cast_slice(&v)).unwrap();
+    p
+}
+
+fn i64s(dir: &Path, name: &str, v: &[i64]) -> PathBuf {
+    let p = dir.join(name);
+    write_npy(&p, "<i8", &[v.len() as u64], false, bytemuck::cast_slice(v)).unwrap();
+    p
+}
+
+fn node(name: &str, n: u64) -> NodeTypeSpec {
+    NodeTypeSpec {
+        name: name.into(),
+        num_nodes: n,
+        features: None,
+        feature_dtype: None,
+        labels: None,
+        split: None,
+    }
+}
+
+fn rel(name: &str, input: PathBuf) -> RelationSpec {
+    RelationSpec {
+        name: name.into(),
+        input,
+        format: None,
+    }
+}
+
+fn spec(out: PathBuf, node_types: Vec<NodeTypeSpec>, relations: Vec<RelationSpec>) -> HeteroSpec {
+    HeteroSpec {
+        out,
+        node_types,
+        relations,
+        add_reverse: false,
+        memory: 256 << 20,
+        threads: 1,
+        seed: 0,
+        overwrite: false,
+        source: serde_json::Value::Null,
+    }
+}
+
+/// The CSC of relation `r`: (indptr, in-neighbors of every destination node).
+fn csc(dir: &Path, r: &str) -> (Vec<u64>, Vec<Vec<u64>>) {
+    let ds = Dataset::open_part(dir, &Part::Relation(r.into())).unwrap();
+    let indptr = ds.load_indptr().unwrap();
+    let lists = (0..ds.num_nodes())
+        .map(|v| ds.neighbors(v).unwrap())
+        .collect();
+    (indptr, lists)
+}
+
+/// Three papers, five authors (more sources than destinations: the offset index is cut), two
+/// institutions; reverse relations added.
+#[test]
+fn builds_each_relation_as_its_own_csc() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let writes = edges(d, "writes.csv", &[(4, 0), (0, 0), (1, 2), (4, 2)]);
+    let cites = edges(d, "cites.csv", &[(1, 0), (2, 0), (0, 1)]);
+    let affil = edges(d, "affil.csv", &[(0, 1), (3, 0)]);
+    let mut paper = node("paper", 3);
+    paper.features = Some(f32s(d, "x.npy", 3, 2));
+    paper.labels = Some(i64s(d, "y.npy", &[1, -1, 0]));
+    paper.split = Some(SplitSpec::Files(vec![(
+        "train".into(),
+        i64s(d, "tr.npy", &[0, 2]),
+    )]));
+    let mut s = spec(
+        d.join("out"),
+        vec![paper, node("author", 5), node("institution", 2)],
+        vec![
+            rel("author:writes:paper", writes),
+            rel("paper:cites:paper", cites),
+            rel("author:affiliated_with:institution", affil),
+        ],
+    );
+    s.add_reverse = true;
+    let m = build(&s, &NoProgress).unwrap();
+    let out = d.join("out");
+    assert_eq!(
+        m.relations.keys().cloned().collect::<Vec<_>>(),
+        [
+            "author:affiliated_with:institution",
+            "author:writes:paper",
+            "institution:rev_affiliated_with:author",
+            "paper:cites:paper",
+            "paper:rev_cites:paper",
+            "paper:rev_writes:author",
+        ]
+    );
+    assert_eq!(
+        csc(&out, "author:writes:paper"),
+        (vec![0, 2, 2, 4], vec![vec![0, 4], vec![], vec![1, 4]])
+    );
+    assert_eq!(
+        csc(&out, "paper:rev_writes:author"),
+        (
+            vec![0, 1, 2, 2, 2, 4],
+            vec![vec![0], vec![2], vec![], vec![], vec![0, 2]]
+        )
+    );
+    assert_eq!(
+        csc(&out, "author:affiliated_with:institution"),
+        (vec![0, 1, 2], vec![vec![3], vec![0]])
+    );
+    let r = &m.relations["author:writes:paper"];
+    assert_eq!(r.num_edges, 4);
+    // Degrees over the 3 papers (the build ran over 5 rows): 2, 0, 2.
+    assert_eq!(
+        (r.degree.min, r.degree.max, r.degree.median, r.degree.zero),
+        (0, 2, 2, 1)
+    );
+    assert!((r.degree.mean - 4.0 / 3.0).abs() < 1e-12);
+    let paper = Dataset::open_part(&out, &Part::Node("paper".into())).unwrap();
+    assert_eq!(paper.num_nodes(), 3);
+    assert_eq!(paper.labels().unwrap(), Some(vec![1, -1, 0]));
+    assert_eq!(paper.split("train").unwrap(), vec![0, 2]);
+    assert_eq!(paper.manifest().features.as_ref().unwrap().dim, 2);
+    // A node type has no graph.
+    let e = paper.neighbors(0).unwrap_err().to_string();
+    assert!(e.contains("no graph of its own"), "{e}");
+    // The whole dataset verifies, and the homogeneous opener refuses it with advice.
+    crate::verify::verify(&out, &NoProgress).unwrap();
+    let e = Dataset::open(&out).err().unwrap().to_string();
+    assert!(e.contains("heterogeneous dataset"), "{e}");
+    // The manifest reads back equal to what the build returned.
+    assert_eq!(HeteroManifest::read(&out).unwrap(), m);
+}
+
+#[test]
+fn verify_finds_an_entry_beyond_the_source_type() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let writes = edges(d, "w.csv", &[(1, 0), (0, 1)]);
+    let s = spec(
+        d.join("out"),
+        vec![node("paper", 2), node("author", 2)],
+        vec![rel("author:writes:paper", writes)],
+    );
+    let m = build(&s, &NoProgress).unwrap();
+    let out = d.join("out");
+    // Shrink the author type: entry 0 (author 1) is now out of range, though below the
+    // destination count: the check must use the source type's count.
+    let mut m2 = m.clone();
+    m2.node_types.get_mut("author").unwrap().num_nodes = 1;
+    std::fs::write(out.join("manifest.json"), m2.to_json()).unwrap();
+    let e = crate::verify::verify(&out, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("relation/author:writes:paper") || e.contains("entry 0 is 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_naming_the_file_and_nothing_is_written() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let good = edges(d, "w.csv", &[(1, 0)]);
+    let far = edges(d, "far.csv", &[(0, 0), (0, 5)]);
+    let out = d.join("out");
+    let types = || vec![node("paper", 2), node("author", 3)];
+    let cases: Vec<(HeteroSpec, &str)> =
+        vec![
+        (
+            spec(out.clone(), types(), vec![rel("author:writes:venue", good.clone())]),
+            "names node type 'venue'",
+        ),
+        (
+            spec(out.clone(), types(), vec![rel("writes", good.clone())]),
+            "must be SRC:REL:DST",
+        ),
+        (
+            spec(out.clone(), types(), vec![rel("author:writes:paper", far)]),
+            "far.csv: edge 1 (counting from 0) of relation author:writes:paper: the second id 5",
+        ),
+        (
+            spec(out.clone(), types(), vec![rel("author:writes:paper", d.join("nope.csv"))]),
+            "nope.csv",
+        ),
+        (
+            spec(
+                out.clone(),
+                vec![node("paper", 2), node("paper", 3)],
+                vec![],
+            ),
+            "node type 'paper' is given twice",
+        ),
+        (
+            spec(
+                out.clone(),
+                vec![NodeTypeSpec {
+                    features: Some(f32s(d, "x3.npy", 3, 2)),
+                    ..node("paper", 2)
+                }],
+                vec![],
+            ),
+            "x3.npy: 3 feature rows, but node type 'paper' has 2 nodes",
+        ),
+        (
+            spec(out.clone(), vec![node("pa per", 2)], vec![]),
+            "node type 'pa per'",
+        ),
+    ];
+    for (s, want) in cases {
+        let e = build(&s, &NoProgress).unwrap_err().to_string();
+        assert!(e.contains(want), "{e:?} should contain {want:?}");
+        assert!(!out.exists());
+        // No staging directory is left beside it either.
+        let left: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    // Listing a rev_ relation yourself with --add-reverse.
+    let mut s = spec(
+        out.clone(),
+        types(),
+        vec![
+            rel("author:writes:paper", good.clone()),
+            rel("paper:rev_writes:author", good),
+        ],
+    );
+    s.add_reverse = true;
+    let e = build(&s, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("given twice"), "{e}");
+}
+
+#[test]
+fn parts_are_named_and_parsed() {
+    assert_eq!(
+        Part::parse("node/paper").unwrap(),
+        Part::Node("paper".into())
+    );
+    assert_eq!(
+        Part::parse("relation/a:b:c").unwrap().to_string(),
+        "relation/a:b:c"
+    );
+    assert!(Part::parse("paper").is_err());
+}

@@ -1,0 +1,339 @@
+"""Heterogeneous graphs from Python: :class:`HeteroNeighborSampler` (PyG's heterogeneous
+neighbor sampling from disk) and :class:`HeteroLoader` (batches as ``HeteroData`` with each type's
+features gathered from disk).
+
+A heterogeneous dataset (``ringgnn.Dataset.open`` gives a :class:`ringgnn.HeteroDataset`) stores
+each relation ``SRC:REL:DST`` as its own CSC, so sampling one relation reads only its file. The
+sampling runs in the Rust core (``_core.HeteroSampler``, ``crates/ringgnn-sampler/src/hetero.rs``):
+positions are drawn first, then each relation's drawn entries of a hop are read together, from
+memory or from disk (io_uring, O_DIRECT or not, or pread), so a sample never depends on the
+backend. Its semantics are PyG's ``NeighborLoader`` on ``HeteroData``:
+
+- ``fanouts``: one list for every relation, or a dict per relation (``{"author:writes:paper":
+  [10, 5], ...}`` or PyG edge-type tuples as keys, as PyG's ``num_neighbors``); every relation
+  needs an entry (0 skips a relation at that hop) and all lists have the same number of hops;
+- seeds are ids of one node type; at each hop, for every relation (in name order) whose
+  destination type has nodes first reached at the previous hop, those nodes draw
+  ``min(fanout, degree)`` in-neighbors of the relation's source type; a node is expanded once;
+- output per type: ``node`` (ids of that type, the seeds first, then in order of discovery) and
+  ``num_sampled_nodes`` (per hop); per relation: ``row`` (index into the source type's ``node``),
+  ``col`` (into the destination type's) and ``num_sampled_edges`` (per hop).
+
+A batch's sample depends only on the dataset, the fanouts, ``replace``, the seeds and
+``(seed, epoch, batch index)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core, _options
+from ._core import InputError
+from .dataset import Dataset, HeteroDataset, PathLike
+
+logger = logging.getLogger("ringgnn")
+
+#: How the neighbor files of a heterogeneous sampler are read.
+BACKENDS = ("auto", "memory", "uring", "pread")
+
+
+def open_hetero(dataset: Any, what: str) -> HeteroDataset:
+    """``dataset`` (a :class:`HeteroDataset` or a path) opened, refused with a clear error when
+    it is homogeneous."""
+    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    if not isinstance(ds, HeteroDataset):
+        raise InputError(f"{ds.path}: a homogeneous dataset; {what} takes a heterogeneous one (use NeighborSampler "
+                         "and Loader for homogeneous datasets)")
+    return ds
+
+
+def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
+    """Fanouts per relation (``SRC:REL:DST`` -> list per hop) from one list for every relation
+    or a dict per relation; checked: known relations, every relation given, equal hop counts."""
+    if isinstance(fanouts, Mapping):
+        out: Dict[str, List[int]] = {}
+        for key, value in fanouts.items():
+            name = key if isinstance(key, str) else ":".join(key)
+            if name not in ds.manifest["relations"]:
+                raise InputError(f"fanouts: unknown relation '{name}' (the dataset has: {', '.join(ds.relations)})")
+            if isinstance(value, str):
+                value = [int(v) for v in value.split(",")]
+            hops = [_options._integer(f, f"fanouts[{name!r}]") for f in value]
+            if any(f < -1 for f in hops):
+                raise InputError(f"fanouts[{name!r}] = {hops}: each hop is a count >= 0 or -1 (all neighbors)")
+            out[name] = hops
+        missing = [r for r in ds.relations if r not in out]
+        if missing:
+            raise InputError(f"fanouts has no entry for relation(s) {', '.join(missing)}; give every relation "
+                             "(0 skips a relation at a hop)")
+        lengths = {len(v) for v in out.values()}
+        if len(lengths) != 1 or 0 in lengths:
+            raise InputError(f"fanouts: every relation needs the same number of hops (at least one), got "
+                             + ", ".join(f"{r}: {len(v)}" for r, v in out.items()))
+        return out
+    hops = _options.fanouts(fanouts)
+    return {r: list(hops) for r in ds.relations}
+
+
+@dataclass
+class HeteroSample:
+    """One sampled heterogeneous mini-batch (numpy int64 arrays), in PyG's layout per type and
+    relation; :meth:`to_hetero_data` makes a ``HeteroData``."""
+
+    seed_type: str
+    node: Dict[str, np.ndarray]
+    num_sampled_nodes: Dict[str, List[int]]
+    row: Dict[str, np.ndarray]
+    col: Dict[str, np.ndarray]
+    num_sampled_edges: Dict[str, List[int]]
+    edge: Optional[Dict[str, np.ndarray]] = None
+
+    @property
+    def batch_size(self) -> int:
+        """Distinct seeds: the first ``batch_size`` entries of ``node[seed_type]``."""
+        return self.num_sampled_nodes[self.seed_type][0]
+
+    def edge_index(self, relation: str) -> np.ndarray:
+        return np.stack([self.row[relation], self.col[relation]])
+
+    def to_hetero_data(self, x: Optional[Mapping[str, Any]] = None, y: Any = None) -> Any:
+        """A ``torch_geometric.data.HeteroData``: per type ``n_id`` (ids of that type) and
+        ``num_sampled_nodes``, ``x`` where given; per edge type ``edge_index`` (and ``e_id`` when
+        sampled with edge ids) and ``num_sampled_edges``; the seed type's ``batch_size`` and ``y``
+        if given (labels of its nodes)."""
+        import torch
+        from torch_geometric.data import HeteroData
+
+        data = HeteroData()
+        for t, ids in self.node.items():
+            data[t].n_id = torch.from_numpy(ids)
+            data[t].num_sampled_nodes = list(self.num_sampled_nodes[t])
+            data[t].num_nodes = len(ids)
+            if x is not None and t in x:
+                v = x[t]
+                data[t].x = v if isinstance(v, torch.Tensor) else torch.from_numpy(v)
+        for r in self.row:
+            et = tuple(r.split(":"))
+            data[et].edge_index = torch.from_numpy(self.edge_index(r))
+            data[et].num_sampled_edges = list(self.num_sampled_edges[r])
+            if self.edge is not None:
+                data[et].e_id = torch.from_numpy(self.edge[r])
+        data[self.seed_type].batch_size = self.batch_size
+        if y is not None:
+            data[self.seed_type].y = y if isinstance(y, torch.Tensor) else torch.from_numpy(y)
+        return data
+
+
+class HeteroNeighborSampler:
+    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (see the module
+    docs for the semantics).
+
+    Args:
+        dataset: a :class:`ringgnn.HeteroDataset` or the path of one.
+        fanouts: one list for every relation (``[10, 5]`` or ``"10,5"``) or a dict per relation.
+        replace: draw with replacement.
+        backend: ``"auto"`` (the neighbor files in memory when they take at most half of
+            ``memory``, else io_uring, else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
+        direct: with io_uring, read with O_DIRECT.
+        seed: random seed.
+        memory: the budget the ``auto`` choice is made against (bytes or "2G"; default: half of
+            what the machine or its memory cgroup leaves).
+        with_edge_ids: also return each sampled edge's position in its relation's file.
+    """
+
+    def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
+                 backend: str = "auto", direct: bool = False, seed: int = 0, memory: Union[None, int, str] = None,
+                 with_edge_ids: bool = False):
+        self.dataset = open_hetero(dataset, "HeteroNeighborSampler")
+        self.fanouts = relation_fanouts(self.dataset, fanouts)
+        self.replace = bool(replace)
+        self.backend_choice = _options.choice(backend, BACKENDS, "backend")
+        self.direct = bool(direct)
+        self.seed = _options.count(seed, "seed")
+        self.memory = _options.size(memory, "memory")
+        self.with_edge_ids = bool(with_edge_ids)
+        self._local = threading.local()
+
+    @property
+    def hops(self) -> int:
+        return len(next(iter(self.fanouts.values())))
+
+    def graph_bytes(self) -> Tuple[int, int]:
+        """(offset indexes, neighbor files) of every relation, in bytes."""
+        m = self.dataset.manifest
+        index = sum(8 * (m["node_types"][r.split(":")[2]]["num_nodes"] + 1) for r in self.dataset.relations)
+        width = {"u32": 4, "u64": 8}
+        files = sum(i["num_edges"] * width[i["graph"]["indices_dtype"]] for i in m["relations"].values())
+        return index, files
+
+    def resolved_backend(self) -> str:
+        """The backend ``auto`` resolves to (the one owner of that choice)."""
+        if self.backend_choice != "auto":
+            return self.backend_choice
+        budget = self.memory if self.memory is not None else _options.default_memory(held=0)
+        index, files = self.graph_bytes()
+        return "memory" if index + files <= budget // 2 else "auto"
+
+    def _sampler(self) -> Any:
+        """This thread's core sampler (its own ring and file handles), made on first use."""
+        pid = os.getpid()
+        st = self._local
+        if getattr(st, "pid", None) != pid:
+            st.core = _core.HeteroSampler(
+                self.dataset.path, [(r, list(f)) for r, f in self.fanouts.items()], replace=self.replace,
+                backend=self.resolved_backend(), direct=self.direct, seed=self.seed,
+                with_edge_ids=self.with_edge_ids)
+            st.pid = pid
+        return st.core
+
+    @property
+    def backend(self) -> str:
+        return self._sampler().backend
+
+    def io_stats(self) -> Dict[str, int]:
+        """This thread's core sampler's read counters."""
+        return dict(self._sampler().io_stats())
+
+    def sample(self, seeds: Any, seed_type: str, *, epoch: int = 0, batch: int = 0) -> HeteroSample:
+        """Sample around ``seeds`` (ids of ``seed_type``) as batch ``batch`` of epoch ``epoch``."""
+        self.dataset.check_type(seed_type)
+        ids = _options.node_ids(seeds)
+        out = self._sampler().sample(seed_type, ids, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
+        return HeteroSample(seed_type=seed_type, node=out["node"], num_sampled_nodes=out["num_sampled_nodes"],
+                            row=out["row"], col=out["col"], num_sampled_edges=out["num_sampled_edges"],
+                            edge=out.get("edge"))
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_local"] = None
+        state["dataset"] = self.dataset.path
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        state["dataset"] = open_hetero(state["dataset"], "HeteroNeighborSampler")
+        state["_local"] = threading.local()
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return (f"HeteroNeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
+                f"backend={self.backend_choice!r}, seed={self.seed})")
+
+
+@dataclass
+class _Worker:
+    """What one loader thread holds: its sampler's core object is thread-local in the sampler;
+    feature readers are its own (a reader's gatherer serves one caller at a time)."""
+
+    readers: Dict[str, Any] = field(default_factory=dict)
+
+
+class HeteroLoader:
+    """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type,
+    sampled with :class:`HeteroNeighborSampler`, each type's feature rows gathered from its file
+    (page-coalesced reads, io_uring or pread), labels of the target type as ``y``. Batches are
+    made by ``threads`` worker threads, ``prefetch`` ahead of the consumer, and handed out in
+    order; batch ``i`` of epoch ``e`` is the same whatever the threads.
+
+    ``seeds``: a split name of the target type (``"train"``), an array of its ids, or None (all).
+    ``shuffle`` permutes them by (seed, epoch); :meth:`set_epoch` picks the epoch.
+    """
+
+    def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
+                 seeds: Any = "train", batch_size: int = 512, shuffle: bool = True, drop_last: bool = False,
+                 replace: bool = False, seed: int = 0, threads: Optional[int] = None, prefetch: int = 2,
+                 backend: str = "auto", feature_backend: str = "auto", direct: bool = False,
+                 memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None):
+        self.sampler = sampler or HeteroNeighborSampler(dataset, fanouts, replace=replace, backend=backend,
+                                                        direct=direct, seed=seed, memory=memory)
+        self.dataset = self.sampler.dataset
+        self.target = self.dataset.check_type(target)
+        part = self.dataset.node_type(target)
+        self.seeds = self._seeds(part, seeds)
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.seed = _options.count(seed, "seed")
+        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
+        self.prefetch = _options.count(prefetch, "prefetch", 1)
+        self.feature_backend = _options.choice(feature_backend, ("auto", "memory", "uring", "pread"),
+                                               "feature_backend")
+        self.direct = bool(direct)
+        self.labels = part.labels
+        self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
+        self.epoch = 0
+        self._local = threading.local()
+
+    def _seeds(self, part: Dataset, spec: Any) -> np.ndarray:
+        if isinstance(spec, str) and spec != "all" and spec not in part.split_names:
+            have = ", ".join(part.split_names) or "none"
+            raise InputError(f"seeds '{spec}': node type '{self.target}' has no split '{spec}' (it has: {have})")
+        return _options.seeds(part, spec)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = _options.count(epoch, "epoch")
+
+    def __len__(self) -> int:
+        n = len(self.seeds)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def batch_seeds(self, epoch: int) -> List[np.ndarray]:
+        """The seed ids of every batch of epoch ``epoch``."""
+        ids = self.seeds
+        if self.shuffle:
+            ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
+        return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(len(self))]
+
+    def _worker(self) -> _Worker:
+        w = getattr(self._local, "worker", None)
+        if w is None or getattr(self._local, "pid", None) != os.getpid():
+            w = _Worker({t: _core.FeatureReader(self.dataset.path, backend=self.feature_backend, direct=self.direct,
+                                                part=f"node/{t}") for t in self.feature_types})
+            self._local.worker, self._local.pid = w, os.getpid()
+        return w
+
+    def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
+        """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``."""
+        s = self.sampler.sample(ids, self.target, epoch=epoch, batch=index)
+        w = self._worker()
+        x = {t: w.readers[t].gather(s.node[t]) for t in self.feature_types}
+        y = None if self.labels is None else self.labels[s.node[self.target]]
+        data = s.to_hetero_data(x, y)
+        data[self.target].input_id = _index_tensor(ids)
+        return data
+
+    def __iter__(self) -> Iterator[Any]:
+        batches = self.batch_seeds(self.epoch)
+        epoch = self.epoch
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="ringgnn-hetero") as pool:
+            queue: List[Future] = []
+            nxt = 0
+            for i in range(len(batches)):
+                while nxt < len(batches) and len(queue) < self.prefetch + self.threads - 1:
+                    queue.append(pool.submit(self.make_batch, batches[nxt], epoch, nxt))
+                    nxt += 1
+                fut = queue.pop(0)
+                try:
+                    yield fut.result()
+                except BaseException:
+                    for f in queue:
+                        f.cancel()
+                    raise
+
+    def __repr__(self) -> str:
+        return (f"HeteroLoader({self.dataset.path!r}, target={self.target!r}, {len(self.seeds):,} seeds, "
+                f"batch_size={self.batch_size}, fanouts={self.sampler.fanouts})")
+
+
+def _index_tensor(ids: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
+
+
+__all__: Sequence[str] = ("HeteroNeighborSampler", "HeteroLoader", "HeteroSample", "relation_fanouts")

@@ -1,0 +1,307 @@
+"""Heterogeneous models: encoders of a sampled neighborhood with typed nodes and relations.
+
+A graph has node types and relations ``(src, rel, dst)`` (PyG's edge types; DGL GraphBolt's
+``"src:rel:dst"`` strings, the spelling of :meth:`HeteroModel.config`). :class:`HeteroModel`
+turns a sampled batch (PyG ``HeteroData`` semantics, see :func:`hetero_batch_to_dicts`) into
+logits for the nodes of one *target* type; its :meth:`~HeteroModel.config` is JSON-able, so a
+checkpoint stores it beside the state dict and :meth:`HeteroModel.from_config` rebuilds the model.
+
+Two encoders (:data:`HETERO_MODELS`), both with one message function per relation and the
+relations' results combined per destination type:
+
+* ``sage``: what PyG's ``to_hetero(GraphSAGE, metadata, aggr="mean")`` builds, one ``SAGEConv``
+  per relation and the mean over the relations into a type;
+* ``rgcn``: R-GCN (Schlichtkrull et al., 2018) without basis decomposition: a root weight per
+  type plus one weight per relation, neighbors averaged within a relation, relations summed.
+
+The layers are a loop over relations rather than PyG's ``HeteroConv`` (whose ``aggr="mean"`` is
+the same arithmetic for ``sage``) because the model must compute a type whatever the batch
+holds: a relation absent from a batch is a relation sampled with no edges, so every type still
+gets its root term; and layer ``l`` of ``L`` holds modules only for the types within ``L - l``
+hops of the target (the last layer only for the target): a ``DistributedDataParallel`` wrapper
+then finds no parameter that never gets a gradient.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+EdgeType = Tuple[str, str, str]
+
+#: The encoders ``model=`` names.
+HETERO_MODELS = ("sage", "rgcn")
+#: What :meth:`HeteroModel.config` holds: the constructor's arguments.
+CONFIG_KEYS = ("node_types", "edge_types", "in_dims", "num_nodes", "target", "hidden", "out_dim", "layers",
+               "model", "embed_dim", "dropout")
+
+
+def edge_type_str(edge_type: Union[EdgeType, str]) -> str:
+    """``"src:rel:dst"``, GraphBolt's spelling of a relation, of a tuple or such a string."""
+    return edge_type if isinstance(edge_type, str) else ":".join(edge_type)
+
+
+def parse_edge_type(edge_type: Union[EdgeType, Sequence[str], str]) -> EdgeType:
+    """The ``(src, rel, dst)`` tuple of ``"src:rel:dst"`` or of a 3-sequence (a JSON list)."""
+    parts = edge_type.split(":") if isinstance(edge_type, str) else list(edge_type)
+    if len(parts) != 3 or not all(isinstance(p, str) and p for p in parts):
+        raise ValueError(f"edge type {edge_type!r}: expected 'src:rel:dst' or (src, rel, dst), three non-empty names")
+    return (parts[0], parts[1], parts[2])
+
+
+class _RGCNRelation(torch.nn.Module):
+    """One relation of an R-GCN layer: ``W_r`` times the mean of a node's in-neighbors' rows
+    (no bias: the destination type's root term carries it)."""
+
+    def __init__(self, in_src: int, out: int):
+        super().__init__()
+        from torch_geometric.nn import SAGEConv
+
+        # SAGEConv without root weight nor bias is exactly W_r * mean_j h_j.
+        self.conv = SAGEConv(in_src, out, aggr="mean", root_weight=False, bias=False)
+
+    def forward(self, x: Tuple[torch.Tensor, torch.Tensor], edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv(x, edge_index, size=(x[0].size(0), x[1].size(0)))
+
+
+class _SAGERelation(torch.nn.Module):
+    """One relation of a heterogeneous GraphSAGE layer: a ``SAGEConv`` from the source type's
+    rows to the destination type's."""
+
+    def __init__(self, in_src: int, in_dst: int, out: int):
+        super().__init__()
+        from torch_geometric.nn import SAGEConv
+
+        self.conv = SAGEConv((in_src, in_dst), out, aggr="mean")
+
+    def forward(self, x: Tuple[torch.Tensor, torch.Tensor], edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv(x, edge_index, size=(x[0].size(0), x[1].size(0)))
+
+
+class _Layer(torch.nn.Module):
+    """One layer: per relation into a computed type, its message module (``rels``, keyed by
+    ``"src:rel:dst"``); per computed type, its root term (``roots``): ``rgcn``'s ``W_0`` (with
+    the bias) for every type, ``sage``'s a ``Linear`` for a type that no relation enters (what a
+    ``SAGEConv`` with no edges computes)."""
+
+    def __init__(self, kind: str, edge_types: Sequence[EdgeType], types: Sequence[str], dims: Mapping[str, int],
+                 out: int):
+        super().__init__()
+        self.kind, self.types = kind, list(types)
+        self.edge_types = [et for et in edge_types if et[2] in self.types]
+        self.rels = torch.nn.ModuleDict()
+        for s, r, d in self.edge_types:
+            key = edge_type_str((s, r, d))
+            self.rels[key] = _RGCNRelation(dims[s], out) if kind == "rgcn" else _SAGERelation(dims[s], dims[d], out)
+        entered = {et[2] for et in self.edge_types}
+        self.roots = torch.nn.ModuleDict({t: torch.nn.Linear(dims[t], out) for t in self.types
+                                          if kind == "rgcn" or t not in entered})
+
+    def forward(self, h: Mapping[str, torch.Tensor], edges: Mapping[EdgeType, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        parts: Dict[str, List[torch.Tensor]] = {t: [] for t in self.types}
+        for et in self.edge_types:
+            s, _, d = et
+            ei = edges.get(et)
+            if ei is None:  # not sampled in this batch: no edges
+                ei = torch.empty(2, 0, dtype=torch.long, device=h[d].device)
+            parts[d].append(self.rels[edge_type_str(et)]((h[s], h[d]), ei))
+        out = {}
+        for t, msgs in parts.items():
+            if self.kind == "rgcn":
+                out[t] = self.roots[t](h[t]) + sum(msgs)
+            else:
+                out[t] = torch.stack(msgs).mean(0) if msgs else self.roots[t](h[t])
+        return out
+
+
+class HeteroModel(torch.nn.Module):
+    """An encoder of a heterogeneous batch: logits ``[n, out_dim]`` for the batch's ``n`` nodes
+    of type ``target``.
+
+    Layer ``l`` maps every computed type ``t``'s rows ``h_t`` to new rows; for a node ``i`` of
+    type ``t``, with ``N_r(i)`` its in-neighbors by relation ``r = (s, rel, t)`` in the batch
+    (an empty mean is 0) and ``R_t`` the model's relations into ``t``:
+
+    * ``rgcn``: ``h_i' = W_0^t h_i + b^t + sum_{r in R_t} W_r (1/|N_r(i)|) sum_{j in N_r(i)} h_j``;
+    * ``sage``: ``h_i' = (1/|R_t|) sum_{r in R_t} (W_l^r mean_{j in N_r(i)} h_j + b^r + W_r^r h_i)``,
+      each term a ``SAGEConv``, the mean over relations of PyG's ``to_hetero(..., aggr="mean")``;
+      a type no relation enters gets ``W h_i + b`` (a ``SAGEConv`` that receives no edges).
+
+    ReLU and dropout follow every layer but the last, which maps to ``out_dim`` (``hidden``
+    before). A relation missing from a batch counts as sampled with no edges. Only the types
+    within ``layers - l`` hops of the target are computed at layer ``l``, so a batch needs only
+    those (its other types are ignored).
+
+    Inputs: a type with features (``in_dims[t]`` an int) feeds its rows ``x[t]`` to the first
+    layer directly, as ``to_hetero`` does (no per-type input projection: one layer less, and
+    ``in_dims`` wide first-layer weights). A featureless type (``in_dims[t] is None``) has a
+    learned ``torch.nn.Embedding(num_nodes[t], embed_dim or hidden)`` indexed by the batch's
+    ``n_id`` of that type. The table is held in memory (on the model's device); out-of-core
+    tables, read like the feature files, are future work.
+    """
+
+    def __init__(self, node_types: Sequence[str], edge_types: Sequence[Union[EdgeType, str]],
+                 in_dims: Mapping[str, Optional[int]], num_nodes: Mapping[str, int], target: str, hidden: int,
+                 out_dim: int, layers: int, model: str = "sage", embed_dim: Optional[int] = None,
+                 dropout: float = 0.5):
+        super().__init__()
+        node_types = list(node_types)
+        edge_types = [parse_edge_type(et) for et in edge_types]
+        _check(node_types, edge_types, in_dims, num_nodes, target, hidden, out_dim, layers, model, embed_dim, dropout)
+        self.node_types, self.edge_types, self.target = node_types, edge_types, target
+        self.in_dims = {t: (None if in_dims.get(t) is None else int(in_dims[t])) for t in node_types}
+        self.num_nodes = {t: int(n) for t, n in num_nodes.items() if t in node_types}
+        self.hidden, self.out_dim, self.layers, self.model = int(hidden), int(out_dim), int(layers), model
+        self.embed_dim, self.dropout = (None if embed_dim is None else int(embed_dim)), float(dropout)
+
+        hops = target_distances(node_types, edge_types, target)
+        # computed[l]: the types layer l needs as input (l = 0: the batch's rows).
+        self.computed = [[t for t in node_types if hops.get(t, layers + 1) <= layers - l] for l in range(layers + 1)]
+        width = self.embed_dim or self.hidden
+        self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(self.num_nodes[t], width)
+                                               for t in self.computed[0] if self.in_dims[t] is None})
+        dims = {t: (width if self.in_dims[t] is None else self.in_dims[t]) for t in node_types}
+        self.convs = torch.nn.ModuleList()
+        for layer in range(1, layers + 1):
+            out = self.out_dim if layer == layers else self.hidden
+            self.convs.append(_Layer(model, edge_types, self.computed[layer], dims, out))
+            dims = {t: out for t in node_types}
+
+    def config(self) -> Dict[str, Any]:
+        """The constructor's arguments, JSON-able (relations as ``"src:rel:dst"``)."""
+        return {"node_types": list(self.node_types), "edge_types": [edge_type_str(et) for et in self.edge_types],
+                "in_dims": dict(self.in_dims), "num_nodes": dict(self.num_nodes), "target": self.target,
+                "hidden": self.hidden, "out_dim": self.out_dim, "layers": self.layers, "model": self.model,
+                "embed_dim": self.embed_dim, "dropout": self.dropout}
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "HeteroModel":
+        """The model :meth:`config` describes (fresh weights: load the state dict next)."""
+        unknown = sorted(set(cfg) - set(CONFIG_KEYS))
+        if unknown:
+            raise ValueError(f"hetero model config: unknown keys {unknown}; expected some of {list(CONFIG_KEYS)}")
+        missing = [k for k in CONFIG_KEYS[:8] if k not in cfg]
+        if missing:
+            raise ValueError(f"hetero model config: missing keys {missing} (a config written by HeteroModel.config)")
+        return cls(**cfg)
+
+    def inputs(self, x_dict: Mapping[str, torch.Tensor], n_id_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The first layer's rows of every type it needs: ``x_dict[t]``, or the embedding rows
+        ``n_id_dict[t]`` of a featureless type; a type absent from the batch has no rows."""
+        h = {}
+        for t in self.computed[0]:
+            if self.in_dims[t] is None:
+                table = self.embeddings[t]
+                ids = n_id_dict.get(t)
+                h[t] = table.weight[:0] if ids is None else table(ids)
+                continue
+            x = x_dict.get(t)
+            if x is None:
+                n = n_id_dict.get(t)
+                if n is not None and n.numel():
+                    raise ValueError(f"batch: node type {t!r} has {n.numel()} nodes but no features x; "
+                                     f"the model was built with in_dims[{t!r}] = {self.in_dims[t]}")
+                x = torch.empty(0, self.in_dims[t], device=self._device())
+            if x.dim() != 2 or x.size(1) != self.in_dims[t]:
+                raise ValueError(f"batch: features of node type {t!r} have shape {tuple(x.shape)}, "
+                                 f"the model expects [n, {self.in_dims[t]}]")
+            h[t] = x
+        return h
+
+    def forward(self, x_dict: Mapping[str, torch.Tensor], edge_index_dict: Mapping[Any, torch.Tensor],
+                n_id_dict: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Logits ``[n, out_dim]`` of the batch's ``n`` target nodes (the seeds first: the caller
+        keeps its first ``batch_size`` rows). ``edge_index_dict`` is keyed by ``(src, rel, dst)``
+        or ``"src:rel:dst"``, local indices (row: source, col: destination); it may lack
+        relations, not hold ones the model does not know."""
+        edges: Dict[EdgeType, torch.Tensor] = {}
+        known = set(self.edge_types)
+        for key, ei in edge_index_dict.items():
+            et = parse_edge_type(key)
+            if et not in known:
+                raise ValueError(f"batch: relation {edge_type_str(et)!r} is not one of the model's "
+                                 f"{[edge_type_str(e) for e in self.edge_types]}")
+            edges[et] = ei
+        h = self.inputs(x_dict, n_id_dict)
+        for i, conv in enumerate(self.convs):
+            h = conv(h, edges)
+            if i < len(self.convs) - 1:
+                h = {t: torch.nn.functional.dropout(v.relu(), p=self.dropout, training=self.training)
+                     for t, v in h.items()}
+        return h[self.target]
+
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
+
+def target_distances(node_types: Sequence[str], edge_types: Sequence[EdgeType], target: str) -> Dict[str, int]:
+    """Per type from which the target can be reached along relations, the fewest hops (0 for
+    the target): the layers a type's rows still have to travel."""
+    into: Dict[str, List[str]] = {t: [] for t in node_types}
+    for s, _, d in edge_types:
+        into[d].append(s)
+    dist, queue = {target: 0}, deque([target])
+    while queue:
+        t = queue.popleft()
+        for s in into[t]:
+            if s not in dist:
+                dist[s] = dist[t] + 1
+                queue.append(s)
+    return dist
+
+
+def hetero_batch_to_dicts(data: Any, device: Any = None) -> Tuple[Dict[str, torch.Tensor],
+                                                                   Dict[EdgeType, torch.Tensor],
+                                                                   Dict[str, torch.Tensor]]:
+    """``(x_dict, edge_index_dict, n_id_dict)`` of a PyG ``HeteroData`` batch (what
+    :meth:`HeteroModel.forward` takes), on ``device`` when given: ``x`` of the types that have
+    it, ``n_id`` of every type that has it, ``edge_index`` of every relation."""
+    def move(v: torch.Tensor) -> torch.Tensor:
+        return v if device is None else v.to(device)
+
+    x_dict = {t: move(data[t].x) for t in data.node_types if "x" in data[t]}
+    n_id_dict = {t: move(data[t].n_id) for t in data.node_types if "n_id" in data[t]}
+    edge_index_dict = {et: move(data[et].edge_index) for et in data.edge_types if "edge_index" in data[et]}
+    return x_dict, edge_index_dict, n_id_dict
+
+
+def _check(node_types: List[str], edge_types: List[EdgeType], in_dims: Mapping[str, Optional[int]],
+           num_nodes: Mapping[str, int], target: str, hidden: int, out_dim: int, layers: int, model: str,
+           embed_dim: Optional[int], dropout: float) -> None:
+    """Errors that name the argument at fault, before any module is built."""
+    if model not in HETERO_MODELS:
+        raise ValueError(f"model {model!r}: expected one of {list(HETERO_MODELS)}")
+    if len(set(node_types)) != len(node_types) or not node_types:
+        raise ValueError(f"node_types {node_types}: expected distinct names, at least one")
+    for t in node_types:
+        # ':' separates the parts of a relation's name, '.' the parts of a state dict key.
+        if not isinstance(t, str) or not t or ":" in t or "." in t:
+            raise ValueError(f"node type {t!r}: expected a non-empty name without ':' or '.'")
+    for et in edge_types:
+        if et[0] not in node_types or et[2] not in node_types or "." in et[1]:
+            raise ValueError(f"edge type {edge_type_str(et)!r}: its source and destination must be among "
+                             f"node_types {node_types}, its relation name without '.'")
+    if len(set(edge_types)) != len(edge_types):
+        raise ValueError("edge_types: a relation is listed twice")
+    if target not in node_types:
+        raise ValueError(f"target {target!r}: not one of node_types {node_types}")
+    if not any(d == target for _, _, d in edge_types):
+        raise ValueError(f"target {target!r}: no relation enters it, so no neighbor can inform it; "
+                         f"add the reverse relations (e.g. 'dst:rev_rel:src')")
+    for t in node_types:
+        if t not in in_dims:
+            raise ValueError(f"in_dims: no entry for node type {t!r} (an int, or None for a featureless type)")
+        d = in_dims[t]
+        if d is not None and (int(d) != d or d <= 0):
+            raise ValueError(f"in_dims[{t!r}] = {d!r}: expected a positive int or None")
+        if d is None and int(num_nodes.get(t, 0)) <= 0:
+            raise ValueError(f"num_nodes[{t!r}]: featureless type {t!r} needs its node count for its embedding table")
+    for name, v in (("hidden", hidden), ("out_dim", out_dim), ("layers", layers)):
+        if int(v) != v or v <= 0:
+            raise ValueError(f"{name} = {v!r}: expected a positive int")
+    if embed_dim is not None and (int(embed_dim) != embed_dim or embed_dim <= 0):
+        raise ValueError(f"embed_dim = {embed_dim!r}: expected a positive int or None (then hidden)")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout = {dropout!r}: expected a probability in [0, 1)")

@@ -1,0 +1,214 @@
+"""Node classification on a heterogeneous dataset: the loop of ``ringgnn train DS --target TYPE``.
+
+Batches are seeds of the target type with their sampled typed neighborhood
+(:class:`ringgnn.HeteroLoader`: each relation read from its own file, each type's features from
+its own); the model is :class:`ringgnn.hetero_models.HeteroModel` (``sage``: PyG's
+``to_hetero`` GraphSAGE with mean aggregation across relations; ``rgcn``: R-GCN), types without
+features getting learned embeddings (``embed_dim``), which are saved with the checkpoint.
+Evaluation samples the val and test seeds with the training fanouts, in a fixed order with a fixed
+sample, so epochs compare the same neighborhoods.
+
+The run directory is the homogeneous one's: ``last.pt`` (what ``--resume`` continues from),
+``best.pt`` (best validation accuracy) and ``metrics.json``. A checkpoint's ``args`` holds
+``hetero`` (the model's config: node and edge types, feature widths, counts, target), from which
+:meth:`HeteroModel.from_config` rebuilds the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from . import _options, progress
+from ._core import InputError
+from ._files import os_errors, replacing
+from .checkpoints import open_run, save
+from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
+from .hetero_models import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
+
+
+def train_hetero(
+    dataset: Any,
+    *,
+    target: Optional[str],
+    model: str = "sage",
+    fanouts: Any = (10, 5),
+    batch_size: int = 512,
+    epochs: int = 5,
+    hidden: int = 64,
+    layers: int = 2,
+    lr: float = 0.005,
+    dropout: float = 0.3,
+    embed_dim: Optional[int] = None,
+    memory: Any = None,
+    backend: str = "auto",
+    direct: bool = False,
+    threads: Optional[int] = None,
+    seed: int = 0,
+    out: Optional[str] = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    quiet: bool = False,
+    log: Callable[[str], None] = print,
+    device: str = "cpu",
+) -> Dict[str, Any]:
+    """Train a heterogeneous GNN to classify the nodes of type ``target``; returns what
+    ``RUN_DIR/metrics.json`` holds (``best_val_acc``, ``test_acc`` at the best epoch, per-epoch
+    rows)."""
+    import torch
+
+    ds = open_hetero(dataset, "train_hetero")
+    if target is None:
+        labeled = [t for t in ds.node_types if ds.manifest["node_types"][t].get("labels")]
+        raise InputError(f"{ds.path} is heterogeneous: give --target TYPE, the node type to classify "
+                         f"(types with labels: {', '.join(labeled) or 'none'})")
+    target = ds.check_type(target)
+    info = ds.manifest["node_types"][target]
+    if info.get("labels") is None:
+        raise InputError(f"--target {target}: node type '{target}' has no labels; choose a labeled type")
+    for split in ("train", "val"):
+        if split not in info.get("splits", {}):
+            raise InputError(f"--target {target}: node type '{target}' has no '{split}' split (it has: "
+                             f"{', '.join(info.get('splits', {})) or 'none'})")
+    model = _options.choice(model, HETERO_MODELS, "--model")
+    fan = relation_fanouts(ds, fanouts)
+    epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
+                                                                   ("layers", layers)))
+    hops = len(next(iter(fan.values())))
+    if hops != layers:
+        raise InputError(f"--fanouts has {hops} hops but --layers is {layers}; give one fanout per layer")
+    if not 0 <= dropout < 1:
+        raise InputError(f"--dropout {dropout}: must be in [0, 1)")
+    if embed_dim is not None:
+        embed_dim = _options.count(embed_dim, "--embed-dim", 1)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+    out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
+    net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, target, hidden,
+                      int(info["labels"]["num_classes"]), layers, model=model, embed_dim=embed_dim, dropout=dropout)
+    run_args = dict(task="node", model=model, decoder=None, fanouts=fan, batch_size=batch_size, epochs=epochs,
+                    hidden=hidden, layers=layers, lr=lr, dropout=dropout, neg_ratio=None, neg_weight=None,
+                    memory=memory, device=device, seed=seed, world_size=1, target=target, embed_dim=embed_dim,
+                    hetero=net.config())
+    if resume and overwrite:
+        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
+    resumed = open_run(out, run_args, resume, overwrite)
+    if resumed is not None and resumed["args"].get("hetero") != run_args["hetero"]:
+        raise InputError(f"--resume: {out} holds a run of another model or dataset; use another --out")
+    torch.manual_seed(seed)
+    net = HeteroModel.from_config(run_args["hetero"]).to(device)
+    sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory)
+    common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler)
+    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
+    evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, **common)
+             for s in ("val", "test") if s in info["splits"]}
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    history: List[Dict[str, Any]] = []
+    start = 0
+    if resumed is not None:
+        net.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["optimizer"])
+        torch.set_rng_state(resumed["rng"])
+        start, history = resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
+    with os_errors("creating the run directory", out):
+        os.makedirs(out, exist_ok=True)
+    log(f"training {model} on {ds.path} (heterogeneous: {len(ds.node_types)} node types, {len(ds.relations)} "
+        f"relations), target {target}: {len(train_loader.seeds):,} training seeds, {len(train_loader)} batches of "
+        f"{batch_size} per epoch, sampling with {sampler.resolved_backend()}, device {device} -> {out}")
+    metrics = _metrics(ds, run_args, history)
+    for epoch in range(start, epochs):
+        t0 = time.perf_counter()
+        train_loader.set_epoch(epoch)
+        net.train()
+        loss_sum, count, wait, step = 0.0, 0, 0.0, 0.0
+        it = iter(train_loader)
+        with progress.bar(len(train_loader), f"epoch {epoch}", "batch", disable=quiet, leave=False) as bar:
+            while True:
+                a = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                b = time.perf_counter()
+                bs = batch[target].batch_size
+                logits = net(*hetero_batch_to_dicts(batch, device))[:bs]
+                y = batch[target].y[:bs].to(device)
+                mask = y >= 0
+                if bool(mask.any()):
+                    loss = torch.nn.functional.cross_entropy(logits[mask], y[mask])
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    loss_sum += float(loss) * int(mask.sum())
+                    count += int(mask.sum())
+                wait += b - a
+                step += time.perf_counter() - b
+                bar.update(1)
+        t1 = time.perf_counter()
+        scores = {f"{s}_acc": _accuracy(net, loader, target, device) for s, loader in evals.items()}
+        seconds = time.perf_counter() - t0
+        row = dict(epoch=epoch, loss=loss_sum / max(count, 1), **scores, seconds=seconds,
+                   train_epoch_seconds=t1 - t0, train_seconds=step, wait_seconds=wait,
+                   eval_seconds=seconds - (t1 - t0))
+        history.append(row)
+        log(f"epoch {epoch}: loss {row['loss']:.4f}, " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
+            + f", {seconds:.2f} s (training pass {t1 - t0:.2f} s: train {step:.2f} s, waiting for batches "
+            f"{wait:.2f} s)")
+        metrics = _metrics(ds, run_args, history)
+        state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
+                     metrics=metrics, rng=torch.get_rng_state())
+        if metrics["best_epoch"] == epoch:
+            save(state, os.path.join(out, "best.pt"))
+        save(state, os.path.join(out, "last.pt"))
+        _write_json(metrics, os.path.join(out, "metrics.json"))
+    if start >= epochs:
+        _write_json(metrics, os.path.join(out, "metrics.json"))
+    best = metrics["best_epoch"]
+    if best is not None:
+        log(f"best epoch {best}: val accuracy {metrics['best_val_acc']:.4f}"
+            + (f", test accuracy {metrics['test_acc']:.4f}" if metrics.get("test_acc") is not None else "")
+            + f"; {os.path.join(out, 'metrics.json')}")
+    return metrics
+
+
+def _accuracy(net: Any, loader: HeteroLoader, target: str, device: str) -> float:
+    """Accuracy over the labeled seeds of ``loader`` (sampled neighborhoods, fixed order and
+    sample: epoch 0 of an unshuffled loader)."""
+    import torch
+
+    net.eval()
+    right = total = 0
+    loader.set_epoch(0)
+    with torch.no_grad():
+        for batch in loader:
+            bs = batch[target].batch_size
+            pred = net(*hetero_batch_to_dicts(batch, device))[:bs].argmax(-1).cpu()
+            y = batch[target].y[:bs]
+            mask = y >= 0
+            right += int((pred[mask] == y[mask]).sum())
+            total += int(mask.sum())
+    return right / total if total else 0.0
+
+
+def _metrics(ds: Any, run_args: Dict[str, Any], history: List[Dict[str, Any]]) -> Dict[str, Any]:
+    scored = [h for h in history if "val_acc" in h]
+    best = max(scored, key=lambda h: (h["val_acc"], -h["epoch"])) if scored else None
+    return {
+        "dataset": os.path.abspath(ds.path),
+        "heterogeneous": True,
+        "target": run_args["target"],
+        "best_epoch": None if best is None else best["epoch"],
+        "best_val_acc": None if best is None else best["val_acc"],
+        "test_acc": None if best is None else best.get("test_acc"),
+        "world_size": 1,
+        "epochs": list(history),
+        "args": {k: v for k, v in run_args.items() if k != "hetero"},
+    }
+
+
+def _write_json(obj: Any, path: str) -> None:
+    with replacing(path, "writing") as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")

@@ -1,0 +1,169 @@
+"""Heterogeneous datasets end to end from Python: build, open, sample (exact by hand, invariants,
+backends), load as HeteroData, errors."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import ringgnn
+from ringgnn import HeteroLoader, HeteroNeighborSampler, NodeType, Relation
+
+WRITES = [(0, 0), (1, 0), (1, 1), (2, 3)]  # author -> paper
+CITES = [(1, 0), (2, 0), (3, 1), (0, 2)]  # paper -> paper
+
+
+def _edges(path, pairs):
+    with open(path, "w") as f:
+        f.writelines(f"{s},{d}\n" for s, d in pairs)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Four papers (features 2-d, labels, splits), three authors without features; writes and
+    cites with their reverse relations."""
+    d = tmp_path_factory.mktemp("hetero")
+    np.save(d / "x.npy", np.arange(8, dtype=np.float32).reshape(4, 2))
+    np.save(d / "y.npy", np.array([0, 1, 0, 1]))
+    np.save(d / "train.npy", np.array([0, 1]))
+    np.save(d / "val.npy", np.array([2]))
+    np.save(d / "test.npy", np.array([3]))
+    split = {s: str(d / f"{s}.npy") for s in ("train", "val", "test")}
+    ringgnn.build_hetero(
+        d / "ds",
+        [NodeType("paper", 4, features=d / "x.npy", labels=d / "y.npy", split=split), NodeType("author", 3)],
+        [Relation("author:writes:paper", _edges(d / "writes.csv", WRITES)),
+         Relation("paper:cites:paper", _edges(d / "cites.csv", CITES))],
+        add_reverse=True,
+    )
+    return d / "ds"
+
+
+def test_dataset_parts(tiny):
+    ds = ringgnn.Dataset.open(tiny)
+    assert isinstance(ds, ringgnn.HeteroDataset)
+    assert ds.node_types == ["author", "paper"]
+    assert ds.relations == ["author:writes:paper", "paper:cites:paper", "paper:rev_cites:paper",
+                            "paper:rev_writes:author"]
+    assert ds.num_nodes_dict == {"author": 3, "paper": 4}
+    assert ds.num_edges_dict == dict.fromkeys(ds.relations, 4)
+    assert ds.feature_dims() == {"author": None, "paper": 2}
+    writes = ds.relation("author:writes:paper")
+    assert [list(writes.neighbors(v)) for v in range(4)] == [[0, 1], [1], [], [2]]
+    rev = ds.relation(("paper", "rev_writes", "author"))
+    assert [list(rev.neighbors(v)) for v in range(3)] == [[0], [0, 1], [3]]
+    paper = ds.node_type("paper")
+    assert list(paper.labels) == [0, 1, 0, 1]
+    assert list(paper.split("train")) == [0, 1]
+    assert ringgnn.verify(tiny)["files_checked"] == len(ds.manifest["files"])
+    with pytest.raises(ringgnn.InputError, match="no node type 'venue'"):
+        ds.node_type("venue")
+    with pytest.raises(ringgnn.InputError, match="heterogeneous dataset.*NeighborSampler takes a homogeneous"):
+        ringgnn.NeighborSampler(tiny, [2])
+
+
+def test_sample_worked_out_by_hand(tiny):
+    """Seeds paper 0, every neighbor, two hops (see the walk-through in docs/ARCHITECTURE.md,
+    "Heterogeneous sampling"): relations in name order, each hop's frontier fixed when it starts."""
+    s = HeteroNeighborSampler(tiny, [-1, -1], backend="memory").sample([0], "paper")
+    assert {t: list(v) for t, v in s.node.items()} == {"author": [0, 1], "paper": [0, 1, 2, 3]}
+    assert s.num_sampled_nodes == {"author": [0, 2, 0], "paper": [1, 2, 1]}
+    got = {r: (list(s.row[r]), list(s.col[r]), list(s.num_sampled_edges[r])) for r in s.row}
+    assert got == {
+        "author:writes:paper": ([0, 1, 1], [0, 0, 1], [2, 1]),
+        "paper:cites:paper": ([1, 2, 3, 0], [0, 0, 1, 2], [2, 2]),
+        "paper:rev_cites:paper": ([2, 0, 0], [0, 1, 2], [1, 2]),
+        "paper:rev_writes:author": ([0, 0, 1], [0, 1, 1], [0, 3]),
+    }
+    assert s.batch_size == 1
+    # Per-relation fanouts, one relation left out: rev_cites never sampled, and cites only at hop 1.
+    f = {"author:writes:paper": [-1, -1], "paper:cites:paper": [0, -1], "paper:rev_cites:paper": [0, 0],
+         "paper:rev_writes:author": [-1, -1]}
+    s = HeteroNeighborSampler(tiny, f, backend="memory").sample([0, 0, 3], "paper")
+    assert list(s.node["paper"][:2]) == [0, 3]  # the duplicate seed kept once
+    assert s.batch_size == 2
+    assert list(s.num_sampled_edges["paper:rev_cites:paper"]) == [0, 0]
+    assert list(s.num_sampled_edges["paper:cites:paper"])[0] == 0
+
+
+def _csc(ds, r):
+    rel = ds.relation(r)
+    return [set(rel.neighbors(v)) for v in range(rel.num_nodes)], [len(rel.neighbors(v)) for v in range(rel.num_nodes)]
+
+
+@pytest.mark.parametrize("fanout", [1, 2])
+def test_every_edge_exists_and_counts_are_min_of_fanout_and_degree(tiny, fanout):
+    ds = ringgnn.Dataset.open(tiny)
+    lists = {r: _csc(ds, r) for r in ds.relations}
+    sampler = HeteroNeighborSampler(ds, [fanout, fanout], backend="pread", seed=3)
+    for batch in range(20):
+        for seed_type in ("paper", "author"):
+            seeds = np.random.default_rng(batch).permutation(ds.num_nodes_dict[seed_type])[:2]
+            s = sampler.sample(seeds, seed_type, batch=batch)
+            for t, ids in s.node.items():
+                assert len(set(ids)) == len(ids)
+                assert sum(s.num_sampled_nodes[t]) == len(ids)
+            assert list(s.node[seed_type][:2]) == list(seeds)
+            for r in ds.relations:
+                src, _, dst = r.split(":")
+                nbrs, deg = lists[r]
+                u, v = s.node[src][s.row[r]], s.node[dst][s.col[r]]
+                assert all(a in nbrs[b] for a, b in zip(u, v))
+                assert sum(s.num_sampled_edges[r]) == len(s.row[r])
+                for b in set(v.tolist()):
+                    assert (v == b).sum() == min(fanout, deg[b])
+
+
+def test_backends_give_identical_samples(tiny):
+    outs = []
+    for backend in ("memory", "pread", "auto"):
+        s = HeteroNeighborSampler(tiny, [1, 1], backend=backend, seed=7).sample([1, 2], "paper", epoch=2, batch=5)
+        outs.append((s.node, s.row, s.col))
+    for o in outs[1:]:
+        for a, b in zip(outs[0], o):
+            assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_errors(tiny):
+    with pytest.raises(ringgnn.InputError, match="unknown relation 'paper:writes:author'"):
+        HeteroNeighborSampler(tiny, {"paper:writes:author": [1]})
+    with pytest.raises(ringgnn.InputError, match="no entry for relation"):
+        HeteroNeighborSampler(tiny, {"author:writes:paper": [1]})
+    with pytest.raises(ringgnn.InputError, match="same number of hops"):
+        HeteroNeighborSampler(tiny, {r: [1] * (2 if r.startswith("author") else 1)
+                                     for r in ringgnn.Dataset.open(tiny).relations})
+    s = HeteroNeighborSampler(tiny, [1])
+    with pytest.raises(ringgnn.InputError, match="out of range"):
+        s.sample([4], "paper")
+    with pytest.raises(ringgnn.InputError, match="no node type 'venue'"):
+        s.sample([0], "venue")
+    with pytest.raises(ringgnn.InputError, match="node type 'author' has no split 'train'"):
+        HeteroLoader(tiny, [1], "author", seeds="train")
+    with pytest.raises(ringgnn.InputError, match="homogeneous dataset"):
+        HeteroNeighborSampler(os.path.join(os.path.dirname(__file__), "fixtures", "v2-tiny"), [1])
+
+
+def test_loader_gives_hetero_data_with_features_and_labels(tiny):
+    loader = HeteroLoader(tiny, [-1, -1], "paper", seeds=None, batch_size=2, shuffle=True, seed=1, threads=2)
+    assert len(loader) == 2
+    seen = []
+    for b in loader:
+        n = b["paper"].n_id.numpy()
+        assert np.array_equal(b["paper"].x.numpy(), np.arange(8, dtype=np.float32).reshape(4, 2)[n])
+        assert list(b["paper"].y.numpy()) == [[0, 1, 0, 1][i] for i in n]
+        assert "x" not in b["author"]
+        seen += list(b["paper"].input_id.numpy())
+        assert b["paper"].batch_size == 2
+        for et in b.edge_types:
+            ei = b[et].edge_index
+            assert ei.shape[0] == 2
+            assert ei[0].numpy().max(initial=-1) < b[et[0]].num_nodes
+            assert ei[1].numpy().max(initial=-1) < b[et[2]].num_nodes
+    assert sorted(seen) == [0, 1, 2, 3]
+    # Same epoch, same batches; threads do not change them.
+    a = [b["paper"].n_id.tolist() for b in loader]
+    loader2 = HeteroLoader(tiny, [-1, -1], "paper", seeds=None, batch_size=2, shuffle=True, seed=1, threads=1)
+    assert a == [b["paper"].n_id.tolist() for b in loader2]
