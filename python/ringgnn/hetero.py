@@ -75,7 +75,7 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
                              "(0 skips a relation at a hop)")
         lengths = {len(v) for v in out.values()}
         if len(lengths) != 1 or 0 in lengths:
-            raise InputError(f"fanouts: every relation needs the same number of hops (at least one), got "
+            raise InputError("fanouts: every relation needs the same number of hops (at least one), got "
                              + ", ".join(f"{r}: {len(v)}" for r, v in out.items()))
         return out
     hops = _options.fanouts(fanouts)

@@ -141,7 +141,7 @@ def train_hetero(
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-                    loss_sum += float(loss) * int(mask.sum())
+                    loss_sum += float(loss.detach()) * int(mask.sum())
                     count += int(mask.sum())
                 wait += b - a
                 step += time.perf_counter() - b

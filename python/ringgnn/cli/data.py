@@ -10,7 +10,8 @@ import tempfile
 import time
 from typing import Any, Dict
 
-from .. import build
+from .. import build, graphbolt
+from .._core import InputError
 from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
 from ..dataset import Dataset
@@ -45,7 +46,9 @@ def add_parsers(sub: Any) -> None:
     """``convert``, ``generate``, ``info`` and ``verify`` (``demo`` comes last: :func:`add_demo_parser`)."""
     p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
     p.add_argument(
-        "input", metavar="INPUT", help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy"
+        "input", metavar="INPUT",
+        help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy; or a DGL GraphBolt "
+        "OnDiskDataset: its metadata.yaml (.yaml/.yml) or the directory holding it",
     )
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
     p.add_argument(
@@ -78,6 +81,20 @@ def add_parsers(sub: Any) -> None:
         help="fixed negative destinations stored per held-out edge for evaluation (default 100; 0: none)",
     )
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], help="stored feature type (default: from input)")
+    p.add_argument(
+        "--add-reverse", action="store_true", default=None,
+        help="metadata.yaml input: also build DST:rev_REL:SRC for each relation (PyG ToUndirected; a homogeneous "
+        "GraphBolt dataset is built --undirected)",
+    )
+    p.add_argument(
+        "--feature", metavar="NAME", default=None,
+        help="metadata.yaml input: the node feature to convert per type (default feat, else a type's only one)",
+    )
+    p.add_argument(
+        "--task", metavar="NAME", default=None,
+        help="metadata.yaml input: the task whose sets become labels and splits (default: the first "
+        "node-classification task)",
+    )
     _add_build_options(p)
     p.set_defaults(func=cmd_convert)
 
@@ -152,14 +169,38 @@ def _bars(args) -> TqdmProgress:
 def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
     if args.quiet:
         return
-    e = manifest["num_edges"]
+    if "node_types" in manifest:  # heterogeneous: counts per type and relation
+        n = sum(t["num_nodes"] for t in manifest["node_types"].values())
+        e = sum(r["num_edges"] for r in manifest["relations"].values())
+        what = (f"{n:,} nodes in {len(manifest['node_types'])} types, "
+                f"{e:,} edges in {len(manifest['relations'])} relations")
+    else:
+        n, e = manifest["num_nodes"], manifest["num_edges"]
+        what = f"{n:,} nodes, {e:,} edges"
     rate = e / seconds if seconds > 0 else float("inf")
-    print(
-        f"{verb} {manifest['num_nodes']:,} nodes, {e:,} edges in {seconds:.2f} s ({human(rate)} edges/s) -> {args.out}"
-    )
+    print(f"{verb} {what} in {seconds:.2f} s ({human(rate)} edges/s) -> {args.out}")
+
+
+#: Options of an edge-list INPUT, with their defaults: refused with a metadata.yaml input.
+_EDGE_LIST_OPTIONS = {
+    "format": "detect", "undirected": False, "self_loops": "keep", "dedup": False, "num_nodes": None,
+    "features": None, "labels": None, "split": None, "link_split": None, "link_negatives": 100, "feature_dtype": None,
+}
+_GRAPHBOLT_OPTIONS = ("add_reverse", "feature", "task")
+
+
+def _flags(dests) -> str:
+    return ", ".join("--" + d.replace("_", "-") for d in dests)
 
 
 def cmd_convert(args) -> int:
+    metadata = graphbolt.find_metadata(args.input)
+    if metadata is not None:
+        return _convert_graphbolt(args, metadata)
+    given = [d for d in _GRAPHBOLT_OPTIONS if getattr(args, d) is not None]
+    if given:
+        raise InputError(f"{_flags(given)} apply to a GraphBolt metadata.yaml INPUT, and {args.input} is an "
+                         "edge list (for an edge list, --undirected adds the reverse edges)")
     t0 = time.perf_counter()
     with _bars(args) as bars:
         manifest = build.convert(
@@ -177,6 +218,32 @@ def cmd_convert(args) -> int:
             link_negatives=args.link_negatives,
             seed=args.seed,
             feature_dtype=args.feature_dtype,
+            memory=args.memory,
+            overwrite=args.overwrite,
+            threads=args.threads,
+            progress=bars,
+        )
+    _summary(args, "converted", manifest, time.perf_counter() - t0)
+    return 0
+
+
+def _convert_graphbolt(args, metadata: str) -> int:
+    given = [d for d, default in _EDGE_LIST_OPTIONS.items() if getattr(args, d) != default]
+    if given:
+        raise InputError(
+            f"{_flags(given)} apply to an edge-list INPUT; a GraphBolt metadata.yaml ({metadata}) says what to "
+            "convert itself and takes --add-reverse, --feature NAME, --task NAME, --seed, --memory, --threads, "
+            "--overwrite and --quiet"
+        )
+    t0 = time.perf_counter()
+    with _bars(args) as bars:
+        manifest = graphbolt.convert_graphbolt(
+            metadata,
+            args.out,
+            feature="feat" if args.feature is None else args.feature,
+            task=args.task,
+            add_reverse=bool(args.add_reverse),
+            seed=args.seed,
             memory=args.memory,
             overwrite=args.overwrite,
             threads=args.threads,
@@ -232,6 +299,36 @@ def info_dict(path: str) -> Dict[str, Any]:
     ds = Dataset.open(path)
     m = ds.manifest
     files = {k: {"path": f["path"], "bytes": f["bytes"]} for k, f in m["files"].items()}
+    if ds.is_hetero:
+        return {
+            "path": os.path.abspath(path),
+            "format_version": m["version"],
+            "heterogeneous": True,
+            "num_nodes": ds.num_nodes,
+            "num_edges": ds.num_edges,
+            "node_types": {
+                t: {
+                    "num_nodes": i["num_nodes"],
+                    "feature_dim": None if i.get("features") is None else i["features"]["dim"],
+                    "feature_dtype": None if i.get("features") is None else i["features"]["dtype"],
+                    "num_classes": None if i.get("labels") is None else i["labels"]["num_classes"],
+                    "num_labeled": None if i.get("labels") is None else i["labels"]["num_labeled"],
+                    "splits": dict(i.get("splits", {})),
+                }
+                for t, i in m["node_types"].items()
+            },
+            "relations": {
+                r: {
+                    "num_edges": i["num_edges"],
+                    "indices_dtype": i["graph"]["indices_dtype"],
+                    "degree": dict(i["degree"]),
+                    "edge_splits": {k: dict(v) for k, v in i.get("edge_splits", {}).items()},
+                }
+                for r, i in m["relations"].items()
+            },
+            "files": files,
+            "total_bytes": sum(f["bytes"] for f in files.values()),
+        }
     return {
         "path": os.path.abspath(path),
         "format_version": m["version"],
@@ -260,6 +357,8 @@ def cmd_info(args) -> int:
 
 
 def _format_info(info: Dict[str, Any]) -> str:
+    if info.get("heterogeneous"):
+        return _format_hetero_info(info)
     d = info["degree"]
     lines = [
         f"dataset   {info['path']} (format v{info['format_version']})",
@@ -286,6 +385,33 @@ def _format_info(info: Dict[str, Any]) -> str:
     for key, f in info["files"].items():
         lines.append(f"  {key:<20} {f['path']:<26} {human_bytes(f['bytes'])}")
     lines.append(f"  {'total':<20} {'':<26} {human_bytes(info['total_bytes'])}")
+    return "\n".join(lines)
+
+
+def _format_hetero_info(info: Dict[str, Any]) -> str:
+    lines = [
+        f"dataset   {info['path']} (format v{info['format_version']}, heterogeneous)",
+        f"nodes     {info['num_nodes']:,} in {len(info['node_types'])} types",
+        f"edges     {info['num_edges']:,} in {len(info['relations'])} relations",
+        "node types",
+    ]
+    for t, i in info["node_types"].items():
+        feat = "no features" if i["feature_dim"] is None else f"features {i['feature_dim']} x {i['feature_dtype']}"
+        lab = "" if i["num_classes"] is None else f", {i['num_classes']} classes ({i['num_labeled']:,} labeled)"
+        spl = ", ".join(f"{k} {v:,}" for k, v in i["splits"].items())
+        lines.append(f"  {t:<16} {i['num_nodes']:>14,} nodes, {feat}{lab}" + (f", splits {spl}" if spl else ""))
+    lines.append("relations (in-degree over the destination type)")
+    width = max((len(r) for r in info["relations"]), default=0)
+    for r, i in info["relations"].items():
+        d = i["degree"]
+        lines.append(
+            f"  {r:<{width}} {i['num_edges']:>14,} edges ({i['indices_dtype']}); in-degree min {d['min']:,} "
+            f"median {d['median']:,} mean {d['mean']:.2f} max {d['max']:,}, zero {d['zero']:,}"
+        )
+    lines.append("files")
+    for key, f in info["files"].items():
+        lines.append(f"  {key:<40} {f['path']:<26} {human_bytes(f['bytes'])}")
+    lines.append(f"  {'total':<40} {'':<26} {human_bytes(info['total_bytes'])}")
     return "\n".join(lines)
 
 

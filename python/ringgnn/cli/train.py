@@ -10,6 +10,8 @@ from typing import Any
 
 from .. import _options, distributed
 from .._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
+from .._core import InputError
+from ..dataset import Dataset
 from ..train import EVAL_MODES, TASKS, train
 
 
@@ -28,7 +30,14 @@ def add_parser(sub: Any) -> None:
                    help="node: classify nodes (default); link: predict edges, trained on the train edge split "
                         "against sampled negatives, scored by AUC, MRR and Hits@10/50/100 against the stored "
                         "negatives of val and test")
-    p.add_argument("--model", default="sage", help="sage (GraphSAGE, default), gcn or gat")
+    p.add_argument("--model", default="sage",
+                   help="sage (GraphSAGE, default), gcn or gat; on a heterogeneous dataset sage (PyG's to_hetero "
+                        "GraphSAGE, mean across relations) or rgcn (R-GCN)")
+    p.add_argument("--target", default=None, metavar="TYPE",
+                   help="heterogeneous datasets: the node type to classify (its labels and splits are used)")
+    p.add_argument("--embed-dim", type=positive_arg, default=None, metavar="D",
+                   help="heterogeneous datasets: width of the learned embeddings of node types without features "
+                        "(default: --hidden); they are saved with the checkpoint")
     p.add_argument("--decoder", default=None, metavar="dot|mlp",
                    help="--task link: how a pair of node embeddings is scored: dot (inner product, default) or "
                         "mlp (a two-layer perceptron on their element-wise product)")
@@ -36,7 +45,10 @@ def add_parser(sub: Any) -> None:
                    help="--task link: random negative pairs per positive in training (default 1)")
     p.add_argument("--neg-weight", default=None, metavar="uniform|degree",
                    help="--task link: how negatives are drawn: uniform (default) or by degree^0.75")
-    p.add_argument("--fanouts", default="10,5", metavar="F1,F2,...", help="neighbors per layer (default 10,5)")
+    p.add_argument("--fanouts", default="10,5", metavar="F1,F2,...",
+                   help="neighbors per layer (default 10,5); on a heterogeneous dataset the same for every "
+                        "relation, or a JSON object per relation such as "
+                        "'{\"author:writes:paper\": [10, 5], ...}' (0 skips a relation at a hop)")
     p.add_argument("--batch-size", type=positive_arg, default=512, metavar="B", help="seeds per batch (default 512)")
     p.add_argument("--epochs", type=positive_arg, default=5, metavar="N", help="epochs in total (default 5)")
     p.add_argument("--hidden", type=positive_arg, default=64, help="hidden width (default 64)")
@@ -99,10 +111,41 @@ def cmd_train(args: argparse.Namespace) -> int:
                                           "dist_timeout", "eval_mode", "tensorboard", "task", "decoder",
                                           "neg_ratio", "neg_weight")}
     log = (lambda s: None) if args.json else _print_line
-    m = train(args.dataset, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
+    ds = Dataset.open(args.dataset)
+    if ds.is_hetero:
+        m = _train_hetero(args, ds, log)
+    else:
+        for flag, value in (("--target", args.target), ("--embed-dim", args.embed_dim)):
+            if value is not None:
+                raise InputError(f"{flag} is for heterogeneous datasets; {args.dataset} is homogeneous")
+        m = train(ds, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
     if args.json and distributed.leader_by_env():
         print(json.dumps(m, indent=2))
     return 0
+
+
+#: Options of the homogeneous path a heterogeneous run does not take yet, with their defaults.
+_HOMOGENEOUS_ONLY = {"task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None, "cache": None,
+                     "cache_policy": "presample", "prefetch": None, "hyperbatch": "auto", "staging_dir": None,
+                     "staging_cap": None, "gpu_cache": None, "eval_mode": "auto", "tensorboard": False}
+
+
+def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
+    from ..hetero_train import train_hetero
+
+    given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if getattr(args, k) != d]
+    if given:
+        raise InputError(f"{', '.join(given)}: not available for heterogeneous datasets yet ({ds.path} is one); "
+                         "leave them out")
+    if distributed._env_int("WORLD_SIZE", 1) > 1:
+        raise InputError("heterogeneous training runs on one process for now; run it without torchrun")
+    text = args.fanouts.strip()
+    fanouts: Any = json.loads(text) if text.startswith("{") else _options.fanouts(text)
+    return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
+                        epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
+                        embed_dim=args.embed_dim, memory=args.memory, backend=args.backend, direct=args.direct,
+                        threads=args.threads, seed=args.seed, out=args.out, resume=args.resume,
+                        overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device)
 
 
 def _print_line(s: str) -> None:
