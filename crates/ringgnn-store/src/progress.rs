@@ -26,3 +26,23 @@ impl Progress for NoProgress {
         Ok(())
     }
 }
+
+/// Another [`Progress`] whose stage names start with `prefix` (a heterogeneous build names the
+/// relation each "read" and "sort" stage belongs to).
+pub struct Prefixed<'a> {
+    pub inner: &'a dyn Progress,
+    pub prefix: String,
+}
+
+impl Progress for Prefixed<'_> {
+    fn stage(&self, name: &str, total: Option<u64>, unit: &str) {
+        self.inner
+            .stage(&format!("{} {name}", self.prefix), total, unit)
+    }
+    fn advance(&self, n: u64) -> Result<()> {
+        self.inner.advance(n)
+    }
+    fn note(&self, line: &str) {
+        self.inner.note(line)
+    }
+}

@@ -98,7 +98,7 @@ def add_parsers(sub: Any) -> None:
     _add_build_options(p)
     p.set_defaults(func=cmd_convert)
 
-    g = sub.add_parser("generate", help="generate a synthetic dataset (rmat, sbm)")
+    g = sub.add_parser("generate", help="generate a synthetic dataset (rmat, sbm, hetero)")
     gsub = g.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
     p = gsub.add_parser(
         "rmat", help="Graph500 R-MAT graph", description="Graph500 R-MAT (a=0.57, b=0.19, c=0.19), ids permuted."
@@ -127,6 +127,39 @@ def add_parsers(sub: Any) -> None:
     )
     _add_build_options(p)
     p.set_defaults(func=cmd_generate_sbm)
+
+    from ..hetero_gen import DEFAULTS as HD
+
+    p = gsub.add_parser(
+        "hetero",
+        help="MAG-like heterogeneous graph: papers (features, classes), authors, institutions",
+        description="A planted heterogeneous graph like MAG240M (docs/generators.md): papers with classes and "
+        "noisy features, featureless authors and institutions; writes, cites and affiliated_with relations "
+        "(and their rev_ relations); the class shows mostly through the authors, so typed models beat "
+        "models that ignore types.",
+    )
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--papers", type=positive_arg, required=True, metavar="N")
+    p.add_argument("--authors", type=positive_arg, required=True, metavar="N")
+    p.add_argument("--institutions", type=positive_arg, required=True, metavar="N")
+    p.add_argument("--classes", type=positive_arg, default=HD["classes"], metavar="C",
+                   help=f"paper classes (default {HD['classes']})")
+    p.add_argument("--feature-dim", type=positive_arg, default=HD["feature_dim"], metavar="F",
+                   help=f"paper feature width (default {HD['feature_dim']})")
+    p.add_argument("--avg-authors", type=float, default=HD["avg_authors"], metavar="A",
+                   help=f"mean authors per paper (default {HD['avg_authors']})")
+    p.add_argument("--avg-cites", type=float, default=HD["avg_cites"], metavar="C",
+                   help=f"mean citations per paper (default {HD['avg_cites']})")
+    for name in ("writes", "cites", "affiliation"):
+        key = f"homophily_{name}"
+        p.add_argument(f"--homophily-{name}", type=float, default=HD[key], metavar="P",
+                       help=f"probability that a {name} edge stays within the class (default {HD[key]})")
+    p.add_argument("--feature-noise", type=float, default=None, metavar="SIGMA",
+                   help="noise of the paper features (default: calibrated so features alone give a weak classifier)")
+    p.add_argument("--split", metavar="SPEC", default=HD["split"], help=f"paper splits (default {HD['split']})")
+    p.add_argument("--no-reverse", action="store_true", help="do not add the rev_ relations")
+    _add_build_options(p)
+    p.set_defaults(func=cmd_generate_hetero)
 
     p = sub.add_parser("info", help="counts, dtypes, file sizes and degree statistics of a dataset")
     p.add_argument("dir", metavar="DIR")
@@ -291,6 +324,23 @@ def cmd_generate_sbm(args) -> int:
             progress=bars,
         )
     _summary(args, "generated sbm:", manifest, time.perf_counter() - t0)
+    return 0
+
+
+def cmd_generate_hetero(args) -> int:
+    from ..hetero_gen import generate_hetero
+
+    t0 = time.perf_counter()
+    with _bars(args) as bars:
+        manifest = generate_hetero(
+            args.out, papers=args.papers, authors=args.authors, institutions=args.institutions, classes=args.classes,
+            feature_dim=args.feature_dim, avg_authors=args.avg_authors, avg_cites=args.avg_cites,
+            homophily_writes=args.homophily_writes, homophily_cites=args.homophily_cites,
+            homophily_affiliation=args.homophily_affiliation, feature_noise=args.feature_noise, split=args.split,
+            add_reverse=not args.no_reverse, seed=args.seed, memory=args.memory, overwrite=args.overwrite,
+            threads=args.threads, progress=bars,
+        )
+    _summary(args, "generated hetero:", manifest, time.perf_counter() - t0)
     return 0
 
 

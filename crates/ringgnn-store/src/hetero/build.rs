@@ -20,7 +20,7 @@ use crate::builder::{build_graph, degree_stats};
 use crate::convert::{GraphOptions, SplitSpec};
 use crate::input::{self, EdgeSource, InputFormat};
 use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
-use crate::progress::Progress;
+use crate::progress::{Prefixed, Progress};
 use crate::writer::Staging;
 use crate::{Error, IoContext, Result};
 
@@ -159,13 +159,17 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
         let features = match &t.features {
             Some(p) => {
                 let h = attach::check_features(p)?;
+                let named = Prefixed {
+                    inner: progress,
+                    prefix: t.name.clone(),
+                };
                 Some(attach::attach_features(
                     &mut staging,
                     p,
                     &h,
                     t.num_nodes,
                     t.feature_dtype,
-                    progress,
+                    &named,
                 )?)
             }
             None => None,
@@ -219,7 +223,11 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             threads: spec.threads,
             ..GraphOptions::default()
         };
-        let g = build_graph(&mut source, &opts, &mut staging, progress)?;
+        let named = Prefixed {
+            inner: progress,
+            prefix: p.name.clone(),
+        };
+        let g = build_graph(&mut source, &opts, &mut staging, &named)?;
         let mut degree = g.degree.clone();
         if n_s > n_d {
             degree = cut_indptr(&mut staging, &key_prefix, n_d, g.num_edges)?;
