@@ -1,4 +1,5 @@
-"""PyG adapters: a ``BaseSampler`` and a ``FeatureStore``/``GraphStore`` pair over a ringgnn dataset.
+"""PyG adapters: a ``BaseSampler`` and a ``FeatureStore``/``GraphStore`` pair over a ringgnn dataset,
+homogeneous or heterogeneous.
 
 With these, PyG's own ``NodeLoader`` trains on a dataset larger than RAM, on a plain
 ``pip install torch_geometric`` (no pyg-lib or torch-sparse needed)::
@@ -16,8 +17,24 @@ With these, PyG's own ``NodeLoader`` trains on a dataset larger than RAM, on a p
     )
 
 Batches are ``Data`` objects with ``x`` (float32), ``y``, ``edge_index``, ``n_id`` and
-``batch_size``; the first ``batch_size`` nodes are the seeds. Importing this module imports torch
-and torch_geometric; ``import ringgnn`` does not.
+``batch_size``; the first ``batch_size`` nodes are the seeds.
+
+A heterogeneous dataset (a :class:`ringgnn.HeteroDataset`) goes through the same three classes,
+with PyG's heterogeneous conventions: ``num_neighbors`` one list for every relation or a dict
+keyed by edge type ``(src, rel, dst)`` (every relation, as PyG's ``NeighborLoader`` wants it),
+seeds of one node type, batches ``HeteroData`` (per type ``x``, ``y``, ``n_id``; per edge type
+``edge_index``; the seed type's ``batch_size`` and ``input_id``)::
+
+    ds = ringgnn.Dataset.open("data/mag")
+    train = torch.from_numpy(ds.node_type("paper").split("train"))
+    loader = NodeLoader(data=ring_stores(ds), node_sampler=RingNeighborSampler(ds, [10, 5]),
+                        input_nodes=("paper", train), batch_size=256, shuffle=True)
+
+PyG's ``NeighborLoader`` runs the same sampler when handed it: ``NeighborLoader(ring_stores(ds),
+num_neighbors=[10, 5], input_nodes=("paper", train), neighbor_sampler=RingNeighborSampler(ds,
+[10, 5]))`` (its own ``num_neighbors`` is then unused; all seeds of a type: ``input_nodes="paper"``).
+
+Importing this module imports torch and torch_geometric; ``import ringgnn`` does not.
 """
 
 from __future__ import annotations
@@ -30,25 +47,51 @@ import torch
 from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
-from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
 
 from . import _core, _options
 from ._core import InputError
-from .dataset import Dataset, PathLike, open_homogeneous
+from .dataset import Dataset, HeteroDataset, PathLike
+from .hetero import HeteroNeighborSampler, HeteroSample
 from .links import LinkSampler
 from .links import NegativeSampling as LinkNegatives
 from .sampler import NeighborSampler
 
-#: The single edge type of a ringgnn dataset, as PyG names edge types (source, relation, target).
+#: The single edge type of a homogeneous ringgnn dataset, as PyG names edge types (source,
+#: relation, target). A heterogeneous dataset's edge types are its relations ``SRC:REL:DST``
+#: split in three (:attr:`ringgnn.HeteroDataset.edge_types`).
 EDGE_TYPE = ("node", "to", "node")
 
+AnyDataset = Union[Dataset, HeteroDataset]
 
-def _open(dataset: Union[Dataset, PathLike]) -> Dataset:
-    return open_homogeneous(dataset, "the PyG stores")
+
+def _open(dataset: Union[AnyDataset, PathLike]) -> AnyDataset:
+    return dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+
+
+def _edge_type(relation: str) -> Tuple[str, str, str]:
+    src, rel, dst = relation.split(":")
+    return src, rel, dst
 
 
 class RingNeighborSampler(BaseSampler):
-    """PyG ``BaseSampler`` running :class:`ringgnn.NeighborSampler` (same arguments).
+    """PyG ``BaseSampler`` running :class:`ringgnn.NeighborSampler` on a homogeneous dataset, or
+    :class:`ringgnn.HeteroNeighborSampler` on a heterogeneous one (same arguments; ``fanouts``
+    is PyG's ``num_neighbors``: a list, or for a heterogeneous dataset a dict keyed by edge type
+    tuples or ``"SRC:REL:DST"`` names, every relation given).
+
+    Heterogeneous datasets: seeds come with their type (``input_nodes=("paper", ids)``), and
+    :meth:`sample_from_nodes` returns PyG's ``HeteroSamplerOutput`` (per type ``node`` and
+    ``num_sampled_nodes``, per edge type ``row``, ``col``, ``num_sampled_edges`` and, with
+    ``with_edge_ids=True``, ``edge``: positions in the relation's CSC). Link sampling
+    (:meth:`sample_from_edges`) takes homogeneous datasets only.
 
     Reproducibility: batch ``b`` of epoch ``e`` is sampled with (seed, e, b), where ``b`` counts
     the batches this sampler produced since :meth:`set_epoch`, worker-aware: in DataLoader worker
@@ -60,15 +103,21 @@ class RingNeighborSampler(BaseSampler):
     ``shuffle=True``). With ``persistent_workers=True`` the workers are not forked again, so
     ``set_epoch`` does not reach them: they keep counting batches across epochs instead.
 
-    Fork safety: the core sampler (rings, threads) is created lazily in the process that samples;
-    one inherited through a fork is never used.
+    Fork safety: the core sampler (rings, threads) is created lazily in the process (and, for
+    the heterogeneous one, the thread) that samples; one inherited through a fork is never used.
     """
 
-    def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Sequence[int], **kwargs: Any):
-        self.sampler = NeighborSampler(_open(dataset), fanouts, **kwargs)
+    def __init__(self, dataset: Union[AnyDataset, PathLike], fanouts: Any, **kwargs: Any):
+        ds = _open(dataset)
+        self.sampler: Union[NeighborSampler, HeteroNeighborSampler] = (
+            HeteroNeighborSampler(ds, fanouts, **kwargs) if ds.is_hetero else NeighborSampler(ds, fanouts, **kwargs))
         self.epoch = 0
         self._count = 0
         self._pid = os.getpid()
+
+    @property
+    def is_hetero(self) -> bool:
+        return isinstance(self.sampler, HeteroNeighborSampler)
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch``: its batches are numbered from 0 again."""
@@ -84,19 +133,35 @@ class RingNeighborSampler(BaseSampler):
         info = torch.utils.data.get_worker_info()
         return k if info is None else info.id + k * info.num_workers
 
-    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> Union[SamplerOutput, HeteroSamplerOutput]:
         seeds = index.node.numpy()
         if len(np.unique(seeds)) != len(seeds):
             # The loader takes the first `batch_size = len(input_id)` nodes as the seeds; with a
             # seed repeated in a batch they would not line up.
             raise InputError("a batch holds the same seed node twice; give input_nodes without duplicates")
+        if self.is_hetero:
+            return self._sample_hetero(index, seeds)
         out = self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index())
         return _output(out, (index.input_id, index.time))
 
-    def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
+    def _sample_hetero(self, index: NodeSamplerInput, seeds: np.ndarray) -> HeteroSamplerOutput:
+        ds = self.sampler.dataset
+        if index.input_type is None:
+            raise InputError(f"{ds.path}: a heterogeneous dataset; give the seeds with their node type, "
+                             f"input_nodes=(TYPE, ids) (types: {', '.join(ds.node_types)})")
+        if index.time is not None:
+            raise InputError("temporal sampling (input_time) is not supported")
+        s = self.sampler.sample(seeds, index.input_type, epoch=self.epoch, batch=self._next_batch_index())
+        return _hetero_output(s, (index.input_id, index.time))
+
+    def sample_from_edges(self, index: EdgeSamplerInput,
+                          neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
         """Link batches for PyG's ``LinkLoader``/``LinkNeighborLoader`` semantics (see
         :mod:`ringgnn.links`): PyG's ``NegativeSampling`` (mode, amount, src/dst weights) is
         honoured; negatives come from the (seed, epoch, batch) stream, not torch's global RNG."""
+        if self.is_hetero:
+            raise InputError("link sampling (LinkLoader) over a heterogeneous dataset is not supported; "
+                             "sample_from_edges takes a homogeneous dataset")
         if index.time is not None:
             raise InputError("temporal link sampling (edge_label_time) is not supported")
         ours = None
@@ -137,81 +202,125 @@ def _output(sample: Any, metadata: Tuple[Any, ...]) -> SamplerOutput:
     )
 
 
+def _hetero_output(s: HeteroSample, metadata: Tuple[Any, ...]) -> HeteroSamplerOutput:
+    """A :class:`HeteroSample` as PyG's ``HeteroSamplerOutput``: keyed as PyG's heterogeneous
+    sampler keys it (node types; edge type tuples, which ``NodeLoader`` matches against the graph
+    store's edge types), every type and relation present (empty when nothing was sampled)."""
+    et = {r: _edge_type(r) for r in s.row}
+    return HeteroSamplerOutput(
+        node={t: torch.from_numpy(v) for t, v in s.node.items()},
+        row={et[r]: torch.from_numpy(v) for r, v in s.row.items()},
+        col={et[r]: torch.from_numpy(v) for r, v in s.col.items()},
+        edge=None if s.edge is None else {et[r]: torch.from_numpy(v) for r, v in s.edge.items()},
+        batch=None,
+        num_sampled_nodes={t: list(v) for t, v in s.num_sampled_nodes.items()},
+        num_sampled_edges={et[r]: list(v) for r, v in s.num_sampled_edges.items()},
+        metadata=metadata,
+    )
+
+
+def _index(n: int, index: Any) -> np.ndarray:
+    """``index`` (None, a slice, ids, negative ids or a mask) as int64 ids in ``0 .. n-1``."""
+    if index is None:
+        return np.arange(n, dtype=np.int64)
+    if isinstance(index, slice):
+        return np.arange(n, dtype=np.int64)[index]
+    if isinstance(index, torch.Tensor):
+        index = index.cpu().numpy()
+    idx = np.asarray(index)
+    if idx.dtype == np.bool_:
+        idx = np.flatnonzero(idx)
+    idx = idx.astype(np.int64, copy=False).reshape(-1)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"node index out of range: the dataset has {n:,} nodes")
+    return np.where(idx < 0, idx + n, idx)
+
+
 class RingFeatureStore(FeatureStore):
     """Read-only PyG ``FeatureStore`` over a dataset: attribute ``x`` (features as float32,
-    converted from f16/bf16) and ``y`` (labels as int64, -1 = unlabeled), group ``None``.
+    converted from f16/bf16) and ``y`` (labels as int64, -1 = unlabeled). Homogeneous datasets
+    have group ``None``; a heterogeneous one has a group per node type (``group_name="paper"``),
+    each with the attributes its type has (a type without features has no ``x``).
 
     Feature rows are gathered by the Rust feature reader: ids deduplicated, the 4 KiB pages that
     hold them read once each in coalesced runs (io_uring, pread, or O_DIRECT with
     ``direct=True``; ``backend="memory"`` loads the file), an optional hot-row cache of
-    ``cache`` bytes (rows of highest in-degree). The reader is created lazily in each process,
-    so DataLoader workers get their own.
+    ``cache`` bytes (rows of highest in-degree; per node type when heterogeneous). Readers are
+    created lazily in each process, so DataLoader workers get their own.
     """
 
-    def __init__(self, dataset: Union[Dataset, PathLike], *, backend: str = "auto", direct: bool = False,
+    def __init__(self, dataset: Union[AnyDataset, PathLike], *, backend: str = "auto", direct: bool = False,
                  cache: Union[int, str] = 0):
         super().__init__()
         self.dataset = _open(dataset)
         self._opts = dict(backend=_options.backend(backend), direct=bool(direct), cache=_options.size(cache, "cache"))
-        self._reader_of: Optional[Tuple[int, Any]] = None
+        self._readers: Tuple[int, Dict[Optional[str], Any]] = (os.getpid(), {})
 
     # --- reading ------------------------------------------------------------------------------
 
-    def reader(self) -> Any:
-        """This process's ``_core.FeatureReader`` (``.stats()`` has the read counters)."""
-        pid = os.getpid()
-        if self._reader_of is None or self._reader_of[0] != pid:
-            self._reader_of = (pid, _core.FeatureReader(self.dataset.path, **self._opts))
-        return self._reader_of[1]
+    def reader(self, node_type: Optional[str] = None) -> Any:
+        """This process's ``_core.FeatureReader`` (``.stats()`` has the read counters): of the
+        dataset, or of node type ``node_type`` of a heterogeneous one."""
+        self._part(node_type)
+        pid, readers = self._readers
+        if pid != os.getpid():
+            self._readers = pid, readers = os.getpid(), {}
+        if node_type not in readers:
+            part = f"node/{node_type}" if self.dataset.is_hetero else None
+            readers[node_type] = _core.FeatureReader(self.dataset.path, part=part, **self._opts)
+        return readers[node_type]
 
-    def _features(self, idx: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self.reader().gather(np.ascontiguousarray(idx, dtype=np.int64)))
-
-    def _index(self, index: Any) -> np.ndarray:
-        n = self.dataset.num_nodes
-        if index is None:
-            return np.arange(n, dtype=np.int64)
-        if isinstance(index, slice):
-            return np.arange(n, dtype=np.int64)[index]
-        if isinstance(index, torch.Tensor):
-            index = index.cpu().numpy()
-        idx = np.asarray(index)
-        if idx.dtype == np.bool_:
-            idx = np.flatnonzero(idx)
-        idx = idx.astype(np.int64, copy=False).reshape(-1)
-        if idx.size and (idx.min() < -n or idx.max() >= n):
-            raise IndexError(f"node index out of range: the dataset has {n:,} nodes")
-        return np.where(idx < 0, idx + n, idx)
+    def _part(self, group: Optional[str]) -> Dataset:
+        """The dataset that holds group ``group``'s rows: the dataset itself when homogeneous
+        (whatever the group, as before heterogeneous datasets), else node type ``group``."""
+        ds = self.dataset
+        if not ds.is_hetero:
+            return ds
+        if group not in ds.manifest["node_types"]:
+            raise KeyError(f"{ds.path}: a heterogeneous dataset has no node type {group!r}; group_name is one of "
+                           f"{', '.join(ds.node_types)}")
+        return ds.node_type(group)
 
     def _get_tensor(self, attr: TensorAttr) -> Optional[torch.Tensor]:
+        part = self._part(attr.group_name)
         scalar = isinstance(attr.index, (int, np.integer))
-        idx = self._index([attr.index] if scalar else attr.index)
-        if attr.attr_name == "x" and self.dataset.feature_dim is not None:
-            out = self._features(idx)
-        elif attr.attr_name == "y" and self.dataset.num_classes is not None:
-            out = torch.from_numpy(self.dataset.labels[idx])
+        idx = _index(part.num_nodes, [attr.index] if scalar else attr.index)
+        if attr.attr_name == "x" and part.feature_dim is not None:
+            out = torch.from_numpy(self.reader(attr.group_name).gather(np.ascontiguousarray(idx, dtype=np.int64)))
+        elif attr.attr_name == "y" and part.num_classes is not None:
+            out = torch.from_numpy(part.labels[idx])
         else:
-            raise KeyError(f"the dataset has no node attribute '{attr.attr_name}' (it has: {self._names()})")
+            where = f"node type {attr.group_name!r}" if self.dataset.is_hetero else "the dataset"
+            raise KeyError(f"{where} has no node attribute '{attr.attr_name}' (it has: {self._names(attr.group_name)})")
         return out[0] if scalar else out
 
     def _get_tensor_size(self, attr: TensorAttr) -> Optional[Tuple[int, ...]]:
-        n = self.dataset.num_nodes
-        if attr.attr_name == "x" and self.dataset.feature_dim is not None:
-            return (n, self.dataset.feature_dim)
-        if attr.attr_name == "y" and self.dataset.num_classes is not None:
-            return (n,)
+        try:
+            part = self._part(attr.group_name)
+        except KeyError:
+            return None
+        if attr.attr_name == "x" and part.feature_dim is not None:
+            return (part.num_nodes, part.feature_dim)
+        if attr.attr_name == "y" and part.num_classes is not None:
+            return (part.num_nodes,)
         return None
 
-    def _names(self) -> List[str]:
-        return [a.attr_name for a in self.get_all_tensor_attrs()]
+    def _names(self, group: Optional[str]) -> str:
+        hetero = self.dataset.is_hetero
+        names = [a.attr_name for a in self.get_all_tensor_attrs() if not hetero or a.group_name == group]
+        return ", ".join(names) or "none"
 
     def get_all_tensor_attrs(self) -> List[TensorAttr]:
         # Fresh objects on every call: NodeLoader sets `.index` on the ones it gets.
+        ds = self.dataset
+        groups: List[Optional[str]] = list(ds.node_types) if ds.is_hetero else [None]
         out = []
-        if self.dataset.feature_dim is not None:
-            out.append(TensorAttr(group_name=None, attr_name="x"))
-        if self.dataset.num_classes is not None:
-            out.append(TensorAttr(group_name=None, attr_name="y"))
+        for g in groups:
+            part = self._part(g)
+            if part.feature_dim is not None:
+                out.append(TensorAttr(group_name=g, attr_name="x"))
+            if part.num_classes is not None:
+                out.append(TensorAttr(group_name=g, attr_name="y"))
         return out
 
     def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
@@ -221,34 +330,49 @@ class RingFeatureStore(FeatureStore):
         raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"dataset": self.dataset.path, "_tensor_attr_cls": self._tensor_attr_cls}
+        return {"dataset": self.dataset.path, "_opts": self._opts, "_tensor_attr_cls": self._tensor_attr_cls}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state, dataset=Dataset.open(state["dataset"]), _rows=None)
+        self.__dict__.update(state, dataset=Dataset.open(state["dataset"]), _readers=(os.getpid(), {}))
 
 
 class RingGraphStore(GraphStore):
-    """Read-only PyG ``GraphStore`` over a dataset: one edge type ``('node', 'to', 'node')`` in
-    CSC layout (``(row, colptr)``). The sampler never calls it; :meth:`get_edge_index` loads the
-    whole edge list into memory, so it is for inspecting small graphs."""
+    """Read-only PyG ``GraphStore`` over a dataset, in CSC layout (``(row, colptr)``: ``colptr``
+    over the destinations, ``row`` their in-neighbors): one edge type ``('node', 'to', 'node')``
+    for a homogeneous dataset, each relation ``(src, rel, dst)`` of a heterogeneous one (size
+    ``(n_src, n_dst)``). The sampler never calls it; :meth:`get_edge_index` loads a whole
+    relation into memory, so it is for inspecting small graphs."""
 
-    def __init__(self, dataset: Union[Dataset, PathLike]):
+    def __init__(self, dataset: Union[AnyDataset, PathLike]):
         super().__init__()
         self.dataset = _open(dataset)
 
     def get_all_edge_attrs(self) -> List[EdgeAttr]:
-        n = self.dataset.num_nodes
-        return [EdgeAttr(EDGE_TYPE, EdgeLayout.CSC, is_sorted=True, size=(n, n))]
+        ds = self.dataset
+        if not ds.is_hetero:
+            n = ds.num_nodes
+            return [EdgeAttr(EDGE_TYPE, EdgeLayout.CSC, is_sorted=True, size=(n, n))]
+        n = ds.num_nodes_dict
+        return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]])) for et in ds.edge_types]
+
+    def _relation(self, edge_type: Any) -> Optional[Dataset]:
+        """The CSC of ``edge_type`` (a tuple or ``"SRC:REL:DST"``), or None if there is none."""
+        ds = self.dataset
+        if not ds.is_hetero:
+            return ds if tuple(edge_type) == EDGE_TYPE else None
+        name = edge_type if isinstance(edge_type, str) else ":".join(edge_type)
+        return ds.relation(name) if name in ds.manifest["relations"] else None
 
     def _get_edge_index(self, edge_attr: EdgeAttr) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        if tuple(edge_attr.edge_type) != EDGE_TYPE or edge_attr.layout != EdgeLayout.CSC:
+        rel = self._relation(edge_attr.edge_type) if edge_attr.layout == EdgeLayout.CSC else None
+        if rel is None:
             return None
-        m = self.dataset.manifest
-        path = os.path.join(self.dataset.path, m["files"]["indices"]["path"])
+        m = rel.manifest
+        path = os.path.join(rel.path, m["files"]["indices"]["path"])
         dtype = "<u4" if m["graph"]["indices_dtype"] == "u32" else "<u8"
-        e = self.dataset.num_edges
+        e = rel.num_edges
         row = np.fromfile(path, dtype=dtype, count=e).astype(np.int64) if e else np.zeros(0, np.int64)
-        return torch.from_numpy(row), torch.from_numpy(self.dataset.indptr().astype(np.int64))
+        return torch.from_numpy(row), torch.from_numpy(rel.indptr().astype(np.int64))
 
     def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
         raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
@@ -263,8 +387,11 @@ class RingGraphStore(GraphStore):
         self.__dict__.update(state, dataset=Dataset.open(state["dataset"]))
 
 
-def ring_stores(dataset: Union[Dataset, PathLike], **features: Any) -> Tuple[RingFeatureStore, RingGraphStore]:
+def ring_stores(dataset: Union[AnyDataset, PathLike], **features: Any) -> Tuple[RingFeatureStore, RingGraphStore]:
     """``(RingFeatureStore, RingGraphStore)`` over one dataset: the ``data`` of a ``NodeLoader``.
     Keyword arguments (``backend``, ``direct``, ``cache``) go to the feature store."""
     ds = _open(dataset)
     return RingFeatureStore(ds, **features), RingGraphStore(ds)
+
+
+__all__: Sequence[str] = ("EDGE_TYPE", "RingFeatureStore", "RingGraphStore", "RingNeighborSampler", "ring_stores")

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Issue 22's benchmark: heterogeneous sampling and an end-to-end training epoch read from disk
+under a memory cap, against the same in memory, in the same run (configurations alternate, each
+run a fresh process).
+
+Data: `ringgnn generate hetero` with `--papers P` (default 2M), 0.75 P authors, P / 200
+institutions, the other parameters at their defaults (64 float32 paper features, about 3 authors
+and 8 citations per paper, the rev_ relations added): six relation files.
+
+  sample  `--batches N` batches of 1024 training papers, fanouts 15,10 for every relation, by
+          `HeteroNeighborSampler.sample` on 2 threads (one core sampler each).
+  train   the first N batches of an epoch of `HeteroLoader` (batch 1024, fanouts 15,10, 2 worker
+          threads, per-type features gathered) feeding a 2-layer heterogeneous GraphSAGE (hidden
+          64, learned 64-wide embeddings for authors and institutions), Adam.
+
+Configurations: `memory` (every neighbor file and the feature file in RAM, no cap) and `disk`
+(io_uring with O_DIRECT for both, under `memcap --drop-caches CAP`; only the relations' offset
+indexes are held in memory).
+
+Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train [--work DIR]
+    [--papers 2000000] [--batches 200] [--repeat 2] [--cap 1.5G]
+Prints a Markdown table for docs/benchmarks.md.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from _sizes import MEMCAP
+
+CHILD = r'''
+import json, sys, time
+from concurrent.futures import ThreadPoolExecutor
+import numpy as np
+import ringgnn
+from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
+path, mode, backend, batches = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+ds = ringgnn.Dataset.open(path)
+direct = backend != "memory"
+fb = "memory" if backend == "memory" else "uring"
+sampler = HeteroNeighborSampler(ds, [15, 10], backend="memory" if backend == "memory" else "uring", direct=direct,
+                                seed=0)
+loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=1024, shuffle=True, seed=0, threads=2,
+                      feature_backend=fb, direct=direct, sampler=sampler)
+seeds = loader.batch_seeds(0)[:batches]
+t0 = time.perf_counter()
+out = dict(backend=backend, batches=len(seeds))
+if mode == "sample":
+    def one(i):
+        s = sampler.sample(seeds[i], "paper", epoch=0, batch=i)
+        return sum(len(r) for r in s.row.values()), sum(len(n) for n in s.node.values())
+    with ThreadPoolExecutor(2) as pool:
+        res = list(pool.map(one, range(len(seeds))))
+    out.update(seconds=time.perf_counter() - t0, edges=sum(r[0] for r in res), nodes=sum(r[1] for r in res))
+else:
+    import torch
+    from ringgnn.hetero_models import HeteroModel, hetero_batch_to_dicts
+    torch.manual_seed(0)
+    info = ds.manifest["node_types"]["paper"]
+    net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, "paper", 64,
+                      info["labels"]["num_classes"], 2, model="sage", embed_dim=64)
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    setup = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    wait = step = 0.0
+    it = iter(loader)
+    n = 0
+    while n < len(seeds):
+        a = time.perf_counter()
+        b = next(it)
+        c = time.perf_counter()
+        bs = b["paper"].batch_size
+        loss = torch.nn.functional.cross_entropy(net(*hetero_batch_to_dicts(b))[:bs], b["paper"].y[:bs])
+        opt.zero_grad(); loss.backward(); opt.step()
+        wait += c - a
+        step += time.perf_counter() - c
+        n += 1
+    out.update(seconds=time.perf_counter() - t0, setup=setup, wait=wait, step=step, loss=float(loss.detach()))
+with open("/proc/self/io") as f:
+    out["read_bytes"] = int(next(l for l in f if l.startswith("read_bytes")).split()[1])
+with open("/proc/self/status") as f:
+    out["peak_rss"] = int(next(l for l in f if l.startswith("VmHWM")).split()[1]) * 1024
+print(json.dumps(out))
+'''
+
+
+def sh(cmd, **kw):
+    print("$", " ".join(map(str, cmd)), file=sys.stderr, flush=True)
+    return subprocess.run([str(c) for c in cmd], **kw)
+
+
+def ensure_data(work: Path, papers: int) -> Path:
+    out = work / f"hetero{papers // 1000}k"
+    if (out / "manifest.json").exists():
+        return out
+    work.mkdir(parents=True, exist_ok=True)
+    sh([sys.executable, "-m", "ringgnn", "generate", "hetero", out, "--papers", papers, "--authors", papers * 3 // 4,
+        "--institutions", max(1, papers // 200), "--seed", "0", "--memory", "2G", "--quiet", "--overwrite"],
+       check=True)
+    return out
+
+
+def memcap_line(err: str) -> str:
+    return next((ln for ln in err.splitlines() if ln.startswith("memcap:")), "")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["sample", "train"])
+    ap.add_argument("--work", default="/var/tmp/ringgnn-bench")
+    ap.add_argument("--papers", type=int, default=2_000_000)
+    ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--cap", default="1.5G")
+    ap.add_argument("--json", default=None, help="also write the runs here")
+    args = ap.parse_args()
+    data = ensure_data(Path(args.work), args.papers)
+    size = sum(f.stat().st_size for f in data.iterdir())
+    runs = {"memory": [], "disk": []}
+    for rep in range(args.repeat):
+        for c in (["memory", "disk"] if rep % 2 == 0 else ["disk", "memory"]):
+            cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches]
+            if c == "disk":
+                cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
+            r = sh(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(f"failed: {r.stderr[-3000:]}")
+            out = json.loads(r.stdout.strip().splitlines()[-1])
+            out["memcap"] = memcap_line(r.stderr)
+            runs[c].append(out)
+            print(json.dumps({"config": c, **out}), file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(args=vars(args), size=size, runs=runs), indent=2))
+    base = statistics.median(o["seconds"] for o in runs["memory"])
+    ds_line = f"{data.name}: {size / 2**30:.2f} GiB of files"
+    print(f"\n{ds_line}; {args.mode}, {args.batches} batches of 1024 papers, fanouts 15,10; median of {args.repeat}\n")
+    if args.mode == "sample":
+        print("| configuration | seconds | vs memory | batches/s | sampled edges/s | bytes read | peak RSS | memcap |")
+        print("|---|---|---|---|---|---|---|---|")
+    else:
+        print("| configuration | seconds | vs memory | waiting for batches s | training s | bytes read | peak RSS | memcap |")
+        print("|---|---|---|---|---|---|---|---|")
+    for c, rs in runs.items():
+        sec = statistics.median(o["seconds"] for o in rs)
+        o = rs[0]
+        name = "memory (no cap)" if c == "memory" else f"io_uring + O_DIRECT, memcap --drop-caches {args.cap}"
+        fail = o["memcap"].split("failcnt=")[1].split()[0] if "failcnt=" in o["memcap"] else "-"
+        tail = (f"{o['read_bytes'] / 2**30:.2f} GiB | {o['peak_rss'] / 2**20:.0f} MiB | "
+                f"{'-' if c == 'memory' else 'failcnt ' + fail} |")
+        if args.mode == "sample":
+            print(f"| {name} | {sec:.2f} | {sec / base:.2f}x | {o['batches'] / sec:.1f} | "
+                  f"{statistics.median(x['edges'] / x['seconds'] for x in rs) / 1e6:.2f} M | {tail}")
+        else:
+            print(f"| {name} | {sec:.2f} | {sec / base:.2f}x | {statistics.median(x['wait'] for x in rs):.2f} | "
+                  f"{statistics.median(x['step'] for x in rs):.2f} | {tail}")
+
+
+if __name__ == "__main__":
+    main()
