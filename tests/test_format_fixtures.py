@@ -10,6 +10,16 @@ val [3], test [5]. Never regenerate it: a new format version gets a new fixture 
 `tests/fixtures/v2-tiny` (format version 2: edge splits) was built on 2026-11-25 with:
     printf '0 1\n0 1\n1 0\n2 2\n2 3\n3 4\n4 0\n1 3\n3 1\n0 4\n5 2\n4 5\n2 6\n' > edges.txt
     ringgnn.convert('edges.txt', 'v2-tiny', link_split='val=0.2,test=0.3', link_negatives=2, seed=3)
+
+`tests/fixtures/v2-hetero-tiny` (format version 2: typed nodes and relations) was built on
+2026-11-25 with:
+    printf '0,0\n1,0\n1,1\n2,3\n' > writes.csv; printf '1,0\n2,0\n3,1\n0,2\n' > cites.csv
+    ringgnn.build_hetero('v2-hetero-tiny',
+        [NodeType('paper', 4, features='x.npy', labels='y.npy', split={'train': 'tr.npy', 'test': 'te.npy'}),
+         NodeType('author', 3)],
+        [Relation('author:writes:paper', 'writes.csv'), Relation('paper:cites:paper', 'cites.csv')],
+        add_reverse=True, source={'command': 'test fixture'})
+with x = arange(8).reshape(4, 2) / 2 (float32), y = [0, 1, -1, 1], train [0, 1], test [3].
 """
 from pathlib import Path
 
@@ -74,3 +84,32 @@ def test_v2_graph_is_the_training_graph(v2):
 
 def test_v2_verifies():
     assert cli.main(["verify", str(FIXTURES / "v2-tiny"), "--quiet"]) in (0, None)
+
+
+def test_v2_hetero_reads_byte_for_byte():
+    d = FIXTURES / "v2-hetero-tiny"
+    ds = ringgnn.Dataset.open(d)
+    assert isinstance(ds, ringgnn.HeteroDataset)
+    assert ds.num_nodes_dict == {"author": 3, "paper": 4}
+    files = ds.manifest["files"]
+
+    def raw(key, dtype, count):
+        return np.fromfile(d / files[key]["path"], dtype=dtype, count=count).tolist()
+
+    # author:writes:paper over the 4 papers; paper:rev_writes:author over the 3 authors (its
+    # offset index cut from the 5 rows the build ran over).
+    assert raw("relation.author:writes:paper.indptr", "<u8", 5) == [0, 2, 3, 3, 4]
+    assert raw("relation.author:writes:paper.indices", "<u4", 4) == [0, 1, 1, 2]
+    assert files["relation.paper:rev_writes:author.indptr"]["payload_bytes"] == 4 * 8
+    assert raw("relation.paper:rev_writes:author.indptr", "<u8", 4) == [0, 1, 3, 4]
+    assert raw("relation.paper:rev_writes:author.indices", "<u4", 4) == [0, 0, 1, 3]
+    assert raw("relation.paper:cites:paper.indices", "<u4", 4) == [1, 2, 3, 0]
+    paper = ds.node_type("paper")
+    assert paper.labels.tolist() == [0, 1, -1, 1]
+    assert paper.split("train").tolist() == [0, 1] and paper.split("test").tolist() == [3]
+    assert raw("node.paper.features", "<f4", 8) == (np.arange(8) / 2).tolist()
+    assert ds.manifest["relations"]["paper:rev_writes:author"]["degree"]["max"] == 2
+
+
+def test_v2_hetero_verifies():
+    assert cli.main(["verify", str(FIXTURES / "v2-hetero-tiny"), "--quiet"]) in (0, None)
