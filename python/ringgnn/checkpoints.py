@@ -76,6 +76,12 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
     no run or a model that does not fit the dataset."""
     path, state = read if read is not None else read_checkpoint(run_dir, what)
     args = state.get("args", {})
+    if args.get("hetero"):
+        # A HeteroModel (its config in args["hetero"]) and per-relation fanouts: nothing below fits it.
+        raise InputError(f"{what} {run_dir}: {path} is a heterogeneous run (target type "
+                         f"'{args.get('target')}'); this takes a homogeneous run. Use `ringgnn predict {run_dir}` or "
+                         f"`ringgnn embed {run_dir} [--type TYPE]` (ringgnn.hetero_infer.infer_hetero) for its exact "
+                         "outputs; serving and link scoring of heterogeneous runs are not supported yet")
     kind, fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
     hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
     if kind not in MODELS or not fanouts or layers != len(fanouts):

@@ -1,4 +1,8 @@
-"""``ringgnn predict``, ``ringgnn embed`` and ``ringgnn report``: use a trained run."""
+"""``ringgnn predict``, ``ringgnn embed`` and ``ringgnn report``: use a trained run.
+
+A heterogeneous run (``ringgnn train DS --target TYPE``) goes to
+:func:`ringgnn.hetero_infer.infer_hetero`; what it does not take yet (``--edges``) is refused.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from .. import _signals
 from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, size_arg
+from ..checkpoints import read_checkpoint
 from ..inference import infer
 
 NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
@@ -65,7 +70,11 @@ def add_parsers(sub: Any) -> None:
     )
     _common(p)
     p.add_argument("--layer", type=int, default=None, metavar="K",
-                   help="layer 1..L (default: L-1 for a node run, L being its logits; L for a link run)")
+                   help="layer 1..L (default: L-1 for a node run, L being its logits; L for a link run); a "
+                   "heterogeneous run also has 0, the input rows (features, or a featureless type's embeddings), "
+                   "and defaults to the last hidden layer that computes --type")
+    p.add_argument("--type", default=None, metavar="TYPE",
+                   help="heterogeneous runs: the node type whose rows to write (default: the run's target)")
     p.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="stored type (default f32)")
     p.set_defaults(func=cmd_embed)
 
@@ -82,12 +91,30 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         raise InputError("--out: give the .npy file to write")
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
+    read = read_checkpoint(args.run_dir, "RUN_DIR")
+    hetero = _is_hetero(read)
+    node_type = kw.pop("node_type", None)
+    if node_type is not None and not hetero:
+        raise InputError(f"--type {node_type}: names a node type of a heterogeneous run; {read[0]} is a homogeneous "
+                         "run: leave --type out")
     # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
     # temporary output and layer files are removed on the way out; for this run only.
     with _signals.handling(_terminated, signal.SIGTERM):
+        if hetero:
+            from ..hetero_infer import infer_hetero
+
+            return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
+                                out=args.out, memory=args.memory, backend=args.backend, direct=args.direct,
+                                keep=args.keep_layers, quiet=args.quiet or args.json, read=read, **kw)
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                      quiet=args.quiet or args.json, **kw)
+
+
+def _is_hetero(read: Any) -> bool:
+    from ..hetero_infer import is_hetero_run
+
+    return is_hetero_run(read)
 
 
 def _score_edges(args: argparse.Namespace) -> Dict[str, Any]:
@@ -121,8 +148,14 @@ def _layers_line(s: Dict[str, Any]) -> str:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     if args.edges is not None:
+        read = read_checkpoint(args.run_dir, "RUN_DIR")
+        if _is_hetero(read):
+            raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "
+                             "classifies nodes of one type); leave --edges out to predict its target nodes")
         return _print_scores(args, _score_edges(args))
     s = _run(args, "probabilities" if args.probabilities else "predictions")
+    if s.get("heterogeneous"):
+        return _print_hetero(args, s, "class probabilities" if args.probabilities else "predictions")
     if args.nodes in ("train", "val", "test"):
         from ..dataset import Dataset
 
@@ -162,13 +195,31 @@ def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    s = _run(args, "embeddings", layer=args.layer, dtype=args.dtype)
+    s = _run(args, "embeddings", layer=args.layer, dtype=args.dtype, node_type=args.type)
+    if s.get("heterogeneous"):
+        return _print_hetero(args, s, f"layer {s['layer']} embeddings")
     if args.json:
         print(json.dumps(s, indent=2))
         return 0
     print(f"layer {s['layer']} embeddings of {s['rows']:,} nodes ({s['dim']} {s['dtype']}) -> {s['out']} "
           f"in {s['seconds']:.1f} s")
     print(f"  {_layers_line(s)}")
+    return 0
+
+
+def _print_hetero(args: argparse.Namespace, s: Dict[str, Any], what: str) -> int:
+    """The summary of a heterogeneous run's predict or embed."""
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    shape = f" ({s['dim']} {s['dtype']})" if s["dim"] is not None else ""
+    acc = "".join(f"; {k} accuracy {v:.4f}" for k, v in (s.get("accuracy") or {}).items() if v is not None)
+    print(f"{what} of {s['rows']:,} {s['type']} nodes{shape} -> {s['out']} in {s['seconds']:.1f} s{acc}")
+    layers = ", ".join(f"layer {d['layer']} {d['type']} {d['seconds']:.1f} s" for d in s["layers"] if d["layer"])
+    mib = 1 << 20
+    print(f"  {layers + '; ' if layers else ''}read {s['bytes_read_neighbors'] / mib:,.1f} MiB of neighbor lists and "
+          f"{s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote {s['bytes_written'] / mib:,.1f} MiB of intermediate "
+          f"layers; blocks of up to {s['plan']['block_nodes']:,} nodes, pieces of {s['plan']['piece_edges']:,} edges")
     return 0
 
 
@@ -240,7 +291,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     a = r["args"]
     lines: List[str] = [
         f"run {r['run_dir']}: {a.get('model')} on {r['dataset']}",
-        f"  fanouts {','.join(map(str, a.get('fanouts', [])))}, batch {a.get('batch_size')}, hidden {a.get('hidden')}, "
+        f"  fanouts {_fanouts_text(a.get('fanouts', []))}, batch {a.get('batch_size')}, hidden {a.get('hidden')}, "
         f"layers {a.get('layers')}, lr {a.get('lr')}, dropout {a.get('dropout')}, seed {a.get('seed')}, "
         f"{r['world_size']} process(es)",
         f"  {r['epochs']} epochs in {r['total_seconds']:.1f} s",
@@ -254,12 +305,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     lines.append("  epoch    loss  val acc  test acc  seconds (sample/gather/train/wait/eval)")
     for e in r["history"]:
-        lines.append(f"  {e['epoch']:>5}  {e['loss']:.4f}   {e['val_acc']:.4f}    {e['test_acc']:.4f}  {e['seconds']:.2f} "
-                     f"({e['sample_seconds']:.2f}/{e['gather_seconds']:.2f}/{e['train_seconds']:.2f}/"
-                     f"{e['wait_seconds']:.2f}/{e['eval_seconds']:.2f})")
+        stages = "/".join(_secs(e.get(k)) for k in ("sample_seconds", "gather_seconds", "train_seconds",
+                                                     "wait_seconds", "eval_seconds"))
+        lines.append(f"  {e['epoch']:>5}  {e['loss']:.4f}   {_acc(e.get('val_acc'))}    {_acc(e.get('test_acc'))}  "
+                     f"{e['seconds']:.2f} ({stages})")
     if r["best_epoch"] is not None:
-        lines += ["", f"  best epoch {r['best_epoch']}: val acc {r['best_val_acc']:.4f}, test acc {r['test_acc']:.4f} "
-                      "(sampled neighborhoods)"]
+        lines += ["", f"  best epoch {r['best_epoch']}: val acc {_acc(r['best_val_acc'])}, test acc "
+                      f"{_acc(r['test_acc'])} (sampled neighborhoods)"]
     lw = r["layerwise"]
     if lw:
         lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {lw['val_acc']:.4f}, test acc "
@@ -267,6 +319,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     lines += _plots_lines(r)
     print("\n".join(lines))
     return 0
+
+
+def _fanouts_text(f: Any) -> str:
+    """``10,5``; a heterogeneous run's per-relation fanouts as one list when all are equal."""
+    if isinstance(f, dict):
+        lists = {tuple(v) for v in f.values()}
+        if len(lists) == 1:
+            return ",".join(map(str, lists.pop())) + " (every relation)"
+        return "; ".join(f"{r} {','.join(map(str, v))}" for r, v in f.items())
+    return ",".join(map(str, f))
+
+
+def _secs(v: Any) -> str:
+    """Seconds of a stage, or "-" where the run did not measure it (heterogeneous runs do not
+    split sampling from gathering)."""
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _acc(v: Any) -> str:
+    return "  -   " if v is None else f"{v:.4f}"
 
 
 def _plots_lines(r: Dict[str, Any]) -> List[str]:

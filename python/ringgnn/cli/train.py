@@ -127,7 +127,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 #: Options of the homogeneous path a heterogeneous run does not take yet, with their defaults.
 _HOMOGENEOUS_ONLY = {"task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None, "cache": None,
                      "cache_policy": "presample", "prefetch": None, "hyperbatch": "auto", "staging_dir": None,
-                     "staging_cap": None, "gpu_cache": None, "eval_mode": "auto", "tensorboard": False}
+                     "staging_cap": None, "gpu_cache": None, "tensorboard": False}
 
 
 def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
@@ -137,6 +137,9 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
     if given:
         raise InputError(f"{', '.join(given)}: not available for heterogeneous datasets yet ({ds.path} is one); "
                          "leave them out")
+    if args.eval_mode == "layerwise":
+        raise InputError("--eval layerwise: heterogeneous runs evaluate sampled neighborhoods after each epoch and "
+                         "exactly once at the end (--eval auto), or only sampled (--eval sampled)")
     if distributed._env_int("WORLD_SIZE", 1) > 1:
         raise InputError("heterogeneous training runs on one process for now; run it without torchrun")
     text = args.fanouts.strip()
@@ -145,7 +148,8 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
                         epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
                         embed_dim=args.embed_dim, memory=args.memory, backend=args.backend, direct=args.direct,
                         threads=args.threads, seed=args.seed, out=args.out, resume=args.resume,
-                        overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device)
+                        overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device,
+                        exact=args.eval_mode == "auto")
 
 
 def _print_line(s: str) -> None:

@@ -1,0 +1,228 @@
+"""Layer-wise inference of heterogeneous runs (python/ringgnn/hetero_infer.py) and what
+``ringgnn predict``/``ringgnn embed`` do with such runs. The reference is a full-batch forward
+of the same checkpoint's ``HeteroModel`` over the whole graph (every relation's full CSC)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import ringgnn
+from ringgnn import NodeType, Relation, _core, _options
+from ringgnn.checkpoints import load_checkpoint
+from ringgnn.hetero_gen import generate_hetero
+from ringgnn.hetero_infer import infer_hetero, load_hetero_run
+from ringgnn.hetero_train import train_hetero
+
+from conftest import python_m
+
+QUIET = dict(epochs=1, quiet=True, log=lambda s: None)
+WRITES = [(0, 0), (1, 0), (1, 1), (2, 3), (0, 4)]  # author -> paper: paper 2 has no author, author 3 no paper
+CITES = [(1, 0), (2, 0), (3, 1), (0, 2), (4, 4)]  # paper -> paper, a self loop kept as stored
+HOSTS = [(0, 0), (1, 2), (0, 3)]  # venue -> paper; no relation enters venue
+
+
+def _edges(path, pairs):
+    with open(path, "w") as f:
+        f.writelines(f"{s},{d}\n" for s, d in pairs)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """Five papers (3-d features, labels, splits), four authors and two venues without features
+    (learned embeddings); nodes without in-neighbors in a relation, a type no relation enters."""
+    d = tmp_path_factory.mktemp("hinfer-tiny")
+    np.save(d / "x.npy", np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+    np.save(d / "y.npy", np.array([0, 1, 0, 1, 1]))
+    for name, ids in (("train", [0, 1, 2]), ("val", [3]), ("test", [4])):
+        np.save(d / f"{name}.npy", np.array(ids))
+    split = {s: str(d / f"{s}.npy") for s in ("train", "val", "test")}
+    ringgnn.build_hetero(
+        d / "ds",
+        [NodeType("paper", 5, features=d / "x.npy", labels=d / "y.npy", split=split), NodeType("author", 4),
+         NodeType("venue", 2)],
+        [Relation("author:writes:paper", _edges(d / "w.csv", WRITES)),
+         Relation("paper:written_by:author", _edges(d / "wb.csv", [(p, a) for a, p in WRITES])),
+         Relation("paper:cites:paper", _edges(d / "c.csv", CITES)),
+         Relation("venue:hosts:paper", _edges(d / "h.csv", HOSTS))],
+    )
+    return d / "ds"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("hinfer-gen") / "g"
+    generate_hetero(out, papers=3000, authors=900, institutions=40, feature_dim=16, seed=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tiny, generated, tmp_path_factory):
+    """One epoch per (graph, model): 2 layers, embeddings narrower than the hidden layer."""
+    root = tmp_path_factory.mktemp("hinfer-runs")
+    out = {}
+    for name, ds in (("tiny", tiny), ("generated", generated)):
+        for model in ("sage", "rgcn"):
+            run = root / f"{name}-{model}"
+            train_hetero(ds, target="paper", model=model, hidden=16, embed_dim=8, layers=2, batch_size=1024,
+                         out=str(run), **QUIET)
+            out[name, model] = run
+    return out
+
+
+def full_batch(run, hidden_layer=None):
+    """(logits of every paper, per type the rows after layer ``hidden_layer`` activated) of the
+    run's model on the whole graph in memory: its own forward."""
+    ds, net, _ = load_hetero_run(str(run))
+    x = {t: torch.from_numpy(_core.FeatureReader(ds.path, part=f"node/{t}").gather(np.arange(n)))
+         for t, n in ds.num_nodes_dict.items() if ds.feature_dims()[t] is not None}
+    edges = {}
+    for r in ds.relations:
+        rel = ds.relation(r)
+        dst = np.repeat(np.arange(rel.num_nodes), rel.degrees())
+        src = np.concatenate([rel.neighbors(v) for v in range(rel.num_nodes)] + [np.empty(0, np.int64)])
+        edges[tuple(r.split(":"))] = torch.from_numpy(np.stack([src.astype(np.int64), dst]))
+    n_id = {t: torch.arange(n) for t, n in ds.num_nodes_dict.items()}
+    seen = {}
+    if hidden_layer is not None:
+        net.convs[hidden_layer - 1].register_forward_hook(lambda _m, _i, out: seen.update(out))
+    with torch.no_grad():
+        logits = net(x, edges, n_id).numpy()
+    return logits, {t: v.relu().numpy() for t, v in seen.items()}, ds, net
+
+
+def _accuracy(ds, logits, split):
+    part = ds.node_type("paper")
+    ids = part.split(split)
+    return float((logits[ids].argmax(1) == part.labels[ids]).mean())
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_tiny_graph_every_edge_its_own_piece(runs, model):
+    """Blocks of 2 destinations, pieces of one edge: every accumulation path, empty neighbor
+    lists, a type only its root term computes."""
+    ref, _, ds, net = full_batch(runs["tiny", model])
+    assert "venue" in net.computed[1] and not any(et[2] == "venue" for et in net.edge_types)
+    assert (ds.relation("author:writes:paper").degrees()[2], ds.relation("paper:written_by:author").degrees()[3]) == (0, 0)
+    s = infer_hetero(str(runs["tiny", model]), block_nodes=2, piece_edges=1)
+    assert s["array"].shape == (5, 2)
+    np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
+    assert s["accuracy"] == {"val": _accuracy(ds, ref, "val"), "test": _accuracy(ds, ref, "test")}
+    # layer 1 computes paper, author and venue (in 3, 2 and 1 blocks), layer 2 paper (3 blocks)
+    assert s["blocks"] == 3 + 2 + 1 + 3
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_generated_graph_blocks_sized_from_memory(runs, model, monkeypatch):
+    """With the process's footprint pinned, a small budget gives several destination blocks and
+    several pieces per block; the logits and accuracies are the full-batch forward's."""
+    ref, _, ds, _ = full_batch(runs["generated", model])
+    from ringgnn.inference import FIXED_BYTES, SLACK
+
+    monkeypatch.setattr(_options, "process_rss", lambda: 100 << 20)
+    share = 1 << 20  # a quarter of it for the papers of a block: 64 floats of 16 per node...
+    s = infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + int(share / (1 - SLACK)) + 64)
+    plan = s["plan"]
+    assert plan["block_nodes"] == (share // 2) // (4 * 6 * 16 + 16)  # widest layer: 16
+    assert plan["block_nodes"] < 3000 // 2 and plan["piece_edges"] < 8 * plan["block_nodes"]
+    np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
+    assert s["val_acc"] == _accuracy(ds, ref, "val") and s["test_acc"] == _accuracy(ds, ref, "test")
+    with pytest.raises(ringgnn.InputError, match="give at least"):
+        infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + 1000)
+
+
+def test_embeddings_of_every_layer_and_type(runs, tiny):
+    run = str(runs["tiny", "sage"])
+    ref, hidden, ds, net = full_batch(run, hidden_layer=1)
+    # layer 0: a featureless type's table, a featured type's features
+    e = infer_hetero(run, layer=0, node_type="author")
+    assert e["output"] == "embeddings" and e["array"].shape == (4, 8)
+    np.testing.assert_array_equal(e["array"], net.embeddings["author"].weight.detach().numpy())
+    x = _core.FeatureReader(str(tiny), part="node/paper").gather(np.arange(5))
+    np.testing.assert_array_equal(infer_hetero(run, layer=0)["array"], x)
+    # layer 1 (the default for the target: the last hidden layer), activated, any node order
+    for t in ("paper", "author", "venue"):
+        got = infer_hetero(run, node_type=t, output="embeddings", block_nodes=1, piece_edges=2)
+        assert got["layer"] == 1 and got["array"].shape == (ds.num_nodes_dict[t], 16)
+        np.testing.assert_allclose(got["array"], hidden[t], rtol=1e-4, atol=1e-4)
+    nodes = np.array([3, 0, 3, 1])
+    got = infer_hetero(run, node_type="author", layer=1, nodes=nodes, dtype="f16")
+    assert got["array"].dtype == np.float16
+    np.testing.assert_allclose(got["array"].astype(np.float32), hidden["author"][nodes], rtol=1e-2, atol=1e-2)
+    # layer 2 is the logits, of the target only
+    np.testing.assert_allclose(infer_hetero(run, output="embeddings", layer=2)["array"], ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ringgnn.InputError, match="layer 2 of the model does not compute node type 'author'"):
+        infer_hetero(run, node_type="author", layer=2)
+    with pytest.raises(ringgnn.InputError, match="layers 0..2"):
+        infer_hetero(run, layer=3)
+
+
+def test_outputs_files_and_temporaries(runs, tmp_path):
+    run = str(runs["tiny", "rgcn"])
+    ref, hidden, _, _ = full_batch(run, hidden_layer=1)
+    s = infer_hetero(run, output="predictions", nodes="val", out=str(tmp_path / "p.npy"), keep=True)
+    assert s["out"] == str(tmp_path / "p.npy") and "array" not in s
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), ref[[3]].argmax(1))
+    # the intermediate layer, kept: layer 1's activated rows in the feature-file layout
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert kept == ["layer1.author.f32", "layer1.paper.f32", "layer1.venue.f32", "p.npy"]
+    for t, n in (("author", 4), ("paper", 5), ("venue", 2)):
+        rows = _core.FeatureReader.matrix(str(tmp_path / f"layer1.{t}.f32"), n, 16).gather(np.arange(n))
+        np.testing.assert_allclose(rows, hidden[t], rtol=1e-4, atol=1e-4)
+    p = infer_hetero(run, output="probabilities", out=str(tmp_path / "q.npy"))
+    assert p["rows"] == 5
+    q = np.load(tmp_path / "q.npy")
+    np.testing.assert_allclose(q.sum(1), 1, rtol=1e-5)
+    np.testing.assert_array_equal(q.argmax(1), ref.argmax(1))
+    assert not [f for f in os.listdir(tmp_path) if "ringgnn-tmp" in f]  # temporaries gone
+
+
+def test_errors_name_what_is_wrong(runs, tmp_path, generated):
+    run = str(runs["tiny", "sage"])
+    with pytest.raises(ringgnn.InputError, match="--type venue2: not a node type of the run"):
+        infer_hetero(run, node_type="venue2")
+    with pytest.raises(ringgnn.InputError, match="only the target type 'paper' has logits"):
+        infer_hetero(run, node_type="author", output="logits")
+    with pytest.raises(ringgnn.InputError, match="node type 'author' had 4 nodes and features None, .* has 900"):
+        infer_hetero(run, dataset=generated)
+    with pytest.raises(ringgnn.InputError, match="--nodes: 9 is not a node of type 'paper'"):
+        infer_hetero(run, nodes=np.array([1, 9]))
+    with pytest.raises(ringgnn.InputError, match="is a heterogeneous run.*ringgnn predict"):
+        load_checkpoint(run, None, "--model")
+
+
+def test_cli_predict_and_embed(runs, tmp_path):
+    run = runs["generated", "sage"]
+    ref, _, ds, _ = full_batch(run)
+    env = {"PYTHONPATH": str(Path(ringgnn.__file__).parent.parent)}
+    r = python_m("predict", run, "--out", tmp_path / "p.npy", "--memory", "3G", "--quiet", env=env)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), ref.argmax(1))
+    assert f"predictions of 3,000 paper nodes -> {tmp_path / 'p.npy'}" in r.stdout
+    assert f"val accuracy {_accuracy(ds, ref, 'val'):.4f}; test accuracy {_accuracy(ds, ref, 'test'):.4f}" in r.stdout
+    r = python_m("embed", run, "--type", "institution", "--layer", "0", "--out", tmp_path / "e.npy", "--quiet",
+                 env=env)
+    assert r.returncode == 0, r.stderr
+    _, net, _ = load_hetero_run(str(run))
+    np.testing.assert_array_equal(np.load(tmp_path / "e.npy"), net.embeddings["institution"].weight.detach().numpy())
+    assert "layer 0 embeddings of 40 institution nodes (8 float32)" in r.stdout
+
+
+def test_cli_refuses_what_does_not_apply(runs, tmp_path, cli):
+    run = runs["tiny", "sage"]
+    r = cli("embed", run, "--type", "venue2", "--out", tmp_path / "e.npy")
+    assert r.code == 1 and "--type venue2: not a node type of the run (it has: author, paper, venue)" in r.err
+    r = cli("predict", run, "--edges", "val")
+    assert r.code == 1 and "--edges: scoring pairs is not supported yet for heterogeneous runs" in r.err
+    # --type on a homogeneous run
+    homo = tmp_path / "homo"
+    homo.mkdir()
+    torch.save({"args": {"model": "sage", "fanouts": [2], "layers": 1}}, homo / "best.pt")
+    r = cli("embed", homo, "--type", "paper", "--out", tmp_path / "e.npy")
+    assert r.code == 1 and "--type paper: names a node type of a heterogeneous run" in r.err
+    assert not (tmp_path / "e.npy").exists()
