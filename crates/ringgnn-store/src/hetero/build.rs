@@ -297,8 +297,11 @@ fn cut_indptr(
         w.write(&buf[..n * 8])?;
         left -= n as u64;
     }
-    let entry = w.finish()?;
-    std::fs::remove_file(&old).at(&old)?;
+    let mut entry = w.finish()?;
+    // The cut index takes the full one's name.
+    let cut = staging.dir().join(&entry.path);
+    std::fs::rename(&cut, &old).at(&old)?;
+    entry.path = staging.files()[&key].path.clone();
     staging.replace(&key, entry);
     Ok(degree_stats(&hist, rows, num_edges))
 }
