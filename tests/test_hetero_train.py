@@ -158,3 +158,22 @@ def test_graphbolt_dataset_converts_and_trains_from_the_command_line(planted, tm
     assert r.returncode != 0 and "--cache: not available for heterogeneous datasets" in r.stderr
     r = _cli("train", str(tmp_path / "ds"), "--out", str(tmp_path / "r3"))
     assert r.returncode != 0 and "--target TYPE" in r.stderr
+
+
+def test_two_ranks_under_torchrun_share_the_epoch(planted, tmp_path):
+    """`torchrun --nproc-per-node 2 -m ringgnn train DS --target paper`: each rank its share of
+    the batches (DDP), the accuracy counted over every seed, rank 0's run directory."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(os.path.dirname(__file__), "..", "python"),
+                                                      env.get("PYTHONPATH")]))
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "-m", "ringgnn", "train", str(planted), "--target", "paper", "--fanouts", "5,5", "--epochs",
+                        "2", "--batch-size", "256", "--lr", "0.01", "--out", str(out), "--quiet"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["args"]["world_size"] == 2 and len(m["epochs"]) == 2
+    assert m["test_acc"] > 0.6 and m["layerwise"]["test_acc"] > 0.6
+    # 1800 training papers in batches of 256: 8 batches, 4 per rank.
+    assert "4 batches of 256 per epoch per rank, 2 ranks" in r.stdout

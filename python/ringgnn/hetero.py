@@ -267,6 +267,9 @@ class HeteroLoader:
         self.labels = part.labels
         self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
         self.epoch = 0
+        self.batches: Optional[List[int]] = None
+        """The global indices of the batches an epoch yields (one rank's share under
+        ``torchrun``, see ``ringgnn.distributed.shard``); None: all of them, in order."""
         self._local = threading.local()
 
     def _seeds(self, part: Dataset, spec: Any) -> np.ndarray:
@@ -278,16 +281,20 @@ class HeteroLoader:
     def set_epoch(self, epoch: int) -> None:
         self.epoch = _options.count(epoch, "epoch")
 
-    def __len__(self) -> int:
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch."""
         n = len(self.seeds)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
+    def __len__(self) -> int:
+        return self.epoch_batches() if self.batches is None else len(self.batches)
+
     def batch_seeds(self, epoch: int) -> List[np.ndarray]:
-        """The seed ids of every batch of epoch ``epoch``."""
+        """The seed ids of every batch of epoch ``epoch``, by global index."""
         ids = self.seeds
         if self.shuffle:
             ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
-        return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(len(self))]
+        return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
 
     def _worker(self) -> _Worker:
         w = getattr(self._local, "worker", None)
@@ -308,14 +315,16 @@ class HeteroLoader:
         return data
 
     def __iter__(self) -> Iterator[Any]:
-        batches = self.batch_seeds(self.epoch)
+        seeds = self.batch_seeds(self.epoch)
+        order = list(range(len(seeds))) if self.batches is None else list(self.batches)
         epoch = self.epoch
         with ThreadPoolExecutor(self.threads, thread_name_prefix="ringgnn-hetero") as pool:
             queue: List[Future] = []
             nxt = 0
-            for i in range(len(batches)):
-                while nxt < len(batches) and len(queue) < self.prefetch + self.threads - 1:
-                    queue.append(pool.submit(self.make_batch, batches[nxt], epoch, nxt))
+            for _ in range(len(order)):
+                while nxt < len(order) and len(queue) < self.prefetch + self.threads - 1:
+                    b = order[nxt]
+                    queue.append(pool.submit(self.make_batch, seeds[b], epoch, b))
                     nxt += 1
                 fut = queue.pop(0)
                 try:

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from . import _options, progress
+from . import _options, distributed, progress
 from ._core import InputError
 from ._files import os_errors, replacing
 from .checkpoints import open_run, save
@@ -54,11 +54,14 @@ def train_hetero(
     log: Callable[[str], None] = print,
     device: str = "cpu",
     exact: bool = True,
+    dist_timeout: float = distributed.DEFAULT_TIMEOUT,
 ) -> Dict[str, Any]:
     """Train a heterogeneous GNN to classify the nodes of type ``target``; returns what
     ``RUN_DIR/metrics.json`` holds (``best_val_acc``, ``test_acc`` at the best epoch, per-epoch
     rows; with ``exact``, ``layerwise``: the best checkpoint's val and test accuracy from exact
-    layer-wise inference, ``ringgnn.hetero_infer``)."""
+    layer-wise inference, ``ringgnn.hetero_infer``). Under ``torchrun`` each rank trains on its
+    share of every epoch's batches with DDP and evaluates its share (counts summed over the
+    ranks); rank 0 writes the run directory, as ``ringgnn.train`` does."""
     import torch
 
     ds = open_hetero(dataset, "train_hetero")
@@ -90,85 +93,16 @@ def train_hetero(
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
     net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, target, hidden,
                       int(info["labels"]["num_classes"]), layers, model=model, embed_dim=embed_dim, dropout=dropout)
-    run_args = dict(task="node", model=model, decoder=None, fanouts=fan, batch_size=batch_size, epochs=epochs,
-                    hidden=hidden, layers=layers, lr=lr, dropout=dropout, neg_ratio=None, neg_weight=None,
-                    memory=memory, device=device, seed=seed, world_size=1, target=target, embed_dim=embed_dim,
-                    hetero=net.config())
-    if resume and overwrite:
-        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
-    resumed = open_run(out, run_args, resume, overwrite)
-    if resumed is not None and resumed["args"].get("hetero") != run_args["hetero"]:
-        raise InputError(f"--resume: {out} holds a run of another model or dataset; use another --out")
-    torch.manual_seed(seed)
-    net = HeteroModel.from_config(run_args["hetero"]).to(device)
-    sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory)
-    common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler)
-    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
-    evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, **common)
-             for s in ("val", "test") if s in info["splits"]}
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    history: List[Dict[str, Any]] = []
-    start = 0
-    if resumed is not None:
-        net.load_state_dict(resumed["model"])
-        opt.load_state_dict(resumed["optimizer"])
-        torch.set_rng_state(resumed["rng"])
-        start, history = resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
-    with os_errors("creating the run directory", out):
-        os.makedirs(out, exist_ok=True)
-    log(f"training {model} on {ds.path} (heterogeneous: {len(ds.node_types)} node types, {len(ds.relations)} "
-        f"relations), target {target}: {len(train_loader.seeds):,} training seeds, {len(train_loader)} batches of "
-        f"{batch_size} per epoch, sampling with {sampler.resolved_backend()}, device {device} -> {out}")
-    metrics = _metrics(ds, run_args, history)
-    for epoch in range(start, epochs):
-        t0 = time.perf_counter()
-        train_loader.set_epoch(epoch)
-        net.train()
-        loss_sum, count, wait, step = 0.0, 0, 0.0, 0.0
-        it = iter(train_loader)
-        with progress.bar(len(train_loader), f"epoch {epoch}", "batch", disable=quiet, leave=False) as bar:
-            while True:
-                a = time.perf_counter()
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    break
-                b = time.perf_counter()
-                bs = batch[target].batch_size
-                logits = net(*hetero_batch_to_dicts(batch, device))[:bs]
-                y = batch[target].y[:bs].to(device)
-                mask = y >= 0
-                if bool(mask.any()):
-                    loss = torch.nn.functional.cross_entropy(logits[mask], y[mask])
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    loss_sum += float(loss.detach()) * int(mask.sum())
-                    count += int(mask.sum())
-                wait += b - a
-                step += time.perf_counter() - b
-                bar.update(1)
-        t1 = time.perf_counter()
-        scores = {f"{s}_acc": _accuracy(net, loader, target, device) for s, loader in evals.items()}
-        seconds = time.perf_counter() - t0
-        row = dict(epoch=epoch, loss=loss_sum / max(count, 1), **scores, seconds=seconds,
-                   train_epoch_seconds=t1 - t0, train_seconds=step, wait_seconds=wait,
-                   eval_seconds=seconds - (t1 - t0))
-        history.append(row)
-        log(f"epoch {epoch}: loss {row['loss']:.4f}, " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
-            + f", {seconds:.2f} s (training pass {t1 - t0:.2f} s: train {step:.2f} s, waiting for batches "
-            f"{wait:.2f} s)")
-        metrics = _metrics(ds, run_args, history)
-        state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
-                     metrics=metrics, rng=torch.get_rng_state())
-        if metrics["best_epoch"] == epoch:
-            save(state, os.path.join(out, "best.pt"))
-        save(state, os.path.join(out, "last.pt"))
-        _write_json(metrics, os.path.join(out, "metrics.json"))
-    if start >= epochs:
-        _write_json(metrics, os.path.join(out, "metrics.json"))
+    ranks = distributed.join(device, float(dist_timeout))
+    try:
+        metrics = _train(ds, ranks, net, target, info, fan, model=model, batch_size=batch_size, epochs=epochs,
+                         hidden=hidden, layers=layers, lr=lr, dropout=dropout, embed_dim=embed_dim, memory=memory,
+                         backend=backend, direct=direct, threads=threads, seed=seed, out=out, resume=resume,
+                         overwrite=overwrite, quiet=quiet, log=log, device=device)
+    finally:
+        distributed.leave(ranks)
     best = metrics["best_epoch"]
-    if best is not None and exact:
+    if best is not None and exact and ranks.leader:
         # Exact scores of the best checkpoint: full neighborhoods, layer by layer, out of core.
         from .hetero_infer import infer_hetero
 
@@ -179,15 +113,146 @@ def train_hetero(
         _write_json(metrics, os.path.join(out, "metrics.json"))
         log(f"layer-wise (exact) evaluation of epoch {best}: val accuracy {r.get('val_acc', 0):.4f}, test accuracy "
             f"{r.get('test_acc', 0):.4f} ({metrics['layerwise']['seconds']:.1f} s)")
-    if best is not None:
+    if best is not None and ranks.leader:
         log(f"best epoch {best}: val accuracy {metrics['best_val_acc']:.4f}"
             + (f", test accuracy {metrics['test_acc']:.4f}" if metrics.get("test_acc") is not None else "")
             + f"; {os.path.join(out, 'metrics.json')}")
     return metrics
 
 
-def _accuracy(net: Any, loader: HeteroLoader, target: str, device: str) -> float:
-    """Accuracy over the labeled seeds of ``loader`` (sampled neighborhoods, fixed order and
+def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, info: Dict[str, Any],
+           fan: Dict[str, List[int]], *, model: str, batch_size: int, epochs: int, hidden: int, layers: int,
+           lr: float, dropout: float, embed_dim: Optional[int], memory: Any, backend: str, direct: bool,
+           threads: Optional[int], seed: int, out: str, resume: bool, overwrite: bool, quiet: bool,
+           log: Callable[[str], None], device: str) -> Dict[str, Any]:
+    import torch
+
+    run_args = dict(task="node", model=model, decoder=None, fanouts=fan, batch_size=batch_size, epochs=epochs,
+                    hidden=hidden, layers=layers, lr=lr, dropout=dropout, neg_ratio=None, neg_weight=None,
+                    memory=memory, device=device, seed=seed, world_size=ranks.world_size, target=target,
+                    embed_dim=embed_dim, hetero=net.config())
+    if not ranks.leader:
+        log, quiet = (lambda s: None), True
+    if resume and overwrite:
+        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
+
+    def check_run() -> Any:
+        resumed = open_run(out, run_args, resume, overwrite)
+        if resumed is not None and resumed["args"].get("hetero") != run_args["hetero"]:
+            raise InputError(f"--resume: {out} holds a run of another model or dataset; use another --out")
+        return resumed
+
+    resumed = distributed.from_leader(ranks, check_run)
+    dev = distributed.device_of(ranks, device)
+    torch.manual_seed(seed)
+    net = HeteroModel.from_config(run_args["hetero"]).to(dev)
+    sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory)
+    common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler)
+    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
+    evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, **common)
+             for s in ("val", "test") if s in info["splits"]}
+    if ranks.active:
+        # Each rank its share of every epoch's batches (ringgnn.distributed): training padded so
+        # that every rank steps as often, evaluation not (its counts are summed).
+        train_loader.batches = distributed.shard(train_loader.epoch_batches(), ranks.rank, ranks.world_size)
+        for loader in evals.values():
+            loader.batches = distributed.shard(loader.epoch_batches(), ranks.rank, ranks.world_size, pad=False)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    history: List[Dict[str, Any]] = []
+    start = 0
+    if resumed is not None:
+        net.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["optimizer"])
+        torch.set_rng_state(resumed["rng"])
+        start, history = resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
+    step_net: Any = net
+    if ranks.active:
+        from torch.nn.parallel import DistributedDataParallel
+
+        step_net = DistributedDataParallel(net, device_ids=[ranks.local_rank] if device == "cuda" else None)
+    if ranks.leader:
+        with os_errors("creating the run directory", out):
+            os.makedirs(out, exist_ok=True)
+    world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
+    log(f"training {model} on {ds.path} (heterogeneous: {len(ds.node_types)} node types, {len(ds.relations)} "
+        f"relations), target {target}: {len(train_loader.seeds):,} training seeds, {len(train_loader)} batches of "
+        f"{batch_size} per epoch{' per rank' if ranks.active else ''}{world}, sampling with "
+        f"{sampler.resolved_backend()}, device {device} -> {out}")
+    metrics = _metrics(ds, run_args, history)
+    for epoch in range(start, epochs):
+        t0 = time.perf_counter()
+        loss_sum, count, wait, step = distributed.guarded(
+            ranks, f"training epoch {epoch}",
+            lambda: _train_epoch(step_net, opt, train_loader, target, epoch, dev, quiet, always=ranks.active))
+        t1 = time.perf_counter()
+        counts: List[float] = [loss_sum, count]
+        for loader in evals.values():
+            counts += list(_accuracy_counts(net, loader, target, dev))
+        counts = distributed.sums(ranks, counts, "cpu" if device == "cpu" else dev)
+        scores = {f"{s}_acc": counts[2 + 2 * i] / counts[3 + 2 * i] if counts[3 + 2 * i] else 0.0
+                  for i, s in enumerate(evals)}
+        seconds = time.perf_counter() - t0
+        row = dict(epoch=epoch, loss=counts[0] / max(counts[1], 1), **scores, seconds=seconds,
+                   train_epoch_seconds=t1 - t0, train_seconds=step, wait_seconds=wait,
+                   eval_seconds=seconds - (t1 - t0))
+        history.append(row)
+        log(f"epoch {epoch}: loss {row['loss']:.4f}, " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
+            + f", {seconds:.2f} s (training pass {t1 - t0:.2f} s: train {step:.2f} s, waiting for batches "
+            f"{wait:.2f} s)")
+        metrics = _metrics(ds, run_args, history)
+        if ranks.leader:
+            state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
+                         metrics=metrics, rng=torch.get_rng_state())
+            if metrics["best_epoch"] == epoch:
+                save(state, os.path.join(out, "best.pt"))
+            save(state, os.path.join(out, "last.pt"))
+            _write_json(metrics, os.path.join(out, "metrics.json"))
+    if start >= epochs and ranks.leader:
+        _write_json(metrics, os.path.join(out, "metrics.json"))
+    # Rank 0's files are complete before any rank returns.
+    distributed.barrier(ranks)
+    return metrics
+
+
+def _train_epoch(net: Any, opt: Any, loader: HeteroLoader, target: str, epoch: int, device: str, quiet: bool,
+                 always: bool = False):
+    """One pass over the training batches: (sum of the loss over labeled seeds, their number,
+    seconds waiting for batches, seconds stepping). With ``always`` (DDP: every rank must join
+    every gradient all-reduce) a batch without labeled seeds still steps, with a zero loss."""
+    import torch
+
+    loader.set_epoch(epoch)
+    net.train()
+    loss_sum, count, wait, step = 0.0, 0, 0.0, 0.0
+    it = iter(loader)
+    with progress.bar(len(loader), f"epoch {epoch}", "batch", disable=quiet, leave=False) as bar:
+        while True:
+            a = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            b = time.perf_counter()
+            bs = batch[target].batch_size
+            logits = net(*hetero_batch_to_dicts(batch, device))[:bs]
+            y = batch[target].y[:bs].to(device)
+            mask = y >= 0
+            n = int(mask.sum())
+            if n or always:
+                loss = torch.nn.functional.cross_entropy(logits[mask], y[mask]) if n else logits.sum() * 0.0
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                loss_sum += float(loss.detach()) * n
+                count += n
+            wait += b - a
+            step += time.perf_counter() - b
+            bar.update(1)
+    return loss_sum, count, wait, step
+
+
+def _accuracy_counts(net: Any, loader: HeteroLoader, target: str, device: str) -> "tuple[int, int]":
+    """(right, labeled) over the seeds of ``loader`` (sampled neighborhoods, fixed order and
     sample: epoch 0 of an unshuffled loader)."""
     import torch
 
@@ -202,7 +267,7 @@ def _accuracy(net: Any, loader: HeteroLoader, target: str, device: str) -> float
             mask = y >= 0
             right += int((pred[mask] == y[mask]).sum())
             total += int(mask.sum())
-    return right / total if total else 0.0
+    return right, total
 
 
 def _metrics(ds: Any, run_args: Dict[str, Any], history: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -140,8 +140,6 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
     if args.eval_mode == "layerwise":
         raise InputError("--eval layerwise: heterogeneous runs evaluate sampled neighborhoods after each epoch and "
                          "exactly once at the end (--eval auto), or only sampled (--eval sampled)")
-    if distributed._env_int("WORLD_SIZE", 1) > 1:
-        raise InputError("heterogeneous training runs on one process for now; run it without torchrun")
     text = args.fanouts.strip()
     fanouts: Any = json.loads(text) if text.startswith("{") else _options.fanouts(text)
     return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
@@ -149,7 +147,7 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
                         embed_dim=args.embed_dim, memory=args.memory, backend=args.backend, direct=args.direct,
                         threads=args.threads, seed=args.seed, out=args.out, resume=args.resume,
                         overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device,
-                        exact=args.eval_mode == "auto")
+                        exact=args.eval_mode == "auto", dist_timeout=args.dist_timeout)
 
 
 def _print_line(s: str) -> None:
