@@ -13,12 +13,15 @@ and 8 citations per paper, the rev_ relations added): six relation files.
           threads, per-type features gathered) feeding a 2-layer heterogeneous GraphSAGE (hidden
           64, learned 64-wide embeddings for authors and institutions), Adam.
 
-Configurations: `memory` (every neighbor file and the feature file in RAM, no cap) and `disk`
+Configurations: `memory` (every neighbor file and the feature file in RAM, no cap), `disk`
 (io_uring with O_DIRECT for both, under `memcap --drop-caches CAP`; only the relations' offset
-indexes are held in memory).
+indexes are held in memory) and `buffered` (io_uring through the page cache, same cap: the
+kernel keeps what the cap leaves of the hot pages) and `auto` (the sampler's own placement
+with `memory=CAP`: the largest neighbor files that fit in half the budget held in memory, the
+rest read with io_uring and O_DIRECT, under the same cap).
 
 Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train [--work DIR]
-    [--papers 2000000] [--batches 200] [--repeat 2] [--cap 1.5G]
+    [--papers 2000000] [--batches 200] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
 Prints a Markdown table for docs/benchmarks.md.
 """
 import argparse
@@ -36,17 +39,19 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import ringgnn
 from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
-path, mode, backend, batches = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+path, mode, backend, batches, cap = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 ds = ringgnn.Dataset.open(path)
-direct = backend != "memory"
+direct = backend in ("disk", "auto")
 fb = "memory" if backend == "memory" else "uring"
-sampler = HeteroNeighborSampler(ds, [15, 10], backend="memory" if backend == "memory" else "uring", direct=direct,
-                                seed=0)
+kind = {"memory": "memory", "disk": "uring", "buffered": "uring", "auto": "auto"}[backend]
+sampler = HeteroNeighborSampler(ds, [15, 10], backend=kind, direct=direct, seed=0,
+                                memory=None if cap == "-" else cap)
+out = dict(placement=sampler.resolved_backend())
 loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=1024, shuffle=True, seed=0, threads=2,
                       feature_backend=fb, direct=direct, sampler=sampler)
 seeds = loader.batch_seeds(0)[:batches]
 t0 = time.perf_counter()
-out = dict(backend=backend, batches=len(seeds))
+out.update(backend=backend, batches=len(seeds))
 if mode == "sample":
     def one(i):
         s = sampler.sample(seeds[i], "paper", epoch=0, batch=i)
@@ -114,15 +119,17 @@ def main():
     ap.add_argument("--batches", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cap", default="1.5G")
+    ap.add_argument("--configs", default="memory,disk,auto")
     ap.add_argument("--json", default=None, help="also write the runs here")
     args = ap.parse_args()
     data = ensure_data(Path(args.work), args.papers)
     size = sum(f.stat().st_size for f in data.iterdir())
-    runs = {"memory": [], "disk": []}
+    configs = args.configs.split(",")
+    runs = {c: [] for c in configs}
     for rep in range(args.repeat):
-        for c in (["memory", "disk"] if rep % 2 == 0 else ["disk", "memory"]):
-            cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches]
-            if c == "disk":
+        for c in (configs if rep % 2 == 0 else configs[::-1]):
+            cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches, args.cap if c == "auto" else "-"]
+            if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
             r = sh(cmd, capture_output=True, text=True)
             if r.returncode != 0:
@@ -133,7 +140,7 @@ def main():
             print(json.dumps({"config": c, **out}), file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(args=vars(args), size=size, runs=runs), indent=2))
-    base = statistics.median(o["seconds"] for o in runs["memory"])
+    base = statistics.median(o["seconds"] for o in runs[configs[0]])
     ds_line = f"{data.name}: {size / 2**30:.2f} GiB of files"
     print(f"\n{ds_line}; {args.mode}, {args.batches} batches of 1024 papers, fanouts 15,10; median of {args.repeat}\n")
     if args.mode == "sample":
@@ -145,7 +152,10 @@ def main():
     for c, rs in runs.items():
         sec = statistics.median(o["seconds"] for o in rs)
         o = rs[0]
-        name = "memory (no cap)" if c == "memory" else f"io_uring + O_DIRECT, memcap --drop-caches {args.cap}"
+        name = {"memory": "memory (no cap)", "disk": f"io_uring + O_DIRECT, memcap --drop-caches {args.cap}",
+                "buffered": f"io_uring, page cache, memcap --drop-caches {args.cap}",
+                "auto": f"auto placement within --memory {args.cap} ({o['placement']}), O_DIRECT, memcap "
+                        f"--drop-caches {args.cap}"}[c]
         fail = o["memcap"].split("failcnt=")[1].split()[0] if "failcnt=" in o["memcap"] else "-"
         tail = (f"{o['read_bytes'] / 2**30:.2f} GiB | {o['peak_rss'] / 2**20:.0f} MiB | "
                 f"{'-' if c == 'memory' else 'failcnt ' + fail} |")

@@ -167,3 +167,22 @@ def test_loader_gives_hetero_data_with_features_and_labels(tiny):
     a = [b["paper"].n_id.tolist() for b in loader]
     loader2 = HeteroLoader(tiny, [-1, -1], "paper", seeds=None, batch_size=2, shuffle=True, seed=1, threads=1)
     assert a == [b["paper"].n_id.tolist() for b in loader2]
+
+
+def test_placement_holds_the_largest_neighbor_files_that_fit(tiny, monkeypatch):
+    """`backend="auto"`: offset indexes always held, then within half of what the budget leaves
+    the process, every neighbor file if all fit, else the largest that fit; samples never change."""
+    from ringgnn import _options
+
+    monkeypatch.setattr(_options, "process_rss", lambda: 0)
+    ds = ringgnn.Dataset.open(tiny)
+    index = 8 * sum(ds.num_nodes_dict[r.split(":")[2]] + 1 for r in ds.relations)
+    assert HeteroNeighborSampler(ds, [1], memory=2 * (index + 4 * 16)).placement() == ("memory", [])
+    s = HeteroNeighborSampler(ds, [-1, 1], memory=2 * (index + 16), seed=5)
+    assert s.placement() == ("auto", ["author:writes:paper"])
+    assert s.resolved_backend() == "auto, 1 of 4 relations in memory"
+    assert HeteroNeighborSampler(ds, [1], memory=2 * index).placement() == ("auto", [])
+    assert HeteroNeighborSampler(ds, [1], backend="pread", memory=1 << 40).placement() == ("pread", [])
+    ref = HeteroNeighborSampler(ds, [-1, 1], backend="memory", seed=5).sample([2, 0], "paper", batch=3)
+    got = s.sample([2, 0], "paper", batch=3)
+    assert all(np.array_equal(ref.row[r], got.row[r]) and np.array_equal(ref.col[r], got.col[r]) for r in ref.row)

@@ -139,12 +139,15 @@ class HeteroNeighborSampler:
         dataset: a :class:`ringgnn.HeteroDataset` or the path of one.
         fanouts: one list for every relation (``[10, 5]`` or ``"10,5"``) or a dict per relation.
         replace: draw with replacement.
-        backend: ``"auto"`` (the neighbor files in memory when they take at most half of
-            ``memory``, else io_uring, else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
+        backend: ``"auto"`` (see :meth:`placement`: within half of what ``memory`` leaves the
+            process, the neighbor
+            files in memory, all of them or the largest that fit, the others read with io_uring,
+            else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
         direct: with io_uring, read with O_DIRECT.
         seed: random seed.
-        memory: the budget the ``auto`` choice is made against (bytes or "2G"; default: half of
-            what the machine or its memory cgroup leaves).
+        memory: the budget of the whole process the ``auto`` choice is made against (bytes or
+            "2G"; default: what the process holds plus half of what the machine or its memory
+            cgroup leaves).
         with_edge_ids: also return each sampled edge's position in its relation's file.
     """
 
@@ -165,31 +168,56 @@ class HeteroNeighborSampler:
     def hops(self) -> int:
         return len(next(iter(self.fanouts.values())))
 
-    def graph_bytes(self) -> Tuple[int, int]:
-        """(offset indexes, neighbor files) of every relation, in bytes."""
+    def graph_bytes(self) -> Tuple[int, Dict[str, int]]:
+        """(offset indexes of every relation, neighbor-file bytes per relation)."""
         m = self.dataset.manifest
         index = sum(8 * (m["node_types"][r.split(":")[2]]["num_nodes"] + 1) for r in self.dataset.relations)
         width = {"u32": 4, "u64": 8}
-        files = sum(i["num_edges"] * width[i["graph"]["indices_dtype"]] for i in m["relations"].values())
+        files = {r: i["num_edges"] * width[i["graph"]["indices_dtype"]] for r, i in m["relations"].items()}
         return index, files
 
-    def resolved_backend(self) -> str:
-        """The backend ``auto`` resolves to (the one owner of that choice)."""
+    def placement(self) -> Tuple[str, List[str]]:
+        """(backend of the relations read from disk, relations whose neighbor file is held in
+        memory): the one owner of that choice. ``backend="auto"``: the offset indexes are always
+        held; then, within half of what ``memory`` leaves beside what the process already holds
+        (the other half is left to the batches), every neighbor file if all fit (backend
+        ``memory``), else the largest files that fit, largest first (a dense frontier reads
+        about a relation's whole file per hop, so a held byte saves about a byte read per hop
+        whichever relation it belongs to), the rest read from disk (io_uring, else pread). An
+        explicit backend applies to every relation."""
         if self.backend_choice != "auto":
-            return self.backend_choice
-        budget = self.memory if self.memory is not None else _options.default_memory(held=0)
+            return self.backend_choice, []
+        held_now = _options.process_rss()
+        budget = self.memory if self.memory is not None else _options.default_memory(held=held_now)
         index, files = self.graph_bytes()
-        return "memory" if index + files <= budget // 2 else "auto"
+        # What the process holds already is the caller's; half of the rest goes to the graph, half
+        # is left to the batches (samples, gathered rows, the model's activations).
+        room = max(0, budget - held_now) // 2 - index
+        if sum(files.values()) <= room:
+            return "memory", []
+        held = []
+        for r, n in sorted(files.items(), key=lambda kv: (-kv[1], kv[0])):
+            if n <= room:
+                held.append(r)
+                room -= n
+        return "auto", sorted(held)
+
+    def resolved_backend(self) -> str:
+        """How the neighbor files are read, in words (``memory``; ``auto``; ``auto, N of M
+        relations in memory``)."""
+        backend, held = self.placement()
+        return f"{backend}, {len(held)} of {len(self.dataset.relations)} relations in memory" if held else backend
 
     def _sampler(self) -> Any:
         """This thread's core sampler (its own ring and file handles), made on first use."""
         pid = os.getpid()
         st = self._local
         if getattr(st, "pid", None) != pid:
+            backend, held = self.placement()
             st.core = _core.HeteroSampler(
                 self.dataset.path, [(r, list(f)) for r, f in self.fanouts.items()], replace=self.replace,
-                backend=self.resolved_backend(), direct=self.direct, seed=self.seed,
-                with_edge_ids=self.with_edge_ids)
+                backend=backend, direct=self.direct, seed=self.seed, with_edge_ids=self.with_edge_ids,
+                memory_relations=held)
             st.pid = pid
         return st.core
 

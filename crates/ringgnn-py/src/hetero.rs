@@ -46,9 +46,10 @@ pub struct HeteroSampler {
 impl HeteroSampler {
     /// `fanouts`: (relation `SRC:REL:DST`, fanout per hop) for every relation of the dataset;
     /// `backend`: "memory" (every neighbor file loaded), "uring", "pread" or "auto" (io_uring,
-    /// else pread).
+    /// else pread); `memory_relations`: relations whose neighbor file is loaded into memory
+    /// whatever `backend` says for the others.
     #[new]
-    #[pyo3(signature = (path, fanouts, *, replace=false, backend="auto", direct=false, seed=0, with_edge_ids=false))]
+    #[pyo3(signature = (path, fanouts, *, replace=false, backend="auto", direct=false, seed=0, with_edge_ids=false, memory_relations=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -59,6 +60,7 @@ impl HeteroSampler {
         direct: bool,
         seed: u64,
         with_edge_ids: bool,
+        memory_relations: Vec<String>,
     ) -> PyResult<Self> {
         let kind = match backend {
             "memory" => None,
@@ -97,6 +99,14 @@ impl HeteroSampler {
                 .position(|x| x == t)
                 .expect("checked by the manifest")
         };
+        for r in &memory_relations {
+            if !m.relations.contains_key(r) {
+                return Err(input_error(format!(
+                    "memory_relations: unknown relation '{r}' (the dataset has: {})",
+                    relations.join(", ")
+                )));
+            }
+        }
         let (mut rels, mut fallback, mut name) = (Vec::new(), None, String::from("memory"));
         for r in &relations {
             let Some(fan) = given.remove(r) else {
@@ -109,7 +119,8 @@ impl HeteroSampler {
                 .detach(|| Dataset::open_part(&path, &Part::Relation(r.clone())))
                 .map_err(StoreError)?;
             let indptr: Arc<[u64]> = py.detach(|| ds.load_indptr()).map_err(StoreError)?.into();
-            let source = match kind {
+            let in_memory = kind.is_none() || memory_relations.contains(r);
+            let source = match kind.filter(|_| !in_memory) {
                 None => py
                     .detach(|| NeighborSource::memory(&ds))
                     .map_err(SamplerError)?,
@@ -126,7 +137,10 @@ impl HeteroSampler {
                     )
                 }
             };
-            name = source.name().to_string();
+            // One name for the sampler: the disk backend's when any relation is read from disk.
+            if name == "memory" || source.name() != "memory" {
+                name = source.name().to_string();
+            }
             rels.push(HeteroRelation {
                 src: index(s),
                 dst: index(d),
