@@ -7,11 +7,11 @@ Data: `ringgnn generate hetero` with `--papers P` (default 2M), 0.75 P authors, 
 institutions, the other parameters at their defaults (64 float32 paper features, about 3 authors
 and 8 citations per paper, the rev_ relations added): six relation files.
 
-  sample  `--batches N` batches of 1024 training papers, fanouts 15,10 for every relation, by
+  sample  `--batches N` batches of `--batch-size` (1024) training papers, fanouts 15,10 for every relation, by
           `HeteroNeighborSampler.sample` on 2 threads (one core sampler each).
-  train   the first N batches of an epoch of `HeteroLoader` (batch 1024, fanouts 15,10, 2 worker
+  train   the first N batches of an epoch of `HeteroLoader` (`--batch-size`, fanouts 15,10, 2 worker
           threads, per-type features gathered) feeding a 2-layer heterogeneous GraphSAGE (hidden
-          64, learned 64-wide embeddings for authors and institutions), Adam.
+          64, learned 16-wide embeddings for authors and institutions), Adam.
 
 Configurations: `memory` (every neighbor file and the feature file in RAM, no cap), `disk`
 (io_uring with O_DIRECT for both, under `memcap --drop-caches CAP`; only the relations' offset
@@ -21,7 +21,7 @@ with `memory=CAP`: the largest neighbor files that fit in half the budget held i
 rest read with io_uring and O_DIRECT, under the same cap).
 
 Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train [--work DIR]
-    [--papers 2000000] [--batches 200] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
+    [--papers 2000000] [--batches 200] [--batch-size 1024] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
 Prints a Markdown table for docs/benchmarks.md.
 """
 import argparse
@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import ringgnn
 from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
-path, mode, backend, batches, cap = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 ds = ringgnn.Dataset.open(path)
 direct = backend in ("disk", "auto")
 fb = "memory" if backend == "memory" else "uring"
@@ -47,7 +47,7 @@ kind = {"memory": "memory", "disk": "uring", "buffered": "uring", "auto": "auto"
 sampler = HeteroNeighborSampler(ds, [15, 10], backend=kind, direct=direct, seed=0,
                                 memory=None if cap == "-" else cap)
 out = dict(placement=sampler.resolved_backend())
-loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=1024, shuffle=True, seed=0, threads=2,
+loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
                       feature_backend=fb, direct=direct, sampler=sampler)
 seeds = loader.batch_seeds(0)[:batches]
 t0 = time.perf_counter()
@@ -65,7 +65,7 @@ else:
     torch.manual_seed(0)
     info = ds.manifest["node_types"]["paper"]
     net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, "paper", 64,
-                      info["labels"]["num_classes"], 2, model="sage", embed_dim=64)
+                      info["labels"]["num_classes"], 2, model="sage", embed_dim=16)
     opt = torch.optim.Adam(net.parameters(), lr=0.01)
     setup = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -117,6 +117,7 @@ def main():
     ap.add_argument("--work", default="/var/tmp/ringgnn-bench")
     ap.add_argument("--papers", type=int, default=2_000_000)
     ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cap", default="1.5G")
     ap.add_argument("--configs", default="memory,disk,auto")
@@ -128,7 +129,8 @@ def main():
     runs = {c: [] for c in configs}
     for rep in range(args.repeat):
         for c in (configs if rep % 2 == 0 else configs[::-1]):
-            cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches, args.cap if c == "auto" else "-"]
+            cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches, args.cap if c == "auto" else "-",
+                   args.batch_size]
             if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
             r = sh(cmd, capture_output=True, text=True)
@@ -142,7 +144,8 @@ def main():
         Path(args.json).write_text(json.dumps(dict(args=vars(args), size=size, runs=runs), indent=2))
     base = statistics.median(o["seconds"] for o in runs[configs[0]])
     ds_line = f"{data.name}: {size / 2**30:.2f} GiB of files"
-    print(f"\n{ds_line}; {args.mode}, {args.batches} batches of 1024 papers, fanouts 15,10; median of {args.repeat}\n")
+    print(f"\n{ds_line}; {args.mode}, {args.batches} batches of {args.batch_size} papers, fanouts 15,10; median of "
+          f"{args.repeat}\n")
     if args.mode == "sample":
         print("| configuration | seconds | vs memory | batches/s | sampled edges/s | bytes read | peak RSS | memcap |")
         print("|---|---|---|---|---|---|---|---|")

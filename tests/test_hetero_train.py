@@ -177,3 +177,22 @@ def test_two_ranks_under_torchrun_share_the_epoch(planted, tmp_path):
     assert m["test_acc"] > 0.6 and m["layerwise"]["test_acc"] > 0.6
     # 1800 training papers in batches of 256: 8 batches, 4 per rank.
     assert "4 batches of 256 per epoch per rank, 2 ranks" in r.stdout
+
+
+def test_a_target_without_a_test_split_trains_and_evaluates_exactly(tmp_path):
+    d = tmp_path
+    np.save(d / "x.npy", np.random.default_rng(0).standard_normal((6, 3), dtype=np.float32))
+    np.save(d / "y.npy", np.array([0, 1, 0, 1, 0, 1]))
+    (d / "w.csv").write_text("0,0\n1,1\n0,2\n1,3\n0,4\n1,5\n")
+    split = {"train": str(d / "tr.npy"), "val": str(d / "va.npy")}
+    np.save(d / "tr.npy", np.arange(4))
+    np.save(d / "va.npy", np.array([4, 5]))
+    ringgnn.build_hetero(d / "ds", [ringgnn.NodeType("paper", 6, features=d / "x.npy", labels=d / "y.npy",
+                                                     split=split), ringgnn.NodeType("author", 2)],
+                         [ringgnn.Relation("author:writes:paper", d / "w.csv")], add_reverse=True)
+    lines = []
+    m = train_hetero(d / "ds", target="paper", fanouts=[-1], layers=1, epochs=1, out=str(d / "run"), quiet=True,
+                     log=lines.append)
+    assert "test_acc" not in m["epochs"][0] and m["test_acc"] is None
+    assert m["layerwise"]["val_acc"] is not None and m["layerwise"]["test_acc"] is None
+    assert any("layer-wise (exact) evaluation of epoch 0: val accuracy" in ln for ln in lines)

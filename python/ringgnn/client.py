@@ -15,12 +15,17 @@ anything else          :class:`RingGnnError` with the status and the server's me
 =====================  ===========================================================
 
 A client is thread-safe (gRPC channels are); close it, or use it as a context manager.
+
+On a heterogeneous dataset every call names the nodes' type (``node_type=``; Predict and Embed
+default to the model's target type) and :meth:`Client.sample` returns a
+:class:`ringgnn.HeteroSample`. A typed request to a server that serves a homogeneous dataset with
+the Rust frontend (which does not read the typed fields) raises :class:`InputError` here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -32,6 +37,7 @@ from ._core import (
     RingGnnError,
     ShuttingDownError,
 )
+from .hetero import HeteroSample
 from .sampler import SampledSubgraph
 
 _DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
@@ -90,16 +96,33 @@ class Client:
 
     # --- the calls --------------------------------------------------------------------------------
 
-    def sample(self, nodes: Sequence[int], fanouts: Optional[Sequence[int]] = None, seed: Optional[int] = None, *,
-               replace: bool = False, edge_ids: bool = False, timeout: Optional[float] = None) -> SampledSubgraph:
+    def sample(self, nodes: Sequence[int], fanouts: Any = None, seed: Optional[int] = None, *,
+               replace: bool = False, edge_ids: bool = False, node_type: Optional[str] = None,
+               timeout: Optional[float] = None) -> Union[SampledSubgraph, HeteroSample]:
         """The sampled neighborhood of ``nodes``: what ``NeighborSampler(dataset, fanouts,
         replace=replace, seed=seed).sample(nodes)`` gives. ``fanouts``/``seed`` default to the
-        server's (see :meth:`info`)."""
-        req = self._pb.SampleRequest(nodes=_ids(nodes), fanouts=[int(f) for f in fanouts or []],
-                                     replace=bool(replace), edge_ids=bool(edge_ids))
+        server's (see :meth:`info`).
+
+        On a heterogeneous dataset ``node_type`` is the nodes' type and the answer a
+        :class:`~ringgnn.HeteroSample`, what ``HeteroNeighborSampler(dataset, fanouts,
+        replace=replace, seed=seed).sample(nodes, node_type)`` gives; ``fanouts`` is then one list
+        for every relation or a dict per relation (``"SRC:REL:DST"`` or ``(src, rel, dst)`` keys)."""
+        req = self._pb.SampleRequest(nodes=_ids(nodes), replace=bool(replace), edge_ids=bool(edge_ids))
+        if isinstance(fanouts, Mapping):
+            if node_type is None:
+                raise InputError("sample: fanouts per relation are for a heterogeneous dataset: give node_type too")
+            for rel, hops in fanouts.items():
+                hops = hops.split(",") if isinstance(hops, str) else [hops] if isinstance(hops, int) else hops
+                req.relation_fanouts[rel if isinstance(rel, str) else ":".join(rel)].hops.extend(int(f) for f in hops)
+        else:
+            req.fanouts.extend(int(f) for f in fanouts or [])
+        if node_type is not None:
+            req.node_type = str(node_type)
         if seed is not None:
             req.seed = int(seed)
         r = self._call("Sample", req, timeout)
+        if node_type is not None:
+            return _hetero_sample(self.target, r, node_type, edge_ids)
         counts = list(r.num_sampled_nodes)
         return SampledSubgraph(
             node=np.array(r.node, dtype=np.int64), row=np.array(r.row, dtype=np.int64),
@@ -107,12 +130,15 @@ class Client:
             num_sampled_edges=list(r.num_sampled_edges), batch_size=counts[0] if counts else 0,
             edge=np.array(r.edge, dtype=np.int64) if edge_ids else None)
 
-    def features(self, nodes: Sequence[int], *, stored_dtype: bool = False,
+    def features(self, nodes: Sequence[int], *, stored_dtype: bool = False, node_type: Optional[str] = None,
                  timeout: Optional[float] = None) -> np.ndarray:
         """Feature rows of ``nodes`` (``[len(nodes), dim]``, request order): float32, or with
-        ``stored_dtype`` the dataset's dtype (bfloat16 comes as a ``torch.bfloat16`` tensor)."""
-        r = self._call("Features", self._pb.FeaturesRequest(nodes=_ids(nodes), stored_dtype=bool(stored_dtype)),
-                       timeout)
+        ``stored_dtype`` the dataset's dtype (bfloat16 comes as a ``torch.bfloat16`` tensor). On a
+        heterogeneous dataset, rows of type ``node_type``."""
+        req = self._pb.FeaturesRequest(nodes=_ids(nodes), stored_dtype=bool(stored_dtype), node_type=node_type or "")
+        r = self._call("Features", req, timeout)
+        if node_type is not None and r.node_type != node_type:
+            raise InputError(_untyped(self.target, "Features", node_type))
         if r.dtype == "bf16":
             import torch
 
@@ -120,17 +146,21 @@ class Client:
             return torch.from_numpy(raw.astype(np.int16)).view(torch.bfloat16)
         return np.frombuffer(r.data, dtype=_DTYPES[r.dtype]).reshape(r.rows, r.dim).copy()
 
-    def predict(self, nodes: Sequence[int], seed: Optional[int] = None, *,
+    def predict(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
                 timeout: Optional[float] = None) -> Prediction:
-        """Class probabilities and most probable class of ``nodes`` from the served model."""
-        r = self._call("Predict", self._infer_request(nodes, seed), timeout)
+        """Class probabilities and most probable class of ``nodes`` from the served model (a
+        heterogeneous model's: nodes of its target type, ``node_type`` by default)."""
+        r = self._call("Predict", self._infer_request(nodes, seed, node_type), timeout)
         probs = np.array(r.probs, dtype=np.float32).reshape(r.rows, r.classes)
         return Prediction(probs=probs, label=np.array(r.label, dtype=np.int64), seed=r.seed)
 
-    def embed(self, nodes: Sequence[int], seed: Optional[int] = None, *, timeout: Optional[float] = None) -> np.ndarray:
+    def embed(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
+              timeout: Optional[float] = None) -> np.ndarray:
         """Embeddings of ``nodes`` (``[len(nodes), hidden]``): a node model's last hidden layer,
-        a link model's last layer (what its decoder scores)."""
-        r = self._call("Embed", self._infer_request(nodes, seed), timeout)
+        a link model's last layer (what its decoder scores); a heterogeneous model's input of its
+        last layer for its target type (the default ``node_type``), for another type its rows at
+        the last hidden layer that computes it."""
+        r = self._call("Embed", self._infer_request(nodes, seed, node_type), timeout)
         return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
 
     def score(self, src: Sequence[int], dst: Sequence[int], seed: Optional[int] = None, *,
@@ -160,13 +190,44 @@ class Client:
         d["stats"] = {k: [int(x) for x in v] if isinstance(v, list) else int(v) for k, v in d["stats"].items()}
         d["fanouts"] = [int(f) for f in d["fanouts"]]
         d["model_fanouts"] = [int(f) for f in d["model_fanouts"]]
+        # Heterogeneous datasets (empty otherwise): types and relations in name order, fanouts
+        # per relation.
+        d["node_types"] = [{"name": t["name"], **{k: t[k] if k == "feature_dtype" else int(t[k]) for k in
+                                                   ("num_nodes", "feature_dim", "feature_dtype", "num_classes")}}
+                           for t in d["node_types"]]
+        d["relations"] = [{"name": r["name"], "num_edges": int(r["num_edges"])} for r in d["relations"]]
+        for k in ("relation_fanouts", "model_relation_fanouts"):
+            d[k] = {rel: [int(f) for f in v.get("hops", [])] for rel, v in sorted(d[k].items())}
         return d
 
-    def _infer_request(self, nodes: Sequence[int], seed: Optional[int]) -> Any:
-        req = self._pb.PredictRequest(nodes=_ids(nodes))
+    def _infer_request(self, nodes: Sequence[int], seed: Optional[int], node_type: Optional[str]) -> Any:
+        req = self._pb.PredictRequest(nodes=_ids(nodes), node_type=node_type or "")
         if seed is not None:
             req.seed = int(seed)
         return req
+
+
+def _untyped(target: str, call: str, node_type: str) -> str:
+    return (f"{call} at {target}: node_type '{node_type}' was ignored: the server serves a homogeneous dataset (no "
+            "node types; leave node_type out)")
+
+
+def _hetero_sample(target: str, r: Any, node_type: str, edge_ids: bool) -> HeteroSample:
+    """A typed ``SampleReply``'s sample (types and relations in name order)."""
+    if not r.HasField("hetero"):
+        raise InputError(_untyped(target, "Sample", node_type))
+    h = r.hetero
+    types, rels = sorted(h.nodes), sorted(h.edges)
+
+    def ids(v: Any) -> np.ndarray:
+        return np.array(v, dtype=np.int64)
+
+    return HeteroSample(
+        seed_type=h.node_type, node={t: ids(h.nodes[t].node) for t in types},
+        num_sampled_nodes={t: [int(c) for c in h.nodes[t].num_sampled_nodes] for t in types},
+        row={e: ids(h.edges[e].row) for e in rels}, col={e: ids(h.edges[e].col) for e in rels},
+        num_sampled_edges={e: [int(c) for c in h.edges[e].num_sampled_edges] for e in rels},
+        edge={e: ids(h.edges[e].edge) for e in rels} if edge_ids else None)
 
 
 def _ids(nodes: Any, what: str = "nodes") -> List[int]:

@@ -149,11 +149,22 @@ class HeteroNeighborSampler:
             "2G"; default: what the process holds plus half of what the machine or its memory
             cgroup leaves).
         with_edge_ids: also return each sampled edge's position in its relation's file.
+        share: another sampler of the same dataset whose graph (offset indexes and in-memory
+            neighbor files, and so its placement) this one uses: samplers of several
+            configurations (fanouts, seeds) then hold the graph once.
+        disk_backend: how this sampler reads the relations the graph keeps on disk ("uring",
+            "pread", "auto"), instead of the graph's backend.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
                  backend: str = "auto", direct: bool = False, seed: int = 0, memory: Union[None, int, str] = None,
-                 with_edge_ids: bool = False):
+                 with_edge_ids: bool = False, share: Optional["HeteroNeighborSampler"] = None,
+                 disk_backend: Optional[str] = None):
+        self.share = share
+        self.disk_backend = None if disk_backend is None else _options.choice(disk_backend, ("auto", "uring", "pread"),
+                                                                             "disk_backend")
+        if share is not None:
+            dataset = share.dataset
         self.dataset = open_hetero(dataset, "HeteroNeighborSampler")
         self.fanouts = relation_fanouts(self.dataset, fanouts)
         self.replace = bool(replace)
@@ -163,6 +174,8 @@ class HeteroNeighborSampler:
         self.memory = _options.size(memory, "memory")
         self.with_edge_ids = bool(with_edge_ids)
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._graph: Optional[Tuple[int, Any]] = None
 
     @property
     def hops(self) -> int:
@@ -185,6 +198,11 @@ class HeteroNeighborSampler:
         about a relation's whole file per hop, so a held byte saves about a byte read per hop
         whichever relation it belongs to), the rest read from disk (io_uring, else pread). An
         explicit backend applies to every relation."""
+        if self.share is not None:
+            return self.share.placement()
+        return self._placement()
+
+    def _placement(self) -> Tuple[str, List[str]]:
         if self.backend_choice != "auto":
             return self.backend_choice, []
         held_now = _options.process_rss()
@@ -208,16 +226,27 @@ class HeteroNeighborSampler:
         backend, held = self.placement()
         return f"{backend}, {len(held)} of {len(self.dataset.relations)} relations in memory" if held else backend
 
+    def graph(self) -> Any:
+        """This process's ``_core.HeteroGraph`` (offset indexes and in-memory neighbor files,
+        loaded once and shared by every thread's sampler), made on first use."""
+        if self.share is not None:
+            return self.share.graph()
+        pid = os.getpid()
+        with self._lock:
+            if self._graph is None or self._graph[0] != pid:
+                backend, held = self.placement()
+                self._graph = (pid, _core.HeteroGraph(self.dataset.path, backend=backend, direct=self.direct,
+                                                      memory_relations=held))
+            return self._graph[1]
+
     def _sampler(self) -> Any:
-        """This thread's core sampler (its own ring and file handles), made on first use."""
+        """This thread's core sampler (its own rings and file handles), made on first use."""
         pid = os.getpid()
         st = self._local
         if getattr(st, "pid", None) != pid:
-            backend, held = self.placement()
-            st.core = _core.HeteroSampler(
-                self.dataset.path, [(r, list(f)) for r, f in self.fanouts.items()], replace=self.replace,
-                backend=backend, direct=self.direct, seed=self.seed, with_edge_ids=self.with_edge_ids,
-                memory_relations=held)
+            st.core = _core.HeteroSampler(self.graph(), [(r, list(f)) for r, f in self.fanouts.items()],
+                                          replace=self.replace, seed=self.seed, with_edge_ids=self.with_edge_ids,
+                                          disk_backend=self.disk_backend)
             st.pid = pid
         return st.core
 
@@ -240,13 +269,12 @@ class HeteroNeighborSampler:
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
-        state["_local"] = None
-        state["dataset"] = self.dataset.path
+        state.update(_local=None, _lock=None, _graph=None, dataset=self.dataset.path)
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         state["dataset"] = open_hetero(state["dataset"], "HeteroNeighborSampler")
-        state["_local"] = threading.local()
+        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
@@ -299,6 +327,8 @@ class HeteroLoader:
         """The global indices of the batches an epoch yields (one rank's share under
         ``torchrun``, see ``ringgnn.distributed.shard``); None: all of them, in order."""
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._shared: Optional[Tuple[int, _Worker]] = None
 
     def _seeds(self, part: Dataset, spec: Any) -> np.ndarray:
         if isinstance(spec, str) and spec != "all" and spec not in part.split_names:
@@ -324,12 +354,25 @@ class HeteroLoader:
             ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
         return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
 
+    def _reader(self, t: str) -> Any:
+        return _core.FeatureReader(self.dataset.path, backend=self.feature_backend, direct=self.direct,
+                                   part=f"node/{t}")
+
     def _worker(self) -> _Worker:
+        """This thread's feature readers: its own for disk backends (a reader's gatherer serves
+        one caller at a time, with its own ring); for ``memory`` the process's, shared by the
+        threads, so each feature file is loaded once (a gather from memory is a copy)."""
+        pid = os.getpid()
         w = getattr(self._local, "worker", None)
-        if w is None or getattr(self._local, "pid", None) != os.getpid():
-            w = _Worker({t: _core.FeatureReader(self.dataset.path, backend=self.feature_backend, direct=self.direct,
-                                                part=f"node/{t}") for t in self.feature_types})
-            self._local.worker, self._local.pid = w, os.getpid()
+        if w is None or getattr(self._local, "pid", None) != pid:
+            if self.feature_backend == "memory":
+                with self._lock:
+                    if self._shared is None or self._shared[0] != pid:
+                        self._shared = (pid, _Worker({t: self._reader(t) for t in self.feature_types}))
+                    w = self._shared[1]
+            else:
+                w = _Worker({t: self._reader(t) for t in self.feature_types})
+            self._local.worker, self._local.pid = w, pid
         return w
 
     def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:

@@ -111,8 +111,9 @@ def train_hetero(
         metrics["layerwise"] = dict(epoch=best, val_acc=r.get("val_acc"), test_acc=r.get("test_acc"),
                                     seconds=time.perf_counter() - t0)
         _write_json(metrics, os.path.join(out, "metrics.json"))
-        log(f"layer-wise (exact) evaluation of epoch {best}: val accuracy {r.get('val_acc', 0):.4f}, test accuracy "
-            f"{r.get('test_acc', 0):.4f} ({metrics['layerwise']['seconds']:.1f} s)")
+        scores = ", ".join(f"{s} accuracy {r[f'{s}_acc']:.4f}" for s in ("val", "test") if r.get(f"{s}_acc") is not None)
+        log(f"layer-wise (exact) evaluation of epoch {best}: {scores or 'no val or test split'} "
+            f"({metrics['layerwise']['seconds']:.1f} s)")
     if best is not None and ranks.leader:
         log(f"best epoch {best}: val accuracy {metrics['best_val_acc']:.4f}"
             + (f", test accuracy {metrics['test_acc']:.4f}" if metrics.get("test_acc") is not None else "")

@@ -1,6 +1,8 @@
-//! `_core.HeteroSampler`: heterogeneous neighbor sampling from Python. One object per thread
-//! (`ringgnn.HeteroNeighborSampler` keeps one per thread): its relations' read backends (an
-//! io_uring ring each, or file handles) belong to it, and its sampler is single-threaded.
+//! `_core.HeteroGraph` and `_core.HeteroSampler`: heterogeneous neighbor sampling from Python.
+//! A process holds one `HeteroGraph` (offset indexes and in-memory neighbor files, loaded once)
+//! and one `HeteroSampler` per thread made from it (`ringgnn.HeteroNeighborSampler` does so):
+//! a sampler's disk relations' read backends (an io_uring ring each, or file handles) belong to
+//! it, and it is single-threaded.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -10,9 +12,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, IoStats};
 use ringgnn_sampler::{
-    Fanout, HeteroRelation, HeteroSample, HeteroSampler as Core, NeighborSource, MAX_FANOUT,
+    Fanout, HeteroRelation, HeteroSample, HeteroSampler as Core, Indices, NeighborSource,
+    MAX_FANOUT,
 };
 use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
+use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::Dataset;
 
 use crate::errors::{input_error, SamplerError, StoreError};
@@ -30,36 +34,43 @@ fn fanout(relation: &str, hop: usize, v: i64) -> PyResult<Fanout> {
     }
 }
 
-/// Typed neighbor sampling over the heterogeneous dataset in `path`.
+/// One relation of a [`HeteroGraph`]: what every thread's sampler shares.
+struct SharedRelation {
+    name: String,
+    src: usize,
+    dst: usize,
+    indptr: Arc<[u64]>,
+    /// The neighbor file, when it is held in memory.
+    memory: Option<Arc<Indices>>,
+    file: PathBuf,
+    dtype: IndexDtype,
+}
+
+/// The relations of a heterogeneous dataset as every sampler of a process shares them: each
+/// offset index loaded once, and the neighbor files the caller's placement holds in memory
+/// loaded once (`ringgnn.HeteroNeighborSampler` keeps one per process, and a `HeteroSampler`
+/// per thread made from it).
 #[pyclass(module = "ringgnn._core", frozen)]
-pub struct HeteroSampler {
-    inner: Mutex<Core>,
+pub struct HeteroGraph {
     types: Vec<String>,
-    relations: Vec<String>,
-    seed: u64,
-    with_edge_ids: bool,
-    backend: String,
-    fallback: Option<String>,
+    counts: Vec<u64>,
+    relations: Vec<SharedRelation>,
+    /// How relations not in memory are read.
+    kind: Option<BackendKind>,
+    direct: bool,
 }
 
 #[pymethods]
-impl HeteroSampler {
-    /// `fanouts`: (relation `SRC:REL:DST`, fanout per hop) for every relation of the dataset;
+impl HeteroGraph {
     /// `backend`: "memory" (every neighbor file loaded), "uring", "pread" or "auto" (io_uring,
-    /// else pread); `memory_relations`: relations whose neighbor file is loaded into memory
-    /// whatever `backend` says for the others.
+    /// else pread) for the relations not in `memory_relations` (whose files are loaded).
     #[new]
-    #[pyo3(signature = (path, fanouts, *, replace=false, backend="auto", direct=false, seed=0, with_edge_ids=false, memory_relations=Vec::new()))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, *, backend="auto", direct=false, memory_relations=Vec::new()))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
-        fanouts: Vec<(String, Vec<i64>)>,
-        replace: bool,
         backend: &str,
         direct: bool,
-        seed: u64,
-        with_edge_ids: bool,
         memory_relations: Vec<String>,
     ) -> PyResult<Self> {
         let kind = match backend {
@@ -77,13 +88,121 @@ impl HeteroSampler {
             .detach(|| HeteroManifest::read(&path))
             .map_err(StoreError)?;
         let types: Vec<String> = m.node_types.keys().cloned().collect();
-        let relations: Vec<String> = m.relations.keys().cloned().collect();
+        for r in &memory_relations {
+            if !m.relations.contains_key(r) {
+                return Err(input_error(format!(
+                    "memory_relations: unknown relation '{r}' (the dataset has: {})",
+                    m.relations.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        let index = |t: &str| {
+            types
+                .iter()
+                .position(|x| x == t)
+                .expect("checked by the manifest")
+        };
+        let mut relations = Vec::new();
+        for r in m.relations.keys() {
+            let (s, _, d) = split_relation(r).map_err(StoreError)?;
+            let ds = py
+                .detach(|| Dataset::open_part(&path, &Part::Relation(r.clone())))
+                .map_err(StoreError)?;
+            let indptr: Arc<[u64]> = py.detach(|| ds.load_indptr()).map_err(StoreError)?.into();
+            let file = ds.path_of("indices").map_err(StoreError)?;
+            let dtype = ds.manifest().graph.indices_dtype;
+            let memory = if kind.is_none() || memory_relations.contains(r) {
+                let num_edges = ds.manifest().num_edges;
+                Some(Arc::new(
+                    py.detach(|| Indices::load(&file, dtype, num_edges))
+                        .map_err(SamplerError)?,
+                ))
+            } else {
+                None
+            };
+            relations.push(SharedRelation {
+                name: r.clone(),
+                src: index(s),
+                dst: index(d),
+                indptr,
+                memory,
+                file,
+                dtype,
+            });
+        }
+        let counts = types.iter().map(|t| m.node_types[t].num_nodes).collect();
+        Ok(HeteroGraph {
+            types,
+            counts,
+            relations,
+            kind,
+            direct,
+        })
+    }
+
+    /// Bytes held: offset indexes and the neighbor files in memory.
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.relations
+            .iter()
+            .map(|r| {
+                8 * r.indptr.len() as u64
+                    + r.memory
+                        .as_ref()
+                        .map_or(0, |m| m.len() as u64 * r.dtype.size())
+            })
+            .sum()
+    }
+}
+
+/// Typed neighbor sampling over a [`HeteroGraph`]: one per thread (its disk relations' read
+/// backends, an io_uring ring each or file handles, are its own).
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct HeteroSampler {
+    inner: Mutex<Core>,
+    types: Vec<String>,
+    relations: Vec<String>,
+    seed: u64,
+    with_edge_ids: bool,
+    backend: String,
+    fallback: Option<String>,
+}
+
+#[pymethods]
+impl HeteroSampler {
+    /// `fanouts`: (relation `SRC:REL:DST`, fanout per hop) for every relation of `graph`;
+    /// `disk_backend` ("uring", "pread" or "auto"): how this sampler reads the relations the
+    /// graph does not hold in memory, instead of the graph's backend (a server's short-lived
+    /// samplers use pread: a ring per relation costs more than their few reads).
+    #[new]
+    #[pyo3(signature = (graph, fanouts, *, replace=false, seed=0, with_edge_ids=false, disk_backend=None))]
+    fn new(
+        py: Python<'_>,
+        graph: &HeteroGraph,
+        fanouts: Vec<(String, Vec<i64>)>,
+        replace: bool,
+        seed: u64,
+        with_edge_ids: bool,
+        disk_backend: Option<&str>,
+    ) -> PyResult<Self> {
+        let disk = match disk_backend {
+            None => graph.kind,
+            Some("uring") => Some(BackendKind::Uring),
+            Some("pread") => Some(BackendKind::Pread),
+            Some("auto") => Some(BackendKind::Auto),
+            Some(b) => {
+                return Err(input_error(format!(
+                    "disk_backend '{b}' is unknown; use auto, uring or pread"
+                )))
+            }
+        };
+        let names: Vec<String> = graph.relations.iter().map(|r| r.name.clone()).collect();
         let mut given = std::collections::BTreeMap::new();
         for (r, f) in fanouts {
-            if !m.relations.contains_key(&r) {
+            if !names.contains(&r) {
                 return Err(input_error(format!(
                     "fanouts: unknown relation '{r}' (the dataset has: {})",
-                    relations.join(", ")
+                    names.join(", ")
                 )));
             }
             let hops = f
@@ -93,48 +212,23 @@ impl HeteroSampler {
                 .collect::<PyResult<Vec<_>>>()?;
             given.insert(r, hops);
         }
-        let index = |t: &str| {
-            types
-                .iter()
-                .position(|x| x == t)
-                .expect("checked by the manifest")
-        };
-        for r in &memory_relations {
-            if !m.relations.contains_key(r) {
-                return Err(input_error(format!(
-                    "memory_relations: unknown relation '{r}' (the dataset has: {})",
-                    relations.join(", ")
-                )));
-            }
-        }
         let (mut rels, mut fallback, mut name) = (Vec::new(), None, String::from("memory"));
-        for r in &relations {
-            let Some(fan) = given.remove(r) else {
+        for r in &graph.relations {
+            let Some(fan) = given.remove(&r.name) else {
                 return Err(input_error(format!(
-                    "fanouts has no entry for relation {r}; give every relation (0 skips it at a hop)"
+                    "fanouts has no entry for relation {}; give every relation (0 skips it at a hop)",
+                    r.name
                 )));
             };
-            let (s, _, d) = split_relation(r).map_err(StoreError)?;
-            let ds = py
-                .detach(|| Dataset::open_part(&path, &Part::Relation(r.clone())))
-                .map_err(StoreError)?;
-            let indptr: Arc<[u64]> = py.detach(|| ds.load_indptr()).map_err(StoreError)?.into();
-            let in_memory = kind.is_none() || memory_relations.contains(r);
-            let source = match kind.filter(|_| !in_memory) {
-                None => py
-                    .detach(|| NeighborSource::memory(&ds))
-                    .map_err(SamplerError)?,
-                Some(kind) => {
-                    let file = ds.path_of("indices").map_err(StoreError)?;
-                    let (reader, why) = open_backend(kind, &file, direct)
-                        .map_err(|e| StoreError(ringgnn_store::Error::io(&file, e)))?;
+            let source = match (&r.memory, disk) {
+                (Some(ix), _) => NeighborSource::Memory(ix.clone()),
+                (None, kind) => {
+                    let kind = kind.expect("a relation not in memory has a disk backend");
+                    let (reader, why) = py
+                        .detach(|| open_backend(kind, &r.file, graph.direct))
+                        .map_err(|e| StoreError(ringgnn_store::Error::io(&r.file, e)))?;
                     fallback = fallback.or(why);
-                    NeighborSource::disk(
-                        reader,
-                        &file,
-                        ds.manifest().graph.indices_dtype,
-                        CoalesceOptions::default(),
-                    )
+                    NeighborSource::disk(reader, &r.file, r.dtype, CoalesceOptions::default())
                 }
             };
             // One name for the sampler: the disk backend's when any relation is read from disk.
@@ -142,22 +236,21 @@ impl HeteroSampler {
                 name = source.name().to_string();
             }
             rels.push(HeteroRelation {
-                src: index(s),
-                dst: index(d),
-                indptr,
+                src: r.src,
+                dst: r.dst,
+                indptr: r.indptr.clone(),
                 source,
                 fanouts: fan,
             });
         }
-        let counts = types.iter().map(|t| m.node_types[t].num_nodes).collect();
-        let inner = Core::new(counts, rels, replace).map_err(SamplerError)?;
-        if direct && name == "uring" {
+        let inner = Core::new(graph.counts.clone(), rels, replace).map_err(SamplerError)?;
+        if graph.direct && name == "uring" {
             name = "uring-direct".into();
         }
         Ok(HeteroSampler {
             inner: Mutex::new(inner),
-            types,
-            relations,
+            types: graph.types.clone(),
+            relations: names,
             seed,
             with_edge_ids,
             backend: name,

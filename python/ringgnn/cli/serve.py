@@ -18,14 +18,17 @@ def add_parser(sub: Any) -> None:
         "serve", help="serve sampling, features and model inference over gRPC",
         description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
         "Sample, Features, Predict, Embed, Score, Info and the standard health service. Concurrent requests are "
-        "batched into shared reads. SIGTERM drains the requests in flight and exits 0.")
+        "batched into shared reads. A heterogeneous dataset is served through grpcio, requests naming the seeds' "
+        "node type. SIGTERM drains the requests in flight and exits 0.")
     p.add_argument("dataset", metavar="DATASET")
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
     p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed (a node "
-                   "run), or Score and Embed (a link run, --task link)")
+                   "run, or a heterogeneous run of --target TYPE), or Score and Embed (a link run, --task link)")
     p.add_argument("--fanouts", metavar="F1,F2,...", help="default fanouts of Sample (default: the model's, "
-                   "else 20,15,10); with --max-nodes, the largest request the memory plan is made for")
+                   "else 20,15,10); with --max-nodes, the largest request the memory plan is made for; on a "
+                   "heterogeneous dataset the same for every relation, or a JSON object per relation such as "
+                   "'{\"author:writes:paper\": [10, 5], ...}' (0 skips a relation at a hop)")
     p.add_argument("--batch-size", type=positive_arg, metavar="N",
                    help="seeds of one wave the memory plan is made for, at the default fanouts (default and "
                    "at least: --max-nodes, so that every request within it is served)")
@@ -33,7 +36,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
                    "it holds plus half the available memory)")
     p.add_argument("--threads", type=positive_arg, metavar="N",
-                   help="workers (read backends): waves served at once (default: available cores)")
+                   help="workers (read backends): waves served at once, or on a heterogeneous dataset requests "
+                   "sampled at once (default: available cores)")
     p.add_argument("--backend", default="auto", choices=BACKENDS, help="read backend (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
     p.add_argument("--cache", type=size_arg, metavar="SIZE", help="bytes of hot feature rows kept in memory, by "
@@ -44,15 +48,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-wait-ms", type=float, metavar="MS",
                    help="how long a wave waits for concurrent requests to join it (default 0: a wave takes what "
                    "is queued when it starts; measured faster than waiting, docs/SERVING.md)")
-    p.add_argument("--max-wave", type=positive_arg, default=64, metavar="N",
+    p.add_argument("--max-wave", type=positive_arg, metavar="N",
                    help="requests served together in one wave at most (default 64; 1: no batching)")
     p.add_argument("--max-concurrent", type=positive_arg, default=256, metavar="N",
                    help="requests in progress at most; more get RESOURCE_EXHAUSTED (default 256)")
     p.add_argument("--handlers", type=positive_arg, default=32, metavar="N",
                    help="threads that run requests, each holding one until answered (default 32)")
-    p.add_argument("--frontend", choices=FRONTENDS, default="rust",
+    p.add_argument("--frontend", choices=FRONTENDS,
                    help="gRPC server: rust (tonic; Sample, Features and Info never enter Python; the default) or grpcio "
-                   "(Python's, every call through Python: the baseline of docs/benchmarks.md)")
+                   "(Python's, every call through Python: the baseline of docs/benchmarks.md; the only one, and the "
+                   "default, for a heterogeneous dataset)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
                    help="node ids per request (default 4096); the memory plan holds one such request at the "
                    "default fanouts per worker: lower it to leave more memory to the caches")
@@ -79,7 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             pass
         print("ringgnn serve: stopping (requests in flight finish first)", file=sys.stderr, flush=True)
         server.stop(args.grace)
-    st = server.engine.stats()
+    st = server.stats()
+    waves = f" in {st['waves']:,} waves" if "waves" in st else ""  # a heterogeneous server has none
     print(f"ringgnn serve: stopped after {st['sample_requests']:,} sample and {st['feature_requests']:,} feature "
-          f"requests in {st['waves']:,} waves", file=sys.stderr, flush=True)
+          f"requests{waves}", file=sys.stderr, flush=True)
     return 0
