@@ -142,18 +142,24 @@ def load_hetero_run(run_dir: str, dataset: Any = None,
 
 
 def _check_fits(ds: HeteroDataset, net: HeteroModel, path: str) -> None:
+    """Refuse a model whose types, counts, feature widths, relations or classes differ from
+    ``ds``'s: it was trained on another dataset."""
+    fix = "use the dataset the model was trained on"
+    if sorted(net.node_types) != ds.node_types:
+        raise InputError(f"{path} was trained with node types {sorted(net.node_types)}, {ds.path} has "
+                         f"{ds.node_types}; {fix}")
     have, dims = ds.num_nodes_dict, ds.feature_dims()
-    for t in net.node_types:
-        if t not in have:
-            raise InputError(f"{path} was trained with node type '{t}', which {ds.path} lacks; use the dataset the "
-                             "model was trained on")
-        if have[t] != net.num_nodes.get(t, have[t]) or dims[t] != net.in_dims[t]:
-            raise InputError(f"{path}: node type '{t}' had {net.num_nodes.get(t, have[t]):,} nodes and features "
-                             f"{net.in_dims[t]}, {ds.path} has {have[t]:,} and {dims[t]}; use the dataset the model "
-                             "was trained on")
-    missing = [edge_type_str(et) for et in net.edge_types if edge_type_str(et) not in ds.manifest["relations"]]
-    if missing:
-        raise InputError(f"{path} was trained with relation(s) {', '.join(missing)}, which {ds.path} lacks")
+    for t in ds.node_types:
+        if net.num_nodes.get(t, have[t]) != have[t] or net.in_dims[t] != dims[t]:
+            raise InputError(f"{path}: node type '{t}' had {net.num_nodes.get(t, have[t]):,} nodes and "
+                             f"features {net.in_dims[t]}, {ds.path} has {have[t]:,} and {dims[t]}; {fix}")
+    rels = sorted(edge_type_str(et) for et in net.edge_types)
+    if rels != ds.relations:
+        raise InputError(f"{path} was trained with relations {rels}, {ds.path} has {ds.relations}; {fix}")
+    labels = ds.manifest["node_types"][net.target].get("labels")
+    if labels is not None and labels["num_classes"] != net.out_dim:
+        raise InputError(f"{path} has {net.out_dim} classes, node type '{net.target}' of {ds.path} has "
+                         f"{labels['num_classes']}; {fix}")
 
 
 class HeteroLayerwise:

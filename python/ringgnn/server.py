@@ -414,10 +414,10 @@ def fanouts_arg(value: Any) -> Any:
     return value
 
 
-def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
-    """Whether a checkpoint (:func:`ringgnn.checkpoints.read_checkpoint`'s answer) is of a
-    heterogeneous run (``args["hetero"]``: the model's config)."""
-    return bool((read[1].get("args") or {}).get("hetero"))
+def _is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
+    from .hetero_infer import is_hetero_run
+
+    return is_hetero_run(read)
 
 
 class HeteroModelRun:
@@ -428,19 +428,10 @@ class HeteroModelRun:
     task, decoder_kind = "node", None
 
     def __init__(self, run_dir: str, ds: HeteroDataset, read: Tuple[str, Dict[str, Any]]):
-        from .hetero_models import HeteroModel
+        from .hetero_infer import load_hetero_run
 
-        path, state = read
-        args = state.get("args") or {}
-        try:
-            net = HeteroModel.from_config(args["hetero"])
-        except (ValueError, TypeError) as e:
-            raise InputError(f"{path}: not a readable heterogeneous model ({e})") from None
-        _check_fits(ds, net, path)
-        try:
-            net.load_state_dict(state["model"])
-        except (RuntimeError, KeyError) as e:
-            raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
+        _, net, path = load_hetero_run(run_dir, ds, read)
+        args = read[1].get("args") or {}
         try:
             self.fanouts = relation_fanouts(ds, args.get("fanouts"))
         except InputError as e:
@@ -475,29 +466,6 @@ class HeteroModelRun:
             if hook is not None:
                 hook.remove()
         return logits, (seen[0] if seen else None)
-
-
-def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
-    """Refuse a model whose types, counts, feature widths, relations or classes differ from
-    ``ds``'s: it was trained on another dataset."""
-    from .hetero_models import edge_type_str
-
-    fix = "serve the dataset the model was trained on"
-    if sorted(net.node_types) != ds.node_types:
-        raise InputError(f"--model: {path} was trained with node types {sorted(net.node_types)}, {ds.path} has "
-                         f"{ds.node_types}; {fix}")
-    have, dims = ds.num_nodes_dict, ds.feature_dims()
-    for t in ds.node_types:
-        if net.num_nodes.get(t, have[t]) != have[t] or net.in_dims[t] != dims[t]:
-            raise InputError(f"--model: {path}: node type '{t}' had {net.num_nodes.get(t, have[t]):,} nodes and "
-                             f"features {net.in_dims[t]}, {ds.path} has {have[t]:,} and {dims[t]}; {fix}")
-    rels = sorted(edge_type_str(et) for et in net.edge_types)
-    if rels != ds.relations:
-        raise InputError(f"--model: {path} was trained with relations {rels}, {ds.path} has {ds.relations}; {fix}")
-    labels = ds.manifest["node_types"][net.target].get("labels")
-    if labels is not None and labels["num_classes"] != net.out_dim:
-        raise InputError(f"--model: {path} has {net.out_dim} classes, node type '{net.target}' of {ds.path} has "
-                         f"{labels['num_classes']}; {fix}")
 
 
 def _narrow(rows: np.ndarray, dtype: str) -> bytes:
@@ -889,7 +857,7 @@ class Server:
             return
         self.frontend = frontend = frontend or "rust"
         self.dataset = ds
-        if read is not None and is_hetero_run(read):
+        if read is not None and _is_hetero_run(read):
             raise InputError(f"--model {model}: {read[0]} is a heterogeneous run (target type "
                              f"'{read[1]['args'].get('target')}'); {ds.path} is homogeneous: serve the heterogeneous "
                              "dataset it was trained on")
@@ -952,7 +920,7 @@ class Server:
             raise InputError(f"{', '.join(given)}: not available for a heterogeneous dataset ({ds.path} is one: each "
                              "request is sampled on its own, without waves, memory plan or caches; docs/SERVING.md); "
                              "leave them out")
-        if read is not None and not is_hetero_run(read):
+        if read is not None and not _is_hetero_run(read):
             raise InputError(f"--model {model}: {read[0]} is a homogeneous run; {ds.path} is heterogeneous: serve it "
                              "with a run of `ringgnn train DATASET --target TYPE`")
         self.frontend, self.dataset, self.engine = "grpcio", ds, None
