@@ -186,3 +186,12 @@ def test_placement_holds_the_largest_neighbor_files_that_fit(tiny, monkeypatch):
     ref = HeteroNeighborSampler(ds, [-1, 1], backend="memory", seed=5).sample([2, 0], "paper", batch=3)
     got = s.sample([2, 0], "paper", batch=3)
     assert all(np.array_equal(ref.row[r], got.row[r]) and np.array_equal(ref.col[r], got.col[r]) for r in ref.row)
+
+
+def test_commands_of_homogeneous_datasets_refuse_a_heterogeneous_one(tiny, capsys):
+    from ringgnn import cli
+
+    assert cli.main(["sample", str(tiny), "--fanouts", "2", "--epochs", "1"]) not in (0, None)
+    assert "ringgnn sample takes a homogeneous one" in capsys.readouterr().err
+    with pytest.raises(ringgnn.InputError, match="Loader takes a homogeneous one"):
+        ringgnn.Loader(tiny, [2], 4)

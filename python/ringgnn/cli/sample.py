@@ -20,7 +20,7 @@ from .. import _options, progress
 from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, count_arg, positive_arg, size_arg
-from ..dataset import Dataset
+from ..dataset import open_homogeneous
 from ..sampler import NeighborSampler
 from ._format import human, human_bytes
 
@@ -135,7 +135,7 @@ def _cache(r: Dict[str, Any]) -> str:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    ds = Dataset.open(args.dataset)
+    ds = open_homogeneous(args.dataset, "ringgnn sample")
     spec = args.seeds if args.seeds is not None else ("train" if "train" in ds.split_names else "all")
     seeds = _options.seeds(ds, spec, "--seeds")
     if len(seeds) == 0:
