@@ -364,7 +364,8 @@ def test_find_metadata(tmp_path):
 
 
 def _cli(*argv, cwd):
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    # The ringgnn this test imported (installed, or a working tree on PYTHONPATH).
+    env = dict(os.environ, PYTHONPATH=str(Path(ringgnn.__file__).parent.parent))
     return subprocess.run([sys.executable, "-m", "ringgnn", "convert", *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 

@@ -107,8 +107,7 @@ def test_bad_options(planted, tmp_path, kwargs, message):
 
 def _cli(*args, cwd=None):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(os.path.dirname(__file__), "..", "python"),
-                                                      env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(ringgnn.__file__))  # the ringgnn this test imported
     return subprocess.run([sys.executable, "-m", "ringgnn", *args], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=600)
 
@@ -164,8 +163,7 @@ def test_two_ranks_under_torchrun_share_the_epoch(planted, tmp_path):
     """`torchrun --nproc-per-node 2 -m ringgnn train DS --target paper`: each rank its share of
     the batches (DDP), the accuracy counted over every seed, rank 0's run directory."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(os.path.dirname(__file__), "..", "python"),
-                                                      env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(ringgnn.__file__))  # the ringgnn this test imported
     out = tmp_path / "run"
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         "-m", "ringgnn", "train", str(planted), "--target", "paper", "--fanouts", "5,5", "--epochs",
