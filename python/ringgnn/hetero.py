@@ -176,6 +176,7 @@ class HeteroNeighborSampler:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._graph: Optional[Tuple[int, Any]] = None
+        self._placed: Optional[Tuple[str, List[str]]] = None
 
     @property
     def hops(self) -> int:
@@ -200,7 +201,9 @@ class HeteroNeighborSampler:
         explicit backend applies to every relation."""
         if self.share is not None:
             return self.share.placement()
-        return self._placement()
+        if self._placed is None:  # decided once: what the process holds changes later
+            self._placed = self._placement()
+        return self._placed
 
     def _placement(self) -> Tuple[str, List[str]]:
         if self.backend_choice != "auto":
@@ -269,12 +272,12 @@ class HeteroNeighborSampler:
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_local=None, _lock=None, _graph=None, dataset=self.dataset.path)
+        state.update(_local=None, _lock=None, _graph=None, _placed=None, dataset=self.dataset.path)
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         state["dataset"] = open_hetero(state["dataset"], "HeteroNeighborSampler")
-        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None)
+        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None, _placed=None)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
