@@ -39,4 +39,6 @@ def test_commands_default_to_the_cgroup_budget(tmp_path):
     code = ("import ringgnn._options as o; import ringgnn.build as b; "
             "print(b._memory(None), o.default_memory(cap=1 << 30, held=0))")
     build, default = map(int, _under_memcap("300M", code).split())
-    assert build == default and build < 300 * 2**20 * 7 // 8, (build, default)
+    # The two calls read the cgroup's usage a moment apart: equal up to what the process
+    # allocated in between.
+    assert abs(build - default) < 1 << 20 and build < 300 * 2**20 * 7 // 8, (build, default)
