@@ -195,3 +195,6 @@ def test_commands_of_homogeneous_datasets_refuse_a_heterogeneous_one(tiny, capsy
     assert "ringgnn sample takes a homogeneous one" in capsys.readouterr().err
     with pytest.raises(ringgnn.InputError, match="Loader takes a homogeneous one"):
         ringgnn.Loader(tiny, [2], 4)
+    part = ringgnn.Dataset.open(tiny).relation("paper:cites:paper")
+    with pytest.raises(ringgnn.InputError, match="relation/paper:cites:paper is one part of a heterogeneous dataset"):
+        ringgnn.NeighborSampler(part, [2])

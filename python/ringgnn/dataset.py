@@ -195,6 +195,11 @@ def require_homogeneous(ds: "Union[Dataset, HeteroDataset]", what: str) -> Datas
             "homogeneous one. Heterogeneous datasets are sampled with ringgnn.HeteroNeighborSampler, loaded with "
             "ringgnn.HeteroLoader and trained with `ringgnn train DS --target TYPE`"
         )
+    if ds.part is not None:
+        raise _core.InputError(
+            f"{ds.path}: {ds.part} is one part of a heterogeneous dataset; {what} takes a whole homogeneous dataset "
+            "(sample a heterogeneous one with ringgnn.HeteroNeighborSampler)"
+        )
     return ds
 
 
