@@ -126,6 +126,29 @@ def save(obj: Any, path: str) -> None:
         f.write(buf.getbuffer())
 
 
+def write_json(obj: Any, path: str) -> None:
+    """A run directory's JSON file (``metrics.json``), written whole under a locked temporary
+    name and renamed into place."""
+    import json
+
+    with replacing(path, "writing") as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]]) -> Tuple[int, List[Dict[str, Any]]]:
+    """Load a resumed checkpoint (:func:`open_run`'s answer) into the model, the optimizer and
+    PyTorch's generator; (first epoch to run, the epochs' rows so far): ``(0, [])`` without one."""
+    if resumed is None:
+        return 0, []
+    import torch
+
+    net.load_state_dict(resumed["model"])
+    opt.load_state_dict(resumed["optimizer"])
+    torch.set_rng_state(resumed["rng"])
+    return resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
+
+
 def open_run(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -> Optional[Dict[str, Any]]:
     """Check RUN_DIR for this start; on ``resume``, the checkpoint to continue from."""
     if not resume and not overwrite and os.path.exists(os.path.join(out, "last.pt")):

@@ -229,6 +229,16 @@ def from_leader(ranks: Ranks, fn: Callable[[], T]) -> T:
     return value
 
 
+def data_parallel(net: Any, ranks: Ranks, device: str) -> Any:
+    """The module a training step calls: ``net`` itself alone, wrapped in DDP under ``torchrun``
+    (on CUDA, on this rank's GPU)."""
+    if not ranks.active:
+        return net
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(net, device_ids=[ranks.local_rank] if device == "cuda" else None)
+
+
 def barrier(ranks: Ranks) -> None:
     if ranks.active:
         import torch

@@ -49,7 +49,7 @@ from .checkpoints import read_checkpoint
 from .dataset import HeteroDataset
 from .hetero import open_hetero
 from .hetero_models import HeteroModel, edge_type_str, target_distances
-from .inference import FIXED_BYTES, SLACK, NpyWriter, RowFileWriter
+from .inference import FIXED_BYTES, SLACK, OutputRows, RowFileWriter
 
 #: Floats of the widest layer a destination node of a block holds: its input row, the
 #: accumulator (then the mean), the relation's term, its root term, the running combination and
@@ -430,8 +430,6 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
         wanted[ids] = True
         for m in masks.values():
             wanted |= m
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
 
     work_dir = os.path.dirname(os.path.abspath(out)) if out else os.path.dirname(os.path.abspath(path))
     run = HeteroLayerwise(ds, net, memory=_options.size(memory, "memory"), backend=backend, direct=direct,
@@ -439,52 +437,26 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
                           piece_edges=piece_edges)
     width = run.widths[upto][node_type]
     count = n if ids is None else len(ids)
-    if output == "predictions":
-        shape, np_dtype = (count,), np.dtype(np.int64)
-    else:
-        shape, np_dtype = (count, width), np.dtype(np.float16 if dtype == "f16" else np.float32)
     right = dict.fromkeys(masks, 0)
+    t0 = time.perf_counter()
+    rows = OutputRows(output, count, width, dtype, ids, out)
 
-    def convert(rows: np.ndarray) -> np.ndarray:
-        if output == "predictions":
-            return rows.argmax(axis=1).astype(np.int64)
-        if output == "probabilities":
-            e = np.exp(rows - rows.max(axis=1, keepdims=True))
-            rows = e / e.sum(axis=1, keepdims=True)
-        return rows.astype(np_dtype, copy=False)
-
-    def emit(a: int, rows: np.ndarray) -> None:
-        b = a + len(rows)
+    def emit(a: int, block: np.ndarray) -> None:
         if masks:
-            pred = rows.argmax(axis=1)
+            b = a + len(block)
+            pred = block.argmax(axis=1)
             for s, m in masks.items():
                 sel = m[a:b] & (labels[a:b] >= 0)
                 right[s] += int((pred[sel] == labels[a:b][sel]).sum())
-        if ids is None:
-            pos, vals = slice(a, b), convert(rows)
-        else:
-            lo, hi = np.searchsorted(sorted_ids, [a, b])
-            if lo == hi:
-                return
-            pos, vals = order[lo:hi], convert(rows[sorted_ids[lo:hi] - a])
-        if sink is not None:
-            sink.put(pos, vals)
-        else:
-            result[pos] = vals
+        rows.put(a, block)
 
-    t0 = time.perf_counter()
-    sink, result, written = None, None, None
     try:
-        if out:
-            sink = NpyWriter(str(out), shape, np_dtype)
-        else:
-            result = np.empty(shape, dtype=np_dtype)
         run.run(upto, node_type, emit, wanted, activate_last=output == "embeddings")
-        written = sink.finish() if sink is not None else None
+        written = rows.finish()
     except BaseException:
-        if sink is not None:
-            sink.abort()
+        rows.abort()
         raise
+    result, np_dtype = rows.result, rows.dtype
     accuracy = {}
     for s, m in masks.items():
         total = int((m & (labels >= 0)).sum())

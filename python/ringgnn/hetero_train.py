@@ -16,15 +16,14 @@ The run directory is the homogeneous one's: ``last.pt`` (what ``--resume`` conti
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _options, distributed, progress
 from ._core import InputError
-from ._files import os_errors, replacing
-from .checkpoints import open_run, save
+from ._files import os_errors
+from .checkpoints import open_run, restore, save, write_json
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
 from .hetero_models import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
 
@@ -110,7 +109,7 @@ def train_hetero(
         r = infer_hetero(out, ds, output="predictions", memory=memory, backend=backend, direct=direct, quiet=quiet)
         metrics["layerwise"] = dict(epoch=best, val_acc=r.get("val_acc"), test_acc=r.get("test_acc"),
                                     seconds=time.perf_counter() - t0)
-        _write_json(metrics, os.path.join(out, "metrics.json"))
+        write_json(metrics, os.path.join(out, "metrics.json"))
         scores = ", ".join(f"{s} accuracy {r[f'{s}_acc']:.4f}" for s in ("val", "test") if r.get(f"{s}_acc") is not None)
         log(f"layer-wise (exact) evaluation of epoch {best}: {scores or 'no val or test split'} "
             f"({metrics['layerwise']['seconds']:.1f} s)")
@@ -159,18 +158,8 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         for loader in evals.values():
             loader.batches = distributed.shard(loader.epoch_batches(), ranks.rank, ranks.world_size, pad=False)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
-    history: List[Dict[str, Any]] = []
-    start = 0
-    if resumed is not None:
-        net.load_state_dict(resumed["model"])
-        opt.load_state_dict(resumed["optimizer"])
-        torch.set_rng_state(resumed["rng"])
-        start, history = resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
-    step_net: Any = net
-    if ranks.active:
-        from torch.nn.parallel import DistributedDataParallel
-
-        step_net = DistributedDataParallel(net, device_ids=[ranks.local_rank] if device == "cuda" else None)
+    start, history = restore(net, opt, resumed)
+    step_net = distributed.data_parallel(net, ranks, device)
     if ranks.leader:
         with os_errors("creating the run directory", out):
             os.makedirs(out, exist_ok=True)
@@ -207,9 +196,9 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
             if metrics["best_epoch"] == epoch:
                 save(state, os.path.join(out, "best.pt"))
             save(state, os.path.join(out, "last.pt"))
-            _write_json(metrics, os.path.join(out, "metrics.json"))
+            write_json(metrics, os.path.join(out, "metrics.json"))
     if start >= epochs and ranks.leader:
-        _write_json(metrics, os.path.join(out, "metrics.json"))
+        write_json(metrics, os.path.join(out, "metrics.json"))
     # Rank 0's files are complete before any rank returns.
     distributed.barrier(ranks)
     return metrics
@@ -286,9 +275,3 @@ def _metrics(ds: Any, run_args: Dict[str, Any], history: List[Dict[str, Any]]) -
         "args": {k: v for k, v in run_args.items() if k != "hetero"},
         "layerwise": None,
     }
-
-
-def _write_json(obj: Any, path: str) -> None:
-    with replacing(path, "writing") as tmp, open(tmp, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")

@@ -174,6 +174,61 @@ class NpyWriter:
         self.temp.close()
 
 
+class OutputRows:
+    """Where layer-wise inference's output rows of one node type go: each block of computed
+    rows converted to ``output`` (``logits``/``embeddings`` as ``dtype`` f32 or f16,
+    ``probabilities``, ``predictions``), each computed node's row at its position in ``ids``
+    (None: all nodes, at its id), into a ``.npy`` written in blocks (``out``, see
+    :class:`NpyWriter`) or an array in memory. Shared by the homogeneous and heterogeneous
+    inference."""
+
+    def __init__(self, output: str, count: int, width: int, dtype: str, ids: Optional[np.ndarray],
+                 out: Optional[str]):
+        self.output = output
+        if output == "predictions":
+            self.shape, self.dtype = (count,), np.dtype(np.int64)
+        else:
+            self.shape, self.dtype = (count, width), np.dtype(np.float16 if dtype == "f16" else np.float32)
+        self.ids = ids
+        if ids is not None:
+            self.order = np.argsort(ids, kind="stable")
+            self.sorted_ids = ids[self.order]
+        self.sink = NpyWriter(str(out), self.shape, self.dtype) if out else None
+        self.result = None if out else np.empty(self.shape, dtype=self.dtype)
+
+    def convert(self, rows: np.ndarray) -> np.ndarray:
+        if self.output == "predictions":
+            return rows.argmax(axis=1).astype(np.int64)
+        if self.output == "probabilities":
+            z = rows - rows.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            rows = e / e.sum(axis=1, keepdims=True)
+        return rows.astype(self.dtype, copy=False)
+
+    def put(self, a: int, rows: np.ndarray) -> None:
+        """The rows of nodes ``a .. a + len(rows)``."""
+        b = a + len(rows)
+        if self.ids is None:
+            pos, vals = np.arange(a, b), self.convert(rows)
+        else:
+            lo, hi = np.searchsorted(self.sorted_ids, [a, b])
+            if lo == hi:
+                return
+            pos, vals = self.order[lo:hi], self.convert(rows[self.sorted_ids[lo:hi] - a])
+        if self.sink is not None:
+            self.sink.put(pos, vals)
+        else:
+            self.result[pos] = vals
+
+    def finish(self) -> Optional[str]:
+        """The ``.npy`` written (None when the rows are in :attr:`result`)."""
+        return self.sink.finish() if self.sink is not None else None
+
+    def abort(self) -> None:
+        if self.sink is not None:
+            self.sink.abort()
+
+
 # --- the graph, streamed -------------------------------------------------------------------------
 
 
@@ -837,50 +892,15 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                              log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
     width = run.widths[upto]
     count = n if ids is None else len(ids)
-    if output == "predictions":
-        shape, np_dtype = (count,), np.int64
-    else:
-        shape, np_dtype = (count, width), (np.float16 if dtype == "f16" else np.float32)
-    # Where each computed node's row goes: its position in the output (all: the node id).
-    if ids is not None:
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
-
-    result = None if out else np.empty(shape, dtype=np_dtype)
-
-    def convert(rows: np.ndarray) -> np.ndarray:
-        if output == "predictions":
-            return rows.argmax(axis=1).astype(np.int64)
-        if output == "probabilities":
-            z = rows - rows.max(axis=1, keepdims=True)
-            e = np.exp(z)
-            rows = e / e.sum(axis=1, keepdims=True)
-        return rows.astype(np_dtype, copy=False)
-
-    def emit(a: int, rows: np.ndarray) -> None:
-        b = a + len(rows)
-        if ids is None:
-            pos, vals = np.arange(a, b), convert(rows)
-        else:
-            lo, hi = np.searchsorted(sorted_ids, [a, b])
-            if lo == hi:
-                return
-            pos, vals = order[lo:hi], convert(rows[sorted_ids[lo:hi] - a])
-        if sink is not None:
-            sink.put(pos, vals)
-        else:
-            result[pos] = vals
-
     t0 = time.perf_counter()
-    sink = None
+    rows = OutputRows(output, count, width, dtype, ids, out)
     try:
-        sink = NpyWriter(out, shape, np_dtype) if out else None
-        run.run(upto, wanted, emit, activate_last=output == "embeddings")
-        path = sink.finish() if sink is not None else None
+        run.run(upto, wanted, rows.put, activate_last=output == "embeddings")
+        path = rows.finish()
     except BaseException:
-        if sink is not None:
-            sink.abort()
+        rows.abort()
         raise
+    result, np_dtype = rows.result, rows.dtype
     summary = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), output=output,
                    layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np.dtype(np_dtype)),
                    seconds=time.perf_counter() - t0, plan=run.plan, **{k: v for k, v in run.stats.items()})

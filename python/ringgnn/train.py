@@ -20,15 +20,14 @@ rank, as in DDP: an epoch has ``world_size`` times fewer steps of ``world_size``
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _options, distributed, progress
 from ._core import InputError
-from ._files import os_errors, replacing
-from .checkpoints import load_checkpoint, open_run, save
+from ._files import os_errors
+from .checkpoints import load_checkpoint, open_run, restore, save, write_json
 from .curves import Plots
 from .dataset import Dataset, open_homogeneous
 from .links import WEIGHTS as NEG_WEIGHTS
@@ -164,7 +163,7 @@ def train(
         t0 = time.perf_counter()
         scores = task.layerwise(ds, ckpt, memory=memory, backend=backend, direct=direct, quiet=quiet)
         metrics["layerwise"] = dict(epoch=metrics["best_epoch"], **scores, seconds=time.perf_counter() - t0)
-        _write_json(metrics, os.path.join(out, "metrics.json"))
+        write_json(metrics, os.path.join(out, "metrics.json"))
         log(f"layer-wise (exact) evaluation of epoch {metrics['best_epoch']}: {task.describe(scores)} "
             f"({metrics['layerwise']['seconds']:.1f} s)")
     if ranks.leader:
@@ -226,18 +225,8 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
         device_note = (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
                        + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
     opt = torch.optim.Adam(net.parameters(), lr=lr)
-    history: List[Dict[str, Any]] = []
-    start = 0
-    if resumed is not None:
-        net.load_state_dict(resumed["model"])
-        opt.load_state_dict(resumed["optimizer"])
-        torch.set_rng_state(resumed["rng"])
-        start, history = resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
-    step_net = net
-    if ranks.active:
-        from torch.nn.parallel import DistributedDataParallel
-
-        step_net = DistributedDataParallel(net, device_ids=[ranks.local_rank] if device == "cuda" else None)
+    start, history = restore(net, opt, resumed)
+    step_net = distributed.data_parallel(net, ranks, device)
     if ranks.leader:
         with os_errors("creating the run directory", out):
             os.makedirs(out, exist_ok=True)
@@ -299,10 +288,10 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
             if metrics["best_epoch"] == epoch:
                 save(state, os.path.join(out, "best.pt"))
             save(state, os.path.join(out, "last.pt"))
-            _write_json(metrics, os.path.join(out, "metrics.json"))
+            write_json(metrics, os.path.join(out, "metrics.json"))
             plots.epoch(history)
     if start >= epochs and ranks.leader:  # nothing left to run: refresh metrics.json with this process's counters
-        _write_json(metrics, os.path.join(out, "metrics.json"))
+        write_json(metrics, os.path.join(out, "metrics.json"))
     plots.close()
     # Rank 0's files are complete before any rank returns.
     distributed.barrier(ranks)
@@ -374,9 +363,3 @@ def _metrics(ds: Dataset, task: Task, run_args: Dict[str, Any], history: List[Di
         "loader": train_loader.stats(),
         "memory_plan": train_loader.plan(),
     }
-
-
-def _write_json(obj: Any, path: str) -> None:
-    with replacing(path, "writing") as tmp, open(tmp, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
