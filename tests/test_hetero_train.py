@@ -171,7 +171,7 @@ def test_two_ranks_under_torchrun_share_the_epoch(planted, tmp_path):
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((out / "metrics.json").read_text())
-    assert m["args"]["world_size"] == 2 and len(m["epochs"]) == 2
+    assert m["args"]["world_size"] == 2 and m["world_size"] == 2 and len(m["epochs"]) == 2
     assert m["test_acc"] > 0.6 and m["layerwise"]["test_acc"] > 0.6
     # 1800 training papers in batches of 256: 8 batches, 4 per rank.
     assert "4 batches of 256 per epoch per rank, 2 ranks" in r.stdout

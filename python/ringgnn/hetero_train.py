@@ -270,7 +270,7 @@ def _metrics(ds: Any, run_args: Dict[str, Any], history: List[Dict[str, Any]]) -
         "best_epoch": None if best is None else best["epoch"],
         "best_val_acc": None if best is None else best["val_acc"],
         "test_acc": None if best is None else best.get("test_acc"),
-        "world_size": 1,
+        "world_size": run_args["world_size"],
         "epochs": list(history),
         "args": {k: v for k, v in run_args.items() if k != "hetero"},
         "layerwise": None,
