@@ -10,13 +10,13 @@
 //! a part unchanged. Building is [`build`] (`build.rs`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::{
-    read_value, DegreeStats, EdgeSplitInfo, FeatureInfo, FileEntry, GraphInfo, IndexDtype,
-    LabelInfo, Manifest, FORMAT_NAME,
+    pretty_json, read_value, DegreeStats, EdgeSplitInfo, FeatureInfo, FileEntry, GraphInfo,
+    IndexDtype, LabelInfo, Manifest, FORMAT_NAME,
 };
 use crate::{Error, Result};
 
@@ -218,8 +218,8 @@ impl HeteroManifest {
             let view = self.view(&part).map_err(|e| corrupt(e.to_string()))?;
             check_part_files(&view, path, &part)?;
         }
-        // Every file belongs to a part.
-        for (key, f) in &self.files {
+        // Every file belongs to a part (whose view checked its name).
+        for key in self.files.keys() {
             let owned = self
                 .node_types
                 .keys()
@@ -233,21 +233,13 @@ impl HeteroManifest {
                     "files.{key} belongs to no node type or relation"
                 )));
             }
-            if f.path.contains('/') || f.path.contains('\\') || f.path.starts_with('.') {
-                return Err(corrupt(format!(
-                    "files.{key}.path '{}' must be a plain file name",
-                    f.path
-                )));
-            }
         }
         Ok(())
     }
 
     /// Serialize with a trailing newline, like [`Manifest::to_json`].
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("manifest serializes");
-        s.push('\n');
-        s
+        pretty_json(self)
     }
 
     /// The node types, by name.
@@ -336,56 +328,8 @@ impl HeteroManifest {
     }
 }
 
-/// A view's files are what its fields say: the checks of a homogeneous manifest, part by part
-/// (a node type has no graph files).
+/// A view's files are what its fields say, part by part (a node type has no graph files).
 fn check_part_files(view: &Manifest, path: &Path, part: &Part) -> Result<()> {
-    let bad = |what: String| {
-        Err(Error::Corrupt(format!(
-            "{}: {part}: {what}",
-            path.display()
-        )))
-    };
-    let has = |k: &str| view.files.contains_key(k);
-    match part {
-        Part::Node(_) => {
-            for k in ["indptr", "indices"] {
-                if has(k) {
-                    return bad(format!("a node type has no files.{k}"));
-                }
-            }
-        }
-        Part::Relation(_) => {
-            for k in ["indptr", "indices"] {
-                if !has(k) {
-                    return bad(format!("files.{}{k} is missing", part.key_prefix()));
-                }
-            }
-        }
-    }
-    if view.features.is_some() != has("features") {
-        return bad("'features' and its file must be both present or both absent".into());
-    }
-    if view.labels.is_some() != has("labels") {
-        return bad("'labels' and its file must be both present or both absent".into());
-    }
-    for name in view.splits.keys() {
-        if !has(&format!("split.{name}")) {
-            return bad(format!("the file of split {name} is missing"));
-        }
-    }
-    for (name, info) in &view.edge_splits {
-        if !has(&format!("edge_split.{name}"))
-            || (info.negatives > 0) != has(&format!("edge_negatives.{name}"))
-        {
-            return bad(format!(
-                "the files of edge split {name} do not match edge_splits.{name}"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The directory's manifest path, for messages.
-pub fn manifest_path(dir: &Path) -> PathBuf {
-    dir.join(crate::manifest::MANIFEST_FILE)
+    view.check_files(matches!(part, Part::Relation(_)))
+        .map_err(|what| Error::Corrupt(format!("{}: {part}: {what}", path.display())))
 }

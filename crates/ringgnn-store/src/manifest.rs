@@ -237,34 +237,43 @@ impl Manifest {
                 self.graph.indices_dtype, self.num_nodes
             ));
         }
-        for key in ["indptr", "indices"] {
-            if !self.files.contains_key(key) {
-                return bad(format!("files.{key} is missing"));
-            }
-        }
-        if self.features.is_some() != self.files.contains_key("features") {
-            return bad("'features' and files.features must be both present or both absent".into());
-        }
-        if self.labels.is_some() != self.files.contains_key("labels") {
-            return bad("'labels' and files.labels must be both present or both absent".into());
-        }
-        for name in self.splits.keys() {
-            if !self.files.contains_key(&format!("split.{name}")) {
-                return bad(format!("files.split.{name} is missing"));
-            }
-        }
         if self.version < 2 && !self.edge_splits.is_empty() {
             return bad(
                 "edge_splits is a field of format version 2, but the manifest says version 1"
                     .into(),
             );
         }
+        self.check_files(true).or_else(bad)
+    }
+
+    /// The files the fields say, present or absent (`graph`: `indptr` and `indices`, which a
+    /// node type of a heterogeneous dataset has not), each a plain file name; the problem in
+    /// words. Also what `hetero` checks of each part's view.
+    pub(crate) fn check_files(&self, graph: bool) -> std::result::Result<(), String> {
+        for key in ["indptr", "indices"] {
+            match (graph, self.files.contains_key(key)) {
+                (true, false) => return Err(format!("files.{key} is missing")),
+                (false, true) => return Err(format!("a node type has no files.{key}")),
+                _ => {}
+            }
+        }
+        if self.features.is_some() != self.files.contains_key("features") {
+            return Err("'features' and files.features must be both present or both absent".into());
+        }
+        if self.labels.is_some() != self.files.contains_key("labels") {
+            return Err("'labels' and files.labels must be both present or both absent".into());
+        }
+        for name in self.splits.keys() {
+            if !self.files.contains_key(&format!("split.{name}")) {
+                return Err(format!("files.split.{name} is missing"));
+            }
+        }
         for (name, info) in &self.edge_splits {
             if !self.files.contains_key(&format!("edge_split.{name}")) {
-                return bad(format!("files.edge_split.{name} is missing"));
+                return Err(format!("files.edge_split.{name} is missing"));
             }
             if (info.negatives > 0) != self.files.contains_key(&format!("edge_negatives.{name}")) {
-                return bad(format!(
+                return Err(format!(
                     "edge_splits.{name}.negatives is {} but files.edge_negatives.{name} is {}",
                     info.negatives,
                     if info.negatives > 0 {
@@ -277,7 +286,7 @@ impl Manifest {
         }
         for (key, f) in &self.files {
             if f.path.contains('/') || f.path.contains('\\') || f.path.starts_with('.') {
-                return bad(format!(
+                return Err(format!(
                     "files.{key}.path '{}' must be a plain file name",
                     f.path
                 ));
@@ -288,9 +297,7 @@ impl Manifest {
 
     /// Serialize with a trailing newline (stable field order, so equal datasets have equal manifests).
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("manifest serializes");
-        s.push('\n');
-        s
+        pretty_json(self)
     }
 
     pub fn file(&self, key: &str) -> Result<&FileEntry> {
@@ -340,6 +347,13 @@ pub(crate) fn read_value(dir: &Path) -> Result<(std::path::PathBuf, serde_json::
             }
         }
     Ok((path, value))
+}
+
+/// A manifest as written: pretty-printed JSON with a trailing newline.
+pub(crate) fn pretty_json(m: &impl Serialize) -> String {
+    let mut s = serde_json::to_string_pretty(m).expect("manifest serializes");
+    s.push('\n');
+    s
 }
 
 /// Round `n` up to a multiple of [`PAGE`].
