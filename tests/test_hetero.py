@@ -89,6 +89,67 @@ def test_sample_worked_out_by_hand(tiny):
     assert list(s.num_sampled_edges["paper:cites:paper"])[0] == 0
 
 
+def test_seeds_of_two_types_worked_out_by_hand(tiny):
+    """Seeds author 2 and paper 1 (twice) in one sample, every neighbor, two hops. Hop 0: writes,
+    cites and rev_cites expand p1 (reaching a1, p3, p0), rev_writes expands a2 (p3 again). Hop 1:
+    the papers first reached at hop 0, p3 and p0, and the author a1 are expanded."""
+    sampler = HeteroNeighborSampler(tiny, [-1, -1], backend="memory")
+    s = sampler.sample_typed({"author": [2], "paper": [1, 1]})
+    assert {t: list(v) for t, v in s.node.items()} == {"author": [2, 1, 0], "paper": [1, 3, 0, 2]}
+    assert s.num_sampled_nodes == {"author": [1, 1, 1], "paper": [1, 2, 1]}
+    got = {r: (list(s.row[r]), list(s.col[r]), list(s.num_sampled_edges[r])) for r in s.row}
+    assert got == {
+        "author:writes:paper": ([1, 0, 2, 1], [0, 1, 2, 2], [1, 3]),
+        "paper:cites:paper": ([1, 0, 3], [0, 2, 2], [1, 2]),
+        "paper:rev_cites:paper": ([2, 0, 3], [0, 1, 2], [1, 2]),
+        "paper:rev_writes:author": ([1, 2, 0], [0, 1, 1], [1, 2]),
+    }
+    assert s.seed_types == ("author", "paper") and s.batch_sizes == {"author": 1, "paper": 1}
+    with pytest.raises(ringgnn.InputError, match="seeds of several types.*batch_sizes"):
+        s.batch_size
+    data = s.to_hetero_data(input_id={"author": np.array([2]), "paper": np.array([1, 1])})
+    assert data["author"].batch_size == 1 and data["paper"].batch_size == 1
+    assert data["author"].input_id.tolist() == [2] and data["paper"].input_id.tolist() == [1, 1]
+    assert data["paper", "cites", "paper"].edge_index.tolist() == [[1, 0, 3], [0, 2, 2]]
+    # The same seeds as (type, ids) pairs, a type given twice, or in the other order.
+    for seeds in ([("paper", [1]), ("author", [2]), ("paper", [1])], {"paper": [1, 1], "author": [2]}):
+        t = sampler.sample_typed(seeds)
+        assert t.num_sampled_nodes == s.num_sampled_nodes
+        assert all(np.array_equal(t.row[r], s.row[r]) and np.array_equal(t.col[r], s.col[r]) for r in s.row)
+    # One type: exactly sample(); every backend agrees.
+    one = sampler.sample([0, 3], "paper", epoch=1, batch=2)
+    for backend in ("memory", "pread", "auto"):
+        other = HeteroNeighborSampler(tiny, [-1, -1], backend=backend)
+        for t in (other.sample_typed({"paper": [0, 3]}, epoch=1, batch=2),
+                  other.sample_typed({"paper": [0, 3], "author": []}, epoch=1, batch=2)):
+            assert t.node.keys() == one.node.keys() and all(np.array_equal(t.node[k], one.node[k]) for k in t.node)
+            assert all(np.array_equal(t.row[r], one.row[r]) for r in t.row)
+            assert t.num_sampled_nodes == one.num_sampled_nodes
+    assert one.seed_types == ("paper",) and one.batch_size == 2 and one.batch_sizes == {"paper": 2}
+
+
+def test_seeds_of_several_types_errors(tiny):
+    sampler = HeteroNeighborSampler(tiny, [1], backend="memory")
+    with pytest.raises(ringgnn.InputError, match="no node type 'venue'"):
+        sampler.sample_typed({"paper": [0], "venue": [0]})
+    with pytest.raises(ringgnn.InputError, match="seed node 3 of node type author is out of range: that type has 3"):
+        sampler.sample_typed({"paper": [3], "author": [0, 3]})
+    with pytest.raises(ringgnn.InputError, match="seed node -1 of node type paper is negative"):
+        sampler.sample_typed({"paper": [-1]})
+    with pytest.raises(ringgnn.InputError, match="no node type given"):
+        sampler.sample_typed({})
+    with pytest.raises(ringgnn.InputError, match=r"not a \(node type, ids\) pair"):
+        sampler.sample_typed([("paper", [0], 1)])
+    with pytest.raises(ringgnn.InputError, match=r"seeds\['paper'\] must be a 1-D array"):
+        sampler.sample_typed({"paper": [[0]]})
+    # The core binding names the type too.
+    core = sampler._sampler()
+    with pytest.raises(ringgnn.InputError, match="seed type 'venue' is not a node type"):
+        core.sample_typed([("venue", np.array([0]))])
+    with pytest.raises(ringgnn.InputError, match="seed node 4 of node type paper is out of range"):
+        core.sample_typed([("author", np.array([0])), ("paper", np.array([4]))])
+
+
 def _csc(ds, r):
     rel = ds.relation(r)
     return [set(rel.neighbors(v)) for v in range(rel.num_nodes)], [len(rel.neighbors(v)) for v in range(rel.num_nodes)]

@@ -85,7 +85,11 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
 @dataclass
 class HeteroSample:
     """One sampled heterogeneous mini-batch (numpy int64 arrays), in PyG's layout per type and
-    relation; :meth:`to_hetero_data` makes a ``HeteroData``."""
+    relation; :meth:`to_hetero_data` makes a ``HeteroData``.
+
+    ``seed_types``: the node types seeded, in the order given (seeds of several types come from
+    :meth:`HeteroNeighborSampler.sample_typed`); empty means ``(seed_type,)``. ``seed_type`` is
+    the first of them."""
 
     seed_type: str
     node: Dict[str, np.ndarray]
@@ -94,22 +98,42 @@ class HeteroSample:
     col: Dict[str, np.ndarray]
     num_sampled_edges: Dict[str, List[int]]
     edge: Optional[Dict[str, np.ndarray]] = None
+    seed_types: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.seed_types:
+            self.seed_types = (self.seed_type,)
+
+    @property
+    def batch_sizes(self) -> Dict[str, int]:
+        """Distinct seeds of each seeded type: the first ``batch_sizes[t]`` entries of
+        ``node[t]``."""
+        return {t: self.num_sampled_nodes[t][0] for t in self.seed_types}
 
     @property
     def batch_size(self) -> int:
-        """Distinct seeds: the first ``batch_size`` entries of ``node[seed_type]``."""
+        """Distinct seeds: the first ``batch_size`` entries of ``node[seed_type]`` (a sample with
+        seeds of several types has one per type: :attr:`batch_sizes`)."""
+        if len(self.seed_types) > 1:
+            raise InputError(f"this sample has seeds of several types ({', '.join(self.seed_types)}): "
+                             "use batch_sizes, one per type")
         return self.num_sampled_nodes[self.seed_type][0]
 
     def edge_index(self, relation: str) -> np.ndarray:
         return np.stack([self.row[relation], self.col[relation]])
 
-    def to_hetero_data(self, x: Optional[Mapping[str, Any]] = None, y: Any = None) -> Any:
+    def to_hetero_data(self, x: Optional[Mapping[str, Any]] = None, y: Any = None,
+                       input_id: Optional[Mapping[str, Any]] = None) -> Any:
         """A ``torch_geometric.data.HeteroData``: per type ``n_id`` (ids of that type) and
         ``num_sampled_nodes``, ``x`` where given; per edge type ``edge_index`` (and ``e_id`` when
-        sampled with edge ids) and ``num_sampled_edges``; the seed type's ``batch_size`` and ``y``
-        if given (labels of its nodes)."""
+        sampled with edge ids) and ``num_sampled_edges``; each seeded type's ``batch_size`` (its
+        distinct seeds) and ``input_id`` where ``input_id`` gives it; ``y`` if given: labels of
+        the seed type's nodes, or a dict of them per type."""
         import torch
         from torch_geometric.data import HeteroData
+
+        def tensor(v: Any) -> Any:
+            return v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))
 
         data = HeteroData()
         for t, ids in self.node.items():
@@ -125,9 +149,12 @@ class HeteroSample:
             data[et].num_sampled_edges = list(self.num_sampled_edges[r])
             if self.edge is not None:
                 data[et].e_id = torch.from_numpy(self.edge[r])
-        data[self.seed_type].batch_size = self.batch_size
-        if y is not None:
-            data[self.seed_type].y = y if isinstance(y, torch.Tensor) else torch.from_numpy(y)
+        for t, n in self.batch_sizes.items():
+            data[t].batch_size = n
+        for t, ids in (input_id or {}).items():
+            data[t].input_id = tensor(ids)
+        for t, v in (y.items() if isinstance(y, Mapping) else [] if y is None else [(self.seed_type, y)]):
+            data[t].y = tensor(v)
         return data
 
 
@@ -263,12 +290,39 @@ class HeteroNeighborSampler:
 
     def sample(self, seeds: Any, seed_type: str, *, epoch: int = 0, batch: int = 0) -> HeteroSample:
         """Sample around ``seeds`` (ids of ``seed_type``) as batch ``batch`` of epoch ``epoch``."""
-        self.dataset.check_type(seed_type)
-        ids = _options.node_ids(seeds)
-        out = self._sampler().sample(seed_type, ids, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
-        return HeteroSample(seed_type=seed_type, node=out["node"], num_sampled_nodes=out["num_sampled_nodes"],
+        return self.sample_typed([(seed_type, seeds)], epoch=epoch, batch=batch)
+
+    def sample_typed(self, seeds: Union[Mapping[str, Any], Sequence[Tuple[str, Any]]], *, epoch: int = 0,
+                     batch: int = 0) -> HeteroSample:
+        """Sample around seeds of several node types at once (``{"author": ids, "paper": ids}``,
+        or (type, ids) pairs, a type possibly twice: its lists in turn), as PyG's heterogeneous
+        link loader seeds a batch's source and destination endpoints together: each type's seeds
+        are deduplicated in its own id space and every seeded type's frontier starts with them,
+        so ``num_sampled_nodes[t][0]`` (``batch_sizes[t]``) is the number of distinct seeds of
+        ``t``. One type is :meth:`sample`."""
+        typed = self._typed_seeds(seeds)
+        out = self._sampler().sample_typed(typed, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
+        return self._sample(out, typed)
+
+    def _typed_seeds(self, seeds: Any) -> List[Tuple[str, np.ndarray]]:
+        pairs = list(seeds.items()) if isinstance(seeds, Mapping) else list(seeds)
+        if not pairs:
+            raise InputError("seeds: no node type given; give {node type: ids} for at least one type")
+        out = []
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise InputError(f"seeds: {pair!r} is not a (node type, ids) pair; give a dict {{type: ids}} "
+                                 "or a list of (type, ids)")
+            t, ids = pair
+            out.append((self.dataset.check_type(t), _options.node_ids(ids, f"seeds[{t!r}]")))
+        return out
+
+    @staticmethod
+    def _sample(out: Mapping[str, Any], typed: Sequence[Tuple[str, Any]]) -> HeteroSample:
+        types = tuple(dict.fromkeys(t for t, _ in typed))
+        return HeteroSample(seed_type=types[0], node=out["node"], num_sampled_nodes=out["num_sampled_nodes"],
                             row=out["row"], col=out["col"], num_sampled_edges=out["num_sampled_edges"],
-                            edge=out.get("edge"))
+                            edge=out.get("edge"), seed_types=types)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)

@@ -161,6 +161,8 @@ impl HeteroGraph {
 pub struct HeteroSampler {
     inner: Mutex<Core>,
     types: Vec<String>,
+    /// Node count of each type, to name a seed's type by name when it is out of range.
+    counts: Vec<u64>,
     relations: Vec<String>,
     seed: u64,
     with_edge_ids: bool,
@@ -250,6 +252,7 @@ impl HeteroSampler {
         Ok(HeteroSampler {
             inner: Mutex::new(inner),
             types: graph.types.clone(),
+            counts: graph.counts.clone(),
             relations: names,
             seed,
             with_edge_ids,
@@ -288,30 +291,87 @@ impl HeteroSampler {
     fn sample<'py>(
         &self,
         py: Python<'py>,
-        seed_type: &str,
+        seed_type: String,
         seeds: PyReadonlyArray1<'py, i64>,
         epoch: u64,
         batch: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let Some(t) = self.types.iter().position(|x| x == seed_type) else {
-            return Err(input_error(format!(
-                "seed type '{seed_type}' is not a node type (the dataset has: {})",
-                self.types.join(", ")
-            )));
-        };
-        let a = seeds.as_array();
-        if let Some(&id) = a.iter().find(|&&x| x < 0) {
-            return Err(input_error(format!(
-                "seed node {id} of node type {seed_type} is negative: node ids are 0..num_nodes"
-            )));
-        }
-        let ids: Vec<u64> = a.iter().map(|&x| x as u64).collect();
+        self.sample_typed(py, vec![(seed_type, seeds)], epoch, batch)
+    }
+
+    /// [`Self::sample`] around seeds of several types at once: `seeds` is a list of
+    /// (node type, ids) (a type given twice: its lists one after the other); every seeded
+    /// type's frontier starts with its distinct seeds (`num_sampled_nodes[t][0]`).
+    #[pyo3(signature = (seeds, epoch=0, batch=0))]
+    fn sample_typed<'py>(
+        &self,
+        py: Python<'py>,
+        seeds: Vec<(String, PyReadonlyArray1<'py, i64>)>,
+        epoch: u64,
+        batch: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let typed = self.typed_seeds(&seeds)?;
         let out: HeteroSample = py
             .detach(|| {
+                let refs: Vec<(usize, &[u64])> =
+                    typed.iter().map(|(t, v)| (*t, v.as_slice())).collect();
                 let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-                s.sample(t, &ids, self.seed, epoch, batch, self.with_edge_ids)
+                s.sample_typed(&refs, self.seed, epoch, batch, self.with_edge_ids)
             })
             .map_err(SamplerError)?;
+        self.to_dict(py, out)
+    }
+
+    /// Read counters summed over the relations: reads issued, bytes read, read batches.
+    fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s: IoStats = self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .io_stats();
+        let d = PyDict::new(py);
+        d.set_item("reads", s.reads)?;
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("batches", s.batches)?;
+        Ok(d)
+    }
+}
+
+impl HeteroSampler {
+    /// Seeds per type from Python: each type name known, each id in its type's range (checked
+    /// here too, so that the error names the type, where the core's names its index).
+    fn typed_seeds(
+        &self,
+        seeds: &[(String, PyReadonlyArray1<'_, i64>)],
+    ) -> PyResult<Vec<(usize, Vec<u64>)>> {
+        let mut out = Vec::with_capacity(seeds.len());
+        for (name, ids) in seeds {
+            let Some(t) = self.types.iter().position(|x| x == name) else {
+                return Err(input_error(format!(
+                    "seed type '{name}' is not a node type (the dataset has: {})",
+                    self.types.join(", ")
+                )));
+            };
+            let a = ids.as_array();
+            if let Some(&id) = a.iter().find(|&&x| x < 0) {
+                return Err(input_error(format!(
+                    "seed node {id} of node type {name} is negative: node ids are 0..num_nodes"
+                )));
+            }
+            if let Some(&id) = a.iter().find(|&&x| x as u64 >= self.counts[t]) {
+                let n = self.counts[t];
+                return Err(input_error(format!(
+                    "seed node {id} of node type {name} is out of range: that type has {n} \
+                     nodes (ids 0..{n})"
+                )));
+            }
+            out.push((t, a.iter().map(|&x| x as u64).collect()));
+        }
+        Ok(out)
+    }
+
+    /// A core sample as the dict `sample` returns.
+    fn to_dict<'py>(&self, py: Python<'py>, out: HeteroSample) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         let per = |names: &[String], v: Vec<Vec<u64>>| -> PyResult<Bound<'py, PyDict>> {
             let x = PyDict::new(py);
@@ -343,20 +403,6 @@ impl HeteroSampler {
             Some(e) => d.set_item("edge", per(&self.relations, e)?)?,
             None => d.set_item("edge", py.None())?,
         }
-        Ok(d)
-    }
-
-    /// Read counters summed over the relations: reads issued, bytes read, read batches.
-    fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s: IoStats = self
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .io_stats();
-        let d = PyDict::new(py);
-        d.set_item("reads", s.reads)?;
-        d.set_item("bytes", s.bytes)?;
-        d.set_item("batches", s.batches)?;
         Ok(d)
     }
 }

@@ -39,7 +39,7 @@ pub struct HeteroRelation {
 /// One heterogeneous mini-batch, PyG's heterogeneous `SamplerOutput` with types and relations
 /// as indices (node types `0..T`, relations `0..R`, in the order the sampler was given them).
 ///
-/// - `node[t]`: ids of type `t`, each once: for the seed type the seeds first (deduplicated,
+/// - `node[t]`: ids of type `t`, each once: for a seeded type its seeds first (deduplicated,
 ///   first occurrence kept), then per hop the nodes first reached at that hop, in discovery
 ///   order.
 /// - `row[r]`, `col[r]`: relation `r`'s sampled edges, as local indices into `node[S]` (the
@@ -47,8 +47,8 @@ pub struct HeteroRelation {
 ///   in the order of the expanded `D` nodes, and for each the ascending order of its drawn
 ///   positions.
 /// - `edge[r]`: positions in relation `r`'s neighbor file, parallel to `row[r]`, when asked.
-/// - `num_sampled_nodes[t]`: `K + 1` entries; entry 0 is the number of distinct seeds for the
-///   seed type and 0 for the others, entry `k` the nodes of type `t` first reached at hop `k`.
+/// - `num_sampled_nodes[t]`: `K + 1` entries; entry 0 is the number of distinct seeds of type
+///   `t` (0 for a type without seeds), entry `k` the nodes of type `t` first reached at hop `k`.
 ///   They sum to `node[t].len()`.
 /// - `num_sampled_edges[r]`: `K` entries, relation `r`'s edges at each hop. They sum to
 ///   `row[r].len()`.
@@ -185,7 +185,25 @@ impl HeteroSampler {
     }
 
     /// Sample the subgraph of mini-batch `batch` of epoch `epoch` around `seeds`, nodes of
-    /// type `seed_type`.
+    /// type `seed_type`: [`HeteroSampler::sample_typed`] with seeds of that one type.
+    pub fn sample(
+        &mut self,
+        seed_type: usize,
+        seeds: &[u64],
+        seed: u64,
+        epoch: u64,
+        batch: u64,
+        with_edge_ids: bool,
+    ) -> Result<HeteroSample> {
+        self.sample_typed(&[(seed_type, seeds)], seed, epoch, batch, with_edge_ids)
+    }
+
+    /// Sample the subgraph of mini-batch `batch` of epoch `epoch` around seeds of several
+    /// types at once, `seeds[i] = (type, ids)` (PyG's heterogeneous link loader seeds the
+    /// source endpoints of a batch of pairs and their destination endpoints together). Each
+    /// type's seeds go into its own dedup map in the order given (a type given twice: its
+    /// lists one after the other), and every seeded type's frontier at hop 0 is its distinct
+    /// seeds, so `num_sampled_nodes[t][0]` is the number of distinct seeds of type `t`.
     ///
     /// Hop `k` (0-based) expands, for each relation `r` in index order whose fanout at hop `k`
     /// is not `Count(0)`, the nodes of its destination type first reached at hop `k - 1` (the
@@ -196,28 +214,29 @@ impl HeteroSampler {
     /// frontier order, so the result depends only on the graph, the fanouts, `replace`,
     /// `seeds` and `(seed, epoch, batch)`: never on the sources. With `with_edge_ids`, `edge`
     /// holds the position of every sampled edge in its relation's neighbor file.
-    pub fn sample(
+    pub fn sample_typed(
         &mut self,
-        seed_type: usize,
-        seeds: &[u64],
+        seeds: &[(usize, &[u64])],
         seed: u64,
         epoch: u64,
         batch: u64,
         with_edge_ids: bool,
     ) -> Result<HeteroSample> {
         let types = self.num_nodes.len();
-        if seed_type >= types {
-            return Err(Error::Input(format!(
-                "seed type {seed_type} is out of range: there are {types} node types \
-                 (0..{types})"
-            )));
-        }
-        let n = self.num_nodes[seed_type];
-        if let Some(&id) = seeds.iter().find(|&&s| s >= n) {
-            return Err(Error::Input(format!(
-                "seed node {id} of node type {seed_type} is out of range: that type has {n} \
-                 nodes (ids 0..{n})"
-            )));
+        for &(seed_type, ids) in seeds {
+            if seed_type >= types {
+                return Err(Error::Input(format!(
+                    "seed type {seed_type} is out of range: there are {types} node types \
+                     (0..{types})"
+                )));
+            }
+            let n = self.num_nodes[seed_type];
+            if let Some(&id) = ids.iter().find(|&&s| s >= n) {
+                return Err(Error::Input(format!(
+                    "seed node {id} of node type {seed_type} is out of range: that type has \
+                     {n} nodes (ids 0..{n})"
+                )));
+            }
         }
         let rels = self.rels.len();
         let mut out = HeteroSample {
@@ -229,10 +248,12 @@ impl HeteroSampler {
             edge: with_edge_ids.then(|| vec![Vec::new(); rels]),
         };
         self.maps.iter_mut().for_each(IdMap::clear);
-        let node = &mut out.node[seed_type];
-        with_table!(self.maps[seed_type], t => {
-            seeds.iter().try_for_each(|&s| local_id(t, node, s).map(drop))
-        })?;
+        for &(seed_type, ids) in seeds {
+            let node = &mut out.node[seed_type];
+            with_table!(self.maps[seed_type], t => {
+                ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop))
+            })?;
+        }
         for (t, f) in self.frontier.iter_mut().enumerate() {
             *f = 0..out.node[t].len();
             out.num_sampled_nodes[t].push(f.len());

@@ -188,14 +188,28 @@ fn sample_all(
     seed_type: usize,
     seeds: &[u64],
 ) -> HeteroSample {
+    sample_all_typed(g, fanouts, replace, &[(seed_type, seeds)])
+}
+
+/// [`sample_all`] with seeds of several types; with one entry, `sample` must agree with
+/// `sample_typed`.
+fn sample_all_typed(
+    g: &Typed,
+    fanouts: &[Vec<Fanout>],
+    replace: bool,
+    seeds: &[(usize, &[u64])],
+) -> HeteroSample {
     let dir = tempfile::tempdir().unwrap();
     let mut first: Option<HeteroSample> = None;
     for b in BACKENDS {
         let Some(mut s) = g.sampler(fanouts, replace, b, dir.path()) else {
             continue;
         };
-        let out = s.sample(seed_type, seeds, 7, 0, 0, true).unwrap();
-        check(g, fanouts, replace, seed_type, seeds, &out);
+        let out = s.sample_typed(seeds, 7, 0, 0, true).unwrap();
+        check_typed(g, fanouts, replace, seeds, &out);
+        if let [(t, ids)] = seeds {
+            assert_eq!(s.sample(*t, ids, 7, 0, 0, true).unwrap(), out);
+        }
         match &first {
             None => first = Some(out),
             Some(f) => assert_eq!(&out, f, "{b:?} disagrees"),
@@ -272,6 +286,38 @@ fn papers_and_authors_by_hand() {
     assert_eq!(got.num_sampled_edges, vec![Vec::<usize>::new(); 3]);
 }
 
+#[test]
+fn seeds_of_two_types_by_hand() {
+    let g = papers();
+    let fanouts = [fan(&[5, -1]), fan(&[-1, 3]), fan(&[2, 2])];
+    // Seeds a4, a2, a4 and p3, in one sample: both frontiers start with their seeds.
+    // Hop 0: writes expands p3 -> a1 (position 3, a new author); cites: p3 has no citer;
+    // rev_writes expands a4 -> p1 (position 3, a new paper) and a2 -> nothing (a1, reached at
+    // this hop, waits). Hop 1: writes expands p1 -> a4 (position 2, a seed); cites p1 -> p3
+    // (position 1, a seed); rev_writes a1 -> p0 (new), p3 (positions 1, 2).
+    let want = expect(
+        &[(&[4, 2, 1], &[2, 1, 0]), (&[3, 1, 0], &[1, 1, 1])],
+        &[
+            (&[2, 0], &[0, 1], &[3, 2], &[1, 1]),
+            (&[0], &[1], &[1], &[0, 1]),
+            (&[1, 2, 0], &[0, 2, 2], &[3, 1, 2], &[1, 2]),
+        ],
+    );
+    let seeds: [(usize, &[u64]); 2] = [(0, &[4, 2, 4]), (1, &[3])];
+    assert_eq!(sample_all_typed(&g, &fanouts, false, &seeds), want);
+    // The order of the types does not matter; a type given twice is its lists in turn.
+    let swapped: [(usize, &[u64]); 2] = [(1, &[3]), (0, &[4, 2, 4])];
+    assert_eq!(sample_all_typed(&g, &fanouts, false, &swapped), want);
+    let split: [(usize, &[u64]); 3] = [(0, &[4]), (1, &[3]), (0, &[2, 4])];
+    assert_eq!(sample_all_typed(&g, &fanouts, false, &split), want);
+    // An empty list of a type is no seed of it: the one-type sample.
+    let one: [(usize, &[u64]); 2] = [(1, &[0, 2, 0]), (0, &[])];
+    assert_eq!(
+        sample_all_typed(&g, &fanouts, false, &one),
+        sample_all(&g, &fanouts, false, 1, &[0, 2, 0])
+    );
+}
+
 /// Check every invariant of `out`, sampled from `g` with `fanouts`, `replace` and `seeds`.
 fn check(
     g: &Typed,
@@ -279,6 +325,17 @@ fn check(
     replace: bool,
     seed_type: usize,
     seeds: &[u64],
+    out: &HeteroSample,
+) {
+    check_typed(g, fanouts, replace, &[(seed_type, seeds)], out);
+}
+
+/// [`check`] with seeds of several types (`(type, ids)`, a type possibly more than once).
+fn check_typed(
+    g: &Typed,
+    fanouts: &[Vec<Fanout>],
+    replace: bool,
+    seeds: &[(usize, &[u64])],
     out: &HeteroSample,
 ) {
     let (types, hops) = (g.num_nodes.len(), fanouts.first().map_or(0, Vec::len));
@@ -289,23 +346,25 @@ fn check(
         assert_eq!(v.len(), g.rels.len());
     }
     // Per type: distinct nodes, counts that add up, the seeds first.
-    let mut seen = HashSet::new();
-    let dedup: Vec<u64> = seeds.iter().copied().filter(|s| seen.insert(*s)).collect();
-    let mut rebuilt: Vec<Vec<u64>> = vec![vec![]; types];
-    rebuilt[seed_type] = dedup.clone();
+    let mut seen = vec![HashSet::new(); types];
+    let mut dedup: Vec<Vec<u64>> = vec![vec![]; types];
+    for &(t, ids) in seeds {
+        dedup[t].extend(ids.iter().copied().filter(|s| seen[t].insert(*s)));
+    }
+    let mut rebuilt = dedup.clone();
     let mut known: Vec<HashSet<u64>> = rebuilt
         .iter()
         .map(|v| v.iter().copied().collect())
         .collect();
-    for t in 0..types {
+    for (t, seeds) in dedup.iter().enumerate() {
         let nsn = &out.num_sampled_nodes[t];
         assert_eq!(nsn.len(), hops + 1);
         assert_eq!(nsn.iter().sum::<usize>(), out.node[t].len());
         let distinct: HashSet<u64> = out.node[t].iter().copied().collect();
         assert_eq!(distinct.len(), out.node[t].len(), "type {t} repeats a node");
-        assert_eq!(nsn[0], if t == seed_type { dedup.len() } else { 0 });
+        assert_eq!(nsn[0], seeds.len());
+        assert_eq!(&out.node[t][..seeds.len()], &seeds[..]);
     }
-    assert_eq!(&out.node[seed_type][..dedup.len()], &dedup[..]);
     let start = |t: usize, k: usize| out.num_sampled_nodes[t][..k].iter().sum::<usize>();
     assert_eq!(out.num_sampled_edges.len(), g.rels.len());
     for (r, nse) in out.num_sampled_edges.iter().enumerate() {
@@ -438,7 +497,17 @@ proptest! {
         check(&g, &fanouts, replace, 0, &seeds, &out);
         // Reused for another batch, the sampler gives the same sample again.
         s.sample(0, &seeds, seed, 1, 3, false).unwrap();
-        prop_assert_eq!(s.sample(0, &seeds, seed, 1, 2, true).unwrap(), out);
+        prop_assert_eq!(s.sample(0, &seeds, seed, 1, 2, true).unwrap(), out.clone());
+        // The one-type sample is the one-entry case of seeds per type.
+        prop_assert_eq!(s.sample_typed(&[(0, &seeds)], seed, 1, 2, true).unwrap(), out);
+        // Seeds of every type at once (the ids taken modulo each type's count).
+        let typed: Vec<(usize, Vec<u64>)> = (0..types)
+            .filter(|&t| g.num_nodes[t] > 0)
+            .map(|t| (t, seed_ids.iter().map(|s| (s >> t) % g.num_nodes[t]).collect()))
+            .collect();
+        let typed: Vec<(usize, &[u64])> = typed.iter().map(|(t, v)| (*t, v.as_slice())).collect();
+        let out = s.sample_typed(&typed, seed, 1, 2, true).unwrap();
+        check_typed(&g, &fanouts, replace, &typed, &out);
     }
 }
 
@@ -651,6 +720,29 @@ fn bad_inputs_are_clear_errors() {
     assert!(
         err.to_string()
             .starts_with("seed type 2 is out of range: there are 2 node types"),
+        "{err}"
+    );
+    // Seeds of several types: the offending type is named, whichever entry it is.
+    let err = s
+        .sample_typed(&[(0, &[2, 0]), (1, &[1, 5])], 0, 0, 0, false)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "seed node 5 of node type 1 is out of range: that type has 2 nodes (ids 0..2)"
+    );
+    let err = s
+        .sample_typed(&[(0, &[3]), (1, &[0])], 0, 0, 0, false)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "seed node 3 of node type 0 is out of range: that type has 3 nodes (ids 0..3)"
+    );
+    let err = s
+        .sample_typed(&[(1, &[0]), (4, &[0])], 0, 0, 0, false)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("seed type 4 is out of range: there are 2 node types"),
         "{err}"
     );
     // An entry that is not a node of the source type.
