@@ -16,6 +16,7 @@ from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
 from ..dataset import Dataset
 from ..progress import TqdmProgress
+from . import _import
 from ._format import human, human_bytes
 
 DEMO = dict(nodes=20_000, classes=8, avg_degree=10.0, feature_dim=32, seed=0)
@@ -48,7 +49,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "input", metavar="INPUT",
         help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy; or a DGL GraphBolt "
-        "OnDiskDataset: its metadata.yaml (.yaml/.yml) or the directory holding it",
+        "OnDiskDataset: its metadata.yaml (.yaml/.yml) or the directory holding it; or an OGB node property "
+        "prediction directory; or MAG240M's processed layout (see --from)",
     )
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
     p.add_argument(
@@ -95,6 +97,7 @@ def add_parsers(sub: Any) -> None:
         help="metadata.yaml input: the task whose sets become labels and splits (default: the first "
         "node-classification task)",
     )
+    _import.add_arguments(p)
     _add_build_options(p)
     p.set_defaults(func=cmd_convert)
 
@@ -227,7 +230,12 @@ def _flags(dests) -> str:
 
 
 def cmd_convert(args) -> int:
-    metadata = graphbolt.find_metadata(args.input)
+    rc = _import.convert(args, _summary, _bars)  # OGB, MAG240M: None when INPUT is neither
+    if rc is not None:
+        return rc
+    metadata = graphbolt.find_metadata(args.input) if args.source in ("detect", "graphbolt") else None
+    if args.source == "graphbolt" and metadata is None:
+        raise InputError(f"--from graphbolt: {args.input} is neither a metadata.yaml nor a directory holding one")
     if metadata is not None:
         return _convert_graphbolt(args, metadata)
     given = [d for d in _GRAPHBOLT_OPTIONS if getattr(args, d) is not None]

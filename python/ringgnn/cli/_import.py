@@ -1,0 +1,72 @@
+"""``ringgnn convert`` for the sources of :mod:`ringgnn.importers`: ``--from`` and each source's
+options, which source an INPUT is, and which options it refuses. Edge lists and GraphBolt
+``metadata.yaml`` stay with :mod:`.data`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Optional
+
+from .. import graphbolt, importers
+from .._core import InputError
+
+#: Options of an edge-list INPUT and their defaults (``data._EDGE_LIST_OPTIONS`` less those an
+#: importer takes): an importer refuses them when given.
+_REFUSED = {
+    "ogb": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "split": None,
+            "link_split": None, "link_negatives": 100, "add_reverse": None, "feature": None, "task": None},
+    "mag240m": {"format": "detect", "undirected": False, "self_loops": "keep", "dedup": False, "num_nodes": None,
+                "features": None, "labels": None, "split": None, "link_split": None, "link_negatives": 100,
+                "feature": None, "task": None, "split_scheme": None},
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from", dest="source", choices=("detect",) + importers.SOURCES, default="detect",
+        help="what INPUT is (default: detect): an edge list, a GraphBolt metadata.yaml, an OGB node property "
+        "prediction directory (raw/, split/), or MAG240M's processed layout (mag240m_kddcup2021/)",
+    )
+    p.add_argument("--split-scheme", metavar="NAME", default=None,
+                   help="OGB input: the directory under split/ to convert (default: the only one)")
+
+
+def source_of(args: Any) -> str:
+    """The source ``args.input`` is: ``--from``, else detected (a GraphBolt yaml first)."""
+    if args.source != "detect":
+        return args.source
+    if graphbolt.find_metadata(args.input) is not None:
+        return "graphbolt"
+    return importers.detect(args.input) or "edges"
+
+
+def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
+    """Run ``convert`` when ``args.input`` is an importer's source; None when it is an edge list
+    or a GraphBolt yaml (then :mod:`.data` converts it)."""
+    source = source_of(args)
+    if source not in _REFUSED:
+        if args.split_scheme is not None:
+            raise InputError(f"--split-scheme applies to an OGB directory INPUT, and {args.input} is read as "
+                             f"{'a GraphBolt metadata.yaml' if source == 'graphbolt' else 'an edge list'}")
+        return None
+    given = [d for d, default in _REFUSED[source].items() if getattr(args, d) != default]
+    if given:
+        flags = ", ".join("--" + d.replace("_", "-") for d in given)
+        what = {"ogb": "an OGB directory", "mag240m": "MAG240M's processed layout"}[source]
+        raise InputError(f"{flags}: not options of {what} ({args.input}), which says itself what to convert")
+    common = dict(feature_dtype=args.feature_dtype, seed=args.seed, memory=args.memory, overwrite=args.overwrite,
+                  threads=args.threads)
+    t0 = time.perf_counter()
+    with bars(args) as b:
+        if source == "ogb":
+            from ..importers.ogb import convert_ogb
+
+            manifest = convert_ogb(args.input, args.out, split_scheme=args.split_scheme, undirected=args.undirected,
+                                   self_loops=args.self_loops, dedup=args.dedup, progress=b, **common)
+        else:
+            from ..importers.mag240m import convert_mag240m
+
+            manifest = convert_mag240m(args.input, args.out, add_reverse=bool(args.add_reverse), progress=b, **common)
+    summary(args, "converted", manifest, time.perf_counter() - t0)
+    return 0

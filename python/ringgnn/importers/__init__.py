@@ -1,0 +1,33 @@
+"""Importers: datasets in other libraries' layouts turned into ringgnn datasets by the existing
+out-of-core builders (:mod:`ringgnn.build`). Each source has its own module: :mod:`.ogb` (Open
+Graph Benchmark node property prediction directories) and :mod:`.mag240m` (OGB-LSC MAG240M's
+processed layout); :mod:`._stage` holds what they share. ``ringgnn convert DIR OUT`` detects
+them (:func:`detect`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ._stage import PathLike
+
+#: Sources ``ringgnn convert --from`` names.
+SOURCES = ("edges", "graphbolt", "ogb", "mag240m")
+
+
+def detect(input: PathLike) -> Optional[str]:
+    """The layout of directory ``input``: "mag240m" (``processed/paper/node_feat.npy`` or
+    ``meta.pt`` beside ``processed/``, in it or in its ``mag240m_kddcup2021``), "ogb" (a ``raw/``
+    directory), or None (not a directory, or neither)."""
+    path = os.fspath(input)
+    if not os.path.isdir(path):
+        return None
+    inner = os.path.join(path, "mag240m_kddcup2021")
+    if os.path.isdir(inner) and detect(inner) == "mag240m":
+        return "mag240m"
+    if os.path.isfile(os.path.join(path, "processed", "paper", "node_feat.npy")) or (
+            os.path.isfile(os.path.join(path, "meta.pt")) and os.path.isdir(os.path.join(path, "processed"))):
+        return "mag240m"
+    if os.path.isdir(os.path.join(path, "raw")):
+        return "ogb"
+    return None

@@ -1,0 +1,163 @@
+"""Importing OGB-LSC MAG240M's processed layout (what ``ogb.lsc.MAG240MDataset`` downloads into
+``mag240m_kddcup2021/``) into a heterogeneous ringgnn dataset: :func:`convert_mag240m`, called by
+``ringgnn convert DIR OUT`` (``--from mag240m`` forces it).
+
+What becomes what (``DIR`` is ``mag240m_kddcup2021``, or the directory holding it):
+
+* ``meta.pt`` (``{"paper": N, "author": A, "institution": I, "num_classes": C}``) -> the node
+  types and their counts;
+* ``processed/SRC___REL___DST/edge_index.npy`` ((2, E) ids) -> relation ``SRC:REL:DST`` (read by
+  the builder as it is); ``add_reverse`` adds ``DST:rev_REL:SRC`` as MAG240M's baselines do;
+* ``processed/paper/node_feat.npy`` (float16 [N, 768], 187 GB at full size) -> the paper
+  features, streamed by the builder from the file (never loaded; stored f16 unless
+  ``feature_dtype`` says otherwise);
+* ``processed/paper/node_label.npy`` (float, NaN for papers without a class) -> paper labels,
+  -1 where NaN, checked below ``num_classes``;
+* ``split_dict.pt`` -> paper splits: ``train``, ``valid`` -> ``val``, ``test-dev`` ->
+  ``test_dev``, ``test-challenge`` -> ``test_challenge`` (``test`` in older releases).
+
+``processed/paper/node_year.npy`` is not converted (ringgnn stores one feature matrix per type).
+Labels are read in chunks and staged as ``.npy`` in a locked temporary directory beside ``out``;
+a missing file, a mismatched shape or an out-of-range class is an error naming the file, and
+nothing is written.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import build
+from .._core import InputError
+from ._stage import NpyWriter, PathLike, Staging, check_ids, open_npy, unambiguous_edges
+from .ogb import load_pt, load_split_dict, split_name
+
+DIR_NAME = "mag240m_kddcup2021"
+
+
+def find_root(path: PathLike) -> str:
+    """``path`` itself, or its ``mag240m_kddcup2021`` subdirectory when it holds one."""
+    path = os.fspath(path)
+    inner = os.path.join(path, DIR_NAME)
+    return inner if os.path.isdir(inner) and not os.path.isdir(os.path.join(path, "processed")) else path
+
+
+def _need(path: str, what: str) -> str:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, f"no such file: MAG240M's processed layout has {what} there", path)
+    return path
+
+
+def _header(path: str):
+    f, s = open_npy(path)
+    f.close()
+    return s
+
+
+def convert_mag240m(
+    root: PathLike,
+    out: PathLike,
+    *,
+    add_reverse: bool = False,
+    feature_dtype: Optional[str] = None,
+    seed: int = 0,
+    memory: Optional[build.Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Build a heterogeneous ringgnn dataset at ``out`` from MAG240M's processed directory
+    ``root``; returns the manifest. The other arguments are :func:`ringgnn.build.build_hetero`'s
+    (``feature_dtype``: the stored type of the paper features, f16 by default)."""
+    root = find_root(root)
+    processed = os.path.join(root, "processed")
+    if not os.path.isdir(processed):
+        raise InputError(f"{root}: no processed/ directory, so not MAG240M's layout; give the "
+                         f"{DIR_NAME} directory that ogb.lsc.MAG240MDataset downloads")
+    meta_path = _need(os.path.join(root, "meta.pt"), "the node counts (meta.pt)")
+    meta = load_pt(meta_path, "MAG240M's meta.pt maps node types to their counts")
+    if not isinstance(meta, dict):
+        raise InputError(f"{meta_path}: holds a {type(meta).__name__}, not a dictionary of node counts")
+
+    relations: List[Tuple[str, str]] = []
+    types: Dict[str, int] = {}
+
+    def count(t: str) -> int:
+        n = meta.get(t)
+        if n is None or int(n) != n or n < 0:
+            raise InputError(f"{meta_path}: no node count for '{t}' (it has: {', '.join(map(str, meta))}); "
+                             f"processed/ has edges of type '{t}'")
+        return types.setdefault(t, int(n))
+
+    for d in sorted(os.listdir(processed)):
+        parts = d.split("___")
+        if len(parts) != 3 or not os.path.isdir(os.path.join(processed, d)):
+            continue
+        path = _need(os.path.join(processed, d, "edge_index.npy"), f"the edges of {d} (edge_index.npy)")
+        s = _header(path)
+        if len(s.shape) != 2 or s.shape[0] != 2 or s.dtype.kind not in "iu":
+            raise InputError(f"{path}: {s.dtype} of shape {s.shape}; MAG240M's edge_index is integers of shape (2, E)")
+        count(parts[0]), count(parts[2])
+        relations.append((":".join(parts), path))
+    if not relations:
+        raise InputError(f"{processed}: no SRC___REL___DST/edge_index.npy directories; MAG240M's processed "
+                         "layout has paper___cites___paper and others")
+    n_paper = count("paper")
+    feat = _need(os.path.join(processed, "paper", "node_feat.npy"), "the paper features (paper/node_feat.npy)")
+    s = _header(feat)
+    if len(s.shape) != 2 or s.shape[0] != n_paper or s.dtype.kind != "f":
+        raise InputError(f"{feat}: {s.dtype} of shape {s.shape}, but meta.pt has {n_paper} papers; give float "
+                         f"features of shape ({n_paper}, D)")
+    label_path = os.path.join(processed, "paper", "node_label.npy")
+    num_classes = meta.get("num_classes")
+    split_path = _need(os.path.join(root, "split_dict.pt"), "the paper splits (split_dict.pt)")
+
+    with Staging(out, overwrite) as stage:
+        labels = _labels(stage, label_path, n_paper, num_classes) if os.path.isfile(label_path) else None
+        split = {}
+        for k, v in load_split_dict(split_path).items():
+            name = split_name(k, split_path)
+            ids = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+            if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+                raise InputError(f"{split_path}: '{k}' is {ids.dtype} of shape {ids.shape}; give paper ids")
+            ids = ids.astype(np.int64)
+            check_ids(ids, n_paper, lambda i: f"{split_path}: '{k}'[{i}]", "paper id")
+            with NpyWriter(stage.path(f"split-{name}"), np.int64) as w:
+                w.write(ids)
+                split[name] = w.close()
+        node_types = [build.NodeType(t, n, split=(split or None) if t == "paper" else None,
+                                     features=feat if t == "paper" else None,
+                                     labels=labels if t == "paper" else None,
+                                     feature_dtype=feature_dtype if t == "paper" else None)
+                      for t, n in sorted(types.items())]
+        rels = [build.Relation(name, unambiguous_edges(path, stage), "npy") for name, path in relations]
+        source = {"command": "convert", "from": "mag240m", "dir": os.path.basename(os.path.normpath(root))}
+        return build.build_hetero(out, node_types, rels, add_reverse=add_reverse, seed=seed, memory=memory,
+                                  overwrite=overwrite, threads=threads, source=source, progress=progress)
+
+
+def _labels(stage: Staging, path: str, n: int, num_classes: Any) -> str:
+    f, s = open_npy(path)
+    with f:
+        if s.shape not in ((n,), (n, 1)) or s.dtype.kind not in "fiu":
+            raise InputError(f"{path}: {s.dtype} of shape {s.shape}; give one label per paper ({n})")
+        limit = int(num_classes) if num_classes is not None else None
+        with NpyWriter(stage.path("labels"), np.int64) as w:
+            return _label_chunks(s, w, path, limit)
+
+
+def _label_chunks(s: Any, w: NpyWriter, path: str, limit: Optional[int]) -> str:
+    for c in s.chunks():
+        c = c.reshape(-1).astype(np.float64)
+        nan = np.isnan(c)
+        bad = np.flatnonzero(~nan & ((c != np.floor(c)) | (c < 0) | (c >= (limit or np.inf))))
+        if bad.size:
+            i = int(bad[0])
+            below = f" below num_classes {limit} (meta.pt)" if limit else ""
+            raise InputError(f"{path}: label {c[i]} of paper {w.rows + i} is not a class; give whole numbers "
+                             f">= 0{below}, NaN = unlabeled")
+        w.write(np.where(nan, -1, c).astype(np.int64))
+    return w.close()

@@ -1,0 +1,433 @@
+"""Importing an Open Graph Benchmark node property prediction directory (``ogbn-*``, as OGB's
+downloads and its ``ogb.io.DatasetSaver`` lay it out) into a homogeneous ringgnn dataset:
+:func:`convert_ogb`, called by ``ringgnn convert DIR OUT`` (``--from ogb`` forces it).
+
+What becomes what (``DIR`` is the dataset directory, the one holding ``raw/`` and ``split/``):
+
+* the graph: ``raw/edge.csv.gz`` ("src,dst" lines) with ``raw/num-node-list.csv.gz``, or
+  ``raw/data.npz`` (``edge_index`` (2, E), ``num_nodes_list``, as papers100M ships it and
+  ``DatasetSaver`` writes it); one graph only;
+* features: ``raw/node-feat.csv.gz`` or ``node_feat`` of ``data.npz`` (optional);
+* labels: ``raw/node-label.csv.gz`` or ``raw/node-label.npz`` (one column; NaN = unlabeled,
+  stored -1; the values must be whole classes >= 0) (optional);
+* splits: ``split/SCHEME/{train,valid,test}.csv.gz`` or ``split/SCHEME/split_dict.pt``;
+  ``valid`` becomes ``val``, other names are lower-cased with ``-`` made ``_``. ``SCHEME`` is
+  the only directory under ``split/``, or the one named.
+
+OGB stores an undirected graph (products, proteins) with each edge once and adds the reverse when
+loading: convert such a dataset with ``undirected=True``. Heterogeneous ``ogbn-mag`` layouts,
+link prediction (``split/*/*.pt`` edge dictionaries) and multi-task labels are refused with a
+clear error (not supported yet).
+
+Memory: ``edge.csv.gz`` goes to the builder as it is; the arrays of an ``.npz`` and every CSV
+are read in chunks and staged as ``.npy`` in a locked temporary directory beside ``out``
+(removed at the end), their ids and lengths checked on the way; ``split_dict.pt`` is loaded
+(split ids are small). Every problem is an :class:`ringgnn.InputError` naming the file (and the
+array or line) and what to do; nothing is written.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import itertools
+import os
+import pickle
+import re
+import zipfile
+from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from .. import build
+from .._core import InputError
+from .._files import os_errors
+from ._stage import NpyStream, NpyWriter, PathLike, Staging, check_ids, unambiguous_edges
+
+#: Lines parsed per chunk of a CSV: a few MiB of text.
+CSV_LINES = 1 << 16
+SPLIT_NAMES = ("train", "valid", "test")
+_NAME = re.compile(r"^[a-z0-9_]+$")
+
+
+def split_name(name: str, where: str) -> str:
+    """OGB's split name as ringgnn's: ``valid`` -> ``val``, ``test-dev`` -> ``test_dev``."""
+    out = "val" if name == "valid" else str(name).lower().replace("-", "_")
+    if not _NAME.match(out):
+        raise InputError(f"{where}: split '{name}' cannot be named in a ringgnn dataset; "
+                         "rename it to letters, digits and _")
+    return out
+
+
+def _missing(path: str, why: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, f"no such file: {why}", path)
+
+
+# --- reading OGB's files in chunks ---------------------------------------------------------------
+
+
+def _csv_lines(path: str) -> Iterator[Tuple[int, List[str]]]:
+    """(number of the first line, lines) in chunks of a gzip (or plain) CSV file."""
+    with os_errors("reading", path):
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        f = gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
+        with f:
+            first = 1
+            while True:
+                try:
+                    lines = list(itertools.islice(f, CSV_LINES))
+                except (OSError, EOFError, UnicodeDecodeError) as e:
+                    raise InputError(f"{path}: cannot be read near line {first} ({e}); download it again") from None
+                if not lines:
+                    return
+                yield first, lines
+                first += len(lines)
+
+
+def _csv_floats(path: str, columns: Optional[int] = None) -> Iterator[np.ndarray]:
+    """Rows of a numeric CSV (no header) as float64 chunks; empty fields and ``nan`` are NaN."""
+    for first, lines in _csv_lines(path):
+        try:
+            a = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2,
+                           converters=lambda s: float(s) if s.strip() else np.nan)
+        except ValueError as e:
+            raise InputError(f"{path}: lines {first}..{first + len(lines) - 1}: not numbers separated by commas "
+                             f"({e}); OGB's CSV files hold one row of numbers per line") from None
+        if columns is not None and a.shape[1] != columns:
+            raise InputError(f"{path}: lines {first}..{first + len(lines) - 1} have {a.shape[1]} columns where "
+                             f"earlier lines have {columns}; give every row the same width")
+        columns = a.shape[1]
+        yield a
+
+
+def _csv_column(path: str) -> Iterator[np.ndarray]:
+    """The values of a one-column CSV as float64 chunks; an empty line (how pandas writes NaN)
+    or ``nan`` is NaN."""
+    for first, lines in _csv_lines(path):
+        values = np.empty(len(lines))
+        for i, line in enumerate(lines):
+            text = line.strip()
+            if "," in text:
+                raise InputError(f"{path}: line {first + i} has {text.count(',') + 1} columns (a multi-task "
+                                 "dataset?); ringgnn reads one value per line here")
+            try:
+                values[i] = float(text) if text else np.nan
+            except ValueError:
+                raise InputError(f"{path}: line {first + i}: '{text[:40]}' is not a number") from None
+        yield values
+
+
+class _Npz:
+    """An ``.npz`` archive whose arrays are read as streams (never whole)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        with os_errors("reading", path):
+            try:
+                self.zip = zipfile.ZipFile(path)
+            except zipfile.BadZipFile as e:
+                raise InputError(f"{path}: not an .npz archive ({e}); save it with numpy.savez") from None
+        self.names = sorted(n[:-4] for n in self.zip.namelist() if n.endswith(".npy"))
+
+    def has(self, key: str) -> bool:
+        return key in self.names
+
+    def open(self, key: str, fix: str) -> Tuple[IO[bytes], NpyStream]:
+        if key not in self.names:
+            raise InputError(f"{self.path}: no array '{key}' (it has: {', '.join(self.names) or 'none'}); {fix}")
+        f = self.zip.open(key + ".npy")
+        return f, NpyStream(f, f"{self.path}: {key}")
+
+    def small(self, key: str, fix: str) -> np.ndarray:
+        f, s = self.open(key, fix)
+        with f:
+            return np.concatenate(list(s.chunks())) if s.shape and s.shape[0] else np.zeros(s.shape, s.dtype)
+
+    def close(self) -> None:
+        self.zip.close()
+
+
+# --- the layout, checked -------------------------------------------------------------------------
+
+
+class _Layout:
+    """The files of an OGB node property prediction directory; finding them reads nothing."""
+
+    def __init__(self, root: str, scheme: Optional[str]):
+        self.root = root
+        raw = os.path.join(root, "raw")
+        if not os.path.isdir(raw):
+            raise InputError(f"{root}: no raw/ directory, so not an OGB dataset directory; give the directory "
+                             "that holds raw/ and split/ (e.g. dataset/ogbn_arxiv)")
+        self.raw = raw
+        for hetero in ("triplet-type-list.csv.gz", "edge_index_dict.npz"):
+            if os.path.exists(os.path.join(raw, hetero)):
+                raise InputError(f"{os.path.join(raw, hetero)}: a heterogeneous OGB layout (like ogbn-mag): not "
+                                 "supported yet; build it with ringgnn.build.build_hetero from its arrays")
+        self.npz = self._file("data.npz")
+        self.edge_csv = self._file("edge.csv.gz")
+        if self.npz is None and self.edge_csv is None:
+            raise _missing(os.path.join(raw, "edge.csv.gz"),
+                           f"{raw} has neither edge.csv.gz nor data.npz; an OGB directory has one of them")
+        self.num_nodes_csv = self._file("num-node-list.csv.gz")
+        if self.npz is None and self.num_nodes_csv is None:
+            raise _missing(os.path.join(raw, "num-node-list.csv.gz"),
+                           "it gives the number of nodes of edge.csv.gz; download the dataset again")
+        self.feat_csv = self._file("node-feat.csv.gz")
+        self.label = self._file("node-label.npz") or self._file("node-label.csv.gz")
+        self.split_dir = self._scheme(scheme)
+
+    def _file(self, name: str) -> Optional[str]:
+        path = os.path.join(self.raw, name)
+        return path if os.path.isfile(path) else None
+
+    def _scheme(self, scheme: Optional[str]) -> Optional[str]:
+        top = os.path.join(self.root, "split")
+        have = sorted(d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d))) if os.path.isdir(top) else []
+        if scheme is not None:
+            if scheme not in have:
+                raise InputError(f"{top}: no split scheme '{scheme}' (it has: {', '.join(have) or 'none'})")
+            chosen = scheme
+        elif not have:
+            return None
+        elif len(have) > 1:
+            raise InputError(f"{top}: several split schemes ({', '.join(have)}); name one with --split-scheme")
+        else:
+            chosen = have[0]
+        d = os.path.join(top, chosen)
+        if any(os.path.isfile(os.path.join(d, f"{s}.pt")) for s in SPLIT_NAMES):
+            raise InputError(f"{d}: holds link prediction splits ({', '.join(f'{s}.pt' for s in SPLIT_NAMES)}), an "
+                             "ogbl dataset: not supported yet; convert its raw/edge.csv.gz with --link-split")
+        if not os.path.isfile(os.path.join(d, "split_dict.pt")):
+            for s in SPLIT_NAMES:
+                if not os.path.isfile(os.path.join(d, f"{s}.csv.gz")):
+                    raise _missing(os.path.join(d, f"{s}.csv.gz"), f"split scheme {d} needs train, valid and test "
+                                   "(as .csv.gz files or one split_dict.pt)")
+        return d
+
+
+# --- staging -------------------------------------------------------------------------------------
+
+
+class _Stager:
+    def __init__(self, layout: _Layout, stage: Staging):
+        self.layout, self.stage = layout, stage
+        self.npz = _Npz(layout.npz) if layout.npz else None
+
+    def num_nodes(self) -> int:
+        if self.npz is not None:
+            where = f"{self.npz.path}: num_nodes_list"
+            counts = self.npz.small("num_nodes_list", "OGB's data.npz gives the node count of its graph there")
+        else:
+            where = self.layout.num_nodes_csv
+            counts = np.concatenate(list(_csv_column(where)))
+        if counts.size != 1:
+            raise InputError(f"{where}: {counts.size} graphs; ringgnn converts one graph (a node property "
+                             "prediction dataset), not a graph property prediction (ogbg) set")
+        n = counts[0]
+        if not (np.isfinite(n) and n == int(n) and n >= 0):
+            raise InputError(f"{where}: {n} is not a node count")
+        return int(n)
+
+    def edges(self, n: int) -> Tuple[str, str]:
+        if self.npz is None:
+            return self.layout.edge_csv, "text"  # the builder reads "src,dst" lines, gzip included
+        f, s = self.npz.open("edge_index", "OGB's data.npz holds the edges there, shape (2, E)")
+        where = f"{self.npz.path}: edge_index"
+        shape = s.shape[::-1] if s.transposed else s.shape  # as stored: (2, E) in either order
+        if len(shape) != 2 or shape[0] != 2 or s.dtype.kind not in "iu":
+            raise InputError(f"{where}: {s.dtype} of shape {shape}; OGB's edge_index is integers of shape (2, E)")
+        e = shape[1]
+
+        def place(k: int) -> str:  # entry k of the stream: row-major (2, E), or (E, 2) when transposed
+            row, col = (k % 2, k // 2) if s.transposed else (k // e, k % e)
+            return f"{where}[{'src' if row == 0 else 'dst'}, {col}]"
+
+        with f, NpyWriter(self.stage.path("edges"), np.int64) as out:
+            seen = 0
+            for chunk in s.flat_chunks():
+                check_ids(chunk.astype(np.int64, copy=False), n, lambda i: place(seen + i), "node id")
+                out.write(chunk)
+                seen += chunk.size
+            # A Fortran-ordered (2, E) array streams as its (E, 2) transpose: one pair per row.
+            if s.transposed:
+                return out.close(s.shape), "npy"
+            return unambiguous_edges(out.close((2, e)), self.stage), "npy"
+
+    def features(self, n: int) -> Optional[str]:
+        if self.npz is not None and self.npz.has("node_feat"):
+            f, s = self.npz.open("node_feat", "")
+            where = f"{self.npz.path}: node_feat"
+            if len(s.shape) != 2 or s.shape[0] != n or s.dtype.kind not in "fiu":
+                raise InputError(f"{where}: {s.dtype} of shape {s.shape}; give numbers of shape ({n}, D)")
+            dtype = s.dtype if s.dtype in (np.float16, np.float32, np.float64) else np.float32
+            with f, NpyWriter(self.stage.path("features"), dtype, s.shape[1:]) as out:
+                for chunk in s.chunks():
+                    out.write(chunk)
+                return out.close()
+        path = self.layout.feat_csv
+        if path is None:
+            return None
+        out = None
+        try:
+            for chunk in _csv_floats(path):
+                out = out or NpyWriter(self.stage.path("features"), np.float32, chunk.shape[1:])
+                out.write(chunk)
+            rows = 0 if out is None else out.rows
+            if rows != n:
+                raise InputError(f"{path}: {rows} rows, but the graph has {n} nodes; give one row per node")
+            return out.close()
+        finally:
+            if out is not None:
+                out.__exit__()
+
+    def labels(self, n: int) -> Optional[str]:
+        path = self.layout.label
+        if path is None:
+            return None
+        with NpyWriter(self.stage.path("labels"), np.int64) as out:
+            return self._label_file(path, n, out)
+
+    def _label_file(self, path: str, n: int, out: NpyWriter) -> str:
+        if path.endswith(".npz"):
+            npz = _Npz(path)
+            key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
+            f, s = npz.open(key, "OGB's node-label.npz holds the labels there")
+            with f:
+                self._labels(((c, f"{path}: {key}") for c in s.chunks()), out)
+            npz.close()
+        else:
+            self._labels(((c, path) for c in _csv_column(path)), out)
+        if out.rows != n:
+            raise InputError(f"{path}: {out.rows} labels, but the graph has {n} nodes; give one per node")
+        return out.close()
+
+    @staticmethod
+    def _labels(chunks: Iterator[Tuple[np.ndarray, str]], out: NpyWriter) -> None:
+        for c, where in chunks:
+            if c.ndim == 2 and c.shape[1] != 1:
+                raise InputError(f"{where}: {c.shape[1]} label columns (a multi-task dataset); ringgnn stores one "
+                                 "class per node")
+            c = c.reshape(-1)
+            if c.dtype.kind == "f":
+                nan = np.isnan(c)
+                bad = np.flatnonzero(~nan & ((c != np.floor(c)) | (c < 0)))
+                if bad.size:
+                    raise InputError(f"{where}: label {c[bad[0]]} of node {out.rows + bad[0]} is not a class "
+                                     "(a whole number >= 0; NaN = unlabeled); regression targets are not supported")
+                c = np.where(nan, -1, c).astype(np.int64)
+            elif c.dtype.kind in "iu":
+                c = c.astype(np.int64)
+                bad = np.flatnonzero(c < -1)
+                if bad.size:
+                    raise InputError(f"{where}: label {c[bad[0]]} of node {out.rows + bad[0]}; give classes >= 0 "
+                                     "(-1 = unlabeled)")
+            else:
+                raise InputError(f"{where}: labels of type {c.dtype}; give numbers")
+            out.write(c)
+
+    def splits(self, n: int) -> Optional[Dict[str, str]]:
+        d = self.layout.split_dir
+        if d is None:
+            return None
+        pt = os.path.join(d, "split_dict.pt")
+        if os.path.isfile(pt):
+            return {split_name(k, pt): self._ids(v, n, f"{pt}: '{k}'", split_name(k, pt))
+                    for k, v in load_split_dict(pt).items()}
+        out = {}
+        for s in SPLIT_NAMES:
+            path = os.path.join(d, f"{s}.csv.gz")
+            with NpyWriter(self.stage.path(f"split-{s}"), np.int64) as w:
+                for chunk in _csv_column(path):
+                    if not np.all(chunk == np.floor(chunk)):
+                        raise InputError(f"{path}: not one node id per line; OGB's split files list node ids")
+                    ids = chunk.astype(np.int64)
+                    first = w.rows
+                    check_ids(ids, n, lambda i: f"{path}: line {first + i + 1}", "node id")
+                    w.write(ids)
+                out[split_name(s, path)] = w.close()
+        return out
+
+    def _ids(self, value: Any, n: int, where: str, name: str) -> str:
+        a = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"{where}: {a.dtype} of shape {a.shape}; give a 1-D array of node ids")
+        a = a.astype(np.int64)
+        check_ids(a, n, lambda i: f"{where}[{i}]", "node id")
+        with NpyWriter(self.stage.path(f"split-{name}"), np.int64) as w:
+            w.write(a)
+            return w.close()
+
+    def close(self) -> None:
+        if self.npz is not None:
+            self.npz.close()
+
+
+def load_split_dict(path: str) -> Dict[str, Any]:
+    """OGB's ``split_dict.pt``: split name -> node ids (numpy arrays or tensors)."""
+    d = load_pt(path, "OGB's split_dict.pt maps train/valid/test to node ids")
+    if not isinstance(d, dict) or not d:
+        raise InputError(f"{path}: holds a {type(d).__name__}, not a dictionary of splits; OGB's split_dict.pt "
+                         "maps train/valid/test to node ids")
+    return d
+
+
+def load_pt(path: str, what: str) -> Any:
+    """A small ``torch.save`` file of OGB's (tensors, numpy arrays, numbers), loaded with torch's
+    safe unpickler with numpy arrays allowed: never running code from the file."""
+    import torch
+
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct, scalar
+    kinds = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+             "float64", "bool")
+    allowed = [_reconstruct, scalar, np.ndarray, np.dtype, bytes]  # bytes: how an empty array pickles
+    allowed += [type(np.dtype(c)) for c in kinds]  # numpy >= 1.25 pickles dtypes by their class
+    with os_errors("reading", path):
+        try:
+            with torch.serialization.safe_globals(allowed):
+                return torch.load(path, map_location="cpu", weights_only=True)
+        except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as e:
+            raise InputError(f"{path}: not a file saved with torch.save that holds only arrays and numbers ({e}); "
+                             f"{what}") from None
+
+
+# --- the conversion ------------------------------------------------------------------------------
+
+
+def convert_ogb(
+    root: PathLike,
+    out: PathLike,
+    *,
+    split_scheme: Optional[str] = None,
+    undirected: bool = False,
+    self_loops: str = "keep",
+    dedup: bool = False,
+    feature_dtype: Optional[str] = None,
+    seed: int = 0,
+    memory: Optional[build.Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Build a ringgnn dataset at ``out`` from the OGB node property prediction directory
+    ``root`` (the one holding ``raw/`` and ``split/``); returns the manifest. ``split_scheme``
+    names the directory under ``split/`` when there are several. ``undirected``, ``self_loops``,
+    ``dedup``, ``feature_dtype`` and the rest are :func:`ringgnn.build.convert`'s."""
+    root = os.fspath(root)
+    layout = _Layout(root, split_scheme)
+    with Staging(out, overwrite) as stage:
+        s = _Stager(layout, stage)
+        try:
+            n = s.num_nodes()
+            edges, fmt = s.edges(n)
+            features, labels, split = s.features(n), s.labels(n), s.splits(n)
+        finally:
+            s.close()
+        return build.convert(edges, out, format=fmt, num_nodes=n, undirected=undirected, self_loops=self_loops,
+                             dedup=dedup, features=features, labels=labels, split=split, seed=seed,
+                             feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
+                             progress=progress)

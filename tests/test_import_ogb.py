@@ -1,0 +1,332 @@
+"""``ringgnn.importers.ogb`` and ``.mag240m``: OGB directories written by OGB's own
+``DatasetSaver`` (skipped without the ``ogb`` package) and by hand after OGB's documentation,
+converted and checked against the same arrays loaded with numpy; every bad input is an error
+naming its file and leaves nothing behind."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ringgnn
+import torch
+from ringgnn import _core
+from ringgnn.cli import main
+from ringgnn.importers import _stage, detect
+from ringgnn.importers import ogb as ogb_mod
+from ringgnn.importers.mag240m import convert_mag240m
+from ringgnn.importers.ogb import convert_ogb
+
+EDGES = np.array([[0, 1, 2, 3, 4, 4], [1, 2, 0, 0, 0, 3]])  # (2, E), node 5 isolated
+N = 6
+FEAT = (np.arange(N * 3, dtype=np.float32).reshape(N, 3) - 4) / 8
+LABELS = np.array([2, 0, np.nan, 1, 2, np.nan])  # NaN: unlabeled
+SPLITS = {"train": [0, 1, 3], "valid": [4], "test": [5, 2]}
+
+
+def csc(edges, n):
+    lists = [[] for _ in range(n)]
+    for s, d in zip(*edges):
+        lists[d].append(int(s))
+    return [sorted(x) for x in lists]
+
+
+def neighbors(ds):
+    return [ds.neighbors(v).tolist() for v in range(ds.num_nodes)]
+
+
+def features(out, part=None):
+    ds = ringgnn.Dataset.open_part(out, part) if part else ringgnn.Dataset.open(out)
+    return _core.FeatureReader(os.fspath(out), part=part).gather(np.arange(ds.num_nodes, dtype=np.int64))
+
+
+def expected_labels(labels):
+    return np.where(np.isnan(labels), -1, np.nan_to_num(labels)).astype(np.int64)
+
+
+def assert_nothing_left(out: Path):
+    assert not out.exists()
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")] == []
+
+
+def gz(path: Path, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        for r in rows:
+            f.write(",".join("" if isinstance(x, float) and np.isnan(x) else str(x) for x in np.atleast_1d(r)) + "\n")
+
+
+def csv_dir(root: Path, edges=EDGES, n=N, feat=FEAT, labels=LABELS, splits=SPLITS, scheme="time") -> Path:
+    """An ogbn directory as OGB's downloads lay it out (https://ogb.stanford.edu/docs/nodeprop/:
+    raw/*.csv.gz without headers, split/SCHEME/*.csv.gz)."""
+    gz(root / "raw" / "edge.csv.gz", edges.T)
+    gz(root / "raw" / "num-node-list.csv.gz", [n])
+    gz(root / "raw" / "num-edge-list.csv.gz", [edges.shape[1]])
+    if feat is not None:
+        gz(root / "raw" / "node-feat.csv.gz", [[repr(float(x)) for x in row] for row in feat])
+    if labels is not None:
+        gz(root / "raw" / "node-label.csv.gz", [[x] for x in labels])
+    for k, ids in splits.items():
+        gz(root / "split" / scheme / f"{k}.csv.gz", ids)
+    return root
+
+
+def saver_dir(tmp_path: Path, edges=EDGES, feat=FEAT, labels=LABELS, splits=SPLITS) -> Path:
+    """An ogbn directory written by OGB's own DatasetSaver (raw/data.npz, node-label.npz,
+    split/SCHEME/split_dict.pt)."""
+    saver_mod = pytest.importorskip("ogb.io")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        saver = saver_mod.DatasetSaver("ogbn-toy", is_hetero=False, version=1, root="sub")
+        graph = {"edge_index": edges, "num_nodes": N}
+        if feat is not None:
+            graph["node_feat"] = feat
+        saver.save_graph_list([graph])
+        saver.save_target_labels(labels.reshape(-1, 1))
+        saver.save_task_info("multiclass classification", "acc", num_classes=3)
+        saver.save_split({k: np.array(v) for k, v in splits.items()}, "random")
+    finally:
+        os.chdir(cwd)
+    return tmp_path / "sub_ogbn_toy" / "toy"
+
+
+def assert_converted(out: Path, undirected=False):
+    ds = ringgnn.Dataset.open(out)
+    edges = EDGES if not undirected else np.concatenate([EDGES, EDGES[::-1]], axis=1)
+    assert neighbors(ds) == csc(edges, N)
+    np.testing.assert_array_equal(features(out), FEAT)
+    np.testing.assert_array_equal(ds.labels, expected_labels(LABELS))
+    assert ds.split_names == ["test", "train", "val"]
+    for k, ids in SPLITS.items():
+        assert ds.split("val" if k == "valid" else k).tolist() == ids
+    return ds
+
+
+def test_dataset_saver_layout_converts_exactly(tmp_path):
+    root = saver_dir(tmp_path)
+    assert detect(root) == "ogb"
+    m = convert_ogb(root, tmp_path / "out", memory="160M")
+    assert m["num_nodes"] == N and m["features"]["dtype"] == "f32"
+    assert_converted(tmp_path / "out")
+
+
+def test_csv_layout_converts_exactly_in_small_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(ogb_mod, "CSV_LINES", 2)  # every CSV is read in several chunks
+    monkeypatch.setattr(_stage, "CHUNK_BYTES", 16)
+    root = csv_dir(tmp_path / "ogbn_toy")
+    convert_ogb(root, tmp_path / "out", undirected=True)
+    assert_converted(tmp_path / "out", undirected=True)
+
+
+def test_data_npz_streamed_in_chunks_and_fortran_order(tmp_path, monkeypatch):
+    # papers100M's data.npz, written by hand: edge_index stored Fortran-ordered, int32 ids;
+    # node-label.npz's labels float with NaN; splits as csv.
+    monkeypatch.setattr(_stage, "CHUNK_BYTES", 24)
+    root = csv_dir(tmp_path / "p", feat=None, labels=None)
+    os.remove(root / "raw" / "edge.csv.gz")
+    os.remove(root / "raw" / "num-node-list.csv.gz")
+    np.savez_compressed(root / "raw" / "data.npz", edge_index=np.asfortranarray(EDGES.astype(np.int32)),
+                        num_nodes_list=np.array([N]), num_edges_list=np.array([EDGES.shape[1]]),
+                        node_feat=FEAT.astype(np.float16))
+    np.savez_compressed(root / "raw" / "node-label.npz", node_label=LABELS.astype(np.float32).reshape(-1, 1))
+    m = convert_ogb(root, tmp_path / "out")
+    assert m["features"]["dtype"] == "f16"
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert neighbors(ds) == csc(EDGES, N)
+    np.testing.assert_array_equal(features(tmp_path / "out"), FEAT.astype(np.float16))
+    np.testing.assert_array_equal(ds.labels, expected_labels(LABELS))
+
+
+def test_two_edges_are_two_edges(tmp_path):
+    # A (2, 2) edge_index is two edges (0->1, 1->2), not the builder's one-edge-per-row reading.
+    root = tmp_path / "t"
+    (root / "raw").mkdir(parents=True)
+    np.savez(root / "raw" / "data.npz", edge_index=np.array([[0, 1], [1, 2]]), num_nodes_list=np.array([3]))
+    convert_ogb(root, tmp_path / "out")
+    assert neighbors(ringgnn.Dataset.open(tmp_path / "out")) == [[], [0], [1]]
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def _npz(root, **arrays):
+    np.savez(root / "raw" / "data.npz", **arrays)
+
+
+def _no_raw(root):
+    import shutil
+    shutil.rmtree(root / "raw")
+
+
+BAD = [
+    (_no_raw, _core.InputError, r"no raw/ directory, so not an OGB dataset"),
+    (lambda r: os.remove(r / "raw" / "edge.csv.gz"), FileNotFoundError, r"neither edge.csv.gz nor data.npz"),
+    (lambda r: os.remove(r / "raw" / "num-node-list.csv.gz"), FileNotFoundError, r"number of nodes"),
+    (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), _npz(r, num_nodes_list=np.array([N]))), _core.InputError,
+     r"data.npz: no array 'edge_index' \(it has: num_nodes_list\)"),
+    (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), _npz(r, edge_index=np.array([[0, 6, 1], [1, 2, 3]]),
+                                                           num_nodes_list=np.array([N]))),
+     _core.InputError, r"edge_index\[src, 1\]: node id 6 is out of range \(6 nodes\)"),
+    (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), _npz(r, edge_index=EDGES.astype(np.float32),
+                                                           num_nodes_list=np.array([N]))),
+     _core.InputError, r"edge_index: float32 of shape \(2, 6\)"),
+    (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), _npz(r, edge_index=EDGES, num_nodes_list=np.array([3, 3]))),
+     _core.InputError, r"num_nodes_list: 2 graphs; ringgnn converts one graph"),
+    (lambda r: gz(r / "raw" / "node-feat.csv.gz", FEAT[:5]), _core.InputError,
+     r"node-feat.csv.gz: 5 rows, but the graph has 6 nodes"),
+    (lambda r: gz(r / "raw" / "node-feat.csv.gz", [["1", "x"]] * N), _core.InputError,
+     r"node-feat.csv.gz: lines 1..6: not numbers"),
+    (lambda r: gz(r / "raw" / "node-label.csv.gz", [0.5] * N), _core.InputError,
+     r"node-label.csv.gz: label 0.5 of node 0 is not a class"),
+    (lambda r: gz(r / "raw" / "node-label.csv.gz", [[0, 1]] * N), _core.InputError,
+     r"node-label.csv.gz: line 1 has 2 columns \(a multi-task dataset"),
+    (lambda r: gz(r / "split" / "time" / "valid.csv.gz", [4, 9]), _core.InputError,
+     r"valid.csv.gz: line 2: node id 9 is out of range"),
+    (lambda r: os.remove(r / "split" / "time" / "test.csv.gz"), FileNotFoundError, r"needs train, valid and test"),
+    (lambda r: gz(r / "split" / "other" / "train.csv.gz", [0]), _core.InputError,
+     r"several split schemes \(other, time\); name one with --split-scheme"),
+    (lambda r: torch.save({"edge": torch.zeros(2, 2)}, r / "split" / "time" / "train.pt"), _core.InputError,
+     r"link prediction splits .* not supported yet"),
+    (lambda r: gz(r / "raw" / "triplet-type-list.csv.gz", [["a", "b", "c"]]), _core.InputError,
+     r"a heterogeneous OGB layout"),
+    (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), (r / "raw" / "data.npz").write_bytes(b"not a zip")),
+     _core.InputError, r"data.npz: not an .npz archive"),
+    (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), gz(r / "raw" / "edge.csv.gz", [[0, 7]])),  # the builder's
+     _core.InputError, r"edge.csv.gz"),
+]
+
+
+@pytest.mark.parametrize("mutate,error,pattern", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_input_names_the_file_and_leaves_nothing(tmp_path, mutate, error, pattern):
+    root = csv_dir(tmp_path / "ogbn")
+    mutate(root)
+    out = tmp_path / "out"
+    with pytest.raises(error, match=pattern):
+        convert_ogb(root, out)
+    assert_nothing_left(out)
+
+
+def test_bad_split_dict_is_refused_without_running_it(tmp_path):
+    root = csv_dir(tmp_path / "ogbn")
+    for s in ("train", "valid", "test"):
+        os.remove(root / "split" / "time" / f"{s}.csv.gz")
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + os.fspath(tmp_path / "ran"),))
+
+    torch.save({"train": Evil()}, root / "split" / "time" / "split_dict.pt")
+    with pytest.raises(_core.InputError, match=r"split_dict.pt: not a file saved with torch.save that holds only"):
+        convert_ogb(root, tmp_path / "out")
+    assert not (tmp_path / "ran").exists()
+    assert_nothing_left(tmp_path / "out")
+
+
+def test_existing_output_is_kept(tmp_path):
+    root = csv_dir(tmp_path / "ogbn")
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ringgnn.DatasetExistsError):
+        convert_ogb(root, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+# --- MAG240M -----------------------------------------------------------------------------------
+
+MAG = {"paper": 4, "author": 3, "institution": 2, "num_classes": 3}
+MAG_RELS = {"paper___cites___paper": [[0, 1, 2, 3], [1, 2, 0, 0]],
+            "author___writes___paper": [[0, 1, 1, 2, 2], [0, 0, 2, 3, 1]],
+            "author___affiliated_with___institution": [[0, 2], [1, 1]]}  # (2, 2): two edges
+PAPER_FEAT = (np.arange(4 * 5, dtype=np.float16).reshape(4, 5) - 3) / 4
+PAPER_LABEL = np.array([2, np.nan, 0, 1], dtype=np.float32)
+MAG_SPLIT = {"train": np.array([0, 3]), "valid": np.array([2]), "test-dev": np.array([1]),
+             "test-challenge": np.array([], dtype=np.int64)}
+
+
+def mag_dir(tmp_path: Path) -> Path:
+    """MAG240M's processed layout as ogb.lsc.MAG240MDataset reads it (ogb/lsc/mag240m.py)."""
+    root = tmp_path / "dataset" / "mag240m_kddcup2021"
+    for name, e in MAG_RELS.items():
+        (root / "processed" / name).mkdir(parents=True)
+        np.save(root / "processed" / name / "edge_index.npy", np.array(e, dtype=np.int64))
+    (root / "processed" / "paper").mkdir()
+    np.save(root / "processed" / "paper" / "node_feat.npy", PAPER_FEAT)
+    np.save(root / "processed" / "paper" / "node_label.npy", PAPER_LABEL)
+    np.save(root / "processed" / "paper" / "node_year.npy", np.arange(4, dtype=np.int64) + 2000)
+    torch.save(MAG, root / "meta.pt")
+    torch.save(MAG_SPLIT, root / "split_dict.pt")
+    return root
+
+
+def test_mag240m_converts_exactly(tmp_path, monkeypatch):
+    monkeypatch.setattr(_stage, "CHUNK_BYTES", 16)  # labels in several chunks
+    mag_dir(tmp_path)
+    assert detect(tmp_path / "dataset") == "mag240m"
+    m = convert_mag240m(tmp_path / "dataset", tmp_path / "out", add_reverse=True, memory="160M")
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.num_nodes_dict == {"author": 3, "institution": 2, "paper": 4}
+    assert m["source"]["from"] == "mag240m"
+    for name, e in MAG_RELS.items():
+        s, r, d = name.split("___")
+        assert neighbors(ds.relation(f"{s}:{r}:{d}")) == csc(np.array(e), MAG[d]), name
+        assert neighbors(ds.relation(f"{d}:rev_{r}:{s}")) == csc(np.array(e)[::-1], MAG[s]), name
+    paper = ds.node_type("paper")
+    np.testing.assert_array_equal(features(tmp_path / "out", "node/paper"), PAPER_FEAT)
+    assert paper.feature_dtype == "f16"
+    np.testing.assert_array_equal(paper.labels, expected_labels(PAPER_LABEL))
+    assert paper.split_names == ["test_challenge", "test_dev", "train", "val"]
+    assert paper.split("val").tolist() == [2] and paper.split("test_dev").tolist() == [1]
+    assert ds.node_type("author").feature_dim is None
+
+
+MAG_BAD = [
+    (lambda r: os.remove(r / "meta.pt"), FileNotFoundError, r"node counts"),
+    (lambda r: torch.save({"paper": 4, "author": 3}, r / "meta.pt"), _core.InputError,
+     r"meta.pt: no node count for 'institution'"),
+    (lambda r: np.save(r / "processed" / "paper" / "node_feat.npy", PAPER_FEAT[:3]), _core.InputError,
+     r"node_feat.npy: float16 of shape \(3, 5\), but meta.pt has 4 papers"),
+    (lambda r: np.save(r / "processed" / "paper" / "node_label.npy", np.array([0, 3, 1, 1.0])), _core.InputError,
+     r"node_label.npy: label 3.0 of paper 1 is not a class; .* below num_classes 3"),
+    (lambda r: torch.save({"train": np.array([4])}, r / "split_dict.pt"), _core.InputError,
+     r"split_dict.pt: 'train'\[0\]: paper id 4 is out of range"),
+    (lambda r: os.remove(r / "processed" / "author___writes___paper" / "edge_index.npy"), FileNotFoundError,
+     r"edges of author___writes___paper"),
+    (lambda r: np.save(r / "processed" / "paper___cites___paper" / "edge_index.npy", np.array([[0], [9]])),
+     _core.InputError, r"paper___cites___paper/edge_index.npy: .*out of range"),  # found by the builder
+]
+
+
+@pytest.mark.parametrize("mutate,error,pattern", MAG_BAD, ids=[str(i) for i in range(len(MAG_BAD))])
+def test_mag240m_bad_input_names_the_file_and_leaves_nothing(tmp_path, mutate, error, pattern):
+    root = mag_dir(tmp_path)
+    mutate(root)
+    with pytest.raises(error, match=pattern):
+        convert_mag240m(root, tmp_path / "out")
+    assert_nothing_left(tmp_path / "out")
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def test_cli_detects_and_forces_each_source(tmp_path, capsys):
+    csv_dir(tmp_path / "ogbn")
+    mag_dir(tmp_path)
+    assert main(["convert", str(tmp_path / "ogbn"), str(tmp_path / "a"), "-q"]) == 0
+    assert_converted(tmp_path / "a")
+    assert main(["convert", str(tmp_path / "dataset"), str(tmp_path / "b"), "--add-reverse", "-q"]) == 0
+    assert len(ringgnn.Dataset.open(tmp_path / "b").relations) == 6
+    assert main(["convert", str(tmp_path / "ogbn"), str(tmp_path / "c"), "--from", "mag240m"]) == 1
+    assert "not MAG240M's layout" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "ogbn"), str(tmp_path / "c"), "--features", "x.npy", "--dedup"]) == 1
+    assert "--features: not options of an OGB directory" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "dataset"), str(tmp_path / "c"), "--undirected"]) == 1
+    assert "--undirected: not options of MAG240M's processed layout" in capsys.readouterr().err
+    (tmp_path / "e.csv").write_text("0,1\n")
+    assert main(["convert", str(tmp_path / "e.csv"), str(tmp_path / "c"), "--split-scheme", "time"]) == 1
+    assert "--split-scheme applies to an OGB directory INPUT" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "e.csv"), str(tmp_path / "c"), "--from", "ogb"]) == 1
+    assert "no raw/ directory" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
