@@ -24,6 +24,7 @@ from .client import Client
 from .build import NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest, verify
 from .dataset import Dataset, HeteroDataset
 from .hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
+from .importers.pyg_io import from_pyg
 from .inference import infer
 from .links import LinkLoader, LinkSampler, NegativeSampling
 from .loader import Loader
@@ -38,6 +39,7 @@ __all__ = [
     "Dataset",
     "DatasetExistsError",
     "HeteroDataset",
+    "from_pyg",
     "HeteroLoader",
     "HeteroNeighborSampler",
     "HeteroSample",

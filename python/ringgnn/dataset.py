@@ -164,6 +164,14 @@ class Dataset:
         """In-degree of every node as int64."""
         return np.diff(self.indptr())
 
+    def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
+        """The dataset as a PyG ``Data`` in memory (``edge_index``, ``x`` float32, ``y``,
+        ``NAME_mask`` per split); refused when it needs more than ``memory`` bytes. See
+        :mod:`ringgnn.importers.pyg_io`."""
+        from .importers.pyg_io import to_pyg
+
+        return to_pyg(self, memory)
+
     def __repr__(self) -> str:
         parts = [f"num_nodes={self.num_nodes:,}", f"num_edges={self.num_edges:,}"]
         if self.feature_dim is not None:
@@ -282,6 +290,12 @@ class HeteroDataset:
             f = self.manifest["node_types"][t].get("features")
             out[t] = None if f is None else f["dim"]
         return out
+
+    def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
+        """The dataset as a PyG ``HeteroData`` in memory; see :meth:`Dataset.to_pyg`."""
+        from .importers.pyg_io import to_pyg
+
+        return to_pyg(self, memory)
 
     def __repr__(self) -> str:
         types = ", ".join(f"{t}={n:,}" for t, n in self.num_nodes_dict.items())

@@ -1,0 +1,276 @@
+"""PyG objects in and out: :func:`from_pyg` builds a ringgnn dataset from a
+``torch_geometric.data.Data`` or ``HeteroData`` (what a notebook holds), :func:`to_pyg` loads a
+dataset that fits in memory back as one (``Dataset.to_pyg()``).
+
+What becomes what:
+
+* ``edge_index`` ((2, E) ids) -> the graph; of ``HeteroData``, each edge type ``(S, R, D)`` ->
+  relation ``S:R:D`` (its own CSC);
+* ``x`` ([N, D] float16/32/64 or bfloat16) -> features (stored as given; bfloat16 as bf16),
+  ``y`` ([N] or [N, 1] integer classes, -1 = unlabeled; float with NaN for unlabeled is accepted
+  when every other value is a whole class) -> labels, per node type for ``HeteroData``;
+* splits: ``split`` when given, else ``train_mask``/``val_mask``/``test_mask`` (boolean [N]) or
+  ``train_idx``/``val_idx``/``test_idx`` (node ids) of the store; ``split`` is what
+  :func:`ringgnn.convert` takes (``"train=0.8,val=0.1,test=0.1"``) or a dict of masks or id
+  arrays (of ``HeteroData``: a dict node type -> such a spec).
+
+The tensors are in memory already; they are written to a staging directory beside ``out`` as
+``.npy`` and the builders (:func:`ringgnn.build.convert`, :func:`ringgnn.build.build_hetero`)
+build from them within ``memory``, atomically. :func:`to_pyg` goes back: the CSC is read into
+``edge_index`` (sorted by destination, then source: the stored order, not the input's), features
+come back float32, labels int64 (-1 unlabeled), node splits as ``NAME_mask``; edge splits are not
+converted. It refuses a dataset whose arrays would need more than ``memory`` bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import _core, build
+from .._core import InputError
+from .._files import os_errors
+from .._options import default_memory, size
+from ._stage import PathLike, Staging, unambiguous_edges
+
+_SPLITS = ("train", "val", "test")
+
+
+def _numpy(t: Any, where: str) -> np.ndarray:
+    import torch
+
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+    if isinstance(t, np.ndarray):
+        return t
+    raise InputError(f"{where}: a {type(t).__name__}, not a tensor; give a torch.Tensor")
+
+
+class _Stager:
+    def __init__(self, stage: Staging):
+        self.stage = stage
+
+    def save(self, a: np.ndarray, stem: str) -> str:
+        path = self.stage.path(stem)
+        with os_errors("writing", path):
+            np.save(path, np.ascontiguousarray(a), allow_pickle=False)
+        return path
+
+    def edges(self, store: Any, where: str, n_src: int, n_dst: int) -> str:
+        e = getattr(store, "edge_index", None)
+        if e is None:
+            adj = " (it has adj_t: give edge_index, e.g. with torch_geometric.transforms.ToSparseTensor's inverse)" \
+                if getattr(store, "adj_t", None) is not None else ""
+            raise InputError(f"{where}: no edge_index{adj}; give the edges as a (2, E) tensor")
+        a = _numpy(e, f"{where}.edge_index")
+        if a.ndim != 2 or a.shape[0] != 2 or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"{where}.edge_index: {a.dtype} of shape {tuple(a.shape)}; give integer ids of shape (2, E)")
+        a = a.astype(np.int64, copy=False)
+        for row, n, end in ((0, n_src, "source"), (1, n_dst, "destination")):
+            bad = np.flatnonzero((a[row] < 0) | (a[row] >= n))
+            if bad.size:
+                i = int(bad[0])
+                raise InputError(f"{where}.edge_index[{row}, {i}]: {end} {a[row, i]} is out of range ({n} nodes); "
+                                 "set num_nodes or fix the ids")
+        return unambiguous_edges(self.save(a, "edges"), self.stage)
+
+    def features(self, store: Any, where: str, n: int) -> Tuple[Optional[str], Optional[str]]:
+        import torch
+
+        x = getattr(store, "x", None)
+        if x is None:
+            return None, None
+        dtype = "bf16" if isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16 else None
+        a = _numpy(x, f"{where}.x")
+        if a.ndim == 1:
+            a = a.reshape(-1, 1)
+        if a.ndim != 2 or a.shape[0] != n or a.dtype not in (np.float16, np.float32, np.float64):
+            raise InputError(f"{where}.x: {a.dtype} of shape {tuple(a.shape)}; give float features of shape ({n}, D) "
+                             "(cast integer features with x.float())")
+        return self.save(a, "features"), dtype
+
+    def labels(self, store: Any, where: str, n: int) -> Optional[str]:
+        y = getattr(store, "y", None)
+        if y is None:
+            return None
+        a = _numpy(y, f"{where}.y")
+        if a.ndim == 2 and a.shape[1] == 1:
+            a = a[:, 0]
+        if a.ndim != 1 or a.shape[0] != n:
+            raise InputError(f"{where}.y: shape {tuple(a.shape)}; give one class per node ({n}) (multi-label targets "
+                             "are not supported)")
+        if a.dtype.kind == "f":
+            nan = np.isnan(a)
+            bad = np.flatnonzero(~nan & (a != np.floor(a)))
+            if bad.size:
+                raise InputError(f"{where}.y[{bad[0]}] = {a[bad[0]]}: not a class; give integer classes "
+                                 "(regression targets are not supported)")
+            a = np.where(nan, -1, a)
+        elif a.dtype.kind not in "iub":
+            raise InputError(f"{where}.y: {a.dtype}; give integer classes")
+        a = a.astype(np.int64)
+        bad = np.flatnonzero(a < -1)
+        if bad.size:
+            raise InputError(f"{where}.y[{bad[0]}] = {a[bad[0]]}; give classes >= 0, -1 = unlabeled")
+        return self.save(a, "labels")
+
+    def split(self, store: Any, where: str, n: int, given: Any) -> Any:
+        if isinstance(given, str) or (isinstance(given, Mapping) and all(
+                isinstance(v, (int, float, str, os.PathLike)) for v in given.values())):
+            return given  # fractions or files: the builder's own split forms
+        found: Dict[str, Any] = {}
+        if given is not None:
+            if not isinstance(given, Mapping):
+                raise InputError(f"split: a {type(given).__name__}; give a spec string or a dict of masks or ids")
+            found = {str(k): (v, f"split['{k}']") for k, v in given.items()}
+        else:
+            for s in _SPLITS:
+                for attr in (f"{s}_mask", f"{s}_idx", f"{s}_index"):
+                    v = getattr(store, attr, None)
+                    if v is not None:
+                        found[s] = (v, f"{where}.{attr}")
+                        break
+        out = {}
+        for name, (v, at) in found.items():
+            a = _numpy(v, at)
+            if a.dtype == np.bool_:
+                if a.shape != (n,):
+                    raise InputError(f"{at}: a mask of shape {tuple(a.shape)}; give one boolean per node ({n})"
+                                     + (" (several splits in columns: pass split={'train': mask[:, i], ...})"
+                                        if a.ndim == 2 else ""))
+                a = np.flatnonzero(a)
+            elif a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+                raise InputError(f"{at}: {a.dtype} of shape {tuple(a.shape)}; give a boolean mask or node ids")
+            a = a.astype(np.int64)
+            bad = np.flatnonzero((a < 0) | (a >= n))
+            if bad.size:
+                raise InputError(f"{at}[{bad[0]}]: node {a[bad[0]]} is out of range ({n} nodes)")
+            out[name] = self.save(a, f"split-{name}")
+        return out or None
+
+
+def from_pyg(
+    data: Any,
+    out: PathLike,
+    *,
+    split: Any = None,
+    undirected: bool = False,
+    add_reverse: bool = False,
+    feature_dtype: Optional[str] = None,
+    seed: int = 0,
+    memory: Optional[build.Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Build a ringgnn dataset at ``out`` from a PyG ``Data`` (homogeneous) or ``HeteroData``;
+    returns the manifest. ``undirected`` (``Data``) adds the reverse of every edge;
+    ``add_reverse`` (``HeteroData``) adds ``D:rev_R:S`` per relation. ``split``: see the module."""
+    from torch_geometric.data import Data, HeteroData
+
+    if not isinstance(data, (Data, HeteroData)):
+        raise InputError(f"from_pyg takes a torch_geometric.data.Data or HeteroData, not a {type(data).__name__}")
+    hetero = isinstance(data, HeteroData)
+    if hetero and undirected:
+        raise InputError("from_pyg: undirected applies to a Data; for a HeteroData pass add_reverse=True")
+    if not hetero and add_reverse:
+        raise InputError("from_pyg: add_reverse applies to a HeteroData; for a Data pass undirected=True")
+    common = dict(seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+    with Staging(out, overwrite) as stage:
+        s = _Stager(stage)
+        if not hetero:
+            n = _num_nodes(data, "data")
+            edges = s.edges(data, "data", n, n)
+            feats, dtype = s.features(data, "data", n)
+            return build.convert(edges, out, format="npy", num_nodes=n, undirected=undirected, features=feats,
+                                 feature_dtype=feature_dtype or dtype, labels=s.labels(data, "data", n),
+                                 split=s.split(data, "data", n, split), **common)
+        if split is not None and not isinstance(split, Mapping):
+            raise InputError("from_pyg: a HeteroData's split is a dict node type -> split spec")
+        counts = {t: _num_nodes(data[t], f"data['{t}']") for t in data.node_types}
+        types = []
+        for t, n in counts.items():
+            where = f"data['{t}']"
+            feats, dtype = s.features(data[t], where, n)
+            types.append(build.NodeType(t, n, features=feats, feature_dtype=feature_dtype or dtype,
+                                        labels=s.labels(data[t], where, n),
+                                        split=s.split(data[t], where, n, (split or {}).get(t))))
+        rels = []
+        for et in data.edge_types:
+            src, _, dst = et
+            rels.append(build.Relation(":".join(et), s.edges(data[et], f"data[{et!r}]", counts[src], counts[dst]), "npy"))
+        return build.build_hetero(out, types, rels, add_reverse=add_reverse,
+                                  source={"command": "from_pyg", "class": "HeteroData"}, **common)
+
+
+def _num_nodes(store: Any, where: str) -> int:
+    n = store.num_nodes
+    if n is None:
+        raise InputError(f"{where}: the number of nodes is unknown (no x, no num_nodes); set {where}.num_nodes")
+    return int(n)
+
+
+# --- back to PyG --------------------------------------------------------------------------------
+
+
+def _graph(ds: Any) -> np.ndarray:
+    """The CSC of (a part) ``ds`` as a (2, E) edge_index, sorted by destination then source."""
+    indptr = ds.indptr()
+    e = int(indptr[-1])
+    dtype = "<u4" if ds.manifest["graph"]["indices_dtype"] == "u32" else "<u8"
+    path = os.path.join(ds.path, ds.manifest["files"]["indices"]["path"])
+    with os_errors("reading", path):
+        src = np.fromfile(path, dtype=dtype, count=e).astype(np.int64) if e else np.zeros(0, np.int64)
+    dst = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    return np.stack([src, dst])
+
+
+def _node_store(ds: Any, part: Optional[str]) -> Dict[str, Any]:
+    import torch
+
+    out: Dict[str, Any] = {"num_nodes": ds.num_nodes}
+    if ds.feature_dim is not None:
+        reader = _core.FeatureReader(ds.path, part=part) if part else _core.FeatureReader(ds.path)
+        out["x"] = torch.from_numpy(reader.gather(np.arange(ds.num_nodes, dtype=np.int64)))
+    if ds.labels is not None:
+        out["y"] = torch.from_numpy(ds.labels)
+    for name in ds.split_names:
+        mask = torch.zeros(ds.num_nodes, dtype=torch.bool)
+        mask[torch.from_numpy(ds.split(name))] = True
+        out[f"{name}_mask"] = mask
+    return out
+
+
+def _bytes(nodes: int, dims: int, edges: int) -> int:
+    return 16 * edges + 4 * dims + 16 * nodes  # edge_index int64, x float32, y int64 and masks
+
+
+def to_pyg(ds: Any, memory: Union[None, int, str] = None) -> Any:
+    """``ds`` (a :class:`ringgnn.Dataset` or :class:`ringgnn.HeteroDataset`) as a PyG ``Data`` or
+    ``HeteroData`` in memory; refused when its arrays need more than ``memory`` bytes (default:
+    what the machine or its memory cgroup leaves)."""
+    from torch_geometric.data import Data, HeteroData
+
+    limit = size(memory, "memory") if memory is not None else default_memory(held=0)
+    if ds.is_hetero:
+        dims = sum(n * (ds.feature_dims()[t] or 0) for t, n in ds.num_nodes_dict.items())
+        need = _bytes(ds.num_nodes, dims, ds.num_edges)
+    else:
+        need = _bytes(ds.num_nodes, ds.num_nodes * (ds.feature_dim or 0), ds.num_edges)
+    if need > limit:
+        raise InputError(f"{ds.path}: needs about {need / 2**30:.1f} GiB in memory as a PyG object, more than "
+                         f"{limit / 2**30:.1f} GiB; sample it with ringgnn's loaders instead (or pass a larger memory)")
+    import torch
+
+    if not ds.is_hetero:
+        return Data(edge_index=torch.from_numpy(_graph(ds)), **_node_store(ds, None))
+    data = HeteroData()
+    for t in ds.node_types:
+        for k, v in _node_store(ds.node_type(t), f"node/{t}").items():
+            setattr(data[t], k, v)
+    for r in ds.relations:
+        data[tuple(r.split(":"))].edge_index = torch.from_numpy(_graph(ds.relation(r)))
+    return data
