@@ -149,12 +149,14 @@ def test_graphbolt_dataset_converts_and_trains_from_the_command_line(planted, tm
     assert conv.num_edges_dict == ds.num_edges_dict
     fanouts = json.dumps({rel: [5, 5] for rel in conv.relations})
     r = _cli("train", str(tmp_path / "ds"), "--target", "paper", "--model", "rgcn", "--fanouts", fanouts,
-             "--epochs", "2", "--lr", "0.01", "--out", str(tmp_path / "run"), "-q")
+             "--epochs", "2", "--lr", "0.01", "--cache", "256K", "--out", str(tmp_path / "run"), "-q")
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["heterogeneous"] and m["target"] == "paper" and m["best_val_acc"] > 0.5
-    r = _cli("train", str(tmp_path / "ds"), "--target", "paper", "--cache", "1M", "--out", str(tmp_path / "r2"))
-    assert r.returncode != 0 and "--cache: not available for heterogeneous datasets" in r.stderr
+    assert m["args"]["cache"] == 256 << 10
+    r = _cli("train", str(tmp_path / "ds"), "--target", "paper", "--cache-policy", "degree", "--out",
+             str(tmp_path / "r2"))
+    assert r.returncode != 0 and "--cache-policy: not available for heterogeneous datasets" in r.stderr
     r = _cli("train", str(tmp_path / "ds"), "--out", str(tmp_path / "r3"))
     assert r.returncode != 0 and "--target TYPE" in r.stderr
 

@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -37,6 +37,7 @@ import numpy as np
 from . import _core, _options
 from ._core import InputError
 from .dataset import Dataset, HeteroDataset, PathLike
+from .hetero_features import TypedRows, choose_cache_rows, row_bytes, source_hits
 
 logger = logging.getLogger("ringgnn")
 
@@ -339,14 +340,6 @@ class HeteroNeighborSampler:
                 f"backend={self.backend_choice!r}, seed={self.seed})")
 
 
-@dataclass
-class _Worker:
-    """What one loader thread holds: its sampler's core object is thread-local in the sampler;
-    feature readers are its own (a reader's gatherer serves one caller at a time)."""
-
-    readers: Dict[str, Any] = field(default_factory=dict)
-
-
 class HeteroLoader:
     """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type,
     sampled with :class:`HeteroNeighborSampler`, each type's feature rows gathered from its file
@@ -356,13 +349,19 @@ class HeteroLoader:
 
     ``seeds``: a split name of the target type (``"train"``), an array of its ids, or None (all).
     ``shuffle`` permutes them by (seed, epoch); :meth:`set_epoch` picks the epoch.
+
+    ``cache``: bytes (or "64M") of hot feature rows held in memory, one budget across the node
+    types: rows ranked by expected hits (out-degree in the sampled relations) per byte held
+    (``ringgnn.hetero_features``); batches are the same with or without it. ``features``:
+    another loader's ``features`` (the per-type readers and the cache), shared instead of made.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
                  seeds: Any = "train", batch_size: int = 512, shuffle: bool = True, drop_last: bool = False,
                  replace: bool = False, seed: int = 0, threads: Optional[int] = None, prefetch: int = 2,
                  backend: str = "auto", feature_backend: str = "auto", direct: bool = False,
-                 memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None):
+                 memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
+                 cache: Union[None, int, str] = None, features: Optional[TypedRows] = None):
         self.sampler = sampler or HeteroNeighborSampler(dataset, fanouts, replace=replace, backend=backend,
                                                         direct=direct, seed=seed, memory=memory)
         self.dataset = self.sampler.dataset
@@ -379,13 +378,24 @@ class HeteroLoader:
         self.direct = bool(direct)
         self.labels = part.labels
         self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
+        self.cache = _options.size(cache, "cache") or 0
+        if features is not None:
+            if features.path != self.dataset.path or features.types != self.feature_types:
+                raise InputError(f"features: rows of {features.path} ({features.types}), not of this loader's dataset "
+                                 f"{self.dataset.path}; share features between loaders of one dataset")
+            self.features = features
+        else:
+            choice = None
+            if self.cache and self.feature_backend != "memory":
+                read = [r for r, f in self.sampler.fanouts.items() if any(f)]
+                hits = {t: source_hits(self.dataset, t, read) for t in self.feature_types}
+                choice = choose_cache_rows(hits, row_bytes(self.dataset), self.cache)
+            self.features = TypedRows(self.dataset.path, dict.fromkeys(self.feature_types, self.feature_backend),
+                                      self.direct, choice)
         self.epoch = 0
         self.batches: Optional[List[int]] = None
         """The global indices of the batches an epoch yields (one rank's share under
         ``torchrun``, see ``ringgnn.distributed.shard``); None: all of them, in order."""
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._shared: Optional[Tuple[int, _Worker]] = None
 
     def _seeds(self, part: Dataset, spec: Any) -> np.ndarray:
         if isinstance(spec, str) and spec != "all" and spec not in part.split_names:
@@ -411,32 +421,15 @@ class HeteroLoader:
             ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
         return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
 
-    def _reader(self, t: str) -> Any:
-        return _core.FeatureReader(self.dataset.path, backend=self.feature_backend, direct=self.direct,
-                                   part=f"node/{t}")
-
-    def _worker(self) -> _Worker:
-        """This thread's feature readers: its own for disk backends (a reader's gatherer serves
-        one caller at a time, with its own ring); for ``memory`` the process's, shared by the
-        threads, so each feature file is loaded once (a gather from memory is a copy)."""
-        pid = os.getpid()
-        w = getattr(self._local, "worker", None)
-        if w is None or getattr(self._local, "pid", None) != pid:
-            if self.feature_backend == "memory":
-                with self._lock:
-                    if self._shared is None or self._shared[0] != pid:
-                        self._shared = (pid, _Worker({t: self._reader(t) for t in self.feature_types}))
-                    w = self._shared[1]
-            else:
-                w = _Worker({t: self._reader(t) for t in self.feature_types})
-            self._local.worker, self._local.pid = w, pid
-        return w
+    def feature_stats(self) -> Dict[str, Dict[str, int]]:
+        """Per type, the feature reads of this process's threads (rows, cache hits, pages and
+        bytes read), summed; the cache's rows per type are ``features.cached_rows()``."""
+        return self.features.stats()
 
     def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
         """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``."""
         s = self.sampler.sample(ids, self.target, epoch=epoch, batch=index)
-        w = self._worker()
-        x = {t: w.readers[t].gather(s.node[t]) for t in self.feature_types}
+        x = {t: self.features.gather(t, s.node[t]) for t in self.feature_types}
         y = None if self.labels is None else self.labels[s.node[self.target]]
         data = s.to_hetero_data(x, y)
         data[self.target].input_id = _index_tensor(ids)

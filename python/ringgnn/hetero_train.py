@@ -42,6 +42,7 @@ def train_hetero(
     dropout: float = 0.3,
     embed_dim: Optional[int] = None,
     memory: Any = None,
+    cache: Any = None,
     backend: str = "auto",
     direct: bool = False,
     threads: Optional[int] = None,
@@ -87,6 +88,7 @@ def train_hetero(
         raise InputError(f"--dropout {dropout}: must be in [0, 1)")
     if embed_dim is not None:
         embed_dim = _options.count(embed_dim, "--embed-dim", 1)
+    cache = _options.size(cache, "--cache")
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
@@ -96,8 +98,8 @@ def train_hetero(
     try:
         metrics = _train(ds, ranks, net, target, info, fan, model=model, batch_size=batch_size, epochs=epochs,
                          hidden=hidden, layers=layers, lr=lr, dropout=dropout, embed_dim=embed_dim, memory=memory,
-                         backend=backend, direct=direct, threads=threads, seed=seed, out=out, resume=resume,
-                         overwrite=overwrite, quiet=quiet, log=log, device=device)
+                         cache=cache, backend=backend, direct=direct, threads=threads, seed=seed, out=out,
+                         resume=resume, overwrite=overwrite, quiet=quiet, log=log, device=device)
     finally:
         distributed.leave(ranks)
     best = metrics["best_epoch"]
@@ -122,14 +124,15 @@ def train_hetero(
 
 def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, info: Dict[str, Any],
            fan: Dict[str, List[int]], *, model: str, batch_size: int, epochs: int, hidden: int, layers: int,
-           lr: float, dropout: float, embed_dim: Optional[int], memory: Any, backend: str, direct: bool,
+           lr: float, dropout: float, embed_dim: Optional[int], memory: Any, cache: Optional[int], backend: str,
+           direct: bool,
            threads: Optional[int], seed: int, out: str, resume: bool, overwrite: bool, quiet: bool,
            log: Callable[[str], None], device: str) -> Dict[str, Any]:
     import torch
 
     run_args = dict(task="node", model=model, decoder=None, fanouts=fan, batch_size=batch_size, epochs=epochs,
                     hidden=hidden, layers=layers, lr=lr, dropout=dropout, neg_ratio=None, neg_weight=None,
-                    memory=memory, device=device, seed=seed, world_size=ranks.world_size, target=target,
+                    memory=memory, cache=cache, device=device, seed=seed, world_size=ranks.world_size, target=target,
                     embed_dim=embed_dim, hetero=net.config())
     if not ranks.leader:
         log, quiet = (lambda s: None), True
@@ -148,8 +151,9 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
     net = HeteroModel.from_config(run_args["hetero"]).to(dev)
     sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory)
     common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler)
-    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
-    evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, **common)
+    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, cache=cache, **common)
+    # The evaluation loaders read through the training loader's readers: one cache.
+    evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features, **common)
              for s in ("val", "test") if s in info["splits"]}
     if ranks.active:
         # Each rank its share of every epoch's batches (ringgnn.distributed): training padded so

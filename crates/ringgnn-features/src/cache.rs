@@ -132,6 +132,17 @@ impl HotRowCache {
         Self::load(&file, &mut open_pread(&file)?, ids)
     }
 
+    /// A cache of exactly the rows `ids` of `ds` (ascending, distinct, in range: an error names
+    /// the first that is not), read with buffered preads: the caller chose them, e.g. the
+    /// heterogeneous loader's ranking of rows across node types by expected hits per byte.
+    pub fn build_from_ids(ds: &Dataset, ids: Vec<u64>) -> Result<Self> {
+        let file = FeatureFile::of(ds)?;
+        if ids.is_empty() {
+            return Ok(Self::empty(&file));
+        }
+        Self::load(&file, &mut open_pread(&file)?, ids)
+    }
+
     /// A cache of the rows `ids` (ascending, distinct, in range) of `file`, read from `source`.
     pub fn load(file: &FeatureFile, source: &mut RowSource, ids: Vec<u64>) -> Result<Self> {
         if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {

@@ -126,3 +126,24 @@ fn cache_ids_must_be_ascending_and_in_range() {
     let e = HotRowCache::load(&file, &mut src, vec![3, 12]).unwrap_err();
     assert!(e.to_string().contains("node 12 is out of range"), "{e}");
 }
+
+#[test]
+fn rows_are_exactly_the_ids_given() {
+    let (v, dim) = (12, 5);
+    let vals = values(v, dim, 3);
+    for dtype in DTYPES {
+        let (_d, ds) = build(&star(), v, &vals, dim, dtype);
+        let c = HotRowCache::build_from_ids(&ds, vec![1, 4, 11]).unwrap();
+        assert_eq!(c.ids(), &[1, 4, 11]);
+        for (slot, &id) in c.ids().iter().enumerate() {
+            let mut got = vec![0.0; dim];
+            decode_row(dtype, c.row(slot), &mut got);
+            assert_eq!(got, expected(&vals, dim, dtype, &[id]));
+        }
+        assert!(HotRowCache::build_from_ids(&ds, vec![]).unwrap().is_empty());
+        let e = HotRowCache::build_from_ids(&ds, vec![4, 1]).unwrap_err();
+        assert!(e.to_string().contains("found 4 then 1"), "{e}");
+        let e = HotRowCache::build_from_ids(&ds, vec![12]).unwrap_err();
+        assert!(e.to_string().contains("node 12 is out of range"), "{e}");
+    }
+}

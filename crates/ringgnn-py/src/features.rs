@@ -95,10 +95,11 @@ fn backend_of(backend: &str) -> PyResult<(BackendKind, bool)> {
 #[pymethods]
 impl FeatureReader {
     /// `backend`: "auto" | "uring" | "pread" (read from disk) or "memory" (load the file);
-    /// `cache`: bytes of hot rows (highest in-degree) kept in memory, 0 for none.
+    /// `cache`: bytes of hot rows (highest in-degree) kept in memory, 0 for none;
+    /// `cache_ids`: instead, exactly these rows (ascending, distinct node ids) kept in memory.
     #[new]
     /// `part`: a node type of a heterogeneous dataset (`node/TYPE`).
-    #[pyo3(signature = (path, backend="auto", direct=false, cache=0, part=None))]
+    #[pyo3(signature = (path, backend="auto", direct=false, cache=0, part=None, cache_ids=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -106,13 +107,36 @@ impl FeatureReader {
         direct: bool,
         cache: u64,
         part: Option<&str>,
+        cache_ids: Option<PyReadonlyArray1<'_, i64>>,
     ) -> PyResult<Self> {
         let (kind, memory) = backend_of(backend)?;
         let dataset = py
             .detach(|| crate::dataset::open_dataset(&path, part))
             .map_err(StoreError)?;
         let file = FeatureFile::of(&dataset).map_err(FeaturesError)?;
-        let cache = if cache > 0 && !memory {
+        let cache = if let Some(ids) = cache_ids {
+            if cache > 0 {
+                return Err(input_error(
+                    "give the cache as bytes (cache) or as node ids (cache_ids), not both"
+                        .to_string(),
+                ));
+            }
+            let ids = ids.as_array();
+            if let Some(&id) = ids.iter().find(|&&x| x < 0) {
+                return Err(input_error(format!(
+                    "cache_ids: node {id} is negative: node ids are 0..num_nodes"
+                )));
+            }
+            let ids: Vec<u64> = ids.iter().map(|&x| x as u64).collect();
+            if memory {
+                None
+            } else {
+                let c = py
+                    .detach(|| HotRowCache::build_from_ids(&dataset, ids))
+                    .map_err(FeaturesError)?;
+                Some(Arc::new(c))
+            }
+        } else if cache > 0 && !memory {
             let c = py
                 .detach(|| HotRowCache::build_by_degree(&dataset, cache))
                 .map_err(FeaturesError)?;
@@ -158,6 +182,27 @@ impl FeatureReader {
             cache: None,
             gatherer: Mutex::new(None),
         })
+    }
+
+    /// A reader of the same rows with the same backend sharing this one's hot-row cache (held
+    /// once), with a gatherer of its own: one per thread, as a gatherer serves one caller at a
+    /// time. Its counters start at 0.
+    fn sibling(&self) -> Self {
+        FeatureReader {
+            file: self.file.clone(),
+            kind: self.kind,
+            direct: self.direct,
+            memory: self.memory,
+            cache: self.cache.clone(),
+            dim: self.dim,
+            gatherer: Mutex::new(None),
+        }
+    }
+
+    /// Bytes the hot-row cache holds (rows and their ids).
+    #[getter]
+    fn cache_bytes(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.bytes())
     }
 
     /// Feature width.

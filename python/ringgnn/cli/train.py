@@ -56,7 +56,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate (default 0.005)")
     p.add_argument("--dropout", type=float, default=0.3, help="dropout between layers (default 0.3)")
     p.add_argument("--cache", type=size_arg, default=None, metavar="SIZE",
-                   help="hot feature rows kept in memory (default: what --memory leaves; 0: none)")
+                   help="hot feature rows kept in memory (default: what --memory leaves; 0: none); on a heterogeneous "
+                        "dataset one budget across the node types, rows ranked by expected hits per byte")
     p.add_argument("--cache-policy", choices=CACHE_POLICIES, default="presample",
                    help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
@@ -125,7 +126,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 #: Options of the homogeneous path a heterogeneous run does not take yet, with their defaults.
-_HOMOGENEOUS_ONLY = {"task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None, "cache": None,
+_HOMOGENEOUS_ONLY = {"task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None,
                      "cache_policy": "presample", "prefetch": None, "hyperbatch": "auto", "staging_dir": None,
                      "staging_cap": None, "gpu_cache": None, "tensorboard": False}
 
@@ -144,7 +145,7 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
     fanouts: Any = json.loads(text) if text.startswith("{") else _options.fanouts(text)
     return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
                         epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
-                        embed_dim=args.embed_dim, memory=args.memory, backend=args.backend, direct=args.direct,
+                        embed_dim=args.embed_dim, memory=args.memory, cache=args.cache, backend=args.backend, direct=args.direct,
                         threads=args.threads, seed=args.seed, out=args.out, resume=args.resume,
                         overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device,
                         exact=args.eval_mode == "auto", dist_timeout=args.dist_timeout)
