@@ -17,8 +17,11 @@ Configurations: `memory` (every neighbor file and the feature file in RAM, no ca
 (io_uring with O_DIRECT for both, under `memcap --drop-caches CAP`; only the relations' offset
 indexes are held in memory) and `buffered` (io_uring through the page cache, same cap: the
 kernel keeps what the cap leaves of the hot pages) and `auto` (the sampler's own placement
-with `memory=CAP`: the largest neighbor files that fit in half the budget held in memory, the
-rest read with io_uring and O_DIRECT, under the same cap).
+with `memory=CAP`: the neighbor files worth most per byte that fit in half the budget held in
+memory, the rest read with io_uring and O_DIRECT, under the same cap; features from disk, no
+cache), `plan` (train only: `HeteroLoader`'s one memory plan within `memory=CAP`: neighbor files,
+feature files and the hot-row cache across types, O_DIRECT, same cap) and `nocache` (the same plan
+with `cache=0`).
 
 Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train [--work DIR]
     [--papers 2000000] [--batches 200] [--batch-size 1024] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
@@ -41,14 +44,23 @@ import ringgnn
 from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
 path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 ds = ringgnn.Dataset.open(path)
-direct = backend in ("disk", "auto")
-fb = "memory" if backend == "memory" else "uring"
-kind = {"memory": "memory", "disk": "uring", "buffered": "uring", "auto": "auto"}[backend]
-sampler = HeteroNeighborSampler(ds, [15, 10], backend=kind, direct=direct, seed=0,
-                                memory=None if cap == "-" else cap)
-out = dict(placement=sampler.resolved_backend())
-loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
-                      feature_backend=fb, direct=direct, sampler=sampler)
+direct = backend in ("disk", "auto", "plan", "nocache")
+if backend in ("plan", "nocache"):
+    # The loader's one memory plan within the cap: neighbor files, feature files and the cache
+    # (nocache: the same plan with cache=0).
+    loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
+                          direct=True, memory=cap, cache=0 if backend == "nocache" else None)
+    sampler = loader.sampler
+    out = dict(placement=sampler.resolved_backend(), plan=loader.plan.text(),
+               cache_bytes=0 if loader.plan.cache is None else loader.plan.cache.total)
+else:
+    fb = "memory" if backend == "memory" else "uring"
+    kind = {"memory": "memory", "disk": "uring", "buffered": "uring", "auto": "auto"}[backend]
+    sampler = HeteroNeighborSampler(ds, [15, 10], backend=kind, direct=direct, seed=0,
+                                    memory=None if cap == "-" else cap)
+    out = dict(placement=sampler.resolved_backend())
+    loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
+                          feature_backend=fb, direct=direct, sampler=sampler, cache=0)
 seeds = loader.batch_seeds(0)[:batches]
 t0 = time.perf_counter()
 out.update(backend=backend, batches=len(seeds))
@@ -83,6 +95,10 @@ else:
         step += time.perf_counter() - c
         n += 1
     out.update(seconds=time.perf_counter() - t0, setup=setup, wait=wait, step=step, loss=float(loss.detach()))
+    st = loader.feature_stats()
+    out.update(feature_bytes_read=sum(v["bytes_read"] for v in st.values()),
+               cache_hits=sum(v["cache_hits"] for v in st.values()),
+               distinct_rows=sum(v["distinct_rows"] for v in st.values()))
 with open("/proc/self/io") as f:
     out["read_bytes"] = int(next(l for l in f if l.startswith("read_bytes")).split()[1])
 with open("/proc/self/status") as f:
@@ -129,7 +145,8 @@ def main():
     runs = {c: [] for c in configs}
     for rep in range(args.repeat):
         for c in (configs if rep % 2 == 0 else configs[::-1]):
-            cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches, args.cap if c == "auto" else "-",
+            cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches,
+                   args.cap if c in ("auto", "plan", "nocache") else "-",
                    args.batch_size]
             if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
@@ -150,15 +167,20 @@ def main():
         print("| configuration | seconds | vs memory | batches/s | sampled edges/s | bytes read | peak RSS | memcap |")
         print("|---|---|---|---|---|---|---|---|")
     else:
-        print("| configuration | seconds | vs memory | waiting for batches s | training s | bytes read | peak RSS | memcap |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| configuration | seconds | vs memory | waiting for batches s | training s | feature bytes read | "
+              "cache hits / distinct rows | bytes read | peak RSS | memcap |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
     for c, rs in runs.items():
         sec = statistics.median(o["seconds"] for o in rs)
         o = rs[0]
         name = {"memory": "memory (no cap)", "disk": f"io_uring + O_DIRECT, memcap --drop-caches {args.cap}",
                 "buffered": f"io_uring, page cache, memcap --drop-caches {args.cap}",
                 "auto": f"auto placement within --memory {args.cap} ({o['placement']}), O_DIRECT, memcap "
-                        f"--drop-caches {args.cap}"}[c]
+                        f"--drop-caches {args.cap}",
+                "plan": f"HeteroLoader's plan within --memory {args.cap} ({o['placement']}, cache "
+                        f"{o.get('cache_bytes', 0) / 2**20:.0f} MiB), O_DIRECT, memcap --drop-caches {args.cap}",
+                "nocache": f"the same plan with cache=0 ({o['placement']}), O_DIRECT, memcap --drop-caches "
+                           f"{args.cap}"}[c]
         fail = o["memcap"].split("failcnt=")[1].split()[0] if "failcnt=" in o["memcap"] else "-"
         tail = (f"{o['read_bytes'] / 2**30:.2f} GiB | {o['peak_rss'] / 2**20:.0f} MiB | "
                 f"{'-' if c == 'memory' else 'failcnt ' + fail} |")
@@ -166,8 +188,10 @@ def main():
             print(f"| {name} | {sec:.2f} | {sec / base:.2f}x | {o['batches'] / sec:.1f} | "
                   f"{statistics.median(x['edges'] / x['seconds'] for x in rs) / 1e6:.2f} M | {tail}")
         else:
+            hits = f"{o['cache_hits'] / max(1, o['distinct_rows']):.1%}"
             print(f"| {name} | {sec:.2f} | {sec / base:.2f}x | {statistics.median(x['wait'] for x in rs):.2f} | "
-                  f"{statistics.median(x['step'] for x in rs):.2f} | {tail}")
+                  f"{statistics.median(x['step'] for x in rs):.2f} | {o['feature_bytes_read'] / 2**30:.2f} GiB | "
+                  f"{hits} | {tail}")
 
 
 if __name__ == "__main__":

@@ -89,10 +89,15 @@ def _batches(loader):
 
 
 @pytest.mark.parametrize("backend", ["pread", "auto"])
-def test_batches_are_identical_and_hits_are_counted(typed, backend):
+def test_batches_are_identical_and_hits_are_counted(typed, backend, monkeypatch):
+    from ringgnn import _options
+
+    monkeypatch.setattr(_options, "process_rss", lambda: 0)
     ds = ringgnn.Dataset.open(typed)
-    kw = dict(seeds="train", batch_size=2, shuffle=True, seed=3, threads=2, feature_backend=backend)
-    plain = HeteroLoader(typed, [2, 2], "paper", **kw)
+    # Memory: the offset indexes (168 bytes), the cache and 30 bytes: feature files stay on disk.
+    kw = dict(seeds="train", batch_size=2, shuffle=True, seed=3, threads=2, feature_backend=backend,
+              memory=2 * (168 + 48 + 30))
+    plain = HeteroLoader(typed, [2, 2], "paper", cache=0, **kw)
     cached = HeteroLoader(typed, [2, 2], "paper", cache=48, **kw)
     assert cached.features.cached_rows() == {"author": 2, "paper": 1}
     assert cached.features.cache_bytes() == 48

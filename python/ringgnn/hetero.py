@@ -37,7 +37,8 @@ import numpy as np
 from . import _core, _options
 from ._core import InputError
 from .dataset import Dataset, HeteroDataset, PathLike
-from .hetero_features import TypedRows, choose_cache_rows, row_bytes, source_hits
+from .hetero_features import TypedRows
+from .hetero_plan import HeteroPlan, plan_hetero, relation_bytes
 
 logger = logging.getLogger("ringgnn")
 
@@ -167,10 +168,9 @@ class HeteroNeighborSampler:
         dataset: a :class:`ringgnn.HeteroDataset` or the path of one.
         fanouts: one list for every relation (``[10, 5]`` or ``"10,5"``) or a dict per relation.
         replace: draw with replacement.
-        backend: ``"auto"`` (see :meth:`placement`: within half of what ``memory`` leaves the
-            process, the neighbor
-            files in memory, all of them or the largest that fit, the others read with io_uring,
-            else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
+        backend: ``"auto"`` (see :meth:`placement`: the neighbor files the memory plan holds in
+            memory, the others read with io_uring, else pread), ``"memory"``, ``"uring"`` or
+            ``"pread"``.
         direct: with io_uring, read with O_DIRECT.
         seed: random seed.
         memory: the budget of the whole process the ``auto`` choice is made against (bytes or
@@ -182,12 +182,14 @@ class HeteroNeighborSampler:
             configurations (fanouts, seeds) then hold the graph once.
         disk_backend: how this sampler reads the relations the graph keeps on disk ("uring",
             "pread", "auto"), instead of the graph's backend.
+        plan: the memory plan (``ringgnn.hetero_plan.plan_hetero``) that placed the files; by
+            default one for the neighbor files alone.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
                  backend: str = "auto", direct: bool = False, seed: int = 0, memory: Union[None, int, str] = None,
                  with_edge_ids: bool = False, share: Optional["HeteroNeighborSampler"] = None,
-                 disk_backend: Optional[str] = None):
+                 disk_backend: Optional[str] = None, plan: Optional[HeteroPlan] = None):
         self.share = share
         self.disk_backend = None if disk_backend is None else _options.choice(disk_backend, ("auto", "uring", "pread"),
                                                                              "disk_backend")
@@ -204,7 +206,7 @@ class HeteroNeighborSampler:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._graph: Optional[Tuple[int, Any]] = None
-        self._placed: Optional[Tuple[str, List[str]]] = None
+        self._plan = plan
 
     @property
     def hops(self) -> int:
@@ -212,44 +214,26 @@ class HeteroNeighborSampler:
 
     def graph_bytes(self) -> Tuple[int, Dict[str, int]]:
         """(offset indexes of every relation, neighbor-file bytes per relation)."""
-        m = self.dataset.manifest
-        index = sum(8 * (m["node_types"][r.split(":")[2]]["num_nodes"] + 1) for r in self.dataset.relations)
-        width = {"u32": 4, "u64": 8}
-        files = {r: i["num_edges"] * width[i["graph"]["indices_dtype"]] for r, i in m["relations"].items()}
-        return index, files
+        return relation_bytes(self.dataset)
+
+    def plan(self) -> HeteroPlan:
+        """The memory plan this sampler's graph is opened with (``ringgnn.hetero_plan``, the one
+        owner of what is held): the one given (a loader's or a training run's, which also placed
+        the feature files and the cache), else one for the neighbor files alone, made once (what
+        the process holds changes later) with every frontier taken as dense."""
+        if self.share is not None:
+            return self.share.plan()
+        if self._plan is None:
+            self._plan = plan_hetero(self.dataset, self.fanouts, memory=self.memory, backend=self.backend_choice)
+        return self._plan
 
     def placement(self) -> Tuple[str, List[str]]:
         """(backend of the relations read from disk, relations whose neighbor file is held in
-        memory): the one owner of that choice. ``backend="auto"``: the offset indexes are always
-        held; then, within half of what ``memory`` leaves beside what the process already holds
-        (the other half is left to the batches), every neighbor file if all fit (backend
-        ``memory``), else the largest files that fit, largest first (a dense frontier reads
-        about a relation's whole file per hop, so a held byte saves about a byte read per hop
-        whichever relation it belongs to), the rest read from disk (io_uring, else pread). An
-        explicit backend applies to every relation."""
-        if self.share is not None:
-            return self.share.placement()
-        if self._placed is None:  # decided once: what the process holds changes later
-            self._placed = self._placement()
-        return self._placed
-
-    def _placement(self) -> Tuple[str, List[str]]:
-        if self.backend_choice != "auto":
-            return self.backend_choice, []
-        held_now = _options.process_rss()
-        budget = self.memory if self.memory is not None else _options.default_memory(held=held_now)
-        index, files = self.graph_bytes()
-        # What the process holds already is the caller's; half of the rest goes to the graph, half
-        # is left to the batches (samples, gathered rows, the model's activations).
-        room = max(0, budget - held_now) // 2 - index
-        if sum(files.values()) <= room:
-            return "memory", []
-        held = []
-        for r, n in sorted(files.items(), key=lambda kv: (-kv[1], kv[0])):
-            if n <= room:
-                held.append(r)
-                room -= n
-        return "auto", sorted(held)
+        memory), as :meth:`plan` decided: with ``backend="auto"`` the offset indexes are always
+        held, then the neighbor files worth the most bytes saved per byte held that fit the
+        plan's room (half of what ``memory`` leaves beside what the process holds); ``memory``
+        when every file is held. An explicit backend applies to every relation."""
+        return self.plan().placement()
 
     def resolved_backend(self) -> str:
         """How the neighbor files are read, in words (``memory``; ``auto``; ``auto, N of M
@@ -327,12 +311,12 @@ class HeteroNeighborSampler:
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_local=None, _lock=None, _graph=None, _placed=None, dataset=self.dataset.path)
+        state.update(_local=None, _lock=None, _graph=None, dataset=self.dataset.path)
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         state["dataset"] = open_hetero(state["dataset"], "HeteroNeighborSampler")
-        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None, _placed=None)
+        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
@@ -350,9 +334,14 @@ class HeteroLoader:
     ``seeds``: a split name of the target type (``"train"``), an array of its ids, or None (all).
     ``shuffle`` permutes them by (seed, epoch); :meth:`set_epoch` picks the epoch.
 
-    ``cache``: bytes (or "64M") of hot feature rows held in memory, one budget across the node
-    types: rows ranked by expected hits (out-degree in the sampled relations) per byte held
-    (``ringgnn.hetero_features``); batches are the same with or without it. ``features``:
+    What is held in memory is decided by one plan (``self.plan``, :func:`ringgnn.hetero_plan.plan_hetero`,
+    within ``memory``; ``plan.text()`` says why): per relation its neighbor file, per type its
+    feature file (``feature_backend="auto"``; ``memory`` holds them all, ``uring``/``pread``
+    none), and the hot-row cache. ``cache``: None lets the plan size it; bytes (or "64M") fix it,
+    0 for none; one budget across the node types, rows ranked by expected hits (out-degree in the
+    sampled relations) per byte held (``ringgnn.hetero_features``); batches are the same with or
+    without it. Given a ``sampler``, its plan decides if it was made with the features (a training
+    run's), else the features and cache are planned in what its placement leaves. ``features``:
     another loader's ``features`` (the per-type readers and the cache), shared instead of made.
     """
 
@@ -362,36 +351,44 @@ class HeteroLoader:
                  backend: str = "auto", feature_backend: str = "auto", direct: bool = False,
                  memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
                  cache: Union[None, int, str] = None, features: Optional[TypedRows] = None):
-        self.sampler = sampler or HeteroNeighborSampler(dataset, fanouts, replace=replace, backend=backend,
-                                                        direct=direct, seed=seed, memory=memory)
-        self.dataset = self.sampler.dataset
-        self.target = self.dataset.check_type(target)
-        part = self.dataset.node_type(target)
+        ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
+        self.target = ds.check_type(target)
+        part = ds.node_type(target)
+        self.dataset = ds
         self.seeds = self._seeds(part, seeds)
         self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self.feature_backend = _options.choice(feature_backend, ("auto", "memory", "uring", "pread"),
+                                               "feature_backend")
+        self.cache = _options.size(cache, "cache")
+        memory = _options.size(memory, "memory")
+        plan_args = dict(target=self.target, batch_size=self.batch_size, seeds=len(self.seeds),
+                         feature_backend=self.feature_backend, cache=self.cache)
+        if sampler is None:
+            fan = relation_fanouts(ds, fanouts)
+            self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.choice(backend, BACKENDS, "backend"),
+                                    **plan_args)
+            sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
+                                            memory=memory, plan=self.plan)
+        elif sampler.plan().features or not any(d is not None for d in ds.feature_dims().values()):
+            self.plan = sampler.plan()  # a run's plan: the sampler's files, the features and the cache
+        else:
+            self.plan = plan_hetero(ds, sampler.fanouts, memory=memory if memory is not None else sampler.memory,
+                                    fixed_relations=sampler.placement(), **plan_args)
+        self.sampler = sampler
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.seed = _options.count(seed, "seed")
         self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
         self.prefetch = _options.count(prefetch, "prefetch", 1)
-        self.feature_backend = _options.choice(feature_backend, ("auto", "memory", "uring", "pread"),
-                                               "feature_backend")
         self.direct = bool(direct)
         self.labels = part.labels
         self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
-        self.cache = _options.size(cache, "cache") or 0
         if features is not None:
             if features.path != self.dataset.path or features.types != self.feature_types:
                 raise InputError(f"features: rows of {features.path} ({features.types}), not of this loader's dataset "
                                  f"{self.dataset.path}; share features between loaders of one dataset")
             self.features = features
         else:
-            choice = None
-            if self.cache and self.feature_backend != "memory":
-                read = [r for r, f in self.sampler.fanouts.items() if any(f)]
-                hits = {t: source_hits(self.dataset, t, read) for t in self.feature_types}
-                choice = choose_cache_rows(hits, row_bytes(self.dataset), self.cache)
-            self.features = TypedRows(self.dataset.path, dict.fromkeys(self.feature_types, self.feature_backend),
-                                      self.direct, choice)
+            self.features = TypedRows(self.dataset.path, self.plan.feature_backends(), self.direct, self.plan.cache)
         self.epoch = 0
         self.batches: Optional[List[int]] = None
         """The global indices of the batches an epoch yields (one rank's share under

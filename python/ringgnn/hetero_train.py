@@ -26,6 +26,7 @@ from ._files import os_errors
 from .checkpoints import open_run, restore, save, write_json
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
 from .hetero_models import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
+from .hetero_plan import plan_hetero
 
 
 def train_hetero(
@@ -149,9 +150,12 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
     dev = distributed.device_of(ranks, device)
     torch.manual_seed(seed)
     net = HeteroModel.from_config(run_args["hetero"]).to(dev)
-    sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory)
+    # One plan for the run (neighbor files, feature files, cache), made with the model built.
+    plan = plan_hetero(ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
+                       memory=_options.size(memory, "--memory"), backend=backend, feature_backend="auto", cache=cache)
+    sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory, plan=plan)
     common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler)
-    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, cache=cache, **common)
+    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
     # The evaluation loaders read through the training loader's readers: one cache.
     evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features, **common)
              for s in ("val", "test") if s in info["splits"]}
@@ -172,6 +176,8 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         f"relations), target {target}: {len(train_loader.seeds):,} training seeds, {len(train_loader)} batches of "
         f"{batch_size} per epoch{' per rank' if ranks.active else ''}{world}, sampling with "
         f"{sampler.resolved_backend()}, device {device} -> {out}")
+    if not quiet:
+        log(plan.text())
     metrics = _metrics(ds, run_args, history)
     for epoch in range(start, epochs):
         t0 = time.perf_counter()
