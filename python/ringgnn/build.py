@@ -189,11 +189,18 @@ class NodeType:
 class Relation:
     """One relation of :func:`build_hetero`: ``name`` is ``SRC:REL:DST``; ``edges`` an edge list
     of (SRC id, DST id) pairs in any format :func:`convert` reads (text/CSV, bin32/bin64, npy of
-    shape (2, E) or (E, 2))."""
+    shape (2, E) or (E, 2)).
+
+    ``link_split`` holds out pairs of this relation for link prediction, as :func:`convert`'s
+    (fractions, or ``.npy`` lists of (SRC id, DST id) pairs), with ``link_negatives`` fixed
+    negative destinations (``DST`` ids) per held-out pair. Its reverse ``DST:rev_REL:SRC``
+    (``add_reverse``, or a relation listed under that name) drops the same pairs, swapped."""
 
     name: str
     edges: PathLike
     format: Optional[str] = None
+    link_split: Union[None, str, Mapping[str, Any]] = None
+    link_negatives: int = 100
 
 
 def build_hetero(
@@ -212,7 +219,9 @@ def build_hetero(
     """Build a heterogeneous dataset at ``out`` (``docs/FORMAT.md``, "Typed nodes and
     relations"): each relation its own CSC, built out of core within ``memory`` one after
     another; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for each (PyG's ``ToUndirected``).
-    ``source`` (JSON-able) is recorded in the manifest. Returns the manifest."""
+    A relation's ``link_split`` (see :class:`Relation`) stores its edge splits; ``source``
+    (JSON-able) is recorded in the manifest (with ``link_split`` added, per relation, when a
+    relation has one). Returns the manifest."""
     types = []
     for t in node_types:
         types.append((
@@ -221,7 +230,9 @@ def build_hetero(
             None if t.labels is None else os.fspath(t.labels),
             None if t.split is None else parse_split(t.split),
         ))
-    rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format) for r in relations]
+    rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format,
+             None if r.link_split is None else parse_link_split(r.link_split),
+             count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0)) for r in relations]
     return _run(
         _core.build_hetero,
         progress,

@@ -43,6 +43,11 @@ With ``add_reverse`` (the default) the builder also stores ``paper:rev_writes:au
 ``institution:rev_affiliated_with:author`` and ``paper:rev_cites:paper``, so papers receive
 messages from authors, authors from papers and institutions, and citing papers from cited ones.
 
+**Link splits.** ``link_split`` (fractions, e.g. ``val=0.05,test=0.1``) holds out pairs of
+``link_relation`` (one of the three relations above) as the builder's edge splits
+(docs/FORMAT.md "Edge splits", decided by a hash of (seed, pair)), with ``link_negatives``
+stored negatives per held-out pair; its reverse drops the same pairs.
+
 **Features.** Class c has a unit direction u_c ∈ R^D: C seeded Gaussian vectors, orthonormalised
 (QR, signs fixed) when D ≥ C and only normalised otherwise. Paper p of class c has the float32 row
 ``x_p = u_c + σ·z_p``, z_p ~ N(0, I_D). By default σ is calibrated: the nearest-class-mean
@@ -98,7 +103,7 @@ import numpy as np
 
 from . import _core
 from ._files import os_errors, temporary
-from ._options import count, optional_count, parse_split, size
+from ._options import count, optional_count, parse_link_split, parse_split, size
 from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
 from .progress import TqdmProgress
 
@@ -143,6 +148,9 @@ def generate_hetero(
     feature_noise: Optional[float] = None,
     split: Union[str, Dict[str, float]] = DEFAULT_SBM_SPLIT,
     add_reverse: bool = True,
+    link_split: Union[None, str, Dict[str, float]] = None,
+    link_relation: Optional[str] = None,
+    link_negatives: int = 100,
     seed: int = 0,
     memory: Optional[Size] = None,
     overwrite: bool = False,
@@ -165,6 +173,7 @@ def generate_hetero(
     )
     noise = None if feature_noise is None else _real(feature_noise, "feature_noise", 0.0, math.inf)
     fractions = _fractions(split)
+    link = _link(link_split, link_relation, link_negatives)
     seed = count(seed, "seed (--seed)")
     if seed >= 1 << 64:
         raise _core.InputError(f"seed (--seed) must be below 2^64, not {seed}")
@@ -185,12 +194,18 @@ def generate_hetero(
 
     if progress is True:
         with TqdmProgress() as bars:
-            return _generate(out, p, means, sigma, fractions, add_reverse, seed, memory, overwrite, threads, source, bars)
-    return _generate(out, p, means, sigma, fractions, add_reverse, seed, memory, overwrite, threads, source,
+            return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads,
+                             source, bars)
+    return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source,
                      None if progress is False else progress)
 
 
-def _generate(out, p, means, sigma, fractions, add_reverse, seed, memory, overwrite, threads, source, progress):
+def _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source, progress):
+    def relation(name: str, key: str) -> Relation:
+        if link is not None and link[0] == name:
+            return Relation(name, files[key], "bin64", link_split=dict(link[1]), link_negatives=link[2])
+        return Relation(name, files[key], "bin64")
+
     parent = os.path.dirname(os.path.abspath(out))
     tmp = temporary(parent, os.path.basename(out) + ".gen", directory=True)
     try:
@@ -205,9 +220,9 @@ def _generate(out, p, means, sigma, fractions, add_reverse, seed, memory, overwr
                          split=files["split"] or None),
             ],
             [
-                Relation("author:affiliated_with:institution", files["affiliated_with"], "bin64"),
-                Relation("author:writes:paper", files["writes"], "bin64"),
-                Relation("paper:cites:paper", files["cites"], "bin64"),
+                relation("author:affiliated_with:institution", "affiliated_with"),
+                relation("author:writes:paper", "writes"),
+                relation("paper:cites:paper", "cites"),
             ],
             add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite, threads=threads,
             source=source, progress=progress,
@@ -217,6 +232,27 @@ def _generate(out, p, means, sigma, fractions, add_reverse, seed, memory, overwr
 
 
 # --- argument checks --------------------------------------------------------------------------
+
+#: The relations a link split may hold out pairs of.
+RELATIONS = ("author:affiliated_with:institution", "author:writes:paper", "paper:cites:paper")
+
+
+def _link(split: Any, relation: Optional[str], negatives: Any) -> Optional[Tuple[str, Any, int]]:
+    """(relation, parsed fractions, negatives) of a link split, or None without one."""
+    if split is None:
+        if relation is not None:
+            raise _core.InputError(f"link_relation (--link-relation) {relation} given without link_split "
+                                   "(--link-split); give the held-out fractions, e.g. val=0.05,test=0.1")
+        return None
+    if relation not in RELATIONS:
+        what = "missing" if relation is None else f"'{relation}' is not a relation of the generator"
+        raise _core.InputError(f"link_relation (--link-relation): {what}; name the relation whose pairs to hold "
+                               f"out: {', '.join(RELATIONS)}")
+    parsed = parse_link_split(split)
+    if not all(isinstance(v, float) for _, v in parsed):
+        raise _core.InputError(f"link_split (--link-split) '{split}': generated datasets take fractions, "
+                               "e.g. val=0.05,test=0.1")
+    return relation, parsed, count(negatives, "link_negatives (--link-negatives)")
 
 
 def _flag(name: str) -> str:

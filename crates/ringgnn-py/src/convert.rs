@@ -219,8 +219,12 @@ type NodeTypeArg = (
     Option<SplitArg>,
 );
 
+/// One relation of `build_hetero`: (SRC:REL:DST, edge file, format or None, link split or None,
+/// negatives per held-out pair).
+type RelationArg = (String, PathBuf, Option<String>, Option<SplitArg>, u64);
+
 /// Build a heterogeneous dataset: `node_types` as (name, num_nodes, features, feature_dtype,
-/// labels, split) and `relations` as (SRC:REL:DST, edge file, format or None); `source` is JSON
+/// labels, split) and `relations` as [`RelationArg`]s; `source` is JSON
 /// recorded in the manifest. Returns the manifest as JSON.
 #[pyfunction]
 #[pyo3(signature = (
@@ -232,7 +236,7 @@ pub fn build_hetero(
     py: Python<'_>,
     out: PathBuf,
     node_types: Vec<NodeTypeArg>,
-    relations: Vec<(String, PathBuf, Option<String>)>,
+    relations: Vec<RelationArg>,
     add_reverse: bool,
     seed: u64,
     memory: u64,
@@ -253,7 +257,7 @@ pub fn build_hetero(
         });
     }
     let mut rels = Vec::new();
-    for (name, input, format) in relations {
+    for (name, input, format, link_split, negatives) in relations {
         let format = format
             .as_deref()
             .map(InputFormat::parse)
@@ -264,6 +268,10 @@ pub fn build_hetero(
             name,
             input,
             format,
+            link_split: link_split.map(|v| LinkSplitOptions {
+                spec: LinkSplitSpec::from(v),
+                negatives,
+            }),
         });
     }
     let spec = HeteroSpec {

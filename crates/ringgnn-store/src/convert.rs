@@ -181,19 +181,7 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         "self_loops": format!("{:?}", opts.graph.self_loops).to_lowercase(),
         "dedup": opts.graph.dedup,
         "seed": opts.seed,
-        "link_split": opts.link_split.as_ref().map(|l| match &l.spec {
-            link::LinkSplitSpec::Fractions(v) => serde_json::json!({
-                "fractions": v.iter().map(|(n, f)| (n.clone(), *f)).collect::<BTreeMap<_, _>>(),
-                "negatives": l.negatives,
-            }),
-            link::LinkSplitSpec::Files(v) => serde_json::json!({
-                "files": v
-                    .iter()
-                    .map(|(n, p)| (n.clone(), p.file_name().map(|s| s.to_string_lossy().into_owned())))
-                    .collect::<BTreeMap<_, _>>(),
-                "negatives": l.negatives,
-            }),
-        }),
+        "link_split": opts.link_split.as_ref().map(LinkSplitOptions::describe),
     });
     let mut manifest = assemble(&graph, features, labels, splits, source);
     manifest.edge_splits = edge_splits;

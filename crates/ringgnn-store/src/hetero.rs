@@ -24,7 +24,7 @@ mod build;
 #[cfg(test)]
 mod tests;
 
-pub use build::{build, HeteroSpec, NodeTypeSpec, RelationSpec};
+pub use build::{build, reverse_name, HeteroSpec, NodeTypeSpec, RelationSpec};
 
 /// One node type: its node count and its per-node files, as the top-level fields of a
 /// homogeneous manifest.
@@ -333,3 +333,5 @@ fn check_part_files(view: &Manifest, path: &Path, part: &Part) -> Result<()> {
     view.check_files(matches!(part, Part::Relation(_)))
         .map_err(|what| Error::Corrupt(format!("{}: {part}: {what}", path.display())))
 }
+#[cfg(test)]
+mod link_tests;

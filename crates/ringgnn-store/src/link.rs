@@ -68,6 +68,17 @@ pub enum LinkPlan {
     },
     /// The listed pairs, loaded and checked.
     Given(Arc<GivenPairs>),
+    /// A relation of a heterogeneous dataset split by `inner`. When `bipartite` (its two ends
+    /// are different node types) `(i, i)` is a pair like any other, not a self loop. When
+    /// `mirror` it is the reverse `D:rev_R:S` of the split relation `S:R:D`: it drops every pair
+    /// `inner` holds out, swapped, so that nothing leaks through the reverse, and records no
+    /// split of its own; a listed pair the reverse lacks is not an error. See
+    /// [`LinkPlan::relation`] and [`LinkPlan::mirror`].
+    Relation {
+        inner: Box<LinkPlan>,
+        bipartite: bool,
+        mirror: bool,
+    },
 }
 
 impl LinkPlan {
@@ -96,6 +107,83 @@ impl LinkPlan {
         match self {
             LinkPlan::Fractions { fractions, .. } => Holdout::memory(fractions.len()),
             LinkPlan::Given(g) => Holdout::memory(g.names.len() - 1) + g.memory(),
+            LinkPlan::Relation {
+                inner,
+                mirror: true,
+                ..
+            } => match &**inner {
+                LinkPlan::Given(g) => g.memory(),
+                _ => 0,
+            },
+            LinkPlan::Relation { inner, .. } => inner.memory(),
+        }
+    }
+
+    /// The plan of a relation's link split (a heterogeneous dataset; directed, `bipartite` when
+    /// its ends are different node types): `opts` checked, listed pairs read.
+    pub fn relation(opts: &LinkSplitOptions, seed: u64, bipartite: bool) -> Result<Self> {
+        check_link_spec(opts)?;
+        let inner = match &opts.spec {
+            LinkSplitSpec::Fractions(v) => LinkPlan::Fractions {
+                fractions: v.clone(),
+                seed,
+            },
+            LinkSplitSpec::Files(v) => {
+                LinkPlan::Given(Arc::new(GivenPairs::load_with(v, false, None, bipartite)?))
+            }
+        };
+        Ok(LinkPlan::Relation {
+            inner: Box::new(inner),
+            bipartite,
+            mirror: false,
+        })
+    }
+
+    /// The plan of the reverse of a relation split by this one (see [`LinkPlan::Relation`]);
+    /// listed pairs are keyed again in the reverse's CSC order.
+    pub fn mirror(&self) -> LinkPlan {
+        let (inner, bipartite) = match self {
+            LinkPlan::Relation {
+                inner, bipartite, ..
+            } => (&**inner, *bipartite),
+            other => (other, false),
+        };
+        let inner = match inner {
+            LinkPlan::Given(g) => LinkPlan::Given(Arc::new(g.swapped())),
+            other => other.clone(),
+        };
+        LinkPlan::Relation {
+            inner: Box::new(inner),
+            bipartite,
+            mirror: true,
+        }
+    }
+
+    /// The listed pairs, if the split is given as lists.
+    pub fn given(&self) -> Option<&GivenPairs> {
+        match self {
+            LinkPlan::Given(g) => Some(g),
+            LinkPlan::Relation { inner, .. } => inner.given(),
+            LinkPlan::Fractions { .. } => None,
+        }
+    }
+}
+
+impl LinkSplitOptions {
+    /// How the split was asked for, as `source.link_split` records it (FORMAT.md).
+    pub fn describe(&self) -> serde_json::Value {
+        match &self.spec {
+            LinkSplitSpec::Fractions(v) => serde_json::json!({
+                "fractions": v.iter().map(|(n, f)| (n.clone(), *f)).collect::<BTreeMap<_, _>>(),
+                "negatives": self.negatives,
+            }),
+            LinkSplitSpec::Files(v) => serde_json::json!({
+                "files": v
+                    .iter()
+                    .map(|(n, p)| (n.clone(), p.file_name().map(|s| s.to_string_lossy().into_owned())))
+                    .collect::<BTreeMap<_, _>>(),
+                "negatives": self.negatives,
+            }),
         }
     }
 }
@@ -182,6 +270,11 @@ pub struct Holdout {
     writers: Vec<PairWriter>,
     /// The last key seen, so that the copies of a parallel edge count once.
     last: Option<(u64, u64)>,
+    /// The reverse of a split relation ([`LinkPlan::Relation`]): decide each pair as its swap,
+    /// record nothing, and let listed pairs be missing.
+    mirror: bool,
+    /// A relation between two node types: `(i, i)` is no self loop.
+    bipartite: bool,
 }
 
 /// How a [`Holdout`] assigns a pair to a split.
@@ -231,7 +324,16 @@ impl Holdout {
         num_nodes: u64,
         staging: &Staging,
     ) -> Result<Self> {
+        let (mirror, bipartite, plan) = match plan {
+            LinkPlan::Relation {
+                inner,
+                bipartite,
+                mirror,
+            } => (*mirror, *bipartite, &**inner),
+            plan => (false, false, plan),
+        };
         let (names, decide) = match plan {
+            LinkPlan::Relation { .. } => unreachable!("relation plans never nest"),
             LinkPlan::Fractions { fractions, seed } => {
                 let mut names = Vec::new();
                 let mut bounds = Vec::new();
@@ -249,7 +351,9 @@ impl Holdout {
             }
             LinkPlan::Given(pairs) => {
                 debug_assert_eq!(pairs.undirected, undirected);
-                pairs.check_range(num_nodes)?;
+                if !mirror {
+                    pairs.check_range(num_nodes)?;
+                }
                 let decide = Decide::Given {
                     pairs: Arc::clone(pairs),
                     at: 0,
@@ -260,6 +364,7 @@ impl Holdout {
         };
         let writers = names
             .iter()
+            .filter(|_| !mirror)
             .map(|n| {
                 Ok(PairWriter {
                     w: staging.writer(&pairs_file(n))?,
@@ -274,6 +379,8 @@ impl Holdout {
             decide,
             writers,
             last: None,
+            mirror,
+            bipartite,
         })
     }
 
@@ -289,7 +396,7 @@ impl Holdout {
         let train = self.names.len() - 1;
         match &mut self.decide {
             Decide::Hash { base, bounds } => {
-                let (a, b) = if self.undirected && src > dst {
+                let (a, b) = if (self.undirected && src > dst) || self.mirror {
                     (dst, src)
                 } else {
                     (src, dst)
@@ -300,7 +407,7 @@ impl Holdout {
             Decide::Given { pairs, at, met } => {
                 let keys = &pairs.keys;
                 while *at < keys.len() && (keys[*at].dst, keys[*at].src) < (dst, src) {
-                    if !*met {
+                    if !*met && !self.mirror {
                         return Err(pairs.not_in_graph(&keys[*at]));
                     }
                     *at += 1;
@@ -319,7 +426,7 @@ impl Holdout {
     /// first time it is met (keys arrive sorted, so copies are adjacent). Self loops always stay
     /// and belong to no split.
     pub fn keep(&mut self, dst: u64, src: u64) -> Result<bool> {
-        if src == dst {
+        if src == dst && !self.bipartite {
             return Ok(true);
         }
         let split = self.split_of(src, dst)?;
@@ -327,7 +434,7 @@ impl Holdout {
         self.last = Some((dst, src));
         // An undirected pair is met twice (once per direction): record it as (min, max), met
         // second in (dst, src) order.
-        if let Some(i) = split {
+        if let Some(i) = split.filter(|_| !self.mirror) {
             if new && (!self.undirected || src < dst) {
                 self.writers[i].push(src, dst)?;
             }
@@ -339,6 +446,9 @@ impl Holdout {
     /// Check that every listed pair was met, flush and close every split file, and register them
     /// in the staging.
     pub fn finish(self, staging: &mut Staging) -> Result<HeldOut> {
+        if self.mirror {
+            return Ok(HeldOut { splits: Vec::new() });
+        }
         if let Decide::Given { pairs, at, met } = &self.decide {
             let unmet = if *met { at + 1 } else { *at };
             if let Some(k) = pairs.keys.get(unmet) {

@@ -42,7 +42,9 @@ pub struct VerifyReport {
 pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     match AnyManifest::read(dir)? {
-        AnyManifest::Homogeneous(m) => verify_view(dir, &m, None, progress, &mut report)?,
+        AnyManifest::Homogeneous(m) => {
+            verify_view(dir, &m, Parts::default(), progress, &mut report)?
+        }
         AnyManifest::Heterogeneous(h) => {
             // Each part is checked as the homogeneous dataset its view describes; the
             // relations' entries against their source type's count (`num_sources`).
@@ -53,21 +55,43 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
                 .chain(h.relations.keys().map(|r| Part::Relation(r.clone())));
             for part in parts {
                 let view = h.view(&part)?;
-                verify_view(dir, &view, Some(&part), progress, &mut report)?;
+                // A split relation's reverse (`D:rev_R:S`) must not hold its held-out pairs.
+                let reverse = match &part {
+                    Part::Relation(r) if !view.edge_splits.is_empty() => {
+                        Some(crate::hetero::reverse_name(r)?)
+                            .filter(|rev| h.relations.contains_key(rev))
+                            .map(Part::Relation)
+                    }
+                    _ => None,
+                };
+                let parts = Parts {
+                    this: Some(&part),
+                    reverse: reverse.as_ref(),
+                };
+                verify_view(dir, &view, parts, progress, &mut report)?;
             }
         }
     }
     Ok(report)
 }
 
+/// Which part of a heterogeneous dataset a view is (none: a homogeneous dataset), and the
+/// reverse relation its held-out pairs must be absent from.
+#[derive(Clone, Copy, Default)]
+struct Parts<'a> {
+    this: Option<&'a Part>,
+    reverse: Option<&'a Part>,
+}
+
 /// Check the files of one (homogeneous) manifest or heterogeneous part.
 fn verify_view(
     dir: &Path,
     m: &Manifest,
-    part: Option<&Part>,
+    parts: Parts<'_>,
     progress: &dyn Progress,
     report: &mut VerifyReport,
 ) -> Result<()> {
+    let part = parts.this;
     let manifest_path = dir.join(MANIFEST_FILE);
     let bad_manifest = |what: String| {
         Err(Error::Corrupt(format!(
@@ -150,7 +174,24 @@ fn verify_view(
             "labels" => Box::new(Labels::new(m)),
             _ => {
                 if let Some(name) = key.strip_prefix("edge_split.") {
-                    Box::new(link::Pairs::new(name, m.num_nodes, open()?))
+                    let reverse = parts
+                        .reverse
+                        .map(|r| Ok((r, crate::dataset::Dataset::open_part(dir, r)?)))
+                        .transpose()?;
+                    let bipartite = match part {
+                        Some(Part::Relation(r)) => {
+                            let (s, _, d) = crate::hetero::split_relation(r)?;
+                            s != d
+                        }
+                        _ => false,
+                    };
+                    Box::new(link::Pairs::new(
+                        name,
+                        (m.num_sources(), m.num_nodes),
+                        bipartite,
+                        open()?,
+                        reverse,
+                    ))
                 } else if let Some(name) = key.strip_prefix("edge_negatives.") {
                     let k = m.edge_splits[name].negatives;
                     let pairs = dir.join(&m.file(&format!("edge_split.{name}"))?.path);

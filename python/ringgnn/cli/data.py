@@ -161,6 +161,14 @@ def add_parsers(sub: Any) -> None:
                    help="noise of the paper features (default: calibrated so features alone give a weak classifier)")
     p.add_argument("--split", metavar="SPEC", default=HD["split"], help=f"paper splits (default {HD['split']})")
     p.add_argument("--no-reverse", action="store_true", help="do not add the rev_ relations")
+    p.add_argument("--link-split", metavar="SPEC", default=None,
+                   help="hold out pairs of --link-relation for link prediction: val=0.05,test=0.1 (fractions of "
+                   "its distinct pairs, by --seed; its rev_ relation drops them too)")
+    p.add_argument("--link-relation", metavar="S:R:D", default=None,
+                   help="the relation --link-split holds out pairs of (author:writes:paper, paper:cites:paper or "
+                   "author:affiliated_with:institution)")
+    p.add_argument("--link-negatives", type=count_arg, default=100, metavar="K",
+                   help="fixed negative destinations stored per held-out pair (default 100; 0: none)")
     _add_build_options(p)
     p.set_defaults(func=cmd_generate_hetero)
 
@@ -345,7 +353,8 @@ def cmd_generate_hetero(args) -> int:
             feature_dim=args.feature_dim, avg_authors=args.avg_authors, avg_cites=args.avg_cites,
             homophily_writes=args.homophily_writes, homophily_cites=args.homophily_cites,
             homophily_affiliation=args.homophily_affiliation, feature_noise=args.feature_noise, split=args.split,
-            add_reverse=not args.no_reverse, seed=args.seed, memory=args.memory, overwrite=args.overwrite,
+            add_reverse=not args.no_reverse, link_split=args.link_split, link_relation=args.link_relation,
+            link_negatives=args.link_negatives, seed=args.seed, memory=args.memory, overwrite=args.overwrite,
             threads=args.threads, progress=bars,
         )
     _summary(args, "generated hetero:", manifest, time.perf_counter() - t0)
@@ -466,6 +475,10 @@ def _format_hetero_info(info: Dict[str, Any]) -> str:
             f"  {r:<{width}} {i['num_edges']:>14,} edges ({i['indices_dtype']}); in-degree min {d['min']:,} "
             f"median {d['median']:,} mean {d['mean']:.2f} max {d['max']:,}, zero {d['zero']:,}"
         )
+        if i["edge_splits"]:
+            lines.append(f"  {'':<{width}} edge splits " + ", ".join(
+                f"{k} {v['edges']:,}" + (f" ({v['negatives']} negatives each)" if v["negatives"] else "")
+                for k, v in i["edge_splits"].items()))
     lines.append("files")
     for key, f in info["files"].items():
         lines.append(f"  {key:<40} {f['path']:<26} {human_bytes(f['bytes'])}")

@@ -98,7 +98,7 @@ pub fn build_graph_split(
     }
     // The split files' write buffers and any listed pairs come out of the sort space.
     let reserve = link.map_or(0, LinkPlan::memory);
-    if let Some(LinkPlan::Given(g)) = link {
+    if let Some(g) = link.and_then(LinkPlan::given) {
         // The listed pairs may take at most half of what the overhead leaves: the sort needs the
         // rest.
         if g.memory() > (opts.memory - OVERHEAD) / 2 {

@@ -8,6 +8,12 @@
 //! end's count first. When `n_S > n_D`, the offset index is cut to its first `n_D + 1` entries
 //! (the rest all equal `E`: no edge enters a node beyond `n_D`) and the degree statistics are
 //! recomputed over the `D` nodes.
+//!
+//! A relation may carry a link split ([`RelationSpec::link_split`]): the homogeneous holdout
+//! ([`crate::link`]) decides its pairs while its CSC is written, and negatives are drawn among
+//! the destination type's nodes. Its reverse `D:rev_R:S` (made by `add_reverse`, or listed under
+//! that name) drops the same held-out pairs, swapped ([`LinkPlan::Relation`]), so that a held-out
+//! pair reaches no sample through the reverse either.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -16,9 +22,11 @@ use std::path::PathBuf;
 
 use super::{check_name, split_relation, HeteroManifest, NodeTypeInfo, RelationInfo};
 use crate::attach;
-use crate::builder::{build_graph, degree_stats};
+use crate::builder::build_graph_split;
+use crate::builder::degree_stats;
 use crate::convert::{GraphOptions, SplitSpec};
 use crate::input::{self, EdgeSource, InputFormat};
+use crate::link::{self, LinkPlan, LinkSplitOptions};
 use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
 use crate::progress::{Prefixed, Progress};
 use crate::writer::Staging;
@@ -45,6 +53,9 @@ pub struct RelationSpec {
     pub input: PathBuf,
     /// None: detected from the file.
     pub format: Option<InputFormat>,
+    /// Hold out pairs of this relation for link prediction (as `convert --link-split`; listed
+    /// pairs are (SRC id, DST id), negatives are DST ids).
+    pub link_split: Option<LinkSplitOptions>,
 }
 
 /// A whole heterogeneous build.
@@ -64,11 +75,37 @@ pub struct HeteroSpec {
     pub source: serde_json::Value,
 }
 
-/// A relation to build: its name, file, and whether the file's pairs are read reversed.
+/// A relation to build: its name, file, whether the file's pairs are read reversed, and the
+/// link split that decides which of its pairs stay (its own, or a mirror of its forward's).
 struct Planned<'a> {
     name: String,
     spec: &'a RelationSpec,
     reversed: bool,
+    link: Option<LinkPlan>,
+}
+
+/// The name of the reverse of `S:R:D`: `D:rev_R:S`.
+pub fn reverse_name(name: &str) -> Result<String> {
+    let (s, r, d) = split_relation(name)?;
+    Ok(format!("{d}:rev_{r}:{s}"))
+}
+
+/// Check a relation's link split and read its listed pairs (before anything is written).
+fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<LinkPlan>> {
+    let Some(opts) = &r.link_split else {
+        return Ok(None);
+    };
+    let named = |e: Error| match e {
+        Error::Input(m) => Error::Input(format!("relation {}: {m}", r.name)),
+        e => e,
+    };
+    let (s, _, d) = split_relation(&r.name)?;
+    let plan = LinkPlan::relation(opts, seed, s != d).map_err(named)?;
+    link::check_negatives(opts.negatives, n_d).map_err(named)?;
+    if let Some(g) = plan.given() {
+        g.check_ends(n_s, n_d).map_err(named)?;
+    }
+    Ok(Some(plan))
 }
 
 /// Build the dataset `spec` describes; returns its manifest as read back.
@@ -124,17 +161,41 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             }
         }
         Error::must_exist(&r.input, format!("the edge file of relation {}", r.name))?;
-        planned.push(Planned {
-            name: r.name.clone(),
-            spec: r,
-            reversed: false,
-        });
+        let link = link_plan(r, counts[s], counts[d], spec.seed)?;
         if spec.add_reverse {
             planned.push(Planned {
                 name: format!("{d}:rev_{rel}:{s}"),
                 spec: r,
                 reversed: true,
+                link: link.as_ref().map(LinkPlan::mirror),
             });
+        }
+        planned.push(Planned {
+            name: r.name.clone(),
+            spec: r,
+            reversed: false,
+            link,
+        });
+    }
+    // A listed relation named like the reverse of a split one is its reverse too.
+    let split: BTreeMap<String, (String, LinkPlan)> = planned
+        .iter()
+        .filter(|p| !p.reversed && p.spec.link_split.is_some())
+        .map(|p| {
+            let plan = p.link.clone().expect("planned above");
+            Ok((reverse_name(&p.name)?, (p.name.clone(), plan)))
+        })
+        .collect::<Result<_>>()?;
+    for p in planned.iter_mut().filter(|p| !p.reversed) {
+        if let Some((forward, plan)) = split.get(&p.name) {
+            if p.link.is_some() {
+                return crate::input_err!(
+                    "relations {forward} and {} both have a link split, but {} is the reverse of {forward} (it drops {forward}'s held-out pairs); split one of them",
+                    p.name,
+                    p.name
+                );
+            }
+            p.link = Some(plan.mirror());
         }
     }
     planned.sort_by(|a, b| a.name.cmp(&b.name));
@@ -227,11 +288,24 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             inner: progress,
             prefix: p.name.clone(),
         };
-        let g = build_graph(&mut source, &opts, &mut staging, &named)?;
+        let g = build_graph_split(&mut source, &opts, p.link.as_ref(), &mut staging, &named)
+            .map_err(|e| match e {
+                // The holdout's messages (a listed pair the relation lacks) name no relation.
+                Error::Input(m) if p.link.is_some() && !m.contains(&p.spec.name) => {
+                    Error::Input(format!("relation {}: {m}", p.name))
+                }
+                e => e,
+            })?;
         let mut degree = g.degree.clone();
         if n_s > n_d {
             degree = cut_indptr(&mut staging, &key_prefix, n_d, g.num_edges)?;
         }
+        let edge_splits = match (&g.held_out, &p.spec.link_split) {
+            (Some(held), Some(l)) if !p.reversed => {
+                link::attach_negatives(&mut staging, held, n_d, l.negatives, spec.seed, &named)?
+            }
+            _ => BTreeMap::new(),
+        };
         relations.insert(
             p.name.clone(),
             RelationInfo {
@@ -241,11 +315,22 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
                     indices_dtype: IndexDtype::for_nodes(rows),
                 },
                 degree,
-                edge_splits: BTreeMap::new(),
+                edge_splits,
             },
         );
     }
     staging.set_part("", "");
+    let mut source = spec.source.clone();
+    let described: serde_json::Map<String, serde_json::Value> = spec
+        .relations
+        .iter()
+        .filter_map(|r| Some((r.name.clone(), r.link_split.as_ref()?.describe())))
+        .collect();
+    if !described.is_empty() {
+        if let serde_json::Value::Object(m) = &mut source {
+            m.insert("link_split".into(), described.into());
+        }
+    }
     let manifest = HeteroManifest {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
@@ -253,7 +338,7 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
         node_types,
         relations,
         files: staging.take_files(),
-        source: spec.source.clone(),
+        source,
     };
     let out = staging.commit_json(&manifest.to_json())?;
     HeteroManifest::read(&out)

@@ -43,6 +43,7 @@ fn rel(name: &str, input: PathBuf) -> RelationSpec {
         name: name.into(),
         input,
         format: None,
+        link_split: None,
     }
 }
 

@@ -44,6 +44,17 @@ impl GivenPairs {
         undirected: bool,
         num_nodes: Option<u64>,
     ) -> Result<Self> {
+        Self::load_with(files, undirected, num_nodes, false)
+    }
+
+    /// [`GivenPairs::load`]; `bipartite`: the pairs join two node types, so `(i, i)` is no self
+    /// loop.
+    pub fn load_with(
+        files: &[(String, PathBuf)],
+        undirected: bool,
+        num_nodes: Option<u64>,
+        bipartite: bool,
+    ) -> Result<Self> {
         let mut order: Vec<&(String, PathBuf)> = files.iter().filter(|(n, _)| n != TRAIN).collect();
         order.extend(files.iter().filter(|(n, _)| n == TRAIN));
         let mut names: Vec<String> = order.iter().map(|(n, _)| n.clone()).collect();
@@ -71,7 +82,7 @@ impl GivenPairs {
                     break;
                 }
                 for &(src, dst) in &chunk {
-                    if src == dst {
+                    if src == dst && !bipartite {
                         return input_err!(
                             "--link-split {label}: pair {at} is the self loop ({src}, {dst}); self loops are never held out nor link-prediction pairs, drop them"
                         );
@@ -147,6 +158,51 @@ impl GivenPairs {
             src.max(dst),
             num_nodes.saturating_sub(1)
         )
+    }
+
+    /// Every listed pair is (a node of `sources`, a node of `targets`): a relation's ends have
+    /// their own counts (checked before the build of a heterogeneous dataset).
+    pub fn check_ends(&self, sources: u64, targets: u64) -> Result<()> {
+        let Some(k) = self
+            .keys
+            .iter()
+            .find(|k| k.src >= sources || k.dst >= targets)
+        else {
+            return Ok(());
+        };
+        let (src, dst) = self.pair(k);
+        let (end, id, n) = if src >= sources {
+            ("source", src, sources)
+        } else {
+            ("destination", dst, targets)
+        };
+        input_err!(
+            "--link-split {}: the pair ({src}, {dst}) has {end} id {id}, but its node type has {n} nodes (ids 0 to {}); a listed pair must be an edge of the relation",
+            self.label(k.split),
+            n.saturating_sub(1)
+        )
+    }
+
+    /// The same pairs keyed in the CSC order of the reverse graph (each key's ends swapped):
+    /// what the reverse relation's emitter meets.
+    pub(super) fn swapped(&self) -> GivenPairs {
+        let mut keys: Vec<GivenKey> = self
+            .keys
+            .iter()
+            .map(|k| GivenKey {
+                dst: k.src,
+                src: k.dst,
+                split: k.split,
+            })
+            .collect();
+        keys.sort_unstable();
+        GivenPairs {
+            names: self.names.clone(),
+            files: self.files.clone(),
+            keys,
+            undirected: self.undirected,
+            max_id: self.max_id,
+        }
     }
 
     /// Bytes the keys hold in memory.

@@ -1,6 +1,8 @@
 //! `verify` for the edge splits of format version 2: every pair's ends are nodes and differ;
 //! a held-out pair is not an edge of the (training) graph and a `train` pair is; negatives are
-//! nodes, distinct within their row, and never the row's own destination.
+//! nodes, distinct within their row, and never the row's own destination. A relation's pairs
+//! are also checked against its reverse `D:rev_R:S`: a held-out pair must not be there either
+//! (swapped), a `train` pair must.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -9,22 +11,35 @@ use std::path::PathBuf;
 
 use super::{u64s, Check};
 use crate::dataset::Dataset;
+use crate::hetero::Part;
 use crate::link::TRAIN;
 use crate::{IoContext, Result};
 
 /// `edge_split_NAME`: (src, dst) i64 pairs.
 pub(super) struct Pairs {
     name: String,
-    num_nodes: u64,
+    /// Bounds of the sources and the destinations (a relation's two node counts).
+    bounds: (u64, u64),
+    /// A relation between two node types: `(i, i)` is no self loop.
+    bipartite: bool,
     graph: Dataset,
+    reverse: Option<(Part, Dataset)>,
 }
 
 impl Pairs {
-    pub(super) fn new(name: &str, num_nodes: u64, graph: Dataset) -> Self {
+    pub(super) fn new(
+        name: &str,
+        bounds: (u64, u64),
+        bipartite: bool,
+        graph: Dataset,
+        reverse: Option<(&Part, Dataset)>,
+    ) -> Self {
         Pairs {
             name: name.into(),
-            num_nodes,
+            bounds,
+            bipartite,
             graph,
+            reverse: reverse.map(|(p, d)| (p.clone(), d)),
         }
     }
 }
@@ -35,15 +50,20 @@ impl Check for Pairs {
         for (k, p) in v.chunks_exact(2).enumerate() {
             let i = pos / 16 + k as u64;
             let (src, dst) = (p[0] as i64, p[1] as i64);
-            for x in [src, dst] {
-                if x < 0 || x as u64 >= self.num_nodes {
-                    return Ok(Some(format!(
-                        "pair {i} is ({src}, {dst}) but node ids must be in [0, {})",
-                        self.num_nodes
-                    )));
+            for (x, n) in [(src, self.bounds.0), (dst, self.bounds.1)] {
+                if x < 0 || x as u64 >= n {
+                    let what = if self.bounds.0 == self.bounds.1 {
+                        format!("node ids must be in [0, {n})")
+                    } else {
+                        format!(
+                            "sources must be in [0, {}) and destinations in [0, {})",
+                            self.bounds.0, self.bounds.1
+                        )
+                    };
+                    return Ok(Some(format!("pair {i} is ({src}, {dst}) but {what}")));
                 }
             }
-            if src == dst {
+            if src == dst && !self.bipartite {
                 return Ok(Some(format!(
                     "pair {i} is the self loop ({src}, {dst}); edge splits never hold self loops"
                 )));
@@ -58,6 +78,14 @@ impl Check for Pairs {
                 return Ok(Some(format!(
                     "pair {i} ({src}, {dst}) is held out but is still an edge of the graph (a held-out edge must never be sampled)"
                 )));
+            }
+            if let Some((part, rev)) = &self.reverse {
+                let present = rev.has_edge(dst as u64, src as u64)?;
+                if self.name != TRAIN && present {
+                    return Ok(Some(format!(
+                        "pair {i} ({src}, {dst}) is held out but its reverse ({dst}, {src}) is an edge of {part} (a held-out edge must not reach a sample through the reverse relation)"
+                    )));
+                }
             }
         }
         Ok(None)
