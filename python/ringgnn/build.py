@@ -66,6 +66,7 @@ def convert(
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
+    node_ids: Optional[Sequence[Any]] = None,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
@@ -74,7 +75,12 @@ def convert(
     edge lists ("val=val.npy,test=test.npy", ``.npy`` of shape (2, n) or (n, 2), optionally with
     ``train=train.npy``), or a dict of either. The held-out pairs leave the graph and are stored
     as edge splits, each with ``link_negatives`` fixed negative destinations per pair (see
-    ``docs/FORMAT.md``, "Edge splits")."""
+    ``docs/FORMAT.md``, "Edge splits").
+
+    ``node_ids`` (what an importer that assigned the dense ids passes): ``(dtype, ids, bytes)``,
+    the nodes' original ids in dense order as raw little-endian files (``"i64"``/``"u64"``
+    ``[V]``, or ``"str"``: u64 offsets ``[V + 1]`` and the UTF-8 ``bytes``), stored with the
+    dataset (``docs/FORMAT.md``, "Original node ids")."""
     return _run(
         _core.convert,
         progress,
@@ -96,6 +102,8 @@ def convert(
         memory=_memory(memory),
         overwrite=overwrite,
         threads=threads,
+        node_ids=None if node_ids is None else (str(node_ids[0]), os.fspath(node_ids[1]),
+                                                None if node_ids[2] is None else os.fspath(node_ids[2])),
     )
 
 

@@ -164,6 +164,40 @@ class Dataset:
         """In-degree of every node as int64."""
         return np.diff(self.indptr())
 
+    @property
+    def has_node_ids(self) -> bool:
+        """True when the dataset stores its nodes' original ids (built from a table whose ids
+        were not dense integers): see :meth:`node_ids`."""
+        return self.manifest.get("node_ids") is not None
+
+    def node_ids(self, nodes: Any = None) -> Optional[np.ndarray]:
+        """The original ids of ``nodes`` (dense ids, default all), in their order: int64 or
+        uint64 for integer ids, an object array of ``str`` for string ids; None when the dataset
+        stores none (its ids were dense integers already). Reads only the rows asked for."""
+        info = self.manifest.get("node_ids")
+        if info is None:
+            return None
+        n = self.num_nodes
+        idx = np.arange(n, dtype=np.int64) if nodes is None else np.asarray(nodes, dtype=np.int64).reshape(-1)
+        bad = np.flatnonzero((idx < 0) | (idx >= n))
+        if bad.size:
+            raise IndexError(f"node {idx[bad[0]]} is out of range: the dataset has {n} nodes")
+        files = self.manifest["files"]
+        path = os.path.join(self.path, files["node_ids"]["path"])
+        with os_errors("reading", path):
+            if info["dtype"] != "str":
+                dtype = "<i8" if info["dtype"] == "i64" else "<u8"
+                if n == 0:
+                    return np.zeros(0, dtype=dtype)
+                return np.array(np.memmap(path, dtype=dtype, mode="r", shape=(n,))[idx])
+            offsets = np.memmap(path, dtype="<u8", mode="r", shape=(n + 1,))
+            text = os.path.join(self.path, files["node_id_bytes"]["path"])
+            data = np.memmap(text, dtype=np.uint8, mode="r", shape=(info["bytes"],)) if info["bytes"] else b""
+            out = np.empty(len(idx), dtype=object)
+            for k, i in enumerate(idx):
+                out[k] = bytes(data[offsets[i]: offsets[i + 1]]).decode("utf-8")
+            return out
+
     def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
         """The dataset as a PyG ``Data`` in memory (``edge_index``, ``x`` float32, ``y``,
         ``NAME_mask`` per split); refused when it needs more than ``memory`` bytes. See

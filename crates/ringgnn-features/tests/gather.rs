@@ -233,6 +233,7 @@ fn a_dataset_without_features_is_a_clear_error() {
         link_split: None,
         seed: 0,
         overwrite: false,
+        node_ids: None,
     };
     ringgnn_store::convert(&opts, &ringgnn_store::NoProgress).unwrap();
     let ds = ringgnn_store::Dataset::open(&dir.path().join("ds")).unwrap();

@@ -10,7 +10,8 @@ use ringgnn_store::generate::{
 use ringgnn_store::hetero::{HeteroSpec, NodeTypeSpec, RelationSpec};
 use ringgnn_store::input::InputFormat;
 use ringgnn_store::link::{LinkSplitOptions, LinkSplitSpec};
-use ringgnn_store::manifest::FeatureDtype;
+use ringgnn_store::manifest::{FeatureDtype, NodeIdDtype};
+use ringgnn_store::node_ids::NodeIdsInput;
 use ringgnn_store::{ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
 
 use crate::errors::{input_error, StoreError};
@@ -71,7 +72,7 @@ impl From<SplitArg> for SplitSpec {
 #[pyo3(signature = (
     input, out, *, format=None, undirected=false, self_loops="keep", dedup=false, num_nodes=None,
     features=None, labels=None, split=None, link_split=None, link_negatives=100, seed=0,
-    feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None
+    feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None, node_ids=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
@@ -94,7 +95,23 @@ pub fn convert(
     overwrite: bool,
     threads: Option<usize>,
     progress: Option<Py<PyAny>>,
+    node_ids: Option<(String, PathBuf, Option<PathBuf>)>,
 ) -> PyResult<String> {
+    let node_ids = node_ids
+        .map(|(dtype, ids, bytes)| -> PyResult<NodeIdsInput> {
+            let dtype = match dtype.as_str() {
+                "i64" => NodeIdDtype::I64,
+                "u64" => NodeIdDtype::U64,
+                "str" => NodeIdDtype::Str,
+                other => {
+                    return Err(input_error(format!(
+                        "node id dtype '{other}': use i64, u64 or str"
+                    )))
+                }
+            };
+            Ok(NodeIdsInput { dtype, ids, bytes })
+        })
+        .transpose()?;
     let opts = ConvertOptions {
         input,
         out,
@@ -121,6 +138,7 @@ pub fn convert(
         }),
         seed,
         overwrite,
+        node_ids,
     };
     let manifest = progress::run(py, progress, |p| ringgnn_store::convert(&opts, p))?;
     Ok(manifest.to_json())

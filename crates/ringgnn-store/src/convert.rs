@@ -13,6 +13,7 @@ use crate::link::{self, LinkPlan, LinkSplitOptions};
 use crate::manifest::{
     FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,
 };
+use crate::node_ids::{attach_node_ids, NodeIdsInput};
 use crate::progress::Progress;
 use crate::writer::Staging;
 use crate::{attach, Error, Result};
@@ -78,6 +79,8 @@ pub struct ConvertOptions {
     pub link_split: Option<LinkSplitOptions>,
     pub seed: u64,
     pub overwrite: bool,
+    /// The nodes' original ids, in dense id order (an importer's; `docs/FORMAT.md`).
+    pub node_ids: Option<NodeIdsInput>,
 }
 
 impl ConvertOptions {
@@ -96,6 +99,7 @@ impl ConvertOptions {
             link_split: None,
             seed: 0,
             overwrite: false,
+            node_ids: None,
         }
     }
 }
@@ -119,6 +123,9 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         .transpose()?;
     if let Some(spec) = &opts.split {
         attach::check_split_spec(spec)?;
+    }
+    if let Some(ids) = &opts.node_ids {
+        ids.check(opts.graph.num_nodes)?;
     }
     let link_plan = match &opts.link_split {
         Some(l) => {
@@ -183,8 +190,13 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         "seed": opts.seed,
         "link_split": opts.link_split.as_ref().map(LinkSplitOptions::describe),
     });
+    let node_ids = match &opts.node_ids {
+        Some(ids) => Some(attach_node_ids(&mut staging, ids, n)?),
+        None => None,
+    };
     let mut manifest = assemble(&graph, features, labels, splits, source);
     manifest.edge_splits = edge_splits;
+    manifest.node_ids = node_ids;
     let out = staging.commit(manifest)?;
     Manifest::read(&out)
 }
@@ -211,6 +223,7 @@ pub fn assemble(
         labels,
         splits,
         edge_splits: BTreeMap::new(),
+        node_ids: None,
         degree: graph.degree.clone(),
         files: BTreeMap::new(),
         source,

@@ -268,6 +268,7 @@ impl HeteroManifest {
                 labels: None,
                 splits: BTreeMap::new(),
                 edge_splits: BTreeMap::new(),
+                node_ids: None,
                 degree,
                 files: files.clone(),
                 source: serde_json::json!({ "part": part.to_string() }),

@@ -18,6 +18,7 @@ pub mod input;
 pub mod link;
 pub mod manifest;
 pub mod node_files;
+pub mod node_ids;
 pub mod npy;
 pub mod progress;
 pub mod rng;

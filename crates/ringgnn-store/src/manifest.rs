@@ -156,6 +156,37 @@ pub struct EdgeSplitInfo {
     pub negatives: u64,
 }
 
+/// How `node_ids.bin` spells each node's original id (datasets converted from tables whose ids
+/// were not dense integers, `docs/FORMAT.md` "Original node ids").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeIdDtype {
+    /// `node_ids.bin` is i64 `[V]`.
+    I64,
+    /// `node_ids.bin` is u64 `[V]`.
+    U64,
+    /// `node_ids.bin` is u64 offsets `[V + 1]` into `node_id_bytes.bin` (UTF-8).
+    Str,
+}
+
+/// The original ids of the nodes: node `v` of the dataset was called `node_ids[v]` in the input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeIdInfo {
+    pub dtype: NodeIdDtype,
+    /// Bytes of `node_id_bytes.bin`'s payload (`Str`); 0 otherwise.
+    pub bytes: u64,
+}
+
+impl NodeIdInfo {
+    /// Payload bytes of `node_ids.bin` for `num_nodes` nodes.
+    pub fn ids_payload(&self, num_nodes: u64) -> u64 {
+        match self.dtype {
+            NodeIdDtype::Str => (num_nodes + 1) * 8,
+            _ => num_nodes * 8,
+        }
+    }
+}
+
 /// One binary file of the dataset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
@@ -184,6 +215,10 @@ pub struct Manifest {
     /// Edge split name -> its pairs and negatives (version 2; empty in version 1).
     #[serde(default)]
     pub edge_splits: BTreeMap<String, EdgeSplitInfo>,
+    /// The nodes' original ids, when the input named nodes by other ids (absent otherwise, and
+    /// then not written, so that other datasets' manifests are unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ids: Option<NodeIdInfo>,
     pub degree: DegreeStats,
     /// Logical name ("indptr", "indices", "features", "labels", "split.train", ...) -> file.
     pub files: BTreeMap<String, FileEntry>,
@@ -283,6 +318,15 @@ impl Manifest {
                     }
                 ));
             }
+        }
+        let ids = self.node_ids.as_ref().map(|i| i.dtype);
+        if ids.is_some() != self.files.contains_key("node_ids") {
+            return Err("'node_ids' and files.node_ids must be both present or both absent".into());
+        }
+        if (ids == Some(NodeIdDtype::Str)) != self.files.contains_key("node_id_bytes") {
+            return Err(
+                "files.node_id_bytes must be present exactly when node_ids.dtype is \"str\"".into(),
+            );
         }
         for (key, f) in &self.files {
             if f.path.contains('/') || f.path.contains('\\') || f.path.starts_with('.') {

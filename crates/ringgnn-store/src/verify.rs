@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::bitmap::Bitmap;
 use crate::hetero::{AnyManifest, Part};
 use crate::manifest::{
-    pad_to_page, FeatureInfo, FileEntry, IndexDtype, Manifest, MANIFEST_FILE, PAGE,
+    pad_to_page, FeatureInfo, FileEntry, IndexDtype, Manifest, NodeIdDtype, MANIFEST_FILE, PAGE,
 };
 use crate::progress::Progress;
 use crate::{Error, IoContext, Result};
@@ -139,6 +139,11 @@ fn verify_view(
                 .as_ref()
                 .map_or(0, |f| f.payload_bytes(m.num_nodes)),
             "labels" => m.num_nodes * 8,
+            "node_ids" => m
+                .node_ids
+                .as_ref()
+                .map_or(0, |i| i.ids_payload(m.num_nodes)),
+            "node_id_bytes" => m.node_ids.as_ref().map_or(0, |i| i.bytes),
             _ => match edge_payload(m, key).or_else(|| {
                 key.strip_prefix("split.")
                     .and_then(|s| m.splits.get(s))
@@ -172,6 +177,13 @@ fn verify_view(
                 m.features.clone().expect("checked by Manifest::read"),
             )),
             "labels" => Box::new(Labels::new(m)),
+            "node_ids" => match m.node_ids.as_ref().map(|i| i.dtype) {
+                Some(NodeIdDtype::Str) => {
+                    Box::new(Offsets::new(m.node_ids.as_ref().map_or(0, |i| i.bytes)))
+                }
+                _ => Box::new(Opaque),
+            },
+            "node_id_bytes" => Box::new(Opaque),
             _ => {
                 if let Some(name) = key.strip_prefix("edge_split.") {
                     let reverse = parts
@@ -689,6 +701,57 @@ impl Check for Split {
             }
         }
         Ok(None)
+    }
+}
+
+/// Files whose bytes have no structure to check beyond size and checksum (original integer
+/// ids, which may be anything; the UTF-8 of string ids, checked when read).
+struct Opaque;
+
+impl Check for Opaque {
+    fn feed(&mut self, _pos: u64, _data: &[u8]) -> Result<Option<String>> {
+        Ok(None)
+    }
+}
+
+/// The offsets of string node ids: from 0, never decreasing, ending at the byte count.
+struct Offsets {
+    bytes: u64,
+    last: Option<u64>,
+}
+
+impl Offsets {
+    fn new(bytes: u64) -> Self {
+        Offsets { bytes, last: None }
+    }
+}
+
+impl Check for Offsets {
+    fn feed(&mut self, pos: u64, data: &[u8]) -> Result<Option<String>> {
+        for (k, x) in u64s(data).enumerate() {
+            let p = pos / 8 + k as u64;
+            let ok = match self.last {
+                None => x == 0,
+                Some(prev) => x >= prev && x <= self.bytes,
+            };
+            if !ok {
+                return Ok(Some(format!(
+                    "offset {p} is {x}: offsets start at 0, never decrease and end at {}",
+                    self.bytes
+                )));
+            }
+            self.last = Some(x);
+        }
+        Ok(None)
+    }
+    fn finish(&mut self) -> Result<Option<String>> {
+        Ok(match self.last {
+            Some(x) if x != self.bytes => Some(format!(
+                "the last offset is {x} but node_ids.bytes is {}",
+                self.bytes
+            )),
+            _ => None,
+        })
     }
 }
 

@@ -148,6 +148,7 @@ proptest! {
             link_split: None,
             seed: 0,
             overwrite: false,
+            node_ids: None,
         };
         let m = convert(&opts, &NoProgress).unwrap();
         let want = reference(&edges, &graph);

@@ -16,6 +16,9 @@ from .._core import InputError
 _REFUSED = {
     "ogb": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "split": None,
             "link_split": None, "link_negatives": 100, "add_reverse": None, "feature": None, "task": None},
+    "table": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "link_split": None,
+              "link_negatives": 100, "add_reverse": None, "feature": None, "task": None, "split_scheme": None,
+              "feature_dtype": None},
     "mag240m": {"format": "detect", "undirected": False, "self_loops": "keep", "dedup": False, "num_nodes": None,
                 "features": None, "labels": None, "split": None, "link_split": None, "link_negatives": 100,
                 "feature": None, "task": None, "split_scheme": None},
@@ -30,12 +33,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--split-scheme", metavar="NAME", default=None,
                    help="OGB input: the directory under split/ to convert (default: the only one)")
+    p.add_argument("--src", metavar="COL", default=None,
+                   help="table input (.parquet, or .csv with a header): the column of the edges' sources, integer or "
+                   "string ids of any range (dense ids are assigned; Dataset.node_ids() gives the originals)")
+    p.add_argument("--dst", metavar="COL", default=None, help="table input: the column of the edges' destinations")
 
 
 def source_of(args: Any) -> str:
     """The source ``args.input`` is: ``--from``, else detected (a GraphBolt yaml first)."""
     if args.source != "detect":
         return args.source
+    if args.src is not None or args.dst is not None or str(args.input).lower().endswith((".parquet", ".pq")):
+        return "table"
     if graphbolt.find_metadata(args.input) is not None:
         return "graphbolt"
     return importers.detect(args.input) or "edges"
@@ -46,6 +55,9 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
     or a GraphBolt yaml (then :mod:`.data` converts it)."""
     source = source_of(args)
     if source not in _REFUSED:
+        if args.src is not None or args.dst is not None:
+            raise InputError(f"--src and --dst name the columns of a table INPUT (--from table), and {args.input} is "
+                             f"read as {source}")
         if args.split_scheme is not None:
             raise InputError(f"--split-scheme applies to an OGB directory INPUT, and {args.input} is read as "
                              f"{'a GraphBolt metadata.yaml' if source == 'graphbolt' else 'an edge list'}")
@@ -53,9 +65,14 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
     given = [d for d, default in _REFUSED[source].items() if getattr(args, d) != default]
     if given:
         flags = ", ".join("--" + d.replace("_", "-") for d in given)
-        what = {"ogb": "an OGB directory", "mag240m": "MAG240M's processed layout"}[source]
-        raise InputError(f"{flags}: not options of {what} ({args.input}), which says itself what to convert")
-    common = dict(feature_dtype=args.feature_dtype, seed=args.seed, memory=args.memory, overwrite=args.overwrite,
+        what = {"ogb": "an OGB directory", "mag240m": "MAG240M's processed layout", "table": "an edge table"}[source]
+        raise InputError(f"{flags}: not options of {what} ({args.input})"
+                         + (", which says itself what to convert" if source != "table" else ""))
+    if source != "table" and (args.src is not None or args.dst is not None):
+        raise InputError(f"--src and --dst name the columns of a table INPUT, and {args.input} is {source}'s layout")
+    if source == "table" and (args.src is None or args.dst is None):
+        raise InputError(f"{args.input}: a table INPUT needs --src COL and --dst COL, the columns of each edge's ends")
+    common = dict(seed=args.seed, memory=args.memory, overwrite=args.overwrite,
                   threads=args.threads)
     t0 = time.perf_counter()
     with bars(args) as b:
@@ -63,10 +80,18 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
             from ..importers.ogb import convert_ogb
 
             manifest = convert_ogb(args.input, args.out, split_scheme=args.split_scheme, undirected=args.undirected,
-                                   self_loops=args.self_loops, dedup=args.dedup, progress=b, **common)
+                                   self_loops=args.self_loops, dedup=args.dedup, feature_dtype=args.feature_dtype,
+                                   progress=b, **common)
+        elif source == "table":
+            from ..importers.tables import convert_table
+
+            manifest = convert_table(args.input, args.out, src=args.src, dst=args.dst, undirected=args.undirected,
+                                     self_loops=args.self_loops, dedup=args.dedup, split=args.split, progress=b,
+                                     **common)
         else:
             from ..importers.mag240m import convert_mag240m
 
-            manifest = convert_mag240m(args.input, args.out, add_reverse=bool(args.add_reverse), progress=b, **common)
+            manifest = convert_mag240m(args.input, args.out, add_reverse=bool(args.add_reverse),
+                                       feature_dtype=args.feature_dtype, progress=b, **common)
     summary(args, "converted", manifest, time.perf_counter() - t0)
     return 0

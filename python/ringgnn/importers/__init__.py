@@ -1,7 +1,8 @@
 """Importers: datasets in other libraries' layouts turned into ringgnn datasets by the existing
 out-of-core builders (:mod:`ringgnn.build`). Each source has its own module: :mod:`.ogb` (Open
-Graph Benchmark node property prediction directories) and :mod:`.mag240m` (OGB-LSC MAG240M's
-processed layout); :mod:`._stage` holds what they share. ``ringgnn convert DIR OUT`` detects
+Graph Benchmark node property prediction directories), :mod:`.mag240m` (OGB-LSC MAG240M's
+processed layout), :mod:`.pyg_io` (PyG objects, both ways) and :mod:`.tables` (Parquet/CSV edge
+tables with arbitrary ids); :mod:`._stage` holds what they share. ``ringgnn convert DIR OUT`` detects
 them (:func:`detect`)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Optional
 from ._stage import PathLike
 
 #: Sources ``ringgnn convert --from`` names.
-SOURCES = ("edges", "graphbolt", "ogb", "mag240m")
+SOURCES = ("edges", "graphbolt", "ogb", "mag240m", "table")
 
 
 def detect(input: PathLike) -> Optional[str]:

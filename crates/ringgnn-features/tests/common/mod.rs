@@ -91,6 +91,7 @@ pub fn build(
         link_split: None,
         seed: 0,
         overwrite: false,
+        node_ids: None,
     };
     convert(&opts, &NoProgress).unwrap();
     let ds = Dataset::open(&dir.path().join("ds")).unwrap();

@@ -423,6 +423,7 @@ fn built_and_generated_datasets_pass() {
         ])),
         seed: 3,
         overwrite: false,
+        node_ids: None,
     };
     convert(&opts, &NoProgress).unwrap();
     let sbm = crate::generate::SbmOptions {
@@ -472,4 +473,49 @@ fn empty_graph_passes() {
         &[],
     );
     verify(&ds, &NoProgress).unwrap();
+}
+
+#[test]
+fn original_node_ids_are_stored_and_checked() {
+    use crate::convert::{convert, ConvertOptions, GraphOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let edges = dir.path().join("e.tsv");
+    std::fs::write(&edges, "0\t1\n2\t1\n").unwrap();
+    // string ids "b", "", "cd": offsets 0, 1, 1, 3 over the bytes "bcd"
+    let ids = dir.path().join("ids.bin");
+    let bytes = dir.path().join("bytes.bin");
+    let offsets: Vec<u8> = [0u64, 1, 1, 3]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    std::fs::write(&ids, &offsets).unwrap();
+    std::fs::write(&bytes, b"bcd").unwrap();
+    let mut opts = ConvertOptions::new(
+        edges.clone(),
+        dir.path().join("ds"),
+        GraphOptions::default(),
+    );
+    opts.node_ids = Some(crate::node_ids::NodeIdsInput {
+        dtype: NodeIdDtype::Str,
+        ids: ids.clone(),
+        bytes: Some(bytes),
+    });
+    let m = convert(&opts, &NoProgress).unwrap();
+    let info = m.node_ids.clone().unwrap();
+    assert_eq!((info.dtype, info.bytes), (NodeIdDtype::Str, 3));
+    assert_eq!(m.files["node_ids"].payload_bytes, 32);
+    let ds = dir.path().join("ds");
+    verify(&ds, &NoProgress).unwrap();
+    // offsets that decrease are found, with a valid checksum
+    let file = m.files["node_ids"].path.clone();
+    poke(&ds, &file, 16, &u64le(0), true);
+    assert!(err(&ds).contains("offset 2 is 0"), "{}", err(&ds));
+    // a size that does not match the node count is refused before anything is built
+    opts.out = dir.path().join("ds2");
+    std::fs::write(&ids, [0u8; 8]).unwrap();
+    match convert(&opts, &NoProgress) {
+        Err(Error::Input(m)) => assert!(m.contains("8 bytes, but 3 node ids take 32"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!dir.path().join("ds2").exists());
 }

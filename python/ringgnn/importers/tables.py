@@ -1,0 +1,366 @@
+"""Edge tables whose node ids are not dense integers: a Parquet file or a CSV with a header,
+two columns naming each edge's source and destination by 64-bit integers (hashes, database
+keys) or strings. :func:`convert_table` assigns dense ids ``0 .. V-1`` out of core and builds
+the dataset with :func:`ringgnn.build.convert`, storing the original ids beside it
+(``Dataset.node_ids()``; ``docs/FORMAT.md`` "Original node ids"). ``ringgnn convert
+edges.parquet OUT --src COL --dst COL`` calls it.
+
+**The id map** is sort-based and partitioned, so that only one part's ids are in memory at a
+time (``memory``): pass 1 reads the table in record batches and appends every id to one of
+``P`` bucket files by a hash of the id (a fixed function of its value or bytes), and every edge
+to the bucket of its source; pass 2 loads each id bucket, sorts its distinct ids and gives them
+consecutive dense ids (bucket by bucket, so dense ids follow (bucket, value) order: a function of
+the set of ids alone, the same on every run); pass 3 maps each edge bucket's sources, re-bucketed
+by destination, and pass 4 their destinations, into the ``.npy`` edge list the builder reads.
+``P`` is chosen so that a bucket's ids take at most a quarter of ``memory``. Bucket files are
+Arrow IPC streams in the staging directory beside ``out``, removed at the end.
+
+Requires ``pyarrow`` (``pip install 'ringgnn[parquet]'``). A column that does not exist, holds
+floats or has nulls is an error naming the file and column; nothing is written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from .. import build
+from .._core import InputError
+from .._files import os_errors
+from ._stage import NpyWriter, PathLike, Staging
+
+#: Rows per record batch read from the table.
+BATCH_ROWS = 1 << 18
+#: At most this many buckets (files open at once while the table is read).
+MAX_BUCKETS = 1024
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_K = np.uint64(0x100000001B3)  # FNV prime: the polynomial base of the string hash
+
+
+def require_pyarrow() -> Any:
+    try:
+        import pyarrow
+    except ImportError:
+        raise InputError("reading Parquet and CSV tables needs pyarrow; install it with "
+                         "pip install 'ringgnn[parquet]'") from None
+    return pyarrow
+
+
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over a uint64 array (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def string_hash(arr: Any) -> np.ndarray:
+    """A 64-bit hash of each string of an Arrow string array, from its bytes (vectorized)."""
+    import pyarrow as pa
+
+    arr = arr.cast(pa.large_string())
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]] if data_buf is not None \
+        else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1] - offsets[0]
+    h = np.zeros(len(arr), dtype=np.uint64)
+    if data.size:
+        pos = np.arange(data.size, dtype=np.int64) - np.repeat(starts, lengths)
+        powers = np.cumprod(np.full(int(lengths.max()), _K, dtype=np.uint64))
+        terms = np.append(data.astype(np.uint64) * powers[pos], np.uint64(0))
+        sums = np.add.reduceat(terms, np.minimum(starts, data.size))
+        h = np.where(lengths > 0, sums, np.uint64(0))
+    return mix64(h ^ lengths.astype(np.uint64))
+
+
+class Table:
+    """A Parquet file or a CSV with a header, read in record batches of chosen columns."""
+
+    def __init__(self, path: str):
+        pa = require_pyarrow()
+        self.path = path
+        self.parquet = path.lower().endswith((".parquet", ".pq"))
+        with os_errors("reading", path):
+            if self.parquet:
+                import pyarrow.parquet as pq
+
+                try:
+                    self._pf = pq.ParquetFile(path)
+                except pa.ArrowInvalid as e:
+                    raise InputError(f"{path}: not a Parquet file ({e})") from None
+                self.schema = self._pf.schema_arrow
+                self.rows: Optional[int] = self._pf.metadata.num_rows
+            else:
+                self.schema = self._csv().schema
+                self.rows = None
+
+    def _csv(self) -> Any:
+        import pyarrow as pa
+        import pyarrow.csv as pcsv
+
+        try:  # ids stay as they are written: a column of digits is read as integers, else strings
+            return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=8 << 20))
+        except pa.ArrowInvalid as e:
+            raise InputError(f"{self.path}: not a CSV file with a header line ({e})") from None
+
+    def column_type(self, name: str, option: str) -> str:
+        """'int', 'uint' or 'str' for column ``name``; an error naming it otherwise."""
+        import pyarrow as pa
+
+        if name not in self.schema.names:
+            raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(self.schema.names)}")
+        t = self.schema.field(name).type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if pa.types.is_signed_integer(t):
+            return "int"
+        if pa.types.is_unsigned_integer(t):
+            return "uint"
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return "str"
+        raise InputError(f"{self.path}: column '{name}' ({option}) holds {t}; node ids must be integers or strings "
+                         "(floats would lose ids past 2^53)")
+
+    def batches(self, columns: List[str]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        if self.parquet:
+            yield from self._pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+            return
+        reader = self._csv()
+        while True:
+            try:
+                b = reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowInvalid as e:
+                raise InputError(f"{self.path}: {e}; fix that line of the CSV") from None
+            yield b.select(columns)
+
+
+def _ids_of(col: Any, kind: str, where: str, row0: int) -> Any:
+    """A batch column as numpy int64/uint64 (integers) or an Arrow large_string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if col.null_count:
+        i = int(np.flatnonzero(np.asarray(col.is_null()))[0])
+        raise InputError(f"{where}: row {row0 + i} is empty (null); every edge needs both ids")
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, col.type.value_type)
+    if kind == "str":
+        return col.cast(pa.large_string())
+    if kind == "uint":
+        return np.asarray(col.cast(pa.uint64()))
+    return np.asarray(col.cast(pa.int64()))
+
+
+def _bucket_of(ids: Any, kind: str, p: int) -> np.ndarray:
+    h = string_hash(ids) if kind == "str" else mix64(ids.view(np.uint64))
+    return (h % np.uint64(p)).astype(np.int64)
+
+
+class _Buckets:
+    """``p`` Arrow IPC stream files of one schema, appended to by bucket."""
+
+    def __init__(self, stage: Staging, stem: str, schema: Any, p: int):
+        import pyarrow as pa
+
+        self.paths = [stage.path(f"{stem}-{b}")[:-4] + ".arrow" for b in range(p)]
+        self.schema, self._pa = schema, pa
+        self._writers: Dict[int, Any] = {}
+
+    def write(self, bucket: np.ndarray, columns: List[Any]) -> None:
+        pa = self._pa
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(len(self.paths) + 1))
+        cols = [c.take(pa.array(order)) if isinstance(c, pa.Array) else c[order] for c in columns]
+        for b in np.flatnonzero(np.diff(bounds)):
+            lo, hi = bounds[b], bounds[b + 1]
+            batch = pa.record_batch([c[lo:hi] if isinstance(c, pa.Array) else pa.array(c[lo:hi]) for c in cols],
+                                    schema=self.schema)
+            w = self._writers.get(b)
+            if w is None:
+                with os_errors("writing", self.paths[b]):
+                    w = self._writers[b] = pa.ipc.new_stream(self.paths[b], self.schema)
+            w.write_batch(batch)
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def read(self, b: int) -> Any:
+        """Bucket ``b`` as one table (empty when nothing went there)."""
+        pa = self._pa
+        if not os.path.exists(self.paths[b]):
+            return self.schema.empty_table()
+        with pa.memory_map(self.paths[b]) as src:
+            return pa.ipc.open_stream(src).read_all()
+
+
+def _id_type(kinds: Tuple[str, str], t: Table, src: str, dst: str) -> str:
+    if kinds[0] == kinds[1]:
+        return kinds[0]
+    if set(kinds) == {"int", "uint"}:
+        return "uint" if "uint" in kinds else "int"  # checked per value below
+    raise InputError(f"{t.path}: column '{src}' holds {'strings' if kinds[0] == 'str' else 'integers'} and '{dst}' "
+                     f"{'strings' if kinds[1] == 'str' else 'integers'}; the two ends must name nodes the same way")
+
+
+def convert_table(
+    table: PathLike,
+    out: PathLike,
+    *,
+    src: str,
+    dst: str,
+    undirected: bool = False,
+    self_loops: str = "keep",
+    dedup: bool = False,
+    split: Any = None,
+    seed: int = 0,
+    memory: Optional[build.Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Build a dataset at ``out`` from the edge table ``table`` (Parquet, or CSV with a header)
+    whose columns ``src`` and ``dst`` name nodes by integers or strings; returns the manifest.
+    The other arguments are :func:`ringgnn.build.convert`'s (``split``: fractions only, node
+    ids of the table being unknown to the caller)."""
+    pa = require_pyarrow()
+    import pyarrow.compute as pc
+
+    path = os.fspath(table)
+    t = Table(path)
+    kinds = (t.column_type(src, "--src"), t.column_type(dst, "--dst"))
+    kind = _id_type(kinds, t, src, dst)
+    budget = build._memory(memory)
+    id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
+    with Staging(out, overwrite) as stage:
+        batches = t.batches([src, dst])
+        first = next(batches, None)
+        if first is None or first.num_rows == 0 and t.rows == 0:
+            raise InputError(f"{path}: no rows; the table has no edges")
+        # Bytes an id takes in a bucket (ids, their sort and unique copies, Arrow's hash table).
+        per_id = 8 if kind != "str" else max(8, first.column(0).nbytes // max(1, first.num_rows)) + 8
+        rows = t.rows if t.rows is not None else max(first.num_rows, os.path.getsize(path) // 4)
+        p = bucket_count(rows, per_id, budget)
+        ids_b = _Buckets(stage, "ids", pa.schema([("id", id_type)]), p)
+        edges_b = _Buckets(stage, "edges", pa.schema([("src", id_type), ("dst", id_type)]), p)
+        row0 = 0
+        for batch in _chain(first, batches):
+            s = _ids_of(batch.column(0), kinds[0], f"{path}: column '{src}'", row0)
+            d = _ids_of(batch.column(1), kinds[1], f"{path}: column '{dst}'", row0)
+            if kind != "str":
+                s, d = _same_width(s, d, path, src, dst, row0)
+            bs, bd = _bucket_of(s, kind, p), _bucket_of(d, kind, p)
+            ids_b.write(np.concatenate([bs, bd]), [_concat(s, d)])
+            edges_b.write(bs, [s, d])
+            row0 += batch.num_rows
+        ids_b.close(), edges_b.close()
+
+        # pass 2: each bucket's distinct ids, sorted, get consecutive dense ids
+        uniq_b = _Buckets(stage, "uniq", pa.schema([("id", id_type)]), p)
+        offsets = [0]
+        ids_path = stage.path("node-ids")[:-4] + ".bin"
+        bytes_path = stage.path("node-id-bytes")[:-4] + ".bin" if kind == "str" else None
+        with open(ids_path, "wb") as ids_f, (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
+            if kind == "str":
+                ids_f.write(np.zeros(1, "<u8").tobytes())
+            text_end = 0
+            for b in range(p):
+                col = ids_b.read(b).column("id")
+                u = pc.unique(col)
+                u = u.take(pc.sort_indices(u)) if len(u) else u
+                u = u.combine_chunks() if isinstance(u, pa.ChunkedArray) else u
+                uniq_b.write(np.full(len(u), b, dtype=np.int64), [u])
+                os.remove(ids_b.paths[b]) if os.path.exists(ids_b.paths[b]) else None
+                if kind == "str":
+                    lens = np.asarray(pc.binary_length(u), dtype=np.int64) if len(u) else np.zeros(0, np.int64)
+                    ids_f.write((text_end + np.cumsum(lens)).astype("<u8").tobytes())
+                    text_end += int(lens.sum())
+                    if len(u):
+                        o = np.frombuffer(u.buffers()[1], np.int64)
+                        data = u.buffers()[2]
+                        if data is not None:
+                            bytes_f.write(np.frombuffer(data, np.uint8)[o[u.offset]: o[u.offset + len(u)]].tobytes())
+                else:
+                    ids_f.write(np.asarray(u).astype("<u8" if kind == "uint" else "<i8").tobytes())
+                offsets.append(offsets[-1] + len(u))
+        uniq_b.close()
+        num_nodes = offsets[-1]
+
+        # passes 3 and 4: sources to dense ids (re-bucketed by destination), then destinations
+        mid_b = _Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type)]), p)
+        for b in range(p):
+            e = edges_b.read(b)
+            if e.num_rows == 0:
+                continue
+            u = uniq_b.read(b).column("id")
+            dense = np.asarray(pc.index_in(e.column("src"), value_set=u), dtype=np.int64) + offsets[b]
+            dcol = e.column("dst").combine_chunks()
+            d_np = dcol if kind == "str" else np.asarray(dcol)
+            mid_b.write(_bucket_of(d_np, kind, p), [dense, d_np])
+            os.remove(edges_b.paths[b])
+        mid_b.close()
+        with NpyWriter(stage.path("edges"), np.int64, (2,)) as w:
+            for b in range(p):
+                e = mid_b.read(b)
+                if e.num_rows == 0:
+                    continue
+                u = uniq_b.read(b).column("id")
+                dense = np.asarray(pc.index_in(e.column("dst"), value_set=u), dtype=np.int64) + offsets[b]
+                w.write(np.stack([np.asarray(e.column("src")), dense], axis=1))
+                os.remove(mid_b.paths[b])
+            edges = w.close()
+        source_ids = ("str" if kind == "str" else ("u64" if kind == "uint" else "i64"), ids_path, bytes_path)
+        return build.convert(edges, out, format="npy", num_nodes=num_nodes, undirected=undirected,
+                             self_loops=self_loops, dedup=dedup, split=split, seed=seed, memory=memory,
+                             overwrite=overwrite, threads=threads, progress=progress, node_ids=source_ids)
+
+
+def bucket_count(rows: int, per_id: int, budget: int) -> int:
+    """Buckets for ``rows`` edges whose ids take ``per_id`` bytes each: a bucket's ids (about
+    ``2 * rows / P``, and about 4 copies of them while their distinct values are sorted) within a
+    quarter of ``budget``."""
+    return min(MAX_BUCKETS, max(1, math.ceil(2 * rows * per_id * 4 / max(1, budget // 4))))
+
+
+class _Null:
+    def __enter__(self) -> "_Null":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+def _concat(s: Any, d: Any) -> Any:
+    import pyarrow as pa
+
+    if isinstance(s, np.ndarray):
+        return np.concatenate([s, d])
+    return pa.concat_arrays([s, d])
+
+
+def _same_width(s: np.ndarray, d: np.ndarray, path: str, src: str, dst: str, row0: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Integer ids of one type: a signed column's negative ids cannot meet an unsigned column's."""
+    if s.dtype == d.dtype:
+        return s, d
+    signed, name = (s, src) if s.dtype == np.int64 else (d, dst)
+    bad = np.flatnonzero(signed < 0)
+    if bad.size:
+        raise InputError(f"{path}: column '{name}' row {row0 + bad[0]} is {signed[bad[0]]}, negative, while the other "
+                         "column is unsigned; give both columns one integer type")
+    return s.astype(np.uint64), d.astype(np.uint64)

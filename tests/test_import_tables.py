@@ -1,0 +1,192 @@
+"""``ringgnn.importers.tables``: Parquet and CSV edge tables with 64-bit and string ids, dense ids
+assigned out of core (one bucket and several), checked edge by edge against the table in its own
+ids; the original ids stored and read back (``Dataset.node_ids``); bad columns refused naming
+the file and column, nothing written."""
+
+from __future__ import annotations
+
+import builtins
+import collections
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ringgnn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ringgnn import _core
+from ringgnn.cli import main
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+from ringgnn.importers import tables  # noqa: E402 (after the skip: the module needs pyarrow)
+from ringgnn.importers.tables import convert_table  # noqa: E402
+
+BIG = [2**40 + 7, -5, 2**63 - 1, -(2**63), 99, 2**32]  # past 2^32, negative, both extremes
+
+
+def in_neighbors_by_id(pairs):
+    """Original id -> sorted original ids of its in-neighbors (duplicates kept)."""
+    d = collections.defaultdict(list)
+    for s, t in pairs:
+        d[t].append(s)
+    return {k: sorted(v) for k, v in d.items()}
+
+
+def assert_same_graph(out, pairs):
+    """The dataset, read back through node_ids, is the table's graph in its own ids."""
+    ds = ringgnn.Dataset.open(out)
+    ids = ds.node_ids()
+    assert len(ids) == ds.num_nodes == len({x for p in pairs for x in p})
+    assert len(set(ids.tolist())) == len(ids)  # each original id once
+    got = {}
+    for v in range(ds.num_nodes):
+        nb = ids[ds.neighbors(v)].tolist()
+        if nb:
+            got[ids[v]] = sorted(nb)
+    assert got == in_neighbors_by_id(pairs)
+    ringgnn.verify(out)
+    return ds
+
+
+def write_parquet(path: Path, pairs, types=(pa.int64(), pa.int64()), **kw):
+    s, d = zip(*pairs)
+    pq.write_table(pa.table({"user": pa.array(s, types[0]), "item": pa.array(d, types[1]), **kw}), path,
+                   row_group_size=3)  # several row groups: several record batches
+    return path
+
+
+PAIRS = [(BIG[0], BIG[1]), (BIG[1], BIG[2]), (BIG[0], BIG[3]), (BIG[3], BIG[1]), (BIG[4], BIG[5]),
+         (BIG[0], BIG[1]), (BIG[5], BIG[5])]  # a duplicate edge and a self loop
+
+
+def test_int64_ids_past_2_32(tmp_path, monkeypatch):
+    monkeypatch.setattr(tables, "BATCH_ROWS", 2)
+    m = convert_table(write_parquet(tmp_path / "e.parquet", PAIRS), tmp_path / "out", src="user", dst="item")
+    assert m["node_ids"] == {"dtype": "i64", "bytes": 0}
+    ds = assert_same_graph(tmp_path / "out", PAIRS)
+    # one bucket: dense ids follow the ids' order
+    assert ds.node_ids().tolist() == sorted(set(BIG))
+    assert ds.node_ids([3, 0]).tolist() == [sorted(BIG)[3], sorted(BIG)[0]]
+
+
+def test_many_buckets_give_the_same_graph(tmp_path, monkeypatch):
+    monkeypatch.setattr(tables, "BATCH_ROWS", 2)
+    monkeypatch.setattr(tables, "bucket_count", lambda rows, per_id, budget: 5)
+    path = write_parquet(tmp_path / "e.parquet", PAIRS)
+    convert_table(path, tmp_path / "a", src="user", dst="item")
+    a = assert_same_graph(tmp_path / "a", PAIRS)
+    convert_table(path, tmp_path / "b", src="user", dst="item")
+    assert a.node_ids().tolist() == ringgnn.Dataset.open(tmp_path / "b").node_ids().tolist()  # deterministic
+
+
+def test_uint64_ids_above_2_63(tmp_path):
+    pairs = [(2**64 - 1, 2**63), (2**63, 5), (5, 2**64 - 1)]
+    path = write_parquet(tmp_path / "e.parquet", pairs, types=(pa.uint64(), pa.uint64()))
+    m = convert_table(path, tmp_path / "out", src="user", dst="item", undirected=True)
+    assert m["node_ids"]["dtype"] == "u64"
+    ds = assert_same_graph(tmp_path / "out", pairs + [(d, s) for s, d in pairs])
+    assert ds.node_ids().dtype == np.uint64
+
+
+def test_string_ids_from_csv_with_a_header(tmp_path, monkeypatch):
+    monkeypatch.setattr(tables, "bucket_count", lambda rows, per_id, budget: 3)
+    rows = [("alice", "bob"), ("bob", "zoë"), ("zoë", "alice"), ("", "bob"), ("carol", "carol"), ("bob", "zoë")]
+    (tmp_path / "e.csv").write_text("src,dst,weight\n" + "".join(f"{s},{d},1.5\n" for s, d in rows),
+                                    encoding="utf-8")
+    m = convert_table(tmp_path / "e.csv", tmp_path / "out", src="src", dst="dst")
+    assert m["node_ids"] == {"dtype": "str", "bytes": len("alicebobzoëcarol".encode())}
+    ds = assert_same_graph(tmp_path / "out", rows)
+    assert set(ds.node_ids().tolist()) == {"", "alice", "bob", "zoë", "carol"}
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.text(max_size=4), st.text(max_size=4)), min_size=1, max_size=20),
+       st.integers(1, 4))
+def test_string_tables_round_trip(tmp_path_factory, pairs, buckets):
+    """Any strings (empty, unicode, commas), any bucket count: the same graph in the same ids."""
+    tmp = tmp_path_factory.mktemp("t")
+    s, d = zip(*pairs)
+    pq.write_table(pa.table({"a": pa.array(s, pa.string()), "b": pa.array(d, pa.string())}), tmp / "e.parquet")
+    old = tables.bucket_count
+    tables.bucket_count = lambda rows, per_id, budget: buckets
+    try:
+        convert_table(tmp / "e.parquet", tmp / "out", src="a", dst="b")
+    finally:
+        tables.bucket_count = old
+    assert_same_graph(tmp / "out", pairs)
+
+
+def test_string_hash_depends_on_every_byte():
+    h = tables.string_hash(pa.array(["", "a", "b", "ab", "ba", "a\0", "aa", "", "ab"]))
+    assert h[0] == h[7] and h[3] == h[8]
+    assert len({int(x) for x in h[:7]}) == 7
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def assert_nothing_left(out: Path):
+    assert not out.exists()
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")] == []
+
+
+BAD = [
+    (lambda p: write_parquet(p, PAIRS), {"src": "usr"}, r"e.parquet: no column 'usr' \(--src\); it has: user, item"),
+    (lambda p: pq.write_table(pa.table({"user": [1.5], "item": [2.0]}), p), {},
+     r"column 'user' \(--src\) holds double; node ids must be integers or strings"),
+    (lambda p: pq.write_table(pa.table({"user": pa.array([1, None, 3]), "item": [2, 3, 4]}), p), {},
+     r"column 'user': row 1 is empty \(null\)"),
+    (lambda p: pq.write_table(pa.table({"user": ["a"], "item": [2]}), p), {},
+     r"column 'user' holds strings and 'item' integers"),
+    (lambda p: pq.write_table(pa.table({"user": pa.array([-1], pa.int64()), "item": pa.array([2], pa.uint64())}), p),
+     {}, r"column 'user' row 0 is -1, negative, while the other column is unsigned"),
+    (lambda p: p.write_bytes(b"PAR1 not really"), {}, r"e.parquet: not a Parquet file"),
+]
+
+
+@pytest.mark.parametrize("make,kw,pattern", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_tables_name_the_column_and_leave_nothing(tmp_path, make, kw, pattern):
+    make(tmp_path / "e.parquet")
+    args = {"src": "user", "dst": "item", **kw}
+    with pytest.raises(_core.InputError, match=pattern):
+        convert_table(tmp_path / "e.parquet", tmp_path / "out", **args)
+    assert_nothing_left(tmp_path / "out")
+
+
+def test_without_pyarrow_the_error_names_the_extra(tmp_path, monkeypatch):
+    real = builtins.__import__
+
+    def no_pyarrow(name, *a, **kw):
+        if name == "pyarrow" or name.startswith("pyarrow."):
+            raise ImportError(name)
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    with pytest.raises(_core.InputError, match=r"needs pyarrow; install it with pip install 'ringgnn\[parquet\]'"):
+        convert_table(tmp_path / "e.parquet", tmp_path / "out", src="a", dst="b")
+
+
+def test_cli(tmp_path, capsys):
+    write_parquet(tmp_path / "e.parquet", PAIRS)
+    assert main(["convert", str(tmp_path / "e.parquet"), str(tmp_path / "a"), "--src", "user", "--dst", "item",
+                 "-q"]) == 0
+    assert_same_graph(tmp_path / "a", PAIRS)
+    assert main(["convert", str(tmp_path / "e.parquet"), str(tmp_path / "b")]) == 1
+    assert "needs --src COL and --dst COL" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "e.parquet"), str(tmp_path / "b"), "--src", "user", "--dst", "item",
+                 "--features", "x.npy"]) == 1
+    assert "--features: not options of an edge table" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    (tmp_path / "e.csv").write_text("from,to\nx,y\n")
+    assert main(["convert", str(tmp_path / "e.csv"), str(tmp_path / "c"), "--src", "from", "--dst", "to", "-q"]) == 0
+    assert ringgnn.Dataset.open(tmp_path / "c").node_ids().tolist() == ["x", "y"]
+    assert ringgnn.Dataset.open(tmp_path / "a").has_node_ids
+
+
+def test_datasets_without_original_ids(tmp_path):
+    (tmp_path / "e.csv").write_text("0,1\n")
+    ringgnn.convert(tmp_path / "e.csv", tmp_path / "out")
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.node_ids() is None and not ds.has_node_ids
+    assert "node_ids" not in (tmp_path / "out" / "manifest.json").read_text()  # old manifests unchanged
