@@ -190,3 +190,102 @@ def test_datasets_without_original_ids(tmp_path):
     ds = ringgnn.Dataset.open(tmp_path / "out")
     assert ds.node_ids() is None and not ds.has_node_ids
     assert "node_ids" not in (tmp_path / "out" / "manifest.json").read_text()  # old manifests unchanged
+
+
+# --- node tables -------------------------------------------------------------------------------
+
+NODE_ROWS = {BIG[i]: (float(i) / 2, 10 * i, [0, None, 2, 1, -1, 3][i]) for i in range(6)}
+
+
+def features_of(out):
+    ds = ringgnn.Dataset.open(out)
+    return _core.FeatureReader(str(out)).gather(np.arange(ds.num_nodes, dtype=np.int64))
+
+
+def write_nodes(path: Path, rows=NODE_ROWS, order=(3, 0, 5, 1, 4, 2)):
+    ids = [BIG[i] for i in order]  # not the dense order
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()),
+                             "f": pa.array([rows[k][0] for k in ids], pa.float32()),
+                             "g": pa.array([rows[k][1] for k in ids], pa.int32()),
+                             "y": pa.array([rows[k][2] for k in ids], pa.int64())}), path, row_group_size=2)
+    return path
+
+
+@pytest.mark.parametrize("buckets", [1, 4])
+def test_node_table_features_and_labels_follow_the_ids(tmp_path, monkeypatch, buckets):
+    monkeypatch.setattr(tables, "bucket_count", lambda rows, per_id, budget: buckets)
+    monkeypatch.setattr(tables, "BATCH_ROWS", 2)
+    convert_table(write_parquet(tmp_path / "e.parquet", PAIRS), tmp_path / "out", src="user", dst="item",
+                  node_table=write_nodes(tmp_path / "n.parquet"), node_id="id", feature_columns=["f", "g"],
+                  label_column="y")
+    ds = assert_same_graph(tmp_path / "out", PAIRS)
+    ids = ds.node_ids().tolist()
+    np.testing.assert_array_equal(features_of(tmp_path / "out"),
+                                  np.array([[NODE_ROWS[k][0], NODE_ROWS[k][1]] for k in ids], dtype=np.float32))
+    assert ds.labels.tolist() == [-1 if NODE_ROWS[k][2] is None else NODE_ROWS[k][2] for k in ids]
+    assert ds.num_classes == 4
+
+
+def test_node_table_vector_column_and_csv_string_ids(tmp_path):
+    (tmp_path / "e.csv").write_text("a,b\nx,y\ny,z\nz,x\n")
+    pq.write_table(pa.table({"name": ["z", "x", "y"], "emb": pa.array([[3.0, 0.5], [1.0, 0.5], [2.0, 0.5]],
+                                                                       pa.list_(pa.float16()))}), tmp_path / "n.parquet")
+    m = convert_table(tmp_path / "e.csv", tmp_path / "out", src="a", dst="b", node_table=tmp_path / "n.parquet",
+                      node_id="name", feature_columns=["emb"])
+    assert m["features"]["dtype"] == "f16"
+    np.testing.assert_array_equal(features_of(tmp_path / "out"), [[1.0, 0.5], [2.0, 0.5], [3.0, 0.5]])
+    (tmp_path / "n.csv").write_text("name,label\nz,2\nx,0\ny,\n")
+    convert_table(tmp_path / "e.csv", tmp_path / "out2", src="a", dst="b", node_table=tmp_path / "n.csv",
+                  node_id="name", label_column="label")
+    assert ringgnn.Dataset.open(tmp_path / "out2").labels.tolist() == [0, -1, 2]
+
+
+NODE_BAD = [
+    (lambda p: write_nodes(p, {**NODE_ROWS, 12345: (0.0, 0, 0)}, order=(0, 1, 2, 3, 4, 5)) and pq.write_table(
+        pa.table({"id": pa.array(BIG + [12345], pa.int64()), "f": [0.0] * 7, "g": [0] * 7, "y": [0] * 7}), p),
+     {}, r"n.parquet: id 12345 \(row 6\) is named by no edge; remove its row, or add its edges"),
+    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG[:5], pa.int64()), "f": [0.0] * 5, "g": [0] * 5,
+                                        "y": [0] * 5}), p),
+     {}, rf"n.parquet: id {BIG[5]} of the edges has no row; every node needs one"),
+    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG + [BIG[2]], pa.int64()), "f": [0.0] * 7, "g": [0] * 7,
+                                        "y": [0] * 7}), p),
+     {}, rf"n.parquet: id {BIG[2]} has 2 rows; give each node one row"),
+    (lambda p: write_nodes(p), {"feature_columns": ["f", "h"]}, r"no column 'h' \(--feature-columns\); it has: id"),
+    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()), "y": ["a"] * 6}), p),
+     {"feature_columns": [], "label_column": "y"}, r"column 'y' \(--label-column\) holds string; labels must be"),
+    (lambda p: pq.write_table(pa.table({"id": [str(b) for b in BIG], "f": [0.0] * 6}), p),
+     {"feature_columns": ["f"], "label_column": None}, r"column 'id' \(--node-id\) holds strings but the edge"),
+    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()), "v": [[1.0], [1.0, 2.0]] + [[0.0]] * 4}), p),
+     {"feature_columns": ["v"], "label_column": None}, r"vectors of column 'v' have 1 to 2 values"),
+    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()), "f": [1.0, None] + [0.0] * 4}), p),
+     {"feature_columns": ["f"], "label_column": None}, r"column 'f' has empty \(null\) values"),
+    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()), "y": [0.5] * 6}), p),
+     {"feature_columns": [], "label_column": "y"}, r"label 0.5 \(--label-column 'y'\) is not a class id"),
+    (lambda p: write_nodes(p), {"node_id": None}, r"n.parquet: name its id column \(--node-id COL\)"),
+    (lambda p: write_nodes(p), {"feature_columns": [], "label_column": None}, r"needs --feature-columns or"),
+]
+
+
+@pytest.mark.parametrize("make,kw,pattern", NODE_BAD, ids=[str(i) for i in range(len(NODE_BAD))])
+def test_bad_node_tables_name_the_id_and_leave_nothing(tmp_path, monkeypatch, make, kw, pattern):
+    monkeypatch.setattr(tables, "bucket_count", lambda rows, per_id, budget: 3)
+    write_parquet(tmp_path / "e.parquet", PAIRS)
+    make(tmp_path / "n.parquet")
+    args = {"node_table": tmp_path / "n.parquet", "node_id": "id", "feature_columns": ["f", "g"],
+            "label_column": "y", **kw}
+    with pytest.raises(_core.InputError, match=pattern):
+        convert_table(tmp_path / "e.parquet", tmp_path / "out", src="user", dst="item", **args)
+    assert_nothing_left(tmp_path / "out")
+
+
+def test_cli_node_table(tmp_path, capsys):
+    write_parquet(tmp_path / "e.parquet", PAIRS)
+    write_nodes(tmp_path / "n.parquet")
+    assert main(["convert", str(tmp_path / "e.parquet"), str(tmp_path / "a"), "--src", "user", "--dst", "item",
+                 "--node-table", str(tmp_path / "n.parquet"), "--node-id", "id", "--feature-columns", "f, g",
+                 "--label-column", "y", "--feature-dtype", "f16", "-q"]) == 0
+    ds = ringgnn.Dataset.open(tmp_path / "a")
+    assert ds.feature_dim == 2 and ds.feature_dtype == "f16" and ds.num_classes == 4
+    (tmp_path / "e.csv").write_text("0,1\n")
+    assert main(["convert", str(tmp_path / "e.csv"), str(tmp_path / "b"), "--node-table", "n.parquet"]) == 1
+    assert "--node-table: options of a table INPUT" in capsys.readouterr().err

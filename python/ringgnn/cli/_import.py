@@ -13,15 +13,16 @@ from .._core import InputError
 
 #: Options of an edge-list INPUT and their defaults (``data._EDGE_LIST_OPTIONS`` less those an
 #: importer takes): an importer refuses them when given.
+_TABLE_ONLY = {"node_table": None, "node_id": None, "feature_columns": None, "label_column": None}
 _REFUSED = {
     "ogb": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "split": None,
-            "link_split": None, "link_negatives": 100, "add_reverse": None, "feature": None, "task": None},
+            "link_split": None, "link_negatives": 100, "add_reverse": None, "feature": None, "task": None,
+            **_TABLE_ONLY},
     "table": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "link_split": None,
-              "link_negatives": 100, "add_reverse": None, "feature": None, "task": None, "split_scheme": None,
-              "feature_dtype": None},
+              "link_negatives": 100, "add_reverse": None, "feature": None, "task": None, "split_scheme": None},
     "mag240m": {"format": "detect", "undirected": False, "self_loops": "keep", "dedup": False, "num_nodes": None,
                 "features": None, "labels": None, "split": None, "link_split": None, "link_negatives": 100,
-                "feature": None, "task": None, "split_scheme": None},
+                "feature": None, "task": None, "split_scheme": None, **_TABLE_ONLY},
 }
 
 
@@ -37,6 +38,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="table input (.parquet, or .csv with a header): the column of the edges' sources, integer or "
                    "string ids of any range (dense ids are assigned; Dataset.node_ids() gives the originals)")
     p.add_argument("--dst", metavar="COL", default=None, help="table input: the column of the edges' destinations")
+    p.add_argument("--node-table", metavar="FILE", default=None,
+                   help="table input: a table (.parquet or .csv with a header) of one row per node, keyed by the "
+                   "edges' "
+                   "ids, giving features and labels (joined out of core)")
+    p.add_argument("--node-id", metavar="COL", default=None, help="--node-table: its id column")
+    p.add_argument("--feature-columns", metavar="COLS", default=None,
+                   help="--node-table: feature columns, comma-separated (numbers), or one column of vectors")
+    p.add_argument("--label-column", metavar="COL", default=None,
+                   help="--node-table: the label column (integer classes; null or -1 = unlabeled)")
 
 
 def source_of(args: Any) -> str:
@@ -58,6 +68,10 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
         if args.src is not None or args.dst is not None:
             raise InputError(f"--src and --dst name the columns of a table INPUT (--from table), and {args.input} is "
                              f"read as {source}")
+        given = [d for d in _TABLE_ONLY if getattr(args, d) is not None]
+        if given:
+            raise InputError(f"{', '.join('--' + d.replace('_', '-') for d in given)}: options of a table INPUT "
+                             f"(with --src and --dst), and {args.input} is read as {source}")
         if args.split_scheme is not None:
             raise InputError(f"--split-scheme applies to an OGB directory INPUT, and {args.input} is read as "
                              f"{'a GraphBolt metadata.yaml' if source == 'graphbolt' else 'an edge list'}")
@@ -86,7 +100,11 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
             from ..importers.tables import convert_table
 
             manifest = convert_table(args.input, args.out, src=args.src, dst=args.dst, undirected=args.undirected,
-                                     self_loops=args.self_loops, dedup=args.dedup, split=args.split, progress=b,
+                                     self_loops=args.self_loops, dedup=args.dedup, split=args.split,
+                                     node_table=args.node_table, node_id=args.node_id,
+                                     feature_columns=[c.strip() for c in (args.feature_columns or "").split(",")
+                                                      if c.strip()],
+                                     label_column=args.label_column, feature_dtype=args.feature_dtype, progress=b,
                                      **common)
         else:
             from ..importers.mag240m import convert_mag240m

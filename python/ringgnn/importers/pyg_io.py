@@ -67,7 +67,8 @@ class _Stager:
             raise InputError(f"{where}: no edge_index{adj}; give the edges as a (2, E) tensor")
         a = _numpy(e, f"{where}.edge_index")
         if a.ndim != 2 or a.shape[0] != 2 or (a.size and a.dtype.kind not in "iu"):
-            raise InputError(f"{where}.edge_index: {a.dtype} of shape {tuple(a.shape)}; give integer ids of shape (2, E)")
+            raise InputError(f"{where}.edge_index: {a.dtype} of shape {tuple(a.shape)}; "
+                             "give integer ids of shape (2, E)")
         a = a.astype(np.int64, copy=False)
         for row, n, end in ((0, n_src, "source"), (1, n_dst, "destination")):
             bad = np.flatnonzero((a[row] < 0) | (a[row] >= n))
@@ -201,7 +202,8 @@ def from_pyg(
         rels = []
         for et in data.edge_types:
             src, _, dst = et
-            rels.append(build.Relation(":".join(et), s.edges(data[et], f"data[{et!r}]", counts[src], counts[dst]), "npy"))
+            edges = s.edges(data[et], f"data[{et!r}]", counts[src], counts[dst])
+            rels.append(build.Relation(":".join(et), edges, "npy"))
         return build.build_hetero(out, types, rels, add_reverse=add_reverse,
                                   source={"command": "from_pyg", "class": "HeteroData"}, **common)
 

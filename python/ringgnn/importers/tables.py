@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -224,6 +224,11 @@ def convert_table(
     self_loops: str = "keep",
     dedup: bool = False,
     split: Any = None,
+    node_table: Optional[PathLike] = None,
+    node_id: Optional[str] = None,
+    feature_columns: Sequence[str] = (),
+    label_column: Optional[str] = None,
+    feature_dtype: Optional[str] = None,
     seed: int = 0,
     memory: Optional[build.Size] = None,
     overwrite: bool = False,
@@ -232,8 +237,12 @@ def convert_table(
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from the edge table ``table`` (Parquet, or CSV with a header)
     whose columns ``src`` and ``dst`` name nodes by integers or strings; returns the manifest.
-    The other arguments are :func:`ringgnn.build.convert`'s (``split``: fractions only, node
-    ids of the table being unknown to the caller)."""
+
+    ``node_table`` (Parquet or CSV), keyed by column ``node_id`` (the same kind of ids), gives
+    features (``feature_columns``: numeric columns, or one column of vectors) and labels
+    (``label_column``), joined out of core (:mod:`.node_table`). The other arguments are
+    :func:`ringgnn.build.convert`'s (``split``: fractions only, the dense ids being unknown to
+    the caller)."""
     pa = require_pyarrow()
     import pyarrow.compute as pc
 
@@ -241,6 +250,15 @@ def convert_table(
     t = Table(path)
     kinds = (t.column_type(src, "--src"), t.column_type(dst, "--dst"))
     kind = _id_type(kinds, t, src, dst)
+    nodes = None
+    if node_table is not None:
+        from .node_table import NodeTable
+
+        if node_id is None:
+            raise InputError(f"{os.fspath(node_table)}: name its id column (--node-id COL)")
+        nodes = NodeTable(os.fspath(node_table), node_id, list(feature_columns), label_column, kind)
+    elif feature_columns or label_column is not None or node_id is not None:
+        raise InputError("--node-id, --feature-columns and --label-column name columns of a --node-table; give it")
     budget = build._memory(memory)
     id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
     with Staging(out, overwrite) as stage:
@@ -252,6 +270,10 @@ def convert_table(
         per_id = 8 if kind != "str" else max(8, first.column(0).nbytes // max(1, first.num_rows)) + 8
         rows = t.rows if t.rows is not None else max(first.num_rows, os.path.getsize(path) // 4)
         p = bucket_count(rows, per_id, budget)
+        if nodes is not None:  # a bucket's node rows within the same quarter of the budget
+            size = nodes.t.rows * nodes.row_bytes() if nodes.t.rows is not None else 0
+            size = max(size, 2 * os.path.getsize(nodes.path))
+            p = min(MAX_BUCKETS, max(p, math.ceil(size * 4 / max(1, budget // 4))))
         ids_b = _Buckets(stage, "ids", pa.schema([("id", id_type)]), p)
         edges_b = _Buckets(stage, "edges", pa.schema([("src", id_type), ("dst", id_type)]), p)
         row0 = 0
@@ -296,6 +318,11 @@ def convert_table(
                 offsets.append(offsets[-1] + len(u))
         uniq_b.close()
         num_nodes = offsets[-1]
+        features = labels = None
+        if nodes is not None:
+            from .node_table import join
+
+            features, labels = join(nodes, stage, kind, p, uniq_b, offsets)
 
         # passes 3 and 4: sources to dense ids (re-bucketed by destination), then destinations
         mid_b = _Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type)]), p)
@@ -322,8 +349,9 @@ def convert_table(
             edges = w.close()
         source_ids = ("str" if kind == "str" else ("u64" if kind == "uint" else "i64"), ids_path, bytes_path)
         return build.convert(edges, out, format="npy", num_nodes=num_nodes, undirected=undirected,
-                             self_loops=self_loops, dedup=dedup, split=split, seed=seed, memory=memory,
-                             overwrite=overwrite, threads=threads, progress=progress, node_ids=source_ids)
+                             self_loops=self_loops, dedup=dedup, split=split, features=features, labels=labels,
+                             feature_dtype=feature_dtype, seed=seed, memory=memory, overwrite=overwrite,
+                             threads=threads, progress=progress, node_ids=source_ids)
 
 
 def bucket_count(rows: int, per_id: int, budget: int) -> int:
@@ -354,7 +382,8 @@ def _concat(s: Any, d: Any) -> Any:
     return pa.concat_arrays([s, d])
 
 
-def _same_width(s: np.ndarray, d: np.ndarray, path: str, src: str, dst: str, row0: int) -> Tuple[np.ndarray, np.ndarray]:
+def _same_width(s: np.ndarray, d: np.ndarray, path: str, src: str, dst: str,
+                row0: int) -> Tuple[np.ndarray, np.ndarray]:
     """Integer ids of one type: a signed column's negative ids cannot meet an unsigned column's."""
     if s.dtype == d.dtype:
         return s, d

@@ -1,0 +1,211 @@
+"""Node features and labels from a table keyed by the same ids as an edge table (``ringgnn
+convert edges.parquet OUT --src A --dst B --node-table nodes.parquet --node-id ID
+--feature-columns ... --label-column ...``): joined out of core onto the dense ids that
+:mod:`.tables` assigned.
+
+The join uses the edge table's buckets: each node row goes to the bucket of its id (the same
+hash), and since a bucket's dense ids are consecutive (``offsets[b] ..``), a bucket's rows,
+placed by ``pyarrow.compute.index_in`` against the bucket's sorted ids, are the next block of
+feature rows and labels in dense order. One bucket's rows are in memory at a time.
+
+Every node of the edges needs exactly one row and every row a node of the edges: an id of the
+table that no edge names, an edge id without a row, or an id given twice is an error naming the
+id and the file. Features: numeric columns (one value each), or one list column (a vector per
+row, all of one length); integers become float32, float16 stays float16 when every column is.
+Labels: an integer column (null = unlabeled, -1) or a float one whose values are whole (NaN =
+unlabeled).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._core import InputError
+from ._stage import NpyWriter, Staging
+from .tables import Table, _bucket_of, _Buckets, _ids_of
+
+
+class NodeTable:
+    """The node table's columns, checked before anything is read."""
+
+    def __init__(self, path: str, id_col: str, features: Sequence[str], label: Optional[str], kind: str):
+        import pyarrow as pa
+
+        self.t = Table(path)
+        self.path, self.id_col, self.features, self.label = path, id_col, list(features), label
+        self.id_kind = self.t.column_type(id_col, "--node-id")
+        if (self.id_kind == "str") != (kind == "str"):
+            what = "strings" if self.id_kind == "str" else "integers"
+            raise InputError(f"{path}: column '{id_col}' (--node-id) holds {what}"
+                             f" but the edge table's ids are {'strings' if kind == 'str' else 'integers'}")
+        if not self.features and label is None:
+            raise InputError(f"{path}: --node-table needs --feature-columns or --label-column (what to take from it)")
+        self.list_column = False
+        self.dim = 0
+        dtypes = []
+        for c in self.features:
+            t = self._type(c, "--feature-columns")
+            if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+                if len(self.features) != 1:
+                    raise InputError(f"{path}: column '{c}' holds vectors; give it alone in --feature-columns, or "
+                                     "give numeric columns")
+                self.list_column = True
+                t = t.value_type
+            if not (pa.types.is_floating(t) or pa.types.is_integer(t)):
+                raise InputError(f"{path}: column '{c}' (--feature-columns) holds {t}; features must be numbers")
+            dtypes.append(t)
+            self.dim += 1
+        self.dtype = np.float16 if dtypes and all(pa.types.is_float16(t) for t in dtypes) else (
+            np.float64 if any(pa.types.is_float64(t) for t in dtypes) else np.float32)
+        if label is not None:
+            t = self._type(label, "--label-column")
+            if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+                raise InputError(f"{path}: column '{label}' (--label-column) holds {t}; labels must be integer "
+                                 "class ids (-1 or null = unlabeled)")
+
+    def _type(self, name: str, option: str) -> Any:
+        import pyarrow as pa
+
+        if name not in self.t.schema.names:
+            raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(self.t.schema.names)}")
+        t = self.t.schema.field(name).type
+        return t.value_type if pa.types.is_dictionary(t) else t
+
+    def row_bytes(self) -> int:
+        """Bytes a row takes in a bucket (id, row number, features, label), for the bucket count;
+        a list column's width is not known before reading, so it is taken from the file size."""
+        return 24 + 8 * self.dim
+
+    def bucket_rows(self, stage: Staging, kind: str, p: int) -> _Buckets:
+        """One pass over the table: every row (its id, features and label) into its id's bucket."""
+        import pyarrow as pa
+
+        id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
+        cols = self.features + ([self.label] if self.label is not None else [])
+        fields = [pa.field("id", id_type)]
+        fields += [pa.field(f"c{i}", self.t.schema.field(c).type) for i, c in enumerate(cols)]
+        b = _Buckets(stage, "nodes", pa.schema(fields + [pa.field("row", pa.int64())]), p)
+        row0 = 0
+        for batch in self.t.batches([self.id_col] + cols):
+            ids = _ids_of(batch.column(0), self.id_kind, f"{self.path}: column '{self.id_col}'", row0)
+            if kind == "uint" and self.id_kind == "int":
+                if ids.size and ids.min() < 0:
+                    i = int(np.argmin(ids))
+                    raise InputError(f"{self.path}: id {ids[i]} (row {row0 + i}) is named by no edge (the edge ids "
+                                     "are unsigned); remove its row")
+                ids = ids.astype(np.uint64)
+            elif kind == "int" and self.id_kind == "uint":
+                ids = _signed(ids, self.path, row0)
+            rows = np.arange(row0, row0 + batch.num_rows, dtype=np.int64)
+            b.write(_bucket_of(ids, kind, p), [ids] + [batch.column(i + 1) for i in range(len(cols))] + [rows])
+            row0 += batch.num_rows
+        b.close()
+        return b
+
+
+def _signed(ids: np.ndarray, path: str, row0: int) -> np.ndarray:
+    big = np.flatnonzero(ids >= np.uint64(2**63))
+    if big.size:
+        raise InputError(f"{path}: id {ids[big[0]]} (row {row0 + big[0]}) is named by no edge; remove its row")
+    return ids.astype(np.int64)
+
+
+def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: _Buckets,
+         offsets: List[int]) -> Tuple[Optional[str], Optional[str]]:
+    """Features and labels in dense order, as staged ``.npy`` files (None where not asked)."""
+    import pyarrow.compute as pc
+
+    rows_b = nodes.bucket_rows(stage, kind, p)
+    feats = NpyWriter(stage.path("features"), nodes.dtype, ()) if nodes.features else None
+    labels = NpyWriter(stage.path("labels"), np.int64) if nodes.label is not None else None
+    try:
+        for b in range(p):
+            u = uniq_b.read(b).column("id")
+            r = rows_b.read(b)
+            pos = pc.index_in(r.column("id"), value_set=u)
+            if pos.null_count:
+                i = int(np.flatnonzero(np.asarray(pos.is_null()))[0])
+                row = r.column("row")[i].as_py()
+                raise InputError(f"{nodes.path}: id {r.column('id')[i].as_py()!r} (row {row}) is "
+                                 "named by no edge; remove its row, or add its edges")
+            pos = np.asarray(pos, dtype=np.int64)
+            have = np.bincount(pos, minlength=len(u))
+            if (have > 1).any():
+                k = int(np.flatnonzero(have > 1)[0])
+                raise InputError(f"{nodes.path}: id {u[k].as_py()!r} has {have[k]} rows; give each node one row")
+            if (have == 0).any():
+                k = int(np.flatnonzero(have == 0)[0])
+                raise InputError(f"{nodes.path}: id {u[k].as_py()!r} of the edges has no row; every node needs one "
+                                 "(give it a row, with -1 or null as its label if it has none)")
+            if r.num_rows == 0:
+                continue
+            block = _values(nodes, r.take(np.argsort(pos)))  # the bucket's rows in dense order
+            if feats is not None:
+                x = block["features"]
+                if feats.rows == 0 and not feats.row_shape:
+                    feats.row_shape = x.shape[1:]
+                elif x.shape[1:] != feats.row_shape:
+                    raise InputError(f"{nodes.path}: vectors of column '{nodes.features[0]}' have {x.shape[1]} values "
+                                     f"in some rows and {feats.row_shape[0]} in others; give them one length")
+                feats.write(x)
+            if labels is not None:
+                labels.write(block["labels"])
+        return (feats.close() if feats else None), (labels.close() if labels else None)
+    finally:
+        for w in (feats, labels):
+            if w is not None:
+                w.__exit__()
+
+
+def _values(nodes: NodeTable, table: Any) -> dict:
+    """Features ``[n, D]`` and labels ``[n]`` of a bucket's rows (columns ``c0 ..`` after the id)."""
+    import pyarrow.compute as pc
+
+    out = {}
+    if nodes.features:
+        if nodes.list_column:
+            col = table.column("c0").combine_chunks()
+            if len(col) == 0:
+                x = np.zeros((0, 0), dtype=nodes.dtype)
+            else:
+                if col.null_count:
+                    raise InputError(f"{nodes.path}: column '{nodes.features[0]}' has an empty (null) vector")
+                lens = np.asarray(pc.list_value_length(col))
+                if (lens != lens[0]).any():
+                    raise InputError(f"{nodes.path}: vectors of column '{nodes.features[0]}' have {lens.min()} to "
+                                     f"{lens.max()} values; give them one length")
+                x = np.asarray(pc.list_flatten(col), dtype=nodes.dtype).reshape(len(col), int(lens[0]))
+        else:
+            x = np.stack([_numbers(table.column(f"c{i}"), nodes, c) for i, c in enumerate(nodes.features)], axis=1) \
+                if table.num_rows else np.zeros((0, len(nodes.features)), dtype=nodes.dtype)
+        out["features"] = x
+    if nodes.label is not None:
+        out["labels"] = _labels(table.column(f"c{len(nodes.features)}"), nodes)
+    return out
+
+
+def _numbers(col: Any, nodes: NodeTable, name: str) -> np.ndarray:
+    if col.null_count:
+        raise InputError(f"{nodes.path}: column '{name}' has empty (null) values; give every node its features")
+    return np.asarray(col.combine_chunks() if hasattr(col, "combine_chunks") else col).astype(nodes.dtype)
+
+
+def _labels(col: Any, nodes: NodeTable) -> np.ndarray:
+    import pyarrow as pa
+
+    if pa.types.is_integer(col.type):
+        a = np.asarray(col.fill_null(-1)).astype(np.int64)
+    else:
+        f = np.asarray(col.fill_null(float("nan"))).astype(np.float64)
+        nan = np.isnan(f)
+        bad = np.flatnonzero(~nan & (f != np.floor(f)))
+        if bad.size:
+            raise InputError(f"{nodes.path}: label {f[bad[0]]} (--label-column '{nodes.label}') is not a class id")
+        a = np.where(nan, -1, f).astype(np.int64)
+    bad = np.flatnonzero(a < -1)
+    if bad.size:
+        raise InputError(f"{nodes.path}: label {a[bad[0]]} (--label-column '{nodes.label}'); give classes >= 0, -1 "
+                         "or null = unlabeled")
+    return a
