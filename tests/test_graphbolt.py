@@ -191,7 +191,8 @@ def test_feature_and_task_choice(tmp_path):
     manifest = convert_graphbolt(src, out, feature="year", threads=1)
     assert manifest["source"]["task"] == "node_classification"
     np.testing.assert_array_equal(features_of(out, "node/paper"), np.arange(5.0, dtype=np.float32)[:, None])
-    with pytest.raises(_core.InputError, match=r"tasks\[0\] \('link_prediction'\).*link-prediction.*not supported"):
+    with pytest.raises(_core.InputError, match=r"tasks\[0\] \('link_prediction'\): a link-prediction task with no "
+                       r"validation_set or test_set"):
         convert_graphbolt(src, tmp_path / "out2", task="link_prediction")
     with pytest.raises(_core.InputError, match="no task named 'nc'"):
         convert_graphbolt(src, tmp_path / "out2", task="nc")
@@ -303,7 +304,8 @@ BAD = [
     (_mixed_types, _core.InputError, [r"graph\.edges\[2\]\.type: typed and untyped"]),
     (_edge_out_of_range, _core.InputError, ["7"]),
     (_preprocessed, _core.InputError, ["graph_topology", "original metadata.yaml"]),
-    (_link_only, _core.InputError, [r"tasks\[0\] \('node_classification'\): a link-prediction task", "node_pairs"]),
+    (_link_only, _core.InputError, [r"tasks\[0\]\.train_set\[0\]\.type: tasks\[0\] \('node_classification'\) is a "
+                                    "link-prediction task", "'paper' is not an edge type"]),
 ]
 
 

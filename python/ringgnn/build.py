@@ -202,13 +202,19 @@ class Relation:
     ``link_split`` holds out pairs of this relation for link prediction, as :func:`convert`'s
     (fractions, or ``.npy`` lists of (SRC id, DST id) pairs), with ``link_negatives`` fixed
     negative destinations (``DST`` ids) per held-out pair. Its reverse ``DST:rev_REL:SRC``
-    (``add_reverse``, or a relation listed under that name) drops the same pairs, swapped."""
+    (``add_reverse``, or a relation listed under that name) drops the same pairs, swapped.
+    ``given_negatives`` maps a listed held-out split to an ``.npy`` int64 (n, K) of negatives
+    stored as given, row i for the split's pair i in the stored order (ascending (dst, src));
+    ``absent_ok``: a listed held-out pair the edge file lacks is stored anyway (both are what a
+    GraphBolt link-prediction task needs)."""
 
     name: str
     edges: PathLike
     format: Optional[str] = None
     link_split: Union[None, str, Mapping[str, Any]] = None
     link_negatives: int = 100
+    given_negatives: Optional[Mapping[str, PathLike]] = None
+    absent_ok: bool = False
 
 
 def build_hetero(
@@ -240,7 +246,9 @@ def build_hetero(
         ))
     rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format,
              None if r.link_split is None else parse_link_split(r.link_split),
-             count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0)) for r in relations]
+             count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0),
+             [(str(k), os.fspath(v)) for k, v in (r.given_negatives or {}).items()], bool(r.absent_ok))
+            for r in relations]
     return _run(
         _core.build_hetero,
         progress,

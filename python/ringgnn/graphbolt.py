@@ -15,10 +15,15 @@ What becomes what:
   only one, else none.
 * One node-classification task -> per type that its sets name, labels (-1 where unlabeled) and
   the splits ``train``, ``val`` (``validation_set``) and ``test``.
+* One link-prediction task (sets of node pairs on edge types ``SRC:REL:DST``; the ``seeds``/
+  ``labels``/``indexes`` layout or the older ``node_pairs``/``negative_dsts``) -> the edge splits
+  ``train``, ``val`` and ``test`` of each relation it names, validation and test pairs held out
+  with their negatives stored (:mod:`ringgnn.graphbolt_links`). Heterogeneous datasets only.
 
-Not supported yet, skipped with a logged warning: edge features, graph-level features
-(``graph.feature_data``) and link-prediction tasks (sets of node pairs) when no ``task`` is
-named; naming a link-prediction task, or a file whose only tasks are such, is an error.
+By default the first task of each kind is converted (``task`` names one instead); other tasks
+are skipped with a logged warning. Not supported yet, skipped with a logged warning: edge
+features, graph-level features (``graph.feature_data``), and link-prediction tasks of a
+homogeneous dataset (naming one is an error: use ``ringgnn convert EDGES --link-split``).
 
 The yaml is checked whole before any data file is read: every problem is an
 :class:`ringgnn.InputError` naming the yaml file and the field (``graph.edges[1].format``); a
@@ -38,7 +43,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _core, build
+from . import _core, build, graphbolt_links
 from ._core import InputError
 from ._files import os_errors, temporary
 
@@ -323,7 +328,9 @@ def _link_reason(meta: Metadata, task: Task) -> Optional[str]:
     return None
 
 
-def _choose_task(meta: Metadata, name: Optional[str]) -> Optional[Task]:
+def _choose_task(meta: Metadata, name: Optional[str]) -> Tuple[Optional[Task], Optional[Task]]:
+    """(node-classification task, link-prediction task) to convert: the one named, or the first
+    of each kind."""
     r = _Reader(meta.path)
     if name is not None:
         named = [t for t in meta.tasks if t.name == name]
@@ -331,24 +338,24 @@ def _choose_task(meta: Metadata, name: Optional[str]) -> Optional[Task]:
             have = ", ".join(f"'{t.name}'" for t in meta.tasks if t.name) or "no named tasks"
             raise r.error("tasks", f"no task named '{name}' (it has {have})", "name one of those")
         reason = _link_reason(meta, named[0])
-        if reason:
-            raise r.error(str(named[0]), f"a link-prediction task ({reason}): not supported yet",
-                          "name a node-classification task, or build link splits with "
-                          "`ringgnn convert EDGES --link-split`")
-        return named[0]
-    links = []
+        if reason and meta.homogeneous:
+            raise r.error(str(named[0]), f"a link-prediction task ({reason}) of a homogeneous dataset: not supported "
+                          "yet", "build link splits with `ringgnn convert EDGES --link-split`")
+        return (None, named[0]) if reason else (named[0], None)
+    node = link = None
     for task in meta.tasks:
         reason = _link_reason(meta, task)
-        if reason is None:
-            for other, why in links:
-                log.warning("%s: skipping %s, a link-prediction task (%s): not supported yet", meta.path, other, why)
-            return task
-        links.append((task, reason))
-    if links:
-        raise r.error(str(links[0][0]), f"a link-prediction task ({links[0][1]}): not supported yet, and there is "
-                      "no node-classification task",
-                      "remove the tasks from a copy of the yaml to convert the graph alone")
-    return None
+        if reason is None and node is None:
+            node = task
+        elif reason is not None and link is None and not meta.homogeneous and set(task.sets) - {"train"}:
+            link = task
+        else:
+            why = ("a link-prediction task of a homogeneous dataset: not supported yet" if meta.homogeneous else
+                   "a link-prediction task without validation_set or test_set" if not set(task.sets) - {"train"}
+                   else "only the first task of each kind is converted (name one with task=/--task)") if reason \
+                else "only the first task of each kind is converted (name one with task=/--task)"
+            log.warning("%s: skipping %s: %s", meta.path, task, why)
+    return node, link
 
 
 def _choose_features(meta: Metadata, feature: str) -> Dict[Optional[str], DataFile]:
@@ -378,10 +385,19 @@ class _Staging:
 
     def __init__(self, meta: Metadata, dir: str):
         self.meta, self.dir, self.r, self.n = meta, dir, _Reader(meta.path), 0
+        self.fields: Dict[str, str] = {}  # staged path -> the yaml field it came from
 
-    def save(self, a: np.ndarray) -> str:
+    def name_files(self, message: str) -> str:
+        """``message`` with each staged file named by its yaml field instead."""
+        for path, where in self.fields.items():
+            message = message.replace(path, f"{self.meta.path}: {where}")
+        return message
+
+    def save(self, a: np.ndarray, field: Optional[str] = None) -> str:
         self.n += 1
         path = os.path.join(self.dir, f"{self.n}.npy")
+        if field is not None:
+            self.fields[path] = field
         with os_errors("writing", path):
             np.save(path, a, allow_pickle=False)
         return path
@@ -504,6 +520,7 @@ def convert_graphbolt(
     feature: str = "feat",
     task: Optional[str] = None,
     add_reverse: bool = False,
+    link_negatives: int = 100,
     seed: int = 0,
     memory: Optional[build.Size] = None,
     overwrite: bool = False,
@@ -515,7 +532,8 @@ def convert_graphbolt(
 
     ``feature``: the node feature to convert for each type (else a type's only feature, else
     none). ``task``: the task (by name) whose sets become labels and splits, by default the first
-    node-classification task. ``add_reverse``: also build ``DST:rev_REL:SRC`` for each relation
+    node-classification task and the first link-prediction task (``link_negatives`` negatives are
+    drawn for its held-out sets that give none). ``add_reverse``: also build ``DST:rev_REL:SRC`` for each relation
     (PyG's ``ToUndirected``; a homogeneous dataset is built ``undirected``). ``seed``, ``memory``,
     ``overwrite``, ``threads`` and ``progress`` are :func:`ringgnn.build.build_hetero`'s.
 
@@ -526,7 +544,7 @@ def convert_graphbolt(
     """
     meta = read_metadata(yaml_path)
     out = os.fspath(out)
-    chosen = _choose_task(meta, task)
+    chosen, link_task = _choose_task(meta, task)
     feats = _choose_features(meta, feature)
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
@@ -539,6 +557,7 @@ def convert_graphbolt(
         edges = [(t, stage.edges(f)) for t, f in meta.edges]
         features = {t: stage.features(t, f) for t, f in feats.items()}
         targets = stage.task(chosen) if chosen is not None else {}
+        links = graphbolt_links.link_splits(meta, link_task, stage, _load) if link_task is not None else {}
         common = {"seed": seed, "memory": memory, "overwrite": overwrite, "threads": threads, "progress": progress}
         if meta.homogeneous:
             (_, (path, fmt)), = edges
@@ -547,9 +566,19 @@ def convert_graphbolt(
                                  features=features.get(None), labels=labels, split=split, **common)
         types = [build.NodeType(t, n, features=features.get(t), labels=targets.get(t, (None, None))[0],
                                 split=targets.get(t, (None, None))[1]) for t, n in meta.nodes.items()]
-        relations = [build.Relation(t, path, fmt) for t, (path, fmt) in edges]
+        relations = []
+        for t, (path, fmt) in edges:
+            lk = links.get(t)
+            relations.append(build.Relation(t, path, fmt) if lk is None else build.Relation(
+                t, path, fmt, link_split=lk.pairs, link_negatives=link_negatives, given_negatives=lk.negatives,
+                absent_ok=True))
         source = {"command": "convert", "from": "graphbolt", "yaml": os.path.basename(meta.path),
                   "dataset_name": meta.dataset_name, "task": None if chosen is None else (chosen.name or chosen.field)}
-        return build.build_hetero(out, types, relations, add_reverse=add_reverse, source=source, **common)
+        if link_task is not None:
+            source["link_task"] = link_task.name or link_task.field
+        try:
+            return build.build_hetero(out, types, relations, add_reverse=add_reverse, source=source, **common)
+        except InputError as e:  # name the yaml's sets, not the staged copies of them
+            raise InputError(stage.name_files(str(e))) from None
     finally:
         tmp.close()

@@ -132,10 +132,8 @@ pub fn convert(
         feature_dtype: self::feature_dtype(feature_dtype)?,
         labels,
         split: split.map(SplitSpec::from),
-        link_split: link_split.map(|v| LinkSplitOptions {
-            spec: LinkSplitSpec::from(v),
-            negatives: link_negatives,
-        }),
+        link_split: link_split
+            .map(|v| LinkSplitOptions::new(LinkSplitSpec::from(v), link_negatives)),
         seed,
         overwrite,
         node_ids,
@@ -238,8 +236,17 @@ type NodeTypeArg = (
 );
 
 /// One relation of `build_hetero`: (SRC:REL:DST, edge file, format or None, link split or None,
-/// negatives per held-out pair).
-type RelationArg = (String, PathBuf, Option<String>, Option<SplitArg>, u64);
+/// negatives per held-out pair, given negatives per split name, whether listed held-out pairs
+/// may be absent from the edge file).
+type RelationArg = (
+    String,
+    PathBuf,
+    Option<String>,
+    Option<SplitArg>,
+    u64,
+    Vec<(String, PathBuf)>,
+    bool,
+);
 
 /// Build a heterogeneous dataset: `node_types` as (name, num_nodes, features, feature_dtype,
 /// labels, split) and `relations` as [`RelationArg`]s; `source` is JSON
@@ -275,7 +282,7 @@ pub fn build_hetero(
         });
     }
     let mut rels = Vec::new();
-    for (name, input, format, link_split, negatives) in relations {
+    for (name, input, format, link_split, negatives, given_negatives, absent_ok) in relations {
         let format = format
             .as_deref()
             .map(InputFormat::parse)
@@ -287,8 +294,9 @@ pub fn build_hetero(
             input,
             format,
             link_split: link_split.map(|v| LinkSplitOptions {
-                spec: LinkSplitSpec::from(v),
-                negatives,
+                given_negatives,
+                absent_ok,
+                ..LinkSplitOptions::new(LinkSplitSpec::from(v), negatives)
             }),
         });
     }

@@ -56,6 +56,25 @@ pub struct LinkSplitOptions {
     pub spec: LinkSplitSpec,
     /// Fixed negatives stored per held-out pair (`--link-negatives`, 0 = none).
     pub negatives: u64,
+    /// Split name -> `.npy` int64 `(n, K)` negatives to store as given instead of drawing them,
+    /// row `i` for pair `i` of the split in the stored order (ascending `(dst, src)`); listed
+    /// splits of a relation only (a GraphBolt task's negatives).
+    pub given_negatives: Vec<(String, PathBuf)>,
+    /// Listed held-out pairs need not be edges of the input: one it lacks is stored all the
+    /// same (a GraphBolt task's validation pairs may already be out of its graph).
+    pub absent_ok: bool,
+}
+
+impl LinkSplitOptions {
+    /// Hold out `spec`'s pairs with `negatives` drawn negatives each.
+    pub fn new(spec: LinkSplitSpec, negatives: u64) -> Self {
+        LinkSplitOptions {
+            spec,
+            negatives,
+            given_negatives: Vec::new(),
+            absent_ok: false,
+        }
+    }
 }
 
 /// A link split ready for the build: how the emitter decides each pair.
@@ -129,7 +148,9 @@ impl LinkPlan {
                 seed,
             },
             LinkSplitSpec::Files(v) => {
-                LinkPlan::Given(Arc::new(GivenPairs::load_with(v, false, None, bipartite)?))
+                let mut g = GivenPairs::load_with(v, false, None, bipartite)?;
+                g.absent_ok = opts.absent_ok;
+                LinkPlan::Given(Arc::new(g))
             }
         };
         Ok(LinkPlan::Relation {
@@ -408,7 +429,12 @@ impl Holdout {
                 let keys = &pairs.keys;
                 while *at < keys.len() && (keys[*at].dst, keys[*at].src) < (dst, src) {
                     if !*met && !self.mirror {
-                        return Err(pairs.not_in_graph(&keys[*at]));
+                        let k = &keys[*at];
+                        if !pairs.absent_ok || k.split as usize == train {
+                            return Err(pairs.not_in_graph(k));
+                        }
+                        // Absent from the input, stored all the same, in its place.
+                        self.writers[k.split as usize].push(k.src, k.dst)?;
                     }
                     *at += 1;
                     *met = false;
@@ -449,14 +475,19 @@ impl Holdout {
         if self.mirror {
             return Ok(HeldOut { splits: Vec::new() });
         }
+        let mut writers = self.writers;
         if let Decide::Given { pairs, at, met } = &self.decide {
             let unmet = if *met { at + 1 } else { *at };
-            if let Some(k) = pairs.keys.get(unmet) {
-                return Err(pairs.not_in_graph(k));
+            let train = self.names.len() - 1;
+            for k in pairs.keys.get(unmet..).unwrap_or_default() {
+                if !pairs.absent_ok || k.split as usize == train {
+                    return Err(pairs.not_in_graph(k));
+                }
+                writers[k.split as usize].push(k.src, k.dst)?;
             }
         }
         let mut splits = Vec::new();
-        for (name, mut pw) in self.names.into_iter().zip(self.writers) {
+        for (name, mut pw) in self.names.into_iter().zip(writers) {
             pw.w.write_i64s(&pw.buf)?;
             let entry = pw.w.finish()?;
             staging.add(&format!("edge_split.{name}"), entry.clone());
@@ -478,14 +509,34 @@ pub fn attach_negatives(
     seed: u64,
     progress: &dyn Progress,
 ) -> Result<BTreeMap<String, EdgeSplitInfo>> {
+    attach_negatives_given(staging, held, num_nodes, k, &[], seed, progress)
+}
+
+/// [`attach_negatives`], storing the splits named in `given` from their files as given
+/// ([`LinkSplitOptions::given_negatives`]) instead of drawing them.
+pub fn attach_negatives_given(
+    staging: &mut Staging,
+    held: &HeldOut,
+    num_nodes: u64,
+    k: u64,
+    given: &[(String, PathBuf)],
+    seed: u64,
+    progress: &dyn Progress,
+) -> Result<BTreeMap<String, EdgeSplitInfo>> {
     let mut out = BTreeMap::new();
     for (name, _, pairs) in &held.splits {
+        if let Some((_, path)) = given.iter().find(|(n, _)| n == name) {
+            let info = copy_negatives(staging, name, path, *pairs, num_nodes)?;
+            out.insert(name.clone(), info);
+            continue;
+        }
         let negatives = if name == TRAIN { 0 } else { k };
         out.insert(
             name.clone(),
             EdgeSplitInfo {
                 edges: *pairs,
                 negatives,
+                given_negatives: false,
             },
         );
         if negatives == 0 {
@@ -517,6 +568,60 @@ pub fn attach_negatives(
         staging.add(&format!("edge_negatives.{name}"), w.finish()?);
     }
     Ok(out)
+}
+
+/// Store split `name`'s negatives from `path` (`.npy` int64 `(pairs, K)`, C order), each id
+/// checked to be below `num_nodes`.
+fn copy_negatives(
+    staging: &mut Staging,
+    name: &str,
+    path: &Path,
+    pairs: u64,
+    num_nodes: u64,
+) -> Result<EdgeSplitInfo> {
+    let h = crate::npy::read_header(path)?;
+    h.expect_dtype(&["int64"], "negatives")?;
+    let k = match h.shape[..] {
+        [n, k] if n == pairs && k >= 1 && !h.fortran_order => k,
+        _ => {
+            return input_err!(
+                "{}: negatives of edge split {name} must be a C-order array of shape ({pairs}, K >= 1), one row per stored pair; found shape {:?}",
+                path.display(),
+                h.shape
+            )
+        }
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(path).at(path)?);
+    std::io::copy(&mut (&mut reader).take(h.data_offset), &mut std::io::sink()).at(path)?;
+    let mut w = staging.writer(&negatives_file(name))?;
+    let mut buf = vec![0u8; 8 * (CHUNK * k as usize).min((pairs * k) as usize).max(1)];
+    let mut left = pairs * k;
+    let mut at = 0u64;
+    while left > 0 {
+        let n = (left as usize).min(buf.len() / 8);
+        reader.read_exact(&mut buf[..8 * n]).at(path)?;
+        for (j, c) in buf[..8 * n].chunks_exact(8).enumerate() {
+            let x = i64::from_le_bytes(c.try_into().unwrap());
+            if x < 0 || x as u64 >= num_nodes {
+                let e = at + j as u64;
+                return input_err!(
+                    "{}: negative {} of pair {} of edge split {name} is {x}, but node ids are in [0, {num_nodes})",
+                    path.display(),
+                    e % k,
+                    e / k
+                );
+            }
+        }
+        w.write(&buf[..8 * n])?;
+        left -= n as u64;
+        at += n as u64;
+    }
+    staging.add(&format!("edge_negatives.{name}"), w.finish()?);
+    Ok(EdgeSplitInfo {
+        edges: pairs,
+        negatives: k,
+        given_negatives: true,
+    })
 }
 
 /// `k` distinct values of `[0, n)` other than `except`, uniformly (Floyd's algorithm on the

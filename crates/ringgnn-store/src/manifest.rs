@@ -154,6 +154,10 @@ pub struct DegreeStats {
 pub struct EdgeSplitInfo {
     pub edges: u64,
     pub negatives: u64,
+    /// The negatives were given by the input (a GraphBolt task), not drawn: they may repeat
+    /// within a row or equal the pair's destination. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub given_negatives: bool,
 }
 
 /// How `node_ids.bin` spells each node's original id (datasets converted from tables whose ids

@@ -205,9 +205,15 @@ fn verify_view(
                         reverse,
                     ))
                 } else if let Some(name) = key.strip_prefix("edge_negatives.") {
-                    let k = m.edge_splits[name].negatives;
+                    let info = &m.edge_splits[name];
                     let pairs = dir.join(&m.file(&format!("edge_split.{name}"))?.path);
-                    Box::new(link::Negatives::new(m.num_nodes, k, pairs)?)
+                    let strict = !info.given_negatives;
+                    Box::new(link::Negatives::new(
+                        m.num_nodes,
+                        info.negatives,
+                        pairs,
+                        strict,
+                    )?)
                 } else {
                     Box::new(Split::new(m.num_nodes))
                 }

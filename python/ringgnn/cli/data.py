@@ -80,7 +80,8 @@ def add_parsers(sub: Any) -> None:
         type=count_arg,
         default=100,
         metavar="K",
-        help="fixed negative destinations stored per held-out edge for evaluation (default 100; 0: none)",
+        help="fixed negative destinations stored per held-out edge for evaluation (default 100; 0: none); for a "
+        "metadata.yaml, drawn for the held-out sets of a link-prediction task that give no negatives",
     )
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], help="stored feature type (default: from input)")
     p.add_argument(
@@ -94,8 +95,8 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--task", metavar="NAME", default=None,
-        help="metadata.yaml input: the task whose sets become labels and splits (default: the first "
-        "node-classification task)",
+        help="metadata.yaml input: the task whose sets become labels and splits, or a link-prediction task's edge "
+        "splits (default: the first task of each kind)",
     )
     _import.add_arguments(p)
     _add_build_options(p)
@@ -228,7 +229,7 @@ def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
 #: Options of an edge-list INPUT, with their defaults: refused with a metadata.yaml input.
 _EDGE_LIST_OPTIONS = {
     "format": "detect", "undirected": False, "self_loops": "keep", "dedup": False, "num_nodes": None,
-    "features": None, "labels": None, "split": None, "link_split": None, "link_negatives": 100, "feature_dtype": None,
+    "features": None, "labels": None, "split": None, "link_split": None, "feature_dtype": None,
 }
 _GRAPHBOLT_OPTIONS = ("add_reverse", "feature", "task")
 
@@ -281,7 +282,8 @@ def _convert_graphbolt(args, metadata: str) -> int:
     if given:
         raise InputError(
             f"{_flags(given)} apply to an edge-list INPUT; a GraphBolt metadata.yaml ({metadata}) says what to "
-            "convert itself and takes --add-reverse, --feature NAME, --task NAME, --seed, --memory, --threads, "
+            "convert itself and takes --add-reverse, --feature NAME, --task NAME, --link-negatives K, --seed, --memory, "
+            "--threads, "
             "--overwrite and --quiet"
         )
     t0 = time.perf_counter()
@@ -292,6 +294,7 @@ def _convert_graphbolt(args, metadata: str) -> int:
             feature="feat" if args.feature is None else args.feature,
             task=args.task,
             add_reverse=bool(args.add_reverse),
+            link_negatives=args.link_negatives,
             seed=args.seed,
             memory=args.memory,
             overwrite=args.overwrite,

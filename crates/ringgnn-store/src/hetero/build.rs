@@ -26,7 +26,7 @@ use crate::builder::build_graph_split;
 use crate::builder::degree_stats;
 use crate::convert::{GraphOptions, SplitSpec};
 use crate::input::{self, EdgeSource, InputFormat};
-use crate::link::{self, LinkPlan, LinkSplitOptions};
+use crate::link::{self, LinkPlan, LinkSplitOptions, LinkSplitSpec};
 use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
 use crate::progress::{Prefixed, Progress};
 use crate::writer::Staging;
@@ -101,7 +101,27 @@ fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<L
     };
     let (s, _, d) = split_relation(&r.name)?;
     let plan = LinkPlan::relation(opts, seed, s != d).map_err(named)?;
-    link::check_negatives(opts.negatives, n_d).map_err(named)?;
+    for (name, path) in &opts.given_negatives {
+        let listed =
+            matches!(&opts.spec, LinkSplitSpec::Files(v) if v.iter().any(|(n, _)| n == name));
+        if !listed || name == link::TRAIN {
+            return Err(named(Error::Input(format!(
+                "negatives {} are given for edge split '{name}', which is not a listed held-out split",
+                path.display()
+            ))));
+        }
+        Error::must_exist(path, format!("negatives of edge split {name} not found"))?;
+    }
+    // Negatives are drawn for the held-out splits whose negatives are not given.
+    let drawn = match &opts.spec {
+        LinkSplitSpec::Fractions(_) => true,
+        LinkSplitSpec::Files(v) => v
+            .iter()
+            .any(|(n, _)| n != link::TRAIN && !opts.given_negatives.iter().any(|(g, _)| g == n)),
+    };
+    if drawn {
+        link::check_negatives(opts.negatives, n_d).map_err(named)?;
+    }
     if let Some(g) = plan.given() {
         g.check_ends(n_s, n_d).map_err(named)?;
     }
@@ -301,9 +321,15 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             degree = cut_indptr(&mut staging, &key_prefix, n_d, g.num_edges)?;
         }
         let edge_splits = match (&g.held_out, &p.spec.link_split) {
-            (Some(held), Some(l)) if !p.reversed => {
-                link::attach_negatives(&mut staging, held, n_d, l.negatives, spec.seed, &named)?
-            }
+            (Some(held), Some(l)) if !p.reversed => link::attach_negatives_given(
+                &mut staging,
+                held,
+                n_d,
+                l.negatives,
+                &l.given_negatives,
+                spec.seed,
+                &named,
+            )?,
             _ => BTreeMap::new(),
         };
         relations.insert(

@@ -52,7 +52,7 @@ fn rel(name: &str, input: PathBuf, link: Option<(LinkSplitSpec, u64)>) -> Relati
         name: name.into(),
         input,
         format: None,
-        link_split: link.map(|(spec, negatives)| LinkSplitOptions { spec, negatives }),
+        link_split: link.map(|(spec, negatives)| LinkSplitOptions::new(spec, negatives)),
     }
 }
 
@@ -291,5 +291,76 @@ fn bad_link_splits_are_refused_naming_the_relation_and_nothing_is_written() {
             .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
             .collect();
         assert!(left.is_empty(), "temporaries left: {left:?}");
+    }
+}
+
+#[test]
+fn given_negatives_are_stored_as_given_and_absent_pairs_when_allowed() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let w = edges(d, "w.csv", &[(0, 0), (1, 2), (3, 3)]);
+    // (5, 1) is not an edge: allowed with absent_ok, stored in its place (ascending (dst, src)).
+    let val = pairs_npy(d, "val.npy", &[(1, 2), (5, 1)]);
+    let negs = d.join("neg.npy");
+    // Rows in the stored order: (5, 1) then (1, 2); given negatives may repeat or be the dst.
+    let rows: Vec<i64> = vec![1, 1, 0, 2, 3, 2];
+    write_npy(&negs, "<i8", &[2, 3], false, bytemuck::cast_slice(&rows)).unwrap();
+    let mut opts =
+        LinkSplitOptions::new(LinkSplitSpec::Files(vec![("val".into(), val.clone())]), 9);
+    opts.given_negatives = vec![("val".into(), negs.clone())];
+    opts.absent_ok = true;
+    let mut r = rel(WRITES, w.clone(), None);
+    r.link_split = Some(opts.clone());
+    let out = d.join("out");
+    let m = build(&spec(out.clone(), vec![r], true), &NoProgress).unwrap();
+    let ds = part(&out, WRITES);
+    assert_eq!(split_pairs(&ds, "val"), vec![(5, 1), (1, 2)]);
+    assert_eq!(ds.edge_negatives("val").unwrap(), (rows, 3));
+    let info = &m.relations[WRITES].edge_splits["val"];
+    assert!(info.given_negatives && info.negatives == 3);
+    assert!(!ds.has_edge(1, 2).unwrap() && !part(&out, REV).has_edge(2, 1).unwrap());
+    crate::verify::verify(&out, &NoProgress).unwrap();
+
+    // Without absent_ok the missing pair is refused; a wrong shape or id is refused.
+    let mut strict = opts.clone();
+    strict.absent_ok = false;
+    let bad_shape = d.join("bad.npy");
+    write_npy(
+        &bad_shape,
+        "<i8",
+        &[3, 2],
+        false,
+        bytemuck::cast_slice(&[0i64; 6]),
+    )
+    .unwrap();
+    let far = d.join("far.npy");
+    write_npy(
+        &far,
+        "<i8",
+        &[2, 1],
+        false,
+        bytemuck::cast_slice(&[0i64, 4]),
+    )
+    .unwrap();
+    let with = |f: &PathBuf| {
+        let mut o = opts.clone();
+        o.given_negatives = vec![("val".into(), f.clone())];
+        o
+    };
+    for (o, want) in [
+        (strict, "held-out edge (5, 1) of val="),
+        (
+            with(&bad_shape),
+            "must be a C-order array of shape (2, K >= 1)",
+        ),
+        (with(&far), "negative 0 of pair 1 of edge split val is 4"),
+    ] {
+        let mut r = rel(WRITES, w.clone(), None);
+        r.link_split = Some(o);
+        let e = build(&spec(d.join("o2"), vec![r], true), &NoProgress)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}\n  wanted: {want}");
+        assert!(!d.join("o2").exists());
     }
 }

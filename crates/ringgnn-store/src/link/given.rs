@@ -34,6 +34,9 @@ pub struct GivenPairs {
     pub(super) keys: Vec<GivenKey>,
     pub(super) undirected: bool,
     max_id: u64,
+    /// Listed held-out pairs the input lacks are stored anyway (see
+    /// [`LinkSplitOptions::absent_ok`](super::LinkSplitOptions::absent_ok)).
+    pub(super) absent_ok: bool,
 }
 
 impl GivenPairs {
@@ -111,6 +114,7 @@ impl GivenPairs {
             keys,
             undirected,
             max_id,
+            absent_ok: false,
         };
         given.check_distinct()?;
         Ok(given)
@@ -202,6 +206,7 @@ impl GivenPairs {
             keys,
             undirected: self.undirected,
             max_id: self.max_id,
+            absent_ok: self.absent_ok,
         }
     }
 

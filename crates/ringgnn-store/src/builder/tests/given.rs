@@ -48,10 +48,10 @@ fn write_pairs(dir: &Path, name: &str, pairs: &[(u64, u64)], two_by_n: bool) -> 
 }
 
 fn plan(files: Vec<(&str, PathBuf)>, o: &GraphOptions) -> Result<LinkPlan> {
-    let opts = LinkSplitOptions {
-        spec: LinkSplitSpec::Files(files.into_iter().map(|(n, p)| (n.into(), p)).collect()),
-        negatives: 0,
-    };
+    let opts = LinkSplitOptions::new(
+        LinkSplitSpec::Files(files.into_iter().map(|(n, p)| (n.into(), p)).collect()),
+        0,
+    );
     LinkPlan::new(&opts, 0, o.undirected, o.num_nodes)
 }
 
