@@ -124,6 +124,24 @@ def hyperbatch(value: Union[int, str]) -> str:
     return str(_integer(value, "hyperbatch"))
 
 
+def hyperbatch_size(value: Union[None, int, str]) -> Optional[int]:
+    """Batches sampled together, for the loaders that size hyperbatches in Python (the
+    heterogeneous one): None for "auto", else a count of at least 1; the core's rule
+    (``Hyperbatch::from_str``) for the homogeneous ones. None (already parsed "auto") stays None."""
+    if value is None:
+        return None
+    text = hyperbatch(value)
+    if text == "auto":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InputError(f'hyperbatch {value!r} is not valid: use "auto" or a number of batches of at least 1')
+    return n
+
+
 def choice(value: Any, names: Sequence[str], what: str) -> str:
     """``value`` if it is one of ``names``."""
     if value not in names:

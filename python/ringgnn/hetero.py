@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _core, _options
+from . import _core, _options, hetero_hyper
 from ._core import InputError
 from .dataset import Dataset, HeteroDataset, PathLike
 from .hetero_features import TypedRows
@@ -289,6 +289,28 @@ class HeteroNeighborSampler:
         out = self._sampler().sample_typed(typed, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
         return self._sample(out, typed)
 
+    def sample_many(self, seeds: Sequence[Union[Mapping[str, Any], Sequence[Tuple[str, Any]]]],
+                    batches: Sequence[int], *, epoch: int = 0) -> List[HeteroSample]:
+        """Sample batches ``batches[i]`` of epoch ``epoch`` around ``seeds[i]`` (seeds per type, as
+        :meth:`sample_typed`) together, as a *hyperbatch*: hop by hop, each relation's drawn
+        positions of every batch are read in one pass over its file (each page once), so pages
+        several batches need are read once. Sample ``i`` is exactly ``sample_typed(seeds[i],
+        epoch=epoch, batch=batches[i])``, whatever the batches beside it and the backend."""
+        if len(seeds) != len(batches):
+            raise InputError(f"sample_many: {len(seeds)} seed sets but {len(batches)} batch indices; give one "
+                             "batch index per seed set")
+        typed = [self._typed_seeds(x) for x in seeds]
+        requests = [(t, _options.count(b, "batch")) for t, b in zip(typed, batches)]
+        outs = self._sampler().sample_many(requests, _options.count(epoch, "epoch"))
+        return [self._sample(o, t) for o, t in zip(outs, typed)]
+
+    def bound(self, seeds: Mapping[str, int]) -> Dict[str, Any]:
+        """Upper bounds on one sample with ``seeds[t]`` seeds of each type ``t``: ``nodes`` per
+        type, ``edges`` per relation, ``sample_bytes`` (the sample handed out) and
+        ``state_bytes`` (what one batch of a hyperbatch holds at most while it is sampled)."""
+        return dict(self._sampler().bound({self.dataset.check_type(t): _options.count(n, "seeds")
+                                           for t, n in seeds.items()}))
+
     def _typed_seeds(self, seeds: Any) -> List[Tuple[str, np.ndarray]]:
         pairs = list(seeds.items()) if isinstance(seeds, Mapping) else list(seeds)
         if not pairs:
@@ -343,6 +365,12 @@ class HeteroLoader:
     without it. Given a ``sampler``, its plan decides if it was made with the features (a training
     run's), else the features and cache are planned in what its placement leaves. ``features``:
     another loader's ``features`` (the per-type readers and the cache), shared instead of made.
+
+    ``hyperbatch``: batches a worker thread samples together (``H`` consecutive batches of the
+    epoch, each relation's file read once per hop for all of them, then each batch's features
+    gathered), or ``"auto"``: from the batches' half of the plan's budget (``ringgnn.hetero_hyper``;
+    1 when every neighbor file is in memory). Batches are the same whatever ``H``;
+    :meth:`hyperbatch_size` says what was chosen and why.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
@@ -350,7 +378,8 @@ class HeteroLoader:
                  replace: bool = False, seed: int = 0, threads: Optional[int] = None, prefetch: int = 2,
                  backend: str = "auto", feature_backend: str = "auto", direct: bool = False,
                  memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
-                 cache: Union[None, int, str] = None, features: Optional[TypedRows] = None):
+                 cache: Union[None, int, str] = None, features: Optional[TypedRows] = None,
+                 hyperbatch: Union[int, str] = "auto"):
         ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
         self.target = ds.check_type(target)
         part = ds.node_type(target)
@@ -379,6 +408,8 @@ class HeteroLoader:
         self.seed = _options.count(seed, "seed")
         self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
         self.prefetch = _options.count(prefetch, "prefetch", 1)
+        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._hyper: Optional[Tuple[int, str]] = None
         self.direct = bool(direct)
         self.labels = part.labels
         self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
@@ -423,9 +454,36 @@ class HeteroLoader:
         bytes read), summed; the cache's rows per type are ``features.cached_rows()``."""
         return self.features.stats()
 
+    def hyperbatch_size(self) -> Tuple[int, str]:
+        """(H, why): batches sampled together, decided once, on first use (``ringgnn.hetero_hyper``)."""
+        if self._hyper is None:
+            backend, _ = self.sampler.placement()
+            per_batch = 0
+            if self.hyperbatch is None and backend != "memory":
+                dims = self.dataset.feature_dims()
+                rows = {t: 4 * dims[t] for t in self.feature_types}
+                bound = self.sampler.bound({self.target: self.batch_size})
+                per_batch = hetero_hyper.batch_bound(bound, rows, self.target, self.labels is not None)
+            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=self.plan.batch_memory, per_batch=per_batch,
+                                              threads=self.threads, prefetch=self.prefetch, batches=max(1, len(self)))
+            logger.info("hyperbatch: %s", self._hyper[1])
+        return self._hyper
+
     def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
         """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``."""
-        s = self.sampler.sample(ids, self.target, epoch=epoch, batch=index)
+        return self._assemble(self.sampler.sample(ids, self.target, epoch=epoch, batch=index), ids)
+
+    def make_batches(self, job: Sequence[Tuple[np.ndarray, int]], epoch: int) -> List[Any]:
+        """The batches ``job`` = [(seeds, index), ...] of epoch ``epoch`` sampled together (one
+        hyperbatch), each then gathered: each is exactly :meth:`make_batch` of its own."""
+        if len(job) == 1:
+            return [self.make_batch(job[0][0], epoch, job[0][1])]
+        samples = self.sampler.sample_many([[(self.target, ids)] for ids, _ in job], [b for _, b in job], epoch=epoch)
+        return [self._assemble(s, ids) for s, (ids, _) in zip(samples, job)]
+
+    def _assemble(self, s: HeteroSample, ids: np.ndarray) -> Any:
+        """A sample of seeds ``ids`` as ``HeteroData``, each type's feature rows gathered."""
         x = {t: self.features.gather(t, s.node[t]) for t in self.feature_types}
         y = None if self.labels is None else self.labels[s.node[self.target]]
         data = s.to_hetero_data(x, y)
@@ -436,17 +494,21 @@ class HeteroLoader:
         seeds = self.batch_seeds(self.epoch)
         order = list(range(len(seeds))) if self.batches is None else list(self.batches)
         epoch = self.epoch
+        h = self.hyperbatch_size()[0]
+        jobs = [[(seeds[b], b) for b in order[i:i + h]] for i in range(0, len(order), h)]
+        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
         with ThreadPoolExecutor(self.threads, thread_name_prefix="ringgnn-hetero") as pool:
             queue: List[Future] = []
             nxt = 0
-            for _ in range(len(order)):
-                while nxt < len(order) and len(queue) < self.prefetch + self.threads - 1:
-                    b = order[nxt]
-                    queue.append(pool.submit(self.make_batch, seeds[b], epoch, b))
+            for _ in range(len(jobs)):
+                while nxt < len(jobs) and len(queue) < ahead:
+                    queue.append(pool.submit(self.make_batches, jobs[nxt], epoch))
                     nxt += 1
                 fut = queue.pop(0)
                 try:
-                    yield fut.result()
+                    batches = fut.result()
+                    while batches:  # each dropped here as it is handed out
+                        yield batches.pop(0)
                 except BaseException:
                     for f in queue:
                         f.cancel()

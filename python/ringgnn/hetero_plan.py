@@ -77,6 +77,12 @@ class HeteroPlan:
     notes: List[str] = field(default_factory=list)
 
     @property
+    def batch_memory(self) -> int:
+        """Bytes left to the batches: the half of what the budget leaves beside the process that
+        the room does not take (``ringgnn.hetero_hyper`` sizes hyperbatches within it)."""
+        return max(0, self.budget - self.process) // 2
+
+    @property
     def held_relations(self) -> List[str]:
         return sorted(r for r, c in self.relations.items() if c.held)
 

@@ -44,6 +44,7 @@ def train_hetero(
     embed_dim: Optional[int] = None,
     memory: Any = None,
     cache: Any = None,
+    hyperbatch: Any = "auto",
     backend: str = "auto",
     direct: bool = False,
     threads: Optional[int] = None,
@@ -90,6 +91,7 @@ def train_hetero(
     if embed_dim is not None:
         embed_dim = _options.count(embed_dim, "--embed-dim", 1)
     cache = _options.size(cache, "--cache")
+    hyperbatch = _options.hyperbatch_size(hyperbatch)
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
@@ -99,8 +101,8 @@ def train_hetero(
     try:
         metrics = _train(ds, ranks, net, target, info, fan, model=model, batch_size=batch_size, epochs=epochs,
                          hidden=hidden, layers=layers, lr=lr, dropout=dropout, embed_dim=embed_dim, memory=memory,
-                         cache=cache, backend=backend, direct=direct, threads=threads, seed=seed, out=out,
-                         resume=resume, overwrite=overwrite, quiet=quiet, log=log, device=device)
+                         cache=cache, hyperbatch=hyperbatch, backend=backend, direct=direct, threads=threads, seed=seed,
+                         out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log, device=device)
     finally:
         distributed.leave(ranks)
     best = metrics["best_epoch"]
@@ -125,8 +127,8 @@ def train_hetero(
 
 def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, info: Dict[str, Any],
            fan: Dict[str, List[int]], *, model: str, batch_size: int, epochs: int, hidden: int, layers: int,
-           lr: float, dropout: float, embed_dim: Optional[int], memory: Any, cache: Optional[int], backend: str,
-           direct: bool,
+           lr: float, dropout: float, embed_dim: Optional[int], memory: Any, cache: Optional[int],
+           hyperbatch: Optional[int], backend: str, direct: bool,
            threads: Optional[int], seed: int, out: str, resume: bool, overwrite: bool, quiet: bool,
            log: Callable[[str], None], device: str) -> Dict[str, Any]:
     import torch
@@ -154,7 +156,8 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
     plan = plan_hetero(ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
                        memory=_options.size(memory, "--memory"), backend=backend, feature_backend="auto", cache=cache)
     sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory, plan=plan)
-    common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler)
+    common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler,
+                  hyperbatch=hyperbatch)
     train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
     # The evaluation loaders read through the training loader's readers: one cache.
     evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features, **common)
@@ -178,6 +181,7 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         f"{sampler.resolved_backend()}, device {device} -> {out}")
     if not quiet:
         log(plan.text())
+    log(f"  hyperbatch: {train_loader.hyperbatch_size()[1]}")
     metrics = _metrics(ds, run_args, history)
     for epoch in range(start, epochs):
         t0 = time.perf_counter()

@@ -12,8 +12,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, IoStats};
 use ringgnn_sampler::{
-    Fanout, HeteroRelation, HeteroSample, HeteroSampler as Core, Indices, NeighborSource,
-    MAX_FANOUT,
+    Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler as Core, Indices,
+    NeighborSource, MAX_FANOUT,
 };
 use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
 use ringgnn_store::manifest::IndexDtype;
@@ -33,6 +33,9 @@ fn fanout(relation: &str, hop: usize, v: i64) -> PyResult<Fanout> {
         ))),
     }
 }
+
+/// Seeds per type as Python gives them: (node type name, ids).
+type TypedSeeds<'py> = Vec<(String, PyReadonlyArray1<'py, i64>)>;
 
 /// One relation of a [`HeteroGraph`]: what every thread's sampler shares.
 struct SharedRelation {
@@ -306,7 +309,7 @@ impl HeteroSampler {
     fn sample_typed<'py>(
         &self,
         py: Python<'py>,
-        seeds: Vec<(String, PyReadonlyArray1<'py, i64>)>,
+        seeds: TypedSeeds<'py>,
         epoch: u64,
         batch: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
@@ -320,6 +323,85 @@ impl HeteroSampler {
             })
             .map_err(SamplerError)?;
         self.to_dict(py, out)
+    }
+
+    /// Sample several batches of epoch `epoch` together (a hyperbatch: each relation's file
+    /// read once per hop for all of them): `requests` is a list of (seeds as in
+    /// `sample_typed`, batch index); returns one dict per request, each the one `sample_typed`
+    /// gives for that batch alone.
+    #[pyo3(signature = (requests, epoch=0))]
+    fn sample_many<'py>(
+        &self,
+        py: Python<'py>,
+        requests: Vec<(TypedSeeds<'py>, u64)>,
+        epoch: u64,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let typed = requests
+            .iter()
+            .map(|(seeds, batch)| Ok((self.typed_seeds(seeds)?, *batch)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let outs: Vec<HeteroSample> = py
+            .detach(|| {
+                let refs: Vec<Vec<(usize, &[u64])>> = typed
+                    .iter()
+                    .map(|(s, _)| s.iter().map(|(t, v)| (*t, v.as_slice())).collect())
+                    .collect();
+                let reqs: Vec<HeteroRequest> = refs
+                    .iter()
+                    .zip(&typed)
+                    .map(|(seeds, (_, batch))| HeteroRequest {
+                        seeds,
+                        batch: *batch,
+                    })
+                    .collect();
+                let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                s.sample_many(&reqs, self.seed, epoch, self.with_edge_ids)
+            })
+            .map_err(SamplerError)?;
+        outs.into_iter().map(|o| self.to_dict(py, o)).collect()
+    }
+
+    /// Upper bounds on one sample with `seeds[type]` seeds of each type given (others none):
+    /// `nodes` per type, `edges` per relation, `hop_positions` (the largest relation's hop),
+    /// `sample_bytes` (the sample as handed out) and `state_bytes` (what a batch of a
+    /// hyperbatch holds at most while it is sampled, its sample and its share of the per-hop
+    /// workspaces included).
+    fn bound<'py>(
+        &self,
+        py: Python<'py>,
+        seeds: std::collections::HashMap<String, u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut counts = vec![0u64; self.types.len()];
+        for (name, n) in seeds {
+            let Some(t) = self.types.iter().position(|x| *x == name) else {
+                return Err(input_error(format!(
+                    "seed type '{name}' is not a node type (the dataset has: {})",
+                    self.types.join(", ")
+                )));
+            };
+            counts[t] = n;
+        }
+        let b = py.detach(|| {
+            self.inner
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .bound(&counts)
+        });
+        let d = PyDict::new(py);
+        let nodes = PyDict::new(py);
+        for (t, n) in self.types.iter().zip(&b.nodes) {
+            nodes.set_item(t, n)?;
+        }
+        let edges = PyDict::new(py);
+        for (r, e) in self.relations.iter().zip(&b.edges) {
+            edges.set_item(r, e)?;
+        }
+        d.set_item("nodes", nodes)?;
+        d.set_item("edges", edges)?;
+        d.set_item("hop_positions", b.hop_positions)?;
+        d.set_item("sample_bytes", b.sample_bytes(self.with_edge_ids))?;
+        d.set_item("state_bytes", b.state_bytes(self.with_edge_ids))?;
+        Ok(d)
     }
 
     /// Read counters summed over the relations: reads issued, bytes read, read batches.

@@ -8,6 +8,8 @@
 //! destination type with the same [`Drawer`] as the homogeneous sampler, then reads them in one
 //! fetch (each relation's file is read once per hop, in coalesced page reads), then relabels.
 
+mod bound;
+
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use crate::idmap::{with_table, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Result};
+pub use bound::{hetero_bound, HeteroBound};
 
 /// One relation `(S, R, D)` given to [`HeteroSampler::new`].
 pub struct HeteroRelation {
@@ -79,13 +82,15 @@ pub struct HeteroSampler {
     rels: Vec<HeteroRelation>,
     hops: usize,
     replace: bool,
-    /// One dedup map per node type, and the local ids of its nodes the current hop expands.
-    maps: Vec<IdMap>,
-    frontier: Vec<Range<usize>>,
+    /// Per batch of the current call, its dedup maps and frontiers (kept for the next call).
+    states: Vec<BatchState>,
     drawer: Drawer,
-    /// Per frontier node of the relation being drawn, its neighbor range.
+    /// Per frontier node of the relation being drawn, every batch's in turn, its neighbor
+    /// range; `cuts[b]` ends batch `b`'s ranges, then its positions.
     ranges: Vec<(u64, u64)>,
-    /// The relation's positions drawn at the current hop, then the entries read there.
+    cuts: Vec<usize>,
+    /// The relation's positions drawn at the current hop by every batch, then the entries read
+    /// there.
     pos: Vec<u64>,
     nbr: Vec<u64>,
 }
@@ -133,14 +138,14 @@ impl HeteroSampler {
             }
         }
         Ok(HeteroSampler {
-            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
-            frontier: vec![0..0; types],
+            states: Vec::new(),
             num_nodes,
             rels: relations,
             hops,
             replace,
             drawer: Drawer::default(),
             ranges: Vec::new(),
+            cuts: Vec::new(),
             pos: Vec::new(),
             nbr: Vec::new(),
         })
@@ -162,6 +167,21 @@ impl HeteroSampler {
 
     pub fn replace(&self) -> bool {
         self.replace
+    }
+
+    /// Upper bounds on one sample of `seeds[t]` seeds of each type `t` ([`hetero_bound`], with
+    /// each relation's largest degree read from its offset index).
+    pub fn bound(&self, seeds: &[u64]) -> HeteroBound {
+        let rels: Vec<(usize, usize, &[Fanout], u64, u64)> = self
+            .rels
+            .iter()
+            .map(|r| {
+                let max_degree = r.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+                let edges = r.indptr.last().copied().unwrap_or(0);
+                (r.src, r.dst, r.fanouts.as_slice(), max_degree, edges)
+            })
+            .collect();
+        hetero_bound(seeds, &self.num_nodes, &rels, self.replace)
     }
 
     /// Cumulative I/O counters, summed over the relations' sources.
@@ -222,24 +242,46 @@ impl HeteroSampler {
         batch: u64,
         with_edge_ids: bool,
     ) -> Result<HeteroSample> {
+        let request = HeteroRequest { seeds, batch };
+        let mut out = self.sample_many(&[request], seed, epoch, with_edge_ids)?;
+        Ok(out.pop().expect("one sample per request"))
+    }
+
+    /// Sample several mini-batches of epoch `epoch` together, a *hyperbatch*: hop by hop, and
+    /// at each hop relation by relation, every batch draws its positions from its own stream
+    /// (exactly as [`HeteroSampler::sample_typed`] alone), the positions of all of them are
+    /// read in **one** fetch of the relation's file (sorted and page-coalesced, so a page that
+    /// several batches need is read once per hop), and each batch relabels its own entries.
+    /// Sample `i` is therefore the one `sample_typed(requests[i].seeds, seed, epoch,
+    /// requests[i].batch, with_edge_ids)` gives, whatever the requests beside it and the
+    /// sources. Every request is checked before anything is read.
+    pub fn sample_many(
+        &mut self,
+        requests: &[HeteroRequest<'_>],
+        seed: u64,
+        epoch: u64,
+        with_edge_ids: bool,
+    ) -> Result<Vec<HeteroSample>> {
         let types = self.num_nodes.len();
-        for &(seed_type, ids) in seeds {
-            if seed_type >= types {
-                return Err(Error::Input(format!(
-                    "seed type {seed_type} is out of range: there are {types} node types \
-                     (0..{types})"
-                )));
-            }
-            let n = self.num_nodes[seed_type];
-            if let Some(&id) = ids.iter().find(|&&s| s >= n) {
-                return Err(Error::Input(format!(
-                    "seed node {id} of node type {seed_type} is out of range: that type has \
-                     {n} nodes (ids 0..{n})"
-                )));
+        for req in requests {
+            for &(seed_type, ids) in req.seeds {
+                if seed_type >= types {
+                    return Err(Error::Input(format!(
+                        "seed type {seed_type} is out of range: there are {types} node types \
+                         (0..{types})"
+                    )));
+                }
+                let n = self.num_nodes[seed_type];
+                if let Some(&id) = ids.iter().find(|&&s| s >= n) {
+                    return Err(Error::Input(format!(
+                        "seed node {id} of node type {seed_type} is out of range: that type \
+                         has {n} nodes (ids 0..{n})"
+                    )));
+                }
             }
         }
         let rels = self.rels.len();
-        let mut out = HeteroSample {
+        let empty = || HeteroSample {
             node: vec![Vec::new(); types],
             num_sampled_nodes: vec![Vec::with_capacity(self.hops + 1); types],
             row: vec![Vec::new(); rels],
@@ -247,53 +289,69 @@ impl HeteroSampler {
             num_sampled_edges: vec![Vec::with_capacity(self.hops); rels],
             edge: with_edge_ids.then(|| vec![Vec::new(); rels]),
         };
-        self.maps.iter_mut().for_each(IdMap::clear);
-        for &(seed_type, ids) in seeds {
-            let node = &mut out.node[seed_type];
-            with_table!(self.maps[seed_type], t => {
-                ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop))
-            })?;
+        let mut outs: Vec<HeteroSample> = requests.iter().map(|_| empty()).collect();
+        while self.states.len() < requests.len() {
+            self.states.push(BatchState::new(&self.num_nodes));
         }
-        for (t, f) in self.frontier.iter_mut().enumerate() {
-            *f = 0..out.node[t].len();
-            out.num_sampled_nodes[t].push(f.len());
-        }
-        for k in 0..self.hops {
-            for r in 0..rels {
-                let n = self.hop(r, k, (seed, epoch, batch), &mut out)?;
-                out.num_sampled_edges[r].push(n);
+        for ((req, out), st) in requests.iter().zip(&mut outs).zip(&mut self.states) {
+            st.maps.iter_mut().for_each(IdMap::clear);
+            for &(seed_type, ids) in req.seeds {
+                let node = &mut out.node[seed_type];
+                with_table!(st.maps[seed_type], t => {
+                    ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop))
+                })?;
             }
-            // The nodes first reached at this hop are the next frontier.
-            for (t, f) in self.frontier.iter_mut().enumerate() {
-                *f = f.end..out.node[t].len();
+            for (t, f) in st.frontier.iter_mut().enumerate() {
+                *f = 0..out.node[t].len();
                 out.num_sampled_nodes[t].push(f.len());
             }
         }
-        Ok(out)
+        for k in 0..self.hops {
+            for r in 0..rels {
+                self.hop(r, k, (seed, epoch), requests, &mut outs)?;
+            }
+            // The nodes first reached at this hop are the next frontier.
+            for (out, st) in outs.iter_mut().zip(&mut self.states) {
+                for (t, f) in st.frontier.iter_mut().enumerate() {
+                    *f = f.end..out.node[t].len();
+                    out.num_sampled_nodes[t].push(f.len());
+                }
+            }
+        }
+        Ok(outs)
     }
 
-    /// Relation `r`'s edges at hop `k` (draw, one fetch, relabel) added to `out`; returns how
-    /// many. `(seed, epoch, batch)` picks the random stream.
+    /// Relation `r`'s edges at hop `k` for every batch of `outs` (each batch's draws, one
+    /// fetch of them all, each batch's relabelling), and their count pushed to each
+    /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
     fn hop(
         &mut self,
         r: usize,
         k: usize,
-        (seed, epoch, batch): (u64, u64, u64),
-        out: &mut HeteroSample,
-    ) -> Result<usize> {
+        (seed, epoch): (u64, u64),
+        requests: &[HeteroRequest<'_>],
+        outs: &mut [HeteroSample],
+    ) -> Result<()> {
         let rel = &mut self.rels[r];
         let fanout = rel.fanouts[k];
-        let frontier = self.frontier[rel.dst].clone();
-        if fanout == Fanout::Count(0) || frontier.is_empty() {
-            return Ok(0);
+        let states = &self.states[..outs.len()];
+        if fanout == Fanout::Count(0) {
+            outs.iter_mut().for_each(|o| o.num_sampled_edges[r].push(0));
+            return Ok(());
         }
-        // Every frontier node's range first: independent loads whose cache misses overlap.
-        let (indptr, dst_nodes) = (&rel.indptr, &out.node[rel.dst]);
+        // Every frontier node's range first, for all batches: independent loads whose cache
+        // misses overlap, and the hop's size known before anything is reserved.
+        let indptr = &rel.indptr;
         self.ranges.clear();
-        self.ranges.extend(frontier.clone().map(|l| {
-            let v = dst_nodes[l] as usize;
-            (indptr[v], indptr[v + 1])
-        }));
+        self.cuts.clear();
+        for (out, st) in outs.iter().zip(states) {
+            let dst_nodes = &out.node[rel.dst];
+            self.ranges.extend(st.frontier[rel.dst].clone().map(|l| {
+                let v = dst_nodes[l] as usize;
+                (indptr[v], indptr[v + 1])
+            }));
+            self.cuts.push(self.ranges.len());
+        }
         let replace = self.replace;
         let total: u64 = self
             .ranges
@@ -301,36 +359,85 @@ impl HeteroSampler {
             .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
             .sum();
         let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
-        let (pos, col) = (&mut self.pos, &mut out.col[r]);
+        let pos = &mut self.pos;
         pos.clear();
-        pos.reserve(total);
-        col.reserve(total);
-        let mut rng = relation_rng(seed, epoch, batch, r, k);
-        for (l, &(lo, hi)) in frontier.zip(&self.ranges) {
-            let start = pos.len();
-            self.drawer.draw(&mut rng, hi - lo, fanout, replace, pos);
-            pos[start..].iter_mut().for_each(|p| *p += lo);
-            col.extend(std::iter::repeat_n(l as u64, pos.len() - start));
+        pos.reserve_exact(total);
+        // Draws, batch by batch, each from its own stream; `cuts[b]` becomes the end of batch
+        // b's positions.
+        let mut first = 0;
+        for (b, (out, st)) in outs.iter_mut().zip(states).enumerate() {
+            let (ranges, start) = (&self.ranges[first..self.cuts[b]], pos.len());
+            first = self.cuts[b];
+            let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
+            let col = &mut out.col[r];
+            let n: u64 = ranges
+                .iter()
+                .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
+                .sum();
+            col.reserve_exact(n as usize);
+            for (l, &(lo, hi)) in st.frontier[rel.dst].clone().zip(ranges) {
+                let at = pos.len();
+                self.drawer.draw(&mut rng, hi - lo, fanout, replace, pos);
+                pos[at..].iter_mut().for_each(|p| *p += lo);
+                col.extend(std::iter::repeat_n(l as u64, pos.len() - at));
+            }
+            self.cuts[b] = pos.len();
+            out.num_sampled_edges[r].push(pos.len() - start);
         }
         let nbr = &mut self.nbr;
         nbr.clear();
+        nbr.reserve_exact(pos.len());
         nbr.resize(pos.len(), 0);
-        rel.source.fetch(pos, nbr)?;
-        let (n_src, src) = (self.num_nodes[rel.src], rel.src);
-        let (row, node) = (&mut out.row[r], &mut out.node[src]);
-        row.reserve(nbr.len());
-        with_table!(self.maps[src], t => for (&u, &p) in nbr.iter().zip(pos.iter()) {
-            if u >= n_src {
-                return Err(Error::Corrupt(format!(
-                    "entry {p} of the neighbor file of relation {r} is {u}, but its source \
-                     type {src} has {n_src} nodes; the dataset is damaged, run `ringgnn verify`"
-                )));
-            }
-            row.push(local_id(t, node, u)? as u64);
-        });
-        if let Some(e) = &mut out.edge {
-            e[r].extend_from_slice(pos);
+        if !pos.is_empty() {
+            rel.source.fetch(pos, nbr)?;
         }
-        Ok(pos.len())
+        let (n_src, src) = (self.num_nodes[rel.src], rel.src);
+        let mut start = 0;
+        for (b, out) in outs.iter_mut().enumerate() {
+            let end = self.cuts[b];
+            let (pos, nbr) = (&pos[start..end], &nbr[start..end]);
+            start = end;
+            let (row, node) = (&mut out.row[r], &mut out.node[src]);
+            row.reserve_exact(nbr.len());
+            with_table!(self.states[b].maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
+                if u >= n_src {
+                    return Err(Error::Corrupt(format!(
+                        "entry {p} of the neighbor file of relation {r} is {u}, but its source \
+                         type {src} has {n_src} nodes; the dataset is damaged, run `ringgnn \
+                         verify`"
+                    )));
+                }
+                row.push(local_id(t, node, u)? as u64);
+            });
+            if let Some(e) = &mut out.edge {
+                e[r].reserve_exact(pos.len());
+                e[r].extend_from_slice(pos);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One mini-batch of a [`HeteroSampler::sample_many`] call: its seeds per type and its index
+/// in the epoch (which picks its random streams).
+#[derive(Clone, Copy, Debug)]
+pub struct HeteroRequest<'a> {
+    pub seeds: &'a [(usize, &'a [u64])],
+    pub batch: u64,
+}
+
+/// What one batch keeps between the hops of a hyperbatch besides its sample: one dedup map per
+/// node type and the frontier of each type (local ids first reached at the previous hop).
+struct BatchState {
+    maps: Vec<IdMap>,
+    frontier: Vec<Range<usize>>,
+}
+
+impl BatchState {
+    fn new(num_nodes: &[u64]) -> Self {
+        BatchState {
+            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
+            frontier: vec![0..0; num_nodes.len()],
+        }
     }
 }

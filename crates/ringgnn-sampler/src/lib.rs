@@ -49,7 +49,9 @@ mod spill;
 pub use bounds::SampleBound;
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
-pub use hetero::{HeteroRelation, HeteroSample, HeteroSampler};
+pub use hetero::{
+    hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler,
+};
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};

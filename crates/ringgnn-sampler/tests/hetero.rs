@@ -10,11 +10,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use ringgnn_io::{probe_uring, PreadBatch, UringBatch};
+use ringgnn_io::{open_backend, probe_uring, BackendKind, PreadBatch, UringBatch};
 use ringgnn_sampler::draw::Drawer;
 use ringgnn_sampler::{
-    CoalesceOptions, Error, Fanout, HeteroRelation, HeteroSample, HeteroSampler, Indices,
-    NeighborSource,
+    CoalesceOptions, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler,
+    Indices, NeighborSource,
 };
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::rng;
@@ -66,9 +66,11 @@ enum Backend {
     Mem64,
     Pread(CoalesceOptions),
     Uring,
+    /// `O_DIRECT` where the file system allows it, with io_uring or pread.
+    Direct(BackendKind),
 }
 
-const BACKENDS: [Backend; 5] = [
+const BACKENDS: [Backend; 7] = [
     Backend::Mem32,
     Backend::Mem64,
     Backend::Pread(CoalesceOptions {
@@ -77,6 +79,8 @@ const BACKENDS: [Backend; 5] = [
     }),
     Backend::Pread(ONE_PAGE),
     Backend::Uring,
+    Backend::Direct(BackendKind::Uring),
+    Backend::Direct(BackendKind::Pread),
 ];
 
 /// The source of `entries` on `backend` (disk files, page-padded u32, written in `dir`), or
@@ -84,7 +88,7 @@ const BACKENDS: [Backend; 5] = [
 fn source(dir: &Path, name: &str, entries: &[u64], backend: Backend) -> Option<NeighborSource> {
     let mem = |ix| Some(NeighborSource::Memory(Arc::new(ix)));
     let path = dir.join(name);
-    if matches!(backend, Backend::Pread(_) | Backend::Uring) && !path.exists() {
+    if !matches!(backend, Backend::Mem32 | Backend::Mem64) && !path.exists() {
         let mut b: Vec<u8> = entries
             .iter()
             .flat_map(|&x| (x as u32).to_le_bytes())
@@ -107,6 +111,13 @@ fn source(dir: &Path, name: &str, entries: &[u64], backend: Backend) -> Option<N
             }
             let reader = UringBatch::new(File::open(&path).unwrap()).unwrap();
             Some(disk(Box::new(reader), CoalesceOptions::default()))
+        }
+        Backend::Direct(kind) => {
+            if kind == BackendKind::Uring && probe_uring().is_err() {
+                return None;
+            }
+            let (reader, _) = open_backend(kind, &path, true).unwrap();
+            Some(disk(reader, CoalesceOptions::default()))
         }
     }
 }
@@ -783,4 +794,191 @@ fn cancelling_stops_every_relation() {
         }
         assert_eq!(s.io_stats().reads, reads);
     }
+}
+
+// Hyperbatches: several batches sampled together, each relation's file read once per hop for
+// all of them.
+
+/// Seeds of batch `b` drawn from `ids`: of type 0 only for even `b`, of every type with nodes
+/// for odd `b` (ids taken modulo each type's count, shifted so batches differ).
+fn batch_seeds(g: &Typed, ids: &[u64], b: usize) -> Vec<(usize, Vec<u64>)> {
+    let types: Vec<usize> = if b.is_multiple_of(2) {
+        vec![0]
+    } else {
+        (0..g.num_nodes.len())
+            .filter(|&t| g.num_nodes[t] > 0)
+            .collect()
+    };
+    types
+        .into_iter()
+        .map(|t| {
+            let n = g.num_nodes[t];
+            (t, ids.iter().map(|&s| (s >> (t + b)) % n).collect())
+        })
+        .collect()
+}
+
+fn as_refs(seeds: &[(usize, Vec<u64>)]) -> Vec<(usize, &[u64])> {
+    seeds.iter().map(|(t, v)| (*t, v.as_slice())).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn a_hyperbatch_gives_each_batch_its_sample_alone(
+        graph_seed: u64,
+        types in 1usize..4,
+        rels in 0usize..5,
+        hops in 0usize..4,
+        replace: bool,
+        with_edge_ids: bool,
+        seed: u64,
+        h in 1usize..6,
+        seed_ids in prop::collection::vec(any::<u64>(), 0..8),
+    ) {
+        let g = random_graph(graph_seed, types, rels, 300, 12);
+        let fanouts = random_fanouts(graph_seed, rels, hops);
+        let seeds: Vec<Vec<(usize, Vec<u64>)>> =
+            (0..h).map(|b| batch_seeds(&g, &seed_ids, b)).collect();
+        let refs: Vec<Vec<(usize, &[u64])>> = seeds.iter().map(|s| as_refs(s)).collect();
+        let requests: Vec<HeteroRequest> = refs
+            .iter()
+            .enumerate()
+            .map(|(b, s)| HeteroRequest { seeds: s, batch: 3 * b as u64 + 1 })
+            .collect();
+        // Each batch alone, from memory, by a fresh sampler.
+        let alone: Vec<HeteroSample> = requests
+            .iter()
+            .map(|q| {
+                g.mem_sampler(&fanouts, replace)
+                    .sample_typed(q.seeds, seed, 4, q.batch, with_edge_ids)
+                    .unwrap()
+            })
+            .collect();
+        if with_edge_ids {
+            for (q, out) in requests.iter().zip(&alone) {
+                check_typed(&g, &fanouts, replace, q.seeds, out);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for b in BACKENDS {
+            let Some(mut s) = g.sampler(&fanouts, replace, b, dir.path()) else {
+                continue;
+            };
+            let outs = s.sample_many(&requests, seed, 4, with_edge_ids).unwrap();
+            prop_assert_eq!(&outs, &alone, "{:?}", b);
+            // The sampler's states are reused: a smaller hyperbatch, then one batch, agree too.
+            let outs = s.sample_many(&requests[h / 2..], seed, 4, with_edge_ids).unwrap();
+            prop_assert_eq!(&outs[..], &alone[h / 2..], "{:?}", b);
+            let q = requests[0];
+            prop_assert_eq!(
+                &s.sample_typed(q.seeds, seed, 4, q.batch, with_edge_ids).unwrap(),
+                &alone[0]
+            );
+        }
+    }
+}
+
+/// Distinct 4 KiB pages of u32 entries at each (relation, hop) of `outs`, over all of them.
+fn pages_per_hop(outs: &[HeteroSample]) -> u64 {
+    let (rels, hops) = (outs[0].row.len(), outs[0].num_sampled_edges[0].len());
+    let mut pages = 0;
+    for r in 0..rels {
+        for k in 0..hops {
+            let mut set = BTreeSet::new();
+            for out in outs {
+                let at: usize = out.num_sampled_edges[r][..k].iter().sum();
+                let n = out.num_sampled_edges[r][k];
+                let e = &out.edge.as_ref().unwrap()[r][at..at + n];
+                set.extend(e.iter().map(|p| p * 4 / 4096));
+            }
+            pages += set.len() as u64;
+        }
+    }
+    pages
+}
+
+#[test]
+fn a_hyperbatch_reads_each_page_once_per_relation_and_hop() {
+    let g = big_graph();
+    let fanouts = big_fanouts();
+    let dir = tempfile::tempdir().unwrap();
+    // Four batches of 150 papers, one of them with 40 seeds of type 0 too.
+    let seeds: Vec<Vec<(usize, Vec<u64>)>> = (0..4u64)
+        .map(|b| {
+            let mut s = vec![(1, (0..150).map(|i| (i * 11 + b * 97) % 800).collect())];
+            if b == 2 {
+                s.push((0, (0..40).map(|i| i * 31 % 2000).collect()));
+            }
+            s
+        })
+        .collect();
+    let refs: Vec<Vec<(usize, &[u64])>> = seeds.iter().map(|s| as_refs(s)).collect();
+    let requests: Vec<HeteroRequest> = refs
+        .iter()
+        .enumerate()
+        .map(|(b, s)| HeteroRequest {
+            seeds: s,
+            batch: b as u64,
+        })
+        .collect();
+    for b in [
+        Backend::Pread(ONE_PAGE),
+        Backend::Pread(CoalesceOptions::default()),
+        Backend::Uring,
+    ] {
+        let Some(mut s) = g.sampler(&fanouts, false, b, dir.path()) else {
+            continue;
+        };
+        let before = s.io_stats();
+        let outs = s.sample_many(&requests, 5, 2, true).unwrap();
+        let read = s.io_stats().bytes - before.bytes;
+        let union = pages_per_hop(&outs);
+        assert_eq!(read, union * 4096, "{b:?}");
+        if let Backend::Pread(ONE_PAGE) = b {
+            assert_eq!(s.io_stats().reads - before.reads, union);
+        }
+        // Alone, each batch reads its own pages: the pages batches share are read once here.
+        let alone: u64 = outs
+            .iter()
+            .map(|o| pages_per_hop(std::slice::from_ref(o)))
+            .sum();
+        assert!(union * 10 < alone * 9, "{union} pages of {alone}");
+        let before = s.io_stats();
+        for q in &requests {
+            s.sample_typed(q.seeds, 5, 2, q.batch, true).unwrap();
+        }
+        assert_eq!(s.io_stats().bytes - before.bytes, alone * 4096);
+    }
+}
+
+#[test]
+fn a_hyperbatch_checks_every_request_before_reading() {
+    let g = papers();
+    let fanouts = [fan(&[2]), fan(&[2]), fan(&[2])];
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = g
+        .sampler(&fanouts, false, Backend::Pread(ONE_PAGE), dir.path())
+        .unwrap();
+    let good: [(usize, &[u64]); 1] = [(1, &[0, 1])];
+    let bad: [(usize, &[u64]); 2] = [(1, &[0]), (0, &[5])];
+    let requests = [
+        HeteroRequest {
+            seeds: &good,
+            batch: 0,
+        },
+        HeteroRequest {
+            seeds: &bad,
+            batch: 1,
+        },
+    ];
+    let err = s.sample_many(&requests, 0, 0, false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "seed node 5 of node type 0 is out of range: that type has 5 nodes (ids 0..5)"
+    );
+    assert_eq!(s.io_stats().reads, 0);
+    // No request: no sample.
+    assert!(s.sample_many(&[], 0, 0, false).unwrap().is_empty());
 }

@@ -127,7 +127,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 #: Options of the homogeneous path a heterogeneous run does not take yet, with their defaults.
 _HOMOGENEOUS_ONLY = {"task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None,
-                     "cache_policy": "presample", "prefetch": None, "hyperbatch": "auto", "staging_dir": None,
+                     "cache_policy": "presample", "prefetch": None, "staging_dir": None,
                      "staging_cap": None, "gpu_cache": None, "tensorboard": False}
 
 
@@ -145,7 +145,8 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
     fanouts: Any = json.loads(text) if text.startswith("{") else _options.fanouts(text)
     return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
                         epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
-                        embed_dim=args.embed_dim, memory=args.memory, cache=args.cache, backend=args.backend, direct=args.direct,
+                        embed_dim=args.embed_dim, memory=args.memory, cache=args.cache, hyperbatch=args.hyperbatch,
+                        backend=args.backend, direct=args.direct,
                         threads=args.threads, seed=args.seed, out=args.out, resume=args.resume,
                         overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device,
                         exact=args.eval_mode == "auto", dist_timeout=args.dist_timeout)

@@ -1,0 +1,179 @@
+"""Hyperbatches of heterogeneous sampling: ``HeteroNeighborSampler.sample_many`` gives each batch
+exactly its sample alone (hypothesis over hyperbatch sizes, seeds, fanouts and backends) while
+reading each relation's pages once per hop for all batches; ``HeteroLoader(hyperbatch=)`` hands
+out the same batches for every H and thread count; the choice of H (``ringgnn.hetero_hyper``)
+worked out by hand; bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ringgnn
+from ringgnn import HeteroLoader, HeteroNeighborSampler, hetero_hyper
+from ringgnn.dataset import Dataset
+from ringgnn.hetero_gen import generate_hetero
+
+BACKENDS = [dict(backend="memory"), dict(backend="pread"), dict(backend="auto"), dict(backend="auto", direct=True)]
+
+
+@pytest.fixture(scope="module")
+def mag(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hyper") / "mag"
+    generate_hetero(out, papers=4000, authors=3000, institutions=60)
+    return Dataset.open(out)
+
+
+def same(a, b) -> bool:
+    arrays = lambda s: [s.node, s.row, s.col] + ([s.edge] if s.edge is not None else [])  # noqa: E731
+    return (a.num_sampled_nodes == b.num_sampled_nodes and a.num_sampled_edges == b.num_sampled_edges
+            and a.seed_types == b.seed_types
+            and all(x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
+                    for x, y in zip(arrays(a), arrays(b))))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(h=st.integers(1, 6), fanout=st.sampled_from([[3, 2], [-1], [5, 1, 2], {"paper:cites:paper": [4, 1]}]),
+       replace=st.booleans(), data=st.data(), backend=st.sampled_from(BACKENDS))
+def test_sample_many_equals_each_batch_alone(mag, h, fanout, replace, data, backend):
+    if isinstance(fanout, dict):  # one relation sampled, the others left out
+        fanout = {r: fanout.get(r, [0, 0]) for r in mag.relations}
+    counts = mag.num_nodes_dict
+    seeds = []
+    for _ in range(h):
+        types = data.draw(st.lists(st.sampled_from(sorted(counts)), min_size=1, max_size=3, unique=True))
+        seeds.append({t: data.draw(st.lists(st.integers(0, counts[t] - 1), max_size=30)) for t in types})
+    batches = data.draw(st.lists(st.integers(0, 1000), min_size=h, max_size=h))
+    alone = HeteroNeighborSampler(mag, fanout, backend="memory", replace=replace, seed=4, with_edge_ids=True)
+    sampler = HeteroNeighborSampler(mag, fanout, replace=replace, seed=4, with_edge_ids=True, **backend)
+    outs = sampler.sample_many(seeds, batches, epoch=3)
+    assert len(outs) == h
+    for s, b, out in zip(seeds, batches, outs):
+        assert same(out, alone.sample_typed(s, epoch=3, batch=b))
+
+
+def test_sample_many_reads_a_shared_page_once(mag):
+    """pread: the bytes a hyperbatch reads are at most those of its batches alone, and fewer when
+    their pages overlap (2000 papers of 4000 in 8 batches touch the same pages of every file)."""
+    fan = [10, 5]
+    ids = np.random.default_rng(0).permutation(4000)[:2000]
+    seeds = [{"paper": ids[i * 250:(i + 1) * 250]} for i in range(8)]
+    hyper = HeteroNeighborSampler(mag, fan, backend="pread", seed=1)
+    outs = hyper.sample_many(seeds, list(range(8)))
+    together = hyper.io_stats()["bytes"]
+    alone = HeteroNeighborSampler(mag, fan, backend="pread", seed=1)
+    for b, (s, out) in enumerate(zip(seeds, outs)):
+        assert same(out, alone.sample_typed(s, batch=b))
+    apart = alone.io_stats()["bytes"]
+    assert 0 < together < apart / 2, (together, apart)
+
+
+def batches_of(loader):
+    return [(d["paper"].n_id.tolist(), d["paper"].x.numpy().copy(), d["paper"].y.tolist(),
+             {et: d[et].edge_index.tolist() for et in d.edge_types}, d["paper"].input_id.tolist(),
+             d["paper"].batch_size) for d in loader]
+
+
+def test_loader_batches_are_the_same_for_every_hyperbatch_and_thread_count(mag, caplog):
+    common = dict(seeds="train", batch_size=300, backend="pread", seed=2)
+    want = batches_of(HeteroLoader(mag, [4, 3], "paper", hyperbatch=1, threads=1, **common))
+    assert len(want) == 8  # 2400 training papers
+    for h, threads in ((2, 1), (3, 2), (5, 2), (9, 2), ("auto", 2)):
+        loader = HeteroLoader(mag, [4, 3], "paper", hyperbatch=h, threads=threads, **common)
+        with caplog.at_level(logging.INFO, logger="ringgnn"):
+            got = batches_of(loader)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g[0] == w[0] and np.array_equal(g[1], w[1]) and g[2:] == w[2:]
+        chosen = loader.hyperbatch_size()
+        assert chosen[0] == (min(h, 8) if h != "auto" else chosen[0]) and chosen[0] >= 1
+    assert any("hyperbatch: " in r.getMessage() for r in caplog.records)
+    # A rank's share (torchrun): the same batches at the same indices.
+    loader = HeteroLoader(mag, [4, 3], "paper", hyperbatch=2, threads=2, **common)
+    loader.batches = [1, 4, 5, 7]
+    got = batches_of(loader)
+    assert [g[0] for g in got] == [want[i][0] for i in (1, 4, 5, 7)]
+
+
+def test_auto_is_one_when_every_neighbor_file_is_in_memory(mag):
+    loader = HeteroLoader(mag, [4, 3], "paper", backend="memory")
+    assert loader.hyperbatch_size() == (1, "1 (auto: every neighbor file is in memory, nothing to share)")
+
+
+def test_auto_fits_the_held_batches_in_the_batches_share(mag):
+    loader = HeteroLoader(mag, [4, 3], "paper", backend="pread", threads=2, prefetch=2, batch_size=64)
+    sampler = loader.sampler
+    bound = sampler.bound({"paper": 64})
+    per = hetero_hyper.batch_bound(bound, {"paper": 4 * 64}, "paper", True)
+    # By hand: the state bound, edge_index, 64-d float32 rows of every paper, labels.
+    edges = sum(bound["edges"].values())
+    assert per == bound["state_bytes"] + 16 * edges + 256 * bound["nodes"]["paper"] + 8 * bound["nodes"]["paper"]
+    h, why = loader.hyperbatch_size()
+    share = loader.plan.batch_memory
+    held = (hetero_hyper.jobs_in_flight(h, 2, 2) + 1) * h * per
+    assert held <= share or h == 1
+    if h < -(-len(loader) // 2):
+        assert (hetero_hyper.jobs_in_flight(h + 1, 2, 2) + 1) * (h + 1) * per > share
+    assert why.startswith(f"{h} (auto: 2 threads")
+
+
+def test_choose_by_hand():
+    kw = dict(threads=2, prefetch=2, batches=40)
+    assert hetero_hyper.choose(5, in_memory=False, share=0, per_batch=10**9, **kw) == (5, "5 (as given)")
+    assert hetero_hyper.choose(99, in_memory=True, share=0, per_batch=1, **kw)[0] == 40
+    assert hetero_hyper.choose(None, in_memory=True, share=10**12, per_batch=1, **kw)[0] == 1
+    # 2 threads: jobs of H, 2 in flight (3 for H = 1) plus the one being handed out.
+    assert [hetero_hyper.jobs_in_flight(h, 2, 2) for h in (1, 2, 3)] == [3, 2, 2]
+    # 100 MB for batches of at most 4 MB: (2 + 1) * H * 4 <= 100 gives H = 8.
+    h, why = hetero_hyper.choose(None, in_memory=False, share=100 * 10**6, per_batch=4 * 10**6, **kw)
+    assert h == 8 and "fit" in why
+    # Capped so that every thread has a job: 40 batches, 2 threads.
+    assert hetero_hyper.choose(None, in_memory=False, share=10**15, per_batch=1, **kw)[0] == 20
+    # Not even one fits: one at a time, said so.
+    h, why = hetero_hyper.choose(None, in_memory=False, share=10, per_batch=100, **kw)
+    assert h == 1 and "do not fit" in why
+
+
+def test_bad_input(mag):
+    for bad in (0, -2, "x", "2.5"):
+        with pytest.raises(ringgnn.InputError, match="hyperbatch .* is not valid"):
+            HeteroLoader(mag, [2], "paper", hyperbatch=bad)
+    s = HeteroNeighborSampler(mag, [2], backend="memory")
+    with pytest.raises(ringgnn.InputError, match="2 seed sets but 1 batch indices"):
+        s.sample_many([{"paper": [0]}, {"paper": [1]}], [0])
+    with pytest.raises(ringgnn.InputError, match="seed node 4000 of node type paper is out of range"):
+        s.sample_many([{"paper": [0]}, {"paper": [4000]}], [0, 1])
+    with pytest.raises(ringgnn.InputError, match="no node type 'venue'"):
+        s.bound({"venue": 3})
+    assert s.sample_many([], []) == []
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(ringgnn.__file__)))  # the ringgnn imported here
+    return subprocess.run([sys.executable, "-m", "ringgnn", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_train_hyperbatch_trains_on_the_same_batches(mag, tmp_path):
+    """`ringgnn train DS --target paper --hyperbatch N` on a heterogeneous dataset: the choice is
+    reported, and the losses are those of one batch at a time (the same batches, in order)."""
+    losses = []
+    for h in ("1", "3"):
+        r = _cli("train", str(mag.path), "--target", "paper", "--fanouts", "4,3", "--epochs", "1", "--batch-size",
+                 "512", "--backend", "pread", "--threads", "2", "--eval", "sampled", "--hyperbatch", h, "--out",
+                 str(tmp_path / f"run{h}"))
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"hyperbatch: {h} (as given)" in r.stdout
+        m = json.loads((tmp_path / f"run{h}" / "metrics.json").read_text())
+        losses.append((m["epochs"][0]["loss"], m["epochs"][0]["val_acc"]))
+    assert losses[0] == losses[1]
+    r = _cli("train", str(mag.path), "--target", "paper", "--hyperbatch", "0", "--out", str(tmp_path / "bad"))
+    assert r.returncode != 0 and "hyperbatch '0' is not valid" in r.stderr
