@@ -23,8 +23,20 @@ cache), `plan` (train only: `HeteroLoader`'s one memory plan within `memory=CAP`
 feature files and the hot-row cache across types, O_DIRECT, same cap) and `nocache` (the same plan
 with `cache=0`).
 
-Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train [--work DIR]
+  hyper   `--batches N` consecutive batches of `--batch-size` training papers, fanouts 15,10,
+          every relation read with io_uring and O_DIRECT (only the offset indexes held), on 2
+          threads, with `memory=CAP` under `memcap --drop-caches CAP`: `perbatch` (each thread samples one batch at
+          a time, `HeteroNeighborSampler.sample`) against `hyper` (each thread takes
+          `--hyperbatch H` consecutive batches and samples them together,
+          `HeteroNeighborSampler.sample_many`: each relation's file read once per hop for all of
+          them). Bytes read are the samplers' own counters (`io_stats`) summed over the threads;
+          a digest of every batch's sample shows both configurations sampled the same batches.
+          The `hyper` run also reports what `HeteroLoader(hyperbatch="auto", memory=CAP)` would
+          choose (it sizes from upper bounds, features included).
+
+Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train|hyper [--work DIR]
     [--papers 2000000] [--batches 200] [--batch-size 1024] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
+    [--hyperbatch 8] (hyper: --configs perbatch,hyper; hyperN: hyperbatches of N)
 Prints a Markdown table for docs/benchmarks.md.
 """
 import argparse
@@ -44,8 +56,40 @@ import ringgnn
 from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
 path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 ds = ringgnn.Dataset.open(path)
-direct = backend in ("disk", "auto", "plan", "nocache")
-if backend in ("plan", "nocache"):
+direct = backend in ("disk", "auto", "plan", "nocache", "perbatch") or backend.startswith("hyper")
+if mode == "hyper":
+    import hashlib, threading
+    h = int(backend[5:] or sys.argv[7]) if backend.startswith("hyper") else 1
+    out = dict(hyperbatch=h)
+    sampler = HeteroNeighborSampler(ds, [15, 10], backend="uring", direct=True, seed=0, memory=cap)
+    part = ds.node_type("paper")
+    ids = part.split("train")
+    ids = ids[np.random.default_rng([0, 0]).permutation(len(ids))]
+    seeds = [ids[i * bs:(i + 1) * bs] for i in range(batches)]
+    jobs = [list(range(i, min(i + h, batches))) for i in range(0, batches, h)]
+    stats = {}
+    def job(js):
+        if len(js) == 1:
+            got = [sampler.sample(seeds[js[0]], "paper", epoch=0, batch=js[0])]
+        else:
+            got = sampler.sample_many([{"paper": seeds[b]} for b in js], js, epoch=0)
+        stats[threading.get_ident()] = sampler.io_stats()
+        res = []
+        for s in got:
+            d = hashlib.sha256()
+            for part_ in (s.node, s.row, s.col):
+                for k in sorted(part_):
+                    d.update(part_[k].tobytes())
+            res.append((d.hexdigest(), sum(len(r) for r in s.row.values())))
+        return res
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        res = [r for rs in pool.map(job, jobs) for r in rs]
+    out.update(seconds=time.perf_counter() - t0, backend=backend, batches=len(seeds),
+               edges=sum(r[1] for r in res), digest=hashlib.sha256("".join(r[0] for r in res).encode()).hexdigest(),
+               io_bytes=sum(v["bytes"] for v in stats.values()), io_reads=sum(v["reads"] for v in stats.values()),
+               epoch_batches=-(-len(ids) // bs))
+elif backend in ("plan", "nocache"):
     # The loader's one memory plan within the cap: neighbor files, feature files and the cache
     # (nocache: the same plan with cache=0).
     loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
@@ -61,9 +105,10 @@ else:
     out = dict(placement=sampler.resolved_backend())
     loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
                           feature_backend=fb, direct=direct, sampler=sampler, cache=0)
-seeds = loader.batch_seeds(0)[:batches]
-t0 = time.perf_counter()
-out.update(backend=backend, batches=len(seeds))
+if mode != "hyper":
+    seeds = loader.batch_seeds(0)[:batches]
+    t0 = time.perf_counter()
+    out.update(backend=backend, batches=len(seeds))
 if mode == "sample":
     def one(i):
         s = sampler.sample(seeds[i], "paper", epoch=0, batch=i)
@@ -71,7 +116,7 @@ if mode == "sample":
     with ThreadPoolExecutor(2) as pool:
         res = list(pool.map(one, range(len(seeds))))
     out.update(seconds=time.perf_counter() - t0, edges=sum(r[0] for r in res), nodes=sum(r[1] for r in res))
-else:
+elif mode == "train":
     import torch
     from ringgnn.hetero_models import HeteroModel, hetero_batch_to_dicts
     torch.manual_seed(0)
@@ -129,7 +174,7 @@ def memcap_line(err: str) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["sample", "train"])
+    ap.add_argument("mode", choices=["sample", "train", "hyper"])
     ap.add_argument("--work", default="/var/tmp/ringgnn-bench")
     ap.add_argument("--papers", type=int, default=2_000_000)
     ap.add_argument("--batches", type=int, default=200)
@@ -137,17 +182,20 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cap", default="1.5G")
     ap.add_argument("--configs", default="memory,disk,auto")
+    ap.add_argument("--hyperbatch", type=int, default=8, help="hyper: batches sampled together")
     ap.add_argument("--json", default=None, help="also write the runs here")
     args = ap.parse_args()
     data = ensure_data(Path(args.work), args.papers)
     size = sum(f.stat().st_size for f in data.iterdir())
+    if args.mode == "hyper" and args.configs == "memory,disk,auto":
+        args.configs = "perbatch,hyper"
     configs = args.configs.split(",")
     runs = {c: [] for c in configs}
     for rep in range(args.repeat):
         for c in (configs if rep % 2 == 0 else configs[::-1]):
             cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches,
-                   args.cap if c in ("auto", "plan", "nocache") else "-",
-                   args.batch_size]
+                   args.cap if c in ("auto", "plan", "nocache", "perbatch") or c.startswith("hyper") else "-",
+                   args.batch_size, args.hyperbatch]
             if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
             r = sh(cmd, capture_output=True, text=True)
@@ -159,6 +207,8 @@ def main():
             print(json.dumps({"config": c, **out}), file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(args=vars(args), size=size, runs=runs), indent=2))
+    if args.mode == "hyper":
+        return hyper_table(args, data, size, runs)
     base = statistics.median(o["seconds"] for o in runs[configs[0]])
     ds_line = f"{data.name}: {size / 2**30:.2f} GiB of files"
     print(f"\n{ds_line}; {args.mode}, {args.batches} batches of {args.batch_size} papers, fanouts 15,10; median of "
@@ -192,6 +242,37 @@ def main():
             print(f"| {name} | {sec:.2f} | {sec / base:.2f}x | {statistics.median(x['wait'] for x in rs):.2f} | "
                   f"{statistics.median(x['step'] for x in rs):.2f} | {o['feature_bytes_read'] / 2**30:.2f} GiB | "
                   f"{hits} | {tail}")
+
+
+def hyper_table(args, data, size, runs):
+    """The `hyper` mode's table: per-batch against hyperbatch sampling, ratios to per-batch."""
+    digests = {o["digest"] for rs in runs.values() for o in rs}
+    base = runs["perbatch"]
+    sec0 = statistics.median(o["seconds"] for o in base)
+    io0 = base[0]["io_bytes"]
+    o0 = base[0]
+    print(f"\n{data.name}: {size / 2**30:.2f} GiB of files; {args.batches} of the epoch's {o0['epoch_batches']} "
+          f"batches of {args.batch_size} papers, fanouts 15,10, 2 threads, io_uring + O_DIRECT, memcap --drop-caches "
+          f"{args.cap}; median of {args.repeat}; samples identical across runs: {'yes' if len(digests) == 1 else 'NO'}\n")
+    print("| configuration | seconds | vs per batch | bytes read (io_stats) | vs per batch | per epoch (extrapolated) "
+          "| reads | peak RSS | memcap |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for c, rs in runs.items():
+        sec = statistics.median(o["seconds"] for o in rs)
+        o = rs[0]
+        name = "per batch" if c == "perbatch" else f"hyperbatches of {o['hyperbatch']}"
+        fail = o["memcap"].split("failcnt=")[1].split()[0] if "failcnt=" in o["memcap"] else "-"
+        epoch = o["io_bytes"] / o["batches"] * o["epoch_batches"]
+        print(f"| {name} | {sec:.2f} | {sec / sec0:.2f}x | {o['io_bytes'] / 2**30:.2f} GiB | {o['io_bytes'] / io0:.2f}x | "
+              f"{epoch / 2**30:.1f} GiB | {o['io_reads']:,} | {o['peak_rss'] / 2**20:.0f} MiB | failcnt {fail} |")
+    # What the loader's "auto" would choose within the cap, in a process of its own under it.
+    code = ("import sys, ringgnn; from ringgnn.hetero import HeteroLoader; "
+            "l = HeteroLoader(sys.argv[1], [15, 10], 'paper', batch_size=int(sys.argv[2]), threads=2, backend='uring', "
+            "direct=True, memory=sys.argv[3], cache=0); print(l.hyperbatch_size()[1])")
+    r = sh([MEMCAP, args.cap, "--", sys.executable, "-c", code, data, args.batch_size, args.cap],
+           capture_output=True, text=True)
+    print(f"\n`HeteroLoader(hyperbatch=\"auto\", memory={args.cap})` would choose: "
+          f"{r.stdout.strip() or r.stderr[-500:]}")
 
 
 if __name__ == "__main__":

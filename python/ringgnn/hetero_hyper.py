@@ -54,6 +54,6 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
     h = cap
     while h > 1 and held(h) > share:
         h -= 1
-    fits = "fit" if held(h) <= share else "do not fit even one at a time"
-    return h, (f"{h} (auto: {threads} threads, at most {human_bytes(per_batch)} per batch, "
+    fits = "fit in" if held(h) <= share else "exceed, even one batch at a time,"
+    return h, (f"{h} (auto: {threads} threads, at most {human_bytes(per_batch)} per batch; "
                f"{human_bytes(held(h))} held {fits} the batches' {human_bytes(share)})")

@@ -217,6 +217,22 @@ impl HeteroSampler {
                 .collect::<PyResult<Vec<_>>>()?;
             given.insert(r, hops);
         }
+        // A sampler reads one relation at a time, so its disk relations split one read buffer
+        // of the homogeneous sampler's size (8 MiB, what the memory plans count per sampler)
+        // instead of holding one each: 6 relations on disk held 48 MiB per thread.
+        let on_disk = graph
+            .relations
+            .iter()
+            .filter(|r| r.memory.is_none())
+            .count();
+        let coalesce = {
+            let d = CoalesceOptions::default();
+            let share = (d.buffer / on_disk.max(1)) / ringgnn_io::ALIGN * ringgnn_io::ALIGN;
+            CoalesceOptions {
+                buffer: share.max(d.run_bytes()),
+                ..d
+            }
+        };
         let (mut rels, mut fallback, mut name) = (Vec::new(), None, String::from("memory"));
         for r in &graph.relations {
             let Some(fan) = given.remove(&r.name) else {
@@ -233,7 +249,7 @@ impl HeteroSampler {
                         .detach(|| open_backend(kind, &r.file, graph.direct))
                         .map_err(|e| StoreError(ringgnn_store::Error::io(&r.file, e)))?;
                     fallback = fallback.or(why);
-                    NeighborSource::disk(reader, &r.file, r.dtype, CoalesceOptions::default())
+                    NeighborSource::disk(reader, &r.file, r.dtype, coalesce)
                 }
             };
             // One name for the sampler: the disk backend's when any relation is read from disk.
