@@ -117,7 +117,7 @@ def test_auto_fits_the_held_batches_in_the_batches_share(mag):
     edges = sum(bound["edges"].values())
     assert per == bound["state_bytes"] + 16 * edges + 256 * bound["nodes"]["paper"] + 8 * bound["nodes"]["paper"]
     h, why = loader.hyperbatch_size()
-    share = loader.plan.batch_memory
+    share = loader.plan.batch_memory // 2  # half of the batches' half
     held = (hetero_hyper.jobs_in_flight(h, 2, 2) + 1) * h * per
     assert held <= share or h == 1
     if h < -(-len(loader) // 2):
@@ -134,12 +134,12 @@ def test_choose_by_hand():
     assert [hetero_hyper.jobs_in_flight(h, 2, 2) for h in (1, 2, 3)] == [3, 2, 2]
     # 100 MB for batches of at most 4 MB: (2 + 1) * H * 4 <= 100 gives H = 8.
     h, why = hetero_hyper.choose(None, in_memory=False, share=100 * 10**6, per_batch=4 * 10**6, **kw)
-    assert h == 8 and why == "8 (auto: 2 threads, at most 3.8 MiB per batch; 91.6 MiB held fit in the batches' 95.4 MiB)"
+    assert h == 8 and why == "8 (auto: 2 threads, at most 3.8 MiB per batch; 91.6 MiB held fit in the hyperbatches' 95.4 MiB)"
     # Capped so that every thread has a job: 40 batches, 2 threads.
     assert hetero_hyper.choose(None, in_memory=False, share=10**15, per_batch=1, **kw)[0] == 20
     # Not even one fits: one at a time, said so.
     h, why = hetero_hyper.choose(None, in_memory=False, share=10, per_batch=100, **kw)
-    assert h == 1 and "exceed, even one batch at a time, the batches' 10 B" in why
+    assert h == 1 and "exceed, even one batch at a time, the hyperbatches' 10 B" in why
 
 
 def test_bad_input(mag):

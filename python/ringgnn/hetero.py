@@ -368,7 +368,7 @@ class HeteroLoader:
 
     ``hyperbatch``: batches a worker thread samples together (``H`` consecutive batches of the
     epoch, each relation's file read once per hop for all of them, then each batch's features
-    gathered), or ``"auto"``: from the batches' half of the plan's budget (``ringgnn.hetero_hyper``;
+    gathered), or ``"auto"``: from a share of the plan's budget (``ringgnn.hetero_hyper``;
     1 when every neighbor file is in memory). Batches are the same whatever ``H``;
     :meth:`hyperbatch_size` says what was chosen and why.
     """
@@ -465,7 +465,7 @@ class HeteroLoader:
                 bound = self.sampler.bound({self.target: self.batch_size})
                 per_batch = hetero_hyper.batch_bound(bound, rows, self.target, self.labels is not None)
             self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=self.plan.batch_memory, per_batch=per_batch,
+                                              share=hetero_hyper.share(self.plan.batch_memory), per_batch=per_batch,
                                               threads=self.threads, prefetch=self.prefetch, batches=max(1, len(self)))
             logger.info("hyperbatch: %s", self._hyper[1])
         return self._hyper

@@ -8,9 +8,11 @@ Its cost is memory: each thread holds H batch states while it samples, and a fin
 batches wait, features gathered, until the consumer takes them. ``"auto"`` therefore takes the
 largest H for which every batch that can be held at once, at its upper bound (the core's
 ``state_bytes``: sample, dedup maps and share of the per-hop workspaces; plus the batch's
-``edge_index`` copy, feature rows and labels), fits the batches' half of the memory budget
-(``HeteroPlan.batch_memory``, ``ringgnn.hetero_plan``). When every neighbor file is held in
-memory there is nothing to share: H is 1.
+``edge_index`` copy, feature rows and labels), fits the hyperbatches' share: half of the
+batches' half of the memory budget (``HeteroPlan.batch_memory``, ``ringgnn.hetero_plan``); the
+other half of it is left to what every loader needs whatever H, the model's activations and
+the threads' read buffers. When every neighbor file is held in memory there is nothing to
+share: H is 1.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ def jobs_in_flight(h: int, threads: int, prefetch: int) -> int:
     """Jobs (of ``h`` batches) submitted ahead of the one the consumer is taking: one per thread,
     and at least the ``prefetch + threads - 1`` batches a per-batch loader keeps ahead."""
     return max(threads, -(-(prefetch + threads - 1) // h))
+
+
+def share(batch_memory: int) -> int:
+    """The hyperbatches' share of the batches' memory (see the module docs): half of it."""
+    return batch_memory // 2
 
 
 def batch_bound(bound: Dict[str, Any], row_bytes: Dict[str, int], target: str, labels: bool) -> int:
@@ -56,4 +63,4 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
         h -= 1
     fits = "fit in" if held(h) <= share else "exceed, even one batch at a time,"
     return h, (f"{h} (auto: {threads} threads, at most {human_bytes(per_batch)} per batch; "
-               f"{human_bytes(held(h))} held {fits} the batches' {human_bytes(share)})")
+               f"{human_bytes(held(h))} held {fits} the hyperbatches' {human_bytes(share)})")
