@@ -189,8 +189,8 @@ BAD = [
     (lambda r: os.remove(r / "split" / "time" / "test.csv.gz"), FileNotFoundError, r"needs train, valid and test"),
     (lambda r: gz(r / "split" / "other" / "train.csv.gz", [0]), _core.InputError,
      r"several split schemes \(other, time\); name one with --split-scheme"),
-    (lambda r: torch.save({"edge": torch.zeros(2, 2)}, r / "split" / "time" / "train.pt"), _core.InputError,
-     r"link prediction splits .* not supported yet"),
+    (lambda r: torch.save({"edge": torch.zeros(2, 2)}, r / "split" / "time" / "train.pt"), FileNotFoundError,
+     r"needs train, valid, test \(.pt dictionaries of edges\)"),
     (lambda r: gz(r / "raw" / "triplet-type-list.csv.gz", [["a", "b", "c"]]), _core.InputError,
      r"a heterogeneous OGB layout"),
     (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), (r / "raw" / "data.npz").write_bytes(b"not a zip")),
@@ -330,3 +330,129 @@ def test_cli_detects_and_forces_each_source(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "e.csv"), str(tmp_path / "c"), "--from", "ogb"]) == 1
     assert "no raw/ directory" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+def test_split_dict_of_tensors_and_numpy_without_torch(tmp_path):
+    root = csv_dir(tmp_path / "ogbn")
+    for s in ("train", "valid", "test"):
+        os.remove(root / "split" / "time" / f"{s}.csv.gz")
+    torch.save({k: torch.tensor(v) for k, v in SPLITS.items()}, root / "split" / "time" / "split_dict.pt")
+    convert_ogb(root, tmp_path / "out")  # tensors: loaded by torch's safe unpickler
+    assert_converted(tmp_path / "out")
+    # numpy arrays (what OGB's DatasetSaver and MAG240M write) are read without importing torch,
+    # which would take a few hundred MB of the build's memory budget
+    torch.save({k: np.array(v) for k, v in SPLITS.items()}, root / "split" / "time" / "split_dict.pt")
+    code = ("import sys; from ringgnn.importers.ogb import load_split_dict; "
+            f"d = load_split_dict({str(root / 'split' / 'time' / 'split_dict.pt')!r}); "
+            "print(sorted(d), d['valid'].tolist(), 'torch' in sys.modules)")
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert r.stdout.split("\n")[0] == "['test', 'train', 'valid'] [4] False"
+
+
+# --- link property prediction (ogbl) --------------------------------------------------------------
+
+TRAIN_E = np.array([[0, 1], [1, 2], [2, 3], [4, 0], [3, 5]])  # raw/edge.csv.gz: the training graph
+VALID_E = np.array([[0, 2], [5, 1]])
+TEST_E = np.array([[1, 4]])
+
+
+def ogbl_dir(root: Path, style="edge") -> Path:
+    gz(root / "raw" / "edge.csv.gz", TRAIN_E)
+    gz(root / "raw" / "num-node-list.csv.gz", [N])
+    gz(root / "raw" / "node-feat.csv.gz", [[repr(float(x)) for x in row] for row in FEAT])
+    d = root / "split" / "sales"
+    d.mkdir(parents=True)
+    for name, e in (("train", TRAIN_E), ("valid", VALID_E), ("test", TEST_E)):
+        if style == "edge":  # ogbl-collab/ppa/ddi
+            split = {"edge": torch.tensor(e)}
+            if name != "train":
+                split["edge_neg"] = torch.tensor([[0, 5]] * 3)
+        else:  # ogbl-citation2
+            split = {"source_node": torch.tensor(e[:, 0]), "target_node": torch.tensor(e[:, 1])}
+            if name != "train":
+                split["target_node_neg"] = torch.zeros(len(e), 4, dtype=torch.long)
+        torch.save(split, d / f"{name}.pt")
+    return root
+
+
+def undirected_pairs(e):
+    return sorted({(min(a, b), max(a, b)) for a, b in e.tolist()})
+
+
+@pytest.mark.parametrize("style", ["edge", "citation2"])
+def test_ogbl_positives_become_edge_splits(tmp_path, style, caplog):
+    root = ogbl_dir(tmp_path / "ogbl", style)
+    m = convert_ogb(root, tmp_path / "out", link_negatives=3, undirected=style == "edge", seed=1)
+    assert "OGB's own negatives" in caplog.text
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.edge_split_names == ["test", "train", "val"]
+    assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 3}
+    if style == "edge":  # undirected: pairs once as (min, max); the graph holds both directions
+        assert sorted(map(tuple, ds.edge_split("val").T.tolist())) == undirected_pairs(VALID_E)
+        assert sorted(map(tuple, ds.edge_split("train").T.tolist())) == undirected_pairs(TRAIN_E)
+        both = np.concatenate([TRAIN_E, TRAIN_E[:, ::-1]])
+        assert neighbors(ds) == csc(both.T, N)
+    else:
+        assert sorted(map(tuple, ds.edge_split("val").T.tolist())) == sorted(map(tuple, VALID_E.tolist()))
+        assert sorted(map(tuple, ds.edge_split("test").T.tolist())) == [(1, 4)]
+        assert neighbors(ds) == csc(TRAIN_E.T, N)  # the held-out positives are not in the graph
+    assert ds.edge_negatives("val").shape == (2, 3)
+    np.testing.assert_array_equal(features(tmp_path / "out"), FEAT)
+
+
+def test_ogbl_written_by_dataset_saver(tmp_path):
+    saver_mod = pytest.importorskip("ogb.io")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        saver = saver_mod.DatasetSaver("ogbl-toy", is_hetero=False, version=1, root="sub")
+        saver.save_graph_list([{"edge_index": TRAIN_E.T.copy(), "num_nodes": N}])
+        saver.save_task_info("link prediction", "hits@10")
+        saver.save_split({"train": {"edge": TRAIN_E}, "valid": {"edge": VALID_E, "edge_neg": np.array([[0, 5]])},
+                          "test": {"edge": TEST_E, "edge_neg": np.array([[0, 5]])}}, "random")
+    finally:
+        os.chdir(cwd)
+    convert_ogb(tmp_path / "sub_ogbl_toy" / "toy", tmp_path / "out", link_negatives=2)
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert sorted(map(tuple, ds.edge_split("val").T.tolist())) == sorted(map(tuple, VALID_E.tolist()))
+    assert neighbors(ds) == csc(TRAIN_E.T, N)
+
+
+OGBL_BAD = [
+    (lambda d: torch.save({"edges": torch.tensor(VALID_E)}, d / "valid.pt"), _core.InputError,
+     r"valid.pt: no 'edge' and no 'source_node'/'target_node' \(it has: edges\)"),
+    (lambda d: torch.save({"edge": torch.tensor([[0, 9]])}, d / "test.pt"), _core.InputError,
+     r"test.pt: pair 0: node id 9 is out of range"),
+    (lambda d: torch.save({"edge": torch.tensor([[0.5, 1.0]])}, d / "test.pt"), _core.InputError,
+     r"test.pt: 'edge' is float32 of shape \(1, 2\)"),
+    (lambda d: os.remove(d / "test.pt"), FileNotFoundError, r"needs train, valid, test"),
+    (lambda d: torch.save({"edge": torch.tensor([[0, 2]])}, d / "test.pt"), _core.InputError,
+     r"test.pt: pair 0 \(0, 2\) is also in .*valid.pt; a pair belongs to one split"),
+    (lambda d: torch.save({"edge": torch.tensor([[1, 4], [3, 3]])}, d / "test.pt"), _core.InputError,
+     r"test.pt: pair 1 is the self loop \(3, 3\)"),
+    (lambda d: torch.save({"edge": torch.tensor([[1, 4], [1, 4]])}, d / "test.pt"), _core.InputError,
+     r"test.pt: pairs 0 and 1 are both \(1, 4\); list each pair once"),
+]
+
+
+@pytest.mark.parametrize("mutate,error,pattern", OGBL_BAD, ids=[str(i) for i in range(len(OGBL_BAD))])
+def test_ogbl_bad_input_names_the_file_and_leaves_nothing(tmp_path, mutate, error, pattern):
+    root = ogbl_dir(tmp_path / "ogbl")
+    mutate(root / "split" / "sales")
+    with pytest.raises(error, match=pattern):
+        convert_ogb(root, tmp_path / "out", link_negatives=2)
+    assert_nothing_left(tmp_path / "out")
+
+
+def test_ogbl_held_out_pair_that_is_also_a_training_edge_leaves_the_graph(tmp_path):
+    # ogbl-collab repeats collaborations across years: a valid pair may also be a training edge;
+    # every copy of a held-out pair leaves the graph (docs: ARCHITECTURE.md, "Importers").
+    root = ogbl_dir(tmp_path / "ogbl")
+    torch.save({"edge": torch.tensor([[1, 2]])}, root / "split" / "sales" / "test.pt")
+    convert_ogb(root, tmp_path / "out", link_negatives=0)
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.edge_split("test").T.tolist() == [[1, 2]]
+    assert 1 not in ds.neighbors(2).tolist() and (1, 2) not in map(tuple, ds.edge_split("train").T.tolist())

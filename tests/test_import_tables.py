@@ -228,8 +228,8 @@ def test_node_table_features_and_labels_follow_the_ids(tmp_path, monkeypatch, bu
 
 def test_node_table_vector_column_and_csv_string_ids(tmp_path):
     (tmp_path / "e.csv").write_text("a,b\nx,y\ny,z\nz,x\n")
-    pq.write_table(pa.table({"name": ["z", "x", "y"], "emb": pa.array([[3.0, 0.5], [1.0, 0.5], [2.0, 0.5]],
-                                                                       pa.list_(pa.float16()))}), tmp_path / "n.parquet")
+    emb = pa.array([[3.0, 0.5], [1.0, 0.5], [2.0, 0.5]], pa.list_(pa.float16()))
+    pq.write_table(pa.table({"name": ["z", "x", "y"], "emb": emb}), tmp_path / "n.parquet")
     m = convert_table(tmp_path / "e.csv", tmp_path / "out", src="a", dst="b", node_table=tmp_path / "n.parquet",
                       node_id="name", feature_columns=["emb"])
     assert m["features"]["dtype"] == "f16"
@@ -255,7 +255,8 @@ NODE_BAD = [
      {"feature_columns": [], "label_column": "y"}, r"column 'y' \(--label-column\) holds string; labels must be"),
     (lambda p: pq.write_table(pa.table({"id": [str(b) for b in BIG], "f": [0.0] * 6}), p),
      {"feature_columns": ["f"], "label_column": None}, r"column 'id' \(--node-id\) holds strings but the edge"),
-    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()), "v": [[1.0], [1.0, 2.0]] + [[0.0]] * 4}), p),
+    (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()),
+                                        "v": [[1.0], [1.0, 2.0]] + [[0.0]] * 4}), p),
      {"feature_columns": ["v"], "label_column": None}, r"vectors of column 'v' have 1 to 2 values"),
     (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()), "f": [1.0, None] + [0.0] * 4}), p),
      {"feature_columns": ["f"], "label_column": None}, r"column 'f' has empty \(null\) values"),

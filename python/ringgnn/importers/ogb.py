@@ -15,8 +15,9 @@ What becomes what (``DIR`` is the dataset directory, the one holding ``raw/`` an
   the only directory under ``split/``, or the one named.
 
 OGB stores an undirected graph (products, proteins) with each edge once and adds the reverse when
-loading: convert such a dataset with ``undirected=True``. Heterogeneous ``ogbn-mag`` layouts,
-link prediction (``split/*/*.pt`` edge dictionaries) and multi-task labels are refused with a
+loading: convert such a dataset with ``undirected=True``. A link prediction directory
+(``ogbl-*``: ``split/*/*.pt`` edge dictionaries) becomes a dataset with edge splits
+(:mod:`.ogbl`). Heterogeneous ``ogbn-mag`` layouts and multi-task labels are refused with a
 clear error (not supported yet).
 
 Memory: ``edge.csv.gz`` goes to the builder as it is; the arrays of an ``.npz`` and every CSV
@@ -197,8 +198,7 @@ class _Layout:
             chosen = have[0]
         d = os.path.join(top, chosen)
         if any(os.path.isfile(os.path.join(d, f"{s}.pt")) for s in SPLIT_NAMES):
-            raise InputError(f"{d}: holds link prediction splits ({', '.join(f'{s}.pt' for s in SPLIT_NAMES)}), an "
-                             "ogbl dataset: not supported yet; convert its raw/edge.csv.gz with --link-split")
+            return d  # link prediction (ogbl): see .ogbl
         if not os.path.isfile(os.path.join(d, "split_dict.pt")):
             for s in SPLIT_NAMES:
                 if not os.path.isfile(os.path.join(d, f"{s}.csv.gz")):
@@ -364,6 +364,13 @@ class _Stager:
             self.npz.close()
 
 
+def _is_link_dict(split_dir: Optional[str]) -> bool:
+    """A ``split_dict.pt`` of edge dictionaries (``DatasetSaver``'s ogbl layout)."""
+    if split_dir is None or not os.path.isfile(os.path.join(split_dir, "split_dict.pt")):
+        return False
+    return any(isinstance(v, dict) for v in load_split_dict(os.path.join(split_dir, "split_dict.pt")).values())
+
+
 def load_split_dict(path: str) -> Dict[str, Any]:
     """OGB's ``split_dict.pt``: split name -> node ids (numpy arrays or tensors)."""
     d = load_pt(path, "OGB's split_dict.pt maps train/valid/test to node ids")
@@ -373,9 +380,55 @@ def load_split_dict(path: str) -> Dict[str, Any]:
     return d
 
 
+class _NeedsTorch(Exception):
+    """The file holds more than numpy arrays and numbers (tensors): torch must load it."""
+
+
+class _NumpyUnpickler(pickle.Unpickler):
+    """An unpickler that builds only numpy arrays, numbers and containers (Python's "restricting
+    globals" recipe): everything else, tensors included, raises :class:`_NeedsTorch`."""
+
+    _NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+              ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"), ("numpy", "ndarray"),
+              ("numpy", "dtype"), ("_codecs", "encode"), ("collections", "OrderedDict"), ("builtins", "bytes"),
+              ("__builtin__", "bytes")}  # protocol 2 (torch.save's) names builtins as __builtin__
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self._NUMPY or (module == "numpy.dtypes" and re.fullmatch(r"U?Int\d+DType|Float\d+DType|"
+                                                                                        r"BoolDType", name)):
+            return super().find_class(module, name)
+        raise _NeedsTorch(f"{module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise _NeedsTorch("a tensor's storage")
+
+
+def _load_numpy_pt(path: str) -> Any:
+    """A ``torch.save`` file (zip format) that holds only numpy arrays, numbers and containers,
+    read without importing torch (which would take a few hundred MB of the memory budget)."""
+    try:
+        z = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        raise _NeedsTorch("not torch's zip format") from None
+    with z:
+        names = [n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
+        if len(names) != 1:
+            raise _NeedsTorch("no single data.pkl")
+        with z.open(names[0]) as f:
+            return _NumpyUnpickler(f).load()
+
+
 def load_pt(path: str, what: str) -> Any:
-    """A small ``torch.save`` file of OGB's (tensors, numpy arrays, numbers), loaded with torch's
-    safe unpickler with numpy arrays allowed: never running code from the file."""
+    """A small ``torch.save`` file of OGB's (tensors, numpy arrays, numbers), never running code
+    from it: numpy arrays and numbers are read without torch by an unpickler that builds nothing
+    else; anything more (tensors) goes to torch's safe unpickler with numpy arrays allowed."""
+    with os_errors("reading", path):
+        try:
+            return _load_numpy_pt(path)
+        except _NeedsTorch:
+            pass
+        except (pickle.UnpicklingError, EOFError, ValueError, KeyError) as e:
+            raise InputError(f"{path}: not a file saved with torch.save ({e}); {what}") from None
     import torch
 
     try:
@@ -403,6 +456,7 @@ def convert_ogb(
     out: PathLike,
     *,
     split_scheme: Optional[str] = None,
+    link_negatives: int = 100,
     undirected: bool = False,
     self_loops: str = "keep",
     dedup: bool = False,
@@ -415,14 +469,23 @@ def convert_ogb(
 ) -> Dict[str, Any]:
     """Build a ringgnn dataset at ``out`` from the OGB node property prediction directory
     ``root`` (the one holding ``raw/`` and ``split/``); returns the manifest. ``split_scheme``
-    names the directory under ``split/`` when there are several. ``undirected``, ``self_loops``,
-    ``dedup``, ``feature_dtype`` and the rest are :func:`ringgnn.build.convert`'s."""
+    names the directory under ``split/`` when there are several. A link prediction directory
+    (``ogbl-*``) becomes a dataset with edge splits (:mod:`.ogbl`), with ``link_negatives``
+    negatives drawn per held-out pair. ``undirected``, ``self_loops``, ``dedup``,
+    ``feature_dtype`` and the rest are :func:`ringgnn.build.convert`'s."""
+    from . import ogbl
+
     root = os.fspath(root)
     layout = _Layout(root, split_scheme)
     with Staging(out, overwrite) as stage:
         s = _Stager(layout, stage)
         try:
             n = s.num_nodes()
+            if ogbl.is_link(layout.split_dir) or _is_link_dict(layout.split_dir):
+                args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, seed=seed,
+                            feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
+                            progress=progress)
+                return ogbl.convert(layout, s, stage, n, out, link_negatives=link_negatives, build_args=args)
             edges, fmt = s.edges(n)
             features, labels, split = s.features(n), s.labels(n), s.splits(n)
         finally:
