@@ -372,8 +372,8 @@ def ogbl_dir(root: Path, style="edge") -> Path:
                 split["edge_neg"] = torch.tensor([[0, 5]] * 3)
         else:  # ogbl-citation2
             split = {"source_node": torch.tensor(e[:, 0]), "target_node": torch.tensor(e[:, 1])}
-            if name != "train":
-                split["target_node_neg"] = torch.zeros(len(e), 4, dtype=torch.long)
+            if name != "train":  # row i: src_i + 1 .. src_i + 4 (mod N), to see the rows follow their pairs
+                split["target_node_neg"] = torch.tensor((e[:, :1] + np.arange(1, 5)) % N)
         torch.save(split, d / f"{name}.pt")
     return root
 
@@ -386,20 +386,23 @@ def undirected_pairs(e):
 def test_ogbl_positives_become_edge_splits(tmp_path, style, caplog):
     root = ogbl_dir(tmp_path / "ogbl", style)
     m = convert_ogb(root, tmp_path / "out", link_negatives=3, undirected=style == "edge", seed=1)
-    assert "OGB's own negatives" in caplog.text
     ds = ringgnn.Dataset.open(tmp_path / "out")
     assert ds.edge_split_names == ["test", "train", "val"]
-    assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 3}
     if style == "edge":  # undirected: pairs once as (min, max); the graph holds both directions
         assert sorted(map(tuple, ds.edge_split("val").T.tolist())) == undirected_pairs(VALID_E)
         assert sorted(map(tuple, ds.edge_split("train").T.tolist())) == undirected_pairs(TRAIN_E)
         both = np.concatenate([TRAIN_E, TRAIN_E[:, ::-1]])
         assert neighbors(ds) == csc(both.T, N)
+        assert "edge_neg are negative pairs shared by all positives" in caplog.text  # not storable: drawn
+        assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 3}
+        assert ds.edge_negatives("val").shape == (2, 3)
     else:
-        assert sorted(map(tuple, ds.edge_split("val").T.tolist())) == sorted(map(tuple, VALID_E.tolist()))
-        assert sorted(map(tuple, ds.edge_split("test").T.tolist())) == [(1, 4)]
+        assert ds.edge_split("val").T.tolist() == sorted(VALID_E.tolist(), key=lambda p: (p[1], p[0]))
+        assert ds.edge_split("test").T.tolist() == [[1, 4]]
         assert neighbors(ds) == csc(TRAIN_E.T, N)  # the held-out positives are not in the graph
-    assert ds.edge_negatives("val").shape == (2, 3)
+        assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 4, "given_negatives": True}  # OGB's own
+        for (s, _), row in zip(ds.edge_split("val").T.tolist(), ds.edge_negatives("val").tolist()):
+            assert row == [(s + k) % N for k in range(1, 5)]
     np.testing.assert_array_equal(features(tmp_path / "out"), FEAT)
 
 

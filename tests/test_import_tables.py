@@ -290,3 +290,19 @@ def test_cli_node_table(tmp_path, capsys):
     (tmp_path / "e.csv").write_text("0,1\n")
     assert main(["convert", str(tmp_path / "e.csv"), str(tmp_path / "b"), "--node-table", "n.parquet"]) == 1
     assert "--node-table: options of a table INPUT" in capsys.readouterr().err
+
+
+def test_no_pandas_import(tmp_path):
+    """pyarrow imports pandas (seconds, tens of MB of the budget) for np.asarray/to_numpy/pa.array
+    of its arrays when pandas is installed; the importer converts without them."""
+    import subprocess
+    import sys
+
+    write_parquet(tmp_path / "e.parquet", PAIRS)
+    write_nodes(tmp_path / "n.parquet")
+    code = ("import sys; from ringgnn.importers.tables import convert_table; "
+            f"convert_table({str(tmp_path / 'e.parquet')!r}, {str(tmp_path / 'out')!r}, src='user', dst='item', "
+            f"node_table={str(tmp_path / 'n.parquet')!r}, node_id='id', feature_columns=['f'], label_column='y'); "
+            "print('pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert r.stdout.strip() == "False"

@@ -67,6 +67,8 @@ def convert(
     threads: Optional[int] = None,
     progress: Any = None,
     node_ids: Optional[Sequence[Any]] = None,
+    given_negatives: Optional[Mapping[str, PathLike]] = None,
+    absent_ok: bool = False,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
@@ -80,7 +82,11 @@ def convert(
     ``node_ids`` (what an importer that assigned the dense ids passes): ``(dtype, ids, bytes)``,
     the nodes' original ids in dense order as raw little-endian files (``"i64"``/``"u64"``
     ``[V]``, or ``"str"``: u64 offsets ``[V + 1]`` and the UTF-8 ``bytes``), stored with the
-    dataset (``docs/FORMAT.md``, "Original node ids")."""
+    dataset (``docs/FORMAT.md``, "Original node ids").
+
+    With ``link_split`` lists, ``given_negatives`` and ``absent_ok`` are :class:`Relation`'s:
+    negatives stored as given per held-out split (rows in the stored pair order), and held-out
+    pairs that the edge list lacks stored all the same (an importer's: OGB's link splits)."""
     return _run(
         _core.convert,
         progress,
@@ -104,6 +110,8 @@ def convert(
         threads=threads,
         node_ids=None if node_ids is None else (str(node_ids[0]), os.fspath(node_ids[1]),
                                                 None if node_ids[2] is None else os.fspath(node_ids[2])),
+        given_negatives=[(str(k), os.fspath(v)) for k, v in (given_negatives or {}).items()],
+        absent_ok=bool(absent_ok),
     )
 
 

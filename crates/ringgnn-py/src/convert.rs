@@ -72,7 +72,8 @@ impl From<SplitArg> for SplitSpec {
 #[pyo3(signature = (
     input, out, *, format=None, undirected=false, self_loops="keep", dedup=false, num_nodes=None,
     features=None, labels=None, split=None, link_split=None, link_negatives=100, seed=0,
-    feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None, node_ids=None
+    feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None, node_ids=None,
+    given_negatives=Vec::new(), absent_ok=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
@@ -96,6 +97,8 @@ pub fn convert(
     threads: Option<usize>,
     progress: Option<Py<PyAny>>,
     node_ids: Option<(String, PathBuf, Option<PathBuf>)>,
+    given_negatives: Vec<(String, PathBuf)>,
+    absent_ok: bool,
 ) -> PyResult<String> {
     let node_ids = node_ids
         .map(|(dtype, ids, bytes)| -> PyResult<NodeIdsInput> {
@@ -132,8 +135,11 @@ pub fn convert(
         feature_dtype: self::feature_dtype(feature_dtype)?,
         labels,
         split: split.map(SplitSpec::from),
-        link_split: link_split
-            .map(|v| LinkSplitOptions::new(LinkSplitSpec::from(v), link_negatives)),
+        link_split: link_split.map(|v| LinkSplitOptions {
+            given_negatives,
+            absent_ok,
+            ..LinkSplitOptions::new(LinkSplitSpec::from(v), link_negatives)
+        }),
         seed,
         overwrite,
         node_ids,

@@ -175,9 +175,15 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         None => BTreeMap::new(),
     };
     let edge_splits = match (&graph.held_out, &opts.link_split) {
-        (Some(held), Some(l)) => {
-            link::attach_negatives(&mut staging, held, n, l.negatives, opts.seed, progress)?
-        }
+        (Some(held), Some(l)) => link::attach_negatives_given(
+            &mut staging,
+            held,
+            n,
+            l.negatives,
+            &l.given_negatives,
+            opts.seed,
+            progress,
+        )?,
         _ => BTreeMap::new(),
     };
     let source = serde_json::json!({

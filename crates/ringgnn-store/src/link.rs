@@ -115,7 +115,9 @@ impl LinkPlan {
                 seed,
             },
             LinkSplitSpec::Files(v) => {
-                LinkPlan::Given(Arc::new(GivenPairs::load(v, undirected, num_nodes)?))
+                let mut g = GivenPairs::load(v, undirected, num_nodes)?;
+                g.absent_ok = opts.absent_ok;
+                LinkPlan::Given(Arc::new(g))
             }
         })
     }
@@ -433,8 +435,11 @@ impl Holdout {
                         if !pairs.absent_ok || k.split as usize == train {
                             return Err(pairs.not_in_graph(k));
                         }
-                        // Absent from the input, stored all the same, in its place.
-                        self.writers[k.split as usize].push(k.src, k.dst)?;
+                        // Absent from the input, stored all the same, in its place (an
+                        // undirected pair once, as (min, max), like a met one).
+                        if !self.undirected || k.src < k.dst {
+                            self.writers[k.split as usize].push(k.src, k.dst)?;
+                        }
                     }
                     *at += 1;
                     *met = false;
@@ -483,7 +488,9 @@ impl Holdout {
                 if !pairs.absent_ok || k.split as usize == train {
                     return Err(pairs.not_in_graph(k));
                 }
-                writers[k.split as usize].push(k.src, k.dst)?;
+                if !self.undirected || k.src < k.dst {
+                    writers[k.split as usize].push(k.src, k.dst)?;
+                }
             }
         }
         let mut splits = Vec::new();

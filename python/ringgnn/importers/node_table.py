@@ -24,7 +24,7 @@ import numpy as np
 
 from .._core import InputError
 from ._stage import NpyWriter, Staging
-from .tables import Table, _bucket_of, _Buckets, _ids_of
+from .tables import Table, _bucket_of, _Buckets, _ids_of, arrow, to_np
 
 
 class NodeTable:
@@ -126,11 +126,11 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: _Buckets,
             r = rows_b.read(b)
             pos = pc.index_in(r.column("id"), value_set=u)
             if pos.null_count:
-                i = int(np.flatnonzero(np.asarray(pos.is_null()))[0])
+                i = int(np.flatnonzero(to_np(pos.is_null()))[0])
                 row = r.column("row")[i].as_py()
                 raise InputError(f"{nodes.path}: id {r.column('id')[i].as_py()!r} (row {row}) is "
                                  "named by no edge; remove its row, or add its edges")
-            pos = np.asarray(pos, dtype=np.int64)
+            pos = to_np(pos).astype(np.int64, copy=False)
             have = np.bincount(pos, minlength=len(u))
             if (have > 1).any():
                 k = int(np.flatnonzero(have > 1)[0])
@@ -141,7 +141,7 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: _Buckets,
                                  "(give it a row, with -1 or null as its label if it has none)")
             if r.num_rows == 0:
                 continue
-            block = _values(nodes, r.take(np.argsort(pos)))  # the bucket's rows in dense order
+            block = _values(nodes, r.take(arrow(np.argsort(pos))))  # the bucket's rows in dense order
             if feats is not None:
                 x = block["features"]
                 if feats.rows == 0 and not feats.row_shape:
@@ -172,11 +172,11 @@ def _values(nodes: NodeTable, table: Any) -> dict:
             else:
                 if col.null_count:
                     raise InputError(f"{nodes.path}: column '{nodes.features[0]}' has an empty (null) vector")
-                lens = np.asarray(pc.list_value_length(col))
+                lens = to_np(pc.list_value_length(col))
                 if (lens != lens[0]).any():
                     raise InputError(f"{nodes.path}: vectors of column '{nodes.features[0]}' have {lens.min()} to "
                                      f"{lens.max()} values; give them one length")
-                x = np.asarray(pc.list_flatten(col), dtype=nodes.dtype).reshape(len(col), int(lens[0]))
+                x = to_np(pc.list_flatten(col)).astype(nodes.dtype, copy=False).reshape(len(col), int(lens[0]))
         else:
             x = np.stack([_numbers(table.column(f"c{i}"), nodes, c) for i, c in enumerate(nodes.features)], axis=1) \
                 if table.num_rows else np.zeros((0, len(nodes.features)), dtype=nodes.dtype)
@@ -189,16 +189,19 @@ def _values(nodes: NodeTable, table: Any) -> dict:
 def _numbers(col: Any, nodes: NodeTable, name: str) -> np.ndarray:
     if col.null_count:
         raise InputError(f"{nodes.path}: column '{name}' has empty (null) values; give every node its features")
-    return np.asarray(col.combine_chunks() if hasattr(col, "combine_chunks") else col).astype(nodes.dtype)
+    return to_np(col.combine_chunks() if hasattr(col, "combine_chunks") else col).astype(nodes.dtype)
 
 
 def _labels(col: Any, nodes: NodeTable) -> np.ndarray:
     import pyarrow as pa
 
+    null = to_np(col.is_null())
     if pa.types.is_integer(col.type):
-        a = np.asarray(col.fill_null(-1)).astype(np.int64)
+        a = to_np(col).astype(np.int64)
+        a[null] = -1
     else:
-        f = np.asarray(col.fill_null(float("nan"))).astype(np.float64)
+        f = to_np(col).astype(np.float64)
+        f[null] = np.nan
         nan = np.isnan(f)
         bad = np.flatnonzero(~nan & (f != np.floor(f)))
         if bad.size:

@@ -7,15 +7,14 @@ graph, ``train`` is every pair left in it. :func:`ringgnn.importers.ogb.convert_
 
 A split's positives are ``edge`` ((n, 2) pairs) or ``source_node``/``target_node`` (ogbl-citation2).
 OGB's graph (``raw/edge.csv.gz`` / ``data.npz``) is its training graph, without the valid and test
-edges, while ringgnn's builder holds out pairs *of its input*: the input staged for the builder is
-the raw edges followed by the held-out positives, all of whose copies then leave the graph (a
-valid pair that also occurs among the training edges, as repeated collaborations in
-ogbl-collab do, leaves the training graph too).
+edges: they are held out as listed pairs that the input may lack (the builder's ``absent_ok``),
+and a listed pair that is in the graph (a repeated collaboration of ogbl-collab) leaves it.
 
-Not yet: OGB's own negatives (``edge_neg``, ``target_node_neg``) are not stored; the builder
-draws ``link_negatives`` per held-out pair instead (a warning says so). ogbl-citation2's per-pair
-negatives fit the stored layout but the builder has no input for given negatives; ogbl-collab/ppa/
-ddi's ``edge_neg`` are pairs shared by all positives, which the format has no place for.
+Negatives: ogbl-citation2's ``target_node_neg`` (per positive, ``K`` destinations) is stored as
+given (``given_negatives``: rows reordered to the stored (dst, src) order) when the graph is
+directed, so evaluation uses OGB's own negatives. ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
+shared by all positives, which the format has no place for: ``link_negatives`` per pair are
+drawn instead, and a warning says so.
 """
 
 from __future__ import annotations
@@ -90,26 +89,50 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
     from .. import build
 
     splits = load_splits(layout.split_dir)
+    undirected = bool(build_args.get("undirected", False))
     held: Dict[str, str] = {}
-    extra = []
+    given: Dict[str, str] = {}
     seen: Dict[Tuple[int, int], str] = {}
     for name, (d, where) in splits.items():
-        negs = [k for k in ("edge_neg", "target_node_neg") if isinstance(d, dict) and k in d]
-        if negs:
-            log.warning("%s: OGB's own negatives (%s) are not stored yet; ringgnn draws %d per held-out pair "
-                        "(--link-negatives)", where, negs[0], link_negatives)
         p = pairs(d, where, n)
         if name == "train":
             continue  # the raw graph's edges: every pair left in the graph is the train split
-        _check(p, where, seen, build_args.get("undirected", False))
+        _check(p, where, seen, undirected)
         rename = "val" if name == "valid" else name.lower().replace("-", "_")
+        neg = _negatives(d, where, p, n, undirected, link_negatives)
+        order = np.lexsort((p[:, 0], p[:, 1]))  # the stored order: ascending (dst, src)
         with NpyWriter(stage.path(f"link-{rename}"), np.int64, (2,)) as w:
-            w.write(p)
+            w.write(p[order])
             held[rename] = w.close()
-        extra.append(p)
-    edges = _graph_with(stager, stage, n, extra)
-    return build.convert(edges, out, format="npy", num_nodes=n, link_split=held, link_negatives=link_negatives,
-                         features=stager.features(n), **build_args)
+        if neg is not None:
+            with NpyWriter(stage.path(f"negatives-{rename}"), np.int64, neg.shape[1:]) as w:
+                w.write(neg[order])
+                given[rename] = w.close()
+    edges, fmt = stager.edges(n)
+    return build.convert(edges, out, format=fmt, num_nodes=n, link_split=held, link_negatives=link_negatives,
+                         given_negatives=given, absent_ok=True, features=stager.features(n), **build_args)
+
+
+def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int, undirected: bool,
+               drawn: int) -> Optional[np.ndarray]:
+    """The split's own per-pair negatives to store, or None (then ``drawn`` are drawn)."""
+    if "target_node_neg" in d:
+        neg = _array(d["target_node_neg"])
+        if neg.ndim == 1:
+            neg = neg.reshape(-1, 1)
+        if neg.ndim != 2 or neg.shape[0] != len(p) or (neg.size and neg.dtype.kind not in "iu"):
+            raise InputError(f"{where}: 'target_node_neg' is {neg.dtype} of shape {neg.shape}; give ({len(p)}, K) "
+                             "node ids, a row per positive")
+        neg = neg.astype(np.int64)
+        check_ids(neg.reshape(-1), n, lambda i: f"{where}: target_node_neg[{i // neg.shape[1]}]", "node id")
+        if not undirected:
+            return neg
+        log.warning("%s: target_node_neg are destinations of directed pairs; with undirected a pair is stored as "
+                    "(min, max), so ringgnn draws %d negatives per pair instead", where, drawn)
+    elif "edge_neg" in d:
+        log.warning("%s: OGB's edge_neg are negative pairs shared by all positives, which ringgnn's format does not "
+                    "store; ringgnn draws %d negatives per held-out pair instead (--link-negatives)", where, drawn)
+    return None
 
 
 def _check(p: np.ndarray, where: str, seen: Dict[Tuple[int, int], str], undirected: bool) -> None:
@@ -128,30 +151,3 @@ def _check(p: np.ndarray, where: str, seen: Dict[Tuple[int, int], str], undirect
             raise InputError(f"{where}: pair {i} ({a}, {b}) is also in {seen[(a, b)]}; a pair belongs to one split")
         mine[(a, b)] = i
     seen.update({k: where for k in mine})
-
-
-def _graph_with(stager: Any, stage: Staging, n: int, extra: list) -> str:
-    """The raw graph's edges followed by ``extra`` pairs, as one (E, 2) ``.npy``."""
-    from .ogb import _csv_floats
-
-    with NpyWriter(stage.path("edges"), np.int64, (2,)) as w:
-        if stager.npz is None:
-            path = stager.layout.edge_csv
-            for chunk in _csv_floats(path):
-                if chunk.shape[1] < 2 or not np.all(chunk[:, :2] == np.floor(chunk[:, :2])):
-                    raise InputError(f"{path}: not 'src,dst' node ids per line")
-                e = chunk[:, :2].astype(np.int64)
-                first = w.rows
-                check_ids(e.reshape(-1), n, lambda i: f"{path}: line {first + i // 2 + 1}", "node id")
-                w.write(e)
-        else:
-            staged, _ = stager.edges(n)  # (2, E) or (E, 2), checked
-            a = np.load(staged, mmap_mode="r")
-            rows = a if a.shape[1] == 2 else a.T  # read as the builder reads it: (E, 2) and (2, 2) are pairs
-            step = 1 << 20
-            for i in range(0, rows.shape[0], step):
-                w.write(np.ascontiguousarray(rows[i:i + step]))
-            del a, rows
-        for p in extra:
-            w.write(p)
-        return w.close()

@@ -150,15 +150,15 @@ def _ids_of(col: Any, kind: str, where: str, row0: int) -> Any:
     import pyarrow.compute as pc
 
     if col.null_count:
-        i = int(np.flatnonzero(np.asarray(col.is_null()))[0])
+        i = int(np.flatnonzero(to_np(col.is_null()))[0])
         raise InputError(f"{where}: row {row0 + i} is empty (null); every edge needs both ids")
     if pa.types.is_dictionary(col.type):
         col = pc.cast(col, col.type.value_type)
     if kind == "str":
         return col.cast(pa.large_string())
     if kind == "uint":
-        return np.asarray(col.cast(pa.uint64()))
-    return np.asarray(col.cast(pa.int64()))
+        return to_np(col.cast(pa.uint64()))
+    return to_np(col.cast(pa.int64()))
 
 
 def _bucket_of(ids: Any, kind: str, p: int) -> np.ndarray:
@@ -178,12 +178,13 @@ class _Buckets:
 
     def write(self, bucket: np.ndarray, columns: List[Any]) -> None:
         pa = self._pa
-        order = np.argsort(bucket, kind="stable")
+        # a stable sort of 16-bit keys is a radix sort (bucket < MAX_BUCKETS <= 2^15)
+        order = np.argsort(bucket.astype(np.int16), kind="stable")
         bounds = np.searchsorted(bucket[order], np.arange(len(self.paths) + 1))
-        cols = [c.take(pa.array(order)) if isinstance(c, pa.Array) else c[order] for c in columns]
+        cols = [c.take(arrow(order)) if isinstance(c, pa.Array) else c[order] for c in columns]
         for b in np.flatnonzero(np.diff(bounds)):
             lo, hi = bounds[b], bounds[b + 1]
-            batch = pa.record_batch([c[lo:hi] if isinstance(c, pa.Array) else pa.array(c[lo:hi]) for c in cols],
+            batch = pa.record_batch([c[lo:hi] if isinstance(c, pa.Array) else arrow(c[lo:hi]) for c in cols],
                                     schema=self.schema)
             w = self._writers.get(b)
             if w is None:
@@ -203,6 +204,40 @@ class _Buckets:
             return self.schema.empty_table()
         with pa.memory_map(self.paths[b]) as src:
             return pa.ipc.open_stream(src).read_all()
+
+
+_FLOATS = {"halffloat": np.float16, "float": np.float32, "double": np.float64}
+
+
+def to_np(a: Any) -> np.ndarray:
+    """A numeric or boolean Arrow array (or chunked array) as numpy, sharing its buffer where it
+    can. Values at null slots are unspecified (callers mask them with ``is_null()``). Not
+    ``np.asarray``/``to_numpy``/``fill_null``: pyarrow imports pandas for them when pandas is
+    installed (seconds, and tens of MB)."""
+    import pyarrow as pa
+
+    t = a.type
+    if isinstance(a, pa.ChunkedArray):
+        a = a.chunk(0) if a.num_chunks == 1 else (a.combine_chunks() if a.num_chunks else None)
+    if a is not None and pa.types.is_dictionary(t):
+        a, t = a.dictionary_decode(), t.value_type
+    if a is None or len(a) == 0:
+        return np.zeros(0, dtype=bool if pa.types.is_boolean(t) else _FLOATS.get(str(t), str(t)))
+    data = a.buffers()[1]
+    if pa.types.is_boolean(t):
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        return bits[a.offset: a.offset + len(a)].astype(bool)
+    dtype = np.dtype(_FLOATS.get(str(t), str(t)))
+    return np.frombuffer(data, dtype=dtype)[a.offset: a.offset + len(a)]
+
+
+def arrow(a: np.ndarray) -> Any:
+    """A 1-D numeric numpy array as an Arrow array, sharing its buffer. (``pyarrow.array`` would
+    import pandas to ask whether ``a`` is a pandas object: seconds, and tens of MB.)"""
+    import pyarrow as pa
+
+    a = np.ascontiguousarray(a)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
 
 
 def _id_type(kinds: Tuple[str, str], t: Table, src: str, dst: str) -> str:
@@ -305,7 +340,7 @@ def convert_table(
                 uniq_b.write(np.full(len(u), b, dtype=np.int64), [u])
                 os.remove(ids_b.paths[b]) if os.path.exists(ids_b.paths[b]) else None
                 if kind == "str":
-                    lens = np.asarray(pc.binary_length(u), dtype=np.int64) if len(u) else np.zeros(0, np.int64)
+                    lens = to_np(pc.binary_length(u)).astype(np.int64) if len(u) else np.zeros(0, np.int64)
                     ids_f.write((text_end + np.cumsum(lens)).astype("<u8").tobytes())
                     text_end += int(lens.sum())
                     if len(u):
@@ -314,7 +349,7 @@ def convert_table(
                         if data is not None:
                             bytes_f.write(np.frombuffer(data, np.uint8)[o[u.offset]: o[u.offset + len(u)]].tobytes())
                 else:
-                    ids_f.write(np.asarray(u).astype("<u8" if kind == "uint" else "<i8").tobytes())
+                    ids_f.write(to_np(u).astype("<u8" if kind == "uint" else "<i8").tobytes())
                 offsets.append(offsets[-1] + len(u))
         uniq_b.close()
         num_nodes = offsets[-1]
@@ -331,9 +366,9 @@ def convert_table(
             if e.num_rows == 0:
                 continue
             u = uniq_b.read(b).column("id")
-            dense = np.asarray(pc.index_in(e.column("src"), value_set=u), dtype=np.int64) + offsets[b]
+            dense = to_np(pc.index_in(e.column("src"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
             dcol = e.column("dst").combine_chunks()
-            d_np = dcol if kind == "str" else np.asarray(dcol)
+            d_np = dcol if kind == "str" else to_np(dcol)
             mid_b.write(_bucket_of(d_np, kind, p), [dense, d_np])
             os.remove(edges_b.paths[b])
         mid_b.close()
@@ -343,8 +378,8 @@ def convert_table(
                 if e.num_rows == 0:
                     continue
                 u = uniq_b.read(b).column("id")
-                dense = np.asarray(pc.index_in(e.column("dst"), value_set=u), dtype=np.int64) + offsets[b]
-                w.write(np.stack([np.asarray(e.column("src")), dense], axis=1))
+                dense = to_np(pc.index_in(e.column("dst"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
+                w.write(np.stack([to_np(e.column("src")), dense], axis=1))
                 os.remove(mid_b.paths[b])
             edges = w.close()
         source_ids = ("str" if kind == "str" else ("u64" if kind == "uint" else "i64"), ids_path, bytes_path)
