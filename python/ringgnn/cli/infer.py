@@ -92,6 +92,10 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
     read = read_checkpoint(args.run_dir, "RUN_DIR")
+    if _is_hetero_link(read):
+        raise InputError(f"{args.run_dir} is a link-prediction run on a heterogeneous dataset: score pairs with "
+                         "`ringgnn predict RUN --edges val|test|PAIRS.npy`; predict and embed of its nodes are not "
+                         "supported yet")
     hetero = _is_hetero(read)
     node_type = kw.pop("node_type", None)
     if node_type is not None and not hetero:
@@ -109,6 +113,29 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                      quiet=args.quiet or args.json, **kw)
+
+
+def _is_hetero_link(read: Any) -> bool:
+    from ..hetero_links import is_link_run
+
+    return is_link_run(read)
+
+
+def _score_hetero_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
+    """``predict --edges`` of a heterogeneous link run (``ringgnn.hetero_links``)."""
+    from ..hetero_links import predict_link_edges
+
+    if args.nodes is not None:
+        raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
+    if args.out is None and args.edges not in HELD_OUT:
+        raise InputError(f"--out: give the .npy file to write the scores of --edges {args.edges} to (only the "
+                         f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
+    with _signals.handling(_terminated, signal.SIGTERM):
+        s = predict_link_edges(args.run_dir, args.edges, dataset=args.dataset, out=args.out,
+                               probabilities=args.probabilities, memory=args.memory, backend=args.backend,
+                               direct=args.direct, quiet=args.quiet or args.json, read=read)
+    s.pop("scores", None)
+    return s
 
 
 def _is_hetero(read: Any) -> bool:
@@ -149,6 +176,8 @@ def _layers_line(s: Dict[str, Any]) -> str:
 def cmd_predict(args: argparse.Namespace) -> int:
     if args.edges is not None:
         read = read_checkpoint(args.run_dir, "RUN_DIR")
+        if _is_hetero_link(read):
+            return _print_scores(args, _score_hetero_edges(args, read))
         if _is_hetero(read):
             raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "
                              "classifies nodes of one type); leave --edges out to predict its target nodes")

@@ -35,6 +35,9 @@ def add_parser(sub: Any) -> None:
                         "GraphSAGE, mean across relations) or rgcn (R-GCN)")
     p.add_argument("--target", default=None, metavar="TYPE",
                    help="heterogeneous datasets: the node type to classify (its labels and splits are used)")
+    p.add_argument("--relation", default=None, metavar="S:R:D",
+                   help="heterogeneous datasets, --task link: the relation whose links to predict (its edge splits "
+                        "are used)")
     p.add_argument("--embed-dim", type=positive_arg, default=None, metavar="D",
                    help="heterogeneous datasets: width of the learned embeddings of node types without features "
                         "(default: --hidden); they are saved with the checkpoint")
@@ -116,7 +119,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if ds.is_hetero:
         m = _train_hetero(args, ds, log)
     else:
-        for flag, value in (("--target", args.target), ("--embed-dim", args.embed_dim)):
+        for flag, value in (("--target", args.target), ("--embed-dim", args.embed_dim), ("--relation", args.relation)):
             if value is not None:
                 raise InputError(f"{flag} is for heterogeneous datasets; {args.dataset} is homogeneous")
         m = train(ds, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
@@ -134,7 +137,17 @@ _HOMOGENEOUS_ONLY = {"task": "node", "decoder": None, "neg_ratio": None, "neg_we
 def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
     from ..hetero_train import train_hetero
 
-    given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if getattr(args, k) != d]
+    link = args.task == "link"
+    if link:  # the link task's own options are not homogeneous-only there
+        _LINK = ("task", "decoder", "neg_ratio")
+        given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if k not in _LINK and
+                 getattr(args, k) != d and not (k == "neg_weight" and args.neg_weight == "uniform")]
+        if args.target is not None:
+            raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
+    else:
+        given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if getattr(args, k) != d]
+        if args.relation is not None:
+            raise InputError("--relation is for --task link; --task node takes --target TYPE")
     if given:
         raise InputError(f"{', '.join(given)}: not available for heterogeneous datasets yet ({ds.path} is one); "
                          "leave them out")
@@ -143,6 +156,17 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
                          "exactly once at the end (--eval auto), or only sampled (--eval sampled)")
     text = args.fanouts.strip()
     fanouts: Any = json.loads(text) if text.startswith("{") else _options.fanouts(text)
+    if link:
+        from ..hetero_links import train_hetero_link
+
+        return train_hetero_link(ds, relation=args.relation, model=args.model, decoder=args.decoder,
+                                 neg_ratio=args.neg_ratio, fanouts=fanouts, batch_size=args.batch_size,
+                                 epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr,
+                                 dropout=args.dropout, embed_dim=args.embed_dim, memory=args.memory, cache=args.cache,
+                                 backend=args.backend, direct=args.direct, threads=args.threads, seed=args.seed,
+                                 out=args.out, resume=args.resume, overwrite=args.overwrite,
+                                 quiet=args.quiet or args.json, log=log, device=args.device,
+                                 exact=args.eval_mode == "auto")
     return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
                         epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
                         embed_dim=args.embed_dim, memory=args.memory, cache=args.cache, hyperbatch=args.hyperbatch,
