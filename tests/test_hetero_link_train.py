@@ -163,6 +163,7 @@ def test_graphbolt_link_dataset_converts_and_trains_from_the_cli(tmp_path, cli):
     (["--relation", WRITES, "--target", "paper"], "--task link takes --relation"),
     (["--relation", WRITES, "--neg-weight", "degree"], "--neg-weight"),
     (["--relation", WRITES, "--fanouts", "2,2,2"], "--fanouts has 3 hops but --layers is 2"),
+    (["--relation", WRITES, "--hyperbatch", "4"], "--hyperbatch: --task link on a heterogeneous dataset"),
 ])
 def test_bad_link_options_are_refused(tiny, tmp_path, cli, args, message):
     r = cli("train", tiny.path, "--task", "link", *args, "--out", tmp_path / "run", "--epochs", 1)

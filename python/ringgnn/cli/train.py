@@ -144,6 +144,9 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
                  getattr(args, k) != d and not (k == "neg_weight" and args.neg_weight == "uniform")]
         if args.target is not None:
             raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
+        if args.hyperbatch != "auto":
+            raise InputError("--hyperbatch: --task link on a heterogeneous dataset samples its link batches one at a "
+                             "time (not yet in hyperbatches); leave it out")
     else:
         given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if getattr(args, k) != d]
         if args.relation is not None:
