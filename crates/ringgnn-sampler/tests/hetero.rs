@@ -298,6 +298,28 @@ fn papers_and_authors_by_hand() {
 }
 
 #[test]
+fn bounds_of_the_paper_graph_by_hand() {
+    let g = papers();
+    let s = g.mem_sampler(&[fan(&[5, -1]), fan(&[-1, 3]), fan(&[2, 2])], false);
+    // Two paper seeds. Hop 0: writes 2 x min(5, 2) = 4 authors (all 4 of its edges), cites
+    // 2 x 1 = 2 papers (both its edges), rev_writes nothing (no author frontier). Hop 1: writes
+    // 2 x 2 and cites 2 x 1 again (hop 0 may have drawn fewer: each capped at its edges over
+    // both hops), rev_writes 4 x 2 = 8, capped at its 4 edges; nodes capped at the counts.
+    let b = s.bound(&[0, 2]);
+    assert_eq!(b.nodes, vec![5, 4]);
+    assert_eq!(b.edges, vec![4, 2, 4]);
+    assert_eq!(b.hop_positions, 4);
+    assert_eq!(b.sample_bytes(false), 9 * 8 + 10 * 16);
+    // With replacement the fanouts are drawn whatever the degrees or edges: 2 x 5 authors
+    // (capped at 5), 2 x 1 papers; then 2 papers x 2 (writes: all at 2 x max degree 2 = 4),
+    // 2 x 3 (cites), 5 authors x 2.
+    let s = g.mem_sampler(&[fan(&[5, -1]), fan(&[-1, 3]), fan(&[2, 2])], true);
+    let b = s.bound(&[0, 2]);
+    assert_eq!(b.edges, vec![10 + 4, 2 + 6, 10]);
+    assert_eq!(b.nodes, vec![5, 4]);
+}
+
+#[test]
 fn seeds_of_two_types_by_hand() {
     let g = papers();
     let fanouts = [fan(&[5, -1]), fan(&[-1, 3]), fan(&[2, 2])];
@@ -510,7 +532,21 @@ proptest! {
         s.sample(0, &seeds, seed, 1, 3, false).unwrap();
         prop_assert_eq!(s.sample(0, &seeds, seed, 1, 2, true).unwrap(), out.clone());
         // The one-type sample is the one-entry case of seeds per type.
-        prop_assert_eq!(s.sample_typed(&[(0, &seeds)], seed, 1, 2, true).unwrap(), out);
+        prop_assert_eq!(s.sample_typed(&[(0, &seeds)], seed, 1, 2, true).unwrap(), out.clone());
+        // The bounds hold: nodes per type, edges per relation, positions of every (relation,
+        // hop).
+        let mut counts = vec![0u64; types];
+        counts[0] = seeds.len() as u64;
+        let b = s.bound(&counts);
+        for (t, n) in out.node.iter().enumerate() {
+            prop_assert!(n.len() as u64 <= b.nodes[t], "type {}: {} > {:?}", t, n.len(), b);
+        }
+        for (r, e) in out.row.iter().enumerate() {
+            prop_assert!(e.len() as u64 <= b.edges[r], "relation {}: {} > {:?}", r, e.len(), b);
+            let most = out.num_sampled_edges[r].iter().max().copied().unwrap_or(0);
+            prop_assert!(most as u64 <= b.hop_positions);
+        }
+        prop_assert!(out.bytes() <= b.sample_bytes(true));
         // Seeds of every type at once (the ids taken modulo each type's count).
         let typed: Vec<(usize, Vec<u64>)> = (0..types)
             .filter(|&t| g.num_nodes[t] > 0)

@@ -24,6 +24,11 @@ pub struct HeteroBound {
 /// position may reach a new node of its source type, a type never has more than its count
 /// (nor, without replacement, a relation more edges than it has: each node is expanded once
 /// per relation).
+///
+/// The caps are applied to each hop and to the totals alone, never as "what is left" after the
+/// bounds of earlier hops: a sample that reaches fewer nodes early (duplicate seeds, draws that
+/// meet) has more left to reach later, so a remainder computed from the earlier *bounds* could
+/// fall below what a later hop really draws.
 pub fn hetero_bound(
     seeds: &[u64],
     num_nodes: &[u64],
@@ -50,16 +55,17 @@ pub fn hetero_bound(
                 Fanout::Count(c) => c.min(max_degree),
             };
             let mut hop = frontier[dst].saturating_mul(per_node);
-            if !replace {
-                hop = hop.min(num_edges.saturating_sub(b.edges[r]));
-            }
             b.edges[r] = b.edges[r].saturating_add(hop);
+            if !replace {
+                hop = hop.min(num_edges);
+                b.edges[r] = b.edges[r].min(num_edges);
+            }
             b.hop_positions = b.hop_positions.max(hop);
             new[src] = new[src].saturating_add(hop);
         }
         for t in 0..types {
-            frontier[t] = new[t].min(num_nodes[t] - b.nodes[t]);
-            b.nodes[t] += frontier[t];
+            frontier[t] = new[t].min(num_nodes[t]);
+            b.nodes[t] = b.nodes[t].saturating_add(frontier[t]).min(num_nodes[t]);
         }
     }
     b
@@ -115,8 +121,8 @@ mod tests {
         ];
         let b = hetero_bound(&[0, 10], &[100, 1000], &rels, false);
         // Hop 0: a->p draws 10 * min(5, 3) = 30 (30 new a), p->p 10 * 4 = 40 (40 new p),
-        // p->a nothing. Hop 1: a->p 40 * 2, p->p 40 * 50 = 2000 (new p capped at the 950 left),
-        // p->a 30 * 6 = 180; the 80 new a of a->p are capped at the 70 left.
+        // p->a nothing. Hop 1: a->p 40 * 2, p->p 40 * 50 = 2000, p->a 30 * 6 = 180; the nodes
+        // of each type are capped at its count.
         assert_eq!(b.edges, vec![30 + 80, 40 + 2000, 180]);
         assert_eq!(b.nodes, vec![100, 1000]);
         assert_eq!(b.hop_positions, 2000);
@@ -130,8 +136,13 @@ mod tests {
         // Without replacement a relation never has more edges than its file; with replacement
         // the fanout is drawn whatever the degree.
         let few: [(usize, usize, &[Fanout], u64, u64); 1] = [(0, 0, &[Count(5), Count(5)], 3, 40)];
+        // Hop 0 draws 10 x 3 = 30, hop 1 30 x 3 = 90, capped at the 40 edges (not at the 10
+        // left after hop 0's bound: hop 0 may have drawn fewer).
         let b = hetero_bound(&[10], &[1 << 40], &few, false);
-        assert_eq!((b.edges[0], b.hop_positions, b.nodes[0]), (40, 30, 10 + 40));
+        assert_eq!(
+            (b.edges[0], b.hop_positions, b.nodes[0]),
+            (40, 40, 10 + 30 + 40)
+        );
         assert_eq!(b.wide, vec![true]);
         let b = hetero_bound(&[10], &[1 << 40], &few, true);
         assert_eq!((b.edges[0], b.nodes[0]), (50 + 250, 10 + 300));
