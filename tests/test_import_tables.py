@@ -306,3 +306,36 @@ def test_no_pandas_import(tmp_path):
             "print('pandas' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert r.stdout.strip() == "False"
+
+
+def test_predict_and_embed_write_the_original_ids_beside(tmp_path):
+    """A model trained on a table's dataset: predict and embed write OUT.node_ids.npy, row i the
+    original id of output row i (strings: fixed-width unicode, no pickle)."""
+    from ringgnn.train import train
+
+    rng = np.random.default_rng(0)
+    names = [f"user-{i:03d}" + "é" * (i % 3) for i in range(60)]
+    s, d = rng.integers(0, 60, 300), rng.integers(0, 60, 300)
+    pq.write_table(pa.table({"a": [names[i] for i in s], "b": [names[i] for i in d]}), tmp_path / "e.parquet")
+    pq.write_table(pa.table({"id": names, "x": rng.standard_normal(60).astype(np.float32),
+                             "y": pa.array(np.arange(60) % 2)}), tmp_path / "n.parquet")
+    convert_table(tmp_path / "e.parquet", tmp_path / "ds", src="a", dst="b", node_table=tmp_path / "n.parquet",
+                  node_id="id", feature_columns=["x"], label_column="y", split="train=0.5,val=0.25,test=0.25")
+    train(str(tmp_path / "ds"), out=str(tmp_path / "run"), epochs=1, batch_size=16, quiet=True, log=lambda s: None)
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    assert main(["predict", str(tmp_path / "run"), "--nodes", "test", "--out", str(tmp_path / "p.npy"),
+                 "--quiet"]) == 0
+    ids = np.load(tmp_path / "p.node_ids.npy")
+    assert ids.dtype.kind == "U" and ids.tolist() == ds.node_ids(ds.split("test")).tolist()
+    assert len(ids) == len(np.load(tmp_path / "p.npy"))
+    assert main(["embed", str(tmp_path / "run"), "--out", str(tmp_path / "e.npy"), "--quiet"]) == 0
+    assert np.load(tmp_path / "e.node_ids.npy").tolist() == ds.node_ids().tolist()
+
+
+def test_info_reports_original_ids(tmp_path, capsys):
+    write_parquet(tmp_path / "e.parquet", PAIRS)
+    convert_table(tmp_path / "e.parquet", tmp_path / "out", src="user", dst="item")
+    assert main(["info", str(tmp_path / "out")]) == 0
+    assert "node ids  original ids of the input (i64): Dataset.node_ids()" in capsys.readouterr().out
+    assert main(["info", str(tmp_path / "out"), "--json"]) == 0
+    assert '"node_ids": "i64"' in capsys.readouterr().out

@@ -908,5 +908,9 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
         stats.update(summary)
     if path is not None:
         summary["out"] = path
+        if ds.has_node_ids:  # a dataset converted from a table: its rows' original ids beside them
+            from .node_ids import write_beside
+
+            summary["node_ids"] = write_beside(ds, ids, path)
         return summary
     return result

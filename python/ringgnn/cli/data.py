@@ -412,6 +412,7 @@ def info_dict(path: str) -> Dict[str, Any]:
         "splits": dict(m.get("splits", {})),
         "edge_splits": {k: dict(v) for k, v in m.get("edge_splits", {}).items()},
         "degree": dict(m["degree"]),
+        "node_ids": None if m.get("node_ids") is None else m["node_ids"]["dtype"],
         "files": files,
         "total_bytes": sum(f["bytes"] for f in files.values()),
     }
@@ -450,6 +451,10 @@ def _format_info(info: Dict[str, Any]) -> str:
         ),
         f"in-degree min {d['min']:,}  median {d['median']:,}  mean {d['mean']:.2f}  max {d['max']:,}  "
         f"zero-degree nodes {d['zero']:,}",
+    ]
+    if info.get("node_ids"):
+        lines.append(f"node ids  original ids of the input ({info['node_ids']}): Dataset.node_ids()")
+    lines += [
         "files",
     ]
     for key, f in info["files"].items():

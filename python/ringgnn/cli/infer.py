@@ -201,6 +201,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     what = "class probabilities" if args.probabilities else "predictions"
     acc = f"; {args.nodes} accuracy {s['accuracy']:.4f}" if s.get("accuracy") is not None else ""
     print(f"{what} of {s['rows']:,} nodes -> {s['out']} in {s['seconds']:.1f} s{acc}")
+    if s.get("node_ids"):
+        print(f"  the rows' original node ids -> {s['node_ids']}")
     print(f"  {_layers_line(s)}")
     return 0
 
@@ -232,6 +234,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
         return 0
     print(f"layer {s['layer']} embeddings of {s['rows']:,} nodes ({s['dim']} {s['dtype']}) -> {s['out']} "
           f"in {s['seconds']:.1f} s")
+    if s.get("node_ids"):
+        print(f"  the rows' original node ids -> {s['node_ids']}")
     print(f"  {_layers_line(s)}")
     return 0
 

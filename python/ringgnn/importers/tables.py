@@ -21,6 +21,7 @@ floats or has nulls is an error naming the file and column; nothing is written.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -30,6 +31,7 @@ import numpy as np
 from .. import build
 from .._core import InputError
 from .._files import os_errors
+from .._options import process_rss
 from ._stage import NpyWriter, PathLike, Staging
 
 #: Rows per record batch read from the table.
@@ -91,11 +93,12 @@ class Table:
                 import pyarrow.parquet as pq
 
                 try:
-                    self._pf = pq.ParquetFile(path)
+                    pf = pq.ParquetFile(path)
                 except pa.ArrowInvalid as e:
                     raise InputError(f"{path}: not a Parquet file ({e})") from None
-                self.schema = self._pf.schema_arrow
-                self.rows: Optional[int] = self._pf.metadata.num_rows
+                self.schema = pf.schema_arrow
+                self.rows: Optional[int] = pf.metadata.num_rows
+                pf.close()
             else:
                 self.schema = self._csv().schema
                 self.rows = None
@@ -131,7 +134,12 @@ class Table:
         import pyarrow as pa
 
         if self.parquet:
-            yield from self._pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+            import pyarrow.parquet as pq
+
+            # A reader per pass, closed after it: one kept open holds its decoded pages (a row
+            # group's worth of every column read) for as long as it lives.
+            with pq.ParquetFile(self.path) as pf:
+                yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
             return
         reader = self._csv()
         while True:
@@ -279,7 +287,6 @@ def convert_table(
     :func:`ringgnn.build.convert`'s (``split``: fractions only, the dense ids being unknown to
     the caller)."""
     pa = require_pyarrow()
-    import pyarrow.compute as pc
 
     path = os.fspath(table)
     t = Table(path)
@@ -296,97 +303,116 @@ def convert_table(
         raise InputError("--node-id, --feature-columns and --label-column name columns of a --node-table; give it")
     budget = build._memory(memory)
     id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
+    rss0 = process_rss()
     with Staging(out, overwrite) as stage:
-        batches = t.batches([src, dst])
-        first = next(batches, None)
-        if first is None or first.num_rows == 0 and t.rows == 0:
-            raise InputError(f"{path}: no rows; the table has no edges")
-        # Bytes an id takes in a bucket (ids, their sort and unique copies, Arrow's hash table).
-        per_id = 8 if kind != "str" else max(8, first.column(0).nbytes // max(1, first.num_rows)) + 8
-        rows = t.rows if t.rows is not None else max(first.num_rows, os.path.getsize(path) // 4)
-        p = bucket_count(rows, per_id, budget)
-        if nodes is not None:  # a bucket's node rows within the same quarter of the budget
-            size = nodes.t.rows * nodes.row_bytes() if nodes.t.rows is not None else 0
-            size = max(size, 2 * os.path.getsize(nodes.path))
-            p = min(MAX_BUCKETS, max(p, math.ceil(size * 4 / max(1, budget // 4))))
-        ids_b = _Buckets(stage, "ids", pa.schema([("id", id_type)]), p)
-        edges_b = _Buckets(stage, "edges", pa.schema([("src", id_type), ("dst", id_type)]), p)
-        row0 = 0
-        for batch in _chain(first, batches):
-            s = _ids_of(batch.column(0), kinds[0], f"{path}: column '{src}'", row0)
-            d = _ids_of(batch.column(1), kinds[1], f"{path}: column '{dst}'", row0)
-            if kind != "str":
-                s, d = _same_width(s, d, path, src, dst, row0)
-            bs, bd = _bucket_of(s, kind, p), _bucket_of(d, kind, p)
-            ids_b.write(np.concatenate([bs, bd]), [_concat(s, d)])
-            edges_b.write(bs, [s, d])
-            row0 += batch.num_rows
-        ids_b.close(), edges_b.close()
+        edges, num_nodes, ids, features, labels = _map_ids(stage, t, path, src, dst, kinds, kind, id_type, budget,
+                                                           nodes)
+        # The build gets what the map leaves of the budget: the map's arrays are gone, but the
+        # allocators keep some of their pages (one budget for the whole process).
+        gc.collect()
+        pa.default_memory_pool().release_unused()
+        build_memory = budget - max(0, process_rss() - rss0)
+        return build.convert(edges, out, format="npy", num_nodes=num_nodes, undirected=undirected,
+                             self_loops=self_loops, dedup=dedup, split=split, features=features, labels=labels,
+                             feature_dtype=feature_dtype, seed=seed, memory=build_memory, overwrite=overwrite,
+                             threads=threads, progress=progress, node_ids=ids)
 
-        # pass 2: each bucket's distinct ids, sorted, get consecutive dense ids
-        uniq_b = _Buckets(stage, "uniq", pa.schema([("id", id_type)]), p)
-        offsets = [0]
-        ids_path = stage.path("node-ids")[:-4] + ".bin"
-        bytes_path = stage.path("node-id-bytes")[:-4] + ".bin" if kind == "str" else None
-        with open(ids_path, "wb") as ids_f, (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
-            if kind == "str":
-                ids_f.write(np.zeros(1, "<u8").tobytes())
-            text_end = 0
-            for b in range(p):
-                col = ids_b.read(b).column("id")
-                u = pc.unique(col)
-                u = u.take(pc.sort_indices(u)) if len(u) else u
-                u = u.combine_chunks() if isinstance(u, pa.ChunkedArray) else u
-                uniq_b.write(np.full(len(u), b, dtype=np.int64), [u])
-                os.remove(ids_b.paths[b]) if os.path.exists(ids_b.paths[b]) else None
-                if kind == "str":
-                    lens = to_np(pc.binary_length(u)).astype(np.int64) if len(u) else np.zeros(0, np.int64)
-                    ids_f.write((text_end + np.cumsum(lens)).astype("<u8").tobytes())
-                    text_end += int(lens.sum())
-                    if len(u):
-                        o = np.frombuffer(u.buffers()[1], np.int64)
-                        data = u.buffers()[2]
-                        if data is not None:
-                            bytes_f.write(np.frombuffer(data, np.uint8)[o[u.offset]: o[u.offset + len(u)]].tobytes())
-                else:
-                    ids_f.write(to_np(u).astype("<u8" if kind == "uint" else "<i8").tobytes())
-                offsets.append(offsets[-1] + len(u))
-        uniq_b.close()
-        num_nodes = offsets[-1]
-        features = labels = None
-        if nodes is not None:
-            from .node_table import join
 
-            features, labels = join(nodes, stage, kind, p, uniq_b, offsets)
+def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: Tuple[str, str], kind: str,
+             id_type: Any, budget: int, nodes: Any) -> Tuple[str, int, Tuple[str, str, Optional[str]],
+                                                            Optional[str], Optional[str]]:
+    """Passes 1 to 4 (see the module): the staged edge list of dense ids, the node count, the
+    original ids' files, and the node table's features and labels (or None)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-        # passes 3 and 4: sources to dense ids (re-bucketed by destination), then destinations
-        mid_b = _Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type)]), p)
+    batches = t.batches([src, dst])
+    first = next(batches, None)
+    if first is None or first.num_rows == 0 and t.rows == 0:
+        raise InputError(f"{path}: no rows; the table has no edges")
+    # Bytes an id takes in a bucket (ids, their sort and unique copies, Arrow's hash table).
+    per_id = 8 if kind != "str" else max(8, first.column(0).nbytes // max(1, first.num_rows)) + 8
+    rows = t.rows if t.rows is not None else max(first.num_rows, os.path.getsize(path) // 4)
+    p = bucket_count(rows, per_id, budget)
+    if nodes is not None:  # a bucket's node rows within the same quarter of the budget
+        size = nodes.t.rows * nodes.row_bytes() if nodes.t.rows is not None else 0
+        size = max(size, 2 * os.path.getsize(nodes.path))
+        p = min(MAX_BUCKETS, max(p, math.ceil(size * 4 / max(1, budget // 4))))
+    ids_b = _Buckets(stage, "ids", pa.schema([("id", id_type)]), p)
+    edges_b = _Buckets(stage, "edges", pa.schema([("src", id_type), ("dst", id_type)]), p)
+    row0 = 0
+    for batch in _chain(first, batches):
+        s = _ids_of(batch.column(0), kinds[0], f"{path}: column '{src}'", row0)
+        d = _ids_of(batch.column(1), kinds[1], f"{path}: column '{dst}'", row0)
+        if kind != "str":
+            s, d = _same_width(s, d, path, src, dst, row0)
+        bs, bd = _bucket_of(s, kind, p), _bucket_of(d, kind, p)
+        ids_b.write(np.concatenate([bs, bd]), [_concat(s, d)])
+        edges_b.write(bs, [s, d])
+        row0 += batch.num_rows
+    ids_b.close(), edges_b.close()
+
+    # pass 2: each bucket's distinct ids, sorted, get consecutive dense ids
+    uniq_b = _Buckets(stage, "uniq", pa.schema([("id", id_type)]), p)
+    offsets = [0]
+    ids_path = stage.path("node-ids")[:-4] + ".bin"
+    bytes_path = stage.path("node-id-bytes")[:-4] + ".bin" if kind == "str" else None
+    with open(ids_path, "wb") as ids_f, (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
+        if kind == "str":
+            ids_f.write(np.zeros(1, "<u8").tobytes())
+        text_end = 0
         for b in range(p):
-            e = edges_b.read(b)
+            col = ids_b.read(b).column("id")
+            u = pc.unique(col)
+            u = u.take(pc.sort_indices(u)) if len(u) else u
+            u = u.combine_chunks() if isinstance(u, pa.ChunkedArray) else u
+            uniq_b.write(np.full(len(u), b, dtype=np.int64), [u])
+            os.remove(ids_b.paths[b]) if os.path.exists(ids_b.paths[b]) else None
+            if kind == "str":
+                lens = to_np(pc.binary_length(u)).astype(np.int64) if len(u) else np.zeros(0, np.int64)
+                ids_f.write((text_end + np.cumsum(lens)).astype("<u8").tobytes())
+                text_end += int(lens.sum())
+                if len(u):
+                    o = np.frombuffer(u.buffers()[1], np.int64)
+                    data = u.buffers()[2]
+                    if data is not None:
+                        bytes_f.write(np.frombuffer(data, np.uint8)[o[u.offset]: o[u.offset + len(u)]].tobytes())
+            else:
+                ids_f.write(to_np(u).astype("<u8" if kind == "uint" else "<i8").tobytes())
+            offsets.append(offsets[-1] + len(u))
+    uniq_b.close()
+    num_nodes = offsets[-1]
+    features = labels = None
+    if nodes is not None:
+        from .node_table import join
+
+        features, labels = join(nodes, stage, kind, p, uniq_b, offsets)
+
+    # passes 3 and 4: sources to dense ids (re-bucketed by destination), then destinations
+    mid_b = _Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type)]), p)
+    for b in range(p):
+        e = edges_b.read(b)
+        if e.num_rows == 0:
+            continue
+        u = uniq_b.read(b).column("id")
+        dense = to_np(pc.index_in(e.column("src"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
+        dcol = e.column("dst").combine_chunks()
+        d_np = dcol if kind == "str" else to_np(dcol)
+        mid_b.write(_bucket_of(d_np, kind, p), [dense, d_np])
+        os.remove(edges_b.paths[b])
+    mid_b.close()
+    with NpyWriter(stage.path("edges"), np.int64, (2,)) as w:
+        for b in range(p):
+            e = mid_b.read(b)
             if e.num_rows == 0:
                 continue
             u = uniq_b.read(b).column("id")
-            dense = to_np(pc.index_in(e.column("src"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
-            dcol = e.column("dst").combine_chunks()
-            d_np = dcol if kind == "str" else to_np(dcol)
-            mid_b.write(_bucket_of(d_np, kind, p), [dense, d_np])
-            os.remove(edges_b.paths[b])
-        mid_b.close()
-        with NpyWriter(stage.path("edges"), np.int64, (2,)) as w:
-            for b in range(p):
-                e = mid_b.read(b)
-                if e.num_rows == 0:
-                    continue
-                u = uniq_b.read(b).column("id")
-                dense = to_np(pc.index_in(e.column("dst"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
-                w.write(np.stack([to_np(e.column("src")), dense], axis=1))
-                os.remove(mid_b.paths[b])
-            edges = w.close()
-        source_ids = ("str" if kind == "str" else ("u64" if kind == "uint" else "i64"), ids_path, bytes_path)
-        return build.convert(edges, out, format="npy", num_nodes=num_nodes, undirected=undirected,
-                             self_loops=self_loops, dedup=dedup, split=split, features=features, labels=labels,
-                             feature_dtype=feature_dtype, seed=seed, memory=memory, overwrite=overwrite,
-                             threads=threads, progress=progress, node_ids=source_ids)
+            dense = to_np(pc.index_in(e.column("dst"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
+            w.write(np.stack([to_np(e.column("src")), dense], axis=1))
+            os.remove(mid_b.paths[b])
+        edges = w.close()
+    source_ids = ("str" if kind == "str" else ("u64" if kind == "uint" else "i64"), ids_path, bytes_path)
+    return edges, num_nodes, source_ids, features, labels
 
 
 def bucket_count(rows: int, per_id: int, budget: int) -> int:
