@@ -238,3 +238,53 @@ def test_predict_edges_is_a_full_graph_forward_of_the_checkpoint(tiny, tmp_path,
     assert r.code != 0 and "destination 6, but node type 'paper' has 6 nodes" in r.err
     r = cli("embed", tmp_path / "run", "--out", tmp_path / "e.npy")
     assert r.code != 0 and "predict RUN --edges" in r.err
+
+
+CITES = "paper:cites:paper"
+CITE_PAIRS = [(a, b) for a in range(6) for b in range(6) if a != b and (a * 7 + b) % 3 == 0]
+
+
+def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli):
+    d = tmp_path
+    (d / "c.csv").write_text("".join(f"{a},{b}\n" for a, b in CITE_PAIRS))
+    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in PAIRS))
+    np.save(d / "x.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
+    np.save(d / "val.npy", np.array([list(CITE_PAIRS[0]), list(CITE_PAIRS[3])]))
+    np.save(d / "test.npy", np.array([list(CITE_PAIRS[5]), list(CITE_PAIRS[7])]))
+    build.build_hetero(d / "ds", [build.NodeType("author", 5), build.NodeType("paper", 6, features=d / "x.npy")],
+                       [build.Relation(CITES, d / "c.csv", link_split={"val": d / "val.npy", "test": d / "test.npy"},
+                                       link_negatives=2), build.Relation(WRITES, d / "w.csv")], add_reverse=True)
+    ds = ringgnn.Dataset.open(d / "ds")
+    held = {CITE_PAIRS[i] for i in (0, 3, 5, 7)}
+    rev = ds.relation("paper:rev_cites:paper")
+    assert not {(int(s), v) for v in range(6) for s in rev.neighbors(v)} & {(b, a) for a, b in held}
+    sampler = HeteroNeighborSampler(ds, [2, 2], seed=1)
+    data = HeteroLinkBatches(ds, CITES, sampler, batch_size=3, neg_ratio=1, seed=1).batch(0, 0)
+    eli = data["paper", "cites", "paper"].edge_label_index.numpy()
+    seeds = data["paper"].n_id.numpy()[:data["paper"].batch_size]
+    assert set(eli.ravel()) == set(range(len(seeds)))  # both ends index one type's seeds
+    m = train_hetero_link(ds, relation=CITES, fanouts=[2, 2], batch_size=3, hidden=8, epochs=2, threads=1,
+                          out=d / "run", quiet=True, log=lambda s: None)
+    state = torch.load(d / "run" / "best.pt", weights_only=True)
+    assert state["args"]["hetero_link"]["dst"] is None
+    from ringgnn.hetero_links import build_link_model
+
+    net = build_link_model(state["args"]["hetero_link"])
+    net.load_state_dict(state["model"])
+    net.eval()
+    with torch.no_grad():
+        z = net.tower("src")(*_full_graph(ds))
+        p, neg = ds.relation(CITES).edge_split("test"), ds.relation(CITES).edge_negatives("test")
+        want = np.concatenate([net.decoder(z[p[0]], z[p[1]]).numpy()[:, None],
+                               net.decoder(z[p[0]].unsqueeze(1), z[neg]).numpy()], 1)
+    r = cli("predict", d / "run", "--edges", "test", "--out", d / "s.npy")
+    assert r.code == 0, r.err
+    np.testing.assert_allclose(np.load(d / "s.npy"), want, rtol=1e-4, atol=1e-5)
+    assert m["layerwise"]["test_auc"] == pytest.approx(
+        float((want[:, :1] > want[:, 1:]).mean() + 0.5 * (want[:, :1] == want[:, 1:]).mean()))
+
+
+def test_torchrun_is_refused(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(_core.InputError, match="torchrun is not supported yet"):
+        train_hetero_link(tiny, relation=WRITES, out=tmp_path / "run", quiet=True, log=lambda s: None)
