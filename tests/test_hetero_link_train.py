@@ -288,3 +288,45 @@ def test_torchrun_is_refused(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(_core.InputError, match="torchrun is not supported yet"):
         train_hetero_link(tiny, relation=WRITES, out=tmp_path / "run", quiet=True, log=lambda s: None)
+
+
+def test_negatives_are_uniform_over_each_endpoint_type(tiny):
+    """Binary negatives: sources uniform over the 5 authors, destinations over the 6 papers."""
+    b = HeteroLinkBatches(tiny, WRITES, HeteroNeighborSampler(tiny, [1, 1], seed=9), batch_size=4, neg_ratio=2,
+                          seed=9)
+    et = ("author", "writes", "paper")
+    src, dst = [], []
+    for epoch in range(60):
+        for i in range(len(b)):
+            data = b.batch(epoch, i)
+            eli, label = data[et].edge_label_index.numpy(), data[et].edge_label.numpy()
+            src.append(data["author"].n_id.numpy()[eli[0][label == 0]])
+            dst.append(data["paper"].n_id.numpy()[eli[1][label == 0]])
+    src, dst = np.concatenate(src), np.concatenate(dst)
+    assert len(src) == 60 * (4 * 2 * 4 + 1 * 2)  # ceil(2 * 4) per full batch, ceil(2 * 1) for the last
+    for ids, n in ((src, 5), (dst, 6)):
+        counts = np.bincount(ids, minlength=n)
+        expect = len(ids) / n
+        sd = math.sqrt(len(ids) * (1 / n) * (1 - 1 / n))
+        assert np.all(np.abs(counts - expect) < 5 * sd), counts
+
+
+@pytest.mark.parametrize("backend", ["pread", "uring"])
+def test_batches_are_the_same_from_disk(tiny, backend):
+    et = ("author", "writes", "paper")
+    mem = HeteroLinkBatches(tiny, WRITES, HeteroNeighborSampler(tiny, [2, 2], seed=4, backend="memory"),
+                            batch_size=5, neg_ratio=1, seed=4)
+    try:
+        disk_sampler = HeteroNeighborSampler(tiny, [2, 2], seed=4, backend=backend)
+        disk = HeteroLinkBatches(tiny, WRITES, disk_sampler, batch_size=5, neg_ratio=1, seed=4)
+        b = disk.batch(1, 2)
+    except _core.InputError as e:
+        if backend == "uring" and "uring" in str(e):  # io_uring unavailable here
+            pytest.skip(str(e))
+        raise
+    a = mem.batch(1, 2)
+    for t in ("author", "paper"):
+        assert torch.equal(a[t].n_id, b[t].n_id)
+    for key in a.edge_types:
+        assert torch.equal(a[key].edge_index, b[key].edge_index)
+    assert torch.equal(a[et].edge_label_index, b[et].edge_label_index)
