@@ -74,10 +74,20 @@ def csv_dir(root: Path, edges=EDGES, n=N, feat=FEAT, labels=LABELS, splits=SPLIT
     return root
 
 
+def import_ogb_io():
+    """``ogb.io``, or a skip. Importing ``ogb`` starts a thread that asks PyPI whether ogb is
+    outdated (the ``outdated`` package); without a network the test process would wait for it at
+    exit: a missing ``outdated`` turns the check off."""
+    import sys
+
+    sys.modules.setdefault("outdated", None)
+    return pytest.importorskip("ogb.io")
+
+
 def saver_dir(tmp_path: Path, edges=EDGES, feat=FEAT, labels=LABELS, splits=SPLITS) -> Path:
     """An ogbn directory written by OGB's own DatasetSaver (raw/data.npz, node-label.npz,
     split/SCHEME/split_dict.pt)."""
-    saver_mod = pytest.importorskip("ogb.io")
+    saver_mod = import_ogb_io()
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
@@ -407,7 +417,7 @@ def test_ogbl_positives_become_edge_splits(tmp_path, style, caplog):
 
 
 def test_ogbl_written_by_dataset_saver(tmp_path):
-    saver_mod = pytest.importorskip("ogb.io")
+    saver_mod = import_ogb_io()
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
