@@ -7,6 +7,10 @@
 //! A hop draws, relation by relation, the positions of the whole frontier of the relation's
 //! destination type with the same [`Drawer`] as the homogeneous sampler, then reads them in one
 //! fetch (each relation's file is read once per hop, in coalesced page reads), then relabels.
+//! Seeds may be of several types ([`HeteroSampler::sample_typed`]), and several batches may be
+//! sampled together ([`HeteroSampler::sample_many`], a hyperbatch: each relation's positions of
+//! all of them in one fetch per hop, each batch exactly as alone). Upper bounds on a sample and
+//! on what a batch of a hyperbatch holds: `hetero/bound.rs`.
 
 mod bound;
 

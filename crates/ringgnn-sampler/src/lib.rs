@@ -8,8 +8,9 @@
 //!   [`SampledSubgraph`] (`output.rs`), is PyG's `SamplerOutput`.
 //! - **Heterogeneous graphs** (typed nodes, one CSC per relation `SRC:REL:DST`):
 //!   [`HeteroSampler`] (`hetero.rs`), PyG's heterogeneous neighbor sampling with one dedup map
-//!   and frontier per node type and one read of each relation's file per hop; its output is
-//!   [`HeteroSample`]. A single bipartite relation alone: [`NeighborSampler::bipartite`].
+//!   and frontier per node type and one read of each relation's file per hop (for several
+//!   batches at once with `sample_many`); its output is [`HeteroSample`], its bounds
+//!   [`HeteroBound`] (`hetero/bound.rs`). A single bipartite relation alone: [`NeighborSampler::bipartite`].
 //! - **Typed inputs, checked once**: [`Fanout`] and [`SampleOptions`] (`options.rs`), [`Seeds`]
 //!   (`seeds.rs`).
 //! - **Sharing one dataset between threads**: [`Graph`] (`graph.rs`), opened with a
