@@ -57,6 +57,13 @@ from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
 path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 ds = ringgnn.Dataset.open(path)
 direct = backend in ("disk", "auto", "plan", "nocache", "perbatch") or backend.startswith("hyper")
+if mode == "train":
+    import torch
+    from ringgnn.hetero_models import HeteroModel, hetero_batch_to_dicts
+    torch.manual_seed(0)
+    info = ds.manifest["node_types"]["paper"]
+    net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, "paper", 64,
+                      info["labels"]["num_classes"], 2, model="sage", embed_dim=16)
 if mode == "hyper":
     import hashlib, threading
     h = int(backend[5:] or sys.argv[7]) if backend.startswith("hyper") else 1
@@ -90,10 +97,29 @@ if mode == "hyper":
                io_bytes=sum(v["bytes"] for v in stats.values()), io_reads=sum(v["reads"] for v in stats.values()),
                epoch_batches=-(-len(ids) // bs))
 elif backend in ("plan", "nocache"):
-    # The loader's one memory plan within the cap: neighbor files, feature files and the cache
-    # (nocache: the same plan with cache=0).
+    # The loader's one memory plan within the cap, the model built (its training state reserved),
+    # as `ringgnn train` makes it: neighbor files, feature files and the cache (nocache: cache=0).
+    from ringgnn.hetero_plan import plan_hetero, probe_batch_bytes, training_reserve
+    from ringgnn.hetero import relation_fanouts
+    from ringgnn import _options
+    seeds = len(ds.node_type("paper").split("train"))
+    batch_bytes = reserve = held = None
+    if mode == "train":  # as `ringgnn train` plans: a probe batch's peak measured, the model's state reserved
+        probe = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, threads=1, backend="pread",
+                             feature_backend="pread", cache=0)
+        def probe_step(b):
+            net(*hetero_batch_to_dicts(b))[:b["paper"].batch_size].logsumexp(-1).sum().backward()
+            net.zero_grad(set_to_none=True)
+        held = _options.process_rss()
+        batch_bytes, reserve = probe_batch_bytes(probe, probe_step, 2 + 2), training_reserve(net)
+        del probe
+    plan = plan_hetero(ds, relation_fanouts(ds, [15, 10]), target="paper", batch_size=bs, seeds=seeds,
+                       memory=_options.parse_size(cap), feature_backend="auto",
+                       cache=0 if backend == "nocache" else None, reserve=reserve or 0, batch_bytes=batch_bytes,
+                       process=held if mode == "train" else None)
+    sampler = HeteroNeighborSampler(ds, [15, 10], direct=True, seed=0, memory=cap, plan=plan)
     loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
-                          direct=True, memory=cap, cache=0 if backend == "nocache" else None)
+                          direct=True, sampler=sampler)
     sampler = loader.sampler
     out = dict(placement=sampler.resolved_backend(), plan=loader.plan.text(),
                cache_bytes=0 if loader.plan.cache is None else loader.plan.cache.total)
@@ -117,12 +143,6 @@ if mode == "sample":
         res = list(pool.map(one, range(len(seeds))))
     out.update(seconds=time.perf_counter() - t0, edges=sum(r[0] for r in res), nodes=sum(r[1] for r in res))
 elif mode == "train":
-    import torch
-    from ringgnn.hetero_models import HeteroModel, hetero_batch_to_dicts
-    torch.manual_seed(0)
-    info = ds.manifest["node_types"]["paper"]
-    net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, "paper", 64,
-                      info["labels"]["num_classes"], 2, model="sage", embed_dim=16)
     opt = torch.optim.Adam(net.parameters(), lr=0.01)
     setup = time.perf_counter() - t0
     t0 = time.perf_counter()

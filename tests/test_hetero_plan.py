@@ -105,9 +105,9 @@ def test_explicit_choices_and_their_errors(typed):  # noqa: F811
     assert p.cache is None and p.feature_backends() == {"author": "memory", "paper": "memory"}
     with pytest.raises(ringgnn.InputError, match="cache 1,000 bytes: the memory plan has 76 bytes of room"):
         plan_hetero(ds, fan, memory=_memory(76), feature_backend="auto", cache=1000, **kw)
-    with pytest.raises(ringgnn.InputError, match="more than half of what the budget leaves"):
+    with pytest.raises(ringgnn.InputError, match="the batches half of what is left.*more than the budget"):
         plan_hetero(ds, fan, memory=_memory(40), backend="memory", **kw)
-    with pytest.raises(ringgnn.InputError, match="more than half of what the budget leaves"):
+    with pytest.raises(ringgnn.InputError, match="the batches half of what is left.*more than the budget"):
         plan_hetero(ds, fan, memory=_memory(4096), feature_backend="memory", **kw)
     p = plan_hetero(ds, fan, memory=_memory(1 << 20), feature_backend="pread", **kw)
     assert p.feature_backends() == {"author": "pread", "paper": "pread"}
@@ -136,3 +136,31 @@ def test_loader_and_sampler_open_as_the_plan_says(typed, monkeypatch):  # noqa: 
     loader = HeteroLoader(typed, [2], "paper", sampler=s, memory=_memory(40), **kw)
     assert loader.plan.relations["paper:cites:paper"].why == "as the sampler given to the loader placed it"
     assert loader.plan.held_bytes() <= loader.plan.room
+
+
+def test_measured_batches_take_their_bytes_and_the_rest_is_room(typed):  # noqa: F811
+    ds = ringgnn.Dataset.open(typed)
+    fan = {r: [2] for r in RELS}
+    kw = dict(target="paper", batch_size=2, seeds=5, process=0, feature_backend="auto")
+    p = plan_hetero(ds, fan, memory=1000 + INDEX + 100, batch_bytes=1000, **kw)
+    assert p.room == 100 and p.batch_bytes == 1000
+    assert p.cache.total == 84  # as with room 100 under the half rule
+    p = plan_hetero(ds, fan, memory=1000 + INDEX + 100, batch_bytes=1000, reserve=60, **kw)
+    assert p.room == 40 and p.process == 60
+    with pytest.raises(ringgnn.InputError, match="the batches 2,000 at their peak.*give a larger --memory"):
+        plan_hetero(ds, fan, memory=1000 + INDEX + 100, batch_bytes=2000, **kw)
+
+
+def test_a_probe_batch_is_measured(typed):  # noqa: F811
+    from ringgnn.hetero_plan import PROBE_MARGIN, probe_batch_bytes
+
+    loader = HeteroLoader(typed, [2], "paper", batch_size=2, backend="pread", feature_backend="pread", cache=0)
+    grown = []
+
+    def step(batch):
+        grown.append(np.ones(64 << 20, dtype=np.uint8))  # 64 MiB touched at the step's peak
+        grown.pop()
+
+    got = probe_batch_bytes(loader, step, 3)
+    # Other memory comes and goes meanwhile (the batch, the collector): within 10% of 64 MiB, times the margin.
+    assert PROBE_MARGIN * (58 << 20) <= got <= PROBE_MARGIN * (70 << 20)

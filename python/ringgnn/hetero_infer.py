@@ -16,7 +16,8 @@ aggregation is linear, so summing in pieces is the same mean as PyG's up to floa
 
 Layer ``l`` computes only the types the requested output needs (within ``upto - l`` hops of
 the output type). A type's input rows are its feature file (``node/TYPE``) or, featureless, the
-rows of its learned embedding table (held by the model); a layer's rows of each type go to a
+rows of its learned embedding table (held by the model, or the checkpoint's table file read as
+a memory map when the run kept it in files, ``ringgnn.hetero_tables``); a layer's rows of each type go to a
 file in the feature-file layout (``layerL.TYPE.f32``, :class:`ringgnn.inference.RowFileWriter`)
 under a locked temporary directory beside the output (else beside the checkpoint), removed at the
 end (``keep=True`` keeps them, moved there). The output is a ``.npy`` written in blocks under a
@@ -49,6 +50,7 @@ from .checkpoints import read_checkpoint
 from .dataset import HeteroDataset
 from .hetero import open_hetero
 from .hetero_models import HeteroModel, edge_type_str, target_distances
+from .hetero_tables import TableReader, table_file
 from .inference import FIXED_BYTES, SLACK, OutputRows, RowFileWriter
 
 #: Floats of the widest layer a destination node of a block holds: its input row, the
@@ -138,6 +140,12 @@ def load_hetero_run(run_dir: str, dataset: Any = None,
         net.load_state_dict(state["model"])
     except (RuntimeError, KeyError) as e:
         raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
+    for t in net.external:  # tables kept in files: read from the checkpoint's copy, out of core
+        rec = (state.get("tables") or {}).get(t)
+        if rec is None:
+            raise InputError(f"{path}: node type '{t}' has its embedding table in a file, but the checkpoint names "
+                             "none; the run directory is incomplete")
+        net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.embed_dim or net.hidden)
     return ds, net.eval(), path
 
 
@@ -202,6 +210,8 @@ class HeteroLayerwise:
     def _input(self, t: str) -> Any:
         """Layer 0's rows of type ``t``: its feature file, or its embedding table."""
         if self.net.in_dims[t] is None:
+            if t in self.net.external:
+                return self.net.tables[t]  # its checkpoint's file, read as feature rows are
             return _TableRows(self.net.embeddings[t].weight)
         return _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct, part=f"node/{t}")
 

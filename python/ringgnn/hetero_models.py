@@ -35,7 +35,7 @@ EdgeType = Tuple[str, str, str]
 HETERO_MODELS = ("sage", "rgcn")
 #: What :meth:`HeteroModel.config` holds: the constructor's arguments.
 CONFIG_KEYS = ("node_types", "edge_types", "in_dims", "num_nodes", "target", "hidden", "out_dim", "layers",
-               "model", "embed_dim", "dropout")
+               "model", "embed_dim", "dropout", "external")
 
 
 def edge_type_str(edge_type: Union[EdgeType, str]) -> str:
@@ -138,14 +138,16 @@ class HeteroModel(torch.nn.Module):
     layer directly, as ``to_hetero`` does (no per-type input projection: one layer less, and
     ``in_dims`` wide first-layer weights). A featureless type (``in_dims[t] is None``) has a
     learned ``torch.nn.Embedding(num_nodes[t], embed_dim or hidden)`` indexed by the batch's
-    ``n_id`` of that type. The table is held in memory (on the model's device); out-of-core
-    tables, read like the feature files, are future work.
+    ``n_id`` of that type, held in memory (on the model's device), unless the type is
+    ``external``: then its table is outside the model (``ringgnn.hetero_tables``, a file when
+    the memory plan cannot hold it) and a batch's rows come in ``x_dict[t]`` (training: a leaf
+    the caller updates) or from ``tables[t]`` (inference).
     """
 
     def __init__(self, node_types: Sequence[str], edge_types: Sequence[Union[EdgeType, str]],
                  in_dims: Mapping[str, Optional[int]], num_nodes: Mapping[str, int], target: str, hidden: int,
                  out_dim: int, layers: int, model: str = "sage", embed_dim: Optional[int] = None,
-                 dropout: float = 0.5):
+                 dropout: float = 0.5, external: Sequence[str] = ()):
         super().__init__()
         node_types = list(node_types)
         edge_types = [parse_edge_type(et) for et in edge_types]
@@ -160,8 +162,17 @@ class HeteroModel(torch.nn.Module):
         # computed[l]: the types layer l needs as input (l = 0: the batch's rows).
         self.computed = [[t for t in node_types if hops.get(t, layers + 1) <= layers - l] for l in range(layers + 1)]
         width = self.embed_dim or self.hidden
+        self.external = sorted(set(external))
+        for t in self.external:
+            if t not in self.in_dims or self.in_dims[t] is not None:
+                raise ValueError(f"external {t!r}: only a featureless node type's embedding table can be outside the "
+                                 f"model (featureless types: {[u for u in node_types if self.in_dims[u] is None]})")
         self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(self.num_nodes[t], width)
-                                               for t in self.computed[0] if self.in_dims[t] is None})
+                                               for t in self.computed[0]
+                                               if self.in_dims[t] is None and t not in self.external})
+        #: Readers of the external tables' rows (``gather(ids)``), for inference and serving;
+        #: training passes a batch's gathered rows in ``x_dict`` instead.
+        self.tables: Dict[str, Any] = {}
         dims = {t: (width if self.in_dims[t] is None else self.in_dims[t]) for t in node_types}
         self.convs = torch.nn.ModuleList()
         for layer in range(1, layers + 1):
@@ -171,10 +182,13 @@ class HeteroModel(torch.nn.Module):
 
     def config(self) -> Dict[str, Any]:
         """The constructor's arguments, JSON-able (relations as ``"src:rel:dst"``)."""
-        return {"node_types": list(self.node_types), "edge_types": [edge_type_str(et) for et in self.edge_types],
-                "in_dims": dict(self.in_dims), "num_nodes": dict(self.num_nodes), "target": self.target,
-                "hidden": self.hidden, "out_dim": self.out_dim, "layers": self.layers, "model": self.model,
-                "embed_dim": self.embed_dim, "dropout": self.dropout}
+        cfg = {"node_types": list(self.node_types), "edge_types": [edge_type_str(et) for et in self.edge_types],
+               "in_dims": dict(self.in_dims), "num_nodes": dict(self.num_nodes), "target": self.target,
+               "hidden": self.hidden, "out_dim": self.out_dim, "layers": self.layers, "model": self.model,
+               "embed_dim": self.embed_dim, "dropout": self.dropout}
+        if self.external:  # absent when empty: configs written before it existed stay equal
+            cfg["external"] = list(self.external)
+        return cfg
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "HeteroModel":
@@ -192,6 +206,9 @@ class HeteroModel(torch.nn.Module):
         ``n_id_dict[t]`` of a featureless type; a type absent from the batch has no rows."""
         h = {}
         for t in self.computed[0]:
+            if self.in_dims[t] is None and t in self.external:
+                h[t] = self._external_rows(t, x_dict.get(t), n_id_dict.get(t))
+                continue
             if self.in_dims[t] is None:
                 table = self.embeddings[t]
                 ids = n_id_dict.get(t)
@@ -209,6 +226,24 @@ class HeteroModel(torch.nn.Module):
                                  f"the model expects [n, {self.in_dims[t]}]")
             h[t] = x
         return h
+
+    def _external_rows(self, t: str, x: Optional[torch.Tensor], ids: Optional[torch.Tensor]) -> torch.Tensor:
+        """A table outside the model: the rows the caller gathered (``x_dict[t]``, training), else
+        read from ``tables[t]`` by ``n_id``."""
+        width = self.embed_dim or self.hidden
+        if x is None and ids is not None and ids.numel():
+            if t not in self.tables:
+                raise ValueError(f"batch: node type {t!r} has its embedding table in a file; give its rows as "
+                                 f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
+            import numpy as np
+
+            x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
+        if x is None:
+            return torch.empty(0, width, device=self._device())
+        if x.dim() != 2 or x.size(1) != width:
+            raise ValueError(f"batch: embedding rows of node type {t!r} have shape {tuple(x.shape)}, the model "
+                             f"expects [n, {width}]")
+        return x
 
     def forward(self, x_dict: Mapping[str, torch.Tensor], edge_index_dict: Mapping[Any, torch.Tensor],
                 n_id_dict: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -74,13 +74,20 @@ class HeteroPlan:
     disk_backend: str
     feature_disk_backend: str
     batches: int
+    batch_bytes: int = 0
     notes: List[str] = field(default_factory=list)
+    tables: Dict[str, Choice] = field(default_factory=dict)
+
+    @property
+    def file_tables(self) -> List[str]:
+        """The featureless types whose embedding table is kept in files."""
+        return sorted(t for t, c in self.tables.items() if not c.held)
 
     @property
     def batch_memory(self) -> int:
-        """Bytes left to the batches: the half of what the budget leaves beside the process that
-        the room does not take (``ringgnn.hetero_hyper`` sizes hyperbatches within it)."""
-        return max(0, self.budget - self.process) // 2
+        """Bytes left to the batches (``ringgnn.hetero_hyper`` sizes hyperbatches within it): what
+        a probe measured, else half of what the budget leaves beside the process."""
+        return self.batch_bytes
 
     @property
     def held_relations(self) -> List[str]:
@@ -100,16 +107,19 @@ class HeteroPlan:
 
     def held_bytes(self) -> int:
         """Bytes the plan holds in the room: held files and the cache."""
-        files = sum(c.bytes for c in list(self.relations.values()) + list(self.features.values()) if c.held)
+        files = sum(c.bytes for c in list(self.relations.values()) + list(self.features.values())
+                    + list(self.tables.values()) if c.held)
         return files + (0 if self.cache is None else self.cache.total)
 
     def text(self) -> str:
         """The plan in words: each choice, why, and what the other choice would cost."""
         unit = "per epoch" if self.batches > 1 else "per batch"
-        lines = [f"memory plan (heterogeneous): budget {_b(self.budget)}, the process holds {_b(self.process)}, "
-                 f"offset indexes {_b(self.index)}; room for files and cache {_b(self.room)} (half of what is left; "
-                 f"the other half is the batches'), {_b(self.held_bytes())} of it used"]
-        for kind, group in (("relation", self.relations), ("features", self.features)):
+        lines = [f"memory plan (heterogeneous): budget {_b(self.budget)}, the process holds {_b(self.process)} "
+                 "(with what training will add: gradients, optimizer state), "
+                 f"offset indexes {_b(self.index)}, the batches {_b(self.batch_bytes)}; room for files and cache "
+                 f"{_b(self.room)}, {_b(self.held_bytes())} of it used"]
+        for kind, group in (("relation", self.relations), ("features", self.features),
+                            ("embedding table", self.tables)):
             for c in group.values():
                 where = "in memory" if c.held else "on disk"
                 ratio = f"{c.saved / c.bytes:.3g} bytes per byte held" if c.bytes else "nothing to hold"
@@ -135,6 +145,49 @@ def _b(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+#: The margin on a probe batch's measured peak: batches differ, and the allocator fragments.
+PROBE_MARGIN = 1.5
+
+
+def _peak_rss() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            return int(next(ln for ln in f if ln.startswith("VmHWM")).split()[1]) * 1024
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0
+
+
+def probe_batch_bytes(loader: Any, step: Any, in_flight: int) -> int:
+    """What the batches take at their peak, measured: one batch made by ``loader`` (read from
+    disk) and ``step(batch)`` run on it (a forward and backward pass), the process's peak
+    resident memory reset first (``/proc/self/clear_refs``) and read after; the batch's own
+    arrays counted once more per batch in flight (``in_flight``: made ahead or held), all times
+    :data:`PROBE_MARGIN`. None where the peak cannot be reset (then the plan keeps half)."""
+    import gc
+
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None  # type: ignore[return-value]
+    base = _options.process_rss()
+    ids = loader.batch_seeds(0)[0]
+    batch = loader.make_batch(ids, 0, 0)
+    own = sum(v.numel() * v.element_size() for store in batch.stores for v in store.values()
+              if hasattr(v, "numel"))
+    step(batch)
+    peak = _peak_rss() - base
+    del batch
+    gc.collect()
+    return int(PROBE_MARGIN * (max(peak, own) + in_flight * own))
+
+
+def training_reserve(net: Any) -> int:
+    """Bytes a model's training adds to what it holds once built: a gradient and Adam's two
+    moments per parameter (dense: an embedding table's gradient is as large as the table)."""
+    return 3 * sum(p.numel() * p.element_size() for p in net.parameters() if p.requires_grad)
 
 
 def relation_bytes(ds: Any) -> Tuple[int, Dict[str, int]]:
@@ -176,16 +229,27 @@ def expected_reads(ds: Any, fanouts: Mapping[str, List[int]], target: Optional[s
 def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[str] = None,
                 batch_size: Optional[int] = None, seeds: Optional[int] = None, memory: Optional[int] = None,
                 backend: str = "auto", feature_backend: Optional[str] = None, cache: Optional[int] = None,
-                fixed_relations: Optional[Tuple[str, List[str]]] = None, process: Optional[int] = None) -> HeteroPlan:
+                fixed_relations: Optional[Tuple[str, List[str]]] = None, process: Optional[int] = None,
+                reserve: int = 0, batch_bytes: Optional[int] = None,
+                tables: Optional[Mapping[str, int]] = None, fixed_tables: Optional[Mapping[str, bool]] = None
+                ) -> HeteroPlan:
     """The plan (see the module docs). ``feature_backend`` None: no features (a sampler alone);
     ``cache`` None: as the plan decides, 0: none, else that many bytes; ``seeds``: seeds per
     epoch (with ``batch_size``, the batches an epoch has); ``fixed_relations``: a placement
     already made (a sampler given to a loader: its relations are taken as they are);
-    ``process``: what the process holds (default: its resident memory now)."""
-    process = _options.process_rss() if process is None else int(process)
+    ``process``: what the process holds (default: its resident memory now); ``reserve``: what
+    it will hold besides the batches that it does not yet (a model's gradients and optimizer
+    state: :func:`training_reserve`), counted as held; ``batch_bytes``: what the batches take at
+    their peak (:func:`probe_batch_bytes`), default half of what the budget leaves; ``tables``:
+    per featureless type the model learns, its embedding table's width (held: the table, its
+    gradient and Adam's two moments, 16 bytes per value; in files: a page per sampled row read
+    and written per array and step, ``ringgnn.hetero_tables``); ``fixed_tables``: placements
+    already made (a resumed run's: True held)."""
+    process = (_options.process_rss() if process is None else int(process)) + int(reserve)
     budget = memory if memory is not None else _options.default_memory(held=process)
     index, rel_files = relation_bytes(ds)
-    room = max(0, budget - process) // 2 - index
+    left = max(0, budget - process)
+    room = (left // 2 if batch_bytes is None else left - int(batch_bytes)) - index
     notes: List[str] = []
     batches = max(1, -(-int(seeds) // int(batch_size))) if seeds and batch_size else 1
     reads, rows = expected_reads(ds, fanouts, target, batch_size)
@@ -198,6 +262,15 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
 
     held: Dict[str, bool] = {}
     why: Dict[str, str] = {}
+    n_nodes = ds.num_nodes_dict
+    table_size = {t: 16 * n_nodes[t] * int(w) for t, w in (tables or {}).items()}
+    saved_table = {t: 2 * min(12 * n_nodes[t] * int(w), rows.get(t, 0.0) * 3 * PAGE) * batches
+                   for t, w in (tables or {}).items()}
+    for t, h in (fixed_tables or {}).items():
+        if t in table_size:
+            held[f"t:{t}"], why[f"t:{t}"] = bool(h), "as the resumed run placed it"
+            if h:
+                room -= table_size[t]
     rel_disk = backend if backend not in ("auto", "memory") else "auto"
     feat_disk = "auto"
     if fixed_relations is not None:
@@ -221,11 +294,13 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
         if feature_backend == "memory":
             room -= sum(feat_files.values())
     if room < 0:
-        raise InputError(f"memory {budget:,} bytes: the process holds {process:,}, the offset indexes take {index:,} "
-                         f"and the files asked in memory {sum(rel_files.values()) if backend == 'memory' else 0:,} "
-                         f"+ {sum(feat_files.values()) if feature_backend == 'memory' else 0:,}: more than half of "
-                         "what the budget leaves (the other half is the batches'); give a larger --memory or read "
-                         "files from disk (backend auto)")
+        batches_part = (f"the batches {int(batch_bytes):,} at their peak (measured)" if batch_bytes is not None
+                        else "the batches half of what is left")
+        asked = ((sum(rel_files.values()) if backend == "memory" else 0)
+                 + (sum(feat_files.values()) if feature_backend == "memory" else 0))
+        raise InputError(f"memory {budget:,} bytes: the process holds {process:,}, {batches_part}, the offset indexes "
+                         f"{index:,} and the files asked in memory {asked:,}: more than the budget; give a larger "
+                         "--memory (or a smaller --batch-size), or read files from disk (backend auto)")
     if cache is not None and cache > max(0, room):
         raise InputError(f"cache {cache:,} bytes: the memory plan has {max(0, room):,} bytes of room for files and "
                          f"cache (half of what memory={budget:,} leaves beside the process's {process:,} bytes and "
@@ -240,6 +315,15 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
             held[f"r:{r}"], why[f"r:{r}"] = False, "never read (fanout 0 at every hop it could be read)"
         else:
             files.append((saved_rel[r] / max(1, b), b, f"r:{r}"))
+    for t, b in table_size.items():
+        if f"t:{t}" in held:
+            continue
+        if saved_table[t] <= 0:
+            held[f"t:{t}"] = b <= room
+            why[f"t:{t}"] = "never sampled" + (": held, it costs no reads" if b <= room else ", and does not fit")
+            room -= b if b <= room else 0
+        else:
+            files.append((saved_table[t] / max(1, b), b, f"t:{t}"))
     for t in ftypes:
         if f"f:{t}" in held:
             continue
@@ -337,10 +421,14 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
         notes.append("no cache: every byte of room went to files worth more per byte")
     relations = {r: Choice(r, held[f"r:{r}"], rel_files[r], saved_rel[r], why[f"r:{r}"]) for r in sorted(rel_files)}
     features = {t: Choice(t, held[f"f:{t}"], feat_files[t], saved_feat[t], why[f"f:{t}"]) for t in ftypes}
+    table_choices = {t: Choice(t, held[f"t:{t}"], table_size[t], saved_table[t], why[f"t:{t}"]) for t in table_size}
     return HeteroPlan(budget=int(budget), process=process, index=index,
-                      room=max(0, budget - process) // 2 - index, relations=relations, features=features,
+                      room=(left // 2 if batch_bytes is None else left - int(batch_bytes)) - index,
+                      batch_bytes=left // 2 if batch_bytes is None else int(batch_bytes), relations=relations,
+                      features=features,
                       cache=choice, cache_saved=cache_saved, disk_backend=rel_disk, feature_disk_backend=feat_disk,
-                      batches=batches, notes=notes)
+                      batches=batches, notes=notes, tables=table_choices)
 
 
-__all__ = ("Choice", "HeteroPlan", "PAGE", "expected_reads", "plan_hetero", "relation_bytes")
+__all__ = ("Choice", "HeteroPlan", "PAGE", "expected_reads", "plan_hetero", "probe_batch_bytes", "relation_bytes",
+           "training_reserve")

@@ -26,7 +26,12 @@ from ._files import os_errors
 from .checkpoints import open_run, restore, save, write_json
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
 from .hetero_models import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
-from .hetero_plan import plan_hetero
+from .hetero_plan import plan_hetero, probe_batch_bytes, training_reserve
+from .hetero_tables import FileTable, load_tables, prune_tables, save_tables
+
+#: Where the embedding tables of featureless types live: as the memory plan decides, held in
+#: memory (an ``Embedding`` with Adam), or in files (``ringgnn.hetero_tables``, SparseAdam).
+EMBED_TABLES = ("auto", "memory", "file")
 
 
 def train_hetero(
@@ -45,6 +50,7 @@ def train_hetero(
     memory: Any = None,
     cache: Any = None,
     hyperbatch: Any = "auto",
+    embed_tables: str = "auto",
     backend: str = "auto",
     direct: bool = False,
     threads: Optional[int] = None,
@@ -95,14 +101,20 @@ def train_hetero(
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
     out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
+    embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
+    # The model without its embedding tables (all outside): what the plan probes; the run's model
+    # is built once the plan has placed them.
+    featureless = [t for t, d in ds.feature_dims().items() if d is None]
     net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, target, hidden,
-                      int(info["labels"]["num_classes"]), layers, model=model, embed_dim=embed_dim, dropout=dropout)
+                      int(info["labels"]["num_classes"]), layers, model=model, embed_dim=embed_dim, dropout=dropout,
+                      external=featureless)
     ranks = distributed.join(device, float(dist_timeout))
     try:
         metrics = _train(ds, ranks, net, target, info, fan, model=model, batch_size=batch_size, epochs=epochs,
                          hidden=hidden, layers=layers, lr=lr, dropout=dropout, embed_dim=embed_dim, memory=memory,
                          cache=cache, hyperbatch=hyperbatch, backend=backend, direct=direct, threads=threads, seed=seed,
-                         out=out, resume=resume, overwrite=overwrite, quiet=quiet, log=log, device=device)
+                         out=out, resume=resume, overwrite=overwrite, embed_tables=embed_tables, quiet=quiet, log=log,
+                         device=device)
     finally:
         distributed.leave(ranks)
     best = metrics["best_epoch"]
@@ -130,13 +142,19 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
            lr: float, dropout: float, embed_dim: Optional[int], memory: Any, cache: Optional[int],
            hyperbatch: Optional[int], backend: str, direct: bool,
            threads: Optional[int], seed: int, out: str, resume: bool, overwrite: bool, quiet: bool,
-           log: Callable[[str], None], device: str) -> Dict[str, Any]:
+           log: Callable[[str], None], device: str, embed_tables: str = "auto") -> Dict[str, Any]:
     import torch
 
+    def model_of(cfg: Dict[str, Any]) -> Dict[str, Any]:
+        """A model's config less where its tables are (a placement, not the model)."""
+        return {k: v for k, v in cfg.items() if k != "external"}
+
+    featureless = [t for t in net.computed[0] if net.in_dims[t] is None]
+    width = net.embed_dim or net.hidden
     run_args = dict(task="node", model=model, decoder=None, fanouts=fan, batch_size=batch_size, epochs=epochs,
                     hidden=hidden, layers=layers, lr=lr, dropout=dropout, neg_ratio=None, neg_weight=None,
                     memory=memory, cache=cache, device=device, seed=seed, world_size=ranks.world_size, target=target,
-                    embed_dim=embed_dim, hetero=net.config())
+                    embed_dim=embed_dim, hetero=model_of(net.config()))
     if not ranks.leader:
         log, quiet = (lambda s: None), True
     if resume and overwrite:
@@ -144,17 +162,55 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
 
     def check_run() -> Any:
         resumed = open_run(out, run_args, resume, overwrite)
-        if resumed is not None and resumed["args"].get("hetero") != run_args["hetero"]:
+        if resumed is not None and model_of(resumed["args"].get("hetero") or {}) != run_args["hetero"]:
             raise InputError(f"--resume: {out} holds a run of another model or dataset; use another --out")
         return resumed
 
     resumed = distributed.from_leader(ranks, check_run)
     dev = distributed.device_of(ranks, device)
-    torch.manual_seed(seed)
-    net = HeteroModel.from_config(run_args["hetero"]).to(dev)
-    # One plan for the run (neighbor files, feature files, cache), made with the model built.
+    net = net.to(dev)
+    # One plan for the run (neighbor files, feature files, cache), made with the model built and
+    # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
+    probe = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, batch_size=batch_size, seed=seed, threads=1,
+                         backend="pread", feature_backend="pread", cache=0, direct=direct)
+    threads_n = probe.threads if threads is None else threads
+
+    def probe_step(batch: Any) -> None:
+        rng = torch.get_rng_state()
+        bs = batch[target].batch_size
+        x, edges, n_id = hetero_batch_to_dicts(batch, dev)
+        for t in featureless:  # rows as the tables would give them, with their gradient
+            if t in n_id:
+                x[t] = torch.zeros(len(n_id[t]), width, device=dev, requires_grad=True)
+        net(x, edges, n_id)[:bs].float().logsumexp(-1).sum().backward()
+        net.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng)
+
+    held = _options.process_rss()  # before the probe: what it frees stays resident, for the batches to reuse
+    batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
+    del probe
     plan = plan_hetero(ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
-                       memory=_options.size(memory, "--memory"), backend=backend, feature_backend="auto", cache=cache)
+                       memory=_options.size(memory, "--memory"), backend=backend, feature_backend="auto", cache=cache,
+                       reserve=training_reserve(net), batch_bytes=batch_bytes, process=held,
+                       tables=dict.fromkeys(featureless, width), fixed_tables=_table_placement(
+                           featureless, embed_tables, None if resumed is None else resumed["args"]["hetero"]))
+    cfg = dict(run_args["hetero"])
+    if plan.file_tables:
+        if ranks.active:
+            raise InputError(f"embedding tables in files ({', '.join(plan.file_tables)}) are not supported under "
+                             "torchrun yet: every rank would update the same files; give a larger --memory or "
+                             "--embed-tables memory")
+        cfg["external"] = plan.file_tables
+    run_args["hetero"] = cfg
+    torch.manual_seed(seed)
+    net = HeteroModel.from_config(cfg).to(dev)
+    if ranks.leader:
+        with os_errors("creating the run directory", out):
+            os.makedirs(out, exist_ok=True)
+    # Live tables in RUN/tables (the working copy: each checkpoint copies them beside itself).
+    tables = {t: FileTable(os.path.join(out, "tables"), t, net.num_nodes[t], width, create=True, lr=lr)
+              for t in plan.file_tables}
+    net.tables = {t: table.reader() for t, table in tables.items()}
     sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory, plan=plan)
     common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler,
                   hyperbatch=hyperbatch)
@@ -170,10 +226,9 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
             loader.batches = distributed.shard(loader.epoch_batches(), ranks.rank, ranks.world_size, pad=False)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     start, history = restore(net, opt, resumed)
+    if resumed is not None and tables:
+        load_tables(tables, os.path.join(out, "last.pt"), resumed.get("tables") or {})
     step_net = distributed.data_parallel(net, ranks, device)
-    if ranks.leader:
-        with os_errors("creating the run directory", out):
-            os.makedirs(out, exist_ok=True)
     world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
     log(f"training {model} on {ds.path} (heterogeneous: {len(ds.node_types)} node types, {len(ds.relations)} "
         f"relations), target {target}: {len(train_loader.seeds):,} training seeds, {len(train_loader)} batches of "
@@ -187,7 +242,8 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         t0 = time.perf_counter()
         loss_sum, count, wait, step = distributed.guarded(
             ranks, f"training epoch {epoch}",
-            lambda: _train_epoch(step_net, opt, train_loader, target, epoch, dev, quiet, always=ranks.active))
+            lambda: _train_epoch(step_net, opt, train_loader, target, epoch, dev, quiet, always=ranks.active,
+                                 tables=tables))
         t1 = time.perf_counter()
         counts: List[float] = [loss_sum, count]
         for loader in evals.values():
@@ -207,9 +263,14 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         if ranks.leader:
             state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
                          metrics=metrics, rng=torch.get_rng_state())
-            if metrics["best_epoch"] == epoch:
-                save(state, os.path.join(out, "best.pt"))
-            save(state, os.path.join(out, "last.pt"))
+            names = ["best.pt", "last.pt"] if metrics["best_epoch"] == epoch else ["last.pt"]
+            for name in names:
+                path = os.path.join(out, name)
+                # The tables' copies first, under names of this epoch; the checkpoint naming them
+                # next; then the copies no checkpoint names.
+                state["tables"] = save_tables(tables, path, f"e{epoch}")
+                save(state, path)
+                prune_tables(path, state["tables"])
             write_json(metrics, os.path.join(out, "metrics.json"))
     if start >= epochs and ranks.leader:
         write_json(metrics, os.path.join(out, "metrics.json"))
@@ -218,8 +279,20 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
     return metrics
 
 
+def _table_placement(featureless: List[str], embed_tables: str,
+                     resumed: Optional[Dict[str, Any]]) -> Optional[Dict[str, bool]]:
+    """Per featureless type, whether its table is held (True) or in files, where already decided:
+    by the resumed run (its tables stay where they were), or by ``--embed-tables``."""
+    if resumed is not None:
+        ext = set(resumed.get("external") or ())
+        return {t: t not in ext for t in featureless}
+    if embed_tables == "auto":
+        return None
+    return dict.fromkeys(featureless, embed_tables == "memory")
+
+
 def _train_epoch(net: Any, opt: Any, loader: HeteroLoader, target: str, epoch: int, device: str, quiet: bool,
-                 always: bool = False):
+                 always: bool = False, tables: Optional[Dict[str, Any]] = None):
     """One pass over the training batches: (sum of the loss over labeled seeds, their number,
     seconds waiting for batches, seconds stepping). With ``always`` (DDP: every rank must join
     every gradient all-reduce) a batch without labeled seeds still steps, with a zero loss."""
@@ -238,7 +311,14 @@ def _train_epoch(net: Any, opt: Any, loader: HeteroLoader, target: str, epoch: i
                 break
             b = time.perf_counter()
             bs = batch[target].batch_size
-            logits = net(*hetero_batch_to_dicts(batch, device))[:bs]
+            x, edges, n_id = hetero_batch_to_dicts(batch, device)
+            rows = {}
+            for t, table in (tables or {}).items():  # tables in files: the batch's rows as leaves
+                if t in batch.node_types and "n_id" in batch[t]:
+                    ids = batch[t].n_id.numpy()
+                    rows[t] = (ids, table.gather(ids))
+                    x[t] = rows[t][1].to(device)
+            logits = net(x, edges, n_id)[:bs]
             y = batch[target].y[:bs].to(device)
             mask = y >= 0
             n = int(mask.sum())
@@ -247,6 +327,8 @@ def _train_epoch(net: Any, opt: Any, loader: HeteroLoader, target: str, epoch: i
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                for t, (ids, leaf) in rows.items():
+                    tables[t].step(ids, leaf.grad)
                 loss_sum += float(loss.detach()) * n
                 count += n
             wait += b - a

@@ -41,6 +41,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--embed-dim", type=positive_arg, default=None, metavar="D",
                    help="heterogeneous datasets: width of the learned embeddings of node types without features "
                         "(default: --hidden); they are saved with the checkpoint")
+    p.add_argument("--embed-tables", choices=("auto", "memory", "file"), default="auto",
+                   help="heterogeneous datasets: where the learned embedding tables live while training: as the "
+                        "memory plan decides (default; a table that does not fit goes to files in RUN_DIR/tables, "
+                        "updated row by row with SparseAdam), memory (an Embedding with Adam) or file")
     p.add_argument("--decoder", default=None, metavar="dot|mlp",
                    help="--task link: how a pair of node embeddings is scored: dot (inner product, default) or "
                         "mlp (a two-layer perceptron on their element-wise product)")
@@ -119,7 +123,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if ds.is_hetero:
         m = _train_hetero(args, ds, log)
     else:
-        for flag, value in (("--target", args.target), ("--embed-dim", args.embed_dim), ("--relation", args.relation)):
+        for flag, value in (("--target", args.target), ("--embed-dim", args.embed_dim), ("--relation", args.relation),
+                            ("--embed-tables", None if args.embed_tables == "auto" else args.embed_tables)):
             if value is not None:
                 raise InputError(f"{flag} is for heterogeneous datasets; {args.dataset} is homogeneous")
         m = train(ds, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
@@ -147,6 +152,9 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
         if args.hyperbatch != "auto":
             raise InputError("--hyperbatch: --task link on a heterogeneous dataset samples its link batches one at a "
                              "time (not yet in hyperbatches); leave it out")
+        if args.embed_tables != "auto":
+            raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
+                             "memory (tables in files are for --task node yet); leave it out")
     else:
         given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if getattr(args, k) != d]
         if args.relation is not None:
@@ -172,8 +180,8 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
                                  exact=args.eval_mode == "auto")
     return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
                         epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
-                        embed_dim=args.embed_dim, memory=args.memory, cache=args.cache, hyperbatch=args.hyperbatch,
-                        backend=args.backend, direct=args.direct,
+                        embed_dim=args.embed_dim, embed_tables=args.embed_tables, memory=args.memory,
+                        cache=args.cache, hyperbatch=args.hyperbatch, backend=args.backend, direct=args.direct,
                         threads=args.threads, seed=args.seed, out=args.out, resume=args.resume,
                         overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device,
                         exact=args.eval_mode == "auto", dist_timeout=args.dist_timeout)
