@@ -55,6 +55,7 @@ import numpy as np
 import ringgnn
 from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
 path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+share = sys.argv[8] if len(sys.argv) > 8 else "-"
 ds = ringgnn.Dataset.open(path)
 direct = backend in ("disk", "auto", "plan", "nocache", "perbatch") or backend.startswith("hyper")
 if mode == "train":
@@ -113,6 +114,8 @@ elif backend in ("plan", "nocache"):
         held = _options.process_rss()
         batch_bytes, reserve = probe_batch_bytes(probe, probe_step, 2 + 2), training_reserve(net)
         del probe
+        if share != "-":  # a fixed share instead of the probe's (which varies a little run to run)
+            batch_bytes = _options.parse_size(share)
     plan = plan_hetero(ds, relation_fanouts(ds, [15, 10]), target="paper", batch_size=bs, seeds=seeds,
                        memory=_options.parse_size(cap), feature_backend="auto",
                        cache=0 if backend == "nocache" else None, reserve=reserve or 0, batch_bytes=batch_bytes,
@@ -204,6 +207,8 @@ def main():
     ap.add_argument("--configs", default="memory,disk,auto")
     ap.add_argument("--hyperbatch", type=int, default=8, help="hyper: batches sampled together")
     ap.add_argument("--json", default=None, help="also write the runs here")
+    ap.add_argument("--batch-share", default="-", help="plan/nocache: the batches' share of the budget (default: "
+                    "measured by a probe batch, as `ringgnn train` does; fixed, the plans of all runs are the same)")
     args = ap.parse_args()
     data = ensure_data(Path(args.work), args.papers)
     size = sum(f.stat().st_size for f in data.iterdir())
@@ -215,7 +220,7 @@ def main():
         for c in (configs if rep % 2 == 0 else configs[::-1]):
             cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches,
                    args.cap if c in ("auto", "plan", "nocache", "perbatch") or c.startswith("hyper") else "-",
-                   args.batch_size, args.hyperbatch]
+                   args.batch_size, args.hyperbatch, args.batch_share]
             if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
             r = sh(cmd, capture_output=True, text=True)
