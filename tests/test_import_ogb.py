@@ -201,8 +201,8 @@ BAD = [
      r"several split schemes \(other, time\); name one with --split-scheme"),
     (lambda r: torch.save({"edge": torch.zeros(2, 2)}, r / "split" / "time" / "train.pt"), FileNotFoundError,
      r"needs train, valid, test \(.pt dictionaries of edges\)"),
-    (lambda r: gz(r / "raw" / "triplet-type-list.csv.gz", [["a", "b", "c"]]), _core.InputError,
-     r"a heterogeneous OGB layout"),
+    (lambda r: np.savez(r / "raw" / "edge_index_dict.npz", a=np.zeros(1)), _core.InputError,
+     r"edge_index_dict.npz: OGB's binary heterogeneous layout: not supported yet"),
     (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), (r / "raw" / "data.npz").write_bytes(b"not a zip")),
      _core.InputError, r"data.npz: not an .npz archive"),
     (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), gz(r / "raw" / "edge.csv.gz", [[0, 7]])),  # the builder's
@@ -469,3 +469,89 @@ def test_ogbl_held_out_pair_that_is_also_a_training_edge_leaves_the_graph(tmp_pa
     ds = ringgnn.Dataset.open(tmp_path / "out")
     assert ds.edge_split("test").T.tolist() == [[1, 2]]
     assert 1 not in ds.neighbors(2).tolist() and (1, 2) not in map(tuple, ds.edge_split("train").T.tolist())
+
+
+# --- heterogeneous CSV layout (ogbn-mag) ----------------------------------------------------------
+
+MAG_N = {"author": 3, "field_of_study": 2, "institution": 1, "paper": 4}
+MAG_E = {("author", "writes", "paper"): [(0, 0), (1, 0), (2, 3)], ("paper", "cites", "paper"): [(0, 1), (1, 2)],
+         ("author", "affiliated_with", "institution"): [(0, 0), (2, 0)],
+         ("paper", "has_topic", "field_of_study"): [(0, 1), (3, 0), (3, 1)]}
+MAG_FEAT = np.arange(8, dtype=np.float32).reshape(4, 2) / 4
+MAG_LABEL = [3, 0, float("nan"), 1]
+
+
+def header_gz(path: Path, table: dict):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        f.write(",".join(table) + "\n" + ",".join(str(v) for v in table.values()) + "\n")
+
+
+def ogbn_mag_dir(root: Path) -> Path:
+    """ogbn-mag's CSV layout, as OGB's read_csv_heterograph_raw and read_node_label_hetero read it."""
+    raw = root / "raw"
+    header_gz(raw / "num-node-dict.csv.gz", MAG_N)
+    gz(raw / "triplet-type-list.csv.gz", [list(t) for t in MAG_E])
+    for t, e in MAG_E.items():
+        gz(raw / "relations" / "___".join(t) / "edge.csv.gz", e)
+        gz(raw / "relations" / "___".join(t) / "num-edge-list.csv.gz", [len(e)])
+    gz(raw / "node-feat" / "paper" / "node-feat.csv.gz", [[repr(float(x)) for x in row] for row in MAG_FEAT])
+    header_gz(raw / "nodetype-has-label.csv.gz", {t: t == "paper" for t in MAG_N})
+    gz(raw / "node-label" / "paper" / "node-label.csv.gz", [[x] for x in MAG_LABEL])
+    d = root / "split" / "time"
+    header_gz(d / "nodetype-has-split.csv.gz", {t: t == "paper" for t in MAG_N})
+    for s, ids in (("train", [0, 3]), ("valid", [1]), ("test", [2])):
+        gz(d / "paper" / f"{s}.csv.gz", ids)
+    return root
+
+
+def test_ogbn_mag_csv_layout_converts_exactly(tmp_path):
+    root = ogbn_mag_dir(tmp_path / "ogbn_mag")
+    m = convert_ogb(root, tmp_path / "out", add_reverse=True)
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.num_nodes_dict == MAG_N and m["source"]["from"] == "ogb"
+    for (h, r, t), e in MAG_E.items():
+        arr = np.array(e).T
+        assert neighbors(ds.relation(f"{h}:{r}:{t}")) == csc(arr, MAG_N[t])
+        assert neighbors(ds.relation(f"{t}:rev_{r}:{h}")) == csc(arr[::-1], MAG_N[h])
+    paper = ds.node_type("paper")
+    np.testing.assert_array_equal(features(tmp_path / "out", "node/paper"), MAG_FEAT)
+    assert paper.labels.tolist() == [3, 0, -1, 1]
+    assert paper.split("train").tolist() == [0, 3] and paper.split("val").tolist() == [1]
+    assert ds.node_type("author").labels is None and ds.node_type("author").split_names == []
+
+
+MAG_CSV_BAD = [
+    (lambda r: os.remove(r / "raw" / "num-node-dict.csv.gz"), FileNotFoundError, r"num-node-dict.csv.gz"),
+    (lambda r: gz(r / "raw" / "triplet-type-list.csv.gz", [["author", "writes", "venue"]]), _core.InputError,
+     r"triplet-type-list.csv.gz: line 1 names node type 'venue', which num-node-dict.csv.gz does not have"),
+    (lambda r: os.remove(r / "raw" / "relations" / "paper___cites___paper" / "edge.csv.gz"), FileNotFoundError,
+     r"the edges of paper___cites___paper"),
+    (lambda r: gz(r / "raw" / "node-feat" / "paper" / "node-feat.csv.gz", MAG_FEAT[:3]), _core.InputError,
+     r"node-feat.csv.gz: 3 rows, but num-node-dict.csv.gz has 4 'paper' nodes"),
+    (lambda r: gz(r / "split" / "time" / "paper" / "test.csv.gz", [4]), _core.InputError,
+     r"test.csv.gz: line 1: 'paper' id 4 is out of range"),
+    (lambda r: gz(r / "raw" / "relations" / "author___writes___paper" / "edge.csv.gz", [(3, 0)]), _core.InputError,
+     r"author___writes___paper/edge.csv.gz.*out of range"),  # found by the builder, naming the file
+]
+
+
+@pytest.mark.parametrize("mutate,error,pattern", MAG_CSV_BAD, ids=[str(i) for i in range(len(MAG_CSV_BAD))])
+def test_ogbn_mag_bad_input_names_the_file_and_leaves_nothing(tmp_path, mutate, error, pattern):
+    root = ogbn_mag_dir(tmp_path / "ogbn_mag")
+    mutate(root)
+    with pytest.raises(error, match=pattern):
+        convert_ogb(root, tmp_path / "out")
+    assert_nothing_left(tmp_path / "out")
+
+
+def test_ogbn_mag_cli_and_option_checks(tmp_path, capsys):
+    ogbn_mag_dir(tmp_path / "ogbn_mag")
+    assert main(["convert", str(tmp_path / "ogbn_mag"), str(tmp_path / "a"), "--add-reverse", "-q"]) == 0
+    assert len(ringgnn.Dataset.open(tmp_path / "a").relations) == 8
+    assert main(["convert", str(tmp_path / "ogbn_mag"), str(tmp_path / "b"), "--undirected"]) == 1
+    assert "takes add_reverse (--add-reverse), not undirected" in capsys.readouterr().err
+    csv_dir(tmp_path / "ogbn")
+    assert main(["convert", str(tmp_path / "ogbn"), str(tmp_path / "b"), "--add-reverse"]) == 1
+    assert "adds reverse edges with undirected (--undirected)" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()

@@ -16,7 +16,7 @@ from .._core import InputError
 _TABLE_ONLY = {"node_table": None, "node_id": None, "feature_columns": None, "label_column": None}
 _REFUSED = {
     "ogb": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "split": None,
-            "link_split": None, "add_reverse": None, "feature": None, "task": None,
+            "link_split": None, "feature": None, "task": None,
             **_TABLE_ONLY},
     "table": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "link_split": None,
               "link_negatives": 100, "add_reverse": None, "feature": None, "task": None, "split_scheme": None},
@@ -95,6 +95,7 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
 
             manifest = convert_ogb(args.input, args.out, split_scheme=args.split_scheme,
                                    link_negatives=args.link_negatives, undirected=args.undirected,
+                                   add_reverse=bool(args.add_reverse),
                                    self_loops=args.self_loops, dedup=args.dedup, feature_dtype=args.feature_dtype,
                                    progress=b, **common)
         elif source == "table":

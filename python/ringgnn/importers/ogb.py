@@ -17,8 +17,9 @@ What becomes what (``DIR`` is the dataset directory, the one holding ``raw/`` an
 OGB stores an undirected graph (products, proteins) with each edge once and adds the reverse when
 loading: convert such a dataset with ``undirected=True``. A link prediction directory
 (``ogbl-*``: ``split/*/*.pt`` edge dictionaries) becomes a dataset with edge splits
-(:mod:`.ogbl`). Heterogeneous ``ogbn-mag`` layouts and multi-task labels are refused with a
-clear error (not supported yet).
+(:mod:`.ogbl`); the heterogeneous CSV layout (``ogbn-mag``) a heterogeneous dataset
+(:mod:`.ogb_hetero`). OGB's binary heterogeneous layout and multi-task labels are refused with
+a clear error (not supported yet).
 
 Memory: ``edge.csv.gz`` goes to the builder as it is; the arrays of an ``.npz`` and every CSV
 are read in chunks and staged as ``.npy`` in a locked temporary directory beside ``out``
@@ -162,10 +163,10 @@ class _Layout:
             raise InputError(f"{root}: no raw/ directory, so not an OGB dataset directory; give the directory "
                              "that holds raw/ and split/ (e.g. dataset/ogbn_arxiv)")
         self.raw = raw
-        for hetero in ("triplet-type-list.csv.gz", "edge_index_dict.npz"):
-            if os.path.exists(os.path.join(raw, hetero)):
-                raise InputError(f"{os.path.join(raw, hetero)}: a heterogeneous OGB layout (like ogbn-mag): not "
-                                 "supported yet; build it with ringgnn.build.build_hetero from its arrays")
+        if os.path.exists(os.path.join(raw, "edge_index_dict.npz")):
+            raise InputError(f"{os.path.join(raw, 'edge_index_dict.npz')}: OGB's binary heterogeneous layout: not "
+                             "supported yet (its CSV layout is); build it with ringgnn.build.build_hetero from its "
+                             "arrays")
         self.npz = self._file("data.npz")
         self.edge_csv = self._file("edge.csv.gz")
         if self.npz is None and self.edge_csv is None:
@@ -458,6 +459,7 @@ def convert_ogb(
     split_scheme: Optional[str] = None,
     link_negatives: int = 100,
     undirected: bool = False,
+    add_reverse: bool = False,
     self_loops: str = "keep",
     dedup: bool = False,
     feature_dtype: Optional[str] = None,
@@ -469,13 +471,27 @@ def convert_ogb(
 ) -> Dict[str, Any]:
     """Build a ringgnn dataset at ``out`` from the OGB node property prediction directory
     ``root`` (the one holding ``raw/`` and ``split/``); returns the manifest. ``split_scheme``
-    names the directory under ``split/`` when there are several. A link prediction directory
+    names the directory under ``split/`` when there are several. A heterogeneous directory
+    (``ogbn-mag``'s CSV layout) becomes a heterogeneous dataset (:mod:`.ogb_hetero`;
+    ``add_reverse`` adds the ``rev_`` relations). A link prediction directory
     (``ogbl-*``) becomes a dataset with edge splits (:mod:`.ogbl`), with ``link_negatives``
     negatives drawn per held-out pair. ``undirected``, ``self_loops``, ``dedup``,
     ``feature_dtype`` and the rest are :func:`ringgnn.build.convert`'s."""
     from . import ogbl
 
     root = os.fspath(root)
+    raw = os.path.join(root, "raw")
+    if os.path.isfile(os.path.join(raw, "triplet-type-list.csv.gz")):  # heterogeneous (ogbn-mag)
+        from . import ogb_hetero
+
+        if undirected or dedup or self_loops != "keep":
+            raise InputError(f"{root}: a heterogeneous OGB dataset takes add_reverse (--add-reverse), not "
+                             "undirected, dedup or self_loops")
+        return ogb_hetero.convert(root, raw, out, split_scheme=split_scheme, add_reverse=add_reverse,
+                                  feature_dtype=feature_dtype, seed=seed, memory=memory, overwrite=overwrite,
+                                  threads=threads, progress=progress)
+    if add_reverse:
+        raise InputError(f"{root}: a homogeneous OGB dataset adds reverse edges with undirected (--undirected)")
     layout = _Layout(root, split_scheme)
     with Staging(out, overwrite) as stage:
         s = _Stager(layout, stage)
