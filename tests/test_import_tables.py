@@ -339,3 +339,12 @@ def test_info_reports_original_ids(tmp_path, capsys):
     assert "node ids  original ids of the input (i64): Dataset.node_ids()" in capsys.readouterr().out
     assert main(["info", str(tmp_path / "out"), "--json"]) == 0
     assert '"node_ids": "i64"' in capsys.readouterr().out
+
+
+def test_csv_ids_are_text(tmp_path):
+    """CSV has no types: 007 and 7 are different nodes (different text), as are 1e3 and 1000."""
+    (tmp_path / "e.csv").write_text("a,b\n007,7\n7,1e3\n1000,007\n")
+    m = convert_table(tmp_path / "e.csv", tmp_path / "out", src="a", dst="b")
+    assert m["node_ids"]["dtype"] == "str"
+    assert_same_graph(tmp_path / "out", [("007", "7"), ("7", "1e3"), ("1000", "007")])
+    assert sorted(ringgnn.Dataset.open(tmp_path / "out").node_ids().tolist()) == ["007", "1000", "1e3", "7"]

@@ -33,7 +33,7 @@ class NodeTable:
     def __init__(self, path: str, id_col: str, features: Sequence[str], label: Optional[str], kind: str):
         import pyarrow as pa
 
-        self.t = Table(path)
+        self.t = Table(path, id_columns=(id_col,))
         self.path, self.id_col, self.features, self.label = path, id_col, list(features), label
         self.id_kind = self.t.column_type(id_col, "--node-id")
         if (self.id_kind == "str") != (kind == "str"):

@@ -15,8 +15,10 @@ by destination, and pass 4 their destinations, into the ``.npy`` edge list the b
 ``P`` is chosen so that a bucket's ids take at most a quarter of ``memory``. Bucket files are
 Arrow IPC streams in the staging directory beside ``out``, removed at the end.
 
-Requires ``pyarrow`` (``pip install 'ringgnn[parquet]'``). A column that does not exist, holds
-floats or has nulls is an error naming the file and column; nothing is written.
+Requires ``pyarrow`` (``pip install 'ringgnn[parquet]'``). A CSV's id columns are read as
+strings (CSV has no types: ``007`` and ``7`` are different text, so different nodes); integer ids
+come from Parquet's integer columns. A column that does not exist, holds floats or has nulls is an
+error naming the file and column; nothing is written.
 """
 
 from __future__ import annotations
@@ -82,11 +84,16 @@ def string_hash(arr: Any) -> np.ndarray:
 
 
 class Table:
-    """A Parquet file or a CSV with a header, read in record batches of chosen columns."""
+    """A Parquet file or a CSV with a header, read in record batches of chosen columns.
 
-    def __init__(self, path: str):
+    CSV has no types: its ``id_columns`` are read as strings, so that ``007`` and ``7`` (or
+    ``1e3`` and ``1000``) stay different nodes, as they are different text; integer ids come
+    from a typed format (Parquet). Other CSV columns are typed by pyarrow's inference."""
+
+    def __init__(self, path: str, id_columns: Sequence[str] = ()):
         pa = require_pyarrow()
         self.path = path
+        self.id_columns = tuple(id_columns)
         self.parquet = path.lower().endswith((".parquet", ".pq"))
         with os_errors("reading", path):
             if self.parquet:
@@ -107,8 +114,10 @@ class Table:
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
-        try:  # ids stay as they are written: a column of digits is read as integers, else strings
-            return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=8 << 20))
+        try:
+            return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=8 << 20),
+                                 convert_options=pcsv.ConvertOptions(
+                                     column_types={c: pa.string() for c in self.id_columns}))
         except pa.ArrowInvalid as e:
             raise InputError(f"{self.path}: not a CSV file with a header line ({e})") from None
 
@@ -289,7 +298,7 @@ def convert_table(
     pa = require_pyarrow()
 
     path = os.fspath(table)
-    t = Table(path)
+    t = Table(path, id_columns=(src, dst))
     kinds = (t.column_type(src, "--src"), t.column_type(dst, "--dst"))
     kind = _id_type(kinds, t, src, dst)
     nodes = None
