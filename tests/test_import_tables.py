@@ -263,7 +263,8 @@ NODE_BAD = [
     (lambda p: pq.write_table(pa.table({"id": pa.array(BIG, pa.int64()), "y": [0.5] * 6}), p),
      {"feature_columns": [], "label_column": "y"}, r"label 0.5 \(--label-column 'y'\) is not a class id"),
     (lambda p: write_nodes(p), {"node_id": None}, r"n.parquet: name its id column \(--node-id COL\)"),
-    (lambda p: write_nodes(p), {"feature_columns": [], "label_column": None}, r"needs --feature-columns or"),
+    (lambda p: write_nodes(p), {"feature_columns": [], "label_column": None},
+     r"needs --feature-columns, --label-column or --split-column"),
 ]
 
 
@@ -348,3 +349,27 @@ def test_csv_ids_are_text(tmp_path):
     assert m["node_ids"]["dtype"] == "str"
     assert_same_graph(tmp_path / "out", [("007", "7"), ("7", "1e3"), ("1000", "007")])
     assert sorted(ringgnn.Dataset.open(tmp_path / "out").node_ids().tolist()) == ["007", "1000", "1e3", "7"]
+
+
+def test_node_table_split_column(tmp_path, monkeypatch):
+    monkeypatch.setattr(tables, "bucket_count", lambda rows, per_id, budget: 3)
+    write_parquet(tmp_path / "e.parquet", PAIRS)
+    split_of = {BIG[0]: "train", BIG[1]: "test", BIG[2]: None, BIG[3]: "train", BIG[4]: "val", BIG[5]: "train"}
+    pq.write_table(pa.table({"id": pa.array(list(split_of), pa.int64()), "s": list(split_of.values())}),
+                   tmp_path / "n.parquet")
+    convert_table(tmp_path / "e.parquet", tmp_path / "out", src="user", dst="item", node_table=tmp_path / "n.parquet",
+                  node_id="id", split_column="s")
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.split_names == ["test", "train", "val"] and ds.feature_dim is None and ds.labels is None
+    for name in ("train", "val", "test"):
+        got = ds.split(name)
+        assert got.tolist() == sorted(got.tolist())  # ascending dense ids
+        assert sorted(ds.node_ids(got).tolist()) == sorted(k for k, v in split_of.items() if v == name)
+    # a bad split name is named; id files cannot name dense ids
+    pq.write_table(pa.table({"id": pa.array(list(split_of), pa.int64()), "s": ["Train"] * 6}), tmp_path / "n2.parquet")
+    with pytest.raises(_core.InputError, match=r"split 'Train' \(--split-column 's'\) is not a split name"):
+        convert_table(tmp_path / "e.parquet", tmp_path / "x", src="user", dst="item",
+                      node_table=tmp_path / "n2.parquet", node_id="id", split_column="s")
+    with pytest.raises(_core.InputError, match=r"a table's splits are fractions"):
+        convert_table(tmp_path / "e.parquet", tmp_path / "x", src="user", dst="item", split="train=ids.npy")
+    assert_nothing_left(tmp_path / "x")

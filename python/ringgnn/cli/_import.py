@@ -13,7 +13,8 @@ from .._core import InputError
 
 #: Options of an edge-list INPUT and their defaults (``data._EDGE_LIST_OPTIONS`` less those an
 #: importer takes): an importer refuses them when given.
-_TABLE_ONLY = {"node_table": None, "node_id": None, "feature_columns": None, "label_column": None}
+_TABLE_ONLY = {"node_table": None, "node_id": None, "feature_columns": None, "label_column": None,
+               "split_column": None}
 _REFUSED = {
     "ogb": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "split": None,
             "link_split": None, "feature": None, "task": None,
@@ -47,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--node-table: feature columns, comma-separated (numbers), or one column of vectors")
     p.add_argument("--label-column", metavar="COL", default=None,
                    help="--node-table: the label column (integer classes; null or -1 = unlabeled)")
+    p.add_argument("--split-column", metavar="COL", default=None,
+                   help="--node-table: each node's split name (train, val, test; null = none)")
 
 
 def source_of(args: Any) -> str:
@@ -106,7 +109,8 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
                                      node_table=args.node_table, node_id=args.node_id,
                                      feature_columns=[c.strip() for c in (args.feature_columns or "").split(",")
                                                       if c.strip()],
-                                     label_column=args.label_column, feature_dtype=args.feature_dtype, progress=b,
+                                     label_column=args.label_column, split_column=args.split_column,
+                                     feature_dtype=args.feature_dtype, progress=b,
                                      **common)
         else:
             from ..importers.mag240m import convert_mag240m

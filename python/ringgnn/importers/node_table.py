@@ -18,7 +18,8 @@ unlabeled).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -26,22 +27,27 @@ from .._core import InputError
 from ._stage import NpyWriter, Staging
 from .tables import Table, _bucket_of, _Buckets, _ids_of, arrow, to_np
 
+_SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")  # a split's file name part (docs/FORMAT.md)
+
 
 class NodeTable:
     """The node table's columns, checked before anything is read."""
 
-    def __init__(self, path: str, id_col: str, features: Sequence[str], label: Optional[str], kind: str):
+    def __init__(self, path: str, id_col: str, features: Sequence[str], label: Optional[str], kind: str,
+                 split: Optional[str] = None):
         import pyarrow as pa
 
-        self.t = Table(path, id_columns=(id_col,))
+        self.t = Table(path, id_columns=(id_col,) + ((split,) if split else ()))
         self.path, self.id_col, self.features, self.label = path, id_col, list(features), label
+        self.split = split
         self.id_kind = self.t.column_type(id_col, "--node-id")
         if (self.id_kind == "str") != (kind == "str"):
             what = "strings" if self.id_kind == "str" else "integers"
             raise InputError(f"{path}: column '{id_col}' (--node-id) holds {what}"
                              f" but the edge table's ids are {'strings' if kind == 'str' else 'integers'}")
-        if not self.features and label is None:
-            raise InputError(f"{path}: --node-table needs --feature-columns or --label-column (what to take from it)")
+        if not self.features and label is None and split is None:
+            raise InputError(f"{path}: --node-table needs --feature-columns, --label-column or --split-column "
+                             "(what to take from it)")
         self.list_column = False
         self.dim = 0
         dtypes = []
@@ -64,6 +70,11 @@ class NodeTable:
             if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
                 raise InputError(f"{path}: column '{label}' (--label-column) holds {t}; labels must be integer "
                                  "class ids (-1 or null = unlabeled)")
+        if split is not None:
+            t = self._type(split, "--split-column")
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                raise InputError(f"{path}: column '{split}' (--split-column) holds {t}; give split names (train, "
+                                 "val, test; null = in no split)")
 
     def _type(self, name: str, option: str) -> Any:
         import pyarrow as pa
@@ -72,6 +83,10 @@ class NodeTable:
             raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(self.t.schema.names)}")
         t = self.t.schema.field(name).type
         return t.value_type if pa.types.is_dictionary(t) else t
+
+    def columns(self) -> List[str]:
+        """The value columns, in the order the buckets store them (``c0``, ``c1``, ...)."""
+        return self.features + [c for c in (self.label, self.split) if c is not None]
 
     def row_bytes(self) -> int:
         """Bytes a row takes in a bucket (id, row number, features, label), for the bucket count;
@@ -83,7 +98,7 @@ class NodeTable:
         import pyarrow as pa
 
         id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
-        cols = self.features + ([self.label] if self.label is not None else [])
+        cols = self.columns()
         fields = [pa.field("id", id_type)]
         fields += [pa.field(f"c{i}", self.t.schema.field(c).type) for i, c in enumerate(cols)]
         b = _Buckets(stage, "nodes", pa.schema(fields + [pa.field("row", pa.int64())]), p)
@@ -113,9 +128,12 @@ def _signed(ids: np.ndarray, path: str, row0: int) -> np.ndarray:
 
 
 def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: _Buckets,
-         offsets: List[int]) -> Tuple[Optional[str], Optional[str]]:
-    """Features and labels in dense order, as staged ``.npy`` files (None where not asked)."""
+         offsets: List[int]) -> Tuple[Optional[str], Optional[str], Optional[Dict[str, str]]]:
+    """Features and labels in dense order, and the splits' node ids, as staged ``.npy`` files
+    (None where not asked)."""
     import pyarrow.compute as pc
+
+    splits: Dict[str, NpyWriter] = {}
 
     rows_b = nodes.bucket_rows(stage, kind, p)
     feats = NpyWriter(stage.path("features"), nodes.dtype, ()) if nodes.features else None
@@ -152,9 +170,14 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: _Buckets,
                 feats.write(x)
             if labels is not None:
                 labels.write(block["labels"])
-        return (feats.close() if feats else None), (labels.close() if labels else None)
+            for name, k in (block.get("split") or {}).items():
+                if name not in splits:
+                    splits[name] = NpyWriter(stage.path(f"split-{len(splits)}"), np.int64)
+                splits[name].write(offsets[b] + k)  # the block's row k is dense id offsets[b] + k
+        split_files = {name: w.close() for name, w in splits.items()} if nodes.split is not None else None
+        return (feats.close() if feats else None), (labels.close() if labels else None), split_files
     finally:
-        for w in (feats, labels):
+        for w in [feats, labels, *splits.values()]:
             if w is not None:
                 w.__exit__()
 
@@ -183,6 +206,24 @@ def _values(nodes: NodeTable, table: Any) -> dict:
         out["features"] = x
     if nodes.label is not None:
         out["labels"] = _labels(table.column(f"c{len(nodes.features)}"), nodes)
+    if nodes.split is not None:
+        out["split"] = _split_rows(table.column(f"c{len(nodes.columns()) - 1}"), nodes)
+    return out
+
+
+def _split_rows(col: Any, nodes: NodeTable) -> Dict[str, np.ndarray]:
+    """Split name -> the rows (of the block) in it; null rows are in none."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(col.combine_chunks() if hasattr(col, "combine_chunks") else col)
+    codes = to_np(enc.indices).astype(np.int64)
+    codes[to_np(enc.is_null())] = -1
+    out = {}
+    for c, name in enumerate(enc.dictionary.to_pylist()):
+        if not _SPLIT_NAME.match(name):
+            raise InputError(f"{nodes.path}: split '{name}' (--split-column '{nodes.split}') is not a split name; use "
+                             "letters a-z, digits and _ (train, val, test)")
+        out[name] = np.flatnonzero(codes == c)
     return out
 
 

@@ -280,6 +280,7 @@ def convert_table(
     node_id: Optional[str] = None,
     feature_columns: Sequence[str] = (),
     label_column: Optional[str] = None,
+    split_column: Optional[str] = None,
     feature_dtype: Optional[str] = None,
     seed: int = 0,
     memory: Optional[build.Size] = None,
@@ -291,8 +292,9 @@ def convert_table(
     whose columns ``src`` and ``dst`` name nodes by integers or strings; returns the manifest.
 
     ``node_table`` (Parquet or CSV), keyed by column ``node_id`` (the same kind of ids), gives
-    features (``feature_columns``: numeric columns, or one column of vectors) and labels
-    (``label_column``), joined out of core (:mod:`.node_table`). The other arguments are
+    features (``feature_columns``: numeric columns, or one column of vectors), labels
+    (``label_column``) and splits (``split_column``: each node's split name, null for none),
+    joined out of core (:mod:`.node_table`). The other arguments are
     :func:`ringgnn.build.convert`'s (``split``: fractions only, the dense ids being unknown to
     the caller)."""
     pa = require_pyarrow()
@@ -307,29 +309,37 @@ def convert_table(
 
         if node_id is None:
             raise InputError(f"{os.fspath(node_table)}: name its id column (--node-id COL)")
-        nodes = NodeTable(os.fspath(node_table), node_id, list(feature_columns), label_column, kind)
-    elif feature_columns or label_column is not None or node_id is not None:
-        raise InputError("--node-id, --feature-columns and --label-column name columns of a --node-table; give it")
+        nodes = NodeTable(os.fspath(node_table), node_id, list(feature_columns), label_column, kind, split_column)
+    elif feature_columns or label_column is not None or node_id is not None or split_column is not None:
+        raise InputError("--node-id, --feature-columns, --label-column and --split-column name columns of a "
+                         "--node-table; give it")
+    if split is not None:
+        from .._options import parse_split
+
+        if split_column is not None or not all(isinstance(v, float) for _, v in parse_split(split)):
+            raise InputError(f"split {split!r}: a table's splits are fractions (train=0.8,...) or a node table's "
+                             "--split-column; its dense ids are assigned by the import, so id files cannot name them")
     budget = build._memory(memory)
     id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
     rss0 = process_rss()
     with Staging(out, overwrite) as stage:
-        edges, num_nodes, ids, features, labels = _map_ids(stage, t, path, src, dst, kinds, kind, id_type, budget,
-                                                           nodes)
+        edges, num_nodes, ids, features, labels, node_splits = _map_ids(stage, t, path, src, dst, kinds, kind,
+                                                                        id_type, budget, nodes)
         # The build gets what the map leaves of the budget: the map's arrays are gone, but the
         # allocators keep some of their pages (one budget for the whole process).
         gc.collect()
         pa.default_memory_pool().release_unused()
         build_memory = budget - max(0, process_rss() - rss0)
         return build.convert(edges, out, format="npy", num_nodes=num_nodes, undirected=undirected,
-                             self_loops=self_loops, dedup=dedup, split=split, features=features, labels=labels,
+                             self_loops=self_loops, dedup=dedup, split=node_splits or split, features=features,
+                             labels=labels,
                              feature_dtype=feature_dtype, seed=seed, memory=build_memory, overwrite=overwrite,
                              threads=threads, progress=progress, node_ids=ids)
 
 
 def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: Tuple[str, str], kind: str,
              id_type: Any, budget: int, nodes: Any) -> Tuple[str, int, Tuple[str, str, Optional[str]],
-                                                            Optional[str], Optional[str]]:
+                                                            Optional[str], Optional[str], Optional[Dict[str, str]]]:
     """Passes 1 to 4 (see the module): the staged edge list of dense ids, the node count, the
     original ids' files, and the node table's features and labels (or None)."""
     import pyarrow as pa
@@ -391,11 +401,11 @@ def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: T
             offsets.append(offsets[-1] + len(u))
     uniq_b.close()
     num_nodes = offsets[-1]
-    features = labels = None
+    features = labels = node_splits = None
     if nodes is not None:
         from .node_table import join
 
-        features, labels = join(nodes, stage, kind, p, uniq_b, offsets)
+        features, labels, node_splits = join(nodes, stage, kind, p, uniq_b, offsets)
 
     # passes 3 and 4: sources to dense ids (re-bucketed by destination), then destinations
     mid_b = _Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type)]), p)
@@ -421,7 +431,7 @@ def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: T
             os.remove(mid_b.paths[b])
         edges = w.close()
     source_ids = ("str" if kind == "str" else ("u64" if kind == "uint" else "i64"), ids_path, bytes_path)
-    return edges, num_nodes, source_ids, features, labels
+    return edges, num_nodes, source_ids, features, labels, node_splits
 
 
 def bucket_count(rows: int, per_id: int, budget: int) -> int:
