@@ -163,7 +163,6 @@ def test_graphbolt_link_dataset_converts_and_trains_from_the_cli(tmp_path, cli):
     (["--relation", WRITES, "--target", "paper"], "--task link takes --relation"),
     (["--relation", WRITES, "--neg-weight", "degree"], "--neg-weight"),
     (["--relation", WRITES, "--fanouts", "2,2,2"], "--fanouts has 3 hops but --layers is 2"),
-    (["--relation", WRITES, "--hyperbatch", "4"], "--hyperbatch: --task link on a heterogeneous dataset"),
 ])
 def test_bad_link_options_are_refused(tiny, tmp_path, cli, args, message):
     r = cli("train", tiny.path, "--task", "link", *args, "--out", tmp_path / "run", "--epochs", 1)
@@ -330,3 +329,25 @@ def test_batches_are_the_same_from_disk(tiny, backend):
     for key in a.edge_types:
         assert torch.equal(a[key].edge_index, b[key].edge_index)
     assert torch.equal(a[et].edge_label_index, b[et].edge_label_index)
+
+
+@pytest.mark.parametrize("h", [2, 3])
+def test_a_hyperbatch_of_link_batches_is_each_batch_alone(tiny, h):
+    et = ("author", "writes", "paper")
+    alone = HeteroLinkBatches(tiny, WRITES, HeteroNeighborSampler(tiny, [2, 2], seed=6, backend="pread"),
+                              batch_size=4, neg_ratio=1.5, seed=6, hyperbatch=1)
+    together = HeteroLinkBatches(tiny, WRITES, HeteroNeighborSampler(tiny, [2, 2], seed=6, backend="pread"),
+                                 batch_size=4, neg_ratio=1.5, seed=6, hyperbatch=h, threads=2)
+    assert together.hyperbatch_size()[0] == h
+    together.set_epoch(3)
+    got = list(together)
+    assert len(got) == len(alone)
+    for b, data in enumerate(got):
+        want = alone.batch(3, b)
+        for t in ("author", "paper"):
+            assert torch.equal(data[t].n_id, want[t].n_id) and torch.equal(data[t].x, want[t].x) if "x" in want[t] \
+                else torch.equal(data[t].n_id, want[t].n_id)
+        for key in want.edge_types:
+            assert torch.equal(data[key].edge_index, want[key].edge_index)
+        for attr in ("edge_label_index", "edge_label", "input_id"):
+            assert torch.equal(data[et][attr], want[et][attr])

@@ -46,7 +46,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from . import _options, progress
+from . import _options, hetero_hyper, progress
 from ._core import InputError
 from ._files import os_errors
 from .checkpoints import open_run, restore, save, write_json
@@ -111,12 +111,14 @@ def build_link_model(cfg: Mapping[str, Any]) -> Any:
 class HeteroLinkBatches:
     """The link batches of relation ``relation`` (see the module docs), gathered on ``threads``
     threads, ``prefetch`` ahead. ``pairs`` (2, n): the positives (default the ``train`` split,
-    mapped)."""
+    mapped). ``hyperbatch``: link batches a thread samples together from disk (``H`` consecutive
+    ones, :meth:`HeteroNeighborSampler.sample_many`, each relation file read once per hop for all
+    of them; ``"auto"`` sizes H as :class:`ringgnn.HeteroLoader` does); the batches are the same."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int,
                  neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None, prefetch: int = 2,
-                 pairs: Optional[np.ndarray] = None):
+                 pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto"):
         self.ds, self.relation = ds, ds.check_relation(relation)
         self.src_type, _, self.dst_type = parse_edge_type(relation)
         self.edge_type = parse_edge_type(relation)
@@ -130,6 +132,8 @@ class HeteroLinkBatches:
         self.prefetch = prefetch
         self.counts = ds.num_nodes_dict
         self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
+        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._hyper: Optional[Tuple[int, str]] = None
         self.epoch = 0
 
     def __len__(self) -> int:
@@ -146,8 +150,9 @@ class HeteroLinkBatches:
             idx = Shuffle(n, (self.seed, SHUFFLE_PURPOSE, epoch))(idx)
         return np.sort(idx)
 
-    def batch(self, epoch: int, b: int) -> Any:
-        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``."""
+    def draw(self, epoch: int, b: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(src, dst, label, positions) of batch ``b`` of epoch ``epoch``: its positives, then
+        its negatives from the (seed, "lneg", epoch, batch) stream."""
         pos = self.positions(epoch, b)
         src = np.ascontiguousarray(self.pairs[0, pos], dtype=np.int64)
         dst = np.ascontiguousarray(self.pairs[1, pos], dtype=np.int64)
@@ -156,23 +161,46 @@ class HeteroLinkBatches:
         src = np.concatenate([src, rng.integers(0, self.counts[self.src_type], k, dtype=np.int64)])
         dst = np.concatenate([dst, rng.integers(0, self.counts[self.dst_type], k, dtype=np.int64)])
         label = np.concatenate([np.ones(len(pos), np.float32), np.zeros(k, np.float32)])
+        return src, dst, label, pos
+
+    def seeds(self, src: np.ndarray, dst: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """(seeds per type, positions of ``src`` and of ``dst`` among their type's seeds): the
+        sorted distinct endpoints, one type when ``S = D``."""
+        s, d = self.src_type, self.dst_type
+        if s == d:
+            ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+            return {s: ids}, inv[:len(src)], inv[len(src):]
+        us, si = np.unique(src, return_inverse=True)
+        ud, di = np.unique(dst, return_inverse=True)
+        return {s: us, d: ud}, si, di
+
+    def batch(self, epoch: int, b: int) -> Any:
+        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``."""
+        src, dst, label, pos = self.draw(epoch, b)
         return self.make(src, dst, label, epoch, b, input_id=pos)
+
+    def batches(self, epoch: int, indices: List[int]) -> List[Any]:
+        """Batches ``indices`` of epoch ``epoch`` sampled together (one hyperbatch,
+        :meth:`HeteroNeighborSampler.sample_many`): each exactly :meth:`batch` of its own."""
+        if len(indices) == 1:
+            return [self.batch(epoch, indices[0])]
+        drawn = [self.draw(epoch, b) for b in indices]
+        typed = [self.seeds(src, dst) for src, dst, _, _ in drawn]
+        samples = self.sampler.sample_many([t[0] for t in typed], indices, epoch=epoch)
+        return [self._assemble(sample, si, di, label, pos)
+                for sample, (_, si, di), (_, _, label, pos) in zip(samples, typed, drawn)]
 
     def make(self, src: np.ndarray, dst: np.ndarray, label: Optional[np.ndarray], epoch: int, b: int,
              input_id: Optional[np.ndarray] = None) -> Any:
         """The ``HeteroData`` scoring pairs ``(src[i], dst[i])`` (ids of ``S`` and ``D``): one typed
         sample around their distinct endpoints, ``edge_label_index`` their positions."""
+        seeds, si, di = self.seeds(src, dst)
+        return self._assemble(self.sampler.sample_typed(seeds, epoch=epoch, batch=b), si, di, label, input_id)
+
+    def _assemble(self, sample: Any, si: np.ndarray, di: np.ndarray, label: Optional[np.ndarray],
+                  input_id: Optional[np.ndarray]) -> Any:
         import torch
 
-        s, d = self.src_type, self.dst_type
-        if s == d:
-            seeds, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
-            si, di = inv[:len(src)], inv[len(src):]
-            sample = self.sampler.sample_typed({s: seeds}, epoch=epoch, batch=b)
-        else:
-            us, si = np.unique(src, return_inverse=True)
-            ud, di = np.unique(dst, return_inverse=True)
-            sample = self.sampler.sample_typed({s: us, d: ud}, epoch=epoch, batch=b)
         x = {t: self.features.gather(t, sample.node[t]) for t in self.feature_types}
         data = sample.to_hetero_data(x)
         et = self.edge_type
@@ -183,18 +211,42 @@ class HeteroLinkBatches:
             data[et].input_id = torch.from_numpy(np.ascontiguousarray(input_id, dtype=np.int64))
         return data
 
+    def hyperbatch_size(self) -> Tuple[int, str]:
+        """(H, why): link batches sampled together, decided once (``ringgnn.hetero_hyper``, as
+        :class:`ringgnn.HeteroLoader` decides it, for the most endpoints a link batch can have)."""
+        if self._hyper is None:
+            backend, _ = self.sampler.placement()
+            per_batch = 0
+            if self.hyperbatch is None and backend != "memory":
+                b = self.batch_size + math.ceil(self.batch_size * self.neg_ratio)
+                most = {self.src_type: min(self.counts[self.src_type], b)}
+                most[self.dst_type] = min(self.counts[self.dst_type], most.get(self.dst_type, 0) + b)
+                dims = self.ds.feature_dims()
+                rows = {t: 4 * dims[t] for t in self.feature_types}
+                per_batch = hetero_hyper.batch_bound(self.sampler.bound(most), rows, self.dst_type, False)
+            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=hetero_hyper.share(self.sampler.plan().batch_memory),
+                                              per_batch=per_batch, threads=self.threads, prefetch=self.prefetch,
+                                              batches=max(1, len(self)))
+        return self._hyper
+
     def __iter__(self) -> Iterator[Any]:
         epoch, n = self.epoch, len(self)
+        h = self.hyperbatch_size()[0]
+        jobs = [list(range(i, min(n, i + h))) for i in range(0, n, h)]
+        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
         with ThreadPoolExecutor(self.threads, thread_name_prefix="ringgnn-hlink") as pool:
             queue: List[Future] = []
             nxt = 0
-            for _ in range(n):
-                while nxt < n and len(queue) < self.prefetch + self.threads - 1:
-                    queue.append(pool.submit(self.batch, epoch, nxt))
+            for _ in range(len(jobs)):
+                while nxt < len(jobs) and len(queue) < ahead:
+                    queue.append(pool.submit(self.batches, epoch, jobs[nxt]))
                     nxt += 1
                 fut = queue.pop(0)
                 try:
-                    yield fut.result()
+                    done = fut.result()
+                    while done:  # each dropped here as it is handed out
+                        yield done.pop(0)
                 except BaseException:
                     for f in queue:
                         f.cancel()
@@ -314,6 +366,7 @@ def train_hetero_link(
     log: Callable[[str], None] = print,
     device: str = "cpu",
     exact: bool = True,
+    hyperbatch: Any = "auto",
 ) -> Dict[str, Any]:
     """Train link prediction on ``relation`` (``S:R:D``) of a heterogeneous dataset; returns what
     ``RUN_DIR/metrics.json`` holds (the keys of a homogeneous ``--task link`` run:
@@ -379,14 +432,14 @@ def train_hetero_link(
             loaders[f"{split}.{side}"] = HeteroLoader(ds, fan, t, seeds=ids, shuffle=False, features=features, **common)
             features = loaders[f"{split}.{side}"].features  # one set of readers and one cache
     batches = HeteroLinkBatches(ds, relation, sampler, features, batch_size=batch_size, neg_ratio=neg_ratio,
-                                seed=seed, threads=threads)
+                                seed=seed, threads=threads, hyperbatch=hyperbatch)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     start, history = restore(net, opt, resumed)
     with os_errors("creating the run directory", out):
         os.makedirs(out, exist_ok=True)
     log(f"training {model} link prediction on {relation} of {ds.path} ({decoder} decoder, {neg_ratio:g} negatives per "
         f"positive): {train_pairs:,} training pairs, {len(batches)} batches of {batch_size} per epoch, sampling with "
-        f"{sampler.resolved_backend()}, device {device} -> {out}")
+        f"{sampler.resolved_backend()}, hyperbatch {batches.hyperbatch_size()[1]}, device {device} -> {out}")
     metrics = _metrics(ds, run_args, history)
     for epoch in range(start, epochs):
         t0 = time.perf_counter()

@@ -149,9 +149,6 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
                  getattr(args, k) != d and not (k == "neg_weight" and args.neg_weight == "uniform")]
         if args.target is not None:
             raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
-        if args.hyperbatch != "auto":
-            raise InputError("--hyperbatch: --task link on a heterogeneous dataset samples its link batches one at a "
-                             "time (not yet in hyperbatches); leave it out")
         if args.embed_tables != "auto":
             raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
                              "memory (tables in files are for --task node yet); leave it out")
@@ -177,7 +174,7 @@ def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
                                  backend=args.backend, direct=args.direct, threads=args.threads, seed=args.seed,
                                  out=args.out, resume=args.resume, overwrite=args.overwrite,
                                  quiet=args.quiet or args.json, log=log, device=args.device,
-                                 exact=args.eval_mode == "auto")
+                                 exact=args.eval_mode == "auto", hyperbatch=args.hyperbatch)
     return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
                         epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
                         embed_dim=args.embed_dim, embed_tables=args.embed_tables, memory=args.memory,
