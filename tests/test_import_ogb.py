@@ -15,8 +15,8 @@ import ringgnn
 import torch
 from ringgnn import _core
 from ringgnn.cli import main
+from ringgnn.importers import _ogb_io as ogb_io
 from ringgnn.importers import _stage, detect
-from ringgnn.importers import ogb as ogb_mod
 from ringgnn.importers.mag240m import convert_mag240m
 from ringgnn.importers.ogb import convert_ogb
 
@@ -125,7 +125,7 @@ def test_dataset_saver_layout_converts_exactly(tmp_path):
 
 
 def test_csv_layout_converts_exactly_in_small_chunks(tmp_path, monkeypatch):
-    monkeypatch.setattr(ogb_mod, "CSV_LINES", 2)  # every CSV is read in several chunks
+    monkeypatch.setattr(ogb_io, "CSV_LINES", 2)  # every CSV is read in several chunks
     monkeypatch.setattr(_stage, "CHUNK_BYTES", 16)
     root = csv_dir(tmp_path / "ogbn_toy")
     convert_ogb(root, tmp_path / "out", undirected=True)
@@ -352,7 +352,7 @@ def test_split_dict_of_tensors_and_numpy_without_torch(tmp_path):
     # numpy arrays (what OGB's DatasetSaver and MAG240M write) are read without importing torch,
     # which would take a few hundred MB of the build's memory budget
     torch.save({k: np.array(v) for k, v in SPLITS.items()}, root / "split" / "time" / "split_dict.pt")
-    code = ("import sys; from ringgnn.importers.ogb import load_split_dict; "
+    code = ("import sys; from ringgnn.importers._ogb_io import load_split_dict; "
             f"d = load_split_dict({str(root / 'split' / 'time' / 'split_dict.pt')!r}); "
             "print(sorted(d), d['valid'].tolist(), 'torch' in sys.modules)")
     import subprocess

@@ -32,8 +32,9 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
+from ._ogb_io import load_pt, load_split_dict
 from ._stage import NpyWriter, PathLike, Staging, check_ids, open_npy, unambiguous_edges
-from .ogb import load_pt, load_split_dict, split_name
+from .ogb import split_name
 
 DIR_NAME = "mag240m_kddcup2021"
 

@@ -31,23 +31,17 @@ array or line) and what to do; nothing is written.
 from __future__ import annotations
 
 import errno
-import gzip
-import itertools
 import os
-import pickle
 import re
-import zipfile
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
 from .. import build
 from .._core import InputError
-from .._files import os_errors
-from ._stage import NpyStream, NpyWriter, PathLike, Staging, check_ids, unambiguous_edges
+from ._ogb_io import Npz, csv_column, csv_floats, load_split_dict
+from ._stage import NpyWriter, PathLike, Staging, check_ids, unambiguous_edges
 
-#: Lines parsed per chunk of a CSV: a few MiB of text.
-CSV_LINES = 1 << 16
 SPLIT_NAMES = ("train", "valid", "test")
 _NAME = re.compile(r"^[a-z0-9_]+$")
 
@@ -63,91 +57,6 @@ def split_name(name: str, where: str) -> str:
 
 def _missing(path: str, why: str) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, f"no such file: {why}", path)
-
-
-# --- reading OGB's files in chunks ---------------------------------------------------------------
-
-
-def _csv_lines(path: str) -> Iterator[Tuple[int, List[str]]]:
-    """(number of the first line, lines) in chunks of a gzip (or plain) CSV file."""
-    with os_errors("reading", path):
-        with open(path, "rb") as raw:
-            gz = raw.read(2) == b"\x1f\x8b"
-        f = gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
-        with f:
-            first = 1
-            while True:
-                try:
-                    lines = list(itertools.islice(f, CSV_LINES))
-                except (OSError, EOFError, UnicodeDecodeError) as e:
-                    raise InputError(f"{path}: cannot be read near line {first} ({e}); download it again") from None
-                if not lines:
-                    return
-                yield first, lines
-                first += len(lines)
-
-
-def _csv_floats(path: str, columns: Optional[int] = None) -> Iterator[np.ndarray]:
-    """Rows of a numeric CSV (no header) as float64 chunks; empty fields and ``nan`` are NaN."""
-    for first, lines in _csv_lines(path):
-        try:
-            a = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2,
-                           converters=lambda s: float(s) if s.strip() else np.nan)
-        except ValueError as e:
-            raise InputError(f"{path}: lines {first}..{first + len(lines) - 1}: not numbers separated by commas "
-                             f"({e}); OGB's CSV files hold one row of numbers per line") from None
-        if columns is not None and a.shape[1] != columns:
-            raise InputError(f"{path}: lines {first}..{first + len(lines) - 1} have {a.shape[1]} columns where "
-                             f"earlier lines have {columns}; give every row the same width")
-        columns = a.shape[1]
-        yield a
-
-
-def _csv_column(path: str) -> Iterator[np.ndarray]:
-    """The values of a one-column CSV as float64 chunks; an empty line (how pandas writes NaN)
-    or ``nan`` is NaN."""
-    for first, lines in _csv_lines(path):
-        values = np.empty(len(lines))
-        for i, line in enumerate(lines):
-            text = line.strip()
-            if "," in text:
-                raise InputError(f"{path}: line {first + i} has {text.count(',') + 1} columns (a multi-task "
-                                 "dataset?); ringgnn reads one value per line here")
-            try:
-                values[i] = float(text) if text else np.nan
-            except ValueError:
-                raise InputError(f"{path}: line {first + i}: '{text[:40]}' is not a number") from None
-        yield values
-
-
-class _Npz:
-    """An ``.npz`` archive whose arrays are read as streams (never whole)."""
-
-    def __init__(self, path: str):
-        self.path = path
-        with os_errors("reading", path):
-            try:
-                self.zip = zipfile.ZipFile(path)
-            except zipfile.BadZipFile as e:
-                raise InputError(f"{path}: not an .npz archive ({e}); save it with numpy.savez") from None
-        self.names = sorted(n[:-4] for n in self.zip.namelist() if n.endswith(".npy"))
-
-    def has(self, key: str) -> bool:
-        return key in self.names
-
-    def open(self, key: str, fix: str) -> Tuple[IO[bytes], NpyStream]:
-        if key not in self.names:
-            raise InputError(f"{self.path}: no array '{key}' (it has: {', '.join(self.names) or 'none'}); {fix}")
-        f = self.zip.open(key + ".npy")
-        return f, NpyStream(f, f"{self.path}: {key}")
-
-    def small(self, key: str, fix: str) -> np.ndarray:
-        f, s = self.open(key, fix)
-        with f:
-            return np.concatenate(list(s.chunks())) if s.shape and s.shape[0] else np.zeros(s.shape, s.dtype)
-
-    def close(self) -> None:
-        self.zip.close()
 
 
 # --- the layout, checked -------------------------------------------------------------------------
@@ -214,7 +123,7 @@ class _Layout:
 class _Stager:
     def __init__(self, layout: _Layout, stage: Staging):
         self.layout, self.stage = layout, stage
-        self.npz = _Npz(layout.npz) if layout.npz else None
+        self.npz = Npz(layout.npz) if layout.npz else None
 
     def num_nodes(self) -> int:
         if self.npz is not None:
@@ -222,7 +131,7 @@ class _Stager:
             counts = self.npz.small("num_nodes_list", "OGB's data.npz gives the node count of its graph there")
         else:
             where = self.layout.num_nodes_csv
-            counts = np.concatenate(list(_csv_column(where)))
+            counts = np.concatenate(list(csv_column(where)))
         if counts.size != 1:
             raise InputError(f"{where}: {counts.size} graphs; ringgnn converts one graph (a node property "
                              "prediction dataset), not a graph property prediction (ogbg) set")
@@ -272,7 +181,7 @@ class _Stager:
             return None
         out = None
         try:
-            for chunk in _csv_floats(path):
+            for chunk in csv_floats(path):
                 out = out or NpyWriter(self.stage.path("features"), np.float32, chunk.shape[1:])
                 out.write(chunk)
             rows = 0 if out is None else out.rows
@@ -292,14 +201,14 @@ class _Stager:
 
     def _label_file(self, path: str, n: int, out: NpyWriter) -> str:
         if path.endswith(".npz"):
-            npz = _Npz(path)
+            npz = Npz(path)
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
             f, s = npz.open(key, "OGB's node-label.npz holds the labels there")
             with f:
                 self._labels(((c, f"{path}: {key}") for c in s.chunks()), out)
             npz.close()
         else:
-            self._labels(((c, path) for c in _csv_column(path)), out)
+            self._labels(((c, path) for c in csv_column(path)), out)
         if out.rows != n:
             raise InputError(f"{path}: {out.rows} labels, but the graph has {n} nodes; give one per node")
         return out.close()
@@ -340,7 +249,7 @@ class _Stager:
         for s in SPLIT_NAMES:
             path = os.path.join(d, f"{s}.csv.gz")
             with NpyWriter(self.stage.path(f"split-{s}"), np.int64) as w:
-                for chunk in _csv_column(path):
+                for chunk in csv_column(path):
                     if not np.all(chunk == np.floor(chunk)):
                         raise InputError(f"{path}: not one node id per line; OGB's split files list node ids")
                     ids = chunk.astype(np.int64)
@@ -370,83 +279,6 @@ def _is_link_dict(split_dir: Optional[str]) -> bool:
     if split_dir is None or not os.path.isfile(os.path.join(split_dir, "split_dict.pt")):
         return False
     return any(isinstance(v, dict) for v in load_split_dict(os.path.join(split_dir, "split_dict.pt")).values())
-
-
-def load_split_dict(path: str) -> Dict[str, Any]:
-    """OGB's ``split_dict.pt``: split name -> node ids (numpy arrays or tensors)."""
-    d = load_pt(path, "OGB's split_dict.pt maps train/valid/test to node ids")
-    if not isinstance(d, dict) or not d:
-        raise InputError(f"{path}: holds a {type(d).__name__}, not a dictionary of splits; OGB's split_dict.pt "
-                         "maps train/valid/test to node ids")
-    return d
-
-
-class _NeedsTorch(Exception):
-    """The file holds more than numpy arrays and numbers (tensors): torch must load it."""
-
-
-class _NumpyUnpickler(pickle.Unpickler):
-    """An unpickler that builds only numpy arrays, numbers and containers (Python's "restricting
-    globals" recipe): everything else, tensors included, raises :class:`_NeedsTorch`."""
-
-    _NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-              ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"), ("numpy", "ndarray"),
-              ("numpy", "dtype"), ("_codecs", "encode"), ("collections", "OrderedDict"), ("builtins", "bytes"),
-              ("__builtin__", "bytes")}  # protocol 2 (torch.save's) names builtins as __builtin__
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in self._NUMPY or (module == "numpy.dtypes" and re.fullmatch(r"U?Int\d+DType|Float\d+DType|"
-                                                                                        r"BoolDType", name)):
-            return super().find_class(module, name)
-        raise _NeedsTorch(f"{module}.{name}")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise _NeedsTorch("a tensor's storage")
-
-
-def _load_numpy_pt(path: str) -> Any:
-    """A ``torch.save`` file (zip format) that holds only numpy arrays, numbers and containers,
-    read without importing torch (which would take a few hundred MB of the memory budget)."""
-    try:
-        z = zipfile.ZipFile(path)
-    except zipfile.BadZipFile:
-        raise _NeedsTorch("not torch's zip format") from None
-    with z:
-        names = [n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
-        if len(names) != 1:
-            raise _NeedsTorch("no single data.pkl")
-        with z.open(names[0]) as f:
-            return _NumpyUnpickler(f).load()
-
-
-def load_pt(path: str, what: str) -> Any:
-    """A small ``torch.save`` file of OGB's (tensors, numpy arrays, numbers), never running code
-    from it: numpy arrays and numbers are read without torch by an unpickler that builds nothing
-    else; anything more (tensors) goes to torch's safe unpickler with numpy arrays allowed."""
-    with os_errors("reading", path):
-        try:
-            return _load_numpy_pt(path)
-        except _NeedsTorch:
-            pass
-        except (pickle.UnpicklingError, EOFError, ValueError, KeyError) as e:
-            raise InputError(f"{path}: not a file saved with torch.save ({e}); {what}") from None
-    import torch
-
-    try:
-        from numpy._core.multiarray import _reconstruct, scalar
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import _reconstruct, scalar
-    kinds = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-             "float64", "bool")
-    allowed = [_reconstruct, scalar, np.ndarray, np.dtype, bytes]  # bytes: how an empty array pickles
-    allowed += [type(np.dtype(c)) for c in kinds]  # numpy >= 1.25 pickles dtypes by their class
-    with os_errors("reading", path):
-        try:
-            with torch.serialization.safe_globals(allowed):
-                return torch.load(path, map_location="cpu", weights_only=True)
-        except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as e:
-            raise InputError(f"{path}: not a file saved with torch.save that holds only arrays and numbers ({e}); "
-                             f"{what}") from None
 
 
 # --- the conversion ------------------------------------------------------------------------------

@@ -90,7 +90,8 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             feature_dtype: Optional[str], seed: int, memory: Any, overwrite: bool, threads: Optional[int],
             progress: Any) -> Dict[str, Any]:
     """Build the heterogeneous dataset (see the module)."""
-    from .ogb import _csv_column, _csv_floats, _Stager, split_name
+    from ._ogb_io import csv_column, csv_floats
+    from .ogb import _Stager, split_name
 
     counts = _counts(raw)
     triplets = _triplets(raw, counts)
@@ -110,7 +111,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             fpath = os.path.join(raw, "node-feat", t, "node-feat.csv.gz")
             if os.path.isfile(fpath):
                 with NpyWriter(stage.path(f"features-{t}"), np.float32, ()) as w:
-                    for chunk in _csv_floats(fpath):
+                    for chunk in csv_floats(fpath):
                         w.row_shape = chunk.shape[1:]
                         w.write(chunk)
                     if w.rows != n:
@@ -120,7 +121,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             if t in labeled:
                 lpath = _need(os.path.join(raw, "node-label", t, "node-label.csv.gz"), f"the labels of '{t}'")
                 with NpyWriter(stage.path(f"labels-{t}"), np.int64) as w:
-                    _Stager._labels(((c, lpath) for c in _csv_column(lpath)), w)
+                    _Stager._labels(((c, lpath) for c in csv_column(lpath)), w)
                     if w.rows != n:
                         raise InputError(f"{lpath}: {w.rows} labels, but num-node-dict.csv.gz has {n} '{t}' nodes")
                     labels = w.close()
@@ -130,7 +131,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
                 for s in SPLITS:
                     spath = _need(os.path.join(scheme_dir, t, f"{s}.csv.gz"), f"the {s} split of '{t}'")
                     with NpyWriter(stage.path(f"split-{t}-{s}"), np.int64) as w:
-                        for chunk in _csv_column(spath):
+                        for chunk in csv_column(spath):
                             ids = chunk.astype(np.int64)
                             first = w.rows
                             check_ids(ids, n, lambda i: f"{spath}: line {first + i + 1}", f"'{t}' id")

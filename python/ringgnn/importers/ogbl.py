@@ -40,7 +40,7 @@ def is_link(split_dir: Optional[str]) -> bool:
 
 def load_splits(split_dir: str) -> Dict[str, Tuple[Dict[str, Any], str]]:
     """split name -> (its dictionary, where it came from)."""
-    from .ogb import load_pt, load_split_dict
+    from ._ogb_io import load_pt, load_split_dict
 
     one = os.path.join(split_dir, "split_dict.pt")
     if os.path.isfile(one) and not is_link(split_dir):
