@@ -19,7 +19,7 @@ from ringgnn.cli import main
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-from ringgnn.importers import tables  # noqa: E402 (after the skip: the module needs pyarrow)
+from ringgnn.importers import _arrow, tables  # noqa: E402 (after the skip: the module needs pyarrow)
 from ringgnn.importers.tables import convert_table  # noqa: E402
 
 BIG = [2**40 + 7, -5, 2**63 - 1, -(2**63), 99, 2**32]  # past 2^32, negative, both extremes
@@ -61,7 +61,7 @@ PAIRS = [(BIG[0], BIG[1]), (BIG[1], BIG[2]), (BIG[0], BIG[3]), (BIG[3], BIG[1]),
 
 
 def test_int64_ids_past_2_32(tmp_path, monkeypatch):
-    monkeypatch.setattr(tables, "BATCH_ROWS", 2)
+    monkeypatch.setattr(_arrow, "BATCH_ROWS", 2)
     m = convert_table(write_parquet(tmp_path / "e.parquet", PAIRS), tmp_path / "out", src="user", dst="item")
     assert m["node_ids"] == {"dtype": "i64", "bytes": 0}
     ds = assert_same_graph(tmp_path / "out", PAIRS)
@@ -71,7 +71,7 @@ def test_int64_ids_past_2_32(tmp_path, monkeypatch):
 
 
 def test_many_buckets_give_the_same_graph(tmp_path, monkeypatch):
-    monkeypatch.setattr(tables, "BATCH_ROWS", 2)
+    monkeypatch.setattr(_arrow, "BATCH_ROWS", 2)
     monkeypatch.setattr(tables, "bucket_count", lambda rows, per_id, budget: 5)
     path = write_parquet(tmp_path / "e.parquet", PAIRS)
     convert_table(path, tmp_path / "a", src="user", dst="item")
@@ -118,7 +118,7 @@ def test_string_tables_round_trip(tmp_path_factory, pairs, buckets):
 
 
 def test_string_hash_depends_on_every_byte():
-    h = tables.string_hash(pa.array(["", "a", "b", "ab", "ba", "a\0", "aa", "", "ab"]))
+    h = _arrow.string_hash(pa.array(["", "a", "b", "ab", "ba", "a\0", "aa", "", "ab"]))
     assert h[0] == h[7] and h[3] == h[8]
     assert len({int(x) for x in h[:7]}) == 7
 
@@ -214,7 +214,7 @@ def write_nodes(path: Path, rows=NODE_ROWS, order=(3, 0, 5, 1, 4, 2)):
 @pytest.mark.parametrize("buckets", [1, 4])
 def test_node_table_features_and_labels_follow_the_ids(tmp_path, monkeypatch, buckets):
     monkeypatch.setattr(tables, "bucket_count", lambda rows, per_id, budget: buckets)
-    monkeypatch.setattr(tables, "BATCH_ROWS", 2)
+    monkeypatch.setattr(_arrow, "BATCH_ROWS", 2)
     convert_table(write_parquet(tmp_path / "e.parquet", PAIRS), tmp_path / "out", src="user", dst="item",
                   node_table=write_nodes(tmp_path / "n.parquet"), node_id="id", feature_columns=["f", "g"],
                   label_column="y")

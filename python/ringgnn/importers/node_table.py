@@ -24,8 +24,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .._core import InputError
+from ._arrow import Buckets, Table, arrow, bucket_of, ids_of, to_np
 from ._stage import NpyWriter, Staging
-from .tables import Table, _bucket_of, _Buckets, _ids_of, arrow, to_np
 
 _SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")  # a split's file name part (docs/FORMAT.md)
 
@@ -93,7 +93,7 @@ class NodeTable:
         a list column's width is not known before reading, so it is taken from the file size."""
         return 24 + 8 * self.dim
 
-    def bucket_rows(self, stage: Staging, kind: str, p: int) -> _Buckets:
+    def bucket_rows(self, stage: Staging, kind: str, p: int) -> Buckets:
         """One pass over the table: every row (its id, features and label) into its id's bucket."""
         import pyarrow as pa
 
@@ -101,10 +101,10 @@ class NodeTable:
         cols = self.columns()
         fields = [pa.field("id", id_type)]
         fields += [pa.field(f"c{i}", self.t.schema.field(c).type) for i, c in enumerate(cols)]
-        b = _Buckets(stage, "nodes", pa.schema(fields + [pa.field("row", pa.int64())]), p)
+        b = Buckets(stage, "nodes", pa.schema(fields + [pa.field("row", pa.int64())]), p)
         row0 = 0
         for batch in self.t.batches([self.id_col] + cols):
-            ids = _ids_of(batch.column(0), self.id_kind, f"{self.path}: column '{self.id_col}'", row0)
+            ids = ids_of(batch.column(0), self.id_kind, f"{self.path}: column '{self.id_col}'", row0)
             if kind == "uint" and self.id_kind == "int":
                 if ids.size and ids.min() < 0:
                     i = int(np.argmin(ids))
@@ -114,7 +114,7 @@ class NodeTable:
             elif kind == "int" and self.id_kind == "uint":
                 ids = _signed(ids, self.path, row0)
             rows = np.arange(row0, row0 + batch.num_rows, dtype=np.int64)
-            b.write(_bucket_of(ids, kind, p), [ids] + [batch.column(i + 1) for i in range(len(cols))] + [rows])
+            b.write(bucket_of(ids, kind, p), [ids] + [batch.column(i + 1) for i in range(len(cols))] + [rows])
             row0 += batch.num_rows
         b.close()
         return b
@@ -127,7 +127,7 @@ def _signed(ids: np.ndarray, path: str, row0: int) -> np.ndarray:
     return ids.astype(np.int64)
 
 
-def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: _Buckets,
+def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
          offsets: List[int]) -> Tuple[Optional[str], Optional[str], Optional[Dict[str, str]]]:
     """Features and labels in dense order, and the splits' node ids, as staged ``.npy`` files
     (None where not asked)."""

@@ -1,0 +1,234 @@
+"""What the table importers (:mod:`.tables`, :mod:`.node_table`) do with Arrow: tables read in
+record batches (:class:`Table`), id columns as numpy or Arrow arrays (:func:`ids_of`), the
+bucket of an id (:func:`bucket_of`: SplitMix64 of an integer, :func:`string_hash` of a string's
+bytes), bucket files (:class:`Buckets`, Arrow IPC streams), and numpy <-> Arrow without
+pyarrow's pandas import (:func:`to_np`, :func:`arrow`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from .._core import InputError
+from .._files import os_errors
+from ._stage import Staging
+
+#: Rows per record batch read from the table.
+BATCH_ROWS = 1 << 18
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_K = np.uint64(0x100000001B3)  # FNV prime: the polynomial base of the string hash
+
+
+def require_pyarrow() -> Any:
+    try:
+        import pyarrow
+    except ImportError:
+        raise InputError("reading Parquet and CSV tables needs pyarrow; install it with "
+                         "pip install 'ringgnn[parquet]'") from None
+    return pyarrow
+
+
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over a uint64 array (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def string_hash(arr: Any) -> np.ndarray:
+    """A 64-bit hash of each string of an Arrow string array, from its bytes (vectorized)."""
+    import pyarrow as pa
+
+    arr = arr.cast(pa.large_string())
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]] if data_buf is not None \
+        else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1] - offsets[0]
+    h = np.zeros(len(arr), dtype=np.uint64)
+    if data.size:
+        pos = np.arange(data.size, dtype=np.int64) - np.repeat(starts, lengths)
+        powers = np.cumprod(np.full(int(lengths.max()), _K, dtype=np.uint64))
+        terms = np.append(data.astype(np.uint64) * powers[pos], np.uint64(0))
+        sums = np.add.reduceat(terms, np.minimum(starts, data.size))
+        h = np.where(lengths > 0, sums, np.uint64(0))
+    return mix64(h ^ lengths.astype(np.uint64))
+
+
+class Table:
+    """A Parquet file or a CSV with a header, read in record batches of chosen columns.
+
+    CSV has no types: its ``id_columns`` are read as strings, so that ``007`` and ``7`` (or
+    ``1e3`` and ``1000``) stay different nodes, as they are different text; integer ids come
+    from a typed format (Parquet). Other CSV columns are typed by pyarrow's inference."""
+
+    def __init__(self, path: str, id_columns: Sequence[str] = ()):
+        pa = require_pyarrow()
+        self.path = path
+        self.id_columns = tuple(id_columns)
+        self.parquet = path.lower().endswith((".parquet", ".pq"))
+        with os_errors("reading", path):
+            if self.parquet:
+                import pyarrow.parquet as pq
+
+                try:
+                    pf = pq.ParquetFile(path)
+                except pa.ArrowInvalid as e:
+                    raise InputError(f"{path}: not a Parquet file ({e})") from None
+                self.schema = pf.schema_arrow
+                self.rows: Optional[int] = pf.metadata.num_rows
+                pf.close()
+            else:
+                self.schema = self._csv().schema
+                self.rows = None
+
+    def _csv(self) -> Any:
+        import pyarrow as pa
+        import pyarrow.csv as pcsv
+
+        try:
+            return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=8 << 20),
+                                 convert_options=pcsv.ConvertOptions(
+                                     column_types={c: pa.string() for c in self.id_columns}))
+        except pa.ArrowInvalid as e:
+            raise InputError(f"{self.path}: not a CSV file with a header line ({e})") from None
+
+    def column_type(self, name: str, option: str) -> str:
+        """'int', 'uint' or 'str' for column ``name``; an error naming it otherwise."""
+        import pyarrow as pa
+
+        if name not in self.schema.names:
+            raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(self.schema.names)}")
+        t = self.schema.field(name).type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if pa.types.is_signed_integer(t):
+            return "int"
+        if pa.types.is_unsigned_integer(t):
+            return "uint"
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return "str"
+        raise InputError(f"{self.path}: column '{name}' ({option}) holds {t}; node ids must be integers or strings "
+                         "(floats would lose ids past 2^53)")
+
+    def batches(self, columns: List[str]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        if self.parquet:
+            import pyarrow.parquet as pq
+
+            # A reader per pass, closed after it: one kept open holds its decoded pages (a row
+            # group's worth of every column read) for as long as it lives.
+            with pq.ParquetFile(self.path) as pf:
+                yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+            return
+        reader = self._csv()
+        while True:
+            try:
+                b = reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowInvalid as e:
+                raise InputError(f"{self.path}: {e}; fix that line of the CSV") from None
+            yield b.select(columns)
+
+
+def ids_of(col: Any, kind: str, where: str, row0: int) -> Any:
+    """A batch column as numpy int64/uint64 (integers) or an Arrow large_string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if col.null_count:
+        i = int(np.flatnonzero(to_np(col.is_null()))[0])
+        raise InputError(f"{where}: row {row0 + i} is empty (null); every edge needs both ids")
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, col.type.value_type)
+    if kind == "str":
+        return col.cast(pa.large_string())
+    if kind == "uint":
+        return to_np(col.cast(pa.uint64()))
+    return to_np(col.cast(pa.int64()))
+
+
+def bucket_of(ids: Any, kind: str, p: int) -> np.ndarray:
+    h = string_hash(ids) if kind == "str" else mix64(ids.view(np.uint64))
+    return (h % np.uint64(p)).astype(np.int64)
+
+
+class Buckets:
+    """``p`` Arrow IPC stream files of one schema, appended to by bucket."""
+
+    def __init__(self, stage: Staging, stem: str, schema: Any, p: int):
+        import pyarrow as pa
+
+        self.paths = [stage.path(f"{stem}-{b}")[:-4] + ".arrow" for b in range(p)]
+        self.schema, self._pa = schema, pa
+        self._writers: Dict[int, Any] = {}
+
+    def write(self, bucket: np.ndarray, columns: List[Any]) -> None:
+        pa = self._pa
+        # a stable sort of 16-bit keys is a radix sort (bucket < MAX_BUCKETS <= 2^15)
+        order = np.argsort(bucket.astype(np.int16), kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(len(self.paths) + 1))
+        cols = [c.take(arrow(order)) if isinstance(c, pa.Array) else c[order] for c in columns]
+        for b in np.flatnonzero(np.diff(bounds)):
+            lo, hi = bounds[b], bounds[b + 1]
+            batch = pa.record_batch([c[lo:hi] if isinstance(c, pa.Array) else arrow(c[lo:hi]) for c in cols],
+                                    schema=self.schema)
+            w = self._writers.get(b)
+            if w is None:
+                with os_errors("writing", self.paths[b]):
+                    w = self._writers[b] = pa.ipc.new_stream(self.paths[b], self.schema)
+            w.write_batch(batch)
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def read(self, b: int) -> Any:
+        """Bucket ``b`` as one table (empty when nothing went there)."""
+        pa = self._pa
+        if not os.path.exists(self.paths[b]):
+            return self.schema.empty_table()
+        with pa.memory_map(self.paths[b]) as src:
+            return pa.ipc.open_stream(src).read_all()
+
+
+_FLOATS = {"halffloat": np.float16, "float": np.float32, "double": np.float64}
+
+
+def to_np(a: Any) -> np.ndarray:
+    """A numeric or boolean Arrow array (or chunked array) as numpy, sharing its buffer where it
+    can. Values at null slots are unspecified (callers mask them with ``is_null()``). Not
+    ``np.asarray``/``to_numpy``/``fill_null``: pyarrow imports pandas for them when pandas is
+    installed (seconds, and tens of MB)."""
+    import pyarrow as pa
+
+    t = a.type
+    if isinstance(a, pa.ChunkedArray):
+        a = a.chunk(0) if a.num_chunks == 1 else (a.combine_chunks() if a.num_chunks else None)
+    if a is not None and pa.types.is_dictionary(t):
+        a, t = a.dictionary_decode(), t.value_type
+    if a is None or len(a) == 0:
+        return np.zeros(0, dtype=bool if pa.types.is_boolean(t) else _FLOATS.get(str(t), str(t)))
+    data = a.buffers()[1]
+    if pa.types.is_boolean(t):
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        return bits[a.offset: a.offset + len(a)].astype(bool)
+    dtype = np.dtype(_FLOATS.get(str(t), str(t)))
+    return np.frombuffer(data, dtype=dtype)[a.offset: a.offset + len(a)]
+
+
+def arrow(a: np.ndarray) -> Any:
+    """A 1-D numeric numpy array as an Arrow array, sharing its buffer. (``pyarrow.array`` would
+    import pandas to ask whether ``a`` is a pandas object: seconds, and tens of MB.)"""
+    import pyarrow as pa
+
+    a = np.ascontiguousarray(a)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
