@@ -20,6 +20,12 @@ val [3], test [5]. Never regenerate it: a new format version gets a new fixture 
         [Relation('author:writes:paper', 'writes.csv'), Relation('paper:cites:paper', 'cites.csv')],
         add_reverse=True, source={'command': 'test fixture'})
 with x = arange(8).reshape(4, 2) / 2 (float32), y = [0, 1, -1, 1], train [0, 1], test [3].
+
+`tests/fixtures/v2-node-ids-tiny` (format version 2: original node ids, string) was built on
+2026-11-26 with:
+    printf 'src,dst\nbob,alice\nzo\xc3\xab,bob\nalice,zo\xc3\xab\n,bob\n' > edges.csv
+    ringgnn.importers.tables.convert_table('edges.csv', 'v2-node-ids-tiny', src='src', dst='dst')
+(ids "", "alice", "bob", "zoë": one bucket, so dense ids follow the ids' byte order).
 """
 from pathlib import Path
 
@@ -113,3 +119,17 @@ def test_v2_hetero_reads_byte_for_byte():
 
 def test_v2_hetero_verifies():
     assert cli.main(["verify", str(FIXTURES / "v2-hetero-tiny"), "--quiet"]) in (0, None)
+
+
+def test_v2_node_ids_read_byte_for_byte():
+    d = FIXTURES / "v2-node-ids-tiny"
+    ds = ringgnn.Dataset.open(d)
+    assert ds.manifest["node_ids"] == {"dtype": "str", "bytes": 12}
+    assert ds.node_ids().tolist() == ["", "alice", "bob", "zoë"]
+    assert ds.node_ids([3, 0]).tolist() == ["zoë", ""]
+    # offsets [V + 1] u64 into the UTF-8 bytes
+    assert np.fromfile(d / "node_ids.bin", dtype="<u8", count=5).tolist() == [0, 0, 5, 8, 12]
+    assert (d / "node_id_bytes.bin").read_bytes()[:12] == "alicebobzoë".encode()
+    # bob -> alice, zoë -> bob, alice -> zoë, "" -> bob
+    assert [ds.neighbors(v).tolist() for v in range(4)] == [[], [2], [0, 3], [1]]
+    assert cli.main(["verify", str(d), "--quiet"]) in (0, None)
