@@ -175,3 +175,13 @@ def test_to_pyg_refuses_what_does_not_fit(tmp_path):
     ringgnn.from_pyg(data(), tmp_path / "out")
     with pytest.raises(_core.InputError, match=r"more than 0.0 GiB; sample it with ringgnn's loaders"):
         ringgnn.Dataset.open(tmp_path / "out").to_pyg(memory=100)
+
+
+def test_attributes_not_converted_are_reported(tmp_path, caplog):
+    d = data(edge_attr=torch.ones(7, 2), year=torch.arange(6))
+    ringgnn.from_pyg(d, tmp_path / "out")
+    assert "from_pyg: not converted: edge_attr, year" in caplog.text
+    h = hetero()
+    h["author", "writes", "paper"].edge_weight = torch.ones(4)
+    ringgnn.from_pyg(h, tmp_path / "h")
+    assert "not converted of ('author', 'writes', 'paper'): edge_weight" in caplog.text

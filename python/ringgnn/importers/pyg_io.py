@@ -24,6 +24,7 @@ converted. It refuses a dataset whose arrays would need more than ``memory`` byt
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
@@ -36,6 +37,21 @@ from .._options import default_memory, size
 from ._stage import PathLike, Staging, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
+#: What from_pyg reads of a store; anything else is reported as skipped.
+_READ = {"edge_index", "x", "y", "num_nodes"} | {f"{s}_{k}" for s in _SPLITS for k in ("mask", "idx", "index")}
+
+log = logging.getLogger(__name__)
+
+
+def _skipped(data: Any) -> None:
+    """Log the attributes ringgnn does not convert (edge attributes, extra node tensors)."""
+    stores = [(None, data)] if not hasattr(data, "node_types") else \
+        [(t, data[t]) for t in data.node_types] + [(et, data[et]) for et in data.edge_types]
+    for where, store in stores:
+        extra = sorted(k for k in store.keys() if k not in _READ)
+        if extra:
+            log.warning("from_pyg: not converted%s: %s (ringgnn stores a graph, x, y and splits)",
+                        "" if where is None else f" of {where}", ", ".join(extra))
 
 
 def _numpy(t: Any, where: str) -> np.ndarray:
@@ -180,6 +196,7 @@ def from_pyg(
     if not hetero and add_reverse:
         raise InputError("from_pyg: add_reverse applies to a HeteroData; for a Data pass undirected=True")
     common = dict(seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+    _skipped(data)
     with Staging(out, overwrite) as stage:
         s = _Stager(stage)
         if not hetero:
