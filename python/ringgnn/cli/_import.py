@@ -30,8 +30,9 @@ _REFUSED = {
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--from", dest="source", choices=("detect",) + importers.SOURCES, default="detect",
-        help="what INPUT is (default: detect): an edge list, a GraphBolt metadata.yaml, an OGB node property "
-        "prediction directory (raw/, split/), or MAG240M's processed layout (mag240m_kddcup2021/)",
+        help="what INPUT is (default: detect): an edge list, a GraphBolt metadata.yaml, an OGB directory (raw/, "
+        "split/: node or link property prediction, ogbn-mag's heterogeneous layout), MAG240M's processed layout "
+        "(mag240m_kddcup2021/), or a table (.parquet, or .csv with a header, with --src/--dst)",
     )
     p.add_argument("--split-scheme", metavar="NAME", default=None,
                    help="OGB input: the directory under split/ to convert (default: the only one)")
@@ -41,8 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dst", metavar="COL", default=None, help="table input: the column of the edges' destinations")
     p.add_argument("--node-table", metavar="FILE", default=None,
                    help="table input: a table (.parquet or .csv with a header) of one row per node, keyed by the "
-                   "edges' "
-                   "ids, giving features and labels (joined out of core)")
+                   "edges' ids, giving features, labels and splits (joined out of core)")
     p.add_argument("--node-id", metavar="COL", default=None, help="--node-table: its id column")
     p.add_argument("--feature-columns", metavar="COLS", default=None,
                    help="--node-table: feature columns, comma-separated (numbers), or one column of vectors")

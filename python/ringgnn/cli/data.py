@@ -49,8 +49,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "input", metavar="INPUT",
         help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy; or a DGL GraphBolt "
-        "OnDiskDataset: its metadata.yaml (.yaml/.yml) or the directory holding it; or an OGB node property "
-        "prediction directory; or MAG240M's processed layout (see --from)",
+        "OnDiskDataset: its metadata.yaml (.yaml/.yml) or the directory holding it; or an OGB directory "
+        "(node or link property prediction, ogbn-mag); or MAG240M's processed layout; or a table (.parquet, "
+        ".csv with a header) with --src/--dst (see --from)",
     )
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
     p.add_argument(
@@ -86,8 +87,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], help="stored feature type (default: from input)")
     p.add_argument(
         "--add-reverse", action="store_true", default=None,
-        help="metadata.yaml input: also build DST:rev_REL:SRC for each relation (PyG ToUndirected; a homogeneous "
-        "GraphBolt dataset is built --undirected)",
+        help="heterogeneous input (metadata.yaml, ogbn-mag, MAG240M): also build DST:rev_REL:SRC for each "
+        "relation (PyG ToUndirected; a homogeneous GraphBolt dataset is built --undirected)",
     )
     p.add_argument(
         "--feature", metavar="NAME", default=None,
