@@ -18,6 +18,11 @@ pub struct SampleBound {
 /// per frontier node (`max_degree` for `-1`, `fanout_k` with replacement), every drawn edge may
 /// reach a new node, and there are never more than `num_nodes` nodes (nor, without replacement,
 /// more than `num_edges` edges: each node is expanded once).
+///
+/// A hop's frontier is capped by the graph (`num_nodes`), never by what the earlier hops'
+/// *bounds* left of it: a sample whose early draws meet reaches fewer nodes early and so more
+/// later than those bounds say (2 seeds, fanouts 4,1,5, degrees up to 5, 10 nodes: 8 edges may
+/// reach 4 new nodes, which draw 4 edges to 4 more, which draw 20).
 pub fn sample_bound(
     batch: u64,
     fanouts: &[Fanout],
@@ -43,7 +48,7 @@ pub fn sample_bound(
         }
         b.edges = b.edges.saturating_add(hop);
         b.hop_edges = b.hop_edges.max(hop);
-        frontier = hop.min(num_nodes - b.nodes.min(num_nodes));
+        frontier = hop.min(num_nodes);
         b.nodes = b.nodes.saturating_add(frontier).min(num_nodes);
     }
     if !replace {
@@ -94,5 +99,15 @@ mod tests {
         let b = sample_bound(4, &[Fanout::All, Fanout::All], false, 5, 10, 12);
         assert_eq!((b.nodes, b.edges, b.hop_edges), (10, 12, 12));
         assert_eq!(b.output_bytes(true), 10 * 8 + 12 * 24);
+    }
+
+    #[test]
+    fn a_saturated_graph_does_not_cap_later_hops() {
+        // The example of `sample_bound`'s docs: 8 + 4 + 20 = 32 edges are possible. Capping each
+        // hop's frontier at what the earlier bounds left (10 - 2 - 8 = 0) said 16.
+        let f = [Fanout::Count(4), Fanout::Count(1), Fanout::Count(5)];
+        let b = sample_bound(2, &f, false, 5, 10, 1 << 20);
+        assert_eq!((b.nodes, b.edges, b.hop_edges), (10, 8 + 8 + 40, 40));
+        assert!(b.edges >= 32);
     }
 }

@@ -47,7 +47,7 @@ mod sampler;
 mod seeds;
 mod spill;
 
-pub use bounds::SampleBound;
+pub use bounds::{sample_bound, SampleBound};
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
 pub use hetero::{

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use common::{build, csc, samplers, SampleIds};
 use proptest::prelude::*;
-use ringgnn_sampler::SampledSubgraph;
+use ringgnn_sampler::{sample_bound, SampledSubgraph};
 use ringgnn_store::rng;
 
 /// Random edges: destinations skewed towards low ids (min of two uniforms) so that some nodes
@@ -138,6 +138,13 @@ proptest! {
         let mut all = samplers(&ds, &fanouts, replace);
         let first = all[0].sample_ids(&seeds, seed, epoch, batch, true).unwrap();
         check(&indptr, &nbrs, &fanouts, replace, &seeds, &first);
+        // Within the bound the memory plan counts.
+        let max_degree = indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let b = sample_bound(seeds.len() as u64, &common::fan(&fanouts), replace, max_degree, n, e as u64);
+        prop_assert!(first.node.len() as u64 <= b.nodes, "{} nodes > bound {:?}", first.node.len(), b);
+        prop_assert!(first.row.len() as u64 <= b.edges, "{} edges > bound {:?}", first.row.len(), b);
+        let hop_max = first.num_sampled_edges.iter().copied().max().unwrap_or(0) as u64;
+        prop_assert!(hop_max <= b.hop_edges, "a hop of {hop_max} edges > bound {:?}", b);
         for s in &mut all[1..] {
             prop_assert_eq!(&s.sample_ids(&seeds, seed, epoch, batch, true).unwrap(), &first);
         }
