@@ -234,8 +234,7 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         f"relations), target {target}: {len(train_loader.seeds):,} training seeds, {len(train_loader)} batches of "
         f"{batch_size} per epoch{' per rank' if ranks.active else ''}{world}, sampling with "
         f"{sampler.resolved_backend()}, device {device} -> {out}")
-    if not quiet:
-        log(plan.text())
+    log(plan.text())
     log(f"  hyperbatch: {train_loader.hyperbatch_size()[1]}")
     metrics = _metrics(ds, run_args, history)
     for epoch in range(start, epochs):
