@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import ringgnn
 import torch
-from ringgnn import _core
+from ringgnn import _core, metrics
 from ringgnn.cli import main
 from ringgnn.importers import _ogb_io as ogb_io
 from ringgnn.importers import _stage, detect
@@ -378,8 +378,8 @@ def ogbl_dir(root: Path, style="edge") -> Path:
     for name, e in (("train", TRAIN_E), ("valid", VALID_E), ("test", TEST_E)):
         if style == "edge":  # ogbl-collab/ppa/ddi
             split = {"edge": torch.tensor(e)}
-            if name != "train":
-                split["edge_neg"] = torch.tensor([[0, 5]] * 3)
+            if name != "train":  # shared by all the split's positives, stored as given (a repeat included)
+                split["edge_neg"] = torch.tensor([[0, 5], [3, 1], [0, 5]] if name == "valid" else [[2, 4]])
         else:  # ogbl-citation2
             split = {"source_node": torch.tensor(e[:, 0]), "target_node": torch.tensor(e[:, 1])}
             if name != "train":  # row i: src_i + 1 .. src_i + 4 (mod N), to see the rows follow their pairs
@@ -403,14 +403,18 @@ def test_ogbl_positives_become_edge_splits(tmp_path, style, caplog):
         assert sorted(map(tuple, ds.edge_split("train").T.tolist())) == undirected_pairs(TRAIN_E)
         both = np.concatenate([TRAIN_E, TRAIN_E[:, ::-1]])
         assert neighbors(ds) == csc(both.T, N)
-        assert "edge_neg are negative pairs shared by all positives" in caplog.text  # not storable: drawn
-        assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 3}
-        assert ds.edge_negatives("val").shape == (2, 3)
+        assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 3, "shared_negatives": 3}
+        assert ds.edge_shared_negatives("val").T.tolist() == [[0, 5], [3, 1], [0, 5]]
+        assert ds.edge_shared_negatives("test", mmap=True).T.tolist() == [[2, 4]]
+        assert ds.edge_shared_negatives("train") is None
+        assert ds.edge_negatives("val").shape == (2, 3)  # per-pair negatives are drawn as before
+        assert ringgnn.verify(tmp_path / "out")["files_checked"] == len(m["files"])
     else:
         assert ds.edge_split("val").T.tolist() == sorted(VALID_E.tolist(), key=lambda p: (p[1], p[0]))
         assert ds.edge_split("test").T.tolist() == [[1, 4]]
         assert neighbors(ds) == csc(TRAIN_E.T, N)  # the held-out positives are not in the graph
         assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 4, "given_negatives": True}  # OGB's own
+        assert ds.edge_shared_negatives("val") is None
         for (s, _), row in zip(ds.edge_split("val").T.tolist(), ds.edge_negatives("val").tolist()):
             assert row == [(s + k) % N for k in range(1, 5)]
     np.testing.assert_array_equal(features(tmp_path / "out"), FEAT)
@@ -424,7 +428,8 @@ def test_ogbl_written_by_dataset_saver(tmp_path):
         saver = saver_mod.DatasetSaver("ogbl-toy", is_hetero=False, version=1, root="sub")
         saver.save_graph_list([{"edge_index": TRAIN_E.T.copy(), "num_nodes": N}])
         saver.save_task_info("link prediction", "hits@10")
-        saver.save_split({"train": {"edge": TRAIN_E}, "valid": {"edge": VALID_E, "edge_neg": np.array([[0, 5]])},
+        saver.save_split({"train": {"edge": TRAIN_E},
+                          "valid": {"edge": VALID_E, "edge_neg": np.array([[0, 5], [3, 4], [1, 3]])},
                           "test": {"edge": TEST_E, "edge_neg": np.array([[0, 5]])}}, "random")
     finally:
         os.chdir(cwd)
@@ -432,6 +437,17 @@ def test_ogbl_written_by_dataset_saver(tmp_path):
     ds = ringgnn.Dataset.open(tmp_path / "out")
     assert sorted(map(tuple, ds.edge_split("val").T.tolist())) == sorted(map(tuple, VALID_E.tolist()))
     assert neighbors(ds) == csc(TRAIN_E.T, N)
+    assert ds.edge_shared_negatives("val").T.tolist() == [[0, 5], [3, 4], [1, 3]]
+    assert ds.edge_shared_negatives("test").T.tolist() == [[0, 5]]
+    # OGB's rule on scores src * dst: positives (5, 1) -> 5 and (0, 2) -> 0 (stored by (dst, src)),
+    # shared negatives 0, 12, 3. Hits@1: above 12: none; @2: above 3: {5}; @3: above 0 (strictly):
+    # {5}; @4: fewer than 4 negatives, all. Ranks (ties half): 5 -> 2, 0 -> 0.5 * (2 + 3) + 1 = 3.5.
+    # AUC: 5 beats 0 and 3, 0 ties 0 -> 2.5 / 6.
+    p, h = ds.edge_split("val"), ds.edge_shared_negatives("val")
+    assert (p[0] * p[1]).tolist() == [5, 0]
+    got = metrics.shared_link_scores((p[0] * p[1]).astype(float), (h[0] * h[1]).astype(float), ks=(1, 2, 3, 4))
+    assert got["hits"] == {1: 0.0, 2: 0.5, 3: 0.5, 4: 1.0}
+    assert got["mrr"] == pytest.approx((1 / 2 + 1 / 3.5) / 2) and got["auc"] == pytest.approx(2.5 / 6)
 
 
 OGBL_BAD = [
@@ -448,6 +464,12 @@ OGBL_BAD = [
      r"test.pt: pair 1 is the self loop \(3, 3\)"),
     (lambda d: torch.save({"edge": torch.tensor([[1, 4], [1, 4]])}, d / "test.pt"), _core.InputError,
      r"test.pt: pairs 0 and 1 are both \(1, 4\); list each pair once"),
+    (lambda d: torch.save({"edge": torch.tensor(TEST_E), "edge_neg": torch.tensor([[0, 6]])}, d / "test.pt"),
+     _core.InputError, r"test.pt: edge_neg\[0\]: node id 6 is out of range"),
+    (lambda d: torch.save({"edge": torch.tensor(TEST_E), "edge_neg": torch.tensor([0, 5])}, d / "test.pt"),
+     _core.InputError, r"test.pt: 'edge_neg' is int64 of shape \(2,\); OGB's negative edges are \(m >= 1, 2\)"),
+    (lambda d: torch.save({"edge": torch.tensor(TEST_E), "edge_neg": torch.zeros((0, 2), dtype=torch.long)},
+                          d / "test.pt"), _core.InputError, r"test.pt: 'edge_neg' is int64 of shape \(0, 2\)"),
 ]
 
 

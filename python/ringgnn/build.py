@@ -69,6 +69,7 @@ def convert(
     node_ids: Optional[Sequence[Any]] = None,
     given_negatives: Optional[Mapping[str, PathLike]] = None,
     absent_ok: bool = False,
+    shared_negatives: Optional[Mapping[str, PathLike]] = None,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
@@ -86,7 +87,9 @@ def convert(
 
     With ``link_split`` lists, ``given_negatives`` and ``absent_ok`` are :class:`Relation`'s:
     negatives stored as given per held-out split (rows in the stored pair order), and held-out
-    pairs that the edge list lacks stored all the same (an importer's: OGB's link splits)."""
+    pairs that the edge list lacks stored all the same (an importer's: OGB's link splits).
+    ``shared_negatives`` maps a held-out split to an ``.npy`` int64 (m, 2) of negative (src, dst)
+    pairs shared by all its positives (OGB's ``edge_neg``), stored as given."""
     return _run(
         _core.convert,
         progress,
@@ -112,6 +115,7 @@ def convert(
                                                 None if node_ids[2] is None else os.fspath(node_ids[2])),
         given_negatives=[(str(k), os.fspath(v)) for k, v in (given_negatives or {}).items()],
         absent_ok=bool(absent_ok),
+        shared_negatives=[(str(k), os.fspath(v)) for k, v in (shared_negatives or {}).items()],
     )
 
 

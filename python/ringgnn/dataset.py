@@ -120,6 +120,21 @@ class Dataset:
             return self._mapped(f"edge_negatives.{name}", name, (self.manifest["edge_splits"][name]["negatives"]))
         return self._handle.edge_negatives(name)
 
+    def edge_shared_negatives(self, name: str, mmap: bool = False) -> Optional[np.ndarray]:
+        """The negative (src, dst) pairs shared by every positive of held-out edge split
+        ``name`` (OGB's ``edge_neg``: Hits@K counts the positives above the K-th best of them),
+        an int64 array of shape (2, m); None when the split has none (its negatives, if any, are
+        per pair: :meth:`edge_negatives`). ``mmap``: a read-only view of the file."""
+        info = self.manifest.get("edge_splits", {}).get(name)
+        if info is None:
+            self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
+        if not info.get("shared_negatives", 0):
+            return None
+        path = os.path.join(self.path, self.manifest["files"][f"edge_shared_negatives.{name}"]["path"])
+        with os_errors("mapping", path):
+            m = np.memmap(path, dtype="<i8", mode="r", shape=(info["shared_negatives"], 2)).T
+        return m if mmap else np.array(m, dtype=np.int64)
+
     def edge_split_file(self, name: str) -> "tuple[str, int]":
         """(path, pairs) of edge split ``name``'s file: ``pairs`` rows of two little-endian
         int64 (``docs/FORMAT.md``), for readers of their own."""

@@ -10,6 +10,11 @@ of its row (``Dataset.edge_negatives``: ``(src, neg)`` pairs), OGB's ogbl-citati
 - **AUC** pools every positive against every negative score (ties count 1/2), the score of the
   node-pair classifier rather than of the ranking.
 
+Negatives **shared** by every positive of a split (``Dataset.edge_shared_negatives``: OGB's
+``edge_neg`` of ogbl-collab/ppa/ddi) are OGB's other protocol (:func:`shared_ranking_sums`):
+Hits@k counts the positives scoring strictly above the k-th highest negative score (OGB's
+``Evaluator``), the rank for MRR is among all the shared negatives, AUC is as above.
+
 Training evaluates in pieces (batches, data-parallel ranks), so :func:`ranking_sums` returns
 sums that add across pieces and :func:`scores_from_sums` turns the total into scores. NaN scores
 are refused: a diverged model must not look perfect (NaN compares false, which would rank it
@@ -97,4 +102,33 @@ def link_scores(pos: np.ndarray, neg: np.ndarray, ks: Sequence[int] = KS) -> Dic
     """``{"auc": ..., "mrr": ..., "hits": {k: fraction}}`` of positives ``pos`` (n,) against
     their negatives ``neg`` (n, K)."""
     mrr, hits = scores_from_sums(ranking_sums(pos, neg, ks), ks)
+    return {"auc": auc(pos, neg), "mrr": mrr, "hits": hits}
+
+
+def shared_ranking_sums(pos: np.ndarray, neg: np.ndarray, ks: Sequence[int] = KS) -> List[float]:
+    """:func:`ranking_sums` of positives ``pos`` (n,) against negatives ``neg`` (m,) shared by
+    all of them (OGB's ``edge_neg`` of ogbl-collab/ppa/ddi): the rank of ``pos[i]`` is among
+    itself and all ``m`` negatives (ties half, as :func:`ranks`), and a hit at ``k`` is OGB's
+    rule, ``pos[i]`` strictly above the ``k``-th highest negative score (every positive is a hit
+    when there are fewer than ``k`` negatives). The sums add across pieces of the positives
+    when each piece is scored against all the negatives."""
+    pos = _scores("pos", pos)
+    neg = _scores("neg", neg)
+    if pos.ndim != 1 or neg.ndim != 1 or neg.size == 0:
+        raise ValueError(f"expected pos of shape (n,) and shared neg of shape (m >= 1,), got {pos.shape} and "
+                         f"{neg.shape}")
+    dt = np.result_type(pos.dtype, neg.dtype)
+    s = np.sort(neg.astype(dt, copy=False))
+    p = pos.astype(dt, copy=False)
+    above = len(s) - np.searchsorted(s, p, side="right")
+    at_or_above = len(s) - np.searchsorted(s, p, side="left")
+    r = 0.5 * (above + at_or_above).astype(np.float64) + 1.0
+    hits = [float(len(p)) if len(s) < k else float(np.count_nonzero(p > s[len(s) - k])) for k in ks]
+    return [float(len(p)), float(np.sum(1.0 / r))] + hits
+
+
+def shared_link_scores(pos: np.ndarray, neg: np.ndarray, ks: Sequence[int] = KS) -> Dict[str, object]:
+    """:func:`link_scores` against negatives ``neg`` (m,) shared by all positives ``pos`` (n,)
+    (:func:`shared_ranking_sums`); AUC pools every positive against every shared negative."""
+    mrr, hits = scores_from_sums(shared_ranking_sums(pos, neg, ks), ks)
     return {"auc": auc(pos, neg), "mrr": mrr, "hits": hits}

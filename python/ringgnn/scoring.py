@@ -16,7 +16,10 @@ either way). **Layouts** of what is written:
   stored negatives): shape ``(n,)``, one score per pair in the given order;
 - a held-out edge split (``val``, ``test``): shape ``(n, 1 + K)``, row ``i`` the score of pair
   ``i`` then those of its ``K`` stored negatives ``(src_i, edge_negatives[i, j])``: the table the
-  metrics rank (AUC, MRR, Hits@K of ``ringgnn.metrics``), which are returned.
+  metrics rank (AUC, MRR, Hits@K of ``ringgnn.metrics``), which are returned;
+- a held-out split with negatives shared by all its pairs (``Dataset.edge_shared_negatives``,
+  OGB's ``edge_neg``): shape ``(n + m,)``, the ``n`` pairs' scores then the ``m`` shared
+  negatives', and the metrics of OGB's rule (``ringgnn.metrics.shared_ranking_sums``).
 
 Memory: besides the layer-wise budget, the process holds the endpoints' embeddings (distinct
 endpoints x hidden x 4 bytes) and the scores.
@@ -42,21 +45,27 @@ def score_pairs(ds: Dataset, ckpt: Checkpoint, pairs: np.ndarray, negs: Optional
     without) of link model ``ckpt``, exact: layer-wise embeddings of the distinct endpoints, then
     the decoder. ``opts``: :func:`~ringgnn.inference.run_inference`'s (``memory``, ``backend``,
     ``direct``, ``keep``, ``quiet``, ``work_dir``); ``stats`` receives its summary."""
+    ids, z = embed_endpoints(ds, ckpt, [pairs] + ([] if negs is None else [negs]), stats, **opts)
+    return decode_pairs(ckpt.decoder, z, ids, pairs, negs)
+
+
+def embed_endpoints(ds: Dataset, ckpt: Checkpoint, arrays: Any, stats: Optional[Dict[str, Any]] = None,
+                    **opts: Any) -> Tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct node ids of ``arrays``, their exact embeddings by link model ``ckpt``):
+    one layer-wise inference for every endpoint; ``opts`` and ``stats`` as :func:`score_pairs`."""
     from .inference import run_inference
 
     if ckpt.task != "link" or ckpt.decoder is None:
         raise InputError(f"{ckpt.path}: a node-classification model has no pair scores; train a link model "
                          "(`ringgnn train DATASET --task link`)")
-    parts = [pairs.reshape(-1)] + ([] if negs is None else [negs.reshape(-1)])
-    ids = np.unique(np.concatenate(parts))
+    ids = np.unique(np.concatenate([np.asarray(a).reshape(-1) for a in arrays]))
     if len(ids) == 0:  # no pairs: nothing to compute
         z = np.zeros((0, ckpt.hidden), np.float32)
     else:
         z = run_inference(ds, ckpt, ids, output="logits", stats=stats, **opts)
-    pos, neg = decode_pairs(ckpt.decoder, z, ids, pairs, negs)
     if stats is not None:
         stats["endpoints"] = int(len(ids))
-    return pos, neg
+    return ids, z
 
 
 def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset] = None, out: Optional[str] = None,
@@ -81,27 +90,35 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
                          "scores pairs with a link model (`ringgnn train DATASET --task link`)")
     pairs = edge_pairs(ds, edges, "--edges")
     split = edges if isinstance(edges, str) and edges in ds.edge_split_names else None
-    negs = None
+    negs = shared = None
     if split is not None:
+        shared = ds.edge_shared_negatives(split)
         try:
-            negs = ds.edge_negatives(split)
+            negs = ds.edge_negatives(split) if shared is None else None
         except InputError:  # the train split, or a split built with --link-negatives 0
             negs = None
+    m = 0 if shared is None else shared.shape[1]
+    if shared is not None:  # scored as pairs after the positives: one inference for both
+        pairs = np.concatenate([pairs, shared], axis=1)
     work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else None
     t0 = time.perf_counter()
     stats: Dict[str, Any] = {}
     pos, neg = score_pairs(ds, ckpt, pairs, negs, stats=stats, memory=_options.size(memory, "memory"),
                            backend=backend, direct=direct, keep=keep, quiet=quiet, work_dir=work_dir)
     table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
+    if m:
+        pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]
     if probabilities:
         table = (1.0 / (1.0 + np.exp(-table.astype(np.float64)))).astype(np.float32)
     summary: Dict[str, Any] = dict(
-        checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), edges=split or "pairs", pairs=int(pairs.shape[1]),
+        checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), edges=split or "pairs", pairs=int(pairs.shape[1]) - m,
         negatives=0 if negs is None else int(negs.shape[1]), output="probabilities" if probabilities else "scores",
         shape=list(table.shape), endpoints=stats.get("endpoints", 0))
-    if negs is not None and len(pos):
-        m = metrics.link_scores(pos, neg)
-        summary["metrics"] = dict(auc=m["auc"], mrr=m["mrr"], hits={str(k): v for k, v in m["hits"].items()})
+    if shared is not None:
+        summary["shared_negatives"] = m
+    if (negs is not None or m) and len(pos):
+        got = metrics.link_scores(pos, neg) if negs is not None else metrics.shared_link_scores(pos, neg)
+        summary["metrics"] = dict(auc=got["auc"], mrr=got["mrr"], hits={str(k): v for k, v in got["hits"].items()})
     if out is not None:
         sink = NpyWriter(os.fspath(out), table.shape, np.float32)
         try:

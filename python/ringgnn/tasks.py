@@ -26,7 +26,7 @@ from .dataset import Dataset
 from .inference import run_inference
 from .loader import Loader
 from .models import build_link_model, build_model, forward
-from .scoring import decode_pairs, score_pairs
+from .scoring import decode_pairs
 
 
 class Task:
@@ -222,9 +222,11 @@ class LinkPrediction(Task):
         # endpoints and their candidates), node batches as large as a training batch's seeds
         # (what the memory plan was made for): each node's neighborhood is sampled once, not
         # once per pair it is in (K + 2 times fewer seeds than link batches of the same pairs).
-        pairs, negs = ds.edge_split(split, mmap=True), ds.edge_negatives(split, mmap=True)
+        # Negatives shared by the split's positives (OGB's edge_neg) replace its per-pair ones.
+        pairs, shared = ds.edge_split(split, mmap=True), ds.edge_shared_negatives(split, mmap=True)
+        negs = ds.edge_negatives(split, mmap=True) if shared is None else shared
         nodes = np.unique(np.concatenate([np.unique(pairs), np.unique(negs)]))
-        self._held_out[split] = (pairs, negs, nodes)
+        self._held_out[split] = (pairs, negs, nodes, shared is not None)
         share = opts.pop("share", None)
         base = share._loader if isinstance(share, LinkLoader) else share
         return Loader(ds, fanouts, self.batch_seeds(batch_size, ds), split=nodes, share=base, **opts)
@@ -255,14 +257,18 @@ class LinkPrediction(Task):
         rank, world = self._share
         sums: List[float] = []
         for split in self.eval_splits:
-            pairs, negs, nodes = self._held_out[split]
+            pairs, negs, nodes, shared = self._held_out[split]
             z = sampled_embeddings(net.encoder, feeds[split], device, kind, len(nodes))
-            pos, neg = decode_pairs(net.decoder, z, nodes, pairs, negs)
+            pos, neg = decode_pairs(net.decoder, z, nodes, pairs, None if shared else negs)
             if not len(pos):
                 sums += [0.0] * (3 + len(metrics.KS))
                 continue
             mine = slice(rank, None, world)
             n = len(pos[mine])
+            if shared:  # every rank scores all the shared negatives: its positives' sums are exact
+                neg = decode_pairs(net.decoder, z, nodes, negs)[0]
+                sums += [n, metrics.auc(pos, neg) * n, *metrics.shared_ranking_sums(pos[mine], neg)[1:]]
+                continue
             sums += [n, metrics.auc(pos, neg) * n, *metrics.ranking_sums(pos[mine], neg[mine])[1:]]
         return sums
 
@@ -324,19 +330,24 @@ def sampled_embeddings(encoder: Any, loader: Any, device: Any, kind: str, rows: 
 def layerwise_link_scores(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
                           **opts: Any) -> Dict[str, Dict[str, Any]]:
     """Exact scores (full neighborhoods) of a link model on each held-out split, from one
-    layer-wise inference of every node the splits name (``ringgnn.scoring.score_pairs``);
+    layer-wise inference of every node the splits name (``ringgnn.scoring.embed_endpoints``);
     ``{split: {"auc", "mrr", "hits"}}``."""
     from . import metrics
+    from .scoring import embed_endpoints
 
     pairs = [ds.edge_split(s, mmap=True) for s in splits]
-    negs = [ds.edge_negatives(s, mmap=True) for s in splits]
-    pos, neg = score_pairs(ds, ckpt, np.concatenate(pairs, axis=1), np.concatenate(negs), **opts)
-    out, at = {}, 0
-    for s, p in zip(splits, pairs):
-        n = p.shape[1]
-        out[s] = (metrics.link_scores(pos[at:at + n], neg[at:at + n]) if n
-                  else dict(auc=float("nan"), mrr=float("nan"), hits={}))
-        at += n
+    shared = [ds.edge_shared_negatives(s, mmap=True) for s in splits]
+    negs = [ds.edge_negatives(s, mmap=True) if h is None else h for s, h in zip(splits, shared)]
+    ids, z = embed_endpoints(ds, ckpt, pairs + negs, **opts)  # one layer-wise inference for all
+    out = {}
+    for s, p, h, g in zip(splits, pairs, shared, negs):
+        if not p.shape[1]:
+            out[s] = dict(auc=float("nan"), mrr=float("nan"), hits={})
+        elif h is not None:
+            out[s] = metrics.shared_link_scores(decode_pairs(ckpt.decoder, z, ids, p)[0],
+                                                decode_pairs(ckpt.decoder, z, ids, h)[0])
+        else:
+            out[s] = metrics.link_scores(*decode_pairs(ckpt.decoder, z, ids, p, g))
     return out
 
 

@@ -73,7 +73,7 @@ impl From<SplitArg> for SplitSpec {
     input, out, *, format=None, undirected=false, self_loops="keep", dedup=false, num_nodes=None,
     features=None, labels=None, split=None, link_split=None, link_negatives=100, seed=0,
     feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None, node_ids=None,
-    given_negatives=Vec::new(), absent_ok=false
+    given_negatives=Vec::new(), absent_ok=false, shared_negatives=Vec::new()
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
@@ -99,6 +99,7 @@ pub fn convert(
     node_ids: Option<(String, PathBuf, Option<PathBuf>)>,
     given_negatives: Vec<(String, PathBuf)>,
     absent_ok: bool,
+    shared_negatives: Vec<(String, PathBuf)>,
 ) -> PyResult<String> {
     let node_ids = node_ids
         .map(|(dtype, ids, bytes)| -> PyResult<NodeIdsInput> {
@@ -137,6 +138,7 @@ pub fn convert(
         split: split.map(SplitSpec::from),
         link_split: link_split.map(|v| LinkSplitOptions {
             given_negatives,
+            shared_negatives,
             absent_ok,
             ..LinkSplitOptions::new(LinkSplitSpec::from(v), link_negatives)
         }),

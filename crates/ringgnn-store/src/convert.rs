@@ -132,6 +132,7 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
             if let Some(n) = opts.graph.num_nodes {
                 link::check_negatives(l.negatives, n)?;
             }
+            crate::shared_negatives::check(l)?;
             Some(LinkPlan::new(
                 l,
                 opts.seed,
@@ -175,15 +176,19 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         None => BTreeMap::new(),
     };
     let edge_splits = match (&graph.held_out, &opts.link_split) {
-        (Some(held), Some(l)) => link::attach_negatives_given(
-            &mut staging,
-            held,
-            n,
-            l.negatives,
-            &l.given_negatives,
-            opts.seed,
-            progress,
-        )?,
+        (Some(held), Some(l)) => {
+            let mut splits = link::attach_negatives_given(
+                &mut staging,
+                held,
+                n,
+                l.negatives,
+                &l.given_negatives,
+                opts.seed,
+                progress,
+            )?;
+            crate::shared_negatives::attach(&mut staging, &mut splits, &l.shared_negatives, n)?;
+            splits
+        }
         _ => BTreeMap::new(),
     };
     let source = serde_json::json!({

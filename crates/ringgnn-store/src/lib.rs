@@ -22,6 +22,7 @@ pub mod node_ids;
 pub mod npy;
 pub mod progress;
 pub mod rng;
+pub mod shared_negatives;
 pub mod temp;
 pub mod verify;
 pub mod writer;

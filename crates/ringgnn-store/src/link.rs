@@ -60,6 +60,9 @@ pub struct LinkSplitOptions {
     /// row `i` for pair `i` of the split in the stored order (ascending `(dst, src)`); listed
     /// splits of a relation only (a GraphBolt task's negatives).
     pub given_negatives: Vec<(String, PathBuf)>,
+    /// Split name -> `.npy` integer `(m, 2)` negative (src, dst) pairs shared by every pair of
+    /// the held-out split (OGB's `edge_neg`), stored as given in `edge_shared_negatives.NAME`.
+    pub shared_negatives: Vec<(String, PathBuf)>,
     /// Listed held-out pairs need not be edges of the input: one it lacks is stored all the
     /// same (a GraphBolt task's validation pairs may already be out of its graph).
     pub absent_ok: bool,
@@ -72,6 +75,7 @@ impl LinkSplitOptions {
             spec,
             negatives,
             given_negatives: Vec::new(),
+            shared_negatives: Vec::new(),
             absent_ok: false,
         }
     }
@@ -217,6 +221,9 @@ pub fn pairs_file(name: &str) -> String {
 }
 pub fn negatives_file(name: &str) -> String {
     format!("edge_negatives_{name}.bin")
+}
+pub fn shared_negatives_file(name: &str) -> String {
+    format!("edge_shared_negatives_{name}.bin")
 }
 
 /// Check names, fractions and that listed files exist, before the build, so a typo fails in a
@@ -544,6 +551,7 @@ pub fn attach_negatives_given(
                 edges: *pairs,
                 negatives,
                 given_negatives: false,
+                shared_negatives: 0,
             },
         );
         if negatives == 0 {
@@ -628,6 +636,7 @@ fn copy_negatives(
         edges: pairs,
         negatives: k,
         given_negatives: true,
+        shared_negatives: 0,
     })
 }
 

@@ -158,6 +158,14 @@ pub struct EdgeSplitInfo {
     /// within a row or equal the pair's destination. Written only when true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub given_negatives: bool,
+    /// Negative (src, dst) pairs shared by every pair of the split (OGB's `edge_neg`), in
+    /// `edge_shared_negatives.NAME`; 0 (not written) when there are none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_negatives: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How `node_ids.bin` spells each node's original id (datasets converted from tables whose ids
@@ -320,6 +328,16 @@ impl Manifest {
                     } else {
                         "present"
                     }
+                ));
+            }
+            let shared = self
+                .files
+                .contains_key(&format!("edge_shared_negatives.{name}"));
+            if (info.shared_negatives > 0) != shared {
+                return Err(format!(
+                    "edge_splits.{name}.shared_negatives is {} but files.edge_shared_negatives.{name} is {}",
+                    info.shared_negatives,
+                    if shared { "present" } else { "missing" }
                 ));
             }
         }

@@ -204,6 +204,8 @@ fn verify_view(
                         open()?,
                         reverse,
                     ))
+                } else if key.starts_with("edge_shared_negatives.") {
+                    Box::new(link::SharedNegatives(m.num_nodes))
                 } else if let Some(name) = key.strip_prefix("edge_negatives.") {
                     let info = &m.edge_splits[name];
                     let pairs = dir.join(&m.file(&format!("edge_split.{name}"))?.path);
@@ -234,6 +236,12 @@ fn edge_payload(m: &Manifest, key: &str) -> Option<u64> {
         .and_then(|s| m.edge_splits.get(s))
     {
         return Some(info.edges * 16);
+    }
+    if let Some(info) = key
+        .strip_prefix("edge_shared_negatives.")
+        .and_then(|s| m.edge_splits.get(s))
+    {
+        return Some(info.shared_negatives * 16);
     }
     let info = key
         .strip_prefix("edge_negatives.")

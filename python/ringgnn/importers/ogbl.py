@@ -13,8 +13,10 @@ and a listed pair that is in the graph (a repeated collaboration of ogbl-collab)
 Negatives: ogbl-citation2's ``target_node_neg`` (per positive, ``K`` destinations) is stored as
 given (``given_negatives``: rows reordered to the stored (dst, src) order) when the graph is
 directed, so evaluation uses OGB's own negatives. ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
-shared by all positives, which the format has no place for: ``link_negatives`` per pair are
-drawn instead, and a warning says so.
+shared by all positives of the split: they are stored as given (``shared_negatives``,
+``docs/FORMAT.md`` "Edge splits"), and evaluation ranks every positive against all of them as
+OGB's ``Evaluator`` does (``ringgnn.metrics.shared_ranking_sums``). ``link_negatives`` per pair
+are still drawn for such a split (the format's per-pair negatives), but evaluation ignores them.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
     undirected = bool(build_args.get("undirected", False))
     held: Dict[str, str] = {}
     given: Dict[str, str] = {}
+    shared: Dict[str, str] = {}
     seen: Dict[Tuple[int, int], str] = {}
     for name, (d, where) in splits.items():
         p = pairs(d, where, n)
@@ -104,13 +107,18 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
         with NpyWriter(stage.path(f"link-{rename}"), np.int64, (2,)) as w:
             w.write(p[order])
             held[rename] = w.close()
+        if "edge_neg" in d:
+            with NpyWriter(stage.path(f"shared-negatives-{rename}"), np.int64, (2,)) as w:
+                w.write(_shared(d["edge_neg"], where, n))
+                shared[rename] = w.close()
         if neg is not None:
             with NpyWriter(stage.path(f"negatives-{rename}"), np.int64, neg.shape[1:]) as w:
                 w.write(neg[order])
                 given[rename] = w.close()
     edges, fmt = stager.edges(n)
     return build.convert(edges, out, format=fmt, num_nodes=n, link_split=held, link_negatives=link_negatives,
-                         given_negatives=given, absent_ok=True, features=stager.features(n), **build_args)
+                         given_negatives=given, shared_negatives=shared, absent_ok=True, features=stager.features(n),
+                         **build_args)
 
 
 def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int, undirected: bool,
@@ -129,10 +137,18 @@ def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int, undirected:
             return neg
         log.warning("%s: target_node_neg are destinations of directed pairs; with undirected a pair is stored as "
                     "(min, max), so ringgnn draws %d negatives per pair instead", where, drawn)
-    elif "edge_neg" in d:
-        log.warning("%s: OGB's edge_neg are negative pairs shared by all positives, which ringgnn's format does not "
-                    "store; ringgnn draws %d negatives per held-out pair instead (--link-negatives)", where, drawn)
     return None
+
+
+def _shared(v: Any, where: str, n: int) -> np.ndarray:
+    """A split's ``edge_neg``: (m, 2) negative pairs shared by all its positives, ids checked."""
+    e = _array(v)
+    if e.ndim != 2 or e.shape[1] != 2 or len(e) == 0 or e.dtype.kind not in "iu":
+        raise InputError(f"{where}: 'edge_neg' is {e.dtype} of shape {e.shape}; OGB's negative edges are (m >= 1, 2) "
+                         "node ids")
+    e = e.astype(np.int64)
+    check_ids(e.reshape(-1), n, lambda i: f"{where}: edge_neg[{i // 2}]", "node id")
+    return e
 
 
 def _check(p: np.ndarray, where: str, seen: Dict[Tuple[int, int], str], undirected: bool) -> None:

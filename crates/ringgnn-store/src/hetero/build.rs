@@ -101,6 +101,11 @@ fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<L
     };
     let (s, _, d) = split_relation(&r.name)?;
     let plan = LinkPlan::relation(opts, seed, s != d).map_err(named)?;
+    if let Some((name, _)) = opts.shared_negatives.first() {
+        return Err(named(Error::Input(format!(
+            "shared negatives are given for edge split '{name}', but a relation stores negatives per pair only"
+        ))));
+    }
     for (name, path) in &opts.given_negatives {
         let listed =
             matches!(&opts.spec, LinkSplitSpec::Files(v) if v.iter().any(|(n, _)| n == name));

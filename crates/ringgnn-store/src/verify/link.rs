@@ -92,6 +92,31 @@ impl Check for Pairs {
     }
 }
 
+/// `edge_shared_negatives_NAME`: (src, dst) i64 pairs, both in `[0, V)` (stored as the input
+/// gave them: a pair may be a self loop or repeat, as OGB's `edge_neg` may).
+pub(super) struct SharedNegatives(pub(super) u64);
+
+impl Check for SharedNegatives {
+    fn feed(&mut self, pos: u64, data: &[u8]) -> Result<Option<String>> {
+        for (j, x) in u64s(data).map(|x| x as i64).enumerate() {
+            let e = pos / 8 + j as u64;
+            if x < 0 || x as u64 >= self.0 {
+                return Ok(Some(format!(
+                    "{} of shared negative pair {} is {x} but node ids must be in [0, {})",
+                    if e.is_multiple_of(2) {
+                        "source"
+                    } else {
+                        "destination"
+                    },
+                    e / 2,
+                    self.0
+                )));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// `edge_negatives_NAME`: `k` i64 per pair of `edge_split_NAME`.
 pub(super) struct Negatives {
     num_nodes: u64,
