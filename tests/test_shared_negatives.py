@@ -182,3 +182,7 @@ def test_predict_writes_positives_then_shared_negatives(linked, cli, tmp_path):
     got = metrics.shared_link_scores(table[:len(pos)], table[len(pos):])
     assert s["metrics"] == dict(auc=got["auc"], mrr=got["mrr"], hits={str(k): v for k, v in got["hits"].items()})
     close(s["metrics"]["mrr"], w["mrr"])
+    r = cli("predict", run, "--edges", "test", "--quiet")
+    assert r.code == 0, r.err
+    assert f"scores (logits) of {len(pos)} test pairs and the 200 negative pairs they share" in r.out
+    assert f"test: AUC {s['metrics']['auc']:.4f}, MRR {s['metrics']['mrr']:.4f}" in r.out

@@ -214,6 +214,8 @@ def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
     what = "probabilities" if args.probabilities else "scores (logits)"
     pairs = f"{s['pairs']:,} {s['edges']} pairs" if s["edges"] != "pairs" else f"{s['pairs']:,} pairs"
     negs = f" and their {s['negatives']} negatives each" if s["negatives"] else ""
+    if s.get("shared_negatives"):
+        negs = f" and the {s['shared_negatives']:,} negative pairs they share"
     dest = f" -> {s['out']} {tuple(s['shape'])}" if "out" in s else ""
     print(f"{what} of {pairs}{negs}{dest} in {s['seconds']:.1f} s ({s['endpoints']:,} nodes embedded)")
     m = s.get("metrics")
