@@ -201,8 +201,8 @@ BAD = [
      r"several split schemes \(other, time\); name one with --split-scheme"),
     (lambda r: torch.save({"edge": torch.zeros(2, 2)}, r / "split" / "time" / "train.pt"), FileNotFoundError,
      r"needs train, valid, test \(.pt dictionaries of edges\)"),
-    (lambda r: np.savez(r / "raw" / "edge_index_dict.npz", a=np.zeros(1)), _core.InputError,
-     r"edge_index_dict.npz: OGB's binary heterogeneous layout: not supported yet"),
+    (lambda r: np.savez(r / "raw" / "edge_index_dict.npz", a=np.zeros(1)), FileNotFoundError,
+     r"OGB's binary heterogeneous layout has the node count of each type \(num_nodes_dict.npz\) there"),
     (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), (r / "raw" / "data.npz").write_bytes(b"not a zip")),
      _core.InputError, r"data.npz: not an .npz archive"),
     (lambda r: (os.remove(r / "raw" / "edge.csv.gz"), gz(r / "raw" / "edge.csv.gz", [[0, 7]])),  # the builder's

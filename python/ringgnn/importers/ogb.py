@@ -18,8 +18,9 @@ OGB stores an undirected graph (products, proteins) with each edge once and adds
 loading: convert such a dataset with ``undirected=True``. A link prediction directory
 (``ogbl-*``: ``split/*/*.pt`` edge dictionaries) becomes a dataset with edge splits
 (:mod:`.ogbl`); the heterogeneous CSV layout (``ogbn-mag``) a heterogeneous dataset
-(:mod:`.ogb_hetero`). OGB's binary heterogeneous layout and multi-task labels are refused with
-a clear error (not supported yet).
+(:mod:`.ogb_hetero`), and so does the binary heterogeneous layout (``edge_index_dict.npz``, as
+``DatasetSaver`` writes it: :mod:`.ogb_hetero_npz`). Multi-task labels are refused with a clear
+error (not supported yet).
 
 Memory: ``edge.csv.gz`` goes to the builder as it is; the arrays of an ``.npz`` and every CSV
 are read in chunks and staged as ``.npy`` in a locked temporary directory beside ``out``
@@ -72,10 +73,6 @@ class _Layout:
             raise InputError(f"{root}: no raw/ directory, so not an OGB dataset directory; give the directory "
                              "that holds raw/ and split/ (e.g. dataset/ogbn_arxiv)")
         self.raw = raw
-        if os.path.exists(os.path.join(raw, "edge_index_dict.npz")):
-            raise InputError(f"{os.path.join(raw, 'edge_index_dict.npz')}: OGB's binary heterogeneous layout: not "
-                             "supported yet (its CSV layout is); build it with ringgnn.build.build_hetero from its "
-                             "arrays")
         self.npz = self._file("data.npz")
         self.edge_csv = self._file("edge.csv.gz")
         if self.npz is None and self.edge_csv is None:
@@ -313,15 +310,17 @@ def convert_ogb(
 
     root = os.fspath(root)
     raw = os.path.join(root, "raw")
-    if os.path.isfile(os.path.join(raw, "triplet-type-list.csv.gz")):  # heterogeneous (ogbn-mag)
-        from . import ogb_hetero
+    binary = os.path.isfile(os.path.join(raw, "edge_index_dict.npz"))  # DatasetSaver's heterogeneous layout
+    if binary or os.path.isfile(os.path.join(raw, "triplet-type-list.csv.gz")):  # heterogeneous (ogbn-mag)
+        from . import ogb_hetero, ogb_hetero_npz
 
         if undirected or dedup or self_loops != "keep":
             raise InputError(f"{root}: a heterogeneous OGB dataset takes add_reverse (--add-reverse), not "
                              "undirected, dedup or self_loops")
-        return ogb_hetero.convert(root, raw, out, split_scheme=split_scheme, add_reverse=add_reverse,
-                                  feature_dtype=feature_dtype, seed=seed, memory=memory, overwrite=overwrite,
-                                  threads=threads, progress=progress)
+        layout = ogb_hetero_npz if binary else ogb_hetero
+        return layout.convert(root, raw, out, split_scheme=split_scheme, add_reverse=add_reverse,
+                              feature_dtype=feature_dtype, seed=seed, memory=memory, overwrite=overwrite,
+                              threads=threads, progress=progress)
     if add_reverse:
         raise InputError(f"{root}: a homogeneous OGB dataset adds reverse edges with undirected (--undirected)")
     layout = _Layout(root, split_scheme)

@@ -17,7 +17,7 @@ What becomes what (OGB's ``read_csv_heterograph_raw``, ``read_node_label_hetero`
   -> each such type's splits (``valid`` -> ``val``).
 
 Edge attributes (``edge_reltype``, years) are not converted. The binary variant
-(``edge_index_dict.npz``) is refused (not supported yet). CSV files are read in chunks and staged
+(``edge_index_dict.npz``) is :mod:`.ogb_hetero_npz`'s. CSV files are read in chunks and staged
 as ``.npy``; every problem names the file.
 """
 
