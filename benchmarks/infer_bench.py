@@ -11,8 +11,13 @@ after that many seconds and the script reports the blocks done so far from a pro
 (``RINGGNN_INFER_PROBE``: a file the child appends one line per block to), extrapolated to the
 layer.
 
+With ``--aggregate python,rust`` (issue 24) the same prediction runs once per aggregation of
+the grid (``RINGGNN_INFER_AGGREGATE``: torch's ``index_add_``, the path before issue 24, or the
+Rust core), one after the other in this run, and the ratio of their layer times is printed.
+
 Usage:
     python benchmarks/infer_bench.py RUN_DIR [--cap 4.77G] [--time-limit 600] [--json out.json]
+        [--aggregate python,rust]
 """
 import argparse
 import json
@@ -56,7 +61,29 @@ def main():
     ap.add_argument("--seq-mbps", type=float, default=1100.0)
     ap.add_argument("--direct", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--aggregate", default=None,
+                    help="comma-separated aggregations to run in turn (rust, python); default: the default")
     args = ap.parse_args()
+    aggs = args.aggregate.split(",") if args.aggregate else [None]
+    results = {}
+    for agg in aggs:
+        if agg is not None:
+            print(f"## aggregate = {agg}")
+        results[agg] = run_once(args, agg)
+    if len(aggs) > 1:
+        base = results[aggs[0]]
+        for agg in aggs[1:]:
+            for r0, r1 in zip(base, results[agg]):
+                print(f"layer {r0['layer']}: {aggs[0]} {r0['est_layer_seconds']:.2f} s, {agg} "
+                      f"{r1['est_layer_seconds']:.2f} s: {r0['est_layer_seconds'] / r1['est_layer_seconds']:.2f}x")
+            t0 = sum(r["est_layer_seconds"] for r in base)
+            t1 = sum(r["est_layer_seconds"] for r in results[agg])
+            print(f"all layers: {aggs[0]} {t0:.2f} s, {agg} {t1:.2f} s: {t0 / t1:.2f}x")
+
+
+def run_once(args, aggregate):
+    """One ``ringgnn predict`` child (with ``aggregate`` as RINGGNN_INFER_AGGREGATE unless None):
+    prints its table and returns its rows."""
 
     tmp = tempfile.mkdtemp(prefix="infer_bench_", dir=os.path.dirname(os.path.abspath(args.run_dir)))
     probe = os.path.join(tmp, "probe.jsonl")
@@ -68,6 +95,8 @@ def main():
         cmd += ["--memory", str(parse_size(args.cap))]
         cmd = [MEMCAP, "--drop-caches", str(parse_size(args.cap)), "--", *cmd]
     env = dict(os.environ, RINGGNN_INFER_PROBE=probe)
+    if aggregate is not None:
+        env["RINGGNN_INFER_AGGREGATE"] = aggregate
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          start_new_session=True)
@@ -138,12 +167,14 @@ def main():
     if summary:
         print(f"written: {summary['bytes_written'] / 1e9:.2f} GB of intermediate layers; plan {summary['plan']}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(args=vars(args), rows=rows, summary=summary, memcap=cap_line, wall=wall,
+        name = args.json if aggregate is None else args.json.replace(".json", f".{aggregate}.json")
+        with open(name, "w") as f:
+            json.dump(dict(args=vars(args), aggregate=aggregate, rows=rows, summary=summary, memcap=cap_line, wall=wall,
                            command=" ".join("<probe>" if c == PROBE else c for c in cmd)), f, indent=2)
     import shutil
 
     shutil.rmtree(tmp, ignore_errors=True)
+    return rows
 
 
 if __name__ == "__main__":

@@ -337,3 +337,28 @@ def test_reading_the_next_piece_ahead_changes_nothing(hubby, runs, model):
         li.run(None, None, lambda a, r: rows.__setitem__(a, r.copy()))
         got[overlap] = np.concatenate([rows[a] for a in sorted(rows)])
     np.testing.assert_array_equal(got[True], got[False])
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+@pytest.mark.parametrize("block_edges, grid_nodes", [(None, None), (40, 100), (7, 1)])
+def test_the_rust_and_python_aggregations_agree_with_pyg(hubby, runs, model, block_edges, grid_nodes, monkeypatch):
+    """The grid's sums by the Rust core (default) and by torch (``aggregate="python"``, also
+    chosen by RINGGNN_INFER_AGGREGATE) both equal the full-batch forward; GAT stays in torch."""
+    from ringgnn.inference import AGGREGATE_ENV, LayerwiseInference
+
+    ds = ringgnn.Dataset.open(hubby)
+    _, run = runs[model]
+    ref = full_batch(ds, load_checkpoint(str(run), ds).net)
+    got = {agg: infer(str(run), block_edges=block_edges, grid_nodes=grid_nodes, aggregate=agg)
+           for agg in ("rust", "python")}
+    for agg, out in got.items():
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=agg)
+    np.testing.assert_allclose(got["rust"], got["python"], rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv(AGGREGATE_ENV, "python")
+    assert LayerwiseInference(ds, load_checkpoint(str(run), ds)).plan["aggregate"] == "python"
+    monkeypatch.setenv(AGGREGATE_ENV, "rust")
+    assert LayerwiseInference(ds, load_checkpoint(str(run), ds)).plan["aggregate"] == "rust"
+    assert LayerwiseInference(ds, load_checkpoint(str(runs["gat"][1]), ds)).plan["aggregate"] == "python"
+    monkeypatch.setenv(AGGREGATE_ENV, "numba")
+    with pytest.raises(ringgnn.InputError, match="RINGGNN_INFER_AGGREGATE.*'numba' is unknown; use one of rust, python"):
+        LayerwiseInference(ds, load_checkpoint(str(run), ds))

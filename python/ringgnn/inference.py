@@ -59,6 +59,12 @@ FINISH_ROWS = 1 << 16
 SLACK = 0.1
 #: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
 STRATEGIES = ("grid", "blocks")
+#: Where the grid sums a block's in-neighbors' rows (GraphSAGE and GCN; GAT's online softmax
+#: stays in torch): ``rust`` (default: ``FeatureReader.aggregate``, the Rust core, on all
+#: threads) or ``python`` (torch's ``index_add_``, the path before issue 24), also chosen by the
+#: environment variable ``RINGGNN_INFER_AGGREGATE`` (benchmarks switch it).
+AGGREGATORS = ("rust", "python")
+AGGREGATE_ENV = "RINGGNN_INFER_AGGREGATE"
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -316,8 +322,14 @@ class LayerwiseInference:
     def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
-                 strategy: str = "grid", grid_nodes: Optional[int] = None, overlap: bool = True):
+                 strategy: str = "grid", grid_nodes: Optional[int] = None, overlap: bool = True,
+                 aggregate: Optional[str] = None):
         self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
+        if aggregate is None:
+            aggregate = os.environ.get(AGGREGATE_ENV) or "rust"
+        aggregate = _options.choice(aggregate, AGGREGATORS, f"aggregate ({AGGREGATE_ENV})")
+        #: ``rust`` where the Rust core computes this model's aggregation (sums: SAGE, GCN).
+        self.aggregate = aggregate if ckpt.kind in ("sage", "gcn") else "python"
         #: Read the next piece's rows while the current one is folded in (the grid).
         self.overlap = bool(overlap)
         self.ds, self.ckpt, self.net = ds, ckpt, ckpt.net
@@ -355,6 +367,7 @@ class LayerwiseInference:
         self.piece_share = int(max(share, 0) * 0.4)
         self.grid_nodes = grid_nodes
         self.plan = dict(budget=budget, fixed=fixed, strategy=self.strategy, overlap=self.overlap,
+                         aggregate=self.aggregate,
                          block_edges=self.block_edges,
                          block_nodes=self.block_nodes)
 
@@ -504,8 +517,10 @@ class LayerwiseInference:
     def _narrow(self, k: int) -> bool:
         """Whether GraphSAGE/GCN layer ``k`` aggregates its sources after their weights: when its
         output is narrower than its input, the sum of ``W x`` is the smaller aggregate (the
-        weights are linear, so the result is the same)."""
-        return self.ckpt.kind in ("sage", "gcn") and self.widths[k + 1] < self.widths[k]
+        weights are linear, so the result is the same). Not with the Rust aggregation, which sums
+        the rows as read (it does not apply weights yet)."""
+        return (self.aggregate == "python" and self.ckpt.kind in ("sage", "gcn")
+                and self.widths[k + 1] < self.widths[k])
 
     def _acc_width(self, k: int) -> int:
         return self.widths[k + 1] if self._narrow(k) else self.widths[k]
@@ -559,7 +574,9 @@ class LayerwiseInference:
         with self._bar(k) as bar:
             for a, b in self._grid_blocks(k, wanted):
                 state = self._grid_start(k, a, b, reader)
-                for lo, hi in self._windows(k, a, b):
+                if self.aggregate == "rust":
+                    self._rust_add(k, state, a, b, reader, piece_edges)
+                for lo, hi in ([] if self.aggregate == "rust" else self._windows(k, a, b)):
                     keys, n_d = self._sorted_keys(a, b, lo, hi)
 
                     def prepare(p0: int, keys=keys, n_d=n_d) -> Tuple[Any, ...]:
@@ -588,6 +605,18 @@ class LayerwiseInference:
                     del out, part, x_dst
                 del state
                 bar.update(b - a)
+
+    def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int) -> None:
+        """Block ``a..b``'s in-neighbor sums by the Rust core (``FeatureReader.aggregate``: the
+        neighbor lists read, the distinct sources read in file order ``piece_rows`` at a time with
+        the next piece read ahead, folded in on all threads, the GIL released), a window of
+        in-edges at a time (one but for hubs)."""
+        g = self.graph
+        acc = st["acc"].numpy()  # the torch tensor's memory: the sums land in it
+        dinv = self.dinv if self.ckpt.kind == "gcn" else None
+        for lo, hi in self._windows(k, a, b):
+            g.bytes_read += reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
+                                             dinv, piece_rows=piece_rows)
 
     def _pieces(self, prepare: Callable[[int], Tuple[Any, ...]], starts: Sequence[int]) -> Iterator[Tuple[Any, ...]]:
         """``prepare(p)`` for each piece start, in order; with ``overlap``, piece ``i + 1`` is
@@ -824,7 +853,7 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
           memory: Union[None, int, str] = None, backend: str = "auto", direct: bool = False, keep: bool = False,
           quiet: bool = True, log: Callable[[str], None] = lambda s: None,
           block_edges: Optional[int] = None, strategy: str = "grid",
-          grid_nodes: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+          grid_nodes: Optional[int] = None, aggregate: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
     ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
@@ -842,7 +871,8 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
                          "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
-                         quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
+                         quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
+                         aggregate=aggregate)
 
 
 def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None) -> Tuple[Dataset, Checkpoint]:
@@ -862,7 +892,8 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                   backend: str = "auto", direct: bool = False, keep: bool = False, quiet: bool = True,
                   log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
                   strategy: str = "grid", grid_nodes: Optional[int] = None, work_dir: Optional[str] = None,
-                  stats: Optional[Dict[str, Any]] = None) -> Union[np.ndarray, Dict[str, Any]]:
+                  stats: Optional[Dict[str, Any]] = None,
+                  aggregate: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
     intermediate layers are written (default: beside ``out``, else beside the checkpoint);
     ``stats``, a dict, receives the summary also when the array is returned."""
@@ -889,7 +920,8 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
     run = LayerwiseInference(ds, ckpt, memory=memory, backend=backend, direct=direct,
                              work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
                              quiet=quiet,
-                             log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
+                             log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
+                             aggregate=aggregate)
     width = run.widths[upto]
     count = n if ids is None else len(ids)
     t0 = time.perf_counter()

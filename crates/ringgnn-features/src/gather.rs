@@ -163,6 +163,29 @@ impl FeatureGatherer {
         Ok(self.finish(out, call))
     }
 
+    /// Add the (weighted) rows of a destination block's in-neighbors into `acc`
+    /// ([`crate::aggregate::aggregate_block`]), read from this gatherer's source (not its
+    /// cache: a block reads its sources in file order anyway). The reads are counted.
+    pub fn aggregate(
+        &mut self,
+        neighbors: crate::aggregate::NeighborFile<'_>,
+        job: &crate::aggregate::BlockJob<'_>,
+        acc: &mut [f32],
+    ) -> Result<crate::aggregate::AggregateStats> {
+        let s =
+            crate::aggregate::aggregate_block(&self.file, &mut self.source, neighbors, job, acc)?;
+        self.stats.add(&GatherStats {
+            distinct_rows: s.rows,
+            rows_requested: s.rows,
+            pages_read: s.read.pages,
+            bytes_read: s.read.pages * ALIGN as u64,
+            read_requests: s.read.requests,
+            read_batches: s.read.batches,
+            cache_hits: 0,
+        });
+        Ok(s)
+    }
+
     /// [`Self::gather`] with the rows the cache lacks (the ids [`Self::cold_ids`] gives, in
     /// that order) provided by `rows`, which calls its visitor with the `k`-th one's stored bytes
     /// for every `k` (a batch's region of a staging file). `bytes_read` counts what `rows`

@@ -7,15 +7,19 @@
 //! copy of the file in memory. Rows stored as f16 or bf16 are widened to f32 on the way out.
 //! For a hyperbatch, [`Stager`] packs each batch's cold rows into its own region of a staging
 //! file in one pass over the feature file, so that each batch's gather is one sequential read.
+//! For layer-wise inference, [`FeatureGatherer::aggregate`] sums a destination block's
+//! in-neighbors' rows on all threads ([`aggregate`]).
 
 #![forbid(unsafe_code)]
 
+pub mod aggregate;
 pub mod cache;
 mod error;
 pub mod gather;
 pub mod rows;
 pub mod staging;
 
+pub use aggregate::{AggregateStats, BlockJob, NeighborFile, Weighting};
 pub use cache::HotRowCache;
 pub use error::{Error, Result};
 pub use gather::{FeatureGatherer, GatherStats};

@@ -8,10 +8,13 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadwriteArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
+use ringgnn_features::{
+    BlockJob, FeatureFile, FeatureGatherer, GatherStats, HotRowCache, NeighborFile, RowSource,
+    Weighting,
+};
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_loader::BackendChoice;
 use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
@@ -235,6 +238,63 @@ impl FeatureReader {
             .map_err(FeaturesError)?;
         let arr = numpy::PyArray1::from_vec(py, out);
         arr.reshape([ids.len(), self.dim])
+    }
+
+    /// Add the in-neighbors' rows of destinations `a..a + len(indptr) - 1`, edges `lo..hi` of
+    /// the neighbor file `neighbors` (ids of `id_bytes` bytes), into `acc` (float32
+    /// `[len(indptr) - 1, dim]`, C order): plain sums, or with `dinv` (one float32 per node)
+    /// GCN's `dinv[u] * dinv[v]` weights with stored self loops dropped. `indptr`: the offset
+    /// index of `a..=b`. Sources are read `piece_rows` at a time, on `threads` threads (0: all),
+    /// with the GIL released. Returns the bytes read from the neighbor file.
+    #[pyo3(signature = (acc, a, indptr, lo, hi, neighbors, id_bytes, dinv=None, piece_rows=1 << 20, threads=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn aggregate(
+        &self,
+        py: Python<'_>,
+        mut acc: PyReadwriteArray2<'_, f32>,
+        a: u64,
+        indptr: PyReadonlyArray1<'_, i64>,
+        lo: u64,
+        hi: u64,
+        neighbors: PathBuf,
+        id_bytes: usize,
+        dinv: Option<PyReadonlyArray1<'_, f32>>,
+        piece_rows: usize,
+        threads: usize,
+    ) -> PyResult<u64> {
+        let indptr = indptr.as_array();
+        if let Some(&x) = indptr.iter().find(|&&x| x < 0) {
+            return Err(input_error(format!("indptr: offset {x} is negative")));
+        }
+        let indptr: Vec<u64> = indptr.iter().map(|&x| x as u64).collect();
+        let dinv = dinv
+            .as_ref()
+            .map(|d| d.as_slice())
+            .transpose()
+            .map_err(|_| input_error("dinv: a contiguous float32 array is needed".to_string()))?;
+        let acc = acc
+            .as_slice_mut()
+            .map_err(|_| input_error("acc: a C-contiguous float32 array is needed".to_string()))?;
+        let job = BlockJob {
+            a,
+            indptr: &indptr,
+            lo,
+            hi,
+            weighting: match dinv {
+                Some(d) => Weighting::Gcn(d),
+                None => Weighting::Sum,
+            },
+            piece_rows,
+            threads,
+        };
+        let nb = NeighborFile {
+            path: &neighbors,
+            id_bytes,
+        };
+        let s = py
+            .detach(|| self.with(|g, _| g.aggregate(nb, &job, acc)))
+            .map_err(FeaturesError)?;
+        Ok(s.neighbor_bytes)
     }
 
     /// Read counters since creation (this process): rows, distinct rows, cache hits, pages and

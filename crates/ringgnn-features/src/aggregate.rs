@@ -1,0 +1,395 @@
+//! The neighbor aggregation of layer-wise inference (issue 24): for one destination block
+//! `a..b` (or a window `lo..hi` of its in-edges), the sum of its in-neighbors' rows, optionally
+//! weighted as GCN weights them, added into the caller's f32 accumulators `[b - a, dim]`.
+//!
+//! The block's in-neighbor lists are one sequential read of the neighbor file (CSC, so they come
+//! grouped by destination). Their distinct sources, sorted, are read in **pieces** of
+//! `piece_rows` rows with the row source's coalesced page reads (io_uring or pread, `O_DIRECT`
+//! when the source was opened so), so a block reads each page of the input matrix at most once,
+//! in file order; a second thread reads piece `i + 1` while piece `i` is folded in. Each edge is
+//! turned into the position of its source among the distinct ones, each destination's positions
+//! are sorted, and a cursor per destination walks them piece by piece: folding a piece in touches
+//! only its own edges. The folding runs on `threads` threads over ranges of destinations of
+//! about equal edge counts, each thread owning its accumulator rows (no atomics, no locks).
+//!
+//! Peak memory: 16 bytes an edge (the sources read, then their sorted distinct copy), 16 bytes a
+//! destination (cursors), and two pieces of rows; the caller's plan counts them
+//! (`python/ringgnn/inference.py`).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+
+use crate::rows::{decode_row, FeatureFile, ReadCount, RowSource};
+use crate::{Error, Result};
+
+/// How an edge's source row is weighted.
+#[derive(Clone, Copy, Debug)]
+pub enum Weighting<'a> {
+    /// Every stored edge, weight 1 (GraphSAGE's mean is this sum over the in-degree).
+    Sum,
+    /// GCN: stored self loops dropped (the caller adds one per node), edge `u -> v` weighted
+    /// `dinv[u] * dinv[v]` (`dinv`: one value per node of the graph).
+    Gcn(&'a [f32]),
+}
+
+/// The in-neighbor lists: the neighbor file (`docs/FORMAT.md`: the CSC's source ids) and the
+/// width of an id in it.
+#[derive(Clone, Copy, Debug)]
+pub struct NeighborFile<'a> {
+    pub path: &'a Path,
+    /// 4 (u32 ids) or 8 (u64 ids).
+    pub id_bytes: usize,
+}
+
+/// One destination block (or window of it) to aggregate.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockJob<'a> {
+    /// The first destination node.
+    pub a: u64,
+    /// The offset index of destinations `a..=b`: destination `a + d`'s in-edges are entries
+    /// `indptr[d]..indptr[d + 1]` of the neighbor file.
+    pub indptr: &'a [u64],
+    /// The entries of the neighbor file to fold in (all of the block's, or a window for a hub).
+    pub lo: u64,
+    pub hi: u64,
+    pub weighting: Weighting<'a>,
+    /// Source rows read (and held) at a time; two pieces are in memory with the read-ahead.
+    pub piece_rows: usize,
+    /// Threads folding rows in (0: all the machine's).
+    pub threads: usize,
+}
+
+/// What one aggregation read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AggregateStats {
+    /// Bytes read from the neighbor file.
+    pub neighbor_bytes: u64,
+    /// Distinct source rows read.
+    pub rows: u64,
+    /// Page reads of the row source.
+    pub read: ReadCount,
+}
+
+/// Add the (weighted) rows of the in-neighbors of `job`'s block, edges `lo..hi`, into `acc`
+/// (`(indptr.len() - 1) * dim` values, row `d` for destination `a + d`). Rows come from `source`
+/// (the layout `file`); ids are checked against `file.num_nodes`.
+pub fn aggregate_block(
+    file: &FeatureFile,
+    source: &mut RowSource,
+    neighbors: NeighborFile<'_>,
+    job: &BlockJob<'_>,
+    acc: &mut [f32],
+) -> Result<AggregateStats> {
+    let dim = file.dim();
+    let n_d = job.indptr.len().saturating_sub(1);
+    check_job(file, job, acc.len(), n_d, dim)?;
+    let mut stats = AggregateStats::default();
+    if job.hi <= job.lo {
+        return Ok(stats);
+    }
+    let mut pos = read_ids(neighbors, job.lo, job.hi, file)?;
+    stats.neighbor_bytes = (job.hi - job.lo) * neighbors.id_bytes as u64;
+    // Each destination's edges within the window: `seg[d]..seg[d + 1]` of `pos`.
+    let seg: Vec<usize> = job
+        .indptr
+        .iter()
+        .map(|&p| (p.clamp(job.lo, job.hi) - job.lo) as usize)
+        .collect();
+    if let Weighting::Gcn(dinv) = job.weighting {
+        if dinv.len() as u64 != file.num_nodes {
+            return Err(Error::Input(format!(
+                "aggregate: {} GCN normalisation values for a graph of {} nodes",
+                dinv.len(),
+                file.num_nodes
+            )));
+        }
+        for d in 0..n_d {
+            for id in &mut pos[seg[d]..seg[d + 1]] {
+                if *id == job.a + d as u64 {
+                    *id = u64::MAX; // a stored self loop: sorted last, never folded in
+                }
+            }
+        }
+    }
+    let mut distinct: Vec<u64> = pos.iter().copied().filter(|&s| s != u64::MAX).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let threads = thread_count(job.threads);
+    // Sources -> positions among the distinct ones, then each destination's in position order.
+    parallel_segments(&seg, threads, &mut pos, |_, part, _| {
+        for id in part.iter_mut() {
+            if *id != u64::MAX {
+                *id = distinct.binary_search(id).expect("listed") as u64;
+            }
+        }
+    });
+    parallel_segments(&seg, threads, &mut pos, |range, part, base| {
+        for d in range {
+            part[seg[d] - base..seg[d + 1] - base].sort_unstable();
+        }
+    });
+    let mut cursor: Vec<usize> = seg[..n_d].to_vec();
+    let piece_rows = job.piece_rows.max(1);
+    let pieces: Vec<(usize, usize)> = (0..distinct.len())
+        .step_by(piece_rows)
+        .map(|p0| (p0, (p0 + piece_rows).min(distinct.len())))
+        .collect();
+    stats.rows = distinct.len() as u64;
+    let (dtype, rb) = (file.info.dtype, file.row_bytes());
+    debug_assert!(rb > 0);
+    let distinct = &distinct;
+    thread::scope(|s| -> Result<()> {
+        let (full_tx, full_rx) =
+            mpsc::sync_channel::<Result<(usize, usize, Vec<f32>, ReadCount)>>(1);
+        let (empty_tx, empty_rx) = mpsc::channel::<Vec<f32>>();
+        for _ in 0..2 {
+            let _ = empty_tx.send(Vec::new());
+        }
+        let todo = pieces.clone();
+        s.spawn(move || {
+            for (p0, p1) in todo {
+                let Ok(mut buf) = empty_rx.recv() else { return };
+                buf.resize((p1 - p0) * dim, 0.0);
+                let read = source.for_each_row(file, &distinct[p0..p1], |k, row| {
+                    decode_row(dtype, row, &mut buf[k * dim..(k + 1) * dim])
+                });
+                let failed = read.is_err();
+                if full_tx.send(read.map(|c| (p0, p1, buf, c))).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        for _ in 0..pieces.len() {
+            let (p0, p1, buf, count) = full_rx
+                .recv()
+                .map_err(|_| Error::Input("aggregate: the row reader stopped".into()))??;
+            stats.read.pages += count.pages;
+            stats.read.requests += count.requests;
+            stats.read.batches += count.batches;
+            fold_piece(
+                job,
+                &seg,
+                &pos,
+                distinct,
+                &mut cursor,
+                acc,
+                dim,
+                threads,
+                p0,
+                p1,
+                &buf,
+            );
+            let _ = empty_tx.send(buf);
+        }
+        Ok(())
+    })?;
+    Ok(stats)
+}
+
+fn check_job(
+    file: &FeatureFile,
+    job: &BlockJob<'_>,
+    acc_len: usize,
+    n_d: usize,
+    dim: usize,
+) -> Result<()> {
+    if n_d == 0 {
+        return Err(Error::Input(
+            "aggregate: the offset index of the block is empty".into(),
+        ));
+    }
+    if acc_len != n_d * dim {
+        return Err(Error::Input(format!(
+            "aggregate: the accumulator holds {acc_len} values but {n_d} destinations of {dim} need {}",
+            n_d * dim
+        )));
+    }
+    if job.a + n_d as u64 > file.num_nodes {
+        return Err(Error::NodeOutOfRange {
+            id: job.a + n_d as u64 - 1,
+            num_nodes: file.num_nodes,
+        });
+    }
+    if job.indptr.windows(2).any(|w| w[0] > w[1]) {
+        return Err(Error::Input(
+            "aggregate: the offset index is not ascending".into(),
+        ));
+    }
+    let (first, last) = (job.indptr[0], job.indptr[n_d]);
+    if job.lo > job.hi || job.lo < first || job.hi > last {
+        return Err(Error::Input(format!(
+            "aggregate: edges {}..{} are not within the block's {first}..{last}",
+            job.lo, job.hi
+        )));
+    }
+    Ok(())
+}
+
+/// Entries `lo..hi` of the neighbor file as u64, checked to be nodes of `file`.
+fn read_ids(nb: NeighborFile<'_>, lo: u64, hi: u64, file: &FeatureFile) -> Result<Vec<u64>> {
+    let io = |source| Error::Io {
+        path: nb.path.to_path_buf(),
+        source,
+    };
+    if nb.id_bytes != 4 && nb.id_bytes != 8 {
+        return Err(Error::Input(format!(
+            "{}: neighbor ids of {} bytes (4 or 8 expected)",
+            nb.path.display(),
+            nb.id_bytes
+        )));
+    }
+    let n = (hi - lo) as usize;
+    let mut bytes = vec![0u8; n * nb.id_bytes];
+    File::open(nb.path)
+        .and_then(|f| f.read_exact_at(&mut bytes, lo * nb.id_bytes as u64))
+        .map_err(io)?;
+    let ids: Vec<u64> = if nb.id_bytes == 4 {
+        bytes
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as u64)
+            .collect()
+    } else {
+        bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &id)| id >= file.num_nodes) {
+        return Err(Error::Input(format!(
+            "{}: entry {} is node {id}, but the graph has {} nodes; run `ringgnn verify` on the dataset",
+            nb.path.display(),
+            lo + i as u64,
+            file.num_nodes
+        )));
+    }
+    Ok(ids)
+}
+
+fn thread_count(asked: usize) -> usize {
+    if asked > 0 {
+        asked
+    } else {
+        thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// Destination ranges of about equal edge counts, one per thread (at least one destination each).
+fn split(seg: &[usize], threads: usize) -> Vec<(usize, usize)> {
+    let n_d = seg.len() - 1;
+    let total = seg[n_d] - seg[0];
+    let t = threads.clamp(1, n_d.max(1));
+    let mut out = Vec::with_capacity(t);
+    let mut d0 = 0;
+    for i in 1..=t {
+        let d1 = if i == t {
+            n_d
+        } else {
+            let target = seg[0] + total * i / t;
+            seg.partition_point(|&e| e <= target)
+                .saturating_sub(1)
+                .clamp(d0, n_d)
+        };
+        if d1 > d0 {
+            out.push((d0, d1));
+            d0 = d1;
+        }
+    }
+    out
+}
+
+/// `f(destinations, their edges' slice of pos, index of that slice's first edge)` on threads.
+fn parallel_segments<F>(seg: &[usize], threads: usize, pos: &mut [u64], f: F)
+where
+    F: Fn(std::ops::Range<usize>, &mut [u64], usize) + Sync,
+{
+    let ranges = split(seg, threads);
+    thread::scope(|s| {
+        let mut rest = pos;
+        let mut at = seg[0];
+        for (d0, d1) in ranges {
+            let (part, tail) = rest.split_at_mut(seg[d1] - at);
+            rest = tail;
+            let f = &f;
+            let base = at;
+            at = seg[d1];
+            s.spawn(move || f(d0..d1, part, base));
+        }
+    });
+}
+
+/// Fold the rows of distinct sources `p0..p1` (`buf`, `dim` values each) into the accumulators
+/// of the destinations whose next edges come from them.
+#[allow(clippy::too_many_arguments)]
+fn fold_piece(
+    job: &BlockJob<'_>,
+    seg: &[usize],
+    pos: &[u64],
+    distinct: &[u64],
+    cursor: &mut [usize],
+    acc: &mut [f32],
+    dim: usize,
+    threads: usize,
+    p0: usize,
+    p1: usize,
+    buf: &[f32],
+) {
+    let ranges = split(seg, threads);
+    thread::scope(|s| {
+        let (mut acc_rest, mut cur_rest) = (acc, cursor);
+        for (d0, d1) in ranges {
+            let (acc_part, a_tail) = acc_rest.split_at_mut((d1 - d0) * dim);
+            let (cur_part, c_tail) = cur_rest.split_at_mut(d1 - d0);
+            acc_rest = a_tail;
+            cur_rest = c_tail;
+            s.spawn(move || {
+                for (i, d) in (d0..d1).enumerate() {
+                    let out = &mut acc_part[i * dim..(i + 1) * dim];
+                    let (mut c, end) = (cur_part[i], seg[d + 1]);
+                    while c < end && (pos[c] as usize) < p1 {
+                        let k = pos[c] as usize - p0;
+                        let row = &buf[k * dim..(k + 1) * dim];
+                        match job.weighting {
+                            Weighting::Sum => out.iter_mut().zip(row).for_each(|(o, x)| *o += x),
+                            Weighting::Gcn(dinv) => {
+                                let w = dinv[distinct[pos[c] as usize] as usize]
+                                    * dinv[(job.a + d as u64) as usize];
+                                out.iter_mut().zip(row).for_each(|(o, x)| *o += x * w);
+                            }
+                        }
+                        c += 1;
+                    }
+                    cur_part[i] = c;
+                }
+            });
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The threads' destination ranges are non-empty, in order, and cover every destination
+        /// once, whatever the degrees (hubs, empty lists) and the thread count.
+        #[test]
+        fn ranges_cover_every_destination_once(degs in prop::collection::vec(0usize..50, 1..60), t in 1usize..9) {
+            let mut seg = vec![0usize];
+            for d in &degs {
+                seg.push(seg.last().unwrap() + d);
+            }
+            let r = split(&seg, t);
+            prop_assert!(!r.is_empty() && r.len() <= t);
+            prop_assert_eq!(r[0].0, 0);
+            prop_assert_eq!(r.last().unwrap().1, degs.len());
+            for w in r.windows(2) {
+                prop_assert_eq!(w[0].1, w[1].0);
+            }
+            prop_assert!(r.iter().all(|&(a, b)| a < b));
+        }
+    }
+}
