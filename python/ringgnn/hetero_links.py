@@ -635,9 +635,8 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
     summary of :func:`ringgnn.scoring.predict_edges`."""
     import torch
 
-    from . import metrics
     from .checkpoints import read_checkpoint
-    from .inference import NpyWriter
+    from .scoring import deliver_scores
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
@@ -678,15 +677,5 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
         endpoints=int(len(src_ids) + (0 if s_type == d_type else len(dst_ids))))
     if negs is not None and len(pos):
         summary["metrics"] = split_scores(pos, neg)
-    if out is not None:
-        sink = NpyWriter(os.fspath(out), table.shape, np.float32)
-        try:
-            sink.put(slice(None), table)
-            summary["out"] = sink.finish()
-        except BaseException:
-            sink.abort()
-            raise
-    else:
-        summary["scores"] = table
-    summary["seconds"] = time.perf_counter() - t0
+    deliver_scores(summary, table, out, t0)
     return summary

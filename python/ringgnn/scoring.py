@@ -79,7 +79,7 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
     by K) for a split with negatives, ``out`` or else ``scores`` (the array), the layer-wise
     inference's counters."""
     from . import metrics
-    from .inference import NpyWriter, open_run
+    from .inference import open_run
     from .links import edge_pairs
 
     if out is not None and not os.fspath(out).endswith(".npy"):
@@ -119,17 +119,7 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
     if (negs is not None or m) and len(pos):
         got = metrics.link_scores(pos, neg) if negs is not None else metrics.shared_link_scores(pos, neg)
         summary["metrics"] = dict(auc=got["auc"], mrr=got["mrr"], hits={str(k): v for k, v in got["hits"].items()})
-    if out is not None:
-        sink = NpyWriter(os.fspath(out), table.shape, np.float32)
-        try:
-            sink.put(slice(None), table)
-            summary["out"] = sink.finish()
-        except BaseException:
-            sink.abort()
-            raise
-    else:
-        summary["scores"] = table
-    summary["seconds"] = time.perf_counter() - t0
+    deliver_scores(summary, table, out, t0)
     for k in ("layers", "bytes_read_neighbors", "bytes_read_rows", "bytes_written", "plan"):
         if k in stats:
             summary[k] = stats[k]
@@ -157,3 +147,22 @@ def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray
                 zn = zt[np.searchsorted(ids, negs[a:b])]
                 neg[a:b] = decoder(zs.unsqueeze(1), zn).numpy()
     return pos, neg
+
+
+def deliver_scores(summary: Dict[str, Any], table: np.ndarray, out: Any, t0: float) -> None:
+    """Put ``predict --edges``' scores where the caller asked: written atomically as ``.npy`` at
+    ``out`` (``summary["out"]``), or kept in ``summary["scores"]``; then ``summary["seconds"]``
+    since ``t0``. The one ending of homogeneous and heterogeneous pair scoring."""
+    from .inference import NpyWriter
+
+    if out is not None:
+        sink = NpyWriter(os.fspath(out), table.shape, np.float32)
+        try:
+            sink.put(slice(None), table)
+            summary["out"] = sink.finish()
+        except BaseException:
+            sink.abort()
+            raise
+    else:
+        summary["scores"] = table
+    summary["seconds"] = time.perf_counter() - t0
