@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -497,22 +496,8 @@ class HeteroLoader:
         h = self.hyperbatch_size()[0]
         jobs = [[(seeds[b], b) for b in order[i:i + h]] for i in range(0, len(order), h)]
         ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="ringgnn-hetero") as pool:
-            queue: List[Future] = []
-            nxt = 0
-            for _ in range(len(jobs)):
-                while nxt < len(jobs) and len(queue) < ahead:
-                    queue.append(pool.submit(self.make_batches, jobs[nxt], epoch))
-                    nxt += 1
-                fut = queue.pop(0)
-                try:
-                    batches = fut.result()
-                    while batches:  # each dropped here as it is handed out
-                        yield batches.pop(0)
-                except BaseException:
-                    for f in queue:
-                        f.cancel()
-                    raise
+        yield from hetero_hyper.run_in_order(jobs, lambda job: self.make_batches(job, epoch), threads=self.threads,
+                                             ahead=ahead, name="ringgnn-hetero")
 
     def __repr__(self) -> str:
         return (f"HeteroLoader({self.dataset.path!r}, target={self.target!r}, {len(self.seeds):,} seeds, "

@@ -17,7 +17,32 @@ share: H is 1.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+
+def run_in_order(jobs: Sequence[Any], make: Callable[[Any], List[Any]], *, threads: int, ahead: int,
+                 name: str) -> Iterator[Any]:
+    """The batches of ``make(job)`` for each job (a hyperbatch's list), made by ``threads``
+    worker threads with ``ahead`` jobs in flight, handed out in job order; each batch is dropped
+    from its list as it is handed out, and the jobs not started are cancelled if the consumer or
+    a job fails. The one pipeline of the heterogeneous node and link loaders."""
+    with ThreadPoolExecutor(threads, thread_name_prefix=name) as pool:
+        queue: List[Future] = []
+        nxt = 0
+        for _ in range(len(jobs)):
+            while nxt < len(jobs) and len(queue) < ahead:
+                queue.append(pool.submit(make, jobs[nxt]))
+                nxt += 1
+            fut = queue.pop(0)
+            try:
+                batches = fut.result()
+                while batches:
+                    yield batches.pop(0)
+            except BaseException:
+                for f in queue:
+                    f.cancel()
+                raise
 
 
 def jobs_in_flight(h: int, threads: int, prefetch: int) -> int:

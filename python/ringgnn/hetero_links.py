@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -235,22 +234,8 @@ class HeteroLinkBatches:
         h = self.hyperbatch_size()[0]
         jobs = [list(range(i, min(n, i + h))) for i in range(0, n, h)]
         ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="ringgnn-hlink") as pool:
-            queue: List[Future] = []
-            nxt = 0
-            for _ in range(len(jobs)):
-                while nxt < len(jobs) and len(queue) < ahead:
-                    queue.append(pool.submit(self.batches, epoch, jobs[nxt]))
-                    nxt += 1
-                fut = queue.pop(0)
-                try:
-                    done = fut.result()
-                    while done:  # each dropped here as it is handed out
-                        yield done.pop(0)
-                except BaseException:
-                    for f in queue:
-                        f.cancel()
-                    raise
+        yield from hetero_hyper.run_in_order(jobs, lambda job: self.batches(epoch, job), threads=self.threads,
+                                             ahead=ahead, name="ringgnn-hlink")
 
 
 # --- held-out splits --------------------------------------------------------------------------
