@@ -76,6 +76,30 @@ def assert_nothing_left(out: Path) -> None:
     assert not leftovers, f"staging directories left behind: {leftovers}"
 
 
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli) of ``data``, as docs/FORMAT.md checksums files, computed bit by bit."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def rewrite_payload(ds: Path, key: str, payload: bytes) -> None:
+    """Replace the start of dataset file ``key``'s payload keeping the manifest consistent (its
+    checksum updated), so only the structure is wrong."""
+    import json
+
+    m = json.loads((ds / "manifest.json").read_text())
+    entry = m["files"][key]
+    raw = bytearray((ds / entry["path"]).read_bytes())
+    raw[: len(payload)] = payload
+    (ds / entry["path"]).write_bytes(bytes(raw))
+    entry["crc32c"] = f"{crc32c(bytes(raw)):08x}"
+    (ds / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
+
+
 # --- writing inputs --------------------------------------------------------------------------
 
 

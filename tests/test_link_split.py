@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ringgnn
+from conftest import rewrite_payload
 from ringgnn._core import CorruptDatasetError, InputError
 
 M = (1 << 64) - 1
@@ -186,26 +187,6 @@ def test_bad_link_splits_are_refused_and_write_nothing(tmp_path, spec, negatives
     assert sorted(os.listdir(tmp_path)) == ["e.tsv"]
 
 
-def _crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-    return crc ^ 0xFFFFFFFF
-
-
-def _rewrite(ds: Path, key: str, payload: bytes) -> None:
-    """Replace a file's payload keeping the manifest consistent (so only structure is wrong)."""
-    m = json.loads((ds / "manifest.json").read_text())
-    entry = m["files"][key]
-    raw = bytearray((ds / entry["path"]).read_bytes())
-    raw[: len(payload)] = payload
-    (ds / entry["path"]).write_bytes(bytes(raw))
-    entry["crc32c"] = f"{_crc32c(bytes(raw)):08x}"
-    (ds / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
-
-
 def test_verify_finds_a_held_out_pair_in_the_graph_and_bad_negatives(tmp_path):
     src = write_edges(tmp_path / "e.tsv", EDGES)
     ringgnn.convert(src, tmp_path / "ds", link_split="test=0.4", link_negatives=2, seed=1)
@@ -217,13 +198,13 @@ def test_verify_finds_a_held_out_pair_in_the_graph_and_bad_negatives(tmp_path):
     # A held-out pair replaced by an edge the graph has.
     shutil.copytree(tmp_path / "ds", bad)
     s, d = graph_edges(ds)[0] if graph_edges(ds)[0][0] != graph_edges(ds)[0][1] else graph_edges(ds)[1]
-    _rewrite(bad, "edge_split.test", np.array([s, d], dtype="<i8").tobytes())
+    rewrite_payload(bad, "edge_split.test", np.array([s, d], dtype="<i8").tobytes())
     with pytest.raises(CorruptDatasetError, match=r"pair 0 \(%d, %d\) is held out but is still an edge" % (s, d)):
         ringgnn.verify(bad)
     # A negative equal to its row's destination.
     shutil.rmtree(bad)
     shutil.copytree(tmp_path / "ds", bad)
-    _rewrite(bad, "edge_negatives.test", np.array([test[1, 0]], dtype="<i8").tobytes())
+    rewrite_payload(bad, "edge_negatives.test", np.array([test[1, 0]], dtype="<i8").tobytes())
     with pytest.raises(CorruptDatasetError, match="negative 0 of pair 0 is .*, the pair's own destination"):
         ringgnn.verify(bad)
     # A version-1 manifest cannot have edge splits.

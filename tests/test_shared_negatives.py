@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ringgnn
+from conftest import crc32c, rewrite_payload
 from ringgnn import metrics
 from ringgnn._core import CorruptDatasetError, InputError
 
@@ -25,15 +26,6 @@ pytest.importorskip("torch_geometric")
 pytestmark = pytest.mark.timeout(300)
 
 SHARED = np.array([[0, 5], [3, 1], [0, 5], [7, 7]])  # as given: a repeat and a self loop are kept
-
-
-def _crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-    return crc ^ 0xFFFFFFFF
 
 
 @pytest.fixture
@@ -63,7 +55,7 @@ def test_stored_byte_for_byte_read_back_and_verified(small):
     payload = SHARED.astype("<i8").tobytes()  # row-major (src, dst) pairs, as given
     assert f["path"] == "edge_shared_negatives_test.bin" and f["payload_bytes"] == 64 == len(payload)
     assert raw == payload + bytes(4096 - 64) and f["bytes"] == 4096
-    assert f["crc32c"] == f"{_crc32c(raw):08x}"
+    assert f["crc32c"] == f"{crc32c(raw):08x}"
     ds = ringgnn.Dataset.open(small / "ds")
     assert ds.edge_shared_negatives("test").tolist() == SHARED.T.tolist()  # (2, m), as edge_split
     assert ds.edge_shared_negatives("test", mmap=True).tolist() == SHARED.T.tolist()
@@ -73,21 +65,11 @@ def test_stored_byte_for_byte_read_back_and_verified(small):
     assert ringgnn.verify(small / "ds")["files_checked"] == len(m["files"])
 
 
-def _rewrite(ds: Path, key: str, payload: bytes) -> None:
-    m = json.loads((ds / "manifest.json").read_text())
-    entry = m["files"][key]
-    raw = bytearray((ds / entry["path"]).read_bytes())
-    raw[: len(payload)] = payload
-    (ds / entry["path"]).write_bytes(bytes(raw))
-    entry["crc32c"] = f"{_crc32c(bytes(raw)):08x}"
-    (ds / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
-
-
 def test_verify_finds_damage(small):
     build(small)
     bad = small / "bad"
     shutil.copytree(small / "ds", bad)
-    _rewrite(bad, "edge_shared_negatives.test", np.array([3, 10], dtype="<i8").tobytes())
+    rewrite_payload(bad, "edge_shared_negatives.test", np.array([3, 10], dtype="<i8").tobytes())
     with pytest.raises(CorruptDatasetError, match=r"destination of shared negative pair 0 is 10 but node ids must "
                                                   r"be in \[0, 10\)"):
         ringgnn.verify(bad)

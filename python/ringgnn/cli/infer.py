@@ -121,42 +121,31 @@ def _is_hetero_link(read: Any) -> bool:
     return is_link_run(read)
 
 
-def _score_hetero_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
-    """``predict --edges`` of a heterogeneous link run (``ringgnn.hetero_links``)."""
-    from ..hetero_links import predict_link_edges
-
-    if args.nodes is not None:
-        raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
-    if args.out is None and args.edges not in HELD_OUT:
-        raise InputError(f"--out: give the .npy file to write the scores of --edges {args.edges} to (only the "
-                         f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
-    with _signals.handling(_terminated, signal.SIGTERM):
-        s = predict_link_edges(args.run_dir, args.edges, dataset=args.dataset, out=args.out,
-                               probabilities=args.probabilities, memory=args.memory, backend=args.backend,
-                               direct=args.direct, quiet=args.quiet or args.json, read=read)
-    s.pop("scores", None)
-    return s
-
-
 def _is_hetero(read: Any) -> bool:
     from ..hetero_infer import is_hetero_run
 
     return is_hetero_run(read)
 
 
-def _score_edges(args: argparse.Namespace) -> Dict[str, Any]:
-    """``predict --edges``: a link run's scores of pairs (``ringgnn.scoring``)."""
-    from ..scoring import predict_edges
-
+def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
+    """``predict --edges``: a link run's scores of pairs (``ringgnn.scoring`` for homogeneous
+    runs, ``ringgnn.hetero_links`` for a heterogeneous run's relation); ``read`` is its checkpoint."""
     if args.nodes is not None:
         raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
     if args.out is None and args.edges not in HELD_OUT:
         raise InputError(f"--out: give the .npy file to write the scores of --edges {args.edges} to (only the "
                          f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
+    common = dict(dataset=args.dataset, out=args.out, probabilities=args.probabilities, memory=args.memory,
+                  backend=args.backend, direct=args.direct, quiet=args.quiet or args.json)
     with _signals.handling(_terminated, signal.SIGTERM):
-        s = predict_edges(args.run_dir, args.edges, dataset=args.dataset, out=args.out,
-                          probabilities=args.probabilities, memory=args.memory, backend=args.backend,
-                          direct=args.direct, keep=args.keep_layers, quiet=args.quiet or args.json)
+        if _is_hetero_link(read):
+            from ..hetero_links import predict_link_edges
+
+            s = predict_link_edges(args.run_dir, args.edges, read=read, **common)
+        else:
+            from ..scoring import predict_edges
+
+            s = predict_edges(args.run_dir, args.edges, keep=args.keep_layers, **common)
     s.pop("scores", None)
     return s
 
@@ -176,12 +165,10 @@ def _layers_line(s: Dict[str, Any]) -> str:
 def cmd_predict(args: argparse.Namespace) -> int:
     if args.edges is not None:
         read = read_checkpoint(args.run_dir, "RUN_DIR")
-        if _is_hetero_link(read):
-            return _print_scores(args, _score_hetero_edges(args, read))
-        if _is_hetero(read):
+        if _is_hetero(read) and not _is_hetero_link(read):
             raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "
                              "classifies nodes of one type); leave --edges out to predict its target nodes")
-        return _print_scores(args, _score_edges(args))
+        return _print_scores(args, _score_edges(args, read))
     s = _run(args, "probabilities" if args.probabilities else "predictions")
     if s.get("heterogeneous"):
         return _print_hetero(args, s, "class probabilities" if args.probabilities else "predictions")

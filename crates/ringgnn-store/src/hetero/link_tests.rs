@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::tests::{edges, node};
 use super::*;
 use crate::dataset::Dataset;
 use crate::link::{LinkSplitOptions, LinkSplitSpec};
@@ -13,13 +14,6 @@ use crate::rng::mix64;
 
 const WRITES: &str = "author:writes:paper";
 const REV: &str = "paper:rev_writes:author";
-
-fn edges(dir: &Path, name: &str, pairs: &[(u64, u64)]) -> PathBuf {
-    let p = dir.join(name);
-    let text: String = pairs.iter().map(|(s, d)| format!("{s},{d}\n")).collect();
-    std::fs::write(&p, text).unwrap();
-    p
-}
 
 /// A `.npy` (n, 2) int64 pair list.
 fn pairs_npy(dir: &Path, name: &str, pairs: &[(i64, i64)]) -> PathBuf {
@@ -34,17 +28,6 @@ fn pairs_npy(dir: &Path, name: &str, pairs: &[(i64, i64)]) -> PathBuf {
     )
     .unwrap();
     p
-}
-
-fn node(name: &str, n: u64) -> NodeTypeSpec {
-    NodeTypeSpec {
-        name: name.into(),
-        num_nodes: n,
-        features: None,
-        feature_dtype: None,
-        labels: None,
-        split: None,
-    }
 }
 
 fn rel(name: &str, input: PathBuf, link: Option<(LinkSplitSpec, u64)>) -> RelationSpec {

@@ -7,7 +7,8 @@ use crate::npy::write_npy;
 use crate::progress::NoProgress;
 
 /// A text edge list in `dir`.
-fn edges(dir: &Path, name: &str, pairs: &[(u64, u64)]) -> PathBuf {
+/// A text edge list `src,dst` per line (also `link_tests`').
+pub(super) fn edges(dir: &Path, name: &str, pairs: &[(u64, u64)]) -> PathBuf {
     let p = dir.join(name);
     let text: String = pairs.iter().map(|(s, d)| format!("{s},{d}\n")).collect();
     std::fs::write(&p, text).unwrap();
@@ -27,7 +28,8 @@ fn i64s(dir: &Path, name: &str, v: &[i64]) -> PathBuf {
     p
 }
 
-fn node(name: &str, n: u64) -> NodeTypeSpec {
+/// A featureless, unlabeled node type (also `link_tests`').
+pub(super) fn node(name: &str, n: u64) -> NodeTypeSpec {
     NodeTypeSpec {
         name: name.into(),
         num_nodes: n,
