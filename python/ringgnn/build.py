@@ -111,12 +111,18 @@ def convert(
         memory=_memory(memory),
         overwrite=overwrite,
         threads=threads,
-        node_ids=None if node_ids is None else (str(node_ids[0]), os.fspath(node_ids[1]),
-                                                None if node_ids[2] is None else os.fspath(node_ids[2])),
+        node_ids=_node_ids(node_ids),
         given_negatives=[(str(k), os.fspath(v)) for k, v in (given_negatives or {}).items()],
         absent_ok=bool(absent_ok),
         shared_negatives=[(str(k), os.fspath(v)) for k, v in (shared_negatives or {}).items()],
     )
+
+
+def _node_ids(ids: Optional[Sequence[Any]]) -> Optional[tuple]:
+    """``(dtype, ids, bytes)`` as the core takes it."""
+    if ids is None:
+        return None
+    return str(ids[0]), os.fspath(ids[1]), None if ids[2] is None else os.fspath(ids[2])
 
 
 def generate_rmat(
@@ -195,7 +201,9 @@ class NodeType:
     """One node type of :func:`build_hetero`: ``num_nodes`` ids ``0 .. num_nodes-1`` of its own,
     optional ``features`` (``.npy`` [num_nodes, D] float16/32/64), ``labels`` (``.npy``
     [num_nodes] integers, -1 = unlabeled) and ``split`` (as :func:`convert` takes it: fractions,
-    or ``.npy`` files of this type's ids)."""
+    or ``.npy`` files of this type's ids). ``node_ids``: the type's original ids as
+    :func:`convert` takes them (``(dtype, ids, bytes)``; what an importer that assigned the type's
+    dense ids passes), stored as ``node.TYPE.node_ids``."""
 
     name: str
     num_nodes: int
@@ -203,6 +211,7 @@ class NodeType:
     labels: Optional[PathLike] = None
     split: Union[None, str, Mapping[str, Any]] = None
     feature_dtype: Optional[str] = None
+    node_ids: Optional[Sequence[Any]] = None
 
 
 @dataclass
@@ -254,7 +263,7 @@ def build_hetero(
             str(t.name), count(t.num_nodes, f"node type {t.name}: num_nodes"),
             None if t.features is None else os.fspath(t.features), t.feature_dtype,
             None if t.labels is None else os.fspath(t.labels),
-            None if t.split is None else parse_split(t.split),
+            None if t.split is None else parse_split(t.split), _node_ids(t.node_ids),
         ))
     rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format,
              None if r.link_split is None else parse_link_split(r.link_split),

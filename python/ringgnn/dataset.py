@@ -332,6 +332,12 @@ class HeteroDataset:
             self._parts[part] = Dataset.open_part(self.path, part)
         return self._parts[part]
 
+    def node_ids(self, node_type: str, nodes: Any = None) -> Optional[np.ndarray]:
+        """The original ids of ``nodes`` (ids of type ``node_type``, default all), as
+        :meth:`Dataset.node_ids` gives a homogeneous dataset's: None when the type stores none
+        (its ids were dense integers already; ``docs/FORMAT.md`` "Original node ids")."""
+        return self.node_type(node_type).node_ids(nodes)
+
     def feature_dims(self) -> Dict[str, Optional[int]]:
         """Feature width per type (None for a type without features)."""
         out = {}

@@ -479,6 +479,10 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
         summary.update(accuracy=accuracy, val_acc=accuracy.get("val"), test_acc=accuracy.get("test"))
     if written is not None:
         summary["out"] = written
+        if part.has_node_ids:  # a type converted from tables: its rows' original ids beside them
+            from .node_ids import write_beside
+
+            summary["node_ids"] = write_beside(part, ids, written)
     else:
         summary["array"] = result
     return summary

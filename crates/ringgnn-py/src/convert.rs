@@ -96,26 +96,12 @@ pub fn convert(
     overwrite: bool,
     threads: Option<usize>,
     progress: Option<Py<PyAny>>,
-    node_ids: Option<(String, PathBuf, Option<PathBuf>)>,
+    node_ids: Option<NodeIdsArg>,
     given_negatives: Vec<(String, PathBuf)>,
     absent_ok: bool,
     shared_negatives: Vec<(String, PathBuf)>,
 ) -> PyResult<String> {
-    let node_ids = node_ids
-        .map(|(dtype, ids, bytes)| -> PyResult<NodeIdsInput> {
-            let dtype = match dtype.as_str() {
-                "i64" => NodeIdDtype::I64,
-                "u64" => NodeIdDtype::U64,
-                "str" => NodeIdDtype::Str,
-                other => {
-                    return Err(input_error(format!(
-                        "node id dtype '{other}': use i64, u64 or str"
-                    )))
-                }
-            };
-            Ok(NodeIdsInput { dtype, ids, bytes })
-        })
-        .transpose()?;
+    let node_ids = node_ids.map(node_ids_input).transpose()?;
     let opts = ConvertOptions {
         input,
         out,
@@ -148,6 +134,23 @@ pub fn convert(
     };
     let manifest = progress::run(py, progress, |p| ringgnn_store::convert(&opts, p))?;
     Ok(manifest.to_json())
+}
+
+/// Original ids as Python passes them: (dtype, ids file, bytes file).
+type NodeIdsArg = (String, PathBuf, Option<PathBuf>);
+
+fn node_ids_input((dtype, ids, bytes): NodeIdsArg) -> PyResult<NodeIdsInput> {
+    let dtype = match dtype.as_str() {
+        "i64" => NodeIdDtype::I64,
+        "u64" => NodeIdDtype::U64,
+        "str" => NodeIdDtype::Str,
+        other => {
+            return Err(input_error(format!(
+                "node id dtype '{other}': use i64, u64 or str"
+            )))
+        }
+    };
+    Ok(NodeIdsInput { dtype, ids, bytes })
 }
 
 /// Generate a Graph500 R-MAT graph (2^scale nodes, edge_factor * 2^scale edges).
@@ -233,7 +236,7 @@ pub fn generate_sbm(
 }
 
 /// One node type of `build_hetero`: (name, count, features .npy, feature dtype, labels .npy,
-/// split).
+/// split, original ids).
 type NodeTypeArg = (
     String,
     u64,
@@ -241,6 +244,7 @@ type NodeTypeArg = (
     Option<String>,
     Option<PathBuf>,
     Option<SplitArg>,
+    Option<NodeIdsArg>,
 );
 
 /// One relation of `build_hetero`: (SRC:REL:DST, edge file, format or None, link split or None,
@@ -256,8 +260,7 @@ type RelationArg = (
     bool,
 );
 
-/// Build a heterogeneous dataset: `node_types` as (name, num_nodes, features, feature_dtype,
-/// labels, split) and `relations` as [`RelationArg`]s; `source` is JSON
+/// Build a heterogeneous dataset: `node_types` as [`NodeTypeArg`]s and `relations` as [`RelationArg`]s; `source` is JSON
 /// recorded in the manifest. Returns the manifest as JSON.
 #[pyfunction]
 #[pyo3(signature = (
@@ -279,7 +282,7 @@ pub fn build_hetero(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let mut types = Vec::new();
-    for (name, num_nodes, features, dtype, labels, split) in node_types {
+    for (name, num_nodes, features, dtype, labels, split, node_ids) in node_types {
         types.push(NodeTypeSpec {
             name,
             num_nodes,
@@ -287,6 +290,7 @@ pub fn build_hetero(
             feature_dtype: self::feature_dtype(dtype.as_deref())?,
             labels,
             split: split.map(SplitSpec::from),
+            node_ids: node_ids.map(node_ids_input).transpose()?,
         });
     }
     let mut rels = Vec::new();

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest::{
     pretty_json, read_value, DegreeStats, EdgeSplitInfo, FeatureInfo, FileEntry, GraphInfo,
-    IndexDtype, LabelInfo, Manifest, FORMAT_NAME,
+    IndexDtype, LabelInfo, Manifest, NodeIdInfo, FORMAT_NAME,
 };
 use crate::{Error, Result};
 
@@ -35,6 +35,10 @@ pub struct NodeTypeInfo {
     pub labels: Option<LabelInfo>,
     /// Split name -> number of node ids (of this type) in `node.TYPE.split.NAME`.
     pub splits: BTreeMap<String, u64>,
+    /// The type's original ids (`node.TYPE.node_ids`), as a homogeneous dataset's `node_ids`;
+    /// absent (and not written) when the input named this type's nodes by dense ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ids: Option<NodeIdInfo>,
 }
 
 /// One relation `SRC:REL:DST`: a CSC over the `DST` nodes whose entries are `SRC` ids.
@@ -294,6 +298,7 @@ impl HeteroManifest {
                 m.features = info.features.clone();
                 m.labels = info.labels.clone();
                 m.splits = info.splits.clone();
+                m.node_ids = info.node_ids.clone();
                 Ok(m)
             }
             Part::Relation(r) => {

@@ -5,8 +5,9 @@ options, which source an INPUT is, and which options it refuses. Edge lists and 
 from __future__ import annotations
 
 import argparse
+import re
 import time
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import graphbolt, importers
 from .._core import InputError
@@ -14,7 +15,7 @@ from .._core import InputError
 #: Options of an edge-list INPUT and their defaults (``data._EDGE_LIST_OPTIONS`` less those an
 #: importer takes): an importer refuses them when given.
 _TABLE_ONLY = {"node_table": None, "node_id": None, "feature_columns": None, "label_column": None,
-               "split_column": None}
+               "split_column": None, "relation": None}
 _REFUSED = {
     "ogb": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "split": None,
             "link_split": None, "feature": None, "task": None,
@@ -25,6 +26,12 @@ _REFUSED = {
                 "features": None, "labels": None, "split": None, "link_split": None, "link_negatives": 100,
                 "feature": None, "task": None, "split_scheme": None, **_TABLE_ONLY},
 }
+#: Typed tables (one table per relation) build a heterogeneous dataset: relations are directed,
+#: splits come from node tables.
+_REFUSED["typed"] = {**{k: v for k, v in _REFUSED["table"].items() if k != "add_reverse"},
+                     "undirected": False, "self_loops": "keep", "dedup": False, "split": None}
+#: INPUT naming a relation's table: ``SRC:REL:DST=FILE``.
+_TYPED_INPUT = re.compile(r"^[A-Za-z0-9_-]+:[A-Za-z0-9_-]+:[A-Za-z0-9_-]+=")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,31 +43,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--split-scheme", metavar="NAME", default=None,
                    help="OGB input: the directory under split/ to convert (default: the only one)")
-    p.add_argument("--src", metavar="COL", default=None,
+    p.add_argument("--src", metavar="[S:R:D=]COL", action="append", default=None,
                    help="table input (.parquet, or .csv with a header): the column of the edges' sources, integer or "
-                   "string ids of any range (dense ids are assigned; Dataset.node_ids() gives the originals)")
-    p.add_argument("--dst", metavar="COL", default=None, help="table input: the column of the edges' destinations")
-    p.add_argument("--node-table", metavar="FILE", default=None,
+                   "string ids of any range (dense ids are assigned; Dataset.node_ids() gives the originals); typed "
+                   "tables: S:R:D=COL for one relation, COL for every relation without its own (repeatable)")
+    p.add_argument("--dst", metavar="[S:R:D=]COL", action="append", default=None,
+                   help="table input: the column of the edges' destinations (as --src)")
+    p.add_argument("--relation", metavar="S:R:D=FILE", action="append", default=None,
+                   help="typed tables (a heterogeneous dataset): the edge table of relation SRC:REL:DST, whose --src "
+                   "names SRC nodes and --dst DST nodes, each type with its own ids; repeatable (INPUT may be one "
+                   "too: ringgnn convert user:buys:item=buys.parquet OUT ...)")
+    p.add_argument("--node-table", metavar="[TYPE=]FILE", action="append", default=None,
                    help="table input: a table (.parquet or .csv with a header) of one row per node, keyed by the "
-                   "edges' ids, giving features, labels and splits (joined out of core)")
-    p.add_argument("--node-id", metavar="COL", default=None, help="--node-table: its id column")
-    p.add_argument("--feature-columns", metavar="COLS", default=None,
-                   help="--node-table: feature columns, comma-separated (numbers), or one column of vectors")
-    p.add_argument("--label-column", metavar="COL", default=None,
+                   "edges' ids, giving features, labels and splits (joined out of core); typed tables: TYPE=FILE, "
+                   "one per node type that has one (repeatable)")
+    p.add_argument("--node-id", metavar="[TYPE=]COL", action="append", default=None,
+                   help="--node-table: its id column (typed tables: TYPE=COL, or COL for every node table)")
+    p.add_argument("--feature-columns", metavar="[TYPE=]COLS", action="append", default=None,
+                   help="--node-table: feature columns, comma-separated (numbers), or one column of vectors (typed "
+                   "tables: TYPE=COLS per type, or COLS for every node table)")
+    p.add_argument("--label-column", metavar="[TYPE=]COL", action="append", default=None,
                    help="--node-table: the label column (integer classes; null or -1 = unlabeled)")
-    p.add_argument("--split-column", metavar="COL", default=None,
+    p.add_argument("--split-column", metavar="[TYPE=]COL", action="append", default=None,
                    help="--node-table: each node's split name (train, val, test; null = none)")
-
 
 def source_of(args: Any) -> str:
     """The source ``args.input`` is: ``--from``, else detected (a GraphBolt yaml first)."""
     if args.source != "detect":
         return args.source
+    if is_typed(args):
+        return "table"
     if args.src is not None or args.dst is not None or str(args.input).lower().endswith((".parquet", ".pq")):
         return "table"
     if graphbolt.find_metadata(args.input) is not None:
         return "graphbolt"
     return importers.detect(args.input) or "edges"
+
+
+def is_typed(args: Any) -> bool:
+    """Typed tables: INPUT is ``SRC:REL:DST=FILE`` or ``--relation`` is given."""
+    return bool(args.relation) or bool(_TYPED_INPUT.match(str(args.input)))
+
+
+def _single(args: Any, dest: str) -> Optional[str]:
+    """A table option given at most once (an edge table of one node set)."""
+    v = getattr(args, dest)
+    if v is None:
+        return None
+    flag = "--" + dest.replace("_", "-")
+    if len(v) > 1:
+        raise InputError(f"{flag} is given {len(v)} times; an edge table of one node set takes it once (typed tables, "
+                         "one per relation, take SRC:REL:DST=FILE INPUT and --relation)")
+    return v[0]
 
 
 def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
@@ -79,14 +113,20 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
             raise InputError(f"--split-scheme applies to an OGB directory INPUT, and {args.input} is read as "
                              f"{'a GraphBolt metadata.yaml' if source == 'graphbolt' else 'an edge list'}")
         return None
-    given = [d for d, default in _REFUSED[source].items() if getattr(args, d) != default]
+    typed = source == "table" and is_typed(args)
+    given = [d for d, default in _REFUSED["typed" if typed else source].items() if getattr(args, d) != default]
     if given:
         flags = ", ".join("--" + d.replace("_", "-") for d in given)
         what = {"ogb": "an OGB directory", "mag240m": "MAG240M's processed layout", "table": "an edge table"}[source]
+        if typed:
+            what = "typed tables (relations are directed: --add-reverse adds the reverses; splits come from " \
+                   "--split-column)"
         raise InputError(f"{flags}: not options of {what} ({args.input})"
                          + (", which says itself what to convert" if source != "table" else ""))
     if source != "table" and (args.src is not None or args.dst is not None):
         raise InputError(f"--src and --dst name the columns of a table INPUT, and {args.input} is {source}'s layout")
+    if typed:
+        return _convert_typed(args, summary, bars)
     if source == "table" and (args.src is None or args.dst is None):
         raise InputError(f"{args.input}: a table INPUT needs --src COL and --dst COL, the columns of each edge's ends")
     common = dict(seed=args.seed, memory=args.memory, overwrite=args.overwrite,
@@ -104,12 +144,13 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
         elif source == "table":
             from ..importers.tables import convert_table
 
-            manifest = convert_table(args.input, args.out, src=args.src, dst=args.dst, undirected=args.undirected,
+            manifest = convert_table(args.input, args.out, src=_single(args, "src"), dst=_single(args, "dst"),
+                                     undirected=args.undirected,
                                      self_loops=args.self_loops, dedup=args.dedup, split=args.split,
-                                     node_table=args.node_table, node_id=args.node_id,
-                                     feature_columns=[c.strip() for c in (args.feature_columns or "").split(",")
-                                                      if c.strip()],
-                                     label_column=args.label_column, split_column=args.split_column,
+                                     node_table=_single(args, "node_table"), node_id=_single(args, "node_id"),
+                                     feature_columns=_columns(_single(args, "feature_columns")),
+                                     label_column=_single(args, "label_column"),
+                                     split_column=_single(args, "split_column"),
                                      feature_dtype=args.feature_dtype, progress=b,
                                      **common)
         else:
@@ -117,5 +158,83 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
 
             manifest = convert_mag240m(args.input, args.out, add_reverse=bool(args.add_reverse),
                                        feature_dtype=args.feature_dtype, progress=b, **common)
+    summary(args, "converted", manifest, time.perf_counter() - t0)
+    return 0
+
+
+def _columns(v: Optional[str]) -> List[str]:
+    return [c.strip() for c in (v or "").split(",") if c.strip()]
+
+
+def _scoped(args: Any, dest: str, keys: List[str], what: str) -> Tuple[Optional[str], Dict[str, str]]:
+    """``--OPT KEY=VALUE`` (for one of ``keys``) and ``--OPT VALUE`` (the default of the others),
+    each repeatable: (the default, {key: value})."""
+    flag = "--" + dest.replace("_", "-")
+    default, scoped = None, {}
+    for v in getattr(args, dest) or ():
+        key, sep, value = v.partition("=")
+        if not sep:
+            if default is not None:
+                raise InputError(f"{flag} {default} and {flag} {v}: give one value for every {what}, or "
+                                 f"{flag} {what.upper()}=VALUE for each")
+            default = v
+            continue
+        if key not in keys:
+            raise InputError(f"{flag} {v}: '{key}' is not a {what} of the tables (they have: {', '.join(keys)})")
+        if key in scoped:
+            raise InputError(f"{flag} names {what} {key} twice")
+        scoped[key] = value
+    return default, scoped
+
+
+def _pairs(values: List[str], flag: str, what: str) -> List[Tuple[str, str]]:
+    out = []
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key or not value:
+            raise InputError(f"{flag} {v}: give {what}=FILE")
+        out.append((key, value))
+    return out
+
+
+def _convert_typed(args: Any, summary: Any, bars: Any) -> int:
+    """Typed tables: one edge table per relation, optional node tables per type
+    (:mod:`ringgnn.importers.typed_tables`)."""
+    from ..importers.typed_tables import TypedNodes, TypedRelation, convert_typed_tables
+
+    if not _TYPED_INPUT.match(str(args.input)):
+        raise InputError(f"{args.input}: with --relation, INPUT is a relation's table too: SRC:REL:DST=FILE")
+    rel_files = _pairs([str(args.input)] + (args.relation or []), "--relation", "SRC:REL:DST")
+    names = [r for r, _ in rel_files]
+    src_default, src = _scoped(args, "src", names, "relation")
+    dst_default, dst = _scoped(args, "dst", names, "relation")
+    relations = []
+    for name, path in rel_files:
+        s, d = src.get(name, src_default), dst.get(name, dst_default)
+        if s is None or d is None:
+            raise InputError(f"relation {name} ({path}): name its columns with --src {name}=COL and --dst {name}=COL "
+                             "(or --src COL --dst COL for every relation)")
+        relations.append(TypedRelation(name, path, s, d))
+    node_files = _pairs(args.node_table or [], "--node-table", "TYPE")
+    types = [t for t, _ in node_files]
+    opts = {d: _scoped(args, d, types, "node type")
+            for d in ("node_id", "feature_columns", "label_column", "split_column")}
+    if not node_files:
+        given = [d for d, (default, scoped) in opts.items() if default is not None or scoped]
+        if given:
+            raise InputError(f"{', '.join('--' + d.replace('_', '-') for d in given)}: options of a --node-table "
+                             "TYPE=FILE; give it")
+    nodes = []
+    for t, path in node_files:
+        v = {d: scoped.get(t, default) for d, (default, scoped) in opts.items()}
+        if v["node_id"] is None:
+            raise InputError(f"--node-table {t}={path}: name its id column (--node-id {t}=COL, or --node-id COL)")
+        nodes.append(TypedNodes(t, path, v["node_id"], _columns(v["feature_columns"]), v["label_column"],
+                                v["split_column"]))
+    t0 = time.perf_counter()
+    with bars(args) as b:
+        manifest = convert_typed_tables(args.out, relations, nodes, add_reverse=bool(args.add_reverse),
+                                        feature_dtype=args.feature_dtype, seed=args.seed, memory=args.memory,
+                                        overwrite=args.overwrite, threads=args.threads, progress=b)
     summary(args, "converted", manifest, time.perf_counter() - t0)
     return 0

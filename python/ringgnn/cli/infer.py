@@ -237,6 +237,8 @@ def _print_hetero(args: argparse.Namespace, s: Dict[str, Any], what: str) -> int
     shape = f" ({s['dim']} {s['dtype']})" if s["dim"] is not None else ""
     acc = "".join(f"; {k} accuracy {v:.4f}" for k, v in (s.get("accuracy") or {}).items() if v is not None)
     print(f"{what} of {s['rows']:,} {s['type']} nodes{shape} -> {s['out']} in {s['seconds']:.1f} s{acc}")
+    if s.get("node_ids"):
+        print(f"  the rows' original {s['type']} ids -> {s['node_ids']}")
     layers = ", ".join(f"layer {d['layer']} {d['type']} {d['seconds']:.1f} s" for d in s["layers"] if d["layer"])
     mib = 1 << 20
     print(f"  {layers + '; ' if layers else ''}read {s['bytes_read_neighbors'] / mib:,.1f} MiB of neighbor lists and "

@@ -3,7 +3,8 @@ out-of-core builders (:mod:`ringgnn.build`). Each source has its own module: :mo
 Graph Benchmark node property prediction directories), :mod:`.ogbl` (its link prediction ones),
 :mod:`.ogb_hetero` (its heterogeneous CSV layout, ogbn-mag), :mod:`.mag240m` (OGB-LSC MAG240M's
 processed layout), :mod:`.pyg_io` (PyG objects, both ways), :mod:`.tables` and
-:mod:`.node_table` (Parquet/CSV tables with arbitrary ids); :mod:`._stage` holds what they
+:mod:`.node_table` (Parquet/CSV tables with arbitrary ids), :mod:`.typed_tables` (one such table
+per relation: a heterogeneous dataset); :mod:`._stage` holds what they
 share. ``ringgnn convert DIR OUT`` detects them (:func:`detect`).
 """
 

@@ -13,7 +13,9 @@ consecutive dense ids (bucket by bucket, so dense ids follow (bucket, value) ord
 the set of ids alone, the same on every run); pass 3 maps each edge bucket's sources, re-bucketed
 by destination, and pass 4 their destinations, into the ``.npy`` edge list the builder reads.
 ``P`` is chosen so that a bucket's ids take at most a quarter of ``memory``. Bucket files are
-Arrow IPC streams in the staging directory beside ``out``, removed at the end.
+Arrow IPC streams in the staging directory beside ``out``, removed at the end. Passes 2 to 4 are
+:class:`IdMap` and :func:`map_edges`, which :mod:`.typed_tables` uses once per node type and per
+relation.
 
 Requires ``pyarrow`` (``pip install 'ringgnn[parquet]'``). A CSV's id columns are read as
 strings (CSV has no types: ``007`` and ``7`` are different text, so different nodes); integer ids
@@ -26,7 +28,7 @@ from __future__ import annotations
 import gc
 import math
 import os
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -126,7 +128,6 @@ def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: T
     """Passes 1 to 4 (see the module): the staged edge list of dense ids, the node count, the
     original ids' files, and the node table's features and labels (or None)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     batches = t.batches([src, dst])
     first = next(batches, None)
@@ -154,67 +155,102 @@ def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: T
         row0 += batch.num_rows
     ids_b.close(), edges_b.close()
 
-    # pass 2: each bucket's distinct ids, sorted, get consecutive dense ids
-    uniq_b = Buckets(stage, "uniq", pa.schema([("id", id_type)]), p)
-    offsets = [0]
-    ids_path = stage.path("node-ids")[:-4] + ".bin"
-    bytes_path = stage.path("node-id-bytes")[:-4] + ".bin" if kind == "str" else None
-    with open(ids_path, "wb") as ids_f, (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
-        if kind == "str":
-            ids_f.write(np.zeros(1, "<u8").tobytes())
-        text_end = 0
-        for b in range(p):
-            col = ids_b.read(b).column("id")
-            u = pc.unique(col)
-            u = u.take(pc.sort_indices(u)) if len(u) else u
-            u = u.combine_chunks() if isinstance(u, pa.ChunkedArray) else u
-            uniq_b.write(np.full(len(u), b, dtype=np.int64), [u])
-            os.remove(ids_b.paths[b]) if os.path.exists(ids_b.paths[b]) else None
-            if kind == "str":
-                lens = to_np(pc.binary_length(u)).astype(np.int64) if len(u) else np.zeros(0, np.int64)
-                ids_f.write((text_end + np.cumsum(lens)).astype("<u8").tobytes())
-                text_end += int(lens.sum())
-                if len(u):
-                    o = np.frombuffer(u.buffers()[1], np.int64)
-                    data = u.buffers()[2]
-                    if data is not None:
-                        bytes_f.write(np.frombuffer(data, np.uint8)[o[u.offset]: o[u.offset + len(u)]].tobytes())
-            else:
-                ids_f.write(to_np(u).astype("<u8" if kind == "uint" else "<i8").tobytes())
-            offsets.append(offsets[-1] + len(u))
-    uniq_b.close()
-    num_nodes = offsets[-1]
+    ids = IdMap.number(stage, ids_b, kind, id_type)
     features = labels = node_splits = None
     if nodes is not None:
         from .node_table import join
 
-        features, labels, node_splits = join(nodes, stage, kind, p, uniq_b, offsets)
+        features, labels, node_splits = join(nodes, stage, kind, p, ids.uniq, ids.offsets)
+    edges = map_edges(stage, edges_b, ids, ids)
+    return edges, ids.num_nodes, ids.files, features, labels, node_splits
 
-    # passes 3 and 4: sources to dense ids (re-bucketed by destination), then destinations
-    mid_b = Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type)]), p)
-    for b in range(p):
+
+class IdMap:
+    """Dense ids of one set of original ids (a homogeneous table's nodes, or one node type's):
+    ``p`` bucket files of distinct ids, each sorted, bucket ``b``'s numbered from
+    ``offsets[b]``, and the originals in dense order as the builder's ``node_ids`` files."""
+
+    def __init__(self, kind: str, id_type: Any, uniq: Buckets, offsets: List[int],
+                 files: Tuple[str, str, Optional[str]]):
+        self.kind, self.id_type, self.uniq, self.offsets, self.files = kind, id_type, uniq, offsets, files
+        self.p = len(offsets) - 1
+        self.num_nodes = offsets[-1]
+
+    @classmethod
+    def number(cls, stage: Staging, ids_b: Buckets, kind: str, id_type: Any) -> "IdMap":
+        """Pass 2: each bucket's distinct ids, sorted, get consecutive dense ids (the bucket
+        files of ``ids_b`` are removed as they are read)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        p = len(ids_b.paths)
+        uniq_b = Buckets(stage, "uniq", pa.schema([("id", id_type)]), p)
+        offsets = [0]
+        ids_path = stage.path("node-ids")[:-4] + ".bin"
+        bytes_path = stage.path("node-id-bytes")[:-4] + ".bin" if kind == "str" else None
+        with open(ids_path, "wb") as ids_f, (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
+            if kind == "str":
+                ids_f.write(np.zeros(1, "<u8").tobytes())
+            text_end = 0
+            for b in range(p):
+                col = ids_b.read(b).column("id")
+                u = pc.unique(col)
+                u = u.take(pc.sort_indices(u)) if len(u) else u
+                u = u.combine_chunks() if isinstance(u, pa.ChunkedArray) else u
+                uniq_b.write(np.full(len(u), b, dtype=np.int64), [u])
+                os.remove(ids_b.paths[b]) if os.path.exists(ids_b.paths[b]) else None
+                if kind == "str":
+                    lens = to_np(pc.binary_length(u)).astype(np.int64) if len(u) else np.zeros(0, np.int64)
+                    ids_f.write((text_end + np.cumsum(lens)).astype("<u8").tobytes())
+                    text_end += int(lens.sum())
+                    if len(u):
+                        o = np.frombuffer(u.buffers()[1], np.int64)
+                        data = u.buffers()[2]
+                        if data is not None:
+                            bytes_f.write(np.frombuffer(data, np.uint8)[o[u.offset]: o[u.offset + len(u)]].tobytes())
+                else:
+                    ids_f.write(to_np(u).astype("<u8" if kind == "uint" else "<i8").tobytes())
+                offsets.append(offsets[-1] + len(u))
+        uniq_b.close()
+        dtype = "str" if kind == "str" else ("u64" if kind == "uint" else "i64")
+        return cls(kind, id_type, uniq_b, offsets, (dtype, ids_path, bytes_path))
+
+    def bucket(self, ids: Any) -> np.ndarray:
+        return bucket_of(ids, self.kind, self.p)
+
+    def dense(self, b: int, ids: Any) -> np.ndarray:
+        """The dense ids of ``ids`` (all in bucket ``b``, all present)."""
+        import pyarrow.compute as pc
+
+        u = self.uniq.read(b).column("id")
+        return to_np(pc.index_in(ids, value_set=u)).astype(np.int64, copy=False) + self.offsets[b]
+
+
+def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> str:
+    """Passes 3 and 4: edges bucketed by their source's bucket of ``src`` become a staged
+    ``(E, 2)`` ``.npy`` of dense ids: sources mapped bucket by bucket (re-bucketed by the
+    destination's bucket of ``dst``), then destinations. The bucket files are removed as read."""
+    import pyarrow as pa
+
+    mid_b = Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", dst.id_type)]), dst.p)
+    for b in range(len(edges_b.paths)):
         e = edges_b.read(b)
         if e.num_rows == 0:
             continue
-        u = uniq_b.read(b).column("id")
-        dense = to_np(pc.index_in(e.column("src"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
+        dense = src.dense(b, e.column("src"))
         dcol = e.column("dst").combine_chunks()
-        d_np = dcol if kind == "str" else to_np(dcol)
-        mid_b.write(bucket_of(d_np, kind, p), [dense, d_np])
+        d_np = dcol if dst.kind == "str" else to_np(dcol)
+        mid_b.write(dst.bucket(d_np), [dense, d_np])
         os.remove(edges_b.paths[b])
     mid_b.close()
     with NpyWriter(stage.path("edges"), np.int64, (2,)) as w:
-        for b in range(p):
+        for b in range(dst.p):
             e = mid_b.read(b)
             if e.num_rows == 0:
                 continue
-            u = uniq_b.read(b).column("id")
-            dense = to_np(pc.index_in(e.column("dst"), value_set=u)).astype(np.int64, copy=False) + offsets[b]
-            w.write(np.stack([to_np(e.column("src")), dense], axis=1))
+            w.write(np.stack([to_np(e.column("src")), dst.dense(b, e.column("dst"))], axis=1))
             os.remove(mid_b.paths[b])
-        edges = w.close()
-    source_ids = ("str" if kind == "str" else ("u64" if kind == "uint" else "i64"), ids_path, bytes_path)
-    return edges, num_nodes, source_ids, features, labels, node_splits
+        return w.close()
 
 
 def bucket_count(rows: int, per_id: int, budget: int) -> int:

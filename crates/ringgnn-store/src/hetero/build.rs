@@ -28,6 +28,7 @@ use crate::convert::{GraphOptions, SplitSpec};
 use crate::input::{self, EdgeSource, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions, LinkSplitSpec};
 use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
+use crate::node_ids::{attach_node_ids, NodeIdsInput};
 use crate::progress::{Prefixed, Progress};
 use crate::writer::Staging;
 use crate::{Error, IoContext, Result};
@@ -43,6 +44,9 @@ pub struct NodeTypeSpec {
     /// `.npy` of num_nodes integer labels (-1 = unlabeled).
     pub labels: Option<PathBuf>,
     pub split: Option<SplitSpec>,
+    /// The type's original ids in dense order (an importer that assigned the dense ids), stored
+    /// as `node.TYPE.node_ids` exactly as [`crate::convert`] stores a homogeneous dataset's.
+    pub node_ids: Option<NodeIdsInput>,
 }
 
 /// One relation to build from an edge list of (SRC id, DST id) pairs.
@@ -169,6 +173,10 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
         if let Some(s) = &t.split {
             attach::check_split_spec(s)?;
         }
+        if let Some(ids) = &t.node_ids {
+            ids.check(Some(t.num_nodes))
+                .map_err(|e| in_type(e, &t.name))?;
+        }
     }
     if counts.is_empty() {
         return crate::input_err!("a heterogeneous dataset needs at least one node type");
@@ -274,6 +282,12 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             }
             None => BTreeMap::new(),
         };
+        let node_ids = match &t.node_ids {
+            Some(ids) => Some(
+                attach_node_ids(&mut staging, ids, t.num_nodes).map_err(|e| in_type(e, &t.name))?,
+            ),
+            None => None,
+        };
         node_types.insert(
             t.name.clone(),
             NodeTypeInfo {
@@ -281,6 +295,7 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
                 features,
                 labels,
                 splits,
+                node_ids,
             },
         );
     }

@@ -37,6 +37,7 @@ pub(super) fn node(name: &str, n: u64) -> NodeTypeSpec {
         feature_dtype: None,
         labels: None,
         split: None,
+        node_ids: None,
     }
 }
 
@@ -264,4 +265,115 @@ fn parts_are_named_and_parsed() {
         "relation/a:b:c"
     );
     assert!(Part::parse("paper").is_err());
+}
+
+/// Raw little-endian u64s / i64s (the original-id files an importer writes).
+fn raw(dir: &Path, name: &str, v: &[u64]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    p
+}
+
+/// Each type's original ids are stored under `node.TYPE.`, read through its view as a
+/// homogeneous dataset's, and checked by `verify` per type; a type without them writes none.
+#[test]
+fn original_ids_are_stored_per_type() {
+    use crate::manifest::NodeIdDtype;
+    use crate::node_ids::NodeIdsInput;
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let buys = edges(d, "buys.csv", &[(0, 1), (2, 0), (2, 1)]);
+    let mut user = node("user", 3);
+    // i64 ids past 2^32, and a negative one
+    let user_ids = [5_000_000_000i64, -1, 7];
+    user.node_ids = Some(NodeIdsInput {
+        dtype: NodeIdDtype::I64,
+        ids: raw(d, "u.bin", &user_ids.map(|x| x as u64)),
+        bytes: None,
+    });
+    // string ids "b", "cd": offsets 0, 1, 3 over "bcd"
+    let mut item = node("item", 2);
+    let item_bytes = d.join("i.bytes");
+    std::fs::write(&item_bytes, b"bcd").unwrap();
+    item.node_ids = Some(NodeIdsInput {
+        dtype: NodeIdDtype::Str,
+        ids: raw(d, "i.bin", &[0, 1, 3]),
+        bytes: Some(item_bytes),
+    });
+    let out = d.join("out");
+    let s = spec(
+        out.clone(),
+        vec![user, item, node("shop", 1)],
+        vec![rel("user:buys:item", buys)],
+    );
+    let m = build(&s, &NoProgress).unwrap();
+    let info = |t: &str| m.node_types[t].node_ids.clone().map(|i| (i.dtype, i.bytes));
+    assert_eq!(info("user"), Some((NodeIdDtype::I64, 0)));
+    assert_eq!(info("item"), Some((NodeIdDtype::Str, 3)));
+    assert_eq!(info("shop"), None);
+    let keys: Vec<&str> = m
+        .files
+        .keys()
+        .map(String::as_str)
+        .filter(|k| k.contains("node_id"))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "node.item.node_id_bytes",
+            "node.item.node_ids",
+            "node.user.node_ids"
+        ]
+    );
+    let json = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+    let shop = &serde_json::from_str::<serde_json::Value>(&json).unwrap()["node_types"]["shop"];
+    assert!(shop.get("node_ids").is_none(), "{shop}");
+    // The view of a type is a homogeneous dataset with its ids, byte for byte as given.
+    let view = m.view(&Part::Node("user".into())).unwrap();
+    assert_eq!(view.node_ids.as_ref().unwrap().dtype, NodeIdDtype::I64);
+    let stored = std::fs::read(out.join(&view.files["node_ids"].path)).unwrap();
+    let want: Vec<u8> = user_ids.iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(&stored[..24], &want[..]);
+    assert!(stored[24..].iter().all(|&b| b == 0));
+    let view = m.view(&Part::Node("item".into())).unwrap();
+    assert_eq!(
+        &std::fs::read(out.join(&view.files["node_id_bytes"].path)).unwrap()[..3],
+        b"bcd"
+    );
+    crate::verify::verify(&out, &NoProgress).unwrap();
+    // Offsets that decrease are found in the item type's file, checksum fixed.
+    let file = view.files["node_ids"].path.clone();
+    let p = out.join(&file);
+    let mut b = std::fs::read(&p).unwrap();
+    b[8..16].copy_from_slice(&4u64.to_le_bytes()); // 0, 4, 3
+    std::fs::write(&p, &b).unwrap();
+    let mut h = HeteroManifest::read(&out).unwrap();
+    for e in h.files.values_mut().filter(|e| e.path == file) {
+        e.crc32c = format!("{:08x}", crc32c::crc32c(&b));
+    }
+    std::fs::write(out.join("manifest.json"), h.to_json()).unwrap();
+    match crate::verify::verify(&out, &NoProgress) {
+        Err(Error::Corrupt(e)) => assert!(e.contains(&file) && e.contains("offset 1 is 4"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // A file whose size does not match the type's count is refused before anything is built.
+    let mut bad = node("user", 3);
+    bad.node_ids = Some(NodeIdsInput {
+        dtype: NodeIdDtype::U64,
+        ids: raw(d, "short.bin", &[1, 2]),
+        bytes: None,
+    });
+    let s = spec(d.join("out2"), vec![bad, node("item", 2)], vec![]);
+    match build(&s, &NoProgress) {
+        Err(Error::Input(e)) => assert!(
+            e.contains("short.bin: 16 bytes, but 3 node ids take 24") && e.contains("'user'"),
+            "{e}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(!d.join("out2").exists());
 }
