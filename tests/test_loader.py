@@ -277,3 +277,37 @@ def test_hyperbatches_give_the_same_batches(tmp_path):
     assert st["sampler_hyperbatch_batches"] == len(ref) and st["sampler_hyperbatches"] == -(-len(ref) // 3)
     with pytest.raises(ringgnn.InputError, match="hyperbatch"):
         ringgnn.Loader(ds, [5], 64, hyperbatch="lots")
+
+
+def test_spilled_hyperbatches_give_the_same_batches_and_leave_no_file(tmp_path):
+    # Loading hyperbatches that spill their samples keep only the row ids staging reads; the
+    # batches are those of one batch at a time, and the spill file goes to staging_dir,
+    # unlinked at once.
+    ds = sbm(tmp_path, nodes=2000)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ref = list(ringgnn.Loader(ds, [5, 3], 64, seed=1, backend="pread", cache=0, hyperbatch=1))
+    for spill in ("on", "off", "auto"):
+        loader = ringgnn.Loader(ds, [5, 3], 64, seed=1, backend="pread", cache=0, hyperbatch=5, spill=spill,
+                                staging_dir=scratch)
+        got = list(loader)
+        assert len(got) == len(ref)
+        for a, b in zip(got, ref):
+            assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index), spill
+            assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y), spill
+        st = loader.stats()
+        assert st["sampler_hyperbatches"] == -(-len(ref) // 5)
+        if spill == "on":
+            assert st["sampler_spilled_bytes"] >= len(ref) * 4096
+        if spill == "off":
+            assert st["sampler_spilled_bytes"] == 0
+        # Each hyperbatch staged or not, once; the first never staged.
+        assert st["staged_hyperbatches"] + st["unstaged_hyperbatches"] == st["sampler_hyperbatches"]
+        assert st["staged_hyperbatches"] < st["sampler_hyperbatches"]
+        assert list(scratch.iterdir()) == []
+    with pytest.raises(ringgnn.InputError, match="spill"):
+        ringgnn.Loader(ds, [5], 64, spill="sometimes")
+    # A spill directory that cannot be written is named, with what to do.
+    missing = tmp_path / "missing"
+    with pytest.raises(ringgnn.InputError, match=f"{missing}.*staging_dir"):
+        list(ringgnn.Loader(ds, [5, 3], 64, backend="pread", hyperbatch=5, spill="on", staging_dir=missing))

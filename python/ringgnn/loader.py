@@ -60,9 +60,15 @@ class Loader:
             and each batch reads them back sequentially; a cost model chooses per hyperbatch
             (``stats()`` counts its choices).
         staging_dir: where the staging file goes (on the SSD; default: the dataset's parent
-            directory); it is unlinked at once, so nothing is left behind.
+            directory), and the spill file of hyperbatches that write their finished samples
+            to disk; both are unlinked at once, so nothing is left behind.
         staging_cap: bytes the staging file may hold (default: the feature file's size; 0: never
             stage).
+        spill: whether a hyperbatch writes each finished sample to a spill file (in
+            ``staging_dir``) and reads it back when its turn comes, keeping in memory only the
+            row ids its staging pass reads: ``"auto"`` (default: when that fits more batches in
+            the memory plan's share than keeping them), ``"on"`` or ``"off"``. Batches do not
+            depend on it.
         backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
         feature_backend: the same choice for feature rows alone (default: ``backend``), e.g.
             ``"memory"`` with ``backend="uring"`` to hold the features but sample from disk.
@@ -106,6 +112,7 @@ class Loader:
         hyperbatch: Union[int, str] = "auto",
         staging_dir: Optional[PathLike] = None,
         staging_cap: Union[None, int, str] = None,
+        spill: str = "auto",
         share: Optional["Loader"] = None,
         processes: int = 1,
     ):
@@ -149,6 +156,7 @@ class Loader:
                 staging_dir=None if staging_dir is None else os.fspath(staging_dir),
                 staging_cap=_options.size(staging_cap, "staging_cap"),
                 processes=_options.count(processes, "processes", 1),
+                spill=str(spill),
             )
             note = self._core.plan()["note"]
             if note:

@@ -219,14 +219,25 @@ impl FeatureGatherer {
     /// The distinct ids of `ids` the cache does not hold, ascending: the rows a gather of `ids`
     /// reads, in the order it reads them. Ids are checked.
     pub fn cold_ids(&self, ids: &[u64], into: &mut Vec<u64>) -> Result<()> {
+        Self::cold_rows(&self.file, self.cache.as_deref(), ids, into)
+    }
+
+    /// [`Self::cold_ids`] for a gatherer of `file` with `cache`, without one (any thread may
+    /// call it: a hyperbatch's sampling threads do, before they spill each sample).
+    pub fn cold_rows(
+        file: &FeatureFile,
+        cache: Option<&HotRowCache>,
+        ids: &[u64],
+        into: &mut Vec<u64>,
+    ) -> Result<()> {
         into.clear();
         for &id in ids {
-            self.file.check_id(id)?;
+            file.check_id(id)?;
             into.push(id);
         }
         into.sort_unstable();
         into.dedup();
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = cache {
             let mut cursor = 0;
             into.retain(|&id| {
                 let (pos, slot) = cache.find_from(cursor, id);

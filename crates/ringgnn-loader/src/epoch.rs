@@ -201,6 +201,9 @@ impl EpochBatches {
 pub struct BatchJob {
     pub batches: Arc<EpochBatches>,
     pub indices: Vec<u64>,
+    /// The first job of the epoch's selection: nothing is trained while it is prepared (a
+    /// loading driver does not stage its rows, see `budget::cost::stage_rows`).
+    pub first: bool,
 }
 
 /// The selected batches of an epoch in the selection's order, `per_job` batches per job (read
@@ -211,12 +214,17 @@ pub struct BatchJob {
 /// over the neighbor file costs about as much for a few batches as for many: an epoch of 82
 /// with room for 75 is two hyperbatches either way, and 41 + 41 spends less than 75 + 7 (each
 /// batch's state is smaller next to fewer others; the last one is not a near-empty pass).
+///
+/// `min_jobs` (balanced only) splits the selection into at least that many jobs where it has
+/// the batches: loading drivers that may stage rows take two, so that the first hyperbatch,
+/// gathered batch by batch, is trained while the second is staged.
 pub struct EpochJobs {
     batches: Arc<EpochBatches>,
     indices: Vec<u64>,
     next: usize,
     per_job: Arc<AtomicUsize>,
     balance: bool,
+    min_jobs: usize,
 }
 
 impl EpochJobs {
@@ -232,6 +240,24 @@ impl EpochJobs {
             next: 0,
             per_job,
             balance,
+            min_jobs: 1,
+        }
+    }
+
+    /// At least `n` jobs when balanced (see the type's docs).
+    pub fn with_min_jobs(mut self, n: usize) -> Self {
+        self.min_jobs = n.max(1);
+        self
+    }
+
+    /// Jobs the batches left make: as few as the size allows, and on a balanced selection not
+    /// yet started at least `min_jobs` (at most one per batch).
+    fn jobs(&self, left: usize) -> usize {
+        let jobs = left.div_ceil(self.per_job()).max(1);
+        if self.balance && self.next == 0 {
+            jobs.max(self.min_jobs.min(left))
+        } else {
+            jobs
         }
     }
 
@@ -245,7 +271,7 @@ impl EpochJobs {
         if !self.balance {
             return most.min(left);
         }
-        left.div_ceil(left.div_ceil(most).max(1))
+        left.div_ceil(self.jobs(left))
     }
 }
 
@@ -258,19 +284,22 @@ impl JobSource for EpochJobs {
         }
         let end = self.next + self.take();
         let indices = self.indices[self.next..end].to_vec();
+        let first = self.next == 0;
         self.next = end;
         let n = indices.len();
         Some((
             BatchJob {
                 batches: self.batches.clone(),
                 indices,
+                first,
             },
             n,
         ))
     }
 
     fn jobs_left(&self) -> Option<usize> {
-        Some((self.indices.len() - self.next).div_ceil(self.per_job()))
+        let left = self.indices.len() - self.next;
+        Some(if left == 0 { 0 } else { self.jobs(left) })
     }
 }
 
@@ -424,5 +453,38 @@ mod tests {
         assert_eq!(jobs.jobs_left(), Some(1));
         assert_eq!(jobs.next_job().unwrap().1, 54);
         assert!(jobs.next_job().is_none());
+    }
+
+    #[test]
+    fn at_least_min_jobs_and_only_the_first_is_first() {
+        let seeds = Seeds::all(1000);
+        let e = Arc::new(EpochBatches::new(&seeds, 0, &opts(10, false, 0, false)).unwrap());
+        let run = |n: u64, most: usize, balance: bool, min: usize| {
+            let mut jobs = EpochJobs::new(
+                e.clone(),
+                (0..n).collect(),
+                Arc::new(AtomicUsize::new(most)),
+                balance,
+            )
+            .with_min_jobs(min);
+            let left = jobs.jobs_left();
+            let mut got = vec![];
+            while let Some((j, k)) = jobs.next_job() {
+                got.push((k, j.first));
+            }
+            assert_eq!(left, Some(got.len()), "jobs_left counts the split");
+            got
+        };
+        // Room for the whole epoch, yet two hyperbatches: the first trains while the second
+        // is staged.
+        assert_eq!(run(12, 12, true, 2), [(6, true), (6, false)]);
+        assert_eq!(run(12, 100, true, 2), [(6, true), (6, false)]);
+        assert_eq!(run(13, 12, true, 2), [(7, true), (6, false)]);
+        // More jobs than the minimum already: as before.
+        assert_eq!(run(12, 5, true, 2), [(4, true), (4, false), (4, false)]);
+        // One batch makes one job; a fixed size (not balanced) is kept as given.
+        assert_eq!(run(1, 12, true, 2), [(1, true)]);
+        assert_eq!(run(12, 12, false, 2), [(12, true)]);
+        assert!(run(0, 12, true, 2).is_empty());
     }
 }

@@ -76,7 +76,15 @@ impl Shape {
         // For the cost: what a batch reads (measured means, else bounds) and holds in a
         // hyperbatch (as [`Self::hyper_peaks`] sizes it, with staging's part).
         let (edges, rows, hyper_batch) = match &probed {
-            Some(m) => (m.edges, m.rows, m.hyper.batch.saturating_mul(PROBE_MARGIN)),
+            // Loading drivers spill their samples when that holds more batches (`Spill::Auto`):
+            // a batch then holds its state before its last hop.
+            Some(m) => {
+                let held = match &self.features {
+                    Some(_) => m.hyper.batch.min(m.hyper.resident),
+                    None => m.hyper.batch,
+                };
+                (m.edges, m.rows, held.saturating_mul(PROBE_MARGIN))
+            }
             None => (
                 bound.edges.min(self.index.num_edges()),
                 bound.nodes,
@@ -530,6 +538,7 @@ impl BatchLoader {
         seeds: &Seeds,
         e: &EpochOptions,
         drivers: Option<usize>,
+        min_jobs: usize,
     ) -> Result<Epoch<S::Output>>
     where
         S: Stage<Job = crate::epoch::BatchJob, Error = Error>,
@@ -554,7 +563,7 @@ impl BatchLoader {
                 NonZeroUsize::new(plan.window as usize).unwrap_or(NonZeroUsize::MIN),
             ),
         };
-        let jobs = EpochJobs::new(batches, indices, per_job, balance);
+        let jobs = EpochJobs::new(batches, indices, per_job, balance).with_min_jobs(min_jobs);
         let mut o = RunOptions::new(threads, window, "ringgnn-loader");
         o.live = self.live.clone();
         Ok(Epoch {
@@ -577,27 +586,33 @@ impl BatchLoader {
                 parts: h.clone(),
                 gather: parts.clone(),
             };
-            return self.start(stage, seeds, e, Some(h.sizing.drivers));
+            // With rows to stage, the first hyperbatch is trained while the second is staged.
+            let min_jobs = if parts.staging.is_some() {
+                h.sizing.drivers
+            } else {
+                1
+            };
+            return self.start(stage, seeds, e, Some(h.sizing.drivers), min_jobs);
         }
         let stage = LoadStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
             parts: parts.clone(),
         };
-        self.start(stage, seeds, e, None)
+        self.start(stage, seeds, e, None, 1)
     }
 
     /// One epoch of samples only.
     pub fn sample_epoch(&self, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<Batch>> {
         if let Some(h) = &self.hyper {
             let stage = HyperSampleStage { parts: h.clone() };
-            return self.start(stage, seeds, e, Some(1));
+            return self.start(stage, seeds, e, Some(1), 1);
         }
         let stage = SampleStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
         };
-        self.start(stage, seeds, e, None)
+        self.start(stage, seeds, e, None, 1)
     }
 
     /// Sample mini-batch `batch` of epoch `epoch` around `seeds` on the calling thread: exactly

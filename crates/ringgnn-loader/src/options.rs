@@ -141,7 +141,8 @@ impl FromStr for Hyperbatch {
 /// back when its turn comes (see `ringgnn_sampler::SpillFile`), instead of kept in memory until
 /// the consumer takes them. Spilled, a batch holds only its state before the last hop (about half
 /// of a kept one on skewed graphs), so more batches share each pass over the neighbor file.
-/// Sampling epochs only: with features, staging needs every batch's nodes at once.
+/// Loading epochs spill too, keeping of each batch only the cold row ids its staging pass
+/// reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Spill {
     /// Spill a hyperbatch that would not fit with its samples kept, when spilling fits more
@@ -209,7 +210,7 @@ pub struct LoaderOptions {
     pub hold: NonZeroUsize,
     /// Batches sampled together when the neighbor file is read from disk.
     pub hyperbatch: Hyperbatch,
-    /// Whether hyperbatches of sampling epochs spill their finished samples to disk.
+    /// Whether hyperbatches spill their finished samples to disk.
     pub spill: Spill,
     /// A directory on the SSD for the spill file (`None`: the dataset's parent directory).
     pub spill_dir: Option<std::path::PathBuf>,

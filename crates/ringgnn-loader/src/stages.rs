@@ -16,11 +16,12 @@ use ringgnn_io::AlignedBuf;
 use ringgnn_io::{BackendKind, CoalesceOptions, ReadModel};
 use ringgnn_pipeline::{Emit, Stage};
 use ringgnn_sampler::{
-    CompactSample, Graph, GraphSampler, HyperBatch, HyperPeaks, HyperSampler, HyperStates,
+    CompactSample, Graph, GraphSampler, HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep,
     SampleOptions, SampledSubgraph, SpillFile, SPILL_BUFFER,
 };
 use ringgnn_store::Bitmap;
 
+use crate::budget::cost::stage_rows;
 use crate::buffers::BufferPool;
 use crate::epoch::BatchJob;
 use crate::labels::Labels;
@@ -153,9 +154,10 @@ pub(crate) struct HyperSizing {
     pub(crate) drivers: usize,
     /// Batches the next job takes (read by the epoch's job source at each claim).
     pub(crate) next: Arc<AtomicUsize>,
-    /// The spill policy (sampling drivers only: `drivers == 1`), the threads that each write
-    /// one finished sample at a time when spilling, and the most batches a hyperbatch holds with
-    /// its samples kept (a larger one spills).
+    /// The spill policy, the threads that each write one finished sample at a time when
+    /// spilling, and the most batches a hyperbatch holds with its samples kept (a larger one
+    /// spills). Loading drivers spill too, keeping of each batch only the cold row ids its
+    /// staging pass reads (part of `extra`).
     spill: Spill,
     threads: usize,
     kept: AtomicUsize,
@@ -206,8 +208,7 @@ impl HyperSizing {
             reserved,
             drivers,
             next: Arc::new(AtomicUsize::new(1)),
-            // Loading drivers stage their batches' rows from the samples' nodes: kept.
-            spill: if drivers == 1 { spill } else { Spill::Off },
+            spill,
             threads: threads.max(1),
             kept: AtomicUsize::new(usize::MAX),
             limit: AtomicU64::new(0),
@@ -385,18 +386,22 @@ impl HyperParts {
 
     /// Sample the job's batches together into the worker's spill file (started over: the
     /// consumer has read every sample of the previous hyperbatch), each written as soon as it
-    /// is finished; they come back in the job's order. Only the first ones come back when the
-    /// others' last hops would not fit the share (see [`HyperSizing::limit`]).
+    /// is finished; they come back in the job's order, each with what `keep` kept of it (empty
+    /// without). A sampling driver admits the batches' last hops within its share: only the
+    /// first ones come back when the others' would not fit (see [`HyperSizing::limit`]).
+    /// Loading drivers are sized with the margin instead, and every batch comes back.
     fn sample_spilled(
         &self,
         w: &mut HyperWorker,
         job: &BatchJob,
-    ) -> Result<Vec<ringgnn_sampler::Spilled>> {
+        keep: Option<&Keep<'_>>,
+    ) -> Result<Vec<(ringgnn_sampler::Spilled, Vec<u64>)>> {
         if w.spill.is_none() {
             let f = SpillFile::create(&self.spill_dir).map_err(|e| {
                 Error::Input(format!(
                     "cannot create the hyperbatch spill file in {}: {e} (choose another \
-                     directory with --spill-dir, spill_dir= in Python, or turn spilling off)",
+                     directory with --spill-dir, spill_dir= in Python, --staging-dir or \
+                     staging_dir= for a Loader, or turn spilling off)",
                     self.spill_dir.display()
                 ))
             })?;
@@ -405,9 +410,14 @@ impl HyperParts {
         let (hs, (spill, _)) = (&mut w.hs, w.spill.as_mut().expect("made above"));
         spill.rewind();
         let before = spill.traffic().0;
-        let limit = self.sizing.limit();
-        let r = self.sample_with(hs, true, job, |hs, batches| {
-            hs.sample_spilled(batches, spill, Some(limit))
+        let limit = (self.sizing.drivers == 1).then(|| self.sizing.limit());
+        let r = self.sample_with(hs, true, job, |hs, batches| match keep {
+            Some(k) => hs.sample_spilled_keeping(batches, spill, limit, k),
+            None => Ok(hs
+                .sample_spilled(batches, spill, limit)?
+                .into_iter()
+                .map(|r| (r, Vec::new()))
+                .collect()),
         });
         self.graph.record_spill(spill.traffic().0 - before);
         r
@@ -479,10 +489,15 @@ impl Stage for HyperSampleStage {
             // Batches left out for want of room are sampled next, as a hyperbatch of their own.
             let mut rest = job;
             loop {
-                let recs = self.parts.sample_spilled(w, &rest)?;
+                let recs = self.parts.sample_spilled(w, &rest, None)?;
                 let (f, buf) = w.spill.as_mut().expect("the spill file of this hyperbatch");
                 let left = rest.indices.split_off(recs.len());
-                hand_out_spilled(f, buf, recs, &rest, out)?;
+                let recs = recs.into_iter().map(|(r, _)| r).collect();
+                read_back(f, buf, recs, &rest, |_, b| {
+                    turn(out, 1)?;
+                    out.emit(Ok(b.expand()));
+                    Ok(())
+                })?;
                 if left.is_empty() {
                     return Ok(());
                 }
@@ -499,14 +514,15 @@ impl Stage for HyperSampleStage {
     }
 }
 
-/// Hand a spilled hyperbatch's batches out in order, each expanded when its turn comes; a
-/// thread reads the samples back from the spill file meanwhile, [`READ_AHEAD`] ahead.
-fn hand_out_spilled(
+/// Read a spilled hyperbatch's samples back in order and pass each batch (its place in the job
+/// and the batch) to `each`, which hands it out when its turn comes; a thread reads the samples
+/// back from the spill file meanwhile, [`READ_AHEAD`] ahead.
+fn read_back(
     f: &SpillFile,
     buf: &mut AlignedBuf,
     recs: Vec<ringgnn_sampler::Spilled>,
     job: &BatchJob,
-    out: &mut Emit<'_, Batch, Error>,
+    mut each: impl FnMut(usize, CompactBatch) -> Result<()>,
 ) -> Result<()> {
     std::thread::scope(|sc| {
         let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
@@ -521,17 +537,18 @@ fn hand_out_spilled(
             }
         });
         let handed = (|| {
-            for &index in &job.indices {
+            for (i, &index) in job.indices.iter().enumerate() {
                 let sample = rx
                     .recv()
                     .map_err(|_| Error::Input("the spill reader stopped".into()))??;
-                turn(out, 1)?;
-                let b = CompactBatch {
-                    index,
-                    seeds: job.batches.seeds_of(index).ids().to_vec(),
-                    sample,
-                };
-                out.emit(Ok(b.expand()));
+                each(
+                    i,
+                    CompactBatch {
+                        index,
+                        seeds: job.batches.seeds_of(index).ids().to_vec(),
+                        sample,
+                    },
+                )?;
             }
             Ok(())
         })();
@@ -583,79 +600,113 @@ impl Stage for HyperLoadStage {
         out: &mut Emit<'_, LoadedBatch, Error>,
     ) -> Result<()> {
         let t0 = Instant::now();
+        let h = job.indices.len().max(1) as u32;
+        // The first hyperbatch of an epoch is gathered batch by batch, while the second is
+        // staged (`cost::stage_rows`): its cold rows are not even listed.
+        let can_stage = staging.as_ref().is_some_and(|s| s.disabled.is_none());
+        let may_stage = can_stage && !job.first;
+        if can_stage && job.first {
+            let mut t = self.gather.totals.lock().unwrap_or_else(|e| e.into_inner());
+            t.unstaged_hyperbatches += 1;
+        }
         // No wait: the batches come out one at a time, each when its turn comes, so what lives
         // is the hyperbatch states of the drivers (the plan's share) and the batches ahead.
-        let batches = self.parts.sample(w, &job)?;
-        let h = batches.len().max(1) as u32;
-        // The hyperbatch's sampling time, shared out over its batches.
-        let sample_time = t0.elapsed() / h;
-        // Staged or batch by batch, whichever the cost model finds cheaper.
-        let t1 = Instant::now();
-        let staged = match staging {
-            Some(st) => self.stage(g, st, &batches)?,
-            None => false,
-        };
-        let pass = if staged {
-            let (bytes, _, _) = staging.as_ref().expect("staged").traffic();
-            Some((t1.elapsed() / h, bytes))
-        } else {
-            None
-        };
-        let mut pass_bytes = pass.map_or(0, |p| p.1);
-        if let (Some(st), true) = (staging.as_ref(), staged) {
-            // The bytes this pass read, shared out over its batches.
-            pass_bytes -= st.pass_before;
-        }
-        for (b, batch) in batches.into_iter().enumerate() {
-            let t2 = Instant::now();
-            turn(out, self.gather.ahead)?;
-            let wait_time = t2.elapsed();
-            let from = match (staging.as_mut(), pass) {
-                (Some(st), Some((time, _))) => Some(Staged {
-                    staging: st,
-                    batch: b,
-                    time,
-                    bytes: pass_bytes / h as u64,
-                }),
+        if self.parts.sizing.spills(job.indices.len()) {
+            // Each sample is written to the spill file as soon as it is finished, and of it
+            // only the cold row ids a staging pass reads stay in memory.
+            let (file, cache) = (&self.gather.file, self.gather.cache.as_deref());
+            let keep = |nodes: &[u64]| -> ringgnn_sampler::Result<Vec<u64>> {
+                let mut cold = Vec::new();
+                FeatureGatherer::cold_rows(file, cache, nodes, &mut cold)
+                    .map_err(|e| ringgnn_sampler::Error::Input(e.to_string()))?;
+                Ok(cold)
+            };
+            let keep: &Keep<'_> = &keep;
+            let recs = self
+                .parts
+                .sample_spilled(w, &job, may_stage.then_some(keep))?;
+            let sample_time = t0.elapsed() / h;
+            let (recs, cold): (Vec<_>, Vec<_>) = recs.into_iter().unzip();
+            let pass = match staging.as_mut() {
+                Some(st) if may_stage => {
+                    st.cold = cold;
+                    self.stage(st, h)?
+                }
                 _ => None,
             };
-            out.emit(Ok(gather(
-                &self.gather,
-                g,
-                batch.expand(),
-                sample_time,
-                wait_time,
-                from,
-            )?));
+            let (f, buf) = w.spill.as_mut().expect("the spill file of this hyperbatch");
+            return read_back(f, buf, recs, &job, |b, batch| {
+                self.hand_out(g, staging, pass, b, batch, sample_time, out)
+            });
+        }
+        let batches = self.parts.sample(w, &job)?;
+        // The hyperbatch's sampling time, shared out over its batches.
+        let sample_time = t0.elapsed() / h;
+        let pass = match staging.as_mut() {
+            Some(st) if may_stage => {
+                st.cold.resize_with(batches.len(), Vec::new);
+                st.cold.truncate(batches.len());
+                for (b, batch) in batches.iter().enumerate() {
+                    g.cold_ids(batch.sample.node(), &mut st.cold[b])?;
+                }
+                self.stage(st, h)?
+            }
+            _ => None,
+        };
+        for (b, batch) in batches.into_iter().enumerate() {
+            self.hand_out(g, staging, pass, b, batch, sample_time, out)?;
         }
         Ok(())
     }
 }
 
 impl HyperLoadStage {
-    /// Stage the hyperbatch's cold rows if the cost model finds it cheaper than reading them
-    /// batch by batch, and it fits the staging file's cap.
-    fn stage(
+    /// Batch `b` of the hyperbatch, when its turn comes: its rows gathered (from the staging
+    /// file when `pass`, the batch's share of the pass's time and bytes, says they were
+    /// staged) and handed out.
+    #[allow(clippy::too_many_arguments)]
+    fn hand_out(
         &self,
-        g: &FeatureGatherer,
-        st: &mut Staging,
-        batches: &[CompactBatch],
-    ) -> Result<bool> {
-        if st.disabled.is_some() {
-            return Ok(false);
-        }
-        st.cold.resize_with(batches.len(), Vec::new);
-        st.cold.truncate(batches.len());
-        for (b, batch) in batches.iter().enumerate() {
-            g.cold_ids(batch.sample.node(), &mut st.cold[b])?;
-        }
+        g: &mut FeatureGatherer,
+        staging: &mut Option<Staging>,
+        pass: Option<(Duration, u64)>,
+        b: usize,
+        batch: CompactBatch,
+        sample_time: Duration,
+        out: &mut Emit<'_, LoadedBatch, Error>,
+    ) -> Result<()> {
+        let t = Instant::now();
+        turn(out, self.gather.ahead)?;
+        let wait_time = t.elapsed();
+        let from = match (staging.as_mut(), pass) {
+            (Some(st), Some((time, bytes))) => Some(Staged {
+                staging: st,
+                batch: b,
+                time,
+                bytes,
+            }),
+            _ => None,
+        };
+        out.emit(Ok(gather(
+            &self.gather,
+            g,
+            batch.expand(),
+            sample_time,
+            wait_time,
+            from,
+        )?));
+        Ok(())
+    }
+
+    /// Stage the hyperbatch's cold rows (`st.cold`, one list per batch) if the cost model finds
+    /// it cheaper than reading them batch by batch ([`stage_rows`]: this is not an epoch's
+    /// first hyperbatch), and it fits the staging file's cap; when staged, each of the `h`
+    /// batches' share of the pass's time and of the bytes it read.
+    fn stage(&self, st: &mut Staging, h: u32) -> Result<Option<(Duration, u64)>> {
+        let t0 = Instant::now();
         let est = estimate(&st.cold, &self.gather.file, st.model());
         let (pass0, written0, _) = st.traffic();
-        st.pass_before = pass0;
-        // Reading batch by batch overlaps with the consumer's work on earlier batches; a pass
-        // holds back every batch of the hyperbatch until it ends. So stage only when it reads
-        // in at most half the time.
-        let staged = est.staged * STAGING_ADVANTAGE < est.per_batch && st.stage()?;
+        let staged = stage_rows(false, est.per_batch, est.staged) && st.stage()?;
         let mut t = self.gather.totals.lock().unwrap_or_else(|e| e.into_inner());
         t.est_per_batch_seconds += est.per_batch;
         t.est_staged_seconds += est.staged;
@@ -667,13 +718,9 @@ impl HyperLoadStage {
         let (pass, written, _) = st.traffic();
         t.staging_pass_bytes += pass - pass0;
         t.staging_written_bytes += written - written0;
-        Ok(staged)
+        Ok(staged.then(|| (t0.elapsed() / h, (pass - pass0) / h as u64)))
     }
 }
-
-/// How much faster (estimated) staging must read a hyperbatch's rows than reading them batch by
-/// batch to be chosen: see [`HyperLoadStage::stage`].
-const STAGING_ADVANTAGE: f64 = 2.0;
 
 /// A batch whose cold rows wait in a staging file, with its share of the pass that put them
 /// there.
@@ -1017,8 +1064,21 @@ mod tests {
         let s = HyperSizing::new(120 * MB, None, peaks, 2.0, 0, 0, 1, Spill::Auto, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 20);
         assert!(!s.spills(7) && s.spills(8));
-        // Loading drivers (two) never spill.
-        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, 0, 0, 2, Spill::On, 2);
-        assert!(!s.spills(1));
+        // Loading drivers (two) spill too, each with half the share and the margin on the
+        // spilled states (they do not admit last hops by bounds). Each batch also holds what
+        // staging keeps (1 MiB here: its cold row ids). Kept: 120 / 2 / ((8 + 1) * 1.5) = 4;
+        // spilled: (60 - 24 - 5) / ((4 + 1) * 1.5) = 4.1, so 4 as well; once settled (margin
+        // 1.15 on 20 batches), kept 60 / 10.35 = 5, spilled (60 - 18.4 - 5) / 5.75 = 6.
+        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, MB, 0, 2, Spill::Auto, 2);
+        s.measured(peaks, 0, 4, false);
+        assert_eq!(s.next.load(Ordering::Relaxed), 4);
+        s.measured(peaks, 0, 16, false);
+        assert_eq!(s.next.load(Ordering::Relaxed), 6);
+        assert!(!s.spills(5) && s.spills(6));
+        // Under `on` every loading hyperbatch spills; under `off` none.
+        let on = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, MB, 0, 2, Spill::On, 2);
+        assert!(on.spills(1));
+        let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, MB, 0, 2, Spill::Off, 2);
+        assert!(!off.spills(100));
     }
 }

@@ -111,8 +111,6 @@ pub struct Staging {
     pub(crate) cold: Vec<Vec<u64>>,
     /// Why staging is off for good (the file could not be made), if it is.
     pub(crate) disabled: Option<String>,
-    /// The pass bytes read before the current hyperbatch's pass.
-    pub(crate) pass_before: u64,
 }
 
 impl Staging {
@@ -141,7 +139,6 @@ impl Staging {
             reader: None,
             cold: Vec::new(),
             disabled,
-            pass_before: 0,
         }
     }
 

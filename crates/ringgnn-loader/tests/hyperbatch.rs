@@ -181,6 +181,90 @@ fn loaded_hyperbatches_equal_per_batch_loading() {
     assert!(staged.get() > 0, "the cost model staged some hyperbatches");
 }
 
+/// Loading drivers that spill their samples (keeping only each batch's cold row ids for
+/// staging) give the per-batch epoch's batches and rows, whatever the hyperbatch size, the
+/// spill policy, the threads and the cache; every hyperbatch is counted once as staged or not,
+/// and the first of the epoch is never staged (it is trained while the second is).
+#[test]
+fn spilled_loading_hyperbatches_equal_per_batch_loading() {
+    let tmp = sbm(3000, FeatureDtype::F32);
+    let dir = tmp.path().join("ds");
+    let seeds = train_seeds(&dir);
+    let e = EpochOptions::new(nz(64), 3);
+    let spill_dir = tempfile::tempdir().unwrap();
+    let want: Vec<LoadedBatch> = {
+        let o = loading(BackendChoice::Memory, None, CachePolicy::Degree);
+        let l = BatchLoader::open(&dir, o, Some(&seeds)).unwrap();
+        l.epoch(&seeds, &e).unwrap().map(|b| b.unwrap()).collect()
+    };
+    assert_eq!(want.len(), 24);
+    // Hyperbatches staged with their samples kept and spilled.
+    let (mut staged, mut staged_spilled) = (0, 0);
+    for threads in [1, 2, 3] {
+        for h in sizes() {
+            for spill in [Spill::On, Spill::Off, Spill::Auto] {
+                for cache in [Some(0), Some(20_000)] {
+                    // By degree: look-ahead sampling would add its batches to the totals.
+                    let mut o = loading(BackendChoice::Pread, cache, CachePolicy::Degree);
+                    o.threads = nz(threads);
+                    o.hyperbatch = h;
+                    o.spill = spill;
+                    o.spill_dir = Some(spill_dir.path().to_path_buf());
+                    let l = BatchLoader::open(&dir, o, Some(&seeds)).unwrap();
+                    let got: Vec<LoadedBatch> =
+                        l.epoch(&seeds, &e).unwrap().map(|b| b.unwrap()).collect();
+                    let case =
+                        format!("{threads} threads, {h:?}, spill {spill:?}, cache {cache:?}");
+                    assert_eq!(l.live_workers(), 0, "{case}");
+                    assert_eq!(got.len(), want.len(), "{case}");
+                    for (a, b) in got.iter().zip(&want) {
+                        assert_eq!(
+                            (a.index, &a.seeds, &a.sample, &a.x, &a.y),
+                            (b.index, &b.seeds, &b.sample, &b.x, &b.y),
+                            "{case}"
+                        );
+                    }
+                    let t = l.graph().hyper_totals();
+                    let s = l.stats();
+                    if h == Hyperbatch::PER_BATCH {
+                        assert_eq!((t.spilled_bytes, s.staged_hyperbatches), (0, 0), "{case}");
+                        continue;
+                    }
+                    assert_eq!(t.batches, 24, "{case}");
+                    match spill {
+                        // Every sample went through the spill file, in whole pages.
+                        Spill::On => assert!(t.spilled_bytes >= 24 * 4096, "{case}: {t:?}"),
+                        Spill::Off => assert_eq!(t.spilled_bytes, 0, "{case}"),
+                        Spill::Auto => {}
+                    }
+                    assert_eq!(
+                        s.staged_hyperbatches + s.unstaged_hyperbatches,
+                        t.hyperbatches,
+                        "{case}: each hyperbatch is staged or not, once: {s:?}"
+                    );
+                    assert!(
+                        s.staged_hyperbatches < t.hyperbatches,
+                        "{case}: the first is gathered batch by batch: {s:?}"
+                    );
+                    if h == Hyperbatch::Auto {
+                        assert!(t.hyperbatches >= 2, "{case}: two at least: {t:?}");
+                    }
+                    staged += s.staged_hyperbatches;
+                    if spill == Spill::On {
+                        staged_spilled += s.staged_hyperbatches;
+                    }
+                    // Spill and staging files are unlinked at once.
+                    assert_eq!(std::fs::read_dir(spill_dir.path()).unwrap().count(), 0);
+                }
+            }
+        }
+    }
+    assert!(
+        staged > staged_spilled && staged_spilled > 0,
+        "the cost model staged kept and spilled hyperbatches: {staged} {staged_spilled}"
+    );
+}
+
 /// A budget whose plan leaves the hyperbatch state about `share` bytes with options `o`: the
 /// plan's fixed parts (found from a larger budget) and `share`, with the 1/32 slack on top.
 fn leaving(path: &std::path::Path, o: &LoaderOptions, share: u64) -> u64 {

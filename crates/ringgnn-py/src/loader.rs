@@ -109,7 +109,7 @@ impl Loader {
         path, fanouts, batch_size, replace=false, backend="auto", direct=false, threads=None,
         seed=0, memory=None, reserve=0, cache=None, cache_policy="presample",
         presample_batches=64, presample_seeds=None, prefetch=None, hold=HOLD, feature_backend=None,
-        hyperbatch="auto", staging_dir=None, staging_cap=None, processes=None
+        hyperbatch="auto", staging_dir=None, staging_cap=None, processes=None, spill="auto"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -135,6 +135,7 @@ impl Loader {
         staging_dir: Option<PathBuf>,
         staging_cap: Option<u64>,
         processes: Option<NonZeroUsize>,
+        spill: &str,
     ) -> PyResult<Self> {
         let processes = processes.unwrap_or(NonZeroUsize::MIN);
         let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
@@ -148,7 +149,7 @@ impl Loader {
                 .parse::<CachePolicy>()
                 .map_err(LoaderError)?
                 .with_batches(presample_batches),
-            staging_dir,
+            staging_dir: staging_dir.clone(),
             staging_cap,
         };
         let opts = LoaderOptions {
@@ -168,9 +169,10 @@ impl Loader {
             prefetch,
             hold,
             hyperbatch: hyperbatch.parse().map_err(LoaderError)?,
-            // Loading epochs keep their samples (staging needs their nodes); see `Spill`.
-            spill: LoaderOptions::default().spill,
-            spill_dir: None,
+            // Loading hyperbatches spill their samples when that holds more batches (`Spill`);
+            // the spill file goes where the staging file does: both are scratch on the SSD.
+            spill: spill.parse().map_err(LoaderError)?,
+            spill_dir: staging_dir,
             neighbor_cache: LoaderOptions::default().neighbor_cache,
             processes,
         };

@@ -53,9 +53,29 @@ struct Slot<W: Word> {
     st: BatchDraw<W>,
     bk: Buckets,
     spilled: Option<Spilled>,
+    /// What the caller's [`Keep`] took from the sample before it was spilled.
+    kept: Vec<u64>,
 }
 
+/// What a caller keeps in memory of each sample that is spilled, made from its node list by the
+/// thread that finished it, before the sample is written and dropped (a loader keeps the rows
+/// its staging pass reads: [`HyperSampler::sample_spilled_keeping`]).
+pub type Keep<'a> = dyn Fn(&[u64]) -> Result<Vec<u64>> + Sync + 'a;
+
 impl<W: Word> Slot<W> {
+    /// Write the finished sample to the spill file (after `keep` took what it keeps of it) and
+    /// drop it.
+    fn spill(&mut self, (f, keep): (&SpillFile, Option<&Keep<'_>>)) -> Result<()> {
+        self.kept = match keep {
+            Some(k) => k(&self.st.out.node)?,
+            None => Vec::new(),
+        };
+        self.spilled = Some(f.write(&self.st.out)?);
+        // Dropped, not kept for reuse: this is the memory spilling frees.
+        self.st.out = CompactSample::default();
+        Ok(())
+    }
+
     fn bytes(&self) -> u64 {
         self.st.bytes() + self.bk.bytes()
     }
@@ -329,12 +349,42 @@ impl HyperSampler {
         spill: &SpillFile,
         limit: Option<u64>,
     ) -> Result<Vec<Spilled>> {
-        let h = self.run(batches, Some(spill), limit)?;
+        Ok(self
+            .spilled(batches, spill, limit, None)?
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect())
+    }
+
+    /// [`Self::sample_spilled`], and with each sample's place in the file what `keep` made of
+    /// its node list before it was spilled: a loader keeps what staging its rows needs (the
+    /// cold row ids) rather than the whole sample.
+    pub fn sample_spilled_keeping(
+        &mut self,
+        batches: &[HyperBatch<'_>],
+        spill: &SpillFile,
+        limit: Option<u64>,
+        keep: &Keep<'_>,
+    ) -> Result<Vec<(Spilled, Vec<u64>)>> {
+        self.spilled(batches, spill, limit, Some(keep))
+    }
+
+    fn spilled(
+        &mut self,
+        batches: &[HyperBatch<'_>],
+        spill: &SpillFile,
+        limit: Option<u64>,
+        keep: Option<&Keep<'_>>,
+    ) -> Result<Vec<(Spilled, Vec<u64>)>> {
+        let h = self.run(batches, Some((spill, keep)), limit)?;
         spill.sync()?;
-        let taken = |s: &mut Option<Spilled>| s.take().expect("every batch was spilled");
+        fn taken<W: Word>(s: &mut Slot<W>) -> (Spilled, Vec<u64>) {
+            let r = s.spilled.take().expect("every batch was spilled");
+            (r, std::mem::take(&mut s.kept))
+        }
         Ok(match &mut self.states {
-            Slots::Narrow(v) => v[..h].iter_mut().map(|s| taken(&mut s.spilled)).collect(),
-            Slots::Wide(v) => v[..h].iter_mut().map(|s| taken(&mut s.spilled)).collect(),
+            Slots::Narrow(v) => v[..h].iter_mut().map(taken).collect(),
+            Slots::Wide(v) => v[..h].iter_mut().map(taken).collect(),
         })
     }
 
@@ -343,7 +393,7 @@ impl HyperSampler {
     fn run(
         &mut self,
         batches: &[HyperBatch<'_>],
-        spill: Option<&SpillFile>,
+        spill: Option<(&SpillFile, Option<&Keep<'_>>)>,
         limit: Option<u64>,
     ) -> Result<usize> {
         let num_nodes = self.num_nodes();
@@ -372,7 +422,7 @@ impl HyperSampler {
         &mut self,
         slots: &mut Vec<Slot<W>>,
         batches: &[HyperBatch<'_>],
-        spill: Option<&SpillFile>,
+        spill: Option<(&SpillFile, Option<&Keep<'_>>)>,
         limit: Option<u64>,
     ) -> Result<usize> {
         let num_nodes = self.num_nodes();
@@ -385,6 +435,7 @@ impl HyperSampler {
         let o = &self.opts;
         for (slot, b) in slots.iter_mut().zip(batches) {
             slot.spilled = None;
+            slot.kept = Vec::new();
             slot.st.start(
                 &mut self.scratch[0].map,
                 b.seeds.ids(),
@@ -447,10 +498,8 @@ impl HyperSampler {
                 );
                 peaks[1].fetch_max(before.0, Ordering::Relaxed);
                 peaks[2].fetch_max(sample, Ordering::Relaxed);
-                if let Some(f) = spill {
-                    slot.spilled = Some(f.write(&slot.st.out)?);
-                    // Dropped, not kept for reuse: this is the memory spilling frees.
-                    slot.st.out = CompactSample::default();
+                if let Some(to) = spill {
+                    slot.spill(to)?;
                 }
                 Ok(())
             })?;
@@ -458,9 +507,8 @@ impl HyperSampler {
         if hops == 0 {
             // Nothing drawn: the seeds are the samples.
             for slot in &mut slots[..h] {
-                if let Some(f) = spill {
-                    slot.spilled = Some(f.write(&slot.st.out)?);
-                    slot.st.out = CompactSample::default();
+                if let Some(to) = spill {
+                    slot.spill(to)?;
                 }
             }
         }

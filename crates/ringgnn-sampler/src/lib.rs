@@ -53,7 +53,7 @@ pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
 pub use hetero::{
     hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler,
 };
-pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates};
+pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::{CompactSample, SampledSubgraph};

@@ -177,6 +177,27 @@ proptest! {
         let spilled: Vec<SampledSubgraph> =
             recs.iter().map(|&r| spill.read(r, &mut buf).unwrap().expand()).collect();
         prop_assert_eq!(&spilled, &want);
+        // Keeping part of each sample (a loader keeps its cold row ids): what `keep` made of
+        // each batch's node list comes back with it, and the spilled samples are the same.
+        let mut spill = spill;
+        spill.rewind();
+        let keep = |nodes: &[u64]| -> ringgnn_sampler::Result<Vec<u64>> {
+            Ok(nodes.iter().copied().filter(|v| v % 3 == 0).collect())
+        };
+        let recs = hs.sample_spilled_keeping(&jobs, &spill, None, &keep).unwrap();
+        prop_assert_eq!(recs.len(), want.len());
+        for ((r, kept), w) in recs.iter().zip(&want) {
+            let kept_want: Vec<u64> = w.node.iter().copied().filter(|v| v % 3 == 0).collect();
+            prop_assert_eq!(kept, &kept_want);
+            prop_assert_eq!(&spill.read(*r, &mut buf).unwrap().expand(), w);
+        }
+        // An error in `keep` is the sampler's error, not a wrong batch.
+        spill.rewind();
+        let fail = |_: &[u64]| -> ringgnn_sampler::Result<Vec<u64>> {
+            Err(ringgnn_sampler::Error::Input("no room to keep".into()))
+        };
+        let e = hs.sample_spilled_keeping(&jobs, &spill, None, &fail).unwrap_err();
+        prop_assert!(e.to_string().contains("no room to keep"));
     }
 }
 

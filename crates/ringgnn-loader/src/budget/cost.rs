@@ -11,9 +11,10 @@
 //!   whole file read sequentially (what [`ringgnn_io::BlockReader`] chooses per block).
 //! - **Feature file in memory**: nothing. **From disk**: per batch, the rows the hot-row cache
 //!   misses (its hit rate from the degree curve, [`HitCurve`]: the cache holds the rows of the
-//!   highest in-degree) read as random pages; with hyperbatches of `H > 1`, per pass the cheaper
-//!   of that and one sequential staging pass over the file plus the staged rows written and
-//!   read back (what [`crate::staging`] chooses per hyperbatch).
+//!   highest in-degree) read as random pages; with hyperbatches of `H > 1`, the first pass of an
+//!   epoch so, and every later one the cheaper of that and one sequential staging pass over the
+//!   file plus the staged rows written and read back ([`stage_rows`], the rule
+//!   [`crate::staging`] applies per hyperbatch).
 //! - A random request costs `1 / random_iops` of the device plus [`CPU_PER_REQUEST`]; a byte
 //!   read sequentially `1 / seq_bytes_per_s` plus [`CPU_PER_BYTE`] (the copy): the CPU part is
 //!   what the reads take from training on the same cores.
@@ -41,6 +42,20 @@ pub const CPU_PER_BYTE: f64 = 1.0 / 4e9;
 pub const CPU_PER_SAMPLED_EDGE: f64 = 3e-8;
 
 const PAGE: f64 = 4096.0;
+
+/// Whether a loading driver stages a hyperbatch's cold rows (one pass over the feature file,
+/// then each batch's rows read back sequentially) rather than reading them batch by batch, from
+/// the two estimates of its reads. Two drivers run a loading epoch: while one hands its
+/// hyperbatch's batches to the consumer, the other samples and stages the next, so a pass
+/// overlaps the training of the previous hyperbatch as per-batch reads overlap the training of
+/// earlier batches, and the two compare at par: the cheaper wins. The first hyperbatch of an
+/// epoch has nothing before it to overlap with (its pass would hold back the epoch's first
+/// batch): it is gathered batch by batch, each batch handed out as soon as its rows are read,
+/// while the second is staged. (Before, with no such first hyperbatch, a pass had to be
+/// estimated at half the per-batch reads to be chosen.)
+pub fn stage_rows(first: bool, per_batch: f64, staged: f64) -> bool {
+    !first && staged < per_batch
+}
 
 /// What an epoch does, for the cost of a plan. All zeros (the default) means unknown: each part
 /// is then costed at its smallest plausible figure (one pass over a file on disk, the largest
@@ -102,6 +117,15 @@ impl HitCurve {
         HitCurve { points }
     }
 
+    /// `rows` rows of one degree: a cache's hit rate is its share of the rows (tests of plans
+    /// for graphs too large to build an offset index for).
+    #[cfg(test)]
+    pub(crate) fn even(rows: u64) -> Self {
+        HitCurve {
+            points: vec![(rows, rows)],
+        }
+    }
+
     /// The share of accesses `rows` cached rows serve; `None` when the curve is empty.
     pub fn hit(&self, rows: u64) -> Option<f64> {
         let &(all_rows, total) = self.points.last()?;
@@ -129,6 +153,8 @@ pub struct Cost {
     pub batches_per_pass: u64,
     /// Hit rate of the hot-row cache (with features on disk).
     pub hit: Option<f64>,
+    /// Hyperbatches of an epoch whose rows are staged (every one but the first, or none).
+    pub staged_passes: u64,
     /// Seconds the epoch's sampling takes longer because threads idle: a window (batches
     /// ahead) smaller than the threads, or fewer workers than threads, batch by batch.
     pub idle: f64,
@@ -163,9 +189,17 @@ impl Cost {
             1 => format!("{:.1} s (batch by batch)", self.neighbors),
             h => format!("{:.1} s (hyperbatches of {h})", self.neighbors),
         };
+        let staged = match self.staged_passes {
+            0 => String::new(),
+            k => format!(
+                "; rows of {k} hyperbatch{} staged: each pass runs while the previous \
+                 hyperbatch trains, the first hyperbatch read batch by batch",
+                if k == 1 { "" } else { "es" }
+            ),
+        };
         match self.hit {
             Some(h) => format!(
-                "neighbors {n}, features {:.1} s (cache hit {:.0}%)",
+                "neighbors {n}, features {:.1} s (cache hit {:.0}%{staged})",
                 self.features,
                 100.0 * h
             ),
@@ -223,7 +257,14 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
         p.hyperbatch_size
     } else {
         let per_driver = p.hyperbatch / w.drivers.max(1);
-        (per_driver / w.hyper_batch.max(1)).clamp(1, batches)
+        // Loading drivers that may stage split an epoch into one hyperbatch each at least
+        // (`EpochJobs::with_min_jobs`): the first is trained while the second is staged.
+        let most = if p.with_features && !p.features_in_memory {
+            batches.div_ceil(w.drivers.max(1))
+        } else {
+            batches
+        };
+        (per_driver / w.hyper_batch.max(1)).clamp(1, most)
     };
     let passes = batches.div_ceil(h) as f64;
     let neighbors = if p.neighbors_in_memory {
@@ -238,6 +279,7 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
         };
         passes * hops * hop
     };
+    let mut staged_passes = 0;
     let (features, hit) = match &needs.features {
         Some(f) if p.with_features && !p.features_in_memory => {
             let row_bytes = if w.row_bytes > 0 {
@@ -261,8 +303,13 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
             let per_batch = dev.random(cold, cold * pages);
             let cost = if h > 1 {
                 let staged = h as f64 * cold * row_bytes as f64;
-                let pass = (h as f64 * per_batch).min(dev.sequential(f.file as f64 + 2.0 * staged));
-                passes * pass
+                let by_batch = h as f64 * per_batch;
+                let pass = dev.sequential(f.file as f64 + 2.0 * staged);
+                if stage_rows(false, by_batch, pass) {
+                    staged_passes = passes as u64 - 1;
+                }
+                // The first pass batch by batch (see `stage_rows`), then the cheaper way.
+                by_batch + (passes - 1.0) * by_batch.min(pass)
             } else {
                 batches as f64 * per_batch
             };
@@ -289,6 +336,7 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
         features,
         batches_per_pass: if p.neighbors_in_memory { 0 } else { h },
         hit,
+        staged_passes,
         idle,
         busy: (busy, threads),
     }
@@ -354,6 +402,71 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(estimate(&plan(1, 4), &unknown).idle, 0.0);
+    }
+
+    #[test]
+    fn rows_are_staged_from_the_second_hyperbatch_on_when_the_pass_is_cheaper() {
+        // The rule: never the first hyperbatch; later ones at par, the cheaper wins.
+        assert!(!stage_rows(true, 10.0, 1.0));
+        assert!(stage_rows(false, 10.0, 9.9));
+        assert!(!stage_rows(false, 10.0, 10.0) && !stage_rows(false, 5.0, 9.0));
+        // 12 batches of 100k cold rows (no cache) from a 512 MB feature file: a pass (the file
+        // and 4 x 100k rows written and read back) is cheaper than 4 batches of random reads.
+        let needs = |file: u64| Needs {
+            threads: 2,
+            neighbor_file: 1 << 30,
+            features: Some(super::super::FeatureNeeds {
+                batch_nodes: 100_000,
+                dim: 128,
+                file,
+                full_cache: 100 * file,
+                ..Default::default()
+            }),
+            work: Workload {
+                batches: 12,
+                hops: 1,
+                batch_edges: 100_000,
+                batch_rows: 100_000,
+                row_bytes: 512,
+                drivers: 2,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let plan = |h| MemoryPlan {
+            with_features: true,
+            hyperbatch_size: h,
+            window: 2,
+            workers: 2,
+            ..Default::default()
+        };
+        let n = needs(512 << 20);
+        let by_batch = estimate(&plan(1), &n).features / 3.0;
+        let dev = Device::of(&n.work);
+        let pass = dev.sequential((512u64 << 20) as f64 + 2.0 * 4.0 * 100_000.0 * 512.0);
+        assert!(pass < by_batch, "{pass} {by_batch}");
+        // Three hyperbatches of 4: the first read batch by batch, the other two staged.
+        let c = estimate(&plan(4), &n);
+        assert_eq!(c.staged_passes, 2);
+        assert!((c.features - (by_batch + 2.0 * pass)).abs() < 1e-9, "{c:?}");
+        assert!(c.describe().contains(
+            "rows of 2 hyperbatches staged: each pass runs while the previous hyperbatch trains"
+        ));
+        // One hyperbatch for the epoch: nothing to overlap its pass with, nothing staged.
+        let c = estimate(&plan(12), &n);
+        assert_eq!(c.staged_passes, 0);
+        assert!((c.features - 3.0 * by_batch).abs() < 1e-9);
+        // A file so large that a pass costs more than the batches' reads: never staged.
+        let c = estimate(&plan(4), &needs(64 << 30));
+        assert_eq!(c.staged_passes, 0);
+        // Sized by the share (auto), loading drivers split the epoch into two hyperbatches
+        // at least, so the first trains while the second is staged.
+        let mut auto = plan(0);
+        auto.hyperbatch = 1 << 40;
+        let mut n = needs(512 << 20);
+        n.work.hyper_batch = 1 << 20;
+        let c = estimate(&auto, &n);
+        assert_eq!((c.batches_per_pass, c.staged_passes), (6, 1));
     }
 
     #[test]

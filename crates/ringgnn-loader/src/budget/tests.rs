@@ -506,8 +506,9 @@ fn case_1_a_small_neighbor_file_goes_to_memory() {
 /// 15,10,5 (656k rows and 750k edges a batch, measured), hyperbatches with two loading drivers.
 fn sbm_32m() -> Needs {
     let v = 32_000_000u64;
-    // A planted graph: degrees even (15 to 16), so the cache's hit rate is about its share.
-    let indptr: Vec<u64> = (0..=1000u64).map(|i| i * 15 + i / 2).collect();
+    // A planted graph: degrees even (15 to 16), so the cache's hit rate is its share of the
+    // rows. (An offset index of 1000 nodes stood for it before: any cache of 1000 rows then
+    // served every access.)
     Needs {
         threads: 2,
         offset_index: (v + 1) * 8,
@@ -533,7 +534,7 @@ fn sbm_32m() -> Needs {
             row_bytes: 512,
             hyper_batch: 23 * MIB + STAGING_PER_BATCH + 8 * 938_000,
             drivers: 2,
-            hits: HitCurve::from_indptr(&indptr),
+            hits: HitCurve::even(v),
             ..Default::default()
         },
     }
@@ -575,6 +576,13 @@ fn the_end_to_end_plan_weighs_the_cache_against_the_hyperbatch_share() {
     assert!(c.batches_per_pass > 1, "{p}");
     let text = p.to_string();
     assert!(text.contains("the largest cache would cost"), "{text}");
+    // Its rows are staged from the second hyperbatch on, and the plan says why.
+    assert!(c.staged_passes >= 1, "{text}");
+    assert!(
+        text.contains("each pass runs while the previous hyperbatch trains"),
+        "{text}"
+    );
+    eprintln!("{text}");
 }
 
 proptest! {
