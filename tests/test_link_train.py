@@ -43,7 +43,7 @@ def test_metrics_json_of_a_link_run(run):
     assert on_disk["args"]["neg_ratio"] == 1.0 and on_disk["args"]["neg_weight"] == "uniform"
     for e in on_disk["epochs"]:
         assert {"loss", "val_auc", "val_mrr", "val_hits", "test_auc", "test_mrr", "test_hits"} <= set(e)
-        assert set(e["test_hits"]) == {"10", "50", "100"}
+        assert set(e["test_hits"]) == {"1", "3", "10", "20", "50", "100"}
         # 7 negatives: a positive ranks at most 8th, so every Hits@K with K >= 8 is 1.
         assert e["test_hits"]["10"] == 1.0 and 0 < e["test_mrr"] <= 1
     best = max(on_disk["epochs"], key=lambda e: e["val_auc"])

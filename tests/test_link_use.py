@@ -102,7 +102,8 @@ def test_predict_a_held_out_split_prints_its_metrics(graphs, model, decoder, cli
     r = cli("predict", run, "--edges", "val", "--quiet")
     assert r.code == 0, r.err
     val = metrics.link_scores(*reference_scores(ds, run, ds.edge_split("val"), ds.edge_negatives("val")))
-    assert f"val: AUC {val['auc']:.4f}, MRR {val['mrr']:.4f}, Hits@10 {val['hits'][10]:.4f}" in r.out
+    assert (f"val: AUC {val['auc']:.4f}, MRR {val['mrr']:.4f}, Hits@1 {val['hits'][1]:.4f}, Hits@3 "
+            f"{val['hits'][3]:.4f}, Hits@10 {val['hits'][10]:.4f}, Hits@20") in r.out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.npy"]
 
 

@@ -53,10 +53,35 @@ def test_link_scores_by_hand():
 
 
 def test_default_ks():
-    assert KS == (10, 50, 100)
+    assert KS == (1, 3, 10, 20, 50, 100)
     s = link_scores(POS, NEG)
-    # With 2 negatives every rank is <= 3, so every default Hits@K is 1.
-    assert s["hits"] == {10: 1.0, 50: 1.0, 100: 1.0}
+    # Ranks 1, 3 and 2.5 (see above): Hits@1 is 1/3, and with 2 negatives every rank is <= 3.
+    assert s["hits"] == pytest.approx({1: 1 / 3, 3: 1.0, 10: 1.0, 20: 1.0, 50: 1.0, 100: 1.0})
+
+
+def test_default_ks_hold_every_k_ogb_reports():
+    """OGB's link Evaluator reports, per dataset (ogb/linkproppred/master.csv), Hits@K of one K
+    (ddi 20, collab 50, ppa 100) or MRR with Hits@1, 3 and 10: every one is a default K. The
+    table is read as a file: importing ``ogb`` starts a thread that asks PyPI for its version."""
+    import csv
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("ogb")
+    if spec is None:
+        pytest.skip("ogb is not installed")
+    path = os.path.join(os.path.dirname(spec.origin), "linkproppred", "master.csv")
+    with open(path) as f:
+        rows = {r[0]: r[1:] for r in csv.reader(f)}
+    metrics = dict(zip(rows[""], rows["eval metric"]))
+    assert metrics["ogbl-ddi"] == "hits@20"
+    wanted = set()
+    for m in metrics.values():
+        if m.startswith("hits@"):
+            wanted.add(int(m[5:]))
+        elif m == "mrr":
+            wanted |= {1, 3, 10}  # Evaluator._eval_mrr's hits@1_list, hits@3_list, hits@10_list
+    assert wanted == {1, 3, 10, 20, 50, 100} and wanted <= set(KS)
 
 
 def test_ogb_tie_rule_is_the_mean_of_optimistic_and_pessimistic():
@@ -162,9 +187,9 @@ def test_errors():
         auc(np.array([1.0]), np.array([math.nan]))
     with pytest.raises(ValueError, match="numeric"):
         ranks(np.array(["a"]), np.array([["b"]]))
-    with pytest.raises(ValueError, match="expected 5 sums"):
+    with pytest.raises(ValueError, match="expected 8 sums"):
         scores_from_sums([1.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="no positive pairs"):
-        scores_from_sums([0.0, 0.0, 0.0, 0.0, 0.0])
+        scores_from_sums([0.0] * (2 + len(KS)))
     with pytest.raises(ValueError, match="no positive pairs"):
         link_scores(np.zeros(0), np.zeros((0, 3)))

@@ -48,7 +48,9 @@ def build(d: Path, out="ds", **kw):
 
 def test_stored_byte_for_byte_read_back_and_verified(small):
     m = build(small)
-    assert m["edge_splits"]["test"] == {"edges": 2, "negatives": 2, "shared_negatives": 4}
+    # A split with shared negatives draws none per pair (its evaluation would never read them).
+    assert m["edge_splits"]["test"] == {"edges": 2, "negatives": 0, "shared_negatives": 4}
+    assert "edge_negatives.test" not in m["files"]
     assert m["edge_splits"]["val"] == {"edges": 1, "negatives": 2}  # no field when there are none
     f = m["files"]["edge_shared_negatives.test"]
     raw = (small / "ds" / f["path"]).read_bytes()
@@ -63,6 +65,18 @@ def test_stored_byte_for_byte_read_back_and_verified(small):
     with pytest.raises(InputError, match="no edge split 'nope'"):
         ds.edge_shared_negatives("nope")
     assert ringgnn.verify(small / "ds")["files_checked"] == len(m["files"])
+
+
+def test_negatives_per_pair_are_checked_only_where_drawn(small):
+    """More negatives per pair than nodes is refused only when some held-out split draws them."""
+    np.save(small / "neg-val.npy", SHARED[:1])
+    m = build(small, link_negatives=50, shared_negatives={"val": small / "neg-val.npy", "test": small / "neg.npy"})
+    assert {s: i["negatives"] for s, i in m["edge_splits"].items()} == {"train": 0, "val": 0, "test": 0}
+    assert not [k for k in m["files"] if k.startswith("edge_negatives.")]
+    ringgnn.verify(small / "ds")
+    with pytest.raises(InputError, match=r"--link-negatives 50 is not below the number of nodes \(10\)"):
+        build(small, out="ds2", link_negatives=50)
+    assert not (small / "ds2").exists()
 
 
 def test_verify_finds_damage(small):
@@ -145,9 +159,9 @@ def test_training_scores_rank_against_the_shared_negatives(linked):
             close(got[f"{split}_auc"], w["auc"])
             close(got[f"{split}_mrr"], w["mrr"])
             assert got[f"{split}_hits"] == pytest.approx({str(k): v for k, v in w["hits"].items()}, abs=1e-9)
-        # Not the per-pair negatives' scores: those exist and give other numbers.
-        pos, neg = reference_scores(ds, run, ds.edge_split(split), ds.edge_negatives(split))
-        assert metrics.link_scores(pos, neg)["mrr"] != pytest.approx(w["mrr"])
+        # No per-pair negatives are stored beside shared ones: nothing else could be ranked.
+        assert ds.manifest["edge_splits"][split]["negatives"] == 0
+        assert f"edge_negatives.{split}" not in ds.manifest["files"]
 
 
 def test_predict_writes_positives_then_shared_negatives(linked, cli, tmp_path):

@@ -129,7 +129,7 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     }
     let link_plan = match &opts.link_split {
         Some(l) => {
-            if let Some(n) = opts.graph.num_nodes {
+            if let (Some(n), true) = (opts.graph.num_nodes, link::draws_negatives(l)) {
                 link::check_negatives(l.negatives, n)?;
             }
             crate::shared_negatives::check(l)?;
@@ -177,15 +177,7 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     };
     let edge_splits = match (&graph.held_out, &opts.link_split) {
         (Some(held), Some(l)) => {
-            let mut splits = link::attach_negatives_given(
-                &mut staging,
-                held,
-                n,
-                l.negatives,
-                &l.given_negatives,
-                opts.seed,
-                progress,
-            )?;
+            let mut splits = link::attach_negatives(&mut staging, held, n, l, opts.seed, progress)?;
             crate::shared_negatives::attach(&mut staging, &mut splits, &l.shared_negatives, n)?;
             splits
         }

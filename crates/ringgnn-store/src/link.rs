@@ -280,6 +280,22 @@ fn check_fractions(v: &[(String, f64)]) -> Result<()> {
     Ok(())
 }
 
+/// Whether a build with `opts` draws per-pair negatives for some held-out split: one that has
+/// neither given nor shared negatives ([`attach_negatives`]).
+pub fn draws_negatives(opts: &LinkSplitOptions) -> bool {
+    let names: Vec<&String> = match &opts.spec {
+        LinkSplitSpec::Fractions(v) => v.iter().map(|(n, _)| n).collect(),
+        LinkSplitSpec::Files(v) => v.iter().map(|(n, _)| n).collect(),
+    };
+    let stored = |n: &String| {
+        opts.given_negatives
+            .iter()
+            .chain(&opts.shared_negatives)
+            .any(|(g, _)| g == n)
+    };
+    opts.negatives > 0 && names.into_iter().any(|n| n != TRAIN && !stored(n))
+}
+
 /// `k` distinct negatives other than the positive's destination need `k < num_nodes`.
 pub fn check_negatives(k: u64, num_nodes: u64) -> Result<()> {
     if k >= num_nodes {
@@ -511,32 +527,22 @@ impl Holdout {
     }
 }
 
-/// Draw `k` distinct negative destinations in `[0, num_nodes)` other than `dst` for every pair of
-/// each held-out split (not `train`), and write them as `edge_negatives.NAME`. Pair `i` of split
-/// NAME draws from its own stream (seed, "lneg", hash(NAME) + i): the negatives of a pair do not
-/// depend on the other splits or on how the file is read.
+/// Draw `opts.negatives` distinct negative destinations in `[0, num_nodes)` other than `dst` for
+/// every pair of each held-out split (not `train`), and write them as `edge_negatives.NAME`.
+/// Pair `i` of split NAME draws from its own stream (seed, "lneg", hash(NAME) + i): the
+/// negatives of a pair do not depend on the other splits or on how the file is read. A split
+/// named in `opts.given_negatives` stores those as given instead; a split with shared negatives
+/// (`opts.shared_negatives`, OGB's `edge_neg`) gets none per pair: its evaluation ranks every
+/// positive against the shared ones, so per-pair negatives would be written and never read.
 pub fn attach_negatives(
     staging: &mut Staging,
     held: &HeldOut,
     num_nodes: u64,
-    k: u64,
+    opts: &LinkSplitOptions,
     seed: u64,
     progress: &dyn Progress,
 ) -> Result<BTreeMap<String, EdgeSplitInfo>> {
-    attach_negatives_given(staging, held, num_nodes, k, &[], seed, progress)
-}
-
-/// [`attach_negatives`], storing the splits named in `given` from their files as given
-/// ([`LinkSplitOptions::given_negatives`]) instead of drawing them.
-pub fn attach_negatives_given(
-    staging: &mut Staging,
-    held: &HeldOut,
-    num_nodes: u64,
-    k: u64,
-    given: &[(String, PathBuf)],
-    seed: u64,
-    progress: &dyn Progress,
-) -> Result<BTreeMap<String, EdgeSplitInfo>> {
+    let given = &opts.given_negatives;
     let mut out = BTreeMap::new();
     for (name, _, pairs) in &held.splits {
         if let Some((_, path)) = given.iter().find(|(n, _)| n == name) {
@@ -544,7 +550,9 @@ pub fn attach_negatives_given(
             out.insert(name.clone(), info);
             continue;
         }
-        let negatives = if name == TRAIN { 0 } else { k };
+        let shared = opts.shared_negatives.iter().any(|(n, _)| n == name);
+        let k = opts.negatives;
+        let negatives = if name == TRAIN || shared { 0 } else { k };
         out.insert(
             name.clone(),
             EdgeSplitInfo {

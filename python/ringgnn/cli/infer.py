@@ -27,7 +27,7 @@ NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows c
 HELD_OUT = ("val", "test")
 EDGES_HELP = ("a link run's pairs to score: a .npy of node-id pairs ((2, n) or (n, 2) integers; writes one score per "
               "pair, (n,)), or a held-out edge split, val or test (its pairs and stored negatives: prints AUC, MRR and "
-              "Hits@10/50/100; --out gets (n, 1 + K): each pair's score, then its K negatives'). Scores are the "
+              "Hits@1/3/10/20/50/100; --out gets (n, 1 + K): each pair's score, then its K negatives'). Scores are the "
               "decoder's logits (float32; sigmoid: the probability of the edge)")
 
 

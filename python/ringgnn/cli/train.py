@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
                         "edge split, convert --link-split)")
     p.add_argument("--task", choices=TASKS, default="node",
                    help="node: classify nodes (default); link: predict edges, trained on the train edge split "
-                        "against sampled negatives, scored by AUC, MRR and Hits@10/50/100 against the stored "
+                        "against sampled negatives, scored by AUC, MRR and Hits@1/3/10/20/50/100 (every K of OGB's evaluators) against the stored "
                         "negatives of val and test")
     p.add_argument("--model", default="sage",
                    help="sage (GraphSAGE, default), gcn or gat; on a heterogeneous dataset sage (PyG's to_hetero "

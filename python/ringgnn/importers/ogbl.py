@@ -15,8 +15,8 @@ given (``given_negatives``: rows reordered to the stored (dst, src) order) when 
 directed, so evaluation uses OGB's own negatives. ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
 shared by all positives of the split: they are stored as given (``shared_negatives``,
 ``docs/FORMAT.md`` "Edge splits"), and evaluation ranks every positive against all of them as
-OGB's ``Evaluator`` does (``ringgnn.metrics.shared_ranking_sums``). ``link_negatives`` per pair
-are still drawn for such a split (the format's per-pair negatives), but evaluation ignores them.
+OGB's ``Evaluator`` does (``ringgnn.metrics.shared_ranking_sums``); such a split draws no
+``link_negatives`` per pair (the build skips them: evaluation would never read them).
 """
 
 from __future__ import annotations

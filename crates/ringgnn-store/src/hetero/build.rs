@@ -341,15 +341,9 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             degree = cut_indptr(&mut staging, &key_prefix, n_d, g.num_edges)?;
         }
         let edge_splits = match (&g.held_out, &p.spec.link_split) {
-            (Some(held), Some(l)) if !p.reversed => link::attach_negatives_given(
-                &mut staging,
-                held,
-                n_d,
-                l.negatives,
-                &l.given_negatives,
-                spec.seed,
-                &named,
-            )?,
+            (Some(held), Some(l)) if !p.reversed => {
+                link::attach_negatives(&mut staging, held, n_d, l, spec.seed, &named)?
+            }
             _ => BTreeMap::new(),
         };
         relations.insert(
