@@ -339,16 +339,26 @@ def test_reading_the_next_piece_ahead_changes_nothing(hubby, runs, model):
     np.testing.assert_array_equal(got[True], got[False])
 
 
-@pytest.mark.parametrize("model", ["sage", "gcn"])
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
 @pytest.mark.parametrize("block_edges, grid_nodes", [(None, None), (40, 100), (7, 1)])
 def test_the_rust_and_python_aggregations_agree_with_pyg(hubby, runs, model, block_edges, grid_nodes, monkeypatch):
-    """The grid's sums by the Rust core (default) and by torch (``aggregate="python"``, also
-    chosen by RINGGNN_INFER_AGGREGATE) both equal the full-batch forward; GAT stays in torch."""
+    """The grid's aggregates by the Rust core (default) and by torch (``aggregate="python"``, also
+    chosen by RINGGNN_INFER_AGGREGATE) both equal the full-batch forward: sums, GCN's weighted
+    sums and GAT's online softmax, with hubs, self loops, duplicates, many blocks and pieces, and
+    hubs' edges in windows (``(40, 100)``: 15 blocks, pieces of 40 source rows, windows of 160
+    edges; ``(7, 1)``: a block per node). The last layer (hidden -> 4 classes) sums ``W x`` in
+    both: its accumulators are 4 wide."""
     from ringgnn.inference import AGGREGATE_ENV, LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs[model]
-    ref = full_batch(ds, load_checkpoint(str(run), ds).net)
+    ckpt = load_checkpoint(str(run), ds)
+    ref = full_batch(ds, ckpt.net)
+    for agg in ("rust", "python"):
+        li = LayerwiseInference(ds, ckpt, aggregate=agg)
+        assert li.widths[1] > li.widths[2] == 4
+        if model != "gat":
+            assert li._acc_width(1) == 4 and li._acc_width(0) == li.widths[0]
     got = {agg: infer(str(run), block_edges=block_edges, grid_nodes=grid_nodes, aggregate=agg)
            for agg in ("rust", "python")}
     for agg, out in got.items():
@@ -358,7 +368,36 @@ def test_the_rust_and_python_aggregations_agree_with_pyg(hubby, runs, model, blo
     assert LayerwiseInference(ds, load_checkpoint(str(run), ds)).plan["aggregate"] == "python"
     monkeypatch.setenv(AGGREGATE_ENV, "rust")
     assert LayerwiseInference(ds, load_checkpoint(str(run), ds)).plan["aggregate"] == "rust"
-    assert LayerwiseInference(ds, load_checkpoint(str(runs["gat"][1]), ds)).plan["aggregate"] == "python"
     monkeypatch.setenv(AGGREGATE_ENV, "numba")
     with pytest.raises(ringgnn.InputError, match="RINGGNN_INFER_AGGREGATE.*'numba' is unknown; use one of rust, python"):
         LayerwiseInference(ds, load_checkpoint(str(run), ds))
+
+
+@pytest.mark.parametrize("grid_nodes, block_edges", [(None, None), (100, 40), (1, 7)])
+def test_sage_with_max_aggregation_equals_a_full_batch_forward(hubby, runs, grid_nodes, block_edges):
+    """ringgnn's GraphSAGE averages; a ``SAGEConv(aggr="max")`` (the same weights, another
+    aggregation) runs on the grid too, its maxima folded by the Rust core or by torch, and a node
+    without in-edges aggregates to 0 as in PyG."""
+    import dataclasses
+
+    from torch_geometric.nn import GraphSAGE
+
+    from ringgnn.inference import LayerwiseInference
+
+    ds = ringgnn.Dataset.open(hubby)
+    assert (np.diff(ds.indptr()) == 0).any()  # nodes without in-edges
+    ckpt = load_checkpoint(str(runs["sage"][1]), ds)
+    c0, c1 = ckpt.net.convs
+    net = GraphSAGE(c0.in_channels, c0.out_channels, 2, c1.out_channels, act="relu", aggr="max")
+    net.load_state_dict(ckpt.net.state_dict())
+    net.eval()
+    ckpt = dataclasses.replace(ckpt, net=net)
+    ref = full_batch(ds, net)
+    assert not np.allclose(ref, full_batch(ds, load_checkpoint(str(runs["sage"][1]), ds).net), atol=1e-2)
+    for agg in ("rust", "python"):
+        li = LayerwiseInference(ds, ckpt, aggregate=agg, grid_nodes=grid_nodes, block_edges=block_edges)
+        assert li._acc_width(1) == li.widths[1]  # a maximum is not linear: no W x before it
+        rows = {}
+        li.run(None, None, lambda a, r: rows.__setitem__(a, r.copy()))
+        got = np.concatenate([rows[a] for a in sorted(rows)])
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=agg)

@@ -59,9 +59,10 @@ FINISH_ROWS = 1 << 16
 SLACK = 0.1
 #: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
 STRATEGIES = ("grid", "blocks")
-#: Where the grid sums a block's in-neighbors' rows (GraphSAGE and GCN; GAT's online softmax
-#: stays in torch): ``rust`` (default: ``FeatureReader.aggregate``, the Rust core, on all
-#: threads) or ``python`` (torch's ``index_add_``, the path before issue 24), also chosen by the
+#: Where the grid folds a block's in-neighbors' rows into its aggregates (sums, GCN's weighted
+#: sums, maxima, GAT's online softmax): ``rust`` (default: ``FeatureReader.aggregate``, the Rust
+#: core, on all threads; the layer's weights applied to each piece by torch through a callback)
+#: or ``python`` (torch's ``index_add_``, the path before issue 24), also chosen by the
 #: environment variable ``RINGGNN_INFER_AGGREGATE`` (benchmarks switch it).
 AGGREGATORS = ("rust", "python")
 AGGREGATE_ENV = "RINGGNN_INFER_AGGREGATE"
@@ -328,8 +329,8 @@ class LayerwiseInference:
         if aggregate is None:
             aggregate = os.environ.get(AGGREGATE_ENV) or "rust"
         aggregate = _options.choice(aggregate, AGGREGATORS, f"aggregate ({AGGREGATE_ENV})")
-        #: ``rust`` where the Rust core computes this model's aggregation (sums: SAGE, GCN).
-        self.aggregate = aggregate if ckpt.kind in ("sage", "gcn") else "python"
+        #: ``rust``: the Rust core folds the in-neighbors' rows in (every model of ``MODELS``).
+        self.aggregate = aggregate
         #: Read the next piece's rows while the current one is folded in (the grid).
         self.overlap = bool(overlap)
         self.ds, self.ckpt, self.net = ds, ckpt, ckpt.net
@@ -446,6 +447,9 @@ class LayerwiseInference:
         import torch
 
         conv, kind = self.net.convs[k], self.ckpt.kind
+        if kind == "sage" and str(getattr(conv, "aggr", "mean")) != "mean":
+            raise InputError(f"{self.ckpt.path}: SAGEConv(aggr={conv.aggr!r}) on a node with more in-edges than a "
+                             "block is not supported by strategy='blocks'; use the grid")
         if kind == "sage":  # chunk means weighted by their sizes (the root term weighs 1 in all)
             deg = sum(n for _, n in parts)
             return sum(out * (n / deg) for out, n in parts)
@@ -517,10 +521,24 @@ class LayerwiseInference:
     def _narrow(self, k: int) -> bool:
         """Whether GraphSAGE/GCN layer ``k`` aggregates its sources after their weights: when its
         output is narrower than its input, the sum of ``W x`` is the smaller aggregate (the
-        weights are linear, so the result is the same). Not with the Rust aggregation, which sums
-        the rows as read (it does not apply weights yet)."""
-        return (self.aggregate == "python" and self.ckpt.kind in ("sage", "gcn")
+        weights are linear, so the result is the same; a maximum is not linear, so not for
+        ``aggr="max"``)."""
+        return (self.ckpt.kind in ("sage", "gcn") and self._aggr(k) != "max"
                 and self.widths[k + 1] < self.widths[k])
+
+    def _aggr(self, k: int) -> str:
+        """Layer ``k``'s neighbor aggregation: ``mean`` or ``max`` for GraphSAGE (ringgnn's
+        models use ``mean``; a ``SAGEConv(aggr="max")`` of another model runs too), else ``sum``
+        (GCN) or ``softmax`` (GAT)."""
+        kind = self.ckpt.kind
+        if kind != "sage":
+            return "sum" if kind == "gcn" else "softmax"
+        conv = self.net.convs[k]
+        aggr = str(getattr(conv, "aggr", "mean"))
+        if getattr(conv, "project", False) or aggr not in ("mean", "max"):
+            raise InputError(f"{self.ckpt.path}: SAGEConv with projection or aggregation "
+                             f"{aggr} is not supported by the grid (mean and max are); use strategy='blocks'")
+        return aggr
 
     def _acc_width(self, k: int) -> int:
         return self.widths[k + 1] if self._narrow(k) else self.widths[k]
@@ -607,16 +625,38 @@ class LayerwiseInference:
                 bar.update(b - a)
 
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int) -> None:
-        """Block ``a..b``'s in-neighbor sums by the Rust core (``FeatureReader.aggregate``: the
+        """Block ``a..b``'s aggregates by the Rust core (``FeatureReader.aggregate``: the
         neighbor lists read, the distinct sources read in file order ``piece_rows`` at a time with
-        the next piece read ahead, folded in on all threads, the GIL released), a window of
-        in-edges at a time (one but for hubs)."""
+        the next piece read ahead, folded in on all threads, the GIL released but while torch
+        applies the layer's weight to a piece), a window of in-edges at a time (one but for hubs).
+        The folds are those of :meth:`_grid_add`: sums of the rows (or of ``W x`` where the layer
+        narrows), GCN's weighted sums, maxima, GAT's online softmax over ``lin(x)``."""
+        import torch
+        import torch.nn.functional as F
+
         g = self.graph
-        acc = st["acc"].numpy()  # the torch tensor's memory: the sums land in it
-        dinv = self.dinv if self.ckpt.kind == "gcn" else None
+        conv, aggr = self.net.convs[k], self._aggr(k)
+        acc = st["acc"].numpy()  # the torch tensor's memory: the aggregates land in it
+        kw: Dict[str, Any] = dict(fold={"mean": "sum", "sum": "gcn"}.get(aggr, aggr))
+        if aggr == "sum":  # GCN's
+            kw["dinv"] = self.dinv
+        if self._narrow(k):
+            weight = (conv.lin_l if aggr == "mean" else conv.lin).weight
+            kw.update(width=weight.shape[0], transform=lambda x: F.linear(torch.from_numpy(x), weight).numpy())
+        elif aggr == "softmax":
+            H, C = conv.heads, conv.out_channels
+            lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
+
+            def messages(x: np.ndarray) -> np.ndarray:
+                xs = lin_src(torch.from_numpy(x))
+                logits = (xs.view(-1, H, C) * conv.att_src).sum(-1)
+                return torch.cat([xs, logits], dim=1).numpy()
+
+            kw.update(width=H * C + H, transform=messages, a_dst=st["a_dst"].numpy(),
+                      negative_slope=float(conv.negative_slope))
         for lo, hi in self._windows(k, a, b):
             g.bytes_read += reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
-                                             dinv, piece_rows=piece_rows)
+                                             piece_rows=piece_rows, **kw)
 
     def _pieces(self, prepare: Callable[[int], Tuple[Any, ...]], starts: Sequence[int]) -> Iterator[Tuple[Any, ...]]:
         """``prepare(p)`` for each piece start, in order; with ``overlap``, piece ``i + 1`` is
@@ -674,8 +714,17 @@ class LayerwiseInference:
                 r1 = min(b, r0 + FINISH_ROWS)
                 x = torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64)))
                 a_dst[r0 - a:r1 - a] = (lin_dst(x).view(-1, H, C) * conv.att_dst).sum(-1)
+            if self.aggregate == "rust":
+                # The Rust fold's accumulator rows: weighted sums, running maxima, sums of
+                # exponentials (``ringgnn_features::fold``); the state's tensors are views of it.
+                acc = torch.zeros(n, H * C + 2 * H)
+                acc[:, H * C:H * C + H] = float("-inf")
+                return dict(acc=acc, msg=acc[:, :H * C].view(n, H, C), m=acc[:, H * C:H * C + H],
+                            z=acc[:, H * C + H:], a_dst=a_dst)
             return dict(m=torch.full((n, H), float("-inf")), z=torch.zeros(n, H), msg=torch.zeros(n, H, C),
                         a_dst=a_dst)
+        if self._aggr(k) == "max":
+            return dict(acc=torch.full((n, self._acc_width(k)), float("-inf")))
         return dict(acc=torch.zeros(n, self._acc_width(k)))
 
     def _grid_add(self, k: int, st: Dict[str, Any], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
@@ -688,7 +737,9 @@ class LayerwiseInference:
         if kind in ("sage", "gcn") and self._narrow(k):
             conv = self.net.convs[k]
             rows = F.linear(rows, (conv.lin_l if kind == "sage" else conv.lin).weight)  # W x, no bias
-        if kind == "sage":
+        if kind == "sage" and self._aggr(k) == "max":
+            st["acc"].scatter_reduce_(0, dl.unsqueeze(-1).expand(-1, rows.shape[1]), rows[inv], reduce="amax")
+        elif kind == "sage":
             st["acc"].index_add_(0, dl, rows[inv])
         elif kind == "gcn":
             w = torch.from_numpy(self.dinv)[u][inv] * torch.from_numpy(self.dinv[a:a + len(st["acc"])])[dl]
@@ -726,11 +777,11 @@ class LayerwiseInference:
 
         conv, kind = self.net.convs[k], self.ckpt.kind
         if kind == "sage":
-            if getattr(conv, "project", False) or str(getattr(conv, "aggr", "mean")) != "mean":
-                raise InputError(f"{self.ckpt.path}: SAGEConv with projection or aggregation "
-                                 f"{getattr(conv, 'aggr', '?')} is not supported by the grid; use strategy='blocks'")
-            deg = torch.from_numpy(np.diff(self.graph.indptr[a:b + 1])).clamp(min=1).to(torch.float32)
-            mean = st["acc"] / deg.unsqueeze(-1)
+            deg = torch.from_numpy(np.diff(self.graph.indptr[a:b + 1]))
+            if self._aggr(k) == "max":  # a node without in-edges aggregates to 0, as in PyG
+                mean = torch.where((deg == 0).unsqueeze(-1), 0.0, st["acc"])
+            else:
+                mean = st["acc"] / deg.clamp(min=1).to(torch.float32).unsqueeze(-1)
             if self._narrow(k):  # the mean of W x: only the bias is left to add
                 out = mean + conv.lin_l.bias if conv.lin_l.bias is not None else mean
             else:

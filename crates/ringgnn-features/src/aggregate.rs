@@ -1,20 +1,22 @@
 //! The neighbor aggregation of layer-wise inference (issue 24): for one destination block
-//! `a..b` (or a window `lo..hi` of its in-edges), the sum of its in-neighbors' rows, optionally
-//! weighted as GCN weights them, added into the caller's f32 accumulators `[b - a, dim]`.
+//! `a..b` (or a window `lo..hi` of its in-edges), its in-neighbors' rows folded into the caller's
+//! f32 accumulators `[b - a, width]`: summed, GCN-weighted, maxed or attended (the kernels are
+//! [`crate::fold`]), optionally after a transform of each piece of rows (a layer's weight).
 //!
 //! The block's in-neighbor lists are one sequential read of the neighbor file (CSC, so they come
 //! grouped by destination). Their distinct sources, sorted, are read in **pieces** of
 //! `piece_rows` rows with the row source's coalesced page reads (io_uring or pread, `O_DIRECT`
 //! when the source was opened so), so a block reads each page of the input matrix at most once,
-//! in file order; a second thread reads piece `i + 1` while piece `i` is folded in. Each edge is
-//! turned into the position of its source among the distinct ones, each destination's positions
-//! are sorted, and a cursor per destination walks them piece by piece: folding a piece in touches
-//! only its own edges. The folding runs on `threads` threads over ranges of destinations of
-//! about equal edge counts, each thread owning its accumulator rows (no atomics, no locks).
+//! in file order; a second thread reads piece `i + 1` while piece `i` is transformed and folded
+//! in. Each edge is turned into the position of its source among the distinct ones, each
+//! destination's positions are sorted, and a cursor per destination walks them piece by piece:
+//! folding a piece in touches only its own edges. The folding runs on `threads` threads over
+//! ranges of destinations of about equal edge counts, each thread owning its accumulator rows (no
+//! atomics, no locks).
 //!
 //! Peak memory: 16 bytes an edge (the sources read, then their sorted distinct copy), 16 bytes a
-//! destination (cursors), and two pieces of rows; the caller's plan counts them
-//! (`python/ringgnn/inference.py`).
+//! destination (cursors), two pieces of rows and a transformed piece; the caller's plan counts
+//! them (`python/ringgnn/inference.py`).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -22,17 +24,16 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
 
+pub use crate::fold::{Attention, Fold};
 use crate::rows::{decode_row, FeatureFile, ReadCount, RowSource};
 use crate::{Error, Result};
 
-/// How an edge's source row is weighted.
-#[derive(Clone, Copy, Debug)]
-pub enum Weighting<'a> {
-    /// Every stored edge, weight 1 (GraphSAGE's mean is this sum over the in-degree).
-    Sum,
-    /// GCN: stored self loops dropped (the caller adds one per node), edge `u -> v` weighted
-    /// `dinv[u] * dinv[v]` (`dinv`: one value per node of the graph).
-    Gcn(&'a [f32]),
+/// What is done to each piece's rows before they are folded in (a layer's weight, in the
+/// caller's dense library): `apply(rows, n)` takes `n` rows of the source's width and returns
+/// `n` rows of `width` values.
+pub struct Transform<'f> {
+    pub width: usize,
+    pub apply: &'f mut dyn FnMut(Vec<f32>, usize) -> Result<Vec<f32>>,
 }
 
 /// The in-neighbor lists: the neighbor file (`docs/FORMAT.md`: the CSC's source ids) and the
@@ -55,7 +56,7 @@ pub struct BlockJob<'a> {
     /// The entries of the neighbor file to fold in (all of the block's, or a window for a hub).
     pub lo: u64,
     pub hi: u64,
-    pub weighting: Weighting<'a>,
+    pub fold: Fold<'a>,
     /// Source rows read (and held) at a time; two pieces are in memory with the read-ahead.
     pub piece_rows: usize,
     /// Threads folding rows in (0: all the machine's).
@@ -73,19 +74,22 @@ pub struct AggregateStats {
     pub read: ReadCount,
 }
 
-/// Add the (weighted) rows of the in-neighbors of `job`'s block, edges `lo..hi`, into `acc`
-/// (`(indptr.len() - 1) * dim` values, row `d` for destination `a + d`). Rows come from `source`
-/// (the layout `file`); ids are checked against `file.num_nodes`.
+/// Fold the rows of the in-neighbors of `job`'s block, edges `lo..hi`, into `acc`
+/// (`(indptr.len() - 1)` rows of [`Fold::acc_width`] values, row `d` for destination `a + d`).
+/// Rows come from `source` (the layout `file`), through `transform` when given; ids are checked
+/// against `file.num_nodes`.
 pub fn aggregate_block(
     file: &FeatureFile,
     source: &mut RowSource,
     neighbors: NeighborFile<'_>,
     job: &BlockJob<'_>,
+    mut transform: Option<Transform<'_>>,
     acc: &mut [f32],
 ) -> Result<AggregateStats> {
     let dim = file.dim();
     let n_d = job.indptr.len().saturating_sub(1);
-    check_job(file, job, acc.len(), n_d, dim)?;
+    let width = transform.as_ref().map_or(dim, |t| t.width);
+    let acc_width = check_job(file, job, acc.len(), n_d, width)?;
     let mut stats = AggregateStats::default();
     if job.hi <= job.lo {
         return Ok(stats);
@@ -98,14 +102,7 @@ pub fn aggregate_block(
         .iter()
         .map(|&p| (p.clamp(job.lo, job.hi) - job.lo) as usize)
         .collect();
-    if let Weighting::Gcn(dinv) = job.weighting {
-        if dinv.len() as u64 != file.num_nodes {
-            return Err(Error::Input(format!(
-                "aggregate: {} GCN normalisation values for a graph of {} nodes",
-                dinv.len(),
-                file.num_nodes
-            )));
-        }
+    if job.fold.drops_self_loops() {
         for d in 0..n_d {
             for id in &mut pos[seg[d]..seg[d + 1]] {
                 if *id == job.a + d as u64 {
@@ -141,6 +138,14 @@ pub fn aggregate_block(
     let (dtype, rb) = (file.info.dtype, file.row_bytes());
     debug_assert!(rb > 0);
     let distinct = &distinct;
+    let layout = Layout {
+        seg: &seg,
+        pos: &pos,
+        distinct,
+        width,
+        acc_width,
+        threads,
+    };
     thread::scope(|s| -> Result<()> {
         let (full_tx, full_rx) =
             mpsc::sync_channel::<Result<(usize, usize, Vec<f32>, ReadCount)>>(1);
@@ -169,24 +174,40 @@ pub fn aggregate_block(
             stats.read.pages += count.pages;
             stats.read.requests += count.requests;
             stats.read.batches += count.batches;
-            fold_piece(
-                job,
-                &seg,
-                &pos,
-                distinct,
-                &mut cursor,
-                acc,
-                dim,
-                threads,
-                p0,
-                p1,
-                &buf,
-            );
-            let _ = empty_tx.send(buf);
+            match transform.as_mut() {
+                None => {
+                    fold_piece(job, &layout, &mut cursor, acc, p0, p1, &buf);
+                    let _ = empty_tx.send(buf);
+                }
+                Some(t) => {
+                    // The buffer goes to the transform (the reader makes a new one).
+                    let _ = empty_tx.send(Vec::new());
+                    let rows = (t.apply)(buf, p1 - p0)?;
+                    if rows.len() != (p1 - p0) * width {
+                        return Err(Error::Input(format!(
+                            "aggregate: the transform gave {} values for {} rows of {width}",
+                            rows.len(),
+                            p1 - p0
+                        )));
+                    }
+                    fold_piece(job, &layout, &mut cursor, acc, p0, p1, &rows);
+                }
+            }
         }
         Ok(())
     })?;
     Ok(stats)
+}
+
+/// What every piece of a block shares: each destination's edges `seg[d]..seg[d + 1]` of `pos`
+/// (positions among the `distinct` sources), the row widths, the threads.
+struct Layout<'a> {
+    seg: &'a [usize],
+    pos: &'a [u64],
+    distinct: &'a [u64],
+    width: usize,
+    acc_width: usize,
+    threads: usize,
 }
 
 fn check_job(
@@ -194,17 +215,21 @@ fn check_job(
     job: &BlockJob<'_>,
     acc_len: usize,
     n_d: usize,
-    dim: usize,
-) -> Result<()> {
+    width: usize,
+) -> Result<usize> {
     if n_d == 0 {
         return Err(Error::Input(
             "aggregate: the offset index of the block is empty".into(),
         ));
     }
-    if acc_len != n_d * dim {
+    if width == 0 {
+        return Err(Error::Input("aggregate: rows of 0 values".into()));
+    }
+    let acc_width = job.fold.acc_width(width, n_d, file.num_nodes)?;
+    if acc_len != n_d * acc_width {
         return Err(Error::Input(format!(
-            "aggregate: the accumulator holds {acc_len} values but {n_d} destinations of {dim} need {}",
-            n_d * dim
+            "aggregate: the accumulator holds {acc_len} values but {n_d} destinations of {acc_width} need {}",
+            n_d * acc_width
         )));
     }
     if job.a + n_d as u64 > file.num_nodes {
@@ -225,7 +250,7 @@ fn check_job(
             job.lo, job.hi
         )));
     }
-    Ok(())
+    Ok(acc_width)
 }
 
 /// Entries `lo..hi` of the neighbor file as u64, checked to be nodes of `file`.
@@ -320,45 +345,35 @@ where
     });
 }
 
-/// Fold the rows of distinct sources `p0..p1` (`buf`, `dim` values each) into the accumulators
-/// of the destinations whose next edges come from them.
-#[allow(clippy::too_many_arguments)]
+/// Fold the rows of distinct sources `p0..p1` (`buf`, `width` values each) into the
+/// accumulators of the destinations whose next edges come from them.
 fn fold_piece(
     job: &BlockJob<'_>,
-    seg: &[usize],
-    pos: &[u64],
-    distinct: &[u64],
+    l: &Layout<'_>,
     cursor: &mut [usize],
     acc: &mut [f32],
-    dim: usize,
-    threads: usize,
     p0: usize,
     p1: usize,
     buf: &[f32],
 ) {
-    let ranges = split(seg, threads);
+    let (seg, pos, w, aw) = (l.seg, l.pos, l.width, l.acc_width);
+    let ranges = split(seg, l.threads);
     thread::scope(|s| {
         let (mut acc_rest, mut cur_rest) = (acc, cursor);
         for (d0, d1) in ranges {
-            let (acc_part, a_tail) = acc_rest.split_at_mut((d1 - d0) * dim);
+            let (acc_part, a_tail) = acc_rest.split_at_mut((d1 - d0) * aw);
             let (cur_part, c_tail) = cur_rest.split_at_mut(d1 - d0);
             acc_rest = a_tail;
             cur_rest = c_tail;
             s.spawn(move || {
                 for (i, d) in (d0..d1).enumerate() {
-                    let out = &mut acc_part[i * dim..(i + 1) * dim];
+                    let out = &mut acc_part[i * aw..(i + 1) * aw];
+                    let v = job.a + d as u64;
                     let (mut c, end) = (cur_part[i], seg[d + 1]);
                     while c < end && (pos[c] as usize) < p1 {
                         let k = pos[c] as usize - p0;
-                        let row = &buf[k * dim..(k + 1) * dim];
-                        match job.weighting {
-                            Weighting::Sum => out.iter_mut().zip(row).for_each(|(o, x)| *o += x),
-                            Weighting::Gcn(dinv) => {
-                                let w = dinv[distinct[pos[c] as usize] as usize]
-                                    * dinv[(job.a + d as u64) as usize];
-                                out.iter_mut().zip(row).for_each(|(o, x)| *o += x * w);
-                            }
-                        }
+                        let u = l.distinct[pos[c] as usize];
+                        job.fold.edge(out, &buf[k * w..(k + 1) * w], u, v, d);
                         c += 1;
                     }
                     cur_part[i] = c;

@@ -163,17 +163,24 @@ impl FeatureGatherer {
         Ok(self.finish(out, call))
     }
 
-    /// Add the (weighted) rows of a destination block's in-neighbors into `acc`
+    /// Fold the rows of a destination block's in-neighbors (through `transform`) into `acc`
     /// ([`crate::aggregate::aggregate_block`]), read from this gatherer's source (not its
     /// cache: a block reads its sources in file order anyway). The reads are counted.
     pub fn aggregate(
         &mut self,
         neighbors: crate::aggregate::NeighborFile<'_>,
         job: &crate::aggregate::BlockJob<'_>,
+        transform: Option<crate::aggregate::Transform<'_>>,
         acc: &mut [f32],
     ) -> Result<crate::aggregate::AggregateStats> {
-        let s =
-            crate::aggregate::aggregate_block(&self.file, &mut self.source, neighbors, job, acc)?;
+        let s = crate::aggregate::aggregate_block(
+            &self.file,
+            &mut self.source,
+            neighbors,
+            job,
+            transform,
+            acc,
+        )?;
         self.stats.add(&GatherStats {
             distinct_rows: s.rows,
             rows_requested: s.rows,

@@ -7,21 +7,24 @@
 //! copy of the file in memory. Rows stored as f16 or bf16 are widened to f32 on the way out.
 //! For a hyperbatch, [`Stager`] packs each batch's cold rows into its own region of a staging
 //! file in one pass over the feature file, so that each batch's gather is one sequential read.
-//! For layer-wise inference, [`FeatureGatherer::aggregate`] sums a destination block's
-//! in-neighbors' rows on all threads ([`aggregate`]).
+//! For layer-wise inference, [`FeatureGatherer::aggregate`] folds a destination block's
+//! in-neighbors' rows into its accumulators on all threads ([`aggregate`]; sums, GCN's weighted
+//! sums, maxima and GAT's online softmax are the [`fold`] kernels).
 
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
 pub mod cache;
 mod error;
+pub mod fold;
 pub mod gather;
 pub mod rows;
 pub mod staging;
 
-pub use aggregate::{AggregateStats, BlockJob, NeighborFile, Weighting};
+pub use aggregate::{AggregateStats, BlockJob, NeighborFile, Transform};
 pub use cache::HotRowCache;
 pub use error::{Error, Result};
+pub use fold::{Attention, Fold};
 pub use gather::{FeatureGatherer, GatherStats};
 pub use rows::{FeatureFile, RowSource};
 pub use staging::Stager;

@@ -8,12 +8,15 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadwriteArray2};
+use numpy::{
+    PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2,
+    PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_features::{
-    BlockJob, FeatureFile, FeatureGatherer, GatherStats, HotRowCache, NeighborFile, RowSource,
-    Weighting,
+    Attention, BlockJob, FeatureFile, FeatureGatherer, Fold, GatherStats, HotRowCache,
+    NeighborFile, RowSource, Transform,
 };
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_loader::BackendChoice;
@@ -240,13 +243,20 @@ impl FeatureReader {
         arr.reshape([ids.len(), self.dim])
     }
 
-    /// Add the in-neighbors' rows of destinations `a..a + len(indptr) - 1`, edges `lo..hi` of
-    /// the neighbor file `neighbors` (ids of `id_bytes` bytes), into `acc` (float32
-    /// `[len(indptr) - 1, dim]`, C order): plain sums, or with `dinv` (one float32 per node)
-    /// GCN's `dinv[u] * dinv[v]` weights with stored self loops dropped. `indptr`: the offset
-    /// index of `a..=b`. Sources are read `piece_rows` at a time, on `threads` threads (0: all),
-    /// with the GIL released. Returns the bytes read from the neighbor file.
-    #[pyo3(signature = (acc, a, indptr, lo, hi, neighbors, id_bytes, dinv=None, piece_rows=1 << 20, threads=0))]
+    /// Fold the in-neighbors' rows of destinations `a..a + len(indptr) - 1`, edges `lo..hi` of
+    /// the neighbor file `neighbors` (ids of `id_bytes` bytes), into `acc` (float32, C order, a
+    /// row per destination). `fold`: "sum" (every stored edge), "gcn" (with `dinv`, one float32
+    /// per node: `dinv[u] * dinv[v]` weights, stored self loops dropped; the default when `dinv`
+    /// is given), "max" (element-wise; `acc` starts at -inf) or "softmax" (GAT's attention with
+    /// `a_dst`, float32 `[destinations, heads]`, and `negative_slope`; source rows are messages
+    /// then logits, `acc` rows are the weighted sums, running maxima and sums of exponentials,
+    /// see `ringgnn_features::fold`). `transform(rows)`, given, maps each piece's float32 rows
+    /// `[n, dim]` to `[n, width]` before they are folded in (it runs with the GIL; a Python
+    /// exception it raises stops the aggregation and is raised). `indptr`: the offset index of
+    /// `a..=b`. Sources are read `piece_rows` at a time, on `threads` threads (0: all), with the
+    /// GIL released. Returns the bytes read from the neighbor file.
+    #[pyo3(signature = (acc, a, indptr, lo, hi, neighbors, id_bytes, dinv=None, piece_rows=1 << 20, threads=0,
+                        fold=None, a_dst=None, negative_slope=0.2, transform=None, width=None))]
     #[allow(clippy::too_many_arguments)]
     fn aggregate(
         &self,
@@ -261,6 +271,11 @@ impl FeatureReader {
         dinv: Option<PyReadonlyArray1<'_, f32>>,
         piece_rows: usize,
         threads: usize,
+        fold: Option<&str>,
+        a_dst: Option<PyReadonlyArray2<'_, f32>>,
+        negative_slope: f32,
+        transform: Option<Py<PyAny>>,
+        width: Option<usize>,
     ) -> PyResult<u64> {
         let indptr = indptr.as_array();
         if let Some(&x) = indptr.iter().find(|&&x| x < 0) {
@@ -272,6 +287,29 @@ impl FeatureReader {
             .map(|d| d.as_slice())
             .transpose()
             .map_err(|_| input_error("dinv: a contiguous float32 array is needed".to_string()))?;
+        let heads = a_dst.as_ref().map_or(0, |x| x.shape()[1]);
+        let a_dst = a_dst
+            .as_ref()
+            .map(|d| d.as_slice())
+            .transpose()
+            .map_err(|_| {
+                input_error("a_dst: a C-contiguous float32 array is needed".to_string())
+            })?;
+        let fold = match (fold.unwrap_or(if dinv.is_some() { "gcn" } else { "sum" }), dinv, a_dst) {
+            ("sum", None, None) => Fold::Sum,
+            ("max", None, None) => Fold::Max,
+            ("gcn", Some(d), None) => Fold::Gcn(d),
+            ("softmax", None, Some(a_dst)) => Fold::Softmax(Attention {
+                heads,
+                negative_slope,
+                a_dst,
+            }),
+            (f, _, _) => {
+                return Err(input_error(format!(
+                    "fold {f:?}: use sum or max (without dinv and a_dst), gcn (with dinv) or softmax (with a_dst)"
+                )))
+            }
+        };
         let acc = acc
             .as_slice_mut()
             .map_err(|_| input_error("acc: a C-contiguous float32 array is needed".to_string()))?;
@@ -280,10 +318,7 @@ impl FeatureReader {
             indptr: &indptr,
             lo,
             hi,
-            weighting: match dinv {
-                Some(d) => Weighting::Gcn(d),
-                None => Weighting::Sum,
-            },
+            fold,
             piece_rows,
             threads,
         };
@@ -291,10 +326,51 @@ impl FeatureReader {
             path: &neighbors,
             id_bytes,
         };
-        let s = py
-            .detach(|| self.with(|g, _| g.aggregate(nb, &job, acc)))
-            .map_err(FeaturesError)?;
-        Ok(s.neighbor_bytes)
+        let dim = self.dim;
+        let out_width = match (&transform, width) {
+            (Some(_), Some(w)) => w,
+            (None, None) => dim,
+            _ => {
+                return Err(input_error(
+                    "aggregate: give transform and width (its rows' values) together".to_string(),
+                ))
+            }
+        };
+        // A Python exception raised by the transform, raised again once the GIL is back.
+        let mut raised: Option<PyErr> = None;
+        let s = py.detach(|| {
+            let mut apply = |rows: Vec<f32>, n: usize| -> Result<Vec<f32>, ringgnn_features::Error> {
+                let f = transform.as_ref().expect("only called with a transform");
+                Python::attach(|py| {
+                    let call = || -> PyResult<Vec<f32>> {
+                        let x = numpy::PyArray1::from_vec(py, rows).reshape([n, dim])?;
+                        let got = f.call1(py, (x,))?;
+                        let got: PyReadonlyArray2<'_, f32> = got.extract(py)?;
+                        if got.shape() != [n, out_width] {
+                            return Err(input_error(format!(
+                                "aggregate: the transform returned an array of shape {:?} for {n} rows; \
+                                 [{n}, {out_width}] float32 is needed",
+                                got.shape()
+                            )));
+                        }
+                        Ok(got.as_array().iter().copied().collect())
+                    };
+                    call().map_err(|e| {
+                        raised = Some(e);
+                        ringgnn_features::Error::Input("aggregate: the transform raised".into())
+                    })
+                })
+            };
+            let t = transform.as_ref().map(|_| Transform {
+                width: out_width,
+                apply: &mut apply,
+            });
+            self.with(|g, _| g.aggregate(nb, &job, t, acc))
+        });
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        Ok(s.map_err(FeaturesError)?.neighbor_bytes)
     }
 
     /// Read counters since creation (this process): rows, distinct rows, cache hits, pages and
