@@ -420,6 +420,39 @@ def test_ogbl_positives_become_edge_splits(tmp_path, style, caplog):
     np.testing.assert_array_equal(features(tmp_path / "out"), FEAT)
 
 
+def test_ogbl_citation2_undirected_keeps_its_own_negatives(tmp_path, caplog):
+    """With --undirected a split of given negatives keeps each pair as listed ((5, 1) is not
+    turned into (1, 5)): its negatives replace the listed destination, as OGB evaluates them."""
+    root = ogbl_dir(tmp_path / "ogbl", "citation2")
+    m = convert_ogb(root, tmp_path / "out", link_negatives=3, undirected=True, seed=1)
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.edge_split("val").T.tolist() == [[5, 1], [0, 2]]  # as listed, in (dst, src) order
+    assert ds.edge_split("test").T.tolist() == [[1, 4]]
+    assert sorted(map(tuple, ds.edge_split("train").T.tolist())) == undirected_pairs(TRAIN_E)  # (min, max)
+    assert neighbors(ds) == csc(np.concatenate([TRAIN_E, TRAIN_E[:, ::-1]]).T, N)  # neither direction held out
+    assert m["edge_splits"]["val"] == {"edges": 2, "negatives": 4, "given_negatives": True}
+    for (s, _), row in zip(ds.edge_split("val").T.tolist(), ds.edge_negatives("val").tolist()):
+        assert row == [(s + k) % N for k in range(1, 5)]  # OGB's row of that positive
+    assert ringgnn.verify(tmp_path / "out")["files_checked"] == len(m["files"])
+    assert "draws" not in caplog.text
+
+
+def test_undirected_keeps_the_direction_only_of_given_negative_splits(tmp_path):
+    """In one --undirected build: the split with given negatives keeps (7, 3) as listed, the
+    split whose negatives are drawn stores (8, 2) as (2, 8)."""
+    np.save(tmp_path / "e.npy", np.array([[i, (i + 1) % 10] for i in range(10)]))
+    np.save(tmp_path / "val.npy", np.array([[7, 3]]))
+    np.save(tmp_path / "test.npy", np.array([[8, 2]]))
+    np.save(tmp_path / "neg.npy", np.array([[0, 1]]))
+    m = ringgnn.convert(tmp_path / "e.npy", tmp_path / "out", undirected=True, absent_ok=True, link_negatives=2,
+                        link_split={"val": tmp_path / "val.npy", "test": tmp_path / "test.npy"},
+                        given_negatives={"val": tmp_path / "neg.npy"})
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    assert ds.edge_split("val").T.tolist() == [[7, 3]] and ds.edge_negatives("val").tolist() == [[0, 1]]
+    assert ds.edge_split("test").T.tolist() == [[2, 8]] and m["edge_splits"]["test"]["negatives"] == 2
+    assert ringgnn.verify(tmp_path / "out")["files_checked"] == len(m["files"])
+
+
 def test_ogbl_written_by_dataset_saver(tmp_path):
     saver_mod = import_ogb_io()
     cwd = os.getcwd()

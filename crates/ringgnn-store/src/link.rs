@@ -121,6 +121,13 @@ impl LinkPlan {
             LinkSplitSpec::Files(v) => {
                 let mut g = GivenPairs::load(v, undirected, num_nodes)?;
                 g.absent_ok = opts.absent_ok;
+                // Given negatives replace a pair's listed destination: with --undirected its
+                // pairs keep their listed direction (FORMAT.md, "Edge splits").
+                for (name, _) in &opts.given_negatives {
+                    if let Some(i) = g.names.iter().position(|n| n == name) {
+                        g.oriented[i] = true;
+                    }
+                }
                 LinkPlan::Given(Arc::new(g))
             }
         })
@@ -438,7 +445,7 @@ impl Holdout {
     /// The split of the pair `src -> dst` (its index in `names`), or `None` for a pair that stays
     /// in the graph unrecorded (`train` is listed and does not list it). Undirected pairs hash
     /// their two ends in order, so both directions agree. Calls come in (dst, src) order.
-    fn split_of(&mut self, src: u64, dst: u64) -> Result<Option<usize>> {
+    fn split_of(&mut self, src: u64, dst: u64) -> Result<Option<(usize, bool)>> {
         let train = self.names.len() - 1;
         match &mut self.decide {
             Decide::Hash { base, bounds } => {
@@ -448,7 +455,8 @@ impl Holdout {
                     (src, dst)
                 };
                 let h = mix64(mix64(*base ^ a).wrapping_add(b));
-                Ok(Some(bounds.iter().position(|&t| h < t).unwrap_or(train)))
+                let i = bounds.iter().position(|&t| h < t).unwrap_or(train);
+                Ok(Some((i, !self.undirected || src < dst)))
             }
             Decide::Given { pairs, at, met } => {
                 let keys = &pairs.keys;
@@ -459,8 +467,8 @@ impl Holdout {
                             return Err(pairs.not_in_graph(k));
                         }
                         // Absent from the input, stored all the same, in its place (an
-                        // undirected pair once, as (min, max), like a met one).
-                        if !self.undirected || k.src < k.dst {
+                        // undirected pair once, like a met one).
+                        if pairs.writes(k) {
                             self.writers[k.split as usize].push(k.src, k.dst)?;
                         }
                     }
@@ -469,9 +477,9 @@ impl Holdout {
                 }
                 if *at < keys.len() && (keys[*at].dst, keys[*at].src) == (dst, src) {
                     *met = true;
-                    return Ok(Some(keys[*at].split as usize));
+                    return Ok(Some((keys[*at].split as usize, pairs.writes(&keys[*at]))));
                 }
-                Ok((!pairs.train_listed()).then_some(train))
+                Ok((!pairs.train_listed()).then_some((train, !self.undirected || src < dst)))
             }
         }
     }
@@ -486,15 +494,15 @@ impl Holdout {
         let split = self.split_of(src, dst)?;
         let new = self.last != Some((dst, src));
         self.last = Some((dst, src));
-        // An undirected pair is met twice (once per direction): record it as (min, max), met
-        // second in (dst, src) order.
-        if let Some(i) = split.filter(|_| !self.mirror) {
-            if new && (!self.undirected || src < dst) {
+        // An undirected pair is met twice (once per direction): record it once, in the
+        // direction `split_of` says (min, max), or as listed for a split of given negatives).
+        if let Some((i, writes)) = split.filter(|_| !self.mirror) {
+            if new && writes {
                 self.writers[i].push(src, dst)?;
             }
         }
         let train = self.names.len() - 1;
-        Ok(!matches!(split, Some(i) if i != train))
+        Ok(!matches!(split, Some((i, _)) if i != train))
     }
 
     /// Check that every listed pair was met, flush and close every split file, and register them
@@ -511,7 +519,7 @@ impl Holdout {
                 if !pairs.absent_ok || k.split as usize == train {
                     return Err(pairs.not_in_graph(k));
                 }
-                if !self.undirected || k.src < k.dst {
+                if pairs.writes(k) {
                     writers[k.split as usize].push(k.src, k.dst)?;
                 }
             }

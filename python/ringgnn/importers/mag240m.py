@@ -16,7 +16,9 @@ What becomes what (``DIR`` is ``mag240m_kddcup2021``, or the directory holding i
 * ``split_dict.pt`` -> paper splits: ``train``, ``valid`` -> ``val``, ``test-dev`` ->
   ``test_dev``, ``test-challenge`` -> ``test_challenge`` (``test`` in older releases).
 
-``processed/paper/node_year.npy`` is not converted (ringgnn stores one feature matrix per type).
+``processed/paper/node_year.npy`` is not converted: the format has no node attribute besides
+features, labels, splits and original ids, and paper ids are kept as MAG240M numbers them, so the
+file indexes the dataset's papers as it is (``docs/ARCHITECTURE.md``, "Importers").
 Labels are read in chunks and staged as ``.npy`` in a locked temporary directory beside ``out``;
 a missing file, a mismatched shape or an out-of-range class is an error naming the file, and
 nothing is written.

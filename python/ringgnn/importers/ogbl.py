@@ -11,8 +11,9 @@ edges: they are held out as listed pairs that the input may lack (the builder's 
 and a listed pair that is in the graph (a repeated collaboration of ogbl-collab) leaves it.
 
 Negatives: ogbl-citation2's ``target_node_neg`` (per positive, ``K`` destinations) is stored as
-given (``given_negatives``: rows reordered to the stored (dst, src) order) when the graph is
-directed, so evaluation uses OGB's own negatives. ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
+given (``given_negatives``: rows reordered to the stored (dst, src) order), so evaluation uses
+OGB's own negatives; with ``undirected`` too, since the builder keeps the listed direction of a
+split's pairs when its negatives are given (they replace the listed destination). ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
 shared by all positives of the split: they are stored as given (``shared_negatives``,
 ``docs/FORMAT.md`` "Edge splits"), and evaluation ranks every positive against all of them as
 OGB's ``Evaluator`` does (``ringgnn.metrics.shared_ranking_sums``); such a split draws no
@@ -21,7 +22,6 @@ OGB's ``Evaluator`` does (``ringgnn.metrics.shared_ranking_sums``); such a split
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any, Dict, Optional, Tuple
 
@@ -29,8 +29,6 @@ import numpy as np
 
 from .._core import InputError
 from ._stage import NpyWriter, Staging, check_ids
-
-log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
 
@@ -102,7 +100,7 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
             continue  # the raw graph's edges: every pair left in the graph is the train split
         _check(p, where, seen, undirected)
         rename = "val" if name == "valid" else name.lower().replace("-", "_")
-        neg = _negatives(d, where, p, n, undirected, link_negatives)
+        neg = _negatives(d, where, p, n)
         order = np.lexsort((p[:, 0], p[:, 1]))  # the stored order: ascending (dst, src)
         with NpyWriter(stage.path(f"link-{rename}"), np.int64, (2,)) as w:
             w.write(p[order])
@@ -121,9 +119,8 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
                          **build_args)
 
 
-def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int, undirected: bool,
-               drawn: int) -> Optional[np.ndarray]:
-    """The split's own per-pair negatives to store, or None (then ``drawn`` are drawn)."""
+def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int) -> Optional[np.ndarray]:
+    """The split's own per-pair negatives to store, or None (then ``link_negatives`` are drawn)."""
     if "target_node_neg" in d:
         neg = _array(d["target_node_neg"])
         if neg.ndim == 1:
@@ -133,10 +130,7 @@ def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int, undirected:
                              "node ids, a row per positive")
         neg = neg.astype(np.int64)
         check_ids(neg.reshape(-1), n, lambda i: f"{where}: target_node_neg[{i // neg.shape[1]}]", "node id")
-        if not undirected:
-            return neg
-        log.warning("%s: target_node_neg are destinations of directed pairs; with undirected a pair is stored as "
-                    "(min, max), so ringgnn draws %d negatives per pair instead", where, drawn)
+        return neg  # with undirected too: a split of given negatives keeps its pairs' direction
     return None
 
 

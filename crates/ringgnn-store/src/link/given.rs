@@ -16,12 +16,14 @@ use super::TRAIN;
 /// Pairs read per call to the edge reader.
 const CHUNK: usize = 1 << 16;
 
-/// One listed pair as the CSC emitter meets it: the key `(dst, src)` and its split's index.
+/// One listed pair as the CSC emitter meets it: the key `(dst, src)` and its split's index;
+/// `reversed`: the key of the other direction of an undirected pair (not as listed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct GivenKey {
     pub dst: u64,
     pub src: u64,
     pub split: u32,
+    pub reversed: bool,
 }
 
 /// The pairs of every listed split, sorted by CSC key.
@@ -33,6 +35,9 @@ pub struct GivenPairs {
     pub(super) files: Vec<Option<PathBuf>>,
     pub(super) keys: Vec<GivenKey>,
     pub(super) undirected: bool,
+    /// Per split of `names`: with `undirected`, its pairs are stored as listed rather than as
+    /// `(min, max)` (a split whose negatives are given: they replace the listed `dst`).
+    pub(super) oriented: Vec<bool>,
     max_id: u64,
     /// Listed held-out pairs the input lacks are stored anyway (see
     /// [`LinkSplitOptions::absent_ok`](super::LinkSplitOptions::absent_ok)).
@@ -95,12 +100,14 @@ impl GivenPairs {
                         dst,
                         src,
                         split: i as u32,
+                        reversed: false,
                     });
                     if undirected {
                         keys.push(GivenKey {
                             dst: src,
                             src: dst,
                             split: i as u32,
+                            reversed: true,
                         });
                     }
                     at += 1;
@@ -109,6 +116,7 @@ impl GivenPairs {
         }
         keys.sort_unstable();
         let given = GivenPairs {
+            oriented: vec![false; names.len()],
             names,
             files: paths,
             keys,
@@ -197,10 +205,12 @@ impl GivenPairs {
                 dst: k.src,
                 src: k.dst,
                 split: k.split,
+                reversed: k.reversed,
             })
             .collect();
         keys.sort_unstable();
         GivenPairs {
+            oriented: self.oriented.clone(),
             names: self.names.clone(),
             files: self.files.clone(),
             keys,
@@ -218,6 +228,18 @@ impl GivenPairs {
     /// Whether the `train` split is listed (else it is every pair left in the graph).
     pub fn train_listed(&self) -> bool {
         self.files.last().is_some_and(Option::is_some)
+    }
+
+    /// Whether the emitter writes the pair of key `k` when it meets it: always when directed;
+    /// when undirected, once per pair: the listed direction for an `oriented` split, else
+    /// `(min, max)`.
+    pub(super) fn writes(&self, k: &GivenKey) -> bool {
+        !self.undirected
+            || if self.oriented[k.split as usize] {
+                !k.reversed
+            } else {
+                k.src < k.dst
+            }
     }
 
     /// The pair of `k` as written in split files: `(src, dst)`, or `(min, max)` when undirected.
