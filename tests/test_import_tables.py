@@ -117,6 +117,22 @@ def test_string_tables_round_trip(tmp_path_factory, pairs, buckets):
     assert_same_graph(tmp / "out", pairs)
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.text(max_size=6), max_size=30), st.integers(1, 8), st.integers(0, 3))
+def test_string_hash_in_slices_is_the_whole_hash(strings, slice_bytes, offset):
+    """Hashed a few bytes at a time (and from a sliced array), every string gets the hash it
+    gets in one piece: the dense order does not depend on how much is hashed at once."""
+    arr = pa.array(["pad"] * offset + strings, pa.string()).slice(offset)
+    whole = _arrow.string_hash(arr)
+    real = _arrow.HASH_BYTES
+    try:
+        _arrow.HASH_BYTES = slice_bytes
+        assert _arrow.string_hash(arr).tolist() == whole.tolist()
+    finally:
+        _arrow.HASH_BYTES = real
+    assert len(set(whole.tolist())) == len(set(strings))
+
+
 def test_string_hash_depends_on_every_byte():
     h = _arrow.string_hash(pa.array(["", "a", "b", "ab", "ba", "a\0", "aa", "", "ab"]))
     assert h[0] == h[7] and h[3] == h[8]

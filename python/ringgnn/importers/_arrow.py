@@ -38,20 +38,42 @@ def mix64(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+#: Bytes of string data hashed at once by :func:`string_hash` (its temporaries take about 40
+#: bytes per byte of data: positions, powers and terms as 64-bit integers).
+HASH_BYTES = 1 << 20
+
+
 def string_hash(arr: Any) -> np.ndarray:
-    """A 64-bit hash of each string of an Arrow string array, from its bytes (vectorized)."""
+    """A 64-bit hash of each string of an Arrow string array, from its bytes (vectorized, in
+    slices of about :data:`HASH_BYTES` of data, so that hashing a whole bucket of long strings
+    stays small next to the bucket)."""
     import pyarrow as pa
 
     arr = arr.cast(pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     _, offsets_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
     if len(arr) == 0:
         return np.zeros(0, dtype=np.uint64)
-    data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]] if data_buf is not None \
-        else np.zeros(0, np.uint8)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    out = np.empty(len(arr), dtype=np.uint64)
+    a = 0
+    while a < len(arr):
+        # at least one string per slice, and as many more as fit in HASH_BYTES
+        b = max(a + 1, int(np.searchsorted(offsets, offsets[a] + HASH_BYTES, side="right")) - 1)
+        b = min(b, len(arr))
+        out[a:b] = _hash_slice(offsets[a: b + 1], data)
+        a = b
+    return out
+
+
+def _hash_slice(offsets: np.ndarray, all_data: np.ndarray) -> np.ndarray:
+    """:func:`string_hash` of the strings whose ``offsets`` (into ``all_data``) are given."""
+    data = all_data[offsets[0]: offsets[-1]]
     lengths = np.diff(offsets)
     starts = offsets[:-1] - offsets[0]
-    h = np.zeros(len(arr), dtype=np.uint64)
+    h = np.zeros(len(lengths), dtype=np.uint64)
     if data.size:
         pos = np.arange(data.size, dtype=np.int64) - np.repeat(starts, lengths)
         powers = np.cumprod(np.full(int(lengths.max()), _K, dtype=np.uint64))
