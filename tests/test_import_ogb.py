@@ -453,6 +453,25 @@ def test_undirected_keeps_the_direction_only_of_given_negative_splits(tmp_path):
     assert ringgnn.verify(tmp_path / "out")["files_checked"] == len(m["files"])
 
 
+def test_knowledge_graph_splits_are_refused_by_name(tmp_path):
+    """ogbl-wikikg2 (homogeneous raw/, head/relation/tail splits) and ogbl-biokg (OGB's
+    heterogeneous CSV raw/, typed triples) are refused naming the split and why; nothing written."""
+    wiki = ogbl_dir(tmp_path / "wikikg2")
+    triples = {"head": torch.tensor([0, 1]), "relation": torch.tensor([0, 2]), "tail": torch.tensor([2, 3])}
+    for name in ("train", "valid", "test"):
+        torch.save(triples, wiki / "split" / "sales" / f"{name}.pt")
+    with pytest.raises(_core.InputError, match=r"train.pt: a knowledge-graph completion split \(head/relation/tail"):
+        convert_ogb(wiki, tmp_path / "out")
+    bio = tmp_path / "biokg"
+    gz(bio / "raw" / "triplet-type-list.csv.gz", [["drug", "treats", "disease"]])
+    (bio / "split" / "random").mkdir(parents=True)
+    torch.save({**triples, "head_type": ["drug"] * 2, "tail_type": ["disease"] * 2}, bio / "split" / "random" / "train.pt")
+    with pytest.raises(_core.InputError, match=r"random: a knowledge-graph completion split"):
+        convert_ogb(bio, tmp_path / "out", add_reverse=True)
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")] == []
+
+
 def test_ogbl_written_by_dataset_saver(tmp_path):
     saver_mod = import_ogb_io()
     cwd = os.getcwd()

@@ -317,6 +317,9 @@ def convert_ogb(
         if undirected or dedup or self_loops != "keep":
             raise InputError(f"{root}: a heterogeneous OGB dataset takes add_reverse (--add-reverse), not "
                              "undirected, dedup or self_loops")
+        scheme_dir = ogb_hetero._scheme(root, split_scheme)
+        if ogbl.is_link(scheme_dir):  # ogbl-biokg: typed triples in train/valid/test.pt
+            raise InputError(f"{scheme_dir}: {ogbl.KG_REFUSAL}")
         layout = ogb_hetero_npz if binary else ogb_hetero
         return layout.convert(root, raw, out, split_scheme=split_scheme, add_reverse=add_reverse,
                               feature_dtype=feature_dtype, seed=seed, memory=memory, overwrite=overwrite,

@@ -38,6 +38,13 @@ def is_link(split_dir: Optional[str]) -> bool:
     return split_dir is not None and any(os.path.isfile(os.path.join(split_dir, f"{s}.pt")) for s in SPLITS)
 
 
+#: Why a knowledge-graph split (``head``/``relation``/``tail``: ogbl-wikikg2, ogbl-biokg) is
+#: refused (``docs/ARCHITECTURE.md``, "Importers", "Not yet").
+KG_REFUSAL = ("a knowledge-graph completion split (head/relation/tail triples, as ogbl-wikikg2 and ogbl-biokg "
+              "give): ringgnn does not convert these yet (their head_neg negatives replace the source, which "
+              "the format has no place for, and link training scores one relation at a time)")
+
+
 def load_splits(split_dir: str) -> Dict[str, Tuple[Dict[str, Any], str]]:
     """split name -> (its dictionary, where it came from)."""
     from ._ogb_io import load_pt, load_split_dict
@@ -65,6 +72,8 @@ def pairs(d: Any, where: str, n: int) -> np.ndarray:
     if not isinstance(d, dict):
         raise InputError(f"{where}: a {type(d).__name__}, not a dictionary of edges; OGB's link splits map 'edge' "
                          "(or 'source_node'/'target_node') to tensors")
+    if {"head", "relation", "tail"} <= set(d):
+        raise InputError(f"{where}: {KG_REFUSAL}")
     if "edge" in d:
         e = _array(d["edge"])
         if e.ndim != 2 or e.shape[1] != 2 or (e.size and e.dtype.kind not in "iu"):
