@@ -26,7 +26,6 @@ rows is an error naming the file and the id). Nothing is written on an error.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 from dataclasses import dataclass, field
@@ -36,10 +35,9 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
-from .._options import process_rss
 from ._arrow import Buckets, Table, bucket_of, ids_of, require_pyarrow
 from ._stage import PathLike, Staging
-from .tables import MAX_BUCKETS, IdMap, map_edges
+from .tables import MAX_BUCKETS, IdMap, build_share, map_edges
 
 
 @dataclass
@@ -156,12 +154,9 @@ def convert_typed_tables(
     budget = build._memory(memory)
     id_types = {ty: pa.large_string() if k == "str" else (pa.uint64() if k == "uint" else pa.int64())
                 for ty, k in kinds.items()}
-    rss0 = process_rss()
     with Staging(out, overwrite) as stage:
         staged = _map(stage, tables, kinds, id_types, budget, nodes)
-        gc.collect()
-        pa.default_memory_pool().release_unused()
-        build_memory = budget - max(0, process_rss() - rss0)
+        build_memory = build_share(budget)
         types = [build.NodeType(ty, m.num_nodes, features=f, labels=y, split=sp, feature_dtype=feature_dtype,
                                 node_ids=m.files)
                  for ty, (m, f, y, sp) in sorted(staged["types"].items())]
