@@ -211,6 +211,10 @@ def test_cli(tmp_path, capsys):
     assert main(args) == 0
     ds = assert_round_trip(tmp_path / "a")
     assert ds.node_type("user").num_classes == 3
+    capsys.readouterr()
+    assert main(["info", f"{d}/a"]) == 0
+    out = capsys.readouterr().out
+    assert "original ids (i64): node_ids('user')" in out and "original ids (str): node_ids('item')" in out
     assert main(args[:2] + [f"{d}/b"] + args[3:] + ["--undirected"]) == 1
     assert "--undirected: not options of typed tables" in capsys.readouterr().err
     assert main(args[:2] + [f"{d}/b"] + args[3:] + ["--label-column", "item=y"]) == 1

@@ -385,6 +385,7 @@ def info_dict(path: str) -> Dict[str, Any]:
                     "num_classes": None if i.get("labels") is None else i["labels"]["num_classes"],
                     "num_labeled": None if i.get("labels") is None else i["labels"]["num_labeled"],
                     "splits": dict(i.get("splits", {})),
+                    "node_ids": None if i.get("node_ids") is None else i["node_ids"]["dtype"],
                 }
                 for t, i in m["node_types"].items()
             },
@@ -475,7 +476,8 @@ def _format_hetero_info(info: Dict[str, Any]) -> str:
         feat = "no features" if i["feature_dim"] is None else f"features {i['feature_dim']} x {i['feature_dtype']}"
         lab = "" if i["num_classes"] is None else f", {i['num_classes']} classes ({i['num_labeled']:,} labeled)"
         spl = ", ".join(f"{k} {v:,}" for k, v in i["splits"].items())
-        lines.append(f"  {t:<16} {i['num_nodes']:>14,} nodes, {feat}{lab}" + (f", splits {spl}" if spl else ""))
+        ids = f", original ids ({i['node_ids']}): node_ids('{t}')" if i.get("node_ids") else ""
+        lines.append(f"  {t:<16} {i['num_nodes']:>14,} nodes, {feat}{lab}" + (f", splits {spl}" if spl else "") + ids)
     lines.append("relations (in-degree over the destination type)")
     width = max((len(r) for r in info["relations"]), default=0)
     for r, i in info["relations"].items():
