@@ -401,3 +401,45 @@ def test_sage_with_max_aggregation_equals_a_full_batch_forward(hubby, runs, grid
         li.run(None, None, lambda a, r: rows.__setitem__(a, r.copy()))
         got = np.concatenate([rows[a] for a in sorted(rows)])
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=agg)
+
+
+def test_a_budget_below_the_least_is_refused_with_it_and_the_least_runs(hubby, runs):
+    """The grid's plan (infer_plan) refuses a budget under which a layer would sweep its input
+    more than MAX_SWEEPS times, naming the least; that budget (plus what the process may grow
+    by between the two runs) runs, within MAX_SWEEPS sweeps, and gives the full-batch forward."""
+    import re
+
+    from ringgnn.infer_plan import MAX_SWEEPS
+    from ringgnn.inference import LayerwiseInference
+
+    ds = ringgnn.Dataset.open(hubby)
+    _, run = runs["sage"]
+    ckpt = load_checkpoint(str(run), ds)
+    li = LayerwiseInference(ds, ckpt, memory=1 << 30)
+    least = li.memplan.least_budget(range(2))
+    with pytest.raises(ringgnn.InputError, match="give at least --memory") as e:
+        infer(str(run), memory=li.memplan.fixed + 1000)
+    named = int(re.search(r"give at least --memory ([\d,]+)", str(e.value)).group(1).replace(",", ""))
+    assert abs(named - least) < 16 << 20  # the same rule; the process's held memory moves a little
+    s = {}
+    got = infer(str(run), memory=named + (16 << 20), quiet=True)
+    ref = full_batch(ds, ckpt.net)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    li = LayerwiseInference(ds, ckpt, memory=named + (16 << 20))
+    li.run(2, None, lambda a, rows: s.setdefault("rows", []).append(len(rows)))
+    assert all(g["sweeps"] <= MAX_SWEEPS for g in li.plan["grid"]["layers"])
+    assert sum(s["rows"]) == ds.num_nodes
+
+
+def test_outputs_synced_and_dropped_in_small_steps_are_the_same(hubby, runs, tmp_path, monkeypatch):
+    """The output .npy and the layer files are synced and dropped from memory every SYNC_BYTES
+    (what a memory cap counts of them): written that way a few KiB at a time, the files are the
+    same."""
+    _, run = runs["gcn"]
+    whole = infer(str(run), output="embeddings", out=str(tmp_path / "a.npy"))
+    monkeypatch.setattr("ringgnn.inference.SYNC_BYTES", 4096)
+    infer(str(run), output="logits", out=str(tmp_path / "b.npy"), keep=True)
+    monkeypatch.undo()
+    infer(str(run), output="logits", out=str(tmp_path / "c.npy"))
+    assert whole["rows"] == 1500
+    np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), np.load(tmp_path / "c.npy"))

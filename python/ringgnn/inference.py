@@ -40,23 +40,17 @@ import numpy as np
 
 from . import _core, _options
 from ._files import os_errors, temporary
+from .infer_plan import FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, cut, release_freed
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .dataset import Dataset, open_homogeneous
 
 PAGE = 4096
-#: Bytes a layer file is written between syncs (what it may hold in the page cache).
-SYNC_BYTES = 64 << 20
-#: Bytes the block reader and the gatherer keep besides the block itself (read buffers).
-FIXED_BYTES = 48 << 20
-#: The most edges of one block, whatever the budget (larger blocks gain nothing).
+#: The most edges of one block of the ``blocks`` strategy, whatever the budget.
 MAX_BLOCK_EDGES = 1 << 22
-#: Bytes an in-edge of a destination block takes while its sorted key is built (16), and after (8).
-KEY_PEAK = 16
-#: Rows finished at a time at the end of a destination block.
+#: The most rows finished at a time at the end of a destination block (the plan may take fewer:
+#: ``infer_plan.FINISH_BYTES``). Sizes, the budget's split and its refusal are ``infer_plan``'s.
 FINISH_ROWS = 1 << 16
-#: The part of the budget left unplanned (allocator slack, small temporaries).
-SLACK = 0.1
 #: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
 STRATEGIES = ("grid", "blocks")
 #: Where the grid folds a block's in-neighbors' rows into its aggregates (sums, GCN's weighted
@@ -155,6 +149,7 @@ class NpyWriter:
     def __init__(self, path: str, shape: Tuple[int, ...], dtype: Any):
         self.path = path
         self.array = None
+        self.unsynced = 0
         self.temp = temporary(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
         self.tmp = self.temp.path
         try:
@@ -166,6 +161,29 @@ class NpyWriter:
 
     def put(self, positions: np.ndarray, rows: np.ndarray) -> None:
         self.array[positions] = rows
+        self.unsynced += rows.nbytes
+        if self.unsynced >= SYNC_BYTES:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Push the rows put so far to disk and drop them from this process's mapping and the
+        page cache: a memory cap counts a mapped output's dirty and cached pages, so the output
+        holds at most ``SYNC_BYTES`` of them (``infer_plan.WRITE_BYTES``)."""
+        import mmap
+
+        with os_errors("writing", self.path):
+            self.array.flush()
+            m = getattr(self.array, "_mmap", None)
+            if m is not None and hasattr(m, "madvise"):
+                m.madvise(mmap.MADV_DONTNEED)  # a shared file mapping: the data stays in the file
+            if hasattr(os, "posix_fadvise"):
+                fd = os.open(self.tmp, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+        self.unsynced = 0
 
     def finish(self) -> str:
         with os_errors("writing", self.path):
@@ -346,30 +364,28 @@ class LayerwiseInference:
         widths = [ds.feature_dim] + [conv.out_channels * (getattr(conv, "heads", 1) if getattr(conv, "concat", False)
                                                           else 1) for conv in self.net.convs]
         self.widths = widths
-        # What the process holds now (runtime, model, offset index, GCN's degrees) plus the
-        # readers' buffers; the rest of the budget is the blocks'.
-        fixed = _options.process_rss() + FIXED_BYTES
-        budget = memory if memory is not None else _options.default_memory(cap=1 << 30, held=fixed)
-        share = int((budget - fixed) * (1 - SLACK))
+        self.grid_nodes = grid_nodes
+        # The budget's split and its refusal: infer_plan's (one owner). What the process holds
+        # now (runtime, model, offset index, GCN's degrees) is measured there.
+        self.memplan = InferencePlan(memory, self.graph.indptr, [self._layer_cost(k) for k in range(len(self.net.convs))],
+                                     in_flight=2 if self.overlap else 1)
+        budget, fixed, share = self.memplan.budget, self.memplan.fixed, self.memplan.share
         width = max(widths)
         per_edge = 8 * 4 + 4 * width * 3  # ids, local ids and edge_index; gathered rows and messages
         per_node = 4 * width * 4 + 64
         if block_edges is None:
-            if share < 1024 * (per_edge + per_node):
+            # The grid's budgets are refused by its plan (run, infer_plan); this is the blocks'.
+            if self.strategy == "blocks" and share < 1024 * (per_edge + per_node):
                 raise InputError(f"--memory {budget:,} bytes: the process already holds {fixed:,} (runtime, model, "
                                  f"offset index, read buffers); give at least {fixed + 1024 * (per_edge + per_node):,}")
-            block_edges = int(min(MAX_BLOCK_EDGES, share // (per_edge + per_node)))
+            block_edges = int(min(MAX_BLOCK_EDGES, max(1, share // (per_edge + per_node))))
         self.block_edges = max(1, int(block_edges))
         self.block_nodes = max(1, int(share // per_node)) if share > per_node else self.block_edges
-        # The grid: destination blocks hold their accumulators, their own rows and their
-        # in-edges as sorted 8-byte keys (60% of the share); pieces of edges bring the rows of
-        # their sources (the rest).
-        self.grid_share = int(max(share, 0) * 0.6) if grid_nodes is None else None
-        self.piece_share = int(max(share, 0) * 0.4)
-        self.grid_nodes = grid_nodes
-        self.plan = dict(budget=budget, fixed=fixed, strategy=self.strategy, overlap=self.overlap,
-                         aggregate=self.aggregate,
-                         block_edges=self.block_edges,
+        #: Whether the grid's sizes come from the budget (else ``grid_nodes`` and
+        #: ``block_edges`` were given: tests).
+        self.planned = grid_nodes is None
+        self.plan = dict(budget=budget, fixed=fixed, held=self.memplan.held, strategy=self.strategy,
+                         overlap=self.overlap, aggregate=self.aggregate, block_edges=self.block_edges,
                          block_nodes=self.block_nodes)
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -489,14 +505,15 @@ class LayerwiseInference:
         """Layer ``k`` with the chosen strategy (see :meth:`layer` and :meth:`grid_layer`), and
         its counters in ``stats``."""
         g = self.graph
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = reader.stats()["bytes_read"]
         if self.strategy == "grid":
             self.grid_layer(k, reader, writer, wanted, activate)
         else:
             self.layer(k, reader, writer, wanted, activate)
         rows = reader.stats()["bytes_read"] - rows_before
-        self.stats["layers"].append(dict(layer=k + 1, seconds=time.perf_counter() - t0, neighbor_bytes=g.bytes_read,
+        self.stats["layers"].append(dict(layer=k + 1, seconds=time.perf_counter() - t0,
+                                         cpu_seconds=time.process_time() - cpu0, neighbor_bytes=g.bytes_read,
                                          row_bytes=rows))
         self.stats["bytes_read_neighbors"] += g.bytes_read
         self.stats["bytes_read_rows"] += rows
@@ -504,19 +521,39 @@ class LayerwiseInference:
 
     # -- the grid --------------------------------------------------------------------------------
 
-    def _grid_cost(self, k: int) -> Tuple[int, int]:
-        """(bytes per destination node, bytes per edge of a piece) of layer ``k`` on the grid."""
-        conv, d_in = self.net.convs[k], self.widths[k]
+    def _layer_cost(self, k: int) -> LayerCost:
+        """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
+        per destination node (accumulators; 24 of bookkeeping: the Rust core's offsets and
+        cursors), per piece unit (a distinct source row as the Rust core holds it, or an edge of
+        torch's piece: its row, message and indices), per row of a finishing slice (its input
+        row, the aggregate's slice and the layer's temporaries, the writer's copies)."""
+        conv, d_in, d_out = self.net.convs[k], self.widths[k], self.widths[k + 1]
+        rust = self.aggregate == "rust"
         if self.ckpt.kind == "gat":
             hc = conv.heads * conv.out_channels
             acc = hc + 3 * conv.heads  # messages, running max, running sum, and a_dst
-            piece = 4 * (d_in + 2 * hc + 4 * conv.heads) + 48
+            # Rust: a distinct source's row and its messages and logits (twice: torch's and the
+            # transform's output); torch: an edge's row, message, logits and indices.
+            piece = 4 * (d_in + 2 * (hc + conv.heads)) if rust else 4 * (d_in + 2 * hc + 4 * conv.heads) + 48
+            finish = 4 * (d_in + 6 * hc + 8 * conv.heads + 4 * d_out) + 64
         else:
             acc = self._acc_width(k)
-            piece = 4 * (2 * d_in + acc) + 48
+            if rust:  # a distinct source's row, and its W x where the layer narrows (twice)
+                piece = 4 * (d_in + (2 * acc if self._narrow(k) else 0))
+            else:
+                piece = 4 * (2 * d_in + acc) + 48
+            finish = 4 * (d_in + acc + 6 * d_out) + 64
         # A block's own input rows are read a slice at a time when it is finished (and for GAT
         # when it starts), so they cost nothing per node.
-        return 4 * acc + 24, piece
+        return LayerCost(4 * acc + 24, piece, finish)
+
+    def _sizes(self, k: int) -> Tuple[int, int, int]:
+        """(bytes of a destination block, units of a piece, rows of a finishing slice) of layer
+        ``k``: the plan's, or, with ``grid_nodes`` given (tests), pieces of ``block_edges``."""
+        if not self.planned:
+            return 0, self.block_edges, FINISH_ROWS
+        sz = self.memplan.sizes(k)
+        return sz.block_bytes, sz.piece_units, min(FINISH_ROWS, sz.finish_rows)
 
     def _narrow(self, k: int) -> bool:
         """Whether GraphSAGE/GCN layer ``k`` aggregates its sources after their weights: when its
@@ -547,19 +584,10 @@ class LayerwiseInference:
         """Destination blocks ``a..b``: accumulators, rows and sorted edge keys within the grid's
         share (a node whose edges alone exceed it comes alone; its edges go in windows)."""
         indptr, n = self.graph.indptr, self.graph.num_nodes
-        per_node, _ = self._grid_cost(k)
+        per_node, share = self._layer_cost(k).per_node, self._sizes(k)[0]
         a = 0
         while a < n:
-            if self.grid_nodes is not None:
-                b = min(n, a + self.grid_nodes)
-            else:
-                # Largest b with (b - a) * per_node + edges * 8 within the share.
-                lo, hi = a + 1, n
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    cost = (mid - a) * per_node + (indptr[mid] - indptr[a]) * KEY_PEAK
-                    lo, hi = (mid, hi) if cost <= self.grid_share else (lo, mid - 1)
-                b = lo
+            b = min(n, a + self.grid_nodes) if not self.planned else cut(indptr, per_node, share, a)
             if wanted is None or wanted[a:b].any():
                 yield a, b
             a = b
@@ -568,11 +596,10 @@ class LayerwiseInference:
         """Edge ranges of block ``a..b`` whose sorted keys (8 bytes an edge) fit what the block's
         nodes leave of the share: one range, but for hubs."""
         lo, hi = int(self.graph.indptr[a]), int(self.graph.indptr[b])
-        per_node, _ = self._grid_cost(k)
-        if self.grid_share is None:  # sizes given (tests): windows of 4 pieces
+        if not self.planned:  # sizes given (tests): windows of 4 pieces
             step = 4 * self.block_edges
         else:
-            step = max(1024, (self.grid_share - (b - a) * per_node) // KEY_PEAK)
+            step = max(1024, (self._sizes(k)[0] - (b - a) * self._layer_cost(k).per_node) // KEY_PEAK)
         for s0 in range(lo, max(hi, lo + 1), step):
             yield s0, min(hi, s0 + step)
 
@@ -584,11 +611,7 @@ class LayerwiseInference:
         the layer's own weights turn the aggregates into outputs."""
         import torch
 
-        _, per_piece_edge = self._grid_cost(k)
-        # Two pieces share the pieces' part of the budget when the next is read ahead.
-        in_flight = 2 if self.overlap else 1
-        piece_edges = self.block_edges if self.grid_share is None else max(
-            1024, min(MAX_BLOCK_EDGES, self.piece_share // in_flight // per_piece_edge))
+        _, piece_edges, finish_rows = self._sizes(k)
         with self._bar(k) as bar:
             for a, b in self._grid_blocks(k, wanted):
                 state = self._grid_start(k, a, b, reader)
@@ -612,8 +635,8 @@ class LayerwiseInference:
                         del u, rows, inv, dl
                 # The outputs a slice of rows at a time: the finishing arithmetic's temporaries
                 # stay small next to the block's state.
-                for r0 in range(a, b, FINISH_ROWS):
-                    r1 = min(b, r0 + FINISH_ROWS)
+                for r0 in range(a, b, finish_rows):
+                    r1 = min(b, r0 + finish_rows)
                     part = {key: v[r0 - a:r1 - a] for key, v in state.items()}
                     x_dst = torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64)))
                     out = self._grid_finish(k, part, r0, r1, x_dst)
@@ -622,6 +645,7 @@ class LayerwiseInference:
                     writer(r0, out.numpy())
                     del out, part, x_dst
                 del state
+                release_freed()  # the block's buffers, freed, would stay resident otherwise
                 bar.update(b - a)
 
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int) -> None:
@@ -710,8 +734,9 @@ class LayerwiseInference:
             H, C = conv.heads, conv.out_channels
             lin_dst = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_dst
             a_dst = torch.empty(n, H)
-            for r0 in range(a, b, FINISH_ROWS):
-                r1 = min(b, r0 + FINISH_ROWS)
+            rows = self._sizes(k)[2]
+            for r0 in range(a, b, rows):
+                r1 = min(b, r0 + rows)
                 x = torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64)))
                 a_dst[r0 - a:r1 - a] = (lin_dst(x).view(-1, H, C) * conv.att_dst).sum(-1)
             if self.aggregate == "rust":
@@ -842,6 +867,9 @@ class LayerwiseInference:
         upto = L if upto is None else upto
         if not 1 <= upto <= L:
             raise InputError(f"layer {upto}: the model has layers 1..{L}")
+        if self.strategy == "grid" and self.planned:  # before anything is read or written
+            self.memplan.check(range(upto))
+            self.plan.update(grid=self.memplan.describe(range(upto)))
         import torch
 
         reader = _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct)

@@ -20,6 +20,7 @@ from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, size_arg
 from ..checkpoints import read_checkpoint
+from ..infer_plan import check_runtime
 from ..inference import infer
 
 NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
@@ -91,6 +92,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         raise InputError("--out: give the .npy file to write")
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
+    check_runtime(args.memory)  # before the checkpoint is read: that imports PyTorch
     read = read_checkpoint(args.run_dir, "RUN_DIR")
     if _is_hetero_link(read):
         raise InputError(f"{args.run_dir} is a link-prediction run on a heterogeneous dataset: score pairs with "
@@ -159,11 +161,20 @@ def _layers_line(s: Dict[str, Any]) -> str:
     mib = 1 << 20
     return (f"{', '.join(parts)}; read {s['bytes_read_neighbors'] / mib:,.1f} MiB of neighbor lists and "
             f"{s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote {s['bytes_written'] / mib:,.1f} MiB of "
-            f"intermediate layers; blocks of up to {s['plan']['block_edges']:,} edges")
+            f"intermediate layers; {_blocks_line(s['plan'])}")
+
+
+def _blocks_line(plan: Dict[str, Any]) -> str:
+    """The grid's sweeps per layer (planned from the budget), else the blocks' edge bound."""
+    grid = plan.get("grid")
+    if grid:
+        return "destination blocks (input sweeps) per layer: " + ", ".join(str(g["sweeps"]) for g in grid["layers"])
+    return f"blocks of up to {plan['block_edges']:,} edges"
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     if args.edges is not None:
+        check_runtime(args.memory)
         read = read_checkpoint(args.run_dir, "RUN_DIR")
         if _is_hetero(read) and not _is_hetero_link(read):
             raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "

@@ -1,0 +1,240 @@
+"""The memory plan of homogeneous layer-wise inference (issue 24): the one place that decides,
+from ``--memory``, how large the grid's destination blocks, its pieces and its finishing slices
+are, and which budgets are refused (``docs/INFERENCE.md``, "Sizes from the budget").
+
+A memory cgroup (``memcap``, a container's limit) counts the process's anonymous memory, the
+file pages it maps (the libraries' code) and the page cache it fills. The plan therefore takes
+off the budget: the anonymous memory held when inference starts (the runtime, PyTorch and PyG,
+the model, the offset index; *not* the resident size, whose mapped library pages the kernel can
+drop and refault), :data:`CODE_BYTES` for the library pages a layer keeps touching,
+:data:`FIXED_BYTES` of read buffers and :data:`WRITE_BYTES` of written pages not yet on disk
+(writers sync and drop them every :data:`SYNC_BYTES`). Of the rest, less :data:`SLACK`, pieces
+get at most :data:`PIECE_BYTES` each (two in flight) and finishing slices at most
+:data:`FINISH_BYTES`; everything else goes to the destination blocks, since each block sweeps
+the layer's input file once: the number of blocks is the number of sweeps.
+
+A budget whose blocks would sweep some layer's input more than :data:`MAX_SWEEPS` times is
+refused before any layer starts, with the smallest budget that does not (found by the same
+greedy cut of the offset index the grid uses), rather than run for a multiple of the time or
+thrash."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import _options
+from ._core import InputError
+
+#: Bytes a layer file or output is written between syncs (what it may hold in the page cache).
+SYNC_BYTES = 16 << 20
+#: Written pages not yet on disk: one writer at a time, synced every ``SYNC_BYTES``.
+WRITE_BYTES = SYNC_BYTES
+#: Bytes the block reader and the gatherer keep besides the block itself (read buffers).
+FIXED_BYTES = 48 << 20
+#: Library pages (PyTorch's, PyG's, the core's code) a layer touches again and again: a cgroup
+#: counts them, and a plan that left no room for them would refault them for ever. Measured:
+#: 60 MB referenced during a layer (torch 2.15, PyG 2.x; ``/proc/self/smaps`` after
+#: ``clear_refs``).
+CODE_BYTES = 64 << 20
+#: The part of the rest of the budget left unplanned (allocator slack, small temporaries).
+SLACK = 0.1
+#: The most bytes of one piece of rows (two are in memory while the next is read ahead):
+#: larger pieces do not make the coalesced reads faster.
+PIECE_BYTES = 16 << 20
+#: The most bytes of the temporaries of one finishing slice (and of GAT's starting one).
+FINISH_BYTES = 32 << 20
+#: The most sweeps of a layer's input (one per destination block) a budget may need: beyond,
+#: it is refused with the budget that needs no more.
+MAX_SWEEPS = 8
+#: Bytes an in-edge of a destination block takes while its sorted key (or the Rust core's
+#: source position and distinct copy) is built.
+KEY_PEAK = 16
+#: The smallest piece and finishing slice, in rows or edges.
+MIN_ROWS = 1024
+#: A lower bound of the anonymous memory importing PyTorch and PyG holds (measured: 435 MiB with
+#: torch 2.15's CUDA build and PyG 2.x; 283 MiB of it PyTorch's). A budget below it plus the
+#: plan's fixed parts is refused before they are imported: under a memory cgroup the import
+#: itself would be killed, before any measured check could refuse it.
+RUNTIME_BYTES = 384 << 20
+
+
+def check_runtime(budget: Optional[int]) -> None:
+    """Refuse at once (before PyTorch is imported) a budget that the runtime alone would exceed,
+    with the least that could run; the exact minimum for the graph and the model comes from
+    :meth:`InferencePlan.check` once they are loaded."""
+    least = RUNTIME_BYTES + CODE_BYTES + FIXED_BYTES + WRITE_BYTES
+    if budget is not None and budget < least:
+        raise InputError(
+            f"--memory {budget:,} bytes is too small for layer-wise inference: PyTorch and PyG alone hold about "
+            f"{RUNTIME_BYTES >> 20} MiB once imported, and library code, read buffers and writes need "
+            f"{(least - RUNTIME_BYTES) >> 20} MiB more before any block: give at least --memory {least:,} "
+            f"({_mib(least)}); the exact minimum for this graph and model is named once they are loaded")
+
+
+def held_memory() -> int:
+    """The anonymous memory this process holds now (``RssAnon``: what no cgroup can reclaim
+    without swap); the resident size where ``/proc/self/status`` does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return _options.process_rss()
+
+
+_LIBC: Optional[ctypes.CDLL] = None
+
+
+def release_freed() -> None:
+    """Give the heap's freed memory back to the system (glibc's ``malloc_trim``): the blocks'
+    large buffers, once freed, would otherwise stay resident and counted by a cgroup."""
+    global _LIBC
+    try:
+        if _LIBC is None:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        _LIBC.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to trim
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """What one layer of the grid costs: bytes per destination node of a block (accumulators and
+    bookkeeping), per piece unit (a distinct source row for the Rust sums, an edge for torch's),
+    per row of a finishing slice."""
+
+    per_node: int
+    per_unit: int
+    per_finish_row: int
+
+
+@dataclass(frozen=True)
+class LayerSizes:
+    """The grid's sizes of one layer: the bytes its destination blocks may take, the units of a
+    piece, the rows of a finishing slice and the destination blocks (sweeps) they make."""
+
+    block_bytes: int
+    piece_units: int
+    finish_rows: int
+    sweeps: int
+
+
+def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0) -> int:
+    """The end ``b`` of the destination block starting at ``a``: the largest ``b`` with
+    ``(b - a) * per_node + (indptr[b] - indptr[a]) * KEY_PEAK`` within ``share`` (at least
+    ``a + 1``: a node whose edges alone exceed it comes alone, its edges in windows)."""
+    n = len(indptr) - 1
+    lo, hi = a + 1, n
+    base = int(indptr[a])
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        cost = (mid - a) * per_node + (int(indptr[mid]) - base) * KEY_PEAK
+        lo, hi = (mid, hi) if cost <= share else (lo, mid - 1)
+    return lo
+
+
+def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int) -> int:
+    """How many destination blocks (a hub's edge windows counted one each) the greedy cut makes
+    within ``share`` bytes; counting stops past ``limit``."""
+    n = len(indptr) - 1
+    a, count = 0, 0
+    while a < n and count <= limit:
+        b = cut(indptr, per_node, share, a)
+        room = share - (b - a) * per_node
+        edges = int(indptr[b]) - int(indptr[a])
+        count += max(1, -(-edges * KEY_PEAK // room)) if room > 0 else limit + 1
+        a = b
+    return count
+
+
+def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS) -> int:
+    """The smallest block share whose greedy cut makes at most ``limit`` sweeps."""
+    n = len(indptr) - 1
+    if n == 0:
+        return 0
+    lo = per_node + KEY_PEAK
+    hi = max(lo, n * per_node + int(indptr[-1]) * KEY_PEAK)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if sweeps(indptr, per_node, mid, limit) <= limit else (mid + 1, hi)
+    return lo
+
+
+class InferencePlan:
+    """The budget split of one inference run (see the module's docstring). ``costs`` gives each
+    layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead)."""
+
+    def __init__(self, budget: Optional[int], indptr: np.ndarray, costs: Sequence[LayerCost], in_flight: int,
+                 held: Optional[int] = None):
+        if held is None:
+            release_freed()  # what loading freed is not held
+        self.held = held_memory() if held is None else int(held)
+        #: Taken off the budget before anything is planned.
+        self.fixed = self.held + CODE_BYTES + FIXED_BYTES + WRITE_BYTES
+        self.budget = (budget if budget is not None
+                       else _options.default_memory(cap=1 << 30, held=self.fixed))
+        self.indptr, self.costs, self.in_flight = indptr, list(costs), max(1, in_flight)
+        #: What the budget leaves for blocks, pieces and finishing slices.
+        self.share = max(0, int((self.budget - self.fixed) * (1 - SLACK)))
+        # Blocks first: each layer's blocks get what keeps its sweeps within MAX_SWEEPS; pieces
+        # and finishing slices get their least, and up to their preferred sizes (a fifth and a
+        # tenth of the share, at most PIECE_BYTES each and FINISH_BYTES) from what is left;
+        # the blocks get the rest.
+        least_p, least_f = self._least_pieces(), self._least_finish()
+        need = max([least_block_bytes(indptr, c.per_node) for c in self.costs] or [0])
+        spare = max(0, self.share - need - least_p - least_f)
+        pref_p = min(self.in_flight * PIECE_BYTES, self.share // 5)
+        pref_f = min(FINISH_BYTES, self.share // 10)
+        self.pieces = least_p + min(max(0, pref_p - least_p), spare // 2)
+        self.finish = least_f + min(max(0, pref_f - least_f), spare // 4)
+        self.block_bytes = self.share - self.pieces - self.finish
+
+    def _least_pieces(self) -> int:
+        return max([self.in_flight * MIN_ROWS * c.per_unit for c in self.costs] or [0])
+
+    def _least_finish(self) -> int:
+        return max([MIN_ROWS * c.per_finish_row for c in self.costs] or [0])
+
+    def least_budget(self, layers: Sequence[int]) -> int:
+        """The smallest budget whose blocks sweep each of ``layers``' input at most
+        :data:`MAX_SWEEPS` times, with the smallest pieces and finishing slices."""
+        need = max([least_block_bytes(self.indptr, self.costs[k].per_node) for k in layers] or [0])
+        need += self._least_pieces() + self._least_finish()  # as __init__ takes them off
+        return self.fixed + int(need / (1 - SLACK)) + 2  # share = (budget - fixed) * (1 - SLACK)
+
+    def check(self, layers: Sequence[int]) -> None:
+        """Refuse, naming the smallest budget that runs, a budget under which some of ``layers``
+        would sweep its input more than :data:`MAX_SWEEPS` times."""
+        least = self.least_budget(layers)
+        if self.budget < least:
+            raise InputError(
+                f"--memory {self.budget:,} bytes is too small for layer-wise inference of this graph: the process "
+                f"holds {self.held:,} bytes (runtime, PyTorch, model, offset index) and needs "
+                f"{self.fixed - self.held:,} for library code, read buffers and writes; its destination blocks "
+                f"would then sweep a layer's input more than {MAX_SWEEPS} times: give at least --memory {least:,} "
+                f"({_mib(least)})")
+
+    def sizes(self, k: int) -> LayerSizes:
+        """The grid's sizes of layer ``k`` under this budget."""
+        c = self.costs[k]
+        units = max(MIN_ROWS, self.pieces // self.in_flight // max(1, c.per_unit))
+        rows = max(MIN_ROWS, self.finish // max(1, c.per_finish_row))
+        block = max(self.block_bytes, c.per_node + KEY_PEAK)
+        return LayerSizes(block, units, rows, sweeps(self.indptr, c.per_node, block, 1 << 30))
+
+    def describe(self, layers: Sequence[int]) -> dict:
+        """The plan as numbers (the command's ``plan`` summary)."""
+        return dict(budget=self.budget, held=self.held, fixed=self.fixed, share=self.share,
+                    block_bytes=self.block_bytes, piece_bytes=self.pieces, finish_bytes=self.finish,
+                    layers=[dict(layer=k + 1, **self.sizes(k).__dict__) for k in layers])
+
+
+def _mib(n: int) -> str:
+    return f"{-(-n // (1 << 20))}M"

@@ -1,0 +1,103 @@
+"""The memory plan of layer-wise inference (python/ringgnn/infer_plan.py): the greedy cut of the
+offset index into destination blocks, the least block share for a number of sweeps, the budget's
+split and the refusal of a budget that would sweep a layer's input more than MAX_SWEEPS times
+(with the least budget named, and that budget accepted), and the refusal before PyTorch is
+imported of a budget the runtime alone exceeds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ringgnn._core import InputError
+from ringgnn.infer_plan import (KEY_PEAK, MAX_SWEEPS, InferencePlan, LayerCost, check_runtime, cut,
+                                least_block_bytes, sweeps)
+
+
+def test_the_cut_by_hand():
+    # degrees 2, 0, 3, 1; 10 bytes a node, 16 an edge
+    indptr = np.array([0, 2, 2, 5, 6])
+    assert cut(indptr, 10, 42) == 1  # node 0: 10 + 2*16 = 42
+    assert cut(indptr, 10, 51) == 1  # nodes 0-1: 20 + 32 = 52 > 51
+    assert cut(indptr, 10, 52) == 2
+    assert cut(indptr, 10, 130) == 3  # nodes 0-2: 30 + 80 = 110; 0-3: 40 + 96 = 136
+    assert cut(indptr, 10, 136) == 4
+    assert cut(indptr, 10, 1, a=2) == 3  # a node alone, whatever the share
+    # sweeps at 52: [0,2) 52, [2,3) 58 > 52: alone, its 3 edges in windows of (52 - 10) // 16 = 2 -> 2,
+    # then [3,4) 26: 4 in all
+    assert sweeps(indptr, 10, 52, 100) == 4
+    assert sweeps(indptr, 10, 136, 100) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=80), st.integers(1, 300), st.integers(1, 9))
+def test_the_least_block_share_is_the_least_with_that_many_sweeps(degrees, per_node, limit):
+    indptr = np.concatenate([[0], np.cumsum(degrees)])
+    least = least_block_bytes(indptr, per_node, limit)
+    assert sweeps(indptr, per_node, least, limit) <= limit
+    if least > per_node + KEY_PEAK:
+        assert sweeps(indptr, per_node, least - 1, limit) > limit
+    # blocks cover every node once, in order
+    a, n = 0, len(degrees)
+    while a < n:
+        b = cut(indptr, per_node, least, a)
+        assert a < b <= n
+        a = b
+
+
+def _plan(budget, n=100_000, degree=10, held=400 << 20, layers=2):
+    indptr = np.arange(n + 1, dtype=np.int64) * degree
+    costs = [LayerCost(4 * 128 + 24, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64)] * layers
+    return InferencePlan(budget, indptr, costs, in_flight=2, held=held)
+
+
+def test_a_budget_is_refused_below_the_least_named_and_accepted_from_it():
+    least = _plan(1 << 30).least_budget(range(2))
+    at = _plan(least)
+    at.check(range(2))
+    assert all(at.sizes(k).sweeps <= MAX_SWEEPS for k in range(2))
+    below = _plan(least - 1)
+    with pytest.raises(InputError, match=f"give at least --memory {least:,}"):
+        below.check(range(2))
+    assert below.sizes(0).sweeps > MAX_SWEEPS or below.block_bytes < at.block_bytes
+
+
+def test_more_budget_fewer_sweeps_and_the_split_adds_up():
+    prev = None
+    for mib in (700, 800, 1000, 1500, 3000):
+        p = _plan(mib << 20)
+        p.check(range(2))
+        assert p.pieces + p.finish + p.block_bytes == p.share
+        assert p.share == int(((mib << 20) - p.fixed) * 0.9)
+        s = p.sizes(0).sweeps
+        assert prev is None or s <= prev
+        prev = s
+    assert prev == 1  # 3G holds the whole graph's block
+
+
+def test_held_memory_is_anonymous_memory_not_the_resident_size():
+    from ringgnn.infer_plan import held_memory
+    from ringgnn._options import process_rss
+
+    import torch  # noqa: F401  (maps large libraries: resident, not anonymous)
+
+    assert 0 < held_memory() < process_rss()
+
+
+def test_the_runtime_check_refuses_before_pytorch_is_imported(tmp_path):
+    with pytest.raises(InputError, match="give at least --memory"):
+        check_runtime(300 << 20)
+    check_runtime(None)
+    check_runtime(4 << 30)
+    code = ("import sys\nfrom ringgnn.cli import main\n"
+            f"rc = main(['embed', {str(tmp_path)!r}, '--memory', '256M', '--out', {str(tmp_path / 'e.npy')!r}])\n"
+            "print('torch' in sys.modules, rc)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["False", "1"], r.stderr
+    assert "give at least --memory" in r.stderr and "PyTorch and PyG alone" in r.stderr
+    assert not (tmp_path / "e.npy").exists()
