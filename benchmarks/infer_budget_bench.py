@@ -4,7 +4,8 @@ under ``memcap --drop-caches SIZE`` with ``--memory SIZE`` for each SIZE, agains
 ``O_DIRECT`` read of the layer's input (the dataset's feature file, ``dd iflag=direct``) measured
 in the same run, just before each budget.
 
-Prints one row per budget: the layer's seconds and its ratio to the sequential read, the bytes
+Prints one row per budget: the layer's seconds, its ratio to the sequential read and its CPU
+seconds (all threads: on a machine shared with other work, the layer is CPU-bound), the bytes
 the layer read (rows and neighbor lists), the exit status and the cgroup's line (peak, failcnt,
 OOM kills); a refused budget shows its message's minimum.
 
@@ -66,6 +67,7 @@ def main():
                 s = json.loads(stdout[stdout.index("{"):])
                 layer = s["layers"][-1]
                 row.update(layer_s=round(layer["seconds"], 2), ratio=round(layer["seconds"] / seq, 1),
+                           cpu_s=round(layer.get("cpu_seconds", float("nan")), 2),
                            row_gb=round(layer["row_bytes"] / 1e9, 2), neighbor_gb=round(layer["neighbor_bytes"] / 1e9, 3),
                            sweeps=[g["sweeps"] for g in s["plan"].get("grid", {}).get("layers", [])],
                            held_mib=s["plan"].get("held", 0) >> 20)
