@@ -200,6 +200,23 @@ def test_cli(tmp_path, capsys):
     assert ringgnn.Dataset.open(tmp_path / "a").has_node_ids
 
 
+def test_default_budget_counts_what_the_process_holds(tmp_path, monkeypatch):
+    """By default an import's budget is what the process holds plus the build's default growth,
+    so a process already holding 1 GiB (torch and a model in a notebook) still builds; an
+    explicit --memory is the whole process's, and one the process already exceeds is refused."""
+    from ringgnn import _options
+
+    real = _options.process_rss
+    monkeypatch.setattr(_options, "process_rss", lambda: real() + (1 << 30))
+    monkeypatch.setattr(tables, "process_rss", lambda: real() + (1 << 30))
+    convert_table(write_parquet(tmp_path / "e.parquet", PAIRS), tmp_path / "out", src="user", dst="item")
+    assert_same_graph(tmp_path / "out", PAIRS)
+    with pytest.raises(_core.InputError, match=r"--memory 512 MiB is the whole process's budget, and the process "
+                                               r"already holds \d+ MiB after the id map"):
+        convert_table(tmp_path / "e.parquet", tmp_path / "out2", src="user", dst="item", memory="512M")
+    assert_nothing_left(tmp_path / "out2")
+
+
 def test_datasets_without_original_ids(tmp_path):
     (tmp_path / "e.csv").write_text("0,1\n")
     ringgnn.convert(tmp_path / "e.csv", tmp_path / "out")

@@ -105,7 +105,7 @@ def convert_table(
         if split_column is not None or not all(isinstance(v, float) for _, v in parse_split(split)):
             raise InputError(f"split {split!r}: a table's splits are fractions (train=0.8,...) or a node table's "
                              "--split-column; its dense ids are assigned by the import, so id files cannot name them")
-    budget = build._memory(memory)
+    budget = import_budget(memory)
     id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
     with Staging(out, overwrite) as stage:
         edges, num_nodes, ids, features, labels, node_splits = _map_ids(stage, t, path, src, dst, kinds, kind,
@@ -252,6 +252,21 @@ def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> str:
 #: The Python interpreter with numpy that the builder's fixed part already counts (``OVERHEAD``
 #: in ``crates/ringgnn-store/src/builder/mod.rs``).
 BUILDER_COUNTS_PYTHON = 50 << 20
+#: The builder's smallest budget (``MIN_MEMORY`` in ``crates/ringgnn-store/src/builder/mod.rs``).
+MIN_BUILD = 128 << 20
+
+
+def import_budget(memory: Optional[build.Size]) -> int:
+    """The import's budget for the whole process: ``memory``, or by default what the process
+    holds now plus the build's default growth (:func:`ringgnn._options.default_memory`). The
+    builder's own default (``build._memory(None)``) leaves out what the process holds, which
+    :func:`build_share` takes off: in a process that already holds ~1 GB (torch, a model: a
+    notebook, a test session) the default left the builder less than its 128M minimum."""
+    if memory is not None:
+        return build._memory(memory)
+    from .._options import default_memory
+
+    return default_memory(cap=build.DEFAULT_BUILD_MEMORY)
 
 
 def build_share(budget: int) -> int:
@@ -268,7 +283,13 @@ def build_share(budget: int) -> int:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-    return budget - max(0, process_rss() - BUILDER_COUNTS_PYTHON)
+    held = process_rss()
+    share = budget - max(0, held - BUILDER_COUNTS_PYTHON)
+    if share < MIN_BUILD:
+        raise InputError(f"--memory {budget >> 20} MiB is the whole process's budget, and the process already holds "
+                         f"{held >> 20} MiB after the id map; the build needs {MIN_BUILD >> 20} MiB more: give a larger "
+                         "--memory (the default adds to what the process holds)")
+    return share
 
 
 def bucket_count(rows: int, per_id: int, budget: int) -> int:

@@ -37,7 +37,7 @@ from .. import build
 from .._core import InputError
 from ._arrow import Buckets, Table, bucket_of, ids_of, require_pyarrow
 from ._stage import PathLike, Staging
-from .tables import MAX_BUCKETS, IdMap, build_share, map_edges
+from .tables import MAX_BUCKETS, IdMap, build_share, import_budget, map_edges
 
 
 @dataclass
@@ -151,7 +151,7 @@ def convert_typed_tables(
 
         nodes[n.type] = NodeTable(os.fspath(n.table), n.node_id, list(n.feature_columns), n.label_column,
                                   kinds[n.type], n.split_column)
-    budget = build._memory(memory)
+    budget = import_budget(memory)
     id_types = {ty: pa.large_string() if k == "str" else (pa.uint64() if k == "uint" else pa.int64())
                 for ty, k in kinds.items()}
     with Staging(out, overwrite) as stage:
