@@ -51,7 +51,8 @@ def add_parsers(sub: Any) -> None:
         help="edge list: text (.tsv/.csv/.txt, optionally .gz), .bin32/.bin64, .npy; or a DGL GraphBolt "
         "OnDiskDataset: its metadata.yaml (.yaml/.yml) or the directory holding it; or an OGB directory "
         "(node or link property prediction, ogbn-mag); or MAG240M's processed layout; or a table (.parquet, "
-        ".csv with a header) with --src/--dst (see --from)",
+        ".csv with a header) with --src/--dst (see --from); or SRC:REL:DST=FILE, a relation's table (typed tables, "
+        "with --relation for the others: a heterogeneous dataset)",
     )
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
     p.add_argument(
