@@ -285,3 +285,40 @@ proptest! {
         prop_assert_eq!(&sets[2], &set(&o, &test));
     }
 }
+
+/// With --undirected, a split whose negatives are given keeps its pairs as listed ((1, 0) and
+/// (5, 2) stay so; their negatives replace that destination), in (dst, src) order, at every
+/// budget; a split whose negatives are drawn stores (min, max) as before; both directions of
+/// every held-out pair leave the graph either way.
+#[test]
+fn undirected_splits_with_given_negatives_keep_the_listed_direction() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(true, false, false, None);
+    let files = vec![
+        (
+            "val".to_string(),
+            write_pairs(dir.path(), "val.npy", &[(5, 2), (1, 0), (0, 4)], false),
+        ),
+        (
+            "test".to_string(),
+            write_pairs(dir.path(), "test.npy", &[(3, 1), (2, 6)], false),
+        ),
+    ];
+    let mut l = LinkSplitOptions::new(LinkSplitSpec::Files(files), 0);
+    l.given_negatives = vec![("val".into(), dir.path().join("unused.npy"))];
+    let p = LinkPlan::new(&l, 0, true, None).unwrap();
+    for sizes in [tiny(1), tiny(3), roomy()] {
+        let (d, g) = build_plan(&EDGES, &o, sizes, &p);
+        let g = g.unwrap();
+        assert_eq!(
+            split_pairs(d.path(), &g, "val"),
+            [(1, 0), (5, 2), (0, 4)],
+            "as listed, by (dst, src)"
+        );
+        assert_eq!(split_pairs(d.path(), &g, "test"), [(1, 3), (2, 6)]);
+        let train = split_pairs(d.path(), &g, "train");
+        for pair in [(0, 1), (2, 5), (0, 4), (1, 3), (2, 6)] {
+            assert!(!train.contains(&pair), "{pair:?} is held out");
+        }
+    }
+}
