@@ -217,6 +217,39 @@ def test_default_budget_counts_what_the_process_holds(tmp_path, monkeypatch):
     assert_nothing_left(tmp_path / "out2")
 
 
+def test_many_buckets_under_a_low_open_files_limit(tmp_path):
+    """A pass writes to 2 P bucket files at once: with the soft limit on open files below that
+    (a common default is 1024), the import raises it to the hard limit; when the hard one is too
+    low, the error says what to do. In a subprocess: limits are per process."""
+    import subprocess
+    import sys
+
+    pairs = [(i * 7919, i * 7919 + 1) for i in range(2000)]  # ids in most of the 300 buckets
+    write_parquet(tmp_path / "e.parquet", pairs)
+    code = f"""
+import resource
+from ringgnn.importers import tables
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+tables.bucket_count = lambda rows, per_id, budget: 300
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+tables.convert_table({str(tmp_path / 'e.parquet')!r}, {str(tmp_path / 'a')!r}, src="user", dst="item")
+print("ok", resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 600)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 300))
+try:
+    tables.convert_table({str(tmp_path / 'e.parquet')!r}, {str(tmp_path / 'b')!r}, src="user", dst="item")
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "ok True"
+    assert lines[1].startswith("InputError the import writes 600 bucket files at once, and this process may open "
+                               "300 files; raise the limit (ulimit -n 856)"), lines[1]
+    assert_same_graph(tmp_path / "a", pairs)
+    assert_nothing_left(tmp_path / "b")
+
+
 def test_datasets_without_original_ids(tmp_path):
     (tmp_path / "e.csv").write_text("0,1\n")
     ringgnn.convert(tmp_path / "e.csv", tmp_path / "out")

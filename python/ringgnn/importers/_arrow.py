@@ -186,6 +186,25 @@ def bucket_of(ids: Any, kind: str, p: int) -> np.ndarray:
     return (h % np.uint64(p)).astype(np.int64)
 
 
+def allow_open_files(n: int) -> None:
+    """Let this process hold ``n`` bucket files open at once (plus some for everything else):
+    the soft limit on open files is raised up to the hard one (a common soft default is 1024,
+    and a pass over a large table writes to up to ``2 * MAX_BUCKETS``); an error says what to do
+    when even the hard limit is too low."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 256
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return
+    if hard != resource.RLIM_INFINITY and hard < want:
+        raise InputError(f"the import writes {n} bucket files at once, and this process may open {hard} files; raise "
+                         f"the limit (ulimit -n {want}) or give a larger --memory (fewer, larger buckets)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
 class Buckets:
     """``p`` Arrow IPC stream files of one schema, appended to by bucket."""
 

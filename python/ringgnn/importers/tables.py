@@ -36,7 +36,7 @@ import numpy as np
 from .. import build
 from .._core import InputError
 from .._options import process_rss
-from ._arrow import Buckets, Table, bucket_of, ids_of, require_pyarrow, to_np
+from ._arrow import Buckets, Table, allow_open_files, bucket_of, ids_of, require_pyarrow, to_np
 from ._stage import NpyWriter, PathLike, Staging
 
 #: At most this many buckets (files open at once while the table is read).
@@ -137,6 +137,7 @@ def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: T
         size = nodes.t.rows * nodes.row_bytes() if nodes.t.rows is not None else 0
         size = max(size, 2 * os.path.getsize(nodes.path))
         p = min(MAX_BUCKETS, max(p, math.ceil(size * 4 / max(1, budget // 4))))
+    allow_open_files(2 * p)  # pass 1 writes ids and edges; the later passes at most as many
     ids_b = Buckets(stage, "ids", pa.schema([("id", id_type)]), p)
     edges_b = Buckets(stage, "edges", pa.schema([("src", id_type), ("dst", id_type)]), p)
     row0 = 0

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
-from ._arrow import Buckets, Table, bucket_of, ids_of, require_pyarrow
+from ._arrow import Buckets, Table, allow_open_files, bucket_of, ids_of, require_pyarrow
 from ._stage import PathLike, Staging
 from .tables import MAX_BUCKETS, IdMap, build_share, import_budget, map_edges
 
@@ -207,6 +207,7 @@ def _map(stage: Staging, tables: List[Any], kinds: Dict[str, str], id_types: Dic
     from .node_table import join
 
     p = _bucket_counts(tables, kinds, budget, nodes)
+    allow_open_files(sum(p.values()) + max(p.values()))  # pass 1: every type's ids, one relation's edges
     ids_b = {ty: Buckets(stage, f"ids-{i}", pa.schema([("id", id_types[ty])]), p[ty])
              for i, ty in enumerate(sorted(kinds))}
     edges_b = []
