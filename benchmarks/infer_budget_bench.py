@@ -68,7 +68,8 @@ def main():
                 layer = s["layers"][-1]
                 row.update(layer_s=round(layer["seconds"], 2), ratio=round(layer["seconds"] / seq, 1),
                            cpu_s=round(layer.get("cpu_seconds", float("nan")), 2),
-                           row_gb=round(layer["row_bytes"] / 1e9, 2), neighbor_gb=round(layer["neighbor_bytes"] / 1e9, 3),
+                           row_gb=round(layer["row_bytes"] / 1e9, 2),
+                           neighbor_gb=round(layer["neighbor_bytes"] / 1e9, 3),
                            sweeps=[g["sweeps"] for g in s["plan"].get("grid", {}).get("layers", [])],
                            held_mib=s["plan"].get("held", 0) >> 20)
             except (ValueError, KeyError, IndexError):

@@ -93,7 +93,7 @@ def test_layerwise_equals_a_full_batch_forward(hubby, runs, model, strategy, blo
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs[model]
     ref = full_batch(ds, load_checkpoint(str(run), ds).net)
-    got = infer(str(run), block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes)
+    got = infer(str(run), block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes, hidden_dtype="f32")
     assert got.shape == ref.shape
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
@@ -144,7 +144,7 @@ def test_embeddings_and_node_order(hubby, runs, tmp_path):
     e = np.load(tmp_path / "e.npy")
     assert e.dtype == np.float16 and e.shape == (5, 64)  # hidden 64
     np.testing.assert_allclose(e.astype(np.float32), want[nodes], rtol=1e-2, atol=1e-2)
-    logits = infer(str(run), output="embeddings", layer=2, nodes=nodes)
+    logits = infer(str(run), output="embeddings", layer=2, nodes=nodes, hidden_dtype="f32")
     np.testing.assert_allclose(logits, full_batch(ds, net)[nodes], rtol=1e-4, atol=1e-4)
 
 
@@ -316,11 +316,12 @@ def test_blocks_cover_every_edge_once_and_chunk_hubs():
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
 def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeypatch):
     _, run = runs[model]
-    whole = infer(str(run), grid_nodes=500)
+    whole = infer(str(run), grid_nodes=500, hidden_dtype="f32")
     monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 7)
-    # Equal up to float32 rounding: a matrix product over 7 rows may add in another order than
+    # Equal up to float32 rounding (f32 hidden layers: a bf16 one would round such a difference
+    # to its last bit): a matrix product over 7 rows may add in another order than
     # over 1000 (BLAS picks its kernel by shape; torch 2.15's CPU kernels do, by the last bit).
-    np.testing.assert_allclose(infer(str(run), grid_nodes=500), whole, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(infer(str(run), grid_nodes=500, hidden_dtype="f32"), whole, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("model", ["sage", "gat"])
@@ -355,11 +356,11 @@ def test_the_rust_and_python_aggregations_agree_with_pyg(hubby, runs, model, blo
     ckpt = load_checkpoint(str(run), ds)
     ref = full_batch(ds, ckpt.net)
     for agg in ("rust", "python"):
-        li = LayerwiseInference(ds, ckpt, aggregate=agg)
+        li = LayerwiseInference(ds, ckpt, aggregate=agg, hidden_dtype="f32")
         assert li.widths[1] > li.widths[2] == 4
         if model != "gat":
             assert li._acc_width(1) == 4 and li._acc_width(0) == li.widths[0]
-    got = {agg: infer(str(run), block_edges=block_edges, grid_nodes=grid_nodes, aggregate=agg)
+    got = {agg: infer(str(run), block_edges=block_edges, grid_nodes=grid_nodes, aggregate=agg, hidden_dtype="f32")
            for agg in ("rust", "python")}
     for agg, out in got.items():
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=agg)
@@ -395,7 +396,8 @@ def test_sage_with_max_aggregation_equals_a_full_batch_forward(hubby, runs, grid
     ref = full_batch(ds, net)
     assert not np.allclose(ref, full_batch(ds, load_checkpoint(str(runs["sage"][1]), ds).net), atol=1e-2)
     for agg in ("rust", "python"):
-        li = LayerwiseInference(ds, ckpt, aggregate=agg, grid_nodes=grid_nodes, block_edges=block_edges)
+        li = LayerwiseInference(ds, ckpt, aggregate=agg, grid_nodes=grid_nodes, block_edges=block_edges,
+                                hidden_dtype="f32")
         assert li._acc_width(1) == li.widths[1]  # a maximum is not linear: no W x before it
         rows = {}
         li.run(None, None, lambda a, r: rows.__setitem__(a, r.copy()))
@@ -422,7 +424,7 @@ def test_a_budget_below_the_least_is_refused_with_it_and_the_least_runs(hubby, r
     named = int(re.search(r"give at least --memory ([\d,]+)", str(e.value)).group(1).replace(",", ""))
     assert abs(named - least) < 16 << 20  # the same rule; the process's held memory moves a little
     s = {}
-    got = infer(str(run), memory=named + (16 << 20), quiet=True)
+    got = infer(str(run), memory=named + (16 << 20), quiet=True, hidden_dtype="f32")
     ref = full_batch(ds, ckpt.net)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     li = LayerwiseInference(ds, ckpt, memory=named + (16 << 20))
@@ -443,3 +445,66 @@ def test_outputs_synced_and_dropped_in_small_steps_are_the_same(hubby, runs, tmp
     infer(str(run), output="logits", out=str(tmp_path / "c.npy"))
     assert whole["rows"] == 1500
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), np.load(tmp_path / "c.npy"))
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+def test_hidden_layers_in_bf16_and_f16_give_the_same_predictions(hubby, runs, model, tmp_path):
+    """--hidden-dtype (bf16 by default): the hidden layers' rows are stored in 2 bytes between
+    layers, so each later layer reads half the bytes; the test split's predictions are those of
+    f32 hidden layers, and the logits all-close within the stated tolerance (INFERENCE.md)."""
+    _, run = runs[model]
+    ds = ringgnn.Dataset.open(hubby)
+    ref = full_batch(ds, load_checkpoint(str(run), ds).net)
+    f32 = infer(str(run), output="logits", hidden_dtype="f32")
+    np.testing.assert_allclose(f32, ref, rtol=1e-4, atol=1e-4)
+    test = ds.split("test")
+    for dt in ("bf16", "f16"):
+        got = infer(str(run), output="logits", hidden_dtype=dt)
+        np.testing.assert_allclose(got, f32, rtol=2e-2, atol=2e-2 * np.abs(f32).max(), err_msg=dt)
+        np.testing.assert_array_equal(infer(str(run), output="predictions", nodes="test", hidden_dtype=dt),
+                                      f32[test].argmax(1))
+    assert not np.array_equal(infer(str(run), output="logits"), f32)  # the default is bf16, not f32
+    s = infer(str(run), output="logits", out=str(tmp_path / "l.npy"), keep=True)
+    assert s["plan"]["hidden_dtype"] == "bf16" and (tmp_path / "layer1.bf16").exists()
+    size = os.path.getsize(tmp_path / "layer1.bf16")
+    width = s["plan"]["grid"]["layers"][0]["layer"] and load_checkpoint(str(run), ds).net.convs[0].out_channels
+    heads = getattr(load_checkpoint(str(run), ds).net.convs[0], "heads", 1) if model == "gat" else 1
+    per_page = 4096 // (2 * width * heads)
+    assert size == -(-ds.num_nodes // per_page) * 4096
+
+
+def test_bf16_rows_round_to_nearest_even_as_torch_does(tmp_path):
+    from ringgnn.inference import encode_rows
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([(rng.standard_normal(5000) * 10.0 ** rng.integers(-30, 30, 5000)).astype(np.float32),
+                        np.array([0.0, -0.0, np.inf, -np.inf, 3.4e38, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8],
+                                 dtype=np.float32)])
+    got = encode_rows(x.reshape(-1, 1), "bf16").ravel()
+    want = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(got, want)
+    nan = encode_rows(np.array([[np.nan]], dtype=np.float32), "bf16")
+    assert np.isnan(torch.from_numpy(nan.view(np.int16)).view(torch.bfloat16).float().numpy()).all()
+    # written and read back by the core's reader, widened to f32
+    w = RowFileWriter(str(tmp_path / "m.bf16"), 3, "bf16")
+    rows = rng.standard_normal((1000, 3)).astype(np.float32)
+    w.append(rows[:400])
+    w.append(rows[400:])
+    path = w.finish()
+    back = ringgnn._core.FeatureReader.matrix(path, 1000, 3, dtype="bf16").gather(np.arange(1000))
+    np.testing.assert_array_equal(back, torch.from_numpy(rows).to(torch.bfloat16).float().numpy())
+    with pytest.raises(ringgnn.InputError, match="bf8"):
+        ringgnn._core.FeatureReader.matrix(path, 1000, 3, dtype="bf8")
+
+
+def test_the_hidden_dtype_option_of_the_commands(hubby, runs, cli, tmp_path):
+    _, run = runs["gcn"]
+    r = cli("predict", run, "--nodes", "test", "--hidden-dtype", "f16", "--out", tmp_path / "p.npy", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["plan"]["hidden_dtype"] == "f16"
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"),
+                                  infer(str(run), output="predictions", nodes="test", hidden_dtype="f16"))
+    r = cli("embed", run, "--hidden-dtype", "bf8", "--out", tmp_path / "e.npy")
+    assert r.code == 2 and "bf8" in r.err and not (tmp_path / "e.npy").exists()
+    with pytest.raises(ringgnn.InputError, match="--hidden-dtype.*'bf8' is unknown"):
+        infer(str(run), hidden_dtype="bf8")

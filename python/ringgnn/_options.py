@@ -142,6 +142,15 @@ def hyperbatch_size(value: Union[None, int, str]) -> Optional[int]:
     return n
 
 
+#: How layer-wise inference stores its hidden layers' rows (``--hidden-dtype``; outputs stay f32).
+HIDDEN_DTYPES: Tuple[str, ...] = ("bf16", "f16", "f32")
+
+
+def hidden_dtype(value: Optional[str]) -> str:
+    """``--hidden-dtype``: bf16 (the default, None), f16 or f32."""
+    return "bf16" if value is None else choice(value, HIDDEN_DTYPES, "--hidden-dtype")
+
+
 def choice(value: Any, names: Sequence[str], what: str) -> str:
     """``value`` if it is one of ``names``."""
     if value not in names:

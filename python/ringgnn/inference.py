@@ -65,20 +65,44 @@ AGGREGATE_ENV = "RINGGNN_INFER_AGGREGATE"
 # --- files -------------------------------------------------------------------------------------
 
 
-def _layout(dim: int) -> Tuple[int, int]:
-    """(row bytes, rows per page; 0 when a row is larger than a page) of float32 rows."""
-    row = 4 * dim
+def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
+    """(row bytes, rows per page; 0 when a row is larger than a page) of rows of ``dim`` values
+    of ``itemsize`` bytes."""
+    row = itemsize * dim
     return row, (PAGE // row if row <= PAGE else 0)
 
 
-class RowFileWriter:
-    """Appends float32 rows to a file in the feature-file layout (whole rows per 4 KiB page),
-    under a locked temporary name (``ringgnn._files``); :meth:`finish` pads to a page, syncs and
-    renames. OS errors name the file and what was being done."""
+#: numpy's storage type of each row dtype (bf16 is stored as its 16 bits).
+_STORED = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
 
-    def __init__(self, path: str, dim: int):
-        self.path, self.dim = path, dim
-        self.row, self.per_page = _layout(dim)
+
+def encode_rows(rows: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 rows as stored in a ``dtype`` rows file: f32 as they are, f16 by numpy's rounding
+    (to nearest even), bf16 as the high 16 bits of the float32 rounded to nearest even (what
+    PyTorch's ``.to(torch.bfloat16)`` gives; NaN stays a quiet NaN, overflow gives infinity)."""
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    if dtype == "f32":
+        return rows
+    if dtype == "f16":
+        return rows.astype("<f2")
+    bits = rows.view(np.uint32)
+    out = ((bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)).astype("<u2")
+    nan = np.isnan(rows)
+    if nan.any():
+        out[nan] = (bits[nan] >> np.uint32(16)).astype("<u2") | np.uint16(0x0040)
+    return out
+
+
+class RowFileWriter:
+    """Appends float32 rows, stored as ``dtype`` (f32, f16 or bf16: :func:`encode_rows`), to a
+    file in the feature-file layout (whole rows per 4 KiB page), under a locked temporary name
+    (``ringgnn._files``); :meth:`finish` pads to a page, syncs and renames. OS errors name the
+    file and what was being done."""
+
+    def __init__(self, path: str, dim: int, dtype: str = "f32"):
+        self.path, self.dim, self.dtype = path, dim, dtype
+        self.stored = _STORED[dtype]
+        self.row, self.per_page = _layout(dim, self.stored.itemsize)
         self.temp = temporary(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
         self.tmp = self.temp.path
         try:
@@ -87,11 +111,11 @@ class RowFileWriter:
         except BaseException:
             self.temp.close()
             raise
-        self.pending = np.empty((0, dim), dtype=np.float32)
+        self.pending = np.empty((0, dim), dtype=self.stored)
         self.unsynced = 0
 
     def append(self, rows: np.ndarray) -> None:
-        rows = np.ascontiguousarray(rows, dtype=np.float32).reshape(-1, self.dim)
+        rows = encode_rows(np.asarray(rows).reshape(-1, self.dim), self.dtype)
         if self.per_page == 0:
             self._write(rows.tobytes())
             return
@@ -342,8 +366,10 @@ class LayerwiseInference:
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
                  strategy: str = "grid", grid_nodes: Optional[int] = None, overlap: bool = True,
-                 aggregate: Optional[str] = None):
+                 aggregate: Optional[str] = None, hidden_dtype: Optional[str] = None):
         self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
+        #: How the hidden layers' rows are stored between layers (``--hidden-dtype``).
+        self.hidden_dtype = _options.hidden_dtype(hidden_dtype)
         if aggregate is None:
             aggregate = os.environ.get(AGGREGATE_ENV) or "rust"
         aggregate = _options.choice(aggregate, AGGREGATORS, f"aggregate ({AGGREGATE_ENV})")
@@ -367,8 +393,8 @@ class LayerwiseInference:
         self.grid_nodes = grid_nodes
         # The budget's split and its refusal: infer_plan's (one owner). What the process holds
         # now (runtime, model, offset index, GCN's degrees) is measured there.
-        self.memplan = InferencePlan(memory, self.graph.indptr, [self._layer_cost(k) for k in range(len(self.net.convs))],
-                                     in_flight=2 if self.overlap else 1)
+        costs = [self._layer_cost(k) for k in range(len(self.net.convs))]
+        self.memplan = InferencePlan(memory, self.graph.indptr, costs, in_flight=2 if self.overlap else 1)
         budget, fixed, share = self.memplan.budget, self.memplan.fixed, self.memplan.share
         width = max(widths)
         per_edge = 8 * 4 + 4 * width * 3  # ids, local ids and edge_index; gathered rows and messages
@@ -385,6 +411,7 @@ class LayerwiseInference:
         #: ``block_edges`` were given: tests).
         self.planned = grid_nodes is None
         self.plan = dict(budget=budget, fixed=fixed, held=self.memplan.held, strategy=self.strategy,
+                         hidden_dtype=self.hidden_dtype,
                          overlap=self.overlap, aggregate=self.aggregate, block_edges=self.block_edges,
                          block_nodes=self.block_nodes)
 
@@ -883,7 +910,8 @@ class LayerwiseInference:
                 if k == upto - 1:
                     self.compute(k, reader, emit, wanted, activate=activate_last)
                     break
-                w = RowFileWriter(os.path.join(tmpdir, f"layer{k + 1}.f32"), self.widths[k + 1])
+                w = RowFileWriter(os.path.join(tmpdir, f"layer{k + 1}.{self.hidden_dtype}"), self.widths[k + 1],
+                                  self.hidden_dtype)
                 expect = [0]
 
                 def append(a: int, rows: np.ndarray, w=w, expect=expect) -> None:
@@ -900,7 +928,7 @@ class LayerwiseInference:
                 self.stats["bytes_written"] += os.path.getsize(path)
                 files.append(path)
                 reader = _core.FeatureReader.matrix(path, self.ds.num_nodes, self.widths[k + 1],
-                                                    backend=self.backend, direct=self.direct)
+                                                    backend=self.backend, direct=self.direct, dtype=self.hidden_dtype)
                 self.log(f"layer {k + 1}: {self.stats['layers'][-1]['seconds']:.1f} s")
             if self.keep:
                 for f in files:
@@ -932,7 +960,8 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
           memory: Union[None, int, str] = None, backend: str = "auto", direct: bool = False, keep: bool = False,
           quiet: bool = True, log: Callable[[str], None] = lambda s: None,
           block_edges: Optional[int] = None, strategy: str = "grid",
-          grid_nodes: Optional[int] = None, aggregate: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
+          grid_nodes: Optional[int] = None, aggregate: Optional[str] = None,
+          hidden_dtype: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
     ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
@@ -943,7 +972,9 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     ``nodes``: ``"all"``/None, a split name, a ``.npy`` file or an array of node ids: rows come
     in that order. With ``out`` the result is written there as ``.npy`` (in blocks, renamed when
     complete) and a summary dict is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
-    the process's budget (the blocks are sized from what is left of it)."""
+    the process's budget (the blocks are sized from what is left of it). ``hidden_dtype``: how the
+    hidden layers' rows are stored between layers, ``bf16`` (default), ``f16`` or ``f32``; the
+    outputs are computed in float32 whatever it is."""
     ds, ckpt = open_run(run_dir, dataset)
     if ckpt.task == "link" and output in ("predictions", "probabilities"):
         raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
@@ -951,7 +982,17 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
                          quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                         aggregate=aggregate)
+                         aggregate=aggregate, hidden_dtype=hidden_dtype)
+
+
+def embedding_layer(ckpt: Checkpoint, layer: Optional[int]) -> int:
+    """The layer whose output ``embed`` writes: ``layer``, checked, else a node run's last hidden
+    layer (its last layer gives class logits) or a link run's last (the embeddings themselves)."""
+    L = ckpt.layers
+    upto = layer if layer is not None else (L if ckpt.task == "link" else max(1, L - 1))
+    if not 1 <= upto <= L:
+        raise InputError(f"--layer {upto}: the model has layers 1..{L}")
+    return upto
 
 
 def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None) -> Tuple[Dataset, Checkpoint]:
@@ -971,8 +1012,8 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                   backend: str = "auto", direct: bool = False, keep: bool = False, quiet: bool = True,
                   log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
                   strategy: str = "grid", grid_nodes: Optional[int] = None, work_dir: Optional[str] = None,
-                  stats: Optional[Dict[str, Any]] = None,
-                  aggregate: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
+                  stats: Optional[Dict[str, Any]] = None, aggregate: Optional[str] = None,
+                  hidden_dtype: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
     intermediate layers are written (default: beside ``out``, else beside the checkpoint);
     ``stats``, a dict, receives the summary also when the array is returned."""
@@ -982,11 +1023,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
     if dtype not in ("f32", "f16"):
         raise InputError(f"--dtype {dtype}: use f32 or f16")
     if output == "embeddings":
-        # A node run's last layer gives class logits, so its embedding is the layer before; a
-        # link run's last layer gives the embeddings themselves.
-        upto = layer if layer is not None else (L if ckpt.task == "link" else max(1, L - 1))
-        if not 1 <= upto <= L:
-            raise InputError(f"--layer {upto}: the model has layers 1..{L}")
+        upto = embedding_layer(ckpt, layer)
     elif layer is not None:
         raise InputError("--layer selects an embedding layer: it goes with embeddings only")
     else:
@@ -1000,7 +1037,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                              work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
                              quiet=quiet,
                              log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                             aggregate=aggregate)
+                             aggregate=aggregate, hidden_dtype=hidden_dtype)
     width = run.widths[upto]
     count = n if ids is None else len(ids)
     t0 = time.perf_counter()

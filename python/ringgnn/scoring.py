@@ -70,7 +70,8 @@ def embed_endpoints(ds: Dataset, ckpt: Checkpoint, arrays: Any, stats: Optional[
 
 def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset] = None, out: Optional[str] = None,
                   probabilities: bool = False, memory: Union[None, int, str] = None, backend: str = "auto",
-                  direct: bool = False, keep: bool = False, quiet: bool = True) -> Dict[str, Any]:
+                  direct: bool = False, keep: bool = False, quiet: bool = True,
+                  hidden_dtype: Optional[str] = None) -> Dict[str, Any]:
     """Score ``edges`` with the link model of run ``run_dir``: a ``.npy`` file of pairs or an
     array ((2, n) or (n, 2) node ids), or an edge split's name (``val``/``test``: the split's
     pairs and stored negatives, and the metrics). Writes the scores to ``out`` (``.npy``, in the
@@ -104,7 +105,8 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
     t0 = time.perf_counter()
     stats: Dict[str, Any] = {}
     pos, neg = score_pairs(ds, ckpt, pairs, negs, stats=stats, memory=_options.size(memory, "memory"),
-                           backend=backend, direct=direct, keep=keep, quiet=quiet, work_dir=work_dir)
+                           backend=backend, direct=direct, keep=keep, quiet=quiet, work_dir=work_dir,
+                           hidden_dtype=hidden_dtype or "f32")  # ranked scores: f32 unless asked
     table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
     if m:
         pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]

@@ -161,7 +161,9 @@ def train(
         # of the epochs are gone, so their memory is free for it).
         ckpt = load_checkpoint(out, ds, "--out")
         t0 = time.perf_counter()
-        scores = task.layerwise(ds, ckpt, memory=memory, backend=backend, direct=direct, quiet=quiet)
+        # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
+        scores = task.layerwise(ds, ckpt, memory=memory, backend=backend, direct=direct, quiet=quiet,
+                                hidden_dtype="f32")
         metrics["layerwise"] = dict(epoch=metrics["best_epoch"], **scores, seconds=time.perf_counter() - t0)
         write_json(metrics, os.path.join(out, "metrics.json"))
         log(f"layer-wise (exact) evaluation of epoch {metrics['best_epoch']}: {task.describe(scores)} "
@@ -255,7 +257,7 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
             net.eval()
             scores = task.layerwise(ds, task.checkpoint(net.cpu() if device != "cpu" else net, model, fanouts, hidden,
                                                          layers, os.path.join(out, "last.pt")),
-                                    memory=memory, backend=backend, direct=direct, quiet=quiet)
+                                    memory=memory, backend=backend, direct=direct, quiet=quiet, hidden_dtype="f32")
             net.to(dev)
             loss = loss_sum / max(count, 1)
         else:

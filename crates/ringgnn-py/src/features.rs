@@ -161,12 +161,20 @@ impl FeatureReader {
         })
     }
 
-    /// A reader of a float32 matrix of `rows` x `dim` stored in the layout of a dataset's
-    /// feature file (`docs/FORMAT.md`: whole rows packed per 4 KiB page), e.g. one layer's
-    /// outputs written by `ringgnn.infer`. No cache.
+    /// A reader of a matrix of `rows` x `dim` values of `dtype` (f32, f16 or bf16; read as
+    /// float32) stored in the layout of a dataset's feature file (`docs/FORMAT.md`: whole rows
+    /// packed per 4 KiB page), e.g. one layer's outputs written by `ringgnn.infer`. No cache.
     #[staticmethod]
-    #[pyo3(signature = (path, rows, dim, backend="auto", direct=false))]
-    fn matrix(path: PathBuf, rows: u64, dim: u64, backend: &str, direct: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, rows, dim, backend="auto", direct=false, dtype="f32"))]
+    fn matrix(
+        path: PathBuf,
+        rows: u64,
+        dim: u64,
+        backend: &str,
+        direct: bool,
+        dtype: &str,
+    ) -> PyResult<Self> {
+        let dtype = FeatureDtype::parse(dtype).map_err(|e| input_error(e.to_string()))?;
         let (kind, memory) = backend_of(backend)?;
         if dim == 0 {
             return Err(input_error(format!(
@@ -176,7 +184,7 @@ impl FeatureReader {
         }
         let file = FeatureFile {
             path,
-            info: FeatureInfo::new(dim, FeatureDtype::F32),
+            info: FeatureInfo::new(dim, dtype),
             num_nodes: rows,
         };
         Ok(FeatureReader {
