@@ -18,7 +18,7 @@ import numpy as np
 from .. import _signals
 from .._core import InputError
 from .._files import os_errors
-from .._options import BACKENDS, size_arg
+from .._options import BACKENDS, HIDDEN_DTYPES, size_arg
 from ..checkpoints import read_checkpoint
 from ..infer_plan import check_runtime
 from ..inference import infer
@@ -44,6 +44,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--direct", action="store_true", help="O_DIRECT reads: bypass the page cache")
     p.add_argument("--keep-layers", action="store_true",
                    help="keep the intermediate layers' outputs (layerK.f32, feature-file layout) beside --out")
+    p.add_argument("--hidden-dtype", choices=HIDDEN_DTYPES, default=None,
+                   help="how hidden layers' rows are stored between layers: bf16 (default; half the bytes each "
+                   "layer reads), f16 or f32; outputs are float32 (heterogeneous runs: f32 only)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -77,6 +80,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--type", default=None, metavar="TYPE",
                    help="heterogeneous runs: the node type whose rows to write (default: the run's target)")
     p.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="stored type (default f32)")
+    p.add_argument("--attach", metavar="DS", default=None,
+                   help="instead of --out: write every node's embeddings as the features of a new dataset --name "
+                   "beside DS, a copy of DS (graph, labels and splits hard-linked) that `ringgnn train NAME` takes")
+    p.add_argument("--name", metavar="NAME", default=None, help="with --attach: the new dataset's directory name")
     p.set_defaults(func=cmd_embed)
 
     p = sub.add_parser("report", help="summary of a training run (metrics.json)",
@@ -105,6 +112,9 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
                          "run: leave --type out")
     # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
     # temporary output and layer files are removed on the way out; for this run only.
+    if hetero and args.hidden_dtype not in (None, "f32"):
+        raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
+                         "leave --hidden-dtype out")
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
             from ..hetero_infer import infer_hetero
@@ -114,7 +124,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
                                 keep=args.keep_layers, quiet=args.quiet or args.json, read=read, **kw)
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
-                     quiet=args.quiet or args.json, **kw)
+                     quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, **kw)
 
 
 def _is_hetero_link(read: Any) -> bool:
@@ -139,15 +149,20 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
                          f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
     common = dict(dataset=args.dataset, out=args.out, probabilities=args.probabilities, memory=args.memory,
                   backend=args.backend, direct=args.direct, quiet=args.quiet or args.json)
+    hetero = _is_hetero_link(read)
+    if hetero and args.hidden_dtype not in (None, "f32"):
+        raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
+                         "leave --hidden-dtype out")
     with _signals.handling(_terminated, signal.SIGTERM):
-        if _is_hetero_link(read):
+        if hetero:
             from ..hetero_links import predict_link_edges
 
             s = predict_link_edges(args.run_dir, args.edges, read=read, **common)
         else:
             from ..scoring import predict_edges
 
-            s = predict_edges(args.run_dir, args.edges, keep=args.keep_layers, **common)
+            s = predict_edges(args.run_dir, args.edges, keep=args.keep_layers, hidden_dtype=args.hidden_dtype,
+                              **common)
     s.pop("scores", None)
     return s
 
@@ -226,6 +241,8 @@ def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
+    if args.attach is not None or args.name is not None:
+        return _attach(args)
     s = _run(args, "embeddings", layer=args.layer, dtype=args.dtype, node_type=args.type)
     if s.get("heterogeneous"):
         return _print_hetero(args, s, f"layer {s['layer']} embeddings")
@@ -236,6 +253,34 @@ def cmd_embed(args: argparse.Namespace) -> int:
           f"in {s['seconds']:.1f} s")
     if s.get("node_ids"):
         print(f"  the rows' original node ids -> {s['node_ids']}")
+    print(f"  {_layers_line(s)}")
+    return 0
+
+
+def _attach(args: argparse.Namespace) -> int:
+    """``embed --attach DS --name NAME``: the embeddings as the features of a copy of DS."""
+    if args.attach is None or args.name is None:
+        raise InputError("--attach DS and --name NAME go together: the embeddings become the features of a new "
+                         "dataset NAME beside DS")
+    for opt, value in (("--out", args.out), ("--nodes", args.nodes), ("--type", args.type)):
+        if value is not None:
+            raise InputError(f"{opt}: --attach writes every node's embeddings into a dataset; leave {opt} out")
+    check_runtime(args.memory)
+    read = read_checkpoint(args.run_dir, "RUN_DIR")
+    if _is_hetero(read) or _is_hetero_link(read):
+        raise InputError(f"--attach: {args.run_dir} is a heterogeneous run; attaching its embeddings is not "
+                         "supported yet (write them with --out)")
+    from ..attach import attach_embeddings
+
+    with _signals.handling(_terminated, signal.SIGTERM):
+        s = attach_embeddings(args.run_dir, args.attach, args.name, dataset=args.dataset, layer=args.layer,
+                              dtype=args.dtype, memory=args.memory, backend=args.backend, direct=args.direct,
+                              quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype)
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    print(f"layer {s['layer']} embeddings of {s['rows']:,} nodes ({s['dim']} {s['dtype']}) -> features of "
+          f"{s['dataset']} (a copy of {s['attached_to']}); train on them with `ringgnn train {s['dataset']}`")
     print(f"  {_layers_line(s)}")
     return 0
 
