@@ -508,3 +508,36 @@ def test_the_hidden_dtype_option_of_the_commands(hubby, runs, cli, tmp_path):
     assert r.code == 2 and "bf8" in r.err and not (tmp_path / "e.npy").exists()
     with pytest.raises(ringgnn.InputError, match="--hidden-dtype.*'bf8' is unknown"):
         infer(str(run), hidden_dtype="bf8")
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+def test_the_device_path_runs_on_the_cpu(hubby, runs, model, monkeypatch):
+    """--device: the dense parts go through _up/_down (a GPU's page-locked copies); with cpu, the
+    same code runs on the host (no GPU here: the CUDA copies are untested), and the results are
+    the default's. Every dense input passes _up, every output _down."""
+    from ringgnn.inference import LayerwiseInference
+
+    _, run = runs[model]
+    want = infer(str(run), output="logits", hidden_dtype="f32")
+    seen = {"up": 0, "down": 0}
+    up, down = LayerwiseInference._up, LayerwiseInference._down
+
+    def count_up(self, t):
+        seen["up"] += 1
+        assert t.device.type == "cpu"
+        return up(self, t)
+
+    def count_down(t):
+        seen["down"] += 1
+        return down(t)
+
+    monkeypatch.setattr(LayerwiseInference, "_up", count_up)
+    monkeypatch.setattr(LayerwiseInference, "_down", staticmethod(count_down))
+    got = infer(str(run), output="logits", hidden_dtype="f32", device="cpu")
+    np.testing.assert_array_equal(got, want)
+    assert seen["up"] > 0 and seen["down"] > 0
+    if not torch.cuda.is_available():
+        with pytest.raises(ringgnn.InputError, match="--device cuda: PyTorch sees no CUDA device"):
+            infer(str(run), device="cuda")
+    with pytest.raises(ringgnn.InputError, match="--device.*'tpu' is unknown"):
+        infer(str(run), device="tpu")

@@ -151,6 +151,18 @@ def hidden_dtype(value: Optional[str]) -> str:
     return "bf16" if value is None else choice(value, HIDDEN_DTYPES, "--hidden-dtype")
 
 
+def inference_device(value: Optional[str]) -> str:
+    """Layer-wise inference's ``--device``: cpu (the default, None) or cuda (refused where
+    PyTorch sees no CUDA device)."""
+    d = "cpu" if value is None else choice(value, ("cpu", "cuda"), "--device")
+    if d == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+    return d
+
+
 def choice(value: Any, names: Sequence[str], what: str) -> str:
     """``value`` if it is one of ``names``."""
     if value not in names:

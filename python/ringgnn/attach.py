@@ -47,7 +47,8 @@ def destination(target: str, name: str) -> str:
 def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional[str] = None,
                       layer: Optional[int] = None, dtype: str = "f32", memory: Optional[int] = None,
                       backend: str = "auto", direct: bool = False, quiet: bool = True,
-                      hidden_dtype: Optional[str] = None, log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+                      hidden_dtype: Optional[str] = None, device: Optional[str] = None,
+                      log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
     """Write run ``run_dir``'s embeddings of every node (layer ``layer``, by default as
     ``ringgnn embed`` takes it) as the features of a copy of dataset ``target`` named ``name``
     (see the module's docstring); returns a summary."""
@@ -65,7 +66,7 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
     dest = destination(target, name)
     manifest = read_manifest(tgt.path)
     run = LayerwiseInference(src, ckpt, memory=_options.size(memory, "memory"), backend=backend, direct=direct,
-                             quiet=quiet, log=log, hidden_dtype=hidden_dtype,
+                             quiet=quiet, log=log, hidden_dtype=hidden_dtype, device=device,
                              work_dir=os.path.dirname(dest))
     width = run.widths[upto]
     scratch = temporary(os.path.dirname(dest), name, directory=True)
@@ -91,7 +92,8 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
         row, per_page = _layout(width, _STORED[dtype].itemsize)
         n = tgt.num_nodes
         last = n - 1
-        payload = 0 if n == 0 else ((last // per_page) * 4096 + (last % per_page) * row if per_page else last * row) + row
+        offset = (last // per_page) * 4096 + (last % per_page) * row if per_page else last * row
+        payload = 0 if n == 0 else offset + row  # FORMAT.md: row_offset(V - 1) + row_bytes
         manifest["features"] = dict(dim=width, dtype=dtype, row_bytes=row, rows_per_page=per_page)
         manifest["files"]["features"] = dict(path="features.bin", bytes=size, payload_bytes=payload, crc32c=crc)
         manifest["source"] = dict(command="embed --attach", run=os.path.abspath(run_dir), checkpoint=ckpt.path,

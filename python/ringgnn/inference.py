@@ -366,8 +366,10 @@ class LayerwiseInference:
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
                  strategy: str = "grid", grid_nodes: Optional[int] = None, overlap: bool = True,
-                 aggregate: Optional[str] = None, hidden_dtype: Optional[str] = None):
+                 aggregate: Optional[str] = None, hidden_dtype: Optional[str] = None, device: Optional[str] = None):
         self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
+        #: Where the dense parts run (``--device``); blocks stay in host memory (see :meth:`_up`).
+        self.device_name = _options.inference_device(device)
         #: How the hidden layers' rows are stored between layers (``--hidden-dtype``).
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype)
         if aggregate is None:
@@ -378,6 +380,11 @@ class LayerwiseInference:
         #: Read the next piece's rows while the current one is folded in (the grid).
         self.overlap = bool(overlap)
         self.ds, self.ckpt, self.net = ds, ckpt, ckpt.net
+        if self.device_name != "cpu":
+            if self.strategy != "grid" or self.aggregate != "rust":
+                raise InputError(f"--device {self.device_name}: runs the grid with the Rust folds (the default); "
+                                 f"not strategy={self.strategy!r}, aggregate={self.aggregate!r}")
+            self.net = ckpt.net.to(self.device_name)
         if getattr(self.net, "jk_mode", None) is not None:
             raise InputError(f"{ckpt.path}: jumping knowledge is not supported by layer-wise inference")
         self.backend, self.direct = _options.backend(backend), bool(direct)
@@ -411,7 +418,7 @@ class LayerwiseInference:
         #: ``block_edges`` were given: tests).
         self.planned = grid_nodes is None
         self.plan = dict(budget=budget, fixed=fixed, held=self.memplan.held, strategy=self.strategy,
-                         hidden_dtype=self.hidden_dtype,
+                         hidden_dtype=self.hidden_dtype, device=self.device_name,
                          overlap=self.overlap, aggregate=self.aggregate, block_edges=self.block_edges,
                          block_nodes=self.block_nodes)
 
@@ -664,12 +671,12 @@ class LayerwiseInference:
                 # stay small next to the block's state.
                 for r0 in range(a, b, finish_rows):
                     r1 = min(b, r0 + finish_rows)
-                    part = {key: v[r0 - a:r1 - a] for key, v in state.items()}
-                    x_dst = torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64)))
+                    part = {key: self._up(v[r0 - a:r1 - a]) for key, v in state.items()}
+                    x_dst = self._up(torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64))))
                     out = self._grid_finish(k, part, r0, r1, x_dst)
                     if activate:
                         out = self._after(k, out)
-                    writer(r0, out.numpy())
+                    writer(r0, self._down(out).numpy())
                     del out, part, x_dst
                 del state
                 release_freed()  # the block's buffers, freed, would stay resident otherwise
@@ -693,15 +700,16 @@ class LayerwiseInference:
             kw["dinv"] = self.dinv
         if self._narrow(k):
             weight = (conv.lin_l if aggr == "mean" else conv.lin).weight
-            kw.update(width=weight.shape[0], transform=lambda x: F.linear(torch.from_numpy(x), weight).numpy())
+            kw.update(width=weight.shape[0],
+                      transform=lambda x: self._down(F.linear(self._up(torch.from_numpy(x)), weight)).numpy())
         elif aggr == "softmax":
             H, C = conv.heads, conv.out_channels
             lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
 
             def messages(x: np.ndarray) -> np.ndarray:
-                xs = lin_src(torch.from_numpy(x))
+                xs = lin_src(self._up(torch.from_numpy(x)))
                 logits = (xs.view(-1, H, C) * conv.att_src).sum(-1)
-                return torch.cat([xs, logits], dim=1).numpy()
+                return self._down(torch.cat([xs, logits], dim=1)).numpy()
 
             kw.update(width=H * C + H, transform=messages, a_dst=st["a_dst"].numpy(),
                       negative_slope=float(conv.negative_slope))
@@ -764,8 +772,8 @@ class LayerwiseInference:
             rows = self._sizes(k)[2]
             for r0 in range(a, b, rows):
                 r1 = min(b, r0 + rows)
-                x = torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64)))
-                a_dst[r0 - a:r1 - a] = (lin_dst(x).view(-1, H, C) * conv.att_dst).sum(-1)
+                x = self._up(torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64))))
+                a_dst[r0 - a:r1 - a] = self._down((lin_dst(x).view(-1, H, C) * conv.att_dst).sum(-1))
             if self.aggregate == "rust":
                 # The Rust fold's accumulator rows: weighted sums, running maxima, sums of
                 # exponentials (``ringgnn_features::fold``); the state's tensors are views of it.
@@ -821,6 +829,19 @@ class LayerwiseInference:
         st["msg"] = st["msg"] * scale.unsqueeze(-1) + torch.zeros_like(st["msg"]).index_add_(0, dl, p.unsqueeze(-1) * xs)
         st["m"] = m_new
 
+    def _up(self, t: Any) -> Any:
+        """A host tensor on the device of the dense parts (``--device``): for a GPU, copied from
+        a page-locked copy (asynchronous DMA; the result's first use waits for it); on the CPU
+        the tensor itself, so the CPU runs the very same code (CI has no GPU)."""
+        if self.device_name == "cpu":
+            return t
+        return t.pin_memory().to(self.device_name, non_blocking=True)
+
+    @staticmethod
+    def _down(t: Any) -> Any:
+        """A tensor of the dense parts back in host memory (for the Rust folds and the writers)."""
+        return t if t.device.type == "cpu" else t.cpu()
+
     def _grid_finish(self, k: int, st: Dict[str, Any], a: int, b: int, x_dst: Any) -> Any:
         """The layer's outputs of destinations ``a..b`` from their aggregates: the same
         arithmetic as the PyG layer's forward (tests check it against PyG)."""
@@ -829,7 +850,7 @@ class LayerwiseInference:
 
         conv, kind = self.net.convs[k], self.ckpt.kind
         if kind == "sage":
-            deg = torch.from_numpy(np.diff(self.graph.indptr[a:b + 1]))
+            deg = torch.from_numpy(np.diff(self.graph.indptr[a:b + 1])).to(x_dst.device)
             if self._aggr(k) == "max":  # a node without in-edges aggregates to 0, as in PyG
                 mean = torch.where((deg == 0).unsqueeze(-1), 0.0, st["acc"])
             else:
@@ -842,7 +863,7 @@ class LayerwiseInference:
                 out = out + conv.lin_r(x_dst)
             return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
         if kind == "gcn":
-            d = torch.from_numpy(self.dinv[a:b])
+            d = torch.from_numpy(self.dinv[a:b]).to(x_dst.device)
             if self._narrow(k):  # sums of W x: the self loop's W x too
                 out = st["acc"] + conv.lin(x_dst) * (d * d).unsqueeze(-1)
             else:
@@ -852,7 +873,7 @@ class LayerwiseInference:
         lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
         xs = lin_src(x_dst).view(-1, H, C)
         e = F.leaky_relu((xs * conv.att_src).sum(-1) + st["a_dst"], conv.negative_slope)
-        self._softmax_add(st, torch.arange(b - a), e, xs)  # the self loop
+        self._softmax_add(st, torch.arange(b - a, device=x_dst.device), e, xs)  # the self loop
         out = st["msg"] / st["z"].unsqueeze(-1)
         out = out.reshape(-1, H * C) if conv.concat else out.mean(dim=1)
         return out + conv.bias if conv.bias is not None else out
@@ -961,7 +982,7 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
           quiet: bool = True, log: Callable[[str], None] = lambda s: None,
           block_edges: Optional[int] = None, strategy: str = "grid",
           grid_nodes: Optional[int] = None, aggregate: Optional[str] = None,
-          hidden_dtype: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
+          hidden_dtype: Optional[str] = None, device: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
     ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
@@ -982,7 +1003,7 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
                          quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                         aggregate=aggregate, hidden_dtype=hidden_dtype)
+                         aggregate=aggregate, hidden_dtype=hidden_dtype, device=device)
 
 
 def embedding_layer(ckpt: Checkpoint, layer: Optional[int]) -> int:
@@ -1013,7 +1034,8 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                   log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
                   strategy: str = "grid", grid_nodes: Optional[int] = None, work_dir: Optional[str] = None,
                   stats: Optional[Dict[str, Any]] = None, aggregate: Optional[str] = None,
-                  hidden_dtype: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
+                  hidden_dtype: Optional[str] = None,
+                  device: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
     intermediate layers are written (default: beside ``out``, else beside the checkpoint);
     ``stats``, a dict, receives the summary also when the array is returned."""
@@ -1037,7 +1059,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                              work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
                              quiet=quiet,
                              log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                             aggregate=aggregate, hidden_dtype=hidden_dtype)
+                             aggregate=aggregate, hidden_dtype=hidden_dtype, device=device)
     width = run.widths[upto]
     count = n if ids is None else len(ids)
     t0 = time.perf_counter()

@@ -47,6 +47,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden-dtype", choices=HIDDEN_DTYPES, default=None,
                    help="how hidden layers' rows are stored between layers: bf16 (default; half the bytes each "
                    "layer reads), f16 or f32; outputs are float32 (heterogeneous runs: f32 only)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="where the dense parts (the layers' weights) run: cpu (default) or cuda (blocks copied from "
+                   "page-locked memory; the folds stay on the CPU; homogeneous runs, not with --edges)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -115,6 +118,8 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
     if hetero and args.hidden_dtype not in (None, "f32"):
         raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
                          "leave --hidden-dtype out")
+    if hetero and args.device not in (None, "cpu"):
+        raise InputError(f"--device {args.device}: a heterogeneous run's inference runs on the CPU; leave --device out")
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
             from ..hetero_infer import infer_hetero
@@ -124,7 +129,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
                                 keep=args.keep_layers, quiet=args.quiet or args.json, read=read, **kw)
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
-                     quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, **kw)
+                     quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device, **kw)
 
 
 def _is_hetero_link(read: Any) -> bool:
@@ -149,6 +154,8 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
                          f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
     common = dict(dataset=args.dataset, out=args.out, probabilities=args.probabilities, memory=args.memory,
                   backend=args.backend, direct=args.direct, quiet=args.quiet or args.json)
+    if args.device not in (None, "cpu"):
+        raise InputError(f"--device {args.device}: scoring pairs (--edges) runs on the CPU; leave --device out")
     hetero = _is_hetero_link(read)
     if hetero and args.hidden_dtype not in (None, "f32"):
         raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
@@ -275,7 +282,7 @@ def _attach(args: argparse.Namespace) -> int:
     with _signals.handling(_terminated, signal.SIGTERM):
         s = attach_embeddings(args.run_dir, args.attach, args.name, dataset=args.dataset, layer=args.layer,
                               dtype=args.dtype, memory=args.memory, backend=args.backend, direct=args.direct,
-                              quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype)
+                              quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device)
     if args.json:
         print(json.dumps(s, indent=2))
         return 0
