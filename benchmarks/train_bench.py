@@ -254,17 +254,24 @@ def orchestrate(args):
     builds = {"this": sys.executable}
     if args.compare:
         builds["other"] = args.compare
-    runs = {(b, name): [] for b in builds for name in args.configs.split(",")}
+    configs = args.configs.split(",")
+    # The configurations run with the other build too (default: all).
+    compared = set(args.compare_configs.split(",")) if args.compare_configs else set(configs)
+    runs = {(b, name): [] for b in builds for name in configs if b == "this" or name in compared}
     for rep in range(args.repeat):
-        for name in args.configs.split(","):
+        for name in configs:
             # Alternate which build goes first, so that neither always runs on a warmer machine.
             for b, exe in list(builds.items())[:: -1 if rep % 2 else 1]:
+                if (b, name) not in runs:
+                    continue
                 cmd = [exe] + common[1:] + ["--child", name, "--perm", str(perm)]
                 if name in ("ringgnn", "perbatch", "naive"):
                     cmd = [str(MEMCAP), "--drop-caches", str(cap), "--"] + cmd + ["--memory", str(cap)]
                     if cache is not None:
                         cmd += ["--cache", str(cache)]
-                runs[(b, name)].append(run_child(cmd, name, args.batches))
+                # Its budget is 95% of what is available: the features and about 3.7 GiB more.
+                need = feat + (5 << 30) if name == "memory" else 0
+                runs[(b, name)].append(run_child(cmd, name, args.batches, need))
     # Each configuration's run of median epoch time.
     med = {k: sorted(v, key=lambda r: r["epoch"])[len(v) // 2] for k, v in runs.items()}
     results = {name: r for (b, name), r in med.items() if b == "this"}
@@ -272,16 +279,36 @@ def orchestrate(args):
     if args.compare:
         print(f"\n| config | this build epoch s | other build epoch s | this / other (median of {args.repeat}) |")
         print("|---|---:|---:|---:|")
-        for name in args.configs.split(","):
+        for name in configs:
+            if ("other", name) not in med:
+                continue
             a, o = med[("this", name)]["epoch"], med[("other", name)]["epoch"]
             print(f"| {name} | {a:.2f} | {o:.2f} | {a / o:.2f} |")
+    if "memory" in configs:
+        # Each capped configuration against the in-memory epoch of the same run (this build's
+        # when the other build did not run it), and its gather stage against its training.
+        for (b, name), r in sorted(med.items()):
+            if name == "memory":
+                continue
+            m = med.get((b, "memory"), med[("this", "memory")])
+            print(f"- {b} build, {name}: epoch {r['epoch']:.1f} s = {r['epoch'] / m['epoch']:.2f}x the in-memory "
+                  f"{m['epoch']:.1f} s; gather / train {r['gather'] / r['train']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
 
-def run_child(cmd, name, batches) -> dict:
-    t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run_child(cmd, name, batches, need=0) -> dict:
+    # On a shared machine: wait (up to 15 min) until the in-memory configuration's features fit,
+    # and try again (three times) when others took the memory meanwhile.
+    deadline = time.monotonic() + 900
+    for attempt in range(3):
+        while mem_available() < need and time.monotonic() < deadline:
+            time.sleep(10)
+        t = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode == 0 or not need or "does not fit" not in r.stderr:
+            break
+        print(f"{name}: the features did not fit the memory available; waiting", file=sys.stderr, flush=True)
     if r.returncode != 0:
         sys.exit(f"{name} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     out = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
@@ -341,6 +368,8 @@ def main():
     p.add_argument("--naive-batches", type=int, default=3,
                    help="batches the naive baseline runs; its times are scaled to the epoch (default 3)")
     p.add_argument("--json", default=None, help="also write the results here")
+    p.add_argument("--compare-configs", default="", metavar="CONFIGS",
+                   help="with --compare: the configurations run with the other build too (default: all)")
     p.add_argument("--compare", default="", metavar="PYTHON",
                    help="also run every configuration with this interpreter (another build), alternately")
     p.add_argument("--repeat", type=int, default=1, help="runs per configuration and build (the median is kept)")

@@ -196,6 +196,14 @@ impl EpochBatches {
     }
 }
 
+/// The short first job of an epoch of `left` batches, `most` at most per job (see
+/// [`EpochJobs`]): half an even job, of two jobs at least. The plan's cost splits an epoch the
+/// same way (`budget::cost`).
+pub(crate) fn short_first_len(left: usize, most: usize) -> usize {
+    let jobs = left.div_ceil(most.max(1)).max(2);
+    left.div_ceil(jobs).div_ceil(2).clamp(1, left.max(1))
+}
+
 /// One job: some batches of an epoch, by global index.
 #[derive(Clone, Debug)]
 pub struct BatchJob {
@@ -215,16 +223,18 @@ pub struct BatchJob {
 /// with room for 75 is two hyperbatches either way, and 41 + 41 spends less than 75 + 7 (each
 /// batch's state is smaller next to fewer others; the last one is not a near-empty pass).
 ///
-/// `min_jobs` (balanced only) splits the selection into at least that many jobs where it has
-/// the batches: loading drivers that may stage rows take two, so that the first hyperbatch,
-/// gathered batch by batch, is trained while the second is staged.
+/// With `short_first` (balanced only; loading drivers that may stage rows), the selection is at
+/// least two jobs and the first is half an even one: it is gathered batch by batch (random
+/// reads, see `budget::cost::stage_rows`) and trained while the second driver samples and
+/// stages the next, so it is kept short, yet long enough that its training covers much of that
+/// pass. 12 batches with room for 12 are 3 + 9.
 pub struct EpochJobs {
     batches: Arc<EpochBatches>,
     indices: Vec<u64>,
     next: usize,
     per_job: Arc<AtomicUsize>,
     balance: bool,
-    min_jobs: usize,
+    short_first: bool,
 }
 
 impl EpochJobs {
@@ -240,25 +250,34 @@ impl EpochJobs {
             next: 0,
             per_job,
             balance,
-            min_jobs: 1,
+            short_first: false,
         }
     }
 
-    /// At least `n` jobs when balanced (see the type's docs).
-    pub fn with_min_jobs(mut self, n: usize) -> Self {
-        self.min_jobs = n.max(1);
+    /// A short first job and two at least, when balanced (see the type's docs).
+    pub fn with_short_first(mut self, on: bool) -> Self {
+        self.short_first = on;
         self
     }
 
-    /// Jobs the batches left make: as few as the size allows, and on a balanced selection not
-    /// yet started at least `min_jobs` (at most one per batch).
+    /// Whether the next job is the short first one.
+    fn short(&self) -> bool {
+        self.balance && self.short_first && self.next == 0
+    }
+
+    /// Jobs the batches left make: as few as the size allows, of even sizes, but the short
+    /// first (half an even job of two at least) and an even split of the rest.
     fn jobs(&self, left: usize) -> usize {
-        let jobs = left.div_ceil(self.per_job()).max(1);
-        if self.balance && self.next == 0 {
-            jobs.max(self.min_jobs.min(left))
-        } else {
-            jobs
+        let even = |left: usize| left.div_ceil(self.per_job()).max(1);
+        if !self.short() {
+            return even(left);
         }
+        let first = self.first_len(left);
+        1 + if left > first { even(left - first) } else { 0 }
+    }
+
+    fn first_len(&self, left: usize) -> usize {
+        short_first_len(left, self.per_job())
     }
 
     fn per_job(&self) -> usize {
@@ -270,6 +289,9 @@ impl EpochJobs {
         let (left, most) = (self.indices.len() - self.next, self.per_job());
         if !self.balance {
             return most.min(left);
+        }
+        if self.short() {
+            return self.first_len(left);
         }
         left.div_ceil(self.jobs(left))
     }
@@ -456,35 +478,47 @@ mod tests {
     }
 
     #[test]
-    fn at_least_min_jobs_and_only_the_first_is_first() {
+    fn a_short_first_job_and_only_the_first_is_first() {
         let seeds = Seeds::all(1000);
         let e = Arc::new(EpochBatches::new(&seeds, 0, &opts(10, false, 0, false)).unwrap());
-        let run = |n: u64, most: usize, balance: bool, min: usize| {
+        let run = |n: u64, most: usize, balance: bool, short: bool| {
             let mut jobs = EpochJobs::new(
                 e.clone(),
                 (0..n).collect(),
                 Arc::new(AtomicUsize::new(most)),
                 balance,
             )
-            .with_min_jobs(min);
+            .with_short_first(short);
             let left = jobs.jobs_left();
             let mut got = vec![];
+            let mut all = vec![];
             while let Some((j, k)) = jobs.next_job() {
                 got.push((k, j.first));
+                all.extend(j.indices);
             }
             assert_eq!(left, Some(got.len()), "jobs_left counts the split");
+            assert_eq!(all, (0..n).collect::<Vec<_>>(), "every batch, in order");
             got
         };
-        // Room for the whole epoch, yet two hyperbatches: the first trains while the second
-        // is staged.
-        assert_eq!(run(12, 12, true, 2), [(6, true), (6, false)]);
-        assert_eq!(run(12, 100, true, 2), [(6, true), (6, false)]);
-        assert_eq!(run(13, 12, true, 2), [(7, true), (6, false)]);
-        // More jobs than the minimum already: as before.
-        assert_eq!(run(12, 5, true, 2), [(4, true), (4, false), (4, false)]);
-        // One batch makes one job; a fixed size (not balanced) is kept as given.
-        assert_eq!(run(1, 12, true, 2), [(1, true)]);
-        assert_eq!(run(12, 12, false, 2), [(12, true)]);
-        assert!(run(0, 12, true, 2).is_empty());
+        // Room for the whole epoch, yet two hyperbatches: the first, half an even one, trains
+        // while the second is staged.
+        assert_eq!(run(12, 12, true, true), [(3, true), (9, false)]);
+        assert_eq!(run(12, 100, true, true), [(3, true), (9, false)]);
+        assert_eq!(run(13, 13, true, true), [(4, true), (9, false)]);
+        // Less room: the rest split evenly as before.
+        assert_eq!(run(12, 5, true, true), [(2, true), (5, false), (5, false)]);
+        assert_eq!(
+            run(82, 30, true, true),
+            [(14, true), (23, false), (23, false), (22, false)]
+        );
+        // Few batches: one each; one batch makes one job.
+        assert_eq!(run(2, 12, true, true), [(1, true), (1, false)]);
+        assert_eq!(run(3, 12, true, true), [(1, true), (2, false)]);
+        assert_eq!(run(1, 12, true, true), [(1, true)]);
+        assert!(run(0, 12, true, true).is_empty());
+        // Without it, or with a fixed size (not balanced), as before.
+        assert_eq!(run(12, 12, true, false), [(12, true)]);
+        assert_eq!(run(12, 12, false, true), [(12, true)]);
+        assert_eq!(run(12, 5, false, true), [(5, true), (5, false), (2, false)]);
     }
 }

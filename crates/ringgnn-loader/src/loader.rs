@@ -538,7 +538,7 @@ impl BatchLoader {
         seeds: &Seeds,
         e: &EpochOptions,
         drivers: Option<usize>,
-        min_jobs: usize,
+        short_first: bool,
     ) -> Result<Epoch<S::Output>>
     where
         S: Stage<Job = crate::epoch::BatchJob, Error = Error>,
@@ -563,7 +563,7 @@ impl BatchLoader {
                 NonZeroUsize::new(plan.window as usize).unwrap_or(NonZeroUsize::MIN),
             ),
         };
-        let jobs = EpochJobs::new(batches, indices, per_job, balance).with_min_jobs(min_jobs);
+        let jobs = EpochJobs::new(batches, indices, per_job, balance).with_short_first(short_first);
         let mut o = RunOptions::new(threads, window, "ringgnn-loader");
         o.live = self.live.clone();
         Ok(Epoch {
@@ -586,33 +586,30 @@ impl BatchLoader {
                 parts: h.clone(),
                 gather: parts.clone(),
             };
-            // With rows to stage, the first hyperbatch is trained while the second is staged.
-            let min_jobs = if parts.staging.is_some() {
-                h.sizing.drivers
-            } else {
-                1
-            };
-            return self.start(stage, seeds, e, Some(h.sizing.drivers), min_jobs);
+            // With rows to stage, a short first hyperbatch is trained while the second is
+            // staged.
+            let short_first = parts.staging.is_some();
+            return self.start(stage, seeds, e, Some(h.sizing.drivers), short_first);
         }
         let stage = LoadStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
             parts: parts.clone(),
         };
-        self.start(stage, seeds, e, None, 1)
+        self.start(stage, seeds, e, None, false)
     }
 
     /// One epoch of samples only.
     pub fn sample_epoch(&self, seeds: &Seeds, e: &EpochOptions) -> Result<Epoch<Batch>> {
         if let Some(h) = &self.hyper {
             let stage = HyperSampleStage { parts: h.clone() };
-            return self.start(stage, seeds, e, Some(1), 1);
+            return self.start(stage, seeds, e, Some(1), false);
         }
         let stage = SampleStage {
             graph: self.graph.clone(),
             opts: self.shape.sample.clone(),
         };
-        self.start(stage, seeds, e, None, 1)
+        self.start(stage, seeds, e, None, false)
     }
 
     /// Sample mini-batch `batch` of epoch `epoch` around `seeds` on the calling thread: exactly

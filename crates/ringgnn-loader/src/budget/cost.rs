@@ -149,8 +149,10 @@ impl HitCurve {
 pub struct Cost {
     pub neighbors: f64,
     pub features: f64,
-    /// Batches per pass over the neighbor file (1: per batch; 0: in memory).
+    /// Batches per pass over the neighbor file (1: per batch; 0: in memory), and in the
+    /// epoch's first pass.
     pub batches_per_pass: u64,
+    pub first_pass: u64,
     /// Hit rate of the hot-row cache (with features on disk).
     pub hit: Option<f64>,
     /// Hyperbatches of an epoch whose rows are staged (every one but the first, or none).
@@ -187,6 +189,10 @@ impl Cost {
         let n = match self.batches_per_pass {
             0 => "in memory".to_string(),
             1 => format!("{:.1} s (batch by batch)", self.neighbors),
+            h if self.first_pass > 0 && self.first_pass != h => format!(
+                "{:.1} s (hyperbatches of {h} after a first of {})",
+                self.neighbors, self.first_pass
+            ),
             h => format!("{:.1} s (hyperbatches of {h})", self.neighbors),
         };
         let staged = match self.staged_passes {
@@ -251,33 +257,39 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
     let dev = Device::of(w);
     let batches = w.batches.max(1);
     let hops = w.hops.max(1) as f64;
-    let h = if p.neighbors_in_memory || p.hyperbatch_size == 1 {
-        1
+    // Batches in the epoch's first pass and in each later one. Sized by the share, loading
+    // drivers that may stage make the first short and the epoch two passes at least
+    // (`EpochJobs::with_short_first`): it is trained while the second is staged.
+    let (first, h) = if p.neighbors_in_memory || p.hyperbatch_size == 1 {
+        (1, 1)
     } else if p.hyperbatch_size > 0 {
-        p.hyperbatch_size
+        (p.hyperbatch_size.min(batches), p.hyperbatch_size)
     } else {
         let per_driver = p.hyperbatch / w.drivers.max(1);
-        // Loading drivers that may stage split an epoch into one hyperbatch each at least
-        // (`EpochJobs::with_min_jobs`): the first is trained while the second is staged.
-        let most = if p.with_features && !p.features_in_memory {
-            batches.div_ceil(w.drivers.max(1))
+        let most = (per_driver / w.hyper_batch.max(1)).clamp(1, batches);
+        if p.with_features && !p.features_in_memory {
+            let first = crate::epoch::short_first_len(batches as usize, most as usize) as u64;
+            let rest = batches - first;
+            (first, rest.div_ceil(rest.div_ceil(most).max(1)).max(1))
         } else {
-            batches
-        };
-        (per_driver / w.hyper_batch.max(1)).clamp(1, most)
+            (most, most)
+        }
     };
-    let passes = batches.div_ceil(h) as f64;
+    let later = (batches - first).div_ceil(h);
     let neighbors = if p.neighbors_in_memory {
         0.0
     } else {
         let whole = dev.sequential(needs.neighbor_file as f64);
-        let hop = if w.batch_edges == 0 {
-            whole
-        } else {
-            let edges = (h * w.batch_edges) as f64 / hops;
-            dev.random(edges, edges).min(whole)
+        let pass = |n: u64| {
+            let hop = if w.batch_edges == 0 {
+                whole
+            } else {
+                let edges = (n * w.batch_edges) as f64 / hops;
+                dev.random(edges, edges).min(whole)
+            };
+            hops * hop
         };
-        passes * hops * hop
+        pass(first) + later as f64 * pass(h)
     };
     let mut staged_passes = 0;
     let (features, hit) = match &needs.features {
@@ -306,10 +318,10 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
                 let by_batch = h as f64 * per_batch;
                 let pass = dev.sequential(f.file as f64 + 2.0 * staged);
                 if stage_rows(false, by_batch, pass) {
-                    staged_passes = passes as u64 - 1;
+                    staged_passes = later;
                 }
                 // The first pass batch by batch (see `stage_rows`), then the cheaper way.
-                by_batch + (passes - 1.0) * by_batch.min(pass)
+                first as f64 * per_batch + later as f64 * by_batch.min(pass)
             } else {
                 batches as f64 * per_batch
             };
@@ -335,6 +347,7 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
         neighbors,
         features,
         batches_per_pass: if p.neighbors_in_memory { 0 } else { h },
+        first_pass: if p.neighbors_in_memory { 0 } else { first },
         hit,
         staged_passes,
         idle,
@@ -459,14 +472,25 @@ mod tests {
         // A file so large that a pass costs more than the batches' reads: never staged.
         let c = estimate(&plan(4), &needs(64 << 30));
         assert_eq!(c.staged_passes, 0);
-        // Sized by the share (auto), loading drivers split the epoch into two hyperbatches
-        // at least, so the first trains while the second is staged.
+        // Sized by the share (auto), loading drivers make the first hyperbatch short (half
+        // an even one of two), so it trains while the second, of the other 9, is staged.
         let mut auto = plan(0);
         auto.hyperbatch = 1 << 40;
         let mut n = needs(512 << 20);
         n.work.hyper_batch = 1 << 20;
         let c = estimate(&auto, &n);
-        assert_eq!((c.batches_per_pass, c.staged_passes), (6, 1));
+        assert_eq!(
+            (c.first_pass, c.batches_per_pass, c.staged_passes),
+            (3, 9, 1)
+        );
+        let pass9 = dev.sequential((512u64 << 20) as f64 + 2.0 * 9.0 * 100_000.0 * 512.0);
+        assert!(
+            (c.features - (by_batch / 4.0 * 3.0 + pass9)).abs() < 1e-9,
+            "{c:?}"
+        );
+        assert!(c
+            .describe()
+            .contains("hyperbatches of 9 after a first of 3"));
     }
 
     #[test]
