@@ -196,12 +196,10 @@ impl EpochBatches {
     }
 }
 
-/// The short first job of an epoch of `left` batches, `most` at most per job (see
-/// [`EpochJobs`]): half an even job, of two jobs at least. The plan's cost splits an epoch the
-/// same way (`budget::cost`).
-pub(crate) fn short_first_len(left: usize, most: usize) -> usize {
-    let jobs = left.div_ceil(most.max(1)).max(2);
-    left.div_ceil(jobs).div_ceil(2).clamp(1, left.max(1))
+/// The short first job of an epoch of `left` batches (see [`EpochJobs`]): one batch. The plan's
+/// cost splits an epoch the same way (`budget::cost`).
+pub(crate) fn short_first_len(left: usize) -> usize {
+    left.min(1)
 }
 
 /// One job: some batches of an epoch, by global index.
@@ -223,11 +221,12 @@ pub struct BatchJob {
 /// with room for 75 is two hyperbatches either way, and 41 + 41 spends less than 75 + 7 (each
 /// batch's state is smaller next to fewer others; the last one is not a near-empty pass).
 ///
-/// With `short_first` (balanced only; loading drivers that may stage rows), the selection is at
-/// least two jobs and the first is half an even one: it is gathered batch by batch (random
-/// reads, see `budget::cost::stage_rows`) and trained while the second driver samples and
-/// stages the next, so it is kept short, yet long enough that its training covers much of that
-/// pass. 12 batches with room for 12 are 3 + 9.
+/// With `short_first` (balanced only; loading drivers that may stage rows), the first job is one
+/// batch and the rest are split as before: it is gathered batch by batch (see
+/// `budget::cost::stage_rows`) and trained while the second driver samples and stages the next.
+/// Its random reads share the device with that pass, so a longer first job slows the pass
+/// about as much as its training covers (docs/benchmarks.md): one batch starts the training at
+/// once. 12 batches with room for 12 are 1 + 11.
 pub struct EpochJobs {
     batches: Arc<EpochBatches>,
     indices: Vec<u64>,
@@ -254,7 +253,7 @@ impl EpochJobs {
         }
     }
 
-    /// A short first job and two at least, when balanced (see the type's docs).
+    /// A first job of one batch, when balanced (see the type's docs).
     pub fn with_short_first(mut self, on: bool) -> Self {
         self.short_first = on;
         self
@@ -266,7 +265,7 @@ impl EpochJobs {
     }
 
     /// Jobs the batches left make: as few as the size allows, of even sizes, but the short
-    /// first (half an even job of two at least) and an even split of the rest.
+    /// first and an even split of the rest.
     fn jobs(&self, left: usize) -> usize {
         let even = |left: usize| left.div_ceil(self.per_job()).max(1);
         if !self.short() {
@@ -277,7 +276,7 @@ impl EpochJobs {
     }
 
     fn first_len(&self, left: usize) -> usize {
-        short_first_len(left, self.per_job())
+        short_first_len(left)
     }
 
     fn per_job(&self) -> usize {
@@ -500,20 +499,20 @@ mod tests {
             assert_eq!(all, (0..n).collect::<Vec<_>>(), "every batch, in order");
             got
         };
-        // Room for the whole epoch, yet two hyperbatches: the first, half an even one, trains
-        // while the second is staged.
-        assert_eq!(run(12, 12, true, true), [(3, true), (9, false)]);
-        assert_eq!(run(12, 100, true, true), [(3, true), (9, false)]);
-        assert_eq!(run(13, 13, true, true), [(4, true), (9, false)]);
+        // Room for the whole epoch, yet two hyperbatches: the first, one batch, trains while
+        // the second is staged.
+        assert_eq!(run(12, 12, true, true), [(1, true), (11, false)]);
+        assert_eq!(run(12, 100, true, true), [(1, true), (11, false)]);
         // Less room: the rest split evenly as before.
-        assert_eq!(run(12, 5, true, true), [(2, true), (5, false), (5, false)]);
+        assert_eq!(
+            run(12, 5, true, true),
+            [(1, true), (4, false), (4, false), (3, false)]
+        );
         assert_eq!(
             run(82, 30, true, true),
-            [(14, true), (23, false), (23, false), (22, false)]
+            [(1, true), (27, false), (27, false), (27, false)]
         );
-        // Few batches: one each; one batch makes one job.
         assert_eq!(run(2, 12, true, true), [(1, true), (1, false)]);
-        assert_eq!(run(3, 12, true, true), [(1, true), (2, false)]);
         assert_eq!(run(1, 12, true, true), [(1, true)]);
         assert!(run(0, 12, true, true).is_empty());
         // Without it, or with a fixed size (not balanced), as before.

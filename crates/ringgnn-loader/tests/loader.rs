@@ -129,6 +129,13 @@ fn workers_gather_at_most_prefetch_batches_ahead() {
         let mut held = Vec::new();
         for taken in 1..=4u64 {
             held.push(it.next().unwrap().unwrap());
+            // The workers catch up (a hyperbatch's sampling may take a while on a loaded
+            // machine: the first is one batch), then go no further.
+            let want = taken + prefetch as u64;
+            let t0 = std::time::Instant::now();
+            while l.stats().batches < want && t0.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             std::thread::sleep(Duration::from_millis(100));
             let gathered = l.stats().batches;
             assert_eq!(

@@ -268,7 +268,7 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
         let per_driver = p.hyperbatch / w.drivers.max(1);
         let most = (per_driver / w.hyper_batch.max(1)).clamp(1, batches);
         if p.with_features && !p.features_in_memory {
-            let first = crate::epoch::short_first_len(batches as usize, most as usize) as u64;
+            let first = crate::epoch::short_first_len(batches as usize) as u64;
             let rest = batches - first;
             (first, rest.div_ceil(rest.div_ceil(most).max(1)).max(1))
         } else {
@@ -472,8 +472,8 @@ mod tests {
         // A file so large that a pass costs more than the batches' reads: never staged.
         let c = estimate(&plan(4), &needs(64 << 30));
         assert_eq!(c.staged_passes, 0);
-        // Sized by the share (auto), loading drivers make the first hyperbatch short (half
-        // an even one of two), so it trains while the second, of the other 9, is staged.
+        // Sized by the share (auto), loading drivers make the first hyperbatch one batch, so
+        // it trains while the second, of the other 11, is staged.
         let mut auto = plan(0);
         auto.hyperbatch = 1 << 40;
         let mut n = needs(512 << 20);
@@ -481,16 +481,16 @@ mod tests {
         let c = estimate(&auto, &n);
         assert_eq!(
             (c.first_pass, c.batches_per_pass, c.staged_passes),
-            (3, 9, 1)
+            (1, 11, 1)
         );
-        let pass9 = dev.sequential((512u64 << 20) as f64 + 2.0 * 9.0 * 100_000.0 * 512.0);
+        let pass11 = dev.sequential((512u64 << 20) as f64 + 2.0 * 11.0 * 100_000.0 * 512.0);
         assert!(
-            (c.features - (by_batch / 4.0 * 3.0 + pass9)).abs() < 1e-9,
+            (c.features - (by_batch / 4.0 + pass11)).abs() < 1e-9,
             "{c:?}"
         );
         assert!(c
             .describe()
-            .contains("hyperbatches of 9 after a first of 3"));
+            .contains("hyperbatches of 11 after a first of 1"));
     }
 
     #[test]
