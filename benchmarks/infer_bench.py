@@ -14,6 +14,8 @@ layer.
 With ``--aggregate python,rust`` (issue 24) the same prediction runs once per aggregation of
 the grid (``RINGGNN_INFER_AGGREGATE``: torch's ``index_add_``, the path before issue 24, or the
 Rust core), one after the other in this run, and the ratio of their layer times is printed.
+The CPU column is the child's CPU time (all its threads) over the layer's wall time: the cores
+it kept busy.
 
 Usage:
     python benchmarks/infer_bench.py RUN_DIR [--cap 4.77G] [--time-limit 600] [--json out.json]
@@ -36,11 +38,12 @@ import ringgnn.inference as I
 probe = open(os.environ["RINGGNN_INFER_PROBE"], "a", buffering=1)
 orig_layer = I.LayerwiseInference.compute
 def layer(self, k, reader, writer, *a, **kw):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     base = reader.stats()["bytes_read"]
     def w(first, rows, writer=writer):
         writer(first, rows)
         probe.write(json.dumps(dict(layer=k + 1, node=int(first) + len(rows), t=time.perf_counter() - t0,
+                                    cpu=time.process_time() - c0,
                                     rows_bytes=reader.stats()["bytes_read"] - base,
                                     neighbor_bytes=self.graph.bytes_read, nodes=self.graph.num_nodes,
                                     edges=int(self.graph.indptr[int(first) + len(rows)]),
@@ -150,7 +153,10 @@ def run_once(args, aggregate):
             seconds, nb, rb = last["t"], last["neighbor_bytes"], last["rows_bytes"]
         est = seconds / frac if frac > 0 else float("nan")
         floor = (neighbor_bytes + in_bytes) / rate
+        # CPU seconds of all the child's threads over the layer, up to its last row slice written.
+        cpu_util = last.get("cpu", 0.0) / last["t"] if last["t"] > 0 else float("nan")
         rows.append(dict(layer=layer, done=done, fraction=frac, seconds=seconds, est_layer_seconds=est,
+                         cpu_seconds=last.get("cpu"), cpu_util=cpu_util,
                          max_rss=max(l.get("max_rss", 0) for l in ls),
                          neighbor_bytes=nb, row_bytes=rb, est_row_bytes=rb / frac if frac else None,
                          input_file_bytes=in_bytes, floor_seconds=floor, blocks=len(ls)))
@@ -158,17 +164,20 @@ def run_once(args, aggregate):
           f"{neighbor_bytes / 1e9:.2f} GB, features {feature_bytes / 1e9:.2f} GB; wall {wall:.0f} s, "
           f"{'finished' if finished else 'stopped at the time limit'}")
     print("| layer | row slices written | edges done | seconds | layer s (est.) | rows read GB (est. layer) | "
-          "read / input file | floor s | layer / floor | peak RSS GB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "read / input file | floor s | layer / floor | CPU (cores busy) | peak RSS GB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         est_rb = r["est_row_bytes"] or 0
         print(f"| {r['layer']} | {r['blocks']} | {r['fraction']:.1%} | {r['seconds']:.1f} | {r['est_layer_seconds']:.0f} | "
               f"{r['row_bytes'] / 1e9:.2f} ({est_rb / 1e9:.1f}) | {est_rb / r['input_file_bytes']:.1f}x | "
-              f"{r['floor_seconds']:.1f} | {r['est_layer_seconds'] / r['floor_seconds']:.1f}x | {r['max_rss'] / 1e9:.2f} |")
+              f"{r['floor_seconds']:.1f} | {r['est_layer_seconds'] / r['floor_seconds']:.1f}x | {r['cpu_util']:.2f} | "
+              f"{r['max_rss'] / 1e9:.2f} |")
     if cap_line:
         print(cap_line)
     if summary:
         print(f"written: {summary['bytes_written'] / 1e9:.2f} GB of intermediate layers; plan {summary['plan']}")
+        for d in summary["layers"]:  # where each layer's time went (seconds by phase, the grid)
+            print(f"layer {d['layer']} phases: " + ", ".join(f"{p} {v:.2f}" for p, v in d.get("phases", {}).items()))
     if args.json:
         name = args.json if aggregate is None else args.json.replace(".json", f".{aggregate}.json")
         with open(name, "w") as f:

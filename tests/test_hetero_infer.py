@@ -102,10 +102,14 @@ def _accuracy(ds, logits, split):
     return float((logits[ids].argmax(1) == part.labels[ids]).mean())
 
 
+@pytest.mark.parametrize("agg", ["rust", "python"])
 @pytest.mark.parametrize("model", ["sage", "rgcn"])
-def test_tiny_graph_every_edge_its_own_piece(runs, model):
+def test_tiny_graph_every_edge_its_own_piece(runs, model, agg, monkeypatch):
     """Blocks of 2 destinations, pieces of one edge: every accumulation path, empty neighbor
-    lists, a type only its root term computes."""
+    lists, a type only its root term computes; the sums by the Rust core (default) or torch."""
+    from ringgnn.inference import AGGREGATE_ENV
+
+    monkeypatch.setenv(AGGREGATE_ENV, agg)
     ref, _, ds, net = full_batch(runs["tiny", model])
     assert "venue" in net.computed[1] and not any(et[2] == "venue" for et in net.edge_types)
     assert (ds.relation("author:writes:paper").degrees()[2], ds.relation("paper:written_by:author").degrees()[3]) == (0, 0)
@@ -117,10 +121,15 @@ def test_tiny_graph_every_edge_its_own_piece(runs, model):
     assert s["blocks"] == 3 + 2 + 1 + 3
 
 
+@pytest.mark.parametrize("agg", ["rust", "python"])
 @pytest.mark.parametrize("model", ["sage", "rgcn"])
-def test_generated_graph_blocks_sized_from_memory(runs, model, monkeypatch):
+def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch):
     """With the process's footprint pinned, a small budget gives several destination blocks and
-    several pieces per block; the logits and accuracies are the full-batch forward's."""
+    several pieces per block; the logits and accuracies are the full-batch forward's, summed by
+    the Rust core (default: destinations of one type, sources of another) or by torch."""
+    from ringgnn.inference import AGGREGATE_ENV
+
+    monkeypatch.setenv(AGGREGATE_ENV, agg)
     ref, _, ds, _ = full_batch(runs["generated", model])
     from ringgnn.inference import FIXED_BYTES, SLACK
 
@@ -128,6 +137,7 @@ def test_generated_graph_blocks_sized_from_memory(runs, model, monkeypatch):
     share = 1 << 20  # a quarter of it for the papers of a block: 64 floats of 16 per node...
     s = infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + int(share / (1 - SLACK)) + 64)
     plan = s["plan"]
+    assert plan["aggregate"] == agg
     assert plan["block_nodes"] == (share // 2) // (4 * 6 * 16 + 16)  # widest layer: 16
     assert plan["block_nodes"] < 3000 // 2 and plan["piece_edges"] < 8 * plan["block_nodes"]
     np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)

@@ -100,8 +100,8 @@ def test_layerwise_equals_a_full_batch_forward(hubby, runs, model, strategy, blo
 
 def test_the_grid_reads_each_input_page_at_most_once_per_destination_block(hubby, runs):
     """Sources are swept in file order: with one destination block, a layer reads the input file
-    at most twice (the block's own rows, then one sweep over its sources); the per-block
-    strategy with small blocks reads far more."""
+    at most twice (the block's own rows, then one sweep over its sources), GAT's too; the
+    per-block strategy with small blocks reads far more."""
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs["sage"]
     feature_file = os.path.getsize(os.path.join(hubby, "features.bin"))
@@ -117,6 +117,11 @@ def test_the_grid_reads_each_input_page_at_most_once_per_destination_block(hubby
         reads[strategy] = li.stats["layers"][0]["row_bytes"]
     assert reads["grid"] <= 2 * feature_file
     assert reads["blocks"] > 3 * reads["grid"]
+    # GAT too: its block's own rows are read once, when it starts (its self loop folded in then).
+    for agg in ("rust", "python"):
+        li = LayerwiseInference(ds, load_checkpoint(str(runs["gat"][1]), ds), aggregate=agg)
+        li.run(1, None, lambda a, rows: None)
+        assert feature_file <= li.stats["layers"][0]["row_bytes"] <= 2 * feature_file, agg
 
 
 def test_the_graph_has_hubs_self_loops_and_duplicates(hubby):

@@ -61,8 +61,10 @@ def test_sums_by_hand(tiny, threads, piece_rows):
     # dst 0: x3; dst 1: x0 + x2 + x2 + x1 (self loop and duplicate kept); dst 2: x1; dst 3: none.
     np.testing.assert_array_equal(acc, [[10, 20], [5, 5], [0, 1], [0, 0]])
     ds = ringgnn.Dataset.open(tiny)
-    assert read == 6 * np.dtype(NeighborFile(ds).dtype).itemsize
-    assert reader.stats()["distinct_rows"] == 4  # sources 0, 1, 2, 3, each read once
+    assert read["neighbor_bytes"] == 6 * np.dtype(NeighborFile(ds).dtype).itemsize
+    assert read["rows"] == 4 and reader.stats()["distinct_rows"] == 4  # sources 0, 1, 2, 3, each read once
+    phases = ("sources", "positions", "read_wait", "transform", "fold")
+    assert all(read[p] >= 0 for p in phases) and read["transform"] == 0  # no transform given
 
 
 @pytest.mark.parametrize("threads", [1, 3])

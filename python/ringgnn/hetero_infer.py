@@ -51,7 +51,7 @@ from .dataset import HeteroDataset
 from .hetero import open_hetero
 from .hetero_models import HeteroModel, edge_type_str, target_distances
 from .hetero_tables import TableReader, table_file
-from .inference import FIXED_BYTES, SLACK, OutputRows, RowFileWriter
+from .inference import AGGREGATE_ENV, AGGREGATORS, FIXED_BYTES, SLACK, OutputRows, RowFileWriter
 
 #: Floats of the widest layer a destination node of a block holds: its input row, the
 #: accumulator (then the mean), the relation's term, its root term, the running combination and
@@ -178,8 +178,14 @@ class HeteroLayerwise:
     def __init__(self, ds: HeteroDataset, net: HeteroModel, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
                  log: Callable[[str], None] = lambda s: None, block_nodes: Optional[int] = None,
-                 piece_edges: Optional[int] = None):
+                 piece_edges: Optional[int] = None, aggregate: Optional[str] = None):
         self.ds, self.net, self.num_nodes = ds, net, ds.num_nodes_dict
+        #: Who sums a relation's in-neighbors' rows read from a file: ``rust`` (default,
+        #: ``FeatureReader.aggregate`` on all threads) or ``python`` (torch), as for homogeneous
+        #: runs (``ringgnn.inference.AGGREGATORS``, ``RINGGNN_INFER_AGGREGATE``). Rows of an
+        #: embedding table held by the model are summed by torch either way.
+        self.aggregate = _options.choice(aggregate or os.environ.get(AGGREGATE_ENV) or "rust", AGGREGATORS,
+                                         f"aggregate ({AGGREGATE_ENV})")
         self.backend, self.direct = _options.backend(backend), bool(direct)
         self.work_dir, self.keep, self.quiet, self.log = work_dir, keep, quiet, log
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
@@ -203,7 +209,8 @@ class HeteroLayerwise:
                              f"indexes, read buffers); give at least {fixed + int(least / (1 - SLACK)) + 1:,}")
         self.block_nodes = max(1, int(block_nodes if block_nodes is not None else share // 2 // per_node))
         self.piece_edges = max(1, int(piece_edges if piece_edges is not None else share // 2 // per_edge))
-        self.plan = dict(budget=budget, fixed=fixed, block_nodes=self.block_nodes, piece_edges=self.piece_edges)
+        self.plan = dict(budget=budget, fixed=fixed, block_nodes=self.block_nodes, piece_edges=self.piece_edges,
+                         aggregate=self.aggregate)
 
     # -- readers --------------------------------------------------------------------------------
 
@@ -224,8 +231,14 @@ class HeteroLayerwise:
 
         ip = rel.indptr[a:b + 1]
         acc = torch.zeros(b - a, reader.dim)
+        rust = self.aggregate == "rust" and isinstance(reader, _core.FeatureReader)
         for p0 in range(int(ip[0]), int(ip[-1]), self.piece_edges):
             p1 = min(int(ip[-1]), p0 + self.piece_edges)
+            if rust:  # the same piece of edges, its distinct sources read in file order, summed on all threads
+                got = reader.aggregate(acc.numpy(), a, ip, p0, p1, rel.path, np.dtype(rel.dtype).itemsize,
+                                       piece_rows=self.piece_edges)
+                rel.bytes_read += got["neighbor_bytes"]
+                continue
             ids = rel.edges(p0, p1)
             counts = np.maximum(np.minimum(ip[1:], p1) - np.maximum(ip[:-1], p0), 0)
             dl = np.repeat(np.arange(b - a, dtype=np.int64), counts)

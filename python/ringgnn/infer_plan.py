@@ -172,12 +172,13 @@ class InferencePlan:
     layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead)."""
 
     def __init__(self, budget: Optional[int], indptr: np.ndarray, costs: Sequence[LayerCost], in_flight: int,
-                 held: Optional[int] = None):
+                 held: Optional[int] = None, extra: int = 0):
         if held is None:
             release_freed()  # what loading freed is not held
         self.held = held_memory() if held is None else int(held)
-        #: Taken off the budget before anything is planned.
-        self.fixed = self.held + CODE_BYTES + FIXED_BYTES + WRITE_BYTES
+        #: Taken off the budget before anything is planned (``extra``: what the aggregation holds
+        #: whatever the blocks, the Rust path's bitmap of a block's sources, a quarter of a byte a node).
+        self.fixed = self.held + CODE_BYTES + FIXED_BYTES + WRITE_BYTES + int(extra)
         self.budget = (budget if budget is not None
                        else _options.default_memory(cap=1 << 30, held=self.fixed))
         self.indptr, self.costs, self.in_flight = indptr, list(costs), max(1, in_flight)

@@ -392,6 +392,7 @@ class LayerwiseInference:
         self.work_dir = work_dir or os.path.dirname(os.path.abspath(ckpt.path))
         self.graph = NeighborFile(ds)
         self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0)
+        self._phases: Dict[str, float] = {}  # the current layer's (see :meth:`compute`)
         # GCN's normalisation: in-degree without stored self loops, plus the one added.
         self.dinv = self._gcn_dinv() if ckpt.kind == "gcn" else None
         widths = [ds.feature_dim] + [conv.out_channels * (getattr(conv, "heads", 1) if getattr(conv, "concat", False)
@@ -401,7 +402,8 @@ class LayerwiseInference:
         # The budget's split and its refusal: infer_plan's (one owner). What the process holds
         # now (runtime, model, offset index, GCN's degrees) is measured there.
         costs = [self._layer_cost(k) for k in range(len(self.net.convs))]
-        self.memplan = InferencePlan(memory, self.graph.indptr, costs, in_flight=2 if self.overlap else 1)
+        self.memplan = InferencePlan(memory, self.graph.indptr, costs, in_flight=2 if self.overlap else 1,
+                                     extra=self.graph.num_nodes // 4 + 16 if self.aggregate == "rust" else 0)
         budget, fixed, share = self.memplan.budget, self.memplan.fixed, self.memplan.share
         width = max(widths)
         per_edge = 8 * 4 + 4 * width * 3  # ids, local ids and edge_index; gathered rows and messages
@@ -541,14 +543,17 @@ class LayerwiseInference:
         g = self.graph
         t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = reader.stats()["bytes_read"]
+        self._phases: Dict[str, float] = {}
         if self.strategy == "grid":
             self.grid_layer(k, reader, writer, wanted, activate)
         else:
             self.layer(k, reader, writer, wanted, activate)
         rows = reader.stats()["bytes_read"] - rows_before
+        # ``phases``: seconds of the grid's parts (``start``: GAT's destination logits and self
+        # loops; the Rust aggregation's own phases, see FeatureReader.aggregate; ``finish``).
         self.stats["layers"].append(dict(layer=k + 1, seconds=time.perf_counter() - t0,
                                          cpu_seconds=time.process_time() - cpu0, neighbor_bytes=g.bytes_read,
-                                         row_bytes=rows))
+                                         row_bytes=rows, phases={p: round(v, 3) for p, v in self._phases.items()}))
         self.stats["bytes_read_neighbors"] += g.bytes_read
         self.stats["bytes_read_rows"] += rows
         g.bytes_read = 0
@@ -648,7 +653,9 @@ class LayerwiseInference:
         _, piece_edges, finish_rows = self._sizes(k)
         with self._bar(k) as bar:
             for a, b in self._grid_blocks(k, wanted):
+                t = time.perf_counter()
                 state = self._grid_start(k, a, b, reader)
+                self._phase("start", t)
                 if self.aggregate == "rust":
                     self._rust_add(k, state, a, b, reader, piece_edges)
                 for lo, hi in ([] if self.aggregate == "rust" else self._windows(k, a, b)):
@@ -669,10 +676,12 @@ class LayerwiseInference:
                         del u, rows, inv, dl
                 # The outputs a slice of rows at a time: the finishing arithmetic's temporaries
                 # stay small next to the block's state.
+                t = time.perf_counter()
                 for r0 in range(a, b, finish_rows):
                     r1 = min(b, r0 + finish_rows)
                     part = {key: self._up(v[r0 - a:r1 - a]) for key, v in state.items()}
-                    x_dst = self._up(torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64))))
+                    x_dst = None if self.ckpt.kind == "gat" else self._up(torch.from_numpy(
+                        reader.gather(np.arange(r0, r1, dtype=np.int64))))
                     out = self._grid_finish(k, part, r0, r1, x_dst)
                     if activate:
                         out = self._after(k, out)
@@ -680,6 +689,7 @@ class LayerwiseInference:
                     del out, part, x_dst
                 del state
                 release_freed()  # the block's buffers, freed, would stay resident otherwise
+                self._phase("finish", t)
                 bar.update(b - a)
 
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int) -> None:
@@ -714,8 +724,15 @@ class LayerwiseInference:
             kw.update(width=H * C + H, transform=messages, a_dst=st["a_dst"].numpy(),
                       negative_slope=float(conv.negative_slope))
         for lo, hi in self._windows(k, a, b):
-            g.bytes_read += reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
-                                             piece_rows=piece_rows, **kw)
+            got = reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
+                                   piece_rows=piece_rows, **kw)
+            g.bytes_read += got["neighbor_bytes"]
+            for p in ("sources", "positions", "read_wait", "transform", "fold"):
+                self._phases[p] = self._phases.get(p, 0.0) + got[p]
+
+    def _phase(self, name: str, since: float) -> None:
+        """Count the seconds since ``since`` to phase ``name`` of the layer (``stats``)."""
+        self._phases[name] = self._phases.get(name, 0.0) + time.perf_counter() - since
 
     def _pieces(self, prepare: Callable[[int], Tuple[Any, ...]], starts: Sequence[int]) -> Iterator[Tuple[Any, ...]]:
         """``prepare(p)`` for each piece start, in order; with ``overlap``, piece ``i + 1`` is
@@ -760,29 +777,42 @@ class LayerwiseInference:
         return keys[: len(keys) - len(loops)], n_d
 
     def _grid_start(self, k: int, a: int, b: int, reader: Any) -> Dict[str, Any]:
-        """The accumulators of destinations ``a..b`` (for GAT also their attention terms, from
-        their rows read a slice at a time)."""
+        """The accumulators of destinations ``a..b``. For GAT also their destination logits,
+        from their rows read a slice at a time, and the self loop each node gets, folded in
+        first (a softmax does not depend on the order of its terms: the loop's logit starts the
+        running maximum, with weight 1), so that finishing the block needs neither its rows
+        again nor their transform."""
         import torch
+        import torch.nn.functional as F
 
         conv, n = self.net.convs[k], b - a
         if self.ckpt.kind == "gat":
             H, C = conv.heads, conv.out_channels
-            lin_dst = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_dst
-            a_dst = torch.empty(n, H)
+            shared = getattr(conv, "lin", None) is not None
+            lin_src = conv.lin if shared else conv.lin_src
+            lin_dst = conv.lin if shared else conv.lin_dst
+            if self.aggregate == "rust":
+                # The Rust fold's accumulator rows: weighted sums, running maxima, sums of
+                # exponentials (``ringgnn_features::fold``); the state's tensors are views of it.
+                acc = torch.empty(n, H * C + 2 * H)
+                st = dict(acc=acc, msg=acc[:, :H * C].view(n, H, C), m=acc[:, H * C:H * C + H],
+                          z=acc[:, H * C + H:])
+            else:
+                st = dict(m=torch.empty(n, H), z=torch.empty(n, H), msg=torch.empty(n, H, C))
+            st["a_dst"] = torch.empty(n, H)
             rows = self._sizes(k)[2]
             for r0 in range(a, b, rows):
                 r1 = min(b, r0 + rows)
                 x = self._up(torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64))))
-                a_dst[r0 - a:r1 - a] = self._down((lin_dst(x).view(-1, H, C) * conv.att_dst).sum(-1))
-            if self.aggregate == "rust":
-                # The Rust fold's accumulator rows: weighted sums, running maxima, sums of
-                # exponentials (``ringgnn_features::fold``); the state's tensors are views of it.
-                acc = torch.zeros(n, H * C + 2 * H)
-                acc[:, H * C:H * C + H] = float("-inf")
-                return dict(acc=acc, msg=acc[:, :H * C].view(n, H, C), m=acc[:, H * C:H * C + H],
-                            z=acc[:, H * C + H:], a_dst=a_dst)
-            return dict(m=torch.full((n, H), float("-inf")), z=torch.zeros(n, H), msg=torch.zeros(n, H, C),
-                        a_dst=a_dst)
+                xd = lin_dst(x).view(-1, H, C)
+                xs = xd if shared else lin_src(x).view(-1, H, C)
+                sl = slice(r0 - a, r1 - a)
+                a_dst = (xd * conv.att_dst).sum(-1)
+                st["a_dst"][sl] = self._down(a_dst)
+                st["m"][sl] = self._down(F.leaky_relu((xs * conv.att_src).sum(-1) + a_dst, conv.negative_slope))
+                st["z"][sl] = 1.0
+                st["msg"][sl] = self._down(xs)
+            return st
         if self._aggr(k) == "max":
             return dict(acc=torch.full((n, self._acc_width(k)), float("-inf")))
         return dict(acc=torch.zeros(n, self._acc_width(k)))
@@ -869,13 +899,9 @@ class LayerwiseInference:
             else:
                 out = conv.lin(st["acc"] + x_dst * (d * d).unsqueeze(-1))  # with the self loop
             return out + conv.bias if conv.bias is not None else out
-        H, C = conv.heads, conv.out_channels
-        lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
-        xs = lin_src(x_dst).view(-1, H, C)
-        e = F.leaky_relu((xs * conv.att_src).sum(-1) + st["a_dst"], conv.negative_slope)
-        self._softmax_add(st, torch.arange(b - a, device=x_dst.device), e, xs)  # the self loop
+        # GAT: the self loop was folded in first (:meth:`_grid_start`).
         out = st["msg"] / st["z"].unsqueeze(-1)
-        out = out.reshape(-1, H * C) if conv.concat else out.mean(dim=1)
+        out = out.reshape(len(out), -1) if conv.concat else out.mean(dim=1)
         return out + conv.bias if conv.bias is not None else out
 
     # -- a layer in blocks of destinations (their sources gathered per block) --------------------

@@ -4,25 +4,29 @@
 //! [`crate::fold`]), optionally after a transform of each piece of rows (a layer's weight).
 //!
 //! The block's in-neighbor lists are one sequential read of the neighbor file (CSC, so they come
-//! grouped by destination). Their distinct sources, sorted, are read in **pieces** of
-//! `piece_rows` rows with the row source's coalesced page reads (io_uring or pread, `O_DIRECT`
-//! when the source was opened so), so a block reads each page of the input matrix at most once,
-//! in file order; a second thread reads piece `i + 1` while piece `i` is transformed and folded
-//! in. Each edge is turned into the position of its source among the distinct ones, each
-//! destination's positions are sorted, and a cursor per destination walks them piece by piece:
-//! folding a piece in touches only its own edges. The folding runs on `threads` threads over
-//! ranges of destinations of about equal edge counts, each thread owning its accumulator rows (no
-//! atomics, no locks).
+//! grouped by destination). Their distinct sources, found with a bitmap over the sources' id
+//! range (no sort of the edges), are read in ascending order in **pieces** of `piece_rows` rows
+//! with the row source's coalesced page reads (io_uring or pread, `O_DIRECT` when the source was
+//! opened so), so a block reads each page of the input matrix at most once, in file order; a
+//! second thread reads piece `i + 1` while piece `i` is transformed and folded in. The first
+//! piece's reads start as soon as the distinct sources are known: meanwhile each edge is turned
+//! into the position of its source among them (a look-up in the bitmap's running counts) and,
+//! when there are several pieces, each destination's positions are sorted, so that a cursor per
+//! destination walks them piece by piece: folding a piece in touches only its own edges. The
+//! folding runs on `threads` threads over ranges of destinations of about equal edge counts, each
+//! thread owning its accumulator rows (no atomics, no locks).
 //!
-//! Peak memory: 16 bytes an edge (the sources read, then their sorted distinct copy), 16 bytes a
-//! destination (cursors), two pieces of rows and a transformed piece; the caller's plan counts
-//! them (`python/ringgnn/inference.py`).
+//! Peak memory: 16 bytes an edge (the sources read, then their distinct copy), 16 bytes a
+//! destination (cursors), 16 bytes per 64 node ids of the sources' range (the bitmap: at most a
+//! quarter of a byte a node of the graph), two pieces of rows and a transformed piece; the
+//! caller's plan counts them (`python/ringgnn/inference.py`).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
+use std::time::Instant;
 
 pub use crate::fold::{Attention, Fold};
 use crate::rows::{decode_row, FeatureFile, ReadCount, RowSource};
@@ -48,7 +52,8 @@ pub struct NeighborFile<'a> {
 /// One destination block (or window of it) to aggregate.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockJob<'a> {
-    /// The first destination node.
+    /// The first destination node (of the rows' graph, but for [`Fold::Sum`] and [`Fold::Max`],
+    /// whose destinations may be nodes of another type: a heterogeneous graph's relation).
     pub a: u64,
     /// The offset index of destinations `a..=b`: destination `a + d`'s in-edges are entries
     /// `indptr[d]..indptr[d + 1]` of the neighbor file.
@@ -64,7 +69,7 @@ pub struct BlockJob<'a> {
 }
 
 /// What one aggregation read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct AggregateStats {
     /// Bytes read from the neighbor file.
     pub neighbor_bytes: u64,
@@ -72,6 +77,21 @@ pub struct AggregateStats {
     pub rows: u64,
     /// Page reads of the row source.
     pub read: ReadCount,
+    /// Where the calling thread's time went: reading the neighbor lists and turning them into
+    /// sorted distinct sources (the first piece's reads start after), mapping the edges to
+    /// positions among them (overlapped with the first piece's reads), waiting for pieces to be
+    /// read, transforming and folding them in.
+    pub times: Times,
+}
+
+/// Seconds of each phase of an aggregation ([`AggregateStats::times`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Times {
+    pub sources: f64,
+    pub positions: f64,
+    pub read_wait: f64,
+    pub transform: f64,
+    pub fold: f64,
 }
 
 /// Fold the rows of the in-neighbors of `job`'s block, edges `lo..hi`, into `acc`
@@ -94,6 +114,13 @@ pub fn aggregate_block(
     if job.hi <= job.lo {
         return Ok(stats);
     }
+    let mut clock = Instant::now();
+    let mut lap = move || {
+        let now = Instant::now();
+        let t = now.duration_since(clock).as_secs_f64();
+        clock = now;
+        t
+    };
     let mut pos = read_ids(neighbors, job.lo, job.hi, file)?;
     stats.neighbor_bytes = (job.hi - job.lo) * neighbors.id_bytes as u64;
     // Each destination's edges within the window: `seg[d]..seg[d + 1]` of `pos`.
@@ -111,23 +138,9 @@ pub fn aggregate_block(
             }
         }
     }
-    let mut distinct: Vec<u64> = pos.iter().copied().filter(|&s| s != u64::MAX).collect();
-    distinct.sort_unstable();
-    distinct.dedup();
+    let ranks = Ranks::of(&pos);
+    let distinct = ranks.distinct();
     let threads = thread_count(job.threads);
-    // Sources -> positions among the distinct ones, then each destination's in position order.
-    parallel_segments(&seg, threads, &mut pos, |_, part, _| {
-        for id in part.iter_mut() {
-            if *id != u64::MAX {
-                *id = distinct.binary_search(id).expect("listed") as u64;
-            }
-        }
-    });
-    parallel_segments(&seg, threads, &mut pos, |range, part, base| {
-        for d in range {
-            part[seg[d] - base..seg[d + 1] - base].sort_unstable();
-        }
-    });
     let mut cursor: Vec<usize> = seg[..n_d].to_vec();
     let piece_rows = job.piece_rows.max(1);
     let pieces: Vec<(usize, usize)> = (0..distinct.len())
@@ -135,17 +148,10 @@ pub fn aggregate_block(
         .map(|p0| (p0, (p0 + piece_rows).min(distinct.len())))
         .collect();
     stats.rows = distinct.len() as u64;
+    stats.times.sources = lap();
     let (dtype, rb) = (file.info.dtype, file.row_bytes());
     debug_assert!(rb > 0);
     let distinct = &distinct;
-    let layout = Layout {
-        seg: &seg,
-        pos: &pos,
-        distinct,
-        width,
-        acc_width,
-        threads,
-    };
     thread::scope(|s| -> Result<()> {
         let (full_tx, full_rx) =
             mpsc::sync_channel::<Result<(usize, usize, Vec<f32>, ReadCount)>>(1);
@@ -154,6 +160,7 @@ pub fn aggregate_block(
             let _ = empty_tx.send(Vec::new());
         }
         let todo = pieces.clone();
+        // The reader starts on the first piece now: its reads overlap the edges' mapping below.
         s.spawn(move || {
             for (p0, p1) in todo {
                 let Ok(mut buf) = empty_rx.recv() else { return };
@@ -167,10 +174,35 @@ pub fn aggregate_block(
                 }
             }
         });
+        // Sources -> positions among the distinct ones, then each destination's in position order
+        // (in one piece, every edge is folded at once: no order needed).
+        let sort = pieces.len() > 1;
+        parallel_segments(&seg, threads, &mut pos, |range, part, base| {
+            for id in part.iter_mut() {
+                if *id != u64::MAX {
+                    *id = ranks.rank(*id) as u64;
+                }
+            }
+            if sort {
+                for d in range {
+                    part[seg[d] - base..seg[d + 1] - base].sort_unstable();
+                }
+            }
+        });
+        let layout = Layout {
+            seg: &seg,
+            pos: &pos,
+            distinct,
+            width,
+            acc_width,
+            threads,
+        };
+        stats.times.positions = lap();
         for _ in 0..pieces.len() {
-            let (p0, p1, buf, count) = full_rx
-                .recv()
-                .map_err(|_| Error::Input("aggregate: the row reader stopped".into()))??;
+            let got = full_rx.recv();
+            stats.times.read_wait += lap();
+            let (p0, p1, buf, count) =
+                got.map_err(|_| Error::Input("aggregate: the row reader stopped".into()))??;
             stats.read.pages += count.pages;
             stats.read.requests += count.requests;
             stats.read.batches += count.batches;
@@ -190,13 +222,77 @@ pub fn aggregate_block(
                             p1 - p0
                         )));
                     }
+                    stats.times.transform += lap();
                     fold_piece(job, &layout, &mut cursor, acc, p0, p1, &rows);
                 }
             }
+            stats.times.fold += lap();
         }
         Ok(())
     })?;
     Ok(stats)
+}
+
+/// The distinct ids of a list (but `u64::MAX`, a dropped entry) as a bitmap over their range, with
+/// the count of ids before each 64-bit word: an id's position among the distinct ones, ascending,
+/// is one look-up and a popcount (no sort of the edges; 16 bytes per 64 ids of the range).
+struct Ranks {
+    base: u64,
+    words: Vec<u64>,
+    before: Vec<u64>,
+}
+
+impl Ranks {
+    fn of(ids: &[u64]) -> Self {
+        let live = || ids.iter().copied().filter(|&id| id != u64::MAX);
+        let (Some(min), Some(max)) = (live().min(), live().max()) else {
+            return Ranks {
+                base: 0,
+                words: Vec::new(),
+                before: Vec::new(),
+            };
+        };
+        let mut words = vec![0u64; ((max - min) / 64 + 1) as usize];
+        for id in live() {
+            let i = id - min;
+            words[(i / 64) as usize] |= 1 << (i % 64);
+        }
+        let mut before = Vec::with_capacity(words.len());
+        let mut count = 0u64;
+        for w in &words {
+            before.push(count);
+            count += w.count_ones() as u64;
+        }
+        Ranks {
+            base: min,
+            words,
+            before,
+        }
+    }
+
+    /// The distinct ids, ascending.
+    fn distinct(&self) -> Vec<u64> {
+        let n = self
+            .before
+            .last()
+            .map_or(0, |b| b + self.words.last().unwrap().count_ones() as u64);
+        let mut out = Vec::with_capacity(n as usize);
+        for (i, &w) in self.words.iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                out.push(self.base + i as u64 * 64 + w.trailing_zeros() as u64);
+                w &= w - 1;
+            }
+        }
+        out
+    }
+
+    /// The position of `id` (one of the ids) among the distinct ones.
+    fn rank(&self, id: u64) -> usize {
+        let i = id - self.base;
+        let w = (i / 64) as usize;
+        (self.before[w] + (self.words[w] & ((1u64 << (i % 64)) - 1)).count_ones() as u64) as usize
+    }
 }
 
 /// What every piece of a block shares: each destination's edges `seg[d]..seg[d + 1]` of `pos`
@@ -232,7 +328,12 @@ fn check_job(
             n_d * acc_width
         )));
     }
-    if job.a + n_d as u64 > file.num_nodes {
+    // Destinations are nodes of the rows' graph where the fold looks them up (GCN's weights) or
+    // compares them with sources (self loops); otherwise they may be of another node type (a
+    // relation of a heterogeneous graph), only rows of the accumulator.
+    if (job.fold.drops_self_loops() || matches!(job.fold, Fold::Gcn(_)))
+        && job.a + n_d as u64 > file.num_nodes
+    {
         return Err(Error::NodeOutOfRange {
             id: job.a + n_d as u64 - 1,
             num_nodes: file.num_nodes,
@@ -370,10 +471,19 @@ fn fold_piece(
                     let out = &mut acc_part[i * aw..(i + 1) * aw];
                     let v = job.a + d as u64;
                     let (mut c, end) = (cur_part[i], seg[d + 1]);
-                    while c < end && (pos[c] as usize) < p1 {
-                        let k = pos[c] as usize - p0;
-                        let u = l.distinct[pos[c] as usize];
-                        job.fold.edge(out, &buf[k * w..(k + 1) * w], u, v, d);
+                    // Dropped edges (u64::MAX) sort last, but come anywhere in a single piece.
+                    while c < end {
+                        let p = pos[c];
+                        if p == u64::MAX {
+                            c += 1;
+                            continue;
+                        }
+                        if p as usize >= p1 {
+                            break;
+                        }
+                        let k = p as usize - p0;
+                        job.fold
+                            .edge(out, &buf[k * w..(k + 1) * w], l.distinct[p as usize], v, d);
                         c += 1;
                     }
                     cur_part[i] = c;
@@ -385,10 +495,26 @@ fn fold_piece(
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::{split, Ranks};
     use proptest::prelude::*;
 
     proptest! {
+        /// The bitmap's distinct ids are the sorted, deduplicated ids (dropped entries left out),
+        /// and each id's rank is its position among them.
+        #[test]
+        fn ranks_are_positions_among_the_sorted_distinct_ids(
+            ids in prop::collection::vec(prop_oneof![0u64..300, 1_000_000u64..1_000_200, Just(u64::MAX)], 0..200),
+        ) {
+            let ranks = Ranks::of(&ids);
+            let mut want: Vec<u64> = ids.iter().copied().filter(|&i| i != u64::MAX).collect();
+            want.sort_unstable();
+            want.dedup();
+            prop_assert_eq!(ranks.distinct(), want.clone());
+            for &id in ids.iter().filter(|&&i| i != u64::MAX) {
+                prop_assert_eq!(ranks.rank(id), want.binary_search(&id).unwrap());
+            }
+        }
+
         /// The threads' destination ranges are non-empty, in order, and cover every destination
         /// once, whatever the degrees (hubs, empty lists) and the thread count.
         #[test]

@@ -21,7 +21,7 @@ pub mod gather;
 pub mod rows;
 pub mod staging;
 
-pub use aggregate::{AggregateStats, BlockJob, NeighborFile, Transform};
+pub use aggregate::{AggregateStats, BlockJob, NeighborFile, Times, Transform};
 pub use cache::HotRowCache;
 pub use error::{Error, Result};
 pub use fold::{Attention, Fold};

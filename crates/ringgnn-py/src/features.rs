@@ -262,13 +262,15 @@ impl FeatureReader {
     /// `[n, dim]` to `[n, width]` before they are folded in (it runs with the GIL; a Python
     /// exception it raises stops the aggregation and is raised). `indptr`: the offset index of
     /// `a..=b`. Sources are read `piece_rows` at a time, on `threads` threads (0: all), with the
-    /// GIL released. Returns the bytes read from the neighbor file.
+    /// GIL released. Returns a dict: `neighbor_bytes` read from the neighbor file, `rows` (the
+    /// distinct sources read), and the seconds of each phase (`sources`, `positions`,
+    /// `read_wait`, `transform`, `fold`; `ringgnn_features::Times`).
     #[pyo3(signature = (acc, a, indptr, lo, hi, neighbors, id_bytes, dinv=None, piece_rows=1 << 20, threads=0,
                         fold=None, a_dst=None, negative_slope=0.2, transform=None, width=None))]
     #[allow(clippy::too_many_arguments)]
-    fn aggregate(
+    fn aggregate<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         mut acc: PyReadwriteArray2<'_, f32>,
         a: u64,
         indptr: PyReadonlyArray1<'_, i64>,
@@ -284,7 +286,7 @@ impl FeatureReader {
         negative_slope: f32,
         transform: Option<Py<PyAny>>,
         width: Option<usize>,
-    ) -> PyResult<u64> {
+    ) -> PyResult<Bound<'py, PyDict>> {
         let indptr = indptr.as_array();
         if let Some(&x) = indptr.iter().find(|&&x| x < 0) {
             return Err(input_error(format!("indptr: offset {x} is negative")));
@@ -378,7 +380,21 @@ impl FeatureReader {
         if let Some(e) = raised {
             return Err(e);
         }
-        Ok(s.map_err(FeaturesError)?.neighbor_bytes)
+        let s = s.map_err(FeaturesError)?;
+        let d = PyDict::new(py);
+        d.set_item("neighbor_bytes", s.neighbor_bytes)?;
+        d.set_item("rows", s.rows)?;
+        let t = s.times;
+        for (k, v) in [
+            ("sources", t.sources),
+            ("positions", t.positions),
+            ("read_wait", t.read_wait),
+            ("transform", t.transform),
+            ("fold", t.fold),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
     }
 
     /// Read counters since creation (this process): rows, distinct rows, cache hits, pages and
