@@ -582,8 +582,8 @@ class LayerwiseInference:
             else:
                 piece = 4 * (2 * d_in + acc) + 48
             finish = 4 * (d_in + acc + 6 * d_out) + 64
-        # A block's own input rows are read a slice at a time when it is finished (and for GAT
-        # when it starts), so they cost nothing per node.
+        # A block's own input rows are read a slice at a time when it is finished (GAT's when it
+        # starts, its self loops folded in then), so they cost nothing per node.
         return LayerCost(4 * acc + 24, piece, finish)
 
     def _sizes(self, k: int) -> Tuple[int, int, int]:
