@@ -17,9 +17,13 @@ Rust core), one after the other in this run, and the ratio of their layer times 
 The CPU column is the child's CPU time (all its threads) over the layer's wall time: the cores
 it kept busy.
 
+With ``--scheme grid,partitioned`` (issue 24) it runs once per aggregation scheme
+(``RINGGNN_INFER_SCHEME``: destination blocks, or source partitions with spilled partial sums),
+printing each layer's bytes read and written to temporaries (buckets, partials) beside its time.
+
 Usage:
     python benchmarks/infer_bench.py RUN_DIR [--cap 4.77G] [--time-limit 600] [--json out.json]
-        [--aggregate python,rust]
+        [--aggregate python,rust | --scheme grid,partitioned,auto]
 """
 import argparse
 import json
@@ -66,8 +70,12 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--aggregate", default=None,
                     help="comma-separated aggregations to run in turn (rust, python); default: the default")
+    ap.add_argument("--scheme", default=None,
+                    help="comma-separated schemes to run in turn (grid, partitioned, auto) instead of aggregations")
     args = ap.parse_args()
     aggs = args.aggregate.split(",") if args.aggregate else [None]
+    if args.scheme:
+        aggs = ["scheme=" + s for s in args.scheme.split(",")]
     results = {}  # aggregation -> per run, its rows (a name given twice runs twice, interleaved)
     for agg in aggs:
         if agg is not None:
@@ -101,7 +109,9 @@ def run_once(args, aggregate):
         cmd += ["--memory", str(parse_size(args.cap))]
         cmd = [MEMCAP, "--drop-caches", str(parse_size(args.cap)), "--", *cmd]
     env = dict(os.environ, RINGGNN_INFER_PROBE=probe)
-    if aggregate is not None:
+    if aggregate is not None and aggregate.startswith("scheme="):
+        env["RINGGNN_INFER_SCHEME"] = aggregate[len("scheme="):]
+    elif aggregate is not None:
         env["RINGGNN_INFER_AGGREGATE"] = aggregate
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -149,6 +159,9 @@ def run_once(args, aggregate):
         if summary:
             d = summary["layers"][layer - 1]
             seconds, nb, rb = d["seconds"], d["neighbor_bytes"], d["row_bytes"]
+            print(f"layer {layer}: {d.get('scheme', 'grid')}, {d.get('plan', '')}; temporaries written "
+                  f"{d.get('temp_written', 0) / 1e9:.2f} GB, read {d.get('temp_read', 0) / 1e9:.2f} GB; "
+                  f"read+written in all {(nb + rb + d.get('temp_written', 0) + d.get('temp_read', 0)) / 1e9:.2f} GB")
         else:
             seconds, nb, rb = last["t"], last["neighbor_bytes"], last["rows_bytes"]
         est = seconds / frac if frac > 0 else float("nan")

@@ -239,3 +239,99 @@ class InferencePlan:
 
 def _mib(n: int) -> str:
     return f"{-(-n // (1 << 20))}M"
+
+
+# --- the scheme of a layer: the grid or source partitions (issue 24) --------------------------------
+
+#: The most source partitions of the partitioned scheme (its bucket files: two open per partition).
+MAX_PARTS = 128
+#: Bytes an edge of a partition's window takes while it is summed: its bucketed destination id,
+#: and the Rust core's source position and sorted distinct copy (``KEY_PEAK``).
+PART_EDGE = 8 + KEY_PEAK
+#: Bytes a destination a window reaches takes besides its accumulator row: its id, its offset,
+#: the Rust core's cursor and segment bounds.
+PART_NODE = 32
+#: Bytes an edge costs on disk in the partitioned scheme: its source and destination ids bucketed
+#: (8 each), written once and read once.
+BUCKET_EDGE = 2 * 16
+
+
+@dataclass(frozen=True)
+class SchemeChoice:
+    """How layer ``k`` aggregates: ``grid`` (destination blocks, each sweeping the input) or
+    ``partitioned`` (source partitions, each read once, their partial sums spilled and merged),
+    with both costs in bytes read plus written (``partitioned_bytes`` None: not possible, ``why``).
+    ``parts``/``window_edges``: the partitioned scheme's partitions and the most edges one of its
+    windows (a Rust aggregation call) takes."""
+
+    scheme: str
+    grid_bytes: int
+    partitioned_bytes: Optional[int]
+    parts: int
+    window_edges: int
+    why: str
+
+    def text(self) -> str:
+        other = "partitioned" if self.scheme == "grid" else "grid"
+        cost = self.partitioned_bytes if other == "partitioned" else self.grid_bytes
+        mine = self.grid_bytes if self.scheme == "grid" else self.partitioned_bytes
+        alt = f"{other} would move {_mb(cost)}" if cost is not None else f"{other}: {self.why}"
+        parts = f", {self.parts} source partitions" if self.scheme == "partitioned" else ""
+        return f"{self.scheme} ({_mb(mine)} read+written{parts}); {alt}"
+
+
+def _mb(n: Optional[int]) -> str:
+    return "?" if n is None else f"{n / 1e6:,.0f} MB"
+
+
+def reached(degree_counts: np.ndarray, fraction: float) -> float:
+    """The expected number of destinations with an in-edge from a source partition holding
+    ``fraction`` of the nodes, on a graph whose sources are spread at random (``degree_counts[d]``:
+    how many destinations have in-degree ``d``): ``sum_v 1 - (1 - fraction) ** deg(v)``."""
+    d = np.arange(len(degree_counts), dtype=np.float64)
+    return float(np.sum(degree_counts * (1.0 - (1.0 - fraction) ** d)))
+
+
+def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: int, acc_bytes: int,
+                  id_bytes: int, sums: bool, force: Optional[str] = None, parts: Optional[int] = None,
+                  degree_counts: Optional[np.ndarray] = None) -> SchemeChoice:
+    """The scheme of one layer that reads and writes fewer bytes (ties: the grid), from its
+    graph (``indptr``), the grid's ``sweeps`` under this budget, the ``share`` of the budget a
+    window may take, the layer's input file size, an accumulator row's bytes and the neighbor
+    file's id width.
+
+    - grid: the input file once per destination block, plus the neighbor file;
+    - partitioned: the input file once (a window reads its partition's rows it needs, in file
+      order), the neighbor file once, every edge bucketed by source partition (written and read:
+      :data:`BUCKET_EDGE`), and every window's partial sums of the destinations it reaches
+      (an id and an accumulator row each) written and read back by the merge. A window holds at
+      most ``share // (acc_bytes + PART_NODE + PART_EDGE)`` edges (each reaches at most one
+      destination); the partitions are as many as the windows that makes, so that one window
+      reads each partition's rows once, at most :data:`MAX_PARTS`.
+
+    Only sums (GraphSAGE's mean, GCN) can be split by source and added up (``sums``); GAT's online
+    softmax and maxima stay on the grid. ``force`` (``grid``/``partitioned``) and ``parts``
+    override the choice (tests)."""
+    n, edges = len(indptr) - 1, int(indptr[-1]) if len(indptr) else 0
+    grid = sweeps * input_bytes + edges * id_bytes
+    window = max(1, share // (acc_bytes + PART_NODE + PART_EDGE))
+    why = ""
+    if not sums:
+        why = "not for this aggregation (only sums are split by source)"
+    elif edges == 0:
+        why = "no edges"
+    p = parts if parts is not None else min(MAX_PARTS, max(1, -(-edges // window)))
+    if why == "" and parts is None and -(-edges // window) > MAX_PARTS:
+        why = f"more than {MAX_PARTS} partitions"
+    if why:
+        if force == "partitioned":
+            raise InputError(f"the partitioned scheme cannot run this layer: {why}")
+        return SchemeChoice("grid", grid, None, 0, window, why)
+    if degree_counts is None:
+        degree_counts = np.bincount(np.diff(indptr))
+    spilled = p * reached(degree_counts, 1.0 / p)
+    windows_per_part = max(1, -(-edges // (p * window)))
+    part = (windows_per_part * input_bytes + edges * (id_bytes + BUCKET_EDGE)
+            + int(2 * spilled * (acc_bytes + 8)))
+    scheme = force or ("partitioned" if part < grid else "grid")
+    return SchemeChoice(scheme, grid, part, p, window, "")

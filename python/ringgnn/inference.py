@@ -40,7 +40,8 @@ import numpy as np
 
 from . import _core, _options
 from ._files import os_errors, temporary
-from .infer_plan import FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, cut, release_freed
+from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
+                         choose_scheme, cut, release_freed)
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .dataset import Dataset, open_homogeneous
@@ -60,6 +61,12 @@ STRATEGIES = ("grid", "blocks")
 #: environment variable ``RINGGNN_INFER_AGGREGATE`` (benchmarks switch it).
 AGGREGATORS = ("rust", "python")
 AGGREGATE_ENV = "RINGGNN_INFER_AGGREGATE"
+#: How the grid strategy aggregates a layer: ``auto`` (default: whichever of the two reads and
+#: writes fewer bytes, ``infer_plan.choose_scheme``), ``grid`` (destination blocks) or
+#: ``partitioned`` (source partitions, ``infer_partition``; sums only); also the environment
+#: variable ``RINGGNN_INFER_SCHEME`` (benchmarks switch it).
+SCHEMES = ("auto", "grid", "partitioned")
+SCHEME_ENV = "RINGGNN_INFER_SCHEME"
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -366,12 +373,18 @@ class LayerwiseInference:
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
                  strategy: str = "grid", grid_nodes: Optional[int] = None, overlap: bool = True,
-                 aggregate: Optional[str] = None, hidden_dtype: Optional[str] = None, device: Optional[str] = None):
+                 aggregate: Optional[str] = None, hidden_dtype: Optional[str] = None, device: Optional[str] = None,
+                 scheme: Optional[str] = None, parts: Optional[int] = None):
         self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
         #: Where the dense parts run (``--device``); blocks stay in host memory (see :meth:`_up`).
         self.device_name = _options.inference_device(device)
         #: How the hidden layers' rows are stored between layers (``--hidden-dtype``).
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype)
+        #: ``auto``, ``grid`` or ``partitioned`` (see ``SCHEMES``); ``parts`` forces the number
+        #: of source partitions (tests).
+        self.scheme = _options.choice(scheme or os.environ.get(SCHEME_ENV) or "auto", SCHEMES,
+                                      f"scheme ({SCHEME_ENV})")
+        self.parts = None if parts is None else max(1, int(parts))
         if aggregate is None:
             aggregate = os.environ.get(AGGREGATE_ENV) or "rust"
         aggregate = _options.choice(aggregate, AGGREGATORS, f"aggregate ({AGGREGATE_ENV})")
@@ -544,8 +557,18 @@ class LayerwiseInference:
         t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = reader.stats()["bytes_read"]
         self._phases: Dict[str, float] = {}
+        extra: Dict[str, Any] = {}
         if self.strategy == "grid":
-            self.grid_layer(k, reader, writer, wanted, activate)
+            choice = self.choose(k, wanted)
+            extra = dict(scheme=choice.scheme, plan=choice.text())
+            if choice.scheme == "partitioned":
+                from .infer_partition import partitioned_layer
+
+                share, piece_rows, finish_rows = self._part_sizes(k)
+                extra.update(partitioned_layer(self, k, reader, writer, wanted, activate, choice.parts,
+                                               choice.window_edges, share, piece_rows, finish_rows))
+            else:
+                self.grid_layer(k, reader, writer, wanted, activate)
         else:
             self.layer(k, reader, writer, wanted, activate)
         rows = reader.stats()["bytes_read"] - rows_before
@@ -553,12 +576,44 @@ class LayerwiseInference:
         # loops; the Rust aggregation's own phases, see FeatureReader.aggregate; ``finish``).
         self.stats["layers"].append(dict(layer=k + 1, seconds=time.perf_counter() - t0,
                                          cpu_seconds=time.process_time() - cpu0, neighbor_bytes=g.bytes_read,
-                                         row_bytes=rows, phases={p: round(v, 3) for p, v in self._phases.items()}))
+                                         row_bytes=rows, phases={p: round(v, 3) for p, v in self._phases.items()},
+                                         **extra))
         self.stats["bytes_read_neighbors"] += g.bytes_read
         self.stats["bytes_read_rows"] += rows
         g.bytes_read = 0
 
     # -- the grid --------------------------------------------------------------------------------
+
+    def _sums(self, k: int) -> bool:
+        """Whether layer ``k`` aggregates by sums the source partitions can split (GraphSAGE's
+        mean, GCN; not GAT's softmax nor maxima) and the Rust core sums them."""
+        return self.aggregate == "rust" and self.ckpt.kind in ("sage", "gcn") and self._aggr(k) != "max"
+
+    def _part_sizes(self, k: int) -> Tuple[int, int, int]:
+        """(share of a window or merge block in bytes, rows of a piece, rows of a finishing
+        slice) of layer ``k`` in the partitioned scheme: the grid's block share and pieces."""
+        block, piece_rows, finish_rows = self._sizes(k)
+        if not self.planned:  # sizes given (tests): windows and merge blocks of grid_nodes
+            block = self.grid_nodes * (4 * self._acc_width(k) + 64)
+        return block, piece_rows, finish_rows
+
+    def choose(self, k: int, wanted: Optional[np.ndarray] = None) -> SchemeChoice:
+        """Layer ``k``'s scheme (``infer_plan.choose_scheme``): the grid's sweeps under the plan
+        against the source partitions' bytes. Layers computed for some nodes only (``wanted``)
+        stay on the grid, which skips the blocks without them."""
+        g = self.graph
+        force = None if self.scheme == "auto" else self.scheme
+        # Layer 1 reads the feature file (taken as float32 rows), later ones the hidden layers'
+        # files as stored (``hidden_dtype``: 2 bytes a value for bf16/f16).
+        row, per_page = _layout(self.widths[k], 4 if k == 0 or self.hidden_dtype == "f32" else 2)
+        input_bytes = g.num_nodes * row if per_page == 0 else -(-g.num_nodes // per_page) * PAGE
+        block = self._part_sizes(k)[0]
+        sweeps = (self.memplan.sizes(k).sweeps if self.planned
+                  else -(-g.num_nodes // max(1, self.grid_nodes)))
+        sums = self._sums(k) and (wanted is None or force == "partitioned")
+        return choose_scheme(g.indptr, sweeps=sweeps, share=block, input_bytes=input_bytes,
+                             acc_bytes=4 * self._acc_width(k), id_bytes=np.dtype(g.dtype).itemsize, sums=sums,
+                             force=force, parts=self.parts)
 
     def _layer_cost(self, k: int) -> LayerCost:
         """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
@@ -944,6 +999,8 @@ class LayerwiseInference:
         if self.strategy == "grid" and self.planned:  # before anything is read or written
             self.memplan.check(range(upto))
             self.plan.update(grid=self.memplan.describe(range(upto)))
+        if self.strategy == "grid":
+            self.plan.update(schemes=[self.choose(k, wanted if k == upto - 1 else None).text() for k in range(upto)])
         import torch
 
         reader = _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct)
@@ -1008,7 +1065,8 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
           quiet: bool = True, log: Callable[[str], None] = lambda s: None,
           block_edges: Optional[int] = None, strategy: str = "grid",
           grid_nodes: Optional[int] = None, aggregate: Optional[str] = None,
-          hidden_dtype: Optional[str] = None, device: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
+          hidden_dtype: Optional[str] = None, device: Optional[str] = None, scheme: Optional[str] = None,
+          parts: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
     ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
@@ -1029,7 +1087,7 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
                          quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                         aggregate=aggregate, hidden_dtype=hidden_dtype, device=device)
+                         aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts)
 
 
 def embedding_layer(ckpt: Checkpoint, layer: Optional[int]) -> int:
@@ -1061,7 +1119,8 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                   strategy: str = "grid", grid_nodes: Optional[int] = None, work_dir: Optional[str] = None,
                   stats: Optional[Dict[str, Any]] = None, aggregate: Optional[str] = None,
                   hidden_dtype: Optional[str] = None,
-                  device: Optional[str] = None) -> Union[np.ndarray, Dict[str, Any]]:
+                  device: Optional[str] = None, scheme: Optional[str] = None,
+          parts: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
     intermediate layers are written (default: beside ``out``, else beside the checkpoint);
     ``stats``, a dict, receives the summary also when the array is returned."""
@@ -1085,7 +1144,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                              work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
                              quiet=quiet,
                              log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                             aggregate=aggregate, hidden_dtype=hidden_dtype, device=device)
+                             aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts)
     width = run.widths[upto]
     count = n if ids is None else len(ids)
     t0 = time.perf_counter()
