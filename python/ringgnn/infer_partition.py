@@ -118,7 +118,8 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
                     indptr = np.append(first, e1 - e0).astype(np.int64) + e0
                     del dst, first
                     if gcn or weight is not None:
-                        kw.update(width=acc_w, transform=_transform(run, src_f[p], e0, e1, gcn and run.dinv, weight, io))
+                        kw.update(width=acc_w,
+                                  transform=_transform(run, src_f[p], e0, e1, gcn and run.dinv, weight, io))
                     acc = np.zeros((len(reach), acc_w), dtype=np.float32)
                     io["temp_read"] += reader.aggregate(acc, 0, indptr, e0, e1, src_f[p], 8, piece_rows=piece_rows,
                                                         **kw)
@@ -169,7 +170,8 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
     return io
 
 
-def _transform(run: "LayerwiseInference", src_path: str, e0: int, e1: int, dinv: Any, weight: Any, io: Dict[str, int]) -> Callable:
+def _transform(run: "LayerwiseInference", src_path: str, e0: int, e1: int, dinv: Any, weight: Any,
+               io: Dict[str, int]) -> Callable:
     """The transform of a window's pieces of rows: ``W x`` where the layer narrows, times GCN's
     ``dinv[u]``. The Rust core hands the window's distinct sources in increasing order,
     ``piece_rows`` at a time, so the ``i``-th call's rows are the next ones of ``np.unique``."""
