@@ -121,8 +121,8 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
                         kw.update(width=acc_w,
                                   transform=_transform(run, src_f[p], e0, e1, gcn and run.dinv, weight, io))
                     acc = np.zeros((len(reach), acc_w), dtype=np.float32)
-                    io["temp_read"] += reader.aggregate(acc, 0, indptr, e0, e1, src_f[p], 8, piece_rows=piece_rows,
-                                                        **kw)
+                    got = reader.aggregate(acc, 0, indptr, e0, e1, src_f[p], 8, piece_rows=piece_rows, **kw)
+                    io["temp_read"] += got["neighbor_bytes"]
                     kw.pop("transform", None)
                     with os_errors("writing the partial sums", rows_path):
                         ids_out.write(reach.tobytes())
