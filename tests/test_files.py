@@ -207,7 +207,7 @@ def test_full_disk_while_writing_layer_files(sbm_ds, tmp_path):
     assert r.returncode == 1, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith(f"ringgnn predict: error: writing {out.parent}/.ringgnn-infer{_files.MARKER}"), last
-    assert "/layer1.f32: File too large [Errno 27]" in last
+    assert "/layer1.bf16: File too large [Errno 27]" in last  # hidden layers are bf16 by default
     assert os.listdir(out.parent) == []
 
 
