@@ -546,3 +546,17 @@ def test_the_device_path_runs_on_the_cpu(hubby, runs, model, monkeypatch):
             infer(str(run), device="cuda")
     with pytest.raises(ringgnn.InputError, match="--device.*'tpu' is unknown"):
         infer(str(run), device="tpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: run on a machine with a GPU")
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+def test_inference_on_cuda_equals_the_cpu(hubby, runs, model):
+    """--device cuda: the dense parts on the GPU, blocks copied through page-locked buffers; the
+    logits are the CPU's within float32 rounding and the test split's predictions are the same."""
+    _, run = runs[model]
+    want = infer(str(run), output="logits", hidden_dtype="f32")
+    got = infer(str(run), output="logits", hidden_dtype="f32", device="cuda")
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(infer(str(run), output="predictions", nodes="test", device="cuda"),
+                                  infer(str(run), output="predictions", nodes="test"))
