@@ -19,6 +19,7 @@ from .. import _signals
 from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, HIDDEN_DTYPES, size_arg
+from .._threads import passive_waits
 from ..checkpoints import read_checkpoint
 from ..infer_plan import check_runtime
 from ..inference import infer
@@ -195,6 +196,7 @@ def _blocks_line(plan: Dict[str, Any]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    passive_waits()  # before PyTorch is imported (``ringgnn._threads``)
     if args.edges is not None:
         check_runtime(args.memory)
         read = read_checkpoint(args.run_dir, "RUN_DIR")
@@ -248,6 +250,7 @@ def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
+    passive_waits()  # before PyTorch is imported (``ringgnn._threads``)
     if args.attach is not None or args.name is not None:
         return _attach(args)
     s = _run(args, "embeddings", layer=args.layer, dtype=args.dtype, node_type=args.type)
