@@ -517,27 +517,27 @@ def test_the_hidden_dtype_option_of_the_commands(hubby, runs, cli, tmp_path):
 
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
 def test_the_device_path_runs_on_the_cpu(hubby, runs, model, monkeypatch):
-    """--device: the dense parts go through _up/_down (a GPU's page-locked copies); with cpu, the
-    same code runs on the host (no GPU here: the CUDA copies are untested), and the results are
-    the default's. Every dense input passes _up, every output _down."""
-    from ringgnn.inference import LayerwiseInference
+    """--device: the dense parts go through up/down (a GPU's page-locked copies; infer_dense);
+    with cpu, the same code runs on the host's numpy arrays (no GPU here: the CUDA copies are
+    untested), and the results are the default's. Every dense input passes up, every output down."""
+    from ringgnn.infer_dense import Numpy
 
     _, run = runs[model]
     want = infer(str(run), output="logits", hidden_dtype="f32")
     seen = {"up": 0, "down": 0}
-    up, down = LayerwiseInference._up, LayerwiseInference._down
+    up, down = Numpy.up, Numpy.down
 
-    def count_up(self, t):
+    def count_up(a):
         seen["up"] += 1
-        assert t.device.type == "cpu"
-        return up(self, t)
+        assert isinstance(a, np.ndarray)  # host rows
+        return up(a)
 
-    def count_down(t):
+    def count_down(x):
         seen["down"] += 1
-        return down(t)
+        return down(x)
 
-    monkeypatch.setattr(LayerwiseInference, "_up", count_up)
-    monkeypatch.setattr(LayerwiseInference, "_down", staticmethod(count_down))
+    monkeypatch.setattr(Numpy, "up", staticmethod(count_up))
+    monkeypatch.setattr(Numpy, "down", staticmethod(count_down))
     got = infer(str(run), output="logits", hidden_dtype="f32", device="cpu")
     np.testing.assert_array_equal(got, want)
     assert seen["up"] > 0 and seen["down"] > 0
@@ -560,3 +560,52 @@ def test_inference_on_cuda_equals_the_cpu(hubby, runs, model):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(infer(str(run), output="predictions", nodes="test", device="cuda"),
                                   infer(str(run), output="predictions", nodes="test"))
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+def test_the_cpu_commands_never_import_pytorch_and_give_pyg_s_answers(hubby, runs, model, tmp_path):
+    """`ringgnn predict`/`embed` on the CPU read the checkpoint as numpy arrays (ringgnn.torchfile)
+    and run the dense parts in numpy (ringgnn.infer_dense): PyTorch and PyG are never imported
+    (435 MiB of anonymous memory), and the logits are the full-batch PyG forward's, the test
+    split's predictions the same as from the PyG model held in memory."""
+    from ringgnn.inference import LayerwiseInference
+
+    ds = ringgnn.Dataset.open(hubby)
+    _, run = runs[model]
+    code = ("import sys\nfrom ringgnn.cli import main\n"
+            f"rc = main(['predict', {str(run)!r}, '--probabilities', '--hidden-dtype', 'f32', '--quiet', '--out', "
+            f"{str(tmp_path / 'p.npy')!r}])\n"
+            "print('torch' in sys.modules, 'torch_geometric' in sys.modules, rc)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split()[-3:] == ["False", "False", "0"], r.stderr
+    ckpt = load_checkpoint(str(run), ds)
+    ref = torch.softmax(torch.from_numpy(full_batch(ds, ckpt.net)), dim=1).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "p.npy"), ref, rtol=1e-4, atol=1e-5)
+    # The PyG model in memory (infer_dense.from_module) and the arrays (from_state) agree.
+    rows = {}
+    LayerwiseInference(ds, ckpt, hidden_dtype="f32").run(None, None, lambda a, x: rows.__setitem__(a, x.copy()))
+    held = np.concatenate([rows[a] for a in sorted(rows)])
+    np.testing.assert_allclose(infer(str(run), output="logits", hidden_dtype="f32"), held, rtol=1e-5, atol=1e-5)
+    test = ds.split("test")
+    np.testing.assert_array_equal(infer(str(run), output="predictions", nodes="test", hidden_dtype="f32"),
+                                  held[test].argmax(1))
+
+
+def test_a_checkpoint_that_does_not_fit_is_refused_by_key_and_shape(hubby, runs, tmp_path):
+    """Read without PyTorch, a checkpoint is checked as load_state_dict checks it: a misshapen,
+    missing or unexpected weight is an error naming the file and the key, before anything runs."""
+    _, run = runs["sage"]
+    state = torch.load(run / "best.pt", weights_only=True)
+    for name, change, match in (
+            ("shape", lambda m: m.__setitem__("convs.0.lin_l.weight", torch.zeros(3, 3)),
+             r"size mismatch: convs.0.lin_l.weight \(3, 3\)"),
+            ("missing", lambda m: m.pop("convs.1.lin_r.weight"), "missing convs.1.lin_r.weight"),
+            ("extra", lambda m: m.__setitem__("convs.2.lin_l.weight", torch.zeros(1)),
+             "unexpected convs.2.lin_l.weight")):
+        bad = tmp_path / name
+        bad.mkdir()
+        s = dict(state, model=dict(state["model"]))
+        change(s["model"])
+        torch.save(s, bad / "best.pt")
+        with pytest.raises(ringgnn.InputError, match=f"best.pt does not fit the dataset .*{match}"):
+            infer(str(bad), dataset=str(hubby))

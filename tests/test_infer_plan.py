@@ -80,24 +80,33 @@ def test_more_budget_fewer_sweeps_and_the_split_adds_up():
     assert prev == 1  # 3G holds the whole graph's block
 
 
-def test_held_memory_is_anonymous_memory_not_the_resident_size():
-    from ringgnn.infer_plan import held_memory
-    from ringgnn._options import process_rss
+def test_the_plan_takes_off_the_anonymous_memory_held():
+    from ringgnn._options import held_memory, process_rss
 
     import torch  # noqa: F401  (maps large libraries: resident, not anonymous)
 
     assert 0 < held_memory() < process_rss()
+    p = _plan(1 << 30, held=None)
+    assert abs(p.held - held_memory()) < 16 << 20
 
 
-def test_the_runtime_check_refuses_before_pytorch_is_imported(tmp_path):
-    with pytest.raises(InputError, match="give at least --memory"):
-        check_runtime(300 << 20)
+def test_the_runtime_check_refuses_before_anything_is_loaded(tmp_path):
+    from ringgnn._options import CODE_BYTES_NO_TORCH
+    from ringgnn.infer_plan import FIXED_BYTES, RUNTIME_BYTES, TORCH_RUNTIME_BYTES, WRITE_BYTES
+
+    least = RUNTIME_BYTES + CODE_BYTES_NO_TORCH + FIXED_BYTES + WRITE_BYTES
+    with pytest.raises(InputError, match=f"runtime .* give at least --memory {least:,}"):
+        check_runtime(least - 1)
+    check_runtime(least)
+    with pytest.raises(InputError, match="PyTorch and PyG alone hold about .* give at least --memory"):
+        check_runtime(300 << 20, torch=True)
+    check_runtime(TORCH_RUNTIME_BYTES + (256 << 20), torch=True)
     check_runtime(None)
     check_runtime(4 << 30)
     code = ("import sys\nfrom ringgnn.cli import main\n"
-            f"rc = main(['embed', {str(tmp_path)!r}, '--memory', '256M', '--out', {str(tmp_path / 'e.npy')!r}])\n"
+            f"rc = main(['embed', {str(tmp_path)!r}, '--memory', '64M', '--out', {str(tmp_path / 'e.npy')!r}])\n"
             "print('torch' in sys.modules, rc)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.split() == ["False", "1"], r.stderr
-    assert "give at least --memory" in r.stderr and "PyTorch and PyG alone" in r.stderr
+    assert "give at least --memory" in r.stderr and "the runtime (Python, numpy, the core)" in r.stderr
     assert not (tmp_path / "e.npy").exists()

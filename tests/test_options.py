@@ -78,3 +78,26 @@ def test_reserve_defaults_to_what_the_process_holds():
     rss = _options.process_rss()
     assert rss > 10 << 20  # Python with numpy
     assert abs(_options.reserve(None) - rss) < 64 << 20
+
+
+def test_held_memory_counts_anonymous_memory_not_mapped_files(tmp_path):
+    """The one measure every memory plan takes off a budget as held (``_options.held_memory``):
+    anonymous memory grows it by what is touched; a file's pages, mapped and read, grow the
+    resident size but not it (a cgroup can drop them)."""
+    import mmap
+
+    mib = 1 << 20
+    before = _options.held_memory()
+    block = np.ones(64 * mib, dtype=np.uint8)  # touched: 64 MiB of anonymous pages
+    grown = _options.held_memory() - before
+    assert 60 * mib <= grown <= 72 * mib, grown
+    del block
+    path = tmp_path / "pages"
+    path.write_bytes(b"\1" * (64 * mib))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+        held, rss = _options.held_memory(), _options.process_rss()
+        total = sum(m[i] for i in range(0, len(m), 4096))  # every page faulted in
+        assert total == 64 * mib // 4096
+        assert _options.process_rss() - rss >= 60 * mib
+        assert abs(_options.held_memory() - held) < 8 * mib
+    assert _options.code_bytes() in (_options.CODE_BYTES, _options.CODE_BYTES_NO_TORCH)

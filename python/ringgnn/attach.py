@@ -57,7 +57,7 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
 
     if dtype not in ("f32", "f16"):
         raise InputError(f"--dtype {dtype}: use f32 or f16")
-    src, ckpt = open_run(run_dir, dataset)
+    src, ckpt = open_run(run_dir, dataset, arrays=True)
     upto = embedding_layer(ckpt, layer)
     tgt = open_homogeneous(target, "--attach")
     if tgt.num_nodes != src.num_nodes:

@@ -7,6 +7,11 @@ and ``best.pt`` (the epoch of best validation score). Each is a dict: ``model`` 
 ``metrics`` (what ``metrics.json`` held then) and ``rng`` (PyTorch's generator state). Files are
 written whole under a locked temporary name and renamed into place (``ringgnn._files``), so a
 killed run leaves the previous checkpoint, never half of one.
+
+Layer-wise inference reads them without PyTorch (``arrays=True``: ``ringgnn.torchfile``, the
+tensors as numpy arrays): its :class:`Checkpoint` then holds the model's dense parts
+(``ringgnn.infer_dense``) and builds the PyG model only if something asks for it
+(:meth:`Checkpoint.module`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import io
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
 
 from ._core import InputError
 from ._files import os_errors, replacing
@@ -33,7 +40,10 @@ RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": N
 @dataclass
 class Checkpoint:
     """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU): ``net`` is the
-    encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows."""
+    encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows.
+    Read without PyTorch (:func:`read_checkpoint` with ``arrays=True``), ``net`` and ``decoder``
+    are None and ``arrays`` holds the encoder's dense parts (``ringgnn.infer_dense.DenseNet``);
+    :meth:`module` builds the PyG encoder from them when asked."""
 
     net: Any
     kind: str
@@ -44,21 +54,53 @@ class Checkpoint:
     args: Dict[str, Any] = field(default_factory=dict)
     metrics: Dict[str, Any] = field(default_factory=dict)
     decoder: Any = None
+    arrays: Any = None
+    #: The encoder's state dict as numpy arrays (keys without a link run's ``encoder.``) and its
+    #: widths (input, then each layer's output), when read without PyTorch.
+    state: Optional[Dict[str, np.ndarray]] = None
+    dims: Optional[List[int]] = None
 
     @property
     def task(self) -> str:
         """``node`` (the encoder gives class logits) or ``link`` (it gives embeddings)."""
         return self.args.get("task", "node")
 
+    def dense(self, xp: Any = None) -> Any:
+        """The encoder's dense parts (``ringgnn.infer_dense.DenseNet``) on ``xp`` (default numpy):
+        from ``net`` when it is held (whatever PyG configuration it has), else from ``arrays``."""
+        from .infer_dense import from_module
 
-def read_checkpoint(run_dir: str, what: str = "--model") -> Tuple[str, Dict[str, Any]]:
+        if self.net is not None:
+            return from_module(self.net, self.kind, self.path, xp)
+        return self.arrays if xp is None else self.arrays.to(xp)
+
+    def module(self) -> Any:
+        """The PyG encoder (eval mode, CPU), built from ``state`` the first time when the
+        checkpoint was read without PyTorch (this imports PyTorch and PyG)."""
+        if self.net is None:
+            import torch
+
+            dims = self.dims or []
+            net = build_model(self.kind, dims[0], self.hidden, dims[-1], self.layers, 0.0)
+            net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in (self.state or {}).items()})
+            self.net = net.eval()
+        return self.net
+
+
+def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -> Tuple[str, Dict[str, Any]]:
     """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
-    directory that holds no run or a file that is not a checkpoint."""
-    import torch
-
+    directory that holds no run or a file that is not a checkpoint. ``arrays``: read without
+    PyTorch, the tensors as numpy arrays (``ringgnn.torchfile``)."""
     path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
+    if arrays:
+        from .torchfile import load
+
+        state = load(path)
+        return path, state if isinstance(state, dict) else {}
+    import torch
+
     try:
         with os_errors("reading the checkpoint", path):
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -69,11 +111,25 @@ def read_checkpoint(run_dir: str, what: str = "--model") -> Tuple[str, Dict[str,
     return path, state if isinstance(state, dict) else {}
 
 
+def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
+    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous run
+    (``args["hetero"]``, the model's config)."""
+    return bool((read[1].get("args") or {}).get("hetero"))
+
+
+def is_hetero_link_run(read: Tuple[str, Dict[str, Any]]) -> bool:
+    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous link run
+    (``args["hetero_link"]``)."""
+    return bool((read[1].get("args") or {}).get("hetero_link"))
+
+
 def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
                     read: Optional[Tuple[str, Dict[str, Any]]] = None) -> Checkpoint:
     """The model of ``run_dir`` (``best.pt``, else ``last.pt``; or ``read``, what
     :func:`read_checkpoint` returned) for ``ds``, with clear errors for a directory that holds
-    no run or a model that does not fit the dataset."""
+    no run or a model that does not fit the dataset. A checkpoint read as numpy arrays
+    (``arrays=True``) gives a :class:`Checkpoint` without PyTorch (its dense parts checked against
+    the model's keys and shapes)."""
     path, state = read if read is not None else read_checkpoint(run_dir, what)
     args = state.get("args", {})
     if args.get("hetero"):
@@ -87,6 +143,9 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
     if kind not in MODELS or not fanouts or layers != len(fanouts):
         raise InputError(f"{path}: not a ringgnn run checkpoint (model {kind!r}, fanouts {fanouts})")
     task = args.get("task", "node")
+    model = state.get("model")
+    if isinstance(model, dict) and model and all(isinstance(v, np.ndarray) for v in model.values()):
+        return _arrays_checkpoint(ds, path, state, what, kind, fanouts, hidden, layers, task)
     if task == "link":
         decoder = args.get("decoder")
         if decoder not in DECODERS:
@@ -112,6 +171,33 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
         return Checkpoint(net.encoder, kind, fanouts, hidden, layers, path, dict(args),
                           dict(state.get("metrics") or {}), decoder=net.decoder)
     return Checkpoint(net, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}))
+
+
+def _arrays_checkpoint(ds: Dataset, path: str, state: Dict[str, Any], what: str, kind: str, fanouts: List[int],
+                       hidden: int, layers: int, task: str) -> Checkpoint:
+    """:func:`load_checkpoint` of a checkpoint read as numpy arrays: the encoder's dense parts,
+    no PyTorch (a link run's decoder is not built: scoring pairs reads the checkpoint with it)."""
+    from .infer_dense import from_state
+
+    args = state.get("args", {})
+    if task not in ("node", "link"):
+        raise InputError(f"{path}: not a ringgnn run checkpoint (task {task!r})")
+    if task == "link" and args.get("decoder") not in DECODERS:
+        raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {args.get('decoder')!r})")
+    if ds.feature_dim is None or (task == "node" and ds.num_classes is None):
+        raise InputError(f"{what}: the dataset {ds.path} has no features{' or no labels' if task == 'node' else ''}; "
+                         "use the dataset the model was trained on")
+    out = hidden if task == "link" else ds.num_classes
+    dims = [ds.feature_dim] + [hidden] * (layers - 1) + [out]
+    fits = f"{ds.feature_dim} features" + (f", {ds.num_classes} classes" if task == "node" else "")
+    prefix = "encoder." if task == "link" else ""
+    model = state["model"]
+    encoder = {k[len(prefix):]: v for k, v in model.items() if k.startswith(prefix)}
+    if task == "link":  # the decoder's keys are not the encoder's; the rest is checked below
+        model = {k: v for k, v in model.items() if not k.startswith("decoder.")}
+    dense = from_state(kind, model, dims, path, fits, prefix)
+    return Checkpoint(None, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}),
+                      arrays=dense, state=encoder, dims=dims)
 
 
 def save(obj: Any, path: str) -> None:

@@ -68,8 +68,10 @@ OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
 
 def is_hetero_run(read: Tuple[str, Mapping[str, Any]]) -> bool:
     """Whether a checkpoint (what :func:`ringgnn.checkpoints.read_checkpoint` returns) is of a
-    heterogeneous run (``args["hetero"]``, the model's config)."""
-    return bool((read[1].get("args") or {}).get("hetero"))
+    heterogeneous run (``args["hetero"]``, the model's config; ``checkpoints.is_hetero_run``)."""
+    from .checkpoints import is_hetero_run as hetero
+
+    return hetero(read)  # type: ignore[arg-type]
 
 
 class _RelationFile:
@@ -198,9 +200,10 @@ class HeteroLayerwise:
                                           blocks=0)
         w = max(max(d.values()) for d in self.widths)
         per_node, per_edge = 4 * NODE_FLOATS * w + 16, 8 * w + EDGE_BYTES
-        # What the process holds now (runtime, model and its tables, offset indexes) plus the
-        # readers' buffers; the rest of the budget is the blocks'.
-        fixed = _options.process_rss() + FIXED_BYTES
+        # What the process holds now (its anonymous memory: runtime, model and its tables, offset
+        # indexes), the library code it keeps touching and the readers' buffers; the rest of the
+        # budget is the blocks'.
+        fixed = _options.held_memory() + _options.code_bytes() + FIXED_BYTES
         budget = memory if memory is not None else _options.default_memory(cap=1 << 30, held=fixed)
         share = int((budget - fixed) * (1 - SLACK))
         least = MIN_NODES * per_node + MIN_EDGES * per_edge

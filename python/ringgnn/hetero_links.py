@@ -576,8 +576,10 @@ def _metrics(ds: Any, run_args: Dict[str, Any], history: List[Dict[str, Any]]) -
 
 def is_link_run(read: Tuple[str, Mapping[str, Any]]) -> bool:
     """Whether a checkpoint (``ringgnn.checkpoints.read_checkpoint``'s answer) is of a
-    heterogeneous link run (``args["hetero_link"]``)."""
-    return bool((read[1].get("args") or {}).get("hetero_link"))
+    heterogeneous link run (``args["hetero_link"]``; ``checkpoints.is_hetero_link_run``)."""
+    from .checkpoints import is_hetero_link_run
+
+    return is_hetero_link_run(read)  # type: ignore[arg-type]
 
 
 def _pairs_of(ds: Any, relation: str, edges: Any) -> Tuple[np.ndarray, Optional[str]]:

@@ -237,7 +237,8 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
     ``cache`` None: as the plan decides, 0: none, else that many bytes; ``seeds``: seeds per
     epoch (with ``batch_size``, the batches an epoch has); ``fixed_relations``: a placement
     already made (a sampler given to a loader: its relations are taken as they are);
-    ``process``: what the process holds (default: its resident memory now); ``reserve``: what
+    ``process``: what the process holds (default: its anonymous memory now and the library code
+    it keeps touching, ``_options.held_memory`` and ``code_bytes``); ``reserve``: what
     it will hold besides the batches that it does not yet (a model's gradients and optimizer
     state: :func:`training_reserve`), counted as held; ``batch_bytes``: what the batches take at
     their peak (:func:`probe_batch_bytes`), default half of what the budget leaves; ``tables``:
@@ -245,7 +246,7 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
     gradient and Adam's two moments, 16 bytes per value; in files: a page per sampled row read
     and written per array and step, ``ringgnn.hetero_tables``); ``fixed_tables``: placements
     already made (a resumed run's: True held)."""
-    process = (_options.process_rss() if process is None else int(process)) + int(reserve)
+    process = (_options.held_memory() + _options.code_bytes() if process is None else int(process)) + int(reserve)
     budget = memory if memory is not None else _options.default_memory(held=process)
     index, rel_files = relation_bytes(ds)
     left = max(0, budget - process)

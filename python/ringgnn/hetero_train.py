@@ -186,7 +186,9 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         net.zero_grad(set_to_none=True)
         torch.set_rng_state(rng)
 
-    held = _options.process_rss()  # before the probe: what it frees stays resident, for the batches to reuse
+    # Before the probe: what it frees stays held, for the batches to reuse (anonymous memory and
+    # the library code training keeps touching, as every plan counts them).
+    held = _options.held_memory() + _options.code_bytes()
     batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
     del probe
     plan = plan_hetero(ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),

@@ -54,8 +54,6 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
     """Layer ``k`` by source partitions (the module's docstring); rows go to ``writer`` in node
     order (only the merge blocks holding ``wanted`` nodes). Returns the bytes written to and read
     from the temporaries."""
-    import torch
-
     g, n = run.graph, run.graph.num_nodes
     gcn = run.ckpt.kind == "gcn"
     acc_w = run._acc_width(k)
@@ -103,8 +101,7 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
         marks: List[np.ndarray] = []  # per window: the spill offsets of the merge blocks' bounds
         spilled = 0
         kw: Dict[str, Any] = dict(fold="sum")
-        conv = run.net.convs[k]
-        weight = (conv.lin_l if run.ckpt.kind == "sage" else conv.lin).weight if run._narrow(k) else None
+        weight = run.dense.transform(k) if run._narrow(k) else None
         with open(ids_path, "wb", buffering=0) as ids_out, open(rows_path, "wb", buffering=0) as rows_out:
             for p in range(parts):
                 with os_errors("reading the partition bucket", dst_f[p]):
@@ -143,27 +140,27 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
             a, b = int(merge[j]), int(merge[j + 1])
             if wanted is not None and not wanted[a:b].any():
                 continue
-            acc_t = torch.zeros(b - a, acc_w)
+            acc = np.zeros((b - a, acc_w), dtype=np.float32)
             for w in range(len(starts)):
                 for s0 in range(int(starts[w, j]), int(starts[w, j + 1]), slice_rows):
                     s1 = min(int(starts[w, j + 1]), s0 + slice_rows)
                     ids = _read(ids_path, np.int64, s0, s1 - s0)
                     rows = _read(rows_path, np.float32, s0, s1 - s0, acc_w)
                     io["temp_read"] += ids.nbytes + rows.nbytes
-                    acc_t.index_add_(0, torch.from_numpy(ids - a), torch.from_numpy(rows))
+                    acc[ids - a] += rows  # a window's destinations are distinct
                     del ids, rows
             if gcn:  # the destination's weight of dinv[u] * dinv[v]
-                acc_t *= torch.from_numpy(run.dinv[a:b]).unsqueeze(-1)
+                acc *= run.dinv[a:b][:, None]
             for r0 in range(a, b, finish_rows):
                 r1 = min(b, r0 + finish_rows)
                 # The dense parts on the run's device (``--device``), as the grid finishes.
-                x_dst = run._up(torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64))))
-                out = run._grid_finish(k, {"acc": run._up(acc_t[r0 - a:r1 - a])}, r0, r1, x_dst)
+                x_dst = run._up(reader.gather(np.arange(r0, r1, dtype=np.int64)))
+                out = run._grid_finish(k, {"acc": run._up(acc[r0 - a:r1 - a])}, r0, r1, x_dst)
                 if activate:
                     out = run._after(k, out)
-                writer(r0, run._down(out).numpy())
+                writer(r0, run._down(out))
                 del out, x_dst
-            del acc_t
+            del acc
             release_freed()
     finally:
         scratch.close()
@@ -172,12 +169,10 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
 
 def _transform(run: "LayerwiseInference", src_path: str, e0: int, e1: int, dinv: Any, weight: Any,
                io: Dict[str, int]) -> Callable:
-    """The transform of a window's pieces of rows: ``W x`` where the layer narrows, times GCN's
-    ``dinv[u]``. The Rust core hands the window's distinct sources in increasing order,
-    ``piece_rows`` at a time, so the ``i``-th call's rows are the next ones of ``np.unique``."""
-    import torch
-    import torch.nn.functional as F
-
+    """The transform of a window's pieces of rows: ``W x`` where the layer narrows (``weight``:
+    the dense parts' transform), times GCN's ``dinv[u]``. The Rust core hands the window's
+    distinct sources in increasing order, ``piece_rows`` at a time, so the ``i``-th call's rows
+    are the next ones of ``np.unique``."""
     scale = None
     if dinv is not None and dinv is not False:
         u = np.unique(_read(src_path, np.int64, e0, e1 - e0))
@@ -186,13 +181,11 @@ def _transform(run: "LayerwiseInference", src_path: str, e0: int, e1: int, dinv:
     seen = [0]
 
     def apply(x: np.ndarray) -> np.ndarray:
-        t = torch.from_numpy(x)
-        if weight is not None:
-            t = run._down(F.linear(run._up(t), weight))
+        t = weight(x) if weight is not None else x
         if scale is not None:
-            t = t * torch.from_numpy(scale[seen[0]:seen[0] + len(x)]).unsqueeze(-1)
+            t = t * scale[seen[0]:seen[0] + len(x), None]
         seen[0] += len(x)
-        return t.numpy()
+        return np.ascontiguousarray(t, dtype=np.float32)
 
     return apply
 

@@ -4,9 +4,10 @@ are, and which budgets are refused (``docs/INFERENCE.md``, "Sizes from the budge
 
 A memory cgroup (``memcap``, a container's limit) counts the process's anonymous memory, the
 file pages it maps (the libraries' code) and the page cache it fills. The plan therefore takes
-off the budget: the anonymous memory held when inference starts (the runtime, PyTorch and PyG,
-the model, the offset index; *not* the resident size, whose mapped library pages the kernel can
-drop and refault), :data:`CODE_BYTES` for the library pages a layer keeps touching,
+off the budget: the anonymous memory held when inference starts (``_options.held_memory``: the
+runtime, the model, the offset index; *not* the resident size, whose mapped library pages the
+kernel can drop and refault), ``_options.code_bytes()`` for the library pages a layer keeps
+touching,
 :data:`FIXED_BYTES` of read buffers and :data:`WRITE_BYTES` of written pages not yet on disk
 (writers sync and drop them every :data:`SYNC_BYTES`). Of the rest, less :data:`SLACK`, pieces
 get at most :data:`PIECE_BYTES` each (two in flight) and finishing slices at most
@@ -36,11 +37,8 @@ SYNC_BYTES = 16 << 20
 WRITE_BYTES = SYNC_BYTES
 #: Bytes the block reader and the gatherer keep besides the block itself (read buffers).
 FIXED_BYTES = 48 << 20
-#: Library pages (PyTorch's, PyG's, the core's code) a layer touches again and again: a cgroup
-#: counts them, and a plan that left no room for them would refault them for ever. Measured:
-#: 60 MB referenced during a layer (torch 2.15, PyG 2.x; ``/proc/self/smaps`` after
-#: ``clear_refs``).
-CODE_BYTES = 64 << 20
+#: Library pages a layer touches again and again (``_options.code_bytes()``: less without PyTorch).
+CODE_BYTES = _options.CODE_BYTES
 #: The part of the rest of the budget left unplanned (allocator slack, small temporaries).
 SLACK = 0.1
 #: The most bytes of one piece of rows (two are in memory while the next is read ahead):
@@ -56,37 +54,30 @@ MAX_SWEEPS = 8
 KEY_PEAK = 16
 #: The smallest piece and finishing slice, in rows or edges.
 MIN_ROWS = 1024
-#: A lower bound of the anonymous memory importing PyTorch and PyG holds (measured: 435 MiB with
-#: torch 2.15's CUDA build and PyG 2.x; 283 MiB of it PyTorch's). A budget below it plus the
-#: plan's fixed parts is refused before they are imported: under a memory cgroup the import
-#: itself would be killed, before any measured check could refuse it.
-RUNTIME_BYTES = 384 << 20
+#: A lower bound of the anonymous memory the command holds before it loads anything, without
+#: PyTorch (the interpreter, numpy, the core: measured 20 MiB): what the CPU's layer-wise
+#: inference runs with. A budget below it plus the plan's fixed parts is refused at once.
+RUNTIME_BYTES = 16 << 20
+#: The same once PyTorch and PyG are imported (measured: 435 MiB with torch 2.15's CUDA build
+#: and PyG 2.x; 283 MiB of it PyTorch's): ``--device cuda``, heterogeneous runs, scoring pairs.
+#: Under a memory cgroup the import itself would be killed, before any measured check could
+#: refuse the budget.
+TORCH_RUNTIME_BYTES = 384 << 20
 
 
-def check_runtime(budget: Optional[int]) -> None:
-    """Refuse at once (before PyTorch is imported) a budget that the runtime alone would exceed,
-    with the least that could run; the exact minimum for the graph and the model comes from
-    :meth:`InferencePlan.check` once they are loaded."""
-    least = RUNTIME_BYTES + CODE_BYTES + FIXED_BYTES + WRITE_BYTES
+def check_runtime(budget: Optional[int], torch: bool = False) -> None:
+    """Refuse at once (before anything is loaded, and PyTorch imported where ``torch``) a budget
+    that the runtime alone would exceed, with the least that could run; the exact minimum for the
+    graph and the model comes from :meth:`InferencePlan.check` once they are loaded."""
+    runtime = TORCH_RUNTIME_BYTES if torch else RUNTIME_BYTES
+    least = runtime + (CODE_BYTES if torch else _options.CODE_BYTES_NO_TORCH) + FIXED_BYTES + WRITE_BYTES
     if budget is not None and budget < least:
+        who = ("PyTorch and PyG alone hold about" if torch else "the runtime (Python, numpy, the core) holds about")
         raise InputError(
-            f"--memory {budget:,} bytes is too small for layer-wise inference: PyTorch and PyG alone hold about "
-            f"{RUNTIME_BYTES >> 20} MiB once imported, and library code, read buffers and writes need "
-            f"{(least - RUNTIME_BYTES) >> 20} MiB more before any block: give at least --memory {least:,} "
+            f"--memory {budget:,} bytes is too small for layer-wise inference: {who} "
+            f"{runtime >> 20} MiB once imported, and library code, read buffers and writes need "
+            f"{(least - runtime) >> 20} MiB more before any block: give at least --memory {least:,} "
             f"({_mib(least)}); the exact minimum for this graph and model is named once they are loaded")
-
-
-def held_memory() -> int:
-    """The anonymous memory this process holds now (``RssAnon``: what no cgroup can reclaim
-    without swap); the resident size where ``/proc/self/status`` does not say."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return _options.process_rss()
 
 
 _LIBC: Optional[ctypes.CDLL] = None
@@ -175,10 +166,10 @@ class InferencePlan:
                  held: Optional[int] = None, extra: int = 0):
         if held is None:
             release_freed()  # what loading freed is not held
-        self.held = held_memory() if held is None else int(held)
+        self.held = _options.held_memory() if held is None else int(held)
         #: Taken off the budget before anything is planned (``extra``: what the aggregation holds
         #: whatever the blocks, the Rust path's bitmap of a block's sources, a quarter of a byte a node).
-        self.fixed = self.held + CODE_BYTES + FIXED_BYTES + WRITE_BYTES + int(extra)
+        self.fixed = self.held + _options.code_bytes() + FIXED_BYTES + WRITE_BYTES + int(extra)
         self.budget = (budget if budget is not None
                        else _options.default_memory(cap=1 << 30, held=self.fixed))
         self.indptr, self.costs, self.in_flight = indptr, list(costs), max(1, in_flight)
@@ -217,7 +208,7 @@ class InferencePlan:
         if self.budget < least:
             raise InputError(
                 f"--memory {self.budget:,} bytes is too small for layer-wise inference of this graph: the process "
-                f"holds {self.held:,} bytes (runtime, PyTorch, model, offset index) and needs "
+                f"holds {self.held:,} bytes (runtime, model, offset index) and needs "
                 f"{self.fixed - self.held:,} for library code, read buffers and writes; its destination blocks "
                 f"would then sweep a layer's input more than {MAX_SWEEPS} times: give at least --memory {least:,} "
                 f"({_mib(least)})")

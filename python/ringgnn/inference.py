@@ -32,13 +32,14 @@ task's (``ringgnn.tasks``); this module knows nothing of training.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _core, _options
+from . import _core, _options, infer_dense
 from ._files import os_errors, temporary
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed)
@@ -392,14 +393,15 @@ class LayerwiseInference:
         self.aggregate = aggregate
         #: Read the next piece's rows while the current one is folded in (the grid).
         self.overlap = bool(overlap)
-        self.ds, self.ckpt, self.net = ds, ckpt, ckpt.net
+        self.ds, self.ckpt = ds, ckpt
         if self.device_name != "cpu":
             if self.strategy != "grid" or self.aggregate != "rust":
                 raise InputError(f"--device {self.device_name}: runs the grid with the Rust folds (the default); "
                                  f"not strategy={self.strategy!r}, aggregate={self.aggregate!r}")
-            self.net = ckpt.net.to(self.device_name)
-        if getattr(self.net, "jk_mode", None) is not None:
-            raise InputError(f"{ckpt.path}: jumping knowledge is not supported by layer-wise inference")
+        #: The arrays of the dense parts (numpy on the CPU: no PyTorch; torch's on a GPU) and the
+        #: model's weights on them (``ringgnn.infer_dense``).
+        self.xp = infer_dense.backend(self.device_name)
+        self.dense = ckpt.dense(None if self.device_name == "cpu" else self.xp)
         self.backend, self.direct = _options.backend(backend), bool(direct)
         self.quiet, self.log, self.keep = quiet, log, keep
         self.work_dir = work_dir or os.path.dirname(os.path.abspath(ckpt.path))
@@ -408,13 +410,12 @@ class LayerwiseInference:
         self._phases: Dict[str, float] = {}  # the current layer's (see :meth:`compute`)
         # GCN's normalisation: in-degree without stored self loops, plus the one added.
         self.dinv = self._gcn_dinv() if ckpt.kind == "gcn" else None
-        widths = [ds.feature_dim] + [conv.out_channels * (getattr(conv, "heads", 1) if getattr(conv, "concat", False)
-                                                          else 1) for conv in self.net.convs]
+        widths = self.dense.widths
         self.widths = widths
         self.grid_nodes = grid_nodes
         # The budget's split and its refusal: infer_plan's (one owner). What the process holds
         # now (runtime, model, offset index, GCN's degrees) is measured there.
-        costs = [self._layer_cost(k) for k in range(len(self.net.convs))]
+        costs = [self._layer_cost(k) for k in range(len(self.dense.layers))]
         self.memplan = InferencePlan(memory, self.graph.indptr, costs, in_flight=2 if self.overlap else 1,
                                      extra=self.graph.num_nodes // 4 + 16 if self.aggregate == "rust" else 0)
         budget, fixed, share = self.memplan.budget, self.memplan.fixed, self.memplan.share
@@ -437,12 +438,20 @@ class LayerwiseInference:
                          overlap=self.overlap, aggregate=self.aggregate, block_edges=self.block_edges,
                          block_nodes=self.block_nodes)
 
+    @property
+    def net(self) -> Any:
+        """The PyG model (PyTorch and PyG imported): only ``strategy="blocks"`` and
+        ``aggregate="python"`` use it; the grid's dense parts are :attr:`dense`."""
+        return self.ckpt.module()
+
     # -- pieces ---------------------------------------------------------------------------------
 
     def _gcn_dinv(self) -> np.ndarray:
         g = self.graph
         deg = np.diff(g.indptr).astype(np.float64)
-        for blk in blocks(g.indptr, MAX_BLOCK_EDGES, 1 << 30):
+        # A million edges at a time (about 30 MB of temporaries): this runs before the plan's
+        # check, on what the budget leaves besides the held memory.
+        for blk in blocks(g.indptr, 1 << 20, 1 << 30):
             ids = g.edges(blk.lo, blk.hi)
             dst = self._dst_of(blk)
             selfs = np.bincount(dst[ids == dst] - blk.a, minlength=blk.b - blk.a) if len(ids) else 0
@@ -530,23 +539,15 @@ class LayerwiseInference:
         return out
 
     def _after(self, k: int, out: Any) -> Any:
-        """What BasicGNN applies between layers (eval mode: activation and norm; no dropout)."""
-        net = self.net
-        if k < len(net.convs) - 1:
-            norms = getattr(net, "norms", None)
-            if getattr(net, "act_first", False) and net.act is not None:
-                out = net.act(out)
-            if norms is not None:
-                out = norms[k](out)
-            if not getattr(net, "act_first", False) and net.act is not None:
-                out = net.act(out)
-        return out
+        """What BasicGNN applies between layers (eval mode: activation and norm; no dropout), on
+        the dense parts' arrays."""
+        return self.dense.after(k, out)
 
     def _bar(self, k: int) -> Any:
         """The progress bar of layer ``k`` (nodes done)."""
         from .progress import bar
 
-        return bar(self.graph.num_nodes, f"layer {k + 1}/{len(self.net.convs)}", "node", disable=self.quiet,
+        return bar(self.graph.num_nodes, f"layer {k + 1}/{len(self.dense.layers)}", "node", disable=self.quiet,
                    leave=False, unit_scale=True)
 
     def compute(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
@@ -621,15 +622,15 @@ class LayerwiseInference:
         cursors), per piece unit (a distinct source row as the Rust core holds it, or an edge of
         torch's piece: its row, message and indices), per row of a finishing slice (its input
         row, the aggregate's slice and the layer's temporaries, the writer's copies)."""
-        conv, d_in, d_out = self.net.convs[k], self.widths[k], self.widths[k + 1]
+        layer, d_in, d_out = self.dense.layers[k], self.widths[k], self.widths[k + 1]
         rust = self.aggregate == "rust"
         if self.ckpt.kind == "gat":
-            hc = conv.heads * conv.out_channels
-            acc = hc + 3 * conv.heads  # messages, running max, running sum, and a_dst
-            # Rust: a distinct source's row and its messages and logits (twice: torch's and the
-            # transform's output); torch: an edge's row, message, logits and indices.
-            piece = 4 * (d_in + 2 * (hc + conv.heads)) if rust else 4 * (d_in + 2 * hc + 4 * conv.heads) + 48
-            finish = 4 * (d_in + 6 * hc + 8 * conv.heads + 4 * d_out) + 64
+            hc = layer.heads * layer.channels
+            acc = hc + 3 * layer.heads  # messages, running max, running sum, and a_dst
+            # Rust: a distinct source's row and its messages and logits (twice: the product's and
+            # the transform's output); torch: an edge's row, message, logits and indices.
+            piece = 4 * (d_in + 2 * (hc + layer.heads)) if rust else 4 * (d_in + 2 * hc + 4 * layer.heads) + 48
+            finish = 4 * (d_in + 6 * hc + 8 * layer.heads + 4 * d_out) + 64
         else:
             acc = self._acc_width(k)
             if rust:  # a distinct source's row, and its W x where the layer narrows (twice)
@@ -664,9 +665,8 @@ class LayerwiseInference:
         kind = self.ckpt.kind
         if kind != "sage":
             return "sum" if kind == "gcn" else "softmax"
-        conv = self.net.convs[k]
-        aggr = str(getattr(conv, "aggr", "mean"))
-        if getattr(conv, "project", False) or aggr not in ("mean", "max"):
+        aggr = self.dense.layers[k].aggr
+        if aggr not in ("mean", "max"):
             raise InputError(f"{self.ckpt.path}: SAGEConv with projection or aggregation "
                              f"{aggr} is not supported by the grid (mean and max are); use strategy='blocks'")
         return aggr
@@ -703,8 +703,6 @@ class LayerwiseInference:
         swept in pieces in file order (each piece's source rows gathered once, so a block reads
         the input file at most once, in order), aggregated into the block's accumulators; then
         the layer's own weights turn the aggregates into outputs."""
-        import torch
-
         _, piece_edges, finish_rows = self._sizes(k)
         with self._bar(k) as bar:
             for a, b in self._grid_blocks(k, wanted):
@@ -717,6 +715,8 @@ class LayerwiseInference:
                     keys, n_d = self._sorted_keys(a, b, lo, hi)
 
                     def prepare(p0: int, keys=keys, n_d=n_d) -> Tuple[Any, ...]:
+                        import torch
+
                         piece = keys[p0:p0 + piece_edges]
                         src = (piece // np.uint64(n_d)).view(np.int64)  # ids < 2**63: the same bits
                         dl = (piece % np.uint64(n_d)).view(np.int64)
@@ -735,12 +735,12 @@ class LayerwiseInference:
                 for r0 in range(a, b, finish_rows):
                     r1 = min(b, r0 + finish_rows)
                     part = {key: self._up(v[r0 - a:r1 - a]) for key, v in state.items()}
-                    x_dst = None if self.ckpt.kind == "gat" else self._up(torch.from_numpy(
-                        reader.gather(np.arange(r0, r1, dtype=np.int64))))
+                    x_dst = None if self.ckpt.kind == "gat" else self._up(
+                        reader.gather(np.arange(r0, r1, dtype=np.int64)))
                     out = self._grid_finish(k, part, r0, r1, x_dst)
                     if activate:
                         out = self._after(k, out)
-                    writer(r0, self._down(out).numpy())
+                    writer(r0, self._down(out))
                     del out, part, x_dst
                 del state
                 release_freed()  # the block's buffers, freed, would stay resident otherwise
@@ -750,34 +750,22 @@ class LayerwiseInference:
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int) -> None:
         """Block ``a..b``'s aggregates by the Rust core (``FeatureReader.aggregate``: the
         neighbor lists read, the distinct sources read in file order ``piece_rows`` at a time with
-        the next piece read ahead, folded in on all threads, the GIL released but while torch
-        applies the layer's weight to a piece), a window of in-edges at a time (one but for hubs).
+        the next piece read ahead, folded in on all threads, the GIL released but while the
+        layer's weight is applied to a piece), a window of in-edges at a time (one but for hubs).
         The folds are those of :meth:`_grid_add`: sums of the rows (or of ``W x`` where the layer
         narrows), GCN's weighted sums, maxima, GAT's online softmax over ``lin(x)``."""
-        import torch
-        import torch.nn.functional as F
-
         g = self.graph
-        conv, aggr = self.net.convs[k], self._aggr(k)
-        acc = st["acc"].numpy()  # the torch tensor's memory: the aggregates land in it
+        layer, aggr = self.dense.layers[k], self._aggr(k)
+        acc = st["acc"]  # the aggregates land in it
         kw: Dict[str, Any] = dict(fold={"mean": "sum", "sum": "gcn"}.get(aggr, aggr))
         if aggr == "sum":  # GCN's
             kw["dinv"] = self.dinv
         if self._narrow(k):
-            weight = (conv.lin_l if aggr == "mean" else conv.lin).weight
-            kw.update(width=weight.shape[0],
-                      transform=lambda x: self._down(F.linear(self._up(torch.from_numpy(x)), weight)).numpy())
+            kw.update(width=self.widths[k + 1], transform=self.dense.transform(k))
         elif aggr == "softmax":
-            H, C = conv.heads, conv.out_channels
-            lin_src = conv.lin if getattr(conv, "lin", None) is not None else conv.lin_src
-
-            def messages(x: np.ndarray) -> np.ndarray:
-                xs = lin_src(self._up(torch.from_numpy(x)))
-                logits = (xs.view(-1, H, C) * conv.att_src).sum(-1)
-                return self._down(torch.cat([xs, logits], dim=1)).numpy()
-
-            kw.update(width=H * C + H, transform=messages, a_dst=st["a_dst"].numpy(),
-                      negative_slope=float(conv.negative_slope))
+            H, C = layer.heads, layer.channels
+            kw.update(width=H * C + H, transform=self.dense.messages(k), a_dst=st["a_dst"],
+                      negative_slope=float(layer.slope))
         for lo, hi in self._windows(k, a, b):
             got = reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
                                    piece_rows=piece_rows, **kw)
@@ -837,47 +825,37 @@ class LayerwiseInference:
         first (a softmax does not depend on the order of its terms: the loop's logit starts the
         running maximum, with weight 1), so that finishing the block needs neither its rows
         again nor their transform."""
-        import torch
-        import torch.nn.functional as F
-
-        conv, n = self.net.convs[k], b - a
+        layer, n = self.dense.layers[k], b - a
         if self.ckpt.kind == "gat":
-            H, C = conv.heads, conv.out_channels
-            shared = getattr(conv, "lin", None) is not None
-            lin_src = conv.lin if shared else conv.lin_src
-            lin_dst = conv.lin if shared else conv.lin_dst
-            if self.aggregate == "rust":
-                # The Rust fold's accumulator rows: weighted sums, running maxima, sums of
-                # exponentials (``ringgnn_features::fold``); the state's tensors are views of it.
-                acc = torch.empty(n, H * C + 2 * H)
-                st = dict(acc=acc, msg=acc[:, :H * C].view(n, H, C), m=acc[:, H * C:H * C + H],
-                          z=acc[:, H * C + H:])
-            else:
-                st = dict(m=torch.empty(n, H), z=torch.empty(n, H), msg=torch.empty(n, H, C))
-            st["a_dst"] = torch.empty(n, H)
+            H, C = layer.heads, layer.channels
+            # The Rust fold's accumulator rows: weighted sums, running maxima, sums of exponentials
+            # (``ringgnn_features::fold``; the torch fold uses the same layout); the state's arrays
+            # are views of it.
+            acc = np.empty((n, H * C + 2 * H), dtype=np.float32)
+            st = dict(acc=acc, msg=acc[:, :H * C], m=acc[:, H * C:H * C + H], z=acc[:, H * C + H:],
+                      a_dst=np.empty((n, H), dtype=np.float32))
             rows = self._sizes(k)[2]
             for r0 in range(a, b, rows):
                 r1 = min(b, r0 + rows)
-                x = self._up(torch.from_numpy(reader.gather(np.arange(r0, r1, dtype=np.int64))))
-                xd = lin_dst(x).view(-1, H, C)
-                xs = xd if shared else lin_src(x).view(-1, H, C)
+                a_dst, m, xs = self.dense.gat_start(k, self._up(reader.gather(np.arange(r0, r1, dtype=np.int64))))
                 sl = slice(r0 - a, r1 - a)
-                a_dst = (xd * conv.att_dst).sum(-1)
                 st["a_dst"][sl] = self._down(a_dst)
-                st["m"][sl] = self._down(F.leaky_relu((xs * conv.att_src).sum(-1) + a_dst, conv.negative_slope))
+                st["m"][sl] = self._down(m)
                 st["z"][sl] = 1.0
-                st["msg"][sl] = self._down(xs)
+                st["msg"][sl] = self._down(xs).reshape(r1 - r0, H * C)
             return st
         if self._aggr(k) == "max":
-            return dict(acc=torch.full((n, self._acc_width(k)), float("-inf")))
-        return dict(acc=torch.zeros(n, self._acc_width(k)))
+            return dict(acc=np.full((n, self._acc_width(k)), -np.inf, dtype=np.float32))
+        return dict(acc=np.zeros((n, self._acc_width(k)), dtype=np.float32))
 
-    def _grid_add(self, k: int, st: Dict[str, Any], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
-        """One piece: sources ``u`` with their ``rows``; edge ``i`` goes from ``u[inv[i]]`` to
-        local destination ``dl[i]``."""
+    def _grid_add(self, k: int, host: Dict[str, np.ndarray], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
+        """One piece, by torch (``aggregate="python"``): sources ``u`` with their ``rows``; edge
+        ``i`` goes from ``u[inv[i]]`` to local destination ``dl[i]``; the block's state ``host``
+        (numpy) is updated in place through torch views of it."""
         import torch
         import torch.nn.functional as F
 
+        st = {key: torch.from_numpy(v) for key, v in host.items()}
         kind = self.ckpt.kind
         if kind in ("sage", "gcn") and self._narrow(k):
             conv = self.net.convs[k]
@@ -896,6 +874,7 @@ class LayerwiseInference:
             xs = lin_src(rows).view(-1, H, C)
             a_src = (xs * conv.att_src).sum(-1)
             e = F.leaky_relu(a_src[inv] + st["a_dst"][dl], conv.negative_slope)
+            st["msg"] = st["msg"].view(-1, H, C)
             self._softmax_add(st, dl, e, xs[inv])
 
     @staticmethod
@@ -910,54 +889,29 @@ class LayerwiseInference:
         finite = torch.isfinite(m_new)
         scale = torch.where(finite, torch.exp(st["m"] - torch.where(finite, m_new, 0.0)), torch.zeros_like(m_new))
         p = torch.exp(e - m_new[dl])
-        st["z"] = st["z"] * scale + torch.zeros_like(st["z"]).index_add_(0, dl, p)
-        st["msg"] = st["msg"] * scale.unsqueeze(-1) + torch.zeros_like(st["msg"]).index_add_(0, dl, p.unsqueeze(-1) * xs)
-        st["m"] = m_new
+        st["z"].copy_(st["z"] * scale + torch.zeros_like(st["z"]).index_add_(0, dl, p))
+        st["msg"].copy_(st["msg"] * scale.unsqueeze(-1)
+                        + torch.zeros_like(st["msg"]).index_add_(0, dl, p.unsqueeze(-1) * xs))
+        st["m"].copy_(m_new)
 
-    def _up(self, t: Any) -> Any:
-        """A host tensor on the device of the dense parts (``--device``): for a GPU, copied from
-        a page-locked copy (asynchronous DMA; the result's first use waits for it); on the CPU
-        the tensor itself, so the CPU runs the very same code (CI has no GPU)."""
-        if self.device_name == "cpu":
-            return t
-        return t.pin_memory().to(self.device_name, non_blocking=True)
+    def _up(self, a: np.ndarray) -> Any:
+        """Host rows on the device of the dense parts (``--device``; ``infer_dense``): for a GPU,
+        copied from a page-locked copy (asynchronous DMA; the result's first use waits for it); on
+        the CPU the array itself (numpy: no PyTorch in the process)."""
+        return self.xp.up(a)
 
-    @staticmethod
-    def _down(t: Any) -> Any:
-        """A tensor of the dense parts back in host memory (for the Rust folds and the writers)."""
-        return t if t.device.type == "cpu" else t.cpu()
+    def _down(self, x: Any) -> np.ndarray:
+        """Rows of the dense parts back in host memory (for the Rust folds and the writers)."""
+        return self.xp.down(x)
 
     def _grid_finish(self, k: int, st: Dict[str, Any], a: int, b: int, x_dst: Any) -> Any:
-        """The layer's outputs of destinations ``a..b`` from their aggregates: the same
-        arithmetic as the PyG layer's forward (tests check it against PyG)."""
-        import torch
-        import torch.nn.functional as F
-
-        conv, kind = self.net.convs[k], self.ckpt.kind
-        if kind == "sage":
-            deg = torch.from_numpy(np.diff(self.graph.indptr[a:b + 1])).to(x_dst.device)
-            if self._aggr(k) == "max":  # a node without in-edges aggregates to 0, as in PyG
-                mean = torch.where((deg == 0).unsqueeze(-1), 0.0, st["acc"])
-            else:
-                mean = st["acc"] / deg.clamp(min=1).to(torch.float32).unsqueeze(-1)
-            if self._narrow(k):  # the mean of W x: only the bias is left to add
-                out = mean + conv.lin_l.bias if conv.lin_l.bias is not None else mean
-            else:
-                out = conv.lin_l(mean)
-            if conv.root_weight:
-                out = out + conv.lin_r(x_dst)
-            return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
-        if kind == "gcn":
-            d = torch.from_numpy(self.dinv[a:b]).to(x_dst.device)
-            if self._narrow(k):  # sums of W x: the self loop's W x too
-                out = st["acc"] + conv.lin(x_dst) * (d * d).unsqueeze(-1)
-            else:
-                out = conv.lin(st["acc"] + x_dst * (d * d).unsqueeze(-1))  # with the self loop
-            return out + conv.bias if conv.bias is not None else out
-        # GAT: the self loop was folded in first (:meth:`_grid_start`).
-        out = st["msg"] / st["z"].unsqueeze(-1)
-        out = out.reshape(len(out), -1) if conv.concat else out.mean(dim=1)
-        return out + conv.bias if conv.bias is not None else out
+        """The layer's outputs of destinations ``a..b`` from their aggregates (on the dense
+        parts' arrays): the same arithmetic as the PyG layer's forward
+        (:meth:`ringgnn.infer_dense.DenseNet.finish`; tests check it against PyG)."""
+        kind = self.ckpt.kind
+        deg = np.diff(self.graph.indptr[a:b + 1]) if kind == "sage" else None
+        dinv = self.dinv[a:b] if kind == "gcn" else None
+        return self.dense.finish(k, st, deg, dinv, x_dst, self._narrow(k))
 
     # -- a layer in blocks of destinations (their sources gathered per block) --------------------
 
@@ -982,9 +936,10 @@ class LayerwiseInference:
                         continue
                     out = self._combine(k, hub_parts, blk)
                     hub_parts = []
+                out = out.numpy()
                 if activate:
                     out = self._after(k, out)
-                writer(blk.a, out.numpy())
+                writer(blk.a, out)
                 bar.update(blk.b - blk.a)
 
     def run(self, upto: Optional[int] = None, wanted: Optional[np.ndarray] = None,
@@ -992,7 +947,7 @@ class LayerwiseInference:
         """Layers ``1..upto`` (default: all). Layers before ``upto`` are written to temporary
         files; layer ``upto``'s rows go to ``emit(first_node, rows)`` (only the blocks holding
         ``wanted`` nodes); ``activate_last`` applies the between-layer activation to them."""
-        L = len(self.net.convs)
+        L = len(self.dense.layers)
         upto = L if upto is None else upto
         if not 1 <= upto <= L:
             raise InputError(f"layer {upto}: the model has layers 1..{L}")
@@ -1001,14 +956,18 @@ class LayerwiseInference:
             self.plan.update(grid=self.memplan.describe(range(upto)))
         if self.strategy == "grid":
             self.plan.update(schemes=[self.choose(k, wanted if k == upto - 1 else None).text() for k in range(upto)])
-        import torch
-
+        # PyTorch only where it is used (the blocks, the torch folds, a GPU's dense parts, or a
+        # model given as a PyG module): the CPU's grid runs without it.
+        torch = None
+        if self.strategy != "grid" or self.aggregate != "rust" or self.device_name != "cpu" or "torch" in sys.modules:
+            import torch
         reader = _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct)
         scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
         tmpdir = scratch.path
         files: List[str] = []
-        grad = torch.is_grad_enabled()
-        torch.set_grad_enabled(False)
+        grad = torch is not None and torch.is_grad_enabled()
+        if torch is not None:
+            torch.set_grad_enabled(False)
         try:
             for k in range(upto):
                 if k == upto - 1:
@@ -1040,7 +999,8 @@ class LayerwiseInference:
                     with os_errors("keeping the layer file", kept):
                         os.replace(f, kept)
         finally:
-            torch.set_grad_enabled(grad)
+            if torch is not None:
+                torch.set_grad_enabled(grad)
             scratch.close()
 
 
@@ -1080,7 +1040,7 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     the process's budget (the blocks are sized from what is left of it). ``hidden_dtype``: how the
     hidden layers' rows are stored between layers, ``bf16`` (default), ``f16`` or ``f32``; the
     outputs are computed in float32 whatever it is."""
-    ds, ckpt = open_run(run_dir, dataset)
+    ds, ckpt = open_run(run_dir, dataset, arrays=True)
     if ckpt.task == "link" and output in ("predictions", "probabilities"):
         raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
                          "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
@@ -1100,10 +1060,12 @@ def embedding_layer(ckpt: Checkpoint, layer: Optional[int]) -> int:
     return upto
 
 
-def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None) -> Tuple[Dataset, Checkpoint]:
+def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None,
+             arrays: bool = False) -> Tuple[Dataset, Checkpoint]:
     """The dataset (``dataset``, else the one the run was trained on) and the loaded model of
-    a ``ringgnn train`` run directory."""
-    read = read_checkpoint(run_dir, "RUN_DIR")
+    a ``ringgnn train`` run directory; ``arrays``: read without PyTorch (the model's dense parts
+    only: what layer-wise inference on the CPU needs, ``Checkpoint.module`` builds the rest)."""
+    read = read_checkpoint(run_dir, "RUN_DIR", arrays=arrays)
     if dataset is None:
         dataset = (read[1].get("metrics") or {}).get("dataset")
         if dataset is None:

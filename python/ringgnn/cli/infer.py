@@ -20,7 +20,7 @@ from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, HIDDEN_DTYPES, size_arg
 from .._threads import passive_waits
-from ..checkpoints import read_checkpoint
+from ..checkpoints import is_hetero_link_run, is_hetero_run, read_checkpoint
 from ..infer_plan import check_runtime
 from ..inference import infer
 
@@ -103,13 +103,17 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         raise InputError("--out: give the .npy file to write")
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
-    check_runtime(args.memory)  # before the checkpoint is read: that imports PyTorch
-    read = read_checkpoint(args.run_dir, "RUN_DIR")
+    # Before anything is loaded: a homogeneous run on the CPU never imports PyTorch (its checkpoint
+    # is read as numpy arrays); a heterogeneous one, or a GPU, does, so its least is checked then.
+    check_runtime(args.memory, torch=args.device == "cuda")
+    read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
     if _is_hetero_link(read):
         raise InputError(f"{args.run_dir} is a link-prediction run on a heterogeneous dataset: score pairs with "
                          "`ringgnn predict RUN --edges val|test|PAIRS.npy`; predict and embed of its nodes are not "
                          "supported yet")
     hetero = _is_hetero(read)
+    if hetero:
+        check_runtime(args.memory, torch=True)
     node_type = kw.pop("node_type", None)
     if node_type is not None and not hetero:
         raise InputError(f"--type {node_type}: names a node type of a heterogeneous run; {read[0]} is a homogeneous "
@@ -127,21 +131,17 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
 
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
                                 out=args.out, memory=args.memory, backend=args.backend, direct=args.direct,
-                                keep=args.keep_layers, quiet=args.quiet or args.json, read=read, **kw)
+                                keep=args.keep_layers, quiet=args.quiet or args.json, **kw)
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                      quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device, **kw)
 
 
 def _is_hetero_link(read: Any) -> bool:
-    from ..hetero_links import is_link_run
-
-    return is_link_run(read)
+    return is_hetero_link_run(read)
 
 
 def _is_hetero(read: Any) -> bool:
-    from ..hetero_infer import is_hetero_run
-
     return is_hetero_run(read)
 
 
@@ -198,7 +198,7 @@ def _blocks_line(plan: Dict[str, Any]) -> str:
 def cmd_predict(args: argparse.Namespace) -> int:
     passive_waits()  # before PyTorch is imported (``ringgnn._threads``)
     if args.edges is not None:
-        check_runtime(args.memory)
+        check_runtime(args.memory, torch=True)
         read = read_checkpoint(args.run_dir, "RUN_DIR")
         if _is_hetero(read) and not _is_hetero_link(read):
             raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "
@@ -275,8 +275,8 @@ def _attach(args: argparse.Namespace) -> int:
     for opt, value in (("--out", args.out), ("--nodes", args.nodes), ("--type", args.type)):
         if value is not None:
             raise InputError(f"{opt}: --attach writes every node's embeddings into a dataset; leave {opt} out")
-    check_runtime(args.memory)
-    read = read_checkpoint(args.run_dir, "RUN_DIR")
+    check_runtime(args.memory, torch=args.device == "cuda")
+    read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
     if _is_hetero(read) or _is_hetero_link(read):
         raise InputError(f"--attach: {args.run_dir} is a heterogeneous run; attaching its embeddings is not "
                          "supported yet (write them with --out)")
