@@ -47,3 +47,19 @@ def test_the_inference_commands_set_it_before_torch(command, tmp_path):
             f"main(['{command}', '{run}', '--out', '{tmp_path / 'o.npy'}', '--quiet']); "
             f"print(os.environ.get('{WAIT_POLICY}', 'unset'))")
     assert _python(code)[-1] == "PASSIVE"
+
+
+def test_one_blas_thread_within_the_block_and_restored_after():
+    """numpy's BLAS runs layer-wise inference's dense parts on one thread (small products, one
+    per piece), and the process's count comes back after."""
+    import numpy as np
+
+    from ringgnn._threads import blas_threads, one_blas_thread
+
+    np.ones((64, 64)) @ np.ones((64, 64))  # OpenBLAS loaded and initialised
+    before = blas_threads()
+    assert before, "numpy's OpenBLAS is loaded: its thread count is found"
+    with one_blas_thread():
+        assert blas_threads() == [1] * len(before)
+        assert (np.ones((300, 200), np.float32) @ np.ones((200, 100), np.float32) == 200).all()
+    assert blas_threads() == before

@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from . import _core, _options, infer_dense
+from . import _core, _options, _threads, infer_dense
 from ._files import os_errors, temporary
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed)
@@ -968,40 +968,43 @@ class LayerwiseInference:
         grad = torch is not None and torch.is_grad_enabled()
         if torch is not None:
             torch.set_grad_enabled(False)
-        try:
-            for k in range(upto):
-                if k == upto - 1:
-                    self.compute(k, reader, emit, wanted, activate=activate_last)
-                    break
-                w = RowFileWriter(os.path.join(tmpdir, f"layer{k + 1}.{self.hidden_dtype}"), self.widths[k + 1],
-                                  self.hidden_dtype)
-                expect = [0]
+        # numpy's products on one thread: small calls, one per piece (``ringgnn._threads``).
+        with _threads.one_blas_thread():
+            try:
+                for k in range(upto):
+                    if k == upto - 1:
+                        self.compute(k, reader, emit, wanted, activate=activate_last)
+                        break
+                    w = RowFileWriter(os.path.join(tmpdir, f"layer{k + 1}.{self.hidden_dtype}"), self.widths[k + 1],
+                                      self.hidden_dtype)
+                    expect = [0]
 
-                def append(a: int, rows: np.ndarray, w=w, expect=expect) -> None:
-                    assert a == expect[0], "blocks come in node order"
-                    w.append(rows)
-                    expect[0] = a + len(rows)
+                    def append(a: int, rows: np.ndarray, w=w, expect=expect) -> None:
+                        assert a == expect[0], "blocks come in node order"
+                        w.append(rows)
+                        expect[0] = a + len(rows)
 
-                try:
-                    self.compute(k, reader, append)
-                    path = w.finish()
-                except BaseException:
-                    w.abort()
-                    raise
-                self.stats["bytes_written"] += os.path.getsize(path)
-                files.append(path)
-                reader = _core.FeatureReader.matrix(path, self.ds.num_nodes, self.widths[k + 1],
-                                                    backend=self.backend, direct=self.direct, dtype=self.hidden_dtype)
-                self.log(f"layer {k + 1}: {self.stats['layers'][-1]['seconds']:.1f} s")
-            if self.keep:
-                for f in files:
-                    kept = os.path.join(self.work_dir, os.path.basename(f))
-                    with os_errors("keeping the layer file", kept):
-                        os.replace(f, kept)
-        finally:
-            if torch is not None:
-                torch.set_grad_enabled(grad)
-            scratch.close()
+                    try:
+                        self.compute(k, reader, append)
+                        path = w.finish()
+                    except BaseException:
+                        w.abort()
+                        raise
+                    self.stats["bytes_written"] += os.path.getsize(path)
+                    files.append(path)
+                    reader = _core.FeatureReader.matrix(path, self.ds.num_nodes, self.widths[k + 1],
+                                                        backend=self.backend, direct=self.direct,
+                                                        dtype=self.hidden_dtype)
+                    self.log(f"layer {k + 1}: {self.stats['layers'][-1]['seconds']:.1f} s")
+                if self.keep:
+                    for f in files:
+                        kept = os.path.join(self.work_dir, os.path.basename(f))
+                        with os_errors("keeping the layer file", kept):
+                            os.replace(f, kept)
+            finally:
+                if torch is not None:
+                    torch.set_grad_enabled(grad)
+                scratch.close()
 
 
 # --- the API and the commands ------------------------------------------------------------------------
