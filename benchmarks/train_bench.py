@@ -177,7 +177,10 @@ def child(args) -> dict:
                                                 "sampler_sequential_bytes", "sampler_random_bytes",
                                                 "staged_hyperbatches", "unstaged_hyperbatches",
                                                 "est_per_batch_seconds", "est_staged_seconds",
-                                                "staging_pass_bytes", "staging_written_bytes") if k in st}
+                                                "staging_pass_bytes", "staging_written_bytes", "staging_seconds",
+                                                "staging_load_seconds", "staging_write_seconds",
+                                                "staged_gather_seconds", "staged_read_seconds",
+                                                "random_gather_seconds", "staging_needed_bytes") if k in st}
         res.update(batches=le["batches"], sample=le["sample"], gather=le["gather"],
                    feature_bytes_read=le["bytes_read"], cache_hits=le["cache_hits"],
                    distinct_rows=le["distinct_rows"], needed_bytes=le["distinct_rows"] * row_bytes,

@@ -304,6 +304,16 @@ def test_spilled_hyperbatches_give_the_same_batches_and_leave_no_file(tmp_path):
         # Each hyperbatch staged or not, once; the first never staged.
         assert st["staged_hyperbatches"] + st["unstaged_hyperbatches"] == st["sampler_hyperbatches"]
         assert st["staged_hyperbatches"] < st["sampler_hyperbatches"]
+        # Where the gather seconds went: the passes (their reads and writes within them), the
+        # staged batches (their reads back within them) and the batches read batch by batch.
+        assert st["staging_load_seconds"] + st["staging_write_seconds"] <= st["staging_seconds"] + 1e-6
+        assert st["staged_read_seconds"] <= st["staged_gather_seconds"] + 1e-6
+        assert (st["staging_seconds"] > 0) == (st["staged_hyperbatches"] > 0)
+        assert (st["staged_gather_seconds"] > 0) == (st["staged_hyperbatches"] > 0)
+        assert st["random_gather_seconds"] > 0  # the first hyperbatch
+        parts = st["staging_seconds"] + st["staged_gather_seconds"] + st["random_gather_seconds"]
+        assert parts == pytest.approx(st["gather_seconds"], abs=1e-3)
+        assert 0 < st["staging_needed_bytes"] <= st["staging_pass_bytes"] or st["staged_hyperbatches"] == 0
         assert list(scratch.iterdir()) == []
     with pytest.raises(ringgnn.InputError, match="spill"):
         ringgnn.Loader(ds, [5], 64, spill="sometimes")

@@ -14,20 +14,40 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use ringgnn_io::{AlignedBuf, DirectFile, ALIGN};
 
 use crate::{Error, Result};
 
 /// Bytes a batch's write buffer holds at most (rounded down to whole units).
-const WRITE_BUFFER: usize = 256 << 10;
+pub const WRITE_BUFFER: usize = 256 << 10;
 
 /// Bytes of one read wave of a region (rounded down to whole units).
-const READ_WAVE: usize = 8 << 20;
+pub const READ_WAVE: usize = 8 << 20;
 
 /// The largest unit (`lcm(row size, 4 KiB)`) staging takes: rows of sizes whose unit is larger
 /// are gathered per batch instead.
 pub const MAX_UNIT: usize = 1 << 20;
+
+/// Fill `buf` from `file` at `offset`.
+fn read_all_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the staging file is shorter than its regions",
+                ))
+            }
+            Ok(m) => got += m,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
 
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {
@@ -62,6 +82,9 @@ pub struct Stager {
     wave: AlignedBuf,
     written: u64,
     read: u64,
+    /// Time spent in the staging file's writes and reads (the device's part of staging).
+    write_time: Duration,
+    read_time: Duration,
 }
 
 impl Stager {
@@ -91,6 +114,8 @@ impl Stager {
             wave: AlignedBuf::new((READ_WAVE / unit).max(1) * unit),
             written: 0,
             read: 0,
+            write_time: Duration::ZERO,
+            read_time: Duration::ZERO,
         })
     }
 
@@ -138,7 +163,9 @@ impl Stager {
         buf.spare()[r.fill..r.fill + row.len()].copy_from_slice(row);
         r.fill += row.len();
         if r.fill == buf.capacity() {
+            let t = Instant::now();
             Self::flush(&self.file, r, buf, &mut self.written)?;
+            self.write_time += t.elapsed();
         }
         Ok(())
     }
@@ -164,9 +191,11 @@ impl Stager {
 
     /// Write what the buffers still hold: every region is then complete.
     pub fn seal(&mut self) -> io::Result<()> {
+        let t = Instant::now();
         for (r, buf) in self.regions.iter_mut().zip(&mut self.bufs) {
             Self::flush(&self.file, r, buf, &mut self.written)?;
         }
+        self.write_time += t.elapsed();
         Ok(())
     }
 
@@ -182,24 +211,9 @@ impl Stager {
             let n = (total - done).min(cap);
             let len = n.div_ceil(ALIGN) * ALIGN;
             let buf = &mut self.wave.spare()[..len];
-            let mut got = 0;
-            while got < len {
-                match self
-                    .file
-                    .file()
-                    .read_at(&mut buf[got..], r.offset + (done + got) as u64)
-                {
-                    Ok(0) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "the staging file is shorter than its regions",
-                        ))
-                    }
-                    Ok(m) => got += m,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            let t = Instant::now();
+            read_all_at(self.file.file(), buf, r.offset + done as u64)?;
+            self.read_time += t.elapsed();
             self.read += len as u64;
             for row in buf[..n].chunks_exact(self.row_bytes) {
                 visit(k, row);
@@ -213,6 +227,12 @@ impl Stager {
     /// Bytes written to and read from the staging file so far.
     pub fn traffic(&self) -> (u64, u64) {
         (self.written, self.read)
+    }
+
+    /// Seconds spent writing the staging file and reading it back so far (the device's part;
+    /// the rows' copies are not in them).
+    pub fn io_seconds(&self) -> (f64, f64) {
+        (self.write_time.as_secs_f64(), self.read_time.as_secs_f64())
     }
 }
 

@@ -63,10 +63,16 @@ pub const CGROUP_SHARE: (u64, u64) = (7, 8);
 /// position)` pairs (16), the missing ids and their positions (16) and repeated ids (16).
 pub const GATHER_SCRATCH_PER_NODE: u64 = 48;
 
-/// Bytes per batch of a hyperbatch that staging adds: a write buffer (256 KiB) and its cold
-/// row ids (8 bytes per node, counted by the caller). Staging also takes two read buffers (a
-/// chunk of the feature file, a read wave of the staging file): all from the hyperbatch share.
+/// Bytes per batch of a hyperbatch that staging adds: a write buffer
+/// (`ringgnn_features::staging::WRITE_BUFFER`, 256 KiB) and its cold row ids (8 bytes per
+/// node, counted by the caller). Staging also takes its read buffers ([`STAGING_BUFFERS`]):
+/// all from the hyperbatch share.
 pub const STAGING_PER_BATCH: u64 = 256 << 10;
+
+/// Bytes of a loading driver's staging read buffers, reserved from its part of the hyperbatch
+/// share: a chunk of the feature file (`staging::PASS_CHUNK`) and a read wave of the staging
+/// file (`ringgnn_features::staging::READ_WAVE`).
+pub const STAGING_BUFFERS: u64 = 16 << 20;
 
 /// The margin on sample sizes measured on probe batches ([`Needs::measured`]) for the parts
 /// of batch-by-batch sampling (each worker's batch state, the samples in the window and with

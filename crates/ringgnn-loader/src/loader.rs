@@ -17,7 +17,8 @@ use ringgnn_sampler::{
 use ringgnn_store::{rng, Dataset};
 
 use crate::budget::{
-    default_budget, Asked, FeatureNeeds, HitCurve, MemoryPlan, Needs, Workload, STAGING_PER_BATCH,
+    default_budget, Asked, FeatureNeeds, HitCurve, MemoryPlan, Needs, Workload, STAGING_BUFFERS,
+    STAGING_PER_BATCH,
 };
 use crate::buffers::BufferPool;
 use crate::epoch::{EpochBatches, EpochJobs, EpochOptions};
@@ -415,7 +416,7 @@ impl BatchLoader {
                     first,
                     first_margin,
                     extra,
-                    if extra > 0 { 2 * bound.read_buffer } else { 0 },
+                    if extra > 0 { STAGING_BUFFERS } else { 0 },
                     if extra > 0 { LOAD_DRIVERS } else { 1 },
                     opts.spill,
                     opts.threads.get(),

@@ -706,8 +706,16 @@ impl HyperLoadStage {
         let t0 = Instant::now();
         let est = estimate(&st.cold, &self.gather.file, st.model());
         let (pass0, written0, _) = st.traffic();
+        let (load0, write0, _) = st.io_seconds();
         let staged = stage_rows(false, est.per_batch, est.staged) && st.stage()?;
+        let (load, write, _) = st.io_seconds();
         let mut t = self.gather.totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.staging_needed_bytes += est.needed_pages * ringgnn_io::ALIGN as u64;
+        if staged {
+            t.staging_seconds += t0.elapsed().as_secs_f64();
+            t.staging_load_seconds += load - load0;
+            t.staging_write_seconds += write - write0;
+        }
         t.est_per_batch_seconds += est.per_batch;
         t.est_staged_seconds += est.staged;
         if staged {
@@ -760,6 +768,18 @@ pub struct LoaderStats {
     pub est_staged_seconds: f64,
     pub staging_pass_bytes: u64,
     pub staging_written_bytes: u64,
+    /// Where the gather seconds go: wall seconds of the staging passes (of which waiting for
+    /// the feature file's reads, and for the staging file's writes), of gathering staged
+    /// batches (their share of a pass left out; of which reading their rows back), and of
+    /// gathering batches by random reads; the pages holding a cold row of a hyperbatch whose
+    /// staging was weighed, in bytes (what a pass could read at least).
+    pub staging_seconds: f64,
+    pub staging_load_seconds: f64,
+    pub staging_write_seconds: f64,
+    pub staged_gather_seconds: f64,
+    pub staged_read_seconds: f64,
+    pub random_gather_seconds: f64,
+    pub staging_needed_bytes: u64,
 }
 
 /// What gathering needs, shared by every worker of a loader's epochs.
@@ -905,9 +925,16 @@ fn gather(
     let (extra_time, extra_bytes) = staged
         .as_ref()
         .map_or((Duration::ZERO, 0), |s| (s.time, s.bytes));
+    let was_staged = staged.is_some();
+    let mut read_back = 0.0;
     let got = match staged {
         None => g.gather(nodes, &mut x),
-        Some(s) => g.gather_staged(nodes, &mut x, |_, visit| s.staging.rows(s.batch, visit)),
+        Some(s) => {
+            let r0 = s.staging.io_seconds().2;
+            let got = g.gather_staged(nodes, &mut x, |_, visit| s.staging.rows(s.batch, visit));
+            read_back = s.staging.io_seconds().2 - r0;
+            got
+        }
     };
     let mut stats = match got {
         Ok(s) => s,
@@ -927,9 +954,16 @@ fn gather(
         l.gather_into(nodes, &mut y);
         y
     });
-    let gather_time = t0.elapsed() + extra_time;
+    let own_time = t0.elapsed();
+    let gather_time = own_time + extra_time;
     {
         let mut t = p.totals.lock().unwrap_or_else(|e| e.into_inner());
+        if was_staged {
+            t.staged_gather_seconds += own_time.as_secs_f64();
+            t.staged_read_seconds += read_back;
+        } else {
+            t.random_gather_seconds += own_time.as_secs_f64();
+        }
         t.batches += 1;
         t.sample_seconds += sample_time.as_secs_f64();
         t.gather_seconds += gather_time.as_secs_f64();

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ringgnn_features::{FeatureFile, Stager};
 use ringgnn_io::{open_backend, BackendKind, BlockReader, ReadModel, ALIGN};
@@ -24,6 +25,10 @@ fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
     }
 }
 
+/// Bytes of the feature file a staging pass reads at a time (the plan reserves its buffer
+/// from the hyperbatch share: `budget::STAGING_BUFFERS`).
+pub const PASS_CHUNK: usize = 8 << 20;
+
 /// Where a staging file goes and how large it may grow.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StagingOptions {
@@ -38,6 +43,9 @@ pub struct StagingOptions {
 pub struct Estimate {
     pub per_batch: f64,
     pub staged: f64,
+    /// Pages of the feature file that hold at least one cold row of the hyperbatch: what a
+    /// pass could read at least (it reads whole blocks where they are dense).
+    pub needed_pages: u64,
 }
 
 /// Estimate both ways of reading `cold` (each batch's cold row ids, ascending) of `file`.
@@ -93,6 +101,7 @@ pub fn estimate(cold: &[Vec<u64>], file: &FeatureFile, model: &ReadModel) -> Est
     Estimate {
         per_batch,
         staged: pass + rows,
+        needed_pages: union.iter().map(|w| w.count_ones() as u64).sum(),
     }
 }
 
@@ -107,6 +116,10 @@ pub struct Staging {
     stop: Arc<AtomicBool>,
     stager: Option<Stager>,
     reader: Option<BlockReader>,
+    /// Bytes of the feature file each reader loads at a time ([`PASS_CHUNK`]).
+    chunk: usize,
+    /// Time the passes spent waiting for the feature file's reads.
+    load_time: Duration,
     /// Each batch's cold row ids (reused).
     pub(crate) cold: Vec<Vec<u64>>,
     /// Why staging is off for good (the file could not be made), if it is.
@@ -137,6 +150,8 @@ impl Staging {
             stop: stop.clone(),
             stager: None,
             reader: None,
+            chunk: PASS_CHUNK,
+            load_time: Duration::ZERO,
             cold: Vec::new(),
             disabled,
         }
@@ -173,7 +188,7 @@ impl Staging {
             let path = &self.file.path;
             let (r, _) = open_backend(self.kind, path, self.direct).map_err(io_at(path))?;
             let bytes = self.file.info.payload_bytes(self.file.num_nodes);
-            let mut reader = BlockReader::new(r, self.model, 8 << 20, bytes);
+            let mut reader = BlockReader::new(r, self.model, self.chunk, bytes);
             reader.set_cancel(self.stop.clone());
             self.reader = Some(reader);
         }
@@ -185,6 +200,10 @@ impl Staging {
         let mut needed = vec![0u64; (cp as usize).div_ceil(64)];
         let mut cursor = vec![0usize; self.cold.len()];
         let mut spans = vec![(0usize, 0usize); self.cold.len()];
+        // One chunk at a time, its reads then its rows' writes. (Loading the next chunk while
+        // writing out the rows of this one was tried: on this project's machine the device's
+        // scheduler, mq-deadline, serves the reads first and starved the writes, and the pass
+        // took 36 s against about 20 s: docs/benchmarks.md, issue 20.)
         for c in 0..reader.chunks() {
             let (first, end) = (c * cp, (c + 1) * cp);
             needed.iter_mut().for_each(|w| *w = 0);
@@ -206,7 +225,9 @@ impl Staging {
             if !any {
                 continue;
             }
+            let t = Instant::now();
             reader.load(c, &needed).map_err(&io)?;
+            self.load_time += t.elapsed();
             for (b, (ids, &(s0, s1))) in self.cold.iter().zip(&spans).enumerate() {
                 for &id in &ids[s0..s1] {
                     let row = reader.bytes(file.info.row_offset(id), rb);
@@ -247,5 +268,106 @@ impl Staging {
             .map_or(0, |r| r.counts().pages * ALIGN as u64);
         let (w, r) = self.stager.as_ref().map_or((0, 0), |s| s.traffic());
         (pass, w, r)
+    }
+
+    /// Seconds the passes waited for the feature file's reads, and the staging file's writes
+    /// and reads back, so far.
+    pub(crate) fn io_seconds(&self) -> (f64, f64, f64) {
+        let (w, r) = self.stager.as_ref().map_or((0.0, 0.0), |s| s.io_seconds());
+        (self.load_time.as_secs_f64(), w, r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringgnn_store::generate::sbm::{generate_sbm, SbmOptions};
+    use ringgnn_store::manifest::FeatureDtype;
+    use ringgnn_store::{Dataset, GraphOptions, NoProgress};
+    use std::os::unix::fs::FileExt;
+
+    #[test]
+    fn the_buffers_reserved_hold_what_staging_takes() {
+        use ringgnn_features::staging::{READ_WAVE, WRITE_BUFFER};
+        assert!(crate::budget::STAGING_BUFFERS >= (PASS_CHUNK + READ_WAVE) as u64);
+        assert!(crate::budget::STAGING_PER_BATCH >= WRITE_BUFFER as u64);
+    }
+
+    /// A pass over many chunks (some with no cold row of a batch between others that hold
+    /// some) stages each batch's rows, in order, as they are in the feature file.
+    #[test]
+    fn a_pass_over_many_chunks_stages_every_row_as_the_file_holds_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = SbmOptions {
+            out: tmp.path().join("ds"),
+            nodes: 20_000,
+            classes: 4,
+            avg_degree: 4.0,
+            feature_dim: 16,
+            feature_dtype: FeatureDtype::F32,
+            seed: 3,
+            split: vec![("train".into(), 0.5)],
+            graph: GraphOptions::default(),
+            overwrite: false,
+        };
+        generate_sbm(&opts, &NoProgress).unwrap();
+        let ds = Dataset::open(&tmp.path().join("ds")).unwrap();
+        let file = FeatureFile::of(&ds).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sopts = StagingOptions {
+            dir: tmp.path().to_path_buf(),
+            cap: 1 << 30,
+        };
+        // Blocks and chunks of 4 KiB pages: the 1.25 MB file is 77 chunks of 16 KiB.
+        let mut st = Staging::new(sopts, file.clone(), BackendKind::Pread, false, &stop);
+        st.model.block = 4096;
+        st.chunk = 16 << 10;
+        let rb = file.row_bytes() as u64;
+        // Batch 0: every 7th row; 1: a run at the start and one at the end (the chunks between
+        // hold none of its rows); 2: one row; 3: none.
+        st.cold = vec![
+            (0..20_000).step_by(7).collect(),
+            (0..300).chain(19_500..20_000).collect(),
+            vec![12_345],
+            vec![],
+        ];
+        // Rows 1000..19500 hold nothing of batches 1-3: many chunks hold batch 0's rows alone.
+        assert!(st.stage().unwrap());
+        let raw = std::fs::File::open(&file.path).unwrap();
+        for b in 0..st.cold.len() {
+            let ids = st.cold[b].clone();
+            let mut got: Vec<(usize, Vec<u8>)> = Vec::new();
+            st.rows(b, &mut |k, row| got.push((k, row.to_vec())))
+                .unwrap();
+            assert_eq!(got.len(), ids.len(), "batch {b}");
+            for (k, (&id, (j, row))) in ids.iter().zip(&got).enumerate() {
+                assert_eq!(*j, k);
+                let mut want = vec![0u8; rb as usize];
+                raw.read_exact_at(&mut want, file.info.row_offset(id))
+                    .unwrap();
+                assert_eq!(*row, want, "batch {b}, row {id}");
+            }
+        }
+        // Each chunk (every one holds a row of batch 0) was loaded once.
+        let r = st.reader.as_ref().unwrap();
+        assert_eq!(r.counts().loads, r.chunks());
+        assert!(r.chunks() > 50, "{}", r.chunks());
+        let (pass, written, read) = st.traffic();
+        assert!(
+            pass >= file.info.payload_bytes(file.num_nodes) / 2,
+            "{pass}"
+        );
+        assert!(written > 0 && read == written, "{written} {read}");
+        let (load, write, read_s) = st.io_seconds();
+        assert!(load > 0.0 && write > 0.0 && read_s > 0.0);
+        // A second hyperbatch reuses the reader and the file: the same rows again.
+        st.cold = vec![vec![5, 6, 19_999]];
+        assert!(st.stage().unwrap());
+        let mut got = Vec::new();
+        st.rows(0, &mut |_, row| got.push(row.to_vec())).unwrap();
+        let mut want = vec![0u8; rb as usize];
+        raw.read_exact_at(&mut want, file.info.row_offset(19_999))
+            .unwrap();
+        assert_eq!(got[2], want);
     }
 }

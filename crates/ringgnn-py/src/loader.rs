@@ -284,6 +284,13 @@ impl Loader {
         d.set_item("est_staged_seconds", s.est_staged_seconds)?;
         d.set_item("staging_pass_bytes", s.staging_pass_bytes)?;
         d.set_item("staging_written_bytes", s.staging_written_bytes)?;
+        d.set_item("staging_seconds", s.staging_seconds)?;
+        d.set_item("staging_load_seconds", s.staging_load_seconds)?;
+        d.set_item("staging_write_seconds", s.staging_write_seconds)?;
+        d.set_item("staged_gather_seconds", s.staged_gather_seconds)?;
+        d.set_item("staged_read_seconds", s.staged_read_seconds)?;
+        d.set_item("random_gather_seconds", s.random_gather_seconds)?;
+        d.set_item("staging_needed_bytes", s.staging_needed_bytes)?;
         for (k, v) in crate::sampler::io_dict(py, &self.inner)?.iter() {
             d.set_item(format!("sampler_{}", k.extract::<String>()?), v)?;
         }
