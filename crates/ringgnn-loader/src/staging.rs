@@ -201,9 +201,10 @@ impl Staging {
         let mut cursor = vec![0usize; self.cold.len()];
         let mut spans = vec![(0usize, 0usize); self.cold.len()];
         // One chunk at a time, its reads then its rows' writes. (Loading the next chunk while
-        // writing out the rows of this one was tried: on this project's machine the device's
-        // scheduler, mq-deadline, serves the reads first and starved the writes, and the pass
-        // took 36 s against about 20 s: docs/benchmarks.md, issue 20.)
+        // writing out the rows of this one was tried: on this project's machine the disk's
+        // scheduler, mq-deadline, serves reads first and starved the writes, 2.88 GB in 24.8 s,
+        // and the gather stage took 67 s against 51 s in the same run: docs/benchmarks.md,
+        // issue 20.)
         for c in 0..reader.chunks() {
             let (first, end) = (c * cp, (c + 1) * cp);
             needed.iter_mut().for_each(|w| *w = 0);
