@@ -34,6 +34,31 @@ def test_the_cut_by_hand():
     assert sweeps(indptr, 10, 136, 100) == 1
 
 
+def test_the_bytes_an_edge_takes_are_the_layers():
+    """The Rust core holds 4-byte ids where node ids fit in 32 bits (8 bytes an edge at its
+    peak), 8-byte ids else; torch's sorted keys take KEY_PEAK. The cut and the sweeps count what
+    the layer's cost says, so a block of the same share holds more edges with narrow ids."""
+    from ringgnn import _core
+
+    assert _core.aggregate_edge_bytes(1000) == 8
+    assert _core.aggregate_edge_bytes(2**32 - 2) == 8
+    assert _core.aggregate_edge_bytes(2**32 - 1) == 16  # 2**32 - 1 marks a dropped edge
+    assert _core.aggregate_edge_bytes(2**40) == 16
+    indptr = np.array([0, 2, 2, 5, 6])  # degrees 2, 0, 3, 1
+    assert cut(indptr, 10, 52, per_edge=8) == 2  # nodes 0-2: 30 + 5 * 8 = 70 > 52
+    assert cut(indptr, 10, 70, per_edge=8) == 3 and cut(indptr, 10, 70) == 2
+    assert sweeps(indptr, 10, 70, 100, per_edge=8) == 2 and sweeps(indptr, 10, 70, 100) == 3
+    rust = LayerCost(4 * 128 + 24, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64, per_edge=8)
+    torch = LayerCost(4 * 128 + 24, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64)
+    n, degree = 100_000, 30
+    indptr = np.arange(n + 1, dtype=np.int64) * degree
+    narrow = InferencePlan(None, indptr, [rust], in_flight=2, held=400 << 20).least_budget([0])
+    wide = InferencePlan(None, indptr, [torch], in_flight=2, held=400 << 20).least_budget([0])
+    # The blocks' least share: per node 536 + 30 edges, at 8 and 16 bytes, over MAX_SWEEPS sweeps.
+    assert narrow < wide
+    assert (wide - narrow) * 0.9 == pytest.approx(n * degree * 8 / MAX_SWEEPS, rel=0.01)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=80), st.integers(1, 300), st.integers(1, 9))
 def test_the_least_block_share_is_the_least_with_that_many_sweeps(degrees, per_node, limit):

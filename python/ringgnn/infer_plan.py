@@ -49,8 +49,10 @@ FINISH_BYTES = 32 << 20
 #: The most sweeps of a layer's input (one per destination block) a budget may need: beyond,
 #: it is refused with the budget that needs no more.
 MAX_SWEEPS = 8
-#: Bytes an in-edge of a destination block takes while its sorted key (or the Rust core's
-#: source position and distinct copy) is built.
+#: Bytes an in-edge of a destination block takes while its sorted key is built (torch's
+#: aggregation; the Rust core takes ``_core.aggregate_edge_bytes``: its source position and
+#: distinct copy, 4 bytes each where node ids fit in 32 bits). :class:`LayerCost` carries the
+#: one a layer uses.
 KEY_PEAK = 16
 #: The smallest piece and finishing slice, in rows or edges.
 MIN_ROWS = 1024
@@ -104,6 +106,7 @@ class LayerCost:
     per_node: int
     per_unit: int
     per_finish_row: int
+    per_edge: int = KEY_PEAK
 
 
 @dataclass(frozen=True)
@@ -117,44 +120,44 @@ class LayerSizes:
     sweeps: int
 
 
-def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0) -> int:
+def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int = KEY_PEAK) -> int:
     """The end ``b`` of the destination block starting at ``a``: the largest ``b`` with
-    ``(b - a) * per_node + (indptr[b] - indptr[a]) * KEY_PEAK`` within ``share`` (at least
+    ``(b - a) * per_node + (indptr[b] - indptr[a]) * per_edge`` within ``share`` (at least
     ``a + 1``: a node whose edges alone exceed it comes alone, its edges in windows)."""
     n = len(indptr) - 1
     lo, hi = a + 1, n
     base = int(indptr[a])
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        cost = (mid - a) * per_node + (int(indptr[mid]) - base) * KEY_PEAK
+        cost = (mid - a) * per_node + (int(indptr[mid]) - base) * per_edge
         lo, hi = (mid, hi) if cost <= share else (lo, mid - 1)
     return lo
 
 
-def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int) -> int:
+def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int, per_edge: int = KEY_PEAK) -> int:
     """How many destination blocks (a hub's edge windows counted one each) the greedy cut makes
     within ``share`` bytes; counting stops past ``limit``."""
     n = len(indptr) - 1
     a, count = 0, 0
     while a < n and count <= limit:
-        b = cut(indptr, per_node, share, a)
+        b = cut(indptr, per_node, share, a, per_edge)
         room = share - (b - a) * per_node
         edges = int(indptr[b]) - int(indptr[a])
-        count += max(1, -(-edges * KEY_PEAK // room)) if room > 0 else limit + 1
+        count += max(1, -(-edges * per_edge // room)) if room > 0 else limit + 1
         a = b
     return count
 
 
-def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS) -> int:
+def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS, per_edge: int = KEY_PEAK) -> int:
     """The smallest block share whose greedy cut makes at most ``limit`` sweeps."""
     n = len(indptr) - 1
     if n == 0:
         return 0
-    lo = per_node + KEY_PEAK
-    hi = max(lo, n * per_node + int(indptr[-1]) * KEY_PEAK)
+    lo = per_node + per_edge
+    hi = max(lo, n * per_node + int(indptr[-1]) * per_edge)
     while lo < hi:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if sweeps(indptr, per_node, mid, limit) <= limit else (mid + 1, hi)
+        lo, hi = (lo, mid) if sweeps(indptr, per_node, mid, limit, per_edge) <= limit else (mid + 1, hi)
     return lo
 
 
@@ -180,7 +183,7 @@ class InferencePlan:
         # tenth of the share, at most PIECE_BYTES each and FINISH_BYTES) from what is left;
         # the blocks get the rest.
         least_p, least_f = self._least_pieces(), self._least_finish()
-        need = max([least_block_bytes(indptr, c.per_node) for c in self.costs] or [0])
+        need = max([least_block_bytes(indptr, c.per_node, per_edge=c.per_edge) for c in self.costs] or [0])
         spare = max(0, self.share - need - least_p - least_f)
         pref_p = min(self.in_flight * PIECE_BYTES, self.share // 5)
         pref_f = min(FINISH_BYTES, self.share // 10)
@@ -197,7 +200,8 @@ class InferencePlan:
     def least_budget(self, layers: Sequence[int]) -> int:
         """The smallest budget whose blocks sweep each of ``layers``' input at most
         :data:`MAX_SWEEPS` times, with the smallest pieces and finishing slices."""
-        need = max([least_block_bytes(self.indptr, self.costs[k].per_node) for k in layers] or [0])
+        need = max([least_block_bytes(self.indptr, self.costs[k].per_node, per_edge=self.costs[k].per_edge)
+                    for k in layers] or [0])
         need += self._least_pieces() + self._least_finish()  # as __init__ takes them off
         return self.fixed + int(need / (1 - SLACK)) + 2  # share = (budget - fixed) * (1 - SLACK)
 
@@ -218,8 +222,8 @@ class InferencePlan:
         c = self.costs[k]
         units = max(MIN_ROWS, self.pieces // self.in_flight // max(1, c.per_unit))
         rows = max(MIN_ROWS, self.finish // max(1, c.per_finish_row))
-        block = max(self.block_bytes, c.per_node + KEY_PEAK)
-        return LayerSizes(block, units, rows, sweeps(self.indptr, c.per_node, block, 1 << 30))
+        block = max(self.block_bytes, c.per_node + c.per_edge)
+        return LayerSizes(block, units, rows, sweeps(self.indptr, c.per_node, block, 1 << 30, c.per_edge))
 
     def describe(self, layers: Sequence[int]) -> dict:
         """The plan as numbers (the command's ``plan`` summary)."""

@@ -639,8 +639,11 @@ class LayerwiseInference:
                 piece = 4 * (2 * d_in + acc) + 48
             finish = 4 * (d_in + acc + 6 * d_out) + 64
         # A block's own input rows are read a slice at a time when it is finished (GAT's when it
-        # starts, its self loops folded in then), so they cost nothing per node.
-        return LayerCost(4 * acc + 24, piece, finish)
+        # starts, its self loops folded in then), so they cost nothing per node. An in-edge: the
+        # Rust core's source position and distinct copy (4 bytes each where ids fit in 32 bits),
+        # or torch's sorted key at its peak.
+        per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
+        return LayerCost(4 * acc + 24, piece, finish, per_edge)
 
     def _sizes(self, k: int) -> Tuple[int, int, int]:
         """(bytes of a destination block, units of a piece, rows of a finishing slice) of layer
@@ -678,22 +681,23 @@ class LayerwiseInference:
         """Destination blocks ``a..b``: accumulators, rows and sorted edge keys within the grid's
         share (a node whose edges alone exceed it comes alone; its edges go in windows)."""
         indptr, n = self.graph.indptr, self.graph.num_nodes
-        per_node, share = self._layer_cost(k).per_node, self._sizes(k)[0]
+        cost, share = self._layer_cost(k), self._sizes(k)[0]
         a = 0
         while a < n:
-            b = min(n, a + self.grid_nodes) if not self.planned else cut(indptr, per_node, share, a)
+            b = min(n, a + self.grid_nodes) if not self.planned else cut(indptr, cost.per_node, share, a, cost.per_edge)
             if wanted is None or wanted[a:b].any():
                 yield a, b
             a = b
 
     def _windows(self, k: int, a: int, b: int) -> Iterator[Tuple[int, int]]:
-        """Edge ranges of block ``a..b`` whose sorted keys (8 bytes an edge) fit what the block's
+        """Edge ranges of block ``a..b`` whose edges (the layer's ``per_edge`` bytes each) fit what the block's
         nodes leave of the share: one range, but for hubs."""
         lo, hi = int(self.graph.indptr[a]), int(self.graph.indptr[b])
         if not self.planned:  # sizes given (tests): windows of 4 pieces
             step = 4 * self.block_edges
         else:
-            step = max(1024, (self._sizes(k)[0] - (b - a) * self._layer_cost(k).per_node) // KEY_PEAK)
+            cost = self._layer_cost(k)
+            step = max(1024, (self._sizes(k)[0] - (b - a) * cost.per_node) // cost.per_edge)
         for s0 in range(lo, max(hi, lo + 1), step):
             yield s0, min(hi, s0 + step)
 

@@ -16,10 +16,12 @@
 //! folding runs on `threads` threads over ranges of destinations of about equal edge counts, each
 //! thread owning its accumulator rows (no atomics, no locks).
 //!
-//! Peak memory: 16 bytes an edge (the sources read, then their distinct copy), 16 bytes a
+//! Peak memory: 2 ids an edge (the sources read, then their distinct copy), 16 bytes a
 //! destination (cursors), 16 bytes per 64 node ids of the sources' range (the bitmap: at most a
 //! quarter of a byte a node of the graph), two pieces of rows and a transformed piece; the
-//! caller's plan counts them (`python/ringgnn/inference.py`).
+//! caller's plan counts them (`python/ringgnn/inference.py`). An id is 4 bytes where the graph's
+//! node ids fit in 32 bits ([`edge_bytes`]), else 8: the edges of a block are most of its memory
+//! on a large graph, so halving them nearly halves the sweeps of its input.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -94,11 +96,69 @@ pub struct Times {
     pub fold: f64,
 }
 
+/// The ids of a block's edges as the aggregation holds them: u32 where every node id of the
+/// graph and the "dropped" mark fit, else u64.
+trait Id: Copy + Ord + Send + Sync + 'static {
+    /// A dropped entry (a stored self loop): sorts last, never folded in.
+    const NONE: Self;
+    fn from_u64(v: u64) -> Self;
+    fn get(self) -> u64;
+}
+
+impl Id for u32 {
+    const NONE: Self = u32::MAX;
+    fn from_u64(v: u64) -> Self {
+        v as u32
+    }
+    fn get(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Id for u64 {
+    const NONE: Self = u64::MAX;
+    fn from_u64(v: u64) -> Self {
+        v
+    }
+    fn get(self) -> u64 {
+        self
+    }
+}
+
+/// Bytes one in-edge of a block takes at the aggregation's peak (its source id, then the
+/// distinct copy of it: 2 ids) for a graph of `num_nodes` nodes; the plan's per-edge cost.
+pub fn edge_bytes(num_nodes: u64) -> usize {
+    if narrow_ids(num_nodes) {
+        8
+    } else {
+        16
+    }
+}
+
+fn narrow_ids(num_nodes: u64) -> bool {
+    num_nodes < u32::MAX as u64
+}
+
 /// Fold the rows of the in-neighbors of `job`'s block, edges `lo..hi`, into `acc`
 /// (`(indptr.len() - 1)` rows of [`Fold::acc_width`] values, row `d` for destination `a + d`).
 /// Rows come from `source` (the layout `file`), through `transform` when given; ids are checked
 /// against `file.num_nodes`.
 pub fn aggregate_block(
+    file: &FeatureFile,
+    source: &mut RowSource,
+    neighbors: NeighborFile<'_>,
+    job: &BlockJob<'_>,
+    transform: Option<Transform<'_>>,
+    acc: &mut [f32],
+) -> Result<AggregateStats> {
+    if narrow_ids(file.num_nodes) {
+        aggregate_ids::<u32>(file, source, neighbors, job, transform, acc)
+    } else {
+        aggregate_ids::<u64>(file, source, neighbors, job, transform, acc)
+    }
+}
+
+fn aggregate_ids<I: Id>(
     file: &FeatureFile,
     source: &mut RowSource,
     neighbors: NeighborFile<'_>,
@@ -121,7 +181,7 @@ pub fn aggregate_block(
         clock = now;
         t
     };
-    let mut pos = read_ids(neighbors, job.lo, job.hi, file)?;
+    let mut pos: Vec<I> = read_ids(neighbors, job.lo, job.hi, file)?;
     stats.neighbor_bytes = (job.hi - job.lo) * neighbors.id_bytes as u64;
     // Each destination's edges within the window: `seg[d]..seg[d + 1]` of `pos`.
     let seg: Vec<usize> = job
@@ -132,13 +192,13 @@ pub fn aggregate_block(
     if job.fold.drops_self_loops() {
         for d in 0..n_d {
             for id in &mut pos[seg[d]..seg[d + 1]] {
-                if *id == job.a + d as u64 {
-                    *id = u64::MAX; // a stored self loop: sorted last, never folded in
+                if id.get() == job.a + d as u64 {
+                    *id = I::NONE; // a stored self loop: sorted last, never folded in
                 }
             }
         }
     }
-    let ranks = Ranks::of(&pos);
+    let ranks = Ranks::of(&pos[..]);
     let distinct = ranks.distinct();
     let threads = thread_count(job.threads);
     let mut cursor: Vec<usize> = seg[..n_d].to_vec();
@@ -162,10 +222,13 @@ pub fn aggregate_block(
         let todo = pieces.clone();
         // The reader starts on the first piece now: its reads overlap the edges' mapping below.
         s.spawn(move || {
+            let mut ids: Vec<u64> = Vec::new();
             for (p0, p1) in todo {
                 let Ok(mut buf) = empty_rx.recv() else { return };
                 buf.resize((p1 - p0) * dim, 0.0);
-                let read = source.for_each_row(file, &distinct[p0..p1], |k, row| {
+                ids.clear();
+                ids.extend(distinct[p0..p1].iter().map(|id| id.get()));
+                let read = source.for_each_row(file, &ids, |k, row| {
                     decode_row(dtype, row, &mut buf[k * dim..(k + 1) * dim])
                 });
                 let failed = read.is_err();
@@ -179,8 +242,8 @@ pub fn aggregate_block(
         let sort = pieces.len() > 1;
         parallel_segments(&seg, threads, &mut pos, |range, part, base| {
             for id in part.iter_mut() {
-                if *id != u64::MAX {
-                    *id = ranks.rank(*id) as u64;
+                if *id != I::NONE {
+                    *id = I::from_u64(ranks.rank(*id) as u64);
                 }
             }
             if sort {
@@ -233,23 +296,26 @@ pub fn aggregate_block(
     Ok(stats)
 }
 
-/// The distinct ids of a list (but `u64::MAX`, a dropped entry) as a bitmap over their range, with
-/// the count of ids before each 64-bit word: an id's position among the distinct ones, ascending,
-/// is one look-up and a popcount (no sort of the edges; 16 bytes per 64 ids of the range).
-struct Ranks {
+/// The distinct ids of a list (but [`Id::NONE`], a dropped entry) as a bitmap over their range,
+/// with the count of ids before each 64-bit word: an id's position among the distinct ones,
+/// ascending, is one look-up and a popcount (no sort of the edges; 16 bytes per 64 ids of the
+/// range).
+struct Ranks<I> {
     base: u64,
     words: Vec<u64>,
     before: Vec<u64>,
+    id: std::marker::PhantomData<I>,
 }
 
-impl Ranks {
-    fn of(ids: &[u64]) -> Self {
-        let live = || ids.iter().copied().filter(|&id| id != u64::MAX);
+impl<I: Id> Ranks<I> {
+    fn of(ids: &[I]) -> Self {
+        let live = || ids.iter().copied().filter(|&id| id != I::NONE).map(I::get);
         let (Some(min), Some(max)) = (live().min(), live().max()) else {
             return Ranks {
                 base: 0,
                 words: Vec::new(),
                 before: Vec::new(),
+                id: std::marker::PhantomData,
             };
         };
         let mut words = vec![0u64; ((max - min) / 64 + 1) as usize];
@@ -267,11 +333,12 @@ impl Ranks {
             base: min,
             words,
             before,
+            id: std::marker::PhantomData,
         }
     }
 
     /// The distinct ids, ascending.
-    fn distinct(&self) -> Vec<u64> {
+    fn distinct(&self) -> Vec<I> {
         let n = self
             .before
             .last()
@@ -280,7 +347,9 @@ impl Ranks {
         for (i, &w) in self.words.iter().enumerate() {
             let mut w = w;
             while w != 0 {
-                out.push(self.base + i as u64 * 64 + w.trailing_zeros() as u64);
+                out.push(I::from_u64(
+                    self.base + i as u64 * 64 + w.trailing_zeros() as u64,
+                ));
                 w &= w - 1;
             }
         }
@@ -288,8 +357,8 @@ impl Ranks {
     }
 
     /// The position of `id` (one of the ids) among the distinct ones.
-    fn rank(&self, id: u64) -> usize {
-        let i = id - self.base;
+    fn rank(&self, id: I) -> usize {
+        let i = id.get() - self.base;
         let w = (i / 64) as usize;
         (self.before[w] + (self.words[w] & ((1u64 << (i % 64)) - 1)).count_ones() as u64) as usize
     }
@@ -297,10 +366,10 @@ impl Ranks {
 
 /// What every piece of a block shares: each destination's edges `seg[d]..seg[d + 1]` of `pos`
 /// (positions among the `distinct` sources), the row widths, the threads.
-struct Layout<'a> {
+struct Layout<'a, I> {
     seg: &'a [usize],
-    pos: &'a [u64],
-    distinct: &'a [u64],
+    pos: &'a [I],
+    distinct: &'a [I],
     width: usize,
     acc_width: usize,
     threads: usize,
@@ -354,8 +423,9 @@ fn check_job(
     Ok(acc_width)
 }
 
-/// Entries `lo..hi` of the neighbor file as u64, checked to be nodes of `file`.
-fn read_ids(nb: NeighborFile<'_>, lo: u64, hi: u64, file: &FeatureFile) -> Result<Vec<u64>> {
+/// Entries `lo..hi` of the neighbor file as ids `I` (wide enough for `file`'s nodes: see
+/// [`aggregate_block`]), checked to be nodes of `file`.
+fn read_ids<I: Id>(nb: NeighborFile<'_>, lo: u64, hi: u64, file: &FeatureFile) -> Result<Vec<I>> {
     let io = |source| Error::Io {
         path: nb.path.to_path_buf(),
         source,
@@ -372,18 +442,18 @@ fn read_ids(nb: NeighborFile<'_>, lo: u64, hi: u64, file: &FeatureFile) -> Resul
     File::open(nb.path)
         .and_then(|f| f.read_exact_at(&mut bytes, lo * nb.id_bytes as u64))
         .map_err(io)?;
-    let ids: Vec<u64> = if nb.id_bytes == 4 {
-        bytes
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as u64)
-            .collect()
-    } else {
-        bytes
-            .chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-            .collect()
+    let wide = |i: usize| -> u64 {
+        if nb.id_bytes == 4 {
+            u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as u64
+        } else {
+            u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap())
+        }
     };
-    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, &id)| id >= file.num_nodes) {
+    // An id past the graph is refused before it is narrowed (so never mistaken for another).
+    if let Some((i, id)) = (0..n)
+        .map(|i| (i, wide(i)))
+        .find(|&(_, id)| id >= file.num_nodes)
+    {
         return Err(Error::Input(format!(
             "{}: entry {} is node {id}, but the graph has {} nodes; run `ringgnn verify` on the dataset",
             nb.path.display(),
@@ -391,7 +461,7 @@ fn read_ids(nb: NeighborFile<'_>, lo: u64, hi: u64, file: &FeatureFile) -> Resul
             file.num_nodes
         )));
     }
-    Ok(ids)
+    Ok((0..n).map(|i| I::from_u64(wide(i))).collect())
 }
 
 fn thread_count(asked: usize) -> usize {
@@ -427,9 +497,9 @@ fn split(seg: &[usize], threads: usize) -> Vec<(usize, usize)> {
 }
 
 /// `f(destinations, their edges' slice of pos, index of that slice's first edge)` on threads.
-fn parallel_segments<F>(seg: &[usize], threads: usize, pos: &mut [u64], f: F)
+fn parallel_segments<I: Id, F>(seg: &[usize], threads: usize, pos: &mut [I], f: F)
 where
-    F: Fn(std::ops::Range<usize>, &mut [u64], usize) + Sync,
+    F: Fn(std::ops::Range<usize>, &mut [I], usize) + Sync,
 {
     let ranges = split(seg, threads);
     thread::scope(|s| {
@@ -448,9 +518,9 @@ where
 
 /// Fold the rows of distinct sources `p0..p1` (`buf`, `width` values each) into the
 /// accumulators of the destinations whose next edges come from them.
-fn fold_piece(
+fn fold_piece<I: Id>(
     job: &BlockJob<'_>,
-    l: &Layout<'_>,
+    l: &Layout<'_, I>,
     cursor: &mut [usize],
     acc: &mut [f32],
     p0: usize,
@@ -471,19 +541,20 @@ fn fold_piece(
                     let out = &mut acc_part[i * aw..(i + 1) * aw];
                     let v = job.a + d as u64;
                     let (mut c, end) = (cur_part[i], seg[d + 1]);
-                    // Dropped edges (u64::MAX) sort last, but come anywhere in a single piece.
+                    // Dropped edges (Id::NONE) sort last, but come anywhere in a single piece.
                     while c < end {
                         let p = pos[c];
-                        if p == u64::MAX {
+                        if p == I::NONE {
                             c += 1;
                             continue;
                         }
-                        if p as usize >= p1 {
+                        let p = p.get() as usize;
+                        if p >= p1 {
                             break;
                         }
-                        let k = p as usize - p0;
+                        let k = p - p0;
                         job.fold
-                            .edge(out, &buf[k * w..(k + 1) * w], l.distinct[p as usize], v, d);
+                            .edge(out, &buf[k * w..(k + 1) * w], l.distinct[p].get(), v, d);
                         c += 1;
                     }
                     cur_part[i] = c;
@@ -495,8 +566,71 @@ fn fold_piece(
 
 #[cfg(test)]
 mod tests {
-    use super::{split, Ranks};
+    use super::*;
     use proptest::prelude::*;
+    use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
+    use std::io::Write;
+    use std::sync::Arc;
+
+    /// Block 1..4 of a 5-node graph (node `i`'s row is `[i, 10 i]`), its in-neighbor lists
+    /// `[0, 2, 0]`, `[1, 2, 2, 4]` (a self loop, a duplicate) and `[]`, folded with 4-byte and
+    /// 8-byte ids, in one piece and in pieces of one row: the sums by hand, whatever the id width.
+    #[test]
+    fn both_id_widths_fold_the_same_sums() {
+        let dir = tempfile::tempdir().unwrap();
+        let nb_path = dir.path().join("indices.bin");
+        let ids: [u32; 10] = [3, 4, 0, 2, 0, 1, 2, 2, 4, 1];
+        let mut f = File::create(&nb_path).unwrap();
+        for id in ids {
+            f.write_all(&id.to_le_bytes()).unwrap();
+        }
+        drop(f);
+        let file = FeatureFile {
+            path: dir.path().join("features.bin"),
+            info: FeatureInfo::new(2, FeatureDtype::F32),
+            num_nodes: 5,
+        };
+        let rows: Vec<u8> = (0..5)
+            .flat_map(|i| [i as f32, 10.0 * i as f32])
+            .flat_map(f32::to_le_bytes)
+            .collect();
+        let indptr = [2u64, 5, 9, 9]; // destinations 1, 2, 3
+        let want = [2.0, 20.0, 9.0, 90.0, 0.0, 0.0];
+        for pieces in [1, 8] {
+            for narrow in [true, false] {
+                let job = BlockJob {
+                    a: 1,
+                    indptr: &indptr,
+                    lo: 2,
+                    hi: 9,
+                    fold: Fold::Sum,
+                    piece_rows: pieces,
+                    threads: 2,
+                };
+                let nb = NeighborFile {
+                    path: &nb_path,
+                    id_bytes: 4,
+                };
+                let mut source = RowSource::Memory(Arc::new(rows.clone()));
+                let mut acc = vec![0f32; 6];
+                let stats = if narrow {
+                    aggregate_ids::<u32>(&file, &mut source, nb, &job, None, &mut acc)
+                } else {
+                    aggregate_ids::<u64>(&file, &mut source, nb, &job, None, &mut acc)
+                }
+                .unwrap();
+                assert_eq!(acc, want, "pieces of {pieces} rows, narrow ids {narrow}");
+                assert_eq!(stats.rows, 4, "distinct sources 0, 1, 2, 4");
+            }
+        }
+        assert_eq!(edge_bytes(5), 8);
+        assert_eq!(edge_bytes(u32::MAX as u64 - 1), 8);
+        assert_eq!(
+            edge_bytes(u32::MAX as u64),
+            16,
+            "u32::MAX is the dropped mark"
+        );
+    }
 
     proptest! {
         /// The bitmap's distinct ids are the sorted, deduplicated ids (dropped entries left out),
@@ -512,6 +646,13 @@ mod tests {
             prop_assert_eq!(ranks.distinct(), want.clone());
             for &id in ids.iter().filter(|&&i| i != u64::MAX) {
                 prop_assert_eq!(ranks.rank(id), want.binary_search(&id).unwrap());
+            }
+            // The same with 4-byte ids (u32::MAX the dropped mark).
+            let narrow: Vec<u32> = ids.iter().map(|&i| if i == u64::MAX { u32::MAX } else { i as u32 }).collect();
+            let r32 = Ranks::of(&narrow);
+            prop_assert_eq!(r32.distinct().into_iter().map(u64::from).collect::<Vec<_>>(), want.clone());
+            for &id in narrow.iter().filter(|&&i| i != u32::MAX) {
+                prop_assert_eq!(r32.rank(id), want.binary_search(&(id as u64)).unwrap());
             }
         }
 

@@ -409,3 +409,11 @@ impl FeatureReader {
         Ok(d)
     }
 }
+
+/// Bytes one in-edge of a destination block takes at the peak of `FeatureReader.aggregate` on a
+/// graph of `num_nodes` nodes (8 where node ids fit in 32 bits, else 16): what the inference
+/// plan counts per edge of a block (`ringgnn_features::aggregate::edge_bytes`).
+#[pyfunction]
+pub fn aggregate_edge_bytes(num_nodes: u64) -> usize {
+    ringgnn_features::aggregate::edge_bytes(num_nodes)
+}
