@@ -32,6 +32,8 @@ def test_the_cut_by_hand():
     # then [3,4) 26: 4 in all
     assert sweeps(indptr, 10, 52, 100) == 4
     assert sweeps(indptr, 10, 136, 100) == 1
+    # nodes without edges that fill the share exactly: one sweep (hypothesis found it counted 2)
+    assert sweeps(np.array([0, 0, 0]), 16, 32, 1) == 1 and least_block_bytes(np.array([0, 0, 0]), 16, 1) == 32
 
 
 def test_the_bytes_an_edge_takes_are_the_layers():

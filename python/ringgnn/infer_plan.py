@@ -143,7 +143,8 @@ def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int, per_edge: 
         b = cut(indptr, per_node, share, a, per_edge)
         room = share - (b - a) * per_node
         edges = int(indptr[b]) - int(indptr[a])
-        count += max(1, -(-edges * per_edge // room)) if room > 0 else limit + 1
+        # A block without edges is one sweep even when its nodes fill the share exactly.
+        count += 1 if edges == 0 else max(1, -(-edges * per_edge // room)) if room > 0 else limit + 1
         a = b
     return count
 
