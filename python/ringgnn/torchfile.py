@@ -59,7 +59,7 @@ def _rebuild_tensor(storage: np.ndarray, offset: int, size: Tuple[int, ...], str
     item = storage.dtype.itemsize
     view = np.lib.stride_tricks.as_strided(storage[offset:], shape=tuple(size),
                                            strides=tuple(s * item for s in stride))
-    return np.array(view)  # a copy: views of one storage stay independent, as torch.load's clones are not needed
+    return np.array(view)  # its own elements: the storage's bytes are not kept alive by a small view
 
 
 def _rebuild_parameter(data: np.ndarray, *_: Any) -> np.ndarray:
