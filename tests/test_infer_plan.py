@@ -137,3 +137,43 @@ def test_the_runtime_check_refuses_before_anything_is_loaded(tmp_path):
     assert r.stdout.split() == ["False", "1"], r.stderr
     assert "give at least --memory" in r.stderr and "the runtime (Python, numpy, the core)" in r.stderr
     assert not (tmp_path / "e.npy").exists()
+
+
+def _split_plan(budget, n=100_000, degree=2, held=400 << 20, window=(4 * 128 + 56)):
+    """A graph of few in-edges a node whose layers can also run by source partitions (windows
+    of ``share // window`` edges each)."""
+    indptr = np.arange(n + 1, dtype=np.int64) * degree
+    costs = [LayerCost(4 * 128 + 24, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64, per_window_edge=window)] * 2
+    return InferencePlan(budget, indptr, costs, in_flight=2, held=held)
+
+
+def test_partitions_run_where_the_grid_would_sweep_too_often_and_the_least_is_the_smaller():
+    """Between the least budget of the partitions and the grid's, the plan accepts the budget and
+    says that the layers run by partitions; under both, it refuses naming the partitions' least;
+    with the grid forced (or a layer that cannot be split) it names the grid's."""
+    from ringgnn.infer_plan import MAX_PARTS
+
+    probe = _split_plan(1 << 30)
+    grid_least = probe.least_budget(range(2), grid_only=True)
+    part_least = probe.least_budget(range(2))
+    # Worked by hand: 200,000 edges in at most 128 windows of (512 + 56)-byte edges.
+    need = -(-200_000 // MAX_PARTS) * (4 * 128 + 56) + probe._least_pieces() + probe._least_finish()
+    assert part_least == probe.fixed + int(need / 0.9) + 2
+    assert part_least < grid_least
+    mid = _split_plan((part_least + grid_least) // 2)
+    mid.check(range(2))  # accepted
+    assert all(mid.sizes(k).sweeps > MAX_SWEEPS and mid.must_partition(k) for k in range(2))
+    assert mid.block_bytes >= mid.least_partition_block(0)
+    with pytest.raises(InputError, match=f"give at least --memory {grid_least:,}"):
+        mid.check(range(2), grid_only=True)
+    at = _split_plan(part_least)
+    at.check(range(2))
+    below = _split_plan(part_least - 1)
+    with pytest.raises(InputError, match=f"more than {MAX_PARTS} windows: give at least --memory {part_least:,}"):
+        below.check(range(2))
+    # A budget the grid runs within MAX_SWEEPS needs no partitions.
+    big = _split_plan(grid_least)
+    assert not any(big.must_partition(k) for k in range(2))
+    # A layer that cannot be split (the torch aggregation): the grid's least.
+    assert _split_plan(1 << 30, window=0).least_budget(range(2)) == grid_least
+    assert _split_plan(1 << 30, window=0).least_partition_block(0) is None

@@ -1,34 +1,38 @@
 """The source-partitioned scheme of layer-wise inference (issue 24; ``docs/INFERENCE.md``, "The
-other scheme: source partitions"): one layer of sums (GraphSAGE's mean, GCN) computed by cutting
-the *sources* into partitions instead of the destinations into blocks, so that the layer's input
-file is read once rather than once per destination block. ``infer_plan.choose_scheme`` decides
-when it is used (when it reads and writes fewer bytes than the grid) and how many partitions.
+other scheme: source partitions"): one layer computed by cutting the *sources* into partitions
+instead of the destinations into blocks, so that the layer's input file is read once rather than
+once per destination block. ``infer_plan.choose_scheme`` decides when it is used (when it reads
+and writes fewer bytes than the grid, or when the grid would sweep the input more than
+``MAX_SWEEPS`` times) and how many partitions.
+
+The per-edge work is the Rust core's (``ringgnn_features::partition``, through
+``_core.SourcePartitions`` and ``FeatureReader.partials``, on all threads with the GIL released):
 
 1. **Bucketing**: one pass over the neighbor file; each edge ``u -> v`` is appended to its source
-   partition's bucket (``u`` and ``v`` in two files). Destinations come in increasing order, so
-   every bucket is sorted by destination. GCN's stored self loops are dropped here.
-2. **Partial sums**: a partition's bucket is taken in windows of at most ``window_edges`` edges;
-   each window is one call of the Rust aggregation (``FeatureReader.aggregate``, ``fold="sum"``)
-   over its own neighbor list (the bucket's sources) with the destinations it reaches numbered
-   compactly, so the partition's rows are read once, in file order, on all cores. GCN's source
-   weight ``dinv[u]`` is applied to the piece's rows by the transform (the pieces are the
-   window's distinct sources in increasing order, ``piece_rows`` at a time); its destination
-   weight ``dinv[v]`` at the merge. Each window's partial sums and their destination ids are
-   appended to one spill file pair.
-3. **Merge**: per destination block, every window's partials of the block's destinations (found
-   by offsets noted when they were spilled) are added up (``index_add_``: a destination split
-   between two windows of a partition comes twice); the block is then finished as on the grid
-   (``LayerwiseInference._grid_finish``).
+   partition's bucket, every bucket sorted by destination (GCN and GAT drop stored self loops).
+2. **Partial aggregates**: a partition's bucket is taken in windows of at most ``window_edges``
+   edges; each window is one Rust aggregation over the bucket's sources with the destinations
+   it reaches numbered compactly (their node ids given to GCN's ``dinv[u] dinv[v]`` and GAT's
+   destination logits), so the partition's rows are read once, in file order. The layer's
+   dense parts are the grid's (``run.dense``, ``infer_dense``): where the layer narrows, ``W x``
+   of each piece; GAT's ``lin(x)`` and source logits of each piece, and its destination logits
+   of every node, computed first in a pass of their own into a temporary file. Each window's partials and their destination ids
+   are spilled (``O_DIRECT`` where the file system allows it).
+3. **Merge**: per destination block, every window's partials of the block's destinations are
+   combined on all threads (sums added, maxima maxed, GAT's softmax partials rescaled to their
+   common maximum); the block is then finished as on the grid (``_grid_finish``; GAT's self loop
+   folded in there).
 
 Everything goes to files under the run's temporary directory (``_files.temporary``), removed at
 the end of the layer. Memory: a window's accumulators and edges (``infer_plan.PART_NODE``,
-``PART_EDGE``), a bucketing chunk, and a merge block with one slice of partials, all within the
-plan's share."""
+``PART_EDGE``), a bucketing chunk, and a merge block with one slice of partials per thread, all
+within the plan's share."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 import numpy as np
 
@@ -38,14 +42,9 @@ from .infer_plan import release_freed
 if TYPE_CHECKING:
     from .inference import LayerwiseInference
 
-
-def _read(path: str, dtype: Any, start: int, count: int, width: int = 1) -> np.ndarray:
-    """Rows ``start..start + count`` of a spill or bucket file (``width`` values each)."""
-    with os_errors("reading the temporary", path):
-        out = np.fromfile(path, dtype=dtype, count=count * width, offset=start * width * np.dtype(dtype).itemsize)
-    if len(out) != count * width:
-        raise OSError(5, "the temporary ends early", path)
-    return out.reshape(count, width) if width > 1 else out
+#: Bytes an edge of a bucketing chunk takes in the Rust core (its id read, then its source and
+#: destination in their partition's run).
+CHUNK_EDGE = 24
 
 
 def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
@@ -54,139 +53,130 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
     """Layer ``k`` by source partitions (the module's docstring); rows go to ``writer`` in node
     order (only the merge blocks holding ``wanted`` nodes). Returns the bytes written to and read
     from the temporaries."""
+    from . import _core
+
     g, n = run.graph, run.graph.num_nodes
-    gcn = run.ckpt.kind == "gcn"
-    acc_w = run._acc_width(k)
+    kind, aggr = run.ckpt.kind, run._aggr(k)
+    layer = run.dense.layers[k]
+    gat = kind == "gat"
+    heads = layer.heads if gat else 0
+    acc_w = (layer.heads * layer.channels + 2 * heads) if gat else run._acc_width(k)
     bounds = np.linspace(0, n, parts + 1).astype(np.int64)
-    # Merge blocks: the block's sums and one slice of partials as large (and ids), within the share.
+    threads = os.cpu_count() or 1
+    # Merge blocks: the block's aggregates and a slice of partials per thread as large (and ids).
     merge_rows = max(1, min(n, share // (2 * 4 * acc_w + 16)))
     merge = np.append(np.arange(0, n, merge_rows, dtype=np.int64), n)
-    io = dict(temp_written=0, temp_read=0)
+    slice_rows = max(1, merge_rows // threads)
+    fold = {"mean": "sum", "sum": "gcn"}.get(aggr, aggr)
     scratch = temporary(run.work_dir, f"ringgnn-infer-parts{k + 1}", directory=True)
+    io = dict(temp_written=0, temp_read=0)
     try:
         d = scratch.path
-        src_f = [os.path.join(d, f"p{p}.src") for p in range(parts)]
-        dst_f = [os.path.join(d, f"p{p}.dst") for p in range(parts)]
-        # 1. Bucketing, a chunk of destinations at a time: an edge's ids, partition, order and
-        # their reordered copies (about 64 bytes) within the share.
-        from .inference import blocks
-
-        chunk = max(1024, share // 80)
-        handles: List[Any] = []
-        try:
-            with os_errors("writing the partition buckets in", d):
-                for f in src_f + dst_f:
-                    handles.append(open(f, "wb", buffering=0))  # errors come at write()
-                for blk in blocks(g.indptr, chunk, 1 << 62):
-                    ids = g.edges(blk.lo, blk.hi)
-                    dst = run._dst_of(blk)
-                    if gcn:  # GCN drops stored self loops (its own is added when finishing)
-                        keep = ids != dst
-                        ids, dst = ids[keep], dst[keep]
-                    p = np.searchsorted(bounds, ids, side="right") - 1
-                    order = np.argsort(p, kind="stable")  # each bucket keeps destinations in order
-                    ids, dst, p = ids[order], dst[order], p[order]
-                    cuts = np.searchsorted(p, np.arange(parts + 1))
-                    for q in np.flatnonzero(np.diff(cuts)):
-                        s0, s1 = cuts[q], cuts[q + 1]
-                        handles[q].write(ids[s0:s1].tobytes())
-                        handles[parts + q].write(dst[s0:s1].tobytes())
-                    io["temp_written"] += 16 * len(ids)
-                    del ids, dst, p, order
-        finally:
-            for h in handles:
-                h.close()
-        # 2. Partial sums, a window of a partition's bucket at a time, spilled.
-        ids_path, rows_path = os.path.join(d, "partials.ids"), os.path.join(d, "partials.f32")
-        marks: List[np.ndarray] = []  # per window: the spill offsets of the merge blocks' bounds
-        spilled = 0
-        kw: Dict[str, Any] = dict(fold="sum")
-        weight = run.dense.transform(k) if run._narrow(k) else None
-        with open(ids_path, "wb", buffering=0) as ids_out, open(rows_path, "wb", buffering=0) as rows_out:
-            for p in range(parts):
-                with os_errors("reading the partition bucket", dst_f[p]):
-                    total = os.path.getsize(dst_f[p]) // 8
-                for e0 in range(0, total, window_edges):
-                    e1 = min(total, e0 + window_edges)
-                    dst = _read(dst_f[p], np.int64, e0, e1 - e0)
-                    io["temp_read"] += 8 * (e1 - e0)
-                    first = np.flatnonzero(np.diff(dst, prepend=-1))
-                    reach = dst[first]
-                    indptr = np.append(first, e1 - e0).astype(np.int64) + e0
-                    del dst, first
-                    if gcn or weight is not None:
-                        kw.update(width=acc_w,
-                                  transform=_transform(run, src_f[p], e0, e1, gcn and run.dinv, weight, io))
-                    acc = np.zeros((len(reach), acc_w), dtype=np.float32)
-                    got = reader.aggregate(acc, 0, indptr, e0, e1, src_f[p], 8, piece_rows=piece_rows, **kw)
-                    io["temp_read"] += got["neighbor_bytes"]
-                    kw.pop("transform", None)
-                    with os_errors("writing the partial sums", rows_path):
-                        ids_out.write(reach.tobytes())
-                        rows_out.write(acc.tobytes())
-                    io["temp_written"] += reach.nbytes + acc.nbytes
-                    marks.append(spilled + np.searchsorted(reach, merge))
-                    spilled += len(reach)
-                    del acc, reach, indptr
-                    release_freed()
-                with os_errors("removing the partition bucket", src_f[p]):
-                    os.remove(src_f[p])
-                    os.remove(dst_f[p])
+        with os_errors("writing the partition buckets in", d):
+            sp = _core.SourcePartitions(d, bounds, merge, n, np.dtype(g.dtype).itemsize, acc_w)
+            t = time.perf_counter()
+            sp.bucket(g.path, g.indptr, drop_self_loops=kind in ("gcn", "gat"),
+                      chunk_edges=max(1024, share // CHUNK_EDGE))
+            run._phase("bucket", t)
+        kw = _fold_args(run, k, fold)
+        if gat:
+            t = time.perf_counter()
+            kw["a_dst"] = _destination_logits(run, k, reader, os.path.join(d, "a_dst.npy"), finish_rows)
+            io["temp_written"] += kw["a_dst"].nbytes
+            run._phase("start", t)
+        for q in range(sp.parts):
+            total = sp.edges(q)
+            for e0 in range(0, total, window_edges):
+                with os_errors("spilling the partial aggregates in", d):
+                    got = reader.partials(sp, q, e0, min(total, e0 + window_edges), piece_rows=piece_rows, **kw)
+                for p in ("sources", "positions", "read_wait", "transform", "fold"):
+                    run._phases[p] = run._phases.get(p, 0.0) + got[p]
+                release_freed()
+            with os_errors("removing the partition bucket in", d):
+                sp.remove_bucket(q)
+        if gat:
+            io["temp_read"] += kw["a_dst"].nbytes
+            del kw["a_dst"]
         # 3. Merge, a destination block at a time, finished as on the grid.
-        starts = np.array(marks, dtype=np.int64).reshape(len(marks), len(merge))
-        del marks
-        slice_rows = merge_rows
         for j in range(len(merge) - 1):
             a, b = int(merge[j]), int(merge[j + 1])
             if wanted is not None and not wanted[a:b].any():
                 continue
-            acc = np.zeros((b - a, acc_w), dtype=np.float32)
-            for w in range(len(starts)):
-                for s0 in range(int(starts[w, j]), int(starts[w, j + 1]), slice_rows):
-                    s1 = min(int(starts[w, j + 1]), s0 + slice_rows)
-                    ids = _read(ids_path, np.int64, s0, s1 - s0)
-                    rows = _read(rows_path, np.float32, s0, s1 - s0, acc_w)
-                    io["temp_read"] += ids.nbytes + rows.nbytes
-                    acc[ids - a] += rows  # a window's destinations are distinct
-                    del ids, rows
-            if gcn:  # the destination's weight of dinv[u] * dinv[v]
-                acc *= run.dinv[a:b][:, None]
+            t = time.perf_counter()
+            acc = np.empty((b - a, acc_w), dtype=np.float32)
+            with os_errors("merging the partial aggregates in", d):
+                sp.merge(j, acc, fold, heads=heads, slice_rows=slice_rows)
+            run._phase("merge", t)
+            t = time.perf_counter()
             for r0 in range(a, b, finish_rows):
                 r1 = min(b, r0 + finish_rows)
                 # The dense parts on the run's device (``--device``), as the grid finishes.
                 x_dst = run._up(reader.gather(np.arange(r0, r1, dtype=np.int64)))
-                out = run._grid_finish(k, {"acc": run._up(acc[r0 - a:r1 - a])}, r0, r1, x_dst)
+                part = acc[r0 - a:r1 - a]
+                st = _with_self_loop(run, k, part, x_dst) if gat else {"acc": run._up(part)}
+                out = run._grid_finish(k, st, r0, r1, x_dst)
                 if activate:
                     out = run._after(k, out)
                 writer(r0, run._down(out))
-                del out, x_dst
+                del out, x_dst, st
             del acc
             release_freed()
+            run._phase("finish", t)
+        got = sp.io
+        run.graph.bytes_read += got["neighbor_bytes"]
+        io["temp_written"] += got["temp_written"]
+        io["temp_read"] += got["temp_read"]
+        del sp
     finally:
         scratch.close()
     return io
 
 
-def _transform(run: "LayerwiseInference", src_path: str, e0: int, e1: int, dinv: Any, weight: Any,
-               io: Dict[str, int]) -> Callable:
-    """The transform of a window's pieces of rows: ``W x`` where the layer narrows (``weight``:
-    the dense parts' transform), times GCN's ``dinv[u]``. The Rust core hands the window's
-    distinct sources in increasing order, ``piece_rows`` at a time, so the ``i``-th call's rows
-    are the next ones of ``np.unique``."""
-    scale = None
-    if dinv is not None and dinv is not False:
-        u = np.unique(_read(src_path, np.int64, e0, e1 - e0))
-        io["temp_read"] += 8 * (e1 - e0)
-        scale = dinv[u]
-    seen = [0]
-
-    def apply(x: np.ndarray) -> np.ndarray:
-        t = weight(x) if weight is not None else x
-        if scale is not None:
-            t = t * scale[seen[0]:seen[0] + len(x), None]
-        seen[0] += len(x)
-        return np.ascontiguousarray(t, dtype=np.float32)
-
-    return apply
+def _fold_args(run: "LayerwiseInference", k: int, fold: str) -> Dict[str, Any]:
+    """The arguments of ``FeatureReader.partials`` for layer ``k``'s fold, as the grid's
+    (``LayerwiseInference._rust_add``): GCN's ``dinv``; where a GraphSAGE or GCN layer narrows,
+    ``W x`` of each piece; for GAT, ``lin(x)`` and the source logits of each piece."""
+    kw: Dict[str, Any] = dict(fold=fold)
+    if fold == "gcn":
+        kw["dinv"] = run.dinv
+    if run._narrow(k):
+        kw.update(width=run.widths[k + 1], transform=run.dense.transform(k))
+    elif fold == "softmax":
+        layer = run.dense.layers[k]
+        kw.update(width=layer.heads * layer.channels + layer.heads, transform=run.dense.messages(k),
+                  negative_slope=float(layer.slope))
+    return kw
 
 
+def _destination_logits(run: "LayerwiseInference", k: int, reader: Any, path: str, rows: int) -> np.ndarray:
+    """GAT's destination logits ``<lin_dst(x_v), att_dst>`` of every node, ``[n, heads]``, in a
+    temporary file ``path`` (read back as a memory map: a window looks up those of the
+    destinations it reaches), from the input read ``rows`` rows at a time."""
+    n, heads = run.graph.num_nodes, run.dense.layers[k].heads
+    with os_errors("writing GAT's destination logits to", path):
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, heads))
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            a_dst, _, _ = run.dense.gat_start(k, run._up(reader.gather(np.arange(r0, r1, dtype=np.int64))))
+            out[r0:r1] = run._down(a_dst)
+        out.flush()
+        del out
+    return np.load(path, mmap_mode="r")
+
+
+def _with_self_loop(run: "LayerwiseInference", k: int, acc: np.ndarray, x: Any) -> Dict[str, Any]:
+    """GAT's merged aggregates (host rows ``acc``: weighted sums, running maxima, sums of
+    exponentials) of destinations with rows ``x`` (on the dense parts' arrays), with each node's
+    self loop folded in as one more partial (its logit and message from its own row, the grid's
+    ``gat_start``), as ``_grid_finish`` takes them."""
+    layer = run.dense.layers[k]
+    H, C = layer.heads, layer.channels
+    _, e, xs = run.dense.gat_start(k, x)
+    e, xs = run._down(e), run._down(xs).reshape(-1, H, C)
+    n = len(acc)
+    msg, m, z = acc[:, :H * C].reshape(n, H, C), acc[:, H * C:H * C + H], acc[:, H * C + H:]
+    top = np.maximum(m, e)  # finite: the self loop's logit is
+    scale, own = np.exp(m - top), np.exp(e - top)  # exp(-inf) = 0 where no in-edges
+    msg = msg * scale[:, :, None] + xs * own[:, :, None]
+    return dict(msg=run._up(np.ascontiguousarray(msg.reshape(n, H * C), dtype=np.float32)),
+                z=run._up(np.ascontiguousarray(z * scale + own, dtype=np.float32)))

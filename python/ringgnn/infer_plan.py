@@ -14,10 +14,12 @@ get at most :data:`PIECE_BYTES` each (two in flight) and finishing slices at mos
 :data:`FINISH_BYTES`; everything else goes to the destination blocks, since each block sweeps
 the layer's input file once: the number of blocks is the number of sweeps.
 
-A budget whose blocks would sweep some layer's input more than :data:`MAX_SWEEPS` times is
-refused before any layer starts, with the smallest budget that does not (found by the same
-greedy cut of the offset index the grid uses), rather than run for a multiple of the time or
-thrash."""
+A layer whose blocks would sweep its input more than :data:`MAX_SWEEPS` times runs by source
+partitions (:func:`choose_scheme`) where they fit the budget (at most :data:`MAX_PARTS` windows of
+a block's share); a budget under which some layer can run neither way is refused before any
+layer starts, with the smallest budget that runs every layer one way or the other (found by the
+same greedy cut of the offset index the grid uses), rather than run for a multiple of the time
+or thrash."""
 
 from __future__ import annotations
 
@@ -107,6 +109,9 @@ class LayerCost:
     per_unit: int
     per_finish_row: int
     per_edge: int = KEY_PEAK
+    #: Bytes a window edge of the partitioned scheme takes (:func:`window_edge_bytes`); 0: the
+    #: layer cannot be split by source (the torch aggregation).
+    per_window_edge: int = 0
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ class InferencePlan:
         # the blocks get the rest.
         least_p, least_f = self._least_pieces(), self._least_finish()
         need = max([least_block_bytes(indptr, c.per_node, per_edge=c.per_edge) for c in self.costs] or [0])
+        if self.share < need + least_p + least_f:  # some layer must run by partitions: their need
+            need = max([self._least_block(k) for k in range(len(self.costs))] or [0])
         spare = max(0, self.share - need - least_p - least_f)
         pref_p = min(self.in_flight * PIECE_BYTES, self.share // 5)
         pref_f = min(FINISH_BYTES, self.share // 10)
@@ -198,25 +205,51 @@ class InferencePlan:
     def _least_finish(self) -> int:
         return max([MIN_ROWS * c.per_finish_row for c in self.costs] or [0])
 
-    def least_budget(self, layers: Sequence[int]) -> int:
-        """The smallest budget whose blocks sweep each of ``layers``' input at most
-        :data:`MAX_SWEEPS` times, with the smallest pieces and finishing slices."""
-        need = max([least_block_bytes(self.indptr, self.costs[k].per_node, per_edge=self.costs[k].per_edge)
-                    for k in layers] or [0])
+    def least_partition_block(self, k: int) -> Optional[int]:
+        """The least block share under which the partitioned scheme runs layer ``k``: windows of
+        ``share // per_window_edge`` edges, at most :data:`MAX_PARTS` of them (None: the layer
+        cannot be split by source)."""
+        c = self.costs[k]
+        if c.per_window_edge <= 0:
+            return None
+        edges = int(self.indptr[-1]) if len(self.indptr) else 0
+        return max(c.per_node + KEY_PEAK, -(-edges // MAX_PARTS) * c.per_window_edge)
+
+    def _least_block(self, k: int, grid_only: bool = False) -> int:
+        """The least block share that runs layer ``k``: the grid within :data:`MAX_SWEEPS`
+        sweeps, or (unless ``grid_only``) source partitions, whichever needs less."""
+        grid = least_block_bytes(self.indptr, self.costs[k].per_node, per_edge=self.costs[k].per_edge)
+        part = None if grid_only else self.least_partition_block(k)
+        return grid if part is None else min(grid, part)
+
+    def least_budget(self, layers: Sequence[int], grid_only: bool = False) -> int:
+        """The smallest budget under which each of ``layers`` runs: its blocks sweep its input at
+        most :data:`MAX_SWEEPS` times, or (unless ``grid_only``) its source partitions fit, with
+        the smallest pieces and finishing slices."""
+        need = max([self._least_block(k, grid_only) for k in layers] or [0])
         need += self._least_pieces() + self._least_finish()  # as __init__ takes them off
         return self.fixed + int(need / (1 - SLACK)) + 2  # share = (budget - fixed) * (1 - SLACK)
 
-    def check(self, layers: Sequence[int]) -> None:
+    def must_partition(self, k: int) -> bool:
+        """Whether layer ``k``'s blocks would sweep its input more than :data:`MAX_SWEEPS` times
+        under this budget, so that it runs by source partitions (:meth:`check` has made sure
+        they fit)."""
+        return self.sizes(k).sweeps > MAX_SWEEPS
+
+    def check(self, layers: Sequence[int], grid_only: bool = False) -> None:
         """Refuse, naming the smallest budget that runs, a budget under which some of ``layers``
-        would sweep its input more than :data:`MAX_SWEEPS` times."""
-        least = self.least_budget(layers)
+        can run neither on the grid (more than :data:`MAX_SWEEPS` sweeps of its input) nor, unless
+        ``grid_only`` (the grid forced, or sums in torch), by source partitions (more than
+        :data:`MAX_PARTS` windows)."""
+        least = self.least_budget(layers, grid_only)
         if self.budget < least:
+            how = "" if grid_only else f", and its source partitions would need more than {MAX_PARTS} windows"
             raise InputError(
                 f"--memory {self.budget:,} bytes is too small for layer-wise inference of this graph: the process "
                 f"holds {self.held:,} bytes (runtime, model, offset index) and needs "
                 f"{self.fixed - self.held:,} for library code, read buffers and writes; its destination blocks "
-                f"would then sweep a layer's input more than {MAX_SWEEPS} times: give at least --memory {least:,} "
-                f"({_mib(least)})")
+                f"would then sweep a layer's input more than {MAX_SWEEPS} times{how}: give at least "
+                f"--memory {least:,} ({_mib(least)})")
 
     def sizes(self, k: int) -> LayerSizes:
         """The grid's sizes of layer ``k`` under this budget."""
@@ -247,9 +280,19 @@ PART_EDGE = 8 + KEY_PEAK
 #: Bytes a destination a window reaches takes besides its accumulator row: its id, its offset,
 #: the Rust core's cursor and segment bounds.
 PART_NODE = 32
-#: Bytes an edge costs on disk in the partitioned scheme: its source and destination ids bucketed
-#: (8 each), written once and read once.
-BUCKET_EDGE = 2 * 16
+
+
+def window_edge_bytes(acc_bytes: int) -> int:
+    """Bytes an edge of a partitioned window takes with its destination's accumulator row of
+    ``acc_bytes`` (each edge reaches at most one destination): the one rule the plan and
+    :func:`choose_scheme` share."""
+    return acc_bytes + PART_NODE + PART_EDGE
+
+
+def bucket_edge_bytes(id_bytes: int) -> int:
+    """Bytes an edge costs on disk in the partitioned scheme: its source and destination ids
+    bucketed (as wide as the neighbor file's), written once and read once."""
+    return 4 * id_bytes
 
 
 @dataclass(frozen=True)
@@ -289,8 +332,8 @@ def reached(degree_counts: np.ndarray, fraction: float) -> float:
 
 
 def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: int, acc_bytes: int,
-                  id_bytes: int, sums: bool, force: Optional[str] = None, parts: Optional[int] = None,
-                  degree_counts: Optional[np.ndarray] = None) -> SchemeChoice:
+                  id_bytes: int, splits: bool, force: Optional[str] = None, parts: Optional[int] = None,
+                  degree_counts: Optional[np.ndarray] = None, extra_bytes: int = 0) -> SchemeChoice:
     """The scheme of one layer that reads and writes fewer bytes (ties: the grid), from its
     graph (``indptr``), the grid's ``sweeps`` under this budget, the ``share`` of the budget a
     window may take, the layer's input file size, an accumulator row's bytes and the neighbor
@@ -299,21 +342,22 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
     - grid: the input file once per destination block, plus the neighbor file;
     - partitioned: the input file once (a window reads its partition's rows it needs, in file
       order), the neighbor file once, every edge bucketed by source partition (written and read:
-      :data:`BUCKET_EDGE`), and every window's partial sums of the destinations it reaches
-      (an id and an accumulator row each) written and read back by the merge. A window holds at
-      most ``share // (acc_bytes + PART_NODE + PART_EDGE)`` edges (each reaches at most one
-      destination); the partitions are as many as the windows that makes, so that one window
-      reads each partition's rows once, at most :data:`MAX_PARTS`.
+      :func:`bucket_edge_bytes`), every window's partial aggregates of the destinations it reaches
+      (an id and an accumulator row each) written and read back by the merge, and
+      ``extra_bytes`` (GAT's destination logits of every node, computed in a pass of their own).
+      A window holds at most ``share // window_edge_bytes(acc_bytes)`` edges (each reaches at
+      most one destination); the partitions are as many as the windows that makes, so that one
+      window reads each partition's rows once, at most :data:`MAX_PARTS`.
 
-    Only sums (GraphSAGE's mean, GCN) can be split by source and added up (``sums``); GAT's online
-    softmax and maxima stay on the grid. ``force`` (``grid``/``partitioned``) and ``parts``
-    override the choice (tests)."""
+    ``splits``: whether the layer's aggregation can be split by source (every Rust fold: sums,
+    GCN, maxima and GAT's online softmax, whose partials are merged exactly; not the torch
+    aggregation). ``force`` (``grid``/``partitioned``) and ``parts`` override the choice."""
     n, edges = len(indptr) - 1, int(indptr[-1]) if len(indptr) else 0
     grid = sweeps * input_bytes + edges * id_bytes
-    window = max(1, share // (acc_bytes + PART_NODE + PART_EDGE))
+    window = max(1, share // window_edge_bytes(acc_bytes))
     why = ""
-    if not sums:
-        why = "not for this aggregation (only sums are split by source)"
+    if not splits:
+        why = "not for this aggregation (only the Rust folds are split by source)"
     elif edges == 0:
         why = "no edges"
     p = parts if parts is not None else min(MAX_PARTS, max(1, -(-edges // window)))
@@ -327,7 +371,7 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
         degree_counts = np.bincount(np.diff(indptr))
     spilled = p * reached(degree_counts, 1.0 / p)
     windows_per_part = max(1, -(-edges // (p * window)))
-    part = (windows_per_part * input_bytes + edges * (id_bytes + BUCKET_EDGE)
-            + int(2 * spilled * (acc_bytes + 8)))
+    part = (windows_per_part * input_bytes + edges * (id_bytes + bucket_edge_bytes(id_bytes))
+            + int(2 * spilled * (acc_bytes + 8)) + int(extra_bytes))
     scheme = force or ("partitioned" if part < grid else "grid")
     return SchemeChoice(scheme, grid, part, p, window, "")

@@ -42,7 +42,7 @@ import numpy as np
 from . import _core, _options, _threads, infer_dense
 from ._files import os_errors, temporary
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
-                         choose_scheme, cut, release_freed)
+                         choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .dataset import Dataset, open_homogeneous
@@ -64,7 +64,7 @@ AGGREGATORS = ("rust", "python")
 AGGREGATE_ENV = "RINGGNN_INFER_AGGREGATE"
 #: How the grid strategy aggregates a layer: ``auto`` (default: whichever of the two reads and
 #: writes fewer bytes, ``infer_plan.choose_scheme``), ``grid`` (destination blocks) or
-#: ``partitioned`` (source partitions, ``infer_partition``; sums only); also the environment
+#: ``partitioned`` (source partitions, ``infer_partition``; the Rust folds only); also the environment
 #: variable ``RINGGNN_INFER_SCHEME`` (benchmarks switch it).
 SCHEMES = ("auto", "grid", "partitioned")
 SCHEME_ENV = "RINGGNN_INFER_SCHEME"
@@ -585,10 +585,19 @@ class LayerwiseInference:
 
     # -- the grid --------------------------------------------------------------------------------
 
-    def _sums(self, k: int) -> bool:
-        """Whether layer ``k`` aggregates by sums the source partitions can split (GraphSAGE's
-        mean, GCN; not GAT's softmax nor maxima) and the Rust core sums them."""
-        return self.aggregate == "rust" and self.ckpt.kind in ("sage", "gcn") and self._aggr(k) != "max"
+    def _splits(self, k: int) -> bool:
+        """Whether layer ``k``'s aggregation can be split by source partitions: every Rust fold
+        (sums, GCN, maxima, GAT's online softmax: their partials merge exactly), not torch's."""
+        return self.aggregate == "rust"
+
+    def _part_acc_bytes(self, k: int) -> int:
+        """Bytes of a partial aggregate's row in the partitioned scheme: the fold's accumulator
+        row (GAT's: messages, running maxima, sums of exponentials, and the destination logits
+        gathered for a window's destinations)."""
+        layer = self.dense.layers[k]
+        if self.ckpt.kind == "gat":
+            return 4 * (layer.heads * layer.channels + 3 * layer.heads)
+        return 4 * self._acc_width(k)
 
     def _part_sizes(self, k: int) -> Tuple[int, int, int]:
         """(share of a window or merge block in bytes, rows of a piece, rows of a finishing
@@ -611,10 +620,15 @@ class LayerwiseInference:
         block = self._part_sizes(k)[0]
         sweeps = (self.memplan.sizes(k).sweeps if self.planned
                   else -(-g.num_nodes // max(1, self.grid_nodes)))
-        sums = self._sums(k) and (wanted is None or force == "partitioned")
+        if self.planned and force != "grid" and self.memplan.must_partition(k):
+            force = "partitioned"  # the grid would sweep more than MAX_SWEEPS times (the plan's check)
+        splits = self._splits(k) and (wanted is None or force == "partitioned")
+        extra = 0
+        if self.ckpt.kind == "gat":  # its destination logits: a pass over the input, a file of them
+            extra = input_bytes + 2 * 4 * self.dense.layers[k].heads * g.num_nodes
         return choose_scheme(g.indptr, sweeps=sweeps, share=block, input_bytes=input_bytes,
-                             acc_bytes=4 * self._acc_width(k), id_bytes=np.dtype(g.dtype).itemsize, sums=sums,
-                             force=force, parts=self.parts)
+                             acc_bytes=self._part_acc_bytes(k), id_bytes=np.dtype(g.dtype).itemsize,
+                             splits=splits, force=force, parts=self.parts, extra_bytes=extra)
 
     def _layer_cost(self, k: int) -> LayerCost:
         """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
@@ -643,7 +657,8 @@ class LayerwiseInference:
         # Rust core's source position and distinct copy (4 bytes each where ids fit in 32 bits),
         # or torch's sorted key at its peak.
         per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
-        return LayerCost(4 * acc + 24, piece, finish, per_edge)
+        window = window_edge_bytes(self._part_acc_bytes(k)) if self._splits(k) else 0
+        return LayerCost(4 * acc + 24, piece, finish, per_edge, window)
 
     def _sizes(self, k: int) -> Tuple[int, int, int]:
         """(bytes of a destination block, units of a piece, rows of a finishing slice) of layer
@@ -956,7 +971,7 @@ class LayerwiseInference:
         if not 1 <= upto <= L:
             raise InputError(f"layer {upto}: the model has layers 1..{L}")
         if self.strategy == "grid" and self.planned:  # before anything is read or written
-            self.memplan.check(range(upto))
+            self.memplan.check(range(upto), grid_only=self.scheme == "grid" or not self._splits(0))
             self.plan.update(grid=self.memplan.describe(range(upto)))
         if self.strategy == "grid":
             self.plan.update(schemes=[self.choose(k, wanted if k == upto - 1 else None).text() for k in range(upto)])

@@ -68,6 +68,18 @@ pub struct BlockJob<'a> {
     pub piece_rows: usize,
     /// Threads folding rows in (0: all the machine's).
     pub threads: usize,
+    /// The destinations' node ids, one per row of the accumulator, where they are not
+    /// `a..`: a source partition's window reaches scattered destinations
+    /// ([`crate::partition`]); GCN's weights and self loops look them up.
+    pub dests: Option<&'a [u64]>,
+}
+
+impl BlockJob<'_> {
+    /// The node id of the block's `d`-th destination.
+    #[inline]
+    pub fn dest(&self, d: usize) -> u64 {
+        self.dests.map_or(self.a + d as u64, |x| x[d])
+    }
 }
 
 /// What one aggregation read.
@@ -98,7 +110,7 @@ pub struct Times {
 
 /// The ids of a block's edges as the aggregation holds them: u32 where every node id of the
 /// graph and the "dropped" mark fit, else u64.
-trait Id: Copy + Ord + Send + Sync + 'static {
+pub(crate) trait Id: Copy + Ord + Send + Sync + 'static {
     /// A dropped entry (a stored self loop): sorts last, never folded in.
     const NONE: Self;
     fn from_u64(v: u64) -> Self;
@@ -181,7 +193,7 @@ fn aggregate_ids<I: Id>(
         clock = now;
         t
     };
-    let mut pos: Vec<I> = read_ids(neighbors, job.lo, job.hi, file)?;
+    let mut pos: Vec<I> = read_ids(neighbors, job.lo, job.hi, file.num_nodes)?;
     stats.neighbor_bytes = (job.hi - job.lo) * neighbors.id_bytes as u64;
     // Each destination's edges within the window: `seg[d]..seg[d + 1]` of `pos`.
     let seg: Vec<usize> = job
@@ -192,7 +204,7 @@ fn aggregate_ids<I: Id>(
     if job.fold.drops_self_loops() {
         for d in 0..n_d {
             for id in &mut pos[seg[d]..seg[d + 1]] {
-                if id.get() == job.a + d as u64 {
+                if id.get() == job.dest(d) {
                     *id = I::NONE; // a stored self loop: sorted last, never folded in
                 }
             }
@@ -400,7 +412,20 @@ fn check_job(
     // Destinations are nodes of the rows' graph where the fold looks them up (GCN's weights) or
     // compares them with sources (self loops); otherwise they may be of another node type (a
     // relation of a heterogeneous graph), only rows of the accumulator.
-    if (job.fold.drops_self_loops() || matches!(job.fold, Fold::Gcn(_)))
+    if let Some(dests) = job.dests {
+        if dests.len() != n_d {
+            return Err(Error::Input(format!(
+                "aggregate: {} destination ids for {n_d} destinations",
+                dests.len()
+            )));
+        }
+        if let Some(&id) = dests.iter().find(|&&v| v >= file.num_nodes) {
+            return Err(Error::NodeOutOfRange {
+                id,
+                num_nodes: file.num_nodes,
+            });
+        }
+    } else if (job.fold.drops_self_loops() || matches!(job.fold, Fold::Gcn(_)))
         && job.a + n_d as u64 > file.num_nodes
     {
         return Err(Error::NodeOutOfRange {
@@ -423,9 +448,14 @@ fn check_job(
     Ok(acc_width)
 }
 
-/// Entries `lo..hi` of the neighbor file as ids `I` (wide enough for `file`'s nodes: see
-/// [`aggregate_block`]), checked to be nodes of `file`.
-fn read_ids<I: Id>(nb: NeighborFile<'_>, lo: u64, hi: u64, file: &FeatureFile) -> Result<Vec<I>> {
+/// Entries `lo..hi` of the neighbor file as ids `I` (wide enough for the graph's nodes: see
+/// [`aggregate_block`]), checked to be below `num_nodes`.
+pub(crate) fn read_ids<I: Id>(
+    nb: NeighborFile<'_>,
+    lo: u64,
+    hi: u64,
+    num_nodes: u64,
+) -> Result<Vec<I>> {
     let io = |source| Error::Io {
         path: nb.path.to_path_buf(),
         source,
@@ -452,19 +482,18 @@ fn read_ids<I: Id>(nb: NeighborFile<'_>, lo: u64, hi: u64, file: &FeatureFile) -
     // An id past the graph is refused before it is narrowed (so never mistaken for another).
     if let Some((i, id)) = (0..n)
         .map(|i| (i, wide(i)))
-        .find(|&(_, id)| id >= file.num_nodes)
+        .find(|&(_, id)| id >= num_nodes)
     {
         return Err(Error::Input(format!(
-            "{}: entry {} is node {id}, but the graph has {} nodes; run `ringgnn verify` on the dataset",
+            "{}: entry {} is node {id}, but the graph has {num_nodes} nodes; run `ringgnn verify` on the dataset",
             nb.path.display(),
             lo + i as u64,
-            file.num_nodes
         )));
     }
     Ok((0..n).map(|i| I::from_u64(wide(i))).collect())
 }
 
-fn thread_count(asked: usize) -> usize {
+pub(crate) fn thread_count(asked: usize) -> usize {
     if asked > 0 {
         asked
     } else {
@@ -473,7 +502,7 @@ fn thread_count(asked: usize) -> usize {
 }
 
 /// Destination ranges of about equal edge counts, one per thread (at least one destination each).
-fn split(seg: &[usize], threads: usize) -> Vec<(usize, usize)> {
+pub(crate) fn split(seg: &[usize], threads: usize) -> Vec<(usize, usize)> {
     let n_d = seg.len() - 1;
     let total = seg[n_d] - seg[0];
     let t = threads.clamp(1, n_d.max(1));
@@ -539,7 +568,7 @@ fn fold_piece<I: Id>(
             s.spawn(move || {
                 for (i, d) in (d0..d1).enumerate() {
                     let out = &mut acc_part[i * aw..(i + 1) * aw];
-                    let v = job.a + d as u64;
+                    let v = job.dest(d);
                     let (mut c, end) = (cur_part[i], seg[d + 1]);
                     // Dropped edges (Id::NONE) sort last, but come anywhere in a single piece.
                     while c < end {
@@ -606,6 +635,7 @@ mod tests {
                     fold: Fold::Sum,
                     piece_rows: pieces,
                     threads: 2,
+                    dests: None,
                 };
                 let nb = NeighborFile {
                     path: &nb_path,

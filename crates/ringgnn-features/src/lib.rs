@@ -9,7 +9,8 @@
 //! file in one pass over the feature file, so that each batch's gather is one sequential read.
 //! For layer-wise inference, [`FeatureGatherer::aggregate`] folds a destination block's
 //! in-neighbors' rows into its accumulators on all threads ([`aggregate`]; sums, GCN's weighted
-//! sums, maxima and GAT's online softmax are the [`fold`] kernels).
+//! sums, maxima and GAT's online softmax are the [`fold`] kernels), or, cut by source
+//! partitions, spills their partial aggregates and merges them ([`partition`]).
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod cache;
 mod error;
 pub mod fold;
 pub mod gather;
+pub mod partition;
 pub mod rows;
 pub mod staging;
 
@@ -26,5 +28,6 @@ pub use cache::HotRowCache;
 pub use error::{Error, Result};
 pub use fold::{Attention, Fold};
 pub use gather::{FeatureGatherer, GatherStats};
+pub use partition::{Combine, PartitionIo, Partitions};
 pub use rows::{FeatureFile, RowSource};
 pub use staging::Stager;

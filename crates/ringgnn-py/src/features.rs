@@ -15,8 +15,8 @@ use numpy::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_features::{
-    Attention, BlockJob, FeatureFile, FeatureGatherer, Fold, GatherStats, HotRowCache,
-    NeighborFile, RowSource, Transform,
+    Attention, BlockJob, Combine, FeatureFile, FeatureGatherer, Fold, GatherStats, HotRowCache,
+    NeighborFile, Partitions, RowSource, Transform,
 };
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_loader::BackendChoice;
@@ -292,34 +292,7 @@ impl FeatureReader {
             return Err(input_error(format!("indptr: offset {x} is negative")));
         }
         let indptr: Vec<u64> = indptr.iter().map(|&x| x as u64).collect();
-        let dinv = dinv
-            .as_ref()
-            .map(|d| d.as_slice())
-            .transpose()
-            .map_err(|_| input_error("dinv: a contiguous float32 array is needed".to_string()))?;
-        let heads = a_dst.as_ref().map_or(0, |x| x.shape()[1]);
-        let a_dst = a_dst
-            .as_ref()
-            .map(|d| d.as_slice())
-            .transpose()
-            .map_err(|_| {
-                input_error("a_dst: a C-contiguous float32 array is needed".to_string())
-            })?;
-        let fold = match (fold.unwrap_or(if dinv.is_some() { "gcn" } else { "sum" }), dinv, a_dst) {
-            ("sum", None, None) => Fold::Sum,
-            ("max", None, None) => Fold::Max,
-            ("gcn", Some(d), None) => Fold::Gcn(d),
-            ("softmax", None, Some(a_dst)) => Fold::Softmax(Attention {
-                heads,
-                negative_slope,
-                a_dst,
-            }),
-            (f, _, _) => {
-                return Err(input_error(format!(
-                    "fold {f:?}: use sum or max (without dinv and a_dst), gcn (with dinv) or softmax (with a_dst)"
-                )))
-            }
-        };
+        let fold = fold_of(fold, dinv.as_ref(), a_dst.as_ref(), negative_slope)?;
         let acc = acc
             .as_slice_mut()
             .map_err(|_| input_error("acc: a C-contiguous float32 array is needed".to_string()))?;
@@ -331,70 +304,50 @@ impl FeatureReader {
             fold,
             piece_rows,
             threads,
+            dests: None,
         };
         let nb = NeighborFile {
             path: &neighbors,
             id_bytes,
         };
-        let dim = self.dim;
-        let out_width = match (&transform, width) {
-            (Some(_), Some(w)) => w,
-            (None, None) => dim,
-            _ => {
-                return Err(input_error(
-                    "aggregate: give transform and width (its rows' values) together".to_string(),
-                ))
-            }
-        };
-        // A Python exception raised by the transform, raised again once the GIL is back.
-        let mut raised: Option<PyErr> = None;
-        let s = py.detach(|| {
-            let mut apply = |rows: Vec<f32>, n: usize| -> Result<Vec<f32>, ringgnn_features::Error> {
-                let f = transform.as_ref().expect("only called with a transform");
-                Python::attach(|py| {
-                    let call = || -> PyResult<Vec<f32>> {
-                        let x = numpy::PyArray1::from_vec(py, rows).reshape([n, dim])?;
-                        let got = f.call1(py, (x,))?;
-                        let got: PyReadonlyArray2<'_, f32> = got.extract(py)?;
-                        if got.shape() != [n, out_width] {
-                            return Err(input_error(format!(
-                                "aggregate: the transform returned an array of shape {:?} for {n} rows; \
-                                 [{n}, {out_width}] float32 is needed",
-                                got.shape()
-                            )));
-                        }
-                        Ok(got.as_array().iter().copied().collect())
-                    };
-                    call().map_err(|e| {
-                        raised = Some(e);
-                        ringgnn_features::Error::Input("aggregate: the transform raised".into())
-                    })
-                })
-            };
-            let t = transform.as_ref().map(|_| Transform {
-                width: out_width,
-                apply: &mut apply,
-            });
+        let s = with_transform(py, transform.as_ref(), self.dim, width, |t| {
             self.with(|g, _| g.aggregate(nb, &job, t, acc))
-        });
-        if let Some(e) = raised {
-            return Err(e);
-        }
-        let s = s.map_err(FeaturesError)?;
-        let d = PyDict::new(py);
-        d.set_item("neighbor_bytes", s.neighbor_bytes)?;
-        d.set_item("rows", s.rows)?;
-        let t = s.times;
-        for (k, v) in [
-            ("sources", t.sources),
-            ("positions", t.positions),
-            ("read_wait", t.read_wait),
-            ("transform", t.transform),
-            ("fold", t.fold),
-        ] {
-            d.set_item(k, v)?;
-        }
-        Ok(d)
+        })?;
+        aggregate_dict(py, &s)
+    }
+
+    /// Partition `q`'s bucket edges `e0..e1` of `parts` (a `SourcePartitions`) aggregated from
+    /// this reader's rows and spilled as partials (`ringgnn_features::partition`): `fold`,
+    /// `dinv`, `a_dst` (here of every node, `[num_nodes, heads]`), `negative_slope`,
+    /// `transform`, `width`, `piece_rows` and `threads` as for :meth:`aggregate`. Returns its
+    /// dict (`neighbor_bytes` 0: the bucket's bytes are counted by `parts.io`).
+    #[pyo3(signature = (parts, q, e0, e1, dinv=None, piece_rows=1 << 20, threads=0, fold=None, a_dst=None,
+                        negative_slope=0.2, transform=None, width=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn partials<'py>(
+        &self,
+        py: Python<'py>,
+        parts: &SourcePartitions,
+        q: usize,
+        e0: u64,
+        e1: u64,
+        dinv: Option<PyReadonlyArray1<'_, f32>>,
+        piece_rows: usize,
+        threads: usize,
+        fold: Option<&str>,
+        a_dst: Option<PyReadonlyArray2<'_, f32>>,
+        negative_slope: f32,
+        transform: Option<Py<PyAny>>,
+        width: Option<usize>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let fold = fold_of(fold, dinv.as_ref(), a_dst.as_ref(), negative_slope)?;
+        let s = with_transform(py, transform.as_ref(), self.dim, width, |t| {
+            let mut p = parts.inner.lock().unwrap_or_else(|e| e.into_inner());
+            p.window(q, e0, e1, fold, piece_rows, threads, |nb, job, acc| {
+                self.with(|g, _| g.aggregate(nb, job, t, acc))
+            })
+        })?;
+        aggregate_dict(py, &s)
     }
 
     /// Read counters since creation (this process): rows, distinct rows, cache hits, pages and
@@ -416,4 +369,254 @@ impl FeatureReader {
 #[pyfunction]
 pub fn aggregate_edge_bytes(num_nodes: u64) -> usize {
     ringgnn_features::aggregate::edge_bytes(num_nodes)
+}
+
+fn aggregate_dict<'py>(
+    py: Python<'py>,
+    s: &ringgnn_features::AggregateStats,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("neighbor_bytes", s.neighbor_bytes)?;
+    d.set_item("rows", s.rows)?;
+    let t = s.times;
+    for (k, v) in [
+        ("sources", t.sources),
+        ("positions", t.positions),
+        ("read_wait", t.read_wait),
+        ("transform", t.transform),
+        ("fold", t.fold),
+    ] {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+/// The fold of `aggregate`'s and `partials`' arguments (see `FeatureReader.aggregate`).
+fn fold_of<'a>(
+    fold: Option<&str>,
+    dinv: Option<&'a PyReadonlyArray1<'_, f32>>,
+    a_dst: Option<&'a PyReadonlyArray2<'_, f32>>,
+    negative_slope: f32,
+) -> PyResult<Fold<'a>> {
+    let dinv = dinv
+        .map(|d| d.as_slice())
+        .transpose()
+        .map_err(|_| input_error("dinv: a contiguous float32 array is needed".to_string()))?;
+    let heads = a_dst.map_or(0, |x| x.shape()[1]);
+    let a_dst = a_dst
+        .map(|d| d.as_slice())
+        .transpose()
+        .map_err(|_| input_error("a_dst: a C-contiguous float32 array is needed".to_string()))?;
+    Ok(
+        match (fold.unwrap_or(if dinv.is_some() { "gcn" } else { "sum" }), dinv, a_dst) {
+            ("sum", None, None) => Fold::Sum,
+            ("max", None, None) => Fold::Max,
+            ("gcn", Some(d), None) => Fold::Gcn(d),
+            ("softmax", None, Some(a_dst)) => Fold::Softmax(Attention {
+                heads,
+                negative_slope,
+                a_dst,
+            }),
+            (f, _, _) => {
+                return Err(input_error(format!(
+                    "fold {f:?}: use sum or max (without dinv and a_dst), gcn (with dinv) or softmax (with a_dst)"
+                )))
+            }
+        },
+    )
+}
+
+/// Run `f` with the GIL released, handing it `transform` (a Python callable mapping a piece's
+/// float32 rows `[n, dim]` to `[n, width]`) as a [`Transform`] that takes the GIL for each call;
+/// a Python exception it raises stops `f` and is raised.
+fn with_transform<T: Send>(
+    py: Python<'_>,
+    transform: Option<&Py<PyAny>>,
+    dim: usize,
+    width: Option<usize>,
+    f: impl FnOnce(Option<Transform<'_>>) -> Result<T, ringgnn_features::Error> + Send,
+) -> PyResult<T> {
+    let out_width = match (transform, width) {
+        (Some(_), Some(w)) => w,
+        (None, None) => dim,
+        _ => {
+            return Err(input_error(
+                "aggregate: give transform and width (its rows' values) together".to_string(),
+            ))
+        }
+    };
+    // A Python exception raised by the transform, raised again once the GIL is back.
+    let mut raised: Option<PyErr> = None;
+    let s = py.detach(|| {
+        let mut apply = |rows: Vec<f32>, n: usize| -> Result<Vec<f32>, ringgnn_features::Error> {
+            let f = transform.expect("only called with a transform");
+            Python::attach(|py| {
+                let call = || -> PyResult<Vec<f32>> {
+                    let x = numpy::PyArray1::from_vec(py, rows).reshape([n, dim])?;
+                    let got = f.call1(py, (x,))?;
+                    let got: PyReadonlyArray2<'_, f32> = got.extract(py)?;
+                    if got.shape() != [n, out_width] {
+                        return Err(input_error(format!(
+                            "aggregate: the transform returned an array of shape {:?} for {n} rows; \
+                             [{n}, {out_width}] float32 is needed",
+                            got.shape()
+                        )));
+                    }
+                    Ok(got.as_array().iter().copied().collect())
+                };
+                call().map_err(|e| {
+                    raised = Some(e);
+                    ringgnn_features::Error::Input("aggregate: the transform raised".into())
+                })
+            })
+        };
+        let t = transform.map(|_| Transform {
+            width: out_width,
+            apply: &mut apply,
+        });
+        f(t)
+    });
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    s.map_err(|e| FeaturesError(e).into())
+}
+
+/// `_core.SourcePartitions`: one layer's source partitions and their temporaries in `dir`
+/// (`ringgnn_features::partition`; `python/ringgnn/infer_partition.py` drives it): the buckets,
+/// the spilled partials (written by `FeatureReader.partials`), and their merge per block.
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct SourcePartitions {
+    inner: Mutex<Partitions>,
+}
+
+impl SourcePartitions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Partitions> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn u64s(name: &str, a: PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
+    let a = a.as_array();
+    if let Some(&x) = a.iter().find(|&&x| x < 0) {
+        return Err(input_error(format!("{name}: {x} is negative")));
+    }
+    Ok(a.iter().map(|&x| x as u64).collect())
+}
+
+#[pymethods]
+impl SourcePartitions {
+    /// Sources cut at `bounds` (int64, ascending, 0..=num_nodes), partials of `width` float32
+    /// values merged in the destination blocks between `merge` bounds, ids `id_bytes` wide.
+    #[new]
+    #[pyo3(signature = (dir, bounds, merge, num_nodes, id_bytes, width, threads=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        dir: PathBuf,
+        bounds: PyReadonlyArray1<'_, i64>,
+        merge: PyReadonlyArray1<'_, i64>,
+        num_nodes: u64,
+        id_bytes: usize,
+        width: usize,
+        threads: usize,
+    ) -> PyResult<Self> {
+        let (bounds, merge) = (u64s("bounds", bounds)?, u64s("merge", merge)?);
+        let p = Partitions::new(&dir, &bounds, &merge, num_nodes, id_bytes, width, threads)
+            .map_err(FeaturesError)?;
+        Ok(SourcePartitions {
+            inner: Mutex::new(p),
+        })
+    }
+
+    /// Bucket every edge of the neighbor file `neighbors` (offset index `indptr`) by source
+    /// partition, `chunk_edges` at a time, on `threads` threads (0: all), the GIL released.
+    #[pyo3(signature = (neighbors, indptr, drop_self_loops, chunk_edges, threads=0))]
+    fn bucket(
+        &self,
+        py: Python<'_>,
+        neighbors: PathBuf,
+        indptr: PyReadonlyArray1<'_, i64>,
+        drop_self_loops: bool,
+        chunk_edges: usize,
+        threads: usize,
+    ) -> PyResult<()> {
+        let indptr = u64s("indptr", indptr)?;
+        py.detach(|| {
+            let mut p = self.lock();
+            let nb = NeighborFile {
+                path: &neighbors,
+                id_bytes: p.id_bytes(),
+            };
+            p.bucket(nb, &indptr, drop_self_loops, chunk_edges, threads)
+        })
+        .map_err(|e| FeaturesError(e).into())
+    }
+
+    /// The number of source partitions.
+    #[getter]
+    fn parts(&self) -> usize {
+        self.lock().parts()
+    }
+
+    /// Edges bucketed in partition `q`.
+    fn edges(&self, q: usize) -> PyResult<u64> {
+        let p = self.lock();
+        if q >= p.parts() {
+            return Err(input_error(format!("no partition {q} of {}", p.parts())));
+        }
+        Ok(p.edges(q))
+    }
+
+    /// Remove partition `q`'s bucket files.
+    fn remove_bucket(&self, q: usize) -> PyResult<()> {
+        self.lock()
+            .remove_bucket(q)
+            .map_err(|e| FeaturesError(e).into())
+    }
+
+    /// Merge block `j`'s partials into `acc` (float32 `[rows, width]`, C order, set here):
+    /// `fold` "sum" or "gcn" (added), "max" or "softmax" (with `heads`), `slice_rows` partials at
+    /// a time per thread, the GIL released.
+    #[pyo3(signature = (j, acc, fold, heads=0, slice_rows=1 << 16))]
+    fn merge(
+        &self,
+        py: Python<'_>,
+        j: usize,
+        mut acc: PyReadwriteArray2<'_, f32>,
+        fold: &str,
+        heads: usize,
+        slice_rows: usize,
+    ) -> PyResult<()> {
+        let how = match (fold, heads) {
+            ("sum" | "gcn", 0) => Combine::Add,
+            ("max", 0) => Combine::Max,
+            ("softmax", h) if h > 0 => Combine::Softmax { heads: h },
+            _ => {
+                return Err(input_error(format!(
+                    "merge: fold {fold:?} with {heads} heads: use sum, gcn or max (no heads) or softmax (heads > 0)"
+                )))
+            }
+        };
+        let acc = acc
+            .as_slice_mut()
+            .map_err(|_| input_error("acc: a C-contiguous float32 array is needed".to_string()))?;
+        py.detach(|| self.lock().merge(j, how, acc, slice_rows))
+            .map_err(|e| FeaturesError(e).into())
+    }
+
+    /// The merge blocks' bounds, as given.
+    fn merge_bounds(&self) -> Vec<u64> {
+        self.lock().merge_bounds()
+    }
+
+    /// Bytes written to and read from the temporaries, and read from the neighbor file.
+    #[getter]
+    fn io<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let io = self.lock().io;
+        let d = PyDict::new(py);
+        d.set_item("temp_written", io.written)?;
+        d.set_item("temp_read", io.read)?;
+        d.set_item("neighbor_bytes", io.neighbor_bytes)?;
+        Ok(d)
+    }
 }
