@@ -236,7 +236,7 @@ def test_placement_holds_the_largest_neighbor_files_that_fit(tiny, monkeypatch):
     from ringgnn import _options
 
     monkeypatch.setattr(_options, "held_memory", lambda: 0)  # what every plan takes off as held
-    monkeypatch.setattr(_options, "code_bytes", lambda: 0)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
     ds = ringgnn.Dataset.open(tiny)
     index = 8 * sum(ds.num_nodes_dict[r.split(":")[2]] + 1 for r in ds.relations)
     assert HeteroNeighborSampler(ds, [1], memory=2 * (index + 4 * 16)).placement() == ("memory", [])

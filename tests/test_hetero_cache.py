@@ -93,7 +93,7 @@ def test_batches_are_identical_and_hits_are_counted(typed, backend, monkeypatch)
     from ringgnn import _options
 
     monkeypatch.setattr(_options, "held_memory", lambda: 0)  # what every plan takes off as held
-    monkeypatch.setattr(_options, "code_bytes", lambda: 0)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
     ds = ringgnn.Dataset.open(typed)
     # Memory: the offset indexes (168 bytes), the cache and 30 bytes: feature files stay on disk.
     kw = dict(seeds="train", batch_size=2, shuffle=True, seed=3, threads=2, feature_backend=backend,

@@ -134,7 +134,7 @@ def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch)
     from ringgnn.inference import FIXED_BYTES, SLACK
 
     monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)  # what every plan takes off as held
-    monkeypatch.setattr(_options, "code_bytes", lambda: 0)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
     share = 1 << 20  # a quarter of it for the papers of a block: 64 floats of 16 per node...
     s = infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + int(share / (1 - SLACK)) + 64)
     plan = s["plan"]

@@ -118,7 +118,7 @@ def test_loader_and_sampler_open_as_the_plan_says(typed, monkeypatch):  # noqa: 
     from ringgnn import _options
 
     monkeypatch.setattr(_options, "held_memory", lambda: 0)  # what every plan takes off as held
-    monkeypatch.setattr(_options, "code_bytes", lambda: 0)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
     kw = dict(seeds="train", batch_size=2, shuffle=True, seed=3, threads=2)
     ref = HeteroLoader(typed, [2], "paper", memory=1 << 30, **kw)
     assert ref.sampler.placement() == ref.plan.placement() == ("auto", [r for r in RELS if "published" not in r])

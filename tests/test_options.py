@@ -101,3 +101,4 @@ def test_held_memory_counts_anonymous_memory_not_mapped_files(tmp_path):
         assert _options.process_rss() - rss >= 60 * mib
         assert abs(_options.held_memory() - held) < 8 * mib
     assert _options.code_bytes() in (_options.CODE_BYTES, _options.CODE_BYTES_NO_TORCH)
+    assert _options.code_bytes(training=True) >= _options.code_bytes()

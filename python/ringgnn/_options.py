@@ -72,6 +72,10 @@ CODE_BYTES = 64 << 20
 #: The same without PyTorch in the process (layer-wise inference on the CPU: Python, numpy, the
 #: core): measured 7.3 MiB referenced during a layer on the 1M-node graph of issue 24; twice that.
 CODE_BYTES_NO_TORCH = 16 << 20
+#: The same for training with PyTorch (autograd, the optimizer, the loaders): measured 245 MiB of
+#: library pages referenced in 30 s of a heterogeneous training epoch on the CPU (an upper bound:
+#: the referenced flag of a shared library page is also set by other processes using it).
+CODE_BYTES_TRAINING = 256 << 20
 
 
 def held_memory() -> int:
@@ -91,12 +95,15 @@ def held_memory() -> int:
     return process_rss()
 
 
-def code_bytes() -> int:
+def code_bytes(training: bool = False) -> int:
     """The room a plan leaves for the library code a running command keeps touching:
-    :data:`CODE_BYTES` once PyTorch is imported, :data:`CODE_BYTES_NO_TORCH` before."""
+    :data:`CODE_BYTES` once PyTorch is imported (:data:`CODE_BYTES_TRAINING` for ``training``),
+    :data:`CODE_BYTES_NO_TORCH` before."""
     import sys
 
-    return CODE_BYTES if "torch" in sys.modules else CODE_BYTES_NO_TORCH
+    if "torch" not in sys.modules:
+        return CODE_BYTES_NO_TORCH
+    return CODE_BYTES_TRAINING if training else CODE_BYTES
 
 
 def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int:

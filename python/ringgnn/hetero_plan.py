@@ -246,7 +246,9 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
     gradient and Adam's two moments, 16 bytes per value; in files: a page per sampled row read
     and written per array and step, ``ringgnn.hetero_tables``); ``fixed_tables``: placements
     already made (a resumed run's: True held)."""
-    process = (_options.held_memory() + _options.code_bytes() if process is None else int(process)) + int(reserve)
+    if process is None:
+        process = _options.held_memory() + _options.code_bytes(training=True)
+    process = int(process) + int(reserve)
     budget = memory if memory is not None else _options.default_memory(held=process)
     index, rel_files = relation_bytes(ds)
     left = max(0, budget - process)

@@ -188,7 +188,7 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
 
     # Before the probe: what it frees stays held, for the batches to reuse (anonymous memory and
     # the library code training keeps touching, as every plan counts them).
-    held = _options.held_memory() + _options.code_bytes()
+    held = _options.held_memory() + _options.code_bytes(training=True)
     batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
     del probe
     plan = plan_hetero(ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
