@@ -278,8 +278,8 @@ MAX_PARTS = 128
 #: and the Rust core's source position and sorted distinct copy (``KEY_PEAK``).
 PART_EDGE = 8 + KEY_PEAK
 #: Bytes a destination a window reaches takes besides its accumulator row: its id, its offset,
-#: the Rust core's cursor and segment bounds.
-PART_NODE = 32
+#: the Rust core's cursor, next position and segment bounds.
+PART_NODE = 36
 
 
 def window_edge_bytes(acc_bytes: int) -> int:
@@ -333,13 +333,15 @@ def reached(degree_counts: np.ndarray, fraction: float) -> float:
 
 def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: int, acc_bytes: int,
                   id_bytes: int, splits: bool, force: Optional[str] = None, parts: Optional[int] = None,
-                  degree_counts: Optional[np.ndarray] = None, extra_bytes: int = 0) -> SchemeChoice:
+                  degree_counts: Optional[np.ndarray] = None, extra_bytes: int = 0, once_bytes: int = 0,
+                  sweep_bytes: Optional[int] = None) -> SchemeChoice:
     """The scheme of one layer that reads and writes fewer bytes (ties: the grid), from its
     graph (``indptr``), the grid's ``sweeps`` under this budget, the ``share`` of the budget a
     window may take, the layer's input file size, an accumulator row's bytes and the neighbor
     file's id width.
 
-    - grid: the input file once per destination block, plus the neighbor file;
+    - grid: the input file once per destination block (or, where the grid sweeps a narrowing
+      layer's ``W x`` rows, ``once_bytes`` and ``sweep_bytes`` per block), plus the neighbor file;
     - partitioned: the input file once (a window reads its partition's rows it needs, in file
       order), the neighbor file once, every edge bucketed by source partition (written and read:
       :func:`bucket_edge_bytes`), every window's partial aggregates of the destinations it reaches
@@ -353,7 +355,7 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
     GCN, maxima and GAT's online softmax, whose partials are merged exactly; not the torch
     aggregation). ``force`` (``grid``/``partitioned``) and ``parts`` override the choice."""
     n, edges = len(indptr) - 1, int(indptr[-1]) if len(indptr) else 0
-    grid = sweeps * input_bytes + edges * id_bytes
+    grid = once_bytes + sweeps * (input_bytes if sweep_bytes is None else sweep_bytes) + edges * id_bytes
     window = max(1, share // window_edge_bytes(acc_bytes))
     why = ""
     if not splits:

@@ -569,7 +569,7 @@ class LayerwiseInference:
                 extra.update(partitioned_layer(self, k, reader, writer, wanted, activate, choice.parts,
                                                choice.window_edges, share, piece_rows, finish_rows))
             else:
-                self.grid_layer(k, reader, writer, wanted, activate)
+                extra.update(self.grid_layer(k, reader, writer, wanted, activate))
         else:
             self.layer(k, reader, writer, wanted, activate)
         rows = reader.stats()["bytes_read"] - rows_before
@@ -626,14 +626,20 @@ class LayerwiseInference:
         extra = 0
         if self.ckpt.kind == "gat":  # its destination logits: a pass over the input, a file of them
             extra = input_bytes + 2 * 4 * self.dense.layers[k].heads * g.num_nodes
+        once, sweep = 0, None
+        if self._pretransforms(k, sweeps):  # the input once, its W x rows written, then swept
+            wrow, wper = _layout(self._acc_width(k))
+            sweep = -(-g.num_nodes // wper) * PAGE if wper else g.num_nodes * wrow
+            once = input_bytes + sweep
         return choose_scheme(g.indptr, sweeps=sweeps, share=block, input_bytes=input_bytes,
                              acc_bytes=self._part_acc_bytes(k), id_bytes=np.dtype(g.dtype).itemsize,
-                             splits=splits, force=force, parts=self.parts, extra_bytes=extra)
+                             splits=splits, force=force, parts=self.parts, extra_bytes=extra,
+                             once_bytes=once, sweep_bytes=sweep)
 
     def _layer_cost(self, k: int) -> LayerCost:
         """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
-        per destination node (accumulators; 24 of bookkeeping: the Rust core's offsets and
-        cursors), per piece unit (a distinct source row as the Rust core holds it, or an edge of
+        per destination node (accumulators; 28 of bookkeeping: the Rust core's offsets, cursors and
+        next positions), per piece unit (a distinct source row as the Rust core holds it, or an edge of
         torch's piece: its row, message and indices), per row of a finishing slice (its input
         row, the aggregate's slice and the layer's temporaries, the writer's copies)."""
         layer, d_in, d_out = self.dense.layers[k], self.widths[k], self.widths[k + 1]
@@ -658,7 +664,7 @@ class LayerwiseInference:
         # or torch's sorted key at its peak.
         per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
         window = window_edge_bytes(self._part_acc_bytes(k)) if self._splits(k) else 0
-        return LayerCost(4 * acc + 24, piece, finish, per_edge, window)
+        return LayerCost(4 * acc + 28, piece, finish, per_edge, window)
 
     def _sizes(self, k: int) -> Tuple[int, int, int]:
         """(bytes of a destination block, units of a piece, rows of a finishing slice) of layer
@@ -717,19 +723,81 @@ class LayerwiseInference:
             yield s0, min(hi, s0 + step)
 
     def grid_layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
-                   wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
+                   wanted: Optional[np.ndarray] = None, activate: bool = True) -> Dict[str, int]:
         """Layer ``k`` on the grid: for each destination block, its in-edges sorted by source,
         swept in pieces in file order (each piece's source rows gathered once, so a block reads
         the input file at most once, in order), aggregated into the block's accumulators; then
-        the layer's own weights turn the aggregates into outputs."""
+        the layer's own weights turn the aggregates into outputs. Where the layer narrows and
+        several blocks sweep its input, the blocks sweep its ``W x`` rows instead, computed once
+        (:meth:`_pretransform`). Returns the bytes written to and read from that temporary file
+        (``temp_written``, ``temp_read``)."""
         _, piece_edges, finish_rows = self._sizes(k)
+        grid = list(self._grid_blocks(k, wanted))
+        io = dict(temp_written=0, temp_read=0)
+        scratch = wx = None
+        if self._pretransforms(k, len(grid)):
+            scratch = temporary(self.work_dir, f"ringgnn-infer-wx{k + 1}", directory=True)
+        try:
+            if scratch is not None:
+                t = time.perf_counter()
+                wx = self._pretransform(k, reader, os.path.join(scratch.path, f"layer{k + 1}.wx.f32"))
+                io["temp_written"] = os.path.getsize(wx[1])
+                self._phase("pretransform", t)
+                if self.planned:  # the pieces' planned bytes hold more of the narrower rows, unwidened
+                    piece_edges = piece_edges * self._layer_cost(k).per_unit // (4 * self._acc_width(k))
+            self._grid_sweep(k, reader, writer, grid, wx[0] if wx else None, piece_edges, finish_rows, activate)
+            if wx is not None:
+                io["temp_read"] = wx[0].stats()["bytes_read"]
+        finally:
+            del wx  # the reader of the temporary file, before it is removed
+            if scratch is not None:
+                scratch.close()
+        return io
+
+    def _pretransforms(self, k: int, blocks: int) -> bool:
+        """Whether layer ``k``'s blocks sweep its ``W x`` rows, computed once, rather than its
+        input rows, each block applying ``W`` to every source again: where the Rust core sums a
+        narrowing layer (GraphSAGE's mean, GCN) in more than one block, or in one block whose
+        sources come in more than one piece. The rows, float32 and narrower than the input, are
+        the same values the blocks would compute (``W x`` of each row, no bias), so the results
+        are those of the per-piece transform; ``blocks - 1`` products over the sources are
+        saved, each sweep reads fewer bytes (:meth:`choose` counts them the same way), and the
+        narrower pieces are fewer, with no callback into Python for each (measured on the
+        1M-node graph with one block: 2.8-3.0 CPU seconds against 3.9-5.4, though the layer
+        moves 0.5 GB more; ``docs/benchmarks.md``)."""
+        pieces = self.graph.num_nodes > self._sizes(k)[1]
+        return self.aggregate == "rust" and self._narrow(k) and (blocks > 1 or pieces)
+
+    def _pretransform(self, k: int, reader: Any, path: str) -> Tuple[Any, str]:
+        """Every node's ``W x`` (layer ``k``'s weight on its input rows, no bias) to ``path``,
+        float32 rows in the feature-file layout, read in order a finishing slice at a time;
+        returns a reader of it and the path."""
+        n, width, rows = self.graph.num_nodes, self.widths[k + 1], self._sizes(k)[2]
+        transform = self.dense.transform(k)  # the very product the pieces would get
+        w = RowFileWriter(path, width, "f32")
+        try:
+            for r0 in range(0, n, rows):
+                w.append(transform(reader.gather(np.arange(r0, min(n, r0 + rows), dtype=np.int64))))
+            w.finish()
+        except BaseException:
+            w.abort()
+            raise
+        return _core.FeatureReader.matrix(path, n, width, backend=self.backend, direct=self.direct,
+                                          dtype="f32"), path
+
+    def _grid_sweep(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
+                    grid: List[Tuple[int, int]], wx: Any, piece_edges: int, finish_rows: int,
+                    activate: bool) -> None:
+        """The blocks of :meth:`grid_layer`; ``wx``: a reader of the layer's ``W x`` rows, which
+        the blocks then sum (None: its input rows, transformed piece by piece)."""
         with self._bar(k) as bar:
-            for a, b in self._grid_blocks(k, wanted):
+            for a, b in grid:
                 t = time.perf_counter()
                 state = self._grid_start(k, a, b, reader)
                 self._phase("start", t)
                 if self.aggregate == "rust":
-                    self._rust_add(k, state, a, b, reader, piece_edges)
+                    self._rust_add(k, state, a, b, reader if wx is None else wx, piece_edges,
+                                   transformed=wx is not None)
                 for lo, hi in ([] if self.aggregate == "rust" else self._windows(k, a, b)):
                     keys, n_d = self._sorted_keys(a, b, lo, hi)
 
@@ -766,7 +834,8 @@ class LayerwiseInference:
                 self._phase("finish", t)
                 bar.update(b - a)
 
-    def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int) -> None:
+    def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int,
+                  transformed: bool = False) -> None:
         """Block ``a..b``'s aggregates by the Rust core (``FeatureReader.aggregate``: the
         neighbor lists read, the distinct sources read in file order ``piece_rows`` at a time with
         the next piece read ahead, folded in on all threads, the GIL released but while the
@@ -779,7 +848,7 @@ class LayerwiseInference:
         kw: Dict[str, Any] = dict(fold={"mean": "sum", "sum": "gcn"}.get(aggr, aggr))
         if aggr == "sum":  # GCN's
             kw["dinv"] = self.dinv
-        if self._narrow(k):
+        if self._narrow(k) and not transformed:  # (``transformed``: the rows are ``W x`` already)
             kw.update(width=self.widths[k + 1], transform=self.dense.transform(k))
         elif aggr == "softmax":
             H, C = layer.heads, layer.channels

@@ -16,8 +16,8 @@
 //! folding runs on `threads` threads over ranges of destinations of about equal edge counts, each
 //! thread owning its accumulator rows (no atomics, no locks).
 //!
-//! Peak memory: 2 ids an edge (the sources read, then their distinct copy), 16 bytes a
-//! destination (cursors), 16 bytes per 64 node ids of the sources' range (the bitmap: at most a
+//! Peak memory: 2 ids an edge (the sources read, then their distinct copy), 20 bytes a
+//! destination (its edges' bounds, cursor and next position), 16 bytes per 64 node ids of the sources' range (the bitmap: at most a
 //! quarter of a byte a node of the graph), two pieces of rows and a transformed piece; the
 //! caller's plan counts them (`python/ringgnn/inference.py`). An id is 4 bytes where the graph's
 //! node ids fit in 32 bits ([`edge_bytes`]), else 8: the edges of a block are most of its memory
@@ -264,6 +264,19 @@ fn aggregate_ids<I: Id>(
                 }
             }
         });
+        // Each destination's next position (a hint: see `hint`), so that a piece skips the
+        // destinations without edges in it by a sequential scan, never touching their edges.
+        let mut next: Vec<u32> = (0..n_d)
+            .map(|d| {
+                if seg[d] == seg[d + 1] {
+                    DONE
+                } else if sort {
+                    hint(pos[seg[d]])
+                } else {
+                    0 // one piece: every destination is visited once anyway
+                }
+            })
+            .collect();
         let layout = Layout {
             seg: &seg,
             pos: &pos,
@@ -283,7 +296,7 @@ fn aggregate_ids<I: Id>(
             stats.read.batches += count.batches;
             match transform.as_mut() {
                 None => {
-                    fold_piece(job, &layout, &mut cursor, acc, p0, p1, &buf);
+                    fold_piece(job, &layout, &mut cursor, &mut next, acc, p0, p1, &buf);
                     let _ = empty_tx.send(buf);
                 }
                 Some(t) => {
@@ -298,7 +311,7 @@ fn aggregate_ids<I: Id>(
                         )));
                     }
                     stats.times.transform += lap();
-                    fold_piece(job, &layout, &mut cursor, acc, p0, p1, &rows);
+                    fold_piece(job, &layout, &mut cursor, &mut next, acc, p0, p1, &rows);
                 }
             }
             stats.times.fold += lap();
@@ -545,12 +558,29 @@ where
     });
 }
 
+/// A destination without edges left: `next`'s value for it.
+const DONE: u32 = u32::MAX;
+
+/// A destination's next position as `next` holds it: the position, or `u32::MAX - 1` for any
+/// position beyond (graphs of 4G sources and more; never above the true one), `DONE` for a
+/// dropped edge (they sort last). A piece `p0..p1` skips the destination when `next >= p1`
+/// (its next edge comes later, or none does) and otherwise walks its edges.
+fn hint<I: Id>(p: I) -> u32 {
+    if p == I::NONE {
+        DONE
+    } else {
+        p.get().min(u64::from(u32::MAX - 1)) as u32
+    }
+}
+
 /// Fold the rows of distinct sources `p0..p1` (`buf`, `width` values each) into the
 /// accumulators of the destinations whose next edges come from them.
+#[allow(clippy::too_many_arguments)]
 fn fold_piece<I: Id>(
     job: &BlockJob<'_>,
     l: &Layout<'_, I>,
     cursor: &mut [usize],
+    next: &mut [u32],
     acc: &mut [f32],
     p0: usize,
     p1: usize,
@@ -559,14 +589,19 @@ fn fold_piece<I: Id>(
     let (seg, pos, w, aw) = (l.seg, l.pos, l.width, l.acc_width);
     let ranges = split(seg, l.threads);
     thread::scope(|s| {
-        let (mut acc_rest, mut cur_rest) = (acc, cursor);
+        let (mut acc_rest, mut cur_rest, mut next_rest) = (acc, cursor, next);
         for (d0, d1) in ranges {
             let (acc_part, a_tail) = acc_rest.split_at_mut((d1 - d0) * aw);
             let (cur_part, c_tail) = cur_rest.split_at_mut(d1 - d0);
+            let (next_part, n_tail) = next_rest.split_at_mut(d1 - d0);
             acc_rest = a_tail;
             cur_rest = c_tail;
+            next_rest = n_tail;
             s.spawn(move || {
                 for (i, d) in (d0..d1).enumerate() {
+                    if next_part[i] as usize >= p1 {
+                        continue; // no edge of this destination comes from this piece
+                    }
                     let out = &mut acc_part[i * aw..(i + 1) * aw];
                     let v = job.dest(d);
                     let (mut c, end) = (cur_part[i], seg[d + 1]);
@@ -587,6 +622,7 @@ fn fold_piece<I: Id>(
                         c += 1;
                     }
                     cur_part[i] = c;
+                    next_part[i] = if c < end { hint(pos[c]) } else { DONE };
                 }
             });
         }
