@@ -9,9 +9,14 @@ seconds (all threads: on a machine shared with other work, the layer is CPU-boun
 the layer read (rows and neighbor lists), the exit status and the cgroup's line (peak, failcnt,
 OOM kills); a refused budget shows its message's minimum.
 
+With ``--compare OTHER_PYTHON`` (a Python that imports another build of ringgnn, e.g. a
+wrapper setting ``PYTHONPATH`` to another checkout) each budget runs with both builds, this one
+first, then the other (``--repeat N`` times, alternating), after the same sequential read; each
+row says its build, and the load average when it started (the machine may be shared).
+
 Usage:
     python benchmarks/infer_budget_bench.py RUN_DIR --budgets 1G,768M,400M,256M [--dtype bf16]
-        [--time-limit 600] [--json out.json]
+        [--time-limit 600] [--json out.json] [--compare OTHER_PYTHON [--repeat N]]
 """
 import argparse
 import json
@@ -40,17 +45,23 @@ def main():
     ap.add_argument("--time-limit", type=float, default=600)
     ap.add_argument("--extra", default="", help="more arguments of ringgnn embed, e.g. '--layer 2'")
     ap.add_argument("--json")
+    ap.add_argument("--compare", default="", metavar="PYTHON", help="another build's Python, run after this one")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each build per budget (alternating)")
     args = ap.parse_args()
+    builds = [("this", sys.executable)] + ([("other", args.compare)] if args.compare else [])
     metrics = json.load(open(os.path.join(args.run_dir, "metrics.json")))
     ds = metrics["dataset"]
     manifest = json.load(open(os.path.join(ds, "manifest.json")))
     features = os.path.join(ds, manifest["files"]["features"]["path"])
     rows = []
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(args.run_dir))) as tmp:
-        for budget in args.budgets.split(","):
-            seq = min(seq_read(features) for _ in range(2))
+        for budget, build, python in [(b, name, py) for b in args.budgets.split(",")
+                                      for _ in range(args.repeat) for name, py in builds]:
+            if build == "this":
+                seq = min(seq_read(features) for _ in range(2))
             out = os.path.join(tmp, "emb.npy")
-            cmd = [MEMCAP, "--drop-caches", budget, "--", sys.executable, "-m", "ringgnn", "embed", args.run_dir,
+            load = os.getloadavg()[0]
+            cmd = [MEMCAP, "--drop-caches", budget, "--", python, "-m", "ringgnn", "embed", args.run_dir,
                    "--memory", budget, "--direct", "--out", out, "--json", "--quiet"] + args.extra.split()
             t0 = time.perf_counter()
             try:
@@ -62,7 +73,8 @@ def main():
                 stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
             wall = time.perf_counter() - t0
             cg = "; ".join(line for line in stderr.splitlines() if line.startswith("memcap:"))
-            row = dict(budget=budget, seq_s=round(seq, 3), exit=code, wall_s=round(wall, 1), memcap=cg)
+            row = dict(budget=budget, build=build, load=round(load, 1), seq_s=round(seq, 3), exit=code,
+                       wall_s=round(wall, 1), memcap=cg)
             try:
                 s = json.loads(stdout[stdout.index("{"):])
                 layer = s["layers"][-1]
@@ -70,6 +82,8 @@ def main():
                            cpu_s=round(layer.get("cpu_seconds", float("nan")), 2),
                            row_gb=round(layer["row_bytes"] / 1e9, 2),
                            neighbor_gb=round(layer["neighbor_bytes"] / 1e9, 3),
+                           temp_gb=round((layer.get("temp_written", 0) + layer.get("temp_read", 0)) / 1e9, 2),
+                           phases=layer.get("phases", {}),
                            sweeps=[g["sweeps"] for g in s["plan"].get("grid", {}).get("layers", [])],
                            held_mib=s["plan"].get("held", 0) >> 20)
             except (ValueError, KeyError, IndexError):
