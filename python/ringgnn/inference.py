@@ -757,16 +757,15 @@ class LayerwiseInference:
     def _pretransforms(self, k: int, blocks: int) -> bool:
         """Whether layer ``k``'s blocks sweep its ``W x`` rows, computed once, rather than its
         input rows, each block applying ``W`` to every source again: where the Rust core sums a
-        narrowing layer (GraphSAGE's mean, GCN) in more than one block, or in one block whose
-        sources come in more than one piece. The rows, float32 and narrower than the input, are
-        the same values the blocks would compute (``W x`` of each row, no bias), so the results
-        are those of the per-piece transform; ``blocks - 1`` products over the sources are
-        saved, each sweep reads fewer bytes (:meth:`choose` counts them the same way), and the
-        narrower pieces are fewer, with no callback into Python for each (measured on the
-        1M-node graph with one block: 2.8-3.0 CPU seconds against 3.9-5.4, though the layer
-        moves 0.5 GB more; ``docs/benchmarks.md``)."""
-        pieces = self.graph.num_nodes > self._sizes(k)[1]
-        return self.aggregate == "rust" and self._narrow(k) and (blocks > 1 or pieces)
+        narrowing layer (GraphSAGE's mean, GCN) in more than one block. The rows, float32 and
+        narrower than the input, are the same values the blocks would compute (``W x`` of each
+        row, no bias), so the results are those of the per-piece transform; ``blocks - 1``
+        products over the sources are saved, each sweep reads fewer bytes (:meth:`choose` counts
+        them the same way), and the narrower pieces are fewer, with no callback into Python for
+        each. With one block it would save no product and move the file's bytes on top (measured
+        on the 1M-node graph after one BLAS thread: 2.8-2.9 CPU seconds against 2.8-3.5, 0.5 GB
+        more; ``docs/benchmarks.md``), so it is not done there."""
+        return self.aggregate == "rust" and self._narrow(k) and blocks > 1
 
     def _pretransform(self, k: int, reader: Any, path: str) -> Tuple[Any, str]:
         """Every node's ``W x`` (layer ``k``'s weight on its input rows, no bias) to ``path``,
