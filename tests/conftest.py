@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -16,6 +17,14 @@ import numpy as np
 import pytest
 
 from ringgnn.cli import main
+
+
+# A test run started in the background by a non-interactive shell (`cmd &`, as CI scripts do)
+# inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the Ctrl-C
+# tests would see nothing. Restore the handler; the commands the tests start then get the
+# default disposition too (an ignored signal survives exec, a handler does not).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 Edge = Tuple[int, int]
 
