@@ -118,7 +118,7 @@ def train_pass(ds, args, dev, pinned: bool, gpu: bool) -> dict:
     epoch = time.perf_counter() - t0
     final = float(torch.stack(losses).mean()) if losses else float("nan")
     del feed, ld, cache
-    return dict(epoch_s=epoch, wait_s=wait, mean_loss=final, gpu_rows=0)
+    return dict(epoch_s=epoch, wait_s=wait, mean_loss=final)
 
 
 def infer_pass(ds_path: Path, args, dev, tmp: Path) -> dict:
