@@ -115,3 +115,12 @@ def describe(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return f"{e.filename}: {e.strerror}"
     return str(e) or type(e).__name__
+
+
+def keep_files(files: "list[str]", directory: PathLike, what: str) -> None:
+    """Move each of ``files`` into ``directory`` under its own name (``what`` names them in an
+    OS error): the layer files an inference run was asked to keep."""
+    for f in files:
+        kept = os.path.join(directory, os.path.basename(f))
+        with os_errors(f"keeping the {what}", kept):
+            os.replace(f, kept)

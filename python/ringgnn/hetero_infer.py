@@ -45,7 +45,7 @@ import numpy as np
 
 from . import _core, _options
 from ._core import InputError
-from ._files import os_errors, temporary
+from ._files import keep_files, os_errors, temporary
 from .checkpoints import read_checkpoint
 from .dataset import HeteroDataset
 from .hetero import open_hetero
@@ -332,10 +332,7 @@ class HeteroLayerwise:
                                                         backend=self.backend, direct=self.direct)
                 prev = cur
             if self.keep:
-                for f in files:
-                    kept = os.path.join(self.work_dir, os.path.basename(f))
-                    with os_errors("keeping the layer file", kept):
-                        os.replace(f, kept)
+                keep_files(files, self.work_dir, "layer file")
         finally:
             torch.set_grad_enabled(grad)
             scratch.close()

@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from . import _core, _options, _threads, infer_dense
-from ._files import os_errors, temporary
+from ._files import keep_files, os_errors, temporary
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
@@ -1084,10 +1084,7 @@ class LayerwiseInference:
                                                         dtype=self.hidden_dtype)
                     self.log(f"layer {k + 1}: {self.stats['layers'][-1]['seconds']:.1f} s")
                 if self.keep:
-                    for f in files:
-                        kept = os.path.join(self.work_dir, os.path.basename(f))
-                        with os_errors("keeping the layer file", kept):
-                            os.replace(f, kept)
+                    keep_files(files, self.work_dir, "layer file")
             finally:
                 if torch is not None:
                     torch.set_grad_enabled(grad)
