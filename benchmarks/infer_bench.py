@@ -118,7 +118,7 @@ def run_once(args, aggregate):
                          start_new_session=True)
     try:
         stdout, stderr = p.communicate(timeout=args.time_limit)
-        finished = p.returncode == 0
+        finished, timed_out = p.returncode == 0, False
     except subprocess.TimeoutExpired:
         # The inference process is memcap's child: stop it (memcap then prints its line).
         import signal
@@ -127,11 +127,16 @@ def run_once(args, aggregate):
             if int(pid) != p.pid:
                 os.kill(int(pid), signal.SIGTERM)
         stdout, stderr = p.communicate()
-        finished = False
+        finished, timed_out = False, True
     wall = time.perf_counter() - t0
     lines = [json.loads(l) for l in open(probe)] if os.path.exists(probe) else []
     summary = json.loads(stdout) if finished else None
     cap_line = next((l for l in stderr.splitlines() if l.startswith("memcap:")), None)
+    # A child that failed (a refused budget, an error) says why on stderr: keep its last lines.
+    error = None
+    if p.returncode != 0 and not timed_out:
+        error = "\n".join(l for l in stderr.splitlines() if not l.startswith("memcap:"))[-2000:] or None
+        print(f"the command exited with {p.returncode}:\n{error}", file=sys.stderr)
 
     import torch
 
@@ -194,7 +199,7 @@ def run_once(args, aggregate):
     if args.json:
         name = args.json if aggregate is None else args.json.replace(".json", f".{aggregate}.json")
         with open(name, "w") as f:
-            json.dump(dict(args=vars(args), aggregate=aggregate, rows=rows, summary=summary, memcap=cap_line, wall=wall,
+            json.dump(dict(args=vars(args), aggregate=aggregate, rows=rows, summary=summary, memcap=cap_line, wall=wall, error=error,
                            command=" ".join("<probe>" if c == PROBE else c for c in cmd)), f, indent=2)
     import shutil
 
