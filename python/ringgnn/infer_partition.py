@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 import numpy as np
 
 from ._files import os_errors, temporary
+from .infer_finish import finish_block, map_slices
 from .infer_plan import release_freed
 
 if TYPE_CHECKING:
@@ -108,17 +109,11 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
                 sp.merge(j, acc, fold, heads=heads, slice_rows=slice_rows)
             run._phase("merge", t)
             t = time.perf_counter()
-            for r0 in range(a, b, finish_rows):
-                r1 = min(b, r0 + finish_rows)
-                # The dense parts on the run's device (``--device``), as the grid finishes.
-                x_dst = run._up(reader.gather(np.arange(r0, r1, dtype=np.int64)))
-                part = acc[r0 - a:r1 - a]
-                st = _with_self_loop(run, k, part, x_dst) if gat else {"acc": run._up(part)}
-                out = run._grid_finish(k, st, r0, r1, x_dst)
-                if activate:
-                    out = run._after(k, out)
-                writer(r0, run._down(out))
-                del out, x_dst, st
+            # As the grid finishes (``infer_finish``: slices read ahead, computed on all cores,
+            # the dense parts on the run's device); GAT's self loop is folded in here.
+            finish_block(run, k, a, b, reader, writer, finish_rows, activate,
+                         lambda r0, r1, x, acc=acc, a=a: (_with_self_loop(run, k, acc[r0 - a:r1 - a], x) if gat
+                                                          else {"acc": run._up(acc[r0 - a:r1 - a])}))
             del acc
             release_freed()
             run._phase("finish", t)
@@ -155,12 +150,16 @@ def _destination_logits(run: "LayerwiseInference", k: int, reader: Any, path: st
     n, heads = run.graph.num_nodes, run.dense.layers[k].heads
     with os_errors("writing GAT's destination logits to", path):
         out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, heads))
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            a_dst, _, _ = run.dense.gat_start(k, run._up(reader.gather(np.arange(r0, r1, dtype=np.int64))))
-            out[r0:r1] = run._down(a_dst)
+
+        def put(r0: int, got: np.ndarray, out: np.ndarray = out) -> None:
+            out[r0:r0 + len(got)] = got
+
+        # Read ahead and computed on all cores, as finishing is (``infer_finish``).
+        map_slices(range(0, n, rows), lambda r0: reader.gather(np.arange(r0, min(n, r0 + rows), dtype=np.int64)),
+                   lambda r0, x: run._down(run.dense.gat_start(k, run._up(x))[0]), put,
+                   run.finish_workers, run.overlap)
         out.flush()
-        del out
+        del out, put
     return np.load(path, mmap_mode="r")
 
 

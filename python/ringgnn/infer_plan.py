@@ -10,8 +10,9 @@ kernel can drop and refault), ``_options.code_bytes()`` for the library pages a 
 touching,
 :data:`FIXED_BYTES` of read buffers and :data:`WRITE_BYTES` of written pages not yet on disk
 (writers sync and drop them every :data:`SYNC_BYTES`). Of the rest, less :data:`SLACK`, pieces
-get at most :data:`PIECE_BYTES` each (two in flight) and finishing slices at most
-:data:`FINISH_BYTES`; everything else goes to the destination blocks, since each block sweeps
+get at most :data:`PIECE_BYTES` each (two in flight) and the finishing slices in flight (one read
+ahead, one per thread computing, one written: ``infer_finish``) at most :data:`FINISH_BYTES`
+together; everything else goes to the destination blocks, since each block sweeps
 the layer's input file once: the number of blocks is the number of sweeps.
 
 A layer whose blocks would sweep its input more than :data:`MAX_SWEEPS` times runs by source
@@ -46,7 +47,8 @@ SLACK = 0.1
 #: The most bytes of one piece of rows (two are in memory while the next is read ahead):
 #: larger pieces do not make the coalesced reads faster.
 PIECE_BYTES = 16 << 20
-#: The most bytes of the temporaries of one finishing slice (and of GAT's starting one).
+#: The most bytes of the finishing slices in flight together (``infer_finish``: each one's input
+#: rows, aggregates, temporaries and output), and of GAT's starting slice.
 FINISH_BYTES = 32 << 20
 #: The most sweeps of a layer's input (one per destination block) a budget may need: beyond,
 #: it is refused with the budget that needs no more.
@@ -169,10 +171,11 @@ def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS
 
 class InferencePlan:
     """The budget split of one inference run (see the module's docstring). ``costs`` gives each
-    layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead)."""
+    layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead),
+    and ``finish_in_flight`` finishing slices (``infer_finish.slices_in_flight``)."""
 
     def __init__(self, budget: Optional[int], indptr: np.ndarray, costs: Sequence[LayerCost], in_flight: int,
-                 held: Optional[int] = None, extra: int = 0):
+                 held: Optional[int] = None, extra: int = 0, finish_in_flight: int = 1):
         if held is None:
             release_freed()  # what loading freed is not held
         self.held = _options.held_memory() if held is None else int(held)
@@ -182,6 +185,7 @@ class InferencePlan:
         self.budget = (budget if budget is not None
                        else _options.default_memory(cap=1 << 30, held=self.fixed))
         self.indptr, self.costs, self.in_flight = indptr, list(costs), max(1, in_flight)
+        self.finish_in_flight = max(1, int(finish_in_flight))
         #: What the budget leaves for blocks, pieces and finishing slices.
         self.share = max(0, int((self.budget - self.fixed) * (1 - SLACK)))
         # Blocks first: each layer's blocks get what keeps its sweeps within MAX_SWEEPS; pieces
@@ -203,7 +207,7 @@ class InferencePlan:
         return max([self.in_flight * MIN_ROWS * c.per_unit for c in self.costs] or [0])
 
     def _least_finish(self) -> int:
-        return max([MIN_ROWS * c.per_finish_row for c in self.costs] or [0])
+        return max([self.finish_in_flight * MIN_ROWS * c.per_finish_row for c in self.costs] or [0])
 
     def least_partition_block(self, k: int) -> Optional[int]:
         """The least block share under which the partitioned scheme runs layer ``k``: windows of
@@ -255,7 +259,7 @@ class InferencePlan:
         """The grid's sizes of layer ``k`` under this budget."""
         c = self.costs[k]
         units = max(MIN_ROWS, self.pieces // self.in_flight // max(1, c.per_unit))
-        rows = max(MIN_ROWS, self.finish // max(1, c.per_finish_row))
+        rows = max(MIN_ROWS, self.finish // self.finish_in_flight // max(1, c.per_finish_row))
         block = max(self.block_bytes, c.per_node + c.per_edge)
         return LayerSizes(block, units, rows, sweeps(self.indptr, c.per_node, block, 1 << 30, c.per_edge))
 

@@ -39,8 +39,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from . import _core, _options, _threads, infer_dense
+from . import _core, _options, _threads, infer_dense, infer_finish
 from ._files import keep_files, os_errors, temporary
+from .infer_finish import finish_block, map_slices
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
@@ -416,8 +417,12 @@ class LayerwiseInference:
         # The budget's split and its refusal: infer_plan's (one owner). What the process holds
         # now (runtime, model, offset index, GCN's degrees) is measured there.
         costs = [self._layer_cost(k) for k in range(len(self.dense.layers))]
+        #: Threads computing a block's finishing slices (``infer_finish``: with ``overlap``, the
+        #: next slice's rows read ahead meanwhile).
+        self.finish_workers = infer_finish.workers(self.device_name)
         self.memplan = InferencePlan(memory, self.graph.indptr, costs, in_flight=2 if self.overlap else 1,
-                                     extra=self.graph.num_nodes // 4 + 16 if self.aggregate == "rust" else 0)
+                                     extra=self.graph.num_nodes // 4 + 16 if self.aggregate == "rust" else 0,
+                                     finish_in_flight=infer_finish.slices_in_flight(self.finish_workers, self.overlap))
         budget, fixed, share = self.memplan.budget, self.memplan.fixed, self.memplan.share
         width = max(widths)
         per_edge = 8 * 4 + 4 * width * 3  # ids, local ids and edge_index; gathered rows and messages
@@ -775,8 +780,9 @@ class LayerwiseInference:
         transform = self.dense.transform(k)  # the very product the pieces would get
         w = RowFileWriter(path, width, "f32")
         try:
-            for r0 in range(0, n, rows):
-                w.append(transform(reader.gather(np.arange(r0, min(n, r0 + rows), dtype=np.int64))))
+            # Read ahead and computed on all cores, written in order (``infer_finish``).
+            map_slices(range(0, n, rows), lambda r0: reader.gather(np.arange(r0, min(n, r0 + rows), dtype=np.int64)),
+                       lambda r0, x: transform(x), lambda r0, out: w.append(out), self.finish_workers, self.overlap)
             w.finish()
         except BaseException:
             w.abort()
@@ -815,19 +821,14 @@ class LayerwiseInference:
                     for u, rows, inv, dl in self._pieces(prepare, range(0, len(keys), piece_edges)):
                         self._grid_add(k, state, a, u, rows, inv, dl)
                         del u, rows, inv, dl
-                # The outputs a slice of rows at a time: the finishing arithmetic's temporaries
-                # stay small next to the block's state.
+                # The outputs a slice of rows at a time (the finishing arithmetic's temporaries
+                # stay small next to the block's state), read ahead and computed on all cores
+                # (``infer_finish``). GAT's self loops are in the state already: no rows read.
                 t = time.perf_counter()
-                for r0 in range(a, b, finish_rows):
-                    r1 = min(b, r0 + finish_rows)
-                    part = {key: self._up(v[r0 - a:r1 - a]) for key, v in state.items()}
-                    x_dst = None if self.ckpt.kind == "gat" else self._up(
-                        reader.gather(np.arange(r0, r1, dtype=np.int64)))
-                    out = self._grid_finish(k, part, r0, r1, x_dst)
-                    if activate:
-                        out = self._after(k, out)
-                    writer(r0, self._down(out))
-                    del out, part, x_dst
+                finish_block(self, k, a, b, reader, writer, finish_rows, activate,
+                             lambda r0, r1, _x, state=state, a=a: {key: self._up(v[r0 - a:r1 - a])
+                                                                   for key, v in state.items()},
+                             read_rows=self.ckpt.kind != "gat")
                 del state
                 release_freed()  # the block's buffers, freed, would stay resident otherwise
                 self._phase("finish", t)
@@ -922,14 +923,18 @@ class LayerwiseInference:
             st = dict(acc=acc, msg=acc[:, :H * C], m=acc[:, H * C:H * C + H], z=acc[:, H * C + H:],
                       a_dst=np.empty((n, H), dtype=np.float32))
             rows = self._sizes(k)[2]
-            for r0 in range(a, b, rows):
-                r1 = min(b, r0 + rows)
-                a_dst, m, xs = self.dense.gat_start(k, self._up(reader.gather(np.arange(r0, r1, dtype=np.int64))))
-                sl = slice(r0 - a, r1 - a)
-                st["a_dst"][sl] = self._down(a_dst)
-                st["m"][sl] = self._down(m)
-                st["z"][sl] = 1.0
-                st["msg"][sl] = self._down(xs).reshape(r1 - r0, H * C)
+
+            def start(r0: int, x: np.ndarray) -> Tuple[np.ndarray, ...]:
+                return tuple(self._down(v) for v in self.dense.gat_start(k, self._up(x)))
+
+            def put(r0: int, got: Tuple[np.ndarray, ...]) -> None:
+                sl = slice(r0 - a, min(b, r0 + rows) - a)
+                st["a_dst"][sl], st["m"][sl], st["z"][sl] = got[0], got[1], 1.0
+                st["msg"][sl] = got[2].reshape(len(got[0]), H * C)
+
+            # A slice at a time, read ahead and computed on all cores as finishing is (``infer_finish``).
+            map_slices(range(a, b, rows), lambda r0: reader.gather(np.arange(r0, min(b, r0 + rows), dtype=np.int64)),
+                       start, put, self.finish_workers, self.overlap)
             return st
         if self._aggr(k) == "max":
             return dict(acc=np.full((n, self._acc_width(k)), -np.inf, dtype=np.float32))

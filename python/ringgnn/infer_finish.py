@@ -1,0 +1,125 @@
+"""Finishing a destination block of layer-wise inference (issue 24; ``docs/INFERENCE.md``,
+"Finishing a block"): the layer's outputs of the block's destinations from their aggregates, a
+slice of ``rows`` destinations at a time, for the grid (``LayerwiseInference._grid_sweep``) and
+the source partitions (``infer_partition``) alike.
+
+A slice is three steps: its destinations' input rows read (the root term: GraphSAGE's
+``lin_r(x)``, GCN's self loop; not for the grid's GAT, whose self loops were folded in when the
+block started), the dense arithmetic (``_grid_finish``, the activation) and the rows handed to
+the writer. Done one after the other they overlap nothing: no reads while computing, one core
+computing. So :func:`map_slices` runs them as a pipeline: one thread reads slice ``i + 1``
+(the Rust reader releases the GIL) while ``workers`` threads compute slices ``i, i - 1, ...``
+(numpy releases the GIL in its products and elementwise loops; each on one BLAS thread, the
+process's setting during inference), and the calling thread writes the results in slice order.
+At most ``workers + 1`` slices are read or computed at once and one more is being written:
+:func:`slices_in_flight`, which the memory plan (``infer_plan``, ``finish_in_flight``) divides
+the finishing bytes by. The arithmetic of a slice does not depend on the others, so the outputs
+are the sequential ones, bit for bit (the slices are the same).
+
+An error anywhere (a read, a slice's arithmetic, the writer: a full disk; Ctrl-C in the calling
+thread) ends the pipeline: the slices not started are cancelled, the running ones are waited for
+(a slice at most), nothing more is written and no thread is left behind; the error is raised in
+the calling thread, and the callers' writers then remove their temporary files."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional, Tuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .inference import LayerwiseInference
+
+#: The most threads computing finishing slices (each holds a slice's temporaries).
+MAX_WORKERS = 4
+
+
+def workers(device: str) -> int:
+    """Threads computing finishing slices: one per core the process may run on (at most
+    :data:`MAX_WORKERS`) on the CPU; one on a GPU, whose dense parts queue on one stream (the
+    read-ahead still overlaps)."""
+    if device != "cpu":
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
+
+
+def slices_in_flight(workers: int, overlap: bool) -> int:
+    """Finishing slices held at once: the one computed and written without ``overlap``; else one
+    read ahead, ``workers`` computed (or computed and waiting for their turn) and one written."""
+    return workers + 2 if overlap else 1
+
+
+def map_slices(starts: Any, read: Callable[[int], Any], compute: Callable[[int, Any], Any],
+               write: Callable[[int, Any], None], workers: int, overlap: bool = True) -> None:
+    """``write(s, compute(s, read(s)))`` for each slice start ``s``, the writes in order; with
+    ``overlap``, as the pipeline of the module's docstring (``read`` on one thread, one slice
+    ahead; ``compute`` on ``workers`` threads), else one slice after the other on this thread."""
+    starts = list(starts)
+    if not overlap or len(starts) <= 1:
+        for s in starts:
+            write(s, compute(s, read(s)))
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    def task(s: int, got: Any) -> Any:
+        return compute(s, got.result())  # raises the read's error (or its cancellation)
+
+    depth = workers + 1  # slices read or computed while one is written
+    pending: Deque[Tuple[int, Any, Any]] = deque()
+    with ThreadPoolExecutor(1, thread_name_prefix="ringgnn-finish-read") as reads, \
+            ThreadPoolExecutor(workers, thread_name_prefix="ringgnn-finish") as computes:
+        try:
+            nxt = 0
+
+            def submit() -> None:
+                nonlocal nxt
+                if nxt < len(starts):
+                    s = starts[nxt]
+                    got = reads.submit(read, s)
+                    pending.append((s, got, computes.submit(task, s, got)))
+                    nxt += 1
+
+            for _ in range(depth):
+                submit()
+            while pending:
+                s, got, done = pending.popleft()
+                del got  # its rows: held by the slice's computation only, if at all
+                out = done.result()
+                submit()  # the next slice starts while this one is written
+                write(s, out)
+                del out, done
+        finally:
+            # An error (or Ctrl-C): nothing more starts; the pools' exits wait for what runs.
+            for _, got, done in pending:
+                done.cancel()
+                got.cancel()
+            pending.clear()
+
+
+def finish_block(run: "LayerwiseInference", k: int, a: int, b: int, reader: Any,
+                 writer: Callable[[int, np.ndarray], None], rows: int, activate: bool,
+                 state: Callable[[int, int, Any], Dict[str, Any]], read_rows: bool = True) -> None:
+    """Layer ``k``'s outputs of destinations ``a..b``, ``rows`` at a time, handed to
+    ``writer(first, rows)`` in node order (:func:`map_slices`). ``state(r0, r1, x)``: the slice's
+    aggregates as ``_grid_finish`` takes them, on the dense parts' arrays (``x``: its input rows
+    there, None without ``read_rows``); the one thing the grid and the partitions do differently
+    (the partitions fold GAT's self loop in here)."""
+
+    def read(r0: int) -> Optional[np.ndarray]:
+        return reader.gather(np.arange(r0, min(b, r0 + rows), dtype=np.int64)) if read_rows else None
+
+    def compute(r0: int, x: Optional[np.ndarray]) -> np.ndarray:
+        r1 = min(b, r0 + rows)
+        x_dst = None if x is None else run._up(x)  # the dense parts on the run's device (``--device``)
+        out = run._grid_finish(k, state(r0, r1, x_dst), r0, r1, x_dst)
+        if activate:
+            out = run._after(k, out)
+        return run._down(out)
+
+    map_slices(range(a, b, rows), read, compute, writer, run.finish_workers, run.overlap)
