@@ -43,7 +43,7 @@ from . import _core, _options, _threads, infer_dense, infer_finish
 from ._files import keep_files, os_errors, temporary
 from .infer_finish import finish_block, map_slices
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
-                         choose_scheme, cut, release_freed, window_edge_bytes)
+                         choose_scheme, cut, release_freed, window_edge_bytes, window_edges)
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .dataset import Dataset, open_homogeneous
@@ -665,11 +665,14 @@ class LayerwiseInference:
             finish = 4 * (d_in + acc + 6 * d_out) + 64
         # A block's own input rows are read a slice at a time when it is finished (GAT's when it
         # starts, its self loops folded in then), so they cost nothing per node. An in-edge: the
-        # Rust core's source position and distinct copy (4 bytes each where ids fit in 32 bits),
-        # or torch's sorted key at its peak.
-        per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
+        # Rust core's source position (4 bytes where ids fit in 32 bits) and a distinct source's
+        # copy, at most min(edges, nodes) of them (infer_plan.edge_cost); or torch's sorted key
+        # at its peak.
+        n = self.graph.num_nodes
+        per_edge = _core.aggregate_edge_bytes(n) if rust else KEY_PEAK
+        per_distinct = _core.aggregate_distinct_bytes(n) if rust else 0
         window = window_edge_bytes(self._part_acc_bytes(k)) if self._splits(k) else 0
-        return LayerCost(4 * acc + 28, piece, finish, per_edge, window)
+        return LayerCost(4 * acc + 28, piece, finish, per_edge, per_distinct, window)
 
     def _sizes(self, k: int) -> Tuple[int, int, int]:
         """(bytes of a destination block, units of a piece, rows of a finishing slice) of layer
@@ -710,20 +713,22 @@ class LayerwiseInference:
         cost, share = self._layer_cost(k), self._sizes(k)[0]
         a = 0
         while a < n:
-            b = min(n, a + self.grid_nodes) if not self.planned else cut(indptr, cost.per_node, share, a, cost.per_edge)
+            b = (min(n, a + self.grid_nodes) if not self.planned
+                 else cut(indptr, cost.per_node, share, a, cost.per_edge, cost.per_distinct))
             if wanted is None or wanted[a:b].any():
                 yield a, b
             a = b
 
     def _windows(self, k: int, a: int, b: int) -> Iterator[Tuple[int, int]]:
-        """Edge ranges of block ``a..b`` whose edges (the layer's ``per_edge`` bytes each) fit what the block's
-        nodes leave of the share: one range, but for hubs."""
+        """Edge ranges of block ``a..b`` whose edges (``infer_plan.edge_cost``) fit what the block's nodes
+        leave of the share: one range, but for hubs."""
         lo, hi = int(self.graph.indptr[a]), int(self.graph.indptr[b])
         if not self.planned:  # sizes given (tests): windows of 4 pieces
             step = 4 * self.block_edges
         else:
             cost = self._layer_cost(k)
-            step = max(1024, (self._sizes(k)[0] - (b - a) * cost.per_node) // cost.per_edge)
+            room = self._sizes(k)[0] - (b - a) * cost.per_node
+            step = max(1024, window_edges(room, self.graph.num_nodes, cost.per_edge, cost.per_distinct))
         for s0 in range(lo, max(hi, lo + 1), step):
             yield s0, min(hi, s0 + step)
 

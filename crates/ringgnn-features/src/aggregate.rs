@@ -16,12 +16,15 @@
 //! folding runs on `threads` threads over ranges of destinations of about equal edge counts, each
 //! thread owning its accumulator rows (no atomics, no locks).
 //!
-//! Peak memory: 2 ids an edge (the sources read, then their distinct copy), 20 bytes a
-//! destination (its edges' bounds, cursor and next position), 16 bytes per 64 node ids of the sources' range (the bitmap: at most a
-//! quarter of a byte a node of the graph), two pieces of rows and a transformed piece; the
-//! caller's plan counts them (`python/ringgnn/inference.py`). An id is 4 bytes where the graph's
-//! node ids fit in 32 bits ([`edge_bytes`]), else 8: the edges of a block are most of its memory
-//! on a large graph, so halving them nearly halves the sweeps of its input.
+//! Peak memory: an id an edge (the sources, read straight into it through a reused buffer of
+//! [`READ_CHUNK`] entries, then turned into positions in place), an id a distinct source (their
+//! sorted copy: at most `min(edges, nodes of the graph)` of them), 20 bytes a destination (its
+//! edges' bounds, cursor and next position), 16 bytes per 64 node ids of the sources' range (the
+//! bitmap: at most a quarter of a byte a node of the graph), two pieces of rows and a transformed
+//! piece; the caller's plan counts them (`python/ringgnn/inference.py`, [`edge_bytes`] and
+//! [`distinct_bytes`]). An id is 4 bytes where the graph's node ids fit in 32 bits, else 8: the
+//! edges of a block are most of its memory on a large graph, so each byte less an edge means
+//! larger blocks, so fewer sweeps of its input.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -137,13 +140,26 @@ impl Id for u64 {
     }
 }
 
-/// Bytes one in-edge of a block takes at the aggregation's peak (its source id, then the
-/// distinct copy of it: 2 ids) for a graph of `num_nodes` nodes; the plan's per-edge cost.
+/// Bytes one in-edge of a block takes at the aggregation's peak for a graph of `num_nodes`
+/// nodes (its source id, turned into its position in place: one id, whatever the neighbor
+/// file's id width); the plan's per-edge cost.
 pub fn edge_bytes(num_nodes: u64) -> usize {
+    id_bytes(num_nodes)
+}
+
+/// Bytes one distinct source of a block takes at the aggregation's peak (its id in the sorted
+/// distinct copy; a block has at most `min(edges, num_nodes)` of them): the plan's cost of a
+/// block's distinct sources.
+pub fn distinct_bytes(num_nodes: u64) -> usize {
+    id_bytes(num_nodes)
+}
+
+/// The width of the ids the aggregation holds ([`Id`]): u32 where node ids fit, else u64.
+fn id_bytes(num_nodes: u64) -> usize {
     if narrow_ids(num_nodes) {
-        8
+        4
     } else {
-        16
+        8
     }
 }
 
@@ -461,49 +477,74 @@ fn check_job(
     Ok(acc_width)
 }
 
+/// Entries of the neighbor file [`read_ids`] reads at a time through its buffer (4 or 8 MiB).
+const READ_CHUNK: usize = 1 << 20;
+
 /// Entries `lo..hi` of the neighbor file as ids `I` (wide enough for the graph's nodes: see
-/// [`aggregate_block`]), checked to be below `num_nodes`.
+/// [`aggregate_block`]), checked to be below `num_nodes`. They are read straight into the ids
+/// (exactly their size) through a buffer of [`READ_CHUNK`] entries, reused: the raw bytes of the
+/// whole range are never held beside them, so the read costs one id an edge, whatever the
+/// file's id width.
 pub(crate) fn read_ids<I: Id>(
     nb: NeighborFile<'_>,
     lo: u64,
     hi: u64,
     num_nodes: u64,
 ) -> Result<Vec<I>> {
+    read_ids_by::<I>(nb, lo, hi, num_nodes, READ_CHUNK)
+}
+
+/// [`read_ids`] through a buffer of `chunk` entries.
+fn read_ids_by<I: Id>(
+    nb: NeighborFile<'_>,
+    lo: u64,
+    hi: u64,
+    num_nodes: u64,
+    chunk: usize,
+) -> Result<Vec<I>> {
     let io = |source| Error::Io {
         path: nb.path.to_path_buf(),
         source,
     };
-    if nb.id_bytes != 4 && nb.id_bytes != 8 {
+    let w = nb.id_bytes;
+    if w != 4 && w != 8 {
         return Err(Error::Input(format!(
-            "{}: neighbor ids of {} bytes (4 or 8 expected)",
+            "{}: neighbor ids of {w} bytes (4 or 8 expected)",
             nb.path.display(),
-            nb.id_bytes
         )));
     }
-    let n = (hi - lo) as usize;
-    let mut bytes = vec![0u8; n * nb.id_bytes];
-    File::open(nb.path)
-        .and_then(|f| f.read_exact_at(&mut bytes, lo * nb.id_bytes as u64))
-        .map_err(io)?;
-    let wide = |i: usize| -> u64 {
-        if nb.id_bytes == 4 {
-            u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as u64
-        } else {
-            u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap())
+    let n = hi.saturating_sub(lo) as usize;
+    let mut out: Vec<I> = Vec::with_capacity(n);
+    if n == 0 {
+        return Ok(out);
+    }
+    let file = File::open(nb.path).map_err(io)?;
+    let mut buf = vec![0u8; chunk.clamp(1, n) * w];
+    let mut at = 0usize;
+    while at < n {
+        let k = (n - at).min(buf.len() / w);
+        let bytes = &mut buf[..k * w];
+        file.read_exact_at(bytes, (lo + at as u64) * w as u64)
+            .map_err(io)?;
+        for (i, raw) in bytes.chunks_exact(w).enumerate() {
+            let id = if w == 4 {
+                u32::from_le_bytes(raw.try_into().unwrap()) as u64
+            } else {
+                u64::from_le_bytes(raw.try_into().unwrap())
+            };
+            // An id past the graph is refused before it is narrowed (so never mistaken for another).
+            if id >= num_nodes {
+                return Err(Error::Input(format!(
+                    "{}: entry {} is node {id}, but the graph has {num_nodes} nodes; run `ringgnn verify` on the dataset",
+                    nb.path.display(),
+                    lo + (at + i) as u64,
+                )));
+            }
+            out.push(I::from_u64(id));
         }
-    };
-    // An id past the graph is refused before it is narrowed (so never mistaken for another).
-    if let Some((i, id)) = (0..n)
-        .map(|i| (i, wide(i)))
-        .find(|&(_, id)| id >= num_nodes)
-    {
-        return Err(Error::Input(format!(
-            "{}: entry {} is node {id}, but the graph has {num_nodes} nodes; run `ringgnn verify` on the dataset",
-            nb.path.display(),
-            lo + i as u64,
-        )));
+        at += k;
     }
-    Ok((0..n).map(|i| I::from_u64(wide(i))).collect())
+    Ok(out)
 }
 
 pub(crate) fn thread_count(asked: usize) -> usize {
@@ -689,13 +730,84 @@ mod tests {
                 assert_eq!(stats.rows, 4, "distinct sources 0, 1, 2, 4");
             }
         }
-        assert_eq!(edge_bytes(5), 8);
-        assert_eq!(edge_bytes(u32::MAX as u64 - 1), 8);
+        assert_eq!((edge_bytes(5), distinct_bytes(5)), (4, 4));
+        assert_eq!(edge_bytes(u32::MAX as u64 - 1), 4);
         assert_eq!(
-            edge_bytes(u32::MAX as u64),
-            16,
+            (edge_bytes(u32::MAX as u64), distinct_bytes(u32::MAX as u64)),
+            (8, 8),
             "u32::MAX is the dropped mark"
         );
+    }
+
+    /// A neighbor file of `ids` at `id_bytes` bytes each.
+    fn neighbor_file(dir: &Path, ids: &[u64], id_bytes: usize) -> std::path::PathBuf {
+        let path = dir.join(format!("indices{id_bytes}.bin"));
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| id.to_le_bytes()[..id_bytes].to_vec())
+            .collect();
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// Entries past the graph are refused with the file and the entry's index in the file, also
+    /// when they come in a later chunk of the buffer; a file shorter than the entries asked is
+    /// an error naming it; an id width other than 4 or 8 is refused.
+    #[test]
+    fn read_ids_names_the_file_and_the_entry_of_an_id_past_the_graph() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<u64> = vec![0, 1, 2, 3, 4, 5, 6, 9, 8, 7];
+        for w in [4, 8] {
+            let path = neighbor_file(dir.path(), &ids, w);
+            let nb = NeighborFile {
+                path: &path,
+                id_bytes: w,
+            };
+            // Entry 7 (node 9) of a 9-node graph: in the third chunk of 3 read from entry 1.
+            for chunk in [1, 3, 4, 100] {
+                let err = read_ids_by::<u32>(nb, 1, 10, 9, chunk)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    err.contains(&path.display().to_string())
+                        && err.contains("entry 7 is node 9, but the graph has 9 nodes"),
+                    "{err}"
+                );
+                let err = read_ids_by::<u64>(nb, 1, 10, 9, chunk)
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains("entry 7 is node 9"), "{err}");
+                // Before it, the same entries are read whole.
+                let got = read_ids_by::<u32>(nb, 2, 7, 9, chunk).unwrap();
+                assert_eq!(got, vec![2, 3, 4, 5, 6]);
+            }
+            // Entries 8..12 of a 10-entry file: short, in a later chunk too.
+            for chunk in [2, 100] {
+                let err = read_ids_by::<u64>(nb, 8, 12, 100, chunk).unwrap_err();
+                assert!(matches!(err, Error::Io { .. }), "{err}");
+                assert!(
+                    err.to_string().contains(&path.display().to_string()),
+                    "{err}"
+                );
+            }
+        }
+        let path = neighbor_file(dir.path(), &ids, 4);
+        let nb = NeighborFile {
+            path: &path,
+            id_bytes: 2,
+        };
+        let err = read_ids::<u32>(nb, 0, 2, 100).unwrap_err().to_string();
+        assert!(
+            err.contains("neighbor ids of 2 bytes (4 or 8 expected)"),
+            "{err}"
+        );
+        // No entries: nothing read (not even the file opened).
+        let missing = dir.path().join("missing.bin");
+        let nb = NeighborFile {
+            path: &missing,
+            id_bytes: 4,
+        };
+        assert!(read_ids::<u32>(nb, 5, 5, 100).unwrap().is_empty());
     }
 
     proptest! {
@@ -719,6 +831,42 @@ mod tests {
             prop_assert_eq!(r32.distinct().into_iter().map(u64::from).collect::<Vec<_>>(), want.clone());
             for &id in narrow.iter().filter(|&&i| i != u32::MAX) {
                 prop_assert_eq!(r32.rank(id), want.binary_search(&(id as u64)).unwrap());
+            }
+        }
+
+        /// Entries `lo..hi` read through a buffer of any number of entries, from a file of 4-
+        /// or 8-byte ids, into 4- or 8-byte ids, are the file's entries, and exactly as many ids
+        /// are held as entries (the vector is never grown past them).
+        #[test]
+        fn read_ids_reads_the_entries_whatever_the_chunks_and_widths(
+            ids in prop::collection::vec(0u64..5000, 0..300),
+            cut in (0usize..300, 0usize..300),
+            chunk in 1usize..40,
+            wide_file in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let w = if wide_file { 8 } else { 4 };
+            let path = neighbor_file(dir.path(), &ids, w);
+            let nb = NeighborFile { path: &path, id_bytes: w };
+            let (lo, hi) = (cut.0.min(ids.len()), cut.1.min(ids.len()));
+            let (lo, hi) = (lo.min(hi), lo.max(hi));
+            let want = &ids[lo..hi];
+            let narrow = read_ids_by::<u32>(nb, lo as u64, hi as u64, 5000, chunk).unwrap();
+            prop_assert_eq!(narrow.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(), want.to_vec());
+            prop_assert_eq!(narrow.capacity(), hi - lo);
+            let wide = read_ids_by::<u64>(nb, lo as u64, hi as u64, 5000, chunk).unwrap();
+            prop_assert_eq!(&wide[..], want);
+            prop_assert_eq!(wide.capacity(), hi - lo);
+            // The first entry at or past a smaller graph's node count is the one named.
+            let limit = 2500;
+            let res = read_ids_by::<u32>(nb, lo as u64, hi as u64, limit, chunk);
+            match want.iter().position(|&id| id >= limit) {
+                None => prop_assert!(res.is_ok()),
+                Some(i) => {
+                    let err = res.unwrap_err().to_string();
+                    let msg = format!("entry {} is node {}, but", lo + i, want[i]);
+                    prop_assert!(err.contains(&msg), "{}", err);
+                }
             }
         }
 

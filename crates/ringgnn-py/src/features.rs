@@ -364,11 +364,19 @@ impl FeatureReader {
 }
 
 /// Bytes one in-edge of a destination block takes at the peak of `FeatureReader.aggregate` on a
-/// graph of `num_nodes` nodes (8 where node ids fit in 32 bits, else 16): what the inference
+/// graph of `num_nodes` nodes (4 where node ids fit in 32 bits, else 8): what the inference
 /// plan counts per edge of a block (`ringgnn_features::aggregate::edge_bytes`).
 #[pyfunction]
 pub fn aggregate_edge_bytes(num_nodes: u64) -> usize {
     ringgnn_features::aggregate::edge_bytes(num_nodes)
+}
+
+/// Bytes one distinct source of a destination block takes at the peak of
+/// `FeatureReader.aggregate` (4 or 8, as an edge): the plan counts them for at most
+/// `min(edges, num_nodes)` sources a block (`ringgnn_features::aggregate::distinct_bytes`).
+#[pyfunction]
+pub fn aggregate_distinct_bytes(num_nodes: u64) -> usize {
+    ringgnn_features::aggregate::distinct_bytes(num_nodes)
 }
 
 fn aggregate_dict<'py>(
