@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringgnn._core import InputError
-from ringgnn.infer_plan import (KEY_PEAK, MAX_SWEEPS, InferencePlan, LayerCost, check_runtime, cut, edge_cost,
-                                least_block_bytes, sweeps, window_edges)
+from ringgnn.infer_plan import (KEY_PEAK, MAX_SWEEPS, InferencePlan, LayerCost, check_runtime, cut,
+                                least_block_bytes, sweeps)
 
 
 def test_the_cut_by_hand():
@@ -38,17 +38,25 @@ def test_the_cut_by_hand():
 
 def test_the_bytes_an_edge_takes_are_the_layers():
     """The Rust core holds one 4-byte id an edge where node ids fit in 32 bits (read straight
-    into its source positions, whatever the neighbor file's width), plus one a distinct source,
-    8-byte ids else; torch's sorted keys take KEY_PEAK. The cut and the sweeps count what the
-    layer's cost says, so a block of the same share holds more edges with narrow ids."""
+    into its source positions, whatever the neighbor file's width; the distinct sources are the
+    bits of a bitmap, in the plan's fixed part), 8-byte ids else; torch's sorted keys take
+    KEY_PEAK. The cut and the sweeps count what the layer's cost says, so a block of the same
+    share holds more edges with narrow ids."""
     from ringgnn import _core
 
-    for n, width in [(1000, 4), (2**32 - 2, 4), (2**32 - 1, 8), (2**40, 8)]:  # 2**32 - 1 marks a dropped edge
-        assert _core.aggregate_edge_bytes(n) == width and _core.aggregate_distinct_bytes(n) == width
+    assert _core.aggregate_edge_bytes(1000) == 4
+    assert _core.aggregate_edge_bytes(2**32 - 2) == 4
+    assert _core.aggregate_edge_bytes(2**32 - 1) == 8  # 2**32 - 1 marks a dropped edge
+    assert _core.aggregate_edge_bytes(2**40) == 8
     indptr = np.array([0, 2, 2, 5, 6])  # degrees 2, 0, 3, 1
     assert cut(indptr, 10, 52, per_edge=8) == 2  # nodes 0-2: 30 + 5 * 8 = 70 > 52
     assert cut(indptr, 10, 70, per_edge=8) == 3 and cut(indptr, 10, 70) == 2
     assert sweeps(indptr, 10, 70, 100, per_edge=8) == 2 and sweeps(indptr, 10, 70, 100) == 3
+    # At 4 bytes an edge all four nodes take 40 + 6 * 4 = 64: one sweep, where 8 bytes an edge
+    # (the core before: the ids read beside their positions, then their distinct copy) take 88.
+    assert cut(indptr, 10, 64, per_edge=4) == 4 and cut(indptr, 10, 63, per_edge=4) == 3
+    assert sweeps(indptr, 10, 64, 100, per_edge=4) == 1 and sweeps(indptr, 10, 64, 100, per_edge=8) == 2
+    assert least_block_bytes(indptr, 10, 1, per_edge=4) == 64 and least_block_bytes(indptr, 10, 1, per_edge=8) == 88
     rust = LayerCost(4 * 128 + 24, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64, per_edge=8)
     torch = LayerCost(4 * 128 + 24, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64)
     n, degree = 100_000, 30
@@ -60,75 +68,38 @@ def test_the_bytes_an_edge_takes_are_the_layers():
     assert (wide - narrow) * 0.9 == pytest.approx(n * degree * 8 / MAX_SWEEPS, rel=0.01)
 
 
-def test_a_blocks_distinct_sources_cost_at_most_one_id_a_node_of_the_graph():
-    """An edge costs ``per_edge``, and its distinct source ``per_distinct`` while the block's
-    edges are fewer than the graph's nodes (each may bring a new source); past that, the sources
-    cost a fixed ``nodes * per_distinct``. By hand on a 4-node graph of degrees 2, 0, 3, 1."""
-    assert edge_cost(3, 4, 4, 4) == 24 and edge_cost(4, 4, 4, 4) == 32
-    assert edge_cost(6, 4, 4, 4) == 6 * 4 + 4 * 4 == 40 and edge_cost(6, 4, 16) == 96
-    # The inverse: the most edges whose cost fits a room.
-    assert [window_edges(r, 4, 4, 4) for r in (0, 7, 8, 31, 32, 35, 36, 40)] == [0, 0, 1, 3, 4, 4, 5, 6]
-    assert window_edges(42, 4, 16) == 2
-    indptr = np.array([0, 2, 2, 5, 6])
-    # 10 bytes a node: nodes 0-2 cost 30 + 5 * 4 + 4 * 4 = 66, all four 40 + 24 + 16 = 80.
-    assert cut(indptr, 10, 65, per_edge=4, per_distinct=4) == 2 and cut(indptr, 10, 66, per_edge=4, per_distinct=4) == 3
-    assert cut(indptr, 10, 80, per_edge=4, per_distinct=4) == 4
-    # At 79: [0,3) then [3,4): 2 sweeps, at 80 one. At 8 bytes an edge (the core before: the ids
-    # read beside their positions), all four cost 40 + 48 = 88: still 2 sweeps at 80.
-    assert sweeps(indptr, 10, 79, 100, 4, 4) == 2 and sweeps(indptr, 10, 80, 100, 4, 4) == 1
-    assert sweeps(indptr, 10, 80, 100, 8) == 2 and sweeps(indptr, 10, 88, 100, 8) == 1
-    # A hub alone: node 2's 3 edges with a share of 25 leave 15 bytes: windows of one edge (8
-    # bytes), so 3 sweeps for it; nodes 0 (10 + 16 = 26 > 25: alone, 2 windows), 1, 3: 1 each.
-    assert sweeps(indptr, 10, 25, 100, 4, 4) == 2 + 1 + 3 + 1
-    assert least_block_bytes(indptr, 10, 1, per_edge=4, per_distinct=4) == 80
-    assert least_block_bytes(indptr, 10, 1, per_edge=8) == 88
-
-
 def test_sweeps_drop_with_the_bytes_an_edge_takes():
     """100,000 nodes of 20 in-edges, 540 bytes a node: the blocks' bytes are 54 MB of nodes and
-    2M edges, at 8 bytes (the Rust core's ids before: 16 MB) or 4 bytes plus at most 4 a node for
-    the distinct sources (8 MB + 0.4 MB). Under a share of 10,000,000 bytes, a block holds
-    ``10e6 // (540 + 20 * 8) = 14,285`` nodes at 8 bytes an edge: 8 sweeps (7 full blocks and
-    a last of 5 nodes), and ``(10e6 - 400,000) // (540 + 80) = 15,483`` nodes at 4 (its
-    285,660 edges pass the 100,000 nodes: the sources' fixed part): 7 sweeps. The least
-    budgets named for 8 sweeps differ by an eighth of the edges' 8 MB less what each block's
-    sources take (its 250,000 edges pass the nodes: 0.4 MB)."""
+    2M edges, at 8 bytes (the Rust core before: 16 MB) or 4 (8 MB). Under a share of 10,000,000
+    bytes, a block holds ``10e6 // (540 + 20 * 8) = 14,285`` nodes at 8 bytes an edge: 8 sweeps
+    (7 full blocks and a last of 5 nodes), and ``10e6 // (540 + 20 * 4) = 16,129`` at 4: 7
+    sweeps (6 full and a last of 3,226). The least budgets named for 8 sweeps differ by an
+    eighth of the 8 MB the edges take less (over the plan's 90%)."""
     n, degree = 100_000, 20
     indptr = np.arange(n + 1, dtype=np.int64) * degree
-    before = cut(indptr, 540, 10_000_000, per_edge=8)
-    after = cut(indptr, 540, 10_000_000, per_edge=4, per_distinct=4)
-    assert (before, after) == (14_285, 15_483)
-    assert sweeps(indptr, 540, 10_000_000, 100, 8) == 8
-    assert sweeps(indptr, 540, 10_000_000, 100, 4, 4) == 7
-    old = LayerCost(540, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64, per_edge=8)
-    new = LayerCost(540, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64, per_edge=4, per_distinct=4)
+    assert (cut(indptr, 540, 10_000_000, per_edge=8), cut(indptr, 540, 10_000_000, per_edge=4)) == (14_285, 16_129)
+    assert sweeps(indptr, 540, 10_000_000, 100, 8) == 8 and sweeps(indptr, 540, 10_000_000, 100, 4) == 7
+    old, new = (LayerCost(540, 4 * 128, 4 * (128 + 128 + 6 * 64) + 64, per_edge=e) for e in (8, 4))
     least = [InferencePlan(None, indptr, [c], in_flight=2, held=400 << 20).least_budget([0]) for c in (old, new)]
-    assert least[1] < least[0]
-    assert (least[0] - least[1]) * 0.9 == pytest.approx(n * degree * 4 / MAX_SWEEPS - n * 4, rel=0.01)
+    assert (least[0] - least[1]) * 0.9 == pytest.approx(n * degree * 4 / MAX_SWEEPS, rel=0.01)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=80), st.integers(1, 300), st.integers(1, 9),
-       st.sampled_from([(16, 0), (4, 4), (8, 8), (4, 0)]))
-def test_the_cut_is_the_largest_block_within_the_share(degrees, per_node, limit, costs):
-    """Whatever the degrees and the costs, a block's nodes and edges (edge_cost) fit the share
-    and one node more would not (but for a node alone); a hub's windows fit it too."""
-    per_edge, per_distinct = costs
+       st.sampled_from([16, 8, 4]))
+def test_the_cut_is_the_largest_block_within_the_share(degrees, per_node, limit, per_edge):
+    """Whatever the degrees and the bytes an edge, a block's nodes and edges fit the least share
+    for ``limit`` sweeps and one node more would not (but for a node alone)."""
     indptr = np.concatenate([[0], np.cumsum(degrees)])
     n = len(degrees)
-    share = least_block_bytes(indptr, per_node, limit, per_edge, per_distinct)
+    share = least_block_bytes(indptr, per_node, limit, per_edge)
+    assert sweeps(indptr, per_node, share, limit, per_edge) <= limit
     a = 0
     while a < n:
-        b = cut(indptr, per_node, share, a, per_edge, per_distinct)
-        edges = int(indptr[b] - indptr[a])
-        cost = (b - a) * per_node + edge_cost(edges, n, per_edge, per_distinct)
-        assert cost <= share or b == a + 1
+        b = cut(indptr, per_node, share, a, per_edge)
+        assert (b - a) * per_node + int(indptr[b] - indptr[a]) * per_edge <= share or b == a + 1
         if b < n:
-            more = (b + 1 - a) * per_node + edge_cost(int(indptr[b + 1] - indptr[a]), n, per_edge, per_distinct)
-            assert more > share
-        w = window_edges(share - (b - a) * per_node, n, per_edge, per_distinct)
-        assert edge_cost(w, n, per_edge, per_distinct) <= share - (b - a) * per_node
-        assert edge_cost(w + 1, n, per_edge, per_distinct) > share - (b - a) * per_node
+            assert (b + 1 - a) * per_node + int(indptr[b + 1] - indptr[a]) * per_edge > share
         a = b
 
 

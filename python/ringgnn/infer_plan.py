@@ -54,9 +54,9 @@ FINISH_BYTES = 32 << 20
 #: it is refused with the budget that needs no more.
 MAX_SWEEPS = 8
 #: Bytes an in-edge of a destination block takes while its sorted key is built (torch's
-#: aggregation; the Rust core takes ``_core.aggregate_edge_bytes``, its source position: 4
-#: bytes where node ids fit in 32 bits, plus ``_core.aggregate_distinct_bytes`` a distinct
-#: source). :class:`LayerCost` carries the ones a layer uses.
+#: aggregation; the Rust core takes ``_core.aggregate_edge_bytes``: its source id, turned into its
+#: position in place, 4 bytes where node ids fit in 32 bits; the distinct sources are the bits of
+#: a bitmap counted in the plan's fixed part). :class:`LayerCost` carries the one a layer uses.
 KEY_PEAK = 16
 #: The smallest piece and finishing slice, in rows or edges.
 MIN_ROWS = 1024
@@ -111,9 +111,6 @@ class LayerCost:
     per_unit: int
     per_finish_row: int
     per_edge: int = KEY_PEAK
-    #: Bytes a distinct source of a block takes (the Rust core's sorted copy of them: 0 for
-    #: torch's keys); a block has at most ``min(edges, nodes of the graph)`` (:func:`edge_cost`).
-    per_distinct: int = 0
     #: Bytes a window edge of the partitioned scheme takes (:func:`window_edge_bytes`); 0: the
     #: layer cannot be split by source (the torch aggregation).
     per_window_edge: int = 0
@@ -130,69 +127,45 @@ class LayerSizes:
     sweeps: int
 
 
-def edge_cost(edges: int, nodes: int, per_edge: int = KEY_PEAK, per_distinct: int = 0) -> int:
-    """Bytes ``edges`` in-edges of a block (or a hub's window) take on a graph of ``nodes``
-    nodes: ``per_edge`` each, and ``per_distinct`` for each of their distinct sources, at most
-    ``min(edges, nodes)`` of them. The one rule of the blocks' edges: the plan does not know
-    how many distinct sources a block has (on a random graph, nearly one an edge while its
-    edges are fewer than the nodes, then nearly every node), so it counts the bound: an edge
-    costs ``per_edge + per_distinct`` up to ``nodes`` edges, then ``per_edge`` (a fixed
-    ``nodes * per_distinct`` for the sources)."""
-    return edges * per_edge + min(edges, nodes) * per_distinct
-
-
-def window_edges(room: int, nodes: int, per_edge: int = KEY_PEAK, per_distinct: int = 0) -> int:
-    """The most in-edges whose :func:`edge_cost` fits ``room`` bytes (0 if none does)."""
-    if room <= 0:
-        return 0
-    if room >= nodes * (per_edge + per_distinct):  # every node may be a source: a fixed part
-        return (room - nodes * per_distinct) // per_edge
-    return room // (per_edge + per_distinct)
-
-
-def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int = KEY_PEAK,
-        per_distinct: int = 0) -> int:
+def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int = KEY_PEAK) -> int:
     """The end ``b`` of the destination block starting at ``a``: the largest ``b`` with
-    ``(b - a) * per_node`` plus the :func:`edge_cost` of edges ``indptr[a]..indptr[b]`` within
-    ``share`` (at least ``a + 1``: a node whose edges alone exceed it comes alone, its edges in
-    windows)."""
+    ``(b - a) * per_node + (indptr[b] - indptr[a]) * per_edge`` within ``share`` (at least
+    ``a + 1``: a node whose edges alone exceed it comes alone, its edges in windows)."""
     n = len(indptr) - 1
     lo, hi = a + 1, n
     base = int(indptr[a])
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        cost = (mid - a) * per_node + edge_cost(int(indptr[mid]) - base, n, per_edge, per_distinct)
+        cost = (mid - a) * per_node + (int(indptr[mid]) - base) * per_edge
         lo, hi = (mid, hi) if cost <= share else (lo, mid - 1)
     return lo
 
 
-def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int, per_edge: int = KEY_PEAK,
-           per_distinct: int = 0) -> int:
+def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int, per_edge: int = KEY_PEAK) -> int:
     """How many destination blocks (a hub's edge windows counted one each) the greedy cut makes
     within ``share`` bytes; counting stops past ``limit``."""
     n = len(indptr) - 1
     a, count = 0, 0
     while a < n and count <= limit:
-        b = cut(indptr, per_node, share, a, per_edge, per_distinct)
-        step = window_edges(share - (b - a) * per_node, n, per_edge, per_distinct)
+        b = cut(indptr, per_node, share, a, per_edge)
+        room = share - (b - a) * per_node
         edges = int(indptr[b]) - int(indptr[a])
         # A block without edges is one sweep even when its nodes fill the share exactly.
-        count += 1 if edges == 0 else -(-edges // step) if step > 0 else limit + 1
+        count += 1 if edges == 0 else max(1, -(-edges * per_edge // room)) if room > 0 else limit + 1
         a = b
     return count
 
 
-def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS, per_edge: int = KEY_PEAK,
-                      per_distinct: int = 0) -> int:
+def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS, per_edge: int = KEY_PEAK) -> int:
     """The smallest block share whose greedy cut makes at most ``limit`` sweeps."""
     n = len(indptr) - 1
     if n == 0:
         return 0
-    lo = per_node + per_edge + per_distinct
-    hi = max(lo, n * per_node + edge_cost(int(indptr[-1]), n, per_edge, per_distinct))
+    lo = per_node + per_edge
+    hi = max(lo, n * per_node + int(indptr[-1]) * per_edge)
     while lo < hi:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if sweeps(indptr, per_node, mid, limit, per_edge, per_distinct) <= limit else (mid + 1, hi)
+        lo, hi = (lo, mid) if sweeps(indptr, per_node, mid, limit, per_edge) <= limit else (mid + 1, hi)
     return lo
 
 
@@ -220,8 +193,7 @@ class InferencePlan:
         # tenth of the share, at most PIECE_BYTES each and FINISH_BYTES) from what is left;
         # the blocks get the rest.
         least_p, least_f = self._least_pieces(), self._least_finish()
-        need = max([least_block_bytes(indptr, c.per_node, per_edge=c.per_edge, per_distinct=c.per_distinct)
-                    for c in self.costs] or [0])
+        need = max([least_block_bytes(indptr, c.per_node, per_edge=c.per_edge) for c in self.costs] or [0])
         if self.share < need + least_p + least_f:  # some layer must run by partitions: their need
             need = max([self._least_block(k) for k in range(len(self.costs))] or [0])
         spare = max(0, self.share - need - least_p - least_f)
@@ -245,13 +217,12 @@ class InferencePlan:
         if c.per_window_edge <= 0:
             return None
         edges = int(self.indptr[-1]) if len(self.indptr) else 0
-        return max(c.per_node + c.per_edge + c.per_distinct, -(-edges // MAX_PARTS) * c.per_window_edge)
+        return max(c.per_node + c.per_edge, -(-edges // MAX_PARTS) * c.per_window_edge)
 
     def _least_block(self, k: int, grid_only: bool = False) -> int:
         """The least block share that runs layer ``k``: the grid within :data:`MAX_SWEEPS`
         sweeps, or (unless ``grid_only``) source partitions, whichever needs less."""
-        c = self.costs[k]
-        grid = least_block_bytes(self.indptr, c.per_node, per_edge=c.per_edge, per_distinct=c.per_distinct)
+        grid = least_block_bytes(self.indptr, self.costs[k].per_node, per_edge=self.costs[k].per_edge)
         part = None if grid_only else self.least_partition_block(k)
         return grid if part is None else min(grid, part)
 
@@ -289,9 +260,8 @@ class InferencePlan:
         c = self.costs[k]
         units = max(MIN_ROWS, self.pieces // self.in_flight // max(1, c.per_unit))
         rows = max(MIN_ROWS, self.finish // self.finish_in_flight // max(1, c.per_finish_row))
-        block = max(self.block_bytes, c.per_node + c.per_edge + c.per_distinct)
-        return LayerSizes(block, units, rows,
-                          sweeps(self.indptr, c.per_node, block, 1 << 30, c.per_edge, c.per_distinct))
+        block = max(self.block_bytes, c.per_node + c.per_edge)
+        return LayerSizes(block, units, rows, sweeps(self.indptr, c.per_node, block, 1 << 30, c.per_edge))
 
     def describe(self, layers: Sequence[int]) -> dict:
         """The plan as numbers (the command's ``plan`` summary)."""
@@ -309,10 +279,9 @@ def _mib(n: int) -> str:
 #: The most source partitions of the partitioned scheme (its bucket files: two open per partition).
 MAX_PARTS = 128
 #: Bytes an edge of a partition's window takes while it is summed: its bucketed destination id
-#: (8 bytes, read first and dropped before the sum), then the Rust core's source position and
-#: a distinct source's copy (each window edge may bring its own): two ids of 4 bytes where node
-#: ids fit in 32 bits, 8 else (``_core.aggregate_edge_bytes``): at most 16.
-PART_EDGE = 16
+#: (8 bytes, read first and dropped before the sum), then the Rust core's source position (4
+#: bytes where node ids fit in 32 bits, else 8: ``_core.aggregate_edge_bytes``).
+PART_EDGE = 8
 #: Bytes a destination a window reaches takes besides its accumulator row: its id, its offset,
 #: the Rust core's cursor, next position and segment bounds.
 PART_NODE = 36

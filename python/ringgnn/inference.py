@@ -43,7 +43,7 @@ from . import _core, _options, _threads, infer_dense, infer_finish
 from ._files import keep_files, os_errors, temporary
 from .infer_finish import finish_block, map_slices
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
-                         choose_scheme, cut, release_freed, window_edge_bytes, window_edges)
+                         choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .dataset import Dataset, open_homogeneous
@@ -652,27 +652,24 @@ class LayerwiseInference:
         if self.ckpt.kind == "gat":
             hc = layer.heads * layer.channels
             acc = hc + 3 * layer.heads  # messages, running max, running sum, and a_dst
-            # Rust: a distinct source's row and its messages and logits (twice: the product's and
-            # the transform's output); torch: an edge's row, message, logits and indices.
-            piece = 4 * (d_in + 2 * (hc + layer.heads)) if rust else 4 * (d_in + 2 * hc + 4 * layer.heads) + 48
+            # Rust: a distinct source's id, row and its messages and logits (twice: the product's
+            # and the transform's output); torch: an edge's row, message, logits and indices.
+            piece = 8 + 4 * (d_in + 2 * (hc + layer.heads)) if rust else 4 * (d_in + 2 * hc + 4 * layer.heads) + 48
             finish = 4 * (d_in + 6 * hc + 8 * layer.heads + 4 * d_out) + 64
         else:
             acc = self._acc_width(k)
-            if rust:  # a distinct source's row, and its W x where the layer narrows (twice)
-                piece = 4 * (d_in + (2 * acc if self._narrow(k) else 0))
+            if rust:  # a distinct source's id and row, and its W x where the layer narrows (twice)
+                piece = 8 + 4 * (d_in + (2 * acc if self._narrow(k) else 0))
             else:
                 piece = 4 * (2 * d_in + acc) + 48
             finish = 4 * (d_in + acc + 6 * d_out) + 64
         # A block's own input rows are read a slice at a time when it is finished (GAT's when it
         # starts, its self loops folded in then), so they cost nothing per node. An in-edge: the
-        # Rust core's source position (4 bytes where ids fit in 32 bits) and a distinct source's
-        # copy, at most min(edges, nodes) of them (infer_plan.edge_cost); or torch's sorted key
-        # at its peak.
-        n = self.graph.num_nodes
-        per_edge = _core.aggregate_edge_bytes(n) if rust else KEY_PEAK
-        per_distinct = _core.aggregate_distinct_bytes(n) if rust else 0
+        # Rust core's source position (4 bytes where ids fit in 32 bits; the distinct sources are
+        # a bitmap's bits, the plan's ``extra``), or torch's sorted key at its peak.
+        per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
         window = window_edge_bytes(self._part_acc_bytes(k)) if self._splits(k) else 0
-        return LayerCost(4 * acc + 28, piece, finish, per_edge, per_distinct, window)
+        return LayerCost(4 * acc + 28, piece, finish, per_edge, window)
 
     def _sizes(self, k: int) -> Tuple[int, int, int]:
         """(bytes of a destination block, units of a piece, rows of a finishing slice) of layer
@@ -713,22 +710,20 @@ class LayerwiseInference:
         cost, share = self._layer_cost(k), self._sizes(k)[0]
         a = 0
         while a < n:
-            b = (min(n, a + self.grid_nodes) if not self.planned
-                 else cut(indptr, cost.per_node, share, a, cost.per_edge, cost.per_distinct))
+            b = min(n, a + self.grid_nodes) if not self.planned else cut(indptr, cost.per_node, share, a, cost.per_edge)
             if wanted is None or wanted[a:b].any():
                 yield a, b
             a = b
 
     def _windows(self, k: int, a: int, b: int) -> Iterator[Tuple[int, int]]:
-        """Edge ranges of block ``a..b`` whose edges (``infer_plan.edge_cost``) fit what the block's nodes
-        leave of the share: one range, but for hubs."""
+        """Edge ranges of block ``a..b`` whose edges (the layer's ``per_edge`` bytes each) fit what the block's
+        nodes leave of the share: one range, but for hubs."""
         lo, hi = int(self.graph.indptr[a]), int(self.graph.indptr[b])
         if not self.planned:  # sizes given (tests): windows of 4 pieces
             step = 4 * self.block_edges
         else:
             cost = self._layer_cost(k)
-            room = self._sizes(k)[0] - (b - a) * cost.per_node
-            step = max(1024, window_edges(room, self.graph.num_nodes, cost.per_edge, cost.per_distinct))
+            step = max(1024, (self._sizes(k)[0] - (b - a) * cost.per_node) // cost.per_edge)
         for s0 in range(lo, max(hi, lo + 1), step):
             yield s0, min(hi, s0 + step)
 
@@ -754,7 +749,7 @@ class LayerwiseInference:
                 io["temp_written"] = os.path.getsize(wx[1])
                 self._phase("pretransform", t)
                 if self.planned:  # the pieces' planned bytes hold more of the narrower rows, unwidened
-                    piece_edges = piece_edges * self._layer_cost(k).per_unit // (4 * self._acc_width(k))
+                    piece_edges = piece_edges * self._layer_cost(k).per_unit // (8 + 4 * self._acc_width(k))
             self._grid_sweep(k, reader, writer, grid, wx[0] if wx else None, piece_edges, finish_rows, activate)
             if wx is not None:
                 io["temp_read"] = wx[0].stats()["bytes_read"]

@@ -16,15 +16,15 @@
 //! folding runs on `threads` threads over ranges of destinations of about equal edge counts, each
 //! thread owning its accumulator rows (no atomics, no locks).
 //!
-//! Peak memory: an id an edge (the sources, read straight into it through a reused buffer of
-//! [`READ_CHUNK`] entries, then turned into positions in place), an id a distinct source (their
-//! sorted copy: at most `min(edges, nodes of the graph)` of them), 20 bytes a destination (its
+//! Peak memory: one id an edge (the sources, read straight into it through a reused buffer of
+//! [`READ_CHUNK`] entries, then turned into positions in place), 20 bytes a destination (its
 //! edges' bounds, cursor and next position), 16 bytes per 64 node ids of the sources' range (the
-//! bitmap: at most a quarter of a byte a node of the graph), two pieces of rows and a transformed
-//! piece; the caller's plan counts them (`python/ringgnn/inference.py`, [`edge_bytes`] and
-//! [`distinct_bytes`]). An id is 4 bytes where the graph's node ids fit in 32 bits, else 8: the
-//! edges of a block are most of its memory on a large graph, so each byte less an edge means
-//! larger blocks, so fewer sweeps of its input.
+//! bitmap: at most a quarter of a byte a node of the graph), two pieces of rows with their ids
+//! and a transformed piece. The distinct sources are the bitmap's bits, taken a piece at a time
+//! as the pieces are read, never copied out whole. The caller's plan counts them
+//! (`python/ringgnn/inference.py`, [`edge_bytes`]). An id is 4 bytes where the graph's node ids
+//! fit in 32 bits, else 8: the edges of a block are most of its memory on a large graph, so each
+//! byte less an edge means larger blocks, so fewer sweeps of its input.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -95,7 +95,7 @@ pub struct AggregateStats {
     /// Page reads of the row source.
     pub read: ReadCount,
     /// Where the calling thread's time went: reading the neighbor lists and turning them into
-    /// sorted distinct sources (the first piece's reads start after), mapping the edges to
+    /// the distinct sources (the first piece's reads start after), mapping the edges to
     /// positions among them (overlapped with the first piece's reads), waiting for pieces to be
     /// read, transforming and folding them in.
     pub times: Times,
@@ -144,18 +144,6 @@ impl Id for u64 {
 /// nodes (its source id, turned into its position in place: one id, whatever the neighbor
 /// file's id width); the plan's per-edge cost.
 pub fn edge_bytes(num_nodes: u64) -> usize {
-    id_bytes(num_nodes)
-}
-
-/// Bytes one distinct source of a block takes at the aggregation's peak (its id in the sorted
-/// distinct copy; a block has at most `min(edges, num_nodes)` of them): the plan's cost of a
-/// block's distinct sources.
-pub fn distinct_bytes(num_nodes: u64) -> usize {
-    id_bytes(num_nodes)
-}
-
-/// The width of the ids the aggregation holds ([`Id`]): u32 where node ids fit, else u64.
-fn id_bytes(num_nodes: u64) -> usize {
     if narrow_ids(num_nodes) {
         4
     } else {
@@ -226,41 +214,51 @@ fn aggregate_ids<I: Id>(
             }
         }
     }
+    // The distinct sources are the bitmap's bits: never copied out whole, each piece's ids are
+    // taken from it as the piece is read (one id an edge is then the block's only per-edge memory).
     let ranks = Ranks::of(&pos[..]);
-    let distinct = ranks.distinct();
+    let distinct = ranks.count();
     let threads = thread_count(job.threads);
     let mut cursor: Vec<usize> = seg[..n_d].to_vec();
     let piece_rows = job.piece_rows.max(1);
-    let pieces: Vec<(usize, usize)> = (0..distinct.len())
+    let pieces: Vec<(usize, usize)> = (0..distinct)
         .step_by(piece_rows)
-        .map(|p0| (p0, (p0 + piece_rows).min(distinct.len())))
+        .map(|p0| (p0, (p0 + piece_rows).min(distinct)))
         .collect();
-    stats.rows = distinct.len() as u64;
+    stats.rows = distinct as u64;
     stats.times.sources = lap();
     let (dtype, rb) = (file.info.dtype, file.row_bytes());
     debug_assert!(rb > 0);
-    let distinct = &distinct;
+    let ranks = &ranks;
     thread::scope(|s| -> Result<()> {
-        let (full_tx, full_rx) =
-            mpsc::sync_channel::<Result<(usize, usize, Vec<f32>, ReadCount)>>(1);
-        let (empty_tx, empty_rx) = mpsc::channel::<Vec<f32>>();
+        let (full_tx, full_rx) = mpsc::sync_channel::<Result<Piece>>(1);
+        let (empty_tx, empty_rx) = mpsc::channel::<(Vec<f32>, Vec<u64>)>();
         for _ in 0..2 {
-            let _ = empty_tx.send(Vec::new());
+            let _ = empty_tx.send((Vec::new(), Vec::new()));
         }
         let todo = pieces.clone();
         // The reader starts on the first piece now: its reads overlap the edges' mapping below.
         s.spawn(move || {
-            let mut ids: Vec<u64> = Vec::new();
+            let mut sources = ranks.ids();
             for (p0, p1) in todo {
-                let Ok(mut buf) = empty_rx.recv() else { return };
+                let Ok((mut buf, mut ids)) = empty_rx.recv() else {
+                    return;
+                };
                 buf.resize((p1 - p0) * dim, 0.0);
                 ids.clear();
-                ids.extend(distinct[p0..p1].iter().map(|id| id.get()));
+                ids.extend(sources.by_ref().take(p1 - p0));
                 let read = source.for_each_row(file, &ids, |k, row| {
                     decode_row(dtype, row, &mut buf[k * dim..(k + 1) * dim])
                 });
                 let failed = read.is_err();
-                if full_tx.send(read.map(|c| (p0, p1, buf, c))).is_err() || failed {
+                let piece = read.map(|read| Piece {
+                    p0,
+                    p1,
+                    rows: buf,
+                    ids,
+                    read,
+                });
+                if full_tx.send(piece).is_err() || failed {
                     return;
                 }
             }
@@ -296,7 +294,6 @@ fn aggregate_ids<I: Id>(
         let layout = Layout {
             seg: &seg,
             pos: &pos,
-            distinct,
             width,
             acc_width,
             threads,
@@ -305,19 +302,34 @@ fn aggregate_ids<I: Id>(
         for _ in 0..pieces.len() {
             let got = full_rx.recv();
             stats.times.read_wait += lap();
-            let (p0, p1, buf, count) =
-                got.map_err(|_| Error::Input("aggregate: the row reader stopped".into()))??;
+            let Piece {
+                p0,
+                p1,
+                rows: buf,
+                ids,
+                read: count,
+            } = got.map_err(|_| Error::Input("aggregate: the row reader stopped".into()))??;
             stats.read.pages += count.pages;
             stats.read.requests += count.requests;
             stats.read.batches += count.batches;
             match transform.as_mut() {
                 None => {
-                    fold_piece(job, &layout, &mut cursor, &mut next, acc, p0, p1, &buf);
-                    let _ = empty_tx.send(buf);
+                    fold_piece(
+                        job,
+                        &layout,
+                        &mut cursor,
+                        &mut next,
+                        acc,
+                        p0,
+                        p1,
+                        &buf,
+                        &ids,
+                    );
+                    let _ = empty_tx.send((buf, ids));
                 }
                 Some(t) => {
-                    // The buffer goes to the transform (the reader makes a new one).
-                    let _ = empty_tx.send(Vec::new());
+                    // The buffer goes to the transform (the reader makes new ones).
+                    let _ = empty_tx.send((Vec::new(), Vec::new()));
                     let rows = (t.apply)(buf, p1 - p0)?;
                     if rows.len() != (p1 - p0) * width {
                         return Err(Error::Input(format!(
@@ -327,7 +339,17 @@ fn aggregate_ids<I: Id>(
                         )));
                     }
                     stats.times.transform += lap();
-                    fold_piece(job, &layout, &mut cursor, &mut next, acc, p0, p1, &rows);
+                    fold_piece(
+                        job,
+                        &layout,
+                        &mut cursor,
+                        &mut next,
+                        acc,
+                        p0,
+                        p1,
+                        &rows,
+                        &ids,
+                    );
                 }
             }
             stats.times.fold += lap();
@@ -335,6 +357,16 @@ fn aggregate_ids<I: Id>(
         Ok(())
     })?;
     Ok(stats)
+}
+
+/// A piece of a block's distinct sources as the reader hands it over: positions `p0..p1` among
+/// them, their ids and their rows (`width` values each), and what reading them took.
+struct Piece {
+    p0: usize,
+    p1: usize,
+    rows: Vec<f32>,
+    ids: Vec<u64>,
+    read: ReadCount,
 }
 
 /// The distinct ids of a list (but [`Id::NONE`], a dropped entry) as a bitmap over their range,
@@ -378,23 +410,27 @@ impl<I: Id> Ranks<I> {
         }
     }
 
-    /// The distinct ids, ascending.
-    fn distinct(&self) -> Vec<I> {
-        let n = self
-            .before
+    /// How many distinct ids there are.
+    fn count(&self) -> usize {
+        self.before
             .last()
-            .map_or(0, |b| b + self.words.last().unwrap().count_ones() as u64);
-        let mut out = Vec::with_capacity(n as usize);
-        for (i, &w) in self.words.iter().enumerate() {
+            .map_or(0, |b| b + self.words.last().unwrap().count_ones() as u64) as usize
+    }
+
+    /// The distinct ids, ascending, taken from the bitmap as they are asked for (the readers
+    /// of a block's pieces take them a piece at a time: they are never held all at once).
+    fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.words.iter().enumerate().flat_map(move |(i, &w)| {
+            let base = self.base + 64 * i as u64;
             let mut w = w;
-            while w != 0 {
-                out.push(I::from_u64(
-                    self.base + i as u64 * 64 + w.trailing_zeros() as u64,
-                ));
-                w &= w - 1;
-            }
-        }
-        out
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let bit = w.trailing_zeros() as u64;
+                    w &= w - 1;
+                    base + bit
+                })
+            })
+        })
     }
 
     /// The position of `id` (one of the ids) among the distinct ones.
@@ -406,11 +442,10 @@ impl<I: Id> Ranks<I> {
 }
 
 /// What every piece of a block shares: each destination's edges `seg[d]..seg[d + 1]` of `pos`
-/// (positions among the `distinct` sources), the row widths, the threads.
+/// (positions among the block's distinct sources), the row widths, the threads.
 struct Layout<'a, I> {
     seg: &'a [usize],
     pos: &'a [I],
-    distinct: &'a [I],
     width: usize,
     acc_width: usize,
     threads: usize,
@@ -614,8 +649,8 @@ fn hint<I: Id>(p: I) -> u32 {
     }
 }
 
-/// Fold the rows of distinct sources `p0..p1` (`buf`, `width` values each) into the
-/// accumulators of the destinations whose next edges come from them.
+/// Fold the rows of distinct sources `p0..p1` (`buf`, `width` values each; their node ids
+/// `ids`) into the accumulators of the destinations whose next edges come from them.
 #[allow(clippy::too_many_arguments)]
 fn fold_piece<I: Id>(
     job: &BlockJob<'_>,
@@ -626,6 +661,7 @@ fn fold_piece<I: Id>(
     p0: usize,
     p1: usize,
     buf: &[f32],
+    ids: &[u64],
 ) {
     let (seg, pos, w, aw) = (l.seg, l.pos, l.width, l.acc_width);
     let ranges = split(seg, l.threads);
@@ -658,8 +694,7 @@ fn fold_piece<I: Id>(
                             break;
                         }
                         let k = p - p0;
-                        job.fold
-                            .edge(out, &buf[k * w..(k + 1) * w], l.distinct[p].get(), v, d);
+                        job.fold.edge(out, &buf[k * w..(k + 1) * w], ids[k], v, d);
                         c += 1;
                     }
                     cur_part[i] = c;
@@ -730,11 +765,11 @@ mod tests {
                 assert_eq!(stats.rows, 4, "distinct sources 0, 1, 2, 4");
             }
         }
-        assert_eq!((edge_bytes(5), distinct_bytes(5)), (4, 4));
+        assert_eq!(edge_bytes(5), 4);
         assert_eq!(edge_bytes(u32::MAX as u64 - 1), 4);
         assert_eq!(
-            (edge_bytes(u32::MAX as u64), distinct_bytes(u32::MAX as u64)),
-            (8, 8),
+            edge_bytes(u32::MAX as u64),
+            8,
             "u32::MAX is the dropped mark"
         );
     }
@@ -821,14 +856,16 @@ mod tests {
             let mut want: Vec<u64> = ids.iter().copied().filter(|&i| i != u64::MAX).collect();
             want.sort_unstable();
             want.dedup();
-            prop_assert_eq!(ranks.distinct(), want.clone());
+            prop_assert_eq!(ranks.ids().collect::<Vec<_>>(), want.clone());
+            prop_assert_eq!(ranks.count(), want.len());
             for &id in ids.iter().filter(|&&i| i != u64::MAX) {
                 prop_assert_eq!(ranks.rank(id), want.binary_search(&id).unwrap());
             }
             // The same with 4-byte ids (u32::MAX the dropped mark).
             let narrow: Vec<u32> = ids.iter().map(|&i| if i == u64::MAX { u32::MAX } else { i as u32 }).collect();
             let r32 = Ranks::of(&narrow);
-            prop_assert_eq!(r32.distinct().into_iter().map(u64::from).collect::<Vec<_>>(), want.clone());
+            prop_assert_eq!(r32.ids().collect::<Vec<_>>(), want.clone());
+            prop_assert_eq!(r32.count(), want.len());
             for &id in narrow.iter().filter(|&&i| i != u32::MAX) {
                 prop_assert_eq!(r32.rank(id), want.binary_search(&(id as u64)).unwrap());
             }

@@ -371,14 +371,6 @@ pub fn aggregate_edge_bytes(num_nodes: u64) -> usize {
     ringgnn_features::aggregate::edge_bytes(num_nodes)
 }
 
-/// Bytes one distinct source of a destination block takes at the peak of
-/// `FeatureReader.aggregate` (4 or 8, as an edge): the plan counts them for at most
-/// `min(edges, num_nodes)` sources a block (`ringgnn_features::aggregate::distinct_bytes`).
-#[pyfunction]
-pub fn aggregate_distinct_bytes(num_nodes: u64) -> usize {
-    ringgnn_features::aggregate::distinct_bytes(num_nodes)
-}
-
 fn aggregate_dict<'py>(
     py: Python<'py>,
     s: &ringgnn_features::AggregateStats,

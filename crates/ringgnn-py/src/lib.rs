@@ -36,7 +36,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::DatasetHandle>()?;
     m.add_class::<features::FeatureReader>()?;
     m.add_function(wrap_pyfunction!(features::aggregate_edge_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(features::aggregate_distinct_bytes, m)?)?;
     m.add_class::<features::SourcePartitions>()?;
     m.add_class::<hetero::HeteroGraph>()?;
     m.add_class::<hetero::HeteroSampler>()?;
