@@ -20,7 +20,7 @@ import pytest
 
 import ringgnn
 from ringgnn.checkpoints import load_checkpoint
-from ringgnn.infer_finish import map_slices, slices_in_flight, workers
+from ringgnn.infer_finish import MIN_SPLIT, map_slices, slices_in_flight, split_rows, workers
 from ringgnn.inference import LayerwiseInference
 
 from test_infer import full_batch, hubby, runs  # noqa: F401  (the fixtures are used by name)
@@ -110,6 +110,48 @@ def test_an_error_in_a_slice_ends_the_pipeline_with_it(where):
     assert written == list(range(7))
     assert max(started) <= 7 + slices_in_flight(2, True)  # nothing started past what was in flight
     assert _finish_threads() == []
+
+
+@pytest.mark.parametrize("n", [0, 5, 2047, 2048, 5000, 12345])
+@pytest.mark.parametrize("n_workers", [1, 2, 3])
+def test_a_piece_split_among_threads_gives_the_rows_of_the_whole(n, n_workers):
+    """``split_rows``: each part on its own thread (the first on the caller's), put together in
+    order; a row-wise function gives exactly its rows of the whole piece."""
+    threads, parts = set(), []
+
+    def fn(x):
+        threads.add(threading.current_thread().name)
+        parts.append(len(x))
+        return np.stack([x[:, 0] * 2 + 1, x[:, 1] - x[:, 0]], axis=1)
+
+    x = np.random.default_rng(n).standard_normal((n, 3)).astype(np.float32)
+    with split_rows(fn, n_workers) as f:
+        got = f(x)
+    want_parts = min(n_workers, n // MIN_SPLIT) if n >= 2 * MIN_SPLIT else 1
+    assert len(parts) == want_parts and sum(parts) == n and min(parts) >= min(n, MIN_SPLIT)
+    assert threading.current_thread().name in threads and len(threads) <= want_parts
+    np.testing.assert_array_equal(got, fn(x))
+    assert not [t for t in threading.enumerate() if t.name.startswith("ringgnn-split")]
+
+
+def test_a_split_piece_that_fails_waits_for_its_other_parts():
+    """An error in one part is raised once every part has ended: the rows belong to the caller
+    (the Rust core's buffer), no thread may read them after the call."""
+    running = []
+
+    def fn(x):
+        if x[0, 0] == 0:
+            raise ValueError("part 0")
+        running.append(1)
+        time.sleep(0.05)
+        running.pop()
+        return x
+
+    x = np.arange(4096, dtype=np.float32).reshape(-1, 1)
+    with split_rows(fn, 2) as f:
+        with pytest.raises(ValueError, match="part 0"):
+            f(x)
+        assert running == []
 
 
 def _layer_rows(ds, ckpt, overlap, **kw):
@@ -217,3 +259,35 @@ def test_a_full_disk_or_ctrl_c_while_finishing_leaves_nothing(hubby, runs, tmp_p
         assert r.returncode == 130, r.stderr
     assert list(out.iterdir()) == []
     assert not [p for p in Path(run).iterdir() if p.name.startswith(".ringgnn-infer")]
+
+
+@pytest.mark.parametrize("model", ["sage", "gat"])
+@pytest.mark.parametrize("scheme", ["grid", "partitioned"])
+def test_pieces_transformed_on_several_threads_give_pyg_s_answers(hubby, runs, model, scheme, monkeypatch):
+    """The Rust aggregation's per-piece products (a narrowing layer's ``W x``, GAT's messages)
+    split among 3 threads (parts of at least 8 rows here): PyG's outputs, and the unsplit run's
+    within float32 rounding (a product over fewer rows may add in another order)."""
+    monkeypatch.setattr("ringgnn.infer_finish.MIN_SPLIT", 8)
+    ds = ringgnn.Dataset.open(hubby)
+    ckpt = load_checkpoint(str(runs[model][1]), ds)
+    got = {}
+    for n_workers in (1, 3):
+        # One destination block on the grid: with several, a narrowing layer's W x is computed once instead.
+        li = LayerwiseInference(ds, ckpt, hidden_dtype="f32", grid_nodes=1500, block_edges=400, scheme=scheme,
+                                parts=2 if scheme == "partitioned" else None)
+        li.finish_workers = n_workers
+        names = set()
+        for what in ("transform", "messages"):
+            orig = getattr(li.dense, what)
+
+            def wrap(k, orig=orig):
+                fn = orig(k)
+                return lambda x: (names.add(threading.current_thread().name.rsplit("_", 1)[0]), fn(x))[1]
+
+            monkeypatch.setattr(li.dense, what, wrap)
+        rows = {}
+        li.run(None, None, lambda a, r: rows.__setitem__(a, r.copy()))
+        got[n_workers] = np.concatenate([rows[a] for a in sorted(rows)])
+        assert ("ringgnn-split" in names) == (n_workers > 1), names
+    np.testing.assert_allclose(got[3], got[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[3], full_batch(ds, ckpt.net), rtol=1e-4, atol=1e-4)

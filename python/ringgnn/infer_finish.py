@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional, Tuple
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -100,6 +101,38 @@ def map_slices(starts: Any, read: Callable[[int], Any], compute: Callable[[int, 
                 done.cancel()
                 got.cancel()
             pending.clear()
+
+
+#: The fewest rows of a part when a piece's rows are split among threads (:func:`split_rows`).
+MIN_SPLIT = 1024
+
+
+@contextmanager
+def split_rows(fn: Callable[[np.ndarray], np.ndarray], workers: int) -> Iterator[Callable[[np.ndarray], np.ndarray]]:
+    """``fn`` (a dense product of rows: a narrowing layer's ``W x``, GAT's messages, which the
+    Rust aggregation calls once per piece, holding everything else until it returns) computed on
+    ``workers`` threads, each on a contiguous part of the rows (this thread takes the first), the
+    parts' results put together in order: the same rows as ``fn`` of all of them, on all cores.
+    The results take no more memory than ``fn``'s: the parts, then their concatenation."""
+    if workers <= 1:
+        yield fn
+        return
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    with ThreadPoolExecutor(workers - 1, thread_name_prefix="ringgnn-split") as pool:
+        def apply(x: np.ndarray) -> np.ndarray:
+            n = len(x)
+            if n < 2 * MIN_SPLIT:
+                return fn(x)
+            bounds = np.linspace(0, n, min(workers, n // MIN_SPLIT) + 1).astype(np.int64)
+            rest = [pool.submit(fn, x[lo:hi]) for lo, hi in zip(bounds[1:-1], bounds[2:])]
+            try:
+                first = fn(x[:bounds[1]])
+            finally:
+                wait(rest)  # ``x`` is the caller's (the Rust core's buffer): no thread may outlive the call
+            return np.concatenate([first] + [f.result() for f in rest])
+
+        yield apply
 
 
 def finish_block(run: "LayerwiseInference", k: int, a: int, b: int, reader: Any,

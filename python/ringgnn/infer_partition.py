@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 import numpy as np
 
 from ._files import os_errors, temporary
-from .infer_finish import finish_block, map_slices
+from .infer_finish import finish_block, map_slices, split_rows
 from .infer_plan import release_freed
 
 if TYPE_CHECKING:
@@ -85,16 +85,21 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
             kw["a_dst"] = _destination_logits(run, k, reader, os.path.join(d, "a_dst.npy"), finish_rows)
             io["temp_written"] += kw["a_dst"].nbytes
             run._phase("start", t)
-        for q in range(sp.parts):
-            total = sp.edges(q)
-            for e0 in range(0, total, window_edges):
-                with os_errors("spilling the partial aggregates in", d):
-                    got = reader.partials(sp, q, e0, min(total, e0 + window_edges), piece_rows=piece_rows, **kw)
-                for p in ("sources", "positions", "read_wait", "transform", "fold"):
-                    run._phases[p] = run._phases.get(p, 0.0) + got[p]
-                release_freed()
-            with os_errors("removing the partition bucket in", d):
-                sp.remove_bucket(q)
+        # A piece's product on all cores (``infer_finish.split_rows``), as on the grid.
+        with split_rows(kw.get("transform"), run.finish_workers if "transform" in kw else 1) as fn:
+            if fn is not None:
+                kw["transform"] = fn
+            for q in range(sp.parts):
+                total = sp.edges(q)
+                for e0 in range(0, total, window_edges):
+                    with os_errors("spilling the partial aggregates in", d):
+                        got = reader.partials(sp, q, e0, min(total, e0 + window_edges), piece_rows=piece_rows,
+                                              **kw)
+                    for p in ("sources", "positions", "read_wait", "transform", "fold"):
+                        run._phases[p] = run._phases.get(p, 0.0) + got[p]
+                    release_freed()
+                with os_errors("removing the partition bucket in", d):
+                    sp.remove_bucket(q)
         if gat:
             io["temp_read"] += kw["a_dst"].nbytes
             del kw["a_dst"]

@@ -41,7 +41,7 @@ import numpy as np
 
 from . import _core, _options, _threads, infer_dense, infer_finish
 from ._files import keep_files, os_errors, temporary
-from .infer_finish import finish_block, map_slices
+from .infer_finish import finish_block, map_slices, split_rows
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
@@ -854,12 +854,16 @@ class LayerwiseInference:
             H, C = layer.heads, layer.channels
             kw.update(width=H * C + H, transform=self.dense.messages(k), a_dst=st["a_dst"],
                       negative_slope=float(layer.slope))
-        for lo, hi in self._windows(k, a, b):
-            got = reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
-                                   piece_rows=piece_rows, **kw)
-            g.bytes_read += got["neighbor_bytes"]
-            for p in ("sources", "positions", "read_wait", "transform", "fold"):
-                self._phases[p] = self._phases.get(p, 0.0) + got[p]
+        # A piece's product on all cores (the Rust core waits for it; ``infer_finish.split_rows``).
+        with split_rows(kw.get("transform"), self.finish_workers if "transform" in kw else 1) as fn:
+            if fn is not None:
+                kw["transform"] = fn
+            for lo, hi in self._windows(k, a, b):
+                got = reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
+                                       piece_rows=piece_rows, **kw)
+                g.bytes_read += got["neighbor_bytes"]
+                for p in ("sources", "positions", "read_wait", "transform", "fold"):
+                    self._phases[p] = self._phases.get(p, 0.0) + got[p]
 
     def _phase(self, name: str, since: float) -> None:
         """Count the seconds since ``since`` to phase ``name`` of the layer (``stats``)."""
