@@ -710,7 +710,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use ringgnn_store::manifest::{FeatureDtype, FeatureInfo};
-    use std::io::Write;
     use std::sync::Arc;
 
     /// Block 1..4 of a 5-node graph (node `i`'s row is `[i, 10 i]`), its in-neighbor lists
@@ -719,13 +718,7 @@ mod tests {
     #[test]
     fn both_id_widths_fold_the_same_sums() {
         let dir = tempfile::tempdir().unwrap();
-        let nb_path = dir.path().join("indices.bin");
-        let ids: [u32; 10] = [3, 4, 0, 2, 0, 1, 2, 2, 4, 1];
-        let mut f = File::create(&nb_path).unwrap();
-        for id in ids {
-            f.write_all(&id.to_le_bytes()).unwrap();
-        }
-        drop(f);
+        let ids: [u64; 10] = [3, 4, 0, 2, 0, 1, 2, 2, 4, 1];
         let file = FeatureFile {
             path: dir.path().join("features.bin"),
             info: FeatureInfo::new(2, FeatureDtype::F32),
@@ -737,32 +730,45 @@ mod tests {
             .collect();
         let indptr = [2u64, 5, 9, 9]; // destinations 1, 2, 3
         let want = [2.0, 20.0, 9.0, 90.0, 0.0, 0.0];
-        for pieces in [1, 8] {
-            for narrow in [true, false] {
-                let job = BlockJob {
-                    a: 1,
-                    indptr: &indptr,
-                    lo: 2,
-                    hi: 9,
-                    fold: Fold::Sum,
-                    piece_rows: pieces,
-                    threads: 2,
-                    dests: None,
-                };
-                let nb = NeighborFile {
-                    path: &nb_path,
-                    id_bytes: 4,
-                };
-                let mut source = RowSource::Memory(Arc::new(rows.clone()));
-                let mut acc = vec![0f32; 6];
-                let stats = if narrow {
-                    aggregate_ids::<u32>(&file, &mut source, nb, &job, None, &mut acc)
-                } else {
-                    aggregate_ids::<u64>(&file, &mut source, nb, &job, None, &mut acc)
+        // GCN with dinv[i] = i + 1 (the fold gets each piece's source ids with its rows): node 1
+        // gets 2 * (1 * x0 + 3 * x2 + 1 * x0) = [12, 120]; node 2, its self loops dropped,
+        // 3 * (2 * x1 + 5 * x4) = [66, 660]; node 3 none.
+        let dinv = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        let want_gcn = [12.0, 120.0, 66.0, 660.0, 0.0, 0.0];
+        for file_ids in [4, 8] {
+            let nb_path = neighbor_file(dir.path(), &ids, file_ids);
+            for pieces in [1, 8] {
+                for narrow in [true, false] {
+                    for (fold, want) in [(Fold::Sum, &want), (Fold::Gcn(&dinv), &want_gcn)] {
+                        let job = BlockJob {
+                            a: 1,
+                            indptr: &indptr,
+                            lo: 2,
+                            hi: 9,
+                            fold,
+                            piece_rows: pieces,
+                            threads: 2,
+                            dests: None,
+                        };
+                        let nb = NeighborFile {
+                            path: &nb_path,
+                            id_bytes: file_ids,
+                        };
+                        let mut source = RowSource::Memory(Arc::new(rows.clone()));
+                        let mut acc = vec![0f32; 6];
+                        let stats = if narrow {
+                            aggregate_ids::<u32>(&file, &mut source, nb, &job, None, &mut acc)
+                        } else {
+                            aggregate_ids::<u64>(&file, &mut source, nb, &job, None, &mut acc)
+                        }
+                        .unwrap();
+                        let what = format!(
+                            "{fold:?}, pieces of {pieces} rows, narrow ids {narrow}, {file_ids}-byte file"
+                        );
+                        assert_eq!(&acc, want, "{what}");
+                        assert_eq!(stats.rows, 4, "{what}: distinct sources 0, 1, 2, 4");
+                    }
                 }
-                .unwrap();
-                assert_eq!(acc, want, "pieces of {pieces} rows, narrow ids {narrow}");
-                assert_eq!(stats.rows, 4, "distinct sources 0, 1, 2, 4");
             }
         }
         assert_eq!(edge_bytes(5), 4);
