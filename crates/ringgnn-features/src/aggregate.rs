@@ -14,7 +14,9 @@
 //! when there are several pieces, each destination's positions are sorted, so that a cursor per
 //! destination walks them piece by piece: folding a piece in touches only its own edges. The
 //! folding runs on `threads` threads over ranges of destinations of about equal edge counts, each
-//! thread owning its accumulator rows (no atomics, no locks).
+//! thread owning its accumulator rows (no atomics, no locks). Each thread folds its edges of a
+//! piece in batches across its destinations, prefetching the rows of the edge [`PREFETCH`] ahead
+//! (on a large block every source row and accumulator row is a cache miss).
 //!
 //! Peak memory: one id an edge (the sources, read straight into it through a reused buffer of
 //! [`READ_CHUNK`] entries, then turned into positions in place), 20 bytes a destination (its
@@ -71,6 +73,9 @@ pub struct BlockJob<'a> {
     pub piece_rows: usize,
     /// Threads folding rows in (0: all the machine's).
     pub threads: usize,
+    /// Edges ahead whose source and accumulator rows are prefetched while an edge is folded in:
+    /// [`PREFETCH`], but for benchmarks (`benchmarks/fold_bench.py`); 0 turns it off.
+    pub prefetch: usize,
     /// The destinations' node ids, one per row of the accumulator, where they are not
     /// `a..`: a source partition's window reaches scattered destinations
     /// ([`crate::partition`]); GCN's weights and self loops look them up.
@@ -84,6 +89,11 @@ impl BlockJob<'_> {
         self.dests.map_or(self.a + d as u64, |x| x[d])
     }
 }
+
+/// The fold's prefetch distance ([`BlockJob::prefetch`]): edges are folded in while the rows of
+/// the edge this many ahead are being loaded (measured in `docs/benchmarks.md`, "The fold's
+/// software prefetch").
+pub const PREFETCH: usize = 8;
 
 /// What one aggregation read.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -651,6 +661,12 @@ fn hint<I: Id>(p: I) -> u32 {
 
 /// Fold the rows of distinct sources `p0..p1` (`buf`, `width` values each; their node ids
 /// `ids`) into the accumulators of the destinations whose next edges come from them.
+///
+/// Each thread walks its destinations and collects their edges of the piece as tasks (the
+/// destination, the source's row in the piece) into a small buffer, folded in when it is full:
+/// a destination has few edges in a piece, so the prefetch of the rows `job.prefetch` tasks
+/// ahead ([`fold_tasks`]) runs across destinations. A destination's edges stay in their order
+/// (the sums and GAT's online softmax are the same to the bit whatever the prefetch).
 #[allow(clippy::too_many_arguments)]
 fn fold_piece<I: Id>(
     job: &BlockJob<'_>,
@@ -663,7 +679,7 @@ fn fold_piece<I: Id>(
     buf: &[f32],
     ids: &[u64],
 ) {
-    let (seg, pos, w, aw) = (l.seg, l.pos, l.width, l.acc_width);
+    let (seg, pos, aw) = (l.seg, l.pos, l.acc_width);
     let ranges = split(seg, l.threads);
     thread::scope(|s| {
         let (mut acc_rest, mut cur_rest, mut next_rest) = (acc, cursor, next);
@@ -675,34 +691,181 @@ fn fold_piece<I: Id>(
             cur_rest = c_tail;
             next_rest = n_tail;
             s.spawn(move || {
-                for (i, d) in (d0..d1).enumerate() {
-                    if next_part[i] as usize >= p1 {
-                        continue; // no edge of this destination comes from this piece
+                let mut tasks: Vec<Task> = Vec::with_capacity(TASKS);
+                let mut run = |tasks: &mut Vec<Task>| {
+                    fold_tasks(job, l, acc_part, d0, buf, ids, tasks);
+                    tasks.clear();
+                };
+                // The destinations with edges in this piece, a few at a time: the next edges of
+                // the one `ahead` further are prefetched (another cache miss each: they are
+                // scattered over `pos`).
+                let mut live: Vec<usize> = Vec::with_capacity(LIVE);
+                let (n, ahead) = (d1 - d0, job.prefetch);
+                let mut i0 = 0;
+                while i0 < n {
+                    live.clear();
+                    while i0 < n && live.len() < LIVE {
+                        if (next_part[i0] as usize) < p1 {
+                            live.push(i0);
+                        }
+                        i0 += 1;
                     }
-                    let out = &mut acc_part[i * aw..(i + 1) * aw];
-                    let v = job.dest(d);
-                    let (mut c, end) = (cur_part[i], seg[d + 1]);
-                    // Dropped edges (Id::NONE) sort last, but come anywhere in a single piece.
-                    while c < end {
-                        let p = pos[c];
-                        if p == I::NONE {
+                    for (m, &i) in live.iter().enumerate() {
+                        if ahead > 0 {
+                            if let Some(&j) = live.get(m + ahead) {
+                                let at = pos.as_ptr() as usize;
+                                prefetch(at + cur_part[j] * std::mem::size_of::<I>(), 1);
+                            }
+                        }
+                        let (mut c, end) = (cur_part[i], seg[d0 + i + 1]);
+                        // Dropped edges (Id::NONE) sort last, but come anywhere in a single piece.
+                        while c < end {
+                            let p = pos[c];
+                            if p == I::NONE {
+                                c += 1;
+                                continue;
+                            }
+                            let p = p.get() as usize;
+                            if p >= p1 {
+                                break;
+                            }
+                            tasks.push(Task { i, k: p - p0 });
+                            if tasks.len() == TASKS {
+                                run(&mut tasks);
+                            }
                             c += 1;
-                            continue;
                         }
-                        let p = p.get() as usize;
-                        if p >= p1 {
-                            break;
-                        }
-                        let k = p - p0;
-                        job.fold.edge(out, &buf[k * w..(k + 1) * w], ids[k], v, d);
-                        c += 1;
+                        cur_part[i] = c;
+                        next_part[i] = if c < end { hint(pos[c]) } else { DONE };
                     }
-                    cur_part[i] = c;
-                    next_part[i] = if c < end { hint(pos[c]) } else { DONE };
                 }
+                run(&mut tasks);
             });
         }
     });
+}
+
+/// Edges collected before they are folded in (16 bytes each: 8 KiB a thread, in L1).
+const TASKS: usize = 512;
+
+/// Destinations with edges in a piece collected before their edges are walked.
+const LIVE: usize = 256;
+
+/// One edge of a piece to fold: the destination's index within the thread's range, its
+/// source's row within the piece.
+#[derive(Clone, Copy)]
+struct Task {
+    i: usize,
+    k: usize,
+}
+
+/// Fold `tasks` in, in order, prefetching the source row and the accumulator row of the task
+/// `job.prefetch` ahead: both are cache misses on a large block (the piece is megabytes of rows
+/// taken in no order; the destinations with an edge in a piece are scattered over the block's
+/// accumulators), and a destination has too few edges in a piece for the misses of one
+/// destination's edges to overlap.
+#[allow(clippy::too_many_arguments)]
+fn fold_tasks<I: Id>(
+    job: &BlockJob<'_>,
+    l: &Layout<'_, I>,
+    acc: &mut [f32],
+    d0: usize,
+    buf: &[f32],
+    ids: &[u64],
+    tasks: &[Task],
+) {
+    // One loop per fold, the kernel inlined in it (and the ids looked up only where it uses
+    // them: GCN's weights); the folds that ignore `u`, `v` or `d` are given 0.
+    let u = |k: usize| ids[k];
+    let ahead = job.prefetch;
+    let none = |_| 0;
+    match job.fold {
+        Fold::Sum => each_task(ahead, l, acc, d0, buf, tasks, none, |o, x, _, _| {
+            Fold::Sum.edge(o, x, 0, 0, 0)
+        }),
+        Fold::Max => each_task(ahead, l, acc, d0, buf, tasks, none, |o, x, _, _| {
+            Fold::Max.edge(o, x, 0, 0, 0)
+        }),
+        Fold::Gcn(dinv) => {
+            // The destination's weight is another miss (the source's is in the piece's range).
+            let side = |d| dinv.as_ptr() as usize + 4 * job.dest(d) as usize;
+            each_task(ahead, l, acc, d0, buf, tasks, side, |o, x, k, d| {
+                Fold::Gcn(dinv).edge(o, x, u(k), job.dest(d), d)
+            })
+        }
+        Fold::Softmax(att) => {
+            // So are the destination's logits.
+            let side = |d| att.a_dst.as_ptr() as usize + 4 * d * att.heads;
+            each_task(ahead, l, acc, d0, buf, tasks, side, |o, x, _, d| {
+                Fold::Softmax(att).edge(o, x, 0, 0, d)
+            })
+        }
+    }
+}
+
+/// [`fold_tasks`]' loop for one fold: `edge(acc row, source row, k, d)` for each task in
+/// order (`k` its row in the piece, `d` its destination in the block), the rows of the task
+/// `ahead` further prefetched, and the line at address `side(d)` of its destination (0: none).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn each_task<I: Id>(
+    ahead: usize,
+    l: &Layout<'_, I>,
+    acc: &mut [f32],
+    d0: usize,
+    buf: &[f32],
+    tasks: &[Task],
+    side: impl Fn(usize) -> usize,
+    edge: impl Fn(&mut [f32], &[f32], usize, usize),
+) {
+    let (w, aw) = (l.width, l.acc_width);
+    let acc_at = acc.as_ptr() as usize;
+    let fetch = |t: &Task| {
+        prefetch(buf[t.k * w..].as_ptr() as usize, 4 * w);
+        prefetch(acc_at + 4 * t.i * aw, 4 * aw);
+        match side(d0 + t.i) {
+            0 => {}
+            at => prefetch(at, 1),
+        }
+    };
+    if ahead > 0 {
+        tasks.iter().take(ahead).for_each(fetch);
+    }
+    for (n, t) in tasks.iter().enumerate() {
+        if ahead > 0 {
+            if let Some(t) = tasks.get(n + ahead) {
+                fetch(t);
+            }
+        }
+        let (i, k) = (t.i, t.k);
+        edge(
+            &mut acc[i * aw..(i + 1) * aw],
+            &buf[k * w..(k + 1) * w],
+            k,
+            d0 + i,
+        );
+    }
+}
+
+/// Ask for the cache lines of the `bytes` bytes at address `start` to be loaded (a hint: it
+/// reads nothing, so it cannot change a result, nor fault even past the end of memory; nothing
+/// where the target has no prefetch instruction).
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch(start: usize, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let end = start + bytes;
+        let mut line = start & !63;
+        while line < end {
+            // SAFETY: a prefetch is a hint: it never faults and neither reads nor writes memory.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, bytes);
 }
 
 #[cfg(test)]
@@ -748,6 +911,7 @@ mod tests {
                             fold,
                             piece_rows: pieces,
                             threads: 2,
+                            prefetch: PREFETCH,
                             dests: None,
                         };
                         let nb = NeighborFile {
@@ -849,6 +1013,123 @@ mod tests {
             id_bytes: 4,
         };
         assert!(read_ids::<u32>(nb, 5, 5, 100).unwrap().is_empty());
+    }
+
+    /// A graph of `lists.len()` nodes, node `v`'s in-neighbors `lists[v]`, its rows `rows` of
+    /// `width` values: the feature file (in memory), the neighbor file written to `dir`, the
+    /// offset index.
+    fn graph(
+        dir: &Path,
+        lists: &[Vec<u32>],
+        rows: &[f32],
+        width: usize,
+    ) -> (FeatureFile, RowSource, std::path::PathBuf, Vec<u64>) {
+        let all: Vec<u64> = lists.iter().flatten().map(|&id| id as u64).collect();
+        let nb_path = neighbor_file(dir, &all, 4);
+        let mut indptr = vec![0u64];
+        for l in lists {
+            indptr.push(indptr.last().unwrap() + l.len() as u64);
+        }
+        let file = FeatureFile {
+            path: dir.join("features.bin"),
+            info: FeatureInfo::new(width as u64, FeatureDtype::F32),
+            num_nodes: lists.len() as u64,
+        };
+        // Rows do not straddle pages: each is placed where the layout puts it.
+        let n = lists.len() as u64;
+        let mut bytes = vec![0u8; (file.info.row_offset(n) as usize).max(4096)];
+        for (i, row) in rows.chunks(width).enumerate() {
+            let at = file.info.row_offset(i as u64) as usize;
+            let row: Vec<u8> = row.iter().flat_map(|x| x.to_le_bytes()).collect();
+            bytes[at..at + row.len()].copy_from_slice(&row);
+        }
+        (file, RowSource::Memory(Arc::new(bytes)), nb_path, indptr)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Whatever the prefetch distance (0: off), pieces and threads, every destination's
+        /// edges are folded in one order: each accumulator equals, to the bit, the kernel applied
+        /// to its edges in stored order (one piece) or by source id (several pieces; stored self
+        /// loops dropped for GAT), for sums and GAT's online softmax. The graphs have hundreds of
+        /// destinations and a hub of up to 1500 edges, so that a thread's destinations and edges
+        /// of a piece fill its buffers ([`LIVE`], [`TASKS`]) several times.
+        #[test]
+        fn the_prefetch_keeps_each_destinations_order(
+            degrees in prop::collection::vec(0usize..5, 1..700),
+            hub in 0usize..1500,
+            seed in 0u64..1000,
+            pieces in prop_oneof![Just(1usize), 2usize..40, Just(1 << 20)],
+            threads in 1usize..4,
+            softmax in any::<bool>(),
+        ) {
+            let n = degrees.len();
+            let mut x = seed * 2654435761 + 1;
+            let mut rnd = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let mut lists: Vec<Vec<u32>> = degrees
+                .iter()
+                .map(|&k| (0..k).map(|_| (rnd() % n as u64) as u32).collect())
+                .collect();
+            let h = (rnd() % n as u64) as usize;
+            lists[h].extend((0..hub).map(|_| (rnd() % n as u64) as u32));
+            lists[h].push(h as u32); // a self loop
+            let width = 6; // GAT: 2 heads of 2 channels, then their 2 logits
+            let rows: Vec<f32> = (0..n * width).map(|_| (rnd() % 2000) as f32 / 250.0 - 4.0).collect();
+            let a_dst: Vec<f32> = (0..n * 2).map(|_| (rnd() % 800) as f32 / 200.0 - 2.0).collect();
+            let fold = if softmax {
+                Fold::Softmax(Attention { heads: 2, negative_slope: 0.2, a_dst: &a_dst })
+            } else {
+                Fold::Sum
+            };
+            let aw = fold.acc_width(width, n, n as u64).unwrap();
+            let start = |acc: &mut Vec<f32>| {
+                for r in acc.chunks_mut(aw) {
+                    r.fill(0.0);
+                    if softmax {
+                        r[4..6].fill(f32::NEG_INFINITY);
+                    }
+                }
+            };
+            let mut want = vec![0f32; n * aw];
+            start(&mut want);
+            for (v, l) in lists.iter().enumerate() {
+                let mut l: Vec<u32> =
+                    l.iter().copied().filter(|&u| !(softmax && u as usize == v)).collect();
+                if pieces < n {
+                    l.sort(); // duplicates: the same row either way
+                }
+                for u in l {
+                    let u = u as usize;
+                    fold.edge(&mut want[v * aw..(v + 1) * aw], &rows[u * width..(u + 1) * width], u as u64, v as u64, v);
+                }
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let (file, mut source, nb_path, indptr) = graph(dir.path(), &lists, &rows, width);
+            for prefetch in [0, 1, PREFETCH, 40] {
+                let job = BlockJob {
+                    a: 0,
+                    indptr: &indptr,
+                    lo: 0,
+                    hi: *indptr.last().unwrap(),
+                    fold,
+                    piece_rows: pieces,
+                    threads,
+                    prefetch,
+                    dests: None,
+                };
+                let nb = NeighborFile { path: &nb_path, id_bytes: 4 };
+                let mut acc = vec![0f32; n * aw];
+                start(&mut acc);
+                aggregate_block(&file, &mut source, nb, &job, None, &mut acc).unwrap();
+                let same = acc.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                prop_assert!(same, "prefetch {}: {:?} != {:?}", prefetch, acc, want);
+            }
+        }
     }
 
     proptest! {

@@ -80,7 +80,7 @@ impl Fold<'_> {
 
     /// Fold the row `x` of source `u` into `acc`, the accumulator row of destination `v`, the
     /// block's `d`-th.
-    #[inline]
+    #[inline(always)]
     pub fn edge(&self, acc: &mut [f32], x: &[f32], u: u64, v: u64, d: usize) {
         match *self {
             Fold::Sum => acc.iter_mut().zip(x).for_each(|(o, x)| *o += x),

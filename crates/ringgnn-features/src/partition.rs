@@ -32,7 +32,9 @@ use std::thread;
 
 use ringgnn_io::{AlignedBuf, DirectFile, ALIGN};
 
-use crate::aggregate::{read_ids, split, thread_count, AggregateStats, BlockJob, NeighborFile};
+use crate::aggregate::{
+    read_ids, split, thread_count, AggregateStats, BlockJob, NeighborFile, PREFETCH,
+};
 use crate::fold::{Attention, Fold};
 use crate::{Error, Result};
 
@@ -531,6 +533,7 @@ impl Partitions {
             fold,
             piece_rows,
             threads,
+            prefetch: PREFETCH,
             dests: Some(&reach),
         };
         let nb = NeighborFile {
@@ -747,6 +750,7 @@ mod tests {
             fold,
             piece_rows: 3,
             threads: 2,
+            prefetch: PREFETCH,
             dests: None,
         };
         let nb = NeighborFile {

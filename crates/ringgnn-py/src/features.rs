@@ -262,11 +262,13 @@ impl FeatureReader {
     /// `[n, dim]` to `[n, width]` before they are folded in (it runs with the GIL; a Python
     /// exception it raises stops the aggregation and is raised). `indptr`: the offset index of
     /// `a..=b`. Sources are read `piece_rows` at a time, on `threads` threads (0: all), with the
-    /// GIL released. Returns a dict: `neighbor_bytes` read from the neighbor file, `rows` (the
+    /// GIL released. `prefetch`: the fold's prefetch distance in edges (None: the core's
+    /// `ringgnn_features::PREFETCH`; 0: off), for `benchmarks/fold_bench.py`; it changes no
+    /// result. Returns a dict: `neighbor_bytes` read from the neighbor file, `rows` (the
     /// distinct sources read), and the seconds of each phase (`sources`, `positions`,
     /// `read_wait`, `transform`, `fold`; `ringgnn_features::Times`).
     #[pyo3(signature = (acc, a, indptr, lo, hi, neighbors, id_bytes, dinv=None, piece_rows=1 << 20, threads=0,
-                        fold=None, a_dst=None, negative_slope=0.2, transform=None, width=None))]
+                        fold=None, a_dst=None, negative_slope=0.2, transform=None, width=None, prefetch=None))]
     #[allow(clippy::too_many_arguments)]
     fn aggregate<'py>(
         &self,
@@ -286,6 +288,7 @@ impl FeatureReader {
         negative_slope: f32,
         transform: Option<Py<PyAny>>,
         width: Option<usize>,
+        prefetch: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let indptr = indptr.as_array();
         if let Some(&x) = indptr.iter().find(|&&x| x < 0) {
@@ -304,6 +307,7 @@ impl FeatureReader {
             fold,
             piece_rows,
             threads,
+            prefetch: prefetch.unwrap_or(ringgnn_features::PREFETCH),
             dests: None,
         };
         let nb = NeighborFile {
