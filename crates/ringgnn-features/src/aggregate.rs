@@ -322,23 +322,11 @@ fn aggregate_ids<I: Id>(
             stats.read.pages += count.pages;
             stats.read.requests += count.requests;
             stats.read.batches += count.batches;
-            match transform.as_mut() {
-                None => {
-                    fold_piece(
-                        job,
-                        &layout,
-                        &mut cursor,
-                        &mut next,
-                        acc,
-                        p0,
-                        p1,
-                        &buf,
-                        &ids,
-                    );
-                    let _ = empty_tx.send((buf, ids));
-                }
+            // The rows folded in: the piece's own (its buffers then go back to the reader), or
+            // the transform's (the piece's buffer went to it; the reader makes new ones).
+            let (rows, reuse) = match transform.as_mut() {
+                None => (buf, true),
                 Some(t) => {
-                    // The buffer goes to the transform (the reader makes new ones).
                     let _ = empty_tx.send((Vec::new(), Vec::new()));
                     let rows = (t.apply)(buf, p1 - p0)?;
                     if rows.len() != (p1 - p0) * width {
@@ -349,18 +337,22 @@ fn aggregate_ids<I: Id>(
                         )));
                     }
                     stats.times.transform += lap();
-                    fold_piece(
-                        job,
-                        &layout,
-                        &mut cursor,
-                        &mut next,
-                        acc,
-                        p0,
-                        p1,
-                        &rows,
-                        &ids,
-                    );
+                    (rows, false)
                 }
+            };
+            fold_piece(
+                job,
+                &layout,
+                &mut cursor,
+                &mut next,
+                acc,
+                p0,
+                p1,
+                &rows,
+                &ids,
+            );
+            if reuse {
+                let _ = empty_tx.send((rows, ids));
             }
             stats.times.fold += lap();
         }
