@@ -69,6 +69,20 @@ def full_batch(ds, net):
         return net(x, torch.from_numpy(np.stack([src, dst]))).numpy()
 
 
+def with_max_aggregation(ckpt):
+    """The checkpoint's GraphSAGE as a PyG ``GraphSAGE(aggr="max")`` with the same weights
+    (another aggregation than ringgnn's mean): (the checkpoint carrying it, the net)."""
+    import dataclasses
+
+    from torch_geometric.nn import GraphSAGE
+
+    c0, c1 = ckpt.net.convs
+    net = GraphSAGE(c0.in_channels, c0.out_channels, 2, c1.out_channels, act="relu", aggr="max")
+    net.load_state_dict(ckpt.net.state_dict())
+    net.eval()
+    return dataclasses.replace(ckpt, net=net), net
+
+
 def hidden_full_batch(ds, net, k):
     """Layer k's output (activated) of the full-batch forward, by a hook on layer k + 1."""
     seen = []
@@ -384,20 +398,11 @@ def test_sage_with_max_aggregation_equals_a_full_batch_forward(hubby, runs, grid
     """ringgnn's GraphSAGE averages; a ``SAGEConv(aggr="max")`` (the same weights, another
     aggregation) runs on the grid too, its maxima folded by the Rust core or by torch, and a node
     without in-edges aggregates to 0 as in PyG."""
-    import dataclasses
-
-    from torch_geometric.nn import GraphSAGE
-
     from ringgnn.inference import LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     assert (np.diff(ds.indptr()) == 0).any()  # nodes without in-edges
-    ckpt = load_checkpoint(str(runs["sage"][1]), ds)
-    c0, c1 = ckpt.net.convs
-    net = GraphSAGE(c0.in_channels, c0.out_channels, 2, c1.out_channels, act="relu", aggr="max")
-    net.load_state_dict(ckpt.net.state_dict())
-    net.eval()
-    ckpt = dataclasses.replace(ckpt, net=net)
+    ckpt, net = with_max_aggregation(load_checkpoint(str(runs["sage"][1]), ds))
     ref = full_batch(ds, net)
     assert not np.allclose(ref, full_batch(ds, load_checkpoint(str(runs["sage"][1]), ds).net), atol=1e-2)
     for agg in ("rust", "python"):

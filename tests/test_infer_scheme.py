@@ -20,7 +20,7 @@ from ringgnn.infer_plan import MAX_PARTS, PART_EDGE, PART_NODE, bucket_edge_byte
 from ringgnn.inference import infer
 from ringgnn.train import train
 
-from test_infer import FAST, full_batch, hubby  # noqa: F401  (the fixture is used by name)
+from test_infer import FAST, full_batch, hubby, with_max_aggregation  # noqa: F401  (the fixture is used by name)
 
 
 def _random_indptr(n: int, degree: int) -> np.ndarray:
@@ -133,19 +133,10 @@ def test_embeddings_of_some_nodes_by_partitions(hubby, sum_runs):  # noqa: F811
 def test_sage_with_max_aggregation_by_partitions(hubby, sum_runs):  # noqa: F811
     """A ``SAGEConv(aggr="max")``: partial maxima merged by maxima; a node without in-edges
     aggregates to 0 as in PyG."""
-    import dataclasses
-
-    from torch_geometric.nn import GraphSAGE
-
     from ringgnn.inference import LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
-    ckpt = load_checkpoint(str(sum_runs["sage"]), ds)
-    c0, c1 = ckpt.net.convs
-    net = GraphSAGE(c0.in_channels, c0.out_channels, 2, c1.out_channels, act="relu", aggr="max")
-    net.load_state_dict(ckpt.net.state_dict())
-    net.eval()
-    ckpt = dataclasses.replace(ckpt, net=net)
+    ckpt, net = with_max_aggregation(load_checkpoint(str(sum_runs["sage"]), ds))
     ref = full_batch(ds, net)
     li = LayerwiseInference(ds, ckpt, scheme="partitioned", parts=6, grid_nodes=70, block_edges=9,
                             hidden_dtype="f32")
