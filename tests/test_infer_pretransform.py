@@ -1,7 +1,8 @@
 """A narrowing layer's ``W x`` computed once for all destination blocks
 (``LayerwiseInference._pretransform``, docs/INFERENCE.md): the same outputs as the per-piece
 products, the temporary file's bytes in the layer's stats and the cost model, nothing left
-behind."""
+behind; decided once from the blocks that run (with some nodes only, fewer), the plan printed
+and the run agreeing."""
 
 from __future__ import annotations
 
@@ -56,3 +57,36 @@ def test_the_cost_model_counts_the_file_once_and_its_rows_per_sweep():
     once = choose_scheme(indptr, sweeps=3, once_bytes=1500, sweep_bytes=500, **common)
     assert plain.grid_bytes == 3 * 1000 + 2000 * 4
     assert once.grid_bytes == 1500 + 3 * 500 + 2000 * 4
+
+
+@pytest.mark.parametrize("ids, blocks", [([3, 50, 99], 1), ([3, 1450], 2)])
+def test_with_some_nodes_w_x_once_is_decided_from_the_blocks_that_run(hubby, runs, ids, blocks,  # noqa: F811
+                                                                       tmp_path):
+    # 15 blocks of 100 nodes, but only the blocks holding the wanted nodes run for the last layer
+    # (64 -> 4, narrowing): one block saves no product, so W x is computed once only for two.
+    # (The plan used to decide from the 15 blocks of the whole graph, the grid from those run.)
+    ds = ringgnn.Dataset.open(hubby)
+    ckpt = load_checkpoint(str(runs["sage"][1]), ds)
+    kw = dict(grid_nodes=100, block_edges=10_000, hidden_dtype="f32", work_dir=str(tmp_path), scheme="grid")
+    stats = {}
+    got = run_inference(ds, ckpt, np.array(ids), stats=stats, **kw)
+    first, last = stats["layers"]
+    printed = stats["plan"]["schemes"]
+    assert printed[0].startswith("grid (") and "15 blocks, 15 sweeps)" in printed[0]  # every node; 10 -> 64 widens
+    once = blocks > 1
+    assert f"{blocks} block{'s' * (blocks > 1)}, {blocks} sweep{'s' * (blocks > 1)}" in printed[1]
+    assert ("W x computed once" in printed[1]) == once == (last["temp_written"] > 0)
+    assert ("pretransform" in last["phases"]) == once
+    assert last["plan"] == printed[1]  # the layer ran the choice the plan printed
+    # The grid's cost is that of the blocks run: the input once and the W x file written, then
+    # read once per block, or the input once per block; plus the neighbor file.
+    li = LayerwiseInference(ds, ckpt, **kw)
+    wanted = np.zeros(ds.num_nodes, dtype=bool)
+    wanted[ids] = True
+    c = li.choose(1, wanted)
+    assert (len(c.blocks), c.sweeps, c.pretransform) == (blocks, blocks, once)
+    wx = -(-ds.num_nodes // 256) * 4096  # 4 floats a row, 256 rows a page
+    x = -(-ds.num_nodes // (4096 // 256)) * 4096  # 64 floats a row, 16 rows a page
+    edges = int(li.graph.indptr[-1]) * np.dtype(li.graph.dtype).itemsize
+    assert c.grid_bytes == (x + wx + blocks * wx if once else blocks * x) + edges
+    np.testing.assert_allclose(got, full_batch(ds, ckpt.net)[ids], rtol=1e-4, atol=1e-4)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -306,7 +306,11 @@ class SchemeChoice:
     ``partitioned`` (source partitions, each read once, their partial sums spilled and merged),
     with both costs in bytes read plus written (``partitioned_bytes`` None: not possible, ``why``).
     ``parts``/``window_edges``: the partitioned scheme's partitions and the most edges one of its
-    windows (a Rust aggregation call) takes."""
+    windows (a Rust aggregation call) takes. ``sweeps``: the grid's sweeps of the input, counted
+    on the destination blocks it would run (``blocks``, filled in by
+    ``LayerwiseInference.choose``), and ``pretransform``: whether those blocks sum the layer's
+    ``W x`` rows computed once (decided there, from those blocks, and taken as it is by the
+    grid: ``LayerwiseInference.grid_layer``)."""
 
     scheme: str
     grid_bytes: int
@@ -314,6 +318,9 @@ class SchemeChoice:
     parts: int
     window_edges: int
     why: str
+    sweeps: int = 0
+    blocks: Tuple[Tuple[int, int], ...] = ()
+    pretransform: bool = False
 
     def text(self) -> str:
         other = "partitioned" if self.scheme == "grid" else "grid"
@@ -321,6 +328,9 @@ class SchemeChoice:
         mine = self.grid_bytes if self.scheme == "grid" else self.partitioned_bytes
         alt = f"{other} would move {_mb(cost)}" if cost is not None else f"{other}: {self.why}"
         parts = f", {self.parts} source partitions" if self.scheme == "partitioned" else ""
+        if self.scheme == "grid" and self.blocks:
+            parts = (f", {len(self.blocks)} block{'s' * (len(self.blocks) != 1)}, {self.sweeps} "
+                     f"sweep{'s' * (self.sweeps != 1)}" + (", W x computed once" if self.pretransform else ""))
         return f"{self.scheme} ({_mb(mine)} read+written{parts}); {alt}"
 
 
@@ -373,7 +383,7 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
     if why:
         if force == "partitioned":
             raise InputError(f"the partitioned scheme cannot run this layer: {why}")
-        return SchemeChoice("grid", grid, None, 0, window, why)
+        return SchemeChoice("grid", grid, None, 0, window, why, sweeps)
     if degree_counts is None:
         degree_counts = np.bincount(np.diff(indptr))
     spilled = p * reached(degree_counts, 1.0 / p)
@@ -381,4 +391,4 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
     part = (windows_per_part * input_bytes + edges * (id_bytes + bucket_edge_bytes(id_bytes))
             + int(2 * spilled * (acc_bytes + 8)) + int(extra_bytes))
     scheme = force or ("partitioned" if part < grid else "grid")
-    return SchemeChoice(scheme, grid, part, p, window, "")
+    return SchemeChoice(scheme, grid, part, p, window, "", sweeps)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -574,7 +574,7 @@ class LayerwiseInference:
                 extra.update(partitioned_layer(self, k, reader, writer, wanted, activate, choice.parts,
                                                choice.window_edges, share, piece_rows, finish_rows))
             else:
-                extra.update(self.grid_layer(k, reader, writer, wanted, activate))
+                extra.update(self.grid_layer(k, reader, writer, wanted, activate, choice))
         else:
             self.layer(k, reader, writer, wanted, activate)
         rows = reader.stats()["bytes_read"] - rows_before
@@ -615,7 +615,9 @@ class LayerwiseInference:
     def choose(self, k: int, wanted: Optional[np.ndarray] = None) -> SchemeChoice:
         """Layer ``k``'s scheme (``infer_plan.choose_scheme``): the grid's sweeps under the plan
         against the source partitions' bytes. Layers computed for some nodes only (``wanted``)
-        stay on the grid, which skips the blocks without them."""
+        stay on the grid, which skips the blocks without them. The grid's blocks, sweeps and
+        ``W x`` once are those it will run (:meth:`_grid_run`, for ``wanted``), which
+        :meth:`grid_layer` then runs as chosen."""
         g = self.graph
         force = None if self.scheme == "auto" else self.scheme
         # Layer 1 reads the feature file (taken as float32 rows), later ones the hidden layers'
@@ -623,23 +625,39 @@ class LayerwiseInference:
         row, per_page = _layout(self.widths[k], 4 if k == 0 or self.hidden_dtype == "f32" else 2)
         input_bytes = g.num_nodes * row if per_page == 0 else -(-g.num_nodes // per_page) * PAGE
         block = self._part_sizes(k)[0]
-        sweeps = (self.memplan.sizes(k).sweeps if self.planned
-                  else -(-g.num_nodes // max(1, self.grid_nodes)))
         if self.planned and force != "grid" and self.memplan.must_partition(k):
             force = "partitioned"  # the grid would sweep more than MAX_SWEEPS times (the plan's check)
+        if force == "partitioned":  # no grid to run: its cost for the comparison only, by the plan
+            blocks: Tuple[Tuple[int, int], ...] = ()
+            sweeps = (self.memplan.sizes(k).sweeps if self.planned
+                      else -(-g.num_nodes // max(1, self.grid_nodes)))
+            pretransform = False
+        else:
+            blocks, sweeps, pretransform = self._grid_run(k, wanted)
         splits = self._splits(k) and (wanted is None or force == "partitioned")
         extra = 0
         if self.ckpt.kind == "gat":  # its destination logits: a pass over the input, a file of them
             extra = input_bytes + 2 * 4 * self.dense.layers[k].heads * g.num_nodes
         once, sweep = 0, None
-        if self._pretransforms(k, sweeps):  # the input once, its W x rows written, then swept
+        if pretransform:  # the input once, its W x rows written, then swept
             wrow, wper = _layout(self._acc_width(k))
             sweep = -(-g.num_nodes // wper) * PAGE if wper else g.num_nodes * wrow
             once = input_bytes + sweep
-        return choose_scheme(g.indptr, sweeps=sweeps, share=block, input_bytes=input_bytes,
-                             acc_bytes=self._part_acc_bytes(k), id_bytes=np.dtype(g.dtype).itemsize,
-                             splits=splits, force=force, parts=self.parts, extra_bytes=extra,
-                             once_bytes=once, sweep_bytes=sweep)
+        c = choose_scheme(g.indptr, sweeps=sweeps, share=block, input_bytes=input_bytes,
+                          acc_bytes=self._part_acc_bytes(k), id_bytes=np.dtype(g.dtype).itemsize,
+                          splits=splits, force=force, parts=self.parts, extra_bytes=extra,
+                          once_bytes=once, sweep_bytes=sweep)
+        return replace(c, blocks=blocks, pretransform=pretransform)
+
+    def _grid_run(self, k: int, wanted: Optional[np.ndarray]) -> Tuple[Tuple[Tuple[int, int], ...], int, bool]:
+        """(the destination blocks the grid runs for ``wanted`` nodes, their sweeps of the input,
+        whether they sum the layer's ``W x`` rows computed once): decided here only, from the
+        blocks that will run (:meth:`choose` costs them, :meth:`grid_layer` runs them). Planned,
+        a block sweeps once per window (as ``infer_plan.sweeps`` counts them); with sizes given
+        (tests), once per block."""
+        blocks = tuple(self._grid_blocks(k, wanted))
+        sweeps = sum(len(range(*self._window_span(k, a, b))) if self.planned else 1 for a, b in blocks)
+        return blocks, sweeps, self._pretransforms(k, len(blocks))
 
     def _layer_cost(self, k: int) -> LayerCost:
         """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
@@ -718,29 +736,41 @@ class LayerwiseInference:
     def _windows(self, k: int, a: int, b: int) -> Iterator[Tuple[int, int]]:
         """Edge ranges of block ``a..b`` whose edges (the layer's ``per_edge`` bytes each) fit what the block's
         nodes leave of the share: one range, but for hubs."""
+        lo, hi, step = self._window_span(k, a, b)
+        for s0 in range(lo, hi, step):
+            yield s0, min(int(self.graph.indptr[b]), s0 + step)
+
+    def _window_span(self, k: int, a: int, b: int) -> Tuple[int, int, int]:
+        """(first edge, end, step) of block ``a..b``'s windows (:meth:`_windows`): a block
+        without edges is one window (:meth:`choose` counts them as sweeps)."""
         lo, hi = int(self.graph.indptr[a]), int(self.graph.indptr[b])
         if not self.planned:  # sizes given (tests): windows of 4 pieces
             step = 4 * self.block_edges
         else:
             cost = self._layer_cost(k)
             step = max(1024, (self._sizes(k)[0] - (b - a) * cost.per_node) // cost.per_edge)
-        for s0 in range(lo, max(hi, lo + 1), step):
-            yield s0, min(hi, s0 + step)
+        return lo, max(hi, lo + 1), step
 
     def grid_layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
-                   wanted: Optional[np.ndarray] = None, activate: bool = True) -> Dict[str, int]:
+                   wanted: Optional[np.ndarray] = None, activate: bool = True,
+                   choice: Optional[SchemeChoice] = None) -> Dict[str, int]:
         """Layer ``k`` on the grid: for each destination block, its in-edges sorted by source,
         swept in pieces in file order (each piece's source rows gathered once, so a block reads
         the input file at most once, in order), aggregated into the block's accumulators; then
         the layer's own weights turn the aggregates into outputs. Where the layer narrows and
         several blocks sweep its input, the blocks sweep its ``W x`` rows instead, computed once
-        (:meth:`_pretransform`). Returns the bytes written to and read from that temporary file
-        (``temp_written``, ``temp_read``)."""
+        (:meth:`_pretransform`). ``choice``: the grid's blocks and that decision, as
+        :meth:`choose` made them (default: made now for ``wanted``). Returns the bytes written to
+        and read from that temporary file (``temp_written``, ``temp_read``)."""
         _, piece_edges, finish_rows = self._sizes(k)
-        grid = list(self._grid_blocks(k, wanted))
+        if choice is None or choice.scheme != "grid":
+            blocks, sweeps, pretransform = self._grid_run(k, wanted)
+        else:
+            blocks, pretransform = choice.blocks, choice.pretransform
+        grid = list(blocks)
         io = dict(temp_written=0, temp_read=0)
         scratch = wx = None
-        if self._pretransforms(k, len(grid)):
+        if pretransform:
             scratch = temporary(self.work_dir, f"ringgnn-infer-wx{k + 1}", directory=True)
         try:
             if scratch is not None:
