@@ -286,14 +286,22 @@ def build_hetero(
     )
 
 
-def verify(path: PathLike, progress: Any = None) -> Dict[str, int]:
-    """Check checksums and structure of the dataset at ``path``; raises
-    :class:`ringgnn.CorruptDatasetError` naming the first problem. Returns counts checked."""
+def verify(path: PathLike, progress: Any = None, memory: Optional[Size] = None,
+           spill_dir: Optional[PathLike] = None) -> Dict[str, int]:
+    """Check checksums and structure of the dataset at ``path``, and that each original node id
+    occurs once; raises :class:`ringgnn.CorruptDatasetError` naming the first problem. Returns
+    counts checked (``files_checked``, ``bytes_checked``) and ``spilled_bytes``, what the check of
+    the original ids wrote to temporary files (sorted runs, in a temporary directory in
+    ``spill_dir``, default beside the dataset, removed afterwards) because they did not fit in
+    ``memory`` (bytes or K/M/G/T; default as for the builds: 1G, or half of what a memory cgroup or
+    the machine leaves if less)."""
+    memory = _memory(memory)
+    spill = None if spill_dir is None else os.fspath(spill_dir)
     with os_errors("verifying the dataset", path):
         if progress is True:
             with TqdmProgress() as bars:
-                return _core.verify(os.fspath(path), bars)
-        return _core.verify(os.fspath(path), None if progress is False else progress)
+                return _core.verify(os.fspath(path), memory, spill, bars)
+        return _core.verify(os.fspath(path), memory, spill, None if progress is False else progress)
 
 
 def read_manifest(path: PathLike) -> Dict[str, Any]:

@@ -6,7 +6,8 @@ use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_store::hetero::{AnyManifest, Part};
-use ringgnn_store::{verify::verify as core_verify, Dataset};
+use ringgnn_store::verify::{verify as core_verify, VerifyOptions};
+use ringgnn_store::Dataset;
 
 use crate::errors::StoreError;
 use crate::progress;
@@ -142,17 +143,22 @@ pub fn file_crc32c(py: Python<'_>, path: PathBuf) -> PyResult<(u64, String)> {
     Ok((len, format!("{crc:08x}")))
 }
 
-/// Check checksums and structure; raises `CorruptDatasetError` naming the first problem.
+/// Check checksums and structure within `memory` bytes; raises `CorruptDatasetError` naming
+/// the first problem.
 #[pyfunction]
-#[pyo3(signature = (path, progress=None))]
+#[pyo3(signature = (path, memory, spill_dir=None, progress=None))]
 pub fn verify<'py>(
     py: Python<'py>,
     path: PathBuf,
+    memory: u64,
+    spill_dir: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let report = progress::run(py, progress, |p| core_verify(&path, p))?;
+    let opts = VerifyOptions { memory, spill_dir };
+    let report = progress::run(py, progress, |p| core_verify(&path, &opts, p))?;
     let d = PyDict::new(py);
     d.set_item("files_checked", report.files_checked)?;
     d.set_item("bytes_checked", report.bytes_checked)?;
+    d.set_item("spilled_bytes", report.spilled_bytes)?;
     Ok(d)
 }

@@ -3,7 +3,8 @@
 //!
 //! Every file is read once, front to back, in large blocks: the CRC-32C, the zero padding and the
 //! structure are checked in the same pass, so memory stays O(1) in the edge count (indices are
-//! never loaded; a split needs one bit per node to find duplicates).
+//! never loaded; a split needs one bit per node to find duplicates). That each original node id
+//! occurs once is checked last, by an external sort within the budget ([`unique_ids`]).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -17,6 +18,7 @@ use crate::manifest::{
 };
 use crate::progress::Progress;
 use crate::{Error, IoContext, Result};
+use unique_ids::IdCheck;
 
 /// Bytes per read: a multiple of the page size, so blocks never split an element or a page.
 /// Tests use two pages so that tiny datasets cross block boundaries.
@@ -32,18 +34,85 @@ const DENSE_DEGREES: u64 = if cfg!(test) { 4 } else { 1 << 16 };
 const ADVICE: &str =
     "the dataset is damaged; rebuild it with ringgnn convert (or ringgnn generate)";
 
+/// Memory the budget sets aside for everything but the sort of the original ids: the Python
+/// interpreter that hosts the command, the read blocks and readers (about 45 MiB of RSS beside
+/// the sort, measured: docs/benchmarks.md, "verify: unique original ids"), and room for the page
+/// cache of the files read. The other checks run before the sort, never beside it; a split's
+/// check holds one bit per node (32 MiB at 2^28 nodes), not bounded by the budget.
+pub const OVERHEAD: u64 = 96 << 20;
+/// Smallest budget accepted: the overhead plus a sort buffer of 1M ids.
+pub const MIN_MEMORY: u64 = OVERHEAD + (16 << 20);
+
+/// What `verify` may use besides reading the dataset.
+#[derive(Clone, Debug)]
+pub struct VerifyOptions {
+    /// The command's memory budget in bytes ([`OVERHEAD`] of it for everything but the sort
+    /// of the original ids).
+    pub memory: u64,
+    /// Where the sorted runs of the original ids go when they do not fit in memory (a
+    /// temporary directory made there and removed afterwards); None: beside the dataset.
+    pub spill_dir: Option<PathBuf>,
+}
+
+#[cfg(test)]
+impl VerifyOptions {
+    /// The tests' options: 1 GiB, runs beside the dataset.
+    pub(crate) fn test() -> Self {
+        VerifyOptions {
+            memory: 1 << 30,
+            spill_dir: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct VerifyReport {
     pub files_checked: u64,
     pub bytes_checked: u64,
+    /// Bytes the check of the original ids wrote to temporary files (0 when they fit).
+    pub spilled_bytes: u64,
 }
 
 /// Check everything; the first problem is returned as `Error::Corrupt` naming the file and field.
-pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
+pub fn verify(dir: &Path, opts: &VerifyOptions, progress: &dyn Progress) -> Result<VerifyReport> {
+    if opts.memory < MIN_MEMORY {
+        return Err(Error::Input(format!(
+            "--memory {} bytes is too small; verify needs at least {}M",
+            opts.memory,
+            MIN_MEMORY >> 20
+        )));
+    }
+    let spill_dir = match &opts.spill_dir {
+        Some(d) if !d.is_dir() => {
+            return Err(Error::Input(format!(
+                "{}: the directory for the temporary files (--spill-dir) does not exist; create it first",
+                d.display()
+            )))
+        }
+        Some(d) => d.clone(),
+        None => std::path::absolute(dir)
+            .at(dir)?
+            .parent()
+            .map_or_else(|| PathBuf::from("/"), Path::to_path_buf),
+    };
+    let how = IdCheck {
+        sizes: runs::Sizes::for_budget(opts.memory - OVERHEAD),
+        spill_dir: &spill_dir,
+        hash: unique_ids::hash_bytes,
+    };
+    verify_with(dir, &how, progress)
+}
+
+/// [`verify`] with the sizes of the id check and its hash given (tests make them tiny).
+pub(crate) fn verify_with(
+    dir: &Path,
+    how: &IdCheck<'_>,
+    progress: &dyn Progress,
+) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     match AnyManifest::read(dir)? {
         AnyManifest::Homogeneous(m) => {
-            verify_view(dir, &m, Parts::default(), progress, &mut report)?
+            verify_view(dir, &m, Parts::default(), how, progress, &mut report)?
         }
         AnyManifest::Heterogeneous(h) => {
             // Each part is checked as the homogeneous dataset its view describes; the
@@ -68,7 +137,7 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
                     this: Some(&part),
                     reverse: reverse.as_ref(),
                 };
-                verify_view(dir, &view, parts, progress, &mut report)?;
+                verify_view(dir, &view, parts, how, progress, &mut report)?;
             }
         }
     }
@@ -88,6 +157,7 @@ fn verify_view(
     dir: &Path,
     m: &Manifest,
     parts: Parts<'_>,
+    how: &IdCheck<'_>,
     progress: &dyn Progress,
     report: &mut VerifyReport,
 ) -> Result<()> {
@@ -225,6 +295,8 @@ fn verify_view(
         report.files_checked += 1;
         report.bytes_checked += entry.bytes;
     }
+    // Last: the id files' bytes and offsets are known good by now.
+    report.spilled_bytes += unique_ids::check(dir, m, part, how, progress)?;
     Ok(())
 }
 
@@ -719,7 +791,8 @@ impl Check for Split {
 }
 
 /// Files whose bytes have no structure to check beyond size and checksum (original integer
-/// ids, which may be anything; the UTF-8 of string ids, checked when read).
+/// ids, which may be anything but are checked unique afterwards; the UTF-8 of string ids,
+/// checked when read).
 struct Opaque;
 
 impl Check for Opaque {
@@ -770,5 +843,7 @@ impl Check for Offsets {
 }
 
 mod link;
+mod runs;
 #[cfg(test)]
 mod tests;
+mod unique_ids;

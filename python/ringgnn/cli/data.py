@@ -180,8 +180,21 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("verify", help="check the checksums and structure of a dataset")
+    p = sub.add_parser(
+        "verify", help="check the checksums and structure of a dataset",
+        description="Check a dataset against docs/FORMAT.md: every file's size, checksum, padding and "
+        "structure, and that each original node id occurs once (sorted within --memory; ids that do not "
+        "fit are sorted in runs written to a temporary directory in --spill-dir, removed afterwards).",
+    )  # fmt: skip
     p.add_argument("dir", metavar="DIR")
+    p.add_argument(
+        "--memory", type=size_arg, default=None, metavar="SIZE",
+        help="budget of the check (the sort of the original ids, plus 96 MiB for readers and Python): bytes "
+        "or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)",
+    )  # fmt: skip
+    p.add_argument("--spill-dir", default=None, metavar="DIR",
+                   help="directory on the SSD for the sorted runs of the original ids when they do not fit "
+                   "--memory (default: beside the dataset)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars; print only errors")
     p.set_defaults(func=cmd_verify)
 
@@ -500,9 +513,11 @@ def _format_hetero_info(info: Dict[str, Any]) -> str:
 
 def cmd_verify(args) -> int:
     with _bars(args) as bars:
-        report = build.verify(args.dir, progress=bars)
+        report = build.verify(args.dir, progress=bars, memory=args.memory, spill_dir=args.spill_dir)
     if not args.quiet:
-        print(f"ok: {args.dir} ({report['files_checked']} files, {human_bytes(report['bytes_checked'])} checked)")
+        spilled = report["spilled_bytes"]
+        also = f"; {human_bytes(spilled)} of sorted original ids spilled to disk" if spilled else ""
+        print(f"ok: {args.dir} ({report['files_checked']} files, {human_bytes(report['bytes_checked'])} checked{also})")
     return 0
 
 

@@ -130,7 +130,7 @@ fn fraction_split_of_a_relation_is_the_documented_hash_and_the_reverse_drops_it(
         }
     }
     assert_eq!(m.source["link_split"][WRITES]["fractions"]["val"], 0.25);
-    crate::verify::verify(&out, &NoProgress).unwrap();
+    crate::verify::verify(&out, &crate::verify::VerifyOptions::test(), &NoProgress).unwrap();
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn given_lists_of_a_relation_and_a_listed_reverse() {
     assert_eq!(m.relations[REV].num_edges, rev_pairs.len() as u64 - 2);
     assert!(!rev.has_edge(1, 0).unwrap() && !rev.has_edge(2, 2).unwrap());
     assert!(rev.has_edge(0, 0).unwrap() && rev.has_edge(3, 4).unwrap());
-    crate::verify::verify(&out, &NoProgress).unwrap();
+    crate::verify::verify(&out, &crate::verify::VerifyOptions::test(), &NoProgress).unwrap();
 }
 
 #[test]
@@ -206,7 +206,7 @@ fn verify_finds_a_held_out_pair_in_the_reverse() {
         ma.files.insert(key.clone(), f.clone());
     }
     std::fs::write(a.join("manifest.json"), ma.to_json()).unwrap();
-    let e = crate::verify::verify(&a, &NoProgress)
+    let e = crate::verify::verify(&a, &crate::verify::VerifyOptions::test(), &NoProgress)
         .unwrap_err()
         .to_string();
     assert!(
@@ -302,7 +302,7 @@ fn given_negatives_are_stored_as_given_and_absent_pairs_when_allowed() {
     let info = &m.relations[WRITES].edge_splits["val"];
     assert!(info.given_negatives && info.negatives == 3);
     assert!(!ds.has_edge(1, 2).unwrap() && !part(&out, REV).has_edge(2, 1).unwrap());
-    crate::verify::verify(&out, &NoProgress).unwrap();
+    crate::verify::verify(&out, &crate::verify::VerifyOptions::test(), &NoProgress).unwrap();
 
     // Without absent_ok the missing pair is refused; a wrong shape or id is refused.
     let mut strict = opts.clone();

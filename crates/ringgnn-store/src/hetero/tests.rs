@@ -145,7 +145,7 @@ fn builds_each_relation_as_its_own_csc() {
     let e = paper.neighbors(0).unwrap_err().to_string();
     assert!(e.contains("no graph of its own"), "{e}");
     // The whole dataset verifies, and the homogeneous opener refuses it with advice.
-    crate::verify::verify(&out, &NoProgress).unwrap();
+    crate::verify::verify(&out, &crate::verify::VerifyOptions::test(), &NoProgress).unwrap();
     let e = Dataset::open(&out).err().unwrap().to_string();
     assert!(e.contains("heterogeneous dataset"), "{e}");
     // The manifest reads back equal to what the build returned.
@@ -169,7 +169,7 @@ fn verify_finds_an_entry_beyond_the_source_type() {
     let mut m2 = m.clone();
     m2.node_types.get_mut("author").unwrap().num_nodes = 1;
     std::fs::write(out.join("manifest.json"), m2.to_json()).unwrap();
-    let e = crate::verify::verify(&out, &NoProgress)
+    let e = crate::verify::verify(&out, &crate::verify::VerifyOptions::test(), &NoProgress)
         .unwrap_err()
         .to_string();
     assert!(
@@ -344,7 +344,7 @@ fn original_ids_are_stored_per_type() {
         &std::fs::read(out.join(&view.files["node_id_bytes"].path)).unwrap()[..3],
         b"bcd"
     );
-    crate::verify::verify(&out, &NoProgress).unwrap();
+    crate::verify::verify(&out, &crate::verify::VerifyOptions::test(), &NoProgress).unwrap();
     // Offsets that decrease are found in the item type's file, checksum fixed.
     let file = view.files["node_ids"].path.clone();
     let p = out.join(&file);
@@ -356,7 +356,7 @@ fn original_ids_are_stored_per_type() {
         e.crc32c = format!("{:08x}", crc32c::crc32c(&b));
     }
     std::fs::write(out.join("manifest.json"), h.to_json()).unwrap();
-    match crate::verify::verify(&out, &NoProgress) {
+    match crate::verify::verify(&out, &crate::verify::VerifyOptions::test(), &NoProgress) {
         Err(Error::Corrupt(e)) => assert!(e.contains(&file) && e.contains("offset 1 is 4"), "{e}"),
         other => panic!("{other:?}"),
     }

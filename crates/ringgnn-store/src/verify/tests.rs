@@ -89,7 +89,7 @@ fn tiny(dir: &tempfile::TempDir) -> PathBuf {
 }
 
 fn err(ds: &Path) -> String {
-    match verify(ds, &NoProgress) {
+    match verify(ds, &VerifyOptions::test(), &NoProgress) {
         Err(Error::Corrupt(m)) => m,
         other => panic!("expected Error::Corrupt, got {other:?}"),
     }
@@ -122,7 +122,7 @@ fn a_good_dataset_passes() {
     let dir = tempfile::tempdir().unwrap();
     let ds = tiny(&dir);
     let rec = Record::default();
-    let r = verify(&ds, &rec).unwrap();
+    let r = verify(&ds, &VerifyOptions::test(), &rec).unwrap();
     let total: u64 = Manifest::read(&ds)
         .unwrap()
         .files
@@ -165,7 +165,8 @@ fn random_graphs_pass_and_their_degree_stats_match() {
             &labels,
             &[("all", &[])],
         );
-        verify(&ds, &NoProgress).unwrap_or_else(|e| panic!("seed {seed}, {v} nodes: {e}"));
+        verify(&ds, &VerifyOptions::test(), &NoProgress)
+            .unwrap_or_else(|e| panic!("seed {seed}, {v} nodes: {e}"));
     }
 }
 
@@ -283,7 +284,7 @@ fn bad_indices_fail_with_the_position() {
     );
     // A smaller id at the start of the next node's list is fine: [0, 2 | 1].
     let ds = tiny(&dir);
-    verify(&ds, &NoProgress).unwrap();
+    verify(&ds, &VerifyOptions::test(), &NoProgress).unwrap();
     // Order across a read-block boundary (2048 u32 entries per block in tests): node 1 has
     // 3000 in-neighbors 0, 0, 1, 1, ...; entry 2048 made smaller than entry 2047.
     let g = Graph {
@@ -291,7 +292,7 @@ fn bad_indices_fail_with_the_position() {
         indices: (0..3000).map(|i| i / 1000).collect(),
     };
     let ds = build(&dir.path().join("big"), &g, &[0, 0, 0], &[]);
-    verify(&ds, &NoProgress).unwrap();
+    verify(&ds, &VerifyOptions::test(), &NoProgress).unwrap();
     poke(&ds, INDICES_FILE, 2048 * 4, &[0, 0, 0, 0], true);
     let e = err(&ds);
     assert!(
@@ -450,7 +451,8 @@ fn built_and_generated_datasets_pass() {
     crate::generate::generate_rmat(&rmat, &NoProgress).unwrap();
     for name in ["conv", "sbm", "rmat"] {
         let ds = dir.path().join(name);
-        let r = verify(&ds, &NoProgress).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let r = verify(&ds, &VerifyOptions::test(), &NoProgress)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(r.files_checked >= 2);
         poke(&ds, INDICES_FILE, 0, &[0xff, 0xff], false);
         assert!(
@@ -472,7 +474,7 @@ fn empty_graph_passes() {
         &[],
         &[],
     );
-    verify(&ds, &NoProgress).unwrap();
+    verify(&ds, &VerifyOptions::test(), &NoProgress).unwrap();
 }
 
 #[test]
@@ -505,7 +507,7 @@ fn original_node_ids_are_stored_and_checked() {
     assert_eq!((info.dtype, info.bytes), (NodeIdDtype::Str, 3));
     assert_eq!(m.files["node_ids"].payload_bytes, 32);
     let ds = dir.path().join("ds");
-    verify(&ds, &NoProgress).unwrap();
+    verify(&ds, &VerifyOptions::test(), &NoProgress).unwrap();
     // offsets that decrease are found, with a valid checksum
     let file = m.files["node_ids"].path.clone();
     poke(&ds, &file, 16, &u64le(0), true);

@@ -1,0 +1,312 @@
+//! The external sort behind `verify`'s check of the original ids: `(key, node)` records sorted
+//! in memory when they fit the budget, else sorted in runs written to a temporary directory and
+//! merged (in several passes when there are more runs than merge buffers fit the budget).
+//!
+//! Run files are scratch files of a [`Temp`] directory made only when the first run is written:
+//! unlinked as soon as they are created, so their space goes back when they are closed (even by
+//! a crash), and the directory itself is removed when the sorter is dropped, on success, error
+//! or interrupt alike. They are read and written with `O_DIRECT` where the filesystem allows:
+//! each byte is written once and read once, so the page cache would only cost memory.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use ringgnn_io::{AlignedBuf, DirectFile, ALIGN};
+
+use crate::progress::Progress;
+use crate::temp::{Kind, Temp};
+use crate::{Error, IoContext, Result};
+
+/// A sort key (the id, or its hash) and the node it belongs to; sorted by key, then node.
+pub(super) type Record = (u64, u64);
+
+const RECORD: usize = 16;
+
+/// How the budget is spent: records per in-memory run, bytes per run buffer while merging.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    pub run_records: usize,
+    pub io_bytes: usize,
+}
+
+impl Sizes {
+    /// Runs fill the whole budget; a merge gives each of its inputs and its output one buffer,
+    /// 1/64 of the budget (at most 4 MiB, where reads are already sequential enough; at least a
+    /// page), so one pass merges at least 63 runs: `ids < 63 * budget / 16` for one pass (a 1 GiB
+    /// budget merges 4 billion ids in one pass, 250 billion in two).
+    pub fn for_budget(bytes: u64) -> Sizes {
+        Sizes {
+            run_records: (bytes / RECORD as u64).max(2) as usize,
+            io_bytes: ((bytes / 64) as usize).clamp(ALIGN, 4 << 20) / ALIGN * ALIGN,
+        }
+    }
+
+    /// Runs one merge pass reads together.
+    pub(super) fn fan_in(&self) -> usize {
+        (self.run_records * RECORD / self.io_bytes)
+            .saturating_sub(1)
+            .max(2)
+    }
+}
+
+/// Records pushed in any order, handed back sorted.
+pub(super) struct Sorter<'a> {
+    sizes: Sizes,
+    buf: Vec<Record>,
+    spill_parent: &'a Path,
+    temp: Option<Temp>,
+    runs: VecDeque<Run>,
+    /// Bytes written to run files (what the disk saw), for the report.
+    spilled_bytes: u64,
+    progress: &'a dyn Progress,
+}
+
+impl<'a> Sorter<'a> {
+    /// `total` records will be pushed; runs go under `spill_parent` if they do not fit.
+    pub fn new(
+        sizes: Sizes,
+        total: u64,
+        spill_parent: &'a Path,
+        progress: &'a dyn Progress,
+    ) -> Self {
+        Sorter {
+            sizes,
+            buf: Vec::with_capacity(total.min(sizes.run_records as u64) as usize),
+            spill_parent,
+            temp: None,
+            runs: VecDeque::new(),
+            spilled_bytes: 0,
+            progress,
+        }
+    }
+
+    pub fn push(&mut self, r: Record) -> Result<()> {
+        if self.buf.len() == self.sizes.run_records {
+            self.spill()?;
+        }
+        self.buf.push(r);
+        Ok(())
+    }
+
+    /// Sort the buffer and write it as a run.
+    fn spill(&mut self) -> Result<()> {
+        self.buf.sort_unstable();
+        let mut w = self.writer()?;
+        for &r in &self.buf {
+            w.push(r)?;
+        }
+        self.buf.clear();
+        let run = w.finish()?;
+        self.spilled_bytes += run.bytes();
+        self.runs.push_back(run);
+        Ok(())
+    }
+
+    fn writer(&mut self) -> Result<RunWriter> {
+        let temp = match &mut self.temp {
+            Some(t) => t,
+            None => {
+                let t = Temp::create(self.spill_parent, "ringgnn-verify", Kind::Dir)?;
+                for r in t.reclaimed() {
+                    self.progress.note(&r.to_string());
+                }
+                self.temp.insert(t)
+            }
+        };
+        RunWriter::new(temp.path(), self.sizes.io_bytes)
+    }
+
+    /// Hand every record to `each` in ascending order until it returns true (found what it
+    /// looked for); returns the bytes written to disk.
+    pub fn finish(mut self, each: &mut dyn FnMut(Record) -> Result<bool>) -> Result<u64> {
+        if self.runs.is_empty() {
+            self.buf.sort_unstable();
+            for &r in &self.buf {
+                if each(r)? {
+                    break;
+                }
+            }
+            return Ok(0);
+        }
+        if !self.buf.is_empty() {
+            self.spill()?;
+        }
+        self.buf = Vec::new(); // the merge buffers take its place in the budget
+        let fan_in = self.sizes.fan_in();
+        while self.runs.len() > fan_in {
+            let group: Vec<Run> = self.runs.drain(..fan_in).collect();
+            let n = group.iter().map(|r| r.records).sum();
+            self.progress
+                .stage("merge sorted runs of the original ids", Some(n), "ids");
+            let mut w = self.writer()?;
+            merge(group, self.sizes.io_bytes, self.progress, &mut |r| {
+                w.push(r).map(|()| false)
+            })?;
+            let run = w.finish()?;
+            self.spilled_bytes += run.bytes();
+            self.runs.push_back(run);
+        }
+        let total = self.runs.iter().map(|r| r.records).sum();
+        self.progress
+            .stage("compare the sorted original ids", Some(total), "ids");
+        let runs = std::mem::take(&mut self.runs).into();
+        merge(runs, self.sizes.io_bytes, self.progress, each)?;
+        Ok(self.spilled_bytes)
+    }
+}
+
+/// Merge sorted runs into `each` (until it returns true).
+fn merge(
+    runs: Vec<Run>,
+    io_bytes: usize,
+    progress: &dyn Progress,
+    each: &mut dyn FnMut(Record) -> Result<bool>,
+) -> Result<bool> {
+    let mut readers: Vec<RunReader> = runs
+        .into_iter()
+        .map(|r| RunReader::new(r, io_bytes))
+        .collect();
+    let mut heap = BinaryHeap::with_capacity(readers.len());
+    for (k, r) in readers.iter_mut().enumerate() {
+        if let Some(x) = r.next()? {
+            heap.push(Reverse((x, k)));
+        }
+    }
+    let mut done = 0u64;
+    while let Some(Reverse((x, k))) = heap.pop() {
+        if each(x)? {
+            return Ok(true);
+        }
+        if let Some(y) = readers[k].next()? {
+            heap.push(Reverse((y, k)));
+        }
+        done += 1;
+        if done.is_multiple_of(1 << 20) {
+            progress.advance(1 << 20)?;
+        }
+    }
+    progress.advance(done % (1 << 20))?;
+    Ok(false)
+}
+
+/// A sorted run on disk: `records` records from offset 0, the last page zero-padded.
+struct Run {
+    file: DirectFile,
+    path: PathBuf,
+    records: u64,
+}
+
+impl Run {
+    fn bytes(&self) -> u64 {
+        (self.records * RECORD as u64).next_multiple_of(ALIGN as u64)
+    }
+}
+
+struct RunWriter {
+    file: DirectFile,
+    path: PathBuf,
+    buf: AlignedBuf,
+    offset: u64,
+    records: u64,
+}
+
+impl RunWriter {
+    fn new(dir: &Path, io_bytes: usize) -> Result<Self> {
+        let (file, path) = DirectFile::scratch(dir, "run").map_err(|(p, e)| Error::io(p, e))?;
+        Ok(RunWriter {
+            file,
+            path,
+            buf: AlignedBuf::new(io_bytes),
+            offset: 0,
+            records: 0,
+        })
+    }
+
+    fn push(&mut self, (key, node): Record) -> Result<()> {
+        let n = self.buf.len();
+        if n == self.buf.capacity() {
+            self.flush()?;
+        }
+        let n = self.buf.len();
+        self.buf.set_len(n + RECORD);
+        self.buf[n..n + 8].copy_from_slice(&key.to_le_bytes());
+        self.buf[n + 8..n + RECORD].copy_from_slice(&node.to_le_bytes());
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Write the buffer, zero-padded to a page (only the last write of a run is partial: the
+    /// capacity is a multiple of the page size, which is a multiple of 16).
+    fn flush(&mut self) -> Result<()> {
+        let n = self.buf.len();
+        let padded = n.next_multiple_of(ALIGN);
+        self.buf.set_len(padded);
+        self.buf[n..].fill(0);
+        self.file
+            .write_all_at(&self.buf, self.offset)
+            .at(&self.path)?;
+        self.offset += padded as u64;
+        self.buf.set_len(0);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Run> {
+        if !self.buf.is_empty() {
+            self.flush()?;
+        }
+        Ok(Run {
+            file: self.file,
+            path: self.path,
+            records: self.records,
+        })
+    }
+}
+
+struct RunReader {
+    run: Run,
+    buf: AlignedBuf,
+    /// Where the next read starts, and the records not read from the file yet.
+    offset: u64,
+    left: u64,
+    pos: usize,
+}
+
+impl RunReader {
+    fn new(run: Run, io_bytes: usize) -> Self {
+        RunReader {
+            left: run.records,
+            run,
+            buf: AlignedBuf::new(io_bytes),
+            offset: 0,
+            pos: 0,
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<Record>> {
+        if self.pos == self.buf.len() {
+            if self.left == 0 {
+                return Ok(None);
+            }
+            let n = (self.left * RECORD as u64).min(self.buf.capacity() as u64) as usize;
+            let padded = n.next_multiple_of(ALIGN);
+            self.buf.set_len(padded);
+            self.run
+                .file
+                .file()
+                .read_exact_at(&mut self.buf, self.offset)
+                .at(&self.run.path)?;
+            self.buf.set_len(n);
+            self.offset += padded as u64;
+            self.left -= (n / RECORD) as u64;
+            self.pos = 0;
+        }
+        let b = &self.buf[self.pos..self.pos + RECORD];
+        self.pos += RECORD;
+        Ok(Some((
+            u64::from_le_bytes(b[..8].try_into().unwrap()),
+            u64::from_le_bytes(b[8..].try_into().unwrap()),
+        )))
+    }
+}
