@@ -38,6 +38,7 @@ use std::time::Instant;
 pub use crate::fold::{Attention, Fold};
 use crate::rows::{decode_row, FeatureFile, ReadCount, RowSource};
 use crate::{Error, Result};
+use ringgnn_io::advise_huge_pages;
 
 /// What is done to each piece's rows before they are folded in (a layer's weight, in the
 /// caller's dense library): `apply(rows, n)` takes `n` rows of the source's width and returns
@@ -254,6 +255,12 @@ fn aggregate_ids<I: Id>(
                 let Ok((mut buf, mut ids)) = empty_rx.recv() else {
                     return;
                 };
+                if buf.capacity() < (p1 - p0) * dim {
+                    // A new buffer (a transform kept the last one): its rows are taken at random
+                    // by the fold, so on huge pages where the system gives them.
+                    buf.reserve_exact((p1 - p0) * dim - buf.len());
+                    advise_huge_pages(buf.spare_capacity_mut());
+                }
                 buf.resize((p1 - p0) * dim, 0.0);
                 ids.clear();
                 ids.extend(sources.by_ref().take(p1 - p0));
@@ -555,6 +562,9 @@ fn read_ids_by<I: Id>(
     if n == 0 {
         return Ok(out);
     }
+    // The fold reads each destination's next ids at scattered places: huge pages spare a page
+    // walk each (asked for before the ids are written, so the pages come huge).
+    advise_huge_pages(out.spare_capacity_mut());
     let file = File::open(nb.path).map_err(io)?;
     let mut buf = vec![0u8; chunk.clamp(1, n) * w];
     let mut at = 0usize;

@@ -15,11 +15,13 @@
 //! sampling) can be kept in a [`PageCache`] (`page_cache.rs`). The pages that many
 //! mini-batches need at once (a hyperbatch) are read once per chunk of the file by
 //! [`BlockReader`] (`block_reader.rs`), which reads a block whole where that is cheaper than its
-//! needed pages ([`ReadModel`]).
+//! needed pages ([`ReadModel`]). Large buffers read at random can ask for transparent huge
+//! pages ([`advise_huge_pages`], `huge.rs`).
 
 mod aligned;
 mod block_reader;
 mod direct;
+mod huge;
 mod page_cache;
 mod page_plan;
 mod page_reader;
@@ -33,6 +35,7 @@ mod uring;
 pub use aligned::AlignedBuf;
 pub use block_reader::{BlockCounts, BlockReader, ReadModel, DEVICE_ENV};
 pub use direct::DirectFile;
+pub use huge::{advise_huge_pages, HUGE_MIN_BYTES};
 pub use page_cache::{CacheStats, PageCache};
 pub use page_plan::{coalesce_pages, CoalesceOptions};
 pub use page_reader::{PageReader, ReadCount};

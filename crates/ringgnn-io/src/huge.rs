@@ -1,0 +1,94 @@
+//! Transparent huge pages for large buffers read at random (the aggregation's edges and pieces
+//! of rows): a hint to the kernel, as numpy gives its own large arrays.
+//!
+//! Each random access to a buffer of 4 KiB pages much larger than the TLB's reach costs a page
+//! walk, and in a virtual machine a nested one, on top of the cache miss: on this project's
+//! machine the fold's bare access pattern took 126 ns an edge with its accumulators on huge pages
+//! and 256 ns without (`docs/benchmarks.md`, "What bounds a wide layer"). Where the system's
+//! policy is `madvise` (the common default), memory gets huge pages only where asked for.
+
+/// Buffers smaller than this are left alone (numpy's threshold for the same hint).
+pub const HUGE_MIN_BYTES: usize = 4 << 20;
+
+/// Ask for the whole 2 MiB pages within `buf` to be huge pages when they are first touched (so
+/// call it on capacity not yet written: `Vec::spare_capacity_mut`). A hint: it changes no byte,
+/// and where it is refused (no transparent huge pages, an old kernel) nothing happens.
+pub fn advise_huge_pages<T>(buf: &[T]) {
+    const HUGE: usize = 2 << 20;
+    let bytes = std::mem::size_of_val(buf);
+    if bytes < HUGE_MIN_BYTES {
+        return;
+    }
+    let start = (buf.as_ptr() as usize).next_multiple_of(HUGE);
+    let end = (buf.as_ptr() as usize + bytes) & !(HUGE - 1);
+    if end <= start {
+        return;
+    }
+    // SAFETY: the range lies within `buf`, memory this process owns and maps; MADV_HUGEPAGE
+    // changes how its pages are backed, never their contents, and fails harmlessly (the result
+    // is ignored: it is advice) where transparent huge pages are not available.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags of the mapping holding `addr` (`/proc/self/smaps`' `VmFlags` line).
+    fn vm_flags(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((a, b)) = range.split_once('-') {
+                    if let (Ok(a), Ok(b)) =
+                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                    {
+                        inside = (a..b).contains(&addr);
+                        continue;
+                    }
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return Some(flags.to_string());
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_large_buffer_is_advised_and_keeps_its_bytes() {
+        let mut v: Vec<u32> = Vec::with_capacity(3 << 20);
+        advise_huge_pages(v.spare_capacity_mut());
+        v.extend(0..3u32 << 20);
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
+        // Where the kernel has transparent huge pages, the buffer's whole 2 MiB pages are
+        // marked for them ("hg"); elsewhere the advice did nothing, which is all it may do.
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            let inner = (v.as_ptr() as usize).next_multiple_of(2 << 20);
+            let flags = vm_flags(inner).expect("the buffer's mapping in /proc/self/smaps");
+            assert!(
+                flags.split_whitespace().any(|f| f == "hg"),
+                "VmFlags:{flags}"
+            );
+        }
+    }
+
+    #[test]
+    fn small_and_empty_buffers_are_left_alone() {
+        let v = vec![7u8; HUGE_MIN_BYTES - 1];
+        advise_huge_pages::<u8>(&[]);
+        advise_huge_pages(&v);
+        let flags = vm_flags(v.as_ptr() as usize + v.len() / 2).unwrap_or_default();
+        assert!(
+            !flags.split_whitespace().any(|f| f == "hg"),
+            "VmFlags:{flags}"
+        );
+        assert!(v.iter().all(|&x| x == 7));
+    }
+}
