@@ -447,3 +447,54 @@ proptest! {
         prop_assert_eq!(entries(spill.path()), Vec::<String>::new());
     }
 }
+
+/// Interrupts (as Ctrl-C does) at the first progress of the id check, once runs are on disk;
+/// keeps the stage and what the spill directory held then.
+struct CtrlC {
+    spill: PathBuf,
+    seen: std::sync::Mutex<(String, Vec<String>)>,
+}
+
+impl crate::Progress for CtrlC {
+    fn stage(&self, name: &str, _: Option<u64>, _: &str) {
+        self.seen.lock().unwrap().0 = name.into();
+    }
+    fn advance(&self, _: u64) -> Result<()> {
+        let mut seen = self.seen.lock().unwrap();
+        if !seen.0.contains("original ids") {
+            return Ok(());
+        }
+        seen.1 = entries(&self.spill);
+        Err(Error::Interrupted)
+    }
+}
+
+#[test]
+fn an_interrupt_leaves_no_runs_behind() {
+    let t = tempfile::tempdir().unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    let ids: Vec<i64> = (0..100).rev().collect();
+    let ds = dataset(t.path(), &Ids::I64(&ids));
+    let how = IdCheck {
+        sizes: TINY,
+        spill_dir: spill.path(),
+        hash: hash_bytes,
+    };
+    let ctrl_c = CtrlC {
+        spill: spill.path().to_path_buf(),
+        seen: Default::default(),
+    };
+    assert!(matches!(
+        verify_with(&ds, &how, &ctrl_c),
+        Err(Error::Interrupted)
+    ));
+    let (stage, during) = ctrl_c.seen.into_inner().unwrap();
+    assert_eq!(stage, "verify original ids unique");
+    // interrupted with 49 runs written (the 50th was still in memory) in its temporary directory
+    assert_eq!(during.len(), 1, "{during:?}");
+    assert!(
+        during[0].starts_with(".ringgnn-verify.ringgnn-tmp-"),
+        "{during:?}"
+    );
+    assert_eq!(entries(spill.path()), Vec::<String>::new());
+}
