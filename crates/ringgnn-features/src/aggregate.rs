@@ -38,7 +38,7 @@ use std::time::Instant;
 pub use crate::fold::{Attention, Fold};
 use crate::rows::{decode_row, FeatureFile, ReadCount, RowSource};
 use crate::{Error, Result};
-use ringgnn_io::advise_huge_pages;
+use ringgnn_io::{advise_huge_pages, collect_huge};
 
 /// What is done to each piece's rows before they are folded in (a layer's weight, in the
 /// caller's dense library): `apply(rows, n)` takes `n` rows of the source's width and returns
@@ -211,11 +211,13 @@ fn aggregate_ids<I: Id>(
     let mut pos: Vec<I> = read_ids(neighbors, job.lo, job.hi, file.num_nodes)?;
     stats.neighbor_bytes = (job.hi - job.lo) * neighbors.id_bytes as u64;
     // Each destination's edges within the window: `seg[d]..seg[d + 1]` of `pos`.
-    let seg: Vec<usize> = job
-        .indptr
-        .iter()
-        .map(|&p| (p.clamp(job.lo, job.hi) - job.lo) as usize)
-        .collect();
+    // (This and the other per-destination arrays are read at each destination with an edge in
+    // a piece, scattered: on huge pages, as the ids are.)
+    let seg: Vec<usize> = collect_huge(
+        job.indptr
+            .iter()
+            .map(|&p| (p.clamp(job.lo, job.hi) - job.lo) as usize),
+    );
     if job.fold.drops_self_loops() {
         for d in 0..n_d {
             for id in &mut pos[seg[d]..seg[d + 1]] {
@@ -230,7 +232,7 @@ fn aggregate_ids<I: Id>(
     let ranks = Ranks::of(&pos[..]);
     let distinct = ranks.count();
     let threads = thread_count(job.threads);
-    let mut cursor: Vec<usize> = seg[..n_d].to_vec();
+    let mut cursor: Vec<usize> = collect_huge(seg[..n_d].iter().copied());
     let piece_rows = job.piece_rows.max(1);
     let pieces: Vec<(usize, usize)> = (0..distinct)
         .step_by(piece_rows)
@@ -297,17 +299,15 @@ fn aggregate_ids<I: Id>(
         });
         // Each destination's next position (a hint: see `hint`), so that a piece skips the
         // destinations without edges in it by a sequential scan, never touching their edges.
-        let mut next: Vec<u32> = (0..n_d)
-            .map(|d| {
-                if seg[d] == seg[d + 1] {
-                    DONE
-                } else if sort {
-                    hint(pos[seg[d]])
-                } else {
-                    0 // one piece: every destination is visited once anyway
-                }
-            })
-            .collect();
+        let mut next: Vec<u32> = collect_huge((0..n_d).map(|d| {
+            if seg[d] == seg[d + 1] {
+                DONE
+            } else if sort {
+                hint(pos[seg[d]])
+            } else {
+                0 // one piece: every destination is visited once anyway
+            }
+        }));
         let layout = Layout {
             seg: &seg,
             pos: &pos,

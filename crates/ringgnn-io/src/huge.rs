@@ -33,6 +33,14 @@ pub fn advise_huge_pages<T>(buf: &[T]) {
     }
 }
 
+/// The items of `items` in a vector whose pages were advised huge before it was filled.
+pub fn collect_huge<T>(items: impl ExactSizeIterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::with_capacity(items.len());
+    advise_huge_pages(v.spare_capacity_mut());
+    v.extend(items);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,9 +71,7 @@ mod tests {
 
     #[test]
     fn a_large_buffer_is_advised_and_keeps_its_bytes() {
-        let mut v: Vec<u32> = Vec::with_capacity(3 << 20);
-        advise_huge_pages(v.spare_capacity_mut());
-        v.extend(0..3u32 << 20);
+        let v = collect_huge(0..3u32 << 20);
         assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
         // Where the kernel has transparent huge pages, the buffer's whole 2 MiB pages are
         // marked for them ("hg"); elsewhere the advice did nothing, which is all it may do.
