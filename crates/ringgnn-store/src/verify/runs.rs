@@ -9,6 +9,7 @@
 //! each byte is written once and read once, so the page cache would only cost memory.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -175,12 +176,15 @@ fn merge(
         }
     }
     let mut done = 0u64;
-    while let Some(Reverse((x, k))) = heap.pop() {
+    // The smallest head is replaced in place (one sift down) rather than popped and pushed.
+    while let Some(mut top) = heap.peek_mut() {
+        let Reverse((x, k)) = *top;
         if each(x)? {
             return Ok(true);
         }
-        if let Some(y) = readers[k].next()? {
-            heap.push(Reverse((y, k)));
+        match readers[k].next()? {
+            Some(y) => *top = Reverse((y, k)),
+            None => drop(PeekMut::pop(top)),
         }
         done += 1;
         if done.is_multiple_of(1 << 20) {
