@@ -37,8 +37,8 @@ const ADVICE: &str =
 /// Memory the budget sets aside for everything but the sort of the original ids: the Python
 /// interpreter that hosts the command, the read blocks and readers (about 45 MiB of RSS beside
 /// the sort, measured: docs/benchmarks.md, "verify: unique original ids"), and room for the page
-/// cache of the files read. The other checks run before the sort, never beside it; a split's
-/// check holds one bit per node (32 MiB at 2^28 nodes), not bounded by the budget.
+/// cache of the files read. The other checks run before the sort, never beside it; the only one
+/// that grows with the dataset, a split's (one bit per node), must fit the sort's room too.
 pub const OVERHEAD: u64 = 96 << 20;
 /// Smallest budget accepted: the overhead plus a sort buffer of 1M ids.
 pub const MIN_MEMORY: u64 = OVERHEAD + (16 << 20);
@@ -287,6 +287,18 @@ fn verify_view(
                         strict,
                     )?)
                 } else {
+                    // One bit per node, held while the split is read (never beside the sort of
+                    // the original ids): within the same room.
+                    let bits = m.num_nodes.div_ceil(8);
+                    if bits > how.sizes.budget() {
+                        return Err(Error::Input(format!(
+                            "{}: checking it takes one bit per node ({bits} bytes for {} nodes), more than --memory leaves beyond verify's own {} MiB; raise --memory to at least {}M",
+                            path.display(),
+                            m.num_nodes,
+                            OVERHEAD >> 20,
+                            (OVERHEAD + bits).div_ceil(1 << 20)
+                        )));
+                    }
                     Box::new(Split::new(m.num_nodes))
                 }
             }

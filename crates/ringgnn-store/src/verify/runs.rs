@@ -44,9 +44,14 @@ impl Sizes {
         }
     }
 
+    /// The bytes of the budget (what a run's records take).
+    pub fn budget(&self) -> u64 {
+        (self.run_records * RECORD) as u64
+    }
+
     /// Runs one merge pass reads together.
     pub(super) fn fan_in(&self) -> usize {
-        (self.run_records * RECORD / self.io_bytes)
+        (self.budget() as usize / self.io_bytes)
             .saturating_sub(1)
             .max(2)
     }

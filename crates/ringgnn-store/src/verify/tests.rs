@@ -326,6 +326,46 @@ fn bad_labels_and_splits_fail() {
     assert!(err(&ds).contains("split_train.bin: entry 1 is node 0, which appears earlier"));
 }
 
+/// A split's check keeps one bit per node within the budget's room (the sort's), or refuses.
+#[test]
+fn a_split_check_that_does_not_fit_the_budget_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = 1000u64;
+    let g = Graph {
+        indptr: (0..=v).map(|i| i.saturating_sub(1)).collect(),
+        indices: (0..v as u32 - 1).collect(),
+    };
+    let ds = build(
+        &dir.path().join("ds"),
+        &g,
+        &vec![0; 1000],
+        &[("train", &[999, 0])],
+    );
+    let run = |run_records| {
+        let how = IdCheck {
+            sizes: runs::Sizes {
+                run_records,
+                io_bytes: 4096,
+            },
+            spill_dir: dir.path(),
+            hash: unique_ids::hash_bytes,
+        };
+        verify_with(&ds, &how, &NoProgress)
+    };
+    // 1000 bits are 125 bytes: room for 8 records (128 bytes) holds them, 7 (112) does not
+    run(8).unwrap();
+    match run(7) {
+        Err(Error::Input(m)) => assert_eq!(
+            m,
+            format!(
+                "{}: checking it takes one bit per node (125 bytes for 1000 nodes), more than --memory leaves beyond verify's own 96 MiB; raise --memory to at least 97M",
+                ds.join("split_train.bin").display()
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn nonzero_padding_fails() {
     let dir = tempfile::tempdir().unwrap();
