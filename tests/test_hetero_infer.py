@@ -5,6 +5,9 @@ of the same checkpoint's ``HeteroModel`` over the whole graph (every relation's 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -106,7 +109,8 @@ def _accuracy(ds, logits, split):
 @pytest.mark.parametrize("model", ["sage", "rgcn"])
 def test_tiny_graph_every_edge_its_own_piece(runs, model, agg, monkeypatch):
     """Blocks of 2 destinations, pieces of one edge: every accumulation path, empty neighbor
-    lists, a type only its root term computes; the sums by the Rust core (default) or torch."""
+    lists, a type only its root term computes; the sums by the Rust core (default) or numpy.
+    The dense parts are numpy's (``HeteroDense``), the reference the model's PyTorch forward."""
     from ringgnn.inference import AGGREGATE_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
@@ -116,6 +120,7 @@ def test_tiny_graph_every_edge_its_own_piece(runs, model, agg, monkeypatch):
     s = infer_hetero(str(runs["tiny", model]), block_nodes=2, piece_edges=1)
     assert s["array"].shape == (5, 2)
     np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(s["array"].argmax(1), ref.argmax(1))
     assert s["accuracy"] == {"val": _accuracy(ds, ref, "val"), "test": _accuracy(ds, ref, "test")}
     # layer 1 computes paper, author and venue (in 3, 2 and 1 blocks), layer 2 paper (3 blocks)
     assert s["blocks"] == 3 + 2 + 1 + 3
@@ -126,7 +131,10 @@ def test_tiny_graph_every_edge_its_own_piece(runs, model, agg, monkeypatch):
 def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch):
     """With the process's footprint pinned, a small budget gives several destination blocks and
     several pieces per block; the logits and accuracies are the full-batch forward's, summed by
-    the Rust core (default: destinations of one type, sources of another) or by torch."""
+    the Rust core (default: destinations of one type, sources of another) or by numpy. An edge
+    costs what its sums hold: on the Rust core its 4-byte id and one 16-float source row with its
+    8-byte id (76), but the embedding tables' rows (8 floats) are summed by numpy, 48 bytes and
+    the row twice (112), which bounds the pieces; numpy everywhere, 48 + 2 rows of 16 (176)."""
     from ringgnn.inference import AGGREGATE_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
@@ -139,9 +147,13 @@ def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch)
     s = infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + int(share / (1 - SLACK)) + 64)
     plan = s["plan"]
     assert plan["aggregate"] == agg
-    assert plan["block_nodes"] == (share // 2) // (4 * 6 * 16 + 16)  # widest layer: 16
+    half = int((plan["budget"] - plan["fixed"]) * (1 - SLACK)) // 2  # the share (1 MiB and a little), halved
+    assert plan["block_nodes"] == half // (4 * 6 * 16 + 28)  # widest layer: 16
+    assert plan["per_edge"] == {"rust": 112, "python": 176}[agg]
+    assert plan["piece_edges"] == half // plan["per_edge"]
     assert plan["block_nodes"] < 3000 // 2 and plan["piece_edges"] < 8 * plan["block_nodes"]
     np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(s["array"].argmax(1), ref.argmax(1))
     assert s["val_acc"] == _accuracy(ds, ref, "val") and s["test_acc"] == _accuracy(ds, ref, "test")
     with pytest.raises(ringgnn.InputError, match="give at least"):
         infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + 1000)
@@ -238,3 +250,115 @@ def test_cli_refuses_what_does_not_apply(runs, tmp_path, cli):
     r = cli("embed", homo, "--type", "paper", "--out", tmp_path / "e.npy")
     assert r.code == 1 and "--type paper: names a node type of a heterogeneous run" in r.err
     assert not (tmp_path / "e.npy").exists()
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_the_cpu_commands_never_import_pytorch_and_give_its_answers(runs, model, tmp_path):
+    """`ringgnn predict`/`embed` of a heterogeneous run read the checkpoint as numpy arrays and run
+    the dense parts in numpy (ringgnn.hetero_dense): PyTorch and PyG are never imported, and the
+    answers are the PyTorch model's full-batch forward's (probabilities all-close, predictions the
+    same, a featureless type's hidden rows all-close)."""
+    run = runs["generated", model]
+    ref, hidden, ds, _ = full_batch(run, hidden_layer=1)
+    code = ("import sys\nfrom ringgnn.cli import main\n"
+            f"a = main(['predict', {str(run)!r}, '--memory', '1G', '--quiet', '--out', {str(tmp_path / 'p.npy')!r}])\n"
+            f"b = main(['predict', {str(run)!r}, '--probabilities', '--quiet', '--out', {str(tmp_path / 'q.npy')!r}])\n"
+            f"c = main(['embed', {str(run)!r}, '--type', 'author', '--quiet', '--out', {str(tmp_path / 'e.npy')!r}])\n"
+            "print('torch' in sys.modules, 'torch_geometric' in sys.modules, a, b, c)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split()[-5:] == ["False", "False", "0", "0", "0"], r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), ref.argmax(1))
+    np.testing.assert_allclose(np.load(tmp_path / "q.npy"), torch.softmax(torch.from_numpy(ref), 1).numpy(),
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "e.npy"), hidden["author"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_dense_parts_from_the_checkpoint_are_the_models(runs, model):
+    """The arrays read without PyTorch (``HeteroDense.from_state``) are the weights of the model
+    PyTorch loads (``from_module``), key by key; the inference of either is the same."""
+    from ringgnn.hetero_dense import HeteroDense
+    from ringgnn.hetero_infer import HeteroLayerwise, load_hetero_dense
+
+    run = str(runs["tiny", model])
+    ds, dense, _ = load_hetero_dense(run)
+    _, net, _ = load_hetero_run(run)
+    held = HeteroDense.from_module(net)
+    assert dense.computed == net.computed and sorted(dense.embeddings) == sorted(held.embeddings) == ["author", "venue"]
+    for t in held.embeddings:
+        np.testing.assert_array_equal(dense.embeddings[t], held.embeddings[t])
+    for a, b in zip(dense.convs, held.convs):
+        assert a.edge_types == b.edge_types and sorted(a.rels) == sorted(b.rels) and sorted(a.roots) == sorted(b.roots)
+        for k in a.rels:
+            for f in ("weight", "bias", "root"):
+                x, y = getattr(a.rels[k], f), getattr(b.rels[k], f)
+                assert (x is None) == (y is None) == (model == "rgcn" and f != "weight")
+                if x is not None:
+                    np.testing.assert_array_equal(x, y)
+        for t in a.roots:
+            np.testing.assert_array_equal(a.roots[t][0], b.roots[t][0])
+            np.testing.assert_array_equal(a.roots[t][1], b.roots[t][1])
+    got = {}
+    for which in (dense, net):
+        rows = []
+        HeteroLayerwise(ds, which, block_nodes=2, piece_edges=3).run(2, "paper", lambda a, x: rows.append(x.copy()))
+        got[which is net] = np.concatenate(rows)
+    np.testing.assert_array_equal(got[True], got[False])
+
+
+def test_a_checkpoint_that_does_not_fit_its_config_is_refused(runs, tmp_path):
+    """A weight missing, misshapen or unexpected, read without PyTorch, is an error naming the
+    checkpoint and the key (what ``load_state_dict`` would say), not a wrong answer."""
+    from ringgnn.torchfile import load
+
+    src = runs["tiny", "rgcn"] / "best.pt"
+    state = torch.load(src, weights_only=True)
+    key = "convs.1.rels.paper:cites:paper.conv.lin_l.weight"
+    for what, change in (("missing " + key, lambda m: m.pop(key)),
+                         (f"size mismatch: {key} (2, 15)", lambda m: m.__setitem__(key, m[key][:, 1:])),
+                         ("unexpected convs.1.roots.venue.weight",
+                          lambda m: m.__setitem__("convs.1.roots.venue.weight", torch.zeros(2, 16)))):
+        bad = tmp_path / what.split()[0]
+        bad.mkdir()
+        s = {**state, "model": dict(state["model"])}
+        change(s["model"])
+        torch.save(s, bad / "best.pt")
+        assert all(isinstance(v, np.ndarray) for v in load(str(bad / "best.pt"))["model"].values())
+        with pytest.raises(ringgnn.InputError, match=re.escape(f"{bad / 'best.pt'} does not fit") + ".*"
+                           + re.escape(what)):
+            infer_hetero(str(bad))
+
+
+def test_edge_bytes_are_the_rust_cores_where_it_sums(tmp_path, monkeypatch):
+    """The plan's bytes an edge (``HeteroLayerwise.edge_bytes``), on a graph whose types all have
+    features (so the Rust core sums every relation): the core's id (``_core.aggregate_edge_bytes``:
+    4 bytes here, 8 where ids do not fit in 32 bits) plus the widest source row (32 floats) and
+    its 8-byte id, 4 + 8 + 128 = 140; numpy's sums (``aggregate="python"``), 48 + 2 x 128 = 304;
+    and the budget's least accepted share shrinks with it."""
+    from ringgnn.hetero import open_hetero
+    from ringgnn.hetero_infer import HeteroLayerwise
+    from ringgnn.hetero_models import HeteroModel
+    from ringgnn.inference import FIXED_BYTES, SLACK
+
+    rng = np.random.default_rng(5)
+    for t, n in (("paper", 5), ("author", 4)):
+        np.save(tmp_path / f"{t}.npy", rng.standard_normal((n, 32)).astype(np.float32))
+    ringgnn.build_hetero(
+        tmp_path / "ds", [NodeType("paper", 5, features=tmp_path / "paper.npy"),
+                          NodeType("author", 4, features=tmp_path / "author.npy")],
+        [Relation("author:writes:paper", _edges(tmp_path / "w.csv", WRITES)),
+         Relation("paper:written_by:author", _edges(tmp_path / "wb.csv", [(p, a) for a, p in WRITES]))])
+    ds = open_hetero(str(tmp_path / "ds"), "test")
+    net = HeteroModel(["paper", "author"], ["author:writes:paper", "paper:written_by:author"],
+                      {"paper": 32, "author": 32}, ds.num_nodes_dict, "paper", 16, 3, 2).eval()
+    sizes = dict(block_nodes=4, piece_edges=4)
+    assert HeteroLayerwise(ds, net, aggregate="rust", **sizes).edge_bytes() == 4 + 8 + 4 * 32
+    assert HeteroLayerwise(ds, net, aggregate="python", **sizes).edge_bytes() == 48 + 8 * 32
+    monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
+    for agg, per_edge in (("rust", 140), ("python", 304)):  # 256 nodes of 6 x 32 floats + 28, 1024 edges
+        with pytest.raises(ringgnn.InputError, match=re.escape(
+                f"give at least {(100 << 20) + FIXED_BYTES + int((256 * (4 * 6 * 32 + 28) + 1024 * per_edge) / (1 - SLACK)) + 1:,}")):
+            HeteroLayerwise(ds, net, aggregate=agg, memory=1)
+    monkeypatch.setattr(_core, "aggregate_edge_bytes", lambda n: 8)
+    assert HeteroLayerwise(ds, net, aggregate="rust", **sizes).edge_bytes() == 8 + 8 + 4 * 32

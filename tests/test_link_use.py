@@ -82,6 +82,56 @@ def test_pair_scores_equal_a_full_graph_forward(graphs, model, decoder, cli, tmp
 
 
 @pytest.mark.parametrize("model,decoder", LINK_RUNS)
+def test_scoring_pairs_on_the_cpu_never_imports_pytorch(graphs, model, decoder, tmp_path):
+    """`ringgnn predict --edges` reads the checkpoint as numpy arrays and decodes in numpy
+    (``infer_dense.DenseDecoder``): PyTorch and PyG are never imported, and the scores are the
+    full-graph forward's and the torch decoder's (all-close; each pair's best candidate the same)."""
+    import subprocess
+    import sys
+
+    ds, run = graphs["link"], graphs["runs"][model, decoder]
+    code = ("import sys\nfrom ringgnn.cli import main\n"
+            f"rc = main(['predict', {str(run)!r}, '--edges', 'test', '--memory', '512M', '--quiet', '--out', "
+            f"{str(tmp_path / 't.npy')!r}])\n"
+            "print('torch' in sys.modules, 'torch_geometric' in sys.modules, rc)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split()[-3:] == ["False", "False", "0"], r.stderr
+    pos, neg = reference_scores(ds, run, ds.edge_split("test"), ds.edge_negatives("test"))
+    want = np.concatenate([pos[:, None], neg], axis=1)
+    got = np.load(tmp_path / "t.npy")
+    close(got, want)
+    np.testing.assert_array_equal(got.argmax(1), want.argmax(1))
+
+
+@pytest.mark.parametrize("decoder", ["dot", "mlp"])
+def test_the_numpy_decoder_is_the_torch_decoders(decoder):
+    """``infer_dense.DenseDecoder`` from a decoder's state dict (as a checkpoint holds it) and from
+    the module scores as the module does, pairs ``(m, d)`` and candidates ``(n, 1, d)`` with
+    ``(n, K, d)``; a state that does not fit is refused naming the key."""
+    from ringgnn.infer_dense import decoder_from_state, dense_decoder
+    from ringgnn.models import build_decoder
+
+    torch.manual_seed(3)
+    module = build_decoder(decoder, 8)
+    state = {f"decoder.{k}": v.numpy() for k, v in module.state_dict().items()}
+    rng = np.random.default_rng(3)
+    zs, zd, zn = (rng.standard_normal(shape).astype(np.float32) for shape in ((6, 8), (6, 8), (6, 4, 8)))
+    with torch.no_grad():
+        want = module(torch.from_numpy(zs), torch.from_numpy(zd)).numpy()
+        want_n = module(torch.from_numpy(zs).unsqueeze(1), torch.from_numpy(zn)).numpy()
+    for dense in (decoder_from_state(decoder, state, 8, "run/best.pt", "8 features"), dense_decoder(module)):
+        got, got_n = dense(zs, zd), dense(zs[:, None], zn)
+        assert got.shape == (6,) and got_n.shape == (6, 4) and got.dtype == got_n.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got_n, want_n, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got_n.argmax(1), want_n.argmax(1))
+    if decoder == "mlp":
+        with pytest.raises(ringgnn.InputError, match=r"run/best.pt does not fit the dataset \(8 features\): size "
+                           r"mismatch: decoder.lin1.weight \(8, 8\) \(the model has \(16, 16\)\)"):
+            decoder_from_state(decoder, state, 16, "run/best.pt", "8 features")
+
+
+@pytest.mark.parametrize("model,decoder", LINK_RUNS)
 def test_predict_a_held_out_split_prints_its_metrics(graphs, model, decoder, cli, tmp_path):
     ds, run = graphs["link"], graphs["runs"][model, decoder]
     pairs, negs = ds.edge_split("test"), ds.edge_negatives("test")

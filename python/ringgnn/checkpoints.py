@@ -41,9 +41,10 @@ RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": N
 class Checkpoint:
     """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU): ``net`` is the
     encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows.
-    Read without PyTorch (:func:`read_checkpoint` with ``arrays=True``), ``net`` and ``decoder``
-    are None and ``arrays`` holds the encoder's dense parts (``ringgnn.infer_dense.DenseNet``);
-    :meth:`module` builds the PyG encoder from them when asked."""
+    Read without PyTorch (:func:`read_checkpoint` with ``arrays=True``), ``net`` is None,
+    ``arrays`` holds the encoder's dense parts (``ringgnn.infer_dense.DenseNet``) and ``decoder``
+    a link run's decoder on numpy arrays (``infer_dense.DenseDecoder``); :meth:`module` builds the
+    PyG encoder from them when asked."""
 
     net: Any
     kind: str
@@ -175,9 +176,9 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
 
 def _arrays_checkpoint(ds: Dataset, path: str, state: Dict[str, Any], what: str, kind: str, fanouts: List[int],
                        hidden: int, layers: int, task: str) -> Checkpoint:
-    """:func:`load_checkpoint` of a checkpoint read as numpy arrays: the encoder's dense parts,
-    no PyTorch (a link run's decoder is not built: scoring pairs reads the checkpoint with it)."""
-    from .infer_dense import from_state
+    """:func:`load_checkpoint` of a checkpoint read as numpy arrays: the encoder's dense parts
+    and a link run's decoder (``infer_dense.DenseDecoder``), no PyTorch."""
+    from .infer_dense import decoder_from_state, from_state
 
     args = state.get("args", {})
     if task not in ("node", "link"):
@@ -193,11 +194,13 @@ def _arrays_checkpoint(ds: Dataset, path: str, state: Dict[str, Any], what: str,
     prefix = "encoder." if task == "link" else ""
     model = state["model"]
     encoder = {k[len(prefix):]: v for k, v in model.items() if k.startswith(prefix)}
+    decoder = None
     if task == "link":  # the decoder's keys are not the encoder's; the rest is checked below
+        decoder = decoder_from_state(args["decoder"], model, hidden, path, fits)
         model = {k: v for k, v in model.items() if not k.startswith("decoder.")}
     dense = from_state(kind, model, dims, path, fits, prefix)
     return Checkpoint(None, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}),
-                      arrays=dense, state=encoder, dims=dims)
+                      decoder=decoder, arrays=dense, state=encoder, dims=dims)
 
 
 def save(obj: Any, path: str) -> None:

@@ -8,11 +8,14 @@ layer and one destination type at a time. For a destination block ``a..b`` of ty
 each of the layer's relations ``(s, rel, d)``, the block's in-edges are read from the relation's
 neighbor file in pieces (only its offset index is in memory), each piece's distinct sources'
 rows of the previous layer are gathered (in id order, with the project's coalesced page reads),
-and summed into the block's accumulator; the mean (an empty one is 0) then goes through the
-relation's own modules (``SAGEConv.lin_l``/``lin_r``, R-GCN's relation weight) and the
-relations are combined as the model combines them (mean for ``sage``, root term plus sum for
-``rgcn``; a type no relation enters gets its root ``Linear``), then ReLU between layers. Mean
-aggregation is linear, so summing in pieces is the same mean as PyG's up to float rounding.
+and summed into the block's accumulator (by the Rust core, or numpy for an embedding table's
+rows); the mean (an empty one is 0) then goes through the relation's own weights
+(``SAGEConv.lin_l``/``lin_r``, R-GCN's relation weight) and the relations are combined as the
+model combines them (mean for ``sage``, root term plus sum for ``rgcn``; a type no relation
+enters gets its root ``Linear``), then ReLU between layers. Mean aggregation is linear, so
+summing in pieces is the same mean as PyG's up to float rounding. The dense parts are numpy
+arrays (``ringgnn.hetero_dense``; the checkpoint read without PyTorch, ``ringgnn.torchfile``):
+on the CPU nothing here imports PyTorch.
 
 Layer ``l`` computes only the types the requested output needs (within ``upto - l`` hops of
 the output type). A type's input rows are its feature file (``node/TYPE``) or, featureless, the
@@ -30,9 +33,9 @@ accuracy, the target's labels and val/test masks (10 bytes per node), plus
 :data:`ringgnn.inference.FIXED_BYTES` of read buffers. What is left, less
 :data:`~ringgnn.inference.SLACK`, is split in two: half for a destination block's node state
 (its own input rows, one relation's accumulator, the relation's term, the running combination
-and the output rows: :data:`NODE_FLOATS` floats of the widest layer per node), half for one piece
-of in-edges (the ids, their local positions and the gathered source rows, twice: distinct and per
-edge). Block and piece sizes come from those halves.
+and the output rows: :data:`NODE_FLOATS` floats of the widest layer per node, and
+:data:`NODE_BYTES`), half for one piece of in-edges (what the sums hold an edge:
+:meth:`HeteroLayerwise.edge_bytes`). Block and piece sizes come from those halves.
 """
 
 from __future__ import annotations
@@ -49,17 +52,25 @@ from ._files import keep_files, os_errors, temporary
 from .checkpoints import read_checkpoint
 from .dataset import HeteroDataset
 from .hetero import open_hetero
-from .hetero_models import HeteroModel, edge_type_str, target_distances
+from .hetero_dense import HeteroDense, dense_of
+from .hetero_schema import edge_type_str, target_distances
 from .hetero_tables import TableReader, table_file
+from .infer_dense import Numpy
 from .inference import AGGREGATE_ENV, AGGREGATORS, FIXED_BYTES, SLACK, OutputRows, RowFileWriter
 
 #: Floats of the widest layer a destination node of a block holds: its input row, the
 #: accumulator (then the mean), the relation's term, its root term, the running combination and
 #: the output row.
 NODE_FLOATS = 6
-#: Bytes an in-edge of a piece holds besides its gathered rows: the file's id, the id as int64,
-#: its distinct-source inverse, its local destination, the sort's temporaries.
-EDGE_BYTES = 48
+#: Bytes an in-edge of a piece summed in Python (numpy: ``aggregate="python"``, and the rows of
+#: an embedding table) holds besides its gathered rows (its distinct source's row and its own
+#: copy): the file's id, the id as int64, its distinct-source inverse, its local destination, the
+#: sort's temporaries. The Rust sums hold ``_core.aggregate_edge_bytes`` an edge instead
+#: (:meth:`HeteroLayerwise.edge_bytes`).
+PYTHON_EDGE_BYTES = 48
+#: Bytes a destination of a block holds besides its rows: its in-degree, and the Rust core's
+#: bounds, cursor and next position of its edges (as the homogeneous plan counts them).
+NODE_BYTES = 28
 #: The smallest block and piece the budget must allow (smaller ones only add overhead).
 MIN_NODES, MIN_EDGES = 256, 1024
 #: The outputs a run can write (those of ``ringgnn.inference.infer``).
@@ -102,37 +113,29 @@ class _RelationFile:
 
 
 class _TableRows:
-    """A featureless type's input rows: its embedding table (held by the model), read as a
-    feature reader is."""
+    """A featureless type's input rows: its embedding table (held by the model, an array), read
+    as a feature reader is."""
 
-    def __init__(self, weight: Any):
-        self.weight = weight.detach()
+    def __init__(self, weight: np.ndarray):
+        self.weight = weight
         self.dim = int(self.weight.shape[1])
 
     def gather(self, ids: np.ndarray) -> np.ndarray:
-        import torch
-
-        return self.weight[torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))].numpy()
+        return self.weight[np.asarray(ids, dtype=np.int64)]
 
     def stats(self) -> Dict[str, int]:
         return {"bytes_read": 0}
 
 
 def load_hetero_run(run_dir: str, dataset: Any = None,
-                    read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Tuple[HeteroDataset, HeteroModel, str]:
-    """(dataset, model in eval mode on the CPU, checkpoint path) of a heterogeneous run
-    directory; ``dataset`` defaults to the one the run was trained on. Errors say what does not
-    fit."""
+                    read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Tuple[HeteroDataset, Any, str]:
+    """(dataset, ``HeteroModel`` in eval mode on the CPU, checkpoint path) of a heterogeneous run
+    directory (serving's sampled forward; this imports PyTorch); ``dataset`` defaults to the one
+    the run was trained on. Errors say what does not fit."""
+    from .hetero_models import HeteroModel
+
     path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR")
-    cfg = (state.get("args") or {}).get("hetero")
-    if not cfg:
-        raise InputError(f"{path}: a homogeneous run; use `ringgnn predict`/`ringgnn embed` without --type "
-                         "(ringgnn.infer)")
-    if dataset is None:
-        dataset = (state.get("metrics") or {}).get("dataset")
-        if dataset is None:
-            raise InputError(f"{path} does not say which dataset it was trained on: give --dataset")
-    ds = open_hetero(dataset, "heterogeneous layer-wise inference")
+    ds, cfg = _open_run(run_dir, path, state, dataset)
     try:
         net = HeteroModel.from_config(cfg)
     except (ValueError, TypeError) as e:
@@ -142,16 +145,47 @@ def load_hetero_run(run_dir: str, dataset: Any = None,
         net.load_state_dict(state["model"])
     except (RuntimeError, KeyError) as e:
         raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
+    _attach_tables(net, path, state)
+    return ds, net.eval(), path
+
+
+def load_hetero_dense(run_dir: str, dataset: Any = None,
+                      read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Tuple[HeteroDataset, HeteroDense, str]:
+    """(dataset, the model's dense parts, checkpoint path) of a heterogeneous run directory, read
+    without PyTorch (``ringgnn.torchfile``; ``read``: the checkpoint so read): what layer-wise
+    inference runs on. Errors as :func:`load_hetero_run`'s."""
+    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
+    ds, cfg = _open_run(run_dir, path, state, dataset)
+    net = HeteroDense.from_state(cfg, state.get("model") or {}, path, "the model's config")
+    _check_fits(ds, net, path)
+    _attach_tables(net, path, state)
+    return ds, net, path
+
+
+def _open_run(run_dir: str, path: str, state: Mapping[str, Any], dataset: Any) -> Tuple[HeteroDataset, Any]:
+    """(dataset, model config) of a heterogeneous run's checkpoint ``state``."""
+    cfg = (state.get("args") or {}).get("hetero")
+    if not cfg:
+        raise InputError(f"{path}: a homogeneous run; use `ringgnn predict`/`ringgnn embed` without --type "
+                         "(ringgnn.infer)")
+    if dataset is None:
+        dataset = (state.get("metrics") or {}).get("dataset")
+        if dataset is None:
+            raise InputError(f"{path} does not say which dataset it was trained on: give --dataset")
+    return open_hetero(dataset, "heterogeneous layer-wise inference"), cfg
+
+
+def _attach_tables(net: Any, path: str, state: Mapping[str, Any]) -> None:
+    """Readers of the tables ``net`` keeps in files: the checkpoint's copies, read out of core."""
     for t in net.external:  # tables kept in files: read from the checkpoint's copy, out of core
         rec = (state.get("tables") or {}).get(t)
         if rec is None:
             raise InputError(f"{path}: node type '{t}' has its embedding table in a file, but the checkpoint names "
                              "none; the run directory is incomplete")
         net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.embed_dim or net.hidden)
-    return ds, net.eval(), path
 
 
-def _check_fits(ds: HeteroDataset, net: HeteroModel, path: str) -> None:
+def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
     """Refuse a model whose types, counts, feature widths, relations or classes differ from
     ``ds``'s: it was trained on another dataset."""
     fix = "use the dataset the model was trained on"
@@ -173,19 +207,22 @@ def _check_fits(ds: HeteroDataset, net: HeteroModel, path: str) -> None:
 
 
 class HeteroLayerwise:
-    """Layer-wise inference of a :class:`HeteroModel` over a :class:`HeteroDataset` within
-    ``memory`` bytes (see the module's docstring); :meth:`run` hands the rows of one type at
-    one layer to a callback. ``block_nodes``/``piece_edges`` fix the sizes (tests)."""
+    """Layer-wise inference of a heterogeneous model (its dense parts, a
+    :class:`~ringgnn.hetero_dense.HeteroDense`, or a live ``HeteroModel``, whose weights it takes)
+    over a :class:`HeteroDataset` within ``memory`` bytes (see the module's docstring); :meth:`run`
+    hands the rows of one type at one layer to a callback. ``block_nodes``/``piece_edges`` fix
+    the sizes (tests)."""
 
-    def __init__(self, ds: HeteroDataset, net: HeteroModel, *, memory: Optional[int] = None, backend: str = "auto",
+    def __init__(self, ds: HeteroDataset, net: Any, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
                  log: Callable[[str], None] = lambda s: None, block_nodes: Optional[int] = None,
                  piece_edges: Optional[int] = None, aggregate: Optional[str] = None):
-        self.ds, self.net, self.num_nodes = ds, net, ds.num_nodes_dict
+        self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
+        net = self.net
         #: Who sums a relation's in-neighbors' rows read from a file: ``rust`` (default,
-        #: ``FeatureReader.aggregate`` on all threads) or ``python`` (torch), as for homogeneous
+        #: ``FeatureReader.aggregate`` on all threads) or ``python`` (numpy), as for homogeneous
         #: runs (``ringgnn.inference.AGGREGATORS``, ``RINGGNN_INFER_AGGREGATE``). Rows of an
-        #: embedding table held by the model are summed by torch either way.
+        #: embedding table are summed by numpy either way.
         self.aggregate = _options.choice(aggregate or os.environ.get(AGGREGATE_ENV) or "rust", AGGREGATORS,
                                          f"aggregate ({AGGREGATE_ENV})")
         self.backend, self.direct = _options.backend(backend), bool(direct)
@@ -199,7 +236,7 @@ class HeteroLayerwise:
         self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
                                           blocks=0)
         w = max(max(d.values()) for d in self.widths)
-        per_node, per_edge = 4 * NODE_FLOATS * w + 16, 8 * w + EDGE_BYTES
+        per_node, per_edge = 4 * NODE_FLOATS * w + NODE_BYTES, self.edge_bytes()
         # What the process holds now (its anonymous memory: runtime, model and its tables, offset
         # indexes), the library code it keeps touching and the readers' buffers; the rest of the
         # budget is the blocks'.
@@ -213,7 +250,25 @@ class HeteroLayerwise:
         self.block_nodes = max(1, int(block_nodes if block_nodes is not None else share // 2 // per_node))
         self.piece_edges = max(1, int(piece_edges if piece_edges is not None else share // 2 // per_edge))
         self.plan = dict(budget=budget, fixed=fixed, block_nodes=self.block_nodes, piece_edges=self.piece_edges,
-                         aggregate=self.aggregate)
+                         aggregate=self.aggregate, per_node=per_node, per_edge=per_edge)
+
+    def edge_bytes(self) -> int:
+        """The most bytes an in-edge of a piece holds, over the layers' relations: where the Rust
+        core sums it (a relation whose source rows are a file), the core's id
+        (``_core.aggregate_edge_bytes``, the one owner of that number) and at most one distinct
+        source's row and its id; where numpy does (``aggregate="python"``, an embedding table's
+        rows), :data:`PYTHON_EDGE_BYTES` and the row twice (the distinct source's, the edge's)."""
+        net, most = self.net, 0
+        for layer, conv in enumerate(net.convs, start=1):
+            for s, _, _ in conv.edge_types:
+                w = self.widths[layer - 1][s]
+                table = layer == 1 and net.in_dims[s] is None
+                if self.aggregate == "rust" and not table:
+                    cost = _core.aggregate_edge_bytes(self.num_nodes[s]) + 8 + 4 * w
+                else:
+                    cost = PYTHON_EDGE_BYTES + 8 * w
+                most = max(most, cost)
+        return most
 
     # -- readers --------------------------------------------------------------------------------
 
@@ -222,60 +277,43 @@ class HeteroLayerwise:
         if self.net.in_dims[t] is None:
             if t in self.net.external:
                 return self.net.tables[t]  # its checkpoint's file, read as feature rows are
-            return _TableRows(self.net.embeddings[t].weight)
+            return _TableRows(self.net.embeddings[t])
         return _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct, part=f"node/{t}")
 
     # -- one destination block ------------------------------------------------------------------
 
-    def _mean(self, rel: _RelationFile, a: int, b: int, reader: Any) -> Any:
-        """The mean of each destination ``a..b``'s in-neighbors' rows by ``rel`` (0 for none),
-        summed a piece of edges at a time."""
-        import torch
-
+    def _sums(self, rel: _RelationFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """(the sums of each destination ``a..b``'s in-neighbors' rows by ``rel``, their
+        in-degrees), summed a piece of edges at a time."""
         ip = rel.indptr[a:b + 1]
-        acc = torch.zeros(b - a, reader.dim)
+        acc = np.zeros((b - a, reader.dim), np.float32)
         rust = self.aggregate == "rust" and isinstance(reader, _core.FeatureReader)
         for p0 in range(int(ip[0]), int(ip[-1]), self.piece_edges):
             p1 = min(int(ip[-1]), p0 + self.piece_edges)
             if rust:  # the same piece of edges, its distinct sources read in file order, summed on all threads
-                got = reader.aggregate(acc.numpy(), a, ip, p0, p1, rel.path, np.dtype(rel.dtype).itemsize,
+                got = reader.aggregate(acc, a, ip, p0, p1, rel.path, np.dtype(rel.dtype).itemsize,
                                        piece_rows=self.piece_edges)
                 rel.bytes_read += got["neighbor_bytes"]
                 continue
             ids = rel.edges(p0, p1)
             counts = np.maximum(np.minimum(ip[1:], p1) - np.maximum(ip[:-1], p0), 0)
-            dl = np.repeat(np.arange(b - a, dtype=np.int64), counts)
             u, inv = np.unique(ids, return_inverse=True)  # sources in id order: reads in file order
-            rows = torch.from_numpy(reader.gather(u))
-            acc.index_add_(0, torch.from_numpy(dl), rows[torch.from_numpy(inv.reshape(-1))])
-            del ids, dl, u, inv, rows
-        deg = torch.from_numpy(np.diff(ip)).clamp(min=1).to(acc.dtype)
-        return acc.div_(deg.unsqueeze(-1))
+            rows = reader.gather(u)[inv.reshape(-1)]
+            has = counts > 0  # the piece's edges are grouped by destination (CSC), in order
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[has]
+            acc[has] += np.add.reduceat(rows, starts, axis=0)
+            del ids, u, inv, rows
+        return acc, np.diff(ip)
 
-    def _block(self, layer: int, d: str, a: int, b: int, prev: Mapping[str, Any]) -> Any:
+    def _block(self, layer: int, d: str, a: int, b: int, prev: Mapping[str, Any]) -> np.ndarray:
         """Layer ``layer``'s outputs (before the activation) of type ``d``'s nodes ``a..b``: the
-        arithmetic of the model's ``_Layer.forward`` with the block's full neighborhoods."""
-        import torch.nn.functional as F
-
+        arithmetic of the model's ``_Layer.forward`` with the block's full neighborhoods
+        (``HeteroDense.block``)."""
         conv = self.net.convs[layer - 1]
-        x_d = _tensor(prev[d].gather(np.arange(a, b, dtype=np.int64)))
-        out, count = None, 0
-        for et in conv.edge_types:
-            if et[2] != d:
-                continue
-            key = edge_type_str(et)
-            sage = conv.rels[key].conv
-            term = sage.lin_l(self._mean(self.graph[key], a, b, prev[et[0]]))
-            if sage.root_weight:  # rgcn's relations have none: its root term is the type's
-                term = term + sage.lin_r(x_d)
-            if sage.normalize:
-                term = F.normalize(term, p=2.0, dim=-1)
-            out = term if out is None else out + term
-            count += 1
-        if self.net.model == "rgcn":
-            root = conv.roots[d](x_d)
-            return root if out is None else root + out
-        return conv.roots[d](x_d) if out is None else out / count
+        x_d = prev[d].gather(np.arange(a, b, dtype=np.int64))
+        sums = [(et, *self._sums(self.graph[edge_type_str(et)], a, b, prev[et[0]])) for et in conv.edge_types
+                if et[2] == d]
+        return self.net.block(layer, d, x_d, sums)
 
     # -- layers ---------------------------------------------------------------------------------
 
@@ -292,8 +330,6 @@ class HeteroLayerwise:
         ``upto`` only for ``node_type``, which it must compute); its rows go to ``emit(first,
         rows)`` in node order, for the blocks holding ``wanted`` nodes (None: all).
         ``activate_last``: apply the between-layer ReLU to them (not to layer 0 or the last)."""
-        import torch
-
         L = self.net.layers
         if node_type not in self.net.computed[upto]:
             raise InputError(f"node type '{node_type}': layer {upto} does not compute it (layers that do: "
@@ -301,12 +337,10 @@ class HeteroLayerwise:
         need = self.needed(upto, node_type)
         prev = {t: self._input(t) for t in need[0]}
         if upto == 0:
-            self._sweep(0, node_type, lambda a, b: _tensor(prev[node_type].gather(np.arange(a, b, dtype=np.int64))),
+            self._sweep(0, node_type, lambda a, b: prev[node_type].gather(np.arange(a, b, dtype=np.int64)),
                         emit, wanted, False, prev)
             return
         scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
-        grad = torch.is_grad_enabled()
-        torch.set_grad_enabled(False)
         files: List[str] = []
         try:
             for layer in range(1, upto + 1):
@@ -334,7 +368,6 @@ class HeteroLayerwise:
             if self.keep:
                 keep_files(files, self.work_dir, "layer file")
         finally:
-            torch.set_grad_enabled(grad)
             scratch.close()
 
     def layers_of(self, t: str) -> List[int]:
@@ -356,10 +389,10 @@ class HeteroLayerwise:
                 b = min(n, a + step)
                 if wanted is not None and not wanted[a:b].any():
                     continue
-                out = block(a, b)
+                out = np.ascontiguousarray(block(a, b), dtype=np.float32)
                 if activate:
-                    out = out.relu()
-                emit(a, out.numpy())
+                    out = Numpy.relu(out)
+                emit(a, out)
                 self.stats["blocks"] += 1
                 progress.update(b - a)
         neighbors = sum(g.bytes_read for g in self.graph.values())
@@ -373,12 +406,6 @@ class HeteroLayerwise:
             g.bytes_read = 0
         if layer:
             self.log(f"layer {layer} {d}: {seconds:.1f} s")
-
-
-def _tensor(rows: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(rows)
 
 
 def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = None, node_type: Optional[str] = None,
@@ -400,8 +427,9 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     written there (``summary["out"]``), else returned as ``summary["array"]``. For the target's
     logits, ``summary["accuracy"]`` holds the accuracy on its ``val`` and ``test`` splits (also as
     ``val_acc``/``test_acc``). ``memory``: the process's budget (bytes or ``"2G"``).
-    ``read``: the checkpoint already read (:func:`ringgnn.checkpoints.read_checkpoint`)."""
-    ds, net, path = load_hetero_run(run_dir, dataset, read)
+    ``read``: the checkpoint already read without PyTorch
+    (:func:`ringgnn.checkpoints.read_checkpoint` with ``arrays=True``)."""
+    ds, net, path = load_hetero_dense(run_dir, dataset, read)
     L = net.layers
     node_type = net.target if node_type is None else node_type
     if node_type not in net.node_types:

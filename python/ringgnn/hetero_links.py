@@ -50,7 +50,7 @@ from ._core import InputError
 from ._files import os_errors
 from .checkpoints import open_run, restore, save, write_json
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
-from .hetero_models import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts, parse_edge_type
+from .hetero_schema import HETERO_MODELS, parse_edge_type
 from .hetero_plan import plan_hetero
 from .links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 
@@ -76,6 +76,7 @@ def link_config(ds: Any, relation: str, model: str, hidden: int, layers: int, em
 def _build_model(cfg: Mapping[str, Any]) -> Any:
     import torch
 
+    from .hetero_models import HeteroModel
     from .models import build_decoder
 
     class HeteroLinkModel(torch.nn.Module):
@@ -259,19 +260,20 @@ class HeldOut:
 def decode(decoder: Any, zs: np.ndarray, src_ids: np.ndarray, zd: np.ndarray, dst_ids: np.ndarray, pairs: np.ndarray,
            negs: np.ndarray, chunk: int = 1 << 14) -> Tuple[np.ndarray, np.ndarray]:
     """Scores of ``pairs`` and of ``(src, negs[i])`` from the rows ``zs`` of the sorted ids
-    ``src_ids`` (type ``S``) and ``zd`` of ``dst_ids`` (type ``D``)."""
-    import torch
+    ``src_ids`` (type ``S``) and ``zd`` of ``dst_ids`` (type ``D``), by ``decoder`` (a
+    ``DenseDecoder`` or the torch module: its weights, in numpy)."""
+    from .infer_dense import dense_decoder
 
+    decoder = dense_decoder(decoder)
     n, k = pairs.shape[1], negs.shape[1]
     pos, neg = np.empty(n, np.float32), np.empty((n, k), np.float32)
-    ts = torch.from_numpy(np.ascontiguousarray(zs, dtype=np.float32))
-    td = torch.from_numpy(np.ascontiguousarray(zd, dtype=np.float32))
-    with torch.no_grad():
-        for a in range(0, n, chunk):
-            b = min(n, a + chunk)
-            s = ts[np.searchsorted(src_ids, pairs[0, a:b])]
-            pos[a:b] = decoder(s, td[np.searchsorted(dst_ids, pairs[1, a:b])]).numpy()
-            neg[a:b] = decoder(s.unsqueeze(1), td[np.searchsorted(dst_ids, np.asarray(negs[a:b]))]).numpy()
+    ts = np.ascontiguousarray(zs, dtype=np.float32)
+    td = np.ascontiguousarray(zd, dtype=np.float32)
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        s = ts[np.searchsorted(src_ids, pairs[0, a:b])]
+        pos[a:b] = decoder(s, td[np.searchsorted(dst_ids, pairs[1, a:b])])
+        neg[a:b] = decoder(s[:, None], td[np.searchsorted(dst_ids, np.asarray(negs[a:b]))])
     return pos, neg
 
 
@@ -289,6 +291,8 @@ def sampled_rows(tower: Any, loader: HeteroLoader, target: str, device: Any, row
     """``tower``'s rows of ``loader``'s seeds (sorted ids, unshuffled, epoch 0: a fixed sample)."""
     import torch
 
+    from .hetero_models import hetero_batch_to_dicts
+
     tower.eval()
     loader.set_epoch(0)
     out: List[np.ndarray] = []
@@ -304,9 +308,12 @@ def sampled_rows(tower: Any, loader: HeteroLoader, target: str, device: Any, row
 
 def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any) -> np.ndarray:
     """``tower``'s exact rows (layer-wise, full neighborhoods) of the sorted ``ids`` of
-    ``node_type`` (``opts``: :class:`ringgnn.hetero_infer.HeteroLayerwise`'s)."""
+    ``node_type`` (``tower``: a ``HeteroModel`` or its ``HeteroDense``; ``opts``:
+    :class:`ringgnn.hetero_infer.HeteroLayerwise`'s)."""
+    from .hetero_dense import dense_of
     from .hetero_infer import HeteroLayerwise
 
+    tower = dense_of(tower)
     out = np.zeros((len(ids), tower.out_dim), np.float32)
     wanted = np.zeros(ds.num_nodes_dict[node_type], dtype=bool)
     wanted[ids] = True
@@ -315,7 +322,6 @@ def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any
         a, b = np.searchsorted(ids, [first, first + len(rows)])
         out[a:b] = rows[ids[a:b] - first]
 
-    tower.eval()
     HeteroLayerwise(ds, tower, **opts).run(tower.layers, node_type, emit, wanted=wanted)
     return out
 
@@ -479,6 +485,8 @@ def _train_epoch(net: Any, opt: Any, batches: HeteroLinkBatches, epoch: int, dev
                  quiet: bool) -> Tuple[float, int]:
     import torch
 
+    from .hetero_models import hetero_batch_to_dicts
+
     batches.set_epoch(epoch)
     net.train()
     loss_sum, count = 0.0, 0
@@ -619,23 +627,28 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
                        quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
     """Exact scores of ``edges`` (``val``/``test``: the split's pairs and stored negatives, with
     the metrics; or given pairs) by the heterogeneous link run ``run_dir``; the layout and the
-    summary of :func:`ringgnn.scoring.predict_edges`."""
-    import torch
-
+    summary of :func:`ringgnn.scoring.predict_edges`. Runs without PyTorch: the checkpoint is
+    read as numpy arrays (``read``: so read, ``read_checkpoint(..., arrays=True)``), the towers'
+    dense parts are ``ringgnn.hetero_dense``'s and the decoder ``infer_dense``'s."""
     from .checkpoints import read_checkpoint
+    from .hetero_dense import HeteroDense
+    from .infer_dense import decoder_from_state
     from .scoring import deliver_scores
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
-    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR")
+    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
     cfg = state["args"]["hetero_link"]
     ds = open_hetero(dataset if dataset is not None else state["metrics"]["dataset"], "predict --edges")
     relation = ds.check_relation(cfg["relation"])
-    net = build_link_model(cfg)
-    try:
-        net.load_state_dict(state["model"])
-    except RuntimeError as e:
-        raise InputError(f"{path}: its model does not fit {ds.path} ({e}); give the dataset it was trained on") from None
+    fits = f"{ds.path}; give the dataset it was trained on"
+    model = state.get("model") or {}
+    towers = {side: HeteroDense.from_state(cfg[side], model, path, fits, f"encoders.{side}.")
+              for side in ("src", "dst") if cfg.get(side) is not None}
+    decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path, fits)
+    unexpected = [k for k in model if not k.startswith(("decoder.", *(f"encoders.{t}." for t in towers)))]
+    if unexpected:
+        raise InputError(f"{path} does not fit the dataset ({fits}): unexpected {', '.join(unexpected)}")
     pairs, split = _pairs_of(ds, relation, edges)
     negs = None
     if split is not None and ds.relation(relation).manifest["edge_splits"][split]["negatives"]:
@@ -649,11 +662,10 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
     work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else os.path.abspath(run_dir)
     opts = dict(memory=_options.size(memory, "--memory"), backend=backend, direct=direct, quiet=quiet,
                 work_dir=work_dir)
-    with torch.no_grad():
-        zs = exact_rows(ds, net.tower("src"), s_type, src_ids, **opts)
-        zd = zs if s_type == d_type else exact_rows(ds, net.tower("dst"), d_type, dst_ids, **opts)
-        pos, neg = decode(net.decoder, zs, src_ids, zd, dst_ids, pairs,
-                          negs if negs is not None else np.zeros((pairs.shape[1], 0), np.int64))
+    zs = exact_rows(ds, towers["src"], s_type, src_ids, **opts)
+    zd = zs if s_type == d_type else exact_rows(ds, towers.get("dst", towers["src"]), d_type, dst_ids, **opts)
+    pos, neg = decode(decoder, zs, src_ids, zd, dst_ids, pairs,
+                      negs if negs is not None else np.zeros((pairs.shape[1], 0), np.int64))
     table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
     if probabilities:
         table = (1.0 / (1.0 + np.exp(-table.astype(np.float64)))).astype(np.float32)

@@ -181,20 +181,7 @@ class DenseNet:
         start). Tests check it against PyG."""
         l, xp = self.layers[k], self.xp
         if l.kind == "sage":
-            if l.aggr == "max":  # a node without in-edges aggregates to 0, as in PyG
-                mean = xp.where(xp.up((deg == 0)[:, None]), 0.0, st["acc"])
-            else:
-                mean = st["acc"] / xp.up(np.maximum(deg, 1).astype(np.float32)[:, None])
-            if narrow:  # the mean of W x: only the bias is left to add
-                out = mean + l.bias if l.bias is not None else mean
-            else:
-                out = mean @ l.weight.T
-                out = out + l.bias if l.bias is not None else out
-            if l.root is not None:
-                out = out + x_dst @ l.root.T
-            if l.normalize:
-                out = out / (((out * out).sum(-1)) ** 0.5).clip(min=1e-12).reshape(-1, 1)
-            return out
+            return sage_finish(l, xp, st["acc"], deg, x_dst, narrow)
         if l.kind == "gcn":
             dd = xp.up((dinv * dinv)[:, None])
             if narrow:  # sums of W x: the self loop's W x too
@@ -222,6 +209,80 @@ class DenseNet:
         if self.act is None:
             return out
         return self.xp.relu(out) if self.act == "relu" else self.act(out)
+
+
+def sage_finish(l: DenseLayer, xp: Any, acc: Any, deg: np.ndarray, x_dst: Any, narrow: bool) -> Any:
+    """A ``SAGEConv``'s outputs from its destinations' sums (or maxima) ``acc`` of their
+    in-neighbors' rows (of ``W x`` where ``narrow``), ``deg`` their in-degrees (host) and
+    ``x_dst`` their own rows: ``lin_l(mean) + lin_r(x)``, normalized where the layer is. What
+    :meth:`DenseNet.finish` computes for GraphSAGE, and a heterogeneous model's relation term
+    (``ringgnn.hetero_dense``: R-GCN's relations are ``SAGEConv`` without root weight nor bias)."""
+    if l.aggr == "max":  # a node without in-edges aggregates to 0, as in PyG
+        mean = xp.where(xp.up((deg == 0)[:, None]), 0.0, acc)
+    else:
+        mean = acc / xp.up(np.maximum(deg, 1).astype(np.float32)[:, None])
+    if narrow:  # the mean of W x: only the bias is left to add
+        out = mean + l.bias if l.bias is not None else mean
+    else:
+        out = mean @ l.weight.T
+        out = out + l.bias if l.bias is not None else out
+    if l.root is not None:
+        out = out + x_dst @ l.root.T
+    if l.normalize:
+        out = out / (((out * out).sum(-1)) ** 0.5).clip(min=1e-12).reshape(-1, 1)
+    return out
+
+
+@dataclass(frozen=True)
+class DenseDecoder:
+    """A link run's decoder (``ringgnn.models.build_decoder``) on numpy arrays: ``dot``, the inner
+    product of the two rows, or ``mlp``, ``lin2(relu(lin1(zs * zd)))`` (``lin1``: ``[d, d]``
+    and its bias, ``lin2``: ``[1, d]`` and its bias). Rows broadcast as the torch modules' do:
+    ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with ``(n, K, d)``."""
+
+    kind: str
+    w1: Optional[np.ndarray] = None
+    b1: Optional[np.ndarray] = None
+    w2: Optional[np.ndarray] = None
+    b2: Optional[np.ndarray] = None
+
+    def __call__(self, zs: np.ndarray, zd: np.ndarray) -> np.ndarray:
+        h = zs * zd
+        if self.kind == "dot":
+            return h.sum(-1)
+        h = np.maximum(h @ self.w1.T + self.b1, np.float32(0))
+        return (h @ self.w2.T + self.b2)[..., 0]
+
+
+def decoder_state_shapes(kind: str, dim: int, prefix: str = "decoder.") -> Dict[str, tuple]:
+    """The keys and shapes of decoder ``kind``'s state dict (``dot`` has none)."""
+    if kind == "dot":
+        return {}
+    return {prefix + "lin1.weight": (dim, dim), prefix + "lin1.bias": (dim,), prefix + "lin2.weight": (1, dim),
+            prefix + "lin2.bias": (1,)}
+
+
+def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: str, fits: str,
+                       prefix: str = "decoder.") -> DenseDecoder:
+    """The :class:`DenseDecoder` of a link run's state dict (numpy arrays), its keys and shapes
+    checked as :func:`check_state` does."""
+    if kind not in ("dot", "mlp"):
+        raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {kind!r})")
+    got = check_state(decoder_state_shapes(kind, dim, prefix), state, path, fits, prefix)
+    if kind == "dot":
+        return DenseDecoder("dot")
+    return DenseDecoder("mlp", *(got[prefix + k] for k in ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")))
+
+
+def dense_decoder(decoder: Any) -> DenseDecoder:
+    """``decoder`` as a :class:`DenseDecoder`: itself, or the weights of a torch decoder module
+    (``ringgnn.models.build_decoder``'s, as training holds it) copied to the host."""
+    if isinstance(decoder, DenseDecoder):
+        return decoder
+    if not hasattr(decoder, "lin1"):
+        return DenseDecoder("dot")
+    return DenseDecoder("mlp", _host(decoder.lin1.weight), _host(decoder.lin1.bias), _host(decoder.lin2.weight),
+                        _host(decoder.lin2.bias))
 
 
 # --- from a PyG model ------------------------------------------------------------------------------
@@ -307,22 +368,10 @@ def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], pat
             lin = ("lin.weight",) if c + "lin.weight" in state else ("lin_src.weight", "lin_dst.weight")
             want.update({c + n: (d_out, d_in) for n in lin})
             want.update({c + "att_src": (1, 1, d_out), c + "att_dst": (1, 1, d_out), c + "bias": (d_out,)})
-    mine = {k: v for k, v in state.items() if k.startswith(prefix)}
-    missing = [k for k in want if k not in mine]
-    unexpected = [k for k in mine if k not in want]
-    bad = [f"{k} {tuple(np.shape(mine[k]))} (the model has {want[k]})" for k in want
-           if k in mine and tuple(np.shape(mine[k])) != want[k]]
-    if missing or unexpected or bad:
-        what = "; ".join(p for p in (f"missing {', '.join(missing)}" if missing else "",
-                                     f"unexpected {', '.join(unexpected)}" if unexpected else "",
-                                     f"size mismatch: {', '.join(bad)}" if bad else "") if p)
-        raise InputError(f"{path} does not fit the dataset ({fits}): {what}")
-    for k in want:
-        if np.asarray(mine[k]).dtype.kind != "f":
-            raise InputError(f"{path}: {k} is {np.asarray(mine[k]).dtype}, not floating point; not a ringgnn model")
+    mine = check_state(want, state, path, fits, prefix)
     layers = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        g = lambda n: np.asarray(mine[f"{prefix}convs.{i}.{n}"], dtype=np.float32)  # noqa: E731
+        g = lambda n: mine[f"{prefix}convs.{i}.{n}"]  # noqa: E731
         if kind == "sage":
             layers.append(DenseLayer("sage", d_in, d_out, "mean", g("lin_l.weight"), g("lin_l.bias"),
                                      g("lin_r.weight")))
@@ -336,3 +385,26 @@ def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], pat
                                      att_src=g("att_src").reshape(1, d_out), att_dst=g("att_dst").reshape(1, d_out),
                                      heads=1, channels=d_out, concat=i < len(dims) - 2))
     return DenseNet(layers)
+
+
+def check_state(want: Dict[str, tuple], state: Dict[str, Any], path: str, fits: str,
+                prefix: str = "") -> Dict[str, np.ndarray]:
+    """The arrays of ``state`` (a state dict as numpy arrays) that ``want`` names (key: shape), as
+    float32, checked as ``load_state_dict`` does: a missing, unexpected (among the keys under
+    ``prefix``) or misshapen one, or one not floating point, is an :class:`InputError` naming
+    ``path`` and what the dataset has (``fits``). The one check of every model read without
+    PyTorch (homogeneous, heterogeneous, decoders)."""
+    mine = {k: v for k, v in state.items() if k.startswith(prefix)}
+    missing = [k for k in want if k not in mine]
+    unexpected = [k for k in mine if k not in want]
+    bad = [f"{k} {tuple(np.shape(mine[k]))} (the model has {want[k]})" for k in want
+           if k in mine and tuple(np.shape(mine[k])) != want[k]]
+    if missing or unexpected or bad:
+        what = "; ".join(p for p in (f"missing {', '.join(missing)}" if missing else "",
+                                     f"unexpected {', '.join(unexpected)}" if unexpected else "",
+                                     f"size mismatch: {', '.join(bad)}" if bad else "") if p)
+        raise InputError(f"{path} does not fit the dataset ({fits}): {what}")
+    for k in want:
+        if np.asarray(mine[k]).dtype.kind != "f":
+            raise InputError(f"{path}: {k} is {np.asarray(mine[k]).dtype}, not floating point; not a ringgnn model")
+    return {k: np.ascontiguousarray(mine[k], dtype=np.float32) for k in want}

@@ -85,7 +85,7 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
-    ds, ckpt = open_run(run_dir, dataset)
+    ds, ckpt = open_run(run_dir, dataset, arrays=True)  # no PyTorch: numpy's dense parts and decoder
     if ckpt.task != "link":
         raise InputError(f"--edges: {run_dir} is a node-classification run (its model predicts classes); --edges "
                          "scores pairs with a link model (`ringgnn train DATASET --task link`)")
@@ -131,23 +131,25 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
 def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
                  chunk: int = 1 << 14) -> Tuple[np.ndarray, np.ndarray]:
     """Scores of ``pairs`` ((2, n) node ids) and of ``negs`` ((n, K) candidate destinations per
-    pair, optional) from the embeddings ``z`` of the sorted node ids ``ids``, ``chunk`` pairs at a time."""
-    import torch
+    pair, optional) from the embeddings ``z`` of the sorted node ids ``ids``, ``chunk`` pairs at a
+    time, by ``decoder`` (an ``infer_dense.DenseDecoder``, or a torch decoder module whose weights
+    it takes): numpy's arithmetic either way."""
+    from .infer_dense import dense_decoder
 
+    decoder = dense_decoder(decoder)
     n = pairs.shape[1]
     k = 0 if negs is None else negs.shape[1]
     pos = np.empty(n, np.float32)
     neg = np.empty((n, k), np.float32)
-    zt = torch.from_numpy(np.ascontiguousarray(z, dtype=np.float32))
-    with torch.no_grad():
-        for a in range(0, n, chunk):
-            b = min(n, a + chunk)
-            zs = zt[np.searchsorted(ids, pairs[0, a:b])]
-            zd = zt[np.searchsorted(ids, pairs[1, a:b])]
-            pos[a:b] = decoder(zs, zd).numpy()
-            if k:
-                zn = zt[np.searchsorted(ids, negs[a:b])]
-                neg[a:b] = decoder(zs.unsqueeze(1), zn).numpy()
+    zt = np.ascontiguousarray(z, dtype=np.float32)
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        zs = zt[np.searchsorted(ids, pairs[0, a:b])]
+        zd = zt[np.searchsorted(ids, pairs[1, a:b])]
+        pos[a:b] = decoder(zs, zd)
+        if k:
+            zn = zt[np.searchsorted(ids, negs[a:b])]
+            neg[a:b] = decoder(zs[:, None], zn)
     return pos, neg
 
 

@@ -2,6 +2,8 @@
 
 A heterogeneous run (``ringgnn train DS --target TYPE``) goes to
 :func:`ringgnn.hetero_infer.infer_hetero`; what it does not take yet (``--edges``) is refused.
+On the CPU none of them imports PyTorch: checkpoints are read as numpy arrays
+(``ringgnn.torchfile``) and the dense parts are numpy's (``infer_dense``, ``hetero_dense``).
 """
 
 from __future__ import annotations
@@ -103,8 +105,8 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         raise InputError("--out: give the .npy file to write")
     if not args.out.endswith(".npy"):
         raise InputError(f"--out {args.out}: give a .npy path")
-    # Before anything is loaded: a homogeneous run on the CPU never imports PyTorch (its checkpoint
-    # is read as numpy arrays); a heterogeneous one, or a GPU, does, so its least is checked then.
+    # Before anything is loaded: a run on the CPU, homogeneous or heterogeneous, never imports
+    # PyTorch (its checkpoint is read as numpy arrays); a GPU does.
     check_runtime(args.memory, torch=args.device == "cuda")
     read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
     if _is_hetero_link(read):
@@ -112,8 +114,6 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
                          "`ringgnn predict RUN --edges val|test|PAIRS.npy`; predict and embed of its nodes are not "
                          "supported yet")
     hetero = _is_hetero(read)
-    if hetero:
-        check_runtime(args.memory, torch=True)
     node_type = kw.pop("node_type", None)
     if node_type is not None and not hetero:
         raise InputError(f"--type {node_type}: names a node type of a heterogeneous run; {read[0]} is a homogeneous "
@@ -131,7 +131,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
 
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
                                 out=args.out, memory=args.memory, backend=args.backend, direct=args.direct,
-                                keep=args.keep_layers, quiet=args.quiet or args.json, **kw)
+                                keep=args.keep_layers, quiet=args.quiet or args.json, read=read, **kw)
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                      quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device, **kw)
@@ -198,8 +198,8 @@ def _blocks_line(plan: Dict[str, Any]) -> str:
 def cmd_predict(args: argparse.Namespace) -> int:
     passive_waits()  # before PyTorch is imported (``ringgnn._threads``)
     if args.edges is not None:
-        check_runtime(args.memory, torch=True)
-        read = read_checkpoint(args.run_dir, "RUN_DIR")
+        check_runtime(args.memory)  # scoring pairs on the CPU imports no PyTorch either
+        read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
         if _is_hetero(read) and not _is_hetero_link(read):
             raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "
                              "classifies nodes of one type); leave --edges out to predict its target nodes")
