@@ -76,15 +76,17 @@ pub const STAGING_BUFFERS: u64 = 16 << 20;
 
 /// The margin on sample sizes measured on probe batches ([`Needs::measured`]) for the parts
 /// of batch-by-batch sampling (each worker's batch state, the samples in the window and with
-/// the consumer): that of hyperbatch sizing over measured batches (`HyperSizing::MARGIN`, in
-/// `stages.rs`). Batches of one size differ little (the probe's seeds are random, as an
-/// epoch's are); the margin of 2 it replaced held issue 20's first case at one batch ahead
-/// where one per thread fits, leaving a sampling thread idle.
+/// the consumer): as much as hyperbatch drivers put on what they measure
+/// ([`crate::stages::HyperFit::margin`]). Batches of one size differ little (the probe's seeds
+/// are random, as an epoch's are); the margin of 2 it replaced held issue 20's first case at
+/// one batch ahead where one per thread fits, leaving a sampling thread idle.
 pub const MEASURED_MARGIN: (u64, u64) = (3, 2);
 
 /// The margin on measured sample sizes for the per-batch parts of a hyperbatch plan (the
-/// calling thread's sampler, the consumer's samples): 2, as the first hyperbatch is sized
-/// (`PROBE_MARGIN` in `loader.rs`); the share gets what is left, and its own sizing measures.
+/// calling thread's sampler, the consumer's samples): 2, as on the probe's sizes of the
+/// hyperbatches' first jobs ([`crate::stages::HyperFit::margin`]); 1.5 brought issue 20's case
+/// 6 to 159.8 of its 160 MiB (docs/benchmarks.md). The share gets what is left, and its own
+/// sizing (`HyperFit`, the plan's prediction and the drivers alike) has its own margins.
 pub const MEASURED_MARGIN_HYPER: (u64, u64) = (2, 1);
 
 /// The largest batch a plan is made for when the caller gives none (sampling with

@@ -264,36 +264,62 @@ impl EpochJobs {
         self.balance && self.short_first && self.next == 0
     }
 
-    /// Jobs the batches left make: as few as the size allows, of even sizes, but the short
-    /// first and an even split of the rest.
-    fn jobs(&self, left: usize) -> usize {
-        let even = |left: usize| left.div_ceil(self.per_job()).max(1);
-        if !self.short() {
-            return even(left);
-        }
-        let first = self.first_len(left);
-        1 + if left > first { even(left - first) } else { 0 }
-    }
-
-    fn first_len(&self, left: usize) -> usize {
-        short_first_len(left)
-    }
-
     fn per_job(&self) -> usize {
         self.per_job.load(Ordering::Relaxed).max(1)
     }
 
-    /// Batches the next job takes.
+    /// Batches the next job takes ([`take`]).
     fn take(&self) -> usize {
-        let (left, most) = (self.indices.len() - self.next, self.per_job());
-        if !self.balance {
-            return most.min(left);
-        }
-        if self.short() {
-            return self.first_len(left);
-        }
-        left.div_ceil(self.jobs(left))
+        take(
+            self.indices.len() - self.next,
+            self.per_job(),
+            self.balance,
+            self.short(),
+        )
     }
+}
+
+/// Jobs `left` batches make with `most` a job (`short`: the next is the short first one): as
+/// few as the size allows, of even sizes, but the short first and an even split of the rest.
+fn jobs(left: usize, most: usize, short: bool) -> usize {
+    let even = |left: usize| left.div_ceil(most.max(1)).max(1);
+    if !short {
+        return even(left);
+    }
+    let first = short_first_len(left);
+    1 + if left > first { even(left - first) } else { 0 }
+}
+
+/// Batches the next job takes of the `left` batches, with `most` a job, `balance`d or not, and
+/// whether it is the short first one: the rule of [`EpochJobs`] (see its docs).
+pub(crate) fn take(left: usize, most: usize, balance: bool, short: bool) -> usize {
+    if !balance {
+        return most.max(1).min(left);
+    }
+    if short {
+        return short_first_len(left);
+    }
+    left.div_ceil(jobs(left, most, false))
+}
+
+/// The sizes of the jobs of an epoch of `batches` batches when every job may take `most`
+/// (`balance`d, as hyperbatches sized from the budget are; `short_first` as
+/// [`EpochJobs::with_short_first`]): what [`EpochJobs`] hands out while the size stays (a
+/// hyperbatch size asked for, in the memory plan's cost: `budget::cost::estimate`).
+pub fn job_sizes(batches: usize, most: usize, balance: bool, short_first: bool) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut left = batches;
+    while left > 0 {
+        let n = take(
+            left,
+            most,
+            balance,
+            balance && short_first && sizes.is_empty(),
+        );
+        sizes.push(n);
+        left -= n;
+    }
+    sizes
 }
 
 impl JobSource for EpochJobs {
@@ -320,7 +346,11 @@ impl JobSource for EpochJobs {
 
     fn jobs_left(&self) -> Option<usize> {
         let left = self.indices.len() - self.next;
-        Some(if left == 0 { 0 } else { self.jobs(left) })
+        Some(if left == 0 {
+            0
+        } else {
+            jobs(left, self.per_job(), self.short())
+        })
     }
 }
 

@@ -23,10 +23,10 @@ use crate::budget::{
 use crate::buffers::BufferPool;
 use crate::epoch::{EpochBatches, EpochJobs, EpochOptions};
 use crate::labels::Labels;
-use crate::options::{BackendChoice, CachePolicy, Hyperbatch, LoaderOptions};
+use crate::options::{BackendChoice, CachePolicy, Hyperbatch, LoaderOptions, Spill};
 use crate::stages::{
-    Batch, GatherParts, HyperLoadStage, HyperParts, HyperSampleStage, HyperSizing, LoadStage,
-    LoadedBatch, LoaderStats, RowsFrom, SampleStage,
+    Batch, GatherParts, HyperFit, HyperLoadStage, HyperParts, HyperSampleStage, HyperSizing,
+    LoadStage, LoadedBatch, LoaderStats, RowsFrom, SampleStage, SizedFrom,
 };
 use crate::staging::StagingOptions;
 use crate::{Error, Result};
@@ -42,17 +42,18 @@ const LOAD_DRIVERS: usize = 2;
 /// The `purpose` of the random stream of probe batches ("probe" in ASCII).
 const PROBE_PURPOSE: u64 = 0x70_72_6f_62_65;
 
-/// Batches sampled to measure what a batch really holds, and the margin put on the largest
-/// for the first hyperbatch (sized before any of its own batches is measured). The memory
-/// plan puts its own margins on the rest ([`crate::budget::MEASURED_MARGIN`]).
+/// Batches sampled to measure what a batch really holds. Hyperbatches sized from them take the
+/// probe's margin ([`HyperFit::margin`]); the memory plan puts its own margins on the per-batch
+/// parts ([`crate::budget::MEASURED_MARGIN`]).
 const PROBE_BATCHES: u64 = 3;
-const PROBE_MARGIN: u64 = 2;
 
 /// The shapes the plan is computed from, kept to redo it for larger batches.
 struct Shape {
     index: OffsetIndex,
     sample: SampleOptions,
     threads: u64,
+    /// The spill policy of hyperbatches (for their sizing).
+    spill: Spill,
     features: Option<(FeatureFile, u64)>,
     /// What batches held on probe batches of `.0` seeds (the largest, no margin: the plan puts
     /// it on), when the upper bounds did not fit the budget or left a cheaper plan out.
@@ -74,23 +75,11 @@ impl Shape {
                 bound.output_bytes(self.sample.with_edge_ids),
             ),
         };
-        // For the cost: what a batch reads (measured means, else bounds) and holds in a
-        // hyperbatch (as [`Self::hyper_peaks`] sizes it, with staging's part).
-        let (edges, rows, hyper_batch) = match &probed {
-            // Loading drivers spill their samples when that holds more batches (`Spill::Auto`):
-            // a batch then holds its state before its last hop.
-            Some(m) => {
-                let held = match &self.features {
-                    Some(_) => m.hyper.batch.min(m.hyper.resident),
-                    None => m.hyper.batch,
-                };
-                (m.edges, m.rows, held.saturating_mul(PROBE_MARGIN))
-            }
-            None => (
-                bound.edges.min(self.index.num_edges()),
-                bound.nodes,
-                workspace.saturating_add(sample),
-            ),
+        // For the cost: what a batch reads (measured means, else bounds) and how hyperbatches
+        // are sized (as the drivers will size them: [`Self::hyper_fit`]).
+        let (edges, rows) = match &probed {
+            Some(m) => (m.edges, m.rows),
+            None => (bound.edges.min(self.index.num_edges()), bound.nodes),
         };
         let model = ringgnn_io::ReadModel::from_env();
         let work = Workload {
@@ -99,16 +88,7 @@ impl Shape {
             batch_edges: edges,
             batch_rows: rows,
             row_bytes: self.features.as_ref().map_or(0, |(f, _)| f.info.row_bytes),
-            hyper_batch: hyper_batch.saturating_add(
-                self.features
-                    .as_ref()
-                    .map_or(0, |_| STAGING_PER_BATCH + 8 * bound.nodes),
-            ),
-            drivers: if self.features.is_some() {
-                LOAD_DRIVERS as u64
-            } else {
-                1
-            },
+            hyper: self.hyper_fit(batch, workspace.saturating_add(sample), bound.nodes),
             hits: self.hits.clone(),
             random_iops: model.random_iops as u64,
             seq_bytes_per_s: model.seq_bytes_per_s as u64,
@@ -172,22 +152,37 @@ impl Shape {
         })
     }
 
-    /// The bytes of one batch of `batch` seeds in a hyperbatch, kept and spilled, and the
-    /// margin they call for: measured on the probe (its margin), or its upper bound (all
-    /// three: spilling gains nothing by the bound; no margin).
-    fn hyper_peaks(&self, batch: u64) -> (HyperPeaks, f64) {
-        match self.probed(batch) {
-            Some(m) => (m.hyper, PROBE_MARGIN as f64),
-            None => {
-                let n = self.needs(batch);
-                let b = n.sampler_workspace + n.sample_bytes;
-                let p = HyperPeaks {
-                    batch: b,
-                    resident: b,
-                    sample: b,
-                };
-                (p, 1.0)
-            }
+    /// How hyperbatches of batches of `batch` seeds are sized, for the plan's cost and the
+    /// loader's drivers alike: a batch's bytes in a hyperbatch, kept and spilled, measured on
+    /// the probe (with the probe's margin), or its upper bound
+    /// `bound` (all three: spilling gains nothing by the bound; no margin); with features, what
+    /// staging adds per batch (a write buffer and the cold row ids of its `nodes` at most) and
+    /// its read buffers, and two drivers.
+    fn hyper_fit(&self, batch: u64, bound: u64, nodes: u64) -> HyperFit {
+        let (first, from) = match self.probed(batch) {
+            Some(m) => (m.hyper, SizedFrom::Probe),
+            None => (
+                HyperPeaks {
+                    batch: bound,
+                    resident: bound,
+                    sample: bound,
+                },
+                SizedFrom::Bounds,
+            ),
+        };
+        let staged = self.features.is_some();
+        HyperFit {
+            first,
+            from,
+            extra: if staged {
+                STAGING_PER_BATCH + 8 * nodes
+            } else {
+                0
+            },
+            reserved: if staged { STAGING_BUFFERS } else { 0 },
+            drivers: if staged { LOAD_DRIVERS as u64 } else { 1 },
+            spill: self.spill,
+            threads: self.threads,
         }
     }
 }
@@ -324,6 +319,7 @@ impl BatchLoader {
         let mut shape = Shape {
             sample: opts.sample.clone(),
             threads: opts.threads.get() as u64,
+            spill: opts.spill,
             epoch_seeds: presample_seeds.map_or(v, |s| s.len() as u64).max(1),
             hits: HitCurve::from_indptr(&index.indptr()[..]),
             index,
@@ -395,32 +391,17 @@ impl BatchLoader {
         );
 
         let hyper = (plan.hyperbatch_size != 1).then(|| {
-            let bound = shape.needs(batch);
-            let (first, first_margin) = shape.hyper_peaks(batch);
             let fixed = match opts.hyperbatch {
                 Hyperbatch::Size(n) => Some(n.get()),
                 Hyperbatch::Auto => None,
             };
-            // Staging a batch's rows: a write buffer and its cold row ids.
-            let extra = bound
-                .features
-                .as_ref()
-                .map_or(0, |f| STAGING_PER_BATCH + 8 * f.batch_nodes);
+            // Sized as the plan's cost predicted (the same fit, from the same needs).
+            let fit = shape.needs(batch).work.hyper;
             Arc::new(HyperParts {
                 graph: graph.clone(),
                 opts: opts.sample.clone(),
                 threads: opts.threads.get(),
-                sizing: HyperSizing::new(
-                    plan.hyperbatch,
-                    fixed,
-                    first,
-                    first_margin,
-                    extra,
-                    if extra > 0 { STAGING_BUFFERS } else { 0 },
-                    if extra > 0 { LOAD_DRIVERS } else { 1 },
-                    opts.spill,
-                    opts.threads.get(),
-                ),
+                sizing: HyperSizing::new(plan.hyperbatch, fixed, fit),
                 states: Default::default(),
                 spill_dir: opts.spill_dir.clone().unwrap_or_else(|| beside(dir)),
             })
@@ -590,7 +571,7 @@ impl BatchLoader {
             // With rows to stage, a short first hyperbatch is trained while the second is
             // staged.
             let short_first = parts.staging.is_some();
-            return self.start(stage, seeds, e, Some(h.sizing.drivers), short_first);
+            return self.start(stage, seeds, e, Some(h.sizing.drivers()), short_first);
         }
         let stage = LoadStage {
             graph: self.graph.clone(),

@@ -137,29 +137,185 @@ fn turn<T>(out: &Emit<'_, T, Error>, depth: usize) -> Result<()> {
 /// Spilled samples read back ahead of the one being handed out, besides the one being read.
 const READ_AHEAD: usize = 1;
 
+/// Where the sizes a hyperbatch is sized from come from, which decides their margin
+/// ([`HyperFit::margin`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SizedFrom {
+    /// The upper bound of one batch: no margin.
+    #[default]
+    Bounds,
+    /// The largest of the loader's probe batches ([`crate::BatchLoader::open`]), measured by
+    /// the per-batch sampler's estimate of what a batch holds in a hyperbatch.
+    Probe,
+    /// The largest of this many batches the drivers sampled in hyperbatches, as they held them.
+    Epoch(u64),
+}
+
+/// How a hyperbatch's size follows from a share of memory: the one rule that the loader's
+/// drivers apply ([`HyperSizing`], before any batch is measured and after each hyperbatch) and
+/// by which the memory plan's cost predicts an epoch's hyperbatches
+/// ([`HyperFit::epoch_jobs`], through [`crate::budget::Workload::hyper`]), so that the plan
+/// prints what the run uses. Everything but the share (the plan weighs several) is here: a
+/// batch's sizes before any is measured and where they come from, what each batch holds
+/// besides, what the share keeps apart, the drivers splitting it, the spill policy and the
+/// sampling threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HyperFit {
+    /// A batch's sizes before any of the epoch's is measured: the largest of the probe's
+    /// batches, or the upper bound of one batch (`from`).
+    pub first: HyperPeaks,
+    pub from: SizedFrom,
+    /// Bytes each batch needs besides its sampling state (staging its rows), and the bytes the
+    /// share keeps for staging's buffers (0 without features).
+    pub extra: u64,
+    pub reserved: u64,
+    /// Workers that hold a hyperbatch each at once (2 with features: one gathers its batches
+    /// for the consumer while the other samples and stages the next).
+    pub drivers: u64,
+    pub spill: Spill,
+    /// Threads that each write one finished sample at a time when spilling.
+    pub threads: u64,
+}
+
+impl HyperFit {
+    /// Safety margin over the largest batch state the drivers measured: batches of one epoch
+    /// vary. Once [`Self::SETTLED`] batches have been measured, their largest is a high quantile
+    /// of the epoch's batches (reused states keep the largest each held anyway), and the margin
+    /// only covers one larger than any seen: [`Self::SETTLED_MARGIN`].
+    const MARGIN: f64 = 1.5;
+    const SETTLED: u64 = 16;
+    const SETTLED_MARGIN: f64 = 1.15;
+    /// The margin on the probe's sizes: besides batches varying, they are the per-batch
+    /// sampler's estimate of what a batch holds in a hyperbatch, below what the drivers then
+    /// measure (buffers' capacity, reused states: 1.35x on the hub graph of
+    /// `tests/hyperbatch.rs`).
+    const PROBE_MARGIN: f64 = 2.0;
+
+    /// The margin on sizes that come `from` there: none on upper bounds, [`Self::PROBE_MARGIN`]
+    /// on the probe's, [`Self::MARGIN`] on the drivers' own, [`Self::SETTLED_MARGIN`] once
+    /// settled. The only margins hyperbatch sizes are given, by the drivers and the plan alike.
+    pub fn margin(from: SizedFrom) -> f64 {
+        match from {
+            SizedFrom::Bounds => 1.0,
+            SizedFrom::Probe => Self::PROBE_MARGIN,
+            SizedFrom::Epoch(n) if n >= Self::SETTLED => Self::SETTLED_MARGIN,
+            SizedFrom::Epoch(_) => Self::MARGIN,
+        }
+    }
+
+    /// Batches per hyperbatch before any of the epoch's is measured, for a share of `arena`
+    /// bytes: what the drivers start with.
+    pub fn first_size(&self, arena: u64) -> usize {
+        self.size(arena, self.first, 0, Self::margin(self.from), false)
+            .1
+    }
+
+    /// The batches of each hyperbatch of an epoch of `batches` batches sized from a share of
+    /// `arena` bytes (`short_first`: loading drivers that may stage, `EpochJobs::with_short_first`),
+    /// as the drivers cut it when its batches hold what the first sizes say: each driver's
+    /// first job is claimed before any batch is measured ([`Self::first_size`]); job `j` of
+    /// `d` drivers once job `j - d` has ended, sized from the batches measured by then with
+    /// their margin ([`SizedFrom::Epoch`]; sizes that are upper bounds stay upper bounds, with
+    /// no margin). What the plan prints and costs (`budget::cost::estimate`). The drivers'
+    /// sampling threads' scratch, measured as they run, is not known before (0 here).
+    pub fn epoch_jobs(&self, arena: u64, batches: usize, short_first: bool) -> Vec<usize> {
+        let d = self.drivers.max(1) as usize;
+        let first = self.first_size(arena);
+        let mut jobs: Vec<usize> = Vec::new();
+        let mut left = batches;
+        while left > 0 {
+            let j = jobs.len();
+            let most = if j < d {
+                first
+            } else {
+                let margin = match self.from {
+                    SizedFrom::Bounds => 1.0,
+                    _ => {
+                        Self::margin(SizedFrom::Epoch(jobs[..=j - d].iter().sum::<usize>() as u64))
+                    }
+                };
+                self.size(arena, self.first, 0, margin, false).1
+            };
+            let n = crate::epoch::take(left, most, true, short_first && j == 0);
+            jobs.push(n);
+            left -= n;
+        }
+        jobs
+    }
+
+    /// Bytes one driver's batch states may take: its part of the share `arena`, less its
+    /// staging buffers and `scratch` (what its sampler holds whatever the hyperbatch size).
+    fn states(&self, arena: u64, scratch: u64) -> u64 {
+        (arena / self.drivers.max(1)).saturating_sub(self.reserved + scratch)
+    }
+
+    /// The largest hyperbatch that fits `arena` with `peaks` per batch, `scratch` apart and
+    /// `margin`: with its samples kept, and by the policy (the larger of kept and spilled for
+    /// [`Spill::Auto`]); and the limit a spilling hyperbatch admits its last hops within. The
+    /// spill file's buffers, once it is open (`spill_open`), are held either way.
+    fn size(
+        &self,
+        arena: u64,
+        peaks: HyperPeaks,
+        scratch: u64,
+        margin: f64,
+        spill_open: bool,
+    ) -> (usize, usize, u64) {
+        let states = self.states(arena, scratch);
+        let file = SpillFile::BUFFER_BYTES + SPILL_BUFFER as u64;
+        let kept = Self::fit(
+            states.saturating_sub(if spill_open { file } else { 0 }),
+            (peaks.batch + self.extra) as f64 * margin,
+        );
+        let in_flight = self.spill_samples(peaks.sample, margin) + file;
+        // A spilling sampling driver admits its batches' last hops within `limit`, by bounds
+        // taken from their frontiers, so its size needs no margin over the largest state: a
+        // batch larger than measured is left for the next hyperbatch, not over the share.
+        let admits = self.drivers <= 1;
+        let spilled = Self::fit(
+            states.saturating_sub(in_flight),
+            (peaks.resident + self.extra) as f64 * if admits { 1.0 } else { margin },
+        );
+        let limit = self.states(arena, 0).saturating_sub(in_flight);
+        let h = match self.spill {
+            Spill::Off => kept,
+            Spill::On => spilled,
+            Spill::Auto => kept.max(spilled),
+        };
+        (kept, h, limit)
+    }
+
+    /// Bytes of the samples a spilling hyperbatch holds whatever its size: the one each thread
+    /// is writing and the two the driver has read back ahead of the one it hands out (`sample`
+    /// bytes each, with the margin). Besides them: the spill file's write buffers and the
+    /// driver's read buffer.
+    fn spill_samples(&self, sample: u64, margin: f64) -> u64 {
+        ((self.threads.max(1) as usize + READ_AHEAD + 1) as f64 * sample as f64 * margin) as u64
+    }
+
+    /// A hyperbatch of `h` batches holds `h` batch states: the worker starts one only once the
+    /// consumer has taken every sample of the previous one (what it still holds is planned
+    /// apart, as `hold`).
+    fn fit(arena: u64, per_batch: f64) -> usize {
+        ((arena as f64 / per_batch.max(1.0)) as usize).max(1)
+    }
+}
+
 /// How many batches the next hyperbatch takes: fixed, or the largest whose state fits the
-/// plan's share, from the largest batch state measured so far (and, before any, from the upper
-/// bound of one batch); and whether a hyperbatch spills its finished samples.
+/// plan's share by [`HyperFit`] (from the largest batch state measured so far and, before any,
+/// from the probe's or the upper bound of one batch); and whether a hyperbatch spills its
+/// finished samples.
 pub(crate) struct HyperSizing {
     /// Bytes for the states of the batches of one hyperbatch (the plan's share; it shrinks when
     /// the plan is redone for larger batches).
     pub(crate) arena: AtomicU64,
     pub(crate) fixed: Option<usize>,
-    /// Bytes each batch needs besides its sampling state (staging its rows), and the bytes the
-    /// share keeps for staging's buffers (0 without features).
-    pub(crate) extra: u64,
-    pub(crate) reserved: u64,
-    /// Workers that hold a hyperbatch each at once (2 with features: one gathers its batches
-    /// for the consumer while the other samples and stages the next hyperbatch).
-    pub(crate) drivers: usize,
+    pub(crate) fit: HyperFit,
     /// Batches the next job takes (read by the epoch's job source at each claim).
     pub(crate) next: Arc<AtomicUsize>,
-    /// The spill policy, the threads that each write one finished sample at a time when
-    /// spilling, and the most batches a hyperbatch holds with its samples kept (a larger one
-    /// spills). Loading drivers spill too, keeping of each batch only the cold row ids its
-    /// staging pass reads (part of `extra`).
-    spill: Spill,
-    threads: usize,
+    /// The most batches a hyperbatch holds with its samples kept (a larger one spills).
+    /// Loading drivers spill too, keeping of each batch only the cold row ids its staging pass
+    /// reads (part of `extra`).
     kept: AtomicUsize,
     /// Bytes a spilling hyperbatch's states and its sampler's threads may take (the share less
     /// the samples in flight and the spill buffers): the sampler leaves out the batches whose
@@ -170,111 +326,39 @@ pub(crate) struct HyperSizing {
 }
 
 impl HyperSizing {
-    /// Safety margin over the largest batch state measured: batches of one epoch vary. Once
-    /// [`Self::SETTLED`] batches have been measured, their largest is a high quantile of the
-    /// epoch's batches (reused states keep the largest each held anyway), and the margin only
-    /// covers one larger than any seen: [`Self::SETTLED_MARGIN`].
-    const MARGIN: f64 = 1.5;
-    const SETTLED: u64 = 16;
-    const SETTLED_MARGIN: f64 = 1.15;
-
-    fn margin(&self) -> f64 {
-        if self.seen.load(Ordering::Relaxed) >= Self::SETTLED {
-            Self::SETTLED_MARGIN
-        } else {
-            Self::MARGIN
-        }
-    }
-
-    /// `first`: a batch's sizes before any is measured, with the margin `first_margin` they
-    /// call for (the probe's, or 1 for upper bounds).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        arena: u64,
-        fixed: Option<usize>,
-        first: HyperPeaks,
-        first_margin: f64,
-        extra: u64,
-        reserved: u64,
-        drivers: usize,
-        spill: Spill,
-        threads: usize,
-    ) -> Self {
-        let drivers = drivers.max(1);
-        let mut s = HyperSizing {
+    /// Sized by `fit` for a share of `arena` bytes (or `fixed` batches a hyperbatch).
+    pub(crate) fn new(arena: u64, fixed: Option<usize>, fit: HyperFit) -> Self {
+        let s = HyperSizing {
             arena: AtomicU64::new(arena),
             fixed,
-            extra,
-            reserved,
-            drivers,
+            fit,
             next: Arc::new(AtomicUsize::new(1)),
-            spill,
-            threads: threads.max(1),
             kept: AtomicUsize::new(usize::MAX),
             limit: AtomicU64::new(0),
             seen: AtomicU64::new(0),
         };
-        // Before any batch is measured: by the probe's sizes (with their own margin) or the
-        // upper bound of a batch.
-        let (kept, h) = s.size(first, 0, first_margin, false);
-        s.next = Arc::new(AtomicUsize::new(fixed.unwrap_or(h)));
-        s.kept = AtomicUsize::new(kept);
+        // Before any batch is measured: by the probe's sizes or the upper bound of a batch,
+        // with their margin (as the plan predicted: [`HyperFit::epoch_jobs`]).
+        let (kept, h, limit) = fit.size(arena, fit.first, 0, HyperFit::margin(fit.from), false);
+        s.next.store(fixed.unwrap_or(h), Ordering::Relaxed);
+        s.kept.store(kept, Ordering::Relaxed);
+        s.limit.store(limit, Ordering::Relaxed);
         s
     }
 
-    /// The largest hyperbatch that fits with `peaks` per batch, `scratch` apart and `margin`:
-    /// with its samples kept, and by the policy (the larger of kept and spilled for
-    /// [`Spill::Auto`]). The spill file's buffers, once it is open (`spill_open`), are held
-    /// either way. Records the limit a spilling hyperbatch admits its last hops within
-    /// ([`Self::limit`]).
-    fn size(
-        &self,
-        peaks: HyperPeaks,
-        scratch: u64,
-        margin: f64,
-        spill_open: bool,
-    ) -> (usize, usize) {
-        let states = self.states(scratch);
-        let file = SpillFile::BUFFER_BYTES + SPILL_BUFFER as u64;
-        let kept = Self::fit(
-            states.saturating_sub(if spill_open { file } else { 0 }),
-            (peaks.batch + self.extra) as f64 * margin,
-        );
-        let in_flight = self.spill_samples(peaks.sample, margin) + file;
-        // A spilling sampling driver admits its batches' last hops within `limit`, by bounds
-        // taken from their frontiers, so its size needs no margin over the largest state: a
-        // batch larger than measured is left for the next hyperbatch, not over the share.
-        let admits = self.drivers == 1;
-        let spilled = Self::fit(
-            states.saturating_sub(in_flight),
-            (peaks.resident + self.extra) as f64 * if admits { 1.0 } else { margin },
-        );
-        self.limit
-            .store(self.states(0).saturating_sub(in_flight), Ordering::Relaxed);
-        let h = match self.spill {
-            Spill::Off => kept,
-            Spill::On => spilled,
-            Spill::Auto => kept.max(spilled),
-        };
-        (kept, h)
+    /// Workers that hold a hyperbatch each at once.
+    pub(crate) fn drivers(&self) -> usize {
+        self.fit.drivers.max(1) as usize
     }
 
     /// Whether a hyperbatch of `h` batches spills its samples: always with [`Spill::On`]; with
     /// [`Spill::Auto`], when it holds more batches than fit with their samples kept.
     pub(crate) fn spills(&self, h: usize) -> bool {
-        match self.spill {
+        match self.fit.spill {
             Spill::On => true,
             Spill::Off => false,
             Spill::Auto => h > self.kept.load(Ordering::Relaxed),
         }
-    }
-
-    /// Bytes of the samples a spilling hyperbatch holds whatever its size: the one each thread
-    /// is writing and the two the driver has read back ahead of the one it hands out (`sample`
-    /// bytes each, with the margin). Besides them: the spill file's write buffers and the
-    /// driver's read buffer.
-    fn spill_samples(&self, sample: u64, margin: f64) -> u64 {
-        ((self.threads + READ_AHEAD + 1) as f64 * sample as f64 * margin) as u64
     }
 
     /// What a spilling hyperbatch's states and its sampler's threads may take (see
@@ -283,32 +367,26 @@ impl HyperSizing {
         self.limit.load(Ordering::Relaxed)
     }
 
-    /// Bytes one driver's batch states may take: its part of the share, less its staging
-    /// buffers and `scratch` (what its sampler holds whatever the hyperbatch size).
-    fn states(&self, scratch: u64) -> u64 {
-        let d = self.drivers as u64;
-        let arena = self.arena.load(Ordering::Relaxed);
-        (arena / d).saturating_sub(self.reserved + scratch)
-    }
-
-    /// A hyperbatch of `h` batches holds `h` batch states: the worker starts one only once the
-    /// consumer has taken every sample of the previous one (what it still holds is planned
-    /// apart, as `hold`).
-    fn fit(arena: u64, per_batch: f64) -> usize {
-        ((arena as f64 / per_batch.max(1.0)) as usize).max(1)
-    }
-
     /// After a hyperbatch: size the next from the largest batch state measured so far and what
-    /// the sampler holds apart (`scratch`): kept, each batch holds `peaks.batch`; spilled,
-    /// `peaks.resident`, besides [`Self::spill_samples`] and the spill file's buffers. With
-    /// [`Spill::Auto`] the next takes whichever holds more batches.
+    /// the sampler holds apart (`scratch`), by [`HyperFit`] with the margin of the batches
+    /// measured so far: kept, each batch holds `peaks.batch`; spilled, `peaks.resident`,
+    /// besides the samples in flight and the spill file's buffers. With [`Spill::Auto`] the
+    /// next takes whichever holds more batches.
     fn measured(&self, peaks: HyperPeaks, scratch: u64, batches: usize, spill_open: bool) {
         if peaks.batch == 0 {
             return;
         }
-        self.seen.fetch_add(batches as u64, Ordering::Relaxed);
-        let (kept, h) = self.size(peaks, scratch, self.margin(), spill_open);
+        let seen = self.seen.fetch_add(batches as u64, Ordering::Relaxed) + batches as u64;
+        let arena = self.arena.load(Ordering::Relaxed);
+        let (kept, h, limit) = self.fit.size(
+            arena,
+            peaks,
+            scratch,
+            HyperFit::margin(SizedFrom::Epoch(seen)),
+            spill_open,
+        );
         self.kept.store(kept, Ordering::Relaxed);
+        self.limit.store(limit, Ordering::Relaxed);
         if self.fixed.is_none() {
             self.next.store(h, Ordering::Relaxed);
         }
@@ -342,7 +420,7 @@ impl Drop for HyperWorker {
         let states = self.hs.take_states();
         let mut pool = self.parts.states.lock().unwrap_or_else(|e| e.into_inner());
         // One set per driver of an epoch at most.
-        if pool.len() < self.parts.sizing.drivers {
+        if pool.len() < self.parts.sizing.drivers() {
             pool.push(states);
         }
     }
@@ -410,7 +488,7 @@ impl HyperParts {
         let (hs, (spill, _)) = (&mut w.hs, w.spill.as_mut().expect("made above"));
         spill.rewind();
         let before = spill.traffic().0;
-        let limit = (self.sizing.drivers == 1).then(|| self.sizing.limit());
+        let limit = (self.sizing.drivers() == 1).then(|| self.sizing.limit());
         let r = self.sample_with(hs, true, job, |hs, batches| match keep {
             Some(k) => hs.sample_spilled_keeping(batches, spill, limit, k),
             None => Ok(hs
@@ -575,7 +653,8 @@ impl Stage for HyperLoadStage {
 
     fn start(&self, stop: &Arc<AtomicBool>) -> Result<Self::State> {
         // Staging's buffers come from the hyperbatch share: none when it is smaller.
-        let room = self.parts.sizing.arena.load(Ordering::Relaxed) >= self.parts.sizing.reserved;
+        let room =
+            self.parts.sizing.arena.load(Ordering::Relaxed) >= self.parts.sizing.fit.reserved;
         let staging = match (&self.gather.staging, &self.gather.rows) {
             (Some(o), RowsFrom::Disk { kind, direct }) if room => Some(Staging::new(
                 o.clone(),
@@ -1001,6 +1080,30 @@ mod tests {
         assert!(e.contains("device row 10 is not a node"), "{e}");
     }
 
+    /// A sizing as the loader makes it, from `first` sizes: upper bounds.
+    #[allow(clippy::too_many_arguments)]
+    fn sizing(
+        arena: u64,
+        fixed: Option<usize>,
+        first: HyperPeaks,
+        extra: u64,
+        reserved: u64,
+        drivers: u64,
+        spill: Spill,
+        threads: u64,
+    ) -> HyperSizing {
+        let fit = HyperFit {
+            first,
+            from: SizedFrom::Bounds,
+            extra,
+            reserved,
+            drivers,
+            spill,
+            threads,
+        };
+        HyperSizing::new(arena, fixed, fit)
+    }
+
     /// First sizes from the upper bound of a batch: the same for kept and spilled samples.
     fn bound(b: u64) -> HyperPeaks {
         HyperPeaks {
@@ -1019,7 +1122,7 @@ mod tests {
         };
         // One driver: 100 MiB less 1 MiB of staging buffers, batches bounded at 9 MiB (+1 of
         // staging each): 9 batches.
-        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), 1.0, MB, MB, 1, Spill::Off, 2);
+        let s = sizing(100 * MB, None, bound(9 * MB), MB, MB, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 9);
         // Measured at 5 MiB, with the 1.5 margin and 3 MiB the sampler holds apart:
         // (99 - 3) / (6 * 1.5) = 10.
@@ -1031,25 +1134,15 @@ mod tests {
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 12, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Two drivers each hold a hyperbatch: each gets half the share.
-        let s = HyperSizing::new(100 * MB, None, bound(9 * MB), 1.0, MB, MB, 2, Spill::Off, 2);
+        let s = sizing(100 * MB, None, bound(9 * MB), MB, MB, 2, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 4);
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 5);
         // A fixed size stays; too small a share still makes progress, one batch at a time.
-        let s = HyperSizing::new(
-            100 * MB,
-            Some(7),
-            bound(9 * MB),
-            1.0,
-            MB,
-            MB,
-            2,
-            Spill::Off,
-            2,
-        );
+        let s = sizing(100 * MB, Some(7), bound(9 * MB), MB, MB, 2, Spill::Off, 2);
         s.measured(peaks(5 * MB, 3 * MB, 2 * MB), 3 * MB, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 7);
-        let s = HyperSizing::new(MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Off, 2);
+        let s = sizing(MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 1);
     }
 
@@ -1064,7 +1157,7 @@ mod tests {
         // written, two read back ahead: 6 MiB each with the margin) and 5 spill buffers,
         // 91 MiB / 4 = 22 batches: a sampling driver admits its batches' last hops by their
         // bounds, within those 91 MiB, so the states need no margin.
-        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Auto, 2);
+        let s = sizing(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
         assert_eq!(s.next.load(Ordering::Relaxed), 13);
         // Before anything is measured, a hyperbatch as large as the bound allows keeps its
         // samples.
@@ -1074,11 +1167,11 @@ mod tests {
         assert_eq!(s.limit(), 91 * MB);
         assert!(!s.spills(10) && s.spills(11) && s.spills(22));
         // Off: sized for kept samples; on: every hyperbatch spills.
-        let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Off, 2);
+        let off = sizing(120 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Off, 2);
         off.measured(peaks, 0, 4, false);
         assert_eq!(off.next.load(Ordering::Relaxed), 10);
         assert!(!off.spills(17));
-        let on = HyperSizing::new(120 * MB, Some(3), bound(9 * MB), 1.0, 0, 0, 1, Spill::On, 2);
+        let on = sizing(120 * MB, Some(3), bound(9 * MB), 0, 0, 1, Spill::On, 2);
         on.measured(peaks, 0, 4, false);
         assert!(on.spills(1) && on.spills(3));
         assert_eq!(on.next.load(Ordering::Relaxed), 3);
@@ -1089,30 +1182,61 @@ mod tests {
             resident: 4 * MB,
             sample: 4 * MB,
         };
-        let s = HyperSizing::new(30 * MB, None, bound(9 * MB), 1.0, 0, 0, 1, Spill::Auto, 2);
+        let s = sizing(30 * MB, None, bound(9 * MB), 0, 0, 1, Spill::Auto, 2);
         s.measured(even, 0, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 5);
         assert!(!s.spills(5));
         // First sized from probe batches, with the probe's margin of 2: kept 120 / 16 = 7;
         // spilled (120 - 4 * 8 - 5) / 4 = 20 (the states admitted, without the margin).
-        let s = HyperSizing::new(120 * MB, None, peaks, 2.0, 0, 0, 1, Spill::Auto, 2);
+        let fit = HyperFit {
+            first: peaks,
+            from: SizedFrom::Probe,
+            spill: Spill::Auto,
+            drivers: 1,
+            threads: 2,
+            ..Default::default()
+        };
+        let s = HyperSizing::new(120 * MB, None, fit);
         assert_eq!(s.next.load(Ordering::Relaxed), 20);
         assert!(!s.spills(7) && s.spills(8));
+        // The plan's prediction for an epoch of 50 such batches: 20 at most by the probe's
+        // margin, so three even jobs, the first of 17; the next once those 17 are measured
+        // (settled: 1.15 over them, as `measured` gives below), (120 - 4 * 4 * 1.15 - 5) / 4 =
+        // 24 at most: the 33 left in two even jobs.
+        assert_eq!(fit.epoch_jobs(120 * MB, 50, false), vec![17, 17, 16]);
+        s.measured(peaks, 0, 17, false);
+        assert_eq!(s.next.load(Ordering::Relaxed), 24);
+        // Two loading drivers (60 MiB each, 1 MiB of staging a batch) claim a job each before
+        // any batch is measured: the short first (one batch) and, by the probe's margin, 3 at
+        // most (kept 60 / 18 = 3; spilled (60 - 32 - 5) / 10 = 2). Job j is claimed once job
+        // j - 2 has ended: with up to 15 batches measured (margin 1.5), 4 at most (kept
+        // 60 / 13.5 = 4, spilled 31 / 7.5 = 4); once 16 are (1.15), 6 (spilled 36.6 / 5.75):
+        // the 20 left in four even jobs.
+        let two = HyperFit {
+            drivers: 2,
+            extra: MB,
+            ..fit
+        };
+        assert_eq!(two.first_size(120 * MB), 3);
+        assert_eq!(
+            two.epoch_jobs(120 * MB, 40, true),
+            vec![1, 3, 4, 4, 4, 4, 5, 5, 5, 5]
+        );
         // Loading drivers (two) spill too, each with half the share and the margin on the
         // spilled states (they do not admit last hops by bounds). Each batch also holds what
         // staging keeps (1 MiB here: its cold row ids). Kept: 120 / 2 / ((8 + 1) * 1.5) = 4;
         // spilled: (60 - 24 - 5) / ((4 + 1) * 1.5) = 4.1, so 4 as well; once settled (margin
         // 1.15 on 20 batches), kept 60 / 10.35 = 5, spilled (60 - 18.4 - 5) / 5.75 = 6.
-        let s = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, MB, 0, 2, Spill::Auto, 2);
+        let s = sizing(120 * MB, None, bound(9 * MB), MB, 0, 2, Spill::Auto, 2);
         s.measured(peaks, 0, 4, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 4);
         s.measured(peaks, 0, 16, false);
         assert_eq!(s.next.load(Ordering::Relaxed), 6);
         assert!(!s.spills(5) && s.spills(6));
         // Under `on` every loading hyperbatch spills; under `off` none.
-        let on = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, MB, 0, 2, Spill::On, 2);
+        let on = sizing(120 * MB, None, bound(9 * MB), MB, 0, 2, Spill::On, 2);
         assert!(on.spills(1));
-        let off = HyperSizing::new(120 * MB, None, bound(9 * MB), 1.0, MB, 0, 2, Spill::Off, 2);
+        let off = sizing(120 * MB, None, bound(9 * MB), MB, 0, 2, Spill::Off, 2);
         assert!(!off.spills(100));
     }
 }

@@ -85,6 +85,76 @@ fn auto_grows_the_hyperbatch_from_what_it_measures_and_fits_the_budget() {
     assert!(per_batch.io_stats().bytes > 4 * l.io_stats().bytes);
 }
 
+/// "hyperbatches of H[ after a first of F], P in all" of a plan's text: (F, H, P), F = H when
+/// not printed.
+fn printed_hyperbatches(why: &str) -> (u64, u64, u64) {
+    let number = |after: &str| -> Option<u64> {
+        let at = why.find(after)? + after.len();
+        let rest = &why[at..];
+        rest[..rest.find(|c: char| !c.is_ascii_digit())?]
+            .parse()
+            .ok()
+    };
+    let h = number("hyperbatches of ").expect(why);
+    let first = number(&format!("hyperbatches of {h} after a first of ")).unwrap_or(h);
+    let at = why.find(" in all").expect(why);
+    let p = why[..at].rsplit(' ').next().unwrap().parse().unwrap();
+    (first, h, p)
+}
+
+/// The plan's cost predicts an epoch's hyperbatches by the drivers' own rule and margins
+/// (`HyperFit::epoch_jobs`, from the same probe or bounds) and cuts the epoch as the loader
+/// does: the jobs it prints are those the loader runs until it has measured batches of its own
+/// (then it re-sizes them by the same rule, from what it measured). Checked on both sides of
+/// the probe: all neighbors at each hop (a hub of 2000 in-edges) make the bounds of a batch of
+/// 64 far too large for 20 MiB (measured on the probe), not for 32 MiB.
+#[test]
+fn the_plan_prints_the_hyperbatches_the_loader_runs() {
+    let (_d, path) = graph();
+    let all = seeds((0..N).collect::<Vec<_>>(), N);
+    let open = |memory: u64, h: Hyperbatch| {
+        let mut o = sampling(BackendChoice::Pread, 2);
+        o.sample.fanouts = common::fan(&[-1, -1]);
+        o.hyperbatch = h;
+        o.batch_size = nz(64);
+        o.memory = Some(memory);
+        BatchLoader::open(&path, o, None).unwrap()
+    };
+    // Runs the epoch's batches `0..n` (or all); (hyperbatches, batches) it sampled.
+    let run = |l: &BatchLoader, n: Option<u64>| {
+        let mut e = EpochOptions::new(nz(64), 0);
+        e.batches = n.map(|n| (0..n).collect());
+        let got = l.sample_epoch(&all, &e).unwrap().count();
+        let t = l.graph().hyper_totals();
+        assert_eq!(t.batches, got as u64);
+        (t.hyperbatches, t.batches)
+    };
+    for (memory, measured) in [(20 << 20, true), (32 << 20, false)] {
+        let p = open(memory, Hyperbatch::Auto).plan();
+        assert_eq!((p.measured, p.hyperbatch_size), (measured, 0), "{p}");
+        let (first, h, passes) = printed_hyperbatches(&p.why);
+        assert!(first > 1 && h > 1 && passes > 2, "{p}");
+        // 47 batches: an even first job of at most what the share holds before any batch is
+        // measured, then even jobs of H at most.
+        assert!(
+            first + (passes - 2) * h < 47 && first + (passes - 1) * h >= 47,
+            "{p}"
+        );
+        // The loader's first job is the plan's: F batches, one hyperbatch.
+        assert_eq!(
+            run(&open(memory, Hyperbatch::Auto), Some(first)),
+            (1, first),
+            "{p}"
+        );
+    }
+    // A size asked for, within what the bounds fit: the plan's jobs (15 of 3, then 2) are those
+    // the loader runs for the whole epoch. (One too large for the share is cut where a spilling
+    // hyperbatch's last hops do not fit: no plan can print that.)
+    let l = open(32 << 20, Hyperbatch::Size(nz(3)));
+    assert_eq!(printed_hyperbatches(&l.plan().why), (3, 3, 16));
+    assert_eq!(run(&l, None), (16, 47));
+}
+
 #[test]
 fn shards_early_exit_and_errors_behave_as_per_batch() {
     let (_d, path) = graph();

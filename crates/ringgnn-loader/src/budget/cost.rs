@@ -5,10 +5,12 @@
 //! The model, per epoch of `B` batches of `hops` hops:
 //!
 //! - **Neighbor file in memory**: nothing. **From disk**, in passes of `H` batches (`H = 1` per
-//!   batch; with hyperbatches the size asked for, or for `auto` what the hyperbatch share holds
-//!   at [`Workload::hyper_batch`] bytes a batch, split between its drivers): `ceil(B / H)`
-//!   passes, each hop of a pass the cheaper of its sampled edges read as random pages and the
-//!   whole file read sequentially (what [`ringgnn_io::BlockReader`] chooses per block).
+//!   batch; with hyperbatches the size asked for, or for `auto` the jobs the drivers will cut
+//!   the epoch into for this share: [`crate::stages::HyperFit::epoch_jobs`], the drivers' own
+//!   rule and margins, balanced, a short first with loading drivers), each hop of a pass the
+//!   cheaper of its sampled edges
+//!   read as random pages and the whole file read sequentially (what
+//!   [`ringgnn_io::BlockReader`] chooses per block).
 //! - **Feature file in memory**: nothing. **From disk**: per batch, the rows the hot-row cache
 //!   misses (its hit rate from the degree curve, [`HitCurve`]: the cache holds the rows of the
 //!   highest in-degree) read as random pages; with hyperbatches of `H > 1`, the first pass of an
@@ -70,11 +72,9 @@ pub struct Workload {
     pub batch_rows: u64,
     /// Bytes of one feature row on disk.
     pub row_bytes: u64,
-    /// Bytes one batch holds in a hyperbatch (its sampling state, and staging's share with
-    /// features), for how many batches the share holds.
-    pub hyper_batch: u64,
-    /// Hyperbatches in flight at once (they split the share).
-    pub drivers: u64,
+    /// How the loader's drivers size hyperbatches from the share (with `auto`): the plan's
+    /// prediction is theirs, the same rule with the same margin.
+    pub hyper: crate::stages::HyperFit,
     /// Hit rate of the hot-row cache by rows cached.
     pub hits: HitCurve,
     /// The device: random 4 KiB reads per second, sequential bytes per second (0: the defaults
@@ -153,6 +153,8 @@ pub struct Cost {
     /// epoch's first pass.
     pub batches_per_pass: u64,
     pub first_pass: u64,
+    /// Passes over the neighbor file an epoch makes (its hyperbatches; batches one at a time).
+    pub passes: u64,
     /// Hit rate of the hot-row cache (with features on disk).
     pub hit: Option<f64>,
     /// Hyperbatches of an epoch whose rows are staged (every one but the first, or none).
@@ -190,10 +192,13 @@ impl Cost {
             0 => "in memory".to_string(),
             1 => format!("{:.1} s (batch by batch)", self.neighbors),
             h if self.first_pass > 0 && self.first_pass != h => format!(
-                "{:.1} s (hyperbatches of {h} after a first of {})",
-                self.neighbors, self.first_pass
+                "{:.1} s (hyperbatches of {h} after a first of {}, {} in all)",
+                self.neighbors, self.first_pass, self.passes
             ),
-            h => format!("{:.1} s (hyperbatches of {h})", self.neighbors),
+            h => format!(
+                "{:.1} s (hyperbatches of {h}, {} in all)",
+                self.neighbors, self.passes
+            ),
         };
         let staged = match self.staged_passes {
             0 => String::new(),
@@ -257,25 +262,26 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
     let dev = Device::of(w);
     let batches = w.batches.max(1);
     let hops = w.hops.max(1) as f64;
-    // Batches in the epoch's first pass and in each later one. Sized by the share, loading
-    // drivers that may stage make the first short and the epoch two passes at least
-    // (`EpochJobs::with_short_first`): it is trained while the second is staged.
-    let (first, h) = if p.neighbors_in_memory || p.hyperbatch_size == 1 {
-        (1, 1)
+    // The batches of each pass of an epoch, as the loader's epochs make them (`EpochJobs`): a
+    // size asked for, unbalanced; sized by the share, as the drivers size them
+    // ([`crate::stages::HyperFit::epoch_jobs`]): balanced, and with loading drivers that may
+    // stage, a short first pass (`EpochJobs::with_short_first`): it is trained while the
+    // second is staged.
+    let passes: Vec<usize> = if p.neighbors_in_memory || p.hyperbatch_size == 1 {
+        Vec::new()
     } else if p.hyperbatch_size > 0 {
-        (p.hyperbatch_size.min(batches), p.hyperbatch_size)
+        crate::epoch::job_sizes(batches as usize, p.hyperbatch_size as usize, false, false)
     } else {
-        let per_driver = p.hyperbatch / w.drivers.max(1);
-        let most = (per_driver / w.hyper_batch.max(1)).clamp(1, batches);
-        if p.with_features && !p.features_in_memory {
-            let first = crate::epoch::short_first_len(batches as usize) as u64;
-            let rest = batches - first;
-            (first, rest.div_ceil(rest.div_ceil(most).max(1)).max(1))
-        } else {
-            (most, most)
-        }
+        let short = p.with_features && !p.features_in_memory;
+        w.hyper.epoch_jobs(p.hyperbatch, batches as usize, short)
     };
-    let later = (batches - first).div_ceil(h);
+    let passes: Vec<u64> = passes.into_iter().map(|n| n as u64).collect();
+    // Batches in the epoch's first pass and in the next (the largest of the later ones).
+    let (first, h) = match passes.as_slice() {
+        [] => (1, 1),
+        [one] => (*one, *one),
+        [one, two, ..] => (*one, *two),
+    };
     let neighbors = if p.neighbors_in_memory {
         0.0
     } else {
@@ -289,7 +295,11 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
             };
             hops * hop
         };
-        pass(first) + later as f64 * pass(h)
+        if passes.is_empty() {
+            batches as f64 * pass(1)
+        } else {
+            passes.iter().map(|&n| pass(n)).sum()
+        }
     };
     let mut staged_passes = 0;
     let (features, hit) = match &needs.features {
@@ -313,18 +323,21 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
             let cold = rows as f64 * (1.0 - hit);
             let pages = (row_bytes as f64 / PAGE).ceil().max(1.0);
             let per_batch = dev.random(cold, cold * pages);
-            let cost = if h > 1 {
-                let staged = h as f64 * cold * row_bytes as f64;
-                let by_batch = h as f64 * per_batch;
+            // The first pass batch by batch (see `stage_rows`), then each the cheaper way.
+            let mut cost = if passes.is_empty() {
+                batches as f64 * per_batch
+            } else {
+                first as f64 * per_batch
+            };
+            for &n in passes.iter().skip(1) {
+                let staged = n as f64 * cold * row_bytes as f64;
+                let by_batch = n as f64 * per_batch;
                 let pass = dev.sequential(f.file as f64 + 2.0 * staged);
                 if stage_rows(false, by_batch, pass) {
-                    staged_passes = later;
+                    staged_passes += 1;
                 }
-                // The first pass batch by batch (see `stage_rows`), then the cheaper way.
-                first as f64 * per_batch + later as f64 * by_batch.min(pass)
-            } else {
-                batches as f64 * per_batch
-            };
+                cost += by_batch.min(pass);
+            }
             (cost, Some(hit))
         }
         _ => (0.0, None),
@@ -348,6 +361,13 @@ pub fn estimate(p: &MemoryPlan, needs: &Needs) -> Cost {
         features,
         batches_per_pass: if p.neighbors_in_memory { 0 } else { h },
         first_pass: if p.neighbors_in_memory { 0 } else { first },
+        passes: if p.neighbors_in_memory {
+            0
+        } else if passes.is_empty() {
+            batches
+        } else {
+            passes.len() as u64
+        },
         hit,
         staged_passes,
         idle,
@@ -441,7 +461,10 @@ mod tests {
                 batch_edges: 100_000,
                 batch_rows: 100_000,
                 row_bytes: 512,
-                drivers: 2,
+                hyper: crate::stages::HyperFit {
+                    drivers: 2,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             ..Default::default()
@@ -477,11 +500,11 @@ mod tests {
         let mut auto = plan(0);
         auto.hyperbatch = 1 << 40;
         let mut n = needs(512 << 20);
-        n.work.hyper_batch = 1 << 20;
+        n.work.hyper.first.batch = 1 << 20;
         let c = estimate(&auto, &n);
         assert_eq!(
-            (c.first_pass, c.batches_per_pass, c.staged_passes),
-            (1, 11, 1)
+            (c.first_pass, c.batches_per_pass, c.passes, c.staged_passes),
+            (1, 11, 2, 1)
         );
         let pass11 = dev.sequential((512u64 << 20) as f64 + 2.0 * 11.0 * 100_000.0 * 512.0);
         assert!(
@@ -490,7 +513,7 @@ mod tests {
         );
         assert!(c
             .describe()
-            .contains("hyperbatches of 11 after a first of 1"));
+            .contains("hyperbatches of 11 after a first of 1, 2 in all"));
     }
 
     #[test]

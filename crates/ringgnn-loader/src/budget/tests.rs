@@ -1,7 +1,9 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::stages::{HyperFit, SizedFrom};
 use ringgnn_io::PageCache;
+use ringgnn_sampler::HyperPeaks;
 
 const ONE: NonZeroUsize = NonZeroUsize::MIN;
 const TWO: NonZeroUsize = NonZeroUsize::new(2).unwrap();
@@ -421,8 +423,18 @@ fn sbm_200k() -> Needs {
             hops: 3,
             batch_edges: 700_000,
             batch_rows: 150_000,
-            hyper_batch: 20 * MIB,
-            drivers: 1,
+            // As measured on the probe: its margin makes them 20 MiB.
+            hyper: HyperFit {
+                first: HyperPeaks {
+                    batch: 10 * MIB,
+                    resident: 10 * MIB,
+                    sample: 8 * MIB,
+                },
+                from: SizedFrom::Probe,
+                drivers: 1,
+                threads: 2,
+                ..Default::default()
+            },
             ..Default::default()
         },
     }
@@ -532,8 +544,21 @@ fn sbm_32m() -> Needs {
             batch_edges: 750_000,
             batch_rows: 656_000,
             row_bytes: 512,
-            hyper_batch: 23 * MIB + STAGING_PER_BATCH + 8 * 938_000,
-            drivers: 2,
+            // A batch in a hyperbatch, as measured on the probe, and what staging adds to it
+            // (the probe's margin makes it 23 MiB, the drivers' 17 MiB once measured).
+            hyper: HyperFit {
+                first: HyperPeaks {
+                    batch: 23 * MIB / 2,
+                    resident: 23 * MIB / 2,
+                    sample: 6 * MIB,
+                },
+                from: SizedFrom::Probe,
+                extra: STAGING_PER_BATCH + 8 * 938_000,
+                reserved: STAGING_BUFFERS,
+                drivers: 2,
+                threads: 2,
+                spill: crate::options::Spill::Auto,
+            },
             hits: HitCurve::even(v),
             ..Default::default()
         },
