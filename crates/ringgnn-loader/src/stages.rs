@@ -221,20 +221,31 @@ impl HyperFit {
     pub fn epoch_jobs(&self, arena: u64, batches: usize, short_first: bool) -> Vec<usize> {
         let d = self.drivers.max(1) as usize;
         let first = self.first_size(arena);
+        // Sized from the same sizes, only the margin changes with the batches measured: the
+        // size for each (one per margin) is worked out once.
+        let later = |measured: usize| {
+            let margin = match self.from {
+                SizedFrom::Bounds => 1.0,
+                _ => Self::margin(SizedFrom::Epoch(measured as u64)),
+            };
+            self.size(arena, self.first, 0, margin, false).1
+        };
+        let (unsettled, settled) = (later(1), later(Self::SETTLED as usize));
         let mut jobs: Vec<usize> = Vec::new();
+        // Batches of the jobs that have ended before job `j` is claimed (jobs `..=j - d`).
+        let mut measured = 0;
         let mut left = batches;
         while left > 0 {
             let j = jobs.len();
             let most = if j < d {
                 first
             } else {
-                let margin = match self.from {
-                    SizedFrom::Bounds => 1.0,
-                    _ => {
-                        Self::margin(SizedFrom::Epoch(jobs[..=j - d].iter().sum::<usize>() as u64))
-                    }
-                };
-                self.size(arena, self.first, 0, margin, false).1
+                measured += jobs[j - d];
+                if measured >= Self::SETTLED as usize {
+                    settled
+                } else {
+                    unsettled
+                }
             };
             let n = crate::epoch::take(left, most, true, short_first && j == 0);
             jobs.push(n);
