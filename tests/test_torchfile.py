@@ -100,3 +100,27 @@ def test_files_that_are_not_checkpoints_are_refused_with_their_path(tmp_path):
         load(str(cut))
     with pytest.raises(FileNotFoundError):
         load(str(tmp_path / "missing.pt"))
+
+
+def test_skipped_parts_are_never_read_and_whole_storages_are_used_as_read(tmp_path):
+    """``skip`` leaves a top-level key out before any storage is read: an archive without the
+    optimizer's storage still loads without it (and is refused with it). A tensor over all of its
+    storage is the buffer read (writable, no second copy); a part of one gets its own elements."""
+    w = torch.randn(4, 3)
+    torch.save(dict(model={"w": w, "t": w.t(), "row": w[1]}, optimizer={"state": {0: torch.randn(1000)}}),
+               tmp_path / "ck.pt")
+    with zipfile.ZipFile(tmp_path / "ck.pt") as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    big = max((n for n in entries if "/data/" in n), key=lambda n: len(entries[n]))  # the optimizer's 4000 bytes
+    with zipfile.ZipFile(tmp_path / "cut.pt", "w") as z:
+        for n, data in entries.items():
+            if n != big:
+                z.writestr(n, data)
+    got = load(str(tmp_path / "cut.pt"), skip=("optimizer",))
+    assert list(got) == ["model"]
+    _same(got["model"], {"w": w, "t": w.t(), "row": w[1]})
+    assert got["model"]["w"].flags.writeable and got["model"]["w"].base is not None
+    got["model"]["row"][0] = 99.0
+    assert got["model"]["w"][1, 0] == w[1, 0]
+    with pytest.raises(InputError, match="not a readable checkpoint"):
+        load(str(tmp_path / "cut.pt"))

@@ -91,14 +91,15 @@ class Checkpoint:
 def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -> Tuple[str, Dict[str, Any]]:
     """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
     directory that holds no run or a file that is not a checkpoint. ``arrays``: read without
-    PyTorch, the tensors as numpy arrays (``ringgnn.torchfile``)."""
+    PyTorch, the tensors as numpy arrays (``ringgnn.torchfile``), for inference: without the
+    optimizer's state (never read: with Adam, twice the model's bytes)."""
     path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
     if arrays:
         from .torchfile import load
 
-        state = load(path)
+        state = load(path, skip=("optimizer",))
         return path, state if isinstance(state, dict) else {}
     import torch
 

@@ -12,7 +12,12 @@ The format: a zip archive ``NAME/data.pkl`` (a pickle, protocol 2) with one entr
 storage a persistent id ``("storage", torch.FloatStorage, KEY, location, numel)``. The unpickler is
 restricted as ``torch.load(weights_only=True)`` is: containers, numbers, strings, ``OrderedDict``,
 tensors and storages of the listed dtypes; anything else (a class, a function) is refused, so a
-checkpoint cannot run code."""
+checkpoint cannot run code.
+
+Memory: the pickle is read first with its tensors as placeholders; the parts the caller does not
+want (``skip``: a run's ``optimizer`` state, twice the model's size with Adam) are dropped
+before any storage is read, and each storage is read once, into a buffer a tensor over all of it
+uses as it is (no copy: the checkpoint's bytes are held once, not twice, while it is read)."""
 
 from __future__ import annotations
 
@@ -44,25 +49,51 @@ class _StorageType:
         self.name, self.dtype = name, STORAGES[name]
 
 
-def _rebuild_tensor(storage: np.ndarray, offset: int, size: Tuple[int, ...], stride: Tuple[int, ...],
-                    *_: Any) -> np.ndarray:
-    """A tensor's elements as a numpy array of its own (``size`` and element ``stride`` over the
-    storage's elements from ``offset``)."""
+class _Storage:
+    """A storage named by the pickle, not read yet: its entry, dtype and element count."""
+
+    def __init__(self, key: str, dtype: np.dtype, numel: int):
+        self.key, self.dtype, self.numel = key, dtype, int(numel)
+
+
+class _Tensor:
+    """A tensor of the pickle, not built yet (``_rebuild_tensor_v2``'s arguments)."""
+
+    def __init__(self, storage: _Storage, offset: int, size: Tuple[int, ...], stride: Tuple[int, ...]):
+        if not isinstance(storage, _Storage):
+            raise pickle.UnpicklingError("a tensor whose storage is not one of the archive's")
+        self.storage, self.offset, self.size, self.stride = storage, int(offset), tuple(size), tuple(stride)
+
+
+def _rebuild_tensor(storage: _Storage, offset: int, size: Tuple[int, ...], stride: Tuple[int, ...],
+                    *_: Any) -> _Tensor:
+    return _Tensor(storage, offset, size, stride)
+
+
+def _tensor(t: _Tensor, storage: np.ndarray) -> np.ndarray:
+    """A tensor's elements (``size`` and element ``stride`` over the storage's elements from
+    ``offset``): the storage itself where the tensor is all of it in order (as torch shares it),
+    else an array of its own (a small view does not keep a large storage alive)."""
+    offset, size, stride = t.offset, t.size, t.stride
     if not size:
+        if not 0 <= offset < len(storage):
+            raise ValueError(f"a scalar at {offset} is outside its storage of {len(storage)} elements")
         return storage[offset:offset + 1].reshape(()).copy()
     if any(s == 0 for s in size):
         return np.empty(size, dtype=storage.dtype)
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if offset < 0 or any(s < 0 for s in stride) or last >= len(storage):
-        raise ValueError(f"a tensor of size {tuple(size)} and stride {tuple(stride)} at {offset} is outside its "
+        raise ValueError(f"a tensor of size {size} and stride {stride} at {offset} is outside its "
                          f"storage of {len(storage)} elements")
+    contiguous = tuple(int(np.prod(size[i + 1:])) for i in range(len(size)))
+    if offset == 0 and last == len(storage) - 1 and all(st == c for n, st, c in zip(size, stride, contiguous) if n > 1):
+        return storage.reshape(size)
     item = storage.dtype.itemsize
-    view = np.lib.stride_tricks.as_strided(storage[offset:], shape=tuple(size),
-                                           strides=tuple(s * item for s in stride))
-    return np.array(view)  # its own elements: the storage's bytes are not kept alive by a small view
+    view = np.lib.stride_tricks.as_strided(storage[offset:], shape=size, strides=tuple(s * item for s in stride))
+    return np.array(view)
 
 
-def _rebuild_parameter(data: np.ndarray, *_: Any) -> np.ndarray:
+def _rebuild_parameter(data: Any, *_: Any) -> Any:
     return data
 
 
@@ -78,7 +109,7 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, data: bytes, archive: zipfile.ZipFile, prefix: str, path: str):
         super().__init__(io.BytesIO(data))
         self.archive, self.prefix, self.path = archive, prefix, path
-        self.storages: Dict[str, np.ndarray] = {}
+        self.storages: Dict[str, _Storage] = {}
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _ALLOWED:
@@ -88,24 +119,43 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"it names {module}.{name}, which a checkpoint of tensors and plain values "
                                      "does not hold")
 
-    def persistent_load(self, pid: Any) -> np.ndarray:
+    def persistent_load(self, pid: Any) -> _Storage:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
                 and isinstance(pid[1], _StorageType)):
             raise pickle.UnpicklingError(f"an unknown persistent id {pid!r}")
         _, kind, key, _location, numel = pid
         if key not in self.storages:
-            raw = self.archive.read(f"{self.prefix}/data/{key}")
-            arr = np.frombuffer(raw, dtype=kind.dtype)
-            if len(arr) < int(numel):
-                raise pickle.UnpicklingError(f"storage {key} holds {len(arr)} elements, not {numel}")
-            self.storages[key] = arr
+            self.storages[key] = _Storage(str(key), kind.dtype, numel)
         return self.storages[key]
 
+    def build(self, obj: Any, read: Dict[str, np.ndarray]) -> Any:
+        """``obj`` with its tensors built, each storage read once (``read``: those read)."""
+        if isinstance(obj, _Tensor):
+            st = obj.storage
+            if st.key not in read:
+                raw = bytearray(self.archive.getinfo(f"{self.prefix}/data/{st.key}").file_size)
+                with self.archive.open(f"{self.prefix}/data/{st.key}") as f:
+                    f.readinto(raw)  # into a writable buffer: its tensors use it as it is
+                arr = np.frombuffer(raw, dtype=st.dtype)
+                if len(arr) < st.numel:
+                    raise pickle.UnpicklingError(f"storage {st.key} holds {len(arr)} elements, not {st.numel}")
+                read[st.key] = arr[:st.numel]
+            return _tensor(obj, read[st.key])
+        if isinstance(obj, dict):
+            built = type(obj)((k, self.build(v, read)) for k, v in obj.items())
+            if getattr(obj, "__dict__", None):  # attributes of a dict (PyG's _metadata)
+                built.__dict__.update({k: self.build(v, read) for k, v in obj.__dict__.items()})
+            return built
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.build(v, read) for v in obj)
+        return obj
 
-def load(path: str) -> Any:
+
+def load(path: str, skip: Tuple[str, ...] = ()) -> Any:
     """The object ``torch.save`` wrote to ``path``, its tensors as numpy arrays (bf16 as uint16
-    bits). A file that is not a zip-format ``.pt``, or that names anything but tensors and plain
-    values, is refused with an :class:`InputError` naming it."""
+    bits); a dict's top-level keys in ``skip`` are left out, their tensors never read. A file
+    that is not a zip-format ``.pt``, or that names anything but tensors and plain values, is
+    refused with an :class:`InputError` naming it."""
     with os_errors("reading the checkpoint", path):
         try:
             archive = zipfile.ZipFile(path)
@@ -121,6 +171,10 @@ def load(path: str) -> Any:
             if order in archive.namelist() and archive.read(order).strip() != b"little":
                 raise InputError(f"{path}: a big-endian checkpoint; re-save it on a little-endian machine")
             try:
-                return _Unpickler(archive.read(names[0]), archive, prefix, path).load()
+                unpickler = _Unpickler(archive.read(names[0]), archive, prefix, path)
+                obj = unpickler.load()
+                if isinstance(obj, dict) and skip:
+                    obj = type(obj)((k, v) for k, v in obj.items() if k not in skip)
+                return unpickler.build(obj, {})
             except (pickle.UnpicklingError, ValueError, KeyError, EOFError, TypeError, AttributeError) as e:
                 raise InputError(f"{path}: not a readable checkpoint ({e})") from None
