@@ -4,8 +4,9 @@ each build (this Python, and ``--compare OTHER_PYTHON``, e.g. the global install
 baseline), the command runs with ``--memory 1M`` (refused: its message names the least it would
 take before loading anything), then under ``memcap N`` with ``--memory N`` for the least named,
 again with the next least while the command refuses after loading (its exact minimum for the
-graph and the model), until it runs (a run the cap kills without refusing: ``--step`` more). Each row: the build, the budget tried, the exit status,
-the seconds, the cgroup's peak and events, and the refusal's message where refused.
+graph and the model), until it runs (a run the cap kills without refusing: ``--step`` more).
+Each row: the build, the budget tried, the exit status, the seconds, the cgroup's peak and
+events, and the refusal's message where refused.
 
 Usage:
     python benchmarks/least_budget_bench.py [--compare PYTHON] [--json out.json] -- \\

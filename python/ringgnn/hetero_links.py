@@ -517,16 +517,9 @@ def _sampled_scores(net: Any, held: Mapping[str, HeldOut], loaders: Mapping[str,
             ids = np.union1d(h.src_nodes, h.dst_nodes)
             zs = zd = sampled_rows(net.tower("src"), loaders[f"{split}.src"], side_types["src"], device, len(ids))
             sid = did = ids
-        pos, neg = decode(net.decoder.cpu() if device.type == "cpu" else _cpu_copy(net.decoder), zs, sid, zd, did,
-                          h.pairs, h.negs)
+        pos, neg = decode(net.decoder, zs, sid, zd, did, h.pairs, h.negs)  # its weights copied to the host
         out.update(_keys(split, split_scores(pos, neg)))
     return out
-
-
-def _cpu_copy(module: Any) -> Any:
-    import copy
-
-    return copy.deepcopy(module).cpu()
 
 
 def layerwise_scores(ds: Any, net: Any, held: Mapping[str, HeldOut], **opts: Any) -> Dict[str, Any]:
