@@ -5,6 +5,8 @@ files are refused."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -131,6 +133,13 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     with torch.no_grad():
         full = net(x, edges, n_id).numpy()
     assert np.allclose(r["array"], full, atol=1e-4)
+    # The command reads the tables from the checkpoint's files without PyTorch: the same predictions.
+    code = ("import sys\nfrom ringgnn.cli import main\n"
+            f"rc = main(['predict', {run!r}, '--quiet', '--out', {str(tmp_path / 'p.npy')!r}])\n"
+            "print('torch' in sys.modules, rc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split()[-2:] == ["False", "0"], out.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), full.argmax(1))
     # Serving reads the table file too: a sampled batch's logits equal the forward with the
     # authors' and institutions' rows taken from the checkpoint's copies by hand.
     from ringgnn.checkpoints import read_checkpoint
