@@ -709,6 +709,12 @@ fn fold_piece<I: Id>(
                     while i0 < n && live.len() < LIVE {
                         if (next_part[i0] as usize) < p1 {
                             live.push(i0);
+                            if ahead > 0 {
+                                // Its cursor and edge bound, read when its edges are walked (a
+                                // miss each: one destination in tens has an edge in a piece).
+                                prefetch(cur_part[i0..].as_ptr() as usize, 1);
+                                prefetch(seg[d0 + i0 + 1..].as_ptr() as usize, 1);
+                            }
                         }
                         i0 += 1;
                     }
