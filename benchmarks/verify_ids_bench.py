@@ -58,10 +58,37 @@ def make(work: Path, kind: str, n: int, dup: bool) -> Path:
                 f.write(b"".join(b))
         np.concatenate(offsets).astype("<u8").tofile(ids)
         node_ids = ("str", ids, data)
-    ringgnn.convert(work / "e.npy", out, num_nodes=n, node_ids=node_ids, memory="512M")
+    if dup:  # builds refuse a repeated id: the ids are stored after a build without them
+        ringgnn.convert(work / "e.npy", out, num_nodes=n, memory="512M")
+        store_ids(out, node_ids)
+    else:
+        ringgnn.convert(work / "e.npy", out, num_nodes=n, node_ids=node_ids, memory="512M")
     for p in (ids, data, work / "e.npy"):
         p.unlink(missing_ok=True)
     return out
+
+
+def store_ids(ds: Path, node_ids: tuple) -> None:
+    """Store an importer's id files in built dataset ``ds`` as docs/FORMAT.md lays them out
+    (page-padded, sizes and checksums in the manifest), repeats and all."""
+    import json
+    import shutil
+
+    import ringgnn
+
+    m = json.loads((ds / "manifest.json").read_text())
+    dtype, ids, data = node_ids
+    for name, src in (("node_ids", ids), ("node_id_bytes", data)):
+        if src is None:
+            continue
+        size = os.path.getsize(src)
+        with open(src, "rb") as f, open(ds / f"{name}.bin", "wb") as g:
+            shutil.copyfileobj(f, g, 1 << 20)
+            g.write(bytes(-size % 4096))
+        total, crc = ringgnn._core.file_crc32c(str(ds / f"{name}.bin"))
+        m["files"][name] = {"path": f"{name}.bin", "bytes": total, "payload_bytes": size, "crc32c": crc}
+    m["node_ids"] = {"dtype": dtype, "bytes": 0 if data is None else os.path.getsize(data)}
+    (ds / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
 
 
 def run(cmd: str):

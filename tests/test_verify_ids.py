@@ -3,9 +3,10 @@ checked within --memory, with the sorted runs of ids that do not fit removed aft
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import pytest
@@ -34,12 +35,34 @@ def str_ids(tmp: Path, name: str, ids: Sequence[str]) -> tuple:
 
 
 def dataset(tmp: Path, node_ids: tuple, n: int) -> Path:
-    """A path through ``n`` nodes with these original ids."""
+    """A path through ``n`` nodes with these original ids (stored after the build, which refuses
+    a repeated id: verify must find it in a dataset that has one all the same)."""
     edges = tmp / "e.npy"
     np.save(edges, np.stack([np.arange(n - 1), np.arange(1, n)]).astype(np.int64))
     out = tmp / "ds"
-    ringgnn.convert(edges, out, num_nodes=n, node_ids=node_ids, overwrite=True)
+    ringgnn.convert(edges, out, num_nodes=n, overwrite=True)
+    store_ids(out, node_ids)
     return out
+
+
+def store_ids(ds: Path, node_ids: tuple, node_type: Optional[str] = None) -> None:
+    """Store ``node_ids`` (an importer's files) in built dataset ``ds`` (for ``node_type``) as
+    docs/FORMAT.md lays them out: each file padded to a page, its size and checksum in the
+    manifest."""
+    m = json.loads((ds / "manifest.json").read_text())
+    holder, key, prefix = (m, "", "") if node_type is None else (m["node_types"][node_type],
+                                                                 f"node.{node_type}.", f"{node_type}_")
+    dtype, ids, data = node_ids
+    for name, src in (("node_ids", ids), ("node_id_bytes", data)):
+        if src is None:
+            continue
+        payload = Path(src).read_bytes()
+        path = f"{prefix}{name}.bin"
+        (ds / path).write_bytes(payload + bytes(-len(payload) % 4096))
+        size, crc = ringgnn._core.file_crc32c(str(ds / path))
+        m["files"][key + name] = {"path": path, "bytes": size, "payload_bytes": len(payload), "crc32c": crc}
+    holder["node_ids"] = {"dtype": dtype, "bytes": 0 if data is None else os.path.getsize(data)}
+    (ds / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
 
 
 def ids_file(ds: Path, key: str = "node_ids") -> Path:
@@ -79,8 +102,10 @@ def test_heterogeneous_ids_are_checked_per_type(cli, tmp_path):
 
     def build(users: tuple, items: tuple) -> Path:
         out = tmp_path / "het"
-        ringgnn.build_hetero(out, [NodeType("user", 3, node_ids=users), NodeType("item", 2, node_ids=items)],
+        ringgnn.build_hetero(out, [NodeType("user", 3), NodeType("item", 2)],
                              [Relation("user:buys:item", edges)], overwrite=True)
+        store_ids(out, users, "user")
+        store_ids(out, items, "item")
         return out
 
     # the same id in two types names two nodes

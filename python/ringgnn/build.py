@@ -83,7 +83,9 @@ def convert(
     ``node_ids`` (what an importer that assigned the dense ids passes): ``(dtype, ids, bytes)``,
     the nodes' original ids in dense order as raw little-endian files (``"i64"``/``"u64"``
     ``[V]``, or ``"str"``: u64 offsets ``[V + 1]`` and the UTF-8 ``bytes``), stored with the
-    dataset (``docs/FORMAT.md``, "Original node ids").
+    dataset (``docs/FORMAT.md``, "Original node ids"); an id given twice is an ``InputError``
+    naming the file, both nodes and the id, raised before the graph is built (the check sorts
+    within ``memory``), and nothing is written.
 
     With ``link_split`` lists, ``given_negatives`` and ``absent_ok`` are :class:`Relation`'s:
     negatives stored as given per held-out split (rows in the stored pair order), and held-out
@@ -203,7 +205,8 @@ class NodeType:
     [num_nodes] integers, -1 = unlabeled) and ``split`` (as :func:`convert` takes it: fractions,
     or ``.npy`` files of this type's ids). ``node_ids``: the type's original ids as
     :func:`convert` takes them (``(dtype, ids, bytes)``; what an importer that assigned the type's
-    dense ids passes), stored as ``node.TYPE.node_ids``."""
+    dense ids passes), stored as ``node.TYPE.node_ids``; an id given twice within the type is
+    refused as :func:`convert` refuses it (the same id in two types names two nodes)."""
 
     name: str
     num_nodes: int

@@ -13,7 +13,7 @@ use crate::link::{self, LinkPlan, LinkSplitOptions};
 use crate::manifest::{
     FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,
 };
-use crate::node_ids::{attach_node_ids, NodeIdsInput};
+use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 use crate::progress::Progress;
 use crate::writer::Staging;
 use crate::{attach, Error, Result};
@@ -143,6 +143,10 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         None => None,
     };
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
+    // Before the graph: a repeated original id fails fast, with all of --memory to sort in.
+    if let Some(ids) = &opts.node_ids {
+        check_unique(ids, opts.graph.memory, staging.dir(), progress)?;
+    }
     let mut source = input::open(&opts.input, Some(format), opts.graph.num_nodes)?;
     let graph = build_graph_split(
         source.as_mut(),

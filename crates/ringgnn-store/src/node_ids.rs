@@ -1,14 +1,21 @@
 //! The original ids of a dataset's nodes (`node_ids.bin`, `node_id_bytes.bin`; `docs/FORMAT.md`
 //! "Original node ids"): written by `convert` from files an importer prepared (ringgnn's table
 //! importer assigns the dense ids and writes the originals in dense order), copied in blocks.
+//! Before anything is built they are checked to be unique ([`check_unique`]) by the same external
+//! sort as `verify`'s, within the build's `--memory`, spilling into the build's temporary
+//! directory: a repeated id is refused with the input file and the two nodes, and since the
+//! dataset is built in a temporary place, nothing is left behind.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::manifest::{NodeIdDtype, NodeIdInfo};
+use crate::progress::Progress;
+use crate::verify::runs::Sizes;
+use crate::verify::unique_ids::{find_repeat, hash_bytes, IdCheck, IdFiles, Repeat};
 use crate::writer::Staging;
-use crate::{input_err, IoContext, Result};
+use crate::{input_err, Error, IoContext, Result};
 
 pub const NODE_IDS_FILE: &str = "node_ids.bin";
 pub const NODE_ID_BYTES_FILE: &str = "node_id_bytes.bin";
@@ -55,6 +62,61 @@ impl NodeIdsInput {
     }
 }
 
+/// Refuse the build if two nodes of `input` have the same original id. `memory` is the build's
+/// `--memory` (the check runs while the build holds nothing else, so it gets all of it but the
+/// builder's fixed part); the sort's runs, if any, go to a temporary directory in `spill_parent`
+/// (the build's own temporary directory), removed when the check ends however it ends.
+pub fn check_unique(
+    input: &NodeIdsInput,
+    memory: u64,
+    spill_parent: &Path,
+    progress: &dyn Progress,
+) -> Result<()> {
+    #[cfg(test)]
+    if tests::SKIP_UNIQUE.with(|s| s.get()) {
+        return Ok(());
+    }
+    let len = std::fs::metadata(&input.ids).at(&input.ids)?.len();
+    let words = len / 8;
+    let strings = input.dtype == NodeIdDtype::Str;
+    if len % 8 != 0 || (strings && words == 0) {
+        return input_err!(
+            "{}: {len} bytes is not a whole number of 8-byte {}",
+            input.ids.display(),
+            if strings {
+                "offsets (V + 1 of them)"
+            } else {
+                "ids"
+            }
+        );
+    }
+    let files = IdFiles {
+        dtype: input.dtype,
+        ids: &input.ids,
+        bytes: input.bytes.as_deref(),
+        num_nodes: if strings { words - 1 } else { words },
+    };
+    let how = IdCheck {
+        sizes: Sizes::for_budget(memory.saturating_sub(crate::builder::OVERHEAD)),
+        spill_dir: spill_parent,
+        hash: hash_bytes,
+    };
+    match find_repeat(&files, &how, "original ids unique", progress)?.0 {
+        None => Ok(()),
+        Some(Repeat { first, second, id }) => Err(Error::Input(format!(
+            "{}{}: nodes {first} and {second} (entries {first} and {second} of the file, counted \
+             from 0) both have the original id {id}; each original id must name one node, or \
+             lookups by original id (predict --nodes, an importer's joins) are ambiguous: remove \
+             the repeat from the input (or give one of the two nodes another id) and build again",
+            input.ids.display(),
+            match &input.bytes {
+                Some(b) => format!(" (offsets into {})", b.display()),
+                None => String::new(),
+            },
+        ))),
+    }
+}
+
 /// Copy the original ids into the dataset being built; `num_nodes` is the built graph's.
 pub fn attach_node_ids(
     staging: &mut Staging,
@@ -91,3 +153,6 @@ fn copy(staging: &mut Staging, key: &str, name: &str, from: &Path) -> Result<()>
     staging.add(key, w.finish()?);
     Ok(())
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -855,7 +855,7 @@ impl Check for Offsets {
 }
 
 mod link;
-mod runs;
+pub(crate) mod runs;
 #[cfg(test)]
 mod tests;
-mod unique_ids;
+pub(crate) mod unique_ids;

@@ -44,7 +44,7 @@ pub const INDICES_FILE: &str = "indices.bin";
 /// (2 x 4 MiB), bounce buffers (4 MiB per worker), bookkeeping, and the Python interpreter with
 /// numpy that hosts the build (about 50 MiB of RSS). Measured: `--memory 512M` peaks at
 /// about 480 MiB RSS on a 400M-edge build (docs/benchmarks.md).
-const OVERHEAD: u64 = 112 << 20;
+pub(crate) const OVERHEAD: u64 = 112 << 20;
 /// Smallest budget accepted: the overhead plus room for sort buffers that are not absurdly small.
 pub const MIN_MEMORY: u64 = 128 << 20;
 /// Edges per chunk handed from the reader thread to the partitioner.

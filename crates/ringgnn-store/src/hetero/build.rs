@@ -28,7 +28,7 @@ use crate::convert::{GraphOptions, SplitSpec};
 use crate::input::{self, EdgeSource, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions, LinkSplitSpec};
 use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
-use crate::node_ids::{attach_node_ids, NodeIdsInput};
+use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 use crate::progress::{Prefixed, Progress};
 use crate::writer::Staging;
 use crate::{Error, IoContext, Result};
@@ -283,9 +283,15 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             None => BTreeMap::new(),
         };
         let node_ids = match &t.node_ids {
-            Some(ids) => Some(
-                attach_node_ids(&mut staging, ids, t.num_nodes).map_err(|e| in_type(e, &t.name))?,
-            ),
+            Some(ids) => {
+                // Before any relation is built, so all of --memory is the sort's.
+                check_unique(ids, spec.memory, staging.dir(), progress)
+                    .map_err(|e| in_type(e, &t.name))?;
+                Some(
+                    attach_node_ids(&mut staging, ids, t.num_nodes)
+                        .map_err(|e| in_type(e, &t.name))?,
+                )
+            }
             None => None,
         };
         node_types.insert(

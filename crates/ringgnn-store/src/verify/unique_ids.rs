@@ -61,18 +61,71 @@ pub(super) fn check(
         return Ok(0);
     };
     let ids_path = dir.join(&m.file("node_ids")?.path);
-    let v = m.num_nodes;
+    let bytes_path = match info.dtype {
+        NodeIdDtype::Str => Some(dir.join(&m.file("node_id_bytes")?.path)),
+        _ => None,
+    };
     let stage = part.map_or(String::new(), |p| format!("{p} "));
-    progress.stage(
-        &format!("verify {stage}original ids unique"),
-        Some(v),
-        "ids",
-    );
+    let ids = IdFiles {
+        dtype: info.dtype,
+        ids: &ids_path,
+        bytes: bytes_path.as_deref(),
+        num_nodes: m.num_nodes,
+    };
+    let stage = format!("verify {stage}original ids unique");
+    let (repeat, spilled) = find_repeat(&ids, how, &stage, progress)?;
+    match repeat {
+        None => Ok(spilled),
+        Some(Repeat {
+            first: i,
+            second: j,
+            id,
+        }) => Err(Error::Corrupt(format!(
+            "{}: {}nodes {i} and {j} both have the original id {id}; each original id must \
+             name one node, or lookups by original id (predict --nodes, an importer's joins) are \
+             ambiguous. The importer that wrote this dataset should have refused the duplicate: \
+             remove it from the input and import it again",
+            ids_path.display(),
+            part.map_or(String::new(), |p| format!("{p}: ")),
+        ))),
+    }
+}
+
+/// The files of `num_nodes` original ids as `docs/FORMAT.md` lays them out (a dataset's, or
+/// the files a build is given, which have the same layout).
+pub(crate) struct IdFiles<'a> {
+    pub dtype: NodeIdDtype,
+    pub ids: &'a Path,
+    /// The UTF-8 bytes of string ids (`Str` only).
+    pub bytes: Option<&'a Path>,
+    pub num_nodes: u64,
+}
+
+/// An original id that names two nodes: the smallest repeated key's two smallest nodes, and
+/// the id as a message shows it. The same whatever the budget.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Repeat {
+    pub first: u64,
+    pub second: u64,
+    pub id: String,
+}
+
+/// The one check that original ids are unique, for `verify` and for the builds that write
+/// them: the repeat found (if any) and the bytes the sort wrote to disk. `stage` names the
+/// progress stage.
+pub(crate) fn find_repeat(
+    files: &IdFiles<'_>,
+    how: &IdCheck<'_>,
+    stage: &str,
+    progress: &dyn Progress,
+) -> Result<(Option<Repeat>, u64)> {
+    let v = files.num_nodes;
+    progress.stage(stage, Some(v), "ids");
     let mut sorter = Sorter::new(how.sizes, v, how.spill_dir, progress);
-    let mut ids = Words::open(&ids_path)?;
-    let strings = match info.dtype {
+    let mut ids = Words::open(files.ids)?;
+    let strings = match files.dtype {
         NodeIdDtype::I64 | NodeIdDtype::U64 => {
-            let flip = if info.dtype == NodeIdDtype::I64 {
+            let flip = if files.dtype == NodeIdDtype::I64 {
                 1 << 63
             } else {
                 0
@@ -84,21 +137,35 @@ pub(super) fn check(
             None
         }
         NodeIdDtype::Str => {
-            let bytes_path = dir.join(&m.file("node_id_bytes")?.path);
-            let mut bytes = std::io::BufReader::with_capacity(
-                READ_BLOCK,
-                File::open(&bytes_path).at(&bytes_path)?,
-            );
+            let bytes_path = files.bytes.ok_or_else(|| {
+                Error::Input("string node ids need the file of their bytes".into())
+            })?;
+            let file = File::open(bytes_path).at(bytes_path)?;
+            let total = file.metadata().at(bytes_path)?.len();
+            let mut bytes = std::io::BufReader::with_capacity(READ_BLOCK, file);
             let (mut start, mut s) = (ids.next()?, Vec::new());
             for node in 0..v {
                 let end = ids.next()?;
+                // A build's input is unchecked: bad offsets are refused before they size a read.
+                if end < start || end > total {
+                    return Err(Error::Input(format!(
+                        "{}: offset {} is {end}, after offset {node} ({start}), but offsets must \
+                         not decrease nor pass the {total} bytes of {}",
+                        files.ids.display(),
+                        node + 1,
+                        bytes_path.display()
+                    )));
+                }
                 s.resize((end - start) as usize, 0);
-                bytes.read_exact(&mut s).at(&bytes_path)?;
+                bytes.read_exact(&mut s).at(bytes_path)?;
                 sorter.push(((how.hash)(&s), node))?;
                 start = end;
                 tick(node, progress)?;
             }
-            Some(Strings::open(ids_path.clone(), bytes_path)?)
+            Some(Strings::open(
+                files.ids.to_path_buf(),
+                bytes_path.to_path_buf(),
+            )?)
         }
     };
     progress.advance(v % (1 << 20))?;
@@ -114,7 +181,7 @@ pub(super) fn check(
             return Ok(false);
         };
         let Some(strings) = &strings else {
-            found = Some((first, node, show_int(key, info.dtype)));
+            found = Some((first, node, show_int(key, files.dtype)));
             return Ok(true);
         };
         if distinct.is_empty() {
@@ -129,17 +196,8 @@ pub(super) fn check(
         Ok(false)
     };
     let spilled = sorter.finish(&mut each)?;
-    match found {
-        None => Ok(spilled),
-        Some((i, j, id)) => Err(Error::Corrupt(format!(
-            "{}: {}nodes {i} and {j} both have the original id {id}; each original id must \
-             name one node, or lookups by original id (predict --nodes, an importer's joins) are \
-             ambiguous. The importer that wrote this dataset should have refused the duplicate: \
-             remove it from the input and import it again",
-            ids_path.display(),
-            part.map_or(String::new(), |p| format!("{p}: ")),
-        ))),
-    }
+    let repeat = found.map(|(first, second, id)| Repeat { first, second, id });
+    Ok((repeat, spilled))
 }
 
 fn tick(node: u64, progress: &dyn Progress) -> Result<()> {
