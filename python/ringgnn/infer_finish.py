@@ -56,6 +56,12 @@ def slices_in_flight(workers: int, overlap: bool) -> int:
     return workers + 2 if overlap else 1
 
 
+def slice_reader(reader: Any, end: int, rows: int) -> Callable[[int], np.ndarray]:
+    """``read(r0)``: the input rows ``r0..min(end, r0 + rows)`` from ``reader`` (a
+    ``FeatureReader``), the slice read of every :func:`map_slices` over a file's rows."""
+    return lambda r0: reader.gather(np.arange(r0, min(end, r0 + rows), dtype=np.int64))
+
+
 def map_slices(starts: Any, read: Callable[[int], Any], compute: Callable[[int, Any], Any],
                write: Callable[[int, Any], None], workers: int, overlap: bool = True) -> None:
     """``write(s, compute(s, read(s)))`` for each slice start ``s``, the writes in order; with
@@ -144,8 +150,10 @@ def finish_block(run: "LayerwiseInference", k: int, a: int, b: int, reader: Any,
     there, None without ``read_rows``); the one thing the grid and the partitions do differently
     (the partitions fold GAT's self loop in here)."""
 
+    read_slice = slice_reader(reader, b, rows)
+
     def read(r0: int) -> Optional[np.ndarray]:
-        return reader.gather(np.arange(r0, min(b, r0 + rows), dtype=np.int64)) if read_rows else None
+        return read_slice(r0) if read_rows else None
 
     def compute(r0: int, x: Optional[np.ndarray]) -> np.ndarray:
         r1 = min(b, r0 + rows)

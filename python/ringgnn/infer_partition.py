@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 import numpy as np
 
 from ._files import os_errors, temporary
-from .infer_finish import finish_block, map_slices, split_rows
+from .infer_finish import finish_block, map_slices, slice_reader, split_rows
 from .infer_plan import release_freed
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _destination_logits(run: "LayerwiseInference", k: int, reader: Any, path: st
             out[r0:r0 + len(got)] = got
 
         # Read ahead and computed on all cores, as finishing is (``infer_finish``).
-        map_slices(range(0, n, rows), lambda r0: reader.gather(np.arange(r0, min(n, r0 + rows), dtype=np.int64)),
+        map_slices(range(0, n, rows), slice_reader(reader, n, rows),
                    lambda r0, x: run._down(run.dense.gat_start(k, run._up(x))[0]), put,
                    run.finish_workers, run.overlap)
         out.flush()

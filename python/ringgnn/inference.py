@@ -41,7 +41,7 @@ import numpy as np
 
 from . import _core, _options, _threads, infer_dense, infer_finish
 from ._files import keep_files, os_errors, temporary
-from .infer_finish import finish_block, map_slices, split_rows
+from .infer_finish import finish_block, map_slices, slice_reader, split_rows
 from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
@@ -811,7 +811,7 @@ class LayerwiseInference:
         w = RowFileWriter(path, width, "f32")
         try:
             # Read ahead and computed on all cores, written in order (``infer_finish``).
-            map_slices(range(0, n, rows), lambda r0: reader.gather(np.arange(r0, min(n, r0 + rows), dtype=np.int64)),
+            map_slices(range(0, n, rows), slice_reader(reader, n, rows),
                        lambda r0, x: transform(x), lambda r0, out: w.append(out), self.finish_workers, self.overlap)
             w.finish()
         except BaseException:
@@ -967,7 +967,7 @@ class LayerwiseInference:
                 st["msg"][sl] = got[2].reshape(len(got[0]), H * C)
 
             # A slice at a time, read ahead and computed on all cores as finishing is (``infer_finish``).
-            map_slices(range(a, b, rows), lambda r0: reader.gather(np.arange(r0, min(b, r0 + rows), dtype=np.int64)),
+            map_slices(range(a, b, rows), slice_reader(reader, b, rows),
                        start, put, self.finish_workers, self.overlap)
             return st
         if self._aggr(k) == "max":
