@@ -65,17 +65,19 @@ impl NodeIdsInput {
 /// Refuse the build if two nodes of `input` have the same original id. `memory` is the build's
 /// `--memory` (the check runs while the build holds nothing else, so it gets all of it but the
 /// builder's fixed part); the sort's runs, if any, go to a temporary directory in `spill_parent`
-/// (the build's own temporary directory), removed when the check ends however it ends.
+/// (the build's own temporary directory), removed when the check ends however it ends. Returns
+/// the bytes the sort wrote there.
 pub fn check_unique(
     input: &NodeIdsInput,
     memory: u64,
     spill_parent: &Path,
     progress: &dyn Progress,
-) -> Result<()> {
+) -> Result<u64> {
     #[cfg(test)]
     if tests::SKIP_UNIQUE.with(|s| s.get()) {
-        return Ok(());
+        return Ok(0);
     }
+    crate::builder::check_memory(memory)?;
     let len = std::fs::metadata(&input.ids).at(&input.ids)?.len();
     let words = len / 8;
     let strings = input.dtype == NodeIdDtype::Str;
@@ -101,9 +103,9 @@ pub fn check_unique(
         spill_dir: spill_parent,
         hash: hash_bytes,
     };
-    match find_repeat(&files, &how, "original ids unique", progress)?.0 {
-        None => Ok(()),
-        Some(Repeat { first, second, id }) => Err(Error::Input(format!(
+    match find_repeat(&files, &how, "original ids unique", progress)? {
+        (None, spilled) => Ok(spilled),
+        (Some(Repeat { first, second, id }), _) => Err(Error::Input(format!(
             "{}{}: nodes {first} and {second} (entries {first} and {second} of the file, counted \
              from 0) both have the original id {id}; each original id must name one node, or \
              lookups by original id (predict --nodes, an importer's joins) are ambiguous: remove \

@@ -47,6 +47,18 @@ pub const INDICES_FILE: &str = "indices.bin";
 pub(crate) const OVERHEAD: u64 = 112 << 20;
 /// Smallest budget accepted: the overhead plus room for sort buffers that are not absurdly small.
 pub const MIN_MEMORY: u64 = 128 << 20;
+/// Refuse a budget below [`MIN_MEMORY`] (the builds also check it before their check of the
+/// original ids, which sorts within the same budget).
+pub fn check_memory(memory: u64) -> Result<()> {
+    if memory < MIN_MEMORY {
+        return crate::input_err!(
+            "--memory {memory} bytes is too small; the builder needs at least {}M",
+            MIN_MEMORY >> 20
+        );
+    }
+    Ok(())
+}
+
 /// Edges per chunk handed from the reader thread to the partitioner.
 const CHUNK_EDGES: usize = 1 << 18;
 
@@ -89,13 +101,7 @@ pub fn build_graph_split(
     staging: &mut Staging,
     progress: &dyn Progress,
 ) -> Result<GraphSummary> {
-    if opts.memory < MIN_MEMORY {
-        return crate::input_err!(
-            "--memory {} bytes is too small; the builder needs at least {}M",
-            opts.memory,
-            MIN_MEMORY >> 20
-        );
-    }
+    check_memory(opts.memory)?;
     // The split files' write buffers and any listed pairs come out of the sort space.
     let reserve = link.map_or(0, LinkPlan::memory);
     if let Some(g) = link.and_then(LinkPlan::given) {

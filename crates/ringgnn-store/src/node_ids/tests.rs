@@ -174,38 +174,56 @@ fn convert_refuses_a_repeated_string_id_naming_both_files() {
     assert_eq!(entries(&t.path().join("out")), Vec::<String>::new());
 }
 
+/// 1.1M ids take 17.6 MB to sort, more than --memory 128M leaves beyond the builder's 112 MiB.
+const N_BIG: usize = 1_100_000;
+
 #[test]
-fn a_repeat_found_by_the_sort_on_disk_leaves_no_runs() {
+fn ids_beyond_the_budget_are_sorted_in_the_spill_directory_and_removed() {
     let t = tempfile::tempdir().unwrap();
-    // The sort gets what --memory leaves beyond the builder's fixed part: 32 KiB is runs of
-    // 2048 ids merged 7 at a time, so 10000 ids go to disk (in the build's temporary directory).
-    let memory = crate::builder::OVERHEAD + (32 << 10);
-    let mut ids: Vec<i64> = (0..10_000).map(|i| i * 7919 % 10_007).collect();
-    ids[9_999] = ids[17];
+    let spill = tempfile::tempdir().unwrap();
+    let mut ids: Vec<i64> = (0..N_BIG as i64).map(|i| i * 7919 % 1_100_009).collect();
     let input = int_ids(t.path(), "n", &ids);
-    let e = input_err(convert_path(t.path(), 10_000, input.clone(), memory));
+    // runs of 1Mi ids (16 MiB) and the other 51424 (823 KB, padded to a page), merged at once
+    let spilled = super::check_unique(&input, 128 << 20, spill.path(), &NoProgress).unwrap();
+    assert_eq!(
+        spilled,
+        (16 << 20) + (N_BIG as u64 - (1 << 20)) * 16 / 4096 * 4096 + 4096
+    );
+    assert_eq!(entries(spill.path()), Vec::<String>::new());
+    // a repeat is found on disk the same, and the build leaves nothing, its runs included
+    ids[N_BIG - 1] = ids[17];
+    let input = int_ids(t.path(), "n", &ids);
+    let e = input_err(super::check_unique(
+        &input,
+        128 << 20,
+        spill.path(),
+        &NoProgress,
+    ));
     assert!(
         e.starts_with(&format!(
-            "{}: nodes 17 and 9999 (entries 17 and 9999 of the file, counted from 0) both have the original id {}; ",
+            "{}: nodes 17 and {} (entries 17 and {} of the file, counted from 0) both have the original id {}; ",
             input.ids.display(),
+            N_BIG - 1,
+            N_BIG - 1,
             ids[17]
         )),
         "{e}"
     );
+    assert_eq!(entries(spill.path()), Vec::<String>::new());
+    let e = input_err(convert_path(t.path(), 3, input, 128 << 20));
+    assert!(e.contains(&format!("nodes 17 and {}", N_BIG - 1)), "{e}");
     assert_eq!(entries(&t.path().join("out")), Vec::<String>::new());
-    // distinct ids pass the check on disk; the builder then refuses so small a --memory
-    ids[9_999] = 20_000;
-    let e = input_err(convert_path(
-        t.path(),
-        10_000,
-        int_ids(t.path(), "n", &ids),
-        memory,
+    // a budget the builder refuses is refused before the ids are sorted
+    let e = input_err(super::check_unique(
+        &int_ids(t.path(), "n", &[1, 1]),
+        (128 << 20) - 1,
+        spill.path(),
+        &NoProgress,
     ));
-    assert!(
-        e.contains("is too small; the builder needs at least 128M"),
-        "{e}"
+    assert_eq!(
+        e,
+        "--memory 134217727 bytes is too small; the builder needs at least 128M"
     );
-    assert_eq!(entries(&t.path().join("out")), Vec::<String>::new());
 }
 
 fn node(name: &str, n: u64, ids: NodeIdsInput) -> NodeTypeSpec {
