@@ -298,3 +298,62 @@ fn a_heterogeneous_build_refuses_a_repeat_within_a_type_not_across() {
     );
     assert_eq!(entries(&p.join("out")), Vec::<String>::new());
 }
+
+/// Ctrl-C at the second tick of the id check (after its last push, so the first run is on
+/// disk), seeing what the output's directory and the build's staging directory hold then.
+struct CtrlC {
+    out: PathBuf,
+    seen: std::sync::Mutex<(String, u32, Vec<String>)>,
+}
+
+impl crate::Progress for CtrlC {
+    fn stage(&self, name: &str, _: Option<u64>, _: &str) {
+        self.seen.lock().unwrap().0 = name.into();
+    }
+    fn advance(&self, _: u64) -> crate::Result<()> {
+        let mut seen = self.seen.lock().unwrap();
+        if seen.0 != "original ids unique" {
+            return Ok(());
+        }
+        seen.1 += 1;
+        if seen.1 < 2 {
+            return Ok(());
+        }
+        for staging in entries(&self.out) {
+            let inner = entries(&self.out.join(&staging));
+            seen.2.push(format!("{staging}/{}", inner.join(",")));
+        }
+        Err(Error::Interrupted)
+    }
+}
+
+#[test]
+fn an_interrupt_during_the_check_leaves_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let ids: Vec<i64> = (0..N_BIG as i64).rev().collect();
+    let input = int_ids(t.path(), "n", &ids);
+    let edges = t.path().join("e.tsv");
+    std::fs::write(&edges, "0\t1\n").unwrap();
+    let out = t.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let graph = GraphOptions {
+        memory: 128 << 20,
+        ..Default::default()
+    };
+    let mut opts = ConvertOptions::new(edges, out.join("ds"), graph);
+    opts.node_ids = Some(input);
+    let ctrl_c = CtrlC {
+        out: out.clone(),
+        seen: Default::default(),
+    };
+    assert!(matches!(convert(&opts, &ctrl_c), Err(Error::Interrupted)));
+    // then: the build's staging directory beside the output, the sort's runs inside it
+    let (_, ticks, during) = ctrl_c.seen.into_inner().unwrap();
+    assert_eq!((ticks, during.len()), (2, 1), "{during:?}");
+    assert!(
+        during[0].starts_with(".ds.") && during[0].contains("/.ringgnn-verify.ringgnn-tmp-"),
+        "{during:?}"
+    );
+    // after: nothing
+    assert_eq!(entries(&out), Vec::<String>::new());
+}
