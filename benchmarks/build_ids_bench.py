@@ -25,33 +25,17 @@ from pathlib import Path
 
 import numpy as np
 
+from _ids import write_ids
+
 ROOT = Path(__file__).resolve().parent.parent
 MEMCAP = ROOT.parent / "shared" / "tools" / "memcap"
 
 
 def make(work: Path, kind: str, n: int, dup: bool) -> tuple:
     """Id files of n nodes, distinct i64 (or strings); with dup, node n-1 repeats node 3's."""
-    perm = np.random.default_rng(0).permutation(n)
     tag = f"{kind}{'-dup' if dup else ''}"
-    ids, data = work / f"{tag}.ids", work / f"{tag}.bytes"
-    if kind == "int":
-        v = perm.astype(np.int64) * 1_000_003 - 7_000_000_000
-        if dup:
-            v[n - 1] = v[3]
-        v.tofile(ids)
-        return ("i64", str(ids), None)
-    offsets, total = [np.zeros(1, np.uint64)], 0
-    with open(data, "wb") as f:
-        for lo in range(0, n, 1 << 22):
-            b = [f"user-{x:x}@example.org".encode() for x in perm[lo:lo + (1 << 22)]]
-            if dup and lo + (1 << 22) >= n:
-                b[-1] = f"user-{perm[3]:x}@example.org".encode()
-            lens = np.fromiter((len(s) for s in b), np.uint64, len(b))
-            offsets.append(total + np.cumsum(lens))
-            total += int(lens.sum())
-            f.write(b"".join(b))
-    np.concatenate(offsets).astype("<u8").tofile(ids)
-    return ("str", str(ids), str(data))
+    dtype, ids, data = write_ids(work / f"{tag}.ids", work / f"{tag}.bytes", kind, n, dup)
+    return (dtype, str(ids), None if data is None else str(data))
 
 
 def build(py: str, work: Path, n: int, node_ids: tuple, memory: str, cap: bool):

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _ids import write_ids
+
 ROOT = Path(__file__).resolve().parent.parent
 MEMCAP = ROOT.parent / "shared" / "tools" / "memcap"
 
@@ -37,33 +39,13 @@ def make(work: Path, kind: str, n: int, dup: bool) -> Path:
     if (out / "manifest.json").exists():
         return out
     np.save(work / "e.npy", np.array([[0], [1]], dtype=np.int64))
-    perm = np.random.default_rng(0).permutation(n)
-    ids, data = work / "ids.bin", work / "ids.bytes"
-    if kind == "int":
-        v = perm.astype(np.int64) * 1_000_003 - 7_000_000_000
-        if dup:
-            v[n - 1] = v[3]
-        v.tofile(ids)
-        node_ids = ("i64", ids, None)
-    else:
-        offsets, total = [np.zeros(1, np.uint64)], 0
-        with open(data, "wb") as f:
-            for lo in range(0, n, 1 << 22):
-                b = [f"user-{x:x}@example.org".encode() for x in perm[lo:lo + (1 << 22)]]
-                if dup and lo + (1 << 22) >= n:
-                    b[-1] = f"user-{perm[3]:x}@example.org".encode()
-                lens = np.fromiter((len(s) for s in b), np.uint64, len(b))
-                offsets.append(total + np.cumsum(lens))
-                total += int(lens.sum())
-                f.write(b"".join(b))
-        np.concatenate(offsets).astype("<u8").tofile(ids)
-        node_ids = ("str", ids, data)
+    node_ids = write_ids(work / "ids.bin", work / "ids.bytes", kind, n, dup)
     if dup:  # builds refuse a repeated id: the ids are stored after a build without them
         ringgnn.convert(work / "e.npy", out, num_nodes=n, memory="512M")
         store_ids(out, node_ids)
     else:
         ringgnn.convert(work / "e.npy", out, num_nodes=n, node_ids=node_ids, memory="512M")
-    for p in (ids, data, work / "e.npy"):
+    for p in (work / "ids.bin", work / "ids.bytes", work / "e.npy"):
         p.unlink(missing_ok=True)
     return out
 

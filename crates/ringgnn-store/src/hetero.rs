@@ -22,7 +22,7 @@ use crate::{Error, Result};
 
 mod build;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use build::{build, reverse_name, HeteroSpec, NodeTypeSpec, RelationSpec};
 

@@ -30,6 +30,15 @@ fn i64s(dir: &Path, name: &str, v: &[i64]) -> PathBuf {
 
 /// A featureless, unlabeled node type (also `link_tests`').
 pub(super) fn node(name: &str, n: u64) -> NodeTypeSpec {
+    node_with_ids(name, n, None)
+}
+
+/// [`node`] with original ids (also the id checks' tests: `node_ids`, `verify::unique_ids`).
+pub(crate) fn node_with_ids(
+    name: &str,
+    n: u64,
+    node_ids: Option<crate::node_ids::NodeIdsInput>,
+) -> NodeTypeSpec {
     NodeTypeSpec {
         name: name.into(),
         num_nodes: n,
@@ -37,7 +46,30 @@ pub(super) fn node(name: &str, n: u64) -> NodeTypeSpec {
         feature_dtype: None,
         labels: None,
         split: None,
-        node_ids: None,
+        node_ids,
+    }
+}
+
+/// A dataset at `out` of `node_types` whose first two are users and items, with edges
+/// `user:buys:item` 0->0 and 1->1 (written to `dir/buys.csv`; the id checks' tests).
+pub(crate) fn buys_spec(dir: &Path, out: PathBuf, node_types: Vec<NodeTypeSpec>) -> HeteroSpec {
+    let buys = dir.join("buys.csv");
+    std::fs::write(&buys, "0,0\n1,1\n").unwrap();
+    HeteroSpec {
+        out,
+        node_types,
+        relations: vec![RelationSpec {
+            name: "user:buys:item".into(),
+            input: buys,
+            format: None,
+            link_split: None,
+        }],
+        add_reverse: false,
+        memory: 256 << 20,
+        threads: 1,
+        seed: 0,
+        overwrite: true,
+        source: serde_json::Value::Null,
     }
 }
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::NodeIdsInput;
 use crate::convert::{convert, ConvertOptions, GraphOptions};
-use crate::hetero::{build, HeteroSpec, NodeTypeSpec, RelationSpec};
+use crate::hetero::build;
+use crate::hetero::tests::{buys_spec, node_with_ids};
 use crate::manifest::NodeIdDtype;
 use crate::{Error, NoProgress};
 
@@ -226,40 +227,18 @@ fn ids_beyond_the_budget_are_sorted_in_the_spill_directory_and_removed() {
     );
 }
 
-fn node(name: &str, n: u64, ids: NodeIdsInput) -> NodeTypeSpec {
-    NodeTypeSpec {
-        name: name.into(),
-        num_nodes: n,
-        features: None,
-        feature_dtype: None,
-        labels: None,
-        split: None,
-        node_ids: Some(ids),
-    }
-}
-
 /// Users and items with their ids, `user:buys:item` edges 0->0, 1->1, built at `dir/out/het`.
 fn hetero(dir: &Path, users: NodeIdsInput, items: NodeIdsInput) -> crate::Result<PathBuf> {
-    let buys = dir.join("buys.csv");
-    std::fs::write(&buys, "0,0\n1,1\n").unwrap();
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
-    let spec = HeteroSpec {
-        out: out.join("het"),
-        node_types: vec![node("user", 3, users), node("item", 2, items)],
-        relations: vec![RelationSpec {
-            name: "user:buys:item".into(),
-            input: buys,
-            format: None,
-            link_split: None,
-        }],
-        add_reverse: false,
-        memory: 256 << 20,
-        threads: 1,
-        seed: 0,
-        overwrite: false,
-        source: serde_json::Value::Null,
-    };
+    let spec = buys_spec(
+        dir,
+        out.join("het"),
+        vec![
+            node_with_ids("user", 3, Some(users)),
+            node_with_ids("item", 2, Some(items)),
+        ],
+    );
     build(&spec, &NoProgress)?;
     Ok(out.join("het"))
 }

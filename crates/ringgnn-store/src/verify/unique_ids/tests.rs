@@ -10,7 +10,8 @@ use super::super::runs::Sizes;
 use super::super::{verify, verify_with, VerifyOptions, VerifyReport};
 use super::{hash_bytes, HashFn, IdCheck};
 use crate::convert::{convert, ConvertOptions, GraphOptions};
-use crate::hetero::{build, HeteroSpec, NodeTypeSpec, RelationSpec};
+use crate::hetero::build;
+use crate::hetero::tests::{buys_spec, node_with_ids as node};
 use crate::manifest::NodeIdDtype;
 use crate::node_ids::tests::without_unique_check;
 use crate::node_ids::NodeIdsInput;
@@ -224,43 +225,18 @@ fn colliding_hashes_of_different_strings_are_not_duplicates() {
     }
 }
 
-fn node(name: &str, n: u64, ids: Option<NodeIdsInput>) -> NodeTypeSpec {
-    NodeTypeSpec {
-        name: name.into(),
-        num_nodes: n,
-        features: None,
-        feature_dtype: None,
-        labels: None,
-        split: None,
-        node_ids: ids,
-    }
-}
-
 /// Users and items, each with its own ids; `user:buys:item` edges 0->0, 1->1.
 fn hetero(dir: &Path, users: &Ids<'_>, items: &Ids<'_>) -> PathBuf {
-    let buys = dir.join("buys.csv");
-    std::fs::write(&buys, "0,0\n1,1\n").unwrap();
     let out = dir.join("het");
-    let spec = HeteroSpec {
-        out: out.clone(),
-        node_types: vec![
+    let spec = buys_spec(
+        dir,
+        out.clone(),
+        vec![
             node("user", users.len() as u64, Some(users.input(dir, "u"))),
             node("item", items.len() as u64, Some(items.input(dir, "i"))),
             node("shop", 2, None),
         ],
-        relations: vec![RelationSpec {
-            name: "user:buys:item".into(),
-            input: buys,
-            format: None,
-            link_split: None,
-        }],
-        add_reverse: false,
-        memory: 256 << 20,
-        threads: 1,
-        seed: 0,
-        overwrite: true,
-        source: serde_json::Value::Null,
-    };
+    );
     without_unique_check(|| build(&spec, &NoProgress)).unwrap();
     out
 }
