@@ -206,8 +206,13 @@ impl HyperFit {
     /// Batches per hyperbatch before any of the epoch's is measured, for a share of `arena`
     /// bytes: what the drivers start with.
     pub fn first_size(&self, arena: u64) -> usize {
+        self.first_sizing(arena).1
+    }
+
+    /// [`Self::size`] before any of the epoch's batches is measured: the first sizes with
+    /// their margin.
+    fn first_sizing(&self, arena: u64) -> (usize, usize, u64) {
         self.size(arena, self.first, 0, Self::margin(self.from), false)
-            .1
     }
 
     /// The batches of each hyperbatch of an epoch of `batches` batches sized from a share of
@@ -350,7 +355,7 @@ impl HyperSizing {
         };
         // Before any batch is measured: by the probe's sizes or the upper bound of a batch,
         // with their margin (as the plan predicted: [`HyperFit::epoch_jobs`]).
-        let (kept, h, limit) = fit.size(arena, fit.first, 0, HyperFit::margin(fit.from), false);
+        let (kept, h, limit) = fit.first_sizing(arena);
         s.next.store(fixed.unwrap_or(h), Ordering::Relaxed);
         s.kept.store(kept, Ordering::Relaxed);
         s.limit.store(limit, Ordering::Relaxed);
