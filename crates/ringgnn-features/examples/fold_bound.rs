@@ -21,6 +21,9 @@
 
 use std::time::Instant;
 
+use ringgnn_features::aggregate::prefetch;
+use ringgnn_features::Fold;
+
 struct Args {
     threads: Vec<usize>,
     acc_mb: usize,
@@ -109,36 +112,23 @@ fn tasks(a: &Args, acc_rows: usize, src_rows: usize, seed: u64) -> Vec<(u32, u32
     out
 }
 
-#[inline(always)]
-#[allow(unsafe_code)]
-fn prefetch(p: *const f32, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut line = p as usize & !63;
-        while line < p as usize + bytes {
-            // SAFETY: a prefetch is a hint: it never faults and neither reads nor writes memory.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
-            line += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, bytes);
-}
-
+/// The fold's kernel and prefetch ([`Fold::Sum`], [`prefetch`]) without its bookkeeping.
 fn fold(acc: &mut [f32], rows: &[f32], w: usize, tasks: &[(u32, u32)], ahead: usize) {
     for (n, &(i, k)) in tasks.iter().enumerate() {
         if ahead > 0 {
             if let Some(&(i2, k2)) = tasks.get(n + ahead) {
-                prefetch(rows[k2 as usize * w..].as_ptr(), 4 * w);
-                prefetch(acc[i2 as usize * w..].as_ptr(), 4 * w);
+                prefetch(rows[k2 as usize * w..].as_ptr() as usize, 4 * w);
+                prefetch(acc[i2 as usize * w..].as_ptr() as usize, 4 * w);
             }
         }
         let (i, k) = (i as usize, k as usize);
-        acc[i * w..(i + 1) * w]
-            .iter_mut()
-            .zip(&rows[k * w..(k + 1) * w])
-            .for_each(|(o, x)| *o += x);
+        Fold::Sum.edge(
+            &mut acc[i * w..(i + 1) * w],
+            &rows[k * w..(k + 1) * w],
+            0,
+            0,
+            0,
+        );
     }
 }
 

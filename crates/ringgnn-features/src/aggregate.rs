@@ -857,10 +857,11 @@ fn each_task<I: Id>(
 
 /// Ask for the cache lines of the `bytes` bytes at address `start` to be loaded (a hint: it
 /// reads nothing, so it cannot change a result, nor fault even past the end of memory; nothing
-/// where the target has no prefetch instruction).
+/// where the target has no prefetch instruction). Public for `examples/fold_bound.rs`, which
+/// times the fold's bare pattern with it.
 #[inline(always)]
 #[allow(unsafe_code)]
-fn prefetch(start: usize, bytes: usize) {
+pub fn prefetch(start: usize, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
