@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::manifest::{NodeIdDtype, NodeIdInfo};
 use crate::progress::Progress;
 use crate::verify::runs::Sizes;
-use crate::verify::unique_ids::{find_repeat, hash_bytes, IdCheck, IdFiles, Repeat};
+use crate::verify::unique_ids::{find_repeat, hash_bytes, IdCheck, IdFiles, Repeat, AMBIGUOUS};
 use crate::writer::Staging;
 use crate::{input_err, Error, IoContext, Result};
 
@@ -107,9 +107,8 @@ pub fn check_unique(
         (None, spilled) => Ok(spilled),
         (Some(Repeat { first, second, id }), _) => Err(Error::Input(format!(
             "{}{}: nodes {first} and {second} (entries {first} and {second} of the file, counted \
-             from 0) both have the original id {id}; each original id must name one node, or \
-             lookups by original id (predict --nodes, an importer's joins) are ambiguous: remove \
-             the repeat from the input (or give one of the two nodes another id) and build again",
+             from 0) both have the original id {id}; {AMBIGUOUS}: remove the repeat from the \
+             input (or give one of the two nodes another id) and build again",
             input.ids.display(),
             match &input.bytes {
                 Some(b) => format!(" (offsets into {})", b.display()),

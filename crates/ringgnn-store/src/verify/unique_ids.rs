@@ -26,6 +26,10 @@ use crate::{Error, IoContext, Result};
 /// Hash of a string id's bytes (tests pass a tiny one to make collisions).
 pub(crate) type HashFn = fn(&[u8]) -> u64;
 
+/// Why a repeated id is refused, in `verify`'s message and the builds' ([`crate::node_ids`]).
+pub(crate) const AMBIGUOUS: &str = "each original id must name one node, or lookups by original \
+     id (predict --nodes, an importer's joins) are ambiguous";
+
 /// Characters of a string id shown in a message; longer ids are cut.
 const SHOWN_CHARS: usize = 64;
 /// Bytes per read of the id files.
@@ -81,10 +85,9 @@ pub(super) fn check(
             second: j,
             id,
         }) => Err(Error::Corrupt(format!(
-            "{}: {}nodes {i} and {j} both have the original id {id}; each original id must \
-             name one node, or lookups by original id (predict --nodes, an importer's joins) are \
-             ambiguous. The importer that wrote this dataset should have refused the duplicate: \
-             remove it from the input and import it again",
+            "{}: {}nodes {i} and {j} both have the original id {id}; {AMBIGUOUS}. The importer \
+             that wrote this dataset should have refused the duplicate: remove it from the input \
+             and import it again",
             ids_path.display(),
             part.map_or(String::new(), |p| format!("{p}: ")),
         ))),
