@@ -3,9 +3,11 @@
 //!
 //! Each random access to a buffer of 4 KiB pages much larger than the TLB's reach costs a page
 //! walk, and in a virtual machine a nested one, on top of the cache miss: on this project's
-//! machine the fold's bare access pattern took 126 ns an edge with its accumulators on huge pages
-//! and 256 ns without (`docs/benchmarks.md`, "What bounds a wide layer"). Where the system's
-//! policy is `madvise` (the common default), memory gets huge pages only where asked for.
+//! machine, quiet, the fold's bare access pattern with its accumulators visited at random took
+//! 130 ns an edge on huge pages and 193 ns on 4 KiB pages (visited in order, as the fold does,
+//! the same either way; the fold itself 0.95-0.98x with its arrays advised: `docs/benchmarks.md`,
+//! "What bounds a wide layer"). Where the system's policy is `madvise` (the common default),
+//! memory gets huge pages only where asked for.
 
 /// Buffers smaller than this are left alone (numpy's threshold for the same hint).
 pub const HUGE_MIN_BYTES: usize = 4 << 20;
