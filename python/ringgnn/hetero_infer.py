@@ -34,7 +34,7 @@ accuracy, the target's labels and val/test masks (10 bytes per node), plus
 :data:`~ringgnn.inference.SLACK`, is split in two: half for a destination block's node state
 (its own input rows, one relation's accumulator, the relation's term, the running combination
 and the output rows: :data:`NODE_FLOATS` floats of the widest layer per node, and
-:data:`NODE_BYTES`), half for one piece of in-edges (what the sums hold an edge:
+:data:`~ringgnn.infer_plan.DEST_BYTES`), half for one piece of in-edges (what the sums hold an edge:
 :meth:`HeteroLayerwise.edge_bytes`). Block and piece sizes come from those halves.
 """
 
@@ -56,6 +56,7 @@ from .hetero_dense import HeteroDense, dense_of
 from .hetero_schema import edge_type_str, target_distances
 from .hetero_tables import TableReader, table_file
 from .infer_dense import Numpy
+from .infer_plan import DEST_BYTES
 from .inference import AGGREGATE_ENV, AGGREGATORS, FIXED_BYTES, SLACK, OutputRows, RowFileWriter
 
 #: Floats of the widest layer a destination node of a block holds: its input row, the
@@ -68,9 +69,6 @@ NODE_FLOATS = 6
 #: sort's temporaries. The Rust sums hold ``_core.aggregate_edge_bytes`` an edge instead
 #: (:meth:`HeteroLayerwise.edge_bytes`).
 PYTHON_EDGE_BYTES = 48
-#: Bytes a destination of a block holds besides its rows: its in-degree, and the Rust core's
-#: bounds, cursor and next position of its edges (as the homogeneous plan counts them).
-NODE_BYTES = 28
 #: The smallest block and piece the budget must allow (smaller ones only add overhead).
 MIN_NODES, MIN_EDGES = 256, 1024
 #: The outputs a run can write (those of ``ringgnn.inference.infer``).
@@ -236,7 +234,7 @@ class HeteroLayerwise:
         self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
                                           blocks=0)
         w = max(max(d.values()) for d in self.widths)
-        per_node, per_edge = 4 * NODE_FLOATS * w + NODE_BYTES, self.edge_bytes()
+        per_node, per_edge = 4 * NODE_FLOATS * w + DEST_BYTES, self.edge_bytes()
         # What the process holds now (its anonymous memory: runtime, model and its tables, offset
         # indexes), the library code it keeps touching and the readers' buffers; the rest of the
         # budget is the blocks'.

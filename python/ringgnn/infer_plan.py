@@ -58,6 +58,9 @@ MAX_SWEEPS = 8
 #: position in place, 4 bytes where node ids fit in 32 bits; the distinct sources are the bits of
 #: a bitmap counted in the plan's fixed part). :class:`LayerCost` carries the one a layer uses.
 KEY_PEAK = 16
+#: Bytes a destination of a block holds besides its accumulator row: its in-degree and the Rust
+#: core's bounds, cursor and next position of its edges (the grid's and heterogeneous plans').
+DEST_BYTES = 28
 #: The smallest piece and finishing slice, in rows or edges.
 MIN_ROWS = 1024
 #: A lower bound of the anonymous memory the command holds before it loads anything, without

@@ -42,7 +42,7 @@ import numpy as np
 from . import _core, _options, _threads, infer_dense, infer_finish
 from ._files import keep_files, os_errors, temporary
 from .infer_finish import finish_block, map_slices, slice_reader, split_rows
-from .infer_plan import (FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
+from .infer_plan import (DEST_BYTES, FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
@@ -661,8 +661,8 @@ class LayerwiseInference:
 
     def _layer_cost(self, k: int) -> LayerCost:
         """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
-        per destination node (accumulators; 28 of bookkeeping: the Rust core's offsets, cursors and
-        next positions), per piece unit (a distinct source row as the Rust core holds it, or an edge of
+        per destination node (accumulators; ``DEST_BYTES`` of bookkeeping: the Rust core's offsets,
+        cursors and next positions), per piece unit (a distinct source row as the Rust core holds it, or an edge of
         torch's piece: its row, message and indices), per row of a finishing slice (its input
         row, the aggregate's slice and the layer's temporaries, the writer's copies)."""
         layer, d_in, d_out = self.dense.layers[k], self.widths[k], self.widths[k + 1]
@@ -687,7 +687,7 @@ class LayerwiseInference:
         # a bitmap's bits, the plan's ``extra``), or torch's sorted key at its peak.
         per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
         window = window_edge_bytes(self._part_acc_bytes(k)) if self._splits(k) else 0
-        return LayerCost(4 * acc + 28, piece, finish, per_edge, window)
+        return LayerCost(4 * acc + DEST_BYTES, piece, finish, per_edge, window)
 
     def _sizes(self, k: int) -> Tuple[int, int, int]:
         """(bytes of a destination block, units of a piece, rows of a finishing slice) of layer
