@@ -3,7 +3,8 @@
 //! ([`input`]); the out-of-core CSC builder ([`builder`]) behind `convert` and the generators
 //! ([`generate`]); attaching features, labels and splits ([`attach`]) through the writers of the
 //! per-node files ([`node_files`]); atomic staging ([`writer`]) in temporaries a killed run cannot leak ([`temp`]); checking ([`verify`]) and
-//! reading ([`dataset`]); heterogeneous datasets, their views and their build ([`hetero`]).
+//! reading ([`dataset`]); heterogeneous datasets, their views and their build ([`hetero`]); the
+//! check that a build's output fits the free space before it is written ([`space`]).
 #![forbid(unsafe_code)]
 
 pub mod attach;
@@ -23,6 +24,7 @@ pub mod npy;
 pub mod progress;
 pub mod rng;
 pub mod shared_negatives;
+pub mod space;
 pub mod temp;
 pub mod verify;
 pub mod writer;
@@ -32,4 +34,4 @@ pub use convert::{convert, ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
 pub use dataset::Dataset;
 pub use error::{Error, IoContext, Result};
 pub use manifest::Manifest;
-pub use progress::{NoProgress, Progress};
+pub use progress::{Cancel, NoProgress, Progress};

@@ -45,8 +45,13 @@ class Staging:
         if os.path.lexists(out) and not overwrite:  # the builder checks it again
             raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
         self._tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
-        self.dir = self._tmp.path
+        self.dir, self.out = self._tmp.path, out
         self._n = 0
+
+    def check_room(self, what: str, nbytes: int) -> None:
+        """Refuse, before writing, a staged file of ``nbytes`` that the file system cannot hold
+        (the builds' pre-write check, ``ringgnn_store::space``; the message names the output)."""
+        _core.check_room(self.dir, self.out, [(what, int(nbytes))])
 
     def path(self, stem: str) -> str:
         """A new file name in the staging directory (``stem`` says what it holds)."""

@@ -71,6 +71,7 @@ class _Stager:
 
     def save(self, a: np.ndarray, stem: str) -> str:
         path = self.stage.path(stem)
+        self.stage.check_room(f"the staged {stem}", a.nbytes)
         with os_errors("writing", path):
             np.save(path, np.ascontiguousarray(a), allow_pickle=False)
         return path
