@@ -278,7 +278,8 @@ class NpyStream:
         while left:
             n = min(step, left)
             want = n * row * self.dtype.itemsize
-            data = self.f.read(want)
+            with os_errors("reading", self.name):
+                data = self.f.read(want)
             if len(data) != want:
                 raise InputError(f"{self.name}: ends early (the file is truncated); download or save it again")
             yield np.frombuffer(data, dtype=self.dtype).reshape((n,) + self.shape[1:])
@@ -292,7 +293,8 @@ class NpyStream:
         step = max(1, CHUNK_BYTES // self.dtype.itemsize)
         while left:
             n = min(step, left)
-            data = self.f.read(n * self.dtype.itemsize)
+            with os_errors("reading", self.name):
+                data = self.f.read(n * self.dtype.itemsize)
             if len(data) != n * self.dtype.itemsize:
                 raise InputError(f"{self.name}: ends early (the file is truncated); download or save it again")
             yield np.frombuffer(data, dtype=self.dtype)
