@@ -142,31 +142,30 @@ class Table:
         except pa.ArrowInvalid as e:
             if handler is not None:
                 raise
-            raise self._csv_error(e, True) from None
+            raise self._csv_error(f"not a CSV file with a header line ({str(e)[:200]})") from None
 
-    def _csv_error(self, e: Exception, locate: bool) -> InputError:
+    def _csv_error(self, otherwise: str) -> InputError:
         """pyarrow's error about a CSV line as one naming the line: a reader with threads does
         not know line numbers, so the file is read again without (only on this error path) up to
-        the line, which the row handler then reports."""
+        the line, which the row handler then reports; ``otherwise`` (after the path) where no
+        line has the wrong width (a value of the wrong type, no header)."""
         import pyarrow as pa
 
-        if locate:
-            bad: List[Any] = []
-            try:
-                reader = self._csv(lambda row: bad.append(row) or "error")
-                while True:
-                    reader.read_next_batch()
-            except StopIteration:
-                pass
-            except pa.ArrowInvalid:
-                if bad and bad[0].number is not None:
-                    row = bad[0]
-                    fields = f"{row.actual_columns} field{'s' if row.actual_columns != 1 else ''}"
-                    return InputError(f"{self.path}: line {row.number} has {fields}, and the header "
-                                      f"{row.expected_columns} ({row.text[:40]!r}); give every line the "
-                                      "header's columns (quote a field that holds a comma)")
-        text = str(e)
-        return InputError(f"{self.path}: {text[:200]}; fix that line of the CSV (the first line is the header)")
+        bad: List[Any] = []
+        try:
+            reader = self._csv(lambda row: bad.append(row) or "error")
+            while True:
+                reader.read_next_batch()
+        except StopIteration:
+            pass
+        except pa.ArrowInvalid:
+            if bad and bad[0].number is not None:
+                row = bad[0]
+                fields = f"{row.actual_columns} field{'s' if row.actual_columns != 1 else ''}"
+                return InputError(f"{self.path}: line {row.number} has {fields}, and the header "
+                                  f"{row.expected_columns} ({row.text[:40]!r}); give every line the "
+                                  "header's columns (quote a field that holds a comma)")
+        return InputError(f"{self.path}: {otherwise}")
 
     def field(self, name: str, option: str) -> Any:
         """The schema's field ``name`` (``option`` names it: ``--src``); refused when the table has
@@ -247,7 +246,7 @@ class Table:
             except StopIteration:
                 return
             except pa.ArrowInvalid as e:
-                raise self._csv_error(e, True) from None
+                raise self._csv_error(f"{str(e)[:200]}; fix that line of the CSV") from None
             yield b.select(columns)
 
 
