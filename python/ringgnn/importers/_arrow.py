@@ -190,10 +190,11 @@ class Table:
         ''), is refused naming its line."""
         import pyarrow.compute as pc
 
-        missing = col.is_null()
-        if not self.parquet and kind == "str":
-            missing = pc.or_(missing, pc.equal(pc.utf8_length(col), 0))
-        if col.null_count or pc.any(missing).as_py():
+        empty = not self.parquet and kind == "str" and len(col) > 0 and pc.min(pc.binary_length(col)).as_py() == 0
+        if col.null_count or empty:
+            missing = col.is_null()
+            if empty:
+                missing = pc.or_kleene(missing, pc.equal(pc.binary_length(col), 0))
             i = int(np.flatnonzero(to_np(missing))[0])
             null = " (null)" if col.is_null()[i].as_py() else ""
             raise InputError(f"{self.path}: column '{name}': {self.place(row0 + i)} is empty{null}; every row needs "
