@@ -26,7 +26,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from ._core import InputError
-from ._files import os_errors, replacing
+from ._files import allocated_memmap, os_errors, replacing
 
 #: The arrays of a table: the weights and SparseAdam's two moments.
 PARTS = ("weight", "exp_avg", "exp_avg_sq")
@@ -50,8 +50,7 @@ class FileTable:
             with os_errors("opening the embedding table file", path):
                 if create:
                     os.makedirs(directory, exist_ok=True)
-                    self.arrays[part] = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
-                                                                  shape=(self.num_nodes, self.dim))
+                    self.arrays[part] = allocated_memmap(path, np.float32, (self.num_nodes, self.dim))
                 else:
                     self.arrays[part] = _open(path, (self.num_nodes, self.dim), "r+")
         if create:
@@ -130,7 +129,7 @@ def _copy(src: str, dst: str, operation: str) -> None:
     """``src`` (a ``.npy``) to ``dst``, in blocks, whole or not at all."""
     a = np.load(src, mmap_mode="r")
     with replacing(dst, operation) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=a.dtype, shape=a.shape)
+        out = allocated_memmap(tmp, a.dtype, a.shape)
         for lo in range(0, a.shape[0], BLOCK_ROWS):
             out[lo:lo + BLOCK_ROWS] = a[lo:lo + BLOCK_ROWS]
         out.flush()
