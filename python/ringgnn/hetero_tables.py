@@ -19,6 +19,7 @@ the live files; inference and serving read the weights file as a memory map.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -45,14 +46,23 @@ class FileTable:
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
         self.steps = 0
         self.arrays: Dict[str, np.memmap] = {}
-        for part in PARTS:
-            path = self.path(part)
-            with os_errors("opening the embedding table file", path):
+        try:
+            for part in PARTS:
+                path = self.path(part)
                 if create:
-                    os.makedirs(directory, exist_ok=True)
-                    self.arrays[part] = allocated_memmap(path, np.float32, (self.num_nodes, self.dim))
+                    with os_errors("creating the embedding table file", path):
+                        os.makedirs(directory, exist_ok=True)
+                        self.arrays[part] = allocated_memmap(path, np.float32, (self.num_nodes, self.dim))
                 else:
-                    self.arrays[part] = _open(path, (self.num_nodes, self.dim), "r+")
+                    with os_errors("opening the embedding table file", path):
+                        self.arrays[part] = _open(path, (self.num_nodes, self.dim), "r+")
+        except BaseException:
+            made = list(self.arrays) if create else []
+            self.arrays.clear()  # unmapped before the files it made are removed
+            for part in made:
+                with contextlib.suppress(OSError):
+                    os.remove(self.path(part))
+            raise
         if create:
             import torch
 
