@@ -208,8 +208,9 @@ def test_generate_hetero_on_a_disk_that_fills_exits_1_and_leaves_nothing(disk, c
     r = cli("generate", "hetero", out, "--papers", 5000, "--authors", 300, "--institutions", 5, "--quiet")
     assert r.code == 1
     # The paper labels or features, mapped: the first files written after the authors' edges.
+    line = one_error(r.err, "generate hetero")
     assert re.fullmatch(rf"ringgnn generate hetero: error: generating the dataset {out}: {re.escape(NO_SPACE)}"
-                        rf" \(file {re.escape(str(d))}/\S+/(labels|features)\.npy\)", one_error(r.err, "generate hetero"))
+                        rf" \(file {re.escape(str(d))}/\S+/(labels|features)\.npy\)", line), line
     assert os.listdir(d) == ["filler"]
 
 
@@ -239,8 +240,8 @@ def test_graphbolt_labels_on_a_disk_that_fills_exit_1_and_leave_nothing(disk, cl
     r = cli("convert", src / "metadata.yaml", d / "ds", "--quiet")
     assert r.code == 1
     line = one_error(r.err, "convert")
-    assert re.fullmatch(rf"ringgnn convert: error: writing {re.escape(str(d))}/\S+/labels-0\.npy: {re.escape(NO_SPACE)}",
-                        line), line
+    assert re.fullmatch(rf"ringgnn convert: error: writing {re.escape(str(d))}/\S+/labels-0\.npy: "
+                        rf"{re.escape(NO_SPACE)}", line), line
     assert os.listdir(d) == ["filler"]
 
 
