@@ -45,7 +45,7 @@ import numpy as np
 
 from . import _core, build, graphbolt_links
 from ._core import InputError
-from ._files import os_errors, temporary
+from ._files import allocated_memmap, os_errors, save_npy, temporary
 
 log = logging.getLogger(__name__)
 
@@ -399,7 +399,7 @@ class _Staging:
         if field is not None:
             self.fields[path] = field
         with os_errors("writing", path):
-            np.save(path, a, allow_pickle=False)
+            save_npy(path, a)
         return path
 
     def edges(self, f: DataFile) -> Tuple[str, str]:
@@ -441,8 +441,7 @@ class _Staging:
                 if t not in labels:
                     paths[t] = os.path.join(self.dir, f"labels-{len(paths)}.npy")
                     with os_errors("writing", paths[t]):  # a map: the labels need no memory of their own
-                        labels[t] = np.lib.format.open_memmap(paths[t], mode="w+", dtype=np.int64,
-                                                              shape=(self.meta.nodes[t],))
+                        labels[t] = allocated_memmap(paths[t], np.int64, (self.meta.nodes[t],))
                     labels[t][:] = -1
                 have = labels[t][seeds]
                 clash = np.flatnonzero((have != -1) & (have != lab))

@@ -2,7 +2,8 @@
 //! options every graph-building command shares ([`convert`](mod@convert)); edge-list readers
 //! ([`input`]); the out-of-core CSC builder ([`builder`]) behind `convert` and the generators
 //! ([`generate`]); attaching features, labels and splits ([`attach`]) through the writers of the
-//! per-node files ([`node_files`]); atomic staging ([`writer`]) in temporaries a killed run cannot leak ([`temp`]); checking ([`verify`]) and
+//! per-node files ([`node_files`]); atomic staging ([`writer`]) in temporaries a killed run cannot leak ([`temp`]), replacing
+//! only what an existing dataset owns ([`replace`]); checking ([`verify`]) and
 //! reading ([`dataset`]); heterogeneous datasets, their views and their build ([`hetero`]).
 #![forbid(unsafe_code)]
 
@@ -21,6 +22,7 @@ pub mod node_files;
 pub mod node_ids;
 pub mod npy;
 pub mod progress;
+pub mod replace;
 pub mod rng;
 pub mod shared_negatives;
 pub mod temp;

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _core
 from .._core import InputError
-from .._files import os_errors, temporary
+from .._files import os_errors, save_npy, temporary
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -317,7 +317,7 @@ def unambiguous_edges(path: str, stage: Staging) -> str:
         return path
     out = stage.path("edges", stage.source_of(path))
     with os_errors("writing", out):
-        np.save(out, np.ascontiguousarray(np.asarray(a).T))
+        save_npy(out, np.ascontiguousarray(np.asarray(a).T))
     return out
 
 

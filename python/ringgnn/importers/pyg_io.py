@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import _core, build
 from .._core import InputError
-from .._files import os_errors
+from .._files import os_errors, save_npy
 from .._options import default_memory, size
 from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, split_names, unambiguous_edges
 
@@ -77,7 +77,7 @@ class _Stager:
     def save(self, a: np.ndarray, stem: str, source: str) -> str:
         path = self.stage.path(stem, source)
         with os_errors("writing", path):
-            np.save(path, np.ascontiguousarray(a), allow_pickle=False)
+            save_npy(path, np.ascontiguousarray(a))
         return path
 
     def edges(self, store: Any, where: str, n_src: int, n_dst: int) -> str:
