@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 
 from .._core import InputError
+from .._excerpt import reason
 from .._files import os_errors
 from ._stage import Staging
 
@@ -102,7 +103,7 @@ class Table:
                 try:
                     pf = pq.ParquetFile(path)
                 except pa.ArrowInvalid as e:
-                    raise InputError(f"{path}: not a Parquet file ({e})") from None
+                    raise InputError(f"{path}: not a Parquet file ({e})") from None  # pyarrow quotes nothing of it
                 self.schema = pf.schema_arrow
                 self.rows: Optional[int] = pf.metadata.num_rows
                 pf.close()
@@ -119,7 +120,7 @@ class Table:
                                  convert_options=pcsv.ConvertOptions(
                                      column_types={c: pa.string() for c in self.id_columns}))
         except pa.ArrowInvalid as e:
-            raise InputError(f"{self.path}: not a CSV file with a header line ({e})") from None
+            raise InputError(f"{self.path}: not a CSV file with a header line ({reason(e, quote=True)})") from None
 
     def column_type(self, name: str, option: str) -> str:
         """'int', 'uint' or 'str' for column ``name``; an error naming it otherwise."""
@@ -160,7 +161,7 @@ class Table:
             except StopIteration:
                 return
             except pa.ArrowInvalid as e:
-                raise InputError(f"{self.path}: {e}; fix that line of the CSV") from None
+                raise InputError(f"{self.path}: {reason(e, quote=True)}; fix that line of the CSV") from None
             yield b.select(columns)
 
 

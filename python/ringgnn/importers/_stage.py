@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _core
 from .._core import InputError
+from .._excerpt import reason
 from .._files import os_errors, temporary
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -114,7 +115,8 @@ class NpyStream:
             read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, fortran, dtype = read(f)
         except (ValueError, SyntaxError, struct.error) as e:
-            raise InputError(f"{name}: not a .npy array ({e}); save it with numpy.save") from None
+            # numpy's reason quotes the first bytes; the readers of folder layouts never quote a file
+            raise InputError(f"{name}: not a .npy array ({reason(e, quote=False)}); save it with numpy.save") from None
         if dtype.hasobject:
             raise InputError(f"{name}: holds Python objects ({dtype}); save a numeric array")
         self.transposed = bool(fortran) and len(shape) > 1
