@@ -9,7 +9,8 @@
   names): an error names the file and the line, entry or field, never its content
   (``quote=False``; :data:`WITHHELD` says so in the message). A downloaded dataset may hold a
   symlink to any file of the user's (``/etc/shadow``, ``~/.aws/credentials``), and what it
-  points at must not reach a log through an error message.
+  points at must not reach a log through an error message. Numbers read from a typed array
+  (an id or label out of range, with its entry) are data, not text, and are named either way.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ are quoted, at most ``EXCERPT_CHARS`` characters of a line."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import string
@@ -368,3 +369,22 @@ def test_a_named_table_is_quoted_at_most_an_excerpt(tmp_path, table, cli):
     if table == "csv":
         assert "secret-x" in r.err  # the user's own file: an excerpt helps
     assert _longest_shared(r.err, line) <= EXCERPT_CHARS + 1, r.err
+
+
+# --- a ringgnn dataset's own manifest names plain file names only ----------------------------
+
+
+@pytest.mark.parametrize("name", ["../../../../etc/passwd", "/etc/shadow", "sub/indices.bin", "../" * 40 + "x"])
+def test_a_dataset_manifest_names_files_inside_it(tmp_path, cli, name):
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n1 2\n")
+    out = tmp_path / "ds"
+    build.convert(edges, out, progress=False)
+    m = json.loads((out / "manifest.json").read_text())
+    m["files"]["indices"]["path"] = name
+    (out / "manifest.json").write_text(json.dumps(m))
+    for command in ("info", "verify"):
+        r = cli(command, out)
+        assert r.code == 1
+        assert r.err == (f"ringgnn {command}: error: {out / 'manifest.json'}: files.indices.path '{excerpt(name)}' "
+                         "must be a plain file name\n")

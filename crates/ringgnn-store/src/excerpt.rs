@@ -5,7 +5,8 @@
 //! wrong. An error about a file that a dataset description named (a GraphBolt `metadata.yaml`'s
 //! `path:`, a file an OGB folder's layout names) quotes nothing of it, only its name and the line
 //! or entry: a downloaded dataset may hold a link to any file of the user's (`/etc/shadow`, an
-//! API key), and its content must not reach a log through an error message.
+//! API key), and its content must not reach a log through an error message. Numbers a reader
+//! parsed as node ids are data, not text, and are named either way (`node id 7 is >= 5`).
 
 /// Characters of an input line an error quotes at most (an ellipsis marks the cut).
 pub const EXCERPT_CHARS: usize = 60;
