@@ -50,6 +50,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<temp::Temporary>()?;
     m.add_function(wrap_pyfunction!(temp::reclaim, m)?)?;
     m.add("TEMP_MARKER", ringgnn_store::temp::MARKER)?;
+    m.add("EXCERPT_CHARS", ringgnn_store::EXCERPT_CHARS)?;
     // The names the core's parsers accept, so that front ends list the same ones.
     m.add("BACKENDS", ringgnn_loader::BackendChoice::NAMES.to_vec())?;
     m.add(

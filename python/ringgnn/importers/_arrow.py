@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 
 from .._core import InputError
+from .._excerpt import quoted, reason
 from .._files import os_errors
 from ._stage import Staging
 
@@ -121,7 +122,7 @@ class Table:
                 try:
                     pf = pq.ParquetFile(path)
                 except pa.ArrowInvalid as e:
-                    raise InputError(f"{path}: not a Parquet file ({e})") from None
+                    raise InputError(f"{path}: not a Parquet file ({e})") from None  # pyarrow quotes nothing of it
                 self.schema = pf.schema_arrow
                 self.rows: Optional[int] = pf.metadata.num_rows
                 pf.close()
@@ -142,7 +143,7 @@ class Table:
         except pa.ArrowInvalid as e:
             if handler is not None:
                 raise
-            raise self._csv_error(f"not a CSV file with a header line ({str(e)[:200]})") from None
+            raise self._csv_error(f"not a CSV file with a header line ({reason(e, quote=True)})") from None
 
     def _csv_error(self, otherwise: str) -> InputError:
         """pyarrow's error about a CSV line as one naming the line: a reader with threads does
@@ -163,7 +164,7 @@ class Table:
                 row = bad[0]
                 fields = f"{row.actual_columns} field{'s' if row.actual_columns != 1 else ''}"
                 return InputError(f"{self.path}: line {row.number} has {fields}, and the header "
-                                  f"{row.expected_columns} ({row.text[:40]!r}); give every line the "
+                                  f"{row.expected_columns} ({quoted(row.text)}); give every line the "
                                   "header's columns (quote a field that holds a comma)")
         return InputError(f"{self.path}: {otherwise}")
 
@@ -247,7 +248,7 @@ class Table:
             except StopIteration:
                 return
             except pa.ArrowInvalid as e:
-                raise self._csv_error(f"{str(e)[:200]}; fix that line of the CSV") from None
+                raise self._csv_error(f"{reason(e, quote=True)}; fix that line of the CSV") from None
             yield b.select(columns)
 
 

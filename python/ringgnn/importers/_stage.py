@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import _core
 from .._core import InputError
+from .._excerpt import quoted, reason
 from .._files import os_errors, save_npy, temporary
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -165,7 +166,7 @@ def split_name(name: Any, where: str, option: str = "") -> str:
     out = re.sub(r"[\s-]+", "_", text.lower())
     out = SPLIT_ALIASES.get(out, out)
     if not _SPLIT_NAME.match(out):
-        raise InputError(f"{where}: split '{text[:40]}'{option} is not a split name; use letters a-z, digits and _ "
+        raise InputError(f"{where}: split {quoted(text)}{option} is not a split name; use letters a-z, digits and _ "
                          "(train, val, test)")
     return out
 
@@ -178,7 +179,7 @@ def split_names(names: Any, where: str) -> Dict[Any, str]:
         new = split_name(name, where)
         same = [k for k, v in out.items() if v == new]
         if same:
-            raise InputError(f"{where}: splits '{same[0]}' and '{name}' are both split '{new}'; give one of them")
+            raise InputError(f"{where}: splits {quoted(same[0])} and {quoted(name)} are both split '{new}'; give one of them")
         out[name] = new
     return out
 
@@ -263,7 +264,8 @@ class NpyStream:
             read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, fortran, dtype = read(f)
         except (ValueError, SyntaxError, struct.error) as e:
-            raise InputError(f"{name}: not a .npy array ({e}); save it with numpy.save") from None
+            # numpy's reason quotes the first bytes; the readers of folder layouts never quote a file
+            raise InputError(f"{name}: not a .npy array ({reason(e, quote=False)}); save it with numpy.save") from None
         if dtype.hasobject:
             raise InputError(f"{name}: holds Python objects ({dtype}); save a numeric array")
         self.transposed = bool(fortran) and len(shape) > 1

@@ -139,7 +139,8 @@ def convert_mag240m(
         rels = [build.Relation(name, unambiguous_edges(path, stage), "npy") for name, path in relations]
         source = {"command": "convert", "from": "mag240m", "dir": os.path.basename(os.path.normpath(root))}
         return build.build_hetero(out, node_types, rels, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress)
+                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
+                                  quote_input=False)
 
 
 def _labels(stage: Staging, path: str, n: int, num_classes: Any) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .._core import InputError
+from .._excerpt import quoted
 from ._arrow import Buckets, Table, arrow, bucket_of, to_np
 from ._stage import LabelWriter, NpyWriter, Staging, split_name
 
@@ -144,16 +145,16 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
             if pos.null_count:
                 i = int(np.flatnonzero(to_np(pos.is_null()))[0])
                 row = r.column("row")[i].as_py()
-                raise InputError(f"{nodes.path}: id {r.column('id')[i].as_py()!r} (row {row}) is "
+                raise InputError(f"{nodes.path}: id {quoted(r.column('id')[i].as_py())} (row {row}) is "
                                  "named by no edge; remove its row, or add its edges")
             pos = to_np(pos).astype(np.int64, copy=False)
             have = np.bincount(pos, minlength=len(u))
             if (have > 1).any():
                 k = int(np.flatnonzero(have > 1)[0])
-                raise InputError(f"{nodes.path}: id {u[k].as_py()!r} has {have[k]} rows; give each node one row")
+                raise InputError(f"{nodes.path}: id {quoted(u[k].as_py())} has {have[k]} rows; give each node one row")
             if (have == 0).any():
                 k = int(np.flatnonzero(have == 0)[0])
-                raise InputError(f"{nodes.path}: id {u[k].as_py()!r} of the edges has no row; every node needs one "
+                raise InputError(f"{nodes.path}: id {quoted(u[k].as_py())} of the edges has no row; every node needs one "
                                  "(give it a row, with -1 or null as its label if it has none)")
             if r.num_rows == 0:
                 continue

@@ -331,4 +331,4 @@ def convert_ogb(
         return build.convert(edges, out, format=fmt, num_nodes=n, undirected=undirected, self_loops=self_loops,
                              dedup=dedup, features=features, labels=labels, split=split, seed=seed,
                              feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
-                             progress=progress)
+                             progress=progress, quote_input=False)

@@ -186,4 +186,5 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
                                 feature_dtype=feature_dtype if t in feats else None) for t, n in counts.items()]
         source = {"command": "convert", "from": "ogb", "dir": os.path.basename(os.path.normpath(root))}
         return build.build_hetero(out, types, relations, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress)
+                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
+                                  quote_input=False)

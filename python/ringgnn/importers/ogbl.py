@@ -126,7 +126,7 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
     edges, fmt = stager.edges(n)
     return build.convert(edges, out, format=fmt, num_nodes=n, link_split=held, link_negatives=link_negatives,
                          given_negatives=given, shared_negatives=shared, absent_ok=True, features=stager.features(n),
-                         **build_args)
+                         quote_input=False, **build_args)
 
 
 def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int) -> Optional[np.ndarray]:
