@@ -34,7 +34,8 @@ _HEADER = 128
 
 class Staging:
     """A locked temporary directory beside ``out`` (removed by :meth:`close`) for staged files.
-    Refuses at once, before any work, an ``out`` that exists without ``overwrite`` or whose
+    Refuses at once, before any work, an ``out`` the build may not write (``_core.check_output``:
+    it exists without ``overwrite``, or is neither an empty directory nor a dataset) or whose
     parent does not exist."""
 
     def __init__(self, out: PathLike, overwrite: bool):
@@ -42,8 +43,7 @@ class Staging:
         parent = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(parent):
             raise InputError(f"{parent}: the parent directory does not exist; create it first")
-        if os.path.lexists(out) and not overwrite:  # the builder checks it again
-            raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
+        _core.check_output(out, overwrite)  # the builder checks it again
         self._tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
         self.dir = self._tmp.path
         self._n = 0
