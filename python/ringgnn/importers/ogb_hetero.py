@@ -33,7 +33,7 @@ import numpy as np
 from .. import build
 from .._core import InputError
 from .._files import os_errors
-from ._stage import NpyWriter, Staging, check_ids
+from ._stage import LabelWriter, NpyWriter, Staging, check_ids, split_name
 
 SPLITS = ("train", "valid", "test")
 
@@ -91,7 +91,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             progress: Any) -> Dict[str, Any]:
     """Build the heterogeneous dataset (see the module)."""
     from ._ogb_io import csv_column, csv_floats
-    from .ogb import _Stager, split_name
+    from .ogb import _Stager
 
     counts = _counts(raw)
     triplets = _triplets(raw, counts)
@@ -110,7 +110,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             feats = labels = None
             fpath = os.path.join(raw, "node-feat", t, "node-feat.csv.gz")
             if os.path.isfile(fpath):
-                with NpyWriter(stage.path(f"features-{t}"), np.float32, ()) as w:
+                with NpyWriter(stage.path(f"features-{t}", fpath), np.float32, ()) as w:
                     for chunk in csv_floats(fpath):
                         w.row_shape = chunk.shape[1:]
                         w.write(chunk)
@@ -120,7 +120,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
                     feats = w.close()
             if t in labeled:
                 lpath = _need(os.path.join(raw, "node-label", t, "node-label.csv.gz"), f"the labels of '{t}'")
-                with NpyWriter(stage.path(f"labels-{t}"), np.int64) as w:
+                with LabelWriter(stage.path(f"labels-{t}", lpath), lpath) as w:
                     _Stager._labels(((c, lpath) for c in csv_column(lpath)), w)
                     if w.rows != n:
                         raise InputError(f"{lpath}: {w.rows} labels, but num-node-dict.csv.gz has {n} '{t}' nodes")
@@ -130,7 +130,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
                 split = {}
                 for s in SPLITS:
                     spath = _need(os.path.join(scheme_dir, t, f"{s}.csv.gz"), f"the {s} split of '{t}'")
-                    with NpyWriter(stage.path(f"split-{t}-{s}"), np.int64) as w:
+                    with NpyWriter(stage.path(f"split-{t}-{s}", spath), np.int64) as w:
                         for chunk in csv_column(spath):
                             ids = chunk.astype(np.int64)
                             first = w.rows
