@@ -554,8 +554,7 @@ def convert_graphbolt(
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise InputError(f"{parent}: the parent directory does not exist; create it first")
-    if os.path.lexists(out) and not overwrite:  # before any work; the builder checks it again
-        raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
+    _core.check_output(out, overwrite)  # before any work; the builder checks it again
     tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
     try:
         stage = _Staging(meta, tmp.path)

@@ -180,8 +180,7 @@ def generate_hetero(
     size(memory, "memory (--memory)")  # checked now; the builder takes it as given
     optional_count(threads, "threads (--threads)")
     out = os.path.normpath(os.fspath(out))
-    if os.path.lexists(out) and not overwrite:
-        raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
+    _core.check_output(out, overwrite)  # before any work; the builder checks it again
 
     means = _means(p["classes"], p["feature_dim"], seed)
     target = 1.0 / p["classes"] + FEATURE_SIGNAL * (1.0 - 1.0 / p["classes"])

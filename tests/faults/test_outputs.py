@@ -313,7 +313,15 @@ def test_overwrite_replaces_the_dataset_and_keeps_the_user_s_files(cli, tmp_path
 
 
 @pytest.mark.parametrize("build", BUILDS)
-def test_overwrite_refuses_a_folder_that_is_not_a_dataset_and_empties_nothing(cli, tmp_path, build):
+def test_overwrite_refuses_a_folder_that_is_not_a_dataset_and_empties_nothing(cli, tmp_path, build, monkeypatch):
+    from ringgnn import hetero_gen
+    from ringgnn.importers import pyg_io
+
+    def staged(*a, **kw):
+        raise AssertionError("staged before the output was checked")
+
+    monkeypatch.setattr(pyg_io._Stager, "edges", staged)
+    monkeypatch.setattr(hetero_gen, "_write_intermediates", staged)
     out = tmp_path / "mine"
     (out / "sub").mkdir(parents=True)
     (out / "notes.txt").write_text("my notes")

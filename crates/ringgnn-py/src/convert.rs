@@ -17,6 +17,16 @@ use ringgnn_store::{ConvertOptions, Excerpts, GraphOptions, SelfLoops, SplitSpec
 use crate::errors::{input_error, StoreError};
 use crate::progress;
 
+/// Refuse, before any work, an output a build may not write: `out` exists and `overwrite` is not
+/// given, or it is neither an empty directory nor a ringgnn dataset (`ringgnn_store::replace`;
+/// the build checks again when it commits). For the builds that stage their input in Python
+/// first (importers, GraphBolt, the heterogeneous generator).
+#[pyfunction]
+pub fn check_output(out: PathBuf, overwrite: bool) -> PyResult<()> {
+    ringgnn_store::replace::check(&out, overwrite).map_err(StoreError)?;
+    Ok(())
+}
+
 fn self_loops(s: &str) -> PyResult<SelfLoops> {
     match s {
         "keep" => Ok(SelfLoops::Keep),

@@ -26,6 +26,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    m.add_function(wrap_pyfunction!(convert::check_output, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
     m.add_function(wrap_pyfunction!(convert::build_hetero, m)?)?;
     m.add_function(wrap_pyfunction!(convert::generate_rmat, m)?)?;

@@ -29,7 +29,8 @@ use crate::{input_err, Error, IoContext, Result};
 /// empty directory or a ringgnn dataset. Returns the dataset's foreign entries (names inside
 /// `out`), which replacing it must keep (see [`carry`]).
 pub fn check(out: &Path, overwrite: bool) -> Result<Vec<OsString>> {
-    if !out.exists() {
+    // A symlink is there even when what it names is not: a dangling one is refused below.
+    if fs::symlink_metadata(out).is_err() {
         return Ok(Vec::new());
     }
     if !overwrite {

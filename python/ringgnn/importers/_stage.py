@@ -46,7 +46,8 @@ _NUM_NODES_ADVICE = re.compile(r"--num-nodes (\d+); raise --num-nodes or (?:leav
 
 class Staging:
     """A locked temporary directory beside ``out`` (removed by :meth:`close`) for staged files.
-    Refuses at once, before any work, an ``out`` that exists without ``overwrite`` or whose
+    Refuses at once, before any work, an ``out`` the build may not write (``_core.check_output``:
+    it exists without ``overwrite``, or is neither an empty directory nor a dataset) or whose
     parent does not exist.
 
     Used as a context manager, it names the user's input in the errors raised inside it: a
@@ -59,8 +60,7 @@ class Staging:
         parent = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(parent):
             raise InputError(f"{parent}: the parent directory does not exist; create it first")
-        if os.path.lexists(out) and not overwrite:  # the builder checks it again
-            raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
+        _core.check_output(out, overwrite)  # the builder checks it again
         self._tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
         self.dir = self._tmp.path
         self._n = 0

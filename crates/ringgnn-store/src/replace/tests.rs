@@ -118,11 +118,23 @@ fn a_folder_that_is_not_a_dataset_is_refused_untouched_and_an_empty_one_replaced
         .to_string()
         .contains("refusing to overwrite"));
 
+    let dangling = t.path().join("dangling");
+    std::os::unix::fs::symlink("nowhere", &dangling).unwrap();
+    assert!(matches!(
+        build(&dangling, false, &[], "").unwrap_err(),
+        Error::Exists(_)
+    ));
+    assert!(build(&dangling, true, &[], "")
+        .unwrap_err()
+        .to_string()
+        .contains("refusing to overwrite"));
+    assert_eq!(fs::read_link(&dangling).unwrap(), Path::new("nowhere"));
+
     let empty = t.path().join("empty");
     fs::create_dir(&empty).unwrap();
     build(&empty, true, &["indptr.bin"], "new").unwrap();
     assert_eq!(names(&empty), ["indptr.bin", "manifest.json"]);
-    assert_eq!(names(t.path()), ["empty", "file", "precious"]);
+    assert_eq!(names(t.path()), ["dangling", "empty", "file", "precious"]);
 }
 
 #[test]
