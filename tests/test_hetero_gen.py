@@ -236,7 +236,7 @@ def test_an_existing_output_is_kept_and_nothing_is_left_behind(tmp_path):
     (out / "keep.txt").write_text("mine")
     with pytest.raises(ringgnn.DatasetExistsError, match="--overwrite"):
         generate_hetero(out, papers=50, authors=20, institutions=3)
-    # --overwrite replaces only datasets: this fails after generating, and cleans up all the same
+    # --overwrite replaces only datasets: this is refused before generating
     with pytest.raises(ringgnn.RingGnnError):
         generate_hetero(out, papers=50, authors=20, institutions=3, overwrite=True)
     assert os.listdir(tmp_path) == ["out"] and os.listdir(out) == ["keep.txt"]

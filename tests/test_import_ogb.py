@@ -189,7 +189,7 @@ BAD = [
     (lambda r: gz(r / "raw" / "node-feat.csv.gz", FEAT[:5]), _core.InputError,
      r"node-feat.csv.gz: 5 rows, but the graph has 6 nodes"),
     (lambda r: gz(r / "raw" / "node-feat.csv.gz", [["1", "x"]] * N), _core.InputError,
-     r"node-feat.csv.gz: lines 1..6: not numbers"),
+     r"node-feat.csv.gz: line 1, column 2 is not a number \(not quoted: the dataset named this file, not you\)"),
     (lambda r: gz(r / "raw" / "node-label.csv.gz", [0.5] * N), _core.InputError,
      r"node-label.csv.gz: label 0.5 of node 0 is not a class"),
     (lambda r: gz(r / "raw" / "node-label.csv.gz", [[0, 1]] * N), _core.InputError,
@@ -598,7 +598,8 @@ def test_ogbn_mag_csv_layout_converts_exactly(tmp_path):
 MAG_CSV_BAD = [
     (lambda r: os.remove(r / "raw" / "num-node-dict.csv.gz"), FileNotFoundError, r"num-node-dict.csv.gz"),
     (lambda r: gz(r / "raw" / "triplet-type-list.csv.gz", [["author", "writes", "venue"]]), _core.InputError,
-     r"triplet-type-list.csv.gz: line 1 names node type 'venue', which num-node-dict.csv.gz does not have"),
+     r"triplet-type-list.csv.gz: line 1, column 3 names a node type that num-node-dict.csv.gz does not have "
+     r"\(it has 'author', 'field_of_study', 'institution', 'paper'; not quoted: the dataset named this file, not you\)"),
     (lambda r: os.remove(r / "raw" / "relations" / "paper___cites___paper" / "edge.csv.gz"), FileNotFoundError,
      r"the edges of paper___cites___paper"),
     (lambda r: gz(r / "raw" / "node-feat" / "paper" / "node-feat.csv.gz", MAG_FEAT[:3]), _core.InputError,

@@ -21,10 +21,10 @@ from ringgnn.importers import _arrow, typed_tables  # noqa: E402 (after the skip
 from ringgnn.importers.typed_tables import TypedNodes, TypedRelation, convert_typed_tables  # noqa: E402
 
 U = [2**40 + 7, -5, 2**33, 2**63 - 1]  # users: int64 ids past 2^32, a negative one
-ITEMS = ["b", "", "zoë", "a,b"]  # items: strings (empty, unicode, a comma that CSV quotes)
+ITEMS = ["b", "", "zoë", "a,b"]  # items: strings (empty in Parquet, unicode, a comma that CSV quotes)
 BUYS = [(U[0], "b"), (U[1], "zoë"), (U[0], ""), (U[2], "b"), (U[0], "b"), (U[3], "a,b")]  # a duplicate
 FOLLOWS = [(U[0], U[1]), (U[1], U[2]), (U[2], U[2]), (U[3], U[0])]  # a self loop
-SIMILAR = [("b", "zoë"), ("a,b", "b"), ("", "")]
+SIMILAR = [("b", "zoë"), ("a,b", "b"), ("zoë", "zoë")]  # (a CSV's empty field is a missing id: refused)
 # user -> (feature, label, split)
 USER_ROWS = {U[0]: (0.5, 1, "train"), U[1]: (1.5, None, None), U[2]: (2.5, 0, "val"), U[3]: (3.5, 2, "train")}
 

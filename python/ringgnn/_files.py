@@ -9,6 +9,15 @@ free (their writer was killed) and prints one line per removal on stderr. The pr
 owner, ``crates/ringgnn-store/src/temp.rs``, whose docs say why it is safe (including the window
 between creating a temporary and locking it); this module only reports and wraps it.
 
+**Output arrays.** A ``.npy`` written through a memory map (:func:`allocated_memmap`) has every
+byte allocated on disk before the map is made: a store into a page the file system cannot
+allocate (a full disk) is not an error but a SIGBUS that kills the process with no message and
+leaves its temporaries behind, while an allocation that fails is an ordinary ``OSError``
+(``ENOSPC``) that the writer reports and cleans up after. A ``.npy`` written whole
+(:func:`save_npy`) goes through ``write``: ``np.save`` to a path writes with ``tofile``, whose
+short write on a full disk is an ``OSError`` without an errno or a path. Both remove what they
+wrote when they fail, and raise errors that name the file.
+
 **OS errors.** :func:`os_errors` is the one place that turns an ``OSError`` into one that says
 what was being done to which file: the same class, errno and filename, the operation and path
 in ``strerror``, and :func:`describe` for the CLI's one-line message
@@ -18,9 +27,12 @@ in ``strerror``, and :func:`describe` for the CLI's one-line message
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
-from typing import Iterator, Optional, Union
+from typing import Any, Iterator, Optional, Tuple, Union
+
+import numpy as np
 
 from . import _core
 
@@ -61,6 +73,95 @@ def replacing(path: PathLike, operation: str = "writing") -> Iterator[str]:
             t.commit(path)
         finally:
             t.close()
+
+
+def allocated_memmap(path: PathLike, dtype: Any, shape: Tuple[int, ...]) -> np.memmap:
+    """A new ``.npy`` at ``path`` (created, or truncated) of ``dtype`` and ``shape``, zero-filled,
+    as a writable memory map whose every byte is allocated on disk (see the module's docs): the
+    one way the package writes a file through a map. On an error (``ENOSPC`` naming ``path``)
+    the file is removed; the caller's :func:`os_errors` adds what it was writing."""
+    path = os.fspath(path)
+    try:
+        a = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape))
+        try:
+            _allocate(path, a.offset, a.offset + a.nbytes)
+        except BaseException:
+            del a  # unmapped before the file is removed
+            raise
+    except OSError as e:
+        _remove_quietly(path)
+        raise _named(e, path) from None
+    except BaseException:
+        _remove_quietly(path)
+        raise
+    return a
+
+
+#: What ``posix_fallocate`` answers where the file system cannot allocate ahead (glibc emulates
+#: it on most of them; musl and some file systems do not): EINVAL is ZFS's answer before 2.2.
+_NO_FALLOCATE = {errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
+
+
+def _allocate(path: str, start: int, end: int) -> None:
+    """Allocate bytes ``[0, end)`` of the file ``path`` (whose bytes from ``start`` are zeros
+    not yet written): ``posix_fallocate``, or where the file system has none, zeros written
+    over ``[start, end)``, which allocates them as well where a write does."""
+    fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if end > 0 and hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, end)
+                return
+            except OSError as e:
+                if e.errno not in _NO_FALLOCATE:
+                    raise
+        zeros = bytes(1 << 20)
+        at = start
+        while at < end:
+            at += os.pwrite(fd, zeros[:min(len(zeros), end - at)], at)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_npy(path: PathLike, array: np.ndarray) -> str:
+    """``array`` saved as the ``.npy`` ``path``, written with ``write`` (see the module's docs);
+    removed on an error, which names ``path``."""
+    path = os.fspath(path)
+    try:
+        with open(path, "wb") as f:
+            np.save(_Stream(f), array, allow_pickle=False)
+    except OSError as e:
+        _remove_quietly(path)
+        raise _named(e, path) from None
+    except BaseException:
+        _remove_quietly(path)
+        raise
+    return path
+
+
+class _Stream:
+    """A file's ``write`` alone: not a file object to ``np.save``, which then writes in chunks
+    with ``write`` instead of ``tofile``."""
+
+    def __init__(self, f: Any):
+        self.write = f.write
+
+
+def _named(e: OSError, path: str) -> OSError:
+    """``e`` with ``path`` as its file name where it had none (a failed write has none)."""
+    if e.filename is not None or e.errno is None:
+        return e
+    new = type(e)(e.errno, e.strerror or os.strerror(e.errno), path)
+    new.__traceback__ = e.__traceback__
+    return new
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass  # not made, or already gone: the error being handled is the one to report
 
 
 def reclaim(parent: PathLike) -> int:

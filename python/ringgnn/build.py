@@ -70,6 +70,7 @@ def convert(
     given_negatives: Optional[Mapping[str, PathLike]] = None,
     absent_ok: bool = False,
     shared_negatives: Optional[Mapping[str, PathLike]] = None,
+    quote_input: bool = True,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
@@ -91,7 +92,10 @@ def convert(
     negatives stored as given per held-out split (rows in the stored pair order), and held-out
     pairs that the edge list lacks stored all the same (an importer's: OGB's link splits).
     ``shared_negatives`` maps a held-out split to an ``.npy`` int64 (m, 2) of negative (src, dst)
-    pairs shared by all its positives (OGB's ``edge_neg``), stored as given."""
+    pairs shared by all its positives (OGB's ``edge_neg``), stored as given.
+
+    ``quote_input=False`` (an importer's, for an edge file a dataset description named): errors
+    about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`)."""
     return _run(
         _core.convert,
         progress,
@@ -117,6 +121,7 @@ def convert(
         given_negatives=[(str(k), os.fspath(v)) for k, v in (given_negatives or {}).items()],
         absent_ok=bool(absent_ok),
         shared_negatives=[(str(k), os.fspath(v)) for k, v in (shared_negatives or {}).items()],
+        quote_input=bool(quote_input),
     )
 
 
@@ -253,13 +258,15 @@ def build_hetero(
     threads: Optional[int] = None,
     source: Any = None,
     progress: Any = None,
+    quote_input: bool = True,
 ) -> Dict[str, Any]:
     """Build a heterogeneous dataset at ``out`` (``docs/FORMAT.md``, "Typed nodes and
     relations"): each relation its own CSC, built out of core within ``memory`` one after
     another; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for each (PyG's ``ToUndirected``).
     A relation's ``link_split`` (see :class:`Relation`) stores its edge splits; ``source``
     (JSON-able) is recorded in the manifest (with ``link_split`` added, per relation, when a
-    relation has one). Returns the manifest."""
+    relation has one). ``quote_input`` is :func:`convert`'s, for every relation's file. Returns
+    the manifest."""
     types = []
     for t in node_types:
         types.append((
@@ -286,6 +293,7 @@ def build_hetero(
         overwrite=overwrite,
         threads=threads,
         source=json.dumps(source),
+        quote_input=bool(quote_input),
     )
 
 

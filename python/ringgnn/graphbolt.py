@@ -27,7 +27,11 @@ homogeneous dataset (naming one is an error: use ``ringgnn convert EDGES --link-
 
 The yaml is checked whole before any data file is read: every problem is an
 :class:`ringgnn.InputError` naming the yaml file and the field (``graph.edges[1].format``); a
-named file that is missing is a ``FileNotFoundError`` naming the file and the field. Files that
+named file that is missing is a ``FileNotFoundError`` naming the file and the field. Every
+``path:`` must stay inside the yaml's folder (:mod:`ringgnn._described`: absolute paths and
+``..`` that leave it are refused; a symlink inside the folder is the way to use a file
+elsewhere), and errors about the data files name the file and field but never quote their
+content (:mod:`ringgnn._excerpt`). Files that
 need converting (torch tensors, labels, splits) are written in a locked temporary directory
 beside ``out``, removed at the end; the build itself is atomic, so an error leaves nothing.
 """
@@ -38,6 +42,7 @@ import errno
 import logging
 import os
 import pickle
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -45,7 +50,9 @@ import numpy as np
 
 from . import _core, build, graphbolt_links
 from ._core import InputError
-from ._files import os_errors, temporary
+from ._described import resolve
+from ._excerpt import excerpt, quoted, reason
+from ._files import allocated_memmap, os_errors, save_npy, temporary
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +105,7 @@ class Task:
     sets: Dict[str, List[TaskSet]] = field(default_factory=dict)  # split name -> entries
 
     def __str__(self) -> str:
-        return f"{self.field} ('{self.name}')" if self.name else self.field
+        return f"{self.field} ({quoted(self.name)})" if self.name else self.field
 
 
 @dataclass
@@ -137,8 +144,7 @@ class _Reader:
             return None
         ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
         if not ok or (kind is str and not value.strip()):
-            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            raise self.error(at, f"must be {'a non-empty string' if kind is str else _KINDS[kind]}, not {shown}")
+            raise self.error(at, f"must be {'a non-empty string' if kind is str else _KINDS[kind]}, not {quoted(value)}")
         return value
 
     def items(self, obj: dict, key: str, where: str, required: bool = True) -> List[Tuple[str, dict]]:
@@ -147,17 +153,16 @@ class _Reader:
         out = []
         for i, item in enumerate(self.get(obj, key, where, list, required) or []):
             if not isinstance(item, dict):
-                raise self.error(f"{at}[{i}]", f"must be a mapping of fields, not {item!r}")
+                raise self.error(f"{at}[{i}]", f"must be a mapping of fields, not {quoted(item)}")
             out.append((f"{at}[{i}]", item))
         return out
 
     def file(self, obj: dict, where: str, formats: Tuple[str, ...]) -> DataFile:
         fmt = self.get(obj, "format", where, str)
         if fmt not in formats:
-            raise self.error(f"{where}.format", f"'{fmt}' is not a format of this entry", f"use {' or '.join(formats)}")
+            raise self.error(f"{where}.format", f"{quoted(fmt)} is not a format of this entry", f"use {' or '.join(formats)}")
         self.get(obj, "in_memory", where, bool, required=False)  # a GraphBolt loading hint: ignored
-        rel = self.get(obj, "path", where, str)
-        path = os.path.join(self.dir, rel)
+        path = resolve(self.dir, self.get(obj, "path", where, str), f"{self.path}: {where}.path")
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 errno.ENOENT,
@@ -179,9 +184,9 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        raise r.error(where, f"not valid YAML ({e.problem or e.context})", "fix the syntax there") from None
+        raise r.error(where, f"not valid YAML ({excerpt(e.problem or e.context or '')})", "fix the syntax there") from None
     except yaml.YAMLError as e:
-        raise r.error("YAML", f"not valid YAML ({e})") from None
+        raise r.error("YAML", f"not valid YAML ({excerpt(str(e))})") from None
     if not isinstance(doc, dict):
         raise r.error("top level", "must be a mapping with graph, feature_data and tasks")
     if doc.get("graph") is None and doc.get("graph_topology") is not None:
@@ -197,10 +202,10 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
         if (t is not None) != typed:
             raise _mixed(r, at)
         if t in nodes:
-            raise r.error(at, "a second entry for " + (f"node type '{t}'" if typed else "the nodes"),
+            raise r.error(at, "a second entry for " + (f"node type {quoted(t)}" if typed else "the nodes"),
                           "a homogeneous graph has one nodes entry" if not typed else "give each type once")
         if t is not None and ":" in t:
-            raise r.error(f"{at}.type", f"'{t}' contains ':'", "node type names cannot contain ':'")
+            raise r.error(f"{at}.type", f"{quoted(t)} contains ':'", "node type names cannot contain ':'")
         nodes[t] = _count(r, item, at)
     if not nodes:
         raise r.error("graph.nodes", "empty", "list the node types with their num")
@@ -213,39 +218,39 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
         if t is not None:
             parts = t.split(":")
             if len(parts) != 3 or not all(parts):
-                raise r.error(f"{at}.type", f"'{t}' is not SRC:REL:DST", "e.g. author:writes:paper")
+                raise r.error(f"{at}.type", f"{quoted(t)} is not SRC:REL:DST", "e.g. author:writes:paper")
             for end in (parts[0], parts[2]):
                 if end not in nodes:
-                    raise r.error(f"{at}.type", f"'{t}' names node type '{end}', which graph.nodes does not have",
+                    raise r.error(f"{at}.type", f"{quoted(t)} names node type {quoted(end)}, which graph.nodes does not have",
                                   f"use one of {', '.join(nodes)} or add it to graph.nodes")
         if any(t == u for u, _ in edges):
-            raise r.error(at, "a second entry for " + (f"edge type '{t}'" if typed else "the edges"),
+            raise r.error(at, "a second entry for " + (f"edge type {quoted(t)}" if typed else "the edges"),
                           "give each edge type once" if typed else "a homogeneous graph has one edges entry")
         edges.append((t, r.file(item, at, ("csv", "numpy", "torch"))))
     if not edges:
         raise r.error("graph.edges", "empty", "list the edge files")
-    skipped = [f"{at} ({it.get('domain')} feature '{it.get('name')}' of the graph structure)"
+    skipped = [f"{at} ({it.get('domain')} feature {quoted(it.get('name'))} of the graph structure)"
                for at, it in r.items(graph, "feature_data", "graph", required=False)]
 
     features: List[Tuple[Optional[str], DataFile]] = []
     for at, item in r.items(doc, "feature_data", "", required=False):
         domain = r.get(item, "domain", at, str)
         if domain not in ("node", "edge", "graph"):
-            raise r.error(f"{at}.domain", f"'{domain}' is not a domain", "use node, edge or graph")
+            raise r.error(f"{at}.domain", f"{quoted(domain)} is not a domain", "use node, edge or graph")
         t = r.get(item, "type", at, str, required=False)
         name = r.get(item, "name", at, str)
         f = r.file(item, at, ("numpy", "torch"))
         f.name = name
         if domain != "node":
-            skipped.append(f"{at} ({domain} feature '{name}'" + (f" of {t})" if t else ")"))
+            skipped.append(f"{at} ({domain} feature {quoted(name)}" + (f" of {t})" if t else ")"))
             continue
         if typed and t not in nodes:
-            raise r.error(f"{at}.type", "missing" if t is None else f"'{t}' is not a node type of graph.nodes",
+            raise r.error(f"{at}.type", "missing" if t is None else f"{quoted(t)} is not a node type of graph.nodes",
                           f"use one of {', '.join(nodes)}")
         if not typed and t is not None:
-            raise r.error(f"{at}.type", f"'{t}' given, but graph.nodes has no types", "leave it out")
+            raise r.error(f"{at}.type", f"{quoted(t)} given, but graph.nodes has no types", "leave it out")
         if any(t == u and name == g.name for u, g in features):
-            raise r.error(at, f"a second node feature '{name}'" + (f" of type '{t}'" if t else ""), "give each once")
+            raise r.error(at, f"a second node feature {quoted(name)}" + (f" of type {quoted(t)}" if t else ""), "give each once")
         features.append((t, f))
     for what in skipped:
         log.warning("%s: skipping %s: ringgnn converts node features only", path, what)
@@ -293,8 +298,8 @@ def _load(meta: Metadata, f: DataFile) -> np.ndarray:
         if f.format == "numpy":
             try:
                 a = np.load(f.path, mmap_mode="r", allow_pickle=False)
-            except ValueError as e:
-                raise r.error(f"{f.field}.path", f"{f.path} is not a .npy array ({e})",
+            except (ValueError, EOFError, zipfile.BadZipFile) as e:  # the reason may quote the file: withheld
+                raise r.error(f"{f.field}.path", f"{f.path} is not a .npy array ({reason(e, quote=False)})",
                               "save it with numpy.save") from None
             if not isinstance(a, np.ndarray):
                 raise r.error(f"{f.field}.path", f"{f.path} is not a .npy array", "save it with numpy.save")
@@ -306,8 +311,9 @@ def _load(meta: Metadata, f: DataFile) -> np.ndarray:
                 t = torch.load(f.path, map_location="cpu", weights_only=True, mmap=True)
             except RuntimeError:  # files saved in torch's legacy format cannot be mapped
                 t = torch.load(f.path, map_location="cpu", weights_only=True)
-        except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as e:
-            raise r.error(f"{f.field}.path", f"{f.path} is not a tensor saved with torch.save ({e})") from None
+        except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, IndexError) as e:
+            raise r.error(f"{f.field}.path",
+                          f"{f.path} is not a tensor saved with torch.save ({reason(e, quote=False)})") from None
         if not isinstance(t, torch.Tensor):
             raise r.error(f"{f.field}.path", f"{f.path} holds a {type(t).__name__}, not a tensor",
                           "torch.save one tensor per file")
@@ -319,10 +325,10 @@ def _link_reason(meta: Metadata, task: Task) -> Optional[str]:
     for entries in task.sets.values():
         for s in entries:
             if s.type is not None and ":" in s.type:
-                return f"{s.field}.type '{s.type}' is an edge type"
+                return f"{s.field}.type {quoted(s.type)} is an edge type"
             for f in s.data:
                 if f.name in _LINK_NAMES:
-                    return f"{f.field}.name is '{f.name}'"
+                    return f"{f.field}.name is {quoted(f.name)}"
                 if f.name in _SEED_NAMES and _load(meta, f).ndim == 2:
                     return f"{f.field} holds node pairs"
     return None
@@ -335,8 +341,8 @@ def _choose_task(meta: Metadata, name: Optional[str]) -> Tuple[Optional[Task], O
     if name is not None:
         named = [t for t in meta.tasks if t.name == name]
         if not named:
-            have = ", ".join(f"'{t.name}'" for t in meta.tasks if t.name) or "no named tasks"
-            raise r.error("tasks", f"no task named '{name}' (it has {have})", "name one of those")
+            have = ", ".join(f"{quoted(t.name)}" for t in meta.tasks if t.name) or "no named tasks"
+            raise r.error("tasks", f"no task named {quoted(name)} (it has {have})", "name one of those")
         reason = _link_reason(meta, named[0])
         if reason and meta.homogeneous:
             raise r.error(str(named[0]), f"a link-prediction task ({reason}) of a homogeneous dataset: not supported "
@@ -363,7 +369,7 @@ def _choose_features(meta: Metadata, feature: str) -> Dict[Optional[str], DataFi
     for t in meta.nodes:
         mine = [f for u, f in meta.features if u == t]
         named = [f for f in mine if f.name == feature]
-        what = f"node type '{t}'" if t is not None else "the graph"
+        what = f"node type {quoted(t)}" if t is not None else "the graph"
         if named:
             chosen[t] = named[0]
         elif len(mine) == 1:
@@ -372,7 +378,7 @@ def _choose_features(meta: Metadata, feature: str) -> Dict[Optional[str], DataFi
             chosen[t] = mine[0]
         elif mine:
             log.warning("%s: %s has node features %s and none named '%s': converting none (pass feature=NAME)",
-                        meta.path, what, ", ".join(f"'{f.name}'" for f in mine), feature)
+                        meta.path, what, ", ".join(f"{quoted(f.name)}" for f in mine), feature)
     return chosen
 
 
@@ -404,7 +410,7 @@ class _Staging:
             self.fields[path] = field
         _core.check_room(self.dir, self.out, [(f"a staged copy of {field or 'an array'}", a.nbytes)])
         with os_errors("writing", path):
-            np.save(path, a, allow_pickle=False)
+            save_npy(path, a)
         return path
 
     def edges(self, f: DataFile) -> Tuple[str, str]:
@@ -420,7 +426,7 @@ class _Staging:
 
     def features(self, t: Optional[str], f: DataFile) -> str:
         a, num = _load(self.meta, f), self.meta.nodes[t]
-        what = f"node type '{t}'" if t is not None else "the graph"
+        what = f"node type {quoted(t)}" if t is not None else "the graph"
         if a.ndim not in (1, 2) or a.shape[0] != num:
             raise self.r.error(f.field, f"{f.path} has shape {a.shape}, but {what} has {num} nodes (graph.nodes)",
                                "give one row per node")
@@ -449,7 +455,7 @@ class _Staging:
                     what = f"node type '{t}'" if t is not None else "the graph"
                     _core.check_room(self.dir, self.out, [(f"the staged labels of {what}: {n} x 8 B", 8 * n)])
                     with os_errors("writing", paths[t]):  # a map: the labels need no memory of their own
-                        labels[t] = np.lib.format.open_memmap(paths[t], mode="w+", dtype=np.int64, shape=(n,))
+                        labels[t] = allocated_memmap(paths[t], np.int64, (n,))
                         for i in range(0, n, _FILL):  # a slice at a time: Ctrl-C and SIGTERM are noticed between
                             labels[t][i:i + _FILL] = -1
                 have = labels[t][seeds]
@@ -464,7 +470,7 @@ class _Staging:
                 uniq, counts = np.unique(ids, return_counts=True)
                 if uniq.size != ids.size:
                     where = f"{task.field}.{next(key for key, name in SETS if name == split)}"
-                    raise self.r.error(where, f"node {uniq[counts > 1][0]}" + (f" of type '{t}'" if t else "")
+                    raise self.r.error(where, f"node {uniq[counts > 1][0]}" + (f" of type {quoted(t)}" if t else "")
                                        + " is a seed more than once", "list each seed once")
                 splits.setdefault(t, {})[split] = self.save(ids)
         for a in labels.values():
@@ -474,9 +480,9 @@ class _Staging:
 
     def _type(self, s: TaskSet) -> Optional[str]:
         if self.meta.homogeneous and s.type is not None:
-            raise self.r.error(f"{s.field}.type", f"'{s.type}' given, but graph.nodes has no types", "leave it out")
+            raise self.r.error(f"{s.field}.type", f"{quoted(s.type)} given, but graph.nodes has no types", "leave it out")
         if not self.meta.homogeneous and s.type not in self.meta.nodes:
-            problem = "missing" if s.type is None else f"'{s.type}' is not a node type of graph.nodes"
+            problem = "missing" if s.type is None else f"{quoted(s.type)} is not a node type of graph.nodes"
             raise self.r.error(f"{s.field}.type", problem, f"use one of {', '.join(self.meta.nodes)}")
         return s.type
 
@@ -512,7 +518,7 @@ class _Staging:
         ids = np.asarray(a, dtype=np.int64)
         bad = np.flatnonzero((ids < 0) | (ids >= num))
         if bad.size:
-            what = f"node type '{t}'" if t is not None else "the graph"
+            what = f"node type {quoted(t)}" if t is not None else "the graph"
             raise self.r.error(f.field, f"seed {ids[bad[0]]} (entry {bad[0]}) of {f.path} is out of range: {what} "
                                f"has {num} nodes", "give ids 0 .. num-1")
         return ids
@@ -557,8 +563,7 @@ def convert_graphbolt(
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise InputError(f"{parent}: the parent directory does not exist; create it first")
-    if os.path.lexists(out) and not overwrite:  # before any work; the builder checks it again
-        raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
+    _core.check_output(out, overwrite)  # before any work; the builder checks it again
     tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
     try:
         stage = _Staging(meta, tmp.path, out)
@@ -566,7 +571,9 @@ def convert_graphbolt(
         features = {t: stage.features(t, f) for t, f in feats.items()}
         targets = stage.task(chosen) if chosen is not None else {}
         links = graphbolt_links.link_splits(meta, link_task, stage, _load) if link_task is not None else {}
-        common = {"seed": seed, "memory": memory, "overwrite": overwrite, "threads": threads, "progress": progress}
+        # quote_input=False: the builder's errors name a described file's line, never its content.
+        common = {"seed": seed, "memory": memory, "overwrite": overwrite, "threads": threads, "progress": progress,
+                  "quote_input": False}
         if meta.homogeneous:
             (_, (path, fmt)), = edges
             labels, split = targets.get(None, (None, None))

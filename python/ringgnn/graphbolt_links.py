@@ -36,6 +36,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from ._excerpt import quoted
+
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +69,11 @@ def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, Relati
         seen = set()
         for s in entries:
             if not is_edge_type(s.type) or s.type not in relations:
-                what = "missing" if s.type is None else f"'{s.type}' is not an edge type of graph.edges"
+                what = "missing" if s.type is None else f"{quoted(s.type)} is not an edge type of graph.edges"
                 raise r.error(f"{s.field}.type", f"{task} is a link-prediction task, but this set's type is {what}",
                               f"name one of {', '.join(sorted(t for t in relations if t))}")
             if s.type in seen:
-                raise r.error(s.field, f"a second {split} entry for '{s.type}'", "give each edge type once per set")
+                raise r.error(s.field, f"a second {split} entry for {quoted(s.type)}", "give each edge type once per set")
             seen.add(s.type)
             src_t, _, dst_t = s.type.split(":")
             pos, neg = _read_set(meta, s, split, load, r, (meta.nodes[src_t], meta.nodes[dst_t]), src_t == dst_t)
@@ -82,7 +84,7 @@ def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, Relati
                 mine.negatives[split] = stage.save(np.ascontiguousarray(neg[order]), s.field)
     for rel, splits in out.items():
         if not set(splits.pairs) - {"train"}:
-            raise r.error(str(task), f"a link-prediction task with no validation_set or test_set for '{rel}'",
+            raise r.error(str(task), f"a link-prediction task with no validation_set or test_set for {quoted(rel)}",
                           "give held-out pairs to evaluate on (or remove the task from a copy of the yaml)")
     return out
 
@@ -96,7 +98,7 @@ def _read_set(meta, s, split: str, load, r, counts: Tuple[int, int], same_type: 
                         ", ".join(PAIR_NAMES + NEGATIVE_NAMES + GROUP_NAMES))
             continue
         if f.name in arrays:
-            raise r.error(f.field, f"a second '{f.name}'", "give each array once")
+            raise r.error(f.field, f"a second {quoted(f.name)}", "give each array once")
         arrays[f.name] = (f, load(meta, f))
     names = [n for n in PAIR_NAMES if n in arrays]
     if len(names) != 1:
@@ -137,7 +139,7 @@ def _read_set(meta, s, split: str, load, r, counts: Tuple[int, int], same_type: 
         return _drop_loops(meta, pf, pairs, None, same_type)
     if labels is None or indexes is None:
         have, want = ("labels", "indexes") if labels is not None else ("indexes", "labels")
-        raise r.error(f"{s.field}.data", f"'{have}' without '{want}'",
+        raise r.error(f"{s.field}.data", f"{quoted(have)} without {quoted(want)}",
                       "give both: labels 1/0 and indexes grouping each positive with its negatives")
     return _group(r, s, pf, pairs, labels, indexes, meta, same_type)
 

@@ -102,7 +102,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from . import _core
-from ._files import os_errors, temporary
+from ._files import allocated_memmap, os_errors, save_npy, temporary
 from ._options import count, optional_count, parse_link_split, parse_split, size
 from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
 from .progress import TqdmProgress
@@ -180,8 +180,7 @@ def generate_hetero(
     size(memory, "memory (--memory)")  # checked now; the builder takes it as given
     optional_count(threads, "threads (--threads)")
     out = os.path.normpath(os.fspath(out))
-    if os.path.lexists(out) and not overwrite:
-        raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
+    _core.check_output(out, overwrite)  # before any work; the builder checks it again
 
     means = _means(p["classes"], p["feature_dim"], seed)
     target = 1.0 / p["classes"] + FEATURE_SIGNAL * (1.0 - 1.0 / p["classes"])
@@ -417,8 +416,8 @@ def _write_intermediates(d: str, p: Dict[str, Any], means: np.ndarray, sigma: fl
             _pairs(f, ids, inst.draw(author.of(ids), same, u, uni))
             _advance(progress, n)
 
-    labels = np.lib.format.open_memmap(files["labels"], mode="w+", dtype=np.int64, shape=(n_p,))
-    features = np.lib.format.open_memmap(files["features"], mode="w+", dtype=np.float32, shape=(n_p, p["feature_dim"]))
+    labels = allocated_memmap(files["labels"], np.int64, (n_p,))
+    features = allocated_memmap(files["features"], np.float32, (n_p, p["feature_dim"]))
     splits = _Splits(d, fractions, n_p)
     mean32 = means.astype(np.float32)
     _stage(progress, "generating papers", n_p, "papers")
@@ -474,12 +473,12 @@ class _Splits:
         sizes = np.diff(bounds)
         self.left = np.append(sizes, n - bounds[-1]).astype(np.int64)  # the last: in no split
         self.paths = {name: os.path.join(d, f"split_{name}.npy") for name, _ in fractions}
-        self.maps = [np.lib.format.open_memmap(path, mode="w+", dtype=np.int64, shape=(int(s),)) if s else None
+        self.maps = [allocated_memmap(path, np.int64, (int(s),)) if s else None
                      for path, s in zip(self.paths.values(), sizes)]
         self.filled = [0] * len(sizes)
         for path, s in zip(self.paths.values(), sizes):
             if not s:
-                np.save(path, np.zeros(0, dtype=np.int64))
+                save_npy(path, np.zeros(0, dtype=np.int64))
 
     def chunk(self, rng: np.random.Generator, start: int, n: int) -> None:
         counts = rng.multivariate_hypergeometric(self.left, n)

@@ -19,6 +19,7 @@ the live files; inference and serving read the weights file as a memory map.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -26,7 +27,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from ._core import InputError
-from ._files import os_errors, replacing
+from ._files import allocated_memmap, os_errors, replacing
 
 #: The arrays of a table: the weights and SparseAdam's two moments.
 PARTS = ("weight", "exp_avg", "exp_avg_sq")
@@ -45,15 +46,23 @@ class FileTable:
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
         self.steps = 0
         self.arrays: Dict[str, np.memmap] = {}
-        for part in PARTS:
-            path = self.path(part)
-            with os_errors("opening the embedding table file", path):
+        try:
+            for part in PARTS:
+                path = self.path(part)
                 if create:
-                    os.makedirs(directory, exist_ok=True)
-                    self.arrays[part] = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
-                                                                  shape=(self.num_nodes, self.dim))
+                    with os_errors("creating the embedding table file", path):
+                        os.makedirs(directory, exist_ok=True)
+                        self.arrays[part] = allocated_memmap(path, np.float32, (self.num_nodes, self.dim))
                 else:
-                    self.arrays[part] = _open(path, (self.num_nodes, self.dim), "r+")
+                    with os_errors("opening the embedding table file", path):
+                        self.arrays[part] = _open(path, (self.num_nodes, self.dim), "r+")
+        except BaseException:
+            made = list(self.arrays) if create else []
+            self.arrays.clear()  # unmapped before the files it made are removed
+            for part in made:
+                with contextlib.suppress(OSError):
+                    os.remove(self.path(part))
+            raise
         if create:
             import torch
 
@@ -130,7 +139,7 @@ def _copy(src: str, dst: str, operation: str) -> None:
     """``src`` (a ``.npy``) to ``dst``, in blocks, whole or not at all."""
     a = np.load(src, mmap_mode="r")
     with replacing(dst, operation) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=a.dtype, shape=a.shape)
+        out = allocated_memmap(tmp, a.dtype, a.shape)
         for lo in range(0, a.shape[0], BLOCK_ROWS):
             out[lo:lo + BLOCK_ROWS] = a[lo:lo + BLOCK_ROWS]
         out.flush()

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 import numpy as np
 
-from ._files import os_errors, temporary
+from ._files import allocated_memmap, os_errors, temporary
 from .infer_finish import finish_block, map_slices, slice_reader, split_rows
 from .infer_plan import release_freed
 
@@ -154,7 +154,7 @@ def _destination_logits(run: "LayerwiseInference", k: int, reader: Any, path: st
     destinations it reaches), from the input read ``rows`` rows at a time."""
     n, heads = run.graph.num_nodes, run.dense.layers[k].heads
     with os_errors("writing GAT's destination logits to", path):
-        out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, heads))
+        out = allocated_memmap(path, np.float32, (n, heads))
 
         def put(r0: int, got: np.ndarray, out: np.ndarray = out) -> None:
             out[r0:r0 + len(got)] = got

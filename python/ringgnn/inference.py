@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from . import _core, _options, _threads, infer_dense, infer_finish
-from ._files import keep_files, os_errors, temporary
+from ._files import allocated_memmap, keep_files, os_errors, temporary
 from .infer_finish import finish_block, map_slices, slice_reader, split_rows
 from .infer_plan import (DEST_BYTES, FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed, window_edge_bytes)
@@ -187,7 +187,7 @@ class NpyWriter:
         self.tmp = self.temp.path
         try:
             with os_errors("writing", path):
-                self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=shape)
+                self.array = allocated_memmap(self.tmp, dtype, shape)
         except BaseException:
             self.abort()
             raise

@@ -234,6 +234,7 @@ fn a_dataset_without_features_is_a_clear_error() {
         seed: 0,
         overwrite: false,
         node_ids: None,
+        excerpts: Default::default(),
     };
     ringgnn_store::convert(&opts, &ringgnn_store::NoProgress).unwrap();
     let ds = ringgnn_store::Dataset::open(&dir.path().join("ds")).unwrap();

@@ -12,10 +12,20 @@ use ringgnn_store::input::InputFormat;
 use ringgnn_store::link::{LinkSplitOptions, LinkSplitSpec};
 use ringgnn_store::manifest::{FeatureDtype, NodeIdDtype};
 use ringgnn_store::node_ids::NodeIdsInput;
-use ringgnn_store::{ConvertOptions, GraphOptions, SelfLoops, SplitSpec};
+use ringgnn_store::{ConvertOptions, Excerpts, GraphOptions, SelfLoops, SplitSpec};
 
 use crate::errors::{input_error, StoreError};
 use crate::progress;
+
+/// Refuse, before any work, an output a build may not write: `out` exists and `overwrite` is not
+/// given, or it is neither an empty directory nor a ringgnn dataset (`ringgnn_store::replace`;
+/// the build checks again when it commits). For the builds that stage their input in Python
+/// first (importers, GraphBolt, the heterogeneous generator).
+#[pyfunction]
+pub fn check_output(out: PathBuf, overwrite: bool) -> PyResult<()> {
+    ringgnn_store::replace::check(&out, overwrite).map_err(StoreError)?;
+    Ok(())
+}
 
 fn self_loops(s: &str) -> PyResult<SelfLoops> {
     match s {
@@ -73,7 +83,7 @@ impl From<SplitArg> for SplitSpec {
     input, out, *, format=None, undirected=false, self_loops="keep", dedup=false, num_nodes=None,
     features=None, labels=None, split=None, link_split=None, link_negatives=100, seed=0,
     feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None, node_ids=None,
-    given_negatives=Vec::new(), absent_ok=false, shared_negatives=Vec::new()
+    given_negatives=Vec::new(), absent_ok=false, shared_negatives=Vec::new(), quote_input=true
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
@@ -100,6 +110,7 @@ pub fn convert(
     given_negatives: Vec<(String, PathBuf)>,
     absent_ok: bool,
     shared_negatives: Vec<(String, PathBuf)>,
+    quote_input: bool,
 ) -> PyResult<String> {
     let node_ids = node_ids.map(node_ids_input).transpose()?;
     let opts = ConvertOptions {
@@ -131,6 +142,7 @@ pub fn convert(
         seed,
         overwrite,
         node_ids,
+        excerpts: excerpts(quote_input),
     };
     let manifest = progress::run(py, progress, |p| ringgnn_store::convert(&opts, p))?;
     Ok(manifest.to_json())
@@ -265,7 +277,7 @@ type RelationArg = (
 #[pyfunction]
 #[pyo3(signature = (
     out, *, node_types, relations, add_reverse=false, seed=0, memory=1<<30, overwrite=false,
-    threads=None, source="null", progress=None
+    threads=None, source="null", progress=None, quote_input=true
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn build_hetero(
@@ -280,6 +292,7 @@ pub fn build_hetero(
     threads: Option<usize>,
     source: &str,
     progress: Option<Py<PyAny>>,
+    quote_input: bool,
 ) -> PyResult<String> {
     let mut types = Vec::new();
     for (name, num_nodes, features, dtype, labels, split, node_ids) in node_types {
@@ -323,9 +336,20 @@ pub fn build_hetero(
         overwrite,
         source: serde_json::from_str(source)
             .map_err(|e| input_error(format!("source is not JSON: {e}")))?,
+        excerpts: excerpts(quote_input),
     };
     let manifest = progress::run(py, progress, |p| ringgnn_store::hetero::build(&spec, p))?;
     Ok(manifest.to_json())
+}
+
+/// `quote_input=False`: the input files were named by a dataset description, so errors quote
+/// nothing of them (`ringgnn_store::excerpt`).
+fn excerpts(quote_input: bool) -> Excerpts {
+    if quote_input {
+        Excerpts::Quote
+    } else {
+        Excerpts::Withhold
+    }
 }
 
 /// Refuse, before writing, files of `parts` (`(what, bytes)`) that exceed the free space of the

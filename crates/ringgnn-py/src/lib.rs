@@ -26,6 +26,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    m.add_function(wrap_pyfunction!(convert::check_output, m)?)?;
     m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
     m.add_function(wrap_pyfunction!(convert::build_hetero, m)?)?;
     m.add_function(wrap_pyfunction!(convert::generate_rmat, m)?)?;
@@ -51,6 +52,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<temp::Temporary>()?;
     m.add_function(wrap_pyfunction!(temp::reclaim, m)?)?;
     m.add("TEMP_MARKER", ringgnn_store::temp::MARKER)?;
+    m.add("EXCERPT_CHARS", ringgnn_store::EXCERPT_CHARS)?;
     // The names the core's parsers accept, so that front ends list the same ones.
     m.add("BACKENDS", ringgnn_loader::BackendChoice::NAMES.to_vec())?;
     m.add(

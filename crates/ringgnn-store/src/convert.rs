@@ -17,7 +17,7 @@ use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 use crate::progress::Progress;
 use crate::space::Need;
 use crate::writer::Staging;
-use crate::{attach, Error, Result};
+use crate::{attach, Error, Excerpts, Result};
 
 /// What to do with edges u->u.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +82,8 @@ pub struct ConvertOptions {
     pub overwrite: bool,
     /// The nodes' original ids, in dense id order (an importer's; `docs/FORMAT.md`).
     pub node_ids: Option<NodeIdsInput>,
+    /// Whether errors may quote `input`'s lines: not when a dataset description named it.
+    pub excerpts: Excerpts,
 }
 
 impl ConvertOptions {
@@ -101,6 +103,7 @@ impl ConvertOptions {
             seed: 0,
             overwrite: false,
             node_ids: None,
+            excerpts: Excerpts::Quote,
         }
     }
 }
@@ -162,7 +165,12 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     if let Some(ids) = &opts.node_ids {
         check_unique(ids, opts.graph.memory, staging.dir(), progress)?;
     }
-    let mut source = input::open(&opts.input, Some(format), opts.graph.num_nodes)?;
+    let mut source = input::open(
+        &opts.input,
+        Some(format),
+        opts.graph.num_nodes,
+        opts.excerpts,
+    )?;
     let graph = build_graph_split(
         source.as_mut(),
         &opts.graph,

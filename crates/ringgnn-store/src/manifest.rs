@@ -354,7 +354,7 @@ impl Manifest {
             if f.path.contains('/') || f.path.contains('\\') || f.path.starts_with('.') {
                 return Err(format!(
                     "files.{key}.path '{}' must be a plain file name",
-                    f.path
+                    crate::excerpt::excerpt(f.path.as_bytes())
                 ));
             }
         }

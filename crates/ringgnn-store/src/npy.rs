@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::excerpt::excerpt;
 use crate::{Error, IoContext, Result};
 
 /// Element type of an array, from the header's `descr`.
@@ -100,14 +101,15 @@ pub fn read_header(path: &Path) -> Result<NpyHeader> {
     let bytes = descr.as_bytes();
     if bytes.len() < 3 {
         return Err(bad(format!(
-            "unsupported dtype '{descr}' (structured or object arrays are not supported)"
+            "unsupported dtype '{}' (structured or object arrays are not supported)",
+            excerpt(descr.as_bytes())
         )));
     }
     let order = bytes[0] as char;
     let kind = bytes[1] as char;
     let size: u64 = descr[2..]
         .parse()
-        .map_err(|_| bad(format!("unsupported dtype '{descr}'")))?;
+        .map_err(|_| bad(format!("unsupported dtype '{}'", excerpt(descr.as_bytes()))))?;
     if order == '>' && size > 1 {
         return Err(Error::Input(format!(
             "{}: big-endian dtype '{descr}'; save it little-endian, e.g. np.save(path, a.astype(a.dtype.newbyteorder('<')))",
@@ -122,7 +124,7 @@ pub fn read_header(path: &Path) -> Result<NpyHeader> {
         .filter(|s| !s.is_empty())
         .map(|s| s.trim_end_matches('L').parse::<u64>())
         .collect::<std::result::Result<_, _>>()
-        .map_err(|_| bad(format!("cannot read shape {shape}")))?;
+        .map_err(|_| bad(format!("cannot read shape {}", excerpt(shape.as_bytes()))))?;
     let header = NpyHeader {
         path: path.to_path_buf(),
         dtype: NpyDtype { kind, size },

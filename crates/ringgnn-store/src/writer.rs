@@ -12,8 +12,9 @@ use std::io::Write;
 use ringgnn_io::{AlignedBuf, DirectFile};
 use std::path::{Path, PathBuf};
 
-use crate::manifest::{pad_to_page, FileEntry, Manifest, FORMAT_NAME, MANIFEST_FILE, PAGE};
+use crate::manifest::{pad_to_page, FileEntry, Manifest, MANIFEST_FILE, PAGE};
 use crate::progress::{Cancel, Progress};
+use crate::replace;
 use crate::space::Need;
 use crate::temp::{Kind, Temp};
 use crate::{Error, IoContext, Result};
@@ -33,11 +34,12 @@ pub struct Staging {
 
 impl Staging {
     /// Start building the dataset that will live at `out`. An existing `out` is refused unless
-    /// `overwrite`; even then only an empty directory or a ringgnn dataset is ever replaced.
+    /// `overwrite`; even then only an empty directory or a ringgnn dataset is ever replaced, and
+    /// what its folder holds besides the dataset is kept ([`crate::replace`]).
     /// Stale temporaries of killed runs beside `out` are removed first, each reported to
     /// `progress` ([`Progress::note`]).
     pub fn create(out: &Path, overwrite: bool, progress: &dyn Progress) -> Result<Self> {
-        check_replaceable(out, overwrite)?;
+        replace::check(out, overwrite)?;
         let name = out
             .file_name()
             .ok_or_else(|| {
@@ -149,7 +151,8 @@ impl Staging {
             f.sync_all().at(&mpath)?;
         }
         // Re-check: something may have appeared at `out` while we were building.
-        check_replaceable(&self.out, self.overwrite)?;
+        let foreign = replace::check(&self.out, self.overwrite)?;
+        replace::carry(&self.out, self.dir(), &foreign)?;
         if self.out.exists() {
             // The old dataset becomes a locked temporary itself: removed when dropped, and
             // reclaimed by a later run if this one dies while removing it.
@@ -177,29 +180,6 @@ impl Staging {
         }
         Ok(self.out)
     }
-}
-
-fn check_replaceable(out: &Path, overwrite: bool) -> Result<()> {
-    if !out.exists() {
-        return Ok(());
-    }
-    if !overwrite {
-        return Err(Error::Exists(out.to_path_buf()));
-    }
-    if out.is_dir() {
-        let empty = fs::read_dir(out).at(out)?.next().is_none();
-        let manifest = out.join(MANIFEST_FILE);
-        let is_dataset = fs::read_to_string(&manifest)
-            .map(|t| t.contains(FORMAT_NAME))
-            .unwrap_or(false);
-        if empty || is_dataset {
-            return Ok(());
-        }
-    }
-    Err(Error::Input(format!(
-        "{}: refusing to overwrite, it is not a ringgnn dataset or an empty directory; choose another output path",
-        out.display()
-    )))
 }
 
 /// A binary dataset file: buffered, checksummed as written, zero-padded to a page multiple.

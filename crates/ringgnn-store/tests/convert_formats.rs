@@ -149,6 +149,7 @@ proptest! {
             seed: 0,
             overwrite: false,
             node_ids: None,
+            excerpts: Default::default(),
         };
         let m = convert(&opts, &NoProgress).unwrap();
         let want = reference(&edges, &graph);

@@ -65,7 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-column", metavar="[TYPE=]COL", action="append", default=None,
                    help="--node-table: the label column (integer classes; null or -1 = unlabeled)")
     p.add_argument("--split-column", metavar="[TYPE=]COL", action="append", default=None,
-                   help="--node-table: each node's split name (train, val, test; null = none)")
+                   help="--node-table: each node's split name (train, val, test; valid and validation are val; null or "
+                   "empty = none)")
 
 def source_of(args: Any) -> str:
     """The source ``args.input`` is: ``--from``, else detected (a GraphBolt yaml first)."""

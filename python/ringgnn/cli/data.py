@@ -31,7 +31,9 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
         "Python): bytes or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)"
     )
     p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1, help="worker threads (default: all cores)")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the dataset at OUT (other files in its folder are kept; a folder that is not a "
+                   "dataset is refused)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars and no summary")
 
 

@@ -6,12 +6,14 @@ pyarrow's pandas import (:func:`to_np`, :func:`arrow`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from .._core import InputError
+from .._excerpt import quoted, reason
 from .._files import os_errors
 from ._stage import Staging
 
@@ -20,6 +22,20 @@ BATCH_ROWS = 1 << 18
 PARQUET_BUFFER = 1 << 20  # bytes of a Parquet reader's buffered input stream
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _K = np.uint64(0x100000001B3)  # FNV prime: the polynomial base of the string hash
+
+
+@contextlib.contextmanager
+def arrow_io(operation: str, path: str) -> Iterator[None]:
+    """:func:`ringgnn._files.os_errors` for pyarrow's I/O: an ``OSError`` of pyarrow's (its
+    errno and its own words: "Error writing bytes to file. Detail: [errno 28] No space left on
+    device") is given the system's reason, and then names ``operation`` and ``path``."""
+    with os_errors(operation, path):
+        try:
+            yield
+        except OSError as e:
+            if e.errno is None or e.filename is not None or getattr(e, "operation", None) is not None:
+                raise
+            raise OSError(e.errno, os.strerror(e.errno)).with_traceback(e.__traceback__) from None
 
 
 def require_pyarrow() -> Any:
@@ -84,7 +100,11 @@ def _hash_slice(offsets: np.ndarray, all_data: np.ndarray) -> np.ndarray:
 
 
 class Table:
-    """A Parquet file or a CSV with a header, read in record batches of chosen columns.
+    """A Parquet file or a CSV with a header, read in record batches of chosen columns; the one
+    place that checks what a table gives before it is used, naming the file, the column and the
+    line (a CSV's) or row (a Parquet file's, from 0): a column named twice in the header
+    (:meth:`field`), a CSV line with more or fewer fields than the header, an id that is null
+    or, in a CSV, empty (:meth:`ids`); and OS errors while it is read name the file.
 
     CSV has no types: its ``id_columns`` are read as strings, so that ``007`` and ``7`` (or
     ``1e3`` and ``1000``) stay different nodes, as they are different text; integer ids come
@@ -95,14 +115,14 @@ class Table:
         self.path = path
         self.id_columns = tuple(id_columns)
         self.parquet = path.lower().endswith((".parquet", ".pq"))
-        with os_errors("reading", path):
+        with arrow_io("reading", path):
             if self.parquet:
                 import pyarrow.parquet as pq
 
                 try:
                     pf = pq.ParquetFile(path)
                 except pa.ArrowInvalid as e:
-                    raise InputError(f"{path}: not a Parquet file ({e})") from None
+                    raise InputError(f"{path}: not a Parquet file ({e})") from None  # pyarrow quotes nothing of it
                 self.schema = pf.schema_arrow
                 self.rows: Optional[int] = pf.metadata.num_rows
                 pf.close()
@@ -110,24 +130,83 @@ class Table:
                 self.schema = self._csv().schema
                 self.rows = None
 
-    def _csv(self) -> Any:
+    def _csv(self, handler: Any = None) -> Any:
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
         try:
-            return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=8 << 20),
+            return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=8 << 20,
+                                                                          use_threads=handler is None),
+                                 parse_options=pcsv.ParseOptions(invalid_row_handler=handler),
                                  convert_options=pcsv.ConvertOptions(
                                      column_types={c: pa.string() for c in self.id_columns}))
         except pa.ArrowInvalid as e:
-            raise InputError(f"{self.path}: not a CSV file with a header line ({e})") from None
+            if handler is not None:
+                raise
+            raise self._csv_error(f"not a CSV file with a header line ({reason(e, quote=True)})") from None
+
+    def _csv_error(self, otherwise: str) -> InputError:
+        """pyarrow's error about a CSV line as one naming the line: a reader with threads does
+        not know line numbers, so the file is read again without (only on this error path) up to
+        the line, which the row handler then reports; ``otherwise`` (after the path) where no
+        line has the wrong width (a value of the wrong type, no header)."""
+        import pyarrow as pa
+
+        bad: List[Any] = []
+        try:
+            reader = self._csv(lambda row: bad.append(row) or "error")
+            while True:
+                reader.read_next_batch()
+        except StopIteration:
+            pass
+        except pa.ArrowInvalid:
+            if bad and bad[0].number is not None:
+                row = bad[0]
+                fields = f"{row.actual_columns} field{'s' if row.actual_columns != 1 else ''}"
+                return InputError(f"{self.path}: line {row.number} has {fields}, and the header "
+                                  f"{row.expected_columns} ({quoted(row.text)}); give every line the "
+                                  "header's columns (quote a field that holds a comma)")
+        return InputError(f"{self.path}: {otherwise}")
+
+    def field(self, name: str, option: str) -> Any:
+        """The schema's field ``name`` (``option`` names it: ``--src``); refused when the table has
+        no such column or has two of that name (which one is meant is not known)."""
+        names = self.schema.names
+        if name not in names:
+            raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(names)}")
+        at = [i + 1 for i, n in enumerate(names) if n == name]
+        if len(at) > 1:
+            raise InputError(f"{self.path}: the header names {len(at)} columns '{name}' ({option}; columns "
+                             f"{', '.join(map(str, at))}); give each column its own name")
+        return self.schema.field(name)
+
+    def place(self, row: int) -> str:
+        """Where data row ``row`` (from 0) is in the file: a CSV's line (the header is line 1),
+        a Parquet file's row."""
+        return f"row {row}" if self.parquet else f"line {row + 2}"
+
+    def ids(self, col: Any, kind: str, name: str, option: str, row0: int) -> Any:
+        """Column ``name``'s ids in a batch whose first row is ``row0`` (:func:`ids_of`); a null,
+        or an empty CSV field (CSV has no null: an empty field is a missing id, not a node named
+        ''), is refused naming its line."""
+        import pyarrow.compute as pc
+
+        empty = not self.parquet and kind == "str" and len(col) > 0 and pc.min(pc.binary_length(col)).as_py() == 0
+        if col.null_count or empty:
+            missing = col.is_null()
+            if empty:
+                missing = pc.or_kleene(missing, pc.equal(pc.binary_length(col), 0))
+            i = int(np.flatnonzero(to_np(missing))[0])
+            null = " (null)" if col.is_null()[i].as_py() else ""
+            raise InputError(f"{self.path}: column '{name}': {self.place(row0 + i)} is empty{null}; every row needs "
+                             f"its id ({option})")
+        return ids_of(col, kind)
 
     def column_type(self, name: str, option: str) -> str:
         """'int', 'uint' or 'str' for column ``name``; an error naming it otherwise."""
         import pyarrow as pa
 
-        if name not in self.schema.names:
-            raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(self.schema.names)}")
-        t = self.schema.field(name).type
+        t = self.field(name, option).type
         if pa.types.is_dictionary(t):
             t = t.value_type
         if pa.types.is_signed_integer(t):
@@ -150,28 +229,35 @@ class Table:
             # with it (pyarrow's default) `iter_batches` keeps every row group's column chunks it
             # has read until the reader closes, so a pass over a 100M-edge table grew to 1.9 GB
             # (1.6 GB file); with a 1 MiB buffered stream the reader holds about one page.
-            with pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER) as pf:
-                yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-            return
-        reader = self._csv()
+            with arrow_io("reading", self.path):
+                pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER)
+            with pf:
+                batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+                while True:
+                    with arrow_io("reading", self.path):
+                        b = next(batches, None)
+                    if b is None:
+                        return
+                    yield b
+        with arrow_io("reading", self.path):
+            reader = self._csv()
         while True:
             try:
-                b = reader.read_next_batch()
+                with arrow_io("reading", self.path):
+                    b = reader.read_next_batch()
             except StopIteration:
                 return
             except pa.ArrowInvalid as e:
-                raise InputError(f"{self.path}: {e}; fix that line of the CSV") from None
+                raise self._csv_error(f"{reason(e, quote=True)}; fix that line of the CSV") from None
             yield b.select(columns)
 
 
-def ids_of(col: Any, kind: str, where: str, row0: int) -> Any:
-    """A batch column as numpy int64/uint64 (integers) or an Arrow large_string array."""
+def ids_of(col: Any, kind: str) -> Any:
+    """A batch column without nulls (:meth:`Table.ids` checks) as numpy int64/uint64 (integers)
+    or an Arrow large_string array."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if col.null_count:
-        i = int(np.flatnonzero(to_np(col.is_null()))[0])
-        raise InputError(f"{where}: row {row0 + i} is empty (null); every edge needs both ids")
     if pa.types.is_dictionary(col.type):
         col = pc.cast(col, col.type.value_type)
     if kind == "str":
@@ -206,7 +292,9 @@ def allow_open_files(n: int) -> None:
 
 
 class Buckets:
-    """``p`` Arrow IPC stream files of one schema, appended to by bucket."""
+    """``p`` Arrow IPC stream files of one schema, appended to by bucket. An OS error (a full
+    disk: pyarrow says only "Error writing bytes to file") names the bucket file and what was
+    being done to it."""
 
     def __init__(self, stage: Staging, stem: str, schema: Any, p: int):
         import pyarrow as pa
@@ -225,15 +313,16 @@ class Buckets:
             lo, hi = bounds[b], bounds[b + 1]
             batch = pa.record_batch([c[lo:hi] if isinstance(c, pa.Array) else arrow(c[lo:hi]) for c in cols],
                                     schema=self.schema)
-            w = self._writers.get(b)
-            if w is None:
-                with os_errors("writing", self.paths[b]):
+            with arrow_io("writing", self.paths[b]):
+                w = self._writers.get(b)
+                if w is None:
                     w = self._writers[b] = pa.ipc.new_stream(self.paths[b], self.schema)
-            w.write_batch(batch)
+                w.write_batch(batch)
 
     def close(self) -> None:
-        for w in self._writers.values():
-            w.close()
+        for b, w in self._writers.items():
+            with arrow_io("writing", self.paths[b]):
+                w.close()
         self._writers.clear()
 
     def read(self, b: int) -> Any:
@@ -241,7 +330,7 @@ class Buckets:
         pa = self._pa
         if not os.path.exists(self.paths[b]):
             return self.schema.empty_table()
-        with pa.memory_map(self.paths[b]) as src:
+        with arrow_io("reading", self.paths[b]), pa.memory_map(self.paths[b]) as src:
             return pa.ipc.open_stream(src).read_all()
 
 

@@ -2,7 +2,10 @@
 the arrays of an ``.npz`` as streams (:class:`Npz`), and ``torch.save`` files (:func:`load_pt`,
 :func:`load_split_dict`) without running code from them and, when they hold only numpy arrays
 and numbers (what OGB and MAG240M save), without importing torch. Shared by :mod:`.ogb`,
-:mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`."""
+:mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`.
+
+The user names an OGB folder, not its files: errors name a file and its line, never quote its
+content (:mod:`ringgnn._excerpt`), as a downloaded folder may hold links to any file."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from .._core import InputError
+from .._excerpt import WITHHELD, reason
 from .._files import os_errors
 from ._stage import NpyStream
 
@@ -35,7 +39,8 @@ def csv_lines(path: str) -> Iterator[Tuple[int, List[str]]]:
                 try:
                     lines = list(itertools.islice(f, CSV_LINES))
                 except (OSError, EOFError, UnicodeDecodeError) as e:
-                    raise InputError(f"{path}: cannot be read near line {first} ({e}); download it again") from None
+                    raise InputError(f"{path}: cannot be read near line {first} ({reason(e, quote=False)}); "
+                                     "download it again") from None
                 if not lines:
                     return
                 yield first, lines
@@ -48,14 +53,26 @@ def csv_floats(path: str, columns: Optional[int] = None) -> Iterator[np.ndarray]
         try:
             a = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2,
                            converters=lambda s: float(s) if s.strip() else np.nan)
-        except ValueError as e:
-            raise InputError(f"{path}: lines {first}..{first + len(lines) - 1}: not numbers separated by commas "
-                             f"({e}); OGB's CSV files hold one row of numbers per line") from None
+        except ValueError:
+            raise InputError(f"{path}: {_first_bad(lines, first)} is not a number ({WITHHELD}); OGB's CSV files "
+                             "hold one row of numbers separated by commas per line") from None
         if columns is not None and a.shape[1] != columns:
             raise InputError(f"{path}: lines {first}..{first + len(lines) - 1} have {a.shape[1]} columns where "
                              f"earlier lines have {columns}; give every row the same width")
         columns = a.shape[1]
         yield a
+
+
+def _first_bad(lines: List[str], first: int) -> str:
+    """Where the first field of ``lines`` (numbered from ``first``) that is not a number is, as
+    "line N, column C", without its text."""
+    for i, line in enumerate(lines):
+        for c, field in enumerate(line.rstrip("\r\n").split(",")):
+            try:
+                float(field) if field.strip() else None
+            except ValueError:
+                return f"line {first + i}, column {c + 1}"
+    return f"lines {first}..{first + len(lines) - 1}: a field"
 
 
 def csv_column(path: str) -> Iterator[np.ndarray]:
@@ -71,7 +88,7 @@ def csv_column(path: str) -> Iterator[np.ndarray]:
             try:
                 values[i] = float(text) if text else np.nan
             except ValueError:
-                raise InputError(f"{path}: line {first + i}: '{text[:40]}' is not a number") from None
+                raise InputError(f"{path}: line {first + i} is not a number ({WITHHELD})") from None
         yield values
 
 
@@ -84,7 +101,8 @@ class Npz:
             try:
                 self.zip = zipfile.ZipFile(path)
             except zipfile.BadZipFile as e:
-                raise InputError(f"{path}: not an .npz archive ({e}); save it with numpy.savez") from None
+                raise InputError(f"{path}: not an .npz archive ({reason(e, quote=False)}); save it with "
+                                 "numpy.savez") from None
         self.names = sorted(n[:-4] for n in self.zip.namelist() if n.endswith(".npy"))
 
     def has(self, key: str) -> bool:
@@ -162,7 +180,7 @@ def load_pt(path: str, what: str) -> Any:
         except _NeedsTorch:
             pass
         except (pickle.UnpicklingError, EOFError, ValueError, KeyError) as e:
-            raise InputError(f"{path}: not a file saved with torch.save ({e}); {what}") from None
+            raise InputError(f"{path}: not a file saved with torch.save ({reason(e, quote=False)}); {what}") from None
     import torch
 
     try:
@@ -177,6 +195,6 @@ def load_pt(path: str, what: str) -> Any:
         try:
             with torch.serialization.safe_globals(allowed):
                 return torch.load(path, map_location="cpu", weights_only=True)
-        except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as e:
-            raise InputError(f"{path}: not a file saved with torch.save that holds only arrays and numbers ({e}); "
-                             f"{what}") from None
+        except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, IndexError) as e:
+            raise InputError(f"{path}: not a file saved with torch.save that holds only arrays and numbers "
+                             f"({reason(e, quote=False)}); {what}") from None

@@ -1,24 +1,30 @@
 """What every importer shares: a locked staging directory beside the output for the files the
 builder cannot read as the source gives them, ``.npy`` files written and read in chunks (never
-a whole array in memory), and errors that name the user's file.
+a whole array in memory), the split names and the label check of every source, and errors that
+name the user's input.
 
 The builders (:func:`ringgnn.build.convert`, :func:`ringgnn.build.build_hetero`) stream edge
 lists and ``.npy`` features themselves, within ``--memory``; an importer only rewrites what they
 cannot take as given (a member of an ``.npz``, CSV features, labels with NaN, split files) and
-checks ids and lengths on the way, so an error names the source file rather than a staged copy.
+checks ids and lengths on the way. What the builder finds in a staged copy (a node listed twice
+in a split) is reported against the input the copy was made from: each staged file is made with
+the name of its source (:meth:`Staging.path`), and :class:`Staging` rewrites the errors raised
+inside it (:meth:`Staging.__exit__`), so no error names a file of the staging directory.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import struct
-from typing import IO, Any, Callable, Iterator, Optional, Tuple, Union
+from typing import IO, Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
 from .. import _core
 from .._core import InputError
-from .._files import os_errors, temporary
+from .._excerpt import quoted, reason
+from .._files import os_errors, save_npy, temporary
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -32,31 +38,68 @@ _MAGIC = b"\x93NUMPY"
 _HEADER = 128
 
 
+#: The builder's advice when an edge names a node past ``--num-nodes``: an option of an edge-list
+#: INPUT, which an importer (whose node count comes from its input) does not take.
+_NUM_NODES_ADVICE = re.compile(r"--num-nodes (\d+); raise --num-nodes or (?:leave it out \(the default is the "
+                               r"largest id(?: \+ 1)?\)|drop the option)")
+
+
 class Staging:
     """A locked temporary directory beside ``out`` (removed by :meth:`close`) for staged files.
-    Refuses at once, before any work, an ``out`` that exists without ``overwrite`` or whose
-    parent does not exist."""
+    Refuses at once, before any work, an ``out`` the build may not write (``_core.check_output``:
+    it exists without ``overwrite``, or is neither an empty directory nor a dataset) or whose
+    parent does not exist.
+
+    Used as a context manager, it names the user's input in the errors raised inside it: a
+    staged file's path (or name) in a :class:`ringgnn.InputError`'s message becomes the source
+    given to :meth:`path`, and the builder's ``--num-nodes`` advice becomes the source of the
+    node count (:meth:`node_count_from`)."""
 
     def __init__(self, out: PathLike, overwrite: bool):
         out = os.fspath(out)
         parent = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(parent):
             raise InputError(f"{parent}: the parent directory does not exist; create it first")
-        if os.path.lexists(out) and not overwrite:  # the builder checks it again
-            raise _core.DatasetExistsError(f"{out}: already exists; pass --overwrite to replace it")
+        _core.check_output(out, overwrite)  # the builder checks it again
         self._tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
         self.dir, self.out = self._tmp.path, out
         self._n = 0
+        self._sources: Dict[str, str] = {}
+        self._count_source: Optional[str] = None
 
     def check_room(self, what: str, nbytes: int) -> None:
         """Refuse, before writing, a staged file of ``nbytes`` that the file system cannot hold
         (the builds' pre-write check, ``ringgnn_store::space``; the message names the output)."""
         _core.check_room(self.dir, self.out, [(what, int(nbytes))])
 
-    def path(self, stem: str) -> str:
-        """A new file name in the staging directory (``stem`` says what it holds)."""
+    def path(self, stem: str, source: Optional[str] = None) -> str:
+        """A new file name in the staging directory (``stem`` says what it holds); ``source``
+        names the user's input it is a copy of (``"DIR/split/time/train.csv.gz"``,
+        ``"data.train_idx"``), for errors about its content."""
         self._n += 1
-        return os.path.join(self.dir, f"{self._n}-{stem}.npy")
+        path = os.path.join(self.dir, f"{self._n}-{stem}.npy")
+        if source is not None:
+            self._sources[path] = source
+        return path
+
+    def source_of(self, path: str) -> str:
+        """The input ``path`` is a copy of (``path`` itself when it is not a staged file)."""
+        return self._sources.get(path, path)
+
+    def node_count_from(self, source: str) -> None:
+        """The node count the builder gets is ``source``'s (a file of the input), not an option."""
+        self._count_source = source
+
+    def named(self, message: str) -> str:
+        """``message`` with each staged file named by its source (see the class)."""
+        for path, source in self._sources.items():
+            message = message.replace(path, source)
+            message = re.sub(rf"(?<![\w.-]){re.escape(os.path.basename(path))}(?![\w.-])", lambda _: source, message)
+        if self._count_source is not None:
+            message = _NUM_NODES_ADVICE.sub(
+                lambda m: f"the node count {m.group(1)} ({self._count_source}); fix the ids, or the count there",
+                message)
+        return message
 
     def close(self) -> None:
         self._tmp.close()
@@ -64,8 +107,15 @@ class Staging:
     def __enter__(self) -> "Staging":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, e: Optional[BaseException], tb: Any) -> None:
         self.close()
+        if isinstance(e, OSError):  # one that no inner block named (os_errors leaves those as they are)
+            with os_errors("importing, in the staging directory", self.dir):
+                raise e
+        if isinstance(e, InputError):
+            message = self.named(str(e))
+            if message != str(e):
+                raise type(e)(message).with_traceback(tb) from None
 
 
 class NpyWriter:
@@ -107,6 +157,106 @@ class NpyWriter:
         return self.path
 
 
+#: Split names that sources spell their own way, as ringgnn's (OGB's ``valid``).
+SPLIT_ALIASES = {"valid": "val", "validation": "val"}
+_SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")  # a split's file name part (docs/FORMAT.md)
+
+
+def split_name(name: Any, where: str, option: str = "") -> str:
+    """A source's split name as ringgnn's, the same for every importer: lower-case, ``-`` and
+    spaces as ``_``, ``valid``/``validation`` as ``val`` (what ``train``'s defaults look for);
+    anything but letters, digits and ``_`` is refused naming ``where`` (and ``option``, the
+    column's: `` (--split-column 's')``)."""
+    text = str(name).strip()
+    out = re.sub(r"[\s-]+", "_", text.lower())
+    out = SPLIT_ALIASES.get(out, out)
+    if not _SPLIT_NAME.match(out):
+        raise InputError(f"{where}: split {quoted(text)}{option} is not a split name; use letters a-z, digits and _ "
+                         "(train, val, test)")
+    return out
+
+
+def split_names(names: Any, where: str) -> Dict[Any, str]:
+    """Each of a source's distinct split ``names`` (a dict's keys) -> ringgnn's name; two names
+    that become one (``valid`` and ``val``) are refused: which one is meant is not known."""
+    out: Dict[Any, str] = {}
+    for name in names:
+        new = split_name(name, where)
+        same = [k for k, v in out.items() if v == new]
+        if same:
+            raise InputError(f"{where}: splits {quoted(same[0])} and {quoted(name)} are both split '{new}'; give one of them")
+        out[name] = new
+    return out
+
+
+#: Up to this many classes, any label values are taken; beyond it, at least half of the class
+#: ids ``0 .. C-1`` must be used by some node (:class:`LabelWriter`).
+DENSE_CLASSES = 1 << 16
+
+
+class LabelWriter:
+    """The staged ``.npy`` labels (int64, -1 = unlabeled) of every importer, written chunk by
+    chunk, and the one check of their class count. A model has one output per class id ``0 ..
+    C-1`` (``C`` = the largest label + 1), so one stray value makes a huge model: a label of
+    1e9 made 1,000,000,001 classes, and training asked for 256 GB. Refused, naming ``source``:
+    labels below -1, and more than :data:`DENSE_CLASSES` classes of which fewer than half are
+    used by some node (class ids not numbered densely, or a wrong value)."""
+
+    def __init__(self, path: str, source: str):
+        self.source = source
+        self._w = NpyWriter(path, np.int64)
+        self.max, self.labeled = -1, 0
+
+    @property
+    def rows(self) -> int:
+        return self._w.rows
+
+    def __enter__(self) -> "LabelWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._w.__exit__()
+
+    def write(self, labels: np.ndarray, where: Optional[Callable[[int, int], str]] = None) -> None:
+        """Append int64 ``labels``; ``where(i, label)`` says which label entry ``i`` of the source
+        is (default ``SOURCE: label L of node N``)."""
+        labels = np.asarray(labels, dtype=np.int64)
+        bad = np.flatnonzero(labels < -1)
+        if bad.size:
+            i, v = int(bad[0]), int(labels[bad[0]])
+            at = where(i, v) if where else f"{self.source}: label {v} of node {self._w.rows + i}"
+            raise InputError(f"{at}; give classes >= 0 (-1 = unlabeled)")
+        if labels.size:
+            self.max = max(self.max, int(labels.max()))
+            self.labeled += int(np.count_nonzero(labels >= 0))
+        self._w.write(labels)
+
+    def close(self) -> str:
+        path = self._w.close()
+        classes = self.max + 1
+        if classes <= DENSE_CLASSES:
+            return path
+        used = self.labeled if classes > 2 * self.labeled else self._used(path, classes)
+        if 2 * used < classes:
+            what = f"{self.labeled:,} nodes are labeled" if classes > 2 * self.labeled else \
+                f"{used:,} of those class ids are used"
+            raise InputError(f"{self.source}: label {self.max} makes {classes:,} classes (the largest label + 1), "
+                             f"but only {what}; number the classes 0 .. C-1 (numpy.unique(y, return_inverse=True)), "
+                             "or fix the wrong value")
+        return path
+
+    @staticmethod
+    def _used(path: str, classes: int) -> int:
+        """How many of the class ids ``0 .. classes-1`` some label uses (``classes`` is at most
+        twice the labeled nodes here: a byte each)."""
+        seen = np.zeros(classes, dtype=bool)
+        f, s = open_npy(path)
+        with f:
+            for chunk in s.chunks():
+                seen[chunk[chunk >= 0]] = True
+        return int(np.count_nonzero(seen))
+
+
 class NpyStream:
     """The array of a ``.npy`` stream (a file, or a member of an ``.npz``) read in chunks of
     rows: ``shape``, ``dtype`` and :meth:`chunks`. A Fortran-ordered 2-D array is read as its
@@ -119,7 +269,8 @@ class NpyStream:
             read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, fortran, dtype = read(f)
         except (ValueError, SyntaxError, struct.error) as e:
-            raise InputError(f"{name}: not a .npy array ({e}); save it with numpy.save") from None
+            # numpy's reason quotes the first bytes; the readers of folder layouts never quote a file
+            raise InputError(f"{name}: not a .npy array ({reason(e, quote=False)}); save it with numpy.save") from None
         if dtype.hasobject:
             raise InputError(f"{name}: holds Python objects ({dtype}); save a numeric array")
         self.transposed = bool(fortran) and len(shape) > 1
@@ -134,7 +285,8 @@ class NpyStream:
         while left:
             n = min(step, left)
             want = n * row * self.dtype.itemsize
-            data = self.f.read(want)
+            with os_errors("reading", self.name):
+                data = self.f.read(want)
             if len(data) != want:
                 raise InputError(f"{self.name}: ends early (the file is truncated); download or save it again")
             yield np.frombuffer(data, dtype=self.dtype).reshape((n,) + self.shape[1:])
@@ -148,7 +300,8 @@ class NpyStream:
         step = max(1, CHUNK_BYTES // self.dtype.itemsize)
         while left:
             n = min(step, left)
-            data = self.f.read(n * self.dtype.itemsize)
+            with os_errors("reading", self.name):
+                data = self.f.read(n * self.dtype.itemsize)
             if len(data) != n * self.dtype.itemsize:
                 raise InputError(f"{self.name}: ends early (the file is truncated); download or save it again")
             yield np.frombuffer(data, dtype=self.dtype)
@@ -169,9 +322,9 @@ def unambiguous_edges(path: str, stage: Staging) -> str:
         a = np.load(path, mmap_mode="r")
     if a.shape != (2, 2):
         return path
-    out = stage.path("edges")
+    out = stage.path("edges", stage.source_of(path))
     with os_errors("writing", out):
-        np.save(out, np.ascontiguousarray(np.asarray(a).T))
+        save_npy(out, np.ascontiguousarray(np.asarray(a).T))
     return out
 
 

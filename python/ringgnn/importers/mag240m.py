@@ -35,8 +35,7 @@ import numpy as np
 from .. import build
 from .._core import InputError
 from ._ogb_io import load_pt, load_split_dict
-from ._stage import NpyWriter, PathLike, Staging, check_ids, open_npy, unambiguous_edges
-from .ogb import split_name
+from ._stage import LabelWriter, NpyWriter, PathLike, Staging, check_ids, open_npy, split_names, unambiguous_edges
 
 DIR_NAME = "mag240m_kddcup2021"
 
@@ -121,14 +120,15 @@ def convert_mag240m(
     with Staging(out, overwrite) as stage:
         labels = _labels(stage, label_path, n_paper, num_classes) if os.path.isfile(label_path) else None
         split = {}
-        for k, v in load_split_dict(split_path).items():
-            name = split_name(k, split_path)
+        splits = load_split_dict(split_path)
+        for k, name in split_names(splits, split_path).items():
+            v = splits[k]
             ids = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
             if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
                 raise InputError(f"{split_path}: '{k}' is {ids.dtype} of shape {ids.shape}; give paper ids")
             ids = ids.astype(np.int64)
             check_ids(ids, n_paper, lambda i: f"{split_path}: '{k}'[{i}]", "paper id")
-            with NpyWriter(stage.path(f"split-{name}"), np.int64) as w:
+            with NpyWriter(stage.path(f"split-{name}", f"{split_path}: '{k}'"), np.int64) as w:
                 w.write(ids)
                 split[name] = w.close()
         node_types = [build.NodeType(t, n, split=(split or None) if t == "paper" else None,
@@ -139,7 +139,8 @@ def convert_mag240m(
         rels = [build.Relation(name, unambiguous_edges(path, stage), "npy") for name, path in relations]
         source = {"command": "convert", "from": "mag240m", "dir": os.path.basename(os.path.normpath(root))}
         return build.build_hetero(out, node_types, rels, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress)
+                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
+                                  quote_input=False)
 
 
 def _labels(stage: Staging, path: str, n: int, num_classes: Any) -> str:
@@ -148,11 +149,11 @@ def _labels(stage: Staging, path: str, n: int, num_classes: Any) -> str:
         if s.shape not in ((n,), (n, 1)) or s.dtype.kind not in "fiu":
             raise InputError(f"{path}: {s.dtype} of shape {s.shape}; give one label per paper ({n})")
         limit = int(num_classes) if num_classes is not None else None
-        with NpyWriter(stage.path("labels"), np.int64) as w:
+        with LabelWriter(stage.path("labels", path), path) as w:
             return _label_chunks(s, w, path, limit)
 
 
-def _label_chunks(s: Any, w: NpyWriter, path: str, limit: Optional[int]) -> str:
+def _label_chunks(s: Any, w: LabelWriter, path: str, limit: Optional[int]) -> str:
     for c in s.chunks():
         c = c.reshape(-1).astype(np.float64)
         nan = np.isnan(c)

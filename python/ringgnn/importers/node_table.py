@@ -13,21 +13,21 @@ table that no edge names, an edge id without a row, or an id given twice is an e
 id and the file. Features: numeric columns (one value each), or one list column (a vector per
 row, all of one length); integers become float32, float16 stays float16 when every column is.
 Labels: an integer column (null = unlabeled, -1) or a float one whose values are whole (NaN =
-unlabeled).
+unlabeled), checked as every importer's (:class:`._stage.LabelWriter`). Splits: each node's split
+name, spelled as any importer's (:func:`._stage.split_name`: ``valid`` is ``val``); null or an
+empty cell (a CSV's) = in no split.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .._core import InputError
-from ._arrow import Buckets, Table, arrow, bucket_of, ids_of, to_np
-from ._stage import NpyWriter, Staging
-
-_SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")  # a split's file name part (docs/FORMAT.md)
+from .._excerpt import quoted
+from ._arrow import Buckets, Table, arrow, bucket_of, to_np
+from ._stage import LabelWriter, NpyWriter, Staging, split_name
 
 
 class NodeTable:
@@ -79,9 +79,7 @@ class NodeTable:
     def _type(self, name: str, option: str) -> Any:
         import pyarrow as pa
 
-        if name not in self.t.schema.names:
-            raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(self.t.schema.names)}")
-        t = self.t.schema.field(name).type
+        t = self.t.field(name, option).type
         return t.value_type if pa.types.is_dictionary(t) else t
 
     def columns(self) -> List[str]:
@@ -104,7 +102,7 @@ class NodeTable:
         b = Buckets(stage, "nodes", pa.schema(fields + [pa.field("row", pa.int64())]), p)
         row0 = 0
         for batch in self.t.batches([self.id_col] + cols):
-            ids = ids_of(batch.column(0), self.id_kind, f"{self.path}: column '{self.id_col}'", row0)
+            ids = self.t.ids(batch.column(0), self.id_kind, self.id_col, "--node-id", row0)
             if kind == "uint" and self.id_kind == "int":
                 if ids.size and ids.min() < 0:
                     i = int(np.argmin(ids))
@@ -136,8 +134,9 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
     splits: Dict[str, NpyWriter] = {}
 
     rows_b = nodes.bucket_rows(stage, kind, p)
-    feats = NpyWriter(stage.path("features"), nodes.dtype, ()) if nodes.features else None
-    labels = NpyWriter(stage.path("labels"), np.int64) if nodes.label is not None else None
+    feats = NpyWriter(stage.path("features", nodes.path), nodes.dtype, ()) if nodes.features else None
+    label_source = f"{nodes.path}: column '{nodes.label}' (--label-column)"
+    labels = LabelWriter(stage.path("labels", label_source), label_source) if nodes.label is not None else None
     try:
         for b in range(p):
             u = uniq_b.read(b).column("id")
@@ -146,20 +145,21 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
             if pos.null_count:
                 i = int(np.flatnonzero(to_np(pos.is_null()))[0])
                 row = r.column("row")[i].as_py()
-                raise InputError(f"{nodes.path}: id {r.column('id')[i].as_py()!r} (row {row}) is "
+                raise InputError(f"{nodes.path}: id {quoted(r.column('id')[i].as_py())} (row {row}) is "
                                  "named by no edge; remove its row, or add its edges")
             pos = to_np(pos).astype(np.int64, copy=False)
             have = np.bincount(pos, minlength=len(u))
             if (have > 1).any():
                 k = int(np.flatnonzero(have > 1)[0])
-                raise InputError(f"{nodes.path}: id {u[k].as_py()!r} has {have[k]} rows; give each node one row")
+                raise InputError(f"{nodes.path}: id {quoted(u[k].as_py())} has {have[k]} rows; give each node one row")
             if (have == 0).any():
                 k = int(np.flatnonzero(have == 0)[0])
-                raise InputError(f"{nodes.path}: id {u[k].as_py()!r} of the edges has no row; every node needs one "
+                raise InputError(f"{nodes.path}: id {quoted(u[k].as_py())} of the edges has no row; every node needs one "
                                  "(give it a row, with -1 or null as its label if it has none)")
             if r.num_rows == 0:
                 continue
-            block = _values(nodes, r.take(arrow(np.argsort(pos))))  # the bucket's rows in dense order
+            r = r.take(arrow(np.argsort(pos)))  # the bucket's rows in dense order
+            block = _values(nodes, r)
             if feats is not None:
                 x = block["features"]
                 if feats.rows == 0 and not feats.row_shape:
@@ -169,10 +169,11 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
                                      f"in some rows and {feats.row_shape[0]} in others; give them one length")
                 feats.write(x)
             if labels is not None:
-                labels.write(block["labels"])
+                labels.write(block["labels"], lambda i, v, r=r: f"{nodes.path}: label {v} (--label-column "
+                             f"'{nodes.label}') of id {r.column('id')[i].as_py()!r} (row {r.column('row')[i].as_py()})")
             for name, k in (block.get("split") or {}).items():
                 if name not in splits:
-                    splits[name] = NpyWriter(stage.path(f"split-{len(splits)}"), np.int64)
+                    splits[name] = NpyWriter(stage.path(f"split-{len(splits)}", nodes.path), np.int64)
                 splits[name].write(offsets[b] + k)  # the block's row k is dense id offsets[b] + k
         split_files = {name: w.close() for name, w in splits.items()} if nodes.split is not None else None
         return (feats.close() if feats else None), (labels.close() if labels else None), split_files
@@ -212,19 +213,20 @@ def _values(nodes: NodeTable, table: Any) -> dict:
 
 
 def _split_rows(col: Any, nodes: NodeTable) -> Dict[str, np.ndarray]:
-    """Split name -> the rows (of the block) in it; null rows are in none."""
+    """Split name -> the rows (of the block) in it, ascending; null and empty cells are in none.
+    Cells spelled differently that name one split (``valid``, ``val``) go to that split."""
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(col.combine_chunks() if hasattr(col, "combine_chunks") else col)
     codes = to_np(enc.indices).astype(np.int64)
     codes[to_np(enc.is_null())] = -1
-    out = {}
-    for c, name in enumerate(enc.dictionary.to_pylist()):
-        if not _SPLIT_NAME.match(name):
-            raise InputError(f"{nodes.path}: split '{name}' (--split-column '{nodes.split}') is not a split name; use "
-                             "letters a-z, digits and _ (train, val, test)")
-        out[name] = np.flatnonzero(codes == c)
-    return out
+    out: Dict[str, List[np.ndarray]] = {}
+    for c, cell in enumerate(enc.dictionary.to_pylist()):
+        if not cell.strip():
+            continue  # an empty cell: CSV's null
+        name = split_name(cell, nodes.path, f" (--split-column '{nodes.split}')")
+        out.setdefault(name, []).append(np.flatnonzero(codes == c))
+    return {name: np.sort(np.concatenate(rows)) if len(rows) > 1 else rows[0] for name, rows in out.items()}
 
 
 def _numbers(col: Any, nodes: NodeTable, name: str) -> np.ndarray:
@@ -234,6 +236,7 @@ def _numbers(col: Any, nodes: NodeTable, name: str) -> np.ndarray:
 
 
 def _labels(col: Any, nodes: NodeTable) -> np.ndarray:
+    """The int64 labels of a block (-1 = unlabeled); their range is :class:`LabelWriter`'s."""
     import pyarrow as pa
 
     null = to_np(col.is_null())
@@ -248,8 +251,4 @@ def _labels(col: Any, nodes: NodeTable) -> np.ndarray:
         if bad.size:
             raise InputError(f"{nodes.path}: label {f[bad[0]]} (--label-column '{nodes.label}') is not a class id")
         a = np.where(nan, -1, f).astype(np.int64)
-    bad = np.flatnonzero(a < -1)
-    if bad.size:
-        raise InputError(f"{nodes.path}: label {a[bad[0]]} (--label-column '{nodes.label}'); give classes >= 0, -1 "
-                         "or null = unlabeled")
     return a

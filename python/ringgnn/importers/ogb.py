@@ -11,8 +11,9 @@ What becomes what (``DIR`` is the dataset directory, the one holding ``raw/`` an
 * labels: ``raw/node-label.csv.gz`` or ``raw/node-label.npz`` (one column; NaN = unlabeled,
   stored -1; the values must be whole classes >= 0) (optional);
 * splits: ``split/SCHEME/{train,valid,test}.csv.gz`` or ``split/SCHEME/split_dict.pt``;
-  ``valid`` becomes ``val``, other names are lower-cased with ``-`` made ``_``. ``SCHEME`` is
-  the only directory under ``split/``, or the one named.
+  ``valid`` becomes ``val``, other names are lower-cased with ``-`` made ``_``
+  (:func:`._stage.split_name`, every importer's). ``SCHEME`` is the only directory under
+  ``split/``, or the one named.
 
 OGB stores an undirected graph (products, proteins) with each edge once and adds the reverse when
 loading: convert such a dataset with ``undirected=True``. A link prediction directory
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
@@ -41,19 +41,9 @@ import numpy as np
 from .. import build
 from .._core import InputError
 from ._ogb_io import Npz, csv_column, csv_floats, load_split_dict
-from ._stage import NpyWriter, PathLike, Staging, check_ids, unambiguous_edges
+from ._stage import LabelWriter, NpyWriter, PathLike, Staging, check_ids, split_name, split_names, unambiguous_edges
 
 SPLIT_NAMES = ("train", "valid", "test")
-_NAME = re.compile(r"^[a-z0-9_]+$")
-
-
-def split_name(name: str, where: str) -> str:
-    """OGB's split name as ringgnn's: ``valid`` -> ``val``, ``test-dev`` -> ``test_dev``."""
-    out = "val" if name == "valid" else str(name).lower().replace("-", "_")
-    if not _NAME.match(out):
-        raise InputError(f"{where}: split '{name}' cannot be named in a ringgnn dataset; "
-                         "rename it to letters, digits and _")
-    return out
 
 
 def _missing(path: str, why: str) -> FileNotFoundError:
@@ -151,7 +141,7 @@ class _Stager:
             row, col = (k % 2, k // 2) if s.transposed else (k // e, k % e)
             return f"{where}[{'src' if row == 0 else 'dst'}, {col}]"
 
-        with f, NpyWriter(self.stage.path("edges"), np.int64) as out:
+        with f, NpyWriter(self.stage.path("edges", where), np.int64) as out:
             seen = 0
             for chunk in s.flat_chunks():
                 check_ids(chunk.astype(np.int64, copy=False), n, lambda i: place(seen + i), "node id")
@@ -169,7 +159,7 @@ class _Stager:
             if len(s.shape) != 2 or s.shape[0] != n or s.dtype.kind not in "fiu":
                 raise InputError(f"{where}: {s.dtype} of shape {s.shape}; give numbers of shape ({n}, D)")
             dtype = s.dtype if s.dtype in (np.float16, np.float32, np.float64) else np.float32
-            with f, NpyWriter(self.stage.path("features"), dtype, s.shape[1:]) as out:
+            with f, NpyWriter(self.stage.path("features", where), dtype, s.shape[1:]) as out:
                 for chunk in s.chunks():
                     out.write(chunk)
                 return out.close()
@@ -179,7 +169,7 @@ class _Stager:
         out = None
         try:
             for chunk in csv_floats(path):
-                out = out or NpyWriter(self.stage.path("features"), np.float32, chunk.shape[1:])
+                out = out or NpyWriter(self.stage.path("features", path), np.float32, chunk.shape[1:])
                 out.write(chunk)
             rows = 0 if out is None else out.rows
             if rows != n:
@@ -193,10 +183,10 @@ class _Stager:
         path = self.layout.label
         if path is None:
             return None
-        with NpyWriter(self.stage.path("labels"), np.int64) as out:
+        with LabelWriter(self.stage.path("labels", path), path) as out:
             return self._label_file(path, n, out)
 
-    def _label_file(self, path: str, n: int, out: NpyWriter) -> str:
+    def _label_file(self, path: str, n: int, out: LabelWriter) -> str:
         if path.endswith(".npz"):
             npz = Npz(path)
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
@@ -211,7 +201,7 @@ class _Stager:
         return out.close()
 
     @staticmethod
-    def _labels(chunks: Iterator[Tuple[np.ndarray, str]], out: NpyWriter) -> None:
+    def _labels(chunks: Iterator[Tuple[np.ndarray, str]], out: LabelWriter) -> None:
         for c, where in chunks:
             if c.ndim == 2 and c.shape[1] != 1:
                 raise InputError(f"{where}: {c.shape[1]} label columns (a multi-task dataset); ringgnn stores one "
@@ -226,13 +216,10 @@ class _Stager:
                 c = np.where(nan, -1, c).astype(np.int64)
             elif c.dtype.kind in "iu":
                 c = c.astype(np.int64)
-                bad = np.flatnonzero(c < -1)
-                if bad.size:
-                    raise InputError(f"{where}: label {c[bad[0]]} of node {out.rows + bad[0]}; give classes >= 0 "
-                                     "(-1 = unlabeled)")
             else:
                 raise InputError(f"{where}: labels of type {c.dtype}; give numbers")
-            out.write(c)
+            first = out.rows
+            out.write(c, lambda i, v: f"{where}: label {v} of node {first + i}")
 
     def splits(self, n: int) -> Optional[Dict[str, str]]:
         d = self.layout.split_dir
@@ -240,12 +227,12 @@ class _Stager:
             return None
         pt = os.path.join(d, "split_dict.pt")
         if os.path.isfile(pt):
-            return {split_name(k, pt): self._ids(v, n, f"{pt}: '{k}'", split_name(k, pt))
-                    for k, v in load_split_dict(pt).items()}
+            d = load_split_dict(pt)
+            return {name: self._ids(d[k], n, f"{pt}: '{k}'", name) for k, name in split_names(d, pt).items()}
         out = {}
         for s in SPLIT_NAMES:
             path = os.path.join(d, f"{s}.csv.gz")
-            with NpyWriter(self.stage.path(f"split-{s}"), np.int64) as w:
+            with NpyWriter(self.stage.path(f"split-{s}", path), np.int64) as w:
                 for chunk in csv_column(path):
                     if not np.all(chunk == np.floor(chunk)):
                         raise InputError(f"{path}: not one node id per line; OGB's split files list node ids")
@@ -262,7 +249,7 @@ class _Stager:
             raise InputError(f"{where}: {a.dtype} of shape {a.shape}; give a 1-D array of node ids")
         a = a.astype(np.int64)
         check_ids(a, n, lambda i: f"{where}[{i}]", "node id")
-        with NpyWriter(self.stage.path(f"split-{name}"), np.int64) as w:
+        with NpyWriter(self.stage.path(f"split-{name}", where), np.int64) as w:
             w.write(a)
             return w.close()
 
@@ -328,6 +315,7 @@ def convert_ogb(
         raise InputError(f"{root}: a homogeneous OGB dataset adds reverse edges with undirected (--undirected)")
     layout = _Layout(root, split_scheme)
     with Staging(out, overwrite) as stage:
+        stage.node_count_from(layout.npz and f"{layout.npz}: num_nodes_list" or layout.num_nodes_csv)
         s = _Stager(layout, stage)
         try:
             n = s.num_nodes()
@@ -343,4 +331,4 @@ def convert_ogb(
         return build.convert(edges, out, format=fmt, num_nodes=n, undirected=undirected, self_loops=self_loops,
                              dedup=dedup, features=features, labels=labels, split=split, seed=seed,
                              feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
-                             progress=progress)
+                             progress=progress, quote_input=False)

@@ -24,7 +24,6 @@ as ``.npy``; every problem names the file.
 from __future__ import annotations
 
 import errno
-import gzip
 import os
 from typing import Any, Dict, List, Optional
 
@@ -32,8 +31,10 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
-from .._files import os_errors
-from ._stage import NpyWriter, Staging, check_ids
+from .._described import resolve
+from .._excerpt import WITHHELD, quoted
+from ._ogb_io import csv_lines
+from ._stage import LabelWriter, NpyWriter, Staging, check_ids, split_name
 
 SPLITS = ("train", "valid", "test")
 
@@ -44,10 +45,14 @@ def _need(path: str, what: str) -> str:
     return path
 
 
+def _lines(path: str) -> List[str]:
+    """The non-blank lines of a small CSV of the layout, stripped."""
+    return [line.strip() for _, chunk in csv_lines(path) for line in chunk if line.strip()]
+
+
 def _header_table(path: str) -> Dict[str, str]:
     """A small CSV of a header line and one row (``num-node-dict``, ``nodetype-has-label``)."""
-    with os_errors("reading", path), gzip.open(path, "rt", encoding="utf-8") as f:
-        lines = [line.strip() for line in f if line.strip()]
+    lines = _lines(path)
     if len(lines) < 2:
         raise InputError(f"{path}: expected a header line of node types and a line of values")
     names, values = lines[0].split(","), lines[1].split(",")
@@ -59,25 +64,24 @@ def _header_table(path: str) -> Dict[str, str]:
 def _counts(raw: str) -> Dict[str, int]:
     path = _need(os.path.join(raw, "num-node-dict.csv.gz"), "the node count of each type (num-node-dict.csv.gz)")
     out = {}
-    for t, v in _header_table(path).items():
+    for i, (t, v) in enumerate(_header_table(path).items()):
         try:
             out[t] = int(float(v))
-        except ValueError:
-            raise InputError(f"{path}: the count of '{t}' is '{v}', not a number") from None
+        except ValueError:  # the file may not be what the layout says: quote nothing of it
+            raise InputError(f"{path}: line 2, column {i + 1}: the count is not a number ({WITHHELD})") from None
     return out
 
 
 def _triplets(raw: str, counts: Dict[str, int]) -> List[List[str]]:
     path = _need(os.path.join(raw, "triplet-type-list.csv.gz"), "the relations (triplet-type-list.csv.gz)")
-    with os_errors("reading", path), gzip.open(path, "rt", encoding="utf-8") as f:
-        rows = [line.strip().split(",") for line in f if line.strip()]
+    rows = [line.split(",") for line in _lines(path)]
     for i, r in enumerate(rows):
         if len(r) != 3 or not all(r):
             raise InputError(f"{path}: line {i + 1} is not head,relation,tail")
-        for t in (r[0], r[2]):
-            if t not in counts:
-                raise InputError(f"{path}: line {i + 1} names node type '{t}', which num-node-dict.csv.gz does not "
-                                 f"have ({', '.join(counts)})")
+        for c in (0, 2):
+            if r[c] not in counts:  # the file may not be what the layout says: quote nothing of it
+                raise InputError(f"{path}: line {i + 1}, column {c + 1} names a node type that num-node-dict.csv.gz "
+                                 f"does not have (it has {', '.join(map(quoted, counts))}; {WITHHELD})")
     return sorted(rows)
 
 
@@ -91,13 +95,15 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             progress: Any) -> Dict[str, Any]:
     """Build the heterogeneous dataset (see the module)."""
     from ._ogb_io import csv_column, csv_floats
-    from .ogb import _Stager, split_name
+    from .ogb import _Stager
 
     counts = _counts(raw)
     triplets = _triplets(raw, counts)
     relations = []
     for h, r, t in triplets:
-        path = _need(os.path.join(raw, "relations", f"{h}___{r}___{t}", "edge.csv.gz"), f"the edges of {h}___{r}___{t}")
+        where = f"{os.path.join(raw, 'triplet-type-list.csv.gz')}: relation {quoted(f'{h},{r},{t}')}"
+        path = _need(resolve(raw, os.path.join("relations", f"{h}___{r}___{t}", "edge.csv.gz"), where),
+                     f"the edges of {h}___{r}___{t}")
         relations.append(build.Relation(f"{h}:{r}:{t}", path, "text"))
     labeled = _flags(os.path.join(raw, "nodetype-has-label.csv.gz")) \
         if os.path.isfile(os.path.join(raw, "nodetype-has-label.csv.gz")) else []
@@ -108,40 +114,44 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
         types = []
         for t, n in counts.items():
             feats = labels = None
-            fpath = os.path.join(raw, "node-feat", t, "node-feat.csv.gz")
+            where = f"{os.path.join(raw, 'num-node-dict.csv.gz')}: node type {quoted(t)}"
+            fpath = resolve(raw, os.path.join("node-feat", t, "node-feat.csv.gz"), where)
             if os.path.isfile(fpath):
-                with NpyWriter(stage.path(f"features-{t}"), np.float32, ()) as w:
+                with NpyWriter(stage.path(f"features-{t}", fpath), np.float32, ()) as w:
                     for chunk in csv_floats(fpath):
                         w.row_shape = chunk.shape[1:]
                         w.write(chunk)
                     if w.rows != n:
-                        raise InputError(f"{fpath}: {w.rows} rows, but num-node-dict.csv.gz has {n} '{t}' nodes; give "
+                        raise InputError(f"{fpath}: {w.rows} rows, but num-node-dict.csv.gz has {n} {quoted(t)} nodes; give "
                                          "one row per node")
                     feats = w.close()
             if t in labeled:
-                lpath = _need(os.path.join(raw, "node-label", t, "node-label.csv.gz"), f"the labels of '{t}'")
-                with NpyWriter(stage.path(f"labels-{t}"), np.int64) as w:
+                lpath = _need(resolve(raw, os.path.join("node-label", t, "node-label.csv.gz"), where),
+                              f"the labels of {quoted(t)}")
+                with LabelWriter(stage.path(f"labels-{t}", lpath), lpath) as w:
                     _Stager._labels(((c, lpath) for c in csv_column(lpath)), w)
                     if w.rows != n:
-                        raise InputError(f"{lpath}: {w.rows} labels, but num-node-dict.csv.gz has {n} '{t}' nodes")
+                        raise InputError(f"{lpath}: {w.rows} labels, but num-node-dict.csv.gz has {n} {quoted(t)} nodes")
                     labels = w.close()
             split = None
             if t in split_types:
                 split = {}
                 for s in SPLITS:
-                    spath = _need(os.path.join(scheme_dir, t, f"{s}.csv.gz"), f"the {s} split of '{t}'")
-                    with NpyWriter(stage.path(f"split-{t}-{s}"), np.int64) as w:
+                    spath = _need(resolve(scheme_dir, os.path.join(t, f"{s}.csv.gz"), where),
+                                  f"the {s} split of {quoted(t)}")
+                    with NpyWriter(stage.path(f"split-{t}-{s}", spath), np.int64) as w:
                         for chunk in csv_column(spath):
                             ids = chunk.astype(np.int64)
                             first = w.rows
-                            check_ids(ids, n, lambda i: f"{spath}: line {first + i + 1}", f"'{t}' id")
+                            check_ids(ids, n, lambda i: f"{spath}: line {first + i + 1}", f"{quoted(t)} id")
                             w.write(ids)
                         split[split_name(s, spath)] = w.close()
             types.append(build.NodeType(t, n, features=feats, labels=labels, split=split,
                                         feature_dtype=feature_dtype if feats else None))
         source = {"command": "convert", "from": "ogb", "dir": os.path.basename(os.path.normpath(root))}
         return build.build_hetero(out, types, relations, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress)
+                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
+                                  quote_input=False)
 
 
 def _scheme(root: str, scheme: Optional[str]) -> Optional[str]:

@@ -30,7 +30,7 @@ import numpy as np
 from .. import build
 from .._core import InputError
 from ._ogb_io import Npz
-from ._stage import NpyWriter, Staging, check_ids, unambiguous_edges
+from ._stage import LabelWriter, NpyWriter, Staging, check_ids, split_names, unambiguous_edges
 
 SPLITS = ("train", "valid", "test")
 
@@ -70,7 +70,7 @@ def _relation(npz: Npz, key: str, counts: Dict[str, int], stage: Staging) -> "bu
     if len(shape) != 2 or shape[0] != 2 or s.dtype.kind not in "iu":
         raise InputError(f"{where}: {s.dtype} of shape {shape}; OGB's edge_index is integers of shape (2, E)")
     e = shape[1]
-    with f, NpyWriter(stage.path(f"edges-{h}-{r}-{t}"), np.int64) as out:
+    with f, NpyWriter(stage.path(f"edges-{h}-{r}-{t}", where), np.int64) as out:
         seen = 0
         for chunk in s.flat_chunks():
             c = chunk.astype(np.int64, copy=False)
@@ -106,7 +106,7 @@ def _features(raw: str, counts: Dict[str, int], stage: Staging) -> Dict[str, str
                 raise InputError(f"{path}: '{t}' is {s.dtype} of shape {s.shape}; give numbers of shape "
                                  f"({counts[t]}, D)")
             dtype = s.dtype if s.dtype in (np.float16, np.float32, np.float64) else np.float32
-            with f, NpyWriter(stage.path(f"features-{t}"), dtype, s.shape[1:]) as w:
+            with f, NpyWriter(stage.path(f"features-{t}", f"{path}: {t}"), dtype, s.shape[1:]) as w:
                 for chunk in s.chunks():
                     w.write(chunk)
                 out[t] = w.close()
@@ -127,7 +127,7 @@ def _labels(raw: str, counts: Dict[str, int], stage: Staging) -> Dict[str, str]:
             if t not in counts:
                 raise InputError(f"{path}: labels of '{t}', which num_nodes_dict.npz does not have")
             f, s = npz.open(t, "")
-            with f, NpyWriter(stage.path(f"labels-{t}"), np.int64) as w:
+            with f, LabelWriter(stage.path(f"labels-{t}", f"{path}: {t}"), f"{path}: {t}") as w:
                 _Stager._labels(((c, f"{path}: {t}") for c in s.chunks()), w)
                 if w.rows != counts[t]:
                     raise InputError(f"{path}: {w.rows} labels of '{t}', but num_nodes_dict.npz has {counts[t]}")
@@ -139,7 +139,6 @@ def _labels(raw: str, counts: Dict[str, int], stage: Staging) -> Dict[str, str]:
 
 def _splits(scheme_dir: Optional[str], counts: Dict[str, int], stage: Staging) -> Dict[str, Dict[str, str]]:
     from ._ogb_io import load_split_dict
-    from .ogb import split_name
 
     if scheme_dir is None:
         return {}
@@ -148,8 +147,9 @@ def _splits(scheme_dir: Optional[str], counts: Dict[str, int], stage: Staging) -
         raise FileNotFoundError(errno.ENOENT, "no such file: OGB's binary heterogeneous layout keeps its splits in "
                                 "split_dict.pt (train/valid/test -> node type -> ids)", path)
     out: Dict[str, Dict[str, str]] = {}
-    for s, by_type in load_split_dict(path).items():
-        name = split_name(s, path)
+    d = load_split_dict(path)
+    for s, name in split_names(d, path).items():
+        by_type = d[s]
         if not isinstance(by_type, dict):
             raise InputError(f"{path}: '{s}' is a {type(by_type).__name__}, not a dictionary of node type -> ids")
         for t, ids in by_type.items():
@@ -160,7 +160,7 @@ def _splits(scheme_dir: Optional[str], counts: Dict[str, int], stage: Staging) -
                 raise InputError(f"{path}: '{s}' of '{t}' is {a.dtype}; give node ids")
             a = a.astype(np.int64)
             check_ids(a, counts[t], lambda i, s=s, t=t: f"{path}: '{s}' of '{t}', entry {i}", f"'{t}' id")
-            with NpyWriter(stage.path(f"split-{t}-{name}"), np.int64) as w:
+            with NpyWriter(stage.path(f"split-{t}-{name}", f"{path}: '{s}' of '{t}'"), np.int64) as w:
                 w.write(a)
                 out.setdefault(t, {})[name] = w.close()
     return out
@@ -186,4 +186,5 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
                                 feature_dtype=feature_dtype if t in feats else None) for t, n in counts.items()]
         source = {"command": "convert", "from": "ogb", "dir": os.path.basename(os.path.normpath(root))}
         return build.build_hetero(out, types, relations, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress)
+                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
+                                  quote_input=False)

@@ -28,7 +28,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from .._core import InputError
-from ._stage import NpyWriter, Staging, check_ids
+from ._stage import NpyWriter, Staging, check_ids, split_names
 
 SPLITS = ("train", "valid", "test")
 
@@ -103,29 +103,30 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
     given: Dict[str, str] = {}
     shared: Dict[str, str] = {}
     seen: Dict[Tuple[int, int], str] = {}
+    renamed = split_names(splits, layout.split_dir)
     for name, (d, where) in splits.items():
         p = pairs(d, where, n)
         if name == "train":
             continue  # the raw graph's edges: every pair left in the graph is the train split
         _check(p, where, seen, undirected)
-        rename = "val" if name == "valid" else name.lower().replace("-", "_")
+        rename = renamed[name]
         neg = _negatives(d, where, p, n)
         order = np.lexsort((p[:, 0], p[:, 1]))  # the stored order: ascending (dst, src)
-        with NpyWriter(stage.path(f"link-{rename}"), np.int64, (2,)) as w:
+        with NpyWriter(stage.path(f"link-{rename}", where), np.int64, (2,)) as w:
             w.write(p[order])
             held[rename] = w.close()
         if "edge_neg" in d:
-            with NpyWriter(stage.path(f"shared-negatives-{rename}"), np.int64, (2,)) as w:
+            with NpyWriter(stage.path(f"shared-negatives-{rename}", f"{where}: 'edge_neg'"), np.int64, (2,)) as w:
                 w.write(_shared(d["edge_neg"], where, n))
                 shared[rename] = w.close()
         if neg is not None:
-            with NpyWriter(stage.path(f"negatives-{rename}"), np.int64, neg.shape[1:]) as w:
+            with NpyWriter(stage.path(f"negatives-{rename}", where), np.int64, neg.shape[1:]) as w:
                 w.write(neg[order])
                 given[rename] = w.close()
     edges, fmt = stager.edges(n)
     return build.convert(edges, out, format=fmt, num_nodes=n, link_split=held, link_negatives=link_negatives,
                          given_negatives=given, shared_negatives=shared, absent_ok=True, features=stager.features(n),
-                         **build_args)
+                         quote_input=False, **build_args)
 
 
 def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int) -> Optional[np.ndarray]:

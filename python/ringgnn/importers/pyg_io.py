@@ -12,7 +12,10 @@ What becomes what:
 * splits: ``split`` when given, else ``train_mask``/``val_mask``/``test_mask`` (boolean [N]) or
   ``train_idx``/``val_idx``/``test_idx`` (node ids) of the store; ``split`` is what
   :func:`ringgnn.convert` takes (``"train=0.8,val=0.1,test=0.1"``) or a dict of masks or id
-  arrays (of ``HeteroData``: a dict node type -> such a spec).
+  arrays (of ``HeteroData``: a dict node type -> such a spec), its names spelled as any
+  importer's (``valid`` is ``val``: :func:`._stage.split_name`). A mask must be boolean: an
+  integer ``*_mask``, or integer ids of length N that hold only 0 and 1 and repeat one (a mask
+  made with ``.long()``), would be read as node ids, and is refused with the fix.
 
 The tensors are in memory already; they are written to a staging directory beside ``out`` as
 ``.npy`` and the builders (:func:`ringgnn.build.convert`, :func:`ringgnn.build.build_hetero`)
@@ -32,13 +35,15 @@ import numpy as np
 
 from .. import _core, build
 from .._core import InputError
-from .._files import os_errors
+from .._files import os_errors, save_npy
 from .._options import default_memory, size
-from ._stage import PathLike, Staging, unambiguous_edges
+from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
+#: The prefixes of a store's split attributes (``valid_mask`` is ``val``'s), with their split.
+_PREFIXES = [(s, s) for s in _SPLITS] + list(SPLIT_ALIASES.items())
 #: What from_pyg reads of a store; anything else is reported as skipped.
-_READ = {"edge_index", "x", "y", "num_nodes"} | {f"{s}_{k}" for s in _SPLITS for k in ("mask", "idx", "index")}
+_READ = {"edge_index", "x", "y", "num_nodes"} | {f"{p}_{k}" for p, _ in _PREFIXES for k in ("mask", "idx", "index")}
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +74,11 @@ class _Stager:
     def __init__(self, stage: Staging):
         self.stage = stage
 
-    def save(self, a: np.ndarray, stem: str) -> str:
-        path = self.stage.path(stem)
+    def save(self, a: np.ndarray, stem: str, source: str) -> str:
+        path = self.stage.path(stem, source)
         self.stage.check_room(f"the staged {stem}", a.nbytes)
         with os_errors("writing", path):
-            np.save(path, np.ascontiguousarray(a), allow_pickle=False)
+            save_npy(path, np.ascontiguousarray(a))
         return path
 
     def edges(self, store: Any, where: str, n_src: int, n_dst: int) -> str:
@@ -93,7 +98,7 @@ class _Stager:
                 i = int(bad[0])
                 raise InputError(f"{where}.edge_index[{row}, {i}]: {end} {a[row, i]} is out of range ({n} nodes); "
                                  "set num_nodes or fix the ids")
-        return unambiguous_edges(self.save(a, "edges"), self.stage)
+        return unambiguous_edges(self.save(a, "edges", f"{where}.edge_index"), self.stage)
 
     def features(self, store: Any, where: str, n: int) -> Tuple[Optional[str], Optional[str]]:
         import torch
@@ -108,7 +113,7 @@ class _Stager:
         if a.ndim != 2 or a.shape[0] != n or a.dtype not in (np.float16, np.float32, np.float64):
             raise InputError(f"{where}.x: {a.dtype} of shape {tuple(a.shape)}; give float features of shape ({n}, D) "
                              "(cast integer features with x.float())")
-        return self.save(a, "features"), dtype
+        return self.save(a, "features", f"{where}.x"), dtype
 
     def labels(self, store: Any, where: str, n: int) -> Optional[str]:
         y = getattr(store, "y", None)
@@ -129,31 +134,33 @@ class _Stager:
             a = np.where(nan, -1, a)
         elif a.dtype.kind not in "iub":
             raise InputError(f"{where}.y: {a.dtype}; give integer classes")
-        a = a.astype(np.int64)
-        bad = np.flatnonzero(a < -1)
-        if bad.size:
-            raise InputError(f"{where}.y[{bad[0]}] = {a[bad[0]]}; give classes >= 0, -1 = unlabeled")
-        return self.save(a, "labels")
+        with LabelWriter(self.stage.path("labels", f"{where}.y"), f"{where}.y") as w:
+            w.write(a.astype(np.int64), lambda i, v: f"{where}.y[{i}] = {v}")
+            return w.close()
 
     def split(self, store: Any, where: str, n: int, given: Any) -> Any:
-        if isinstance(given, str) or (isinstance(given, Mapping) and all(
-                isinstance(v, (int, float, str, os.PathLike)) for v in given.values())):
+        if isinstance(given, str):
             return given  # fractions or files: the builder's own split forms
+        if isinstance(given, Mapping) and all(isinstance(v, (int, float, str, os.PathLike)) for v in given.values()):
+            return {name: given[k] for k, name in split_names(given, "split").items()}
         found: Dict[str, Any] = {}
         if given is not None:
             if not isinstance(given, Mapping):
                 raise InputError(f"split: a {type(given).__name__}; give a spec string or a dict of masks or ids")
-            found = {str(k): (v, f"split['{k}']") for k, v in given.items()}
+            found = {name: (given[k], f"split['{k}']") for k, name in split_names(given, "split").items()}
         else:
-            for s in _SPLITS:
-                for attr in (f"{s}_mask", f"{s}_idx", f"{s}_index"):
+            for prefix, s in _PREFIXES:
+                for attr in (f"{prefix}_mask", f"{prefix}_idx", f"{prefix}_index"):
                     v = getattr(store, attr, None)
                     if v is not None:
+                        if s in found:
+                            raise InputError(f"{found[s][1]} and {where}.{attr} both give split '{s}'; give one")
                         found[s] = (v, f"{where}.{attr}")
                         break
         out = {}
         for name, (v, at) in found.items():
             a = _numpy(v, at)
+            _not_a_mask(a, at, n)
             if a.dtype == np.bool_:
                 if a.shape != (n,):
                     raise InputError(f"{at}: a mask of shape {tuple(a.shape)}; give one boolean per node ({n})"
@@ -166,8 +173,20 @@ class _Stager:
             bad = np.flatnonzero((a < 0) | (a >= n))
             if bad.size:
                 raise InputError(f"{at}[{bad[0]}]: node {a[bad[0]]} is out of range ({n} nodes)")
-            out[name] = self.save(a, f"split-{name}")
+            out[name] = self.save(a, f"split-{name}", at)
         return out or None
+
+
+def _not_a_mask(a: np.ndarray, at: str, n: int) -> None:
+    """Refuse a mask of integers (``mask.long()``, a 0/1 array), which would be taken for node
+    ids: one named ``*_mask``, or ids of length ``n`` that hold only 0 and 1 and repeat one (as
+    ids, they cannot be a split)."""
+    if a.dtype.kind not in "iu" or a.ndim != 1:
+        return
+    named = at.endswith("_mask")
+    if named or (a.shape[0] == n and n > 1 and np.all((a == 0) | (a == 1)) and not (n == 2 and a[0] != a[1])):
+        raise InputError(f"{at}: a mask of {a.dtype}{' 0/1' if not named else ''} values would be read as node ids; "
+                         "pass a boolean mask (mask.bool()), or the node ids (mask.nonzero().flatten())")
 
 
 def from_pyg(

@@ -35,8 +35,9 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
+from .._files import os_errors
 from .._options import process_rss
-from ._arrow import Buckets, Table, allow_open_files, bucket_of, ids_of, require_pyarrow, to_np
+from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow, to_np
 from ._stage import NpyWriter, PathLike, Staging
 
 #: At most this many buckets (files open at once while the table is read).
@@ -142,8 +143,8 @@ def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: T
     edges_b = Buckets(stage, "edges", pa.schema([("src", id_type), ("dst", id_type)]), p)
     row0 = 0
     for batch in _chain(first, batches):
-        s = ids_of(batch.column(0), kinds[0], f"{path}: column '{src}'", row0)
-        d = ids_of(batch.column(1), kinds[1], f"{path}: column '{dst}'", row0)
+        s = t.ids(batch.column(0), kinds[0], src, "--src", row0)
+        d = t.ids(batch.column(1), kinds[1], dst, "--dst", row0)
         if kind != "str":
             s, d = _same_width(s, d, path, src, dst, row0)
         bs, bd = bucket_of(s, kind, p), bucket_of(d, kind, p)
@@ -185,7 +186,8 @@ class IdMap:
         offsets = [0]
         ids_path = stage.path("node-ids")[:-4] + ".bin"
         bytes_path = stage.path("node-id-bytes")[:-4] + ".bin" if kind == "str" else None
-        with open(ids_path, "wb") as ids_f, (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
+        with os_errors("writing the original ids in", stage.dir), open(ids_path, "wb") as ids_f, \
+                (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
             if kind == "str":
                 ids_f.write(np.zeros(1, "<u8").tobytes())
             text_end = 0

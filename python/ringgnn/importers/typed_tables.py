@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
-from ._arrow import Buckets, Table, allow_open_files, bucket_of, ids_of, require_pyarrow
+from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow
 from ._stage import PathLike, Staging
 from .tables import MAX_BUCKETS, IdMap, build_share, import_budget, map_edges
 
@@ -216,8 +216,8 @@ def _map(stage: Staging, tables: List[Any], kinds: Dict[str, str], id_types: Dic
                      p[s_type])
         row0 = 0
         for batch in t.batches([r.src, r.dst]):
-            s = ids_of(batch.column(0), ks[0], f"{path}: column '{r.src}'", row0)
-            d = ids_of(batch.column(1), ks[1], f"{path}: column '{r.dst}'", row0)
+            s = t.ids(batch.column(0), ks[0], r.src, f"--src of {r.name}", row0)
+            d = t.ids(batch.column(1), ks[1], r.dst, f"--dst of {r.name}", row0)
             s = _as_kind(s, ks[0], kinds[s_type], path, r.src, s_type, row0)
             d = _as_kind(d, ks[1], kinds[d_type], path, r.dst, d_type, row0)
             bs = bucket_of(s, kinds[s_type], p[s_type])

@@ -92,6 +92,7 @@ pub fn build(
         seed: 0,
         overwrite: false,
         node_ids: None,
+        excerpts: Default::default(),
     };
     convert(&opts, &NoProgress).unwrap();
     let ds = Dataset::open(&dir.path().join("ds")).unwrap();

@@ -32,7 +32,7 @@ use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 use crate::progress::{Prefixed, Progress};
 use crate::space::Need;
 use crate::writer::Staging;
-use crate::{Error, IoContext, Result};
+use crate::{Error, Excerpts, IoContext, Result};
 
 /// One node type to build.
 #[derive(Clone, Debug)]
@@ -78,6 +78,8 @@ pub struct HeteroSpec {
     pub overwrite: bool,
     /// How the dataset was made, recorded in the manifest.
     pub source: serde_json::Value,
+    /// Whether errors may quote the relations' files: not when a dataset description named them.
+    pub excerpts: Excerpts,
 }
 
 /// A relation to build: its name, file, whether the file's pairs are read reversed, and the
@@ -333,7 +335,7 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
         let key_prefix = format!("relation.{}.", p.name);
         staging.set_part(&key_prefix, &format!("rel{j}_"));
         // Ids are checked by `Bounded`, against each end's own count.
-        let inner = input::open(&p.spec.input, p.spec.format, None)?;
+        let inner = input::open(&p.spec.input, p.spec.format, None, spec.excerpts)?;
         let mut source = Bounded {
             inner,
             reversed: p.reversed,

@@ -50,6 +50,7 @@ fn spec(out: PathBuf, relations: Vec<RelationSpec>, add_reverse: bool) -> Hetero
         seed: 7,
         overwrite: false,
         source: serde_json::json!({}),
+        excerpts: Default::default(),
     }
 }
 

@@ -70,6 +70,7 @@ pub(crate) fn buys_spec(dir: &Path, out: PathBuf, node_types: Vec<NodeTypeSpec>)
         seed: 0,
         overwrite: true,
         source: serde_json::Value::Null,
+        excerpts: Default::default(),
     }
 }
 
@@ -93,6 +94,7 @@ fn spec(out: PathBuf, node_types: Vec<NodeTypeSpec>, relations: Vec<RelationSpec
         seed: 0,
         overwrite: false,
         source: serde_json::Value::Null,
+        excerpts: Default::default(),
     }
 }
 

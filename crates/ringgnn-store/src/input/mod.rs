@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::{IoContext, Result};
+use crate::{Excerpts, IoContext, Result};
 
 /// Input encodings `convert` understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,21 +120,24 @@ fn looks_like_text(head: &[u8]) -> bool {
 }
 
 /// Open `path` as an edge stream. Ids must be below `num_nodes` when given: a source reports the
-/// first violation with its location (line number, edge index).
+/// first violation with its location (line number, edge index), quoting the offending text as
+/// `excerpts` allows ([`crate::excerpt`]).
 pub fn open(
     path: &Path,
     format: Option<InputFormat>,
     num_nodes: Option<u64>,
+    excerpts: Excerpts,
 ) -> Result<Box<dyn EdgeSource>> {
     let format = match format {
         Some(f) => f,
         None => detect(path)?,
     };
     Ok(Box::new(Reopenable {
-        inner: open_format(path, format, num_nodes)?,
+        inner: open_format(path, format, num_nodes, excerpts)?,
         path: path.to_path_buf(),
         format,
         num_nodes,
+        excerpts,
     }))
 }
 
@@ -142,9 +145,10 @@ fn open_format(
     path: &Path,
     format: InputFormat,
     num_nodes: Option<u64>,
+    excerpts: Excerpts,
 ) -> Result<Box<dyn EdgeSource>> {
     Ok(match format {
-        InputFormat::Text => Box::new(text::TextEdges::open(path, num_nodes)?),
+        InputFormat::Text => Box::new(text::TextEdges::open(path, num_nodes, excerpts)?),
         InputFormat::Bin32 => Box::new(binary::BinaryEdges::open(
             path,
             binary::Width::U32,
@@ -165,6 +169,7 @@ struct Reopenable {
     path: std::path::PathBuf,
     format: InputFormat,
     num_nodes: Option<u64>,
+    excerpts: Excerpts,
 }
 
 impl EdgeSource for Reopenable {
@@ -181,7 +186,7 @@ impl EdgeSource for Reopenable {
         self.inner.ids_fit_u32()
     }
     fn rewind(&mut self) -> Result<bool> {
-        self.inner = open_format(&self.path, self.format, self.num_nodes)?;
+        self.inner = open_format(&self.path, self.format, self.num_nodes, self.excerpts)?;
         Ok(true)
     }
 }
@@ -300,8 +305,8 @@ mod tests {
         let p = dir.path().join("nope.tsv");
         for r in [
             detect(&p).map(|_| ()),
-            open(&p, None, None).map(|_| ()),
-            open(&p, Some(InputFormat::Text), None).map(|_| ()),
+            open(&p, None, None, Excerpts::Quote).map(|_| ()),
+            open(&p, Some(InputFormat::Text), None, Excerpts::Quote).map(|_| ()),
         ] {
             match r {
                 Err(crate::Error::Io { source, path }) => {
@@ -321,7 +326,7 @@ mod tests {
         let b = dir.path().join("e.bin32");
         std::fs::write(&b, [0u8, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]).unwrap();
         for (p, fits) in [(&t, false), (&b, true)] {
-            let mut s = open(p, None, None).unwrap();
+            let mut s = open(p, None, None, Excerpts::Quote).unwrap();
             assert_eq!(s.unit(), "B");
             assert_eq!(s.ids_fit_u32(), fits);
             assert_eq!(drain(s.as_mut(), 1).unwrap(), vec![(0, 1), (2, 3)]);

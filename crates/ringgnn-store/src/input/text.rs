@@ -26,6 +26,7 @@ use flate2::bufread::MultiGzDecoder;
 use memchr::{memchr, memrchr};
 
 use super::{read_full, EdgeSource};
+use crate::excerpt::{excerpt, Excerpts};
 use crate::{Error, IoContext, Result};
 
 pub(super) const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -40,9 +41,6 @@ const MAX_LINE: usize = 1 << 20;
 
 /// Compressed bytes buffered in front of the gzip decoder.
 const GZ_BUFFER: usize = 1 << 20;
-
-/// Characters of an offending line shown in an error.
-const SHOW_CHARS: usize = 60;
 
 /// Counts the bytes read from the compressed file, for progress.
 struct Counting {
@@ -104,11 +102,15 @@ pub struct TextEdges {
     line: u64,
     limit: Option<u64>,
     mm: MatrixMarket,
+    /// Whether errors may quote the offending line (see [`crate::excerpt`]).
+    excerpts: Excerpts,
 }
 
 impl TextEdges {
-    pub fn open(path: &Path, num_nodes: Option<u64>) -> Result<TextEdges> {
-        Self::with_read_size(path, num_nodes, READ_SIZE)
+    pub fn open(path: &Path, num_nodes: Option<u64>, excerpts: Excerpts) -> Result<TextEdges> {
+        let mut edges = Self::with_read_size(path, num_nodes, READ_SIZE)?;
+        edges.excerpts = excerpts;
+        Ok(edges)
     }
 
     /// Like [`TextEdges::open`], reading `read_size` bytes at a time (tests use tiny sizes so that
@@ -138,6 +140,7 @@ impl TextEdges {
             line: 0,
             limit: num_nodes,
             mm: MatrixMarket::Unknown,
+            excerpts: Excerpts::Quote,
         })
     }
 
@@ -209,11 +212,14 @@ impl TextEdges {
             .collect();
         let kind = |i: usize| words.get(i).map_or("", String::as_str);
         if kind(1) != "matrix" || kind(2) != "coordinate" {
+            let words = format!("{} {}", kind(1), kind(2));
+            let what = self
+                .excerpts
+                .show(words.as_bytes())
+                .map_or(String::new(), |t| format!(" '{t}'"));
             return crate::input_err!(
-                "{}: a Matrix Market '{} {}' file is not a list of edges; only 'matrix coordinate' files are",
+                "{}: a Matrix Market{what} file is not a list of edges; only 'matrix coordinate' files are",
                 self.path.display(),
-                kind(1),
-                kind(2)
             );
         }
         self.mm = MatrixMarket::SizeLine;
@@ -248,13 +254,20 @@ impl TextEdges {
         let token = &at[..sign + at[sign..].iter().take_while(|c| c.is_ascii_digit()).count()];
         let (p, n) = (self.path.display(), self.line + 1);
         let one_based = self.mm == MatrixMarket::Entries;
+        // What the message shows of the line: an excerpt, or nothing for a file a description
+        // named, whose errors then say so at their end (crate::excerpt). Ids are numbers the
+        // parser read, not text, and are named either way.
+        let (found, note) = match self.excerpts.show(text) {
+            Some(t) => (format!(", found '{t}'"), ""),
+            None => (String::new(), WITHHELD),
+        };
+        let tok = excerpt(token);
         Error::Input(match fault.kind {
             Kind::Malformed => format!(
-                "{p} line {n}: expected 2 integer node ids, found '{}'; each line must start with a source and a destination id (integers >= 0) separated by spaces, a tab or a comma, and comment lines start with # or %",
-                show(text)
+                "{p} line {n}: expected 2 integer node ids{found}; each line must start with a source and a destination id (integers >= 0) separated by spaces, a tab or a comma, and comment lines start with # or %{note}"
             ),
-            Kind::Negative => format!("{p} line {n}: negative node id {}; node ids must be >= 0", show(token)),
-            Kind::Overflow => format!("{p} line {n}: node id {} is too large; node ids must be below 2^64", show(token)),
+            Kind::Negative => format!("{p} line {n}: negative node id {tok}; node ids must be >= 0"),
+            Kind::Overflow => format!("{p} line {n}: node id {tok} is too large; node ids must be below 2^64"),
             Kind::TooLarge(id) if one_based => format!(
                 "{p} line {n}: node id {} is > --num-nodes {} (Matrix Market ids start at 1); raise --num-nodes or leave it out (the default is the largest id)",
                 id + 1,
@@ -284,27 +297,8 @@ fn read_error(path: &Path, gz: bool, e: io::Error) -> Error {
     }
 }
 
-/// `bytes` for an error message: lossy UTF-8, control characters escaped, at most
-/// [`SHOW_CHARS`] characters.
-fn show(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let mut shown: String = text
-        .chars()
-        .take(SHOW_CHARS)
-        .flat_map(|c| {
-            let esc: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            esc
-        })
-        .collect();
-    if text.chars().nth(SHOW_CHARS).is_some() {
-        shown.push_str("...");
-    }
-    shown
-}
+/// The end of an error about a file whose content is withheld ([`Excerpts::Withhold`]).
+const WITHHELD: &str = " (the line is not quoted: the dataset named this file, not you)";
 
 impl EdgeSource for TextEdges {
     fn fill(&mut self, out: &mut Vec<(u64, u64)>, max: usize) -> Result<usize> {

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use crate::input::{self, InputFormat};
-use crate::{input_err, Error, Result};
+use crate::{input_err, Error, Excerpts, Result};
 
 use super::TRAIN;
 
@@ -81,8 +81,8 @@ impl GivenPairs {
                 Error::Input(m) => Error::Input(format!("--link-split {name}: {m}")),
                 e => e,
             };
-            let mut source =
-                input::open(path, Some(InputFormat::Npy), num_nodes).map_err(prefix)?;
+            let mut source = input::open(path, Some(InputFormat::Npy), num_nodes, Excerpts::Quote)
+                .map_err(prefix)?;
             let mut at = 0u64;
             loop {
                 chunk.clear();

@@ -465,6 +465,7 @@ fn built_and_generated_datasets_pass() {
         seed: 3,
         overwrite: false,
         node_ids: None,
+        excerpts: Default::default(),
     };
     convert(&opts, &NoProgress).unwrap();
     let sbm = crate::generate::SbmOptions {

@@ -21,7 +21,7 @@ use crate::hetero::Part;
 use crate::manifest::{Manifest, NodeIdDtype};
 use crate::progress::Progress;
 use crate::rng::mix64;
-use crate::{Error, IoContext, Result};
+use crate::{Error, IoContext, Result, EXCERPT_CHARS};
 
 /// Hash of a string id's bytes (tests pass a tiny one to make collisions).
 pub(crate) type HashFn = fn(&[u8]) -> u64;
@@ -30,8 +30,6 @@ pub(crate) type HashFn = fn(&[u8]) -> u64;
 pub(crate) const AMBIGUOUS: &str = "each original id must name one node, or lookups by original \
      id (predict --nodes, an importer's joins) are ambiguous";
 
-/// Characters of a string id shown in a message; longer ids are cut.
-const SHOWN_CHARS: usize = 64;
 /// Bytes per read of the id files.
 const READ_BLOCK: usize = 1 << 20;
 
@@ -217,10 +215,10 @@ fn show_int(key: u64, dtype: NodeIdDtype) -> String {
     }
 }
 
-/// A string id as a quoted, escaped string, cut after [`SHOWN_CHARS`] characters.
+/// A string id as a quoted, escaped string, cut after [`EXCERPT_CHARS`] characters.
 fn show_str(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
-    let cut: String = s.chars().take(SHOWN_CHARS).collect();
+    let cut: String = s.chars().take(EXCERPT_CHARS).collect();
     if cut.len() < s.len() {
         format!("{cut:?}... ({} bytes)", b.len())
     } else {

@@ -121,9 +121,47 @@ fn malformed_lines_name_file_line_and_text() {
     let long = format!("{}\n", "x".repeat(200));
     let e = err(&long);
     assert!(
-        e.contains(&format!("found '{}...'", "x".repeat(SHOW_CHARS))),
+        e.contains(&format!("found '{}...'", "x".repeat(crate::EXCERPT_CHARS))),
         "{e}"
     );
+}
+
+/// A file a dataset description named: a fault names the file and the line and quotes no text
+/// of it (ids the parser read as numbers are still named).
+#[test]
+fn withheld_files_quote_no_text() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (text, says)) in [
+        (
+            "0 1\ns3cr3t:x:0:0\n",
+            " line 2: expected 2 integer node ids;",
+        ),
+        ("0 1\n12 s3cr3t\n", " line 2: expected 2 integer node ids;"),
+        (
+            "%%MatrixMarket s3cr3t x\n0 1\n",
+            ": a Matrix Market file is not a list of edges",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = dir.path().join(format!("{i}.csv"));
+        std::fs::write(&p, text).unwrap();
+        let mut s = TextEdges::open(&p, None, Excerpts::Withhold).unwrap();
+        let e = drain(&mut s, 10).unwrap_err().to_string();
+        assert!(!e.contains("s3cr3t"), "{text}: {e}");
+        assert!(
+            e.starts_with(&format!("{}{says}", p.display())),
+            "{text}: {e}"
+        );
+        if says.starts_with(" line") {
+            assert!(e.ends_with(WITHHELD), "{e}");
+        }
+        // The same file named by the user is quoted.
+        let mut s = TextEdges::open(&p, None, Excerpts::Quote).unwrap();
+        let e = drain(&mut s, 10).unwrap_err().to_string();
+        assert!(e.contains("s3cr3t"), "{text}: {e}");
+    }
 }
 
 #[test]
@@ -171,7 +209,7 @@ fn an_error_is_reported_again_on_the_next_call() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("e.txt");
     std::fs::write(&p, "0 1\n2 3\nbad\n").unwrap();
-    let mut s = TextEdges::open(&p, None).unwrap();
+    let mut s = TextEdges::open(&p, None, Excerpts::Quote).unwrap();
     let mut out = Vec::new();
     let e1 = s.fill(&mut out, 10).unwrap_err().to_string();
     let e2 = s.fill(&mut out, 10).unwrap_err().to_string();

@@ -187,7 +187,10 @@ fn a_duplicate_string_id_is_shown_quoted_and_cut() {
         &Ids::Str(&[b"x", long.as_bytes(), long.as_bytes()]),
     );
     let e = corrupt(verify(&ds, &VerifyOptions::test(), &NoProgress));
-    let shown = format!("\"a\\n{}\"... (202 bytes)", "é".repeat(62));
+    let shown = format!(
+        "\"a\\n{}\"... (202 bytes)",
+        "é".repeat(crate::EXCERPT_CHARS - 2)
+    );
     assert!(
         e.contains(&format!(
             ": nodes 1 and 2 both have the original id {shown}; each"
