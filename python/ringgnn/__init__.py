@@ -16,7 +16,21 @@ is inside its Ctrl-C handler before anything slow (numpy, the core) loads (``rin
 from __future__ import annotations
 
 import importlib
-from typing import Any, List
+from typing import TYPE_CHECKING, Any, List
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below (the same names)
+    from ._core import (BusyError, CancelledError, CorruptDatasetError, DatasetExistsError, DeadlineExceededError,
+                        InputError, RingGnnError, ShuttingDownError, __version__)
+    from .build import (NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest,
+                        verify)
+    from .client import Client
+    from .dataset import Dataset, HeteroDataset
+    from .hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
+    from .importers.pyg_io import from_pyg
+    from .inference import infer
+    from .links import LinkLoader, LinkSampler, NegativeSampling
+    from .loader import Loader
+    from .sampler import NeighborSampler, SampledSubgraph
 
 #: Where each public name lives.
 _EXPORTS = {
