@@ -161,7 +161,7 @@ def test_graphbolt_link_dataset_converts_and_trains_from_the_cli(tmp_path, cli):
     (["--relation", "paper:rev_writes:author"], "it has no train/val/test edge split"),
     (["--relation", "author:reads:paper"], "author:reads:paper"),
     (["--relation", WRITES, "--decoder", "bilinear"], "--decoder"),
-    (["--relation", WRITES, "--neg-ratio", "0"], "--neg-ratio 0.0: give a positive number"),
+    (["--relation", WRITES, "--neg-ratio", "0"], "--neg-ratio must be a finite number > 0, not 0.0"),
     (["--relation", WRITES, "--target", "paper"], "--task link takes --relation"),
     (["--relation", WRITES, "--neg-weight", "degree"], "--neg-weight"),
     (["--relation", WRITES, "--fanouts", "2,2,2"], "--fanouts has 3 hops but --layers is 2"),

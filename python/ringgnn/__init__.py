@@ -7,59 +7,67 @@ heterogeneous datasets: :class:`HeteroDataset`, :func:`build_hetero`, :class:`He
 :class:`HeteroLoader`); use a trained run with :func:`infer`; query a ``ringgnn serve``
 with :class:`Client`; PyG adapters are in
 :mod:`ringgnn.pyg` (imported on demand: ``import ringgnn`` imports neither torch nor grpc).
+
+The names below are imported on first use (PEP 562), as are the package's modules
+(``ringgnn.inference``): ``import ringgnn`` itself runs no import, so the ``ringgnn`` command
+is inside its Ctrl-C handler before anything slow (numpy, the core) loads (``ringgnn.cli``).
 """
 
-from ._core import (
-    BusyError,
-    CancelledError,
-    CorruptDatasetError,
-    DeadlineExceededError,
-    DatasetExistsError,
-    InputError,
-    RingGnnError,
-    ShuttingDownError,
-    __version__,
-)
-from .client import Client
-from .build import NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest, verify
-from .dataset import Dataset, HeteroDataset
-from .hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
-from .importers.pyg_io import from_pyg
-from .inference import infer
-from .links import LinkLoader, LinkSampler, NegativeSampling
-from .loader import Loader
-from .sampler import NeighborSampler, SampledSubgraph
+from __future__ import annotations
 
-__all__ = [
-    "BusyError",
-    "CancelledError",
-    "Client",
-    "CorruptDatasetError",
-    "DeadlineExceededError",
-    "Dataset",
-    "DatasetExistsError",
-    "HeteroDataset",
-    "from_pyg",
-    "HeteroLoader",
-    "HeteroNeighborSampler",
-    "HeteroSample",
-    "InputError",
-    "LinkLoader",
-    "LinkSampler",
-    "Loader",
-    "NegativeSampling",
-    "NeighborSampler",
-    "NodeType",
-    "Relation",
-    "RingGnnError",
-    "SampledSubgraph",
-    "ShuttingDownError",
-    "__version__",
-    "build_hetero",
-    "convert",
-    "generate_rmat",
-    "generate_sbm",
-    "infer",
-    "read_manifest",
-    "verify",
-]
+import importlib
+from typing import TYPE_CHECKING, Any, List
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below (the same names)
+    from ._core import (BusyError, CancelledError, CorruptDatasetError, DatasetExistsError, DeadlineExceededError,
+                        InputError, RingGnnError, ShuttingDownError, __version__)
+    from .build import (NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest,
+                        verify)
+    from .client import Client
+    from .dataset import Dataset, HeteroDataset
+    from .hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
+    from .importers.pyg_io import from_pyg
+    from .inference import infer
+    from .links import LinkLoader, LinkSampler, NegativeSampling
+    from .loader import Loader
+    from .sampler import NeighborSampler, SampledSubgraph
+
+#: Where each public name lives.
+_EXPORTS = {
+    **dict.fromkeys(("BusyError", "CancelledError", "CorruptDatasetError", "DeadlineExceededError",
+                     "DatasetExistsError", "InputError", "RingGnnError", "ShuttingDownError", "__version__"),
+                    "._core"),
+    "Client": ".client",
+    **dict.fromkeys(("NodeType", "Relation", "build_hetero", "convert", "generate_rmat", "generate_sbm",
+                     "read_manifest", "verify"), ".build"),
+    **dict.fromkeys(("Dataset", "HeteroDataset"), ".dataset"),
+    **dict.fromkeys(("HeteroLoader", "HeteroNeighborSampler", "HeteroSample"), ".hetero"),
+    "from_pyg": ".importers.pyg_io",
+    "infer": ".inference",
+    **dict.fromkeys(("LinkLoader", "LinkSampler", "NegativeSampling"), ".links"),
+    "Loader": ".loader",
+    **dict.fromkeys(("NeighborSampler", "SampledSubgraph"), ".sampler"),
+}
+
+__all__ = sorted(n for n in _EXPORTS if n != "__version__") + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name (imported from its module the first time), or a module of the package."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))

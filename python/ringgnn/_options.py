@@ -5,7 +5,8 @@ core's own: fanouts are parsed by ``_core.parse_fanouts`` and backend and cache-
 the core's lists, so Python and Rust never disagree. Node ids are checked against the graph once,
 by the core, when they reach it.
 
-Sizes ("512M", powers of 1024), counts, fanouts ("20,15,10" or [20, 15, 10]), backend and cache
+Sizes ("512M", powers of 1024), counts, real numbers (finite, in a range: learning rate, dropout,
+ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
 policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
 ("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms)
 and the self-loop policy.
@@ -14,6 +15,7 @@ and the self-loop policy.
 from __future__ import annotations
 
 import argparse
+import math
 import operator
 import os
 import re
@@ -126,13 +128,55 @@ def reserve(value: Union[None, int, str]) -> int:
     return process_rss() if n is None else n
 
 
+#: The largest count any option takes: the core's counts and seeds are 64-bit unsigned, and a
+#: larger Python int would fail converting into it (an ``OverflowError`` far from the option).
+MAX_COUNT = (1 << 64) - 1
+
+
 def count(value: Any, what: str, minimum: int = 0) -> int:
-    """An integer of at least ``minimum`` (threads, batch sizes, seeds, epochs...)."""
+    """An integer of at least ``minimum`` and at most :data:`MAX_COUNT` (threads, batch sizes,
+    seeds, epochs...)."""
     n = _integer(value, what)
     if n < minimum:
         need = "at least 1" if minimum == 1 else f">= {minimum}"
         raise InputError(f"{what} must be {need}, not {value}")
+    if n > MAX_COUNT:
+        raise InputError(f"{what} must be at most 2^64 - 1 ({MAX_COUNT}), not {value}")
     return n
+
+
+def real(value: Any, what: str, low: float = -math.inf, high: float = math.inf, *, above: bool = False,
+         below: bool = False) -> float:
+    """A finite number in ``[low, high]`` (``above``: greater than ``low``; ``below``: less than
+    ``high``). NaN and infinities are refused: argparse's ``type=float`` takes "nan" and "inf",
+    and PyTorch, numpy and the core would fail on them later, far from the option."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{what} must be a number, not {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(x) or not (low < x if above else low <= x) or \
+            not (x < high if below else x <= high):
+        if math.isinf(high):
+            rule = f"a finite number {'>' if above else '>='} {low:g}"
+        else:
+            rule = f"in {'(' if above else '['}{low:g}, {high:g}{')' if below else ']'}"
+        raise InputError(f"{what} must be {rule}, not {value!r}")
+    return x
+
+
+def learning_rate(value: Any) -> float:
+    """``--lr``: Adam's learning rate, a finite number > 0 (0 would train nothing)."""
+    return real(value, "--lr", 0.0, above=True)
+
+
+def dropout(value: Any) -> float:
+    """``--dropout``: the probability of dropping a unit between layers, in [0, 1)."""
+    return real(value, "--dropout", 0.0, 1.0, below=True)
+
+
+def negative_ratio(value: Any) -> float:
+    """``--neg-ratio``: random negative pairs per positive, a finite number > 0."""
+    return real(value, "--neg-ratio", 0.0, above=True)
 
 
 def optional_count(value: Any, what: str, minimum: int = 1) -> Optional[int]:

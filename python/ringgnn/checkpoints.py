@@ -16,10 +16,12 @@ tensors as numpy arrays): its :class:`Checkpoint` then holds the model's dense p
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import shutil
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -32,6 +34,8 @@ from .models import DECODERS, MODELS, build_link_model, build_model
 #: number of epochs may grow, and how the run is executed (device, threads, output) may change.
 RUN_DEFINING = ("task", "model", "decoder", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout",
                 "neg_ratio", "neg_weight", "seed", "world_size")
+#: The checkpoint ``--resume`` continues from, in a run directory.
+LAST = "last.pt"
 #: What a checkpoint written before an option existed was trained with (node tasks have no
 #: decoder nor negatives).
 RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None}
@@ -101,16 +105,25 @@ def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -
 
         state = load(path, skip=("optimizer",))
         return path, state if isinstance(state, dict) else {}
+    state = _load(path)
+    return path, state if isinstance(state, dict) else {}
+
+
+def _load(path: str, advice: Optional[str] = None) -> Any:
+    """``torch.load`` of a checkpoint (tensors and plain values only); a file that is not one
+    (empty, truncated, random bytes, another pickle) is an :class:`InputError` naming it, saying
+    what it is and ``advice`` (what to do)."""
     import torch
 
+    from .torchfile import ADVICE, unreadable
+
+    with os_errors("reading the checkpoint", path), open(path, "rb"):
+        pass  # a missing or unreadable file is an OSError naming it; what torch raises is about the contents
     try:
-        with os_errors("reading the checkpoint", path):
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError:
-        raise
-    except Exception as e:
-        raise InputError(f"{path}: not a readable checkpoint ({e})") from None
-    return path, state if isinstance(state, dict) else {}
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # RuntimeError, UnpicklingError, EOFError, even OSError(EINVAL), with pages of text
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise unreadable(path, first, advice or ADVICE) from None
 
 
 def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
@@ -226,36 +239,106 @@ def write_json(obj: Any, path: str) -> None:
         f.write("\n")
 
 
-def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]]) -> Tuple[int, List[Dict[str, Any]]]:
-    """Load a resumed checkpoint (:func:`open_run`'s answer) into the model, the optimizer and
-    PyTorch's generator; (first epoch to run, the epochs' rows so far): ``(0, [])`` without one."""
+def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]], out: str) -> Tuple[int, List[Dict[str, Any]]]:
+    """Load a resumed checkpoint (:func:`open_run`'s answer, ``out``'s ``last.pt``) into the model,
+    the optimizer and PyTorch's generator; (first epoch to run, the epochs' rows so far):
+    ``(0, [])`` without one. A checkpoint whose tensors do not fit the model built for this
+    dataset is refused naming the file and the first tensor that differs."""
     if resumed is None:
         return 0, []
     import torch
 
-    net.load_state_dict(resumed["model"])
-    opt.load_state_dict(resumed["optimizer"])
-    torch.set_rng_state(resumed["rng"])
+    path = os.path.join(out, LAST)
+    mismatch = state_mismatch(net.state_dict(), resumed["model"])
+    if mismatch:
+        raise InputError(f"--resume: {path} does not fit the model built for this dataset: {mismatch}; resume on the "
+                         f"dataset it was trained on, or use another --out")
+    try:
+        net.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["optimizer"])
+        torch.set_rng_state(resumed["rng"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise InputError(f"--resume: {path} does not fit this run ({first}); use another --out") from None
     return resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
+
+
+def state_mismatch(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
+    """How a checkpoint's state dict ``got`` differs from the model's ``want`` (its first missing,
+    unexpected or differently shaped tensor), or "" where it fits."""
+    for key, value in want.items():
+        if key not in got:
+            return f"it has no {key}"
+        have, need = tuple(getattr(got[key], "shape", ())), tuple(getattr(value, "shape", ()))
+        if have != need:
+            return f"{key} is {list(have)} there, {list(need)} here"
+    extra = next((k for k in got if k not in want), None)
+    return f"it has {extra}, which this model has not" if extra is not None else ""
+
+
+def config_mismatch(was: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    """The entries of a heterogeneous model's config that differ between a checkpoint (``was``)
+    and this run (``now``), as ``key=old (now new)``, for ``--resume``'s refusal."""
+    keys = [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+    return ", ".join(f"{k}={_short(was.get(k))} (now {_short(now.get(k))})" for k in keys)
+
+
+def _short(value: Any, most: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+@contextlib.contextmanager
+def run_directory(out: str, owner: bool = True) -> Iterator[None]:
+    """The run directory over one training call: a directory the call creates (``out`` and the
+    parents it lacked, when ``owner``: rank 0) and leaves without a ``last.pt`` (it failed or was
+    interrupted before its first epoch ended) is removed when the call raises, so that a failed
+    run leaves nothing; a directory that existed before, or that holds a checkpoint ``--resume``
+    can continue from, is left as it is."""
+    created: List[str] = []
+    path = os.path.abspath(out)
+    while owner and not os.path.lexists(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    try:
+        yield
+    except BaseException:
+        if created and not os.path.exists(os.path.join(out, LAST)):
+            shutil.rmtree(created[0], ignore_errors=True)
+            for parent in created[1:]:
+                try:
+                    os.rmdir(parent)
+                except OSError:
+                    break
+        raise
 
 
 def open_run(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -> Optional[Dict[str, Any]]:
     """Check RUN_DIR for this start; on ``resume``, the checkpoint to continue from."""
-    if not resume and not overwrite and os.path.exists(os.path.join(out, "last.pt")):
+    if not resume and not overwrite and os.path.exists(os.path.join(out, LAST)):
         raise InputError(f"{out} already holds a run (last.pt): use --resume to continue it, --overwrite to start "
                          "over, or another --out")
     return _resume(out, run_args) if resume else None
 
 
 def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
-    """``out``'s ``last.pt``, refused when it was trained with other run-defining options."""
+    """``out``'s ``last.pt``, refused when it is not a training checkpoint or was trained with
+    other run-defining options."""
     import torch
 
-    path = os.path.join(out, "last.pt")
+    path = os.path.join(out, LAST)
     if not os.path.exists(path):
         raise InputError(f"--resume: {path} does not exist; run without --resume first")
-    with os_errors("reading the checkpoint", path):
-        state = torch.load(path, map_location="cpu", weights_only=True)
+    best = os.path.join(out, "best.pt")
+    state = _load(path, (f"copy {best} over it to resume from the best epoch, or " if os.path.exists(best) else "")
+                  + "start over with --overwrite")
+    kinds = dict(model=dict, optimizer=dict, epoch=int, args=dict, metrics=dict, rng=torch.Tensor)
+    bad = [k for k, kind in kinds.items() if not isinstance(state, dict) or not isinstance(state.get(k), kind)]
+    if not bad and not isinstance(state["metrics"].get("epochs"), list):
+        bad = ["metrics.epochs"]
+    if bad:
+        raise InputError(f"--resume: {path} is not a checkpoint of `ringgnn train` (no valid {', '.join(bad)}); "
+                         "start over with --overwrite, or use another --out")
     was = {k: state["args"].get(k, RUN_DEFAULTS.get(k)) for k in RUN_DEFINING}
     diff = [k for k in RUN_DEFINING if was[k] != run_args[k]]
     if diff:

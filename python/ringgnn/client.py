@@ -37,6 +37,7 @@ from ._core import (
     RingGnnError,
     ShuttingDownError,
 )
+from . import _options
 from .hetero import HeteroSample
 from .sampler import SampledSubgraph
 
@@ -113,13 +114,13 @@ class Client:
                 raise InputError("sample: fanouts per relation are for a heterogeneous dataset: give node_type too")
             for rel, hops in fanouts.items():
                 hops = hops.split(",") if isinstance(hops, str) else [hops] if isinstance(hops, int) else hops
-                req.relation_fanouts[rel if isinstance(rel, str) else ":".join(rel)].hops.extend(int(f) for f in hops)
+                req.relation_fanouts[rel if isinstance(rel, str) else ":".join(rel)].hops.extend(_fanouts(hops))
         else:
-            req.fanouts.extend(int(f) for f in fanouts or [])
+            req.fanouts.extend(_fanouts(fanouts or []))
         if node_type is not None:
             req.node_type = str(node_type)
         if seed is not None:
-            req.seed = int(seed)
+            req.seed = _seed(seed)
         r = self._call("Sample", req, timeout)
         if node_type is not None:
             return _hetero_sample(self.target, r, node_type, edge_ids)
@@ -174,7 +175,7 @@ class Client:
             raise InputError(f"score: src has {len(s)} node ids and dst {len(d)}: give one destination per source")
         req = self._pb.ScoreRequest(src=s, dst=d)
         if seed is not None:
-            req.seed = int(seed)
+            req.seed = _seed(seed)
         r = self._call("Score", req, timeout)
         return np.array(r.scores, dtype=np.float32)
 
@@ -203,7 +204,7 @@ class Client:
     def _infer_request(self, nodes: Sequence[int], seed: Optional[int], node_type: Optional[str]) -> Any:
         req = self._pb.PredictRequest(nodes=_ids(nodes), node_type=node_type or "")
         if seed is not None:
-            req.seed = int(seed)
+            req.seed = _seed(seed)
         return req
 
 
@@ -230,13 +231,52 @@ def _hetero_sample(target: str, r: Any, node_type: str, edge_ids: bool) -> Heter
         edge={e: ids(h.edges[e].edge) for e in rels} if edge_ids else None)
 
 
+#: The largest id a request carries: its id fields are int64 (a dataset's ids are far below).
+MAX_ID = (1 << 63) - 1
+
+
 def _ids(nodes: Any, what: str = "nodes") -> List[int]:
-    a = np.asarray(nodes)
-    if a.ndim == 0:
-        a = a.reshape(1)
-    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-        raise InputError(f"{what} must be a 1-D sequence of integer node ids, not {a.dtype} of shape {a.shape}")
-    return a.astype(np.int64).tolist()
+    """Node ids as the request's int64 field takes them. An id no int64 holds (2^63 and past, as
+    a uint64 array or a Python int can give) is refused naming it, never wrapped to a negative
+    one; the server checks the rest against the dataset."""
+    if isinstance(nodes, (list, tuple)) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                for v in nodes):
+        values = [int(v) for v in nodes]  # as given: numpy would make 2^63 and past floats or objects
+    else:
+        a = np.asarray(nodes)
+        if a.ndim == 0:
+            a = a.reshape(1)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"{what} must be a 1-D sequence of integer node ids, not {a.dtype} of shape {a.shape}")
+        values = a.tolist()  # Python ints, exact for uint64
+        if a.dtype.kind == "i":
+            return values
+    bad = next((v for v in values if not -MAX_ID - 1 <= v <= MAX_ID), None)
+    if bad is not None:
+        raise InputError(f"{what}: node id {bad} is out of range: ids are 0 to the dataset's node count - 1, and a "
+                         f"request's ids are at most 2^63 - 1")
+    return values
+
+
+def _fanouts(hops: Any) -> List[int]:
+    """Fanouts as the request's int32 field takes them (the server checks their values)."""
+    values = []
+    for f in hops:
+        try:
+            n = int(f)
+        except (TypeError, ValueError):
+            raise InputError(f"fanout {f!r} is not an integer: use a positive number of neighbors, or -1 for all "
+                             "of them") from None
+        if not -(1 << 31) <= n < 1 << 31:
+            raise InputError(f"fanout {n} is out of range: use a positive number of neighbors (at most "
+                             f"{(1 << 31) - 1}), or -1 for all of them")
+        values.append(n)
+    return values
+
+
+def _seed(seed: Any) -> int:
+    """A request's seed: an integer 0 to 2^64 - 1 (the field is uint64)."""
+    return _options.count(seed, "seed")
 
 
 def _error(target: str, call: str, e: Any) -> Exception:

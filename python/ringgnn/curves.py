@@ -1,13 +1,20 @@
 """What people look at besides a training run's log: ``RUN_DIR/curves.png`` (loss, scores and
 stage times per epoch; when matplotlib is installed) and TensorBoard scalars (``--tensorboard``).
-Both are made from the rows of ``metrics.json``'s ``epochs``."""
+Both are made from the rows of ``metrics.json``'s ``epochs``.
+
+A plot is optional and the metrics are what a run keeps: ``curves.png`` that cannot be written
+(a full disk, no permission, a directory of that name) is one warning on stderr, and the run goes
+on without it."""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, List, Optional
 
-from ._files import os_errors, replacing
+from ._files import describe, os_errors, replacing
+
+logger = logging.getLogger("ringgnn")
 
 
 class Plots:
@@ -15,7 +22,7 @@ class Plots:
     after each epoch."""
 
     def __init__(self, run_dir: Optional[str], tensorboard: bool, start: int):
-        self.run_dir, self.writer = run_dir, None
+        self.run_dir, self.writer, self.curves = run_dir, None, True
         if run_dir is not None and tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -34,7 +41,14 @@ class Plots:
                 self.writer.add_scalar(f"{group}/{key}", e[key], e["epoch"])
             with os_errors("writing TensorBoard logs to", os.path.join(self.run_dir, "tensorboard")):
                 self.writer.flush()
-        write_curves(history, os.path.join(self.run_dir, "curves.png"))
+        if self.curves:
+            path = os.path.join(self.run_dir, "curves.png")
+            try:
+                write_curves(history, path)
+            except OSError as e:
+                self.curves = False  # one warning, not one an epoch
+                logger.warning("ringgnn: warning: no training curves (%s); the metrics are in %s", describe(e),
+                               os.path.join(self.run_dir, "metrics.json"))
 
     def close(self) -> None:
         if self.writer is not None:

@@ -103,7 +103,7 @@ import numpy as np
 
 from . import _core
 from ._files import allocated_memmap, os_errors, save_npy, temporary
-from ._options import count, optional_count, parse_link_split, parse_split, size
+from ._options import count, optional_count, parse_link_split, parse_split, real, size
 from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
 from .progress import TqdmProgress
 
@@ -270,14 +270,7 @@ def _bounded(value: Any, name: str, low: int, high: int) -> int:
 
 
 def _real(value: Any, name: str, low: float, high: float) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise _core.InputError(f"{_flag(name)} must be a number, not {value!r}") from None
-    if isinstance(value, bool) or not (low <= x <= high) or math.isnan(x):
-        what = f"in [{low:g}, {high:g}]" if math.isfinite(high) else f"finite and >= {low:g}"
-        raise _core.InputError(f"{_flag(name)} must be {what}, not {value!r}")
-    return x
+    return real(value, _flag(name), low, high)
 
 
 def _fractions(split: Any) -> List[Tuple[str, float]]:

@@ -48,7 +48,7 @@ import numpy as np
 from . import _options, hetero_hyper, progress
 from ._core import InputError
 from ._files import os_errors
-from .checkpoints import open_run, restore, save, write_json
+from .checkpoints import LAST, config_mismatch, open_run, restore, run_directory, save, write_json
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
 from .hetero_schema import HETERO_MODELS, parse_edge_type
 from .hetero_plan import plan_hetero
@@ -369,17 +369,14 @@ def train_hetero_link(
     relation = _check_relation(ds, relation)
     model = _options.choice(model, HETERO_MODELS, "--model")
     decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
-    neg_ratio = 1.0 if neg_ratio is None else float(neg_ratio)
-    if not (neg_ratio > 0 and math.isfinite(neg_ratio)):
-        raise InputError(f"--neg-ratio {neg_ratio}: give a positive number of negatives per positive")
+    neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
+    lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
     fan = relation_fanouts(ds, fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
     if len(next(iter(fan.values()))) != layers:
         raise InputError(f"--fanouts has {len(next(iter(fan.values())))} hops but --layers is {layers}; give one "
                          "fanout per layer")
-    if not 0 <= dropout < 1:
-        raise InputError(f"--dropout {dropout}: must be in [0, 1)")
     if embed_dim is not None:
         embed_dim = _options.count(embed_dim, "--embed-dim", 1)
     if device == "cuda" and not torch.cuda.is_available():
@@ -400,8 +397,11 @@ def train_hetero_link(
     if resume and overwrite:
         raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
     resumed = open_run(out, run_args, resume, overwrite)
-    if resumed is not None and resumed["args"].get("hetero_link") != cfg:
-        raise InputError(f"--resume: {out} holds a run of another model, relation or dataset; use another --out")
+    was = resumed["args"].get("hetero_link") or {} if resumed is not None else None
+    if was is not None and was != cfg:
+        raise InputError(f"--resume: {os.path.join(out, LAST)} holds a run of another model, relation or dataset "
+                         f"({config_mismatch(was, cfg)}); resume on the dataset it was trained on with its options, "
+                         "or use another --out")
     dev = torch.device(device)
     torch.manual_seed(seed)
     net = build_link_model(cfg).to(dev)
@@ -425,29 +425,31 @@ def train_hetero_link(
     batches = HeteroLinkBatches(ds, relation, sampler, features, batch_size=batch_size, neg_ratio=neg_ratio,
                                 seed=seed, threads=threads, hyperbatch=hyperbatch)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
-    start, history = restore(net, opt, resumed)
-    with os_errors("creating the run directory", out):
-        os.makedirs(out, exist_ok=True)
-    log(f"training {model} link prediction on {relation} of {ds.path} ({decoder} decoder, {neg_ratio:g} negatives per "
-        f"positive): {train_pairs:,} training pairs, {len(batches)} batches of {batch_size} per epoch, sampling with "
-        f"{sampler.resolved_backend()}, hyperbatch {batches.hyperbatch_size()[1]}, device {device} -> {out}")
-    metrics = _metrics(ds, run_args, history)
-    for epoch in range(start, epochs):
-        t0 = time.perf_counter()
-        loss_sum, count = _train_epoch(net, opt, batches, epoch, dev, quiet)
-        t1 = time.perf_counter()
-        scores = _sampled_scores(net, held, loaders, side_types, dev)
-        row = dict(epoch=epoch, loss=loss_sum / max(count, 1), **scores, seconds=time.perf_counter() - t0,
-                   train_seconds=t1 - t0, eval_seconds=time.perf_counter() - t1)
-        history.append(row)
-        log(f"epoch {epoch}: loss {row['loss']:.4f}, " + _describe(scores) + f", {row['seconds']:.2f} s")
+    start, history = restore(net, opt, resumed, out)
+    with run_directory(out):  # a run that fails before its first checkpoint leaves none
+        with os_errors("creating the run directory", out):
+            os.makedirs(out, exist_ok=True)
+        log(f"training {model} link prediction on {relation} of {ds.path} ({decoder} decoder, {neg_ratio:g} "
+            f"negatives per positive): {train_pairs:,} training pairs, {len(batches)} batches of {batch_size} per "
+            f"epoch, sampling with {sampler.resolved_backend()}, hyperbatch {batches.hyperbatch_size()[1]}, device "
+            f"{device} -> {out}")
         metrics = _metrics(ds, run_args, history)
-        state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args, metrics=metrics,
-                     rng=torch.get_rng_state())
-        if metrics["best_epoch"] == epoch:
-            save(state, os.path.join(out, "best.pt"))
-        save(state, os.path.join(out, "last.pt"))
-        write_json(metrics, os.path.join(out, "metrics.json"))
+        for epoch in range(start, epochs):
+            t0 = time.perf_counter()
+            loss_sum, count = _train_epoch(net, opt, batches, epoch, dev, quiet)
+            t1 = time.perf_counter()
+            scores = _sampled_scores(net, held, loaders, side_types, dev)
+            row = dict(epoch=epoch, loss=loss_sum / max(count, 1), **scores, seconds=time.perf_counter() - t0,
+                       train_seconds=t1 - t0, eval_seconds=time.perf_counter() - t1)
+            history.append(row)
+            log(f"epoch {epoch}: loss {row['loss']:.4f}, " + _describe(scores) + f", {row['seconds']:.2f} s")
+            metrics = _metrics(ds, run_args, history)
+            state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
+                         metrics=metrics, rng=torch.get_rng_state())
+            if metrics["best_epoch"] == epoch:
+                save(state, os.path.join(out, "best.pt"))
+            save(state, os.path.join(out, "last.pt"))
+            write_json(metrics, os.path.join(out, "metrics.json"))
     if metrics["best_epoch"] is not None and exact:
         t0 = time.perf_counter()
         best = torch.load(os.path.join(out, "best.pt"), map_location="cpu", weights_only=True)

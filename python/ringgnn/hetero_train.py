@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 from . import _options, distributed, progress
 from ._core import InputError
 from ._files import os_errors
-from .checkpoints import open_run, restore, save, write_json
+from .checkpoints import LAST, config_mismatch, open_run, restore, run_directory, save, write_json
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
 from .hetero_models import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
 from .hetero_plan import plan_hetero, probe_batch_bytes, training_reserve
@@ -92,8 +92,7 @@ def train_hetero(
     hops = len(next(iter(fan.values())))
     if hops != layers:
         raise InputError(f"--fanouts has {hops} hops but --layers is {layers}; give one fanout per layer")
-    if not 0 <= dropout < 1:
-        raise InputError(f"--dropout {dropout}: must be in [0, 1)")
+    lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
     if embed_dim is not None:
         embed_dim = _options.count(embed_dim, "--embed-dim", 1)
     cache = _options.size(cache, "--cache")
@@ -110,11 +109,12 @@ def train_hetero(
                       external=featureless)
     ranks = distributed.join(device, float(dist_timeout))
     try:
-        metrics = _train(ds, ranks, net, target, info, fan, model=model, batch_size=batch_size, epochs=epochs,
-                         hidden=hidden, layers=layers, lr=lr, dropout=dropout, embed_dim=embed_dim, memory=memory,
-                         cache=cache, hyperbatch=hyperbatch, backend=backend, direct=direct, threads=threads, seed=seed,
-                         out=out, resume=resume, overwrite=overwrite, embed_tables=embed_tables, quiet=quiet, log=log,
-                         device=device)
+        with run_directory(out, ranks.leader):  # a run that fails before its first checkpoint leaves none
+            metrics = _train(ds, ranks, net, target, info, fan, model=model, batch_size=batch_size, epochs=epochs,
+                             hidden=hidden, layers=layers, lr=lr, dropout=dropout, embed_dim=embed_dim, memory=memory,
+                             cache=cache, hyperbatch=hyperbatch, backend=backend, direct=direct, threads=threads,
+                             seed=seed, out=out, resume=resume, overwrite=overwrite, embed_tables=embed_tables,
+                             quiet=quiet, log=log, device=device)
     finally:
         distributed.leave(ranks)
     best = metrics["best_epoch"]
@@ -162,8 +162,11 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
 
     def check_run() -> Any:
         resumed = open_run(out, run_args, resume, overwrite)
-        if resumed is not None and model_of(resumed["args"].get("hetero") or {}) != run_args["hetero"]:
-            raise InputError(f"--resume: {out} holds a run of another model or dataset; use another --out")
+        was = model_of(resumed["args"].get("hetero") or {}) if resumed is not None else None
+        if was is not None and was != run_args["hetero"]:
+            raise InputError(f"--resume: {os.path.join(out, LAST)} holds a run of another model or dataset "
+                             f"({config_mismatch(was, run_args['hetero'])}); resume on the dataset it was trained on "
+                             "with its options, or use another --out")
         return resumed
 
     resumed = distributed.from_leader(ranks, check_run)
@@ -227,7 +230,7 @@ def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, inf
         for loader in evals.values():
             loader.batches = distributed.shard(loader.epoch_batches(), ranks.rank, ranks.world_size, pad=False)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
-    start, history = restore(net, opt, resumed)
+    start, history = restore(net, opt, resumed, out)
     if resumed is not None and tables:
         load_tables(tables, os.path.join(out, "last.pt"), resumed.get("tables") or {})
     step_net = distributed.data_parallel(net, ranks, device)

@@ -872,8 +872,8 @@ class Server:
         if fanouts is None:
             fanouts = self.model.fanouts if self.model else [20, 15, 10]
         max_concurrent = _options.count(max_concurrent, "max_concurrent", 1)
-        if max_wait_ms is not None and not 0 <= max_wait_ms <= 10_000:
-            raise InputError(f"--max-wait-ms must be between 0 and 10000 milliseconds, not {max_wait_ms}")
+        if max_wait_ms is not None:
+            max_wait_ms = _options.real(max_wait_ms, "--max-wait-ms", 0.0, 10_000.0)
         max_wait_us = None if max_wait_ms is None else int(max_wait_ms * 1000)
         # The budget covers the whole process: what it holds now (Python, grpc, PyTorch and the
         # model) is the caller's reserve.

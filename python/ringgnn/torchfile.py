@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import collections
 import io
+import os
 import pickle
 import zipfile
+import zlib
 from typing import Any, Dict, Tuple
 
 import numpy as np
@@ -151,17 +153,48 @@ class _Unpickler(pickle.Unpickler):
         return obj
 
 
-def load(path: str, skip: Tuple[str, ...] = ()) -> Any:
+#: What to do about a checkpoint that cannot be read, where the caller has nothing better to say.
+ADVICE = "use an earlier copy of it (a run keeps best.pt and last.pt) or train the run again"
+
+#: How ``torch.save`` began a file before torch 1.6 (its legacy format, not a zip archive): pickle
+#: protocol 2, then the format's magic number as a long.
+_LEGACY = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+
+
+def unreadable(path: str, reason: str = "", advice: str = ADVICE) -> InputError:
+    """The error for ``path``, a checkpoint that cannot be read: what the file is (empty, a
+    legacy-format file, truncated or corrupt: not a whole zip archive) or, for an archive whose
+    contents are wrong, ``reason``; then ``advice``, what to do."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_LEGACY))
+        size = os.path.getsize(path)
+        whole = zipfile.is_zipfile(path)
+    except OSError:
+        head, size, whole = b"", -1, True
+    if size == 0:
+        what = "the file is empty: a copy or a write that did not finish"
+    elif head == _LEGACY:
+        return InputError(f"{path}: a checkpoint in torch's format before 1.6; re-save it with torch >= 1.6 "
+                          "(torch.save(torch.load(path), path))")
+    elif not whole:
+        what = f"the file is truncated or corrupt: {size:,} bytes, not a whole archive in torch.save's zip format"
+    else:
+        what = f"the file is corrupt: {reason}" if reason else "the file is corrupt"
+    return InputError(f"{path}: not a readable checkpoint ({what}); {advice}")
+
+
+def load(path: str, skip: Tuple[str, ...] = (), advice: str = ADVICE) -> Any:
     """The object ``torch.save`` wrote to ``path``, its tensors as numpy arrays (bf16 as uint16
     bits); a dict's top-level keys in ``skip`` are left out, their tensors never read. A file
     that is not a zip-format ``.pt``, or that names anything but tensors and plain values, is
-    refused with an :class:`InputError` naming it."""
+    refused with an :class:`InputError` naming it and saying what it is (:func:`unreadable`) and
+    what to do (``advice``)."""
     with os_errors("reading the checkpoint", path):
         try:
             archive = zipfile.ZipFile(path)
         except zipfile.BadZipFile:
-            raise InputError(f"{path}: not a readable checkpoint (not the zip format of torch.save; re-save it "
-                             "with torch >= 1.6)") from None
+            raise unreadable(path, advice=advice) from None
         with archive:
             names = [n for n in archive.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
             if len(names) != 1:
@@ -176,5 +209,7 @@ def load(path: str, skip: Tuple[str, ...] = ()) -> Any:
                 if isinstance(obj, dict) and skip:
                     obj = type(obj)((k, v) for k, v in obj.items() if k not in skip)
                 return unpickler.build(obj, {})
+            except (zipfile.BadZipFile, zlib.error) as e:  # a member cut short or changed: a CRC error
+                raise unreadable(path, str(e), advice) from None
             except (pickle.UnpicklingError, ValueError, KeyError, EOFError, TypeError, AttributeError) as e:
                 raise InputError(f"{path}: not a readable checkpoint ({e})") from None

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from . import _options, distributed, progress
 from ._core import InputError
 from ._files import os_errors
-from .checkpoints import load_checkpoint, open_run, restore, save, write_json
+from .checkpoints import load_checkpoint, open_run, restore, run_directory, save, write_json
 from .curves import Plots
 from .dataset import Dataset, open_homogeneous
 from .links import WEIGHTS as NEG_WEIGHTS
@@ -40,8 +40,7 @@ EVAL_MODES = ("auto", "sampled", "layerwise")
 TASKS = ("node", "link")
 
 
-def _check(ds: Dataset, task: Task, model: str, fanouts: List[int], layers: int, device: str,
-           dropout: float) -> None:
+def _check(ds: Dataset, task: Task, model: str, fanouts: List[int], layers: int, device: str) -> None:
     import torch
 
     if model not in MODELS:
@@ -51,8 +50,6 @@ def _check(ds: Dataset, task: Task, model: str, fanouts: List[int], layers: int,
             f"--fanouts {','.join(map(str, fanouts))} has {len(fanouts)} hops but --layers is {layers}; "
             "give one fanout per layer"
         )
-    if not 0 <= dropout < 1:
-        raise InputError(f"--dropout {dropout}: must be in [0, 1)")
     if ds.feature_dim is None:
         raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
     task.check(ds)
@@ -110,10 +107,8 @@ def train(
     task_name = _options.choice(task, TASKS, "--task")
     if task_name == "link":
         decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
-        neg_ratio = 1.0 if neg_ratio is None else float(neg_ratio)
+        neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
         neg_weight = "uniform" if neg_weight is None else neg_weight
-        if not neg_ratio > 0 or neg_ratio != neg_ratio or neg_ratio == float("inf"):
-            raise InputError(f"--neg-ratio {neg_ratio}: must be a positive number of negatives per positive")
         task_obj: Task = LinkPrediction(decoder, neg_ratio, _options.choice(neg_weight, NEG_WEIGHTS, "--neg-weight"))
     else:
         given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
@@ -126,7 +121,8 @@ def train(
     fanouts = _options.fanouts(fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
-    _check(ds, task, model, fanouts, layers, device, dropout)
+    lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
+    _check(ds, task, model, fanouts, layers, device)
     gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
     if gpu_cache and device != "cuda":
         raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
@@ -145,8 +141,9 @@ def train(
     try:
         # The loader reads the dataset and writes its staging file (in --staging-dir): an OS error
         # there names the file and says it happened while training (the run directory's own
-        # writes name themselves, see checkpoints.save).
-        with os_errors("training on", ds.path):
+        # writes name themselves, see checkpoints.save). A run that fails before its first
+        # checkpoint leaves no run directory behind.
+        with run_directory(out, ranks.leader), os_errors("training on", ds.path):
             metrics = _train(
                 ds, ranks, task, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
                 layers=layers, lr=lr, dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory,
@@ -227,7 +224,7 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
         device_note = (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
                        + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
     opt = torch.optim.Adam(net.parameters(), lr=lr)
-    start, history = restore(net, opt, resumed)
+    start, history = restore(net, opt, resumed, out)
     step_net = distributed.data_parallel(net, ranks, device)
     if ranks.leader:
         with os_errors("creating the run directory", out):

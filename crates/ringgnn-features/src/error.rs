@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A node id that is not a row of the feature file.
-    #[error("node {id} is out of range: the dataset has {num_nodes} nodes (ids 0..{num_nodes})")]
+    #[error("node {id} is out of range: the dataset has {num_nodes} nodes ({})", ringgnn_store::IdRange::of(.num_nodes))]
     NodeOutOfRange { id: u64, num_nodes: u64 },
     /// The dataset was built without node features.
     #[error("{}: the dataset has no node features; rebuild it with `ringgnn convert --features FILE.npy`", dir.display())]

@@ -184,8 +184,9 @@ impl EpochBatches {
                 if let Some(&b) = s.iter().find(|&&b| !given(b)) {
                     return Err(Error::Input(match &self.cut {
                         Cut::Even(_) => format!(
-                            "batch {b} is not a batch of this epoch: it has {} batches (0..{})",
-                            self.len, self.len
+                            "batch {b} is not a batch of this epoch: it has {} batches ({})",
+                            self.len,
+                            ringgnn_store::IdRange(self.len as u64)
                         ),
                         Cut::Lists(..) => format!("batch {b} is not one of the batches given"),
                     }));

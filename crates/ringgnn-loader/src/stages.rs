@@ -907,7 +907,8 @@ impl RowSet {
         for &id in ids {
             if id >= num_nodes {
                 return Err(Error::Input(format!(
-                    "device row {id} is not a node: the dataset has {num_nodes} nodes (0..{num_nodes})"
+                    "device row {id} is not a node: the dataset has {num_nodes} nodes ({})",
+                    ringgnn_store::IdRange(num_nodes)
                 )));
             }
             len += usize::from(bits.insert(id));

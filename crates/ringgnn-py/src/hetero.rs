@@ -460,7 +460,8 @@ impl HeteroSampler {
                 let n = self.counts[t];
                 return Err(input_error(format!(
                     "seed node {id} of node type {name} is out of range: that type has {n} \
-                     nodes (ids 0..{n})"
+                     nodes ({})",
+                    ringgnn_store::IdRange(n)
                 )));
             }
             out.push((t, a.iter().map(|&x| x as u64).collect()));

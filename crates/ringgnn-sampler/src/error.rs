@@ -11,7 +11,8 @@ pub enum Error {
     Fanout { hop: usize, value: i64 },
     /// A seed that is not a node of the graph (negative ids included).
     #[error(
-        "seed node {id} is out of range: the graph has {num_nodes} nodes (ids 0..{num_nodes})"
+        "seed node {id} is out of range: the graph has {num_nodes} nodes ({})",
+        ringgnn_store::IdRange::of(.num_nodes)
     )]
     Seed { id: i128, num_nodes: u64 },
     /// An operating-system error (or a short read) on a named file; `source.kind()` keeps its

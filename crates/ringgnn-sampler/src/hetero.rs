@@ -110,7 +110,8 @@ impl HeteroSampler {
                 if t >= types {
                     return Err(Error::Input(format!(
                         "relation {i}: its {what} type {t} is out of range: there are {types} \
-                         node types (0..{types}); give node counts for every type"
+                         node types ({}); give node counts for every type",
+                        ringgnn_store::IdRange(types as u64)
                     )));
                 }
             }
@@ -272,14 +273,16 @@ impl HeteroSampler {
                 if seed_type >= types {
                     return Err(Error::Input(format!(
                         "seed type {seed_type} is out of range: there are {types} node types \
-                         (0..{types})"
+                         ({})",
+                        ringgnn_store::IdRange(types as u64)
                     )));
                 }
                 let n = self.num_nodes[seed_type];
                 if let Some(&id) = ids.iter().find(|&&s| s >= n) {
                     return Err(Error::Input(format!(
                         "seed node {id} of node type {seed_type} is out of range: that type \
-                         has {n} nodes (ids 0..{n})"
+                         has {n} nodes ({})",
+                        ringgnn_store::IdRange(n)
                     )));
                 }
             }

@@ -137,12 +137,12 @@ mod tests {
         );
         assert_eq!(
             e.to_string(),
-            "seed node 3 is out of range: the graph has 3 nodes (ids 0..3)"
+            "seed node 3 is out of range: the graph has 3 nodes (ids 0..2)"
         );
         let e = Seeds::from_signed(&[0, -4], 3).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "seed node -4 is out of range: the graph has 3 nodes (ids 0..3)"
+            "seed node -4 is out of range: the graph has 3 nodes (ids 0..2)"
         );
         assert_eq!(Seeds::from_signed(&[2, 1], 3).unwrap().ids(), &[2, 1]);
         assert_eq!(Seeds::all(3).ids(), &[0, 1, 2]);

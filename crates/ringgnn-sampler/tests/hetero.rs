@@ -713,7 +713,7 @@ fn bad_inputs_are_clear_errors() {
     let msg = new(vec![relation(2, 0, vec![0, 0, 0, 0], vec![], 1)]);
     assert_eq!(
         msg,
-        "relation 0: its source type 2 is out of range: there are 2 node types (0..2); give \
+        "relation 0: its source type 2 is out of range: there are 2 node types (ids 0..1); give \
          node counts for every type"
     );
     let msg = new(vec![
@@ -761,7 +761,7 @@ fn bad_inputs_are_clear_errors() {
     let err = s.sample(1, &[1, 2, 7], 0, 0, 0, false).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "seed node 2 of node type 1 is out of range: that type has 2 nodes (ids 0..2)"
+        "seed node 2 of node type 1 is out of range: that type has 2 nodes (ids 0..1)"
     );
     let err = s.sample(2, &[0], 0, 0, 0, false).unwrap_err();
     assert!(
@@ -775,14 +775,14 @@ fn bad_inputs_are_clear_errors() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "seed node 5 of node type 1 is out of range: that type has 2 nodes (ids 0..2)"
+        "seed node 5 of node type 1 is out of range: that type has 2 nodes (ids 0..1)"
     );
     let err = s
         .sample_typed(&[(0, &[3]), (1, &[0])], 0, 0, 0, false)
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "seed node 3 of node type 0 is out of range: that type has 3 nodes (ids 0..3)"
+        "seed node 3 of node type 0 is out of range: that type has 3 nodes (ids 0..2)"
     );
     let err = s
         .sample_typed(&[(1, &[0]), (4, &[0])], 0, 0, 0, false)
@@ -1012,7 +1012,7 @@ fn a_hyperbatch_checks_every_request_before_reading() {
     let err = s.sample_many(&requests, 0, 0, false).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "seed node 5 of node type 0 is out of range: that type has 5 nodes (ids 0..5)"
+        "seed node 5 of node type 0 is out of range: that type has 5 nodes (ids 0..4)"
     );
     assert_eq!(s.io_stats().reads, 0);
     // No request: no sample.

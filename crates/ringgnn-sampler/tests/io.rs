@@ -185,7 +185,7 @@ fn bad_seeds_and_fanouts_are_clear_errors() {
     );
     assert_eq!(
         err.to_string(),
-        "seed node 3 is out of range: the graph has 3 nodes (ids 0..3)"
+        "seed node 3 is out of range: the graph has 3 nodes (ids 0..2)"
     );
     // A sampler made for another graph refuses seeds checked against this one.
     let other = ringgnn_sampler::Seeds::new(vec![0], 10).unwrap();

@@ -3,26 +3,36 @@ serve, demo; one module per group of commands (``data``: convert, generate, info
 ``sample``; ``train``; ``infer``: predict, embed, report; ``serve``), each adding its parsers and
 holding its ``cmd_*`` functions, which call the package's API.
 
-Errors print ``ringgnn CMD: error: MESSAGE`` on stderr and exit 1 (usage errors exit 2, as
-argparse does). Ctrl-C exits 130 and SIGTERM 143 (``_signals.interrupts``), after what the command
-was writing has been removed; a build interrupted after its dataset was renamed into place says
-so and exits 0: the status says what is on disk.
+Errors print ``ringgnn CMD: error: MESSAGE`` on stderr, one line, and exit 1 (usage errors exit 2,
+as argparse does); Ctrl-C exits 130 with ``ringgnn CMD: interrupted`` and SIGTERM 143 with
+``ringgnn CMD: terminated (SIGTERM)`` (``_signals.interrupts``) after what the command was writing
+has been removed, also while the command is still starting (importing numpy, the core, PyTorch:
+everything is imported inside :func:`main`); a build interrupted after its dataset was renamed
+into place says so and exits 0: the status says what is on disk. :func:`_failure` is the one place that turns
+an exception into that line: ringgnn's errors and OS errors are the user's to fix and print their
+message; any other exception (a ``ValueError`` or ``TypeError`` from a library, a bug, an input
+ringgnn does not check yet) prints its type and first line with a hint, and ``RINGGNN_DEBUG=1``
+prints the traceback of every error before its line.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
-from .. import __version__, _signals
-from .._core import RingGnnError
-from .._files import describe
-from . import data, infer, sample, serve, train
+from .. import _signals
+
+#: The environment variable that prints the traceback of an error before its one line.
+DEBUG = "RINGGNN_DEBUG"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Any:
+    import argparse
+
+    from .. import __version__
+    from . import data, infer, sample, serve, train
+
     parser = argparse.ArgumentParser(
         prog="ringgnn",
         description="Build, inspect, check and sample ringgnn datasets and train GNNs on them (graphs larger than RAM).",
@@ -40,14 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the ``ringgnn`` command line; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    prog = f"ringgnn {args.command}" + (f" {args.generator}" if args.command == "generate" else "")
-    built = args.out if args.command in _BUILDS else None
-    before = _identity(built)
+    prog, built, before = "ringgnn", None, None
     # The process's own command (no argv given) keeps its handlers, disarmed, until it exits.
     with _signals.interrupts(keep=argv is None) as disarm:
         try:
+            args = build_parser().parse_args(argv)
+            prog = f"ringgnn {args.command}" + (f" {args.generator}" if args.command == "generate" else "")
+            built = args.out if args.command in _BUILDS else None
+            before = _identity(built)
             rc = args.func(args)
             disarm()
             return rc
@@ -59,9 +69,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return 0
             print(f"{prog}: {_signals.describe(e)}", file=sys.stderr)
             return _signals.exit_status(e)
-        except (RingGnnError, OSError) as e:
-            print(f"{prog}: error: {describe(e)}", file=sys.stderr)
-            return 1
+        except Exception as e:
+            disarm()
+            return _failure(prog, e)
 
 
 #: The commands that build a dataset at ``args.out``, renamed into place when complete.
@@ -75,3 +85,30 @@ def _identity(path: Optional[str]) -> Optional[tuple]:
     except OSError:
         return None
     return None if st is None else (st.st_dev, st.st_ino)
+
+
+def _failure(prog: str, e: Exception) -> int:
+    """Print ``e`` as the command's one error line (after its traceback under ``RINGGNN_DEBUG``);
+    the exit status, 1."""
+    if os.environ.get(DEBUG, "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exception(type(e), e, e.__traceback__)
+    # The core may be what failed to import: then no error is one of its classes.
+    core = sys.modules.get("ringgnn._core")
+    if core is not None and isinstance(e, (core.RingGnnError, OSError)):
+        from .._files import describe
+
+        text = describe(e)
+    elif isinstance(e, OSError):
+        text = str(e)
+    elif isinstance(e, MemoryError):
+        text = (f"out of memory{' (' + str(e) + ')' if str(e) else ''}; ask for less (--memory, --batch-size, the "
+                "model's size) or run on a machine with more")
+    else:
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+        text = (f"unexpected {type(e).__name__}{': ' + first if first else ''} (an input ringgnn does not check "
+                f"yet, or a bug: rerun with {DEBUG}=1 for the traceback, and please report it)")
+    line = " ".join(part.strip() for part in text.splitlines() if part.strip())
+    print(f"{prog}: error: {line}", file=sys.stderr)
+    return 1

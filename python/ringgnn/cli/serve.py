@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from .. import _signals
+from .. import _options, _signals
 from .._options import BACKENDS, count_arg, positive_arg, size_arg
 from ..server import FRONTENDS, Server
 
@@ -68,6 +68,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    grace = _options.real(args.grace, "--grace", 0.0)  # checked now, not at the SIGTERM that uses it
     server = Server(args.dataset, listen=args.listen, model=args.model, fanouts=args.fanouts, seed=args.seed,
                     memory=args.memory, threads=args.threads, backend=args.backend, direct=args.direct,
                     cache=args.cache, neighbor_cache=args.neighbor_cache, max_wait_ms=args.max_wait_ms,
@@ -83,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         while not stop.wait(0.5):
             pass
         print("ringgnn serve: stopping (requests in flight finish first)", file=sys.stderr, flush=True)
-        server.stop(args.grace)
+        server.stop(grace)
     st = server.stats()
     waves = f" in {st['waves']:,} waves" if "waves" in st else ""  # a heterogeneous server has none
     print(f"ringgnn serve: stopped after {st['sample_requests']:,} sample and {st['feature_requests']:,} feature "
