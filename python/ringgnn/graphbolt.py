@@ -385,12 +385,16 @@ def _choose_features(meta: Metadata, feature: str) -> Dict[Optional[str], DataFi
 # --- staging the files the builder reads -----------------------------------------------------
 
 
+#: Labels set per slice when a staged label map is filled: Python handles signals between slices.
+_FILL = 1 << 22
+
+
 class _Staging:
     """Writes what the builder cannot read as given (torch tensors, labels, splits) as ``.npy``
     files in the temporary directory ``dir``."""
 
-    def __init__(self, meta: Metadata, dir: str):
-        self.meta, self.dir, self.r, self.n = meta, dir, _Reader(meta.path), 0
+    def __init__(self, meta: Metadata, dir: str, out: str):
+        self.meta, self.dir, self.out, self.r, self.n = meta, dir, out, _Reader(meta.path), 0
         self.fields: Dict[str, str] = {}  # staged path -> the yaml field it came from
 
     def name_files(self, message: str) -> str:
@@ -404,6 +408,7 @@ class _Staging:
         path = os.path.join(self.dir, f"{self.n}.npy")
         if field is not None:
             self.fields[path] = field
+        _core.check_room(self.dir, self.out, [(f"a staged copy of {field or 'an array'}", a.nbytes)])
         with os_errors("writing", path):
             save_npy(path, a)
         return path
@@ -446,9 +451,13 @@ class _Staging:
                     continue
                 if t not in labels:
                     paths[t] = os.path.join(self.dir, f"labels-{len(paths)}.npy")
+                    n = self.meta.nodes[t]
+                    what = f"node type '{t}'" if t is not None else "the graph"
+                    _core.check_room(self.dir, self.out, [(f"the staged labels of {what}: {n} x 8 B", 8 * n)])
                     with os_errors("writing", paths[t]):  # a map: the labels need no memory of their own
-                        labels[t] = allocated_memmap(paths[t], np.int64, (self.meta.nodes[t],))
-                    labels[t][:] = -1
+                        labels[t] = allocated_memmap(paths[t], np.int64, (n,))
+                        for i in range(0, n, _FILL):  # a slice at a time: Ctrl-C and SIGTERM are noticed between
+                            labels[t][i:i + _FILL] = -1
                 have = labels[t][seeds]
                 clash = np.flatnonzero((have != -1) & (have != lab))
                 if clash.size:
@@ -557,7 +566,7 @@ def convert_graphbolt(
     _core.check_output(out, overwrite)  # before any work; the builder checks it again
     tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
     try:
-        stage = _Staging(meta, tmp.path)
+        stage = _Staging(meta, tmp.path, out)
         edges = [(t, stage.edges(f)) for t, f in meta.edges]
         features = {t: stage.features(t, f) for t, f in feats.items()}
         targets = stage.task(chosen) if chosen is not None else {}

@@ -16,7 +16,8 @@
 //! mini-batches need at once (a hyperbatch) are read once per chunk of the file by
 //! [`BlockReader`] (`block_reader.rs`), which reads a block whole where that is cheaper than its
 //! needed pages ([`ReadModel`]). Large buffers read at random can ask for transparent huge
-//! pages ([`advise_huge_pages`], `huge.rs`).
+//! pages ([`advise_huge_pages`], `huge.rs`). The free space of a file system, which builds check
+//! before they write, is [`free_bytes`] (`space.rs`).
 
 mod aligned;
 mod block_reader;
@@ -28,6 +29,7 @@ mod page_reader;
 mod pread;
 mod probe;
 mod read_batch;
+mod space;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod uring;
@@ -42,6 +44,7 @@ pub use page_reader::{PageReader, ReadCount};
 pub use pread::PreadBatch;
 pub use probe::{open_backend, probe_runs, probe_uring, BackendKind, DISABLE_ENV};
 pub use read_batch::{IoStats, ReadBatch, ReadReq};
+pub use space::free_bytes;
 pub use uring::{UringBatch, DEFAULT_DEPTH, MAX_DEPTH, SQPOLL_ENV};
 
 /// Alignment of offsets, lengths and buffer addresses for `O_DIRECT` (the page size; larger

@@ -351,3 +351,11 @@ fn excerpts(quote_input: bool) -> Excerpts {
         Excerpts::Withhold
     }
 }
+
+/// Refuse, before writing, files of `parts` (`(what, bytes)`) that exceed the free space of the
+/// file system holding `dir`; the message names `out` (`ringgnn_store::space`, the one owner of
+/// the pre-write size check, for what the Python importers stage).
+#[pyfunction]
+pub fn check_room(dir: PathBuf, out: PathBuf, parts: Vec<(String, u64)>) -> PyResult<()> {
+    ringgnn_store::space::check_room(&dir, &out, &parts).map_err(|e| StoreError(e).into())
+}

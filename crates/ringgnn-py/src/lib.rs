@@ -31,6 +31,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert::build_hetero, m)?)?;
     m.add_function(wrap_pyfunction!(convert::generate_rmat, m)?)?;
     m.add_function(wrap_pyfunction!(convert::generate_sbm, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::check_room, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::verify, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::file_crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::read_manifest, m)?)?;

@@ -8,15 +8,16 @@
 //! calling thread matters: Python runs signal handlers (the one that raises `KeyboardInterrupt`)
 //! only on the main thread, and core worker threads are never it. When a signal handler or a
 //! progress method raises, the relay is cancelled: the core's next `advance` returns
-//! `Error::Interrupted`, it removes its staging directory, and the Python error is raised once
-//! the core has returned.
+//! `Error::Interrupted` (and so does its next write to a staged file, for loops that write for long
+//! between two `advance`s: see `ringgnn_store::progress::Cancel`), it removes its staging
+//! directory, and the Python error is raised once the core has returned.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use ringgnn_store::{Error, Progress, Result};
+use ringgnn_store::{Cancel, Error, Progress, Result};
 
 use crate::errors::StoreError;
 
@@ -49,7 +50,7 @@ struct Relay {
     pending: AtomicU64,
     queue: Mutex<Queue>,
     wake: Condvar,
-    cancelled: AtomicBool,
+    cancel: Cancel,
 }
 
 impl Progress for Relay {
@@ -69,9 +70,7 @@ impl Progress for Relay {
     }
 
     fn advance(&self, n: u64) -> Result<()> {
-        if self.cancelled.load(Ordering::Relaxed) {
-            return Err(Error::Interrupted);
-        }
+        self.cancel.check()?;
         self.pending.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
@@ -79,6 +78,10 @@ impl Progress for Relay {
     fn note(&self, line: &str) {
         self.lock().events.push(Event::Note(line.to_string()));
         self.wake.notify_one();
+    }
+
+    fn cancel(&self) -> Cancel {
+        self.cancel.clone()
     }
 }
 
@@ -168,7 +171,7 @@ where
                         let outcome =
                             forward(py, progress, events).and_then(|()| py.check_signals());
                         if let Err(e) = outcome {
-                            relay.cancelled.store(true, Ordering::Relaxed);
+                            relay.cancel.cancel();
                             py_error = Some(e);
                         }
                     }

@@ -143,6 +143,26 @@ fn validate_ids(h: &NpyHeader, name: &str) -> Result<()> {
     h.expect_dtype(&ID_DTYPES, &format!("split '{name}'"))
 }
 
+/// The dtype features of `header` are stored in: `dtype` when given, else f16 for float16
+/// input and f32 for float32/float64.
+pub fn stored_dtype(header: &NpyHeader, dtype: Option<FeatureDtype>) -> FeatureDtype {
+    dtype.unwrap_or(if header.dtype.size == 2 {
+        FeatureDtype::F16
+    } else {
+        FeatureDtype::F32
+    })
+}
+
+/// Bytes per node of the stored features of `header` (see [`stored_dtype`]).
+pub fn feature_row_bytes(header: &NpyHeader, dtype: Option<FeatureDtype>) -> u64 {
+    header
+        .shape
+        .get(1)
+        .copied()
+        .unwrap_or(1)
+        .saturating_mul(stored_dtype(header, dtype).size())
+}
+
 /// Stream the features into `features.bin` (padding rule of FORMAT.md); rows must equal `num_nodes`.
 pub fn attach_features(
     staging: &mut Staging,
@@ -169,11 +189,7 @@ pub fn attach_features(
         );
     }
     let src_size = header.dtype.size;
-    let dtype = dtype.unwrap_or(if src_size == 2 {
-        FeatureDtype::F16
-    } else {
-        FeatureDtype::F32
-    });
+    let dtype = stored_dtype(header, dtype);
     let mut out = FeatureWriter::new(staging, dim, dtype)?;
     let row_in = dim * src_size;
     let row_out = out.info().row_bytes as usize;

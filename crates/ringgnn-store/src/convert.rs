@@ -15,6 +15,7 @@ use crate::manifest::{
 };
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 use crate::progress::Progress;
+use crate::space::Need;
 use crate::writer::Staging;
 use crate::{attach, Error, Excerpts, Result};
 
@@ -146,6 +147,20 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         None => None,
     };
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
+    // A node count given up front sizes the per-node files now; the builder checks the graph's
+    // files again once its first pass knows the node and edge counts.
+    if let Some(n) = opts.graph.num_nodes {
+        let mut need = Need::new();
+        need.graph("the graph", n, 0).nodes(
+            "the graph",
+            n,
+            feat_header
+                .as_ref()
+                .map(|h| attach::feature_row_bytes(h, opts.feature_dtype)),
+            opts.labels.is_some(),
+        );
+        staging.check_room(&need)?;
+    }
     // Before the graph: a repeated original id fails fast, with all of --memory to sort in.
     if let Some(ids) = &opts.node_ids {
         check_unique(ids, opts.graph.memory, staging.dir(), progress)?;

@@ -4,7 +4,8 @@
 //! ([`generate`]); attaching features, labels and splits ([`attach`]) through the writers of the
 //! per-node files ([`node_files`]); atomic staging ([`writer`]) in temporaries a killed run cannot leak ([`temp`]), replacing
 //! only what an existing dataset owns ([`replace`]); checking ([`verify`]) and
-//! reading ([`dataset`]); heterogeneous datasets, their views and their build ([`hetero`]).
+//! reading ([`dataset`]); heterogeneous datasets, their views and their build ([`hetero`]); the
+//! check that a build's output fits the free space before it is written ([`space`]).
 #![forbid(unsafe_code)]
 
 pub mod attach;
@@ -27,6 +28,7 @@ pub mod progress;
 pub mod replace;
 pub mod rng;
 pub mod shared_negatives;
+pub mod space;
 pub mod temp;
 pub mod verify;
 pub mod writer;
@@ -38,4 +40,4 @@ pub use error::{Error, IoContext, Result};
 pub use excerpt::{Excerpts, EXCERPT_CHARS};
 pub use id_range::IdRange;
 pub use manifest::Manifest;
-pub use progress::{NoProgress, Progress};
+pub use progress::{Cancel, NoProgress, Progress};

@@ -2,7 +2,9 @@
 //! output and renamed into place only when complete, so an error, a full disk or Ctrl-C never
 //! leaves a half-written dataset behind. The staging directory is a locked temporary
 //! ([`crate::temp`]): one that a killed build leaves behind is removed by the next command that
-//! writes beside it.
+//! writes beside it. The files it hands out ([`BinWriter`]) stop with `Error::Interrupted` within
+//! a few megabytes once the build's [`Cancel`] flag is raised, and [`Staging::check_room`]
+//! refuses, before writing, what would not fit ([`crate::space`]).
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -11,8 +13,9 @@ use ringgnn_io::{AlignedBuf, DirectFile};
 use std::path::{Path, PathBuf};
 
 use crate::manifest::{pad_to_page, FileEntry, Manifest, MANIFEST_FILE, PAGE};
-use crate::progress::Progress;
+use crate::progress::{Cancel, Progress};
 use crate::replace;
+use crate::space::Need;
 use crate::temp::{Kind, Temp};
 use crate::{Error, IoContext, Result};
 
@@ -25,6 +28,8 @@ pub struct Staging {
     files: std::collections::BTreeMap<String, FileEntry>,
     /// (key prefix, file-name prefix) of the part being written (see [`Staging::set_part`]).
     part: (String, String),
+    /// The build's cancellation, checked by every writer it hands out.
+    cancel: Cancel,
 }
 
 impl Staging {
@@ -62,7 +67,14 @@ impl Staging {
             overwrite,
             files: Default::default(),
             part: Default::default(),
+            cancel: progress.cancel(),
         })
+    }
+
+    /// Refuse, before writing, a build whose next files `need` more than the free space of the
+    /// file system the dataset is written to (the message names the output).
+    pub fn check_room(&self, need: &Need) -> Result<()> {
+        need.check(self.dir(), &self.out)
     }
 
     /// The staging directory (removed on drop unless committed).
@@ -82,7 +94,7 @@ impl Staging {
     /// Open the binary file for logical name `key` (see FORMAT.md), written as `file_name`
     /// (after the current part's file-name prefix).
     pub fn writer(&self, file_name: &str) -> Result<BinWriter> {
-        BinWriter::create(self.file_path(file_name))
+        Ok(BinWriter::create(self.file_path(file_name))?.cancelled_by(self.cancel.clone()))
     }
 
     /// Where [`Self::writer`] puts `file_name` (after the current part's file-name prefix).
@@ -182,6 +194,8 @@ pub struct BinWriter {
     flushed: u64,
     crc: u32,
     bytes: u64,
+    /// Checked at each write of the buffer: a build asked to stop stops within [`WRITE_BUF`].
+    cancel: Cancel,
 }
 
 const WRITE_BUF: usize = 4 << 20;
@@ -196,7 +210,14 @@ impl BinWriter {
             flushed: 0,
             crc: 0,
             bytes: 0,
+            cancel: Cancel::default(),
         })
+    }
+
+    /// Make [`BinWriter::write`] fail with `Error::Interrupted` once `cancel` is raised.
+    pub fn cancelled_by(mut self, cancel: Cancel) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     pub fn write(&mut self, mut data: &[u8]) -> Result<()> {
@@ -218,6 +239,7 @@ impl BinWriter {
     /// Write out the buffer (its length is a multiple of the page size except at `finish`,
     /// which pads first).
     fn drain(&mut self) -> Result<()> {
+        self.cancel.check()?;
         self.file
             .write_all_at(&self.buf, self.flushed)
             .at(&self.path)?;

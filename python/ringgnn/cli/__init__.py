@@ -4,9 +4,11 @@ serve, demo; one module per group of commands (``data``: convert, generate, info
 holding its ``cmd_*`` functions, which call the package's API.
 
 Errors print ``ringgnn CMD: error: MESSAGE`` on stderr, one line, and exit 1 (usage errors exit 2,
-as argparse does); Ctrl-C exits 130 with ``ringgnn CMD: interrupted`` after the core has removed
-its staging directory, also while the command is still starting (importing numpy, the core,
-PyTorch: everything is imported inside :func:`main`). :func:`_failure` is the one place that turns
+as argparse does); Ctrl-C exits 130 with ``ringgnn CMD: interrupted`` and SIGTERM 143 with
+``ringgnn CMD: terminated (SIGTERM)`` (``_signals.interrupts``) after what the command was writing
+has been removed, also while the command is still starting (importing numpy, the core, PyTorch:
+everything is imported inside :func:`main`); a build interrupted after its dataset was renamed
+into place says so and exits 0: the status says what is on disk. :func:`_failure` is the one place that turns
 an exception into that line: ringgnn's errors and OS errors are the user's to fix and print their
 message; any other exception (a ``ValueError`` or ``TypeError`` from a library, a bug, an input
 ringgnn does not check yet) prints its type and first line with a hint, and ``RINGGNN_DEBUG=1``
@@ -18,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any, List, Optional
+
+from .. import _signals
 
 #: The environment variable that prints the traceback of an error before its one line.
 DEBUG = "RINGGNN_DEBUG"
@@ -46,16 +50,41 @@ def build_parser() -> Any:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the ``ringgnn`` command line; returns the exit status."""
-    prog = "ringgnn"
+    prog, built, before = "ringgnn", None, None
+    # The process's own command (no argv given) keeps its handlers, disarmed, until it exits.
+    with _signals.interrupts(keep=argv is None) as disarm:
+        try:
+            args = build_parser().parse_args(argv)
+            prog = f"ringgnn {args.command}" + (f" {args.generator}" if args.command == "generate" else "")
+            built = args.out if args.command in _BUILDS else None
+            before = _identity(built)
+            rc = args.func(args)
+            disarm()
+            return rc
+        except KeyboardInterrupt as e:
+            disarm()
+            after = _identity(built)
+            if after is not None and after != before:  # the signal came after the rename into place
+                print(f"{prog}: {_signals.describe(e)} after {built} was complete; it is kept", file=sys.stderr)
+                return 0
+            print(f"{prog}: {_signals.describe(e)}", file=sys.stderr)
+            return _signals.exit_status(e)
+        except Exception as e:
+            disarm()
+            return _failure(prog, e)
+
+
+#: The commands that build a dataset at ``args.out``, renamed into place when complete.
+_BUILDS = ("convert", "generate")
+
+
+def _identity(path: Optional[str]) -> Optional[tuple]:
+    """What tells a dataset renamed into place at ``path`` from the one there before (None: none)."""
     try:
-        args = build_parser().parse_args(argv)
-        prog = f"ringgnn {args.command}" + (f" {args.generator}" if args.command == "generate" else "")
-        return args.func(args)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:
-        return _failure(prog, e)
+        st = os.lstat(path) if path is not None else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_dev, st.st_ino)
 
 
 def _failure(prog: str, e: Exception) -> int:

@@ -62,10 +62,15 @@ class Staging:
             raise InputError(f"{parent}: the parent directory does not exist; create it first")
         _core.check_output(out, overwrite)  # the builder checks it again
         self._tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
-        self.dir = self._tmp.path
+        self.dir, self.out = self._tmp.path, out
         self._n = 0
         self._sources: Dict[str, str] = {}
         self._count_source: Optional[str] = None
+
+    def check_room(self, what: str, nbytes: int) -> None:
+        """Refuse, before writing, a staged file of ``nbytes`` that the file system cannot hold
+        (the builds' pre-write check, ``ringgnn_store::space``; the message names the output)."""
+        _core.check_room(self.dir, self.out, [(what, int(nbytes))])
 
     def path(self, stem: str, source: Optional[str] = None) -> str:
         """A new file name in the staging directory (``stem`` says what it holds); ``source``

@@ -76,6 +76,7 @@ class _Stager:
 
     def save(self, a: np.ndarray, stem: str, source: str) -> str:
         path = self.stage.path(stem, source)
+        self.stage.check_room(f"the staged {stem}", a.nbytes)
         with os_errors("writing", path):
             save_npy(path, np.ascontiguousarray(a))
         return path

@@ -28,6 +28,7 @@ use crate::input::EdgeSource;
 use crate::link::{HeldOut, Holdout, LinkPlan};
 use crate::manifest::{DegreeStats, IndexDtype};
 use crate::progress::Progress;
+use crate::space::Need;
 use crate::writer::Staging;
 use crate::{Error, Result};
 pub use emit::degree_stats;
@@ -57,6 +58,17 @@ pub fn check_memory(memory: u64) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Disk the sort takes beside the output while building a graph of `edges` keys (after
+/// `--undirected` doubles them) among `num_nodes` nodes: none when they fit one sort buffer,
+/// else the spill file of every key (8 bytes, 16 where ids need 64 bits). An upper bound for
+/// the pre-write check ([`crate::space`]).
+pub fn spill_bytes(num_nodes: u64, edges: u64) -> u64 {
+    if edges <= MAX_BUFFER_KEYS as u64 {
+        return 0;
+    }
+    edges.saturating_mul(if num_nodes <= 1 << 32 { 8 } else { 16 })
 }
 
 /// Edges per chunk handed from the reader thread to the partitioner.
@@ -218,7 +230,11 @@ fn build<K: Key>(
         None => max_id + 1,
     };
 
-    // Pass 2: sort and emit.
+    // Pass 2: sort and emit. The counts are known now: refuse before writing what cannot fit.
+    let total = in_memory
+        .as_ref()
+        .map_or_else(|| spill.count(0, FANOUT), |b| b.len() as u64);
+    staging.check_room(Need::new().graph("the graph", num_nodes, total))?;
     let indices_dtype = IndexDtype::for_nodes(num_nodes);
     let emitter = CscEmitter::new(
         staging.writer(INDPTR_FILE)?,
@@ -229,9 +245,6 @@ fn build<K: Key>(
         link.map(|plan| Holdout::new(plan, opts.undirected, num_nodes, staging))
             .transpose()?,
     );
-    let total = in_memory
-        .as_ref()
-        .map_or_else(|| spill.count(0, FANOUT), |b| b.len() as u64);
     progress.stage("sort", Some(total), "edges");
     let emitter = if let Some(buf) = in_memory {
         sort_in_memory(&spill, buf, emitter, opts.dedup, sizes.workers, progress)?

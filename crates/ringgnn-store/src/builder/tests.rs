@@ -511,6 +511,67 @@ fn link_split_sizes_follow_the_fractions() {
     );
 }
 
+#[test]
+fn a_node_count_beyond_the_disk_is_refused_before_the_index_is_written() {
+    // One id of 2^40: the first pass learns the count; nothing of the 8 TiB index is written.
+    let dir = tempfile::tempdir().unwrap();
+    let mut staging = Staging::create(&dir.path().join("ds"), false, &NoProgress).unwrap();
+    let mut src = VecSource::new(vec![(0, 1), (1, 1 << 40)]);
+    let e = build_graph(
+        &mut src,
+        &GraphOptions::default(),
+        &mut staging,
+        &NoProgress,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("writing it needs 8.0 TiB") && e.contains("1099511627777 nodes x 8 B"),
+        "{e}"
+    );
+    assert!(!staging.dir().join(INDPTR_FILE).exists());
+}
+
+/// Raises the cancellation when the sort starts, as the Python relay does on Ctrl-C.
+struct CancelAtSort(crate::Cancel);
+
+impl Progress for CancelAtSort {
+    fn stage(&self, name: &str, _: Option<u64>, _: &str) {
+        if name == "sort" {
+            self.0.cancel();
+        }
+    }
+    fn advance(&self, _: u64) -> Result<()> {
+        self.0.check()
+    }
+    fn cancel(&self) -> crate::Cancel {
+        self.0.clone()
+    }
+}
+
+#[test]
+fn cancel_stops_a_long_run_of_empty_nodes() {
+    // 2^28 nodes and two edges: 2 GiB of index written in one loop without a progress report;
+    // the writer notices the cancellation within its buffer.
+    let dir = tempfile::tempdir().unwrap();
+    let progress = CancelAtSort(Default::default());
+    let mut staging = Staging::create(&dir.path().join("ds"), false, &progress).unwrap();
+    let o = GraphOptions {
+        num_nodes: Some(1 << 28),
+        ..GraphOptions::default()
+    };
+    let mut src = VecSource::new(vec![(0, 1), (1, 2)]);
+    let r = build_graph(&mut src, &o, &mut staging, &progress);
+    assert!(matches!(r, Err(Error::Interrupted)), "{r:?}");
+    let written = std::fs::metadata(staging.dir().join(INDPTR_FILE))
+        .unwrap()
+        .len();
+    assert!(
+        written <= 8 << 20,
+        "{written} bytes of index written after the cancellation"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]

@@ -9,10 +9,11 @@ use std::path::PathBuf;
 use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
-use crate::builder::build_graph;
+use crate::builder::{build_graph, spill_bytes};
 use crate::convert::{assemble, GraphOptions};
 use crate::progress::Progress;
 use crate::rng;
+use crate::space::Need;
 use crate::writer::Staging;
 use crate::{Manifest, Result};
 
@@ -36,6 +37,14 @@ pub const MAX_SCALE: u32 = 40;
 pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Manifest> {
     let total = check(opts)?;
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
+    let (n, keys) = (
+        1u64 << opts.scale,
+        total.saturating_mul(if opts.graph.undirected { 2 } else { 1 }),
+    );
+    let mut need = Need::new();
+    need.graph("the graph", n, keys)
+        .add("the sort's spill", spill_bytes(n, keys));
+    staging.check_room(&need)?;
     let graph_opts = GraphOptions {
         num_nodes: Some(1u64 << opts.scale),
         ..opts.graph.clone()

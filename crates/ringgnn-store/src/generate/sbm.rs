@@ -8,12 +8,13 @@ use std::path::PathBuf;
 use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
-use crate::builder::build_graph;
+use crate::builder::{build_graph, spill_bytes};
 use crate::convert::{assemble, GraphOptions, SelfLoops};
 use crate::manifest::{FeatureDtype, LabelInfo};
 use crate::node_files::{split_file, write_i64_file, FeatureWriter, LABELS_FILE};
 use crate::progress::Progress;
 use crate::rng::{self, Rng};
+use crate::space::Need;
 use crate::writer::Staging;
 use crate::{Manifest, Result};
 
@@ -64,6 +65,18 @@ pub fn generate_sbm(opts: &SbmOptions, progress: &dyn Progress) -> Result<Manife
     let sizes = split_sizes(&opts.split, opts.nodes);
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let (n, c) = (opts.nodes, opts.classes);
+    let keys = edges.saturating_mul(2); // undirected
+    let mut need = Need::new();
+    need.graph("the graph", n, keys)
+        .add("the sort's spill", spill_bytes(n, keys))
+        .nodes(
+            "the graph",
+            n,
+            Some(opts.feature_dim.saturating_mul(opts.feature_dtype.size())),
+            true,
+        )
+        .rows("the splits", sizes.iter().sum(), 8);
+    staging.check_room(&need)?;
 
     let classes = draw_classes(n, c, opts.seed);
     let model = Model::new(&classes, c, opts.seed);

@@ -30,6 +30,7 @@ use crate::link::{self, LinkPlan, LinkSplitOptions, LinkSplitSpec};
 use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 use crate::progress::{Prefixed, Progress};
+use crate::space::Need;
 use crate::writer::Staging;
 use crate::{Error, Excerpts, IoContext, Result};
 
@@ -247,6 +248,24 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
     }
 
     let mut staging = Staging::create(&spec.out, spec.overwrite, progress)?;
+    let mut need = Need::new();
+    for t in &spec.node_types {
+        let feature_row = match &t.features {
+            Some(p) => Some(attach::feature_row_bytes(
+                &attach::check_features(p)?,
+                t.feature_dtype,
+            )),
+            None => None,
+        };
+        let of = format!("node type '{}'", t.name);
+        need.nodes(&of, t.num_nodes, feature_row, t.labels.is_some());
+    }
+    for p in &planned {
+        // Each relation's index first covers max(sources, destinations) rows (then is cut).
+        let (s, _, d) = split_relation(&p.name)?;
+        need.graph(&format!("relation {}", p.name), counts[s].max(counts[d]), 0);
+    }
+    staging.check_room(&need)?;
     let mut node_types = BTreeMap::new();
     let mut sorted_types: Vec<&NodeTypeSpec> = spec.node_types.iter().collect();
     sorted_types.sort_by(|a, b| a.name.cmp(&b.name));
