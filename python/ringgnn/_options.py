@@ -109,9 +109,10 @@ def code_bytes(training: bool = False) -> int:
 def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int:
     """A command's default memory budget: what the process holds (``held``, default its resident
     memory now) plus what the core's one rule allows (half of ``MemAvailable``, or 7/8 of the room
-    under the memory cgroups above the process, v1 or v2, ``memory.high`` included, if less), and
-    with ``cap`` the growth at most ``cap`` bytes. A default that ignored a container's limit would
-    get the process killed."""
+    under the memory cgroups above the process, v1 or v2, ``memory.high`` included, never the
+    room's last 48 MiB that the kernel's page cache and buffers need, if less), and with ``cap``
+    the growth at most ``cap`` bytes. A default that ignored a container's limit would get the
+    process killed."""
     held = process_rss() if held is None else held
     share = _core.default_budget()
     if share is None:

@@ -86,10 +86,19 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The room a memory cgroup leaves this process, and the limit that leaves it (for messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Room {
+    /// Bytes the process may still grow by before the limit (room first: rooms are compared).
+    pub left: u64,
+    /// The limit of the level that leaves the least room.
+    pub limit: u64,
+}
+
 /// The least room over `h`'s directory and its ancestors up to the mount: for v2
 /// `min(memory.max, memory.high) - memory.current`, for v1 `memory.limit_in_bytes -
 /// memory.usage_in_bytes`; `None` when no level sets a limit.
-pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
+pub(crate) fn room(h: &Hierarchy) -> Option<Room> {
     let read = |dir: &Path, f: &str| -> Option<u64> {
         let t = std::fs::read_to_string(dir.join(f)).ok()?;
         let v = t.trim().parse::<u64>().ok()?; // "max" (no limit) does not parse
@@ -131,12 +140,15 @@ pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
     } else {
         h.mount.clone()
     };
-    let mut least: Option<u64> = None;
+    let mut least: Option<Room> = None;
     loop {
         let limit = limits.iter().filter_map(|f| read(&dir, f)).min();
         if let Some(limit) = limit {
             // A level with a limit but no usage file (the root of v1) leaves the whole limit.
-            let r = limit.saturating_sub(used(&dir));
+            let r = Room {
+                left: limit.saturating_sub(used(&dir)),
+                limit,
+            };
             least = Some(least.map_or(r, |x| x.min(r)));
         }
         if dir == h.mount || !dir.pop() || !dir.starts_with(&h.mount) {
@@ -147,7 +159,7 @@ pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
 
 /// The least room over every memory hierarchy of this process; `None` when nothing limits it
 /// (or `/proc` cannot be read).
-pub(crate) fn cgroup_room() -> Option<u64> {
+pub(crate) fn cgroup_room() -> Option<Room> {
     let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     hierarchies(&cgroup, &mountinfo)
@@ -185,6 +197,10 @@ mod tests {
             );
         }
         s
+    }
+
+    fn left(h: &Hierarchy) -> Option<u64> {
+        room(h).map(|r| r.left)
     }
 
     const CGROUP: &str = "9:name=systemd:/\n4:memory:/job/step\n1:cpu:/\n0::/job/step\n";
@@ -225,12 +241,21 @@ mod tests {
         );
         assert_eq!(
             room(&hs[0]),
-            Some(700),
+            Some(Room {
+                left: 700,
+                limit: 1000
+            }),
             "the parent's limit of 1000, 300 used"
         );
-        // A tighter leaf wins.
+        // A tighter leaf wins, and names its own limit.
         put(&m.join("job/step"), &[("memory.limit_in_bytes", "400")]);
-        assert_eq!(room(&hs[0]), Some(200));
+        assert_eq!(
+            room(&hs[0]),
+            Some(Room {
+                left: 200,
+                limit: 400
+            })
+        );
     }
 
     #[test]
@@ -259,7 +284,7 @@ mod tests {
                 ("memory.current", "1000"),
             ],
         );
-        assert_eq!(room(&hs[0]), Some(2000), "memory.high is below memory.max");
+        assert_eq!(left(&hs[0]), Some(2000), "memory.high is below memory.max");
         put(
             &u.join("job/step"),
             &[(
@@ -267,12 +292,15 @@ mod tests {
                 "anon 500\ninactive_file 400\nactive_file 100",
             )],
         );
-        assert_eq!(room(&hs[0]), Some(2400), "inactive file pages are room");
+        assert_eq!(left(&hs[0]), Some(2400), "inactive file pages are room");
         fs::remove_file(u.join("job/step/memory.stat")).unwrap();
         put(&u.join("job"), &[("memory.max", "1500")]);
         assert_eq!(
             room(&hs[0]),
-            Some(1490),
+            Some(Room {
+                left: 1490,
+                limit: 1500
+            }),
             "the ancestor's max is smaller still"
         );
     }
@@ -294,7 +322,7 @@ mod tests {
         );
         let hs = hierarchies(CGROUP, &mountinfo(Some(&m), Some(&u)));
         assert_eq!(hs.len(), 2);
-        assert_eq!(hs.iter().filter_map(room).min(), Some(500));
+        assert_eq!(hs.iter().filter_map(left).min(), Some(500));
         // A mount whose root is the job's cgroup (a bind mount into a container).
         let info = format!(
             "35 31 0:32 /job {} rw - cgroup cgroup rw,memory\n",
@@ -302,7 +330,7 @@ mod tests {
         );
         let hs = hierarchies(CGROUP, &info);
         assert_eq!(hs[0].dir, m.join("job/step"));
-        assert_eq!(room(&hs[0]), Some(700));
+        assert_eq!(left(&hs[0]), Some(700));
     }
 
     #[test]
