@@ -120,6 +120,17 @@ def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int
     return held + (share if cap is None else min(cap, share))
 
 
+def check_default(budget: int, least: int, held: int = 0) -> None:
+    """Refuse a default ``budget`` (what the process holds, ``held``, plus :func:`default_memory`'s
+    growth) below the ``least`` a command needs when a memory cgroup bounds the default: the error
+    names the cgroup's limit, the least budget and the least limit that runs (the core's one
+    message, ``DefaultBudget::refusal``), not a ``--memory`` the user never gave. A default the
+    machine bounds is left to the command's own check."""
+    why = _core.default_refusal(int(budget), int(least), int(held))
+    if why is not None:
+        raise InputError(why)
+
+
 def reserve(value: Union[None, int, str]) -> int:
     """The bytes of a memory budget left to the caller: ``value``, or by default what this
     process already uses now (the Python runtime, PyTorch, the model, anything loaded)."""

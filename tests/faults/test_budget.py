@@ -67,3 +67,17 @@ def test_a_cgroup_too_small_is_refused_at_start_naming_its_limit_and_the_least(t
     ok = _memcap(f"{int(limit) + 8}M", sys.executable, "-m", "ringgnn", "sample", tiny, "-q", "--json")
     assert ok.returncode == 0, ok.stderr
     assert '"batches": 1' in ok.stdout
+
+
+def test_a_build_under_a_cgroup_too_small_is_refused_naming_it(tmp_path):
+    # The builds' default (1 GiB, or the cgroup's share) goes through the same owner: under a
+    # cgroup that leaves less than the builder's least, the refusal names the cgroup, not a
+    # --memory the user never gave; nothing is written.
+    out = tmp_path / "g"
+    r = _memcap("100M", sys.executable, "-m", "ringgnn", "generate", "rmat", str(out), "--scale", "8", "-q")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(
+        "ringgnn generate rmat: error: the memory cgroup's limit of 100.0 MiB is too small for this run: it "
+        "needs a budget of at least 128.0 MiB, and the default there is "), r.stderr
+    assert "raise the cgroup's limit to at least " in r.stderr and "--memory" not in r.stderr.split("(--memory)")[0]
+    assert not out.exists()

@@ -132,6 +132,15 @@ pub fn default_budget() -> Option<u64> {
     ringgnn_loader::budget::default_budget().map(|d| d.growth)
 }
 
+/// The refusal of a default `budget` (what the process holds, `held`, plus the default growth)
+/// below the `least` a command needs, when a memory cgroup bounds the default: the message
+/// naming the cgroup's limit, the least budget and the least limit
+/// (`ringgnn_loader::budget::DefaultBudget::refusal`); `None` otherwise.
+#[pyfunction]
+pub fn default_refusal(budget: u64, least: u64, held: u64) -> Option<String> {
+    ringgnn_loader::budget::default_budget()?.refusal(budget, least, held, 1)
+}
+
 /// A sampler over one dataset with one configuration (`ringgnn.NeighborSampler` wraps it).
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct Sampler {
