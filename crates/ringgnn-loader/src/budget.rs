@@ -823,8 +823,8 @@ pub struct DefaultBudget {
 
 /// The default budget: the smaller of [`DEFAULT_SHARE`] of the machine's available memory and
 /// [`CGROUP_SHARE`] of the room under every memory cgroup above this process (v1 or v2,
-/// `memory.high` too: see `budget/cgroup.rs`) less what that leaves beyond [`KERNEL_FLOOR`];
-/// `None` when neither can be read. Every command's default comes from here (the loader's,
+/// `memory.high` too: see `budget/cgroup.rs`), never the room's last [`KERNEL_FLOOR`]; `None`
+/// when neither can be read. Every command's default comes from here (the loader's,
 /// the server's, and through `_core.default_budget` the Python plans').
 pub fn default_budget() -> Option<DefaultBudget> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
