@@ -111,14 +111,26 @@ def code_bytes(training: bool = False) -> int:
 def default_memory(cap: Optional[int] = None, held: Optional[int] = None) -> int:
     """A command's default memory budget: what the process holds (``held``, default its resident
     memory now) plus what the core's one rule allows (half of ``MemAvailable``, or 7/8 of the room
-    under the memory cgroups above the process, v1 or v2, ``memory.high`` included, if less), and
-    with ``cap`` the growth at most ``cap`` bytes. A default that ignored a container's limit would
-    get the process killed."""
+    under the memory cgroups above the process, v1 or v2, ``memory.high`` included, never the
+    room's last 48 MiB that the kernel's page cache and buffers need, if less), and with ``cap``
+    the growth at most ``cap`` bytes. A default that ignored a container's limit would get the
+    process killed."""
     held = process_rss() if held is None else held
     share = _core.default_budget()
     if share is None:
         share = cap if cap is not None else 1 << 30
     return held + (share if cap is None else min(cap, share))
+
+
+def check_default(budget: int, least: int, held: int = 0) -> None:
+    """Refuse a default ``budget`` (what the process holds, ``held``, plus :func:`default_memory`'s
+    growth) below the ``least`` a command needs when a memory cgroup bounds the default: the error
+    names the cgroup's limit, the least budget and the least limit that runs (the core's one
+    message, ``DefaultBudget::refusal``), not a ``--memory`` the user never gave. A default the
+    machine bounds is left to the command's own check."""
+    why = _core.default_refusal(int(budget), int(least), int(held))
+    if why is not None:
+        raise InputError(why)
 
 
 def reserve(value: Union[None, int, str]) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._files import os_errors
-from ._options import count, default_memory, parse_link_split, parse_self_loops, parse_split, size
+from ._options import check_default, count, default_memory, parse_link_split, parse_self_loops, parse_split, size
 from .progress import TqdmProgress
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -33,7 +33,9 @@ DEFAULT_BUILD_MEMORY = 1 << 30
 
 def _memory(memory: Optional[Size]) -> int:
     if memory is None:
-        return default_memory(cap=DEFAULT_BUILD_MEMORY, held=0)
+        budget = default_memory(cap=DEFAULT_BUILD_MEMORY, held=0)
+        check_default(budget, _core.MIN_BUILD_MEMORY)
+        return budget
     return size(memory, "memory")
 
 

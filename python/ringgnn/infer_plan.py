@@ -187,6 +187,8 @@ class InferencePlan:
         self.fixed = self.held + _options.code_bytes() + FIXED_BYTES + WRITE_BYTES + int(extra)
         self.budget = (budget if budget is not None
                        else _options.default_memory(cap=1 << 30, held=self.fixed))
+        #: The budget is the default one (no ``--memory``): a memory cgroup may bound it.
+        self.defaulted = budget is None
         self.indptr, self.costs, self.in_flight = indptr, list(costs), max(1, in_flight)
         self.finish_in_flight = max(1, int(finish_in_flight))
         #: What the budget leaves for blocks, pieces and finishing slices.
@@ -250,6 +252,8 @@ class InferencePlan:
         :data:`MAX_PARTS` windows)."""
         least = self.least_budget(layers, grid_only)
         if self.budget < least:
+            if self.defaulted:  # a memory cgroup too small: named, with the least limit that runs
+                _options.check_default(self.budget, least, held=self.fixed)
             how = "" if grid_only else f", and its source partitions would need more than {MAX_PARTS} windows"
             raise InputError(
                 f"--memory {self.budget:,} bytes is too small for layer-wise inference of this graph: the process "

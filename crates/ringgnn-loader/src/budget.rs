@@ -56,8 +56,23 @@ pub const DEFAULT_SHARE: (u64, u64) = (1, 2);
 
 /// Share of the room under a memory cgroup the default budget lets the process grow by: a
 /// container's or `memcap`'s limit is set for the job it runs, so the default takes most of it,
-/// keeping an eighth for what else runs in it (a shell, a second process) and page cache.
+/// keeping an eighth for what else runs in it (a shell, a second process) and page cache, and
+/// at least [`KERNEL_FLOOR`].
 pub const CGROUP_SHARE: (u64, u64) = (7, 8);
+
+/// Bytes of a memory cgroup's room the default budget always leaves free: what the cgroup
+/// charges besides the process's own allocations, which no plan part covers. The page cache
+/// that buffered reads fill (io_uring's buffered reads and `pread` bring every page they read,
+/// and the device's readahead, into the cache, charged to the reader's cgroup, and these pages
+/// must be there at once while reclaim works: per reading thread its 8 MiB read buffer and up
+/// to 8 MiB of readahead on this machine's disk), io_uring's rings and kernel workers, page
+/// tables, and the library code the process keeps touching (16 MiB without PyTorch, measured
+/// for `_options.CODE_BYTES_NO_TORCH`). Measured (issue 34): under a 200 MiB v1 cgroup,
+/// `sample` of R-MAT 21 from disk (2 threads, buffered io_uring, a cold file) with the 7/8
+/// share alone planned 178.5 MiB, ran at 178 MiB anonymous + 20 MiB of page cache and was
+/// OOM-killed after 1.5 to 2.5 minutes, 3 runs of 3; with 30, 40 or 50 MiB left (`--memory`
+/// 170M, 160M, 150M) it was not, nor with this floor (151.7 MiB planned).
+pub const KERNEL_FLOOR: u64 = 48 << 20;
 
 /// Bytes of a gather worker's scratch per node of the largest batch: the sorted `(id,
 /// position)` pairs (16), the missing ids and their positions (16) and repeated ids (16).
@@ -352,6 +367,45 @@ impl MemoryPlan {
             });
         }
         Ok(plan)
+    }
+
+    /// The least budget with which [`Self::compute`] finds a plan for `needs`, `asked`'s other
+    /// choices kept: the smallest fixed part over the placements it allows, with one worker and
+    /// one batch ahead (or the batches ahead asked), the feature file where `asked` keeps it in
+    /// memory, and the slack on top.
+    pub fn least(asked: &Asked, needs: &Needs) -> u64 {
+        let placements: &[Placement] = match asked.neighbors {
+            BackendChoice::Auto => &[Placement::Memory, Placement::Disk],
+            BackendChoice::Memory => &[Placement::Memory],
+            BackendChoice::Uring | BackendChoice::Pread => &[Placement::Disk],
+        };
+        let ahead = asked.prefetch.map_or(1, |p| p.get() as u64);
+        let bare = Asked {
+            budget: 0,
+            ..asked.clone()
+        };
+        let file = match (&needs.features, asked.features) {
+            (Some(f), BackendChoice::Memory) => f.file,
+            _ => 0,
+        };
+        let fixed = placements
+            .iter()
+            .map(|&place| Self::fixed(&bare, needs, place, ahead, 1).total())
+            .min()
+            .unwrap_or(0)
+            .saturating_add(file);
+        if fixed >= u64::MAX / 2 {
+            return u64::MAX;
+        }
+        // The least b with b - b * SLACK >= fixed.
+        let mut b = fixed.saturating_mul(SLACK.1) / (SLACK.1 - SLACK.0);
+        while b > 0 && (b - 1) - (b - 1) / SLACK.1 * SLACK.0 >= fixed {
+            b -= 1;
+        }
+        while b - b / SLACK.1 * SLACK.0 < fixed {
+            b += 1;
+        }
+        b
     }
 
     /// The error when nothing fits: `err` (the last refusal), and whether hyperbatches would
@@ -756,23 +810,97 @@ impl fmt::Display for MemoryPlan {
     }
 }
 
+/// The default budget: what a process may grow by when the caller gives no budget, and the
+/// memory cgroup that bounds it, if one does (for the refusal's message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DefaultBudget {
+    /// Bytes the process may grow by.
+    pub growth: u64,
+    /// The room of the memory cgroup that bounds `growth` (`None`: the machine's available
+    /// memory does).
+    pub cgroup: Option<Room>,
+}
+
 /// The default budget: the smaller of [`DEFAULT_SHARE`] of the machine's available memory and
 /// [`CGROUP_SHARE`] of the room under every memory cgroup above this process (v1 or v2,
-/// `memory.high` too: see `budget/cgroup.rs`); `None` when neither can be read.
-pub fn default_budget() -> Option<u64> {
+/// `memory.high` too: see `budget/cgroup.rs`), never the room's last [`KERNEL_FLOOR`]; `None`
+/// when neither can be read. Every command's default comes from here (the loader's,
+/// the server's, and through `_core.default_budget` the Python plans').
+pub fn default_budget() -> Option<DefaultBudget> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
     let host = meminfo.as_deref().and_then(mem_available);
     default_from(host, cgroup::cgroup_room())
 }
 
 /// [`default_budget`] from the machine's available memory and a cgroup's room.
-pub(crate) fn default_from(host: Option<u64>, cgroup: Option<u64>) -> Option<u64> {
+pub(crate) fn default_from(host: Option<u64>, cgroup: Option<Room>) -> Option<DefaultBudget> {
     let h = host.map(|a| a / DEFAULT_SHARE.1 * DEFAULT_SHARE.0);
-    let c = cgroup.map(|r| r / CGROUP_SHARE.1 * CGROUP_SHARE.0);
+    let c = cgroup.map(|r| cgroup_growth(r.left));
     match (h, c) {
-        (Some(h), Some(c)) => Some(h.min(c)),
-        (h, c) => h.or(c),
+        (Some(h), Some(c)) if h < c => Some(DefaultBudget {
+            growth: h,
+            cgroup: None,
+        }),
+        (_, Some(c)) => Some(DefaultBudget { growth: c, cgroup }),
+        (h, None) => h.map(|growth| DefaultBudget {
+            growth,
+            cgroup: None,
+        }),
     }
+}
+
+/// What the default lets a process grow by under a cgroup with `left` bytes of room:
+/// [`CGROUP_SHARE`] of it, and never into the last [`KERNEL_FLOOR`].
+fn cgroup_growth(left: u64) -> u64 {
+    (left / CGROUP_SHARE.1 * CGROUP_SHARE.0).min(left.saturating_sub(KERNEL_FLOOR))
+}
+
+impl DefaultBudget {
+    /// The least cgroup limit under which the default gives `processes` processes that hold
+    /// `held` each a budget of `least` (the room this cgroup's other usage takes stays taken);
+    /// rounded up to a MiB. `None` without a cgroup.
+    pub fn least_limit(&self, least: u64, held: u64, processes: u64) -> Option<u64> {
+        let room = self.cgroup?;
+        let growth = least.saturating_sub(held).saturating_mul(processes.max(1));
+        // The smallest room whose growth (`cgroup_growth`) reaches `growth`.
+        let left = growth
+            .div_ceil(CGROUP_SHARE.0)
+            .saturating_mul(CGROUP_SHARE.1)
+            .max(growth.saturating_add(KERNEL_FLOOR));
+        let other = room.limit.saturating_sub(room.left);
+        Some(other.saturating_add(left).div_ceil(1 << 20) << 20)
+    }
+
+    /// The refusal of a default `budget` (what the process holds, `held`, plus its share of
+    /// this default) that is below the `least` a run needs, when a cgroup bounds it: names the
+    /// cgroup's limit, the least budget and the least limit, and says what to do. `None` when
+    /// no cgroup bounds the default or `budget` is not below `least` (the plan's own error
+    /// says what is wrong then).
+    pub fn refusal(&self, budget: u64, least: u64, held: u64, processes: u64) -> Option<String> {
+        let room = self.cgroup.filter(|_| least > budget)?;
+        let limit = self.least_limit(least, held, processes)?;
+        Some(format!(
+            "the memory cgroup's limit of {} is too small for this run: it needs a budget of at \
+             least {}, and the default there is {} (what the process holds, {}, plus at most {} \
+             of the cgroup's room, keeping {} of it for the kernel's page cache and buffers); \
+             raise the cgroup's limit to at least {}, or give memory (--memory) of at least {} \
+             under a limit that leaves {} more",
+            bytes(room.limit),
+            bytes(least),
+            bytes(budget),
+            bytes(held),
+            share_text(),
+            bytes(KERNEL_FLOOR),
+            bytes(limit),
+            bytes(least),
+            bytes(KERNEL_FLOOR)
+        ))
+    }
+}
+
+/// "7/8" for messages.
+fn share_text() -> String {
+    format!("{}/{}", CGROUP_SHARE.0, CGROUP_SHARE.1)
 }
 
 /// `MemAvailable` of a `/proc/meminfo` text, in bytes.
@@ -799,6 +927,8 @@ pub fn bytes(n: u64) -> String {
 
 mod cgroup;
 pub mod cost;
+
+pub use cgroup::Room;
 
 #[cfg(test)]
 mod tests;

@@ -328,11 +328,13 @@ impl BatchLoader {
         };
         let batch = opts.batch_size.get() as u64;
         let fopts = opts.features.clone();
+        // By default the loader may grow the process by the default budget
+        // ([`default_budget`]), shared with the other processes (local ranks) started beside it.
+        let processes = opts.processes.get() as u64;
+        let default = opts.memory.is_none().then(default_budget).flatten();
         let asked = Asked {
-            // By default the loader may grow the process by half of what is still available,
-            // shared with the other processes (local ranks) started beside it.
             budget: opts.memory.unwrap_or_else(|| {
-                let share = default_budget().unwrap_or(u64::MAX / 4) / opts.processes.get() as u64;
+                let share = default.map_or(u64::MAX / 4, |d| d.growth) / processes;
                 opts.reserve.saturating_add(share)
             }),
             reserve: opts.reserve,
@@ -343,6 +345,14 @@ impl BatchLoader {
             hold: opts.hold,
             hyperbatch: opts.hyperbatch,
             neighbor_cache: opts.neighbor_cache,
+        };
+        // A default budget that a memory cgroup leaves too small is refused naming the cgroup's
+        // limit and the least that works, not the `memory=` the caller never gave.
+        let refused = |asked: &Asked, needs: &Needs| {
+            let least = MemoryPlan::least(asked, needs);
+            default?
+                .refusal(asked.budget, least, opts.reserve, processes)
+                .map(Error::Input)
         };
         let plan = match MemoryPlan::compute(&asked, &shape.needs(batch)) {
             // A cheaper placement (the neighbor file in memory) did not fit by the upper bounds
@@ -364,14 +374,19 @@ impl BatchLoader {
             // the largest and its margin.
             Err(bounded) if asked.neighbors != BackendChoice::Memory => {
                 shape.measure(batch, opts.backend, opts.direct)?;
-                MemoryPlan::compute(&asked, &shape.needs(batch)).map_err(|measured| {
-                    Error::Input(format!(
-                        "{measured} (with batch sizes measured on {PROBE_BATCHES} probe \
-                         batches; with their upper bounds: {bounded})"
-                    ))
+                let needs = shape.needs(batch);
+                MemoryPlan::compute(&asked, &needs).map_err(|measured| {
+                    refused(&asked, &needs).unwrap_or_else(|| {
+                        Error::Input(format!(
+                            "{measured} (with batch sizes measured on {PROBE_BATCHES} probe \
+                             batches; with their upper bounds: {bounded})"
+                        ))
+                    })
                 })?
             }
-            Err(e) => return Err(Error::Input(e)),
+            Err(e) => {
+                return Err(refused(&asked, &shape.needs(batch)).unwrap_or(Error::Input(e)));
+            }
         };
 
         let mut fallback = None;

@@ -48,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::SamplerEpoch>()?;
     m.add_function(wrap_pyfunction!(sampler::parse_fanouts, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::default_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::default_refusal, m)?)?;
     serve::register(m)?;
     m.add_class::<temp::Temporary>()?;
     m.add_function(wrap_pyfunction!(temp::reclaim, m)?)?;
@@ -60,5 +61,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ringgnn_loader::CachePolicy::NAMES.to_vec(),
     )?;
     m.add("MAX_FANOUT", ringgnn_sampler::MAX_FANOUT)?;
+    m.add("MIN_BUILD_MEMORY", ringgnn_store::builder::MIN_MEMORY)?;
     Ok(())
 }

@@ -124,11 +124,21 @@ pub(crate) fn plan_dict<'py>(py: Python<'py>, p: &MemoryPlan) -> PyResult<Bound<
 }
 
 /// What a command's default memory budget may grow the process by: half of the machine's
-/// `MemAvailable`, or 7/8 of the room under the memory cgroups above the process (v1 or v2) when
-/// that is less; `None` when neither can be read. The one rule every command's default follows.
+/// `MemAvailable`, or 7/8 of the room under the memory cgroups above the process (v1 or v2),
+/// never into its last `KERNEL_FLOOR`, when that is less; `None` when neither can be read. The
+/// one rule every command's default follows (`ringgnn_loader::budget::default_budget`).
 #[pyfunction]
 pub fn default_budget() -> Option<u64> {
-    ringgnn_loader::budget::default_budget()
+    ringgnn_loader::budget::default_budget().map(|d| d.growth)
+}
+
+/// The refusal of a default `budget` (what the process holds, `held`, plus the default growth)
+/// below the `least` a command needs, when a memory cgroup bounds the default: the message
+/// naming the cgroup's limit, the least budget and the least limit
+/// (`ringgnn_loader::budget::DefaultBudget::refusal`); `None` otherwise.
+#[pyfunction]
+pub fn default_refusal(budget: u64, least: u64, held: u64) -> Option<String> {
+    ringgnn_loader::budget::default_budget()?.refusal(budget, least, held, 1)
 }
 
 /// A sampler over one dataset with one configuration (`ringgnn.NeighborSampler` wraps it).

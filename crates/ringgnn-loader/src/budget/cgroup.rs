@@ -8,9 +8,11 @@
 //! tree may be mounted at `/sys/fs/cgroup/unified` beside v1 controllers, and v1's memory
 //! controller at `/sys/fs/cgroup/memory`. The process's path in each hierarchy comes from
 //! `/proc/self/cgroup` and is taken relative to the mount's root (in a cgroup namespace the
-//! mount's root is `/` and the path is already relative). Usage less the inactive file pages
+//! mount's root is `/` and the path is already relative). Usage less the file pages
 //! (`memory.stat`) counts as used: the libraries a process maps at start-up (PyTorch's are
-//! hundreds of MiB) sit in the cgroup's page cache and are reclaimed before its limit bites. The
+//! hundreds of MiB) and the files it has read sit in the cgroup's page cache and are reclaimed
+//! before its limit bites; what the process keeps touching of them is in the room the default
+//! leaves free (`KERNEL_FLOOR`) or in the plans' reserve (the resident size). The
 //! readers take the texts and the filesystem as they are, so tests run them on fake trees in a
 //! temporary directory.
 
@@ -86,43 +88,57 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The room a memory cgroup leaves this process, and the limit that leaves it (for messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Room {
+    /// Bytes the process may still grow by before the limit (room first: rooms are compared).
+    pub left: u64,
+    /// The limit of the level that leaves the least room.
+    pub limit: u64,
+}
+
 /// The least room over `h`'s directory and its ancestors up to the mount: for v2
 /// `min(memory.max, memory.high) - memory.current`, for v1 `memory.limit_in_bytes -
 /// memory.usage_in_bytes`; `None` when no level sets a limit.
-pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
+pub(crate) fn room(h: &Hierarchy) -> Option<Room> {
     let read = |dir: &Path, f: &str| -> Option<u64> {
         let t = std::fs::read_to_string(dir.join(f)).ok()?;
         let v = t.trim().parse::<u64>().ok()?; // "max" (no limit) does not parse
         (v < UNLIMITED).then_some(v)
     };
-    let (limits, usage, inactive): (&[&str], &str, &str) = if h.v2 {
+    let (limits, usage, files): (&[&str], &str, [&str; 2]) = if h.v2 {
         (
             &["memory.max", "memory.high"],
             "memory.current",
-            "inactive_file",
+            ["inactive_file", "active_file"],
         )
     } else {
         (
             &["memory.limit_in_bytes"],
             "memory.usage_in_bytes",
-            "total_inactive_file",
+            ["total_inactive_file", "total_active_file"],
         )
     };
-    // Usage counts the page cache; its inactive file pages are reclaimed before the limit
-    // bites (libraries mapped once at start-up, files read once), so they are room too.
+    // Usage counts the page cache; its file pages are reclaimed before the limit bites
+    // (libraries mapped at start-up, files read), so they are room too. Counting the active
+    // ones as used left a 200 MiB cgroup's run 16 MiB short of its least plan or not, as the
+    // libraries' pages happened to be active (issue 34); shared memory is not a file page here
+    // and stays used.
     let used = |dir: &Path| -> u64 {
         let u = read(dir, usage).unwrap_or(0);
         let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
-        let free = stat
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix(inactive)?
-                    .strip_prefix(' ')?
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
+        let free: u64 = files
+            .iter()
+            .filter_map(|f| {
+                stat.lines().find_map(|l| {
+                    l.strip_prefix(f)?
+                        .strip_prefix(' ')?
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
             })
-            .unwrap_or(0);
+            .sum();
         u.saturating_sub(free)
     };
     // A directory that does not exist (a path from another namespace): start at the mount.
@@ -131,12 +147,15 @@ pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
     } else {
         h.mount.clone()
     };
-    let mut least: Option<u64> = None;
+    let mut least: Option<Room> = None;
     loop {
         let limit = limits.iter().filter_map(|f| read(&dir, f)).min();
         if let Some(limit) = limit {
             // A level with a limit but no usage file (the root of v1) leaves the whole limit.
-            let r = limit.saturating_sub(used(&dir));
+            let r = Room {
+                left: limit.saturating_sub(used(&dir)),
+                limit,
+            };
             least = Some(least.map_or(r, |x| x.min(r)));
         }
         if dir == h.mount || !dir.pop() || !dir.starts_with(&h.mount) {
@@ -147,7 +166,7 @@ pub(crate) fn room(h: &Hierarchy) -> Option<u64> {
 
 /// The least room over every memory hierarchy of this process; `None` when nothing limits it
 /// (or `/proc` cannot be read).
-pub(crate) fn cgroup_room() -> Option<u64> {
+pub(crate) fn cgroup_room() -> Option<Room> {
     let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     hierarchies(&cgroup, &mountinfo)
@@ -185,6 +204,10 @@ mod tests {
             );
         }
         s
+    }
+
+    fn left(h: &Hierarchy) -> Option<u64> {
+        room(h).map(|r| r.left)
     }
 
     const CGROUP: &str = "9:name=systemd:/\n4:memory:/job/step\n1:cpu:/\n0::/job/step\n";
@@ -225,12 +248,30 @@ mod tests {
         );
         assert_eq!(
             room(&hs[0]),
-            Some(700),
+            Some(Room {
+                left: 700,
+                limit: 1000
+            }),
             "the parent's limit of 1000, 300 used"
         );
-        // A tighter leaf wins.
+        // A tighter leaf wins, and names its own limit.
         put(&m.join("job/step"), &[("memory.limit_in_bytes", "400")]);
-        assert_eq!(room(&hs[0]), Some(200));
+        assert_eq!(
+            room(&hs[0]),
+            Some(Room {
+                left: 200,
+                limit: 400
+            })
+        );
+        // v1's hierarchical totals of file pages are room (not the cgroup's own counts).
+        put(
+            &m.join("job/step"),
+            &[(
+                "memory.stat",
+                "active_file 1\ninactive_file 1\ntotal_active_file 30\ntotal_inactive_file 20",
+            )],
+        );
+        assert_eq!(left(&hs[0]), Some(250));
     }
 
     #[test]
@@ -259,20 +300,27 @@ mod tests {
                 ("memory.current", "1000"),
             ],
         );
-        assert_eq!(room(&hs[0]), Some(2000), "memory.high is below memory.max");
+        assert_eq!(left(&hs[0]), Some(2000), "memory.high is below memory.max");
         put(
             &u.join("job/step"),
             &[(
                 "memory.stat",
-                "anon 500\ninactive_file 400\nactive_file 100",
+                "anon 500\ninactive_file 400\nactive_file 100\nshmem 50",
             )],
         );
-        assert_eq!(room(&hs[0]), Some(2400), "inactive file pages are room");
+        assert_eq!(
+            left(&hs[0]),
+            Some(2500),
+            "file pages, active or not, are room"
+        );
         fs::remove_file(u.join("job/step/memory.stat")).unwrap();
         put(&u.join("job"), &[("memory.max", "1500")]);
         assert_eq!(
             room(&hs[0]),
-            Some(1490),
+            Some(Room {
+                left: 1490,
+                limit: 1500
+            }),
             "the ancestor's max is smaller still"
         );
     }
@@ -294,7 +342,7 @@ mod tests {
         );
         let hs = hierarchies(CGROUP, &mountinfo(Some(&m), Some(&u)));
         assert_eq!(hs.len(), 2);
-        assert_eq!(hs.iter().filter_map(room).min(), Some(500));
+        assert_eq!(hs.iter().filter_map(left).min(), Some(500));
         // A mount whose root is the job's cgroup (a bind mount into a container).
         let info = format!(
             "35 31 0:32 /job {} rw - cgroup cgroup rw,memory\n",
@@ -302,7 +350,7 @@ mod tests {
         );
         let hs = hierarchies(CGROUP, &info);
         assert_eq!(hs[0].dir, m.join("job/step"));
-        assert_eq!(room(&hs[0]), Some(700));
+        assert_eq!(left(&hs[0]), Some(700));
     }
 
     #[test]

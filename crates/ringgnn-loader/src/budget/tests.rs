@@ -307,15 +307,140 @@ fn meminfo_is_parsed_in_bytes() {
     assert_eq!(mem_available(text), Some(8_000_000 * 1024));
     assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
     assert!(
-        default_budget().is_some_and(|b| b > 0),
+        default_budget().is_some_and(|b| b.growth > 0),
         "Linux has /proc/meminfo"
     );
+}
+
+fn room(left: u64, limit: u64) -> Option<Room> {
+    Some(Room { left, limit })
+}
+
+#[test]
+fn the_default_is_half_the_machine_or_7_8_of_a_cgroup_less_the_kernel_floor() {
+    let growth = |h, c| default_from(h, c).map(|d| d.growth);
     // Half of the machine's available memory, or 7/8 of a cgroup's room when that is smaller.
-    assert_eq!(default_from(Some(16_000), None), Some(8_000));
-    assert_eq!(default_from(Some(16_000), Some(4_000)), Some(3_500));
-    assert_eq!(default_from(Some(1_000), Some(4_000)), Some(500));
-    assert_eq!(default_from(None, Some(800)), Some(700));
+    assert_eq!(growth(Some(16 << 30), None), Some(8 << 30));
+    assert_eq!(
+        growth(Some(16 << 30), room(4 << 30, 5 << 30)),
+        Some(3584 * MIB)
+    );
+    assert_eq!(
+        growth(Some(1 << 30), room(4 << 30, 5 << 30)),
+        Some(512 * MIB)
+    );
+    assert_eq!(growth(None, room(800 * MIB, 900 * MIB)), Some(700 * MIB));
     assert_eq!(default_from(None, None), None);
+    // Under a small cgroup an eighth is less than the kernel's floor: the floor is left.
+    assert_eq!(
+        growth(None, room(160 * MIB, 200 * MIB)),
+        Some(160 * MIB - KERNEL_FLOOR)
+    );
+    assert_eq!(
+        KERNEL_FLOOR * CGROUP_SHARE.1 / (CGROUP_SHARE.1 - CGROUP_SHARE.0),
+        8 * KERNEL_FLOOR
+    );
+    // The two rules meet where an eighth of the room is the floor.
+    let meet = 8 * KERNEL_FLOOR;
+    assert_eq!(growth(None, room(meet, meet)), Some(meet - KERNEL_FLOOR));
+    assert_eq!(
+        growth(None, room(meet + 8, meet)),
+        Some(meet + 8 - KERNEL_FLOOR - 1)
+    );
+    // A room within the floor gives nothing (the plan then refuses, naming the cgroup).
+    assert_eq!(growth(None, room(KERNEL_FLOOR, 100 * MIB)), Some(0));
+    assert_eq!(growth(None, room(0, 10 * MIB)), Some(0));
+    // The cgroup is named only where it, not the machine, bounds the default.
+    assert_eq!(
+        default_from(Some(1 << 30), room(100 * MIB, 200 * MIB))
+            .unwrap()
+            .cgroup,
+        room(100 * MIB, 200 * MIB)
+    );
+    assert_eq!(
+        default_from(Some(100 * MIB), room(1 << 30, 2 << 30))
+            .unwrap()
+            .cgroup,
+        None
+    );
+}
+
+#[test]
+fn the_least_limit_gives_the_least_budget_back() {
+    // 30 MiB used in a 200 MiB cgroup by a process holding 30 MiB.
+    for (limit, used, held, least, procs) in [
+        (200, 30, 30, 100, 1),
+        (200, 30, 30, 150, 1),
+        (200, 50, 30, 400, 1),
+        (1000, 30, 30, 900, 1),
+        (300, 60, 30, 120, 2),
+        (100, 30, 30, 31, 1),
+    ] {
+        let (limit, used, held, least) = (limit * MIB, used * MIB, held * MIB, least * MIB);
+        let d = default_from(None, room(limit - used, limit)).unwrap();
+        let at = d.least_limit(least, held, procs).unwrap();
+        // At the least limit (the same usage) the default reaches `least`; a MiB less does not.
+        let budget = |l: u64| held + default_from(None, room(l - used, l)).unwrap().growth / procs;
+        assert!(budget(at) >= least, "{} at {}", budget(at), at);
+        assert!(
+            budget(at - MIB) < least,
+            "{} at {}",
+            budget(at - MIB),
+            at - MIB
+        );
+        assert_eq!(at % MIB, 0);
+    }
+    assert_eq!(
+        default_from(Some(1 << 30), None)
+            .unwrap()
+            .least_limit(MIB, 0, 1),
+        None
+    );
+}
+
+#[test]
+fn a_default_too_small_under_a_cgroup_is_refused_naming_the_limit_and_the_least() {
+    let d = default_from(Some(8 << 30), room(70 * MIB, 100 * MIB)).unwrap();
+    assert_eq!(d.growth, 70 * MIB - KERNEL_FLOOR);
+    let budget = 30 * MIB + d.growth;
+    assert_eq!(
+        d.refusal(budget, 96 * MIB, 30 * MIB, 1).unwrap(),
+        "the memory cgroup's limit of 100.0 MiB is too small for this run: it needs a budget of \
+         at least 96.0 MiB, and the default there is 52.0 MiB (what the process holds, 30.0 MiB, \
+         plus at most 7/8 of the cgroup's room, keeping 48.0 MiB of it for the kernel's page \
+         cache and buffers); raise the cgroup's limit to at least 144.0 MiB, or give memory \
+         (--memory) of at least 96.0 MiB under a limit that leaves 48.0 MiB more"
+    );
+    // A budget that is not too small, or a default the machine bounds, is not this refusal.
+    assert_eq!(d.refusal(budget, budget, 30 * MIB, 1), None);
+    let host = default_from(Some(8 * MIB), None).unwrap();
+    assert_eq!(host.refusal(8 * MIB, 96 * MIB, 0, 1), None);
+}
+
+#[test]
+fn least_is_the_budget_where_a_plan_first_fits() {
+    let mut n = needs();
+    for (b, features) in [
+        (BackendChoice::Memory, BackendChoice::Auto),
+        (BackendChoice::Auto, BackendChoice::Auto),
+        (BackendChoice::Pread, BackendChoice::Pread),
+        (BackendChoice::Auto, BackendChoice::Memory),
+    ] {
+        for with_features in [true, false] {
+            let mut a = asked(0, b);
+            a.features = features;
+            if !with_features {
+                n.features = None;
+            } else {
+                n.features = needs().features;
+            }
+            let least = MemoryPlan::least(&a, &n);
+            a.budget = least;
+            assert!(MemoryPlan::compute(&a, &n).is_ok(), "{a:?} {n:?}");
+            a.budget = least - 1;
+            assert!(MemoryPlan::compute(&a, &n).is_err(), "{a:?} {n:?}");
+        }
+    }
 }
 
 fn arb_needs() -> impl Strategy<Value = Needs> {
@@ -396,6 +521,36 @@ proptest! {
                 }
             }
         }
+    }
+
+    /// `least` is exactly where a plan first fits, for any sizes and choices: the refusal of a
+    /// default that a cgroup leaves too small names it as the least that works.
+    #[test]
+    fn least_is_where_compute_first_opens(
+        needs in arb_needs(),
+        reserve in 0u64..20_000,
+        prefetch in prop::option::of(1usize..4),
+        hold in 1usize..3,
+        hyper in prop_oneof![Just(Hyperbatch::Auto), Just(Hyperbatch::PER_BATCH)],
+        n in prop::sample::select(CHOICES.to_vec()),
+        f in prop::sample::select(CHOICES.to_vec()),
+    ) {
+        let mut a = Asked {
+            budget: 0,
+            reserve,
+            neighbors: n,
+            features: f,
+            cache: None,
+            prefetch: prefetch.and_then(NonZeroUsize::new),
+            hold: NonZeroUsize::new(hold).unwrap(),
+            hyperbatch: hyper,
+            neighbor_cache: None,
+        };
+        let least = MemoryPlan::least(&a, &needs);
+        a.budget = least;
+        prop_assert!(MemoryPlan::compute(&a, &needs).is_ok(), "{:?} at {}", a, least);
+        a.budget = least - 1;
+        prop_assert!(MemoryPlan::compute(&a, &needs).is_err(), "{:?} at {}", a, least - 1);
     }
 }
 
