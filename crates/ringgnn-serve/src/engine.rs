@@ -353,11 +353,12 @@ impl Engine {
         if large {
             let (state, sample) =
                 loader.batch_bytes(max_nodes, opts.loader.backend, opts.loader.direct)?;
-            // With features, the rows of its nodes (8 B of the sample per node at least) and
-            // the gather's scratch.
+            // With features, the rows of its nodes (their bound, and 8 B of the sample each at
+            // least) and the gather's scratch.
             let dim = loader.dim() as u64;
             let rows = if dim > 0 {
                 (sample / 8)
+                    .min(largest.nodes)
                     .saturating_mul(dim * 4 + ringgnn_loader::budget::GATHER_SCRATCH_PER_NODE)
             } else {
                 0

@@ -605,7 +605,11 @@ fn a_large_request_is_answered_alone_in_room_the_hot_pages_lend_exactly_as_one_w
     assert!(full * 4096 > room, "{full} pages");
     let n = small.num_nodes();
     let request = |t: u64, i: u64| {
-        let k = if i % 2 == 0 { 60 } else { 1 + (t + i) % 3 };
+        let k = if i.is_multiple_of(2) {
+            60
+        } else {
+            1 + (t + i) % 3
+        };
         let ids: Vec<u64> = (0..k)
             .map(|j| (t * 7919 + i * 104_729 + j * 31) % n)
             .collect();
