@@ -13,7 +13,7 @@
 //! [`PageCache::BYTES_PER_PAGE`] - [`ALIGN`] bytes of bookkeeping per page; both are within the
 //! bytes given to [`PageCache::new`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -50,6 +50,9 @@ struct Shard {
     data: Vec<u8>,
     /// Slots usable now: `full` less those lent ([`PageCache::lend`]).
     cap: usize,
+    /// Pages of a kept cache that left with lent slots: until they are back, free slots take
+    /// only them (a kept cache holds the pages chosen for it, not whatever is read next).
+    wanted: HashSet<u64>,
     full: usize,
     hand: usize,
 }
@@ -57,10 +60,13 @@ struct Shard {
 impl Shard {
     /// Give up the slots from `keep` on: their pages leave, and their memory goes back to the
     /// system (the pages of `data` past `keep` slots that no kept slot shares).
-    fn shrink_to(&mut self, keep: usize) {
+    fn shrink_to(&mut self, keep: usize, kept: bool) {
         if self.slots.len() > keep {
             for &(page, _) in &self.slots[keep..] {
                 self.map.remove(&page);
+                if kept {
+                    self.wanted.insert(page);
+                }
             }
             self.slots.truncate(keep);
             self.data.truncate(keep * ALIGN);
@@ -119,6 +125,7 @@ impl PageCache {
                     slots: Vec::with_capacity(cap),
                     data: Vec::with_capacity(cap * ALIGN),
                     cap,
+                    wanted: HashSet::new(),
                     full: cap,
                     hand: 0,
                 })
@@ -164,6 +171,9 @@ impl PageCache {
             return;
         }
         let slot = if s.slots.len() < s.cap {
+            if !s.wanted.is_empty() && !s.wanted.remove(&page) {
+                return;
+            }
             s.slots.push((page, false));
             s.data.resize(s.slots.len() * ALIGN, 0);
             s.slots.len() - 1
@@ -224,6 +234,13 @@ impl PageCache {
         self.kept.store(true, Ordering::Relaxed);
     }
 
+    /// Slots to lend for `bytes` to be free ([`Self::lend`]): a lent slot frees its page less
+    /// what remembering its page takes (at most 64 bytes), and each shard may keep a system page
+    /// at either end of its lent range.
+    pub fn slots_for(bytes: u64) -> u64 {
+        bytes.div_ceil(ALIGN as u64 - 64) + 2 * SHARDS as u64
+    }
+
     /// Lend the memory of `pages` page slots (at most all but one per shard; how many it lent
     /// is returned) to whoever needs it for a while: the pages in them leave the cache (each
     /// shard's last slots: with pages read in priority order, [`Self::fitting`]'s, the least
@@ -237,13 +254,14 @@ impl PageCache {
             let want = pages / SHARDS as u64 + u64::from((i as u64) < pages % SHARDS as u64);
             let k = (want as usize).min(s.cap.saturating_sub(1));
             let keep = s.cap - k;
-            s.shrink_to(keep);
+            s.shrink_to(keep, self.kept.load(Ordering::Relaxed));
             lent += k as u64;
         }
         lent
     }
 
-    /// Take back every slot lent by [`Self::lend`]: they fill again as reads bring pages in.
+    /// Take back every slot lent by [`Self::lend`]: they fill again as reads bring pages in (in
+    /// a kept cache, only the pages that left with them).
     pub fn give_back(&self) {
         for s in self.shards.iter() {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
@@ -388,14 +406,31 @@ mod tests {
         c.give_back();
         let st = c.stats();
         assert_eq!((st.pages, st.capacity), (16, 64));
-        // The slots given back fill again as pages are read, with the right bytes.
-        for p in 200..264u64 {
+        // The slots given back take only the kept pages that left, as reads bring them in,
+        // with the right bytes; other pages read meanwhile do not enter.
+        for p in 16..264u64 {
             c.insert(p, &page(p as u8));
         }
         assert_eq!(c.stats().pages, 64);
-        for p in (0..16u64).chain(200..248) {
+        for p in 0..64u64 {
             assert_eq!(cached(&c, p), Some(p as u8), "page {p}");
         }
+        assert_eq!(cached(&c, 200), None);
+    }
+
+    #[test]
+    fn a_cache_that_learns_refills_lent_slots_with_any_page() {
+        let c = PageCache::new(PageCache::BYTES_PER_PAGE * 32).unwrap();
+        for p in 0..32 {
+            c.insert(p, &page(p as u8));
+        }
+        assert_eq!(c.lend(16), 16);
+        c.give_back();
+        for p in 100..116u64 {
+            c.insert(p, &page(p as u8));
+        }
+        assert_eq!(c.stats().pages, 32);
+        assert_eq!(cached(&c, 100), Some(100));
     }
 
     #[test]

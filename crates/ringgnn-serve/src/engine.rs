@@ -366,10 +366,9 @@ impl Engine {
             let answers = (ANSWERS_PER_WORKER.get() as u64).saturating_mul(sample + rows);
             let bytes = state.saturating_add(rows).saturating_add(answers);
             let lender = loader.graph().page_cache().and_then(|c| {
-                // A lent slot frees its page (the bookkeeping stays), less the system pages a
-                // shard's range shares with the slots it keeps.
-                let pages = bytes.div_ceil(ringgnn_io::ALIGN as u64) + 2 * 16;
-                (c.stats().capacity >= pages + 16 * 2).then(|| (c.clone(), pages))
+                let pages = ringgnn_io::PageCache::slots_for(bytes);
+                // It lends all but a slot per shard at most; keep a tenth at least.
+                (c.stats().capacity >= pages + pages / 9 + 16).then(|| (c.clone(), pages))
             });
             match lender {
                 Some(l) => room = Room::new(bytes, Some(l)),
