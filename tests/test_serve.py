@@ -281,9 +281,10 @@ def test_bad_requests_get_invalid_argument_and_the_server_goes_on(client, call, 
 
 def test_a_request_within_max_nodes_is_answered_by_default_whatever_its_size(trained):
     """Issue 20, case 5: with default options, a request of 100 nodes at the default fanouts was
-    refused because the memory plan was made for one batch of 64 seeds. The plan is now made for
-    --max-nodes: requests up to it are answered (equal to the library's), one more id is refused
-    with INVALID_ARGUMENT naming --max-nodes, and only a full queue is RESOURCE_EXHAUSTED."""
+    refused because the memory plan was made for one batch of 64 seeds. Requests up to --max-nodes
+    are now answered (equal to the library's; one larger than a wave alone, in the room held for
+    the largest request), one more id is refused with INVALID_ARGUMENT naming --max-nodes, and only
+    a full queue is RESOURCE_EXHAUSTED."""
     tmp, ds, _ = trained
     # Fanouts 2,2: a 64-seed batch's upper bound (384 edges) is far below the graph's, so the
     # old plan refused 100 seeds (600 edges); --max-nodes 300 keeps the plan small.
@@ -311,18 +312,20 @@ def test_a_request_within_max_nodes_is_answered_by_default_whatever_its_size(tra
 
 
 def test_a_budget_that_cannot_hold_max_nodes_refuses_to_start(tmp_path):
-    """--memory must hold the plan for --max-nodes: the server does not start, and says what it
-    needs and what to change (rather than refusing requests later); with fewer nodes it starts."""
+    """--memory must hold the plan, with the room of one request of --max-nodes ids: the server
+    does not start, and says what it needs and what to change (rather than refusing requests
+    later); with fewer nodes it starts."""
     ringgnn.generate_sbm(tmp_path / "ds", nodes=40_000, classes=2, avg_degree=20, feature_dim=2, seed=1)
     # The neighbor file in memory (3 MB): the plan is the upper bounds, not measured. 4096 seeds
-    # at 20,20 may take the whole graph (800k edges: about 60 MB per worker and 13 MB per answer),
-    # one seed at most 420 edges.
-    args = [str(tmp_path / "ds"), "--fanouts", "20,20", "--backend", "memory", "--threads", "2", "--memory", "160M",
+    # at 20,20 may take the whole graph (800k edges: about 60 MB of state and 13 MB per answer),
+    # one seed at most 420 edges; no hot pages to lend the room, so it is held beside them, once
+    # (160M, refused while every worker held it, now starts: 120M does not).
+    args = [str(tmp_path / "ds"), "--fanouts", "20,20", "--backend", "memory", "--threads", "2", "--memory", "120M",
             "--max-concurrent", "4"]
     out = subprocess.run([sys.executable, "-m", "ringgnn", "serve", *args, "--listen", "127.0.0.1:0"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, out.stderr
-    for want in ("memory=160.0 MiB is too small", "4096 node ids (--max-nodes)", "raise --memory", "lower --max-nodes"):
+    for want in ("memory=120.0 MiB is too small", "4096 node ids (--max-nodes)", "raise --memory", "lower --max-nodes"):
         assert want in out.stderr, (want, out.stderr)
     assert "Traceback" not in out.stderr
     s = Served(tmp_path, *args, "--max-nodes", "1")
@@ -331,6 +334,38 @@ def test_a_budget_that_cannot_hold_max_nodes_refuses_to_start(tmp_path):
             assert c.sample([7]).num_sampled_nodes[0] == 1
     finally:
         assert s.stop() == 0
+
+def test_a_request_of_max_nodes_ids_is_answered_alone_and_the_plan_says_where(tmp_path):
+    """Issue 34, item 11: the workers are sized for waves of --batch-size seeds (default 64), not
+    for --max-nodes each. A request of --max-nodes ids is answered alone, exactly as the library
+    samples it, in room the hot neighbor pages lend it; with too few hot pages to lend, in room
+    held once beside them. The plan printed at start says which, not a cost per epoch."""
+    ringgnn.generate_sbm(tmp_path / "ds", nodes=40_000, classes=2, avg_degree=20, feature_dim=2, seed=1)
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    nodes = list(range(0, 40_000, 40))  # 1000 ids: --max-nodes
+    want = ringgnn.NeighborSampler(ds, [3], seed=4).sample(nodes)
+    common = [str(tmp_path / "ds"), "--fanouts", "3", "--backend", "pread", "--threads", "2", "--memory", "256M",
+              "--max-nodes", "1000", "--max-concurrent", "8"]
+    for extra, where in [([], "that the hot neighbor pages lend it until it is answered"),
+                         (["--neighbor-cache", "64K"], "of the caller's reserve (the hot neighbor pages are too few "
+                                                       "to lend it)")]:
+        s = Served(tmp_path, *common, *extra)
+        try:
+            plan = "".join(s.stdout)
+            assert ("chosen by the server: each of its workers holds a wave of up to 64 seeds (--batch-size) at "
+                    "fanouts [3]; a larger request, up to 1000 ids (--max-nodes), is sampled alone, one at a time, "
+                    "in ") in plan, plan
+            assert where in plan and "per epoch" not in plan, plan
+            with s.client() as c:
+                for _ in range(2):  # the room is given back, and taken again
+                    got = c.sample(nodes, seed=4)
+                    assert same(got, want) and got.num_sampled_nodes[0] == 1000
+                assert same(c.sample([7], seed=4), ringgnn.NeighborSampler(ds, [3], seed=4).sample([7]))
+                st = c.info()["stats"]
+                assert (st["busy"], st["failed"]) == (0, 0), st
+        finally:
+            assert s.stop() == 0
+
 
 def test_an_absurd_fanout_takes_all_neighbors(trained, client):
     got = client.sample([1], [2**31 - 1, 1], seed=3)

@@ -882,9 +882,10 @@ class Server:
             threads=_options.optional_count(threads, "threads"), seed=_options.count(seed, "seed"),
             memory=_options.size(memory, "memory"), reserve=_options.process_rss(),
             cache=_options.size(cache, "cache"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
-            # The plan is made for the largest request: --max-nodes seeds at the default fanouts (a
-            # larger --batch-size lets a wave hold more); a budget it does not fit is refused here.
-            batch_size=_options.count(max_nodes if batch_size is None else batch_size, "batch_size", 1),
+            # Each worker is sized for a wave of --batch-size seeds (default: the engine's, a full
+            # wave of single-node requests); a request up to --max-nodes larger than that is
+            # answered alone, in a room of its own. A budget that does not fit is refused here.
+            batch_size=None if batch_size is None else _options.count(batch_size, "batch_size", 1),
             max_wait_us=max_wait_us, max_wave=_options.count(64 if max_wave is None else max_wave, "max_wave", 1),
             queue=max_concurrent,
             max_nodes=_options.count(max_nodes, "max_nodes", 1), max_hops=_options.count(max_hops, "max_hops", 1))

@@ -13,7 +13,7 @@
 //! [`PageCache::BYTES_PER_PAGE`] - [`ALIGN`] bytes of bookkeeping per page; both are within the
 //! bytes given to [`PageCache::new`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -48,9 +48,62 @@ struct Shard {
     /// Per slot: its page and whether it was used since the hand last passed.
     slots: Vec<(u64, bool)>,
     data: Vec<u8>,
+    /// Slots usable now: `full` less those lent ([`PageCache::lend`]).
     cap: usize,
+    /// Pages of a kept cache that left with lent slots: until they are back, free slots take
+    /// only them (a kept cache holds the pages chosen for it, not whatever is read next).
+    wanted: HashSet<u64>,
+    full: usize,
     hand: usize,
 }
+
+impl Shard {
+    /// Give up the slots from `keep` on: their pages leave, and their memory goes back to the
+    /// system (the pages of `data` past `keep` slots that no kept slot shares).
+    fn shrink_to(&mut self, keep: usize, kept: bool) {
+        if self.slots.len() > keep {
+            for &(page, _) in &self.slots[keep..] {
+                self.map.remove(&page);
+                if kept {
+                    self.wanted.insert(page);
+                }
+            }
+            self.slots.truncate(keep);
+            self.data.truncate(keep * ALIGN);
+        }
+        self.cap = keep;
+        if self.hand >= keep {
+            self.hand = 0;
+        }
+        // The allocation's bytes from `keep` slots on (their contents are no longer used, and
+        // `insert` writes a slot before it is read), whole system pages only.
+        let base = self.data.as_ptr() as usize;
+        let start = (base + keep * ALIGN).next_multiple_of(SYSTEM_PAGE);
+        let end = (base + self.full * ALIGN) / SYSTEM_PAGE * SYSTEM_PAGE;
+        if end > start {
+            // SAFETY: [start, end) lies within `data`'s allocation (its capacity is `full`
+            // slots), past its length: no live bytes; MADV_DONTNEED only drops their pages.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+}
+
+/// Return the allocator's free memory to the system (glibc keeps freed heap memory for reuse):
+/// what a caller does before handing memory it used back to a [`PageCache`]
+/// ([`PageCache::give_back`]), so that the two never hold it at once. Nothing elsewhere.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The granule `madvise` releases memory in (4 KiB on the systems ringgnn runs on; a larger
+/// page only releases less).
+const SYSTEM_PAGE: usize = 4096;
 
 impl PageCache {
     /// Memory one cached page costs: its bytes, its slot and its map entry (with the map's load
@@ -72,6 +125,8 @@ impl PageCache {
                     slots: Vec::with_capacity(cap),
                     data: Vec::with_capacity(cap * ALIGN),
                     cap,
+                    wanted: HashSet::new(),
+                    full: cap,
                     hand: 0,
                 })
             })
@@ -116,6 +171,9 @@ impl PageCache {
             return;
         }
         let slot = if s.slots.len() < s.cap {
+            if !s.wanted.is_empty() && !s.wanted.remove(&page) {
+                return;
+            }
             s.slots.push((page, false));
             s.data.resize(s.slots.len() * ALIGN, 0);
             s.slots.len() - 1
@@ -174,6 +232,41 @@ impl PageCache {
     /// pages read only fill slots that are still free, and nothing is evicted.
     pub fn keep(&self) {
         self.kept.store(true, Ordering::Relaxed);
+    }
+
+    /// Slots to lend for `bytes` to be free ([`Self::lend`]): a lent slot frees its page less
+    /// what remembering its page takes (at most 64 bytes), and each shard may keep a system page
+    /// at either end of its lent range.
+    pub fn slots_for(bytes: u64) -> u64 {
+        bytes.div_ceil(ALIGN as u64 - 64) + 2 * SHARDS as u64
+    }
+
+    /// Lend the memory of `pages` page slots (at most all but one per shard; how many it lent
+    /// is returned) to whoever needs it for a while: the pages in them leave the cache (each
+    /// shard's last slots: with pages read in priority order, [`Self::fitting`]'s, the least
+    /// wanted), their memory goes back to the system, and the cache holds that many fewer until
+    /// [`Self::give_back`]. Readers go on meanwhile; they find fewer pages.
+    pub fn lend(&self, pages: u64) -> u64 {
+        let mut lent = 0;
+        for (i, s) in self.shards.iter().enumerate() {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            // An even share per shard, the remainder to the first ones.
+            let want = pages / SHARDS as u64 + u64::from((i as u64) < pages % SHARDS as u64);
+            let k = (want as usize).min(s.cap.saturating_sub(1));
+            let keep = s.cap - k;
+            s.shrink_to(keep, self.kept.load(Ordering::Relaxed));
+            lent += k as u64;
+        }
+        lent
+    }
+
+    /// Take back every slot lent by [`Self::lend`]: they fill again as reads bring pages in (in
+    /// a kept cache, only the pages that left with them).
+    pub fn give_back(&self) {
+        for s in self.shards.iter() {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            s.cap = s.full;
+        }
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -284,6 +377,60 @@ mod tests {
             (cached(&c, 0), cached(&c, 16), cached(&c, 32)),
             (Some(0), Some(16), None)
         );
+    }
+
+    #[test]
+    fn lent_slots_leave_with_their_pages_and_come_back_empty() {
+        // 16 shards of 4 slots; pages 0..64 fill them all (4 per shard).
+        let c = PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap();
+        for p in 0..64 {
+            c.insert(p, &page(p as u8));
+        }
+        c.keep();
+        // 20 slots: 2 from each of the first 4 shards, 1 from the others; each shard's last
+        // slots (its pages inserted last: 48..64, then 32..36) leave.
+        assert_eq!(c.lend(20), 20);
+        let st = c.stats();
+        assert_eq!((st.pages, st.capacity), (44, 44));
+        for p in 0..64u64 {
+            let gone = p >= 48 || (32..36).contains(&p);
+            assert_eq!(cached(&c, p).is_none(), gone, "page {p}");
+        }
+        // Full: a kept cache takes nothing more while the slots are lent.
+        c.insert(100, &page(100));
+        assert_eq!(cached(&c, 100), None);
+        // At most all but one slot of each shard.
+        c.give_back();
+        assert_eq!(c.lend(1000), 48);
+        assert_eq!(c.stats().capacity, 16);
+        c.give_back();
+        let st = c.stats();
+        assert_eq!((st.pages, st.capacity), (16, 64));
+        // The slots given back take only the kept pages that left, as reads bring them in,
+        // with the right bytes; other pages read meanwhile do not enter.
+        for p in 16..264u64 {
+            c.insert(p, &page(p as u8));
+        }
+        assert_eq!(c.stats().pages, 64);
+        for p in 0..64u64 {
+            assert_eq!(cached(&c, p), Some(p as u8), "page {p}");
+        }
+        assert_eq!(cached(&c, 200), None);
+    }
+
+    #[test]
+    fn a_cache_that_learns_refills_lent_slots_with_any_page() {
+        let c = PageCache::new(PageCache::BYTES_PER_PAGE * 32).unwrap();
+        for p in 0..32 {
+            c.insert(p, &page(p as u8));
+        }
+        assert_eq!(c.lend(16), 16);
+        c.give_back();
+        for p in 100..116u64 {
+            c.insert(p, &page(p as u8));
+        }
+        assert_eq!(c.stats().pages, 32);
+        assert_eq!(cached(&c, 100), Some(100));
     }
 
     #[test]

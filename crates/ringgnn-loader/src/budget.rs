@@ -450,11 +450,12 @@ impl MemoryPlan {
                 }
             )
         };
-        let mut s = format!(
+        let costed = format!(
             "expected cost per epoch {:.1} s (reads, idle sampling threads): {}",
             c.total(),
             c.describe()
         );
+        let mut s = costed.clone();
         let mut others: Vec<(String, f64)> = Vec::new();
         for (p, d) in fits {
             let k = place(p);
@@ -515,6 +516,17 @@ impl MemoryPlan {
                     b.describe()
                 );
             }
+        }
+        if s == costed {
+            // Nothing else fits these options: a cost chose nothing (and an epoch may mean
+            // nothing to the caller, a sampler asked batch by batch).
+            return format!(
+                "elimination: the only plan these options allow within the budget ({}, {} \
+                 batch{} ahead)",
+                place(plan),
+                plan.prefetch,
+                if plan.prefetch == 1 { "" } else { "es" }
+            );
         }
         s
     }

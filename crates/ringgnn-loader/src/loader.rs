@@ -635,6 +635,28 @@ impl BatchLoader {
         Ok(out?)
     }
 
+    /// What one batch of `seeds` seeds at the plan's fanouts holds while it is sampled (its
+    /// state: workspaces and sample) and after (its sample), in bytes, with the margin the plan
+    /// puts on them: measured on probe batches when the neighbor file is on disk (the largest
+    /// of [`PROBE_BATCHES`], with [`crate::budget::MEASURED_MARGIN`]), else the upper bounds.
+    /// For a caller that holds one such batch besides the plan (a server's largest request).
+    pub fn batch_bytes(
+        &self,
+        seeds: u64,
+        backend: BackendChoice,
+        direct: bool,
+    ) -> Result<(u64, u64)> {
+        if self.plan().neighbors_in_memory {
+            let b = self.shape.index.bound(seeds, &self.shape.sample);
+            let out = b.output_bytes(self.shape.sample.with_edge_ids);
+            return Ok((b.workspace_bytes().saturating_add(out), out));
+        }
+        let (b, _, _) = probe(&self.shape, seeds, backend, direct)?;
+        let (m0, m1) = crate::budget::MEASURED_MARGIN;
+        let margin = |x: u64| x.saturating_mul(m0) / m1;
+        Ok((margin(b.total), margin(b.output)))
+    }
+
     /// A sampler with this loader's options for a thread of the caller's own (a server's
     /// worker): its own read backend; its reads count in [`Self::io_stats`].
     pub fn thread_sampler(&self) -> Result<GraphSampler> {

@@ -19,7 +19,7 @@ use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
 
 use crate::errors::{input_error, LoaderError, RingGnnError, StoreError};
-use crate::sampler::{fanouts, plan_dict, seeds, Converted, PLAN_BATCH};
+use crate::sampler::{fanouts, plan_dict, seeds, Converted};
 
 pyo3::create_exception!(
     ringgnn,
@@ -143,7 +143,7 @@ impl Engine {
 #[pymethods]
 impl Engine {
     /// `fanouts`, `seed`: the defaults of requests that give none, and with `batch_size` the
-    /// wave the memory plan is made for; `memory`: the whole process's budget, of which
+    /// wave each worker is sized for (default: a full wave of single-node requests); `memory`: the whole process's budget, of which
     /// `reserve` is the caller's; `cache`: bytes of hot feature rows (by in-degree);
     /// `neighbor_cache`: bytes of hot neighbor-file pages (`None`: a share of what is left);
     /// `max_wait_us`: how long a wave waits for requests to join it; `queue`: requests waiting
@@ -151,7 +151,7 @@ impl Engine {
     #[new]
     #[pyo3(signature = (
         path, fanouts, *, backend="auto", direct=false, threads=None, seed=0, memory=None,
-        reserve=0, features=true, cache=None, neighbor_cache=None, batch_size=PLAN_BATCH, max_wait_us=None,
+        reserve=0, features=true, cache=None, neighbor_cache=None, batch_size=None, max_wait_us=None,
         max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
         max_nodes=4096, max_hops=6
     ))]
@@ -169,7 +169,7 @@ impl Engine {
         features: bool,
         cache: Option<u64>,
         neighbor_cache: Option<u64>,
-        batch_size: NonZeroUsize,
+        batch_size: Option<NonZeroUsize>,
         max_wait_us: Option<u64>,
         max_wave: NonZeroUsize,
         queue: NonZeroUsize,
@@ -203,7 +203,7 @@ impl Engine {
                 staging_dir: None,
                 staging_cap: None,
             }),
-            batch_size,
+            batch_size: batch_size.unwrap_or(EngineOptions::DEFAULT_WAVE_SEEDS),
             neighbor_cache,
             ..defaults
         };
@@ -309,15 +309,19 @@ impl Engine {
         let req = self.request(&nodes, fanouts, replace, seed, edge_ids)?;
         let seed = req.seed;
         let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
-        let sample = |req| self.inner.sample(req, deadline, token);
         if reply {
+            // Encoded while a request larger than a wave still holds its room.
             let bytes = py
-                .detach(|| sample(req).map(|s| ringgnn_serve::wire::sample_reply(&s, seed)))
+                .detach(|| {
+                    self.inner.sample_then(req, deadline, token, |s| {
+                        ringgnn_serve::wire::sample_reply(&s, seed)
+                    })
+                })
                 .map_err(serve_error)?;
             return Ok(PyBytes::new(py, &bytes).into_any());
         }
         let out = py
-            .detach(|| sample(req).map(Converted::from))
+            .detach(|| self.inner.sample(req, deadline, token).map(Converted::from))
             .map_err(serve_error)?;
         Ok(out.into_dict(py)?.into_any())
     }

@@ -192,6 +192,12 @@ impl Graph {
         Ok(self)
     }
 
+    /// The page cache, if there is one (a server lends its memory to large requests:
+    /// [`PageCache::lend`]).
+    pub fn page_cache(&self) -> Option<&Arc<PageCache>> {
+        self.pages.as_ref()
+    }
+
     /// The counters of the page cache, if there is one.
     pub fn page_cache_stats(&self) -> Option<CacheStats> {
         self.pages.as_ref().map(|c| c.stats())

@@ -230,7 +230,52 @@ struct Shared {
     /// plan, and its nodes (feature rows).
     wave_edges: u64,
     wave_rows: u64,
+    /// What a request may sample: the upper bound of `max_nodes` seeds at the default fanouts
+    /// (a wave's when larger); one beyond a wave is answered in [`Shared::room`].
+    max_edges: u64,
+    room: Arc<Room>,
+    /// What the server's plan chose and why ([`Engine::plan`]).
+    why: String,
+    /// The workers' gatherers' stop flag (a worker's backends are made again after a large
+    /// wave).
+    stop: Arc<AtomicBool>,
     counters: Counters,
+}
+
+/// The memory one request larger than a wave is answered in, taken in turn: `bytes`, lent by
+/// the hot neighbor pages (`pages`: the cache and its slots to lend) or held in the caller's
+/// reserve.
+struct Room {
+    bytes: u64,
+    pages: Option<(Arc<ringgnn_io::PageCache>, u64)>,
+    busy: Mutex<bool>,
+    freed: Condvar,
+}
+
+impl Room {
+    fn new(bytes: u64, pages: Option<(Arc<ringgnn_io::PageCache>, u64)>) -> Self {
+        Room {
+            bytes,
+            pages,
+            busy: Mutex::new(false),
+            freed: Condvar::new(),
+        }
+    }
+}
+
+/// The room held by one large request; dropped once its caller is done with the answer:
+/// the memory it freed goes back to the system first, then the slots to the page cache.
+struct Lease(Arc<Room>);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        ringgnn_io::release_free_memory();
+        if let Some((c, _)) = &self.0.pages {
+            c.give_back();
+        }
+        *lock(&self.0.busy) = false;
+        self.0.freed.notify_one();
+    }
 }
 
 /// Serves sampling and feature requests from any number of threads; see the crate docs.
@@ -242,14 +287,16 @@ impl Engine {
     /// Open the dataset in `dir` with `opts.loader` and make the workers, each with its own
     /// read backends.
     ///
-    /// The plan (the loader's) is made for the largest request the limits allow: a wave per
-    /// worker is `opts.loader.batch_size` seeds at the default fanouts, raised to
-    /// `limits.max_nodes` when smaller, so that any request of up to `max_nodes` ids at the
-    /// default fanouts is served whole, in one wave (a request cannot be split into pieces
-    /// whose answers merge into its own: see the crate docs). The queue's requests are added to
-    /// the caller's reserve, and the answers the callers still hold to the batches ahead.
-    /// When that does not fit `opts.loader.memory`, the engine does not open: the error says
-    /// what it needs and which limit to lower.
+    /// The one owner of the server's memory sizing. Each worker is sized for an ordinary wave:
+    /// `opts.loader.batch_size` seeds at the default fanouts, with its answers (the loader's
+    /// plan; the queue's requests are added to the caller's reserve). A request larger than
+    /// that, up to `limits.max_nodes` ids at the default fanouts, is sampled alone, one at a
+    /// time, in one room held for it ([`Room`]): what a batch of `max_nodes` seeds holds (as
+    /// [`BatchLoader::batch_bytes`] measures it) and [`ANSWERS_PER_WORKER`] answers of it. The
+    /// hot neighbor pages lend that room while such a request is answered when they are large
+    /// enough, so the common case keeps them whole; otherwise the room is taken off the budget
+    /// once (not per worker). When even that does not fit `opts.loader.memory`, the engine
+    /// does not open: the error says what it needs and which limit to lower.
     pub fn open(dir: &Path, mut opts: EngineOptions) -> Result<Self> {
         let threads = opts.loader.threads;
         // The queue's requests: at most `queue` of `max_nodes` ids each, held as checked ids
@@ -258,41 +305,107 @@ impl Engine {
             .saturating_mul(opts.limits.max_nodes as u64)
             .saturating_mul(16);
         opts.loader.reserve = opts.loader.reserve.saturating_add(queued);
-        let max_nodes = NonZeroUsize::new(opts.limits.max_nodes).unwrap_or(NonZeroUsize::MIN);
-        opts.loader.batch_size = opts.loader.batch_size.max(max_nodes);
         // What lives besides the workers' waves: the answers their callers still hold, two per
         // worker (a wave's samples or rows, and their encoded replies, never larger: a varint
         // of a local index or node id below 2^35 takes at most 5 of its 8 bytes).
         opts.loader.prefetch = Some(threads.saturating_mul(ANSWERS_PER_WORKER));
         opts.loader.hold = NonZeroUsize::MIN;
         opts.loader.hyperbatch = ringgnn_loader::Hyperbatch::PER_BATCH;
-        let loader = BatchLoader::open(dir, opts.loader.clone(), None).map_err(|e| match e {
-            // The budget cannot hold the plan (the loader's messages start with the budget).
-            ringgnn_loader::Error::Input(m) if m.starts_with("memory=") => {
-                ServeError::Input(format!(
-                "{m}. The server plans for its largest request: {} node ids (--max-nodes{}) at \
-                 its default fanouts {:?}, one wave per worker ({} workers, --threads) and \
-                 their answers; raise --memory, or lower --max-nodes, --threads or --fanouts",
-                opts.loader.batch_size,
-                if opts.loader.batch_size > max_nodes {
-                    ", raised to --batch-size"
+        let max_nodes = opts.limits.max_nodes.max(1) as u64;
+        let batch = opts.loader.batch_size.get() as u64;
+        let fanouts: Vec<i64> = opts
+            .loader
+            .sample
+            .fanouts
+            .iter()
+            .map(|f| f.value())
+            .collect();
+        let too_small = |m: String, room: u64| {
+            ServeError::Input(format!(
+                "{m}. The server holds a wave of {batch} seeds (--batch-size) at its default \
+                 fanouts {fanouts:?} per worker ({threads} workers, --threads) and their answers{}; \
+                 raise --memory, or lower --max-nodes, --batch-size, --threads or --fanouts",
+                if room > 0 {
+                    format!(
+                        ", and one request of its largest size, {max_nodes} node ids \
+                         (--max-nodes), in {}",
+                        ringgnn_loader::budget::bytes(room)
+                    )
                 } else {
-                    ""
-                },
-                opts.loader
-                    .sample
-                    .fanouts
-                    .iter()
-                    .map(|f| f.value())
-                    .collect::<Vec<_>>(),
-                threads
+                    String::new()
+                }
             ))
+        };
+        let open = |opts: &EngineOptions, room: u64| {
+            BatchLoader::open(dir, opts.loader.clone(), None).map_err(|e| match e {
+                // The budget cannot hold the plan (the loader's messages start with the budget).
+                ringgnn_loader::Error::Input(m) if m.starts_with("memory=") => too_small(m, room),
+                e => e.into(),
+            })
+        };
+        let mut loader = open(&opts, 0)?;
+        let ix = loader.graph().index();
+        let plan = loader.sample_options().clone();
+        let wave = ix.bound(batch, &plan);
+        let largest = ix.bound(batch.max(max_nodes), &plan);
+        let large = largest.edges > wave.edges || largest.nodes > wave.nodes;
+        let mut room = Room::new(0, None);
+        if large {
+            let (state, sample) =
+                loader.batch_bytes(max_nodes, opts.loader.backend, opts.loader.direct)?;
+            // With features, the rows of its nodes (their bound, and 8 B of the sample each at
+            // least) and the gather's scratch.
+            let dim = loader.dim() as u64;
+            let rows = if dim > 0 {
+                (sample / 8)
+                    .min(largest.nodes)
+                    .saturating_mul(dim * 4 + ringgnn_loader::budget::GATHER_SCRATCH_PER_NODE)
+            } else {
+                0
+            };
+            let answers = (ANSWERS_PER_WORKER.get() as u64).saturating_mul(sample + rows);
+            let bytes = state.saturating_add(rows).saturating_add(answers);
+            let lender = loader.graph().page_cache().and_then(|c| {
+                let pages = ringgnn_io::PageCache::slots_for(bytes);
+                // It lends all but a slot per shard at most; keep a tenth at least.
+                (c.stats().capacity >= pages + pages / 9 + 16).then(|| (c.clone(), pages))
+            });
+            match lender {
+                Some(l) => room = Room::new(bytes, Some(l)),
+                None => {
+                    drop(loader);
+                    let mut o = opts.clone();
+                    o.loader.reserve = o.loader.reserve.saturating_add(bytes);
+                    loader = open(&o, bytes)?;
+                    room = Room::new(bytes, None);
+                }
             }
-            e => e.into(),
-        })?;
-        let plan = loader.sample_options();
-        let batch = loader.plan_batch_size();
-        let b = loader.graph().index().bound(batch, plan);
+        }
+        let why = format!(
+            "the server: each of its workers holds a wave of up to {batch} seeds (--batch-size) \
+             at fanouts {fanouts:?}{}",
+            match (&room.pages, large) {
+                (_, false) =>
+                    format!(", which holds any request of up to {max_nodes} ids (--max-nodes)"),
+                (Some(_), true) => format!(
+                    "; a larger request, up to {max_nodes} ids (--max-nodes), is sampled alone, \
+                     one at a time, in {} that the hot neighbor pages lend it until it is \
+                     answered",
+                    ringgnn_loader::budget::bytes(room.bytes)
+                ),
+                (None, true) => format!(
+                    "; a larger request, up to {max_nodes} ids (--max-nodes), is sampled alone, \
+                     one at a time, in {} of the caller's reserve (the hot neighbor pages are \
+                     too few to lend it)",
+                    ringgnn_loader::budget::bytes(room.bytes)
+                ),
+            }
+        );
+        let b = loader.graph().index().bound(batch, loader.sample_options());
+        let most = loader
+            .graph()
+            .index()
+            .bound(batch.max(max_nodes), loader.sample_options());
         let stop = Arc::new(AtomicBool::new(false));
         // The plan may hold fewer workers' states than threads asked (it says so in its note).
         let workers = (loader.plan().workers as usize).clamp(1, threads.get());
@@ -306,6 +419,10 @@ impl Engine {
         let shared = Arc::new(Shared {
             wave_edges: b.edges.max(1),
             wave_rows: b.nodes.max(1),
+            max_edges: most.edges.max(1),
+            room: Arc::new(room),
+            why,
+            stop,
             loader,
             opts,
             queue: Mutex::new(Queue {
@@ -344,8 +461,18 @@ impl Engine {
         &self.shared.loader
     }
 
+    /// The loader's plan, with what the server chose and why (its cost per epoch, the loader's
+    /// reason, means nothing here).
     pub fn plan(&self) -> MemoryPlan {
-        self.shared.loader.plan()
+        let mut p = self.shared.loader.plan();
+        p.why = self.shared.why.clone();
+        p
+    }
+
+    /// Bytes held for one request larger than a wave, taken in turn (0: every request within
+    /// the limits fits a wave), and whether the hot neighbor pages lend them.
+    pub fn large_room(&self) -> (u64, bool) {
+        (self.shared.room.bytes, self.shared.room.pages.is_some())
     }
 
     /// The sample of `req`, by `deadline`, unless `cancel` is set first.
@@ -355,11 +482,25 @@ impl Engine {
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
     ) -> Result<SampledSubgraph> {
+        self.sample_then(req, deadline, cancel, |s| s)
+    }
+
+    /// [`Self::sample`], then `f` of the sample (its encoding, say) before a request larger
+    /// than a wave gives back the room it was answered in: the memory its answer and what `f`
+    /// makes of it take is still held for it.
+    pub fn sample_then<R>(
+        &self,
+        req: SampleRequest,
+        deadline: Option<Instant>,
+        cancel: Option<CancelToken>,
+        f: impl FnOnce(SampledSubgraph) -> R,
+    ) -> Result<R> {
         let sh = &self.shared;
         sh.counters.sample_requests.fetch_add(1, Ordering::Relaxed);
         let cost = sh.check_sample(&req)?;
+        let _room = sh.room_for(cost > sh.wave_edges, deadline, cancel.as_ref())?;
         match sh.submit(Work::Sample(req, false), cost, deadline, cancel)? {
-            Answer::Sample(s, _) => Ok(s),
+            Answer::Sample(s, _) => Ok(f(s)),
             Answer::Features(_) => unreachable!("a sample request gets a sample"),
         }
     }
@@ -378,6 +519,7 @@ impl Engine {
             return Err(ServeError::Input("the dataset has no node features".into()));
         }
         let cost = sh.check_sample(&req)?;
+        let _room = sh.room_for(cost > sh.wave_edges, deadline, cancel.as_ref())?;
         match sh.submit(Work::Sample(req, true), cost, deadline, cancel)? {
             Answer::Sample(s, Some(rows)) => Ok((s, rows)),
             _ => unreachable!("a sample-with-rows request gets both"),
@@ -397,8 +539,10 @@ impl Engine {
             return Err(ServeError::Input("the dataset has no node features".into()));
         }
         sh.check_ids(ids)?;
+        let cost = ids.len() as u64;
+        let _room = sh.room_for(cost > sh.wave_rows, deadline, cancel.as_ref())?;
         let work = Work::Features(ids.ids().to_vec());
-        match sh.submit(work, ids.len() as u64, deadline, cancel)? {
+        match sh.submit(work, cost, deadline, cancel)? {
             Answer::Features(f) => Ok(f),
             Answer::Sample(..) => unreachable!("a feature request gets rows"),
         }
@@ -458,6 +602,46 @@ impl Drop for Engine {
 }
 
 impl Shared {
+    /// For a request larger than a wave (`large`), the room, once no other such request holds
+    /// it (by `deadline`, unless `cancel` is set first); nothing otherwise.
+    fn room_for(
+        &self,
+        large: bool,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Option<Lease>> {
+        if !large {
+            return Ok(None);
+        }
+        let room = &self.room;
+        let mut busy = lock(&room.busy);
+        while *busy {
+            let now = Instant::now();
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+                return Err(ServeError::Cancelled);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                self.counters
+                    .deadline_exceeded
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(ServeError::DeadlineExceeded);
+            }
+            let step = deadline.map_or(POLL, |d| (d - now).min(POLL));
+            busy = room
+                .freed
+                .wait_timeout(busy, step)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *busy = true;
+        drop(busy);
+        if let Some((c, pages)) = &room.pages {
+            c.lend(*pages);
+        }
+        Ok(Some(Lease(room.clone())))
+    }
+
     fn check_count(&self, n: usize) -> Result<()> {
         let max = self.opts.limits.max_nodes;
         if n == 0 {
@@ -503,18 +687,18 @@ impl Shared {
             .graph()
             .index()
             .bound(req.seeds.len() as u64, &opts);
-        if b.edges > self.wave_edges {
+        if b.edges > self.max_edges {
             return Err(ServeError::Input(format!(
                 "this request may sample up to {} edges (its upper bound: {} nodes, fanouts {:?}); \
-                 the server takes at most {} per request (what its memory plan holds per \
-                 worker: {} seeds, --max-nodes or --batch-size if larger, at its default fanouts \
-                 {:?}): ask for fewer nodes or smaller fanouts, or start the server with a \
-                 larger --max-nodes or --fanouts",
+                 the server takes at most {} per request (what its memory plan holds for its \
+                 largest request: {} seeds, --max-nodes or --batch-size if larger, at its \
+                 default fanouts {:?}): ask for fewer nodes or smaller fanouts, or start the \
+                 server with a larger --max-nodes or --fanouts",
                 b.edges,
                 req.seeds.len(),
                 req.fanouts.iter().map(|f| f.value()).collect::<Vec<_>>(),
-                self.wave_edges,
-                self.loader.plan_batch_size(),
+                self.max_edges,
+                (self.opts.limits.max_nodes as u64).max(self.loader.plan_batch_size()),
                 self.loader
                     .sample_options()
                     .fanouts
@@ -768,20 +952,32 @@ impl Shared {
         self.counters
             .wave_requests
             .fetch_add(served, Ordering::Relaxed);
-        self.sample_wave(&mut w.sampler, w.gatherer.as_mut(), samples);
-        if let Some(g) = w.gatherer.as_mut() {
-            self.gather_wave(g, rows);
+        // A request larger than a wave comes alone, and holds the room.
+        let large = samples.iter().map(|j| j.cost).sum::<u64>() > self.wave_edges
+            || rows.iter().map(|j| j.cost).sum::<u64>() > self.wave_rows;
+        self.sample_wave(w, samples, large);
+        self.gather_wave(w, rows, large);
+    }
+
+    /// After a wave larger than the plan's (`large`), make the worker's backends again, so that
+    /// the workspaces it grew go back before its answer is handed over (and the room with it).
+    fn renew(&self, w: &mut Worker, large: bool) {
+        if !large {
+            return;
+        }
+        if let Ok(s) = self.loader.thread_sampler() {
+            w.sampler = s;
+        }
+        if w.gatherer.is_some() {
+            if let Ok(Some(g)) = self.loader.thread_gatherer(&self.stop) {
+                w.gatherer = Some(g);
+            }
         }
     }
 
     /// Sample the wave's sampling jobs together, then gather the rows of those that asked for
     /// them in one go.
-    fn sample_wave(
-        &self,
-        sampler: &mut GraphSampler,
-        gatherer: Option<&mut FeatureGatherer>,
-        jobs: Vec<Job>,
-    ) {
+    fn sample_wave(&self, w: &mut Worker, jobs: Vec<Job>, large: bool) {
         if jobs.is_empty() {
             return;
         }
@@ -800,12 +996,13 @@ impl Shared {
                 Work::Features(_) => unreachable!("sample jobs only"),
             })
             .collect();
-        let outs = match sampler.sample_many(self.loader.graph(), &reqs) {
+        let outs = match w.sampler.sample_many(self.loader.graph(), &reqs) {
             Ok(outs) => outs,
             Err(e) => return self.fail(&jobs, &e.to_string()),
         };
+        drop(reqs);
         let wants_rows = |j: &Job| matches!(j.work, Work::Sample(_, true));
-        let mut rows = match gatherer {
+        let mut rows = match w.gatherer.as_mut() {
             Some(g) if jobs.iter().any(wants_rows) => {
                 let ids: Vec<u64> = jobs
                     .iter()
@@ -821,11 +1018,16 @@ impl Shared {
             }
             _ => None,
         };
+        self.renew(w, large);
         for (j, s) in jobs.iter().zip(outs) {
             let mine = match (&mut rows, wants_rows(j)) {
                 (Some((all, dim, at)), true) => {
                     let n = s.node.len();
-                    let data = all[*at * *dim..(*at + n) * *dim].to_vec();
+                    let data = if *at == 0 && n * *dim == all.len() {
+                        std::mem::take(all)
+                    } else {
+                        all[*at * *dim..(*at + n) * *dim].to_vec()
+                    };
                     *at += n;
                     Some(FeatureRows {
                         rows: n,
@@ -839,7 +1041,10 @@ impl Shared {
         }
     }
 
-    fn gather_wave(&self, g: &mut FeatureGatherer, jobs: Vec<Job>) {
+    fn gather_wave(&self, w: &mut Worker, jobs: Vec<Job>, large: bool) {
+        let Some(g) = w.gatherer.as_mut() else {
+            return;
+        };
         if jobs.is_empty() {
             return;
         }
@@ -852,7 +1057,9 @@ impl Shared {
             })
             .collect();
         let mut all = vec![0f32; ids.len() * dim];
-        match g.gather(&ids, &mut all) {
+        let got = g.gather(&ids, &mut all);
+        self.renew(w, large);
+        match got {
             Ok(_) => {
                 let mut at = 0;
                 for j in &jobs {

@@ -363,11 +363,12 @@ impl Inner {
                     seed,
                     with_edge_ids: r.edge_ids,
                 };
-                let s = self
-                    .engine
-                    .sample(req, deadline, Some(token.clone()))
-                    .map_err(status)?;
-                Ok(crate::wire::sample_reply(&s, seed))
+                // Encoded while a request larger than a wave still holds its room.
+                self.engine
+                    .sample_then(req, deadline, Some(token.clone()), |s| {
+                        crate::wire::sample_reply(&s, seed)
+                    })
+                    .map_err(status)
             }
             Method::Features => {
                 let r = FeaturesRequestMsg::decode(data)

@@ -14,15 +14,23 @@
 //! [`Engine::close`]. The memory plan is the loader's (`ringgnn-loader`), made for one wave per
 //! worker, with the neighbor file's hottest pages kept in memory (`ringgnn_sampler::hot_pages`).
 //!
-//! **The plan is made for the largest request, not split requests.** A wave is
-//! [`Limits::max_nodes`] seeds at the default fanouts (`--batch-size` only when larger), by the
-//! sample's upper bounds, with two waves of answers per worker besides (what callers still hold,
-//! and its encoding); a budget that cannot hold that refuses to open, naming what to lower. So
-//! every request of up to `max_nodes` ids at fanouts no larger than the defaults is served, whole,
-//! in one wave; only a request beyond what the plan holds per worker (larger fanouts, or
-//! replacement, on a graph its bound does not saturate) is refused, as `INVALID_ARGUMENT` naming
-//! the limit, and `RESOURCE_EXHAUSTED` ([`ServeError::Busy`]) means a full queue, nothing else.
-//! Why not sample a larger request in pieces and merge them: a sample draws from one random
+//! **Workers are sized for ordinary waves; the largest request takes one room in turn.** A wave
+//! is `--batch-size` seeds at the default fanouts (default [`EngineOptions::DEFAULT_WAVE_SEEDS`],
+//! a full wave of single-node requests), by the sample's upper bounds, with two waves of answers
+//! per worker besides (what callers still hold, and its encoding). A request larger than a wave,
+//! up to [`Limits::max_nodes`] ids at the default fanouts, is sampled alone, whole, by one worker,
+//! in a room held for one such request: what a batch of `max_nodes` seeds holds (measured on
+//! probe batches when the neighbor file is on disk) and two answers of it. The hot neighbor
+//! pages lend that room for as long as the request and its encoding take
+//! ([`ringgnn_io::PageCache::lend`]; large requests queue for it one at a time), so single-node
+//! traffic keeps every page the budget gives them; when they are too few to lend it, the room
+//! is taken off the budget once, not once per worker. A budget that cannot hold the plan
+//! refuses to open, naming what to lower. So every request of up to `max_nodes` ids at fanouts
+//! no larger than the defaults is served, whole; only a request beyond the largest request's
+//! bound (larger fanouts, or replacement, on a graph its bound does not saturate) is refused, as
+//! `INVALID_ARGUMENT` naming the limit, and `RESOURCE_EXHAUSTED` ([`ServeError::Busy`]) means a
+//! full queue, nothing else.
+//! Why a large request is not sampled in pieces and merged: a sample draws from one random
 //! stream per (seed, epoch, batch), consumed hop by hop in frontier order, and a node reached by
 //! two seeds is expanded once, at the hop it is first reached. Pieces of the seeds would draw from
 //! other streams (or other positions in the stream) and expand shared nodes at other hops, so the

@@ -8,8 +8,8 @@ use ringgnn_loader::LoaderOptions;
 /// What a single request may ask for; larger ones are refused before they are queued.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Node ids in one request; the memory plan holds one request this large at the default
-    /// fanouts per worker.
+    /// Node ids in one request; a request this large at the default fanouts is answered, alone
+    /// and one at a time when it is larger than a wave (see [`crate::Engine::open`]).
     pub max_nodes: usize,
     /// Hops of one sampling request.
     pub max_hops: usize,
@@ -28,10 +28,10 @@ impl Default for Limits {
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
     /// How the dataset is opened and the memory planned: `threads` is the number of workers
-    /// (read backends: waves served at once), `sample.fanouts` and `batch_size` (raised to
-    /// [`Limits::max_nodes`] when smaller) the wave the plan is made for (a wave holds requests
-    /// whose samples may reach, by their upper bounds, at most what one such batch may), and
-    /// `sample.seed` the seed of requests that give none.
+    /// (read backends: waves served at once), `sample.fanouts` and `batch_size` the wave each
+    /// worker is sized for (a wave holds requests whose samples may reach, by their upper
+    /// bounds, at most what one such batch may; [`EngineOptions::DEFAULT_WAVE_SEEDS`] unless
+    /// asked), and `sample.seed` the seed of requests that give none.
     pub loader: LoaderOptions,
     /// How long the caller leading a wave waits for others to join it (0: take what is queued
     /// and go; the default, measured faster for single-node requests: docs/SERVING.md).
@@ -47,6 +47,10 @@ impl EngineOptions {
     pub const DEFAULT_MAX_WAIT: Duration = Duration::ZERO;
     pub const DEFAULT_MAX_WAVE: NonZeroUsize = NonZeroUsize::new(64).unwrap();
     pub const DEFAULT_QUEUE: NonZeroUsize = NonZeroUsize::new(256).unwrap();
+    /// Seeds of the wave each worker is sized for by default: a full wave of single-node
+    /// requests ([`Self::DEFAULT_MAX_WAVE`]). Larger requests, up to [`Limits::max_nodes`], are
+    /// answered one at a time in a room of their own.
+    pub const DEFAULT_WAVE_SEEDS: NonZeroUsize = Self::DEFAULT_MAX_WAVE;
 
     pub fn new(loader: LoaderOptions) -> Self {
         EngineOptions {

@@ -478,9 +478,11 @@ fn a_sample_with_its_rows_equals_the_sample_and_a_gather() {
 #[test]
 fn a_request_larger_than_the_asked_batch_is_served_whole_as_a_plan_that_holds_it_would() {
     // Issue 20, case 5: a plan for waves of 4 seeds used to refuse a request of 60 ids (its
-    // upper bound is above what 4 seeds may sample), though --max-nodes allowed 64. The plan
-    // is now made for --max-nodes: the request is served in one wave, exactly as by an engine
-    // asked for waves of 64, and as the library samples it alone.
+    // upper bound is above what 4 seeds may sample), though --max-nodes allowed 64. Issue 34,
+    // item 11: the workers stay sized for waves of 4, and the request is served alone, in the
+    // room held for one request of --max-nodes (here beside the plan: the hot pages of this
+    // small file are too few to lend it), exactly as by an engine asked for waves of 64, and
+    // as the library samples it alone.
     let (_d, dir) = sbm(FeatureDtype::F32);
     let engine = |batch: usize| {
         let mut o = options(BackendChoice::Pread, 2);
@@ -489,12 +491,16 @@ fn a_request_larger_than_the_asked_batch_is_served_whole_as_a_plan_that_holds_it
         Engine::open(&dir, o).unwrap()
     };
     let (small, whole) = (engine(4), engine(64));
-    assert_eq!(small.loader().plan_batch_size(), 64);
+    assert_eq!(small.loader().plan_batch_size(), 4);
+    assert_eq!(whole.loader().plan_batch_size(), 64);
+    let (room, lent) = small.large_room();
+    assert!(room > 0 && !lent, "{room} {lent}");
     assert_eq!(
-        small.plan(),
-        whole.plan(),
-        "the same plan: made for 64 seeds"
+        whole.large_room(),
+        (0, false),
+        "waves of 64 hold every request"
     );
+    assert_eq!(small.plan().reserve, whole.plan().reserve + room);
     let n = small.num_nodes();
     let ids: Vec<u64> = (0..60).map(|i| (i * 31 + 5) % n).collect();
     let ix = small.loader().graph().index();
@@ -536,6 +542,142 @@ fn a_request_larger_than_the_asked_batch_is_served_whole_as_a_plan_that_holds_it
     }
     let st = small.stats();
     assert_eq!((st.busy, st.failed), (0, 0));
+    for (e, text) in [
+        (
+            &small,
+            "a larger request, up to 64 ids (--max-nodes), is sampled alone, one at a time",
+        ),
+        (
+            &whole,
+            "which holds any request of up to 64 ids (--max-nodes)",
+        ),
+    ] {
+        let p = e.plan().to_string();
+        assert!(p.contains(text) && !p.contains("per epoch"), "{p}");
+    }
+}
+
+/// A graph large enough that its hot neighbor pages can lend the room of a request of 64 ids:
+/// an sbm of 100,000 nodes of degree 10 (a 4 MB neighbor file; its one feature not served).
+fn larger_sbm() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    let opts = SbmOptions {
+        out: out.clone(),
+        nodes: 100_000,
+        classes: 2,
+        avg_degree: 10.0,
+        feature_dim: 1,
+        feature_dtype: FeatureDtype::F32,
+        seed: 5,
+        split: vec![],
+        graph: GraphOptions::default(),
+        overwrite: false,
+    };
+    generate_sbm(&opts, &NoProgress).unwrap();
+    (dir, out)
+}
+
+fn served(backend: BackendChoice, batch: usize, max_nodes: usize) -> EngineOptions {
+    let mut o = options(backend, 2);
+    o.loader.features = None;
+    o.loader.neighbor_cache = None;
+    o.loader.batch_size = nz(batch);
+    o.limits.max_nodes = max_nodes;
+    o
+}
+
+#[test]
+fn a_large_request_is_answered_alone_in_room_the_hot_pages_lend_exactly_as_one_wave() {
+    // Workers sized for waves of 4 seeds; requests of up to 64 ids borrow their room from the
+    // hot neighbor pages, one at a time, and give it back: the same answers as an engine whose
+    // waves hold 64 seeds, and as the library alone, seeded, from many threads at once.
+    let (_d, dir) = larger_sbm();
+    let small = Engine::open(&dir, served(BackendChoice::Pread, 4, 64)).unwrap();
+    let whole = Engine::open(&dir, served(BackendChoice::Pread, 64, 64)).unwrap();
+    let (room, lent) = small.large_room();
+    assert!(room > 0 && lent, "{room} {lent}: {}", small.plan());
+    // The room is not taken off the plan: the hot pages keep all the budget gives them.
+    let (sp, wp) = (small.plan(), whole.plan());
+    assert_eq!(sp.reserve, wp.reserve);
+    assert!(sp.sampler < wp.sampler, "{sp} / {wp}");
+    let full = small.loader().graph().page_cache_stats().unwrap().capacity;
+    assert!(full * 4096 > room, "{full} pages");
+    let n = small.num_nodes();
+    let request = |t: u64, i: u64| {
+        let k = if i.is_multiple_of(2) {
+            60
+        } else {
+            1 + (t + i) % 3
+        };
+        let ids: Vec<u64> = (0..k)
+            .map(|j| (t * 7919 + i * 104_729 + j * 31) % n)
+            .collect();
+        req(&ids, n, &[10, 5], false, t * 100 + i)
+    };
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (small, whole, dir) = (&small, &whole, &dir);
+            s.spawn(move || {
+                for i in 0..6u64 {
+                    let q = request(t, i);
+                    let got = small.sample(q.clone(), None, None).unwrap();
+                    assert_eq!(got, alone(dir, &q), "thread {t}, request {i}");
+                    assert_eq!(got, whole.sample(q.clone(), None, None).unwrap());
+                    // Encoded within the room: the same bytes.
+                    let bytes = small
+                        .sample_then(q.clone(), None, None, |s| {
+                            ringgnn_serve::wire::sample_reply(&s, q.seed)
+                        })
+                        .unwrap();
+                    assert_eq!(bytes, ringgnn_serve::wire::sample_reply(&got, q.seed));
+                }
+            });
+        }
+    });
+    // Every slot is back, and the waves were within their limits.
+    let pages = small.loader().graph().page_cache_stats().unwrap();
+    assert_eq!(pages.capacity, full);
+    let st = small.stats();
+    assert_eq!((st.busy, st.failed, st.sample_requests), (0, 0, 4 * 6 * 2));
+}
+
+#[test]
+fn the_default_plan_keeps_the_hot_page_share_of_waves_of_64() {
+    // The default (waves of 64 seeds, --max-nodes 4096) sizes its workers as --max-nodes 64
+    // does: the same sampler share and hot pages, only the queue's larger requests in the
+    // reserve; the room for a request of 4096 ids is lent by the hot pages.
+    let (_d, dir) = larger_sbm();
+    let mut d = served(BackendChoice::Pread, 64, 4096);
+    d.loader.batch_size = EngineOptions::DEFAULT_WAVE_SEEDS;
+    d.limits = Default::default();
+    d.loader.memory = Some(48 << 20);
+    // One hop of 2: the room of 4096 seeds fits the 4 MB file's pages.
+    d.loader.sample.fanouts = fan(&[2]);
+    let mut m = d.clone();
+    m.limits.max_nodes = 64;
+    let (de, me) = (
+        Engine::open(&dir, d).unwrap(),
+        Engine::open(&dir, m).unwrap(),
+    );
+    let (dp, mp) = (de.plan(), me.plan());
+    assert_eq!(dp.sampler, mp.sampler, "{dp} / {mp}");
+    assert_eq!(dp.reserve, mp.reserve + 256 * (4096 - 64) * 16);
+    assert_eq!(dp.neighbor_cache, mp.neighbor_cache, "{dp} / {mp}");
+    assert!(de.large_room().1, "{dp}");
+    let text = dp.to_string();
+    assert!(
+        text.contains("chosen by the server: each of its workers holds a wave of up to 64 seeds (--batch-size)")
+            && text.contains("at fanouts [2]; a larger request, up to 4096 ids (--max-nodes), is sampled alone, one at a time, in ")
+            && text.contains("that the hot neighbor pages lend it until it is answered")
+            && !text.contains("per epoch"),
+        "{text}"
+    );
+    // A request of 4096 ids is answered, as the library samples it.
+    let n = de.num_nodes();
+    let ids: Vec<u64> = (0..4096).map(|i| i * 24 % n).collect();
+    let q = req(&ids, n, &[2], false, 11);
+    assert_eq!(de.sample(q.clone(), None, None).unwrap(), alone(&dir, &q));
 }
 
 #[test]

@@ -30,8 +30,9 @@ def add_parser(sub: Any) -> None:
                    "heterogeneous dataset the same for every relation, or a JSON object per relation such as "
                    "'{\"author:writes:paper\": [10, 5], ...}' (0 skips a relation at a hop)")
     p.add_argument("--batch-size", type=positive_arg, metavar="N",
-                   help="seeds of one wave the memory plan is made for, at the default fanouts (default and "
-                   "at least: --max-nodes, so that every request within it is served)")
+                   help="seeds of the wave each worker is sized for, at the default fanouts (default 64: a "
+                   "full wave of single-node requests); a larger request, up to --max-nodes, is answered alone, "
+                   "one at a time, in memory the hot neighbor pages lend it")
     p.add_argument("--seed", type=count_arg, default=0, help="seed of requests that give none (default 0)")
     p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
                    "it holds plus half the available memory)")
@@ -59,8 +60,9 @@ def add_parser(sub: Any) -> None:
                    "(Python's, every call through Python: the baseline of docs/benchmarks.md; the only one, and the "
                    "default, for a heterogeneous dataset)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
-                   help="node ids per request (default 4096); the memory plan holds one such request at the "
-                   "default fanouts per worker: lower it to leave more memory to the caches")
+                   help="node ids per request (default 4096); one request this large at the default fanouts is "
+                   "answered at a time, in memory lent by the hot neighbor pages (or held besides them when they "
+                   "are too few)")
     p.add_argument("--max-hops", type=positive_arg, default=6, metavar="N", help="fanouts per request (default 6)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds requests in flight get to finish on SIGTERM (default 10)")

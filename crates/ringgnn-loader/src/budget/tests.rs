@@ -796,3 +796,24 @@ proptest! {
         }
     }
 }
+
+/// Issue 34, item 11: where the options leave one plan (a backend asked, batches ahead asked),
+/// its cost per epoch chose nothing: the plan says it is the only one, not a cost.
+#[test]
+fn the_only_plan_the_options_allow_says_so_instead_of_a_cost() {
+    let mut a = asked(2064, BackendChoice::Uring);
+    a.prefetch = Some(TWO);
+    let mut n = needs();
+    n.features = None;
+    let p = MemoryPlan::compute(&a, &n).unwrap();
+    assert_eq!(
+        p.why,
+        "elimination: the only plan these options allow within the budget (neighbor file on \
+         disk, 2 batches ahead)"
+    );
+    assert!(!p.to_string().contains("per epoch"), "{p}");
+    // With a choice (the file in memory or on disk), the costs are what chose.
+    a.neighbors = BackendChoice::Auto;
+    let p = MemoryPlan::compute(&a, &n).unwrap();
+    assert!(p.why.starts_with("expected cost per epoch"), "{}", p.why);
+}
