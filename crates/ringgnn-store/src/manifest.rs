@@ -422,9 +422,10 @@ pub(crate) fn pretty_json(m: &impl Serialize) -> String {
     s
 }
 
-/// Round `n` up to a multiple of [`PAGE`].
+/// Round `n` up to a multiple of [`PAGE`]; saturates at `u64::MAX` (the size check adds up
+/// sizes of absurd counts, which must be refused, never wrap to small ones).
 pub fn pad_to_page(n: u64) -> u64 {
-    n.div_ceil(PAGE) * PAGE
+    n.div_ceil(PAGE).saturating_mul(PAGE)
 }
 
 #[cfg(test)]
