@@ -38,6 +38,48 @@ CNR_2000 = REPO.parent / "shared" / "data" / "cnr-2000.tsv.gz"
 SMALL_EDGES: List[Edge] = [(0, 1), (0, 1), (1, 2), (2, 2), (3, 0), (3, 2), (2, 0), (5, 5), (1, 5), (3, 5)]
 
 
+# --- a small disk ----------------------------------------------------------------------------
+
+
+def mount_tmpfs(at: Path, size: str) -> Path:
+    """A tmpfs of ``size`` (``"256k"``) mounted at ``at`` (made if missing): a small disk to fill.
+    Skips the test where mounting is not allowed (no root or CAP_SYS_ADMIN, no mount command)."""
+    import shutil
+
+    at.mkdir(parents=True, exist_ok=True)
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command here: the full-disk tests mount a small tmpfs")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(at)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): the full-disk tests need root "
+                    "or CAP_SYS_ADMIN")
+    return at
+
+
+def unmount_below(root: Path) -> None:
+    """Unmount every mount point below ``root``, deepest first (a regression may have moved one:
+    a replaced dataset's folder renamed to a temporary)."""
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1].encode().decode("unicode_escape") for line in f]
+    top = os.path.realpath(root)
+    for point in sorted((p for p in points if p.startswith(f"{top}/")), key=len, reverse=True):
+        subprocess.run(["umount", point], check=True)
+
+
+@pytest.fixture
+def disk(tmp_path):
+    """``disk(size, at=None)``: a new tmpfs of ``size`` mounted at ``at`` (by default a new folder
+    of ``tmp_path``), unmounted after the test (:func:`mount_tmpfs`)."""
+    made = []
+
+    def make(size: str, at: Optional[Path] = None) -> Path:
+        made.append(mount_tmpfs(at or tmp_path / f"disk{len(made)}", size))
+        return made[-1]
+
+    yield make
+    unmount_below(tmp_path)
+
+
 # --- reference -------------------------------------------------------------------------------
 
 

@@ -343,17 +343,9 @@ def test_bad_size_is_a_usage_error(cli, small_tsv, tmp_path):
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A 256 KiB tmpfs: skipped where mounting is not allowed."""
-    mnt = tmp_path / "small_disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs to simulate a full disk (needs root): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+def small_disk(disk):
+    """A 256 KiB tmpfs (conftest's ``disk``: skipped where mounting is not allowed)."""
+    return disk("256k")
 
 
 #: Edges whose sort spills to disk under --memory 128M (16 MB of spill do not fit in 256 KiB): a

@@ -15,7 +15,6 @@ import gzip
 import os
 import re
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ringgnn
-from conftest import assert_nothing_left
+from conftest import assert_nothing_left, mount_tmpfs, unmount_below
 from ringgnn import _core
 from ringgnn.importers.ogb import convert_ogb
 
@@ -405,17 +404,11 @@ def test_a_file_size_limit_is_an_error_naming_the_file(tmp_path, source):
 def full_disk(tmp_path_factory):
     """A 2 MiB tmpfs (skipped where mounting is not allowed)."""
     d = tmp_path_factory.mktemp("disk")
-    mnt = d / "mnt"
-    mnt.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not allowed here: {r.stderr.strip()}")
+    mnt = mount_tmpfs(d / "mnt", "2M")
     try:
         yield d, mnt
     finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True)
+        unmount_below(d)
 
 
 @pytest.mark.parametrize("source", ["parquet", "csv", "ogb"])

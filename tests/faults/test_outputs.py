@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,35 +27,6 @@ from ringgnn import _files
 from ringgnn._files import allocated_memmap, describe, save_npy
 
 NO_SPACE = "No space left on device [Errno 28]"
-
-
-@pytest.fixture
-def disk(tmp_path):
-    """``disk(size, at=None)``: a new tmpfs of ``size`` (``"16k"``) mounted at ``at`` (made if
-    missing; by default a new folder of ``tmp_path``), unmounted after the test."""
-    mounted = []
-
-    def make(size: str, at: Path = None) -> Path:
-        d = at or tmp_path / f"disk{len(mounted)}"
-        d.mkdir(exist_ok=True)
-        if shutil.which("mount") is None:
-            pytest.skip("no mount command here: the full-disk tests mount a small tmpfs")
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): the full-disk tests need "
-                        "root or CAP_SYS_ADMIN")
-        mounted.append(d)
-        return d
-
-    yield make
-    # Every mount under tmp_path, deepest first: a regression may have moved one (a replaced
-    # dataset's folder renamed to a temporary).
-    with open("/proc/self/mounts") as f:
-        points = [line.split()[1].encode().decode("unicode_escape") for line in f]
-    root = os.path.realpath(tmp_path)
-    for point in sorted((p for p in points if p.startswith(f"{root}/")), key=len, reverse=True):
-        subprocess.run(["umount", point], check=True)
 
 
 def fill(d: Path, keep: int = 4096) -> None:

@@ -199,17 +199,9 @@ def test_from_pyg_hetero_with_a_huge_count(tmp_path):
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A 256 KiB tmpfs: skipped where mounting is not allowed."""
-    mnt = tmp_path / "small_disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs (needs root): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+def small_disk(disk):
+    """A 256 KiB tmpfs (conftest's ``disk``: skipped where mounting is not allowed)."""
+    return disk("256k")
 
 
 @pytest.mark.parametrize("nodes, fits", [(30_000, True), (40_000, False)])
