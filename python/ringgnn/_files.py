@@ -81,19 +81,13 @@ def allocated_memmap(path: PathLike, dtype: Any, shape: Tuple[int, ...]) -> np.m
     one way the package writes a file through a map. On an error (``ENOSPC`` naming ``path``)
     the file is removed; the caller's :func:`os_errors` adds what it was writing."""
     path = os.fspath(path)
-    try:
+    with _whole_or_removed(path):
         a = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape))
         try:
             _allocate(path, a.offset, a.offset + a.nbytes)
         except BaseException:
             del a  # unmapped before the file is removed
             raise
-    except OSError as e:
-        _remove_quietly(path)
-        raise _named(e, path) from None
-    except BaseException:
-        _remove_quietly(path)
-        raise
     return a
 
 
@@ -128,15 +122,8 @@ def save_npy(path: PathLike, array: np.ndarray) -> str:
     """``array`` saved as the ``.npy`` ``path``, written with ``write`` (see the module's docs);
     removed on an error, which names ``path``."""
     path = os.fspath(path)
-    try:
-        with open(path, "wb") as f:
-            np.save(_Stream(f), array, allow_pickle=False)
-    except OSError as e:
-        _remove_quietly(path)
-        raise _named(e, path) from None
-    except BaseException:
-        _remove_quietly(path)
-        raise
+    with _whole_or_removed(path), open(path, "wb") as f:
+        np.save(_Stream(f), array, allow_pickle=False)
     return path
 
 
@@ -146,6 +133,20 @@ class _Stream:
 
     def __init__(self, f: Any):
         self.write = f.write
+
+
+@contextlib.contextmanager
+def _whole_or_removed(path: str) -> Iterator[None]:
+    """The block writes the file ``path``; on any error (a signal too) the file is removed, and an
+    OS error names ``path`` where it named no file (a failed ``write()`` names none)."""
+    try:
+        yield
+    except OSError as e:
+        _remove_quietly(path)
+        raise _named(e, path) from None
+    except BaseException:
+        _remove_quietly(path)
+        raise
 
 
 def _named(e: OSError, path: str) -> OSError:
