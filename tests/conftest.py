@@ -38,6 +38,18 @@ CNR_2000 = REPO.parent / "shared" / "data" / "cnr-2000.tsv.gz"
 SMALL_EDGES: List[Edge] = [(0, 1), (0, 1), (1, 2), (2, 2), (3, 0), (3, 2), (2, 0), (5, 5), (1, 5), (3, 5)]
 
 
+@pytest.fixture(scope="session")
+def big_bin32(tmp_path_factory):
+    """16M random edges (128 MB): a conversion that takes about a second even on a fast machine,
+    long enough to be interrupted in the middle (the Ctrl-C and SIGTERM tests)."""
+    path = tmp_path_factory.mktemp("big") / "big.bin32"
+    rng = np.random.default_rng(7)
+    with open(path, "wb") as f:
+        for _ in range(8):
+            rng.integers(0, 1 << 22, size=(2_000_000, 2), dtype=np.uint32).tofile(f)
+    return path
+
+
 # --- a small disk ----------------------------------------------------------------------------
 
 

@@ -408,18 +408,6 @@ def test_console_script_end_to_end(tmp_path, small_tsv):
     assert r.returncode == 1 and "already exists" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.fixture(scope="module")
-def big_bin32(tmp_path_factory):
-    """16M random edges (128 MB): a conversion that takes about a second even on a fast machine,
-    long enough to be interrupted in the middle."""
-    path = tmp_path_factory.mktemp("big") / "big.bin32"
-    rng = np.random.default_rng(7)
-    with open(path, "wb") as f:
-        for _ in range(8):
-            rng.integers(0, 1 << 22, size=(2_000_000, 2), dtype=np.uint32).tofile(f)
-    return path
-
-
 def test_ctrl_c_stops_cleanly(tmp_path, big_bin32):
     out = tmp_path / "ds"
     proc = subprocess.Popen(

@@ -228,17 +228,6 @@ def test_the_binding_refuses_what_python_stages(tmp_path):
 # --- signals ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def big_input(tmp_path_factory):
-    """A 16M-edge bin32 edge list (128 MB): a convert that runs for a couple of seconds."""
-    path = tmp_path_factory.mktemp("sig") / "big.bin32"
-    rng = np.random.default_rng(34)
-    with open(path, "wb") as f:
-        for _ in range(8):
-            rng.integers(0, 1 << 22, size=(2_000_000, 2), dtype=np.uint32).tofile(f)
-    return path
-
-
 def _start(src: Path, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([console_script(), "convert", str(src), str(out), "--memory", "256M", "--quiet", *extra],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -254,10 +243,10 @@ def _wait_for_staging(proc: subprocess.Popen, out: Path) -> float:
 
 
 @pytest.fixture(scope="module")
-def build_seconds(big_input, tmp_path_factory):
+def build_seconds(big_bin32, tmp_path_factory):
     """How long the build runs once it has started (the signals below fall within and after it)."""
     out = tmp_path_factory.mktemp("ref") / "ds"
-    proc = _start(big_input, out)
+    proc = _start(big_bin32, out)
     t0 = _wait_for_staging(proc, out)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
@@ -269,10 +258,10 @@ SEEDED_POINTS = np.random.default_rng(2038).uniform(0.0, 1.15, size=5)  # of the
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("point", range(len(SEEDED_POINTS)))
-def test_a_signal_at_any_point_leaves_the_dataset_or_nothing(tmp_path, big_input, build_seconds, signame, point):
+def test_a_signal_at_any_point_leaves_the_dataset_or_nothing(tmp_path, big_bin32, build_seconds, signame, point):
     sig, code = getattr(signal, signame), {"SIGTERM": 143, "SIGINT": 130}[signame]
     out = tmp_path / "ds"
-    proc = _start(big_input, out)
+    proc = _start(big_bin32, out)
     try:
         t0 = _wait_for_staging(proc, out)
         time.sleep(max(0.0, t0 + SEEDED_POINTS[point] * build_seconds - time.perf_counter()))
@@ -371,7 +360,7 @@ def test_a_signal_after_the_rename_reports_success(tmp_path, tiny, cli, monkeypa
     assert main(["verify", str(out)]) == 0
 
 
-def test_sigterm_in_process_unwinds_like_ctrl_c(tmp_path, big_input, cli):
+def test_sigterm_in_process_unwinds_like_ctrl_c(tmp_path, big_bin32, cli):
     """SIGTERM seen by the progress relay cancels the core, which removes its staging directory."""
     out = tmp_path / "ds"
 
@@ -384,5 +373,5 @@ def test_sigterm_in_process_unwinds_like_ctrl_c(tmp_path, big_input, cli):
 
     with _signals.interrupts():
         with pytest.raises(_signals.Terminated):
-            ringgnn.convert(big_input, out, memory="256M", progress=SendsTerm())
+            ringgnn.convert(big_bin32, out, memory="256M", progress=SendsTerm())
     assert_nothing_left(out)
