@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Condvar, Mutex};
 
-use crate::convert::{GraphOptions, SelfLoops};
 use crate::input::EdgeSource;
 use crate::link::{HeldOut, Holdout, LinkPlan};
 use crate::manifest::{DegreeStats, IndexDtype};
+use crate::options::{GraphOptions, SelfLoops};
 use crate::progress::Progress;
 use crate::space::Need;
 use crate::writer::Staging;
