@@ -3,8 +3,8 @@
 //! [`crate::writer`]). Also [`assemble`], the manifest of a freshly built dataset, which the
 //! generators ([`crate::generate`]) share; the options every graph-building command takes are
 //! [`crate::options`]'s (re-exported here, as [`ConvertOptions`] holds them). `ringgnn verify`
-//! lives in [`crate::verify`]. The heterogeneous build ([`hetero`], `ringgnn_store::hetero::build`)
-//! sits here too, above the format it writes ([`crate::hetero`]).
+//! lives in [`crate::verify`]. The heterogeneous build ([`hetero`], exported as
+//! `ringgnn_store::hetero::build`) sits here too, above the format it writes ([`crate::hetero`]).
 
 pub(crate) mod hetero;
 
