@@ -10,10 +10,14 @@ the import circles (strongly connected components of more than one module).
 A module is what a `mod` declaration makes (a file, or an inline `mod x { }` block). An arrow
 M -> N means code in M names an item of N by a path: `crate::n::...`, `super::...`,
 `self::...`, or a path that starts with one of M's child modules. `mod n;` itself is not an
-arrow (it is where N lives, not something M uses), and a `pub use` in one module is followed to
-the module that defines the item (so `crate::Error`, re-exported by lib.rs from `error`, is an
-arrow to `error`; `#[macro_export]` macros are items of the module that defines them). Paths in
-comments and strings are ignored. Test modules (`#[cfg(test)]`) are left out unless --tests.
+arrow (it is where N lives, not something M uses). Nor is a `pub use`: it passes a name on,
+and a path through it is followed to the module that defines the item (so `crate::Error`,
+re-exported by lib.rs from `error`, is an arrow to `error`; `#[macro_export]` macros are items
+of the module that defines them). Paths in comments and strings are ignored. Test modules
+(`#[cfg(test)]`) are left out unless --tests: tests may import across layers. The circles are
+reported twice: between modules (files), the layering this project keeps, and between
+top-level modules (a module with all its submodules), which also shows a parent whose children
+sit on different layers.
 
 Floor 0 holds modules with no arrows out; a module's floor is one above the highest module it
 uses (modules of one circle share a floor). Standard library only, no Cargo needed.
