@@ -102,7 +102,13 @@ pub(crate) fn eof_error(i: usize, r: &ReadReq, got: usize) -> io::Error {
     )
 }
 
-/// Register `buf` with `reader` as its fixed buffer, unless [`crate::uring::FIXED_BUFFERS_ENV`]
+/// Set to 0 not to register each block reader's buffer with its ring. By default it is
+/// registered (io_uring fixed buffers, read with `READ_FIXED`, so an `O_DIRECT` read does not pin
+/// its pages each time: about 0.87x the capped hyperbatch epoch, docs/benchmarks.md); where the kernel
+/// refuses (old kernels, `RLIMIT_MEMLOCK`), reads are plain.
+pub const FIXED_BUFFERS_ENV: &str = "RINGGNN_URING_FIXED_BUFFERS";
+
+/// Register `buf` with `reader` as its fixed buffer, unless [`FIXED_BUFFERS_ENV`]
 /// is 0: for the readers that own one buffer for their whole life, [`crate::BlockReader`] and
 /// [`crate::PageReader`].
 ///
@@ -112,7 +118,7 @@ pub(crate) fn eof_error(i: usize, r: &ReadReq, got: usize) -> io::Error {
 /// `reader`'s whole life, reads into it only through `reader`, and drops `reader` first (the
 /// field before `buf`).
 pub(crate) unsafe fn register_owned(reader: &mut dyn ReadBatch, buf: &mut crate::AlignedBuf) {
-    if std::env::var(crate::uring::FIXED_BUFFERS_ENV).as_deref() != Ok("0") {
+    if std::env::var(FIXED_BUFFERS_ENV).as_deref() != Ok("0") {
         // SAFETY: this function's own contract.
         unsafe { reader.register_buffer(buf.spare()) };
     }

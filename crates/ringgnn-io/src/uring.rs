@@ -24,12 +24,6 @@ pub const DEFAULT_DEPTH: u32 = 128;
 /// the poller thread sleeping after that long idle: an experiment (docs/benchmarks.md).
 pub const SQPOLL_ENV: &str = "RINGGNN_URING_SQPOLL";
 
-/// Set to 0 not to register each block reader's buffer with its ring. By default it is
-/// registered (io_uring fixed buffers, read with `READ_FIXED`, so an `O_DIRECT` read does not pin
-/// its pages each time: about 0.87x the capped hyperbatch epoch, docs/benchmarks.md); where the kernel
-/// refuses (old kernels, `RLIMIT_MEMLOCK`), reads are plain.
-pub const FIXED_BUFFERS_ENV: &str = "RINGGNN_URING_FIXED_BUFFERS";
-
 /// The largest depth accepted (the kernel's limit on submission queue entries).
 pub const MAX_DEPTH: u32 = 32768;
 

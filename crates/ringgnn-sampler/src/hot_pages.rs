@@ -22,7 +22,7 @@ use std::path::Path;
 
 use ringgnn_io::{AlignedBuf, DirectFile, PageCache, ALIGN};
 
-use crate::graph::OffsetIndex;
+use crate::offset_index::OffsetIndex;
 use crate::{Error, Fanout, Result};
 
 /// Bytes read per step of a pass over the neighbor file.

@@ -41,6 +41,7 @@ pub mod hot_pages;
 mod hyper;
 mod idmap;
 pub mod neighbors;
+mod offset_index;
 mod options;
 mod output;
 mod sampler;

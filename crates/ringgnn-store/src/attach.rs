@@ -11,10 +11,10 @@ use std::path::Path;
 use half::{bf16, f16};
 
 use crate::bitmap::Bitmap;
-use crate::convert::SplitSpec;
 use crate::manifest::{FeatureDtype, FeatureInfo, LabelInfo};
 use crate::node_files::{split_file, FeatureWriter, LABELS_FILE};
 use crate::npy::{read_header, NpyHeader};
+use crate::options::{check_split_name, SplitSpec};
 use crate::progress::Progress;
 use crate::rng;
 use crate::writer::{BinWriter, Staging};
@@ -77,20 +77,6 @@ fn validate_labels(h: &NpyHeader) -> Result<()> {
         );
     }
     h.expect_dtype(&LABEL_DTYPES, "labels")
-}
-
-/// A split name must be a plain file-name part: `[a-z0-9_]+`.
-pub fn check_split_name(name: &str, option: &str) -> Result<()> {
-    if name.is_empty()
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    {
-        return input_err!(
-            "{option}: split name '{name}' is not allowed: use lowercase letters, digits and '_' (e.g. train, val, test)"
-        );
-    }
-    Ok(())
 }
 
 /// Validate a split spec before the build (names, fractions in [0,1] summing to <= 1, files exist).

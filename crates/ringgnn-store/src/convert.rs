@@ -1,8 +1,12 @@
 //! `ringgnn convert` ([`convert()`]): an edge list plus optional features, labels and splits
 //! become a dataset, built in a staging directory and committed atomically (see
-//! [`crate::writer`]). Also what every graph-building command shares with the generators
-//! ([`crate::generate`]): [`GraphOptions`], [`SelfLoops`] and [`assemble`], the manifest of a
-//! freshly built dataset. `ringgnn verify` lives in [`crate::verify`].
+//! [`crate::writer`]). Also [`assemble`], the manifest of a freshly built dataset, which the
+//! generators ([`crate::generate`]) share; the options every graph-building command takes are
+//! [`crate::options`]'s (re-exported here, as [`ConvertOptions`] holds them). `ringgnn verify`
+//! lives in [`crate::verify`]. The heterogeneous build ([`hetero`], exported as
+//! `ringgnn_store::hetero::build`) sits here too, above the format it writes ([`crate::hetero`]).
+
+pub(crate) mod hetero;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,55 +18,11 @@ use crate::manifest::{
     FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,
 };
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
+pub use crate::options::{GraphOptions, SelfLoops, SplitSpec};
 use crate::progress::Progress;
 use crate::space::Need;
 use crate::writer::Staging;
 use crate::{attach, Error, Excerpts, Result};
-
-/// What to do with edges u->u.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SelfLoops {
-    Keep,
-    Drop,
-}
-
-/// Options shared by everything that builds a graph.
-#[derive(Clone, Debug)]
-pub struct GraphOptions {
-    /// Add v->u for every edge u->v.
-    pub undirected: bool,
-    pub self_loops: SelfLoops,
-    /// Keep one copy of each distinct (src, dst) pair.
-    pub dedup: bool,
-    /// Number of nodes; ids must be below it. Default: largest id + 1.
-    pub num_nodes: Option<u64>,
-    /// Byte budget for the whole build (buffers, sort space, I/O buffers).
-    pub memory: u64,
-    /// Worker threads (>= 1).
-    pub threads: usize,
-}
-
-impl Default for GraphOptions {
-    fn default() -> Self {
-        GraphOptions {
-            undirected: false,
-            self_loops: SelfLoops::Keep,
-            dedup: false,
-            num_nodes: None,
-            memory: 1 << 30,
-            threads: 1,
-        }
-    }
-}
-
-/// How to make train/val/test splits.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SplitSpec {
-    /// name -> `.npy` file of node ids (int32/int64/uint32/uint64, 1-D).
-    Files(Vec<(String, PathBuf)>),
-    /// name -> fraction of the nodes (of the labeled nodes when labels are given), drawn with the seed.
-    Fractions(Vec<(String, f64)>),
-}
 
 #[derive(Clone, Debug)]
 pub struct ConvertOptions {

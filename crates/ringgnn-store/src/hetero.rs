@@ -7,7 +7,7 @@
 //! homogeneous [`Manifest`] of one node type (its features, labels and splits; no graph) or of
 //! one relation (its CSC over the destination type's nodes, `num_sources` the source type's
 //! count). Every reader of a homogeneous dataset (samplers, feature readers, `verify`) then reads
-//! a part unchanged. Building is [`build`] (`build.rs`).
+//! a part unchanged. Building is [`build`] (`convert/hetero.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,11 +20,12 @@ use crate::manifest::{
 };
 use crate::{Error, Result};
 
-mod build;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use build::{build, reverse_name, HeteroSpec, NodeTypeSpec, RelationSpec};
+/// Building lives above the format, beside the homogeneous `convert`; its names stay reachable
+/// here, where a heterogeneous dataset's users look for them.
+pub use crate::convert::hetero::{build, HeteroSpec, NodeTypeSpec, RelationSpec};
 
 /// One node type: its node count and its per-node files, as the top-level fields of a
 /// homogeneous manifest.
@@ -159,6 +160,12 @@ pub fn split_relation(name: &str) -> Result<(&str, &str, &str)> {
     check_name(r, "relation name")?;
     check_name(d, "node type")?;
     Ok((s, r, d))
+}
+
+/// The name of the reverse of `S:R:D`: `D:rev_R:S`.
+pub fn reverse_name(name: &str) -> Result<String> {
+    let (s, r, d) = split_relation(name)?;
+    Ok(format!("{d}:rev_{r}:{s}"))
 }
 
 impl HeteroManifest {

@@ -147,6 +147,9 @@ pub struct DegreeStats {
     pub zero: u64,
 }
 
+/// Name of the edge split that holds the edges left in the training graph.
+pub const TRAIN: &str = "train";
+
 /// One held-out (or training) edge set of a link-prediction split (format version 2): `edges`
 /// (src, dst) pairs in `edge_split.NAME`, and when `negatives > 0`, that many fixed negative
 /// destinations per pair in `edge_negatives.NAME`.

@@ -8,8 +8,8 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 
-use crate::link::{shared_negatives_file, LinkSplitOptions, LinkSplitSpec, TRAIN};
-use crate::manifest::EdgeSplitInfo;
+use crate::link::{shared_negatives_file, LinkSplitOptions, LinkSplitSpec};
+use crate::manifest::{EdgeSplitInfo, TRAIN};
 use crate::writer::Staging;
 use crate::{input_err, Error, IoContext, Result};
 

@@ -10,7 +10,8 @@ use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
 use crate::builder::{build_graph, spill_bytes};
-use crate::convert::{assemble, GraphOptions};
+use crate::convert::assemble;
+use crate::options::GraphOptions;
 use crate::progress::Progress;
 use crate::rng;
 use crate::space::Need;

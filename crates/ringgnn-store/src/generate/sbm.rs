@@ -9,9 +9,10 @@ use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
 use crate::builder::{build_graph, spill_bytes};
-use crate::convert::{assemble, GraphOptions, SelfLoops};
+use crate::convert::assemble;
 use crate::manifest::{FeatureDtype, LabelInfo};
 use crate::node_files::{split_file, write_i64_file, FeatureWriter, LABELS_FILE};
+use crate::options::{GraphOptions, SelfLoops};
 use crate::progress::Progress;
 use crate::rng::{self, Rng};
 use crate::space::Need;

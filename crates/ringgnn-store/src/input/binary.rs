@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::{check_limit, read_full, EdgeSource};
+use super::source::{check_limit, read_full, EdgeSource};
 use crate::{IoContext, Result};
 
 /// Bytes per read: large enough that per-call overhead vanishes next to decoding, small next to

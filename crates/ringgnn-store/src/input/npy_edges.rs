@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::binary::{Cursor, BLOCK};
-use super::{check_limit, EdgeSource};
+use super::source::{check_limit, EdgeSource};
 use crate::npy::{read_header, NpyHeader};
 use crate::{Error, IoContext, Result};
 

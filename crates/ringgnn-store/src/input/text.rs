@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use flate2::bufread::MultiGzDecoder;
 use memchr::{memchr, memrchr};
 
-use super::{read_full, EdgeSource};
+use super::source::{read_full, EdgeSource};
 use crate::excerpt::{excerpt, Excerpts};
 use crate::{Error, IoContext, Result};
 

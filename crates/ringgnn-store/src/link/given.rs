@@ -9,9 +9,8 @@
 use std::path::PathBuf;
 
 use crate::input::{self, InputFormat};
+use crate::manifest::TRAIN;
 use crate::{input_err, Error, Excerpts, Result};
-
-use super::TRAIN;
 
 /// Pairs read per call to the edge reader.
 const CHUNK: usize = 1 << 16;

@@ -9,10 +9,10 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 
-use super::{u64s, Check};
+use super::checks::{u64s, Check};
 use crate::dataset::Dataset;
 use crate::hetero::Part;
-use crate::link::TRAIN;
+use crate::manifest::TRAIN;
 use crate::{IoContext, Result};
 
 /// `edge_split_NAME`: (src, dst) i64 pairs.

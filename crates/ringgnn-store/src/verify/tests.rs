@@ -2,7 +2,7 @@ use super::*;
 use crate::attach::tests::Record;
 use crate::builder::{GraphSummary, INDICES_FILE, INDPTR_FILE};
 use crate::convert::assemble;
-use crate::manifest::{DegreeStats, FeatureDtype, LabelInfo};
+use crate::manifest::{DegreeStats, FeatureDtype, IndexDtype, LabelInfo};
 use crate::node_files::{split_file, FeatureWriter, LABELS_FILE};
 use crate::rng;
 use crate::writer::Staging;

@@ -20,15 +20,17 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 
-use super::{check_name, split_relation, HeteroManifest, NodeTypeInfo, RelationInfo};
 use crate::attach;
 use crate::builder::build_graph_split;
 use crate::builder::degree_stats;
-use crate::convert::{GraphOptions, SplitSpec};
+use crate::hetero::{
+    check_name, reverse_name, split_relation, HeteroManifest, NodeTypeInfo, RelationInfo,
+};
 use crate::input::{self, EdgeSource, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions, LinkSplitSpec};
-use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION};
+use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION, TRAIN};
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
+use crate::options::{GraphOptions, SplitSpec};
 use crate::progress::{Prefixed, Progress};
 use crate::space::Need;
 use crate::writer::Staging;
@@ -91,12 +93,6 @@ struct Planned<'a> {
     link: Option<LinkPlan>,
 }
 
-/// The name of the reverse of `S:R:D`: `D:rev_R:S`.
-pub fn reverse_name(name: &str) -> Result<String> {
-    let (s, r, d) = split_relation(name)?;
-    Ok(format!("{d}:rev_{r}:{s}"))
-}
-
 /// Check a relation's link split and read its listed pairs (before anything is written).
 fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<LinkPlan>> {
     let Some(opts) = &r.link_split else {
@@ -116,7 +112,7 @@ fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<L
     for (name, path) in &opts.given_negatives {
         let listed =
             matches!(&opts.spec, LinkSplitSpec::Files(v) if v.iter().any(|(n, _)| n == name));
-        if !listed || name == link::TRAIN {
+        if !listed || name == TRAIN {
             return Err(named(Error::Input(format!(
                 "negatives {} are given for edge split '{name}', which is not a listed held-out split",
                 path.display()
@@ -129,7 +125,7 @@ fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<L
         LinkSplitSpec::Fractions(_) => true,
         LinkSplitSpec::Files(v) => v
             .iter()
-            .any(|(n, _)| n != link::TRAIN && !opts.given_negatives.iter().any(|(g, _)| g == n)),
+            .any(|(n, _)| n != TRAIN && !opts.given_negatives.iter().any(|(g, _)| g == n)),
     };
     if drawn {
         link::check_negatives(opts.negatives, n_d).map_err(named)?;

@@ -1,0 +1,218 @@
+//! The evaluation negatives of each held-out split, once the CSC and its pairs are written:
+//! drawn per pair ([`attach_negatives`]) or copied as given, and the pairs read back
+//! ([`read_pairs`]).
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use super::{check_negatives, negatives_file, pairs_file, HeldOut, LinkSplitOptions, CHUNK};
+use crate::manifest::{EdgeSplitInfo, TRAIN};
+use crate::progress::Progress;
+use crate::rng::{self, mix64};
+use crate::writer::Staging;
+use crate::{input_err, IoContext, Result};
+
+/// `purpose` of the streams that draw evaluation negatives (ASCII "lneg").
+const NEG_STREAM: u64 = 0x6c_6e_65_67;
+
+/// Draw `opts.negatives` distinct negative destinations in `[0, num_nodes)` other than `dst` for
+/// every pair of each held-out split (not `train`), and write them as `edge_negatives.NAME`.
+/// Pair `i` of split NAME draws from its own stream (seed, "lneg", hash(NAME) + i): the
+/// negatives of a pair do not depend on the other splits or on how the file is read. A split
+/// named in `opts.given_negatives` stores those as given instead; a split with shared negatives
+/// (`opts.shared_negatives`, OGB's `edge_neg`) gets none per pair: its evaluation ranks every
+/// positive against the shared ones, so per-pair negatives would be written and never read.
+pub fn attach_negatives(
+    staging: &mut Staging,
+    held: &HeldOut,
+    num_nodes: u64,
+    opts: &LinkSplitOptions,
+    seed: u64,
+    progress: &dyn Progress,
+) -> Result<BTreeMap<String, EdgeSplitInfo>> {
+    let given = &opts.given_negatives;
+    let mut out = BTreeMap::new();
+    for (name, _, pairs) in &held.splits {
+        if let Some((_, path)) = given.iter().find(|(n, _)| n == name) {
+            let info = copy_negatives(staging, name, path, *pairs, num_nodes)?;
+            out.insert(name.clone(), info);
+            continue;
+        }
+        let shared = opts.shared_negatives.iter().any(|(n, _)| n == name);
+        let k = opts.negatives;
+        let negatives = if name == TRAIN || shared { 0 } else { k };
+        out.insert(
+            name.clone(),
+            EdgeSplitInfo {
+                edges: *pairs,
+                negatives,
+                given_negatives: false,
+                shared_negatives: 0,
+            },
+        );
+        if negatives == 0 {
+            continue;
+        }
+        check_negatives(k, num_nodes)?;
+        progress.stage(&format!("negatives {name}"), Some(*pairs), "edges");
+        let path = staging.file_path(&pairs_file(name));
+        let mut reader = BufReader::with_capacity(1 << 20, File::open(&path).at(&path)?);
+        let mut w = staging.writer(&negatives_file(name))?;
+        let name_hash = name.bytes().fold(0u64, |h, b| mix64(h ^ b as u64));
+        let mut set = HashSet::with_capacity(2 * k as usize);
+        let mut row = Vec::with_capacity(k as usize);
+        let mut buf = Vec::with_capacity(CHUNK * k as usize);
+        let mut pair = [0u8; 16];
+        for i in 0..*pairs {
+            reader.read_exact(&mut pair).at(&path)?;
+            let dst = u64::from_le_bytes(pair[8..].try_into().unwrap());
+            let mut r = rng::stream(seed, NEG_STREAM, name_hash.wrapping_add(i));
+            distinct_except(&mut r, num_nodes, dst, k, &mut set, &mut row);
+            buf.extend(row.iter().map(|&x| x as i64));
+            if buf.len() >= CHUNK * k as usize {
+                w.write_i64s(&buf)?;
+                buf.clear();
+                progress.advance(CHUNK as u64)?;
+            }
+        }
+        w.write_i64s(&buf)?;
+        staging.add(&format!("edge_negatives.{name}"), w.finish()?);
+    }
+    Ok(out)
+}
+
+/// Store split `name`'s negatives from `path` (`.npy` int64 `(pairs, K)`, C order), each id
+/// checked to be below `num_nodes`.
+fn copy_negatives(
+    staging: &mut Staging,
+    name: &str,
+    path: &Path,
+    pairs: u64,
+    num_nodes: u64,
+) -> Result<EdgeSplitInfo> {
+    let h = crate::npy::read_header(path)?;
+    h.expect_dtype(&["int64"], "negatives")?;
+    let k = match h.shape[..] {
+        [n, k] if n == pairs && k >= 1 && !h.fortran_order => k,
+        _ => {
+            return input_err!(
+                "{}: negatives of edge split {name} must be a C-order array of shape ({pairs}, K >= 1), one row per stored pair; found shape {:?}",
+                path.display(),
+                h.shape
+            )
+        }
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(path).at(path)?);
+    std::io::copy(&mut (&mut reader).take(h.data_offset), &mut std::io::sink()).at(path)?;
+    let mut w = staging.writer(&negatives_file(name))?;
+    let mut buf = vec![0u8; 8 * (CHUNK * k as usize).min((pairs * k) as usize).max(1)];
+    let mut left = pairs * k;
+    let mut at = 0u64;
+    while left > 0 {
+        let n = (left as usize).min(buf.len() / 8);
+        reader.read_exact(&mut buf[..8 * n]).at(path)?;
+        for (j, c) in buf[..8 * n].chunks_exact(8).enumerate() {
+            let x = i64::from_le_bytes(c.try_into().unwrap());
+            if x < 0 || x as u64 >= num_nodes {
+                let e = at + j as u64;
+                return input_err!(
+                    "{}: negative {} of pair {} of edge split {name} is {x}, but node ids are in [0, {num_nodes})",
+                    path.display(),
+                    e % k,
+                    e / k
+                );
+            }
+        }
+        w.write(&buf[..8 * n])?;
+        left -= n as u64;
+        at += n as u64;
+    }
+    staging.add(&format!("edge_negatives.{name}"), w.finish()?);
+    Ok(EdgeSplitInfo {
+        edges: pairs,
+        negatives: k,
+        given_negatives: true,
+        shared_negatives: 0,
+    })
+}
+
+/// `k` distinct values of `[0, n)` other than `except`, uniformly (Floyd's algorithm on the
+/// `n - 1` others), in `row`.
+fn distinct_except(
+    r: &mut rng::Rng,
+    n: u64,
+    except: u64,
+    k: u64,
+    set: &mut HashSet<u64>,
+    row: &mut Vec<u64>,
+) {
+    set.clear();
+    row.clear();
+    let m = n - 1;
+    for j in (m - k)..m {
+        let t = rng::below(r, j + 1);
+        let pick = if set.insert(t) {
+            t
+        } else {
+            set.insert(j);
+            j
+        };
+        row.push(if pick >= except { pick + 1 } else { pick });
+    }
+}
+
+/// The first `n` pairs of a split file read back as (src, dst) (for tests).
+pub fn read_pairs(path: &Path, n: u64) -> Result<Vec<(u64, u64)>> {
+    let bytes = std::fs::read(path).at(path)?;
+    Ok(bytes[..(16 * n as usize).min(bytes.len())]
+        .chunks_exact(16)
+        .map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().unwrap()),
+                u64::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floyd_draws_distinct_values_other_than_the_positive() {
+        let mut set = HashSet::new();
+        let mut row = Vec::new();
+        for seed in 0..200 {
+            let mut r = rng::stream(seed, 1, 2);
+            distinct_except(&mut r, 10, seed % 10, 9, &mut set, &mut row);
+            let mut sorted = row.clone();
+            sorted.sort();
+            let want: Vec<u64> = (0..10).filter(|&x| x != seed % 10).collect();
+            assert_eq!(sorted, want);
+        }
+    }
+
+    #[test]
+    fn floyd_is_uniform() {
+        // 3 of the 5 nodes other than 2, in [0, 6): each of 0,1,3,4,5 appears in 3/5 of rows.
+        let mut set = HashSet::new();
+        let mut row = Vec::new();
+        let mut counts = [0u32; 6];
+        let mut r = rng::stream(9, 9, 9);
+        let rows = 20000;
+        for _ in 0..rows {
+            distinct_except(&mut r, 6, 2, 3, &mut set, &mut row);
+            for &x in &row {
+                counts[x as usize] += 1;
+            }
+        }
+        assert_eq!(counts[2], 0);
+        // Each count is binomial(20000, 0.6): sd 69; allow 5 sd.
+        for (x, &c) in counts.iter().enumerate().filter(|(x, _)| *x != 2) {
+            assert!((c as f64 - 12000.0).abs() < 350.0, "node {x}: {c}");
+        }
+    }
+}
