@@ -48,12 +48,14 @@
 mod engine;
 mod error;
 pub mod grpc;
+mod hetero;
 pub mod latency;
 mod options;
 pub mod wire;
 
 pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};
 pub use error::{Result, ServeError};
+pub use hetero::{HeteroEngine, HeteroOptions, HeteroSampleRequest, HeteroStats};
 pub use options::{EngineOptions, Limits};
 
 /// With the `fault-injection` feature (tests only), a wave holding a sampling request with this
