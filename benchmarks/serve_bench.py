@@ -9,6 +9,13 @@ server, and/or grpcio, the Python one) and each batching mode (--modes):
   wait    --max-wait-ms 1: a wave waits up to 1 ms for concurrent requests
   queued  --max-wait-ms 0: a wave takes what is already queued, no waiting (the server's default)
   off     --max-wave 1: every request is its own wave (no sharing of reads)
+  default no batching option: the server's defaults (the only mode a heterogeneous dataset
+          takes besides off)
+
+A heterogeneous dataset (--node-type TYPE) gets typed requests: seeds of TYPE, uniform over its
+nodes, the fanouts the same for every relation; it is served through grpcio (--frontends grpcio).
+Run the script with PYTHONPATH set to another checkout's python/ to measure that build's server
+(say, before and after a change) on the same requests.
 
 For each frontend and mode:
   max     closed loop, every client keeping --outstanding requests in flight for --duration s:
@@ -48,7 +55,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMCAP = ROOT.parent / "shared" / "tools" / "memcap"
-MODES = {"wait": ["--max-wait-ms", "1"], "queued": ["--max-wait-ms", "0"], "off": ["--max-wave", "1"]}
+MODES = {"wait": ["--max-wait-ms", "1"], "queued": ["--max-wait-ms", "0"], "off": ["--max-wave", "1"], "default": []}
 PERCENTILES = (50, 90, 99, 99.9)
 
 
@@ -278,6 +285,7 @@ def main():
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--requests", type=int, default=200_000, help="distinct requests prepared")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--node-type", help="a heterogeneous dataset: the requests' node type")
     ap.add_argument("--top", type=float, help="take this as the maximum (req/s) instead of measuring it: the loads "
                     "are then the same offered rates for every run")
     a = ap.parse_args()
@@ -290,11 +298,11 @@ def main():
     pb, _ = protos()
     ds = ringgnn.Dataset.open(a.dataset)
     rng = np.random.default_rng(a.seed)
-    nodes = np.flatnonzero(ds.degrees() > 0)
+    nodes = np.arange(ds.num_nodes_dict[a.node_type]) if a.node_type else np.flatnonzero(ds.degrees() > 0)
     picks = rng.choice(nodes, a.requests)
     fanouts = [int(f) for f in a.fanouts.split(",")]
-    requests = [pb.SampleRequest(nodes=[int(v)], fanouts=fanouts, seed=k).SerializeToString()
-                for k, v in enumerate(picks)]
+    requests = [pb.SampleRequest(nodes=[int(v)], fanouts=fanouts, seed=k, node_type=a.node_type or "")
+                .SerializeToString() for k, v in enumerate(picks)]
     extra = shlex.split(a.server_args) + ["--fanouts", a.fanouts]
     loads = [float(x) for x in a.loads.split(",")]
     out = {"label": a.label, "dataset": a.dataset, "fanouts": fanouts, "server_args": extra, "memcap": a.memcap,

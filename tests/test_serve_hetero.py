@@ -239,6 +239,61 @@ def test_info_describes_the_typed_dataset(typed, client):
     assert info["stats"]["sample_requests"] > 0 and info["stats"]["queued"] == 0
 
 
+
+def test_requests_are_answered_in_the_engines_waves(typed):
+    """Every request answered goes through one of the engine's waves: one wave each when they
+    come one at a time; concurrent ones of one configuration may share a wave, each answer still
+    exactly the library's."""
+    from ringgnn.server import Server
+
+    ds, _, _ = typed
+    s = Server(ds, listen="127.0.0.1:0", fanouts=SERVER_FANOUTS, threads=1, max_nodes=64, max_hops=3).start()
+    try:
+        with ringgnn.Client(s.address, wait_ready=30) as c:
+            for i in range(3):
+                c.sample([i], seed=1, node_type="paper")
+            c.features([1, 2], node_type="author")
+            st = s.stats()
+            assert (st["sample_requests"], st["feature_requests"], st["waves"], st["wave_requests"]) == (3, 1, 4, 4)
+
+        def work(v):
+            with ringgnn.Client(s.address, wait_ready=30) as c:
+                return v, c.sample([v], seed=3, node_type="paper")
+
+        with ThreadPoolExecutor(6) as pool:
+            got = list(pool.map(work, range(0, 60, 5)))
+        for v, sample in got:
+            assert same(sample, HeteroNeighborSampler(ds, SERVER_FANOUTS, seed=3).sample([v], "paper")), v
+        after = s.stats()
+        assert after["wave_requests"] == 4 + len(got) and 4 < after["waves"] <= 4 + len(got), after
+    finally:
+        s.stop(1.0)
+
+
+def test_relations_read_from_disk_keep_their_hot_pages(typed):
+    """With --backend pread every neighbor file is read from disk, through --neighbor-cache bytes
+    of hot pages: the same request again finds its pages there, and the answers are unchanged."""
+    from ringgnn.server import Server
+
+    ds, _, rows = typed
+    s = Server(ds, listen="127.0.0.1:0", fanouts=SERVER_FANOUTS, threads=1, backend="pread",
+               neighbor_cache="4M").start()
+    try:
+        with ringgnn.Client(s.address, wait_ready=30) as c:
+            info = c.info()
+            assert info["backend"] == "pread" and info["feature_backend"] == "pread"
+            want = HeteroNeighborSampler(ds, SERVER_FANOUTS, seed=2).sample([7, 9], "paper")
+            assert same(c.sample([7, 9], seed=2, node_type="paper"), want)
+            first = c.info()["stats"]
+            assert first["page_misses"] > 0 and first["pages_cached"] > 0 and first["reads"] > 0, first
+            assert same(c.sample([7, 9], seed=2, node_type="paper"), want)
+            second = c.info()["stats"]
+            assert second["page_hits"] > first["page_hits"] and second["page_misses"] == first["page_misses"], second
+            assert np.array_equal(c.features([3, 1], node_type="paper"), rows["paper"][[3, 1]])
+    finally:
+        s.stop(1.0)
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 OTHERS = {r: [1] for r in RELATIONS[1:]}
@@ -348,7 +403,7 @@ def test_what_is_refused_at_start(typed, homo, tmp_path):
     other = ringgnn.Dataset.open(build(tmp_path / "other", papers=100, seed=1) / "ds")
     cases = [
         (dict(dataset=ds, frontend="rust"), "--frontend rust: .* heterogeneous dataset"),
-        (dict(dataset=ds, cache="1M", max_wave=4), "--cache, --max-wave: not available for a heterogeneous"),
+        (dict(dataset=ds, cache="1M", max_wait_ms=1), "--cache, --max-wait-ms: not available for a heterogeneous"),
         (dict(dataset=ds, model=str(hrun)), "is a homogeneous run; .* is heterogeneous"),
         (dict(dataset=hds, model=str(run)), "is a heterogeneous run .* is homogeneous"),
         (dict(dataset=other, model=str(run)), "node type 'paper' had 120 nodes .* has 100"),

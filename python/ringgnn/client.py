@@ -63,7 +63,7 @@ class Client:
     def __init__(self, target: str, *, timeout: Optional[float] = 30.0, wait_ready: Optional[float] = None):
         import grpc
 
-        from .server import MAX_MESSAGE, protos
+        from .serve_rpc import MAX_MESSAGE, protos
 
         self.target, self.timeout = target, timeout
         self._pb, services = protos()

@@ -18,6 +18,7 @@ mod loader;
 mod progress;
 mod sampler;
 mod serve;
+mod serve_hetero;
 mod temp;
 
 use pyo3::prelude::*;

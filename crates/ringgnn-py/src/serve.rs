@@ -52,6 +52,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
     m.add_class::<CancelToken>()?;
     m.add_class::<GrpcServer>()?;
+    m.add_class::<crate::serve_hetero::HeteroEngine>()?;
     m.add("BusyError", py.get_type::<BusyError>())?;
     m.add(
         "DeadlineExceededError",
@@ -62,7 +63,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-fn serve_error(e: ServeError) -> PyErr {
+pub(crate) fn serve_error(e: ServeError) -> PyErr {
     match e {
         ServeError::Input(m) => input_error(m),
         e @ ServeError::Busy(_) => BusyError::new_err(e.to_string()),
@@ -77,7 +78,7 @@ fn serve_error(e: ServeError) -> PyErr {
 #[pyclass(module = "ringgnn._core", frozen)]
 #[derive(Default)]
 pub struct CancelToken {
-    inner: ringgnn_serve::CancelToken,
+    pub(crate) inner: ringgnn_serve::CancelToken,
 }
 
 #[pymethods]
@@ -104,7 +105,7 @@ pub struct Engine {
     dtype: Option<FeatureDtype>,
 }
 
-fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
+pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
     match timeout {
         None => Ok(None),
         Some(t) if t.is_finite() && t >= 0.0 => {
@@ -385,30 +386,37 @@ impl Engine {
 
     /// Counters since the engine opened (requests, waves, refusals).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.stats();
-        let d = PyDict::new(py);
-        d.set_item("sample_requests", s.sample_requests)?;
-        d.set_item("feature_requests", s.feature_requests)?;
-        d.set_item("waves", s.waves)?;
-        d.set_item("wave_requests", s.wave_requests)?;
-        d.set_item("busy", s.busy)?;
-        d.set_item("deadline_exceeded", s.deadline_exceeded)?;
-        d.set_item("cancelled", s.cancelled)?;
-        d.set_item("failed", s.failed)?;
-        d.set_item("queued", s.queued)?;
-        d.set_item("latency_buckets", s.latency.0)?;
-        d.set_item("reads", s.reads)?;
-        d.set_item("bytes_read", s.bytes_read)?;
-        d.set_item("page_hits", s.page_hits)?;
-        d.set_item("page_misses", s.page_misses)?;
-        d.set_item("pages_cached", s.pages_cached)?;
-        Ok(d)
+        stats_dict(py, self.inner.stats())
     }
 
     /// Take no new requests, answer those queued, stop the workers.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.inner.close());
     }
+}
+
+/// An engine's counters as the dict of `InfoReply.stats`.
+pub(crate) fn stats_dict(
+    py: Python<'_>,
+    s: ringgnn_serve::EngineStats,
+) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("sample_requests", s.sample_requests)?;
+    d.set_item("feature_requests", s.feature_requests)?;
+    d.set_item("waves", s.waves)?;
+    d.set_item("wave_requests", s.wave_requests)?;
+    d.set_item("busy", s.busy)?;
+    d.set_item("deadline_exceeded", s.deadline_exceeded)?;
+    d.set_item("cancelled", s.cancelled)?;
+    d.set_item("failed", s.failed)?;
+    d.set_item("queued", s.queued)?;
+    d.set_item("latency_buckets", s.latency.0)?;
+    d.set_item("reads", s.reads)?;
+    d.set_item("bytes_read", s.bytes_read)?;
+    d.set_item("page_hits", s.page_hits)?;
+    d.set_item("page_misses", s.page_misses)?;
+    d.set_item("pages_cached", s.pages_cached)?;
+    Ok(d)
 }
 
 /// The Python servicer's `dispatch(method, request, timeout, token)` as the gRPC server's

@@ -38,6 +38,11 @@
 //! pieces would not even save its memory, only the per-hop workspaces.
 //! [`latency`] keeps a histogram of answered requests' latencies.
 //!
+//! A heterogeneous dataset (node types, relations `SRC:REL:DST`) has its own engine,
+//! [`HeteroEngine`] (`hetero.rs`, its waves in `hetero/wave.rs`): typed requests, fanouts per
+//! relation, the waves of one sampling configuration sampled together by
+//! `HeteroSampler::sample_many`, hot pages per relation read from disk.
+//!
 //! The gRPC server is here too ([`grpc`]): tonic, serving `Sample`, `Features` and `Info` in
 //! Rust end to end and handing `Predict`/`Embed`/`Score` to a [`grpc::Delegate`] (the Python servicer,
 //! which runs the model). The largest reply, a sample, is encoded with prost's field encoders
@@ -48,12 +53,14 @@
 mod engine;
 mod error;
 pub mod grpc;
+mod hetero;
 pub mod latency;
 mod options;
 pub mod wire;
 
 pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};
 pub use error::{Result, ServeError};
+pub use hetero::{HeteroEngine, HeteroOptions, HeteroSampleRequest, HeteroStats};
 pub use options::{EngineOptions, Limits};
 
 /// With the `fault-injection` feature (tests only), a wave holding a sampling request with this

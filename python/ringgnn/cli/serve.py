@@ -18,8 +18,8 @@ def add_parser(sub: Any) -> None:
         "serve", help="serve sampling, features and model inference over gRPC",
         description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
         "Sample, Features, Predict, Embed, Score, Info and the standard health service. Concurrent requests are "
-        "batched into shared reads. A heterogeneous dataset is served through grpcio, requests naming the seeds' "
-        "node type. SIGTERM drains the requests in flight and exits 0.")
+        "batched into shared reads. A heterogeneous dataset is served through grpcio by the same engine, "
+        "requests naming the seeds' node type. SIGTERM drains the requests in flight and exits 0.")
     p.add_argument("dataset", metavar="DATASET")
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
@@ -37,8 +37,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--memory", type=size_arg, metavar="SIZE", help="budget of the whole process (default: what "
                    "it holds plus half the available memory)")
     p.add_argument("--threads", type=positive_arg, metavar="N",
-                   help="workers (read backends): waves served at once, or on a heterogeneous dataset requests "
-                   "sampled at once (default: available cores)")
+                   help="workers (read backends): waves served at once (default: available cores)")
     p.add_argument("--backend", default="auto", choices=BACKENDS, help="read backend (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
     p.add_argument("--cache", type=size_arg, metavar="SIZE", help="bytes of hot feature rows kept in memory, by "
@@ -88,7 +87,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("ringgnn serve: stopping (requests in flight finish first)", file=sys.stderr, flush=True)
         server.stop(grace)
     st = server.stats()
-    waves = f" in {st['waves']:,} waves" if "waves" in st else ""  # a heterogeneous server has none
     print(f"ringgnn serve: stopped after {st['sample_requests']:,} sample and {st['feature_requests']:,} feature "
-          f"requests{waves}", file=sys.stderr, flush=True)
+          f"requests in {st['waves']:,} waves", file=sys.stderr, flush=True)
     return 0

@@ -1,0 +1,370 @@
+//! `_core.HeteroEngine`: the request engine of `ringgnn serve` over a heterogeneous dataset
+//! (`ringgnn_serve::HeteroEngine`), called from the server's handler threads with the GIL
+//! released. Arguments are converted here (type names to indices, fanouts per relation), the
+//! core call runs without the GIL, and its sample comes back as `_core.HeteroSampler.sample`'s
+//! dict.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use ringgnn_io::BackendKind;
+use ringgnn_sampler::{Fanout, HeteroSample, MAX_FANOUT};
+use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest, Limits};
+
+use crate::errors::input_error;
+use crate::serve::{deadline, serve_error, stats_dict, CancelToken};
+
+/// Fanouts per relation from Python: (relation, one fanout per hop) for every relation, in any
+/// order; returned in the engine's relation order.
+fn relation_fanouts(
+    names: &[String],
+    given: Vec<(String, Vec<i64>)>,
+) -> PyResult<Vec<Vec<Fanout>>> {
+    let mut out: Vec<Option<Vec<Fanout>>> = vec![None; names.len()];
+    for (r, hops) in given {
+        let Some(i) = names.iter().position(|x| *x == r) else {
+            return Err(input_error(format!(
+                "fanouts: unknown relation '{r}' (the dataset has: {})",
+                names.join(", ")
+            )));
+        };
+        out[i] = Some(
+            hops.iter()
+                .enumerate()
+                .map(|(k, &v)| match v {
+                    -1 => Ok(Fanout::All),
+                    v if (0..=MAX_FANOUT).contains(&v) => Ok(Fanout::Count(v as u64)),
+                    v => Err(input_error(format!(
+                        "fanouts[{r:?}][{k}] = {v}: a fanout is -1 (all neighbors), 0 (skip the \
+                         relation at that hop) or a count up to {MAX_FANOUT}"
+                    ))),
+                })
+                .collect::<PyResult<_>>()?,
+        );
+    }
+    out.into_iter()
+        .zip(names)
+        .map(|(f, r)| {
+            f.ok_or_else(|| {
+                input_error(format!(
+                    "fanouts has no entry for relation {r}; give every relation (0 skips it at a hop)"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The request engine over one heterogeneous dataset (see `ringgnn/serving`).
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct HeteroEngine {
+    inner: ringgnn_serve::HeteroEngine,
+    relations: Vec<String>,
+}
+
+impl HeteroEngine {
+    fn node_type(&self, name: &str) -> PyResult<usize> {
+        let types = self.inner.node_types();
+        types.iter().position(|t| t == name).ok_or_else(|| {
+            input_error(format!(
+                "node_type '{name}' is not a node type (the dataset has: {})",
+                types.join(", ")
+            ))
+        })
+    }
+
+    fn sample_dict<'py>(&self, py: Python<'py>, out: HeteroSample) -> PyResult<Bound<'py, PyDict>> {
+        let types = self.inner.node_types();
+        let per = |names: &[String], v: Vec<Vec<u64>>| -> PyResult<Bound<'py, PyDict>> {
+            let x = PyDict::new(py);
+            for (n, a) in names.iter().zip(v) {
+                let a: Vec<i64> = a.into_iter().map(|x| x as i64).collect();
+                x.set_item(n, a.into_pyarray(py))?;
+            }
+            Ok(x)
+        };
+        let counts = |names: &[String], v: Vec<Vec<usize>>| -> PyResult<Bound<'py, PyDict>> {
+            let x = PyDict::new(py);
+            for (n, c) in names.iter().zip(v) {
+                x.set_item(n, c)?;
+            }
+            Ok(x)
+        };
+        let d = PyDict::new(py);
+        d.set_item("node", per(types, out.node)?)?;
+        d.set_item("num_sampled_nodes", counts(types, out.num_sampled_nodes)?)?;
+        d.set_item("row", per(&self.relations, out.row)?)?;
+        d.set_item("col", per(&self.relations, out.col)?)?;
+        d.set_item(
+            "num_sampled_edges",
+            counts(&self.relations, out.num_sampled_edges)?,
+        )?;
+        match out.edge {
+            Some(e) => d.set_item("edge", per(&self.relations, e)?)?,
+            None => d.set_item("edge", py.None())?,
+        }
+        Ok(d)
+    }
+}
+
+#[pymethods]
+impl HeteroEngine {
+    /// `fanouts`: the defaults of requests that give none, (relation, fanout per hop) for every
+    /// relation; `backend`: "memory" (every file loaded), else how the relations not in
+    /// `memory_relations` and the feature files (unless `features_memory`) are read ("auto",
+    /// "uring", "pread"); `neighbor_cache`: bytes of hot pages of the relations read from disk;
+    /// `queue`: requests waiting at most; `max_nodes`, `max_hops`: the limits of one request.
+    #[new]
+    #[pyo3(signature = (
+        path, fanouts, *, backend="auto", direct=false, memory_relations=Vec::new(),
+        features_memory=false, threads=None, seed=0, neighbor_cache=0,
+        max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
+        max_nodes=4096, max_hops=6
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        fanouts: Vec<(String, Vec<i64>)>,
+        backend: &str,
+        direct: bool,
+        memory_relations: Vec<String>,
+        features_memory: bool,
+        threads: Option<NonZeroUsize>,
+        seed: u64,
+        neighbor_cache: u64,
+        max_wave: NonZeroUsize,
+        queue: NonZeroUsize,
+        max_nodes: usize,
+        max_hops: usize,
+    ) -> PyResult<Self> {
+        let kind = match backend {
+            "memory" => None,
+            "uring" => Some(BackendKind::Uring),
+            "pread" => Some(BackendKind::Pread),
+            "auto" => Some(BackendKind::Auto),
+            b => {
+                return Err(input_error(format!(
+                    "backend '{b}' is unknown; use auto, memory, uring or pread"
+                )))
+            }
+        };
+        let names: Vec<String> = ringgnn_store::hetero::HeteroManifest::read(&path)
+            .map_err(crate::errors::StoreError)?
+            .relations
+            .keys()
+            .cloned()
+            .collect();
+        let opts = HeteroOptions {
+            fanouts: relation_fanouts(&names, fanouts)?,
+            seed,
+            threads: threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+            }),
+            backend: kind,
+            direct,
+            memory_relations,
+            features_in_memory: features_memory,
+            neighbor_cache,
+            max_wave,
+            queue,
+            limits: Limits {
+                max_nodes: max_nodes.max(1),
+                max_hops: max_hops.max(1),
+            },
+        };
+        let inner = py
+            .detach(|| ringgnn_serve::HeteroEngine::open(&path, opts))
+            .map_err(serve_error)?;
+        Ok(HeteroEngine {
+            relations: inner.relations(),
+            inner,
+        })
+    }
+
+    /// Node types, in name order, and their node counts.
+    #[getter]
+    fn node_types(&self) -> Vec<String> {
+        self.inner.node_types().to_vec()
+    }
+
+    #[getter]
+    fn num_nodes(&self) -> Vec<u64> {
+        self.inner.num_nodes().to_vec()
+    }
+
+    /// Relations, in name order, and their edge counts.
+    #[getter]
+    fn relations(&self) -> Vec<String> {
+        self.relations.clone()
+    }
+
+    #[getter]
+    fn num_edges(&self) -> Vec<u64> {
+        self.inner.num_edges()
+    }
+
+    /// Each type's (feature width, stored dtype), or None without features.
+    #[getter]
+    fn features(&self) -> Vec<Option<(usize, &'static str)>> {
+        self.inner
+            .feature_info()
+            .into_iter()
+            .map(|f| f.map(|(d, t)| (d, t.name())))
+            .collect()
+    }
+
+    /// The default fanouts: (relation, fanout per hop).
+    #[getter]
+    fn fanouts(&self) -> Vec<(String, Vec<i64>)> {
+        self.relations
+            .iter()
+            .cloned()
+            .zip(
+                self.inner
+                    .options()
+                    .fanouts
+                    .iter()
+                    .map(|f| f.iter().map(|x| x.value()).collect()),
+            )
+            .collect()
+    }
+
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.inner.options().seed
+    }
+
+    #[getter]
+    fn threads(&self) -> usize {
+        self.inner.options().threads.get()
+    }
+
+    #[getter]
+    fn backend(&self) -> &str {
+        self.inner.backend()
+    }
+
+    #[getter]
+    fn feature_backend(&self) -> &str {
+        self.inner.feature_backend()
+    }
+
+    #[getter]
+    fn max_nodes(&self) -> usize {
+        self.inner.options().limits.max_nodes
+    }
+
+    #[getter]
+    fn max_hops(&self) -> usize {
+        self.inner.options().limits.max_hops
+    }
+
+    /// The sample of `nodes` of type `node_type` (`_core.HeteroSampler.sample`'s dict), and with
+    /// `rows` the f32 feature rows of its nodes per type with features (`{type: [n, dim]}`, else
+    /// None), from one wave; waiting at most `timeout` seconds, ending early once `token` is
+    /// cancelled.
+    #[pyo3(signature = (
+        node_type, nodes, fanouts=None, replace=false, seed=None, edge_ids=false, rows=false,
+        timeout=None, token=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        node_type: &str,
+        nodes: PyReadonlyArray1<'py, i64>,
+        fanouts: Option<Vec<(String, Vec<i64>)>>,
+        replace: bool,
+        seed: Option<u64>,
+        edge_ids: bool,
+        rows: bool,
+        timeout: Option<f64>,
+        token: Option<PyRef<'py, CancelToken>>,
+    ) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
+        let t = self.node_type(node_type)?;
+        let seeds = self
+            .inner
+            .check_ids(t, nodes.as_slice()?)
+            .map_err(serve_error)?;
+        let req = HeteroSampleRequest {
+            seed_type: t,
+            seeds,
+            fanouts: match fanouts {
+                Some(f) => relation_fanouts(&self.relations, f)?,
+                None => self.inner.options().fanouts.clone(),
+            },
+            replace,
+            seed: seed.unwrap_or(self.inner.options().seed),
+            with_edge_ids: edge_ids,
+        };
+        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let (s, x) = py
+            .detach(|| self.inner.sample(req, rows, deadline, token))
+            .map_err(serve_error)?;
+        let x = match x {
+            None => None,
+            Some(per) => {
+                let d = PyDict::new(py);
+                for (name, r) in self.inner.node_types().iter().zip(per) {
+                    if let Some(r) = r {
+                        let a: Bound<'py, PyArray2<f32>> =
+                            r.data.into_pyarray(py).reshape([r.rows, r.dim])?;
+                        d.set_item(name, a)?;
+                    }
+                }
+                Some(d)
+            }
+        };
+        Ok((self.sample_dict(py, s)?, x))
+    }
+
+    /// The feature rows of `nodes` of type `node_type`: an f32 array `[rows, dim]`, or with
+    /// `stored` the rows in the type's stored dtype as little-endian bytes.
+    #[pyo3(signature = (node_type, nodes, timeout=None, token=None, stored=false))]
+    fn features_of<'py>(
+        &self,
+        py: Python<'py>,
+        node_type: &str,
+        nodes: PyReadonlyArray1<'py, i64>,
+        timeout: Option<f64>,
+        token: Option<PyRef<'py, CancelToken>>,
+        stored: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let t = self.node_type(node_type)?;
+        let ids = self
+            .inner
+            .check_ids(t, nodes.as_slice()?)
+            .map_err(serve_error)?;
+        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let rows = py
+            .detach(|| self.inner.features(t, ids, deadline, token))
+            .map_err(serve_error)?;
+        if stored {
+            let dtype = self.inner.feature_info()[t].map(|(_, d)| d);
+            let dtype = dtype.expect("a type with features");
+            let bytes = py.detach(|| rows.to_stored(dtype));
+            return Ok(PyBytes::new(py, &bytes).into_any());
+        }
+        let (r, d) = (rows.rows, rows.dim);
+        let arr: Bound<'py, PyArray2<f32>> = rows.data.into_pyarray(py).reshape([r, d])?;
+        Ok(arr.into_any())
+    }
+
+    /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
+    fn check_count(&self, n: usize) -> PyResult<()> {
+        self.inner.check_count(n).map_err(serve_error)
+    }
+
+    /// Counters since the engine opened, as `_core.Engine.stats`.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats_dict(py, self.inner.stats())
+    }
+
+    /// Take no new requests, answer those queued.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close());
+    }
+}
