@@ -176,7 +176,7 @@ def test_two_ranks_under_torchrun_share_the_epoch(planted, tmp_path):
     assert m["args"]["world_size"] == 2 and m["world_size"] == 2 and len(m["epochs"]) == 2
     assert m["test_acc"] > 0.6 and m["layerwise"]["test_acc"] > 0.6
     # 1800 training papers in batches of 256: 8 batches, 4 per rank.
-    assert "4 batches of 256 per epoch per rank, 2 ranks" in r.stdout
+    assert "batch 256, 4 batches per epoch per rank, 2 ranks (batch 256 per rank)" in r.stdout
 
 
 def test_a_target_without_a_test_split_trains_and_evaluates_exactly(tmp_path):
@@ -195,4 +195,4 @@ def test_a_target_without_a_test_split_trains_and_evaluates_exactly(tmp_path):
                      log=lines.append)
     assert "test_acc" not in m["epochs"][0] and m["test_acc"] is None
     assert m["layerwise"]["val_acc"] is not None and m["layerwise"]["test_acc"] is None
-    assert any("layer-wise (exact) evaluation of epoch 0: val accuracy" in ln for ln in lines)
+    assert any("layer-wise (exact) evaluation of epoch 0: val acc " in ln for ln in lines)

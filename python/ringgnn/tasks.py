@@ -16,16 +16,18 @@ Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, `
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from . import _options
 from ._core import InputError
-from .checkpoints import Checkpoint
+from .checkpoints import Checkpoint, load_checkpoint, save
 from .dataset import Dataset
 from .inference import run_inference
 from .loader import Loader
-from .models import build_link_model, build_model, forward
+from .models import MODELS, activation_bytes, build_link_model, build_model, forward
 from .scoring import decode_pairs
 
 
@@ -37,6 +39,145 @@ class Task:
     #: The split trained on, and the splits evaluated after each epoch.
     train_split = "train"
     eval_splits: Tuple[str, ...] = ("val", "test")
+
+    # --- what the loop asks of the dataset's kind: the homogeneous case here (``ringgnn.Loader``,
+    # one engine for all splits); the heterogeneous plug-ins override these ---------------------
+
+    def fanouts(self, ds: Any, fanouts: Any) -> Any:
+        """``--fanouts`` parsed: a list, one per hop."""
+        return _options.fanouts(fanouts)
+
+    def check_model(self, model: str, ds: Any) -> None:
+        """Refuse a model this kind of dataset has not, or a dataset it cannot read."""
+        if model not in MODELS:
+            raise InputError(f"unknown model '{model}'; use one of {', '.join(MODELS)}")
+        if ds.feature_dim is None:
+            raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
+
+    def check_options(self, opts: Dict[str, Any]) -> None:
+        """Refuse the loop's options this kind of dataset does not take."""
+
+    def before_join(self) -> None:
+        """Refuse, before the ranks join, what this task cannot do under ``torchrun``."""
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        """The run's options as checkpoints hold them (``args``: the loop's, plus the task's)."""
+        return dict(task="node", **args, decoder=None, neg_ratio=None, neg_weight=None)
+
+    def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
+        """``run_args`` as ``metrics.json`` shows them."""
+        return dict(run_args)
+
+    def identity(self) -> Dict[str, Any]:
+        """What ``metrics.json`` says of the run besides its scores (heterogeneous runs: the type)."""
+        return {}
+
+    def open_run(self, out: str, run_args: Dict[str, Any], resumed: Any) -> Any:
+        """The resumed checkpoint (``checkpoints.open_run``'s), refused where it is of another model."""
+        return resumed
+
+    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        """(the model on ``dev``, the loaders of the training split and the evaluated ones)."""
+        model, fanouts, batch_size, hidden = opts["model"], opts["fanouts"], opts["batch_size"], opts["hidden"]
+        net = self.build(model, ds, hidden, opts["layers"], opts["dropout"]).to(dev)
+        # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
+        # the activations of the largest batch are reserved before the loader splits the rest.
+        reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, self.batch_seeds(batch_size, ds),
+                                                            hidden)
+        # One engine for the loaders of all splits: the offset index, the neighbor file (memory
+        # backend), the hot-row cache, the labels and the budget are held once.
+        train_loader = self.loader(ds, self.train_split, fanouts, batch_size, shuffle=True, cache=opts["cache"],
+                                   cache_policy=opts["cache_policy"], memory=opts["memory"], reserve=reserve,
+                                   prefetch=opts["prefetch"],
+                                   # On CUDA one more host batch is held: the one whose copy runs ahead.
+                                   hold=2 if opts["device"] == "cuda" else 1, backend=opts["backend"],
+                                   direct=opts["direct"], threads=opts["threads"], seed=opts["seed"],
+                                   hyperbatch=opts["hyperbatch"], staging_dir=opts["staging_dir"],
+                                   staging_cap=opts["staging_cap"], processes=ranks.local_world_size)
+        loaders = {self.train_split: train_loader}
+        for split in self.eval_splits:
+            loaders[split] = self.loader(ds, split, fanouts, batch_size, shuffle=False, share=train_loader)
+        return net, loaders
+
+    def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any) -> Tuple[Dict[str, Any], str]:
+        """(what the epochs iterate, a note for the loader's log line): on CUDA, the batches
+        copied ahead on a side stream (``ringgnn.cuda``)."""
+        if opts["device"] != "cuda":
+            return dict(loaders), ""
+        from . import cuda  # CUDA runs only
+
+        train_loader = loaders[self.train_split]
+        gpu_cache = opts["gpu_cache"]
+        pinned = cuda.pin(train_loader)
+        row_cache = cuda.DeviceRowCache.for_loader(train_loader, gpu_cache, dev, opts["seed"]) if gpu_cache else None
+        feeds = {k: cuda.DeviceLoader(v, dev, row_cache) for k, v in loaders.items()}
+        return feeds, (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
+                       + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
+
+    def restored(self, resumed: Any, out: str) -> None:
+        """After ``checkpoints.restore``: what the task keeps beside the model (tables in files)."""
+
+    def stepped(self) -> None:
+        """After each optimizer step: what the task updates beside the model."""
+
+    def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
+        """Write checkpoint ``state`` at ``path`` (``ringgnn.checkpoints.save``)."""
+        save(state, path)
+
+    def title(self) -> str:
+        """What the run's first log line says after the model (heterogeneous runs: the task)."""
+        return ""
+
+    def scope(self, ds: Any, train_loader: Any) -> str:
+        """The size of what is trained on, for the run's first log line."""
+        return f"{ds.num_nodes:,} nodes"
+
+    def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
+        """The log lines that say how the loader reads and what it holds."""
+        st = train_loader.stats()
+        return [f"{ranks.tag()}loader: sampling with {st['backend']}, features with {st['feature_backend']}, "
+                f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
+                + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
+                   if st["presample_batches"] else "")
+                + f"; memory {train_loader.plan()['text']}{device_note}"]
+
+    def counters(self, train_loader: Any) -> Any:
+        """The loader's counters before an epoch (what :meth:`epoch_report` subtracts)."""
+        return train_loader.stats()
+
+    def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
+                     ranks: Any) -> Tuple[Dict[str, Any], List[str]]:
+        """(an epoch's stage columns for ``metrics.json``, its log lines after the scores)."""
+        le = dict(train_loader.last_epoch)
+        hit = le["cache_hits"] / le["distinct_rows"] if le["distinct_rows"] else 0.0
+        t = timing
+        cols = dict(train_epoch_seconds=t["train_epoch_seconds"], sample_seconds=le["sample"],
+                    gather_seconds=le["gather"], train_seconds=t["train_seconds"], wait_seconds=t["wait_seconds"],
+                    eval_seconds=t["eval_seconds"], feature_bytes_read=le["bytes_read"], cache_hit_rate=hit)
+        return cols, [
+            f"  {'rank 0: ' if ranks.active else ''}training pass {t['train_epoch_seconds']:.2f} s: sample "
+            f"{le['sample']:.2f} s and gather {le['gather']:.2f} s (worker threads, overlapped), train "
+            f"{t['train_seconds']:.2f} s, waiting for batches {t['wait_seconds']:.2f} s; features read "
+            f"{_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation {t['eval_seconds']:.2f} s",
+            _hyperbatch_line(before, train_loader.stats())]
+
+    def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
+        """What ``metrics.json`` says of the loader."""
+        # The loaders share one engine: its counters cover training and evaluation.
+        return {"loader": train_loader.stats(), "memory_plan": train_loader.plan()}
+
+    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        """Exact (layer-wise) scores of the live ``net`` or, when None, of the run's best checkpoint."""
+        if net is None:
+            ckpt = load_checkpoint(out, ds, "--out")
+        else:
+            ckpt = self.checkpoint(net, opts["model"], opts["fanouts"], opts["hidden"], opts["layers"],
+                                   os.path.join(out, "last.pt"))
+        # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
+        return self.layerwise(ds, ckpt, hidden_dtype="f32", **exact)
+
+    # --- the task ---------------------------------------------------------------------------
 
     def check(self, ds: Dataset) -> None:
         """Raise :class:`InputError` when ``ds`` lacks what the task needs (labels, splits)."""
@@ -190,6 +331,9 @@ class LinkPrediction(Task):
         self._held_out: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         #: (rank, world size): which pairs this process scores.
         self._share = (0, 1)
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        return dict(task="link", **args, decoder=self.decoder, neg_ratio=self.neg.amount, neg_weight=self.neg.weight)
 
     def check(self, ds: Dataset) -> None:
         missing = [s for s in (self.train_split, *self.eval_splits) if s not in ds.edge_split_names]
@@ -384,6 +528,26 @@ def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("
         labeled = y[ids[s]] >= 0
         acc[s] = float((p[labeled] == y[ids[s]][labeled]).mean()) if labeled.any() else float("nan")
     return acc
+
+
+def _hyperbatch_line(before: Dict[str, Any], after: Dict[str, Any]) -> str:
+    """What hyperbatches did since ``before`` (training and evaluation share the engine)."""
+    d = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float)) and k in before}
+    n = d["sampler_hyperbatches"]
+    if not n:
+        return "  hyperbatches: none (one batch at a time)"
+    line = (f"  hyperbatches: {n} of {d['sampler_hyperbatch_batches'] / n:.1f} batches, neighbor lists read "
+            f"{_mib(d['sampler_sequential_bytes'])} sequentially and {_mib(d['sampler_random_bytes'])} by page")
+    staged, unstaged = d["staged_hyperbatches"], d["unstaged_hyperbatches"]
+    if staged or unstaged:
+        line += (f"; feature rows staged in {staged} of {staged + unstaged} (cost model: "
+                 f"{d['est_staged_seconds']:.1f} s staged vs {d['est_per_batch_seconds']:.1f} s batch by batch), "
+                 f"pass {_mib(d['staging_pass_bytes'])}, staged {_mib(d['staging_written_bytes'])}")
+    return line
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
 
 
 def _ratio(num: float, den: float) -> float:
