@@ -28,12 +28,16 @@ case's: each tower's layer-wise inference of its own type.
 
 **Evaluation.** Per epoch (sampled): every node a held-out split names gets one sampled
 embedding from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample), then the
-decoder scores the pairs and their negatives. At the end (exact, unless ``exact=False``): the best
-checkpoint's towers run layer-wise over the whole graph (:class:`ringgnn.hetero_infer.HeteroLayerwise`,
-out of core), keeping the rows of the named nodes only; ``metrics.json``'s ``layerwise``.
-Memory: the named nodes' embeddings (distinct nodes x hidden x 4 bytes) and the split files
-(mapped), as homogeneous link runs. Not yet: ``torchrun`` (refused), the Rust loader's
-hyperbatches for link batches.
+decoder scores the pairs and their negatives. At the end (exact, unless ``exact=False``; after
+every epoch with ``--eval layerwise``): the towers run layer-wise over the whole graph
+(:func:`ringgnn.scoring.exact_rows`, out of core), keeping the rows of the named nodes only;
+``metrics.json``'s ``layerwise``. Memory: the named nodes' embeddings (distinct nodes x hidden x
+4 bytes) and the split files (mapped), as homogeneous link runs.
+
+**Training** is ``ringgnn.train``'s loop (:class:`HeteroLinkPrediction` is its task plug-in):
+under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
+held-out pairs, as homogeneous link runs. Not yet: embedding tables in files (``--embed-tables``),
+the Rust loader's hyperbatches for link batches.
 """
 
 from __future__ import annotations
@@ -44,15 +48,16 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from . import _options, hetero_hyper
+from . import _options, distributed, hetero_hyper
 from ._core import InputError
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero
+from .hetero_models import hetero_batch_to_dicts
 from .hetero_plan import plan_hetero
 from .hetero_schema import parse_edge_type
 from .hetero_train import TypedRuns
 from .links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 from .scoring import decode_pairs, exact_rows, split_scores
-from .tasks import LinkPrediction, link_keys
+from .tasks import LinkPrediction, link_keys, sampled_embeddings
 
 #: The decoders ``decoder=`` names.
 DECODERS = ("dot", "mlp")
@@ -135,9 +140,16 @@ class HeteroLinkBatches:
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
         self._hyper: Optional[Tuple[int, str]] = None
         self.epoch = 0
+        #: The global indices of the batches an epoch yields (one rank's share under
+        #: ``torchrun``, ``ringgnn.distributed.shard``); None: all of them, in order.
+        self.shard: Optional[List[int]] = None
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch."""
+        return -(-self.pairs.shape[1] // self.batch_size)
 
     def __len__(self) -> int:
-        return -(-self.pairs.shape[1] // self.batch_size)
+        return self.epoch_batches() if self.shard is None else len(self.shard)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = _options.count(epoch, "epoch")
@@ -231,9 +243,10 @@ class HeteroLinkBatches:
         return self._hyper
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, n = self.epoch, len(self)
+        epoch = self.epoch
+        order = list(range(self.epoch_batches())) if self.shard is None else list(self.shard)
         h = self.hyperbatch_size()[0]
-        jobs = [list(range(i, min(n, i + h))) for i in range(0, n, h)]
+        jobs = [order[i:i + h] for i in range(0, len(order), h)]
         ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
         yield from hetero_hyper.run_in_order(jobs, lambda job: self.batches(epoch, job), threads=self.threads,
                                              ahead=ahead, name="ringgnn-hlink")
@@ -281,11 +294,6 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
                 raise InputError(f"--relation {self.relation}: no relation enters node type '{t}', so its nodes get no "
                                  "messages; build the dataset with --add-reverse (add_reverse=True)")
         self.sides = {"src": s_type} if s_type == d_type else {"src": s_type, "dst": d_type}
-
-    def before_join(self) -> None:
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise InputError("--task link on a heterogeneous dataset runs on one process; torchrun is not supported "
-                             "yet")
 
     def check(self, ds: Any) -> None:
         pass  # the relation's splits are checked when the task is made
@@ -340,27 +348,29 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
 
-        from .hetero_models import hetero_batch_to_dicts
-
         et = self.edge_type
         eli = batch[et].edge_label_index.to(device)
         logits = net(*hetero_batch_to_dicts(batch, device), eli[0], eli[1])
         return F.binary_cross_entropy_with_logits(logits, batch[et].edge_label.to(device)), int(eli.shape[1])
 
-    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
-        """Per split the sums of :meth:`LinkPrediction.evaluate` (one process: all the pairs)."""
-        from . import metrics
+    def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
+        """Each rank trains on its share of the link batches; every rank embeds every node of
+        the held-out splits and scores its share of the pairs (as :class:`LinkPrediction`)."""
+        batches = loaders[self.train_split]
+        batches.shard = distributed.shard(batches.epoch_batches(), ranks.rank, ranks.world_size)
+        self._share = (ranks.rank, ranks.world_size)
 
-        sums: List[float] = []
-        for split, h in self.held.items():
-            rows = {side: (sampled_rows(net.tower(side), feeds[f"{split}.{side}"], t, device,
-                                        len(self._nodes(h, side))), self._nodes(h, side))
-                    for side, t in self.sides.items()}
-            pos, neg = decode_pairs(net.decoder, *rows["src"], h.pairs, h.negs, dst=rows.get("dst"))
-            n = len(pos)
-            sums += [n, metrics.auc(pos, neg) * n, *metrics.ranking_sums(pos, neg)[1:]] if n \
-                else [0.0] * (3 + len(metrics.KS))
-        return sums
+    def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
+                        kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
+        h = self.held[split]
+        rows = {}
+        for side, t in self.sides.items():
+            tower = net.tower(side)
+            tower.eval()
+            rows[side] = (sampled_embeddings(lambda b: tower(*hetero_batch_to_dicts(b, device))[:b[t].batch_size],
+                                             feeds[f"{split}.{side}"], len(self._nodes(h, side))),
+                          self._nodes(h, side))
+        return (*decode_pairs(net.decoder, *rows["src"], h.pairs, h.negs, dst=rows.get("dst")), False)
 
     def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
         if net is None:
@@ -370,25 +380,6 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
             net = build_link_model(self.cfg)
             net.load_state_dict(best["model"])
         return layerwise_scores(ds, net, self.held, work_dir=out, **exact)
-
-
-def sampled_rows(tower: Any, loader: HeteroLoader, target: str, device: Any, rows: int) -> np.ndarray:
-    """``tower``'s rows of ``loader``'s seeds (sorted ids, unshuffled, epoch 0: a fixed sample)."""
-    import torch
-
-    from .hetero_models import hetero_batch_to_dicts
-
-    tower.eval()
-    loader.set_epoch(0)
-    out: List[np.ndarray] = []
-    with torch.no_grad():
-        for batch in loader:
-            bs = batch[target].batch_size
-            out.append(tower(*hetero_batch_to_dicts(batch, device))[:bs].cpu().numpy())
-    z = np.concatenate(out) if out else np.zeros((0, 1), np.float32)
-    if len(z) != rows:
-        raise RuntimeError(f"sampled {len(z)} embeddings for {rows} nodes")
-    return z
 
 
 def _check_relation(ds: Any, relation: Optional[str]) -> str:

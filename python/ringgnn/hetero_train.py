@@ -225,50 +225,23 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         if resumed is not None and self.tables:
             load_tables(self.tables, os.path.join(out, LAST), resumed.get("tables") or {})
 
-    def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
-        import torch.nn.functional as F
-
-        bs = batch[self.target].batch_size
+    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
         x, edges, n_id = hetero_batch_to_dicts(batch, device)
         self._rows = {}
-        for t, table in self.tables.items():  # tables in files: the batch's rows as leaves
-            if t in batch.node_types and "n_id" in batch[t]:
-                ids = batch[t].n_id.numpy()
-                self._rows[t] = (ids, table.gather(ids))
-                x[t] = self._rows[t][1].to(device)
-        logits = net(x, edges, n_id)[:bs]
-        y = batch[self.target].y[:bs].to(device)
-        mask = y >= 0
-        n = int(mask.sum())
-        if not n and not always:
-            return None, 0
-        return (F.cross_entropy(logits[mask], y[mask]) if n else logits.sum() * 0.0), n
+        if net.training:  # tables in files: the batch's rows as leaves, for the step after
+            for t, table in self.tables.items():
+                if t in batch.node_types and "n_id" in batch[t]:
+                    ids = batch[t].n_id.numpy()
+                    self._rows[t] = (ids, table.gather(ids))
+                    x[t] = self._rows[t][1].to(device)
+        return net(x, edges, n_id)[:batch[self.target].batch_size]
+
+    def seed_labels(self, batch: Any) -> Any:
+        return batch[self.target].y[:batch[self.target].batch_size]
 
     def stepped(self) -> None:
         for t, (ids, leaf) in self._rows.items():
             self.tables[t].step(ids, leaf.grad)
-
-    def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
-        """(right, labeled) per evaluated split (sampled neighborhoods, fixed order and sample:
-        epoch 0 of an unshuffled loader)."""
-        import torch
-
-        net.eval()
-        sums: List[float] = []
-        for split in self.eval_splits:
-            right = total = 0
-            loader = feeds[split]
-            loader.set_epoch(0)
-            with torch.no_grad():
-                for batch in loader:
-                    bs = batch[self.target].batch_size
-                    pred = net(*hetero_batch_to_dicts(batch, device))[:bs].argmax(-1).cpu()
-                    y = batch[self.target].y[:bs]
-                    mask = y >= 0
-                    right += int((pred[mask] == y[mask]).sum())
-                    total += int(mask.sum())
-            sums += [right, total]
-        return sums
 
     def summary(self, history: List[Dict[str, Any]]) -> Dict[str, Any]:
         out = super().summary(history)
@@ -286,7 +259,7 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         part = ds.node_type(self.target)
         ids = {s: part.split(s) for s in self.eval_splits}
         union = np.unique(np.concatenate(list(ids.values())))
-        pred = exact_rows(ds, net, self.target, union, **exact).argmax(-1)
+        pred = exact_rows(ds, net, self.target, union, work_dir=out, **exact).argmax(-1)
         acc = {}
         for s, i in ids.items():
             y = part.labels[i]

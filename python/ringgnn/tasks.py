@@ -177,6 +177,15 @@ class Task:
         # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
         return self.layerwise(ds, ckpt, hidden_dtype="f32", **exact)
 
+    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
+        """The model's output rows of ``batch``'s seeds (a batch of the kind's loader made into
+        the model's inputs, on ``device``)."""
+        return forward(net, batch, device, kind)
+
+    def seed_labels(self, batch: Any) -> Any:
+        """The labels of ``batch``'s seeds (-1: unlabeled)."""
+        return batch.y[: batch.batch_size]
+
     # --- the task ---------------------------------------------------------------------------
 
     def check(self, ds: Dataset) -> None:
@@ -283,18 +292,34 @@ class NodeClassification(Task):
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
 
-        y = batch.y[: batch.batch_size].to(device)
+        y = self.seed_labels(batch).to(device)
         labeled = y >= 0
         n = int(labeled.sum())
         if not n and not always:
             return None, 0
-        out = forward(net, batch, device, kind)
+        out = self.seed_rows(net, batch, device, kind)
         return (F.cross_entropy(out[labeled], y[labeled]) if n else out.sum() * 0.0), n
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
+        """(correct predictions, labeled seeds) per evaluated split, sampled as in training. The
+        sample is the same at every epoch (epoch 0 of the loader's seed), so accuracies of
+        different epochs compare the same neighborhoods."""
+        import torch
+
+        net.eval()
         sums: List[float] = []
         for split in self.eval_splits:
-            sums += count_correct(net, feeds[split], device, kind)
+            loader = feeds[split]
+            loader.set_epoch(0)
+            correct = total = 0
+            with torch.no_grad():
+                for batch in loader:
+                    y = self.seed_labels(batch).to(device)
+                    pred = self.seed_rows(net, batch, device, kind).argmax(-1)
+                    labeled = y >= 0
+                    correct += int((pred[labeled] == y[labeled]).sum())
+                    total += int(labeled.sum())
+            sums += [correct, total]
         return sums
 
     def scores(self, sums: Sequence[float]) -> Dict[str, float]:
@@ -401,20 +426,27 @@ class LinkPrediction(Task):
         rank, world = self._share
         sums: List[float] = []
         for split in self.eval_splits:
-            pairs, negs, nodes, shared = self._held_out[split]
-            z = sampled_embeddings(net.encoder, feeds[split], device, kind, len(nodes))
-            pos, neg = decode_pairs(net.decoder, z, nodes, pairs, None if shared else negs)
+            pos, neg, shared = self.held_out_scores(net, feeds, split, device, kind)
             if not len(pos):
                 sums += [0.0] * (3 + len(metrics.KS))
                 continue
             mine = slice(rank, None, world)
             n = len(pos[mine])
             if shared:  # every rank scores all the shared negatives: its positives' sums are exact
-                neg = decode_pairs(net.decoder, z, nodes, negs)[0]
                 sums += [n, metrics.auc(pos, neg) * n, *metrics.shared_ranking_sums(pos[mine], neg)[1:]]
                 continue
             sums += [n, metrics.auc(pos, neg) * n, *metrics.ranking_sums(pos[mine], neg[mine])[1:]]
         return sums
+
+    def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
+                        kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
+        """(scores of the split's pairs, of their negatives ((n, K), or (m,) when shared), shared)
+        from one sampled embedding per node the split names."""
+        pairs, negs, nodes, shared = self._held_out[split]
+        net.encoder.eval()
+        z = sampled_embeddings(lambda b: forward(net.encoder, b, device, kind), feeds[split], len(nodes))
+        pos, neg = decode_pairs(net.decoder, z, nodes, pairs, None if shared else negs)
+        return pos, (decode_pairs(net.decoder, z, nodes, negs)[0] if shared else neg), shared
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
         from . import metrics
@@ -454,17 +486,17 @@ def link_keys(split: str, auc: float, mrr: float, hits: Dict[Any, float]) -> Dic
     return {f"{split}_auc": auc, f"{split}_mrr": mrr, f"{split}_hits": {str(k): v for k, v in hits.items()}}
 
 
-def sampled_embeddings(encoder: Any, loader: Any, device: Any, kind: str, rows: int) -> np.ndarray:
-    """The encoder's rows of ``loader``'s seeds (a node loader over sorted ids, not shuffled),
-    in seed order, on sampled neighborhoods: the same sample at every epoch (epoch 0)."""
+def sampled_embeddings(rows_of: Any, loader: Any, rows: int) -> np.ndarray:
+    """An encoder's rows of ``loader``'s seeds (a node loader over sorted ids, not shuffled;
+    ``rows_of(batch)``: the encoder's rows of a batch's seeds), in seed order, on sampled
+    neighborhoods: the same sample at every epoch (epoch 0)."""
     import torch
 
-    encoder.eval()
     loader.set_epoch(0)
     out: List[np.ndarray] = []
     with torch.no_grad():
         for batch in loader:
-            out.append(forward(encoder, batch, device, kind).cpu().numpy())
+            out.append(rows_of(batch).cpu().numpy())
     z = np.concatenate(out) if out else np.zeros((0, 1), np.float32)
     if len(z) != rows:
         raise RuntimeError(f"sampled {len(z)} embeddings for {rows} nodes")  # a selection of batches was set
@@ -493,25 +525,6 @@ def layerwise_link_scores(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] =
         else:
             out[s] = metrics.link_scores(*decode_pairs(ckpt.decoder, z, ids, p, g))
     return out
-
-
-def count_correct(net: Any, loader: Any, device: Any, kind: str) -> Tuple[int, int]:
-    """(Correct predictions, labeled seeds) over ``loader``'s batches, sampled as in training.
-    The sample is the same at every epoch (epoch 0 of the loader's seed), so accuracies of
-    different epochs compare the same neighborhoods."""
-    import torch
-
-    net.eval()
-    loader.set_epoch(0)
-    correct = total = 0
-    with torch.no_grad():
-        for batch in loader:
-            y = batch.y[: batch.batch_size].to(device)
-            pred = forward(net, batch, device, kind).argmax(-1)
-            labeled = y >= 0
-            correct += int((pred[labeled] == y[labeled]).sum())
-            total += int(labeled.sum())
-    return correct, total
 
 
 def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
