@@ -306,7 +306,8 @@ def test_layerwise_after_every_epoch_is_what_predict_edges_scores(tiny, tmp_path
               eval_mode="layerwise", prefetch=1, out=tmp_path / "run", quiet=True, log=lines.append)
     best = m["epochs"][m["best_epoch"]]
     s = predict_link_edges(str(tmp_path / "run"), "val")
-    assert best["val_auc"] == pytest.approx(s["metrics"]["auc"]) and best["val_mrr"] == pytest.approx(s["metrics"]["mrr"])
+    assert best["val_auc"] == pytest.approx(s["metrics"]["auc"])
+    assert best["val_mrr"] == pytest.approx(s["metrics"]["mrr"])
     assert lines[-1].startswith(f"best val auc {m['best_val_auc']:.4f} at epoch {m['best_epoch']}; val auc ")
 
 

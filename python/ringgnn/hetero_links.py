@@ -420,4 +420,5 @@ def train_hetero_link(dataset: Any, *, relation: Optional[str], exact: bool = Tr
     else ``sampled``)."""
     from .train import train  # the loop imports this plug-in
 
-    return train(open_hetero(dataset, "train --task link"), task="link", relation=relation, eval_mode="auto" if exact else "sampled", log=log, **opts)
+    return train(open_hetero(dataset, "train --task link"), task="link", relation=relation,
+                 eval_mode="auto" if exact else "sampled", log=log, **opts)

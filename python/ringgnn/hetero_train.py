@@ -85,7 +85,7 @@ class TypedRuns:
         return dict(loaders), ""  # typed batches go to the device in hetero_batch_to_dicts
 
     def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
-        return [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}, hyperbatch "
+        return [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
                 f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
 
     def counters(self, train_loader: Any) -> Any:
@@ -137,9 +137,6 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
 
     def identity(self) -> Dict[str, Any]:
         return {"heterogeneous": True, "target": self.target}
-
-    def title(self) -> str:
-        return ""
 
     def scope(self, ds: Any, train_loader: Any) -> str:
         return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
@@ -294,6 +291,7 @@ def train_hetero(dataset: Any, *, target: Optional[str], exact: bool = True, log
     auto``, else ``sampled``)."""
     from .train import train  # the loop imports this plug-in
 
-    return train(open_hetero(dataset, "train_hetero"), target=target, eval_mode="auto" if exact else "sampled", log=log, **opts)
+    return train(open_hetero(dataset, "train_hetero"), target=target, eval_mode="auto" if exact else "sampled",
+                 log=log, **opts)
 
 

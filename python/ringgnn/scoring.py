@@ -102,7 +102,7 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
             negs = ds.edge_negatives(split) if shared is None else None
         except InputError:  # the train split, or a split built with --link-negatives 0
             negs = None
-    m = 0 if shared is None else shared.shape[1]
+    m = None if shared is None else shared.shape[1]
     if shared is not None:  # scored as pairs after the positives: one inference for both
         pairs = np.concatenate([pairs, shared], axis=1)
     work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else None
@@ -111,20 +111,8 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
     pos, neg = score_pairs(ds, ckpt, pairs, negs, stats=stats, memory=_options.size(memory, "memory"),
                            backend=backend, direct=direct, keep=keep, quiet=quiet, work_dir=work_dir,
                            hidden_dtype=hidden_dtype or "f32")  # ranked scores: f32 unless asked
-    table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
-    if m:
-        pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]
-    if probabilities:
-        table = (1.0 / (1.0 + np.exp(-table.astype(np.float64)))).astype(np.float32)
-    summary: Dict[str, Any] = dict(
-        checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), edges=split or "pairs", pairs=int(pairs.shape[1]) - m,
-        negatives=0 if negs is None else int(negs.shape[1]), output="probabilities" if probabilities else "scores",
-        shape=list(table.shape), endpoints=stats.get("endpoints", 0))
-    if shared is not None:
-        summary["shared_negatives"] = m
-    if (negs is not None or m) and len(pos):
-        summary["metrics"] = split_scores(pos, neg, shared=negs is None)
-    deliver_scores(summary, table, out, t0)
+    summary: Dict[str, Any] = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path))
+    _deliver(summary, split, pos, neg, negs, m, stats.get("endpoints", 0), probabilities, out, t0)
     for k in ("layers", "bytes_read_neighbors", "bytes_read_rows", "bytes_written", "plan"):
         if k in stats:
             summary[k] = stats[k]
@@ -132,7 +120,8 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
 
 
 def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
-                 chunk: int = 1 << 14, dst: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
+                 chunk: int = 1 << 14,
+                 dst: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
     """Scores of ``pairs`` ((2, n) node ids) and of ``negs`` ((n, K) candidate destinations per
     pair, optional) from the embeddings ``z`` of the sorted node ids ``ids``, ``chunk`` pairs at a
     time, by ``decoder`` (an ``infer_dense.DenseDecoder``, or a torch decoder module whose weights
@@ -156,12 +145,26 @@ def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray
     return pos, neg
 
 
-def deliver_scores(summary: Dict[str, Any], table: np.ndarray, out: Any, t0: float) -> None:
-    """Put ``predict --edges``' scores where the caller asked: written atomically as ``.npy`` at
-    ``out`` (``summary["out"]``), or kept in ``summary["scores"]``; then ``summary["seconds"]``
-    since ``t0``. The one ending of homogeneous and heterogeneous pair scoring."""
+def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg: np.ndarray,
+             negs: Optional[np.ndarray], m: Optional[int], endpoints: int, probabilities: bool, out: Any,
+             t0: float) -> Dict[str, Any]:
+    """The one ending of homogeneous and heterogeneous pair scoring: ``summary`` completed (the
+    pairs, ``negatives`` per pair, the layout, ``metrics`` of a split with negatives: per pair
+    ``negs``, or ``m`` shared ones scored after the pairs; None: none shared), the table written atomically as
+    ``.npy`` at ``out`` (``summary["out"]``) or kept in ``summary["scores"]``, ``seconds`` since ``t0``."""
     from .inference import NpyWriter
 
+    table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
+    if m:
+        pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]
+    if probabilities:
+        table = (1.0 / (1.0 + np.exp(-table.astype(np.float64)))).astype(np.float32)
+    summary.update(edges=split or "pairs", pairs=len(pos), negatives=0 if negs is None else int(negs.shape[1]),
+                   output="probabilities" if probabilities else "scores", shape=list(table.shape), endpoints=endpoints)
+    if m is not None:
+        summary["shared_negatives"] = m
+    if (negs is not None or m) and len(pos):
+        summary["metrics"] = split_scores(pos, neg, shared=negs is None)
     if out is not None:
         sink = NpyWriter(os.fspath(out), table.shape, np.float32)
         try:
@@ -173,6 +176,7 @@ def deliver_scores(summary: Dict[str, Any], table: np.ndarray, out: Any, t0: flo
     else:
         summary["scores"] = table
     summary["seconds"] = time.perf_counter() - t0
+    return summary
 
 
 # --- heterogeneous link runs: pairs of one relation S:R:D, each end's rows from its tower ---------
@@ -283,15 +287,6 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
     zs = exact_rows(ds, towers["src"], s_type, src_ids, **opts)
     zd = zs if s_type == d_type else exact_rows(ds, towers.get("dst", towers["src"]), d_type, dst_ids, **opts)
     pos, neg = decode_pairs(decoder, zs, src_ids, pairs, negs, dst=(zd, dst_ids))
-    table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
-    if probabilities:
-        table = (1.0 / (1.0 + np.exp(-table.astype(np.float64)))).astype(np.float32)
-    summary: Dict[str, Any] = dict(
-        checkpoint=path, dataset=os.path.abspath(ds.path), relation=relation, edges=split or "pairs",
-        pairs=int(pairs.shape[1]), negatives=0 if negs is None else int(negs.shape[1]),
-        output="probabilities" if probabilities else "scores", shape=list(table.shape),
-        endpoints=int(len(src_ids) + (0 if s_type == d_type else len(dst_ids))))
-    if negs is not None and len(pos):
-        summary["metrics"] = split_scores(pos, neg)
-    deliver_scores(summary, table, out, t0)
-    return summary
+    summary: Dict[str, Any] = dict(checkpoint=path, dataset=os.path.abspath(ds.path), relation=relation)
+    return _deliver(summary, split, pos, neg, negs, None, int(len(src_ids) + (0 if s_type == d_type else len(dst_ids))),
+                    probabilities, out, t0)

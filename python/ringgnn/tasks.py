@@ -9,6 +9,13 @@ seeds, accuracy. :class:`LinkPrediction`: the seeds are an edge split's pairs
 (``ringgnn.models``) for the positives and sampled negatives, the scores are AUC, MRR and
 Hits@K of each held-out positive against its stored negatives (``ringgnn.metrics``).
 
+A homogeneous dataset is the one-type case: :class:`Task`'s defaults are what the loop needs of
+it (``ringgnn.Loader``'s engine, its counters and log lines, the CUDA copy path, the encoders of
+``ringgnn.models``). The heterogeneous plug-ins (``ringgnn.hetero_train.TypedRuns`` mixed into
+``HeteroNodeClassification`` and ``ringgnn.hetero_links.HeteroLinkPrediction``) override those
+and the typed batch -> model inputs step (:meth:`Task.seed_rows`), and keep the task's loss,
+evaluation, scores and words.
+
 Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, ``val_mrr``,
 ``val_hits``...): the names of the columns of ``metrics.json``'s epochs, and of its
 ``best_<first eval split>_<first metric>``.
@@ -124,10 +131,6 @@ class Task:
     def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
         """Write checkpoint ``state`` at ``path`` (``ringgnn.checkpoints.save``)."""
         save(state, path)
-
-    def title(self) -> str:
-        """What the run's first log line says after the model (heterogeneous runs: the task)."""
-        return ""
 
     def scope(self, ds: Any, train_loader: Any) -> str:
         """The size of what is trained on, for the run's first log line."""

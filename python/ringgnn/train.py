@@ -233,7 +233,7 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
     batch_size = opts["batch_size"]
     world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
     fan_text = ",".join(map(str, fanouts)) if isinstance(fanouts, list) else "per relation"
-    log(f"training {model}{task.title()} on {ds.path}: {task.scope(ds, train_loader)}, fanouts {fan_text}, "
+    log(f"training {model} on {ds.path}: {task.scope(ds, train_loader)}, fanouts {fan_text}, "
         f"batch {batch_size}, {len(train_loader)} batches per epoch{' per rank' if ranks.active else ''}{world}, "
         f"device {device} -> {out}")
     for line in task.loader_lines(train_loader, ranks, device_note):
@@ -279,7 +279,7 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
                 task.save(state, os.path.join(out, name), epoch)
             write_json(metrics, os.path.join(out, "metrics.json"))
             plots.epoch(history)
-    if start >= opts["epochs"] and ranks.leader:  # nothing left to run: refresh metrics.json with this process's counters
+    if start >= opts["epochs"] and ranks.leader:  # nothing left to run: metrics.json with this process's counters
         write_json(metrics, os.path.join(out, "metrics.json"))
     plots.close()
     # Rank 0's files are complete before any rank returns.
