@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -294,10 +295,63 @@ def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli
         float((want[:, :1] > want[:, 1:]).mean() + 0.5 * (want[:, :1] == want[:, 1:]).mean()))
 
 
-def test_torchrun_is_refused(tiny, tmp_path, monkeypatch):
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(_core.InputError, match="torchrun is not supported yet"):
-        train_hetero_link(tiny, relation=WRITES, out=tmp_path / "run", quiet=True, log=lambda s: None)
+def test_layerwise_after_every_epoch_is_what_predict_edges_scores(tiny, tmp_path):
+    """--eval layerwise on a heterogeneous link run: each epoch's scores are the exact ones of its
+    model, those `predict RUN --edges val` computes from the checkpoint (no PyTorch)."""
+    from ringgnn.scoring import predict_link_edges
+    from ringgnn.train import train
+
+    lines = []
+    m = train(tiny, task="link", relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, threads=1,
+              eval_mode="layerwise", prefetch=1, out=tmp_path / "run", quiet=True, log=lines.append)
+    best = m["epochs"][m["best_epoch"]]
+    s = predict_link_edges(str(tmp_path / "run"), "val")
+    assert best["val_auc"] == pytest.approx(s["metrics"]["auc"])
+    assert best["val_mrr"] == pytest.approx(s["metrics"]["mrr"])
+    assert lines[-1].startswith(f"best val auc {m['best_val_auc']:.4f} at epoch {m['best_epoch']}; val auc ")
+
+
+def test_two_ranks_under_torchrun_share_the_batches_and_the_pairs(tiny, tmp_path):
+    """`torchrun --nproc-per-node 2 -m ringgnn train DS --task link --relation S:R:D`: each rank
+    its share of the 5 link batches (3, the short rank wrapping round), DDP, rank 0's run
+    directory; the sampled scores are counted over every held-out pair."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(ringgnn.__file__))  # the ringgnn this test imported
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "-m", "ringgnn", "train", str(tiny.path), "--task", "link", "--relation", WRITES,
+                        "--fanouts", "2,2", "--batch-size", "4", "--hidden", "8", "--epochs", "2", "--threads", "1",
+                        "--out", str(out), "--quiet"], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["args"]["world_size"] == 2 and m["world_size"] == 2 and len(m["epochs"]) == 2
+    assert "batch 4, 3 batches per epoch per rank, 2 ranks (batch 4 per rank)" in r.stdout
+    assert m["layerwise"]["epoch"] == m["best_epoch"] and set(m["layerwise"]["test_hits"]) == set(m["test_hits"])
+
+
+def test_the_ranks_shares_of_the_held_out_pairs_sum_to_the_whole_evaluation(tiny, tmp_path):
+    """What each rank of a torchrun scores (pairs i % world == rank) adds up to one process's sums."""
+    from ringgnn.distributed import Ranks
+    from ringgnn.train import make_task
+
+    task = make_task(tiny, "link", decoder=None, neg_ratio=None, neg_weight=None, target=None, relation=WRITES,
+                     embed_dim=None, embed_tables="auto")
+    opts = dict(model="sage", fanouts=task.fanouts(tiny, [2, 2]), batch_size=4, epochs=1, hidden=8, layers=2, lr=0.01,
+                dropout=0.0, cache=None, memory=None, device="cpu", seed=0)
+    run_args = task.run_args(tiny, dict(opts, world_size=1))
+    torch.manual_seed(0)
+    net, loaders = task.prepare(tiny, Ranks(), run_args, None, "cpu",
+                                dict(opts, backend="auto", direct=False, threads=1, prefetch=None, hyperbatch="auto",
+                                     out=str(tmp_path / "run")))
+    whole = task.evaluate(net, loaders, "cpu", "sage")
+    shares = []
+    for rank in (0, 1):
+        task._share = (rank, 2)
+        shares.append(task.evaluate(net, loaders, "cpu", "sage"))
+    summed = [a + b for a, b in zip(*shares)]
+    assert summed == pytest.approx(whole)
+    assert shares[0][0] == 1 and shares[1][0] == 1  # val: 2 pairs, one each (test: 1 pair, rank 0's)
+    assert task.scores(summed)["val_mrr"] == pytest.approx(task.scores(whole)["val_mrr"])
 
 
 def test_negatives_are_uniform_over_each_endpoint_type(tiny):

@@ -176,7 +176,7 @@ def test_two_ranks_under_torchrun_share_the_epoch(planted, tmp_path):
     assert m["args"]["world_size"] == 2 and m["world_size"] == 2 and len(m["epochs"]) == 2
     assert m["test_acc"] > 0.6 and m["layerwise"]["test_acc"] > 0.6
     # 1800 training papers in batches of 256: 8 batches, 4 per rank.
-    assert "4 batches of 256 per epoch per rank, 2 ranks" in r.stdout
+    assert "batch 256, 4 batches per epoch per rank, 2 ranks (batch 256 per rank)" in r.stdout
 
 
 def test_a_target_without_a_test_split_trains_and_evaluates_exactly(tmp_path):
@@ -195,4 +195,37 @@ def test_a_target_without_a_test_split_trains_and_evaluates_exactly(tmp_path):
                      log=lines.append)
     assert "test_acc" not in m["epochs"][0] and m["test_acc"] is None
     assert m["layerwise"]["val_acc"] is not None and m["layerwise"]["test_acc"] is None
-    assert any("layer-wise (exact) evaluation of epoch 0: val accuracy" in ln for ln in lines)
+    assert any("layer-wise (exact) evaluation of epoch 0: val acc " in ln for ln in lines)
+
+
+def test_layerwise_after_every_epoch_is_the_exact_inference_of_that_epoch(tmp_path):
+    """The one loop gives heterogeneous runs what homogeneous ones have: --eval layerwise (the
+    live model's exact accuracy, what infer_hetero computes from the epoch's checkpoint),
+    --prefetch, curves and TensorBoard, and the same words in the log."""
+    from ringgnn.hetero_infer import infer_hetero
+    from ringgnn.train import train
+
+    d = tmp_path
+    rng = np.random.default_rng(1)
+    np.save(d / "x.npy", rng.standard_normal((8, 3), dtype=np.float32))
+    np.save(d / "y.npy", np.array([0, 1, 0, 1, 0, 1, 1, 0]))
+    (d / "w.csv").write_text("0,0\n1,1\n0,2\n1,3\n0,4\n1,5\n2,6\n2,7\n0,7\n")
+    split = {s: str(d / f"{s}.npy") for s in ("train", "val", "test")}
+    np.save(d / "train.npy", np.arange(4))
+    np.save(d / "val.npy", np.array([4, 5, 6]))
+    np.save(d / "test.npy", np.array([7]))
+    ringgnn.build_hetero(d / "ds", [ringgnn.NodeType("paper", 8, features=d / "x.npy", labels=d / "y.npy",
+                                                     split=split), ringgnn.NodeType("author", 3)],
+                         [ringgnn.Relation("author:writes:paper", d / "w.csv")], add_reverse=True)
+    lines = []
+    m = train(d / "ds", target="paper", fanouts=[-1, -1], epochs=2, lr=0.05, eval_mode="layerwise", prefetch=1,
+              tensorboard=True, out=str(d / "run"), quiet=True, log=lines.append)
+    best = m["epochs"][m["best_epoch"]]
+    r = infer_hetero(str(d / "run"), output="predictions")
+    assert best["val_acc"] == r["val_acc"] and best["test_acc"] == r["test_acc"]
+    assert m["layerwise"] is None and m["heterogeneous"] and m["target"] == "paper"
+    assert {"best_val_acc", "test_acc", "best_epoch", "loader", "memory_plan"} <= set(m)
+    assert (d / "run" / "curves.png").exists() and os.listdir(d / "run" / "tensorboard")
+    assert lines[0].startswith("training sage on ") and "batch 512, 1 batches per epoch, device cpu" in lines[0]
+    assert any(ln.startswith("epoch 1: loss ") and ", val acc " in ln for ln in lines)
+    assert lines[-1].startswith(f"best val acc {m['best_val_acc']:.4f} at epoch {m['best_epoch']}, test acc ")

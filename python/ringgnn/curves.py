@@ -36,6 +36,8 @@ class Plots:
         if self.writer is not None:
             for key in ("loss", *score_keys(e), "seconds", "sample_seconds", "gather_seconds",
                         "train_seconds", "wait_seconds", "eval_seconds", "cache_hit_rate"):
+                if key not in e:  # a typed loader's run has no sample/gather split nor cache rate
+                    continue
                 group = "loss" if key == "loss" else "accuracy" if key.endswith("_acc") else "time" \
                     if key.endswith("seconds") else "loader" if key == "cache_hit_rate" else "scores"
                 self.writer.add_scalar(f"{group}/{key}", e[key], e["epoch"])

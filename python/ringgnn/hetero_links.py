@@ -28,31 +28,36 @@ case's: each tower's layer-wise inference of its own type.
 
 **Evaluation.** Per epoch (sampled): every node a held-out split names gets one sampled
 embedding from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample), then the
-decoder scores the pairs and their negatives. At the end (exact, unless ``exact=False``): the best
-checkpoint's towers run layer-wise over the whole graph (:class:`ringgnn.hetero_infer.HeteroLayerwise`,
-out of core), keeping the rows of the named nodes only; ``metrics.json``'s ``layerwise``.
-Memory: the named nodes' embeddings (distinct nodes x hidden x 4 bytes) and the split files
-(mapped), as homogeneous link runs. Not yet: ``torchrun`` (refused), the Rust loader's
-hyperbatches for link batches.
+decoder scores the pairs and their negatives. At the end (exact, unless ``exact=False``; after
+every epoch with ``--eval layerwise``): the towers run layer-wise over the whole graph
+(:func:`ringgnn.scoring.exact_rows`, out of core), keeping the rows of the named nodes only;
+``metrics.json``'s ``layerwise``. Memory: the named nodes' embeddings (distinct nodes x hidden x
+4 bytes) and the split files (mapped), as homogeneous link runs.
+
+**Training** is ``ringgnn.train``'s loop (:class:`HeteroLinkPrediction` is its task plug-in):
+under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
+held-out pairs, as homogeneous link runs. Not yet: embedding tables in files (``--embed-tables``),
+the Rust loader's hyperbatches for link batches.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from . import _options, hetero_hyper, progress
+from . import _options, distributed, hetero_hyper
 from ._core import InputError
-from ._files import os_errors
-from .checkpoints import LAST, config_mismatch, open_run, restore, run_directory, save, write_json
-from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
-from .hetero_schema import HETERO_MODELS, parse_edge_type
+from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero
+from .hetero_models import hetero_batch_to_dicts
 from .hetero_plan import plan_hetero
+from .hetero_schema import parse_edge_type
+from .hetero_train import TypedRuns
 from .links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
+from .scoring import decode_pairs, exact_rows, split_scores
+from .tasks import LinkPrediction, link_keys, sampled_embeddings
 
 #: The decoders ``decoder=`` names.
 DECODERS = ("dot", "mlp")
@@ -135,9 +140,16 @@ class HeteroLinkBatches:
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
         self._hyper: Optional[Tuple[int, str]] = None
         self.epoch = 0
+        #: The global indices of the batches an epoch yields (one rank's share under
+        #: ``torchrun``, ``ringgnn.distributed.shard``); None: all of them, in order.
+        self.shard: Optional[List[int]] = None
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch."""
+        return -(-self.pairs.shape[1] // self.batch_size)
 
     def __len__(self) -> int:
-        return -(-self.pairs.shape[1] // self.batch_size)
+        return self.epoch_batches() if self.shard is None else len(self.shard)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = _options.count(epoch, "epoch")
@@ -231,15 +243,16 @@ class HeteroLinkBatches:
         return self._hyper
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, n = self.epoch, len(self)
+        epoch = self.epoch
+        order = list(range(self.epoch_batches())) if self.shard is None else list(self.shard)
         h = self.hyperbatch_size()[0]
-        jobs = [list(range(i, min(n, i + h))) for i in range(0, n, h)]
+        jobs = [order[i:i + h] for i in range(0, len(order), h)]
         ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
         yield from hetero_hyper.run_in_order(jobs, lambda job: self.batches(epoch, job), threads=self.threads,
                                              ahead=ahead, name="ringgnn-hlink")
 
 
-# --- held-out splits --------------------------------------------------------------------------
+# --- the task -----------------------------------------------------------------------------------
 
 
 class HeldOut:
@@ -257,215 +270,116 @@ class HeldOut:
         self.dst_nodes = np.unique(np.concatenate([np.unique(self.pairs[1]), np.unique(self.negs)]))
 
 
-def decode(decoder: Any, zs: np.ndarray, src_ids: np.ndarray, zd: np.ndarray, dst_ids: np.ndarray, pairs: np.ndarray,
-           negs: np.ndarray, chunk: int = 1 << 14) -> Tuple[np.ndarray, np.ndarray]:
-    """Scores of ``pairs`` and of ``(src, negs[i])`` from the rows ``zs`` of the sorted ids
-    ``src_ids`` (type ``S``) and ``zd`` of ``dst_ids`` (type ``D``), by ``decoder`` (a
-    ``DenseDecoder`` or the torch module: its weights, in numpy)."""
-    from .infer_dense import dense_decoder
+class HeteroLinkPrediction(TypedRuns, LinkPrediction):
+    """Link prediction on ``relation`` (see the module docs): the loop's link task with typed
+    batches (:class:`HeteroLinkBatches`), the two-tower model and per-type evaluation loaders."""
 
-    decoder = dense_decoder(decoder)
-    n, k = pairs.shape[1], negs.shape[1]
-    pos, neg = np.empty(n, np.float32), np.empty((n, k), np.float32)
-    ts = np.ascontiguousarray(zs, dtype=np.float32)
-    td = np.ascontiguousarray(zd, dtype=np.float32)
-    for a in range(0, n, chunk):
-        b = min(n, a + chunk)
-        s = ts[np.searchsorted(src_ids, pairs[0, a:b])]
-        pos[a:b] = decoder(s, td[np.searchsorted(dst_ids, pairs[1, a:b])])
-        neg[a:b] = decoder(s[:, None], td[np.searchsorted(dst_ids, np.asarray(negs[a:b]))])
-    return pos, neg
+    config_key = "hetero_link"
 
+    def __init__(self, ds: Any, relation: Optional[str], decoder: str = "dot", neg_ratio: float = 1.0,
+                 neg_weight: str = "uniform", embed_dim: Optional[int] = None, embed_tables: str = "auto"):
+        if neg_weight != "uniform":
+            raise InputError("--neg-weight: not available for heterogeneous datasets (negatives are drawn uniformly "
+                             "over each end's node type); leave it out")
+        if embed_tables != "auto":
+            raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
+                             "memory (tables in files are for --task node yet); leave it out")
+        super().__init__(decoder, neg_ratio, neg_weight)
+        self.relation = _check_relation(ds, relation)
+        self.edge_type = parse_edge_type(self.relation)
+        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
+        s_type, _, d_type = self.edge_type
+        for t in {s_type, d_type}:
+            if not any(et[2] == t for et in ds.edge_types):
+                raise InputError(f"--relation {self.relation}: no relation enters node type '{t}', so its nodes get no "
+                                 "messages; build the dataset with --add-reverse (add_reverse=True)")
+        self.sides = {"src": s_type} if s_type == d_type else {"src": s_type, "dst": d_type}
 
-def split_scores(pos: np.ndarray, neg: np.ndarray) -> Dict[str, Any]:
-    """``{"auc", "mrr", "hits"}`` (hits keyed by K as strings: JSON keys), NaN when empty."""
-    from . import metrics
+    def check(self, ds: Any) -> None:
+        pass  # the relation's splits are checked when the task is made
 
-    if not len(pos):
-        return dict(auc=float("nan"), mrr=float("nan"), hits={})
-    s = metrics.link_scores(pos, neg)
-    return dict(auc=s["auc"], mrr=s["mrr"], hits={str(k): v for k, v in s["hits"].items()})
+    def identity(self) -> Dict[str, Any]:
+        return {"heterogeneous": True, "task": "link", "relation": self.relation}
 
+    def scope(self, ds: Any, train_loader: Any) -> str:
+        return (f"heterogeneous, link prediction on {self.relation} ({self.decoder} decoder, {self.neg.amount:g} "
+                f"negatives per positive), {train_loader.pairs.shape[1]:,} training pairs")
 
-def sampled_rows(tower: Any, loader: HeteroLoader, target: str, device: Any, rows: int) -> np.ndarray:
-    """``tower``'s rows of ``loader``'s seeds (sorted ids, unshuffled, epoch 0: a fixed sample)."""
-    import torch
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        self.cfg = link_config(ds, self.relation, args["model"], args["hidden"], args["layers"], self.embed_dim,
+                               args["dropout"], self.decoder)
+        return dict(task="link", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=self.decoder,
+                    neg_ratio=self.neg.amount, neg_weight="uniform", relation=self.relation,
+                    embed_dim=self.embed_dim, hetero_link=self.cfg)
 
-    from .hetero_models import hetero_batch_to_dicts
+    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        net = build_link_model(self.cfg).to(dev)
+        fan, batch_size, seed = opts["fanouts"], opts["batch_size"], opts["seed"]
+        self.held = {s: HeldOut(ds, self.relation, s) for s in self.eval_splits}
+        train_pairs = ds.relation(self.relation).manifest["edge_splits"]["train"]["edges"]
+        most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * self.neg.amount)))
+        self.plan = plan_hetero(ds, fan, target=self.edge_type[2], batch_size=most, seeds=train_pairs,
+                                memory=_options.size(opts["memory"], "--memory"), backend=opts["backend"],
+                                feature_backend="auto", cache=run_args["cache"])
+        self.sampler = HeteroNeighborSampler(ds, fan, backend=opts["backend"], direct=opts["direct"], seed=seed,
+                                             memory=opts["memory"], plan=self.plan)
+        prefetch = {} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}
+        common = dict(batch_size=batch_size, seed=seed, threads=opts["threads"], direct=opts["direct"],
+                      sampler=self.sampler, **prefetch)
+        loaders: Dict[str, Any] = {}
+        features = None
+        for split, h in self.held.items():
+            for side, t in self.sides.items():
+                loaders[f"{split}.{side}"] = HeteroLoader(ds, fan, t, seeds=self._nodes(h, side), shuffle=False,
+                                                          features=features, **common)
+                features = loaders[f"{split}.{side}"].features  # one set of readers and one cache
+        self.hyper = loaders[self.train_split] = HeteroLinkBatches(
+            ds, self.relation, self.sampler, features, batch_size=batch_size, neg_ratio=self.neg.amount, seed=seed,
+            threads=opts["threads"], hyperbatch=opts["hyperbatch"], **prefetch)
+        return net, loaders
 
-    tower.eval()
-    loader.set_epoch(0)
-    out: List[np.ndarray] = []
-    with torch.no_grad():
-        for batch in loader:
-            bs = batch[target].batch_size
-            out.append(tower(*hetero_batch_to_dicts(batch, device))[:bs].cpu().numpy())
-    z = np.concatenate(out) if out else np.zeros((0, 1), np.float32)
-    if len(z) != rows:
-        raise RuntimeError(f"sampled {len(z)} embeddings for {rows} nodes")
-    return z
+    def _nodes(self, h: HeldOut, side: str) -> np.ndarray:
+        """The sorted nodes of a held-out split a side's loader embeds (both sides' when ``S = D``)."""
+        if "dst" not in self.sides:
+            return np.union1d(h.src_nodes, h.dst_nodes)
+        return h.src_nodes if side == "src" else h.dst_nodes
 
+    def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
+        import torch.nn.functional as F
 
-def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any) -> np.ndarray:
-    """``tower``'s exact rows (layer-wise, full neighborhoods) of the sorted ``ids`` of
-    ``node_type`` (``tower``: a ``HeteroModel`` or its ``HeteroDense``; ``opts``:
-    :class:`ringgnn.hetero_infer.HeteroLayerwise`'s)."""
-    from .hetero_dense import dense_of
-    from .hetero_infer import HeteroLayerwise
+        et = self.edge_type
+        eli = batch[et].edge_label_index.to(device)
+        logits = net(*hetero_batch_to_dicts(batch, device), eli[0], eli[1])
+        return F.binary_cross_entropy_with_logits(logits, batch[et].edge_label.to(device)), int(eli.shape[1])
 
-    tower = dense_of(tower)
-    out = np.zeros((len(ids), tower.out_dim), np.float32)
-    wanted = np.zeros(ds.num_nodes_dict[node_type], dtype=bool)
-    wanted[ids] = True
+    def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
+        """Each rank trains on its share of the link batches; every rank embeds every node of
+        the held-out splits and scores its share of the pairs (as :class:`LinkPrediction`)."""
+        batches = loaders[self.train_split]
+        batches.shard = distributed.shard(batches.epoch_batches(), ranks.rank, ranks.world_size)
+        self._share = (ranks.rank, ranks.world_size)
 
-    def emit(first: int, rows: np.ndarray) -> None:
-        a, b = np.searchsorted(ids, [first, first + len(rows)])
-        out[a:b] = rows[ids[a:b] - first]
+    def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
+                        kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
+        h = self.held[split]
+        rows = {}
+        for side, t in self.sides.items():
+            tower = net.tower(side)
+            tower.eval()
+            rows[side] = (sampled_embeddings(lambda b: tower(*hetero_batch_to_dicts(b, device))[:b[t].batch_size],
+                                             feeds[f"{split}.{side}"], len(self._nodes(h, side))),
+                          self._nodes(h, side))
+        return (*decode_pairs(net.decoder, *rows["src"], h.pairs, h.negs, dst=rows.get("dst")), False)
 
-    HeteroLayerwise(ds, tower, **opts).run(tower.layers, node_type, emit, wanted=wanted)
-    return out
+    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        if net is None:
+            import torch
 
-
-# --- training ---------------------------------------------------------------------------------
-
-
-def train_hetero_link(
-    dataset: Any,
-    *,
-    relation: Optional[str],
-    model: str = "sage",
-    decoder: Optional[str] = None,
-    neg_ratio: Optional[float] = None,
-    fanouts: Any = (10, 5),
-    batch_size: int = 512,
-    epochs: int = 5,
-    hidden: int = 64,
-    layers: int = 2,
-    lr: float = 0.005,
-    dropout: float = 0.3,
-    embed_dim: Optional[int] = None,
-    memory: Any = None,
-    cache: Any = None,
-    backend: str = "auto",
-    direct: bool = False,
-    threads: Optional[int] = None,
-    seed: int = 0,
-    out: Optional[str] = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    quiet: bool = False,
-    log: Callable[[str], None] = print,
-    device: str = "cpu",
-    exact: bool = True,
-    hyperbatch: Any = "auto",
-) -> Dict[str, Any]:
-    """Train link prediction on ``relation`` (``S:R:D``) of a heterogeneous dataset; returns what
-    ``RUN_DIR/metrics.json`` holds (the keys of a homogeneous ``--task link`` run:
-    ``best_val_auc``, ``val_mrr``, ``val_hits``, ``test_auc``, ``test_mrr``, ``test_hits``,
-    ``best_epoch``, per-epoch rows, ``layerwise``)."""
-    import torch
-
-    ds = open_hetero(dataset, "train --task link")
-    relation = _check_relation(ds, relation)
-    model = _options.choice(model, HETERO_MODELS, "--model")
-    decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
-    neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
-    lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
-    fan = relation_fanouts(ds, fanouts)
-    epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
-                                                                   ("layers", layers)))
-    if len(next(iter(fan.values()))) != layers:
-        raise InputError(f"--fanouts has {len(next(iter(fan.values())))} hops but --layers is {layers}; give one "
-                         "fanout per layer")
-    if embed_dim is not None:
-        embed_dim = _options.count(embed_dim, "--embed-dim", 1)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise InputError("--task link on a heterogeneous dataset runs on one process; torchrun is not supported yet")
-    s_type, _, d_type = parse_edge_type(relation)
-    for t in {s_type, d_type}:
-        if not any(et[2] == t for et in ds.edge_types):
-            raise InputError(f"--relation {relation}: no relation enters node type '{t}', so its nodes get no "
-                             "messages; build the dataset with --add-reverse (add_reverse=True)")
-    out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
-    cfg = link_config(ds, relation, model, hidden, layers, embed_dim, dropout, decoder)
-    run_args = dict(task="link", model=model, decoder=decoder, fanouts=fan, batch_size=batch_size, epochs=epochs,
-                    hidden=hidden, layers=layers, lr=lr, dropout=dropout, neg_ratio=neg_ratio, neg_weight="uniform",
-                    memory=memory, cache=_options.size(cache, "--cache"), device=device, seed=seed, world_size=1,
-                    relation=relation, embed_dim=embed_dim, hetero_link=cfg)
-    if resume and overwrite:
-        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
-    resumed = open_run(out, run_args, resume, overwrite)
-    was = resumed["args"].get("hetero_link") or {} if resumed is not None else None
-    if was is not None and was != cfg:
-        raise InputError(f"--resume: {os.path.join(out, LAST)} holds a run of another model, relation or dataset "
-                         f"({config_mismatch(was, cfg)}); resume on the dataset it was trained on with its options, "
-                         "or use another --out")
-    dev = torch.device(device)
-    torch.manual_seed(seed)
-    net = build_link_model(cfg).to(dev)
-    held = {s: HeldOut(ds, relation, s) for s in EVAL_SPLITS}
-    train_pairs = ds.relation(relation).manifest["edge_splits"]["train"]["edges"]
-    most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * neg_ratio)))
-    plan = plan_hetero(ds, fan, target=d_type, batch_size=most, seeds=train_pairs, memory=_options.size(memory, "--memory"),
-                       backend=backend, feature_backend="auto", cache=run_args["cache"])
-    sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory, plan=plan)
-    common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler)
-    side_types = {"src": s_type} if s_type == d_type else {"src": s_type, "dst": d_type}
-    loaders: Dict[str, HeteroLoader] = {}
-    features = None
-    for split in EVAL_SPLITS:
-        h = held[split]
-        for side, t in side_types.items():
-            ids = h.src_nodes if side == "src" and s_type != d_type else \
-                h.dst_nodes if s_type != d_type else np.union1d(h.src_nodes, h.dst_nodes)
-            loaders[f"{split}.{side}"] = HeteroLoader(ds, fan, t, seeds=ids, shuffle=False, features=features, **common)
-            features = loaders[f"{split}.{side}"].features  # one set of readers and one cache
-    batches = HeteroLinkBatches(ds, relation, sampler, features, batch_size=batch_size, neg_ratio=neg_ratio,
-                                seed=seed, threads=threads, hyperbatch=hyperbatch)
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    start, history = restore(net, opt, resumed, out)
-    with run_directory(out):  # a run that fails before its first checkpoint leaves none
-        with os_errors("creating the run directory", out):
-            os.makedirs(out, exist_ok=True)
-        log(f"training {model} link prediction on {relation} of {ds.path} ({decoder} decoder, {neg_ratio:g} "
-            f"negatives per positive): {train_pairs:,} training pairs, {len(batches)} batches of {batch_size} per "
-            f"epoch, sampling with {sampler.resolved_backend()}, hyperbatch {batches.hyperbatch_size()[1]}, device "
-            f"{device} -> {out}")
-        metrics = _metrics(ds, run_args, history)
-        for epoch in range(start, epochs):
-            t0 = time.perf_counter()
-            loss_sum, count = _train_epoch(net, opt, batches, epoch, dev, quiet)
-            t1 = time.perf_counter()
-            scores = _sampled_scores(net, held, loaders, side_types, dev)
-            row = dict(epoch=epoch, loss=loss_sum / max(count, 1), **scores, seconds=time.perf_counter() - t0,
-                       train_seconds=t1 - t0, eval_seconds=time.perf_counter() - t1)
-            history.append(row)
-            log(f"epoch {epoch}: loss {row['loss']:.4f}, " + _describe(scores) + f", {row['seconds']:.2f} s")
-            metrics = _metrics(ds, run_args, history)
-            state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
-                         metrics=metrics, rng=torch.get_rng_state())
-            if metrics["best_epoch"] == epoch:
-                save(state, os.path.join(out, "best.pt"))
-            save(state, os.path.join(out, "last.pt"))
-            write_json(metrics, os.path.join(out, "metrics.json"))
-    if metrics["best_epoch"] is not None and exact:
-        t0 = time.perf_counter()
-        best = torch.load(os.path.join(out, "best.pt"), map_location="cpu", weights_only=True)
-        final = build_link_model(cfg)
-        final.load_state_dict(best["model"])
-        scores = layerwise_scores(ds, final, held, memory=memory, backend=backend, direct=direct, quiet=quiet,
-                                  work_dir=out)
-        metrics["layerwise"] = dict(epoch=metrics["best_epoch"], **scores, seconds=time.perf_counter() - t0)
-        log(f"layer-wise (exact) evaluation of epoch {metrics['best_epoch']}: {_describe(scores)} "
-            f"({metrics['layerwise']['seconds']:.1f} s)")
-    write_json(metrics, os.path.join(out, "metrics.json"))
-    if metrics["best_epoch"] is not None:
-        log(f"best val auc {metrics['best_val_auc']:.4f} at epoch {metrics['best_epoch']}; "
-            + _describe({k: metrics[k] for k in ("test_auc", "test_mrr")}, ("test",))
-            + f"; {os.path.join(out, 'metrics.json')}")
-    return metrics
+            best = torch.load(os.path.join(out, "best.pt"), map_location="cpu", weights_only=True)
+            net = build_link_model(self.cfg)
+            net.load_state_dict(best["model"])
+        return layerwise_scores(ds, net, self.held, work_dir=out, **exact)
 
 
 def _check_relation(ds: Any, relation: Optional[str]) -> str:
@@ -483,47 +397,6 @@ def _check_relation(ds: Any, relation: Optional[str]) -> str:
     return relation
 
 
-def _train_epoch(net: Any, opt: Any, batches: HeteroLinkBatches, epoch: int, device: Any,
-                 quiet: bool) -> Tuple[float, int]:
-    import torch
-
-    from .hetero_models import hetero_batch_to_dicts
-
-    batches.set_epoch(epoch)
-    net.train()
-    loss_sum, count = 0.0, 0
-    et = batches.edge_type
-    with progress.bar(len(batches), f"epoch {epoch}", "batch", disable=quiet, leave=False) as bar:
-        for batch in batches:
-            eli = batch[et].edge_label_index.to(device)
-            logits = net(*hetero_batch_to_dicts(batch, device), eli[0], eli[1])
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, batch[et].edge_label.to(device))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            loss_sum += float(loss.detach()) * eli.shape[1]
-            count += int(eli.shape[1])
-            bar.update(1)
-    return loss_sum, count
-
-
-def _sampled_scores(net: Any, held: Mapping[str, HeldOut], loaders: Mapping[str, HeteroLoader],
-                    side_types: Mapping[str, str], device: Any) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for split, h in held.items():
-        if "dst" in side_types:
-            zs = sampled_rows(net.tower("src"), loaders[f"{split}.src"], side_types["src"], device, len(h.src_nodes))
-            zd = sampled_rows(net.tower("dst"), loaders[f"{split}.dst"], side_types["dst"], device, len(h.dst_nodes))
-            sid, did = h.src_nodes, h.dst_nodes
-        else:
-            ids = np.union1d(h.src_nodes, h.dst_nodes)
-            zs = zd = sampled_rows(net.tower("src"), loaders[f"{split}.src"], side_types["src"], device, len(ids))
-            sid = did = ids
-        pos, neg = decode(net.decoder, zs, sid, zd, did, h.pairs, h.negs)  # its weights copied to the host
-        out.update(_keys(split, split_scores(pos, neg)))
-    return out
-
-
 def layerwise_scores(ds: Any, net: Any, held: Mapping[str, HeldOut], **opts: Any) -> Dict[str, Any]:
     """Exact scores of ``net`` (on the CPU) on each held-out split: each tower's layer-wise rows of
     the nodes the splits name, then the decoder."""
@@ -536,140 +409,16 @@ def layerwise_scores(ds: Any, net: Any, held: Mapping[str, HeldOut], **opts: Any
     zd = zs if s_type == d_type else exact_rows(ds, net.tower("dst"), d_type, dst_ids, **opts)
     out: Dict[str, Any] = {}
     for split, h in held.items():
-        pos, neg = decode(net.decoder, zs, src_ids, zd, dst_ids, h.pairs, h.negs)
-        out.update(_keys(split, split_scores(pos, neg)))
+        s = split_scores(*decode_pairs(net.decoder, zs, src_ids, h.pairs, h.negs, dst=(zd, dst_ids)))
+        out.update(link_keys(split, s["auc"], s["mrr"], s["hits"]))
     return out
 
 
-def _keys(split: str, s: Mapping[str, Any]) -> Dict[str, Any]:
-    return {f"{split}_auc": s["auc"], f"{split}_mrr": s["mrr"], f"{split}_hits": s["hits"]}
+def train_hetero_link(dataset: Any, *, relation: Optional[str], exact: bool = True,
+                      log: Callable[[str], None] = print, **opts: Any) -> Dict[str, Any]:
+    """:func:`ringgnn.train.train` of link prediction on ``relation`` (``exact``: ``--eval auto``,
+    else ``sampled``)."""
+    from .train import train  # the loop imports this plug-in
 
-
-def _describe(scores: Mapping[str, Any], splits=EVAL_SPLITS) -> str:
-    return ", ".join(f"{s} auc {scores[f'{s}_auc']:.4f} mrr {scores[f'{s}_mrr']:.4f}" for s in splits)
-
-
-def _metrics(ds: Any, run_args: Dict[str, Any], history: List[Dict[str, Any]]) -> Dict[str, Any]:
-    best = max(history, key=lambda h: (h["val_auc"], -h["epoch"])) if history else None
-
-    def at(k: str) -> Any:
-        return None if best is None else best[k]
-
-    return {
-        "dataset": os.path.abspath(ds.path),
-        "heterogeneous": True,
-        "task": "link",
-        "relation": run_args["relation"],
-        "best_epoch": at("epoch"),
-        "best_val_auc": at("val_auc"),
-        "val_mrr": at("val_mrr"),
-        "val_hits": at("val_hits"),
-        "test_auc": at("test_auc"),
-        "test_mrr": at("test_mrr"),
-        "test_hits": at("test_hits"),
-        "world_size": 1,
-        "epochs": list(history),
-        "args": {k: v for k, v in run_args.items() if k != "hetero_link"},
-        "layerwise": None,
-    }
-
-
-# --- using a run ------------------------------------------------------------------------------
-
-
-def is_link_run(read: Tuple[str, Mapping[str, Any]]) -> bool:
-    """Whether a checkpoint (``ringgnn.checkpoints.read_checkpoint``'s answer) is of a
-    heterogeneous link run (``args["hetero_link"]``; ``checkpoints.is_hetero_link_run``)."""
-    from .checkpoints import is_hetero_link_run
-
-    return is_hetero_link_run(read)  # type: ignore[arg-type]
-
-
-def _pairs_of(ds: Any, relation: str, edges: Any) -> Tuple[np.ndarray, Optional[str]]:
-    """(pairs (2, n), split name or None) of ``--edges``: an edge split of ``relation``, a
-    ``.npy`` file or an array of (SRC id, DST id) pairs, (2, n) or (n, 2)."""
-    rel = ds.relation(relation)
-    what = "--edges"
-    if isinstance(edges, (str, os.PathLike)):
-        spec = os.fspath(edges)
-        if spec in rel.edge_split_names:
-            return rel.edge_split(spec), spec
-        if not spec.endswith(".npy"):
-            raise InputError(f"--edges '{spec}': not an edge split of relation {relation} (it has: "
-                             f"{', '.join(rel.edge_split_names)}) nor a .npy file")
-        with os_errors("reading the pairs", spec):
-            try:
-                edges = np.load(spec, allow_pickle=False)
-            except ValueError as e:
-                raise InputError(f"--edges {spec}: not a .npy array of pairs ({e})") from None
-        what = f"--edges {spec}"
-    a = np.asarray(edges)
-    if a.ndim != 2 or 2 not in a.shape or (a.size and not np.issubdtype(a.dtype, np.integer)):
-        raise InputError(f"{what}: pairs need integer ids of shape (2, n) or (n, 2), got {a.dtype} {a.shape}")
-    a = np.ascontiguousarray(a if a.shape[0] == 2 else a.T, dtype=np.int64)
-    s, _, d = parse_edge_type(relation)
-    for row, t in ((0, s), (1, d)):
-        n = ds.num_nodes_dict[t]
-        bad = np.flatnonzero((a[row] < 0) | (a[row] >= n))
-        if bad.size:
-            raise InputError(f"{what}: pair {bad[0]} has {'source' if row == 0 else 'destination'} {a[row, bad[0]]}, "
-                             f"but node type '{t}' has {n:,} nodes")
-    return a, None
-
-
-def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Optional[str] = None,
-                       probabilities: bool = False, memory: Any = None, backend: str = "auto", direct: bool = False,
-                       quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
-    """Exact scores of ``edges`` (``val``/``test``: the split's pairs and stored negatives, with
-    the metrics; or given pairs) by the heterogeneous link run ``run_dir``; the layout and the
-    summary of :func:`ringgnn.scoring.predict_edges`. Runs without PyTorch: the checkpoint is
-    read as numpy arrays (``read``: so read, ``read_checkpoint(..., arrays=True)``), the towers'
-    dense parts are ``ringgnn.hetero_dense``'s and the decoder ``infer_dense``'s."""
-    from .checkpoints import read_checkpoint
-    from .hetero_dense import HeteroDense
-    from .infer_dense import decoder_from_state
-    from .scoring import deliver_scores
-
-    if out is not None and not os.fspath(out).endswith(".npy"):
-        raise InputError(f"--out {out}: give a .npy path")
-    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
-    cfg = state["args"]["hetero_link"]
-    ds = open_hetero(dataset if dataset is not None else state["metrics"]["dataset"], "predict --edges")
-    relation = ds.check_relation(cfg["relation"])
-    fits = f"{ds.path}; give the dataset it was trained on"
-    model = state.get("model") or {}
-    towers = {side: HeteroDense.from_state(cfg[side], model, path, fits, f"encoders.{side}.")
-              for side in ("src", "dst") if cfg.get(side) is not None}
-    decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path, fits)
-    unexpected = [k for k in model if not k.startswith(("decoder.", *(f"encoders.{t}." for t in towers)))]
-    if unexpected:
-        raise InputError(f"{path} does not fit the dataset ({fits}): unexpected {', '.join(unexpected)}")
-    pairs, split = _pairs_of(ds, relation, edges)
-    negs = None
-    if split is not None and ds.relation(relation).manifest["edge_splits"][split]["negatives"]:
-        negs = ds.relation(relation).edge_negatives(split)
-    s_type, _, d_type = parse_edge_type(relation)
-    t0 = time.perf_counter()
-    src_ids = np.unique(pairs[0])
-    dst_ids = np.unique(pairs[1] if negs is None else np.concatenate([pairs[1], negs.ravel()]))
-    if s_type == d_type:
-        src_ids = dst_ids = np.union1d(src_ids, dst_ids)
-    work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else os.path.abspath(run_dir)
-    opts = dict(memory=_options.size(memory, "--memory"), backend=backend, direct=direct, quiet=quiet,
-                work_dir=work_dir)
-    zs = exact_rows(ds, towers["src"], s_type, src_ids, **opts)
-    zd = zs if s_type == d_type else exact_rows(ds, towers.get("dst", towers["src"]), d_type, dst_ids, **opts)
-    pos, neg = decode(decoder, zs, src_ids, zd, dst_ids, pairs,
-                      negs if negs is not None else np.zeros((pairs.shape[1], 0), np.int64))
-    table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
-    if probabilities:
-        table = (1.0 / (1.0 + np.exp(-table.astype(np.float64)))).astype(np.float32)
-    summary: Dict[str, Any] = dict(
-        checkpoint=path, dataset=os.path.abspath(ds.path), relation=relation, edges=split or "pairs",
-        pairs=int(pairs.shape[1]), negatives=0 if negs is None else int(negs.shape[1]),
-        output="probabilities" if probabilities else "scores", shape=list(table.shape),
-        endpoints=int(len(src_ids) + (0 if s_type == d_type else len(dst_ids))))
-    if negs is not None and len(pos):
-        summary["metrics"] = split_scores(pos, neg)
-    deliver_scores(summary, table, out, t0)
-    return summary
+    return train(open_hetero(dataset, "train --task link"), task="link", relation=relation,
+                 eval_mode="auto" if exact else "sampled", log=log, **opts)

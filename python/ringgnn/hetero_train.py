@@ -1,286 +1,276 @@
-"""Node classification on a heterogeneous dataset: the loop of ``ringgnn train DS --target TYPE``.
+"""Node classification on a heterogeneous dataset: the task plug-in of ``ringgnn train DS --target
+TYPE`` (the loop is ``ringgnn.train``'s, the same for every task and kind of dataset).
 
 Batches are seeds of the target type with their sampled typed neighborhood
 (:class:`ringgnn.HeteroLoader`: each relation read from its own file, each type's features from
 its own); the model is :class:`ringgnn.hetero_models.HeteroModel` (``sage``: PyG's
 ``to_hetero`` GraphSAGE with mean aggregation across relations; ``rgcn``: R-GCN), types without
-features getting learned embeddings (``embed_dim``), which are saved with the checkpoint.
-Evaluation samples the val and test seeds with the training fanouts, in a fixed order with a fixed
-sample, so epochs compare the same neighborhoods.
+features getting learned embeddings (``embed_dim``), which are saved with the checkpoint, held
+in memory or, as the memory plan decides, in files (``ringgnn.hetero_tables``, SparseAdam).
 
-The run directory is the homogeneous one's: ``last.pt`` (what ``--resume`` continues from),
-``best.pt`` (best validation accuracy) and ``metrics.json``. A checkpoint's ``args`` holds
-``hetero`` (the model's config: node and edge types, feature widths, counts, target), from which
-:meth:`HeteroModel.from_config` rebuilds the model.
+:class:`TypedRuns` is what both heterogeneous tasks tell the loop about their kind of dataset
+(per-relation fanouts, the typed loaders' plan and log lines, the heterogeneous models); a
+checkpoint's ``args`` holds ``hetero`` (the model's config: node and edge types, feature widths,
+counts, target), from which :meth:`HeteroModel.from_config` rebuilds the model.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import _options, distributed, progress
+import numpy as np
+
+from . import _options
 from ._core import InputError
-from ._files import os_errors
-from .checkpoints import LAST, config_mismatch, open_run, restore, run_directory, save, write_json
+from .checkpoints import LAST, config_mismatch, save
 from .hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
 from .hetero_models import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
 from .hetero_plan import plan_hetero, probe_batch_bytes, training_reserve
 from .hetero_tables import FileTable, load_tables, prune_tables, save_tables
+from .scoring import exact_rows
+from .tasks import NodeClassification
 
 #: Where the embedding tables of featureless types live: as the memory plan decides, held in
 #: memory (an ``Embedding`` with Adam), or in files (``ringgnn.hetero_tables``, SparseAdam).
 EMBED_TABLES = ("auto", "memory", "file")
 
 
-def train_hetero(
-    dataset: Any,
-    *,
-    target: Optional[str],
-    model: str = "sage",
-    fanouts: Any = (10, 5),
-    batch_size: int = 512,
-    epochs: int = 5,
-    hidden: int = 64,
-    layers: int = 2,
-    lr: float = 0.005,
-    dropout: float = 0.3,
-    embed_dim: Optional[int] = None,
-    memory: Any = None,
-    cache: Any = None,
-    hyperbatch: Any = "auto",
-    embed_tables: str = "auto",
-    backend: str = "auto",
-    direct: bool = False,
-    threads: Optional[int] = None,
-    seed: int = 0,
-    out: Optional[str] = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    quiet: bool = False,
-    log: Callable[[str], None] = print,
-    device: str = "cpu",
-    exact: bool = True,
-    dist_timeout: float = distributed.DEFAULT_TIMEOUT,
-) -> Dict[str, Any]:
-    """Train a heterogeneous GNN to classify the nodes of type ``target``; returns what
-    ``RUN_DIR/metrics.json`` holds (``best_val_acc``, ``test_acc`` at the best epoch, per-epoch
-    rows; with ``exact``, ``layerwise``: the best checkpoint's val and test accuracy from exact
-    layer-wise inference, ``ringgnn.hetero_infer``). Under ``torchrun`` each rank trains on its
-    share of every epoch's batches with DDP and evaluates its share (counts summed over the
-    ranks); rank 0 writes the run directory, as ``ringgnn.train`` does."""
-    import torch
+class TypedRuns:
+    """What the training loop asks of a heterogeneous dataset's kind (mixed into both typed
+    tasks, before the task's class): set ``plan``, ``sampler`` and ``hyper`` (what has
+    ``hyperbatch_size()``) in ``prepare``."""
 
-    ds = open_hetero(dataset, "train_hetero")
-    if target is None:
-        labeled = [t for t in ds.node_types if ds.manifest["node_types"][t].get("labels")]
-        raise InputError(f"{ds.path} is heterogeneous: give --target TYPE, the node type to classify "
-                         f"(types with labels: {', '.join(labeled) or 'none'})")
-    target = ds.check_type(target)
-    info = ds.manifest["node_types"][target]
-    if info.get("labels") is None:
-        raise InputError(f"--target {target}: node type '{target}' has no labels; choose a labeled type")
-    for split in ("train", "val"):
-        if split not in info.get("splits", {}):
-            raise InputError(f"--target {target}: node type '{target}' has no '{split}' split (it has: "
-                             f"{', '.join(info.get('splits', {})) or 'none'})")
-    model = _options.choice(model, HETERO_MODELS, "--model")
-    fan = relation_fanouts(ds, fanouts)
-    epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
-                                                                   ("layers", layers)))
-    hops = len(next(iter(fan.values())))
-    if hops != layers:
-        raise InputError(f"--fanouts has {hops} hops but --layers is {layers}; give one fanout per layer")
-    lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
-    if embed_dim is not None:
-        embed_dim = _options.count(embed_dim, "--embed-dim", 1)
-    cache = _options.size(cache, "--cache")
-    hyperbatch = _options.hyperbatch_size(hyperbatch)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
-    out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
-    embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
-    # The model without its embedding tables (all outside): what the plan probes; the run's model
-    # is built once the plan has placed them.
-    featureless = [t for t, d in ds.feature_dims().items() if d is None]
-    net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, target, hidden,
-                      int(info["labels"]["num_classes"]), layers, model=model, embed_dim=embed_dim, dropout=dropout,
-                      external=featureless)
-    ranks = distributed.join(device, float(dist_timeout))
-    try:
-        with run_directory(out, ranks.leader):  # a run that fails before its first checkpoint leaves none
-            metrics = _train(ds, ranks, net, target, info, fan, model=model, batch_size=batch_size, epochs=epochs,
-                             hidden=hidden, layers=layers, lr=lr, dropout=dropout, embed_dim=embed_dim, memory=memory,
-                             cache=cache, hyperbatch=hyperbatch, backend=backend, direct=direct, threads=threads,
-                             seed=seed, out=out, resume=resume, overwrite=overwrite, embed_tables=embed_tables,
-                             quiet=quiet, log=log, device=device)
-    finally:
-        distributed.leave(ranks)
-    best = metrics["best_epoch"]
-    if best is not None and exact and ranks.leader:
-        # Exact scores of the best checkpoint: full neighborhoods, layer by layer, out of core.
-        from .hetero_infer import infer_hetero
+    #: The run's options that hold the model's config (checkpoints keep it, metrics.json not).
+    config_key = "hetero"
+    plan: Any = None
+    sampler: Any = None
+    hyper: Any = None
 
-        t0 = time.perf_counter()
-        r = infer_hetero(out, ds, output="predictions", memory=memory, backend=backend, direct=direct, quiet=quiet)
-        metrics["layerwise"] = dict(epoch=best, val_acc=r.get("val_acc"), test_acc=r.get("test_acc"),
-                                    seconds=time.perf_counter() - t0)
-        write_json(metrics, os.path.join(out, "metrics.json"))
-        scores = ", ".join(f"{s} accuracy {r[f'{s}_acc']:.4f}" for s in ("val", "test") if r.get(f"{s}_acc") is not None)
-        log(f"layer-wise (exact) evaluation of epoch {best}: {scores or 'no val or test split'} "
-            f"({metrics['layerwise']['seconds']:.1f} s)")
-    if best is not None and ranks.leader:
-        log(f"best epoch {best}: val accuracy {metrics['best_val_acc']:.4f}"
-            + (f", test accuracy {metrics['test_acc']:.4f}" if metrics.get("test_acc") is not None else "")
-            + f"; {os.path.join(out, 'metrics.json')}")
-    return metrics
+    def fanouts(self, ds: Any, fanouts: Any) -> Dict[str, List[int]]:
+        return relation_fanouts(ds, fanouts)
 
+    def check_model(self, model: str, ds: Any) -> None:
+        _options.choice(model, HETERO_MODELS, "--model")
 
-def _train(ds: Any, ranks: distributed.Ranks, net: HeteroModel, target: str, info: Dict[str, Any],
-           fan: Dict[str, List[int]], *, model: str, batch_size: int, epochs: int, hidden: int, layers: int,
-           lr: float, dropout: float, embed_dim: Optional[int], memory: Any, cache: Optional[int],
-           hyperbatch: Optional[int], backend: str, direct: bool,
-           threads: Optional[int], seed: int, out: str, resume: bool, overwrite: bool, quiet: bool,
-           log: Callable[[str], None], device: str, embed_tables: str = "auto") -> Dict[str, Any]:
-    import torch
+    #: The loop's options a typed run refuses, with their defaults and why (what the typed data
+    #: and loader lack; ``ringgnn train --help`` says so too).
+    REFUSED = {
+        "cache_policy": ("presample", "a typed run's cache ranks each type's rows by expected hits per byte"),
+        "staging_dir": (None, "the typed loader does not stage feature rows"),
+        "staging_cap": (None, "the typed loader does not stage feature rows"),
+        "gpu_cache": (None, "the GPU tier holds rows of one feature file, a typed dataset has one per type"),
+    }
 
-    def model_of(cfg: Dict[str, Any]) -> Dict[str, Any]:
-        """A model's config less where its tables are (a placement, not the model)."""
-        return {k: v for k, v in cfg.items() if k != "external"}
+    def check_options(self, opts: Dict[str, Any]) -> None:
+        given = [k for k, (default, _) in self.REFUSED.items() if opts.get(k) != default]
+        if given:
+            raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in given)}: not available for heterogeneous "
+                             f"datasets ({'; '.join(self.REFUSED[k][1] for k in given)}); leave "
+                             f"{'it' if len(given) == 1 else 'them'} out")
 
-    featureless = [t for t in net.computed[0] if net.in_dims[t] is None]
-    width = net.embed_dim or net.hidden
-    run_args = dict(task="node", model=model, decoder=None, fanouts=fan, batch_size=batch_size, epochs=epochs,
-                    hidden=hidden, layers=layers, lr=lr, dropout=dropout, neg_ratio=None, neg_weight=None,
-                    memory=memory, cache=cache, device=device, seed=seed, world_size=ranks.world_size, target=target,
-                    embed_dim=embed_dim, hetero=model_of(net.config()))
-    if not ranks.leader:
-        log, quiet = (lambda s: None), True
-    if resume and overwrite:
-        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
-
-    def check_run() -> Any:
-        resumed = open_run(out, run_args, resume, overwrite)
-        was = model_of(resumed["args"].get("hetero") or {}) if resumed is not None else None
-        if was is not None and was != run_args["hetero"]:
+    def open_run(self, out: str, run_args: Dict[str, Any], resumed: Any) -> Any:
+        key = self.config_key
+        was = _placed(resumed["args"].get(key) or {}) if resumed is not None else None
+        if was is not None and was != _placed(run_args[key]):
             raise InputError(f"--resume: {os.path.join(out, LAST)} holds a run of another model or dataset "
-                             f"({config_mismatch(was, run_args['hetero'])}); resume on the dataset it was trained on "
-                             "with its options, or use another --out")
+                             f"({config_mismatch(was, _placed(run_args[key]))}); resume on the dataset it was trained "
+                             "on with its options, or use another --out")
         return resumed
 
-    resumed = distributed.from_leader(ranks, check_run)
-    dev = distributed.device_of(ranks, device)
-    net = net.to(dev)
-    # One plan for the run (neighbor files, feature files, cache), made with the model built and
-    # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
-    probe = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, batch_size=batch_size, seed=seed, threads=1,
-                         backend="pread", feature_backend="pread", cache=0, direct=direct)
-    threads_n = probe.threads if threads is None else threads
+    def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v for k, v in run_args.items() if k != self.config_key}
 
-    def probe_step(batch: Any) -> None:
-        rng = torch.get_rng_state()
-        bs = batch[target].batch_size
-        x, edges, n_id = hetero_batch_to_dicts(batch, dev)
-        for t in featureless:  # rows as the tables would give them, with their gradient
-            if t in n_id:
-                x[t] = torch.zeros(len(n_id[t]), width, device=dev, requires_grad=True)
-        net(x, edges, n_id)[:bs].float().logsumexp(-1).sum().backward()
-        net.zero_grad(set_to_none=True)
-        torch.set_rng_state(rng)
+    def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any) -> Tuple[Dict[str, Any], str]:
+        return dict(loaders), ""  # typed batches go to the device in hetero_batch_to_dicts
 
-    # Before the probe: what it frees stays held, for the batches to reuse (anonymous memory and
-    # the library code training keeps touching, as every plan counts them).
-    held = _options.held_memory() + _options.code_bytes(training=True)
-    batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
-    del probe
-    plan = plan_hetero(ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
-                       memory=_options.size(memory, "--memory"), backend=backend, feature_backend="auto", cache=cache,
-                       reserve=training_reserve(net), batch_bytes=batch_bytes, process=held,
-                       tables=dict.fromkeys(featureless, width), fixed_tables=_table_placement(
-                           featureless, embed_tables, None if resumed is None else resumed["args"]["hetero"]))
-    cfg = dict(run_args["hetero"])
-    if plan.file_tables:
-        if ranks.active:
-            raise InputError(f"embedding tables in files ({', '.join(plan.file_tables)}) are not supported under "
-                             "torchrun yet: every rank would update the same files; give a larger --memory or "
-                             "--embed-tables memory")
-        cfg["external"] = plan.file_tables
-    run_args["hetero"] = cfg
-    torch.manual_seed(seed)
-    net = HeteroModel.from_config(cfg).to(dev)
-    if ranks.leader:
-        with os_errors("creating the run directory", out):
+    def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
+        return [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
+                f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
+
+    def counters(self, train_loader: Any) -> Any:
+        return None
+
+    def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
+                     ranks: Any) -> Tuple[Dict[str, Any], List[str]]:
+        t = timing
+        return dict(t), [f"  {'rank 0: ' if ranks.active else ''}training pass {t['train_epoch_seconds']:.2f} s: "
+                         f"train {t['train_seconds']:.2f} s, waiting for batches {t['wait_seconds']:.2f} s; "
+                         f"evaluation {t['eval_seconds']:.2f} s"]
+
+    def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
+        return {"loader": {"backend": self.sampler.resolved_backend(), "hyperbatch": self.hyper.hyperbatch_size()[0]},
+                "memory_plan": {"text": self.plan.text()}}
+
+
+def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """A model's config less where its tables are (a placement, not the model)."""
+    return {k: v for k, v in cfg.items() if k != "external"}
+
+
+class HeteroNodeClassification(TypedRuns, NodeClassification):
+    """Classify the nodes of type ``target``: cross-entropy on its labeled seeds, accuracy on its
+    ``val`` and ``test`` splits (those it has; ``val`` is needed)."""
+
+    def __init__(self, ds: Any, target: Optional[str], embed_dim: Optional[int] = None, embed_tables: str = "auto"):
+        if target is None:
+            labeled = [t for t in ds.node_types if ds.manifest["node_types"][t].get("labels")]
+            raise InputError(f"{ds.path} is heterogeneous: give --target TYPE, the node type to classify "
+                             f"(types with labels: {', '.join(labeled) or 'none'})")
+        self.target = ds.check_type(target)
+        info = ds.manifest["node_types"][self.target]
+        if info.get("labels") is None:
+            raise InputError(f"--target {target}: node type '{target}' has no labels; choose a labeled type")
+        for split in ("train", "val"):
+            if split not in info.get("splits", {}):
+                raise InputError(f"--target {target}: node type '{target}' has no '{split}' split (it has: "
+                                 f"{', '.join(info.get('splits', {})) or 'none'})")
+        self.num_classes = int(info["labels"]["num_classes"])
+        self.eval_splits = tuple(s for s in ("val", "test") if s in info["splits"])
+        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
+        self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
+        self.tables: Dict[str, FileTable] = {}
+        self._rows: Dict[str, Tuple[np.ndarray, Any]] = {}
+
+    def check(self, ds: Any) -> None:
+        pass  # what the target needs is checked when the task is made
+
+    def identity(self) -> Dict[str, Any]:
+        return {"heterogeneous": True, "target": self.target}
+
+    def scope(self, ds: Any, train_loader: Any) -> str:
+        return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
+                f"{self.target}, {len(train_loader.seeds):,} training seeds")
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        # The model without its embedding tables (all outside): what the plan probes; the run's
+        # model is built once the plan has placed them (prepare).
+        self.featureless = [t for t, d in ds.feature_dims().items() if d is None]
+        self.net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, self.target,
+                               args["hidden"], self.num_classes, args["layers"], model=args["model"],
+                               embed_dim=self.embed_dim, dropout=args["dropout"], external=self.featureless)
+        return dict(task="node", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=None,
+                    neg_ratio=None, neg_weight=None, target=self.target, embed_dim=self.embed_dim,
+                    hetero=_placed(self.net.config()))
+
+    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        import torch
+
+        net, target, fan, batch_size = self.net.to(dev), self.target, opts["fanouts"], opts["batch_size"]
+        width = net.embed_dim or net.hidden
+        # One plan for the run (neighbor files, feature files, cache), made with the model built and
+        # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
+        probe = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, batch_size=batch_size, seed=opts["seed"],
+                             threads=1, backend="pread", feature_backend="pread", cache=0, direct=opts["direct"])
+        threads_n = probe.threads if opts["threads"] is None else opts["threads"]
+
+        def probe_step(batch: Any) -> None:
+            rng = torch.get_rng_state()
+            bs = batch[target].batch_size
+            x, edges, n_id = hetero_batch_to_dicts(batch, dev)
+            for t in self.featureless:  # rows as the tables would give them, with their gradient
+                if t in n_id:
+                    x[t] = torch.zeros(len(n_id[t]), width, device=dev, requires_grad=True)
+            net(x, edges, n_id)[:bs].float().logsumexp(-1).sum().backward()
+            net.zero_grad(set_to_none=True)
+            torch.set_rng_state(rng)
+
+        # Before the probe: what it frees stays held, for the batches to reuse (anonymous memory and
+        # the library code training keeps touching, as every plan counts them).
+        held = _options.held_memory() + _options.code_bytes(training=True)
+        batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
+        del probe
+        self.plan = plan = plan_hetero(
+            ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
+            memory=_options.size(opts["memory"], "--memory"), backend=opts["backend"], feature_backend="auto",
+            cache=run_args["cache"], reserve=training_reserve(net), batch_bytes=batch_bytes, process=held,
+            tables=dict.fromkeys(self.featureless, width), fixed_tables=_table_placement(
+                self.featureless, self.embed_tables, None if resumed is None else resumed["args"]["hetero"]))
+        cfg = dict(run_args["hetero"])
+        if plan.file_tables:
+            if ranks.active:
+                raise InputError(f"embedding tables in files ({', '.join(plan.file_tables)}) are not supported under "
+                                 "torchrun yet: every rank would update the same files; give a larger --memory or "
+                                 "--embed-tables memory")
+            cfg["external"] = plan.file_tables
+        run_args["hetero"] = cfg
+        torch.manual_seed(opts["seed"])
+        net = HeteroModel.from_config(cfg).to(dev)
+        out = opts["out"]
+        if plan.file_tables and ranks.leader:
             os.makedirs(out, exist_ok=True)
-    # Live tables in RUN/tables (the working copy: each checkpoint copies them beside itself).
-    tables = {t: FileTable(os.path.join(out, "tables"), t, net.num_nodes[t], width, create=True, lr=lr)
-              for t in plan.file_tables}
-    net.tables = {t: table.reader() for t, table in tables.items()}
-    sampler = HeteroNeighborSampler(ds, fan, backend=backend, direct=direct, seed=seed, memory=memory, plan=plan)
-    common = dict(batch_size=batch_size, seed=seed, threads=threads, direct=direct, sampler=sampler,
-                  hyperbatch=hyperbatch)
-    train_loader = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
-    # The evaluation loaders read through the training loader's readers: one cache.
-    evals = {s: HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features, **common)
-             for s in ("val", "test") if s in info["splits"]}
-    if ranks.active:
-        # Each rank its share of every epoch's batches (ringgnn.distributed): training padded so
-        # that every rank steps as often, evaluation not (its counts are summed).
-        train_loader.batches = distributed.shard(train_loader.epoch_batches(), ranks.rank, ranks.world_size)
-        for loader in evals.values():
-            loader.batches = distributed.shard(loader.epoch_batches(), ranks.rank, ranks.world_size, pad=False)
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    start, history = restore(net, opt, resumed, out)
-    if resumed is not None and tables:
-        load_tables(tables, os.path.join(out, "last.pt"), resumed.get("tables") or {})
-    step_net = distributed.data_parallel(net, ranks, device)
-    world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
-    log(f"training {model} on {ds.path} (heterogeneous: {len(ds.node_types)} node types, {len(ds.relations)} "
-        f"relations), target {target}: {len(train_loader.seeds):,} training seeds, {len(train_loader)} batches of "
-        f"{batch_size} per epoch{' per rank' if ranks.active else ''}{world}, sampling with "
-        f"{sampler.resolved_backend()}, device {device} -> {out}")
-    log(plan.text())
-    log(f"  hyperbatch: {train_loader.hyperbatch_size()[1]}")
-    metrics = _metrics(ds, run_args, history)
-    for epoch in range(start, epochs):
-        t0 = time.perf_counter()
-        loss_sum, count, wait, step = distributed.guarded(
-            ranks, f"training epoch {epoch}",
-            lambda: _train_epoch(step_net, opt, train_loader, target, epoch, dev, quiet, always=ranks.active,
-                                 tables=tables))
-        t1 = time.perf_counter()
-        counts: List[float] = [loss_sum, count]
-        for loader in evals.values():
-            counts += list(_accuracy_counts(net, loader, target, dev))
-        counts = distributed.sums(ranks, counts, "cpu" if device == "cpu" else dev)
-        scores = {f"{s}_acc": counts[2 + 2 * i] / counts[3 + 2 * i] if counts[3 + 2 * i] else 0.0
-                  for i, s in enumerate(evals)}
-        seconds = time.perf_counter() - t0
-        row = dict(epoch=epoch, loss=counts[0] / max(counts[1], 1), **scores, seconds=seconds,
-                   train_epoch_seconds=t1 - t0, train_seconds=step, wait_seconds=wait,
-                   eval_seconds=seconds - (t1 - t0))
-        history.append(row)
-        log(f"epoch {epoch}: loss {row['loss']:.4f}, " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
-            + f", {seconds:.2f} s (training pass {t1 - t0:.2f} s: train {step:.2f} s, waiting for batches "
-            f"{wait:.2f} s)")
-        metrics = _metrics(ds, run_args, history)
-        if ranks.leader:
-            state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
-                         metrics=metrics, rng=torch.get_rng_state())
-            names = ["best.pt", "last.pt"] if metrics["best_epoch"] == epoch else ["last.pt"]
-            for name in names:
-                path = os.path.join(out, name)
-                # The tables' copies first, under names of this epoch; the checkpoint naming them
-                # next; then the copies no checkpoint names.
-                state["tables"] = save_tables(tables, path, f"e{epoch}")
-                save(state, path)
-                prune_tables(path, state["tables"])
-            write_json(metrics, os.path.join(out, "metrics.json"))
-    if start >= epochs and ranks.leader:
-        write_json(metrics, os.path.join(out, "metrics.json"))
-    # Rank 0's files are complete before any rank returns.
-    distributed.barrier(ranks)
-    return metrics
+        # Live tables in RUN/tables (the working copy: each checkpoint copies them beside itself).
+        self.tables = {t: FileTable(os.path.join(out, "tables"), t, net.num_nodes[t], width, create=True,
+                                    lr=opts["lr"]) for t in plan.file_tables}
+        net.tables = {t: table.reader() for t, table in self.tables.items()}
+        self.sampler = HeteroNeighborSampler(ds, fan, backend=opts["backend"], direct=opts["direct"],
+                                             seed=opts["seed"], memory=opts["memory"], plan=plan)
+        common = dict(batch_size=batch_size, seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
+                      sampler=self.sampler, hyperbatch=opts["hyperbatch"],
+                      **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+        train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
+        # The evaluation loaders read through the training loader's readers: one cache.
+        loaders = {self.train_split: train_loader}
+        for s in self.eval_splits:
+            loaders[s] = HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features,
+                                      **common)
+        self.net = net
+        return net, loaders
+
+    def restored(self, resumed: Any, out: str) -> None:
+        if resumed is not None and self.tables:
+            load_tables(self.tables, os.path.join(out, LAST), resumed.get("tables") or {})
+
+    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
+        x, edges, n_id = hetero_batch_to_dicts(batch, device)
+        self._rows = {}
+        if net.training:  # tables in files: the batch's rows as leaves, for the step after
+            for t, table in self.tables.items():
+                if t in batch.node_types and "n_id" in batch[t]:
+                    ids = batch[t].n_id.numpy()
+                    self._rows[t] = (ids, table.gather(ids))
+                    x[t] = self._rows[t][1].to(device)
+        return net(x, edges, n_id)[:batch[self.target].batch_size]
+
+    def seed_labels(self, batch: Any) -> Any:
+        return batch[self.target].y[:batch[self.target].batch_size]
+
+    def stepped(self) -> None:
+        for t, (ids, leaf) in self._rows.items():
+            self.tables[t].step(ids, leaf.grad)
+
+    def summary(self, history: List[Dict[str, Any]]) -> Dict[str, Any]:
+        out = super().summary(history)
+        out.setdefault("test_acc", None)  # a target without a test split
+        return out
+
+    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        """Exact accuracies: of the run's best checkpoint (``ringgnn.hetero_infer.infer_hetero``)
+        or of the live ``net`` (its dense parts, layer-wise over the evaluated splits' nodes)."""
+        if net is None:
+            from .hetero_infer import infer_hetero  # the layer-wise engine: only for exact scores
+
+            r = infer_hetero(out, ds, output="predictions", **exact)
+            return {k: r.get(k) for k in ("val_acc", "test_acc")}  # None for a split the target has not
+        part = ds.node_type(self.target)
+        ids = {s: part.split(s) for s in self.eval_splits}
+        union = np.unique(np.concatenate(list(ids.values())))
+        pred = exact_rows(ds, net, self.target, union, work_dir=out, **exact).argmax(-1)
+        acc = {}
+        for s, i in ids.items():
+            y = part.labels[i]
+            labeled = y >= 0
+            acc[f"{s}_acc"] = float((pred[np.searchsorted(union, i)][labeled] == y[labeled]).mean()) \
+                if labeled.any() else float("nan")
+        return acc
+
+    def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
+        # The tables' copies first, under names of this epoch; the checkpoint naming them next;
+        # then the copies no checkpoint names.
+        state["tables"] = save_tables(self.tables, path, f"e{epoch}")
+        save(state, path)
+        prune_tables(path, state["tables"])
 
 
 def _table_placement(featureless: List[str], embed_tables: str,
@@ -295,83 +285,13 @@ def _table_placement(featureless: List[str], embed_tables: str,
     return dict.fromkeys(featureless, embed_tables == "memory")
 
 
-def _train_epoch(net: Any, opt: Any, loader: HeteroLoader, target: str, epoch: int, device: str, quiet: bool,
-                 always: bool = False, tables: Optional[Dict[str, Any]] = None):
-    """One pass over the training batches: (sum of the loss over labeled seeds, their number,
-    seconds waiting for batches, seconds stepping). With ``always`` (DDP: every rank must join
-    every gradient all-reduce) a batch without labeled seeds still steps, with a zero loss."""
-    import torch
+def train_hetero(dataset: Any, *, target: Optional[str], exact: bool = True, log: Callable[[str], None] = print,
+                 **opts: Any) -> Dict[str, Any]:
+    """:func:`ringgnn.train.train` of node classification on ``target`` (``exact``: ``--eval
+    auto``, else ``sampled``)."""
+    from .train import train  # the loop imports this plug-in
 
-    loader.set_epoch(epoch)
-    net.train()
-    loss_sum, count, wait, step = 0.0, 0, 0.0, 0.0
-    it = iter(loader)
-    with progress.bar(len(loader), f"epoch {epoch}", "batch", disable=quiet, leave=False) as bar:
-        while True:
-            a = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            b = time.perf_counter()
-            bs = batch[target].batch_size
-            x, edges, n_id = hetero_batch_to_dicts(batch, device)
-            rows = {}
-            for t, table in (tables or {}).items():  # tables in files: the batch's rows as leaves
-                if t in batch.node_types and "n_id" in batch[t]:
-                    ids = batch[t].n_id.numpy()
-                    rows[t] = (ids, table.gather(ids))
-                    x[t] = rows[t][1].to(device)
-            logits = net(x, edges, n_id)[:bs]
-            y = batch[target].y[:bs].to(device)
-            mask = y >= 0
-            n = int(mask.sum())
-            if n or always:
-                loss = torch.nn.functional.cross_entropy(logits[mask], y[mask]) if n else logits.sum() * 0.0
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                for t, (ids, leaf) in rows.items():
-                    tables[t].step(ids, leaf.grad)
-                loss_sum += float(loss.detach()) * n
-                count += n
-            wait += b - a
-            step += time.perf_counter() - b
-            bar.update(1)
-    return loss_sum, count, wait, step
+    return train(open_hetero(dataset, "train_hetero"), target=target, eval_mode="auto" if exact else "sampled",
+                 log=log, **opts)
 
 
-def _accuracy_counts(net: Any, loader: HeteroLoader, target: str, device: str) -> "tuple[int, int]":
-    """(right, labeled) over the seeds of ``loader`` (sampled neighborhoods, fixed order and
-    sample: epoch 0 of an unshuffled loader)."""
-    import torch
-
-    net.eval()
-    right = total = 0
-    loader.set_epoch(0)
-    with torch.no_grad():
-        for batch in loader:
-            bs = batch[target].batch_size
-            pred = net(*hetero_batch_to_dicts(batch, device))[:bs].argmax(-1).cpu()
-            y = batch[target].y[:bs]
-            mask = y >= 0
-            right += int((pred[mask] == y[mask]).sum())
-            total += int(mask.sum())
-    return right, total
-
-
-def _metrics(ds: Any, run_args: Dict[str, Any], history: List[Dict[str, Any]]) -> Dict[str, Any]:
-    scored = [h for h in history if "val_acc" in h]
-    best = max(scored, key=lambda h: (h["val_acc"], -h["epoch"])) if scored else None
-    return {
-        "dataset": os.path.abspath(ds.path),
-        "heterogeneous": True,
-        "target": run_args["target"],
-        "best_epoch": None if best is None else best["epoch"],
-        "best_val_acc": None if best is None else best["val_acc"],
-        "test_acc": None if best is None else best.get("test_acc"),
-        "world_size": run_args["world_size"],
-        "epochs": list(history),
-        "args": {k: v for k, v in run_args.items() if k != "hetero"},
-        "layerwise": None,
-    }

@@ -9,6 +9,13 @@ seeds, accuracy. :class:`LinkPrediction`: the seeds are an edge split's pairs
 (``ringgnn.models``) for the positives and sampled negatives, the scores are AUC, MRR and
 Hits@K of each held-out positive against its stored negatives (``ringgnn.metrics``).
 
+A homogeneous dataset is the one-type case: :class:`Task`'s defaults are what the loop needs of
+it (``ringgnn.Loader``'s engine, its counters and log lines, the CUDA copy path, the encoders of
+``ringgnn.models``). The heterogeneous plug-ins (``ringgnn.hetero_train.TypedRuns`` mixed into
+``HeteroNodeClassification`` and ``ringgnn.hetero_links.HeteroLinkPrediction``) override those
+and the typed batch -> model inputs step (:meth:`Task.seed_rows`), and keep the task's loss,
+evaluation, scores and words.
+
 Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, ``val_mrr``,
 ``val_hits``...): the names of the columns of ``metrics.json``'s epochs, and of its
 ``best_<first eval split>_<first metric>``.
@@ -16,16 +23,18 @@ Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, `
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from . import _options
 from ._core import InputError
-from .checkpoints import Checkpoint
+from .checkpoints import Checkpoint, load_checkpoint, save
 from .dataset import Dataset
 from .inference import run_inference
 from .loader import Loader
-from .models import build_link_model, build_model, forward
+from .models import MODELS, activation_bytes, build_link_model, build_model, forward
 from .scoring import decode_pairs
 
 
@@ -37,6 +46,150 @@ class Task:
     #: The split trained on, and the splits evaluated after each epoch.
     train_split = "train"
     eval_splits: Tuple[str, ...] = ("val", "test")
+
+    # --- what the loop asks of the dataset's kind: the homogeneous case here (``ringgnn.Loader``,
+    # one engine for all splits); the heterogeneous plug-ins override these ---------------------
+
+    def fanouts(self, ds: Any, fanouts: Any) -> Any:
+        """``--fanouts`` parsed: a list, one per hop."""
+        return _options.fanouts(fanouts)
+
+    def check_model(self, model: str, ds: Any) -> None:
+        """Refuse a model this kind of dataset has not, or a dataset it cannot read."""
+        if model not in MODELS:
+            raise InputError(f"unknown model '{model}'; use one of {', '.join(MODELS)}")
+        if ds.feature_dim is None:
+            raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
+
+    def check_options(self, opts: Dict[str, Any]) -> None:
+        """Refuse the loop's options this kind of dataset does not take."""
+
+    def before_join(self) -> None:
+        """Refuse, before the ranks join, what this task cannot do under ``torchrun``."""
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        """The run's options as checkpoints hold them (``args``: the loop's, plus the task's)."""
+        return dict(task="node", **args, decoder=None, neg_ratio=None, neg_weight=None)
+
+    def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
+        """``run_args`` as ``metrics.json`` shows them."""
+        return dict(run_args)
+
+    def identity(self) -> Dict[str, Any]:
+        """What ``metrics.json`` says of the run besides its scores (heterogeneous runs: the type)."""
+        return {}
+
+    def open_run(self, out: str, run_args: Dict[str, Any], resumed: Any) -> Any:
+        """The resumed checkpoint (``checkpoints.open_run``'s), refused where it is of another model."""
+        return resumed
+
+    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        """(the model on ``dev``, the loaders of the training split and the evaluated ones)."""
+        model, fanouts, batch_size, hidden = opts["model"], opts["fanouts"], opts["batch_size"], opts["hidden"]
+        net = self.build(model, ds, hidden, opts["layers"], opts["dropout"]).to(dev)
+        # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
+        # the activations of the largest batch are reserved before the loader splits the rest.
+        reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, self.batch_seeds(batch_size, ds),
+                                                            hidden)
+        # One engine for the loaders of all splits: the offset index, the neighbor file (memory
+        # backend), the hot-row cache, the labels and the budget are held once.
+        train_loader = self.loader(ds, self.train_split, fanouts, batch_size, shuffle=True, cache=opts["cache"],
+                                   cache_policy=opts["cache_policy"], memory=opts["memory"], reserve=reserve,
+                                   prefetch=opts["prefetch"],
+                                   # On CUDA one more host batch is held: the one whose copy runs ahead.
+                                   hold=2 if opts["device"] == "cuda" else 1, backend=opts["backend"],
+                                   direct=opts["direct"], threads=opts["threads"], seed=opts["seed"],
+                                   hyperbatch=opts["hyperbatch"], staging_dir=opts["staging_dir"],
+                                   staging_cap=opts["staging_cap"], processes=ranks.local_world_size)
+        loaders = {self.train_split: train_loader}
+        for split in self.eval_splits:
+            loaders[split] = self.loader(ds, split, fanouts, batch_size, shuffle=False, share=train_loader)
+        return net, loaders
+
+    def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any) -> Tuple[Dict[str, Any], str]:
+        """(what the epochs iterate, a note for the loader's log line): on CUDA, the batches
+        copied ahead on a side stream (``ringgnn.cuda``)."""
+        if opts["device"] != "cuda":
+            return dict(loaders), ""
+        from . import cuda  # CUDA runs only
+
+        train_loader = loaders[self.train_split]
+        gpu_cache = opts["gpu_cache"]
+        pinned = cuda.pin(train_loader)
+        row_cache = cuda.DeviceRowCache.for_loader(train_loader, gpu_cache, dev, opts["seed"]) if gpu_cache else None
+        feeds = {k: cuda.DeviceLoader(v, dev, row_cache) for k, v in loaders.items()}
+        return feeds, (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
+                       + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
+
+    def restored(self, resumed: Any, out: str) -> None:
+        """After ``checkpoints.restore``: what the task keeps beside the model (tables in files)."""
+
+    def stepped(self) -> None:
+        """After each optimizer step: what the task updates beside the model."""
+
+    def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
+        """Write checkpoint ``state`` at ``path`` (``ringgnn.checkpoints.save``)."""
+        save(state, path)
+
+    def scope(self, ds: Any, train_loader: Any) -> str:
+        """The size of what is trained on, for the run's first log line."""
+        return f"{ds.num_nodes:,} nodes"
+
+    def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
+        """The log lines that say how the loader reads and what it holds."""
+        st = train_loader.stats()
+        return [f"{ranks.tag()}loader: sampling with {st['backend']}, features with {st['feature_backend']}, "
+                f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
+                + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
+                   if st["presample_batches"] else "")
+                + f"; memory {train_loader.plan()['text']}{device_note}"]
+
+    def counters(self, train_loader: Any) -> Any:
+        """The loader's counters before an epoch (what :meth:`epoch_report` subtracts)."""
+        return train_loader.stats()
+
+    def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
+                     ranks: Any) -> Tuple[Dict[str, Any], List[str]]:
+        """(an epoch's stage columns for ``metrics.json``, its log lines after the scores)."""
+        le = dict(train_loader.last_epoch)
+        hit = le["cache_hits"] / le["distinct_rows"] if le["distinct_rows"] else 0.0
+        t = timing
+        cols = dict(train_epoch_seconds=t["train_epoch_seconds"], sample_seconds=le["sample"],
+                    gather_seconds=le["gather"], train_seconds=t["train_seconds"], wait_seconds=t["wait_seconds"],
+                    eval_seconds=t["eval_seconds"], feature_bytes_read=le["bytes_read"], cache_hit_rate=hit)
+        return cols, [
+            f"  {'rank 0: ' if ranks.active else ''}training pass {t['train_epoch_seconds']:.2f} s: sample "
+            f"{le['sample']:.2f} s and gather {le['gather']:.2f} s (worker threads, overlapped), train "
+            f"{t['train_seconds']:.2f} s, waiting for batches {t['wait_seconds']:.2f} s; features read "
+            f"{_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation {t['eval_seconds']:.2f} s",
+            _hyperbatch_line(before, train_loader.stats())]
+
+    def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
+        """What ``metrics.json`` says of the loader."""
+        # The loaders share one engine: its counters cover training and evaluation.
+        return {"loader": train_loader.stats(), "memory_plan": train_loader.plan()}
+
+    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        """Exact (layer-wise) scores of the live ``net`` or, when None, of the run's best checkpoint."""
+        if net is None:
+            ckpt = load_checkpoint(out, ds, "--out")
+        else:
+            ckpt = self.checkpoint(net, opts["model"], opts["fanouts"], opts["hidden"], opts["layers"],
+                                   os.path.join(out, "last.pt"))
+        # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
+        return self.layerwise(ds, ckpt, hidden_dtype="f32", **exact)
+
+    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
+        """The model's output rows of ``batch``'s seeds (a batch of the kind's loader made into
+        the model's inputs, on ``device``)."""
+        return forward(net, batch, device, kind)
+
+    def seed_labels(self, batch: Any) -> Any:
+        """The labels of ``batch``'s seeds (-1: unlabeled)."""
+        return batch.y[: batch.batch_size]
+
+    # --- the task ---------------------------------------------------------------------------
 
     def check(self, ds: Dataset) -> None:
         """Raise :class:`InputError` when ``ds`` lacks what the task needs (labels, splits)."""
@@ -142,18 +295,34 @@ class NodeClassification(Task):
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
 
-        y = batch.y[: batch.batch_size].to(device)
+        y = self.seed_labels(batch).to(device)
         labeled = y >= 0
         n = int(labeled.sum())
         if not n and not always:
             return None, 0
-        out = forward(net, batch, device, kind)
+        out = self.seed_rows(net, batch, device, kind)
         return (F.cross_entropy(out[labeled], y[labeled]) if n else out.sum() * 0.0), n
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
+        """(correct predictions, labeled seeds) per evaluated split, sampled as in training. The
+        sample is the same at every epoch (epoch 0 of the loader's seed), so accuracies of
+        different epochs compare the same neighborhoods."""
+        import torch
+
+        net.eval()
         sums: List[float] = []
         for split in self.eval_splits:
-            sums += count_correct(net, feeds[split], device, kind)
+            loader = feeds[split]
+            loader.set_epoch(0)
+            correct = total = 0
+            with torch.no_grad():
+                for batch in loader:
+                    y = self.seed_labels(batch).to(device)
+                    pred = self.seed_rows(net, batch, device, kind).argmax(-1)
+                    labeled = y >= 0
+                    correct += int((pred[labeled] == y[labeled]).sum())
+                    total += int(labeled.sum())
+            sums += [correct, total]
         return sums
 
     def scores(self, sums: Sequence[float]) -> Dict[str, float]:
@@ -190,6 +359,9 @@ class LinkPrediction(Task):
         self._held_out: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         #: (rank, world size): which pairs this process scores.
         self._share = (0, 1)
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        return dict(task="link", **args, decoder=self.decoder, neg_ratio=self.neg.amount, neg_weight=self.neg.weight)
 
     def check(self, ds: Dataset) -> None:
         missing = [s for s in (self.train_split, *self.eval_splits) if s not in ds.edge_split_names]
@@ -257,20 +429,27 @@ class LinkPrediction(Task):
         rank, world = self._share
         sums: List[float] = []
         for split in self.eval_splits:
-            pairs, negs, nodes, shared = self._held_out[split]
-            z = sampled_embeddings(net.encoder, feeds[split], device, kind, len(nodes))
-            pos, neg = decode_pairs(net.decoder, z, nodes, pairs, None if shared else negs)
+            pos, neg, shared = self.held_out_scores(net, feeds, split, device, kind)
             if not len(pos):
                 sums += [0.0] * (3 + len(metrics.KS))
                 continue
             mine = slice(rank, None, world)
             n = len(pos[mine])
             if shared:  # every rank scores all the shared negatives: its positives' sums are exact
-                neg = decode_pairs(net.decoder, z, nodes, negs)[0]
                 sums += [n, metrics.auc(pos, neg) * n, *metrics.shared_ranking_sums(pos[mine], neg)[1:]]
                 continue
             sums += [n, metrics.auc(pos, neg) * n, *metrics.ranking_sums(pos[mine], neg[mine])[1:]]
         return sums
+
+    def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
+                        kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
+        """(scores of the split's pairs, of their negatives ((n, K), or (m,) when shared), shared)
+        from one sampled embedding per node the split names."""
+        pairs, negs, nodes, shared = self._held_out[split]
+        net.encoder.eval()
+        z = sampled_embeddings(lambda b: forward(net.encoder, b, device, kind), feeds[split], len(nodes))
+        pos, neg = decode_pairs(net.decoder, z, nodes, pairs, None if shared else negs)
+        return pos, (decode_pairs(net.decoder, z, nodes, negs)[0] if shared else neg), shared
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
         from . import metrics
@@ -310,17 +489,17 @@ def link_keys(split: str, auc: float, mrr: float, hits: Dict[Any, float]) -> Dic
     return {f"{split}_auc": auc, f"{split}_mrr": mrr, f"{split}_hits": {str(k): v for k, v in hits.items()}}
 
 
-def sampled_embeddings(encoder: Any, loader: Any, device: Any, kind: str, rows: int) -> np.ndarray:
-    """The encoder's rows of ``loader``'s seeds (a node loader over sorted ids, not shuffled),
-    in seed order, on sampled neighborhoods: the same sample at every epoch (epoch 0)."""
+def sampled_embeddings(rows_of: Any, loader: Any, rows: int) -> np.ndarray:
+    """An encoder's rows of ``loader``'s seeds (a node loader over sorted ids, not shuffled;
+    ``rows_of(batch)``: the encoder's rows of a batch's seeds), in seed order, on sampled
+    neighborhoods: the same sample at every epoch (epoch 0)."""
     import torch
 
-    encoder.eval()
     loader.set_epoch(0)
     out: List[np.ndarray] = []
     with torch.no_grad():
         for batch in loader:
-            out.append(forward(encoder, batch, device, kind).cpu().numpy())
+            out.append(rows_of(batch).cpu().numpy())
     z = np.concatenate(out) if out else np.zeros((0, 1), np.float32)
     if len(z) != rows:
         raise RuntimeError(f"sampled {len(z)} embeddings for {rows} nodes")  # a selection of batches was set
@@ -351,25 +530,6 @@ def layerwise_link_scores(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] =
     return out
 
 
-def count_correct(net: Any, loader: Any, device: Any, kind: str) -> Tuple[int, int]:
-    """(Correct predictions, labeled seeds) over ``loader``'s batches, sampled as in training.
-    The sample is the same at every epoch (epoch 0 of the loader's seed), so accuracies of
-    different epochs compare the same neighborhoods."""
-    import torch
-
-    net.eval()
-    loader.set_epoch(0)
-    correct = total = 0
-    with torch.no_grad():
-        for batch in loader:
-            y = batch.y[: batch.batch_size].to(device)
-            pred = forward(net, batch, device, kind).argmax(-1)
-            labeled = y >= 0
-            correct += int((pred[labeled] == y[labeled]).sum())
-            total += int(labeled.sum())
-    return correct, total
-
-
 def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
                        **opts: Any) -> Dict[str, float]:
     """Exact accuracy (full neighborhoods) of ``ckpt``'s model on each split, from one
@@ -384,6 +544,26 @@ def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("
         labeled = y[ids[s]] >= 0
         acc[s] = float((p[labeled] == y[ids[s]][labeled]).mean()) if labeled.any() else float("nan")
     return acc
+
+
+def _hyperbatch_line(before: Dict[str, Any], after: Dict[str, Any]) -> str:
+    """What hyperbatches did since ``before`` (training and evaluation share the engine)."""
+    d = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float)) and k in before}
+    n = d["sampler_hyperbatches"]
+    if not n:
+        return "  hyperbatches: none (one batch at a time)"
+    line = (f"  hyperbatches: {n} of {d['sampler_hyperbatch_batches'] / n:.1f} batches, neighbor lists read "
+            f"{_mib(d['sampler_sequential_bytes'])} sequentially and {_mib(d['sampler_random_bytes'])} by page")
+    staged, unstaged = d["staged_hyperbatches"], d["unstaged_hyperbatches"]
+    if staged or unstaged:
+        line += (f"; feature rows staged in {staged} of {staged + unstaged} (cost model: "
+                 f"{d['est_staged_seconds']:.1f} s staged vs {d['est_per_batch_seconds']:.1f} s batch by batch), "
+                 f"pass {_mib(d['staging_pass_bytes'])}, staged {_mib(d['staging_written_bytes'])}")
+    return line
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
 
 
 def _ratio(num: float, den: float) -> float:

@@ -1,16 +1,20 @@
-"""Mini-batch GNN training with graph and features read from disk: the loop of ``ringgnn train``.
+"""Mini-batch GNN training with graph and features read from disk: the one loop of ``ringgnn train``.
 
-The loop is the same for every task (``ringgnn.tasks``; node classification is the one so far):
-it follows PyG's ``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds, the
-task's loss taken on the seeds (they come first). Evaluation is out of core too: the seeds of the
-evaluated splits are sampled with the same fanouts as training (not layer-wise full-neighborhood
-inference), in a fixed order and with a fixed sample, so the scores of different epochs compare
-the same neighborhoods. The models are in ``ringgnn.models``; the command line is ``ringgnn.cli.train``.
+The loop is the same for every task and every kind of dataset: it asks a task plug-in
+(``ringgnn.tasks``: node classification, link prediction; their heterogeneous cases in
+``ringgnn.hetero_train`` and ``ringgnn.hetero_links``, a homogeneous dataset being the one-type
+case) for the model, the loaders of the training and evaluated splits, the loss of each
+training batch, the evaluation sums after each epoch and the scores made of them. It follows
+PyG's ``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds. Evaluation is
+out of core too: the seeds of the evaluated splits are sampled with the same fanouts as training
+(not layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the
+scores of different epochs compare the same neighborhoods; exact layer-wise scores come after
+every epoch (``--eval layerwise``) or once for the best checkpoint (``--eval auto``).
 
 A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
-``best.pt`` (the epoch of best validation score; both ``ringgnn.checkpoints``) and
-``metrics.json`` (written atomically). A run is reproducible on CPU: ``--seed`` seeds both
-PyTorch (weights, dropout) and the sampler.
+``best.pt`` (the epoch of best validation score; both ``ringgnn.checkpoints``),
+``metrics.json`` (written atomically) and the curves (``ringgnn.curves``). A run is
+reproducible on CPU: ``--seed`` seeds both PyTorch (weights, dropout) and the sampler.
 
 Launched by ``torchrun`` (``WORLD_SIZE`` > 1), training is data parallel with DDP: each rank
 trains on its share of each epoch's batches (``ringgnn.distributed``), evaluation sums the
@@ -27,11 +31,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from . import _options, distributed, progress
 from ._core import InputError
 from ._files import os_errors
-from .checkpoints import load_checkpoint, open_run, restore, run_directory, save, write_json
+from .checkpoints import open_run, restore, run_directory, write_json
 from .curves import Plots
-from .dataset import Dataset, open_homogeneous
+from .dataset import Dataset, HeteroDataset
 from .links import WEIGHTS as NEG_WEIGHTS
-from .models import DECODERS, MODELS, activation_bytes
+from .models import DECODERS
 from .tasks import LinkPrediction, NodeClassification, Task
 
 #: How val/test scores are measured (``--eval``).
@@ -40,28 +44,11 @@ EVAL_MODES = ("auto", "sampled", "layerwise")
 TASKS = ("node", "link")
 
 
-def _check(ds: Dataset, task: Task, model: str, fanouts: List[int], layers: int, device: str) -> None:
-    import torch
-
-    if model not in MODELS:
-        raise InputError(f"unknown model '{model}'; use one of {', '.join(MODELS)}")
-    if len(fanouts) != layers:
-        raise InputError(
-            f"--fanouts {','.join(map(str, fanouts))} has {len(fanouts)} hops but --layers is {layers}; "
-            "give one fanout per layer"
-        )
-    if ds.feature_dim is None:
-        raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
-    task.check(ds)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
-
-
 def train(
     dataset: Any,
     *,
     model: str = "sage",
-    fanouts: Sequence[int] = (10, 5),
+    fanouts: Any = (10, 5),
     batch_size: int = 512,
     epochs: int = 5,
     hidden: int = 64,
@@ -93,6 +80,10 @@ def train(
     decoder: Optional[str] = None,
     neg_ratio: Optional[float] = None,
     neg_weight: Optional[str] = None,
+    target: Optional[str] = None,
+    relation: Optional[str] = None,
+    embed_dim: Optional[int] = None,
+    embed_tables: str = "auto",
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
     ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
@@ -102,27 +93,29 @@ def train(
     ``task``: ``node`` (classification, the default) or ``link`` (link prediction on the
     dataset's edge splits, with ``decoder`` ``dot`` (default) or ``mlp``, ``neg_ratio`` random
     negatives per positive (default 1) drawn by ``neg_weight`` ``uniform`` (default) or
-    ``degree``)."""
-    ds = open_homogeneous(dataset, "this training path")
-    task_name = _options.choice(task, TASKS, "--task")
-    if task_name == "link":
-        decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
-        neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
-        neg_weight = "uniform" if neg_weight is None else neg_weight
-        task_obj: Task = LinkPrediction(decoder, neg_ratio, _options.choice(neg_weight, NEG_WEIGHTS, "--neg-weight"))
-    else:
-        given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
-                                                          ("neg_weight", neg_weight)) if v is not None]
-        if given:
-            raise InputError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --task link "
-                             "(node classification has no decoder nor negatives)")
-        task_obj = NodeClassification()
-    task = task_obj
-    fanouts = _options.fanouts(fanouts)
+    ``degree``). On a heterogeneous dataset: ``target`` (node: the type to classify) or
+    ``relation`` (link: ``S:R:D``), ``embed_dim`` and ``embed_tables`` (the learned embeddings
+    of types without features, ``ringgnn.hetero_train``)."""
+    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
+                         neg_weight=neg_weight, target=target, relation=relation, embed_dim=embed_dim,
+                         embed_tables=embed_tables)
+    task_obj.check_model(model, ds)
+    fan = task_obj.fanouts(ds, fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
     lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
-    _check(ds, task, model, fanouts, layers, device)
+    hops = len(fan) if isinstance(fan, list) else len(next(iter(fan.values())))
+    if hops != layers:
+        text = ",".join(map(str, fan)) if isinstance(fan, list) else ""
+        raise InputError(f"--fanouts {text + ' ' if text else ''}has {hops} hops but --layers is {layers}; "
+                         "give one fanout per layer")
+    task_obj.check(ds)
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
     gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
     if gpu_cache and device != "cuda":
         raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
@@ -132,7 +125,15 @@ def train(
             from torch.utils.tensorboard import SummaryWriter  # noqa: F401
         except ImportError as e:
             raise InputError(f"--tensorboard: {e}; install it with pip install tensorboard") from None
-    out = out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path)))
+    if resume and overwrite:
+        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
+    out = os.fspath(out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path))))
+    opts = dict(model=model, fanouts=fan, batch_size=batch_size, epochs=epochs, hidden=hidden, layers=layers, lr=lr,
+                dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory, prefetch=prefetch,
+                backend=backend, direct=direct, hyperbatch=hyperbatch, staging_dir=staging_dir,
+                staging_cap=staging_cap, device=device, seed=seed, threads=threads, out=out, gpu_cache=gpu_cache)
+    task_obj.check_options(opts)
+    task_obj.before_join()
     ranks = distributed.join(device, float(dist_timeout))
     if eval_mode == "layerwise" and ranks.active:
         distributed.leave(ranks)
@@ -144,117 +145,113 @@ def train(
         # writes name themselves, see checkpoints.save). A run that fails before its first
         # checkpoint leaves no run directory behind.
         with run_directory(out, ranks.leader), os_errors("training on", ds.path):
-            metrics = _train(
-                ds, ranks, task, model=model, fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden,
-                layers=layers, lr=lr, dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory,
-                prefetch=prefetch, backend=backend, direct=direct, hyperbatch=hyperbatch, staging_dir=staging_dir,
-                staging_cap=staging_cap, device=device, seed=seed, threads=threads, out=out, resume=resume,
-                overwrite=overwrite, quiet=quiet, log=log, gpu_cache=gpu_cache, eval_mode=eval_mode,
-                tensorboard=tensorboard)
+            metrics = _train(ds, ranks, task_obj, opts, resume=resume, overwrite=overwrite, quiet=quiet, log=log,
+                             eval_mode=eval_mode, tensorboard=tensorboard)
     finally:
         distributed.leave(ranks)
+    exact = dict(memory=memory, backend=backend, direct=direct, quiet=quiet)
     if eval_mode == "auto" and ranks.leader and metrics["best_epoch"] is not None:
         # Exact scores of the best checkpoint: full neighborhoods, layer by layer (the loaders
         # of the epochs are gone, so their memory is free for it).
-        ckpt = load_checkpoint(out, ds, "--out")
         t0 = time.perf_counter()
-        # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
-        scores = task.layerwise(ds, ckpt, memory=memory, backend=backend, direct=direct, quiet=quiet,
-                                hidden_dtype="f32")
+        scores = task_obj.exact(ds, out, None, opts, **exact)
         metrics["layerwise"] = dict(epoch=metrics["best_epoch"], **scores, seconds=time.perf_counter() - t0)
         write_json(metrics, os.path.join(out, "metrics.json"))
-        log(f"layer-wise (exact) evaluation of epoch {metrics['best_epoch']}: {task.describe(scores)} "
+        log(f"layer-wise (exact) evaluation of epoch {metrics['best_epoch']}: {task_obj.describe(scores)} "
             f"({metrics['layerwise']['seconds']:.1f} s)")
-    if ranks.leader:
-        log(f"{task.describe_best(metrics)}; {os.path.join(out, 'metrics.json')}")
+    if ranks.leader and metrics["best_epoch"] is not None:
+        log(f"{task_obj.describe_best(metrics)}; {os.path.join(out, 'metrics.json')}")
     return metrics
 
 
-def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fanouts: List[int], batch_size: int,
-           epochs: int, hidden: int, layers: int, lr: float, dropout: float, cache, cache_policy: str, memory, prefetch,
-           backend: str, direct: bool, hyperbatch, staging_dir, staging_cap, device: str, seed: int,
-           threads: Optional[int], out: Optional[str], resume: bool, overwrite: bool, quiet: bool,
-           log: Callable[[str], None], gpu_cache: Optional[int], eval_mode: str,
-           tensorboard: bool) -> Dict[str, Any]:
+def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional[float], neg_weight: Optional[str],
+              target: Optional[str], relation: Optional[str], embed_dim: Optional[int], embed_tables: str) -> Task:
+    """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
+    kind refused, naming them)."""
+    hetero = isinstance(ds, HeteroDataset)
+    if hetero:
+        # The typed plug-ins import PyTorch (the heterogeneous models): not at import, which the
+        # command line's parser does.
+        from .hetero_links import HeteroLinkPrediction
+        from .hetero_train import HeteroNodeClassification
+    else:
+        for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
+                            ("--embed-tables", None if embed_tables == "auto" else embed_tables)):
+            if value is not None:
+                raise InputError(f"{flag} is for heterogeneous datasets; {ds.path} is homogeneous")
+    if task == "link":
+        if target is not None:
+            raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
+        decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
+        neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
+        neg_weight = _options.choice("uniform" if neg_weight is None else neg_weight, NEG_WEIGHTS, "--neg-weight")
+        if hetero:
+            return HeteroLinkPrediction(ds, relation, decoder, neg_ratio, neg_weight, embed_dim, embed_tables)
+        return LinkPrediction(decoder, neg_ratio, neg_weight)
+    given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
+                                                      ("neg_weight", neg_weight)) if v is not None]
+    if given:
+        raise InputError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --task link "
+                         "(node classification has no decoder nor negatives)")
+    if relation is not None:
+        raise InputError("--relation is for --task link; --task node takes --target TYPE")
+    return HeteroNodeClassification(ds, target, embed_dim, embed_tables) if hetero else NodeClassification()
+
+
+def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], *, resume: bool, overwrite: bool,
+           quiet: bool, log: Callable[[str], None], eval_mode: str, tensorboard: bool) -> Dict[str, Any]:
     import torch
 
-    link = isinstance(task, LinkPrediction)
-    run_args = dict(task="link" if link else "node", model=model, decoder=task.decoder if link else None,
-                    fanouts=fanouts, batch_size=batch_size, epochs=epochs, hidden=hidden, layers=layers, lr=lr,
-                    dropout=dropout, neg_ratio=task.neg.amount if link else None,
-                    neg_weight=task.neg.weight if link else None, cache=cache, memory=memory, device=device,
-                    seed=seed, world_size=ranks.world_size)
+    device, out, model, fanouts = opts["device"], opts["out"], opts["model"], opts["fanouts"]
+    run_args = task.run_args(ds, dict(model=model, fanouts=fanouts, batch_size=opts["batch_size"],
+                                      epochs=opts["epochs"], hidden=opts["hidden"], layers=opts["layers"],
+                                      lr=opts["lr"], dropout=opts["dropout"], cache=opts["cache"],
+                                      memory=opts["memory"], device=device, seed=opts["seed"],
+                                      world_size=ranks.world_size))
     rank_log = log  # lines every rank prints (tagged with its rank)
     if not ranks.leader:
         log, quiet = (lambda s: None), True
     dev = distributed.device_of(ranks, device)
-
-    if resume and overwrite:
-        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
     # Rank 0 owns the run directory: it checks it, and on resume reads the checkpoint every
     # rank continues from.
-    resumed = distributed.from_leader(ranks, lambda: open_run(out, run_args, resume, overwrite))
-    torch.manual_seed(seed)
-    net = task.build(model, ds, hidden, layers, dropout).to(dev)
-    # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
-    # the activations of the largest batch are reserved before the loader splits the rest.
-    reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, task.batch_seeds(batch_size, ds), hidden)
-    # One engine for the loaders of all splits: the offset index, the neighbor file (memory
-    # backend), the hot-row cache, the labels and the budget are held once.
+    resumed = distributed.from_leader(ranks, lambda: task.open_run(out, run_args,
+                                                                   open_run(out, run_args, resume, overwrite)))
+    torch.manual_seed(opts["seed"])
+    net, loaders = task.prepare(ds, ranks, run_args, resumed, dev, opts)
     tr = task.train_split
-    train_loader = task.loader(ds, tr, fanouts, batch_size, shuffle=True, cache=cache,
-                               cache_policy=cache_policy, memory=memory, reserve=reserve, prefetch=prefetch,
-                               # On CUDA one more host batch is held: the one whose copy runs ahead.
-                               hold=2 if device == "cuda" else 1,
-                               backend=backend, direct=direct, threads=threads, seed=seed, hyperbatch=hyperbatch,
-                               staging_dir=staging_dir, staging_cap=staging_cap, processes=ranks.local_world_size)
-    loaders = {tr: train_loader}
-    for split in task.eval_splits:
-        loaders[split] = task.loader(ds, split, fanouts, batch_size, shuffle=False, share=train_loader)
+    train_loader = loaders[tr]
     if ranks.active:
         task.distribute(loaders, ranks)
-    feeds: Dict[str, Any] = dict(loaders)  # what the epochs iterate
-    device_note = ""
-    if device == "cuda":
-        from . import cuda
-
-        pinned = cuda.pin(train_loader)
-        row_cache = cuda.DeviceRowCache.for_loader(train_loader, gpu_cache, dev, seed) if gpu_cache else None
-        feeds = {k: cuda.DeviceLoader(v, dev, row_cache) for k, v in loaders.items()}
-        device_note = (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
-                       + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    feeds, device_note = task.feeds(loaders, opts, dev)
+    opt = torch.optim.Adam(net.parameters(), lr=opts["lr"])
     start, history = restore(net, opt, resumed, out)
+    task.restored(resumed, out)
     step_net = distributed.data_parallel(net, ranks, device)
     if ranks.leader:
         with os_errors("creating the run directory", out):
             os.makedirs(out, exist_ok=True)
+    batch_size = opts["batch_size"]
     world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
-    log(f"training {model} on {ds.path}: {ds.num_nodes:,} nodes, fanouts {','.join(map(str, fanouts))}, "
+    fan_text = ",".join(map(str, fanouts)) if isinstance(fanouts, list) else "per relation"
+    log(f"training {model} on {ds.path}: {task.scope(ds, train_loader)}, fanouts {fan_text}, "
         f"batch {batch_size}, {len(train_loader)} batches per epoch{' per rank' if ranks.active else ''}{world}, "
         f"device {device} -> {out}")
-    st = train_loader.stats()
-    rank_log(f"{ranks.tag()}loader: sampling with {st['backend']}, features with {st['feature_backend']}, "
-             f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
-             + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
-                if st["presample_batches"] else "")
-             + f"; memory {train_loader.plan()['text']}{device_note}")
+    for line in task.loader_lines(train_loader, ranks, device_note):
+        rank_log(line)
 
     metrics = _metrics(ds, task, run_args, history, train_loader)
     plots = Plots(out if ranks.leader else None, tensorboard, start)
-    for epoch in range(start, epochs):
-        before = train_loader.stats()
+    for epoch in range(start, opts["epochs"]):
+        before = task.counters(train_loader)
         t0 = time.perf_counter()
         loss_sum, count, wait, step = distributed.guarded(
             ranks, f"training epoch {epoch}",
             lambda: _train_epoch(step_net, opt, task, feeds[tr], epoch, dev, quiet, model, always_step=ranks.active))
         t1 = time.perf_counter()
-        le = dict(train_loader.last_epoch)
         if eval_mode == "layerwise":
             net.eval()
-            scores = task.layerwise(ds, task.checkpoint(net.cpu() if device != "cpu" else net, model, fanouts, hidden,
-                                                         layers, os.path.join(out, "last.pt")),
-                                    memory=memory, backend=backend, direct=direct, quiet=quiet, hidden_dtype="f32")
+            scores = task.exact(ds, out, net.cpu() if device != "cpu" else net, opts, memory=opts["memory"],
+                                backend=opts["backend"], direct=opts["direct"], quiet=quiet)
             net.to(dev)
             loss = loss_sum / max(count, 1)
         else:
@@ -263,58 +260,31 @@ def _train(ds: Dataset, ranks: distributed.Ranks, task: Task, *, model: str, fan
             loss = loss_sum / max(count, 1)
             scores = task.scores(sums)
         seconds = time.perf_counter() - t0
-        hit = le["cache_hits"] / le["distinct_rows"] if le["distinct_rows"] else 0.0
-        row = dict(epoch=epoch, loss=loss, **scores, seconds=seconds,
-                   train_epoch_seconds=t1 - t0, sample_seconds=le["sample"], gather_seconds=le["gather"],
-                   train_seconds=step, wait_seconds=wait, eval_seconds=seconds - (t1 - t0),
-                   feature_bytes_read=le["bytes_read"], cache_hit_rate=hit)
+        timing = dict(train_epoch_seconds=t1 - t0, train_seconds=step, wait_seconds=wait,
+                      eval_seconds=seconds - (t1 - t0))
+        columns, lines = task.epoch_report(train_loader, before, timing, ranks)
+        row = dict(epoch=epoch, loss=loss, **scores, seconds=seconds, **columns)
         if ranks.active:
             # The stage columns above are rank 0's; every rank's are here.
-            row["ranks"] = distributed.gather(ranks, {k: row[k] for k in (
-                "train_epoch_seconds", "sample_seconds", "gather_seconds", "train_seconds", "wait_seconds",
-                "eval_seconds", "feature_bytes_read", "cache_hit_rate")})
+            row["ranks"] = distributed.gather(ranks, {k: v for k, v in columns.items() if k != "epoch"})
         history.append(row)
         log(f"epoch {epoch}: loss {loss:.4f}, {task.describe(scores)}, {seconds:.2f} s")
-        log(f"  {'rank 0: ' if ranks.active else ''}training pass {t1 - t0:.2f} s: sample {le['sample']:.2f} s "
-            f"and gather {le['gather']:.2f} s (worker threads, overlapped), train {step:.2f} s, waiting for batches "
-            f"{wait:.2f} s; features read {_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation "
-            f"{seconds - (t1 - t0):.2f} s")
-        log(_hyperbatch_line(before, train_loader.stats()))
+        for line in lines:
+            log(line)
         metrics = _metrics(ds, task, run_args, history, train_loader)
         if ranks.leader:
             state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
                          metrics=metrics, rng=torch.get_rng_state())
-            if metrics["best_epoch"] == epoch:
-                save(state, os.path.join(out, "best.pt"))
-            save(state, os.path.join(out, "last.pt"))
+            for name in (["best.pt", "last.pt"] if metrics["best_epoch"] == epoch else ["last.pt"]):
+                task.save(state, os.path.join(out, name), epoch)
             write_json(metrics, os.path.join(out, "metrics.json"))
             plots.epoch(history)
-    if start >= epochs and ranks.leader:  # nothing left to run: refresh metrics.json with this process's counters
+    if start >= opts["epochs"] and ranks.leader:  # nothing left to run: metrics.json with this process's counters
         write_json(metrics, os.path.join(out, "metrics.json"))
     plots.close()
     # Rank 0's files are complete before any rank returns.
     distributed.barrier(ranks)
     return metrics
-
-
-def _hyperbatch_line(before: Dict[str, Any], after: Dict[str, Any]) -> str:
-    """What hyperbatches did since ``before`` (training and evaluation share the engine)."""
-    d = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float)) and k in before}
-    n = d["sampler_hyperbatches"]
-    if not n:
-        return "  hyperbatches: none (one batch at a time)"
-    line = (f"  hyperbatches: {n} of {d['sampler_hyperbatch_batches'] / n:.1f} batches, neighbor lists read "
-            f"{_mib(d['sampler_sequential_bytes'])} sequentially and {_mib(d['sampler_random_bytes'])} by page")
-    staged, unstaged = d["staged_hyperbatches"], d["unstaged_hyperbatches"]
-    if staged or unstaged:
-        line += (f"; feature rows staged in {staged} of {staged + unstaged} (cost model: "
-                 f"{d['est_staged_seconds']:.1f} s staged vs {d['est_per_batch_seconds']:.1f} s batch by batch), "
-                 f"pass {_mib(d['staging_pass_bytes'])}, staged {_mib(d['staging_written_bytes'])}")
-    return line
-
-
-def _mib(n: float) -> str:
-    return f"{n / (1 << 20):,.1f} MiB"
 
 
 def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, quiet: bool, model: str = "sage",
@@ -340,6 +310,7 @@ def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, qui
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                task.stepped()
                 total_loss += loss.item() * n
                 count += n
                 del loss
@@ -350,15 +321,18 @@ def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, qui
     return total_loss, count, wait, step
 
 
-def _metrics(ds: Dataset, task: Task, run_args: Dict[str, Any], history: List[Dict[str, Any]],
+def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[str, Any]],
              train_loader: Any) -> Dict[str, Any]:
     return {
         "dataset": os.path.abspath(ds.path),
+        **task.identity(),
         **task.summary(history),
         "world_size": run_args["world_size"],
         "epochs": list(history),
-        "args": dict(run_args),
-        # The loaders share one engine: its counters cover training and evaluation.
-        "loader": train_loader.stats(),
-        "memory_plan": train_loader.plan(),
+        "args": task.public_args(run_args),
+        **task.loader_metrics(train_loader),
+        "layerwise": None,
     }
+
+
+__all__: Sequence[str] = ("train", "make_task", "EVAL_MODES", "TASKS")

@@ -147,7 +147,7 @@ def _is_hetero(read: Any) -> bool:
 
 def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
     """``predict --edges``: a link run's scores of pairs (``ringgnn.scoring`` for homogeneous
-    runs, ``ringgnn.hetero_links`` for a heterogeneous run's relation); ``read`` is its checkpoint."""
+    runs and a heterogeneous run's relation); ``read`` is its checkpoint."""
     if args.nodes is not None:
         raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
     if args.out is None and args.edges not in HELD_OUT:
@@ -163,7 +163,7 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
                          "leave --hidden-dtype out")
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
-            from ..hetero_links import predict_link_edges
+            from ..scoring import predict_link_edges
 
             s = predict_link_edges(args.run_dir, args.edges, read=read, **common)
         else:

@@ -10,7 +10,6 @@ from typing import Any
 
 from .. import _options, distributed
 from .._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
-from .._core import InputError
 from ..dataset import Dataset
 from ..train import EVAL_MODES, TASKS, train
 
@@ -51,7 +50,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--neg-ratio", type=float, default=None, metavar="R",
                    help="--task link: random negative pairs per positive in training (default 1)")
     p.add_argument("--neg-weight", default=None, metavar="uniform|degree",
-                   help="--task link: how negatives are drawn: uniform (default) or by degree^0.75")
+                   help="--task link: how negatives are drawn: uniform (default) or by degree^0.75 (homogeneous "
+                        "datasets: a relation's negatives are uniform over each end's node type)")
     p.add_argument("--fanouts", default="10,5", metavar="F1,F2,...",
                    help="neighbors per layer (default 10,5); on a heterogeneous dataset the same for every "
                         "relation, or a JSON object per relation such as "
@@ -66,7 +66,8 @@ def add_parser(sub: Any) -> None:
                    help="hot feature rows kept in memory (default: what --memory leaves; 0: none); on a heterogeneous "
                         "dataset one budget across the node types, rows ranked by expected hits per byte")
     p.add_argument("--cache-policy", choices=CACHE_POLICIES, default="presample",
-                   help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree")
+                   help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree "
+                        "(homogeneous datasets: a typed run ranks each type's rows by expected hits per byte)")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
                    help="budget of the whole process (of each rank under torchrun): runtime, model, sampler, "
                         "cache, buffers (default: what the process holds plus half the available memory, "
@@ -79,15 +80,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hyperbatch", default="auto", metavar="N|auto",
                    help="batches sampled together when the graph is read from disk (default auto)")
     p.add_argument("--staging-dir", default=None, metavar="DIR",
-                   help="where hyperbatches stage feature rows (default: beside the dataset)")
+                   help="where hyperbatches stage feature rows (default: beside the dataset; homogeneous datasets)")
     p.add_argument("--staging-cap", type=size_arg, default=None, metavar="SIZE",
-                   help="largest staging file (default: the feature file's size; 0: never stage)")
+                   help="largest staging file (default: the feature file's size; 0: never stage); homogeneous "
+                        "datasets, as --staging-dir (the typed loader does not stage feature rows)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where the model runs (default cpu; cuda: pinned batch buffers, copies on a side stream; "
                         "under torchrun each rank takes its local rank's GPU)")
     p.add_argument("--gpu-cache", type=size_arg, default=None, metavar="SIZE",
                    help="with --device cuda: GPU memory for the feature rows the batches touch most, which then "
-                        "never cross the bus (default: none)")
+                        "never cross the bus (default: none; homogeneous datasets: the GPU tier holds rows of one "
+                        "feature file, a typed dataset has one per type)")
     p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
     p.add_argument("--threads", type=positive_arg, default=None,
                    help="sampling threads (default: all cores, divided among the ranks of this machine)")
@@ -117,71 +120,18 @@ def cmd_train(args: argparse.Namespace) -> int:
                                           "staging_dir", "staging_cap",
                                           "device", "gpu_cache", "seed", "threads", "out", "resume", "overwrite",
                                           "dist_timeout", "eval_mode", "tensorboard", "task", "decoder",
-                                          "neg_ratio", "neg_weight")}
+                                          "neg_ratio", "neg_weight", "target", "relation", "embed_dim",
+                                          "embed_tables")}
     log = (lambda s: None) if args.json else _print_line
     ds = Dataset.open(args.dataset)
-    if ds.is_hetero:
-        m = _train_hetero(args, ds, log)
-    else:
-        for flag, value in (("--target", args.target), ("--embed-dim", args.embed_dim), ("--relation", args.relation),
-                            ("--embed-tables", None if args.embed_tables == "auto" else args.embed_tables)):
-            if value is not None:
-                raise InputError(f"{flag} is for heterogeneous datasets; {args.dataset} is homogeneous")
-        m = train(ds, fanouts=_options.fanouts(args.fanouts), quiet=args.quiet or args.json, log=log, **opts)
+    fanouts: Any = args.fanouts
+    if ds.is_hetero:  # a JSON object of fanouts per relation, or one list for all of them
+        text = args.fanouts.strip()
+        fanouts = json.loads(text) if text.startswith("{") else _options.fanouts(text)
+    m = train(ds, fanouts=fanouts, quiet=args.quiet or args.json, log=log, **opts)
     if args.json and distributed.leader_by_env():
         print(json.dumps(m, indent=2))
     return 0
-
-
-#: Options of the homogeneous path a heterogeneous run does not take yet, with their defaults.
-_HOMOGENEOUS_ONLY = {"task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None,
-                     "cache_policy": "presample", "prefetch": None, "staging_dir": None,
-                     "staging_cap": None, "gpu_cache": None, "tensorboard": False}
-
-
-def _train_hetero(args: argparse.Namespace, ds: Any, log: Any) -> Any:
-    from ..hetero_train import train_hetero
-
-    link = args.task == "link"
-    if link:  # the link task's own options are not homogeneous-only there
-        _LINK = ("task", "decoder", "neg_ratio")
-        given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if k not in _LINK and
-                 getattr(args, k) != d and not (k == "neg_weight" and args.neg_weight == "uniform")]
-        if args.target is not None:
-            raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
-        if args.embed_tables != "auto":
-            raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
-                             "memory (tables in files are for --task node yet); leave it out")
-    else:
-        given = [f"--{k.replace('_', '-')}" for k, d in _HOMOGENEOUS_ONLY.items() if getattr(args, k) != d]
-        if args.relation is not None:
-            raise InputError("--relation is for --task link; --task node takes --target TYPE")
-    if given:
-        raise InputError(f"{', '.join(given)}: not available for heterogeneous datasets yet ({ds.path} is one); "
-                         "leave them out")
-    if args.eval_mode == "layerwise":
-        raise InputError("--eval layerwise: heterogeneous runs evaluate sampled neighborhoods after each epoch and "
-                         "exactly once at the end (--eval auto), or only sampled (--eval sampled)")
-    text = args.fanouts.strip()
-    fanouts: Any = json.loads(text) if text.startswith("{") else _options.fanouts(text)
-    if link:
-        from ..hetero_links import train_hetero_link
-
-        return train_hetero_link(ds, relation=args.relation, model=args.model, decoder=args.decoder,
-                                 neg_ratio=args.neg_ratio, fanouts=fanouts, batch_size=args.batch_size,
-                                 epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr,
-                                 dropout=args.dropout, embed_dim=args.embed_dim, memory=args.memory, cache=args.cache,
-                                 backend=args.backend, direct=args.direct, threads=args.threads, seed=args.seed,
-                                 out=args.out, resume=args.resume, overwrite=args.overwrite,
-                                 quiet=args.quiet or args.json, log=log, device=args.device,
-                                 exact=args.eval_mode == "auto", hyperbatch=args.hyperbatch)
-    return train_hetero(ds, target=args.target, model=args.model, fanouts=fanouts, batch_size=args.batch_size,
-                        epochs=args.epochs, hidden=args.hidden, layers=args.layers, lr=args.lr, dropout=args.dropout,
-                        embed_dim=args.embed_dim, embed_tables=args.embed_tables, memory=args.memory,
-                        cache=args.cache, hyperbatch=args.hyperbatch, backend=args.backend, direct=args.direct,
-                        threads=args.threads, seed=args.seed, out=args.out, resume=args.resume,
-                        overwrite=args.overwrite, quiet=args.quiet or args.json, log=log, device=args.device,
-                        exact=args.eval_mode == "auto", dist_timeout=args.dist_timeout)
 
 
 def _print_line(s: str) -> None:
