@@ -40,9 +40,10 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
+from .._files import NpyWriter
 from . import ogb_hetero, ogb_hetero_npz, ogbl
 from ._ogb_io import Npz, csv_column, csv_floats, load_split_dict, write_labels
-from ._stage import LabelWriter, NpyWriter, PathLike, Staging, check_ids, split_name, split_names, unambiguous_edges
+from ._stage import LabelWriter, PathLike, Staging, check_ids, split_name, split_names, unambiguous_edges
 
 SPLIT_NAMES = ("train", "valid", "test")
 

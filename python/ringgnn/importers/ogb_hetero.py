@@ -33,8 +33,9 @@ from .. import build
 from .._core import InputError
 from .._described import resolve
 from .._excerpt import WITHHELD, quoted
+from .._files import NpyWriter
 from ._ogb_io import csv_column, csv_floats, csv_lines, write_labels
-from ._stage import LabelWriter, NpyWriter, Staging, check_ids, split_name
+from ._stage import LabelWriter, Staging, check_ids, split_name
 
 SPLITS = ("train", "valid", "test")
 

@@ -29,9 +29,10 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
+from .._files import NpyWriter
 from ._ogb_io import Npz, load_split_dict, write_labels
+from ._stage import LabelWriter, Staging, check_ids, split_names, unambiguous_edges
 from .ogb_hetero import _scheme
-from ._stage import LabelWriter, NpyWriter, Staging, check_ids, split_names, unambiguous_edges
 
 SPLITS = ("train", "valid", "test")
 

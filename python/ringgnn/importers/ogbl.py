@@ -29,8 +29,9 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
+from .._files import NpyWriter
 from ._ogb_io import load_pt, load_split_dict
-from ._stage import NpyWriter, Staging, check_ids, split_names
+from ._stage import Staging, check_ids, split_names
 
 SPLITS = ("train", "valid", "test")
 

@@ -35,10 +35,10 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
-from .._files import os_errors
+from .._files import NpyWriter, os_errors
 from .._options import default_memory, parse_split, process_rss
 from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow, to_np
-from ._stage import NpyWriter, PathLike, Staging
+from ._stage import PathLike, Staging
 from .node_table import NodeTable, join
 
 #: At most this many buckets (files open at once while the table is read).
