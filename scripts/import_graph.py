@@ -335,6 +335,24 @@ def measure(root: str, package: str, rev: Optional[str], extensions: Iterable[st
             imp.dodges = "circle"
         else:
             imp.dodges = "nothing"
+    # Subpackages (``ringgnn.data``, ...): the arrows between them, and their circles; the package's
+    # own top-level modules (``ringgnn._files``, ...) are one group, "(top)"; ``__main__`` is its own.
+    subs = {m.split(".")[1] for m in modules if m.count(".") >= 2}
+
+    def group(m: str) -> str:
+        parts = m.split(".")
+        if m == f"{package}.__main__":
+            return "__main__"
+        return parts[1] if len(parts) > 1 and parts[1] in subs else "(top)"
+
+    between: Dict[Tuple[str, str], List[str]] = defaultdict(list)
+    for a, b in arrows:
+        if group(a) != group(b):
+            between[(group(a), group(b))].append(f"{a} -> {b}")
+    gedges: Dict[str, Set[str]] = defaultdict(set)
+    for ga, gb in between:
+        gedges[ga].add(gb)
+    group_circles = [c for c in sccs(sorted({group(m) for m in modules}), gedges) if len(c) > 1]
     kinds: Dict[str, Dict[str, int]] = {"package": defaultdict(int), "outside": defaultdict(int)}
     for imp in deferred:
         kinds["package" if imp.targets else "outside"][imp.dodges.split(":")[0]] += 1
@@ -352,6 +370,8 @@ def measure(root: str, package: str, rev: Optional[str], extensions: Iterable[st
         "load_time_circles": load_circles,
         "circles_with_type_checking": typed_circles,
         "imports_of_cli_from_outside": into_cli,
+        "subpackage_arrows": {f"{a} -> {b}": v for (a, b), v in sorted(between.items())},
+        "subpackage_circles": group_circles,
         "function_level_imports": len(deferred),
         "function_level_pairs": len({(imp.importer, t) for imp in deferred for t in imp.targets + imp.external}),
         "function_level_of_package_modules": sum(kinds["package"].values()),
@@ -381,6 +401,7 @@ def report(r: dict, show_list: bool) -> str:
         n = sum(kinds.values())
         out.append(f"| &nbsp; of {where} modules | {n}: " + ", ".join(
             f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])) + " |")
+    out.append(f"| subpackage arrows (circles) | {len(r['subpackage_arrows'])} ({len(r['subpackage_circles'])}) |")
     out.append(f"| imports of cli/ from outside it | {len(r['imports_of_cli_from_outside'])} |")
     out.append(f"| modules over {MAX_LINES} lines | {len(r['over_max_lines'])} |")
     out.append("")
@@ -397,6 +418,12 @@ def report(r: dict, show_list: bool) -> str:
         out.append(f"- {a} imports {b} (nothing outside cli/ should)")
     for m, n in r["over_max_lines"]:
         out.append(f"- over {MAX_LINES} lines: {m} ({n})")
+    for c in r["subpackage_circles"]:
+        out.append("- subpackage circle: " + " <-> ".join(c))
+    if r["subpackage_arrows"]:
+        out += ["", "Arrows between subpackages (module arrows):", ""]
+        for k, v in r["subpackage_arrows"].items():
+            out.append(f"- {k}: {len(v)}" + (f" ({'; '.join(v)})" if show_list else ""))
     out += ["", "Floors, top down:", ""]
     by_floor: Dict[int, List[str]] = defaultdict(list)
     for m, d in r["per_module"].items():
