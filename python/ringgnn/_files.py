@@ -16,7 +16,8 @@ leaves its temporaries behind, while an allocation that fails is an ordinary ``O
 (``ENOSPC``) that the writer reports and cleans up after. A ``.npy`` written whole
 (:func:`save_npy`) goes through ``write``: ``np.save`` to a path writes with ``tofile``, whose
 short write on a full disk is an ``OSError`` without an errno or a path. Both remove what they
-wrote when they fail, and raise errors that name the file.
+wrote when they fail, and raise errors that name the file. A ``.npy`` of rows that arrive in
+chunks (an importer's staged arrays, the original ids beside an output) is a :class:`NpyWriter`.
 
 **OS errors.** :func:`os_errors` is the one place that turns an ``OSError`` into one that says
 what was being done to which file: the same class, errno and filename, the operation and path
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import struct
 import sys
 from typing import Any, Iterator, Optional, Tuple, Union
 
@@ -226,3 +228,48 @@ def keep_files(files: "list[str]", directory: PathLike, what: str) -> None:
         kept = os.path.join(directory, os.path.basename(f))
         with os_errors(f"keeping the {what}", kept):
             os.replace(f, kept)
+
+
+_MAGIC = b"\x93NUMPY"
+#: Header length reserved by :class:`NpyWriter` (magic + version + length + dict + padding): room
+#: for any shape, so the final shape can be written over the first without moving the data.
+_HEADER = 128
+
+
+class NpyWriter:
+    """A ``.npy`` file of ``dtype`` rows of ``row_shape`` written chunk by chunk; the number of
+    rows is counted and written into the header at :meth:`close`."""
+
+    def __init__(self, path: str, dtype: Any, row_shape: Tuple[int, ...] = ()):
+        self.path, self.dtype, self.row_shape, self.rows = path, np.dtype(dtype), tuple(row_shape), 0
+        with os_errors("writing", path):
+            self._f = open(path, "wb")
+            self._f.write(b"\0" * _HEADER)
+
+    def __enter__(self) -> "NpyWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._f.closed:  # an error before close(): the staging directory goes with it
+            self._f.close()
+
+    def write(self, a: np.ndarray) -> None:
+        a = np.ascontiguousarray(a, dtype=self.dtype)
+        if a.shape[1:] != self.row_shape:
+            raise ValueError(f"rows of shape {a.shape[1:]}, expected {self.row_shape}")  # a bug, not input
+        with os_errors("writing", self.path):
+            self._f.write(a.tobytes())
+        self.rows += a.shape[0]
+
+    def close(self, shape: Optional[Tuple[int, ...]] = None) -> str:
+        """Finish the file; ``shape`` (of as many elements as were written) replaces the shape
+        of the rows written (a flat stream written as the (2, E) array it is)."""
+        shape = (self.rows,) + self.row_shape if shape is None else tuple(shape)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": shape}
+        text = repr(header).encode("latin1")
+        pad = _HEADER - len(_MAGIC) - 2 - 2 - len(text) - 1
+        with os_errors("writing", self.path):
+            self._f.seek(0)
+            self._f.write(_MAGIC + b"\x01\x00" + struct.pack("<H", _HEADER - 10) + text + b" " * pad + b"\n")
+            self._f.close()
+        return self.path

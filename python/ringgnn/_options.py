@@ -19,6 +19,7 @@ import math
 import operator
 import os
 import re
+import sys
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -101,8 +102,6 @@ def code_bytes(training: bool = False) -> int:
     """The room a plan leaves for the library code a running command keeps touching:
     :data:`CODE_BYTES` once PyTorch is imported (:data:`CODE_BYTES_TRAINING` for ``training``),
     :data:`CODE_BYTES_NO_TORCH` before."""
-    import sys
-
     if "torch" not in sys.modules:
         return CODE_BYTES_NO_TORCH
     return CODE_BYTES_TRAINING if training else CODE_BYTES

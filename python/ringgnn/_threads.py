@@ -21,6 +21,7 @@ PyTorch) keeps a pool of its own threads: :func:`one_blas_thread` runs a block w
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 from contextlib import contextmanager
@@ -49,8 +50,6 @@ _OPENBLAS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threa
 
 def _openblas() -> List[Tuple[Any, Any]]:
     """(set, get) of each OpenBLAS loaded in this process (``/proc/self/maps``; none elsewhere)."""
-    import ctypes
-
     found = []
     try:
         with open("/proc/self/maps") as f:

@@ -27,7 +27,9 @@ from typing import Any, Callable, Dict, Optional
 from . import _core, _options
 from ._core import InputError
 from ._files import os_errors, temporary
+from .build import read_manifest
 from .dataset import open_homogeneous
+from .inference import LayerwiseInference, RowFileWriter, _layout, _STORED, embedding_layer, open_run
 
 #: A new dataset's name: a plain directory name.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -52,9 +54,6 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
     """Write run ``run_dir``'s embeddings of every node (layer ``layer``, by default as
     ``ringgnn embed`` takes it) as the features of a copy of dataset ``target`` named ``name``
     (see the module's docstring); returns a summary."""
-    from .build import read_manifest
-    from .inference import LayerwiseInference, RowFileWriter, _layout, _STORED, embedding_layer, open_run
-
     if dtype not in ("f32", "f16"):
         raise InputError(f"--dtype {dtype}: use f32 or f16")
     src, ckpt = open_run(run_dir, dataset, arrays=True)

@@ -29,6 +29,7 @@ import numpy as np
 
 from ._core import InputError
 from .loader import Loader
+from .sampler import NeighborSampler
 
 logger = logging.getLogger("ringgnn")
 
@@ -69,8 +70,6 @@ def pin(loader: Loader, pinner: Optional[Tuple[Callable[[int, int], None], Calla
 def count_accesses(loader: Loader, batches: int = 64, seed: int = 0) -> np.ndarray:
     """How often each node appears in the first ``batches`` batches of ``loader``'s seeds,
     sampled with its fanouts and ``seed`` (int32, one count per node)."""
-    from .sampler import NeighborSampler
-
     ds = loader.dataset
     counts = np.zeros(ds.num_nodes, dtype=np.int32)
     sampler = NeighborSampler(ds, loader.fanouts, seed=seed, threads=1)

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _core
 from ._files import os_errors
+from .hetero_schema import parse_edge_type
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -290,7 +291,7 @@ class HeteroDataset:
     @property
     def edge_types(self) -> List[tuple]:
         """The relations as PyG edge types ``(src, rel, dst)``."""
-        return [tuple(r.split(":")) for r in self.relations]
+        return [parse_edge_type(r) for r in self.relations]
 
     @property
     def num_nodes_dict(self) -> Dict[str, int]:

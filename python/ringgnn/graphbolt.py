@@ -53,6 +53,7 @@ from ._core import InputError
 from ._described import resolve
 from ._excerpt import excerpt, quoted, reason
 from ._files import allocated_memmap, os_errors, save_npy, temporary
+from .hetero_schema import parse_edge_type
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +217,10 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
         if (t is not None) != typed:
             raise _mixed(r, at)
         if t is not None:
-            parts = t.split(":")
-            if len(parts) != 3 or not all(parts):
-                raise r.error(f"{at}.type", f"{quoted(t)} is not SRC:REL:DST", "e.g. author:writes:paper")
+            try:
+                parts = parse_edge_type(t)
+            except ValueError:
+                raise r.error(f"{at}.type", f"{quoted(t)} is not SRC:REL:DST", "e.g. author:writes:paper") from None
             for end in (parts[0], parts[2]):
                 if end not in nodes:
                     raise r.error(f"{at}.type", f"{quoted(t)} names node type {quoted(end)}, which graph.nodes does not have",

@@ -37,6 +37,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from ._excerpt import quoted
+from .hetero_schema import parse_edge_type
 
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, Relati
             if s.type in seen:
                 raise r.error(s.field, f"a second {split} entry for {quoted(s.type)}", "give each edge type once per set")
             seen.add(s.type)
-            src_t, _, dst_t = s.type.split(":")
+            src_t, _, dst_t = parse_edge_type(s.type)
             pos, neg = _read_set(meta, s, split, load, r, (meta.nodes[src_t], meta.nodes[dst_t]), src_t == dst_t)
             mine = out.setdefault(s.type, RelationSplits())
             order = np.lexsort((pos[:, 0], pos[:, 1]))  # the builder stores pairs by (dst, src)

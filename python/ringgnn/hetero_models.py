@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 
 from .hetero_schema import (CONFIG_KEYS, HETERO_MODELS, EdgeType, check_config, computed_types,  # noqa: F401
@@ -215,8 +216,6 @@ class HeteroModel(torch.nn.Module):
             if t not in self.tables:
                 raise ValueError(f"batch: node type {t!r} has its embedding table in a file; give its rows as "
                                  f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
-            import numpy as np
-
             x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
         if x is None:
             return torch.empty(0, width, device=self._device())

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ._files import replacing
+from ._files import NpyWriter, replacing
 
 #: Nodes per block read and written.
 BLOCK = 1 << 20
@@ -26,8 +26,6 @@ def path_beside(out: str) -> str:
 def write_beside(ds: Any, nodes: Optional[np.ndarray], out: str) -> str:
     """Write the original ids of ``nodes`` (dense ids, None: all, in order) beside ``out``;
     returns the path."""
-    from .importers._stage import NpyWriter
-
     n = ds.num_nodes if nodes is None else len(nodes)
     dtype = ds.manifest["node_ids"]["dtype"]
     if dtype == "str":

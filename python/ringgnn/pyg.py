@@ -60,6 +60,7 @@ from . import _core, _options
 from ._core import InputError
 from .dataset import Dataset, HeteroDataset, PathLike
 from .hetero import HeteroNeighborSampler, HeteroSample
+from .hetero_schema import parse_edge_type
 from .links import LinkSampler
 from .links import NegativeSampling as LinkNegatives
 from .sampler import NeighborSampler
@@ -74,11 +75,6 @@ AnyDataset = Union[Dataset, HeteroDataset]
 
 def _open(dataset: Union[AnyDataset, PathLike]) -> AnyDataset:
     return dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
-
-
-def _edge_type(relation: str) -> Tuple[str, str, str]:
-    src, rel, dst = relation.split(":")
-    return src, rel, dst
 
 
 class RingNeighborSampler(BaseSampler):
@@ -206,7 +202,7 @@ def _hetero_output(s: HeteroSample, metadata: Tuple[Any, ...]) -> HeteroSamplerO
     """A :class:`HeteroSample` as PyG's ``HeteroSamplerOutput``: keyed as PyG's heterogeneous
     sampler keys it (node types; edge type tuples, which ``NodeLoader`` matches against the graph
     store's edge types), every type and relation present (empty when nothing was sampled)."""
-    et = {r: _edge_type(r) for r in s.row}
+    et = {r: parse_edge_type(r) for r in s.row}
     return HeteroSamplerOutput(
         node={t: torch.from_numpy(v) for t, v in s.node.items()},
         row={et[r]: torch.from_numpy(v) for r, v in s.row.items()},

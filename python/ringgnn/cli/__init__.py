@@ -17,8 +17,10 @@ prints the traceback of every error before its line.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+import traceback
 from typing import Any, List, Optional
 
 from .. import _signals
@@ -28,8 +30,8 @@ DEBUG = "RINGGNN_DEBUG"
 
 
 def build_parser() -> Any:
-    import argparse
-
+    # Imported here, inside main()'s Ctrl-C handler: __version__ loads the core, the command modules
+    # numpy and the core (see the module's docstring).
     from .. import __version__
     from . import data, infer, sample, serve, train
 
@@ -91,13 +93,11 @@ def _failure(prog: str, e: Exception) -> int:
     """Print ``e`` as the command's one error line (after its traceback under ``RINGGNN_DEBUG``);
     the exit status, 1."""
     if os.environ.get(DEBUG, "") not in ("", "0"):
-        import traceback
-
         traceback.print_exception(type(e), e, e.__traceback__)
     # The core may be what failed to import: then no error is one of its classes.
     core = sys.modules.get("ringgnn._core")
     if core is not None and isinstance(e, (core.RingGnnError, OSError)):
-        from .._files import describe
+        from .._files import describe  # numpy and the core: see build_parser
 
         text = describe(e)
     elif isinstance(e, OSError):

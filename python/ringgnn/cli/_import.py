@@ -11,6 +11,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .. import graphbolt, importers
 from .._core import InputError
+from ..importers.mag240m import convert_mag240m
+from ..importers.ogb import convert_ogb
+from ..importers.tables import convert_table
+from ..importers.typed_tables import TypedNodes, TypedRelation, convert_typed_tables
 
 #: Options of an edge-list INPUT and their defaults (``data._EDGE_LIST_OPTIONS`` less those an
 #: importer takes): an importer refuses them when given.
@@ -135,16 +139,12 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
     t0 = time.perf_counter()
     with bars(args) as b:
         if source == "ogb":
-            from ..importers.ogb import convert_ogb
-
             manifest = convert_ogb(args.input, args.out, split_scheme=args.split_scheme,
                                    link_negatives=args.link_negatives, undirected=args.undirected,
                                    add_reverse=bool(args.add_reverse),
                                    self_loops=args.self_loops, dedup=args.dedup, feature_dtype=args.feature_dtype,
                                    progress=b, **common)
         elif source == "table":
-            from ..importers.tables import convert_table
-
             manifest = convert_table(args.input, args.out, src=_single(args, "src"), dst=_single(args, "dst"),
                                      undirected=args.undirected,
                                      self_loops=args.self_loops, dedup=args.dedup, split=args.split,
@@ -155,8 +155,6 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
                                      feature_dtype=args.feature_dtype, progress=b,
                                      **common)
         else:
-            from ..importers.mag240m import convert_mag240m
-
             manifest = convert_mag240m(args.input, args.out, add_reverse=bool(args.add_reverse),
                                        feature_dtype=args.feature_dtype, progress=b, **common)
     summary(args, "converted", manifest, time.perf_counter() - t0)
@@ -201,8 +199,6 @@ def _pairs(values: List[str], flag: str, what: str) -> List[Tuple[str, str]]:
 def _convert_typed(args: Any, summary: Any, bars: Any) -> int:
     """Typed tables: one edge table per relation, optional node tables per type
     (:mod:`ringgnn.importers.typed_tables`)."""
-    from ..importers.typed_tables import TypedNodes, TypedRelation, convert_typed_tables
-
     if not _TYPED_INPUT.match(str(args.input)):
         raise InputError(f"{args.input}: with --relation, INPUT is a relation's table too: SRC:REL:DST=FILE")
     rel_files = _pairs([str(args.input)] + (args.relation or []), "--relation", "SRC:REL:DST")

@@ -15,6 +15,8 @@ from .._core import InputError
 from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
 from ..dataset import Dataset
+from ..hetero_gen import DEFAULTS as HD
+from ..hetero_gen import generate_hetero
 from ..progress import TqdmProgress
 from . import _import
 from ._format import human, human_bytes
@@ -135,8 +137,6 @@ def add_parsers(sub: Any) -> None:
     )
     _add_build_options(p)
     p.set_defaults(func=cmd_generate_sbm)
-
-    from ..hetero_gen import DEFAULTS as HD
 
     p = gsub.add_parser(
         "hetero",
@@ -364,8 +364,6 @@ def cmd_generate_sbm(args) -> int:
 
 
 def cmd_generate_hetero(args) -> int:
-    from ..hetero_gen import generate_hetero
-
     t0 = time.perf_counter()
     with _bars(args) as bars:
         manifest = generate_hetero(

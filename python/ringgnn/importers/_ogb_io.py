@@ -1,8 +1,9 @@
 """Reading OGB's files: gzip CSVs in chunks of lines (:func:`csv_floats`, :func:`csv_column`),
 the arrays of an ``.npz`` as streams (:class:`Npz`), and ``torch.save`` files (:func:`load_pt`,
 :func:`load_split_dict`) without running code from them and, when they hold only numpy arrays
-and numbers (what OGB and MAG240M save), without importing torch. Shared by :mod:`.ogb`,
-:mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`.
+and numbers (what OGB and MAG240M save), without importing torch; OGB's node labels, checked as
+they are written (:func:`write_labels`). Shared by :mod:`.ogb`, :mod:`.ogbl`, :mod:`.ogb_hetero`,
+:mod:`.ogb_hetero_npz` and :mod:`.mag240m`.
 
 The user names an OGB folder, not its files: errors name a file and its line, never quote its
 content (:mod:`ringgnn._excerpt`), as a downloaded folder may hold links to any file."""
@@ -21,7 +22,7 @@ import numpy as np
 from .._core import InputError
 from .._excerpt import WITHHELD, reason
 from .._files import os_errors
-from ._stage import NpyStream
+from ._stage import LabelWriter, NpyStream
 
 #: Lines parsed per chunk of a CSV: a few MiB of text.
 CSV_LINES = 1 << 16
@@ -198,3 +199,26 @@ def load_pt(path: str, what: str) -> Any:
         except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, IndexError) as e:
             raise InputError(f"{path}: not a file saved with torch.save that holds only arrays and numbers "
                              f"({reason(e, quote=False)}); {what}") from None
+
+
+def write_labels(chunks: Iterator[Tuple[np.ndarray, str]], out: LabelWriter) -> None:
+    """Check OGB node labels (one column; NaN = unlabeled, written -1; whole classes >= 0) chunk by
+    chunk (``(array, where)``: ``where`` names the file in errors) and write them to ``out``."""
+    for c, where in chunks:
+        if c.ndim == 2 and c.shape[1] != 1:
+            raise InputError(f"{where}: {c.shape[1]} label columns (a multi-task dataset); ringgnn stores one "
+                             "class per node")
+        c = c.reshape(-1)
+        if c.dtype.kind == "f":
+            nan = np.isnan(c)
+            bad = np.flatnonzero(~nan & ((c != np.floor(c)) | (c < 0)))
+            if bad.size:
+                raise InputError(f"{where}: label {c[bad[0]]} of node {out.rows + bad[0]} is not a class "
+                                 "(a whole number >= 0; NaN = unlabeled); regression targets are not supported")
+            c = np.where(nan, -1, c).astype(np.int64)
+        elif c.dtype.kind in "iu":
+            c = c.astype(np.int64)
+        else:
+            raise InputError(f"{where}: labels of type {c.dtype}; give numbers")
+        first = out.rows
+        out.write(c, lambda i, v: f"{where}: label {v} of node {first + i}")

@@ -24,18 +24,13 @@ import numpy as np
 from .. import _core
 from .._core import InputError
 from .._excerpt import quoted, reason
-from .._files import os_errors, save_npy, temporary
+from .._files import NpyWriter, os_errors, save_npy, temporary
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: Bytes per chunk read from or written to a staged array: large enough that per-chunk work is
 #: negligible, small next to any build budget.
 CHUNK_BYTES = 8 << 20
-
-_MAGIC = b"\x93NUMPY"
-#: Header length reserved by :class:`NpyWriter` (magic + version + length + dict + padding): room
-#: for any shape, so the final shape can be written over the first without moving the data.
-_HEADER = 128
 
 
 #: The builder's advice when an edge names a node past ``--num-nodes``: an option of an edge-list
@@ -116,45 +111,6 @@ class Staging:
             message = self.named(str(e))
             if message != str(e):
                 raise type(e)(message).with_traceback(tb) from None
-
-
-class NpyWriter:
-    """A ``.npy`` file of ``dtype`` rows of ``row_shape`` written chunk by chunk; the number of
-    rows is counted and written into the header at :meth:`close`."""
-
-    def __init__(self, path: str, dtype: Any, row_shape: Tuple[int, ...] = ()):
-        self.path, self.dtype, self.row_shape, self.rows = path, np.dtype(dtype), tuple(row_shape), 0
-        with os_errors("writing", path):
-            self._f = open(path, "wb")
-            self._f.write(b"\0" * _HEADER)
-
-    def __enter__(self) -> "NpyWriter":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if not self._f.closed:  # an error before close(): the staging directory goes with it
-            self._f.close()
-
-    def write(self, a: np.ndarray) -> None:
-        a = np.ascontiguousarray(a, dtype=self.dtype)
-        if a.shape[1:] != self.row_shape:
-            raise ValueError(f"rows of shape {a.shape[1:]}, expected {self.row_shape}")  # a bug, not input
-        with os_errors("writing", self.path):
-            self._f.write(a.tobytes())
-        self.rows += a.shape[0]
-
-    def close(self, shape: Optional[Tuple[int, ...]] = None) -> str:
-        """Finish the file; ``shape`` (of as many elements as were written) replaces the shape
-        of the rows written (a flat stream written as the (2, E) array it is)."""
-        shape = (self.rows,) + self.row_shape if shape is None else tuple(shape)
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": shape}
-        text = repr(header).encode("latin1")
-        pad = _HEADER - len(_MAGIC) - 2 - 2 - len(text) - 1
-        with os_errors("writing", self.path):
-            self._f.seek(0)
-            self._f.write(_MAGIC + b"\x01\x00" + struct.pack("<H", _HEADER - 10) + text + b" " * pad + b"\n")
-            self._f.close()
-        return self.path
 
 
 #: Split names that sources spell their own way, as ringgnn's (OGB's ``valid``).

@@ -34,8 +34,9 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
+from .._files import NpyWriter
 from ._ogb_io import load_pt, load_split_dict
-from ._stage import LabelWriter, NpyWriter, PathLike, Staging, check_ids, open_npy, split_names, unambiguous_edges
+from ._stage import LabelWriter, PathLike, Staging, check_ids, open_npy, split_names, unambiguous_edges
 
 DIR_NAME = "mag240m_kddcup2021"
 

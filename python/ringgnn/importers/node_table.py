@@ -26,8 +26,9 @@ import numpy as np
 
 from .._core import InputError
 from .._excerpt import quoted
+from .._files import NpyWriter
 from ._arrow import Buckets, Table, arrow, bucket_of, to_np
-from ._stage import LabelWriter, NpyWriter, Staging, split_name
+from ._stage import LabelWriter, Staging, split_name
 
 
 class NodeTable:

@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from .. import build
 from .._core import InputError
-from ._ogb_io import Npz, csv_column, csv_floats, load_split_dict
-from ._stage import LabelWriter, NpyWriter, PathLike, Staging, check_ids, split_name, split_names, unambiguous_edges
+from .._files import NpyWriter
+from . import ogb_hetero, ogb_hetero_npz, ogbl
+from ._ogb_io import Npz, csv_column, csv_floats, load_split_dict, write_labels
+from ._stage import LabelWriter, PathLike, Staging, check_ids, split_name, split_names, unambiguous_edges
 
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -192,34 +194,13 @@ class _Stager:
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
             f, s = npz.open(key, "OGB's node-label.npz holds the labels there")
             with f:
-                self._labels(((c, f"{path}: {key}") for c in s.chunks()), out)
+                write_labels(((c, f"{path}: {key}") for c in s.chunks()), out)
             npz.close()
         else:
-            self._labels(((c, path) for c in csv_column(path)), out)
+            write_labels(((c, path) for c in csv_column(path)), out)
         if out.rows != n:
             raise InputError(f"{path}: {out.rows} labels, but the graph has {n} nodes; give one per node")
         return out.close()
-
-    @staticmethod
-    def _labels(chunks: Iterator[Tuple[np.ndarray, str]], out: LabelWriter) -> None:
-        for c, where in chunks:
-            if c.ndim == 2 and c.shape[1] != 1:
-                raise InputError(f"{where}: {c.shape[1]} label columns (a multi-task dataset); ringgnn stores one "
-                                 "class per node")
-            c = c.reshape(-1)
-            if c.dtype.kind == "f":
-                nan = np.isnan(c)
-                bad = np.flatnonzero(~nan & ((c != np.floor(c)) | (c < 0)))
-                if bad.size:
-                    raise InputError(f"{where}: label {c[bad[0]]} of node {out.rows + bad[0]} is not a class "
-                                     "(a whole number >= 0; NaN = unlabeled); regression targets are not supported")
-                c = np.where(nan, -1, c).astype(np.int64)
-            elif c.dtype.kind in "iu":
-                c = c.astype(np.int64)
-            else:
-                raise InputError(f"{where}: labels of type {c.dtype}; give numbers")
-            first = out.rows
-            out.write(c, lambda i, v: f"{where}: label {v} of node {first + i}")
 
     def splits(self, n: int) -> Optional[Dict[str, str]]:
         d = self.layout.split_dir
@@ -293,14 +274,10 @@ def convert_ogb(
     (``ogbl-*``) becomes a dataset with edge splits (:mod:`.ogbl`), with ``link_negatives``
     negatives drawn per held-out pair. ``undirected``, ``self_loops``, ``dedup``,
     ``feature_dtype`` and the rest are :func:`ringgnn.build.convert`'s."""
-    from . import ogbl
-
     root = os.fspath(root)
     raw = os.path.join(root, "raw")
     binary = os.path.isfile(os.path.join(raw, "edge_index_dict.npz"))  # DatasetSaver's heterogeneous layout
     if binary or os.path.isfile(os.path.join(raw, "triplet-type-list.csv.gz")):  # heterogeneous (ogbn-mag)
-        from . import ogb_hetero, ogb_hetero_npz
-
         if undirected or dedup or self_loops != "keep":
             raise InputError(f"{root}: a heterogeneous OGB dataset takes add_reverse (--add-reverse), not "
                              "undirected, dedup or self_loops")

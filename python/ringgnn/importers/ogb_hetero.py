@@ -33,8 +33,9 @@ from .. import build
 from .._core import InputError
 from .._described import resolve
 from .._excerpt import WITHHELD, quoted
-from ._ogb_io import csv_lines
-from ._stage import LabelWriter, NpyWriter, Staging, check_ids, split_name
+from .._files import NpyWriter
+from ._ogb_io import csv_column, csv_floats, csv_lines, write_labels
+from ._stage import LabelWriter, Staging, check_ids, split_name
 
 SPLITS = ("train", "valid", "test")
 
@@ -94,9 +95,6 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             feature_dtype: Optional[str], seed: int, memory: Any, overwrite: bool, threads: Optional[int],
             progress: Any) -> Dict[str, Any]:
     """Build the heterogeneous dataset (see the module)."""
-    from ._ogb_io import csv_column, csv_floats
-    from .ogb import _Stager
-
     counts = _counts(raw)
     triplets = _triplets(raw, counts)
     relations = []
@@ -129,7 +127,7 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
                 lpath = _need(resolve(raw, os.path.join("node-label", t, "node-label.csv.gz"), where),
                               f"the labels of {quoted(t)}")
                 with LabelWriter(stage.path(f"labels-{t}", lpath), lpath) as w:
-                    _Stager._labels(((c, lpath) for c in csv_column(lpath)), w)
+                    write_labels(((c, lpath) for c in csv_column(lpath)), w)
                     if w.rows != n:
                         raise InputError(f"{lpath}: {w.rows} labels, but num-node-dict.csv.gz has {n} {quoted(t)} nodes")
                     labels = w.close()

@@ -29,8 +29,10 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
-from ._ogb_io import Npz
-from ._stage import LabelWriter, NpyWriter, Staging, check_ids, split_names, unambiguous_edges
+from .._files import NpyWriter
+from ._ogb_io import Npz, load_split_dict, write_labels
+from ._stage import LabelWriter, Staging, check_ids, split_names, unambiguous_edges
+from .ogb_hetero import _scheme
 
 SPLITS = ("train", "valid", "test")
 
@@ -116,8 +118,6 @@ def _features(raw: str, counts: Dict[str, int], stage: Staging) -> Dict[str, str
 
 
 def _labels(raw: str, counts: Dict[str, int], stage: Staging) -> Dict[str, str]:
-    from .ogb import _Stager
-
     path = os.path.join(raw, "node-label.npz")
     if not os.path.isfile(path):
         return {}
@@ -128,7 +128,7 @@ def _labels(raw: str, counts: Dict[str, int], stage: Staging) -> Dict[str, str]:
                 raise InputError(f"{path}: labels of '{t}', which num_nodes_dict.npz does not have")
             f, s = npz.open(t, "")
             with f, LabelWriter(stage.path(f"labels-{t}", f"{path}: {t}"), f"{path}: {t}") as w:
-                _Stager._labels(((c, f"{path}: {t}") for c in s.chunks()), w)
+                write_labels(((c, f"{path}: {t}") for c in s.chunks()), w)
                 if w.rows != counts[t]:
                     raise InputError(f"{path}: {w.rows} labels of '{t}', but num_nodes_dict.npz has {counts[t]}")
                 out[t] = w.close()
@@ -138,8 +138,6 @@ def _labels(raw: str, counts: Dict[str, int], stage: Staging) -> Dict[str, str]:
 
 
 def _splits(scheme_dir: Optional[str], counts: Dict[str, int], stage: Staging) -> Dict[str, Dict[str, str]]:
-    from ._ogb_io import load_split_dict
-
     if scheme_dir is None:
         return {}
     path = os.path.join(scheme_dir, "split_dict.pt")
@@ -170,8 +168,6 @@ def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_r
             feature_dtype: Optional[str], seed: int, memory: Any, overwrite: bool, threads: Optional[int],
             progress: Any) -> Dict[str, Any]:
     """Build the heterogeneous dataset (see the module)."""
-    from .ogb_hetero import _scheme
-
     counts = _counts(raw)
     scheme_dir = _scheme(root, split_scheme)
     with Staging(out, overwrite) as stage:

@@ -27,8 +27,11 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from .. import build
 from .._core import InputError
-from ._stage import NpyWriter, Staging, check_ids, split_names
+from .._files import NpyWriter
+from ._ogb_io import load_pt, load_split_dict
+from ._stage import Staging, check_ids, split_names
 
 SPLITS = ("train", "valid", "test")
 
@@ -47,8 +50,6 @@ KG_REFUSAL = ("a knowledge-graph completion split (head/relation/tail triples, a
 
 def load_splits(split_dir: str) -> Dict[str, Tuple[Dict[str, Any], str]]:
     """split name -> (its dictionary, where it came from)."""
-    from ._ogb_io import load_pt, load_split_dict
-
     one = os.path.join(split_dir, "split_dict.pt")
     if os.path.isfile(one) and not is_link(split_dir):
         d = load_split_dict(one)
@@ -95,8 +96,6 @@ def pairs(d: Any, where: str, n: int) -> np.ndarray:
 def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_negatives: int,
             build_args: Dict[str, Any]) -> Dict[str, Any]:
     """Build the link dataset (see the module); ``stager`` is :mod:`.ogb`'s, for the graph."""
-    from .. import build
-
     splits = load_splits(layout.split_dir)
     undirected = bool(build_args.get("undirected", False))
     held: Dict[str, str] = {}

@@ -37,6 +37,7 @@ from .. import _core, build
 from .._core import InputError
 from .._files import os_errors, save_npy
 from .._options import default_memory, size
+from ..hetero_schema import parse_edge_type
 from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
@@ -311,5 +312,5 @@ def to_pyg(ds: Any, memory: Union[None, int, str] = None) -> Any:
         for k, v in _node_store(ds.node_type(t), f"node/{t}").items():
             setattr(data[t], k, v)
     for r in ds.relations:
-        data[tuple(r.split(":"))].edge_index = torch.from_numpy(_graph(ds.relation(r)))
+        data[parse_edge_type(r)].edge_index = torch.from_numpy(_graph(ds.relation(r)))
     return data

@@ -35,10 +35,11 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
-from .._files import os_errors
-from .._options import process_rss
+from .._files import NpyWriter, os_errors
+from .._options import default_memory, parse_split, process_rss
 from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow, to_np
-from ._stage import NpyWriter, PathLike, Staging
+from ._stage import PathLike, Staging
+from .node_table import NodeTable, join
 
 #: At most this many buckets (files open at once while the table is read).
 MAX_BUCKETS = 1024
@@ -92,8 +93,6 @@ def convert_table(
     kind = _id_type(kinds, t, src, dst)
     nodes = None
     if node_table is not None:
-        from .node_table import NodeTable
-
         if node_id is None:
             raise InputError(f"{os.fspath(node_table)}: name its id column (--node-id COL)")
         nodes = NodeTable(os.fspath(node_table), node_id, list(feature_columns), label_column, kind, split_column)
@@ -101,8 +100,6 @@ def convert_table(
         raise InputError("--node-id, --feature-columns, --label-column and --split-column name columns of a "
                          "--node-table; give it")
     if split is not None:
-        from .._options import parse_split
-
         if split_column is not None or not all(isinstance(v, float) for _, v in parse_split(split)):
             raise InputError(f"split {split!r}: a table's splits are fractions (train=0.8,...) or a node table's "
                              "--split-column; its dense ids are assigned by the import, so id files cannot name them")
@@ -156,8 +153,6 @@ def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: T
     ids = IdMap.number(stage, ids_b, kind, id_type)
     features = labels = node_splits = None
     if nodes is not None:
-        from .node_table import join
-
         features, labels, node_splits = join(nodes, stage, kind, p, ids.uniq, ids.offsets)
     edges = map_edges(stage, edges_b, ids, ids)
     return edges, ids.num_nodes, ids.files, features, labels, node_splits
@@ -267,8 +262,6 @@ def import_budget(memory: Optional[build.Size]) -> int:
     notebook, a test session) the default left the builder less than its 128M minimum."""
     if memory is not None:
         return build._memory(memory)
-    from .._options import default_memory
-
     return default_memory(cap=build.DEFAULT_BUILD_MEMORY)
 
 

@@ -35,8 +35,10 @@ import numpy as np
 
 from .. import build
 from .._core import InputError
+from ..hetero_schema import parse_edge_type
 from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow
 from ._stage import PathLike, Staging
+from .node_table import NodeTable, join
 from .tables import MAX_BUCKETS, IdMap, build_share, import_budget, map_edges
 
 
@@ -66,11 +68,12 @@ class TypedNodes:
 
 
 def _relation_types(name: str) -> Tuple[str, str]:
-    parts = name.split(":")
-    if len(parts) != 3 or not all(parts):
+    try:
+        src, _, dst = parse_edge_type(name)
+    except ValueError:
         raise InputError(f"relation '{name}' must be SRC:REL:DST (three names separated by ':'), as in "
-                         "user:buys:item")
-    return parts[0], parts[2]
+                         "user:buys:item") from None
+    return src, dst
 
 
 def _type_kind(t: str, uses: List[Tuple[str, str, str]]) -> str:
@@ -147,8 +150,6 @@ def convert_typed_tables(
                              f"{', '.join(sorted(kinds))}); every node of a node table must be named by an edge")
         if n.type in nodes:
             raise InputError(f"node type '{n.type}' has two node tables; give it one")
-        from .node_table import NodeTable
-
         nodes[n.type] = NodeTable(os.fspath(n.table), n.node_id, list(n.feature_columns), n.label_column,
                                   kinds[n.type], n.split_column)
     budget = import_budget(memory)
@@ -203,8 +204,6 @@ def _map(stage: Staging, tables: List[Any], kinds: Dict[str, str], id_types: Dic
     """Passes 1 to 4: per type its :class:`IdMap` and staged node-table files, per relation its
     staged edge list of dense ids."""
     import pyarrow as pa
-
-    from .node_table import join
 
     p = _bucket_counts(tables, kinds, budget, nodes)
     allow_open_files(sum(p.values()) + max(p.values()))  # pass 1: every type's ids, one relation's edges
