@@ -37,7 +37,8 @@ from _sizes import MEMCAP
 MEMCAP_KEYS = ("cap", "peak", "failcnt", "max_events", "oom_kills", "exit")
 
 
-def command(template: Sequence[str], label: str, tree: str, rnd: int, memcap: Optional[str], drop: bool) -> List[str]:
+def command(template: Sequence[str], label: str, tree: str, rnd: int, memcap: Optional[str], drop: bool,
+            tool: str = MEMCAP) -> List[str]:
     """The argv of one run: placeholders filled, ``ringgnn`` as ``python -m ringgnn``, under memcap."""
     argv = [a.format(label=label, tree=tree, round=rnd) for a in template]
     if argv and argv[0] == "ringgnn":
@@ -45,7 +46,7 @@ def command(template: Sequence[str], label: str, tree: str, rnd: int, memcap: Op
     elif argv and argv[0] in ("python", "python3"):
         argv = [sys.executable] + argv[1:]
     if memcap:
-        argv = [MEMCAP] + (["--drop-caches"] if drop else []) + [memcap, "--"] + argv
+        argv = [tool] + (["--drop-caches"] if drop else []) + [memcap, "--"] + argv
     return argv
 
 
@@ -105,6 +106,8 @@ def _fmt(x: Optional[float], k: str) -> str:
         return "-"
     if k == "peak_rss" or k.startswith("memcap_peak"):
         return f"{x / 2**20:.0f} MiB"
+    if isinstance(x, float) and x >= 1e5 and x == int(x):  # a count or bytes found by a --figure
+        return f"{int(x):,}"
     return f"{x:.3f}" if isinstance(x, float) else f"{x:,}"
 
 
@@ -129,6 +132,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--warmup", type=int, default=0, help="uncounted rounds first (default 0)")
     ap.add_argument("--memcap", default=None, metavar="SIZE", help="run each under memcap SIZE")
     ap.add_argument("--drop-caches", action="store_true", help="with --memcap: drop the page cache before each run")
+    ap.add_argument("--memcap-tool", default=MEMCAP, metavar="PATH", help="memcap (default ../shared/tools/memcap "
+                    "beside the checkout)")
     ap.add_argument("--figure", action="append", default=[], metavar="NAME=REGEX",
                     help="a number the command prints, by regex (repeatable)")
     ap.add_argument("--cwd", default=None, help="where the command runs (default: here)")
@@ -149,7 +154,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     runs: Dict[str, List[Dict[str, object]]] = {s: [] for s in labels}
     for rnd in range(args.warmup + args.rounds):
         for side in (labels if rnd % 2 == 0 else labels[::-1]):
-            argv_ = command(template, side, trees[side], rnd, args.memcap, args.drop_caches)
+            argv_ = command(template, side, trees[side], rnd, args.memcap, args.drop_caches, args.memcap_tool)
             load = os.getloadavg()[0]  # when the run starts: how busy the machine was
             rec = run_once(argv_, trees[side], figures, args.cwd)
             rec.update(round=rnd, load=load, warmup=rnd < args.warmup)
