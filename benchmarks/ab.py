@@ -90,14 +90,18 @@ def run_once(argv: List[str], tree: str, figures: Dict[str, str], cwd: Optional[
 
 
 def summarize(runs: Dict[str, List[Dict[str, object]]], labels: Sequence[str], keys: Sequence[str]) -> List[Dict[str, object]]:
-    """Per measure: each side's median and values, and the ratio B / A of the medians."""
+    """Per measure: each side's median and values, the ratio B / A of the medians, and the median
+    of the rounds' own ratios (a round's A and B ran next to each other, so a slow drift of the
+    machine's load cancels in it)."""
     a, b = labels
     rows = []
     for k in keys:
         vals = {s: [r[k] for r in runs[s] if isinstance(r.get(k), (int, float))] for s in labels}
         med = {s: statistics.median(v) if v else None for s, v in vals.items()}
         ratio = med[b] / med[a] if med[a] and med[b] is not None else None
-        rows.append(dict(measure=k, a=med[a], b=med[b], ratio=ratio, a_runs=vals[a], b_runs=vals[b]))
+        pairs = [y / x for x, y in zip(vals[a], vals[b]) if x] if len(vals[a]) == len(vals[b]) else []
+        rows.append(dict(measure=k, a=med[a], b=med[b], ratio=ratio, paired=statistics.median(pairs) if pairs else None,
+                         a_runs=vals[a], b_runs=vals[b]))
     return rows
 
 
@@ -106,20 +110,20 @@ def _fmt(x: Optional[float], k: str) -> str:
         return "-"
     if k == "peak_rss" or k.startswith("memcap_peak"):
         return f"{x / 2**20:.0f} MiB"
-    if isinstance(x, float) and x >= 1e5 and x == int(x):  # a count or bytes found by a --figure
+    if x == int(x) and (abs(x) >= 1e5 or k.startswith("memcap_")):  # counts and bytes
         return f"{int(x):,}"
     return f"{x:.3f}" if isinstance(x, float) else f"{x:,}"
 
 
 def table(rows: List[Dict[str, object]], labels: Sequence[str], rounds: int) -> str:
     a, b = labels
-    lines = [f"| measure | {a} (median of {rounds}) | {b} (median of {rounds}) | {b} / {a} | {a} runs | {b} runs |",
-             "|---|---:|---:|---:|---|---|"]
+    lines = [f"| measure | {a} (median of {rounds}) | {b} (median of {rounds}) | {b} / {a} | per round (median) "
+             f"| {a} runs | {b} runs |", "|---|---:|---:|---:|---:|---|---|"]
     for r in rows:
         k = r["measure"]
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        ratio, paired = ("-" if r[x] is None else f"{r[x]:.3f}" for x in ("ratio", "paired"))
         each = [", ".join(_fmt(v, k) for v in r[s]) for s in ("a_runs", "b_runs")]
-        lines.append(f"| {k} | {_fmt(r['a'], k)} | {_fmt(r['b'], k)} | {ratio} | {each[0]} | {each[1]} |")
+        lines.append(f"| {k} | {_fmt(r['a'], k)} | {_fmt(r['b'], k)} | {ratio} | {paired} | {each[0]} | {each[1]} |")
     return "\n".join(lines)
 
 

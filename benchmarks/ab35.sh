@@ -12,14 +12,15 @@
 #   train    end-to-end training epoch of GraphSAGE on sbm2m under memcap --drop-caches 1G,
 #            --memory 1G, a 51M hot-row cache, io_uring with O_DIRECT (target within 1.05)
 #   hetero   the 6M-paper heterogeneous dataset under memcap --drop-caches 500M, memory=500M:
-#            64 batches of epoch 0 with the HeteroLoader's hyperbatch choice (auto), sampled
-#            (target: B's hyperbatch > 1 and B/A <= 0.5 against A's per-batch epoch)
+#            the first 64 batches of epoch 0 with the HeteroLoader's hyperbatch choice (auto),
+#            sampled (target: B's hyperbatch > 1 and B/A <= 0.5 against A's per-batch epoch)
 #   hetero-loader  the same 64 batches through the loader's own epoch (feature rows, HeteroData);
 #            memcap 1G, since torch and PyG alone hold about 430 MiB
-# ROUNDS: runs of each build (default 5). Environment: WORK (default /var/tmp/ringgnn-bench:
-# rmat23, seeds_rmat23.npy, sbm2m), HYPER (default /var/tmp/ringgnn-hyper: hetero6000k), LABELS
-# (default A,B), RESULTS (a directory: writes ab35-CASE.json there), MEMCAP (memcap's path, if
-# not ../shared/tools/memcap beside the checkout). Needs root (memcap). Inputs:
+# ROUNDS: runs of each build (default 5). Environment: BATCHES (the hetero cases' batches,
+# default 64), WORK (default /var/tmp/ringgnn-bench: rmat23, seeds_rmat23.npy, sbm2m), HYPER
+# (default /var/tmp/ringgnn-hyper: hetero6000k), LABELS (default A,B), RESULTS (a directory:
+# writes ab35-CASE.json there), MEMCAP (memcap's path, if not ../shared/tools/memcap beside the
+# checkout). Needs root (memcap). Inputs:
 #   ringgnn generate rmat $WORK/rmat23 --scale 23 --edge-factor 16 --self-loops drop --dedup
 #   python -c "import numpy as np; v = 1 << 23; np.save('$WORK/seeds_rmat23.npy',
 #       np.random.default_rng(0).choice(v, v // 100, replace=False).astype(np.int64))"
@@ -56,7 +57,7 @@ case $case in
     [ "$case" = hetero-loader ] && mode=loader cap=1G
     "${ab[@]}" --memcap $cap --drop-caches "${epoch[@]}" --figure 'hyperbatch="hyperbatch": ([0-9.]+)' \
       --figure 'per_batch_s="per_batch_s": ([0-9.]+)' --figure 'setup_s="setup_s": ([0-9.]+)' -- \
-      python "$here/hetero_epoch.py" "$hyper/hetero6000k" --mode $mode --batches 64 --batch-size 512 \
+      python "$here/hetero_epoch.py" "$hyper/hetero6000k" --mode $mode --batches "${BATCHES:-64}" --batch-size 512 \
       --memory 500M --hyperbatch auto ;;
   *) echo "ab35.sh: unknown case '$case' (capped, memory, train, hetero, hetero-loader)" >&2; exit 2 ;;
 esac

@@ -36,11 +36,12 @@ def test_two_trees_alternate_with_a_table_and_json(tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0] == "### probe"
     head = next(i for i, ln in enumerate(lines) if ln.startswith("| measure"))
-    assert lines[head] == "| measure | old (median of 3) | new (median of 3) | new / old | old runs | new runs |"
-    assert lines[head + 1] == "|---|---:|---:|---:|---|---|"
+    assert lines[head] == ("| measure | old (median of 3) | new (median of 3) | new / old | per round (median) "
+                           "| old runs | new runs |")
+    assert lines[head + 1] == "|---|---:|---:|---:|---:|---|---|"
     rows = {c[0]: c for c in (ln.strip("| ").split(" | ") for ln in lines[head + 2:] if ln.startswith("| "))}
     assert list(rows) == ["wall_s", "v", "peak_rss"]
-    assert rows["v"][1:6] == ["2.000", "3.000", "1.500", "2.000, 2.000, 2.000", "3.000, 3.000, 3.000"]
+    assert rows["v"][1:7] == ["2.000", "3.000", "1.500", "1.500", "2.000, 2.000, 2.000", "3.000, 3.000, 3.000"]
     doc = json.loads(lines[-1])
     assert doc == json.loads(out.read_text())
     assert doc["labels"] == ["old", "new"] and doc["rounds"] == 3 and doc["warmup"] == 1
@@ -58,6 +59,9 @@ def test_summary_ratio_is_of_the_medians():
     (row,) = ab.summarize(runs, ["A", "B"], ["t"])
     assert (row["a"], row["b"], row["ratio"]) == (2.0, 3.0, 1.5)
     assert row["b_runs"] == [3.0, 1.0, 5.0]
+    assert row["paired"] == 2.5  # rounds' own ratios 3.0, 0.25, 2.5
+    (row,) = ab.summarize({"A": [{"t": 2.0}], "B": [{"t": 3.0}, {"t": 1.0}]}, ["A", "B"], ["t"])
+    assert row["paired"] is None and row["ratio"] == 1.0
     assert ab.figure(r"s=([0-9.]+)", "s=1 s=2.5", "s=9") == 2.5
     assert ab.figure(r"s=([0-9.]+)", "none", "s=9") == 9.0
     assert ab.figure(r"s=([0-9.]+)", "", "") is None
