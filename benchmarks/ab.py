@@ -70,7 +70,8 @@ def figure(pattern: str, out: str, err: str) -> Optional[float]:
 
 
 def run_once(argv: List[str], tree: str, figures: Dict[str, str], cwd: Optional[str]) -> Dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=tree + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+    rest = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, PYTHONPATH=tree + (os.pathsep + rest if rest else ""))
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
@@ -89,7 +90,8 @@ def run_once(argv: List[str], tree: str, figures: Dict[str, str], cwd: Optional[
     return rec
 
 
-def summarize(runs: Dict[str, List[Dict[str, object]]], labels: Sequence[str], keys: Sequence[str]) -> List[Dict[str, object]]:
+def summarize(runs: Dict[str, List[Dict[str, object]]], labels: Sequence[str],
+              keys: Sequence[str]) -> List[Dict[str, object]]:
     """Per measure: each side's median and values, the ratio B / A of the medians, and the median
     of the rounds' own ratios (a round's A and B ran next to each other, so a slow drift of the
     machine's load cancels in it)."""
@@ -162,7 +164,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             load = os.getloadavg()[0]  # when the run starts: how busy the machine was
             rec = run_once(argv_, trees[side], figures, args.cwd)
             rec.update(round=rnd, load=load, warmup=rnd < args.warmup)
-            print(json.dumps(dict(side=side, **{k: v for k, v in rec.items() if k != "tail"})), file=sys.stderr, flush=True)
+            shown = {k: v for k, v in rec.items() if k != "tail"}
+            print(json.dumps(dict(side=side, **shown)), file=sys.stderr, flush=True)
             if rec["rc"] != 0:
                 print(f"{side} failed ({rec['rc']}): {shlex.join(argv_)}\n{rec.get('tail', '')}", file=sys.stderr)
                 return 1
