@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -42,7 +42,8 @@ import numpy as np
 from . import _core, _options, _threads, infer_dense, infer_finish
 from ._files import allocated_memmap, keep_files, os_errors, temporary
 from .infer_finish import finish_block, map_slices, slice_reader, split_rows
-from .infer_plan import (DEST_BYTES, FIXED_BYTES, KEY_PEAK, SLACK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
+from .infer_graph import Block, NeighborFile, blocks, fold_windows
+from .infer_plan import (DEST_BYTES, KEY_PEAK, SYNC_BYTES, InferencePlan, LayerCost, SchemeChoice,
                          choose_scheme, cut, release_freed, window_edge_bytes)
 from ._core import InputError
 from .checkpoints import Checkpoint, load_checkpoint, read_checkpoint
@@ -285,72 +286,6 @@ class OutputRows:
     def abort(self) -> None:
         if self.sink is not None:
             self.sink.abort()
-
-
-# --- the graph, streamed -------------------------------------------------------------------------
-
-
-class NeighborFile:
-    """The in-neighbor lists of a dataset, read in ranges of the neighbor file (sequential reads;
-    only the offset index is in memory)."""
-
-    def __init__(self, ds: Dataset):
-        from .build import read_manifest
-
-        manifest = read_manifest(ds.path)
-        self.path = os.path.join(ds.path, manifest["files"]["indices"]["path"])
-        self.dtype = np.uint32 if manifest["graph"]["indices_dtype"] == "u32" else np.uint64
-        self.indptr = ds.indptr().astype(np.int64, copy=False)
-        self.num_nodes = ds.num_nodes
-        self.bytes_read = 0
-
-    def edges(self, lo: int, hi: int, dtype: Any = np.int64) -> np.ndarray:
-        """Entries ``lo..hi`` of the neighbor file as ``dtype``."""
-        n = hi - lo
-        if n <= 0:
-            return np.empty(0, dtype=dtype)
-        size = np.dtype(self.dtype).itemsize
-        out = np.fromfile(self.path, dtype=self.dtype, count=n, offset=lo * size)
-        if len(out) != n:
-            raise InputError(f"{self.path}: ends before entry {hi}; run `ringgnn verify` on the dataset")
-        self.bytes_read += n * size
-        return out.astype(dtype, copy=False)
-
-
-@dataclass(frozen=True)
-class Block:
-    """Destination nodes ``a..b`` and their in-edges ``lo..hi`` of the neighbor file; for a hub
-    (``b == a + 1``) possibly one chunk of its list (``part`` of ``parts``)."""
-
-    a: int
-    b: int
-    lo: int
-    hi: int
-    part: int = 0
-    parts: int = 1
-
-
-def blocks(indptr: np.ndarray, max_edges: int, max_nodes: int, wanted: Optional[np.ndarray] = None) -> Iterator[Block]:
-    """Consecutive blocks of at most ``max_edges`` in-edges and ``max_nodes`` nodes; a node with
-    more in-edges than ``max_edges`` comes alone, in chunks. With ``wanted`` (a bool per node),
-    blocks holding none of the wanted nodes are skipped."""
-    n = len(indptr) - 1
-    a = 0
-    while a < n:
-        limit = indptr[a] + max_edges
-        b = int(np.searchsorted(indptr, limit, side="right")) - 1
-        b = min(max(b, a), a + max_nodes, n)
-        if b == a:  # a hub: its list alone is larger than a block
-            lo, hi = int(indptr[a]), int(indptr[a + 1])
-            parts = -(-(hi - lo) // max_edges)
-            if wanted is None or wanted[a]:
-                for p in range(parts):
-                    yield Block(a, a + 1, lo + p * max_edges, min(hi, lo + (p + 1) * max_edges), p, parts)
-            a += 1
-            continue
-        if wanted is None or wanted[a:b].any():
-            yield Block(a, b, int(indptr[a]), int(indptr[b]))
-        a = b
 
 
 # --- one layer on one block ------------------------------------------------------------------------
@@ -888,12 +823,7 @@ class LayerwiseInference:
         with split_rows(kw.get("transform"), self.finish_workers if "transform" in kw else 1) as fn:
             if fn is not None:
                 kw["transform"] = fn
-            for lo, hi in self._windows(k, a, b):
-                got = reader.aggregate(acc, a, g.indptr[a:b + 1], lo, hi, g.path, np.dtype(g.dtype).itemsize,
-                                       piece_rows=piece_rows, **kw)
-                g.bytes_read += got["neighbor_bytes"]
-                for p in ("sources", "positions", "read_wait", "transform", "fold"):
-                    self._phases[p] = self._phases.get(p, 0.0) + got[p]
+            fold_windows(reader, g, acc, a, b, self._windows(k, a, b), piece_rows, self._phases, **kw)
 
     def _phase(self, name: str, since: float) -> None:
         """Count the seconds since ``since`` to phase ``name`` of the layer (``stats``)."""
