@@ -61,7 +61,8 @@ from .hetero_tables import TableReader, table_file
 from .infer_dense import Numpy
 from .infer_graph import NeighborFile, fold_windows, numpy_sums
 from .infer_plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, cut
-from .inference import AGGREGATE_ENV, AGGREGATORS, OutputRows, RowFileWriter
+from .infer_engine import AGGREGATE_ENV, AGGREGATORS
+from .infer_rows import OutputRows, RowFileWriter
 from .progress import bar
 
 #: Floats of the widest layer a destination node of a block holds: its input row, one
