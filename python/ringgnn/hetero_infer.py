@@ -1,44 +1,27 @@
 """Layer-wise inference of a heterogeneous run: every node's output of a trained
 :class:`~ringgnn.hetero_models.HeteroModel`, exact (every relation's full in-neighbor lists, no
 sampling), out of core; what ``ringgnn predict RUN`` and ``ringgnn embed RUN`` run on a run of
-``ringgnn train DS --target TYPE``. The engine is the homogeneous one's; what is
+``ringgnn train DS --target TYPE``. The engine's parts are the homogeneous one's; what is
 type-specific here is which relations feed which type and the typed model's dense parts
-(``ringgnn.hetero_dense``).
+(``ringgnn.hetero_dense``, numpy: nothing here imports PyTorch).
 
-The arithmetic is the model's own forward over the whole graph in eval mode (dropout off), one
-layer and one destination type at a time. A relation ``(s, rel, d)``'s aggregation is the
-homogeneous fold applied to that relation's CSC (``infer_graph.fold_windows``, the Rust core's
-``FeatureReader.aggregate``): for a destination block ``a..b`` of type ``d``, the block's
-in-edges by the relation are read from its neighbor file a window at a time, the distinct
-sources' rows of type ``s`` at the previous layer read in file order and summed into the
-block's accumulator; the mean (an empty one is 0) then goes through the relation's own weights
-(``SAGEConv.lin_l``/``lin_r``, R-GCN's relation weight) and the relations are combined as the
-model combines them (mean for ``sage``, root term plus sum for ``rgcn``; a type no relation
-enters gets its root ``Linear``), then ReLU between layers. Mean aggregation is linear, so
-summing in pieces is the same mean as PyG's up to float rounding. The dense parts are numpy
-arrays (the checkpoint read without PyTorch, ``ringgnn.torchfile``): on the CPU nothing here
-imports PyTorch.
+One layer and one destination type at a time, the model's forward in eval mode: for each
+destination block of type ``d`` and each relation ``(s, rel, d)``, the homogeneous fold on that
+relation's CSC (``infer_graph.fold_windows``, the Rust core) sums the block's in-neighbors' rows
+of type ``s`` at the previous layer; the mean (an empty one is 0) goes through the relation's
+weights and the relations are combined as the model combines them (``HeteroDense.block``), then
+ReLU between layers. Layer ``l`` computes only the types within ``upto - l`` hops of the output
+type. A type's input rows are its feature file or its embedding table (held by the model, or the
+checkpoint's table file, ``ringgnn.hetero_tables``), written once to a layer-0 file so that the
+core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.f32`` files
+(``infer_rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
+the computed ones), the output to a ``.npy`` renamed when complete.
 
-Layer ``l`` computes only the types the requested output needs (within ``upto - l`` hops of
-the output type). A type's input rows are its feature file (``node/TYPE``) or, featureless, the
-rows of its learned embedding table (held by the model, or the checkpoint's table file when the
-run kept it in files, ``ringgnn.hetero_tables``), written once in the feature-file layout so that
-the Rust core reads and sums them as any layer's rows. A layer's rows of each type go to a file
-in that layout (``layerL.TYPE.f32``, :class:`ringgnn.inference.RowFileWriter`) under a locked
-temporary directory beside the output (else beside the checkpoint), removed at the end
-(``keep=True`` keeps the computed layers', moved there). The output is a ``.npy`` written in
-blocks under a temporary name and renamed when complete, as ``ringgnn predict`` writes it.
-
-**Memory** (``memory``: the process's budget): the homogeneous runs' plan
-(:class:`ringgnn.infer_plan.InferencePlan`), whose layers are here the (layer, destination
-type) pairs, each cut into destination blocks by its in-degrees summed over the relations into
-the type. A destination holds :data:`NODE_FLOATS` rows of the widest of its rows (its input row,
-one relation's accumulator, the relation's term, the root term, the running combination and the
-output row) and ``infer_plan.DEST_BYTES``; a piece holds distinct source rows; a window's in-edge
-the Rust core's source position. The same sweep limit holds (a block sweeps its relations'
-inputs; more than ``infer_plan.MAX_SWEEPS`` blocks of a layer is refused with the least budget
-that runs, in the homogeneous runs' words). Source partitions (``infer_partition``) are not run
-for heterogeneous layers: the plan's check is the grid's alone.
+**Memory**: the homogeneous runs' plan (``infer_plan.InferencePlan``), whose layers are here the
+(layer, destination type) pairs, each cut into destination blocks by its in-degrees summed over
+the relations into the type (:meth:`HeteroLayerwise._cost`): the same sweep limit
+(``MAX_SWEEPS``) and the same refusal of a too-small budget, before anything is read. Source
+partitions (``infer_partition``) are not run for heterogeneous layers: the check is the grid's.
 """
 
 from __future__ import annotations
