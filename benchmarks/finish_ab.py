@@ -24,7 +24,7 @@ from _sizes import MEMCAP
 
 CHILD = r'''
 import contextlib, sys
-import ringgnn.inference as I, ringgnn.infer_partition as P, ringgnn.infer_finish as F
+import ringgnn.infer_engine as I, ringgnn.infer_partition as P, ringgnn.infer_finish as F
 v = sys.argv[1]
 if v in ("nosplit", "old"):
     @contextlib.contextmanager

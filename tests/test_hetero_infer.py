@@ -129,34 +129,39 @@ def test_tiny_graph_every_edge_its_own_piece(runs, model, agg, monkeypatch):
 @pytest.mark.parametrize("agg", ["rust", "python"])
 @pytest.mark.parametrize("model", ["sage", "rgcn"])
 def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch):
-    """With the process's footprint pinned, a small budget gives several destination blocks and
-    several pieces per block; the logits and accuracies are the full-batch forward's, summed by
-    the Rust core (default: destinations of one type, sources of another) or by numpy. An edge
-    costs what its sums hold: on the Rust core its 4-byte id and one 16-float source row with its
-    8-byte id (76), but the embedding tables' rows (8 floats) are summed by numpy, 48 bytes and
-    the row twice (112), which bounds the pieces; numpy everywhere, 48 + 2 rows of 16 (176)."""
+    """The homogeneous runs' plan (``infer_plan.InferencePlan``) sizes the blocks: each (layer,
+    destination type) is cut by its in-degrees over the relations into the type. With the
+    process's footprint pinned, a budget too small for any layer to run within MAX_SWEEPS sweeps
+    is refused in the homogeneous runs' words, naming the least budget; that budget runs, in
+    several blocks of some layer and at most MAX_SWEEPS of any, one block per sweep, and gives the
+    full-batch forward's logits and accuracies, summed by the Rust core (default: destinations of
+    one type, sources of another, an embedding table's rows too) or by numpy; one byte less is
+    refused."""
+    from ringgnn.infer_plan import FIXED_BYTES, MAX_SWEEPS, WRITE_BYTES
     from ringgnn.inference import AGGREGATE_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
     ref, _, ds, _ = full_batch(runs["generated", model])
-    from ringgnn.inference import FIXED_BYTES, SLACK
-
     monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)  # what every plan takes off as held
     monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
-    share = 1 << 20  # a quarter of it for the papers of a block: 64 floats of 16 per node...
-    s = infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + int(share / (1 - SLACK)) + 64)
+    run = str(runs["generated", model])
+    with pytest.raises(ringgnn.InputError, match=f"would then sweep a layer's input more than {MAX_SWEEPS} times: "
+                       "give at least --memory") as e:
+        infer_hetero(run, memory=(100 << 20) + FIXED_BYTES + WRITE_BYTES + 1000)
+    least = int(re.search(r"give at least --memory ([\d,]+)", str(e.value)).group(1).replace(",", ""))
+    s = infer_hetero(run, memory=least)
     plan = s["plan"]
-    assert plan["aggregate"] == agg
-    half = int((plan["budget"] - plan["fixed"]) * (1 - SLACK)) // 2  # the share (1 MiB and a little), halved
-    assert plan["block_nodes"] == half // (4 * 6 * 16 + 28)  # widest layer: 16
-    assert plan["per_edge"] == {"rust": 112, "python": 176}[agg]
-    assert plan["piece_edges"] == half // plan["per_edge"]
-    assert plan["block_nodes"] < 3000 // 2 and plan["piece_edges"] < 8 * plan["block_nodes"]
+    assert plan["aggregate"] == agg and plan["budget"] == least
+    layers = plan["grid"]["layers"]
+    assert (layers[-1]["layer"], layers[-1]["type"]) == (2, "paper") and {g["layer"] for g in layers} == {1, 2}
+    sweeps = [g["sweeps"] for g in layers]
+    assert 1 < max(sweeps) <= MAX_SWEEPS
+    assert s["blocks"] == sum(sweeps)
     np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(s["array"].argmax(1), ref.argmax(1))
     assert s["val_acc"] == _accuracy(ds, ref, "val") and s["test_acc"] == _accuracy(ds, ref, "test")
-    with pytest.raises(ringgnn.InputError, match="give at least"):
-        infer_hetero(str(runs["generated", model]), memory=(100 << 20) + FIXED_BYTES + 1000)
+    with pytest.raises(ringgnn.InputError, match=re.escape(f"give at least --memory {least:,}")):
+        infer_hetero(run, memory=least - 1)
 
 
 def test_embeddings_of_every_layer_and_type(runs, tiny):
@@ -329,16 +334,18 @@ def test_a_checkpoint_that_does_not_fit_its_config_is_refused(runs, tmp_path):
             infer_hetero(str(bad))
 
 
-def test_edge_bytes_are_the_rust_cores_where_it_sums(tmp_path, monkeypatch):
-    """The plan's bytes an edge (``HeteroLayerwise.edge_bytes``), on a graph whose types all have
-    features (so the Rust core sums every relation): the core's id (``_core.aggregate_edge_bytes``:
-    4 bytes here, 8 where ids do not fit in 32 bits) plus the widest source row (32 floats) and
-    its 8-byte id, 4 + 8 + 128 = 140; numpy's sums (``aggregate="python"``), 48 + 2 x 128 = 304;
-    and the budget's least accepted share shrinks with it."""
+def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, monkeypatch):
+    """The plan's costs of each (layer, destination type), on a graph whose types all have
+    features (32 floats; hidden 16): a destination holds 6 rows of the widest of its rows and
+    ``DEST_BYTES``; a piece unit is a distinct source row and its 8-byte id for the Rust core
+    (``8 + 4 x 32``), an edge of numpy's piece for ``aggregate="python"`` (``48 + 2 x 4 x 32``);
+    a window's edge the core's source position (``_core.aggregate_edge_bytes``: 4 bytes here,
+    none for numpy). Each is cut by the in-degrees of the relation into its type, and the least
+    budget named is the plan's (``InferencePlan.least_budget``, from those costs)."""
     from ringgnn.hetero import open_hetero
     from ringgnn.hetero_infer import HeteroLayerwise
     from ringgnn.hetero_models import HeteroModel
-    from ringgnn.inference import FIXED_BYTES, SLACK
+    from ringgnn.infer_plan import DEST_BYTES, FIXED_BYTES, MIN_ROWS, SLACK, WRITE_BYTES, least_block_bytes
 
     rng = np.random.default_rng(5)
     for t, n in (("paper", 5), ("author", 4)):
@@ -351,15 +358,29 @@ def test_edge_bytes_are_the_rust_cores_where_it_sums(tmp_path, monkeypatch):
     ds = open_hetero(str(tmp_path / "ds"), "test")
     net = HeteroModel(["paper", "author"], ["author:writes:paper", "paper:written_by:author"],
                       {"paper": 32, "author": 32}, ds.num_nodes_dict, "paper", 16, 3, 2).eval()
-    sizes = dict(block_nodes=4, piece_edges=4)
-    assert HeteroLayerwise(ds, net, aggregate="rust", **sizes).edge_bytes() == 4 + 8 + 4 * 32
-    assert HeteroLayerwise(ds, net, aggregate="python", **sizes).edge_bytes() == 48 + 8 * 32
     monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)
     monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
-    for agg, per_edge in (("rust", 140), ("python", 304)):  # 256 nodes of 6 x 32 floats + 28, 1024 edges
-        blocks = 256 * (4 * 6 * 32 + 28) + 1024 * per_edge
-        least = (100 << 20) + FIXED_BYTES + int(blocks / (1 - SLACK)) + 1
-        with pytest.raises(ringgnn.InputError, match=re.escape(f"give at least {least:,}")):
-            HeteroLayerwise(ds, net, aggregate=agg, memory=1)
+    into = {"paper": ds.relation("author:writes:paper").indptr(), "author": ds.relation("paper:written_by:author").indptr()}
+    exact = []
+    for agg, unit, edge, in_flight, extra in (("rust", 8 + 4 * 32, 4, 2, 5 // 4 + 16), ("python", 48 + 8 * 32, 0, 1, 0)):
+        run = HeteroLayerwise(ds, net, aggregate=agg, memory=1)
+        assert sorted(run.units) == [(1, "author"), (1, "paper"), (2, "paper")]
+        for (k, d), c, ip in zip(run.units, run.memplan.costs, run.memplan.indptrs):
+            wide = 32 if k == 1 else 16  # layer 2's input and sources are layer 1's rows
+            want = (4 * 6 * wide + DEST_BYTES, unit if k == 1 else unit - (64 if agg == "rust" else 128), 0, edge, 0)
+            assert (c.per_node, c.per_unit, c.per_finish_row, c.per_edge, c.per_window_edge) == want
+            np.testing.assert_array_equal(ip, into[d])
+        need = max(least_block_bytes(ip, c.per_node, per_edge=c.per_edge)
+                   for c, ip in zip(run.memplan.costs, run.memplan.indptrs)) + in_flight * MIN_ROWS * unit
+        least = (100 << 20) + FIXED_BYTES + WRITE_BYTES + extra + int(need / (1 - SLACK)) + 2
+        with pytest.raises(ringgnn.InputError, match=re.escape(f"give at least --memory {least:,}")):
+            run.run(2, "paper", lambda a, x: None)
+        rows = []
+        HeteroLayerwise(ds, net, aggregate=agg, memory=least).run(2, "paper", lambda a, x: rows.append(x.copy()))
+        exact.append(np.concatenate(rows))
+    rows = []
+    HeteroLayerwise(ds, net, block_nodes=1, piece_edges=1).run(2, "paper", lambda a, x: rows.append(x.copy()))
+    for got in exact:
+        np.testing.assert_allclose(got, np.concatenate(rows), rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(_core, "aggregate_edge_bytes", lambda n: 8)
-    assert HeteroLayerwise(ds, net, aggregate="rust", **sizes).edge_bytes() == 8 + 8 + 4 * 32
+    assert {c.per_edge for c in HeteroLayerwise(ds, net, aggregate="rust", memory=1).memplan.costs} == {8}

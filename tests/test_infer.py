@@ -336,7 +336,7 @@ def test_blocks_cover_every_edge_once_and_chunk_hubs():
 def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeypatch):
     _, run = runs[model]
     whole = infer(str(run), grid_nodes=500, hidden_dtype="f32")
-    monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 7)
+    monkeypatch.setattr("ringgnn.infer_engine.FINISH_ROWS", 7)
     # Equal up to float32 rounding (f32 hidden layers: a bf16 one would round such a difference
     # to its last bit): a matrix product over 7 rows may add in another order than
     # over 1000 (BLAS picks its kernel by shape; torch 2.15's CPU kernels do, by the last bit).
@@ -452,7 +452,7 @@ def test_outputs_synced_and_dropped_in_small_steps_are_the_same(hubby, runs, tmp
     same."""
     _, run = runs["gcn"]
     whole = infer(str(run), output="embeddings", out=str(tmp_path / "a.npy"))
-    monkeypatch.setattr("ringgnn.inference.SYNC_BYTES", 4096)
+    monkeypatch.setattr("ringgnn.infer_rows.SYNC_BYTES", 4096)
     infer(str(run), output="logits", out=str(tmp_path / "b.npy"), keep=True)
     monkeypatch.undo()
     infer(str(run), output="logits", out=str(tmp_path / "c.npy"))

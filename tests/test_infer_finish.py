@@ -175,7 +175,7 @@ def _layer_rows(ds, ckpt, overlap, **kw):
 def test_pipelined_finishing_equals_the_sequential_one(hubby, runs, model, scheme, monkeypatch):
     """Slices of 7 rows (215 per layer), on 3 workers with the rows read ahead, against one
     slice after the other on the calling thread: the same outputs, bit for bit, and PyG's."""
-    monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 7)
+    monkeypatch.setattr("ringgnn.infer_engine.FINISH_ROWS", 7)
     ds = ringgnn.Dataset.open(hubby)
     ckpt = load_checkpoint(str(runs[model][1]), ds)
     kw = dict(grid_nodes=400, block_edges=50, scheme=scheme, parts=3 if scheme == "partitioned" else None)
@@ -203,7 +203,7 @@ def test_the_plan_counts_the_slices_in_flight(hubby, runs):
 def test_a_writer_that_fails_mid_block_stops_the_run(hubby, runs, monkeypatch, tmp_path):
     """The writer fails (a full disk) at the 5th slice of the last layer: the error comes out of
     ``run``, nothing is written after it, the layer files are removed, no thread is left."""
-    monkeypatch.setattr("ringgnn.inference.FINISH_ROWS", 11)
+    monkeypatch.setattr("ringgnn.infer_engine.FINISH_ROWS", 11)
     ds = ringgnn.Dataset.open(hubby)
     ckpt = load_checkpoint(str(runs["gcn"][1]), ds)
     li = LayerwiseInference(ds, ckpt, grid_nodes=500, block_edges=64, work_dir=str(tmp_path))
@@ -224,7 +224,7 @@ def test_a_writer_that_fails_mid_block_stops_the_run(hubby, runs, monkeypatch, t
 
 SCRIPT = """
 import os, resource, signal, sys
-import ringgnn.inference as I
+import ringgnn.infer_engine as I
 I.FINISH_ROWS = 9
 how = sys.argv.pop(1)
 if how == "full":  # a layer file larger than 20 kB cannot be written: a full disk

@@ -1,128 +1,65 @@
 """Layer-wise inference of a heterogeneous run: every node's output of a trained
 :class:`~ringgnn.hetero_models.HeteroModel`, exact (every relation's full in-neighbor lists, no
 sampling), out of core; what ``ringgnn predict RUN`` and ``ringgnn embed RUN`` run on a run of
-``ringgnn train DS --target TYPE``.
+``ringgnn train DS --target TYPE``. The engine's parts are the homogeneous one's; what is
+type-specific here is which relations feed which type and the typed model's dense parts
+(``ringgnn.hetero_dense``, numpy: nothing here imports PyTorch).
 
-The arithmetic is the model's own forward over the whole graph in eval mode (dropout off), one
-layer and one destination type at a time. For a destination block ``a..b`` of type ``d`` and
-each of the layer's relations ``(s, rel, d)``, the block's in-edges are read from the relation's
-neighbor file in pieces (only its offset index is in memory), each piece's distinct sources'
-rows of the previous layer are gathered (in id order, with the project's coalesced page reads),
-and summed into the block's accumulator (by the Rust core, or numpy for an embedding table's
-rows); the mean (an empty one is 0) then goes through the relation's own weights
-(``SAGEConv.lin_l``/``lin_r``, R-GCN's relation weight) and the relations are combined as the
-model combines them (mean for ``sage``, root term plus sum for ``rgcn``; a type no relation
-enters gets its root ``Linear``), then ReLU between layers. Mean aggregation is linear, so
-summing in pieces is the same mean as PyG's up to float rounding. The dense parts are numpy
-arrays (``ringgnn.hetero_dense``; the checkpoint read without PyTorch, ``ringgnn.torchfile``):
-on the CPU nothing here imports PyTorch.
+One layer and one destination type at a time, the model's forward in eval mode: for each
+destination block of type ``d`` and each relation ``(s, rel, d)``, the homogeneous fold on that
+relation's CSC (``infer_graph.fold_windows``, the Rust core) sums the block's in-neighbors' rows
+of type ``s`` at the previous layer; the mean (an empty one is 0) goes through the relation's
+weights and the relations are combined as the model combines them (``HeteroDense.block``), then
+ReLU between layers. Layer ``l`` computes only the types within ``upto - l`` hops of the output
+type. A type's input rows are its feature file or its embedding table (held by the model, or the
+checkpoint's table file, ``ringgnn.hetero_tables``), written once to a layer-0 file so that the
+core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.f32`` files
+(``infer_rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
+the computed ones), the output to a ``.npy`` renamed when complete.
 
-Layer ``l`` computes only the types the requested output needs (within ``upto - l`` hops of
-the output type). A type's input rows are its feature file (``node/TYPE``) or, featureless, the
-rows of its learned embedding table (held by the model, or the checkpoint's table file read as
-a memory map when the run kept it in files, ``ringgnn.hetero_tables``); a layer's rows of each type go to a
-file in the feature-file layout (``layerL.TYPE.f32``, :class:`ringgnn.inference.RowFileWriter`)
-under a locked temporary directory beside the output (else beside the checkpoint), removed at the
-end (``keep=True`` keeps them, moved there). The output is a ``.npy`` written in blocks under a
-temporary name and renamed when complete, as ``ringgnn predict`` writes it.
-
-**Memory** (``memory``: the process's budget, as for homogeneous runs). Held throughout: the
-runtime, the model (with its embedding tables), every relation's offset index (8 bytes per
-destination node), with ``nodes`` the output type's ``wanted`` mask (a byte per node) and, for
-accuracy, the target's labels and val/test masks (10 bytes per node), plus
-:data:`ringgnn.inference.FIXED_BYTES` of read buffers. What is left, less
-:data:`~ringgnn.inference.SLACK`, is split in two: half for a destination block's node state
-(its own input rows, one relation's accumulator, the relation's term, the running combination
-and the output rows: :data:`NODE_FLOATS` floats of the widest layer per node, and
-:data:`~ringgnn.infer_plan.DEST_BYTES`), half for one piece of in-edges (what the sums hold an edge:
-:meth:`HeteroLayerwise.edge_bytes`). Block and piece sizes come from those halves.
+**Memory**: the homogeneous runs' plan (``infer_plan.InferencePlan``), whose layers are here the
+(layer, destination type) pairs, each cut into destination blocks by its in-degrees summed over
+the relations into the type (:meth:`HeteroLayerwise._cost`): the same sweep limit
+(``MAX_SWEEPS``) and the same refusal of a too-small budget, before anything is read. Source
+partitions (``infer_partition``) are not run for heterogeneous layers: the check is the grid's.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _core, _options
 from ._core import InputError
-from ._files import keep_files, os_errors, temporary
-from .checkpoints import read_checkpoint
+from ._files import keep_files, temporary
+from .checkpoints import is_hetero_run, read_checkpoint  # noqa: F401 (is_hetero_run: serving imports it here)
 from .dataset import HeteroDataset
 from .hetero import open_hetero
 from .hetero_dense import HeteroDense, dense_of
-from .hetero_schema import edge_type_str, target_distances
+from .hetero_schema import EdgeType, edge_type_str, parse_edge_type, target_distances
 from .hetero_tables import TableReader, table_file
 from .infer_dense import Numpy
-from .infer_plan import DEST_BYTES
-from .inference import AGGREGATE_ENV, AGGREGATORS, FIXED_BYTES, SLACK, OutputRows, RowFileWriter
+from .infer_graph import NeighborFile, fold_windows, numpy_sums
+from .infer_plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, cut
+from .infer_engine import AGGREGATE_ENV, AGGREGATORS
+from .infer_rows import OutputRows, RowFileWriter
+from .progress import bar
 
-#: Floats of the widest layer a destination node of a block holds: its input row, the
-#: accumulator (then the mean), the relation's term, its root term, the running combination and
-#: the output row.
+#: Floats of the widest layer a destination node of a block holds: its input row, one
+#: relation's accumulator (then the mean), the relation's term, its root term, the running
+#: combination and the output row.
 NODE_FLOATS = 6
-#: Bytes an in-edge of a piece summed in Python (numpy: ``aggregate="python"``, and the rows of
-#: an embedding table) holds besides its gathered rows (its distinct source's row and its own
-#: copy): the file's id, the id as int64, its distinct-source inverse, its local destination, the
-#: sort's temporaries. The Rust sums hold ``_core.aggregate_edge_bytes`` an edge instead
-#: (:meth:`HeteroLayerwise.edge_bytes`).
+#: Bytes an in-edge of a piece summed by numpy (``aggregate="python"``) holds besides its
+#: gathered rows (its distinct source's row and its own copy): the file's id, the id as int64,
+#: its distinct-source inverse, its local destination, the sort's temporaries.
 PYTHON_EDGE_BYTES = 48
-#: The smallest block and piece the budget must allow (smaller ones only add overhead).
-MIN_NODES, MIN_EDGES = 256, 1024
+#: Rows of an embedding table copied to its layer-0 file at a time (and of layer 0's output).
+TABLE_ROWS = 1 << 16
 #: The outputs a run can write (those of ``ringgnn.inference.infer``).
 OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
-
-
-def is_hetero_run(read: Tuple[str, Mapping[str, Any]]) -> bool:
-    """Whether a checkpoint (what :func:`ringgnn.checkpoints.read_checkpoint` returns) is of a
-    heterogeneous run (``args["hetero"]``, the model's config; ``checkpoints.is_hetero_run``)."""
-    from .checkpoints import is_hetero_run as hetero
-
-    return hetero(read)  # type: ignore[arg-type]
-
-
-class _RelationFile:
-    """One relation's in-neighbor lists: the offset index in memory, the neighbor file read in
-    ranges (sequential reads of the block's entries)."""
-
-    def __init__(self, ds: HeteroDataset, name: str):
-        part = ds.relation(name)
-        self.name, self.num_edges = name, part.num_edges
-        self.indptr = part.indptr().astype(np.int64, copy=False)
-        self.dtype = np.uint32 if part.manifest["graph"]["indices_dtype"] == "u32" else np.uint64
-        entry = part.manifest["files"].get("indices")
-        self.path = None if entry is None else os.path.join(ds.path, entry["path"])
-        self.bytes_read = 0
-
-    def edges(self, lo: int, hi: int) -> np.ndarray:
-        """Entries ``lo..hi`` of the neighbor file (source ids) as int64."""
-        n = hi - lo
-        if n <= 0:
-            return np.empty(0, dtype=np.int64)
-        size = np.dtype(self.dtype).itemsize
-        with os_errors("reading the neighbor file of relation " + self.name, self.path):
-            out = np.fromfile(self.path, dtype=self.dtype, count=n, offset=lo * size)
-        if len(out) != n:
-            raise InputError(f"{self.path}: ends before entry {hi}; run `ringgnn verify` on the dataset")
-        self.bytes_read += n * size
-        return out.astype(np.int64)
-
-
-class _TableRows:
-    """A featureless type's input rows: its embedding table (held by the model, an array), read
-    as a feature reader is."""
-
-    def __init__(self, weight: np.ndarray):
-        self.weight = weight
-        self.dim = int(self.weight.shape[1])
-
-    def gather(self, ids: np.ndarray) -> np.ndarray:
-        return self.weight[np.asarray(ids, dtype=np.int64)]
-
-    def stats(self) -> Dict[str, int]:
-        return {"bytes_read": 0}
 
 
 def load_hetero_run(run_dir: str, dataset: Any = None,
@@ -209,7 +146,7 @@ class HeteroLayerwise:
     :class:`~ringgnn.hetero_dense.HeteroDense`, or a live ``HeteroModel``, whose weights it takes)
     over a :class:`HeteroDataset` within ``memory`` bytes (see the module's docstring); :meth:`run`
     hands the rows of one type at one layer to a callback. ``block_nodes``/``piece_edges`` fix
-    the sizes (tests)."""
+    the sizes (tests): blocks of that many destinations, windows and pieces of that many edges."""
 
     def __init__(self, ds: HeteroDataset, net: Any, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
@@ -217,101 +154,142 @@ class HeteroLayerwise:
                  piece_edges: Optional[int] = None, aggregate: Optional[str] = None):
         self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
         net = self.net
-        #: Who sums a relation's in-neighbors' rows read from a file: ``rust`` (default,
-        #: ``FeatureReader.aggregate`` on all threads) or ``python`` (numpy), as for homogeneous
-        #: runs (``ringgnn.inference.AGGREGATORS``, ``RINGGNN_INFER_AGGREGATE``). Rows of an
-        #: embedding table are summed by numpy either way.
+        #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
+        #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``);
+        #: ``ringgnn.inference.AGGREGATORS``, ``RINGGNN_INFER_AGGREGATE``.
         self.aggregate = _options.choice(aggregate or os.environ.get(AGGREGATE_ENV) or "rust", AGGREGATORS,
                                          f"aggregate ({AGGREGATE_ENV})")
         self.backend, self.direct = _options.backend(backend), bool(direct)
         self.work_dir, self.keep, self.quiet, self.log = work_dir, keep, quiet, log
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
-        self.graph = {r: _RelationFile(ds, r) for r in sorted(used)}
+        self.graph = {r: NeighborFile(ds, r) for r in sorted(used)}
         width = net.embed_dim or net.hidden
         self.widths = [{t: (width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
         for layer in range(1, net.layers + 1):
             self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
         self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
                                           blocks=0)
-        w = max(max(d.values()) for d in self.widths)
-        per_node, per_edge = 4 * NODE_FLOATS * w + DEST_BYTES, self.edge_bytes()
-        # What the process holds now (its anonymous memory: runtime, model and its tables, offset
-        # indexes), the library code it keeps touching and the readers' buffers; the rest of the
-        # budget is the blocks'.
-        fixed = _options.held_memory() + _options.code_bytes() + FIXED_BYTES
-        budget = memory if memory is not None else _options.default_memory(cap=1 << 30, held=fixed)
-        share = int((budget - fixed) * (1 - SLACK))
-        least = MIN_NODES * per_node + MIN_EDGES * per_edge
-        if (block_nodes is None or piece_edges is None) and share < least:
-            raise InputError(f"--memory {budget:,} bytes: the process already holds {fixed:,} (runtime, model, offset "
-                             f"indexes, read buffers); give at least {fixed + int(least / (1 - SLACK)) + 1:,}")
-        self.block_nodes = max(1, int(block_nodes if block_nodes is not None else share // 2 // per_node))
-        self.piece_edges = max(1, int(piece_edges if piece_edges is not None else share // 2 // per_edge))
-        self.plan = dict(budget=budget, fixed=fixed, block_nodes=self.block_nodes, piece_edges=self.piece_edges,
-                         aggregate=self.aggregate, per_node=per_node, per_edge=per_edge)
+        #: The plan's layers: each (layer, destination type) computed, cut into destination blocks
+        #: by its in-degrees over the relations into the type (``infer_plan``, one offset index each).
+        self.units: List[Tuple[int, str]] = [(k, d) for k in range(1, net.layers + 1) for d in net.computed[k]]
+        indptrs, costs = [], []
+        for k, d in self.units:
+            ip, cost = self._cost(k, d)
+            indptrs.append(ip)
+            costs.append(cost)
+        rust = self.aggregate == "rust"
+        most = max((self.num_nodes[parse_edge_type(r)[0]] for r in used), default=0)
+        # The Rust core reads a piece ahead (two in flight) and marks a block's distinct sources
+        # in a bitmap of the widest source type (a quarter of a byte a node), as on the grid.
+        self.memplan = InferencePlan(memory, indptrs, costs, in_flight=2 if rust else 1,
+                                     extra=most // 4 + 16 if rust else 0)
+        #: Whether the sizes come from the budget (else ``block_nodes``/``piece_edges``: tests).
+        self.planned = block_nodes is None and piece_edges is None
+        self.block_nodes = None if block_nodes is None else max(1, int(block_nodes))
+        self.piece_edges = None if piece_edges is None else max(1, int(piece_edges))
+        self.plan: Dict[str, Any] = dict(budget=self.memplan.budget, fixed=self.memplan.fixed,
+                                         held=self.memplan.held, aggregate=self.aggregate)
 
-    def edge_bytes(self) -> int:
-        """The most bytes an in-edge of a piece holds, over the layers' relations: where the Rust
-        core sums it (a relation whose source rows are a file), the core's id
-        (``_core.aggregate_edge_bytes``, the one owner of that number) and at most one distinct
-        source's row and its id; where numpy does (``aggregate="python"``, an embedding table's
-        rows), :data:`PYTHON_EDGE_BYTES` and the row twice (the distinct source's, the edge's)."""
-        net, most = self.net, 0
-        for layer, conv in enumerate(net.convs, start=1):
-            for s, _, _ in conv.edge_types:
-                w = self.widths[layer - 1][s]
-                table = layer == 1 and net.in_dims[s] is None
-                if self.aggregate == "rust" and not table:
-                    cost = _core.aggregate_edge_bytes(self.num_nodes[s]) + 8 + 4 * w
-                else:
-                    cost = PYTHON_EDGE_BYTES + 8 * w
-                most = max(most, cost)
-        return most
+    def _relations(self, k: int, d: str) -> List[Tuple[EdgeType, NeighborFile]]:
+        """Layer ``k``'s relations into type ``d`` (in the layer's order) with their CSCs."""
+        return [(et, self.graph[edge_type_str(et)]) for et in self.net.convs[k - 1].edge_types if et[2] == d]
+
+    def _cost(self, k: int, d: str) -> Tuple[np.ndarray, LayerCost]:
+        """(the offset index the plan cuts type ``d``'s blocks of layer ``k`` by: in-degrees
+        summed over the relations into ``d``; what a block costs, ``infer_plan.LayerCost``). A
+        destination holds :data:`NODE_FLOATS` rows of the widest of the layer's rows; a piece
+        unit is a distinct source row with its id (Rust) or an edge of numpy's piece; an in-edge
+        of a window the Rust core's source position (none for numpy, which reads its pieces from
+        the file). Blocks are finished whole: no finishing slices."""
+        rels = self._relations(k, d)
+        ip = np.zeros(self.num_nodes[d] + 1, dtype=np.int64)
+        for _, g in rels:
+            ip += g.indptr
+        srcs = [et[0] for et, _ in rels]
+        w_src = max((self.widths[k - 1][s] for s in srcs), default=0)
+        w = max([self.widths[k - 1][d], self.widths[k][d], w_src])
+        if self.aggregate == "rust":
+            unit = 8 + 4 * w_src
+            edge = max((_core.aggregate_edge_bytes(self.num_nodes[s]) for s in srcs), default=0)
+        else:
+            unit, edge = PYTHON_EDGE_BYTES + 8 * w_src, 0
+        return ip, LayerCost(4 * NODE_FLOATS * w + DEST_BYTES, unit, 0, edge, 0)
 
     # -- readers --------------------------------------------------------------------------------
 
-    def _input(self, t: str) -> Any:
-        """Layer 0's rows of type ``t``: its feature file, or its embedding table."""
-        if self.net.in_dims[t] is None:
-            if t in self.net.external:
-                return self.net.tables[t]  # its checkpoint's file, read as feature rows are
-            return _TableRows(self.net.embeddings[t])
-        return _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct, part=f"node/{t}")
+    def _input(self, t: str, scratch: str) -> Any:
+        """Layer 0's rows of type ``t``: its feature file, or its embedding table written once to
+        ``scratch`` in the feature-file layout, so that the Rust core sums its rows as it sums
+        any layer's (and reads them as it reads a file)."""
+        if self.net.in_dims[t] is not None:
+            return _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct, part=f"node/{t}")
+        n, dim = self.num_nodes[t], self.widths[0][t]
+        table = self.net.tables.get(t) if t in self.net.external else None
+        path = os.path.join(scratch, f"layer0.{t}.f32")
+        w = RowFileWriter(path, dim)
+        try:
+            for r0 in range(0, n, TABLE_ROWS):
+                r1 = min(n, r0 + TABLE_ROWS)
+                w.append(self.net.embeddings[t][r0:r1] if table is None
+                         else table.gather(np.arange(r0, r1, dtype=np.int64)))
+            w.finish()
+        except BaseException:
+            w.abort()
+            raise
+        return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
 
     # -- one destination block ------------------------------------------------------------------
 
-    def _sums(self, rel: _RelationFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
-        """(the sums of each destination ``a..b``'s in-neighbors' rows by ``rel``, their
-        in-degrees), summed a piece of edges at a time."""
-        ip = rel.indptr[a:b + 1]
-        acc = np.zeros((b - a, reader.dim), np.float32)
-        rust = self.aggregate == "rust" and isinstance(reader, _core.FeatureReader)
-        for p0 in range(int(ip[0]), int(ip[-1]), self.piece_edges):
-            p1 = min(int(ip[-1]), p0 + self.piece_edges)
-            if rust:  # the same piece of edges, its distinct sources read in file order, summed on all threads
-                got = reader.aggregate(acc, a, ip, p0, p1, rel.path, np.dtype(rel.dtype).itemsize,
-                                       piece_rows=self.piece_edges)
-                rel.bytes_read += got["neighbor_bytes"]
-                continue
-            ids = rel.edges(p0, p1)
-            counts = np.maximum(np.minimum(ip[1:], p1) - np.maximum(ip[:-1], p0), 0)
-            u, inv = np.unique(ids, return_inverse=True)  # sources in id order: reads in file order
-            rows = reader.gather(u)[inv.reshape(-1)]
-            has = counts > 0  # the piece's edges are grouped by destination (CSC), in order
-            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[has]
-            acc[has] += np.add.reduceat(rows, starts, axis=0)
-            del ids, u, inv, rows
-        return acc, np.diff(ip)
+    def _windows(self, i: int, g: NeighborFile, a: int, b: int) -> Iterator[Tuple[int, int]]:
+        """Relation ``g``'s in-edges of block ``a..b`` of unit ``i`` in windows: what the block's
+        nodes leave of the plan's share (one window but for hubs; the grid's rule), or
+        ``piece_edges`` (tests)."""
+        lo, hi = int(g.indptr[a]), int(g.indptr[b])
+        cost = self.memplan.costs[i]
+        if not self.planned:
+            step = self.piece_edges or MIN_ROWS
+        elif cost.per_edge:
+            step = max(MIN_ROWS, (self.memplan.sizes(i).block_bytes - (b - a) * cost.per_node) // cost.per_edge)
+        else:
+            step = max(1, hi - lo)
+        for s0 in range(lo, hi, step):
+            yield s0, min(hi, s0 + step)
 
-    def _block(self, layer: int, d: str, a: int, b: int, prev: Mapping[str, Any]) -> np.ndarray:
-        """Layer ``layer``'s outputs (before the activation) of type ``d``'s nodes ``a..b``: the
+    def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """(the sums of each destination ``a..b``'s in-neighbors' rows by relation ``g``, their
+        in-degrees): the homogeneous fold of the relation's CSC (``infer_graph``)."""
+        acc = np.zeros((b - a, reader.dim), np.float32)
+        piece = (self.piece_edges or MIN_ROWS) if not self.planned else self.memplan.sizes(i).piece_units
+        if self.aggregate == "rust":
+            fold_windows(reader, g, acc, a, b, self._windows(i, g, a, b), piece, fold="sum")
+        else:
+            numpy_sums(reader, g, acc, a, b, self._windows(i, g, a, b), piece)
+        return acc, np.diff(g.indptr[a:b + 1])
+
+    def _block(self, i: int, a: int, b: int, prev: Mapping[str, Any]) -> np.ndarray:
+        """Unit ``i``'s outputs (before the activation) of type ``d``'s nodes ``a..b``: the
         arithmetic of the model's ``_Layer.forward`` with the block's full neighborhoods
-        (``HeteroDense.block``)."""
-        conv = self.net.convs[layer - 1]
+        (``HeteroDense.block``), each relation's sums taken when it is combined."""
+        k, d = self.units[i]
         x_d = prev[d].gather(np.arange(a, b, dtype=np.int64))
-        sums = [(et, *self._sums(self.graph[edge_type_str(et)], a, b, prev[et[0]])) for et in conv.edge_types
-                if et[2] == d]
-        return self.net.block(layer, d, x_d, sums)
+        sums = ((et, *self._sums(i, g, a, b, prev[et[0]])) for et, g in self._relations(k, d))
+        return self.net.block(k, d, x_d, sums)
+
+    def _blocks(self, i: Optional[int], n: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
+        """The destination blocks of unit ``i`` (None: layer 0's rows, copied) holding ``wanted``
+        nodes: the plan's greedy cut (``infer_plan.cut``), or ``block_nodes`` (tests)."""
+        a = 0
+        while a < n:
+            if not self.planned:
+                b = min(n, a + (self.block_nodes or MIN_ROWS))
+            elif i is None:
+                b = min(n, a + TABLE_ROWS)
+            else:
+                cost = self.memplan.costs[i]
+                b = cut(self.memplan.indptrs[i], cost.per_node, self.memplan.sizes(i).block_bytes, a, cost.per_edge)
+            if wanted is None or wanted[a:b].any():
+                yield a, b
+            a = b
 
     # -- layers ---------------------------------------------------------------------------------
 
@@ -327,33 +305,45 @@ class HeteroLayerwise:
         """Layers ``1..upto`` for the types ``node_type``'s rows at layer ``upto`` need (layer
         ``upto`` only for ``node_type``, which it must compute); its rows go to ``emit(first,
         rows)`` in node order, for the blocks holding ``wanted`` nodes (None: all).
-        ``activate_last``: apply the between-layer ReLU to them (not to layer 0 or the last)."""
+        ``activate_last``: apply the between-layer ReLU to them (not to layer 0 or the last).
+        A budget under which some needed layer would sweep its inputs more than
+        ``infer_plan.MAX_SWEEPS`` times is refused first (the plan's check, as for homogeneous
+        runs)."""
         L = self.net.layers
         if node_type not in self.net.computed[upto]:
             raise InputError(f"node type '{node_type}': layer {upto} does not compute it (layers that do: "
                              f"{', '.join(map(str, self.layers_of(node_type)))})")
         need = self.needed(upto, node_type)
-        prev = {t: self._input(t) for t in need[0]}
-        if upto == 0:
-            self._sweep(0, node_type, lambda a, b: prev[node_type].gather(np.arange(a, b, dtype=np.int64)),
-                        emit, wanted, False, prev)
-            return
+        units = [i for i, (k, d) in enumerate(self.units) if k <= upto and d in need[k]]
+        if self.planned:  # before anything is read or written
+            self.memplan.check(units, grid_only=True)
+            sizes = {i: self.memplan.sizes(i) for i in units}
+            self.plan.update(grid=dict(
+                self.memplan.describe([]), layers=[dict(layer=self.units[i][0], type=self.units[i][1],
+                                                        **sizes[i].__dict__) for i in units]))
         scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
         files: List[str] = []
         try:
+            prev = {t: self._input(t, scratch.path) for t in need[0]}
+            if upto == 0:
+                self._sweep(None, node_type, lambda a, b: prev[node_type].gather(np.arange(a, b, dtype=np.int64)),
+                            emit, wanted, False, prev)
+                return
             for layer in range(1, upto + 1):
                 cur: Dict[str, Any] = {}
-                for d in need[layer]:
-                    def block(a: int, b: int, layer=layer, d=d) -> Any:
-                        return self._block(layer, d, a, b, prev)
+                for i in (u for u in units if self.units[u][0] == layer):
+                    d = self.units[i][1]
+
+                    def block(a: int, b: int, i=i) -> Any:
+                        return self._block(i, a, b, prev)
 
                     if layer == upto:
-                        self._sweep(layer, d, block, emit, wanted, activate_last and layer < L, prev)
+                        self._sweep(i, d, block, emit, wanted, activate_last and layer < L, prev)
                         continue
                     path = os.path.join(scratch.path, f"layer{layer}.{d}.f32")
                     w = RowFileWriter(path, self.widths[layer][d])
                     try:
-                        self._sweep(layer, d, block, lambda a, rows, w=w: w.append(rows), None, True, prev)
+                        self._sweep(i, d, block, lambda a, rows, w=w: w.append(rows), None, True, prev)
                         w.finish()
                     except BaseException:
                         w.abort()
@@ -372,21 +362,19 @@ class HeteroLayerwise:
         """The layers (0: the inputs) that compute type ``t``."""
         return [k for k, types in enumerate(self.net.computed) if t in types]
 
-    def _sweep(self, layer: int, d: str, block: Callable[[int, int], Any], emit: Callable[[int, np.ndarray], None],
-               wanted: Optional[np.ndarray], activate: bool, prev: Mapping[str, Any]) -> None:
-        """``block(a, b)`` for each destination block of type ``d`` in node order (those holding
-        ``wanted`` nodes), activated, to ``emit``; the layer's counters in ``stats``."""
-        from .progress import bar
-
+    def _sweep(self, i: Optional[int], d: str, block: Callable[[int, int], Any],
+               emit: Callable[[int, np.ndarray], None], wanted: Optional[np.ndarray], activate: bool,
+               prev: Mapping[str, Any]) -> None:
+        """``block(a, b)`` for each destination block of unit ``i`` (None: layer 0) in node order
+        (those holding ``wanted`` nodes), activated, to ``emit``; the layer's counters in
+        ``stats``."""
         t0 = time.perf_counter()
+        layer = 0 if i is None else self.units[i][0]
         rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
-        n, step = self.num_nodes[d], self.block_nodes
+        n = self.num_nodes[d]
         with bar(n, f"layer {layer}/{self.net.layers} {d}", "node", disable=self.quiet, leave=False,
                  unit_scale=True) as progress:
-            for a in range(0, n, step):
-                b = min(n, a + step)
-                if wanted is not None and not wanted[a:b].any():
-                    continue
+            for a, b in self._blocks(i, n, wanted):
                 out = np.ascontiguousarray(block(a, b), dtype=np.float32)
                 if activate:
                     out = Numpy.relu(out)

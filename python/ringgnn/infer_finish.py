@@ -26,15 +26,58 @@ from __future__ import annotations
 import os
 from collections import deque
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, Optional, Tuple
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Deque, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .inference import LayerwiseInference
-
 #: The most threads computing finishing slices (each holds a slice's temporaries).
 MAX_WORKERS = 4
+
+
+@dataclass
+class LayerStep:
+    """Layer ``k`` of the engine as finishing a block (:func:`finish_block`) and the source
+    partitions (``infer_partition``) use it, built by ``LayerwiseInference.step``: imports run one
+    way, the engine builds it and these modules take it."""
+
+    k: int
+    #: The model: ``sage``, ``gcn`` or ``gat``.
+    kind: str
+    #: The layer's dense parts (``infer_dense``: ``transform``, ``messages``, ``gat_start``, ``layers``).
+    dense: Any
+    #: The graph (``infer_graph.NeighborFile``).
+    graph: Any
+    #: Where temporary files go.
+    work_dir: str
+    #: Floats of an accumulator row (GAT's: messages, running maxima, sums of exponentials).
+    acc_width: int
+    #: ``FeatureReader.aggregate``/``partials``' fold arguments (``fold``, GCN's ``dinv``, a piece's
+    #: ``transform`` and its ``width``, GAT's ``negative_slope``).
+    fold: Dict[str, Any]
+    #: ``finish(state, a, b, x_dst)``: the layer's outputs of destinations ``a..b`` from their
+    #: aggregates (the dense parts' arrays; ``x_dst`` their input rows or None).
+    finish: Callable[[Dict[str, Any], int, int, Any], Any]
+    #: What the model applies between layers (activation, norm).
+    after: Callable[[Any], Any]
+    #: Host rows to the dense parts' device, and back.
+    up: Callable[[np.ndarray], Any]
+    down: Callable[[Any], np.ndarray]
+    #: Threads computing slices, and whether the next slice is read ahead.
+    workers: int
+    overlap: bool
+    #: Seconds of the layer's phases (the engine's ``stats``).
+    phases: Dict[str, float] = field(default_factory=dict)
+
+    def phase(self, name: str, since: float) -> None:
+        """Count the seconds since ``since`` to phase ``name``."""
+        self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - since
+
+    def add_phases(self, got: Dict[str, float], names: Tuple[str, ...]) -> None:
+        """Add the Rust core's phases ``names`` of ``got`` (an aggregation's counters)."""
+        for p in names:
+            self.phases[p] = self.phases.get(p, 0.0) + got[p]
 
 
 def workers(device: str) -> int:
@@ -141,12 +184,12 @@ def split_rows(fn: Callable[[np.ndarray], np.ndarray], workers: int) -> Iterator
         yield apply
 
 
-def finish_block(run: "LayerwiseInference", k: int, a: int, b: int, reader: Any,
-                 writer: Callable[[int, np.ndarray], None], rows: int, activate: bool,
-                 state: Callable[[int, int, Any], Dict[str, Any]], read_rows: bool = True) -> None:
-    """Layer ``k``'s outputs of destinations ``a..b``, ``rows`` at a time, handed to
+def finish_block(step: LayerStep, a: int, b: int, reader: Any, writer: Callable[[int, np.ndarray], None],
+                 rows: int, activate: bool, state: Callable[[int, int, Any], Dict[str, Any]],
+                 read_rows: bool = True) -> None:
+    """Layer ``step.k``'s outputs of destinations ``a..b``, ``rows`` at a time, handed to
     ``writer(first, rows)`` in node order (:func:`map_slices`). ``state(r0, r1, x)``: the slice's
-    aggregates as ``_grid_finish`` takes them, on the dense parts' arrays (``x``: its input rows
+    aggregates as ``step.finish`` takes them, on the dense parts' arrays (``x``: its input rows
     there, None without ``read_rows``); the one thing the grid and the partitions do differently
     (the partitions fold GAT's self loop in here)."""
 
@@ -157,10 +200,10 @@ def finish_block(run: "LayerwiseInference", k: int, a: int, b: int, reader: Any,
 
     def compute(r0: int, x: Optional[np.ndarray]) -> np.ndarray:
         r1 = min(b, r0 + rows)
-        x_dst = None if x is None else run._up(x)  # the dense parts on the run's device (``--device``)
-        out = run._grid_finish(k, state(r0, r1, x_dst), r0, r1, x_dst)
+        x_dst = None if x is None else step.up(x)  # the dense parts on the run's device (``--device``)
+        out = step.finish(state(r0, r1, x_dst), r0, r1, x_dst)
         if activate:
-            out = run._after(k, out)
-        return run._down(out)
+            out = step.after(out)
+        return step.down(out)
 
-    map_slices(range(a, b, rows), read, compute, writer, run.finish_workers, run.overlap)
+    map_slices(range(a, b, rows), read, compute, writer, step.workers, step.overlap)

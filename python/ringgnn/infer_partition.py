@@ -14,13 +14,13 @@ The per-edge work is the Rust core's (``ringgnn_features::partition``, through
    edges; each window is one Rust aggregation over the bucket's sources with the destinations
    it reaches numbered compactly (their node ids given to GCN's ``dinv[u] dinv[v]`` and GAT's
    destination logits), so the partition's rows are read once, in file order. The layer's
-   dense parts are the grid's (``run.dense``, ``infer_dense``): where the layer narrows, ``W x``
+   dense parts are the grid's (``LayerStep.dense``, ``infer_dense``): where the layer narrows, ``W x``
    of each piece; GAT's ``lin(x)`` and source logits of each piece, and its destination logits
    of every node, computed first in a pass of their own into a temporary file. Each window's partials and their destination ids
    are spilled (``O_DIRECT`` where the file system allows it).
 3. **Merge**: per destination block, every window's partials of the block's destinations are
    combined on all threads (sums added, maxima maxed, GAT's softmax partials rescaled to their
-   common maximum); the block is then finished as on the grid (``_grid_finish``; GAT's self loop
+   common maximum); the block is then finished as on the grid (``LayerStep.finish``; GAT's self loop
    folded in there).
 
 Everything goes to files under the run's temporary directory (``_files.temporary``), removed at
@@ -32,61 +32,58 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
+from . import _core
 from ._files import allocated_memmap, os_errors, temporary
-from .infer_finish import finish_block, map_slices, slice_reader, split_rows
+from .infer_finish import LayerStep, finish_block, map_slices, slice_reader, split_rows
+from .infer_graph import PHASES
 from .infer_plan import release_freed
-
-if TYPE_CHECKING:
-    from .inference import LayerwiseInference
 
 #: Bytes an edge of a bucketing chunk takes in the Rust core (its id read, then its source and
 #: destination in their partition's run).
 CHUNK_EDGE = 24
 
 
-def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
+def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.ndarray], None],
                       wanted: Optional[np.ndarray], activate: bool, parts: int, window_edges: int, share: int,
                       piece_rows: int, finish_rows: int) -> Dict[str, int]:
-    """Layer ``k`` by source partitions (the module's docstring); rows go to ``writer`` in node
-    order (only the merge blocks holding ``wanted`` nodes). Returns the bytes written to and read
-    from the temporaries."""
-    from . import _core
-
-    g, n = run.graph, run.graph.num_nodes
-    kind, aggr = run.ckpt.kind, run._aggr(k)
-    layer = run.dense.layers[k]
-    gat = kind == "gat"
+    """Layer ``step.k`` by source partitions (the module's docstring); rows go to ``writer`` in
+    node order (only the merge blocks holding ``wanted`` nodes). Returns the bytes written to and
+    read from the temporaries."""
+    k, g = step.k, step.graph
+    n = g.num_nodes
+    layer = step.dense.layers[k]
+    gat = step.kind == "gat"
     heads = layer.heads if gat else 0
-    acc_w = (layer.heads * layer.channels + 2 * heads) if gat else run._acc_width(k)
+    acc_w = step.acc_width
     bounds = np.linspace(0, n, parts + 1).astype(np.int64)
     threads = os.cpu_count() or 1
     # Merge blocks: the block's aggregates and a slice of partials per thread as large (and ids).
     merge_rows = max(1, min(n, share // (2 * 4 * acc_w + 16)))
     merge = np.append(np.arange(0, n, merge_rows, dtype=np.int64), n)
     slice_rows = max(1, merge_rows // threads)
-    fold = {"mean": "sum", "sum": "gcn"}.get(aggr, aggr)
-    scratch = temporary(run.work_dir, f"ringgnn-infer-parts{k + 1}", directory=True)
+    fold = step.fold["fold"]
+    scratch = temporary(step.work_dir, f"ringgnn-infer-parts{k + 1}", directory=True)
     io = dict(temp_written=0, temp_read=0)
     try:
         d = scratch.path
         with os_errors("writing the partition buckets in", d):
-            sp = _core.SourcePartitions(d, bounds, merge, n, np.dtype(g.dtype).itemsize, acc_w)
+            sp = _core.SourcePartitions(d, bounds, merge, n, g.id_bytes, acc_w)
             t = time.perf_counter()
-            sp.bucket(g.path, g.indptr, drop_self_loops=kind in ("gcn", "gat"),
+            sp.bucket(g.path, g.indptr, drop_self_loops=step.kind in ("gcn", "gat"),
                       chunk_edges=max(1024, share // CHUNK_EDGE))
-            run._phase("bucket", t)
-        kw = _fold_args(run, k, fold)
+            step.phase("bucket", t)
+        kw = dict(step.fold)
         if gat:
             t = time.perf_counter()
-            kw["a_dst"] = _destination_logits(run, k, reader, os.path.join(d, "a_dst.npy"), finish_rows)
+            kw["a_dst"] = _destination_logits(step, reader, os.path.join(d, "a_dst.npy"), finish_rows)
             io["temp_written"] += kw["a_dst"].nbytes
-            run._phase("start", t)
+            step.phase("start", t)
         # A piece's product on all cores (``infer_finish.split_rows``), as on the grid.
-        with split_rows(kw.get("transform"), run.finish_workers if "transform" in kw else 1) as fn:
+        with split_rows(kw.get("transform"), step.workers if "transform" in kw else 1) as fn:
             if fn is not None:
                 kw["transform"] = fn
             for q in range(sp.parts):
@@ -95,8 +92,7 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
                     with os_errors("spilling the partial aggregates in", d):
                         got = reader.partials(sp, q, e0, min(total, e0 + window_edges), piece_rows=piece_rows,
                                               **kw)
-                    for p in ("sources", "positions", "read_wait", "transform", "fold"):
-                        run._phases[p] = run._phases.get(p, 0.0) + got[p]
+                    step.add_phases(got, PHASES)
                     release_freed()
                 with os_errors("removing the partition bucket in", d):
                     sp.remove_bucket(q)
@@ -112,18 +108,18 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
             acc = np.empty((b - a, acc_w), dtype=np.float32)
             with os_errors("merging the partial aggregates in", d):
                 sp.merge(j, acc, fold, heads=heads, slice_rows=slice_rows)
-            run._phase("merge", t)
+            step.phase("merge", t)
             t = time.perf_counter()
             # As the grid finishes (``infer_finish``: slices read ahead, computed on all cores,
             # the dense parts on the run's device); GAT's self loop is folded in here.
-            finish_block(run, k, a, b, reader, writer, finish_rows, activate,
-                         lambda r0, r1, x, acc=acc, a=a: (_with_self_loop(run, k, acc[r0 - a:r1 - a], x) if gat
-                                                          else {"acc": run._up(acc[r0 - a:r1 - a])}))
+            finish_block(step, a, b, reader, writer, finish_rows, activate,
+                         lambda r0, r1, x, acc=acc, a=a: (_with_self_loop(step, acc[r0 - a:r1 - a], x) if gat
+                                                          else {"acc": step.up(acc[r0 - a:r1 - a])}))
             del acc
             release_freed()
-            run._phase("finish", t)
+            step.phase("finish", t)
         got = sp.io
-        run.graph.bytes_read += got["neighbor_bytes"]
+        g.bytes_read += got["neighbor_bytes"]
         io["temp_written"] += got["temp_written"]
         io["temp_read"] += got["temp_read"]
         del sp
@@ -132,27 +128,11 @@ def partitioned_layer(run: "LayerwiseInference", k: int, reader: Any, writer: Ca
     return io
 
 
-def _fold_args(run: "LayerwiseInference", k: int, fold: str) -> Dict[str, Any]:
-    """The arguments of ``FeatureReader.partials`` for layer ``k``'s fold, as the grid's
-    (``LayerwiseInference._rust_add``): GCN's ``dinv``; where a GraphSAGE or GCN layer narrows,
-    ``W x`` of each piece; for GAT, ``lin(x)`` and the source logits of each piece."""
-    kw: Dict[str, Any] = dict(fold=fold)
-    if fold == "gcn":
-        kw["dinv"] = run.dinv
-    if run._narrow(k):
-        kw.update(width=run.widths[k + 1], transform=run.dense.transform(k))
-    elif fold == "softmax":
-        layer = run.dense.layers[k]
-        kw.update(width=layer.heads * layer.channels + layer.heads, transform=run.dense.messages(k),
-                  negative_slope=float(layer.slope))
-    return kw
-
-
-def _destination_logits(run: "LayerwiseInference", k: int, reader: Any, path: str, rows: int) -> np.ndarray:
+def _destination_logits(step: LayerStep, reader: Any, path: str, rows: int) -> np.ndarray:
     """GAT's destination logits ``<lin_dst(x_v), att_dst>`` of every node, ``[n, heads]``, in a
     temporary file ``path`` (read back as a memory map: a window looks up those of the
     destinations it reaches), from the input read ``rows`` rows at a time."""
-    n, heads = run.graph.num_nodes, run.dense.layers[k].heads
+    n, heads = step.graph.num_nodes, step.dense.layers[step.k].heads
     with os_errors("writing GAT's destination logits to", path):
         out = allocated_memmap(path, np.float32, (n, heads))
 
@@ -161,26 +141,26 @@ def _destination_logits(run: "LayerwiseInference", k: int, reader: Any, path: st
 
         # Read ahead and computed on all cores, as finishing is (``infer_finish``).
         map_slices(range(0, n, rows), slice_reader(reader, n, rows),
-                   lambda r0, x: run._down(run.dense.gat_start(k, run._up(x))[0]), put,
-                   run.finish_workers, run.overlap)
+                   lambda r0, x: step.down(step.dense.gat_start(step.k, step.up(x))[0]), put,
+                   step.workers, step.overlap)
         out.flush()
         del out, put
     return np.load(path, mmap_mode="r")
 
 
-def _with_self_loop(run: "LayerwiseInference", k: int, acc: np.ndarray, x: Any) -> Dict[str, Any]:
+def _with_self_loop(step: LayerStep, acc: np.ndarray, x: Any) -> Dict[str, Any]:
     """GAT's merged aggregates (host rows ``acc``: weighted sums, running maxima, sums of
     exponentials) of destinations with rows ``x`` (on the dense parts' arrays), with each node's
     self loop folded in as one more partial (its logit and message from its own row, the grid's
-    ``gat_start``), as ``_grid_finish`` takes them."""
-    layer = run.dense.layers[k]
+    ``gat_start``), as ``step.finish`` takes them."""
+    layer = step.dense.layers[step.k]
     H, C = layer.heads, layer.channels
-    _, e, xs = run.dense.gat_start(k, x)
-    e, xs = run._down(e), run._down(xs).reshape(-1, H, C)
+    _, e, xs = step.dense.gat_start(step.k, x)
+    e, xs = step.down(e), step.down(xs).reshape(-1, H, C)
     n = len(acc)
     msg, m, z = acc[:, :H * C].reshape(n, H, C), acc[:, H * C:H * C + H], acc[:, H * C + H:]
     top = np.maximum(m, e)  # finite: the self loop's logit is
     scale, own = np.exp(m - top), np.exp(e - top)  # exp(-inf) = 0 where no in-edges
     msg = msg * scale[:, :, None] + xs * own[:, :, None]
-    return dict(msg=run._up(np.ascontiguousarray(msg.reshape(n, H * C), dtype=np.float32)),
-                z=run._up(np.ascontiguousarray(z * scale + own, dtype=np.float32)))
+    return dict(msg=step.up(np.ascontiguousarray(msg.reshape(n, H * C), dtype=np.float32)),
+                z=step.up(np.ascontiguousarray(z * scale + own, dtype=np.float32)))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -175,10 +175,14 @@ def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS
 class InferencePlan:
     """The budget split of one inference run (see the module's docstring). ``costs`` gives each
     layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead),
-    and ``finish_in_flight`` finishing slices (``infer_finish.slices_in_flight``)."""
+    and ``finish_in_flight`` finishing slices (``infer_finish.slices_in_flight``). ``indptr``:
+    the offset index every layer's destinations are cut by, or one per layer (a heterogeneous
+    run's layers are its (layer, destination type) pairs, each cut by the in-degrees over the
+    relations into that type: ``hetero_infer``)."""
 
-    def __init__(self, budget: Optional[int], indptr: np.ndarray, costs: Sequence[LayerCost], in_flight: int,
-                 held: Optional[int] = None, extra: int = 0, finish_in_flight: int = 1):
+    def __init__(self, budget: Optional[int], indptr: Union[np.ndarray, Sequence[np.ndarray]],
+                 costs: Sequence[LayerCost], in_flight: int, held: Optional[int] = None, extra: int = 0,
+                 finish_in_flight: int = 1):
         if held is None:
             release_freed()  # what loading freed is not held
         self.held = _options.held_memory() if held is None else int(held)
@@ -189,7 +193,8 @@ class InferencePlan:
                        else _options.default_memory(cap=1 << 30, held=self.fixed))
         #: The budget is the default one (no ``--memory``): a memory cgroup may bound it.
         self.defaulted = budget is None
-        self.indptr, self.costs, self.in_flight = indptr, list(costs), max(1, in_flight)
+        self.costs, self.in_flight = list(costs), max(1, in_flight)
+        self.indptrs = [indptr] * len(self.costs) if isinstance(indptr, np.ndarray) else list(indptr)
         self.finish_in_flight = max(1, int(finish_in_flight))
         #: What the budget leaves for blocks, pieces and finishing slices.
         self.share = max(0, int((self.budget - self.fixed) * (1 - SLACK)))
@@ -198,7 +203,8 @@ class InferencePlan:
         # tenth of the share, at most PIECE_BYTES each and FINISH_BYTES) from what is left;
         # the blocks get the rest.
         least_p, least_f = self._least_pieces(), self._least_finish()
-        need = max([least_block_bytes(indptr, c.per_node, per_edge=c.per_edge) for c in self.costs] or [0])
+        need = max([least_block_bytes(ip, c.per_node, per_edge=c.per_edge)
+                    for ip, c in zip(self.indptrs, self.costs)] or [0])
         if self.share < need + least_p + least_f:  # some layer must run by partitions: their need
             need = max([self._least_block(k) for k in range(len(self.costs))] or [0])
         spare = max(0, self.share - need - least_p - least_f)
@@ -221,13 +227,13 @@ class InferencePlan:
         c = self.costs[k]
         if c.per_window_edge <= 0:
             return None
-        edges = int(self.indptr[-1]) if len(self.indptr) else 0
+        edges = int(self.indptrs[k][-1]) if len(self.indptrs[k]) else 0
         return max(c.per_node + c.per_edge, -(-edges // MAX_PARTS) * c.per_window_edge)
 
     def _least_block(self, k: int, grid_only: bool = False) -> int:
         """The least block share that runs layer ``k``: the grid within :data:`MAX_SWEEPS`
         sweeps, or (unless ``grid_only``) source partitions, whichever needs less."""
-        grid = least_block_bytes(self.indptr, self.costs[k].per_node, per_edge=self.costs[k].per_edge)
+        grid = least_block_bytes(self.indptrs[k], self.costs[k].per_node, per_edge=self.costs[k].per_edge)
         part = None if grid_only else self.least_partition_block(k)
         return grid if part is None else min(grid, part)
 
@@ -268,7 +274,7 @@ class InferencePlan:
         units = max(MIN_ROWS, self.pieces // self.in_flight // max(1, c.per_unit))
         rows = max(MIN_ROWS, self.finish // self.finish_in_flight // max(1, c.per_finish_row))
         block = max(self.block_bytes, c.per_node + c.per_edge)
-        return LayerSizes(block, units, rows, sweeps(self.indptr, c.per_node, block, 1 << 30, c.per_edge))
+        return LayerSizes(block, units, rows, sweeps(self.indptrs[k], c.per_node, block, 1 << 30, c.per_edge))
 
     def describe(self, layers: Sequence[int]) -> dict:
         """The plan as numbers (the command's ``plan`` summary)."""

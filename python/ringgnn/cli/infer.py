@@ -191,7 +191,10 @@ def _blocks_line(plan: Dict[str, Any]) -> str:
     """The grid's sweeps per layer (planned from the budget), else the blocks' edge bound."""
     grid = plan.get("grid")
     if grid:
-        return "destination blocks (input sweeps) per layer: " + ", ".join(str(g["sweeps"]) for g in grid["layers"])
+        return "destination blocks (input sweeps) per layer: " + ", ".join(
+            str(g["sweeps"]) + (f" ({g['layer']} {g['type']})" if "type" in g else "") for g in grid["layers"])
+    if "block_edges" not in plan:  # sizes given (a heterogeneous run's tests)
+        return "blocks and pieces of the sizes given"
     return f"blocks of up to {plan['block_edges']:,} edges"
 
 
@@ -309,7 +312,7 @@ def _print_hetero(args: argparse.Namespace, s: Dict[str, Any], what: str) -> int
     mib = 1 << 20
     print(f"  {layers + '; ' if layers else ''}read {s['bytes_read_neighbors'] / mib:,.1f} MiB of neighbor lists and "
           f"{s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote {s['bytes_written'] / mib:,.1f} MiB of intermediate "
-          f"layers; blocks of up to {s['plan']['block_nodes']:,} nodes, pieces of {s['plan']['piece_edges']:,} edges")
+          f"layers; {_blocks_line(s['plan'])}")
     return 0
 
 
