@@ -7,7 +7,7 @@ code on the host, as a dry run of the script).
 For each configuration, in one process, alternating (ABCD ABCD with ``--repeat 2``):
 
 - ``pageable`` / ``pinned``: the loader's reused batch buffers left pageable, or registered
-  with ``cudaHostRegister`` (:func:`ringgnn.cuda.pin`);
+  with ``cudaHostRegister`` (:func:`ringgnn.sampling.cuda.pin`);
 - ``+gpu``: a GPU tier of ``--gpu-cache-frac`` of the feature file (the rows the first batches
   touch most), so only the other rows cross the bus.
 
@@ -15,7 +15,7 @@ Two measures per configuration:
 
 - **copy**: each batch's host-to-device copy on its own, timed to completion (synchronous):
   the bus bandwidth each buffer kind gets, and the bytes that cross it per batch;
-- **train**: an epoch of GraphSAGE through :class:`ringgnn.cuda.DeviceLoader` (copies on a
+- **train**: an epoch of GraphSAGE through :class:`ringgnn.sampling.cuda.DeviceLoader` (copies on a
   side stream, ahead of the step), with the time the training loop waited for batches.
 
 The loader runs from memory (``backend="memory"``, features in RAM) so that the host side is
@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 import ringgnn
-from ringgnn import cuda
-from ringgnn.models import build_model, forward
+from ringgnn.sampling import cuda
+from ringgnn.models.gnn import build_model, forward
 
 
 def sync(dev: torch.device) -> None:
@@ -122,7 +122,7 @@ def train_pass(ds, args, dev, pinned: bool, gpu: bool) -> dict:
 
 
 def infer_pass(ds_path: Path, args, dev, tmp: Path) -> dict:
-    from ringgnn.inference import infer
+    from ringgnn.inference.run import infer
 
     run = tmp / "run"
     from ringgnn.cli import main as cli_main

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Finishing a block as a pipeline (``ringgnn.infer_finish``, issue 24) against the same build
+"""Finishing a block as a pipeline (``ringgnn.inference.finish``, issue 24) against the same build
 without it: ``ringgnn embed RUN_DIR`` under ``memcap --drop-caches BUDGET`` with ``--memory
 BUDGET --direct``, the variants alternating, each printing the layer's seconds, CPU seconds and
 phases, the load average when it started and the cgroup's line.
@@ -24,7 +24,7 @@ from _sizes import MEMCAP
 
 CHILD = r'''
 import contextlib, sys
-import ringgnn.infer_engine as I, ringgnn.infer_partition as P, ringgnn.infer_finish as F
+import ringgnn.inference.engine as I, ringgnn.inference.partition as P, ringgnn.inference.finish as F
 v = sys.argv[1]
 if v in ("nosplit", "old"):
     @contextlib.contextmanager

@@ -53,14 +53,14 @@ import json, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import ringgnn
-from ringgnn.hetero import HeteroLoader, HeteroNeighborSampler
+from ringgnn.sampling.hetero import HeteroLoader, HeteroNeighborSampler
 path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 share = sys.argv[8] if len(sys.argv) > 8 else "-"
 ds = ringgnn.Dataset.open(path)
 direct = backend in ("disk", "auto", "plan", "nocache", "perbatch") or backend.startswith("hyper")
 if mode == "train":
     import torch
-    from ringgnn.hetero_models import HeteroModel, hetero_batch_to_dicts
+    from ringgnn.models.hetero import HeteroModel, hetero_batch_to_dicts
     torch.manual_seed(0)
     info = ds.manifest["node_types"]["paper"]
     net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, "paper", 64,
@@ -100,8 +100,8 @@ if mode == "hyper":
 elif backend in ("plan", "nocache"):
     # The loader's one memory plan within the cap, the model built (its training state reserved),
     # as `ringgnn train` makes it: neighbor files, feature files and the cache (nocache: cache=0).
-    from ringgnn.hetero_plan import plan_hetero, probe_batch_bytes, training_reserve
-    from ringgnn.hetero import relation_fanouts
+    from ringgnn.sampling.plan import plan_hetero, probe_batch_bytes, training_reserve
+    from ringgnn.sampling.hetero import relation_fanouts
     from ringgnn import _options
     seeds = len(ds.node_type("paper").split("train"))
     batch_bytes = reserve = held = None
@@ -291,7 +291,7 @@ def hyper_table(args, data, size, runs):
         print(f"| {name} | {sec:.2f} | {sec / sec0:.2f}x | {o['io_bytes'] / 2**30:.2f} GiB | {o['io_bytes'] / io0:.2f}x | "
               f"{epoch / 2**30:.1f} GiB | {o['io_reads']:,} | {o['peak_rss'] / 2**20:.0f} MiB | failcnt {fail} |")
     # What the loader's "auto" would choose within the cap, in a process of its own under it.
-    code = ("import sys, ringgnn; from ringgnn.hetero import HeteroLoader; "
+    code = ("import sys, ringgnn; from ringgnn.sampling.hetero import HeteroLoader; "
             "l = HeteroLoader(sys.argv[1], [15, 10], 'paper', batch_size=int(sys.argv[2]), threads=2, backend='uring', "
             "direct=True, memory=sys.argv[3], cache=0); print(l.hyperbatch_size()[1])")
     r = sh([MEMCAP, args.cap, "--", sys.executable, "-c", code, data, args.batch_size, args.cap],

@@ -38,7 +38,7 @@ from _sizes import MEMCAP, parse_size
 
 PROBE = r'''
 import json, os, resource, sys, time
-import ringgnn.inference as I
+import ringgnn.inference.run as I
 probe = open(os.environ["RINGGNN_INFER_PROBE"], "a", buffering=1)
 orig_layer = I.LayerwiseInference.compute
 def layer(self, k, reader, writer, *a, **kw):

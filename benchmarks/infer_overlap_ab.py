@@ -27,8 +27,8 @@ from _sizes import MEMCAP, parse_size
 
 CHILD = r'''
 import json, sys, time
-import ringgnn, ringgnn.inference as I
-from ringgnn.checkpoints import load_checkpoint
+import ringgnn, ringgnn.inference.run as I
+from ringgnn.models.checkpoints import load_checkpoint
 run, cap, what, size, on = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
 import torch
 state = torch.load(run + "/best.pt", map_location="cpu", weights_only=True)

@@ -6,7 +6,7 @@ The dataset is one built with ``ringgnn convert EDGES OUT --link-split val=0.05,
 --link-negatives 100 --seed 0``: its CSC is the training graph (held-out pairs are not in it),
 and each held-out pair (src, dst) of a split comes with K stored negative destinations. Every
 method scores (src, dst) against (src, neg) for the K negatives of its row, and
-``ringgnn.metrics`` turns the scores into AUC (pooled), MRR and Hits@10/50/100 (OGB's rank
+``ringgnn.inference.metrics`` turns the scores into AUC (pooled), MRR and Hits@10/50/100 (OGB's rank
 with ties counted half; see that module).
 
 Parts (``--parts``, default both):
@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 from ringgnn import Dataset
-from ringgnn.metrics import KS, link_scores
+from ringgnn.inference.metrics import KS, link_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 CNR = ROOT.parent / "shared" / "data" / "cnr-2000.tsv.gz"

@@ -41,8 +41,8 @@ from _sizes import MEMCAP
 SAMPLE = r'''
 import json, sys, time
 import ringgnn
-from ringgnn.links import LinkPairs, LinkSampler, NegativeSampling
-from ringgnn.sampler import NeighborSampler
+from ringgnn.sampling.links import LinkPairs, LinkSampler, NegativeSampling
+from ringgnn.sampling.sampler import NeighborSampler
 path, backend, hyper, memory, batches = sys.argv[1:6]
 ds = ringgnn.Dataset.open(path)
 ns = NegativeSampling("binary", 1)

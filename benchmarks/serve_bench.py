@@ -293,7 +293,7 @@ def main():
         loadgen()
 
     import ringgnn
-    from ringgnn.server import protos
+    from ringgnn.serving.server import protos
 
     pb, _ = protos()
     ds = ringgnn.Dataset.open(a.dataset)

@@ -141,8 +141,8 @@ def child(args) -> dict:
     row_bytes = ds.manifest["features"]["row_bytes"]
     t_setup = time.perf_counter()
     if args.child in ("ringgnn", "perbatch", "memory"):
-        from ringgnn.loader import process_rss
-        from ringgnn.models import activation_bytes
+        from ringgnn.sampling.loader import process_rss
+        from ringgnn.models.gnn import activation_bytes
 
         # As `ringgnn train` does: the budget covers the process, so the runtime, the model and
         # the largest batch's activations are reserved before the loader splits the rest.

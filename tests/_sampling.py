@@ -155,7 +155,7 @@ def reference_scores(ds: ringgnn.Dataset, run, pairs, negs=None):
     inference must reproduce."""
     import torch
 
-    from ringgnn.checkpoints import load_checkpoint
+    from ringgnn.models.checkpoints import load_checkpoint
 
     ckpt = load_checkpoint(str(run), ds)
     z = torch.from_numpy(full_graph(ds, ckpt.net))

@@ -1,4 +1,4 @@
-"""The CUDA data path (python/ringgnn/cuda.py): pinning of the loader's reused buffers, the GPU
+"""The CUDA data path (python/ringgnn/sampling/cuda.py): pinning of the loader's reused buffers, the GPU
 tier of the hot-row cache and the batches put together on the device. The logic runs on CPU
 here (a recording pinner, ``device="cpu"``); the tests marked ``cuda`` need a GPU and are
 skipped, with the reason, without one."""
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import ringgnn
-from ringgnn.cuda import DeviceLoader, DeviceRowCache, count_accesses, pin, rows_that_fit
+from ringgnn.sampling.cuda import DeviceLoader, DeviceRowCache, count_accesses, pin, rows_that_fit
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: run on a machine with a GPU")
 

@@ -1,4 +1,4 @@
-"""Data-parallel training (python/ringgnn/distributed.py, ``torchrun -m ringgnn train``): the
+"""Data-parallel training (python/ringgnn/training/distributed.py, ``torchrun -m ringgnn train``): the
 per-rank shares of an epoch, the collectives on a real two-rank gloo group, a two-rank run
 against a single process, rank 0's outputs, resume, and ranks that die or hang."""
 
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import ringgnn
-from ringgnn.distributed import PeerFailedError, Ranks, shard
-from ringgnn.train import train
+from ringgnn.training.distributed import PeerFailedError, Ranks, shard
+from ringgnn.training.loop import train
 
 from _sampling import make_link_dataset
 
@@ -110,7 +110,8 @@ def test_local_ranks_share_the_default_budget(sbm):
 
 COLLECTIVES = textwrap.dedent("""
     import json, sys
-    from ringgnn import distributed, InputError
+    from ringgnn.training import distributed
+    from ringgnn import InputError
     ranks = distributed.join("cpu", timeout=30)
     out = {"ranks": [ranks.rank, ranks.world_size, ranks.local_rank, ranks.local_world_size, ranks.owned]}
     out["sums"] = distributed.sums(ranks, [1, ranks.rank, 0.5])
@@ -144,7 +145,7 @@ def test_collectives_on_two_gloo_ranks():
 
 def test_a_lone_process_joins_nothing(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    ranks = ringgnn.distributed.join("cpu")
+    ranks = ringgnn.training.distributed.join("cpu")
     assert ranks == Ranks() and not ranks.active and ranks.leader and ranks.tag() == ""
 
 
@@ -159,7 +160,7 @@ def test_a_bad_launch_environment_is_a_clear_error(monkeypatch, env, message):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     with pytest.raises(ringgnn.InputError, match=message):
-        ringgnn.distributed.join("cpu")
+        ringgnn.training.distributed.join("cpu")
 
 
 # --- torchrun -m ringgnn train ---------------------------------------------------------------

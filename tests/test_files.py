@@ -24,7 +24,7 @@ import ringgnn
 from ringgnn import _core, _files
 
 from conftest import console_script, write_bin
-from ringgnn.train import train
+from ringgnn.training.loop import train
 
 STALE = "ringgnn: removed a stale temporary left by a killed run: "
 

@@ -1,4 +1,4 @@
-"""``ringgnn.graphbolt``: GraphBolt ``OnDiskDataset`` directories written by hand after DGL's
+"""``ringgnn.importers.graphbolt``: GraphBolt ``OnDiskDataset`` directories written by hand after DGL's
 specification, converted, and read back exactly; every bad input names its field or file and
 leaves nothing behind."""
 
@@ -16,8 +16,9 @@ import pytest
 import ringgnn
 import torch
 import yaml
-from ringgnn import _core, build
-from ringgnn.graphbolt import convert_graphbolt, find_metadata
+from ringgnn import _core
+from ringgnn.data import build
+from ringgnn.importers.graphbolt import convert_graphbolt, find_metadata
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -128,13 +129,13 @@ def test_hetero_converts_exactly(tmp_path, caplog):
     src = tmp_path / "gb"
     yaml_path = write_meta(src, hetero_meta(src))
     out = tmp_path / "out"
-    with caplog.at_level(logging.WARNING, logger="ringgnn.graphbolt"):
+    with caplog.at_level(logging.WARNING, logger="ringgnn.importers.graphbolt"):
         manifest = convert_graphbolt(yaml_path, out, threads=1)
     assert "edge feature 'weight' of author:writes:paper" in caplog.text  # skipped, and said so
     assert "node type 'venue' has no node feature 'feat'; using its only one, 'emb'" in caplog.text
 
     ds = ringgnn.Dataset.open(out)
-    assert isinstance(ds, ringgnn.dataset.HeteroDataset)
+    assert isinstance(ds, ringgnn.data.dataset.HeteroDataset)
     assert ds.num_nodes_dict == NUM
     assert ds.relations == ["author:writes:paper", "paper:cites:paper", "paper:published_in:venue"]
     assert_relation(ds, "author:writes:paper", WRITES, NUM["paper"])

@@ -1,4 +1,4 @@
-"""GraphBolt link-prediction tasks (``ringgnn.graphbolt_links``): datasets written by hand after
+"""GraphBolt link-prediction tasks (``ringgnn.importers.graphbolt_links``): datasets written by hand after
 DGL's OnDiskDataset layouts (``seeds``/``labels``/``indexes``, and the older
 ``node_pairs``/``negative_dsts``) convert to a relation's edge splits exactly; every bad input
 names its yaml field and leaves nothing behind."""
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import ringgnn
 import yaml
-from ringgnn import _core, build
-from ringgnn.graphbolt import convert_graphbolt
+from ringgnn import _core
+from ringgnn.data import build
+from ringgnn.importers.graphbolt import convert_graphbolt
 
 LIKE = [(0, 0), (0, 1), (1, 1), (1, 2), (2, 3), (3, 4), (2, 0), (3, 2)]  # user:like:item
 FOLLOW = [(0, 1), (1, 2), (2, 3)]  # user:follow:user

@@ -8,7 +8,7 @@ import pytest
 
 import ringgnn
 from ringgnn import HeteroLoader, NodeType, Relation
-from ringgnn.hetero_features import choose_cache_rows, ranked_groups, row_bytes, source_hits
+from ringgnn.sampling.features import choose_cache_rows, ranked_groups, row_bytes, source_hits
 
 WRITES = [(0, 0), (1, 0), (1, 1), (1, 2), (2, 3), (2, 4)]  # author -> paper: out-degrees 1, 3, 2, 0
 CITES = [(0, 1), (0, 2), (2, 3), (3, 0), (3, 1), (3, 4), (4, 0)]  # paper -> paper: 2, 0, 1, 3, 1

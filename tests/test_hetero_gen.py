@@ -1,4 +1,4 @@
-"""Tests of ringgnn.hetero_gen (``generate hetero``): the dataset's shape, reproducibility, the
+"""Tests of ringgnn.data.generate (``generate hetero``): the dataset's shape, reproducibility, the
 planted structure measured against the model's formulas, the property the training tests rely on
 (features alone are weak, a typed rule is strong) and argument errors that leave nothing behind."""
 
@@ -13,8 +13,8 @@ import pytest
 
 import ringgnn
 from ringgnn import _core
-from ringgnn.dataset import Dataset, HeteroDataset
-from ringgnn.hetero_gen import DEFAULTS, _Permutation, generate_hetero
+from ringgnn.data.dataset import Dataset, HeteroDataset
+from ringgnn.data.generate import DEFAULTS, _Permutation, generate_hetero
 
 SMALL = dict(papers=3000, authors=2000, institutions=50)
 C, D, HW, HC, HA, KW, KC = 8, 64, 0.85, 0.3, 0.8, 3.0, 8.0
@@ -67,7 +67,7 @@ def test_dataset_has_the_types_relations_features_labels_and_splits(small):
     assert np.all(small.relation("institution:rev_affiliated_with:author").degrees() == 1)
     source = small.manifest["source"]
     assert source["command"] == "generate hetero" and source["papers"] == 3000 and source["feature_noise_calibrated"]
-    ringgnn.build.verify(small.path)
+    ringgnn.data.build.verify(small.path)
 
 
 def test_same_arguments_give_the_same_files_whatever_threads_and_memory(small, tmp_path):

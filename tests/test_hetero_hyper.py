@@ -1,7 +1,7 @@
 """Hyperbatches of heterogeneous sampling: ``HeteroNeighborSampler.sample_many`` gives each batch
 exactly its sample alone (hypothesis over hyperbatch sizes, seeds, fanouts and backends) while
 reading each relation's pages once per hop for all batches; ``HeteroLoader(hyperbatch=)`` hands
-out the same batches for every H and thread count; the choice of H (``ringgnn.hetero_hyper``)
+out the same batches for every H and thread count; the choice of H (``ringgnn.sampling.hyper``)
 worked out by hand; bad input."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ringgnn
-from ringgnn import HeteroLoader, HeteroNeighborSampler, hetero_hyper
-from ringgnn.dataset import Dataset
-from ringgnn.hetero_gen import generate_hetero
+from ringgnn import HeteroLoader, HeteroNeighborSampler
+from ringgnn.sampling import hyper as hetero_hyper
+from ringgnn.data.dataset import Dataset
+from ringgnn.data.generate import generate_hetero
 
 BACKENDS = [dict(backend="memory"), dict(backend="pread"), dict(backend="auto"), dict(backend="auto", direct=True)]
 

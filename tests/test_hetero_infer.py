@@ -1,4 +1,4 @@
-"""Layer-wise inference of heterogeneous runs (python/ringgnn/hetero_infer.py) and what
+"""Layer-wise inference of heterogeneous runs (python/ringgnn/inference/hetero.py) and what
 ``ringgnn predict``/``ringgnn embed`` do with such runs. The reference is a full-batch forward
 of the same checkpoint's ``HeteroModel`` over the whole graph (every relation's full CSC)."""
 
@@ -16,10 +16,10 @@ import torch
 
 import ringgnn
 from ringgnn import NodeType, Relation, _core, _options
-from ringgnn.checkpoints import load_checkpoint
-from ringgnn.hetero_gen import generate_hetero
-from ringgnn.hetero_infer import infer_hetero, load_hetero_run
-from ringgnn.hetero_train import train_hetero
+from ringgnn.models.checkpoints import load_checkpoint
+from ringgnn.data.generate import generate_hetero
+from ringgnn.inference.hetero import infer_hetero, load_hetero_run
+from ringgnn.training.hetero import train_hetero
 
 from conftest import python_m
 
@@ -111,7 +111,7 @@ def test_tiny_graph_every_edge_its_own_piece(runs, model, agg, monkeypatch):
     """Blocks of 2 destinations, pieces of one edge: every accumulation path, empty neighbor
     lists, a type only its root term computes; the sums by the Rust core (default) or numpy.
     The dense parts are numpy's (``HeteroDense``), the reference the model's PyTorch forward."""
-    from ringgnn.inference import AGGREGATE_ENV
+    from ringgnn.inference.run import AGGREGATE_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
     ref, _, ds, net = full_batch(runs["tiny", model])
@@ -137,8 +137,8 @@ def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch)
     full-batch forward's logits and accuracies, summed by the Rust core (default: destinations of
     one type, sources of another, an embedding table's rows too) or by numpy; one byte less is
     refused."""
-    from ringgnn.infer_plan import FIXED_BYTES, MAX_SWEEPS, WRITE_BYTES
-    from ringgnn.inference import AGGREGATE_ENV
+    from ringgnn.inference.plan import FIXED_BYTES, MAX_SWEEPS, WRITE_BYTES
+    from ringgnn.inference.run import AGGREGATE_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
     ref, _, ds, _ = full_batch(runs["generated", model])
@@ -260,7 +260,7 @@ def test_cli_refuses_what_does_not_apply(runs, tmp_path, cli):
 @pytest.mark.parametrize("model", ["sage", "rgcn"])
 def test_the_cpu_commands_never_import_pytorch_and_give_its_answers(runs, model, tmp_path):
     """`ringgnn predict`/`embed` of a heterogeneous run read the checkpoint as numpy arrays and run
-    the dense parts in numpy (ringgnn.hetero_dense): PyTorch and PyG are never imported, and the
+    the dense parts in numpy (ringgnn.models.hetero_dense): PyTorch and PyG are never imported, and the
     answers are the PyTorch model's full-batch forward's (probabilities all-close, predictions the
     same, a featureless type's hidden rows all-close)."""
     run = runs["generated", model]
@@ -282,8 +282,8 @@ def test_the_cpu_commands_never_import_pytorch_and_give_its_answers(runs, model,
 def test_dense_parts_from_the_checkpoint_are_the_models(runs, model):
     """The arrays read without PyTorch (``HeteroDense.from_state``) are the weights of the model
     PyTorch loads (``from_module``), key by key; the inference of either is the same."""
-    from ringgnn.hetero_dense import HeteroDense
-    from ringgnn.hetero_infer import HeteroLayerwise, load_hetero_dense
+    from ringgnn.models.hetero_dense import HeteroDense
+    from ringgnn.inference.hetero import HeteroLayerwise, load_hetero_dense
 
     run = str(runs["tiny", model])
     ds, dense, _ = load_hetero_dense(run)
@@ -314,7 +314,7 @@ def test_dense_parts_from_the_checkpoint_are_the_models(runs, model):
 def test_a_checkpoint_that_does_not_fit_its_config_is_refused(runs, tmp_path):
     """A weight missing, misshapen or unexpected, read without PyTorch, is an error naming the
     checkpoint and the key (what ``load_state_dict`` would say), not a wrong answer."""
-    from ringgnn.torchfile import load
+    from ringgnn.models.torchfile import load
 
     src = runs["tiny", "rgcn"] / "best.pt"
     state = torch.load(src, weights_only=True)
@@ -342,10 +342,10 @@ def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, mo
     a window's edge the core's source position (``_core.aggregate_edge_bytes``: 4 bytes here,
     none for numpy). Each is cut by the in-degrees of the relation into its type, and the least
     budget named is the plan's (``InferencePlan.least_budget``, from those costs)."""
-    from ringgnn.hetero import open_hetero
-    from ringgnn.hetero_infer import HeteroLayerwise
-    from ringgnn.hetero_models import HeteroModel
-    from ringgnn.infer_plan import DEST_BYTES, FIXED_BYTES, MIN_ROWS, SLACK, WRITE_BYTES, least_block_bytes
+    from ringgnn.sampling.hetero import open_hetero
+    from ringgnn.inference.hetero import HeteroLayerwise
+    from ringgnn.models.hetero import HeteroModel
+    from ringgnn.inference.plan import DEST_BYTES, FIXED_BYTES, MIN_ROWS, SLACK, WRITE_BYTES, least_block_bytes
 
     rng = np.random.default_rng(5)
     for t, n in (("paper", 5), ("author", 4)):

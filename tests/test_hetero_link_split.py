@@ -11,8 +11,9 @@ import re
 import numpy as np
 import pytest
 import ringgnn
-from ringgnn import _core, build
-from ringgnn.hetero_gen import generate_hetero
+from ringgnn import _core
+from ringgnn.data import build
+from ringgnn.data.generate import generate_hetero
 
 WRITES, REV = "author:writes:paper", "paper:rev_writes:author"
 M64 = (1 << 64) - 1

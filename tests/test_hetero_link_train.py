@@ -1,4 +1,4 @@
-"""Link prediction on one relation of a heterogeneous dataset (``ringgnn.hetero_links``): exact
+"""Link prediction on one relation of a heterogeneous dataset (``ringgnn.training.hetero_links``): exact
 link batches on a tiny typed graph, no held-out pair ever sampled (nor its reverse), a GraphBolt
 link-prediction dataset written here converts and trains from the CLI, the planted generator's
 authorship is learned well beyond chance, resume, and every refusal."""
@@ -16,11 +16,12 @@ import pytest
 import ringgnn
 import torch
 from hypothesis import given, settings, strategies as st
-from ringgnn import _core, build
-from ringgnn.hetero import HeteroNeighborSampler
-from ringgnn.hetero_gen import generate_hetero
-from ringgnn.hetero_links import HeteroLinkBatches, train_hetero_link
-from ringgnn.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
+from ringgnn import _core
+from ringgnn.data import build
+from ringgnn.sampling.hetero import HeteroNeighborSampler
+from ringgnn.data.generate import generate_hetero
+from ringgnn.training.hetero_links import HeteroLinkBatches, train_hetero_link
+from ringgnn.sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 
 WRITES, REV = "author:writes:paper", "paper:rev_writes:author"
 PAIRS = [(a, p) for p in range(6) for a in range(5) if (a + p) % 3 != 0]  # 20 author-paper pairs
@@ -191,7 +192,7 @@ def test_a_relation_without_negatives_or_incoming_relation_is_refused(tmp_path):
     with pytest.raises(_core.InputError, match="no relation enters node type 'author'"):
         train_hetero_link(d / "norev", relation=WRITES, out=d / "r2", quiet=True, log=lambda s: None)
     with pytest.raises(_core.InputError, match="takes a heterogeneous one"):
-        ringgnn.build.convert(d / "w.csv", d / "homo")
+        ringgnn.data.build.convert(d / "w.csv", d / "homo")
         train_hetero_link(d / "homo", relation=WRITES, out=d / "r3", quiet=True, log=lambda s: None)
 
 
@@ -209,7 +210,7 @@ def _full_graph(ds):
 
 @pytest.mark.parametrize("decoder", ["dot", "mlp"])
 def test_predict_edges_is_a_full_graph_forward_of_the_checkpoint(tiny, tmp_path, cli, decoder):
-    from ringgnn.hetero_links import build_link_model
+    from ringgnn.training.hetero_links import build_link_model
 
     train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, decoder=decoder,
                       threads=1, out=tmp_path / "run", quiet=True, log=lambda s: None)
@@ -278,7 +279,7 @@ def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli
                           out=d / "run", quiet=True, log=lambda s: None)
     state = torch.load(d / "run" / "best.pt", weights_only=True)
     assert state["args"]["hetero_link"]["dst"] is None
-    from ringgnn.hetero_links import build_link_model
+    from ringgnn.training.hetero_links import build_link_model
 
     net = build_link_model(state["args"]["hetero_link"])
     net.load_state_dict(state["model"])
@@ -298,8 +299,8 @@ def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli
 def test_layerwise_after_every_epoch_is_what_predict_edges_scores(tiny, tmp_path):
     """--eval layerwise on a heterogeneous link run: each epoch's scores are the exact ones of its
     model, those `predict RUN --edges val` computes from the checkpoint (no PyTorch)."""
-    from ringgnn.scoring import predict_link_edges
-    from ringgnn.train import train
+    from ringgnn.inference.scoring import predict_link_edges
+    from ringgnn.training.loop import train
 
     lines = []
     m = train(tiny, task="link", relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, threads=1,
@@ -331,8 +332,8 @@ def test_two_ranks_under_torchrun_share_the_batches_and_the_pairs(tiny, tmp_path
 
 def test_the_ranks_shares_of_the_held_out_pairs_sum_to_the_whole_evaluation(tiny, tmp_path):
     """What each rank of a torchrun scores (pairs i % world == rank) adds up to one process's sums."""
-    from ringgnn.distributed import Ranks
-    from ringgnn.train import make_task
+    from ringgnn.training.distributed import Ranks
+    from ringgnn.training.loop import make_task
 
     task = make_task(tiny, "link", decoder=None, neg_ratio=None, neg_weight=None, target=None, relation=WRITES,
                      embed_dim=None, embed_tables="auto")

@@ -1,4 +1,4 @@
-"""Tests of ringgnn.hetero_models: R-GCN and heterogeneous GraphSAGE layers against their
+"""Tests of ringgnn.models.hetero: R-GCN and heterogeneous GraphSAGE layers against their
 formulas computed by hand on a tiny typed graph, the embedding tables of featureless types,
 the config round trip, batches that lack relations, and learning on a planted typed graph."""
 
@@ -10,7 +10,7 @@ from typing import Dict, List, Tuple
 import pytest
 import torch
 
-from ringgnn.hetero_models import HeteroModel, hetero_batch_to_dicts
+from ringgnn.models.hetero import HeteroModel, hetero_batch_to_dicts
 
 CITES, WRITES, WRITTEN_BY = ("a", "cites", "a"), ("b", "writes", "a"), ("a", "written_by", "b")
 

@@ -1,4 +1,4 @@
-"""The heterogeneous memory plan (`ringgnn.hetero_plan`): expected reads worked out by hand, the
+"""The heterogeneous memory plan (`ringgnn.sampling.plan`): expected reads worked out by hand, the
 greedy choice of neighbor files, feature files and cache rows by bytes saved per byte held, explicit
 choices and their errors, and the loader and sampler opened as the plan says."""
 
@@ -9,7 +9,7 @@ import pytest
 
 import ringgnn
 from ringgnn import HeteroLoader, HeteroNeighborSampler
-from ringgnn.hetero_plan import expected_reads, plan_hetero
+from ringgnn.sampling.plan import expected_reads, plan_hetero
 from test_hetero_cache import typed  # noqa: F401  (the fixture)
 
 RELS = ["author:writes:paper", "paper:cites:paper", "paper:published:venue", "venue:has:paper"]
@@ -153,7 +153,7 @@ def test_measured_batches_take_their_bytes_and_the_rest_is_room(typed):  # noqa:
 
 
 def test_a_probe_batch_is_measured(typed):  # noqa: F811
-    from ringgnn.hetero_plan import PROBE_MARGIN, probe_batch_bytes
+    from ringgnn.sampling.plan import PROBE_MARGIN, probe_batch_bytes
 
     loader = HeteroLoader(typed, [2], "paper", batch_size=2, backend="pread", feature_backend="pread", cache=0)
     grown = []

@@ -1,4 +1,4 @@
-"""Embedding tables in files (`ringgnn.hetero_tables`): SparseAdam on the rows of each batch gives
+"""Embedding tables in files (`ringgnn.models.tables`): SparseAdam on the rows of each batch gives
 what torch's SparseAdam gives an in-memory sparse Embedding; checkpoint copies round-trip; bad
 files are refused."""
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import ringgnn
-from ringgnn.hetero_tables import FileTable, TableReader, load_tables, save_tables
+from ringgnn.models.tables import FileTable, TableReader, load_tables, save_tables
 
 
 def test_file_table_equals_an_in_memory_table_with_sparse_adam(tmp_path):
@@ -79,7 +79,7 @@ def test_checkpoint_copies_round_trip_and_bad_files_are_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    from ringgnn.hetero_gen import generate_hetero
+    from ringgnn.data.generate import generate_hetero
 
     out = tmp_path_factory.mktemp("planted") / "mag"
     generate_hetero(out, papers=600, authors=400, institutions=20, seed=0)
@@ -90,8 +90,8 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     """`--embed-tables file`: the featureless types' tables live in RUN/tables, each checkpoint
     copies them beside itself; resume continues from the copies; exact layer-wise inference and
     a full-batch forward of the checkpoint (rows read from its table file) agree."""
-    from ringgnn.hetero_infer import infer_hetero, load_hetero_run
-    from ringgnn.hetero_train import train_hetero
+    from ringgnn.inference.hetero import infer_hetero, load_hetero_run
+    from ringgnn.training.hetero import train_hetero
 
     kw = dict(target="paper", fanouts=[4, 3], epochs=2, hidden=16, embed_dim=8, batch_size=128, quiet=True,
               log=lambda s: None, exact=False, threads=1)
@@ -142,8 +142,8 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), full.argmax(1))
     # Serving reads the table file too: a sampled batch's logits equal the forward with the
     # authors' and institutions' rows taken from the checkpoint's copies by hand.
-    from ringgnn.checkpoints import read_checkpoint
-    from ringgnn.server import HeteroModelRun
+    from ringgnn.models.checkpoints import read_checkpoint
+    from ringgnn.serving.server import HeteroModelRun
 
     served = HeteroModelRun(run, ds, read_checkpoint(run))
     s = ringgnn.HeteroNeighborSampler(ds, [4, 3]).sample([0, 5, 7], "paper")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import ringgnn
-from ringgnn.hetero_gen import generate_hetero
-from ringgnn.hetero_train import train_hetero
+from ringgnn.data.generate import generate_hetero
+from ringgnn.training.hetero import train_hetero
 
 QUIET = dict(quiet=True, log=lambda s: None)
 
@@ -69,7 +69,7 @@ def test_typed_models_beat_a_model_that_ignores_types(planted, tmp_path):
         assert m["best_epoch"] is not None and 0 <= m["best_epoch"] < 3
         assert json.loads((tmp_path / model / "metrics.json").read_text())["test_acc"] == m["test_acc"]
     homo = _homogeneous_copy(ds, tmp_path / "homo" / "ds")
-    m = ringgnn.train.train(homo, model="sage", fanouts=[10, 5], epochs=3, batch_size=256, lr=0.01,
+    m = ringgnn.training.loop.train(homo, model="sage", fanouts=[10, 5], epochs=3, batch_size=256, lr=0.01,
                             out=str(tmp_path / "homo-run"), eval_mode="sampled", **QUIET)
     untyped = m["test_acc"]
     # Chance is 1/8; the features alone give about 0.38 (the generator's calibration).
@@ -202,8 +202,8 @@ def test_layerwise_after_every_epoch_is_the_exact_inference_of_that_epoch(tmp_pa
     """The one loop gives heterogeneous runs what homogeneous ones have: --eval layerwise (the
     live model's exact accuracy, what infer_hetero computes from the epoch's checkpoint),
     --prefetch, curves and TensorBoard, and the same words in the log."""
-    from ringgnn.hetero_infer import infer_hetero
-    from ringgnn.train import train
+    from ringgnn.inference.hetero import infer_hetero
+    from ringgnn.training.loop import train
 
     d = tmp_path
     rng = np.random.default_rng(1)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import ringgnn
 import torch
-from ringgnn import _core, metrics
+from ringgnn import _core
+from ringgnn.inference import metrics
 from ringgnn.cli import main
 from ringgnn.importers import _ogb_io as ogb_io
 from ringgnn.importers import _stage, detect

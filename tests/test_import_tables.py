@@ -397,7 +397,7 @@ def test_a_pass_over_many_row_groups_holds_about_one(tmp_path):
 def test_predict_and_embed_write_the_original_ids_beside(tmp_path):
     """A model trained on a table's dataset: predict and embed write OUT.node_ids.npy, row i the
     original id of output row i (strings: fixed-width unicode, no pickle)."""
-    from ringgnn.train import train
+    from ringgnn.training.loop import train
 
     rng = np.random.default_rng(0)
     names = [f"user-{i:03d}" + "é" * (i % 3) for i in range(60)]

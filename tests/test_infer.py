@@ -1,4 +1,4 @@
-"""Layer-wise inference (python/ringgnn/inference.py) and the commands that use a trained run:
+"""Layer-wise inference (python/ringgnn/inference/run.py) and the commands that use a trained run:
 ``ringgnn predict``, ``ringgnn embed``, ``ringgnn report``, ``ringgnn train --eval`` and the
 plots. The reference is a full-batch PyG forward of the same checkpoint over the whole graph."""
 
@@ -17,10 +17,10 @@ import pytest
 import torch
 
 import ringgnn
-from ringgnn.checkpoints import load_checkpoint
-from ringgnn.inference import RowFileWriter, blocks, infer
+from ringgnn.models.checkpoints import load_checkpoint
+from ringgnn.inference.run import RowFileWriter, blocks, infer
 from ringgnn.pyg import RingFeatureStore
-from ringgnn.train import train
+from ringgnn.training.loop import train
 
 FAST = dict(batch_size=128, epochs=2, lr=0.01, quiet=True, log=lambda s: None)
 
@@ -121,7 +121,7 @@ def test_the_grid_reads_each_input_page_at_most_once_per_destination_block(hubby
     feature_file = os.path.getsize(os.path.join(hubby, "features.bin"))
     grid = infer(str(run), output="logits", out=None, strategy="grid")
     assert grid.shape == (ds.num_nodes, ds.num_classes)
-    from ringgnn.inference import LayerwiseInference
+    from ringgnn.inference.run import LayerwiseInference
 
     ckpt = load_checkpoint(str(run), ds)
     reads = {}
@@ -269,7 +269,7 @@ def test_an_interrupted_inference_leaves_no_output(hubby, runs, tmp_path, model,
     _, run = runs[model]
     out = tmp_path / "out"
     out.mkdir()
-    script = ("import ringgnn.inference as I, os, signal\n"
+    script = ("import ringgnn.inference.run as I, os, signal\n"
               "orig = I.LayerwiseInference.compute\n"
               "def compute(self, k, *a, **kw):\n"
               f"    if k == 1: os.kill(os.getpid(), signal.{signame})\n"
@@ -336,7 +336,7 @@ def test_blocks_cover_every_edge_once_and_chunk_hubs():
 def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeypatch):
     _, run = runs[model]
     whole = infer(str(run), grid_nodes=500, hidden_dtype="f32")
-    monkeypatch.setattr("ringgnn.infer_engine.FINISH_ROWS", 7)
+    monkeypatch.setattr("ringgnn.inference.engine.FINISH_ROWS", 7)
     # Equal up to float32 rounding (f32 hidden layers: a bf16 one would round such a difference
     # to its last bit): a matrix product over 7 rows may add in another order than
     # over 1000 (BLAS picks its kernel by shape; torch 2.15's CPU kernels do, by the last bit).
@@ -345,7 +345,7 @@ def test_finishing_a_block_in_slices_changes_nothing(hubby, runs, model, monkeyp
 
 @pytest.mark.parametrize("model", ["sage", "gat"])
 def test_reading_the_next_piece_ahead_changes_nothing(hubby, runs, model):
-    from ringgnn.inference import LayerwiseInference
+    from ringgnn.inference.run import LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     ckpt = load_checkpoint(str(runs[model][1]), ds)
@@ -368,7 +368,7 @@ def test_the_rust_and_python_aggregations_agree_with_pyg(hubby, runs, model, blo
     hubs' edges in windows (``(40, 100)``: 15 blocks, pieces of 40 source rows, windows of 160
     edges; ``(7, 1)``: a block per node). The last layer (hidden -> 4 classes) sums ``W x`` in
     both: its accumulators are 4 wide."""
-    from ringgnn.inference import AGGREGATE_ENV, LayerwiseInference
+    from ringgnn.inference.run import AGGREGATE_ENV, LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs[model]
@@ -398,7 +398,7 @@ def test_sage_with_max_aggregation_equals_a_full_batch_forward(hubby, runs, grid
     """ringgnn's GraphSAGE averages; a ``SAGEConv(aggr="max")`` (the same weights, another
     aggregation) runs on the grid too, its maxima folded by the Rust core or by torch, and a node
     without in-edges aggregates to 0 as in PyG."""
-    from ringgnn.inference import LayerwiseInference
+    from ringgnn.inference.run import LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     assert (np.diff(ds.indptr()) == 0).any()  # nodes without in-edges
@@ -422,8 +422,8 @@ def test_a_budget_below_the_least_is_refused_with_it_and_the_least_runs(hubby, r
     or by partitions, and gives the full-batch forward."""
     import re
 
-    from ringgnn.infer_plan import MAX_SWEEPS
-    from ringgnn.inference import LayerwiseInference
+    from ringgnn.inference.plan import MAX_SWEEPS
+    from ringgnn.inference.run import LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs["sage"]
@@ -452,7 +452,7 @@ def test_outputs_synced_and_dropped_in_small_steps_are_the_same(hubby, runs, tmp
     same."""
     _, run = runs["gcn"]
     whole = infer(str(run), output="embeddings", out=str(tmp_path / "a.npy"))
-    monkeypatch.setattr("ringgnn.infer_rows.SYNC_BYTES", 4096)
+    monkeypatch.setattr("ringgnn.inference.rows.SYNC_BYTES", 4096)
     infer(str(run), output="logits", out=str(tmp_path / "b.npy"), keep=True)
     monkeypatch.undo()
     infer(str(run), output="logits", out=str(tmp_path / "c.npy"))
@@ -487,7 +487,7 @@ def test_hidden_layers_in_bf16_and_f16_give_the_same_predictions(hubby, runs, mo
 
 
 def test_bf16_rows_round_to_nearest_even_as_torch_does(tmp_path):
-    from ringgnn.inference import encode_rows
+    from ringgnn.inference.run import encode_rows
 
     rng = np.random.default_rng(0)
     x = np.concatenate([(rng.standard_normal(5000) * 10.0 ** rng.integers(-30, 30, 5000)).astype(np.float32),
@@ -528,7 +528,7 @@ def test_the_device_path_runs_on_the_cpu(hubby, runs, model, monkeypatch):
     """--device: the dense parts go through up/down (a GPU's page-locked copies; infer_dense);
     with cpu, the same code runs on the host's numpy arrays (no GPU here: the CUDA copies are
     untested), and the results are the default's. Every dense input passes up, every output down."""
-    from ringgnn.infer_dense import Numpy
+    from ringgnn.models.dense import Numpy
 
     _, run = runs[model]
     want = infer(str(run), output="logits", hidden_dtype="f32")
@@ -572,11 +572,11 @@ def test_inference_on_cuda_equals_the_cpu(hubby, runs, model):
 
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
 def test_the_cpu_commands_never_import_pytorch_and_give_pyg_s_answers(hubby, runs, model, tmp_path):
-    """`ringgnn predict`/`embed` on the CPU read the checkpoint as numpy arrays (ringgnn.torchfile)
-    and run the dense parts in numpy (ringgnn.infer_dense): PyTorch and PyG are never imported
+    """`ringgnn predict`/`embed` on the CPU read the checkpoint as numpy arrays (ringgnn.models.torchfile)
+    and run the dense parts in numpy (ringgnn.models.dense): PyTorch and PyG are never imported
     (435 MiB of anonymous memory), and the logits are the full-batch PyG forward's, the test
     split's predictions the same as from the PyG model held in memory."""
-    from ringgnn.inference import LayerwiseInference
+    from ringgnn.inference.run import LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs[model]

@@ -1,4 +1,4 @@
-"""``ringgnn embed RUN --attach DS --name NAME`` (python/ringgnn/attach.py): the embeddings as the
+"""``ringgnn embed RUN --attach DS --name NAME`` (python/ringgnn/inference/attach.py): the embeddings as the
 features of a copy of DS, beside it. Round trip (the copy's features are the embeddings `embed
 --out` writes, its graph, labels and splits DS's, hard-linked), its checksum verified by
 ``ringgnn verify``, ``ringgnn train NAME`` trains on it; bad input (a name clash, a dataset of
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ringgnn
-from ringgnn.train import train
+from ringgnn.training.loop import train
 
 FAST = dict(batch_size=128, epochs=1, lr=0.01, quiet=True, log=lambda s: None)
 
@@ -101,8 +101,8 @@ def test_f16_features_and_bad_input(setup, cli):
 
 def test_an_interrupted_attach_leaves_nothing(setup, monkeypatch):
     root = setup
-    from ringgnn import inference
-    from ringgnn.attach import attach_embeddings
+    from ringgnn.inference import run as inference
+    from ringgnn.inference.attach import attach_embeddings
 
     def boom(self, rows):
         raise KeyboardInterrupt

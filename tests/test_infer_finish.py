@@ -1,4 +1,4 @@
-"""Finishing a destination block as a pipeline (``python/ringgnn/infer_finish.py``): the next
+"""Finishing a destination block as a pipeline (``python/ringgnn/inference/finish.py``): the next
 slice's rows read ahead while slices are computed on worker threads, the outputs written in
 order. Its results are the sequential ones bit for bit (SAGE, GCN, GAT; the grid and the source
 partitions; many slices); it holds no more slices than the memory plan counts; an error in a
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import ringgnn
-from ringgnn.checkpoints import load_checkpoint
-from ringgnn.infer_finish import MIN_SPLIT, map_slices, slices_in_flight, split_rows, workers
-from ringgnn.inference import LayerwiseInference
+from ringgnn.models.checkpoints import load_checkpoint
+from ringgnn.inference.finish import MIN_SPLIT, map_slices, slices_in_flight, split_rows, workers
+from ringgnn.inference.run import LayerwiseInference
 
 from test_infer import full_batch, hubby, runs  # noqa: F401  (the fixtures are used by name)
 
@@ -175,7 +175,7 @@ def _layer_rows(ds, ckpt, overlap, **kw):
 def test_pipelined_finishing_equals_the_sequential_one(hubby, runs, model, scheme, monkeypatch):
     """Slices of 7 rows (215 per layer), on 3 workers with the rows read ahead, against one
     slice after the other on the calling thread: the same outputs, bit for bit, and PyG's."""
-    monkeypatch.setattr("ringgnn.infer_engine.FINISH_ROWS", 7)
+    monkeypatch.setattr("ringgnn.inference.engine.FINISH_ROWS", 7)
     ds = ringgnn.Dataset.open(hubby)
     ckpt = load_checkpoint(str(runs[model][1]), ds)
     kw = dict(grid_nodes=400, block_edges=50, scheme=scheme, parts=3 if scheme == "partitioned" else None)
@@ -203,7 +203,7 @@ def test_the_plan_counts_the_slices_in_flight(hubby, runs):
 def test_a_writer_that_fails_mid_block_stops_the_run(hubby, runs, monkeypatch, tmp_path):
     """The writer fails (a full disk) at the 5th slice of the last layer: the error comes out of
     ``run``, nothing is written after it, the layer files are removed, no thread is left."""
-    monkeypatch.setattr("ringgnn.infer_engine.FINISH_ROWS", 11)
+    monkeypatch.setattr("ringgnn.inference.engine.FINISH_ROWS", 11)
     ds = ringgnn.Dataset.open(hubby)
     ckpt = load_checkpoint(str(runs["gcn"][1]), ds)
     li = LayerwiseInference(ds, ckpt, grid_nodes=500, block_edges=64, work_dir=str(tmp_path))
@@ -224,7 +224,7 @@ def test_a_writer_that_fails_mid_block_stops_the_run(hubby, runs, monkeypatch, t
 
 SCRIPT = """
 import os, resource, signal, sys
-import ringgnn.infer_engine as I
+import ringgnn.inference.engine as I
 I.FINISH_ROWS = 9
 how = sys.argv.pop(1)
 if how == "full":  # a layer file larger than 20 kB cannot be written: a full disk
@@ -267,7 +267,7 @@ def test_pieces_transformed_on_several_threads_give_pyg_s_answers(hubby, runs, m
     """The Rust aggregation's per-piece products (a narrowing layer's ``W x``, GAT's messages)
     split among 3 threads (parts of at least 8 rows here): PyG's outputs, and the unsplit run's
     within float32 rounding (a product over fewer rows may add in another order)."""
-    monkeypatch.setattr("ringgnn.infer_finish.MIN_SPLIT", 8)
+    monkeypatch.setattr("ringgnn.inference.finish.MIN_SPLIT", 8)
     ds = ringgnn.Dataset.open(hubby)
     ckpt = load_checkpoint(str(runs[model][1]), ds)
     got = {}

@@ -1,4 +1,4 @@
-"""The memory plan of layer-wise inference (python/ringgnn/infer_plan.py): the greedy cut of the
+"""The memory plan of layer-wise inference (python/ringgnn/inference/plan.py): the greedy cut of the
 offset index into destination blocks, the least block share for a number of sweeps, the budget's
 split and the refusal of a budget that would sweep a layer's input more than MAX_SWEEPS times
 (with the least budget named, and that budget accepted), and the refusal before PyTorch is
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringgnn._core import InputError
-from ringgnn.infer_plan import (KEY_PEAK, MAX_SWEEPS, InferencePlan, LayerCost, check_runtime, cut,
+from ringgnn.inference.plan import (KEY_PEAK, MAX_SWEEPS, InferencePlan, LayerCost, check_runtime, cut,
                                 least_block_bytes, sweeps)
 
 
@@ -161,7 +161,7 @@ def test_the_plan_takes_off_the_anonymous_memory_held():
 
 def test_the_runtime_check_refuses_before_anything_is_loaded(tmp_path):
     from ringgnn._options import CODE_BYTES_NO_TORCH
-    from ringgnn.infer_plan import FIXED_BYTES, RUNTIME_BYTES, TORCH_RUNTIME_BYTES, WRITE_BYTES
+    from ringgnn.inference.plan import FIXED_BYTES, RUNTIME_BYTES, TORCH_RUNTIME_BYTES, WRITE_BYTES
 
     least = RUNTIME_BYTES + CODE_BYTES_NO_TORCH + FIXED_BYTES + WRITE_BYTES
     with pytest.raises(InputError, match=f"runtime .* give at least --memory {least:,}"):
@@ -193,7 +193,7 @@ def test_partitions_run_where_the_grid_would_sweep_too_often_and_the_least_is_th
     """Between the least budget of the partitions and the grid's, the plan accepts the budget and
     says that the layers run by partitions; under both, it refuses naming the partitions' least;
     with the grid forced (or a layer that cannot be split) it names the grid's."""
-    from ringgnn.infer_plan import MAX_PARTS
+    from ringgnn.inference.plan import MAX_PARTS
 
     probe = _split_plan(1 << 30)
     grid_least = probe.least_budget(range(2), grid_only=True)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import ringgnn
-from ringgnn.checkpoints import load_checkpoint
-from ringgnn.infer_plan import choose_scheme
-from ringgnn.inference import LayerwiseInference, run_inference
+from ringgnn.models.checkpoints import load_checkpoint
+from ringgnn.inference.plan import choose_scheme
+from ringgnn.inference.run import LayerwiseInference, run_inference
 
 from test_infer import full_batch, hubby, runs  # noqa: F401 (fixtures)
 

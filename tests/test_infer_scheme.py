@@ -1,5 +1,5 @@
 """The choice between the grid and source partitions (``infer_plan.choose_scheme``) and the
-partitioned scheme itself (``python/ringgnn/infer_partition.py``, its per-edge work in the Rust
+partitioned scheme itself (``python/ringgnn/inference/partition.py``, its per-edge work in the Rust
 core): exact against the grid and a full-batch PyG forward (GraphSAGE's mean and max, GCN, GAT)
 on a graph with hubs, self loops and duplicates, with many partitions, windows and merge blocks;
 its temporaries removed; a budget under which the grid would sweep too often runs by partitions;
@@ -15,10 +15,10 @@ import pytest
 
 import ringgnn
 from ringgnn._core import InputError
-from ringgnn.checkpoints import load_checkpoint
-from ringgnn.infer_plan import MAX_PARTS, PART_EDGE, PART_NODE, bucket_edge_bytes, choose_scheme, reached
-from ringgnn.inference import infer
-from ringgnn.train import train
+from ringgnn.models.checkpoints import load_checkpoint
+from ringgnn.inference.plan import MAX_PARTS, PART_EDGE, PART_NODE, bucket_edge_bytes, choose_scheme, reached
+from ringgnn.inference.run import infer
+from ringgnn.training.loop import train
 
 from test_infer import FAST, full_batch, hubby, with_max_aggregation  # noqa: F401  (the fixture is used by name)
 
@@ -133,7 +133,7 @@ def test_embeddings_of_some_nodes_by_partitions(hubby, sum_runs):  # noqa: F811
 def test_sage_with_max_aggregation_by_partitions(hubby, sum_runs):  # noqa: F811
     """A ``SAGEConv(aggr="max")``: partial maxima merged by maxima; a node without in-edges
     aggregates to 0 as in PyG."""
-    from ringgnn.inference import LayerwiseInference
+    from ringgnn.inference.run import LayerwiseInference
 
     ds = ringgnn.Dataset.open(hubby)
     ckpt, net = with_max_aggregation(load_checkpoint(str(sum_runs["sage"]), ds))
@@ -159,8 +159,8 @@ def test_a_budget_the_grid_would_sweep_too_often_runs_by_partitions(hubby, sum_r
     partitions' least and the grid's runs every layer by partitions and gives the grid's
     outputs; under the partitions' least it is refused naming it; with the grid forced, naming
     the grid's."""
-    import ringgnn.infer_plan as plan_mod
-    from ringgnn.inference import LayerwiseInference
+    import ringgnn.inference.plan as plan_mod
+    from ringgnn.inference.run import LayerwiseInference
 
     monkeypatch.setattr("ringgnn._options.held_memory", lambda: 300 << 20)
     ds = ringgnn.Dataset.open(hubby)
@@ -197,7 +197,7 @@ def test_a_full_disk_while_spilling_names_the_temporary_and_leaves_nothing(hubby
     code = ("import json, resource, signal\n"
             "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
             "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
-            "from ringgnn.inference import infer\n"
+            "from ringgnn.inference.run import infer\n"
             "try:\n"
             f"    infer({str(run)!r}, scheme='partitioned', parts=3, output='predictions', nodes=[0, 1],\n"
             f"          out={str(out / 'p.npy')!r})\n"

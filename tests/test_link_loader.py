@@ -1,4 +1,4 @@
-"""`ringgnn.links.LinkLoader` (issue 21, part 2): link batches through the Rust loader are exactly
+"""`ringgnn.sampling.links.LinkLoader` (issue 21, part 2): link batches through the Rust loader are exactly
 LinkSampler's, whatever the backend, hyperbatch size, window or selection; no held-out pair is
 ever sampled; fixed negatives; bad input."""
 
@@ -11,9 +11,9 @@ import pytest
 
 import ringgnn
 from ringgnn._core import InputError
-from ringgnn.links import LinkLoader, LinkSampler, NegativeSampling, edge_pairs
+from ringgnn.sampling.links import LinkLoader, LinkSampler, NegativeSampling, edge_pairs
 from ringgnn.pyg import RingFeatureStore
-from ringgnn.sampler import NeighborSampler
+from ringgnn.sampling.sampler import NeighborSampler
 
 from _sampling import make_link_dataset, uring_available
 
@@ -170,7 +170,7 @@ def test_the_loader_reports_its_epoch(link_ds, tmp_path: Path):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 64, 1000, 4097])
 def test_shuffle_is_a_permutation_keyed_by_its_key(n):
-    from ringgnn.links import Shuffle
+    from ringgnn.sampling.links import Shuffle
 
     order = Shuffle(n, [0, 1])(np.arange(n))
     assert sorted(order.tolist()) == list(range(n))
@@ -184,7 +184,7 @@ def test_shuffle_is_a_permutation_keyed_by_its_key(n):
 
 
 def test_shuffle_positions_are_uniform():
-    from ringgnn.links import Shuffle
+    from ringgnn.sampling.links import Shuffle
 
     # Where element 0..9 of a 1000-long order lands, over 2000 keys: uniform over 10 bins of 100
     # positions each (20,000 draws, 2,000 per bin, sd 42; 5 sd allowed).
@@ -226,7 +226,7 @@ def test_link_sampler_epochs_are_its_batches(link_ds, backend, hyperbatch):
 
 
 def test_a_gpu_tier_look_ahead_counts_a_link_loaders_rows(link_ds):
-    from ringgnn.cuda import count_accesses
+    from ringgnn.sampling.cuda import count_accesses
 
     loader = LinkLoader(link_ds, [3, 2], 20, neg_sampling=NegativeSampling("binary", 1))
     first = np.unique(link_ds.edge_split("train")[:, np.sort(loader.positions(0, 0, 64 * 20))])

@@ -9,9 +9,9 @@ import json
 import pytest
 
 import ringgnn
-from ringgnn import metrics
-from ringgnn.checkpoints import load_checkpoint
-from ringgnn.train import train
+from ringgnn.inference import metrics
+from ringgnn.models.checkpoints import load_checkpoint
+from ringgnn.training.loop import train
 
 from _sampling import make_link_dataset, reference_scores
 

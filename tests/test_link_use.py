@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import ringgnn
-from ringgnn import metrics
-from ringgnn.checkpoints import load_checkpoint
+from ringgnn.inference import metrics
+from ringgnn.models.checkpoints import load_checkpoint
 from ringgnn.pyg import RingFeatureStore
-from ringgnn.scoring import predict_edges
-from ringgnn.train import train
+from ringgnn.inference.scoring import predict_edges
+from ringgnn.training.loop import train
 
 from _sampling import full_graph, make_link_dataset, reference_scores
 
@@ -108,8 +108,8 @@ def test_the_numpy_decoder_is_the_torch_decoders(decoder):
     """``infer_dense.DenseDecoder`` from a decoder's state dict (as a checkpoint holds it) and from
     the module scores as the module does, pairs ``(m, d)`` and candidates ``(n, 1, d)`` with
     ``(n, K, d)``; a state that does not fit is refused naming the key."""
-    from ringgnn.infer_dense import decoder_from_state, dense_decoder
-    from ringgnn.models import build_decoder
+    from ringgnn.models.dense import decoder_from_state, dense_decoder
+    from ringgnn.models.gnn import build_decoder
 
     torch.manual_seed(3)
     module = build_decoder(decoder, 8)
@@ -239,7 +239,7 @@ def test_errors_name_the_option_and_write_nothing(graphs, cli, tmp_path):
 def served(graphs, request):
     """In-process servers on 127.0.0.1 of the sage/dot link run (at most 64 node ids per
     request) and of the node run, with each gRPC frontend; stopped at the end."""
-    from ringgnn.server import Server
+    from ringgnn.serving.server import Server
 
     link = Server(graphs["link"], listen="127.0.0.1:0", model=str(graphs["runs"]["sage", "dot"]), threads=1,
                   max_nodes=64, frontend=request.param).start()
@@ -257,7 +257,7 @@ def served_reference(ds, run, seeds, seed):
     """The served encoder's embeddings of the distinct ``seeds`` (sampled in that order)
     computed in process: the sampler with the model's fanouts and ``seed``, the file's rows, the
     checkpoint's encoder; and the model (its decoder)."""
-    from ringgnn.server import Model
+    from ringgnn.serving.server import Model
 
     model = Model(str(run), ds)
     sub = ringgnn.NeighborSampler(ds, model.fanouts, seed=seed).sample(seeds)

@@ -9,8 +9,8 @@ import torch
 
 import ringgnn
 from ringgnn._core import InputError
-from ringgnn.links import LinkSampler, NegativeSampling
-from ringgnn.sampler import NeighborSampler
+from ringgnn.sampling.links import LinkSampler, NegativeSampling
+from ringgnn.sampling.sampler import NeighborSampler
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def test_the_default_budget_stays_under_a_real_cgroup_limit():
 
 def test_commands_default_to_the_cgroup_budget(tmp_path):
     # A build without --memory under a 300 MiB cap: its default (1G elsewhere) follows the cap.
-    code = ("import ringgnn._options as o; import ringgnn.build as b; "
+    code = ("import ringgnn._options as o; import ringgnn.data.build as b; "
             "print(b._memory(None), o.default_memory(cap=1 << 30, held=0))")
     build, default = map(int, _under_memcap("300M", code).split())
     # The two calls read the cgroup's usage a moment apart: equal up to what the process

@@ -1,4 +1,4 @@
-"""ringgnn.metrics: ranks, MRR, Hits@K and AUC against hand-worked tiny inputs and a brute-force
+"""ringgnn.inference.metrics: ranks, MRR, Hits@K and AUC against hand-worked tiny inputs and a brute-force
 pairwise AUC."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ringgnn.metrics import KS, auc, link_scores, ranking_sums, ranks, scores_from_sums
+from ringgnn.inference.metrics import KS, auc, link_scores, ranking_sums, ranks, scores_from_sums
 
 # Three positives, two negatives each:
 #   row 0: pos 3 vs {1, 2}: none above, none tied           -> rank 0.5 * (0 + 0) + 1 = 1

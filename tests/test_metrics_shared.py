@@ -1,4 +1,4 @@
-"""ringgnn.metrics with negatives shared by all positives (OGB's ``edge_neg`` protocol of
+"""ringgnn.inference.metrics with negatives shared by all positives (OGB's ``edge_neg`` protocol of
 ogbl-collab/ppa/ddi): hand-worked values, OGB's Evaluator rule re-stated with torch.topk, and
 the sums adding across pieces of the positives."""
 
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ringgnn.metrics import scores_from_sums, shared_link_scores, shared_ranking_sums
+from ringgnn.inference.metrics import scores_from_sums, shared_link_scores, shared_ranking_sums
 
 # Four positives against four shared negatives {2, 3, 1, 2.5} (sorted: 1, 2, 2.5, 3):
 #   Hits@1: above the highest negative 3        -> only 4          = 1/4

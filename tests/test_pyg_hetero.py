@@ -198,7 +198,7 @@ def test_neighbor_loader_runs_the_ring_sampler(typed):
 def test_hetero_model_trains_on_a_batch(typed):
     from torch_geometric.nn import SAGEConv, to_hetero
 
-    from ringgnn.hetero_models import HeteroModel, hetero_batch_to_dicts
+    from ringgnn.models.hetero import HeteroModel, hetero_batch_to_dicts
 
     torch.manual_seed(0)
     loader = NodeLoader(data=ring_stores(typed), node_sampler=RingNeighborSampler(typed, [2, 2]),

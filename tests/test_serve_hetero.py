@@ -65,7 +65,7 @@ def build(d, papers=P, seed=0):
 @pytest.fixture(scope="module")
 def typed(tmp_path_factory):
     """The typed dataset, its rows, and a sage run trained on it for one epoch."""
-    from ringgnn.hetero_train import train_hetero
+    from ringgnn.training.hetero import train_hetero
 
     d = build(tmp_path_factory.mktemp("typed"))
     ds = ringgnn.Dataset.open(d / "ds")
@@ -79,7 +79,7 @@ def typed(tmp_path_factory):
 def server(typed):
     """In-process, with the API's defaults (so the grpcio frontend): 2 workers, at most 64 ids
     and 3 hops per request."""
-    from ringgnn.server import Server
+    from ringgnn.serving.server import Server
 
     ds, run, _ = typed
     s = Server(ds, listen="127.0.0.1:0", model=str(run), fanouts=SERVER_FANOUTS, threads=2, max_nodes=64,
@@ -172,8 +172,8 @@ def test_features_equal_the_types_rows(client, typed):
 
 
 def local_model(run):
-    from ringgnn.checkpoints import read_checkpoint
-    from ringgnn.hetero_models import HeteroModel
+    from ringgnn.models.checkpoints import read_checkpoint
+    from ringgnn.models.hetero import HeteroModel
 
     _, state = read_checkpoint(str(run))
     net = HeteroModel.from_config(state["args"]["hetero"])
@@ -183,7 +183,7 @@ def local_model(run):
 
 def local_batch(ds, fanouts, nodes, node_type, seed):
     """The batch a HeteroLoader would make of these seeds: the sample, each type's rows."""
-    from ringgnn.hetero_models import hetero_batch_to_dicts
+    from ringgnn.models.hetero import hetero_batch_to_dicts
 
     s = HeteroNeighborSampler(ds, fanouts, seed=seed).sample(nodes, node_type)
     x = {t: ringgnn._core.FeatureReader(ds.path, part=f"node/{t}").gather(s.node[t]) for t in ("paper", "author")}
@@ -244,7 +244,7 @@ def test_requests_are_answered_in_the_engines_waves(typed):
     """Every request answered goes through one of the engine's waves: one wave each when they
     come one at a time; concurrent ones of one configuration may share a wave, each answer still
     exactly the library's."""
-    from ringgnn.server import Server
+    from ringgnn.serving.server import Server
 
     ds, _, _ = typed
     s = Server(ds, listen="127.0.0.1:0", fanouts=SERVER_FANOUTS, threads=1, max_nodes=64, max_hops=3).start()
@@ -273,7 +273,7 @@ def test_requests_are_answered_in_the_engines_waves(typed):
 def test_relations_read_from_disk_keep_their_hot_pages(typed):
     """With --backend pread every neighbor file is read from disk, through --neighbor-cache bytes
     of hot pages: the same request again finds its pages there, and the answers are unchanged."""
-    from ringgnn.server import Server
+    from ringgnn.serving.server import Server
 
     ds, _, rows = typed
     s = Server(ds, listen="127.0.0.1:0", fanouts=SERVER_FANOUTS, threads=1, backend="pread",
@@ -325,7 +325,7 @@ OTHERS = {r: [1] for r in RELATIONS[1:]}
     ("Embed", dict(nodes=[V], node_type="venue"), "out of range"),
 ])
 def test_bad_requests_get_invalid_argument_and_the_server_goes_on(server, client, call, fields, message):
-    from ringgnn.server import protos
+    from ringgnn.serving.server import protos
 
     pb, services = protos()
     request = {"Sample": pb.SampleRequest, "Features": pb.FeaturesRequest}.get(call, pb.PredictRequest)
@@ -349,7 +349,7 @@ def test_score_is_refused_for_a_typed_model(client):
 @pytest.fixture(scope="module")
 def homo(tmp_path_factory):
     """A small homogeneous dataset and a run trained on it for one epoch."""
-    from ringgnn.train import train
+    from ringgnn.training.loop import train
 
     d = tmp_path_factory.mktemp("homo")
     ringgnn.generate_sbm(d / "ds", nodes=300, classes=3, avg_degree=5, feature_dim=4, seed=1)
@@ -360,7 +360,7 @@ def homo(tmp_path_factory):
 
 @pytest.mark.parametrize("frontend", ["rust", "grpcio"])
 def test_typed_requests_on_a_homogeneous_server(homo, frontend):
-    from ringgnn.server import Server, protos
+    from ringgnn.serving.server import Server, protos
 
     ds, run = homo
     s = Server(ds, listen="127.0.0.1:0", model=str(run), threads=1, max_nodes=64, frontend=frontend).start()
@@ -396,7 +396,7 @@ def test_typed_requests_on_a_homogeneous_server(homo, frontend):
 
 
 def test_what_is_refused_at_start(typed, homo, tmp_path):
-    from ringgnn.server import Server
+    from ringgnn.serving.server import Server
 
     ds, run, _ = typed
     hds, hrun = homo

@@ -16,7 +16,7 @@ import pytest
 
 import ringgnn
 from conftest import crc32c, rewrite_payload
-from ringgnn import metrics
+from ringgnn.inference import metrics
 from ringgnn._core import CorruptDatasetError, InputError
 
 from _sampling import edge_index, reference_scores
@@ -134,7 +134,7 @@ def linked(tmp_path_factory):
                     link_negatives=3, seed=1, shared_negatives={s: root / f"{s}-neg.npy" for s in ("val", "test")})
     ds = ringgnn.Dataset.open(root / "ds")
     deg = np.diff(ds.indptr()).max()
-    from ringgnn.train import train
+    from ringgnn.training.loop import train
 
     m = train(ds, task="link", fanouts=[int(deg) + 1] * 2, batch_size=128, epochs=1, hidden=16, quiet=True,
               log=lambda s: None, out=str(root / "run"))

@@ -1,4 +1,4 @@
-"""Tasks (python/ringgnn/tasks.py): what node classification tells the training loop, on stand-ins
+"""Tasks (python/ringgnn/training/tasks.py): what node classification tells the training loop, on stand-ins
 small enough to check by hand (the loop itself is tests/test_train.py's)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ringgnn import InputError
-from ringgnn.tasks import NodeClassification
+from ringgnn.training.tasks import NodeClassification
 
 
 class Rows(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""PyTorch's ``.pt`` files read without PyTorch (python/ringgnn/torchfile.py): what ``torch.load``
+"""PyTorch's ``.pt`` files read without PyTorch (python/ringgnn/models/torchfile.py): what ``torch.load``
 gives, tensors as numpy arrays (views, offsets, shared and scalar storages, every dtype a
 checkpoint holds), and a file that is not one, or that names code, refused with its path."""
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ringgnn import InputError
-from ringgnn.torchfile import load
+from ringgnn.models.torchfile import load
 
 
 def _same(got, want):

@@ -1,4 +1,4 @@
-"""`ringgnn train` (python/ringgnn/train.py): accuracy against an MLP on features alone, the run
+"""`ringgnn train` (python/ringgnn/training/loop.py): accuracy against an MLP on features alone, the run
 directory (metrics.json, best.pt, last.pt), --resume, the three models, reproducibility, errors."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 import ringgnn
 from ringgnn.pyg import RingFeatureStore
-from ringgnn.train import train
+from ringgnn.training.loop import train
 
 from _sampling import uring_available
 

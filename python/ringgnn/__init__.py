@@ -9,7 +9,7 @@ with :class:`Client`; PyG adapters are in
 :mod:`ringgnn.pyg` (imported on demand: ``import ringgnn`` imports neither torch nor grpc).
 
 The names below are imported on first use (PEP 562), as are the package's modules
-(``ringgnn.inference``): ``import ringgnn`` itself runs no import, so the ``ringgnn`` command
+(``ringgnn.inference.run``): ``import ringgnn`` itself runs no import, so the ``ringgnn`` command
 is inside its Ctrl-C handler before anything slow (numpy, the core) loads (``ringgnn.cli``).
 """
 
@@ -21,32 +21,32 @@ from typing import TYPE_CHECKING, Any, List
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below (the same names)
     from ._core import (BusyError, CancelledError, CorruptDatasetError, DatasetExistsError, DeadlineExceededError,
                         InputError, RingGnnError, ShuttingDownError, __version__)
-    from .build import (NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest,
-                        verify)
-    from .client import Client
-    from .dataset import Dataset, HeteroDataset
-    from .hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
+    from .data.build import (NodeType, Relation, build_hetero, convert, generate_rmat, generate_sbm, read_manifest,
+                             verify)
+    from .data.dataset import Dataset, HeteroDataset
     from .importers.pyg_io import from_pyg
-    from .inference import infer
-    from .links import LinkLoader, LinkSampler, NegativeSampling
-    from .loader import Loader
-    from .sampler import NeighborSampler, SampledSubgraph
+    from .inference.run import infer
+    from .sampling.hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
+    from .sampling.links import LinkLoader, LinkSampler, NegativeSampling
+    from .sampling.loader import Loader
+    from .sampling.sampler import NeighborSampler, SampledSubgraph
+    from .serving.client import Client
 
 #: Where each public name lives.
 _EXPORTS = {
     **dict.fromkeys(("BusyError", "CancelledError", "CorruptDatasetError", "DeadlineExceededError",
                      "DatasetExistsError", "InputError", "RingGnnError", "ShuttingDownError", "__version__"),
                     "._core"),
-    "Client": ".client",
+    "Client": ".serving.client",
     **dict.fromkeys(("NodeType", "Relation", "build_hetero", "convert", "generate_rmat", "generate_sbm",
-                     "read_manifest", "verify"), ".build"),
-    **dict.fromkeys(("Dataset", "HeteroDataset"), ".dataset"),
-    **dict.fromkeys(("HeteroLoader", "HeteroNeighborSampler", "HeteroSample"), ".hetero"),
+                     "read_manifest", "verify"), ".data.build"),
+    **dict.fromkeys(("Dataset", "HeteroDataset"), ".data.dataset"),
+    **dict.fromkeys(("HeteroLoader", "HeteroNeighborSampler", "HeteroSample"), ".sampling.hetero"),
     "from_pyg": ".importers.pyg_io",
-    "infer": ".inference",
-    **dict.fromkeys(("LinkLoader", "LinkSampler", "NegativeSampling"), ".links"),
-    "Loader": ".loader",
-    **dict.fromkeys(("NeighborSampler", "SampledSubgraph"), ".sampler"),
+    "infer": ".inference.run",
+    **dict.fromkeys(("LinkLoader", "LinkSampler", "NegativeSampling"), ".sampling.links"),
+    "Loader": ".sampling.loader",
+    **dict.fromkeys(("NeighborSampler", "SampledSubgraph"), ".sampling.sampler"),
 }
 
 __all__ = sorted(n for n in _EXPORTS if n != "__version__") + ["__version__"]

@@ -58,12 +58,11 @@ from torch_geometric.sampler import (
 
 from . import _core, _options
 from ._core import InputError
-from .dataset import Dataset, HeteroDataset, PathLike
-from .hetero import HeteroNeighborSampler, HeteroSample
-from .hetero_schema import parse_edge_type
-from .links import LinkSampler
-from .links import NegativeSampling as LinkNegatives
-from .sampler import NeighborSampler
+from .data.dataset import Dataset, HeteroDataset, PathLike
+from .data.schema import parse_edge_type
+from .sampling.hetero import HeteroNeighborSampler, HeteroSample
+from .sampling.links import LinkSampler, NegativeSampling as LinkNegatives
+from .sampling.sampler import NeighborSampler
 
 #: The single edge type of a homogeneous ringgnn dataset, as PyG names edge types (source,
 #: relation, target). A heterogeneous dataset's edge types are its relations ``SRC:REL:DST``
@@ -153,7 +152,7 @@ class RingNeighborSampler(BaseSampler):
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
         """Link batches for PyG's ``LinkLoader``/``LinkNeighborLoader`` semantics (see
-        :mod:`ringgnn.links`): PyG's ``NegativeSampling`` (mode, amount, src/dst weights) is
+        :mod:`ringgnn.sampling.links`): PyG's ``NegativeSampling`` (mode, amount, src/dst weights) is
         honoured; negatives come from the (seed, epoch, batch) stream, not torch's global RNG."""
         if self.is_hetero:
             raise InputError("link sampling (LinkLoader) over a heterogeneous dataset is not supported; "

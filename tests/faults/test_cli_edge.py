@@ -312,7 +312,7 @@ def test_importing_the_package_imports_nothing_heavy():
     assert seen == set(ringgnn._EXPORTS.items())
     for name in ringgnn.__all__:
         assert getattr(ringgnn, name) is getattr(importlib.import_module(ringgnn._EXPORTS[name], "ringgnn"), name)
-    assert ringgnn.inference.infer is ringgnn.infer
+    assert ringgnn.inference.run.infer is ringgnn.infer
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         ringgnn.nope
 
@@ -338,12 +338,12 @@ def test_curves_that_cannot_be_written_are_a_warning(ds, tmp_path):
 ])
 def test_a_failed_run_leaves_no_run_directory_but_never_removes_the_users(ds, tmp_path, monkeypatch, failure, code,
                                                                          line):
-    import ringgnn.train
+    import ringgnn.training.loop
 
     def fail(*args, **kwargs):
         raise failure
 
-    monkeypatch.setattr(ringgnn.train, "_train_epoch", fail)
+    monkeypatch.setattr(ringgnn.training.loop, "_train_epoch", fail)
     new = tmp_path / "a" / "b" / "run"
     got = cli("train", ds, "--epochs", 1, "--out", new, "--quiet")
     assert (got[0], got[2]) == (code, line)
@@ -359,10 +359,10 @@ def test_a_failed_run_leaves_no_run_directory_but_never_removes_the_users(ds, tm
 def test_a_failed_resume_keeps_the_run(ds, run, tmp_path, monkeypatch):
     import shutil
 
-    import ringgnn.train
+    import ringgnn.training.loop
 
     shutil.copytree(run, tmp_path / "r")
-    monkeypatch.setattr(ringgnn.train, "_train_epoch", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(ringgnn.training.loop, "_train_epoch", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     got = cli("train", ds, "--epochs", 2, "--hidden", 16, "--out", tmp_path / "r", "--quiet", "--resume", "--eval",
               "sampled")
     assert got[0] == 130 and (tmp_path / "r" / "last.pt").read_bytes() == (run / "last.pt").read_bytes()
@@ -397,7 +397,7 @@ def test_the_client_refuses_ids_no_request_can_carry():
 @pytest.mark.parametrize("frontend", ["rust", "grpcio"])
 def test_the_servers_range_message_gives_the_last_id(ds, frontend):
     pytest.importorskip("grpc")
-    from ringgnn.server import Server
+    from ringgnn.serving.server import Server
 
     s = Server(str(ds), listen="127.0.0.1:0", frontend=frontend, memory="1G", threads=1)
     s.start()

@@ -1,5 +1,5 @@
 """Dataset descriptions stay inside their folder, and errors never echo a file's content
-(issue 34, item 1): :mod:`ringgnn._described` (paths a description names) and
+(issue 34, item 1): :mod:`ringgnn.importers._described` (paths a description names) and
 :mod:`ringgnn._excerpt` (what an error may quote), through the GraphBolt and OGB importers, the
 Rust edge-list reader and the CLI.
 
@@ -25,11 +25,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 import ringgnn
-from ringgnn import InputError, _core, build
-from ringgnn._described import resolve
+from ringgnn import InputError, _core
+from ringgnn.data import build
+from ringgnn.importers._described import resolve
 from ringgnn._excerpt import EXCERPT_CHARS, WITHHELD, excerpt
 from ringgnn.cli import main
-from ringgnn.graphbolt import convert_graphbolt
+from ringgnn.importers.graphbolt import convert_graphbolt
 from ringgnn.importers.ogb import convert_ogb
 
 N = 4

@@ -49,7 +49,7 @@ def one_error(err: str, command: str) -> str:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     """A one-epoch GraphSAGE run on a 2,000-node planted graph (width 64: embed writes 512 KiB)."""
-    from ringgnn.train import train
+    from ringgnn.training.loop import train
 
     root = tmp_path_factory.mktemp("outputs")
     ringgnn.generate_sbm(root / "sbm", nodes=2000, classes=4, avg_degree=10, feature_dim=16, seed=1)
@@ -129,7 +129,7 @@ def test_the_writers_raise_enospc_naming_the_file_and_remove_it(disk, shape):
 
 
 def test_embedding_tables_on_a_full_disk_leave_no_file(disk):
-    from ringgnn.hetero_tables import FileTable
+    from ringgnn.models.tables import FileTable
 
     d = disk("100k")  # the weights (64 KiB) fit, their first moment does not
     with pytest.raises(OSError) as e:
@@ -164,7 +164,7 @@ def test_from_pyg_on_a_disk_that_fills_is_an_error_naming_the_file(disk, monkeyp
 
 
 def test_generate_hetero_on_a_disk_that_fills_exits_1_and_leaves_nothing(disk, cli, monkeypatch):
-    from ringgnn import hetero_gen
+    from ringgnn.data import generate as hetero_gen
 
     d = disk("4m")
     advance, filled = hetero_gen._advance, []
@@ -187,7 +187,7 @@ def test_generate_hetero_on_a_disk_that_fills_exits_1_and_leaves_nothing(disk, c
 
 
 def test_graphbolt_labels_on_a_disk_that_fills_exit_1_and_leave_nothing(disk, cli, tmp_path, monkeypatch):
-    from ringgnn import graphbolt
+    from ringgnn.importers import graphbolt
 
     src = tmp_path / "gb"
     src.mkdir()
@@ -288,7 +288,7 @@ def test_overwrite_replaces_the_dataset_and_keeps_the_user_s_files(cli, tmp_path
 
 @pytest.mark.parametrize("build", BUILDS)
 def test_overwrite_refuses_a_folder_that_is_not_a_dataset_and_empties_nothing(cli, tmp_path, build, monkeypatch):
-    from ringgnn import hetero_gen
+    from ringgnn.data import generate as hetero_gen
     from ringgnn.importers import pyg_io
 
     def staged(*a, **kw):

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import ringgnn
-from ringgnn import _core, _signals, build
+from ringgnn import _core, _signals
+from ringgnn.data import build
 from ringgnn.cli import main
 from conftest import assert_nothing_left, console_script
 
@@ -160,7 +161,7 @@ def _graphbolt(root: Path, num, task: bool) -> Path:
     (True, "the staged labels of the graph: 1000000000000 x 8 B"),  # a map the importer fills
 ])
 def test_graphbolt_num_beyond_the_disk(tmp_path, task, part):
-    from ringgnn.graphbolt import convert_graphbolt
+    from ringgnn.importers.graphbolt import convert_graphbolt
 
     yaml_path = _graphbolt(tmp_path / "gb", HUGE, task)
     out = tmp_path / "ds"

@@ -24,7 +24,7 @@
 //! bitmap: at most a quarter of a byte a node of the graph), two pieces of rows with their ids
 //! and a transformed piece. The distinct sources are the bitmap's bits, taken a piece at a time
 //! as the pieces are read, never copied out whole. The caller's plan counts them
-//! (`python/ringgnn/inference.py`, [`edge_bytes`]). An id is 4 bytes where the graph's node ids
+//! (`python/ringgnn/inference/run.py`, [`edge_bytes`]). An id is 4 bytes where the graph's node ids
 //! fit in 32 bits, else 8: the edges of a block are most of its memory on a large graph, so each
 //! byte less an edge means larger blocks, so fewer sweeps of its input.
 

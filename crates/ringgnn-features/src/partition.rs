@@ -25,7 +25,7 @@
 //! system allows it, from aligned buffers): written once and read once, it costs no page cache.
 //! The partials are read back the same way. Memory: a bucketing chunk (24 bytes an edge), a
 //! window ([`aggregate_block`]'s, its accumulators and the reached ids), the writers' buffers,
-//! and a merge slice per thread; the caller's plan (`python/ringgnn/infer_plan.py`) sizes them.
+//! and a merge slice per thread; the caller's plan (`python/ringgnn/inference/plan.py`) sizes them.
 
 use std::path::{Path, PathBuf};
 use std::thread;

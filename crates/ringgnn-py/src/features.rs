@@ -487,7 +487,7 @@ fn with_transform<T: Send>(
 }
 
 /// `_core.SourcePartitions`: one layer's source partitions and their temporaries in `dir`
-/// (`ringgnn_features::partition`; `python/ringgnn/infer_partition.py` drives it): the buckets,
+/// (`ringgnn_features::partition`; `python/ringgnn/inference/partition.py` drives it): the buckets,
 /// the spilled partials (written by `FeatureReader.partials`), and their merge per block.
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct SourcePartitions {

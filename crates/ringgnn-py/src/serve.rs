@@ -98,7 +98,7 @@ impl CancelToken {
     }
 }
 
-/// The request engine over one dataset (see `ringgnn/server.py`).
+/// The request engine over one dataset (see `ringgnn/serving/server.py`).
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct Engine {
     inner: Arc<ringgnn_serve::Engine>,

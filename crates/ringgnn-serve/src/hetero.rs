@@ -13,7 +13,7 @@
 //! exactly what `HeteroSampler::sample(type, seeds, seed, 0, 0, edge_ids)` gives alone.
 //!
 //! Memory: which neighbor files are held in memory is the caller's placement (the budget's
-//! owner, `ringgnn.hetero_plan`); the relations read from disk share `neighbor_cache` bytes of
+//! owner, `ringgnn.sampling.plan`); the relations read from disk share `neighbor_cache` bytes of
 //! hot pages (each relation's share a [`PageCache`] its pages enter as they are read, so the
 //! hub lists single-node requests keep fetching stay in memory). A request may sample at most
 //! what `max_nodes` seeds of any type reach at the default fanouts (by the upper bound,

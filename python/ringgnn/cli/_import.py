@@ -9,8 +9,9 @@ import re
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import graphbolt, importers
+from .. import importers
 from .._core import InputError
+from ..importers import graphbolt
 from ..importers.mag240m import convert_mag240m
 from ..importers.ogb import convert_ogb
 from ..importers.tables import convert_table

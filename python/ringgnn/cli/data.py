@@ -10,13 +10,13 @@ import tempfile
 import time
 from typing import Any, Dict
 
-from .. import build, graphbolt
 from .._core import InputError
 from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
-from ..dataset import Dataset
-from ..hetero_gen import DEFAULTS as HD
-from ..hetero_gen import generate_hetero
+from ..data import build
+from ..data.dataset import Dataset
+from ..data.generate import DEFAULTS as HD, generate_hetero
+from ..importers import graphbolt
 from ..progress import TqdmProgress
 from . import _import
 from ._format import human, human_bytes

@@ -1,9 +1,9 @@
 """``ringgnn predict``, ``ringgnn embed`` and ``ringgnn report``: use a trained run.
 
 A heterogeneous run (``ringgnn train DS --target TYPE``) goes to
-:func:`ringgnn.hetero_infer.infer_hetero`; what it does not take yet (``--edges``) is refused.
+:func:`ringgnn.inference.hetero.infer_hetero`; what it does not take yet (``--edges``) is refused.
 On the CPU none of them imports PyTorch: checkpoints are read as numpy arrays
-(``ringgnn.torchfile``) and the dense parts are numpy's (``infer_dense``, ``hetero_dense``).
+(``ringgnn.models.torchfile``) and the dense parts are numpy's (``infer_dense``, ``hetero_dense``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, HIDDEN_DTYPES, size_arg
 from .._threads import passive_waits
-from ..checkpoints import is_hetero_link_run, is_hetero_run, read_checkpoint
-from ..infer_plan import check_runtime
-from ..inference import infer
+from ..inference.plan import check_runtime
+from ..inference.run import infer
+from ..models.checkpoints import is_hetero_link_run, is_hetero_run, read_checkpoint
 
 NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
 #: The edge splits that hold stored negatives: ``predict --edges`` prints their metrics.
@@ -127,7 +127,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         raise InputError(f"--device {args.device}: a heterogeneous run's inference runs on the CPU; leave --device out")
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
-            from ..hetero_infer import infer_hetero
+            from ..inference.hetero import infer_hetero
 
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
                                 out=args.out, memory=args.memory, backend=args.backend, direct=args.direct,
@@ -146,7 +146,7 @@ def _is_hetero(read: Any) -> bool:
 
 
 def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
-    """``predict --edges``: a link run's scores of pairs (``ringgnn.scoring`` for homogeneous
+    """``predict --edges``: a link run's scores of pairs (``ringgnn.inference.scoring`` for homogeneous
     runs and a heterogeneous run's relation); ``read`` is its checkpoint."""
     if args.nodes is not None:
         raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
@@ -163,11 +163,11 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
                          "leave --hidden-dtype out")
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
-            from ..scoring import predict_link_edges
+            from ..inference.scoring import predict_link_edges
 
             s = predict_link_edges(args.run_dir, args.edges, read=read, **common)
         else:
-            from ..scoring import predict_edges
+            from ..inference.scoring import predict_edges
 
             s = predict_edges(args.run_dir, args.edges, keep=args.keep_layers, hidden_dtype=args.hidden_dtype,
                               **common)
@@ -211,7 +211,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if s.get("heterogeneous"):
         return _print_hetero(args, s, "class probabilities" if args.probabilities else "predictions")
     if args.nodes in ("train", "val", "test"):
-        from ..dataset import Dataset
+        from ..data.dataset import Dataset
 
         ds = Dataset.open(s["dataset"])
         y = ds.labels[ds.split(args.nodes)] if ds.labels is not None else None
@@ -283,7 +283,7 @@ def _attach(args: argparse.Namespace) -> int:
     if _is_hetero(read) or _is_hetero_link(read):
         raise InputError(f"--attach: {args.run_dir} is a heterogeneous run; attaching its embeddings is not "
                          "supported yet (write them with --out)")
-    from ..attach import attach_embeddings
+    from ..inference.attach import attach_embeddings
 
     with _signals.handling(_terminated, signal.SIGTERM):
         s = attach_embeddings(args.run_dir, args.attach, args.name, dataset=args.dataset, layer=args.layer,

@@ -20,8 +20,8 @@ from .. import _options, progress
 from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, count_arg, positive_arg, size_arg
-from ..dataset import open_homogeneous
-from ..sampler import NeighborSampler
+from ..data.dataset import open_homogeneous
+from ..sampling.sampler import NeighborSampler
 from ._format import human, human_bytes
 
 

@@ -1,4 +1,4 @@
-"""``ringgnn serve``: the command line of :class:`ringgnn.server.Server`."""
+"""``ringgnn serve``: the command line of :class:`ringgnn.serving.server.Server`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import _options, _signals
 from .._options import BACKENDS, count_arg, positive_arg, size_arg
-from ..server import FRONTENDS, Server
+from ..serving.server import FRONTENDS, Server
 
 
 def add_parser(sub: Any) -> None:

@@ -1,4 +1,4 @@
-"""``ringgnn train``: the command line of :func:`ringgnn.train.train`."""
+"""``ringgnn train``: the command line of :func:`ringgnn.training.loop.train`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import sys
 import warnings
 from typing import Any
 
-from .. import _options, distributed
+from .. import _options
 from .._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
-from ..dataset import Dataset
-from ..train import EVAL_MODES, TASKS, train
+from ..data.dataset import Dataset
+from ..training import distributed
+from ..training.loop import EVAL_MODES, TASKS, train
 
 
 def add_parser(sub: Any) -> None:

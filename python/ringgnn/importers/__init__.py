@@ -1,5 +1,5 @@
 """Importers: datasets in other libraries' layouts turned into ringgnn datasets by the existing
-out-of-core builders (:mod:`ringgnn.build`). Each source has its own module: :mod:`.ogb` (Open
+out-of-core builders (:mod:`ringgnn.data.build`). Each source has its own module: :mod:`.ogb` (Open
 Graph Benchmark node property prediction directories), :mod:`.ogbl` (its link prediction ones),
 :mod:`.ogb_hetero` (its heterogeneous CSV layout, ogbn-mag), :mod:`.mag240m` (OGB-LSC MAG240M's
 processed layout), :mod:`.pyg_io` (PyG objects, both ways), :mod:`.tables` and

@@ -3,7 +3,7 @@ builder cannot read as the source gives them, ``.npy`` files written and read in
 a whole array in memory), the split names and the label check of every source, and errors that
 name the user's input.
 
-The builders (:func:`ringgnn.build.convert`, :func:`ringgnn.build.build_hetero`) stream edge
+The builders (:func:`ringgnn.data.build.convert`, :func:`ringgnn.data.build.build_hetero`) stream edge
 lists and ``.npy`` features themselves, within ``--memory``; an importer only rewrites what they
 cannot take as given (a member of an ``.npz``, CSV features, labels with NaN, split files) and
 checks ids and lengths on the way. What the builder finds in a staged copy (a node listed twice

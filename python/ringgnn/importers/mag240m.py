@@ -32,9 +32,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import build
 from .._core import InputError
 from .._files import NpyWriter
+from ..data import build
 from ._ogb_io import load_pt, load_split_dict
 from ._stage import LabelWriter, PathLike, Staging, check_ids, open_npy, split_names, unambiguous_edges
 
@@ -73,7 +73,7 @@ def convert_mag240m(
     progress: Any = None,
 ) -> Dict[str, Any]:
     """Build a heterogeneous ringgnn dataset at ``out`` from MAG240M's processed directory
-    ``root``; returns the manifest. The other arguments are :func:`ringgnn.build.build_hetero`'s
+    ``root``; returns the manifest. The other arguments are :func:`ringgnn.data.build.build_hetero`'s
     (``feature_dtype``: the stored type of the paper features, f16 by default)."""
     root = find_root(root)
     processed = os.path.join(root, "processed")

@@ -38,9 +38,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from .. import build
 from .._core import InputError
 from .._files import NpyWriter
+from ..data import build
 from . import ogb_hetero, ogb_hetero_npz, ogbl
 from ._ogb_io import Npz, csv_column, csv_floats, load_split_dict, write_labels
 from ._stage import LabelWriter, PathLike, Staging, check_ids, split_name, split_names, unambiguous_edges
@@ -273,7 +273,7 @@ def convert_ogb(
     ``add_reverse`` adds the ``rev_`` relations). A link prediction directory
     (``ogbl-*``) becomes a dataset with edge splits (:mod:`.ogbl`), with ``link_negatives``
     negatives drawn per held-out pair. ``undirected``, ``self_loops``, ``dedup``,
-    ``feature_dtype`` and the rest are :func:`ringgnn.build.convert`'s."""
+    ``feature_dtype`` and the rest are :func:`ringgnn.data.build.convert`'s."""
     root = os.fspath(root)
     raw = os.path.join(root, "raw")
     binary = os.path.isfile(os.path.join(raw, "edge_index_dict.npz"))  # DatasetSaver's heterogeneous layout

@@ -1,5 +1,5 @@
 """OGB's heterogeneous node property prediction layout (``ogbn-mag`` as downloaded: CSV files)
-into a heterogeneous ringgnn dataset with :func:`ringgnn.build.build_hetero`;
+into a heterogeneous ringgnn dataset with :func:`ringgnn.data.build.build_hetero`;
 :func:`ringgnn.importers.ogb.convert_ogb` calls :func:`convert` when ``raw/`` holds
 ``triplet-type-list.csv.gz``.
 
@@ -29,11 +29,11 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .. import build
 from .._core import InputError
-from .._described import resolve
 from .._excerpt import WITHHELD, quoted
 from .._files import NpyWriter
+from ..data import build
+from ._described import resolve
 from ._ogb_io import csv_column, csv_floats, csv_lines, write_labels
 from ._stage import LabelWriter, Staging, check_ids, split_name
 

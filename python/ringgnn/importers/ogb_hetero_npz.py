@@ -1,6 +1,6 @@
 """OGB's binary heterogeneous node property prediction layout (what OGB's ``DatasetSaver`` writes
 with ``is_hetero=True``, read by OGB's ``read_binary_heterograph_raw``) into a heterogeneous
-ringgnn dataset with :func:`ringgnn.build.build_hetero`; :func:`ringgnn.importers.ogb.convert_ogb`
+ringgnn dataset with :func:`ringgnn.data.build.build_hetero`; :func:`ringgnn.importers.ogb.convert_ogb`
 calls :func:`convert` when ``raw/`` holds ``edge_index_dict.npz``.
 
 What becomes what:
@@ -27,9 +27,9 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from .. import build
 from .._core import InputError
 from .._files import NpyWriter
+from ..data import build
 from ._ogb_io import Npz, load_split_dict, write_labels
 from ._stage import LabelWriter, Staging, check_ids, split_names, unambiguous_edges
 from .ogb_hetero import _scheme

@@ -16,7 +16,7 @@ OGB's own negatives; with ``undirected`` too, since the builder keeps the listed
 split's pairs when its negatives are given (they replace the listed destination). ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
 shared by all positives of the split: they are stored as given (``shared_negatives``,
 ``docs/FORMAT.md`` "Edge splits"), and evaluation ranks every positive against all of them as
-OGB's ``Evaluator`` does (``ringgnn.metrics.shared_ranking_sums``); such a split draws no
+OGB's ``Evaluator`` does (``ringgnn.inference.metrics.shared_ranking_sums``); such a split draws no
 ``link_negatives`` per pair (the build skips them: evaluation would never read them).
 """
 
@@ -27,9 +27,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from .. import build
 from .._core import InputError
 from .._files import NpyWriter
+from ..data import build
 from ._ogb_io import load_pt, load_split_dict
 from ._stage import Staging, check_ids, split_names
 

@@ -18,7 +18,7 @@ What becomes what:
   made with ``.long()``), would be read as node ids, and is refused with the fix.
 
 The tensors are in memory already; they are written to a staging directory beside ``out`` as
-``.npy`` and the builders (:func:`ringgnn.build.convert`, :func:`ringgnn.build.build_hetero`)
+``.npy`` and the builders (:func:`ringgnn.data.build.convert`, :func:`ringgnn.data.build.build_hetero`)
 build from them within ``memory``, atomically. :func:`to_pyg` goes back: the CSC is read into
 ``edge_index`` (sorted by destination, then source: the stored order, not the input's), features
 come back float32, labels int64 (-1 unlabeled), node splits as ``NAME_mask``; edge splits are not
@@ -33,11 +33,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from .. import _core, build
+from .. import _core
 from .._core import InputError
 from .._files import os_errors, save_npy
 from .._options import default_memory, size
-from ..hetero_schema import parse_edge_type
+from ..data import build
+from ..data.schema import parse_edge_type
 from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")

@@ -1,7 +1,7 @@
 """Edge tables whose node ids are not dense integers: a Parquet file or a CSV with a header,
 two columns naming each edge's source and destination by 64-bit integers (hashes, database
 keys) or strings. :func:`convert_table` assigns dense ids ``0 .. V-1`` out of core and builds
-the dataset with :func:`ringgnn.build.convert`, storing the original ids beside it
+the dataset with :func:`ringgnn.data.build.convert`, storing the original ids beside it
 (``Dataset.node_ids()``; ``docs/FORMAT.md`` "Original node ids"). ``ringgnn convert
 edges.parquet OUT --src COL --dst COL`` calls it.
 
@@ -33,10 +33,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import build
 from .._core import InputError
 from .._files import NpyWriter, os_errors
 from .._options import default_memory, parse_split, process_rss
+from ..data import build
 from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow, to_np
 from ._stage import PathLike, Staging
 from .node_table import NodeTable, join
@@ -83,7 +83,7 @@ def convert_table(
     features (``feature_columns``: numeric columns, or one column of vectors), labels
     (``label_column``) and splits (``split_column``: each node's split name, null for none),
     joined out of core (:mod:`.node_table`). The other arguments are
-    :func:`ringgnn.build.convert`'s (``split``: fractions only, the dense ids being unknown to
+    :func:`ringgnn.data.build.convert`'s (``split``: fractions only, the dense ids being unknown to
     the caller)."""
     pa = require_pyarrow()
 

@@ -10,7 +10,7 @@ destination id to its ``DST`` type's, and each edge to the bucket of its source 
 buckets); pass 2 numbers each type's distinct ids, one type and one bucket at a time; a type's
 node table is joined onto its dense ids (:func:`.node_table.join`); passes 3 and 4 map each
 relation's sources through ``SRC``'s map and its destinations through ``DST``'s
-(:func:`.tables.map_edges`) into the ``.npy`` edge list :func:`ringgnn.build.build_hetero`
+(:func:`.tables.map_edges`) into the ``.npy`` edge list :func:`ringgnn.data.build.build_hetero`
 reads, which stores each type's original ids as ``node.TYPE.node_ids``. A type's bucket count
 keeps one of its buckets (ids, or node rows) within a quarter of ``memory``, the same rule as a
 homogeneous table's: only one bucket of one type is in memory at a time, so each type's map has
@@ -33,9 +33,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import build
 from .._core import InputError
-from ..hetero_schema import parse_edge_type
+from ..data import build
+from ..data.schema import parse_edge_type
 from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow
 from ._stage import PathLike, Staging
 from .node_table import NodeTable, join
@@ -123,7 +123,7 @@ def convert_typed_tables(
     """Build a heterogeneous dataset at ``out`` from one edge table per relation and optional
     node tables per type (see the module); returns the manifest. ``HeteroDataset.node_ids(TYPE)``
     gives each type's original ids back. The other arguments are
-    :func:`ringgnn.build.build_hetero`'s (``feature_dtype``: the stored type of every node
+    :func:`ringgnn.data.build.build_hetero`'s (``feature_dtype``: the stored type of every node
     table's features)."""
     pa = require_pyarrow()
     if not relations:

@@ -1,0 +1,322 @@
+"""Building and checking datasets from Python: :func:`convert`, :func:`generate_rmat`,
+:func:`generate_sbm`, :func:`build_hetero` (heterogeneous datasets), :func:`verify`. The ``ringgnn`` commands are thin wrappers over these.
+
+Each returns the new dataset's manifest as a dict. Every build happens in a hidden staging
+directory next to ``out`` and is renamed into place only when complete: an error or Ctrl-C
+leaves nothing behind. ``progress`` is None (silent), True (tqdm bars on stderr) or any object
+with ``stage(name, total, unit)`` and ``advance(n)`` methods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+from .. import _core
+from .._files import os_errors
+from .._options import check_default, count, default_memory, parse_link_split, parse_self_loops, parse_split, size
+from ..progress import TqdmProgress
+
+PathLike = Union[str, "os.PathLike[str]"]
+Size = Union[int, str]
+
+#: Default node split of generated datasets.
+DEFAULT_SBM_SPLIT = "train=0.6,val=0.2,test=0.2"
+
+
+#: The build's default budget: 1 GiB, or less where the machine or a memory cgroup (a container's
+#: limit) leaves less (half of what the process can still get).
+DEFAULT_BUILD_MEMORY = 1 << 30
+
+
+def _memory(memory: Optional[Size]) -> int:
+    if memory is None:
+        budget = default_memory(cap=DEFAULT_BUILD_MEMORY, held=0)
+        check_default(budget, _core.MIN_BUILD_MEMORY)
+        return budget
+    return size(memory, "memory")
+
+
+def _run(fn, progress, operation: str, **kwargs) -> Dict[str, Any]:
+    """Build ``kwargs["out"]`` with ``fn``; its OS errors name the dataset and ``operation``."""
+    with os_errors(operation, kwargs["out"]):
+        if progress is True:
+            with TqdmProgress() as bars:
+                return json.loads(fn(progress=bars, **kwargs))
+        return json.loads(fn(progress=None if progress is False else progress, **kwargs))
+
+
+def convert(
+    input: PathLike,
+    out: PathLike,
+    *,
+    format: Optional[str] = None,
+    undirected: bool = False,
+    self_loops: Union[str, bool] = "keep",
+    dedup: bool = False,
+    num_nodes: Optional[int] = None,
+    features: Optional[PathLike] = None,
+    labels: Optional[PathLike] = None,
+    split: Union[None, str, Mapping[str, Any]] = None,
+    link_split: Union[None, str, Mapping[str, Any]] = None,
+    link_negatives: int = 100,
+    seed: int = 0,
+    feature_dtype: Optional[str] = None,
+    memory: Optional[Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+    node_ids: Optional[Sequence[Any]] = None,
+    given_negatives: Optional[Mapping[str, PathLike]] = None,
+    absent_ok: bool = False,
+    shared_negatives: Optional[Mapping[str, PathLike]] = None,
+    quote_input: bool = True,
+) -> Dict[str, Any]:
+    """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
+    ``ringgnn convert --help`` for the options. Returns the manifest.
+
+    ``link_split`` holds out edges for link prediction: fractions ("val=0.05,test=0.1") or given
+    edge lists ("val=val.npy,test=test.npy", ``.npy`` of shape (2, n) or (n, 2), optionally with
+    ``train=train.npy``), or a dict of either. The held-out pairs leave the graph and are stored
+    as edge splits, each with ``link_negatives`` fixed negative destinations per pair (see
+    ``docs/FORMAT.md``, "Edge splits").
+
+    ``node_ids`` (what an importer that assigned the dense ids passes): ``(dtype, ids, bytes)``,
+    the nodes' original ids in dense order as raw little-endian files (``"i64"``/``"u64"``
+    ``[V]``, or ``"str"``: u64 offsets ``[V + 1]`` and the UTF-8 ``bytes``), stored with the
+    dataset (``docs/FORMAT.md``, "Original node ids"); an id given twice is an ``InputError``
+    naming the file, both nodes and the id, raised before the graph is built (the check sorts
+    within ``memory``), and nothing is written.
+
+    With ``link_split`` lists, ``given_negatives`` and ``absent_ok`` are :class:`Relation`'s:
+    negatives stored as given per held-out split (rows in the stored pair order), and held-out
+    pairs that the edge list lacks stored all the same (an importer's: OGB's link splits).
+    ``shared_negatives`` maps a held-out split to an ``.npy`` int64 (m, 2) of negative (src, dst)
+    pairs shared by all its positives (OGB's ``edge_neg``), stored as given.
+
+    ``quote_input=False`` (an importer's, for an edge file a dataset description named): errors
+    about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`)."""
+    return _run(
+        _core.convert,
+        progress,
+        "building the dataset",
+        input=os.fspath(input),
+        out=os.fspath(out),
+        format=format,
+        undirected=undirected,
+        self_loops=parse_self_loops(self_loops),
+        dedup=dedup,
+        num_nodes=num_nodes,
+        features=None if features is None else os.fspath(features),
+        labels=None if labels is None else os.fspath(labels),
+        split=None if split is None else parse_split(split),
+        link_split=None if link_split is None else parse_link_split(link_split),
+        link_negatives=count(link_negatives, "link_negatives", minimum=0),
+        seed=seed,
+        feature_dtype=feature_dtype,
+        memory=_memory(memory),
+        overwrite=overwrite,
+        threads=threads,
+        node_ids=_node_ids(node_ids),
+        given_negatives=[(str(k), os.fspath(v)) for k, v in (given_negatives or {}).items()],
+        absent_ok=bool(absent_ok),
+        shared_negatives=[(str(k), os.fspath(v)) for k, v in (shared_negatives or {}).items()],
+        quote_input=bool(quote_input),
+    )
+
+
+def _node_ids(ids: Optional[Sequence[Any]]) -> Optional[tuple]:
+    """``(dtype, ids, bytes)`` as the core takes it."""
+    if ids is None:
+        return None
+    return str(ids[0]), os.fspath(ids[1]), None if ids[2] is None else os.fspath(ids[2])
+
+
+def generate_rmat(
+    out: PathLike,
+    *,
+    scale: int,
+    edge_factor: int = 16,
+    undirected: bool = False,
+    self_loops: Union[str, bool] = "keep",
+    dedup: bool = False,
+    seed: int = 0,
+    memory: Optional[Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Generate a Graph500 R-MAT graph with ``2**scale`` nodes and ``edge_factor * 2**scale``
+    edges at ``out``. Returns the manifest."""
+    return _run(
+        _core.generate_rmat,
+        progress,
+        "generating the dataset",
+        out=os.fspath(out),
+        scale=scale,
+        edge_factor=edge_factor,
+        undirected=undirected,
+        self_loops=parse_self_loops(self_loops),
+        dedup=dedup,
+        seed=seed,
+        memory=_memory(memory),
+        overwrite=overwrite,
+        threads=threads,
+    )
+
+
+def generate_sbm(
+    out: PathLike,
+    *,
+    nodes: int,
+    classes: int,
+    avg_degree: float,
+    feature_dim: int,
+    feature_dtype: str = "f32",
+    split: Union[str, Mapping[str, float]] = DEFAULT_SBM_SPLIT,
+    seed: int = 0,
+    memory: Optional[Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Generate a degree-corrected planted-partition dataset (graph, features, labels, splits)
+    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest."""
+    parsed = parse_split(split)
+    if not all(isinstance(v, float) for _, v in parsed):
+        raise _core.InputError(f"split '{split}': generated datasets take fractions, e.g. {DEFAULT_SBM_SPLIT}")
+    return _run(
+        _core.generate_sbm,
+        progress,
+        "generating the dataset",
+        out=os.fspath(out),
+        nodes=nodes,
+        classes=classes,
+        avg_degree=float(avg_degree),
+        feature_dim=feature_dim,
+        feature_dtype=feature_dtype,
+        split=parsed,
+        seed=seed,
+        memory=_memory(memory),
+        overwrite=overwrite,
+        threads=threads,
+    )
+
+
+@dataclass
+class NodeType:
+    """One node type of :func:`build_hetero`: ``num_nodes`` ids ``0 .. num_nodes-1`` of its own,
+    optional ``features`` (``.npy`` [num_nodes, D] float16/32/64), ``labels`` (``.npy``
+    [num_nodes] integers, -1 = unlabeled) and ``split`` (as :func:`convert` takes it: fractions,
+    or ``.npy`` files of this type's ids). ``node_ids``: the type's original ids as
+    :func:`convert` takes them (``(dtype, ids, bytes)``; what an importer that assigned the type's
+    dense ids passes), stored as ``node.TYPE.node_ids``; an id given twice within the type is
+    refused as :func:`convert` refuses it (the same id in two types names two nodes)."""
+
+    name: str
+    num_nodes: int
+    features: Optional[PathLike] = None
+    labels: Optional[PathLike] = None
+    split: Union[None, str, Mapping[str, Any]] = None
+    feature_dtype: Optional[str] = None
+    node_ids: Optional[Sequence[Any]] = None
+
+
+@dataclass
+class Relation:
+    """One relation of :func:`build_hetero`: ``name`` is ``SRC:REL:DST``; ``edges`` an edge list
+    of (SRC id, DST id) pairs in any format :func:`convert` reads (text/CSV, bin32/bin64, npy of
+    shape (2, E) or (E, 2)).
+
+    ``link_split`` holds out pairs of this relation for link prediction, as :func:`convert`'s
+    (fractions, or ``.npy`` lists of (SRC id, DST id) pairs), with ``link_negatives`` fixed
+    negative destinations (``DST`` ids) per held-out pair. Its reverse ``DST:rev_REL:SRC``
+    (``add_reverse``, or a relation listed under that name) drops the same pairs, swapped.
+    ``given_negatives`` maps a listed held-out split to an ``.npy`` int64 (n, K) of negatives
+    stored as given, row i for the split's pair i in the stored order (ascending (dst, src));
+    ``absent_ok``: a listed held-out pair the edge file lacks is stored anyway (both are what a
+    GraphBolt link-prediction task needs)."""
+
+    name: str
+    edges: PathLike
+    format: Optional[str] = None
+    link_split: Union[None, str, Mapping[str, Any]] = None
+    link_negatives: int = 100
+    given_negatives: Optional[Mapping[str, PathLike]] = None
+    absent_ok: bool = False
+
+
+def build_hetero(
+    out: PathLike,
+    node_types: Sequence[NodeType],
+    relations: Sequence[Relation],
+    *,
+    add_reverse: bool = False,
+    seed: int = 0,
+    memory: Optional[Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    source: Any = None,
+    progress: Any = None,
+    quote_input: bool = True,
+) -> Dict[str, Any]:
+    """Build a heterogeneous dataset at ``out`` (``docs/FORMAT.md``, "Typed nodes and
+    relations"): each relation its own CSC, built out of core within ``memory`` one after
+    another; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for each (PyG's ``ToUndirected``).
+    A relation's ``link_split`` (see :class:`Relation`) stores its edge splits; ``source``
+    (JSON-able) is recorded in the manifest (with ``link_split`` added, per relation, when a
+    relation has one). ``quote_input`` is :func:`convert`'s, for every relation's file. Returns
+    the manifest."""
+    types = []
+    for t in node_types:
+        types.append((
+            str(t.name), count(t.num_nodes, f"node type {t.name}: num_nodes"),
+            None if t.features is None else os.fspath(t.features), t.feature_dtype,
+            None if t.labels is None else os.fspath(t.labels),
+            None if t.split is None else parse_split(t.split), _node_ids(t.node_ids),
+        ))
+    rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format,
+             None if r.link_split is None else parse_link_split(r.link_split),
+             count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0),
+             [(str(k), os.fspath(v)) for k, v in (r.given_negatives or {}).items()], bool(r.absent_ok))
+            for r in relations]
+    return _run(
+        _core.build_hetero,
+        progress,
+        "building the dataset",
+        out=os.fspath(out),
+        node_types=types,
+        relations=rels,
+        add_reverse=bool(add_reverse),
+        seed=seed,
+        memory=_memory(memory),
+        overwrite=overwrite,
+        threads=threads,
+        source=json.dumps(source),
+        quote_input=bool(quote_input),
+    )
+
+
+def verify(path: PathLike, progress: Any = None, memory: Optional[Size] = None,
+           spill_dir: Optional[PathLike] = None) -> Dict[str, int]:
+    """Check checksums and structure of the dataset at ``path``, and that each original node id
+    occurs once; raises :class:`ringgnn.CorruptDatasetError` naming the first problem. Returns
+    counts checked (``files_checked``, ``bytes_checked``) and ``spilled_bytes``, what the check of
+    the original ids wrote to temporary files (sorted runs, in a temporary directory in
+    ``spill_dir``, default beside the dataset, removed afterwards) because they did not fit in
+    ``memory`` (bytes or K/M/G/T; default as for the builds: 1G, or half of what a memory cgroup or
+    the machine leaves if less)."""
+    memory = _memory(memory)
+    spill = None if spill_dir is None else os.fspath(spill_dir)
+    with os_errors("verifying the dataset", path):
+        if progress is True:
+            with TqdmProgress() as bars:
+                return _core.verify(os.fspath(path), memory, spill, bars)
+        return _core.verify(os.fspath(path), memory, spill, None if progress is False else progress)
+
+
+def read_manifest(path: PathLike) -> Dict[str, Any]:
+    """The checked manifest of the dataset at ``path``."""
+    return json.loads(_core.read_manifest(os.fspath(path)))

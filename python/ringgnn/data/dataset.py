@@ -1,0 +1,359 @@
+"""A ringgnn dataset on disk, as Python sees it: counts, splits, labels and neighbor lists.
+
+The format is specified in ``docs/FORMAT.md``; reads go through the Rust core
+(``ringgnn._core.DatasetHandle``), so nothing here depends on the byte layout.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+from functools import cached_property
+from typing import Any, Dict, List, Optional, Union
+
+import numpy as np
+
+from .. import _core
+from .._files import os_errors
+from .schema import parse_edge_type
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Dataset:
+    """An open dataset directory. Use :meth:`Dataset.open`.
+
+    Arrays come back as ``np.int64``. The graph is stored in CSC orientation, as PyG samples it:
+    ``neighbors(v)`` are the *sources* of the edges into ``v``.
+    """
+
+    #: A homogeneous dataset (or one part of a heterogeneous one); see :class:`HeteroDataset`.
+    is_hetero = False
+
+    def __init__(self, handle: "_core.DatasetHandle", part: Optional[str] = None):
+        self._handle = handle
+        self.part = part
+        """``None``, or the part of a heterogeneous dataset this is (``node/TYPE``,
+        ``relation/SRC:REL:DST``): core readers of this dataset are opened with it."""
+        self.manifest: Dict[str, Any] = json.loads(handle.manifest_json())
+        """The parsed ``manifest.json`` (of a part: its view, see ``docs/FORMAT.md``)."""
+
+    @classmethod
+    def open(cls, path: PathLike) -> "Union[Dataset, HeteroDataset]":
+        """Open the dataset at ``path``; checks that its files are present with the recorded sizes
+        (``ringgnn verify`` checks everything). A heterogeneous dataset opens as a
+        :class:`HeteroDataset`."""
+        with os_errors("opening the dataset", path):
+            manifest = json.loads(_core.read_manifest(os.fspath(path)))
+            if "node_types" in manifest:
+                return HeteroDataset(os.fspath(path), manifest)
+            return cls(_core.DatasetHandle.open(os.fspath(path)))
+
+    @classmethod
+    def open_part(cls, path: PathLike, part: str) -> "Dataset":
+        """One part of the heterogeneous dataset at ``path`` (``node/TYPE`` or
+        ``relation/SRC:REL:DST``) as a dataset of its own."""
+        with os_errors("opening the dataset", path):
+            return cls(_core.DatasetHandle.open(os.fspath(path), part), part)
+
+    @property
+    def path(self) -> str:
+        return os.fspath(self._handle.path)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.manifest["num_nodes"]
+
+    @property
+    def num_edges(self) -> int:
+        return self.manifest["num_edges"]
+
+    @property
+    def feature_dim(self) -> Optional[int]:
+        """Feature width, or None when the dataset has no features."""
+        f = self.manifest.get("features")
+        return None if f is None else f["dim"]
+
+    @property
+    def feature_dtype(self) -> Optional[str]:
+        """'f32', 'f16' or 'bf16', or None when the dataset has no features."""
+        f = self.manifest.get("features")
+        return None if f is None else f["dtype"]
+
+    @property
+    def num_classes(self) -> Optional[int]:
+        """Largest label + 1, or None when the dataset has no labels."""
+        lab = self.manifest.get("labels")
+        return None if lab is None else lab["num_classes"]
+
+    @property
+    def split_names(self) -> List[str]:
+        return sorted(self.manifest.get("splits", {}))
+
+    def split(self, name: str) -> np.ndarray:
+        """Node ids of split ``name`` (e.g. 'train') as int64."""
+        return self._handle.split(name)
+
+    @property
+    def edge_split_names(self) -> List[str]:
+        """Names of the edge splits (``train`` and the held-out ones) made by ``convert
+        --link-split``; empty for datasets without one."""
+        return sorted(self.manifest.get("edge_splits", {}))
+
+    def edge_split(self, name: str, mmap: bool = False) -> np.ndarray:
+        """The (src, dst) pairs of edge split ``name`` as an int64 array of shape (2, n).
+
+        ``train`` holds every distinct pair left in the graph (self loops excluded); a held-out
+        split's pairs are not in the graph at all. Undirected datasets list each pair once.
+        ``mmap``: a read-only view of the file instead of a copy in memory (pages are read as
+        they are touched: what an out-of-core loader of a large split wants)."""
+        if mmap:
+            return self._mapped(f"edge_split.{name}", name, 2).T
+        return np.ascontiguousarray(self._handle.edge_split(name).T)
+
+    def edge_negatives(self, name: str, mmap: bool = False) -> np.ndarray:
+        """The fixed evaluation negatives of held-out edge split ``name``: an int64 array of shape
+        (n, K), row i holding K distinct destinations for pair i's source, none of them pair i's
+        own destination (drawn once by ``convert``; see ``docs/FORMAT.md``). ``mmap``: a
+        read-only view of the file instead of a copy."""
+        if mmap:
+            return self._mapped(f"edge_negatives.{name}", name, (self.manifest["edge_splits"][name]["negatives"]))
+        return self._handle.edge_negatives(name)
+
+    def edge_shared_negatives(self, name: str, mmap: bool = False) -> Optional[np.ndarray]:
+        """The negative (src, dst) pairs shared by every positive of held-out edge split
+        ``name`` (OGB's ``edge_neg``: Hits@K counts the positives above the K-th best of them),
+        an int64 array of shape (2, m); None when the split has none (its negatives, if any, are
+        per pair: :meth:`edge_negatives`). ``mmap``: a read-only view of the file."""
+        info = self.manifest.get("edge_splits", {}).get(name)
+        if info is None:
+            self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
+        if not info.get("shared_negatives", 0):
+            return None
+        path = os.path.join(self.path, self.manifest["files"][f"edge_shared_negatives.{name}"]["path"])
+        with os_errors("mapping", path):
+            m = np.memmap(path, dtype="<i8", mode="r", shape=(info["shared_negatives"], 2)).T
+        return m if mmap else np.array(m, dtype=np.int64)
+
+    def edge_split_file(self, name: str) -> "tuple[str, int]":
+        """(path, pairs) of edge split ``name``'s file: ``pairs`` rows of two little-endian
+        int64 (``docs/FORMAT.md``), for readers of their own."""
+        return self._file(f"edge_split.{name}", name)
+
+    def _file(self, key: str, name: str) -> "tuple[str, int]":
+        splits = self.manifest.get("edge_splits", {})
+        if name not in splits:
+            have = ", ".join(sorted(splits)) or "none"
+            raise _core.InputError(f"{self.path}: no edge split '{name}' (it has: {have})")
+        entry = self.manifest["files"].get(key)
+        if entry is None:
+            raise _core.InputError(f"{self.path}: edge split '{name}' has no stored negatives")
+        return os.path.join(self.path, entry["path"]), splits[name]["edges"]
+
+    def _mapped(self, key: str, name: str, width: int) -> np.ndarray:
+        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map."""
+        path, rows = self._file(key, name)
+        if rows * width == 0:
+            return np.zeros((rows, width), dtype=np.int64)
+        with os_errors("mapping", path):
+            return np.memmap(path, dtype="<i8", mode="r", shape=(rows, width))
+
+    @cached_property
+    def labels(self) -> Optional[np.ndarray]:
+        """Label per node as int64 (-1 = unlabeled), or None; read on first use."""
+        return self._handle.labels()
+
+    def neighbors(self, v: int) -> np.ndarray:
+        """In-neighbors of node ``v``: sources of the edges into ``v``, ascending, duplicates kept."""
+        v = operator.index(v)
+        if not 0 <= v < self.num_nodes:
+            raise IndexError(f"node {v} is out of range: the dataset has {self.num_nodes} nodes")
+        return self._handle.neighbors(v)
+
+    def indptr(self) -> np.ndarray:
+        """The CSC offsets (``num_nodes + 1`` values): ``neighbors(v)`` is
+        ``indices[indptr[v]:indptr[v + 1]]``."""
+        return self._handle.indptr()
+
+    def degrees(self) -> np.ndarray:
+        """In-degree of every node as int64."""
+        return np.diff(self.indptr())
+
+    @property
+    def has_node_ids(self) -> bool:
+        """True when the dataset stores its nodes' original ids (built from a table whose ids
+        were not dense integers): see :meth:`node_ids`."""
+        return self.manifest.get("node_ids") is not None
+
+    def node_ids(self, nodes: Any = None) -> Optional[np.ndarray]:
+        """The original ids of ``nodes`` (dense ids, default all), in their order: int64 or
+        uint64 for integer ids, an object array of ``str`` for string ids; None when the dataset
+        stores none (its ids were dense integers already). Reads only the rows asked for."""
+        info = self.manifest.get("node_ids")
+        if info is None:
+            return None
+        n = self.num_nodes
+        idx = np.arange(n, dtype=np.int64) if nodes is None else np.asarray(nodes, dtype=np.int64).reshape(-1)
+        bad = np.flatnonzero((idx < 0) | (idx >= n))
+        if bad.size:
+            raise IndexError(f"node {idx[bad[0]]} is out of range: the dataset has {n} nodes")
+        files = self.manifest["files"]
+        path = os.path.join(self.path, files["node_ids"]["path"])
+        with os_errors("reading", path):
+            if info["dtype"] != "str":
+                dtype = "<i8" if info["dtype"] == "i64" else "<u8"
+                if n == 0:
+                    return np.zeros(0, dtype=dtype)
+                return np.array(np.memmap(path, dtype=dtype, mode="r", shape=(n,))[idx])
+            offsets = np.memmap(path, dtype="<u8", mode="r", shape=(n + 1,))
+            text = os.path.join(self.path, files["node_id_bytes"]["path"])
+            data = np.memmap(text, dtype=np.uint8, mode="r", shape=(info["bytes"],)) if info["bytes"] else b""
+            out = np.empty(len(idx), dtype=object)
+            for k, i in enumerate(idx):
+                out[k] = bytes(data[offsets[i]: offsets[i + 1]]).decode("utf-8")
+            return out
+
+    def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
+        """The dataset as a PyG ``Data`` in memory (``edge_index``, ``x`` float32, ``y``,
+        ``NAME_mask`` per split); refused when it needs more than ``memory`` bytes. See
+        :mod:`ringgnn.importers.pyg_io`."""
+        from ..importers.pyg_io import to_pyg
+
+        return to_pyg(self, memory)
+
+    def __repr__(self) -> str:
+        parts = [f"num_nodes={self.num_nodes:,}", f"num_edges={self.num_edges:,}"]
+        if self.feature_dim is not None:
+            parts.append(f"features={self.feature_dim}x{self.feature_dtype}")
+        if self.num_classes is not None:
+            parts.append(f"num_classes={self.num_classes}")
+        if self.split_names:
+            parts.append("splits=" + "/".join(self.split_names))
+        if self.edge_split_names:
+            parts.append("edge_splits=" + "/".join(self.edge_split_names))
+        if self.part is not None:
+            parts.insert(0, f"part={self.part!r}")
+        return f"Dataset({self.path!r}, {', '.join(parts)})"
+
+
+def open_homogeneous(dataset: Any, what: str) -> "Dataset":
+    """``dataset`` (a :class:`Dataset` or a path) opened, refused with a clear error when it is
+    heterogeneous and ``what`` does not take such datasets."""
+    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    return require_homogeneous(ds, what)
+
+
+def require_homogeneous(ds: "Union[Dataset, HeteroDataset]", what: str) -> Dataset:
+    """``ds`` itself, or a clear error when ``what`` (a command or class) does not take
+    heterogeneous datasets yet."""
+    if isinstance(ds, HeteroDataset):
+        raise _core.InputError(
+            f"{ds.path}: a heterogeneous dataset (node types {', '.join(ds.node_types)}); {what} takes a "
+            "homogeneous one. Heterogeneous datasets are sampled with ringgnn.HeteroNeighborSampler, loaded with "
+            "ringgnn.HeteroLoader and trained with `ringgnn train DS --target TYPE`"
+        )
+    if ds.part is not None:
+        raise _core.InputError(
+            f"{ds.path}: {ds.part} is one part of a heterogeneous dataset; {what} takes a whole homogeneous dataset "
+            "(sample a heterogeneous one with ringgnn.HeteroNeighborSampler)"
+        )
+    return ds
+
+
+class HeteroDataset:
+    """An open heterogeneous dataset: node types, each with its own ids ``0 .. n-1`` and its own
+    features, labels and splits, and relations ``SRC:REL:DST``, each its own CSC (see
+    ``docs/FORMAT.md``, "Typed nodes and relations"). Use :meth:`Dataset.open`.
+
+    Each part opens as a plain :class:`Dataset`: :meth:`node_type` (features, labels, splits;
+    no graph) and :meth:`relation` (its CSC over the destination type: ``neighbors(v)`` are the
+    source-type ids of the edges into destination ``v``).
+    """
+
+    is_hetero = True
+
+    def __init__(self, path: str, manifest: Dict[str, Any]):
+        self.path = path
+        self.manifest = manifest
+        self._parts: Dict[str, Dataset] = {}
+
+    @property
+    def node_types(self) -> List[str]:
+        """Type names, sorted (the order every per-type list of ringgnn uses)."""
+        return sorted(self.manifest["node_types"])
+
+    @property
+    def relations(self) -> List[str]:
+        """``SRC:REL:DST`` names, sorted."""
+        return sorted(self.manifest["relations"])
+
+    @property
+    def edge_types(self) -> List[tuple]:
+        """The relations as PyG edge types ``(src, rel, dst)``."""
+        return [parse_edge_type(r) for r in self.relations]
+
+    @property
+    def num_nodes_dict(self) -> Dict[str, int]:
+        return {t: self.manifest["node_types"][t]["num_nodes"] for t in self.node_types}
+
+    @property
+    def num_edges_dict(self) -> Dict[str, int]:
+        return {r: self.manifest["relations"][r]["num_edges"] for r in self.relations}
+
+    @property
+    def num_nodes(self) -> int:
+        return sum(self.num_nodes_dict.values())
+
+    @property
+    def num_edges(self) -> int:
+        return sum(self.num_edges_dict.values())
+
+    def check_type(self, t: str) -> str:
+        if t not in self.manifest["node_types"]:
+            raise _core.InputError(f"{self.path}: no node type '{t}' (it has: {', '.join(self.node_types)})")
+        return t
+
+    def check_relation(self, r: Any) -> str:
+        name = r if isinstance(r, str) else ":".join(r)
+        if name not in self.manifest["relations"]:
+            raise _core.InputError(f"{self.path}: no relation '{name}' (it has: {', '.join(self.relations)})")
+        return name
+
+    def node_type(self, t: str) -> Dataset:
+        """Node type ``t`` as a dataset: its features, labels and splits."""
+        return self._part(f"node/{self.check_type(t)}")
+
+    def relation(self, r: Any) -> Dataset:
+        """Relation ``r`` (``"SRC:REL:DST"`` or a tuple) as a dataset: its CSC over the ``DST`` ids."""
+        return self._part(f"relation/{self.check_relation(r)}")
+
+    def _part(self, part: str) -> Dataset:
+        if part not in self._parts:
+            self._parts[part] = Dataset.open_part(self.path, part)
+        return self._parts[part]
+
+    def node_ids(self, node_type: str, nodes: Any = None) -> Optional[np.ndarray]:
+        """The original ids of ``nodes`` (ids of type ``node_type``, default all), as
+        :meth:`Dataset.node_ids` gives a homogeneous dataset's: None when the type stores none
+        (its ids were dense integers already; ``docs/FORMAT.md`` "Original node ids")."""
+        return self.node_type(node_type).node_ids(nodes)
+
+    def feature_dims(self) -> Dict[str, Optional[int]]:
+        """Feature width per type (None for a type without features)."""
+        out = {}
+        for t in self.node_types:
+            f = self.manifest["node_types"][t].get("features")
+            out[t] = None if f is None else f["dim"]
+        return out
+
+    def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
+        """The dataset as a PyG ``HeteroData`` in memory; see :meth:`Dataset.to_pyg`."""
+        from ..importers.pyg_io import to_pyg
+
+        return to_pyg(self, memory)
+
+    def __repr__(self) -> str:
+        types = ", ".join(f"{t}={n:,}" for t, n in self.num_nodes_dict.items())
+        rels = ", ".join(f"{r}={n:,}" for r, n in self.num_edges_dict.items())
+        return f"HeteroDataset({self.path!r}, nodes: {types}; edges: {rels})"

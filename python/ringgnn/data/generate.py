@@ -1,0 +1,501 @@
+"""``ringgnn generate hetero``: a MAG-like heterogeneous graph with a planted class structure
+(papers, authors, institutions), generated out of core and built with :func:`build.build_hetero`.
+
+It is made for testing heterogeneous models: a paper's own features say little about its class,
+its authors say a lot, so a model that uses the typed relations clearly beats one that ignores
+them.
+
+The model
+---------
+
+Parameters: P papers, A authors, I institutions, C classes, feature width D, mean authors per
+paper k_w, mean citations per paper k_c, homophilies h_w (writes), h_c (cites), h_a
+(affiliation), feature noise σ, the seed.
+
+**Node types.** ``paper`` (features, labels, splits), ``author`` and ``institution`` (no features,
+labels or splits: models learn embeddings for them).
+
+**Classes and fields.** Node ``i`` of type T (``n_T`` nodes) has class (a paper's label) or
+hidden field (authors, institutions) ``π_T(i) mod C``, where ``π_T`` is a seeded pseudo-random
+permutation of ``[0, n_T)`` (below). Classes are therefore exactly balanced within each type
+(⌊n_T/C⌋ or ⌈n_T/C⌉ members each: a field is empty only when n_T < C) and uniformly scattered
+over the ids, and the j-th member of class c is ``π_T⁻¹(c + C·j)``, so a uniform member of a
+class is drawn without storing any per-class list. Only papers' classes are stored (as labels;
+the manifest's ``num_classes`` is the largest label + 1, which is C whenever P ≥ C).
+
+**Relations**, each a list of (source, destination) pairs:
+
+* ``author:affiliated_with:institution``: every author has exactly one institution. With
+  probability h_a it is uniform among the institutions of the author's field, otherwise (or when
+  that field has no institution) uniform among all institutions.
+* ``author:writes:paper``: paper p of class c has 1 + Poisson(k_w − 1) author draws, each with
+  probability h_w uniform among the authors of field c, otherwise (or when field c has no
+  author) uniform among all authors. Repeated draws of one author for one paper are stored once.
+  Seen from an author of field f, a fraction r = h_w + (1 − h_w)/C of its papers has class f and
+  the rest are uniform over the other classes; two papers sharing an author share a class with
+  probability r² + (1 − r)²/(C − 1) (0.757 at the defaults, against 1/C = 0.125 by chance).
+* ``paper:cites:paper`` (citing → cited): paper p of class c has Poisson(k_c) citation draws,
+  each with probability h_c uniform among the papers of class c, otherwise uniform among all
+  papers. Self-citations are dropped and repeated citations stored once, so the fraction of
+  citations within a class is h_c + (1 − h_c)/C (0.3875 at the defaults) up to O(1/P).
+
+With ``add_reverse`` (the default) the builder also stores ``paper:rev_writes:author``,
+``institution:rev_affiliated_with:author`` and ``paper:rev_cites:paper``, so papers receive
+messages from authors, authors from papers and institutions, and citing papers from cited ones.
+
+**Link splits.** ``link_split`` (fractions, e.g. ``val=0.05,test=0.1``) holds out pairs of
+``link_relation`` (one of the three relations above) as the builder's edge splits
+(docs/FORMAT.md "Edge splits", decided by a hash of (seed, pair)), with ``link_negatives``
+stored negatives per held-out pair; its reverse drops the same pairs.
+
+**Features.** Class c has a unit direction u_c ∈ R^D: C seeded Gaussian vectors, orthonormalised
+(QR, signs fixed) when D ≥ C and only normalised otherwise. Paper p of class c has the float32 row
+``x_p = u_c + σ·z_p``, z_p ~ N(0, I_D). By default σ is calibrated: the nearest-class-mean
+classifier (the Bayes classifier here: balanced classes, isotropic noise) on one paper's
+features is right with probability a* = 1/C + 0.3·(1 − 1/C) (0.3875 for C = 8). It is right iff
+1/σ > t = max_{k≠y} ⟨w, u_k − u_y⟩ / (1 − ⟨u_y, u_k⟩) with w ~ N(0, I_D), so 1/σ is the
+⌈a*·S⌉-th smallest t of S = clamp(2^26 / C², 64, 20000) seeded samples (⟨w, u_k⟩ drawn directly
+from N(0, G), G the Gram matrix of the directions). At D ≥ C that is the same σ for every seed
+up to sampling error (σ ≈ 0.99 for C = 8; the exact value is 0.994). A given ``feature_noise`` is used as σ instead.
+
+**Splits** (papers only): ``split`` gives fractions F_1, F_2, ... (sum ≤ 1); split j has exactly
+round(P·(F_1 + ... + F_j)) − round(P·(F_1 + ... + F_{j−1})) papers, a uniformly random partition
+(papers left over are in no split), each split's ids ascending.
+
+**Randomness.** Every draw comes from ``np.random.default_rng([seed, STREAM, index])``: streams
+``_PERMUTATION`` (index: type 0 paper, 1 author, 2 institution; the 4 Feistel keys),
+``_MEANS`` and ``_CALIBRATION`` (index 0), ``_AFFILIATION`` (author chunk j: authors
+``CHUNK·j ..``), ``_WRITES``, ``_CITES`` and ``_SPLIT`` (paper chunk j: papers ``CHUNK·j ..``;
+the split's chunk j draws its per-split counts from the multivariate hypergeometric of what is
+left, then shuffles them over the chunk) and ``_FEATURES`` (block j: paper rows
+``FEATURE_ROWS·j ..``). The output therefore depends only on the arguments, never on
+``memory``, ``threads`` or the machine's speed; it is bit-identical for a seed under a given
+numpy (numpy allows itself to change how ``Generator`` draws distributions between versions; the
+manifest's ``source.numpy`` records the version) and platform (QR and the calibration use
+LAPACK and BLAS). ``CHUNK`` and ``FEATURE_ROWS`` are part of the definition.
+
+**The permutation** ``π_T``: a 4-round Feistel network on 2h bits (h = ⌈max(2, bits(n_T − 1))/2⌉)
+with round function SplitMix64's finaliser of (half ⊕ key_r), restricted to [0, n_T) by cycle
+walking (re-encrypting until the value falls in range), which keeps it a bijection whose inverse
+is the same walk with the decryption.
+
+**Limits.** 1 ≤ P, A, I ≤ 2^40; 2 ≤ C ≤ 1024; 1 ≤ D ≤ 4096; 1 ≤ k_w ≤ 256; 0 ≤ k_c ≤ 256;
+homophilies in [0, 1]; σ ≥ 0. Each is checked, with an error naming the argument and its flag,
+before anything is written.
+
+**Memory and disk.** Generation holds one chunk of papers (about 60 bytes per edge draw of
+2^16 papers: ~40 MiB at the defaults) or one feature block (``FEATURE_ROWS`` × D float32), plus
+the C × C calibration: nothing grows with P, A or I. The builder then works within ``memory``.
+The intermediates (edges as little-endian u64 pairs, ``format="bin64"``; features as float32
+``.npy``; labels and split ids as int64 ``.npy``) take 16 bytes per edge and 4·D + 16 per paper
+in one locked temporary directory beside ``out`` (``.OUT.gen.ringgnn-tmp-*``), removed at the
+end whatever happens; a killed run's is removed by the next ringgnn command writing there.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import _core
+from .._files import allocated_memmap, os_errors, save_npy, temporary
+from .._options import count, optional_count, parse_link_split, parse_split, real, size
+from ..progress import TqdmProgress
+from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
+
+#: Papers per chunk of the edge, label and split streams (authors per chunk of the affiliation
+#: stream). Part of the definition: changing it changes every dataset. 2^16 papers keep a chunk's
+#: arrays near 40 MiB at the default degrees.
+CHUNK = 1 << 16
+#: Paper rows per block of the feature stream (part of the definition): 16 MiB of float32 at D = 4096.
+FEATURE_ROWS = 1 << 10
+#: Calibrated feature noise puts the feature-only Bayes accuracy this far from chance to perfect.
+FEATURE_SIGNAL = 0.3
+
+#: The defaults of :func:`generate_hetero`'s optional model parameters, for the command line.
+DEFAULTS: Dict[str, Any] = dict(
+    classes=8, feature_dim=64, avg_authors=3.0, avg_cites=8.0, homophily_writes=0.85, homophily_cites=0.3,
+    homophily_affiliation=0.8, feature_noise=None, split=DEFAULT_SBM_SPLIT, add_reverse=True,
+)
+
+MAX_NODES = 1 << 40
+MAX_CLASSES = 1024
+MAX_FEATURE_DIM = 4096
+MAX_DEGREE = 256.0
+
+# Stream ids of np.random.default_rng([seed, STREAM, index]) (see the module's docstring).
+_PERMUTATION, _MEANS, _CALIBRATION, _AFFILIATION, _WRITES, _CITES, _FEATURES, _SPLIT = range(8)
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def generate_hetero(
+    out: PathLike,
+    *,
+    papers: int,
+    authors: int,
+    institutions: int,
+    classes: int = 8,
+    feature_dim: int = 64,
+    avg_authors: float = 3.0,
+    avg_cites: float = 8.0,
+    homophily_writes: float = 0.85,
+    homophily_cites: float = 0.3,
+    homophily_affiliation: float = 0.8,
+    feature_noise: Optional[float] = None,
+    split: Union[str, Dict[str, float]] = DEFAULT_SBM_SPLIT,
+    add_reverse: bool = True,
+    link_split: Union[None, str, Dict[str, float]] = None,
+    link_relation: Optional[str] = None,
+    link_negatives: int = 100,
+    seed: int = 0,
+    memory: Optional[Size] = None,
+    overwrite: bool = False,
+    threads: Optional[int] = None,
+    progress: Any = None,
+) -> Dict[str, Any]:
+    """Generate the planted paper/author/institution dataset of this module's docstring at
+    ``out`` and return its manifest. ``feature_noise`` None calibrates σ (see the docstring);
+    ``memory``, ``overwrite``, ``threads`` and ``progress`` are the builder's
+    (:func:`build.build_hetero`) and do not change the output."""
+    p = dict(
+        papers=_nodes(papers, "papers"), authors=_nodes(authors, "authors"),
+        institutions=_nodes(institutions, "institutions"),
+        classes=_bounded(classes, "classes", 2, MAX_CLASSES), feature_dim=_bounded(feature_dim, "feature_dim", 1, MAX_FEATURE_DIM),
+        avg_authors=_real(avg_authors, "avg_authors", 1.0, MAX_DEGREE),
+        avg_cites=_real(avg_cites, "avg_cites", 0.0, MAX_DEGREE),
+        homophily_writes=_real(homophily_writes, "homophily_writes", 0.0, 1.0),
+        homophily_cites=_real(homophily_cites, "homophily_cites", 0.0, 1.0),
+        homophily_affiliation=_real(homophily_affiliation, "homophily_affiliation", 0.0, 1.0),
+    )
+    noise = None if feature_noise is None else _real(feature_noise, "feature_noise", 0.0, math.inf)
+    fractions = _fractions(split)
+    link = _link(link_split, link_relation, link_negatives)
+    seed = count(seed, "seed (--seed)")
+    if seed >= 1 << 64:
+        raise _core.InputError(f"seed (--seed) must be below 2^64, not {seed}")
+    size(memory, "memory (--memory)")  # checked now; the builder takes it as given
+    optional_count(threads, "threads (--threads)")
+    out = os.path.normpath(os.fspath(out))
+    _core.check_output(out, overwrite)  # before any work; the builder checks it again
+
+    means = _means(p["classes"], p["feature_dim"], seed)
+    target = 1.0 / p["classes"] + FEATURE_SIGNAL * (1.0 - 1.0 / p["classes"])
+    sigma = _calibrate(means, target, seed) if noise is None else noise
+    source = dict(command="generate hetero", **p, feature_noise=sigma, feature_noise_calibrated=noise is None,
+                  feature_accuracy_target=target if noise is None else None,
+                  split=",".join(f"{n}={f:g}" for n, f in fractions),
+                  add_reverse=bool(add_reverse), seed=seed, self_citations="dropped", chunk=CHUNK,
+                  feature_rows=FEATURE_ROWS, numpy=np.__version__)
+
+    if progress is True:
+        with TqdmProgress() as bars:
+            return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads,
+                             source, bars)
+    return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source,
+                     None if progress is False else progress)
+
+
+def _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source, progress):
+    def relation(name: str, key: str) -> Relation:
+        if link is not None and link[0] == name:
+            return Relation(name, files[key], "bin64", link_split=dict(link[1]), link_negatives=link[2])
+        return Relation(name, files[key], "bin64")
+
+    parent = os.path.dirname(os.path.abspath(out))
+    tmp = temporary(parent, os.path.basename(out) + ".gen", directory=True)
+    try:
+        with os_errors("generating the dataset", out):
+            files = _write_intermediates(tmp.path, p, means, sigma, fractions, seed, progress)
+        return build_hetero(
+            out,
+            [
+                NodeType("author", p["authors"]),
+                NodeType("institution", p["institutions"]),
+                NodeType("paper", p["papers"], features=files["features"], labels=files["labels"],
+                         split=files["split"] or None),
+            ],
+            [
+                relation("author:affiliated_with:institution", "affiliated_with"),
+                relation("author:writes:paper", "writes"),
+                relation("paper:cites:paper", "cites"),
+            ],
+            add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite, threads=threads,
+            source=source, progress=progress,
+        )
+    finally:
+        tmp.close()
+
+
+# --- argument checks --------------------------------------------------------------------------
+
+#: The relations a link split may hold out pairs of.
+RELATIONS = ("author:affiliated_with:institution", "author:writes:paper", "paper:cites:paper")
+
+
+def _link(split: Any, relation: Optional[str], negatives: Any) -> Optional[Tuple[str, Any, int]]:
+    """(relation, parsed fractions, negatives) of a link split, or None without one."""
+    if split is None:
+        if relation is not None:
+            raise _core.InputError(f"link_relation (--link-relation) {relation} given without link_split "
+                                   "(--link-split); give the held-out fractions, e.g. val=0.05,test=0.1")
+        return None
+    if relation not in RELATIONS:
+        what = "missing" if relation is None else f"'{relation}' is not a relation of the generator"
+        raise _core.InputError(f"link_relation (--link-relation): {what}; name the relation whose pairs to hold "
+                               f"out: {', '.join(RELATIONS)}")
+    parsed = parse_link_split(split)
+    if not all(isinstance(v, float) for _, v in parsed):
+        raise _core.InputError(f"link_split (--link-split) '{split}': generated datasets take fractions, "
+                               "e.g. val=0.05,test=0.1")
+    return relation, parsed, count(negatives, "link_negatives (--link-negatives)")
+
+
+def _flag(name: str) -> str:
+    return f"{name} (--{name.replace('_', '-')})"
+
+
+def _nodes(value: Any, name: str) -> int:
+    return _bounded(value, name, 1, MAX_NODES)
+
+
+def _bounded(value: Any, name: str, low: int, high: int) -> int:
+    n = count(value, _flag(name), minimum=low)
+    if n > high:
+        raise _core.InputError(f"{_flag(name)} must be at most {high:,}, not {n:,}")
+    return n
+
+
+def _real(value: Any, name: str, low: float, high: float) -> float:
+    return real(value, _flag(name), low, high)
+
+
+def _fractions(split: Any) -> List[Tuple[str, float]]:
+    parsed = parse_split(split)
+    if not all(isinstance(v, float) for _, v in parsed):
+        raise _core.InputError(f"split (--split) '{split}': generated datasets take fractions, e.g. {DEFAULT_SBM_SPLIT}")
+    for name, f in parsed:
+        if not _SPLIT_NAME.match(name):
+            raise _core.InputError(f"split (--split): name '{name}' may use letters, digits, _ and - only")
+        if not 0.0 <= f <= 1.0:
+            raise _core.InputError(f"split (--split): fraction {name}={f:g} must be in [0, 1]")
+    if sum(f for _, f in parsed) > 1.0 + 1e-9:
+        raise _core.InputError(f"split (--split) '{split}': the fractions add up to more than 1")
+    return parsed
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+def _rng(seed: int, stream: int, index: int) -> np.random.Generator:
+    return np.random.default_rng([seed, stream, index])
+
+
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+class _Permutation:
+    """π_T of the module's docstring: a seeded bijection of [0, n) with its inverse, on arrays."""
+
+    ROUNDS = 4
+
+    def __init__(self, n: int, seed: int, index: int):
+        self.n = np.uint64(n)
+        h = (max(2, (n - 1).bit_length()) + 1) // 2
+        self.h, self.mask = np.uint64(h), np.uint64((1 << h) - 1)
+        self.keys = [np.uint64(k) for k in _rng(seed, _PERMUTATION, index).integers(
+            0, 1 << 64, size=self.ROUNDS, dtype=np.uint64, endpoint=False)]
+
+    def _f(self, x: np.ndarray, key: np.uint64) -> np.ndarray:
+        z = x ^ key
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return (z ^ (z >> np.uint64(31))) & self.mask
+
+    def _encrypt(self, x: np.ndarray) -> np.ndarray:
+        left, right = x >> self.h, x & self.mask
+        for k in self.keys:
+            left, right = right, left ^ self._f(right, k)
+        return (left << self.h) | right
+
+    def _decrypt(self, y: np.ndarray) -> np.ndarray:
+        left, right = y >> self.h, y & self.mask
+        for k in reversed(self.keys):
+            left, right = right ^ self._f(left, k), left
+        return (left << self.h) | right
+
+    def _walk(self, x: np.ndarray, step) -> np.ndarray:
+        y = step(np.asarray(x, dtype=np.uint64))
+        bad = np.flatnonzero(y >= self.n)
+        while bad.size:
+            y[bad] = step(y[bad])
+            bad = bad[y[bad] >= self.n]
+        return y.astype(np.int64)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        return self._walk(x, self._encrypt)
+
+    def inverse(self, y: np.ndarray) -> np.ndarray:
+        return self._walk(y, self._decrypt)
+
+
+class _Classes:
+    """Classes (fields) of one node type: ``of(ids)`` and uniform members of given classes."""
+
+    def __init__(self, n: int, classes: int, seed: int, index: int):
+        self.n, self.c = n, classes
+        self.perm = _Permutation(n, seed, index)
+        self.sizes = (n - np.arange(classes, dtype=np.int64) + classes - 1) // classes
+
+    def of(self, ids: np.ndarray) -> np.ndarray:
+        return self.perm.forward(ids) % self.c
+
+    def draw(self, cls: np.ndarray, same: np.ndarray, u: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+        """Per draw: where ``same`` and class ``cls`` has members, its member ``floor(u·size)``;
+        elsewhere ``uniform``."""
+        size = self.sizes[cls]
+        pick = same & (size > 0)
+        out = uniform.astype(np.int64, copy=True)
+        j = np.minimum((u[pick] * size[pick]).astype(np.int64), size[pick] - 1)
+        out[pick] = self.perm.inverse(cls[pick] + self.c * j)
+        return out
+
+
+def _means(classes: int, dim: int, seed: int) -> np.ndarray:
+    g = _rng(seed, _MEANS, 0).standard_normal((dim, classes))
+    if dim >= classes:
+        q, r = np.linalg.qr(g)
+        return (q * np.where(np.diag(r) < 0, -1.0, 1.0)).T
+    return (g / np.linalg.norm(g, axis=0)).T
+
+
+def _calibrate(means: np.ndarray, target: float, seed: int) -> float:
+    c = len(means)
+    gram = means @ means.T
+    lam, vec = np.linalg.eigh(gram)
+    root = vec * np.sqrt(np.clip(lam, 0.0, None))
+    samples = int(min(20000, max(64, (1 << 26) // (c * c))))
+    w = _rng(seed, _CALIBRATION, 0).standard_normal((samples, c)) @ root.T
+    y = np.arange(samples) % c
+    gap = 1.0 - gram[y]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(gap > 1e-9, (w - w[np.arange(samples), y][:, None]) / gap, np.inf)
+    t[np.arange(samples), y] = -np.inf
+    delta = float(np.sort(t.max(axis=1))[max(0, math.ceil(target * samples) - 1)])
+    if not (math.isfinite(delta) and delta > 0):
+        raise _core.InputError(
+            f"feature_dim (--feature-dim) {means.shape[1]} is too small to separate {c} classes; "
+            "use a larger one or give feature_noise (--feature-noise)"
+        )
+    return 1.0 / delta
+
+
+def _write_intermediates(d: str, p: Dict[str, Any], means: np.ndarray, sigma: float,
+                         fractions: List[Tuple[str, float]], seed: int, progress: Any) -> Dict[str, Any]:
+    n_p, n_a, c = p["papers"], p["authors"], p["classes"]
+    paper, author, inst = (_Classes(n, c, seed, i) for i, n in enumerate((n_p, n_a, p["institutions"])))
+    files: Dict[str, Any] = {k: os.path.join(d, f"{k}.bin64") for k in ("affiliated_with", "writes", "cites")}
+    files["labels"], files["features"] = os.path.join(d, "labels.npy"), os.path.join(d, "features.npy")
+    _stage(progress, "generating authors", n_a, "authors")
+    with open(files["affiliated_with"], "wb") as f:
+        for j, start in enumerate(range(0, n_a, CHUNK)):
+            ids = np.arange(start, min(start + CHUNK, n_a), dtype=np.int64)
+            rng = _rng(seed, _AFFILIATION, j)
+            n = len(ids)
+            same, u, uni = rng.random(n) < p["homophily_affiliation"], rng.random(n), rng.integers(0, inst.n, n)
+            _pairs(f, ids, inst.draw(author.of(ids), same, u, uni))
+            _advance(progress, n)
+
+    labels = allocated_memmap(files["labels"], np.int64, (n_p,))
+    features = allocated_memmap(files["features"], np.float32, (n_p, p["feature_dim"]))
+    splits = _Splits(d, fractions, n_p)
+    mean32 = means.astype(np.float32)
+    _stage(progress, "generating papers", n_p, "papers")
+    with open(files["writes"], "wb") as fw, open(files["cites"], "wb") as fc:
+        for j, start in enumerate(range(0, n_p, CHUNK)):
+            ids = np.arange(start, min(start + CHUNK, n_p), dtype=np.int64)
+            cls = paper.of(ids)
+            labels[start:start + len(ids)] = cls
+            rng = _rng(seed, _WRITES, j)
+            src, dst = _slots(rng, ids, cls, 1 + rng.poisson(p["avg_authors"] - 1.0, len(ids)), author,
+                              p["homophily_writes"])
+            key = np.unique((src - start) * n_a + dst)
+            _pairs(fw, key % n_a, start + key // n_a)
+            rng = _rng(seed, _CITES, j)
+            src, dst = _slots(rng, ids, cls, rng.poisson(p["avg_cites"], len(ids)), paper, p["homophily_cites"])
+            key = np.unique(((src - start) * n_p + dst)[src != dst])
+            _pairs(fc, start + key // n_p, key % n_p)
+            for b in range(start // FEATURE_ROWS, (start + len(ids) - 1) // FEATURE_ROWS + 1):
+                rows = slice(b * FEATURE_ROWS - start, min((b + 1) * FEATURE_ROWS, n_p) - start)
+                z = _rng(seed, _FEATURES, b).standard_normal((rows.stop - rows.start, p["feature_dim"]), dtype=np.float32)
+                features[start + rows.start:start + rows.stop] = mean32[cls[rows]] + np.float32(sigma) * z
+            splits.chunk(_rng(seed, _SPLIT, j), start, len(ids))
+            _advance(progress, len(ids))
+    labels.flush()
+    features.flush()
+    del labels, features
+    files["split"] = splits.close()
+    return files
+
+
+def _slots(rng: np.random.Generator, ids: np.ndarray, cls: np.ndarray, k: np.ndarray, target: _Classes,
+           homophily: float) -> Tuple[np.ndarray, np.ndarray]:
+    """``k[i]`` draws for node ``ids[i]`` of class ``cls[i]``: each a member of its class in
+    ``target`` with probability ``homophily``, else uniform. Returns (ids repeated, drawn)."""
+    m = int(k.sum())
+    src, c = np.repeat(ids, k), np.repeat(cls, k)
+    same, u, uni = rng.random(m) < homophily, rng.random(m), rng.integers(0, target.n, m)
+    return src, target.draw(c, same, u, uni)
+
+
+def _pairs(f, src: np.ndarray, dst: np.ndarray) -> None:
+    f.write(np.stack([src, dst], axis=1).astype("<u8").tobytes())
+
+
+class _Splits:
+    """The paper splits, written chunk by chunk as ascending int64 ``.npy`` files."""
+
+    def __init__(self, d: str, fractions: List[Tuple[str, float]], n: int):
+        bounds, acc = [0], 0.0
+        for _, f in fractions:
+            acc += f
+            bounds.append(min(n, math.floor(n * acc + 0.5)))
+        sizes = np.diff(bounds)
+        self.left = np.append(sizes, n - bounds[-1]).astype(np.int64)  # the last: in no split
+        self.paths = {name: os.path.join(d, f"split_{name}.npy") for name, _ in fractions}
+        self.maps = [allocated_memmap(path, np.int64, (int(s),)) if s else None
+                     for path, s in zip(self.paths.values(), sizes)]
+        self.filled = [0] * len(sizes)
+        for path, s in zip(self.paths.values(), sizes):
+            if not s:
+                save_npy(path, np.zeros(0, dtype=np.int64))
+
+    def chunk(self, rng: np.random.Generator, start: int, n: int) -> None:
+        counts = rng.multivariate_hypergeometric(self.left, n)
+        self.left -= counts
+        which = np.repeat(np.arange(len(counts)), counts)
+        rng.shuffle(which)
+        for s, m in enumerate(self.maps):
+            if m is not None and counts[s]:
+                m[self.filled[s]:self.filled[s] + counts[s]] = start + np.flatnonzero(which == s)
+                self.filled[s] += int(counts[s])
+
+    def close(self) -> Dict[str, str]:
+        for m in self.maps:
+            if m is not None:
+                m.flush()
+        self.maps = []
+        return dict(self.paths)
+
+
+def _stage(progress: Any, name: str, total: int, unit: str) -> None:
+    if progress is not None:
+        progress.stage(name, total, unit)
+
+
+def _advance(progress: Any, n: int) -> None:
+    if progress is not None:
+        progress.advance(n)

@@ -1,0 +1,515 @@
+"""Layer-wise inference of a heterogeneous run: every node's output of a trained
+:class:`~ringgnn.models.hetero.HeteroModel`, exact (every relation's full in-neighbor lists, no
+sampling), out of core; what ``ringgnn predict RUN`` and ``ringgnn embed RUN`` run on a run of
+``ringgnn train DS --target TYPE``. The engine's parts are the homogeneous one's; what is
+type-specific here is which relations feed which type and the typed model's dense parts
+(``ringgnn.models.hetero_dense``, numpy: nothing here imports PyTorch).
+
+One layer and one destination type at a time, the model's forward in eval mode: for each
+destination block of type ``d`` and each relation ``(s, rel, d)``, the homogeneous fold on that
+relation's CSC (``infer_graph.fold_windows``, the Rust core) sums the block's in-neighbors' rows
+of type ``s`` at the previous layer; the mean (an empty one is 0) goes through the relation's
+weights and the relations are combined as the model combines them (``HeteroDense.block``), then
+ReLU between layers. Layer ``l`` computes only the types within ``upto - l`` hops of the output
+type. A type's input rows are its feature file or its embedding table (held by the model, or the
+checkpoint's table file, ``ringgnn.models.tables``), written once to a layer-0 file so that the
+core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.f32`` files
+(``infer_rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
+the computed ones), the output to a ``.npy`` renamed when complete.
+
+**Memory**: the homogeneous runs' plan (``infer_plan.InferencePlan``), whose layers are here the
+(layer, destination type) pairs, each cut into destination blocks by its in-degrees summed over
+the relations into the type (:meth:`HeteroLayerwise._cost`): the same sweep limit
+(``MAX_SWEEPS``) and the same refusal of a too-small budget, before anything is read. Source
+partitions (``infer_partition``) are not run for heterogeneous layers: the check is the grid's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import _core, _options
+from .._core import InputError
+from .._files import keep_files, temporary
+from ..data.dataset import HeteroDataset
+from ..data.schema import EdgeType, edge_type_str, parse_edge_type, target_distances
+from ..models.checkpoints import is_hetero_run, read_checkpoint  # noqa: F401 (is_hetero_run: serving imports it here)
+from ..models.dense import Numpy
+from ..models.hetero_dense import HeteroDense, dense_of
+from ..models.tables import TableReader, table_file
+from ..progress import bar
+from ..sampling.hetero import open_hetero
+from .engine import AGGREGATE_ENV, AGGREGATORS
+from .graph import NeighborFile, fold_windows, numpy_sums
+from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, cut
+from .rows import OutputRows, RowFileWriter
+
+#: Floats of the widest layer a destination node of a block holds: its input row, one
+#: relation's accumulator (then the mean), the relation's term, its root term, the running
+#: combination and the output row.
+NODE_FLOATS = 6
+#: Bytes an in-edge of a piece summed by numpy (``aggregate="python"``) holds besides its
+#: gathered rows (its distinct source's row and its own copy): the file's id, the id as int64,
+#: its distinct-source inverse, its local destination, the sort's temporaries.
+PYTHON_EDGE_BYTES = 48
+#: Rows of an embedding table copied to its layer-0 file at a time (and of layer 0's output).
+TABLE_ROWS = 1 << 16
+#: The outputs a run can write (those of ``ringgnn.inference.run.infer``).
+OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
+
+
+def load_hetero_run(run_dir: str, dataset: Any = None,
+                    read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Tuple[HeteroDataset, Any, str]:
+    """(dataset, ``HeteroModel`` in eval mode on the CPU, checkpoint path) of a heterogeneous run
+    directory (serving's sampled forward; this imports PyTorch); ``dataset`` defaults to the one
+    the run was trained on. Errors say what does not fit."""
+    from ..models.hetero import HeteroModel
+
+    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR")
+    ds, cfg = _open_run(run_dir, path, state, dataset)
+    try:
+        net = HeteroModel.from_config(cfg)
+    except (ValueError, TypeError) as e:
+        raise InputError(f"{path}: not a readable heterogeneous model ({e})") from None
+    _check_fits(ds, net, path)
+    try:
+        net.load_state_dict(state["model"])
+    except (RuntimeError, KeyError) as e:
+        raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
+    _attach_tables(net, path, state)
+    return ds, net.eval(), path
+
+
+def load_hetero_dense(run_dir: str, dataset: Any = None,
+                      read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Tuple[HeteroDataset, HeteroDense, str]:
+    """(dataset, the model's dense parts, checkpoint path) of a heterogeneous run directory, read
+    without PyTorch (``ringgnn.models.torchfile``; ``read``: the checkpoint so read): what layer-wise
+    inference runs on. Errors as :func:`load_hetero_run`'s."""
+    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
+    ds, cfg = _open_run(run_dir, path, state, dataset)
+    net = HeteroDense.from_state(cfg, state.get("model") or {}, path, "the model's config")
+    _check_fits(ds, net, path)
+    _attach_tables(net, path, state)
+    return ds, net, path
+
+
+def _open_run(run_dir: str, path: str, state: Mapping[str, Any], dataset: Any) -> Tuple[HeteroDataset, Any]:
+    """(dataset, model config) of a heterogeneous run's checkpoint ``state``."""
+    cfg = (state.get("args") or {}).get("hetero")
+    if not cfg:
+        raise InputError(f"{path}: a homogeneous run; use `ringgnn predict`/`ringgnn embed` without --type "
+                         "(ringgnn.infer)")
+    if dataset is None:
+        dataset = (state.get("metrics") or {}).get("dataset")
+        if dataset is None:
+            raise InputError(f"{path} does not say which dataset it was trained on: give --dataset")
+    return open_hetero(dataset, "heterogeneous layer-wise inference"), cfg
+
+
+def _attach_tables(net: Any, path: str, state: Mapping[str, Any]) -> None:
+    """Readers of the tables ``net`` keeps in files: the checkpoint's copies, read out of core."""
+    for t in net.external:  # tables kept in files: read from the checkpoint's copy, out of core
+        rec = (state.get("tables") or {}).get(t)
+        if rec is None:
+            raise InputError(f"{path}: node type '{t}' has its embedding table in a file, but the checkpoint names "
+                             "none; the run directory is incomplete")
+        net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.embed_dim or net.hidden)
+
+
+def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
+    """Refuse a model whose types, counts, feature widths, relations or classes differ from
+    ``ds``'s: it was trained on another dataset."""
+    fix = "use the dataset the model was trained on"
+    if sorted(net.node_types) != ds.node_types:
+        raise InputError(f"{path} was trained with node types {sorted(net.node_types)}, {ds.path} has "
+                         f"{ds.node_types}; {fix}")
+    have, dims = ds.num_nodes_dict, ds.feature_dims()
+    for t in ds.node_types:
+        if net.num_nodes.get(t, have[t]) != have[t] or net.in_dims[t] != dims[t]:
+            raise InputError(f"{path}: node type '{t}' had {net.num_nodes.get(t, have[t]):,} nodes and "
+                             f"features {net.in_dims[t]}, {ds.path} has {have[t]:,} and {dims[t]}; {fix}")
+    rels = sorted(edge_type_str(et) for et in net.edge_types)
+    if rels != ds.relations:
+        raise InputError(f"{path} was trained with relations {rels}, {ds.path} has {ds.relations}; {fix}")
+    labels = ds.manifest["node_types"][net.target].get("labels")
+    if labels is not None and labels["num_classes"] != net.out_dim:
+        raise InputError(f"{path} has {net.out_dim} classes, node type '{net.target}' of {ds.path} has "
+                         f"{labels['num_classes']}; {fix}")
+
+
+class HeteroLayerwise:
+    """Layer-wise inference of a heterogeneous model (its dense parts, a
+    :class:`~ringgnn.models.hetero_dense.HeteroDense`, or a live ``HeteroModel``, whose weights it takes)
+    over a :class:`HeteroDataset` within ``memory`` bytes (see the module's docstring); :meth:`run`
+    hands the rows of one type at one layer to a callback. ``block_nodes``/``piece_edges`` fix
+    the sizes (tests): blocks of that many destinations, windows and pieces of that many edges."""
+
+    def __init__(self, ds: HeteroDataset, net: Any, *, memory: Optional[int] = None, backend: str = "auto",
+                 direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
+                 log: Callable[[str], None] = lambda s: None, block_nodes: Optional[int] = None,
+                 piece_edges: Optional[int] = None, aggregate: Optional[str] = None):
+        self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
+        net = self.net
+        #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
+        #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``);
+        #: ``ringgnn.inference.run.AGGREGATORS``, ``RINGGNN_INFER_AGGREGATE``.
+        self.aggregate = _options.choice(aggregate or os.environ.get(AGGREGATE_ENV) or "rust", AGGREGATORS,
+                                         f"aggregate ({AGGREGATE_ENV})")
+        self.backend, self.direct = _options.backend(backend), bool(direct)
+        self.work_dir, self.keep, self.quiet, self.log = work_dir, keep, quiet, log
+        used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
+        self.graph = {r: NeighborFile(ds, r) for r in sorted(used)}
+        width = net.embed_dim or net.hidden
+        self.widths = [{t: (width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
+        for layer in range(1, net.layers + 1):
+            self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
+        self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
+                                          blocks=0)
+        #: The plan's layers: each (layer, destination type) computed, cut into destination blocks
+        #: by its in-degrees over the relations into the type (``infer_plan``, one offset index each).
+        self.units: List[Tuple[int, str]] = [(k, d) for k in range(1, net.layers + 1) for d in net.computed[k]]
+        indptrs, costs = [], []
+        for k, d in self.units:
+            ip, cost = self._cost(k, d)
+            indptrs.append(ip)
+            costs.append(cost)
+        rust = self.aggregate == "rust"
+        most = max((self.num_nodes[parse_edge_type(r)[0]] for r in used), default=0)
+        # The Rust core reads a piece ahead (two in flight) and marks a block's distinct sources
+        # in a bitmap of the widest source type (a quarter of a byte a node), as on the grid.
+        self.memplan = InferencePlan(memory, indptrs, costs, in_flight=2 if rust else 1,
+                                     extra=most // 4 + 16 if rust else 0)
+        #: Whether the sizes come from the budget (else ``block_nodes``/``piece_edges``: tests).
+        self.planned = block_nodes is None and piece_edges is None
+        self.block_nodes = None if block_nodes is None else max(1, int(block_nodes))
+        self.piece_edges = None if piece_edges is None else max(1, int(piece_edges))
+        self.plan: Dict[str, Any] = dict(budget=self.memplan.budget, fixed=self.memplan.fixed,
+                                         held=self.memplan.held, aggregate=self.aggregate)
+
+    def _relations(self, k: int, d: str) -> List[Tuple[EdgeType, NeighborFile]]:
+        """Layer ``k``'s relations into type ``d`` (in the layer's order) with their CSCs."""
+        return [(et, self.graph[edge_type_str(et)]) for et in self.net.convs[k - 1].edge_types if et[2] == d]
+
+    def _cost(self, k: int, d: str) -> Tuple[np.ndarray, LayerCost]:
+        """(the offset index the plan cuts type ``d``'s blocks of layer ``k`` by: in-degrees
+        summed over the relations into ``d``; what a block costs, ``infer_plan.LayerCost``). A
+        destination holds :data:`NODE_FLOATS` rows of the widest of the layer's rows; a piece
+        unit is a distinct source row with its id (Rust) or an edge of numpy's piece; an in-edge
+        of a window the Rust core's source position (none for numpy, which reads its pieces from
+        the file). Blocks are finished whole: no finishing slices."""
+        rels = self._relations(k, d)
+        ip = np.zeros(self.num_nodes[d] + 1, dtype=np.int64)
+        for _, g in rels:
+            ip += g.indptr
+        srcs = [et[0] for et, _ in rels]
+        w_src = max((self.widths[k - 1][s] for s in srcs), default=0)
+        w = max([self.widths[k - 1][d], self.widths[k][d], w_src])
+        if self.aggregate == "rust":
+            unit = 8 + 4 * w_src
+            edge = max((_core.aggregate_edge_bytes(self.num_nodes[s]) for s in srcs), default=0)
+        else:
+            unit, edge = PYTHON_EDGE_BYTES + 8 * w_src, 0
+        return ip, LayerCost(4 * NODE_FLOATS * w + DEST_BYTES, unit, 0, edge, 0)
+
+    # -- readers --------------------------------------------------------------------------------
+
+    def _input(self, t: str, scratch: str) -> Any:
+        """Layer 0's rows of type ``t``: its feature file, or its embedding table written once to
+        ``scratch`` in the feature-file layout, so that the Rust core sums its rows as it sums
+        any layer's (and reads them as it reads a file)."""
+        if self.net.in_dims[t] is not None:
+            return _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct, part=f"node/{t}")
+        n, dim = self.num_nodes[t], self.widths[0][t]
+        table = self.net.tables.get(t) if t in self.net.external else None
+        path = os.path.join(scratch, f"layer0.{t}.f32")
+        w = RowFileWriter(path, dim)
+        try:
+            for r0 in range(0, n, TABLE_ROWS):
+                r1 = min(n, r0 + TABLE_ROWS)
+                w.append(self.net.embeddings[t][r0:r1] if table is None
+                         else table.gather(np.arange(r0, r1, dtype=np.int64)))
+            w.finish()
+        except BaseException:
+            w.abort()
+            raise
+        return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
+
+    # -- one destination block ------------------------------------------------------------------
+
+    def _windows(self, i: int, g: NeighborFile, a: int, b: int) -> Iterator[Tuple[int, int]]:
+        """Relation ``g``'s in-edges of block ``a..b`` of unit ``i`` in windows: what the block's
+        nodes leave of the plan's share (one window but for hubs; the grid's rule), or
+        ``piece_edges`` (tests)."""
+        lo, hi = int(g.indptr[a]), int(g.indptr[b])
+        cost = self.memplan.costs[i]
+        if not self.planned:
+            step = self.piece_edges or MIN_ROWS
+        elif cost.per_edge:
+            step = max(MIN_ROWS, (self.memplan.sizes(i).block_bytes - (b - a) * cost.per_node) // cost.per_edge)
+        else:
+            step = max(1, hi - lo)
+        for s0 in range(lo, hi, step):
+            yield s0, min(hi, s0 + step)
+
+    def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """(the sums of each destination ``a..b``'s in-neighbors' rows by relation ``g``, their
+        in-degrees): the homogeneous fold of the relation's CSC (``infer_graph``)."""
+        acc = np.zeros((b - a, reader.dim), np.float32)
+        piece = (self.piece_edges or MIN_ROWS) if not self.planned else self.memplan.sizes(i).piece_units
+        if self.aggregate == "rust":
+            fold_windows(reader, g, acc, a, b, self._windows(i, g, a, b), piece, fold="sum")
+        else:
+            numpy_sums(reader, g, acc, a, b, self._windows(i, g, a, b), piece)
+        return acc, np.diff(g.indptr[a:b + 1])
+
+    def _block(self, i: int, a: int, b: int, prev: Mapping[str, Any]) -> np.ndarray:
+        """Unit ``i``'s outputs (before the activation) of type ``d``'s nodes ``a..b``: the
+        arithmetic of the model's ``_Layer.forward`` with the block's full neighborhoods
+        (``HeteroDense.block``), each relation's sums taken when it is combined."""
+        k, d = self.units[i]
+        x_d = prev[d].gather(np.arange(a, b, dtype=np.int64))
+        sums = ((et, *self._sums(i, g, a, b, prev[et[0]])) for et, g in self._relations(k, d))
+        return self.net.block(k, d, x_d, sums)
+
+    def _blocks(self, i: Optional[int], n: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
+        """The destination blocks of unit ``i`` (None: layer 0's rows, copied) holding ``wanted``
+        nodes: the plan's greedy cut (``infer_plan.cut``), or ``block_nodes`` (tests)."""
+        a = 0
+        while a < n:
+            if not self.planned:
+                b = min(n, a + (self.block_nodes or MIN_ROWS))
+            elif i is None:
+                b = min(n, a + TABLE_ROWS)
+            else:
+                cost = self.memplan.costs[i]
+                b = cut(self.memplan.indptrs[i], cost.per_node, self.memplan.sizes(i).block_bytes, a, cost.per_edge)
+            if wanted is None or wanted[a:b].any():
+                yield a, b
+            a = b
+
+    # -- layers ---------------------------------------------------------------------------------
+
+    def needed(self, upto: int, node_type: str) -> List[List[str]]:
+        """Per layer ``0..upto``, the types computed there that ``node_type``'s rows at layer
+        ``upto`` depend on (those within ``upto - l`` hops of it)."""
+        net = self.net
+        dist = target_distances(net.node_types, net.edge_types, node_type)
+        return [[t for t in net.computed[k] if dist.get(t, upto + 1) <= upto - k] for k in range(upto + 1)]
+
+    def run(self, upto: int, node_type: str, emit: Callable[[int, np.ndarray], None],
+            wanted: Optional[np.ndarray] = None, activate_last: bool = False) -> None:
+        """Layers ``1..upto`` for the types ``node_type``'s rows at layer ``upto`` need (layer
+        ``upto`` only for ``node_type``, which it must compute); its rows go to ``emit(first,
+        rows)`` in node order, for the blocks holding ``wanted`` nodes (None: all).
+        ``activate_last``: apply the between-layer ReLU to them (not to layer 0 or the last).
+        A budget under which some needed layer would sweep its inputs more than
+        ``infer_plan.MAX_SWEEPS`` times is refused first (the plan's check, as for homogeneous
+        runs)."""
+        L = self.net.layers
+        if node_type not in self.net.computed[upto]:
+            raise InputError(f"node type '{node_type}': layer {upto} does not compute it (layers that do: "
+                             f"{', '.join(map(str, self.layers_of(node_type)))})")
+        need = self.needed(upto, node_type)
+        units = [i for i, (k, d) in enumerate(self.units) if k <= upto and d in need[k]]
+        if self.planned:  # before anything is read or written
+            self.memplan.check(units, grid_only=True)
+            sizes = {i: self.memplan.sizes(i) for i in units}
+            self.plan.update(grid=dict(
+                self.memplan.describe([]), layers=[dict(layer=self.units[i][0], type=self.units[i][1],
+                                                        **sizes[i].__dict__) for i in units]))
+        scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
+        files: List[str] = []
+        try:
+            prev = {t: self._input(t, scratch.path) for t in need[0]}
+            if upto == 0:
+                self._sweep(None, node_type, lambda a, b: prev[node_type].gather(np.arange(a, b, dtype=np.int64)),
+                            emit, wanted, False, prev)
+                return
+            for layer in range(1, upto + 1):
+                cur: Dict[str, Any] = {}
+                for i in (u for u in units if self.units[u][0] == layer):
+                    d = self.units[i][1]
+
+                    def block(a: int, b: int, i=i) -> Any:
+                        return self._block(i, a, b, prev)
+
+                    if layer == upto:
+                        self._sweep(i, d, block, emit, wanted, activate_last and layer < L, prev)
+                        continue
+                    path = os.path.join(scratch.path, f"layer{layer}.{d}.f32")
+                    w = RowFileWriter(path, self.widths[layer][d])
+                    try:
+                        self._sweep(i, d, block, lambda a, rows, w=w: w.append(rows), None, True, prev)
+                        w.finish()
+                    except BaseException:
+                        w.abort()
+                        raise
+                    self.stats["bytes_written"] += os.path.getsize(path)
+                    files.append(path)
+                    cur[d] = _core.FeatureReader.matrix(path, self.num_nodes[d], self.widths[layer][d],
+                                                        backend=self.backend, direct=self.direct)
+                prev = cur
+            if self.keep:
+                keep_files(files, self.work_dir, "layer file")
+        finally:
+            scratch.close()
+
+    def layers_of(self, t: str) -> List[int]:
+        """The layers (0: the inputs) that compute type ``t``."""
+        return [k for k, types in enumerate(self.net.computed) if t in types]
+
+    def _sweep(self, i: Optional[int], d: str, block: Callable[[int, int], Any],
+               emit: Callable[[int, np.ndarray], None], wanted: Optional[np.ndarray], activate: bool,
+               prev: Mapping[str, Any]) -> None:
+        """``block(a, b)`` for each destination block of unit ``i`` (None: layer 0) in node order
+        (those holding ``wanted`` nodes), activated, to ``emit``; the layer's counters in
+        ``stats``."""
+        t0 = time.perf_counter()
+        layer = 0 if i is None else self.units[i][0]
+        rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
+        n = self.num_nodes[d]
+        with bar(n, f"layer {layer}/{self.net.layers} {d}", "node", disable=self.quiet, leave=False,
+                 unit_scale=True) as progress:
+            for a, b in self._blocks(i, n, wanted):
+                out = np.ascontiguousarray(block(a, b), dtype=np.float32)
+                if activate:
+                    out = Numpy.relu(out)
+                emit(a, out)
+                self.stats["blocks"] += 1
+                progress.update(b - a)
+        neighbors = sum(g.bytes_read for g in self.graph.values())
+        rows = sum(r.stats()["bytes_read"] for r in prev.values()) - rows_before
+        seconds = time.perf_counter() - t0
+        self.stats["layers"].append(dict(layer=layer, type=d, seconds=seconds, neighbor_bytes=neighbors,
+                                         row_bytes=rows))
+        self.stats["bytes_read_neighbors"] += neighbors
+        self.stats["bytes_read_rows"] += rows
+        for g in self.graph.values():
+            g.bytes_read = 0
+        if layer:
+            self.log(f"layer {layer} {d}: {seconds:.1f} s")
+
+
+def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = None, node_type: Optional[str] = None,
+                 output: Optional[str] = None, nodes: Any = None, memory: Union[None, int, str] = None,
+                 backend: str = "auto", direct: bool = False, out: Optional[str] = None, dtype: str = "f32",
+                 keep: bool = False, quiet: bool = True, log: Callable[[str], None] = lambda s: None,
+                 block_nodes: Optional[int] = None, piece_edges: Optional[int] = None,
+                 read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
+    """Exact layer-wise inference of a heterogeneous run (see the module's docstring); returns a
+    summary dict.
+
+    ``node_type``: whose rows (default the run's target). ``output``: ``"logits"`` (the last
+    layer: the target only), ``"probabilities"``, ``"predictions"`` (argmax, int64) or
+    ``"embeddings"`` (layer ``layer``'s rows, activated as the next layer sees them; ``0``: the
+    input rows, features or embedding table); by default ``"logits"``, or ``"embeddings"`` when
+    ``layer`` or another type than the target is given, whose default layer is the last hidden
+    layer that computes the type. ``nodes``: None/``"all"``, a split name of the type, a ``.npy``
+    file or an array of its ids (rows come in that order). With ``out`` (a ``.npy``) the rows are
+    written there (``summary["out"]``), else returned as ``summary["array"]``. For the target's
+    logits, ``summary["accuracy"]`` holds the accuracy on its ``val`` and ``test`` splits (also as
+    ``val_acc``/``test_acc``). ``memory``: the process's budget (bytes or ``"2G"``).
+    ``read``: the checkpoint already read without PyTorch
+    (:func:`ringgnn.models.checkpoints.read_checkpoint` with ``arrays=True``)."""
+    ds, net, path = load_hetero_dense(run_dir, dataset, read)
+    L = net.layers
+    node_type = net.target if node_type is None else node_type
+    if node_type not in net.node_types:
+        raise InputError(f"--type {node_type}: not a node type of the run (it has: {', '.join(net.node_types)})")
+    if output is None:
+        output = "logits" if layer is None and node_type == net.target else "embeddings"
+    if output not in OUTPUTS:
+        raise InputError(f"output {output!r}: use {', '.join(OUTPUTS)}")
+    if dtype not in ("f32", "f16"):
+        raise InputError(f"--dtype {dtype}: use f32 or f16")
+    layers_of = [k for k, types in enumerate(net.computed) if node_type in types]
+    if not layers_of:
+        raise InputError(f"--type {node_type}: the model never uses node type '{node_type}' (more than {L} hops from "
+                         f"the target '{net.target}')")
+    if output == "embeddings":
+        upto = layer if layer is not None else max(k for k in layers_of if k < L)
+        if not 0 <= upto <= L:
+            raise InputError(f"--layer {upto}: the model has layers 0..{L} (0: the input rows)")
+        if upto not in layers_of:
+            raise InputError(f"--layer {upto}: layer {upto} of the model does not compute node type '{node_type}' "
+                             f"(layers that do: {', '.join(map(str, layers_of))}); give one of them")
+    else:
+        if layer is not None:
+            raise InputError("--layer selects an embedding layer: it goes with embeddings only")
+        if node_type != net.target:
+            raise InputError(f"--type {node_type}: only the target type '{net.target}' has {output}; use "
+                             "`ringgnn embed` for the rows of other types")
+        upto = L
+    if out is not None and not str(out).endswith(".npy"):
+        raise InputError(f"--out {out}: give a .npy path")
+
+    part = ds.node_type(node_type)
+    n = part.num_nodes
+    ids = None if nodes is None or (isinstance(nodes, str) and nodes == "all") else _options.seeds(part, nodes,
+                                                                                                    "--nodes")
+    if ids is not None and len(ids) and (ids.min() < 0 or ids.max() >= n):
+        bad = ids[(ids < 0) | (ids >= n)][0]
+        raise InputError(f"--nodes: {int(bad)} is not a node of type '{node_type}' (ids 0..{n - 1})")
+    scored = upto == L and node_type == net.target
+    splits = [s for s in ("val", "test") if scored and s in part.split_names]
+    labels = part.labels if splits else None
+    masks = {}
+    for s in splits if labels is not None else ():
+        masks[s] = np.zeros(n, dtype=bool)
+        masks[s][part.split(s)] = True
+    wanted = None
+    if ids is not None:
+        wanted = np.zeros(n, dtype=bool)
+        wanted[ids] = True
+        for m in masks.values():
+            wanted |= m
+
+    work_dir = os.path.dirname(os.path.abspath(out)) if out else os.path.dirname(os.path.abspath(path))
+    run = HeteroLayerwise(ds, net, memory=_options.size(memory, "memory"), backend=backend, direct=direct,
+                          work_dir=work_dir, keep=keep, quiet=quiet, log=log, block_nodes=block_nodes,
+                          piece_edges=piece_edges)
+    width = run.widths[upto][node_type]
+    count = n if ids is None else len(ids)
+    right = dict.fromkeys(masks, 0)
+    t0 = time.perf_counter()
+    rows = OutputRows(output, count, width, dtype, ids, out)
+
+    def emit(a: int, block: np.ndarray) -> None:
+        if masks:
+            b = a + len(block)
+            pred = block.argmax(axis=1)
+            for s, m in masks.items():
+                sel = m[a:b] & (labels[a:b] >= 0)
+                right[s] += int((pred[sel] == labels[a:b][sel]).sum())
+        rows.put(a, block)
+
+    try:
+        run.run(upto, node_type, emit, wanted, activate_last=output == "embeddings")
+        written = rows.finish()
+    except BaseException:
+        rows.abort()
+        raise
+    result, np_dtype = rows.result, rows.dtype
+    accuracy = {}
+    for s, m in masks.items():
+        total = int((m & (labels >= 0)).sum())
+        accuracy[s] = right[s] / total if total else None
+    summary: Dict[str, Any] = dict(
+        checkpoint=path, dataset=os.path.abspath(ds.path), heterogeneous=True, target=net.target, type=node_type,
+        output=output, layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np_dtype),
+        seconds=time.perf_counter() - t0, plan=run.plan, **run.stats)
+    if scored:
+        summary.update(accuracy=accuracy, val_acc=accuracy.get("val"), test_acc=accuracy.get("test"))
+    if written is not None:
+        summary["out"] = written
+        if part.has_node_ids:  # a type converted from tables: its rows' original ids beside them
+            from .node_ids import write_beside
+
+            summary["node_ids"] = write_beside(part, ids, written)
+    else:
+        summary["array"] = result
+    return summary

@@ -1,0 +1,166 @@
+"""The source-partitioned scheme of layer-wise inference (issue 24; ``docs/INFERENCE.md``, "The
+other scheme: source partitions"): one layer computed by cutting the *sources* into partitions
+instead of the destinations into blocks, so that the layer's input file is read once rather than
+once per destination block. ``infer_plan.choose_scheme`` decides when it is used (when it reads
+and writes fewer bytes than the grid, or when the grid would sweep the input more than
+``MAX_SWEEPS`` times) and how many partitions.
+
+The per-edge work is the Rust core's (``ringgnn_features::partition``, through
+``_core.SourcePartitions`` and ``FeatureReader.partials``, on all threads with the GIL released):
+
+1. **Bucketing**: one pass over the neighbor file; each edge ``u -> v`` is appended to its source
+   partition's bucket, every bucket sorted by destination (GCN and GAT drop stored self loops).
+2. **Partial aggregates**: a partition's bucket is taken in windows of at most ``window_edges``
+   edges; each window is one Rust aggregation over the bucket's sources with the destinations
+   it reaches numbered compactly (their node ids given to GCN's ``dinv[u] dinv[v]`` and GAT's
+   destination logits), so the partition's rows are read once, in file order. The layer's
+   dense parts are the grid's (``LayerStep.dense``, ``infer_dense``): where the layer narrows, ``W x``
+   of each piece; GAT's ``lin(x)`` and source logits of each piece, and its destination logits
+   of every node, computed first in a pass of their own into a temporary file. Each window's partials and their destination ids
+   are spilled (``O_DIRECT`` where the file system allows it).
+3. **Merge**: per destination block, every window's partials of the block's destinations are
+   combined on all threads (sums added, maxima maxed, GAT's softmax partials rescaled to their
+   common maximum); the block is then finished as on the grid (``LayerStep.finish``; GAT's self loop
+   folded in there).
+
+Everything goes to files under the run's temporary directory (``_files.temporary``), removed at
+the end of the layer. Memory: a window's accumulators and edges (``infer_plan.PART_NODE``,
+``PART_EDGE``), a bucketing chunk, and a merge block with one slice of partials per thread, all
+within the plan's share."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+from .. import _core
+from .._files import allocated_memmap, os_errors, temporary
+from .finish import LayerStep, finish_block, map_slices, slice_reader, split_rows
+from .graph import PHASES
+from .plan import release_freed
+
+#: Bytes an edge of a bucketing chunk takes in the Rust core (its id read, then its source and
+#: destination in their partition's run).
+CHUNK_EDGE = 24
+
+
+def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.ndarray], None],
+                      wanted: Optional[np.ndarray], activate: bool, parts: int, window_edges: int, share: int,
+                      piece_rows: int, finish_rows: int) -> Dict[str, int]:
+    """Layer ``step.k`` by source partitions (the module's docstring); rows go to ``writer`` in
+    node order (only the merge blocks holding ``wanted`` nodes). Returns the bytes written to and
+    read from the temporaries."""
+    k, g = step.k, step.graph
+    n = g.num_nodes
+    layer = step.dense.layers[k]
+    gat = step.kind == "gat"
+    heads = layer.heads if gat else 0
+    acc_w = step.acc_width
+    bounds = np.linspace(0, n, parts + 1).astype(np.int64)
+    threads = os.cpu_count() or 1
+    # Merge blocks: the block's aggregates and a slice of partials per thread as large (and ids).
+    merge_rows = max(1, min(n, share // (2 * 4 * acc_w + 16)))
+    merge = np.append(np.arange(0, n, merge_rows, dtype=np.int64), n)
+    slice_rows = max(1, merge_rows // threads)
+    fold = step.fold["fold"]
+    scratch = temporary(step.work_dir, f"ringgnn-infer-parts{k + 1}", directory=True)
+    io = dict(temp_written=0, temp_read=0)
+    try:
+        d = scratch.path
+        with os_errors("writing the partition buckets in", d):
+            sp = _core.SourcePartitions(d, bounds, merge, n, g.id_bytes, acc_w)
+            t = time.perf_counter()
+            sp.bucket(g.path, g.indptr, drop_self_loops=step.kind in ("gcn", "gat"),
+                      chunk_edges=max(1024, share // CHUNK_EDGE))
+            step.phase("bucket", t)
+        kw = dict(step.fold)
+        if gat:
+            t = time.perf_counter()
+            kw["a_dst"] = _destination_logits(step, reader, os.path.join(d, "a_dst.npy"), finish_rows)
+            io["temp_written"] += kw["a_dst"].nbytes
+            step.phase("start", t)
+        # A piece's product on all cores (``infer_finish.split_rows``), as on the grid.
+        with split_rows(kw.get("transform"), step.workers if "transform" in kw else 1) as fn:
+            if fn is not None:
+                kw["transform"] = fn
+            for q in range(sp.parts):
+                total = sp.edges(q)
+                for e0 in range(0, total, window_edges):
+                    with os_errors("spilling the partial aggregates in", d):
+                        got = reader.partials(sp, q, e0, min(total, e0 + window_edges), piece_rows=piece_rows,
+                                              **kw)
+                    step.add_phases(got, PHASES)
+                    release_freed()
+                with os_errors("removing the partition bucket in", d):
+                    sp.remove_bucket(q)
+        if gat:
+            io["temp_read"] += kw["a_dst"].nbytes
+            del kw["a_dst"]
+        # 3. Merge, a destination block at a time, finished as on the grid.
+        for j in range(len(merge) - 1):
+            a, b = int(merge[j]), int(merge[j + 1])
+            if wanted is not None and not wanted[a:b].any():
+                continue
+            t = time.perf_counter()
+            acc = np.empty((b - a, acc_w), dtype=np.float32)
+            with os_errors("merging the partial aggregates in", d):
+                sp.merge(j, acc, fold, heads=heads, slice_rows=slice_rows)
+            step.phase("merge", t)
+            t = time.perf_counter()
+            # As the grid finishes (``infer_finish``: slices read ahead, computed on all cores,
+            # the dense parts on the run's device); GAT's self loop is folded in here.
+            finish_block(step, a, b, reader, writer, finish_rows, activate,
+                         lambda r0, r1, x, acc=acc, a=a: (_with_self_loop(step, acc[r0 - a:r1 - a], x) if gat
+                                                          else {"acc": step.up(acc[r0 - a:r1 - a])}))
+            del acc
+            release_freed()
+            step.phase("finish", t)
+        got = sp.io
+        g.bytes_read += got["neighbor_bytes"]
+        io["temp_written"] += got["temp_written"]
+        io["temp_read"] += got["temp_read"]
+        del sp
+    finally:
+        scratch.close()
+    return io
+
+
+def _destination_logits(step: LayerStep, reader: Any, path: str, rows: int) -> np.ndarray:
+    """GAT's destination logits ``<lin_dst(x_v), att_dst>`` of every node, ``[n, heads]``, in a
+    temporary file ``path`` (read back as a memory map: a window looks up those of the
+    destinations it reaches), from the input read ``rows`` rows at a time."""
+    n, heads = step.graph.num_nodes, step.dense.layers[step.k].heads
+    with os_errors("writing GAT's destination logits to", path):
+        out = allocated_memmap(path, np.float32, (n, heads))
+
+        def put(r0: int, got: np.ndarray, out: np.ndarray = out) -> None:
+            out[r0:r0 + len(got)] = got
+
+        # Read ahead and computed on all cores, as finishing is (``infer_finish``).
+        map_slices(range(0, n, rows), slice_reader(reader, n, rows),
+                   lambda r0, x: step.down(step.dense.gat_start(step.k, step.up(x))[0]), put,
+                   step.workers, step.overlap)
+        out.flush()
+        del out, put
+    return np.load(path, mmap_mode="r")
+
+
+def _with_self_loop(step: LayerStep, acc: np.ndarray, x: Any) -> Dict[str, Any]:
+    """GAT's merged aggregates (host rows ``acc``: weighted sums, running maxima, sums of
+    exponentials) of destinations with rows ``x`` (on the dense parts' arrays), with each node's
+    self loop folded in as one more partial (its logit and message from its own row, the grid's
+    ``gat_start``), as ``step.finish`` takes them."""
+    layer = step.dense.layers[step.k]
+    H, C = layer.heads, layer.channels
+    _, e, xs = step.dense.gat_start(step.k, x)
+    e, xs = step.down(e), step.down(xs).reshape(-1, H, C)
+    n = len(acc)
+    msg, m, z = acc[:, :H * C].reshape(n, H, C), acc[:, H * C:H * C + H], acc[:, H * C + H:]
+    top = np.maximum(m, e)  # finite: the self loop's logit is
+    scale, own = np.exp(m - top), np.exp(e - top)  # exp(-inf) = 0 where no in-edges
+    msg = msg * scale[:, :, None] + xs * own[:, :, None]
+    return dict(msg=step.up(np.ascontiguousarray(msg.reshape(n, H * C), dtype=np.float32)),
+                z=step.up(np.ascontiguousarray(z * scale + own, dtype=np.float32)))

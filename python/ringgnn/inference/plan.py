@@ -1,0 +1,407 @@
+"""The memory plan of homogeneous layer-wise inference (issue 24): the one place that decides,
+from ``--memory``, how large the grid's destination blocks, its pieces and its finishing slices
+are, and which budgets are refused (``docs/INFERENCE.md``, "Sizes from the budget").
+
+A memory cgroup (``memcap``, a container's limit) counts the process's anonymous memory, the
+file pages it maps (the libraries' code) and the page cache it fills. The plan therefore takes
+off the budget: the anonymous memory held when inference starts (``_options.held_memory``: the
+runtime, the model, the offset index; *not* the resident size, whose mapped library pages the
+kernel can drop and refault), ``_options.code_bytes()`` for the library pages a layer keeps
+touching,
+:data:`FIXED_BYTES` of read buffers and :data:`WRITE_BYTES` of written pages not yet on disk
+(writers sync and drop them every :data:`SYNC_BYTES`). Of the rest, less :data:`SLACK`, pieces
+get at most :data:`PIECE_BYTES` each (two in flight) and the finishing slices in flight (one read
+ahead, one per thread computing, one written: ``infer_finish``) at most :data:`FINISH_BYTES`
+together; everything else goes to the destination blocks, since each block sweeps
+the layer's input file once: the number of blocks is the number of sweeps.
+
+A layer whose blocks would sweep its input more than :data:`MAX_SWEEPS` times runs by source
+partitions (:func:`choose_scheme`) where they fit the budget (at most :data:`MAX_PARTS` windows of
+a block's share); a budget under which some layer can run neither way is refused before any
+layer starts, with the smallest budget that runs every layer one way or the other (found by the
+same greedy cut of the offset index the grid uses), rather than run for a multiple of the time
+or thrash."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .. import _options
+from .._core import InputError
+
+#: Bytes a layer file or output is written between syncs (what it may hold in the page cache).
+SYNC_BYTES = 16 << 20
+#: Written pages not yet on disk: one writer at a time, synced every ``SYNC_BYTES``.
+WRITE_BYTES = SYNC_BYTES
+#: Bytes the block reader and the gatherer keep besides the block itself (read buffers).
+FIXED_BYTES = 48 << 20
+#: Library pages a layer touches again and again (``_options.code_bytes()``: less without PyTorch).
+CODE_BYTES = _options.CODE_BYTES
+#: The part of the rest of the budget left unplanned (allocator slack, small temporaries).
+SLACK = 0.1
+#: The most bytes of one piece of rows (two are in memory while the next is read ahead):
+#: larger pieces do not make the coalesced reads faster.
+PIECE_BYTES = 16 << 20
+#: The most bytes of the finishing slices in flight together (``infer_finish``: each one's input
+#: rows, aggregates, temporaries and output), and of GAT's starting slice.
+FINISH_BYTES = 32 << 20
+#: The most sweeps of a layer's input (one per destination block) a budget may need: beyond,
+#: it is refused with the budget that needs no more.
+MAX_SWEEPS = 8
+#: Bytes an in-edge of a destination block takes while its sorted key is built (torch's
+#: aggregation; the Rust core takes ``_core.aggregate_edge_bytes``: its source id, turned into its
+#: position in place, 4 bytes where node ids fit in 32 bits; the distinct sources are the bits of
+#: a bitmap counted in the plan's fixed part). :class:`LayerCost` carries the one a layer uses.
+KEY_PEAK = 16
+#: Bytes a destination of a block holds besides its accumulator row: its in-degree and the Rust
+#: core's bounds, cursor and next position of its edges (the grid's and heterogeneous plans').
+DEST_BYTES = 28
+#: The smallest piece and finishing slice, in rows or edges.
+MIN_ROWS = 1024
+#: A lower bound of the anonymous memory the command holds before it loads anything, without
+#: PyTorch (the interpreter, numpy, the core: measured 20 MiB): what the CPU's layer-wise
+#: inference runs with. A budget below it plus the plan's fixed parts is refused at once.
+RUNTIME_BYTES = 16 << 20
+#: The same once PyTorch and PyG are imported (measured: 435 MiB with torch 2.15's CUDA build
+#: and PyG 2.x; 283 MiB of it PyTorch's): ``--device cuda``, heterogeneous runs, scoring pairs.
+#: Under a memory cgroup the import itself would be killed, before any measured check could
+#: refuse the budget.
+TORCH_RUNTIME_BYTES = 384 << 20
+
+
+def check_runtime(budget: Optional[int], torch: bool = False) -> None:
+    """Refuse at once (before anything is loaded, and PyTorch imported where ``torch``) a budget
+    that the runtime alone would exceed, with the least that could run; the exact minimum for the
+    graph and the model comes from :meth:`InferencePlan.check` once they are loaded."""
+    runtime = TORCH_RUNTIME_BYTES if torch else RUNTIME_BYTES
+    least = runtime + (CODE_BYTES if torch else _options.CODE_BYTES_NO_TORCH) + FIXED_BYTES + WRITE_BYTES
+    if budget is not None and budget < least:
+        who = ("PyTorch and PyG alone hold about" if torch else "the runtime (Python, numpy, the core) holds about")
+        raise InputError(
+            f"--memory {budget:,} bytes is too small for layer-wise inference: {who} "
+            f"{runtime >> 20} MiB once imported, and library code, read buffers and writes need "
+            f"{(least - runtime) >> 20} MiB more before any block: give at least --memory {least:,} "
+            f"({_mib(least)}); the exact minimum for this graph and model is named once they are loaded")
+
+
+_LIBC: Optional[ctypes.CDLL] = None
+
+
+def release_freed() -> None:
+    """Give the heap's freed memory back to the system (glibc's ``malloc_trim``): the blocks'
+    large buffers, once freed, would otherwise stay resident and counted by a cgroup."""
+    global _LIBC
+    try:
+        if _LIBC is None:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        _LIBC.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to trim
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """What one layer of the grid costs: bytes per destination node of a block (accumulators and
+    bookkeeping), per piece unit (a distinct source row for the Rust sums, an edge for torch's),
+    per row of a finishing slice."""
+
+    per_node: int
+    per_unit: int
+    per_finish_row: int
+    per_edge: int = KEY_PEAK
+    #: Bytes a window edge of the partitioned scheme takes (:func:`window_edge_bytes`); 0: the
+    #: layer cannot be split by source (the torch aggregation).
+    per_window_edge: int = 0
+
+
+@dataclass(frozen=True)
+class LayerSizes:
+    """The grid's sizes of one layer: the bytes its destination blocks may take, the units of a
+    piece, the rows of a finishing slice and the destination blocks (sweeps) they make."""
+
+    block_bytes: int
+    piece_units: int
+    finish_rows: int
+    sweeps: int
+
+
+def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int = KEY_PEAK) -> int:
+    """The end ``b`` of the destination block starting at ``a``: the largest ``b`` with
+    ``(b - a) * per_node + (indptr[b] - indptr[a]) * per_edge`` within ``share`` (at least
+    ``a + 1``: a node whose edges alone exceed it comes alone, its edges in windows)."""
+    n = len(indptr) - 1
+    lo, hi = a + 1, n
+    base = int(indptr[a])
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        cost = (mid - a) * per_node + (int(indptr[mid]) - base) * per_edge
+        lo, hi = (mid, hi) if cost <= share else (lo, mid - 1)
+    return lo
+
+
+def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int, per_edge: int = KEY_PEAK) -> int:
+    """How many destination blocks (a hub's edge windows counted one each) the greedy cut makes
+    within ``share`` bytes; counting stops past ``limit``."""
+    n = len(indptr) - 1
+    a, count = 0, 0
+    while a < n and count <= limit:
+        b = cut(indptr, per_node, share, a, per_edge)
+        room = share - (b - a) * per_node
+        edges = int(indptr[b]) - int(indptr[a])
+        # A block without edges is one sweep even when its nodes fill the share exactly.
+        count += 1 if edges == 0 else max(1, -(-edges * per_edge // room)) if room > 0 else limit + 1
+        a = b
+    return count
+
+
+def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS, per_edge: int = KEY_PEAK) -> int:
+    """The smallest block share whose greedy cut makes at most ``limit`` sweeps."""
+    n = len(indptr) - 1
+    if n == 0:
+        return 0
+    lo = per_node + per_edge
+    hi = max(lo, n * per_node + int(indptr[-1]) * per_edge)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if sweeps(indptr, per_node, mid, limit, per_edge) <= limit else (mid + 1, hi)
+    return lo
+
+
+class InferencePlan:
+    """The budget split of one inference run (see the module's docstring). ``costs`` gives each
+    layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead),
+    and ``finish_in_flight`` finishing slices (``infer_finish.slices_in_flight``). ``indptr``:
+    the offset index every layer's destinations are cut by, or one per layer (a heterogeneous
+    run's layers are its (layer, destination type) pairs, each cut by the in-degrees over the
+    relations into that type: ``hetero_infer``)."""
+
+    def __init__(self, budget: Optional[int], indptr: Union[np.ndarray, Sequence[np.ndarray]],
+                 costs: Sequence[LayerCost], in_flight: int, held: Optional[int] = None, extra: int = 0,
+                 finish_in_flight: int = 1):
+        if held is None:
+            release_freed()  # what loading freed is not held
+        self.held = _options.held_memory() if held is None else int(held)
+        #: Taken off the budget before anything is planned (``extra``: what the aggregation holds
+        #: whatever the blocks, the Rust path's bitmap of a block's sources, a quarter of a byte a node).
+        self.fixed = self.held + _options.code_bytes() + FIXED_BYTES + WRITE_BYTES + int(extra)
+        self.budget = (budget if budget is not None
+                       else _options.default_memory(cap=1 << 30, held=self.fixed))
+        #: The budget is the default one (no ``--memory``): a memory cgroup may bound it.
+        self.defaulted = budget is None
+        self.costs, self.in_flight = list(costs), max(1, in_flight)
+        self.indptrs = [indptr] * len(self.costs) if isinstance(indptr, np.ndarray) else list(indptr)
+        self.finish_in_flight = max(1, int(finish_in_flight))
+        #: What the budget leaves for blocks, pieces and finishing slices.
+        self.share = max(0, int((self.budget - self.fixed) * (1 - SLACK)))
+        # Blocks first: each layer's blocks get what keeps its sweeps within MAX_SWEEPS; pieces
+        # and finishing slices get their least, and up to their preferred sizes (a fifth and a
+        # tenth of the share, at most PIECE_BYTES each and FINISH_BYTES) from what is left;
+        # the blocks get the rest.
+        least_p, least_f = self._least_pieces(), self._least_finish()
+        need = max([least_block_bytes(ip, c.per_node, per_edge=c.per_edge)
+                    for ip, c in zip(self.indptrs, self.costs)] or [0])
+        if self.share < need + least_p + least_f:  # some layer must run by partitions: their need
+            need = max([self._least_block(k) for k in range(len(self.costs))] or [0])
+        spare = max(0, self.share - need - least_p - least_f)
+        pref_p = min(self.in_flight * PIECE_BYTES, self.share // 5)
+        pref_f = min(FINISH_BYTES, self.share // 10)
+        self.pieces = least_p + min(max(0, pref_p - least_p), spare // 2)
+        self.finish = least_f + min(max(0, pref_f - least_f), spare // 4)
+        self.block_bytes = self.share - self.pieces - self.finish
+
+    def _least_pieces(self) -> int:
+        return max([self.in_flight * MIN_ROWS * c.per_unit for c in self.costs] or [0])
+
+    def _least_finish(self) -> int:
+        return max([self.finish_in_flight * MIN_ROWS * c.per_finish_row for c in self.costs] or [0])
+
+    def least_partition_block(self, k: int) -> Optional[int]:
+        """The least block share under which the partitioned scheme runs layer ``k``: windows of
+        ``share // per_window_edge`` edges, at most :data:`MAX_PARTS` of them (None: the layer
+        cannot be split by source)."""
+        c = self.costs[k]
+        if c.per_window_edge <= 0:
+            return None
+        edges = int(self.indptrs[k][-1]) if len(self.indptrs[k]) else 0
+        return max(c.per_node + c.per_edge, -(-edges // MAX_PARTS) * c.per_window_edge)
+
+    def _least_block(self, k: int, grid_only: bool = False) -> int:
+        """The least block share that runs layer ``k``: the grid within :data:`MAX_SWEEPS`
+        sweeps, or (unless ``grid_only``) source partitions, whichever needs less."""
+        grid = least_block_bytes(self.indptrs[k], self.costs[k].per_node, per_edge=self.costs[k].per_edge)
+        part = None if grid_only else self.least_partition_block(k)
+        return grid if part is None else min(grid, part)
+
+    def least_budget(self, layers: Sequence[int], grid_only: bool = False) -> int:
+        """The smallest budget under which each of ``layers`` runs: its blocks sweep its input at
+        most :data:`MAX_SWEEPS` times, or (unless ``grid_only``) its source partitions fit, with
+        the smallest pieces and finishing slices."""
+        need = max([self._least_block(k, grid_only) for k in layers] or [0])
+        need += self._least_pieces() + self._least_finish()  # as __init__ takes them off
+        return self.fixed + int(need / (1 - SLACK)) + 2  # share = (budget - fixed) * (1 - SLACK)
+
+    def must_partition(self, k: int) -> bool:
+        """Whether layer ``k``'s blocks would sweep its input more than :data:`MAX_SWEEPS` times
+        under this budget, so that it runs by source partitions (:meth:`check` has made sure
+        they fit)."""
+        return self.sizes(k).sweeps > MAX_SWEEPS
+
+    def check(self, layers: Sequence[int], grid_only: bool = False) -> None:
+        """Refuse, naming the smallest budget that runs, a budget under which some of ``layers``
+        can run neither on the grid (more than :data:`MAX_SWEEPS` sweeps of its input) nor, unless
+        ``grid_only`` (the grid forced, or sums in torch), by source partitions (more than
+        :data:`MAX_PARTS` windows)."""
+        least = self.least_budget(layers, grid_only)
+        if self.budget < least:
+            if self.defaulted:  # a memory cgroup too small: named, with the least limit that runs
+                _options.check_default(self.budget, least, held=self.fixed)
+            how = "" if grid_only else f", and its source partitions would need more than {MAX_PARTS} windows"
+            raise InputError(
+                f"--memory {self.budget:,} bytes is too small for layer-wise inference of this graph: the process "
+                f"holds {self.held:,} bytes (runtime, model, offset index) and needs "
+                f"{self.fixed - self.held:,} for library code, read buffers and writes; its destination blocks "
+                f"would then sweep a layer's input more than {MAX_SWEEPS} times{how}: give at least "
+                f"--memory {least:,} ({_mib(least)})")
+
+    def sizes(self, k: int) -> LayerSizes:
+        """The grid's sizes of layer ``k`` under this budget."""
+        c = self.costs[k]
+        units = max(MIN_ROWS, self.pieces // self.in_flight // max(1, c.per_unit))
+        rows = max(MIN_ROWS, self.finish // self.finish_in_flight // max(1, c.per_finish_row))
+        block = max(self.block_bytes, c.per_node + c.per_edge)
+        return LayerSizes(block, units, rows, sweeps(self.indptrs[k], c.per_node, block, 1 << 30, c.per_edge))
+
+    def describe(self, layers: Sequence[int]) -> dict:
+        """The plan as numbers (the command's ``plan`` summary)."""
+        return dict(budget=self.budget, held=self.held, fixed=self.fixed, share=self.share,
+                    block_bytes=self.block_bytes, piece_bytes=self.pieces, finish_bytes=self.finish,
+                    layers=[dict(layer=k + 1, **self.sizes(k).__dict__) for k in layers])
+
+
+def _mib(n: int) -> str:
+    return f"{-(-n // (1 << 20))}M"
+
+
+# --- the scheme of a layer: the grid or source partitions (issue 24) --------------------------------
+
+#: The most source partitions of the partitioned scheme (its bucket files: two open per partition).
+MAX_PARTS = 128
+#: Bytes an edge of a partition's window takes while it is summed: its bucketed destination id
+#: (8 bytes, read first and dropped before the sum), then the Rust core's source position (4
+#: bytes where node ids fit in 32 bits, else 8: ``_core.aggregate_edge_bytes``).
+PART_EDGE = 8
+#: Bytes a destination a window reaches takes besides its accumulator row: its id, its offset,
+#: the Rust core's cursor, next position and segment bounds.
+PART_NODE = 36
+
+
+def window_edge_bytes(acc_bytes: int) -> int:
+    """Bytes an edge of a partitioned window takes with its destination's accumulator row of
+    ``acc_bytes`` (each edge reaches at most one destination): the one rule the plan and
+    :func:`choose_scheme` share."""
+    return acc_bytes + PART_NODE + PART_EDGE
+
+
+def bucket_edge_bytes(id_bytes: int) -> int:
+    """Bytes an edge costs on disk in the partitioned scheme: its source and destination ids
+    bucketed (as wide as the neighbor file's), written once and read once."""
+    return 4 * id_bytes
+
+
+@dataclass(frozen=True)
+class SchemeChoice:
+    """How layer ``k`` aggregates: ``grid`` (destination blocks, each sweeping the input) or
+    ``partitioned`` (source partitions, each read once, their partial sums spilled and merged),
+    with both costs in bytes read plus written (``partitioned_bytes`` None: not possible, ``why``).
+    ``parts``/``window_edges``: the partitioned scheme's partitions and the most edges one of its
+    windows (a Rust aggregation call) takes. ``sweeps``: the grid's sweeps of the input, counted
+    on the destination blocks it would run (``blocks``, filled in by
+    ``LayerwiseInference.choose``), and ``pretransform``: whether those blocks sum the layer's
+    ``W x`` rows computed once (decided there, from those blocks, and taken as it is by the
+    grid: ``LayerwiseInference.grid_layer``)."""
+
+    scheme: str
+    grid_bytes: int
+    partitioned_bytes: Optional[int]
+    parts: int
+    window_edges: int
+    why: str
+    sweeps: int = 0
+    blocks: Tuple[Tuple[int, int], ...] = ()
+    pretransform: bool = False
+
+    def text(self) -> str:
+        other = "partitioned" if self.scheme == "grid" else "grid"
+        cost = self.partitioned_bytes if other == "partitioned" else self.grid_bytes
+        mine = self.grid_bytes if self.scheme == "grid" else self.partitioned_bytes
+        alt = f"{other} would move {_mb(cost)}" if cost is not None else f"{other}: {self.why}"
+        parts = f", {self.parts} source partitions" if self.scheme == "partitioned" else ""
+        if self.scheme == "grid" and self.blocks:
+            parts = (f", {len(self.blocks)} block{'s' * (len(self.blocks) != 1)}, {self.sweeps} "
+                     f"sweep{'s' * (self.sweeps != 1)}" + (", W x computed once" if self.pretransform else ""))
+        return f"{self.scheme} ({_mb(mine)} read+written{parts}); {alt}"
+
+
+def _mb(n: Optional[int]) -> str:
+    return "?" if n is None else f"{n / 1e6:,.0f} MB"
+
+
+def reached(degree_counts: np.ndarray, fraction: float) -> float:
+    """The expected number of destinations with an in-edge from a source partition holding
+    ``fraction`` of the nodes, on a graph whose sources are spread at random (``degree_counts[d]``:
+    how many destinations have in-degree ``d``): ``sum_v 1 - (1 - fraction) ** deg(v)``."""
+    d = np.arange(len(degree_counts), dtype=np.float64)
+    return float(np.sum(degree_counts * (1.0 - (1.0 - fraction) ** d)))
+
+
+def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: int, acc_bytes: int,
+                  id_bytes: int, splits: bool, force: Optional[str] = None, parts: Optional[int] = None,
+                  degree_counts: Optional[np.ndarray] = None, extra_bytes: int = 0, once_bytes: int = 0,
+                  sweep_bytes: Optional[int] = None) -> SchemeChoice:
+    """The scheme of one layer that reads and writes fewer bytes (ties: the grid), from its
+    graph (``indptr``), the grid's ``sweeps`` under this budget, the ``share`` of the budget a
+    window may take, the layer's input file size, an accumulator row's bytes and the neighbor
+    file's id width.
+
+    - grid: the input file once per destination block (or, where the grid sweeps a narrowing
+      layer's ``W x`` rows, ``once_bytes`` and ``sweep_bytes`` per block), plus the neighbor file;
+    - partitioned: the input file once (a window reads its partition's rows it needs, in file
+      order), the neighbor file once, every edge bucketed by source partition (written and read:
+      :func:`bucket_edge_bytes`), every window's partial aggregates of the destinations it reaches
+      (an id and an accumulator row each) written and read back by the merge, and
+      ``extra_bytes`` (GAT's destination logits of every node, computed in a pass of their own).
+      A window holds at most ``share // window_edge_bytes(acc_bytes)`` edges (each reaches at
+      most one destination); the partitions are as many as the windows that makes, so that one
+      window reads each partition's rows once, at most :data:`MAX_PARTS`.
+
+    ``splits``: whether the layer's aggregation can be split by source (every Rust fold: sums,
+    GCN, maxima and GAT's online softmax, whose partials are merged exactly; not the torch
+    aggregation). ``force`` (``grid``/``partitioned``) and ``parts`` override the choice."""
+    n, edges = len(indptr) - 1, int(indptr[-1]) if len(indptr) else 0
+    grid = once_bytes + sweeps * (input_bytes if sweep_bytes is None else sweep_bytes) + edges * id_bytes
+    window = max(1, share // window_edge_bytes(acc_bytes))
+    why = ""
+    if not splits:
+        why = "not for this aggregation (only the Rust folds are split by source)"
+    elif edges == 0:
+        why = "no edges"
+    p = parts if parts is not None else min(MAX_PARTS, max(1, -(-edges // window)))
+    if why == "" and parts is None and -(-edges // window) > MAX_PARTS:
+        why = f"more than {MAX_PARTS} partitions"
+    if why:
+        if force == "partitioned":
+            raise InputError(f"the partitioned scheme cannot run this layer: {why}")
+        return SchemeChoice("grid", grid, None, 0, window, why, sweeps)
+    if degree_counts is None:
+        degree_counts = np.bincount(np.diff(indptr))
+    spilled = p * reached(degree_counts, 1.0 / p)
+    windows_per_part = max(1, -(-edges // (p * window)))
+    part = (windows_per_part * input_bytes + edges * (id_bytes + bucket_edge_bytes(id_bytes))
+            + int(2 * spilled * (acc_bytes + 8)) + int(extra_bytes))
+    scheme = force or ("partitioned" if part < grid else "grid")
+    return SchemeChoice(scheme, grid, part, p, window, "", sweeps)

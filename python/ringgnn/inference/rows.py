@@ -1,0 +1,232 @@
+"""The files layer-wise inference writes, for both kinds of runs: rows in the layout of a
+dataset's feature file (whole rows packed per 4 KiB page, ``docs/FORMAT.md``) stored as f32, f16
+or bf16 (:class:`RowFileWriter`: the layers between layers, an embedding table's layer-0 copy),
+``.npy`` outputs written in blocks under a temporary name and renamed when complete
+(:class:`NpyWriter`), and the conversion of a block of output rows to what was asked
+(:class:`OutputRows`: logits, probabilities, predictions, embeddings). A failure (disk full,
+Ctrl-C) leaves no partial file; writers sync every ``infer_plan.SYNC_BYTES`` so that a memory
+cap does not count their dirty pages."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from .._files import allocated_memmap, os_errors, temporary
+from .plan import SYNC_BYTES
+
+PAGE = 4096
+
+
+def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
+    """(row bytes, rows per page; 0 when a row is larger than a page) of rows of ``dim`` values
+    of ``itemsize`` bytes."""
+    row = itemsize * dim
+    return row, (PAGE // row if row <= PAGE else 0)
+
+
+#: numpy's storage type of each row dtype (bf16 is stored as its 16 bits).
+_STORED = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
+
+
+def encode_rows(rows: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 rows as stored in a ``dtype`` rows file: f32 as they are, f16 by numpy's rounding
+    (to nearest even), bf16 as the high 16 bits of the float32 rounded to nearest even (what
+    PyTorch's ``.to(torch.bfloat16)`` gives; NaN stays a quiet NaN, overflow gives infinity)."""
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    if dtype == "f32":
+        return rows
+    if dtype == "f16":
+        return rows.astype("<f2")
+    bits = rows.view(np.uint32)
+    out = ((bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)).astype("<u2")
+    nan = np.isnan(rows)
+    if nan.any():
+        out[nan] = (bits[nan] >> np.uint32(16)).astype("<u2") | np.uint16(0x0040)
+    return out
+
+
+class RowFileWriter:
+    """Appends float32 rows, stored as ``dtype`` (f32, f16 or bf16: :func:`encode_rows`), to a
+    file in the feature-file layout (whole rows per 4 KiB page), under a locked temporary name
+    (``ringgnn._files``); :meth:`finish` pads to a page, syncs and renames. OS errors name the
+    file and what was being done."""
+
+    def __init__(self, path: str, dim: int, dtype: str = "f32"):
+        self.path, self.dim, self.dtype = path, dim, dtype
+        self.stored = _STORED[dtype]
+        self.row, self.per_page = _layout(dim, self.stored.itemsize)
+        self.temp = temporary(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
+        self.tmp = self.temp.path
+        try:
+            with os_errors("writing", path):
+                self.f = open(self.tmp, "wb")
+        except BaseException:
+            self.temp.close()
+            raise
+        self.pending = np.empty((0, dim), dtype=self.stored)
+        self.unsynced = 0
+
+    def append(self, rows: np.ndarray) -> None:
+        rows = encode_rows(np.asarray(rows).reshape(-1, self.dim), self.dtype)
+        if self.per_page == 0:
+            self._write(rows.tobytes())
+            return
+        if len(self.pending):
+            rows = np.concatenate([self.pending, rows])
+        whole = len(rows) // self.per_page * self.per_page
+        if whole:
+            pages = rows[:whole].view(np.uint8).reshape(-1, self.per_page * self.row)
+            pad = PAGE - self.per_page * self.row
+            if pad:
+                pages = np.concatenate([pages, np.zeros((len(pages), pad), dtype=np.uint8)], axis=1)
+            self._write(pages.tobytes())
+        self.pending = rows[whole:].copy()
+
+    def _write(self, data: bytes) -> None:
+        """Write, and every ``SYNC_BYTES`` push the file to disk and drop it from the page cache,
+        so that a layer file never holds more than that of this process's memory (a memory cap
+        counts dirty and cached pages)."""
+        with os_errors("writing", self.path):
+            self.f.write(data)
+            self.unsynced += len(data)
+            if self.unsynced >= SYNC_BYTES:
+                self.f.flush()
+                os.fdatasync(self.f.fileno())
+                if hasattr(os, "posix_fadvise"):
+                    os.posix_fadvise(self.f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                self.unsynced = 0
+
+    def finish(self) -> str:
+        with os_errors("writing", self.path):
+            if len(self.pending):
+                self.f.write(self.pending.tobytes())
+            size = self.f.tell()
+            if size % PAGE:
+                self.f.write(b"\0" * (PAGE - size % PAGE))
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()
+            self.temp.commit(self.path)
+        return self.path
+
+    def abort(self) -> None:
+        try:
+            if not self.f.closed:
+                self.f.close()
+        except OSError:
+            pass  # the error being handled is the one to report
+        self.temp.close()
+
+
+class NpyWriter:
+    """A ``.npy`` array written in blocks of rows at given positions, under a temporary name,
+    renamed when :meth:`finish` is called (never left half-written)."""
+
+    def __init__(self, path: str, shape: Tuple[int, ...], dtype: Any):
+        self.path = path
+        self.array = None
+        self.unsynced = 0
+        self.temp = temporary(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
+        self.tmp = self.temp.path
+        try:
+            with os_errors("writing", path):
+                self.array = allocated_memmap(self.tmp, dtype, shape)
+        except BaseException:
+            self.abort()
+            raise
+
+    def put(self, positions: np.ndarray, rows: np.ndarray) -> None:
+        self.array[positions] = rows
+        self.unsynced += rows.nbytes
+        if self.unsynced >= SYNC_BYTES:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Push the rows put so far to disk and drop them from this process's mapping and the
+        page cache: a memory cap counts a mapped output's dirty and cached pages, so the output
+        holds at most ``SYNC_BYTES`` of them (``infer_plan.WRITE_BYTES``)."""
+        with os_errors("writing", self.path):
+            self.array.flush()
+            m = getattr(self.array, "_mmap", None)
+            if m is not None and hasattr(m, "madvise"):
+                m.madvise(mmap.MADV_DONTNEED)  # a shared file mapping: the data stays in the file
+            if hasattr(os, "posix_fadvise"):
+                fd = os.open(self.tmp, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+        self.unsynced = 0
+
+    def finish(self) -> str:
+        with os_errors("writing", self.path):
+            self.array.flush()
+            self.array = None
+            with open(self.tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            self.temp.commit(self.path)
+        return self.path
+
+    def abort(self) -> None:
+        self.array = None
+        self.temp.close()
+
+
+class OutputRows:
+    """Where layer-wise inference's output rows of one node type go: each block of computed
+    rows converted to ``output`` (``logits``/``embeddings`` as ``dtype`` f32 or f16,
+    ``probabilities``, ``predictions``), each computed node's row at its position in ``ids``
+    (None: all nodes, at its id), into a ``.npy`` written in blocks (``out``, see
+    :class:`NpyWriter`) or an array in memory. Shared by the homogeneous and heterogeneous
+    inference."""
+
+    def __init__(self, output: str, count: int, width: int, dtype: str, ids: Optional[np.ndarray],
+                 out: Optional[str]):
+        self.output = output
+        if output == "predictions":
+            self.shape, self.dtype = (count,), np.dtype(np.int64)
+        else:
+            self.shape, self.dtype = (count, width), np.dtype(np.float16 if dtype == "f16" else np.float32)
+        self.ids = ids
+        if ids is not None:
+            self.order = np.argsort(ids, kind="stable")
+            self.sorted_ids = ids[self.order]
+        self.sink = NpyWriter(str(out), self.shape, self.dtype) if out else None
+        self.result = None if out else np.empty(self.shape, dtype=self.dtype)
+
+    def convert(self, rows: np.ndarray) -> np.ndarray:
+        if self.output == "predictions":
+            return rows.argmax(axis=1).astype(np.int64)
+        if self.output == "probabilities":
+            z = rows - rows.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            rows = e / e.sum(axis=1, keepdims=True)
+        return rows.astype(self.dtype, copy=False)
+
+    def put(self, a: int, rows: np.ndarray) -> None:
+        """The rows of nodes ``a .. a + len(rows)``."""
+        b = a + len(rows)
+        if self.ids is None:
+            pos, vals = np.arange(a, b), self.convert(rows)
+        else:
+            lo, hi = np.searchsorted(self.sorted_ids, [a, b])
+            if lo == hi:
+                return
+            pos, vals = self.order[lo:hi], self.convert(rows[self.sorted_ids[lo:hi] - a])
+        if self.sink is not None:
+            self.sink.put(pos, vals)
+        else:
+            self.result[pos] = vals
+
+    def finish(self) -> Optional[str]:
+        """The ``.npy`` written (None when the rows are in :attr:`result`)."""
+        return self.sink.finish() if self.sink is not None else None
+
+    def abort(self) -> None:
+        if self.sink is not None:
+            self.sink.abort()

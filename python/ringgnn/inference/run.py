@@ -1,0 +1,156 @@
+"""Layer-wise inference's API (``ringgnn.infer``, ``ringgnn predict``/``embed`` of a homogeneous
+run): every node's output of a trained model, exact (full neighborhoods, no sampling), out of
+core, by the engine of ``ringgnn.inference.engine`` (``docs/INFERENCE.md``).
+
+Inference takes a model and a graph (:class:`LayerwiseInference`, :func:`run_inference`: a
+loaded :class:`~ringgnn.models.checkpoints.Checkpoint` and a :class:`~ringgnn.data.dataset.Dataset`);
+:func:`infer` first loads a run directory's checkpoint. Outputs are ``.npy`` files written in
+blocks to a temporary name and renamed when complete (``infer_rows``): a failure (disk full,
+Ctrl-C) leaves no partial output. What the outputs are scored against is the task's
+(``ringgnn.training.tasks``); this module knows nothing of training. Heterogeneous runs:
+``ringgnn.inference.hetero`` (the same engine's plan and folds).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import _options
+from .._core import InputError
+from ..data.dataset import Dataset, open_homogeneous
+from ..models.checkpoints import Checkpoint, load_checkpoint, read_checkpoint
+# The engine's names, importable from here as before the split (tests, benchmarks, attach, scoring).
+from .engine import (AGGREGATE_ENV, AGGREGATORS, FINISH_ROWS, MAX_BLOCK_EDGES, SCHEME_ENV, SCHEMES, STRATEGIES,
+                     LayerwiseInference)
+from .graph import Block, NeighborFile, blocks  # noqa: F401
+from .rows import _STORED, PAGE, NpyWriter, OutputRows, RowFileWriter, _layout, encode_rows  # noqa: F401
+
+
+def node_selection(ds: Dataset, nodes: Union[None, str, Any]) -> Optional[np.ndarray]:
+    """``None`` for all nodes, else the node ids of a split name, a ``.npy`` file or an array,
+    checked against the graph."""
+    if nodes is None or (isinstance(nodes, str) and nodes == "all"):
+        return None
+    ids = _options.seeds(ds, nodes, "--nodes")
+    bad = ids[(ids < 0) | (ids >= ds.num_nodes)]
+    if len(bad):
+        raise InputError(f"--nodes: node {int(bad[0])} is not a node of {ds.path} (ids 0..{ds.num_nodes - 1})")
+    return ids
+
+
+def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Union[None, str, Any] = None,
+          layer: Optional[int] = None, output: str = "logits", out: Optional[str] = None, dtype: str = "f32",
+          memory: Union[None, int, str] = None, backend: str = "auto", direct: bool = False, keep: bool = False,
+          quiet: bool = True, log: Callable[[str], None] = lambda s: None,
+          block_edges: Optional[int] = None, strategy: str = "grid",
+          grid_nodes: Optional[int] = None, aggregate: Optional[str] = None,
+          hidden_dtype: Optional[str] = None, device: Optional[str] = None, scheme: Optional[str] = None,
+          parts: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+    """Exact layer-wise inference of the model of a ``ringgnn train`` run.
+
+    ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
+    ``"predictions"`` (argmax, int64) or ``"embeddings"`` (layer ``layer``'s output, activated as
+    the next layer sees it; by default the last hidden layer of a node run, and the last layer of a
+    link run: the embeddings its decoder scores). A link run's model scores pairs, not nodes: it
+    refuses ``"predictions"`` and ``"probabilities"`` (``ringgnn.inference.scoring`` scores its pairs).
+    ``nodes``: ``"all"``/None, a split name, a ``.npy`` file or an array of node ids: rows come
+    in that order. With ``out`` the result is written there as ``.npy`` (in blocks, renamed when
+    complete) and a summary dict is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
+    the process's budget (the blocks are sized from what is left of it). ``hidden_dtype``: how the
+    hidden layers' rows are stored between layers, ``bf16`` (default), ``f16`` or ``f32``; the
+    outputs are computed in float32 whatever it is."""
+    ds, ckpt = open_run(run_dir, dataset, arrays=True)
+    if ckpt.task == "link" and output in ("predictions", "probabilities"):
+        raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
+                         "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
+    return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
+                         memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
+                         quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
+                         aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts)
+
+
+def embedding_layer(ckpt: Checkpoint, layer: Optional[int]) -> int:
+    """The layer whose output ``embed`` writes: ``layer``, checked, else a node run's last hidden
+    layer (its last layer gives class logits) or a link run's last (the embeddings themselves)."""
+    L = ckpt.layers
+    upto = layer if layer is not None else (L if ckpt.task == "link" else max(1, L - 1))
+    if not 1 <= upto <= L:
+        raise InputError(f"--layer {upto}: the model has layers 1..{L}")
+    return upto
+
+
+def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None,
+             arrays: bool = False) -> Tuple[Dataset, Checkpoint]:
+    """The dataset (``dataset``, else the one the run was trained on) and the loaded model of
+    a ``ringgnn train`` run directory; ``arrays``: read without PyTorch (the model's dense parts
+    only: what layer-wise inference on the CPU needs, ``Checkpoint.module`` builds the rest)."""
+    read = read_checkpoint(run_dir, "RUN_DIR", arrays=arrays)
+    if dataset is None:
+        dataset = (read[1].get("metrics") or {}).get("dataset")
+        if dataset is None:
+            raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
+    ds = open_homogeneous(dataset, "layer-wise inference")
+    return ds, load_checkpoint(run_dir, ds, "RUN_DIR", read)
+
+
+def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, layer: Optional[int] = None,
+                  output: str = "logits", out: Optional[str] = None, dtype: str = "f32", memory: Optional[int] = None,
+                  backend: str = "auto", direct: bool = False, keep: bool = False, quiet: bool = True,
+                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
+                  strategy: str = "grid", grid_nodes: Optional[int] = None, work_dir: Optional[str] = None,
+                  stats: Optional[Dict[str, Any]] = None, aggregate: Optional[str] = None,
+                  hidden_dtype: Optional[str] = None,
+                  device: Optional[str] = None, scheme: Optional[str] = None,
+          parts: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+    """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
+    intermediate layers are written (default: beside ``out``, else beside the checkpoint);
+    ``stats``, a dict, receives the summary also when the array is returned."""
+    L = ckpt.layers
+    if output not in ("logits", "probabilities", "predictions", "embeddings"):
+        raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
+    if dtype not in ("f32", "f16"):
+        raise InputError(f"--dtype {dtype}: use f32 or f16")
+    if output == "embeddings":
+        upto = embedding_layer(ckpt, layer)
+    elif layer is not None:
+        raise InputError("--layer selects an embedding layer: it goes with embeddings only")
+    else:
+        upto = L
+    n = ds.num_nodes
+    wanted = None
+    if ids is not None:
+        wanted = np.zeros(n, dtype=bool)
+        wanted[ids] = True
+    run = LayerwiseInference(ds, ckpt, memory=memory, backend=backend, direct=direct,
+                             work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
+                             quiet=quiet,
+                             log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
+                             aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts)
+    width = run.widths[upto]
+    count = n if ids is None else len(ids)
+    t0 = time.perf_counter()
+    rows = OutputRows(output, count, width, dtype, ids, out)
+    try:
+        run.run(upto, wanted, rows.put, activate_last=output == "embeddings")
+        path = rows.finish()
+    except BaseException:
+        rows.abort()
+        raise
+    result, np_dtype = rows.result, rows.dtype
+    summary = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), output=output,
+                   layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np.dtype(np_dtype)),
+                   seconds=time.perf_counter() - t0, plan=run.plan, **{k: v for k, v in run.stats.items()})
+    if stats is not None:
+        stats.update(summary)
+    if path is not None:
+        summary["out"] = path
+        if ds.has_node_ids:  # a dataset converted from a table: its rows' original ids beside them
+            from .node_ids import write_beside
+
+            summary["node_ids"] = write_beside(ds, ids, path)
+        return summary
+    return result

@@ -1,0 +1,292 @@
+"""Exact scores of pairs by a link model: what ``ringgnn predict RUN --edges`` computes.
+
+A link run's encoder gives each node an embedding (its last layer's output) and its decoder a
+score per pair of embeddings (``ringgnn.models.gnn``). :func:`score_pairs` computes the embeddings of
+just the pairs' endpoints (and candidates) by exact layer-wise inference (``ringgnn.inference.run``:
+full neighborhoods, out of core; at the last layer only the blocks holding an endpoint are
+computed), then decodes each pair (:func:`decode_pairs`). The result equals a
+full-graph forward of the encoder followed by the decoder. :func:`predict_edges` does it for a
+run directory and writes the scores. A heterogeneous link run scores pairs of one relation
+``S:R:D`` the same way, each end's rows from its own tower (:func:`predict_link_edges`,
+:func:`exact_rows`: ``ringgnn.inference.hetero``'s layer-wise engine).
+
+**Scores** are the decoder's logits, float32: ``sigmoid(score)`` is the model's probability that
+the edge exists (what ``probabilities=True`` writes instead; the ranking metrics are the same
+either way). **Layouts** of what is written:
+
+- pairs (a ``.npy`` file or an array, (2, n) or (n, 2); or the ``train`` split, which has no
+  stored negatives): shape ``(n,)``, one score per pair in the given order;
+- a held-out edge split (``val``, ``test``): shape ``(n, 1 + K)``, row ``i`` the score of pair
+  ``i`` then those of its ``K`` stored negatives ``(src_i, edge_negatives[i, j])``: the table the
+  metrics rank (AUC, MRR, Hits@K of ``ringgnn.inference.metrics``), which are returned;
+- a held-out split with negatives shared by all its pairs (``Dataset.edge_shared_negatives``,
+  OGB's ``edge_neg``): shape ``(n + m,)``, the ``n`` pairs' scores then the ``m`` shared
+  negatives', and the metrics of OGB's rule (``ringgnn.inference.metrics.shared_ranking_sums``).
+
+Memory: besides the layer-wise budget, the process holds the endpoints' embeddings (distinct
+endpoints x hidden x 4 bytes) and the scores.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import _options
+from .._core import InputError
+from .._files import os_errors
+from ..data.dataset import Dataset
+from ..data.schema import parse_edge_type
+from ..models.checkpoints import Checkpoint
+from ..sampling.hetero import open_hetero
+
+
+def score_pairs(ds: Dataset, ckpt: Checkpoint, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
+                stats: Optional[Dict[str, Any]] = None, **opts: Any) -> Tuple[np.ndarray, np.ndarray]:
+    """(scores of ``pairs`` (n,), scores of ``negs`` (n, K): ``(src_i, negs[i, j])``, (n, 0)
+    without) of link model ``ckpt``, exact: layer-wise embeddings of the distinct endpoints, then
+    the decoder. ``opts``: :func:`~ringgnn.inference.run.run_inference`'s (``memory``, ``backend``,
+    ``direct``, ``keep``, ``quiet``, ``work_dir``); ``stats`` receives its summary."""
+    ids, z = embed_endpoints(ds, ckpt, [pairs] + ([] if negs is None else [negs]), stats, **opts)
+    return decode_pairs(ckpt.decoder, z, ids, pairs, negs)
+
+
+def embed_endpoints(ds: Dataset, ckpt: Checkpoint, arrays: Any, stats: Optional[Dict[str, Any]] = None,
+                    **opts: Any) -> Tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct node ids of ``arrays``, their exact embeddings by link model ``ckpt``):
+    one layer-wise inference for every endpoint; ``opts`` and ``stats`` as :func:`score_pairs`."""
+    from .run import run_inference
+
+    if ckpt.task != "link" or ckpt.decoder is None:
+        raise InputError(f"{ckpt.path}: a node-classification model has no pair scores; train a link model "
+                         "(`ringgnn train DATASET --task link`)")
+    ids = np.unique(np.concatenate([np.asarray(a).reshape(-1) for a in arrays]))
+    if len(ids) == 0:  # no pairs: nothing to compute
+        z = np.zeros((0, ckpt.hidden), np.float32)
+    else:
+        z = run_inference(ds, ckpt, ids, output="logits", stats=stats, **opts)
+    if stats is not None:
+        stats["endpoints"] = int(len(ids))
+    return ids, z
+
+
+def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset] = None, out: Optional[str] = None,
+                  probabilities: bool = False, memory: Union[None, int, str] = None, backend: str = "auto",
+                  direct: bool = False, keep: bool = False, quiet: bool = True,
+                  hidden_dtype: Optional[str] = None) -> Dict[str, Any]:
+    """Score ``edges`` with the link model of run ``run_dir``: a ``.npy`` file of pairs or an
+    array ((2, n) or (n, 2) node ids), or an edge split's name (``val``/``test``: the split's
+    pairs and stored negatives, and the metrics). Writes the scores to ``out`` (``.npy``, in the
+    layout of the module's docstring; whole or not at all) when given. Returns a summary: the
+    pairs, ``negatives`` per pair (0 for given pairs), ``metrics`` (``auc``, ``mrr``, ``hits``
+    by K) for a split with negatives, ``out`` or else ``scores`` (the array), the layer-wise
+    inference's counters."""
+    from ..sampling.links import edge_pairs
+    from .run import open_run
+
+    if out is not None and not os.fspath(out).endswith(".npy"):
+        raise InputError(f"--out {out}: give a .npy path")
+    ds, ckpt = open_run(run_dir, dataset, arrays=True)  # no PyTorch: numpy's dense parts and decoder
+    if ckpt.task != "link":
+        raise InputError(f"--edges: {run_dir} is a node-classification run (its model predicts classes); --edges "
+                         "scores pairs with a link model (`ringgnn train DATASET --task link`)")
+    pairs = edge_pairs(ds, edges, "--edges")
+    split = edges if isinstance(edges, str) and edges in ds.edge_split_names else None
+    negs = shared = None
+    if split is not None:
+        shared = ds.edge_shared_negatives(split)
+        try:
+            negs = ds.edge_negatives(split) if shared is None else None
+        except InputError:  # the train split, or a split built with --link-negatives 0
+            negs = None
+    m = None if shared is None else shared.shape[1]
+    if shared is not None:  # scored as pairs after the positives: one inference for both
+        pairs = np.concatenate([pairs, shared], axis=1)
+    work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else None
+    t0 = time.perf_counter()
+    stats: Dict[str, Any] = {}
+    pos, neg = score_pairs(ds, ckpt, pairs, negs, stats=stats, memory=_options.size(memory, "memory"),
+                           backend=backend, direct=direct, keep=keep, quiet=quiet, work_dir=work_dir,
+                           hidden_dtype=hidden_dtype or "f32")  # ranked scores: f32 unless asked
+    summary: Dict[str, Any] = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path))
+    _deliver(summary, split, pos, neg, negs, m, stats.get("endpoints", 0), probabilities, out, t0)
+    for k in ("layers", "bytes_read_neighbors", "bytes_read_rows", "bytes_written", "plan"):
+        if k in stats:
+            summary[k] = stats[k]
+    return summary
+
+
+def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
+                 chunk: int = 1 << 14,
+                 dst: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Scores of ``pairs`` ((2, n) node ids) and of ``negs`` ((n, K) candidate destinations per
+    pair, optional) from the embeddings ``z`` of the sorted node ids ``ids``, ``chunk`` pairs at a
+    time, by ``decoder`` (an ``infer_dense.DenseDecoder``, or a torch decoder module whose weights
+    it takes): numpy's arithmetic either way. ``dst``: (rows, sorted ids) of the destinations when
+    they are not ``z``'s (a heterogeneous relation ``S:R:D`` with ``S != D``: ``z`` has the ``S`` rows)."""
+    from ..models.dense import dense_decoder
+
+    decoder = dense_decoder(decoder)
+    n = pairs.shape[1]
+    k = 0 if negs is None else negs.shape[1]
+    pos = np.empty(n, np.float32)
+    neg = np.empty((n, k), np.float32)
+    zt = np.ascontiguousarray(z, dtype=np.float32)
+    zd, dst_ids = (zt, ids) if dst is None else (np.ascontiguousarray(dst[0], dtype=np.float32), dst[1])
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        zs = zt[np.searchsorted(ids, pairs[0, a:b])]
+        pos[a:b] = decoder(zs, zd[np.searchsorted(dst_ids, pairs[1, a:b])])
+        if k:
+            neg[a:b] = decoder(zs[:, None], zd[np.searchsorted(dst_ids, np.asarray(negs[a:b]))])
+    return pos, neg
+
+
+def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg: np.ndarray,
+             negs: Optional[np.ndarray], m: Optional[int], endpoints: int, probabilities: bool, out: Any,
+             t0: float) -> Dict[str, Any]:
+    """The one ending of homogeneous and heterogeneous pair scoring: ``summary`` completed (the
+    pairs, ``negatives`` per pair, the layout, ``metrics`` of a split with negatives: per pair
+    ``negs``, or ``m`` shared ones scored after the pairs; None: none shared), the table written atomically as
+    ``.npy`` at ``out`` (``summary["out"]``) or kept in ``summary["scores"]``, ``seconds`` since ``t0``."""
+    from .run import NpyWriter
+
+    table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
+    if m:
+        pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]
+    if probabilities:
+        table = (1.0 / (1.0 + np.exp(-table.astype(np.float64)))).astype(np.float32)
+    summary.update(edges=split or "pairs", pairs=len(pos), negatives=0 if negs is None else int(negs.shape[1]),
+                   output="probabilities" if probabilities else "scores", shape=list(table.shape), endpoints=endpoints)
+    if m is not None:
+        summary["shared_negatives"] = m
+    if (negs is not None or m) and len(pos):
+        summary["metrics"] = split_scores(pos, neg, shared=negs is None)
+    if out is not None:
+        sink = NpyWriter(os.fspath(out), table.shape, np.float32)
+        try:
+            sink.put(slice(None), table)
+            summary["out"] = sink.finish()
+        except BaseException:
+            sink.abort()
+            raise
+    else:
+        summary["scores"] = table
+    summary["seconds"] = time.perf_counter() - t0
+    return summary
+
+
+# --- heterogeneous link runs: pairs of one relation S:R:D, each end's rows from its tower ---------
+
+
+def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any) -> np.ndarray:
+    """``tower``'s exact rows (layer-wise, full neighborhoods) of the sorted ``ids`` of
+    ``node_type`` (``tower``: a ``HeteroModel`` or its ``HeteroDense``; ``opts``:
+    :class:`ringgnn.inference.hetero.HeteroLayerwise`'s)."""
+    from ..models.hetero_dense import dense_of
+    from .hetero import HeteroLayerwise  # the layer-wise engine: only for exact scores
+
+    tower = dense_of(tower)
+    out = np.zeros((len(ids), tower.out_dim), np.float32)
+    wanted = np.zeros(ds.num_nodes_dict[node_type], dtype=bool)
+    wanted[ids] = True
+
+    def emit(first: int, rows: np.ndarray) -> None:
+        a, b = np.searchsorted(ids, [first, first + len(rows)])
+        out[a:b] = rows[ids[a:b] - first]
+
+    HeteroLayerwise(ds, tower, **opts).run(tower.layers, node_type, emit, wanted=wanted)
+    return out
+
+
+def split_scores(pos: np.ndarray, neg: np.ndarray, shared: bool = False) -> Dict[str, Any]:
+    """``{"auc", "mrr", "hits"}`` of positives ``pos`` against their negatives ``neg`` ((n, K), or
+    with ``shared`` (m,) for all of them), hits keyed by K as strings (JSON keys); NaN when empty."""
+    from . import metrics
+
+    if not len(pos):
+        return dict(auc=float("nan"), mrr=float("nan"), hits={})
+    s = metrics.shared_link_scores(pos, neg) if shared else metrics.link_scores(pos, neg)
+    return dict(auc=s["auc"], mrr=s["mrr"], hits={str(k): v for k, v in s["hits"].items()})
+
+
+def relation_pairs(ds: Any, relation: str, edges: Any) -> Tuple[np.ndarray, Optional[str]]:
+    """(pairs (2, n), split name or None) of ``--edges``: an edge split of ``relation``, a
+    ``.npy`` file or an array of (SRC id, DST id) pairs, (2, n) or (n, 2)."""
+    rel = ds.relation(relation)
+    what = "--edges"
+    if isinstance(edges, (str, os.PathLike)):
+        spec = os.fspath(edges)
+        if spec in rel.edge_split_names:
+            return rel.edge_split(spec), spec
+        if not spec.endswith(".npy"):
+            raise InputError(f"--edges '{spec}': not an edge split of relation {relation} (it has: "
+                             f"{', '.join(rel.edge_split_names)}) nor a .npy file")
+        with os_errors("reading the pairs", spec):
+            try:
+                edges = np.load(spec, allow_pickle=False)
+            except ValueError as e:
+                raise InputError(f"--edges {spec}: not a .npy array of pairs ({e})") from None
+        what = f"--edges {spec}"
+    a = np.asarray(edges)
+    if a.ndim != 2 or 2 not in a.shape or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise InputError(f"{what}: pairs need integer ids of shape (2, n) or (n, 2), got {a.dtype} {a.shape}")
+    a = np.ascontiguousarray(a if a.shape[0] == 2 else a.T, dtype=np.int64)
+    s, _, d = parse_edge_type(relation)
+    for row, t in ((0, s), (1, d)):
+        n = ds.num_nodes_dict[t]
+        bad = np.flatnonzero((a[row] < 0) | (a[row] >= n))
+        if bad.size:
+            raise InputError(f"{what}: pair {bad[0]} has {'source' if row == 0 else 'destination'} {a[row, bad[0]]}, "
+                             f"but node type '{t}' has {n:,} nodes")
+    return a, None
+
+
+def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Optional[str] = None,
+                       probabilities: bool = False, memory: Any = None, backend: str = "auto", direct: bool = False,
+                       quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
+    """Exact scores of ``edges`` (``val``/``test``: the split's pairs and stored negatives, with
+    the metrics; or given pairs) by the heterogeneous link run ``run_dir``; the layout and the
+    summary of :func:`ringgnn.inference.scoring.predict_edges`. Runs without PyTorch: the checkpoint is
+    read as numpy arrays (``read``: so read, ``read_checkpoint(..., arrays=True)``), the towers'
+    dense parts are ``ringgnn.models.hetero_dense``'s and the decoder ``infer_dense``'s."""
+    from ..models.checkpoints import read_checkpoint
+    from ..models.dense import decoder_from_state
+    from ..models.hetero_dense import HeteroDense
+
+    if out is not None and not os.fspath(out).endswith(".npy"):
+        raise InputError(f"--out {out}: give a .npy path")
+    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
+    cfg = state["args"]["hetero_link"]
+    ds = open_hetero(dataset if dataset is not None else state["metrics"]["dataset"], "predict --edges")
+    relation = ds.check_relation(cfg["relation"])
+    fits = f"{ds.path}; give the dataset it was trained on"
+    model = state.get("model") or {}
+    towers = {side: HeteroDense.from_state(cfg[side], model, path, fits, f"encoders.{side}.")
+              for side in ("src", "dst") if cfg.get(side) is not None}
+    decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path, fits)
+    unexpected = [k for k in model if not k.startswith(("decoder.", *(f"encoders.{t}." for t in towers)))]
+    if unexpected:
+        raise InputError(f"{path} does not fit the dataset ({fits}): unexpected {', '.join(unexpected)}")
+    pairs, split = relation_pairs(ds, relation, edges)
+    negs = None
+    if split is not None and ds.relation(relation).manifest["edge_splits"][split]["negatives"]:
+        negs = ds.relation(relation).edge_negatives(split)
+    s_type, _, d_type = parse_edge_type(relation)
+    t0 = time.perf_counter()
+    src_ids = np.unique(pairs[0])
+    dst_ids = np.unique(pairs[1] if negs is None else np.concatenate([pairs[1], negs.ravel()]))
+    if s_type == d_type:
+        src_ids = dst_ids = np.union1d(src_ids, dst_ids)
+    work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else os.path.abspath(run_dir)
+    opts = dict(memory=_options.size(memory, "--memory"), backend=backend, direct=direct, quiet=quiet,
+                work_dir=work_dir)
+    zs = exact_rows(ds, towers["src"], s_type, src_ids, **opts)
+    zd = zs if s_type == d_type else exact_rows(ds, towers.get("dst", towers["src"]), d_type, dst_ids, **opts)
+    pos, neg = decode_pairs(decoder, zs, src_ids, pairs, negs, dst=(zd, dst_ids))
+    summary: Dict[str, Any] = dict(checkpoint=path, dataset=os.path.abspath(ds.path), relation=relation)
+    return _deliver(summary, split, pos, neg, negs, None, int(len(src_ids) + (0 if s_type == d_type else len(dst_ids))),
+                    probabilities, out, t0)

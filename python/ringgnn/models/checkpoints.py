@@ -1,0 +1,352 @@
+"""Checkpoints: the ``.pt`` files of a run directory, written by ``ringgnn train`` and read by
+inference, serving and ``--resume``.
+
+A run directory holds ``last.pt`` (written after each epoch: what ``--resume`` continues from)
+and ``best.pt`` (the epoch of best validation score). Each is a dict: ``model`` and ``optimizer``
+(state dicts), ``epoch``, ``args`` (the run's options, :data:`RUN_DEFINING` among them),
+``metrics`` (what ``metrics.json`` held then) and ``rng`` (PyTorch's generator state). Files are
+written whole under a locked temporary name and renamed into place (``ringgnn._files``), so a
+killed run leaves the previous checkpoint, never half of one.
+
+Layer-wise inference reads them without PyTorch (``arrays=True``: ``ringgnn.models.torchfile``, the
+tensors as numpy arrays): its :class:`Checkpoint` then holds the model's dense parts
+(``ringgnn.models.dense``) and builds the PyG model only if something asks for it
+(:meth:`Checkpoint.module`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .._core import InputError
+from .._files import os_errors, replacing
+from ..data.dataset import Dataset
+from .gnn import DECODERS, MODELS, build_link_model, build_model
+
+#: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
+#: number of epochs may grow, and how the run is executed (device, threads, output) may change.
+RUN_DEFINING = ("task", "model", "decoder", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout",
+                "neg_ratio", "neg_weight", "seed", "world_size")
+#: The checkpoint ``--resume`` continues from, in a run directory.
+LAST = "last.pt"
+#: What a checkpoint written before an option existed was trained with (node tasks have no
+#: decoder nor negatives).
+RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None}
+
+
+@dataclass
+class Checkpoint:
+    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU): ``net`` is the
+    encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows.
+    Read without PyTorch (:func:`read_checkpoint` with ``arrays=True``), ``net`` is None,
+    ``arrays`` holds the encoder's dense parts (``ringgnn.models.dense.DenseNet``) and ``decoder``
+    a link run's decoder on numpy arrays (``infer_dense.DenseDecoder``); :meth:`module` builds the
+    PyG encoder from them when asked."""
+
+    net: Any
+    kind: str
+    fanouts: List[int]
+    hidden: int
+    layers: int
+    path: str
+    args: Dict[str, Any] = field(default_factory=dict)
+    metrics: Dict[str, Any] = field(default_factory=dict)
+    decoder: Any = None
+    arrays: Any = None
+    #: The encoder's state dict as numpy arrays (keys without a link run's ``encoder.``) and its
+    #: widths (input, then each layer's output), when read without PyTorch.
+    state: Optional[Dict[str, np.ndarray]] = None
+    dims: Optional[List[int]] = None
+
+    @property
+    def task(self) -> str:
+        """``node`` (the encoder gives class logits) or ``link`` (it gives embeddings)."""
+        return self.args.get("task", "node")
+
+    def dense(self, xp: Any = None) -> Any:
+        """The encoder's dense parts (``ringgnn.models.dense.DenseNet``) on ``xp`` (default numpy):
+        from ``net`` when it is held (whatever PyG configuration it has), else from ``arrays``."""
+        from .dense import from_module
+
+        if self.net is not None:
+            return from_module(self.net, self.kind, self.path, xp)
+        return self.arrays if xp is None else self.arrays.to(xp)
+
+    def module(self) -> Any:
+        """The PyG encoder (eval mode, CPU), built from ``state`` the first time when the
+        checkpoint was read without PyTorch (this imports PyTorch and PyG)."""
+        if self.net is None:
+            import torch
+
+            dims = self.dims or []
+            net = build_model(self.kind, dims[0], self.hidden, dims[-1], self.layers, 0.0)
+            net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in (self.state or {}).items()})
+            self.net = net.eval()
+        return self.net
+
+
+def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -> Tuple[str, Dict[str, Any]]:
+    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
+    directory that holds no run or a file that is not a checkpoint. ``arrays``: read without
+    PyTorch, the tensors as numpy arrays (``ringgnn.models.torchfile``), for inference: without the
+    optimizer's state (never read: with Adam, twice the model's bytes)."""
+    path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
+    if path is None:
+        raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
+    if arrays:
+        from .torchfile import load
+
+        state = load(path, skip=("optimizer",))
+        return path, state if isinstance(state, dict) else {}
+    state = _load(path)
+    return path, state if isinstance(state, dict) else {}
+
+
+def _load(path: str, advice: Optional[str] = None) -> Any:
+    """``torch.load`` of a checkpoint (tensors and plain values only); a file that is not one
+    (empty, truncated, random bytes, another pickle) is an :class:`InputError` naming it, saying
+    what it is and ``advice`` (what to do)."""
+    import torch
+
+    from .torchfile import ADVICE, unreadable
+
+    with os_errors("reading the checkpoint", path), open(path, "rb"):
+        pass  # a missing or unreadable file is an OSError naming it; what torch raises is about the contents
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # RuntimeError, UnpicklingError, EOFError, even OSError(EINVAL), with pages of text
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise unreadable(path, first, advice or ADVICE) from None
+
+
+def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
+    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous run
+    (``args["hetero"]``, the model's config)."""
+    return bool((read[1].get("args") or {}).get("hetero"))
+
+
+def is_hetero_link_run(read: Tuple[str, Dict[str, Any]]) -> bool:
+    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous link run
+    (``args["hetero_link"]``)."""
+    return bool((read[1].get("args") or {}).get("hetero_link"))
+
+
+def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
+                    read: Optional[Tuple[str, Dict[str, Any]]] = None) -> Checkpoint:
+    """The model of ``run_dir`` (``best.pt``, else ``last.pt``; or ``read``, what
+    :func:`read_checkpoint` returned) for ``ds``, with clear errors for a directory that holds
+    no run or a model that does not fit the dataset. A checkpoint read as numpy arrays
+    (``arrays=True``) gives a :class:`Checkpoint` without PyTorch (its dense parts checked against
+    the model's keys and shapes)."""
+    path, state = read if read is not None else read_checkpoint(run_dir, what)
+    args = state.get("args", {})
+    if args.get("hetero"):
+        # A HeteroModel (its config in args["hetero"]) and per-relation fanouts: nothing below fits it.
+        raise InputError(f"{what} {run_dir}: {path} is a heterogeneous run (target type "
+                         f"'{args.get('target')}'); this takes a homogeneous run. Use `ringgnn predict {run_dir}` or "
+                         f"`ringgnn embed {run_dir} [--type TYPE]` (ringgnn.inference.hetero.infer_hetero) for its exact "
+                         "outputs; serving and link scoring of heterogeneous runs are not supported yet")
+    kind, fanouts = args.get("model"), [int(f) for f in args.get("fanouts", [])]
+    hidden, layers = int(args.get("hidden", 0)), int(args.get("layers", 0))
+    if kind not in MODELS or not fanouts or layers != len(fanouts):
+        raise InputError(f"{path}: not a ringgnn run checkpoint (model {kind!r}, fanouts {fanouts})")
+    task = args.get("task", "node")
+    model = state.get("model")
+    if isinstance(model, dict) and model and all(isinstance(v, np.ndarray) for v in model.values()):
+        return _arrays_checkpoint(ds, path, state, what, kind, fanouts, hidden, layers, task)
+    if task == "link":
+        decoder = args.get("decoder")
+        if decoder not in DECODERS:
+            raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {decoder!r})")
+        if ds.feature_dim is None:
+            raise InputError(f"{what}: the dataset {ds.path} has no features; use the dataset the model was trained on")
+        net = build_link_model(kind, ds.feature_dim, hidden, layers, 0.0, decoder)
+        fits = f"{ds.feature_dim} features"
+    elif task == "node":
+        if ds.feature_dim is None or ds.num_classes is None:
+            raise InputError(f"{what}: the dataset {ds.path} has no features or no labels; use the dataset the model "
+                             "was trained on")
+        net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
+        fits = f"{ds.feature_dim} features, {ds.num_classes} classes"
+    else:
+        raise InputError(f"{path}: not a ringgnn run checkpoint (task {task!r})")
+    try:
+        net.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise InputError(f"{path} does not fit the dataset {ds.path} ({fits}): {e}") from None
+    net.eval()
+    if task == "link":
+        return Checkpoint(net.encoder, kind, fanouts, hidden, layers, path, dict(args),
+                          dict(state.get("metrics") or {}), decoder=net.decoder)
+    return Checkpoint(net, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}))
+
+
+def _arrays_checkpoint(ds: Dataset, path: str, state: Dict[str, Any], what: str, kind: str, fanouts: List[int],
+                       hidden: int, layers: int, task: str) -> Checkpoint:
+    """:func:`load_checkpoint` of a checkpoint read as numpy arrays: the encoder's dense parts
+    and a link run's decoder (``infer_dense.DenseDecoder``), no PyTorch."""
+    from .dense import decoder_from_state, from_state
+
+    args = state.get("args", {})
+    if task not in ("node", "link"):
+        raise InputError(f"{path}: not a ringgnn run checkpoint (task {task!r})")
+    if task == "link" and args.get("decoder") not in DECODERS:
+        raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {args.get('decoder')!r})")
+    if ds.feature_dim is None or (task == "node" and ds.num_classes is None):
+        raise InputError(f"{what}: the dataset {ds.path} has no features{' or no labels' if task == 'node' else ''}; "
+                         "use the dataset the model was trained on")
+    out = hidden if task == "link" else ds.num_classes
+    dims = [ds.feature_dim] + [hidden] * (layers - 1) + [out]
+    fits = f"{ds.feature_dim} features" + (f", {ds.num_classes} classes" if task == "node" else "")
+    prefix = "encoder." if task == "link" else ""
+    model = state["model"]
+    encoder = {k[len(prefix):]: v for k, v in model.items() if k.startswith(prefix)}
+    decoder = None
+    if task == "link":  # the decoder's keys are not the encoder's; the rest is checked below
+        decoder = decoder_from_state(args["decoder"], model, hidden, path, fits)
+        model = {k: v for k, v in model.items() if not k.startswith("decoder.")}
+    dense = from_state(kind, model, dims, path, fits, prefix)
+    return Checkpoint(None, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}),
+                      decoder=decoder, arrays=dense, state=encoder, dims=dims)
+
+
+def save(obj: Any, path: str) -> None:
+    """A checkpoint, written whole under a locked temporary name and renamed into place."""
+    import torch
+
+    # Serialized in memory, then written: torch's own writers report a full disk as a
+    # RuntimeError without errno or file (a checkpoint is the model and its optimizer: small).
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    with replacing(path, "writing the checkpoint") as tmp, open(tmp, "wb") as f:
+        f.write(buf.getbuffer())
+
+
+def write_json(obj: Any, path: str) -> None:
+    """A run directory's JSON file (``metrics.json``), written whole under a locked temporary
+    name and renamed into place."""
+    import json
+
+    with replacing(path, "writing") as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]], out: str) -> Tuple[int, List[Dict[str, Any]]]:
+    """Load a resumed checkpoint (:func:`open_run`'s answer, ``out``'s ``last.pt``) into the model,
+    the optimizer and PyTorch's generator; (first epoch to run, the epochs' rows so far):
+    ``(0, [])`` without one. A checkpoint whose tensors do not fit the model built for this
+    dataset is refused naming the file and the first tensor that differs."""
+    if resumed is None:
+        return 0, []
+    import torch
+
+    path = os.path.join(out, LAST)
+    mismatch = state_mismatch(net.state_dict(), resumed["model"])
+    if mismatch:
+        raise InputError(f"--resume: {path} does not fit the model built for this dataset: {mismatch}; resume on the "
+                         f"dataset it was trained on, or use another --out")
+    try:
+        net.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["optimizer"])
+        torch.set_rng_state(resumed["rng"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise InputError(f"--resume: {path} does not fit this run ({first}); use another --out") from None
+    return resumed["epoch"] + 1, list(resumed["metrics"]["epochs"])
+
+
+def state_mismatch(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
+    """How a checkpoint's state dict ``got`` differs from the model's ``want`` (its first missing,
+    unexpected or differently shaped tensor), or "" where it fits."""
+    for key, value in want.items():
+        if key not in got:
+            return f"it has no {key}"
+        have, need = tuple(getattr(got[key], "shape", ())), tuple(getattr(value, "shape", ()))
+        if have != need:
+            return f"{key} is {list(have)} there, {list(need)} here"
+    extra = next((k for k in got if k not in want), None)
+    return f"it has {extra}, which this model has not" if extra is not None else ""
+
+
+def config_mismatch(was: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    """The entries of a heterogeneous model's config that differ between a checkpoint (``was``)
+    and this run (``now``), as ``key=old (now new)``, for ``--resume``'s refusal."""
+    keys = [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+    return ", ".join(f"{k}={_short(was.get(k))} (now {_short(now.get(k))})" for k in keys)
+
+
+def _short(value: Any, most: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+@contextlib.contextmanager
+def run_directory(out: str, owner: bool = True) -> Iterator[None]:
+    """The run directory over one training call: a directory the call creates (``out`` and the
+    parents it lacked, when ``owner``: rank 0) and leaves without a ``last.pt`` (it failed or was
+    interrupted before its first epoch ended) is removed when the call raises, so that a failed
+    run leaves nothing; a directory that existed before, or that holds a checkpoint ``--resume``
+    can continue from, is left as it is."""
+    created: List[str] = []
+    path = os.path.abspath(out)
+    while owner and not os.path.lexists(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    try:
+        yield
+    except BaseException:
+        if created and not os.path.exists(os.path.join(out, LAST)):
+            shutil.rmtree(created[0], ignore_errors=True)
+            for parent in created[1:]:
+                try:
+                    os.rmdir(parent)
+                except OSError:
+                    break
+        raise
+
+
+def open_run(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -> Optional[Dict[str, Any]]:
+    """Check RUN_DIR for this start; on ``resume``, the checkpoint to continue from."""
+    if not resume and not overwrite and os.path.exists(os.path.join(out, LAST)):
+        raise InputError(f"{out} already holds a run (last.pt): use --resume to continue it, --overwrite to start "
+                         "over, or another --out")
+    return _resume(out, run_args) if resume else None
+
+
+def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
+    """``out``'s ``last.pt``, refused when it is not a training checkpoint or was trained with
+    other run-defining options."""
+    import torch
+
+    path = os.path.join(out, LAST)
+    if not os.path.exists(path):
+        raise InputError(f"--resume: {path} does not exist; run without --resume first")
+    best = os.path.join(out, "best.pt")
+    state = _load(path, (f"copy {best} over it to resume from the best epoch, or " if os.path.exists(best) else "")
+                  + "start over with --overwrite")
+    kinds = dict(model=dict, optimizer=dict, epoch=int, args=dict, metrics=dict, rng=torch.Tensor)
+    bad = [k for k, kind in kinds.items() if not isinstance(state, dict) or not isinstance(state.get(k), kind)]
+    if not bad and not isinstance(state["metrics"].get("epochs"), list):
+        bad = ["metrics.epochs"]
+    if bad:
+        raise InputError(f"--resume: {path} is not a checkpoint of `ringgnn train` (no valid {', '.join(bad)}); "
+                         "start over with --overwrite, or use another --out")
+    was = {k: state["args"].get(k, RUN_DEFAULTS.get(k)) for k in RUN_DEFINING}
+    diff = [k for k in RUN_DEFINING if was[k] != run_args[k]]
+    if diff:
+        text = ", ".join(f"{k}={was[k]} (now {run_args[k]})" for k in diff)
+        hint = "use the same options or another --out"
+        if "world_size" in diff:
+            hint = (f"resume with {was['world_size']} processes ("
+                    + ("torchrun --nproc-per-node ... with that many ranks in all"
+                       if was["world_size"] > 1 else "without torchrun") + "), or start a new run with another --out")
+        raise InputError(f"--resume: {path} was trained with {text}; {hint}")
+    return state

@@ -1,0 +1,410 @@
+"""The dense parts of layer-wise inference (issue 24): each layer's weights and the arithmetic of
+its PyG forward around the neighbor aggregation (which is the Rust core's): a narrowing layer's
+``W x``, GAT's messages and logits, a block's outputs from its aggregates, and the activation
+between layers.
+
+They run on numpy arrays on the CPU, so that ``ringgnn predict``/``embed`` never import PyTorch
+or PyG there (together 435 MiB of anonymous memory once imported, torch 2.15's CUDA build: more
+than a 400M budget), and on torch tensors of the device with ``--device cuda``. The arithmetic is
+written once, on the operators both have (``@``, ``+``, ``*``, ``/``, ``reshape``, ``sum``) and
+the few functions of :class:`Numpy`/:class:`Torch`.
+
+A :class:`DenseNet` comes from a PyG model (:func:`from_module`: a trained run's model as
+``ringgnn train`` holds it, or any ``SAGEConv``/``GCNConv``/``GATConv`` configuration the grid
+supports, such as ``aggr="max"``) or from a checkpoint's state dict read without PyTorch
+(:func:`from_state`, ``ringgnn.models.torchfile``: the models ``ringgnn.models.gnn.build_model`` builds, with
+PyG's defaults), checked key by key and shape by shape as ``load_state_dict`` would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .._core import InputError
+
+
+class Numpy:
+    """The CPU's arrays: numpy, the rows as they are (no copies)."""
+
+    device = "cpu"
+
+    @staticmethod
+    def up(a: np.ndarray) -> np.ndarray:
+        return a
+
+    @staticmethod
+    def down(x: np.ndarray) -> np.ndarray:
+        return x
+
+    @staticmethod
+    def weight(a: Any) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+    @staticmethod
+    def cat(xs: Sequence[np.ndarray]) -> np.ndarray:
+        return np.concatenate(xs, axis=1)
+
+    @staticmethod
+    def where(cond: Any, x: Any, y: Any) -> np.ndarray:
+        return np.where(cond, x, y)
+
+    @staticmethod
+    def relu(x: np.ndarray) -> np.ndarray:
+        return np.maximum(x, np.float32(0), out=x)  # NaN stays NaN, as torch.relu
+
+
+class Torch:
+    """A device's tensors (``--device cuda``): host rows copied up from a page-locked copy
+    (asynchronous; the first use waits for it) and results copied back."""
+
+    def __init__(self, device: str):
+        import torch
+
+        self.torch, self.device = torch, device
+
+    def up(self, a: np.ndarray) -> Any:
+        return self.torch.from_numpy(np.ascontiguousarray(a)).pin_memory().to(self.device, non_blocking=True)
+
+    @staticmethod
+    def down(x: Any) -> np.ndarray:
+        return x.cpu().numpy()
+
+    def weight(self, a: Any) -> Any:
+        t = a if hasattr(a, "detach") else self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+        return t.detach().to(self.device, self.torch.float32)
+
+    def cat(self, xs: Sequence[Any]) -> Any:
+        return self.torch.cat(list(xs), dim=1)
+
+    def where(self, cond: Any, x: Any, y: Any) -> Any:
+        return self.torch.where(cond, x, y)
+
+    def relu(self, x: Any) -> Any:
+        return self.torch.relu(x)
+
+
+def backend(device: str) -> Any:
+    """The arrays of the dense parts on ``device`` (``cpu``: numpy; else torch's)."""
+    return Numpy() if device == "cpu" else Torch(device)
+
+
+@dataclass(frozen=True)
+class DenseLayer:
+    """One convolution's weights and configuration. ``weight``: ``lin_l`` (GraphSAGE), ``lin``
+    (GCN) or GAT's source ``lin``, ``[out, in]``; ``bias``: ``lin_l``'s (GraphSAGE) or the
+    layer's; ``root``: GraphSAGE's ``lin_r`` (None without ``root_weight``); GAT's ``dst_weight``
+    (the same array when ``lin`` is shared), ``att_src``/``att_dst`` ``[heads, channels]``."""
+
+    kind: str
+    d_in: int
+    d_out: int
+    aggr: str  # mean or max (GraphSAGE; another, or "project", the grid refuses), sum (GCN), softmax (GAT)
+    weight: Any
+    bias: Any = None
+    root: Any = None
+    normalize: bool = False
+    dst_weight: Any = None
+    att_src: Any = None
+    att_dst: Any = None
+    heads: int = 1
+    channels: int = 0
+    concat: bool = True
+    slope: float = 0.2
+
+
+class DenseNet:
+    """A model's dense parts on ``xp`` (:class:`Numpy` or :class:`Torch`): ``layers``, and what
+    BasicGNN applies between them in eval mode (``act``: ``relu``, None or a callable on arrays;
+    ``norms``: None or a callable per layer; ``act_first``)."""
+
+    def __init__(self, layers: List[DenseLayer], act: Any = "relu", norms: Optional[List[Callable]] = None,
+                 act_first: bool = False, xp: Any = None):
+        self.xp = xp or Numpy()
+        self.layers = [replace(l, **{f: self.xp.weight(getattr(l, f)) for f in
+                                     ("weight", "bias", "root", "dst_weight", "att_src", "att_dst")
+                                     if getattr(l, f) is not None}) for l in layers]
+        self.act, self.norms, self.act_first = act, norms, act_first
+
+    @property
+    def widths(self) -> List[int]:
+        """The input's width, then each layer's output width."""
+        return [self.layers[0].d_in] + [l.d_out for l in self.layers]
+
+    def to(self, xp: Any) -> "DenseNet":
+        return DenseNet(self.layers, self.act, self.norms, self.act_first, xp)
+
+    # -- the parts ----------------------------------------------------------------------------------
+
+    def narrow_weight(self, k: int) -> Any:
+        """The weight GraphSAGE/GCN layer ``k`` applies to its sources before summing them when
+        it narrows (``ringgnn.inference.run``: sums of ``W x``)."""
+        return self.layers[k].weight
+
+    def transform(self, k: int) -> Callable[[np.ndarray], np.ndarray]:
+        """``W x`` (no bias) of rows, for the Rust core's callback: host rows in, host rows out."""
+        w, xp = self.layers[k].weight, self.xp
+        return lambda x: np.ascontiguousarray(xp.down(xp.up(x) @ w.T), dtype=np.float32)
+
+    def messages(self, k: int) -> Callable[[np.ndarray], np.ndarray]:
+        """GAT layer ``k``'s messages ``lin(x)`` and their source logits ``<lin(x), att_src>``
+        per head, side by side (what the Rust softmax fold takes)."""
+        l, xp = self.layers[k], self.xp
+
+        def apply(x: np.ndarray) -> np.ndarray:
+            xs = xp.up(x) @ l.weight.T
+            logits = (xs.reshape(-1, l.heads, l.channels) * l.att_src).sum(-1)
+            return np.ascontiguousarray(xp.down(xp.cat([xs, logits])), dtype=np.float32)
+
+        return apply
+
+    def gat_start(self, k: int, x: Any) -> Any:
+        """GAT layer ``k``'s destinations of rows ``x``: (their destination logits ``[n, H]``,
+        the self loop's logit ``[n, H]`` and message ``[n, H, C]``)."""
+        l = self.layers[k]
+        xd = (x @ l.dst_weight.T).reshape(-1, l.heads, l.channels)
+        xs = xd if l.dst_weight is l.weight else (x @ l.weight.T).reshape(-1, l.heads, l.channels)
+        a_dst = (xd * l.att_dst).sum(-1)
+        return a_dst, self._leaky((xs * l.att_src).sum(-1) + a_dst, l.slope), xs
+
+    def _leaky(self, x: Any, slope: float) -> Any:
+        return self.xp.where(x > 0, x, x * slope)
+
+    def finish(self, k: int, st: Dict[str, Any], deg: Optional[np.ndarray], dinv: Optional[np.ndarray],
+               x_dst: Any, narrow: bool) -> Any:
+        """Layer ``k``'s outputs of a slice of destinations from their aggregates ``st`` (on
+        ``xp``: ``acc``, or GAT's ``msg`` and ``z``), the arithmetic of the PyG layer's forward:
+        GraphSAGE ``lin_l(mean) + lin_r(x)`` (``deg``: the in-degrees, host; ``narrow``: the sums
+        are of ``W x``), GCN ``lin(sum + self term) + bias`` (``dinv``: the slice's
+        ``1 / sqrt(deg + 1)``, host), GAT ``sum / z + bias`` (its self loop folded in at the
+        start). Tests check it against PyG."""
+        l, xp = self.layers[k], self.xp
+        if l.kind == "sage":
+            return sage_finish(l, xp, st["acc"], deg, x_dst, narrow)
+        if l.kind == "gcn":
+            dd = xp.up((dinv * dinv)[:, None])
+            if narrow:  # sums of W x: the self loop's W x too
+                out = st["acc"] + (x_dst @ l.weight.T) * dd
+            else:
+                out = (st["acc"] + x_dst * dd) @ l.weight.T
+            return out + l.bias if l.bias is not None else out
+        n = st["z"].shape[0]
+        out = st["msg"].reshape(n, l.heads, l.channels) / st["z"].reshape(n, l.heads, 1)
+        out = out.reshape(out.shape[0], -1) if l.concat else out.mean(1)
+        return out + l.bias if l.bias is not None else out
+
+    def after(self, k: int, out: Any) -> Any:
+        """What BasicGNN applies after layer ``k`` but the last (eval mode: the activation and the
+        norm; no dropout)."""
+        if k >= len(self.layers) - 1:
+            return out
+        if self.act_first:
+            out = self._act(out)
+        if self.norms is not None and self.norms[k] is not None:
+            out = self.norms[k](out)
+        return out if self.act_first else self._act(out)
+
+    def _act(self, out: Any) -> Any:
+        if self.act is None:
+            return out
+        return self.xp.relu(out) if self.act == "relu" else self.act(out)
+
+
+def sage_finish(l: DenseLayer, xp: Any, acc: Any, deg: np.ndarray, x_dst: Any, narrow: bool) -> Any:
+    """A ``SAGEConv``'s outputs from its destinations' sums (or maxima) ``acc`` of their
+    in-neighbors' rows (of ``W x`` where ``narrow``), ``deg`` their in-degrees (host) and
+    ``x_dst`` their own rows: ``lin_l(mean) + lin_r(x)``, normalized where the layer is. What
+    :meth:`DenseNet.finish` computes for GraphSAGE, and a heterogeneous model's relation term
+    (``ringgnn.models.hetero_dense``: R-GCN's relations are ``SAGEConv`` without root weight nor bias)."""
+    if l.aggr == "max":  # a node without in-edges aggregates to 0, as in PyG
+        mean = xp.where(xp.up((deg == 0)[:, None]), 0.0, acc)
+    else:
+        mean = acc / xp.up(np.maximum(deg, 1).astype(np.float32)[:, None])
+    if narrow:  # the mean of W x: only the bias is left to add
+        out = mean + l.bias if l.bias is not None else mean
+    else:
+        out = mean @ l.weight.T
+        out = out + l.bias if l.bias is not None else out
+    if l.root is not None:
+        out = out + x_dst @ l.root.T
+    if l.normalize:
+        out = out / (((out * out).sum(-1)) ** 0.5).clip(min=1e-12).reshape(-1, 1)
+    return out
+
+
+@dataclass(frozen=True)
+class DenseDecoder:
+    """A link run's decoder (``ringgnn.models.gnn.build_decoder``) on numpy arrays: ``dot``, the inner
+    product of the two rows, or ``mlp``, ``lin2(relu(lin1(zs * zd)))`` (``lin1``: ``[d, d]``
+    and its bias, ``lin2``: ``[1, d]`` and its bias). Rows broadcast as the torch modules' do:
+    ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with ``(n, K, d)``."""
+
+    kind: str
+    w1: Optional[np.ndarray] = None
+    b1: Optional[np.ndarray] = None
+    w2: Optional[np.ndarray] = None
+    b2: Optional[np.ndarray] = None
+
+    def __call__(self, zs: np.ndarray, zd: np.ndarray) -> np.ndarray:
+        h = zs * zd
+        if self.kind == "dot":
+            return h.sum(-1)
+        h = np.maximum(h @ self.w1.T + self.b1, np.float32(0))
+        return (h @ self.w2.T + self.b2)[..., 0]
+
+
+def decoder_state_shapes(kind: str, dim: int, prefix: str = "decoder.") -> Dict[str, tuple]:
+    """The keys and shapes of decoder ``kind``'s state dict (``dot`` has none)."""
+    if kind == "dot":
+        return {}
+    return {prefix + "lin1.weight": (dim, dim), prefix + "lin1.bias": (dim,), prefix + "lin2.weight": (1, dim),
+            prefix + "lin2.bias": (1,)}
+
+
+def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: str, fits: str,
+                       prefix: str = "decoder.") -> DenseDecoder:
+    """The :class:`DenseDecoder` of a link run's state dict (numpy arrays), its keys and shapes
+    checked as :func:`check_state` does."""
+    if kind not in ("dot", "mlp"):
+        raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {kind!r})")
+    got = check_state(decoder_state_shapes(kind, dim, prefix), state, path, fits, prefix)
+    if kind == "dot":
+        return DenseDecoder("dot")
+    return DenseDecoder("mlp", *(got[prefix + k] for k in ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")))
+
+
+def dense_decoder(decoder: Any) -> DenseDecoder:
+    """``decoder`` as a :class:`DenseDecoder`: itself, or the weights of a torch decoder module
+    (``ringgnn.models.gnn.build_decoder``'s, as training holds it) copied to the host."""
+    if isinstance(decoder, DenseDecoder):
+        return decoder
+    if not hasattr(decoder, "lin1"):
+        return DenseDecoder("dot")
+    return DenseDecoder("mlp", _host(decoder.lin1.weight), _host(decoder.lin1.bias), _host(decoder.lin2.weight),
+                        _host(decoder.lin2.bias))
+
+
+# --- from a PyG model ------------------------------------------------------------------------------
+
+
+def from_module(net: Any, kind: str, path: str, xp: Any = None) -> DenseNet:
+    """The dense parts of PyG model ``net`` (a ``BasicGNN``: ``GraphSAGE``, ``GCN``, ``GAT``) of
+    ``kind``; its weights shared, on the CPU, or copied to ``xp``'s device. ``path`` names the
+    checkpoint in errors."""
+    import torch
+
+    if getattr(net, "jk_mode", None) is not None:
+        raise InputError(f"{path}: jumping knowledge is not supported by layer-wise inference")
+    layers = []
+    for conv in net.convs:
+        if kind == "sage":
+            # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
+            aggr = "project" if getattr(conv, "project", False) else str(getattr(conv, "aggr", "mean"))
+            w = conv.lin_l.weight
+            layers.append(DenseLayer("sage", w.shape[1], w.shape[0], aggr, _host(w), _host(conv.lin_l.bias),
+                                     _host(conv.lin_r.weight) if conv.root_weight else None, bool(conv.normalize)))
+        elif kind == "gcn":
+            w = conv.lin.weight
+            layers.append(DenseLayer("gcn", w.shape[1], w.shape[0], "sum", _host(w), _host(conv.bias)))
+        else:
+            shared = getattr(conv, "lin", None) is not None
+            w = (conv.lin if shared else conv.lin_src).weight
+            wd = w if shared else conv.lin_dst.weight
+            H, C = conv.heads, conv.out_channels
+            layers.append(DenseLayer("gat", w.shape[1], H * C if conv.concat else C, "softmax", _host(w),
+                                     _host(conv.bias), dst_weight=None if shared else _host(wd),
+                                     att_src=_host(conv.att_src).reshape(H, C),
+                                     att_dst=_host(conv.att_dst).reshape(H, C), heads=H, channels=C,
+                                     concat=bool(conv.concat), slope=float(conv.negative_slope)))
+    layers = [replace(l, dst_weight=l.weight) if l.kind == "gat" and l.dst_weight is None else l for l in layers]
+    act = net.act
+    if act is not None and isinstance(act, torch.nn.ReLU):
+        act = "relu"
+    elif act is not None:
+        act = _on_arrays(act)
+    norms = getattr(net, "norms", None)
+    norms = None if norms is None else [None if isinstance(n, torch.nn.Identity) else _on_arrays(n) for n in norms]
+    dense = DenseNet(layers, act, norms, bool(getattr(net, "act_first", False)))
+    return dense if xp is None else dense.to(xp)
+
+
+def _host(p: Any) -> Optional[np.ndarray]:
+    return None if p is None else p.detach().cpu().numpy()
+
+
+def _on_arrays(module: Any) -> Callable[[Any], Any]:
+    """A torch module (an activation or norm other than ReLU/Identity) applied to numpy arrays or
+    tensors."""
+    import torch
+
+    def apply(x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            return module(torch.from_numpy(x)).numpy()
+        return module(x)
+
+    return apply
+
+
+# --- from a state dict (no PyTorch) ------------------------------------------------------------------
+
+
+def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], path: str, fits: str,
+               prefix: str = "") -> DenseNet:
+    """The dense parts of the model ``ringgnn.models.gnn.build_model(kind, dims[0], hidden,
+    dims[-1], len(dims) - 1)`` builds (``dims``: the input width, then each layer's output
+    width), from its state dict (numpy arrays, ``prefix``: ``encoder.`` for a link run's). Keys and
+    shapes are checked as ``load_state_dict`` does: a missing, unexpected or misshapen one is an
+    :class:`InputError` naming ``path`` and what the dataset has (``fits``)."""
+    want: Dict[str, tuple] = {}
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+        c = f"{prefix}convs.{i}."
+        if kind == "sage":
+            want.update({c + "lin_l.weight": (d_out, d_in), c + "lin_l.bias": (d_out,),
+                         c + "lin_r.weight": (d_out, d_in)})
+        elif kind == "gcn":
+            want.update({c + "lin.weight": (d_out, d_in), c + "bias": (d_out,)})
+        else:  # PyG's GATConv, one head: a shared lin (PyG >= 2.5) or lin_src and lin_dst
+            lin = ("lin.weight",) if c + "lin.weight" in state else ("lin_src.weight", "lin_dst.weight")
+            want.update({c + n: (d_out, d_in) for n in lin})
+            want.update({c + "att_src": (1, 1, d_out), c + "att_dst": (1, 1, d_out), c + "bias": (d_out,)})
+    mine = check_state(want, state, path, fits, prefix)
+    layers = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+        g = lambda n: mine[f"{prefix}convs.{i}.{n}"]  # noqa: E731
+        if kind == "sage":
+            layers.append(DenseLayer("sage", d_in, d_out, "mean", g("lin_l.weight"), g("lin_l.bias"),
+                                     g("lin_r.weight")))
+        elif kind == "gcn":
+            layers.append(DenseLayer("gcn", d_in, d_out, "sum", g("lin.weight"), g("bias")))
+        else:
+            shared = f"{prefix}convs.{i}.lin.weight" in mine
+            w = g("lin.weight") if shared else g("lin_src.weight")
+            layers.append(DenseLayer("gat", d_in, d_out, "softmax", w, g("bias"),
+                                     dst_weight=w if shared else g("lin_dst.weight"),
+                                     att_src=g("att_src").reshape(1, d_out), att_dst=g("att_dst").reshape(1, d_out),
+                                     heads=1, channels=d_out, concat=i < len(dims) - 2))
+    return DenseNet(layers)
+
+
+def check_state(want: Dict[str, tuple], state: Dict[str, Any], path: str, fits: str,
+                prefix: str = "") -> Dict[str, np.ndarray]:
+    """The arrays of ``state`` (a state dict as numpy arrays) that ``want`` names (key: shape), as
+    float32, checked as ``load_state_dict`` does: a missing, unexpected (among the keys under
+    ``prefix``) or misshapen one, or one not floating point, is an :class:`InputError` naming
+    ``path`` and what the dataset has (``fits``). The one check of every model read without
+    PyTorch (homogeneous, heterogeneous, decoders)."""
+    mine = {k: v for k, v in state.items() if k.startswith(prefix)}
+    missing = [k for k in want if k not in mine]
+    unexpected = [k for k in mine if k not in want]
+    bad = [f"{k} {tuple(np.shape(mine[k]))} (the model has {want[k]})" for k in want
+           if k in mine and tuple(np.shape(mine[k])) != want[k]]
+    if missing or unexpected or bad:
+        what = "; ".join(p for p in (f"missing {', '.join(missing)}" if missing else "",
+                                     f"unexpected {', '.join(unexpected)}" if unexpected else "",
+                                     f"size mismatch: {', '.join(bad)}" if bad else "") if p)
+        raise InputError(f"{path} does not fit the dataset ({fits}): {what}")
+    for k in want:
+        if np.asarray(mine[k]).dtype.kind != "f":
+            raise InputError(f"{path}: {k} is {np.asarray(mine[k]).dtype}, not floating point; not a ringgnn model")
+    return {k: np.ascontiguousarray(mine[k], dtype=np.float32) for k in want}

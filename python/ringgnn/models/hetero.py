@@ -1,0 +1,265 @@
+"""Heterogeneous models: encoders of a sampled neighborhood with typed nodes and relations.
+
+A graph has node types and relations ``(src, rel, dst)`` (PyG's edge types; DGL GraphBolt's
+``"src:rel:dst"`` strings, the spelling of :meth:`HeteroModel.config`). :class:`HeteroModel`
+turns a sampled batch (PyG ``HeteroData`` semantics, see :func:`hetero_batch_to_dicts`) into
+logits for the nodes of one *target* type; its :meth:`~HeteroModel.config` is JSON-able, so a
+checkpoint stores it beside the state dict and :meth:`HeteroModel.from_config` rebuilds the model.
+
+Two encoders (:data:`HETERO_MODELS`), both with one message function per relation and the
+relations' results combined per destination type:
+
+* ``sage``: what PyG's ``to_hetero(GraphSAGE, metadata, aggr="mean")`` builds, one ``SAGEConv``
+  per relation and the mean over the relations into a type;
+* ``rgcn``: R-GCN (Schlichtkrull et al., 2018) without basis decomposition: a root weight per
+  type plus one weight per relation, neighbors averaged within a relation, relations summed.
+
+The layers are a loop over relations rather than PyG's ``HeteroConv`` (whose ``aggr="mean"`` is
+the same arithmetic for ``sage``) because the model must compute a type whatever the batch
+holds: a relation absent from a batch is a relation sampled with no edges, so every type still
+gets its root term; and layer ``l`` of ``L`` holds modules only for the types within ``L - l``
+hops of the target (the last layer only for the target): a ``DistributedDataParallel`` wrapper
+then finds no parameter that never gets a gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..data.schema import (CONFIG_KEYS, HETERO_MODELS, EdgeType, check_config, computed_types, edge_type_str,
+                           parse_edge_type, target_distances)
+
+
+class _RGCNRelation(torch.nn.Module):
+    """One relation of an R-GCN layer: ``W_r`` times the mean of a node's in-neighbors' rows
+    (no bias: the destination type's root term carries it)."""
+
+    def __init__(self, in_src: int, out: int):
+        super().__init__()
+        from torch_geometric.nn import SAGEConv
+
+        # SAGEConv without root weight nor bias is exactly W_r * mean_j h_j.
+        self.conv = SAGEConv(in_src, out, aggr="mean", root_weight=False, bias=False)
+
+    def forward(self, x: Tuple[torch.Tensor, torch.Tensor], edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv(x, edge_index, size=(x[0].size(0), x[1].size(0)))
+
+
+class _SAGERelation(torch.nn.Module):
+    """One relation of a heterogeneous GraphSAGE layer: a ``SAGEConv`` from the source type's
+    rows to the destination type's."""
+
+    def __init__(self, in_src: int, in_dst: int, out: int):
+        super().__init__()
+        from torch_geometric.nn import SAGEConv
+
+        self.conv = SAGEConv((in_src, in_dst), out, aggr="mean")
+
+    def forward(self, x: Tuple[torch.Tensor, torch.Tensor], edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv(x, edge_index, size=(x[0].size(0), x[1].size(0)))
+
+
+class _Layer(torch.nn.Module):
+    """One layer: per relation into a computed type, its message module (``rels``, keyed by
+    ``"src:rel:dst"``); per computed type, its root term (``roots``): ``rgcn``'s ``W_0`` (with
+    the bias) for every type, ``sage``'s a ``Linear`` for a type that no relation enters (what a
+    ``SAGEConv`` with no edges computes)."""
+
+    def __init__(self, kind: str, edge_types: Sequence[EdgeType], types: Sequence[str], dims: Mapping[str, int],
+                 out: int):
+        super().__init__()
+        self.kind, self.types = kind, list(types)
+        self.edge_types = [et for et in edge_types if et[2] in self.types]
+        self.rels = torch.nn.ModuleDict()
+        for s, r, d in self.edge_types:
+            key = edge_type_str((s, r, d))
+            self.rels[key] = _RGCNRelation(dims[s], out) if kind == "rgcn" else _SAGERelation(dims[s], dims[d], out)
+        entered = {et[2] for et in self.edge_types}
+        self.roots = torch.nn.ModuleDict({t: torch.nn.Linear(dims[t], out) for t in self.types
+                                          if kind == "rgcn" or t not in entered})
+
+    def forward(self, h: Mapping[str, torch.Tensor], edges: Mapping[EdgeType, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        parts: Dict[str, List[torch.Tensor]] = {t: [] for t in self.types}
+        for et in self.edge_types:
+            s, _, d = et
+            ei = edges.get(et)
+            if ei is None:  # not sampled in this batch: no edges
+                ei = torch.empty(2, 0, dtype=torch.long, device=h[d].device)
+            parts[d].append(self.rels[edge_type_str(et)]((h[s], h[d]), ei))
+        out = {}
+        for t, msgs in parts.items():
+            if self.kind == "rgcn":
+                out[t] = self.roots[t](h[t]) + sum(msgs)
+            else:
+                out[t] = torch.stack(msgs).mean(0) if msgs else self.roots[t](h[t])
+        return out
+
+
+class HeteroModel(torch.nn.Module):
+    """An encoder of a heterogeneous batch: logits ``[n, out_dim]`` for the batch's ``n`` nodes
+    of type ``target``.
+
+    Layer ``l`` maps every computed type ``t``'s rows ``h_t`` to new rows; for a node ``i`` of
+    type ``t``, with ``N_r(i)`` its in-neighbors by relation ``r = (s, rel, t)`` in the batch
+    (an empty mean is 0) and ``R_t`` the model's relations into ``t``:
+
+    * ``rgcn``: ``h_i' = W_0^t h_i + b^t + sum_{r in R_t} W_r (1/|N_r(i)|) sum_{j in N_r(i)} h_j``;
+    * ``sage``: ``h_i' = (1/|R_t|) sum_{r in R_t} (W_l^r mean_{j in N_r(i)} h_j + b^r + W_r^r h_i)``,
+      each term a ``SAGEConv``, the mean over relations of PyG's ``to_hetero(..., aggr="mean")``;
+      a type no relation enters gets ``W h_i + b`` (a ``SAGEConv`` that receives no edges).
+
+    ReLU and dropout follow every layer but the last, which maps to ``out_dim`` (``hidden``
+    before). A relation missing from a batch counts as sampled with no edges. Only the types
+    within ``layers - l`` hops of the target are computed at layer ``l``, so a batch needs only
+    those (its other types are ignored).
+
+    Inputs: a type with features (``in_dims[t]`` an int) feeds its rows ``x[t]`` to the first
+    layer directly, as ``to_hetero`` does (no per-type input projection: one layer less, and
+    ``in_dims`` wide first-layer weights). A featureless type (``in_dims[t] is None``) has a
+    learned ``torch.nn.Embedding(num_nodes[t], embed_dim or hidden)`` indexed by the batch's
+    ``n_id`` of that type, held in memory (on the model's device), unless the type is
+    ``external``: then its table is outside the model (``ringgnn.models.tables``, a file when
+    the memory plan cannot hold it) and a batch's rows come in ``x_dict[t]`` (training: a leaf
+    the caller updates) or from ``tables[t]`` (inference).
+    """
+
+    def __init__(self, node_types: Sequence[str], edge_types: Sequence[Union[EdgeType, str]],
+                 in_dims: Mapping[str, Optional[int]], num_nodes: Mapping[str, int], target: str, hidden: int,
+                 out_dim: int, layers: int, model: str = "sage", embed_dim: Optional[int] = None,
+                 dropout: float = 0.5, external: Sequence[str] = ()):
+        super().__init__()
+        node_types = list(node_types)
+        edge_types = [parse_edge_type(et) for et in edge_types]
+        check_config(node_types, edge_types, in_dims, num_nodes, target, hidden, out_dim, layers, model, embed_dim, dropout)
+        self.node_types, self.edge_types, self.target = node_types, edge_types, target
+        self.in_dims = {t: (None if in_dims.get(t) is None else int(in_dims[t])) for t in node_types}
+        self.num_nodes = {t: int(n) for t, n in num_nodes.items() if t in node_types}
+        self.hidden, self.out_dim, self.layers, self.model = int(hidden), int(out_dim), int(layers), model
+        self.embed_dim, self.dropout = (None if embed_dim is None else int(embed_dim)), float(dropout)
+
+        # computed[l]: the types layer l needs as input (l = 0: the batch's rows).
+        self.computed = computed_types(node_types, edge_types, target, layers)
+        width = self.embed_dim or self.hidden
+        self.external = sorted(set(external))
+        for t in self.external:
+            if t not in self.in_dims or self.in_dims[t] is not None:
+                raise ValueError(f"external {t!r}: only a featureless node type's embedding table can be outside the "
+                                 f"model (featureless types: {[u for u in node_types if self.in_dims[u] is None]})")
+        self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(self.num_nodes[t], width)
+                                               for t in self.computed[0]
+                                               if self.in_dims[t] is None and t not in self.external})
+        #: Readers of the external tables' rows (``gather(ids)``), for inference and serving;
+        #: training passes a batch's gathered rows in ``x_dict`` instead.
+        self.tables: Dict[str, Any] = {}
+        dims = {t: (width if self.in_dims[t] is None else self.in_dims[t]) for t in node_types}
+        self.convs = torch.nn.ModuleList()
+        for layer in range(1, layers + 1):
+            out = self.out_dim if layer == layers else self.hidden
+            self.convs.append(_Layer(model, edge_types, self.computed[layer], dims, out))
+            dims = {t: out for t in node_types}
+
+    def config(self) -> Dict[str, Any]:
+        """The constructor's arguments, JSON-able (relations as ``"src:rel:dst"``)."""
+        cfg = {"node_types": list(self.node_types), "edge_types": [edge_type_str(et) for et in self.edge_types],
+               "in_dims": dict(self.in_dims), "num_nodes": dict(self.num_nodes), "target": self.target,
+               "hidden": self.hidden, "out_dim": self.out_dim, "layers": self.layers, "model": self.model,
+               "embed_dim": self.embed_dim, "dropout": self.dropout}
+        if self.external:  # absent when empty: configs written before it existed stay equal
+            cfg["external"] = list(self.external)
+        return cfg
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "HeteroModel":
+        """The model :meth:`config` describes (fresh weights: load the state dict next)."""
+        unknown = sorted(set(cfg) - set(CONFIG_KEYS))
+        if unknown:
+            raise ValueError(f"hetero model config: unknown keys {unknown}; expected some of {list(CONFIG_KEYS)}")
+        missing = [k for k in CONFIG_KEYS[:8] if k not in cfg]
+        if missing:
+            raise ValueError(f"hetero model config: missing keys {missing} (a config written by HeteroModel.config)")
+        return cls(**cfg)
+
+    def inputs(self, x_dict: Mapping[str, torch.Tensor], n_id_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The first layer's rows of every type it needs: ``x_dict[t]``, or the embedding rows
+        ``n_id_dict[t]`` of a featureless type; a type absent from the batch has no rows."""
+        h = {}
+        for t in self.computed[0]:
+            if self.in_dims[t] is None and t in self.external:
+                h[t] = self._external_rows(t, x_dict.get(t), n_id_dict.get(t))
+                continue
+            if self.in_dims[t] is None:
+                table = self.embeddings[t]
+                ids = n_id_dict.get(t)
+                h[t] = table.weight[:0] if ids is None else table(ids)
+                continue
+            x = x_dict.get(t)
+            if x is None:
+                n = n_id_dict.get(t)
+                if n is not None and n.numel():
+                    raise ValueError(f"batch: node type {t!r} has {n.numel()} nodes but no features x; "
+                                     f"the model was built with in_dims[{t!r}] = {self.in_dims[t]}")
+                x = torch.empty(0, self.in_dims[t], device=self._device())
+            if x.dim() != 2 or x.size(1) != self.in_dims[t]:
+                raise ValueError(f"batch: features of node type {t!r} have shape {tuple(x.shape)}, "
+                                 f"the model expects [n, {self.in_dims[t]}]")
+            h[t] = x
+        return h
+
+    def _external_rows(self, t: str, x: Optional[torch.Tensor], ids: Optional[torch.Tensor]) -> torch.Tensor:
+        """A table outside the model: the rows the caller gathered (``x_dict[t]``, training), else
+        read from ``tables[t]`` by ``n_id``."""
+        width = self.embed_dim or self.hidden
+        if x is None and ids is not None and ids.numel():
+            if t not in self.tables:
+                raise ValueError(f"batch: node type {t!r} has its embedding table in a file; give its rows as "
+                                 f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
+            x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
+        if x is None:
+            return torch.empty(0, width, device=self._device())
+        if x.dim() != 2 or x.size(1) != width:
+            raise ValueError(f"batch: embedding rows of node type {t!r} have shape {tuple(x.shape)}, the model "
+                             f"expects [n, {width}]")
+        return x
+
+    def forward(self, x_dict: Mapping[str, torch.Tensor], edge_index_dict: Mapping[Any, torch.Tensor],
+                n_id_dict: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Logits ``[n, out_dim]`` of the batch's ``n`` target nodes (the seeds first: the caller
+        keeps its first ``batch_size`` rows). ``edge_index_dict`` is keyed by ``(src, rel, dst)``
+        or ``"src:rel:dst"``, local indices (row: source, col: destination); it may lack
+        relations, not hold ones the model does not know."""
+        edges: Dict[EdgeType, torch.Tensor] = {}
+        known = set(self.edge_types)
+        for key, ei in edge_index_dict.items():
+            et = parse_edge_type(key)
+            if et not in known:
+                raise ValueError(f"batch: relation {edge_type_str(et)!r} is not one of the model's "
+                                 f"{[edge_type_str(e) for e in self.edge_types]}")
+            edges[et] = ei
+        h = self.inputs(x_dict, n_id_dict)
+        for i, conv in enumerate(self.convs):
+            h = conv(h, edges)
+            if i < len(self.convs) - 1:
+                h = {t: torch.nn.functional.dropout(v.relu(), p=self.dropout, training=self.training)
+                     for t, v in h.items()}
+        return h[self.target]
+
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
+
+def hetero_batch_to_dicts(data: Any, device: Any = None) -> Tuple[Dict[str, torch.Tensor],
+                                                                   Dict[EdgeType, torch.Tensor],
+                                                                   Dict[str, torch.Tensor]]:
+    """``(x_dict, edge_index_dict, n_id_dict)`` of a PyG ``HeteroData`` batch (what
+    :meth:`HeteroModel.forward` takes), on ``device`` when given: ``x`` of the types that have
+    it, ``n_id`` of every type that has it, ``edge_index`` of every relation."""
+    def move(v: torch.Tensor) -> torch.Tensor:
+        return v if device is None else v.to(device)
+
+    x_dict = {t: move(data[t].x) for t in data.node_types if "x" in data[t]}
+    n_id_dict = {t: move(data[t].n_id) for t in data.node_types if "n_id" in data[t]}
+    edge_index_dict = {et: move(data[et].edge_index) for et in data.edge_types if "edge_index" in data[et]}
+    return x_dict, edge_index_dict, n_id_dict

@@ -1,0 +1,244 @@
+"""The CUDA data path: pinned batch buffers, host-to-device copies on a side stream, and a GPU
+tier of the hot-row cache.
+
+- **Pinned buffers.** The loader reuses a few feature buffers (``ringgnn-loader``'s
+  ``BufferPool``); :func:`pin` registers each one with ``cudaHostRegister`` once, when the pool
+  first hands it out (its whole capacity, which the memory plan already counts), and the pool
+  unregisters it before freeing it. Copies from page-locked memory are asynchronous DMA at
+  full bus speed; from pageable memory CUDA stages them through a bounce buffer, synchronously.
+- **Copies on a side stream.** :class:`DeviceLoader` issues batch ``i + 1``'s copies
+  (``non_blocking``) on its own stream before it hands batch ``i`` to the training step, so the
+  copy overlaps that step's compute; the step's stream waits on an event for its batch only.
+  A host buffer goes back to the loader once its copy has completed (event), never earlier.
+- **GPU tier of the cache** (DiskGNN's GPU cache): :class:`DeviceRowCache` holds the rows the
+  batches touch most (counted over look-ahead batches, as the host cache's ``presample``
+  policy does) on the device. The loader is told which rows the device holds (``set_device_rows``) and leaves them out of each batch's ``x``, so only the
+  other rows cross the bus; :class:`DeviceLoader` puts the batch's matrix together on the
+  device.
+
+All of it is device-agnostic except the stream and the pinning: with ``device="cpu"`` the same
+code runs (tests check the assembly there; the CUDA parts run on a machine with a GPU).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from .._core import InputError
+from .loader import Loader
+from .sampler import NeighborSampler
+
+logger = logging.getLogger("ringgnn")
+
+#: Rows read and uploaded at a time when the GPU tier is filled (bounds the host memory used).
+FILL_CHUNK_BYTES = 16 << 20
+
+
+def cuda_pinner() -> Tuple[Callable[[int, int], None], Callable[[int], None]]:
+    """``(pin, unpin)`` calling ``cudaHostRegister``/``cudaHostUnregister``. A failure is
+    logged once and leaves that buffer pageable (copies from it are then synchronous)."""
+    import torch
+
+    cudart = torch.cuda.cudart()
+    warned: List[bool] = [False]
+
+    def check(what: str, res: Any) -> None:
+        code = int(getattr(res, "value", res))
+        if code != 0 and not warned[0]:
+            warned[0] = True
+            logger.warning("ringgnn: %s failed (CUDA error %d): batch buffers stay pageable", what, code)
+
+    def pin(addr: int, nbytes: int) -> None:
+        check("cudaHostRegister", cudart.cudaHostRegister(addr, nbytes, 0))
+
+    def unpin(addr: int) -> None:
+        check("cudaHostUnregister", cudart.cudaHostUnregister(addr))
+
+    return pin, unpin
+
+
+def pin(loader: Loader, pinner: Optional[Tuple[Callable[[int, int], None], Callable[[int], None]]] = None) -> bool:
+    """Pin ``loader``'s batch buffers (and those of the loaders sharing its engine) with
+    ``pinner`` (default: CUDA's). False when they already are."""
+    p, u = pinner if pinner is not None else cuda_pinner()
+    return bool(loader._core.pin_buffers(p, u))
+
+
+def count_accesses(loader: Loader, batches: int = 64, seed: int = 0) -> np.ndarray:
+    """How often each node appears in the first ``batches`` batches of ``loader``'s seeds,
+    sampled with its fanouts and ``seed`` (int32, one count per node)."""
+    ds = loader.dataset
+    counts = np.zeros(ds.num_nodes, dtype=np.int32)
+    sampler = NeighborSampler(ds, loader.fanouts, seed=seed, threads=1)
+    # (A link loader's seeds are its first batches' endpoints: as many batches as they make.)
+    n = min(batches, len(loader), -(-len(loader.seeds) // loader.batch_size))
+    for sub in sampler.epoch(loader.seeds, loader.batch_size, shuffle=loader.shuffle, epoch=0,
+                             batches=list(range(n))):
+        np.add.at(counts, sub.node, 1)
+    return counts
+
+
+def rows_that_fit(nbytes: int, dim: int, num_nodes: int) -> int:
+    """Rows of ``dim`` float32 in a GPU tier of ``nbytes``."""
+    return max(0, min(num_nodes, nbytes // (4 * dim))) if dim else 0
+
+
+class DeviceRowCache:
+    """Feature rows of the nodes ``ids`` held on ``device``, in the order of the sorted ids:
+    where a batch's nodes are, and which slots, is found on the host (a binary search), so that
+    putting a batch together on the device never waits for the device."""
+
+    def __init__(self, dataset: Any, ids: np.ndarray, device: Any):
+        import torch
+
+        from ..pyg import RingFeatureStore
+
+        self.device = torch.device(device)
+        self.ids = np.unique(np.asarray(ids, dtype=np.int64))
+        dim = dataset.feature_dim
+        self.rows = torch.empty((len(self.ids), dim), dtype=torch.float32, device=self.device)
+        reader = RingFeatureStore(dataset).reader()
+        step = max(1, FILL_CHUNK_BYTES // (4 * dim))
+        for start in range(0, len(self.ids), step):
+            part = reader.gather(self.ids[start:start + step])
+            self.rows[start:start + len(part)] = torch.from_numpy(part).to(self.device)
+
+    @classmethod
+    def for_loader(cls, loader: Loader, nbytes: int, device: Any, seed: int = 0,
+                   presample_batches: int = 64) -> "DeviceRowCache":
+        """The rows ``loader``'s batches touch most (look-ahead counts), as many as ``nbytes``
+        holds; ``loader`` (and the loaders sharing its engine) is told to leave them out of
+        ``x``."""
+        ds = loader.dataset
+        k = rows_that_fit(nbytes, ds.feature_dim, ds.num_nodes)
+        counts = count_accesses(loader, presample_batches, seed)
+        k = min(k, int(np.count_nonzero(counts)))
+        # Highest counts first, ties to the smaller id.
+        order = np.lexsort((np.arange(len(counts)), -counts.astype(np.int64)))
+        ids = np.sort(order[:k])
+        del counts, order
+        cache = cls(ds, ids, device)
+        loader._core.set_device_rows(ids)
+        return cache
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.numel() * 4)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def split(self, n_id: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For a batch's nodes: (positions held here, their slots, positions the loader sent)."""
+        if len(self.ids) == 0:
+            return (np.empty(0, np.int64), np.empty(0, np.int64), np.arange(len(n_id), dtype=np.int64))
+        pos = np.searchsorted(self.ids, n_id)
+        held = self.ids[np.minimum(pos, len(self.ids) - 1)] == n_id
+        return np.flatnonzero(held), pos[held].astype(np.int64), np.flatnonzero(~held)
+
+    def assemble(self, parts: Tuple[np.ndarray, np.ndarray, np.ndarray], x_rest: Any) -> Any:
+        """The batch's feature matrix on the device, from :meth:`split`'s parts and the rows
+        the loader sent (``x_rest``, on the device)."""
+        import torch
+
+        held, slots, rest = parts
+        if len(rest) != x_rest.shape[0]:
+            raise RuntimeError(f"the loader sent {x_rest.shape[0]} rows for {len(rest)} nodes the device lacks: "
+                               "were its device rows set for another cache?")
+        dev = self.device
+        x = torch.empty((len(held) + len(rest), self.rows.shape[1]), dtype=torch.float32, device=dev)
+        x.index_copy_(0, torch.from_numpy(rest).to(dev, non_blocking=True), x_rest)
+        held_t = torch.from_numpy(held).to(dev, non_blocking=True)
+        x.index_copy_(0, held_t, self.rows.index_select(0, torch.from_numpy(slots).to(dev, non_blocking=True)))
+        return x
+
+
+class DeviceLoader:
+    """Batches of ``loader`` on ``device``, copied ahead on a side stream (CUDA), with the
+    feature rows ``cache`` holds taken from the device. Iterate it like the loader."""
+
+    def __init__(self, loader: Loader, device: Any, cache: Optional[DeviceRowCache] = None):
+        import torch
+
+        self.loader = loader
+        self.device = torch.device(device)
+        self.cache = cache
+        if cache is not None and loader._core.device_rows != len(cache):
+            raise InputError("DeviceLoader: the loader's device rows are not this cache's; make the cache with "
+                             "DeviceRowCache.for_loader(loader, ...)")
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    @property
+    def last_epoch(self):
+        return self.loader.last_epoch
+
+    def stats(self):
+        return self.loader.stats()
+
+    def plan(self):
+        return self.loader.plan()
+
+    def __iter__(self) -> Iterator[Any]:
+        import torch
+
+        cuda = self.device.type == "cuda"
+        stream = torch.cuda.Stream(self.device) if cuda else None
+        held: List[Tuple[Any, Any]] = []  # (event, host x) whose copies may still run
+        ready: Optional[Tuple[Any, Any]] = None
+        for host in self.loader:
+            x_host = host.x
+            if cuda:
+                with torch.cuda.stream(stream):
+                    moved = self._move(host)
+                    event = stream.record_event()
+            else:
+                moved, event = self._move(host), None
+            del host
+            held.append((event, x_host))
+            del x_host
+            if ready is not None:
+                yield self._hand_over(ready)
+                ready = None
+            ready = (moved, event)
+            self._release(held, keep=1)
+        if ready is not None:
+            yield self._hand_over(ready)
+        self._release(held, keep=0)
+
+    def _move(self, host: Any) -> Any:
+        parts = None if self.cache is None else self.cache.split(host.n_id.numpy())
+        if parts is None and host.x.shape[0] != host.n_id.shape[0]:
+            raise InputError("the loader leaves device rows out of x: iterate it with their DeviceLoader")
+        moved = host.to(self.device, non_blocking=True)  # Data.to replaces the tensors in place
+        if parts is not None:
+            moved.x = self.cache.assemble(parts, moved.x)
+        return moved
+
+    @staticmethod
+    def _hand_over(ready: Tuple[Any, Any]) -> Any:
+        import torch
+
+        batch, event = ready
+        if event is not None:
+            current = torch.cuda.current_stream()
+            current.wait_event(event)
+            for _, value in batch:
+                if isinstance(value, torch.Tensor) and value.is_cuda:
+                    value.record_stream(current)
+        return batch
+
+    @staticmethod
+    def _release(held: List[Tuple[Any, Any]], keep: int) -> None:
+        """Give back host buffers whose copies are done; wait for the oldest beyond ``keep``."""
+        while held and (held[0][0] is None or held[0][0].query()):
+            held.pop(0)
+        while len(held) > keep:
+            held.pop(0)[0].synchronize()

@@ -1,0 +1,230 @@
+"""Feature rows of a heterogeneous loader: per node type a reader of its feature file, and one
+hot-row cache across the types within one byte budget.
+
+**Which rows to cache.** A row of type ``t`` is gathered each time its node is sampled, and a
+node of ``t`` is sampled as a source of the relations ``t:REL:D`` the sampler reads: about once
+per appearance in their neighbor files, its out-degree there (:func:`source_hits`; counted out of
+core, a few MiB of a file at a time, into 4 bytes per node). Types differ in row width and dtype,
+so a byte of cache buys more hits on a narrow type: every row is ranked by **hits per byte held**,
+``hits / (row_bytes + 8)`` (the row in its stored dtype plus its id in the cache's lookup array,
+``HotRowCache``'s cost), ties to the type name then the smaller id, and the cache holds the
+longest prefix of that one ranking that fits the budget (:func:`choose_cache_rows`). Rows never
+sampled (no out-edge in a read relation) are never cached.
+
+**Readers.** :class:`TypedRows` holds one prototype ``_core.FeatureReader`` per type, whose
+cache is built from the chosen ids once; each thread reads through a ``sibling`` of it (its own
+gatherer and ring, the same cache in memory). A loader's batches are the same with and without
+the cache: cached rows are the file's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .. import _core
+from .._files import os_errors
+
+#: Budget bytes per cached row besides the row: its id in the cache's lookup array
+#: (``INDEX_BYTES_PER_ROW`` of ``crates/ringgnn-features/src/cache.rs``).
+INDEX_BYTES_PER_ROW = 8
+#: Neighbor-file entries read at a time while counting (32 MiB of u64 ids at most).
+COUNT_CHUNK = 1 << 22
+
+
+def row_bytes(ds: Any) -> Dict[str, int]:
+    """Bytes of one stored feature row per type with features (its dtype, not float32)."""
+    out = {}
+    for t in ds.node_types:
+        f = ds.manifest["node_types"][t].get("features")
+        if f is not None:
+            out[t] = int(f["row_bytes"])
+    return out
+
+
+def feature_file_bytes(ds: Any, t: str) -> int:
+    """Bytes of type ``t``'s feature file (its rows packed per page, as stored)."""
+    part = ds.node_type(t)
+    return int(part.manifest["files"]["features"]["bytes"])
+
+
+def source_hits(ds: Any, t: str, relations: Iterable[str], chunk: int = COUNT_CHUNK) -> np.ndarray:
+    """Per node of type ``t``, how often it appears in the neighbor files of ``relations`` whose
+    source type is ``t`` (uint32, saturating): read ``chunk`` entries at a time."""
+    n = ds.num_nodes_dict[t]
+    hits = np.zeros(n, dtype=np.uint32)
+    for r in relations:
+        if r.split(":")[0] != t:
+            continue
+        part = ds.relation(r)
+        dtype = np.uint32 if part.manifest["graph"]["indices_dtype"] == "u32" else np.uint64
+        entry = part.manifest["files"].get("indices")
+        if entry is None or part.num_edges == 0:
+            continue
+        path = os.path.join(ds.path, entry["path"])
+        size = np.dtype(dtype).itemsize
+        with os_errors("counting the sources of relation " + r, path):
+            for lo in range(0, part.num_edges, chunk):
+                k = min(chunk, part.num_edges - lo)
+                ids = np.fromfile(path, dtype=dtype, count=k, offset=lo * size)
+                if len(ids) != k:
+                    raise _core.InputError(f"{path}: ends before entry {lo + k}; run `ringgnn verify` on the dataset")
+                if k and int(ids.max()) >= n:
+                    raise _core.CorruptDatasetError(f"{path}: entry {int(ids.max())} is not a node of type '{t}' "
+                                                    f"({n} nodes); run `ringgnn verify` on the dataset")
+                # add.at is unbuffered: repeated ids in a chunk all count.
+                np.add.at(hits, ids, np.uint32(1))
+    return hits
+
+
+@dataclass(frozen=True)
+class CacheChoice:
+    """The rows a cache of ``budget`` bytes holds: per type its ids (ascending) and bytes
+    (``rows * (row_bytes + 8)``); ``total`` bytes in all (at most ``budget``)."""
+
+    budget: int
+    ids: Dict[str, np.ndarray]
+    bytes: Dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.bytes.values())
+
+    def rows(self) -> Dict[str, int]:
+        return {t: len(v) for t, v in self.ids.items()}
+
+
+def ranked_groups(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int]) -> List[Tuple[str, int, int]]:
+    """The rows with at least one hit, grouped by (type, hit count), best first: ``(type, hits,
+    rows)`` by hits per byte held descending, then type name (within a group, smaller ids first).
+    A group's rows have equal hits per byte, so the ranking of single rows is these groups in
+    order."""
+    groups = []
+    for t in sorted(hits):
+        h = hits[t]
+        values, counts = np.unique(h[h > 0], return_counts=True)
+        cost = row_bytes[t] + INDEX_BYTES_PER_ROW
+        groups += [(Fraction(int(v), cost), t, int(v), int(c)) for v, c in zip(values, counts)]
+    groups.sort(key=lambda g: (-g[0], g[1]))
+    return [(t, v, c) for _, t, v, c in groups]
+
+
+def choose_cache_rows(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int], budget: int) -> CacheChoice:
+    """The longest prefix of the ranking of every row of every type by hits per byte held (see
+    the module docs) whose rows fit in ``budget`` bytes."""
+    room = int(budget)
+    lowest: Dict[str, Tuple[int, Optional[int]]] = {}  # type -> (least hits taken whole, partial rows of one less)
+    for t, v, c in ranked_groups(hits, row_bytes):
+        cost = row_bytes[t] + INDEX_BYTES_PER_ROW
+        if c * cost <= room:
+            room -= c * cost
+            lowest[t] = (v, None)
+            continue
+        take = room // cost
+        if take:
+            lowest[t] = (v, take)
+        break
+    ids, used = {}, {}
+    for t in sorted(hits):
+        h = hits[t]
+        if t not in lowest:
+            ids[t] = np.empty(0, dtype=np.int64)
+        else:
+            v, partial = lowest[t]
+            if partial is None:
+                ids[t] = np.flatnonzero(h >= v).astype(np.int64)
+            else:  # all rows above v (taken whole before), the first `partial` rows of hits v
+                ids[t] = np.union1d(np.flatnonzero(h > v), np.flatnonzero(h == v)[:partial]).astype(np.int64)
+        used[t] = len(ids[t]) * (row_bytes[t] + INDEX_BYTES_PER_ROW)
+    return CacheChoice(int(budget), ids, used)
+
+
+class TypedRows:
+    """Per node type with features, a ``_core.FeatureReader`` of its file (``backends[t]``:
+    ``memory`` loads it once for the process, else a disk backend), the cache's rows of that type
+    held once; :meth:`reader` is this thread's reader. Loaders of one run share one of these
+    (``HeteroLoader(features=...)``), so the cache and in-memory files are held once."""
+
+    def __init__(self, path: str, backends: Mapping[str, str], direct: bool,
+                 cache: Optional[CacheChoice] = None):
+        self.path, self.backends, self.direct = path, dict(backends), bool(direct)
+        self.cache = cache
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._protos: Optional[Tuple[int, Dict[str, Any]]] = None
+        self._readers: List[Dict[str, Any]] = []
+
+    @property
+    def types(self) -> List[str]:
+        return sorted(self.backends)
+
+    def _prototypes(self) -> Dict[str, Any]:
+        pid = os.getpid()
+        with self._lock:
+            if self._protos is None or self._protos[0] != pid:
+                protos = {}
+                for t, backend in self.backends.items():
+                    ids = None if self.cache is None or backend == "memory" else self.cache.ids.get(t)
+                    protos[t] = _core.FeatureReader(self.path, backend=backend, direct=self.direct, part=f"node/{t}",
+                                                    cache_ids=None if ids is None or not len(ids) else ids)
+                self._protos = (pid, protos)
+                self._readers = []
+            return self._protos[1]
+
+    def reader(self, t: str) -> Any:
+        """This thread's reader of type ``t`` (a ``memory`` file's reader is the process's: a
+        gather from memory is a copy under its lock)."""
+        pid = os.getpid()
+        st = self._local
+        if getattr(st, "pid", None) != pid:
+            protos = self._prototypes()
+            st.readers = {t: (p if self.backends[t] == "memory" else p.sibling()) for t, p in protos.items()}
+            st.pid = pid
+            with self._lock:
+                self._readers.append(st.readers)
+        return st.readers[t]
+
+    def gather(self, t: str, ids: np.ndarray) -> np.ndarray:
+        return self.reader(t).gather(ids)
+
+    def cached_rows(self) -> Dict[str, int]:
+        """Rows held by the cache per type."""
+        return {t: p.cached_rows for t, p in self._prototypes().items()}
+
+    def cache_bytes(self) -> int:
+        """Bytes the cache holds (rows and ids), all types."""
+        return sum(p.cache_bytes for p in self._prototypes().values())
+
+    def stats(self) -> Dict[str, Dict[str, int]]:
+        """Per type, the read counters of every thread's reader in this process, summed
+        (rows requested, distinct rows, cache hits, pages, bytes read, read requests)."""
+        keys = ("rows_requested", "distinct_rows", "cache_hits", "pages_read", "bytes_read", "read_requests")
+        out = {t: dict.fromkeys(keys, 0) for t in self.types}
+        with self._lock:
+            seen = set()
+            for readers in self._readers:
+                for t, r in readers.items():
+                    if id(r) in seen:
+                        continue
+                    seen.add(id(r))
+                    s = r.stats()
+                    for k in keys:
+                        out[t][k] += int(s[k])
+        return out
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_local=None, _lock=None, _protos=None, _readers=[])
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        state.update(_local=threading.local(), _lock=threading.Lock())
+        self.__dict__.update(state)
+
+
+__all__ = ("CacheChoice", "TypedRows", "choose_cache_rows", "ranked_groups", "row_bytes", "source_hits")

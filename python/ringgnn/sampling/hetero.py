@@ -1,0 +1,514 @@
+"""Heterogeneous graphs from Python: :class:`HeteroNeighborSampler` (PyG's heterogeneous
+neighbor sampling from disk) and :class:`HeteroLoader` (batches as ``HeteroData`` with each type's
+features gathered from disk).
+
+A heterogeneous dataset (``ringgnn.Dataset.open`` gives a :class:`ringgnn.HeteroDataset`) stores
+each relation ``SRC:REL:DST`` as its own CSC, so sampling one relation reads only its file. The
+sampling runs in the Rust core (``_core.HeteroSampler``, ``crates/ringgnn-sampler/src/hetero.rs``):
+positions are drawn first, then each relation's drawn entries of a hop are read together, from
+memory or from disk (io_uring, O_DIRECT or not, or pread), so a sample never depends on the
+backend. Its semantics are PyG's ``NeighborLoader`` on ``HeteroData``:
+
+- ``fanouts``: one list for every relation, or a dict per relation (``{"author:writes:paper":
+  [10, 5], ...}`` or PyG edge-type tuples as keys, as PyG's ``num_neighbors``); every relation
+  needs an entry (0 skips a relation at that hop) and all lists have the same number of hops;
+- seeds are ids of one node type; at each hop, for every relation (in name order) whose
+  destination type has nodes first reached at the previous hop, those nodes draw
+  ``min(fanout, degree)`` in-neighbors of the relation's source type; a node is expanded once;
+- output per type: ``node`` (ids of that type, the seeds first, then in order of discovery) and
+  ``num_sampled_nodes`` (per hop); per relation: ``row`` (index into the source type's ``node``),
+  ``col`` (into the destination type's) and ``num_sampled_edges`` (per hop).
+
+A batch's sample depends only on the dataset, the fanouts, ``replace``, the seeds and
+``(seed, epoch, batch index)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .. import _core, _options
+from .._core import InputError
+from ..data.dataset import Dataset, HeteroDataset, PathLike
+from . import hyper as hetero_hyper
+from .features import TypedRows
+from .plan import HeteroPlan, plan_hetero, relation_bytes
+
+logger = logging.getLogger("ringgnn")
+
+#: How the neighbor files of a heterogeneous sampler are read.
+BACKENDS = ("auto", "memory", "uring", "pread")
+
+
+def open_hetero(dataset: Any, what: str) -> HeteroDataset:
+    """``dataset`` (a :class:`HeteroDataset` or a path) opened, refused with a clear error when
+    it is homogeneous."""
+    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    if not isinstance(ds, HeteroDataset):
+        raise InputError(f"{ds.path}: a homogeneous dataset; {what} takes a heterogeneous one (use NeighborSampler "
+                         "and Loader for homogeneous datasets)")
+    return ds
+
+
+def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
+    """Fanouts per relation (``SRC:REL:DST`` -> list per hop) from one list for every relation
+    or a dict per relation; checked: known relations, every relation given, equal hop counts."""
+    if isinstance(fanouts, Mapping):
+        out: Dict[str, List[int]] = {}
+        for key, value in fanouts.items():
+            name = key if isinstance(key, str) else ":".join(key)
+            if name not in ds.manifest["relations"]:
+                raise InputError(f"fanouts: unknown relation '{name}' (the dataset has: {', '.join(ds.relations)})")
+            if isinstance(value, str):
+                value = [int(v) for v in value.split(",")]
+            hops = [_options._integer(f, f"fanouts[{name!r}]") for f in value]
+            if any(f < -1 for f in hops):
+                raise InputError(f"fanouts[{name!r}] = {hops}: each hop is a count >= 0 or -1 (all neighbors)")
+            out[name] = hops
+        missing = [r for r in ds.relations if r not in out]
+        if missing:
+            raise InputError(f"fanouts has no entry for relation(s) {', '.join(missing)}; give every relation "
+                             "(0 skips a relation at a hop)")
+        lengths = {len(v) for v in out.values()}
+        if len(lengths) != 1 or 0 in lengths:
+            raise InputError("fanouts: every relation needs the same number of hops (at least one), got "
+                             + ", ".join(f"{r}: {len(v)}" for r, v in out.items()))
+        return out
+    hops = _options.fanouts(fanouts)
+    return {r: list(hops) for r in ds.relations}
+
+
+@dataclass
+class HeteroSample:
+    """One sampled heterogeneous mini-batch (numpy int64 arrays), in PyG's layout per type and
+    relation; :meth:`to_hetero_data` makes a ``HeteroData``.
+
+    ``seed_types``: the node types seeded, in the order given (seeds of several types come from
+    :meth:`HeteroNeighborSampler.sample_typed`); empty means ``(seed_type,)``. ``seed_type`` is
+    the first of them."""
+
+    seed_type: str
+    node: Dict[str, np.ndarray]
+    num_sampled_nodes: Dict[str, List[int]]
+    row: Dict[str, np.ndarray]
+    col: Dict[str, np.ndarray]
+    num_sampled_edges: Dict[str, List[int]]
+    edge: Optional[Dict[str, np.ndarray]] = None
+    seed_types: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.seed_types:
+            self.seed_types = (self.seed_type,)
+
+    @property
+    def batch_sizes(self) -> Dict[str, int]:
+        """Distinct seeds of each seeded type: the first ``batch_sizes[t]`` entries of
+        ``node[t]``."""
+        return {t: self.num_sampled_nodes[t][0] for t in self.seed_types}
+
+    @property
+    def batch_size(self) -> int:
+        """Distinct seeds: the first ``batch_size`` entries of ``node[seed_type]`` (a sample with
+        seeds of several types has one per type: :attr:`batch_sizes`)."""
+        if len(self.seed_types) > 1:
+            raise InputError(f"this sample has seeds of several types ({', '.join(self.seed_types)}): "
+                             "use batch_sizes, one per type")
+        return self.num_sampled_nodes[self.seed_type][0]
+
+    def edge_index(self, relation: str) -> np.ndarray:
+        return np.stack([self.row[relation], self.col[relation]])
+
+    def to_hetero_data(self, x: Optional[Mapping[str, Any]] = None, y: Any = None,
+                       input_id: Optional[Mapping[str, Any]] = None) -> Any:
+        """A ``torch_geometric.data.HeteroData``: per type ``n_id`` (ids of that type) and
+        ``num_sampled_nodes``, ``x`` where given; per edge type ``edge_index`` (and ``e_id`` when
+        sampled with edge ids) and ``num_sampled_edges``; each seeded type's ``batch_size`` (its
+        distinct seeds) and ``input_id`` where ``input_id`` gives it; ``y`` if given: labels of
+        the seed type's nodes, or a dict of them per type."""
+        import torch
+        from torch_geometric.data import HeteroData
+
+        def tensor(v: Any) -> Any:
+            return v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))
+
+        data = HeteroData()
+        for t, ids in self.node.items():
+            data[t].n_id = torch.from_numpy(ids)
+            data[t].num_sampled_nodes = list(self.num_sampled_nodes[t])
+            data[t].num_nodes = len(ids)
+            if x is not None and t in x:
+                v = x[t]
+                data[t].x = v if isinstance(v, torch.Tensor) else torch.from_numpy(v)
+        for r in self.row:
+            et = tuple(r.split(":"))
+            data[et].edge_index = torch.from_numpy(self.edge_index(r))
+            data[et].num_sampled_edges = list(self.num_sampled_edges[r])
+            if self.edge is not None:
+                data[et].e_id = torch.from_numpy(self.edge[r])
+        for t, n in self.batch_sizes.items():
+            data[t].batch_size = n
+        for t, ids in (input_id or {}).items():
+            data[t].input_id = tensor(ids)
+        for t, v in (y.items() if isinstance(y, Mapping) else [] if y is None else [(self.seed_type, y)]):
+            data[t].y = tensor(v)
+        return data
+
+
+class HeteroNeighborSampler:
+    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (see the module
+    docs for the semantics).
+
+    Args:
+        dataset: a :class:`ringgnn.HeteroDataset` or the path of one.
+        fanouts: one list for every relation (``[10, 5]`` or ``"10,5"``) or a dict per relation.
+        replace: draw with replacement.
+        backend: ``"auto"`` (see :meth:`placement`: the neighbor files the memory plan holds in
+            memory, the others read with io_uring, else pread), ``"memory"``, ``"uring"`` or
+            ``"pread"``.
+        direct: with io_uring, read with O_DIRECT.
+        seed: random seed.
+        memory: the budget of the whole process the ``auto`` choice is made against (bytes or
+            "2G"; default: what the process holds plus half of what the machine or its memory
+            cgroup leaves).
+        with_edge_ids: also return each sampled edge's position in its relation's file.
+        share: another sampler of the same dataset whose graph (offset indexes and in-memory
+            neighbor files, and so its placement) this one uses: samplers of several
+            configurations (fanouts, seeds) then hold the graph once.
+        disk_backend: how this sampler reads the relations the graph keeps on disk ("uring",
+            "pread", "auto"), instead of the graph's backend.
+        plan: the memory plan (``ringgnn.sampling.plan.plan_hetero``) that placed the files; by
+            default one for the neighbor files alone.
+    """
+
+    def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
+                 backend: str = "auto", direct: bool = False, seed: int = 0, memory: Union[None, int, str] = None,
+                 with_edge_ids: bool = False, share: Optional["HeteroNeighborSampler"] = None,
+                 disk_backend: Optional[str] = None, plan: Optional[HeteroPlan] = None):
+        self.share = share
+        self.disk_backend = None if disk_backend is None else _options.choice(disk_backend, ("auto", "uring", "pread"),
+                                                                             "disk_backend")
+        if share is not None:
+            dataset = share.dataset
+        self.dataset = open_hetero(dataset, "HeteroNeighborSampler")
+        self.fanouts = relation_fanouts(self.dataset, fanouts)
+        self.replace = bool(replace)
+        self.backend_choice = _options.choice(backend, BACKENDS, "backend")
+        self.direct = bool(direct)
+        self.seed = _options.count(seed, "seed")
+        self.memory = _options.size(memory, "memory")
+        self.with_edge_ids = bool(with_edge_ids)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._graph: Optional[Tuple[int, Any]] = None
+        self._plan = plan
+
+    @property
+    def hops(self) -> int:
+        return len(next(iter(self.fanouts.values())))
+
+    def graph_bytes(self) -> Tuple[int, Dict[str, int]]:
+        """(offset indexes of every relation, neighbor-file bytes per relation)."""
+        return relation_bytes(self.dataset)
+
+    def plan(self) -> HeteroPlan:
+        """The memory plan this sampler's graph is opened with (``ringgnn.sampling.plan``, the one
+        owner of what is held): the one given (a loader's or a training run's, which also placed
+        the feature files and the cache), else one for the neighbor files alone, made once (what
+        the process holds changes later) with every frontier taken as dense."""
+        if self.share is not None:
+            return self.share.plan()
+        if self._plan is None:
+            self._plan = plan_hetero(self.dataset, self.fanouts, memory=self.memory, backend=self.backend_choice)
+        return self._plan
+
+    def placement(self) -> Tuple[str, List[str]]:
+        """(backend of the relations read from disk, relations whose neighbor file is held in
+        memory), as :meth:`plan` decided: with ``backend="auto"`` the offset indexes are always
+        held, then the neighbor files worth the most bytes saved per byte held that fit the
+        plan's room (half of what ``memory`` leaves beside what the process holds); ``memory``
+        when every file is held. An explicit backend applies to every relation."""
+        return self.plan().placement()
+
+    def resolved_backend(self) -> str:
+        """How the neighbor files are read, in words (``memory``; ``auto``; ``auto, N of M
+        relations in memory``)."""
+        backend, held = self.placement()
+        return f"{backend}, {len(held)} of {len(self.dataset.relations)} relations in memory" if held else backend
+
+    def graph(self) -> Any:
+        """This process's ``_core.HeteroGraph`` (offset indexes and in-memory neighbor files,
+        loaded once and shared by every thread's sampler), made on first use."""
+        if self.share is not None:
+            return self.share.graph()
+        pid = os.getpid()
+        with self._lock:
+            if self._graph is None or self._graph[0] != pid:
+                backend, held = self.placement()
+                self._graph = (pid, _core.HeteroGraph(self.dataset.path, backend=backend, direct=self.direct,
+                                                      memory_relations=held))
+            return self._graph[1]
+
+    def _sampler(self) -> Any:
+        """This thread's core sampler (its own rings and file handles), made on first use."""
+        pid = os.getpid()
+        st = self._local
+        if getattr(st, "pid", None) != pid:
+            st.core = _core.HeteroSampler(self.graph(), [(r, list(f)) for r, f in self.fanouts.items()],
+                                          replace=self.replace, seed=self.seed, with_edge_ids=self.with_edge_ids,
+                                          disk_backend=self.disk_backend)
+            st.pid = pid
+        return st.core
+
+    @property
+    def backend(self) -> str:
+        return self._sampler().backend
+
+    def io_stats(self) -> Dict[str, int]:
+        """This thread's core sampler's read counters."""
+        return dict(self._sampler().io_stats())
+
+    def sample(self, seeds: Any, seed_type: str, *, epoch: int = 0, batch: int = 0) -> HeteroSample:
+        """Sample around ``seeds`` (ids of ``seed_type``) as batch ``batch`` of epoch ``epoch``."""
+        return self.sample_typed([(seed_type, seeds)], epoch=epoch, batch=batch)
+
+    def sample_typed(self, seeds: Union[Mapping[str, Any], Sequence[Tuple[str, Any]]], *, epoch: int = 0,
+                     batch: int = 0) -> HeteroSample:
+        """Sample around seeds of several node types at once (``{"author": ids, "paper": ids}``,
+        or (type, ids) pairs, a type possibly twice: its lists in turn), as PyG's heterogeneous
+        link loader seeds a batch's source and destination endpoints together: each type's seeds
+        are deduplicated in its own id space and every seeded type's frontier starts with them,
+        so ``num_sampled_nodes[t][0]`` (``batch_sizes[t]``) is the number of distinct seeds of
+        ``t``. One type is :meth:`sample`."""
+        typed = self._typed_seeds(seeds)
+        out = self._sampler().sample_typed(typed, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
+        return self._sample(out, typed)
+
+    def sample_many(self, seeds: Sequence[Union[Mapping[str, Any], Sequence[Tuple[str, Any]]]],
+                    batches: Sequence[int], *, epoch: int = 0) -> List[HeteroSample]:
+        """Sample batches ``batches[i]`` of epoch ``epoch`` around ``seeds[i]`` (seeds per type, as
+        :meth:`sample_typed`) together, as a *hyperbatch*: hop by hop, each relation's drawn
+        positions of every batch are read in one pass over its file (each page once), so pages
+        several batches need are read once. Sample ``i`` is exactly ``sample_typed(seeds[i],
+        epoch=epoch, batch=batches[i])``, whatever the batches beside it and the backend."""
+        if len(seeds) != len(batches):
+            raise InputError(f"sample_many: {len(seeds)} seed sets but {len(batches)} batch indices; give one "
+                             "batch index per seed set")
+        typed = [self._typed_seeds(x) for x in seeds]
+        requests = [(t, _options.count(b, "batch")) for t, b in zip(typed, batches)]
+        outs = self._sampler().sample_many(requests, _options.count(epoch, "epoch"))
+        return [self._sample(o, t) for o, t in zip(outs, typed)]
+
+    def bound(self, seeds: Mapping[str, int]) -> Dict[str, Any]:
+        """Upper bounds on one sample with ``seeds[t]`` seeds of each type ``t``: ``nodes`` per
+        type, ``edges`` per relation, ``sample_bytes`` (the sample handed out) and
+        ``state_bytes`` (what one batch of a hyperbatch holds at most while it is sampled)."""
+        return dict(self._sampler().bound({self.dataset.check_type(t): _options.count(n, "seeds")
+                                           for t, n in seeds.items()}))
+
+    def _typed_seeds(self, seeds: Any) -> List[Tuple[str, np.ndarray]]:
+        pairs = list(seeds.items()) if isinstance(seeds, Mapping) else list(seeds)
+        if not pairs:
+            raise InputError("seeds: no node type given; give {node type: ids} for at least one type")
+        out = []
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise InputError(f"seeds: {pair!r} is not a (node type, ids) pair; give a dict {{type: ids}} "
+                                 "or a list of (type, ids)")
+            t, ids = pair
+            out.append((self.dataset.check_type(t), _options.node_ids(ids, f"seeds[{t!r}]")))
+        return out
+
+    @staticmethod
+    def _sample(out: Mapping[str, Any], typed: Sequence[Tuple[str, Any]]) -> HeteroSample:
+        types = tuple(dict.fromkeys(t for t, _ in typed))
+        return HeteroSample(seed_type=types[0], node=out["node"], num_sampled_nodes=out["num_sampled_nodes"],
+                            row=out["row"], col=out["col"], num_sampled_edges=out["num_sampled_edges"],
+                            edge=out.get("edge"), seed_types=types)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_local=None, _lock=None, _graph=None, dataset=self.dataset.path)
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        state["dataset"] = open_hetero(state["dataset"], "HeteroNeighborSampler")
+        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None)
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return (f"HeteroNeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
+                f"backend={self.backend_choice!r}, seed={self.seed})")
+
+
+class HeteroLoader:
+    """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type,
+    sampled with :class:`HeteroNeighborSampler`, each type's feature rows gathered from its file
+    (page-coalesced reads, io_uring or pread), labels of the target type as ``y``. Batches are
+    made by ``threads`` worker threads, ``prefetch`` ahead of the consumer, and handed out in
+    order; batch ``i`` of epoch ``e`` is the same whatever the threads.
+
+    ``seeds``: a split name of the target type (``"train"``), an array of its ids, or None (all).
+    ``shuffle`` permutes them by (seed, epoch); :meth:`set_epoch` picks the epoch.
+
+    What is held in memory is decided by one plan (``self.plan``, :func:`ringgnn.sampling.plan.plan_hetero`,
+    within ``memory``; ``plan.text()`` says why): per relation its neighbor file, per type its
+    feature file (``feature_backend="auto"``; ``memory`` holds them all, ``uring``/``pread``
+    none), and the hot-row cache. ``cache``: None lets the plan size it; bytes (or "64M") fix it,
+    0 for none; one budget across the node types, rows ranked by expected hits (out-degree in the
+    sampled relations) per byte held (``ringgnn.sampling.features``); batches are the same with or
+    without it. Given a ``sampler``, its plan decides if it was made with the features (a training
+    run's), else the features and cache are planned in what its placement leaves. ``features``:
+    another loader's ``features`` (the per-type readers and the cache), shared instead of made.
+
+    ``hyperbatch``: batches a worker thread samples together (``H`` consecutive batches of the
+    epoch, each relation's file read once per hop for all of them, then each batch's features
+    gathered), or ``"auto"``: from a share of the plan's budget (``ringgnn.sampling.hyper``;
+    1 when every neighbor file is in memory). Batches are the same whatever ``H``;
+    :meth:`hyperbatch_size` says what was chosen and why.
+    """
+
+    def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
+                 seeds: Any = "train", batch_size: int = 512, shuffle: bool = True, drop_last: bool = False,
+                 replace: bool = False, seed: int = 0, threads: Optional[int] = None, prefetch: int = 2,
+                 backend: str = "auto", feature_backend: str = "auto", direct: bool = False,
+                 memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
+                 cache: Union[None, int, str] = None, features: Optional[TypedRows] = None,
+                 hyperbatch: Union[int, str] = "auto"):
+        ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
+        self.target = ds.check_type(target)
+        part = ds.node_type(target)
+        self.dataset = ds
+        self.seeds = self._seeds(part, seeds)
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self.feature_backend = _options.choice(feature_backend, ("auto", "memory", "uring", "pread"),
+                                               "feature_backend")
+        self.cache = _options.size(cache, "cache")
+        memory = _options.size(memory, "memory")
+        plan_args = dict(target=self.target, batch_size=self.batch_size, seeds=len(self.seeds),
+                         feature_backend=self.feature_backend, cache=self.cache)
+        if sampler is None:
+            fan = relation_fanouts(ds, fanouts)
+            self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.choice(backend, BACKENDS, "backend"),
+                                    **plan_args)
+            sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
+                                            memory=memory, plan=self.plan)
+        elif sampler.plan().features or not any(d is not None for d in ds.feature_dims().values()):
+            self.plan = sampler.plan()  # a run's plan: the sampler's files, the features and the cache
+        else:
+            self.plan = plan_hetero(ds, sampler.fanouts, memory=memory if memory is not None else sampler.memory,
+                                    fixed_relations=sampler.placement(), **plan_args)
+        self.sampler = sampler
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.seed = _options.count(seed, "seed")
+        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
+        self.prefetch = _options.count(prefetch, "prefetch", 1)
+        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._hyper: Optional[Tuple[int, str]] = None
+        self.direct = bool(direct)
+        self.labels = part.labels
+        self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
+        if features is not None:
+            if features.path != self.dataset.path or features.types != self.feature_types:
+                raise InputError(f"features: rows of {features.path} ({features.types}), not of this loader's dataset "
+                                 f"{self.dataset.path}; share features between loaders of one dataset")
+            self.features = features
+        else:
+            self.features = TypedRows(self.dataset.path, self.plan.feature_backends(), self.direct, self.plan.cache)
+        self.epoch = 0
+        self.batches: Optional[List[int]] = None
+        """The global indices of the batches an epoch yields (one rank's share under
+        ``torchrun``, see ``ringgnn.training.distributed.shard``); None: all of them, in order."""
+
+    def _seeds(self, part: Dataset, spec: Any) -> np.ndarray:
+        if isinstance(spec, str) and spec != "all" and spec not in part.split_names:
+            have = ", ".join(part.split_names) or "none"
+            raise InputError(f"seeds '{spec}': node type '{self.target}' has no split '{spec}' (it has: {have})")
+        return _options.seeds(part, spec)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = _options.count(epoch, "epoch")
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch."""
+        n = len(self.seeds)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __len__(self) -> int:
+        return self.epoch_batches() if self.batches is None else len(self.batches)
+
+    def batch_seeds(self, epoch: int) -> List[np.ndarray]:
+        """The seed ids of every batch of epoch ``epoch``, by global index."""
+        ids = self.seeds
+        if self.shuffle:
+            ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
+        return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
+
+    def feature_stats(self) -> Dict[str, Dict[str, int]]:
+        """Per type, the feature reads of this process's threads (rows, cache hits, pages and
+        bytes read), summed; the cache's rows per type are ``features.cached_rows()``."""
+        return self.features.stats()
+
+    def hyperbatch_size(self) -> Tuple[int, str]:
+        """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``)."""
+        if self._hyper is None:
+            backend, _ = self.sampler.placement()
+            per_batch = 0
+            if self.hyperbatch is None and backend != "memory":
+                dims = self.dataset.feature_dims()
+                rows = {t: 4 * dims[t] for t in self.feature_types}
+                bound = self.sampler.bound({self.target: self.batch_size})
+                per_batch = hetero_hyper.batch_bound(bound, rows, self.target, self.labels is not None)
+            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=hetero_hyper.share(self.plan.batch_memory), per_batch=per_batch,
+                                              threads=self.threads, prefetch=self.prefetch, batches=max(1, len(self)))
+            logger.info("hyperbatch: %s", self._hyper[1])
+        return self._hyper
+
+    def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
+        """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``."""
+        return self._assemble(self.sampler.sample(ids, self.target, epoch=epoch, batch=index), ids)
+
+    def make_batches(self, job: Sequence[Tuple[np.ndarray, int]], epoch: int) -> List[Any]:
+        """The batches ``job`` = [(seeds, index), ...] of epoch ``epoch`` sampled together (one
+        hyperbatch), each then gathered: each is exactly :meth:`make_batch` of its own."""
+        if len(job) == 1:
+            return [self.make_batch(job[0][0], epoch, job[0][1])]
+        samples = self.sampler.sample_many([[(self.target, ids)] for ids, _ in job], [b for _, b in job], epoch=epoch)
+        return [self._assemble(s, ids) for s, (ids, _) in zip(samples, job)]
+
+    def _assemble(self, s: HeteroSample, ids: np.ndarray) -> Any:
+        """A sample of seeds ``ids`` as ``HeteroData``, each type's feature rows gathered."""
+        x = {t: self.features.gather(t, s.node[t]) for t in self.feature_types}
+        y = None if self.labels is None else self.labels[s.node[self.target]]
+        data = s.to_hetero_data(x, y)
+        data[self.target].input_id = _index_tensor(ids)
+        return data
+
+    def __iter__(self) -> Iterator[Any]:
+        seeds = self.batch_seeds(self.epoch)
+        order = list(range(len(seeds))) if self.batches is None else list(self.batches)
+        epoch = self.epoch
+        h = self.hyperbatch_size()[0]
+        jobs = [[(seeds[b], b) for b in order[i:i + h]] for i in range(0, len(order), h)]
+        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
+        yield from hetero_hyper.run_in_order(jobs, lambda job: self.make_batches(job, epoch), threads=self.threads,
+                                             ahead=ahead, name="ringgnn-hetero")
+
+    def __repr__(self) -> str:
+        return (f"HeteroLoader({self.dataset.path!r}, target={self.target!r}, {len(self.seeds):,} seeds, "
+                f"batch_size={self.batch_size}, fanouts={self.sampler.fanouts})")
+
+
+def _index_tensor(ids: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
+
+
+__all__: Sequence[str] = ("HeteroNeighborSampler", "HeteroLoader", "HeteroSample", "relation_fanouts")

@@ -1,0 +1,91 @@
+"""Hyperbatches of a :class:`ringgnn.HeteroLoader`: how many batches a worker thread samples
+together (``hyperbatch=H | "auto"``), decided here and nowhere else, and how many such jobs are in
+flight.
+
+A hyperbatch of H batches is sampled hop by hop with each relation's file read once per hop for
+all of them (``HeteroNeighborSampler.sample_many``), so a page several batches need is read once.
+Its cost is memory: each thread holds H batch states while it samples, and a finished job's H
+batches wait, features gathered, until the consumer takes them. ``"auto"`` therefore takes the
+largest H for which every batch that can be held at once, at its upper bound (the core's
+``state_bytes``: sample, dedup maps and share of the per-hop workspaces; plus the batch's
+``edge_index`` copy, feature rows and labels), fits the hyperbatches' share: half of the
+batches' half of the memory budget (``HeteroPlan.batch_memory``, ``ringgnn.sampling.plan``); the
+other half of it is left to what every loader needs whatever H, the model's activations and
+the threads' read buffers. When every neighbor file is held in memory there is nothing to
+share: H is 1.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+
+def run_in_order(jobs: Sequence[Any], make: Callable[[Any], List[Any]], *, threads: int, ahead: int,
+                 name: str) -> Iterator[Any]:
+    """The batches of ``make(job)`` for each job (a hyperbatch's list), made by ``threads``
+    worker threads with ``ahead`` jobs in flight, handed out in job order; each batch is dropped
+    from its list as it is handed out, and the jobs not started are cancelled if the consumer or
+    a job fails. The one pipeline of the heterogeneous node and link loaders."""
+    with ThreadPoolExecutor(threads, thread_name_prefix=name) as pool:
+        queue: List[Future] = []
+        nxt = 0
+        for _ in range(len(jobs)):
+            while nxt < len(jobs) and len(queue) < ahead:
+                queue.append(pool.submit(make, jobs[nxt]))
+                nxt += 1
+            fut = queue.pop(0)
+            try:
+                batches = fut.result()
+                while batches:
+                    yield batches.pop(0)
+            except BaseException:
+                for f in queue:
+                    f.cancel()
+                raise
+
+
+def jobs_in_flight(h: int, threads: int, prefetch: int) -> int:
+    """Jobs (of ``h`` batches) submitted ahead of the one the consumer is taking: one per thread,
+    and at least the ``prefetch + threads - 1`` batches a per-batch loader keeps ahead."""
+    return max(threads, -(-(prefetch + threads - 1) // h))
+
+
+def share(batch_memory: int) -> int:
+    """The hyperbatches' share of the batches' memory (see the module docs): half of it."""
+    return batch_memory // 2
+
+
+def batch_bound(bound: Dict[str, Any], row_bytes: Dict[str, int], target: str, labels: bool) -> int:
+    """Upper bound on what one batch holds from its sampling until the consumer takes it: its
+    state while sampled (``bound["state_bytes"]``, the sample included), the ``edge_index`` made
+    from its ``row``/``col`` (16 B per edge), its feature rows (float32) and labels."""
+    edges = sum(bound["edges"].values())
+    rows = sum(n * row_bytes.get(t, 0) for t, n in bound["nodes"].items())
+    return bound["state_bytes"] + 16 * edges + rows + (8 * bound["nodes"][target] if labels else 0)
+
+
+def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int, threads: int, prefetch: int,
+           batches: int) -> Tuple[int, str]:
+    """(H, why in words). ``asked``: a number fixes H (at most the epoch's ``batches``); None is
+    ``"auto"``: 1 when the neighbor files are all in memory, else the largest H at most
+    ``ceil(batches / threads)`` (so every thread has a job) whose held batches,
+    ``(jobs_in_flight + 1) * H`` of ``per_batch`` bytes at most, fit ``share``; at least 1."""
+    from ..cli._format import human_bytes  # the commands' format; importing it at the top would be circular
+
+    if asked is not None:
+        h = max(1, min(asked, batches))
+        return h, f"{h} (as given)"
+    if in_memory:
+        return 1, "1 (auto: every neighbor file is in memory, nothing to share)"
+    cap = max(1, -(-batches // threads))
+
+    def held(h: int) -> int:
+        return (jobs_in_flight(h, threads, prefetch) + 1) * h * per_batch
+
+    h = cap
+    while h > 1 and held(h) > share:
+        h -= 1
+    fits = "fit in" if held(h) <= share else "exceed, even one batch at a time,"
+    return h, (f"{h} (auto: {threads} threads, at most {human_bytes(per_batch)} per batch; "
+               f"{human_bytes(held(h))} held {fits} the hyperbatches' {human_bytes(share)})")

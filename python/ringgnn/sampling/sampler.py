@@ -1,0 +1,286 @@
+"""Neighbor sampling from Python: :class:`NeighborSampler` and the :class:`SampledSubgraph` it returns.
+
+The sampling itself runs in the Rust core (``ringgnn._core.Sampler``: io_uring rings, worker
+threads, the prefetch queue). This module only checks arguments, creates that core object lazily
+and once per process, and wraps its results. Lazily, because PyTorch ``DataLoader`` workers fork:
+a core sampler (its rings and threads) created before a fork is never used in the child, which
+builds its own on first use.
+
+The output follows PyG's ``SamplerOutput``: ``node`` holds global ids, the seeds first (a seed
+given twice is kept once), then the nodes first reached at hop 1, hop 2, ...; ``row`` is the local
+index of the sampled neighbor (the message source) and ``col`` the local index of the node it was
+sampled for; edges are grouped by hop. A batch's sample depends only on (seed, epoch, batch index),
+never on the thread count or the I/O backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from .. import _core, _options
+from ..data.dataset import Dataset, PathLike, open_homogeneous
+
+logger = logging.getLogger("ringgnn")
+
+#: Core samplers inherited from a parent process. They are kept alive, never used and never
+#: dropped in the child: their threads did not survive the fork, so dropping one could wait on them.
+_INHERITED: List[Any] = []
+#: Fallback reasons already logged by this process, so that each is logged once.
+_LOGGED: set = set()
+
+
+@dataclass
+class SampledSubgraph:
+    """One sampled mini-batch, in PyG's ``SamplerOutput`` layout.
+
+    Arrays are ``np.int64`` (``torch.int64`` tensors after :meth:`to_torch`). The first
+    ``batch_size`` entries of ``node`` are the seeds.
+    """
+
+    node: Any
+    row: Any
+    col: Any
+    num_sampled_nodes: List[int]
+    num_sampled_edges: List[int]
+    batch_size: int
+    edge: Any = None
+    """Global edge ids (positions in ``indices.bin``), when the sampler was asked for them."""
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node)
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.row)
+
+    @property
+    def edge_index(self) -> Any:
+        """``[2, num_edges]``: ``row`` (message sources) over ``col`` (targets), local indices."""
+        if isinstance(self.row, np.ndarray):
+            return np.stack([self.row, self.col])
+        import torch
+
+        return torch.stack([self.row, self.col])
+
+    def to_torch(self) -> "SampledSubgraph":
+        """The same subgraph with ``torch.int64`` tensors (sharing memory with the arrays)."""
+        import torch
+
+        def t(a):
+            return a if a is None or isinstance(a, torch.Tensor) else torch.from_numpy(a)
+
+        return replace(self, node=t(self.node), row=t(self.row), col=t(self.col), edge=t(self.edge))
+
+    @classmethod
+    def _from_core(cls, out: Dict[str, Any]) -> "SampledSubgraph":
+        nodes = list(out["num_sampled_nodes"])
+        return cls(
+            node=out["node"],
+            row=out["row"],
+            col=out["col"],
+            num_sampled_nodes=nodes,
+            num_sampled_edges=list(out["num_sampled_edges"]),
+            batch_size=nodes[0] if nodes else 0,
+            edge=out.get("edge"),
+        )
+
+
+class NeighborSampler:
+    """Node-wise uniform neighbor sampling (GraphSAGE) over a dataset on disk.
+
+    Args:
+        dataset: a :class:`ringgnn.Dataset` or the path of one.
+        fanouts: neighbors to draw per node at each hop, ``fanouts[0]`` for the seeds; ``-1``
+            takes all neighbors (``"20,15,10"`` works too).
+        replace: draw with replacement (default: without; a node whose degree is at most the
+            fanout keeps all its neighbors).
+        backend: ``"auto"`` (the neighbor file in memory when the whole memory plan fits with it,
+            else io_uring, else pread), ``"memory"``, ``"uring"`` or ``"pread"``.
+        direct: with io_uring, read with O_DIRECT (bypasses the page cache).
+        threads: sampling threads of :meth:`epoch` (default: available cores).
+        seed: random seed; a batch's sample depends only on (seed, epoch, batch index).
+        memory: the budget of the whole process, as bytes or a size such as ``"2G"`` (default:
+            ``reserve`` plus half the available memory); ``reserve`` of it is left to the caller.
+        reserve: bytes the caller needs besides the sampler (default: what this process already
+            uses when the sampler starts).
+        batch_size: the largest batch you will sample (default 1024): the memory plan is made
+            for it, and a larger batch later is accepted while the plan still fits.
+        hyperbatch: batches of an epoch sampled together when the neighbor file is read from
+            disk, so that each page is read once per hop for all of them: ``"auto"`` (default:
+            as many as the memory plan's share holds) or a number (1: one batch at a time).
+            Samples do not depend on it.
+        spill: whether a hyperbatch writes each finished sample to a spill file and reads it
+            back when its turn comes, instead of keeping it in memory until it is taken:
+            ``"auto"`` (default: when that fits more batches in the memory plan's share than
+            keeping them), ``"on"`` or ``"off"``. Samples do not depend on it.
+        spill_dir: a directory on the SSD for the spill file (default: the dataset's parent);
+            the file is unlinked as soon as it is created.
+        with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
+    """
+
+    def __init__(
+        self,
+        dataset: Union[Dataset, PathLike],
+        fanouts: Union[str, Sequence[int]],
+        *,
+        replace: bool = False,
+        backend: str = "auto",
+        direct: bool = False,
+        threads: Optional[int] = None,
+        seed: int = 0,
+        memory: Union[None, int, str] = None,
+        reserve: Union[None, int, str] = None,
+        batch_size: int = 1024,
+        hyperbatch: Union[int, str] = "auto",
+        spill: str = "auto",
+        spill_dir: Optional[PathLike] = None,
+        with_edge_ids: bool = False,
+    ):
+        self.dataset = open_homogeneous(dataset, "NeighborSampler")
+        self.fanouts = _options.fanouts(fanouts)
+        self.replace = bool(replace)
+        self.backend_choice = _options.backend(backend)
+        self.direct = bool(direct)
+        self.threads = _options.optional_count(threads, "threads")
+        self.seed = _options.count(seed, "seed")
+        self.memory = _options.size(memory, "memory")
+        self.reserve = _options.size(reserve, "reserve")
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self.hyperbatch = _options.hyperbatch(hyperbatch)
+        self.spill = str(spill)
+        self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
+        self.with_edge_ids = bool(with_edge_ids)
+        self._core: Any = None
+        self._pid: Optional[int] = None
+
+    # --- the per-process core sampler ---------------------------------------------------------
+
+    def _sampler(self) -> Any:
+        pid = os.getpid()
+        if self._core is not None and self._pid == pid:
+            return self._core
+        if self._core is not None:
+            _INHERITED.append(self._core)
+        self._core = _core.Sampler(
+            self.dataset.path,
+            list(self.fanouts),
+            replace=self.replace,
+            backend=self.backend_choice,
+            direct=self.direct,
+            threads=self.threads,
+            seed=self.seed,
+            memory=self.memory,
+            reserve=_options.reserve(self.reserve),
+            with_edge_ids=self.with_edge_ids,
+            batch_size=self.batch_size,
+            hyperbatch=self.hyperbatch,
+            spill=self.spill,
+            spill_dir=self.spill_dir,
+        )
+        self._pid = pid
+        reason = self._core.fallback_reason
+        if reason and (pid, reason) not in _LOGGED:
+            _LOGGED.add((pid, reason))
+            logger.warning("ringgnn: sampling with %s: %s", self._core.backend, reason)
+        return self._core
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # A core sampler cannot cross a process boundary; the receiving process builds its own.
+        state = dict(self.__dict__)
+        state["_core"] = None
+        state["_pid"] = None
+        state["dataset"] = self.dataset.path
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        state["dataset"] = Dataset.open(state["dataset"])
+        self.__dict__.update(state)
+
+    @property
+    def backend(self) -> str:
+        """The backend in use: 'memory', 'uring', 'uring-direct' or 'pread'."""
+        return self._sampler().backend
+
+    @property
+    def fallback_reason(self) -> Optional[str]:
+        """Why ``auto`` could not use io_uring, or None."""
+        return self._sampler().fallback_reason
+
+    def plan(self) -> Dict[str, Any]:
+        """How the memory budget was split (bytes per part, ``text`` for people)."""
+        return dict(self._sampler().plan())
+
+    def io_stats(self) -> Dict[str, int]:
+        """Counters of this process's sampler since it was created: ``reads`` issued, ``bytes``
+        read, read ``batches``; for hyperbatches, ``sequential_bytes`` (whole blocks) and
+        ``random_bytes`` (runs of needed pages), ``hyperbatches``, ``hyperbatch_batches`` and
+        ``spilled_bytes`` (finished samples written to the spill file, and read back)."""
+        return dict(self._sampler().io_stats())
+
+    # --- sampling -------------------------------------------------------------------------------
+
+    def sample(self, seeds: Any, *, epoch: int = 0, batch: int = 0) -> SampledSubgraph:
+        """Sample the subgraph around ``seeds`` (node ids) as batch ``batch`` of epoch ``epoch``."""
+        ids = _options.node_ids(seeds)
+        out = self._sampler().sample(ids, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
+        return SampledSubgraph._from_core(out)
+
+    def epoch(
+        self,
+        seeds: Union[None, str, Any] = None,
+        batch_size: int = 1024,
+        shuffle: bool = True,
+        epoch: int = 0,
+        drop_last: bool = False,
+        batches: Optional[Sequence[int]] = None,
+    ) -> "EpochIterator":
+        """Iterate over one epoch of mini-batches, sampled ahead in background threads.
+
+        ``seeds`` is a split name ('train'), an array of node ids, or None for all nodes. With
+        ``shuffle`` the seeds are permuted by (seed, epoch). Batch ``i`` is the same as
+        ``sample(its seeds, epoch=epoch, batch=i)``. ``batches`` selects which batches of the
+        epoch to produce, by global index (e.g. one rank's share): each is exactly the batch a
+        whole epoch gives at that index.
+        """
+        it = self._sampler().epoch(
+            self.resolve_seeds(seeds),
+            _options.count(batch_size, "batch_size", 1),
+            shuffle=bool(shuffle),
+            epoch=_options.count(epoch, "epoch"),
+            drop_last=bool(drop_last),
+            batches=None if batches is None else [_options.count(b, "batch") for b in batches],
+        )
+        return EpochIterator(it)
+
+    def resolve_seeds(self, seeds: Union[None, str, Any]) -> np.ndarray:
+        """Node ids as int64: a split name, an array of ids, or None (all nodes)."""
+        return _options.seeds(self.dataset, seeds)
+
+    def __repr__(self) -> str:
+        return (
+            f"NeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
+            f"backend={self.backend_choice!r}, direct={self.direct}, threads={self.threads}, seed={self.seed})"
+        )
+
+
+class EpochIterator:
+    """The batches of one epoch, in order, as :class:`SampledSubgraph` (``len()`` = batch count)."""
+
+    def __init__(self, core_iter: Any):
+        self._it = core_iter
+
+    def __len__(self) -> int:
+        return len(self._it)
+
+    def __iter__(self) -> Iterator[SampledSubgraph]:
+        return self
+
+    def __next__(self) -> SampledSubgraph:
+        _index, _seeds, out = next(self._it)
+        return SampledSubgraph._from_core(out)

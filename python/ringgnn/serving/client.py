@@ -1,0 +1,293 @@
+"""``ringgnn.Client``: the Python client of ``ringgnn serve`` (API: ``ringgnn/serve.proto``).
+
+Each call is one gRPC request; a failed one raises the exception of its status:
+
+=====================  ===========================================================
+INVALID_ARGUMENT       :class:`InputError` (the message names the field and limit)
+RESOURCE_EXHAUSTED     :class:`BusyError` (retry later, or slower)
+DEADLINE_EXCEEDED      :class:`DeadlineExceededError`
+CANCELLED              :class:`CancelledError`
+UNAVAILABLE            :class:`ShuttingDownError` when the server says it is stopping,
+                       else :class:`ConnectionError` (no server there)
+FAILED_PRECONDITION    :class:`InputError` (e.g. Predict on a server without a model, Score
+                       with a node-classification model)
+anything else          :class:`RingGnnError` with the status and the server's message
+=====================  ===========================================================
+
+A client is thread-safe (gRPC channels are); close it, or use it as a context manager.
+
+On a heterogeneous dataset every call names the nodes' type (``node_type=``; Predict and Embed
+default to the model's target type) and :meth:`Client.sample` returns a
+:class:`ringgnn.HeteroSample`. A typed request to a server that serves a homogeneous dataset with
+the Rust frontend (which does not read the typed fields) raises :class:`InputError` here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from .. import _options
+from .._core import BusyError, CancelledError, DeadlineExceededError, InputError, RingGnnError, ShuttingDownError
+from ..sampling.hetero import HeteroSample
+from ..sampling.sampler import SampledSubgraph
+
+_DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """``Predict``'s answer: ``probs[i]`` are the class probabilities of ``nodes[i]``."""
+
+    probs: np.ndarray
+    label: np.ndarray
+    seed: int
+
+
+class Client:
+    """A connection to ``ringgnn serve`` at ``target`` ("host:port").
+
+    ``timeout`` (seconds) is the default deadline of each call; ``None`` waits as long as it
+    takes. ``wait_ready`` waits up to that many seconds for the server to come up.
+    """
+
+    def __init__(self, target: str, *, timeout: Optional[float] = 30.0, wait_ready: Optional[float] = None):
+        import grpc
+
+        from .rpc import MAX_MESSAGE, protos
+
+        self.target, self.timeout = target, timeout
+        self._pb, services = protos()
+        self._channel = grpc.insecure_channel(
+            target, options=[("grpc.max_receive_message_length", MAX_MESSAGE),
+                             ("grpc.max_send_message_length", MAX_MESSAGE)])
+        self._stub = services.RingGnnStub(self._channel)
+        if wait_ready is not None:
+            try:
+                grpc.channel_ready_future(self._channel).result(timeout=wait_ready)
+            except grpc.FutureTimeoutError:
+                self.close()
+                raise ConnectionError(f"no ringgnn server answered at {target} within {wait_ready} s") from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _call(self, name: str, request: Any, timeout: Optional[float]) -> Any:
+        import grpc
+
+        try:
+            return getattr(self._stub, name)(request, timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as e:
+            raise _error(self.target, name, e) from None
+
+    # --- the calls --------------------------------------------------------------------------------
+
+    def sample(self, nodes: Sequence[int], fanouts: Any = None, seed: Optional[int] = None, *,
+               replace: bool = False, edge_ids: bool = False, node_type: Optional[str] = None,
+               timeout: Optional[float] = None) -> Union[SampledSubgraph, HeteroSample]:
+        """The sampled neighborhood of ``nodes``: what ``NeighborSampler(dataset, fanouts,
+        replace=replace, seed=seed).sample(nodes)`` gives. ``fanouts``/``seed`` default to the
+        server's (see :meth:`info`).
+
+        On a heterogeneous dataset ``node_type`` is the nodes' type and the answer a
+        :class:`~ringgnn.HeteroSample`, what ``HeteroNeighborSampler(dataset, fanouts,
+        replace=replace, seed=seed).sample(nodes, node_type)`` gives; ``fanouts`` is then one list
+        for every relation or a dict per relation (``"SRC:REL:DST"`` or ``(src, rel, dst)`` keys)."""
+        req = self._pb.SampleRequest(nodes=_ids(nodes), replace=bool(replace), edge_ids=bool(edge_ids))
+        if isinstance(fanouts, Mapping):
+            if node_type is None:
+                raise InputError("sample: fanouts per relation are for a heterogeneous dataset: give node_type too")
+            for rel, hops in fanouts.items():
+                hops = hops.split(",") if isinstance(hops, str) else [hops] if isinstance(hops, int) else hops
+                req.relation_fanouts[rel if isinstance(rel, str) else ":".join(rel)].hops.extend(_fanouts(hops))
+        else:
+            req.fanouts.extend(_fanouts(fanouts or []))
+        if node_type is not None:
+            req.node_type = str(node_type)
+        if seed is not None:
+            req.seed = _seed(seed)
+        r = self._call("Sample", req, timeout)
+        if node_type is not None:
+            return _hetero_sample(self.target, r, node_type, edge_ids)
+        counts = list(r.num_sampled_nodes)
+        return SampledSubgraph(
+            node=np.array(r.node, dtype=np.int64), row=np.array(r.row, dtype=np.int64),
+            col=np.array(r.col, dtype=np.int64), num_sampled_nodes=counts,
+            num_sampled_edges=list(r.num_sampled_edges), batch_size=counts[0] if counts else 0,
+            edge=np.array(r.edge, dtype=np.int64) if edge_ids else None)
+
+    def features(self, nodes: Sequence[int], *, stored_dtype: bool = False, node_type: Optional[str] = None,
+                 timeout: Optional[float] = None) -> np.ndarray:
+        """Feature rows of ``nodes`` (``[len(nodes), dim]``, request order): float32, or with
+        ``stored_dtype`` the dataset's dtype (bfloat16 comes as a ``torch.bfloat16`` tensor). On a
+        heterogeneous dataset, rows of type ``node_type``."""
+        req = self._pb.FeaturesRequest(nodes=_ids(nodes), stored_dtype=bool(stored_dtype), node_type=node_type or "")
+        r = self._call("Features", req, timeout)
+        if node_type is not None and r.node_type != node_type:
+            raise InputError(_untyped(self.target, "Features", node_type))
+        if r.dtype == "bf16":
+            import torch
+
+            raw = np.frombuffer(r.data, dtype="<u2").reshape(r.rows, r.dim)
+            return torch.from_numpy(raw.astype(np.int16)).view(torch.bfloat16)
+        return np.frombuffer(r.data, dtype=_DTYPES[r.dtype]).reshape(r.rows, r.dim).copy()
+
+    def predict(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
+                timeout: Optional[float] = None) -> Prediction:
+        """Class probabilities and most probable class of ``nodes`` from the served model (a
+        heterogeneous model's: nodes of its target type, ``node_type`` by default)."""
+        r = self._call("Predict", self._infer_request(nodes, seed, node_type), timeout)
+        probs = np.array(r.probs, dtype=np.float32).reshape(r.rows, r.classes)
+        return Prediction(probs=probs, label=np.array(r.label, dtype=np.int64), seed=r.seed)
+
+    def embed(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
+              timeout: Optional[float] = None) -> np.ndarray:
+        """Embeddings of ``nodes`` (``[len(nodes), hidden]``): a node model's last hidden layer,
+        a link model's last layer (what its decoder scores); a heterogeneous model's input of its
+        last layer for its target type (the default ``node_type``), for another type its rows at
+        the last hidden layer that computes it."""
+        r = self._call("Embed", self._infer_request(nodes, seed, node_type), timeout)
+        return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
+
+    def score(self, src: Sequence[int], dst: Sequence[int], seed: Optional[int] = None, *,
+              timeout: Optional[float] = None) -> np.ndarray:
+        """A link model's scores of the pairs ``(src[i], dst[i])`` (float32 ``[len(src)]``, the
+        decoder's logits: ``sigmoid`` gives the probability of each edge), from the pairs'
+        distinct endpoints sampled as one request with the model's fanouts and ``seed``
+        (default the server's)."""
+        s, d = _ids(src, "src"), _ids(dst, "dst")
+        if len(s) != len(d):
+            raise InputError(f"score: src has {len(s)} node ids and dst {len(d)}: give one destination per source")
+        req = self._pb.ScoreRequest(src=s, dst=d)
+        if seed is not None:
+            req.seed = _seed(seed)
+        r = self._call("Score", req, timeout)
+        return np.array(r.scores, dtype=np.float32)
+
+    def info(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """What the server serves: counts, dims, default fanouts and seed, model, limits, version."""
+        from google.protobuf.json_format import MessageToDict
+
+        r = self._call("Info", self._pb.InfoRequest(), timeout)
+        d = MessageToDict(r, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+        for k in ("num_nodes", "num_edges", "feature_dim", "num_classes", "model_hidden", "max_nodes", "max_hops",
+                  "seed"):
+            d[k] = int(d[k])
+        d["stats"] = {k: [int(x) for x in v] if isinstance(v, list) else int(v) for k, v in d["stats"].items()}
+        d["fanouts"] = [int(f) for f in d["fanouts"]]
+        d["model_fanouts"] = [int(f) for f in d["model_fanouts"]]
+        # Heterogeneous datasets (empty otherwise): types and relations in name order, fanouts
+        # per relation.
+        d["node_types"] = [{"name": t["name"], **{k: t[k] if k == "feature_dtype" else int(t[k]) for k in
+                                                   ("num_nodes", "feature_dim", "feature_dtype", "num_classes")}}
+                           for t in d["node_types"]]
+        d["relations"] = [{"name": r["name"], "num_edges": int(r["num_edges"])} for r in d["relations"]]
+        for k in ("relation_fanouts", "model_relation_fanouts"):
+            d[k] = {rel: [int(f) for f in v.get("hops", [])] for rel, v in sorted(d[k].items())}
+        return d
+
+    def _infer_request(self, nodes: Sequence[int], seed: Optional[int], node_type: Optional[str]) -> Any:
+        req = self._pb.PredictRequest(nodes=_ids(nodes), node_type=node_type or "")
+        if seed is not None:
+            req.seed = _seed(seed)
+        return req
+
+
+def _untyped(target: str, call: str, node_type: str) -> str:
+    return (f"{call} at {target}: node_type '{node_type}' was ignored: the server serves a homogeneous dataset (no "
+            "node types; leave node_type out)")
+
+
+def _hetero_sample(target: str, r: Any, node_type: str, edge_ids: bool) -> HeteroSample:
+    """A typed ``SampleReply``'s sample (types and relations in name order)."""
+    if not r.HasField("hetero"):
+        raise InputError(_untyped(target, "Sample", node_type))
+    h = r.hetero
+    types, rels = sorted(h.nodes), sorted(h.edges)
+
+    def ids(v: Any) -> np.ndarray:
+        return np.array(v, dtype=np.int64)
+
+    return HeteroSample(
+        seed_type=h.node_type, node={t: ids(h.nodes[t].node) for t in types},
+        num_sampled_nodes={t: [int(c) for c in h.nodes[t].num_sampled_nodes] for t in types},
+        row={e: ids(h.edges[e].row) for e in rels}, col={e: ids(h.edges[e].col) for e in rels},
+        num_sampled_edges={e: [int(c) for c in h.edges[e].num_sampled_edges] for e in rels},
+        edge={e: ids(h.edges[e].edge) for e in rels} if edge_ids else None)
+
+
+#: The largest id a request carries: its id fields are int64 (a dataset's ids are far below).
+MAX_ID = (1 << 63) - 1
+
+
+def _ids(nodes: Any, what: str = "nodes") -> List[int]:
+    """Node ids as the request's int64 field takes them. An id no int64 holds (2^63 and past, as
+    a uint64 array or a Python int can give) is refused naming it, never wrapped to a negative
+    one; the server checks the rest against the dataset."""
+    if isinstance(nodes, (list, tuple)) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                for v in nodes):
+        values = [int(v) for v in nodes]  # as given: numpy would make 2^63 and past floats or objects
+    else:
+        a = np.asarray(nodes)
+        if a.ndim == 0:
+            a = a.reshape(1)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"{what} must be a 1-D sequence of integer node ids, not {a.dtype} of shape {a.shape}")
+        values = a.tolist()  # Python ints, exact for uint64
+        if a.dtype.kind == "i":
+            return values
+    bad = next((v for v in values if not -MAX_ID - 1 <= v <= MAX_ID), None)
+    if bad is not None:
+        raise InputError(f"{what}: node id {bad} is out of range: ids are 0 to the dataset's node count - 1, and a "
+                         f"request's ids are at most 2^63 - 1")
+    return values
+
+
+def _fanouts(hops: Any) -> List[int]:
+    """Fanouts as the request's int32 field takes them (the server checks their values)."""
+    values = []
+    for f in hops:
+        try:
+            n = int(f)
+        except (TypeError, ValueError):
+            raise InputError(f"fanout {f!r} is not an integer: use a positive number of neighbors, or -1 for all "
+                             "of them") from None
+        if not -(1 << 31) <= n < 1 << 31:
+            raise InputError(f"fanout {n} is out of range: use a positive number of neighbors (at most "
+                             f"{(1 << 31) - 1}), or -1 for all of them")
+        values.append(n)
+    return values
+
+
+def _seed(seed: Any) -> int:
+    """A request's seed: an integer 0 to 2^64 - 1 (the field is uint64)."""
+    return _options.count(seed, "seed")
+
+
+def _error(target: str, call: str, e: Any) -> Exception:
+    import grpc
+
+    code, detail = e.code(), e.details() or ""
+    text = f"{call} at {target}: {detail}" if detail else f"{call} at {target}: {code.name}"
+    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.OUT_OF_RANGE):
+        return InputError(text)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return BusyError(text)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceededError(text)
+    if code == grpc.StatusCode.CANCELLED:
+        return CancelledError(text)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        if "shutting down" in detail or "stopping" in detail:
+            return ShuttingDownError(text)
+        return ConnectionError(f"{call}: no ringgnn server answers at {target} ({detail or code.name})")
+    return RingGnnError(f"{text} (status {code.name})")

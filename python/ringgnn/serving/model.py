@@ -1,0 +1,141 @@
+"""The models ``ringgnn serve`` runs on sampled neighborhoods: a homogeneous run's (:class:`Model`,
+node classification or link prediction) and a heterogeneous run's (:class:`HeteroModelRun`),
+each loaded from a ``ringgnn train`` run directory and checked against the served dataset.
+PyTorch is imported where a model is loaded or run, so that a server without a model does
+without it."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .._core import InputError
+from ..data.dataset import Dataset, HeteroDataset
+from ..sampling.hetero import HeteroSample, relation_fanouts
+
+
+class Model:
+    """A ``ringgnn train`` run's model (``best.pt``, else ``last.pt``) ready for inference on
+    sampled neighborhoods."""
+
+    def __init__(self, run_dir: str, ds: Dataset, read: Optional[Tuple[str, Dict[str, Any]]] = None):
+        from ..models.checkpoints import load_checkpoint  # imports torch
+
+        ckpt = load_checkpoint(run_dir, ds, "--model", read=read)
+        self.kind, self.fanouts, self.hidden, self.layers = ckpt.kind, ckpt.fanouts, ckpt.hidden, ckpt.layers
+        self.run_dir, self.path, self.net = run_dir, ckpt.path, ckpt.net
+        #: ``node`` (the net gives class logits) or ``link`` (it gives embeddings, which
+        #: ``decoder`` scores in pairs; ``decoder_kind`` names it).
+        self.task, self.decoder = ckpt.task, ckpt.decoder
+        self.decoder_kind = ckpt.args.get("decoder") if self.task == "link" else None
+        self.classes = ds.num_classes if self.task == "node" else None
+
+    def run(self, sub: Dict[str, Any], x: np.ndarray) -> Tuple[Any, Any]:
+        """(logits, input of the last layer) of the distinct seeds of the sampled subgraph
+        ``sub`` (the dict of ``_core.Engine.sample``) with feature rows ``x``."""
+        import torch
+
+        from ..models.gnn import forward
+
+        seen: List[Any] = []
+        hook = self.net.convs[-1].register_forward_pre_hook(seen_by(seen, lambda inp: inp[0]))
+        counts = list(sub["num_sampled_nodes"])
+        batch = argparse.Namespace(
+            x=torch.from_numpy(x), edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])),
+            num_sampled_nodes=counts, num_sampled_edges=list(sub["num_sampled_edges"]), batch_size=counts[0])
+        try:
+            with torch.no_grad():
+                logits = forward(self.net, batch, "cpu", self.kind)
+        finally:
+            hook.remove()
+        return logits, seen[0][: counts[0]]
+
+    def embeddings(self, sub: Dict[str, Any], x: np.ndarray) -> Any:
+        """What ``Embed`` answers for the distinct seeds: a link model's last layer (the
+        embeddings its decoder scores), a node model's last hidden layer."""
+        logits, hidden = self.run(sub, x)
+        return logits if self.task == "link" else hidden
+
+    def score(self, zs: Any, zd: Any) -> Any:
+        """The decoder's scores (logits) of embedding pairs ``zs[i]``, ``zd[i]``."""
+        import torch
+
+        with torch.no_grad():
+            return self.decoder(zs, zd)
+
+
+class HeteroModelRun:
+    """A heterogeneous run's model (``ringgnn train DS --target TYPE``; ``best.pt``, else
+    ``last.pt``) for inference on sampled neighborhoods of ``ds``, which it must fit: the same
+    node types with the same counts and feature widths, the same relations, its classes."""
+
+    task, decoder_kind = "node", None
+
+    def __init__(self, run_dir: str, ds: HeteroDataset, read: Tuple[str, Dict[str, Any]]):
+        from ..inference.hetero import load_hetero_run  # imports torch
+
+        _, net, path = load_hetero_run(run_dir, ds, read)
+        args = read[1].get("args") or {}
+        try:
+            self.fanouts = relation_fanouts(ds, args.get("fanouts"))
+        except InputError as e:
+            raise InputError(f"{path}: its training fanouts do not fit {ds.path}: {e}") from None
+        self.net = net.eval()
+        self.kind, self.hidden, self.layers = args.get("model") or net.model, net.hidden, net.layers
+        self.target, self.classes = net.target, net.out_dim
+        self.run_dir, self.path = run_dir, path
+
+    def layer_of(self, t: str) -> Optional[int]:
+        """The layer whose input Embed returns for type ``t``: the last below the output layer
+        that has rows of ``t`` (for the target, the input of the last layer; 0: the input rows);
+        None when the model never computes ``t`` (too far from the target)."""
+        below = [k for k, types in enumerate(self.net.computed[:-1]) if t in types]
+        return below[-1] if below else None
+
+    def run(self, s: HeteroSample, x: Mapping[str, np.ndarray], layer: Optional[int] = None) -> Tuple[Any, Any]:
+        """(the target's logits, ``s.seed_type``'s rows at the input of layer ``layer`` or None)
+        for every row of the sampled batch ``s`` with feature rows ``x`` (eval mode)."""
+        import torch
+
+        seen: List[Any] = []
+        hook = None
+        if layer is not None:
+            hook = self.net.convs[layer].register_forward_pre_hook(seen_by(seen, lambda inp: inp[0][s.seed_type]))
+        edges = {r: torch.from_numpy(s.edge_index(r)) for r in s.row}
+        n_id = {t: torch.from_numpy(v) for t, v in s.node.items()}
+        try:
+            with torch.no_grad():
+                logits = self.net({t: torch.from_numpy(v) for t, v in x.items()}, edges, n_id)
+        finally:
+            if hook is not None:
+                hook.remove()
+        return logits, (seen[0] if seen else None)
+
+
+def seen_by(seen: List[Any], pick) -> Any:
+    """A forward pre-hook that appends ``pick(inputs)`` to ``seen`` for the calling thread's
+    forward only: hooks belong to the shared model, and concurrent requests run it at once
+    (PyTorch releases the GIL in its kernels)."""
+    me = threading.get_ident()
+
+    def hook(_module: Any, inputs: Any) -> None:
+        if threading.get_ident() == me:
+            seen.append(pick(inputs))
+
+    return hook
+
+
+def request_order(nodes: np.ndarray, sampled: np.ndarray, distinct: int) -> np.ndarray:
+    """For each requested node, its row among the ``distinct`` first entries of ``sampled`` (the
+    distinct seeds in first-occurrence order)."""
+    index = {int(v): i for i, v in enumerate(sampled[:distinct])}
+    return np.fromiter((index[int(v)] for v in nodes), dtype=np.int64, count=len(nodes))
+
+
+def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
+    from ..inference.hetero import is_hetero_run as typed  # imports torch
+
+    return typed(read)

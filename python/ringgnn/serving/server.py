@@ -1,0 +1,249 @@
+"""``ringgnn serve``: on-demand sampling, features and inference behind a gRPC API.
+
+The API is ``ringgnn/serve.proto`` (shipped in the package; docs/SERVING.md). Every request is
+sampled and gathered by the Rust request engine: ``_core.Engine`` for a homogeneous dataset,
+``_core.HeteroEngine`` for a heterogeneous one (requests name the seeds' node type; fanouts may
+be given per relation). The engine batches the requests that arrive together into waves that
+share their reads, keeps hot neighbor pages, holds what the memory budget allows; it refuses
+what does not fit its queue (RESOURCE_EXHAUSTED), honors deadlines and drops the work of clients
+that went away. One servicer (``ringgnn.serving.servicer``) answers both kinds; Predict and Embed (and
+Score, for a link model) take the sample and its feature rows from one engine request and run
+the model (``ringgnn.serving.model``) on them. A link model (``train --task link``) answers
+``Score``: the pairs' distinct endpoints are sampled as one request, the encoder embeds them and
+the decoder scores the pairs; its ``Embed`` is the encoder's last layer, and ``Predict`` is
+refused.
+
+The gRPC server of a homogeneous dataset is in Rust (``_core.GrpcServer``: tonic, crate
+``ringgnn-serve``): ``Sample``, ``Features`` and ``Info`` are decoded, served and encoded without
+entering Python, and Predict/Embed/Score call the servicer. ``--frontend grpcio`` serves every
+call through Python's grpcio instead (the first design, kept as the baseline of
+docs/benchmarks.md); a heterogeneous dataset is served through grpcio (its handlers call the
+engine with the GIL released).
+
+Status codes: INVALID_ARGUMENT for bad input (the message says what and the limit),
+RESOURCE_EXHAUSTED when the queue is full, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE while
+shutting down, FAILED_PRECONDITION for Predict/Embed/Score without a model, Predict with a link
+model, Score with a node model, or Features without features, INTERNAL for a read error (the
+message names the file). SIGTERM or SIGINT stops taking requests, lets those in flight finish
+(``--grace`` seconds at most), and exits 0. The command line is ``ringgnn.cli.serve``.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent import futures
+from typing import Any, Dict, Mapping, Optional
+
+from .. import _core, _options
+from .._core import InputError
+from ..data.dataset import Dataset, HeteroDataset
+from ..sampling.hetero import relation_fanouts
+from ..sampling.plan import plan_hetero
+from .model import HeteroModelRun, Model, is_hetero_run, request_order
+from .rpc import MAX_MESSAGE, PROTO, SERVICE, protos
+from .servicer import Servicer, load_model
+
+#: The gRPC servers: tonic in Rust (the default: Sample, Features and Info never enter Python), or
+#: grpcio in Python (every call through Python; kept as the baseline of docs/benchmarks.md).
+FRONTENDS = ("rust", "grpcio")
+
+__all__ = ["FRONTENDS", "MAX_MESSAGE", "PROTO", "SERVICE", "HeteroModelRun", "Model", "Server", "Servicer",
+           "fanouts_arg", "protos", "request_order"]
+
+
+def fanouts_arg(value: Any) -> Any:
+    """``--fanouts`` as given: a JSON object per relation (text starting with ``{``), else as is
+    (a list, "20,15,10", a dict, or None)."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError as e:
+            raise InputError(f"--fanouts {value!r}: not a JSON object ({e}); give "
+                             "'{\"SRC:REL:DST\": [10, 5], ...}' or a list such as 10,5") from None
+    return value
+
+
+class Server:
+    """A running ``ringgnn serve``: :meth:`start` binds and serves, :meth:`stop` drains.
+
+    ``frontend`` defaults to ``rust`` for a homogeneous dataset and ``grpcio`` for a heterogeneous
+    one, which only grpcio serves (``rust`` is refused). ``fanouts``: a list, "20,15,10", or for a
+    heterogeneous dataset a dict per relation or its JSON text."""
+
+    def __init__(self, dataset: Any, *, listen: str = "127.0.0.1:50051", model: Optional[str] = None,
+                 fanouts: Any = None, seed: int = 0, memory: Any = None, threads: Optional[int] = None,
+                 backend: str = "auto", direct: bool = False, cache: Any = None, neighbor_cache: Any = None,
+                 max_wait_ms: Optional[float] = None,
+                 max_wave: Optional[int] = None, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
+                 max_hops: int = 6,
+                 batch_size: Optional[int] = None, frontend: Optional[str] = None):
+        if frontend is not None and frontend not in FRONTENDS:
+            raise InputError(f"--frontend must be one of {', '.join(FRONTENDS)}, not {frontend!r}")
+        ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+        typed = isinstance(ds, HeteroDataset)
+        fanouts = fanouts_arg(fanouts)
+        read = None
+        if model:
+            from ..models.checkpoints import read_checkpoint  # imports torch: only with a model
+
+            read = read_checkpoint(model, "--model")
+        if typed:
+            if frontend == "rust":
+                raise InputError(f"--frontend rust: {ds.path} is a heterogeneous dataset, which the Rust frontend "
+                                 "(tonic, over the homogeneous engine) does not serve; leave --frontend out or give "
+                                 "--frontend grpcio")
+            given = [k for k, v in {"--cache": cache, "--max-wait-ms": max_wait_ms,
+                                    "--batch-size": batch_size}.items() if v is not None]
+            if given:
+                raise InputError(f"{', '.join(given)}: not available for a heterogeneous dataset ({ds.path} is one: "
+                                 "its waves take what is queued, up to the largest request's bound, and feature rows "
+                                 "are read as the memory plan places them; docs/SERVING.md); leave them out")
+            if read is not None and not is_hetero_run(read):
+                raise InputError(f"--model {model}: {read[0]} is a homogeneous run; {ds.path} is heterogeneous: serve "
+                                 "it with a run of `ringgnn train DATASET --target TYPE`")
+        else:
+            if read is not None and is_hetero_run(read):
+                raise InputError(f"--model {model}: {read[0]} is a heterogeneous run (target type "
+                                 f"'{read[1]['args'].get('target')}'); {ds.path} is homogeneous: serve the "
+                                 "heterogeneous dataset it was trained on")
+            if isinstance(fanouts, Mapping):
+                raise InputError(f"--fanouts per relation: {ds.path} is a homogeneous dataset (no relations); give "
+                                 "a list such as 20,15,10")
+        self.frontend = frontend = frontend or ("grpcio" if typed else "rust")
+        self.dataset = ds
+        self.model = load_model(model, ds, read) if model else None
+        # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
+        # grpcio frontend, or Predict/Embed/Score. Loaded before the engine, so its reserve has them.
+        if frontend == "grpcio" or self.model:
+            protos()
+        if fanouts is None:
+            fanouts = self.model.fanouts if self.model else [20, 15, 10]
+        max_concurrent = _options.count(max_concurrent, "max_concurrent", 1)
+        limits = dict(threads=_options.optional_count(threads, "threads"), seed=_options.count(seed, "seed"),
+                      max_wave=_options.count(64 if max_wave is None else max_wave, "max_wave", 1),
+                      queue=max_concurrent, max_nodes=_options.count(max_nodes, "max_nodes", 1),
+                      max_hops=_options.count(max_hops, "max_hops", 1))
+        if typed:
+            self.engine = _hetero_engine(ds, fanouts, backend=_options.backend(backend), direct=bool(direct),
+                                         memory=_options.size(memory, "memory"),
+                                         neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"), **limits)
+        else:
+            if max_wait_ms is not None:
+                max_wait_ms = _options.real(max_wait_ms, "--max-wait-ms", 0.0, 10_000.0)
+            # The budget covers the whole process: what it holds now (Python, grpc, PyTorch and the
+            # model) is the caller's reserve.
+            self.engine = _core.Engine(
+                ds.path, _options.fanouts(fanouts), backend=_options.backend(backend), direct=bool(direct),
+                memory=_options.size(memory, "memory"), reserve=_options.process_rss(),
+                cache=_options.size(cache, "cache"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
+                # Each worker is sized for a wave of --batch-size seeds (default: the engine's, a full
+                # wave of single-node requests); a request up to --max-nodes larger than that is
+                # answered alone, in a room of its own. A budget that does not fit is refused here.
+                batch_size=None if batch_size is None else _options.count(batch_size, "batch_size", 1),
+                max_wait_us=None if max_wait_ms is None else int(max_wait_ms * 1000), **limits)
+        handlers = _options.count(handlers, "handlers", 1)
+        if frontend == "rust":
+            # Binds and serves at once. Sample, Features and Info never enter Python; Predict,
+            # Embed and Score call the servicer (with the GIL) for the model.
+            m = self.model
+            delegate = Servicer(self.engine, ds, m).dispatch if m else None
+            self._rust = _core.GrpcServer(
+                self.engine, listen, delegate, handlers=handlers, max_concurrent=max_concurrent,
+                max_message=MAX_MESSAGE, dataset=str(ds.path), num_classes=ds.num_classes or 0,
+                model=m.kind if m else "", model_run=str(m.run_dir) if m else "",
+                model_fanouts=list(m.fanouts) if m else [], model_hidden=m.hidden if m else 0,
+                model_task=m.task if m else "", model_decoder=(m.decoder_kind or "") if m else "")
+            self.port = self._rust.port
+            self.address = f"{listen.rsplit(':', 1)[0]}:{self.port}"
+            return
+        self.servicer = Servicer(self.engine, ds, self.model)
+        self._grpcio(listen, handlers, max_concurrent)
+
+    def _grpcio(self, listen: str, handlers: int, max_concurrent: int) -> None:
+        """Python's grpcio server of ``self.servicer``, bound to ``listen`` (served by :meth:`start`)."""
+        import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+        self._grpc = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=handlers, thread_name_prefix="ringgnn-rpc"),
+            maximum_concurrent_rpcs=max_concurrent,
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE),
+                     ("grpc.max_send_message_length", MAX_MESSAGE),
+                     ("grpc.so_reuseport", 0)])
+        self._grpc.add_generic_rpc_handlers((self.servicer.handler(),))
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
+        self._serving = health_pb2.HealthCheckResponse.SERVING
+        try:
+            self.port = self._grpc.add_insecure_port(listen)
+        except RuntimeError as e:
+            self.engine.close()
+            raise InputError(f"--listen {listen}: cannot listen there ({e}); is the port in use?") from None
+        if not self.port:
+            self.engine.close()
+            raise InputError(f"--listen {listen}: cannot listen there; is the port in use?")
+        self.address = f"{listen.rsplit(':', 1)[0]}:{self.port}"
+
+    def start(self) -> "Server":
+        """Serve (the Rust frontend serves from the start; the health service says SERVING)."""
+        if self.frontend == "grpcio":
+            self._grpc.start()
+            for name in ("", SERVICE):
+                self.health.set(name, self._serving)
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Refuse new requests, let those in flight finish (``grace`` seconds at most), then
+        stop the engine."""
+        if self.frontend == "rust":
+            self._rust.stop(grace)
+            return
+        self.health.enter_graceful_shutdown()
+        self._grpc.stop(grace).wait()
+        self.engine.close()
+
+    def stats(self) -> Dict[str, Any]:
+        """The counters of ``InfoReply.stats``."""
+        return self.engine.stats()
+
+    def describe(self) -> str:
+        e, m = self.engine, self.model
+        pages = e.stats()["pages_cached"]
+        cached = f"; {pages:,} hot neighbor pages read and kept" if pages else ""
+        if isinstance(self.dataset, HeteroDataset):
+            ds = self.dataset
+            return (f"serving {ds.path} (heterogeneous: {len(ds.node_types)} node types, {ds.num_nodes:,} nodes; "
+                    f"{len(ds.relations)} relations, {ds.num_edges:,} edges) on {self.address} (gRPC: grpcio): "
+                    f"{e.threads} workers sampling with {e.backend}"
+                    + (f", rows with {e.feature_backend}" if e.feature_backend else "")
+                    + f", default fanouts {json.dumps(dict(e.fanouts))}, seed {e.seed}"
+                    + (f"; model {m.kind} from {m.path} (target {m.target}, fanouts {json.dumps(m.fanouts)})"
+                       if m else "") + cached)
+        return (f"serving {self.dataset.path} ({e.num_nodes:,} nodes, {e.num_edges:,} edges"
+                + (f", {e.feature_dim} features ({e.feature_dtype})" if e.feature_dim else "")
+                + f") on {self.address} (gRPC: {self.frontend}): sampling with {e.backend}"
+                + (f", rows with {e.feature_backend}" if e.feature_dim else "")
+                + f", default fanouts {','.join(map(str, e.fanouts))}, seed {e.seed}"
+                + (f"; {'link model' if m and m.task == 'link' else 'model'} {m.kind}"
+                   + (f" with a {m.decoder_kind} decoder" if m.decoder_kind else "")
+                   + f" from {m.path} (fanouts {','.join(map(str, m.fanouts))})" if m else "")
+                + f"; memory {e.plan()['text']}" + cached)
+
+
+def _hetero_engine(ds: HeteroDataset, fanouts: Any, *, backend: str, direct: bool, memory: Optional[int],
+                   neighbor_cache: Optional[int], max_hops: int, **limits: Any) -> Any:
+    """The engine of a heterogeneous dataset: the neighbor files the memory plan
+    (``ringgnn.sampling.plan``) holds are loaded, the others read with ``backend`` through
+    ``neighbor_cache`` bytes of hot pages (default: half of what the plan leaves to batches);
+    feature rows are loaded when every neighbor file is, else read from disk."""
+    fan = relation_fanouts(ds, fanouts)
+    hops = len(next(iter(fan.values())))
+    if hops > max_hops:
+        raise InputError(f"--fanouts has {hops} hops, more than --max-hops {max_hops}")
+    plan = plan_hetero(ds, fan, memory=memory, backend=backend)
+    placed, held = plan.placement()
+    if neighbor_cache is None:
+        neighbor_cache = 0 if placed == "memory" else plan.batch_memory // 2
+    return _core.HeteroEngine(ds.path, list(fan.items()), backend=placed, direct=direct, memory_relations=held,
+                              features_memory=placed == "memory", neighbor_cache=neighbor_cache, max_hops=max_hops,
+                              **limits)

@@ -1,0 +1,264 @@
+"""The ``RingGnn`` service (serve.proto) over the Rust request engine: one :class:`Servicer` for
+homogeneous and heterogeneous datasets. The engine (``_core.Engine``, or ``_core.HeteroEngine``
+for node types and relations) samples and gathers every request in its waves; what is here is
+the protocol: requests checked and decoded, replies encoded, and the model step of Predict,
+Embed and Score (``ringgnn.serving.model``) run on what the engine sampled. What differs between
+the two kinds is small: a typed request names its node type (and may give fanouts per
+relation), a typed sample comes back per type and relation, and a typed model is run on it."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import _core
+from .._core import InputError
+from ..data.dataset import HeteroDataset
+from ..sampling.hetero import HeteroSample, relation_fanouts
+from .model import HeteroModelRun, Model, request_order
+from .rpc import Handlers, call_engine, code, protos
+
+
+class Servicer(Handlers):
+    """The ``RingGnn`` service over one engine (and an optional model)."""
+
+    def __init__(self, engine: Any, dataset: Any, model: Any):
+        self.engine, self.dataset, self.model = engine, dataset, model
+        self.typed = isinstance(dataset, HeteroDataset)
+        self.pb, _ = protos()
+        if self.typed:
+            e = engine
+            self.num_nodes = dict(zip(e.node_types, e.num_nodes))
+            self.feature_dtypes = {t: f[1] for t, f in zip(e.node_types, e.features) if f is not None}
+            self.fanouts = dict(e.fanouts)
+
+    # --- checks -----------------------------------------------------------------------------------
+
+    def _seed(self, request: Any) -> int:
+        return request.seed if request.HasField("seed") else self.engine.seed
+
+    def _nodes(self, context: Any, nodes: Sequence[int]) -> np.ndarray:
+        try:
+            self.engine.check_count(len(nodes))  # refused before converting them
+        except InputError as e:
+            context.abort(code("INVALID_ARGUMENT"), str(e))
+        return np.asarray(nodes, dtype=np.int64)
+
+    def _type(self, context: Any, call: str, node_type: str, relation_fanouts: int = 0) -> Optional[str]:
+        """The request's node type, checked: required on a typed dataset, refused (with
+        fanouts per relation) on a homogeneous one, whose requests have none (None)."""
+        if not self.typed:
+            if node_type or relation_fanouts:
+                what = f"node_type '{node_type}'" if node_type else "relation_fanouts"
+                context.abort(code("INVALID_ARGUMENT"),
+                              f"{call}: {what}: {self.dataset.path} is a homogeneous dataset (no node types or "
+                              "relations); leave node_type and relation_fanouts out")
+            return None
+        if not node_type:
+            context.abort(code("INVALID_ARGUMENT"),
+                          f"{call}: node_type is required: {self.dataset.path} is a heterogeneous dataset (node "
+                          f"types: {', '.join(self.num_nodes)})")
+        if node_type not in self.num_nodes:
+            context.abort(code("INVALID_ARGUMENT"),
+                          f"{call}: node_type '{node_type}' is not a node type of {self.dataset.path} (it has: "
+                          f"{', '.join(self.num_nodes)})")
+        return node_type
+
+    def _relation_fanouts(self, context: Any, request: Any) -> Optional[List[Tuple[str, List[int]]]]:
+        """A typed request's fanouts per relation (None: the server's)."""
+        given = {r: list(f.hops) for r, f in request.relation_fanouts.items()}
+        if given and len(request.fanouts):
+            context.abort(code("INVALID_ARGUMENT"),
+                          "give fanouts (the same for every relation) or relation_fanouts (per relation), not both")
+        if not given and not len(request.fanouts):
+            return None
+        try:
+            return list(relation_fanouts(self.dataset, given or list(request.fanouts)).items())
+        except InputError as e:
+            context.abort(code("INVALID_ARGUMENT"), str(e))
+
+    def _needs_model(self, context: Any, call: str) -> Any:
+        if self.model is None:
+            context.abort(code("FAILED_PRECONDITION"),
+                          f"{call}: this server has no model: start it with --model RUN_DIR (a `ringgnn train "
+                          f"{self.dataset.path} --target TYPE` run)" if self.typed else
+                          "this server has no model: start it with --model RUN_DIR (a `ringgnn train` run)")
+        return self.model
+
+    def _needs_task(self, context: Any, task: str, call: str) -> Any:
+        model = self._needs_model(context, call)
+        if model.task != task:
+            if self.typed:
+                what = ("a heterogeneous node-classification model; Score needs a link model (`ringgnn train "
+                        "DATASET --task link`, homogeneous datasets)")
+            elif model.task == "link":
+                what = ("a link model: it scores pairs (Score) and embeds nodes (Embed); Predict needs a "
+                        "node-classification run")
+            else:
+                what = "a node-classification model: Score needs a link model (`ringgnn train DATASET --task link`)"
+            context.abort(code("FAILED_PRECONDITION"), f"{call}: the served model ({model.run_dir}) is {what}")
+        return model
+
+    # --- Sample and Features ----------------------------------------------------------------------
+
+    def Sample(self, request: Any, context: Any) -> bytes:
+        t = self._type(context, "Sample", request.node_type, len(request.relation_fanouts))
+        seed = self._seed(request)
+        nodes = self._nodes(context, request.nodes)
+        if t is None:  # encoded by the engine
+            return call_engine(context, self.engine.sample, nodes, fanouts=list(request.fanouts) or None,
+                               replace=request.replace, seed=seed, edge_ids=request.edge_ids, reply=True)
+        fan = self._relation_fanouts(context, request)
+        s, _ = call_engine(context, self.engine.sample, t, nodes, fanouts=fan, replace=request.replace, seed=seed,
+                           edge_ids=request.edge_ids)
+        pb, edge = self.pb, s["edge"] or {}
+        typed = pb.HeteroSampleReply(
+            node_type=t,
+            nodes={u: pb.SampledNodes(node=v.tolist(), num_sampled_nodes=list(s["num_sampled_nodes"][u]))
+                   for u, v in s["node"].items()},
+            edges={r: pb.SampledEdges(row=v.tolist(), col=s["col"][r].tolist(),
+                                      edge=edge[r].tolist() if r in edge else [],
+                                      num_sampled_edges=list(s["num_sampled_edges"][r])) for r, v in s["row"].items()})
+        return pb.SampleReply(seed=seed, hetero=typed).SerializeToString()
+
+    def Features(self, request: Any, context: Any) -> bytes:
+        t = self._type(context, "Features", request.node_type)
+        stored = bool(request.stored_dtype)
+        if t is None:
+            if not self.engine.feature_dim:
+                context.abort(code("FAILED_PRECONDITION"), f"the dataset {self.dataset.path} has no node features")
+            nodes = self._nodes(context, request.nodes)
+            out = call_engine(context, self.engine.features, nodes, stored=stored)
+            dtype, dim = self.engine.feature_dtype, self.engine.feature_dim
+        else:
+            dtype = self.feature_dtypes.get(t)
+            if dtype is None:
+                context.abort(code("FAILED_PRECONDITION"),
+                              f"Features: node type '{t}' of {self.dataset.path} has no features (types with "
+                              f"features: {', '.join(self.feature_dtypes) or 'none'})")
+            nodes = self._nodes(context, request.nodes)
+            out = call_engine(context, self.engine.features_of, t, nodes, stored=stored)
+            dim = dict(zip(self.engine.node_types, self.engine.features))[t][0]
+        data = out if stored else out.astype("<f4", copy=False).tobytes()
+        return self.pb.FeaturesReply(rows=len(nodes), dim=dim, dtype=dtype if stored else "f32", data=data,
+                                     node_type=t or "").SerializeToString()
+
+    # --- the model's calls ------------------------------------------------------------------------
+
+    def _run(self, context: Any, request: Any, call: str) -> Tuple[Any, Any, np.ndarray, int]:
+        """The model's (logits, rows of the layer Embed answers) for the request's distinct
+        nodes, their order for the request's nodes, and the seed, from one engine request
+        sampled with the model's training fanouts."""
+        if not self.typed:
+            self._type(context, call, request.node_type)
+        model = self._needs_task(context, "node", call) if call == "Predict" else self._needs_model(context, call)
+        seed = self._seed(request)
+        if not self.typed:
+            nodes = self._nodes(context, request.nodes)
+            sub, x = call_engine(context, self.engine.sample_with_rows, nodes, fanouts=model.fanouts, seed=seed)
+            order = request_order(nodes, sub["node"], sub["num_sampled_nodes"][0])
+            if call == "Predict":
+                return model.run(sub, x)[0], None, order, seed
+            return None, model.embeddings(sub, x), order, seed
+        t = self._type(context, call, request.node_type or model.target)
+        layer = None
+        if call == "Predict" and t != model.target:
+            context.abort(code("INVALID_ARGUMENT"),
+                          f"Predict: node_type '{t}': the model ({model.run_dir}) classifies nodes of its target type "
+                          f"'{model.target}' only; Embed gives the rows of other types")
+        if call == "Embed":
+            layer = model.layer_of(t)
+            if layer is None:
+                context.abort(code("INVALID_ARGUMENT"),
+                              f"Embed: node_type '{t}': the model ({model.run_dir}) never computes it (more than "
+                              f"{model.layers} hops from its target '{model.target}')")
+        nodes = self._nodes(context, request.nodes)
+        out, x = call_engine(context, self.engine.sample, t, nodes, fanouts=list(model.fanouts.items()), seed=seed,
+                             rows=True)
+        s = HeteroSample(seed_type=t, node=out["node"], num_sampled_nodes=out["num_sampled_nodes"], row=out["row"],
+                         col=out["col"], num_sampled_edges=out["num_sampled_edges"], edge=None)
+        logits, rows = model.run(s, x, layer)
+        bs = s.batch_size
+        return logits[:bs], None if rows is None else rows[:bs], request_order(nodes, s.node[t], bs), seed
+
+    def Predict(self, request: Any, context: Any) -> bytes:
+        import torch  # a model is served: torch is loaded already
+
+        logits, _, order, seed = self._run(context, request, "Predict")
+        probs = torch.softmax(logits, dim=-1).numpy()[order]
+        reply = self.pb.PredictReply(rows=len(order), classes=probs.shape[1], seed=seed)
+        reply.probs.extend(probs.ravel().tolist())
+        reply.label.extend(probs.argmax(axis=1).tolist())
+        return reply.SerializeToString()
+
+    def Embed(self, request: Any, context: Any) -> bytes:
+        _, rows, order, seed = self._run(context, request, "Embed")
+        values = rows.numpy()[order]
+        reply = self.pb.EmbedReply(rows=len(order), dim=values.shape[1], seed=seed)
+        reply.values.extend(values.ravel().tolist())
+        return reply.SerializeToString()
+
+    def Score(self, request: Any, context: Any) -> bytes:
+        model = self._needs_task(context, "link", "Score")
+        if len(request.src) != len(request.dst):
+            context.abort(code("INVALID_ARGUMENT"),
+                          f"Score: src has {len(request.src)} node ids and dst {len(request.dst)}: give one "
+                          "destination per source")
+        seed = self._seed(request)
+        src, dst = np.asarray(request.src, dtype=np.int64), np.asarray(request.dst, dtype=np.int64)
+        # The sample of the distinct endpoints, ascending (the seeds of a link batch, as in training).
+        nodes = self._nodes(context, np.unique(np.concatenate([src, dst])))
+        sub, x = call_engine(context, self.engine.sample_with_rows, nodes, fanouts=model.fanouts, seed=seed)
+        z = model.embeddings(sub, x)
+        distinct = sub["num_sampled_nodes"][0]
+        scores = model.score(z[request_order(src, sub["node"], distinct)], z[request_order(dst, sub["node"], distinct)])
+        reply = self.pb.ScoreReply(rows=len(src), seed=seed)
+        reply.scores.extend(scores.numpy().astype(np.float32).tolist())
+        return reply.SerializeToString()
+
+    # --- Info -------------------------------------------------------------------------------------
+
+    def Info(self, request: Any, context: Any) -> bytes:
+        e, ds, m, pb = self.engine, self.dataset, self.model, self.pb
+        common = dict(
+            seed=e.seed, model=m.kind if m else "", model_run=m.run_dir if m else "", model_hidden=m.hidden if m else 0,
+            max_nodes=e.max_nodes, max_hops=e.max_hops, version=_core.__version__, backend=e.backend,
+            feature_backend=e.feature_backend, dataset=ds.path, stats=pb.Stats(**e.stats()),
+            model_task=m.task if m else "", model_decoder=(m.decoder_kind or "") if m else "")
+        if not self.typed:
+            reply = pb.InfoReply(num_nodes=e.num_nodes, num_edges=e.num_edges, feature_dim=e.feature_dim,
+                                 feature_dtype=e.feature_dtype or "", num_classes=ds.num_classes or 0, **common)
+            reply.fanouts.extend(e.fanouts)
+            if m:
+                reply.model_fanouts.extend(m.fanouts)
+            return reply.SerializeToString()
+        nt = ds.manifest["node_types"]
+        types = [pb.NodeTypeInfo(name=t, num_nodes=n, feature_dim=f[0] if f else 0, feature_dtype=f[1] if f else "",
+                                 num_classes=(nt[t].get("labels") or {}).get("num_classes", 0))
+                 for t, n, f in zip(e.node_types, e.num_nodes, e.features)]
+        return pb.InfoReply(
+            num_nodes=ds.num_nodes, num_edges=ds.num_edges, node_types=types,
+            relations=[pb.RelationInfo(name=r, num_edges=n) for r, n in zip(e.relations, e.num_edges)],
+            relation_fanouts={r: pb.Fanouts(hops=f) for r, f in self.fanouts.items()},
+            model_relation_fanouts={r: pb.Fanouts(hops=f) for r, f in m.fanouts.items()} if m else {},
+            model_target=m.target if m else "", **common).SerializeToString()
+
+    def methods(self) -> Dict[str, Tuple[Any, Any]]:
+        pb = self.pb
+        return {
+            "Sample": (self.Sample, pb.SampleRequest),
+            "Features": (self.Features, pb.FeaturesRequest),
+            "Predict": (self.Predict, pb.PredictRequest),
+            "Embed": (self.Embed, pb.PredictRequest),
+            "Score": (self.Score, pb.ScoreRequest),
+            "Info": (self.Info, pb.InfoRequest),
+        }
+
+
+def load_model(path: Optional[str], ds: Any, read: Any) -> Any:
+    """The served model of run ``path`` (read already: ``read``), for dataset ``ds``."""
+    if path is None:
+        return None
+    return HeteroModelRun(path, ds, read) if isinstance(ds, HeteroDataset) else Model(path, ds, read)
+

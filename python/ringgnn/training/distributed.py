@@ -1,0 +1,246 @@
+"""Data parallelism on ``torch.distributed``: which rank this process is, its share of each
+epoch, and the few collectives ``ringgnn train`` needs.
+
+The design (see ``docs/DISTRIBUTED.md``): every machine holds the whole dataset on its own SSD,
+every rank samples and gathers its own batches from it, and DDP averages the gradients. No
+graph partitioning, no feature server, no home-made engine: ``torchrun`` starts the ranks and
+``torch.distributed`` (gloo on CPU, NCCL on CUDA) connects them.
+
+**Sharding.** An epoch's training seeds are permuted from ``(seed, epoch)`` and cut into
+batches numbered globally, the same on every rank (``ringgnn.Loader`` does that). Rank ``r`` of
+``W`` takes batches ``r, r + W, r + 2W, ...``: shares are disjoint and their union is the epoch.
+So that no rank waits at a collective for a step that does not exist, every rank takes the same
+number of batches, ``ceil(batches / W)``; the ranks that run short repeat the epoch's first
+batches, as PyTorch's ``DistributedSampler`` pads its indices (``drop_last=False``). A batch's
+sample depends only on ``(seed, epoch, global batch index)``: rank ``r``'s batches are exactly
+those a single process samples at those indices. Evaluation shards the same way without padding
+(no step is synchronised there) and sums correct answers and counts over the ranks, so the
+accuracy is exact.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence, TypeVar
+
+from .._core import InputError, RingGnnError
+
+T = TypeVar("T")
+
+#: Seconds a rank waits at a collective (and at start-up for the others) before it gives up:
+#: the bound on how long a hung or vanished rank can stall the others (a rank that exits is
+#: noticed at once: its connections close, and ``torchrun`` stops the rest).
+DEFAULT_TIMEOUT = 600.0
+
+
+class PeerFailedError(RingGnnError):
+    """Another rank failed or the connection to it was lost; this rank stops too."""
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in a data-parallel job (``world_size`` 1: a lone process)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    #: The process group was started here (and is ended by :func:`leave`).
+    owned: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    def tag(self) -> str:
+        """``"[rank 1/2] "`` for log lines, empty for a lone process."""
+        return f"[rank {self.rank}/{self.world_size}] " if self.active else ""
+
+
+def shard(num_batches: int, rank: int, world_size: int, pad: bool = True) -> List[int]:
+    """The global batch indices of rank ``rank``: ``rank, rank + world_size, ...``; with
+    ``pad``, ``ceil(num_batches / world_size)`` of them on every rank, the short ranks wrapping
+    round to the epoch's first batches."""
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise InputError(f"rank {rank} is not a rank of a world of {world_size}")
+    if num_batches <= 0:
+        return []
+    if not pad:
+        return list(range(rank, num_batches, world_size))
+    per_rank = -(-num_batches // world_size)
+    return [(rank + i * world_size) % num_batches for i in range(per_rank)]
+
+
+def _env_int(name: str, default: Optional[int]) -> Optional[int]:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"environment variable {name}={text!r} is not an integer (torchrun sets it)") from None
+
+
+def join(device: str, timeout: float = DEFAULT_TIMEOUT) -> Ranks:
+    """This process's ranks: from a process group the caller already started, else from
+    ``torchrun``'s environment (``WORLD_SIZE`` > 1: the group is started here, gloo on CPU and
+    NCCL on CUDA), else a lone process. Nothing is imported or started for a lone process."""
+    world = _env_int("WORLD_SIZE", None)
+    import torch
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        dist = torch.distributed
+        return Ranks(dist.get_rank(), dist.get_world_size(), _env_int("LOCAL_RANK", 0) or 0,
+                     _env_int("LOCAL_WORLD_SIZE", 1) or 1, owned=False)
+    if world is None or world <= 1:
+        return Ranks()
+    if not torch.distributed.is_available():
+        raise InputError("WORLD_SIZE > 1 but this PyTorch has no torch.distributed; install a build with it")
+    rank, local_rank = _env_int("RANK", None), _env_int("LOCAL_RANK", 0) or 0
+    local_world = _env_int("LOCAL_WORLD_SIZE", 1) or 1
+    if rank is None or not 0 <= rank < world:
+        raise InputError(f"WORLD_SIZE={world} but RANK is {os.environ.get('RANK')!r}: launch the ranks with torchrun")
+    missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
+    if missing:
+        raise InputError(f"WORLD_SIZE={world} but {' and '.join(missing)} not set: launch the ranks with torchrun "
+                         "(or set them to the address and port of rank 0)")
+    backend = "gloo"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+        if local_rank >= torch.cuda.device_count():
+            raise InputError(f"local rank {local_rank} has no GPU: this machine has {torch.cuda.device_count()}; "
+                             "start at most that many processes per node")
+        torch.cuda.set_device(local_rank)
+        backend = "nccl"
+    try:
+        torch.distributed.init_process_group(backend, rank=rank, world_size=world,
+                                             timeout=datetime.timedelta(seconds=timeout))
+    except Exception as e:  # a rendezvous that times out or finds no peer
+        raise PeerFailedError(f"rank {rank}: could not join the {world} ranks at "
+                              f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}: {e}") from e
+    return Ranks(rank, world, local_rank, local_world, owned=True)
+
+
+def leader_by_env() -> bool:
+    """Whether this process is rank 0 (or alone) by ``torchrun``'s environment: for output
+    that only one rank prints after the process group is gone."""
+    return _env_int("RANK", 0) == 0
+
+
+def leave(ranks: Ranks) -> None:
+    """End the process group if :func:`join` started it."""
+    if ranks.owned:
+        import torch
+
+        torch.distributed.destroy_process_group()
+
+
+def device_of(ranks: Ranks, device: str) -> str:
+    """The torch device of this rank: ``cuda`` is the local rank's GPU."""
+    return f"cuda:{ranks.local_rank}" if device == "cuda" and ranks.active else device
+
+
+def _collective(ranks: Ranks, what: str, op: Callable[[], T]) -> T:
+    """Run a collective, turning a failure of the group into :class:`PeerFailedError`."""
+    try:
+        return op()
+    except RingGnnError:
+        raise
+    except Exception as e:  # gloo/NCCL: a peer that exited, a timeout
+        raise _peer_failed(ranks, what, e) from e
+
+
+def _peer_failed(ranks: Ranks, what: str, e: BaseException) -> PeerFailedError:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return PeerFailedError(f"rank {ranks.rank}: {what} failed: another rank failed or the connection to it was "
+                           f"lost ({first})")
+
+
+#: Words of the errors gloo, NCCL and the c10d store raise when a peer is gone or too slow.
+_COMMUNICATION = ("gloo", "nccl", "connection reset", "connection closed", "broken pipe", "timed out", "timeout",
+                  "socket", "store")
+
+
+def guarded(ranks: Ranks, what: str, op: Callable[[], T]) -> T:
+    """Run ``op`` (e.g. a training epoch, whose backward passes all-reduce the gradients),
+    reporting a communication failure as :class:`PeerFailedError`; any other error is
+    raised as it is."""
+    if not ranks.active:
+        return op()
+    import torch
+
+    try:
+        return op()
+    except RingGnnError:
+        raise
+    except Exception as e:
+        dist_error = getattr(torch.distributed, "DistError", ())
+        if isinstance(e, dist_error) or any(w in str(e).lower() for w in _COMMUNICATION):
+            raise _peer_failed(ranks, what, e) from e
+        raise
+
+
+def sums(ranks: Ranks, values: Sequence[float], device: str = "cpu") -> List[float]:
+    """Element-wise sums of ``values`` over the ranks (float64; exact for counts below 2**53)."""
+    if not ranks.active:
+        return [float(v) for v in values]
+    import torch
+
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    _collective(ranks, "all_reduce", lambda: torch.distributed.all_reduce(t))
+    return t.cpu().tolist()
+
+
+def gather(ranks: Ranks, obj: T) -> List[T]:
+    """``obj`` of every rank, in rank order, on every rank (small objects: they are pickled)."""
+    if not ranks.active:
+        return [obj]
+    import torch
+
+    out: List[Any] = [None] * ranks.world_size
+    _collective(ranks, "all_gather", lambda: torch.distributed.all_gather_object(out, obj))
+    return out
+
+
+def from_leader(ranks: Ranks, fn: Callable[[], T]) -> T:
+    """``fn()`` run on rank 0 and its result sent to every rank; an ``InputError`` it raises is
+    raised on every rank (so all of them stop with rank 0's message, none waits for it)."""
+    if not ranks.active:
+        return fn()
+    import torch
+
+    box: List[Any] = [None]
+    if ranks.leader:
+        try:
+            box[0] = ("ok", fn())
+        except InputError as e:
+            box[0] = ("error", str(e))
+    _collective(ranks, "broadcast", lambda: torch.distributed.broadcast_object_list(box, src=0))
+    kind, value = box[0]
+    if kind == "error":
+        raise InputError(value)
+    return value
+
+
+def data_parallel(net: Any, ranks: Ranks, device: str) -> Any:
+    """The module a training step calls: ``net`` itself alone, wrapped in DDP under ``torchrun``
+    (on CUDA, on this rank's GPU)."""
+    if not ranks.active:
+        return net
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(net, device_ids=[ranks.local_rank] if device == "cuda" else None)
+
+
+def barrier(ranks: Ranks) -> None:
+    if ranks.active:
+        import torch
+
+        _collective(ranks, "barrier", lambda: torch.distributed.barrier())

@@ -1,0 +1,297 @@
+"""Node classification on a heterogeneous dataset: the task plug-in of ``ringgnn train DS --target
+TYPE`` (the loop is ``ringgnn.training.loop``'s, the same for every task and kind of dataset).
+
+Batches are seeds of the target type with their sampled typed neighborhood
+(:class:`ringgnn.HeteroLoader`: each relation read from its own file, each type's features from
+its own); the model is :class:`ringgnn.models.hetero.HeteroModel` (``sage``: PyG's
+``to_hetero`` GraphSAGE with mean aggregation across relations; ``rgcn``: R-GCN), types without
+features getting learned embeddings (``embed_dim``), which are saved with the checkpoint, held
+in memory or, as the memory plan decides, in files (``ringgnn.models.tables``, SparseAdam).
+
+:class:`TypedRuns` is what both heterogeneous tasks tell the loop about their kind of dataset
+(per-relation fanouts, the typed loaders' plan and log lines, the heterogeneous models); a
+checkpoint's ``args`` holds ``hetero`` (the model's config: node and edge types, feature widths,
+counts, target), from which :meth:`HeteroModel.from_config` rebuilds the model.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import _options
+from .._core import InputError
+from ..inference.scoring import exact_rows
+from ..models.checkpoints import LAST, config_mismatch, save
+from ..models.hetero import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
+from ..models.tables import FileTable, load_tables, prune_tables, save_tables
+from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
+from ..sampling.plan import plan_hetero, probe_batch_bytes, training_reserve
+from .tasks import NodeClassification
+
+#: Where the embedding tables of featureless types live: as the memory plan decides, held in
+#: memory (an ``Embedding`` with Adam), or in files (``ringgnn.models.tables``, SparseAdam).
+EMBED_TABLES = ("auto", "memory", "file")
+
+
+class TypedRuns:
+    """What the training loop asks of a heterogeneous dataset's kind (mixed into both typed
+    tasks, before the task's class): set ``plan``, ``sampler`` and ``hyper`` (what has
+    ``hyperbatch_size()``) in ``prepare``."""
+
+    #: The run's options that hold the model's config (checkpoints keep it, metrics.json not).
+    config_key = "hetero"
+    plan: Any = None
+    sampler: Any = None
+    hyper: Any = None
+
+    def fanouts(self, ds: Any, fanouts: Any) -> Dict[str, List[int]]:
+        return relation_fanouts(ds, fanouts)
+
+    def check_model(self, model: str, ds: Any) -> None:
+        _options.choice(model, HETERO_MODELS, "--model")
+
+    #: The loop's options a typed run refuses, with their defaults and why (what the typed data
+    #: and loader lack; ``ringgnn train --help`` says so too).
+    REFUSED = {
+        "cache_policy": ("presample", "a typed run's cache ranks each type's rows by expected hits per byte"),
+        "staging_dir": (None, "the typed loader does not stage feature rows"),
+        "staging_cap": (None, "the typed loader does not stage feature rows"),
+        "gpu_cache": (None, "the GPU tier holds rows of one feature file, a typed dataset has one per type"),
+    }
+
+    def check_options(self, opts: Dict[str, Any]) -> None:
+        given = [k for k, (default, _) in self.REFUSED.items() if opts.get(k) != default]
+        if given:
+            raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in given)}: not available for heterogeneous "
+                             f"datasets ({'; '.join(self.REFUSED[k][1] for k in given)}); leave "
+                             f"{'it' if len(given) == 1 else 'them'} out")
+
+    def open_run(self, out: str, run_args: Dict[str, Any], resumed: Any) -> Any:
+        key = self.config_key
+        was = _placed(resumed["args"].get(key) or {}) if resumed is not None else None
+        if was is not None and was != _placed(run_args[key]):
+            raise InputError(f"--resume: {os.path.join(out, LAST)} holds a run of another model or dataset "
+                             f"({config_mismatch(was, _placed(run_args[key]))}); resume on the dataset it was trained "
+                             "on with its options, or use another --out")
+        return resumed
+
+    def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v for k, v in run_args.items() if k != self.config_key}
+
+    def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any) -> Tuple[Dict[str, Any], str]:
+        return dict(loaders), ""  # typed batches go to the device in hetero_batch_to_dicts
+
+    def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
+        return [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
+                f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
+
+    def counters(self, train_loader: Any) -> Any:
+        return None
+
+    def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
+                     ranks: Any) -> Tuple[Dict[str, Any], List[str]]:
+        t = timing
+        return dict(t), [f"  {'rank 0: ' if ranks.active else ''}training pass {t['train_epoch_seconds']:.2f} s: "
+                         f"train {t['train_seconds']:.2f} s, waiting for batches {t['wait_seconds']:.2f} s; "
+                         f"evaluation {t['eval_seconds']:.2f} s"]
+
+    def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
+        return {"loader": {"backend": self.sampler.resolved_backend(), "hyperbatch": self.hyper.hyperbatch_size()[0]},
+                "memory_plan": {"text": self.plan.text()}}
+
+
+def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """A model's config less where its tables are (a placement, not the model)."""
+    return {k: v for k, v in cfg.items() if k != "external"}
+
+
+class HeteroNodeClassification(TypedRuns, NodeClassification):
+    """Classify the nodes of type ``target``: cross-entropy on its labeled seeds, accuracy on its
+    ``val`` and ``test`` splits (those it has; ``val`` is needed)."""
+
+    def __init__(self, ds: Any, target: Optional[str], embed_dim: Optional[int] = None, embed_tables: str = "auto"):
+        if target is None:
+            labeled = [t for t in ds.node_types if ds.manifest["node_types"][t].get("labels")]
+            raise InputError(f"{ds.path} is heterogeneous: give --target TYPE, the node type to classify "
+                             f"(types with labels: {', '.join(labeled) or 'none'})")
+        self.target = ds.check_type(target)
+        info = ds.manifest["node_types"][self.target]
+        if info.get("labels") is None:
+            raise InputError(f"--target {target}: node type '{target}' has no labels; choose a labeled type")
+        for split in ("train", "val"):
+            if split not in info.get("splits", {}):
+                raise InputError(f"--target {target}: node type '{target}' has no '{split}' split (it has: "
+                                 f"{', '.join(info.get('splits', {})) or 'none'})")
+        self.num_classes = int(info["labels"]["num_classes"])
+        self.eval_splits = tuple(s for s in ("val", "test") if s in info["splits"])
+        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
+        self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
+        self.tables: Dict[str, FileTable] = {}
+        self._rows: Dict[str, Tuple[np.ndarray, Any]] = {}
+
+    def check(self, ds: Any) -> None:
+        pass  # what the target needs is checked when the task is made
+
+    def identity(self) -> Dict[str, Any]:
+        return {"heterogeneous": True, "target": self.target}
+
+    def scope(self, ds: Any, train_loader: Any) -> str:
+        return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
+                f"{self.target}, {len(train_loader.seeds):,} training seeds")
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        # The model without its embedding tables (all outside): what the plan probes; the run's
+        # model is built once the plan has placed them (prepare).
+        self.featureless = [t for t, d in ds.feature_dims().items() if d is None]
+        self.net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, self.target,
+                               args["hidden"], self.num_classes, args["layers"], model=args["model"],
+                               embed_dim=self.embed_dim, dropout=args["dropout"], external=self.featureless)
+        return dict(task="node", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=None,
+                    neg_ratio=None, neg_weight=None, target=self.target, embed_dim=self.embed_dim,
+                    hetero=_placed(self.net.config()))
+
+    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        import torch
+
+        net, target, fan, batch_size = self.net.to(dev), self.target, opts["fanouts"], opts["batch_size"]
+        width = net.embed_dim or net.hidden
+        # One plan for the run (neighbor files, feature files, cache), made with the model built and
+        # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
+        probe = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, batch_size=batch_size, seed=opts["seed"],
+                             threads=1, backend="pread", feature_backend="pread", cache=0, direct=opts["direct"])
+        threads_n = probe.threads if opts["threads"] is None else opts["threads"]
+
+        def probe_step(batch: Any) -> None:
+            rng = torch.get_rng_state()
+            bs = batch[target].batch_size
+            x, edges, n_id = hetero_batch_to_dicts(batch, dev)
+            for t in self.featureless:  # rows as the tables would give them, with their gradient
+                if t in n_id:
+                    x[t] = torch.zeros(len(n_id[t]), width, device=dev, requires_grad=True)
+            net(x, edges, n_id)[:bs].float().logsumexp(-1).sum().backward()
+            net.zero_grad(set_to_none=True)
+            torch.set_rng_state(rng)
+
+        # Before the probe: what it frees stays held, for the batches to reuse (anonymous memory and
+        # the library code training keeps touching, as every plan counts them).
+        held = _options.held_memory() + _options.code_bytes(training=True)
+        batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
+        del probe
+        self.plan = plan = plan_hetero(
+            ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
+            memory=_options.size(opts["memory"], "--memory"), backend=opts["backend"], feature_backend="auto",
+            cache=run_args["cache"], reserve=training_reserve(net), batch_bytes=batch_bytes, process=held,
+            tables=dict.fromkeys(self.featureless, width), fixed_tables=_table_placement(
+                self.featureless, self.embed_tables, None if resumed is None else resumed["args"]["hetero"]))
+        cfg = dict(run_args["hetero"])
+        if plan.file_tables:
+            if ranks.active:
+                raise InputError(f"embedding tables in files ({', '.join(plan.file_tables)}) are not supported under "
+                                 "torchrun yet: every rank would update the same files; give a larger --memory or "
+                                 "--embed-tables memory")
+            cfg["external"] = plan.file_tables
+        run_args["hetero"] = cfg
+        torch.manual_seed(opts["seed"])
+        net = HeteroModel.from_config(cfg).to(dev)
+        out = opts["out"]
+        if plan.file_tables and ranks.leader:
+            os.makedirs(out, exist_ok=True)
+        # Live tables in RUN/tables (the working copy: each checkpoint copies them beside itself).
+        self.tables = {t: FileTable(os.path.join(out, "tables"), t, net.num_nodes[t], width, create=True,
+                                    lr=opts["lr"]) for t in plan.file_tables}
+        net.tables = {t: table.reader() for t, table in self.tables.items()}
+        self.sampler = HeteroNeighborSampler(ds, fan, backend=opts["backend"], direct=opts["direct"],
+                                             seed=opts["seed"], memory=opts["memory"], plan=plan)
+        common = dict(batch_size=batch_size, seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
+                      sampler=self.sampler, hyperbatch=opts["hyperbatch"],
+                      **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+        train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
+        # The evaluation loaders read through the training loader's readers: one cache.
+        loaders = {self.train_split: train_loader}
+        for s in self.eval_splits:
+            loaders[s] = HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features,
+                                      **common)
+        self.net = net
+        return net, loaders
+
+    def restored(self, resumed: Any, out: str) -> None:
+        if resumed is not None and self.tables:
+            load_tables(self.tables, os.path.join(out, LAST), resumed.get("tables") or {})
+
+    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
+        x, edges, n_id = hetero_batch_to_dicts(batch, device)
+        self._rows = {}
+        if net.training:  # tables in files: the batch's rows as leaves, for the step after
+            for t, table in self.tables.items():
+                if t in batch.node_types and "n_id" in batch[t]:
+                    ids = batch[t].n_id.numpy()
+                    self._rows[t] = (ids, table.gather(ids))
+                    x[t] = self._rows[t][1].to(device)
+        return net(x, edges, n_id)[:batch[self.target].batch_size]
+
+    def seed_labels(self, batch: Any) -> Any:
+        return batch[self.target].y[:batch[self.target].batch_size]
+
+    def stepped(self) -> None:
+        for t, (ids, leaf) in self._rows.items():
+            self.tables[t].step(ids, leaf.grad)
+
+    def summary(self, history: List[Dict[str, Any]]) -> Dict[str, Any]:
+        out = super().summary(history)
+        out.setdefault("test_acc", None)  # a target without a test split
+        return out
+
+    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        """Exact accuracies: of the run's best checkpoint (``ringgnn.inference.hetero.infer_hetero``)
+        or of the live ``net`` (its dense parts, layer-wise over the evaluated splits' nodes)."""
+        if net is None:
+            from ..inference.hetero import infer_hetero  # the layer-wise engine: only for exact scores
+
+            r = infer_hetero(out, ds, output="predictions", **exact)
+            return {k: r.get(k) for k in ("val_acc", "test_acc")}  # None for a split the target has not
+        part = ds.node_type(self.target)
+        ids = {s: part.split(s) for s in self.eval_splits}
+        union = np.unique(np.concatenate(list(ids.values())))
+        pred = exact_rows(ds, net, self.target, union, work_dir=out, **exact).argmax(-1)
+        acc = {}
+        for s, i in ids.items():
+            y = part.labels[i]
+            labeled = y >= 0
+            acc[f"{s}_acc"] = float((pred[np.searchsorted(union, i)][labeled] == y[labeled]).mean()) \
+                if labeled.any() else float("nan")
+        return acc
+
+    def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
+        # The tables' copies first, under names of this epoch; the checkpoint naming them next;
+        # then the copies no checkpoint names.
+        state["tables"] = save_tables(self.tables, path, f"e{epoch}")
+        save(state, path)
+        prune_tables(path, state["tables"])
+
+
+def _table_placement(featureless: List[str], embed_tables: str,
+                     resumed: Optional[Dict[str, Any]]) -> Optional[Dict[str, bool]]:
+    """Per featureless type, whether its table is held (True) or in files, where already decided:
+    by the resumed run (its tables stay where they were), or by ``--embed-tables``."""
+    if resumed is not None:
+        ext = set(resumed.get("external") or ())
+        return {t: t not in ext for t in featureless}
+    if embed_tables == "auto":
+        return None
+    return dict.fromkeys(featureless, embed_tables == "memory")
+
+
+def train_hetero(dataset: Any, *, target: Optional[str], exact: bool = True, log: Callable[[str], None] = print,
+                 **opts: Any) -> Dict[str, Any]:
+    """:func:`ringgnn.training.loop.train` of node classification on ``target`` (``exact``: ``--eval
+    auto``, else ``sampled``)."""
+    from .loop import train  # the loop imports this plug-in
+
+    return train(open_hetero(dataset, "train_hetero"), target=target, eval_mode="auto" if exact else "sampled",
+                 log=log, **opts)
+
+

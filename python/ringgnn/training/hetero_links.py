@@ -1,0 +1,426 @@
+"""Link prediction on one relation ``S:R:D`` of a heterogeneous dataset: ``ringgnn train DS --task
+link --relation S:R:D``, its batches, its model and its exact evaluation.
+
+**Data.** The relation's edge splits (docs/FORMAT.md "Edge splits of a relation"): ``train``
+pairs are the supervision edges (and stay in the graph, as PyG's ``LinkNeighborLoader`` keeps
+them); ``val`` and ``test`` are out of the relation and of its reverse ``D:rev_R:S``, scored
+against their stored negatives (OGB's protocol, :mod:`ringgnn.inference.metrics`).
+
+**Batches** (:class:`HeteroLinkBatches`), PyG ``LinkNeighborLoader`` semantics on a
+``HeteroData`` (``disjoint=False``, ``neg_sampling="binary"``): a batch's positives are
+``batch_size`` train pairs of the epoch's order (a keyed permutation, :class:`ringgnn.sampling.links.Shuffle`,
+key (seed, "lshf", epoch)); ``ceil(neg_ratio * n)`` negative pairs, source uniform over ``S``
+and destination uniform over ``D``, come from the numpy stream (seed, "lneg", epoch, batch). The
+seeds are the sorted distinct sources (type ``S``) and destinations (type ``D``) of all pairs,
+sampled in **one** typed sample (:meth:`ringgnn.HeteroNeighborSampler.sample_typed`; one type
+when ``S = D``), features gathered per type; ``data[S, R, D].edge_label_index`` holds the pairs'
+positions in ``data[S].n_id`` and ``data[D].n_id``, ``edge_label`` 1 or 0, ``input_id`` the
+positives' positions in the split. A batch depends only on (seed, epoch, batch).
+
+**Model** (:class:`HeteroLinkModel`): the heterogeneous encoders of :mod:`ringgnn.models.hetero`
+(``sage`` or ``rgcn``, featureless types with learned embeddings), one per endpoint type (two
+towers when ``S != D``, each a ``HeteroModel`` whose target is its type and whose last layer is
+``hidden`` wide; one encoder when ``S = D``), and the decoder of homogeneous link runs
+(``dot``, or ``mlp`` on the element-wise product). Loss: binary cross-entropy, as
+``--task link`` on a homogeneous graph. Two towers cost two embedding tables for a featureless
+type both encoders read (each tower learns its own); they make the exact evaluation the node
+case's: each tower's layer-wise inference of its own type.
+
+**Evaluation.** Per epoch (sampled): every node a held-out split names gets one sampled
+embedding from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample), then the
+decoder scores the pairs and their negatives. At the end (exact, unless ``exact=False``; after
+every epoch with ``--eval layerwise``): the towers run layer-wise over the whole graph
+(:func:`ringgnn.inference.scoring.exact_rows`, out of core), keeping the rows of the named nodes only;
+``metrics.json``'s ``layerwise``. Memory: the named nodes' embeddings (distinct nodes x hidden x
+4 bytes) and the split files (mapped), as homogeneous link runs.
+
+**Training** is ``ringgnn.training.loop``'s loop (:class:`HeteroLinkPrediction` is its task plug-in):
+under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
+held-out pairs, as homogeneous link runs. Not yet: embedding tables in files (``--embed-tables``),
+the Rust loader's hyperbatches for link batches.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .. import _options
+from .._core import InputError
+from ..data.schema import parse_edge_type
+from ..inference.scoring import decode_pairs, exact_rows, split_scores
+from ..models.hetero import hetero_batch_to_dicts
+from ..sampling import hyper as hetero_hyper
+from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, open_hetero
+from ..sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
+from ..sampling.plan import plan_hetero
+from . import distributed
+from .hetero import TypedRuns
+from .tasks import LinkPrediction, link_keys, sampled_embeddings
+
+#: The decoders ``decoder=`` names.
+DECODERS = ("dot", "mlp")
+#: The held-out splits a run scores, in order (the first picks the best epoch).
+EVAL_SPLITS = ("val", "test")
+
+
+def link_config(ds: Any, relation: str, model: str, hidden: int, layers: int, embed_dim: Optional[int],
+                dropout: float, decoder: str) -> Dict[str, Any]:
+    """The JSON-able description of a :class:`HeteroLinkModel` for ``relation`` of ``ds``."""
+    s, _, d = parse_edge_type(relation)
+
+    def tower(t: str) -> Dict[str, Any]:
+        return dict(node_types=list(ds.node_types), edge_types=list(ds.relations), in_dims=ds.feature_dims(),
+                    num_nodes=ds.num_nodes_dict, target=t, hidden=hidden, out_dim=hidden, layers=layers, model=model,
+                    embed_dim=embed_dim, dropout=dropout)
+
+    return dict(relation=relation, decoder=decoder, src=tower(s), dst=None if s == d else tower(d))
+
+
+def _build_model(cfg: Mapping[str, Any]) -> Any:
+    import torch
+
+    from ..models.gnn import build_decoder
+    from ..models.hetero import HeteroModel
+
+    class HeteroLinkModel(torch.nn.Module):
+        """Encoders ``encoders["src"]`` (rows of type ``S``) and ``encoders["dst"]`` (type ``D``;
+        absent when ``S = D``: the source tower encodes both) and the ``decoder``; its forward
+        scores pairs of a batch's rows in one call (a DDP wrapper sees the whole step)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = dict(cfg)
+            self.encoders = torch.nn.ModuleDict({"src": HeteroModel(**cfg["src"])})
+            if cfg.get("dst") is not None:
+                self.encoders["dst"] = HeteroModel(**cfg["dst"])
+            self.decoder = build_decoder(cfg["decoder"], int(cfg["src"]["hidden"]))
+
+        def tower(self, side: str) -> Any:
+            return self.encoders["dst"] if side == "dst" and "dst" in self.encoders else self.encoders["src"]
+
+        def forward(self, x_dict: Any, edge_index_dict: Any, n_id_dict: Any, src: Any, dst: Any) -> Any:
+            zs = self.encoders["src"](x_dict, edge_index_dict, n_id_dict)
+            zd = self.encoders["dst"](x_dict, edge_index_dict, n_id_dict) if "dst" in self.encoders else zs
+            return self.decoder(zs[src], zd[dst])
+
+    return HeteroLinkModel()
+
+
+def build_link_model(cfg: Mapping[str, Any]) -> Any:
+    """The :class:`HeteroLinkModel` of :func:`link_config`'s ``cfg`` (fresh weights)."""
+    return _build_model(cfg)
+
+
+class HeteroLinkBatches:
+    """The link batches of relation ``relation`` (see the module docs), gathered on ``threads``
+    threads, ``prefetch`` ahead. ``pairs`` (2, n): the positives (default the ``train`` split,
+    mapped). ``hyperbatch``: link batches a thread samples together from disk (``H`` consecutive
+    ones, :meth:`HeteroNeighborSampler.sample_many`, each relation file read once per hop for all
+    of them; ``"auto"`` sizes H as :class:`ringgnn.HeteroLoader` does); the batches are the same."""
+
+    def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
+                 batch_size: int,
+                 neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None, prefetch: int = 2,
+                 pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto"):
+        self.ds, self.relation = ds, ds.check_relation(relation)
+        self.src_type, _, self.dst_type = parse_edge_type(relation)
+        self.edge_type = parse_edge_type(relation)
+        if features is None:  # the readers (and cache) a loader of this sampler would make
+            features = HeteroLoader(ds, sampler.fanouts, self.dst_type, seeds=np.arange(1), sampler=sampler).features
+        self.sampler, self.features = sampler, features
+        self.pairs = ds.relation(relation).edge_split("train", mmap=True) if pairs is None else pairs
+        self.batch_size = _options.count(batch_size, "batch_size", 1)
+        self.neg_ratio, self.seed, self.shuffle = float(neg_ratio), int(seed), bool(shuffle)
+        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self.prefetch = prefetch
+        self.counts = ds.num_nodes_dict
+        self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
+        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._hyper: Optional[Tuple[int, str]] = None
+        self.epoch = 0
+        #: The global indices of the batches an epoch yields (one rank's share under
+        #: ``torchrun``, ``ringgnn.training.distributed.shard``); None: all of them, in order.
+        self.shard: Optional[List[int]] = None
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch."""
+        return -(-self.pairs.shape[1] // self.batch_size)
+
+    def __len__(self) -> int:
+        return self.epoch_batches() if self.shard is None else len(self.shard)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = _options.count(epoch, "epoch")
+
+    def positions(self, epoch: int, b: int) -> np.ndarray:
+        """Where batch ``b``'s positives are in the split, ascending (page order of the file)."""
+        n = self.pairs.shape[1]
+        idx = np.arange(b * self.batch_size, min(n, (b + 1) * self.batch_size), dtype=np.int64)
+        if self.shuffle:
+            idx = Shuffle(n, (self.seed, SHUFFLE_PURPOSE, epoch))(idx)
+        return np.sort(idx)
+
+    def draw(self, epoch: int, b: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(src, dst, label, positions) of batch ``b`` of epoch ``epoch``: its positives, then
+        its negatives from the (seed, "lneg", epoch, batch) stream."""
+        pos = self.positions(epoch, b)
+        src = np.ascontiguousarray(self.pairs[0, pos], dtype=np.int64)
+        dst = np.ascontiguousarray(self.pairs[1, pos], dtype=np.int64)
+        k = math.ceil(len(pos) * self.neg_ratio)
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, NEG_PURPOSE, epoch, b])))
+        src = np.concatenate([src, rng.integers(0, self.counts[self.src_type], k, dtype=np.int64)])
+        dst = np.concatenate([dst, rng.integers(0, self.counts[self.dst_type], k, dtype=np.int64)])
+        label = np.concatenate([np.ones(len(pos), np.float32), np.zeros(k, np.float32)])
+        return src, dst, label, pos
+
+    def seeds(self, src: np.ndarray, dst: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """(seeds per type, positions of ``src`` and of ``dst`` among their type's seeds): the
+        sorted distinct endpoints, one type when ``S = D``."""
+        s, d = self.src_type, self.dst_type
+        if s == d:
+            ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+            return {s: ids}, inv[:len(src)], inv[len(src):]
+        us, si = np.unique(src, return_inverse=True)
+        ud, di = np.unique(dst, return_inverse=True)
+        return {s: us, d: ud}, si, di
+
+    def batch(self, epoch: int, b: int) -> Any:
+        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``."""
+        src, dst, label, pos = self.draw(epoch, b)
+        return self.make(src, dst, label, epoch, b, input_id=pos)
+
+    def batches(self, epoch: int, indices: List[int]) -> List[Any]:
+        """Batches ``indices`` of epoch ``epoch`` sampled together (one hyperbatch,
+        :meth:`HeteroNeighborSampler.sample_many`): each exactly :meth:`batch` of its own."""
+        if len(indices) == 1:
+            return [self.batch(epoch, indices[0])]
+        drawn = [self.draw(epoch, b) for b in indices]
+        typed = [self.seeds(src, dst) for src, dst, _, _ in drawn]
+        samples = self.sampler.sample_many([t[0] for t in typed], indices, epoch=epoch)
+        return [self._assemble(sample, si, di, label, pos)
+                for sample, (_, si, di), (_, _, label, pos) in zip(samples, typed, drawn)]
+
+    def make(self, src: np.ndarray, dst: np.ndarray, label: Optional[np.ndarray], epoch: int, b: int,
+             input_id: Optional[np.ndarray] = None) -> Any:
+        """The ``HeteroData`` scoring pairs ``(src[i], dst[i])`` (ids of ``S`` and ``D``): one typed
+        sample around their distinct endpoints, ``edge_label_index`` their positions."""
+        seeds, si, di = self.seeds(src, dst)
+        return self._assemble(self.sampler.sample_typed(seeds, epoch=epoch, batch=b), si, di, label, input_id)
+
+    def _assemble(self, sample: Any, si: np.ndarray, di: np.ndarray, label: Optional[np.ndarray],
+                  input_id: Optional[np.ndarray]) -> Any:
+        import torch
+
+        x = {t: self.features.gather(t, sample.node[t]) for t in self.feature_types}
+        data = sample.to_hetero_data(x)
+        et = self.edge_type
+        data[et].edge_label_index = torch.from_numpy(np.stack([si, di]).astype(np.int64))
+        if label is not None:
+            data[et].edge_label = torch.from_numpy(label)
+        if input_id is not None:
+            data[et].input_id = torch.from_numpy(np.ascontiguousarray(input_id, dtype=np.int64))
+        return data
+
+    def hyperbatch_size(self) -> Tuple[int, str]:
+        """(H, why): link batches sampled together, decided once (``ringgnn.sampling.hyper``, as
+        :class:`ringgnn.HeteroLoader` decides it, for the most endpoints a link batch can have)."""
+        if self._hyper is None:
+            backend, _ = self.sampler.placement()
+            per_batch = 0
+            if self.hyperbatch is None and backend != "memory":
+                b = self.batch_size + math.ceil(self.batch_size * self.neg_ratio)
+                most = {self.src_type: min(self.counts[self.src_type], b)}
+                most[self.dst_type] = min(self.counts[self.dst_type], most.get(self.dst_type, 0) + b)
+                dims = self.ds.feature_dims()
+                rows = {t: 4 * dims[t] for t in self.feature_types}
+                per_batch = hetero_hyper.batch_bound(self.sampler.bound(most), rows, self.dst_type, False)
+            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=hetero_hyper.share(self.sampler.plan().batch_memory),
+                                              per_batch=per_batch, threads=self.threads, prefetch=self.prefetch,
+                                              batches=max(1, len(self)))
+        return self._hyper
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self.epoch
+        order = list(range(self.epoch_batches())) if self.shard is None else list(self.shard)
+        h = self.hyperbatch_size()[0]
+        jobs = [order[i:i + h] for i in range(0, len(order), h)]
+        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
+        yield from hetero_hyper.run_in_order(jobs, lambda job: self.batches(epoch, job), threads=self.threads,
+                                             ahead=ahead, name="ringgnn-hlink")
+
+
+# --- the task -----------------------------------------------------------------------------------
+
+
+class HeldOut:
+    """A held-out split's pairs ((2, n), mapped) and negatives ((n, K), mapped), and the sorted
+    distinct nodes it names per side."""
+
+    def __init__(self, ds: Any, relation: str, split: str):
+        rel = ds.relation(relation)
+        self.pairs = rel.edge_split(split, mmap=True)
+        if not rel.manifest["edge_splits"][split]["negatives"]:
+            raise InputError(f"{ds.path}: relation {relation}'s edge split '{split}' has no stored negatives to rank "
+                             "against; rebuild it with negatives (link_negatives > 0)")
+        self.negs = rel.edge_negatives(split, mmap=True)
+        self.src_nodes = np.unique(self.pairs[0])
+        self.dst_nodes = np.unique(np.concatenate([np.unique(self.pairs[1]), np.unique(self.negs)]))
+
+
+class HeteroLinkPrediction(TypedRuns, LinkPrediction):
+    """Link prediction on ``relation`` (see the module docs): the loop's link task with typed
+    batches (:class:`HeteroLinkBatches`), the two-tower model and per-type evaluation loaders."""
+
+    config_key = "hetero_link"
+
+    def __init__(self, ds: Any, relation: Optional[str], decoder: str = "dot", neg_ratio: float = 1.0,
+                 neg_weight: str = "uniform", embed_dim: Optional[int] = None, embed_tables: str = "auto"):
+        if neg_weight != "uniform":
+            raise InputError("--neg-weight: not available for heterogeneous datasets (negatives are drawn uniformly "
+                             "over each end's node type); leave it out")
+        if embed_tables != "auto":
+            raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
+                             "memory (tables in files are for --task node yet); leave it out")
+        super().__init__(decoder, neg_ratio, neg_weight)
+        self.relation = _check_relation(ds, relation)
+        self.edge_type = parse_edge_type(self.relation)
+        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
+        s_type, _, d_type = self.edge_type
+        for t in {s_type, d_type}:
+            if not any(et[2] == t for et in ds.edge_types):
+                raise InputError(f"--relation {self.relation}: no relation enters node type '{t}', so its nodes get no "
+                                 "messages; build the dataset with --add-reverse (add_reverse=True)")
+        self.sides = {"src": s_type} if s_type == d_type else {"src": s_type, "dst": d_type}
+
+    def check(self, ds: Any) -> None:
+        pass  # the relation's splits are checked when the task is made
+
+    def identity(self) -> Dict[str, Any]:
+        return {"heterogeneous": True, "task": "link", "relation": self.relation}
+
+    def scope(self, ds: Any, train_loader: Any) -> str:
+        return (f"heterogeneous, link prediction on {self.relation} ({self.decoder} decoder, {self.neg.amount:g} "
+                f"negatives per positive), {train_loader.pairs.shape[1]:,} training pairs")
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        self.cfg = link_config(ds, self.relation, args["model"], args["hidden"], args["layers"], self.embed_dim,
+                               args["dropout"], self.decoder)
+        return dict(task="link", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=self.decoder,
+                    neg_ratio=self.neg.amount, neg_weight="uniform", relation=self.relation,
+                    embed_dim=self.embed_dim, hetero_link=self.cfg)
+
+    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        net = build_link_model(self.cfg).to(dev)
+        fan, batch_size, seed = opts["fanouts"], opts["batch_size"], opts["seed"]
+        self.held = {s: HeldOut(ds, self.relation, s) for s in self.eval_splits}
+        train_pairs = ds.relation(self.relation).manifest["edge_splits"]["train"]["edges"]
+        most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * self.neg.amount)))
+        self.plan = plan_hetero(ds, fan, target=self.edge_type[2], batch_size=most, seeds=train_pairs,
+                                memory=_options.size(opts["memory"], "--memory"), backend=opts["backend"],
+                                feature_backend="auto", cache=run_args["cache"])
+        self.sampler = HeteroNeighborSampler(ds, fan, backend=opts["backend"], direct=opts["direct"], seed=seed,
+                                             memory=opts["memory"], plan=self.plan)
+        prefetch = {} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}
+        common = dict(batch_size=batch_size, seed=seed, threads=opts["threads"], direct=opts["direct"],
+                      sampler=self.sampler, **prefetch)
+        loaders: Dict[str, Any] = {}
+        features = None
+        for split, h in self.held.items():
+            for side, t in self.sides.items():
+                loaders[f"{split}.{side}"] = HeteroLoader(ds, fan, t, seeds=self._nodes(h, side), shuffle=False,
+                                                          features=features, **common)
+                features = loaders[f"{split}.{side}"].features  # one set of readers and one cache
+        self.hyper = loaders[self.train_split] = HeteroLinkBatches(
+            ds, self.relation, self.sampler, features, batch_size=batch_size, neg_ratio=self.neg.amount, seed=seed,
+            threads=opts["threads"], hyperbatch=opts["hyperbatch"], **prefetch)
+        return net, loaders
+
+    def _nodes(self, h: HeldOut, side: str) -> np.ndarray:
+        """The sorted nodes of a held-out split a side's loader embeds (both sides' when ``S = D``)."""
+        if "dst" not in self.sides:
+            return np.union1d(h.src_nodes, h.dst_nodes)
+        return h.src_nodes if side == "src" else h.dst_nodes
+
+    def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
+        import torch.nn.functional as F
+
+        et = self.edge_type
+        eli = batch[et].edge_label_index.to(device)
+        logits = net(*hetero_batch_to_dicts(batch, device), eli[0], eli[1])
+        return F.binary_cross_entropy_with_logits(logits, batch[et].edge_label.to(device)), int(eli.shape[1])
+
+    def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
+        """Each rank trains on its share of the link batches; every rank embeds every node of
+        the held-out splits and scores its share of the pairs (as :class:`LinkPrediction`)."""
+        batches = loaders[self.train_split]
+        batches.shard = distributed.shard(batches.epoch_batches(), ranks.rank, ranks.world_size)
+        self._share = (ranks.rank, ranks.world_size)
+
+    def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
+                        kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
+        h = self.held[split]
+        rows = {}
+        for side, t in self.sides.items():
+            tower = net.tower(side)
+            tower.eval()
+            rows[side] = (sampled_embeddings(lambda b: tower(*hetero_batch_to_dicts(b, device))[:b[t].batch_size],
+                                             feeds[f"{split}.{side}"], len(self._nodes(h, side))),
+                          self._nodes(h, side))
+        return (*decode_pairs(net.decoder, *rows["src"], h.pairs, h.negs, dst=rows.get("dst")), False)
+
+    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        if net is None:
+            import torch
+
+            best = torch.load(os.path.join(out, "best.pt"), map_location="cpu", weights_only=True)
+            net = build_link_model(self.cfg)
+            net.load_state_dict(best["model"])
+        return layerwise_scores(ds, net, self.held, work_dir=out, **exact)
+
+
+def _check_relation(ds: Any, relation: Optional[str]) -> str:
+    split = [r for r in ds.relations if ds.relation(r).edge_split_names]
+    if relation is None:
+        raise InputError(f"{ds.path} is heterogeneous: give --relation SRC:REL:DST, the relation whose links to predict "
+                         f"(relations with edge splits: {', '.join(split) or 'none'})")
+    relation = ds.check_relation(relation)
+    missing = [s for s in ("train", *EVAL_SPLITS) if s not in ds.relation(relation).edge_split_names]
+    if missing:
+        raise InputError(f"--relation {relation}: it has no {'/'.join(missing)} edge split, which --task link trains "
+                         "and scores on; build it with a link split (generate hetero --link-split ... --link-relation "
+                         f"{relation}, or build_hetero's Relation(link_split=...)); relations with edge splits: "
+                         f"{', '.join(split) or 'none'}")
+    return relation
+
+
+def layerwise_scores(ds: Any, net: Any, held: Mapping[str, HeldOut], **opts: Any) -> Dict[str, Any]:
+    """Exact scores of ``net`` (on the CPU) on each held-out split: each tower's layer-wise rows of
+    the nodes the splits name, then the decoder."""
+    s_type, _, d_type = parse_edge_type(net.config["relation"])
+    src_ids = np.unique(np.concatenate([h.src_nodes for h in held.values()]))
+    dst_ids = np.unique(np.concatenate([h.dst_nodes for h in held.values()]))
+    if s_type == d_type:
+        src_ids = dst_ids = np.union1d(src_ids, dst_ids)
+    zs = exact_rows(ds, net.tower("src"), s_type, src_ids, **opts)
+    zd = zs if s_type == d_type else exact_rows(ds, net.tower("dst"), d_type, dst_ids, **opts)
+    out: Dict[str, Any] = {}
+    for split, h in held.items():
+        s = split_scores(*decode_pairs(net.decoder, zs, src_ids, h.pairs, h.negs, dst=(zd, dst_ids)))
+        out.update(link_keys(split, s["auc"], s["mrr"], s["hits"]))
+    return out
+
+
+def train_hetero_link(dataset: Any, *, relation: Optional[str], exact: bool = True,
+                      log: Callable[[str], None] = print, **opts: Any) -> Dict[str, Any]:
+    """:func:`ringgnn.training.loop.train` of link prediction on ``relation`` (``exact``: ``--eval auto``,
+    else ``sampled``)."""
+    from .loop import train  # the loop imports this plug-in
+
+    return train(open_hetero(dataset, "train --task link"), task="link", relation=relation,
+                 eval_mode="auto" if exact else "sampled", log=log, **opts)

@@ -1,0 +1,339 @@
+"""Mini-batch GNN training with graph and features read from disk: the one loop of ``ringgnn train``.
+
+The loop is the same for every task and every kind of dataset: it asks a task plug-in
+(``ringgnn.training.tasks``: node classification, link prediction; their heterogeneous cases in
+``ringgnn.training.hetero`` and ``ringgnn.training.hetero_links``, a homogeneous dataset being the one-type
+case) for the model, the loaders of the training and evaluated splits, the loss of each
+training batch, the evaluation sums after each epoch and the scores made of them. It follows
+PyG's ``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds. Evaluation is
+out of core too: the seeds of the evaluated splits are sampled with the same fanouts as training
+(not layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the
+scores of different epochs compare the same neighborhoods; exact layer-wise scores come after
+every epoch (``--eval layerwise``) or once for the best checkpoint (``--eval auto``).
+
+A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
+``best.pt`` (the epoch of best validation score; both ``ringgnn.models.checkpoints``),
+``metrics.json`` (written atomically) and the curves (``ringgnn.training.curves``). A run is
+reproducible on CPU: ``--seed`` seeds both PyTorch (weights, dropout) and the sampler.
+
+Launched by ``torchrun`` (``WORLD_SIZE`` > 1), training is data parallel with DDP: each rank
+trains on its share of each epoch's batches (``ringgnn.training.distributed``), evaluation sums the
+task's counts over the ranks, and rank 0 alone writes the run directory. ``--batch-size`` is per
+rank, as in DDP: an epoch has ``world_size`` times fewer steps of ``world_size`` times more seeds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from .. import _options, progress
+from .._core import InputError
+from .._files import os_errors
+from ..data.dataset import Dataset, HeteroDataset
+from ..models.checkpoints import open_run, restore, run_directory, write_json
+from ..models.gnn import DECODERS
+from ..sampling.links import WEIGHTS as NEG_WEIGHTS
+from . import distributed
+from .curves import Plots
+from .tasks import LinkPrediction, NodeClassification, Task
+
+#: How val/test scores are measured (``--eval``).
+EVAL_MODES = ("auto", "sampled", "layerwise")
+#: What ``--task`` trains for.
+TASKS = ("node", "link")
+
+
+def train(
+    dataset: Any,
+    *,
+    model: str = "sage",
+    fanouts: Any = (10, 5),
+    batch_size: int = 512,
+    epochs: int = 5,
+    hidden: int = 64,
+    layers: int = 2,
+    lr: float = 0.005,
+    dropout: float = 0.3,
+    cache: Optional[int] = None,
+    cache_policy: str = "presample",
+    memory: Optional[int] = None,
+    prefetch: Optional[int] = None,
+    backend: str = "auto",
+    direct: bool = False,
+    hyperbatch: Any = "auto",
+    staging_dir: Optional[str] = None,
+    staging_cap: Optional[int] = None,
+    device: str = "cpu",
+    seed: int = 0,
+    threads: Optional[int] = None,
+    out: Optional[str] = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    quiet: bool = False,
+    log: Callable[[str], None] = print,
+    dist_timeout: float = distributed.DEFAULT_TIMEOUT,
+    gpu_cache: Optional[int] = None,
+    eval_mode: str = "auto",
+    tensorboard: bool = False,
+    task: str = "node",
+    decoder: Optional[str] = None,
+    neg_ratio: Optional[float] = None,
+    neg_weight: Optional[str] = None,
+    target: Optional[str] = None,
+    relation: Optional[str] = None,
+    embed_dim: Optional[int] = None,
+    embed_tables: str = "auto",
+) -> Dict[str, Any]:
+    """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
+    ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
+    writes the run directory, and every rank returns the same metrics (rank 0's also hold the
+    final layer-wise evaluation).
+
+    ``task``: ``node`` (classification, the default) or ``link`` (link prediction on the
+    dataset's edge splits, with ``decoder`` ``dot`` (default) or ``mlp``, ``neg_ratio`` random
+    negatives per positive (default 1) drawn by ``neg_weight`` ``uniform`` (default) or
+    ``degree``). On a heterogeneous dataset: ``target`` (node: the type to classify) or
+    ``relation`` (link: ``S:R:D``), ``embed_dim`` and ``embed_tables`` (the learned embeddings
+    of types without features, ``ringgnn.training.hetero``)."""
+    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
+                         neg_weight=neg_weight, target=target, relation=relation, embed_dim=embed_dim,
+                         embed_tables=embed_tables)
+    task_obj.check_model(model, ds)
+    fan = task_obj.fanouts(ds, fanouts)
+    epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
+                                                                   ("layers", layers)))
+    lr, dropout = _options.learning_rate(lr), _options.dropout(dropout)
+    hops = len(fan) if isinstance(fan, list) else len(next(iter(fan.values())))
+    if hops != layers:
+        text = ",".join(map(str, fan)) if isinstance(fan, list) else ""
+        raise InputError(f"--fanouts {text + ' ' if text else ''}has {hops} hops but --layers is {layers}; "
+                         "give one fanout per layer")
+    task_obj.check(ds)
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: PyTorch sees no CUDA device here; use --device cpu")
+    gpu_cache = _options.size(gpu_cache, "gpu_cache") or None
+    if gpu_cache and device != "cuda":
+        raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
+    eval_mode = _options.choice(eval_mode, EVAL_MODES, "eval")
+    if tensorboard:
+        try:
+            from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+        except ImportError as e:
+            raise InputError(f"--tensorboard: {e}; install it with pip install tensorboard") from None
+    if resume and overwrite:
+        raise InputError("--resume continues the run in RUN_DIR and --overwrite starts it over: give one of them")
+    out = os.fspath(out or os.path.join("runs", os.path.basename(os.path.normpath(ds.path))))
+    opts = dict(model=model, fanouts=fan, batch_size=batch_size, epochs=epochs, hidden=hidden, layers=layers, lr=lr,
+                dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory, prefetch=prefetch,
+                backend=backend, direct=direct, hyperbatch=hyperbatch, staging_dir=staging_dir,
+                staging_cap=staging_cap, device=device, seed=seed, threads=threads, out=out, gpu_cache=gpu_cache)
+    task_obj.check_options(opts)
+    task_obj.before_join()
+    ranks = distributed.join(device, float(dist_timeout))
+    if eval_mode == "layerwise" and ranks.active:
+        distributed.leave(ranks)
+        raise InputError("--eval layerwise after every epoch runs on one process; under torchrun use --eval auto "
+                         "(sampled after each epoch, layer-wise once at the end, on rank 0)")
+    try:
+        # The loader reads the dataset and writes its staging file (in --staging-dir): an OS error
+        # there names the file and says it happened while training (the run directory's own
+        # writes name themselves, see checkpoints.save). A run that fails before its first
+        # checkpoint leaves no run directory behind.
+        with run_directory(out, ranks.leader), os_errors("training on", ds.path):
+            metrics = _train(ds, ranks, task_obj, opts, resume=resume, overwrite=overwrite, quiet=quiet, log=log,
+                             eval_mode=eval_mode, tensorboard=tensorboard)
+    finally:
+        distributed.leave(ranks)
+    exact = dict(memory=memory, backend=backend, direct=direct, quiet=quiet)
+    if eval_mode == "auto" and ranks.leader and metrics["best_epoch"] is not None:
+        # Exact scores of the best checkpoint: full neighborhoods, layer by layer (the loaders
+        # of the epochs are gone, so their memory is free for it).
+        t0 = time.perf_counter()
+        scores = task_obj.exact(ds, out, None, opts, **exact)
+        metrics["layerwise"] = dict(epoch=metrics["best_epoch"], **scores, seconds=time.perf_counter() - t0)
+        write_json(metrics, os.path.join(out, "metrics.json"))
+        log(f"layer-wise (exact) evaluation of epoch {metrics['best_epoch']}: {task_obj.describe(scores)} "
+            f"({metrics['layerwise']['seconds']:.1f} s)")
+    if ranks.leader and metrics["best_epoch"] is not None:
+        log(f"{task_obj.describe_best(metrics)}; {os.path.join(out, 'metrics.json')}")
+    return metrics
+
+
+def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional[float], neg_weight: Optional[str],
+              target: Optional[str], relation: Optional[str], embed_dim: Optional[int], embed_tables: str) -> Task:
+    """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
+    kind refused, naming them)."""
+    hetero = isinstance(ds, HeteroDataset)
+    if hetero:
+        # The typed plug-ins import PyTorch (the heterogeneous models): not at import, which the
+        # command line's parser does.
+        from .hetero import HeteroNodeClassification
+        from .hetero_links import HeteroLinkPrediction
+    else:
+        for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
+                            ("--embed-tables", None if embed_tables == "auto" else embed_tables)):
+            if value is not None:
+                raise InputError(f"{flag} is for heterogeneous datasets; {ds.path} is homogeneous")
+    if task == "link":
+        if target is not None:
+            raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
+        decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
+        neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
+        neg_weight = _options.choice("uniform" if neg_weight is None else neg_weight, NEG_WEIGHTS, "--neg-weight")
+        if hetero:
+            return HeteroLinkPrediction(ds, relation, decoder, neg_ratio, neg_weight, embed_dim, embed_tables)
+        return LinkPrediction(decoder, neg_ratio, neg_weight)
+    given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
+                                                      ("neg_weight", neg_weight)) if v is not None]
+    if given:
+        raise InputError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --task link "
+                         "(node classification has no decoder nor negatives)")
+    if relation is not None:
+        raise InputError("--relation is for --task link; --task node takes --target TYPE")
+    return HeteroNodeClassification(ds, target, embed_dim, embed_tables) if hetero else NodeClassification()
+
+
+def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], *, resume: bool, overwrite: bool,
+           quiet: bool, log: Callable[[str], None], eval_mode: str, tensorboard: bool) -> Dict[str, Any]:
+    import torch
+
+    device, out, model, fanouts = opts["device"], opts["out"], opts["model"], opts["fanouts"]
+    run_args = task.run_args(ds, dict(model=model, fanouts=fanouts, batch_size=opts["batch_size"],
+                                      epochs=opts["epochs"], hidden=opts["hidden"], layers=opts["layers"],
+                                      lr=opts["lr"], dropout=opts["dropout"], cache=opts["cache"],
+                                      memory=opts["memory"], device=device, seed=opts["seed"],
+                                      world_size=ranks.world_size))
+    rank_log = log  # lines every rank prints (tagged with its rank)
+    if not ranks.leader:
+        log, quiet = (lambda s: None), True
+    dev = distributed.device_of(ranks, device)
+    # Rank 0 owns the run directory: it checks it, and on resume reads the checkpoint every
+    # rank continues from.
+    resumed = distributed.from_leader(ranks, lambda: task.open_run(out, run_args,
+                                                                   open_run(out, run_args, resume, overwrite)))
+    torch.manual_seed(opts["seed"])
+    net, loaders = task.prepare(ds, ranks, run_args, resumed, dev, opts)
+    tr = task.train_split
+    train_loader = loaders[tr]
+    if ranks.active:
+        task.distribute(loaders, ranks)
+    feeds, device_note = task.feeds(loaders, opts, dev)
+    opt = torch.optim.Adam(net.parameters(), lr=opts["lr"])
+    start, history = restore(net, opt, resumed, out)
+    task.restored(resumed, out)
+    step_net = distributed.data_parallel(net, ranks, device)
+    if ranks.leader:
+        with os_errors("creating the run directory", out):
+            os.makedirs(out, exist_ok=True)
+    batch_size = opts["batch_size"]
+    world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
+    fan_text = ",".join(map(str, fanouts)) if isinstance(fanouts, list) else "per relation"
+    log(f"training {model} on {ds.path}: {task.scope(ds, train_loader)}, fanouts {fan_text}, "
+        f"batch {batch_size}, {len(train_loader)} batches per epoch{' per rank' if ranks.active else ''}{world}, "
+        f"device {device} -> {out}")
+    for line in task.loader_lines(train_loader, ranks, device_note):
+        rank_log(line)
+
+    metrics = _metrics(ds, task, run_args, history, train_loader)
+    plots = Plots(out if ranks.leader else None, tensorboard, start)
+    for epoch in range(start, opts["epochs"]):
+        before = task.counters(train_loader)
+        t0 = time.perf_counter()
+        loss_sum, count, wait, step = distributed.guarded(
+            ranks, f"training epoch {epoch}",
+            lambda: _train_epoch(step_net, opt, task, feeds[tr], epoch, dev, quiet, model, always_step=ranks.active))
+        t1 = time.perf_counter()
+        if eval_mode == "layerwise":
+            net.eval()
+            scores = task.exact(ds, out, net.cpu() if device != "cpu" else net, opts, memory=opts["memory"],
+                                backend=opts["backend"], direct=opts["direct"], quiet=quiet)
+            net.to(dev)
+            loss = loss_sum / max(count, 1)
+        else:
+            loss_sum, count, *sums = distributed.sums(
+                ranks, [loss_sum, count, *task.evaluate(net, feeds, dev, model)], "cpu" if device == "cpu" else dev)
+            loss = loss_sum / max(count, 1)
+            scores = task.scores(sums)
+        seconds = time.perf_counter() - t0
+        timing = dict(train_epoch_seconds=t1 - t0, train_seconds=step, wait_seconds=wait,
+                      eval_seconds=seconds - (t1 - t0))
+        columns, lines = task.epoch_report(train_loader, before, timing, ranks)
+        row = dict(epoch=epoch, loss=loss, **scores, seconds=seconds, **columns)
+        if ranks.active:
+            # The stage columns above are rank 0's; every rank's are here.
+            row["ranks"] = distributed.gather(ranks, {k: v for k, v in columns.items() if k != "epoch"})
+        history.append(row)
+        log(f"epoch {epoch}: loss {loss:.4f}, {task.describe(scores)}, {seconds:.2f} s")
+        for line in lines:
+            log(line)
+        metrics = _metrics(ds, task, run_args, history, train_loader)
+        if ranks.leader:
+            state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
+                         metrics=metrics, rng=torch.get_rng_state())
+            for name in (["best.pt", "last.pt"] if metrics["best_epoch"] == epoch else ["last.pt"]):
+                task.save(state, os.path.join(out, name), epoch)
+            write_json(metrics, os.path.join(out, "metrics.json"))
+            plots.epoch(history)
+    if start >= opts["epochs"] and ranks.leader:  # nothing left to run: metrics.json with this process's counters
+        write_json(metrics, os.path.join(out, "metrics.json"))
+    plots.close()
+    # Rank 0's files are complete before any rank returns.
+    distributed.barrier(ranks)
+    return metrics
+
+
+def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, quiet: bool, model: str = "sage",
+                 always_step: bool = False):
+    """One pass over the training split: (sum of the loss over the task's examples, examples,
+    seconds waiting for batches, seconds in forward/backward/step). With ``always_step`` (DDP,
+    where every rank must join every gradient all-reduce) a batch without examples still takes a
+    step, of zero gradient."""
+    net.train()
+    loader.set_epoch(epoch)
+    total_loss, count, wait, step = 0.0, 0, 0.0, 0.0
+    it = iter(loader)
+    with progress.bar(len(loader), f"epoch {epoch}", "batch", disable=quiet, leave=False) as bar:
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)  # sampling and feature gathering happen behind this call
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            loss, n = task.loss(net, batch, device, model, always=always_step)
+            if loss is not None:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                task.stepped()
+                total_loss += loss.item() * n
+                count += n
+                del loss
+            del batch  # release the feature buffer before waiting for the next batch
+            wait += t1 - t0
+            step += time.perf_counter() - t1
+            bar.update(1)
+    return total_loss, count, wait, step
+
+
+def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[str, Any]],
+             train_loader: Any) -> Dict[str, Any]:
+    return {
+        "dataset": os.path.abspath(ds.path),
+        **task.identity(),
+        **task.summary(history),
+        "world_size": run_args["world_size"],
+        "epochs": list(history),
+        "args": task.public_args(run_args),
+        **task.loader_metrics(train_loader),
+        "layerwise": None,
+    }
+
+
+__all__: Sequence[str] = ("train", "make_task", "EVAL_MODES", "TASKS")
