@@ -19,7 +19,7 @@ from ringgnn import NodeType, Relation, _core, _options
 from ringgnn.models.checkpoints import load_checkpoint
 from ringgnn.data.generate import generate_hetero
 from ringgnn.inference.hetero import infer_hetero, load_hetero_run
-from ringgnn.training.hetero import train_hetero
+from ringgnn.training.loop import train_hetero
 
 from conftest import python_m
 

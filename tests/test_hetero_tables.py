@@ -91,7 +91,7 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     copies them beside itself; resume continues from the copies; exact layer-wise inference and
     a full-batch forward of the checkpoint (rows read from its table file) agree."""
     from ringgnn.inference.hetero import infer_hetero, load_hetero_run
-    from ringgnn.training.hetero import train_hetero
+    from ringgnn.training.loop import train_hetero
 
     kw = dict(target="paper", fanouts=[4, 3], epochs=2, hidden=16, embed_dim=8, batch_size=128, quiet=True,
               log=lambda s: None, exact=False, threads=1)

@@ -14,7 +14,7 @@ import pytest
 
 import ringgnn
 from ringgnn.data.generate import generate_hetero
-from ringgnn.training.hetero import train_hetero
+from ringgnn.training.loop import train_hetero
 
 QUIET = dict(quiet=True, log=lambda s: None)
 

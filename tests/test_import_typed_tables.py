@@ -235,7 +235,7 @@ def test_cli(tmp_path, capsys):
 
 def test_predict_and_embed_write_each_types_original_ids(tmp_path):
     from ringgnn.inference.hetero import infer_hetero
-    from ringgnn.training.hetero import train_hetero
+    from ringgnn.training.loop import train_hetero
 
     write_tables(tmp_path)
     convert_typed_tables(tmp_path / "ds", relations(tmp_path), [users(tmp_path)], add_reverse=True)

@@ -65,7 +65,7 @@ def build(d, papers=P, seed=0):
 @pytest.fixture(scope="module")
 def typed(tmp_path_factory):
     """The typed dataset, its rows, and a sage run trained on it for one epoch."""
-    from ringgnn.training.hetero import train_hetero
+    from ringgnn.training.loop import train_hetero
 
     d = build(tmp_path_factory.mktemp("typed"))
     ds = ringgnn.Dataset.open(d / "ds")

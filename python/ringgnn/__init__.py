@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .sampling.loader import Loader
     from .sampling.sampler import NeighborSampler, SampledSubgraph
     from .serving.client import Client
+    from .training.loop import train
 
 #: Where each public name lives.
 _EXPORTS = {
@@ -47,6 +48,7 @@ _EXPORTS = {
     **dict.fromkeys(("LinkLoader", "LinkSampler", "NegativeSampling"), ".sampling.links"),
     "Loader": ".sampling.loader",
     **dict.fromkeys(("NeighborSampler", "SampledSubgraph"), ".sampling.sampler"),
+    "train": ".training.loop",
 }
 
 __all__ = sorted(n for n in _EXPORTS if n != "__version__") + ["__version__"]

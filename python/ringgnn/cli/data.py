@@ -19,7 +19,7 @@ from ..data.generate import DEFAULTS as HD, generate_hetero
 from ..importers import graphbolt
 from ..progress import TqdmProgress
 from . import _import
-from ._format import human, human_bytes
+from .._format import human, human_bytes
 
 DEMO = dict(nodes=20_000, classes=8, avg_degree=10.0, feature_dim=32, seed=0)
 DEMO_EPOCHS = 5  # GraphSAGE passes 0.9 test accuracy in 1-2; the whole demo takes a few seconds

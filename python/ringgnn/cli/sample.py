@@ -22,7 +22,7 @@ from .._files import os_errors
 from .._options import BACKENDS, count_arg, positive_arg, size_arg
 from ..data.dataset import open_homogeneous
 from ..sampling.sampler import NeighborSampler
-from ._format import human, human_bytes
+from .._format import human, human_bytes
 
 
 def add_parser(sub: Any) -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from .._format import human_bytes
+
 
 def run_in_order(jobs: Sequence[Any], make: Callable[[Any], List[Any]], *, threads: int, ahead: int,
                  name: str) -> Iterator[Any]:
@@ -71,8 +73,6 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
     ``"auto"``: 1 when the neighbor files are all in memory, else the largest H at most
     ``ceil(batches / threads)`` (so every thread has a job) whose held batches,
     ``(jobs_in_flight + 1) * H`` of ``per_batch`` bytes at most, fit ``share``; at least 1."""
-    from ..cli._format import human_bytes  # the commands' format; importing it at the top would be circular
-
     if asked is not None:
         h = max(1, min(asked, batches))
         return h, f"{h} (as given)"

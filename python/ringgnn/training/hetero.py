@@ -17,7 +17,7 @@ counts, target), from which :meth:`HeteroModel.from_config` rebuilds the model.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from ..inference.scoring import exact_rows
 from ..models.checkpoints import LAST, config_mismatch, save
 from ..models.hetero import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
 from ..models.tables import FileTable, load_tables, prune_tables, save_tables
-from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, open_hetero, relation_fanouts
+from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, relation_fanouts
 from ..sampling.plan import plan_hetero, probe_batch_bytes, training_reserve
 from .tasks import NodeClassification
 
@@ -283,15 +283,5 @@ def _table_placement(featureless: List[str], embed_tables: str,
     if embed_tables == "auto":
         return None
     return dict.fromkeys(featureless, embed_tables == "memory")
-
-
-def train_hetero(dataset: Any, *, target: Optional[str], exact: bool = True, log: Callable[[str], None] = print,
-                 **opts: Any) -> Dict[str, Any]:
-    """:func:`ringgnn.training.loop.train` of node classification on ``target`` (``exact``: ``--eval
-    auto``, else ``sampled``)."""
-    from .loop import train  # the loop imports this plug-in
-
-    return train(open_hetero(dataset, "train_hetero"), target=target, eval_mode="auto" if exact else "sampled",
-                 log=log, **opts)
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -54,7 +54,7 @@ from ..data.schema import parse_edge_type
 from ..inference.scoring import decode_pairs, exact_rows, split_scores
 from ..models.hetero import hetero_batch_to_dicts
 from ..sampling import hyper as hetero_hyper
-from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, open_hetero
+from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler
 from ..sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 from ..sampling.plan import plan_hetero
 from . import distributed
@@ -414,13 +414,3 @@ def layerwise_scores(ds: Any, net: Any, held: Mapping[str, HeldOut], **opts: Any
         s = split_scores(*decode_pairs(net.decoder, zs, src_ids, h.pairs, h.negs, dst=(zd, dst_ids)))
         out.update(link_keys(split, s["auc"], s["mrr"], s["hits"]))
     return out
-
-
-def train_hetero_link(dataset: Any, *, relation: Optional[str], exact: bool = True,
-                      log: Callable[[str], None] = print, **opts: Any) -> Dict[str, Any]:
-    """:func:`ringgnn.training.loop.train` of link prediction on ``relation`` (``exact``: ``--eval auto``,
-    else ``sampled``)."""
-    from .loop import train  # the loop imports this plug-in
-
-    return train(open_hetero(dataset, "train --task link"), task="link", relation=relation,
-                 eval_mode="auto" if exact else "sampled", log=log, **opts)

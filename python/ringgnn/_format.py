@@ -1,4 +1,5 @@
-"""Numbers as the commands print them."""
+"""Numbers as the commands and the plans print them (counts with a decimal prefix, bytes with a binary
+one)."""
 
 from __future__ import annotations
 
