@@ -31,6 +31,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from import_graph import floors as layers, sccs  # beside this script: its directory is on sys.path
+
 # ---------------------------------------------------------------------------------------------
 # Tokens: identifiers and punctuation, with comments, strings and char literals dropped.
 
@@ -359,60 +361,17 @@ def _split_commas(toks: list[str]) -> list[list[str]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Strongly connected components and floors.
+# Strongly connected components and floors: the Python import graph's (scripts/import_graph.py).
 
 
 def components(arrows: dict[str, set[str]]) -> list[list[str]]:
-    """Tarjan's algorithm, iterative; components come out dependencies first."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    out: list[list[str]] = []
-    counter = 0
-    for start in sorted(arrows):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(arrows[start])))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(arrows[w]))))
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    out.append(sorted(comp))
-    return out
+    """The modules' circles and lone modules, dependencies first."""
+    return sccs(arrows, arrows)
 
 
-def floors(arrows: dict[str, set[str]], comps: list[list[str]]) -> dict[str, int]:
-    comp_of = {m: k for k, c in enumerate(comps) for m in c}
-    floor_of_comp: dict[int, int] = {}
-    for k, c in enumerate(comps):  # dependencies come first
-        deps = {comp_of[d] for m in c for d in arrows[m]} - {k}
-        floor_of_comp[k] = 1 + max((floor_of_comp[d] for d in deps), default=-1)
-    return {m: floor_of_comp[comp_of[m]] for m in arrows}
+def floors(arrows: dict[str, set[str]]) -> dict[str, int]:
+    """Longest-path layering from floor 0 (uses nothing), circles condensed."""
+    return {m: f - 1 for m, f in layers(sorted(arrows), arrows).items()}
 
 
 def report(crate_dir: Path, include_tests: bool, why: bool) -> int:
@@ -420,7 +379,7 @@ def report(crate_dir: Path, include_tests: bool, why: bool) -> int:
     arrows, paths = crate.graph()
     comps = components(arrows)
     circles = [c for c in comps if len(c) > 1]
-    floor = floors(arrows, comps)
+    floor = floors(arrows)
     top_arrows, _ = crate.graph(top=True)
     top_circles = [c for c in components(top_arrows) if len(c) > 1]
     lines = {m.name: m.lines for m in crate.modules.values()}
