@@ -22,8 +22,12 @@ from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, HIDDEN_DTYPES, size_arg
 from .._threads import passive_waits
+from ..data.dataset import Dataset
+from ..inference.attach import attach_embeddings
+from ..inference.hetero import infer_hetero
 from ..inference.plan import check_runtime
 from ..inference.run import infer
+from ..inference.scoring import predict_edges, predict_link_edges
 from ..models.checkpoints import is_hetero_link_run, is_hetero_run, read_checkpoint
 
 NODES_HELP = "train, val, test, all (default) or a .npy file of node ids; rows come in that order"
@@ -127,8 +131,6 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         raise InputError(f"--device {args.device}: a heterogeneous run's inference runs on the CPU; leave --device out")
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
-            from ..inference.hetero import infer_hetero
-
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
                                 out=args.out, memory=args.memory, backend=args.backend, direct=args.direct,
                                 keep=args.keep_layers, quiet=args.quiet or args.json, read=read, **kw)
@@ -163,12 +165,8 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
                          "leave --hidden-dtype out")
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
-            from ..inference.scoring import predict_link_edges
-
             s = predict_link_edges(args.run_dir, args.edges, read=read, **common)
         else:
-            from ..inference.scoring import predict_edges
-
             s = predict_edges(args.run_dir, args.edges, keep=args.keep_layers, hidden_dtype=args.hidden_dtype,
                               **common)
     s.pop("scores", None)
@@ -211,8 +209,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if s.get("heterogeneous"):
         return _print_hetero(args, s, "class probabilities" if args.probabilities else "predictions")
     if args.nodes in ("train", "val", "test"):
-        from ..data.dataset import Dataset
-
         ds = Dataset.open(s["dataset"])
         y = ds.labels[ds.split(args.nodes)] if ds.labels is not None else None
         if y is not None:
@@ -283,7 +279,6 @@ def _attach(args: argparse.Namespace) -> int:
     if _is_hetero(read) or _is_hetero_link(read):
         raise InputError(f"--attach: {args.run_dir} is a heterogeneous run; attaching its embeddings is not "
                          "supported yet (write them with --out)")
-    from ..inference.attach import attach_embeddings
 
     with _signals.handling(_terminated, signal.SIGTERM):
         s = attach_embeddings(args.run_dir, args.attach, args.name, dataset=args.dataset, layer=args.layer,

@@ -36,6 +36,7 @@ from .._files import keep_files, temporary
 from ..data.dataset import Dataset
 from ..models import dense as infer_dense
 from ..models.checkpoints import Checkpoint
+from ..progress import bar
 from . import finish as infer_finish
 from .blocks import BlocksStrategy
 from .finish import LayerStep, finish_block, map_slices, slice_reader, split_rows
@@ -173,8 +174,6 @@ class LayerwiseInference(BlocksStrategy, TorchFolds):
 
     def _bar(self, k: int) -> Any:
         """The progress bar of layer ``k`` (nodes done)."""
-        from ..progress import bar
-
         return bar(self.graph.num_nodes, f"layer {k + 1}/{len(self.dense.layers)}", "node", disable=self.quiet,
                    leave=False, unit_scale=True)
 

@@ -45,6 +45,7 @@ from ..progress import bar
 from ..sampling.hetero import open_hetero
 from .engine import AGGREGATE_ENV, AGGREGATORS
 from .graph import NeighborFile, fold_windows, numpy_sums
+from .node_ids import write_beside
 from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, cut
 from .rows import OutputRows, RowFileWriter
 
@@ -507,8 +508,6 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     if written is not None:
         summary["out"] = written
         if part.has_node_ids:  # a type converted from tables: its rows' original ids beside them
-            from .node_ids import write_beside
-
             summary["node_ids"] = write_beside(part, ids, written)
     else:
         summary["array"] = result

@@ -27,6 +27,7 @@ from ..models.checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .engine import (AGGREGATE_ENV, AGGREGATORS, FINISH_ROWS, MAX_BLOCK_EDGES, SCHEME_ENV, SCHEMES, STRATEGIES,
                      LayerwiseInference)
 from .graph import Block, NeighborFile, blocks  # noqa: F401
+from .node_ids import write_beside
 from .rows import _STORED, PAGE, NpyWriter, OutputRows, RowFileWriter, _layout, encode_rows  # noqa: F401
 
 
@@ -149,8 +150,6 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
     if path is not None:
         summary["out"] = path
         if ds.has_node_ids:  # a dataset converted from a table: its rows' original ids beside them
-            from .node_ids import write_beside
-
             summary["node_ids"] = write_beside(ds, ids, path)
         return summary
     return result

@@ -40,8 +40,14 @@ from .._core import InputError
 from .._files import os_errors
 from ..data.dataset import Dataset
 from ..data.schema import parse_edge_type
-from ..models.checkpoints import Checkpoint
+from ..models.checkpoints import Checkpoint, read_checkpoint
+from ..models.dense import decoder_from_state, dense_decoder
+from ..models.hetero_dense import HeteroDense, dense_of
 from ..sampling.hetero import open_hetero
+from ..sampling.links import edge_pairs
+from . import metrics
+from .hetero import HeteroLayerwise
+from .run import NpyWriter, open_run, run_inference
 
 
 def score_pairs(ds: Dataset, ckpt: Checkpoint, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
@@ -58,8 +64,6 @@ def embed_endpoints(ds: Dataset, ckpt: Checkpoint, arrays: Any, stats: Optional[
                     **opts: Any) -> Tuple[np.ndarray, np.ndarray]:
     """(sorted distinct node ids of ``arrays``, their exact embeddings by link model ``ckpt``):
     one layer-wise inference for every endpoint; ``opts`` and ``stats`` as :func:`score_pairs`."""
-    from .run import run_inference
-
     if ckpt.task != "link" or ckpt.decoder is None:
         raise InputError(f"{ckpt.path}: a node-classification model has no pair scores; train a link model "
                          "(`ringgnn train DATASET --task link`)")
@@ -84,8 +88,6 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
     pairs, ``negatives`` per pair (0 for given pairs), ``metrics`` (``auc``, ``mrr``, ``hits``
     by K) for a split with negatives, ``out`` or else ``scores`` (the array), the layer-wise
     inference's counters."""
-    from ..sampling.links import edge_pairs
-    from .run import open_run
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
@@ -127,8 +129,6 @@ def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray
     time, by ``decoder`` (an ``infer_dense.DenseDecoder``, or a torch decoder module whose weights
     it takes): numpy's arithmetic either way. ``dst``: (rows, sorted ids) of the destinations when
     they are not ``z``'s (a heterogeneous relation ``S:R:D`` with ``S != D``: ``z`` has the ``S`` rows)."""
-    from ..models.dense import dense_decoder
-
     decoder = dense_decoder(decoder)
     n = pairs.shape[1]
     k = 0 if negs is None else negs.shape[1]
@@ -152,8 +152,6 @@ def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg
     pairs, ``negatives`` per pair, the layout, ``metrics`` of a split with negatives: per pair
     ``negs``, or ``m`` shared ones scored after the pairs; None: none shared), the table written atomically as
     ``.npy`` at ``out`` (``summary["out"]``) or kept in ``summary["scores"]``, ``seconds`` since ``t0``."""
-    from .run import NpyWriter
-
     table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
     if m:
         pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]
@@ -186,8 +184,6 @@ def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any
     """``tower``'s exact rows (layer-wise, full neighborhoods) of the sorted ``ids`` of
     ``node_type`` (``tower``: a ``HeteroModel`` or its ``HeteroDense``; ``opts``:
     :class:`ringgnn.inference.hetero.HeteroLayerwise`'s)."""
-    from ..models.hetero_dense import dense_of
-    from .hetero import HeteroLayerwise  # the layer-wise engine: only for exact scores
 
     tower = dense_of(tower)
     out = np.zeros((len(ids), tower.out_dim), np.float32)
@@ -205,8 +201,6 @@ def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any
 def split_scores(pos: np.ndarray, neg: np.ndarray, shared: bool = False) -> Dict[str, Any]:
     """``{"auc", "mrr", "hits"}`` of positives ``pos`` against their negatives ``neg`` ((n, K), or
     with ``shared`` (m,) for all of them), hits keyed by K as strings (JSON keys); NaN when empty."""
-    from . import metrics
-
     if not len(pos):
         return dict(auc=float("nan"), mrr=float("nan"), hits={})
     s = metrics.shared_link_scores(pos, neg) if shared else metrics.link_scores(pos, neg)
@@ -253,9 +247,6 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
     summary of :func:`ringgnn.inference.scoring.predict_edges`. Runs without PyTorch: the checkpoint is
     read as numpy arrays (``read``: so read, ``read_checkpoint(..., arrays=True)``), the towers'
     dense parts are ``ringgnn.models.hetero_dense``'s and the decoder ``infer_dense``'s."""
-    from ..models.checkpoints import read_checkpoint
-    from ..models.dense import decoder_from_state
-    from ..models.hetero_dense import HeteroDense
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")

@@ -28,7 +28,9 @@ import numpy as np
 from .._core import InputError
 from .._files import os_errors, replacing
 from ..data.dataset import Dataset
+from .dense import decoder_from_state, from_module, from_state
 from .gnn import DECODERS, MODELS, build_link_model, build_model
+from .torchfile import ADVICE, load, unreadable
 
 #: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
 #: number of epochs may grow, and how the run is executed (device, threads, output) may change.
@@ -73,8 +75,6 @@ class Checkpoint:
     def dense(self, xp: Any = None) -> Any:
         """The encoder's dense parts (``ringgnn.models.dense.DenseNet``) on ``xp`` (default numpy):
         from ``net`` when it is held (whatever PyG configuration it has), else from ``arrays``."""
-        from .dense import from_module
-
         if self.net is not None:
             return from_module(self.net, self.kind, self.path, xp)
         return self.arrays if xp is None else self.arrays.to(xp)
@@ -101,8 +101,6 @@ def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
     if arrays:
-        from .torchfile import load
-
         state = load(path, skip=("optimizer",))
         return path, state if isinstance(state, dict) else {}
     state = _load(path)
@@ -114,8 +112,6 @@ def _load(path: str, advice: Optional[str] = None) -> Any:
     (empty, truncated, random bytes, another pickle) is an :class:`InputError` naming it, saying
     what it is and ``advice`` (what to do)."""
     import torch
-
-    from .torchfile import ADVICE, unreadable
 
     with os_errors("reading the checkpoint", path), open(path, "rb"):
         pass  # a missing or unreadable file is an OSError naming it; what torch raises is about the contents
@@ -192,8 +188,6 @@ def _arrays_checkpoint(ds: Dataset, path: str, state: Dict[str, Any], what: str,
                        hidden: int, layers: int, task: str) -> Checkpoint:
     """:func:`load_checkpoint` of a checkpoint read as numpy arrays: the encoder's dense parts
     and a link run's decoder (``infer_dense.DenseDecoder``), no PyTorch."""
-    from .dense import decoder_from_state, from_state
-
     args = state.get("args", {})
     if task not in ("node", "link"):
         raise InputError(f"{path}: not a ringgnn run checkpoint (task {task!r})")

@@ -32,9 +32,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from .. import _options
+from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, PathLike, open_homogeneous
+from .loader import Loader
 from .sampler import NeighborSampler, SampledSubgraph
 
 #: The numpy ``SeedSequence`` purpose word of negative sampling ("lneg" in ASCII).
@@ -411,8 +412,6 @@ class LinkBatches:
         if self._pair_file is None or not len(positions):
             return np.asarray(self.edges[:, positions])
         if self._reader is None or self._reader_pid != os.getpid():  # a reader's ring is per process
-            from .. import _core
-
             path, rows = self._pair_file
             # 16-byte rows, 256 to a page: exactly the feature-file layout of 4 float32 columns,
             # so the feature reader reads them; the bytes come back untouched and are viewed as
@@ -467,8 +466,6 @@ class LinkLoader(LinkBatches):
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
                  drop_last: bool = False, batches: Optional[Sequence[int]] = None, seed: int = 0,
                  share: Optional[Any] = None, window: Optional[int] = None, **loader_opts: Any):
-        from .loader import Loader
-
         ds = open_homogeneous(dataset, "LinkSampler")
         base = share._loader if isinstance(share, LinkLoader) else share
         if isinstance(share, LinkLoader):

@@ -33,6 +33,7 @@ from .. import _options
 from .._core import BusyError, CancelledError, DeadlineExceededError, InputError, RingGnnError, ShuttingDownError
 from ..sampling.hetero import HeteroSample
 from ..sampling.sampler import SampledSubgraph
+from .rpc import MAX_MESSAGE, protos
 
 _DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
 
@@ -55,8 +56,6 @@ class Client:
 
     def __init__(self, target: str, *, timeout: Optional[float] = 30.0, wait_ready: Optional[float] = None):
         import grpc
-
-        from .rpc import MAX_MESSAGE, protos
 
         self.target, self.timeout = target, timeout
         self._pb, services = protos()

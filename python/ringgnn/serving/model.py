@@ -14,6 +14,9 @@ import numpy as np
 
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset
+from ..inference.hetero import is_hetero_run as typed, load_hetero_run
+from ..models.checkpoints import load_checkpoint
+from ..models.gnn import forward
 from ..sampling.hetero import HeteroSample, relation_fanouts
 
 
@@ -22,8 +25,6 @@ class Model:
     sampled neighborhoods."""
 
     def __init__(self, run_dir: str, ds: Dataset, read: Optional[Tuple[str, Dict[str, Any]]] = None):
-        from ..models.checkpoints import load_checkpoint  # imports torch
-
         ckpt = load_checkpoint(run_dir, ds, "--model", read=read)
         self.kind, self.fanouts, self.hidden, self.layers = ckpt.kind, ckpt.fanouts, ckpt.hidden, ckpt.layers
         self.run_dir, self.path, self.net = run_dir, ckpt.path, ckpt.net
@@ -37,8 +38,6 @@ class Model:
         """(logits, input of the last layer) of the distinct seeds of the sampled subgraph
         ``sub`` (the dict of ``_core.Engine.sample``) with feature rows ``x``."""
         import torch
-
-        from ..models.gnn import forward
 
         seen: List[Any] = []
         hook = self.net.convs[-1].register_forward_pre_hook(seen_by(seen, lambda inp: inp[0]))
@@ -75,8 +74,6 @@ class HeteroModelRun:
     task, decoder_kind = "node", None
 
     def __init__(self, run_dir: str, ds: HeteroDataset, read: Tuple[str, Dict[str, Any]]):
-        from ..inference.hetero import load_hetero_run  # imports torch
-
         _, net, path = load_hetero_run(run_dir, ds, read)
         args = read[1].get("args") or {}
         try:
@@ -136,6 +133,4 @@ def request_order(nodes: np.ndarray, sampled: np.ndarray, distinct: int) -> np.n
 
 
 def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
-    from ..inference.hetero import is_hetero_run as typed  # imports torch
-
     return typed(read)

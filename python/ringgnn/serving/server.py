@@ -37,6 +37,7 @@ from typing import Any, Dict, Mapping, Optional
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset
+from ..models.checkpoints import read_checkpoint
 from ..sampling.hetero import relation_fanouts
 from ..sampling.plan import plan_hetero
 from .model import HeteroModelRun, Model, is_hetero_run, request_order
@@ -84,8 +85,6 @@ class Server:
         fanouts = fanouts_arg(fanouts)
         read = None
         if model:
-            from ..models.checkpoints import read_checkpoint  # imports torch: only with a model
-
             read = read_checkpoint(model, "--model")
         if typed:
             if frontend == "rust":

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import _options
 from .._core import InputError
+from ..inference.hetero import infer_hetero
 from ..inference.scoring import exact_rows
 from ..models.checkpoints import LAST, config_mismatch, save
 from ..models.hetero import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
@@ -249,8 +250,6 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         """Exact accuracies: of the run's best checkpoint (``ringgnn.inference.hetero.infer_hetero``)
         or of the live ``net`` (its dense parts, layer-wise over the evaluated splits' nodes)."""
         if net is None:
-            from ..inference.hetero import infer_hetero  # the layer-wise engine: only for exact scores
-
             r = infer_hetero(out, ds, output="predictions", **exact)
             return {k: r.get(k) for k in ("val_acc", "test_acc")}  # None for a split the target has not
         part = ds.node_type(self.target)

@@ -52,7 +52,8 @@ from .. import _options
 from .._core import InputError
 from ..data.schema import parse_edge_type
 from ..inference.scoring import decode_pairs, exact_rows, split_scores
-from ..models.hetero import hetero_batch_to_dicts
+from ..models.gnn import build_decoder
+from ..models.hetero import HeteroModel, hetero_batch_to_dicts
 from ..sampling import hyper as hetero_hyper
 from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler
 from ..sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
@@ -83,8 +84,6 @@ def link_config(ds: Any, relation: str, model: str, hidden: int, layers: int, em
 def _build_model(cfg: Mapping[str, Any]) -> Any:
     import torch
 
-    from ..models.gnn import build_decoder
-    from ..models.hetero import HeteroModel
 
     class HeteroLinkModel(torch.nn.Module):
         """Encoders ``encoders["src"]`` (rows of type ``S``) and ``encoders["dst"]`` (type ``D``;

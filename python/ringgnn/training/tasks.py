@@ -31,11 +31,15 @@ import numpy as np
 from .. import _options
 from .._core import InputError
 from ..data.dataset import Dataset
+from ..inference import metrics
 from ..inference.run import run_inference
-from ..inference.scoring import decode_pairs
+from ..inference.scoring import decode_pairs, embed_endpoints
 from ..models.checkpoints import Checkpoint, load_checkpoint, save
 from ..models.gnn import MODELS, activation_bytes, build_link_model, build_model, forward
+from ..sampling import cuda
+from ..sampling.links import LinkLoader, LinkPairs, NegativeSampling
 from ..sampling.loader import Loader
+from . import distributed
 
 
 class Task:
@@ -112,7 +116,6 @@ class Task:
         copied ahead on a side stream (``ringgnn.sampling.cuda``)."""
         if opts["device"] != "cuda":
             return dict(loaders), ""
-        from ..sampling import cuda  # CUDA runs only
 
         train_loader = loaders[self.train_split]
         gpu_cache = opts["gpu_cache"]
@@ -224,8 +227,6 @@ class Task:
         """Under ``torchrun``: each rank takes its share of every epoch's batches of every
         loader (see ``ringgnn.training.distributed``), the training split's padded so that every rank
         steps as often."""
-        from . import distributed
-
         for split, loader in loaders.items():
             loader.batches = distributed.shard(len(loader), ranks.rank, ranks.world_size, pad=split == self.train_split)
 
@@ -351,8 +352,6 @@ class LinkPrediction(Task):
     METRICS = ("auc", "mrr", "hits")
 
     def __init__(self, decoder: str = "dot", neg_ratio: float = 1.0, neg_weight: str = "uniform"):
-        from ..sampling.links import NegativeSampling
-
         self.decoder = decoder
         self.neg = NegativeSampling("binary", neg_ratio, neg_weight)
         #: The pairs, candidates and sorted distinct nodes of each held-out split (set by loader()).
@@ -381,13 +380,9 @@ class LinkPrediction(Task):
                           decoder=net.decoder)
 
     def batch_seeds(self, batch_size: int, ds: Dataset) -> int:
-        from ..sampling.links import LinkPairs
-
         return LinkPairs(ds, 0, self.neg).most_seeds(batch_size)
 
     def loader(self, ds: Dataset, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
-        from ..sampling.links import LinkLoader
-
         if split == self.train_split:
             return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=self.neg, **opts)
         # A held-out split is scored from one sampled embedding per node it names (its pairs'
@@ -406,8 +401,6 @@ class LinkPrediction(Task):
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
         """Each rank trains on its share of the link batches; every rank embeds every node of
         the held-out splits (their pairs need all of them) and scores its share of the pairs."""
-        from . import distributed
-
         tr = self.train_split
         loaders[tr].batches = distributed.shard(len(loaders[tr]), ranks.rank, ranks.world_size)
         self._share = (ranks.rank, ranks.world_size)
@@ -424,8 +417,6 @@ class LinkPrediction(Task):
         """Per split: ``[n, AUC * n, sum 1/rank, hits...]`` over this rank's share of the pairs
         (pairs ``i`` with ``i % world == rank``), AUC being the whole split's (every rank scores
         every pair: the same value), so that the sums over the ranks give the exact scores."""
-        from ..inference import metrics
-
         rank, world = self._share
         sums: List[float] = []
         for split in self.eval_splits:
@@ -452,8 +443,6 @@ class LinkPrediction(Task):
         return pos, (decode_pairs(net.decoder, z, nodes, negs)[0] if shared else neg), shared
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
-        from ..inference import metrics
-
         out: Dict[str, Any] = {}
         width = 2 + len(metrics.KS) + 1
         for i, split in enumerate(self.eval_splits):
@@ -511,8 +500,6 @@ def layerwise_link_scores(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] =
     """Exact scores (full neighborhoods) of a link model on each held-out split, from one
     layer-wise inference of every node the splits name (``ringgnn.inference.scoring.embed_endpoints``);
     ``{split: {"auc", "mrr", "hits"}}``."""
-    from ..inference import metrics
-    from ..inference.scoring import embed_endpoints
 
     pairs = [ds.edge_split(s, mmap=True) for s in splits]
     shared = [ds.edge_shared_negatives(s, mmap=True) for s in splits]
