@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _core
 from .._files import os_errors
+from ..data.schema import parse_edge_type
 
 #: Budget bytes per cached row besides the row: its id in the cache's lookup array
 #: (``INDEX_BYTES_PER_ROW`` of ``crates/ringgnn-features/src/cache.rs``).
@@ -59,7 +60,7 @@ def source_hits(ds: Any, t: str, relations: Iterable[str], chunk: int = COUNT_CH
     n = ds.num_nodes_dict[t]
     hits = np.zeros(n, dtype=np.uint32)
     for r in relations:
-        if r.split(":")[0] != t:
+        if parse_edge_type(r)[0] != t:
             continue
         part = ds.relation(r)
         dtype = np.uint32 if part.manifest["graph"]["indices_dtype"] == "u32" else np.uint64

@@ -36,6 +36,7 @@ import numpy as np
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset, PathLike
+from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .plan import HeteroPlan, plan_hetero, relation_bytes
@@ -146,7 +147,7 @@ class HeteroSample:
                 v = x[t]
                 data[t].x = v if isinstance(v, torch.Tensor) else torch.from_numpy(v)
         for r in self.row:
-            et = tuple(r.split(":"))
+            et = parse_edge_type(r)
             data[et].edge_index = torch.from_numpy(self.edge_index(r))
             data[et].num_sampled_edges = list(self.num_sampled_edges[r])
             if self.edge is not None:

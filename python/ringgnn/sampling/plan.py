@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import _options
 from .._core import InputError
+from ..data.schema import parse_edge_type
 from .features import (INDEX_BYTES_PER_ROW, CacheChoice, choose_cache_rows, feature_file_bytes, ranked_groups,
                        row_bytes, source_hits)
 
@@ -193,7 +194,7 @@ def training_reserve(net: Any) -> int:
 def relation_bytes(ds: Any) -> Tuple[int, Dict[str, int]]:
     """(offset indexes of every relation, neighbor-file bytes per relation)."""
     m = ds.manifest
-    index = sum(8 * (m["node_types"][r.split(":")[2]]["num_nodes"] + 1) for r in ds.relations)
+    index = sum(8 * (m["node_types"][parse_edge_type(r)[2]]["num_nodes"] + 1) for r in ds.relations)
     width = {"u32": 4, "u64": 8}
     files = {r: i["num_edges"] * width[i["graph"]["indices_dtype"]] for r, i in m["relations"].items()}
     return index, files
@@ -213,7 +214,7 @@ def expected_reads(ds: Any, fanouts: Mapping[str, List[int]], target: Optional[s
     for k in range(hops):
         new: Dict[str, float] = {}
         for r in sorted(fanouts):
-            s, _, d = r.split(":")
+            s, _, d = parse_edge_type(r)
             f = fanouts[r][k]
             if f == 0 or not front.get(d):
                 continue
