@@ -338,7 +338,7 @@ impl HeteroSampler {
                 s.sample_typed(&refs, self.seed, epoch, batch, self.with_edge_ids)
             })
             .map_err(SamplerError)?;
-        self.to_dict(py, out)
+        sample_dict(py, &self.types, &self.relations, out)
     }
 
     /// Sample several batches of epoch `epoch` together (a hyperbatch: each relation's file
@@ -374,7 +374,9 @@ impl HeteroSampler {
                 s.sample_many(&reqs, self.seed, epoch, self.with_edge_ids)
             })
             .map_err(SamplerError)?;
-        outs.into_iter().map(|o| self.to_dict(py, o)).collect()
+        outs.into_iter()
+            .map(|o| sample_dict(py, &self.types, &self.relations, o))
+            .collect()
     }
 
     /// Upper bounds on one sample with `seeds[type]` seeds of each type given (others none):
@@ -468,40 +470,43 @@ impl HeteroSampler {
         }
         Ok(out)
     }
+}
 
-    /// A core sample as the dict `sample` returns.
-    fn to_dict<'py>(&self, py: Python<'py>, out: HeteroSample) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let per = |names: &[String], v: Vec<Vec<u64>>| -> PyResult<Bound<'py, PyDict>> {
-            let x = PyDict::new(py);
-            for (n, a) in names.iter().zip(v) {
-                let a: Vec<i64> = a.into_iter().map(|x| x as i64).collect();
-                x.set_item(n, a.into_pyarray(py))?;
-            }
-            Ok(x)
-        };
-        let counts = |names: &[String], v: Vec<Vec<usize>>| -> PyResult<Bound<'py, PyDict>> {
-            let x = PyDict::new(py);
-            for (n, c) in names.iter().zip(v) {
-                x.set_item(n, c)?;
-            }
-            Ok(x)
-        };
-        d.set_item("node", per(&self.types, out.node)?)?;
-        d.set_item(
-            "num_sampled_nodes",
-            counts(&self.types, out.num_sampled_nodes)?,
-        )?;
-        d.set_item("row", per(&self.relations, out.row)?)?;
-        d.set_item("col", per(&self.relations, out.col)?)?;
-        d.set_item(
-            "num_sampled_edges",
-            counts(&self.relations, out.num_sampled_edges)?,
-        )?;
-        match out.edge {
-            Some(e) => d.set_item("edge", per(&self.relations, e)?)?,
-            None => d.set_item("edge", py.None())?,
+/// A core sample as the dict `HeteroSampler.sample` (and the server's typed `sample`) returns:
+/// per node type (`types`) and per relation (`relations`), in the sampler's order.
+pub(crate) fn sample_dict<'py>(
+    py: Python<'py>,
+    types: &[String],
+    relations: &[String],
+    out: HeteroSample,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let per = |names: &[String], v: Vec<Vec<u64>>| -> PyResult<Bound<'py, PyDict>> {
+        let x = PyDict::new(py);
+        for (n, a) in names.iter().zip(v) {
+            let a: Vec<i64> = a.into_iter().map(|x| x as i64).collect();
+            x.set_item(n, a.into_pyarray(py))?;
         }
-        Ok(d)
+        Ok(x)
+    };
+    let counts = |names: &[String], v: Vec<Vec<usize>>| -> PyResult<Bound<'py, PyDict>> {
+        let x = PyDict::new(py);
+        for (n, c) in names.iter().zip(v) {
+            x.set_item(n, c)?;
+        }
+        Ok(x)
+    };
+    d.set_item("node", per(types, out.node)?)?;
+    d.set_item("num_sampled_nodes", counts(types, out.num_sampled_nodes)?)?;
+    d.set_item("row", per(relations, out.row)?)?;
+    d.set_item("col", per(relations, out.col)?)?;
+    d.set_item(
+        "num_sampled_edges",
+        counts(relations, out.num_sampled_edges)?,
+    )?;
+    match out.edge {
+        Some(e) => d.set_item("edge", per(relations, e)?)?,
+        None => d.set_item("edge", py.None())?,
     }
+    Ok(d)
 }

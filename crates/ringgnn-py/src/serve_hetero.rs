@@ -11,10 +11,11 @@ use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use ringgnn_io::BackendKind;
-use ringgnn_sampler::{Fanout, HeteroSample, MAX_FANOUT};
+use ringgnn_sampler::{Fanout, MAX_FANOUT};
 use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest, Limits};
 
 use crate::errors::input_error;
+use crate::hetero::sample_dict;
 use crate::serve::{deadline, serve_error, stats_dict, CancelToken};
 
 /// Fanouts per relation from Python: (relation, one fanout per hop) for every relation, in any
@@ -73,39 +74,6 @@ impl HeteroEngine {
                 types.join(", ")
             ))
         })
-    }
-
-    fn sample_dict<'py>(&self, py: Python<'py>, out: HeteroSample) -> PyResult<Bound<'py, PyDict>> {
-        let types = self.inner.node_types();
-        let per = |names: &[String], v: Vec<Vec<u64>>| -> PyResult<Bound<'py, PyDict>> {
-            let x = PyDict::new(py);
-            for (n, a) in names.iter().zip(v) {
-                let a: Vec<i64> = a.into_iter().map(|x| x as i64).collect();
-                x.set_item(n, a.into_pyarray(py))?;
-            }
-            Ok(x)
-        };
-        let counts = |names: &[String], v: Vec<Vec<usize>>| -> PyResult<Bound<'py, PyDict>> {
-            let x = PyDict::new(py);
-            for (n, c) in names.iter().zip(v) {
-                x.set_item(n, c)?;
-            }
-            Ok(x)
-        };
-        let d = PyDict::new(py);
-        d.set_item("node", per(types, out.node)?)?;
-        d.set_item("num_sampled_nodes", counts(types, out.num_sampled_nodes)?)?;
-        d.set_item("row", per(&self.relations, out.row)?)?;
-        d.set_item("col", per(&self.relations, out.col)?)?;
-        d.set_item(
-            "num_sampled_edges",
-            counts(&self.relations, out.num_sampled_edges)?,
-        )?;
-        match out.edge {
-            Some(e) => d.set_item("edge", per(&self.relations, e)?)?,
-            None => d.set_item("edge", py.None())?,
-        }
-        Ok(d)
     }
 }
 
@@ -318,7 +286,10 @@ impl HeteroEngine {
                 Some(d)
             }
         };
-        Ok((self.sample_dict(py, s)?, x))
+        Ok((
+            sample_dict(py, self.inner.node_types(), &self.relations, s)?,
+            x,
+        ))
     }
 
     /// The feature rows of `nodes` of type `node_type`: an f32 array `[rows, dim]`, or with
