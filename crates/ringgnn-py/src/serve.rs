@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict};
 use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
 use ringgnn_sampler::SampleOptions;
 use ringgnn_serve::grpc::{Delegate, GrpcOptions, InfoFields, Method, Refusal};
-use ringgnn_serve::{EngineOptions, Limits, SampleRequest, ServeError};
+use ringgnn_serve::{EngineOptions, FeatureRows, Limits, SampleRequest, ServeError};
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
 
@@ -368,15 +368,8 @@ impl Engine {
         let rows = py
             .detach(|| self.inner.features(&ids, deadline, token))
             .map_err(serve_error)?;
-        if stored {
-            let dtype = self.dtype.unwrap_or(FeatureDtype::F32);
-            let bytes = py.detach(|| rows.to_stored(dtype));
-            return Ok(PyBytes::new(py, &bytes).into_any());
-        }
-        let (r, d) = (rows.rows, rows.dim);
-        let arr = rows.data.into_pyarray(py);
-        let arr: Bound<'py, PyArray2<f32>> = arr.reshape([r, d])?;
-        Ok(arr.into_any())
+        let stored = stored.then(|| self.dtype.unwrap_or(FeatureDtype::F32));
+        rows_reply(py, rows, stored)
     }
 
     /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
@@ -537,4 +530,20 @@ impl GrpcServer {
             py.detach(move || s.stop(grace));
         }
     }
+}
+
+/// Feature rows as a features call answers them: the stored bytes in `stored`'s dtype (what the
+/// gRPC reply carries), or a float32 `(rows, dim)` array when `stored` is None.
+pub(crate) fn rows_reply<'py>(
+    py: Python<'py>,
+    rows: FeatureRows,
+    stored: Option<FeatureDtype>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(dtype) = stored {
+        let bytes = py.detach(|| rows.to_stored(dtype));
+        return Ok(PyBytes::new(py, &bytes).into_any());
+    }
+    let (r, d) = (rows.rows, rows.dim);
+    let arr: Bound<'py, PyArray2<f32>> = rows.data.into_pyarray(py).reshape([r, d])?;
+    Ok(arr.into_any())
 }

@@ -9,14 +9,14 @@ use std::path::PathBuf;
 
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 use ringgnn_io::BackendKind;
 use ringgnn_sampler::{Fanout, MAX_FANOUT};
 use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest, Limits};
 
 use crate::errors::input_error;
 use crate::hetero::sample_dict;
-use crate::serve::{deadline, serve_error, stats_dict, CancelToken};
+use crate::serve::{deadline, rows_reply, serve_error, stats_dict, CancelToken};
 
 /// Fanouts per relation from Python: (relation, one fanout per hop) for every relation, in any
 /// order; returned in the engine's relation order.
@@ -313,15 +313,11 @@ impl HeteroEngine {
         let rows = py
             .detach(|| self.inner.features(t, ids, deadline, token))
             .map_err(serve_error)?;
-        if stored {
+        let stored = stored.then(|| {
             let dtype = self.inner.feature_info()[t].map(|(_, d)| d);
-            let dtype = dtype.expect("a type with features");
-            let bytes = py.detach(|| rows.to_stored(dtype));
-            return Ok(PyBytes::new(py, &bytes).into_any());
-        }
-        let (r, d) = (rows.rows, rows.dim);
-        let arr: Bound<'py, PyArray2<f32>> = rows.data.into_pyarray(py).reshape([r, d])?;
-        Ok(arr.into_any())
+            dtype.expect("a type with features")
+        });
+        rows_reply(py, rows, stored)
     }
 
     /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
