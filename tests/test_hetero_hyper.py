@@ -108,21 +108,34 @@ def test_auto_is_one_when_every_neighbor_file_is_in_memory(mag):
     assert loader.hyperbatch_size() == (1, "1 (auto: every neighbor file is in memory, nothing to share)")
 
 
-def test_auto_fits_the_held_batches_in_the_batches_share(mag):
+def test_auto_fits_the_held_batches_measured_in_the_batches_share(mag):
     loader = HeteroLoader(mag, [4, 3], "paper", backend="pread", threads=2, prefetch=2, batch_size=64)
     sampler = loader.sampler
+    seeds = loader.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
+    probes = loader._core_loader().probe(seeds)
+    assert len(probes) == 3
     bound = sampler.bound({"paper": 64})
-    per = hetero_hyper.batch_bound(bound, {"paper": 4 * 64}, "paper", True)
-    # By hand: the state bound, edge_index, 64-d float32 rows of every paper, labels.
-    edges = sum(bound["edges"].values())
-    assert per == bound["state_bytes"] + 16 * edges + 256 * bound["nodes"]["paper"] + 8 * bound["nodes"]["paper"]
+    upper = hetero_hyper.batch_bound(bound, {"paper": 4 * 64}, "paper", True)
+    for i, (ids, p) in enumerate(zip(seeds, probes)):
+        # By hand: the probe batch is batch i of the probe epoch, sampled alone; it holds its
+        # sample's ids (8 B each), 64-d float32 rows of every paper and their int64 labels.
+        s = sampler.sample(ids, "paper", epoch=2**64 - 3, batch=i)
+        ints = sum(len(v) for v in s.node.values()) + 2 * sum(len(v) for v in s.row.values())
+        assert p["batch"] == 8 * ints + (256 + 8) * len(s.node["paper"])
+        assert p["edges"] == sum(len(v) for v in s.row.values())
+        assert p["state"] > 0
+        # Measured is below the bound (the reason to measure: bounds leave H at 1 under a cap).
+        assert p["state"] + p["batch"] + 16 * p["edges"] <= upper
+    per = hetero_hyper.measured_bytes(probes)
+    assert per == int(1.5 * max(p["state"] + p["batch"] + 16 * p["edges"] for p in probes))
+    assert loader.probe_batch_bytes() == per
     h, why = loader.hyperbatch_size()
     share = loader.plan.batch_memory // 2  # half of the batches' half
     held = (hetero_hyper.jobs_in_flight(h, 2, 2) + 1) * h * per
     assert held <= share or h == 1
     if h < -(-len(loader) // 2):
         assert (hetero_hyper.jobs_in_flight(h + 1, 2, 2) + 1) * (h + 1) * per > share
-    assert why.startswith(f"{h} (auto: 2 threads")
+    assert why.startswith(f"{h} (auto: 2 threads") and "measured on 3 probe batches" in why
 
 
 def test_choose_by_hand():

@@ -19,6 +19,7 @@ mod progress;
 mod sampler;
 mod serve;
 mod temp;
+mod typed;
 
 use pyo3::prelude::*;
 
@@ -41,6 +42,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<features::SourcePartitions>()?;
     m.add_class::<hetero::HeteroGraph>()?;
     m.add_class::<hetero::HeteroSampler>()?;
+    m.add_class::<typed::TypedLoader>()?;
+    m.add_class::<typed::TypedEpoch>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::LoaderEpoch>()?;
     m.add_class::<loader::HostBuffer>()?;
