@@ -367,9 +367,14 @@ class HeteroLoader:
 
     ``hyperbatch``: batches a worker thread samples together (``H`` consecutive batches of the
     epoch, each relation's file read once per hop for all of them, then each batch's features
-    gathered), or ``"auto"``: from a share of the plan's budget (``ringgnn.hetero_hyper``;
-    1 when every neighbor file is in memory). Batches are the same whatever ``H``;
-    :meth:`hyperbatch_size` says what was chosen and why.
+    gathered when it is among the next ``prefetch``), or ``"auto"``: from a share of the plan's
+    budget and probe batches measured (``ringgnn.hetero_hyper``; 1 when every neighbor file is
+    in memory). Batches are the same whatever ``H``; :meth:`hyperbatch_size` says what was
+    chosen and why.
+
+    The batches are made by the Rust typed loader (``_core.TypedLoader``,
+    ``crates/ringgnn-loader/src/typed``) on its worker pipeline; this class holds the options,
+    the plan, the seeds and their shuffle, and turns each batch into ``HeteroData``.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
@@ -475,10 +480,10 @@ class HeteroLoader:
         return self._core[1]
 
     def probe_batch_bytes(self) -> int:
-        """What one batch holds at most, measured (``ringgnn.hetero_hyper.measured_bytes``) on the
-        first :data:`ringgnn.hetero_hyper.PROBE_BATCHES` batches of epoch 0, each sampled alone
-        from disk as a probe: the sampler's workspaces for it, its sample, rows and labels, and
-        the consumer's ``edge_index`` copy."""
+        """What one batch holds at most while its hyperbatch is sampled, measured
+        (``ringgnn.hetero_hyper.measured_bytes``) on the first
+        :data:`ringgnn.hetero_hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
+        as a probe: its share of the sampler's workspaces and its sample."""
         seeds = self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
         return hetero_hyper.measured_bytes(self._core_loader().probe(seeds))
 
@@ -493,7 +498,7 @@ class HeteroLoader:
             self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
                                               share=hetero_hyper.share(self.plan.batch_memory), per_batch=per_batch,
                                               threads=self.threads, prefetch=self.prefetch, batches=max(1, len(self)),
-                                              measured=True)
+                                              lazy=True)
             logger.info("hyperbatch: %s", self._hyper[1])
         return self._hyper
 
@@ -522,7 +527,7 @@ class HeteroLoader:
         h = self.hyperbatch_size()[0]
         jobs = [[(b, seeds[b]) for b in order[i:i + h]] for i in range(0, len(order), h)]
         window = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch) * h
-        run = self._core_loader().epoch(self.epoch, jobs, self.threads, window)
+        run = self._core_loader().epoch(self.epoch, jobs, self.threads, window, self.prefetch)
         try:
             for out in run:
                 yield self._data(out, seeds[out["batch"]])

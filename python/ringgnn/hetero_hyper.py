@@ -11,12 +11,16 @@ the other half of it is left to what every loader needs whatever H, the model's 
 the threads' read buffers. When every neighbor file is held in memory there is nothing to
 share: H is 1.
 
-What a batch holds is **measured** for :class:`ringgnn.HeteroLoader` (:func:`measured_bytes`:
-:data:`PROBE_BATCHES` batches sampled alone from disk by the Rust typed loader, each its
-sampler's workspaces, its sample, rows and labels, and the consumer's ``edge_index`` copy, the
-largest times :data:`MEASURED_MARGIN`); the upper bounds (:func:`batch_bound`: the core's
-``state_bytes``, ``edge_index``, rows, labels) are about three times what real batches hold, so
-under a tight cap they leave H at 1. The link batches still size H from the bounds.
+**The node loader** (:class:`ringgnn.HeteroLoader`, on the Rust typed loader) gathers a
+batch's feature rows only when it is among the next ``prefetch`` the consumer takes, so a
+hyperbatch costs ``H`` *samples* per worker, not ``H`` batches of rows: ``"auto"`` (``lazy``)
+fits ``threads * H`` sampled batches in the share, each as **measured**
+(:func:`measured_bytes`: :data:`PROBE_BATCHES` batches sampled from disk as one probe
+hyperbatch, each its share of the sampler's workspaces and its sample, the largest times
+:data:`MEASURED_MARGIN`); the rows of the ``prefetch`` batches are held whatever H, in the other
+half. **The link batches** gather as they sample and size H from upper bounds
+(:func:`batch_bound`: the core's ``state_bytes``, ``edge_index``, rows, labels; about three
+times what real batches hold): ``(jobs_in_flight + 1) * H`` of them fit the share.
 """
 
 from __future__ import annotations
@@ -57,11 +61,11 @@ MEASURED_MARGIN = 1.5
 
 
 def measured_bytes(probes: Sequence[Dict[str, int]]) -> int:
-    """What one batch holds at most, from probe batches measured by ``_core.TypedLoader.probe``
-    (each ``state``: the sampler's workspaces, ``batch``: sample, rows, labels, ``edges``): the
-    largest of ``state + batch + 16 * edges`` (the ``edge_index`` the consumer copies) times
+    """What one batch holds at most while its hyperbatch is sampled, from probe batches
+    measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's
+    workspaces, ``batch``: its sample): the largest ``state + batch`` times
     :data:`MEASURED_MARGIN`; 0 without probes."""
-    most = max((p["state"] + p["batch"] + 16 * p["edges"] for p in probes), default=0)
+    most = max((p["state"] + p["batch"] for p in probes), default=0)
     return int(MEASURED_MARGIN * most)
 
 
@@ -86,12 +90,13 @@ def batch_bound(bound: Dict[str, Any], row_bytes: Dict[str, int], target: str, l
 
 
 def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int, threads: int, prefetch: int,
-           batches: int, measured: bool = False) -> Tuple[int, str]:
+           batches: int, lazy: bool = False) -> Tuple[int, str]:
     """(H, why in words). ``asked``: a number fixes H (at most the epoch's ``batches``); None is
     ``"auto"``: 1 when the neighbor files are all in memory, else the largest H at most
     ``ceil(batches / threads)`` (so every thread has a job) whose held batches,
     ``(jobs_in_flight + 1) * H`` of ``per_batch`` bytes at most, fit ``share``; at least 1.
-    ``measured``: ``per_batch`` was measured (:func:`measured_bytes`), not an upper bound."""
+    ``lazy``: rows are gathered only for the ``prefetch`` batches next in line, and ``per_batch``
+    is a sampled batch as measured (:func:`measured_bytes`): ``threads * H`` of them fit."""
     from .cli._format import human_bytes  # the commands' format; importing it at the top would be circular
 
     if asked is not None:
@@ -102,13 +107,14 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
     cap = max(1, -(-batches // threads))
 
     def held(h: int) -> int:
-        return (jobs_in_flight(h, threads, prefetch) + 1) * h * per_batch
+        return (threads if lazy else jobs_in_flight(h, threads, prefetch) + 1) * h * per_batch
 
     h = cap
     while h > 1 and held(h) > share:
         h -= 1
     fits = "fit in" if held(h) <= share else "exceed, even one batch at a time,"
-    each = (f"{human_bytes(per_batch)} per batch (measured on {PROBE_BATCHES} probe batches, "
-            f"x{MEASURED_MARGIN})") if measured else f"at most {human_bytes(per_batch)} per batch"
+    each = (f"{human_bytes(per_batch)} per sampled batch (measured on {PROBE_BATCHES} probe batches, "
+            f"x{MEASURED_MARGIN}), rows gathered for the next {prefetch}") if lazy else \
+        f"at most {human_bytes(per_batch)} per batch"
     return h, (f"{h} (auto: {threads} threads, {each}; "
                f"{human_bytes(held(h))} held {fits} the hyperbatches' {human_bytes(share)})")

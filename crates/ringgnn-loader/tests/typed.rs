@@ -128,7 +128,8 @@ fn jobs(h: usize) -> Vec<TypedJob> {
 
 fn run(l: &TypedLoader, h: usize, threads: usize) -> Vec<TypedBatch> {
     let one = NonZeroUsize::new(threads).unwrap();
-    l.epoch(3, jobs(h), one, NonZeroUsize::new(2 * h).unwrap())
+    let ahead = NonZeroUsize::new(1 + h % 2).unwrap();
+    l.epoch(3, jobs(h), one, NonZeroUsize::new(2 * h).unwrap(), ahead)
         .unwrap()
         .map(|b| b.unwrap())
         .collect()
@@ -193,8 +194,17 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
     assert_eq!(base.stats()[paper].rows_requested, before);
     // Six passes over the epoch: five runs on `base` and the batches it made.
     assert_eq!(before, 6 * rows);
-    for p in &probes {
-        assert!(p.state > 0 && p.batch > 0 && p.edges > 0);
+    let mut alone = graph
+        .sampler(&fanouts(&graph), false, None)
+        .unwrap()
+        .sampler;
+    for (i, (p, seeds)) in probes.iter().zip([&[0u64, 1][..], &[2]]).enumerate() {
+        let s = alone
+            .sample_typed(&[(paper, seeds)], 7, u64::MAX - 2, i as u64, false)
+            .unwrap();
+        assert_eq!(p.batch, s.bytes());
+        assert_eq!(p.edges, s.row.iter().map(|r| r.len() as u64).sum::<u64>());
+        assert!(p.state > 0);
     }
 }
 
@@ -209,7 +219,9 @@ fn bad_input_is_refused_with_what_to_do() {
         Err(e) => panic!("not an input error: {e}"),
         Ok(_) => panic!("accepted"),
     };
-    let m = err(l.epoch(0, vec![vec![(0, vec![8])]], one, one).map(drop));
+    let m = err(l
+        .epoch(0, vec![vec![(0, vec![8])]], one, one, one)
+        .map(drop));
     assert!(
         m.contains("seed node 8 of node type paper is out of range"),
         "{m}"

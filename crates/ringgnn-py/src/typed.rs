@@ -113,8 +113,9 @@ impl TypedLoader {
     }
 
     /// The batches of epoch `epoch` as jobs: `jobs[j]` is a list of (batch index, seeds), the
-    /// batches one worker samples together; `threads` workers, at most `window` batches made
-    /// and not yet taken.
+    /// batches one worker samples together; `threads` workers, a job started when its first
+    /// batch is among the next `window` the consumer takes, a batch's rows gathered when it is
+    /// among the next `prefetch`.
     fn epoch(
         &self,
         py: Python<'_>,
@@ -122,6 +123,7 @@ impl TypedLoader {
         jobs: Vec<Vec<(u64, PyReadonlyArray1<'_, i64>)>>,
         threads: usize,
         window: usize,
+        prefetch: usize,
     ) -> PyResult<TypedEpoch> {
         let jobs = jobs
             .iter()
@@ -133,8 +135,9 @@ impl TypedLoader {
             .collect::<PyResult<Vec<_>>>()?;
         let len = jobs.iter().map(Vec::len).sum();
         let (threads, window) = (nonzero(threads, "threads")?, nonzero(window, "window")?);
+        let prefetch = nonzero(prefetch, "prefetch")?;
         let run = py
-            .detach(|| self.inner.epoch(epoch, jobs, threads, window))
+            .detach(|| self.inner.epoch(epoch, jobs, threads, window, prefetch))
             .map_err(LoaderError)?;
         Ok(TypedEpoch {
             len,
@@ -165,9 +168,9 @@ impl TypedLoader {
             .collect()
     }
 
-    /// What each batch of `seeds` holds, measured (each sampled alone, as a probe): a list of
-    /// dicts of `state` (the sampler's workspaces for it), `batch` (sample, rows, labels) and
-    /// `edges`.
+    /// What each batch of `seeds` holds while its hyperbatch is sampled, measured (sampled
+    /// together as a probe hyperbatch): a list of dicts of `state` (its share of the sampler's
+    /// workspaces), `batch` (its sample) and `edges`.
     fn probe<'py>(
         &self,
         py: Python<'py>,

@@ -9,9 +9,9 @@
 //! - [`TypedLoader::epoch`]: an epoch as jobs, handed out in order by a [`Run`]; batch `i` of
 //!   epoch `e` is the same whatever `H` and the threads (its random streams are picked by
 //!   `(seed, e, i)` alone).
-//! - [`TypedLoader::probe`]: what one batch really holds, measured on probe batches, so that
-//!   `H` is sized from what batches take rather than from their upper bounds (about three times
-//!   larger on real graphs).
+//! - [`TypedLoader::probe`]: what one batch holds while its hyperbatch is sampled, measured on
+//!   probe batches, so that `H` is sized from what batches take rather than from their upper
+//!   bounds (about three times larger on real graphs).
 
 pub mod graph;
 pub mod stage;
@@ -51,14 +51,14 @@ pub struct TypedLoader {
     stats: Arc<Mutex<Vec<GatherStats>>>,
 }
 
-/// What one probe batch held, measured.
+/// What one probe batch held while sampled, measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProbeBytes {
-    /// The sampler's workspaces after sampling it alone: its dedup maps and hop buffers.
+    /// Its share of the sampler's workspaces: its dedup maps and hop buffers.
     pub state: u64,
-    /// The batch as handed out: sample, feature rows, labels.
+    /// Its sample.
     pub batch: u64,
-    /// Its sampled edges (the consumer's `edge_index` copies them).
+    /// Its sampled edges.
     pub edges: u64,
 }
 
@@ -120,7 +120,12 @@ impl TypedLoader {
     }
 
     /// The stage of epoch `epoch`; its gathers count in `stats`.
-    fn stage(&self, epoch: u64, stats: Arc<Mutex<Vec<GatherStats>>>) -> TypedStage {
+    fn stage(
+        &self,
+        epoch: u64,
+        prefetch: usize,
+        stats: Arc<Mutex<Vec<GatherStats>>>,
+    ) -> TypedStage {
         TypedStage {
             graph: self.graph.clone(),
             fanouts: self.fanouts.clone(),
@@ -131,6 +136,7 @@ impl TypedLoader {
             rows: self.rows.clone(),
             labels: self.labels.clone(),
             epoch,
+            prefetch,
             stats,
         }
     }
@@ -151,14 +157,16 @@ impl TypedLoader {
     }
 
     /// Run `jobs` (each a hyperbatch: its batches' indices and seeds) of epoch `epoch` on
-    /// `threads` workers; at most `window` batches are made and not yet taken (see
-    /// [`ringgnn_pipeline`]). The run hands the batches out in job order.
+    /// `threads` workers; a worker starts a job only when its first batch is among the next
+    /// `window` the consumer will take (see [`ringgnn_pipeline`]), and gathers a batch's rows
+    /// only when it is among the next `prefetch`. The run hands the batches out in job order.
     pub fn epoch(
         &self,
         epoch: u64,
         jobs: Vec<TypedJob>,
         threads: NonZeroUsize,
         window: NonZeroUsize,
+        prefetch: NonZeroUsize,
     ) -> Result<Run<TypedBatch, Error>> {
         self.check(&jobs)?;
         let jobs: Vec<(TypedJob, usize)> = jobs
@@ -170,7 +178,7 @@ impl TypedLoader {
             .collect();
         let opts = RunOptions::new(threads, window, "ringgnn-typed");
         Run::start(
-            Arc::new(self.stage(epoch, self.stats.clone())),
+            Arc::new(self.stage(epoch, prefetch.get(), self.stats.clone())),
             Jobs::new(jobs),
             opts,
         )
@@ -179,7 +187,7 @@ impl TypedLoader {
     /// The batches of `job` of epoch `epoch` made on the calling thread (one hyperbatch).
     pub fn make(&self, epoch: u64, job: TypedJob) -> Result<Vec<TypedBatch>> {
         self.check(std::slice::from_ref(&job))?;
-        let stage = self.stage(epoch, self.stats.clone());
+        let stage = self.stage(epoch, 1, self.stats.clone());
         let mut w = stage.worker(None)?;
         let samples = stage.sample(&mut w, &job)?;
         job.iter()
@@ -188,31 +196,34 @@ impl TypedLoader {
             .collect()
     }
 
-    /// What each batch of `seeds` holds (see [`ProbeBytes`]), each sampled alone by a fresh
-    /// worker (so the workspaces measured are its own) as batch `i` of [`PROBE_EPOCH`]. Its
-    /// reads are not counted in [`Self::stats`].
+    /// What each batch of `seeds` holds while its hyperbatch is sampled (see [`ProbeBytes`]):
+    /// the batches sampled together as one hyperbatch, batch `i` of [`PROBE_EPOCH`], by a
+    /// fresh worker (so the workspaces measured are theirs alone, shared evenly). Nothing is
+    /// gathered.
     pub fn probe(&self, seeds: &[Vec<u64>]) -> Result<Vec<ProbeBytes>> {
-        let stats = Arc::new(Mutex::new(vec![GatherStats::default(); self.rows.len()]));
-        let stage = self.stage(PROBE_EPOCH, stats);
-        let mut out = Vec::with_capacity(seeds.len());
-        for (i, s) in seeds.iter().enumerate() {
-            let job = vec![(i as u64, s.clone())];
-            self.check(std::slice::from_ref(&job))?;
-            let mut w = stage.worker(None)?;
-            let sample = stage
-                .sample(&mut w, &job)?
-                .pop()
-                .expect("one sample per batch");
-            let state = w.sampler.held_bytes();
-            let edges = sample.row.iter().map(|r| r.len() as u64).sum();
-            let batch = stage.gather(&mut w, i as u64, sample)?;
-            out.push(ProbeBytes {
-                state,
-                batch: batch.bytes(),
-                edges,
-            });
+        if seeds.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let job: TypedJob = seeds
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, s)| (i as u64, s))
+            .collect();
+        self.check(std::slice::from_ref(&job))?;
+        let stats = Arc::new(Mutex::new(vec![GatherStats::default(); self.rows.len()]));
+        let stage = self.stage(PROBE_EPOCH, 1, stats);
+        let mut w = stage.worker(None)?;
+        let samples = stage.sample(&mut w, &job)?;
+        let state = w.sampler.held_bytes() / seeds.len() as u64;
+        Ok(samples
+            .iter()
+            .map(|s| ProbeBytes {
+                state,
+                batch: s.bytes(),
+                edges: s.row.iter().map(|r| r.len() as u64).sum(),
+            })
+            .collect())
     }
 
     /// Gather counters per node type (the graph's order), summed over every epoch's workers.

@@ -3,6 +3,11 @@
 //! ([`HeteroSampler::sample_many`], each relation's file read once per hop for all of them),
 //! then, batch by batch, each type's feature rows gathered and the target's labels, and each
 //! batch handed to the pipeline as soon as it is whole.
+//!
+//! As in the homogeneous [`crate::LoadStage`], a worker starts *gathering* a batch only once it
+//! is among the next `prefetch` the consumer will take ([`Emit::wait_turn`]): samples are small
+//! and feature rows are not, so a hyperbatch of `H` holds `H` samples, never `H` batches of
+//! rows, and the rows held are those of `prefetch` batches whatever `H`.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -81,6 +86,8 @@ pub struct TypedStage {
     pub(crate) labels: Option<Arc<Labels>>,
     /// The epoch every job of this stage belongs to.
     pub(crate) epoch: u64,
+    /// Batches ahead of the consumer whose rows may be gathered (see the module docs).
+    pub(crate) prefetch: usize,
     /// Gather counters per type, summed over the workers as their jobs end.
     pub(crate) stats: Arc<Mutex<Vec<GatherStats>>>,
 }
@@ -190,6 +197,9 @@ impl Stage for TypedStage {
     ) -> Result<()> {
         let samples = self.sample(w, &job)?;
         for ((index, _), sample) in job.iter().zip(samples) {
+            if !out.wait_turn(self.prefetch) {
+                return Err(Error::Input("the epoch was stopped".into()));
+            }
             let batch = self.gather(w, *index, sample)?;
             out.emit(Ok(batch));
         }
