@@ -238,6 +238,7 @@ def main():
     ap.add_argument("--cap", default="1.5G")
     ap.add_argument("--configs", default="memory,disk,auto")
     ap.add_argument("--hyperbatch", type=int, default=8, help="hyper: batches sampled together")
+    ap.add_argument("--memory", default=None, help="loader: the loaders' memory budget (default: the cap)")
     ap.add_argument("--before", default=None, help="loader: the Python package directory of the `old` loader")
     ap.add_argument("--json", default=None, help="also write the runs here")
     ap.add_argument("--batch-share", default="-", help="plan/nocache: the batches' share of the budget (default: "
@@ -259,6 +260,8 @@ def main():
                    args.cap if c in ("auto", "plan", "nocache", "perbatch", "old", "new") or c.startswith("hyper")
                    else "-",
                    args.batch_size, args.hyperbatch, args.batch_share]
+            if args.mode == "loader" and args.memory:
+                cmd[7] = args.memory
             if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
             env = dict(os.environ, PYTHONPATH=args.before) if c == "old" else None
@@ -315,7 +318,8 @@ def loader_table(args, data, size, runs):
     digests = {o["digest"] for rs in runs.values() for o in rs}
     sec0 = statistics.median(o["seconds"] for o in runs["old"])
     print(f"\n{data.name}: {size / 2**30:.2f} GiB of files; the first {args.batches} batches of {args.batch_size} papers "
-          f"of epoch 0, fanouts 15,10, 2 threads, io_uring + O_DIRECT, memory={args.cap} under memcap --drop-caches "
+          f"of epoch 0, fanouts 15,10, 2 threads, io_uring + O_DIRECT, memory={args.memory or args.cap} under memcap "
+          f"--drop-caches "
           f"{args.cap}; median of {args.repeat}; batches identical across runs: {'yes' if len(digests) == 1 else 'NO'}\n")
     print("| loader | hyperbatch (auto) | seconds | vs old | setup s | peak RSS | memcap |")
     print("|---|---|---|---|---|---|---|")
