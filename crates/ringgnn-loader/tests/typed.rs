@@ -205,7 +205,16 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
         assert_eq!(p.batch, s.bytes());
         assert_eq!(p.edges, s.row.iter().map(|r| r.len() as u64).sum::<u64>());
         assert!(p.state > 0);
+        // Rows: authors 2 floats, papers 3, each with 48 bytes of gather scratch; the papers'
+        // int64 labels. Institutions have no features.
+        let n = |t: &str| s.node[graph.types().iter().position(|x| x == t).unwrap()].len() as u64;
+        assert_eq!(p.rows, n("author") * (8 + 48) + n("paper") * (12 + 48 + 8));
     }
+    // Read from disk (pread): the sampler's 8 MiB read buffer and one per type with features.
+    assert_eq!(base.worker_bytes(), 3 * (8 << 20));
+    assert_eq!(loader(&path, None, false).worker_bytes(), 0);
+    // Eight labels below 3, held as int16.
+    assert_eq!(base.held_bytes(), 16);
 }
 
 #[test]

@@ -170,7 +170,8 @@ impl TypedLoader {
 
     /// What each batch of `seeds` holds while its hyperbatch is sampled, measured (sampled
     /// together as a probe hyperbatch): a list of dicts of `state` (its share of the sampler's
-    /// workspaces), `batch` (its sample) and `edges`.
+    /// workspaces), `batch` (its sample), `edges` and `rows` (what gathering it holds: feature
+    /// rows, gather scratch, labels).
     fn probe<'py>(
         &self,
         py: Python<'py>,
@@ -186,9 +187,20 @@ impl TypedLoader {
                 d.set_item("state", p.state)?;
                 d.set_item("batch", p.batch)?;
                 d.set_item("edges", p.edges)?;
+                d.set_item("rows", p.rows)?;
                 Ok(d)
             })
             .collect()
+    }
+
+    /// Bytes the loader holds whatever its epochs: the target's labels.
+    fn held_bytes(&self) -> u64 {
+        self.inner.held_bytes()
+    }
+
+    /// Bytes one worker holds whatever its batches: its read buffers.
+    fn worker_bytes(&self) -> u64 {
+        self.inner.worker_bytes()
     }
 
     /// Feature read counters per type with features, summed over every epoch's workers.

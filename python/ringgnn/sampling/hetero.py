@@ -418,7 +418,6 @@ class HeteroLoader:
         self._hyper: Optional[Tuple[int, str]] = None
         self._core: Optional[Tuple[int, Any]] = None
         self.direct = bool(direct)
-        self.labels = part.labels
         self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
         if features is not None:
             if features.path != self.dataset.path or features.types != self.feature_types:
@@ -456,6 +455,12 @@ class HeteroLoader:
             ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
         return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
 
+    @property
+    def labels(self) -> Optional[np.ndarray]:
+        """Labels of the target type (int64, -1 unlabeled), or None; read on first use (the
+        batches' ``y`` are gathered by the Rust loader from its own copy)."""
+        return self.dataset.node_type(self.target).labels
+
     def feature_stats(self) -> Dict[str, Dict[str, int]]:
         """Per type, the feature reads of this loader's workers (rows, cache hits, pages and bytes
         read), summed, plus those of the shared ``features`` readers' own gathers; the cache's
@@ -478,7 +483,7 @@ class HeteroLoader:
             self._core = (pid, _core.TypedLoader(
                 s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self.target, replace=s.replace,
                 seed=s.seed, features=[(t, protos[t]) for t in self.feature_types],
-                labels=self.labels is not None, with_edge_ids=s.with_edge_ids))
+                labels=self.dataset.node_type(self.target).num_classes is not None, with_edge_ids=s.with_edge_ids))
         return self._core[1]
 
     def probe_batch_bytes(self) -> int:
@@ -486,21 +491,31 @@ class HeteroLoader:
         (``ringgnn.sampling.hyper.measured_bytes``) on the first
         :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
         as a probe: its share of the sampler's workspaces and its sample."""
-        seeds = self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
-        return hetero_hyper.measured_bytes(self._core_loader().probe(seeds))
+        return self._probe()[0]
+
+    def _probe(self) -> Tuple[int, int]:
+        """(a sampled batch, what an epoch holds whatever H), measured on the probe batches of
+        :meth:`probe_batch_bytes`: the second is the rows gathered for the ``prefetch`` batches
+        ahead and the consumer's (``ringgnn.sampling.hyper.measured_rows``), each worker's read
+        buffers and the labels."""
+        core = self._core_loader()
+        probes = core.probe(self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES])
+        fixed = ((self.prefetch + 1) * hetero_hyper.measured_rows(probes) + self.threads * core.worker_bytes()
+                 + core.held_bytes())
+        return hetero_hyper.measured_bytes(probes), fixed
 
     def hyperbatch_size(self) -> Tuple[int, str]:
         """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``,
-        from :meth:`probe_batch_bytes`)."""
+        from what the probe batches of :meth:`probe_batch_bytes` hold), within the plan's
+        ``batch_memory``."""
         if self._hyper is None:
             backend, _ = self.sampler.placement()
-            per_batch = 0
+            per_batch = fixed = 0
             if self.hyperbatch is None and backend != "memory" and len(self.seeds):
-                per_batch = self.probe_batch_bytes()
+                per_batch, fixed = self._probe()
             self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=hetero_hyper.share(self.plan.batch_memory), per_batch=per_batch,
-                                              threads=self.threads, prefetch=self.prefetch, batches=max(1, len(self)),
-                                              lazy=True)
+                                              share=self.plan.batch_memory, per_batch=per_batch, threads=self.threads,
+                                              prefetch=self.prefetch, batches=max(1, len(self)), fixed=fixed)
             logger.info("hyperbatch: %s", self._hyper[1])
         return self._hyper
 

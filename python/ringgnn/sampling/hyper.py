@@ -13,14 +13,15 @@ share: H is 1.
 
 **The node loader** (:class:`ringgnn.HeteroLoader`, on the Rust typed loader) gathers a
 batch's feature rows only when it is among the next ``prefetch`` the consumer takes, so a
-hyperbatch costs ``H`` *samples* per worker, not ``H`` batches of rows: ``"auto"`` (``lazy``)
-fits ``threads * H`` sampled batches in the share, each as **measured**
-(:func:`measured_bytes`: :data:`PROBE_BATCHES` batches sampled from disk as one probe
-hyperbatch, each its share of the sampler's workspaces and its sample, the largest times
-:data:`MEASURED_MARGIN`); the rows of the ``prefetch`` batches are held whatever H, in the other
-half. **The link batches** gather as they sample and size H from upper bounds
-(:func:`batch_bound`: the core's ``state_bytes``, ``edge_index``, rows, labels; about three
-times what real batches hold): ``(jobs_in_flight + 1) * H`` of them fit the share.
+hyperbatch costs ``H`` *samples* per worker, not ``H`` batches of rows. Its ``"auto"``
+(``fixed`` given) counts everything its epoch holds, as measured (:func:`measured_bytes`,
+:func:`measured_rows`: :data:`PROBE_BATCHES` batches sampled from disk as one probe hyperbatch):
+``threads * H`` sampled batches (each its share of the sampler's workspaces and its sample, the
+largest times :data:`MEASURED_MARGIN`), plus what it holds whatever H (``fixed``: the rows of the
+``prefetch`` batches ahead and of the consumer's, each worker's read buffers, the labels), all
+within the batches' whole memory. **The link batches** gather as they sample and size H from
+upper bounds (:func:`batch_bound`: the core's ``state_bytes``, ``edge_index``, rows, labels;
+about three times what real batches hold): ``(jobs_in_flight + 1) * H`` of them fit the share.
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ PROBE_BATCHES = 3
 MEASURED_MARGIN = 1.5
 
 
+#: The margin on the largest probe batch's rows: their counts vary little from batch to batch
+#: (the seeds' neighborhoods are of one size), far less than the sampler's workspaces.
+ROWS_MARGIN = 1.1
+
+
+def measured_rows(probes: Sequence[Dict[str, int]]) -> int:
+    """What gathering one batch holds at most (``rows`` of ``_core.TypedLoader.probe``: its
+    feature rows, the gather's scratch and its labels), the largest times :data:`ROWS_MARGIN`;
+    0 without probes."""
+    return int(ROWS_MARGIN * max((p["rows"] for p in probes), default=0))
+
+
 def measured_bytes(probes: Sequence[Dict[str, int]]) -> int:
     """What one batch holds at most while its hyperbatch is sampled, from probe batches
     measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's
@@ -92,13 +105,13 @@ def batch_bound(bound: Dict[str, Any], row_bytes: Dict[str, int], target: str, l
 
 
 def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int, threads: int, prefetch: int,
-           batches: int, lazy: bool = False) -> Tuple[int, str]:
+           batches: int, fixed: Optional[int] = None) -> Tuple[int, str]:
     """(H, why in words). ``asked``: a number fixes H (at most the epoch's ``batches``); None is
     ``"auto"``: 1 when the neighbor files are all in memory, else the largest H at most
     ``ceil(batches / threads)`` (so every thread has a job) whose held batches,
     ``(jobs_in_flight + 1) * H`` of ``per_batch`` bytes at most, fit ``share``; at least 1.
-    ``lazy``: rows are gathered only for the ``prefetch`` batches next in line, and ``per_batch``
-    is a sampled batch as measured (:func:`measured_bytes`): ``threads * H`` of them fit."""
+    ``fixed`` (the node loader, see the module docs): ``per_batch`` is a sampled batch as
+    measured, and ``fixed + threads * H * per_batch`` fits ``share``."""
     if asked is not None:
         h = max(1, min(asked, batches))
         return h, f"{h} (as given)"
@@ -107,14 +120,20 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
     cap = max(1, -(-batches // threads))
 
     def held(h: int) -> int:
-        return (threads if lazy else jobs_in_flight(h, threads, prefetch) + 1) * h * per_batch
+        if fixed is not None:
+            return fixed + threads * h * per_batch
+        return (jobs_in_flight(h, threads, prefetch) + 1) * h * per_batch
 
     h = cap
     while h > 1 and held(h) > share:
         h -= 1
     fits = "fit in" if held(h) <= share else "exceed, even one batch at a time,"
-    each = (f"{human_bytes(per_batch)} per sampled batch (measured on {PROBE_BATCHES} probe batches, "
-            f"x{MEASURED_MARGIN}), rows gathered for the next {prefetch}") if lazy else \
-        f"at most {human_bytes(per_batch)} per batch"
+    if fixed is not None:
+        each = (f"{human_bytes(per_batch)} per sampled batch (measured on {PROBE_BATCHES} probe batches, "
+                f"x{MEASURED_MARGIN}) and {human_bytes(fixed)} whatever H (rows gathered for the next "
+                f"{prefetch} and the consumer's, read buffers, labels)")
+        whose = "batches'"
+    else:
+        each, whose = f"at most {human_bytes(per_batch)} per batch", "hyperbatches'"
     return h, (f"{h} (auto: {threads} threads, {each}; "
-               f"{human_bytes(held(h))} held {fits} the hyperbatches' {human_bytes(share)})")
+               f"{human_bytes(held(h))} held {fits} the {whose} {human_bytes(share)})")

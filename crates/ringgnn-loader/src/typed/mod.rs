@@ -20,12 +20,14 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use ringgnn_features::GatherStats;
+use ringgnn_io::CoalesceOptions;
 use ringgnn_pipeline::{Jobs, Run, RunOptions};
-use ringgnn_sampler::Fanout;
+use ringgnn_sampler::{Fanout, HeteroSample};
 
 pub use graph::{OpenedSampler, TypedGraph};
 pub use stage::{TypeRows, TypedBatch, TypedStage};
 
+use crate::budget::GATHER_SCRATCH_PER_NODE;
 use crate::labels::Labels;
 use crate::{Error, Result};
 
@@ -60,6 +62,9 @@ pub struct ProbeBytes {
     pub batch: u64,
     /// Its sampled edges.
     pub edges: u64,
+    /// What its gather holds: each type's feature rows (float32), the gather's scratch for its
+    /// nodes ([`GATHER_SCRATCH_PER_NODE`]) and the target's labels (int64).
+    pub rows: u64,
 }
 
 impl TypedLoader {
@@ -216,14 +221,51 @@ impl TypedLoader {
         let mut w = stage.worker(None)?;
         let samples = stage.sample(&mut w, &job)?;
         let state = w.sampler.held_bytes() / seeds.len() as u64;
-        Ok(samples
+        let out = samples
             .iter()
             .map(|s| ProbeBytes {
                 state,
                 batch: s.bytes(),
                 edges: s.row.iter().map(|r| r.len() as u64).sum(),
+                rows: self.rows_bytes(s),
             })
-            .collect())
+            .collect();
+        drop((samples, w));
+        // The probe's workspaces are freed on this thread's heap, which the epoch's workers do
+        // not allocate from: give them back rather than hold them beside the epoch.
+        ringgnn_io::release_free_memory();
+        Ok(out)
+    }
+
+    /// What gathering the batch of `s` holds (see [`ProbeBytes::rows`]).
+    fn rows_bytes(&self, s: &HeteroSample) -> u64 {
+        let rows: u64 = self
+            .rows
+            .iter()
+            .zip(&s.node)
+            .filter_map(|(r, n)| {
+                let n = n.len() as u64;
+                r.as_ref()
+                    .map(|r| n * (4 * r.file.dim() as u64 + GATHER_SCRATCH_PER_NODE))
+            })
+            .sum();
+        let labels = self.labels.as_ref().map_or(0, |_| 8 * s.node[self.target].len() as u64);
+        rows + labels
+    }
+
+    /// What the loader holds whatever its epochs: the target's labels.
+    pub fn held_bytes(&self) -> u64 {
+        self.labels.as_ref().map_or(0, |l| l.bytes())
+    }
+
+    /// What one worker holds whatever its batches: its sampler's read buffer (shared by the
+    /// relations read from disk, [`TypedGraph::sampler`]) and a read buffer per type whose
+    /// rows are read from disk.
+    pub fn worker_bytes(&self) -> u64 {
+        let buffer = CoalesceOptions::default().buffer as u64;
+        let sampler = if self.graph.in_memory() { 0 } else { buffer };
+        let rows = self.rows.iter().flatten().filter(|r| r.memory.is_none()).count() as u64;
+        sampler + rows * buffer
     }
 
     /// Gather counters per node type (the graph's order), summed over every epoch's workers.
