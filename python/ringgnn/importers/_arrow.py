@@ -267,6 +267,13 @@ def ids_of(col: Any, kind: str) -> Any:
     return to_np(col.cast(pa.int64()))
 
 
+def id_type(kind: str) -> Any:
+    """The Arrow type of ids of ``kind`` ('int', 'uint' or 'str', :meth:`Table.column_type`) in bucket files."""
+    import pyarrow as pa
+
+    return pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
+
+
 def bucket_of(ids: Any, kind: str, p: int) -> np.ndarray:
     h = string_hash(ids) if kind == "str" else mix64(ids.view(np.uint64))
     return (h % np.uint64(p)).astype(np.int64)
