@@ -284,9 +284,10 @@ def unambiguous_edges(path: str, stage: Staging) -> str:
     return out
 
 
-def check_ids(ids: np.ndarray, limit: int, where: Callable[[int], str], what: str) -> None:
-    """Refuse ids outside ``[0, limit)``: ``where(i)`` names entry ``i``'s place in the source."""
+def check_ids(ids: np.ndarray, limit: int, where: Callable[[int], str], what: str, fix: Optional[str] = None) -> None:
+    """Refuse ids outside ``[0, limit)``: ``where(i)`` names entry ``i``'s place in the source,
+    ``fix`` what to do (default: give ids in range; "" for nothing)."""
     bad = np.flatnonzero((ids < 0) | (ids >= limit))
     if bad.size:
-        i = int(bad[0])
-        raise InputError(f"{where(i)}: {what} {ids[i]} is out of range ({limit} nodes); give ids 0 .. {limit - 1}")
+        i, fix = int(bad[0]), f"give ids 0 .. {limit - 1}" if fix is None else fix
+        raise InputError(f"{where(i)}: {what} {ids[i]} is out of range ({limit} nodes)" + (fix and f"; {fix}"))

@@ -89,8 +89,9 @@ class EdgeTable:
             if bad.size:
                 others, both = ("the other column is", "both columns") if self.name is None else \
                     (f"other columns naming node type '{self.types[end]}' are", "them")
-                raise InputError(f"{self.path}: column '{self.columns[end]}' row {row0 + bad[0]} is "
-                                 f"{ends[end][bad[0]]}, negative, while {others} unsigned; give {both} one integer type")
+                i = bad[0]
+                raise InputError(f"{self.path}: column '{self.columns[end]}' row {row0 + i} is {ends[end][i]}, negative, "
+                                 f"while {others} unsigned; give {both} one integer type")
             ends[end] = ends[end].astype(np.uint64)
         return ends
 
