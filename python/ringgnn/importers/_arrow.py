@@ -202,13 +202,18 @@ class Table:
                              f"its id ({option})")
         return ids_of(col, kind)
 
+    def value_type(self, name: str, option: str) -> Any:
+        """The type of column ``name``'s values (a dictionary column's: its values')."""
+        import pyarrow as pa
+
+        t = self.field(name, option).type
+        return t.value_type if pa.types.is_dictionary(t) else t
+
     def column_type(self, name: str, option: str) -> str:
         """'int', 'uint' or 'str' for column ``name``; an error naming it otherwise."""
         import pyarrow as pa
 
-        t = self.field(name, option).type
-        if pa.types.is_dictionary(t):
-            t = t.value_type
+        t = self.value_type(name, option)
         if pa.types.is_signed_integer(t):
             return "int"
         if pa.types.is_unsigned_integer(t):
@@ -219,6 +224,8 @@ class Table:
                          "(floats would lose ids past 2^53)")
 
     def batches(self, columns: List[str]) -> Iterator[Any]:
+        """Record batches of ``columns``, in that order; a column named twice (a relation's two
+        ends, a feature that is also the label) is read once and given twice."""
         import pyarrow as pa
 
         if self.parquet:
@@ -232,13 +239,13 @@ class Table:
             with arrow_io("reading", self.path):
                 pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER)
             with pf:
-                batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+                batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=list(dict.fromkeys(columns)))
                 while True:
                     with arrow_io("reading", self.path):
                         b = next(batches, None)
                     if b is None:
                         return
-                    yield b
+                    yield b.select(columns)
         with arrow_io("reading", self.path):
             reader = self._csv()
         while True:
