@@ -228,35 +228,29 @@ class Table:
         ends, a feature that is also the label) is read once and given twice."""
         import pyarrow as pa
 
-        if self.parquet:
-            import pyarrow.parquet as pq
+        import pyarrow.parquet as pq
 
-            # A reader per pass, closed after it: one kept open holds its decoded pages (a row
-            # group's worth of every column read) for as long as it lives. Without pre-buffering:
-            # with it (pyarrow's default) `iter_batches` keeps every row group's column chunks it
-            # has read until the reader closes, so a pass over a 100M-edge table grew to 1.9 GB
-            # (1.6 GB file); with a 1 MiB buffered stream the reader holds about one page.
-            with arrow_io("reading", self.path):
-                pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER)
-            with pf:
-                batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=list(dict.fromkeys(columns)))
-                while True:
+        # A reader per pass, closed after it: one kept open holds its decoded pages (a row
+        # group's worth of every column read) for as long as it lives. Without pre-buffering:
+        # with it (pyarrow's default) `iter_batches` keeps every row group's column chunks it
+        # has read until the reader closes, so a pass over a 100M-edge table grew to 1.9 GB
+        # (1.6 GB file); with a 1 MiB buffered stream the reader holds about one page.
+        with arrow_io("reading", self.path):
+            pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER) if self.parquet else None
+            batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=list(dict.fromkeys(columns))) if pf else \
+                iter(self._csv())
+        with pf or contextlib.nullcontext():
+            while True:
+                try:
                     with arrow_io("reading", self.path):
                         b = next(batches, None)
-                    if b is None:
-                        return
-                    yield b.select(columns)
-        with arrow_io("reading", self.path):
-            reader = self._csv()
-        while True:
-            try:
-                with arrow_io("reading", self.path):
-                    b = reader.read_next_batch()
-            except StopIteration:
-                return
-            except pa.ArrowInvalid as e:
-                raise self._csv_error(f"{reason(e, quote=True)}; fix that line of the CSV") from None
-            yield b.select(columns)
+                except pa.ArrowInvalid as e:
+                    if self.parquet:
+                        raise
+                    raise self._csv_error(f"{reason(e, quote=True)}; fix that line of the CSV") from None
+                if b is None:
+                    return
+                yield b.select(columns)
 
 
 def ids_of(col: Any, kind: str) -> Any:
