@@ -41,6 +41,7 @@ from .._core import InputError
 from .._files import NpyWriter, os_errors
 from .._options import default_memory, parse_split, process_rss
 from ..data import build
+from ..data.schema import parse_edge_type
 from ._arrow import Buckets, Table, allow_open_files, bucket_of, id_type, require_pyarrow, to_np
 from ._stage import PathLike, Staging
 from .node_table import NodeTable, join
@@ -54,9 +55,15 @@ class EdgeTable:
     (``SRC:REL:DST``; None for a homogeneous table, whose options and errors name no relation)
     from ``types[0]`` nodes, named by column ``src``, to ``types[1]`` nodes, named by ``dst``."""
 
-    def __init__(self, table: PathLike, src: str, dst: str, name: Optional[str] = None,
-                 types: Tuple[str, str] = ("node", "node")):
-        self.path, self.name, self.columns, self.types = os.fspath(table), name, (src, dst), types
+    def __init__(self, table: PathLike, src: str, dst: str, name: Optional[str] = None):
+        self.types = ("node", "node")
+        if name is not None:
+            try:
+                self.types = parse_edge_type(name)[::2]
+            except ValueError:
+                raise InputError(f"relation '{name}' must be SRC:REL:DST (three names separated by ':'), as in "
+                                 "user:buys:item") from None
+        self.path, self.name, self.columns = os.fspath(table), name, (src, dst)
         self.t = Table(self.path, id_columns=(src, dst))
         self.kinds = tuple(self.t.column_type(c, self.option(end)) for end, c in enumerate(self.columns))
 
@@ -90,8 +97,8 @@ class EdgeTable:
                 others, both = ("the other column is", "both columns") if self.name is None else \
                     (f"other columns naming node type '{self.types[end]}' are", "them")
                 i = bad[0]
-                raise InputError(f"{self.path}: column '{self.columns[end]}' row {row0 + i} is {ends[end][i]}, negative, "
-                                 f"while {others} unsigned; give {both} one integer type")
+                raise InputError(f"{self.path}: column '{self.columns[end]}' row {row0 + i} is {ends[end][i]}, "
+                                 f"negative, while {others} unsigned; give {both} one integer type")
             ends[end] = ends[end].astype(np.uint64)
         return ends
 

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence
 
 from .._core import InputError
 from ..data import build
-from ..data.schema import parse_edge_type
 from ._arrow import require_pyarrow
 from ._stage import PathLike, Staging
 from .node_table import NodeTable
@@ -59,15 +58,6 @@ class TypedNodes:
     split_column: Optional[str] = None
 
 
-def _relation_types(name: str) -> Tuple[str, str]:
-    try:
-        src, _, dst = parse_edge_type(name)
-    except ValueError:
-        raise InputError(f"relation '{name}' must be SRC:REL:DST (three names separated by ':'), as in "
-                         "user:buys:item") from None
-    return src, dst
-
-
 def convert_typed_tables(
     out: PathLike,
     relations: Sequence[TypedRelation],
@@ -94,7 +84,7 @@ def convert_typed_tables(
     if dup:
         raise InputError(f"relation {dup[0]} is given twice; give each relation one table")
     # Every column is checked before anything is read.
-    edges = [EdgeTable(r.table, r.src, r.dst, r.name, _relation_types(r.name)) for r in relations]
+    edges = [EdgeTable(r.table, r.src, r.dst, r.name) for r in relations]
     kinds = type_kinds(edges)
     nodes: Dict[str, NodeTable] = {}
     for n in node_tables:
