@@ -21,6 +21,12 @@ from .schema import parse_edge_type
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def entry_field(entry: Dict[str, Any], key: str, field: str) -> Any:
+    """``entry[key][field]``, or None where ``entry`` (a manifest, or a node type's entry in one)
+    has no ``key`` (a dataset without features, labels or original ids)."""
+    return None if entry.get(key) is None else entry[key][field]
+
+
 class Dataset:
     """An open dataset directory. Use :meth:`Dataset.open`.
 
@@ -72,20 +78,17 @@ class Dataset:
     @property
     def feature_dim(self) -> Optional[int]:
         """Feature width, or None when the dataset has no features."""
-        f = self.manifest.get("features")
-        return None if f is None else f["dim"]
+        return entry_field(self.manifest, "features", "dim")
 
     @property
     def feature_dtype(self) -> Optional[str]:
         """'f32', 'f16' or 'bf16', or None when the dataset has no features."""
-        f = self.manifest.get("features")
-        return None if f is None else f["dtype"]
+        return entry_field(self.manifest, "features", "dtype")
 
     @property
     def num_classes(self) -> Optional[int]:
         """Largest label + 1, or None when the dataset has no labels."""
-        lab = self.manifest.get("labels")
-        return None if lab is None else lab["num_classes"]
+        return entry_field(self.manifest, "labels", "num_classes")
 
     @property
     def split_names(self) -> List[str]:
@@ -341,11 +344,7 @@ class HeteroDataset:
 
     def feature_dims(self) -> Dict[str, Optional[int]]:
         """Feature width per type (None for a type without features)."""
-        out = {}
-        for t in self.node_types:
-            f = self.manifest["node_types"][t].get("features")
-            out[t] = None if f is None else f["dim"]
-        return out
+        return {t: entry_field(self.manifest["node_types"][t], "features", "dim") for t in self.node_types}
 
     def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
         """The dataset as a PyG ``HeteroData`` in memory; see :meth:`Dataset.to_pyg`."""

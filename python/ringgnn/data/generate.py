@@ -104,8 +104,9 @@ import numpy as np
 from .. import _core
 from .._files import allocated_memmap, os_errors, save_npy, temporary
 from .._options import count, optional_count, parse_link_split, parse_split, real, size
-from ..progress import TqdmProgress
+from ..progress import reporting
 from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
+from .schema import parse_edge_type
 
 #: Papers per chunk of the edge, label and split streams (authors per chunk of the affiliation
 #: stream). Part of the definition: changing it changes every dataset. 2^16 papers keep a chunk's
@@ -191,41 +192,22 @@ def generate_hetero(
                   add_reverse=bool(add_reverse), seed=seed, self_citations="dropped", chunk=CHUNK,
                   feature_rows=FEATURE_ROWS, numpy=np.__version__)
 
-    if progress is True:
-        with TqdmProgress() as bars:
-            return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads,
-                             source, bars)
-    return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source,
-                     None if progress is False else progress)
-
-
-def _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source, progress):
     def relation(name: str, key: str) -> Relation:
         if link is not None and link[0] == name:
             return Relation(name, files[key], "bin64", link_split=dict(link[1]), link_negatives=link[2])
         return Relation(name, files[key], "bin64")
 
-    parent = os.path.dirname(os.path.abspath(out))
-    tmp = temporary(parent, os.path.basename(out) + ".gen", directory=True)
+    tmp = temporary(os.path.dirname(os.path.abspath(out)), os.path.basename(out) + ".gen", directory=True)
     try:
-        with os_errors("generating the dataset", out):
-            files = _write_intermediates(tmp.path, p, means, sigma, fractions, seed, progress)
-        return build_hetero(
-            out,
-            [
-                NodeType("author", p["authors"]),
-                NodeType("institution", p["institutions"]),
-                NodeType("paper", p["papers"], features=files["features"], labels=files["labels"],
-                         split=files["split"] or None),
-            ],
-            [
-                relation("author:affiliated_with:institution", "affiliated_with"),
-                relation("author:writes:paper", "writes"),
-                relation("paper:cites:paper", "cites"),
-            ],
-            add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite, threads=threads,
-            source=source, progress=progress,
-        )
+        with reporting(progress) as bars:
+            with os_errors("generating the dataset", out):
+                files = _write_intermediates(tmp.path, p, means, sigma, fractions, seed, bars)
+            types = [NodeType("author", p["authors"]), NodeType("institution", p["institutions"]),
+                     NodeType("paper", p["papers"], features=files["features"], labels=files["labels"],
+                              split=files["split"] or None)]
+            return build_hetero(out, types, [relation(r, parse_edge_type(r)[1]) for r in RELATIONS],
+                                add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite,
+                                threads=threads, source=source, progress=bars)
     finally:
         tmp.close()
 
