@@ -423,8 +423,8 @@ def _edge_splits(splits: Dict[str, Any]) -> str:
 
 def _files_lines(info: Dict[str, Any], width: int) -> List[str]:
     """The files of ``info`` and their total, their keys ``width`` characters wide."""
-    return (["files"] + [f"  {key:<{width}} {f['path']:<26} {human_bytes(f['bytes'])}" for key, f in info["files"].items()]
-            + [f"  {'total':<{width}} {'':<26} {human_bytes(info['total_bytes'])}"])
+    rows = [(key, f["path"], f["bytes"]) for key, f in info["files"].items()] + [("total", "", info["total_bytes"])]
+    return ["files"] + [f"  {key:<{width}} {path:<26} {human_bytes(n)}" for key, path, n in rows]
 
 
 def cmd_verify(args) -> int:

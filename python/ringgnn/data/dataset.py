@@ -134,9 +134,7 @@ class Dataset:
             self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
         if not info.get("shared_negatives", 0):
             return None
-        path = os.path.join(self.path, self.manifest["files"][f"edge_shared_negatives.{name}"]["path"])
-        with os_errors("mapping", path):
-            m = np.memmap(path, dtype="<i8", mode="r", shape=(info["shared_negatives"], 2)).T
+        m = self._mapped(f"edge_shared_negatives.{name}", name, 2, info["shared_negatives"]).T
         return m if mmap else np.array(m, dtype=np.int64)
 
     def edge_split_file(self, name: str) -> "tuple[str, int]":
@@ -154,9 +152,11 @@ class Dataset:
             raise _core.InputError(f"{self.path}: edge split '{name}' has no stored negatives")
         return os.path.join(self.path, entry["path"]), splits[name]["edges"]
 
-    def _mapped(self, key: str, name: str, width: int) -> np.ndarray:
-        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map."""
-        path, rows = self._file(key, name)
+    def _mapped(self, key: str, name: str, width: int, rows: Optional[int] = None) -> np.ndarray:
+        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map (``rows``
+        by default: the pairs of edge split ``name``)."""
+        path, pairs = self._file(key, name)
+        rows = pairs if rows is None else rows
         if rows * width == 0:
             return np.zeros((rows, width), dtype=np.int64)
         with os_errors("mapping", path):
@@ -242,14 +242,9 @@ class Dataset:
 
 def open_homogeneous(dataset: Any, what: str) -> "Dataset":
     """``dataset`` (a :class:`Dataset` or a path) opened, refused with a clear error when it is
-    heterogeneous and ``what`` does not take such datasets."""
+    heterogeneous, or one part of such a dataset, and ``what`` (a command or class) does not take
+    such datasets."""
     ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
-    return require_homogeneous(ds, what)
-
-
-def require_homogeneous(ds: "Union[Dataset, HeteroDataset]", what: str) -> Dataset:
-    """``ds`` itself, or a clear error when ``what`` (a command or class) does not take
-    heterogeneous datasets yet."""
     if isinstance(ds, HeteroDataset):
         raise _core.InputError(
             f"{ds.path}: a heterogeneous dataset (node types {', '.join(ds.node_types)}); {what} takes a "
