@@ -139,20 +139,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     seeds = _options.seeds(ds, spec, "--seeds")
     if len(seeds) == 0:
         raise InputError(f"--seeds {spec}: no seed nodes to sample from")
-    sampler = NeighborSampler(
-        ds,
-        _options.fanouts(args.fanouts),
-        replace=args.replace,
-        backend=args.backend,
-        direct=args.direct,
-        threads=args.threads,
-        seed=args.seed,
-        memory=args.memory,
-        batch_size=args.batch_size,
-        hyperbatch=args.hyperbatch,
-        spill=args.spill,
-        spill_dir=args.spill_dir,
-    )
+    # These options are NeighborSampler's keywords of the same name.
+    sampler = NeighborSampler(ds, _options.fanouts(args.fanouts), **{k: getattr(args, k) for k in (
+        "replace", "backend", "direct", "threads", "seed", "memory", "batch_size", "hyperbatch", "spill", "spill_dir")})
 
     def header() -> None:
         if args.json:
