@@ -32,7 +32,8 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
         help="budget of the build (its buffers and sort workspaces, plus 112 MiB for readers, writers and "
         "Python): bytes or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)"
     )
-    p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1, help="worker threads (default: all cores)")
+    p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1,
+                   help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the dataset at OUT (other files in its folder are kept; a folder that is not a "
                    "dataset is refused)")
@@ -66,7 +67,8 @@ def add_parsers(sub: Any) -> None:
         help="input format (default: detect from the name and contents)",
     )
     _add_graph_options(p)
-    p.add_argument("--num-nodes", type=count_arg, default=None, metavar="N", help="number of nodes (default: max id + 1)")
+    p.add_argument("--num-nodes", type=count_arg, default=None, metavar="N",
+                   help="number of nodes (default: max id + 1)")
     p.add_argument("--features", metavar="X.npy", help="node features [num_nodes, dim], float16/32/64")
     p.add_argument("--labels", metavar="Y.npy", help="node labels [num_nodes], int32/int64, -1 = unlabeled")
     p.add_argument(
@@ -279,9 +281,8 @@ def _convert_graphbolt(args, metadata: str) -> int:
     if given:
         raise InputError(
             f"{_flags(given)} apply to an edge-list INPUT; a GraphBolt metadata.yaml ({metadata}) says what to "
-            "convert itself and takes --add-reverse, --feature NAME, --task NAME, --link-negatives K, --seed, --memory, "
-            "--threads, "
-            "--overwrite and --quiet"
+            "convert itself and takes --add-reverse, --feature NAME, --task NAME, --link-negatives K, --seed, "
+            "--memory, --threads, --overwrite and --quiet"
         )
     return _build(args, "converted", graphbolt.convert_graphbolt, metadata,
                   feature="feat" if args.feature is None else args.feature, task=args.task,

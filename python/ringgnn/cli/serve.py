@@ -56,8 +56,8 @@ def add_parser(sub: Any) -> None:
                    help="threads that run requests, each holding one until answered (default 32)")
     p.add_argument("--frontend", choices=FRONTENDS,
                    help="gRPC server: rust (tonic; Sample, Features and Info never enter Python; the default) or "
-                   "grpcio (Python's, every call through Python: the baseline of docs/benchmarks.md; the only one, and the "
-                   "default, for a heterogeneous dataset)")
+                   "grpcio (Python's, every call through Python: the baseline of docs/benchmarks.md; the only one, "
+                   "and the default, for a heterogeneous dataset)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
                    help="node ids per request (default 4096); one request this large at the default fanouts is "
                    "answered at a time, in memory lent by the hot neighbor pages (or held besides them when they "

@@ -1,5 +1,6 @@
 """Building and checking datasets from Python: :func:`convert`, :func:`generate_rmat`,
-:func:`generate_sbm`, :func:`build_hetero` (heterogeneous datasets), :func:`verify`. The ``ringgnn`` commands are thin wrappers over these.
+:func:`generate_sbm`, :func:`build_hetero` (heterogeneous datasets), :func:`verify`. The ``ringgnn``
+commands are thin wrappers over these.
 
 Each returns the new dataset's manifest as a dict. Every build happens in a hidden staging
 directory next to ``out`` and is renamed into place only when complete: an error or Ctrl-C
