@@ -499,9 +499,7 @@ fn check_job(
                 num_nodes: file.num_nodes,
             });
         }
-    } else if job.fold.drops_self_loops()
-        && job.a + n_d as u64 > file.num_nodes
-    {
+    } else if job.fold.drops_self_loops() && job.a + n_d as u64 > file.num_nodes {
         return Err(Error::NodeOutOfRange {
             id: job.a + n_d as u64 - 1,
             num_nodes: file.num_nodes,

@@ -937,8 +937,14 @@ mod tests {
         };
         // Sources 0..3 only, but the neighbor file names source 3: refused while bucketing.
         let mut short = Partitions::new(d, &[0, 3], &[0, 4], 4, 4, 4, 1).unwrap();
-        let err = short.bucket(nb, &g.indptr, false, 4, 1).unwrap_err().to_string();
-        assert!(err.contains("is node 3, but the graph has 3 nodes"), "{err}");
+        let err = short
+            .bucket(nb, &g.indptr, false, 4, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is node 3, but the graph has 3 nodes"),
+            "{err}"
+        );
         let mut p = Partitions::new(d, &[0, 2, 4], &[0, 4], 4, 4, 4, 1).unwrap();
         assert!(p.bucket(nb, &[0, 1, 2], false, 4, 1).is_err()); // 2 nodes' index for 4 nodes
         p.bucket(nb, &g.indptr, false, 4, 1).unwrap();
@@ -1059,7 +1065,8 @@ mod tests {
             threads in 1usize..4,
             max in any::<bool>(),
         ) {
-            let rows: Vec<Vec<f32>> = (0..s).map(|u| (0..4).map(|c| ((u * 7 + c * 3) % 11) as f32 - 5.0).collect()).collect();
+            let val = |u: usize, c: usize| ((u * 7 + c * 3) % 11) as f32 - 5.0;
+            let rows: Vec<Vec<f32>> = (0..s).map(|u| (0..4).map(|c| val(u, c)).collect()).collect();
             let g = graph(&lists, &rows, 4);
             let fold = if max { Fold::Max } else { Fold::Sum };
             let n = lists.len();

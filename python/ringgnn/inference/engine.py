@@ -123,7 +123,8 @@ class Engine:
         n, share = len(indptr) - 1, self._sizes(i)[0]
         a = 0
         while a < n:
-            b = min(n, a + self.given_nodes) if not self.planned else cut(indptr, cost.per_node, share, a, cost.per_edge)
+            b = (min(n, a + self.given_nodes) if not self.planned
+                 else cut(indptr, cost.per_node, share, a, cost.per_edge))
             if wanted is None or wanted[a:b].any():
                 yield a, b
             a = b
@@ -159,7 +160,7 @@ class Engine:
         ``W x`` once are those it will run (:meth:`_grid_run`, for ``wanted``), which the grid
         then runs as chosen; the bytes of each are the kind's (:meth:`_scheme_bytes`)."""
         indptr = self.memplan.indptrs[i]
-        force = None if self.scheme == "auto" else self.scheme
+        force = self._forced(i)
         if self.planned and force != "grid" and self.memplan.must_partition(i):
             force = "partitioned"  # the grid would sweep more than MAX_SWEEPS times (the plan's check)
         if force == "partitioned":  # no grid to run: its cost for the comparison only, by the plan
@@ -172,6 +173,10 @@ class Engine:
         c = choose_scheme(indptr, sweeps=sweeps, share=self._part_sizes(i)[0], splits=splits, force=force,
                           parts=self.parts, **self._scheme_bytes(i, pretransform))
         return replace(c, blocks=blocks, pretransform=pretransform)
+
+    def _forced(self, i: int) -> Optional[str]:
+        """The scheme the options force on unit ``i`` (None: ``auto``)."""
+        return None if self.scheme == "auto" else self.scheme
 
     def _grid_run(self, i: int, wanted: Optional[np.ndarray]) -> Tuple[Tuple[Tuple[int, int], ...], int, bool]:
         """(the destination blocks the grid runs for ``wanted`` nodes, their sweeps of the input,

@@ -267,7 +267,8 @@ class GnnLayers:
         with split_rows(kw.get("transform"), self.finish_workers if "transform" in kw else 1) as fn:
             if fn is not None:
                 kw["transform"] = fn
-            fold_windows(reader, self.graph, st["acc"], a, b, self._windows(k, self.graph.indptr, a, b), piece_rows, self._phases, **kw)
+            fold_windows(reader, self.graph, st["acc"], a, b, self._windows(k, self.graph.indptr, a, b), piece_rows,
+                         self._phases, **kw)
 
     def fold_args(self, k: int, transformed: bool = False) -> Dict[str, Any]:
         """Layer ``k``'s fold as the Rust core takes it (``FeatureReader.aggregate`` and
