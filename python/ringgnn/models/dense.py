@@ -18,6 +18,7 @@ PyG's defaults), checked key by key and shape by shape as ``load_state_dict`` wo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -136,11 +137,6 @@ class DenseNet:
         return DenseNet(self.layers, self.act, self.norms, self.act_first, xp)
 
     # -- the parts ----------------------------------------------------------------------------------
-
-    def narrow_weight(self, k: int) -> Any:
-        """The weight GraphSAGE/GCN layer ``k`` applies to its sources before summing them when
-        it narrows (``ringgnn.inference.run``: sums of ``W x``)."""
-        return self.layers[k].weight
 
     def transform(self, k: int) -> Callable[[np.ndarray], np.ndarray]:
         """``W x`` (no bias) of rows, for the Rust core's callback: host rows in, host rows out."""
@@ -296,28 +292,7 @@ def from_module(net: Any, kind: str, path: str, xp: Any = None) -> DenseNet:
 
     if getattr(net, "jk_mode", None) is not None:
         raise InputError(f"{path}: jumping knowledge is not supported by layer-wise inference")
-    layers = []
-    for conv in net.convs:
-        if kind == "sage":
-            # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
-            aggr = "project" if getattr(conv, "project", False) else str(getattr(conv, "aggr", "mean"))
-            w = conv.lin_l.weight
-            layers.append(DenseLayer("sage", w.shape[1], w.shape[0], aggr, _host(w), _host(conv.lin_l.bias),
-                                     _host(conv.lin_r.weight) if conv.root_weight else None, bool(conv.normalize)))
-        elif kind == "gcn":
-            w = conv.lin.weight
-            layers.append(DenseLayer("gcn", w.shape[1], w.shape[0], "sum", _host(w), _host(conv.bias)))
-        else:
-            shared = getattr(conv, "lin", None) is not None
-            w = (conv.lin if shared else conv.lin_src).weight
-            wd = w if shared else conv.lin_dst.weight
-            H, C = conv.heads, conv.out_channels
-            layers.append(DenseLayer("gat", w.shape[1], H * C if conv.concat else C, "softmax", _host(w),
-                                     _host(conv.bias), dst_weight=None if shared else _host(wd),
-                                     att_src=_host(conv.att_src).reshape(H, C),
-                                     att_dst=_host(conv.att_dst).reshape(H, C), heads=H, channels=C,
-                                     concat=bool(conv.concat), slope=float(conv.negative_slope)))
-    layers = [replace(l, dst_weight=l.weight) if l.kind == "gat" and l.dst_weight is None else l for l in layers]
+    layers = [_dense_layer(kind, conv, {k: _host(v) for k, v in conv.state_dict().items()}) for conv in net.convs]
     act = net.act
     if act is not None and isinstance(act, torch.nn.ReLU):
         act = "relu"
@@ -370,21 +345,34 @@ def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], pat
             want.update({c + "att_src": (1, 1, d_out), c + "att_dst": (1, 1, d_out), c + "bias": (d_out,)})
     mine = check_state(want, state, path, fits, prefix)
     layers = []
-    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        g = lambda n: mine[f"{prefix}convs.{i}.{n}"]  # noqa: E731
-        if kind == "sage":
-            layers.append(DenseLayer("sage", d_in, d_out, "mean", g("lin_l.weight"), g("lin_l.bias"),
-                                     g("lin_r.weight")))
-        elif kind == "gcn":
-            layers.append(DenseLayer("gcn", d_in, d_out, "sum", g("lin.weight"), g("bias")))
-        else:
-            shared = f"{prefix}convs.{i}.lin.weight" in mine
-            w = g("lin.weight") if shared else g("lin_src.weight")
-            layers.append(DenseLayer("gat", d_in, d_out, "softmax", w, g("bias"),
-                                     dst_weight=w if shared else g("lin_dst.weight"),
-                                     att_src=g("att_src").reshape(1, d_out), att_dst=g("att_dst").reshape(1, d_out),
-                                     heads=1, channels=d_out, concat=i < len(dims) - 2))
+    for i, d_out in enumerate(dims[1:]):
+        c = f"{prefix}convs.{i}."
+        conf = SimpleNamespace(aggr="mean", root_weight=True, normalize=False, heads=1, out_channels=d_out,
+                               concat=i < len(dims) - 2, negative_slope=0.2)
+        layers.append(_dense_layer(kind, conf, {k[len(c):]: v for k, v in mine.items() if k.startswith(c)}))
     return DenseNet(layers)
+
+
+def _dense_layer(kind: str, conf: Any, arrays: Dict[str, np.ndarray]) -> DenseLayer:
+    """Convolution ``kind``'s :class:`DenseLayer`: ``arrays`` its state dict (keys within the
+    convolution), ``conf`` what else it was built with (the PyG module itself, or the defaults
+    of ``build_model``'s)."""
+    if kind == "sage":
+        # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
+        aggr = "project" if getattr(conf, "project", False) else str(getattr(conf, "aggr", "mean"))
+        w = arrays["lin_l.weight"]
+        return DenseLayer("sage", w.shape[1], w.shape[0], aggr, w, arrays.get("lin_l.bias"),
+                          arrays["lin_r.weight"] if conf.root_weight else None, bool(conf.normalize))
+    if kind == "gcn":
+        w = arrays["lin.weight"]
+        return DenseLayer("gcn", w.shape[1], w.shape[0], "sum", w, arrays.get("bias"))
+    shared = "lin.weight" in arrays  # PyG >= 2.5 shares one lin between sources and destinations
+    w = arrays["lin.weight" if shared else "lin_src.weight"]
+    H, C = conf.heads, conf.out_channels
+    return DenseLayer("gat", w.shape[1], H * C if conf.concat else C, "softmax", w, arrays.get("bias"),
+                      dst_weight=w if shared else arrays["lin_dst.weight"], att_src=arrays["att_src"].reshape(H, C),
+                      att_dst=arrays["att_dst"].reshape(H, C), heads=H, channels=C, concat=bool(conf.concat),
+                      slope=float(conf.negative_slope))
 
 
 def check_state(want: Dict[str, tuple], state: Dict[str, Any], path: str, fits: str,
