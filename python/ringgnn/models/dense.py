@@ -229,6 +229,10 @@ def sage_finish(l: DenseLayer, xp: Any, acc: Any, deg: np.ndarray, x_dst: Any, n
     return out
 
 
+#: The arrays of an ``mlp`` decoder, in :class:`DenseDecoder`'s order.
+_MLP = ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")
+
+
 @dataclass(frozen=True)
 class DenseDecoder:
     """A link run's decoder (``ringgnn.models.gnn.build_decoder``) on numpy arrays: ``dot``, the inner
@@ -250,24 +254,15 @@ class DenseDecoder:
         return (h @ self.w2.T + self.b2)[..., 0]
 
 
-def decoder_state_shapes(kind: str, dim: int, prefix: str = "decoder.") -> Dict[str, tuple]:
-    """The keys and shapes of decoder ``kind``'s state dict (``dot`` has none)."""
-    if kind == "dot":
-        return {}
-    return {prefix + "lin1.weight": (dim, dim), prefix + "lin1.bias": (dim,), prefix + "lin2.weight": (1, dim),
-            prefix + "lin2.bias": (1,)}
-
-
 def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: str, fits: str,
                        prefix: str = "decoder.") -> DenseDecoder:
     """The :class:`DenseDecoder` of a link run's state dict (numpy arrays), its keys and shapes
-    checked as :func:`check_state` does."""
+    checked as :func:`check_state` does (``dot`` has none)."""
     if kind not in ("dot", "mlp"):
         raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {kind!r})")
-    got = check_state(decoder_state_shapes(kind, dim, prefix), state, path, fits, prefix)
-    if kind == "dot":
-        return DenseDecoder("dot")
-    return DenseDecoder("mlp", *(got[prefix + k] for k in ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")))
+    shapes = dict(zip(_MLP, ((dim, dim), (dim,), (1, dim), (1,)))) if kind == "mlp" else {}
+    got = check_state({prefix + k: s for k, s in shapes.items()}, state, path, fits, prefix)
+    return DenseDecoder(kind, *(got[prefix + k] for k in shapes))
 
 
 def dense_decoder(decoder: Any) -> DenseDecoder:
@@ -277,8 +272,8 @@ def dense_decoder(decoder: Any) -> DenseDecoder:
         return decoder
     if not hasattr(decoder, "lin1"):
         return DenseDecoder("dot")
-    return DenseDecoder("mlp", _host(decoder.lin1.weight), _host(decoder.lin1.bias), _host(decoder.lin2.weight),
-                        _host(decoder.lin2.bias))
+    state = decoder.state_dict()
+    return DenseDecoder("mlp", *(_host(state[k]) for k in _MLP))
 
 
 # --- from a PyG model ------------------------------------------------------------------------------

@@ -158,42 +158,29 @@ class HeteroModel(torch.nn.Module, TypedStructure):
         ``n_id_dict[t]`` of a featureless type; a type absent from the batch has no rows."""
         h = {}
         for t in self.computed[0]:
-            if self.in_dims[t] is None and t in self.external:
-                h[t] = self._external_rows(t, x_dict.get(t), n_id_dict.get(t))
+            x, ids = x_dict.get(t), n_id_dict.get(t)
+            if t in self.embeddings:
+                h[t] = self.embeddings[t].weight[:0] if ids is None else self.embeddings[t](ids)
                 continue
-            if self.in_dims[t] is None:
-                table = self.embeddings[t]
-                ids = n_id_dict.get(t)
-                h[t] = table.weight[:0] if ids is None else table(ids)
-                continue
-            x = x_dict.get(t)
-            if x is None:
-                n = n_id_dict.get(t)
-                if n is not None and n.numel():
-                    raise ValueError(f"batch: node type {t!r} has {n.numel()} nodes but no features x; "
+            # A featureless type's table outside the model: the rows the caller gathered
+            # (``x_dict[t]``, training), else read from ``tables[t]`` by ``n_id``.
+            outside = t in self.external
+            width, what = (self.width, "embedding rows") if outside else (self.in_dims[t], "features")
+            if x is None and ids is not None and ids.numel():
+                if not outside:
+                    raise ValueError(f"batch: node type {t!r} has {ids.numel()} nodes but no features x; "
                                      f"the model was built with in_dims[{t!r}] = {self.in_dims[t]}")
-                x = torch.empty(0, self.in_dims[t], device=self._device())
-            if x.dim() != 2 or x.size(1) != self.in_dims[t]:
-                raise ValueError(f"batch: features of node type {t!r} have shape {tuple(x.shape)}, "
-                                 f"the model expects [n, {self.in_dims[t]}]")
+                if t not in self.tables:
+                    raise ValueError(f"batch: node type {t!r} has its embedding table in a file; give its rows as "
+                                     f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
+                x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
+            if x is None:
+                x = torch.empty(0, width, device=self._device())
+            if x.dim() != 2 or x.size(1) != width:
+                raise ValueError(f"batch: {what} of node type {t!r} have shape {tuple(x.shape)}, "
+                                 f"the model expects [n, {width}]")
             h[t] = x
         return h
-
-    def _external_rows(self, t: str, x: Optional[torch.Tensor], ids: Optional[torch.Tensor]) -> torch.Tensor:
-        """A table outside the model: the rows the caller gathered (``x_dict[t]``, training), else
-        read from ``tables[t]`` by ``n_id``."""
-        width = self.width
-        if x is None and ids is not None and ids.numel():
-            if t not in self.tables:
-                raise ValueError(f"batch: node type {t!r} has its embedding table in a file; give its rows as "
-                                 f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
-            x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
-        if x is None:
-            return torch.empty(0, width, device=self._device())
-        if x.dim() != 2 or x.size(1) != width:
-            raise ValueError(f"batch: embedding rows of node type {t!r} have shape {tuple(x.shape)}, the model "
-                             f"expects [n, {width}]")
-        return x
 
     def forward(self, x_dict: Mapping[str, torch.Tensor], edge_index_dict: Mapping[Any, torch.Tensor],
                 n_id_dict: Mapping[str, torch.Tensor]) -> torch.Tensor:
