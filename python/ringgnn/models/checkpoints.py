@@ -164,10 +164,10 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
     fits = f"{ds.feature_dim} features" + (f", {ds.num_classes} classes" if task == "node" else "")
     meta = dict(kind=kind, fanouts=fanouts, hidden=hidden, layers=layers, path=path, args=dict(args),
                 metrics=dict(state.get("metrics") or {}))
+    dims = [ds.feature_dim] + [hidden] * (layers - 1) + [hidden if task == "link" else ds.num_classes]
     model = state.get("model")
     if isinstance(model, dict) and model and all(isinstance(v, np.ndarray) for v in model.values()):
         # Read as numpy arrays: the encoder's dense parts and a link run's decoder, no PyTorch.
-        dims = [ds.feature_dim] + [hidden] * (layers - 1) + [hidden if task == "link" else ds.num_classes]
         prefix = "encoder." if task == "link" else ""
         encoder = {k[len(prefix):]: v for k, v in model.items() if k.startswith(prefix)}
         decoder = None
@@ -176,10 +176,8 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
             model = {k: v for k, v in model.items() if not k.startswith("decoder.")}
         dense = from_state(kind, model, dims, path, fits, prefix)
         return Checkpoint(None, **meta, decoder=decoder, arrays=dense, state=encoder, dims=dims)
-    if task == "link":
-        net = build_link_model(kind, ds.feature_dim, hidden, layers, 0.0, args["decoder"])
-    else:
-        net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
+    net = (build_link_model(kind, dims[0], hidden, layers, 0.0, args["decoder"]) if task == "link"
+           else build_model(kind, dims[0], hidden, dims[-1], layers, 0.0))
     try:
         net.load_state_dict(state["model"])
     except RuntimeError as e:
