@@ -56,6 +56,7 @@ pub mod grpc;
 mod hetero;
 pub mod latency;
 mod options;
+mod queue;
 pub mod wire;
 
 pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};
