@@ -13,6 +13,7 @@
 //! on what a batch of a hyperbatch holds: `hetero/bound.rs`.
 
 mod bound;
+mod open;
 
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
@@ -27,6 +28,7 @@ use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Result};
 pub use bound::{hetero_bound, HeteroBound};
+pub use open::{SharedRelation, TypedGraph};
 
 /// One relation `(S, R, D)` given to [`HeteroSampler::new`].
 pub struct HeteroRelation {

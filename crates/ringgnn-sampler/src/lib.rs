@@ -53,6 +53,7 @@ pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
 pub use hetero::{
     hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler,
+    SharedRelation, TypedGraph,
 };
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};

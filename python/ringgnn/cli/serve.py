@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
         "serve", help="serve sampling, features and model inference over gRPC",
         description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
         "Sample, Features, Predict, Embed, Score, Info and the standard health service. Concurrent requests are "
-        "batched into shared reads. A heterogeneous dataset is served through grpcio by the same engine, "
+        "batched into shared reads. A heterogeneous dataset is served by the same engine and queue, "
         "requests naming the seeds' node type. SIGTERM drains the requests in flight and exits 0.")
     p.add_argument("dataset", metavar="DATASET")
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
@@ -55,9 +55,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--handlers", type=positive_arg, default=32, metavar="N",
                    help="threads that run requests, each holding one until answered (default 32)")
     p.add_argument("--frontend", choices=FRONTENDS,
-                   help="gRPC server: rust (tonic; Sample, Features and Info never enter Python; the default) or "
-                   "grpcio (Python's, every call through Python: the baseline of docs/benchmarks.md; the only one, "
-                   "and the default, for a heterogeneous dataset)")
+                   help="gRPC server: rust (tonic, the default; on a homogeneous dataset Sample, Features and Info "
+                   "never enter Python) or grpcio (Python's, every call through Python: the baseline of "
+                   "docs/benchmarks.md)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
                    help="node ids per request (default 4096); one request this large at the default fanouts is "
                    "answered at a time, in memory lent by the hot neighbor pages (or held besides them when they "
