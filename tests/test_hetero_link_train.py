@@ -20,7 +20,7 @@ from ringgnn import _core
 from ringgnn.data import build
 from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.data.generate import generate_hetero
-from ringgnn.training.hetero_links import HeteroLinkBatches
+from ringgnn.sampling.links import HeteroLinkBatches
 from ringgnn.training.loop import train_hetero_link
 from ringgnn.sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 

@@ -35,6 +35,9 @@ import numpy as np
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, PathLike, open_homogeneous
+from ..data.schema import parse_edge_type
+from . import hyper as hetero_hyper
+from .hetero import HeteroLoader, HeteroNeighborSampler
 from .loader import Loader
 from .sampler import NeighborSampler, SampledSubgraph
 
@@ -136,8 +139,9 @@ class Shuffle:
 
 @dataclass
 class Pairs:
-    """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints) and
-    where each endpoint is among them."""
+    """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints; of two
+    types, the sources' then the destinations', ``split`` of them sources) and where each
+    endpoint is among them (among its type's)."""
 
     seeds: Optional[np.ndarray]
     inverse: np.ndarray
@@ -146,6 +150,13 @@ class Pairs:
     label: Optional[np.ndarray] = None
     positions: Optional[np.ndarray] = None
     """Where the positives are in the epoch's pairs (``input_id``), when they come from one."""
+    split: Optional[int] = None
+
+    def typed_seeds(self, types: Tuple[str, str]) -> Dict[str, np.ndarray]:
+        """The seeds per node type of a typed relation's ``(source, destination)`` types."""
+        if self.split is None:
+            return {types[0]: self.seeds}
+        return {types[0]: self.seeds[:self.split], types[1]: self.seeds[self.split:]}
 
     def batch(self, sample: Any) -> LinkBatch:
         """The :class:`LinkBatch` of these pairs over ``sample``, the node sample of :attr:`seeds`."""
@@ -156,19 +167,46 @@ class Pairs:
         return LinkBatch(sample, n, src_index=self.inverse[:n], dst_pos_index=self.inverse[n:2 * n],
                          dst_neg_index=neg[:, 0] if neg.shape[1] == 1 else neg)
 
+    def put(self, store: Any) -> None:
+        """Set the pairs on ``store`` (a PyG ``Data``, or a ``HeteroData``'s relation) as PyG's
+        ``LinkNeighborLoader`` does: ``input_id``, ``edge_label_index`` and ``edge_label``, or
+        ``src_index``/``dst_pos_index``/``dst_neg_index``."""
+        import torch  # the batches of PyG's types: torch only where they are made
+
+        lb = self.batch(None)
+        store.input_id = torch.from_numpy(np.ascontiguousarray(self.positions, dtype=np.int64))
+        if lb.edge_label_index is not None:
+            store.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index, dtype=np.int64))
+            if lb.edge_label is not None:
+                store.edge_label = torch.from_numpy(lb.edge_label)
+        else:
+            store.src_index = torch.from_numpy(lb.src_index)
+            store.dst_pos_index = torch.from_numpy(lb.dst_pos_index)
+            store.dst_neg_index = torch.from_numpy(np.ascontiguousarray(lb.dst_neg_index))
+
 
 class LinkPairs:
     """Turns the positive pairs of a link batch into its seeds, drawing its negatives from the
-    (seed, epoch, batch) stream: what :class:`LinkSampler` and :class:`LinkLoader` share."""
+    (seed, epoch, batch) stream: what :class:`LinkSampler`, :class:`LinkLoader` and
+    :class:`HeteroLinkBatches` share. ``types``: a typed dataset's relation's (source,
+    destination) node types, each end's ids and negatives in its own type (None: the one type
+    of a homogeneous dataset)."""
 
-    def __init__(self, dataset: Dataset, seed: int, neg_sampling: Optional[NegativeSampling] = None):
+    def __init__(self, dataset: Any, seed: int, neg_sampling: Optional[NegativeSampling] = None,
+                 types: Optional[Tuple[str, str]] = None):
         self.dataset = dataset
         self.seed = seed
         self.neg_sampling = neg_sampling
+        self.types = types
+        n = dataset.num_nodes
+        self.counts = (n, n) if types is None else (dataset.num_nodes_dict[types[0]], dataset.num_nodes_dict[types[1]])
         self._cdf: Optional[np.ndarray] = None
 
     def _weights_cdf(self) -> np.ndarray:
         if self._cdf is None:
+            if self.types is not None:
+                raise InputError("negative sampling by degree is for homogeneous datasets (a typed relation's ends "
+                                 "are drawn uniformly over their node types); use weight='uniform'")
             w = self.dataset.degrees().astype(np.float64) ** 0.75
             cdf = np.cumsum(w)
             if cdf.size == 0 or cdf[-1] <= 0:
@@ -176,10 +214,12 @@ class LinkPairs:
             self._cdf = cdf
         return self._cdf
 
-    def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None) -> np.ndarray:
-        """``count`` random node ids by the configured weighting (or by ``weight``, one
-        non-negative value per node, as PyG's ``src_weight``/``dst_weight``)."""
-        n = self.dataset.num_nodes
+    def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None,
+                  side: int = 0) -> np.ndarray:
+        """``count`` random node ids (of the source end's type, ``side`` 0, or the destination's,
+        1) by the configured weighting (or by ``weight``, one non-negative value per node, as
+        PyG's ``src_weight``/``dst_weight``)."""
+        n = self.counts[side]
         if weight is not None:
             cdf = np.cumsum(np.asarray(weight, dtype=np.float64))
             if cdf.size != n or not cdf[-1] > 0:
@@ -194,6 +234,10 @@ class LinkPairs:
     def rng(self, epoch: int, batch: int) -> np.random.Generator:
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, NEG_PURPOSE, epoch, batch])))
 
+    def _nodes(self, side: int) -> str:
+        n = self.counts[side]
+        return f"the dataset has {n:,} nodes" if self.types is None else f"node type '{self.types[side]}' has {n:,} nodes"
+
     def pairs(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
               src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
               fixed: Optional[np.ndarray] = None) -> Pairs:
@@ -204,11 +248,11 @@ class LinkPairs:
         dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
         if src.shape != dst.shape:
             raise InputError(f"a link batch needs as many sources as destinations (got {src.size} and {dst.size})")
-        n = self.dataset.num_nodes
-        for name, a in (("source", src), ("destination", dst)):
+        for side, name, a in ((0, "source", src), (1, "destination", dst)):
+            n = self.counts[side]
             if a.size and (a.min() < 0 or a.max() >= n):
                 bad = a[(a < 0) | (a >= n)][0]
-                raise InputError(f"link batch {name} {bad} is not a node: the dataset has {n:,} nodes")
+                raise InputError(f"link batch {name} {bad} is not a node: {self._nodes(side)}")
         num_pos = src.size
         ns = self.neg_sampling
         label = None
@@ -217,8 +261,8 @@ class LinkPairs:
             fixed = np.asarray(fixed, dtype=np.int64)
             if fixed.ndim != 2 or fixed.shape[0] != num_pos or fixed.shape[1] < 1:
                 raise InputError(f"fixed negatives need shape (pairs, K) = ({num_pos}, K >= 1), got {fixed.shape}")
-            if fixed.size and (fixed.min() < 0 or fixed.max() >= n):
-                raise InputError(f"a fixed negative is not a node: the dataset has {n:,} nodes")
+            if fixed.size and (fixed.min() < 0 or fixed.max() >= self.counts[1]):
+                raise InputError(f"a fixed negative is not a node: {self._nodes(1)}")
             if edge_label is not None:
                 raise InputError("fixed negatives take no edge labels")
             dst = np.concatenate([dst, fixed.reshape(-1)])
@@ -226,21 +270,26 @@ class LinkPairs:
             num_neg = math.ceil(num_pos * ns.amount)
             rng = self.rng(epoch, batch)
             src_neg = self.negatives(num_neg, rng, src_weight)
-            dst_neg = self.negatives(num_neg, rng, dst_weight)
+            dst_neg = self.negatives(num_neg, rng, dst_weight, side=1)
             src = np.concatenate([src, src_neg])
             dst = np.concatenate([dst, dst_neg])
             pos_label = np.ones(num_pos, np.float32) if edge_label is None else np.asarray(edge_label, np.float32).reshape(num_pos)
             label = np.concatenate([pos_label, np.zeros(num_neg, np.float32)])
         elif ns is not None:
             amount = int(ns.amount)
-            dst_neg = self.negatives(num_pos * amount, self.rng(epoch, batch), dst_weight)
+            dst_neg = self.negatives(num_pos * amount, self.rng(epoch, batch), dst_weight, side=1)
             dst = np.concatenate([dst, dst_neg])
             if edge_label is not None:
                 raise InputError("triplet negative sampling takes no edge labels")
         elif edge_label is not None:
             label = np.asarray(edge_label, np.float32).reshape(num_pos)
-        seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
-        return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
+        if self.types is None or self.types[0] == self.types[1]:
+            seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
+            return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
+        # Two node types: each end's distinct ids in its own id space.
+        (us, si), (ud, di) = (np.unique(a, return_inverse=True) for a in (src, dst))
+        return Pairs(np.concatenate([us, ud]), np.concatenate([si.reshape(-1), di.reshape(-1)]), num_pos, triplet,
+                     label, split=len(us))
 
     def most_seeds(self, pairs: int, fixed_k: int = 0) -> int:
         """The most seed nodes a batch of ``pairs`` positives can have (what a memory plan is
@@ -297,9 +346,12 @@ class LinkSampler(LinkPairs):
                 yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
 
 
-def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges") -> np.ndarray:
+def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges",
+               counts: Optional[Tuple[int, int]] = None) -> np.ndarray:
     """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array of shape
-    (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and destinations)."""
+    (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and destinations).
+    ``counts``: the nodes of the source and destination ends (a typed relation's two types;
+    default ``dataset.num_nodes`` both)."""
     if isinstance(edges, (str, os.PathLike)):
         spec = os.fspath(edges)
         if spec in dataset.edge_split_names:
@@ -322,10 +374,10 @@ def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges") ->
     if a.shape[0] != 2:
         a = a.T
     a = np.ascontiguousarray(a, dtype=np.int64)
-    n = dataset.num_nodes
-    if a.size and (a.min() < 0 or a.max() >= n):
-        bad = a[(a < 0) | (a >= n)][0]
-        raise InputError(f"{what}: node {bad} is not a node of {dataset.path} ({n:,} nodes)")
+    for row, n in zip(a, counts or (dataset.num_nodes,) * 2):
+        if row.size and (row.min() < 0 or row.max() >= n):
+            bad = row[(row < 0) | (row >= n)][0]
+            raise InputError(f"{what}: node {bad} is not a node of {dataset.path} ({n:,} nodes)")
     return a
 
 
@@ -336,16 +388,20 @@ class LinkBatches:
     shuffled by (seed, epoch) (:class:`Shuffle`: no permutation is held), with negatives drawn
     by ``pairs`` or fixed (``negatives``, an ``(n, K)`` array of destinations per pair); and
     the windows of seed lists handed to the Rust core, as many batches at a time as
-    ``WINDOW_BYTES`` holds (``window``: fewer)."""
+    ``WINDOW_BYTES`` holds (``window``: fewer). ``dataset``: where the pairs are (a typed
+    dataset's relation, for :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in
+    the order of the file (ascending positions), not the epoch's."""
 
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
                  drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: Optional[int] = None,
-                 backend: str = "auto", direct: bool = False):
+                 backend: str = "auto", direct: bool = False, file_order: bool = False):
         self.dataset = dataset
         self.pairs = pairs
+        self.file_order = bool(file_order)
         stored = isinstance(edges, str) and edges in dataset.edge_split_names
-        self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges)
+        self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges,
+                                                                                     counts=pairs.counts)
         # A stored split's pairs are read with the project's page-coalesced reader (io_uring, many
         # reads in flight; O_DIRECT with `direct`), not by faulting the map a page at a time:
         # a batch's pairs lie on as many random pages as it has pairs.
@@ -396,6 +452,8 @@ class LinkBatches:
     def batch_pairs(self, epoch: int, b: int) -> Pairs:
         """The :class:`Pairs` of batch ``b`` of epoch ``epoch``."""
         pos = self.batch_positions(epoch, b)
+        if self.file_order:
+            pos = np.sort(pos)
         # Read in file order (a mapped split: ascending pages), then put back in batch order.
         order = np.argsort(pos, kind="stable")
         inv = np.empty_like(order)
@@ -505,8 +563,6 @@ class LinkLoader(LinkBatches):
         self._epoch = _options.count(epoch, "epoch")
 
     def __iter__(self) -> Iterator[Any]:
-        import torch
-
         epoch, self._epoch = self._epoch, self._epoch + 1
         totals = self._loader._new_totals()
         self.last_epoch = totals
@@ -516,16 +572,7 @@ class LinkLoader(LinkBatches):
 
         for made, it in self.windows(epoch, start):
             for index, data in self._loader._batches(it, totals):
-                lb = made[int(index)].batch(None)
-                data.input_id = torch.from_numpy(made[int(index)].positions)
-                if lb.edge_label_index is not None:
-                    data.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index))
-                    if lb.edge_label is not None:
-                        data.edge_label = torch.from_numpy(lb.edge_label)
-                else:
-                    data.src_index = torch.from_numpy(lb.src_index)
-                    data.dst_pos_index = torch.from_numpy(lb.dst_pos_index)
-                    data.dst_neg_index = torch.from_numpy(np.ascontiguousarray(lb.dst_neg_index))
+                made[int(index)].put(data)
                 yield data
                 del data
 
@@ -546,3 +593,88 @@ class LinkLoader(LinkBatches):
     def __repr__(self) -> str:
         return (f"LinkLoader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
                 f"{self.edges.shape[1]} pairs, backend={self.backend!r})")
+
+
+class HeteroLinkBatches(LinkBatches):
+    """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs
+    of :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
+    ``ceil(neg_ratio * n)`` binary negatives, source uniform over ``S`` and destination over
+    ``D``, from the (seed, "lneg", epoch, batch) stream), each end's distinct ids seeding one
+    typed sample (:meth:`HeteroNeighborSampler.sample_many`; one type when ``S = D``), features
+    gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions in ``data[S].n_id``
+    and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's ``LinkNeighborLoader``.
+    Batches are made on ``threads`` threads, ``prefetch`` ahead; ``hyperbatch``: batches a thread
+    samples together from disk (each relation file read once per hop for all of them; ``"auto"``
+    sizes H as :class:`ringgnn.HeteroLoader` does); the batches are the same. ``pairs`` (2, n):
+    the positives (default the relation's ``train`` split)."""
+
+    def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
+                 batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,
+                 prefetch: int = 2, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto"):
+        self.ds, self.relation = ds, ds.check_relation(relation)
+        self.edge_type = parse_edge_type(self.relation)
+        self.types = (self.edge_type[0], self.edge_type[2])
+        link = LinkPairs(ds, int(seed), NegativeSampling("binary", neg_ratio), types=self.types)
+        super().__init__(ds.relation(self.relation), link, batch_size, "train" if pairs is None else pairs,
+                         shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
+        if features is None:  # the readers (and cache) a loader of this sampler would make
+            features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
+        self.sampler, self.features = sampler, features
+        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self.prefetch = prefetch
+        self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
+        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._hyper: Optional[Tuple[int, str]] = None
+        self.epoch = 0
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch (:attr:`batches`: one rank's share of them)."""
+        return -(-self.edges.shape[1] // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = _options.count(epoch, "epoch")
+
+    def batch(self, epoch: int, b: int) -> Any:
+        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``."""
+        return self.make_batches(epoch, [b])[0]
+
+    def make_batches(self, epoch: int, indices: List[int]) -> List[Any]:
+        """Batches ``indices`` of epoch ``epoch`` sampled together (one hyperbatch): each exactly
+        :meth:`batch` of its own."""
+        made = [self.batch_pairs(epoch, b) for b in indices]
+        samples = self.sampler.sample_many([p.typed_seeds(self.types) for p in made], indices, epoch=epoch)
+        out = []
+        for sample, p in zip(samples, made):
+            data = sample.to_hetero_data({t: self.features.gather(t, sample.node[t]) for t in self.feature_types})
+            p.put(data[self.edge_type])
+            out.append(data)
+        return out
+
+    def hyperbatch_size(self) -> Tuple[int, str]:
+        """(H, why): link batches sampled together, decided once (``ringgnn.sampling.hyper``, as
+        :class:`ringgnn.HeteroLoader` decides it, for the most endpoints a link batch can have)."""
+        if self._hyper is None:
+            backend, _ = self.sampler.placement()
+            per_batch = 0
+            if self.hyperbatch is None and backend != "memory":
+                b = self.batch_size + math.ceil(self.batch_size * self.pairs.neg_sampling.amount)
+                (s, d), (ns, nd) = self.types, self.pairs.counts
+                most = {s: min(ns, b)}
+                most[d] = min(nd, most.get(d, 0) + b)
+                dims = self.ds.feature_dims()
+                rows = {t: 4 * dims[t] for t in self.feature_types}
+                per_batch = hetero_hyper.batch_bound(self.sampler.bound(most), rows, d, False)
+            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=hetero_hyper.share(self.sampler.plan().batch_memory),
+                                              per_batch=per_batch, threads=self.threads, prefetch=self.prefetch,
+                                              batches=max(1, len(self)))
+        return self._hyper
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self.epoch
+        order = list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
+        h = self.hyperbatch_size()[0]
+        jobs = [order[i:i + h] for i in range(0, len(order), h)]
+        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
+        yield from hetero_hyper.run_in_order(jobs, lambda job: self.make_batches(epoch, job), threads=self.threads,
+                                             ahead=ahead, name="ringgnn-hlink")

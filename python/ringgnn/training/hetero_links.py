@@ -56,7 +56,7 @@ from ..models.gnn import build_decoder
 from ..models.hetero import HeteroModel, hetero_batch_to_dicts
 from ..sampling import hyper as hetero_hyper
 from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler
-from ..sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
+from ..sampling.links import HeteroLinkBatches
 from ..sampling.plan import plan_hetero
 from . import distributed
 from .hetero import TypedRuns
@@ -114,145 +114,6 @@ def build_link_model(cfg: Mapping[str, Any]) -> Any:
     return _build_model(cfg)
 
 
-class HeteroLinkBatches:
-    """The link batches of relation ``relation`` (see the module docs), gathered on ``threads``
-    threads, ``prefetch`` ahead. ``pairs`` (2, n): the positives (default the ``train`` split,
-    mapped). ``hyperbatch``: link batches a thread samples together from disk (``H`` consecutive
-    ones, :meth:`HeteroNeighborSampler.sample_many`, each relation file read once per hop for all
-    of them; ``"auto"`` sizes H as :class:`ringgnn.HeteroLoader` does); the batches are the same."""
-
-    def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
-                 batch_size: int,
-                 neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None, prefetch: int = 2,
-                 pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto"):
-        self.ds, self.relation = ds, ds.check_relation(relation)
-        self.src_type, _, self.dst_type = parse_edge_type(relation)
-        self.edge_type = parse_edge_type(relation)
-        if features is None:  # the readers (and cache) a loader of this sampler would make
-            features = HeteroLoader(ds, sampler.fanouts, self.dst_type, seeds=np.arange(1), sampler=sampler).features
-        self.sampler, self.features = sampler, features
-        self.pairs = ds.relation(relation).edge_split("train", mmap=True) if pairs is None else pairs
-        self.batch_size = _options.count(batch_size, "batch_size", 1)
-        self.neg_ratio, self.seed, self.shuffle = float(neg_ratio), int(seed), bool(shuffle)
-        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = prefetch
-        self.counts = ds.num_nodes_dict
-        self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
-        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
-        self._hyper: Optional[Tuple[int, str]] = None
-        self.epoch = 0
-        #: The global indices of the batches an epoch yields (one rank's share under
-        #: ``torchrun``, ``ringgnn.training.distributed.shard``); None: all of them, in order.
-        self.shard: Optional[List[int]] = None
-
-    def epoch_batches(self) -> int:
-        """The number of batches of a whole epoch."""
-        return -(-self.pairs.shape[1] // self.batch_size)
-
-    def __len__(self) -> int:
-        return self.epoch_batches() if self.shard is None else len(self.shard)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = _options.count(epoch, "epoch")
-
-    def positions(self, epoch: int, b: int) -> np.ndarray:
-        """Where batch ``b``'s positives are in the split, ascending (page order of the file)."""
-        n = self.pairs.shape[1]
-        idx = np.arange(b * self.batch_size, min(n, (b + 1) * self.batch_size), dtype=np.int64)
-        if self.shuffle:
-            idx = Shuffle(n, (self.seed, SHUFFLE_PURPOSE, epoch))(idx)
-        return np.sort(idx)
-
-    def draw(self, epoch: int, b: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(src, dst, label, positions) of batch ``b`` of epoch ``epoch``: its positives, then
-        its negatives from the (seed, "lneg", epoch, batch) stream."""
-        pos = self.positions(epoch, b)
-        src = np.ascontiguousarray(self.pairs[0, pos], dtype=np.int64)
-        dst = np.ascontiguousarray(self.pairs[1, pos], dtype=np.int64)
-        k = math.ceil(len(pos) * self.neg_ratio)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, NEG_PURPOSE, epoch, b])))
-        src = np.concatenate([src, rng.integers(0, self.counts[self.src_type], k, dtype=np.int64)])
-        dst = np.concatenate([dst, rng.integers(0, self.counts[self.dst_type], k, dtype=np.int64)])
-        label = np.concatenate([np.ones(len(pos), np.float32), np.zeros(k, np.float32)])
-        return src, dst, label, pos
-
-    def seeds(self, src: np.ndarray, dst: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        """(seeds per type, positions of ``src`` and of ``dst`` among their type's seeds): the
-        sorted distinct endpoints, one type when ``S = D``."""
-        s, d = self.src_type, self.dst_type
-        if s == d:
-            ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
-            return {s: ids}, inv[:len(src)], inv[len(src):]
-        us, si = np.unique(src, return_inverse=True)
-        ud, di = np.unique(dst, return_inverse=True)
-        return {s: us, d: ud}, si, di
-
-    def batch(self, epoch: int, b: int) -> Any:
-        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``."""
-        src, dst, label, pos = self.draw(epoch, b)
-        return self.make(src, dst, label, epoch, b, input_id=pos)
-
-    def batches(self, epoch: int, indices: List[int]) -> List[Any]:
-        """Batches ``indices`` of epoch ``epoch`` sampled together (one hyperbatch,
-        :meth:`HeteroNeighborSampler.sample_many`): each exactly :meth:`batch` of its own."""
-        if len(indices) == 1:
-            return [self.batch(epoch, indices[0])]
-        drawn = [self.draw(epoch, b) for b in indices]
-        typed = [self.seeds(src, dst) for src, dst, _, _ in drawn]
-        samples = self.sampler.sample_many([t[0] for t in typed], indices, epoch=epoch)
-        return [self._assemble(sample, si, di, label, pos)
-                for sample, (_, si, di), (_, _, label, pos) in zip(samples, typed, drawn)]
-
-    def make(self, src: np.ndarray, dst: np.ndarray, label: Optional[np.ndarray], epoch: int, b: int,
-             input_id: Optional[np.ndarray] = None) -> Any:
-        """The ``HeteroData`` scoring pairs ``(src[i], dst[i])`` (ids of ``S`` and ``D``): one typed
-        sample around their distinct endpoints, ``edge_label_index`` their positions."""
-        seeds, si, di = self.seeds(src, dst)
-        return self._assemble(self.sampler.sample_typed(seeds, epoch=epoch, batch=b), si, di, label, input_id)
-
-    def _assemble(self, sample: Any, si: np.ndarray, di: np.ndarray, label: Optional[np.ndarray],
-                  input_id: Optional[np.ndarray]) -> Any:
-        import torch
-
-        x = {t: self.features.gather(t, sample.node[t]) for t in self.feature_types}
-        data = sample.to_hetero_data(x)
-        et = self.edge_type
-        data[et].edge_label_index = torch.from_numpy(np.stack([si, di]).astype(np.int64))
-        if label is not None:
-            data[et].edge_label = torch.from_numpy(label)
-        if input_id is not None:
-            data[et].input_id = torch.from_numpy(np.ascontiguousarray(input_id, dtype=np.int64))
-        return data
-
-    def hyperbatch_size(self) -> Tuple[int, str]:
-        """(H, why): link batches sampled together, decided once (``ringgnn.sampling.hyper``, as
-        :class:`ringgnn.HeteroLoader` decides it, for the most endpoints a link batch can have)."""
-        if self._hyper is None:
-            backend, _ = self.sampler.placement()
-            per_batch = 0
-            if self.hyperbatch is None and backend != "memory":
-                b = self.batch_size + math.ceil(self.batch_size * self.neg_ratio)
-                most = {self.src_type: min(self.counts[self.src_type], b)}
-                most[self.dst_type] = min(self.counts[self.dst_type], most.get(self.dst_type, 0) + b)
-                dims = self.ds.feature_dims()
-                rows = {t: 4 * dims[t] for t in self.feature_types}
-                per_batch = hetero_hyper.batch_bound(self.sampler.bound(most), rows, self.dst_type, False)
-            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=hetero_hyper.share(self.sampler.plan().batch_memory),
-                                              per_batch=per_batch, threads=self.threads, prefetch=self.prefetch,
-                                              batches=max(1, len(self)))
-        return self._hyper
-
-    def __iter__(self) -> Iterator[Any]:
-        epoch = self.epoch
-        order = list(range(self.epoch_batches())) if self.shard is None else list(self.shard)
-        h = self.hyperbatch_size()[0]
-        jobs = [order[i:i + h] for i in range(0, len(order), h)]
-        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
-        yield from hetero_hyper.run_in_order(jobs, lambda job: self.batches(epoch, job), threads=self.threads,
-                                             ahead=ahead, name="ringgnn-hlink")
-
-
 # --- the task -----------------------------------------------------------------------------------
 
 
@@ -304,7 +165,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
 
     def scope(self, ds: Any, train_loader: Any) -> str:
         return (f"heterogeneous, link prediction on {self.relation} ({self.decoder} decoder, {self.neg.amount:g} "
-                f"negatives per positive), {train_loader.pairs.shape[1]:,} training pairs")
+                f"negatives per positive), {train_loader.edges.shape[1]:,} training pairs")
 
     def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
         self.cfg = link_config(ds, self.relation, args["model"], args["hidden"], args["layers"], self.embed_dim,
@@ -358,7 +219,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
         """Each rank trains on its share of the link batches; every rank embeds every node of
         the held-out splits and scores its share of the pairs (as :class:`LinkPrediction`)."""
         batches = loaders[self.train_split]
-        batches.shard = distributed.shard(batches.epoch_batches(), ranks.rank, ranks.world_size)
+        batches.batches = distributed.shard(batches.epoch_batches(), ranks.rank, ranks.world_size)
         self._share = (ranks.rank, ranks.world_size)
 
     def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
