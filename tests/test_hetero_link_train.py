@@ -1,4 +1,4 @@
-"""Link prediction on one relation of a heterogeneous dataset (``ringgnn.training.hetero_links``): exact
+"""Link prediction on one relation of a heterogeneous dataset (``ringgnn.training.hetero``): exact
 link batches on a tiny typed graph, no held-out pair ever sampled (nor its reverse), a GraphBolt
 link-prediction dataset written here converts and trains from the CLI, the planted generator's
 authorship is learned well beyond chance, resume, and every refusal."""
@@ -211,7 +211,7 @@ def _full_graph(ds):
 
 @pytest.mark.parametrize("decoder", ["dot", "mlp"])
 def test_predict_edges_is_a_full_graph_forward_of_the_checkpoint(tiny, tmp_path, cli, decoder):
-    from ringgnn.training.hetero_links import build_link_model
+    from ringgnn.training.hetero import build_link_model
 
     train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, decoder=decoder,
                       threads=1, out=tmp_path / "run", quiet=True, log=lambda s: None)
@@ -280,7 +280,7 @@ def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli
                           out=d / "run", quiet=True, log=lambda s: None)
     state = torch.load(d / "run" / "best.pt", weights_only=True)
     assert state["args"]["hetero_link"]["dst"] is None
-    from ringgnn.training.hetero_links import build_link_model
+    from ringgnn.training.hetero import build_link_model
 
     net = build_link_model(state["args"]["hetero_link"])
     net.load_state_dict(state["model"])

@@ -236,7 +236,8 @@ class LinkPairs:
 
     def _nodes(self, side: int) -> str:
         n = self.counts[side]
-        return f"the dataset has {n:,} nodes" if self.types is None else f"node type '{self.types[side]}' has {n:,} nodes"
+        where = "the dataset" if self.types is None else f"node type '{self.types[side]}'"
+        return f"{where} has {n:,} nodes"
 
     def pairs(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
               src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,

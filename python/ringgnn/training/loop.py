@@ -2,8 +2,7 @@
 
 The loop is the same for every task and every kind of dataset: it asks a task plug-in
 (``ringgnn.training.tasks``: node classification, link prediction; their heterogeneous cases in
-``ringgnn.training.hetero`` and ``ringgnn.training.hetero_links``, a homogeneous dataset being the one-type
-case) for the model, the loaders of the training and evaluated splits, the loss of each
+``ringgnn.training.hetero``, a homogeneous dataset being the one-type case) for the model, the loaders of the training and evaluated splits, the loss of each
 training batch, the evaluation sums after each epoch and the scores made of them. It follows
 PyG's ``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds. Evaluation is
 out of core too: the seeds of the evaluated splits are sampled with the same fanouts as training
@@ -175,7 +174,7 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         # The typed plug-ins import PyTorch (the heterogeneous models): not at import, which the
         # command line's parser does.
         from .hetero import HeteroNodeClassification
-        from .hetero_links import HeteroLinkPrediction
+        from .hetero import HeteroLinkPrediction
     else:
         for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
                             ("--embed-tables", None if embed_tables == "auto" else embed_tables)):
