@@ -20,7 +20,9 @@ graph, the word2vec/PinSage practice), with replacement, from a numpy PCG64 stre
 of link batches through the Rust loader (threads, hyperbatches, spill, feature rows gathered,
 one memory budget) and gives the same batches as :class:`LinkSampler`. Evaluation batches take
 *fixed* negatives instead (``negatives=``: a dataset's stored ``(n, K)`` candidates), in the
-triplet layout.
+triplet layout. :class:`HeteroLinkBatches` is the same batcher over one relation ``S:R:D`` of a
+typed dataset (PyG's ``LinkNeighborLoader`` on ``HeteroData``): each end's ids and negatives are
+of its own node type, and each type's distinct endpoints seed one typed sample.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -336,13 +338,7 @@ class LinkSampler(LinkPairs):
         if self.sampler._core is None and self.sampler.reserve is None:
             # The window's seed lists are held besides the sampler: reserve them in its plan.
             self.sampler.reserve = _options.process_rss() + WINDOW_BYTES
-        core = self.sampler._sampler()
-        e = _options.count(epoch, "epoch")
-
-        def start(seeds, longest, **lists):
-            return core.epoch(seeds, longest, shuffle=False, epoch=e, **lists)
-
-        for made, it in lb.windows(e, start):
+        for made, it in lb.windows(_options.count(epoch, "epoch"), self.sampler._sampler()):
             for index, _seeds, out in it:
                 yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
 
@@ -480,9 +476,9 @@ class LinkBatches:
             self._reader_pid = os.getpid()
         return self._reader.gather(positions).view("<i8").T
 
-    def windows(self, epoch: int, start: Callable[..., Any]) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
+    def windows(self, epoch: int, core: Any) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
         """For each window of the epoch's batches: their :class:`Pairs` by batch index and the
-        core epoch ``start(seeds, longest, bounds=..., indices=...)`` started over them."""
+        epoch of ``core`` (a Rust sampler or loader) started over their seed lists."""
         wanted = list(range(len(self))) if self.batches is None else self.batches
         for w in range(0, len(wanted), self.window):
             chosen = wanted[w:w + self.window]
@@ -492,7 +488,8 @@ class LinkBatches:
             for p in made.values():
                 p.seeds = None  # in `seeds` now (and in the core's copy)
             bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
-            yield made, start(seeds, max(1, max(sizes)), bounds=bounds, indices=[int(b) for b in chosen])
+            yield made, core.epoch(seeds, max(1, max(sizes)), shuffle=False, epoch=epoch, bounds=bounds,
+                                   indices=[int(b) for b in chosen])
 
 
 class LinkLoader(LinkBatches):
@@ -567,11 +564,7 @@ class LinkLoader(LinkBatches):
         epoch, self._epoch = self._epoch, self._epoch + 1
         totals = self._loader._new_totals()
         self.last_epoch = totals
-
-        def start(seeds, longest, **lists):
-            return self._core.epoch(seeds, longest, shuffle=False, epoch=epoch, **lists)
-
-        for made, it in self.windows(epoch, start):
+        for made, it in self.windows(epoch, self._core):
             for index, data in self._loader._batches(it, totals):
                 made[int(index)].put(data)
                 yield data
