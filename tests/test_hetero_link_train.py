@@ -22,7 +22,7 @@ from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.data.generate import generate_hetero
 from ringgnn.sampling.links import HeteroLinkBatches
 from ringgnn.training.loop import train_hetero_link
-from ringgnn.sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
+from ringgnn.sampling.pairs import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 
 WRITES, REV = "author:writes:paper", "paper:rev_writes:author"
 PAIRS = [(a, p) for p in range(6) for a in range(5) if (a + p) % 3 != 0]  # 20 author-paper pairs

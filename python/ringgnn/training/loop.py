@@ -34,7 +34,7 @@ from ..data.dataset import Dataset, HeteroDataset
 from ..models.checkpoints import open_run, restore, run_directory, write_json
 from ..models.gnn import DECODERS
 from ..sampling.hetero import open_hetero
-from ..sampling.links import WEIGHTS as NEG_WEIGHTS
+from ..sampling.pairs import WEIGHTS as NEG_WEIGHTS
 from . import distributed
 from .curves import Plots
 from .tasks import LinkPrediction, NodeClassification, Task

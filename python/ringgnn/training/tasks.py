@@ -37,8 +37,9 @@ from ..inference.scoring import decode_pairs, embed_endpoints, split_scores
 from ..models.checkpoints import Checkpoint, load_checkpoint, save
 from ..models.gnn import MODELS, activation_bytes, build_link_model, build_model, forward
 from ..sampling import cuda
-from ..sampling.links import LinkLoader, LinkPairs, NegativeSampling
+from ..sampling.links import LinkLoader
 from ..sampling.loader import Loader
+from ..sampling.pairs import LinkPairs, NegativeSampling
 from . import distributed
 
 
