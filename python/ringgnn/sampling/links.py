@@ -289,8 +289,8 @@ class LinkLoader(LinkBatches):
 class HeteroLinkBatches(LinkBatches):
     """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs
     of :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
-    ``ceil(neg_ratio * n)`` binary negatives, source uniform over ``S`` and destination over
-    ``D``, from the (seed, "lneg", epoch, batch) stream), each end's distinct ids seeding one
+    ``ceil(neg_ratio * n)`` binary negatives, source over ``S`` and destination over ``D``,
+    uniform or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream), each end's distinct ids seeding one
     typed sample (:meth:`HeteroNeighborSampler.sample_many`; one type when ``S = D``), features
     gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions in ``data[S].n_id``
     and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's ``LinkNeighborLoader``.
@@ -301,11 +301,12 @@ class HeteroLinkBatches(LinkBatches):
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,
-                 prefetch: int = 2, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto"):
+                 prefetch: int = 2, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto",
+                 neg_weight: str = "uniform"):
         self.ds, self.relation = ds, ds.check_relation(relation)
         self.edge_type = parse_edge_type(self.relation)
         self.types = (self.edge_type[0], self.edge_type[2])
-        link = LinkPairs(ds, int(seed), NegativeSampling("binary", neg_ratio), types=self.types)
+        link = LinkPairs(ds, int(seed), NegativeSampling("binary", neg_ratio, neg_weight), types=self.types)
         super().__init__(ds.relation(self.relation), link, batch_size, "train" if pairs is None else pairs,
                          shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
         if features is None:  # the readers (and cache) a loader of this sampler would make

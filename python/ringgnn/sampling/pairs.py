@@ -12,9 +12,10 @@ The seed nodes are the sorted unique endpoints (``torch.unique`` of ``cat([src, 
 does; of a typed relation ``S:R:D`` with ``S != D``, each end's in its own type), so
 ``edge_label_index`` (or ``src_index``/``dst_pos_index``/``dst_neg_index``) are positions among
 them. Negatives are drawn uniformly, or by ``degree ** 0.75`` (in-degree in the training graph,
-the word2vec/PinSage practice; homogeneous datasets), with replacement, from a numpy PCG64 stream
-keyed by (seed, epoch, batch): a batch's negatives, like its sample, depend on nothing else. An
-epoch's order of its pairs is :class:`Shuffle`, keyed by (seed, epoch), with no permutation held.
+the word2vec/PinSage practice; of a typed dataset, over the relations entering the end's type),
+with replacement, from a numpy PCG64 stream keyed by (seed, epoch, batch): a batch's negatives,
+like its sample, depend on nothing else. An epoch's order of its pairs is :class:`Shuffle`, keyed
+by (seed, epoch), with no permutation held.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from .._core import InputError
 from ..data.dataset import Dataset
+from ..data.schema import parse_edge_type
 from .sampler import SampledSubgraph
 
 #: The numpy ``SeedSequence`` purpose word of negative sampling ("lneg" in ASCII).
@@ -183,19 +185,29 @@ class LinkPairs:
         self.types = types
         n = dataset.num_nodes
         self.counts = (n, n) if types is None else (dataset.num_nodes_dict[types[0]], dataset.num_nodes_dict[types[1]])
-        self._cdf: Optional[np.ndarray] = None
+        self._cdf: Dict[Optional[str], np.ndarray] = {}
 
-    def _weights_cdf(self) -> np.ndarray:
-        if self._cdf is None:
-            if self.types is not None:
-                raise InputError("negative sampling by degree is for homogeneous datasets (a typed relation's ends "
-                                 "are drawn uniformly over their node types); use weight='uniform'")
-            w = self.dataset.degrees().astype(np.float64) ** 0.75
+    def degrees(self, side: int) -> np.ndarray:
+        """The in-degree of every node of an end's type: in the graph, or in the relations that
+        enter the type (a typed dataset's graph)."""
+        if self.types is None:
+            return self.dataset.degrees()
+        t = self.types[side]
+        deg = np.zeros(self.counts[side], np.int64)
+        for r in self.dataset.relations:
+            if parse_edge_type(r)[2] == t:
+                deg += self.dataset.relation(r).degrees()
+        return deg
+
+    def _weights_cdf(self, side: int) -> np.ndarray:
+        key = None if self.types is None else self.types[side]
+        if key not in self._cdf:
+            w = self.degrees(side).astype(np.float64) ** 0.75
             cdf = np.cumsum(w)
             if cdf.size == 0 or cdf[-1] <= 0:
                 raise InputError("negative sampling by degree needs a graph with edges; use weight='uniform'")
-            self._cdf = cdf
-        return self._cdf
+            self._cdf[key] = cdf
+        return self._cdf[key]
 
     def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None,
                   side: int = 0) -> np.ndarray:
@@ -208,7 +220,7 @@ class LinkPairs:
             if cdf.size != n or not cdf[-1] > 0:
                 raise InputError(f"a negative-sampling weight needs one non-negative value per node ({n}) and a positive sum")
         elif self.neg_sampling is not None and self.neg_sampling.weight == "degree":
-            cdf = self._weights_cdf()
+            cdf = self._weights_cdf(side)
         else:
             return rng.integers(0, n, size=count, dtype=np.int64)
         u = rng.random(count) * cdf[-1]

@@ -358,9 +358,6 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
 
     def __init__(self, ds: Any, relation: Optional[str], decoder: str = "dot", neg_ratio: float = 1.0,
                  neg_weight: str = "uniform", embed_dim: Optional[int] = None, embed_tables: str = "auto"):
-        if neg_weight != "uniform":
-            raise InputError("--neg-weight: not available for heterogeneous datasets (negatives are drawn uniformly "
-                             "over each end's node type); leave it out")
         if embed_tables != "auto":
             raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
                              "memory (tables in files are for --task node yet); leave it out")
@@ -389,7 +386,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
         self.cfg = link_config(ds, self.relation, args["model"], args["hidden"], args["layers"], self.embed_dim,
                                args["dropout"], self.decoder)
         return dict(task="link", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=self.decoder,
-                    neg_ratio=self.neg.amount, neg_weight="uniform", relation=self.relation,
+                    neg_ratio=self.neg.amount, neg_weight=self.neg.weight, relation=self.relation,
                     embed_dim=self.embed_dim, hetero_link=self.cfg)
 
     def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
@@ -412,7 +409,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
                 features = loaders[key].features  # one set of readers and one cache
         self.hyper = loaders[self.train_split] = HeteroLinkBatches(
             ds, self.relation, self.sampler, features, batch_size=batch_size, neg_ratio=self.neg.amount,
-            seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
+            neg_weight=self.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
             **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
         return net, loaders
 
