@@ -43,6 +43,9 @@ from .tasks import LinkPrediction, NodeClassification, Task
 EVAL_MODES = ("auto", "sampled", "layerwise")
 #: What ``--task`` trains for.
 TASKS = ("node", "link")
+#: The loop's options a checkpoint's ``args`` holds, in their order (then ``world_size``, the task's).
+RUN_ARGS = ("model", "fanouts", "batch_size", "epochs", "hidden", "layers", "lr", "dropout", "cache", "memory",
+            "device", "seed")
 
 
 def train(
@@ -204,11 +207,7 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
     import torch
 
     device, out, model, fanouts = opts["device"], opts["out"], opts["model"], opts["fanouts"]
-    run_args = task.run_args(ds, dict(model=model, fanouts=fanouts, batch_size=opts["batch_size"],
-                                      epochs=opts["epochs"], hidden=opts["hidden"], layers=opts["layers"],
-                                      lr=opts["lr"], dropout=opts["dropout"], cache=opts["cache"],
-                                      memory=opts["memory"], device=device, seed=opts["seed"],
-                                      world_size=ranks.world_size))
+    run_args = task.run_args(ds, dict({k: opts[k] for k in RUN_ARGS}, world_size=ranks.world_size))
     rank_log = log  # lines every rank prints (tagged with its rank)
     if not ranks.leader:
         log, quiet = (lambda s: None), True
