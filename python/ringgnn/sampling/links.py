@@ -287,17 +287,17 @@ class LinkLoader(LinkBatches):
 
 
 class HeteroLinkBatches(LinkBatches):
-    """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs
-    of :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
-    ``ceil(neg_ratio * n)`` binary negatives, source over ``S`` and destination over ``D``,
-    uniform or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream), each end's distinct ids seeding one
-    typed sample (:meth:`HeteroNeighborSampler.sample_many`; one type when ``S = D``), features
-    gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions in ``data[S].n_id``
-    and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's ``LinkNeighborLoader``.
-    Batches are made on ``threads`` threads, ``prefetch`` ahead; ``hyperbatch``: batches a thread
-    samples together from disk (each relation file read once per hop for all of them; ``"auto"``
-    sizes H as :class:`ringgnn.HeteroLoader` does); the batches are the same. ``pairs`` (2, n):
-    the positives (default the relation's ``train`` split)."""
+    """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs of
+    :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
+    ``ceil(neg_ratio * n)`` binary negatives, source over ``S`` and destination over ``D``, uniform
+    or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream), each end's
+    distinct ids seeding one typed sample (:meth:`HeteroNeighborSampler.sample_many`; one type when
+    ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions
+    in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
+    ``LinkNeighborLoader``. Batches are made on ``threads`` threads, ``prefetch`` ahead;
+    ``hyperbatch``: batches a thread samples together from disk (each relation file read once per
+    hop for all of them; ``"auto"`` sizes H as :class:`ringgnn.HeteroLoader` does); the batches are
+    the same. ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,

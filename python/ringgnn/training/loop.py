@@ -2,13 +2,14 @@
 
 The loop is the same for every task and every kind of dataset: it asks a task plug-in
 (``ringgnn.training.tasks``: node classification, link prediction; their heterogeneous cases in
-``ringgnn.training.hetero``, a homogeneous dataset being the one-type case) for the model, the loaders of the training and evaluated splits, the loss of each
-training batch, the evaluation sums after each epoch and the scores made of them. It follows
-PyG's ``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds. Evaluation is
-out of core too: the seeds of the evaluated splits are sampled with the same fanouts as training
-(not layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the
-scores of different epochs compare the same neighborhoods; exact layer-wise scores come after
-every epoch (``--eval layerwise``) or once for the best checkpoint (``--eval auto``).
+``ringgnn.training.hetero``, a homogeneous dataset being the one-type case) for the model, the
+loaders of the training and evaluated splits, the loss of each training batch, the evaluation sums
+after each epoch and the scores made of them. It follows PyG's ``NeighborLoader`` recipe, each
+batch the sampled neighborhood of its seeds. Evaluation is out of core too: the seeds of the
+evaluated splits are sampled with the same fanouts as training (not layer-wise full-neighborhood
+inference), in a fixed order and with a fixed sample, so the scores of different epochs compare the
+same neighborhoods; exact layer-wise scores come after every epoch (``--eval layerwise``) or once
+for the best checkpoint (``--eval auto``).
 
 A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
 ``best.pt`` (the epoch of best validation score; both ``ringgnn.models.checkpoints``),
