@@ -79,7 +79,7 @@ class _Layout:
 
     def _scheme(self, scheme: Optional[str]) -> Optional[str]:
         d = scheme_dir(self.root, scheme)
-        if d is None or any(os.path.isfile(os.path.join(d, f"{s}.pt")) for s in SPLIT_NAMES):
+        if d is None or ogbl.is_link(d):
             return d  # none, or link prediction (ogbl): see .ogbl
         if not os.path.isfile(os.path.join(d, "split_dict.pt")):
             for s in SPLIT_NAMES:

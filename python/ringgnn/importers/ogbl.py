@@ -13,11 +13,12 @@ and a listed pair that is in the graph (a repeated collaboration of ogbl-collab)
 Negatives: ogbl-citation2's ``target_node_neg`` (per positive, ``K`` destinations) is stored as
 given (``given_negatives``: rows reordered to the stored (dst, src) order), so evaluation uses
 OGB's own negatives; with ``undirected`` too, since the builder keeps the listed direction of a
-split's pairs when its negatives are given (they replace the listed destination). ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
-shared by all positives of the split: they are stored as given (``shared_negatives``,
-``docs/FORMAT.md`` "Edge splits"), and evaluation ranks every positive against all of them as
-OGB's ``Evaluator`` does (``ringgnn.inference.metrics.shared_ranking_sums``); such a split draws no
-``link_negatives`` per pair (the build skips them: evaluation would never read them).
+split's pairs when its negatives are given (they replace the listed destination).
+ogbl-collab/ppa/ddi's ``edge_neg`` are pairs shared by all positives of the split: they are
+stored as given (``shared_negatives``, ``docs/FORMAT.md`` "Edge splits"), and evaluation ranks
+every positive against all of them as OGB's ``Evaluator`` does
+(``ringgnn.inference.metrics.shared_ranking_sums``); such a split draws no ``link_negatives``
+per pair (the build skips them: evaluation would never read them).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 
 from .._core import InputError
 from ..data import build
-from ._ogb_io import array, load_pt, load_split_dict, stage_ids
+from ._ogb_io import array, load_pt, load_split_dict, need, stage_ids
 from ._stage import Staging, check_ids, split_names
 
 SPLITS = ("train", "valid", "test")
@@ -55,10 +56,8 @@ def load_splits(split_dir: str) -> Dict[str, Tuple[Dict[str, Any], str]]:
         return {k: (v, f"{one}: '{k}'") for k, v in d.items()}
     out = {}
     for s in SPLITS:
-        path = os.path.join(split_dir, f"{s}.pt")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(2, f"no such file: split scheme {split_dir} needs {', '.join(SPLITS)} "
-                                    "(.pt dictionaries of edges)", path)
+        path = need(os.path.join(split_dir, f"{s}.pt"), f"split scheme {split_dir} needs {', '.join(SPLITS)} (.pt "
+                    "dictionaries of edges)")
         out[s] = (load_pt(path, "OGB's link splits are dictionaries of edge tensors"), path)
     return out
 
