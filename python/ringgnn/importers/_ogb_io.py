@@ -5,7 +5,8 @@ and numbers (what OGB and MAG240M save), without importing torch; OGB's node lab
 they are written (:func:`write_labels`); and the staging every OGB layout shares, whether it
 has one node type or several: the split scheme (:func:`scheme_dir`), an ``edge_index`` streamed
 with its ids checked (:func:`stage_edges`), features (:func:`stage_npz_features`,
-:func:`stage_csv_features`), labels (:func:`stage_labels`) and splits (:func:`stage_split_dict`, :func:`stage_csv_ids`).
+:func:`stage_csv_features`), labels (:func:`stage_labels`), splits (:func:`stage_split_dict`,
+:func:`stage_csv_ids`), and the heterogeneous build of what is staged (:func:`build_typed`).
 Shared by :mod:`.ogb`, :mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`.
 
 The user names an OGB folder, not its files: errors name a file and its line, never quote its
@@ -27,6 +28,7 @@ import numpy as np
 from .._core import InputError
 from .._excerpt import WITHHELD, reason
 from .._files import NpyWriter, os_errors
+from ..data import build
 from ._stage import LabelWriter, NpyStream, Staging, check_ids, split_names, unambiguous_edges
 
 #: Lines parsed per chunk of a CSV: a few MiB of text.
@@ -227,6 +229,19 @@ def write_labels(chunks: Iterator[Tuple[np.ndarray, str]], out: LabelWriter) -> 
             raise InputError(f"{where}: labels of type {c.dtype}; give numbers")
         first = out.rows
         out.write(c, lambda i, v: f"{where}: label {v} of node {first + i}")
+
+
+def build_typed(root: str, out: Any, origin: str, counts: Dict[str, int], relations: List[build.Relation],
+                staged: Tuple[Dict[str, str], Dict[str, Any], Dict[str, Any]], feature_dtype: Optional[str],
+                **build_args: Any) -> Dict[str, Any]:
+    """:func:`ringgnn.data.build.build_hetero` of node types ``counts`` with their ``staged``
+    (features, labels, splits: each by node type) and ``relations``; the manifest's source says
+    ``origin`` and names ``root``'s folder."""
+    feats, labels, splits = staged
+    types = [build.NodeType(t, n, features=feats.get(t), labels=labels.get(t), split=splits.get(t),
+                            feature_dtype=feature_dtype if t in feats else None) for t, n in counts.items()]
+    source = {"command": "convert", "from": origin, "dir": os.path.basename(os.path.normpath(root))}
+    return build.build_hetero(out, types, relations, source=source, quote_input=False, **build_args)
 
 
 # --- staging, one copy for every layout --------------------------------------------------------

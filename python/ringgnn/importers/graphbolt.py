@@ -44,7 +44,7 @@ import os
 import pickle
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -55,11 +55,9 @@ from ..data import build
 from ..data.schema import parse_edge_type
 from . import graphbolt_links
 from ._described import resolve
-from ._stage import Staging
+from ._stage import PathLike, Staging
 
 log = logging.getLogger(__name__)
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 #: Set names of a task, and the split each becomes.
 SETS = (("train_set", "train"), ("validation_set", "val"), ("test_set", "test"))
@@ -374,10 +372,11 @@ def _choose_task(meta: Metadata, name: Optional[str]) -> Tuple[Optional[Task], O
         elif reason is not None and link is None and not meta.homogeneous and set(task.sets) - {"train"}:
             link = task
         else:
-            why = ("a link-prediction task of a homogeneous dataset: not supported yet" if meta.homogeneous else
-                   "a link-prediction task without validation_set or test_set" if not set(task.sets) - {"train"}
-                   else "only the first task of each kind is converted (name one with task=/--task)") if reason \
-                else "only the first task of each kind is converted (name one with task=/--task)"
+            why = "only the first task of each kind is converted (name one with task=/--task)"
+            if reason and meta.homogeneous:
+                why = "a link-prediction task of a homogeneous dataset: not supported yet"
+            elif reason and not set(task.sets) - {"train"}:
+                why = "a link-prediction task without validation_set or test_set"
             log.warning("%s: skipping %s: %s", meta.path, task, why)
     return node, link
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._core import InputError
 from ..data import build
-from ._ogb_io import load_pt, need, stage_split_dict
+from ._ogb_io import build_typed, load_pt, need, stage_split_dict
 from ._stage import LabelWriter, PathLike, Staging, open_npy, unambiguous_edges
 
 DIR_NAME = "mag240m_kddcup2021"
@@ -117,16 +117,11 @@ def convert_mag240m(
     with Staging(out, overwrite) as stage:
         labels = _labels(stage, label_path, n_paper, num_classes) if os.path.isfile(label_path) else None
         split = stage_split_dict(stage, split_path, n_paper, "paper id", " is", "paper ids")
-        node_types = [build.NodeType(t, n, split=(split or None) if t == "paper" else None,
-                                     features=feat if t == "paper" else None,
-                                     labels=labels if t == "paper" else None,
-                                     feature_dtype=feature_dtype if t == "paper" else None)
-                      for t, n in sorted(types.items())]
         rels = [build.Relation(name, unambiguous_edges(path, stage), "npy") for name, path in relations]
-        source = {"command": "convert", "from": "mag240m", "dir": os.path.basename(os.path.normpath(root))}
-        return build.build_hetero(out, node_types, rels, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
-                                  quote_input=False)
+        staged = ({"paper": feat}, {"paper": labels}, {"paper": split or None})
+        return build_typed(root, out, "mag240m", dict(sorted(types.items())), rels, staged, feature_dtype,
+                           add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite, threads=threads,
+                           progress=progress)
 
 
 def _labels(stage: Staging, path: str, n: int, num_classes: Any) -> str:

@@ -213,21 +213,18 @@ def convert_ogb(
     if add_reverse:
         raise InputError(f"{root}: a homogeneous OGB dataset adds reverse edges with undirected (--undirected)")
     layout = _Layout(root, split_scheme)
+    args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, seed=seed, feature_dtype=feature_dtype,
+                memory=memory, overwrite=overwrite, threads=threads, progress=progress)
     with Staging(out, overwrite) as stage:
         stage.node_count_from(layout.npz and f"{layout.npz}: num_nodes_list" or layout.num_nodes_csv)
         s = _Stager(layout, stage)
         try:
             n = s.num_nodes()
             if ogbl.is_link(layout.split_dir) or _is_link_dict(layout.split_dir):
-                args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, seed=seed,
-                            feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
-                            progress=progress)
                 return ogbl.convert(layout, s, stage, n, out, link_negatives=link_negatives, build_args=args)
             edges, fmt = s.edges(n)
             features, labels, split = s.features(n), s.labels(n), s.splits(n)
         finally:
             s.close()
-        return build.convert(edges, out, format=fmt, num_nodes=n, undirected=undirected, self_loops=self_loops,
-                             dedup=dedup, features=features, labels=labels, split=split, seed=seed,
-                             feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
-                             progress=progress, quote_input=False)
+        return build.convert(edges, out, format=fmt, num_nodes=n, features=features, labels=labels, split=split,
+                             quote_input=False, **args)

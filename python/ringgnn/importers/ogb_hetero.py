@@ -44,7 +44,7 @@ from .._core import InputError
 from .._excerpt import WITHHELD, quoted
 from ..data import build
 from ._described import resolve
-from ._ogb_io import (Npz, array, csv_column, csv_lines, load_split_dict, need, stage_csv_features,
+from ._ogb_io import (Npz, array, build_typed, csv_column, csv_lines, load_split_dict, need, stage_csv_features,
                       stage_csv_ids, stage_edges, stage_ids, stage_labels, stage_npz_features)
 from ._stage import Staging, check_ids, split_name, split_names
 
@@ -69,13 +69,9 @@ def convert(root: str, raw: str, out: Any, *, scheme: Optional[str], add_reverse
         counts = _csv_counts(raw)
         stage_all = _csv(raw, counts, scheme)
     with Staging(out, overwrite) as stage:
-        relations, (feats, labels, splits) = stage_all(stage)
-        types = [build.NodeType(t, n, features=feats.get(t), labels=labels.get(t), split=splits.get(t),
-                                feature_dtype=feature_dtype if t in feats else None) for t, n in counts.items()]
-        source = {"command": "convert", "from": "ogb", "dir": os.path.basename(os.path.normpath(root))}
-        return build.build_hetero(out, types, relations, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
-                                  quote_input=False)
+        relations, staged = stage_all(stage)
+        return build_typed(root, out, "ogb", counts, relations, staged, feature_dtype, add_reverse=add_reverse,
+                           seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
 
 
 # --- the CSV layout ------------------------------------------------------------------------------
