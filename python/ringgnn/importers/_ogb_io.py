@@ -59,7 +59,7 @@ def csv_floats(path: str, columns: Optional[int] = None) -> Iterator[np.ndarray]
     """Rows of a numeric CSV (no header) as float64 chunks; empty fields and ``nan`` are NaN."""
     for first, lines in csv_lines(path):
         try:
-            a = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2,
+            a = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, comments=None,
                            converters=lambda s: float(s) if s.strip() else np.nan)
         except ValueError:
             raise InputError(f"{path}: {_first_bad(lines, first)} is not a number ({WITHHELD}); OGB's CSV files "
