@@ -29,6 +29,9 @@ mod tests;
 /// How often a caller waiting for its answer looks at its cancel token.
 pub(crate) const POLL: Duration = Duration::from_millis(10);
 
+/// How close to its deadline a cancelled call counts as past it (see `Queue::gave_up`).
+pub(crate) const DEADLINE_SLACK: Duration = Duration::from_millis(20);
+
 /// What an engine's waves are: its work, its answers, its workers, and how it serves a wave.
 pub(crate) trait Waves: Sized {
     type Work;
@@ -295,15 +298,8 @@ impl<S: Waves> Queue<S> {
         let mut busy = lock(&room.busy);
         while *busy {
             let now = Instant::now();
-            if cancel.is_some_and(|c| c.is_cancelled()) {
-                self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
-                return Err(ServeError::Cancelled);
-            }
-            if deadline.is_some_and(|d| now >= d) {
-                self.counters
-                    .deadline_exceeded
-                    .fetch_add(1, Ordering::Relaxed);
-                return Err(ServeError::DeadlineExceeded);
+            if let Some(e) = self.gave_up(now, deadline, cancel.is_some_and(|c| c.is_cancelled())) {
+                return Err(e);
             }
             let step = deadline.map_or(POLL, |d| (d - now).min(POLL));
             busy = room
@@ -383,6 +379,34 @@ impl<S: Waves> Queue<S> {
         }
     }
 
+    /// Whether a waiting caller gives up at `now`, and why, counted: its deadline has passed, or
+    /// it was cancelled. A gRPC client cancels the call at its own deadline, which reaches the
+    /// server within moments of the server's copy of that deadline: a cancel that comes within
+    /// [`DEADLINE_SLACK`] of the deadline is the deadline, not the caller leaving.
+    fn gave_up(
+        &self,
+        now: Instant,
+        deadline: Option<Instant>,
+        cancelled: bool,
+    ) -> Option<ServeError> {
+        let slack = if cancelled {
+            DEADLINE_SLACK
+        } else {
+            Duration::ZERO
+        };
+        if deadline.is_some_and(|d| now + slack >= d) {
+            self.counters
+                .deadline_exceeded
+                .fetch_add(1, Ordering::Relaxed);
+            return Some(ServeError::DeadlineExceeded);
+        }
+        if cancelled {
+            self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+            return Some(ServeError::Cancelled);
+        }
+        None
+    }
+
     /// Wait for the answer in `slot`, or a worker handed to this caller. On the deadline or a
     /// cancel, mark the job given up, take it out of the queue if it is still there (its place
     /// is free at once), and return the error.
@@ -403,18 +427,9 @@ impl<S: Waves> Queue<S> {
                 return Waited::Answer(r);
             }
             let now = Instant::now();
-            if cancel.is_cancelled() {
-                self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
-                break ServeError::Cancelled;
-            }
-            if let Some(d) = deadline {
-                if now >= d {
-                    cancel.cancel();
-                    self.counters
-                        .deadline_exceeded
-                        .fetch_add(1, Ordering::Relaxed);
-                    break ServeError::DeadlineExceeded;
-                }
+            if let Some(e) = self.gave_up(now, deadline, cancel.is_cancelled()) {
+                cancel.cancel();
+                break e;
             }
             let step = deadline.map_or(POLL, |d| (d - now).min(POLL));
             st = slot

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{lock, wave_cap, Job, Queue, QueueOptions, Room, Waves};
+use super::{lock, wave_cap, Job, Queue, QueueOptions, Room, Waves, DEADLINE_SLACK};
 use crate::engine::CancelToken;
 use crate::{Result, ServeError};
 
@@ -443,4 +443,34 @@ fn a_wave_takes_its_share_of_the_queue_unless_it_waited_for_company() {
         );
         assert_eq!(wave_cap(q, w, m, true), m, "waiting: {q} queued");
     }
+}
+
+#[test]
+fn a_cancel_that_comes_with_the_deadline_counts_as_the_deadline() {
+    let f = Fake::new(1, 0, 8, 100);
+    let now = Instant::now();
+    let soon = Some(now + DEADLINE_SLACK / 2);
+    let later = Some(now + DEADLINE_SLACK * 10);
+    // A gRPC client cancels at its own deadline: within the slack of the server's, a deadline.
+    assert!(matches!(
+        f.q().gave_up(now, soon, true),
+        Some(ServeError::DeadlineExceeded)
+    ));
+    // Well before its deadline, or with none, a cancel is the caller leaving.
+    assert!(matches!(
+        f.q().gave_up(now, later, true),
+        Some(ServeError::Cancelled)
+    ));
+    assert!(matches!(
+        f.q().gave_up(now, None, true),
+        Some(ServeError::Cancelled)
+    ));
+    // Not cancelled: only a deadline already past ends the wait, with no slack.
+    assert!(f.q().gave_up(now, soon, false).is_none());
+    assert!(matches!(
+        f.q().gave_up(now, Some(now), false),
+        Some(ServeError::DeadlineExceeded)
+    ));
+    let st = f.q().stats((0, 0), (0, 0, 0));
+    assert_eq!((st.deadline_exceeded, st.cancelled), (2, 2));
 }
