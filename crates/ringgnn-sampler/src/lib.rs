@@ -50,13 +50,14 @@ mod spill;
 
 pub use bounds::{sample_bound, SampleBound};
 pub use error::{Error, Result};
-pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
+pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex, Offsets};
 pub use hetero::{
     hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler,
     SharedRelation, TypedGraph,
 };
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
+pub use offset_index::BLOCK_SHIFT;
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::{CompactSample, SampledSubgraph};
 pub use ringgnn_io::CoalesceOptions;
