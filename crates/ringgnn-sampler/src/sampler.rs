@@ -318,11 +318,9 @@ pub(crate) fn check_indptr(indptr: &Offsets, entries: Option<u64>) -> Result<()>
             "offset index: {m}; rebuild the dataset"
         )))
     };
-    match indptr.is_empty() {
-        true => return bad("it is empty, it needs num_nodes + 1 entries".into()),
-        false if indptr.get(0) != 0 => {
-            return bad(format!("indptr[0] is {}, not 0", indptr.get(0)))
-        }
+    match indptr.iter().next() {
+        None => return bad("it is empty, it needs num_nodes + 1 entries".into()),
+        Some(x) if x != 0 => return bad(format!("indptr[0] is {x}, not 0")),
         _ => {}
     }
     if let Some(v) = (0..indptr.len() - 1).find(|&v| indptr.get(v) > indptr.get(v + 1)) {
