@@ -139,7 +139,8 @@ pub struct Asked {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
     pub threads: u64,
-    /// `(V + 1) * 8`.
+    /// The offset index in memory ([`ringgnn_sampler::Offsets::bytes`]: 4 bytes per node where
+    /// it can be).
     pub offset_index: u64,
     /// The neighbor file's entries.
     pub neighbor_file: u64,

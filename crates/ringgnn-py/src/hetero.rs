@@ -13,7 +13,7 @@ use pyo3::types::PyDict;
 use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, IoStats};
 use ringgnn_sampler::{
     Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler as Core, Indices,
-    NeighborSource, MAX_FANOUT,
+    NeighborSource, Offsets, MAX_FANOUT,
 };
 use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
 use ringgnn_store::manifest::IndexDtype;
@@ -42,7 +42,7 @@ struct SharedRelation {
     name: String,
     src: usize,
     dst: usize,
-    indptr: Arc<[u64]>,
+    indptr: Offsets,
     /// The neighbor file, when it is held in memory.
     memory: Option<Arc<Indices>>,
     file: PathBuf,
@@ -111,7 +111,7 @@ impl HeteroGraph {
             let ds = py
                 .detach(|| Dataset::open_part(&path, &Part::Relation(r.clone())))
                 .map_err(StoreError)?;
-            let indptr: Arc<[u64]> = py.detach(|| ds.load_indptr()).map_err(StoreError)?.into();
+            let indptr = py.detach(|| Offsets::load(&ds)).map_err(SamplerError)?;
             let file = ds.path_of("indices").map_err(StoreError)?;
             let dtype = ds.manifest().graph.indices_dtype;
             let memory = if kind.is_none() || memory_relations.contains(r) {
@@ -149,7 +149,7 @@ impl HeteroGraph {
         self.relations
             .iter()
             .map(|r| {
-                8 * r.indptr.len() as u64
+                r.indptr.bytes()
                     + r.memory
                         .as_ref()
                         .map_or(0, |m| m.len() as u64 * r.dtype.size())

@@ -54,6 +54,13 @@ pub fn parse_fanouts(value: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     Ok(parsed.iter().map(|f| f.value()).collect())
 }
 
+/// Bytes the offset index of `nodes` nodes and `edges` edges holds in memory, as the sampler
+/// lays it out (`ringgnn_sampler::Offsets::bytes_for`): what a plan counts before loading it.
+#[pyfunction]
+pub fn offset_index_bytes(nodes: u64, edges: u64) -> u64 {
+    ringgnn_sampler::Offsets::bytes_for(nodes + 1, edges)
+}
+
 /// Seeds from numpy int64, checked once against the graph (negative ids too).
 pub(crate) fn seeds(arr: &PyReadonlyArray1<'_, i64>, num_nodes: u64) -> PyResult<Seeds> {
     let a = arr.as_array();

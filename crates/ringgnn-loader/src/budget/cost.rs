@@ -93,12 +93,11 @@ pub struct HitCurve {
 }
 
 impl HitCurve {
-    /// From the offset index (`V + 1` entries).
-    pub fn from_indptr(indptr: &[u64]) -> Self {
+    /// From the in-degrees of the offset index ([`ringgnn_sampler::Offsets::degrees`]).
+    pub fn from_degrees(degrees: impl Iterator<Item = u64>) -> Self {
         let mut count = [0u64; 65];
         let mut sum = [0u64; 65];
-        for w in indptr.windows(2) {
-            let d = w[1].saturating_sub(w[0]);
+        for d in degrees {
             // Every node is at least a seed now and then: count it as degree 1.
             let d = d.max(1);
             let b = 64 - d.leading_zeros() as usize;
@@ -383,7 +382,7 @@ mod tests {
     fn the_hit_curve_favours_hubs_and_ends_at_one() {
         // Degrees 100, 1, 1, 1, 1: one row serves 100 of 104 accesses.
         let indptr = [0u64, 100, 101, 102, 103, 104];
-        let c = HitCurve::from_indptr(&indptr);
+        let c = HitCurve::from_degrees(indptr.windows(2).map(|w| w[1] - w[0]));
         assert_eq!(c.hit(0), Some(0.0));
         assert!((c.hit(1).unwrap() - 100.0 / 104.0).abs() < 1e-9);
         assert_eq!(c.hit(5), Some(1.0));

@@ -14,7 +14,7 @@ use ringgnn_store::Dataset;
 
 use super::{HeteroRelation, HeteroSampler};
 use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
-use crate::{Error, Fanout, Result};
+use crate::{Error, Fanout, Offsets, Result};
 
 /// One relation `SRC:REL:DST` as every sampler over the graph shares it.
 pub struct SharedRelation {
@@ -22,7 +22,7 @@ pub struct SharedRelation {
     /// Its source and destination types (indices into [`TypedGraph::types`]).
     pub src: usize,
     pub dst: usize,
-    pub indptr: Arc<[u64]>,
+    pub indptr: Offsets,
     /// The largest in-degree (what one node may draw with `Fanout::All`).
     pub max_degree: u64,
     /// The neighbor file, when held in memory.
@@ -36,7 +36,7 @@ pub struct SharedRelation {
 
 impl SharedRelation {
     pub fn num_edges(&self) -> u64 {
-        self.indptr.last().copied().unwrap_or(0)
+        self.indptr.last().unwrap_or(0)
     }
 }
 
@@ -77,7 +77,7 @@ impl TypedGraph {
         for r in m.relations.keys() {
             let (s, _, d) = split_relation(r)?;
             let ds = Dataset::open_part(dir, &Part::Relation(r.clone()))?;
-            let indptr: Arc<[u64]> = ds.load_indptr()?.into();
+            let indptr = Offsets::load(&ds)?;
             let file = ds.path_of("indices")?;
             let dtype = ds.manifest().graph.indices_dtype;
             let memory = if kind.is_none() || memory_relations.contains(r) {
@@ -93,7 +93,7 @@ impl TypedGraph {
                 name: r.clone(),
                 src: index(s),
                 dst: index(d),
-                max_degree: indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0),
+                max_degree: indptr.degrees().max().unwrap_or(0),
                 indptr,
                 memory,
                 file,
@@ -125,7 +125,7 @@ impl TypedGraph {
         self.relations
             .iter()
             .map(|r| {
-                8 * r.indptr.len() as u64
+                r.indptr.bytes()
                     + r.memory
                         .as_ref()
                         .map_or(0, |m| m.len() as u64 * r.dtype.size())
