@@ -73,8 +73,6 @@ class LinkSampler(LinkPairs):
                 yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
 
 
-
-
 class LinkBatches:
     """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch` and
     :class:`LinkLoader`: ``batch_size`` positive pairs of ``edges`` per batch (an edge split's
