@@ -316,16 +316,9 @@ impl Loader {
         bounds: Option<Vec<usize>>,
         indices: Option<Vec<u64>>,
     ) -> PyResult<LoaderEpoch> {
-        let (seeds, e) = epoch_options(
-            &self.inner,
-            &seeds,
-            batch_size,
-            shuffle,
-            epoch,
-            drop_last,
-            batches,
-            bounds,
-            indices,
+        let seeds = self::seeds(&seeds, self.inner.num_nodes())?;
+        let e = epoch_options(
+            batch_size, shuffle, epoch, drop_last, batches, bounds, indices,
         )?;
         let inner = py
             .detach(|| self.inner.epoch(&seeds, &e))

@@ -65,13 +65,9 @@ pub(crate) fn seeds(arr: &PyReadonlyArray1<'_, i64>, num_nodes: u64) -> PyResult
     Ok(r.map_err(SamplerError)?)
 }
 
-/// An epoch's seeds (checked against the graph of `loader`) and its cut and selection, from the
-/// binding's arguments: `bounds` and `indices` (the global index of each of those batches) give
-/// the caller's own batches instead of a cut.
-#[allow(clippy::too_many_arguments)]
+/// The epoch's cut and selection, from the binding's arguments: `bounds` and `indices` (the
+/// global index of each of those batches) give the caller's own batches instead of a cut.
 pub(crate) fn epoch_options(
-    loader: &BatchLoader,
-    seeds: &PyReadonlyArray1<'_, i64>,
     batch_size: NonZeroUsize,
     shuffle: bool,
     epoch: u64,
@@ -79,8 +75,7 @@ pub(crate) fn epoch_options(
     batches: Option<Vec<u64>>,
     bounds: Option<Vec<usize>>,
     indices: Option<Vec<u64>>,
-) -> PyResult<(Seeds, EpochOptions)> {
-    let seeds = self::seeds(seeds, loader.num_nodes())?;
+) -> PyResult<EpochOptions> {
     let lists = match (bounds, indices) {
         (None, None) => None,
         (Some(bounds), Some(indices)) => Some(BatchLists { bounds, indices }),
@@ -90,15 +85,14 @@ pub(crate) fn epoch_options(
             ))
         }
     };
-    let options = EpochOptions {
+    Ok(EpochOptions {
         batch_size,
         shuffle,
         epoch,
         drop_last,
         batches,
         lists,
-    };
-    Ok((seeds, options))
+    })
 }
 
 /// How the memory budget was split (bytes), and the batches ahead chosen.
@@ -309,16 +303,9 @@ impl Sampler {
         bounds: Option<Vec<usize>>,
         indices: Option<Vec<u64>>,
     ) -> PyResult<SamplerEpoch> {
-        let (seeds, e) = epoch_options(
-            &self.inner,
-            &seeds,
-            batch_size,
-            shuffle,
-            epoch,
-            drop_last,
-            batches,
-            bounds,
-            indices,
+        let seeds = self::seeds(&seeds, self.inner.num_nodes())?;
+        let e = epoch_options(
+            batch_size, shuffle, epoch, drop_last, batches, bounds, indices,
         )?;
         let inner = py
             .detach(|| self.inner.sample_epoch(&seeds, &e))
