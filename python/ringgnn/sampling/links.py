@@ -28,7 +28,7 @@ from ..data.dataset import Dataset, PathLike, open_homogeneous
 from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .hetero import HeteroLoader, HeteroNeighborSampler
-from .loader import Loader
+from .loader import CoreReports, Loader, batch_count
 from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
 from .sampler import NeighborSampler, SampledSubgraph
 
@@ -71,8 +71,6 @@ class LinkSampler(LinkPairs):
         for made, it in lb.windows(_options.count(epoch, "epoch"), self.sampler._sampler()):
             for index, _seeds, out in it:
                 yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
-
-
 
 
 class LinkBatches:
@@ -126,10 +124,7 @@ class LinkBatches:
         return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1])
 
     def __len__(self) -> int:
-        if self.batches is not None:
-            return len(self.batches)
-        n = self.edges.shape[1]
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return batch_count(self.edges.shape[1], self.batch_size, self.drop_last, self.batches)
 
     def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
         """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
@@ -189,7 +184,7 @@ class LinkBatches:
                                    indices=[int(b) for b in chosen])
 
 
-class LinkLoader(LinkBatches):
+class LinkLoader(LinkBatches, CoreReports):
     """Epochs of link batches as PyG ``Data``, sampled and gathered ahead by the Rust loader.
 
     Each batch is ``batch_size`` positive pairs of ``edges`` (an edge split's name, default
@@ -253,10 +248,6 @@ class LinkLoader(LinkBatches):
     def fanouts(self) -> List[int]:
         return self._loader.fanouts
 
-    def set_epoch(self, epoch: int) -> None:
-        """The epoch of the next ``iter()``."""
-        self._epoch = _options.count(epoch, "epoch")
-
     def __iter__(self) -> Iterator[Any]:
         epoch, self._epoch = self._epoch, self._epoch + 1
         totals = self._loader._new_totals()
@@ -266,20 +257,6 @@ class LinkLoader(LinkBatches):
                 made[int(index)].put(data)
                 yield data
                 del data
-
-    def plan(self) -> Dict[str, Any]:
-        return self._loader.plan()
-
-    def stats(self) -> Dict[str, Any]:
-        return self._loader.stats()
-
-    @property
-    def backend(self) -> str:
-        return self._loader.backend
-
-    @property
-    def feature_backend(self) -> str:
-        return self._loader.feature_backend
 
     def __repr__(self) -> str:
         return (f"LinkLoader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "

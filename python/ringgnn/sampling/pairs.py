@@ -40,8 +40,6 @@ MODES = ("binary", "triplet")
 WEIGHTS = ("uniform", "degree")
 
 
-
-
 @dataclass(frozen=True)
 class NegativeSampling:
     """How to add negatives to a link batch: ``mode`` 'binary' or 'triplet', ``amount`` negatives

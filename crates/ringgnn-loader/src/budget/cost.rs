@@ -45,19 +45,9 @@ pub const CPU_PER_SAMPLED_EDGE: f64 = 3e-8;
 
 const PAGE: f64 = 4096.0;
 
-/// Whether a loading driver stages a hyperbatch's cold rows (one pass over the feature file,
-/// then each batch's rows read back sequentially) rather than reading them batch by batch, from
-/// the two estimates of its reads. Two drivers run a loading epoch: while one hands its
-/// hyperbatch's batches to the consumer, the other samples and stages the next, so a pass
-/// overlaps the training of the previous hyperbatch as per-batch reads overlap the training of
-/// earlier batches, and the two compare at par: the cheaper wins. The first hyperbatch of an
-/// epoch has nothing before it to overlap with (its pass would hold back the epoch's first
-/// batch): it is gathered batch by batch, each batch handed out as soon as its rows are read,
-/// while the second is staged. (Before, with no such first hyperbatch, a pass had to be
-/// estimated at half the per-batch reads to be chosen.)
-pub fn stage_rows(first: bool, per_batch: f64, staged: f64) -> bool {
-    !first && staged < per_batch
-}
+/// The rule whether a loading driver stages a hyperbatch's cold rows: the staging module's
+/// (`stages.rs` applies it per hyperbatch, this model per epoch).
+pub use crate::staging::stage_rows;
 
 /// What an epoch does, for the cost of a plan. All zeros (the default) means unknown: each part
 /// is then costed at its smallest plausible figure (one pass over a file on disk, the largest
