@@ -36,7 +36,7 @@ Usage (root for --memcap/--drop-caches):
         --frontends rust,grpcio --server-args "--backend uring --direct --memory 480M" --memcap 480M --drop-caches
     python benchmarks/serve_bench.py /var/tmp/ringgnn-bench/rmat23 --label rmat23-warm \
         --server-args "--backend uring"
-Writes benchmarks/results/serve_LABEL.json and docs/serve_cdf_LABEL.png and prints a Markdown
+Writes benchmarks/results/serve_LABEL.json and docs/img/serve_cdf_LABEL.png and prints a Markdown
 table for docs/benchmarks.md.
 """
 import argparse
@@ -341,7 +341,7 @@ def main():
     results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
     (results / f"serve_{a.label}.json").write_text(json.dumps(out, indent=1))
-    plot(cdfs, a, ROOT / "docs" / f"serve_cdf_{a.label}.png")
+    plot(cdfs, a, ROOT / "docs" / "img" / f"serve_cdf_{a.label}.png")
     table(out, loads)
 
 

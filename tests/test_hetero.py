@@ -238,7 +238,7 @@ def test_placement_holds_the_largest_neighbor_files_that_fit(tiny, monkeypatch):
     monkeypatch.setattr(_options, "held_memory", lambda: 0)  # what every plan takes off as held
     monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
     ds = ringgnn.Dataset.open(tiny)
-    index = 8 * sum(ds.num_nodes_dict[r.split(":")[2]] + 1 for r in ds.relations)
+    index = 4 * sum(ds.num_nodes_dict[r.split(":")[2]] + 1 for r in ds.relations)  # u32 offsets
     assert HeteroNeighborSampler(ds, [1], memory=2 * (index + 4 * 16)).placement() == ("memory", [])
     s = HeteroNeighborSampler(ds, [-1, 1], memory=2 * (index + 16), seed=5)
     assert s.placement() == ("auto", ["author:writes:paper"])

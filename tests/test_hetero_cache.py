@@ -95,9 +95,9 @@ def test_batches_are_identical_and_hits_are_counted(typed, backend, monkeypatch)
     monkeypatch.setattr(_options, "held_memory", lambda: 0)  # what every plan takes off as held
     monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
     ds = ringgnn.Dataset.open(typed)
-    # Memory: the offset indexes (168 bytes), the cache and 30 bytes: feature files stay on disk.
+    # Memory: the offset indexes (84 bytes), the cache and 30 bytes: feature files stay on disk.
     kw = dict(seeds="train", batch_size=2, shuffle=True, seed=3, threads=2, feature_backend=backend,
-              memory=2 * (168 + 48 + 30))
+              memory=2 * (84 + 48 + 30))
     plain = HeteroLoader(typed, [2, 2], "paper", cache=0, **kw)
     cached = HeteroLoader(typed, [2, 2], "paper", cache=48, **kw)
     assert cached.features.cached_rows() == {"author": 2, "paper": 1}

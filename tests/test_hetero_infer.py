@@ -138,9 +138,10 @@ def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch)
     one type, sources of another, an embedding table's rows too) or by numpy; one byte less is
     refused."""
     from ringgnn.inference.plan import FIXED_BYTES, MAX_SWEEPS, WRITE_BYTES
-    from ringgnn.inference.run import AGGREGATE_ENV
+    from ringgnn.inference.run import AGGREGATE_ENV, SCHEME_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
+    monkeypatch.setenv(SCHEME_ENV, "grid")  # the grid's plan: source partitions are the next test's
     ref, _, ds, _ = full_batch(runs["generated", model])
     monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)  # what every plan takes off as held
     monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
@@ -345,8 +346,11 @@ def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, mo
     from ringgnn.sampling.hetero import open_hetero
     from ringgnn.inference.hetero import HeteroLayerwise
     from ringgnn.models.hetero import HeteroModel
-    from ringgnn.inference.plan import DEST_BYTES, FIXED_BYTES, MIN_ROWS, SLACK, WRITE_BYTES, least_block_bytes
+    from ringgnn.inference.plan import (DEST_BYTES, FIXED_BYTES, MIN_ROWS, PART_EDGE, PART_NODE, SLACK, WRITE_BYTES,
+                                        least_block_bytes)
+    from ringgnn.inference.run import SCHEME_ENV
 
+    monkeypatch.setenv(SCHEME_ENV, "grid")  # the least budget of the grid (source partitions: their own test)
     rng = np.random.default_rng(5)
     for t, n in (("paper", 5), ("author", 4)):
         np.save(tmp_path / f"{t}.npy", rng.standard_normal((n, 32)).astype(np.float32))
@@ -367,7 +371,9 @@ def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, mo
         assert sorted(run.units) == [(1, "author"), (1, "paper"), (2, "paper")]
         for (k, d), c, ip in zip(run.units, run.memplan.costs, run.memplan.indptrs):
             wide = 32 if k == 1 else 16  # layer 2's input and sources are layer 1's rows
-            want = (4 * 6 * wide + DEST_BYTES, unit if k == 1 else unit - (64 if agg == "rust" else 128), 0, edge, 0)
+            window = 4 * wide + PART_NODE + PART_EDGE if agg == "rust" else 0  # a source row's accumulator
+            want = (4 * 6 * wide + DEST_BYTES, unit if k == 1 else unit - (64 if agg == "rust" else 128), 0, edge,
+                    window)
             assert (c.per_node, c.per_unit, c.per_finish_row, c.per_edge, c.per_window_edge) == want
             np.testing.assert_array_equal(ip, into[d])
         need = max(least_block_bytes(ip, c.per_node, per_edge=c.per_edge)
@@ -384,3 +390,65 @@ def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, mo
         np.testing.assert_allclose(got, np.concatenate(rows), rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(_core, "aggregate_edge_bytes", lambda n: 8)
     assert {c.per_edge for c in HeteroLayerwise(ds, net, aggregate="rust", memory=1).memplan.costs} == {8}
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_source_partitions_give_the_grids_outputs(runs, model, monkeypatch, tmp_path):
+    """Typed units by source partitions (each relation's sources cut by their own count, merged
+    in blocks of its destination type; ``infer_partition``), forced with 1, 2 or 3 partitions:
+    the grid's outputs of every type and layer (the same sums in another order), the full-batch
+    forward's logits; the partials' temporaries are written and read, then removed."""
+    from ringgnn.inference.hetero import HeteroLayerwise, load_hetero_dense
+    from ringgnn.inference.run import SCHEME_ENV
+
+    run = str(runs["tiny", model])
+    ds, net, _ = load_hetero_dense(run)
+    ref, hidden, _, _ = full_batch(run, hidden_layer=1)
+
+    def rows(t, layer, **kw):
+        got = {}
+        li = HeteroLayerwise(ds, net, block_nodes=2, piece_edges=1, work_dir=str(tmp_path), **kw)
+        li.run(layer, t, lambda a, x: got.__setitem__(a, x.copy()), activate_last=layer < 2)
+        return np.concatenate([got[a] for a in sorted(got)]), li.stats
+
+    for t, layer in (("paper", 2), ("paper", 1), ("author", 1)):
+        grid, gs = rows(t, layer, scheme="grid")
+        assert {u["scheme"] for u in gs["layers"]} == {"grid"}
+        for parts in (1, 2, 3):
+            got, st = rows(t, layer, scheme="partitioned", parts=parts)
+            assert {u["scheme"] for u in st["layers"] if u["type"] != "venue"} == {"partitioned"}
+            assert all(u["temp_written"] > 0 and u["temp_read"] > 0 for u in st["layers"] if u["type"] != "venue")
+            np.testing.assert_allclose(got, grid, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(grid, ref if layer == 2 else hidden[t], rtol=1e-4, atol=1e-4)
+    assert list(tmp_path.iterdir()) == []
+    # The command's way: the scheme from the environment, the summary's units say which ran.
+    monkeypatch.setenv(SCHEME_ENV, "partitioned")
+    s = infer_hetero(run, block_nodes=2, piece_edges=1)
+    assert {u["scheme"] for u in s["layers"] if u["type"] != "venue"} == {"partitioned"}
+    np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_the_least_budget_counts_source_partitions(runs, monkeypatch):
+    """With source partitions allowed (``auto``), the least budget of a typed run is the
+    homogeneous rule's: each unit on the grid within ``MAX_SWEEPS`` sweeps or by at most
+    ``MAX_PARTS`` partition windows, whichever needs less (``InferencePlan.least_budget``); it
+    runs, a unit beyond the sweep limit by partitions, and gives the full-batch logits; one byte
+    less is refused naming it."""
+    from ringgnn.inference.hetero import HeteroLayerwise, load_hetero_dense
+    from ringgnn.inference.plan import MAX_PARTS
+
+    monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
+    run = str(runs["generated", "sage"])
+    ds, net, _ = load_hetero_dense(run)
+    ref, _, _, _ = full_batch(run)
+    li = HeteroLayerwise(ds, net, memory=1)
+    units = list(range(len(li.units)))
+    least = li.memplan.least_budget(units)
+    assert least < li.memplan.least_budget(units, grid_only=True)
+    with pytest.raises(ringgnn.InputError, match=re.escape(f"source partitions would need more than {MAX_PARTS} "
+                                                           f"windows: give at least --memory {least:,}")):
+        infer_hetero(run, memory=least - 1)
+    s = infer_hetero(run, memory=least)
+    assert "partitioned" in {u["scheme"] for u in s["layers"]}
+    np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)

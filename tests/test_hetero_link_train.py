@@ -1,4 +1,4 @@
-"""Link prediction on one relation of a heterogeneous dataset (``ringgnn.training.hetero_links``): exact
+"""Link prediction on one relation of a heterogeneous dataset (``ringgnn.training.hetero``): exact
 link batches on a tiny typed graph, no held-out pair ever sampled (nor its reverse), a GraphBolt
 link-prediction dataset written here converts and trains from the CLI, the planted generator's
 authorship is learned well beyond chance, resume, and every refusal."""
@@ -20,9 +20,9 @@ from ringgnn import _core
 from ringgnn.data import build
 from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.data.generate import generate_hetero
-from ringgnn.training.hetero_links import HeteroLinkBatches
+from ringgnn.sampling.links import HeteroLinkBatches
 from ringgnn.training.loop import train_hetero_link
-from ringgnn.sampling.links import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
+from ringgnn.sampling.pairs import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 
 WRITES, REV = "author:writes:paper", "paper:rev_writes:author"
 PAIRS = [(a, p) for p in range(6) for a in range(5) if (a + p) % 3 != 0]  # 20 author-paper pairs
@@ -78,6 +78,44 @@ def test_batch_is_the_documented_pairs_negatives_and_one_typed_sample(tiny):
     for key in (("author", "n_id"), ("paper", "n_id")):
         assert torch.equal(other[key[0]][key[1]], data[key[0]][key[1]])
     assert torch.equal(other[et].edge_label_index, data[et].edge_label_index)
+
+
+def test_negatives_by_degree_follow_each_end_types_in_degree(tiny):
+    """--neg-weight degree on a relation: each end's negatives by in-degree ** 0.75 over the
+    relations entering its type (authors: rev_writes, papers: writes; the train pairs only), from
+    the batch's stream, source draws first."""
+    train = sorted(set(PAIRS) - HELD)
+    deg = {"author": np.bincount([a for a, _ in train], minlength=5), "paper": np.bincount([p for _, p in train],
+                                                                                          minlength=6)}
+    b = HeteroLinkBatches(tiny, WRITES, HeteroNeighborSampler(tiny, [2, 2], seed=5), batch_size=4, neg_ratio=1.5,
+                          seed=5, neg_weight="degree")
+    data = b.batch(2, 1)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([5, NEG_PURPOSE, 2, 1])))
+    want = {}
+    for t in ("author", "paper"):
+        cdf = np.cumsum(deg[t].astype(np.float64) ** 0.75)
+        want[t] = np.minimum(np.searchsorted(cdf, rng.random(6) * cdf[-1], side="right"), len(cdf) - 1)
+    et = ("author", "writes", "paper")
+    eli = data[et].edge_label_index.numpy()
+    np.testing.assert_array_equal(data["author"].n_id.numpy()[eli[0][4:]], want["author"])
+    np.testing.assert_array_equal(data["paper"].n_id.numpy()[eli[1][4:]], want["paper"])
+    pos = np.sort(Shuffle(17, (5, SHUFFLE_PURPOSE, 2))(np.arange(4, 8)))
+    train_split = tiny.relation(WRITES).edge_split("train")
+    np.testing.assert_array_equal(data["author"].n_id.numpy()[eli[0][:4]], train_split[0, pos])
+    # Over many batches every author (each has train pairs, so weight) is drawn as a negative.
+    seen = set()
+    for epoch in range(40):
+        for i in range(len(b)):
+            d = b.batch(epoch, i)
+            e, lab = d[et].edge_label_index.numpy(), d[et].edge_label.numpy()
+            seen |= {int(x) for x in d["author"].n_id.numpy()[e[0][lab == 0]]}
+    assert deg["author"].min() > 0 and seen == set(range(5))
+
+
+def test_a_typed_link_run_trains_with_negatives_by_degree(tiny, tmp_path):
+    m = train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=1, threads=1,
+                          neg_weight="degree", out=tmp_path / "run", quiet=True, log=lambda s: None)
+    assert m["args"]["neg_weight"] == "degree" and len(m["epochs"]) == 1
 
 
 @settings(max_examples=12, deadline=None)
@@ -166,7 +204,7 @@ def test_graphbolt_link_dataset_converts_and_trains_from_the_cli(tmp_path, cli):
     (["--relation", WRITES, "--decoder", "bilinear"], "--decoder"),
     (["--relation", WRITES, "--neg-ratio", "0"], "--neg-ratio must be a finite number > 0, not 0.0"),
     (["--relation", WRITES, "--target", "paper"], "--task link takes --relation"),
-    (["--relation", WRITES, "--neg-weight", "degree"], "--neg-weight"),
+    (["--relation", WRITES, "--neg-weight", "bogus"], "--neg-weight"),
     (["--relation", WRITES, "--fanouts", "2,2,2"], "--fanouts has 3 hops but --layers is 2"),
 ])
 def test_bad_link_options_are_refused(tiny, tmp_path, cli, args, message):
@@ -211,7 +249,7 @@ def _full_graph(ds):
 
 @pytest.mark.parametrize("decoder", ["dot", "mlp"])
 def test_predict_edges_is_a_full_graph_forward_of_the_checkpoint(tiny, tmp_path, cli, decoder):
-    from ringgnn.training.hetero_links import build_link_model
+    from ringgnn.training.hetero import build_link_model
 
     train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, decoder=decoder,
                       threads=1, out=tmp_path / "run", quiet=True, log=lambda s: None)
@@ -280,7 +318,7 @@ def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli
                           out=d / "run", quiet=True, log=lambda s: None)
     state = torch.load(d / "run" / "best.pt", weights_only=True)
     assert state["args"]["hetero_link"]["dst"] is None
-    from ringgnn.training.hetero_links import build_link_model
+    from ringgnn.training.hetero import build_link_model
 
     net = build_link_model(state["args"]["hetero_link"])
     net.load_state_dict(state["model"])

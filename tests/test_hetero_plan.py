@@ -9,14 +9,15 @@ import pytest
 
 import ringgnn
 from ringgnn import HeteroLoader, HeteroNeighborSampler
-from ringgnn.sampling.plan import expected_reads, plan_hetero
+from ringgnn import _core
+from ringgnn.sampling.plan import expected_reads, plan_hetero, relation_bytes
 from test_hetero_cache import typed  # noqa: F401  (the fixture)
 
 RELS = ["author:writes:paper", "paper:cites:paper", "paper:published:venue", "venue:has:paper"]
 # Neighbor files (u32 ids): writes 6 edges = 24 bytes, cites 28, published 12, has 12. Offset
-# indexes: 8 bytes per destination + 1: paper 48 three times, venue 24: 168. Feature files: one
-# page each (4096 bytes).
-INDEX = 168
+# indexes: 4 bytes per destination + 1 (every relation under 2^32 edges): paper 24 three times,
+# venue 12: 84. Feature files: one page each (4096 bytes).
+INDEX = 84
 
 
 def _memory(room):
@@ -37,6 +38,17 @@ def test_expected_reads_worked_out_by_hand(typed):  # noqa: F811
     reads, _ = expected_reads(ds, {r: [2, 2] for r in RELS})
     assert reads == {"author:writes:paper": 48, "paper:cites:paper": 56, "paper:published:venue": 24,
                      "venue:has:paper": 24}
+
+
+def test_the_plan_counts_the_offset_indexes_the_graph_holds(typed):  # noqa: F811
+    """What the plan counts for the offset indexes is what the opened graph holds (no neighbor
+    file in memory with ``pread``); over 2^32 edges a u64 base per 65,536 entries is added."""
+    ds = ringgnn.Dataset.open(typed)
+    assert relation_bytes(ds)[0] == INDEX == _core.HeteroGraph(ds.path, backend="pread").bytes
+    assert _core.offset_index_bytes(5, (1 << 32) - 1) == 24
+    assert _core.offset_index_bytes(5, 1 << 32) == 24 + 8
+    assert _core.offset_index_bytes(65535, 1 << 32) == 4 * 65536 + 8
+    assert _core.offset_index_bytes(65536, 1 << 32) == 4 * 65537 + 16
 
 
 def test_sampler_alone_holds_the_files_worth_most_per_byte(typed):  # noqa: F811

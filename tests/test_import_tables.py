@@ -293,6 +293,32 @@ def test_node_table_features_and_labels_follow_the_ids(tmp_path, monkeypatch, bu
     assert ds.num_classes == 4
 
 
+@pytest.mark.parametrize("suffix", ["parquet", "csv"])
+def test_a_column_named_twice_is_read_once_and_given_twice(tmp_path, suffix):
+    """Both ends named by one column (every edge a self loop), and a node-table column that is a
+    feature and the label: each is read once and serves both (was an IndexError)."""
+    pairs = [(BIG[0], BIG[0]), (BIG[1], BIG[1]), (BIG[0], BIG[0])]
+    edges = tmp_path / f"e.{suffix}"
+    if suffix == "parquet":
+        write_parquet(edges, pairs)
+    else:
+        edges.write_text("user,item\n" + "".join(f"{s},{d}\n" for s, d in pairs))
+    nodes = tmp_path / "n.parquet"
+    node_ids = [BIG[1], BIG[0]] if suffix == "parquet" else [str(BIG[1]), str(BIG[0])]
+    pq.write_table(pa.table({"id": pa.array(node_ids),
+                             "y": pa.array([2, 1], pa.int64())}), nodes)
+    convert_table(edges, tmp_path / "out", src="user", dst="user", node_table=nodes, node_id="id",
+                  feature_columns=["y"], label_column="y")
+    ds = ringgnn.Dataset.open(tmp_path / "out")
+    ids = ds.node_ids().tolist()
+    assert sorted(ids) == sorted({str(BIG[0]), str(BIG[1])} if suffix == "csv" else {BIG[0], BIG[1]})
+    assert ds.num_edges == 3 and all(ds.neighbors(v).tolist() == [v] * len(ds.neighbors(v)) for v in range(2))
+    y = {BIG[1]: 2, BIG[0]: 1}
+    want = [y[int(k)] for k in ids]
+    assert ds.labels.tolist() == want
+    np.testing.assert_array_equal(features_of(tmp_path / "out")[:, 0], np.array(want, dtype=np.float32))
+
+
 def test_node_table_vector_column_and_csv_string_ids(tmp_path):
     (tmp_path / "e.csv").write_text("a,b\nx,y\ny,z\nz,x\n")
     emb = pa.array([[3.0, 0.5], [1.0, 0.5], [2.0, 0.5]], pa.list_(pa.float16()))

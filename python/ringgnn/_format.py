@@ -3,20 +3,24 @@ one)."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 
 def human(x: float) -> str:
     """86, 1.4k, 3.2M: a count or rate with a decimal prefix."""
-    for u in ["", "k", "M", "G"]:
-        if abs(x) < 1000:
-            return f"{x:.0f}" if u == "" else f"{x:.1f}{u}"
-        x /= 1000
-    return f"{x:.1f}T"
+    return _scaled(x, 1000, ("", "k", "M", "G", "T"), "")
 
 
 def human_bytes(n: float) -> str:
     """512 B, 4.0 KiB, 1.2 GiB."""
-    for u in ["B", "KiB", "MiB", "GiB"]:
-        if abs(n) < 1024:
-            return f"{n:.0f} B" if u == "B" else f"{n:.1f} {u}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+    return _scaled(n, 1024, ("B", "KiB", "MiB", "GiB", "TiB"), " ")
+
+
+def _scaled(x: float, base: int, units: Sequence[str], sep: str) -> str:
+    """``x`` in the first of ``units`` (each ``base`` times the one before) under which it is below
+    ``base`` (the last takes any size): whole in the first unit, with one decimal after."""
+    for unit in units[:-1]:
+        if abs(x) < base:
+            return f"{x:.0f}{sep}{unit}" if unit == units[0] else f"{x:.1f}{sep}{unit}"
+        x /= base
+    return f"{x:.1f}{sep}{units[-1]}"

@@ -293,7 +293,8 @@ def seeds(dataset: Any, spec: Any, what: str = "seeds") -> np.ndarray:
             return node_ids(ids, f"{what} {spec}")
         if spec not in dataset.split_names:
             have = ", ".join(dataset.split_names) or "no splits"
-            raise InputError(f"{what} '{spec}': the dataset has no split '{spec}' (it has: {have}); or use all or FILE.npy")
+            raise InputError(f"{what} '{spec}': the dataset has no split '{spec}' (it has: {have}); or use all or "
+                             "FILE.npy")
         return np.ascontiguousarray(dataset.split(spec), dtype=np.int64)
     return node_ids(spec, what)
 

@@ -1,18 +1,11 @@
 """How the dense libraries' worker threads wait between parallel regions, and how many numpy's
-BLAS uses (issue 24).
+BLAS uses.
 
-PyTorch's CPU kernels (elementwise ops, MKL's products) run on an OpenMP team (GNU libgomp).
-By default a team's threads *spin* after each parallel region before they sleep, ready for the
-next one. On a machine whose cores are shared with other work (a CI runner, a workstation, the
-2 shared cores these benchmarks ran on) the spinning threads take CPU from the thread doing the
-work, and a region cannot end before a descheduled team member runs again: measured on the
-1M-node planted graph at ``--memory 768M`` (load average 12-14 on 2 cores), one layer of
-layer-wise inference took 36-41 s and 11.6-12.4 CPU seconds with the default policy and
-14.8 s and 4.9 CPU seconds with ``OMP_WAIT_POLICY=PASSIVE`` (the same as one thread):
-finishing the blocks (small products and elementwise ops) went from 17-20 s to 2.2 s
-(``docs/benchmarks.md``). Layer-wise inference calls the library on large slices, so sleeping
-between them costs nothing measurable on an idle machine.
-
+PyTorch's CPU kernels run on an OpenMP team (GNU libgomp) whose threads *spin* after each
+parallel region before they sleep; on cores shared with other work the spinning takes CPU from
+the thread doing the work, and a region cannot end before a descheduled member runs again. The
+measurements (a layer of layer-wise inference 2.4-2.8x faster with sleeping threads) are in
+``docs/INFERENCE.md``, "Threads that sleep between the dense parts", and ``docs/benchmarks.md``.
 The policy is read once, when libgomp is loaded (PyTorch's import): :func:`passive_waits` must
 run before that, so the inference commands call it first. A policy the user set is kept.
 
@@ -78,11 +71,9 @@ def one_blas_thread() -> Iterator[None]:
     """numpy's BLAS on one thread within the block (layer-wise inference's dense parts on the
     CPU), the counts restored after. Its products are called once per piece and per finishing
     slice, each a few milliseconds of work; with a thread per core, each call waits for the pool
-    to be scheduled, and on cores shared with other work that wait is the call's cost: on the
-    1M-node graph at ``--memory 400M`` (2 cores, load average 13) a layer took 20.5 s and 6.4 CPU
-    seconds with 2 threads, 13.7 s and 3.9 with one; at 173M (pieces of 1,060 rows), 141 s and 57
-    CPU seconds, against 20 s and 10 (``docs/benchmarks.md``). The folds, the work that scales
-    with the edges, run on every core in the Rust core."""
+    to be scheduled, and on cores shared with other work that wait is the call's cost (measured:
+    ``docs/benchmarks.md``, "OpenMP and BLAS threads"). The folds, the work that scales with the
+    edges, run on every core in the Rust core."""
     libs = _openblas()
     before = [int(get()) for _, get in libs]
     for set_threads, _ in libs:

@@ -10,7 +10,8 @@ optionally ``note``; without it notes go to stderr) can be passed as ``progress=
 from __future__ import annotations
 
 import sys
-from typing import Optional, TextIO
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, TextIO
 
 from tqdm import tqdm
 
@@ -61,3 +62,14 @@ class TqdmProgress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextmanager
+def reporting(progress: Any) -> Iterator[Any]:
+    """The ``progress=`` argument of the package's builds as the core takes it: True gives tqdm
+    bars on stderr (closed when the block ends), False or None nothing, any other object itself."""
+    if progress is True:
+        with TqdmProgress() as bars:
+            yield bars
+    else:
+        yield None if progress is False else progress

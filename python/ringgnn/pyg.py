@@ -59,7 +59,7 @@ from torch_geometric.sampler import (
 from . import _core, _options
 from ._core import InputError
 from .data.dataset import Dataset, HeteroDataset, PathLike
-from .data.schema import parse_edge_type
+from .data.schema import edge_type_str, parse_edge_type
 from .sampling.hetero import HeteroNeighborSampler, HeteroSample
 from .sampling.links import LinkSampler, NegativeSampling as LinkNegatives
 from .sampling.sampler import NeighborSampler
@@ -134,16 +134,12 @@ class RingNeighborSampler(BaseSampler):
             # The loader takes the first `batch_size = len(input_id)` nodes as the seeds; with a
             # seed repeated in a batch they would not line up.
             raise InputError("a batch holds the same seed node twice; give input_nodes without duplicates")
-        if self.is_hetero:
-            return self._sample_hetero(index, seeds)
-        out = self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index())
-        return _output(out, (index.input_id, index.time))
-
-    def _sample_hetero(self, index: NodeSamplerInput, seeds: np.ndarray) -> HeteroSamplerOutput:
-        ds = self.sampler.dataset
+        if not self.is_hetero:
+            out = self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index())
+            return _output(out, (index.input_id, index.time))
         if index.input_type is None:
-            raise InputError(f"{ds.path}: a heterogeneous dataset; give the seeds with their node type, "
-                             f"input_nodes=(TYPE, ids) (types: {', '.join(ds.node_types)})")
+            raise InputError(f"{self.sampler.dataset.path}: a heterogeneous dataset; give the seeds with their node "
+                             f"type, input_nodes=(TYPE, ids) (types: {', '.join(self.sampler.dataset.node_types)})")
         if index.time is not None:
             raise InputError("temporal sampling (input_time) is not supported")
         s = self.sampler.sample(seeds, index.input_type, epoch=self.epoch, batch=self._next_batch_index())
@@ -229,6 +225,11 @@ def _index(n: int, index: Any) -> np.ndarray:
     if idx.size and (idx.min() < -n or idx.max() >= n):
         raise IndexError(f"node index out of range: the dataset has {n:,} nodes")
     return np.where(idx < 0, idx + n, idx)
+
+
+def _read_only(*_: Any) -> bool:
+    """The stores' writers: a ringgnn dataset is read-only."""
+    raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
 
 
 class RingFeatureStore(FeatureStore):
@@ -318,11 +319,7 @@ class RingFeatureStore(FeatureStore):
                 out.append(TensorAttr(group_name=g, attr_name="y"))
         return out
 
-    def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
-        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
-
-    def _remove_tensor(self, attr: TensorAttr) -> bool:
-        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
+    _put_tensor = _remove_tensor = _read_only
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"dataset": self.dataset.path, "_opts": self._opts, "_tensor_attr_cls": self._tensor_attr_cls}
@@ -344,18 +341,16 @@ class RingGraphStore(GraphStore):
 
     def get_all_edge_attrs(self) -> List[EdgeAttr]:
         ds = self.dataset
-        if not ds.is_hetero:
-            n = ds.num_nodes
-            return [EdgeAttr(EDGE_TYPE, EdgeLayout.CSC, is_sorted=True, size=(n, n))]
-        n = ds.num_nodes_dict
-        return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]])) for et in ds.edge_types]
+        n = ds.num_nodes_dict if ds.is_hetero else {EDGE_TYPE[0]: ds.num_nodes}
+        return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]]))
+                for et in (ds.edge_types if ds.is_hetero else [EDGE_TYPE])]
 
     def _relation(self, edge_type: Any) -> Optional[Dataset]:
         """The CSC of ``edge_type`` (a tuple or ``"SRC:REL:DST"``), or None if there is none."""
         ds = self.dataset
         if not ds.is_hetero:
             return ds if tuple(edge_type) == EDGE_TYPE else None
-        name = edge_type if isinstance(edge_type, str) else ":".join(edge_type)
+        name = edge_type_str(edge_type)
         return ds.relation(name) if name in ds.manifest["relations"] else None
 
     def _get_edge_index(self, edge_attr: EdgeAttr) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
@@ -369,11 +364,7 @@ class RingGraphStore(GraphStore):
         row = np.fromfile(path, dtype=dtype, count=e).astype(np.int64) if e else np.zeros(0, np.int64)
         return torch.from_numpy(row), torch.from_numpy(rel.indptr().astype(np.int64))
 
-    def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
-        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
-
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
-        raise NotImplementedError("a ringgnn dataset is read-only; build a new one with ringgnn convert")
+    _put_edge_index = _remove_edge_index = _read_only
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"dataset": self.dataset.path, "_edge_attr_cls": self._edge_attr_cls}

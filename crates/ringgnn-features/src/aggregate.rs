@@ -492,15 +492,14 @@ fn check_job(
                 dests.len()
             )));
         }
-        if let Some(&id) = dests.iter().find(|&&v| v >= file.num_nodes) {
+        let looked_up = job.fold.drops_self_loops();
+        if let Some(&id) = dests.iter().find(|&&v| looked_up && v >= file.num_nodes) {
             return Err(Error::NodeOutOfRange {
                 id,
                 num_nodes: file.num_nodes,
             });
         }
-    } else if (job.fold.drops_self_loops() || matches!(job.fold, Fold::Gcn(_)))
-        && job.a + n_d as u64 > file.num_nodes
-    {
+    } else if job.fold.drops_self_loops() && job.a + n_d as u64 > file.num_nodes {
         return Err(Error::NodeOutOfRange {
             id: job.a + n_d as u64 - 1,
             num_nodes: file.num_nodes,

@@ -67,13 +67,17 @@ impl HotRowCache {
         Self::load(&file, &mut open_pread(&file)?, ids)
     }
 
-    /// [`Self::build_by_degree`] with the offset index already in memory (a sampler's).
-    pub fn build_by_degree_with(ds: &Dataset, indptr: &[u64], budget: u64) -> Result<Self> {
+    /// [`Self::build_by_degree`] with the offset index already in memory (a sampler's, which
+    /// gives its `degrees`, one per node, in order).
+    pub fn build_by_degree_with<I>(ds: &Dataset, degrees: I, budget: u64) -> Result<Self>
+    where
+        I: ExactSizeIterator<Item = u64> + Clone,
+    {
         let file = FeatureFile::of(ds)?;
-        if indptr.len() as u64 != file.num_nodes + 1 {
+        if degrees.len() as u64 != file.num_nodes {
             return Err(Error::Input(format!(
                 "the offset index has {} entries but the dataset has {} nodes",
-                indptr.len(),
+                degrees.len() + 1,
                 file.num_nodes
             )));
         }
@@ -81,39 +85,36 @@ impl HotRowCache {
         if k == 0 {
             return Ok(Self::empty(&file));
         }
-        Self::load(&file, &mut open_pread(&file)?, top_by_degree(indptr, k))
+        let ids = top_k(degrees.enumerate().map(|(v, d)| (v as u64, d)), k);
+        Self::load(&file, &mut open_pread(&file)?, ids)
     }
 
     /// The rows with the highest access counts, given densely (`counts[v]` for every node `v`,
     /// e.g. counted while sampling ahead), that fit in `budget` bytes. Ties, including the nodes
-    /// never counted when there is room for them, go to the higher in-degree (`indptr`), then to
-    /// the smaller id: a short look-ahead leaves many nodes with equal small counts, and degree
-    /// is the best predictor among them.
+    /// never counted when there is room for them, go to the higher in-degree (`degrees`, one per
+    /// node, from the offset index), then to the smaller id: a short look-ahead leaves many
+    /// nodes with equal small counts, and degree is the best predictor among them.
     pub fn build_from_dense_counts(
         ds: &Dataset,
         budget: u64,
         counts: &[u16],
-        indptr: &[u64],
+        degrees: impl ExactSizeIterator<Item = u64> + Clone,
     ) -> Result<Self> {
         let file = FeatureFile::of(ds)?;
-        if counts.len() as u64 != file.num_nodes || indptr.len() as u64 != file.num_nodes + 1 {
+        if counts.len() as u64 != file.num_nodes || degrees.len() as u64 != file.num_nodes {
             return Err(Error::Input(format!(
                 "{} access counts and {} offsets for {} nodes: give one count per node and the \
                  dataset's offset index",
                 counts.len(),
-                indptr.len(),
+                degrees.len() + 1,
                 file.num_nodes
             )));
         }
         let k = Self::rows_for_budget(&file, budget);
-        let items = counts
-            .iter()
-            .zip(indptr.windows(2))
-            .enumerate()
-            .map(|(v, (&c, w))| {
-                let degree = w[1].saturating_sub(w[0]).min((1 << 40) - 1);
-                (v as u64, (u64::from(c) << 40) | degree)
-            });
+        let items = counts.iter().zip(degrees).enumerate().map(|(v, (&c, d))| {
+            let degree = d.min((1 << 40) - 1);
+            (v as u64, (u64::from(c) << 40) | degree)
+        });
         let ids = top_k(items, k);
         if ids.is_empty() {
             return Ok(Self::empty(&file));

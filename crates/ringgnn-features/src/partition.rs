@@ -3,7 +3,10 @@
 //! into partitions (each read once) rather than the destinations into blocks (each sweeping the
 //! input), with the partial aggregates spilled to disk and merged per destination block.
 //!
-//! [`Partitions`] owns the layer's temporaries in a directory the caller made (and removes):
+//! [`Partitions`] owns the layer's temporaries in a directory the caller made (and removes). The
+//! sources may be of another node type than the destinations (a relation `S:R:D` of a typed
+//! graph): the source partitions' bounds end at the source count, the merge blocks' at the
+//! destination count.
 //!
 //! 1. [`Partitions::bucket`]: one pass over the neighbor file, a chunk of destinations at a
 //!    time; each edge `u -> v` is appended to its source partition's bucket (`p{q}.src`,
@@ -208,6 +211,9 @@ pub struct Partitions {
     /// Partition `q` holds the sources `bounds[q]..bounds[q + 1]`.
     bounds: Vec<u64>,
     id_bytes: usize,
+    /// Source nodes (the last bound) and destination nodes (the last merge bound): the same
+    /// count but for a relation between two node types.
+    num_sources: u64,
     num_nodes: u64,
     /// Edges bucketed per partition.
     edges: Vec<u64>,
@@ -225,9 +231,10 @@ pub struct Partitions {
 }
 
 impl Partitions {
-    /// Partitions of the sources at `bounds` (ascending, `0..=num_nodes`), partials of `width`
-    /// values, merged in the destination blocks between `merge` bounds (ascending,
-    /// `0..=num_nodes`) on `threads` threads; temporaries in `dir`, ids `id_bytes` wide.
+    /// Partitions of the sources at `bounds` (ascending from 0; the last bound is the number of
+    /// sources), partials of `width` values, merged in the destination blocks between `merge`
+    /// bounds (ascending, `0..=num_nodes`: the destinations) on `threads` threads; temporaries
+    /// in `dir`, ids `id_bytes` wide.
     pub fn new(
         dir: &Path,
         bounds: &[u64],
@@ -237,15 +244,11 @@ impl Partitions {
         width: usize,
         threads: usize,
     ) -> Result<Self> {
-        let ends_ok = |b: &[u64]| {
-            b.len() >= 2
-                && b[0] == 0
-                && *b.last().unwrap() == num_nodes
-                && b.windows(2).all(|w| w[0] <= w[1])
-        };
-        if !ends_ok(bounds) || !ends_ok(merge) {
+        let ascends = |b: &[u64]| b.len() >= 2 && b[0] == 0 && b.windows(2).all(|w| w[0] <= w[1]);
+        if !ascends(bounds) || !ascends(merge) || *merge.last().unwrap() != num_nodes {
             return Err(Error::Input(format!(
-                "partitions: bounds must ascend from 0 to the {num_nodes} nodes"
+                "partitions: bounds must ascend from 0 (to the sources), merge bounds from 0 to the \
+                 {num_nodes} destinations"
             )));
         }
         if (id_bytes != 4 && id_bytes != 8) || width == 0 {
@@ -276,6 +279,7 @@ impl Partitions {
             dir: dir.to_path_buf(),
             bounds: bounds.to_vec(),
             id_bytes,
+            num_sources: *bounds.last().unwrap(),
             num_nodes,
             edges: vec![0; parts],
             width,
@@ -345,7 +349,7 @@ impl Partitions {
             if hi == lo {
                 continue;
             }
-            let ids: Vec<u64> = read_ids(nb, lo, hi, self.num_nodes)?;
+            let ids: Vec<u64> = read_ids(nb, lo, hi, self.num_sources)?;
             self.io.neighbor_bytes += (hi - lo) * nb.id_bytes as u64;
             let seg: Vec<usize> = indptr[first as usize..=b]
                 .iter()
@@ -922,14 +926,26 @@ mod tests {
     fn bad_arguments_are_errors() {
         let g = tiny();
         let d = g.dir.path();
-        assert!(Partitions::new(d, &[0, 5], &[0, 4], 4, 4, 4, 1).is_err()); // bounds past n
+        assert!(Partitions::new(d, &[0, 3, 2], &[0, 4], 4, 4, 4, 1).is_err()); // bounds descend
+        assert!(Partitions::new(d, &[1, 4], &[0, 4], 4, 4, 4, 1).is_err()); // bounds not from 0
         assert!(Partitions::new(d, &[0, 4], &[1, 4], 4, 4, 4, 1).is_err()); // merge not from 0
+        assert!(Partitions::new(d, &[0, 4], &[0, 5], 4, 4, 4, 1).is_err()); // merge past the destinations
         assert!(Partitions::new(d, &[0, 4], &[0, 4], 4, 3, 4, 1).is_err()); // 3-byte ids
-        let mut p = Partitions::new(d, &[0, 2, 4], &[0, 4], 4, 4, 4, 1).unwrap();
         let nb = NeighborFile {
             path: &g.nb,
             id_bytes: 4,
         };
+        // Sources 0..3 only, but the neighbor file names source 3: refused while bucketing.
+        let mut short = Partitions::new(d, &[0, 3], &[0, 4], 4, 4, 4, 1).unwrap();
+        let err = short
+            .bucket(nb, &g.indptr, false, 4, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is node 3, but the graph has 3 nodes"),
+            "{err}"
+        );
+        let mut p = Partitions::new(d, &[0, 2, 4], &[0, 4], 4, 4, 4, 1).unwrap();
         assert!(p.bucket(nb, &[0, 1, 2], false, 4, 1).is_err()); // 2 nodes' index for 4 nodes
         p.bucket(nb, &g.indptr, false, 4, 1).unwrap();
         let never = |_: NeighborFile<'_>,
@@ -941,6 +957,46 @@ mod tests {
         assert!(p.merge(1, Combine::Add, &mut [0.0; 16], 1).is_err()); // one merge block
         assert!(p.merge(0, Combine::Add, &mut [0.0; 15], 1).is_err()); // wrong size
         assert!(p.window(0, 0, 1, Fold::Sum, 1, 1, never).is_err()); // merged: no more windows
+    }
+
+    /// A relation between two node types: 3 sources (rows of 4 values), 5 destinations.
+    fn typed() -> Graph {
+        // dst 0 <- 2, 0; dst 1 <- none; dst 2 <- 1; dst 3 <- 2, 2 (a duplicate); dst 4 <- 0, 1, 2.
+        let lists = vec![vec![2, 0], vec![], vec![1], vec![2, 2], vec![0, 1, 2]];
+        let rows: Vec<Vec<f32>> = (0..3)
+            .map(|u| vec![u as f32 + 1.0, -2.0 * u as f32, 0.25, 8.0 - u as f32])
+            .collect();
+        graph(&lists, &rows, 4)
+    }
+
+    #[test]
+    fn sources_of_another_type_sum_and_max_as_on_the_grid() {
+        let g = typed();
+        // x0 = [1, 0, .25, 8], x1 = [2, -2, .25, 7], x2 = [3, -4, .25, 6].
+        let want_sum = [
+            [4.0, -4.0, 0.5, 14.0], // x2 + x0
+            [0.0, 0.0, 0.0, 0.0],   // no in-edges
+            [2.0, -2.0, 0.25, 7.0], // x1
+            [6.0, -8.0, 0.5, 12.0], // 2 x2
+            [6.0, -6.0, 0.75, 21.0],
+        ];
+        // Sources cut in 3 partitions of 1, windows of one edge, merge blocks of 2, 2 and 1
+        // destinations (more destinations than sources: the partitions end at 3, merges at 5).
+        for (bounds, window, merge) in [
+            (&[0u64, 1, 2, 3][..], 1, &[0u64, 2, 4, 5][..]),
+            (&[0, 3], 8, &[0, 5]),
+            (&[0, 2, 3], 2, &[0, 1, 5]),
+        ] {
+            let (got, io) = partitioned(&g, Fold::Sum, 4, bounds, window, merge, 2, 2);
+            assert_eq!(got, want_sum.concat());
+            assert_eq!(got, grid(&g, Fold::Sum, 4));
+            assert_eq!(io.neighbor_bytes, 8 * 4);
+            let (got, _) = partitioned(&g, Fold::Max, 4, bounds, window, merge, 3, 1);
+            assert_eq!(got, grid(&g, Fold::Max, 4));
+            let inf = f32::NEG_INFINITY;
+            assert_eq!(&got[4..8], &[inf; 4]);
+            assert_eq!(&got[16..20], &[3.0, 0.0, 0.25, 8.0]);
+        }
     }
 
     fn arb_graph() -> impl Strategy<Value = (Vec<Vec<u64>>, usize)> {
@@ -993,6 +1049,29 @@ mod tests {
             for (i, (x, y)) in got.iter().zip(&want).enumerate() {
                 prop_assert!(x == y || (x - y).abs() <= 1e-4 * y.abs().max(1.0), "value {i}: {x} != {y}");
             }
+        }
+
+        /// A relation between two node types (`s` sources, `n` destinations, either more):
+        /// whatever the partitions of the sources and the merge blocks of the destinations, the
+        /// sums and maxima are the grid's.
+        #[test]
+        fn typed_partitioned_equals_the_grid(
+            (s, lists) in (1usize..20).prop_flat_map(|s| {
+                (Just(s), prop::collection::vec(prop::collection::vec(0..s as u64, 0..5), 1..30))
+            }),
+            pb in prop::collection::vec(0usize..64, 0..4),
+            mb in prop::collection::vec(0usize..64, 0..4),
+            window in 1u64..9,
+            threads in 1usize..4,
+            max in any::<bool>(),
+        ) {
+            let val = |u: usize, c: usize| ((u * 7 + c * 3) % 11) as f32 - 5.0;
+            let rows: Vec<Vec<f32>> = (0..s).map(|u| (0..4).map(|c| val(u, c)).collect()).collect();
+            let g = graph(&lists, &rows, 4);
+            let fold = if max { Fold::Max } else { Fold::Sum };
+            let n = lists.len();
+            let (got, _) = partitioned(&g, fold, 4, &cuts(s, &pb), window, &cuts(n, &mb), 3, threads);
+            prop_assert_eq!(got, grid(&g, fold, 4));
         }
 
         /// Combining an online softmax's partials over any split of its edges equals folding

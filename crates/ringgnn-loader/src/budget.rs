@@ -37,7 +37,7 @@
 //! exceeds the budget (both are tested). If nothing fits, the error lists every part and what to
 //! change. The page cache is not in the plan: with `O_DIRECT` the kernel caches nothing; with
 //! buffered reads its cache is reclaimable, and `memcap` (which counts it) shows in
-//! `docs/benchmarks.md` that runs stay within their cap.
+//! `docs/benchmarks.md` ("Measurements behind design choices") that runs stay within their cap.
 
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -93,14 +93,15 @@ pub const STAGING_BUFFERS: u64 = 16 << 20;
 /// of batch-by-batch sampling (each worker's batch state, the samples in the window and with
 /// the consumer): as much as hyperbatch drivers put on what they measure
 /// ([`crate::stages::HyperFit::margin`]). Batches of one size differ little (the probe's seeds
-/// are random, as an epoch's are); the margin of 2 it replaced held issue 20's first case at
-/// one batch ahead where one per thread fits, leaving a sampling thread idle.
+/// are random, as an epoch's are); the margin of 2 it replaced held a 200k-node SBM at
+/// fanouts 20,15,10 at one batch ahead where one per thread fits, leaving a sampling thread idle.
 pub const MEASURED_MARGIN: (u64, u64) = (3, 2);
 
 /// The margin on measured sample sizes for the per-batch parts of a hyperbatch plan (the
 /// calling thread's sampler, the consumer's samples): 2, as on the probe's sizes of the
-/// hyperbatches' first jobs ([`crate::stages::HyperFit::margin`]); 1.5 brought issue 20's case
-/// 6 to 159.8 of its 160 MiB (docs/benchmarks.md). The share gets what is left, and its own
+/// hyperbatches' first jobs ([`crate::stages::HyperFit::margin`]); 1.5 brought the tight-cap
+/// case (R-MAT 21 under 160M) to 159.8 of its 160 MiB (docs/benchmarks.md, "Measurements
+/// behind design choices"). The share gets what is left, and its own
 /// sizing (`HyperFit`, the plan's prediction and the drivers alike) has its own margins.
 pub const MEASURED_MARGIN_HYPER: (u64, u64) = (2, 1);
 
@@ -139,7 +140,8 @@ pub struct Asked {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
     pub threads: u64,
-    /// `(V + 1) * 8`.
+    /// The offset index in memory ([`ringgnn_sampler::Offsets::bytes`]: 4 bytes per node where
+    /// it can be).
     pub offset_index: u64,
     /// The neighbor file's entries.
     pub neighbor_file: u64,

@@ -209,7 +209,7 @@ pub struct BatchJob {
     pub batches: Arc<EpochBatches>,
     pub indices: Vec<u64>,
     /// The first job of the epoch's selection: nothing is trained while it is prepared (a
-    /// loading driver does not stage its rows, see `budget::cost::stage_rows`).
+    /// loading driver does not stage its rows, see `staging::stage_rows`).
     pub first: bool,
 }
 
@@ -224,9 +224,10 @@ pub struct BatchJob {
 ///
 /// With `short_first` (balanced only; loading drivers that may stage rows), the first job is one
 /// batch and the rest are split as before: it is gathered batch by batch (see
-/// `budget::cost::stage_rows`) and trained while the second driver samples and stages the next.
+/// `staging::stage_rows`) and trained while the second driver samples and stages the next.
 /// Its random reads share the device with that pass, so a longer first job slows the pass
-/// about as much as its training covers (docs/benchmarks.md): one batch starts the training at
+/// about as much as its training covers (docs/benchmarks.md, "Measurements behind design
+/// choices"): one batch starts the training at
 /// once. 12 batches with room for 12 are 1 + 11.
 pub struct EpochJobs {
     batches: Arc<EpochBatches>,

@@ -321,7 +321,7 @@ impl BatchLoader {
             threads: opts.threads.get() as u64,
             spill: opts.spill,
             epoch_seeds: presample_seeds.map_or(v, |s| s.len() as u64).max(1),
-            hits: HitCurve::from_indptr(&index.indptr()[..]),
+            hits: HitCurve::from_degrees(index.indptr().degrees()),
             index,
             features,
             measured: None,
@@ -468,10 +468,14 @@ impl BatchLoader {
                         &ds,
                         plan.cache,
                         &counts,
-                        loader.graph.indptr(),
+                        loader.graph.indptr().degrees(),
                     )?
                 }
-                _ => HotRowCache::build_by_degree_with(&ds, loader.graph.indptr(), plan.cache)?,
+                _ => HotRowCache::build_by_degree_with(
+                    &ds,
+                    loader.graph.indptr().degrees(),
+                    plan.cache,
+                )?,
             };
             Some(Arc::new(c))
         };

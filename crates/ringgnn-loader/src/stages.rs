@@ -21,12 +21,11 @@ use ringgnn_sampler::{
 };
 use ringgnn_store::Bitmap;
 
-use crate::budget::cost::stage_rows;
 use crate::buffers::BufferPool;
 use crate::epoch::BatchJob;
 use crate::labels::Labels;
 use crate::options::Spill;
-use crate::staging::{estimate, Staging, StagingOptions};
+use crate::staging::{estimate, stage_rows, Staging, StagingOptions};
 use crate::{Error, Result};
 
 /// One sampled mini-batch of an epoch: its global index, its seeds and its sample.
@@ -697,7 +696,7 @@ impl Stage for HyperLoadStage {
         let t0 = Instant::now();
         let h = job.indices.len().max(1) as u32;
         // The first hyperbatch of an epoch is gathered batch by batch, while the second is
-        // staged (`cost::stage_rows`): its cold rows are not even listed.
+        // staged (`staging::stage_rows`): its cold rows are not even listed.
         let can_stage = staging.as_ref().is_some_and(|s| s.disabled.is_none());
         let may_stage = can_stage && !job.first;
         if can_stage && job.first {

@@ -48,6 +48,20 @@ pub struct Estimate {
     pub needed_pages: u64,
 }
 
+/// Whether a loading driver stages a hyperbatch's cold rows (one pass over the feature file,
+/// then each batch's rows read back sequentially) rather than reading them batch by batch, from
+/// the two estimates of its reads. Two drivers run a loading epoch: while one hands its
+/// hyperbatch's batches to the consumer, the other samples and stages the next, so a pass
+/// overlaps the training of the previous hyperbatch as per-batch reads overlap the training of
+/// earlier batches, and the two compare at par: the cheaper wins. The first hyperbatch of an
+/// epoch has nothing before it to overlap with (its pass would hold back the epoch's first
+/// batch): it is gathered batch by batch, each batch handed out as soon as its rows are read,
+/// while the second is staged. (Before, with no such first hyperbatch, a pass had to be
+/// estimated at half the per-batch reads to be chosen.)
+pub fn stage_rows(first: bool, per_batch: f64, staged: f64) -> bool {
+    !first && staged < per_batch
+}
+
 /// Estimate both ways of reading `cold` (each batch's cold row ids, ascending) of `file`.
 pub fn estimate(cold: &[Vec<u64>], file: &FeatureFile, model: &ReadModel) -> Estimate {
     let page_of = |id: u64| file.info.row_offset(id) / ALIGN as u64;
@@ -204,7 +218,7 @@ impl Staging {
         // writing out the rows of this one was tried: on this project's machine the disk's
         // scheduler, mq-deadline, serves reads first and starved the writes, 2.88 GB in 24.8 s,
         // and the gather stage took 67 s against 51 s in the same run: docs/benchmarks.md,
-        // issue 20.)
+        // "Measurements behind design choices".)
         for c in 0..reader.chunks() {
             let (first, end) = (c * cp, (c + 1) * cp);
             needed.iter_mut().for_each(|w| *w = 0);

@@ -45,6 +45,25 @@ fn threads(n: Option<usize>) -> PyResult<usize> {
     }
 }
 
+/// The graph options of a build from the binding's arguments (`convert`, `generate_rmat`).
+fn graph_options(
+    undirected: bool,
+    self_loops: &str,
+    dedup: bool,
+    num_nodes: Option<u64>,
+    memory: u64,
+    threads: Option<usize>,
+) -> PyResult<GraphOptions> {
+    Ok(GraphOptions {
+        undirected,
+        self_loops: self::self_loops(self_loops)?,
+        dedup,
+        num_nodes,
+        memory,
+        threads: self::threads(threads)?,
+    })
+}
+
 fn feature_dtype(s: Option<&str>) -> PyResult<Option<FeatureDtype>> {
     s.map(FeatureDtype::parse)
         .transpose()
@@ -121,14 +140,7 @@ pub fn convert(
             .transpose()
             .map_err(StoreError)?
             .flatten(),
-        graph: GraphOptions {
-            undirected,
-            self_loops: self::self_loops(self_loops)?,
-            dedup,
-            num_nodes,
-            memory,
-            threads: self::threads(threads)?,
-        },
+        graph: graph_options(undirected, self_loops, dedup, num_nodes, memory, threads)?,
         features,
         feature_dtype: self::feature_dtype(feature_dtype)?,
         labels,
@@ -191,14 +203,7 @@ pub fn generate_rmat(
         scale,
         edge_factor,
         seed,
-        graph: GraphOptions {
-            undirected,
-            self_loops: self::self_loops(self_loops)?,
-            dedup,
-            num_nodes: None,
-            memory,
-            threads: self::threads(threads)?,
-        },
+        graph: graph_options(undirected, self_loops, dedup, None, memory, threads)?,
         overwrite,
     };
     let manifest = progress::run(py, progress, |p| core_rmat(&opts, p))?;

@@ -543,8 +543,9 @@ fn u64s(name: &str, a: PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
 
 #[pymethods]
 impl SourcePartitions {
-    /// Sources cut at `bounds` (int64, ascending, 0..=num_nodes), partials of `width` float32
-    /// values merged in the destination blocks between `merge` bounds, ids `id_bytes` wide.
+    /// Sources cut at `bounds` (int64, ascending from 0 to the number of sources, which may differ
+    /// from the `num_nodes` destinations: a typed relation), partials of `width` float32 values
+    /// merged in the destination blocks between `merge` bounds (0..=num_nodes), ids `id_bytes` wide.
     #[new]
     #[pyo3(signature = (dir, bounds, merge, num_nodes, id_bytes, width, threads=0))]
     #[allow(clippy::too_many_arguments)]

@@ -53,6 +53,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sampler::parse_fanouts, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::default_budget, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::default_refusal, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::offset_index_bytes, m)?)?;
     serve::register(m)?;
     m.add_class::<temp::Temporary>()?;
     m.add_function(wrap_pyfunction!(temp::reclaim, m)?)?;

@@ -22,7 +22,7 @@ use ringgnn_sampler::SampleOptions;
 
 use crate::errors::{input_error, LoaderError, StoreError};
 use crate::features::stats_dict;
-use crate::sampler::{epoch_options, fanouts, ints, plan_dict, seeds, Converted, HOLD};
+use crate::sampler::{epoch_options, fanouts, ints, next_of, plan_dict, seeds, Converted, HOLD};
 
 /// Owner of one batch's feature buffer while numpy/PyTorch use it.
 #[pyclass(module = "ringgnn._core", frozen)]
@@ -367,20 +367,8 @@ impl LoaderEpoch {
     /// float32 `[len(sample["node"]), dim]`, `y` int64 or None, `info` the worker's seconds
     /// (`sample`, `wait`, `gather`) and this batch's read counters.
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<LoadedTuple<'py>>> {
-        let Some(it) = self.inner.as_mut() else {
+        let Some(b) = next_of(py, &mut self.inner)? else {
             return Ok(None);
-        };
-        let next = crate::sampler::next_checking_signals(py, it)?;
-        let b: LoadedBatch = match next {
-            None => {
-                self.inner = None;
-                return Ok(None);
-            }
-            Some(Err(e)) => {
-                self.inner = None;
-                return Err(LoaderError(e).into());
-            }
-            Some(Ok(b)) => b,
         };
         // Fewer rows than nodes when a device holds some (`Loader.set_device_rows`).
         let rows = b.x.len() / self.dim.max(1);

@@ -1,7 +1,8 @@
 //! `_core.Sampler` and `_core.SamplerEpoch`: a [`BatchLoader`] opened for samples alone, its
 //! calls with the GIL released, samples back as dicts of numpy arrays. Also the conversions the
 //! loader binding shares: fanouts and seeds into their typed forms (the core's one rule for
-//! each), the memory plan as a dict, and the signal-checking wait for an epoch's next item.
+//! each), an epoch's options, the memory plan as a dict, and the signal-checking wait for an
+//! epoch's next item.
 //!
 //! Creating a `Sampler` reads the offset index (and the neighbor file when the plan holds it in
 //! memory) and may probe io_uring (a ring made and closed at once); it starts no thread and
@@ -52,6 +53,13 @@ pub fn parse_fanouts(value: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         fanouts(&values)?
     };
     Ok(parsed.iter().map(|f| f.value()).collect())
+}
+
+/// Bytes the offset index of `nodes` nodes and `edges` edges holds in memory, as the sampler
+/// lays it out (`ringgnn_sampler::Offsets::bytes_for`): what a plan counts before loading it.
+#[pyfunction]
+pub fn offset_index_bytes(nodes: u64, edges: u64) -> u64 {
+    ringgnn_sampler::Offsets::bytes_for(nodes + 1, edges)
 }
 
 /// Seeds from numpy int64, checked once against the graph (negative ids too).
@@ -339,18 +347,30 @@ pub(crate) fn io_dict<'py>(py: Python<'py>, l: &BatchLoader) -> PyResult<Bound<'
     Ok(d)
 }
 
-/// The next item of an epoch, waiting with the GIL released in slices of 100 ms and checking
-/// for signals between them: Ctrl-C raises `KeyboardInterrupt` at once even while the next
-/// batch is seconds away (the epoch stays usable; dropping it stops its workers).
-pub(crate) fn next_checking_signals<T: Send>(
-    py: Python<'_>,
-    it: &mut Epoch<T>,
-) -> PyResult<Option<ringgnn_loader::Result<T>>> {
-    loop {
+/// The next item of the epoch in `slot`, waiting with the GIL released in slices of 100 ms and
+/// checking for signals between them: Ctrl-C raises `KeyboardInterrupt` at once even while the
+/// next batch is seconds away (the epoch stays usable; dropping it stops its workers). At the
+/// end, or on a worker's error, the slot is emptied so the workers are joined at once.
+pub(crate) fn next_of<T: Send>(py: Python<'_>, slot: &mut Option<Epoch<T>>) -> PyResult<Option<T>> {
+    let Some(it) = slot.as_mut() else {
+        return Ok(None);
+    };
+    let next = loop {
         match py.detach(|| it.next_within(Duration::from_millis(100))) {
-            Next::Item(i) => return Ok(Some(i)),
-            Next::End => return Ok(None),
+            Next::Item(i) => break Some(i),
+            Next::End => break None,
             Next::NotYet => py.check_signals()?,
+        }
+    };
+    match next {
+        Some(Ok(item)) => Ok(Some(item)),
+        None => {
+            *slot = None;
+            Ok(None)
+        }
+        Some(Err(e)) => {
+            *slot = None;
+            Err(LoaderError(e).into())
         }
     }
 }
@@ -378,23 +398,14 @@ impl SamplerEpoch {
     }
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<BatchTuple<'py>>> {
-        let Some(it) = self.inner.as_mut() else {
+        let Some(b) = next_of(py, &mut self.inner)? else {
             return Ok(None);
         };
-        let next = next_checking_signals(py, it)?
-            .map(|r| r.map(|b| (b.index, ints(b.seeds), Converted::from(b.sample))));
-        match next {
-            None => {
-                self.inner = None;
-                Ok(None)
-            }
-            Some(Err(e)) => {
-                self.inner = None;
-                Err(LoaderError(e).into())
-            }
-            Some(Ok((index, seeds, sample))) => {
-                Ok(Some((index, seeds.into_pyarray(py), sample.into_dict(py)?)))
-            }
-        }
+        let seeds = ints(b.seeds).into_pyarray(py);
+        Ok(Some((
+            b.index,
+            seeds,
+            Converted::from(b.sample).into_dict(py)?,
+        )))
     }
 }

@@ -13,7 +13,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
 use ringgnn_sampler::SampleOptions;
-use ringgnn_serve::grpc::{Delegate, GrpcOptions, InfoFields, Method, Refusal};
+use ringgnn_serve::grpc::{Delegate, GrpcOptions, InfoFields, Method, Refusal, Served};
 use ringgnn_serve::{EngineOptions, FeatureRows, Limits, SampleRequest, ServeError};
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
@@ -473,7 +473,7 @@ impl GrpcServer {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        engine: PyRef<'_, Engine>,
+        engine: &Bound<'_, PyAny>,
         listen: &str,
         delegate: Option<Py<PyAny>>,
         handlers: NonZeroUsize,
@@ -488,12 +488,19 @@ impl GrpcServer {
         model_task: String,
         model_decoder: String,
     ) -> PyResult<Self> {
+        let served = if let Ok(e) = engine.cast::<Engine>() {
+            let e = e.get();
+            (Served::Graph(e.inner.clone()), e.dtype)
+        } else {
+            let e = engine.cast::<crate::serve_hetero::HeteroEngine>()?.get();
+            (Served::Typed(e.inner.clone()), None)
+        };
         let opts = GrpcOptions {
             handlers: handlers.get(),
             max_concurrent: max_concurrent.get(),
             max_message,
             dataset,
-            dtype: engine.dtype,
+            dtype: served.1,
             info: InfoFields {
                 num_classes,
                 model,
@@ -505,7 +512,7 @@ impl GrpcServer {
                 version: env!("CARGO_PKG_VERSION").into(),
             },
         };
-        let eng = engine.inner.clone();
+        let eng = served.0;
         let delegate = delegate.map(|d| Arc::new(PyDelegate(d)) as Arc<dyn Delegate>);
         let server = py
             .detach(|| ringgnn_serve::grpc::GrpcServer::start(listen, eng, delegate, opts))

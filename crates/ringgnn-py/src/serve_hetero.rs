@@ -6,6 +6,8 @@
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -61,7 +63,7 @@ fn relation_fanouts(
 /// The request engine over one heterogeneous dataset (see `ringgnn/serving`).
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct HeteroEngine {
-    inner: ringgnn_serve::HeteroEngine,
+    pub(crate) inner: Arc<ringgnn_serve::HeteroEngine>,
     relations: Vec<String>,
 }
 
@@ -83,12 +85,14 @@ impl HeteroEngine {
     /// relation; `backend`: "memory" (every file loaded), else how the relations not in
     /// `memory_relations` and the feature files (unless `features_memory`) are read ("auto",
     /// "uring", "pread"); `neighbor_cache`: bytes of hot pages of the relations read from disk;
+    /// `batch_size`: seeds of the wave each worker serves (a larger request is answered alone,
+    /// in turn); `max_wait_us`: how long a wave waits for requests to join it;
     /// `queue`: requests waiting at most; `max_nodes`, `max_hops`: the limits of one request.
     #[new]
     #[pyo3(signature = (
         path, fanouts, *, backend="auto", direct=false, memory_relations=Vec::new(),
-        features_memory=false, threads=None, seed=0, neighbor_cache=0,
-        max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
+        features_memory=false, threads=None, seed=0, neighbor_cache=0, batch_size=None,
+        max_wait_us=None, max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
         max_nodes=4096, max_hops=6
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -103,6 +107,8 @@ impl HeteroEngine {
         threads: Option<NonZeroUsize>,
         seed: u64,
         neighbor_cache: u64,
+        batch_size: Option<NonZeroUsize>,
+        max_wait_us: Option<u64>,
         max_wave: NonZeroUsize,
         queue: NonZeroUsize,
         max_nodes: usize,
@@ -136,6 +142,8 @@ impl HeteroEngine {
             memory_relations,
             features_in_memory: features_memory,
             neighbor_cache,
+            batch_size: batch_size.unwrap_or(EngineOptions::DEFAULT_WAVE_SEEDS),
+            max_wait: max_wait_us.map_or(EngineOptions::DEFAULT_MAX_WAIT, Duration::from_micros),
             max_wave,
             queue,
             limits: Limits {
@@ -148,7 +156,7 @@ impl HeteroEngine {
             .map_err(serve_error)?;
         Ok(HeteroEngine {
             relations: inner.relations(),
-            inner,
+            inner: Arc::new(inner),
         })
     }
 

@@ -16,7 +16,7 @@ use ringgnn_io::{
 };
 
 use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
-pub use crate::offset_index::OffsetIndex;
+pub use crate::offset_index::{OffsetIndex, Offsets};
 use crate::sampler::check_indptr;
 use crate::{
     Error, Fanout, HyperSampler, NeighborSampler, Result, SampleOptions, SampledSubgraph, SeedSlice,
@@ -126,7 +126,7 @@ impl Graph {
         &self.index
     }
 
-    pub fn indptr(&self) -> &[u64] {
+    pub fn indptr(&self) -> &Offsets {
         &self.index.indptr
     }
 

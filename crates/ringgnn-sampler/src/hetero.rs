@@ -13,6 +13,7 @@
 //! on what a batch of a hyperbatch holds: `hetero/bound.rs`.
 
 mod bound;
+mod open;
 
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
@@ -25,8 +26,9 @@ use crate::draw::{relation_rng, Drawer};
 use crate::idmap::{with_table, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
-use crate::{Error, Fanout, Result};
+use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
+pub use open::{SharedRelation, TypedGraph};
 
 /// One relation `(S, R, D)` given to [`HeteroSampler::new`].
 pub struct HeteroRelation {
@@ -35,7 +37,7 @@ pub struct HeteroRelation {
     /// The index of its destination type `D`.
     pub dst: usize,
     /// Its offset index: `n_D + 1` offsets into its neighbor file.
-    pub indptr: Arc<[u64]>,
+    pub indptr: Offsets,
     /// Where its neighbor entries are read from.
     pub source: NeighborSource,
     /// Neighbors drawn per destination node at each hop (`fanouts[0]` for the seeds);
@@ -181,8 +183,8 @@ impl HeteroSampler {
             .rels
             .iter()
             .map(|r| {
-                let max_degree = r.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
-                let edges = r.indptr.last().copied().unwrap_or(0);
+                let max_degree = r.indptr.degrees().max().unwrap_or(0);
+                let edges = r.indptr.last().unwrap_or(0);
                 (r.src, r.dst, r.fanouts.as_slice(), max_degree, edges)
             })
             .collect();
@@ -369,10 +371,11 @@ impl HeteroSampler {
         self.cuts.clear();
         for (out, st) in outs.iter().zip(states) {
             let dst_nodes = &out.node[rel.dst];
-            self.ranges.extend(st.frontier[rel.dst].clone().map(|l| {
-                let v = dst_nodes[l] as usize;
-                (indptr[v], indptr[v + 1])
-            }));
+            self.ranges.extend(
+                st.frontier[rel.dst]
+                    .clone()
+                    .map(|l| indptr.range(dst_nodes[l] as usize)),
+            );
             self.cuts.push(self.ranges.len());
         }
         let replace = self.replace;

@@ -75,7 +75,7 @@ pub fn page_scores(index: &OffsetIndex, fanouts: &[Fanout], direct: bool) -> Res
     let width = index.dtype().size();
     let per_page = ALIGN as u64 / width;
     let pages = index.neighbor_file_bytes().div_ceil(ALIGN as u64) as usize;
-    let deg = |v: usize| indptr[v + 1] - indptr[v];
+    let deg = |v: usize| indptr.degree(v);
     let with_neighbors = (0..n).filter(|&v| deg(v) > 0).count();
     let mut score = vec![0f32; pages];
     if with_neighbors == 0 {
@@ -96,12 +96,12 @@ pub fn page_scores(index: &OffsetIndex, fanouts: &[Fanout], direct: bool) -> Res
             Fanout::Count(k) => (*k).min(d),
         };
         // Touches of this hop's expansions.
-        for v in 0..n {
-            let (d, r) = (deg(v), rate[v]);
+        for (v, &r) in rate.iter().enumerate() {
+            let d = deg(v);
             if d == 0 || r == 0.0 {
                 continue;
             }
-            let (s, e) = (indptr[v], indptr[v + 1]);
+            let (s, e) = indptr.range(v);
             let (p0, p1) = (s / per_page, (e - 1) / per_page);
             if p0 == p1 {
                 score[p0 as usize] += r;
@@ -124,7 +124,7 @@ pub fn page_scores(index: &OffsetIndex, fanouts: &[Fanout], direct: bool) -> Res
             let count = ((bytes.len() as u64) / width).min(index.num_edges().saturating_sub(first));
             for i in 0..count {
                 let pos = first + i;
-                while indptr[v + 1] <= pos {
+                while indptr.get(v + 1) <= pos {
                     v += 1;
                 }
                 let d = deg(v);

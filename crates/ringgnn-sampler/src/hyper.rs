@@ -22,7 +22,7 @@ use crate::batch::{check_entry, BatchDraw, DrawScratch, IdMap, Word};
 use crate::buckets::{Buckets, Chunking, Workspace};
 use crate::output::CompactSample;
 use crate::spill::{SpillFile, Spilled};
-use crate::{Error, Result, SampleOptions, SeedSlice};
+use crate::{Error, Offsets, Result, SampleOptions, SeedSlice};
 
 /// One batch of a hyperbatch: its seeds and its `(epoch, batch)`.
 #[derive(Clone, Copy, Debug)]
@@ -33,15 +33,15 @@ pub struct HyperBatch<'a> {
 }
 
 /// Whether a graph's edge positions and node ids all fit 32 bits (see [`Slots`]).
-fn narrow(indptr: &[u64]) -> bool {
-    let (nodes, edges) = (indptr.len() as u64 - 1, indptr.last().copied().unwrap_or(0));
+fn narrow(indptr: &Offsets) -> bool {
+    let (nodes, edges) = (indptr.len() as u64 - 1, indptr.last().unwrap_or(0));
     edges <= 1 << 32 && nodes <= 1 << 32
 }
 
 /// Bytes a batch of a hyperbatch holds for a hop of `positions` drawn positions in `pieces`
 /// pieces (see [`Buckets`]): the positions (then the entries read there), a key per piece and a
 /// bit per position.
-pub(crate) fn hop_bytes(indptr: &[u64], positions: u64, pieces: u64) -> u64 {
+pub(crate) fn hop_bytes(indptr: &Offsets, positions: u64, pieces: u64) -> u64 {
     let word = if narrow(indptr) { 4 } else { 8 };
     word * positions + 4 * pieces + positions.div_ceil(64) * 8
 }
@@ -199,7 +199,7 @@ pub struct HyperPeaks {
 /// Samples hyperbatches from a neighbor file on disk; see the module docs. One per pipeline
 /// worker (it owns a read backend).
 pub struct HyperSampler {
-    indptr: Arc<[u64]>,
+    indptr: Offsets,
     opts: SampleOptions,
     /// One per thread: thread `t` reads its own contiguous range of chunks.
     readers: Vec<BlockReader>,
@@ -219,13 +219,14 @@ impl HyperSampler {
     /// (entries `width` bytes wide) through `readers` (one per thread, all with the same chunk
     /// size; at least one), with as many threads for the draws and the relabelling.
     pub fn new(
-        indptr: Arc<[u64]>,
+        indptr: impl Into<Offsets>,
         opts: SampleOptions,
         readers: Vec<BlockReader>,
         path: PathBuf,
         width: u64,
     ) -> Self {
         assert!(!readers.is_empty(), "HyperSampler: at least one reader");
+        let indptr = indptr.into();
         let narrow = narrow(&indptr);
         HyperSampler {
             narrow,

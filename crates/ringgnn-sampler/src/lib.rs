@@ -13,6 +13,8 @@
 //!   [`HeteroBound`] (`hetero/bound.rs`). A single bipartite relation alone: [`NeighborSampler::bipartite`].
 //! - **Typed inputs, checked once**: [`Fanout`] and [`SampleOptions`] (`options.rs`), [`Seeds`]
 //!   (`seeds.rs`).
+//! - **The offset index in memory**: [`Offsets`] (`offset_index.rs`), 4 bytes per entry where
+//!   it can be, exact; [`OffsetIndex`] adds what a memory plan needs before anything else loads.
 //! - **Sharing one dataset between threads**: [`Graph`] (`graph.rs`), opened with a
 //!   [`NeighborAccess`] decided by the caller's memory plan; one [`GraphSampler`] per thread.
 //! - **Hyperbatches**: [`HyperSampler`] (`hyper.rs`) samples several batches hop by hop with one
@@ -50,12 +52,14 @@ mod spill;
 
 pub use bounds::{sample_bound, SampleBound};
 pub use error::{Error, Result};
-pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex};
+pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex, Offsets};
 pub use hetero::{
     hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler,
+    SharedRelation, TypedGraph,
 };
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
+pub use offset_index::BLOCK_SHIFT;
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::{CompactSample, SampledSubgraph};
 pub use ringgnn_io::CoalesceOptions;

@@ -10,7 +10,7 @@ use ringgnn_store::Dataset;
 
 use crate::batch::{BatchDraw, DrawScratch, IdMap};
 use crate::neighbors::NeighborSource;
-use crate::{Error, Fanout, Result, SampledSubgraph, SeedSlice};
+use crate::{Error, Fanout, Offsets, Result, SampledSubgraph, SeedSlice};
 
 /// What one sampled batch held (see [`NeighborSampler::last_batch_bytes`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub struct BatchBytes {
 pub struct NeighborSampler {
     /// Shared by the samplers of every thread (see [`crate::Graph`]): the one structure whose
     /// size follows `V`.
-    indptr: Arc<[u64]>,
+    indptr: Offsets,
     fanouts: Vec<Fanout>,
     replace: bool,
     source: NeighborSource,
@@ -57,10 +57,10 @@ pub struct NeighborSampler {
 impl NeighborSampler {
     /// A sampler over the offset index `indptr` (`V + 1` entries) reading neighbors from
     /// `source`. `fanouts[k]` is the number of neighbors drawn per node at hop `k + 1`;
-    /// `replace` draws with replacement. Pass an `Arc<[u64]>` to share one index between
-    /// several samplers (a `Vec<u64>` is moved into a new one).
+    /// `replace` draws with replacement. Pass an [`Offsets`] to share one index between
+    /// several samplers (a `Vec<u64>` becomes a new one).
     pub fn new(
-        indptr: impl Into<Arc<[u64]>>,
+        indptr: impl Into<Offsets>,
         fanouts: &[Fanout],
         replace: bool,
         source: NeighborSource,
@@ -98,7 +98,7 @@ impl NeighborSampler {
     /// (destination ids, `num_sampled_nodes[0]` of them), then the sampled sources (source ids,
     /// each once), and a source is never merged with a seed of the same id.
     pub fn bipartite(
-        indptr: impl Into<Arc<[u64]>>,
+        indptr: impl Into<Offsets>,
         num_sources: u64,
         fanouts: &[Fanout],
         replace: bool,
@@ -119,7 +119,7 @@ impl NeighborSampler {
         replace: bool,
         source: NeighborSource,
     ) -> Result<Self> {
-        Self::new(ds.load_indptr()?, fanouts, replace, source)
+        Self::new(Offsets::load(ds)?, fanouts, replace, source)
     }
 
     pub fn num_nodes(&self) -> u64 {
@@ -312,26 +312,26 @@ fn check_bipartite_hops(hops: usize) -> Result<()> {
 
 /// The offset index must be well formed before any range is trusted: a bad one would make
 /// `hi - lo` underflow or point past the neighbor file.
-pub(crate) fn check_indptr(indptr: &[u64], entries: Option<u64>) -> Result<()> {
+pub(crate) fn check_indptr(indptr: &Offsets, entries: Option<u64>) -> Result<()> {
     let bad = |m: String| {
         Err(Error::Corrupt(format!(
             "offset index: {m}; rebuild the dataset"
         )))
     };
-    match indptr.first() {
+    match indptr.iter().next() {
         None => return bad("it is empty, it needs num_nodes + 1 entries".into()),
-        Some(&x) if x != 0 => return bad(format!("indptr[0] is {x}, not 0")),
+        Some(x) if x != 0 => return bad(format!("indptr[0] is {x}, not 0")),
         _ => {}
     }
-    if let Some(v) = indptr.windows(2).position(|w| w[0] > w[1]) {
+    if let Some(v) = (0..indptr.len() - 1).find(|&v| indptr.get(v) > indptr.get(v + 1)) {
         return bad(format!(
             "indptr[{v}] = {} > indptr[{}] = {}",
-            indptr[v],
+            indptr.get(v),
             v + 1,
-            indptr[v + 1]
+            indptr.get(v + 1)
         ));
     }
-    let e = *indptr.last().unwrap();
+    let e = indptr.last().unwrap();
     if let Some(n) = entries {
         if e > n {
             return bad(format!(

@@ -163,7 +163,7 @@ fn chosen_pages_catch_more_requests_than_a_cache_learning_from_them() {
     // The same requests through both (uniform seeds among nodes with neighbors).
     let indptr = index.indptr().clone();
     let with = (0..n)
-        .filter(|&v| indptr[v as usize + 1] > indptr[v as usize])
+        .filter(|&v| indptr.degree(v as usize) > 0)
         .collect::<Vec<_>>();
     let opts = SampleOptions {
         fanouts,

@@ -1,12 +1,16 @@
 //! [`GrpcServer`]: the `ringgnn.v1.RingGnn` service (`python/ringgnn/serve.proto`) and the
-//! standard health service on tonic, in Rust, over one [`Engine`].
+//! standard health service on tonic, in Rust, over one engine ([`Served`]: an [`Engine`] or a
+//! [`HeteroEngine`]).
 //!
-//! `Sample`, `Features` and `Info` are served here end to end: the request is decoded with
-//! prost, checked, handed to the engine on a blocking thread (where it leads or joins a wave, as
-//! any caller does) and the reply encoded without leaving Rust, so a request costs no Python and
-//! no GIL. `Predict`, `Embed` and `Score` need the model, which is Python's: they go to a [`Delegate`]
-//! (the Python servicer, in the binding) with the raw request, its deadline and its cancel
-//! token; without one they get FAILED_PRECONDITION.
+//! Over an [`Engine`], `Sample`, `Features` and `Info` are served here end to end: the request
+//! is decoded with prost, checked, handed to the engine on a blocking thread (where it leads or
+//! joins a wave, as any caller does) and the reply encoded without leaving Rust, so a request
+//! costs no Python and no GIL. `Predict`, `Embed` and `Score` need the model, which is Python's:
+//! they go to a [`Delegate`] (the Python servicer, in the binding) with the raw request, its
+//! deadline and its cancel token; without one they get FAILED_PRECONDITION. Over a
+//! [`HeteroEngine`] every method goes to the delegate (the servicer checks the typed request,
+//! calls the engine with the GIL released and encodes the per-type reply); the transport, the
+//! limits, deadlines, cancellation and the drain are this module's for both.
 //!
 //! Every method takes and returns raw bytes ([`RawCodec`]) and decodes the request itself, so
 //! that a malformed message gets INVALID_ARGUMENT with the parser's message (tonic's own codec
@@ -33,7 +37,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Status};
 use tonic_health::ServingStatus;
 
-use crate::{CancelToken, Engine, SampleRequest, ServeError};
+use crate::{CancelToken, Engine, HeteroEngine, SampleRequest, ServeError};
 
 /// The service's full name, as in `serve.proto`.
 pub const SERVICE: &str = "ringgnn.v1.RingGnn";
@@ -274,24 +278,41 @@ fn deadline(header: Option<&http::HeaderValue>, now: Instant) -> Option<Instant>
     now.checked_add(d)
 }
 
+/// The engine a server serves.
+#[derive(Clone)]
+pub enum Served {
+    Graph(Arc<Engine>),
+    /// A heterogeneous dataset's: its calls go to the delegate.
+    Typed(Arc<HeteroEngine>),
+}
+
+impl Served {
+    fn close(&self) {
+        match self {
+            Served::Graph(e) => e.close(),
+            Served::Typed(e) => e.close(),
+        }
+    }
+}
+
 /// The service's state, shared by the request futures.
 struct Inner {
-    engine: Arc<Engine>,
+    engine: Served,
     delegate: Option<Arc<dyn Delegate>>,
     permits: Arc<Semaphore>,
     opts: GrpcOptions,
 }
 
 impl Inner {
-    fn nodes(&self, nodes: Vec<i64>) -> Result<Seeds, Status> {
+    fn nodes(e: &Engine, nodes: Vec<i64>) -> Result<Seeds, Status> {
         // The count first, so that an oversized request hears of the limit.
-        self.engine.check_count(nodes.len()).map_err(status)?;
-        Seeds::from_signed(&nodes, self.engine.num_nodes())
+        e.check_count(nodes.len()).map_err(status)?;
+        Seeds::from_signed(&nodes, e.num_nodes())
             .map_err(|e| Status::invalid_argument(e.to_string()))
     }
 
-    fn info(&self) -> InfoReplyMsg {
-        let (e, f) = (&self.engine, &self.opts.info);
+    fn info(&self, e: &Engine) -> InfoReplyMsg {
+        let f = &self.opts.info;
         let s = e.stats();
         let o = e.sample_options();
         InfoReplyMsg {
@@ -345,10 +366,15 @@ impl Inner {
         let malformed = |what: &str, e: prost::DecodeError| {
             Status::invalid_argument(format!("malformed ringgnn.v1.{what}: {e}"))
         };
+        let engine = match &self.engine {
+            Served::Graph(e) => e,
+            Served::Typed(_) => return self.delegated(method, data, deadline, token),
+        };
         match method {
             Method::Sample => {
-                let r = SampleRequestMsg::decode(data).map_err(|e| malformed("SampleRequest", e))?;
-                let defaults = self.engine.sample_options();
+                let r =
+                    SampleRequestMsg::decode(data).map_err(|e| malformed("SampleRequest", e))?;
+                let defaults = engine.sample_options();
                 let fanouts = if r.fanouts.is_empty() {
                     defaults.fanouts.clone()
                 } else {
@@ -357,14 +383,14 @@ impl Inner {
                 };
                 let seed = r.seed.unwrap_or(defaults.seed);
                 let req = SampleRequest {
-                    seeds: self.nodes(r.nodes)?,
+                    seeds: Self::nodes(engine, r.nodes)?,
                     fanouts,
                     replace: r.replace,
                     seed,
                     with_edge_ids: r.edge_ids,
                 };
                 // Encoded while a request larger than a wave still holds its room.
-                self.engine
+                engine
                     .sample_then(req, deadline, Some(token.clone()), |s| {
                         crate::wire::sample_reply(&s, seed)
                     })
@@ -373,15 +399,14 @@ impl Inner {
             Method::Features => {
                 let r = FeaturesRequestMsg::decode(data)
                     .map_err(|e| malformed("FeaturesRequest", e))?;
-                let Some(stored) = self.opts.dtype.filter(|_| self.engine.dim() > 0) else {
+                let Some(stored) = self.opts.dtype.filter(|_| engine.dim() > 0) else {
                     return Err(Status::failed_precondition(format!(
                         "the dataset {} has no node features",
                         self.opts.dataset
                     )));
                 };
-                let ids = self.nodes(r.nodes)?;
-                let rows = self
-                    .engine
+                let ids = Self::nodes(engine, r.nodes)?;
+                let rows = engine
                     .features(&ids, deadline, Some(token.clone()))
                     .map_err(status)?;
                 let (dtype, data) = if r.stored_dtype {
@@ -400,16 +425,29 @@ impl Inner {
             Method::Info => {
                 // InfoRequest has no fields, but a malformed one is still refused.
                 InfoRequestMsg::decode(data).map_err(|e| malformed("InfoRequest", e))?;
-                Ok(self.info().encode_to_vec())
+                Ok(self.info(engine).encode_to_vec())
             }
-            Method::Predict | Method::Embed | Method::Score => match &self.delegate {
-                Some(d) => d
-                    .call(method, data, deadline, token)
-                    .map_err(|(code, m)| Status::new(Code::from_i32(code), m)),
-                None => Err(Status::failed_precondition(
-                    "this server has no model: start it with --model RUN_DIR (a `ringgnn train` run)",
-                )),
-            },
+            Method::Predict | Method::Embed | Method::Score => {
+                self.delegated(method, data, deadline, token)
+            }
+        }
+    }
+
+    /// A call the delegate serves (the model's, or any over a [`HeteroEngine`]).
+    fn delegated(
+        &self,
+        method: Method,
+        data: &[u8],
+        deadline: Option<Instant>,
+        token: &CancelToken,
+    ) -> Result<Vec<u8>, Status> {
+        match &self.delegate {
+            Some(d) => d
+                .call(method, data, deadline, token)
+                .map_err(|(code, m)| Status::new(Code::from_i32(code), m)),
+            None => Err(Status::failed_precondition(
+                "this server has no model: start it with --model RUN_DIR (a `ringgnn train` run)",
+            )),
         }
     }
 }
@@ -552,15 +590,16 @@ pub struct GrpcServer {
     health: tonic_health::server::HealthReporter,
     shutdown: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<()>>,
-    engine: Arc<Engine>,
+    engine: Served,
 }
 
 impl GrpcServer {
     /// Bind `listen` (`HOST:PORT`, port 0 for a free one) and start serving `engine` (with
-    /// `delegate`, with a model, for Predict, Embed and Score).
+    /// `delegate` for Predict, Embed and Score with a model, and every call over a
+    /// [`HeteroEngine`]).
     pub fn start(
         listen: &str,
-        engine: Arc<Engine>,
+        engine: Served,
         delegate: Option<Arc<dyn Delegate>>,
         opts: GrpcOptions,
     ) -> crate::Result<Self> {

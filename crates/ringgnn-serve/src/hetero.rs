@@ -1,53 +1,54 @@
 //! [`HeteroEngine`]: the request engine over a heterogeneous dataset (node types, relations
 //! `SRC:REL:DST`): typed sampling and feature requests from many client threads, served
-//! together in waves, as [`crate::Engine`] serves a homogeneous one.
+//! together in waves by the one queue ([`crate::queue`]) that serves [`crate::Engine`]'s:
+//! the same admission, deadlines, cancellation, wait for company (`max_wait`) and room for a
+//! request larger than a wave.
 //!
 //! A request names its seeds' node type; a sampling request has one fanout list per relation
-//! (in the dataset's relation order). Requests that queue while the workers are out are
-//! answered in *waves*: the caller that finds a worker free serves what is queued, a wave at a
-//! time, until the queue is empty. A wave is the queued sampling requests of one configuration
+//! (in the dataset's relation order). A wave holds sampling requests of one configuration
 //! (fanouts, replacement, seed, edge ids), sampled together with one
 //! [`HeteroSampler::sample_many`] (each relation's file read once per hop for all of them: a
 //! page two requests need is read once), then the feature rows they asked for, gathered per
-//! type in one go; or the queued feature requests, gathered per type in one go. Each answer is
-//! exactly what `HeteroSampler::sample(type, seeds, seed, 0, 0, edge_ids)` gives alone.
+//! type in one go; and the feature requests queued with them, gathered per type in one go
+//! (`hetero/wave.rs`). Each answer is exactly what `HeteroSampler::sample(type, seeds, seed, 0,
+//! 0, edge_ids)` gives alone.
 //!
 //! Memory: which neighbor files are held in memory is the caller's placement (the budget's
 //! owner, `ringgnn.sampling.plan`); the relations read from disk share `neighbor_cache` bytes of
 //! hot pages (each relation's share a [`PageCache`] its pages enter as they are read, so the
-//! hub lists single-node requests keep fetching stay in memory). A request may sample at most
-//! what `max_nodes` seeds of any type reach at the default fanouts (by the upper bound,
-//! [`hetero_bound`]), and a wave holds requests up to that bound together: each worker holds
-//! at most one such sample at a time.
+//! hub lists single-node requests keep fetching stay in memory). A wave holds, by the upper
+//! bound ([`hetero_bound`]), what `batch_size` seeds of any type reach at the default fanouts;
+//! a larger request, up to `max_nodes` seeds of any type at the default fanouts, is answered
+//! alone, one at a time, in a room the hot pages lend while it is answered (when they are large
+//! enough; otherwise it only takes its turn). A request beyond that bound is refused.
 
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ringgnn_features::{FeatureGatherer, RowSource};
-use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, PageCache};
-use ringgnn_sampler::{
-    hetero_bound, DiskNeighbors, Fanout, HeteroRelation, HeteroSample, HeteroSampler, Indices,
-    NeighborSource,
-};
-use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
-use ringgnn_store::manifest::{FeatureDtype, IndexDtype};
+use ringgnn_io::{BackendKind, CoalesceOptions, PageCache};
+use ringgnn_sampler::{hetero_bound, Fanout, HeteroSample, HeteroSampler, TypedGraph};
+use ringgnn_store::hetero::{HeteroManifest, Part};
+use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
 
 use crate::engine::{CancelToken, FeatureRows};
-use crate::latency::Histogram;
+use crate::queue::{Queue, QueueOptions, Room};
 use crate::{Limits, Result, ServeError};
-use wave::{Answer, Key, Queue, Work, Worker};
+use wave::{Answer, Key, Work, Worker};
 
 mod wave;
-
-const POLL: Duration = Duration::from_millis(10);
 
 /// Samplers of other configurations than the default one a worker keeps (each holds its disk
 /// relations' read backends; a request with its own fanouts makes one on a miss).
 const KEPT_SAMPLERS: usize = 8;
+
+/// Answers the room of a large request holds besides the request itself (as [`crate::Engine`]
+/// plans: the sample its caller still holds, and its encoding).
+const ANSWERS: u64 = 2;
 
 /// How a [`HeteroEngine`] opens its dataset and what it accepts.
 #[derive(Clone, Debug)]
@@ -68,6 +69,11 @@ pub struct HeteroOptions {
     pub features_in_memory: bool,
     /// Bytes of hot neighbor pages, shared by the relations read from disk.
     pub neighbor_cache: u64,
+    /// Seeds (of any type, at the default fanouts) of the wave each worker serves
+    /// ([`crate::EngineOptions::DEFAULT_WAVE_SEEDS`] by default); a larger request is answered alone.
+    pub batch_size: NonZeroUsize,
+    /// How long the caller leading a wave waits for others to join it.
+    pub max_wait: Duration,
     pub max_wave: NonZeroUsize,
     pub queue: NonZeroUsize,
     pub limits: Limits,
@@ -88,19 +94,6 @@ pub struct HeteroSampleRequest {
 /// Counters since the engine opened (what [`crate::EngineStats`] holds).
 pub type HeteroStats = crate::EngineStats;
 
-/// One relation as every worker's samplers share it.
-struct Relation {
-    name: String,
-    src: usize,
-    dst: usize,
-    indptr: Arc<[u64]>,
-    max_degree: u64,
-    memory: Option<Arc<Indices>>,
-    file: PathBuf,
-    dtype: IndexDtype,
-    pages: Option<Arc<PageCache>>,
-}
-
 /// A node type's feature file.
 struct Features {
     part: Dataset,
@@ -109,37 +102,19 @@ struct Features {
     memory: Option<Arc<Vec<u8>>>,
 }
 
-#[derive(Default)]
-struct Counters {
-    sample_requests: AtomicU64,
-    feature_requests: AtomicU64,
-    waves: AtomicU64,
-    wave_requests: AtomicU64,
-    busy: AtomicU64,
-    deadline_exceeded: AtomicU64,
-    cancelled: AtomicU64,
-    failed: AtomicU64,
-    reads: AtomicU64,
-    bytes_read: AtomicU64,
-    latency: Histogram,
-}
-
 /// Serves typed sampling and feature requests from any number of threads; see the module docs.
 pub struct HeteroEngine {
-    types: Vec<String>,
-    counts: Vec<u64>,
-    relations: Vec<Relation>,
+    graph: TypedGraph,
     features: Vec<Option<Features>>,
     opts: HeteroOptions,
-    kind: Option<BackendKind>,
     /// The bound of the largest request: `max_nodes` seeds of any type at the default fanouts.
     max_edges: u64,
     backend: String,
     feature_backend: String,
-    threads: usize,
-    queue: Mutex<Queue>,
-    changed: Condvar,
-    counters: Counters,
+    queue: Queue<HeteroEngine>,
+    /// Reads issued and bytes read by the workers' backends.
+    reads: AtomicU64,
+    bytes_read: AtomicU64,
 }
 
 impl HeteroEngine {
@@ -147,53 +122,20 @@ impl HeteroEngine {
     pub fn open(dir: &Path, opts: HeteroOptions) -> Result<Self> {
         let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
         let m = HeteroManifest::read(dir).map_err(store)?;
-        let types: Vec<String> = m.node_types.keys().cloned().collect();
-        let counts: Vec<u64> = types.iter().map(|t| m.node_types[t].num_nodes).collect();
-        let names: Vec<&String> = m.relations.keys().collect();
-        if opts.fanouts.len() != names.len() {
+        if opts.fanouts.len() != m.relations.len() {
             return Err(ServeError::Input(format!(
                 "{} fanout lists for {} relations: give one per relation",
                 opts.fanouts.len(),
-                names.len()
+                m.relations.len()
             )));
         }
-        let on_disk = names
-            .iter()
-            .filter(|r| opts.backend.is_some() && !opts.memory_relations.contains(r))
-            .count() as u64;
-        let mut relations = Vec::with_capacity(names.len());
-        for r in names {
-            let (s, _, d) = split_relation(r).map_err(store)?;
-            let ds = Dataset::open_part(dir, &Part::Relation(r.clone())).map_err(store)?;
-            let indptr: Arc<[u64]> = ds.load_indptr().map_err(store)?.into();
-            let file = ds.path_of("indices").map_err(store)?;
-            let dtype = ds.manifest().graph.indices_dtype;
-            let memory = if opts.backend.is_none() || opts.memory_relations.contains(r) {
-                let ix = Indices::load(&file, dtype, ds.manifest().num_edges)
-                    .map_err(|e| ServeError::Internal(e.to_string()))?;
-                Some(Arc::new(ix))
-            } else {
-                None
-            };
-            let pages = match memory {
-                None if on_disk > 0 => PageCache::new(opts.neighbor_cache / on_disk).map(Arc::new),
-                _ => None,
-            };
-            let index = |t: &str| types.iter().position(|x| x == t).expect("by the manifest");
-            relations.push(Relation {
-                name: r.clone(),
-                src: index(s),
-                dst: index(d),
-                max_degree: indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0),
-                indptr,
-                memory,
-                file,
-                dtype,
-                pages,
-            });
+        let mut graph = TypedGraph::open(dir, opts.backend, opts.direct, &opts.memory_relations)
+            .map_err(sampler_error)?;
+        if opts.backend.is_some() {
+            graph.share_page_cache(opts.neighbor_cache);
         }
-        let mut features = Vec::with_capacity(types.len());
-        for t in &types {
+        let mut features = Vec::with_capacity(graph.types.len());
+        for t in &graph.types {
             let f = match &m.node_types[t].features {
                 None => None,
                 Some(info) => {
@@ -220,100 +162,83 @@ impl HeteroEngine {
             };
             features.push(f);
         }
+        let types = graph.types.len();
+        // The wave a worker serves, and the largest request: their bounds over every seed type.
+        let most = |seeds: u64| {
+            (0..types)
+                .map(|t| bound(&graph, t, seeds, &opts.fanouts, false))
+                .fold((0u64, 0u64, Vec::new()), |(e, n, w), (be, bn)| {
+                    let nodes = n.max(bn.iter().sum());
+                    (e.max(be), nodes, if be > e { bn } else { w })
+                })
+        };
+        let batch = opts.batch_size.get() as u64;
+        let max_nodes = opts.limits.max_nodes.max(1) as u64;
+        let (wave_edges, wave_rows, _) = most(batch);
+        let (max_edges, _, largest) = most(batch.max(max_nodes));
+        let room = if max_edges > wave_edges {
+            // The largest request's sample (a source and a destination local id and an edge id
+            // per edge, a global id per node) with its feature rows, and its answers.
+            let rows: u64 = largest
+                .iter()
+                .zip(&features)
+                .map(|(&n, f)| n * (8 + f.as_ref().map_or(0, |f| 4 * f.dim as u64)))
+                .sum();
+            let bytes = (max_edges * 16 + rows).saturating_mul(1 + ANSWERS);
+            lend_room(&graph, bytes)
+        } else {
+            Room::new(0, Vec::new())
+        };
         let mut engine = HeteroEngine {
-            types,
-            counts,
-            relations,
             features,
-            kind: opts.backend,
-            max_edges: 0,
+            max_edges: max_edges.max(1),
             backend: String::new(),
             feature_backend: String::new(),
-            threads: opts.threads.get(),
+            queue: Queue::new(
+                QueueOptions {
+                    max_wait: opts.max_wait,
+                    max_wave: opts.max_wave,
+                    queue: opts.queue,
+                    wave_edges: wave_edges.max(1),
+                    wave_rows: wave_rows.max(1),
+                },
+                Vec::new(),
+                room,
+            ),
             opts,
-            queue: Mutex::new(Queue::default()),
-            changed: Condvar::new(),
-            counters: Counters::default(),
+            graph,
+            reads: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
         };
-        engine.max_edges = (0..engine.types.len())
-            .map(|t| {
-                engine.bound(
-                    t,
-                    engine.opts.limits.max_nodes as u64,
-                    &engine.opts.fanouts,
-                    false,
-                )
-            })
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let mut free = Vec::with_capacity(engine.threads);
-        for _ in 0..engine.threads {
-            let mut w = Worker {
-                samplers: Vec::new(),
-                gatherers: Vec::new(),
-            };
-            let key = (engine.opts.fanouts.clone(), false);
-            let s = engine.sampler(&key)?;
-            engine.backend = s.1;
-            w.samplers.push((key, s.0));
-            for t in 0..engine.types.len() {
+        let mut free = Vec::with_capacity(engine.opts.threads.get());
+        for _ in 0..engine.opts.threads.get() {
+            let key: Key = (engine.opts.fanouts.clone(), false);
+            let (s, name) = engine.sampler(&key)?;
+            engine.backend = name;
+            let mut gatherers = Vec::with_capacity(types);
+            for t in 0..types {
                 let g = engine.gatherer(t)?;
                 if let Some(g) = &g {
                     engine.feature_backend = g.source_name().to_string();
                 }
-                w.gatherers.push(g);
+                gatherers.push(g);
             }
-            free.push(w);
+            free.push(Worker {
+                samplers: vec![(key, s)],
+                gatherers,
+            });
         }
-        lock(&engine.queue).free = free;
+        engine.queue.give(free);
         Ok(engine)
     }
 
     /// A sampler of `key` (fanouts, replace) over the shared relations, with its own disk
     /// backends, and the name of how it reads.
     fn sampler(&self, key: &Key) -> Result<(HeteroSampler, String)> {
-        let on_disk = self.relations.iter().filter(|r| r.memory.is_none()).count();
-        // One read buffer of the homogeneous sampler's size, split between the disk relations
-        // (a sampler reads one relation at a time).
-        let coalesce = {
-            let d = CoalesceOptions::default();
-            let share = (d.buffer / on_disk.max(1)) / ringgnn_io::ALIGN * ringgnn_io::ALIGN;
-            CoalesceOptions {
-                buffer: share.max(d.run_bytes()),
-                ..d
-            }
-        };
-        let mut name = String::from("memory");
-        let mut rels = Vec::with_capacity(self.relations.len());
-        for (r, fanouts) in self.relations.iter().zip(&key.0) {
-            let source = match (&r.memory, self.kind) {
-                (Some(ix), _) => NeighborSource::Memory(ix.clone()),
-                (None, kind) => {
-                    let kind = kind.expect("a relation not in memory has a disk backend");
-                    let (reader, _) = open_backend(kind, &r.file, self.opts.direct)
-                        .map_err(|e| ServeError::Internal(format!("{}: {e}", r.file.display())))?;
-                    let d = DiskNeighbors::new(reader, &r.file, r.dtype, coalesce)
-                        .with_cache(r.pages.clone());
-                    NeighborSource::Disk(d)
-                }
-            };
-            if name == "memory" || source.name() != "memory" {
-                name = source.name().to_string();
-            }
-            rels.push(HeteroRelation {
-                src: r.src,
-                dst: r.dst,
-                indptr: r.indptr.clone(),
-                source,
-                fanouts: fanouts.clone(),
-            });
-        }
-        if self.opts.direct && name == "uring" {
-            name = "uring-direct".into();
-        }
-        let s = HeteroSampler::new(self.counts.clone(), rels, key.1)
-            .map_err(|e| ServeError::Input(e.to_string()))?;
+        let (s, name, _) = self
+            .graph
+            .sampler(key.0.clone(), key.1, None)
+            .map_err(sampler_error)?;
         Ok((s, name))
     }
 
@@ -323,7 +248,7 @@ impl HeteroEngine {
         };
         let internal = |e: ringgnn_features::Error| ServeError::Internal(e.to_string());
         let file = ringgnn_features::FeatureFile::of(&f.part).map_err(internal)?;
-        let g = match (&f.memory, self.kind) {
+        let g = match (&f.memory, self.opts.backend) {
             (Some(bytes), _) => FeatureGatherer::new(file, RowSource::Memory(bytes.clone())),
             (None, kind) => {
                 let kind = kind.expect("features not in memory have a disk backend");
@@ -336,42 +261,24 @@ impl HeteroEngine {
         Ok(Some(g))
     }
 
-    /// The upper bound of the edges sampled around `seeds` nodes of type `t`.
-    fn bound(&self, t: usize, seeds: u64, fanouts: &[Vec<Fanout>], replace: bool) -> u64 {
-        let mut per = vec![0u64; self.types.len()];
-        per[t] = seeds;
-        let rels: Vec<(usize, usize, &[Fanout], u64, u64)> = self
-            .relations
-            .iter()
-            .zip(fanouts)
-            .map(|(r, f)| {
-                let edges = r.indptr.last().copied().unwrap_or(0);
-                (r.src, r.dst, f.as_slice(), r.max_degree, edges)
-            })
-            .collect();
-        hetero_bound(&per, &self.counts, &rels, replace)
-            .edges
-            .iter()
-            .sum()
-    }
-
     pub fn node_types(&self) -> &[String] {
-        &self.types
+        &self.graph.types
     }
 
     pub fn num_nodes(&self) -> &[u64] {
-        &self.counts
+        &self.graph.counts
     }
 
     pub fn relations(&self) -> Vec<String> {
-        self.relations.iter().map(|r| r.name.clone()).collect()
+        self.graph
+            .relations
+            .iter()
+            .map(|r| r.name.clone())
+            .collect()
     }
 
     pub fn num_edges(&self) -> Vec<u64> {
-        self.relations
-            .iter()
-            .map(|r| r.indptr.last().copied().unwrap_or(0))
-            .collect()
+        self.graph.relations.iter().map(|r| r.num_edges()).collect()
     }
 
     /// Each type's feature width and stored dtype (`None` without features).
@@ -417,9 +324,9 @@ impl HeteroEngine {
     /// Refuse ids outside type `t`'s range, naming the first.
     pub fn check_ids(&self, t: usize, ids: &[i64]) -> Result<Vec<u64>> {
         self.check_count(ids.len())?;
-        let n = self.counts[t];
+        let n = self.graph.counts[t];
         if let Some(&bad) = ids.iter().find(|&&v| v < 0 || v as u64 >= n) {
-            let name = &self.types[t];
+            let name = &self.graph.types[t];
             return Err(ServeError::Input(format!(
                 "node {bad} of type '{name}' is out of range: '{name}' has {} nodes (ids 0..{})",
                 thousands(n),
@@ -438,9 +345,8 @@ impl HeteroEngine {
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
     ) -> Result<(HeteroSample, Option<Vec<Option<FeatureRows>>>)> {
-        self.counters
-            .sample_requests
-            .fetch_add(1, Ordering::Relaxed);
+        let c = self.queue.counters();
+        c.sample_requests.fetch_add(1, Ordering::Relaxed);
         let hops = req.fanouts.first().map_or(0, Vec::len);
         if hops == 0 || hops > self.opts.limits.max_hops {
             return Err(ServeError::Input(format!(
@@ -448,19 +354,15 @@ impl HeteroEngine {
                 self.opts.limits.max_hops
             )));
         }
-        if req.fanouts.len() != self.relations.len() || req.fanouts.iter().any(|f| f.len() != hops)
-        {
+        let relations = self.graph.relations.len();
+        if req.fanouts.len() != relations || req.fanouts.iter().any(|f| f.len() != hops) {
             return Err(ServeError::Input(format!(
-                "give {} fanout lists (one per relation), every one with the same number of hops",
-                self.relations.len()
+                "give {relations} fanout lists (one per relation), every one with the same \
+                 number of hops"
             )));
         }
-        let cost = self.bound(
-            req.seed_type,
-            req.seeds.len() as u64,
-            &req.fanouts,
-            req.replace,
-        );
+        let seeds = req.seeds.len() as u64;
+        let (cost, _) = bound(&self.graph, req.seed_type, seeds, &req.fanouts, req.replace);
         if cost > self.max_edges {
             return Err(ServeError::Input(format!(
                 "this request may sample up to {} edges (its upper bound: {} nodes of type \
@@ -469,7 +371,7 @@ impl HeteroEngine {
                  or smaller fanouts, or start the server with a larger --max-nodes or --fanouts",
                 thousands(cost),
                 req.seeds.len(),
-                self.types[req.seed_type],
+                self.graph.types[req.seed_type],
                 req.fanouts
                     .iter()
                     .map(|f| f.iter().map(|x| x.value()).collect::<Vec<_>>())
@@ -478,7 +380,9 @@ impl HeteroEngine {
                 self.opts.limits.max_nodes,
             )));
         }
-        match self.submit(Work::Sample(req, rows), cost.max(1), deadline, cancel)? {
+        let work = Work::Sample(req, rows);
+        let (answer, _room) = self.queue.call(self, work, cost.max(1), deadline, cancel)?;
+        match answer {
             Answer::Sample(s, x) => Ok((s, x)),
             Answer::Features(_) => unreachable!("a sample request gets a sample"),
         }
@@ -492,60 +396,40 @@ impl HeteroEngine {
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
     ) -> Result<FeatureRows> {
-        self.counters
-            .feature_requests
-            .fetch_add(1, Ordering::Relaxed);
+        let c = self.queue.counters();
+        c.feature_requests.fetch_add(1, Ordering::Relaxed);
         if self.features[t].is_none() {
             return Err(ServeError::Input(format!(
                 "node type '{}' has no features",
-                self.types[t]
+                self.graph.types[t]
             )));
         }
         let cost = ids.len() as u64;
-        match self.submit(Work::Features(t, ids), cost, deadline, cancel)? {
+        match self
+            .queue
+            .call(self, Work::Features(t, ids), cost, deadline, cancel)?
+            .0
+        {
             Answer::Features(f) => Ok(f),
             Answer::Sample(..) => unreachable!("a feature request gets rows"),
         }
     }
 
     pub fn stats(&self) -> HeteroStats {
-        let c = &self.counters;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let (mut hits, mut misses, mut pages) = (0, 0, 0);
-        for p in self.relations.iter().filter_map(|r| r.pages.as_ref()) {
+        for p in self.graph.relations.iter().filter_map(|r| r.pages.as_ref()) {
             let s = p.stats();
             (hits, misses, pages) = (hits + s.hits, misses + s.misses, pages + s.pages);
         }
-        HeteroStats {
-            sample_requests: r(&c.sample_requests),
-            feature_requests: r(&c.feature_requests),
-            waves: r(&c.waves),
-            wave_requests: r(&c.wave_requests),
-            busy: r(&c.busy),
-            deadline_exceeded: r(&c.deadline_exceeded),
-            cancelled: r(&c.cancelled),
-            failed: r(&c.failed),
-            queued: lock(&self.queue).jobs.len() as u64,
-            latency: c.latency.snapshot(),
-            reads: r(&c.reads),
-            bytes_read: r(&c.bytes_read),
-            page_hits: hits,
-            page_misses: misses,
-            pages_cached: pages,
-        }
+        self.queue
+            .stats((r(&self.reads), r(&self.bytes_read)), (hits, misses, pages))
     }
 
-    /// Refuse new requests and wait until every worker is back. Idempotent.
+    /// Refuse new requests and wait until those queued are answered and every worker is back.
+    /// Idempotent.
     pub fn close(&self) {
-        let mut q = lock(&self.queue);
-        q.closed = true;
-        while !(q.jobs.is_empty() && q.free.len() == self.threads) {
-            q = self
-                .changed
-                .wait_timeout(q, POLL)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.queue.close();
     }
 }
 
@@ -555,8 +439,58 @@ impl Drop for HeteroEngine {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// The upper bound of the edges sampled around `seeds` nodes of type `t`, and of the nodes of
+/// each type.
+fn bound(
+    g: &TypedGraph,
+    t: usize,
+    seeds: u64,
+    fanouts: &[Vec<Fanout>],
+    replace: bool,
+) -> (u64, Vec<u64>) {
+    let mut per = vec![0u64; g.types.len()];
+    per[t] = seeds;
+    let rels: Vec<(usize, usize, &[Fanout], u64, u64)> = g
+        .relations
+        .iter()
+        .zip(fanouts)
+        .map(|(r, f)| (r.src, r.dst, f.as_slice(), r.max_degree, r.num_edges()))
+        .collect();
+    let b = hetero_bound(&per, &g.counts, &rels, replace);
+    (b.edges.iter().sum(), b.nodes)
+}
+
+/// The room of a request larger than a wave, `bytes`, lent by the relations' hot pages (each in
+/// proportion to its size) when they hold it and keep a tenth; else no memory is lent (the
+/// request only takes its turn).
+fn lend_room(g: &TypedGraph, bytes: u64) -> Room {
+    let caches: Vec<&Arc<PageCache>> = g
+        .relations
+        .iter()
+        .filter_map(|r| r.pages.as_ref())
+        .collect();
+    let capacity: u64 = caches.iter().map(|c| c.stats().capacity).sum();
+    let pages = PageCache::slots_for(bytes);
+    // A cache lends all but a slot per shard at most: keep a tenth at least.
+    if caches.is_empty() || capacity < pages + pages / 9 + 16 * caches.len() as u64 {
+        return Room::new(bytes, Vec::new());
+    }
+    let lent = caches
+        .into_iter()
+        .map(|c| {
+            let share = (pages as u128 * c.stats().capacity as u128).div_ceil(capacity as u128);
+            (c.clone(), share as u64)
+        })
+        .collect();
+    Room::new(bytes, lent)
+}
+
+fn sampler_error(e: ringgnn_sampler::Error) -> ServeError {
+    match e {
+        ringgnn_sampler::Error::Store(e) => ServeError::Input(e.to_string()),
+        ringgnn_sampler::Error::Input(m) => ServeError::Input(m),
+        e => ServeError::Internal(e.to_string()),
+    }
 }
 
 /// `n` with a comma every three digits, as Python's `{:,}`.

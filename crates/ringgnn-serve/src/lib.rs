@@ -1,11 +1,12 @@
 //! The request engine behind `ringgnn serve`: sampling and feature requests from many client
 //! threads, served together.
 //!
-//! Requests that arrive together are batched into *waves* ([`Engine`]): a caller that finds a
-//! worker (a set of read backends) free leads a wave on its own thread, taking what is queued
-//! (after up to [`EngineOptions::max_wait`] for others to join), then samples the whole wave with one read per hop for all of its requests (`NeighborSampler::sample_many`: a
-//! page two requests need is read once, every request's reads are in the same io_uring
-//! submissions) and gathers the wave's feature rows in one go. Each answer is exactly what the
+//! Requests that arrive together are batched into *waves* by one queue (`queue.rs`, shared by
+//! both engines): a caller that finds a worker (a set of read backends) free leads a wave on its
+//! own thread, taking what is queued (after up to [`EngineOptions::max_wait`] for others to
+//! join); [`Engine`] then samples the whole wave with one read per hop for all of its requests
+//! (`NeighborSampler::sample_many`: a page two requests need is read once, every request's reads
+//! are in the same io_uring submissions) and gathers the wave's feature rows in one go. Each answer is exactly what the
 //! library gives for the same request alone.
 //!
 //! What keeps a server alive under load is here too: a bounded queue ([`ServeError::Busy`]
@@ -38,14 +39,17 @@
 //! pieces would not even save its memory, only the per-hop workspaces.
 //! [`latency`] keeps a histogram of answered requests' latencies.
 //!
-//! A heterogeneous dataset (node types, relations `SRC:REL:DST`) has its own engine,
-//! [`HeteroEngine`] (`hetero.rs`, its waves in `hetero/wave.rs`): typed requests, fanouts per
-//! relation, the waves of one sampling configuration sampled together by
-//! `HeteroSampler::sample_many`, hot pages per relation read from disk.
+//! A heterogeneous dataset (node types, relations `SRC:REL:DST`) has its engine,
+//! [`HeteroEngine`] (`hetero.rs`, its waves in `hetero/wave.rs`) on the same queue: typed
+//! requests, fanouts per relation, the waves of one sampling configuration sampled together by
+//! `HeteroSampler::sample_many`, hot pages per relation read from disk (the graph opened by
+//! `ringgnn_sampler::TypedGraph`). A homogeneous dataset is the one-relation case of the queue's
+//! contract ([`Engine`] keeps its own memory plan, the loader's).
 //!
-//! The gRPC server is here too ([`grpc`]): tonic, serving `Sample`, `Features` and `Info` in
-//! Rust end to end and handing `Predict`/`Embed`/`Score` to a [`grpc::Delegate`] (the Python servicer,
-//! which runs the model). The largest reply, a sample, is encoded with prost's field encoders
+//! The gRPC server is here too ([`grpc`]): tonic, over either engine. Over an [`Engine`] it
+//! serves `Sample`, `Features` and `Info` in Rust end to end and hands `Predict`/`Embed`/`Score`
+//! to a [`grpc::Delegate`] (the Python servicer, which runs the model); over a [`HeteroEngine`]
+//! every call goes to the delegate. The largest reply, a sample, is encoded with prost's field encoders
 //! ([`wire::sample_reply`]).
 
 #![forbid(unsafe_code)]
@@ -56,6 +60,7 @@ pub mod grpc;
 mod hetero;
 pub mod latency;
 mod options;
+mod queue;
 pub mod wire;
 
 pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};

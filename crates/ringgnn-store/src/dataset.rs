@@ -171,6 +171,27 @@ impl Dataset {
             .map(|v| v.into_iter().map(|x| x as u64).collect())
     }
 
+    /// `indptr` read in pieces of at most `chunk` offsets, each passed to `each` in order, so
+    /// that what keeps the index in another form never holds the whole `u64` array at once.
+    pub fn read_indptr_chunks(&self, chunk: usize, mut each: impl FnMut(&[u64])) -> Result<()> {
+        let p = self.path_of("indptr")?;
+        let f = File::open(&p).at(&p)?;
+        let count = self.num_nodes() + 1;
+        let mut buf = vec![0u64; (chunk.max(1) as u64).min(count) as usize];
+        let mut at = 0u64;
+        while at < count {
+            let n = (count - at).min(buf.len() as u64) as usize;
+            f.read_exact_at(bytemuck::cast_slice_mut(&mut buf[..n]), at * 8)
+                .at(&p)?;
+            for x in &mut buf[..n] {
+                *x = u64::from_le(*x);
+            }
+            each(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(())
+    }
+
     /// Labels (-1 = unlabeled); None when the dataset has none.
     pub fn labels(&self) -> Result<Option<Vec<i64>>> {
         if self.manifest.labels.is_none() {

@@ -24,7 +24,8 @@ use unique_ids::IdCheck;
 
 /// Memory the budget sets aside for everything but the sort of the original ids: the Python
 /// interpreter that hosts the command, the read blocks and readers (about 45 MiB of RSS beside
-/// the sort, measured: docs/benchmarks.md, "verify: unique original ids"), and room for the page
+/// the sort, measured: docs/benchmarks.md, "Measurements behind design choices", verify's 96 MiB
+/// overhead), and room for the page
 /// cache of the files read. The other checks run before the sort, never beside it; the only one
 /// that grows with the dataset, a split's (one bit per node), must fit the sort's room too.
 pub const OVERHEAD: u64 = 96 << 20;

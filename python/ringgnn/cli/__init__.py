@@ -37,7 +37,8 @@ def build_parser() -> Any:
 
     parser = argparse.ArgumentParser(
         prog="ringgnn",
-        description="Build, inspect, check and sample ringgnn datasets and train GNNs on them (graphs larger than RAM).",
+        description="Build, inspect, check and sample ringgnn datasets and train GNNs on them (graphs larger "
+        "than RAM).",
     )
     parser.add_argument("--version", action="version", version=f"ringgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

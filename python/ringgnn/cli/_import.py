@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from functools import partial
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import importers
@@ -131,33 +132,26 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
                          + (", which says itself what to convert" if source != "table" else ""))
     if source != "table" and (args.src is not None or args.dst is not None):
         raise InputError(f"--src and --dst name the columns of a table INPUT, and {args.input} is {source}'s layout")
-    if typed:
-        return _convert_typed(args, summary, bars)
-    if source == "table" and (args.src is None or args.dst is None):
+    if source == "table" and not typed and (args.src is None or args.dst is None):
         raise InputError(f"{args.input}: a table INPUT needs --src COL and --dst COL, the columns of each edge's ends")
-    common = dict(seed=args.seed, memory=args.memory, overwrite=args.overwrite,
-                  threads=args.threads)
+    if typed:
+        run = partial(convert_typed_tables, args.out, *_typed(args), add_reverse=bool(args.add_reverse))
+    elif source == "table":
+        run = partial(convert_table, args.input, args.out, src=_single(args, "src"), dst=_single(args, "dst"),
+                      undirected=args.undirected, self_loops=args.self_loops, dedup=args.dedup, split=args.split,
+                      node_table=_single(args, "node_table"), node_id=_single(args, "node_id"),
+                      feature_columns=_columns(_single(args, "feature_columns")),
+                      label_column=_single(args, "label_column"), split_column=_single(args, "split_column"))
+    elif source == "ogb":
+        run = partial(convert_ogb, args.input, args.out, split_scheme=args.split_scheme,
+                      link_negatives=args.link_negatives, undirected=args.undirected,
+                      add_reverse=bool(args.add_reverse), self_loops=args.self_loops, dedup=args.dedup)
+    else:
+        run = partial(convert_mag240m, args.input, args.out, add_reverse=bool(args.add_reverse))
     t0 = time.perf_counter()
     with bars(args) as b:
-        if source == "ogb":
-            manifest = convert_ogb(args.input, args.out, split_scheme=args.split_scheme,
-                                   link_negatives=args.link_negatives, undirected=args.undirected,
-                                   add_reverse=bool(args.add_reverse),
-                                   self_loops=args.self_loops, dedup=args.dedup, feature_dtype=args.feature_dtype,
-                                   progress=b, **common)
-        elif source == "table":
-            manifest = convert_table(args.input, args.out, src=_single(args, "src"), dst=_single(args, "dst"),
-                                     undirected=args.undirected,
-                                     self_loops=args.self_loops, dedup=args.dedup, split=args.split,
-                                     node_table=_single(args, "node_table"), node_id=_single(args, "node_id"),
-                                     feature_columns=_columns(_single(args, "feature_columns")),
-                                     label_column=_single(args, "label_column"),
-                                     split_column=_single(args, "split_column"),
-                                     feature_dtype=args.feature_dtype, progress=b,
-                                     **common)
-        else:
-            manifest = convert_mag240m(args.input, args.out, add_reverse=bool(args.add_reverse),
-                                       feature_dtype=args.feature_dtype, progress=b, **common)
+        manifest = run(feature_dtype=args.feature_dtype, seed=args.seed, memory=args.memory, overwrite=args.overwrite,
+                       threads=args.threads, progress=b)
     summary(args, "converted", manifest, time.perf_counter() - t0)
     return 0
 
@@ -197,7 +191,7 @@ def _pairs(values: List[str], flag: str, what: str) -> List[Tuple[str, str]]:
     return out
 
 
-def _convert_typed(args: Any, summary: Any, bars: Any) -> int:
+def _typed(args: Any) -> Tuple[List[TypedRelation], List[TypedNodes]]:
     """Typed tables: one edge table per relation, optional node tables per type
     (:mod:`ringgnn.importers.typed_tables`)."""
     if not _TYPED_INPUT.match(str(args.input)):
@@ -229,10 +223,4 @@ def _convert_typed(args: Any, summary: Any, bars: Any) -> int:
             raise InputError(f"--node-table {t}={path}: name its id column (--node-id {t}=COL, or --node-id COL)")
         nodes.append(TypedNodes(t, path, v["node_id"], _columns(v["feature_columns"]), v["label_column"],
                                 v["split_column"]))
-    t0 = time.perf_counter()
-    with bars(args) as b:
-        manifest = convert_typed_tables(args.out, relations, nodes, add_reverse=bool(args.add_reverse),
-                                        feature_dtype=args.feature_dtype, seed=args.seed, memory=args.memory,
-                                        overwrite=args.overwrite, threads=args.threads, progress=b)
-    summary(args, "converted", manifest, time.perf_counter() - t0)
-    return 0
+    return relations, nodes

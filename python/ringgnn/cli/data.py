@@ -8,13 +8,13 @@ import json
 import os
 import tempfile
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from .._core import InputError
 from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
 from ..data import build
-from ..data.dataset import Dataset
+from ..data.dataset import Dataset, entry_field
 from ..data.generate import DEFAULTS as HD, generate_hetero
 from ..importers import graphbolt
 from ..progress import TqdmProgress
@@ -32,7 +32,8 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
         help="budget of the build (its buffers and sort workspaces, plus 112 MiB for readers, writers and "
         "Python): bytes or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)"
     )
-    p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1, help="worker threads (default: all cores)")
+    p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1,
+                   help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the dataset at OUT (other files in its folder are kept; a folder that is not a "
                    "dataset is refused)")
@@ -66,7 +67,8 @@ def add_parsers(sub: Any) -> None:
         help="input format (default: detect from the name and contents)",
     )
     _add_graph_options(p)
-    p.add_argument("--num-nodes", type=count_arg, default=None, metavar="N", help="number of nodes (default: max id + 1)")
+    p.add_argument("--num-nodes", type=count_arg, default=None, metavar="N",
+                   help="number of nodes (default: max id + 1)")
     p.add_argument("--features", metavar="X.npy", help="node features [num_nodes, dim], float16/32/64")
     p.add_argument("--labels", metavar="Y.npy", help="node labels [num_nodes], int32/int64, -1 = unlabeled")
     p.add_argument(
@@ -110,23 +112,19 @@ def add_parsers(sub: Any) -> None:
 
     g = sub.add_parser("generate", help="generate a synthetic dataset (rmat, sbm, hetero)")
     gsub = g.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
-    p = gsub.add_parser(
-        "rmat", help="Graph500 R-MAT graph", description="Graph500 R-MAT (a=0.57, b=0.19, c=0.19), ids permuted."
-    )
-    p.add_argument("out", metavar="OUT")
+    p = _generator(gsub, "rmat", cmd_generate_rmat, help="Graph500 R-MAT graph",
+                   description="Graph500 R-MAT (a=0.57, b=0.19, c=0.19), ids permuted.")
     p.add_argument("--scale", type=count_arg, required=True, metavar="S", help="2^S nodes")
     p.add_argument("--edge-factor", type=count_arg, default=16, metavar="F", help="F * 2^S edges (default 16)")
     _add_graph_options(p)
     _add_build_options(p)
-    p.set_defaults(func=cmd_generate_rmat)
 
-    p = gsub.add_parser(
-        "sbm",
+    p = _generator(
+        gsub, "sbm", cmd_generate_sbm,
         help="planted-partition graph with features, labels and splits",
         description="Degree-corrected planted partition with power-law degrees, noisy class features, "
         "labels and splits (docs/generators.md).",
     )
-    p.add_argument("out", metavar="OUT")
     p.add_argument("--nodes", type=positive_arg, required=True, metavar="N")
     p.add_argument("--classes", type=positive_arg, required=True, metavar="C")
     p.add_argument("--avg-degree", type=float, required=True, metavar="D", help="mean in-degree of the stored graph")
@@ -136,17 +134,15 @@ def add_parsers(sub: Any) -> None:
         "--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}"
     )
     _add_build_options(p)
-    p.set_defaults(func=cmd_generate_sbm)
 
-    p = gsub.add_parser(
-        "hetero",
+    p = _generator(
+        gsub, "hetero", cmd_generate_hetero,
         help="MAG-like heterogeneous graph: papers (features, classes), authors, institutions",
         description="A planted heterogeneous graph like MAG240M (docs/generators.md): papers with classes and "
         "noisy features, featureless authors and institutions; writes, cites and affiliated_with relations "
         "(and their rev_ relations); the class shows mostly through the authors, so typed models beat "
         "models that ignore types.",
     )
-    p.add_argument("out", metavar="OUT")
     p.add_argument("--papers", type=positive_arg, required=True, metavar="N")
     p.add_argument("--authors", type=positive_arg, required=True, metavar="N")
     p.add_argument("--institutions", type=positive_arg, required=True, metavar="N")
@@ -175,7 +171,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--link-negatives", type=count_arg, default=100, metavar="K",
                    help="fixed negative destinations stored per held-out pair (default 100; 0: none)")
     _add_build_options(p)
-    p.set_defaults(func=cmd_generate_hetero)
 
     p = sub.add_parser("info", help="counts, dtypes, file sizes and degree statistics of a dataset")
     p.add_argument("dir", metavar="DIR")
@@ -199,6 +194,14 @@ def add_parsers(sub: Any) -> None:
                    "--memory (default: beside the dataset)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars; print only errors")
     p.set_defaults(func=cmd_verify)
+
+
+def _generator(gsub: Any, name: str, func: Any, **kw: Any) -> argparse.ArgumentParser:
+    """The parser of ``generate NAME`` (``help``, ``description``): its OUT, then its options."""
+    p = gsub.add_parser(name, **kw)
+    p.add_argument("out", metavar="OUT")
+    p.set_defaults(func=func)
+    return p
 
 
 def add_demo_parser(sub: Any) -> None:
@@ -268,30 +271,9 @@ def cmd_convert(args) -> int:
     if given:
         raise InputError(f"{_flags(given)} apply to a GraphBolt metadata.yaml INPUT, and {args.input} is an "
                          "edge list (for an edge list, --undirected adds the reverse edges)")
-    t0 = time.perf_counter()
-    with _bars(args) as bars:
-        manifest = build.convert(
-            args.input,
-            args.out,
-            format=None if args.format == "detect" else args.format,
-            undirected=args.undirected,
-            self_loops=args.self_loops,
-            dedup=args.dedup,
-            num_nodes=args.num_nodes,
-            features=args.features,
-            labels=args.labels,
-            split=args.split,
-            link_split=args.link_split,
-            link_negatives=args.link_negatives,
-            seed=args.seed,
-            feature_dtype=args.feature_dtype,
-            memory=args.memory,
-            overwrite=args.overwrite,
-            threads=args.threads,
-            progress=bars,
-        )
-    _summary(args, "converted", manifest, time.perf_counter() - t0)
-    return 0
+    options = _pick(args, *_EDGE_LIST_OPTIONS, "link_negatives")
+    options["format"] = None if args.format == "detect" else args.format
+    return _build(args, "converted", build.convert, args.input, **options)
 
 
 def _convert_graphbolt(args, metadata: str) -> int:
@@ -299,83 +281,44 @@ def _convert_graphbolt(args, metadata: str) -> int:
     if given:
         raise InputError(
             f"{_flags(given)} apply to an edge-list INPUT; a GraphBolt metadata.yaml ({metadata}) says what to "
-            "convert itself and takes --add-reverse, --feature NAME, --task NAME, --link-negatives K, --seed, --memory, "
-            "--threads, "
-            "--overwrite and --quiet"
+            "convert itself and takes --add-reverse, --feature NAME, --task NAME, --link-negatives K, --seed, "
+            "--memory, --threads, --overwrite and --quiet"
         )
-    t0 = time.perf_counter()
-    with _bars(args) as bars:
-        manifest = graphbolt.convert_graphbolt(
-            metadata,
-            args.out,
-            feature="feat" if args.feature is None else args.feature,
-            task=args.task,
-            add_reverse=bool(args.add_reverse),
-            link_negatives=args.link_negatives,
-            seed=args.seed,
-            memory=args.memory,
-            overwrite=args.overwrite,
-            threads=args.threads,
-            progress=bars,
-        )
-    _summary(args, "converted", manifest, time.perf_counter() - t0)
-    return 0
+    return _build(args, "converted", graphbolt.convert_graphbolt, metadata,
+                  feature="feat" if args.feature is None else args.feature, task=args.task,
+                  add_reverse=bool(args.add_reverse), link_negatives=args.link_negatives)
 
 
 def cmd_generate_rmat(args) -> int:
-    t0 = time.perf_counter()
-    with _bars(args) as bars:
-        manifest = build.generate_rmat(
-            args.out,
-            scale=args.scale,
-            edge_factor=args.edge_factor,
-            undirected=args.undirected,
-            self_loops=args.self_loops,
-            dedup=args.dedup,
-            seed=args.seed,
-            memory=args.memory,
-            overwrite=args.overwrite,
-            threads=args.threads,
-            progress=bars,
-        )
-    _summary(args, "generated rmat:", manifest, time.perf_counter() - t0)
-    return 0
+    return _build(args, "generated rmat:", build.generate_rmat,
+                  **_pick(args, "scale", "edge_factor", "undirected", "self_loops", "dedup"))
 
 
 def cmd_generate_sbm(args) -> int:
-    t0 = time.perf_counter()
-    with _bars(args) as bars:
-        manifest = build.generate_sbm(
-            args.out,
-            nodes=args.nodes,
-            classes=args.classes,
-            avg_degree=args.avg_degree,
-            feature_dim=args.feature_dim,
-            feature_dtype=args.feature_dtype,
-            split=args.split,
-            seed=args.seed,
-            memory=args.memory,
-            overwrite=args.overwrite,
-            threads=args.threads,
-            progress=bars,
-        )
-    _summary(args, "generated sbm:", manifest, time.perf_counter() - t0)
-    return 0
+    return _build(args, "generated sbm:", build.generate_sbm,
+                  **_pick(args, "nodes", "classes", "avg_degree", "feature_dim", "feature_dtype", "split"))
 
 
 def cmd_generate_hetero(args) -> int:
+    return _build(args, "generated hetero:", generate_hetero, add_reverse=not args.no_reverse, **_pick(
+        args, "papers", "authors", "institutions", "classes", "feature_dim", "avg_authors", "avg_cites",
+        "homophily_writes", "homophily_cites", "homophily_affiliation", "feature_noise", "split", "link_split",
+        "link_relation", "link_negatives"))
+
+
+def _pick(args, *dests: str) -> Dict[str, Any]:
+    """The options ``dests`` of ``args`` as keyword arguments (the API's names are the options')."""
+    return {d: getattr(args, d) for d in dests}
+
+
+def _build(args, verb: str, fn: Any, *inputs: Any, **options: Any) -> int:
+    """Build ``args.out`` with ``fn(*inputs, out, **options)`` and the options of
+    :func:`_add_build_options`, with a bar per stage; then print its summary."""
     t0 = time.perf_counter()
     with _bars(args) as bars:
-        manifest = generate_hetero(
-            args.out, papers=args.papers, authors=args.authors, institutions=args.institutions, classes=args.classes,
-            feature_dim=args.feature_dim, avg_authors=args.avg_authors, avg_cites=args.avg_cites,
-            homophily_writes=args.homophily_writes, homophily_cites=args.homophily_cites,
-            homophily_affiliation=args.homophily_affiliation, feature_noise=args.feature_noise, split=args.split,
-            add_reverse=not args.no_reverse, link_split=args.link_split, link_relation=args.link_relation,
-            link_negatives=args.link_negatives, seed=args.seed, memory=args.memory, overwrite=args.overwrite,
-            threads=args.threads, progress=bars,
-        )
-    _summary(args, "generated hetero:", manifest, time.perf_counter() - t0)
+        manifest = fn(*inputs, args.out, **_pick(args, "seed", "memory", "overwrite", "threads"), progress=bars,
+                      **options)
+    _summary(args, verb, manifest, time.perf_counter() - t0)
     return 0
 
 
@@ -384,62 +327,44 @@ def info_dict(path: str) -> Dict[str, Any]:
     ds = Dataset.open(path)
     m = ds.manifest
     files = {k: {"path": f["path"], "bytes": f["bytes"]} for k, f in m["files"].items()}
+    head = {"path": os.path.abspath(path), "format_version": m["version"]}
+    tail = {"files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
     if ds.is_hetero:
-        return {
-            "path": os.path.abspath(path),
-            "format_version": m["version"],
-            "heterogeneous": True,
-            "num_nodes": ds.num_nodes,
-            "num_edges": ds.num_edges,
-            "node_types": {
-                t: {
-                    "num_nodes": i["num_nodes"],
-                    "feature_dim": None if i.get("features") is None else i["features"]["dim"],
-                    "feature_dtype": None if i.get("features") is None else i["features"]["dtype"],
-                    "num_classes": None if i.get("labels") is None else i["labels"]["num_classes"],
-                    "num_labeled": None if i.get("labels") is None else i["labels"]["num_labeled"],
-                    "splits": dict(i.get("splits", {})),
-                    "node_ids": None if i.get("node_ids") is None else i["node_ids"]["dtype"],
-                }
-                for t, i in m["node_types"].items()
-            },
-            "relations": {
-                r: {
-                    "num_edges": i["num_edges"],
-                    "indices_dtype": i["graph"]["indices_dtype"],
-                    "degree": dict(i["degree"]),
-                    "edge_splits": {k: dict(v) for k, v in i.get("edge_splits", {}).items()},
-                }
-                for r, i in m["relations"].items()
-            },
-            "files": files,
-            "total_bytes": sum(f["bytes"] for f in files.values()),
-        }
+        return {**head, "heterogeneous": True, "num_nodes": ds.num_nodes, "num_edges": ds.num_edges,
+                "node_types": {t: _type_info(i) for t, i in m["node_types"].items()},
+                "relations": {r: _relation_info(i) for r, i in m["relations"].items()}, **tail}
+    # A homogeneous dataset is one node type and one relation, its fields at the top.
+    fields = {**_type_info(m), **_relation_info(m)}
+    return {**head, **{k: fields[k] for k in _HOMOGENEOUS_INFO}, **tail}
+
+
+#: The fields of a homogeneous dataset's ``info --json``, in their order.
+_HOMOGENEOUS_INFO = ("num_nodes", "num_edges", "indices_dtype", "feature_dim", "feature_dtype", "num_classes",
+                     "num_labeled", "splits", "edge_splits", "degree", "node_ids")
+
+
+def _type_info(i: Dict[str, Any]) -> Dict[str, Any]:
+    """What ``info`` says of a node type's manifest entry (or of a homogeneous manifest)."""
     return {
-        "path": os.path.abspath(path),
-        "format_version": m["version"],
-        "num_nodes": ds.num_nodes,
-        "num_edges": ds.num_edges,
-        "indices_dtype": m["graph"]["indices_dtype"],
-        "feature_dim": ds.feature_dim,
-        "feature_dtype": ds.feature_dtype,
-        "num_classes": ds.num_classes,
-        "num_labeled": None if m.get("labels") is None else m["labels"]["num_labeled"],
-        "splits": dict(m.get("splits", {})),
-        "edge_splits": {k: dict(v) for k, v in m.get("edge_splits", {}).items()},
-        "degree": dict(m["degree"]),
-        "node_ids": None if m.get("node_ids") is None else m["node_ids"]["dtype"],
-        "files": files,
-        "total_bytes": sum(f["bytes"] for f in files.values()),
+        "num_nodes": i["num_nodes"],
+        "feature_dim": entry_field(i, "features", "dim"),
+        "feature_dtype": entry_field(i, "features", "dtype"),
+        "num_classes": entry_field(i, "labels", "num_classes"),
+        "num_labeled": entry_field(i, "labels", "num_labeled"),
+        "splits": dict(i.get("splits", {})),
+        "node_ids": entry_field(i, "node_ids", "dtype"),
     }
+
+
+def _relation_info(i: Dict[str, Any]) -> Dict[str, Any]:
+    """What ``info`` says of a relation's manifest entry (or of a homogeneous manifest)."""
+    return {"num_edges": i["num_edges"], "indices_dtype": i["graph"]["indices_dtype"], "degree": dict(i["degree"]),
+            "edge_splits": {k: dict(v) for k, v in i.get("edge_splits", {}).items()}}
 
 
 def cmd_info(args) -> int:
     info = info_dict(args.dir)
-    if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    print(_format_info(info))
+    print(json.dumps(info, indent=2) if args.json else _format_info(info))
     return 0
 
 
@@ -457,26 +382,13 @@ def _format_info(info: Dict[str, Any]) -> str:
             "none" if info["num_classes"] is None else f"{info['num_classes']} classes, {info['num_labeled']:,} labeled"
         ),
         "splits    " + (", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
-        "edge splits "
-        + (
-            ", ".join(
-                f"{k} {v['edges']:,}" + (f" ({v['negatives']} negatives each)" if v["negatives"] else "")
-                for k, v in info["edge_splits"].items()
-            )
-            or "none"
-        ),
+        "edge splits " + (_edge_splits(info["edge_splits"]) or "none"),
         f"in-degree min {d['min']:,}  median {d['median']:,}  mean {d['mean']:.2f}  max {d['max']:,}  "
         f"zero-degree nodes {d['zero']:,}",
     ]
     if info.get("node_ids"):
         lines.append(f"node ids  original ids of the input ({info['node_ids']}): Dataset.node_ids()")
-    lines += [
-        "files",
-    ]
-    for key, f in info["files"].items():
-        lines.append(f"  {key:<20} {f['path']:<26} {human_bytes(f['bytes'])}")
-    lines.append(f"  {'total':<20} {'':<26} {human_bytes(info['total_bytes'])}")
-    return "\n".join(lines)
+    return "\n".join(lines + _files_lines(info, 20))
 
 
 def _format_hetero_info(info: Dict[str, Any]) -> str:
@@ -501,14 +413,19 @@ def _format_hetero_info(info: Dict[str, Any]) -> str:
             f"median {d['median']:,} mean {d['mean']:.2f} max {d['max']:,}, zero {d['zero']:,}"
         )
         if i["edge_splits"]:
-            lines.append(f"  {'':<{width}} edge splits " + ", ".join(
-                f"{k} {v['edges']:,}" + (f" ({v['negatives']} negatives each)" if v["negatives"] else "")
-                for k, v in i["edge_splits"].items()))
-    lines.append("files")
-    for key, f in info["files"].items():
-        lines.append(f"  {key:<40} {f['path']:<26} {human_bytes(f['bytes'])}")
-    lines.append(f"  {'total':<40} {'':<26} {human_bytes(info['total_bytes'])}")
-    return "\n".join(lines)
+            lines.append(f"  {'':<{width}} edge splits " + _edge_splits(i["edge_splits"]))
+    return "\n".join(lines + _files_lines(info, 40))
+
+
+def _edge_splits(splits: Dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v['edges']:,}" + (f" ({v['negatives']} negatives each)" if v["negatives"] else "")
+                     for k, v in splits.items())
+
+
+def _files_lines(info: Dict[str, Any], width: int) -> List[str]:
+    """The files of ``info`` and their total, their keys ``width`` characters wide."""
+    rows = [(key, f["path"], f["bytes"]) for key, f in info["files"].items()] + [("total", "", info["total_bytes"])]
+    return ["files"] + [f"  {key:<{width}} {path:<26} {human_bytes(n)}" for key, path, n in rows]
 
 
 def cmd_verify(args) -> int:

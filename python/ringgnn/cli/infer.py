@@ -113,22 +113,21 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
     # PyTorch (its checkpoint is read as numpy arrays); a GPU does.
     check_runtime(args.memory, torch=args.device == "cuda")
     read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
-    if _is_hetero_link(read):
+    if is_hetero_link_run(read):
         raise InputError(f"{args.run_dir} is a link-prediction run on a heterogeneous dataset: score pairs with "
                          "`ringgnn predict RUN --edges val|test|PAIRS.npy`; predict and embed of its nodes are not "
                          "supported yet")
-    hetero = _is_hetero(read)
+    hetero = is_hetero_run(read)
     node_type = kw.pop("node_type", None)
     if node_type is not None and not hetero:
         raise InputError(f"--type {node_type}: names a node type of a heterogeneous run; {read[0]} is a homogeneous "
                          "run: leave --type out")
-    # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
-    # temporary output and layer files are removed on the way out; for this run only.
-    if hetero and args.hidden_dtype not in (None, "f32"):
-        raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
-                         "leave --hidden-dtype out")
+    if hetero:
+        _hidden_f32(args)
     if hetero and args.device not in (None, "cpu"):
         raise InputError(f"--device {args.device}: a heterogeneous run's inference runs on the CPU; leave --device out")
+    # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
+    # temporary output and layer files are removed on the way out; for this run only.
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
@@ -137,14 +136,6 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                      quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device, **kw)
-
-
-def _is_hetero_link(read: Any) -> bool:
-    return is_hetero_link_run(read)
-
-
-def _is_hetero(read: Any) -> bool:
-    return is_hetero_run(read)
 
 
 def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
@@ -159,10 +150,9 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
                   backend=args.backend, direct=args.direct, quiet=args.quiet or args.json)
     if args.device not in (None, "cpu"):
         raise InputError(f"--device {args.device}: scoring pairs (--edges) runs on the CPU; leave --device out")
-    hetero = _is_hetero_link(read)
-    if hetero and args.hidden_dtype not in (None, "f32"):
-        raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
-                         "leave --hidden-dtype out")
+    hetero = is_hetero_link_run(read)
+    if hetero:
+        _hidden_f32(args)
     with _signals.handling(_terminated, signal.SIGTERM):
         if hetero:
             s = predict_link_edges(args.run_dir, args.edges, read=read, **common)
@@ -173,16 +163,28 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
     return s
 
 
+def _hidden_f32(args: argparse.Namespace) -> None:
+    """Refuse a ``--hidden-dtype`` other than f32 for a heterogeneous run."""
+    if args.hidden_dtype not in (None, "f32"):
+        raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
+                         "leave --hidden-dtype out")
+
+
 def _terminated(signum: int, frame: Any) -> None:
     sys.exit(128 + signum)
 
 
-def _layers_line(s: Dict[str, Any]) -> str:
-    parts = [f"layer {d['layer']} {d['seconds']:.1f} s" for d in s["layers"]]
+def _layers_line(s: Dict[str, Any], typed: bool = False) -> str:
+    """Each layer's time (``typed``: each computed layer's, with its node type), then the bytes
+    read and written and the blocks."""
+    if typed:
+        parts = [f"layer {d['layer']} {d['type']} {d['seconds']:.1f} s" for d in s["layers"] if d["layer"]]
+    else:
+        parts = [f"layer {d['layer']} {d['seconds']:.1f} s" for d in s["layers"]]
     mib = 1 << 20
-    return (f"{', '.join(parts)}; read {s['bytes_read_neighbors'] / mib:,.1f} MiB of neighbor lists and "
-            f"{s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote {s['bytes_written'] / mib:,.1f} MiB of "
-            f"intermediate layers; {_blocks_line(s['plan'])}")
+    return (f"{', '.join(parts) + '; ' if parts or not typed else ''}read {s['bytes_read_neighbors'] / mib:,.1f} "
+            f"MiB of neighbor lists and {s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote "
+            f"{s['bytes_written'] / mib:,.1f} MiB of intermediate layers; {_blocks_line(s['plan'])}")
 
 
 def _blocks_line(plan: Dict[str, Any]) -> str:
@@ -201,14 +203,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.edges is not None:
         check_runtime(args.memory)  # scoring pairs on the CPU imports no PyTorch either
         read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
-        if _is_hetero(read) and not _is_hetero_link(read):
+        if is_hetero_run(read) and not is_hetero_link_run(read):
             raise InputError(f"--edges: scoring pairs is not supported yet for heterogeneous runs ({read[0]} "
                              "classifies nodes of one type); leave --edges out to predict its target nodes")
         return _print_scores(args, _score_edges(args, read))
     s = _run(args, "probabilities" if args.probabilities else "predictions")
-    if s.get("heterogeneous"):
-        return _print_hetero(args, s, "class probabilities" if args.probabilities else "predictions")
-    if args.nodes in ("train", "val", "test"):
+    typed = s.get("heterogeneous")
+    if not typed and args.nodes in ("train", "val", "test"):
         ds = Dataset.open(s["dataset"])
         y = ds.labels[ds.split(args.nodes)] if ds.labels is not None else None
         if y is not None:
@@ -216,16 +217,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             pred = pred.argmax(axis=1) if args.probabilities else pred
             labeled = y >= 0
             s["accuracy"] = float((np.asarray(pred)[labeled] == y[labeled]).mean()) if labeled.any() else None
-    if args.json:
-        print(json.dumps(s, indent=2))
-        return 0
-    what = "class probabilities" if args.probabilities else "predictions"
-    acc = f"; {args.nodes} accuracy {s['accuracy']:.4f}" if s.get("accuracy") is not None else ""
-    print(f"{what} of {s['rows']:,} nodes -> {s['out']} in {s['seconds']:.1f} s{acc}")
-    if s.get("node_ids"):
-        print(f"  the rows' original node ids -> {s['node_ids']}")
-    print(f"  {_layers_line(s)}")
-    return 0
+    acc = f"; {args.nodes} accuracy {s['accuracy']:.4f}" if not typed and s.get("accuracy") is not None else ""
+    return _print_rows(args, s, "class probabilities" if args.probabilities else "predictions", acc=acc)
 
 
 def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
@@ -253,17 +246,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if args.attach is not None or args.name is not None:
         return _attach(args)
     s = _run(args, "embeddings", layer=args.layer, dtype=args.dtype, node_type=args.type)
-    if s.get("heterogeneous"):
-        return _print_hetero(args, s, f"layer {s['layer']} embeddings")
-    if args.json:
-        print(json.dumps(s, indent=2))
-        return 0
-    print(f"layer {s['layer']} embeddings of {s['rows']:,} nodes ({s['dim']} {s['dtype']}) -> {s['out']} "
-          f"in {s['seconds']:.1f} s")
-    if s.get("node_ids"):
-        print(f"  the rows' original node ids -> {s['node_ids']}")
-    print(f"  {_layers_line(s)}")
-    return 0
+    return _print_rows(args, s, f"layer {s['layer']} embeddings", shape=f" ({s['dim']} {s['dtype']})")
 
 
 def _attach(args: argparse.Namespace) -> int:
@@ -276,7 +259,7 @@ def _attach(args: argparse.Namespace) -> int:
             raise InputError(f"{opt}: --attach writes every node's embeddings into a dataset; leave {opt} out")
     check_runtime(args.memory, torch=args.device == "cuda")
     read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
-    if _is_hetero(read) or _is_hetero_link(read):
+    if is_hetero_run(read) or is_hetero_link_run(read):
         raise InputError(f"--attach: {args.run_dir} is a heterogeneous run; attaching its embeddings is not "
                          "supported yet (write them with --out)")
 
@@ -293,21 +276,21 @@ def _attach(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_hetero(args: argparse.Namespace, s: Dict[str, Any], what: str) -> int:
-    """The summary of a heterogeneous run's predict or embed."""
+def _print_rows(args: argparse.Namespace, s: Dict[str, Any], what: str, shape: str = "", acc: str = "") -> int:
+    """The summary of predict or embed: the rows written (of a heterogeneous run: of its type,
+    their shape and the accuracy on each split among them), their original ids, the layers."""
     if args.json:
         print(json.dumps(s, indent=2))
         return 0
-    shape = f" ({s['dim']} {s['dtype']})" if s["dim"] is not None else ""
-    acc = "".join(f"; {k} accuracy {v:.4f}" for k, v in (s.get("accuracy") or {}).items() if v is not None)
-    print(f"{what} of {s['rows']:,} {s['type']} nodes{shape} -> {s['out']} in {s['seconds']:.1f} s{acc}")
+    typed = bool(s.get("heterogeneous"))
+    if typed:
+        shape = f" ({s['dim']} {s['dtype']})" if s["dim"] is not None else ""
+        acc = "".join(f"; {k} accuracy {v:.4f}" for k, v in (s.get("accuracy") or {}).items() if v is not None)
+    nodes = f"{s['type']} nodes" if typed else "nodes"
+    print(f"{what} of {s['rows']:,} {nodes}{shape} -> {s['out']} in {s['seconds']:.1f} s{acc}")
     if s.get("node_ids"):
-        print(f"  the rows' original {s['type']} ids -> {s['node_ids']}")
-    layers = ", ".join(f"layer {d['layer']} {d['type']} {d['seconds']:.1f} s" for d in s["layers"] if d["layer"])
-    mib = 1 << 20
-    print(f"  {layers + '; ' if layers else ''}read {s['bytes_read_neighbors'] / mib:,.1f} MiB of neighbor lists and "
-          f"{s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote {s['bytes_written'] / mib:,.1f} MiB of intermediate "
-          f"layers; {_blocks_line(s['plan'])}")
+        print(f"  the rows' original {s['type'] if typed else 'node'} ids -> {s['node_ids']}")
+    print(f"  {_layers_line(s, typed)}")
     return 0
 
 
@@ -387,11 +370,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     ]
     if r["task"] == "link":
         lines[1] += f", decoder {a.get('decoder')}, {a.get('neg_ratio')} negatives per positive ({a.get('neg_weight')})"
-        lines += _link_lines(r)
-        lines += _plots_lines(r)
-        print("\n".join(lines))
-        return 0
-    lines.append("  epoch    loss  val acc  test acc  seconds (sample/gather/train/wait/eval)")
+    lines += (_link_lines(r) if r["task"] == "link" else _node_lines(r)) + _plots_lines(r)
+    print("\n".join(lines))
+    return 0
+
+
+def _node_lines(r: Dict[str, Any]) -> List[str]:
+    """The per-epoch table, the best epoch and the layer-wise accuracies of a node run."""
+    lines = ["  epoch    loss  val acc  test acc  seconds (sample/gather/train/wait/eval)"]
     for e in r["history"]:
         stages = "/".join(_secs(e.get(k)) for k in ("sample_seconds", "gather_seconds", "train_seconds",
                                                      "wait_seconds", "eval_seconds"))
@@ -404,9 +390,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if lw:
         lines.append(f"  layer-wise (exact) evaluation of epoch {lw['epoch']}: val acc {lw['val_acc']:.4f}, test acc "
                      f"{lw['test_acc']:.4f} ({lw['seconds']:.1f} s)")
-    lines += _plots_lines(r)
-    print("\n".join(lines))
-    return 0
+    return lines
 
 
 def _fanouts_text(f: Any) -> str:

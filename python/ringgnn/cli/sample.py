@@ -103,8 +103,9 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
             bar.update(1)
     seconds = time.perf_counter() - t0
     after = sampler.io_stats()
+    delta = {k: after[k] - before[k] for k in after}  # the epoch's I/O counters
     backend = sampler.backend
-    hyper = after["hyperbatches"] - before["hyperbatches"]
+    hyper = delta["hyperbatches"]
     return {
         "epoch": epoch,
         "seconds": seconds,
@@ -113,12 +114,10 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
         "sampled_edges": edges,
         "sampled_nodes": nodes,
         "seps": edges / seconds if seconds > 0 else 0.0,
-        "reads": after["reads"] - before["reads"],
-        "bytes_read": after["bytes"] - before["bytes"],
-        "hyperbatch": (after["hyperbatch_batches"] - before["hyperbatch_batches"]) / hyper if hyper else 1,
-        "sequential_bytes": after["sequential_bytes"] - before["sequential_bytes"],
-        "random_bytes": after["random_bytes"] - before["random_bytes"],
-        "spilled_bytes": after["spilled_bytes"] - before["spilled_bytes"],
+        "reads": delta["reads"],
+        "bytes_read": delta["bytes"],
+        "hyperbatch": delta["hyperbatch_batches"] / hyper if hyper else 1,
+        **{k: delta[k] for k in ("sequential_bytes", "random_bytes", "spilled_bytes")},
         "backend": backend,
         "fallback_reason": sampler.fallback_reason,
         "direct": backend == "uring-direct",
@@ -140,20 +139,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     seeds = _options.seeds(ds, spec, "--seeds")
     if len(seeds) == 0:
         raise InputError(f"--seeds {spec}: no seed nodes to sample from")
-    sampler = NeighborSampler(
-        ds,
-        _options.fanouts(args.fanouts),
-        replace=args.replace,
-        backend=args.backend,
-        direct=args.direct,
-        threads=args.threads,
-        seed=args.seed,
-        memory=args.memory,
-        batch_size=args.batch_size,
-        hyperbatch=args.hyperbatch,
-        spill=args.spill,
-        spill_dir=args.spill_dir,
-    )
+    # These options are NeighborSampler's keywords of the same name.
+    sampler = NeighborSampler(ds, _options.fanouts(args.fanouts), **{k: getattr(args, k) for k in (
+        "replace", "backend", "direct", "threads", "seed", "memory", "batch_size", "hyperbatch", "spill", "spill_dir")})
 
     def header() -> None:
         if args.json:

@@ -18,13 +18,13 @@ def add_parser(sub: Any) -> None:
         "serve", help="serve sampling, features and model inference over gRPC",
         description="A long-running gRPC server (API: ringgnn/serve.proto in the package, docs/SERVING.md): "
         "Sample, Features, Predict, Embed, Score, Info and the standard health service. Concurrent requests are "
-        "batched into shared reads. A heterogeneous dataset is served through grpcio by the same engine, "
+        "batched into shared reads. A heterogeneous dataset is served by the same engine and queue, "
         "requests naming the seeds' node type. SIGTERM drains the requests in flight and exits 0.")
     p.add_argument("dataset", metavar="DATASET")
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:50051; port 0 picks a free one)")
-    p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed (a node "
-                   "run, or a heterogeneous run of --target TYPE), or Score and Embed (a link run, --task link)")
+    p.add_argument("--model", metavar="RUN_DIR", help="a `ringgnn train` run directory: enables Predict and Embed (a "
+                   "node run, or a heterogeneous run of --target TYPE), or Score and Embed (a link run, --task link)")
     p.add_argument("--fanouts", metavar="F1,F2,...", help="default fanouts of Sample (default: the model's, "
                    "else 20,15,10); with --max-nodes, the largest request the memory plan is made for; on a "
                    "heterogeneous dataset the same for every relation, or a JSON object per relation such as "
@@ -55,9 +55,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--handlers", type=positive_arg, default=32, metavar="N",
                    help="threads that run requests, each holding one until answered (default 32)")
     p.add_argument("--frontend", choices=FRONTENDS,
-                   help="gRPC server: rust (tonic; Sample, Features and Info never enter Python; the default) or grpcio "
-                   "(Python's, every call through Python: the baseline of docs/benchmarks.md; the only one, and the "
-                   "default, for a heterogeneous dataset)")
+                   help="gRPC server: rust (tonic, the default; on a homogeneous dataset Sample, Features and Info "
+                   "never enter Python) or grpcio (Python's, every call through Python: the baseline of "
+                   "docs/benchmarks.md)")
     p.add_argument("--max-nodes", type=positive_arg, default=4096, metavar="N",
                    help="node ids per request (default 4096); one request this large at the default fanouts is "
                    "answered at a time, in memory lent by the hot neighbor pages (or held besides them when they "
@@ -70,13 +70,9 @@ def add_parser(sub: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     grace = _options.real(args.grace, "--grace", 0.0)  # checked now, not at the SIGTERM that uses it
-    server = Server(args.dataset, listen=args.listen, model=args.model, fanouts=args.fanouts, seed=args.seed,
-                    memory=args.memory, threads=args.threads, backend=args.backend, direct=args.direct,
-                    cache=args.cache, neighbor_cache=args.neighbor_cache, max_wait_ms=args.max_wait_ms,
-                    max_wave=args.max_wave,
-                    max_concurrent=args.max_concurrent,
-                    handlers=args.handlers, max_nodes=args.max_nodes, max_hops=args.max_hops,
-                    batch_size=args.batch_size, frontend=args.frontend)
+    # Every option but --grace is Server()'s keyword of the same name.
+    server = Server(args.dataset, **{k: v for k, v in vars(args).items()
+                                     if k not in ("command", "func", "dataset", "grace")})
     stop = threading.Event()
     with _signals.handling(lambda *_: stop.set(), signal.SIGTERM, signal.SIGINT):
         server.start()

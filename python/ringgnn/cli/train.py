@@ -28,8 +28,8 @@ def add_parser(sub: Any) -> None:
                         "edge split, convert --link-split)")
     p.add_argument("--task", choices=TASKS, default="node",
                    help="node: classify nodes (default); link: predict edges, trained on the train edge split "
-                        "against sampled negatives, scored by AUC, MRR and Hits@1/3/10/20/50/100 (every K of OGB's evaluators) against the stored "
-                        "negatives of val and test")
+                        "against sampled negatives, scored by AUC, MRR and Hits@1/3/10/20/50/100 (every K of OGB's "
+                        "evaluators) against the stored negatives of val and test")
     p.add_argument("--model", default="sage",
                    help="sage (GraphSAGE, default), gcn or gat; on a heterogeneous dataset sage (PyG's to_hetero "
                         "GraphSAGE, mean across relations) or rgcn (R-GCN)")
@@ -116,13 +116,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     # torch_geometric calls torch.jit.script at import, which torch >= 2.10 deprecates: noise for
     # a command-line user, who can do nothing about it.
     warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
-    opts = {k: getattr(args, k) for k in ("model", "batch_size", "epochs", "hidden", "layers", "lr", "dropout",
-                                          "cache", "cache_policy", "memory", "prefetch", "backend", "direct", "hyperbatch",
-                                          "staging_dir", "staging_cap",
-                                          "device", "gpu_cache", "seed", "threads", "out", "resume", "overwrite",
-                                          "dist_timeout", "eval_mode", "tensorboard", "task", "decoder",
-                                          "neg_ratio", "neg_weight", "target", "relation", "embed_dim",
-                                          "embed_tables")}
+    # Every option is train()'s keyword of the same name, but those read here.
+    opts = {k: v for k, v in vars(args).items() if k not in ("command", "func", "dataset", "fanouts", "quiet", "json")}
     log = (lambda s: None) if args.json else _print_line
     ds = Dataset.open(args.dataset)
     fanouts: Any = args.fanouts

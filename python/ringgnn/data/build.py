@@ -1,5 +1,6 @@
 """Building and checking datasets from Python: :func:`convert`, :func:`generate_rmat`,
-:func:`generate_sbm`, :func:`build_hetero` (heterogeneous datasets), :func:`verify`. The ``ringgnn`` commands are thin wrappers over these.
+:func:`generate_sbm`, :func:`build_hetero` (heterogeneous datasets), :func:`verify`. The ``ringgnn``
+commands are thin wrappers over these.
 
 Each returns the new dataset's manifest as a dict. Every build happens in a hidden staging
 directory next to ``out`` and is renamed into place only when complete: an error or Ctrl-C
@@ -17,7 +18,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 from .. import _core
 from .._files import os_errors
 from .._options import check_default, count, default_memory, parse_link_split, parse_self_loops, parse_split, size
-from ..progress import TqdmProgress
+from ..progress import reporting
 
 PathLike = Union[str, "os.PathLike[str]"]
 Size = Union[int, str]
@@ -39,13 +40,12 @@ def _memory(memory: Optional[Size]) -> int:
     return size(memory, "memory")
 
 
-def _run(fn, progress, operation: str, **kwargs) -> Dict[str, Any]:
-    """Build ``kwargs["out"]`` with ``fn``; its OS errors name the dataset and ``operation``."""
-    with os_errors(operation, kwargs["out"]):
-        if progress is True:
-            with TqdmProgress() as bars:
-                return json.loads(fn(progress=bars, **kwargs))
-        return json.loads(fn(progress=None if progress is False else progress, **kwargs))
+def _run(fn, progress, operation: str, out: PathLike, memory: Optional[Size], **kwargs) -> Dict[str, Any]:
+    """Build ``out`` with ``fn`` within ``memory`` (:func:`_memory`); its OS errors name the dataset
+    and ``operation``."""
+    budget = _memory(memory)
+    with os_errors(operation, out), reporting(progress) as bars:
+        return json.loads(fn(out=os.fspath(out), memory=budget, progress=bars, **kwargs))
 
 
 def convert(
@@ -99,39 +99,30 @@ def convert(
     ``quote_input=False`` (an importer's, for an edge file a dataset description named): errors
     about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`)."""
     return _run(
-        _core.convert,
-        progress,
-        "building the dataset",
-        input=os.fspath(input),
-        out=os.fspath(out),
-        format=format,
-        undirected=undirected,
-        self_loops=parse_self_loops(self_loops),
-        dedup=dedup,
-        num_nodes=num_nodes,
-        features=None if features is None else os.fspath(features),
-        labels=None if labels is None else os.fspath(labels),
-        split=None if split is None else parse_split(split),
+        _core.convert, progress, "building the dataset", out, memory, input=os.fspath(input), format=format,
+        undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup, num_nodes=num_nodes,
+        features=_path(features), labels=_path(labels), split=None if split is None else parse_split(split),
         link_split=None if link_split is None else parse_link_split(link_split),
-        link_negatives=count(link_negatives, "link_negatives", minimum=0),
-        seed=seed,
-        feature_dtype=feature_dtype,
-        memory=_memory(memory),
-        overwrite=overwrite,
-        threads=threads,
-        node_ids=_node_ids(node_ids),
-        given_negatives=[(str(k), os.fspath(v)) for k, v in (given_negatives or {}).items()],
-        absent_ok=bool(absent_ok),
-        shared_negatives=[(str(k), os.fspath(v)) for k, v in (shared_negatives or {}).items()],
-        quote_input=bool(quote_input),
+        link_negatives=count(link_negatives, "link_negatives", minimum=0), seed=seed, feature_dtype=feature_dtype,
+        overwrite=overwrite, threads=threads, node_ids=_node_ids(node_ids), given_negatives=_files(given_negatives),
+        absent_ok=bool(absent_ok), shared_negatives=_files(shared_negatives), quote_input=bool(quote_input),
     )
+
+
+def _path(path: Optional[PathLike]) -> Optional[str]:
+    return None if path is None else os.fspath(path)
+
+
+def _files(files: Optional[Mapping[str, PathLike]]) -> list:
+    """``{split: file}`` as the core's list of ``(split, path)``."""
+    return [(str(k), os.fspath(v)) for k, v in (files or {}).items()]
 
 
 def _node_ids(ids: Optional[Sequence[Any]]) -> Optional[tuple]:
     """``(dtype, ids, bytes)`` as the core takes it."""
     if ids is None:
         return None
-    return str(ids[0]), os.fspath(ids[1]), None if ids[2] is None else os.fspath(ids[2])
+    return str(ids[0]), os.fspath(ids[1]), _path(ids[2])
 
 
 def generate_rmat(
@@ -150,21 +141,9 @@ def generate_rmat(
 ) -> Dict[str, Any]:
     """Generate a Graph500 R-MAT graph with ``2**scale`` nodes and ``edge_factor * 2**scale``
     edges at ``out``. Returns the manifest."""
-    return _run(
-        _core.generate_rmat,
-        progress,
-        "generating the dataset",
-        out=os.fspath(out),
-        scale=scale,
-        edge_factor=edge_factor,
-        undirected=undirected,
-        self_loops=parse_self_loops(self_loops),
-        dedup=dedup,
-        seed=seed,
-        memory=_memory(memory),
-        overwrite=overwrite,
-        threads=threads,
-    )
+    return _run(_core.generate_rmat, progress, "generating the dataset", out, memory, scale=scale,
+                edge_factor=edge_factor, undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup,
+                seed=seed, overwrite=overwrite, threads=threads)
 
 
 def generate_sbm(
@@ -187,22 +166,9 @@ def generate_sbm(
     parsed = parse_split(split)
     if not all(isinstance(v, float) for _, v in parsed):
         raise _core.InputError(f"split '{split}': generated datasets take fractions, e.g. {DEFAULT_SBM_SPLIT}")
-    return _run(
-        _core.generate_sbm,
-        progress,
-        "generating the dataset",
-        out=os.fspath(out),
-        nodes=nodes,
-        classes=classes,
-        avg_degree=float(avg_degree),
-        feature_dim=feature_dim,
-        feature_dtype=feature_dtype,
-        split=parsed,
-        seed=seed,
-        memory=_memory(memory),
-        overwrite=overwrite,
-        threads=threads,
-    )
+    return _run(_core.generate_sbm, progress, "generating the dataset", out, memory, nodes=nodes, classes=classes,
+                avg_degree=float(avg_degree), feature_dim=feature_dim, feature_dtype=feature_dtype, split=parsed,
+                seed=seed, overwrite=overwrite, threads=threads)
 
 
 @dataclass
@@ -272,31 +238,17 @@ def build_hetero(
     types = []
     for t in node_types:
         types.append((
-            str(t.name), count(t.num_nodes, f"node type {t.name}: num_nodes"),
-            None if t.features is None else os.fspath(t.features), t.feature_dtype,
-            None if t.labels is None else os.fspath(t.labels),
-            None if t.split is None else parse_split(t.split), _node_ids(t.node_ids),
+            str(t.name), count(t.num_nodes, f"node type {t.name}: num_nodes"), _path(t.features), t.feature_dtype,
+            _path(t.labels), None if t.split is None else parse_split(t.split), _node_ids(t.node_ids),
         ))
     rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format,
              None if r.link_split is None else parse_link_split(r.link_split),
              count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0),
-             [(str(k), os.fspath(v)) for k, v in (r.given_negatives or {}).items()], bool(r.absent_ok))
+             _files(r.given_negatives), bool(r.absent_ok))
             for r in relations]
-    return _run(
-        _core.build_hetero,
-        progress,
-        "building the dataset",
-        out=os.fspath(out),
-        node_types=types,
-        relations=rels,
-        add_reverse=bool(add_reverse),
-        seed=seed,
-        memory=_memory(memory),
-        overwrite=overwrite,
-        threads=threads,
-        source=json.dumps(source),
-        quote_input=bool(quote_input),
-    )
+    return _run(_core.build_hetero, progress, "building the dataset", out, memory, node_types=types, relations=rels,
+                add_reverse=bool(add_reverse), seed=seed, overwrite=overwrite, threads=threads,
+                source=json.dumps(source), quote_input=bool(quote_input))
 
 
 def verify(path: PathLike, progress: Any = None, memory: Optional[Size] = None,
@@ -309,12 +261,8 @@ def verify(path: PathLike, progress: Any = None, memory: Optional[Size] = None,
     ``memory`` (bytes or K/M/G/T; default as for the builds: 1G, or half of what a memory cgroup or
     the machine leaves if less)."""
     memory = _memory(memory)
-    spill = None if spill_dir is None else os.fspath(spill_dir)
-    with os_errors("verifying the dataset", path):
-        if progress is True:
-            with TqdmProgress() as bars:
-                return _core.verify(os.fspath(path), memory, spill, bars)
-        return _core.verify(os.fspath(path), memory, spill, None if progress is False else progress)
+    with os_errors("verifying the dataset", path), reporting(progress) as bars:
+        return _core.verify(os.fspath(path), memory, _path(spill_dir), bars)
 
 
 def read_manifest(path: PathLike) -> Dict[str, Any]:

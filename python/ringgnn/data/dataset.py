@@ -21,6 +21,12 @@ from .schema import parse_edge_type
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def entry_field(entry: Dict[str, Any], key: str, field: str) -> Any:
+    """``entry[key][field]``, or None where ``entry`` (a manifest, or a node type's entry in one)
+    has no ``key`` (a dataset without features, labels or original ids)."""
+    return None if entry.get(key) is None else entry[key][field]
+
+
 class Dataset:
     """An open dataset directory. Use :meth:`Dataset.open`.
 
@@ -72,20 +78,17 @@ class Dataset:
     @property
     def feature_dim(self) -> Optional[int]:
         """Feature width, or None when the dataset has no features."""
-        f = self.manifest.get("features")
-        return None if f is None else f["dim"]
+        return entry_field(self.manifest, "features", "dim")
 
     @property
     def feature_dtype(self) -> Optional[str]:
         """'f32', 'f16' or 'bf16', or None when the dataset has no features."""
-        f = self.manifest.get("features")
-        return None if f is None else f["dtype"]
+        return entry_field(self.manifest, "features", "dtype")
 
     @property
     def num_classes(self) -> Optional[int]:
         """Largest label + 1, or None when the dataset has no labels."""
-        lab = self.manifest.get("labels")
-        return None if lab is None else lab["num_classes"]
+        return entry_field(self.manifest, "labels", "num_classes")
 
     @property
     def split_names(self) -> List[str]:
@@ -131,9 +134,7 @@ class Dataset:
             self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
         if not info.get("shared_negatives", 0):
             return None
-        path = os.path.join(self.path, self.manifest["files"][f"edge_shared_negatives.{name}"]["path"])
-        with os_errors("mapping", path):
-            m = np.memmap(path, dtype="<i8", mode="r", shape=(info["shared_negatives"], 2)).T
+        m = self._mapped(f"edge_shared_negatives.{name}", name, 2, info["shared_negatives"]).T
         return m if mmap else np.array(m, dtype=np.int64)
 
     def edge_split_file(self, name: str) -> "tuple[str, int]":
@@ -151,9 +152,11 @@ class Dataset:
             raise _core.InputError(f"{self.path}: edge split '{name}' has no stored negatives")
         return os.path.join(self.path, entry["path"]), splits[name]["edges"]
 
-    def _mapped(self, key: str, name: str, width: int) -> np.ndarray:
-        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map."""
-        path, rows = self._file(key, name)
+    def _mapped(self, key: str, name: str, width: int, rows: Optional[int] = None) -> np.ndarray:
+        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map (``rows``
+        by default: the pairs of edge split ``name``)."""
+        path, pairs = self._file(key, name)
+        rows = pairs if rows is None else rows
         if rows * width == 0:
             return np.zeros((rows, width), dtype=np.int64)
         with os_errors("mapping", path):
@@ -239,14 +242,9 @@ class Dataset:
 
 def open_homogeneous(dataset: Any, what: str) -> "Dataset":
     """``dataset`` (a :class:`Dataset` or a path) opened, refused with a clear error when it is
-    heterogeneous and ``what`` does not take such datasets."""
+    heterogeneous, or one part of such a dataset, and ``what`` (a command or class) does not take
+    such datasets."""
     ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
-    return require_homogeneous(ds, what)
-
-
-def require_homogeneous(ds: "Union[Dataset, HeteroDataset]", what: str) -> Dataset:
-    """``ds`` itself, or a clear error when ``what`` (a command or class) does not take
-    heterogeneous datasets yet."""
     if isinstance(ds, HeteroDataset):
         raise _core.InputError(
             f"{ds.path}: a heterogeneous dataset (node types {', '.join(ds.node_types)}); {what} takes a "
@@ -341,11 +339,7 @@ class HeteroDataset:
 
     def feature_dims(self) -> Dict[str, Optional[int]]:
         """Feature width per type (None for a type without features)."""
-        out = {}
-        for t in self.node_types:
-            f = self.manifest["node_types"][t].get("features")
-            out[t] = None if f is None else f["dim"]
-        return out
+        return {t: entry_field(self.manifest["node_types"][t], "features", "dim") for t in self.node_types}
 
     def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
         """The dataset as a PyG ``HeteroData`` in memory; see :meth:`Dataset.to_pyg`."""

@@ -5,91 +5,11 @@ It is made for testing heterogeneous models: a paper's own features say little a
 its authors say a lot, so a model that uses the typed relations clearly beats one that ignores
 them.
 
-The model
----------
-
-Parameters: P papers, A authors, I institutions, C classes, feature width D, mean authors per
-paper k_w, mean citations per paper k_c, homophilies h_w (writes), h_c (cites), h_a
-(affiliation), feature noise σ, the seed.
-
-**Node types.** ``paper`` (features, labels, splits), ``author`` and ``institution`` (no features,
-labels or splits: models learn embeddings for them).
-
-**Classes and fields.** Node ``i`` of type T (``n_T`` nodes) has class (a paper's label) or
-hidden field (authors, institutions) ``π_T(i) mod C``, where ``π_T`` is a seeded pseudo-random
-permutation of ``[0, n_T)`` (below). Classes are therefore exactly balanced within each type
-(⌊n_T/C⌋ or ⌈n_T/C⌉ members each: a field is empty only when n_T < C) and uniformly scattered
-over the ids, and the j-th member of class c is ``π_T⁻¹(c + C·j)``, so a uniform member of a
-class is drawn without storing any per-class list. Only papers' classes are stored (as labels;
-the manifest's ``num_classes`` is the largest label + 1, which is C whenever P ≥ C).
-
-**Relations**, each a list of (source, destination) pairs:
-
-* ``author:affiliated_with:institution``: every author has exactly one institution. With
-  probability h_a it is uniform among the institutions of the author's field, otherwise (or when
-  that field has no institution) uniform among all institutions.
-* ``author:writes:paper``: paper p of class c has 1 + Poisson(k_w − 1) author draws, each with
-  probability h_w uniform among the authors of field c, otherwise (or when field c has no
-  author) uniform among all authors. Repeated draws of one author for one paper are stored once.
-  Seen from an author of field f, a fraction r = h_w + (1 − h_w)/C of its papers has class f and
-  the rest are uniform over the other classes; two papers sharing an author share a class with
-  probability r² + (1 − r)²/(C − 1) (0.757 at the defaults, against 1/C = 0.125 by chance).
-* ``paper:cites:paper`` (citing → cited): paper p of class c has Poisson(k_c) citation draws,
-  each with probability h_c uniform among the papers of class c, otherwise uniform among all
-  papers. Self-citations are dropped and repeated citations stored once, so the fraction of
-  citations within a class is h_c + (1 − h_c)/C (0.3875 at the defaults) up to O(1/P).
-
-With ``add_reverse`` (the default) the builder also stores ``paper:rev_writes:author``,
-``institution:rev_affiliated_with:author`` and ``paper:rev_cites:paper``, so papers receive
-messages from authors, authors from papers and institutions, and citing papers from cited ones.
-
-**Link splits.** ``link_split`` (fractions, e.g. ``val=0.05,test=0.1``) holds out pairs of
-``link_relation`` (one of the three relations above) as the builder's edge splits
-(docs/FORMAT.md "Edge splits", decided by a hash of (seed, pair)), with ``link_negatives``
-stored negatives per held-out pair; its reverse drops the same pairs.
-
-**Features.** Class c has a unit direction u_c ∈ R^D: C seeded Gaussian vectors, orthonormalised
-(QR, signs fixed) when D ≥ C and only normalised otherwise. Paper p of class c has the float32 row
-``x_p = u_c + σ·z_p``, z_p ~ N(0, I_D). By default σ is calibrated: the nearest-class-mean
-classifier (the Bayes classifier here: balanced classes, isotropic noise) on one paper's
-features is right with probability a* = 1/C + 0.3·(1 − 1/C) (0.3875 for C = 8). It is right iff
-1/σ > t = max_{k≠y} ⟨w, u_k − u_y⟩ / (1 − ⟨u_y, u_k⟩) with w ~ N(0, I_D), so 1/σ is the
-⌈a*·S⌉-th smallest t of S = clamp(2^26 / C², 64, 20000) seeded samples (⟨w, u_k⟩ drawn directly
-from N(0, G), G the Gram matrix of the directions). At D ≥ C that is the same σ for every seed
-up to sampling error (σ ≈ 0.99 for C = 8; the exact value is 0.994). A given ``feature_noise`` is used as σ instead.
-
-**Splits** (papers only): ``split`` gives fractions F_1, F_2, ... (sum ≤ 1); split j has exactly
-round(P·(F_1 + ... + F_j)) − round(P·(F_1 + ... + F_{j−1})) papers, a uniformly random partition
-(papers left over are in no split), each split's ids ascending.
-
-**Randomness.** Every draw comes from ``np.random.default_rng([seed, STREAM, index])``: streams
-``_PERMUTATION`` (index: type 0 paper, 1 author, 2 institution; the 4 Feistel keys),
-``_MEANS`` and ``_CALIBRATION`` (index 0), ``_AFFILIATION`` (author chunk j: authors
-``CHUNK·j ..``), ``_WRITES``, ``_CITES`` and ``_SPLIT`` (paper chunk j: papers ``CHUNK·j ..``;
-the split's chunk j draws its per-split counts from the multivariate hypergeometric of what is
-left, then shuffles them over the chunk) and ``_FEATURES`` (block j: paper rows
-``FEATURE_ROWS·j ..``). The output therefore depends only on the arguments, never on
-``memory``, ``threads`` or the machine's speed; it is bit-identical for a seed under a given
-numpy (numpy allows itself to change how ``Generator`` draws distributions between versions; the
-manifest's ``source.numpy`` records the version) and platform (QR and the calibration use
-LAPACK and BLAS). ``CHUNK`` and ``FEATURE_ROWS`` are part of the definition.
-
-**The permutation** ``π_T``: a 4-round Feistel network on 2h bits (h = ⌈max(2, bits(n_T − 1))/2⌉)
-with round function SplitMix64's finaliser of (half ⊕ key_r), restricted to [0, n_T) by cycle
-walking (re-encrypting until the value falls in range), which keeps it a bijection whose inverse
-is the same walk with the decryption.
-
-**Limits.** 1 ≤ P, A, I ≤ 2^40; 2 ≤ C ≤ 1024; 1 ≤ D ≤ 4096; 1 ≤ k_w ≤ 256; 0 ≤ k_c ≤ 256;
-homophilies in [0, 1]; σ ≥ 0. Each is checked, with an error naming the argument and its flag,
-before anything is written.
-
-**Memory and disk.** Generation holds one chunk of papers (about 60 bytes per edge draw of
-2^16 papers: ~40 MiB at the defaults) or one feature block (``FEATURE_ROWS`` × D float32), plus
-the C × C calibration: nothing grows with P, A or I. The builder then works within ``memory``.
-The intermediates (edges as little-endian u64 pairs, ``format="bin64"``; features as float32
-``.npy``; labels and split ids as int64 ``.npy``) take 16 bytes per edge and 4·D + 16 per paper
-in one locked temporary directory beside ``out`` (``.OUT.gen.ringgnn-tmp-*``), removed at the
-end whatever happens; a killed run's is removed by the next ringgnn command writing there.
+The model (node types, classes and fields, relations, link splits, features and their calibrated
+noise, splits, randomness, the permutation π_T, limits, memory and disk) is specified in one place,
+``docs/generators.md`` ("hetero"); the names it uses are this module's: the random streams
+``_PERMUTATION`` .. ``_SPLIT`` (``np.random.default_rng([seed, STREAM, index])``), ``CHUNK`` and
+``FEATURE_ROWS`` (part of the definition), π_T (:class:`_Permutation`), the limits ``MAX_*``.
 """
 
 from __future__ import annotations
@@ -104,8 +24,9 @@ import numpy as np
 from .. import _core
 from .._files import allocated_memmap, os_errors, save_npy, temporary
 from .._options import count, optional_count, parse_link_split, parse_split, real, size
-from ..progress import TqdmProgress
+from ..progress import reporting
 from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
+from .schema import parse_edge_type
 
 #: Papers per chunk of the edge, label and split streams (authors per chunk of the affiliation
 #: stream). Part of the definition: changing it changes every dataset. 2^16 papers keep a chunk's
@@ -127,7 +48,7 @@ MAX_CLASSES = 1024
 MAX_FEATURE_DIM = 4096
 MAX_DEGREE = 256.0
 
-# Stream ids of np.random.default_rng([seed, STREAM, index]) (see the module's docstring).
+# Stream ids of np.random.default_rng([seed, STREAM, index]) (docs/generators.md, "Randomness").
 _PERMUTATION, _MEANS, _CALIBRATION, _AFFILIATION, _WRITES, _CITES, _FEATURES, _SPLIT = range(8)
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -157,14 +78,15 @@ def generate_hetero(
     threads: Optional[int] = None,
     progress: Any = None,
 ) -> Dict[str, Any]:
-    """Generate the planted paper/author/institution dataset of this module's docstring at
-    ``out`` and return its manifest. ``feature_noise`` None calibrates σ (see the docstring);
+    """Generate the planted paper/author/institution dataset of docs/generators.md ("hetero") at
+    ``out`` and return its manifest. ``feature_noise`` None calibrates σ (docs/generators.md, "Features");
     ``memory``, ``overwrite``, ``threads`` and ``progress`` are the builder's
     (:func:`build.build_hetero`) and do not change the output."""
     p = dict(
         papers=_nodes(papers, "papers"), authors=_nodes(authors, "authors"),
         institutions=_nodes(institutions, "institutions"),
-        classes=_bounded(classes, "classes", 2, MAX_CLASSES), feature_dim=_bounded(feature_dim, "feature_dim", 1, MAX_FEATURE_DIM),
+        classes=_bounded(classes, "classes", 2, MAX_CLASSES),
+        feature_dim=_bounded(feature_dim, "feature_dim", 1, MAX_FEATURE_DIM),
         avg_authors=_real(avg_authors, "avg_authors", 1.0, MAX_DEGREE),
         avg_cites=_real(avg_cites, "avg_cites", 0.0, MAX_DEGREE),
         homophily_writes=_real(homophily_writes, "homophily_writes", 0.0, 1.0),
@@ -191,41 +113,22 @@ def generate_hetero(
                   add_reverse=bool(add_reverse), seed=seed, self_citations="dropped", chunk=CHUNK,
                   feature_rows=FEATURE_ROWS, numpy=np.__version__)
 
-    if progress is True:
-        with TqdmProgress() as bars:
-            return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads,
-                             source, bars)
-    return _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source,
-                     None if progress is False else progress)
-
-
-def _generate(out, p, means, sigma, fractions, add_reverse, link, seed, memory, overwrite, threads, source, progress):
     def relation(name: str, key: str) -> Relation:
         if link is not None and link[0] == name:
             return Relation(name, files[key], "bin64", link_split=dict(link[1]), link_negatives=link[2])
         return Relation(name, files[key], "bin64")
 
-    parent = os.path.dirname(os.path.abspath(out))
-    tmp = temporary(parent, os.path.basename(out) + ".gen", directory=True)
+    tmp = temporary(os.path.dirname(os.path.abspath(out)), os.path.basename(out) + ".gen", directory=True)
     try:
-        with os_errors("generating the dataset", out):
-            files = _write_intermediates(tmp.path, p, means, sigma, fractions, seed, progress)
-        return build_hetero(
-            out,
-            [
-                NodeType("author", p["authors"]),
-                NodeType("institution", p["institutions"]),
-                NodeType("paper", p["papers"], features=files["features"], labels=files["labels"],
-                         split=files["split"] or None),
-            ],
-            [
-                relation("author:affiliated_with:institution", "affiliated_with"),
-                relation("author:writes:paper", "writes"),
-                relation("paper:cites:paper", "cites"),
-            ],
-            add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite, threads=threads,
-            source=source, progress=progress,
-        )
+        with reporting(progress) as bars:
+            with os_errors("generating the dataset", out):
+                files = _write_intermediates(tmp.path, p, means, sigma, fractions, seed, bars)
+            types = [NodeType("author", p["authors"]), NodeType("institution", p["institutions"]),
+                     NodeType("paper", p["papers"], features=files["features"], labels=files["labels"],
+                              split=files["split"] or None)]
+            return build_hetero(out, types, [relation(r, parse_edge_type(r)[1]) for r in RELATIONS],
+                                add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite,
+                                threads=threads, source=source, progress=bars)
     finally:
         tmp.close()
 
@@ -276,7 +179,8 @@ def _real(value: Any, name: str, low: float, high: float) -> float:
 def _fractions(split: Any) -> List[Tuple[str, float]]:
     parsed = parse_split(split)
     if not all(isinstance(v, float) for _, v in parsed):
-        raise _core.InputError(f"split (--split) '{split}': generated datasets take fractions, e.g. {DEFAULT_SBM_SPLIT}")
+        raise _core.InputError(f"split (--split) '{split}': generated datasets take fractions, "
+                               f"e.g. {DEFAULT_SBM_SPLIT}")
     for name, f in parsed:
         if not _SPLIT_NAME.match(name):
             raise _core.InputError(f"split (--split): name '{name}' may use letters, digits, _ and - only")
@@ -298,7 +202,7 @@ _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 class _Permutation:
-    """π_T of the module's docstring: a seeded bijection of [0, n) with its inverse, on arrays."""
+    """π_T of docs/generators.md ("The permutation"): a seeded bijection of [0, n) with its inverse, on arrays."""
 
     ROUNDS = 4
 
@@ -430,7 +334,8 @@ def _write_intermediates(d: str, p: Dict[str, Any], means: np.ndarray, sigma: fl
             _pairs(fc, start + key // n_p, key % n_p)
             for b in range(start // FEATURE_ROWS, (start + len(ids) - 1) // FEATURE_ROWS + 1):
                 rows = slice(b * FEATURE_ROWS - start, min((b + 1) * FEATURE_ROWS, n_p) - start)
-                z = _rng(seed, _FEATURES, b).standard_normal((rows.stop - rows.start, p["feature_dim"]), dtype=np.float32)
+                z = _rng(seed, _FEATURES, b).standard_normal((rows.stop - rows.start, p["feature_dim"]),
+                                                             dtype=np.float32)
                 features[start + rows.start:start + rows.stop] = mean32[cls[rows]] + np.float32(sigma) * z
             splits.chunk(_rng(seed, _SPLIT, j), start, len(ids))
             _advance(progress, len(ids))

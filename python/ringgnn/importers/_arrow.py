@@ -202,13 +202,18 @@ class Table:
                              f"its id ({option})")
         return ids_of(col, kind)
 
+    def value_type(self, name: str, option: str) -> Any:
+        """The type of column ``name``'s values (a dictionary column's: its values')."""
+        import pyarrow as pa
+
+        t = self.field(name, option).type
+        return t.value_type if pa.types.is_dictionary(t) else t
+
     def column_type(self, name: str, option: str) -> str:
         """'int', 'uint' or 'str' for column ``name``; an error naming it otherwise."""
         import pyarrow as pa
 
-        t = self.field(name, option).type
-        if pa.types.is_dictionary(t):
-            t = t.value_type
+        t = self.value_type(name, option)
         if pa.types.is_signed_integer(t):
             return "int"
         if pa.types.is_unsigned_integer(t):
@@ -219,37 +224,33 @@ class Table:
                          "(floats would lose ids past 2^53)")
 
     def batches(self, columns: List[str]) -> Iterator[Any]:
+        """Record batches of ``columns``, in that order; a column named twice (a relation's two
+        ends, a feature that is also the label) is read once and given twice."""
         import pyarrow as pa
 
-        if self.parquet:
-            import pyarrow.parquet as pq
+        import pyarrow.parquet as pq
 
-            # A reader per pass, closed after it: one kept open holds its decoded pages (a row
-            # group's worth of every column read) for as long as it lives. Without pre-buffering:
-            # with it (pyarrow's default) `iter_batches` keeps every row group's column chunks it
-            # has read until the reader closes, so a pass over a 100M-edge table grew to 1.9 GB
-            # (1.6 GB file); with a 1 MiB buffered stream the reader holds about one page.
-            with arrow_io("reading", self.path):
-                pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER)
-            with pf:
-                batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-                while True:
+        # A reader per pass, closed after it: one kept open holds its decoded pages (a row
+        # group's worth of every column read) for as long as it lives. Without pre-buffering:
+        # with it (pyarrow's default) `iter_batches` keeps every row group's column chunks it
+        # has read until the reader closes, so a pass over a 100M-edge table grew to 1.9 GB
+        # (1.6 GB file); with a 1 MiB buffered stream the reader holds about one page.
+        with arrow_io("reading", self.path):
+            pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER) if self.parquet else None
+            batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=list(dict.fromkeys(columns))) if pf else \
+                iter(self._csv())
+        with pf or contextlib.nullcontext():
+            while True:
+                try:
                     with arrow_io("reading", self.path):
                         b = next(batches, None)
-                    if b is None:
-                        return
-                    yield b
-        with arrow_io("reading", self.path):
-            reader = self._csv()
-        while True:
-            try:
-                with arrow_io("reading", self.path):
-                    b = reader.read_next_batch()
-            except StopIteration:
-                return
-            except pa.ArrowInvalid as e:
-                raise self._csv_error(f"{reason(e, quote=True)}; fix that line of the CSV") from None
-            yield b.select(columns)
+                except pa.ArrowInvalid as e:
+                    if self.parquet:
+                        raise
+                    raise self._csv_error(f"{reason(e, quote=True)}; fix that line of the CSV") from None
+                if b is None:
+                    return
+                yield b.select(columns)
 
 
 def ids_of(col: Any, kind: str) -> Any:
@@ -265,6 +266,13 @@ def ids_of(col: Any, kind: str) -> Any:
     if kind == "uint":
         return to_np(col.cast(pa.uint64()))
     return to_np(col.cast(pa.int64()))
+
+
+def id_type(kind: str) -> Any:
+    """The Arrow type of ids of ``kind`` ('int', 'uint' or 'str', :meth:`Table.column_type`) in bucket files."""
+    import pyarrow as pa
+
+    return pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
 
 
 def bucket_of(ids: Any, kind: str, p: int) -> np.ndarray:

@@ -2,27 +2,34 @@
 the arrays of an ``.npz`` as streams (:class:`Npz`), and ``torch.save`` files (:func:`load_pt`,
 :func:`load_split_dict`) without running code from them and, when they hold only numpy arrays
 and numbers (what OGB and MAG240M save), without importing torch; OGB's node labels, checked as
-they are written (:func:`write_labels`). Shared by :mod:`.ogb`, :mod:`.ogbl`, :mod:`.ogb_hetero`,
-:mod:`.ogb_hetero_npz` and :mod:`.mag240m`.
+they are written (:func:`write_labels`); and the staging every OGB layout shares, whether it
+has one node type or several: the split scheme (:func:`scheme_dir`), an ``edge_index`` streamed
+with its ids checked (:func:`stage_edges`), features (:func:`stage_npz_features`,
+:func:`stage_csv_features`), labels (:func:`stage_labels`), splits (:func:`stage_split_dict`,
+:func:`stage_csv_ids`), and the heterogeneous build of what is staged (:func:`build_typed`).
+Shared by :mod:`.ogb`, :mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`.
 
 The user names an OGB folder, not its files: errors name a file and its line, never quote its
 content (:mod:`ringgnn._excerpt`), as a downloaded folder may hold links to any file."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import itertools
+import os
 import pickle
 import re
 import zipfile
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .._core import InputError
 from .._excerpt import WITHHELD, reason
-from .._files import os_errors
-from ._stage import LabelWriter, NpyStream
+from .._files import NpyWriter, os_errors
+from ..data import build
+from ._stage import LabelWriter, NpyStream, Staging, check_ids, split_names, unambiguous_edges
 
 #: Lines parsed per chunk of a CSV: a few MiB of text.
 CSV_LINES = 1 << 16
@@ -52,7 +59,7 @@ def csv_floats(path: str, columns: Optional[int] = None) -> Iterator[np.ndarray]
     """Rows of a numeric CSV (no header) as float64 chunks; empty fields and ``nan`` are NaN."""
     for first, lines in csv_lines(path):
         try:
-            a = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2,
+            a = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, comments=None,
                            converters=lambda s: float(s) if s.strip() else np.nan)
         except ValueError:
             raise InputError(f"{path}: {_first_bad(lines, first)} is not a number ({WITHHELD}); OGB's CSV files "
@@ -222,3 +229,151 @@ def write_labels(chunks: Iterator[Tuple[np.ndarray, str]], out: LabelWriter) -> 
             raise InputError(f"{where}: labels of type {c.dtype}; give numbers")
         first = out.rows
         out.write(c, lambda i, v: f"{where}: label {v} of node {first + i}")
+
+
+def build_typed(root: str, out: Any, origin: str, counts: Dict[str, int], relations: List[build.Relation],
+                staged: Tuple[Dict[str, str], Dict[str, Any], Dict[str, Any]], feature_dtype: Optional[str],
+                **build_args: Any) -> Dict[str, Any]:
+    """:func:`ringgnn.data.build.build_hetero` of node types ``counts`` with their ``staged``
+    (features, labels, splits: each by node type) and ``relations``; the manifest's source says
+    ``origin`` and names ``root``'s folder."""
+    feats, labels, splits = staged
+    types = [build.NodeType(t, n, features=feats.get(t), labels=labels.get(t), split=splits.get(t),
+                            feature_dtype=feature_dtype if t in feats else None) for t, n in counts.items()]
+    source = {"command": "convert", "from": origin, "dir": os.path.basename(os.path.normpath(root))}
+    return build.build_hetero(out, types, relations, source=source, quote_input=False, **build_args)
+
+
+# --- staging, one copy for every layout --------------------------------------------------------
+
+
+def missing(path: str, why: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, f"no such file: {why}", path)
+
+
+def need(path: str, why: str) -> str:
+    """``path``, a file of the layout; a FileNotFoundError saying ``why`` when it is not there."""
+    if not os.path.isfile(path):
+        raise missing(path, why)
+    return path
+
+
+def array(value: Any) -> np.ndarray:
+    """A value of a ``torch.save`` file (a tensor or a numpy array) as a numpy array."""
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+
+
+def scheme_dir(root: str, scheme: Optional[str]) -> Optional[str]:
+    """``root/split/SCHEME``: the scheme named, else the only one there; None without any."""
+    top = os.path.join(root, "split")
+    have = sorted(d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d))) if os.path.isdir(top) else []
+    if scheme is not None:
+        if scheme not in have:
+            raise InputError(f"{top}: no split scheme '{scheme}' (it has: {', '.join(have) or 'none'})")
+        return os.path.join(top, scheme)
+    if len(have) > 1:
+        raise InputError(f"{top}: several split schemes ({', '.join(have)}); name one with --split-scheme")
+    return os.path.join(top, have[0]) if have else None
+
+
+def stage_edges(stage: Staging, npz: Npz, key: str, fix: str, ends: Sequence[Tuple[Optional[int], int, str]],
+                stem: str) -> str:
+    """Array ``key`` of ``npz``, OGB's ``edge_index`` ((2, E) integers, stored in either order),
+    streamed to a staged ``.npy`` the builder reads. ``ends`` checks the ids: ``(row, count,
+    what)``, row 0 (sources), 1 (destinations) or None (both)."""
+    f, s = npz.open(key, fix)
+    where = f"{npz.path}: {key}"
+    shape = s.shape[::-1] if s.transposed else s.shape  # as stored: (2, E) in either order
+    if len(shape) != 2 or shape[0] != 2 or s.dtype.kind not in "iu":
+        raise InputError(f"{where}: {s.dtype} of shape {shape}; OGB's edge_index is integers of shape (2, E)")
+    e = shape[1]
+
+    def place(k: int) -> str:  # entry k of the stream: row-major (2, E), or (E, 2) when transposed
+        row, col = (k % 2, k // 2) if s.transposed else (k // e, k % e)
+        return f"{where}[{'src' if row == 0 else 'dst'}, {col}]"
+
+    with f, NpyWriter(stage.path(stem, where), np.int64) as out:
+        seen = 0
+        for chunk in s.flat_chunks():
+            c = chunk.astype(np.int64, copy=False)
+            for row, count, what in ends:
+                if row is None:
+                    check_ids(c, count, lambda i: place(seen + i), what)
+                    continue
+                k = np.arange(seen, seen + c.size)
+                pick = np.flatnonzero((k % 2 if s.transposed else k // e) == row)
+                check_ids(c[pick], count, lambda i, pick=pick: place(seen + pick[i]), what)
+            out.write(c)
+            seen += c.size
+        # A Fortran-ordered (2, E) array streams as its (E, 2) transpose: one pair per row.
+        return out.close(s.shape) if s.transposed else unambiguous_edges(out.close((2, e)), stage)
+
+
+def stage_npz_features(stage: Staging, npz: Npz, key: str, n: int, stem: str, what: str) -> str:
+    """Array ``key`` of ``npz``, the (n, D) features of ``n`` nodes, staged (float16/32/64 as
+    they are, integers as float32); ``what`` begins the error about another shape."""
+    f, s = npz.open(key, "")
+    if len(s.shape) != 2 or s.shape[0] != n or s.dtype.kind not in "fiu":
+        raise InputError(f"{what} {s.dtype} of shape {s.shape}; give numbers of shape ({n}, D)")
+    dtype = s.dtype if s.dtype in (np.float16, np.float32, np.float64) else np.float32
+    with f, NpyWriter(stage.path(stem, f"{npz.path}: {key}"), dtype, s.shape[1:]) as out:
+        for chunk in s.chunks():
+            out.write(chunk)
+        return out.close()
+
+
+def stage_csv_features(stage: Staging, path: str, n: int, stem: str, has: str) -> str:
+    """A CSV of features, one row per node, staged as float32; ``has`` says where ``n`` is from."""
+    with NpyWriter(stage.path(stem, path), np.float32, ()) as out:
+        for chunk in csv_floats(path):
+            out.row_shape = chunk.shape[1:]
+            out.write(chunk)
+        if out.rows != n:
+            raise InputError(f"{path}: {out.rows} rows, but {has}; give one row per node")
+        return out.close()
+
+
+def stage_labels(stage: Staging, stem: str, source: str, chunks: Iterator[Tuple[np.ndarray, str]], n: int,
+                 mismatch: Callable[[int], str]) -> str:
+    """Labels of ``n`` nodes (:func:`write_labels`'s chunks) staged; ``mismatch(rows)`` is the
+    error when the file has another number of them."""
+    with LabelWriter(stage.path(stem, source), source) as out:
+        write_labels(chunks, out)
+        if out.rows != n:
+            raise InputError(mismatch(out.rows))
+        return out.close()
+
+
+def stage_ids(stage: Staging, ids: np.ndarray, stem: str, source: str) -> str:
+    """Node ids (checked; one per row, or pairs of them) staged as int64, a copy of ``source``."""
+    with NpyWriter(stage.path(stem, source), np.int64, ids.shape[1:]) as w:
+        w.write(ids)
+        return w.close()
+
+
+def stage_split_dict(stage: Staging, path: str, n: int, what: str, sep: str, fix: str) -> Dict[str, str]:
+    """A ``split_dict.pt`` of one node type (split -> ids below ``n``) staged, by ringgnn's split
+    name; an array of another shape is refused as ``PATH: 'KEY'{sep} DTYPE of shape S; give {fix}``."""
+    d = load_split_dict(path)
+    out = {}
+    for k, name in split_names(d, path).items():
+        a, where = array(d[k]), f"{path}: '{k}'"
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"{where}{sep} {a.dtype} of shape {a.shape}; give {fix}")
+        a = a.astype(np.int64)
+        check_ids(a, n, lambda i: f"{where}[{i}]", what)
+        out[name] = stage_ids(stage, a, f"split-{name}", where)
+    return out
+
+
+def stage_csv_ids(stage: Staging, path: str, n: int, stem: str, what: str) -> str:
+    """A split file (a CSV of node ids, one per line) staged, its ids checked below ``n``."""
+    with NpyWriter(stage.path(stem, path), np.int64) as w:
+        for chunk in csv_column(path):
+            if not np.all(chunk == np.floor(chunk)):
+                raise InputError(f"{path}: not one node id per line; OGB's split files list node ids")
+            ids = chunk.astype(np.int64)
+            first = w.rows
+            check_ids(ids, n, lambda i: f"{path}: line {first + i + 1}", what)
+            w.write(ids)
+        return w.close()

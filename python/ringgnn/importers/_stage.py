@@ -237,7 +237,17 @@ class NpyStream:
         """Consecutive row blocks of the (C-ordered) array, in the file's byte order."""
         row = int(np.prod(self.shape[1:], dtype=np.int64)) if len(self.shape) > 1 else 1
         step = rows or max(1, CHUNK_BYTES // max(1, row * self.dtype.itemsize))
-        left = self.shape[0] if self.shape else 1
+        for n, data in self._blocks(self.shape[0] if self.shape else 1, step, row):
+            yield data.reshape((n,) + self.shape[1:])
+
+    def flat_chunks(self) -> Iterator[np.ndarray]:
+        """The elements in file order (C order of the array as stored), in 1-D chunks: how a
+        (2, E) edge array is streamed, whose rows are each larger than a chunk."""
+        left, step = int(np.prod(self.shape, dtype=np.int64)), max(1, CHUNK_BYTES // self.dtype.itemsize)
+        return (data for _, data in self._blocks(left, step, 1))
+
+    def _blocks(self, left: int, step: int, row: int) -> Iterator[Tuple[int, np.ndarray]]:
+        """``left`` rows of ``row`` elements, read ``step`` rows at a time: (rows, their elements)."""
         while left:
             n = min(step, left)
             want = n * row * self.dtype.itemsize
@@ -245,22 +255,7 @@ class NpyStream:
                 data = self.f.read(want)
             if len(data) != want:
                 raise InputError(f"{self.name}: ends early (the file is truncated); download or save it again")
-            yield np.frombuffer(data, dtype=self.dtype).reshape((n,) + self.shape[1:])
-            left -= n
-
-
-    def flat_chunks(self) -> Iterator[np.ndarray]:
-        """The elements in file order (C order of the array as stored), in 1-D chunks: how a
-        (2, E) edge array is streamed, whose rows are each larger than a chunk."""
-        left = int(np.prod(self.shape, dtype=np.int64))
-        step = max(1, CHUNK_BYTES // self.dtype.itemsize)
-        while left:
-            n = min(step, left)
-            with os_errors("reading", self.name):
-                data = self.f.read(n * self.dtype.itemsize)
-            if len(data) != n * self.dtype.itemsize:
-                raise InputError(f"{self.name}: ends early (the file is truncated); download or save it again")
-            yield np.frombuffer(data, dtype=self.dtype)
+            yield n, np.frombuffer(data, dtype=self.dtype)
             left -= n
 
 
@@ -284,9 +279,10 @@ def unambiguous_edges(path: str, stage: Staging) -> str:
     return out
 
 
-def check_ids(ids: np.ndarray, limit: int, where: Callable[[int], str], what: str) -> None:
-    """Refuse ids outside ``[0, limit)``: ``where(i)`` names entry ``i``'s place in the source."""
+def check_ids(ids: np.ndarray, limit: int, where: Callable[[int], str], what: str, fix: Optional[str] = None) -> None:
+    """Refuse ids outside ``[0, limit)``: ``where(i)`` names entry ``i``'s place in the source,
+    ``fix`` what to do (default: give ids in range; "" for nothing)."""
     bad = np.flatnonzero((ids < 0) | (ids >= limit))
     if bad.size:
-        i = int(bad[0])
-        raise InputError(f"{where(i)}: {what} {ids[i]} is out of range ({limit} nodes); give ids 0 .. {limit - 1}")
+        i, fix = int(bad[0]), f"give ids 0 .. {limit - 1}" if fix is None else fix
+        raise InputError(f"{where(i)}: {what} {ids[i]} is out of range ({limit} nodes)" + (fix and f"; {fix}"))

@@ -44,22 +44,20 @@ import os
 import pickle
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import _core
 from .._core import InputError
 from .._excerpt import excerpt, quoted, reason
-from .._files import allocated_memmap, os_errors, save_npy, temporary
+from .._files import allocated_memmap, os_errors, save_npy
 from ..data import build
 from ..data.schema import parse_edge_type
 from . import graphbolt_links
 from ._described import resolve
+from ._stage import PathLike, Staging
 
 log = logging.getLogger(__name__)
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 #: Set names of a task, and the split each becomes.
 SETS = (("train_set", "train"), ("validation_set", "val"), ("test_set", "test"))
@@ -147,7 +145,8 @@ class _Reader:
             return None
         ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
         if not ok or (kind is str and not value.strip()):
-            raise self.error(at, f"must be {'a non-empty string' if kind is str else _KINDS[kind]}, not {quoted(value)}")
+            raise self.error(at, f"must be {'a non-empty string' if kind is str else _KINDS[kind]}, "
+                             f"not {quoted(value)}")
         return value
 
     def items(self, obj: dict, key: str, where: str, required: bool = True) -> List[Tuple[str, dict]]:
@@ -160,10 +159,20 @@ class _Reader:
             out.append((f"{at}[{i}]", item))
         return out
 
+    def node_type(self, t: Optional[str], at: str, nodes: Dict[Optional[str], int]) -> Optional[str]:
+        """``t``, the ``type`` of the entry at ``at``: a type of ``nodes``, or None when they have none."""
+        if None in nodes and t is not None:
+            raise self.error(f"{at}.type", f"{quoted(t)} given, but graph.nodes has no types", "leave it out")
+        if None not in nodes and t not in nodes:
+            raise self.error(f"{at}.type", "missing" if t is None else f"{quoted(t)} is not a node type of graph.nodes",
+                             f"use one of {', '.join(nodes)}")
+        return t
+
     def file(self, obj: dict, where: str, formats: Tuple[str, ...]) -> DataFile:
         fmt = self.get(obj, "format", where, str)
         if fmt not in formats:
-            raise self.error(f"{where}.format", f"{quoted(fmt)} is not a format of this entry", f"use {' or '.join(formats)}")
+            raise self.error(f"{where}.format", f"{quoted(fmt)} is not a format of this entry",
+                             f"use {' or '.join(formats)}")
         self.get(obj, "in_memory", where, bool, required=False)  # a GraphBolt loading hint: ignored
         path = resolve(self.dir, self.get(obj, "path", where, str), f"{self.path}: {where}.path")
         if not os.path.isfile(path):
@@ -187,7 +196,8 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        raise r.error(where, f"not valid YAML ({excerpt(e.problem or e.context or '')})", "fix the syntax there") from None
+        raise r.error(where, f"not valid YAML ({excerpt(e.problem or e.context or '')})",
+                      "fix the syntax there") from None
     except yaml.YAMLError as e:
         raise r.error("YAML", f"not valid YAML ({excerpt(str(e))})") from None
     if not isinstance(doc, dict):
@@ -225,8 +235,8 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
                 raise r.error(f"{at}.type", f"{quoted(t)} is not SRC:REL:DST", "e.g. author:writes:paper") from None
             for end in (parts[0], parts[2]):
                 if end not in nodes:
-                    raise r.error(f"{at}.type", f"{quoted(t)} names node type {quoted(end)}, which graph.nodes does not have",
-                                  f"use one of {', '.join(nodes)} or add it to graph.nodes")
+                    raise r.error(f"{at}.type", f"{quoted(t)} names node type {quoted(end)}, which graph.nodes does "
+                                  "not have", f"use one of {', '.join(nodes)} or add it to graph.nodes")
         if any(t == u for u, _ in edges):
             raise r.error(at, "a second entry for " + (f"edge type {quoted(t)}" if typed else "the edges"),
                           "give each edge type once" if typed else "a homogeneous graph has one edges entry")
@@ -248,13 +258,10 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
         if domain != "node":
             skipped.append(f"{at} ({domain} feature {quoted(name)}" + (f" of {t})" if t else ")"))
             continue
-        if typed and t not in nodes:
-            raise r.error(f"{at}.type", "missing" if t is None else f"{quoted(t)} is not a node type of graph.nodes",
-                          f"use one of {', '.join(nodes)}")
-        if not typed and t is not None:
-            raise r.error(f"{at}.type", f"{quoted(t)} given, but graph.nodes has no types", "leave it out")
+        r.node_type(t, at, nodes)
         if any(t == u and name == g.name for u, g in features):
-            raise r.error(at, f"a second node feature {quoted(name)}" + (f" of type {quoted(t)}" if t else ""), "give each once")
+            raise r.error(at, f"a second node feature {quoted(name)}" + (f" of type {quoted(t)}" if t else ""),
+                          "give each once")
         features.append((t, f))
     for what in skipped:
         log.warning("%s: skipping %s: ringgnn converts node features only", path, what)
@@ -278,6 +285,11 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
         tasks.append(task)
     name = doc.get("dataset_name")
     return Metadata(path, None if name is None else str(name), nodes, edges, features, tasks)
+
+
+def _owner(t: Optional[str]) -> str:
+    """How messages name the nodes of type ``t`` (None: of a homogeneous graph)."""
+    return f"node type {quoted(t)}" if t is not None else "the graph"
 
 
 def _mixed(r: _Reader, at: str) -> InputError:
@@ -360,10 +372,11 @@ def _choose_task(meta: Metadata, name: Optional[str]) -> Tuple[Optional[Task], O
         elif reason is not None and link is None and not meta.homogeneous and set(task.sets) - {"train"}:
             link = task
         else:
-            why = ("a link-prediction task of a homogeneous dataset: not supported yet" if meta.homogeneous else
-                   "a link-prediction task without validation_set or test_set" if not set(task.sets) - {"train"}
-                   else "only the first task of each kind is converted (name one with task=/--task)") if reason \
-                else "only the first task of each kind is converted (name one with task=/--task)"
+            why = "only the first task of each kind is converted (name one with task=/--task)"
+            if reason and meta.homogeneous:
+                why = "a link-prediction task of a homogeneous dataset: not supported yet"
+            elif reason and not set(task.sets) - {"train"}:
+                why = "a link-prediction task without validation_set or test_set"
             log.warning("%s: skipping %s: %s", meta.path, task, why)
     return node, link
 
@@ -373,7 +386,7 @@ def _choose_features(meta: Metadata, feature: str) -> Dict[Optional[str], DataFi
     for t in meta.nodes:
         mine = [f for u, f in meta.features if u == t]
         named = [f for f in mine if f.name == feature]
-        what = f"node type {quoted(t)}" if t is not None else "the graph"
+        what = _owner(t)
         if named:
             chosen[t] = named[0]
         elif len(mine) == 1:
@@ -393,12 +406,13 @@ def _choose_features(meta: Metadata, feature: str) -> Dict[Optional[str], DataFi
 _FILL = 1 << 22
 
 
-class _Staging:
+class _Staging(Staging):
     """Writes what the builder cannot read as given (torch tensors, labels, splits) as ``.npy``
-    files in the temporary directory ``dir``."""
+    files in the staging directory beside ``out``."""
 
-    def __init__(self, meta: Metadata, dir: str, out: str):
-        self.meta, self.dir, self.out, self.r, self.n = meta, dir, out, _Reader(meta.path), 0
+    def __init__(self, meta: Metadata, out: str, overwrite: bool):
+        super().__init__(out, overwrite)
+        self.meta, self.r, self.n = meta, _Reader(meta.path), 0
         self.fields: Dict[str, str] = {}  # staged path -> the yaml field it came from
 
     def name_files(self, message: str) -> str:
@@ -412,7 +426,7 @@ class _Staging:
         path = os.path.join(self.dir, f"{self.n}.npy")
         if field is not None:
             self.fields[path] = field
-        _core.check_room(self.dir, self.out, [(f"a staged copy of {field or 'an array'}", a.nbytes)])
+        self.check_room(f"a staged copy of {field or 'an array'}", a.nbytes)
         with os_errors("writing", path):
             save_npy(path, a)
         return path
@@ -430,9 +444,8 @@ class _Staging:
 
     def features(self, t: Optional[str], f: DataFile) -> str:
         a, num = _load(self.meta, f), self.meta.nodes[t]
-        what = f"node type {quoted(t)}" if t is not None else "the graph"
         if a.ndim not in (1, 2) or a.shape[0] != num:
-            raise self.r.error(f.field, f"{f.path} has shape {a.shape}, but {what} has {num} nodes (graph.nodes)",
+            raise self.r.error(f.field, f"{f.path} has shape {a.shape}, but {_owner(t)} has {num} nodes (graph.nodes)",
                                "give one row per node")
         if a.dtype not in (np.float16, np.float32, np.float64):
             raise self.r.error(f.field, f"{f.path} holds {a.dtype} values", "ringgnn stores float16/32/64 features")
@@ -448,7 +461,7 @@ class _Staging:
         for split, entries in task.sets.items():
             seen: Dict[Optional[str], List[np.ndarray]] = {}
             for s in entries:
-                t = self._type(s)
+                t = self.r.node_type(s.type, s.field, self.meta.nodes)
                 seeds, lab = self._entry(task, s, t)
                 seen.setdefault(t, []).append(seeds)
                 if lab is None:
@@ -456,8 +469,7 @@ class _Staging:
                 if t not in labels:
                     paths[t] = os.path.join(self.dir, f"labels-{len(paths)}.npy")
                     n = self.meta.nodes[t]
-                    what = f"node type '{t}'" if t is not None else "the graph"
-                    _core.check_room(self.dir, self.out, [(f"the staged labels of {what}: {n} x 8 B", 8 * n)])
+                    self.check_room(f"the staged labels of {_owner(t)}: {n} x 8 B", 8 * n)
                     with os_errors("writing", paths[t]):  # a map: the labels need no memory of their own
                         labels[t] = allocated_memmap(paths[t], np.int64, (n,))
                         for i in range(0, n, _FILL):  # a slice at a time: Ctrl-C and SIGTERM are noticed between
@@ -481,14 +493,6 @@ class _Staging:
             a.flush()
         labels.clear()  # closes the maps before the builder reads the files
         return {t: (paths.get(t), s) for t, s in splits.items()}
-
-    def _type(self, s: TaskSet) -> Optional[str]:
-        if self.meta.homogeneous and s.type is not None:
-            raise self.r.error(f"{s.field}.type", f"{quoted(s.type)} given, but graph.nodes has no types", "leave it out")
-        if not self.meta.homogeneous and s.type not in self.meta.nodes:
-            problem = "missing" if s.type is None else f"{quoted(s.type)} is not a node type of graph.nodes"
-            raise self.r.error(f"{s.field}.type", problem, f"use one of {', '.join(self.meta.nodes)}")
-        return s.type
 
     def _entry(self, task: Task, s: TaskSet, t: Optional[str]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
         seeds = lab = None
@@ -520,11 +524,7 @@ class _Staging:
         if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
             raise self.r.error(f.field, f"{f.path} holds {a.dtype} of shape {a.shape}", "give a 1-D array of node ids")
         ids = np.asarray(a, dtype=np.int64)
-        bad = np.flatnonzero((ids < 0) | (ids >= num))
-        if bad.size:
-            what = f"node type {quoted(t)}" if t is not None else "the graph"
-            raise self.r.error(f.field, f"seed {ids[bad[0]]} (entry {bad[0]}) of {f.path} is out of range: {what} "
-                               f"has {num} nodes", "give ids 0 .. num-1")
+        graphbolt_links.check_ids(self.r, f, ids, num, "seed", _owner(t))
         return ids
 
 
@@ -564,13 +564,7 @@ def convert_graphbolt(
     out = os.fspath(out)
     chosen, link_task = _choose_task(meta, task)
     feats = _choose_features(meta, feature)
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise InputError(f"{parent}: the parent directory does not exist; create it first")
-    _core.check_output(out, overwrite)  # before any work; the builder checks it again
-    tmp = temporary(parent, os.path.basename(os.path.normpath(out)), directory=True)
-    try:
-        stage = _Staging(meta, tmp.path, out)
+    with _Staging(meta, out, overwrite) as stage:
         edges = [(t, stage.edges(f)) for t, f in meta.edges]
         features = {t: stage.features(t, f) for t, f in feats.items()}
         targets = stage.task(chosen) if chosen is not None else {}
@@ -599,5 +593,3 @@ def convert_graphbolt(
             return build.build_hetero(out, types, relations, add_reverse=add_reverse, source=source, **common)
         except InputError as e:  # name the yaml's sets, not the staged copies of them
             raise InputError(stage.name_files(str(e))) from None
-    finally:
-        tmp.close()

@@ -74,7 +74,8 @@ def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, Relati
                 raise r.error(f"{s.field}.type", f"{task} is a link-prediction task, but this set's type is {what}",
                               f"name one of {', '.join(sorted(t for t in relations if t))}")
             if s.type in seen:
-                raise r.error(s.field, f"a second {split} entry for {quoted(s.type)}", "give each edge type once per set")
+                raise r.error(s.field, f"a second {split} entry for {quoted(s.type)}",
+                              "give each edge type once per set")
             seen.add(s.type)
             src_t, _, dst_t = parse_edge_type(s.type)
             pos, neg = _read_set(meta, s, split, load, r, (meta.nodes[src_t], meta.nodes[dst_t]), src_t == dst_t)
@@ -110,8 +111,8 @@ def _read_set(meta, s, split: str, load, r, counts: Tuple[int, int], same_type: 
         raise r.error(pf.field, f"{pf.path} holds {pairs.dtype} of shape {pairs.shape}",
                       "give integer node pairs of shape (N, 2): column 0 sources, column 1 destinations")
     pairs = np.asarray(pairs, dtype=np.int64)
-    _check_ids(r, pf, pairs[:, 0], counts[0], "source")
-    _check_ids(r, pf, pairs[:, 1], counts[1], "destination")
+    check_ids(r, pf, pairs[:, 0], counts[0], "source")
+    check_ids(r, pf, pairs[:, 1], counts[1], "destination")
     if "negative_srcs" in arrays:
         raise r.error(arrays["negative_srcs"][0].field, "negative sources are not supported",
                       "ringgnn stores negative destinations per positive (negative_dsts)")
@@ -134,7 +135,7 @@ def _read_set(meta, s, split: str, load, r, counts: Tuple[int, int], same_type: 
             raise r.error(nf.field, f"{nf.path} holds {neg.dtype} of shape {neg.shape}",
                           f"give ({len(pairs)}, K) integer negative destinations, one row per pair")
         neg = np.asarray(neg, dtype=np.int64)
-        _check_ids(r, nf, neg.ravel(), counts[1], "negative destination")
+        check_ids(r, nf, neg.ravel(), counts[1], "negative destination")
         return _drop_loops(meta, pf, pairs, neg, same_type)
     if labels is None and indexes is None:
         return _drop_loops(meta, pf, pairs, None, same_type)
@@ -204,8 +205,9 @@ def _vector(r, entry, n: int, what: str) -> Optional[np.ndarray]:
     return np.asarray(a, dtype=np.int64)
 
 
-def _check_ids(r, f, ids: np.ndarray, num: int, what: str) -> None:
+def check_ids(r, f, ids: np.ndarray, num: int, what: str, owner: str = "its node type") -> None:
+    """Refuse ids of file ``f`` outside ``[0, num)``; ``owner`` names the nodes they index."""
     bad = np.flatnonzero((ids < 0) | (ids >= num))
     if bad.size:
-        raise r.error(f.field, f"{what} {ids[bad[0]]} (entry {bad[0]}) of {f.path} is out of range: its node type has "
+        raise r.error(f.field, f"{what} {ids[bad[0]]} (entry {bad[0]}) of {f.path} is out of range: {owner} has "
                       f"{num} nodes", "give ids 0 .. num-1")

@@ -26,17 +26,15 @@ nothing is written.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from .._core import InputError
-from .._files import NpyWriter
 from ..data import build
-from ._ogb_io import load_pt, load_split_dict
-from ._stage import LabelWriter, PathLike, Staging, check_ids, open_npy, split_names, unambiguous_edges
+from ._ogb_io import build_typed, load_pt, need, stage_split_dict
+from ._stage import LabelWriter, PathLike, Staging, open_npy, unambiguous_edges
 
 DIR_NAME = "mag240m_kddcup2021"
 
@@ -49,9 +47,7 @@ def find_root(path: PathLike) -> str:
 
 
 def _need(path: str, what: str) -> str:
-    if not os.path.isfile(path):
-        raise FileNotFoundError(errno.ENOENT, f"no such file: MAG240M's processed layout has {what} there", path)
-    return path
+    return need(path, f"MAG240M's processed layout has {what} there")
 
 
 def _header(path: str):
@@ -120,28 +116,12 @@ def convert_mag240m(
 
     with Staging(out, overwrite) as stage:
         labels = _labels(stage, label_path, n_paper, num_classes) if os.path.isfile(label_path) else None
-        split = {}
-        splits = load_split_dict(split_path)
-        for k, name in split_names(splits, split_path).items():
-            v = splits[k]
-            ids = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
-            if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-                raise InputError(f"{split_path}: '{k}' is {ids.dtype} of shape {ids.shape}; give paper ids")
-            ids = ids.astype(np.int64)
-            check_ids(ids, n_paper, lambda i: f"{split_path}: '{k}'[{i}]", "paper id")
-            with NpyWriter(stage.path(f"split-{name}", f"{split_path}: '{k}'"), np.int64) as w:
-                w.write(ids)
-                split[name] = w.close()
-        node_types = [build.NodeType(t, n, split=(split or None) if t == "paper" else None,
-                                     features=feat if t == "paper" else None,
-                                     labels=labels if t == "paper" else None,
-                                     feature_dtype=feature_dtype if t == "paper" else None)
-                      for t, n in sorted(types.items())]
+        split = stage_split_dict(stage, split_path, n_paper, "paper id", " is", "paper ids")
         rels = [build.Relation(name, unambiguous_edges(path, stage), "npy") for name, path in relations]
-        source = {"command": "convert", "from": "mag240m", "dir": os.path.basename(os.path.normpath(root))}
-        return build.build_hetero(out, node_types, rels, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
-                                  quote_input=False)
+        staged = ({"paper": feat}, {"paper": labels}, {"paper": split or None})
+        return build_typed(root, out, "mag240m", dict(sorted(types.items())), rels, staged, feature_dtype,
+                           add_reverse=add_reverse, seed=seed, memory=memory, overwrite=overwrite, threads=threads,
+                           progress=progress)
 
 
 def _labels(stage: Staging, path: str, n: int, num_classes: Any) -> str:

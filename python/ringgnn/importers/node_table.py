@@ -27,7 +27,7 @@ import numpy as np
 from .._core import InputError
 from .._excerpt import quoted
 from .._files import NpyWriter
-from ._arrow import Buckets, Table, arrow, bucket_of, to_np
+from ._arrow import Buckets, Table, arrow, bucket_of, id_type, to_np
 from ._stage import LabelWriter, Staging, split_name
 
 
@@ -53,7 +53,7 @@ class NodeTable:
         self.dim = 0
         dtypes = []
         for c in self.features:
-            t = self._type(c, "--feature-columns")
+            t = self.t.value_type(c, "--feature-columns")
             if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
                 if len(self.features) != 1:
                     raise InputError(f"{path}: column '{c}' holds vectors; give it alone in --feature-columns, or "
@@ -67,21 +67,15 @@ class NodeTable:
         self.dtype = np.float16 if dtypes and all(pa.types.is_float16(t) for t in dtypes) else (
             np.float64 if any(pa.types.is_float64(t) for t in dtypes) else np.float32)
         if label is not None:
-            t = self._type(label, "--label-column")
+            t = self.t.value_type(label, "--label-column")
             if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
                 raise InputError(f"{path}: column '{label}' (--label-column) holds {t}; labels must be integer "
                                  "class ids (-1 or null = unlabeled)")
         if split is not None:
-            t = self._type(split, "--split-column")
+            t = self.t.value_type(split, "--split-column")
             if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
                 raise InputError(f"{path}: column '{split}' (--split-column) holds {t}; give split names (train, "
                                  "val, test; null = in no split)")
-
-    def _type(self, name: str, option: str) -> Any:
-        import pyarrow as pa
-
-        t = self.t.field(name, option).type
-        return t.value_type if pa.types.is_dictionary(t) else t
 
     def columns(self) -> List[str]:
         """The value columns, in the order the buckets store them (``c0``, ``c1``, ...)."""
@@ -96,34 +90,26 @@ class NodeTable:
         """One pass over the table: every row (its id, features and label) into its id's bucket."""
         import pyarrow as pa
 
-        id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
         cols = self.columns()
-        fields = [pa.field("id", id_type)]
+        fields = [pa.field("id", id_type(kind))]
         fields += [pa.field(f"c{i}", self.t.schema.field(c).type) for i, c in enumerate(cols)]
         b = Buckets(stage, "nodes", pa.schema(fields + [pa.field("row", pa.int64())]), p)
         row0 = 0
         for batch in self.t.batches([self.id_col] + cols):
             ids = self.t.ids(batch.column(0), self.id_kind, self.id_col, "--node-id", row0)
-            if kind == "uint" and self.id_kind == "int":
-                if ids.size and ids.min() < 0:
-                    i = int(np.argmin(ids))
-                    raise InputError(f"{self.path}: id {ids[i]} (row {row0 + i}) is named by no edge (the edge ids "
-                                     "are unsigned); remove its row")
-                ids = ids.astype(np.uint64)
-            elif kind == "int" and self.id_kind == "uint":
-                ids = _signed(ids, self.path, row0)
+            if kind != "str" and kind != self.id_kind:  # signed ids against unsigned edge ids, or the reverse
+                bad = np.flatnonzero(ids < 0 if kind == "uint" else ids >= np.uint64(2**63))
+                if bad.size:
+                    i = int(np.argmin(ids) if kind == "uint" else bad[0])  # the least id, or the first past int64
+                    unsigned = " (the edge ids are unsigned)" if kind == "uint" else ""
+                    raise InputError(f"{self.path}: id {ids[i]} (row {row0 + i}) is named by no edge{unsigned}; remove "
+                                     "its row")
+                ids = ids.astype(np.uint64 if kind == "uint" else np.int64)
             rows = np.arange(row0, row0 + batch.num_rows, dtype=np.int64)
             b.write(bucket_of(ids, kind, p), [ids] + [batch.column(i + 1) for i in range(len(cols))] + [rows])
             row0 += batch.num_rows
         b.close()
         return b
-
-
-def _signed(ids: np.ndarray, path: str, row0: int) -> np.ndarray:
-    big = np.flatnonzero(ids >= np.uint64(2**63))
-    if big.size:
-        raise InputError(f"{path}: id {ids[big[0]]} (row {row0 + big[0]}) is named by no edge; remove its row")
-    return ids.astype(np.int64)
 
 
 def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
@@ -233,7 +219,7 @@ def _split_rows(col: Any, nodes: NodeTable) -> Dict[str, np.ndarray]:
 def _numbers(col: Any, nodes: NodeTable, name: str) -> np.ndarray:
     if col.null_count:
         raise InputError(f"{nodes.path}: column '{name}' has empty (null) values; give every node its features")
-    return to_np(col.combine_chunks() if hasattr(col, "combine_chunks") else col).astype(nodes.dtype)
+    return to_np(col).astype(nodes.dtype)
 
 
 def _labels(col: Any, nodes: NodeTable) -> np.ndarray:

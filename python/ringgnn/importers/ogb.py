@@ -20,7 +20,7 @@ loading: convert such a dataset with ``undirected=True``. A link prediction dire
 (``ogbl-*``: ``split/*/*.pt`` edge dictionaries) becomes a dataset with edge splits
 (:mod:`.ogbl`); the heterogeneous CSV layout (``ogbn-mag``) a heterogeneous dataset
 (:mod:`.ogb_hetero`), and so does the binary heterogeneous layout (``edge_index_dict.npz``, as
-``DatasetSaver`` writes it: :mod:`.ogb_hetero_npz`). Multi-task labels are refused with a clear
+``DatasetSaver`` writes it). Multi-task labels are refused with a clear
 error (not supported yet).
 
 Memory: ``edge.csv.gz`` goes to the builder as it is; the arrays of an ``.npz`` and every CSV
@@ -32,24 +32,19 @@ array or line) and what to do; nothing is written.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from .._core import InputError
-from .._files import NpyWriter
 from ..data import build
-from . import ogb_hetero, ogb_hetero_npz, ogbl
-from ._ogb_io import Npz, csv_column, csv_floats, load_split_dict, write_labels
-from ._stage import LabelWriter, PathLike, Staging, check_ids, split_name, split_names, unambiguous_edges
+from . import ogb_hetero, ogbl
+from ._ogb_io import (Npz, csv_column, load_split_dict, missing, need, scheme_dir, stage_csv_features, stage_csv_ids,
+                      stage_edges, stage_labels, stage_npz_features, stage_split_dict)
+from ._stage import PathLike, Staging, split_name
 
 SPLIT_NAMES = ("train", "valid", "test")
-
-
-def _missing(path: str, why: str) -> FileNotFoundError:
-    return FileNotFoundError(errno.ENOENT, f"no such file: {why}", path)
 
 
 # --- the layout, checked -------------------------------------------------------------------------
@@ -68,12 +63,12 @@ class _Layout:
         self.npz = self._file("data.npz")
         self.edge_csv = self._file("edge.csv.gz")
         if self.npz is None and self.edge_csv is None:
-            raise _missing(os.path.join(raw, "edge.csv.gz"),
-                           f"{raw} has neither edge.csv.gz nor data.npz; an OGB directory has one of them")
+            raise missing(os.path.join(raw, "edge.csv.gz"),
+                          f"{raw} has neither edge.csv.gz nor data.npz; an OGB directory has one of them")
         self.num_nodes_csv = self._file("num-node-list.csv.gz")
         if self.npz is None and self.num_nodes_csv is None:
-            raise _missing(os.path.join(raw, "num-node-list.csv.gz"),
-                           "it gives the number of nodes of edge.csv.gz; download the dataset again")
+            raise missing(os.path.join(raw, "num-node-list.csv.gz"),
+                          "it gives the number of nodes of edge.csv.gz; download the dataset again")
         self.feat_csv = self._file("node-feat.csv.gz")
         self.label = self._file("node-label.npz") or self._file("node-label.csv.gz")
         self.split_dir = self._scheme(scheme)
@@ -83,26 +78,13 @@ class _Layout:
         return path if os.path.isfile(path) else None
 
     def _scheme(self, scheme: Optional[str]) -> Optional[str]:
-        top = os.path.join(self.root, "split")
-        have = sorted(d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d))) if os.path.isdir(top) else []
-        if scheme is not None:
-            if scheme not in have:
-                raise InputError(f"{top}: no split scheme '{scheme}' (it has: {', '.join(have) or 'none'})")
-            chosen = scheme
-        elif not have:
-            return None
-        elif len(have) > 1:
-            raise InputError(f"{top}: several split schemes ({', '.join(have)}); name one with --split-scheme")
-        else:
-            chosen = have[0]
-        d = os.path.join(top, chosen)
-        if any(os.path.isfile(os.path.join(d, f"{s}.pt")) for s in SPLIT_NAMES):
-            return d  # link prediction (ogbl): see .ogbl
+        d = scheme_dir(self.root, scheme)
+        if d is None or ogbl.is_link(d):
+            return d  # none, or link prediction (ogbl): see .ogbl
         if not os.path.isfile(os.path.join(d, "split_dict.pt")):
             for s in SPLIT_NAMES:
-                if not os.path.isfile(os.path.join(d, f"{s}.csv.gz")):
-                    raise _missing(os.path.join(d, f"{s}.csv.gz"), f"split scheme {d} needs train, valid and test "
-                                   "(as .csv.gz files or one split_dict.pt)")
+                need(os.path.join(d, f"{s}.csv.gz"), f"split scheme {d} needs train, valid and test (as .csv.gz "
+                     "files or one split_dict.pt)")
         return d
 
 
@@ -132,75 +114,36 @@ class _Stager:
     def edges(self, n: int) -> Tuple[str, str]:
         if self.npz is None:
             return self.layout.edge_csv, "text"  # the builder reads "src,dst" lines, gzip included
-        f, s = self.npz.open("edge_index", "OGB's data.npz holds the edges there, shape (2, E)")
-        where = f"{self.npz.path}: edge_index"
-        shape = s.shape[::-1] if s.transposed else s.shape  # as stored: (2, E) in either order
-        if len(shape) != 2 or shape[0] != 2 or s.dtype.kind not in "iu":
-            raise InputError(f"{where}: {s.dtype} of shape {shape}; OGB's edge_index is integers of shape (2, E)")
-        e = shape[1]
-
-        def place(k: int) -> str:  # entry k of the stream: row-major (2, E), or (E, 2) when transposed
-            row, col = (k % 2, k // 2) if s.transposed else (k // e, k % e)
-            return f"{where}[{'src' if row == 0 else 'dst'}, {col}]"
-
-        with f, NpyWriter(self.stage.path("edges", where), np.int64) as out:
-            seen = 0
-            for chunk in s.flat_chunks():
-                check_ids(chunk.astype(np.int64, copy=False), n, lambda i: place(seen + i), "node id")
-                out.write(chunk)
-                seen += chunk.size
-            # A Fortran-ordered (2, E) array streams as its (E, 2) transpose: one pair per row.
-            if s.transposed:
-                return out.close(s.shape), "npy"
-            return unambiguous_edges(out.close((2, e)), self.stage), "npy"
+        return stage_edges(self.stage, self.npz, "edge_index", "OGB's data.npz holds the edges there, shape (2, E)",
+                           [(None, n, "node id")], "edges"), "npy"
 
     def features(self, n: int) -> Optional[str]:
         if self.npz is not None and self.npz.has("node_feat"):
-            f, s = self.npz.open("node_feat", "")
-            where = f"{self.npz.path}: node_feat"
-            if len(s.shape) != 2 or s.shape[0] != n or s.dtype.kind not in "fiu":
-                raise InputError(f"{where}: {s.dtype} of shape {s.shape}; give numbers of shape ({n}, D)")
-            dtype = s.dtype if s.dtype in (np.float16, np.float32, np.float64) else np.float32
-            with f, NpyWriter(self.stage.path("features", where), dtype, s.shape[1:]) as out:
-                for chunk in s.chunks():
-                    out.write(chunk)
-                return out.close()
-        path = self.layout.feat_csv
-        if path is None:
+            return stage_npz_features(self.stage, self.npz, "node_feat", n, "features",
+                                      f"{self.npz.path}: node_feat:")
+        if self.layout.feat_csv is None:
             return None
-        out = None
-        try:
-            for chunk in csv_floats(path):
-                out = out or NpyWriter(self.stage.path("features", path), np.float32, chunk.shape[1:])
-                out.write(chunk)
-            rows = 0 if out is None else out.rows
-            if rows != n:
-                raise InputError(f"{path}: {rows} rows, but the graph has {n} nodes; give one row per node")
-            return out.close()
-        finally:
-            if out is not None:
-                out.__exit__()
+        return stage_csv_features(self.stage, self.layout.feat_csv, n, "features", f"the graph has {n} nodes")
 
     def labels(self, n: int) -> Optional[str]:
         path = self.layout.label
         if path is None:
             return None
-        with LabelWriter(self.stage.path("labels", path), path) as out:
-            return self._label_file(path, n, out)
 
-    def _label_file(self, path: str, n: int, out: LabelWriter) -> str:
-        if path.endswith(".npz"):
-            npz = Npz(path)
+        def mismatch(rows: int) -> str:
+            return f"{path}: {rows} labels, but the graph has {n} nodes; give one per node"
+
+        if not path.endswith(".npz"):
+            return stage_labels(self.stage, "labels", path, ((c, path) for c in csv_column(path)), n, mismatch)
+        npz = Npz(path)
+        try:
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
             f, s = npz.open(key, "OGB's node-label.npz holds the labels there")
             with f:
-                write_labels(((c, f"{path}: {key}") for c in s.chunks()), out)
+                return stage_labels(self.stage, "labels", path, ((c, f"{path}: {key}") for c in s.chunks()), n,
+                                    mismatch)
+        finally:
             npz.close()
-        else:
-            write_labels(((c, path) for c in csv_column(path)), out)
-        if out.rows != n:
-            raise InputError(f"{path}: {out.rows} labels, but the graph has {n} nodes; give one per node")
-        return out.close()
 
     def splits(self, n: int) -> Optional[Dict[str, str]]:
         d = self.layout.split_dir
@@ -208,31 +151,12 @@ class _Stager:
             return None
         pt = os.path.join(d, "split_dict.pt")
         if os.path.isfile(pt):
-            d = load_split_dict(pt)
-            return {name: self._ids(d[k], n, f"{pt}: '{k}'", name) for k, name in split_names(d, pt).items()}
+            return stage_split_dict(self.stage, pt, n, "node id", ":", "a 1-D array of node ids")
         out = {}
         for s in SPLIT_NAMES:
             path = os.path.join(d, f"{s}.csv.gz")
-            with NpyWriter(self.stage.path(f"split-{s}", path), np.int64) as w:
-                for chunk in csv_column(path):
-                    if not np.all(chunk == np.floor(chunk)):
-                        raise InputError(f"{path}: not one node id per line; OGB's split files list node ids")
-                    ids = chunk.astype(np.int64)
-                    first = w.rows
-                    check_ids(ids, n, lambda i: f"{path}: line {first + i + 1}", "node id")
-                    w.write(ids)
-                out[split_name(s, path)] = w.close()
+            out[split_name(s, path)] = stage_csv_ids(self.stage, path, n, f"split-{s}", "node id")
         return out
-
-    def _ids(self, value: Any, n: int, where: str, name: str) -> str:
-        a = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-            raise InputError(f"{where}: {a.dtype} of shape {a.shape}; give a 1-D array of node ids")
-        a = a.astype(np.int64)
-        check_ids(a, n, lambda i: f"{where}[{i}]", "node id")
-        with NpyWriter(self.stage.path(f"split-{name}", where), np.int64) as w:
-            w.write(a)
-            return w.close()
 
     def close(self) -> None:
         if self.npz is not None:
@@ -281,31 +205,26 @@ def convert_ogb(
         if undirected or dedup or self_loops != "keep":
             raise InputError(f"{root}: a heterogeneous OGB dataset takes add_reverse (--add-reverse), not "
                              "undirected, dedup or self_loops")
-        scheme_dir = ogb_hetero._scheme(root, split_scheme)
-        if ogbl.is_link(scheme_dir):  # ogbl-biokg: typed triples in train/valid/test.pt
-            raise InputError(f"{scheme_dir}: {ogbl.KG_REFUSAL}")
-        layout = ogb_hetero_npz if binary else ogb_hetero
-        return layout.convert(root, raw, out, split_scheme=split_scheme, add_reverse=add_reverse,
-                              feature_dtype=feature_dtype, seed=seed, memory=memory, overwrite=overwrite,
-                              threads=threads, progress=progress)
+        scheme = scheme_dir(root, split_scheme)
+        if ogbl.is_link(scheme):  # ogbl-biokg: typed triples in train/valid/test.pt
+            raise InputError(f"{scheme}: {ogbl.KG_REFUSAL}")
+        return ogb_hetero.convert(root, raw, out, scheme=scheme, add_reverse=add_reverse, feature_dtype=feature_dtype,
+                                  seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
     if add_reverse:
         raise InputError(f"{root}: a homogeneous OGB dataset adds reverse edges with undirected (--undirected)")
     layout = _Layout(root, split_scheme)
+    args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, seed=seed, feature_dtype=feature_dtype,
+                memory=memory, overwrite=overwrite, threads=threads, progress=progress)
     with Staging(out, overwrite) as stage:
         stage.node_count_from(layout.npz and f"{layout.npz}: num_nodes_list" or layout.num_nodes_csv)
         s = _Stager(layout, stage)
         try:
             n = s.num_nodes()
             if ogbl.is_link(layout.split_dir) or _is_link_dict(layout.split_dir):
-                args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, seed=seed,
-                            feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
-                            progress=progress)
                 return ogbl.convert(layout, s, stage, n, out, link_negatives=link_negatives, build_args=args)
             edges, fmt = s.edges(n)
             features, labels, split = s.features(n), s.labels(n), s.splits(n)
         finally:
             s.close()
-        return build.convert(edges, out, format=fmt, num_nodes=n, undirected=undirected, self_loops=self_loops,
-                             dedup=dedup, features=features, labels=labels, split=split, seed=seed,
-                             feature_dtype=feature_dtype, memory=memory, overwrite=overwrite, threads=threads,
-                             progress=progress, quote_input=False)
+        return build.convert(edges, out, format=fmt, num_nodes=n, features=features, labels=labels, split=split,
+                             quote_input=False, **args)

@@ -1,49 +1,80 @@
-"""OGB's heterogeneous node property prediction layout (``ogbn-mag`` as downloaded: CSV files)
-into a heterogeneous ringgnn dataset with :func:`ringgnn.data.build.build_hetero`;
-:func:`ringgnn.importers.ogb.convert_ogb` calls :func:`convert` when ``raw/`` holds
-``triplet-type-list.csv.gz``.
+"""OGB's heterogeneous node property prediction layouts into a heterogeneous ringgnn dataset with
+:func:`ringgnn.data.build.build_hetero`: :func:`ringgnn.importers.ogb.convert_ogb` calls
+:func:`convert` when ``raw/`` holds ``triplet-type-list.csv.gz`` (the CSV layout, ``ogbn-mag``
+as downloaded) or ``edge_index_dict.npz`` (the binary layout, what OGB's ``DatasetSaver`` writes
+with ``is_hetero=True``).
 
-What becomes what (OGB's ``read_csv_heterograph_raw``, ``read_node_label_hetero``,
+What becomes what, CSV layout (OGB's ``read_csv_heterograph_raw``, ``read_node_label_hetero``,
 ``read_nodesplitidx_split_hetero``):
 
 * ``raw/num-node-dict.csv.gz`` (a header of node types, a row of counts) -> node types;
 * ``raw/triplet-type-list.csv.gz`` (``head,relation,tail`` lines) and
   ``raw/relations/HEAD___REL___TAIL/edge.csv.gz`` -> relation ``HEAD:REL:TAIL`` (the edge file
-  goes to the builder as it is); ``add_reverse`` adds ``TAIL:rev_REL:HEAD``;
+  goes to the builder as it is);
 * ``raw/node-feat/TYPE/node-feat.csv.gz`` -> the type's features;
 * ``raw/nodetype-has-label.csv.gz`` and ``raw/node-label/TYPE/node-label.csv.gz`` -> labels of
   the types that have them (NaN or empty = unlabeled);
 * ``split/SCHEME/nodetype-has-split.csv.gz`` and ``split/SCHEME/TYPE/{train,valid,test}.csv.gz``
-  -> each such type's splits (``valid`` -> ``val``).
+  -> each such type's splits.
 
-Edge attributes (``edge_reltype``, years) are not converted. The binary variant
-(``edge_index_dict.npz``) is :mod:`.ogb_hetero_npz`'s. CSV files are read in chunks and staged
-as ``.npy``; every problem names the file.
+Binary layout (OGB's ``read_binary_heterograph_raw``):
+
+* ``raw/num_nodes_dict.npz`` (node type -> a one-element count) -> node types;
+* ``raw/edge_index_dict.npz`` (``HEAD___REL___TAIL`` -> int (2, E)) -> relation
+  ``HEAD:REL:TAIL`` (streamed to a staged ``.npy``, ids checked against both types' counts);
+* ``raw/node_feat_dict.npz`` (node type -> (n, D)) -> the types' features (optional);
+* ``raw/node-label.npz`` (one node type -> (n, 1); NaN = unlabeled) -> that type's labels;
+* ``split/SCHEME/split_dict.pt`` (``train``/``valid``/``test`` -> node type -> ids) -> the
+  splits of the types it names.
+
+In both, ``add_reverse`` adds ``TAIL:rev_REL:HEAD`` and ``valid`` becomes ``val``. Edge
+attributes (``edge_reltype``, years, ``edge_feat_dict.npz``) and other ``node_*_dict.npz`` are
+not converted. CSV files are read in chunks and arrays as streams (:class:`._ogb_io.Npz`), never
+whole, and staged as ``.npy``; every problem names the file (and the array).
 """
 
 from __future__ import annotations
 
-import errno
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from .._core import InputError
 from .._excerpt import WITHHELD, quoted
-from .._files import NpyWriter
 from ..data import build
 from ._described import resolve
-from ._ogb_io import csv_column, csv_floats, csv_lines, write_labels
-from ._stage import LabelWriter, Staging, check_ids, split_name
+from ._ogb_io import (Npz, array, build_typed, csv_column, csv_lines, load_split_dict, need, stage_csv_features,
+                      stage_csv_ids, stage_edges, stage_ids, stage_labels, stage_npz_features)
+from ._stage import Staging, check_ids, split_name, split_names
 
 SPLITS = ("train", "valid", "test")
+CSV = "OGB's heterogeneous layout"
+BINARY = "OGB's binary heterogeneous layout"
+
+#: What stages a layout's files once the output is checked: its relations, and its features,
+#: labels and splits by node type.
+Stager = Callable[[Staging], Tuple[List[build.Relation], Tuple[Dict[str, str], Dict[str, str],
+                                                              Dict[str, Dict[str, str]]]]]
 
 
-def _need(path: str, what: str) -> str:
-    if not os.path.isfile(path):
-        raise FileNotFoundError(errno.ENOENT, f"no such file: OGB's heterogeneous layout has {what} there", path)
-    return path
+def convert(root: str, raw: str, out: Any, *, scheme: Optional[str], add_reverse: bool,
+            feature_dtype: Optional[str], seed: int, memory: Any, overwrite: bool, threads: Optional[int],
+            progress: Any) -> Dict[str, Any]:
+    """Build the heterogeneous dataset (see the module); ``scheme`` is the split scheme's directory."""
+    if os.path.isfile(os.path.join(raw, "edge_index_dict.npz")):
+        counts = _npz_counts(raw)
+        stage_all = _binary(raw, counts, scheme)
+    else:
+        counts = _csv_counts(raw)
+        stage_all = _csv(raw, counts, scheme)
+    with Staging(out, overwrite) as stage:
+        relations, staged = stage_all(stage)
+        return build_typed(root, out, "ogb", counts, relations, staged, feature_dtype, add_reverse=add_reverse,
+                           seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+
+
+# --- the CSV layout ------------------------------------------------------------------------------
 
 
 def _lines(path: str) -> List[str]:
@@ -62,8 +93,9 @@ def _header_table(path: str) -> Dict[str, str]:
     return dict(zip(names, values))
 
 
-def _counts(raw: str) -> Dict[str, int]:
-    path = _need(os.path.join(raw, "num-node-dict.csv.gz"), "the node count of each type (num-node-dict.csv.gz)")
+def _csv_counts(raw: str) -> Dict[str, int]:
+    path = need(os.path.join(raw, "num-node-dict.csv.gz"),
+                f"{CSV} has the node count of each type (num-node-dict.csv.gz) there")
     out = {}
     for i, (t, v) in enumerate(_header_table(path).items()):
         try:
@@ -74,7 +106,8 @@ def _counts(raw: str) -> Dict[str, int]:
 
 
 def _triplets(raw: str, counts: Dict[str, int]) -> List[List[str]]:
-    path = _need(os.path.join(raw, "triplet-type-list.csv.gz"), "the relations (triplet-type-list.csv.gz)")
+    path = need(os.path.join(raw, "triplet-type-list.csv.gz"),
+                f"{CSV} has the relations (triplet-type-list.csv.gz) there")
     rows = [line.split(",") for line in _lines(path)]
     for i, r in enumerate(rows):
         if len(r) != 3 or not all(r):
@@ -91,74 +124,134 @@ def _flags(path: str) -> List[str]:
     return [t for t, v in _header_table(path).items() if v.strip().lower() in ("true", "1")]
 
 
-def convert(root: str, raw: str, out: Any, *, split_scheme: Optional[str], add_reverse: bool,
-            feature_dtype: Optional[str], seed: int, memory: Any, overwrite: bool, threads: Optional[int],
-            progress: Any) -> Dict[str, Any]:
-    """Build the heterogeneous dataset (see the module)."""
-    counts = _counts(raw)
-    triplets = _triplets(raw, counts)
+def _csv(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
+    """Checks the files the CSV layout names; returns what stages them."""
     relations = []
-    for h, r, t in triplets:
+    for h, r, t in _triplets(raw, counts):
         where = f"{os.path.join(raw, 'triplet-type-list.csv.gz')}: relation {quoted(f'{h},{r},{t}')}"
-        path = _need(resolve(raw, os.path.join("relations", f"{h}___{r}___{t}", "edge.csv.gz"), where),
-                     f"the edges of {h}___{r}___{t}")
+        path = need(resolve(raw, os.path.join("relations", f"{h}___{r}___{t}", "edge.csv.gz"), where),
+                    f"{CSV} has the edges of {h}___{r}___{t} there")
         relations.append(build.Relation(f"{h}:{r}:{t}", path, "text"))
     labeled = _flags(os.path.join(raw, "nodetype-has-label.csv.gz")) \
         if os.path.isfile(os.path.join(raw, "nodetype-has-label.csv.gz")) else []
-    scheme_dir = _scheme(root, split_scheme)
-    split_types = _flags(_need(os.path.join(scheme_dir, "nodetype-has-split.csv.gz"),
-                               "the types with splits (nodetype-has-split.csv.gz)")) if scheme_dir else []
-    with Staging(out, overwrite) as stage:
-        types = []
+    split_types = _flags(need(os.path.join(scheme, "nodetype-has-split.csv.gz"),
+                              f"{CSV} has the types with splits (nodetype-has-split.csv.gz) there")) if scheme else []
+
+    def stage_all(stage: Staging) -> Any:
+        feats: Dict[str, str] = {}
+        labels: Dict[str, str] = {}
+        splits: Dict[str, Dict[str, str]] = {}
         for t, n in counts.items():
-            feats = labels = None
             where = f"{os.path.join(raw, 'num-node-dict.csv.gz')}: node type {quoted(t)}"
             fpath = resolve(raw, os.path.join("node-feat", t, "node-feat.csv.gz"), where)
             if os.path.isfile(fpath):
-                with NpyWriter(stage.path(f"features-{t}", fpath), np.float32, ()) as w:
-                    for chunk in csv_floats(fpath):
-                        w.row_shape = chunk.shape[1:]
-                        w.write(chunk)
-                    if w.rows != n:
-                        raise InputError(f"{fpath}: {w.rows} rows, but num-node-dict.csv.gz has {n} {quoted(t)} nodes; give "
-                                         "one row per node")
-                    feats = w.close()
+                feats[t] = stage_csv_features(stage, fpath, n, f"features-{t}",
+                                              f"num-node-dict.csv.gz has {n} {quoted(t)} nodes")
             if t in labeled:
-                lpath = _need(resolve(raw, os.path.join("node-label", t, "node-label.csv.gz"), where),
-                              f"the labels of {quoted(t)}")
-                with LabelWriter(stage.path(f"labels-{t}", lpath), lpath) as w:
-                    write_labels(((c, lpath) for c in csv_column(lpath)), w)
-                    if w.rows != n:
-                        raise InputError(f"{lpath}: {w.rows} labels, but num-node-dict.csv.gz has {n} {quoted(t)} nodes")
-                    labels = w.close()
-            split = None
+                lpath = need(resolve(raw, os.path.join("node-label", t, "node-label.csv.gz"), where),
+                             f"{CSV} has the labels of {quoted(t)} there")
+                labels[t] = stage_labels(stage, f"labels-{t}", lpath, ((c, lpath) for c in csv_column(lpath)), n,
+                                         lambda rows: f"{lpath}: {rows} labels, but num-node-dict.csv.gz has {n} "
+                                                      f"{quoted(t)} nodes")
             if t in split_types:
-                split = {}
+                split = splits[t] = {}
                 for s in SPLITS:
-                    spath = _need(resolve(scheme_dir, os.path.join(t, f"{s}.csv.gz"), where),
-                                  f"the {s} split of {quoted(t)}")
-                    with NpyWriter(stage.path(f"split-{t}-{s}", spath), np.int64) as w:
-                        for chunk in csv_column(spath):
-                            ids = chunk.astype(np.int64)
-                            first = w.rows
-                            check_ids(ids, n, lambda i: f"{spath}: line {first + i + 1}", f"{quoted(t)} id")
-                            w.write(ids)
-                        split[split_name(s, spath)] = w.close()
-            types.append(build.NodeType(t, n, features=feats, labels=labels, split=split,
-                                        feature_dtype=feature_dtype if feats else None))
-        source = {"command": "convert", "from": "ogb", "dir": os.path.basename(os.path.normpath(root))}
-        return build.build_hetero(out, types, relations, add_reverse=add_reverse, seed=seed, memory=memory,
-                                  overwrite=overwrite, threads=threads, source=source, progress=progress,
-                                  quote_input=False)
+                    spath = need(resolve(scheme, os.path.join(t, f"{s}.csv.gz"), where),
+                                 f"{CSV} has the {s} split of {quoted(t)} there")
+                    split[split_name(s, spath)] = stage_csv_ids(stage, spath, n, f"split-{t}-{s}", f"{quoted(t)} id")
+        return relations, (feats, labels, splits)
+
+    return stage_all
 
 
-def _scheme(root: str, scheme: Optional[str]) -> Optional[str]:
-    top = os.path.join(root, "split")
-    have = sorted(d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d))) if os.path.isdir(top) else []
-    if scheme is not None:
-        if scheme not in have:
-            raise InputError(f"{top}: no split scheme '{scheme}' (it has: {', '.join(have) or 'none'})")
-        return os.path.join(top, scheme)
-    if len(have) > 1:
-        raise InputError(f"{top}: several split schemes ({', '.join(have)}); name one with --split-scheme")
-    return os.path.join(top, have[0]) if have else None
+# --- the binary layout ---------------------------------------------------------------------------
+
+
+def _npz_counts(raw: str) -> Dict[str, int]:
+    npz = Npz(need(os.path.join(raw, "num_nodes_dict.npz"),
+                   f"{BINARY} has the node count of each type (num_nodes_dict.npz) there"))
+    try:
+        out = {}
+        for t in npz.names:
+            c = npz.small(t, "")
+            if c.size != 1 or c.dtype.kind not in "iu" or int(c.reshape(-1)[0]) < 0:
+                raise InputError(f"{npz.path}: '{t}' is {c.dtype} {c.tolist()}; give one node count per type (one "
+                                 "graph: a node property prediction dataset)")
+            out[t] = int(c.reshape(-1)[0])
+        return out
+    finally:
+        npz.close()
+
+
+def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
+    """What stages the binary layout's arrays."""
+
+    def each(name: str, what: str, stage_one: Any) -> Dict[str, str]:
+        """``stage_one(npz, type)`` for each array of ``raw/name`` (a node type's), if there."""
+        path = os.path.join(raw, name)
+        if not os.path.isfile(path):
+            return {}
+        npz, out = Npz(path), {}
+        try:
+            for t in npz.names:
+                if t not in counts:
+                    raise InputError(f"{path}: {what} of '{t}', which num_nodes_dict.npz does not have")
+                out[t] = stage_one(npz, t)
+            return out
+        finally:
+            npz.close()
+
+    def labels(stage: Staging, npz: Npz, t: str) -> str:
+        f, s = npz.open(t, "")
+        with f:
+            return stage_labels(stage, f"labels-{t}", f"{npz.path}: {t}", ((c, f"{npz.path}: {t}") for c in s.chunks()),
+                                counts[t], lambda rows: f"{npz.path}: {rows} labels of '{t}', but num_nodes_dict.npz "
+                                                        f"has {counts[t]}")
+
+    def stage_all(stage: Staging) -> Any:
+        npz = Npz(need(os.path.join(raw, "edge_index_dict.npz"),
+                       f"{BINARY} has the relations (edge_index_dict.npz) there"))
+        try:
+            relations = [_relation(npz, k, counts, stage) for k in npz.names]
+        finally:
+            npz.close()
+        feats = each("node_feat_dict.npz", "features", lambda npz, t: stage_npz_features(
+            stage, npz, t, counts[t], f"features-{t}", f"{npz.path}: '{t}' is"))
+        return relations, (feats, each("node-label.npz", "labels", lambda npz, t: labels(stage, npz, t)),
+                           _splits(scheme, counts, stage))
+
+    return stage_all
+
+
+def _relation(npz: Npz, key: str, counts: Dict[str, int], stage: Staging) -> build.Relation:
+    parts = key.split("___")
+    if len(parts) != 3 or not all(parts) or parts[0] not in counts or parts[2] not in counts:
+        raise InputError(f"{npz.path}: array '{key}' is not HEAD___REL___TAIL of node types of num_nodes_dict.npz "
+                         f"({', '.join(counts)})")
+    h, r, t = parts
+    path = stage_edges(stage, npz, key, "", [(0, counts[h], f"'{h}' id"), (1, counts[t], f"'{t}' id")],
+                       f"edges-{h}-{r}-{t}")
+    return build.Relation(f"{h}:{r}:{t}", path, "npy")
+
+
+def _splits(scheme: Optional[str], counts: Dict[str, int], stage: Staging) -> Dict[str, Dict[str, str]]:
+    if scheme is None:
+        return {}
+    path = os.path.join(scheme, "split_dict.pt")
+    need(path, f"{BINARY} keeps its splits in split_dict.pt (train/valid/test -> node type -> ids)")
+    out: Dict[str, Dict[str, str]] = {}
+    d = load_split_dict(path)
+    for s, name in split_names(d, path).items():
+        by_type = d[s]
+        if not isinstance(by_type, dict):
+            raise InputError(f"{path}: '{s}' is a {type(by_type).__name__}, not a dictionary of node type -> ids")
+        for t, ids in by_type.items():
+            if t not in counts:
+                raise InputError(f"{path}: '{s}' names node type '{t}', which num_nodes_dict.npz does not have")
+            a = array(ids).reshape(-1)
+            if a.size and a.dtype.kind not in "iu":
+                raise InputError(f"{path}: '{s}' of '{t}' is {a.dtype}; give node ids")
+            a = a.astype(np.int64)
+            check_ids(a, counts[t], lambda i, s=s, t=t: f"{path}: '{s}' of '{t}', entry {i}", f"'{t}' id")
+            out.setdefault(t, {})[name] = stage_ids(stage, a, f"split-{t}-{name}", f"{path}: '{s}' of '{t}'")
+    return out

@@ -13,11 +13,12 @@ and a listed pair that is in the graph (a repeated collaboration of ogbl-collab)
 Negatives: ogbl-citation2's ``target_node_neg`` (per positive, ``K`` destinations) is stored as
 given (``given_negatives``: rows reordered to the stored (dst, src) order), so evaluation uses
 OGB's own negatives; with ``undirected`` too, since the builder keeps the listed direction of a
-split's pairs when its negatives are given (they replace the listed destination). ogbl-collab/ppa/ddi's ``edge_neg`` are pairs
-shared by all positives of the split: they are stored as given (``shared_negatives``,
-``docs/FORMAT.md`` "Edge splits"), and evaluation ranks every positive against all of them as
-OGB's ``Evaluator`` does (``ringgnn.inference.metrics.shared_ranking_sums``); such a split draws no
-``link_negatives`` per pair (the build skips them: evaluation would never read them).
+split's pairs when its negatives are given (they replace the listed destination).
+ogbl-collab/ppa/ddi's ``edge_neg`` are pairs shared by all positives of the split: they are
+stored as given (``shared_negatives``, ``docs/FORMAT.md`` "Edge splits"), and evaluation ranks
+every positive against all of them as OGB's ``Evaluator`` does
+(``ringgnn.inference.metrics.shared_ranking_sums``); such a split draws no ``link_negatives``
+per pair (the build skips them: evaluation would never read them).
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from .._core import InputError
-from .._files import NpyWriter
 from ..data import build
-from ._ogb_io import load_pt, load_split_dict
+from ._ogb_io import array, load_pt, load_split_dict, need, stage_ids
 from ._stage import Staging, check_ids, split_names
 
 SPLITS = ("train", "valid", "test")
@@ -56,16 +56,10 @@ def load_splits(split_dir: str) -> Dict[str, Tuple[Dict[str, Any], str]]:
         return {k: (v, f"{one}: '{k}'") for k, v in d.items()}
     out = {}
     for s in SPLITS:
-        path = os.path.join(split_dir, f"{s}.pt")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(2, f"no such file: split scheme {split_dir} needs {', '.join(SPLITS)} "
-                                    "(.pt dictionaries of edges)", path)
+        path = need(os.path.join(split_dir, f"{s}.pt"), f"split scheme {split_dir} needs {', '.join(SPLITS)} (.pt "
+                    "dictionaries of edges)")
         out[s] = (load_pt(path, "OGB's link splits are dictionaries of edge tensors"), path)
     return out
-
-
-def _array(v: Any) -> np.ndarray:
-    return np.asarray(v.numpy() if hasattr(v, "numpy") else v)
 
 
 def pairs(d: Any, where: str, n: int) -> np.ndarray:
@@ -76,11 +70,11 @@ def pairs(d: Any, where: str, n: int) -> np.ndarray:
     if {"head", "relation", "tail"} <= set(d):
         raise InputError(f"{where}: {KG_REFUSAL}")
     if "edge" in d:
-        e = _array(d["edge"])
+        e = array(d["edge"])
         if e.ndim != 2 or e.shape[1] != 2 or (e.size and e.dtype.kind not in "iu"):
             raise InputError(f"{where}: 'edge' is {e.dtype} of shape {e.shape}; OGB's edges are (n, 2) node ids")
     elif "source_node" in d and "target_node" in d:
-        s, t = _array(d["source_node"]), _array(d["target_node"])
+        s, t = array(d["source_node"]), array(d["target_node"])
         if s.ndim != 1 or s.shape != t.shape or (s.size and (s.dtype.kind not in "iu" or t.dtype.kind not in "iu")):
             raise InputError(f"{where}: 'source_node' {s.dtype}{s.shape} and 'target_node' {t.dtype}{t.shape}; give "
                              "two 1-D arrays of node ids of one length")
@@ -111,17 +105,12 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
         rename = renamed[name]
         neg = _negatives(d, where, p, n)
         order = np.lexsort((p[:, 0], p[:, 1]))  # the stored order: ascending (dst, src)
-        with NpyWriter(stage.path(f"link-{rename}", where), np.int64, (2,)) as w:
-            w.write(p[order])
-            held[rename] = w.close()
+        held[rename] = stage_ids(stage, p[order], f"link-{rename}", where)
         if "edge_neg" in d:
-            with NpyWriter(stage.path(f"shared-negatives-{rename}", f"{where}: 'edge_neg'"), np.int64, (2,)) as w:
-                w.write(_shared(d["edge_neg"], where, n))
-                shared[rename] = w.close()
+            shared[rename] = stage_ids(stage, _shared(d["edge_neg"], where, n), f"shared-negatives-{rename}",
+                                       f"{where}: 'edge_neg'")
         if neg is not None:
-            with NpyWriter(stage.path(f"negatives-{rename}", where), np.int64, neg.shape[1:]) as w:
-                w.write(neg[order])
-                given[rename] = w.close()
+            given[rename] = stage_ids(stage, neg[order], f"negatives-{rename}", where)
     edges, fmt = stager.edges(n)
     return build.convert(edges, out, format=fmt, num_nodes=n, link_split=held, link_negatives=link_negatives,
                          given_negatives=given, shared_negatives=shared, absent_ok=True, features=stager.features(n),
@@ -131,7 +120,7 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
 def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int) -> Optional[np.ndarray]:
     """The split's own per-pair negatives to store, or None (then ``link_negatives`` are drawn)."""
     if "target_node_neg" in d:
-        neg = _array(d["target_node_neg"])
+        neg = array(d["target_node_neg"])
         if neg.ndim == 1:
             neg = neg.reshape(-1, 1)
         if neg.ndim != 2 or neg.shape[0] != len(p) or (neg.size and neg.dtype.kind not in "iu"):
@@ -145,7 +134,7 @@ def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int) -> Optional
 
 def _shared(v: Any, where: str, n: int) -> np.ndarray:
     """A split's ``edge_neg``: (m, 2) negative pairs shared by all its positives, ids checked."""
-    e = _array(v)
+    e = array(v)
     if e.ndim != 2 or e.shape[1] != 2 or len(e) == 0 or e.dtype.kind not in "iu":
         raise InputError(f"{where}: 'edge_neg' is {e.dtype} of shape {e.shape}; OGB's negative edges are (m >= 1, 2) "
                          "node ids")

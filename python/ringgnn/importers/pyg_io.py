@@ -39,7 +39,7 @@ from .._files import os_errors, save_npy
 from .._options import default_memory, size
 from ..data import build
 from ..data.schema import parse_edge_type
-from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, split_names, unambiguous_edges
+from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, check_ids, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
 #: The prefixes of a store's split attributes (``valid_mask`` is ``val``'s), with their split.
@@ -95,11 +95,7 @@ class _Stager:
                              "give integer ids of shape (2, E)")
         a = a.astype(np.int64, copy=False)
         for row, n, end in ((0, n_src, "source"), (1, n_dst, "destination")):
-            bad = np.flatnonzero((a[row] < 0) | (a[row] >= n))
-            if bad.size:
-                i = int(bad[0])
-                raise InputError(f"{where}.edge_index[{row}, {i}]: {end} {a[row, i]} is out of range ({n} nodes); "
-                                 "set num_nodes or fix the ids")
+            check_ids(a[row], n, lambda i: f"{where}.edge_index[{row}, {i}]", end, "set num_nodes or fix the ids")
         return unambiguous_edges(self.save(a, "edges", f"{where}.edge_index"), self.stage)
 
     def features(self, store: Any, where: str, n: int) -> Tuple[Optional[str], Optional[str]]:
@@ -172,9 +168,7 @@ class _Stager:
             elif a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
                 raise InputError(f"{at}: {a.dtype} of shape {tuple(a.shape)}; give a boolean mask or node ids")
             a = a.astype(np.int64)
-            bad = np.flatnonzero((a < 0) | (a >= n))
-            if bad.size:
-                raise InputError(f"{at}[{bad[0]}]: node {a[bad[0]]} is out of range ({n} nodes)")
+            check_ids(a, n, lambda i: f"{at}[{i}]", "node", "")
             out[name] = self.save(a, f"split-{name}", at)
         return out or None
 
@@ -221,30 +215,29 @@ def from_pyg(
     _skipped(data)
     with Staging(out, overwrite) as stage:
         s = _Stager(stage)
-        if not hetero:
-            n = _num_nodes(data, "data")
-            edges = s.edges(data, "data", n, n)
-            feats, dtype = s.features(data, "data", n)
-            return build.convert(edges, out, format="npy", num_nodes=n, undirected=undirected, features=feats,
-                                 feature_dtype=feature_dtype or dtype, labels=s.labels(data, "data", n),
-                                 split=s.split(data, "data", n, split), **common)
-        if split is not None and not isinstance(split, Mapping):
+        if hetero and split is not None and not isinstance(split, Mapping):
             raise InputError("from_pyg: a HeteroData's split is a dict node type -> split spec")
-        counts = {t: _num_nodes(data[t], f"data['{t}']") for t in data.node_types}
+        # A Data is the case of one node type and one relation.
+        stores = {t: (data[t], f"data['{t}']") for t in data.node_types} if hetero else {"node": (data, "data")}
+        counts = {t: _num_nodes(store, where) for t, (store, where) in stores.items()}
+        edges = {et: (data[et], f"data[{et!r}]") for et in data.edge_types} if hetero else \
+            {("node", "to", "node"): (data, "data")}
+        rels = [build.Relation(":".join(et), s.edges(store, where, counts[et[0]], counts[et[2]]), "npy")
+                for et, (store, where) in edges.items()]
         types = []
-        for t, n in counts.items():
-            where = f"data['{t}']"
-            feats, dtype = s.features(data[t], where, n)
+        for t, (store, where) in stores.items():
+            n = counts[t]
+            feats, dtype = s.features(store, where, n)
             types.append(build.NodeType(t, n, features=feats, feature_dtype=feature_dtype or dtype,
-                                        labels=s.labels(data[t], where, n),
-                                        split=s.split(data[t], where, n, (split or {}).get(t))))
-        rels = []
-        for et in data.edge_types:
-            src, _, dst = et
-            edges = s.edges(data[et], f"data[{et!r}]", counts[src], counts[dst])
-            rels.append(build.Relation(":".join(et), edges, "npy"))
-        return build.build_hetero(out, types, rels, add_reverse=add_reverse,
-                                  source={"command": "from_pyg", "class": "HeteroData"}, **common)
+                                        labels=s.labels(store, where, n),
+                                        split=s.split(store, where, n, (split or {}).get(t) if hetero else split)))
+        if hetero:
+            return build.build_hetero(out, types, rels, add_reverse=add_reverse,
+                                      source={"command": "from_pyg", "class": "HeteroData"}, **common)
+        (t,), (r,) = types, rels
+        return build.convert(r.edges, out, format="npy", num_nodes=t.num_nodes, undirected=undirected,
+                             features=t.features, feature_dtype=t.feature_dtype, labels=t.labels, split=t.split,
+                             **common)
 
 
 def _num_nodes(store: Any, where: str) -> int:
@@ -285,10 +278,6 @@ def _node_store(ds: Any, part: Optional[str]) -> Dict[str, Any]:
     return out
 
 
-def _bytes(nodes: int, dims: int, edges: int) -> int:
-    return 16 * edges + 4 * dims + 16 * nodes  # edge_index int64, x float32, y int64 and masks
-
-
 def to_pyg(ds: Any, memory: Union[None, int, str] = None) -> Any:
     """``ds`` (a :class:`ringgnn.Dataset` or :class:`ringgnn.HeteroDataset`) as a PyG ``Data`` or
     ``HeteroData`` in memory; refused when its arrays need more than ``memory`` bytes (default:
@@ -296,22 +285,16 @@ def to_pyg(ds: Any, memory: Union[None, int, str] = None) -> Any:
     from torch_geometric.data import Data, HeteroData
 
     limit = size(memory, "memory") if memory is not None else default_memory(held=0)
-    if ds.is_hetero:
-        dims = sum(n * (ds.feature_dims()[t] or 0) for t, n in ds.num_nodes_dict.items())
-        need = _bytes(ds.num_nodes, dims, ds.num_edges)
-    else:
-        need = _bytes(ds.num_nodes, ds.num_nodes * (ds.feature_dim or 0), ds.num_edges)
+    parts = {t: (ds.node_type(t), f"node/{t}") for t in ds.node_types} if ds.is_hetero else {None: (ds, None)}
+    dims = sum(part.num_nodes * (part.feature_dim or 0) for part, _ in parts.values())
+    need = 16 * ds.num_edges + 4 * dims + 16 * ds.num_nodes  # edge_index int64, x float32, y int64 and masks
     if need > limit:
         raise InputError(f"{ds.path}: needs about {need / 2**30:.1f} GiB in memory as a PyG object, more than "
                          f"{limit / 2**30:.1f} GiB; sample it with ringgnn's loaders instead (or pass a larger memory)")
     import torch
 
+    stores = {t: _node_store(part, name) for t, (part, name) in parts.items()}
     if not ds.is_hetero:
-        return Data(edge_index=torch.from_numpy(_graph(ds)), **_node_store(ds, None))
-    data = HeteroData()
-    for t in ds.node_types:
-        for k, v in _node_store(ds.node_type(t), f"node/{t}").items():
-            setattr(data[t], k, v)
-    for r in ds.relations:
-        data[parse_edge_type(r)].edge_index = torch.from_numpy(_graph(ds.relation(r)))
-    return data
+        return Data(edge_index=torch.from_numpy(_graph(ds)), **stores[None])
+    return HeteroData({**stores, **{parse_edge_type(r): {"edge_index": torch.from_numpy(_graph(ds.relation(r)))}
+                                    for r in ds.relations}})

@@ -6,16 +6,19 @@ the dataset with :func:`ringgnn.data.build.convert`, storing the original ids be
 edges.parquet OUT --src COL --dst COL`` calls it.
 
 **The id map** is sort-based and partitioned, so that only one part's ids are in memory at a
-time (``memory``): pass 1 reads the table in record batches and appends every id to one of
-``P`` bucket files by a hash of the id (a fixed function of its value or bytes), and every edge
-to the bucket of its source; pass 2 loads each id bucket, sorts its distinct ids and gives them
-consecutive dense ids (bucket by bucket, so dense ids follow (bucket, value) order: a function of
-the set of ids alone, the same on every run); pass 3 maps each edge bucket's sources, re-bucketed
-by destination, and pass 4 their destinations, into the ``.npy`` edge list the builder reads.
-``P`` is chosen so that a bucket's ids take at most a quarter of ``memory``. Bucket files are
-Arrow IPC streams in the staging directory beside ``out``, removed at the end. Passes 2 to 4 are
-:class:`IdMap` and :func:`map_edges`, which :mod:`.typed_tables` uses once per node type and per
-relation.
+time (``memory``): pass 1 reads each table in record batches and appends every id to one of its
+node type's ``P`` bucket files by a hash of the id (a fixed function of its value or bytes), and
+every edge to the bucket of its source; pass 2 loads each id bucket, one type at a time, sorts
+its distinct ids, gives them consecutive dense ids (bucket by bucket, so dense ids follow
+(bucket, value) order: a function of the type's set of ids alone, the same on every run) and
+joins the type's node table onto them (:func:`.node_table.join`); pass 3 maps each edge bucket's
+sources, re-bucketed by destination, and pass 4 their destinations, into the ``.npy`` edge list
+the builder reads. A type's ``P`` is chosen so that a bucket of its ids (or node rows) takes at
+most a quarter of ``memory``: one bucket of one type is in memory at a time. Bucket files are
+Arrow IPC streams in the staging directory beside ``out``, removed at the end. The passes are
+:func:`map_tables` (2 to 4: :class:`IdMap` and :func:`map_edges`); a homogeneous table is their
+case of one relation between nodes of one type, which :mod:`.typed_tables` (one table per
+relation, each node type with its own ids) generalises.
 
 Requires ``pyarrow`` (``pip install 'ringgnn[parquet]'``). A CSV's id columns are read as
 strings (CSV has no types: ``007`` and ``7`` are different text, so different nodes); integer ids
@@ -25,11 +28,12 @@ error naming the file and column; nothing is written.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import math
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -37,7 +41,8 @@ from .._core import InputError
 from .._files import NpyWriter, os_errors
 from .._options import default_memory, parse_split, process_rss
 from ..data import build
-from ._arrow import Buckets, Table, allow_open_files, bucket_of, require_pyarrow, to_np
+from ..data.schema import parse_edge_type
+from ._arrow import Buckets, Table, allow_open_files, bucket_of, id_type, require_pyarrow, to_np
 from ._stage import PathLike, Staging
 from .node_table import NodeTable, join
 
@@ -45,13 +50,82 @@ from .node_table import NodeTable, join
 MAX_BUCKETS = 1024
 
 
-def _id_type(kinds: Tuple[str, str], t: Table, src: str, dst: str) -> str:
-    if kinds[0] == kinds[1]:
-        return kinds[0]
-    if set(kinds) == {"int", "uint"}:
-        return "uint" if "uint" in kinds else "int"  # checked per value below
-    raise InputError(f"{t.path}: column '{src}' holds {'strings' if kinds[0] == 'str' else 'integers'} and '{dst}' "
-                     f"{'strings' if kinds[1] == 'str' else 'integers'}; the two ends must name nodes the same way")
+class EdgeTable:
+    """One edge table, its id columns checked before anything is read: relation ``name``
+    (``SRC:REL:DST``; None for a homogeneous table, whose options and errors name no relation)
+    from ``types[0]`` nodes, named by column ``src``, to ``types[1]`` nodes, named by ``dst``."""
+
+    def __init__(self, table: PathLike, src: str, dst: str, name: Optional[str] = None):
+        self.types = ("node", "node")
+        if name is not None:
+            try:
+                self.types = parse_edge_type(name)[::2]
+            except ValueError:
+                raise InputError(f"relation '{name}' must be SRC:REL:DST (three names separated by ':'), as in "
+                                 "user:buys:item") from None
+        self.path, self.name, self.columns = os.fspath(table), name, (src, dst)
+        self.t = Table(self.path, id_columns=(src, dst))
+        self.kinds = tuple(self.t.column_type(c, self.option(end)) for end, c in enumerate(self.columns))
+
+    def option(self, end: int) -> str:
+        """The option that named column ``end`` (0: the sources, 1: the destinations)."""
+        flag = ("--src", "--dst")[end]
+        return flag if self.name is None else f"{flag} of {self.name}"
+
+    def first(self) -> Tuple[Any, int]:
+        """The first record batch, and the rows (a CSV's guessed from its size); refused when
+        the table has none."""
+        batches = self.t.batches(list(self.columns))
+        first = next(batches, None)
+        batches.close()
+        if first is None or first.num_rows == 0 and self.t.rows == 0:
+            of = "" if self.name is None else f" of relation {self.name}"
+            raise InputError(f"{self.path}: no rows; the table{of} has no edges")
+        return first, self.t.rows if self.t.rows is not None else max(first.num_rows, os.path.getsize(self.path) // 4)
+
+    def ids(self, batch: Any, kinds: Tuple[str, str], row0: int) -> List[Any]:
+        """Both ends' ids in a batch whose first row is ``row0``, as ids of their types' ``kinds``:
+        a signed column's as unsigned ids where the other columns naming its type are unsigned
+        (none may be negative)."""
+        ends = [self.t.ids(batch.column(end), self.kinds[end], c, self.option(end), row0)
+                for end, c in enumerate(self.columns)]
+        for end, kind in enumerate(kinds):
+            if kind != "uint" or self.kinds[end] != "int":
+                continue
+            bad = np.flatnonzero(ends[end] < 0)
+            if bad.size:
+                others, both = ("the other column is", "both columns") if self.name is None else \
+                    (f"other columns naming node type '{self.types[end]}' are", "them")
+                i = bad[0]
+                raise InputError(f"{self.path}: column '{self.columns[end]}' row {row0 + i} is {ends[end][i]}, "
+                                 f"negative, while {others} unsigned; give {both} one integer type")
+            ends[end] = ends[end].astype(np.uint64)
+        return ends
+
+
+def type_kinds(edges: Sequence[EdgeTable]) -> Dict[str, str]:
+    """'int', 'uint' or 'str' per node type, from the kinds of the columns naming it: they must
+    name its nodes the same way (signed and unsigned integers mix as 'uint': the signed columns
+    are checked per value)."""
+    uses: Dict[str, List[Tuple[EdgeTable, int]]] = {}
+    for e in edges:
+        for end, ty in enumerate(e.types):
+            uses.setdefault(ty, []).append((e, end))
+    kinds = {}
+    for ty, u in uses.items():
+        found = {e.kinds[end] for e, end in u}
+        if len(found) > 1 and found != {"int", "uint"}:
+            e = u[0][0]
+            if e.name is None:
+                what = ["strings" if k == "str" else "integers" for k in e.kinds]
+                raise InputError(f"{e.path}: column '{e.columns[0]}' holds {what[0]} and '{e.columns[1]}' {what[1]}; "
+                                 "the two ends must name nodes the same way")
+            s, i = (next(f"{e.path}: column '{e.columns[end]}'" for e, end in u if (e.kinds[end] == "str") is text)
+                    for text in (True, False))
+            raise InputError(f"node type '{ty}': {s} holds strings but {i} holds integers; the columns naming one type "
+                             "must name its nodes the same way")
+        kinds[ty] = "uint" if len(found) > 1 else found.pop()
+    return kinds
 
 
 def convert_table(
@@ -85,17 +159,15 @@ def convert_table(
     joined out of core (:mod:`.node_table`). The other arguments are
     :func:`ringgnn.data.build.convert`'s (``split``: fractions only, the dense ids being unknown to
     the caller)."""
-    pa = require_pyarrow()
-
-    path = os.fspath(table)
-    t = Table(path, id_columns=(src, dst))
-    kinds = (t.column_type(src, "--src"), t.column_type(dst, "--dst"))
-    kind = _id_type(kinds, t, src, dst)
-    nodes = None
+    require_pyarrow()
+    edges = [EdgeTable(table, src, dst)]
+    kinds = type_kinds(edges)
+    nodes = {}
     if node_table is not None:
         if node_id is None:
             raise InputError(f"{os.fspath(node_table)}: name its id column (--node-id COL)")
-        nodes = NodeTable(os.fspath(node_table), node_id, list(feature_columns), label_column, kind, split_column)
+        nodes["node"] = NodeTable(os.fspath(node_table), node_id, list(feature_columns), label_column, kinds["node"],
+                                  split_column)
     elif feature_columns or label_column is not None or node_id is not None or split_column is not None:
         raise InputError("--node-id, --feature-columns, --label-column and --split-column name columns of a "
                          "--node-table; give it")
@@ -104,58 +176,74 @@ def convert_table(
             raise InputError(f"split {split!r}: a table's splits are fractions (train=0.8,...) or a node table's "
                              "--split-column; its dense ids are assigned by the import, so id files cannot name them")
     budget = import_budget(memory)
-    id_type = pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
     with Staging(out, overwrite) as stage:
-        edges, num_nodes, ids, features, labels, node_splits = _map_ids(stage, t, path, src, dst, kinds, kind,
-                                                                        id_type, budget, nodes)
-        build_memory = build_share(budget)
-        return build.convert(edges, out, format="npy", num_nodes=num_nodes, undirected=undirected,
+        types, (staged,) = map_tables(stage, edges, kinds, nodes, bucket_counts(edges, kinds, budget, nodes))
+        ids, features, labels, node_splits = types["node"]
+        return build.convert(staged, out, format="npy", num_nodes=ids.num_nodes, undirected=undirected,
                              self_loops=self_loops, dedup=dedup, split=node_splits or split, features=features,
-                             labels=labels,
-                             feature_dtype=feature_dtype, seed=seed, memory=build_memory, overwrite=overwrite,
-                             threads=threads, progress=progress, node_ids=ids)
+                             labels=labels, feature_dtype=feature_dtype, seed=seed, memory=build_share(budget),
+                             overwrite=overwrite, threads=threads, progress=progress, node_ids=ids.files)
 
 
-def _map_ids(stage: Staging, t: "Table", path: str, src: str, dst: str, kinds: Tuple[str, str], kind: str,
-             id_type: Any, budget: int, nodes: Any) -> Tuple[str, int, Tuple[str, str, Optional[str]],
-                                                            Optional[str], Optional[str], Optional[Dict[str, str]]]:
-    """Passes 1 to 4 (see the module): the staged edge list of dense ids, the node count, the
-    original ids' files, and the node table's features and labels (or None)."""
-    import pyarrow as pa
+def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int,
+                  nodes: Dict[str, NodeTable]) -> Dict[str, int]:
+    """Buckets per node type (:func:`bucket_count`): its ids take 8 bytes each, a string its
+    average bytes plus 8 (from each table's first batch; a homogeneous table's sources), and a
+    bucket's node rows, as its ids, stay within a quarter of ``budget``."""
+    ids = dict.fromkeys(kinds, 0)
+    per_id = dict.fromkeys(kinds, 8)
+    for e in edges:
+        first, rows = e.first()
+        for end, ty in enumerate(e.types):
+            ids[ty] += rows
+            if kinds[ty] == "str" and (end == 0 or e.name is not None):
+                per_id[ty] = max(per_id[ty], max(8, first.column(end).nbytes // max(1, first.num_rows)) + 8)
+    p = {}
+    for ty in kinds:
+        p[ty] = bucket_count(ids[ty], per_id[ty], budget)
+        n = nodes.get(ty)
+        if n is not None:
+            size = max(n.t.rows * n.row_bytes() if n.t.rows is not None else 0, 2 * os.path.getsize(n.path))
+            p[ty] = min(MAX_BUCKETS, max(p[ty], math.ceil(size * 4 / max(1, budget // 4))))
+    return p
 
-    batches = t.batches([src, dst])
-    first = next(batches, None)
-    if first is None or first.num_rows == 0 and t.rows == 0:
-        raise InputError(f"{path}: no rows; the table has no edges")
-    # Bytes an id takes in a bucket (ids, their sort and unique copies, Arrow's hash table).
-    per_id = 8 if kind != "str" else max(8, first.column(0).nbytes // max(1, first.num_rows)) + 8
-    rows = t.rows if t.rows is not None else max(first.num_rows, os.path.getsize(path) // 4)
-    p = bucket_count(rows, per_id, budget)
-    if nodes is not None:  # a bucket's node rows within the same quarter of the budget
-        size = nodes.t.rows * nodes.row_bytes() if nodes.t.rows is not None else 0
-        size = max(size, 2 * os.path.getsize(nodes.path))
-        p = min(MAX_BUCKETS, max(p, math.ceil(size * 4 / max(1, budget // 4))))
-    allow_open_files(2 * p)  # pass 1 writes ids and edges; the later passes at most as many
-    ids_b = Buckets(stage, "ids", pa.schema([("id", id_type)]), p)
-    edges_b = Buckets(stage, "edges", pa.schema([("src", id_type), ("dst", id_type)]), p)
-    row0 = 0
-    for batch in _chain(first, batches):
-        s = t.ids(batch.column(0), kinds[0], src, "--src", row0)
-        d = t.ids(batch.column(1), kinds[1], dst, "--dst", row0)
-        if kind != "str":
-            s, d = _same_width(s, d, path, src, dst, row0)
-        bs, bd = bucket_of(s, kind, p), bucket_of(d, kind, p)
-        ids_b.write(np.concatenate([bs, bd]), [_concat(s, d)])
-        edges_b.write(bs, [s, d])
-        row0 += batch.num_rows
-    ids_b.close(), edges_b.close()
 
-    ids = IdMap.number(stage, ids_b, kind, id_type)
-    features = labels = node_splits = None
-    if nodes is not None:
-        features, labels, node_splits = join(nodes, stage, kind, p, ids.uniq, ids.offsets)
-    edges = map_edges(stage, edges_b, ids, ids)
-    return edges, ids.num_nodes, ids.files, features, labels, node_splits
+def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str], nodes: Dict[str, NodeTable],
+               p: Dict[str, int]) -> Tuple[Dict[str, Tuple["IdMap", Optional[str], Optional[str],
+                                                           Optional[Dict[str, str]]]], List[str]]:
+    """Passes 1 to 4 (see the module), each type's ids in ``p[TYPE]`` buckets: per node type its
+    :class:`IdMap` and its node table's staged features, labels and splits (None where not
+    asked), and per edge table its staged edge list of dense ids."""
+    pa = require_pyarrow()
+    allow_open_files(sum(p.values()) + max(p.values()))  # pass 1: every type's ids, one table's edges
+    ids_b = {ty: Buckets(stage, f"ids-{i}", pa.schema([("id", id_type(kinds[ty]))]), p[ty])
+             for i, ty in enumerate(sorted(kinds))}
+    edges_b = []
+    for j, e in enumerate(edges):
+        (s_type, d_type), ends = e.types, (kinds[e.types[0]], kinds[e.types[1]])
+        eb = Buckets(stage, f"edges-{j}", pa.schema([("src", id_type(ends[0])), ("dst", id_type(ends[1]))]), p[s_type])
+        row0 = 0
+        for batch in e.t.batches(list(e.columns)):
+            s, d = e.ids(batch, ends, row0)
+            bs, bd = bucket_of(s, ends[0], p[s_type]), bucket_of(d, ends[1], p[d_type])
+            if s_type == d_type:
+                ids_b[s_type].write(np.concatenate([bs, bd]), [pa.concat_arrays([s, d]) if ends[0] == "str" else
+                                                               np.concatenate([s, d])])
+            else:
+                ids_b[s_type].write(bs, [s])
+                ids_b[d_type].write(bd, [d])
+            eb.write(bs, [s, d])
+            row0 += batch.num_rows
+        eb.close()
+        edges_b.append(eb)
+    for b in ids_b.values():
+        b.close()
+    types = {}
+    for ty in sorted(kinds):
+        m = IdMap.number(stage, ids_b[ty], kinds[ty])
+        f, y, sp = join(nodes[ty], stage, kinds[ty], m.p, m.uniq, m.offsets) if ty in nodes else (None, None, None)
+        types[ty] = (m, f, y, sp or None)
+    return types, [map_edges(stage, eb, types[e.types[0]][0], types[e.types[1]][0]) for e, eb in zip(edges, edges_b)]
 
 
 class IdMap:
@@ -163,26 +251,25 @@ class IdMap:
     ``p`` bucket files of distinct ids, each sorted, bucket ``b``'s numbered from
     ``offsets[b]``, and the originals in dense order as the builder's ``node_ids`` files."""
 
-    def __init__(self, kind: str, id_type: Any, uniq: Buckets, offsets: List[int],
-                 files: Tuple[str, str, Optional[str]]):
-        self.kind, self.id_type, self.uniq, self.offsets, self.files = kind, id_type, uniq, offsets, files
+    def __init__(self, kind: str, uniq: Buckets, offsets: List[int], files: Tuple[str, str, Optional[str]]):
+        self.kind, self.uniq, self.offsets, self.files = kind, uniq, offsets, files
         self.p = len(offsets) - 1
         self.num_nodes = offsets[-1]
 
     @classmethod
-    def number(cls, stage: Staging, ids_b: Buckets, kind: str, id_type: Any) -> "IdMap":
+    def number(cls, stage: Staging, ids_b: Buckets, kind: str) -> "IdMap":
         """Pass 2: each bucket's distinct ids, sorted, get consecutive dense ids (the bucket
         files of ``ids_b`` are removed as they are read)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         p = len(ids_b.paths)
-        uniq_b = Buckets(stage, "uniq", pa.schema([("id", id_type)]), p)
+        uniq_b = Buckets(stage, "uniq", pa.schema([("id", id_type(kind))]), p)
         offsets = [0]
         ids_path = stage.path("node-ids")[:-4] + ".bin"
         bytes_path = stage.path("node-id-bytes")[:-4] + ".bin" if kind == "str" else None
         with os_errors("writing the original ids in", stage.dir), open(ids_path, "wb") as ids_f, \
-                (open(bytes_path, "wb") if bytes_path else _Null()) as bytes_f:
+                (open(bytes_path, "wb") if bytes_path else contextlib.nullcontext()) as bytes_f:
             if kind == "str":
                 ids_f.write(np.zeros(1, "<u8").tobytes())
             text_end = 0
@@ -207,7 +294,7 @@ class IdMap:
                 offsets.append(offsets[-1] + len(u))
         uniq_b.close()
         dtype = "str" if kind == "str" else ("u64" if kind == "uint" else "i64")
-        return cls(kind, id_type, uniq_b, offsets, (dtype, ids_path, bytes_path))
+        return cls(kind, uniq_b, offsets, (dtype, ids_path, bytes_path))
 
     def bucket(self, ids: Any) -> np.ndarray:
         return bucket_of(ids, self.kind, self.p)
@@ -226,7 +313,7 @@ def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> str:
     destination's bucket of ``dst``), then destinations. The bucket files are removed as read."""
     import pyarrow as pa
 
-    mid_b = Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", dst.id_type)]), dst.p)
+    mid_b = Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type(dst.kind))]), dst.p)
     for b in range(len(edges_b.paths)):
         e = edges_b.read(b)
         if e.num_rows == 0:
@@ -288,42 +375,8 @@ def build_share(budget: int) -> int:
     return share
 
 
-def bucket_count(rows: int, per_id: int, budget: int) -> int:
-    """Buckets for ``rows`` edges whose ids take ``per_id`` bytes each: a bucket's ids (about
-    ``2 * rows / P``, and about 4 copies of them while their distinct values are sorted) within a
-    quarter of ``budget``."""
-    return min(MAX_BUCKETS, max(1, math.ceil(2 * rows * per_id * 4 / max(1, budget // 4))))
-
-
-class _Null:
-    def __enter__(self) -> "_Null":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-
-def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-    yield first
-    yield from rest
-
-
-def _concat(s: Any, d: Any) -> Any:
-    import pyarrow as pa
-
-    if isinstance(s, np.ndarray):
-        return np.concatenate([s, d])
-    return pa.concat_arrays([s, d])
-
-
-def _same_width(s: np.ndarray, d: np.ndarray, path: str, src: str, dst: str,
-                row0: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Integer ids of one type: a signed column's negative ids cannot meet an unsigned column's."""
-    if s.dtype == d.dtype:
-        return s, d
-    signed, name = (s, src) if s.dtype == np.int64 else (d, dst)
-    bad = np.flatnonzero(signed < 0)
-    if bad.size:
-        raise InputError(f"{path}: column '{name}' row {row0 + bad[0]} is {signed[bad[0]]}, negative, while the other "
-                         "column is unsigned; give both columns one integer type")
-    return s.astype(np.uint64), d.astype(np.uint64)
+def bucket_count(ids: int, per_id: int, budget: int) -> int:
+    """Buckets for ``ids`` ids (an edge table's rows, twice) of ``per_id`` bytes each: a bucket's
+    ids, about 4 copies of them while their distinct values are sorted, within a quarter of
+    ``budget``."""
+    return min(MAX_BUCKETS, max(1, math.ceil(ids * per_id * 4 / max(1, budget // 4))))

@@ -29,7 +29,7 @@ from .._core import InputError
 from .._files import os_errors, temporary
 from ..data.build import read_manifest
 from ..data.dataset import open_homogeneous
-from .run import LayerwiseInference, RowFileWriter, _layout, _STORED, embedding_layer, open_run
+from .run import LayerwiseInference, RowFileWriter, _layout, _STORED, check_output, embedding_layer, open_run
 
 #: A new dataset's name: a plain directory name.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -54,8 +54,7 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
     """Write run ``run_dir``'s embeddings of every node (layer ``layer``, by default as
     ``ringgnn embed`` takes it) as the features of a copy of dataset ``target`` named ``name``
     (see the module's docstring); returns a summary."""
-    if dtype not in ("f32", "f16"):
-        raise InputError(f"--dtype {dtype}: use f32 or f16")
+    check_output(None, dtype)
     src, ckpt = open_run(run_dir, dataset, arrays=True)
     upto = embedding_layer(ckpt, layer)
     tgt = open_homogeneous(target, "--attach")

@@ -17,15 +17,19 @@ core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TY
 (``infer_rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
 the computed ones), the output to a ``.npy`` renamed when complete.
 
-**Memory**: the homogeneous runs' plan (``infer_plan.InferencePlan``), whose layers are here the
-(layer, destination type) pairs, each cut into destination blocks by its in-degrees summed over
-the relations into the type (:meth:`HeteroLayerwise._cost`): the same sweep limit
-(``MAX_SWEEPS``) and the same refusal of a too-small budget, before anything is read. Source
-partitions (``infer_partition``) are not run for heterogeneous layers: the check is the grid's.
+**The engine** (``ringgnn.inference.engine.Engine``, the homogeneous runs' own): its units are
+here the (layer, destination type) pairs, each cut into destination blocks by its in-degrees
+summed over the relations into the type (:meth:`HeteroLayerwise._cost`), with the same plan
+(``infer_plan.InferencePlan``), sweep limit (``MAX_SWEEPS``), refusal of a too-small budget before
+anything is read, and choice of each unit's scheme: the grid, or source partitions
+(``infer_partition``: each relation's sources cut by their own count, its partials merged in
+blocks of the destination type) where they read and write fewer bytes or the grid would sweep
+too often.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
@@ -34,20 +38,20 @@ import numpy as np
 
 from .. import _core, _options
 from .._core import InputError
-from .._files import keep_files, temporary
+from .._files import temporary
 from ..data.dataset import HeteroDataset
 from ..data.schema import EdgeType, edge_type_str, parse_edge_type, target_distances
 from ..models.checkpoints import is_hetero_run, read_checkpoint  # noqa: F401 (is_hetero_run: serving imports it here)
 from ..models.dense import Numpy
 from ..models.hetero_dense import HeteroDense, dense_of
 from ..models.tables import TableReader, table_file
-from ..progress import bar
 from ..sampling.hetero import open_hetero
-from .engine import AGGREGATE_ENV, AGGREGATORS
+from .engine import Engine
 from .graph import NeighborFile, fold_windows, numpy_sums
 from .node_ids import write_beside
-from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, cut
-from .rows import OutputRows, RowFileWriter
+from .partition import merge_blocks, spill_partials, spilled_io
+from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_bytes
+from .rows import PAGE, OutputRows, RowFileWriter, _layout, check_output
 
 #: Floats of the widest layer a destination node of a block holds: its input row, one
 #: relation's accumulator (then the mean), the relation's term, its root term, the running
@@ -59,8 +63,6 @@ NODE_FLOATS = 6
 PYTHON_EDGE_BYTES = 48
 #: Rows of an embedding table copied to its layer-0 file at a time (and of layer 0's output).
 TABLE_ROWS = 1 << 16
-#: The outputs a run can write (those of ``ringgnn.inference.run.infer``).
-OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
 
 
 def load_hetero_run(run_dir: str, dataset: Any = None,
@@ -142,52 +144,46 @@ def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
                          f"{labels['num_classes']}; {fix}")
 
 
-class HeteroLayerwise:
+class HeteroLayerwise(Engine):
     """Layer-wise inference of a heterogeneous model (its dense parts, a
     :class:`~ringgnn.models.hetero_dense.HeteroDense`, or a live ``HeteroModel``, whose weights it takes)
-    over a :class:`HeteroDataset` within ``memory`` bytes (see the module's docstring); :meth:`run`
-    hands the rows of one type at one layer to a callback. ``block_nodes``/``piece_edges`` fix
-    the sizes (tests): blocks of that many destinations, windows and pieces of that many edges."""
+    over a :class:`HeteroDataset` within ``memory`` bytes, on the one engine (see the module's
+    docstring); :meth:`run` hands the rows of one type at one layer to a callback.
+    ``block_nodes``/``piece_edges`` fix the sizes (tests): blocks of that many destinations,
+    windows and pieces of that many edges. ``scheme``/``parts``: the engine's."""
 
     def __init__(self, ds: HeteroDataset, net: Any, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
                  log: Callable[[str], None] = lambda s: None, block_nodes: Optional[int] = None,
-                 piece_edges: Optional[int] = None, aggregate: Optional[str] = None):
+                 piece_edges: Optional[int] = None, aggregate: Optional[str] = None, scheme: Optional[str] = None,
+                 parts: Optional[int] = None):
         self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
         net = self.net
         #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
-        #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``);
-        #: ``ringgnn.inference.run.AGGREGATORS``, ``RINGGNN_INFER_AGGREGATE``.
-        self.aggregate = _options.choice(aggregate or os.environ.get(AGGREGATE_ENV) or "rust", AGGREGATORS,
-                                         f"aggregate ({AGGREGATE_ENV})")
-        self.backend, self.direct = _options.backend(backend), bool(direct)
-        self.work_dir, self.keep, self.quiet, self.log = work_dir, keep, quiet, log
+        #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``).
+        self._options(backend, direct, work_dir, keep, quiet, log, aggregate, scheme, parts, True, "cpu")
+        self.stats["blocks"] = 0
+        self.hidden_dtype, self.num_layers = "f32", net.layers
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
         self.graph = {r: NeighborFile(ds, r) for r in sorted(used)}
         width = net.embed_dim or net.hidden
         self.widths = [{t: (width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
         for layer in range(1, net.layers + 1):
             self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
-        self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
-                                          blocks=0)
-        #: The plan's layers: each (layer, destination type) computed, cut into destination blocks
+        #: The plan's units: each (layer, destination type) computed, cut into destination blocks
         #: by its in-degrees over the relations into the type (``infer_plan``, one offset index each).
-        self.units: List[Tuple[int, str]] = [(k, d) for k in range(1, net.layers + 1) for d in net.computed[k]]
-        indptrs, costs = [], []
-        for k, d in self.units:
-            ip, cost = self._cost(k, d)
-            indptrs.append(ip)
-            costs.append(cost)
+        self.units = [(k, d) for k in range(1, net.layers + 1) for d in net.computed[k]]
+        indptrs, costs = zip(*(self._cost(k, d) for k, d in self.units)) if self.units else ((), ())
         rust = self.aggregate == "rust"
         most = max((self.num_nodes[parse_edge_type(r)[0]] for r in used), default=0)
         # The Rust core reads a piece ahead (two in flight) and marks a block's distinct sources
         # in a bitmap of the widest source type (a quarter of a byte a node), as on the grid.
-        self.memplan = InferencePlan(memory, indptrs, costs, in_flight=2 if rust else 1,
+        self.memplan = InferencePlan(memory, list(indptrs), list(costs), in_flight=2 if rust else 1,
                                      extra=most // 4 + 16 if rust else 0)
         #: Whether the sizes come from the budget (else ``block_nodes``/``piece_edges``: tests).
         self.planned = block_nodes is None and piece_edges is None
-        self.block_nodes = None if block_nodes is None else max(1, int(block_nodes))
-        self.piece_edges = None if piece_edges is None else max(1, int(piece_edges))
+        self.given_nodes = max(1, int(block_nodes or MIN_ROWS))
+        self.given_piece = self.given_window = max(1, int(piece_edges or MIN_ROWS))
         self.plan: Dict[str, Any] = dict(budget=self.memplan.budget, fixed=self.memplan.fixed,
                                          held=self.memplan.held, aggregate=self.aggregate)
 
@@ -201,7 +197,9 @@ class HeteroLayerwise:
         destination holds :data:`NODE_FLOATS` rows of the widest of the layer's rows; a piece
         unit is a distinct source row with its id (Rust) or an edge of numpy's piece; an in-edge
         of a window the Rust core's source position (none for numpy, which reads its pieces from
-        the file). Blocks are finished whole: no finishing slices."""
+        the file); an edge of a source partition's window that of a homogeneous layer
+        (``infer_plan.window_edge_bytes``, its accumulator row one source row; none for numpy,
+        whose sums are not split by source). Blocks are finished whole: no finishing slices."""
         rels = self._relations(k, d)
         ip = np.zeros(self.num_nodes[d] + 1, dtype=np.int64)
         for _, g in rels:
@@ -210,13 +208,47 @@ class HeteroLayerwise:
         w_src = max((self.widths[k - 1][s] for s in srcs), default=0)
         w = max([self.widths[k - 1][d], self.widths[k][d], w_src])
         if self.aggregate == "rust":
-            unit = 8 + 4 * w_src
+            unit, window = 8 + 4 * w_src, window_edge_bytes(4 * w_src)
             edge = max((_core.aggregate_edge_bytes(self.num_nodes[s]) for s in srcs), default=0)
         else:
-            unit, edge = PYTHON_EDGE_BYTES + 8 * w_src, 0
-        return ip, LayerCost(4 * NODE_FLOATS * w + DEST_BYTES, unit, 0, edge, 0)
+            unit, edge, window = PYTHON_EDGE_BYTES + 8 * w_src, 0, 0
+        return ip, LayerCost(4 * NODE_FLOATS * w + DEST_BYTES, unit, 0, edge, window)
 
-    # -- readers --------------------------------------------------------------------------------
+    # -- the engine's view of a unit ----------------------------------------------------------------
+
+    def _width(self, i: int) -> int:
+        k, d = self.units[i]
+        return self.widths[k][d]
+
+    def _count(self, i: int) -> int:
+        return self.num_nodes[self.units[i][1]]
+
+    def _graphs(self, i: int) -> List[NeighborFile]:
+        return list(self.graph.values())
+
+    def _given_node_bytes(self, i: int) -> int:
+        return self.memplan.costs[i].per_node + 64
+
+    def _scheme_bytes(self, i: int, pretransform: bool) -> Dict[str, Any]:
+        """Unit ``i``'s bytes as ``infer_plan.choose_scheme`` weighs them: a sweep reads each
+        relation's source rows (layer 0's and the layer files are float32 rows), an
+        accumulator row is one of the widest source row."""
+        k, d = self.units[i]
+        rels = self._relations(k, d)
+        input_bytes = 0
+        for (s, _, _), _g in rels:
+            row, per_page = _layout(self.widths[k - 1][s])
+            n = self.num_nodes[s]
+            input_bytes += n * row if per_page == 0 else -(-n // per_page) * PAGE
+        acc = 4 * max((self.widths[k - 1][et[0]] for et, _ in rels), default=1)
+        return dict(input_bytes=input_bytes, acc_bytes=acc,
+                    id_bytes=max((g.id_bytes for _, g in rels), default=4))
+
+    def _forced(self, i: int) -> Optional[str]:
+        """A type no relation enters has its root term only: the grid, whatever the scheme."""
+        return super()._forced(i) if self._relations(*self.units[i]) else "grid"
+
+    # -- one unit ---------------------------------------------------------------------------------
 
     def _input(self, t: str, scratch: str) -> Any:
         """Layer 0's rows of type ``t``: its feature file, or its embedding table written once to
@@ -239,58 +271,82 @@ class HeteroLayerwise:
             raise
         return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
 
-    # -- one destination block ------------------------------------------------------------------
-
-    def _windows(self, i: int, g: NeighborFile, a: int, b: int) -> Iterator[Tuple[int, int]]:
-        """Relation ``g``'s in-edges of block ``a..b`` of unit ``i`` in windows: what the block's
-        nodes leave of the plan's share (one window but for hubs; the grid's rule), or
-        ``piece_edges`` (tests)."""
-        lo, hi = int(g.indptr[a]), int(g.indptr[b])
-        cost = self.memplan.costs[i]
-        if not self.planned:
-            step = self.piece_edges or MIN_ROWS
-        elif cost.per_edge:
-            step = max(MIN_ROWS, (self.memplan.sizes(i).block_bytes - (b - a) * cost.per_node) // cost.per_edge)
-        else:
-            step = max(1, hi - lo)
-        for s0 in range(lo, hi, step):
-            yield s0, min(hi, s0 + step)
-
     def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
         """(the sums of each destination ``a..b``'s in-neighbors' rows by relation ``g``, their
         in-degrees): the homogeneous fold of the relation's CSC (``infer_graph``)."""
         acc = np.zeros((b - a, reader.dim), np.float32)
-        piece = (self.piece_edges or MIN_ROWS) if not self.planned else self.memplan.sizes(i).piece_units
+        piece = self._sizes(i)[1]
         if self.aggregate == "rust":
-            fold_windows(reader, g, acc, a, b, self._windows(i, g, a, b), piece, fold="sum")
+            fold_windows(reader, g, acc, a, b, self._windows(i, g.indptr, a, b), piece, self._phases, fold="sum")
         else:
-            numpy_sums(reader, g, acc, a, b, self._windows(i, g, a, b), piece)
+            numpy_sums(reader, g, acc, a, b, self._windows(i, g.indptr, a, b), piece)
         return acc, np.diff(g.indptr[a:b + 1])
 
-    def _block(self, i: int, a: int, b: int, prev: Mapping[str, Any]) -> np.ndarray:
-        """Unit ``i``'s outputs (before the activation) of type ``d``'s nodes ``a..b``: the
+    def _compute(self, i: int, prev: Mapping[str, Any], writer: Callable[[int, np.ndarray], None],
+                 wanted: Optional[np.ndarray], activate: bool) -> Dict[str, Any]:
+        """Unit ``i``'s outputs of its type's nodes in node order (the blocks holding ``wanted``
+        nodes), activated (ReLU, not after the last layer): per destination block the
         arithmetic of the model's ``_Layer.forward`` with the block's full neighborhoods
-        (``HeteroDense.block``), each relation's sums taken when it is combined."""
+        (``HeteroDense.block``), each relation's sums taken when it is combined: from the grid's
+        folds, or merged from its source partitions' partials (:meth:`choose`)."""
         k, d = self.units[i]
-        x_d = prev[d].gather(np.arange(a, b, dtype=np.int64))
-        sums = ((et, *self._sums(i, g, a, b, prev[et[0]])) for et, g in self._relations(k, d))
-        return self.net.block(k, d, x_d, sums)
+        choice = self.choose(i, wanted)
+        rels = self._relations(k, d)
+        io = dict(temp_written=0, temp_read=0)
+        with contextlib.ExitStack() as stack:
+            if choice.scheme == "partitioned":
+                spilled = self._spill(i, prev, choice, stack)
+                merge, slice_rows = spilled[0][2]
+                blocks = [(int(a), int(b)) for a, b in zip(merge[:-1], merge[1:])
+                          if wanted is None or wanted[a:b].any()]
 
-    def _blocks(self, i: Optional[int], n: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
-        """The destination blocks of unit ``i`` (None: layer 0's rows, copied) holding ``wanted``
-        nodes: the plan's greedy cut (``infer_plan.cut``), or ``block_nodes`` (tests)."""
-        a = 0
-        while a < n:
-            if not self.planned:
-                b = min(n, a + (self.block_nodes or MIN_ROWS))
-            elif i is None:
-                b = min(n, a + TABLE_ROWS)
+                def sums(a: int, b: int, j: int) -> Iterator[Tuple[EdgeType, np.ndarray, np.ndarray]]:
+                    for (et, g), (sp, width, _) in zip(rels, spilled):
+                        acc = np.empty((b - a, width), dtype=np.float32)
+                        t = time.perf_counter()
+                        sp.merge(j, acc, "sum", slice_rows=slice_rows)
+                        self._phase("merge", t)
+                        yield et, acc, np.diff(g.indptr[a:b + 1])
             else:
-                cost = self.memplan.costs[i]
-                b = cut(self.memplan.indptrs[i], cost.per_node, self.memplan.sizes(i).block_bytes, a, cost.per_edge)
-            if wanted is None or wanted[a:b].any():
-                yield a, b
-            a = b
+                blocks = list(choice.blocks)
+
+                def sums(a: int, b: int, j: int) -> Iterator[Tuple[EdgeType, np.ndarray, np.ndarray]]:
+                    return ((et, *self._sums(i, g, a, b, prev[et[0]])) for et, g in rels)
+
+            index = {a: j for j, a in enumerate(spilled[0][2][0][:-1])} if choice.scheme == "partitioned" else {}
+            with self._bar(i) as progress:
+                for a, b in blocks:
+                    x_d = prev[d].gather(np.arange(a, b, dtype=np.int64))
+                    out = np.ascontiguousarray(self.net.block(k, d, x_d, sums(a, b, index.get(a, 0))),
+                                               dtype=np.float32)
+                    writer(a, Numpy.relu(out) if activate and k < self.num_layers else out)
+                    self.stats["blocks"] += 1
+                    progress.update(b - a)
+            if choice.scheme == "partitioned":
+                for (_, g), (sp, _, _) in zip(rels, spilled):
+                    spilled_io(sp, g, io)
+        return dict(scheme=choice.scheme, plan=choice.text(), **io)
+
+    def _spill(self, i: int, prev: Mapping[str, Any], choice: Any, stack: Any) -> List[Tuple[Any, int, Any]]:
+        """Each relation of unit ``i`` bucketed by source partition and its windows' partials
+        spilled (``infer_partition.spill_partials``, in a temporary directory of the unit, removed
+        when ``stack`` closes): per relation (its ``SourcePartitions``, the width of its rows, the
+        merge blocks' bounds and slice rows shared by all)."""
+        k, d = self.units[i]
+        share, piece_rows, _ = self._part_sizes(i)
+        rels = self._relations(k, d)
+        merge = merge_blocks(self.num_nodes[d], share, max(self.widths[k - 1][et[0]] for et, _ in rels),
+                             None if self.planned else self.given_nodes)
+        scratch = stack.enter_context(temporary(self.work_dir, f"ringgnn-infer-parts{k}.{d}", directory=True))
+        out = []
+        for r, (et, g) in enumerate(rels):
+            sub = os.path.join(scratch.path, str(r))
+            os.mkdir(sub)
+            sp = spill_partials(prev[et[0]], g, self.num_nodes[et[0]], sub, choice.parts, merge[0],
+                                self.widths[k - 1][et[0]], dict(fold="sum"), choice.window_edges, piece_rows, share,
+                                False, self._phases)
+            out.append((sp, self.widths[k - 1][et[0]], merge))
+        return out
 
     # -- layers ---------------------------------------------------------------------------------
 
@@ -307,92 +363,33 @@ class HeteroLayerwise:
         ``upto`` only for ``node_type``, which it must compute); its rows go to ``emit(first,
         rows)`` in node order, for the blocks holding ``wanted`` nodes (None: all).
         ``activate_last``: apply the between-layer ReLU to them (not to layer 0 or the last).
-        A budget under which some needed layer would sweep its inputs more than
-        ``infer_plan.MAX_SWEEPS`` times is refused first (the plan's check, as for homogeneous
-        runs)."""
-        L = self.net.layers
+        A budget under which some needed unit can run neither on the grid within
+        ``infer_plan.MAX_SWEEPS`` sweeps nor by source partitions is refused first (the
+        engine's check, as for homogeneous runs)."""
         if node_type not in self.net.computed[upto]:
             raise InputError(f"node type '{node_type}': layer {upto} does not compute it (layers that do: "
                              f"{', '.join(map(str, self.layers_of(node_type)))})")
         need = self.needed(upto, node_type)
         units = [i for i, (k, d) in enumerate(self.units) if k <= upto and d in need[k]]
-        if self.planned:  # before anything is read or written
-            self.memplan.check(units, grid_only=True)
-            sizes = {i: self.memplan.sizes(i) for i in units}
-            self.plan.update(grid=dict(
-                self.memplan.describe([]), layers=[dict(layer=self.units[i][0], type=self.units[i][1],
-                                                        **sizes[i].__dict__) for i in units]))
+        self.check(units)  # before anything is read or written
         scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
-        files: List[str] = []
         try:
             prev = {t: self._input(t, scratch.path) for t in need[0]}
-            if upto == 0:
-                self._sweep(None, node_type, lambda a, b: prev[node_type].gather(np.arange(a, b, dtype=np.int64)),
-                            emit, wanted, False, prev)
+            if upto == 0:  # the input rows, copied
+                n = self.num_nodes[node_type]
+                for a in range(0, n, TABLE_ROWS):
+                    b = min(n, a + TABLE_ROWS)
+                    if wanted is None or wanted[a:b].any():
+                        emit(a, prev[node_type].gather(np.arange(a, b, dtype=np.int64)))
+                        self.stats["blocks"] += 1
                 return
-            for layer in range(1, upto + 1):
-                cur: Dict[str, Any] = {}
-                for i in (u for u in units if self.units[u][0] == layer):
-                    d = self.units[i][1]
-
-                    def block(a: int, b: int, i=i) -> Any:
-                        return self._block(i, a, b, prev)
-
-                    if layer == upto:
-                        self._sweep(i, d, block, emit, wanted, activate_last and layer < L, prev)
-                        continue
-                    path = os.path.join(scratch.path, f"layer{layer}.{d}.f32")
-                    w = RowFileWriter(path, self.widths[layer][d])
-                    try:
-                        self._sweep(i, d, block, lambda a, rows, w=w: w.append(rows), None, True, prev)
-                        w.finish()
-                    except BaseException:
-                        w.abort()
-                        raise
-                    self.stats["bytes_written"] += os.path.getsize(path)
-                    files.append(path)
-                    cur[d] = _core.FeatureReader.matrix(path, self.num_nodes[d], self.widths[layer][d],
-                                                        backend=self.backend, direct=self.direct)
-                prev = cur
-            if self.keep:
-                keep_files(files, self.work_dir, "layer file")
+            self._run_units(upto, units, prev, scratch.path, emit, wanted, activate_last)
         finally:
             scratch.close()
 
     def layers_of(self, t: str) -> List[int]:
         """The layers (0: the inputs) that compute type ``t``."""
         return [k for k, types in enumerate(self.net.computed) if t in types]
-
-    def _sweep(self, i: Optional[int], d: str, block: Callable[[int, int], Any],
-               emit: Callable[[int, np.ndarray], None], wanted: Optional[np.ndarray], activate: bool,
-               prev: Mapping[str, Any]) -> None:
-        """``block(a, b)`` for each destination block of unit ``i`` (None: layer 0) in node order
-        (those holding ``wanted`` nodes), activated, to ``emit``; the layer's counters in
-        ``stats``."""
-        t0 = time.perf_counter()
-        layer = 0 if i is None else self.units[i][0]
-        rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
-        n = self.num_nodes[d]
-        with bar(n, f"layer {layer}/{self.net.layers} {d}", "node", disable=self.quiet, leave=False,
-                 unit_scale=True) as progress:
-            for a, b in self._blocks(i, n, wanted):
-                out = np.ascontiguousarray(block(a, b), dtype=np.float32)
-                if activate:
-                    out = Numpy.relu(out)
-                emit(a, out)
-                self.stats["blocks"] += 1
-                progress.update(b - a)
-        neighbors = sum(g.bytes_read for g in self.graph.values())
-        rows = sum(r.stats()["bytes_read"] for r in prev.values()) - rows_before
-        seconds = time.perf_counter() - t0
-        self.stats["layers"].append(dict(layer=layer, type=d, seconds=seconds, neighbor_bytes=neighbors,
-                                         row_bytes=rows))
-        self.stats["bytes_read_neighbors"] += neighbors
-        self.stats["bytes_read_rows"] += rows
-        for g in self.graph.values():
-            g.bytes_read = 0
-        if layer:
-            self.log(f"layer {layer} {d}: {seconds:.1f} s")
 
 
 def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = None, node_type: Optional[str] = None,
@@ -423,10 +420,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
         raise InputError(f"--type {node_type}: not a node type of the run (it has: {', '.join(net.node_types)})")
     if output is None:
         output = "logits" if layer is None and node_type == net.target else "embeddings"
-    if output not in OUTPUTS:
-        raise InputError(f"output {output!r}: use {', '.join(OUTPUTS)}")
-    if dtype not in ("f32", "f16"):
-        raise InputError(f"--dtype {dtype}: use f32 or f16")
+    check_output(output, dtype)
     layers_of = [k for k, types in enumerate(net.computed) if node_type in types]
     if not layers_of:
         raise InputError(f"--type {node_type}: the model never uses node type '{node_type}' (more than {L} hops from "
@@ -488,12 +482,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
                 right[s] += int((pred[sel] == labels[a:b][sel]).sum())
         rows.put(a, block)
 
-    try:
-        run.run(upto, node_type, emit, wanted, activate_last=output == "embeddings")
-        written = rows.finish()
-    except BaseException:
-        rows.abort()
-        raise
+    written = rows.fill(lambda put: run.run(upto, node_type, emit, wanted, activate_last=output == "embeddings"))
     result, np_dtype = rows.result, rows.dtype
     accuracy = {}
     for s, m in masks.items():

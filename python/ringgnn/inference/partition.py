@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -47,6 +47,51 @@ from .plan import release_freed
 CHUNK_EDGE = 24
 
 
+def merge_blocks(n: int, share: int, width: int, rows: Optional[int] = None) -> Tuple[np.ndarray, int]:
+    """(the merge blocks' bounds over ``n`` destinations, rows of a thread's slice of partials):
+    a block's aggregates of ``width`` values and a slice of partials per thread as large (and
+    ids) within ``share`` bytes, or blocks of ``rows`` destinations (sizes given: tests)."""
+    rows = max(1, min(n, rows or share // (2 * 4 * width + 16)))
+    return np.append(np.arange(0, n, rows, dtype=np.int64), n), max(1, rows // (os.cpu_count() or 1))
+
+
+def spill_partials(reader: Any, g: Any, sources: int, d: str, parts: int, merge: np.ndarray, width: int,
+                   kw: Dict[str, Any],
+                   window_edges: int, piece_rows: int, share: int, drop_self_loops: bool,
+                   phases: Dict[str, float]) -> Any:
+    """Steps 1 and 2 of the module's docstring for one relation ``g`` (a ``NeighborFile``; its
+    ``sources`` are ``reader``'s rows, of another node type than its destinations or not): the
+    sources cut into ``parts`` partitions, every edge bucketed in ``d``, each bucket's windows of
+    ``window_edges`` folded by ``kw`` (``FeatureReader.partials``) and spilled. Returns the
+    ``_core.SourcePartitions``, ready to merge in the blocks between ``merge`` bounds; the
+    phases' seconds go to ``phases``."""
+    bounds = np.linspace(0, sources, parts + 1).astype(np.int64)
+    with os_errors("writing the partition buckets in", d):
+        sp = _core.SourcePartitions(d, bounds, merge, g.num_nodes, g.id_bytes, width)
+        t = time.perf_counter()
+        sp.bucket(g.path, g.indptr, drop_self_loops=drop_self_loops, chunk_edges=max(1024, share // CHUNK_EDGE))
+        phases["bucket"] = phases.get("bucket", 0.0) + time.perf_counter() - t
+    for q in range(sp.parts):
+        total = sp.edges(q)
+        for e0 in range(0, total, window_edges):
+            with os_errors("spilling the partial aggregates in", d):
+                got = reader.partials(sp, q, e0, min(total, e0 + window_edges), piece_rows=piece_rows, **kw)
+            for p in PHASES:
+                phases[p] = phases.get(p, 0.0) + got[p]
+            release_freed()
+        with os_errors("removing the partition bucket in", d):
+            sp.remove_bucket(q)
+    return sp
+
+
+def spilled_io(sp: Any, g: Any, io: Dict[str, int]) -> None:
+    """Count ``sp``'s temporaries' bytes in ``io`` and its neighbor bytes in ``g.bytes_read``."""
+    got = sp.io
+    g.bytes_read += got["neighbor_bytes"]
+    io["temp_written"] += got["temp_written"]
+    io["temp_read"] += got["temp_read"]
+
+
 def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.ndarray], None],
                       wanted: Optional[np.ndarray], activate: bool, parts: int, window_edges: int, share: int,
                       piece_rows: int, finish_rows: int) -> Dict[str, int]:
@@ -54,28 +99,14 @@ def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.nd
     node order (only the merge blocks holding ``wanted`` nodes). Returns the bytes written to and
     read from the temporaries."""
     k, g = step.k, step.graph
-    n = g.num_nodes
-    layer = step.dense.layers[k]
     gat = step.kind == "gat"
-    heads = layer.heads if gat else 0
+    heads = step.dense.layers[k].heads if gat else 0
     acc_w = step.acc_width
-    bounds = np.linspace(0, n, parts + 1).astype(np.int64)
-    threads = os.cpu_count() or 1
-    # Merge blocks: the block's aggregates and a slice of partials per thread as large (and ids).
-    merge_rows = max(1, min(n, share // (2 * 4 * acc_w + 16)))
-    merge = np.append(np.arange(0, n, merge_rows, dtype=np.int64), n)
-    slice_rows = max(1, merge_rows // threads)
-    fold = step.fold["fold"]
+    merge, slice_rows = merge_blocks(g.num_nodes, share, acc_w)
     scratch = temporary(step.work_dir, f"ringgnn-infer-parts{k + 1}", directory=True)
     io = dict(temp_written=0, temp_read=0)
     try:
         d = scratch.path
-        with os_errors("writing the partition buckets in", d):
-            sp = _core.SourcePartitions(d, bounds, merge, n, g.id_bytes, acc_w)
-            t = time.perf_counter()
-            sp.bucket(g.path, g.indptr, drop_self_loops=step.kind in ("gcn", "gat"),
-                      chunk_edges=max(1024, share // CHUNK_EDGE))
-            step.phase("bucket", t)
         kw = dict(step.fold)
         if gat:
             t = time.perf_counter()
@@ -86,16 +117,8 @@ def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.nd
         with split_rows(kw.get("transform"), step.workers if "transform" in kw else 1) as fn:
             if fn is not None:
                 kw["transform"] = fn
-            for q in range(sp.parts):
-                total = sp.edges(q)
-                for e0 in range(0, total, window_edges):
-                    with os_errors("spilling the partial aggregates in", d):
-                        got = reader.partials(sp, q, e0, min(total, e0 + window_edges), piece_rows=piece_rows,
-                                              **kw)
-                    step.add_phases(got, PHASES)
-                    release_freed()
-                with os_errors("removing the partition bucket in", d):
-                    sp.remove_bucket(q)
+            sp = spill_partials(reader, g, g.num_nodes, d, parts, merge, acc_w, kw, window_edges, piece_rows, share,
+                                step.kind in ("gcn", "gat"), step.phases)
         if gat:
             io["temp_read"] += kw["a_dst"].nbytes
             del kw["a_dst"]
@@ -107,7 +130,7 @@ def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.nd
             t = time.perf_counter()
             acc = np.empty((b - a, acc_w), dtype=np.float32)
             with os_errors("merging the partial aggregates in", d):
-                sp.merge(j, acc, fold, heads=heads, slice_rows=slice_rows)
+                sp.merge(j, acc, step.fold["fold"], heads=heads, slice_rows=slice_rows)
             step.phase("merge", t)
             t = time.perf_counter()
             # As the grid finishes (``infer_finish``: slices read ahead, computed on all cores,
@@ -118,10 +141,7 @@ def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.nd
             del acc
             release_freed()
             step.phase("finish", t)
-        got = sp.io
-        g.bytes_read += got["neighbor_bytes"]
-        io["temp_written"] += got["temp_written"]
-        io["temp_read"] += got["temp_read"]
+        spilled_io(sp, g, io)
         del sp
     finally:
         scratch.close()

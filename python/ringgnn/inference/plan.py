@@ -27,7 +27,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -196,6 +196,7 @@ class InferencePlan:
         self.costs, self.in_flight = list(costs), max(1, in_flight)
         self.indptrs = [indptr] * len(self.costs) if isinstance(indptr, np.ndarray) else list(indptr)
         self.finish_in_flight = max(1, int(finish_in_flight))
+        self._sizes: Dict[int, LayerSizes] = {}
         #: What the budget leaves for blocks, pieces and finishing slices.
         self.share = max(0, int((self.budget - self.fixed) * (1 - SLACK)))
         # Blocks first: each layer's blocks get what keeps its sweeps within MAX_SWEEPS; pieces
@@ -269,12 +270,17 @@ class InferencePlan:
                 f"--memory {least:,} ({_mib(least)})")
 
     def sizes(self, k: int) -> LayerSizes:
-        """The grid's sizes of layer ``k`` under this budget."""
+        """The grid's sizes of layer ``k`` under this budget (counted once: the engine asks for
+        them at every block and window)."""
+        if k in self._sizes:
+            return self._sizes[k]
         c = self.costs[k]
         units = max(MIN_ROWS, self.pieces // self.in_flight // max(1, c.per_unit))
         rows = max(MIN_ROWS, self.finish // self.finish_in_flight // max(1, c.per_finish_row))
         block = max(self.block_bytes, c.per_node + c.per_edge)
-        return LayerSizes(block, units, rows, sweeps(self.indptrs[k], c.per_node, block, 1 << 30, c.per_edge))
+        got = self._sizes[k] = LayerSizes(block, units, rows, sweeps(self.indptrs[k], c.per_node, block, 1 << 30,
+                                                                     c.per_edge))
+        return got
 
     def describe(self, layers: Sequence[int]) -> dict:
         """The plan as numbers (the command's ``plan`` summary)."""

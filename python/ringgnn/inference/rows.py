@@ -11,14 +11,26 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
+from .._core import InputError
 from .._files import allocated_memmap, os_errors, temporary
 from .plan import SYNC_BYTES
 
 PAGE = 4096
+#: The outputs layer-wise inference writes (``ringgnn.inference.run.infer``, ``infer_hetero``).
+OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
+
+
+def check_output(output: Optional[str], dtype: str) -> None:
+    """Refuse an ``output`` (None: not asked) or a ``dtype`` that layer-wise inference does not
+    write."""
+    if output is not None and output not in OUTPUTS:
+        raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
+    if dtype not in ("f32", "f16"):
+        raise InputError(f"--dtype {dtype}: use f32 or f16")
 
 
 def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
@@ -226,6 +238,16 @@ class OutputRows:
     def finish(self) -> Optional[str]:
         """The ``.npy`` written (None when the rows are in :attr:`result`)."""
         return self.sink.finish() if self.sink is not None else None
+
+    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> Optional[str]:
+        """``run(put)`` (put: :meth:`put`, or what wraps it), then :meth:`finish`; an error
+        anywhere removes the output (:meth:`abort`)."""
+        try:
+            run(self.put)
+            return self.finish()
+        except BaseException:
+            self.abort()
+            raise
 
     def abort(self) -> None:
         if self.sink is not None:

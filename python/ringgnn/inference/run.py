@@ -28,7 +28,7 @@ from .engine import (AGGREGATE_ENV, AGGREGATORS, FINISH_ROWS, MAX_BLOCK_EDGES, S
                      LayerwiseInference)
 from .graph import Block, NeighborFile, blocks  # noqa: F401
 from .node_ids import write_beside
-from .rows import _STORED, PAGE, NpyWriter, OutputRows, RowFileWriter, _layout, encode_rows  # noqa: F401
+from .rows import _STORED, PAGE, NpyWriter, OutputRows, RowFileWriter, _layout, check_output, encode_rows  # noqa: F401
 
 
 def node_selection(ds: Dataset, nodes: Union[None, str, Any]) -> Optional[np.ndarray]:
@@ -111,10 +111,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
     intermediate layers are written (default: beside ``out``, else beside the checkpoint);
     ``stats``, a dict, receives the summary also when the array is returned."""
     L = ckpt.layers
-    if output not in ("logits", "probabilities", "predictions", "embeddings"):
-        raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
-    if dtype not in ("f32", "f16"):
-        raise InputError(f"--dtype {dtype}: use f32 or f16")
+    check_output(output, dtype)
     if output == "embeddings":
         upto = embedding_layer(ckpt, layer)
     elif layer is not None:
@@ -135,12 +132,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
     count = n if ids is None else len(ids)
     t0 = time.perf_counter()
     rows = OutputRows(output, count, width, dtype, ids, out)
-    try:
-        run.run(upto, wanted, rows.put, activate_last=output == "embeddings")
-        path = rows.finish()
-    except BaseException:
-        rows.abort()
-        raise
+    path = rows.fill(lambda put: run.run(upto, wanted, put, activate_last=output == "embeddings"))
     result, np_dtype = rows.result, rows.dtype
     summary = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), output=output,
                    layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np.dtype(np_dtype)),

@@ -49,7 +49,7 @@ class Checkpoint:
     encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows.
     Read without PyTorch (:func:`read_checkpoint` with ``arrays=True``), ``net`` is None,
     ``arrays`` holds the encoder's dense parts (``ringgnn.models.dense.DenseNet``) and ``decoder``
-    a link run's decoder on numpy arrays (``infer_dense.DenseDecoder``); :meth:`module` builds the
+    a link run's decoder on numpy arrays (``ringgnn.models.dense.DenseDecoder``); :meth:`module` builds the
     PyG encoder from them when asked."""
 
     net: Any
@@ -154,41 +154,6 @@ def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
     if kind not in MODELS or not fanouts or layers != len(fanouts):
         raise InputError(f"{path}: not a ringgnn run checkpoint (model {kind!r}, fanouts {fanouts})")
     task = args.get("task", "node")
-    model = state.get("model")
-    if isinstance(model, dict) and model and all(isinstance(v, np.ndarray) for v in model.values()):
-        return _arrays_checkpoint(ds, path, state, what, kind, fanouts, hidden, layers, task)
-    if task == "link":
-        decoder = args.get("decoder")
-        if decoder not in DECODERS:
-            raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {decoder!r})")
-        if ds.feature_dim is None:
-            raise InputError(f"{what}: the dataset {ds.path} has no features; use the dataset the model was trained on")
-        net = build_link_model(kind, ds.feature_dim, hidden, layers, 0.0, decoder)
-        fits = f"{ds.feature_dim} features"
-    elif task == "node":
-        if ds.feature_dim is None or ds.num_classes is None:
-            raise InputError(f"{what}: the dataset {ds.path} has no features or no labels; use the dataset the model "
-                             "was trained on")
-        net = build_model(kind, ds.feature_dim, hidden, ds.num_classes, layers, 0.0)
-        fits = f"{ds.feature_dim} features, {ds.num_classes} classes"
-    else:
-        raise InputError(f"{path}: not a ringgnn run checkpoint (task {task!r})")
-    try:
-        net.load_state_dict(state["model"])
-    except RuntimeError as e:
-        raise InputError(f"{path} does not fit the dataset {ds.path} ({fits}): {e}") from None
-    net.eval()
-    if task == "link":
-        return Checkpoint(net.encoder, kind, fanouts, hidden, layers, path, dict(args),
-                          dict(state.get("metrics") or {}), decoder=net.decoder)
-    return Checkpoint(net, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}))
-
-
-def _arrays_checkpoint(ds: Dataset, path: str, state: Dict[str, Any], what: str, kind: str, fanouts: List[int],
-                       hidden: int, layers: int, task: str) -> Checkpoint:
-    """:func:`load_checkpoint` of a checkpoint read as numpy arrays: the encoder's dense parts
-    and a link run's decoder (``infer_dense.DenseDecoder``), no PyTorch."""
-    args = state.get("args", {})
     if task not in ("node", "link"):
         raise InputError(f"{path}: not a ringgnn run checkpoint (task {task!r})")
     if task == "link" and args.get("decoder") not in DECODERS:
@@ -196,19 +161,31 @@ def _arrays_checkpoint(ds: Dataset, path: str, state: Dict[str, Any], what: str,
     if ds.feature_dim is None or (task == "node" and ds.num_classes is None):
         raise InputError(f"{what}: the dataset {ds.path} has no features{' or no labels' if task == 'node' else ''}; "
                          "use the dataset the model was trained on")
-    out = hidden if task == "link" else ds.num_classes
-    dims = [ds.feature_dim] + [hidden] * (layers - 1) + [out]
     fits = f"{ds.feature_dim} features" + (f", {ds.num_classes} classes" if task == "node" else "")
-    prefix = "encoder." if task == "link" else ""
-    model = state["model"]
-    encoder = {k[len(prefix):]: v for k, v in model.items() if k.startswith(prefix)}
-    decoder = None
-    if task == "link":  # the decoder's keys are not the encoder's; the rest is checked below
-        decoder = decoder_from_state(args["decoder"], model, hidden, path, fits)
-        model = {k: v for k, v in model.items() if not k.startswith("decoder.")}
-    dense = from_state(kind, model, dims, path, fits, prefix)
-    return Checkpoint(None, kind, fanouts, hidden, layers, path, dict(args), dict(state.get("metrics") or {}),
-                      decoder=decoder, arrays=dense, state=encoder, dims=dims)
+    meta = dict(kind=kind, fanouts=fanouts, hidden=hidden, layers=layers, path=path, args=dict(args),
+                metrics=dict(state.get("metrics") or {}))
+    dims = [ds.feature_dim] + [hidden] * (layers - 1) + [hidden if task == "link" else ds.num_classes]
+    model = state.get("model")
+    if isinstance(model, dict) and model and all(isinstance(v, np.ndarray) for v in model.values()):
+        # Read as numpy arrays: the encoder's dense parts and a link run's decoder, no PyTorch.
+        prefix = "encoder." if task == "link" else ""
+        encoder = {k[len(prefix):]: v for k, v in model.items() if k.startswith(prefix)}
+        decoder = None
+        if task == "link":  # the decoder's keys are not the encoder's; the rest is checked below
+            decoder = decoder_from_state(args["decoder"], model, hidden, path, fits)
+            model = {k: v for k, v in model.items() if not k.startswith("decoder.")}
+        dense = from_state(kind, model, dims, path, fits, prefix)
+        return Checkpoint(None, **meta, decoder=decoder, arrays=dense, state=encoder, dims=dims)
+    net = (build_link_model(kind, dims[0], hidden, layers, 0.0, args["decoder"]) if task == "link"
+           else build_model(kind, dims[0], hidden, dims[-1], layers, 0.0))
+    try:
+        net.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise InputError(f"{path} does not fit the dataset {ds.path} ({fits}): {e}") from None
+    net.eval()
+    if task == "link":
+        return Checkpoint(net.encoder, **meta, decoder=net.decoder)
+    return Checkpoint(net, **meta)
 
 
 def save(obj: Any, path: str) -> None:

@@ -18,6 +18,7 @@ PyG's defaults), checked key by key and shape by shape as ``load_state_dict`` wo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -137,11 +138,6 @@ class DenseNet:
 
     # -- the parts ----------------------------------------------------------------------------------
 
-    def narrow_weight(self, k: int) -> Any:
-        """The weight GraphSAGE/GCN layer ``k`` applies to its sources before summing them when
-        it narrows (``ringgnn.inference.run``: sums of ``W x``)."""
-        return self.layers[k].weight
-
     def transform(self, k: int) -> Callable[[np.ndarray], np.ndarray]:
         """``W x`` (no bias) of rows, for the Rust core's callback: host rows in, host rows out."""
         w, xp = self.layers[k].weight, self.xp
@@ -233,6 +229,10 @@ def sage_finish(l: DenseLayer, xp: Any, acc: Any, deg: np.ndarray, x_dst: Any, n
     return out
 
 
+#: The arrays of an ``mlp`` decoder, in :class:`DenseDecoder`'s order.
+_MLP = ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")
+
+
 @dataclass(frozen=True)
 class DenseDecoder:
     """A link run's decoder (``ringgnn.models.gnn.build_decoder``) on numpy arrays: ``dot``, the inner
@@ -254,24 +254,15 @@ class DenseDecoder:
         return (h @ self.w2.T + self.b2)[..., 0]
 
 
-def decoder_state_shapes(kind: str, dim: int, prefix: str = "decoder.") -> Dict[str, tuple]:
-    """The keys and shapes of decoder ``kind``'s state dict (``dot`` has none)."""
-    if kind == "dot":
-        return {}
-    return {prefix + "lin1.weight": (dim, dim), prefix + "lin1.bias": (dim,), prefix + "lin2.weight": (1, dim),
-            prefix + "lin2.bias": (1,)}
-
-
 def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: str, fits: str,
                        prefix: str = "decoder.") -> DenseDecoder:
     """The :class:`DenseDecoder` of a link run's state dict (numpy arrays), its keys and shapes
-    checked as :func:`check_state` does."""
+    checked as :func:`check_state` does (``dot`` has none)."""
     if kind not in ("dot", "mlp"):
         raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {kind!r})")
-    got = check_state(decoder_state_shapes(kind, dim, prefix), state, path, fits, prefix)
-    if kind == "dot":
-        return DenseDecoder("dot")
-    return DenseDecoder("mlp", *(got[prefix + k] for k in ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")))
+    shapes = dict(zip(_MLP, ((dim, dim), (dim,), (1, dim), (1,)))) if kind == "mlp" else {}
+    got = check_state({prefix + k: s for k, s in shapes.items()}, state, path, fits, prefix)
+    return DenseDecoder(kind, *(got[prefix + k] for k in shapes))
 
 
 def dense_decoder(decoder: Any) -> DenseDecoder:
@@ -281,8 +272,8 @@ def dense_decoder(decoder: Any) -> DenseDecoder:
         return decoder
     if not hasattr(decoder, "lin1"):
         return DenseDecoder("dot")
-    return DenseDecoder("mlp", _host(decoder.lin1.weight), _host(decoder.lin1.bias), _host(decoder.lin2.weight),
-                        _host(decoder.lin2.bias))
+    state = decoder.state_dict()
+    return DenseDecoder("mlp", *(_host(state[k]) for k in _MLP))
 
 
 # --- from a PyG model ------------------------------------------------------------------------------
@@ -296,28 +287,7 @@ def from_module(net: Any, kind: str, path: str, xp: Any = None) -> DenseNet:
 
     if getattr(net, "jk_mode", None) is not None:
         raise InputError(f"{path}: jumping knowledge is not supported by layer-wise inference")
-    layers = []
-    for conv in net.convs:
-        if kind == "sage":
-            # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
-            aggr = "project" if getattr(conv, "project", False) else str(getattr(conv, "aggr", "mean"))
-            w = conv.lin_l.weight
-            layers.append(DenseLayer("sage", w.shape[1], w.shape[0], aggr, _host(w), _host(conv.lin_l.bias),
-                                     _host(conv.lin_r.weight) if conv.root_weight else None, bool(conv.normalize)))
-        elif kind == "gcn":
-            w = conv.lin.weight
-            layers.append(DenseLayer("gcn", w.shape[1], w.shape[0], "sum", _host(w), _host(conv.bias)))
-        else:
-            shared = getattr(conv, "lin", None) is not None
-            w = (conv.lin if shared else conv.lin_src).weight
-            wd = w if shared else conv.lin_dst.weight
-            H, C = conv.heads, conv.out_channels
-            layers.append(DenseLayer("gat", w.shape[1], H * C if conv.concat else C, "softmax", _host(w),
-                                     _host(conv.bias), dst_weight=None if shared else _host(wd),
-                                     att_src=_host(conv.att_src).reshape(H, C),
-                                     att_dst=_host(conv.att_dst).reshape(H, C), heads=H, channels=C,
-                                     concat=bool(conv.concat), slope=float(conv.negative_slope)))
-    layers = [replace(l, dst_weight=l.weight) if l.kind == "gat" and l.dst_weight is None else l for l in layers]
+    layers = [_dense_layer(kind, conv, {k: _host(v) for k, v in conv.state_dict().items()}) for conv in net.convs]
     act = net.act
     if act is not None and isinstance(act, torch.nn.ReLU):
         act = "relu"
@@ -370,21 +340,34 @@ def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], pat
             want.update({c + "att_src": (1, 1, d_out), c + "att_dst": (1, 1, d_out), c + "bias": (d_out,)})
     mine = check_state(want, state, path, fits, prefix)
     layers = []
-    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        g = lambda n: mine[f"{prefix}convs.{i}.{n}"]  # noqa: E731
-        if kind == "sage":
-            layers.append(DenseLayer("sage", d_in, d_out, "mean", g("lin_l.weight"), g("lin_l.bias"),
-                                     g("lin_r.weight")))
-        elif kind == "gcn":
-            layers.append(DenseLayer("gcn", d_in, d_out, "sum", g("lin.weight"), g("bias")))
-        else:
-            shared = f"{prefix}convs.{i}.lin.weight" in mine
-            w = g("lin.weight") if shared else g("lin_src.weight")
-            layers.append(DenseLayer("gat", d_in, d_out, "softmax", w, g("bias"),
-                                     dst_weight=w if shared else g("lin_dst.weight"),
-                                     att_src=g("att_src").reshape(1, d_out), att_dst=g("att_dst").reshape(1, d_out),
-                                     heads=1, channels=d_out, concat=i < len(dims) - 2))
+    for i, d_out in enumerate(dims[1:]):
+        c = f"{prefix}convs.{i}."
+        conf = SimpleNamespace(aggr="mean", root_weight=True, normalize=False, heads=1, out_channels=d_out,
+                               concat=i < len(dims) - 2, negative_slope=0.2)
+        layers.append(_dense_layer(kind, conf, {k[len(c):]: v for k, v in mine.items() if k.startswith(c)}))
     return DenseNet(layers)
+
+
+def _dense_layer(kind: str, conf: Any, arrays: Dict[str, np.ndarray]) -> DenseLayer:
+    """Convolution ``kind``'s :class:`DenseLayer`: ``arrays`` its state dict (keys within the
+    convolution), ``conf`` what else it was built with (the PyG module itself, or the defaults
+    of ``build_model``'s)."""
+    if kind == "sage":
+        # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
+        aggr = "project" if getattr(conf, "project", False) else str(getattr(conf, "aggr", "mean"))
+        w = arrays["lin_l.weight"]
+        return DenseLayer("sage", w.shape[1], w.shape[0], aggr, w, arrays.get("lin_l.bias"),
+                          arrays["lin_r.weight"] if conf.root_weight else None, bool(conf.normalize))
+    if kind == "gcn":
+        w = arrays["lin.weight"]
+        return DenseLayer("gcn", w.shape[1], w.shape[0], "sum", w, arrays.get("bias"))
+    shared = "lin.weight" in arrays  # PyG >= 2.5 shares one lin between sources and destinations
+    w = arrays["lin.weight" if shared else "lin_src.weight"]
+    H, C = conf.heads, conf.out_channels
+    return DenseLayer("gat", w.shape[1], H * C if conf.concat else C, "softmax", w, arrays.get("bias"),
+                      dst_weight=w if shared else arrays["lin_dst.weight"], att_src=arrays["att_src"].reshape(H, C),
+                      att_dst=arrays["att_dst"].reshape(H, C), heads=H, channels=C, concat=bool(conf.concat),
+                      slope=float(conf.negative_slope))
 
 
 def check_state(want: Dict[str, tuple], state: Dict[str, Any], path: str, fits: str,

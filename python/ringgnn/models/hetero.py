@@ -29,34 +29,24 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ..data.schema import (CONFIG_KEYS, HETERO_MODELS, EdgeType, check_config, computed_types, edge_type_str,
-                           parse_edge_type, target_distances)
+from ..data.schema import HETERO_MODELS  # noqa: F401 (training imports it here)
+from ..data.schema import CONFIG_KEYS, EdgeType, edge_type_str, parse_edge_type
+from .hetero_dense import TypedStructure
 
 
-class _RGCNRelation(torch.nn.Module):
-    """One relation of an R-GCN layer: ``W_r`` times the mean of a node's in-neighbors' rows
-    (no bias: the destination type's root term carries it)."""
+class _Relation(torch.nn.Module):
+    """One relation of a layer: a ``SAGEConv`` from the source type's rows to the destination
+    type's. R-GCN's is ``W_r`` times the mean of a node's in-neighbors' rows: a ``SAGEConv``
+    without root weight nor bias (the destination type's root term carries it)."""
 
-    def __init__(self, in_src: int, out: int):
+    def __init__(self, kind: str, in_src: int, in_dst: int, out: int):
         super().__init__()
         from torch_geometric.nn import SAGEConv
 
-        # SAGEConv without root weight nor bias is exactly W_r * mean_j h_j.
-        self.conv = SAGEConv(in_src, out, aggr="mean", root_weight=False, bias=False)
-
-    def forward(self, x: Tuple[torch.Tensor, torch.Tensor], edge_index: torch.Tensor) -> torch.Tensor:
-        return self.conv(x, edge_index, size=(x[0].size(0), x[1].size(0)))
-
-
-class _SAGERelation(torch.nn.Module):
-    """One relation of a heterogeneous GraphSAGE layer: a ``SAGEConv`` from the source type's
-    rows to the destination type's."""
-
-    def __init__(self, in_src: int, in_dst: int, out: int):
-        super().__init__()
-        from torch_geometric.nn import SAGEConv
-
-        self.conv = SAGEConv((in_src, in_dst), out, aggr="mean")
+        if kind == "rgcn":
+            self.conv = SAGEConv(in_src, out, aggr="mean", root_weight=False, bias=False)
+        else:
+            self.conv = SAGEConv((in_src, in_dst), out, aggr="mean")
 
     def forward(self, x: Tuple[torch.Tensor, torch.Tensor], edge_index: torch.Tensor) -> torch.Tensor:
         return self.conv(x, edge_index, size=(x[0].size(0), x[1].size(0)))
@@ -66,20 +56,15 @@ class _Layer(torch.nn.Module):
     """One layer: per relation into a computed type, its message module (``rels``, keyed by
     ``"src:rel:dst"``); per computed type, its root term (``roots``): ``rgcn``'s ``W_0`` (with
     the bias) for every type, ``sage``'s a ``Linear`` for a type that no relation enters (what a
-    ``SAGEConv`` with no edges computes)."""
+    ``SAGEConv`` with no edges computes). ``TypedStructure.layer_parts`` says which."""
 
-    def __init__(self, kind: str, edge_types: Sequence[EdgeType], types: Sequence[str], dims: Mapping[str, int],
-                 out: int):
+    def __init__(self, kind: str, types: Sequence[str], edge_types: Sequence[EdgeType], roots: Sequence[str],
+                 dims: Mapping[str, int], out: int):
         super().__init__()
-        self.kind, self.types = kind, list(types)
-        self.edge_types = [et for et in edge_types if et[2] in self.types]
-        self.rels = torch.nn.ModuleDict()
-        for s, r, d in self.edge_types:
-            key = edge_type_str((s, r, d))
-            self.rels[key] = _RGCNRelation(dims[s], out) if kind == "rgcn" else _SAGERelation(dims[s], dims[d], out)
-        entered = {et[2] for et in self.edge_types}
-        self.roots = torch.nn.ModuleDict({t: torch.nn.Linear(dims[t], out) for t in self.types
-                                          if kind == "rgcn" or t not in entered})
+        self.kind, self.types, self.edge_types = kind, list(types), list(edge_types)
+        self.rels = torch.nn.ModuleDict({edge_type_str((s, r, d)): _Relation(kind, dims[s], dims[d], out)
+                                         for s, r, d in self.edge_types})
+        self.roots = torch.nn.ModuleDict({t: torch.nn.Linear(dims[t], out) for t in roots})
 
     def forward(self, h: Mapping[str, torch.Tensor], edges: Mapping[EdgeType, torch.Tensor]) -> Dict[str, torch.Tensor]:
         parts: Dict[str, List[torch.Tensor]] = {t: [] for t in self.types}
@@ -98,7 +83,7 @@ class _Layer(torch.nn.Module):
         return out
 
 
-class HeteroModel(torch.nn.Module):
+class HeteroModel(torch.nn.Module, TypedStructure):
     """An encoder of a heterogeneous batch: logits ``[n, out_dim]`` for the batch's ``n`` nodes
     of type ``target``.
 
@@ -131,35 +116,20 @@ class HeteroModel(torch.nn.Module):
                  out_dim: int, layers: int, model: str = "sage", embed_dim: Optional[int] = None,
                  dropout: float = 0.5, external: Sequence[str] = ()):
         super().__init__()
-        node_types = list(node_types)
-        edge_types = [parse_edge_type(et) for et in edge_types]
-        check_config(node_types, edge_types, in_dims, num_nodes, target, hidden, out_dim, layers, model, embed_dim, dropout)
-        self.node_types, self.edge_types, self.target = node_types, edge_types, target
-        self.in_dims = {t: (None if in_dims.get(t) is None else int(in_dims[t])) for t in node_types}
-        self.num_nodes = {t: int(n) for t, n in num_nodes.items() if t in node_types}
-        self.hidden, self.out_dim, self.layers, self.model = int(hidden), int(out_dim), int(layers), model
-        self.embed_dim, self.dropout = (None if embed_dim is None else int(embed_dim)), float(dropout)
-
-        # computed[l]: the types layer l needs as input (l = 0: the batch's rows).
-        self.computed = computed_types(node_types, edge_types, target, layers)
-        width = self.embed_dim or self.hidden
-        self.external = sorted(set(external))
+        self.configure(node_types, edge_types, in_dims, num_nodes, target, hidden, out_dim, layers, model, embed_dim,
+                       dropout, external)
+        featureless = [u for u in self.node_types if self.in_dims[u] is None]
         for t in self.external:
-            if t not in self.in_dims or self.in_dims[t] is not None:
+            if t not in featureless:
                 raise ValueError(f"external {t!r}: only a featureless node type's embedding table can be outside the "
-                                 f"model (featureless types: {[u for u in node_types if self.in_dims[u] is None]})")
-        self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(self.num_nodes[t], width)
-                                               for t in self.computed[0]
-                                               if self.in_dims[t] is None and t not in self.external})
+                                 f"model (featureless types: {featureless})")
+        self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(self.num_nodes[t], self.width)
+                                               for t in self.held_tables()})
         #: Readers of the external tables' rows (``gather(ids)``), for inference and serving;
         #: training passes a batch's gathered rows in ``x_dict`` instead.
         self.tables: Dict[str, Any] = {}
-        dims = {t: (width if self.in_dims[t] is None else self.in_dims[t]) for t in node_types}
-        self.convs = torch.nn.ModuleList()
-        for layer in range(1, layers + 1):
-            out = self.out_dim if layer == layers else self.hidden
-            self.convs.append(_Layer(model, edge_types, self.computed[layer], dims, out))
-            dims = {t: out for t in node_types}
+        self.convs = torch.nn.ModuleList(_Layer(model, self.computed[k], rels, roots, dims, out)
+                                         for k, out, dims, rels, roots in self.layer_parts())
 
     def config(self) -> Dict[str, Any]:
         """The constructor's arguments, JSON-able (relations as ``"src:rel:dst"``)."""
@@ -182,47 +152,35 @@ class HeteroModel(torch.nn.Module):
             raise ValueError(f"hetero model config: missing keys {missing} (a config written by HeteroModel.config)")
         return cls(**cfg)
 
-    def inputs(self, x_dict: Mapping[str, torch.Tensor], n_id_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    def inputs(self, x_dict: Mapping[str, torch.Tensor],
+               n_id_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """The first layer's rows of every type it needs: ``x_dict[t]``, or the embedding rows
         ``n_id_dict[t]`` of a featureless type; a type absent from the batch has no rows."""
         h = {}
         for t in self.computed[0]:
-            if self.in_dims[t] is None and t in self.external:
-                h[t] = self._external_rows(t, x_dict.get(t), n_id_dict.get(t))
+            x, ids = x_dict.get(t), n_id_dict.get(t)
+            if t in self.embeddings:
+                h[t] = self.embeddings[t].weight[:0] if ids is None else self.embeddings[t](ids)
                 continue
-            if self.in_dims[t] is None:
-                table = self.embeddings[t]
-                ids = n_id_dict.get(t)
-                h[t] = table.weight[:0] if ids is None else table(ids)
-                continue
-            x = x_dict.get(t)
-            if x is None:
-                n = n_id_dict.get(t)
-                if n is not None and n.numel():
-                    raise ValueError(f"batch: node type {t!r} has {n.numel()} nodes but no features x; "
+            # A featureless type's table outside the model: the rows the caller gathered
+            # (``x_dict[t]``, training), else read from ``tables[t]`` by ``n_id``.
+            outside = t in self.external
+            width, what = (self.width, "embedding rows") if outside else (self.in_dims[t], "features")
+            if x is None and ids is not None and ids.numel():
+                if not outside:
+                    raise ValueError(f"batch: node type {t!r} has {ids.numel()} nodes but no features x; "
                                      f"the model was built with in_dims[{t!r}] = {self.in_dims[t]}")
-                x = torch.empty(0, self.in_dims[t], device=self._device())
-            if x.dim() != 2 or x.size(1) != self.in_dims[t]:
-                raise ValueError(f"batch: features of node type {t!r} have shape {tuple(x.shape)}, "
-                                 f"the model expects [n, {self.in_dims[t]}]")
+                if t not in self.tables:
+                    raise ValueError(f"batch: node type {t!r} has its embedding table in a file; give its rows as "
+                                     f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
+                x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
+            if x is None:
+                x = torch.empty(0, width, device=self._device())
+            if x.dim() != 2 or x.size(1) != width:
+                raise ValueError(f"batch: {what} of node type {t!r} have shape {tuple(x.shape)}, "
+                                 f"the model expects [n, {width}]")
             h[t] = x
         return h
-
-    def _external_rows(self, t: str, x: Optional[torch.Tensor], ids: Optional[torch.Tensor]) -> torch.Tensor:
-        """A table outside the model: the rows the caller gathered (``x_dict[t]``, training), else
-        read from ``tables[t]`` by ``n_id``."""
-        width = self.embed_dim or self.hidden
-        if x is None and ids is not None and ids.numel():
-            if t not in self.tables:
-                raise ValueError(f"batch: node type {t!r} has its embedding table in a file; give its rows as "
-                                 f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
-            x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
-        if x is None:
-            return torch.empty(0, width, device=self._device())
-        if x.dim() != 2 or x.size(1) != width:
-            raise ValueError(f"batch: embedding rows of node type {t!r} have shape {tuple(x.shape)}, the model "
-                             f"expects [n, {width}]")
-        return x
 
     def forward(self, x_dict: Mapping[str, torch.Tensor], edge_index_dict: Mapping[Any, torch.Tensor],
                 n_id_dict: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -8,21 +8,73 @@ the types each layer computes) and, per layer, each relation's ``SAGEConv`` as a
 :class:`~ringgnn.models.dense.DenseLayer` (R-GCN's: ``lin_l`` only, no bias nor root weight) and
 each root ``Linear``; a featureless type's embedding table held by the model is an array. It
 comes from a checkpoint's state dict read without PyTorch (:meth:`HeteroDense.from_state`, keys
-and shapes checked by ``infer_dense.check_state``) or from a live ``HeteroModel``
+and shapes checked by ``dense.check_state``) or from a live ``HeteroModel``
 (:meth:`HeteroDense.from_module`: its weights shared, as training's evaluation holds it). The
 arithmetic of a block (:meth:`HeteroDense.block`) is the model's ``_Layer.forward`` with the
-relation terms of ``infer_dense.sage_finish``."""
+relation terms of ``dense.sage_finish``.
+
+The model and its dense parts read the structure from the config through one class,
+:class:`TypedStructure` (the types each layer computes, the relations into them, the types with a
+root ``Linear``, the embedding tables held): ``HeteroModel`` builds its modules from it,
+:class:`HeteroDense` the keys, shapes and arrays of their state dict."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .._core import InputError
 from ..data.schema import CONFIG_KEYS, EdgeType, check_config, computed_types, edge_type_str, parse_edge_type
 from .dense import DenseLayer, Numpy, check_state, sage_finish
+
+
+class TypedStructure:
+    """A heterogeneous model's structure from the arguments of its config (``HeteroModel.config``;
+    checked by ``data.schema.check_config``, a ``ValueError`` naming the argument at fault): the
+    attributes ``node_types``, ``edge_types``, ``in_dims``, ``num_nodes``, ``target``, ``hidden``,
+    ``out_dim``, ``layers``, ``model``, ``embed_dim``, ``dropout``, ``external`` and ``computed``
+    (``computed[l]``: the types layer ``l`` needs as input; ``l = 0``: the batch's rows)."""
+
+    def configure(self, node_types: Sequence[str], edge_types: Sequence[Union[EdgeType, str]],
+                  in_dims: Mapping[str, Optional[int]], num_nodes: Mapping[str, int], target: str, hidden: int,
+                  out_dim: int, layers: int, model: str = "sage", embed_dim: Optional[int] = None,
+                  dropout: float = 0.5, external: Sequence[str] = ()) -> None:
+        node_types = list(node_types)
+        edge_types = [parse_edge_type(et) for et in edge_types]
+        check_config(node_types, edge_types, in_dims, num_nodes, target, hidden, out_dim, layers, model, embed_dim,
+                     dropout)
+        self.node_types, self.edge_types, self.target = node_types, edge_types, target
+        self.in_dims = {t: (None if in_dims.get(t) is None else int(in_dims[t])) for t in node_types}
+        self.num_nodes = {t: int(n) for t, n in num_nodes.items() if t in node_types}
+        self.hidden, self.out_dim, self.layers, self.model = int(hidden), int(out_dim), int(layers), model
+        self.embed_dim, self.dropout = (None if embed_dim is None else int(embed_dim)), float(dropout)
+        self.external = sorted(set(external or ()))
+        self.computed = computed_types(node_types, edge_types, target, layers)
+
+    @property
+    def width(self) -> int:
+        """The width of a featureless type's embedding rows."""
+        return self.embed_dim or self.hidden
+
+    def held_tables(self) -> List[str]:
+        """The featureless types the first layer reads whose embedding table the model holds
+        (those not ``external``)."""
+        return [t for t in self.computed[0] if self.in_dims[t] is None and t not in self.external]
+
+    def layer_parts(self) -> Iterator[Tuple[int, int, Dict[str, int], List[EdgeType], List[str]]]:
+        """Per layer ``k`` (from 1): ``(k, out, dims, rels, roots)``, its output width, every
+        type's input width, the relations into its computed types (in the model's order) and the
+        types with a root ``Linear`` (every computed type for ``rgcn``, one no relation enters for
+        ``sage``)."""
+        dims = {t: (self.width if self.in_dims[t] is None else self.in_dims[t]) for t in self.node_types}
+        for k in range(1, self.layers + 1):
+            out = self.out_dim if k == self.layers else self.hidden
+            rels = [et for et in self.edge_types if et[2] in self.computed[k]]
+            entered = {et[2] for et in rels}
+            yield k, out, dims, rels, [t for t in self.computed[k] if self.model == "rgcn" or t not in entered]
+            dims = dict.fromkeys(self.node_types, out)
 
 
 @dataclass
@@ -38,115 +90,63 @@ class DenseHeteroLayer:
     roots: Dict[str, Tuple[np.ndarray, np.ndarray]]
 
 
-class HeteroDense:
+class HeteroDense(TypedStructure):
     """A :class:`~ringgnn.models.hetero.HeteroModel`'s dense parts (see the module's docstring):
-    the same attributes inference reads (``node_types``, ``edge_types``, ``in_dims``,
-    ``num_nodes``, ``target``, ``hidden``, ``out_dim``, ``layers``, ``model``, ``embed_dim``,
-    ``external``, ``computed``, ``convs``, ``embeddings``, ``tables``)."""
+    the same attributes inference reads (:class:`TypedStructure`'s, ``convs``, ``embeddings``,
+    ``tables``)."""
 
-    def __init__(self, cfg: Mapping[str, Any], convs: List[DenseHeteroLayer], embeddings: Dict[str, np.ndarray]):
-        self.node_types = list(cfg["node_types"])
-        self.edge_types = [parse_edge_type(et) for et in cfg["edge_types"]]
-        self.in_dims = {t: (None if cfg["in_dims"].get(t) is None else int(cfg["in_dims"][t])) for t in self.node_types}
-        self.num_nodes = {t: int(n) for t, n in cfg["num_nodes"].items() if t in self.node_types}
-        self.target, self.model = cfg["target"], cfg.get("model", "sage")
-        self.hidden, self.out_dim, self.layers = int(cfg["hidden"]), int(cfg["out_dim"]), int(cfg["layers"])
-        self.embed_dim = None if cfg.get("embed_dim") is None else int(cfg["embed_dim"])
-        self.external = sorted(set(cfg.get("external") or ()))
-        self.computed = computed_types(self.node_types, self.edge_types, self.target, self.layers)
-        self.convs, self.embeddings = convs, embeddings
+    def __init__(self, cfg: Mapping[str, Any], get: Callable[[str, tuple], Any]):
+        """The model of config ``cfg``, each array of its state dict ``get(key, shape)``."""
+        self.configure(**cfg)
+        self.embeddings: Dict[str, np.ndarray] = {t: get(f"embeddings.{t}.weight", (self.num_nodes[t], self.width))
+                                                  for t in self.held_tables()}
+        self.convs: List[DenseHeteroLayer] = []
+        sage = self.model == "sage"  # R-GCN's relations: lin_l only, no bias nor root weight
+        for k, out, dims, rels_in, root_types in self.layer_parts():
+            c, rels = f"convs.{k - 1}.", {}
+            for s, r, d in rels_in:
+                name = edge_type_str((s, r, d))
+                rc = f"{c}rels.{name}.conv."
+                w = get(rc + "lin_l.weight", (out, dims[s]))
+                rels[name] = DenseLayer("sage", dims[s], out, "mean", w,
+                                        get(rc + "lin_l.bias", (out,)) if sage else None,
+                                        get(rc + "lin_r.weight", (out, dims[d])) if sage else None)
+            roots = {t: (get(f"{c}roots.{t}.weight", (out, dims[t])), get(f"{c}roots.{t}.bias", (out,)))
+                     for t in root_types}
+            self.convs.append(DenseHeteroLayer(list(self.computed[k]), rels_in, rels, roots))
         #: Readers of the external tables' rows (``gather(ids)``): the checkpoint's files.
         self.tables: Dict[str, Any] = {}
 
     # -- building ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def shapes(cfg: Mapping[str, Any], prefix: str = "") -> Dict[str, tuple]:
-        """The keys and shapes of the state dict of the ``HeteroModel`` that ``cfg`` describes
-        (``prefix``: a link run's tower, ``encoders.src.``)."""
-        node_types = list(cfg["node_types"])
-        edge_types = [parse_edge_type(et) for et in cfg["edge_types"]]
-        layers, hidden, out_dim = int(cfg["layers"]), int(cfg["hidden"]), int(cfg["out_dim"])
-        width = int(cfg.get("embed_dim") or hidden)
-        external = set(cfg.get("external") or ())
-        computed = computed_types(node_types, edge_types, cfg["target"], layers)
-        want: Dict[str, tuple] = {}
-        for t in computed[0]:
-            if cfg["in_dims"].get(t) is None and t not in external:
-                want[f"{prefix}embeddings.{t}.weight"] = (int(cfg["num_nodes"][t]), width)
-        dims = {t: (width if cfg["in_dims"].get(t) is None else int(cfg["in_dims"][t])) for t in node_types}
-        for k in range(1, layers + 1):
-            out, c = out_dim if k == layers else hidden, f"{prefix}convs.{k - 1}."
-            rels = [et for et in edge_types if et[2] in computed[k]]
-            for s, r, d in rels:
-                rc = f"{c}rels.{edge_type_str((s, r, d))}.conv."
-                want[rc + "lin_l.weight"] = (out, dims[s])
-                if cfg.get("model", "sage") == "sage":
-                    want.update({rc + "lin_l.bias": (out,), rc + "lin_r.weight": (out, dims[d])})
-            entered = {et[2] for et in rels}
-            for t in computed[k]:
-                if cfg.get("model", "sage") == "rgcn" or t not in entered:
-                    want.update({f"{c}roots.{t}.weight": (out, dims[t]), f"{c}roots.{t}.bias": (out,)})
-            dims = dict.fromkeys(node_types, out)
-        return want
 
     @classmethod
     def from_state(cls, cfg: Mapping[str, Any], state: Mapping[str, Any], path: str, fits: str = "its config",
                    prefix: str = "") -> "HeteroDense":
         """The dense parts of the ``HeteroModel`` of config ``cfg`` (``HeteroModel.config``) from its
         state dict as numpy arrays (``ringgnn.models.torchfile``), checked key by key and shape by shape:
-        a config or a state that does not fit is an :class:`InputError` naming ``path``."""
+        a config or a state that does not fit is an :class:`InputError` naming ``path``. ``prefix``:
+        the state's keys of this model (a link run's tower, ``encoders.src.``)."""
         unknown = sorted(set(cfg) - set(CONFIG_KEYS))
         missing = [k for k in CONFIG_KEYS[:8] if k not in cfg]
         if unknown or missing:
             raise InputError(f"{path}: not a readable heterogeneous model (config keys: unknown {unknown}, missing "
                              f"{missing})")
-        try:
-            edge_types = [parse_edge_type(et) for et in cfg["edge_types"]]
-            check_config(list(cfg["node_types"]), edge_types, cfg["in_dims"], cfg["num_nodes"], cfg["target"],
-                         cfg["hidden"], cfg["out_dim"], cfg["layers"], cfg.get("model", "sage"), cfg.get("embed_dim"),
-                         cfg.get("dropout", 0.5))
-            want = cls.shapes(cfg, prefix)
+        want: Dict[str, tuple] = {}
+        try:  # the keys and shapes of its state dict
+            cls(cfg, lambda k, shape: want.setdefault(prefix + k, shape))
         except (ValueError, TypeError, KeyError) as e:
             raise InputError(f"{path}: not a readable heterogeneous model ({e})") from None
         got = check_state(want, dict(state), path, fits, prefix)
-        return cls._build(cfg, lambda k: got[prefix + k])
+        return cls(cfg, lambda k, _: got[prefix + k])
 
     @classmethod
     def from_module(cls, net: Any) -> "HeteroDense":
         """The dense parts of a live ``HeteroModel`` (its weights shared, on the CPU, or copied
         from its device); its external tables' readers too."""
         state = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
-        dense = cls._build(net.config(), lambda k: np.ascontiguousarray(state[k], dtype=np.float32))
+        dense = cls(net.config(), lambda k, _: np.ascontiguousarray(state[k], dtype=np.float32))
         dense.tables = dict(net.tables)
         return dense
-
-    @classmethod
-    def _build(cls, cfg: Mapping[str, Any], get: Any) -> "HeteroDense":
-        node_types = list(cfg["node_types"])
-        edge_types = [parse_edge_type(et) for et in cfg["edge_types"]]
-        layers = int(cfg["layers"])
-        rgcn = cfg.get("model", "sage") == "rgcn"
-        computed = computed_types(node_types, edge_types, cfg["target"], layers)
-        external = set(cfg.get("external") or ())
-        embeddings = {t: get(f"embeddings.{t}.weight") for t in computed[0]
-                      if cfg["in_dims"].get(t) is None and t not in external}
-        convs = []
-        for k in range(1, layers + 1):
-            c, types = f"convs.{k - 1}.", computed[k]
-            rels_in = [et for et in edge_types if et[2] in types]
-            rels = {}
-            for et in rels_in:
-                rc = f"{c}rels.{edge_type_str(et)}.conv."
-                w = get(rc + "lin_l.weight")
-                rels[edge_type_str(et)] = DenseLayer("sage", w.shape[1], w.shape[0], "mean", w,
-                                                     None if rgcn else get(rc + "lin_l.bias"),
-                                                     None if rgcn else get(rc + "lin_r.weight"))
-            entered = {et[2] for et in rels_in}
-            roots = {t: (get(f"{c}roots.{t}.weight"), get(f"{c}roots.{t}.bias")) for t in types
-                     if rgcn or t not in entered}
-            convs.append(DenseHeteroLayer(list(types), rels_in, rels, roots))
-        return cls(cfg, convs, embeddings)
 
     # -- the arithmetic ---------------------------------------------------------------------------
 

@@ -140,10 +140,15 @@ def _copy(src: str, dst: str, operation: str) -> None:
     a = np.load(src, mmap_mode="r")
     with replacing(dst, operation) as tmp:
         out = allocated_memmap(tmp, a.dtype, a.shape)
-        for lo in range(0, a.shape[0], BLOCK_ROWS):
-            out[lo:lo + BLOCK_ROWS] = a[lo:lo + BLOCK_ROWS]
+        _copy_rows(a, out)
         out.flush()
         del out
+
+
+def _copy_rows(src: np.ndarray, dst: np.ndarray) -> None:
+    """``src``'s rows into ``dst``, :data:`BLOCK_ROWS` at a time."""
+    for lo in range(0, src.shape[0], BLOCK_ROWS):
+        dst[lo:lo + BLOCK_ROWS] = src[lo:lo + BLOCK_ROWS]
 
 
 def save_tables(tables: Mapping[str, FileTable], checkpoint: str, tag: Optional[str] = None) -> Dict[str, Any]:
@@ -193,10 +198,7 @@ def load_tables(tables: Mapping[str, FileTable], checkpoint: str, records: Mappi
                              f"{table.num_nodes:,} x {table.dim}; start over with --overwrite")
         for part in PARTS:
             src = table_file(checkpoint, rec, part)
-            a = _open(src, (table.num_nodes, table.dim), "r")
-            dst = table.arrays[part]
-            for lo in range(0, table.num_nodes, BLOCK_ROWS):
-                dst[lo:lo + BLOCK_ROWS] = a[lo:lo + BLOCK_ROWS]
+            _copy_rows(_open(src, (table.num_nodes, table.dim), "r"), table.arrays[part])
         table.steps = int(rec["steps"])
         table.flush()
 

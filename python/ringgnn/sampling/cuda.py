@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from .. import _core
 from .._core import InputError
 from .loader import Loader
 from .sampler import NeighborSampler
@@ -94,13 +95,11 @@ class DeviceRowCache:
     def __init__(self, dataset: Any, ids: np.ndarray, device: Any):
         import torch
 
-        from ..pyg import RingFeatureStore
-
         self.device = torch.device(device)
         self.ids = np.unique(np.asarray(ids, dtype=np.int64))
         dim = dataset.feature_dim
         self.rows = torch.empty((len(self.ids), dim), dtype=torch.float32, device=self.device)
-        reader = RingFeatureStore(dataset).reader()
+        reader = _core.FeatureReader(dataset.path)
         step = max(1, FILL_CHUNK_BYTES // (4 * dim))
         for start in range(0, len(self.ids), step):
             part = reader.gather(self.ids[start:start + step])
@@ -173,18 +172,11 @@ class DeviceLoader:
     def __len__(self) -> int:
         return len(self.loader)
 
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
-
-    @property
-    def last_epoch(self):
-        return self.loader.last_epoch
-
-    def stats(self):
-        return self.loader.stats()
-
-    def plan(self):
-        return self.loader.plan()
+    def __getattr__(self, name: str) -> Any:
+        """The loader's own (``set_epoch``, ``last_epoch``, ``stats``, ``plan``, ...)."""
+        if name == "loader":  # not set yet (unpickling): no loader to ask
+            raise AttributeError(name)
+        return getattr(self.loader, name)
 
     def __iter__(self) -> Iterator[Any]:
         import torch

@@ -1,260 +1,42 @@
-"""Link batches: seeds are edges (src, dst). :class:`LinkSampler` adds negatives to a batch of
-positive pairs and samples the neighborhoods of every endpoint with a :class:`NeighborSampler`,
-with the semantics of PyG's ``LinkNeighborLoader`` (homogeneous graph, ``disjoint=False``):
+"""Link batches: seeds are edges (src, dst), made into pairs with negatives by
+``ringgnn.sampling.pairs`` (PyG's ``LinkNeighborLoader`` semantics, ``disjoint=False``) and
+sampled here: a link batch is the node sample of its seed nodes, so ``node[:len(seeds)]`` are the
+seeds and the pairs' positions are positions in ``node``.
 
-- ``binary``: ``ceil(amount * n)`` negative pairs whose source *and* destination are random
-  nodes, labelled 0 after the ``n`` positives (label 1, or the labels given);
-- ``triplet``: ``amount`` (an integer) random destinations per positive, ``dst_neg``;
-- no negative sampling: the positives only.
-
-The seed nodes are the sorted unique endpoints (``torch.unique`` of ``cat([src, dst])``, as PyG
-does); the sample is the node sample of those seeds, so ``node[:len(seeds)]`` are the seeds, and
-``edge_label_index`` (or ``src_index``/``dst_pos_index``/``dst_neg_index``) are positions in
-``node``. Negatives are drawn uniformly, or by ``degree ** 0.75`` (in-degree in the training
-graph, the word2vec/PinSage practice), with replacement, from a numpy PCG64 stream keyed by
-(seed, epoch, batch): a batch's negatives, like its sample, depend on nothing else.
-
-:class:`LinkPairs` makes a batch's seeds from its pairs (one place, for both drivers);
 :class:`LinkSampler` samples one batch at a time (PyG's ``LinkLoader`` drives it through
 :meth:`ringgnn.pyg.RingNeighborSampler.sample_from_edges`); :class:`LinkLoader` runs whole epochs
 of link batches through the Rust loader (threads, hyperbatches, spill, feature rows gathered,
-one memory budget) and gives the same batches as :class:`LinkSampler`. Evaluation batches take
-*fixed* negatives instead (``negatives=``: a dataset's stored ``(n, K)`` candidates), in the
-triplet layout.
+one memory budget) and gives the same batches as :class:`LinkSampler`; both take their epochs'
+pairs from :class:`LinkBatches`. Evaluation batches take *fixed* negatives instead
+(``negatives=``: a dataset's stored ``(n, K)`` candidates), in the triplet layout.
+:class:`HeteroLinkBatches` is the same batcher over one relation ``S:R:D`` of a typed dataset
+(PyG's ``LinkNeighborLoader`` on ``HeteroData``): each end's ids and negatives are of its own node
+type, and each type's distinct endpoints seed one typed sample.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, PathLike, open_homogeneous
-from .loader import Loader
+from ..data.schema import parse_edge_type
+from . import hyper as hetero_hyper
+from .hetero import HeteroLoader, HeteroNeighborSampler
+from .loader import CoreReports, Loader, batch_count
+from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
 from .sampler import NeighborSampler, SampledSubgraph
 
-#: The numpy ``SeedSequence`` purpose word of negative sampling ("lneg" in ASCII).
-NEG_PURPOSE = 0x6C6E6567
-#: The purpose word of a link epoch's order of its pairs ("lshf").
-SHUFFLE_PURPOSE = 0x6C736866
 #: Bytes of seed lists a link epoch makes and hands the Rust core at a time (a *window* of
 #: batches: their seeds in Python and the core's copy, and each batch's endpoint positions, 24
 #: bytes a seed): the only per-batch state Python holds, counted in the memory plan's reserve.
 #: It also bounds a hyperbatch (one window at most).
 WINDOW_BYTES = 32 << 20
-MODES = ("binary", "triplet")
-WEIGHTS = ("uniform", "degree")
-
-
-@dataclass(frozen=True)
-class NegativeSampling:
-    """How to add negatives to a link batch: ``mode`` 'binary' or 'triplet', ``amount`` negatives
-    per positive (a ratio for binary, a positive integer for triplet), ``weight`` 'uniform' or
-    'degree' (probability proportional to in-degree ** 0.75)."""
-
-    mode: str = "binary"
-    amount: float = 1.0
-    weight: str = "uniform"
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise InputError(f"negative sampling mode '{self.mode}' is not one of {', '.join(MODES)}")
-        if self.weight not in WEIGHTS:
-            raise InputError(f"negative sampling weight '{self.weight}' is not one of {', '.join(WEIGHTS)}")
-        amount = float(self.amount)
-        if not amount > 0 or not math.isfinite(amount):
-            raise InputError(f"negative sampling amount must be positive (got {self.amount})")
-        if self.mode == "triplet" and amount != math.ceil(amount):
-            raise InputError(f"triplet negative sampling needs a whole number of negatives per positive (got {self.amount})")
-
-
-@dataclass
-class LinkBatch:
-    """A sampled link batch: the node sample of its endpoints plus the pairs to score."""
-
-    sample: SampledSubgraph
-    num_pos: int
-    edge_label_index: Optional[np.ndarray] = None
-    """(2, m) positions in ``sample.node`` of the pairs to score (binary or no negatives)."""
-    edge_label: Optional[np.ndarray] = None
-    """(m,) float32: 1 for positives (or the labels given), 0 for negatives; binary only."""
-    src_index: Optional[np.ndarray] = None
-    dst_pos_index: Optional[np.ndarray] = None
-    dst_neg_index: Optional[np.ndarray] = None
-    """triplet: (n,) positions of the sources and positive destinations, (n, amount) of the
-    negative destinations (``(n,)`` when amount is 1, as PyG squeezes it)."""
-
-
-_M64 = np.uint64((1 << 64) - 1)
-
-
-def _mix64(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic)."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-class Shuffle:
-    """A pseudo-random permutation of ``range(n)`` keyed by ``key`` (e.g. seed and epoch), in
-    O(1) memory: position ``i`` of the order is ``perm(i)``, computed when asked for, so an
-    epoch over billions of pairs holds no permutation array. ``perm`` is a 4-round balanced
-    Feistel network over ``2h`` bits (``4^h >= n``, round function SplitMix64 of the half and a
-    round key), cycle-walked into ``[0, n)``: a bijection, so every pair comes once an epoch."""
-
-    ROUNDS = 4
-
-    def __init__(self, n: int, key: Sequence[int]):
-        self.n = int(n)
-        self.half = max(1, (max(self.n - 1, 1).bit_length() + 1) // 2)
-        self.mask = np.uint64((1 << self.half) - 1)
-        ss = np.random.SeedSequence(list(key))
-        self.keys = [np.uint64(k) for k in ss.generate_state(self.ROUNDS, dtype=np.uint64)]
-
-    def _feistel(self, x: np.ndarray) -> np.ndarray:
-        h = np.uint64(self.half)
-        left, right = x >> h, x & self.mask
-        with np.errstate(over="ignore"):
-            for k in self.keys:
-                left, right = right, left ^ (_mix64(right ^ k) & self.mask)
-        return (left << h) | right
-
-    def __call__(self, i: np.ndarray) -> np.ndarray:
-        """``perm(i)`` for an array of positions in ``[0, n)``, as int64."""
-        x = self._feistel(np.asarray(i, dtype=np.uint64))
-        out = x >= np.uint64(self.n)
-        while out.any():  # cycle walking: at most a few steps (4^h < 4n)
-            x[out] = self._feistel(x[out])
-            out = x >= np.uint64(self.n)
-        return x.astype(np.int64)
-
-
-@dataclass
-class Pairs:
-    """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints) and
-    where each endpoint is among them."""
-
-    seeds: Optional[np.ndarray]
-    inverse: np.ndarray
-    num_pos: int
-    triplet: bool
-    label: Optional[np.ndarray] = None
-    positions: Optional[np.ndarray] = None
-    """Where the positives are in the epoch's pairs (``input_id``), when they come from one."""
-
-    def batch(self, sample: Any) -> LinkBatch:
-        """The :class:`LinkBatch` of these pairs over ``sample``, the node sample of :attr:`seeds`."""
-        if not self.triplet:
-            return LinkBatch(sample, self.num_pos, edge_label_index=self.inverse.reshape(2, -1), edge_label=self.label)
-        n = self.num_pos
-        neg = self.inverse[2 * n:].reshape(n, -1)
-        return LinkBatch(sample, n, src_index=self.inverse[:n], dst_pos_index=self.inverse[n:2 * n],
-                         dst_neg_index=neg[:, 0] if neg.shape[1] == 1 else neg)
-
-
-class LinkPairs:
-    """Turns the positive pairs of a link batch into its seeds, drawing its negatives from the
-    (seed, epoch, batch) stream: what :class:`LinkSampler` and :class:`LinkLoader` share."""
-
-    def __init__(self, dataset: Dataset, seed: int, neg_sampling: Optional[NegativeSampling] = None):
-        self.dataset = dataset
-        self.seed = seed
-        self.neg_sampling = neg_sampling
-        self._cdf: Optional[np.ndarray] = None
-
-    def _weights_cdf(self) -> np.ndarray:
-        if self._cdf is None:
-            w = self.dataset.degrees().astype(np.float64) ** 0.75
-            cdf = np.cumsum(w)
-            if cdf.size == 0 or cdf[-1] <= 0:
-                raise InputError("negative sampling by degree needs a graph with edges; use weight='uniform'")
-            self._cdf = cdf
-        return self._cdf
-
-    def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None) -> np.ndarray:
-        """``count`` random node ids by the configured weighting (or by ``weight``, one
-        non-negative value per node, as PyG's ``src_weight``/``dst_weight``)."""
-        n = self.dataset.num_nodes
-        if weight is not None:
-            cdf = np.cumsum(np.asarray(weight, dtype=np.float64))
-            if cdf.size != n or not cdf[-1] > 0:
-                raise InputError(f"a negative-sampling weight needs one non-negative value per node ({n}) and a positive sum")
-        elif self.neg_sampling is not None and self.neg_sampling.weight == "degree":
-            cdf = self._weights_cdf()
-        else:
-            return rng.integers(0, n, size=count, dtype=np.int64)
-        u = rng.random(count) * cdf[-1]
-        return np.minimum(np.searchsorted(cdf, u, side="right"), n - 1).astype(np.int64)
-
-    def rng(self, epoch: int, batch: int) -> np.random.Generator:
-        return np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, NEG_PURPOSE, epoch, batch])))
-
-    def pairs(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
-              src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
-              fixed: Optional[np.ndarray] = None) -> Pairs:
-        """The :class:`Pairs` of link batch ``batch`` of epoch ``epoch`` for the positive pairs
-        ``(src[i], dst[i])``; ``fixed``, an ``(n, K)`` array of destinations, replaces the drawn
-        negatives (triplet layout: evaluation against stored candidates)."""
-        src = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
-        dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
-        if src.shape != dst.shape:
-            raise InputError(f"a link batch needs as many sources as destinations (got {src.size} and {dst.size})")
-        n = self.dataset.num_nodes
-        for name, a in (("source", src), ("destination", dst)):
-            if a.size and (a.min() < 0 or a.max() >= n):
-                bad = a[(a < 0) | (a >= n)][0]
-                raise InputError(f"link batch {name} {bad} is not a node: the dataset has {n:,} nodes")
-        num_pos = src.size
-        ns = self.neg_sampling
-        label = None
-        triplet = fixed is not None or (ns is not None and ns.mode == "triplet")
-        if fixed is not None:
-            fixed = np.asarray(fixed, dtype=np.int64)
-            if fixed.ndim != 2 or fixed.shape[0] != num_pos or fixed.shape[1] < 1:
-                raise InputError(f"fixed negatives need shape (pairs, K) = ({num_pos}, K >= 1), got {fixed.shape}")
-            if fixed.size and (fixed.min() < 0 or fixed.max() >= n):
-                raise InputError(f"a fixed negative is not a node: the dataset has {n:,} nodes")
-            if edge_label is not None:
-                raise InputError("fixed negatives take no edge labels")
-            dst = np.concatenate([dst, fixed.reshape(-1)])
-        elif ns is not None and ns.mode == "binary":
-            num_neg = math.ceil(num_pos * ns.amount)
-            rng = self.rng(epoch, batch)
-            src_neg = self.negatives(num_neg, rng, src_weight)
-            dst_neg = self.negatives(num_neg, rng, dst_weight)
-            src = np.concatenate([src, src_neg])
-            dst = np.concatenate([dst, dst_neg])
-            pos_label = np.ones(num_pos, np.float32) if edge_label is None else np.asarray(edge_label, np.float32).reshape(num_pos)
-            label = np.concatenate([pos_label, np.zeros(num_neg, np.float32)])
-        elif ns is not None:
-            amount = int(ns.amount)
-            dst_neg = self.negatives(num_pos * amount, self.rng(epoch, batch), dst_weight)
-            dst = np.concatenate([dst, dst_neg])
-            if edge_label is not None:
-                raise InputError("triplet negative sampling takes no edge labels")
-        elif edge_label is not None:
-            label = np.asarray(edge_label, np.float32).reshape(num_pos)
-        seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
-        return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
-
-    def most_seeds(self, pairs: int, fixed_k: int = 0) -> int:
-        """The most seed nodes a batch of ``pairs`` positives can have (what a memory plan is
-        made for)."""
-        ns = self.neg_sampling
-        if fixed_k:
-            per = 2 + fixed_k
-        elif ns is None:
-            per = 2
-        elif ns.mode == "binary":
-            return min(self.dataset.num_nodes, 2 * (pairs + math.ceil(pairs * ns.amount)))
-        else:
-            per = 2 + int(ns.amount)
-        return max(1, min(self.dataset.num_nodes, per * pairs))
 
 
 class LinkSampler(LinkPairs):
@@ -286,47 +68,9 @@ class LinkSampler(LinkPairs):
         if self.sampler._core is None and self.sampler.reserve is None:
             # The window's seed lists are held besides the sampler: reserve them in its plan.
             self.sampler.reserve = _options.process_rss() + WINDOW_BYTES
-        core = self.sampler._sampler()
-        e = _options.count(epoch, "epoch")
-
-        def start(seeds, longest, **lists):
-            return core.epoch(seeds, longest, shuffle=False, epoch=e, **lists)
-
-        for made, it in lb.windows(e, start):
+        for made, it in lb.windows(_options.count(epoch, "epoch"), self.sampler._sampler()):
             for index, _seeds, out in it:
                 yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
-
-
-def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges") -> np.ndarray:
-    """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array of shape
-    (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and destinations)."""
-    if isinstance(edges, (str, os.PathLike)):
-        spec = os.fspath(edges)
-        if spec in dataset.edge_split_names:
-            return dataset.edge_split(spec)
-        if not spec.endswith(".npy"):
-            have = ", ".join(dataset.edge_split_names) or "none: convert with --link-split"
-            raise InputError(f"{what} '{spec}': not an edge split of {dataset.path} (it has: {have}) nor a .npy file")
-        try:
-            edges = np.load(spec, allow_pickle=False)
-        except ValueError as e:
-            raise InputError(f"{what} {spec}: not a .npy array of pairs ({e})") from None
-        what = f"{what} {spec}"
-    if hasattr(edges, "detach"):
-        edges = edges.detach().cpu().numpy()
-    a = np.asarray(edges)
-    if a.ndim != 2 or 2 not in a.shape:
-        raise InputError(f"{what}: pairs need shape (2, n) or (n, 2), got {a.shape}")
-    if a.size and not np.issubdtype(a.dtype, np.integer):
-        raise InputError(f"{what}: node ids must be integers, got {a.dtype}")
-    if a.shape[0] != 2:
-        a = a.T
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    n = dataset.num_nodes
-    if a.size and (a.min() < 0 or a.max() >= n):
-        bad = a[(a < 0) | (a >= n)][0]
-        raise InputError(f"{what}: node {bad} is not a node of {dataset.path} ({n:,} nodes)")
-    return a
 
 
 class LinkBatches:
@@ -336,16 +80,20 @@ class LinkBatches:
     shuffled by (seed, epoch) (:class:`Shuffle`: no permutation is held), with negatives drawn
     by ``pairs`` or fixed (``negatives``, an ``(n, K)`` array of destinations per pair); and
     the windows of seed lists handed to the Rust core, as many batches at a time as
-    ``WINDOW_BYTES`` holds (``window``: fewer)."""
+    ``WINDOW_BYTES`` holds (``window``: fewer). ``dataset``: where the pairs are (a typed
+    dataset's relation, for :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in
+    the order of the file (ascending positions), not the epoch's."""
 
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
                  drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: Optional[int] = None,
-                 backend: str = "auto", direct: bool = False):
+                 backend: str = "auto", direct: bool = False, file_order: bool = False):
         self.dataset = dataset
         self.pairs = pairs
+        self.file_order = bool(file_order)
         stored = isinstance(edges, str) and edges in dataset.edge_split_names
-        self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges)
+        self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges,
+                                                                                     counts=pairs.counts)
         # A stored split's pairs are read with the project's page-coalesced reader (io_uring, many
         # reads in flight; O_DIRECT with `direct`), not by faulting the map a page at a time:
         # a batch's pairs lie on as many random pages as it has pairs.
@@ -376,10 +124,7 @@ class LinkBatches:
         return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1])
 
     def __len__(self) -> int:
-        if self.batches is not None:
-            return len(self.batches)
-        n = self.edges.shape[1]
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return batch_count(self.edges.shape[1], self.batch_size, self.drop_last, self.batches)
 
     def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
         """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
@@ -396,6 +141,8 @@ class LinkBatches:
     def batch_pairs(self, epoch: int, b: int) -> Pairs:
         """The :class:`Pairs` of batch ``b`` of epoch ``epoch``."""
         pos = self.batch_positions(epoch, b)
+        if self.file_order:
+            pos = np.sort(pos)
         # Read in file order (a mapped split: ascending pages), then put back in batch order.
         order = np.argsort(pos, kind="stable")
         inv = np.empty_like(order)
@@ -421,9 +168,9 @@ class LinkBatches:
             self._reader_pid = os.getpid()
         return self._reader.gather(positions).view("<i8").T
 
-    def windows(self, epoch: int, start: Callable[..., Any]) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
+    def windows(self, epoch: int, core: Any) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
         """For each window of the epoch's batches: their :class:`Pairs` by batch index and the
-        core epoch ``start(seeds, longest, bounds=..., indices=...)`` started over them."""
+        epoch of ``core`` (a Rust sampler or loader) started over their seed lists."""
         wanted = list(range(len(self))) if self.batches is None else self.batches
         for w in range(0, len(wanted), self.window):
             chosen = wanted[w:w + self.window]
@@ -433,10 +180,11 @@ class LinkBatches:
             for p in made.values():
                 p.seeds = None  # in `seeds` now (and in the core's copy)
             bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
-            yield made, start(seeds, max(1, max(sizes)), bounds=bounds, indices=[int(b) for b in chosen])
+            yield made, core.epoch(seeds, max(1, max(sizes)), shuffle=False, epoch=epoch, bounds=bounds,
+                                   indices=[int(b) for b in chosen])
 
 
-class LinkLoader(LinkBatches):
+class LinkLoader(LinkBatches, CoreReports):
     """Epochs of link batches as PyG ``Data``, sampled and gathered ahead by the Rust loader.
 
     Each batch is ``batch_size`` positive pairs of ``edges`` (an edge split's name, default
@@ -500,49 +248,102 @@ class LinkLoader(LinkBatches):
     def fanouts(self) -> List[int]:
         return self._loader.fanouts
 
-    def set_epoch(self, epoch: int) -> None:
-        """The epoch of the next ``iter()``."""
-        self._epoch = _options.count(epoch, "epoch")
-
     def __iter__(self) -> Iterator[Any]:
-        import torch
-
         epoch, self._epoch = self._epoch, self._epoch + 1
         totals = self._loader._new_totals()
         self.last_epoch = totals
-
-        def start(seeds, longest, **lists):
-            return self._core.epoch(seeds, longest, shuffle=False, epoch=epoch, **lists)
-
-        for made, it in self.windows(epoch, start):
+        for made, it in self.windows(epoch, self._core):
             for index, data in self._loader._batches(it, totals):
-                lb = made[int(index)].batch(None)
-                data.input_id = torch.from_numpy(made[int(index)].positions)
-                if lb.edge_label_index is not None:
-                    data.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index))
-                    if lb.edge_label is not None:
-                        data.edge_label = torch.from_numpy(lb.edge_label)
-                else:
-                    data.src_index = torch.from_numpy(lb.src_index)
-                    data.dst_pos_index = torch.from_numpy(lb.dst_pos_index)
-                    data.dst_neg_index = torch.from_numpy(np.ascontiguousarray(lb.dst_neg_index))
+                made[int(index)].put(data)
                 yield data
                 del data
-
-    def plan(self) -> Dict[str, Any]:
-        return self._loader.plan()
-
-    def stats(self) -> Dict[str, Any]:
-        return self._loader.stats()
-
-    @property
-    def backend(self) -> str:
-        return self._loader.backend
-
-    @property
-    def feature_backend(self) -> str:
-        return self._loader.feature_backend
 
     def __repr__(self) -> str:
         return (f"LinkLoader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
                 f"{self.edges.shape[1]} pairs, backend={self.backend!r})")
+
+
+class HeteroLinkBatches(LinkBatches):
+    """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs of
+    :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
+    ``ceil(neg_ratio * n)`` binary negatives, source over ``S`` and destination over ``D``, uniform
+    or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream), each end's
+    distinct ids seeding one typed sample (:meth:`HeteroNeighborSampler.sample_many`; one type when
+    ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions
+    in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
+    ``LinkNeighborLoader``. Batches are made on ``threads`` threads, ``prefetch`` ahead;
+    ``hyperbatch``: batches a thread samples together from disk (each relation file read once per
+    hop for all of them; ``"auto"`` sizes H as :class:`ringgnn.HeteroLoader` does); the batches are
+    the same. ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
+
+    def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
+                 batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,
+                 prefetch: int = 2, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto",
+                 neg_weight: str = "uniform"):
+        self.ds, self.relation = ds, ds.check_relation(relation)
+        self.edge_type = parse_edge_type(self.relation)
+        self.types = (self.edge_type[0], self.edge_type[2])
+        link = LinkPairs(ds, int(seed), NegativeSampling("binary", neg_ratio, neg_weight), types=self.types)
+        super().__init__(ds.relation(self.relation), link, batch_size, "train" if pairs is None else pairs,
+                         shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
+        if features is None:  # the readers (and cache) a loader of this sampler would make
+            features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
+        self.sampler, self.features = sampler, features
+        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self.prefetch = prefetch
+        self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
+        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._hyper: Optional[Tuple[int, str]] = None
+        self.epoch = 0
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch (:attr:`batches`: one rank's share of them)."""
+        return -(-self.edges.shape[1] // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = _options.count(epoch, "epoch")
+
+    def batch(self, epoch: int, b: int) -> Any:
+        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``."""
+        return self.make_batches(epoch, [b])[0]
+
+    def make_batches(self, epoch: int, indices: List[int]) -> List[Any]:
+        """Batches ``indices`` of epoch ``epoch`` sampled together (one hyperbatch): each exactly
+        :meth:`batch` of its own."""
+        made = [self.batch_pairs(epoch, b) for b in indices]
+        samples = self.sampler.sample_many([p.typed_seeds(self.types) for p in made], indices, epoch=epoch)
+        out = []
+        for sample, p in zip(samples, made):
+            data = sample.to_hetero_data({t: self.features.gather(t, sample.node[t]) for t in self.feature_types})
+            p.put(data[self.edge_type])
+            out.append(data)
+        return out
+
+    def hyperbatch_size(self) -> Tuple[int, str]:
+        """(H, why): link batches sampled together, decided once (``ringgnn.sampling.hyper``, as
+        :class:`ringgnn.HeteroLoader` decides it, for the most endpoints a link batch can have)."""
+        if self._hyper is None:
+            backend, _ = self.sampler.placement()
+            per_batch = 0
+            if self.hyperbatch is None and backend != "memory":
+                b = self.batch_size + math.ceil(self.batch_size * self.pairs.neg_sampling.amount)
+                (s, d), (ns, nd) = self.types, self.pairs.counts
+                most = {s: min(ns, b)}
+                most[d] = min(nd, most.get(d, 0) + b)
+                dims = self.ds.feature_dims()
+                rows = {t: 4 * dims[t] for t in self.feature_types}
+                per_batch = hetero_hyper.batch_bound(self.sampler.bound(most), rows, d, False)
+            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=hetero_hyper.share(self.sampler.plan().batch_memory),
+                                              per_batch=per_batch, threads=self.threads, prefetch=self.prefetch,
+                                              batches=max(1, len(self)))
+        return self._hyper
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self.epoch
+        order = list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
+        h = self.hyperbatch_size()[0]
+        jobs = [order[i:i + h] for i in range(0, len(order), h)]
+        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
+        yield from hetero_hyper.run_in_order(jobs, lambda job: self.make_batches(epoch, job), threads=self.threads,
+                                             ahead=ahead, name="ringgnn-hlink")

@@ -29,7 +29,45 @@ from ..data.dataset import Dataset, PathLike, open_homogeneous
 logger = logging.getLogger("ringgnn")
 
 
-class Loader:
+def batch_count(n: int, batch_size: int, drop_last: bool, batches: Optional[Sequence[int]]) -> int:
+    """The batches of an epoch over ``n`` seeds (or pairs) cut ``batch_size`` at a time, the
+    last one short unless ``drop_last``; ``batches`` (global indices chosen): as many as it has."""
+    if batches is not None:
+        return len(batches)
+    return n // batch_size if drop_last else -(-n // batch_size)
+
+
+class CoreReports:
+    """What a loader over an engine, a ``_core.Loader`` (``_core``), reports, and the epoch of
+    its next ``iter()``: :class:`Loader` and ``ringgnn.sampling.links.LinkLoader``."""
+
+    _core: Any
+    _epoch: int
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the next ``iter()``."""
+        self._epoch = _options.count(epoch, "epoch")
+
+    def plan(self) -> Dict[str, Any]:
+        """How the memory budget was split (bytes per part, ``text`` for people)."""
+        return dict(self._core.plan())
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters of the loader (shared by loaders made with ``share=``): batches, worker
+        seconds sampling and gathering, feature rows, cache hits and hit rate, pages and bytes
+        read, the cache's rows and bytes, the look-ahead's batches and seconds, the backends."""
+        return dict(self._core.stats())
+
+    @property
+    def backend(self) -> str:
+        return self._core.backend
+
+    @property
+    def feature_backend(self) -> str:
+        return self._core.feature_backend
+
+
+class Loader(CoreReports):
     """Iterate over mini-batches of ``split`` (or an array of seed ids), one epoch per ``iter()``.
 
     Args:
@@ -169,15 +207,8 @@ class Loader:
         #: waiting for their turn (the prefetch bound) and gathering, bytes read, cache hits.
         self.last_epoch: Dict[str, float] = {}
 
-    def set_epoch(self, epoch: int) -> None:
-        """The epoch of the next ``iter()``."""
-        self._epoch = _options.count(epoch, "epoch")
-
     def __len__(self) -> int:
-        if self.batches is not None:
-            return len(self.batches)
-        n = len(self.seeds)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return batch_count(len(self.seeds), self.batch_size, self.drop_last, self.batches)
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self._epoch = self._epoch, self._epoch + 1
@@ -222,24 +253,6 @@ class Loader:
             del x
             yield index, data
             del data
-
-    def plan(self) -> Dict[str, Any]:
-        """How the memory budget was split (bytes per part, ``text`` for people)."""
-        return dict(self._core.plan())
-
-    def stats(self) -> Dict[str, Any]:
-        """Counters of the loader (shared by loaders made with ``share=``): batches, worker
-        seconds sampling and gathering, feature rows, cache hits and hit rate, pages and bytes
-        read, the cache's rows and bytes, the look-ahead's batches and seconds, the backends."""
-        return dict(self._core.stats())
-
-    @property
-    def backend(self) -> str:
-        return self._core.backend
-
-    @property
-    def feature_backend(self) -> str:
-        return self._core.feature_backend
 
     def __repr__(self) -> str:
         return (f"Loader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "

@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import _options
-from .._core import InputError
+from .._core import InputError, offset_index_bytes
 from ..data.schema import parse_edge_type
 from .features import (INDEX_BYTES_PER_ROW, CacheChoice, choose_cache_rows, feature_file_bytes, ranked_groups,
                        row_bytes, source_hits)
@@ -194,7 +194,8 @@ def training_reserve(net: Any) -> int:
 def relation_bytes(ds: Any) -> Tuple[int, Dict[str, int]]:
     """(offset indexes of every relation, neighbor-file bytes per relation)."""
     m = ds.manifest
-    index = sum(8 * (m["node_types"][parse_edge_type(r)[2]]["num_nodes"] + 1) for r in ds.relations)
+    index = sum(offset_index_bytes(m["node_types"][parse_edge_type(r)[2]]["num_nodes"], m["relations"][r]["num_edges"])
+                for r in ds.relations)
     width = {"u32": 4, "u64": 8}
     files = {r: i["num_edges"] * width[i["graph"]["indices_dtype"]] for r, i in m["relations"].items()}
     return index, files

@@ -192,11 +192,7 @@ class NeighborSampler:
 
     def __getstate__(self) -> Dict[str, Any]:
         # A core sampler cannot cross a process boundary; the receiving process builds its own.
-        state = dict(self.__dict__)
-        state["_core"] = None
-        state["_pid"] = None
-        state["dataset"] = self.dataset.path
-        return state
+        return dict(self.__dict__, _core=None, _pid=None, dataset=self.dataset.path)
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         state["dataset"] = Dataset.open(state["dataset"])

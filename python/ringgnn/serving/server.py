@@ -13,12 +13,12 @@ the model (``ringgnn.serving.model``) on them. A link model (``train --task link
 the decoder scores the pairs; its ``Embed`` is the encoder's last layer, and ``Predict`` is
 refused.
 
-The gRPC server of a homogeneous dataset is in Rust (``_core.GrpcServer``: tonic, crate
-``ringgnn-serve``): ``Sample``, ``Features`` and ``Info`` are decoded, served and encoded without
-entering Python, and Predict/Embed/Score call the servicer. ``--frontend grpcio`` serves every
-call through Python's grpcio instead (the first design, kept as the baseline of
-docs/benchmarks.md); a heterogeneous dataset is served through grpcio (its handlers call the
-engine with the GIL released).
+The gRPC server is in Rust (``_core.GrpcServer``: tonic, crate ``ringgnn-serve``). Over a
+homogeneous dataset ``Sample``, ``Features`` and ``Info`` are decoded, served and encoded without
+entering Python, and Predict/Embed/Score call the servicer; over a heterogeneous one every call
+goes to the servicer, which calls the engine with the GIL released. ``--frontend grpcio`` serves
+every call through Python's grpcio instead (the first design, kept as the baseline of
+docs/benchmarks.md).
 
 Status codes: INVALID_ARGUMENT for bad input (the message says what and the limit),
 RESOURCE_EXHAUSTED when the queue is full, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE while
@@ -67,8 +67,7 @@ def fanouts_arg(value: Any) -> Any:
 class Server:
     """A running ``ringgnn serve``: :meth:`start` binds and serves, :meth:`stop` drains.
 
-    ``frontend`` defaults to ``rust`` for a homogeneous dataset and ``grpcio`` for a heterogeneous
-    one, which only grpcio serves (``rust`` is refused). ``fanouts``: a list, "20,15,10", or for a
+    ``frontend``: ``rust`` (the default) or ``grpcio``. ``fanouts``: a list, "20,15,10", or for a
     heterogeneous dataset a dict per relation or its JSON text."""
 
     def __init__(self, dataset: Any, *, listen: str = "127.0.0.1:50051", model: Optional[str] = None,
@@ -87,16 +86,9 @@ class Server:
         if model:
             read = read_checkpoint(model, "--model")
         if typed:
-            if frontend == "rust":
-                raise InputError(f"--frontend rust: {ds.path} is a heterogeneous dataset, which the Rust frontend "
-                                 "(tonic, over the homogeneous engine) does not serve; leave --frontend out or give "
-                                 "--frontend grpcio")
-            given = [k for k, v in {"--cache": cache, "--max-wait-ms": max_wait_ms,
-                                    "--batch-size": batch_size}.items() if v is not None]
-            if given:
-                raise InputError(f"{', '.join(given)}: not available for a heterogeneous dataset ({ds.path} is one: "
-                                 "its waves take what is queued, up to the largest request's bound, and feature rows "
-                                 "are read as the memory plan places them; docs/SERVING.md); leave them out")
+            if cache is not None:
+                raise InputError(f"--cache: not available for a heterogeneous dataset ({ds.path} is one: its feature "
+                                 "rows are read as the memory plan places them; docs/SERVING.md); leave it out")
             if read is not None and not is_hetero_run(read):
                 raise InputError(f"--model {model}: {read[0]} is a homogeneous run; {ds.path} is heterogeneous: serve "
                                  "it with a run of `ringgnn train DATASET --target TYPE`")
@@ -108,17 +100,25 @@ class Server:
             if isinstance(fanouts, Mapping):
                 raise InputError(f"--fanouts per relation: {ds.path} is a homogeneous dataset (no relations); give "
                                  "a list such as 20,15,10")
-        self.frontend = frontend = frontend or ("grpcio" if typed else "rust")
+        self.frontend = frontend = frontend or "rust"
         self.dataset = ds
         self.model = load_model(model, ds, read) if model else None
         # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
-        # grpcio frontend, or Predict/Embed/Score. Loaded before the engine, so its reserve has them.
-        if frontend == "grpcio" or self.model:
+        # grpcio frontend, a typed dataset, or Predict/Embed/Score. Loaded before the engine, so its
+        # reserve has them.
+        if frontend == "grpcio" or self.model or typed:
             protos()
         if fanouts is None:
             fanouts = self.model.fanouts if self.model else [20, 15, 10]
         max_concurrent = _options.count(max_concurrent, "max_concurrent", 1)
+        if max_wait_ms is not None:
+            max_wait_ms = _options.real(max_wait_ms, "--max-wait-ms", 0.0, 10_000.0)
+        # Each worker is sized for a wave of --batch-size seeds (default: the engine's, a full wave of
+        # single-node requests); a request up to --max-nodes larger than that is answered alone, in a
+        # room of its own.
         limits = dict(threads=_options.optional_count(threads, "threads"), seed=_options.count(seed, "seed"),
+                      batch_size=None if batch_size is None else _options.count(batch_size, "batch_size", 1),
+                      max_wait_us=None if max_wait_ms is None else int(max_wait_ms * 1000),
                       max_wave=_options.count(64 if max_wave is None else max_wave, "max_wave", 1),
                       queue=max_concurrent, max_nodes=_options.count(max_nodes, "max_nodes", 1),
                       max_hops=_options.count(max_hops, "max_hops", 1))
@@ -127,31 +127,28 @@ class Server:
                                          memory=_options.size(memory, "memory"),
                                          neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"), **limits)
         else:
-            if max_wait_ms is not None:
-                max_wait_ms = _options.real(max_wait_ms, "--max-wait-ms", 0.0, 10_000.0)
             # The budget covers the whole process: what it holds now (Python, grpc, PyTorch and the
-            # model) is the caller's reserve.
+            # model) is the caller's reserve. A budget that does not fit the waves is refused here.
             self.engine = _core.Engine(
                 ds.path, _options.fanouts(fanouts), backend=_options.backend(backend), direct=bool(direct),
                 memory=_options.size(memory, "memory"), reserve=_options.process_rss(),
                 cache=_options.size(cache, "cache"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
-                # Each worker is sized for a wave of --batch-size seeds (default: the engine's, a full
-                # wave of single-node requests); a request up to --max-nodes larger than that is
-                # answered alone, in a room of its own. A budget that does not fit is refused here.
-                batch_size=None if batch_size is None else _options.count(batch_size, "batch_size", 1),
-                max_wait_us=None if max_wait_ms is None else int(max_wait_ms * 1000), **limits)
+                **limits)
         handlers = _options.count(handlers, "handlers", 1)
         if frontend == "rust":
-            # Binds and serves at once. Sample, Features and Info never enter Python; Predict,
-            # Embed and Score call the servicer (with the GIL) for the model.
+            # Binds and serves at once. Over a homogeneous dataset Sample, Features and Info never
+            # enter Python; Predict, Embed and Score call the servicer (with the GIL) for the model.
+            # Over a typed one every call goes to the servicer.
             m = self.model
-            delegate = Servicer(self.engine, ds, m).dispatch if m else None
+            delegate = Servicer(self.engine, ds, m).dispatch if m or typed else None
+            # What Info reports of the dataset and the model (the servicer's Info, for a typed one).
+            info = {} if typed or not m else dict(
+                model=m.kind, model_run=str(m.run_dir), model_fanouts=list(m.fanouts), model_hidden=m.hidden,
+                model_task=m.task, model_decoder=m.decoder_kind or "")
             self._rust = _core.GrpcServer(
                 self.engine, listen, delegate, handlers=handlers, max_concurrent=max_concurrent,
-                max_message=MAX_MESSAGE, dataset=str(ds.path), num_classes=ds.num_classes or 0,
-                model=m.kind if m else "", model_run=str(m.run_dir) if m else "",
-                model_fanouts=list(m.fanouts) if m else [], model_hidden=m.hidden if m else 0,
-                model_task=m.task if m else "", model_decoder=(m.decoder_kind or "") if m else "")
+                max_message=MAX_MESSAGE, dataset=str(ds.path), num_classes=0 if typed else ds.num_classes or 0,
+                **info)
             self.port = self._rust.port
             self.address = f"{listen.rsplit(':', 1)[0]}:{self.port}"
             return
@@ -212,7 +209,8 @@ class Server:
         if isinstance(self.dataset, HeteroDataset):
             ds = self.dataset
             return (f"serving {ds.path} (heterogeneous: {len(ds.node_types)} node types, {ds.num_nodes:,} nodes; "
-                    f"{len(ds.relations)} relations, {ds.num_edges:,} edges) on {self.address} (gRPC: grpcio): "
+                    f"{len(ds.relations)} relations, {ds.num_edges:,} edges) on {self.address} "
+                    f"(gRPC: {self.frontend}): "
                     f"{e.threads} workers sampling with {e.backend}"
                     + (f", rows with {e.feature_backend}" if e.feature_backend else "")
                     + f", default fanouts {json.dumps(dict(e.fanouts))}, seed {e.seed}"

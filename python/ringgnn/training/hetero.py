@@ -1,36 +1,63 @@
-"""Node classification on a heterogeneous dataset: the task plug-in of ``ringgnn train DS --target
-TYPE`` (the loop is ``ringgnn.training.loop``'s, the same for every task and kind of dataset).
+"""Heterogeneous datasets' share of the two tasks of ``ringgnn train`` (the loop is
+``ringgnn.training.loop``'s, the same for every task and kind of dataset).
 
-Batches are seeds of the target type with their sampled typed neighborhood
-(:class:`ringgnn.HeteroLoader`: each relation read from its own file, each type's features from
-its own); the model is :class:`ringgnn.models.hetero.HeteroModel` (``sage``: PyG's
-``to_hetero`` GraphSAGE with mean aggregation across relations; ``rgcn``: R-GCN), types without
-features getting learned embeddings (``embed_dim``), which are saved with the checkpoint, held
-in memory or, as the memory plan decides, in files (``ringgnn.models.tables``, SparseAdam).
+:class:`TypedRuns` is what both typed tasks tell the loop about their kind of dataset
+(per-relation fanouts, the typed loaders' plan and log lines, the heterogeneous models); the
+task's loss, evaluation, scores and words are ``ringgnn.training.tasks``'.
 
-:class:`TypedRuns` is what both heterogeneous tasks tell the loop about their kind of dataset
-(per-relation fanouts, the typed loaders' plan and log lines, the heterogeneous models); a
-checkpoint's ``args`` holds ``hetero`` (the model's config: node and edge types, feature widths,
-counts, target), from which :meth:`HeteroModel.from_config` rebuilds the model.
+**Node classification** (``--target TYPE``, :class:`HeteroNodeClassification`). Batches are seeds
+of the target type with their sampled typed neighborhood (:class:`ringgnn.HeteroLoader`: each
+relation read from its own file, each type's features from its own); the model is
+:class:`ringgnn.models.hetero.HeteroModel` (``sage``: PyG's ``to_hetero`` GraphSAGE with mean
+aggregation across relations; ``rgcn``: R-GCN), types without features getting learned
+embeddings (``embed_dim``), which are saved with the checkpoint, held in memory or, as the memory
+plan decides, in files (``ringgnn.models.tables``, SparseAdam). A checkpoint's ``args`` holds
+``hetero`` (the model's config: node and edge types, feature widths, counts, target), from which
+:meth:`HeteroModel.from_config` rebuilds the model.
+
+**Link prediction** on one relation ``S:R:D`` (``--task link --relation S:R:D``,
+:class:`HeteroLinkPrediction`). Data: the relation's edge splits (docs/FORMAT.md "Edge splits of
+a relation"): ``train`` pairs are the supervision edges (and stay in the graph, as PyG's
+``LinkNeighborLoader`` keeps them); ``val`` and ``test`` are out of the relation and of its
+reverse ``D:rev_R:S``, scored against their stored negatives (OGB's protocol,
+:mod:`ringgnn.inference.metrics`). Batches: :class:`ringgnn.sampling.links.HeteroLinkBatches`,
+the link batcher of homogeneous runs over the relation. Model (:func:`build_link_model`): the
+heterogeneous encoders (``sage`` or ``rgcn``, featureless types with learned embeddings), one per
+endpoint type (two towers when ``S != D``, each a ``HeteroModel`` whose target is its type and
+whose last layer is ``hidden`` wide; one encoder when ``S = D``), and the decoder of homogeneous
+link runs (``dot``, or ``mlp`` on the element-wise product); binary cross-entropy. Two towers
+cost two embedding tables for a featureless type both encoders read (each tower learns its own);
+they make the exact evaluation the node case's: each tower's layer-wise inference of its own
+type (:func:`ringgnn.inference.scoring.exact_rows`, out of core), keeping the rows of the nodes
+the held-out splits name. Per epoch (sampled), each of those nodes gets one sampled embedding
+from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample). Under ``torchrun``
+each rank trains on its share of the link batches and scores its share of the held-out pairs,
+as homogeneous link runs. Not yet: embedding tables in files (``--embed-tables``), the Rust
+loader's hyperbatches for link batches.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .. import _options
 from .._core import InputError
+from ..data.schema import parse_edge_type
 from ..inference.hetero import infer_hetero
 from ..inference.scoring import exact_rows
 from ..models.checkpoints import LAST, config_mismatch, save
+from ..models.gnn import build_decoder
 from ..models.hetero import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
 from ..models.tables import FileTable, load_tables, prune_tables, save_tables
 from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, relation_fanouts
+from ..sampling.links import HeteroLinkBatches
 from ..sampling.plan import plan_hetero, probe_batch_bytes, training_reserve
-from .tasks import NodeClassification
+from . import distributed
+from .tasks import HeldOut, LinkPrediction, NodeClassification, split_accuracy
 
 #: Where the embedding tables of featureless types live: as the memory plan decides, held in
 #: memory (an ``Embedding`` with Adam), or in files (``ringgnn.models.tables``, SparseAdam).
@@ -102,6 +129,14 @@ class TypedRuns:
     def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
         return {"loader": {"backend": self.sampler.resolved_backend(), "hyperbatch": self.hyper.hyperbatch_size()[0]},
                 "memory_plan": {"text": self.plan.text()}}
+
+    def typed_sampler(self, ds: Any, plan: Any, opts: Dict[str, Any]) -> Dict[str, Any]:
+        """Set the run's ``plan`` and its ``sampler`` (placed by it); the options its loaders share."""
+        self.plan = plan
+        self.sampler = HeteroNeighborSampler(ds, opts["fanouts"], backend=opts["backend"], direct=opts["direct"],
+                                             seed=opts["seed"], memory=opts["memory"], plan=plan)
+        return dict(batch_size=opts["batch_size"], seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
+                    sampler=self.sampler, **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
 
 
 def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
@@ -182,7 +217,7 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         held = _options.held_memory() + _options.code_bytes(training=True)
         batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
         del probe
-        self.plan = plan = plan_hetero(
+        plan = plan_hetero(
             ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
             memory=_options.size(opts["memory"], "--memory"), backend=opts["backend"], feature_backend="auto",
             cache=run_args["cache"], reserve=training_reserve(net), batch_bytes=batch_bytes, process=held,
@@ -205,11 +240,7 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         self.tables = {t: FileTable(os.path.join(out, "tables"), t, net.num_nodes[t], width, create=True,
                                     lr=opts["lr"]) for t in plan.file_tables}
         net.tables = {t: table.reader() for t, table in self.tables.items()}
-        self.sampler = HeteroNeighborSampler(ds, fan, backend=opts["backend"], direct=opts["direct"],
-                                             seed=opts["seed"], memory=opts["memory"], plan=plan)
-        common = dict(batch_size=batch_size, seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
-                      sampler=self.sampler, hyperbatch=opts["hyperbatch"],
-                      **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+        common = dict(self.typed_sampler(ds, plan, opts), hyperbatch=opts["hyperbatch"])
         train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
         # The evaluation loaders read through the training loader's readers: one cache.
         loaders = {self.train_split: train_loader}
@@ -253,16 +284,8 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
             r = infer_hetero(out, ds, output="predictions", **exact)
             return {k: r.get(k) for k in ("val_acc", "test_acc")}  # None for a split the target has not
         part = ds.node_type(self.target)
-        ids = {s: part.split(s) for s in self.eval_splits}
-        union = np.unique(np.concatenate(list(ids.values())))
-        pred = exact_rows(ds, net, self.target, union, work_dir=out, **exact).argmax(-1)
-        acc = {}
-        for s, i in ids.items():
-            y = part.labels[i]
-            labeled = y >= 0
-            acc[f"{s}_acc"] = float((pred[np.searchsorted(union, i)][labeled] == y[labeled]).mean()) \
-                if labeled.any() else float("nan")
-        return acc
+        return split_accuracy(lambda union: exact_rows(ds, net, self.target, union, work_dir=out, **exact).argmax(-1),
+                              {s: part.split(s) for s in self.eval_splits}, part.labels)
 
     def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
         # The tables' copies first, under names of this epoch; the checkpoint naming them next;
@@ -284,3 +307,163 @@ def _table_placement(featureless: List[str], embed_tables: str,
     return dict.fromkeys(featureless, embed_tables == "memory")
 
 
+
+
+def link_config(ds: Any, relation: str, model: str, hidden: int, layers: int, embed_dim: Optional[int],
+                dropout: float, decoder: str) -> Dict[str, Any]:
+    """The JSON-able description of a :func:`build_link_model` model for ``relation`` of ``ds``."""
+    s, _, d = parse_edge_type(relation)
+
+    def tower(t: str) -> Dict[str, Any]:
+        return dict(node_types=list(ds.node_types), edge_types=list(ds.relations), in_dims=ds.feature_dims(),
+                    num_nodes=ds.num_nodes_dict, target=t, hidden=hidden, out_dim=hidden, layers=layers, model=model,
+                    embed_dim=embed_dim, dropout=dropout)
+
+    return dict(relation=relation, decoder=decoder, src=tower(s), dst=None if s == d else tower(d))
+
+
+def build_link_model(cfg: Mapping[str, Any]) -> Any:
+    """The :class:`HeteroLinkModel` of :func:`link_config`'s ``cfg`` (fresh weights)."""
+    import torch  # the parser of the command line imports this module: torch only when a model is made
+
+    class HeteroLinkModel(torch.nn.Module):
+        """Encoders ``encoders["src"]`` (rows of type ``S``) and ``encoders["dst"]`` (type ``D``;
+        absent when ``S = D``: the source tower encodes both) and the ``decoder``; its forward
+        scores pairs of a batch's rows in one call (a DDP wrapper sees the whole step)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = dict(cfg)
+            self.encoders = torch.nn.ModuleDict({"src": HeteroModel(**cfg["src"])})
+            if cfg.get("dst") is not None:
+                self.encoders["dst"] = HeteroModel(**cfg["dst"])
+            self.decoder = build_decoder(cfg["decoder"], int(cfg["src"]["hidden"]))
+
+        def tower(self, side: str) -> Any:
+            return self.encoders["dst"] if side == "dst" and "dst" in self.encoders else self.encoders["src"]
+
+        def forward(self, x_dict: Any, edge_index_dict: Any, n_id_dict: Any, src: Any, dst: Any) -> Any:
+            zs = self.encoders["src"](x_dict, edge_index_dict, n_id_dict)
+            zd = self.encoders["dst"](x_dict, edge_index_dict, n_id_dict) if "dst" in self.encoders else zs
+            return self.decoder(zs[src], zd[dst])
+
+    return HeteroLinkModel()
+
+
+class HeteroLinkPrediction(TypedRuns, LinkPrediction):
+    """Link prediction on ``relation`` (see the module docs): the loop's link task with typed
+    batches (:class:`HeteroLinkBatches`), the two-tower model and per-type evaluation loaders."""
+
+    config_key = "hetero_link"
+
+    def __init__(self, ds: Any, relation: Optional[str], decoder: str = "dot", neg_ratio: float = 1.0,
+                 neg_weight: str = "uniform", embed_dim: Optional[int] = None, embed_tables: str = "auto"):
+        if embed_tables != "auto":
+            raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
+                             "memory (tables in files are for --task node yet); leave it out")
+        super().__init__(decoder, neg_ratio, neg_weight)
+        self.relation = _check_relation(ds, relation, self.eval_splits)
+        self.edge_type = parse_edge_type(self.relation)
+        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
+        s_type, _, d_type = self.edge_type
+        for t in {s_type, d_type}:
+            if not any(et[2] == t for et in ds.edge_types):
+                raise InputError(f"--relation {self.relation}: no relation enters node type '{t}', so its nodes get no "
+                                 "messages; build the dataset with --add-reverse (add_reverse=True)")
+        self.sides = {"src": s_type} if s_type == d_type else {"src": s_type, "dst": d_type}
+
+    def check(self, ds: Any) -> None:
+        pass  # the relation's splits are checked when the task is made
+
+    def identity(self) -> Dict[str, Any]:
+        return {"heterogeneous": True, "task": "link", "relation": self.relation}
+
+    def scope(self, ds: Any, train_loader: Any) -> str:
+        return (f"heterogeneous, link prediction on {self.relation} ({self.decoder} decoder, {self.neg.amount:g} "
+                f"negatives per positive), {train_loader.edges.shape[1]:,} training pairs")
+
+    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        self.cfg = link_config(ds, self.relation, args["model"], args["hidden"], args["layers"], self.embed_dim,
+                               args["dropout"], self.decoder)
+        return dict(task="link", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=self.decoder,
+                    neg_ratio=self.neg.amount, neg_weight=self.neg.weight, relation=self.relation,
+                    embed_dim=self.embed_dim, hetero_link=self.cfg)
+
+    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        net = build_link_model(self.cfg).to(dev)
+        rel, batch_size = ds.relation(self.relation), opts["batch_size"]
+        self.held = {s: HeldOut(rel, s, two_types=len(self.sides) == 2) for s in self.eval_splits}
+        most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * self.neg.amount)))
+        common = self.typed_sampler(ds, plan_hetero(
+            ds, opts["fanouts"], target=self.edge_type[2], batch_size=most,
+            seeds=rel.manifest["edge_splits"]["train"]["edges"], memory=_options.size(opts["memory"], "--memory"),
+            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"]), opts)
+        loaders: Dict[str, Any] = {}
+        features = None
+        for split, h in self.held.items():
+            for side, t in self.sides.items():
+                key = split if side == "src" else f"{split}.{side}"
+                loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
+                                            features=features, **common)
+                features = loaders[key].features  # one set of readers and one cache
+        self.hyper = loaders[self.train_split] = HeteroLinkBatches(
+            ds, self.relation, self.sampler, features, batch_size=batch_size, neg_ratio=self.neg.amount,
+            neg_weight=self.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
+            **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+        return net, loaders
+
+    def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
+        import torch.nn.functional as F  # torch only where a batch is trained (as every task does)
+
+        et = self.edge_type
+        eli = batch[et].edge_label_index.to(device)
+        logits = net(*hetero_batch_to_dicts(batch, device), eli[0], eli[1])
+        return F.binary_cross_entropy_with_logits(logits, batch[et].edge_label.to(device)), int(eli.shape[1])
+
+    def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
+        """Each rank trains on its share of the link batches; every rank embeds every node of
+        the held-out splits and scores its share of the pairs (as :class:`LinkPrediction`)."""
+        batches = loaders[self.train_split]
+        batches.batches = distributed.shard(batches.epoch_batches(), ranks.rank, ranks.world_size)
+        self._share = (ranks.rank, ranks.world_size)
+
+    def tower(self, net: Any, side: str) -> Any:
+        return net.tower(side)
+
+    def tower_rows(self, tower: Any, batch: Any, device: Any, kind: str, side: str) -> Any:
+        return tower(*hetero_batch_to_dicts(batch, device))[:batch[self.sides[side]].batch_size]
+
+    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        """Exact scores of the live ``net`` or of the run's best checkpoint (on the CPU): each
+        tower's layer-wise rows of the nodes the splits name, then the decoder."""
+        if net is None:
+            import torch  # the checkpoint's weights: torch is loaded already by the run
+
+            best = torch.load(os.path.join(out, "best.pt"), map_location="cpu", weights_only=True)
+            net = build_link_model(self.cfg)
+            net.load_state_dict(best["model"])
+        rows = {}
+        for side, t in self.sides.items():
+            ids = np.unique(np.concatenate([h.ends[side] for h in self.held.values()]))
+            rows[side] = (exact_rows(ds, net.tower(side), t, ids, work_dir=out, **exact), ids)
+        return self.exact_scores(net.decoder, rows)
+
+
+def _check_relation(ds: Any, relation: Optional[str], eval_splits: Tuple[str, ...]) -> str:
+    split = [r for r in ds.relations if ds.relation(r).edge_split_names]
+    if relation is None:
+        raise InputError(f"{ds.path} is heterogeneous: give --relation SRC:REL:DST, the relation whose links to predict "
+                         f"(relations with edge splits: {', '.join(split) or 'none'})")
+    relation = ds.check_relation(relation)
+    missing = [s for s in ("train", *eval_splits) if s not in ds.relation(relation).edge_split_names]
+    if missing:
+        raise InputError(f"--relation {relation}: it has no {'/'.join(missing)} edge split, which --task link trains "
+                         "and scores on; build it with a link split (generate hetero --link-split ... --link-relation "
+                         f"{relation}, or build_hetero's Relation(link_split=...)); relations with edge splits: "
+                         f"{', '.join(split) or 'none'}")
+    for s in eval_splits:
+        if not ds.relation(relation).manifest["edge_splits"][s]["negatives"]:
+            raise InputError(f"{ds.path}: relation {relation}'s edge split '{s}' has no stored negatives to rank "
+                             "against; rebuild it with negatives (link_negatives > 0)")
+    return relation

@@ -2,14 +2,14 @@
 
 The loop is the same for every task and every kind of dataset: it asks a task plug-in
 (``ringgnn.training.tasks``: node classification, link prediction; their heterogeneous cases in
-``ringgnn.training.hetero`` and ``ringgnn.training.hetero_links``, a homogeneous dataset being the one-type
-case) for the model, the loaders of the training and evaluated splits, the loss of each
-training batch, the evaluation sums after each epoch and the scores made of them. It follows
-PyG's ``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds. Evaluation is
-out of core too: the seeds of the evaluated splits are sampled with the same fanouts as training
-(not layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the
-scores of different epochs compare the same neighborhoods; exact layer-wise scores come after
-every epoch (``--eval layerwise``) or once for the best checkpoint (``--eval auto``).
+``ringgnn.training.hetero``, a homogeneous dataset being the one-type case) for the model, the
+loaders of the training and evaluated splits, the loss of each training batch, the evaluation sums
+after each epoch and the scores made of them. It follows PyG's ``NeighborLoader`` recipe, each
+batch the sampled neighborhood of its seeds. Evaluation is out of core too: the seeds of the
+evaluated splits are sampled with the same fanouts as training (not layer-wise full-neighborhood
+inference), in a fixed order and with a fixed sample, so the scores of different epochs compare the
+same neighborhoods; exact layer-wise scores come after every epoch (``--eval layerwise``) or once
+for the best checkpoint (``--eval auto``).
 
 A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
 ``best.pt`` (the epoch of best validation score; both ``ringgnn.models.checkpoints``),
@@ -35,7 +35,7 @@ from ..data.dataset import Dataset, HeteroDataset
 from ..models.checkpoints import open_run, restore, run_directory, write_json
 from ..models.gnn import DECODERS
 from ..sampling.hetero import open_hetero
-from ..sampling.links import WEIGHTS as NEG_WEIGHTS
+from ..sampling.pairs import WEIGHTS as NEG_WEIGHTS
 from . import distributed
 from .curves import Plots
 from .tasks import LinkPrediction, NodeClassification, Task
@@ -44,6 +44,9 @@ from .tasks import LinkPrediction, NodeClassification, Task
 EVAL_MODES = ("auto", "sampled", "layerwise")
 #: What ``--task`` trains for.
 TASKS = ("node", "link")
+#: The loop's options a checkpoint's ``args`` holds, in their order (then ``world_size``, the task's).
+RUN_ARGS = ("model", "fanouts", "batch_size", "epochs", "hidden", "layers", "lr", "dropout", "cache", "memory",
+            "device", "seed")
 
 
 def train(
@@ -175,7 +178,7 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         # The typed plug-ins import PyTorch (the heterogeneous models): not at import, which the
         # command line's parser does.
         from .hetero import HeteroNodeClassification
-        from .hetero_links import HeteroLinkPrediction
+        from .hetero import HeteroLinkPrediction
     else:
         for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
                             ("--embed-tables", None if embed_tables == "auto" else embed_tables)):
@@ -205,11 +208,7 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
     import torch
 
     device, out, model, fanouts = opts["device"], opts["out"], opts["model"], opts["fanouts"]
-    run_args = task.run_args(ds, dict(model=model, fanouts=fanouts, batch_size=opts["batch_size"],
-                                      epochs=opts["epochs"], hidden=opts["hidden"], layers=opts["layers"],
-                                      lr=opts["lr"], dropout=opts["dropout"], cache=opts["cache"],
-                                      memory=opts["memory"], device=device, seed=opts["seed"],
-                                      world_size=ranks.world_size))
+    run_args = task.run_args(ds, dict({k: opts[k] for k in RUN_ARGS}, world_size=ranks.world_size))
     rank_log = log  # lines every rank prints (tagged with its rank)
     if not ranks.leader:
         log, quiet = (lambda s: None), True

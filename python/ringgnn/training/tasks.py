@@ -12,9 +12,9 @@ Hits@K of each held-out positive against its stored negatives (``ringgnn.inferen
 A homogeneous dataset is the one-type case: :class:`Task`'s defaults are what the loop needs of
 it (``ringgnn.Loader``'s engine, its counters and log lines, the CUDA copy path, the encoders of
 ``ringgnn.models.gnn``). The heterogeneous plug-ins (``ringgnn.training.hetero.TypedRuns`` mixed into
-``HeteroNodeClassification`` and ``ringgnn.training.hetero_links.HeteroLinkPrediction``) override those
-and the typed batch -> model inputs step (:meth:`Task.seed_rows`), and keep the task's loss,
-evaluation, scores and words.
+``HeteroNodeClassification`` and ``HeteroLinkPrediction``) override those and the typed batch ->
+model inputs step (:meth:`Task.seed_rows`, :meth:`LinkPrediction.tower_rows`), and keep the
+task's loss, evaluation, scores and words.
 
 Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, ``val_mrr``,
 ``val_hits``...): the names of the columns of ``metrics.json``'s epochs, and of its
@@ -33,12 +33,13 @@ from .._core import InputError
 from ..data.dataset import Dataset
 from ..inference import metrics
 from ..inference.run import run_inference
-from ..inference.scoring import decode_pairs, embed_endpoints
+from ..inference.scoring import decode_pairs, embed_endpoints, split_scores
 from ..models.checkpoints import Checkpoint, load_checkpoint, save
 from ..models.gnn import MODELS, activation_bytes, build_link_model, build_model, forward
 from ..sampling import cuda
-from ..sampling.links import LinkLoader, LinkPairs, NegativeSampling
+from ..sampling.links import LinkLoader
 from ..sampling.loader import Loader
+from ..sampling.pairs import LinkPairs, NegativeSampling
 from . import distributed
 
 
@@ -330,8 +331,8 @@ class NodeClassification(Task):
         return {k: _ratio(sums[2 * i], sums[2 * i + 1]) for i, k in enumerate(self.keys())}
 
     def layerwise(self, ds: Dataset, ckpt: Checkpoint, **opts: Any) -> Dict[str, float]:
-        acc = layerwise_accuracy(ds, ckpt, self.eval_splits, **opts)
-        return {k: acc[s] for k, s in zip(self.keys(), self.eval_splits)}
+        return split_accuracy(lambda union: run_inference(ds, ckpt, union, output="predictions", **opts),
+                              {s: ds.split(s) for s in self.eval_splits}, ds.labels)
 
 
 class LinkPrediction(Task):
@@ -351,11 +352,15 @@ class LinkPrediction(Task):
     metric = "auc"
     METRICS = ("auc", "mrr", "hits")
 
+    #: The ends of a pair by their tower's name, with their node type: one for a homogeneous
+    #: dataset (its encoder embeds both ends); a typed relation ``S:R:D`` with ``S != D`` has two.
+    sides: Dict[str, Any] = {"src": None}
+
     def __init__(self, decoder: str = "dot", neg_ratio: float = 1.0, neg_weight: str = "uniform"):
         self.decoder = decoder
         self.neg = NegativeSampling("binary", neg_ratio, neg_weight)
-        #: The pairs, candidates and sorted distinct nodes of each held-out split (set by loader()).
-        self._held_out: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        #: Each evaluated split's pairs, negatives and the nodes they name (set by loader()).
+        self.held: Dict[str, HeldOut] = {}
         #: (rank, world size): which pairs this process scores.
         self._share = (0, 1)
 
@@ -390,13 +395,10 @@ class LinkPrediction(Task):
         # (what the memory plan was made for): each node's neighborhood is sampled once, not
         # once per pair it is in (K + 2 times fewer seeds than link batches of the same pairs).
         # Negatives shared by the split's positives (OGB's edge_neg) replace its per-pair ones.
-        pairs, shared = ds.edge_split(split, mmap=True), ds.edge_shared_negatives(split, mmap=True)
-        negs = ds.edge_negatives(split, mmap=True) if shared is None else shared
-        nodes = np.unique(np.concatenate([np.unique(pairs), np.unique(negs)]))
-        self._held_out[split] = (pairs, negs, nodes, shared is not None)
+        h = self.held[split] = HeldOut(ds, split)
         share = opts.pop("share", None)
         base = share._loader if isinstance(share, LinkLoader) else share
-        return Loader(ds, fanouts, self.batch_seeds(batch_size, ds), split=nodes, share=base, **opts)
+        return Loader(ds, fanouts, self.batch_seeds(batch_size, ds), split=h.ends["src"], share=base, **opts)
 
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
         """Each rank trains on its share of the link batches; every rank embeds every node of
@@ -435,12 +437,25 @@ class LinkPrediction(Task):
     def held_out_scores(self, net: Any, feeds: Dict[str, Any], split: str, device: Any,
                         kind: str) -> Tuple[np.ndarray, np.ndarray, bool]:
         """(scores of the split's pairs, of their negatives ((n, K), or (m,) when shared), shared)
-        from one sampled embedding per node the split names."""
-        pairs, negs, nodes, shared = self._held_out[split]
-        net.encoder.eval()
-        z = sampled_embeddings(lambda b: forward(net.encoder, b, device, kind), feeds[split], len(nodes))
-        pos, neg = decode_pairs(net.decoder, z, nodes, pairs, None if shared else negs)
-        return pos, (decode_pairs(net.decoder, z, nodes, negs)[0] if shared else neg), shared
+        from one sampled embedding per node the split names, by the tower of its end (the loader
+        of ``split``'s source ends is ``feeds[split]``, of the other end's ``feeds["split.dst"]``)."""
+        h = self.held[split]
+        rows = {}
+        for side in self.sides:
+            tower = self.tower(net, side)
+            tower.eval()
+            feed = feeds[split if side == "src" else f"{split}.{side}"]
+            z = sampled_embeddings(lambda b: self.tower_rows(tower, b, device, kind, side), feed, len(h.ends[side]))
+            rows[side] = (z, h.ends[side])
+        return (*h.decode(net.decoder, rows), h.shared)
+
+    def tower(self, net: Any, side: str) -> Any:
+        """The encoder of the ``side`` ends of the pairs."""
+        return net.encoder
+
+    def tower_rows(self, tower: Any, batch: Any, device: Any, kind: str, side: str) -> Any:
+        """``tower``'s rows of ``batch``'s seeds."""
+        return forward(tower, batch, device, kind)
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
@@ -452,8 +467,16 @@ class LinkPrediction(Task):
         return out
 
     def layerwise(self, ds: Dataset, ckpt: Checkpoint, **opts: Any) -> Dict[str, Any]:
+        """Exact scores: one layer-wise inference of every node the splits name
+        (``ringgnn.inference.scoring.embed_endpoints``), then the decoder."""
+        ids, z = embed_endpoints(ds, ckpt, [h.ends["src"] for h in self.held.values()], **opts)
+        return self.exact_scores(ckpt.decoder, {"src": (z, ids)})
+
+    def exact_scores(self, decoder: Any, rows: Dict[str, Tuple[np.ndarray, np.ndarray]]) -> Dict[str, Any]:
+        """The scores of every evaluated split from each end's exact (rows, sorted ids)."""
         out: Dict[str, Any] = {}
-        for split, s in layerwise_link_scores(ds, ckpt, self.eval_splits, **opts).items():
+        for split, h in self.held.items():
+            s = split_scores(*h.decode(decoder, rows), shared=h.shared)
             out.update(link_keys(split, s["auc"], s["mrr"], s["hits"]))
         return out
 
@@ -495,41 +518,45 @@ def sampled_embeddings(rows_of: Any, loader: Any, rows: int) -> np.ndarray:
     return z
 
 
-def layerwise_link_scores(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
-                          **opts: Any) -> Dict[str, Dict[str, Any]]:
-    """Exact scores (full neighborhoods) of a link model on each held-out split, from one
-    layer-wise inference of every node the splits name (``ringgnn.inference.scoring.embed_endpoints``);
-    ``{split: {"auc", "mrr", "hits"}}``."""
+class HeldOut:
+    """A held-out edge split of ``part`` (a homogeneous dataset or a typed one's relation): its
+    pairs ((2, n), mapped), the negatives they are ranked against (``(n, K)`` per pair, or with
+    ``shared`` the (2, m) pairs shared by all, OGB's ``edge_neg``; mapped), and ``ends``, the
+    sorted distinct nodes it names: ``{"src": all}``, or with ``two_types`` (a relation whose ends
+    are of two node types) ``{"src": sources, "dst": destinations and negatives}``."""
 
-    pairs = [ds.edge_split(s, mmap=True) for s in splits]
-    shared = [ds.edge_shared_negatives(s, mmap=True) for s in splits]
-    negs = [ds.edge_negatives(s, mmap=True) if h is None else h for s, h in zip(splits, shared)]
-    ids, z = embed_endpoints(ds, ckpt, pairs + negs, **opts)  # one layer-wise inference for all
-    out = {}
-    for s, p, h, g in zip(splits, pairs, shared, negs):
-        if not p.shape[1]:
-            out[s] = dict(auc=float("nan"), mrr=float("nan"), hits={})
-        elif h is not None:
-            out[s] = metrics.shared_link_scores(decode_pairs(ckpt.decoder, z, ids, p)[0],
-                                                decode_pairs(ckpt.decoder, z, ids, h)[0])
-        else:
-            out[s] = metrics.link_scores(*decode_pairs(ckpt.decoder, z, ids, p, g))
-    return out
+    def __init__(self, part: Dataset, split: str, two_types: bool = False):
+        self.pairs = part.edge_split(split, mmap=True)
+        shared = part.edge_shared_negatives(split, mmap=True)
+        self.shared = shared is not None
+        self.negs = part.edge_negatives(split, mmap=True) if shared is None else shared
+        if not two_types:
+            self.ends = {"src": np.unique(np.concatenate([np.unique(self.pairs), np.unique(self.negs)]))}
+            return
+        dst = [self.pairs[1], self.negs[1] if self.shared else self.negs]
+        src = [self.pairs[0]] + ([self.negs[0]] if self.shared else [])
+        self.ends = {side: np.unique(np.concatenate([np.unique(a) for a in ends]))
+                     for side, ends in (("src", src), ("dst", dst))}
+
+    def decode(self, decoder: Any, rows: Dict[str, Tuple[np.ndarray, np.ndarray]]) -> Tuple[np.ndarray, np.ndarray]:
+        """(scores of the pairs, of their negatives) by ``decoder`` from each end's (rows,
+        sorted ids) (``rows["dst"]``: absent when one tower embeds both ends)."""
+        src, dst = rows["src"], rows.get("dst")
+        pos, neg = decode_pairs(decoder, *src, self.pairs, None if self.shared else self.negs, dst=dst)
+        return pos, (decode_pairs(decoder, *src, self.negs, dst=dst)[0] if self.shared else neg)
 
 
-def layerwise_accuracy(ds: Dataset, ckpt: Checkpoint, splits: Sequence[str] = ("val", "test"),
-                       **opts: Any) -> Dict[str, float]:
-    """Exact accuracy (full neighborhoods) of ``ckpt``'s model on each split, from one
-    layer-wise inference over the union of the splits' nodes."""
-    ids = {s: ds.split(s) for s in splits}
-    union = np.unique(np.concatenate([ids[s] for s in splits]))
-    pred = run_inference(ds, ckpt, union, output="predictions", **opts)
-    y = ds.labels
+def split_accuracy(predict: Any, ids: Dict[str, np.ndarray], labels: np.ndarray) -> Dict[str, float]:
+    """``{<split>_acc}`` of the classes ``predict(union)`` gives the sorted union of the splits'
+    nodes ``ids``, on their labeled nodes (``labels``: -1 unlabeled); NaN for a split without."""
+    union = np.unique(np.concatenate(list(ids.values())))
+    pred = predict(union)
     acc = {}
-    for s in splits:
-        p = pred[np.searchsorted(union, ids[s])]
-        labeled = y[ids[s]] >= 0
-        acc[s] = float((p[labeled] == y[ids[s]][labeled]).mean()) if labeled.any() else float("nan")
+    for s, i in ids.items():
+        y = labels[i]
+        labeled = y >= 0
+        acc[f"{s}_acc"] = float((pred[np.searchsorted(union, i)][labeled] == y[labeled]).mean()) \
+            if labeled.any() else float("nan")
     return acc
 
 

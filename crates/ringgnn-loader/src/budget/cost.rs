@@ -45,19 +45,9 @@ pub const CPU_PER_SAMPLED_EDGE: f64 = 3e-8;
 
 const PAGE: f64 = 4096.0;
 
-/// Whether a loading driver stages a hyperbatch's cold rows (one pass over the feature file,
-/// then each batch's rows read back sequentially) rather than reading them batch by batch, from
-/// the two estimates of its reads. Two drivers run a loading epoch: while one hands its
-/// hyperbatch's batches to the consumer, the other samples and stages the next, so a pass
-/// overlaps the training of the previous hyperbatch as per-batch reads overlap the training of
-/// earlier batches, and the two compare at par: the cheaper wins. The first hyperbatch of an
-/// epoch has nothing before it to overlap with (its pass would hold back the epoch's first
-/// batch): it is gathered batch by batch, each batch handed out as soon as its rows are read,
-/// while the second is staged. (Before, with no such first hyperbatch, a pass had to be
-/// estimated at half the per-batch reads to be chosen.)
-pub fn stage_rows(first: bool, per_batch: f64, staged: f64) -> bool {
-    !first && staged < per_batch
-}
+/// The rule whether a loading driver stages a hyperbatch's cold rows: the staging module's
+/// (`stages.rs` applies it per hyperbatch, this model per epoch).
+pub use crate::staging::stage_rows;
 
 /// What an epoch does, for the cost of a plan. All zeros (the default) means unknown: each part
 /// is then costed at its smallest plausible figure (one pass over a file on disk, the largest
@@ -93,12 +83,11 @@ pub struct HitCurve {
 }
 
 impl HitCurve {
-    /// From the offset index (`V + 1` entries).
-    pub fn from_indptr(indptr: &[u64]) -> Self {
+    /// From the in-degrees of the offset index ([`ringgnn_sampler::Offsets::degrees`]).
+    pub fn from_degrees(degrees: impl Iterator<Item = u64>) -> Self {
         let mut count = [0u64; 65];
         let mut sum = [0u64; 65];
-        for w in indptr.windows(2) {
-            let d = w[1].saturating_sub(w[0]);
+        for d in degrees {
             // Every node is at least a seed now and then: count it as degree 1.
             let d = d.max(1);
             let b = 64 - d.leading_zeros() as usize;
@@ -383,7 +372,7 @@ mod tests {
     fn the_hit_curve_favours_hubs_and_ends_at_one() {
         // Degrees 100, 1, 1, 1, 1: one row serves 100 of 104 accesses.
         let indptr = [0u64, 100, 101, 102, 103, 104];
-        let c = HitCurve::from_indptr(&indptr);
+        let c = HitCurve::from_degrees(indptr.windows(2).map(|w| w[1] - w[0]));
         assert_eq!(c.hit(0), Some(0.0));
         assert!((c.hit(1).unwrap() - 100.0 / 104.0).abs() < 1e-9);
         assert_eq!(c.hit(5), Some(1.0));

@@ -249,7 +249,10 @@ impl TypedLoader {
                     .map(|r| n * (4 * r.file.dim() as u64 + GATHER_SCRATCH_PER_NODE))
             })
             .sum();
-        let labels = self.labels.as_ref().map_or(0, |_| 8 * s.node[self.target].len() as u64);
+        let labels = self
+            .labels
+            .as_ref()
+            .map_or(0, |_| 8 * s.node[self.target].len() as u64);
         rows + labels
     }
 
@@ -264,7 +267,12 @@ impl TypedLoader {
     pub fn worker_bytes(&self) -> u64 {
         let buffer = CoalesceOptions::default().buffer as u64;
         let sampler = if self.graph.in_memory() { 0 } else { buffer };
-        let rows = self.rows.iter().flatten().filter(|r| r.memory.is_none()).count() as u64;
+        let rows = self
+            .rows
+            .iter()
+            .flatten()
+            .filter(|r| r.memory.is_none())
+            .count() as u64;
         sampler + rows * buffer
     }
 

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::{Excerpts, IoContext, Result};
-use source::read_full;
+pub(crate) use source::read_full;
 pub use source::EdgeSource;
 
 /// Input encodings `convert` understands.

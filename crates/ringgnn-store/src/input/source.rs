@@ -26,8 +26,9 @@ pub trait EdgeSource: Send {
     }
 }
 
-/// Read until `buf` is full or the reader is at its end; returns the bytes read.
-pub(super) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+/// Read until `buf` is full or the reader is at its end; returns the bytes read (the one copy:
+/// `verify` reads its files with it too).
+pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

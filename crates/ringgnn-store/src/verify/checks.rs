@@ -10,6 +10,7 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::bitmap::Bitmap;
+use crate::input::read_full;
 use crate::manifest::{pad_to_page, FeatureInfo, FileEntry, IndexDtype, Manifest, PAGE};
 use crate::progress::Progress;
 use crate::{Error, IoContext, Result};
@@ -129,20 +130,6 @@ pub(super) fn check_file(
         Some(p) => bad(p),
         None => Ok(()),
     }
-}
-
-/// Read until `buf` is full or the file ends.
-pub(super) fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 pub(super) fn u64s(data: &[u8]) -> impl Iterator<Item = u64> + '_ {

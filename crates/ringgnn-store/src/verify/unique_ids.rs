@@ -248,7 +248,7 @@ impl Words {
     fn next(&mut self) -> Result<u64> {
         if self.pos == self.buf.len() {
             self.buf.resize(READ_BLOCK, 0);
-            let n = super::checks::read_full(&mut self.file, &mut self.buf).at(&self.path)?;
+            let n = crate::input::read_full(&mut self.file, &mut self.buf).at(&self.path)?;
             if n < 8 {
                 return Err(Error::io(
                     &self.path,

@@ -1,0 +1,201 @@
+//! [`TypedGraph::open`]: a heterogeneous dataset opened once for every sampler over it (its
+//! node types, and each relation's offset index and neighbor file, held in memory or read from
+//! disk as the caller places it), and [`TypedGraph::sampler`]: a [`HeteroSampler`] over it with
+//! its own read backends. The one place a typed sampler is opened; the server and the Python
+//! binding both take it from here.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, PageCache};
+use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
+use ringgnn_store::manifest::IndexDtype;
+use ringgnn_store::Dataset;
+
+use super::{HeteroRelation, HeteroSampler};
+use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
+use crate::{Error, Fanout, Offsets, Result};
+
+/// One relation `SRC:REL:DST` as every sampler over the graph shares it.
+pub struct SharedRelation {
+    pub name: String,
+    /// Its source and destination types (indices into [`TypedGraph::types`]).
+    pub src: usize,
+    pub dst: usize,
+    pub indptr: Offsets,
+    /// The largest in-degree (what one node may draw with `Fanout::All`).
+    pub max_degree: u64,
+    /// The neighbor file, when held in memory.
+    pub memory: Option<Arc<Indices>>,
+    pub file: PathBuf,
+    pub dtype: IndexDtype,
+    /// Hot pages of the neighbor file read from disk, shared by every sampler
+    /// ([`TypedGraph::share_page_cache`]).
+    pub pages: Option<Arc<PageCache>>,
+}
+
+impl SharedRelation {
+    pub fn num_edges(&self) -> u64 {
+        self.indptr.last().unwrap_or(0)
+    }
+}
+
+/// A heterogeneous dataset opened for sampling; see the module docs.
+pub struct TypedGraph {
+    /// Node types and their counts, in the manifest's order.
+    pub types: Vec<String>,
+    pub counts: Vec<u64>,
+    /// Relations in the manifest's order.
+    pub relations: Vec<SharedRelation>,
+    /// How relations not in memory are read (`None`: every one is in memory).
+    pub kind: Option<BackendKind>,
+    pub direct: bool,
+}
+
+impl TypedGraph {
+    /// Open the heterogeneous dataset in `dir`: every relation's offset index, and its neighbor
+    /// file loaded when `kind` is `None` or it is in `memory_relations` (else read with `kind`
+    /// by each sampler). A name in `memory_relations` that is not a relation is refused.
+    pub fn open(
+        dir: &Path,
+        kind: Option<BackendKind>,
+        direct: bool,
+        memory_relations: &[String],
+    ) -> Result<Self> {
+        let m = HeteroManifest::read(dir)?;
+        for r in memory_relations {
+            if !m.relations.contains_key(r) {
+                return Err(Error::Input(format!(
+                    "memory_relations: unknown relation '{r}' (the dataset has: {})",
+                    m.relations.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        let types: Vec<String> = m.node_types.keys().cloned().collect();
+        let index = |t: &str| types.iter().position(|x| x == t).expect("by the manifest");
+        let mut relations = Vec::with_capacity(m.relations.len());
+        for r in m.relations.keys() {
+            let (s, _, d) = split_relation(r)?;
+            let ds = Dataset::open_part(dir, &Part::Relation(r.clone()))?;
+            let indptr = Offsets::load(&ds)?;
+            let file = ds.path_of("indices")?;
+            let dtype = ds.manifest().graph.indices_dtype;
+            let memory = if kind.is_none() || memory_relations.contains(r) {
+                Some(Arc::new(Indices::load(
+                    &file,
+                    dtype,
+                    ds.manifest().num_edges,
+                )?))
+            } else {
+                None
+            };
+            relations.push(SharedRelation {
+                name: r.clone(),
+                src: index(s),
+                dst: index(d),
+                max_degree: indptr.degrees().max().unwrap_or(0),
+                indptr,
+                memory,
+                file,
+                dtype,
+                pages: None,
+            });
+        }
+        let counts = types.iter().map(|t| m.node_types[t].num_nodes).collect();
+        Ok(TypedGraph {
+            types,
+            counts,
+            relations,
+            kind,
+            direct,
+        })
+    }
+
+    /// Give the relations read from disk `bytes` of hot pages, an even share each (each its own
+    /// [`PageCache`], which every sampler over the graph reads through).
+    pub fn share_page_cache(&mut self, bytes: u64) {
+        let on_disk = self.relations.iter().filter(|r| r.memory.is_none()).count() as u64;
+        for r in self.relations.iter_mut().filter(|r| r.memory.is_none()) {
+            r.pages = PageCache::new(bytes / on_disk).map(Arc::new);
+        }
+    }
+
+    /// Bytes held: offset indexes and the neighbor files in memory.
+    pub fn bytes(&self) -> u64 {
+        self.relations
+            .iter()
+            .map(|r| {
+                r.indptr.bytes()
+                    + r.memory
+                        .as_ref()
+                        .map_or(0, |m| m.len() as u64 * r.dtype.size())
+            })
+            .sum()
+    }
+
+    /// A sampler with `fanouts` (one list per relation, in the graph's order) and `replace`,
+    /// reading the relations not in memory with `disk` (the graph's backend when `None`)
+    /// through their hot pages, if any; with the name of how it reads ("memory", "pread",
+    /// "uring", "uring-direct") and why a backend fell back, if one did.
+    pub fn sampler(
+        &self,
+        fanouts: Vec<Vec<Fanout>>,
+        replace: bool,
+        disk: Option<BackendKind>,
+    ) -> Result<(HeteroSampler, String, Option<String>)> {
+        if fanouts.len() != self.relations.len() {
+            return Err(Error::Input(format!(
+                "{} fanout lists for {} relations: give one per relation",
+                fanouts.len(),
+                self.relations.len()
+            )));
+        }
+        let disk = disk.or(self.kind);
+        // A sampler reads one relation at a time, so its disk relations split one read buffer
+        // of the homogeneous sampler's size (8 MiB, what the memory plans count per sampler)
+        // instead of holding one each: 6 relations on disk held 48 MiB per thread.
+        let on_disk = self.relations.iter().filter(|r| r.memory.is_none()).count();
+        let coalesce = {
+            let d = CoalesceOptions::default();
+            let share = (d.buffer / on_disk.max(1)) / ringgnn_io::ALIGN * ringgnn_io::ALIGN;
+            CoalesceOptions {
+                buffer: share.max(d.run_bytes()),
+                ..d
+            }
+        };
+        let (mut rels, mut fallback, mut name) = (Vec::new(), None, String::from("memory"));
+        for (r, fan) in self.relations.iter().zip(fanouts) {
+            let source = match (&r.memory, disk) {
+                (Some(ix), _) => NeighborSource::Memory(ix.clone()),
+                (None, kind) => {
+                    let kind = kind.expect("a relation not in memory has a disk backend");
+                    let (reader, why) =
+                        open_backend(kind, &r.file, self.direct).map_err(|source| Error::Io {
+                            path: r.file.clone(),
+                            source,
+                        })?;
+                    fallback = fallback.or(why);
+                    let d = DiskNeighbors::new(reader, &r.file, r.dtype, coalesce)
+                        .with_cache(r.pages.clone());
+                    NeighborSource::Disk(d)
+                }
+            };
+            // One name for the sampler: the disk backend's when any relation is read from disk.
+            if name == "memory" || source.name() != "memory" {
+                name = source.name().to_string();
+            }
+            rels.push(HeteroRelation {
+                src: r.src,
+                dst: r.dst,
+                indptr: r.indptr.clone(),
+                source,
+                fanouts: fan,
+            });
+        }
+        if self.direct && name == "uring" {
+            name = "uring-direct".into();
+        }
+        let s = HeteroSampler::new(self.counts.clone(), rels, replace)?;
+        Ok((s, name, fallback))
+    }
+}

@@ -1,0 +1,335 @@
+"""The pairs of link batches, before any sampling: the one owner of what a link batch is made of,
+for both kinds of dataset (``ringgnn.sampling.links`` samples them).
+
+Negatives follow PyG's ``LinkNeighborLoader`` (``disjoint=False``):
+
+- ``binary``: ``ceil(amount * n)`` negative pairs whose source *and* destination are random
+  nodes, labelled 0 after the ``n`` positives (label 1, or the labels given);
+- ``triplet``: ``amount`` (an integer) random destinations per positive, ``dst_neg``;
+- no negative sampling: the positives only.
+
+The seed nodes are the sorted unique endpoints (``torch.unique`` of ``cat([src, dst])``, as PyG
+does; of a typed relation ``S:R:D`` with ``S != D``, each end's in its own type), so
+``edge_label_index`` (or ``src_index``/``dst_pos_index``/``dst_neg_index``) are positions among
+them. Negatives are drawn uniformly, or by ``degree ** 0.75`` (in-degree in the training graph,
+the word2vec/PinSage practice; of a typed dataset, over the relations entering the end's type),
+with replacement, from a numpy PCG64 stream keyed by (seed, epoch, batch): a batch's negatives,
+like its sample, depend on nothing else. An epoch's order of its pairs is :class:`Shuffle`, keyed
+by (seed, epoch), with no permutation held.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .._core import InputError
+from ..data.dataset import Dataset
+from ..data.schema import parse_edge_type
+from .sampler import SampledSubgraph
+
+#: The numpy ``SeedSequence`` purpose word of negative sampling ("lneg" in ASCII).
+NEG_PURPOSE = 0x6C6E6567
+#: The purpose word of a link epoch's order of its pairs ("lshf").
+SHUFFLE_PURPOSE = 0x6C736866
+MODES = ("binary", "triplet")
+WEIGHTS = ("uniform", "degree")
+
+
+@dataclass(frozen=True)
+class NegativeSampling:
+    """How to add negatives to a link batch: ``mode`` 'binary' or 'triplet', ``amount`` negatives
+    per positive (a ratio for binary, a positive integer for triplet), ``weight`` 'uniform' or
+    'degree' (probability proportional to in-degree ** 0.75)."""
+
+    mode: str = "binary"
+    amount: float = 1.0
+    weight: str = "uniform"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InputError(f"negative sampling mode '{self.mode}' is not one of {', '.join(MODES)}")
+        if self.weight not in WEIGHTS:
+            raise InputError(f"negative sampling weight '{self.weight}' is not one of {', '.join(WEIGHTS)}")
+        amount = float(self.amount)
+        if not amount > 0 or not math.isfinite(amount):
+            raise InputError(f"negative sampling amount must be positive (got {self.amount})")
+        if self.mode == "triplet" and amount != math.ceil(amount):
+            raise InputError(f"triplet negative sampling needs a whole number of negatives per positive (got {self.amount})")
+
+
+@dataclass
+class LinkBatch:
+    """A sampled link batch: the node sample of its endpoints plus the pairs to score."""
+
+    sample: SampledSubgraph
+    num_pos: int
+    edge_label_index: Optional[np.ndarray] = None
+    """(2, m) positions in ``sample.node`` of the pairs to score (binary or no negatives)."""
+    edge_label: Optional[np.ndarray] = None
+    """(m,) float32: 1 for positives (or the labels given), 0 for negatives; binary only."""
+    src_index: Optional[np.ndarray] = None
+    dst_pos_index: Optional[np.ndarray] = None
+    dst_neg_index: Optional[np.ndarray] = None
+    """triplet: (n,) positions of the sources and positive destinations, (n, amount) of the
+    negative destinations (``(n,)`` when amount is 1, as PyG squeezes it)."""
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+class Shuffle:
+    """A pseudo-random permutation of ``range(n)`` keyed by ``key`` (e.g. seed and epoch), in
+    O(1) memory: position ``i`` of the order is ``perm(i)``, computed when asked for, so an
+    epoch over billions of pairs holds no permutation array. ``perm`` is a 4-round balanced
+    Feistel network over ``2h`` bits (``4^h >= n``, round function SplitMix64 of the half and a
+    round key), cycle-walked into ``[0, n)``: a bijection, so every pair comes once an epoch."""
+
+    ROUNDS = 4
+
+    def __init__(self, n: int, key: Sequence[int]):
+        self.n = int(n)
+        self.half = max(1, (max(self.n - 1, 1).bit_length() + 1) // 2)
+        self.mask = np.uint64((1 << self.half) - 1)
+        ss = np.random.SeedSequence(list(key))
+        self.keys = [np.uint64(k) for k in ss.generate_state(self.ROUNDS, dtype=np.uint64)]
+
+    def _feistel(self, x: np.ndarray) -> np.ndarray:
+        h = np.uint64(self.half)
+        left, right = x >> h, x & self.mask
+        with np.errstate(over="ignore"):
+            for k in self.keys:
+                left, right = right, left ^ (_mix64(right ^ k) & self.mask)
+        return (left << h) | right
+
+    def __call__(self, i: np.ndarray) -> np.ndarray:
+        """``perm(i)`` for an array of positions in ``[0, n)``, as int64."""
+        x = self._feistel(np.asarray(i, dtype=np.uint64))
+        out = x >= np.uint64(self.n)
+        while out.any():  # cycle walking: at most a few steps (4^h < 4n)
+            x[out] = self._feistel(x[out])
+            out = x >= np.uint64(self.n)
+        return x.astype(np.int64)
+
+
+@dataclass
+class Pairs:
+    """A link batch's pairs, before sampling: its seed nodes (sorted unique endpoints; of two
+    types, the sources' then the destinations', ``split`` of them sources) and where each
+    endpoint is among them (among its type's)."""
+
+    seeds: Optional[np.ndarray]
+    inverse: np.ndarray
+    num_pos: int
+    triplet: bool
+    label: Optional[np.ndarray] = None
+    positions: Optional[np.ndarray] = None
+    """Where the positives are in the epoch's pairs (``input_id``), when they come from one."""
+    split: Optional[int] = None
+
+    def typed_seeds(self, types: Tuple[str, str]) -> Dict[str, np.ndarray]:
+        """The seeds per node type of a typed relation's ``(source, destination)`` types."""
+        if self.split is None:
+            return {types[0]: self.seeds}
+        return {types[0]: self.seeds[:self.split], types[1]: self.seeds[self.split:]}
+
+    def batch(self, sample: Any) -> LinkBatch:
+        """The :class:`LinkBatch` of these pairs over ``sample``, the node sample of :attr:`seeds`."""
+        if not self.triplet:
+            return LinkBatch(sample, self.num_pos, edge_label_index=self.inverse.reshape(2, -1), edge_label=self.label)
+        n = self.num_pos
+        neg = self.inverse[2 * n:].reshape(n, -1)
+        return LinkBatch(sample, n, src_index=self.inverse[:n], dst_pos_index=self.inverse[n:2 * n],
+                         dst_neg_index=neg[:, 0] if neg.shape[1] == 1 else neg)
+
+    def put(self, store: Any) -> None:
+        """Set the pairs on ``store`` (a PyG ``Data``, or a ``HeteroData``'s relation) as PyG's
+        ``LinkNeighborLoader`` does: ``input_id``, ``edge_label_index`` and ``edge_label``, or
+        ``src_index``/``dst_pos_index``/``dst_neg_index``."""
+        import torch  # the batches of PyG's types: torch only where they are made
+
+        lb = self.batch(None)
+        store.input_id = torch.from_numpy(np.ascontiguousarray(self.positions, dtype=np.int64))
+        if lb.edge_label_index is not None:
+            store.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index, dtype=np.int64))
+            if lb.edge_label is not None:
+                store.edge_label = torch.from_numpy(lb.edge_label)
+        else:
+            store.src_index = torch.from_numpy(lb.src_index)
+            store.dst_pos_index = torch.from_numpy(lb.dst_pos_index)
+            store.dst_neg_index = torch.from_numpy(np.ascontiguousarray(lb.dst_neg_index))
+
+
+class LinkPairs:
+    """Turns the positive pairs of a link batch into its seeds, drawing its negatives from the
+    (seed, epoch, batch) stream: what :class:`LinkSampler`, :class:`LinkLoader` and
+    :class:`HeteroLinkBatches` share. ``types``: a typed dataset's relation's (source,
+    destination) node types, each end's ids and negatives in its own type (None: the one type
+    of a homogeneous dataset)."""
+
+    def __init__(self, dataset: Any, seed: int, neg_sampling: Optional[NegativeSampling] = None,
+                 types: Optional[Tuple[str, str]] = None):
+        self.dataset = dataset
+        self.seed = seed
+        self.neg_sampling = neg_sampling
+        self.types = types
+        n = dataset.num_nodes
+        self.counts = (n, n) if types is None else (dataset.num_nodes_dict[types[0]], dataset.num_nodes_dict[types[1]])
+        self._cdf: Dict[Optional[str], np.ndarray] = {}
+
+    def degrees(self, side: int) -> np.ndarray:
+        """The in-degree of every node of an end's type: in the graph, or in the relations that
+        enter the type (a typed dataset's graph)."""
+        if self.types is None:
+            return self.dataset.degrees()
+        t = self.types[side]
+        deg = np.zeros(self.counts[side], np.int64)
+        for r in self.dataset.relations:
+            if parse_edge_type(r)[2] == t:
+                deg += self.dataset.relation(r).degrees()
+        return deg
+
+    def _weights_cdf(self, side: int) -> np.ndarray:
+        key = None if self.types is None else self.types[side]
+        if key not in self._cdf:
+            w = self.degrees(side).astype(np.float64) ** 0.75
+            cdf = np.cumsum(w)
+            if cdf.size == 0 or cdf[-1] <= 0:
+                raise InputError("negative sampling by degree needs a graph with edges; use weight='uniform'")
+            self._cdf[key] = cdf
+        return self._cdf[key]
+
+    def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None,
+                  side: int = 0) -> np.ndarray:
+        """``count`` random node ids (of the source end's type, ``side`` 0, or the destination's,
+        1) by the configured weighting (or by ``weight``, one non-negative value per node, as
+        PyG's ``src_weight``/``dst_weight``)."""
+        n = self.counts[side]
+        if weight is not None:
+            cdf = np.cumsum(np.asarray(weight, dtype=np.float64))
+            if cdf.size != n or not cdf[-1] > 0:
+                raise InputError(f"a negative-sampling weight needs one non-negative value per node ({n}) and a positive sum")
+        elif self.neg_sampling is not None and self.neg_sampling.weight == "degree":
+            cdf = self._weights_cdf(side)
+        else:
+            return rng.integers(0, n, size=count, dtype=np.int64)
+        u = rng.random(count) * cdf[-1]
+        return np.minimum(np.searchsorted(cdf, u, side="right"), n - 1).astype(np.int64)
+
+    def rng(self, epoch: int, batch: int) -> np.random.Generator:
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, NEG_PURPOSE, epoch, batch])))
+
+    def _nodes(self, side: int) -> str:
+        n = self.counts[side]
+        where = "the dataset" if self.types is None else f"node type '{self.types[side]}'"
+        return f"{where} has {n:,} nodes"
+
+    def pairs(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
+              src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
+              fixed: Optional[np.ndarray] = None) -> Pairs:
+        """The :class:`Pairs` of link batch ``batch`` of epoch ``epoch`` for the positive pairs
+        ``(src[i], dst[i])``; ``fixed``, an ``(n, K)`` array of destinations, replaces the drawn
+        negatives (triplet layout: evaluation against stored candidates)."""
+        src = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
+        dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
+        if src.shape != dst.shape:
+            raise InputError(f"a link batch needs as many sources as destinations (got {src.size} and {dst.size})")
+        for side, name, a in ((0, "source", src), (1, "destination", dst)):
+            n = self.counts[side]
+            if a.size and (a.min() < 0 or a.max() >= n):
+                bad = a[(a < 0) | (a >= n)][0]
+                raise InputError(f"link batch {name} {bad} is not a node: {self._nodes(side)}")
+        num_pos = src.size
+        ns = self.neg_sampling
+        label = None
+        triplet = fixed is not None or (ns is not None and ns.mode == "triplet")
+        if fixed is not None:
+            fixed = np.asarray(fixed, dtype=np.int64)
+            if fixed.ndim != 2 or fixed.shape[0] != num_pos or fixed.shape[1] < 1:
+                raise InputError(f"fixed negatives need shape (pairs, K) = ({num_pos}, K >= 1), got {fixed.shape}")
+            if fixed.size and (fixed.min() < 0 or fixed.max() >= self.counts[1]):
+                raise InputError(f"a fixed negative is not a node: {self._nodes(1)}")
+            if edge_label is not None:
+                raise InputError("fixed negatives take no edge labels")
+            dst = np.concatenate([dst, fixed.reshape(-1)])
+        elif ns is not None and ns.mode == "binary":
+            num_neg = math.ceil(num_pos * ns.amount)
+            rng = self.rng(epoch, batch)
+            src_neg = self.negatives(num_neg, rng, src_weight)
+            dst_neg = self.negatives(num_neg, rng, dst_weight, side=1)
+            src = np.concatenate([src, src_neg])
+            dst = np.concatenate([dst, dst_neg])
+            pos_label = np.ones(num_pos, np.float32) if edge_label is None else np.asarray(edge_label, np.float32).reshape(num_pos)
+            label = np.concatenate([pos_label, np.zeros(num_neg, np.float32)])
+        elif ns is not None:
+            amount = int(ns.amount)
+            dst_neg = self.negatives(num_pos * amount, self.rng(epoch, batch), dst_weight, side=1)
+            dst = np.concatenate([dst, dst_neg])
+            if edge_label is not None:
+                raise InputError("triplet negative sampling takes no edge labels")
+        elif edge_label is not None:
+            label = np.asarray(edge_label, np.float32).reshape(num_pos)
+        if self.types is None or self.types[0] == self.types[1]:
+            seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
+            return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
+        # Two node types: each end's distinct ids in its own id space.
+        (us, si), (ud, di) = (np.unique(a, return_inverse=True) for a in (src, dst))
+        return Pairs(np.concatenate([us, ud]), np.concatenate([si.reshape(-1), di.reshape(-1)]), num_pos, triplet,
+                     label, split=len(us))
+
+    def most_seeds(self, pairs: int, fixed_k: int = 0) -> int:
+        """The most seed nodes a batch of ``pairs`` positives can have (what a memory plan is
+        made for)."""
+        ns = self.neg_sampling
+        if fixed_k:
+            per = 2 + fixed_k
+        elif ns is None:
+            per = 2
+        elif ns.mode == "binary":
+            return min(self.dataset.num_nodes, 2 * (pairs + math.ceil(pairs * ns.amount)))
+        else:
+            per = 2 + int(ns.amount)
+        return max(1, min(self.dataset.num_nodes, per * pairs))
+
+
+def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges",
+               counts: Optional[Tuple[int, int]] = None) -> np.ndarray:
+    """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array of shape
+    (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and destinations).
+    ``counts``: the nodes of the source and destination ends (a typed relation's two types;
+    default ``dataset.num_nodes`` both)."""
+    if isinstance(edges, (str, os.PathLike)):
+        spec = os.fspath(edges)
+        if spec in dataset.edge_split_names:
+            return dataset.edge_split(spec)
+        if not spec.endswith(".npy"):
+            have = ", ".join(dataset.edge_split_names) or "none: convert with --link-split"
+            raise InputError(f"{what} '{spec}': not an edge split of {dataset.path} (it has: {have}) nor a .npy file")
+        try:
+            edges = np.load(spec, allow_pickle=False)
+        except ValueError as e:
+            raise InputError(f"{what} {spec}: not a .npy array of pairs ({e})") from None
+        what = f"{what} {spec}"
+    if hasattr(edges, "detach"):
+        edges = edges.detach().cpu().numpy()
+    a = np.asarray(edges)
+    if a.ndim != 2 or 2 not in a.shape:
+        raise InputError(f"{what}: pairs need shape (2, n) or (n, 2), got {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"{what}: node ids must be integers, got {a.dtype}")
+    if a.shape[0] != 2:
+        a = a.T
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    for row, n in zip(a, counts or (dataset.num_nodes,) * 2):
+        if row.size and (row.min() < 0 or row.max() >= n):
+            bad = row[(row < 0) | (row >= n)][0]
+            raise InputError(f"{what}: node {bad} is not a node of {dataset.path} ({n:,} nodes)")
+    return a
