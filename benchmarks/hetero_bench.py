@@ -34,6 +34,14 @@ with `cache=0`).
           The `hyper` run also reports what `HeteroLoader(hyperbatch="auto", memory=CAP)` would
           choose (it sizes from upper bounds, features included).
 
+  loader  the first `--batches N` batches of epoch 0 of `HeteroLoader(hyperbatch="auto", memory=CAP)`
+          (`--batch-size` training papers, fanouts 15,10, 2 threads, every relation and the feature
+          file read with io_uring and O_DIRECT, no cache), iterated to the end, under `memcap
+          --drop-caches CAP`: `new` (this checkout) against `old` (the package at `--before`, e.g.
+          a checkout of the previous commit, put first on PYTHONPATH). Seconds count from the
+          first `iter` (the hyperbatch choice, its probe batches included) to the last batch; a
+          digest of every batch (ids, edges, features, labels) shows both made the same batches.
+
 Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train|hyper [--work DIR]
     [--papers 2000000] [--batches 200] [--batch-size 1024] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
     [--hyperbatch 8] (hyper: --configs perbatch,hyper; hyperN: hyperbatches of N)
@@ -41,6 +49,7 @@ Prints a Markdown table for docs/benchmarks.md.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -65,7 +74,30 @@ if mode == "train":
     info = ds.manifest["node_types"]["paper"]
     net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, "paper", 64,
                       info["labels"]["num_classes"], 2, model="sage", embed_dim=16)
-if mode == "hyper":
+if mode == "loader":
+    import hashlib
+    t0 = time.perf_counter()
+    loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
+                          backend="uring", feature_backend="uring", direct=True, memory=cap, cache=0)
+    loader.batches = list(range(batches))
+    setup = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    h, why = loader.hyperbatch_size()
+    d = hashlib.sha256()
+    n = edges = 0
+    for b in loader:
+        for t in sorted(b.node_types):
+            d.update(b[t].n_id.numpy().tobytes())
+            if "x" in b[t]:
+                d.update(b[t].x.numpy().tobytes())
+        for et in sorted(b.edge_types):
+            d.update(b[et].edge_index.numpy().tobytes())
+            edges += b[et].edge_index.shape[1]
+        d.update(b["paper"].y.numpy().tobytes())
+        n += 1
+    out = dict(seconds=time.perf_counter() - t0, setup=setup, hyperbatch=h, why=why, batches=n, edges=edges,
+               digest=d.hexdigest(), backend=backend)
+elif mode == "hyper":
     import hashlib, threading
     h = int(backend[5:] or sys.argv[7]) if backend.startswith("hyper") else 1
     out = dict(hyperbatch=h)
@@ -134,7 +166,7 @@ else:
     out = dict(placement=sampler.resolved_backend())
     loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
                           feature_backend=fb, direct=direct, sampler=sampler, cache=0)
-if mode != "hyper":
+if mode not in ("hyper", "loader"):
     seeds = loader.batch_seeds(0)[:batches]
     t0 = time.perf_counter()
     out.update(backend=backend, batches=len(seeds))
@@ -197,7 +229,7 @@ def memcap_line(err: str) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["sample", "train", "hyper"])
+    ap.add_argument("mode", choices=["sample", "train", "hyper", "loader"])
     ap.add_argument("--work", default="/var/tmp/ringgnn-bench")
     ap.add_argument("--papers", type=int, default=2_000_000)
     ap.add_argument("--batches", type=int, default=200)
@@ -206,6 +238,8 @@ def main():
     ap.add_argument("--cap", default="1.5G")
     ap.add_argument("--configs", default="memory,disk,auto")
     ap.add_argument("--hyperbatch", type=int, default=8, help="hyper: batches sampled together")
+    ap.add_argument("--memory", default=None, help="loader: the loaders' memory budget (default: the cap)")
+    ap.add_argument("--before", default=None, help="loader: the Python package directory of the `old` loader")
     ap.add_argument("--json", default=None, help="also write the runs here")
     ap.add_argument("--batch-share", default="-", help="plan/nocache: the batches' share of the budget (default: "
                     "measured by a probe batch, as `ringgnn train` does; fixed, the plans of all runs are the same)")
@@ -214,16 +248,24 @@ def main():
     size = sum(f.stat().st_size for f in data.iterdir())
     if args.mode == "hyper" and args.configs == "memory,disk,auto":
         args.configs = "perbatch,hyper"
+    if args.mode == "loader":
+        args.configs = "old,new"
+        if not args.before:
+            sys.exit("loader: give --before DIR, the Python package directory of the old loader")
     configs = args.configs.split(",")
     runs = {c: [] for c in configs}
     for rep in range(args.repeat):
         for c in (configs if rep % 2 == 0 else configs[::-1]):
             cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches,
-                   args.cap if c in ("auto", "plan", "nocache", "perbatch") or c.startswith("hyper") else "-",
+                   args.cap if c in ("auto", "plan", "nocache", "perbatch", "old", "new") or c.startswith("hyper")
+                   else "-",
                    args.batch_size, args.hyperbatch, args.batch_share]
+            if args.mode == "loader" and args.memory:
+                cmd[7] = args.memory
             if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
-            r = sh(cmd, capture_output=True, text=True)
+            env = dict(os.environ, PYTHONPATH=args.before) if c == "old" else None
+            r = sh(cmd, capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 sys.exit(f"failed: {r.stderr[-3000:]}")
             out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -234,6 +276,8 @@ def main():
         Path(args.json).write_text(json.dumps(dict(args=vars(args), size=size, runs=runs), indent=2))
     if args.mode == "hyper":
         return hyper_table(args, data, size, runs)
+    if args.mode == "loader":
+        return loader_table(args, data, size, runs)
     base = statistics.median(o["seconds"] for o in runs[configs[0]])
     ds_line = f"{data.name}: {size / 2**30:.2f} GiB of files"
     print(f"\n{ds_line}; {args.mode}, {args.batches} batches of {args.batch_size} papers, fanouts 15,10; median of "
@@ -267,6 +311,26 @@ def main():
             print(f"| {name} | {sec:.2f} | {sec / base:.2f}x | {statistics.median(x['wait'] for x in rs):.2f} | "
                   f"{statistics.median(x['step'] for x in rs):.2f} | {o['feature_bytes_read'] / 2**30:.2f} GiB | "
                   f"{hits} | {tail}")
+
+
+def loader_table(args, data, size, runs):
+    """The `loader` mode's table: the old loader against the new, same batches."""
+    digests = {o["digest"] for rs in runs.values() for o in rs}
+    sec0 = statistics.median(o["seconds"] for o in runs["old"])
+    print(f"\n{data.name}: {size / 2**30:.2f} GiB of files; the first {args.batches} batches of {args.batch_size} papers "
+          f"of epoch 0, fanouts 15,10, 2 threads, io_uring + O_DIRECT, memory={args.memory or args.cap} under memcap "
+          f"--drop-caches "
+          f"{args.cap}; median of {args.repeat}; batches identical across runs: {'yes' if len(digests) == 1 else 'NO'}\n")
+    print("| loader | hyperbatch (auto) | seconds | vs old | setup s | peak RSS | memcap |")
+    print("|---|---|---|---|---|---|---|")
+    for c, rs in runs.items():
+        sec = statistics.median(o["seconds"] for o in rs)
+        o = rs[0]
+        fail = o["memcap"].split("failcnt=")[1].split()[0] if "failcnt=" in o["memcap"] else "-"
+        print(f"| {c} | {o['hyperbatch']} | {sec:.2f} | {sec / sec0:.2f}x | "
+              f"{statistics.median(x['setup'] for x in rs):.2f} | {o['peak_rss'] / 2**20:.0f} MiB | failcnt {fail} |")
+    for c, rs in runs.items():
+        print(f"\n{c}: hyperbatch {rs[0]['why']}")
 
 
 def hyper_table(args, data, size, runs):

@@ -109,21 +109,42 @@ def test_auto_is_one_when_every_neighbor_file_is_in_memory(mag):
     assert loader.hyperbatch_size() == (1, "1 (auto: every neighbor file is in memory, nothing to share)")
 
 
-def test_auto_fits_the_held_batches_in_the_batches_share(mag):
+def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     loader = HeteroLoader(mag, [4, 3], "paper", backend="pread", threads=2, prefetch=2, batch_size=64)
     sampler = loader.sampler
+    seeds = loader.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
+    probes = loader._core_loader().probe(seeds)
+    assert len(probes) == 3
     bound = sampler.bound({"paper": 64})
-    per = hetero_hyper.batch_bound(bound, {"paper": 4 * 64}, "paper", True)
-    # By hand: the state bound, edge_index, 64-d float32 rows of every paper, labels.
-    edges = sum(bound["edges"].values())
-    assert per == bound["state_bytes"] + 16 * edges + 256 * bound["nodes"]["paper"] + 8 * bound["nodes"]["paper"]
+    for i, (ids, p) in enumerate(zip(seeds, probes)):
+        # By hand: probe batch i is batch i of the probe epoch, its sample's ids 8 B each.
+        s = sampler.sample(ids, "paper", epoch=2**64 - 3, batch=i)
+        assert p["batch"] == 8 * (sum(len(v) for v in s.node.values()) + 2 * sum(len(v) for v in s.row.values()))
+        assert p["edges"] == sum(len(v) for v in s.row.values())
+        assert p["state"] > 0
+        # Gathering it: each paper's 64 float32 features, 48 B of gather scratch, its int64 label.
+        assert p["rows"] == len(s.node["paper"]) * (256 + 48 + 8)
+        # Measured is below the bound (the reason to measure: bounds leave H at 1 under a cap).
+        assert p["state"] + p["batch"] <= bound["state_bytes"]
+    assert len({p["state"] for p in probes}) == 1  # the workspaces, shared evenly
+    per = hetero_hyper.measured_bytes(probes)
+    assert per == int(1.5 * max(p["state"] + p["batch"] for p in probes))
+    assert loader.probe_batch_bytes() == per
+    rows = hetero_hyper.measured_rows(probes)
+    assert rows == int(1.1 * max(p["rows"] for p in probes))
+    core = loader._core_loader()
+    # The relations read from disk with pread: each worker's sampler read buffer, 8 MiB (the
+    # plan holds the papers' features in memory: no buffer for them); the labels held as int16.
+    assert loader.plan.features["paper"].held
+    assert core.worker_bytes() == 8 << 20 and core.held_bytes() == 2 * 4000
+    fixed = 3 * rows + 2 * core.worker_bytes() + core.held_bytes()  # rows of the 2 ahead and the consumer's
     h, why = loader.hyperbatch_size()
-    share = loader.plan.batch_memory // 2  # half of the batches' half
-    held = (hetero_hyper.jobs_in_flight(h, 2, 2) + 1) * h * per
-    assert held <= share or h == 1
+    share = loader.plan.batch_memory  # the batches' whole part: everything an epoch holds is counted
+    # Each of the 2 workers holds H samples; the rows of 3 batches and the buffers whatever H.
+    assert fixed + 2 * h * per <= share or h == 1
     if h < -(-len(loader) // 2):
-        assert (hetero_hyper.jobs_in_flight(h + 1, 2, 2) + 1) * (h + 1) * per > share
-    assert why.startswith(f"{h} (auto: 2 threads")
+        assert fixed + 2 * (h + 1) * per > share
+    assert why.startswith(f"{h} (auto: 2 threads") and "measured on 3 probe batches" in why
 
 
 def test_choose_by_hand():
@@ -141,6 +162,16 @@ def test_choose_by_hand():
     # Not even one fits: one at a time, said so.
     h, why = hetero_hyper.choose(None, in_memory=False, share=10, per_batch=100, **kw)
     assert h == 1 and "exceed, even one batch at a time, the hyperbatches' 10 B" in why
+    # The node loader: 20 MB held whatever H, and 2 workers hold H sampled batches of 4 MB each:
+    # 20 + 2 * H * 4 <= 100 gives H = 10.
+    h, why = hetero_hyper.choose(None, in_memory=False, share=100 * 10**6, per_batch=4 * 10**6, fixed=20 * 10**6,
+                                 **kw)
+    assert h == 10 and why == ("10 (auto: 2 threads, 3.8 MiB per sampled batch (measured on 3 probe batches, x1.5) "
+                               "and 19.1 MiB whatever H (rows gathered for the next 2 and the consumer's, read "
+                               "buffers, labels); 95.4 MiB held fit in the batches' 95.4 MiB)")
+    # What it holds whatever H leaves no room: one at a time, said so.
+    h, why = hetero_hyper.choose(None, in_memory=False, share=100, per_batch=1, fixed=200, **kw)
+    assert h == 1 and "exceed, even one batch at a time, the batches' 100 B" in why
 
 
 def test_bad_input(mag):

@@ -14,6 +14,9 @@
 //!   wait in the pipeline's window, and a worker starts gathering only when its batch is among
 //!   the next `prefetch` the consumer will take.
 //!
+//! - **Typed graphs**: [`typed`], heterogeneous epochs on the same pipeline: each worker samples
+//!   a hyperbatch of consecutive batches together, then gathers each type's rows.
+//!
 //! Dropping an epoch stops its workers between read waves; an error in a worker (a failed read)
 //! ends the epoch with that error.
 
@@ -28,6 +31,7 @@ mod loader;
 pub mod options;
 pub mod stages;
 pub mod staging;
+pub mod typed;
 
 pub use budget::MemoryPlan;
 pub use buffers::{BufferPool, Pinner};
@@ -42,3 +46,4 @@ pub use options::{
 pub use ringgnn_pipeline::Next;
 pub use stages::{Batch, LoadStage, LoadedBatch, LoaderStats, SampleStage};
 pub use staging::StagingOptions;
+pub use typed::{TypedBatch, TypedGraph, TypedLoader};

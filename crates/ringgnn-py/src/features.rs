@@ -45,15 +45,18 @@ pub struct FeatureReader {
     direct: bool,
     memory: bool,
     cache: Option<Arc<HotRowCache>>,
-    dim: usize,
+    pub(crate) dim: usize,
     /// (process id that made it, the gatherer, why auto fell back to pread).
     gatherer: Mutex<Option<(u32, FeatureGatherer, Option<String>)>>,
+    /// A `memory` reader's rows, loaded once and shared with its siblings and the typed
+    /// loader's workers.
+    loaded: Arc<std::sync::OnceLock<Arc<Vec<u8>>>>,
 }
 
 impl FeatureReader {
     fn make(&self) -> Result<(FeatureGatherer, Option<String>), ringgnn_features::Error> {
         let (source, why) = if self.memory {
-            (RowSource::memory(&self.file)?, None)
+            (RowSource::Memory(self.loaded()?), None)
         } else {
             RowSource::open(
                 &self.file,
@@ -66,6 +69,33 @@ impl FeatureReader {
         Ok(match &self.cache {
             Some(c) => (g.with_cache(c.clone())?, why),
             None => (g, why),
+        })
+    }
+
+    /// A `memory` reader's rows, loaded on first use.
+    fn loaded(&self) -> Result<Arc<Vec<u8>>, ringgnn_features::Error> {
+        if let Some(m) = self.loaded.get() {
+            return Ok(m.clone());
+        }
+        let m = self.file.load()?;
+        Ok(self.loaded.get_or_init(|| m).clone())
+    }
+
+    /// Where this reader's rows come from, for the typed loader's workers (each makes its own
+    /// gatherer; a `memory` file and the cache are shared).
+    pub(crate) fn type_rows(
+        &self,
+    ) -> Result<ringgnn_loader::typed::TypeRows, ringgnn_features::Error> {
+        Ok(ringgnn_loader::typed::TypeRows {
+            file: self.file.clone(),
+            memory: if self.memory {
+                Some(self.loaded()?)
+            } else {
+                None
+            },
+            kind: self.kind,
+            direct: self.direct,
+            cache: self.cache.clone(),
         })
     }
 
@@ -158,6 +188,7 @@ impl FeatureReader {
             memory,
             cache,
             gatherer: Mutex::new(None),
+            loaded: Default::default(),
         })
     }
 
@@ -195,6 +226,7 @@ impl FeatureReader {
             memory,
             cache: None,
             gatherer: Mutex::new(None),
+            loaded: Default::default(),
         })
     }
 
@@ -210,6 +242,7 @@ impl FeatureReader {
             cache: self.cache.clone(),
             dim: self.dim,
             gatherer: Mutex::new(None),
+            loaded: self.loaded.clone(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! A process holds one `HeteroGraph` (offset indexes and in-memory neighbor files, loaded once)
 //! and one `HeteroSampler` per thread made from it (`ringgnn.HeteroNeighborSampler` does so):
 //! a sampler's disk relations' read backends (an io_uring ring each, or file handles) belong to
-//! it, and it is single-threaded.
+//! it, and it is single-threaded. The graph itself is the loader crate's [`TypedGraph`], which
+//! the typed loader's workers share too (`typed.rs`).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -10,16 +11,11 @@ use std::sync::{Arc, Mutex};
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, IoStats};
-use ringgnn_sampler::{
-    Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler as Core, Indices,
-    NeighborSource, Offsets, MAX_FANOUT,
-};
-use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
-use ringgnn_store::manifest::IndexDtype;
-use ringgnn_store::Dataset;
+use ringgnn_io::{BackendKind, IoStats};
+use ringgnn_loader::TypedGraph;
+use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler as Core, MAX_FANOUT};
 
-use crate::errors::{input_error, SamplerError, StoreError};
+use crate::errors::{input_error, LoaderError, SamplerError};
 
 /// A fanout of one relation at one hop: `-1` (all), `0` (the relation is not sampled at that
 /// hop) or a count up to `MAX_FANOUT`.
@@ -37,30 +33,13 @@ fn fanout(relation: &str, hop: usize, v: i64) -> PyResult<Fanout> {
 /// Seeds per type as Python gives them: (node type name, ids).
 type TypedSeeds<'py> = Vec<(String, PyReadonlyArray1<'py, i64>)>;
 
-/// One relation of a [`HeteroGraph`]: what every thread's sampler shares.
-struct SharedRelation {
-    name: String,
-    src: usize,
-    dst: usize,
-    indptr: Offsets,
-    /// The neighbor file, when it is held in memory.
-    memory: Option<Arc<Indices>>,
-    file: PathBuf,
-    dtype: IndexDtype,
-}
-
-/// The relations of a heterogeneous dataset as every sampler of a process shares them: each
-/// offset index loaded once, and the neighbor files the caller's placement holds in memory
-/// loaded once (`ringgnn.HeteroNeighborSampler` keeps one per process, and a `HeteroSampler`
-/// per thread made from it).
+/// The relations of a heterogeneous dataset as every sampler of a process shares them
+/// ([`TypedGraph`]: each offset index loaded once, and the neighbor files the caller's
+/// placement holds in memory loaded once); `ringgnn.HeteroNeighborSampler` keeps one per
+/// process, and a `HeteroSampler` per thread made from it.
 #[pyclass(module = "ringgnn._core", frozen)]
 pub struct HeteroGraph {
-    types: Vec<String>,
-    counts: Vec<u64>,
-    relations: Vec<SharedRelation>,
-    /// How relations not in memory are read.
-    kind: Option<BackendKind>,
-    direct: bool,
+    pub(crate) inner: Arc<TypedGraph>,
 }
 
 #[pymethods]
@@ -87,75 +66,36 @@ impl HeteroGraph {
                 )))
             }
         };
-        let m = py
-            .detach(|| HeteroManifest::read(&path))
-            .map_err(StoreError)?;
-        let types: Vec<String> = m.node_types.keys().cloned().collect();
-        for r in &memory_relations {
-            if !m.relations.contains_key(r) {
-                return Err(input_error(format!(
-                    "memory_relations: unknown relation '{r}' (the dataset has: {})",
-                    m.relations.keys().cloned().collect::<Vec<_>>().join(", ")
-                )));
-            }
-        }
-        let index = |t: &str| {
-            types
-                .iter()
-                .position(|x| x == t)
-                .expect("checked by the manifest")
-        };
-        let mut relations = Vec::new();
-        for r in m.relations.keys() {
-            let (s, _, d) = split_relation(r).map_err(StoreError)?;
-            let ds = py
-                .detach(|| Dataset::open_part(&path, &Part::Relation(r.clone())))
-                .map_err(StoreError)?;
-            let indptr = py.detach(|| Offsets::load(&ds)).map_err(SamplerError)?;
-            let file = ds.path_of("indices").map_err(StoreError)?;
-            let dtype = ds.manifest().graph.indices_dtype;
-            let memory = if kind.is_none() || memory_relations.contains(r) {
-                let num_edges = ds.manifest().num_edges;
-                Some(Arc::new(
-                    py.detach(|| Indices::load(&file, dtype, num_edges))
-                        .map_err(SamplerError)?,
-                ))
-            } else {
-                None
-            };
-            relations.push(SharedRelation {
-                name: r.clone(),
-                src: index(s),
-                dst: index(d),
-                indptr,
-                memory,
-                file,
-                dtype,
-            });
-        }
-        let counts = types.iter().map(|t| m.node_types[t].num_nodes).collect();
+        let inner = py
+            .detach(|| TypedGraph::open(&path, kind, direct, &memory_relations))
+            .map_err(LoaderError)?;
         Ok(HeteroGraph {
-            types,
-            counts,
-            relations,
-            kind,
-            direct,
+            inner: Arc::new(inner),
         })
     }
 
     /// Bytes held: offset indexes and the neighbor files in memory.
     #[getter]
     fn bytes(&self) -> u64 {
-        self.relations
-            .iter()
-            .map(|r| {
-                r.indptr.bytes()
-                    + r.memory
-                        .as_ref()
-                        .map_or(0, |m| m.len() as u64 * r.dtype.size())
-            })
-            .sum()
+        self.inner.bytes()
     }
+}
+
+/// Fanouts per relation as Python gives them, checked: (relation, fanout per hop).
+pub(crate) fn relation_fanouts(
+    fanouts: Vec<(String, Vec<i64>)>,
+) -> PyResult<Vec<(String, Vec<Fanout>)>> {
+    fanouts
+        .into_iter()
+        .map(|(r, f)| {
+            let hops = f
+                .iter()
+                .enumerate()
+                .map(|(k, &v)| fanout(&r, k, v))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok((r, hops))
+        })
+        .collect()
 }
 
 /// Typed neighbor sampling over a [`HeteroGraph`]: one per thread (its disk relations' read
@@ -191,7 +131,7 @@ impl HeteroSampler {
         disk_backend: Option<&str>,
     ) -> PyResult<Self> {
         let disk = match disk_backend {
-            None => graph.kind,
+            None => None,
             Some("uring") => Some(BackendKind::Uring),
             Some("pread") => Some(BackendKind::Pread),
             Some("auto") => Some(BackendKind::Auto),
@@ -201,77 +141,16 @@ impl HeteroSampler {
                 )))
             }
         };
-        let names: Vec<String> = graph.relations.iter().map(|r| r.name.clone()).collect();
-        let mut given = std::collections::BTreeMap::new();
-        for (r, f) in fanouts {
-            if !names.contains(&r) {
-                return Err(input_error(format!(
-                    "fanouts: unknown relation '{r}' (the dataset has: {})",
-                    names.join(", ")
-                )));
-            }
-            let hops = f
-                .iter()
-                .enumerate()
-                .map(|(k, &v)| fanout(&r, k, v))
-                .collect::<PyResult<Vec<_>>>()?;
-            given.insert(r, hops);
-        }
-        // A sampler reads one relation at a time, so its disk relations split one read buffer
-        // of the homogeneous sampler's size (8 MiB, what the memory plans count per sampler)
-        // instead of holding one each: 6 relations on disk held 48 MiB per thread.
-        let on_disk = graph
-            .relations
-            .iter()
-            .filter(|r| r.memory.is_none())
-            .count();
-        let coalesce = {
-            let d = CoalesceOptions::default();
-            let share = (d.buffer / on_disk.max(1)) / ringgnn_io::ALIGN * ringgnn_io::ALIGN;
-            CoalesceOptions {
-                buffer: share.max(d.run_bytes()),
-                ..d
-            }
-        };
-        let (mut rels, mut fallback, mut name) = (Vec::new(), None, String::from("memory"));
-        for r in &graph.relations {
-            let Some(fan) = given.remove(&r.name) else {
-                return Err(input_error(format!(
-                    "fanouts has no entry for relation {}; give every relation (0 skips it at a hop)",
-                    r.name
-                )));
-            };
-            let source = match (&r.memory, disk) {
-                (Some(ix), _) => NeighborSource::Memory(ix.clone()),
-                (None, kind) => {
-                    let kind = kind.expect("a relation not in memory has a disk backend");
-                    let (reader, why) = py
-                        .detach(|| open_backend(kind, &r.file, graph.direct))
-                        .map_err(|e| StoreError(ringgnn_store::Error::io(&r.file, e)))?;
-                    fallback = fallback.or(why);
-                    NeighborSource::disk(reader, &r.file, r.dtype, coalesce)
-                }
-            };
-            // One name for the sampler: the disk backend's when any relation is read from disk.
-            if name == "memory" || source.name() != "memory" {
-                name = source.name().to_string();
-            }
-            rels.push(HeteroRelation {
-                src: r.src,
-                dst: r.dst,
-                indptr: r.indptr.clone(),
-                source,
-                fanouts: fan,
-            });
-        }
-        let inner = Core::new(graph.counts.clone(), rels, replace).map_err(SamplerError)?;
-        if graph.direct && name == "uring" {
-            name = "uring-direct".into();
-        }
+        let names = graph.inner.relations();
+        let fanouts = relation_fanouts(fanouts)?;
+        let opened = py
+            .detach(|| graph.inner.sampler(&fanouts, replace, disk))
+            .map_err(LoaderError)?;
+        let (inner, name, fallback) = (opened.sampler, opened.backend, opened.fallback);
         Ok(HeteroSampler {
             inner: Mutex::new(inner),
-            types: graph.types.clone(),
-            counts: graph.counts.clone(),
+            types: graph.inner.types().to_vec(),
+            counts: graph.inner.counts().to_vec(),
             relations: names,
             seed,
             with_edge_ids,

@@ -20,6 +20,7 @@ mod sampler;
 mod serve;
 mod serve_hetero;
 mod temp;
+mod typed;
 
 use pyo3::prelude::*;
 
@@ -42,6 +43,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<features::SourcePartitions>()?;
     m.add_class::<hetero::HeteroGraph>()?;
     m.add_class::<hetero::HeteroSampler>()?;
+    m.add_class::<typed::TypedLoader>()?;
+    m.add_class::<typed::TypedEpoch>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::LoaderEpoch>()?;
     m.add_class::<loader::HostBuffer>()?;

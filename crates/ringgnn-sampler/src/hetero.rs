@@ -191,6 +191,22 @@ impl HeteroSampler {
         hetero_bound(seeds, &self.num_nodes, &rels, self.replace)
     }
 
+    /// Bytes its workspaces hold now: each batch state's dedup maps and the per-hop buffers
+    /// (ranges, positions, entries read), as grown by the calls so far. After a call of one
+    /// batch, what one batch of a hyperbatch holds besides its sample, measured (a loader sizes
+    /// hyperbatches with it).
+    pub fn held_bytes(&self) -> u64 {
+        let maps: u64 = self
+            .states
+            .iter()
+            .flat_map(|s| &s.maps)
+            .map(IdMap::bytes)
+            .sum();
+        let buffers = 16 * self.ranges.capacity()
+            + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity());
+        maps + buffers as u64
+    }
+
     /// Cumulative I/O counters, summed over the relations' sources.
     pub fn io_stats(&self) -> IoStats {
         self.rels.iter().fold(IoStats::default(), |a, r| {

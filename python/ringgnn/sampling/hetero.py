@@ -369,9 +369,14 @@ class HeteroLoader:
 
     ``hyperbatch``: batches a worker thread samples together (``H`` consecutive batches of the
     epoch, each relation's file read once per hop for all of them, then each batch's features
-    gathered), or ``"auto"``: from a share of the plan's budget (``ringgnn.sampling.hyper``;
-    1 when every neighbor file is in memory). Batches are the same whatever ``H``;
-    :meth:`hyperbatch_size` says what was chosen and why.
+    gathered when it is among the next ``prefetch``), or ``"auto"``: from a share of the plan's
+    budget and probe batches measured (``ringgnn.sampling.hyper``; 1 when every neighbor file is
+    in memory). Batches are the same whatever ``H``; :meth:`hyperbatch_size` says what was
+    chosen and why.
+
+    The batches are made by the Rust typed loader (``_core.TypedLoader``,
+    ``crates/ringgnn-loader/src/typed``) on its worker pipeline; this class holds the options,
+    the plan, the seeds and their shuffle, and turns each batch into ``HeteroData``.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
@@ -411,8 +416,8 @@ class HeteroLoader:
         self.prefetch = _options.count(prefetch, "prefetch", 1)
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
         self._hyper: Optional[Tuple[int, str]] = None
+        self._core: Optional[Tuple[int, Any]] = None
         self.direct = bool(direct)
-        self.labels = part.labels
         self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
         if features is not None:
             if features.path != self.dataset.path or features.types != self.feature_types:
@@ -450,56 +455,106 @@ class HeteroLoader:
             ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
         return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
 
+    @property
+    def labels(self) -> Optional[np.ndarray]:
+        """Labels of the target type (int64, -1 unlabeled), or None; read on first use (the
+        batches' ``y`` are gathered by the Rust loader from its own copy)."""
+        return self.dataset.node_type(self.target).labels
+
     def feature_stats(self) -> Dict[str, Dict[str, int]]:
-        """Per type, the feature reads of this process's threads (rows, cache hits, pages and
-        bytes read), summed; the cache's rows per type are ``features.cached_rows()``."""
-        return self.features.stats()
+        """Per type, the feature reads of this loader's workers (rows, cache hits, pages and bytes
+        read), summed, plus those of the shared ``features`` readers' own gathers; the cache's
+        rows per type are ``features.cached_rows()``."""
+        out = self.features.stats()
+        core = self._core_loader().feature_stats() if self._core is not None else {}
+        for t, s in core.items():
+            if t in out:
+                for k in out[t]:
+                    out[t][k] += int(s[k])
+        return out
+
+    def _core_loader(self) -> Any:
+        """This process's ``_core.TypedLoader`` (``ringgnn_loader::typed``): the sampler's graph,
+        the feature readers' files and cache, the target's labels; made on first use."""
+        pid = os.getpid()
+        if self._core is None or self._core[0] != pid:
+            s = self.sampler
+            protos = self.features._prototypes()
+            self._core = (pid, _core.TypedLoader(
+                s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self.target, replace=s.replace,
+                seed=s.seed, features=[(t, protos[t]) for t in self.feature_types],
+                labels=self.dataset.node_type(self.target).num_classes is not None, with_edge_ids=s.with_edge_ids))
+        return self._core[1]
+
+    def probe_batch_bytes(self) -> int:
+        """What one batch holds at most while its hyperbatch is sampled, measured
+        (``ringgnn.sampling.hyper.measured_bytes``) on the first
+        :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
+        as a probe: its share of the sampler's workspaces and its sample."""
+        return self._probe()[0]
+
+    def _probe(self) -> Tuple[int, int]:
+        """(a sampled batch, what an epoch holds whatever H), measured on the probe batches of
+        :meth:`probe_batch_bytes`: the second is the rows gathered for the ``prefetch`` batches
+        ahead and the consumer's (``ringgnn.sampling.hyper.measured_rows``), each worker's read
+        buffers and the labels."""
+        core = self._core_loader()
+        probes = core.probe(self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES])
+        fixed = ((self.prefetch + 1) * hetero_hyper.measured_rows(probes) + self.threads * core.worker_bytes()
+                 + core.held_bytes())
+        return hetero_hyper.measured_bytes(probes), fixed
 
     def hyperbatch_size(self) -> Tuple[int, str]:
-        """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``)."""
+        """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``,
+        from what the probe batches of :meth:`probe_batch_bytes` hold), within the plan's
+        ``batch_memory``."""
         if self._hyper is None:
             backend, _ = self.sampler.placement()
-            per_batch = 0
-            if self.hyperbatch is None and backend != "memory":
-                dims = self.dataset.feature_dims()
-                rows = {t: 4 * dims[t] for t in self.feature_types}
-                bound = self.sampler.bound({self.target: self.batch_size})
-                per_batch = hetero_hyper.batch_bound(bound, rows, self.target, self.labels is not None)
+            per_batch = fixed = 0
+            if self.hyperbatch is None and backend != "memory" and len(self.seeds):
+                per_batch, fixed = self._probe()
             self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=hetero_hyper.share(self.plan.batch_memory), per_batch=per_batch,
-                                              threads=self.threads, prefetch=self.prefetch, batches=max(1, len(self)))
+                                              share=self.plan.batch_memory, per_batch=per_batch, threads=self.threads,
+                                              prefetch=self.prefetch, batches=max(1, len(self)), fixed=fixed)
             logger.info("hyperbatch: %s", self._hyper[1])
         return self._hyper
 
     def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
-        """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``."""
-        return self._assemble(self.sampler.sample(ids, self.target, epoch=epoch, batch=index), ids)
+        """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``, made on the
+        calling thread."""
+        return self.make_batches([(ids, index)], epoch)[0]
 
     def make_batches(self, job: Sequence[Tuple[np.ndarray, int]], epoch: int) -> List[Any]:
         """The batches ``job`` = [(seeds, index), ...] of epoch ``epoch`` sampled together (one
-        hyperbatch), each then gathered: each is exactly :meth:`make_batch` of its own."""
-        if len(job) == 1:
-            return [self.make_batch(job[0][0], epoch, job[0][1])]
-        samples = self.sampler.sample_many([[(self.target, ids)] for ids, _ in job], [b for _, b in job], epoch=epoch)
-        return [self._assemble(s, ids) for s, (ids, _) in zip(samples, job)]
+        hyperbatch) on the calling thread: each is exactly :meth:`make_batch` of its own."""
+        pairs = [(_options.count(b, "batch"), np.ascontiguousarray(ids, dtype=np.int64)) for ids, b in job]
+        outs = self._core_loader().make(_options.count(epoch, "epoch"), pairs)
+        return [self._data(o, ids) for o, (_, ids) in zip(outs, pairs)]
 
-    def _assemble(self, s: HeteroSample, ids: np.ndarray) -> Any:
-        """A sample of seeds ``ids`` as ``HeteroData``, each type's feature rows gathered."""
-        x = {t: self.features.gather(t, s.node[t]) for t in self.feature_types}
-        y = None if self.labels is None else self.labels[s.node[self.target]]
-        data = s.to_hetero_data(x, y)
+    def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
+        """A core batch (its sample, each type's rows, the labels) as ``HeteroData``."""
+        s = HeteroNeighborSampler._sample(out, [(self.target, ids)])
+        data = s.to_hetero_data(out["x"], out["y"])
         data[self.target].input_id = _index_tensor(ids)
         return data
 
     def __iter__(self) -> Iterator[Any]:
         seeds = self.batch_seeds(self.epoch)
         order = list(range(len(seeds))) if self.batches is None else list(self.batches)
-        epoch = self.epoch
         h = self.hyperbatch_size()[0]
-        jobs = [[(seeds[b], b) for b in order[i:i + h]] for i in range(0, len(order), h)]
-        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
-        yield from hetero_hyper.run_in_order(jobs, lambda job: self.make_batches(job, epoch), threads=self.threads,
-                                             ahead=ahead, name="ringgnn-hetero")
+        jobs = [[(b, seeds[b]) for b in order[i:i + h]] for i in range(0, len(order), h)]
+        window = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch) * h
+        run = self._core_loader().epoch(self.epoch, jobs, self.threads, window, self.prefetch)
+        try:
+            for out in run:
+                yield self._data(out, seeds[out["batch"]])
+        finally:
+            run.close()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_core"] = None
+        return state
 
     def __repr__(self) -> str:
         return (f"HeteroLoader({self.dataset.path!r}, target={self.target!r}, {len(self.seeds):,} seeds, "

@@ -1,0 +1,113 @@
+//! [`TypedGraph`]: the relations of a heterogeneous dataset as every sampler of a process
+//! shares them, and the per-thread [`HeteroSampler`] made from it (its disk relations' read
+//! backends are its own). Opening and the samplers are `ringgnn_sampler::TypedGraph`'s (the one
+//! place a typed graph is opened, which the server uses too); this adds the dataset's path and
+//! fanouts given by relation name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ringgnn_io::BackendKind;
+use ringgnn_sampler::{Fanout, HeteroSampler};
+
+use crate::{Error, Result};
+
+/// A heterogeneous dataset's relations, opened once per process (see the module docs).
+pub struct TypedGraph {
+    path: PathBuf,
+    inner: ringgnn_sampler::TypedGraph,
+}
+
+/// A sampler made by [`TypedGraph::sampler`], with its backend's name ("memory", "uring",
+/// "uring-direct" or "pread") and why `Auto` fell back to pread.
+pub struct OpenedSampler {
+    pub sampler: HeteroSampler,
+    pub backend: String,
+    pub fallback: Option<String>,
+}
+
+impl TypedGraph {
+    /// Open the relations of the dataset at `path`: `kind` None loads every neighbor file, else
+    /// the files of `memory_relations` are loaded and the others read with `kind` (`O_DIRECT`
+    /// with `direct`).
+    pub fn open(
+        path: &Path,
+        kind: Option<BackendKind>,
+        direct: bool,
+        memory_relations: &[String],
+    ) -> Result<Self> {
+        Ok(TypedGraph {
+            path: path.to_path_buf(),
+            inner: ringgnn_sampler::TypedGraph::open(path, kind, direct, memory_relations)?,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Node type names, in the order of the samplers' type indices.
+    pub fn types(&self) -> &[String] {
+        &self.inner.types
+    }
+
+    /// Node count of each type.
+    pub fn counts(&self) -> &[u64] {
+        &self.inner.counts
+    }
+
+    /// Relation names `SRC:REL:DST`, in the order of the samplers' relation indices.
+    pub fn relations(&self) -> Vec<String> {
+        self.inner
+            .relations
+            .iter()
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// Whether every neighbor file is held in memory.
+    pub fn in_memory(&self) -> bool {
+        self.inner.relations.iter().all(|r| r.memory.is_some())
+    }
+
+    /// Bytes held: offset indexes and the neighbor files in memory.
+    pub fn bytes(&self) -> u64 {
+        self.inner.bytes()
+    }
+
+    /// A sampler over this graph with `fanouts` for every relation (by name); `disk`, when
+    /// given, reads the relations not in memory instead of the graph's backend.
+    pub fn sampler(
+        &self,
+        fanouts: &[(String, Vec<Fanout>)],
+        replace: bool,
+        disk: Option<BackendKind>,
+    ) -> Result<OpenedSampler> {
+        let mut given: BTreeMap<&str, &Vec<Fanout>> = BTreeMap::new();
+        for (r, f) in fanouts {
+            if !self.inner.relations.iter().any(|x| x.name == *r) {
+                return Err(Error::Input(format!(
+                    "fanouts: unknown relation '{r}' (the dataset has: {})",
+                    self.relations().join(", ")
+                )));
+            }
+            given.insert(r, f);
+        }
+        let mut ordered = Vec::with_capacity(self.inner.relations.len());
+        for r in &self.inner.relations {
+            let Some(fan) = given.remove(r.name.as_str()) else {
+                return Err(Error::Input(format!(
+                    "fanouts has no entry for relation {}; give every relation (0 skips it at a hop)",
+                    r.name
+                )));
+            };
+            ordered.push(fan.clone());
+        }
+        let (sampler, backend, fallback) = self.inner.sampler(ordered, replace, disk)?;
+        Ok(OpenedSampler {
+            sampler,
+            backend,
+            fallback,
+        })
+    }
+}

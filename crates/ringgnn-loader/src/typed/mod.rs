@@ -1,0 +1,283 @@
+//! The typed loader: epochs of heterogeneous mini-batches (PyG's `HeteroData` semantics, see
+//! [`ringgnn_sampler::HeteroSampler`]) run on the worker pipeline, as [`crate::BatchLoader`]
+//! runs homogeneous ones.
+//!
+//! - [`graph`]: the relations opened once per process ([`TypedGraph`]) and each worker's
+//!   sampler made from them.
+//! - [`stage`]: a worker's job, one hyperbatch of `H` consecutive batches sampled together then
+//!   gathered batch by batch (each type's feature rows, the target's labels).
+//! - [`TypedLoader::epoch`]: an epoch as jobs, handed out in order by a [`Run`]; batch `i` of
+//!   epoch `e` is the same whatever `H` and the threads (its random streams are picked by
+//!   `(seed, e, i)` alone).
+//! - [`TypedLoader::probe`]: what one batch holds while its hyperbatch is sampled, measured on
+//!   probe batches, so that `H` is sized from what batches take rather than from their upper
+//!   bounds (about three times larger on real graphs).
+
+pub mod graph;
+pub mod stage;
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use ringgnn_features::GatherStats;
+use ringgnn_io::CoalesceOptions;
+use ringgnn_pipeline::{Jobs, Run, RunOptions};
+use ringgnn_sampler::{Fanout, HeteroSample};
+
+pub use graph::{OpenedSampler, TypedGraph};
+pub use stage::{TypeRows, TypedBatch, TypedStage};
+
+use crate::budget::GATHER_SCRATCH_PER_NODE;
+use crate::labels::Labels;
+use crate::{Error, Result};
+
+/// The epoch probe batches are sampled as: far from any real epoch.
+pub const PROBE_EPOCH: u64 = u64::MAX - 2;
+
+/// The batches of one epoch, in order ([`TypedLoader::epoch`]).
+pub type TypedRun = Run<TypedBatch, Error>;
+
+/// Seeds of one batch: (its index in the epoch, ids of the target type).
+pub type TypedJob = Vec<(u64, Vec<u64>)>;
+
+/// A typed loader's configuration: what every epoch's workers sample and gather.
+pub struct TypedLoader {
+    graph: Arc<TypedGraph>,
+    fanouts: Vec<(String, Vec<Fanout>)>,
+    replace: bool,
+    seed: u64,
+    with_edge_ids: bool,
+    target: usize,
+    rows: Vec<Option<TypeRows>>,
+    labels: Option<Arc<Labels>>,
+    stats: Arc<Mutex<Vec<GatherStats>>>,
+}
+
+/// What one probe batch held while sampled, measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeBytes {
+    /// Its share of the sampler's workspaces: its dedup maps and hop buffers.
+    pub state: u64,
+    /// Its sample.
+    pub batch: u64,
+    /// Its sampled edges.
+    pub edges: u64,
+    /// What its gather holds: each type's feature rows (float32), the gather's scratch for its
+    /// nodes ([`GATHER_SCRATCH_PER_NODE`]) and the target's labels (int64).
+    pub rows: u64,
+}
+
+impl TypedLoader {
+    /// A loader of seeds of type `target` over `graph` with `fanouts` for every relation;
+    /// `rows[t]` where type `t` has features, `labels` of the target type.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        graph: Arc<TypedGraph>,
+        fanouts: Vec<(String, Vec<Fanout>)>,
+        replace: bool,
+        seed: u64,
+        with_edge_ids: bool,
+        target: &str,
+        rows: Vec<Option<TypeRows>>,
+        labels: Option<Labels>,
+    ) -> Result<Self> {
+        let Some(target) = graph.types().iter().position(|t| t == target) else {
+            return Err(Error::Input(format!(
+                "target '{target}' is not a node type (the dataset has: {})",
+                graph.types().join(", ")
+            )));
+        };
+        if rows.len() != graph.types().len() {
+            return Err(Error::Input(format!(
+                "rows: {} entries for {} node types; give one per type (None without features)",
+                rows.len(),
+                graph.types().len()
+            )));
+        }
+        if let Some(l) = &labels {
+            let n = graph.counts()[target];
+            if l.len() as u64 != n {
+                return Err(Error::Input(format!(
+                    "labels: {} for {n} nodes of type '{}'; give one label per node",
+                    l.len(),
+                    graph.types()[target]
+                )));
+            }
+        }
+        // Every relation checked now, not in the first worker.
+        graph.sampler(&fanouts, replace, Some(ringgnn_io::BackendKind::Pread))?;
+        let stats = Arc::new(Mutex::new(vec![GatherStats::default(); rows.len()]));
+        Ok(TypedLoader {
+            graph,
+            fanouts,
+            replace,
+            seed,
+            with_edge_ids,
+            target,
+            rows,
+            labels: labels.map(Arc::new),
+            stats,
+        })
+    }
+
+    pub fn graph(&self) -> &Arc<TypedGraph> {
+        &self.graph
+    }
+
+    /// The stage of epoch `epoch`; its gathers count in `stats`.
+    fn stage(
+        &self,
+        epoch: u64,
+        prefetch: usize,
+        stats: Arc<Mutex<Vec<GatherStats>>>,
+    ) -> TypedStage {
+        TypedStage {
+            graph: self.graph.clone(),
+            fanouts: self.fanouts.clone(),
+            replace: self.replace,
+            seed: self.seed,
+            with_edge_ids: self.with_edge_ids,
+            target: self.target,
+            rows: self.rows.clone(),
+            labels: self.labels.clone(),
+            epoch,
+            prefetch,
+            stats,
+        }
+    }
+
+    /// Check every seed of `jobs` against the target type's count.
+    fn check(&self, jobs: &[TypedJob]) -> Result<()> {
+        let n = self.graph.counts()[self.target];
+        for (_, seeds) in jobs.iter().flatten() {
+            if let Some(&id) = seeds.iter().find(|&&s| s >= n) {
+                return Err(Error::Input(format!(
+                    "seed node {id} of node type {} is out of range: that type has {n} nodes ({})",
+                    self.graph.types()[self.target],
+                    ringgnn_store::IdRange(n)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `jobs` (each a hyperbatch: its batches' indices and seeds) of epoch `epoch` on
+    /// `threads` workers; a worker starts a job only when its first batch is among the next
+    /// `window` the consumer will take (see [`ringgnn_pipeline`]), and gathers a batch's rows
+    /// only when it is among the next `prefetch`. The run hands the batches out in job order.
+    pub fn epoch(
+        &self,
+        epoch: u64,
+        jobs: Vec<TypedJob>,
+        threads: NonZeroUsize,
+        window: NonZeroUsize,
+        prefetch: NonZeroUsize,
+    ) -> Result<Run<TypedBatch, Error>> {
+        self.check(&jobs)?;
+        let jobs: Vec<(TypedJob, usize)> = jobs
+            .into_iter()
+            .map(|j| {
+                let n = j.len();
+                (j, n)
+            })
+            .collect();
+        let opts = RunOptions::new(threads, window, "ringgnn-typed");
+        Run::start(
+            Arc::new(self.stage(epoch, prefetch.get(), self.stats.clone())),
+            Jobs::new(jobs),
+            opts,
+        )
+    }
+
+    /// The batches of `job` of epoch `epoch` made on the calling thread (one hyperbatch).
+    pub fn make(&self, epoch: u64, job: TypedJob) -> Result<Vec<TypedBatch>> {
+        self.check(std::slice::from_ref(&job))?;
+        let stage = self.stage(epoch, 1, self.stats.clone());
+        let mut w = stage.worker(None)?;
+        let samples = stage.sample(&mut w, &job)?;
+        job.iter()
+            .zip(samples)
+            .map(|((b, _), s)| stage.gather(&mut w, *b, s))
+            .collect()
+    }
+
+    /// What each batch of `seeds` holds while its hyperbatch is sampled (see [`ProbeBytes`]):
+    /// the batches sampled together as one hyperbatch, batch `i` of [`PROBE_EPOCH`], by a
+    /// fresh worker (so the workspaces measured are theirs alone, shared evenly). Nothing is
+    /// gathered.
+    pub fn probe(&self, seeds: &[Vec<u64>]) -> Result<Vec<ProbeBytes>> {
+        if seeds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let job: TypedJob = seeds
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, s)| (i as u64, s))
+            .collect();
+        self.check(std::slice::from_ref(&job))?;
+        let stats = Arc::new(Mutex::new(vec![GatherStats::default(); self.rows.len()]));
+        let stage = self.stage(PROBE_EPOCH, 1, stats);
+        let mut w = stage.worker(None)?;
+        let samples = stage.sample(&mut w, &job)?;
+        let state = w.sampler.held_bytes() / seeds.len() as u64;
+        let out = samples
+            .iter()
+            .map(|s| ProbeBytes {
+                state,
+                batch: s.bytes(),
+                edges: s.row.iter().map(|r| r.len() as u64).sum(),
+                rows: self.rows_bytes(s),
+            })
+            .collect();
+        drop((samples, w));
+        // The probe's workspaces are freed on this thread's heap, which the epoch's workers do
+        // not allocate from: give them back rather than hold them beside the epoch.
+        ringgnn_io::release_free_memory();
+        Ok(out)
+    }
+
+    /// What gathering the batch of `s` holds (see [`ProbeBytes::rows`]).
+    fn rows_bytes(&self, s: &HeteroSample) -> u64 {
+        let rows: u64 = self
+            .rows
+            .iter()
+            .zip(&s.node)
+            .filter_map(|(r, n)| {
+                let n = n.len() as u64;
+                r.as_ref()
+                    .map(|r| n * (4 * r.file.dim() as u64 + GATHER_SCRATCH_PER_NODE))
+            })
+            .sum();
+        let labels = self
+            .labels
+            .as_ref()
+            .map_or(0, |_| 8 * s.node[self.target].len() as u64);
+        rows + labels
+    }
+
+    /// What the loader holds whatever its epochs: the target's labels.
+    pub fn held_bytes(&self) -> u64 {
+        self.labels.as_ref().map_or(0, |l| l.bytes())
+    }
+
+    /// What one worker holds whatever its batches: its sampler's read buffer (shared by the
+    /// relations read from disk, [`TypedGraph::sampler`]) and a read buffer per type whose
+    /// rows are read from disk.
+    pub fn worker_bytes(&self) -> u64 {
+        let buffer = CoalesceOptions::default().buffer as u64;
+        let sampler = if self.graph.in_memory() { 0 } else { buffer };
+        let rows = self
+            .rows
+            .iter()
+            .flatten()
+            .filter(|r| r.memory.is_none())
+            .count() as u64;
+        sampler + rows * buffer
+    }
+
+    /// Gather counters per node type (the graph's order), summed over every epoch's workers.
+    pub fn stats(&self) -> Vec<GatherStats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}

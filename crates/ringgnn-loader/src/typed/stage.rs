@@ -1,0 +1,208 @@
+//! [`TypedStage`]: the work of a typed epoch's workers. A job is one hyperbatch (`H`
+//! consecutive batches of the epoch): its samples drawn together
+//! ([`HeteroSampler::sample_many`], each relation's file read once per hop for all of them),
+//! then, batch by batch, each type's feature rows gathered and the target's labels, and each
+//! batch handed to the pipeline as soon as it is whole.
+//!
+//! As in the homogeneous [`crate::LoadStage`], a worker starts *gathering* a batch only once it
+//! is among the next `prefetch` the consumer will take ([`Emit::wait_turn`]): samples are small
+//! and feature rows are not, so a hyperbatch of `H` holds `H` samples, never `H` batches of
+//! rows, and the rows held are those of `prefetch` batches whatever `H`.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
+use ringgnn_io::{BackendKind, CoalesceOptions};
+use ringgnn_pipeline::{Emit, Stage};
+use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler};
+
+use crate::labels::Labels;
+use crate::typed::graph::TypedGraph;
+use crate::{Error, Result};
+
+/// Where one node type's feature rows are read: its file, loaded (shared by every worker) or
+/// read from disk with `kind`, and the hot-row cache of its rows (shared).
+#[derive(Clone)]
+pub struct TypeRows {
+    pub file: FeatureFile,
+    pub memory: Option<Arc<Vec<u8>>>,
+    pub kind: BackendKind,
+    pub direct: bool,
+    pub cache: Option<Arc<HotRowCache>>,
+}
+
+impl TypeRows {
+    /// A gatherer of its own for one worker.
+    pub fn gatherer(&self) -> Result<FeatureGatherer> {
+        let source = match &self.memory {
+            Some(m) => RowSource::Memory(m.clone()),
+            None => {
+                RowSource::open(
+                    &self.file,
+                    self.kind,
+                    self.direct,
+                    CoalesceOptions::default(),
+                )?
+                .0
+            }
+        };
+        let g = FeatureGatherer::new(self.file.clone(), source);
+        Ok(match &self.cache {
+            Some(c) => g.with_cache(c.clone())?,
+            None => g,
+        })
+    }
+}
+
+/// One batch of a typed epoch: its index in the epoch, its sample, per node type its feature
+/// rows (float32, a row per `sample.node[t]`, `None` for a type without features) and the
+/// labels of the target type's nodes.
+pub struct TypedBatch {
+    pub index: u64,
+    pub sample: HeteroSample,
+    pub x: Vec<Option<Vec<f32>>>,
+    pub y: Option<Vec<i64>>,
+}
+
+impl TypedBatch {
+    /// Bytes it holds (sample, rows, labels).
+    pub fn bytes(&self) -> u64 {
+        let rows: usize = self.x.iter().flatten().map(Vec::len).sum();
+        self.sample.bytes() + 4 * rows as u64 + 8 * self.y.as_ref().map_or(0, Vec::len) as u64
+    }
+}
+
+/// What a typed loader samples and gathers, shared by its workers.
+pub struct TypedStage {
+    pub(crate) graph: Arc<TypedGraph>,
+    pub(crate) fanouts: Vec<(String, Vec<Fanout>)>,
+    pub(crate) replace: bool,
+    pub(crate) seed: u64,
+    pub(crate) with_edge_ids: bool,
+    pub(crate) target: usize,
+    /// Per node type (the graph's order), its rows, or `None` when it has no features.
+    pub(crate) rows: Vec<Option<TypeRows>>,
+    pub(crate) labels: Option<Arc<Labels>>,
+    /// The epoch every job of this stage belongs to.
+    pub(crate) epoch: u64,
+    /// Batches ahead of the consumer whose rows may be gathered (see the module docs).
+    pub(crate) prefetch: usize,
+    /// Gather counters per type, summed over the workers as their jobs end.
+    pub(crate) stats: Arc<Mutex<Vec<GatherStats>>>,
+}
+
+/// A worker's own sampler and gatherers.
+pub struct Worker {
+    pub(crate) sampler: HeteroSampler,
+    gatherers: Vec<Option<FeatureGatherer>>,
+}
+
+impl TypedStage {
+    /// A worker's state; `stop` interrupts its reads.
+    pub(crate) fn worker(&self, stop: Option<&Arc<AtomicBool>>) -> Result<Worker> {
+        let mut sampler = self
+            .graph
+            .sampler(&self.fanouts, self.replace, None)?
+            .sampler;
+        let mut gatherers = Vec::with_capacity(self.rows.len());
+        for r in &self.rows {
+            let mut g = r.as_ref().map(TypeRows::gatherer).transpose()?;
+            if let (Some(g), Some(stop)) = (&mut g, stop) {
+                g.set_cancel(stop.clone());
+            }
+            gatherers.push(g);
+        }
+        if let Some(stop) = stop {
+            sampler.set_cancel(stop.clone());
+        }
+        Ok(Worker { sampler, gatherers })
+    }
+
+    /// The samples of `job` (batch index, seeds of the target type), drawn together.
+    pub(crate) fn sample(
+        &self,
+        w: &mut Worker,
+        job: &[(u64, Vec<u64>)],
+    ) -> Result<Vec<HeteroSample>> {
+        let seeds: Vec<[(usize, &[u64]); 1]> = job
+            .iter()
+            .map(|(_, s)| [(self.target, s.as_slice())])
+            .collect();
+        let requests: Vec<HeteroRequest<'_>> = seeds
+            .iter()
+            .zip(job)
+            .map(|(s, (b, _))| HeteroRequest {
+                seeds: s,
+                batch: *b,
+            })
+            .collect();
+        Ok(w.sampler
+            .sample_many(&requests, self.seed, self.epoch, self.with_edge_ids)?)
+    }
+
+    /// Batch `index` of `sample`: each type's rows and the target's labels gathered.
+    pub(crate) fn gather(
+        &self,
+        w: &mut Worker,
+        index: u64,
+        sample: HeteroSample,
+    ) -> Result<TypedBatch> {
+        let mut x = Vec::with_capacity(w.gatherers.len());
+        let mut stats = vec![GatherStats::default(); w.gatherers.len()];
+        for (t, g) in w.gatherers.iter_mut().enumerate() {
+            x.push(match g {
+                Some(g) => {
+                    let ids = &sample.node[t];
+                    let mut out = vec![0f32; ids.len() * g.dim()];
+                    stats[t] = g.gather(ids, &mut out)?;
+                    Some(out)
+                }
+                None => None,
+            });
+        }
+        {
+            let mut sum = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            sum.iter_mut().zip(&stats).for_each(|(a, s)| a.add(s));
+        }
+        let y = self.labels.as_ref().map(|l| {
+            let mut y = Vec::new();
+            l.gather_into(&sample.node[self.target], &mut y);
+            y
+        });
+        Ok(TypedBatch {
+            index,
+            sample,
+            x,
+            y,
+        })
+    }
+}
+
+impl Stage for TypedStage {
+    type Job = Vec<(u64, Vec<u64>)>;
+    type State = Worker;
+    type Output = TypedBatch;
+    type Error = Error;
+
+    fn start(&self, stop: &Arc<AtomicBool>) -> Result<Worker> {
+        self.worker(Some(stop))
+    }
+
+    fn run(
+        &self,
+        w: &mut Worker,
+        job: Self::Job,
+        out: &mut Emit<'_, TypedBatch, Error>,
+    ) -> Result<()> {
+        let samples = self.sample(w, &job)?;
+        for ((index, _), sample) in job.iter().zip(samples) {
+            if !out.wait_turn(self.prefetch) {
+                return Err(Error::Input("the epoch was stopped".into()));
+            }
+            let batch = self.gather(w, *index, sample)?;
+            out.emit(Ok(batch));
+        }
+        Ok(())
+    }
+}

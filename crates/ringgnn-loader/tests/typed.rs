@@ -1,0 +1,289 @@
+//! The typed loader on a tiny heterogeneous dataset: every batch is the sampler's sample of its
+//! seeds alone, with each type's exact feature rows and the target's labels, whatever the
+//! hyperbatch size, the thread count and the backend; bad input is refused with a message.
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ringgnn_features::{FeatureFile, HotRowCache};
+use ringgnn_io::BackendKind;
+use ringgnn_loader::typed::{TypeRows, TypedBatch, TypedGraph, TypedJob, TypedLoader};
+use ringgnn_loader::{Error, Labels};
+use ringgnn_sampler::Fanout;
+use ringgnn_store::hetero::{build, HeteroSpec, NodeTypeSpec, Part, RelationSpec};
+use ringgnn_store::npy::write_npy;
+use ringgnn_store::{Dataset, NoProgress};
+
+/// Papers 0..8 (3 features each, value `3 * id + j`; label `id % 3`), authors 0..5 (2 features,
+/// `2 * id + j`), institutions 0..2 (none); author:writes:paper, paper:cites:paper and
+/// author:in:institution.
+fn tiny(dir: &Path) -> PathBuf {
+    let f32s = |name: &str, rows: u64, dim: u64| {
+        let p = dir.join(name);
+        let bytes: Vec<u8> = (0..rows * dim)
+            .flat_map(|i| (i as f32).to_le_bytes())
+            .collect();
+        write_npy(&p, "<f4", &[rows, dim], false, &bytes).unwrap();
+        p
+    };
+    let labels = dir.join("labels.npy");
+    let bytes: Vec<u8> = (0..8i64).flat_map(|i| (i % 3).to_le_bytes()).collect();
+    write_npy(&labels, "<i8", &[8], false, &bytes).unwrap();
+    let edges = |name: &str, pairs: &[(u64, u64)]| {
+        let p = dir.join(name);
+        let text: String = pairs.iter().map(|(s, d)| format!("{s},{d}\n")).collect();
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let node =
+        |name: &str, n: u64, features: Option<PathBuf>, labels: Option<PathBuf>| NodeTypeSpec {
+            name: name.into(),
+            num_nodes: n,
+            features,
+            feature_dtype: None,
+            labels,
+            split: None,
+            node_ids: None,
+        };
+    let rel = |name: &str, input: PathBuf| RelationSpec {
+        name: name.into(),
+        input,
+        format: None,
+        link_split: None,
+    };
+    let writes: Vec<(u64, u64)> = (0..8)
+        .flat_map(|p| [(p % 5, p), ((p + 2) % 5, p)])
+        .collect();
+    let cites: Vec<(u64, u64)> = (0..8)
+        .flat_map(|p| [((p + 1) % 8, p), ((p + 3) % 8, p), ((p + 5) % 8, p)])
+        .collect();
+    let out = dir.join("ds");
+    let spec = HeteroSpec {
+        out: out.clone(),
+        node_types: vec![
+            node("author", 5, Some(f32s("a.npy", 5, 2)), None),
+            node("institution", 2, None, None),
+            node("paper", 8, Some(f32s("p.npy", 8, 3)), Some(labels)),
+        ],
+        relations: vec![
+            rel("author:writes:paper", edges("w.csv", &writes)),
+            rel("paper:cites:paper", edges("c.csv", &cites)),
+            rel(
+                "author:in:institution",
+                edges("i.csv", &[(0, 0), (1, 0), (2, 1), (3, 1), (4, 1)]),
+            ),
+        ],
+        add_reverse: false,
+        memory: 256 << 20,
+        threads: 1,
+        seed: 0,
+        overwrite: true,
+        source: serde_json::Value::Null,
+        excerpts: Default::default(),
+    };
+    build(&spec, &NoProgress).unwrap();
+    out
+}
+
+fn fanouts(graph: &TypedGraph) -> Vec<(String, Vec<Fanout>)> {
+    graph
+        .relations()
+        .into_iter()
+        .map(|r| (r, vec![Fanout::Count(2), Fanout::Count(1)]))
+        .collect()
+}
+
+/// A loader over `path` with the feature files read by `kind` (None: loaded), a cache of
+/// author 1's row when `cache`.
+fn loader(path: &Path, kind: Option<BackendKind>, cache: bool) -> TypedLoader {
+    let graph = Arc::new(TypedGraph::open(path, kind, false, &[]).unwrap());
+    let rows = graph
+        .types()
+        .iter()
+        .map(|t| {
+            let ds = Dataset::open_part(path, &Part::Node(t.clone())).unwrap();
+            let file = FeatureFile::of(&ds).ok()?;
+            let cache = (cache && t == "author")
+                .then(|| Arc::new(HotRowCache::build_from_ids(&ds, vec![1]).unwrap()));
+            Some(TypeRows {
+                memory: kind.is_none().then(|| file.load().unwrap()),
+                file,
+                kind: kind.unwrap_or(BackendKind::Pread),
+                direct: false,
+                cache,
+            })
+        })
+        .collect();
+    let ds = Dataset::open_part(path, &Part::Node("paper".into())).unwrap();
+    let labels = Labels::load(&ds).unwrap();
+    let f = fanouts(&graph);
+    TypedLoader::new(graph, f, false, 7, false, "paper", rows, labels).unwrap()
+}
+
+fn jobs(h: usize) -> Vec<TypedJob> {
+    let seeds: Vec<(u64, Vec<u64>)> = (0..4).map(|b| (b, vec![2 * b, (2 * b + 5) % 8])).collect();
+    seeds.chunks(h).map(<[_]>::to_vec).collect()
+}
+
+fn run(l: &TypedLoader, h: usize, threads: usize) -> Vec<TypedBatch> {
+    let one = NonZeroUsize::new(threads).unwrap();
+    let ahead = NonZeroUsize::new(1 + h % 2).unwrap();
+    l.epoch(3, jobs(h), one, NonZeroUsize::new(2 * h).unwrap(), ahead)
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect()
+}
+
+#[test]
+fn batches_are_the_samples_alone_with_their_rows_and_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny(dir.path());
+    let base = loader(&path, Some(BackendKind::Pread), false);
+    let graph = base.graph().clone();
+    let mut alone = graph
+        .sampler(&fanouts(&graph), false, None)
+        .unwrap()
+        .sampler;
+    let want = run(&base, 1, 1);
+    assert_eq!(want.len(), 4);
+    let (author, paper) = (0, 2);
+    for (b, batch) in want.iter().enumerate() {
+        assert_eq!(batch.index, b as u64);
+        let seeds = [2 * b as u64, (2 * b as u64 + 5) % 8];
+        let s = alone
+            .sample_typed(&[(paper, &seeds)], 7, 3, b as u64, false)
+            .unwrap();
+        assert_eq!(batch.sample, s);
+        let rows = |t: usize, dim: u64| -> Vec<f32> {
+            s.node[t]
+                .iter()
+                .flat_map(|&v| (0..dim).map(move |j| (dim * v + j) as f32))
+                .collect()
+        };
+        assert_eq!(batch.x[author].as_deref(), Some(&rows(author, 2)[..]));
+        assert_eq!(batch.x[paper].as_deref(), Some(&rows(paper, 3)[..]));
+        assert!(batch.x[1].is_none());
+        let y: Vec<i64> = s.node[paper].iter().map(|&v| v as i64 % 3).collect();
+        assert_eq!(batch.y.as_deref(), Some(&y[..]));
+    }
+    let same = |a: &[TypedBatch], b: &[TypedBatch]| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x.index, &x.sample, &x.x, &x.y) == (y.index, &y.sample, &y.x, &y.y))
+    };
+    for (h, threads) in [(2, 1), (3, 2), (4, 2), (1, 3)] {
+        assert!(
+            same(&run(&base, h, threads), &want),
+            "H = {h}, {threads} threads"
+        );
+    }
+    for (kind, cache) in [(None, false), (Some(BackendKind::Auto), true)] {
+        assert!(same(&run(&loader(&path, kind, cache), 2, 2), &want));
+    }
+    let made: Vec<TypedBatch> = jobs(3)
+        .into_iter()
+        .flat_map(|j| base.make(3, j).unwrap())
+        .collect();
+    assert!(same(&made, &want));
+    // Every row requested was counted, and the probes' are not.
+    let rows: u64 = want.iter().map(|b| b.sample.node[paper].len() as u64).sum();
+    let before = base.stats()[paper].rows_requested;
+    let probes = base.probe(&[vec![0, 1], vec![2]]).unwrap();
+    assert_eq!(base.stats()[paper].rows_requested, before);
+    // Six passes over the epoch: five runs on `base` and the batches it made.
+    assert_eq!(before, 6 * rows);
+    let mut alone = graph
+        .sampler(&fanouts(&graph), false, None)
+        .unwrap()
+        .sampler;
+    for (i, (p, seeds)) in probes.iter().zip([&[0u64, 1][..], &[2]]).enumerate() {
+        let s = alone
+            .sample_typed(&[(paper, seeds)], 7, u64::MAX - 2, i as u64, false)
+            .unwrap();
+        assert_eq!(p.batch, s.bytes());
+        assert_eq!(p.edges, s.row.iter().map(|r| r.len() as u64).sum::<u64>());
+        assert!(p.state > 0);
+        // Rows: authors 2 floats, papers 3, each with 48 bytes of gather scratch; the papers'
+        // int64 labels. Institutions have no features.
+        let n = |t: &str| s.node[graph.types().iter().position(|x| x == t).unwrap()].len() as u64;
+        assert_eq!(p.rows, n("author") * (8 + 48) + n("paper") * (12 + 48 + 8));
+    }
+    // Read from disk (pread): the sampler's 8 MiB read buffer and one per type with features.
+    assert_eq!(base.worker_bytes(), 3 * (8 << 20));
+    assert_eq!(loader(&path, None, false).worker_bytes(), 0);
+    // Eight labels below 3, held as int16.
+    assert_eq!(base.held_bytes(), 16);
+}
+
+#[test]
+fn bad_input_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny(dir.path());
+    let l = loader(&path, Some(BackendKind::Pread), false);
+    let one = NonZeroUsize::new(1).unwrap();
+    let err = |r: Result<_, Error>| match r {
+        Err(Error::Input(m)) => m,
+        Err(e) => panic!("not an input error: {e}"),
+        Ok(_) => panic!("accepted"),
+    };
+    let m = err(l
+        .epoch(0, vec![vec![(0, vec![8])]], one, one, one)
+        .map(drop));
+    assert!(
+        m.contains("seed node 8 of node type paper is out of range"),
+        "{m}"
+    );
+    let graph = l.graph().clone();
+    let mut f = fanouts(&graph);
+    f.pop();
+    let m = err(TypedLoader::new(
+        graph.clone(),
+        f,
+        false,
+        0,
+        false,
+        "paper",
+        vec![None; 3],
+        None,
+    )
+    .map(drop));
+    assert!(m.contains("fanouts has no entry for relation"), "{m}");
+    let m = err(TypedLoader::new(
+        graph.clone(),
+        fanouts(&graph),
+        false,
+        0,
+        false,
+        "venue",
+        vec![None; 3],
+        None,
+    )
+    .map(drop));
+    assert!(m.contains("target 'venue' is not a node type"), "{m}");
+    let m = err(TypedLoader::new(
+        graph.clone(),
+        fanouts(&graph),
+        false,
+        0,
+        false,
+        "paper",
+        vec![None; 2],
+        None,
+    )
+    .map(drop));
+    assert!(m.contains("give one per type"), "{m}");
+    let m = err(TypedLoader::new(
+        graph.clone(),
+        fanouts(&graph),
+        false,
+        0,
+        false,
+        "paper",
+        vec![None; 3],
+        Some(Labels::I64(vec![0; 3])),
+    )
+    .map(drop));
+    assert!(m.contains("give one label per node"), "{m}");
+}

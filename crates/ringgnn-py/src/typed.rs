@@ -1,0 +1,299 @@
+//! `_core.TypedLoader` and `_core.TypedEpoch`: the typed loader (`ringgnn_loader::typed`)
+//! from Python. `ringgnn.HeteroLoader` makes one per process over its sampler's
+//! `HeteroGraph` and its feature readers, and iterates its epochs; each batch comes back as the
+//! sample dict of `HeteroSampler.sample` plus `x` (per type with features, float32 rows) and
+//! `y` (labels of the target type), and `batch` (its index in the epoch).
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ringgnn_loader::typed::{TypedBatch, TypedJob, TypedLoader as Core, TypedRun};
+use ringgnn_loader::{Error, Labels, Next};
+use ringgnn_store::hetero::Part;
+use ringgnn_store::Dataset;
+
+use crate::errors::{input_error, FeaturesError, LoaderError};
+use crate::features::{stats_dict, FeatureReader};
+use crate::hetero::{relation_fanouts, sample_dict, HeteroGraph};
+
+/// Node ids from Python, checked non-negative.
+fn ids(a: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
+    let a = a.as_array();
+    if let Some(&id) = a.iter().find(|&&x| x < 0) {
+        return Err(input_error(format!(
+            "seed node {id} is negative: node ids are 0..num_nodes"
+        )));
+    }
+    Ok(a.iter().map(|&x| x as u64).collect())
+}
+
+fn nonzero(v: usize, what: &str) -> PyResult<NonZeroUsize> {
+    NonZeroUsize::new(v).ok_or_else(|| input_error(format!("{what} must be at least 1")))
+}
+
+#[pyclass(module = "ringgnn._core", frozen)]
+pub struct TypedLoader {
+    inner: std::sync::Arc<Core>,
+    types: Vec<String>,
+    relations: Vec<String>,
+    /// Feature width per type (0 without features), for the shape of an empty batch's rows.
+    dims: Vec<usize>,
+}
+
+#[pymethods]
+impl TypedLoader {
+    /// Seeds of `target` over `graph`, sampled with `fanouts` ((relation, fanout per hop) for
+    /// every relation); `features`: (type, its `FeatureReader`) for each type with features,
+    /// whose file (loaded once when `memory`), backend and cache the workers share; `labels`:
+    /// gather the target's labels (loaded from `path` here, in their narrowest type).
+    #[new]
+    #[pyo3(signature = (graph, fanouts, target, *, replace=false, seed=0, features=Vec::new(), labels=false, with_edge_ids=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        graph: &HeteroGraph,
+        fanouts: Vec<(String, Vec<i64>)>,
+        target: String,
+        replace: bool,
+        seed: u64,
+        features: Vec<(String, PyRef<'_, FeatureReader>)>,
+        labels: bool,
+        with_edge_ids: bool,
+    ) -> PyResult<Self> {
+        let g = graph.inner.clone();
+        let fanouts = relation_fanouts(fanouts)?;
+        let mut rows = vec![None; g.types().len()];
+        let mut dims = vec![0; g.types().len()];
+        for (t, reader) in &features {
+            let Some(i) = g.types().iter().position(|x| x == t) else {
+                return Err(input_error(format!(
+                    "features: '{t}' is not a node type (the dataset has: {})",
+                    g.types().join(", ")
+                )));
+            };
+            let reader: &FeatureReader = reader;
+            dims[i] = reader.dim;
+            rows[i] = Some(py.detach(|| reader.type_rows()).map_err(FeaturesError)?);
+        }
+        let path: PathBuf = g.path().to_path_buf();
+        let labels = if labels {
+            py.detach(|| -> Result<Option<Labels>, Error> {
+                let ds = Dataset::open_part(&path, &Part::Node(target.clone()))?;
+                Labels::load(&ds)
+            })
+            .map_err(LoaderError)?
+        } else {
+            None
+        };
+        let (types, relations) = (g.types().to_vec(), g.relations());
+        let inner = py
+            .detach(|| {
+                Core::new(
+                    g,
+                    fanouts,
+                    replace,
+                    seed,
+                    with_edge_ids,
+                    &target,
+                    rows,
+                    labels,
+                )
+            })
+            .map_err(LoaderError)?;
+        Ok(TypedLoader {
+            inner: std::sync::Arc::new(inner),
+            types,
+            relations,
+            dims,
+        })
+    }
+
+    /// The batches of epoch `epoch` as jobs: `jobs[j]` is a list of (batch index, seeds), the
+    /// batches one worker samples together; `threads` workers, a job started when its first
+    /// batch is among the next `window` the consumer takes, a batch's rows gathered when it is
+    /// among the next `prefetch`.
+    fn epoch(
+        &self,
+        py: Python<'_>,
+        epoch: u64,
+        jobs: Vec<Vec<(u64, PyReadonlyArray1<'_, i64>)>>,
+        threads: usize,
+        window: usize,
+        prefetch: usize,
+    ) -> PyResult<TypedEpoch> {
+        let jobs = jobs
+            .iter()
+            .map(|j| {
+                j.iter()
+                    .map(|(b, s)| Ok((*b, ids(s)?)))
+                    .collect::<PyResult<TypedJob>>()
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let len = jobs.iter().map(Vec::len).sum();
+        let (threads, window) = (nonzero(threads, "threads")?, nonzero(window, "window")?);
+        let prefetch = nonzero(prefetch, "prefetch")?;
+        let run = py
+            .detach(|| self.inner.epoch(epoch, jobs, threads, window, prefetch))
+            .map_err(LoaderError)?;
+        Ok(TypedEpoch {
+            len,
+            run: Some(run),
+            types: self.types.clone(),
+            relations: self.relations.clone(),
+            dims: self.dims.clone(),
+        })
+    }
+
+    /// The batches of one job (a list of (batch index, seeds)) of epoch `epoch`, made on the
+    /// calling thread, in order.
+    fn make<'py>(
+        &self,
+        py: Python<'py>,
+        epoch: u64,
+        job: Vec<(u64, PyReadonlyArray1<'py, i64>)>,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let job = job
+            .iter()
+            .map(|(b, s)| Ok((*b, ids(s)?)))
+            .collect::<PyResult<TypedJob>>()?;
+        let out = py
+            .detach(|| self.inner.make(epoch, job))
+            .map_err(LoaderError)?;
+        out.into_iter()
+            .map(|b| batch_dict(py, &self.types, &self.relations, &self.dims, b))
+            .collect()
+    }
+
+    /// What each batch of `seeds` holds while its hyperbatch is sampled, measured (sampled
+    /// together as a probe hyperbatch): a list of dicts of `state` (its share of the sampler's
+    /// workspaces), `batch` (its sample), `edges` and `rows` (what gathering it holds: feature
+    /// rows, gather scratch, labels).
+    fn probe<'py>(
+        &self,
+        py: Python<'py>,
+        seeds: Vec<PyReadonlyArray1<'py, i64>>,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let seeds = seeds.iter().map(ids).collect::<PyResult<Vec<_>>>()?;
+        let out = py
+            .detach(|| self.inner.probe(&seeds))
+            .map_err(LoaderError)?;
+        out.iter()
+            .map(|p| {
+                let d = PyDict::new(py);
+                d.set_item("state", p.state)?;
+                d.set_item("batch", p.batch)?;
+                d.set_item("edges", p.edges)?;
+                d.set_item("rows", p.rows)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// Bytes the loader holds whatever its epochs: the target's labels.
+    fn held_bytes(&self) -> u64 {
+        self.inner.held_bytes()
+    }
+
+    /// Bytes one worker holds whatever its batches: its read buffers.
+    fn worker_bytes(&self) -> u64 {
+        self.inner.worker_bytes()
+    }
+
+    /// Feature read counters per type with features, summed over every epoch's workers.
+    fn feature_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (t, s) in self.types.iter().zip(self.inner.stats()) {
+            d.set_item(t, stats_dict(py, &s)?)?;
+        }
+        Ok(d)
+    }
+}
+
+/// A typed batch as a dict: the sample's entries, `x`, `y` and `batch`.
+fn batch_dict<'py>(
+    py: Python<'py>,
+    types: &[String],
+    relations: &[String],
+    dims: &[usize],
+    b: TypedBatch,
+) -> PyResult<Bound<'py, PyDict>> {
+    let TypedBatch {
+        index,
+        sample,
+        x,
+        y,
+    } = b;
+    let counts: Vec<usize> = sample.node.iter().map(Vec::len).collect();
+    let d = sample_dict(py, types, relations, sample)?;
+    let xs = PyDict::new(py);
+    for (((t, rows), n), dim) in types.iter().zip(x).zip(counts).zip(dims) {
+        if let Some(rows) = rows {
+            xs.set_item(t, PyArray1::from_vec(py, rows).reshape([n, *dim])?)?;
+        }
+    }
+    d.set_item("x", xs)?;
+    match y {
+        Some(y) => d.set_item("y", PyArray1::from_vec(py, y))?,
+        None => d.set_item("y", py.None())?,
+    }
+    d.set_item("batch", index)?;
+    Ok(d)
+}
+
+/// The batches of one epoch of a [`TypedLoader`], in order. Its workers stop when it is
+/// exhausted, fails, or is garbage collected.
+#[pyclass(module = "ringgnn._core")]
+pub struct TypedEpoch {
+    len: usize,
+    /// `None` once finished, so the workers are joined as soon as possible.
+    run: Option<TypedRun>,
+    types: Vec<String>,
+    relations: Vec<String>,
+    dims: Vec<usize>,
+}
+
+#[pymethods]
+impl TypedEpoch {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next batch, waiting with the GIL released in slices of 100 ms and checking for
+    /// signals between them (Ctrl-C raises at once).
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(run) = self.run.as_mut() else {
+            return Ok(None);
+        };
+        let next = loop {
+            match py.detach(|| run.next_within(Duration::from_millis(100))) {
+                Next::Item(i) => break Some(i),
+                Next::End => break None,
+                Next::NotYet => py.check_signals()?,
+            }
+        };
+        match next {
+            None => {
+                self.run = None;
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                self.run = None;
+                Err(LoaderError(e).into())
+            }
+            Some(Ok(b)) => batch_dict(py, &self.types, &self.relations, &self.dims, b).map(Some),
+        }
+    }
+
+    /// Stop the workers now.
+    fn close(&mut self) {
+        self.run = None;
+    }
+}
