@@ -328,6 +328,13 @@ impl HeteroEngine {
         rows_reply(py, rows, stored)
     }
 
+    /// Bytes held for one request larger than a wave (0: none is) and whether the hot
+    /// neighbor pages lend them; the caller's plan counts them otherwise.
+    #[getter]
+    fn large_room(&self) -> (u64, bool) {
+        self.inner.large_room()
+    }
+
     /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
     fn check_count(&self, n: usize) -> PyResult<()> {
         self.inner.check_count(n).map_err(serve_error)
