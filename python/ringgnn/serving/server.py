@@ -37,12 +37,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset
-from ..models.checkpoints import read_checkpoint
+from ..models.checkpoints import is_hetero_run, read_checkpoint
 from ..sampling.hetero import relation_fanouts
 from ..sampling.plan import plan_hetero
-from .model import HeteroModelRun, Model, is_hetero_run, request_order
+from .model import HeteroModelRun, Model, request_order
 from .rpc import MAX_MESSAGE, PROTO, SERVICE, protos
-from .servicer import Servicer, load_model
+from .servicer import Servicer
 
 #: The gRPC servers: tonic in Rust (the default: Sample, Features and Info never enter Python), or
 #: grpcio in Python (every call through Python; kept as the baseline of docs/benchmarks.md).
@@ -102,7 +102,8 @@ class Server:
                                  "a list such as 20,15,10")
         self.frontend = frontend = frontend or "rust"
         self.dataset = ds
-        self.model = load_model(model, ds, read) if model else None
+        # The served model of run ``model`` (read already), for dataset ``ds``.
+        self.model = (HeteroModelRun if typed else Model)(model, ds, read) if model else None
         # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
         # grpcio frontend, a typed dataset, or Predict/Embed/Score. Loaded before the engine, so its
         # reserve has them.
