@@ -295,7 +295,10 @@ def main():
         loadgen()
 
     import ringgnn
-    from ringgnn.serving.server import protos
+    try:
+        from ringgnn.serving.server import protos
+    except ImportError:  # a build from before the package's subpackages (say, 2e31343, an A/B's base)
+        from ringgnn.server import protos
 
     pb, _ = protos()
     ds = ringgnn.Dataset.open(a.dataset)
