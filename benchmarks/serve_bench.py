@@ -54,7 +54,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-MEMCAP = ROOT.parent / "shared" / "tools" / "memcap"
+# ../shared/tools/memcap beside the checkout (or beside a folder holding it, for a worktree).
+MEMCAP = next((d / "shared" / "tools" / "memcap" for d in ROOT.parents if (d / "shared" / "tools" / "memcap").exists()),
+              ROOT.parent / "shared" / "tools" / "memcap")
 MODES = {"wait": ["--max-wait-ms", "1"], "queued": ["--max-wait-ms", "0"], "off": ["--max-wave", "1"], "default": []}
 PERCENTILES = (50, 90, 99, 99.9)
 
@@ -293,7 +295,10 @@ def main():
         loadgen()
 
     import ringgnn
-    from ringgnn.serving.server import protos
+    try:
+        from ringgnn.serving.server import protos
+    except ImportError:  # a build from before the package's subpackages (say, 2e31343, an A/B's base)
+        from ringgnn.server import protos
 
     pb, _ = protos()
     ds = ringgnn.Dataset.open(a.dataset)

@@ -330,6 +330,33 @@ def test_relations_read_from_disk_keep_their_hot_pages(typed):
         s.stop(1.0)
 
 
+def test_the_plan_counts_the_room_of_a_request_larger_than_a_wave(typed, monkeypatch):
+    """A request larger than a wave (here 64 ids against waves of one seed) is answered in a room
+    of its own: lent by the hot neighbor pages when they hold it, else counted by the memory plan
+    as held (its ``process``), exactly the engine's ``large_room``; none when every request fits a
+    wave."""
+    from ringgnn import _options
+    from ringgnn.serving.server import Server
+
+    ds, _, _ = typed
+    monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
+
+    def plan(**kw):
+        s = Server(ds, listen="127.0.0.1:0", fanouts=SERVER_FANOUTS, threads=1, max_nodes=64, max_hops=3,
+                   memory="1G", **kw)
+        try:
+            return s.engine.large_room, s.memory_plan.process
+        finally:
+            s.stop(1.0)
+
+    (room, lent), process = plan(backend="memory", batch_size=1)
+    assert room > 0 and not lent and process == (100 << 20) + room
+    assert plan(backend="memory", batch_size=64) == ((0, False), 100 << 20)
+    (room, lent), process = plan(backend="pread", neighbor_cache="64M", batch_size=1)
+    assert room > 0 and lent and process == 100 << 20
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 OTHERS = {r: [1] for r in RELATIONS[1:]}

@@ -20,6 +20,20 @@ use crate::errors::input_error;
 use crate::hetero::sample_dict;
 use crate::serve::{deadline, rows_reply, serve_error, stats_dict, CancelToken};
 
+/// A typed graph's neighbor backend by name: None for `memory` (files loaded), else how the
+/// files not held are read. (`_core.HeteroSampler` takes the same names.)
+pub(crate) fn neighbor_backend(backend: &str) -> PyResult<Option<BackendKind>> {
+    match backend {
+        "memory" => Ok(None),
+        "uring" => Ok(Some(BackendKind::Uring)),
+        "pread" => Ok(Some(BackendKind::Pread)),
+        "auto" => Ok(Some(BackendKind::Auto)),
+        b => Err(input_error(format!(
+            "backend '{b}' is unknown; use auto, memory, uring or pread"
+        ))),
+    }
+}
+
 /// Fanouts per relation from Python: (relation, one fanout per hop) for every relation, in any
 /// order; returned in the engine's relation order.
 fn relation_fanouts(
@@ -114,17 +128,7 @@ impl HeteroEngine {
         max_nodes: usize,
         max_hops: usize,
     ) -> PyResult<Self> {
-        let kind = match backend {
-            "memory" => None,
-            "uring" => Some(BackendKind::Uring),
-            "pread" => Some(BackendKind::Pread),
-            "auto" => Some(BackendKind::Auto),
-            b => {
-                return Err(input_error(format!(
-                    "backend '{b}' is unknown; use auto, memory, uring or pread"
-                )))
-            }
-        };
+        let kind = neighbor_backend(backend)?;
         let names: Vec<String> = ringgnn_store::hetero::HeteroManifest::read(&path)
             .map_err(crate::errors::StoreError)?
             .relations
@@ -326,6 +330,13 @@ impl HeteroEngine {
             dtype.expect("a type with features")
         });
         rows_reply(py, rows, stored)
+    }
+
+    /// Bytes held for one request larger than a wave (0: none is) and whether the hot
+    /// neighbor pages lend them; the caller's plan counts them otherwise.
+    #[getter]
+    fn large_room(&self) -> (u64, bool) {
+        self.inner.large_room()
     }
 
     /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.

@@ -443,16 +443,7 @@ impl Drop for Engine {
 
 impl Shared {
     fn check_count(&self, n: usize) -> Result<()> {
-        let max = self.opts.limits.max_nodes;
-        if n == 0 {
-            return Err(ServeError::Input("no node ids: give at least one".into()));
-        }
-        if n > max {
-            return Err(ServeError::Input(format!(
-                "{n} node ids in one request: at most {max} (the server's --max-nodes)"
-            )));
-        }
-        Ok(())
+        self.opts.limits.check_count(n)
     }
 
     fn check_ids(&self, ids: &Seeds) -> Result<()> {

@@ -307,18 +307,17 @@ impl HeteroEngine {
         self.max_edges
     }
 
+    /// Bytes held for one request larger than a wave, taken in turn (0: every request within
+    /// the limits fits a wave), and whether the hot neighbor pages lend them (as
+    /// [`crate::Engine::large_room`]).
+    pub fn large_room(&self) -> (u64, bool) {
+        let room = self.queue.room();
+        (room.bytes, !room.pages.is_empty())
+    }
+
     /// Refuse a request of `n` ids before they are converted.
     pub fn check_count(&self, n: usize) -> Result<()> {
-        let max = self.opts.limits.max_nodes;
-        if n == 0 {
-            return Err(ServeError::Input("no node ids: give at least one".into()));
-        }
-        if n > max {
-            return Err(ServeError::Input(format!(
-                "{n} node ids in one request: at most {max} (the server's --max-nodes)"
-            )));
-        }
-        Ok(())
+        self.opts.limits.check_count(n)
     }
 
     /// Refuse ids outside type `t`'s range, naming the first.

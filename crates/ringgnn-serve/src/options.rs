@@ -15,6 +15,24 @@ pub struct Limits {
     pub max_hops: usize,
 }
 
+impl Limits {
+    /// Refuse a request of `n` ids (before they are converted): none, or more than `max_nodes`.
+    pub fn check_count(&self, n: usize) -> crate::Result<()> {
+        let max = self.max_nodes;
+        if n == 0 {
+            return Err(crate::ServeError::Input(
+                "no node ids: give at least one".into(),
+            ));
+        }
+        if n > max {
+            return Err(crate::ServeError::Input(format!(
+                "{n} node ids in one request: at most {max} (the server's --max-nodes)"
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

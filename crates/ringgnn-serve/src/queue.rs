@@ -328,11 +328,8 @@ impl<S: Waves> Queue<S> {
         cancel: Option<CancelToken>,
     ) -> Result<S::Answer> {
         let now = Instant::now();
-        if deadline.is_some_and(|d| d <= now) {
-            self.counters
-                .deadline_exceeded
-                .fetch_add(1, Ordering::Relaxed);
-            return Err(ServeError::DeadlineExceeded);
+        if let Some(e) = self.gave_up(now, deadline, false) {
+            return Err(e);
         }
         let cancel = cancel.unwrap_or_default();
         let slot = Arc::new(Slot::new());

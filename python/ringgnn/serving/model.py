@@ -14,7 +14,7 @@ import numpy as np
 
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset
-from ..inference.hetero import is_hetero_run as typed, load_hetero_run
+from ..inference.hetero import load_hetero_run
 from ..models.checkpoints import load_checkpoint
 from ..models.gnn import forward
 from ..sampling.hetero import HeteroSample, relation_fanouts
@@ -130,7 +130,3 @@ def request_order(nodes: np.ndarray, sampled: np.ndarray, distinct: int) -> np.n
     distinct seeds in first-occurrence order)."""
     index = {int(v): i for i, v in enumerate(sampled[:distinct])}
     return np.fromiter((index[int(v)] for v in nodes), dtype=np.int64, count=len(nodes))
-
-
-def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
-    return typed(read)

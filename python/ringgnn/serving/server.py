@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import json
 from concurrent import futures
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset
-from ..models.checkpoints import read_checkpoint
+from ..models.checkpoints import is_hetero_run, read_checkpoint
 from ..sampling.hetero import relation_fanouts
 from ..sampling.plan import plan_hetero
-from .model import HeteroModelRun, Model, is_hetero_run, request_order
+from .model import HeteroModelRun, Model, request_order
 from .rpc import MAX_MESSAGE, PROTO, SERVICE, protos
-from .servicer import Servicer, load_model
+from .servicer import Servicer
 
 #: The gRPC servers: tonic in Rust (the default: Sample, Features and Info never enter Python), or
 #: grpcio in Python (every call through Python; kept as the baseline of docs/benchmarks.md).
@@ -102,7 +102,8 @@ class Server:
                                  "a list such as 20,15,10")
         self.frontend = frontend = frontend or "rust"
         self.dataset = ds
-        self.model = load_model(model, ds, read) if model else None
+        # The served model of run ``model`` (read already), for dataset ``ds``.
+        self.model = (HeteroModelRun if typed else Model)(model, ds, read) if model else None
         # Python's gRPC and protobuf (about 24 MiB) only where calls go through Python: the
         # grpcio frontend, a typed dataset, or Predict/Embed/Score. Loaded before the engine, so its
         # reserve has them.
@@ -123,9 +124,12 @@ class Server:
                       queue=max_concurrent, max_nodes=_options.count(max_nodes, "max_nodes", 1),
                       max_hops=_options.count(max_hops, "max_hops", 1))
         if typed:
-            self.engine = _hetero_engine(ds, fanouts, backend=_options.backend(backend), direct=bool(direct),
-                                         memory=_options.size(memory, "memory"),
-                                         neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"), **limits)
+            #: A typed engine's memory plan (``ringgnn.sampling.plan.HeteroPlan``; the Rust engine
+            #: of a homogeneous dataset says its own: ``engine.plan()``).
+            self.engine, self.memory_plan = _hetero_engine(
+                ds, fanouts, backend=_options.backend(backend), direct=bool(direct),
+                memory=_options.size(memory, "memory"), neighbor_cache=_options.size(neighbor_cache, "neighbor_cache"),
+                **limits)
         else:
             # The budget covers the whole process: what it holds now (Python, grpc, PyTorch and the
             # model) is the caller's reserve. A budget that does not fit the waves is refused here.
@@ -228,19 +232,31 @@ class Server:
 
 
 def _hetero_engine(ds: HeteroDataset, fanouts: Any, *, backend: str, direct: bool, memory: Optional[int],
-                   neighbor_cache: Optional[int], max_hops: int, **limits: Any) -> Any:
-    """The engine of a heterogeneous dataset: the neighbor files the memory plan
+                   neighbor_cache: Optional[int], max_hops: int, **limits: Any) -> Tuple[Any, Any]:
+    """The engine of a heterogeneous dataset and its memory plan: the neighbor files the memory plan
     (``ringgnn.sampling.plan``) holds are loaded, the others read with ``backend`` through
     ``neighbor_cache`` bytes of hot pages (default: half of what the plan leaves to batches);
-    feature rows are loaded when every neighbor file is, else read from disk."""
+    feature rows are loaded when every neighbor file is, else read from disk. The room of a
+    request larger than a wave (``HeteroEngine.large_room``) is lent by the hot pages when they
+    hold it; otherwise the plan counts it as held, and the engine opens again on that plan (as
+    ``_core.Engine`` adds it to its reserve)."""
     fan = relation_fanouts(ds, fanouts)
     hops = len(next(iter(fan.values())))
     if hops > max_hops:
         raise InputError(f"--fanouts has {hops} hops, more than --max-hops {max_hops}")
-    plan = plan_hetero(ds, fan, memory=memory, backend=backend)
-    placed, held = plan.placement()
-    if neighbor_cache is None:
-        neighbor_cache = 0 if placed == "memory" else plan.batch_memory // 2
-    return _core.HeteroEngine(ds.path, list(fan.items()), backend=placed, direct=direct, memory_relations=held,
-                              features_memory=placed == "memory", neighbor_cache=neighbor_cache, max_hops=max_hops,
-                              **limits)
+
+    def open_engine(reserve: int) -> Any:
+        plan = plan_hetero(ds, fan, memory=memory, backend=backend, reserve=reserve)
+        placed, held = plan.placement()
+        cache = (0 if placed == "memory" else plan.batch_memory // 2) if neighbor_cache is None else neighbor_cache
+        engine = _core.HeteroEngine(ds.path, list(fan.items()), backend=placed, direct=direct, memory_relations=held,
+                                    features_memory=placed == "memory", neighbor_cache=cache, max_hops=max_hops,
+                                    **limits)
+        return engine, plan
+
+    engine, plan = open_engine(0)
+    room, lent = engine.large_room
+    if room and not lent:
+        engine.close()
+        engine, plan = open_engine(room)
+    return engine, plan

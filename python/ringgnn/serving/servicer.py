@@ -16,7 +16,7 @@ from .. import _core
 from .._core import InputError
 from ..data.dataset import HeteroDataset
 from ..sampling.hetero import HeteroSample, relation_fanouts
-from .model import HeteroModelRun, Model, request_order
+from .model import request_order
 from .rpc import Handlers, call_engine, code, protos
 
 
@@ -254,11 +254,3 @@ class Servicer(Handlers):
             "Score": (self.Score, pb.ScoreRequest),
             "Info": (self.Info, pb.InfoRequest),
         }
-
-
-def load_model(path: Optional[str], ds: Any, read: Any) -> Any:
-    """The served model of run ``path`` (read already: ``read``), for dataset ``ds``."""
-    if path is None:
-        return None
-    return HeteroModelRun(path, ds, read) if isinstance(ds, HeteroDataset) else Model(path, ds, read)
-
