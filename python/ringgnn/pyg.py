@@ -73,7 +73,7 @@ AnyDataset = Union[Dataset, HeteroDataset]
 
 
 def _open(dataset: Union[AnyDataset, PathLike]) -> AnyDataset:
-    return dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    return Dataset.opened(dataset)
 
 
 class RingNeighborSampler(BaseSampler):

@@ -57,6 +57,12 @@ class Dataset:
             return cls(_core.DatasetHandle.open(os.fspath(path)))
 
     @classmethod
+    def opened(cls, dataset: "Union[Dataset, HeteroDataset, PathLike]") -> "Union[Dataset, HeteroDataset]":
+        """``dataset`` as it is when already open (either kind), else :meth:`open` of the path:
+        what every API that takes "a dataset or its path" does with it."""
+        return dataset if isinstance(dataset, (Dataset, HeteroDataset)) else cls.open(dataset)
+
+    @classmethod
     def open_part(cls, path: PathLike, part: str) -> "Dataset":
         """One part of the heterogeneous dataset at ``path`` (``node/TYPE`` or
         ``relation/SRC:REL:DST``) as a dataset of its own."""
@@ -244,7 +250,7 @@ def open_homogeneous(dataset: Any, what: str) -> "Dataset":
     """``dataset`` (a :class:`Dataset` or a path) opened, refused with a clear error when it is
     heterogeneous, or one part of such a dataset, and ``what`` (a command or class) does not take
     such datasets."""
-    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    ds = Dataset.opened(dataset)
     if isinstance(ds, HeteroDataset):
         raise _core.InputError(
             f"{ds.path}: a heterogeneous dataset (node types {', '.join(ds.node_types)}); {what} takes a "

@@ -41,7 +41,7 @@ from .._core import InputError
 from .._files import temporary
 from ..data.dataset import HeteroDataset
 from ..data.schema import EdgeType, edge_type_str, parse_edge_type, target_distances
-from ..models.checkpoints import is_hetero_run, read_checkpoint  # noqa: F401 (is_hetero_run: serving imports it here)
+from ..models.checkpoints import read_checkpoint
 from ..models.dense import Numpy
 from ..models.hetero_dense import HeteroDense, dense_of
 from ..models.tables import TableReader, table_file

@@ -388,7 +388,7 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
     ``splits``: whether the layer's aggregation can be split by source (every Rust fold: sums,
     GCN, maxima and GAT's online softmax, whose partials are merged exactly; not the torch
     aggregation). ``force`` (``grid``/``partitioned``) and ``parts`` override the choice."""
-    n, edges = len(indptr) - 1, int(indptr[-1]) if len(indptr) else 0
+    edges = int(indptr[-1]) if len(indptr) else 0
     grid = once_bytes + sweeps * (input_bytes if sweep_bytes is None else sweep_bytes) + edges * id_bytes
     window = max(1, share // window_edge_bytes(acc_bytes))
     why = ""

@@ -29,7 +29,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ..data.schema import HETERO_MODELS  # noqa: F401 (training imports it here)
 from ..data.schema import CONFIG_KEYS, EdgeType, edge_type_str, parse_edge_type
 from .hetero_dense import TypedStructure
 

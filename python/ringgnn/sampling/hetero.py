@@ -50,7 +50,7 @@ BACKENDS = ("auto", "memory", "uring", "pread")
 def open_hetero(dataset: Any, what: str) -> HeteroDataset:
     """``dataset`` (a :class:`HeteroDataset` or a path) opened, refused with a clear error when
     it is homogeneous."""
-    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    ds = Dataset.opened(dataset)
     if not isinstance(ds, HeteroDataset):
         raise InputError(f"{ds.path}: a homogeneous dataset; {what} takes a heterogeneous one (use NeighborSampler "
                          "and Loader for homogeneous datasets)")

@@ -79,7 +79,7 @@ class Server:
                  batch_size: Optional[int] = None, frontend: Optional[str] = None):
         if frontend is not None and frontend not in FRONTENDS:
             raise InputError(f"--frontend must be one of {', '.join(FRONTENDS)}, not {frontend!r}")
-        ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+        ds = Dataset.opened(dataset)
         typed = isinstance(ds, HeteroDataset)
         fanouts = fanouts_arg(fanouts)
         read = None

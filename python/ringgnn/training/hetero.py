@@ -46,12 +46,12 @@ import numpy as np
 
 from .. import _options
 from .._core import InputError
-from ..data.schema import parse_edge_type
+from ..data.schema import HETERO_MODELS, parse_edge_type
 from ..inference.hetero import infer_hetero
 from ..inference.scoring import exact_rows
 from ..models.checkpoints import LAST, config_mismatch, save
 from ..models.gnn import build_decoder
-from ..models.hetero import HETERO_MODELS, HeteroModel, hetero_batch_to_dicts
+from ..models.hetero import HeteroModel, hetero_batch_to_dicts
 from ..models.tables import FileTable, load_tables, prune_tables, save_tables
 from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, relation_fanouts
 from ..sampling.links import HeteroLinkBatches

@@ -101,7 +101,7 @@ def train(
     ``degree``). On a heterogeneous dataset: ``target`` (node: the type to classify) or
     ``relation`` (link: ``S:R:D``), ``embed_dim`` and ``embed_tables`` (the learned embeddings
     of types without features, ``ringgnn.training.hetero``)."""
-    ds = dataset if isinstance(dataset, (Dataset, HeteroDataset)) else Dataset.open(dataset)
+    ds = Dataset.opened(dataset)
     task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
                          neg_weight=neg_weight, target=target, relation=relation, embed_dim=embed_dim,
                          embed_tables=embed_tables)
