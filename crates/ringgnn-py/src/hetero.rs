@@ -30,6 +30,20 @@ fn fanout(relation: &str, hop: usize, v: i64) -> PyResult<Fanout> {
     }
 }
 
+/// A typed graph's neighbor backend by name: None for `memory` (files loaded), else how the
+/// files not held are read: the names `_core.HeteroGraph` and `_core.HeteroEngine` take.
+pub(crate) fn neighbor_backend(backend: &str) -> PyResult<Option<BackendKind>> {
+    match backend {
+        "memory" => Ok(None),
+        "uring" => Ok(Some(BackendKind::Uring)),
+        "pread" => Ok(Some(BackendKind::Pread)),
+        "auto" => Ok(Some(BackendKind::Auto)),
+        b => Err(input_error(format!(
+            "backend '{b}' is unknown; use auto, memory, uring or pread"
+        ))),
+    }
+}
+
 /// Seeds per type as Python gives them: (node type name, ids).
 type TypedSeeds<'py> = Vec<(String, PyReadonlyArray1<'py, i64>)>;
 
@@ -55,17 +69,7 @@ impl HeteroGraph {
         direct: bool,
         memory_relations: Vec<String>,
     ) -> PyResult<Self> {
-        let kind = match backend {
-            "memory" => None,
-            "uring" => Some(BackendKind::Uring),
-            "pread" => Some(BackendKind::Pread),
-            "auto" => Some(BackendKind::Auto),
-            b => {
-                return Err(input_error(format!(
-                    "backend '{b}' is unknown; use auto, memory, uring or pread"
-                )))
-            }
-        };
+        let kind = neighbor_backend(backend)?;
         let inner = py
             .detach(|| TypedGraph::open(&path, kind, direct, &memory_relations))
             .map_err(LoaderError)?;

@@ -12,27 +12,13 @@ use std::time::Duration;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_io::BackendKind;
-use ringgnn_sampler::{Fanout, MAX_FANOUT};
+use ringgnn_sampler::{fanouts_in_order, Fanout};
 use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest, Limits};
 
 use crate::errors::input_error;
-use crate::hetero::sample_dict;
+use crate::errors::SamplerError;
+use crate::hetero::{self, neighbor_backend, sample_dict};
 use crate::serve::{deadline, rows_reply, serve_error, stats_dict, CancelToken};
-
-/// A typed graph's neighbor backend by name: None for `memory` (files loaded), else how the
-/// files not held are read. (`_core.HeteroSampler` takes the same names.)
-pub(crate) fn neighbor_backend(backend: &str) -> PyResult<Option<BackendKind>> {
-    match backend {
-        "memory" => Ok(None),
-        "uring" => Ok(Some(BackendKind::Uring)),
-        "pread" => Ok(Some(BackendKind::Pread)),
-        "auto" => Ok(Some(BackendKind::Auto)),
-        b => Err(input_error(format!(
-            "backend '{b}' is unknown; use auto, memory, uring or pread"
-        ))),
-    }
-}
 
 /// Fanouts per relation from Python: (relation, one fanout per hop) for every relation, in any
 /// order; returned in the engine's relation order.
@@ -40,38 +26,7 @@ fn relation_fanouts(
     names: &[String],
     given: Vec<(String, Vec<i64>)>,
 ) -> PyResult<Vec<Vec<Fanout>>> {
-    let mut out: Vec<Option<Vec<Fanout>>> = vec![None; names.len()];
-    for (r, hops) in given {
-        let Some(i) = names.iter().position(|x| *x == r) else {
-            return Err(input_error(format!(
-                "fanouts: unknown relation '{r}' (the dataset has: {})",
-                names.join(", ")
-            )));
-        };
-        out[i] = Some(
-            hops.iter()
-                .enumerate()
-                .map(|(k, &v)| match v {
-                    -1 => Ok(Fanout::All),
-                    v if (0..=MAX_FANOUT).contains(&v) => Ok(Fanout::Count(v as u64)),
-                    v => Err(input_error(format!(
-                        "fanouts[{r:?}][{k}] = {v}: a fanout is -1 (all neighbors), 0 (skip the \
-                         relation at that hop) or a count up to {MAX_FANOUT}"
-                    ))),
-                })
-                .collect::<PyResult<_>>()?,
-        );
-    }
-    out.into_iter()
-        .zip(names)
-        .map(|(f, r)| {
-            f.ok_or_else(|| {
-                input_error(format!(
-                    "fanouts has no entry for relation {r}; give every relation (0 skips it at a hop)"
-                ))
-            })
-        })
-        .collect()
+    Ok(fanouts_in_order(names, hetero::relation_fanouts(given)?).map_err(SamplerError)?)
 }
 
 /// The request engine over one heterogeneous dataset (see `ringgnn/serving`).

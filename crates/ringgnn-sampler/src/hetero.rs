@@ -28,7 +28,7 @@ use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
-pub use open::{SharedRelation, TypedGraph};
+pub use open::{fanouts_in_order, SharedRelation, TypedGraph};
 
 /// One relation `(S, R, D)` given to [`HeteroSampler::new`].
 pub struct HeteroRelation {

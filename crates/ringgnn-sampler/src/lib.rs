@@ -54,8 +54,8 @@ pub use bounds::{sample_bound, SampleBound};
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex, Offsets};
 pub use hetero::{
-    hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler,
-    SharedRelation, TypedGraph,
+    fanouts_in_order, hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample,
+    HeteroSampler, SharedRelation, TypedGraph,
 };
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};

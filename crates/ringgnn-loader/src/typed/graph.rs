@@ -4,7 +4,6 @@
 //! place a typed graph is opened, which the server uses too); this adds the dataset's path and
 //! fanouts given by relation name.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ringgnn_io::BackendKind;
@@ -83,26 +82,9 @@ impl TypedGraph {
         replace: bool,
         disk: Option<BackendKind>,
     ) -> Result<OpenedSampler> {
-        let mut given: BTreeMap<&str, &Vec<Fanout>> = BTreeMap::new();
-        for (r, f) in fanouts {
-            if !self.inner.relations.iter().any(|x| x.name == *r) {
-                return Err(Error::Input(format!(
-                    "fanouts: unknown relation '{r}' (the dataset has: {})",
-                    self.relations().join(", ")
-                )));
-            }
-            given.insert(r, f);
-        }
-        let mut ordered = Vec::with_capacity(self.inner.relations.len());
-        for r in &self.inner.relations {
-            let Some(fan) = given.remove(r.name.as_str()) else {
-                return Err(Error::Input(format!(
-                    "fanouts has no entry for relation {}; give every relation (0 skips it at a hop)",
-                    r.name
-                )));
-            };
-            ordered.push(fan.clone());
-        }
+        // Only an input error can come of it: it stays one of this crate's (`Error::Input`).
+        let ordered = ringgnn_sampler::fanouts_in_order(&self.relations(), fanouts.to_vec())
+            .map_err(|e| Error::Input(e.to_string()))?;
         let (sampler, backend, fallback) = self.inner.sampler(ordered, replace, disk)?;
         Ok(OpenedSampler {
             sampler,

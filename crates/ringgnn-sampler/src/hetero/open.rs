@@ -40,6 +40,35 @@ impl SharedRelation {
     }
 }
 
+/// Fanouts given by relation name (every relation once, in any order) put in the order of
+/// `names` (a typed graph's or engine's relations): an unknown name or a relation left out is
+/// an input error naming it.
+pub fn fanouts_in_order(
+    names: &[String],
+    given: Vec<(String, Vec<Fanout>)>,
+) -> Result<Vec<Vec<Fanout>>> {
+    let mut out: Vec<Option<Vec<Fanout>>> = vec![None; names.len()];
+    for (r, hops) in given {
+        let Some(i) = names.iter().position(|x| *x == r) else {
+            return Err(Error::Input(format!(
+                "fanouts: unknown relation '{r}' (the dataset has: {})",
+                names.join(", ")
+            )));
+        };
+        out[i] = Some(hops);
+    }
+    out.into_iter()
+        .zip(names)
+        .map(|(f, r)| {
+            f.ok_or_else(|| {
+                Error::Input(format!(
+                    "fanouts has no entry for relation {r}; give every relation (0 skips it at a hop)"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// A heterogeneous dataset opened for sampling; see the module docs.
 pub struct TypedGraph {
     /// Node types and their counts, in the manifest's order.
