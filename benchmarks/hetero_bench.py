@@ -41,6 +41,9 @@ with `cache=0`).
           a checkout of the previous commit, put first on PYTHONPATH). Seconds count from the
           first `iter` (the hyperbatch choice, its probe batches included) to the last batch; a
           digest of every batch (ids, edges, features, labels) shows both made the same batches.
+          `--task link`: the link batches of `author:writes:paper` instead
+          (`HeteroLinkBatches`, `--batches N` batches of `--batch-size` random (author, paper)
+          pairs with as many negatives, its sampler's placement within `memory=CAP`).
 
 Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train|hyper [--work DIR]
     [--papers 2000000] [--batches 200] [--batch-size 1024] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
@@ -76,9 +79,19 @@ if mode == "train":
                       info["labels"]["num_classes"], 2, model="sage", embed_dim=16)
 if mode == "loader":
     import hashlib
+    import os
     t0 = time.perf_counter()
-    loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
-                          backend="uring", feature_backend="uring", direct=True, memory=cap, cache=0)
+    if os.environ.get("HETERO_BENCH_TASK") == "link":
+        from ringgnn.sampling.links import HeteroLinkBatches
+        rng = np.random.default_rng(0)
+        n = batches * bs
+        pairs = np.stack([rng.integers(0, ds.num_nodes_dict["author"], n), rng.integers(0, ds.num_nodes_dict["paper"], n)])
+        sampler = HeteroNeighborSampler(ds, [15, 10], backend="uring", direct=True, seed=0, memory=cap)
+        loader = HeteroLinkBatches(ds, "author:writes:paper", sampler, batch_size=bs, neg_ratio=1.0, seed=0,
+                                   threads=2, pairs=pairs)
+    else:
+        loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
+                              backend="uring", feature_backend="uring", direct=True, memory=cap, cache=0)
     loader.batches = list(range(batches))
     setup = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -93,7 +106,10 @@ if mode == "loader":
         for et in sorted(b.edge_types):
             d.update(b[et].edge_index.numpy().tobytes())
             edges += b[et].edge_index.shape[1]
-        d.update(b["paper"].y.numpy().tobytes())
+            if "edge_label_index" in b[et]:
+                d.update(b[et].edge_label_index.numpy().tobytes())
+        if "y" in b["paper"]:
+            d.update(b["paper"].y.numpy().tobytes())
         n += 1
     out = dict(seconds=time.perf_counter() - t0, setup=setup, hyperbatch=h, why=why, batches=n, edges=edges,
                digest=d.hexdigest(), backend=backend)
@@ -240,6 +256,8 @@ def main():
     ap.add_argument("--hyperbatch", type=int, default=8, help="hyper: batches sampled together")
     ap.add_argument("--memory", default=None, help="loader: the loaders' memory budget (default: the cap)")
     ap.add_argument("--before", default=None, help="loader: the Python package directory of the `old` loader")
+    ap.add_argument("--task", choices=["node", "link"], default="node",
+                    help="loader: node batches (HeteroLoader) or link batches (HeteroLinkBatches of author:writes:paper)")
     ap.add_argument("--json", default=None, help="also write the runs here")
     ap.add_argument("--batch-share", default="-", help="plan/nocache: the batches' share of the budget (default: "
                     "measured by a probe batch, as `ringgnn train` does; fixed, the plans of all runs are the same)")
@@ -264,7 +282,9 @@ def main():
                 cmd[7] = args.memory
             if c != "memory":
                 cmd = [MEMCAP, "--drop-caches", args.cap, "--"] + cmd
-            env = dict(os.environ, PYTHONPATH=args.before) if c == "old" else None
+            env = dict(os.environ, HETERO_BENCH_TASK=args.task)
+            if c == "old":
+                env["PYTHONPATH"] = args.before
             r = sh(cmd, capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 sys.exit(f"failed: {r.stderr[-3000:]}")

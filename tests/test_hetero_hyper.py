@@ -113,7 +113,7 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     loader = HeteroLoader(mag, [4, 3], "paper", backend="pread", threads=2, prefetch=2, batch_size=64)
     sampler = loader.sampler
     seeds = loader.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
-    probes = loader._core_loader().probe(seeds)
+    probes = loader._core_loader().probe([[("paper", ids)] for ids in seeds])
     assert len(probes) == 3
     bound = sampler.bound({"paper": 64})
     for i, (ids, p) in enumerate(zip(seeds, probes)):
@@ -149,20 +149,17 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
 
 def test_choose_by_hand():
     kw = dict(threads=2, prefetch=2, batches=40)
-    assert hetero_hyper.choose(5, in_memory=False, share=0, per_batch=10**9, **kw) == (5, "5 (as given)")
-    assert hetero_hyper.choose(99, in_memory=True, share=0, per_batch=1, **kw)[0] == 40
-    assert hetero_hyper.choose(None, in_memory=True, share=10**12, per_batch=1, **kw)[0] == 1
+    assert hetero_hyper.choose(5, in_memory=False, share=0, per_batch=10**9, fixed=0, **kw) == (5, "5 (as given)")
+    assert hetero_hyper.choose(99, in_memory=True, share=0, per_batch=1, fixed=0, **kw)[0] == 40
+    assert hetero_hyper.choose(None, in_memory=True, share=10**12, per_batch=1, fixed=0, **kw)[0] == 1
     # 2 threads: jobs of H, 2 in flight (3 for H = 1) plus the one being handed out.
     assert [hetero_hyper.jobs_in_flight(h, 2, 2) for h in (1, 2, 3)] == [3, 2, 2]
-    # 100 MB for batches of at most 4 MB: (2 + 1) * H * 4 <= 100 gives H = 8.
-    h, why = hetero_hyper.choose(None, in_memory=False, share=100 * 10**6, per_batch=4 * 10**6, **kw)
-    assert h == 8 and why == "8 (auto: 2 threads, at most 3.8 MiB per batch; 91.6 MiB held fit in the hyperbatches' 95.4 MiB)"
     # Capped so that every thread has a job: 40 batches, 2 threads.
-    assert hetero_hyper.choose(None, in_memory=False, share=10**15, per_batch=1, **kw)[0] == 20
+    assert hetero_hyper.choose(None, in_memory=False, share=10**15, per_batch=1, fixed=0, **kw)[0] == 20
     # Not even one fits: one at a time, said so.
-    h, why = hetero_hyper.choose(None, in_memory=False, share=10, per_batch=100, **kw)
-    assert h == 1 and "exceed, even one batch at a time, the hyperbatches' 10 B" in why
-    # The node loader: 20 MB held whatever H, and 2 workers hold H sampled batches of 4 MB each:
+    h, why = hetero_hyper.choose(None, in_memory=False, share=10, per_batch=100, fixed=0, **kw)
+    assert h == 1 and "exceed, even one batch at a time, the batches' 10 B" in why
+    # 20 MB held whatever H, and 2 workers hold H sampled batches of 4 MB each:
     # 20 + 2 * H * 4 <= 100 gives H = 10.
     h, why = hetero_hyper.choose(None, in_memory=False, share=100 * 10**6, per_batch=4 * 10**6, fixed=20 * 10**6,
                                  **kw)

@@ -456,3 +456,25 @@ def test_a_hyperbatch_of_link_batches_is_each_batch_alone(tiny, h):
             assert torch.equal(data[key].edge_index, want[key].edge_index)
         for attr in ("edge_label_index", "edge_label", "input_id"):
             assert torch.equal(data[et][attr], want[et][attr])
+
+
+def test_auto_sizes_link_hyperbatches_from_their_probe_batches(tiny):
+    b = HeteroLinkBatches(tiny, WRITES, HeteroNeighborSampler(tiny, [2, 2], seed=6, backend="pread"), batch_size=2,
+                          neg_ratio=1.5, seed=6, threads=2)
+    assert len(b) >= 3
+    h, why = b.hyperbatch_size()
+    assert 1 <= h <= -(-len(b) // 2) and why.startswith(f"{h} (auto: 2 threads") and "3 probe batches" in why
+    # The probes are batches 0, 1, 2 of epoch 0: each end's distinct ids, of its own type.
+    for got, i in zip(b._probe_seeds(), range(3)):
+        want = b.batch_pairs(0, i).typed_seeds(b.types)
+        assert [t for t, _ in got] == ["author", "paper"]
+        for t, ids in got:
+            assert np.array_equal(ids, want[t])
+    # Link batches carry no labels: the loader holds none.
+    assert b._core_loader().held_bytes() == 0
+    b.set_epoch(1)
+    for i, data in enumerate(b):
+        want = b.batch(1, i)
+        for t in ("author", "paper"):
+            assert torch.equal(data[t].n_id, want[t].n_id)
+        assert "y" not in data["paper"]

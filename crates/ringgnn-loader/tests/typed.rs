@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ringgnn_features::{FeatureFile, HotRowCache};
 use ringgnn_io::BackendKind;
-use ringgnn_loader::typed::{TypeRows, TypedBatch, TypedGraph, TypedJob, TypedLoader};
+use ringgnn_loader::typed::{TypeRows, TypedBatch, TypedGraph, TypedJob, TypedLoader, TypedSeeds};
 use ringgnn_loader::{Error, Labels};
 use ringgnn_sampler::Fanout;
 use ringgnn_store::hetero::{build, HeteroSpec, NodeTypeSpec, Part, RelationSpec};
@@ -122,7 +122,10 @@ fn loader(path: &Path, kind: Option<BackendKind>, cache: bool) -> TypedLoader {
 }
 
 fn jobs(h: usize) -> Vec<TypedJob> {
-    let seeds: Vec<(u64, Vec<u64>)> = (0..4).map(|b| (b, vec![2 * b, (2 * b + 5) % 8])).collect();
+    // Seeds of papers (type 2).
+    let seeds: Vec<(u64, TypedSeeds)> = (0..4)
+        .map(|b| (b, vec![(2, vec![2 * b, (2 * b + 5) % 8])]))
+        .collect();
     seeds.chunks(h).map(<[_]>::to_vec).collect()
 }
 
@@ -190,7 +193,9 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
     // Every row requested was counted, and the probes' are not.
     let rows: u64 = want.iter().map(|b| b.sample.node[paper].len() as u64).sum();
     let before = base.stats()[paper].rows_requested;
-    let probes = base.probe(&[vec![0, 1], vec![2]]).unwrap();
+    let probes = base
+        .probe(&[vec![(paper, vec![0, 1])], vec![(paper, vec![2])]])
+        .unwrap();
     assert_eq!(base.stats()[paper].rows_requested, before);
     // Six passes over the epoch: five runs on `base` and the batches it made.
     assert_eq!(before, 6 * rows);
@@ -218,6 +223,50 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
 }
 
 #[test]
+fn batches_seeded_by_several_types_are_their_samples_alone() {
+    // A link batch's seeds are both ends' ids, each of its own type.
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny(dir.path());
+    let base = loader(&path, Some(BackendKind::Pread), false);
+    let graph = base.graph().clone();
+    let mut alone = graph
+        .sampler(&fanouts(&graph), false, None)
+        .unwrap()
+        .sampler;
+    let (author, paper) = (0, 2);
+    let seeds = |b: u64| {
+        vec![
+            (author, vec![b % 5, (b + 2) % 5]),
+            (paper, vec![(3 * b) % 8]),
+        ]
+    };
+    let batches: Vec<(u64, TypedSeeds)> = (0..4).map(|b| (b, seeds(b))).collect();
+    let n = |v: usize| NonZeroUsize::new(v).unwrap();
+    let got: Vec<TypedBatch> = base
+        .epoch(
+            5,
+            batches.chunks(3).map(<[_]>::to_vec).collect(),
+            n(2),
+            n(4),
+            n(1),
+        )
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    assert_eq!(got.len(), 4);
+    for (b, batch) in got.iter().enumerate() {
+        let s = seeds(b as u64);
+        let typed: Vec<(usize, &[u64])> = s.iter().map(|(t, ids)| (*t, ids.as_slice())).collect();
+        let want = alone.sample_typed(&typed, 7, 5, b as u64, false).unwrap();
+        assert_eq!(batch.index, b as u64);
+        assert_eq!(batch.sample, want);
+        // Each type's seeds come first among its nodes.
+        assert_eq!(&batch.sample.node[author][..2], &s[0].1[..]);
+        assert_eq!(batch.sample.node[paper][0], s[1].1[0]);
+    }
+}
+
+#[test]
 fn bad_input_is_refused_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let path = tiny(dir.path());
@@ -229,10 +278,25 @@ fn bad_input_is_refused_with_what_to_do() {
         Ok(_) => panic!("accepted"),
     };
     let m = err(l
-        .epoch(0, vec![vec![(0, vec![8])]], one, one, one)
+        .epoch(0, vec![vec![(0, vec![(2, vec![8])])]], one, one, one)
         .map(drop));
     assert!(
         m.contains("seed node 8 of node type paper is out of range"),
+        "{m}"
+    );
+    // Authors are 0..5: the check is each seed's own type's.
+    let m = err(l
+        .make(0, vec![(0, vec![(2, vec![7]), (0, vec![5])])])
+        .map(drop));
+    assert!(
+        m.contains("seed node 5 of node type author is out of range"),
+        "{m}"
+    );
+    let m = err(l.probe(&[vec![(3, vec![0])]]).map(drop));
+    assert!(
+        m.contains(
+            "seeds of node type 3: the dataset has 3 node types (author, institution, paper)"
+        ),
         "{m}"
     );
     let graph = l.graph().clone();

@@ -1,8 +1,9 @@
 //! `_core.TypedLoader` and `_core.TypedEpoch`: the typed loader (`ringgnn_loader::typed`)
-//! from Python. `ringgnn.HeteroLoader` makes one per process over its sampler's
-//! `HeteroGraph` and its feature readers, and iterates its epochs; each batch comes back as the
-//! sample dict of `HeteroSampler.sample` plus `x` (per type with features, float32 rows) and
-//! `y` (labels of the target type), and `batch` (its index in the epoch).
+//! from Python. `ringgnn.HeteroLoader` and `HeteroLinkBatches` (their base
+//! `ringgnn.sampling.hetero.TypedEpochs`) make one per process over the sampler's `HeteroGraph`
+//! and the feature readers, and iterate its epochs; each batch comes back as the sample dict of
+//! `HeteroSampler.sample` plus `x` (per type with features, float32 rows) and `y` (labels of
+//! the loader's type, or None), and `batch` (its index in the epoch).
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_loader::typed::{TypedBatch, TypedJob, TypedLoader as Core, TypedRun};
+use ringgnn_loader::typed::{TypedBatch, TypedJob, TypedLoader as Core, TypedRun, TypedSeeds};
 use ringgnn_loader::{Error, Labels, Next};
 use ringgnn_store::hetero::Part;
 use ringgnn_store::Dataset;
@@ -31,6 +32,9 @@ fn ids(a: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
     Ok(a.iter().map(|&x| x as u64).collect())
 }
 
+/// Seeds of one batch from Python, (node type name, its ids) for each type seeded.
+type PySeeds<'py> = Vec<(String, PyReadonlyArray1<'py, i64>)>;
+
 fn nonzero(v: usize, what: &str) -> PyResult<NonZeroUsize> {
     NonZeroUsize::new(v).ok_or_else(|| input_error(format!("{what} must be at least 1")))
 }
@@ -46,10 +50,11 @@ pub struct TypedLoader {
 
 #[pymethods]
 impl TypedLoader {
-    /// Seeds of `target` over `graph`, sampled with `fanouts` ((relation, fanout per hop) for
+    /// Batches over `graph` (seeds of any type: a node loader's of its target, a link
+    /// batcher's of both ends' types), sampled with `fanouts` ((relation, fanout per hop) for
     /// every relation); `features`: (type, its `FeatureReader`) for each type with features,
     /// whose file (loaded once when `memory`), backend and cache the workers share; `labels`:
-    /// gather the target's labels (loaded from `path` here, in their narrowest type).
+    /// gather the labels of type `target` (loaded from `path` here, in their narrowest type).
     #[new]
     #[pyo3(signature = (graph, fanouts, target, *, replace=false, seed=0, features=Vec::new(), labels=false, with_edge_ids=false))]
     #[allow(clippy::too_many_arguments)]
@@ -112,7 +117,8 @@ impl TypedLoader {
         })
     }
 
-    /// The batches of epoch `epoch` as jobs: `jobs[j]` is a list of (batch index, seeds), the
+    /// The batches of epoch `epoch` as jobs: `jobs[j]` is a list of (batch index, seeds: a list
+    /// of (node type, ids) for each type seeded), the
     /// batches one worker samples together; `threads` workers, a job started when its first
     /// batch is among the next `window` the consumer takes, a batch's rows gathered when it is
     /// among the next `prefetch`.
@@ -120,18 +126,14 @@ impl TypedLoader {
         &self,
         py: Python<'_>,
         epoch: u64,
-        jobs: Vec<Vec<(u64, PyReadonlyArray1<'_, i64>)>>,
+        jobs: Vec<Vec<(u64, PySeeds<'_>)>>,
         threads: usize,
         window: usize,
         prefetch: usize,
     ) -> PyResult<TypedEpoch> {
         let jobs = jobs
             .iter()
-            .map(|j| {
-                j.iter()
-                    .map(|(b, s)| Ok((*b, ids(s)?)))
-                    .collect::<PyResult<TypedJob>>()
-            })
+            .map(|j| self.job(j))
             .collect::<PyResult<Vec<_>>>()?;
         let len = jobs.iter().map(Vec::len).sum();
         let (threads, window) = (nonzero(threads, "threads")?, nonzero(window, "window")?);
@@ -154,12 +156,9 @@ impl TypedLoader {
         &self,
         py: Python<'py>,
         epoch: u64,
-        job: Vec<(u64, PyReadonlyArray1<'py, i64>)>,
+        job: Vec<(u64, PySeeds<'py>)>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let job = job
-            .iter()
-            .map(|(b, s)| Ok((*b, ids(s)?)))
-            .collect::<PyResult<TypedJob>>()?;
+        let job = self.job(&job)?;
         let out = py
             .detach(|| self.inner.make(epoch, job))
             .map_err(LoaderError)?;
@@ -175,9 +174,12 @@ impl TypedLoader {
     fn probe<'py>(
         &self,
         py: Python<'py>,
-        seeds: Vec<PyReadonlyArray1<'py, i64>>,
+        seeds: Vec<PySeeds<'py>>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let seeds = seeds.iter().map(ids).collect::<PyResult<Vec<_>>>()?;
+        let seeds = seeds
+            .iter()
+            .map(|s| self.seeds(s))
+            .collect::<PyResult<Vec<_>>>()?;
         let out = py
             .detach(|| self.inner.probe(&seeds))
             .map_err(LoaderError)?;
@@ -210,6 +212,29 @@ impl TypedLoader {
             d.set_item(t, stats_dict(py, &s)?)?;
         }
         Ok(d)
+    }
+}
+
+impl TypedLoader {
+    /// One batch's seeds by type index.
+    fn seeds(&self, seeds: &PySeeds<'_>) -> PyResult<TypedSeeds> {
+        seeds
+            .iter()
+            .map(|(t, a)| {
+                let Some(i) = self.types.iter().position(|x| x == t) else {
+                    return Err(input_error(format!(
+                        "seeds: '{t}' is not a node type (the dataset has: {})",
+                        self.types.join(", ")
+                    )));
+                };
+                Ok((i, ids(a)?))
+            })
+            .collect()
+    }
+
+    /// One job: its batches' indices and seeds by type index.
+    fn job(&self, job: &[(u64, PySeeds<'_>)]) -> PyResult<TypedJob> {
+        job.iter().map(|(b, s)| Ok((*b, self.seeds(s)?))).collect()
     }
 }
 

@@ -347,7 +347,105 @@ class HeteroNeighborSampler:
                 f"backend={self.backend_choice!r}, seed={self.seed})")
 
 
-class HeteroLoader:
+class TypedEpochs:
+    """What the typed node loader (:class:`HeteroLoader`) and link batcher
+    (:class:`ringgnn.sampling.links.HeteroLinkBatches`) share: one Rust typed loader
+    (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
+    feature readers (``features``), its hyperbatch size ``H`` (``ringgnn.sampling.hyper``, from
+    probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
+    pipeline: ``threads`` workers, a batch's rows gathered when it is among the next
+    ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
+    list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`,
+    ``_core_type`` (a node type: the one whose labels the batches carry as ``y`` when
+    ``_with_labels``)."""
+
+    sampler: HeteroNeighborSampler
+    features: TypedRows
+    feature_types: List[str]
+    plan: HeteroPlan
+    threads: int
+    prefetch: int
+    hyperbatch: Optional[int]
+    _hyper: Optional[Tuple[int, str]]
+    _core: Optional[Tuple[int, Any]]
+    _core_type: str
+    _with_labels: bool
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
+        """The seeds of the first :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0."""
+        raise NotImplementedError
+
+    def _core_loader(self) -> Any:
+        """This process's ``_core.TypedLoader`` (``ringgnn_loader::typed``): the sampler's graph,
+        the feature readers' files and cache, the labels of ``_core_type`` if ``_with_labels``;
+        made on first use."""
+        pid = os.getpid()
+        if self._core is None or self._core[0] != pid:
+            s = self.sampler
+            protos = self.features._prototypes()
+            self._core = (pid, _core.TypedLoader(
+                s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self._core_type, replace=s.replace,
+                seed=s.seed, features=[(t, protos[t]) for t in self.feature_types], labels=self._with_labels,
+                with_edge_ids=s.with_edge_ids))
+        return self._core[1]
+
+    def probe_batch_bytes(self) -> int:
+        """What one batch holds at most while its hyperbatch is sampled, measured
+        (``ringgnn.sampling.hyper.measured_bytes``) on the first
+        :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
+        as a probe: its share of the sampler's workspaces and its sample."""
+        return self._probe()[0]
+
+    def _probe(self) -> Tuple[int, int]:
+        """(a sampled batch, what an epoch holds whatever H), measured on the probe batches of
+        :meth:`probe_batch_bytes`: the second is the rows gathered for the ``prefetch`` batches
+        ahead and the consumer's (``ringgnn.sampling.hyper.measured_rows``), each worker's read
+        buffers and the labels."""
+        core = self._core_loader()
+        probes = core.probe(self._probe_seeds())
+        fixed = ((self.prefetch + 1) * hetero_hyper.measured_rows(probes) + self.threads * core.worker_bytes()
+                 + core.held_bytes())
+        return hetero_hyper.measured_bytes(probes), fixed
+
+    def hyperbatch_size(self) -> Tuple[int, str]:
+        """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``,
+        from what the probe batches of :meth:`probe_batch_bytes` hold), within the plan's
+        ``batch_memory``."""
+        if self._hyper is None:
+            backend, _ = self.sampler.placement()
+            per_batch = fixed = 0
+            if self.hyperbatch is None and backend != "memory" and len(self):
+                per_batch, fixed = self._probe()
+            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=self.plan.batch_memory, per_batch=per_batch, threads=self.threads,
+                                              prefetch=self.prefetch, batches=max(1, len(self)), fixed=fixed)
+            logger.info("hyperbatch: %s", self._hyper[1])
+        return self._hyper
+
+    def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
+        """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
+        together (one hyperbatch) on the calling thread."""
+        job = [(_options.count(b, "batch"), [(t, np.ascontiguousarray(ids, dtype=np.int64)) for t, ids in seeds])
+               for b, seeds in batches]
+        return self._core_loader().make(_options.count(epoch, "epoch"), job)
+
+    def _run(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> Iterator[Any]:
+        """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, in order,
+        made by the workers in hyperbatches of ``H`` consecutive ones."""
+        h = self.hyperbatch_size()[0]
+        jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
+        window = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch) * h
+        run = self._core_loader().epoch(epoch, jobs, self.threads, window, self.prefetch)
+        try:
+            yield from run
+        finally:
+            run.close()
+
+
+class HeteroLoader(TypedEpochs):
     """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type,
     sampled with :class:`HeteroNeighborSampler`, each type's feature rows gathered from its file
     (page-coalesced reads, io_uring or pread), labels of the target type as ``y``. Batches are
@@ -387,8 +485,9 @@ class HeteroLoader:
                  cache: Union[None, int, str] = None, features: Optional[TypedRows] = None,
                  hyperbatch: Union[int, str] = "auto"):
         ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
-        self.target = ds.check_type(target)
+        self.target = self._core_type = ds.check_type(target)
         part = ds.node_type(target)
+        self._with_labels = part.num_classes is not None
         self.dataset = ds
         self.seeds = self._seeds(part, seeds)
         self.batch_size = _options.count(batch_size, "batch_size", 1)
@@ -473,51 +572,8 @@ class HeteroLoader:
                     out[t][k] += int(s[k])
         return out
 
-    def _core_loader(self) -> Any:
-        """This process's ``_core.TypedLoader`` (``ringgnn_loader::typed``): the sampler's graph,
-        the feature readers' files and cache, the target's labels; made on first use."""
-        pid = os.getpid()
-        if self._core is None or self._core[0] != pid:
-            s = self.sampler
-            protos = self.features._prototypes()
-            self._core = (pid, _core.TypedLoader(
-                s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self.target, replace=s.replace,
-                seed=s.seed, features=[(t, protos[t]) for t in self.feature_types],
-                labels=self.dataset.node_type(self.target).num_classes is not None, with_edge_ids=s.with_edge_ids))
-        return self._core[1]
-
-    def probe_batch_bytes(self) -> int:
-        """What one batch holds at most while its hyperbatch is sampled, measured
-        (``ringgnn.sampling.hyper.measured_bytes``) on the first
-        :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
-        as a probe: its share of the sampler's workspaces and its sample."""
-        return self._probe()[0]
-
-    def _probe(self) -> Tuple[int, int]:
-        """(a sampled batch, what an epoch holds whatever H), measured on the probe batches of
-        :meth:`probe_batch_bytes`: the second is the rows gathered for the ``prefetch`` batches
-        ahead and the consumer's (``ringgnn.sampling.hyper.measured_rows``), each worker's read
-        buffers and the labels."""
-        core = self._core_loader()
-        probes = core.probe(self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES])
-        fixed = ((self.prefetch + 1) * hetero_hyper.measured_rows(probes) + self.threads * core.worker_bytes()
-                 + core.held_bytes())
-        return hetero_hyper.measured_bytes(probes), fixed
-
-    def hyperbatch_size(self) -> Tuple[int, str]:
-        """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``,
-        from what the probe batches of :meth:`probe_batch_bytes` hold), within the plan's
-        ``batch_memory``."""
-        if self._hyper is None:
-            backend, _ = self.sampler.placement()
-            per_batch = fixed = 0
-            if self.hyperbatch is None and backend != "memory" and len(self.seeds):
-                per_batch, fixed = self._probe()
-            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=self.plan.batch_memory, per_batch=per_batch, threads=self.threads,
-                                              prefetch=self.prefetch, batches=max(1, len(self)), fixed=fixed)
-            logger.info("hyperbatch: %s", self._hyper[1])
-        return self._hyper
+    def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
+        return [[(self.target, np.ascontiguousarray(ids, dtype=np.int64))] for ids in self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]]
 
     def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
         """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``, made on the
@@ -527,9 +583,9 @@ class HeteroLoader:
     def make_batches(self, job: Sequence[Tuple[np.ndarray, int]], epoch: int) -> List[Any]:
         """The batches ``job`` = [(seeds, index), ...] of epoch ``epoch`` sampled together (one
         hyperbatch) on the calling thread: each is exactly :meth:`make_batch` of its own."""
-        pairs = [(_options.count(b, "batch"), np.ascontiguousarray(ids, dtype=np.int64)) for ids, b in job]
-        outs = self._core_loader().make(_options.count(epoch, "epoch"), pairs)
-        return [self._data(o, ids) for o, (_, ids) in zip(outs, pairs)]
+        batches = [(b, np.ascontiguousarray(ids, dtype=np.int64)) for ids, b in job]
+        outs = self._make(epoch, [(b, [(self.target, ids)]) for b, ids in batches])
+        return [self._data(o, ids) for o, (_, ids) in zip(outs, batches)]
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
         """A core batch (its sample, each type's rows, the labels) as ``HeteroData``."""
@@ -541,15 +597,8 @@ class HeteroLoader:
     def __iter__(self) -> Iterator[Any]:
         seeds = self.batch_seeds(self.epoch)
         order = list(range(len(seeds))) if self.batches is None else list(self.batches)
-        h = self.hyperbatch_size()[0]
-        jobs = [[(b, seeds[b]) for b in order[i:i + h]] for i in range(0, len(order), h)]
-        window = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch) * h
-        run = self._core_loader().epoch(self.epoch, jobs, self.threads, window, self.prefetch)
-        try:
-            for out in run:
-                yield self._data(out, seeds[out["batch"]])
-        finally:
-            run.close()
+        for out in self._run(self.epoch, [(b, [(self.target, seeds[b])]) for b in order]):
+            yield self._data(out, seeds[out["batch"]])
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)

@@ -16,7 +16,6 @@ type, and each type's distinct endpoints seed one typed sample.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -27,7 +26,7 @@ from .._core import InputError
 from ..data.dataset import Dataset, PathLike, open_homogeneous
 from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
-from .hetero import HeteroLoader, HeteroNeighborSampler
+from .hetero import HeteroLoader, HeteroNeighborSampler, TypedEpochs
 from .loader import CoreReports, Loader, batch_count
 from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
 from .sampler import NeighborSampler, SampledSubgraph
@@ -263,18 +262,20 @@ class LinkLoader(LinkBatches, CoreReports):
                 f"{self.edges.shape[1]} pairs, backend={self.backend!r})")
 
 
-class HeteroLinkBatches(LinkBatches):
+class HeteroLinkBatches(LinkBatches, TypedEpochs):
     """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs of
     :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
     ``ceil(neg_ratio * n)`` binary negatives, source over ``S`` and destination over ``D``, uniform
     or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream), each end's
-    distinct ids seeding one typed sample (:meth:`HeteroNeighborSampler.sample_many`; one type when
-    ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions
-    in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
-    ``LinkNeighborLoader``. Batches are made on ``threads`` threads, ``prefetch`` ahead;
-    ``hyperbatch``: batches a thread samples together from disk (each relation file read once per
-    hop for all of them; ``"auto"`` sizes H as :class:`ringgnn.HeteroLoader` does); the batches are
-    the same. ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
+    distinct ids seeding one typed sample (:meth:`HeteroNeighborSampler.sample_typed`; one type
+    when ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index``
+    (positions in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
+    ``LinkNeighborLoader``. The batches are made by the Rust typed loader as
+    :class:`ringgnn.HeteroLoader`'s (:class:`ringgnn.sampling.hetero.TypedEpochs`: ``threads``
+    workers, rows gathered ``prefetch`` ahead, ``hyperbatch`` batches a worker samples together
+    from disk, ``"auto"`` sized from probe batches), over the pairs of a window of batches at a
+    time (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
+    ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,
@@ -288,12 +289,14 @@ class HeteroLinkBatches(LinkBatches):
                          shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
         if features is None:  # the readers (and cache) a loader of this sampler would make
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
-        self.sampler, self.features = sampler, features
-        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = prefetch
+        self.sampler, self.features, self.plan = sampler, features, sampler.plan()
+        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
+        self.prefetch = _options.count(prefetch, "prefetch", 1)
         self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
         self._hyper: Optional[Tuple[int, str]] = None
+        self._core: Optional[Tuple[int, Any]] = None
+        self._core_type, self._with_labels = self.types[1], False  # link batches carry no labels
         self.epoch = 0
 
     def epoch_batches(self) -> int:
@@ -303,47 +306,28 @@ class HeteroLinkBatches(LinkBatches):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = _options.count(epoch, "epoch")
 
+    def _seeds(self, p: Pairs) -> List[Tuple[str, np.ndarray]]:
+        return list(p.typed_seeds(self.types).items())
+
+    def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
+        return [self._seeds(self.batch_pairs(0, b)) for b in range(min(hetero_hyper.PROBE_BATCHES, len(self)))]
+
+    def _data(self, out: Any, p: Pairs) -> Any:
+        """A core batch as ``HeteroData`` with the pairs ``p`` set on its relation."""
+        data = HeteroNeighborSampler._sample(out, self._seeds(p)).to_hetero_data(out["x"])
+        p.put(data[self.edge_type])
+        return data
+
     def batch(self, epoch: int, b: int) -> Any:
-        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``."""
-        return self.make_batches(epoch, [b])[0]
-
-    def make_batches(self, epoch: int, indices: List[int]) -> List[Any]:
-        """Batches ``indices`` of epoch ``epoch`` sampled together (one hyperbatch): each exactly
-        :meth:`batch` of its own."""
-        made = [self.batch_pairs(epoch, b) for b in indices]
-        samples = self.sampler.sample_many([p.typed_seeds(self.types) for p in made], indices, epoch=epoch)
-        out = []
-        for sample, p in zip(samples, made):
-            data = sample.to_hetero_data({t: self.features.gather(t, sample.node[t]) for t in self.feature_types})
-            p.put(data[self.edge_type])
-            out.append(data)
-        return out
-
-    def hyperbatch_size(self) -> Tuple[int, str]:
-        """(H, why): link batches sampled together, decided once (``ringgnn.sampling.hyper``, as
-        :class:`ringgnn.HeteroLoader` decides it, for the most endpoints a link batch can have)."""
-        if self._hyper is None:
-            backend, _ = self.sampler.placement()
-            per_batch = 0
-            if self.hyperbatch is None and backend != "memory":
-                b = self.batch_size + math.ceil(self.batch_size * self.pairs.neg_sampling.amount)
-                (s, d), (ns, nd) = self.types, self.pairs.counts
-                most = {s: min(ns, b)}
-                most[d] = min(nd, most.get(d, 0) + b)
-                dims = self.ds.feature_dims()
-                rows = {t: 4 * dims[t] for t in self.feature_types}
-                per_batch = hetero_hyper.batch_bound(self.sampler.bound(most), rows, d, False)
-            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=hetero_hyper.share(self.sampler.plan().batch_memory),
-                                              per_batch=per_batch, threads=self.threads, prefetch=self.prefetch,
-                                              batches=max(1, len(self)))
-        return self._hyper
+        """Batch ``b`` of epoch ``epoch`` as ``HeteroData``, made on the calling thread."""
+        p = self.batch_pairs(epoch, b)
+        return self._data(self._make(epoch, [(b, self._seeds(p))])[0], p)
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self.epoch
         order = list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
-        h = self.hyperbatch_size()[0]
-        jobs = [order[i:i + h] for i in range(0, len(order), h)]
-        ahead = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch)
-        yield from hetero_hyper.run_in_order(jobs, lambda job: self.make_batches(epoch, job), threads=self.threads,
-                                             ahead=ahead, name="ringgnn-hlink")
+        for w in range(0, len(order), self.window):
+            chosen = order[w:w + self.window]
+            made = {b: self.batch_pairs(epoch, b) for b in chosen}
+            for out in self._run(epoch, [(b, self._seeds(made[b])) for b in chosen]):
+                yield self._data(out, made[out["batch"]])

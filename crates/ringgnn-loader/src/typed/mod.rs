@@ -37,8 +37,13 @@ pub const PROBE_EPOCH: u64 = u64::MAX - 2;
 /// The batches of one epoch, in order ([`TypedLoader::epoch`]).
 pub type TypedRun = Run<TypedBatch, Error>;
 
-/// Seeds of one batch: (its index in the epoch, ids of the target type).
-pub type TypedJob = Vec<(u64, Vec<u64>)>;
+/// Seeds of one batch, by node type: (type index in the graph's order, ids of that type). A
+/// node batch has its target type's; a link batch each end's type's (one entry when both ends
+/// are of one type).
+pub type TypedSeeds = Vec<(usize, Vec<u64>)>;
+
+/// One job (a hyperbatch): its batches, each (its index in the epoch, its seeds).
+pub type TypedJob = Vec<(u64, TypedSeeds)>;
 
 /// A typed loader's configuration: what every epoch's workers sample and gather.
 pub struct TypedLoader {
@@ -68,8 +73,8 @@ pub struct ProbeBytes {
 }
 
 impl TypedLoader {
-    /// A loader of seeds of type `target` over `graph` with `fanouts` for every relation;
-    /// `rows[t]` where type `t` has features, `labels` of the target type.
+    /// A loader of batches over `graph` (seeded by any types, [`TypedSeeds`]) with `fanouts`
+    /// for every relation; `rows[t]` where type `t` has features, `labels` of type `target`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         graph: Arc<TypedGraph>,
@@ -146,14 +151,21 @@ impl TypedLoader {
         }
     }
 
-    /// Check every seed of `jobs` against the target type's count.
+    /// Check every seed of `jobs` against its type's count.
     fn check(&self, jobs: &[TypedJob]) -> Result<()> {
-        let n = self.graph.counts()[self.target];
-        for (_, seeds) in jobs.iter().flatten() {
+        let (types, counts) = (self.graph.types(), self.graph.counts());
+        for (t, seeds) in jobs.iter().flatten().flat_map(|(_, s)| s) {
+            let Some(&n) = counts.get(*t) else {
+                return Err(Error::Input(format!(
+                    "seeds of node type {t}: the dataset has {} node types ({})",
+                    types.len(),
+                    types.join(", ")
+                )));
+            };
             if let Some(&id) = seeds.iter().find(|&&s| s >= n) {
                 return Err(Error::Input(format!(
                     "seed node {id} of node type {} is out of range: that type has {n} nodes ({})",
-                    self.graph.types()[self.target],
+                    types[*t],
                     ringgnn_store::IdRange(n)
                 )));
             }
@@ -205,7 +217,7 @@ impl TypedLoader {
     /// the batches sampled together as one hyperbatch, batch `i` of [`PROBE_EPOCH`], by a
     /// fresh worker (so the workspaces measured are theirs alone, shared evenly). Nothing is
     /// gathered.
-    pub fn probe(&self, seeds: &[Vec<u64>]) -> Result<Vec<ProbeBytes>> {
+    pub fn probe(&self, seeds: &[TypedSeeds]) -> Result<Vec<ProbeBytes>> {
         if seeds.is_empty() {
             return Ok(Vec::new());
         }

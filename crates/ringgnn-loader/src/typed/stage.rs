@@ -19,6 +19,7 @@ use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler};
 
 use crate::labels::Labels;
 use crate::typed::graph::TypedGraph;
+use crate::typed::{TypedJob, TypedSeeds};
 use crate::{Error, Result};
 
 /// Where one node type's feature rows are read: its file, loaded (shared by every worker) or
@@ -119,15 +120,15 @@ impl TypedStage {
         Ok(Worker { sampler, gatherers })
     }
 
-    /// The samples of `job` (batch index, seeds of the target type), drawn together.
+    /// The samples of `job` (batch index, seeds by type), drawn together.
     pub(crate) fn sample(
         &self,
         w: &mut Worker,
-        job: &[(u64, Vec<u64>)],
+        job: &[(u64, TypedSeeds)],
     ) -> Result<Vec<HeteroSample>> {
-        let seeds: Vec<[(usize, &[u64]); 1]> = job
+        let seeds: Vec<Vec<(usize, &[u64])>> = job
             .iter()
-            .map(|(_, s)| [(self.target, s.as_slice())])
+            .map(|(_, s)| s.iter().map(|(t, ids)| (*t, ids.as_slice())).collect())
             .collect();
         let requests: Vec<HeteroRequest<'_>> = seeds
             .iter()
@@ -180,7 +181,7 @@ impl TypedStage {
 }
 
 impl Stage for TypedStage {
-    type Job = Vec<(u64, Vec<u64>)>;
+    type Job = TypedJob;
     type State = Worker;
     type Output = TypedBatch;
     type Error = Error;
