@@ -1,6 +1,6 @@
 //! `_core.TypedLoader` and `_core.TypedEpoch`: the typed loader (`ringgnn_loader::typed`)
 //! from Python. `ringgnn.HeteroLoader` and `HeteroLinkBatches` (their base
-//! `ringgnn.sampling.hetero.TypedEpochs`) make one per process over the sampler's `HeteroGraph`
+//! `ringgnn.sampling.typed.TypedEpochs`) make one per process over the sampler's `HeteroGraph`
 //! and the feature readers, and iterate its epochs; each batch comes back as the sample dict of
 //! `HeteroSampler.sample` plus `x` (per type with features, float32 rows) and `y` (labels of
 //! the loader's type, or None), and `batch` (its index in the epoch).

@@ -40,6 +40,7 @@ from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .plan import HeteroPlan, plan_hetero, relation_bytes
+from .typed import TypedEpochs
 
 logger = logging.getLogger("ringgnn")
 
@@ -345,104 +346,6 @@ class HeteroNeighborSampler:
     def __repr__(self) -> str:
         return (f"HeteroNeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
                 f"backend={self.backend_choice!r}, seed={self.seed})")
-
-
-class TypedEpochs:
-    """What the typed node loader (:class:`HeteroLoader`) and link batcher
-    (:class:`ringgnn.sampling.links.HeteroLinkBatches`) share: one Rust typed loader
-    (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
-    feature readers (``features``), its hyperbatch size ``H`` (``ringgnn.sampling.hyper``, from
-    probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
-    pipeline: ``threads`` workers, a batch's rows gathered when it is among the next
-    ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
-    list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`,
-    ``_core_type`` (a node type: the one whose labels the batches carry as ``y`` when
-    ``_with_labels``)."""
-
-    sampler: HeteroNeighborSampler
-    features: TypedRows
-    feature_types: List[str]
-    plan: HeteroPlan
-    threads: int
-    prefetch: int
-    hyperbatch: Optional[int]
-    _hyper: Optional[Tuple[int, str]]
-    _core: Optional[Tuple[int, Any]]
-    _core_type: str
-    _with_labels: bool
-
-    def __len__(self) -> int:
-        raise NotImplementedError
-
-    def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
-        """The seeds of the first :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0."""
-        raise NotImplementedError
-
-    def _core_loader(self) -> Any:
-        """This process's ``_core.TypedLoader`` (``ringgnn_loader::typed``): the sampler's graph,
-        the feature readers' files and cache, the labels of ``_core_type`` if ``_with_labels``;
-        made on first use."""
-        pid = os.getpid()
-        if self._core is None or self._core[0] != pid:
-            s = self.sampler
-            protos = self.features._prototypes()
-            self._core = (pid, _core.TypedLoader(
-                s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self._core_type, replace=s.replace,
-                seed=s.seed, features=[(t, protos[t]) for t in self.feature_types], labels=self._with_labels,
-                with_edge_ids=s.with_edge_ids))
-        return self._core[1]
-
-    def probe_batch_bytes(self) -> int:
-        """What one batch holds at most while its hyperbatch is sampled, measured
-        (``ringgnn.sampling.hyper.measured_bytes``) on the first
-        :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
-        as a probe: its share of the sampler's workspaces and its sample."""
-        return self._probe()[0]
-
-    def _probe(self) -> Tuple[int, int]:
-        """(a sampled batch, what an epoch holds whatever H), measured on the probe batches of
-        :meth:`probe_batch_bytes`: the second is the rows gathered for the ``prefetch`` batches
-        ahead and the consumer's (``ringgnn.sampling.hyper.measured_rows``), each worker's read
-        buffers and the labels."""
-        core = self._core_loader()
-        probes = core.probe(self._probe_seeds())
-        fixed = ((self.prefetch + 1) * hetero_hyper.measured_rows(probes) + self.threads * core.worker_bytes()
-                 + core.held_bytes())
-        return hetero_hyper.measured_bytes(probes), fixed
-
-    def hyperbatch_size(self) -> Tuple[int, str]:
-        """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``,
-        from what the probe batches of :meth:`probe_batch_bytes` hold), within the plan's
-        ``batch_memory``."""
-        if self._hyper is None:
-            backend, _ = self.sampler.placement()
-            per_batch = fixed = 0
-            if self.hyperbatch is None and backend != "memory" and len(self):
-                per_batch, fixed = self._probe()
-            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=self.plan.batch_memory, per_batch=per_batch, threads=self.threads,
-                                              prefetch=self.prefetch, batches=max(1, len(self)), fixed=fixed)
-            logger.info("hyperbatch: %s", self._hyper[1])
-        return self._hyper
-
-    def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
-        """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
-        together (one hyperbatch) on the calling thread."""
-        job = [(_options.count(b, "batch"), [(t, np.ascontiguousarray(ids, dtype=np.int64)) for t, ids in seeds])
-               for b, seeds in batches]
-        return self._core_loader().make(_options.count(epoch, "epoch"), job)
-
-    def _run(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> Iterator[Any]:
-        """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, in order,
-        made by the workers in hyperbatches of ``H`` consecutive ones."""
-        h = self.hyperbatch_size()[0]
-        jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
-        window = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch) * h
-        run = self._core_loader().epoch(epoch, jobs, self.threads, window, self.prefetch)
-        try:
-            yield from run
-        finally:
-            run.close()
 
 
 class HeteroLoader(TypedEpochs):

@@ -5,7 +5,7 @@ A hyperbatch of H batches is sampled hop by hop with each relation's file read o
 all of them (``HeteroNeighborSampler.sample_many``), so a page several batches need is read once.
 The typed node loader (:class:`ringgnn.HeteroLoader`) and link batcher
 (:class:`ringgnn.sampling.links.HeteroLinkBatches`) run on the Rust typed loader
-(:class:`ringgnn.sampling.hetero.TypedEpochs`), which gathers a batch's feature rows only when it
+(:class:`ringgnn.sampling.typed.TypedEpochs`), which gathers a batch's feature rows only when it
 is among the next ``prefetch`` the consumer takes, so a hyperbatch costs ``H`` *samples* per
 worker, not ``H`` batches of rows. ``"auto"`` counts everything an epoch holds, as measured
 (:func:`measured_bytes`, :func:`measured_rows`: :data:`PROBE_BATCHES` batches sampled from disk

@@ -26,7 +26,8 @@ from .._core import InputError
 from ..data.dataset import Dataset, PathLike, open_homogeneous
 from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
-from .hetero import HeteroLoader, HeteroNeighborSampler, TypedEpochs
+from .hetero import HeteroLoader, HeteroNeighborSampler
+from .typed import TypedEpochs
 from .loader import CoreReports, Loader, batch_count
 from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
 from .sampler import NeighborSampler, SampledSubgraph
@@ -271,7 +272,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
     when ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index``
     (positions in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
     ``LinkNeighborLoader``. The batches are made by the Rust typed loader as
-    :class:`ringgnn.HeteroLoader`'s (:class:`ringgnn.sampling.hetero.TypedEpochs`: ``threads``
+    :class:`ringgnn.HeteroLoader`'s (:class:`ringgnn.sampling.typed.TypedEpochs`: ``threads``
     workers, rows gathered ``prefetch`` ahead, ``hyperbatch`` batches a worker samples together
     from disk, ``"auto"`` sized from probe batches), over the pairs of a window of batches at a
     time (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
