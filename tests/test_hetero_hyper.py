@@ -138,37 +138,62 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     assert loader.plan.features["paper"].held
     assert core.worker_bytes() == 8 << 20 and core.held_bytes() == 2 * 4000
     fixed = 3 * rows + 2 * core.worker_bytes() + core.held_bytes()  # rows of the 2 ahead and the consumer's
+    sizes = loader.sizes()
     h, why = loader.hyperbatch_size()
+    assert (h, why) == (sizes.hyperbatch, sizes.why) and (sizes.prefetch, sizes.workers) == (2, 2)
     share = loader.plan.batch_memory  # the batches' whole part: everything an epoch holds is counted
     # Each of the 2 workers holds H samples; the rows of 3 batches and the buffers whatever H.
-    assert fixed + 2 * h * per <= share or h == 1
+    assert fixed + 2 * h * per <= share
     if h < -(-len(loader) // 2):
         assert fixed + 2 * (h + 1) * per > share
     assert why.startswith(f"{h} (auto: 2 threads") and "measured on 3 probe batches" in why
 
 
-def test_choose_by_hand():
-    kw = dict(threads=2, prefetch=2, batches=40)
-    assert hetero_hyper.choose(5, in_memory=False, share=0, per_batch=10**9, fixed=0, **kw) == (5, "5 (as given)")
-    assert hetero_hyper.choose(99, in_memory=True, share=0, per_batch=1, fixed=0, **kw)[0] == 40
-    assert hetero_hyper.choose(None, in_memory=True, share=10**12, per_batch=1, fixed=0, **kw)[0] == 1
+MB = 10**6
+
+
+def test_choose_by_hand(caplog):
+    kw = dict(threads=2, prefetch=None, batches=40)
+    none = dict(rows=0, buffers=0, held=0)
+    assert hetero_hyper.choose(5, in_memory=False, share=0, per_batch=10**9, **none, **kw) == \
+        hetero_hyper.Sizes(5, 2, 2, "5 (as given)")
+    assert hetero_hyper.choose(99, in_memory=True, share=0, per_batch=1, **none, **kw).hyperbatch == 40
+    assert hetero_hyper.choose(None, in_memory=True, share=10**12, per_batch=1, **none, **kw) == \
+        hetero_hyper.Sizes(1, 2, 2, "1 (auto: every neighbor file is in memory, nothing to share)")
     # 2 threads: jobs of H, 2 in flight (3 for H = 1) plus the one being handed out.
     assert [hetero_hyper.jobs_in_flight(h, 2, 2) for h in (1, 2, 3)] == [3, 2, 2]
     # Capped so that every thread has a job: 40 batches, 2 threads.
-    assert hetero_hyper.choose(None, in_memory=False, share=10**15, per_batch=1, fixed=0, **kw)[0] == 20
-    # Not even one fits: one at a time, said so.
-    h, why = hetero_hyper.choose(None, in_memory=False, share=10, per_batch=100, fixed=0, **kw)
-    assert h == 1 and "exceed, even one batch at a time, the batches' 10 B" in why
-    # 20 MB held whatever H, and 2 workers hold H sampled batches of 4 MB each:
+    assert hetero_hyper.choose(None, in_memory=False, share=10**15, per_batch=1, **none, **kw).hyperbatch == 20
+    # Rows of 5 MB a batch (3 held: 2 ahead and the consumer's), 2 MB of read buffers a worker,
+    # 1 MB of labels: 20 MB whatever H; 2 workers hold H sampled batches of 4 MB each:
     # 20 + 2 * H * 4 <= 100 gives H = 10.
-    h, why = hetero_hyper.choose(None, in_memory=False, share=100 * 10**6, per_batch=4 * 10**6, fixed=20 * 10**6,
-                                 **kw)
-    assert h == 10 and why == ("10 (auto: 2 threads, 3.8 MiB per sampled batch (measured on 3 probe batches, x1.5) "
-                               "and 19.1 MiB whatever H (rows gathered for the next 2 and the consumer's, read "
-                               "buffers, labels); 95.4 MiB held fit in the batches' 95.4 MiB)")
-    # What it holds whatever H leaves no room: one at a time, said so.
-    h, why = hetero_hyper.choose(None, in_memory=False, share=100, per_batch=1, fixed=200, **kw)
-    assert h == 1 and "exceed, even one batch at a time, the batches' 100 B" in why
+    measured = dict(per_batch=4 * MB, rows=5 * MB, buffers=2 * MB, held=MB)
+    s = hetero_hyper.choose(None, in_memory=False, share=100 * MB, **measured, **kw)
+    assert s == hetero_hyper.Sizes(10, 2, 2, (
+        "10 (auto: 2 threads, 3.8 MiB per sampled batch (measured on 3 probe batches, x1.5) and 19.1 MiB whatever H "
+        "(rows gathered for the next 2 and the consumer's, read buffers, labels); 95.4 MiB held fit in the "
+        "batches' 95.4 MiB)"))
+    # One batch at a time needs 28 MB with 2 ahead; with 1 ahead 23 MB (2 * 5 + 2 * 2 + 1 + 2 * 4).
+    s = hetero_hyper.choose(None, in_memory=False, share=25 * MB, **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers) == (1, 1, 2)
+    assert s.why.endswith("; 1 batch ahead instead of 2: with them even one batch at a time would exceed the "
+                          "batches' memory")
+    # Two ahead asked: one worker instead (3 * 5 + 2 + 1 + 4 = 22 MB).
+    s = hetero_hyper.choose(None, in_memory=False, share=25 * MB, **measured, **dict(kw, prefetch=2))
+    assert (s.hyperbatch, s.prefetch, s.workers) == (1, 2, 1)
+    assert s.why.startswith("1 (auto: 1 threads") and "; 1 worker instead of 2: " in s.why
+    # Not enough for 1 ahead and 1 worker (2 * 5 + 2 + 1 + 4 = 17 MB): as asked, one at a time, with
+    # a warning naming every part.
+    with caplog.at_level(logging.WARNING, logger="ringgnn"):
+        s = hetero_hyper.choose(None, in_memory=False, share=10 * MB, **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers) == (1, 2, 2)
+    assert "26.7 MiB held exceed, even one batch at a time, the batches' 9.5 MiB" in s.why
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "the memory budget is too small for these batches: the plan leaves the batches 9.5 MiB, and even one batch "
+        "at a time, with 1 ahead and 1 worker, needs 16.2 MiB: 2 batches' rows (4.8 MiB each, measured on 3 probe "
+        "batches), a sampled batch (3.8 MiB), read buffers (1.9 MiB) and labels (976.6 KiB); they run as asked, one "
+        "batch at a time, beyond the budget: give a larger memory budget (--memory), a smaller batch size or smaller "
+        "fanouts"]
 
 
 def test_bad_input(mag):

@@ -352,8 +352,11 @@ class HeteroLoader(TypedEpochs):
     """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type,
     sampled with :class:`HeteroNeighborSampler`, each type's feature rows gathered from its file
     (page-coalesced reads, io_uring or pread), labels of the target type as ``y``. Batches are
-    made by ``threads`` worker threads, ``prefetch`` ahead of the consumer, and handed out in
-    order; batch ``i`` of epoch ``e`` is the same whatever the threads.
+    made by ``threads`` worker threads, their rows gathered ``prefetch`` ahead of the consumer
+    (default 2), and handed out in order; batch ``i`` of epoch ``e`` is the same whatever the
+    threads. Where the plan's batch memory cannot hold even one batch at a time with those, the
+    loader takes one batch ahead (when ``prefetch`` is not given), then one worker, and warns
+    where even that does not fit (:meth:`sizes` says what it took).
 
     ``seeds``: a split name of the target type (``"train"``), an array of its ids, or None (all).
     ``shuffle`` permutes them by (seed, epoch); :meth:`set_epoch` picks the epoch.
@@ -382,7 +385,7 @@ class HeteroLoader(TypedEpochs):
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, target: str, *,
                  seeds: Any = "train", batch_size: int = 512, shuffle: bool = True, drop_last: bool = False,
-                 replace: bool = False, seed: int = 0, threads: Optional[int] = None, prefetch: int = 2,
+                 replace: bool = False, seed: int = 0, threads: Optional[int] = None, prefetch: Optional[int] = None,
                  backend: str = "auto", feature_backend: str = "auto", direct: bool = False,
                  memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
                  cache: Union[None, int, str] = None, features: Optional[TypedRows] = None,
@@ -415,9 +418,9 @@ class HeteroLoader(TypedEpochs):
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.seed = _options.count(seed, "seed")
         self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = _options.count(prefetch, "prefetch", 1)
+        self.prefetch = _options.optional_count(prefetch, "prefetch")
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
-        self._hyper: Optional[Tuple[int, str]] = None
+        self._sizes: Optional[hetero_hyper.Sizes] = None
         self._core: Optional[Tuple[int, Any]] = None
         self.direct = bool(direct)
         self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
@@ -476,7 +479,8 @@ class HeteroLoader(TypedEpochs):
         return out
 
     def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
-        return [[(self.target, np.ascontiguousarray(ids, dtype=np.int64))] for ids in self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]]
+        first = self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
+        return [[(self.target, np.ascontiguousarray(ids, dtype=np.int64))] for ids in first]
 
     def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
         """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``, made on the

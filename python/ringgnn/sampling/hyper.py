@@ -11,18 +11,24 @@ worker, not ``H`` batches of rows. ``"auto"`` counts everything an epoch holds, 
 (:func:`measured_bytes`, :func:`measured_rows`: :data:`PROBE_BATCHES` batches sampled from disk
 as one probe hyperbatch): ``threads * H`` sampled batches (each its share of the sampler's
 workspaces and its sample, the largest times :data:`MEASURED_MARGIN`), plus what it holds
-whatever H (``fixed``: the rows of the ``prefetch`` batches ahead and of the consumer's, each
-worker's read buffers, the labels), all within the batches' part of the memory plan
-(``HeteroPlan.batch_memory``, ``ringgnn.sampling.plan``). When every neighbor file is held in
-memory there is nothing to share: H is 1.
+whatever H (the rows of the ``prefetch`` batches ahead and of the consumer's, each worker's read
+buffers, the labels), all within the batches' part of the memory plan (``HeteroPlan.batch_memory``,
+``ringgnn.sampling.plan``). Where not even one batch at a time fits, it takes one batch ahead
+instead of two, then one worker, as the homogeneous plan does, and warns where even that does
+not fit (:func:`choose`). When every neighbor file is held in memory there is nothing to share: H is
+1.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+import logging
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence
 
 from .._format import human_bytes
 
+
+logger = logging.getLogger("ringgnn")
 
 #: Batches sampled as probes to measure what a batch holds.
 PROBE_BATCHES = 3
@@ -58,27 +64,74 @@ def jobs_in_flight(h: int, threads: int, prefetch: int) -> int:
     return max(threads, -(-(prefetch + threads - 1) // h))
 
 
-def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int, threads: int, prefetch: int,
-           batches: int, fixed: int) -> Tuple[int, str]:
-    """(H, why in words). ``asked``: a number fixes H (at most the epoch's ``batches``); None is
-    ``"auto"``: 1 when the neighbor files are all in memory, else the largest H at most
-    ``ceil(batches / threads)`` (so every thread has a job) for which ``fixed + threads * H *
-    per_batch`` (see the module docs; ``per_batch``: a sampled batch as measured) fits
-    ``share``; at least 1."""
+#: Batches whose rows are gathered ahead of the consumer's when ``prefetch`` is not given.
+DEFAULT_PREFETCH = 2
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What an epoch of a typed loader runs with: ``hyperbatch`` (H), ``prefetch`` (batches
+    whose rows are gathered ahead of the consumer's), ``workers`` (threads), and why, in words."""
+
+    hyperbatch: int
+    prefetch: int
+    workers: int
+    why: str
+
+
+def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int, rows: int, buffers: int, held: int,
+           threads: int, prefetch: Optional[int], batches: int) -> Sizes:
+    """The :class:`Sizes` of an epoch of ``batches`` batches. ``asked``: a number fixes H (at most
+    ``batches``); None is ``"auto"``: 1 when the neighbor files are all in memory, else, with
+    what the probes measured (``per_batch``: a sampled batch, ``rows``: a batch's gathered rows,
+    ``buffers``: one worker's read buffers, ``held``: what the loader holds, its labels), the
+    largest H at most ``ceil(batches / workers)`` (so every worker has a job) for which
+    ``(prefetch + 1) * rows + workers * (buffers + H * per_batch) + held`` fits ``share``.
+    When not even H = 1 fits, as the homogeneous plan does: one batch ahead instead of
+    :data:`DEFAULT_PREFETCH` (when ``prefetch`` is not given), then one worker instead of
+    ``threads``; when nothing fits, the batches run as asked, one at a time, and a warning names
+    each part and what to do (the memory plan, not this choice, is where a budget too small for
+    the batches is refused; for typed batches it does not count their rows ahead yet)."""
+    p = DEFAULT_PREFETCH if prefetch is None else prefetch
     if asked is not None:
         h = max(1, min(asked, batches))
-        return h, f"{h} (as given)"
+        return Sizes(h, p, threads, f"{h} (as given)")
     if in_memory:
-        return 1, "1 (auto: every neighbor file is in memory, nothing to share)"
+        return Sizes(1, p, threads, "1 (auto: every neighbor file is in memory, nothing to share)")
 
-    def held(h: int) -> int:
-        return fixed + threads * h * per_batch
+    def whatever_h(p: int, w: int) -> int:
+        return (p + 1) * rows + w * buffers + held
 
-    h = max(1, -(-batches // threads))
-    while h > 1 and held(h) > share:
+    def total(h: int, p: int, w: int) -> int:
+        return whatever_h(p, w) + w * h * per_batch
+
+    tries = [(p, threads)]
+    if prefetch is None and p > 1:
+        tries.append((1, threads))
+    if threads > 1:
+        tries.append((tries[-1][0], 1))
+    fitting = [(p, w) for p, w in tries if total(1, p, w) <= share]
+    if not fitting:
+        p, w = tries[-1]
+        logger.warning(
+            "the memory budget is too small for these batches: the plan leaves the batches %s, and even one batch "
+            "at a time, with %d ahead and %d worker%s, needs %s: %d batches' rows (%s each, measured on %d probe "
+            "batches), a sampled batch (%s), read buffers (%s) and labels (%s); they run as asked, one batch at a "
+            "time, beyond the budget: give a larger memory budget (--memory), a smaller batch size or smaller "
+            "fanouts", human_bytes(share), p, w, "s" * (w > 1), human_bytes(total(1, p, w)), p + 1,
+            human_bytes(rows), PROBE_BATCHES, human_bytes(per_batch), human_bytes(w * buffers), human_bytes(held))
+        fitting = tries[:1]
+    p, w = fitting[0]
+    h = max(1, -(-batches // w))
+    while h > 1 and total(h, p, w) > share:
         h -= 1
-    fits = "fit in" if held(h) <= share else "exceed, even one batch at a time,"
-    return h, (f"{h} (auto: {threads} threads, {human_bytes(per_batch)} per sampled batch (measured on "
-               f"{PROBE_BATCHES} probe batches, x{MEASURED_MARGIN}) and {human_bytes(fixed)} whatever H (rows "
-               f"gathered for the next {prefetch} and the consumer's, read buffers, labels); "
-               f"{human_bytes(held(h))} held {fits} the batches' {human_bytes(share)})")
+    fits = "fit in" if total(h, p, w) <= share else "exceed, even one batch at a time,"
+    why = (f"{h} (auto: {w} threads, {human_bytes(per_batch)} per sampled batch (measured on {PROBE_BATCHES} probe "
+           f"batches, x{MEASURED_MARGIN}) and {human_bytes(whatever_h(p, w))} whatever H (rows gathered for the next "
+           f"{p} and the consumer's, read buffers, labels); {human_bytes(total(h, p, w))} held {fits} the batches' "
+           f"{human_bytes(share)})")
+    if (p, w) != tries[0]:
+        less = [f"{p} batch ahead instead of {tries[0][0]}"] if p != tries[0][0] else []
+        less += [f"{w} worker instead of {threads}"] if w != threads else []
+        why += f"; {' and '.join(less)}: with them even one batch at a time would exceed the batches' memory"
+    return Sizes(h, p, w, why)

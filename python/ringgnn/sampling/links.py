@@ -280,7 +280,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,
-                 prefetch: int = 2, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto",
+                 prefetch: Optional[int] = None, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto",
                  neg_weight: str = "uniform"):
         self.ds, self.relation = ds, ds.check_relation(relation)
         self.edge_type = parse_edge_type(self.relation)
@@ -292,10 +292,10 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
         self.sampler, self.features, self.plan = sampler, features, sampler.plan()
         self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = _options.count(prefetch, "prefetch", 1)
+        self.prefetch = _options.optional_count(prefetch, "prefetch")
         self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
-        self._hyper: Optional[Tuple[int, str]] = None
+        self._sizes: Optional[hetero_hyper.Sizes] = None
         self._core: Optional[Tuple[int, Any]] = None
         self._core_type, self._with_labels = self.types[1], False  # link batches carry no labels
         self.epoch = 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,9 +36,9 @@ class TypedEpochs:
     feature_types: List[str]
     plan: HeteroPlan
     threads: int
-    prefetch: int
+    prefetch: Optional[int]  # None: hyper.DEFAULT_PREFETCH, or fewer where they do not fit
     hyperbatch: Optional[int]
-    _hyper: Optional[Tuple[int, str]]
+    _sizes: Optional[hetero_hyper.Sizes]
     _core: Optional[Tuple[int, Any]]
     _core_type: str
     _with_labels: bool
@@ -69,33 +69,37 @@ class TypedEpochs:
         (``ringgnn.sampling.hyper.measured_bytes``) on the first
         :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
         as a probe: its share of the sampler's workspaces and its sample."""
-        return self._probe()[0]
+        return self._probe()["per_batch"]
 
-    def _probe(self) -> Tuple[int, int]:
-        """(a sampled batch, what an epoch holds whatever H), measured on the probe batches of
-        :meth:`probe_batch_bytes`: the second is the rows gathered for the ``prefetch`` batches
-        ahead and the consumer's (``ringgnn.sampling.hyper.measured_rows``), each worker's read
-        buffers and the labels."""
+    def _probe(self) -> Dict[str, int]:
+        """What the probe batches of :meth:`probe_batch_bytes` measure, as
+        ``ringgnn.sampling.hyper.choose`` takes it: ``per_batch`` (a sampled batch), ``rows`` (a
+        batch's gathered rows, ``ringgnn.sampling.hyper.measured_rows``), ``buffers`` (one
+        worker's read buffers) and ``held`` (the labels)."""
         core = self._core_loader()
         probes = core.probe(self._probe_seeds())
-        fixed = ((self.prefetch + 1) * hetero_hyper.measured_rows(probes) + self.threads * core.worker_bytes()
-                 + core.held_bytes())
-        return hetero_hyper.measured_bytes(probes), fixed
+        return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes),
+                    buffers=core.worker_bytes(), held=core.held_bytes())
+
+    def sizes(self) -> hetero_hyper.Sizes:
+        """The epochs' hyperbatch size, batches ahead and workers, decided once, on first use
+        (``ringgnn.sampling.hyper.choose``, from what the probe batches of
+        :meth:`probe_batch_bytes` hold), within the plan's ``batch_memory``."""
+        if self._sizes is None:
+            backend, _ = self.sampler.placement()
+            measured = dict(per_batch=0, rows=0, buffers=0, held=0)
+            if self.hyperbatch is None and backend != "memory" and len(self):
+                measured = self._probe()
+            self._sizes = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
+                                              share=self.plan.batch_memory, threads=self.threads,
+                                              prefetch=self.prefetch, batches=max(1, len(self)), **measured)
+            logger.info("hyperbatch: %s", self._sizes.why)
+        return self._sizes
 
     def hyperbatch_size(self) -> Tuple[int, str]:
-        """(H, why): batches sampled together, decided once, on first use (``ringgnn.sampling.hyper``,
-        from what the probe batches of :meth:`probe_batch_bytes` hold), within the plan's
-        ``batch_memory``."""
-        if self._hyper is None:
-            backend, _ = self.sampler.placement()
-            per_batch = fixed = 0
-            if self.hyperbatch is None and backend != "memory" and len(self):
-                per_batch, fixed = self._probe()
-            self._hyper = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=self.plan.batch_memory, per_batch=per_batch, threads=self.threads,
-                                              prefetch=self.prefetch, batches=max(1, len(self)), fixed=fixed)
-            logger.info("hyperbatch: %s", self._hyper[1])
-        return self._hyper
+        """(H, why): batches sampled together (:meth:`sizes`)."""
+        s = self.sizes()
+        return s.hyperbatch, s.why
 
     def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
         """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
@@ -107,10 +111,11 @@ class TypedEpochs:
     def _run(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> Iterator[Any]:
         """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, in order,
         made by the workers in hyperbatches of ``H`` consecutive ones."""
-        h = self.hyperbatch_size()[0]
+        s = self.sizes()
+        h = s.hyperbatch
         jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
-        window = hetero_hyper.jobs_in_flight(h, self.threads, self.prefetch) * h
-        run = self._core_loader().epoch(epoch, jobs, self.threads, window, self.prefetch)
+        window = hetero_hyper.jobs_in_flight(h, s.workers, s.prefetch) * h
+        run = self._core_loader().epoch(epoch, jobs, s.workers, window, s.prefetch)
         try:
             yield from run
         finally:
