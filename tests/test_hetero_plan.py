@@ -164,6 +164,23 @@ def test_measured_batches_take_their_bytes_and_the_rest_is_room(typed):  # noqa:
         plan_hetero(ds, fan, memory=1000 + INDEX + 100, batch_bytes=2000, **kw)
 
 
+def test_the_batches_take_the_room_the_files_and_cache_leave_unused(typed):  # noqa: F811
+    ds = ringgnn.Dataset.open(typed)
+    fan = {r: [2] for r in RELS}
+    kw = dict(target="paper", batch_size=2, seeds=5, process=0)
+    # Room 100 (batches 184): cache 84 and venue:has:paper (12) held, 4 unused.
+    p = plan_hetero(ds, fan, memory=_memory(100), feature_backend="auto", **kw)
+    assert (p.batch_bytes, p.room, p.held_bytes()) == (184, 100, 96)
+    assert p.batch_memory == 184 + 4
+    # Every file read from disk and no cache: the batches take the whole of what is left.
+    p = plan_hetero(ds, fan, memory=_memory(100), backend="pread", feature_backend="pread", cache=0, **kw)
+    assert p.held_bytes() == 0 and p.batch_memory == 184 + 100 == _memory(100) - INDEX
+    # Measured batches: their bytes, and the room left unused.
+    p = plan_hetero(ds, fan, memory=1000 + INDEX + 100, batch_bytes=1000, backend="pread", feature_backend="pread",
+                    cache=0, **kw)
+    assert p.batch_memory == 1100
+
+
 def test_a_probe_batch_is_measured(typed):  # noqa: F811
     from ringgnn.sampling.plan import PROBE_MARGIN, probe_batch_bytes
 

@@ -86,9 +86,11 @@ class HeteroPlan:
 
     @property
     def batch_memory(self) -> int:
-        """Bytes left to the batches (``ringgnn.sampling.hyper`` sizes hyperbatches within it): what
-        a probe measured, else half of what the budget leaves beside the process."""
-        return self.batch_bytes
+        """Bytes left to the batches (``ringgnn.sampling.hyper`` sizes hyperbatches, rows ahead
+        and workers within it): what a probe measured, else half of what the budget leaves beside
+        the process, plus the room the held files and the cache leave unused (with every file
+        read from disk and no cache, the whole of what is left)."""
+        return self.batch_bytes + max(0, self.room - self.held_bytes())
 
     @property
     def held_relations(self) -> List[str]:

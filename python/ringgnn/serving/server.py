@@ -235,7 +235,7 @@ def _hetero_engine(ds: HeteroDataset, fanouts: Any, *, backend: str, direct: boo
                    neighbor_cache: Optional[int], max_hops: int, **limits: Any) -> Tuple[Any, Any]:
     """The engine of a heterogeneous dataset and its memory plan: the neighbor files the memory plan
     (``ringgnn.sampling.plan``) holds are loaded, the others read with ``backend`` through
-    ``neighbor_cache`` bytes of hot pages (default: half of what the plan leaves to batches);
+    ``neighbor_cache`` bytes of hot pages (default: half of the batches' part, ``plan.batch_bytes``);
     feature rows are loaded when every neighbor file is, else read from disk. The room of a
     request larger than a wave (``HeteroEngine.large_room``) is lent by the hot pages when they
     hold it; otherwise the plan counts it as held, and the engine opens again on that plan (as
@@ -248,7 +248,7 @@ def _hetero_engine(ds: HeteroDataset, fanouts: Any, *, backend: str, direct: boo
     def open_engine(reserve: int) -> Any:
         plan = plan_hetero(ds, fan, memory=memory, backend=backend, reserve=reserve)
         placed, held = plan.placement()
-        cache = (0 if placed == "memory" else plan.batch_memory // 2) if neighbor_cache is None else neighbor_cache
+        cache = (0 if placed == "memory" else plan.batch_bytes // 2) if neighbor_cache is None else neighbor_cache
         engine = _core.HeteroEngine(ds.path, list(fan.items()), backend=placed, direct=direct, memory_relations=held,
                                     features_memory=placed == "memory", neighbor_cache=cache, max_hops=max_hops,
                                     **limits)
