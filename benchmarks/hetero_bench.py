@@ -65,7 +65,7 @@ import json, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import ringgnn
-from ringgnn.sampling.hetero import HeteroLoader, HeteroNeighborSampler
+from ringgnn import HeteroLoader, HeteroNeighborSampler
 path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 share = sys.argv[8] if len(sys.argv) > 8 else "-"
 ds = ringgnn.Dataset.open(path)
