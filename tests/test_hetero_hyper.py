@@ -104,6 +104,29 @@ def test_loader_batches_are_the_same_for_every_hyperbatch_and_thread_count(mag, 
     assert [g[0] for g in got] == [want[i][0] for i in (1, 4, 5, 7)]
 
 
+def test_staged_rows_give_the_same_batches(mag, tmp_path, monkeypatch):
+    """Rows read from disk, staged where the cost model says so (random reads priced at one a
+    second: every hyperbatch but the epoch's first), are the rows read batch by batch; the
+    staging file is left nowhere."""
+    common = dict(seeds="train", batch_size=300, backend="pread", feature_backend="pread", cache=0, seed=2)
+    want = batches_of(HeteroLoader(mag, [4, 3], "paper", hyperbatch=1, threads=1, **common))
+    monkeypatch.setenv("RINGGNN_DEVICE", "1,1000")
+    loader = HeteroLoader(mag, [4, 3], "paper", hyperbatch=3, threads=2, staging_dir=tmp_path, staging_cap="64M",
+                          **common)
+    got = batches_of(loader)
+    assert len(got) == len(want) == 8
+    for g, w in zip(got, want):
+        assert g[0] == w[0] and np.array_equal(g[1], w[1]) and g[2:] == w[2:]
+    # Jobs of 3, 3 and 2 batches: the two after the first are staged (papers: the only features).
+    assert loader.staged_hyperbatches() == {"author": 0, "institution": 0, "paper": 2}
+    assert list(tmp_path.iterdir()) == []
+    # staging_cap=0 never stages.
+    off = HeteroLoader(mag, [4, 3], "paper", hyperbatch=3, threads=2, staging_cap=0, **common)
+    assert batches_of(off)[3][0] == want[3][0] and off.staged_hyperbatches()["paper"] == 0
+    with pytest.raises(ringgnn.InputError, match="'lots' is not a size"):
+        HeteroLoader(mag, [4, 3], "paper", staging_cap="lots", **common)
+
+
 def test_auto_is_one_when_every_neighbor_file_is_in_memory(mag):
     loader = HeteroLoader(mag, [4, 3], "paper", backend="memory")
     assert loader.hyperbatch_size() == (1, "1 (auto: every neighbor file is in memory, nothing to share)")
@@ -128,7 +151,8 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
         assert p["state"] + p["batch"] <= bound["state_bytes"]
     assert len({p["state"] for p in probes}) == 1  # the workspaces, shared evenly
     per = hetero_hyper.measured_bytes(probes)
-    assert per == int(1.5 * max(p["state"] + p["batch"] for p in probes))
+    assert per == int(1.5 * max(p["state"] + p["batch"] + p["staging"] for p in probes))
+    assert all(p["staging"] == 0 for p in probes)  # the papers' rows are held: nothing staged
     assert loader.probe_batch_bytes() == per
     rows = hetero_hyper.measured_rows(probes)
     assert rows == int(1.1 * max(p["rows"] for p in probes))

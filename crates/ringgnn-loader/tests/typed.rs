@@ -222,6 +222,52 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
     assert_eq!(base.held_bytes(), 16);
 }
 
+fn same(a: &[TypedBatch], b: &[TypedBatch]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x.index, &x.sample, &x.x, &x.y) == (y.index, &y.sample, &y.x, &y.y))
+}
+
+#[test]
+fn staged_rows_are_the_rows_gathered_batch_by_batch() {
+    // Random reads priced at one a second: every hyperbatch but the epoch's first is staged.
+    // (The batches are the same either way, so other tests may run with this set.)
+    std::env::set_var(ringgnn_io::DEVICE_ENV, "1,1000");
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny(dir.path());
+    let want = run(&loader(&path, Some(BackendKind::Pread), false), 1, 1);
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    for cache in [false, true] {
+        let l = loader(&path, Some(BackendKind::Pread), cache)
+            .with_staging(Some(scratch.clone()), Some(1 << 20));
+        // Each worker: its sampler's and two row types' read buffers, and two staging buffers.
+        assert_eq!(l.worker_bytes(), 3 * (8 << 20) + 2 * (16 << 20));
+        for (h, threads) in [(2, 1), (2, 2), (3, 2)] {
+            assert!(same(&run(&l, h, threads), &want), "H = {h}, {threads} threads");
+        }
+        // The job after the first in the runs of H = 2 (4 batches: 2 + 2), for each type read
+        // from disk (authors and papers; institutions have no features); with H = 3 (3 + 1) the
+        // one batch left costs less read on its own than a pass, a write and its read back.
+        assert_eq!(l.staged(), vec![2, 0, 2], "cache {cache}");
+    }
+    // Nothing is left in the scratch directory (each staging file is unlinked when made).
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+    // A cap of 0 never stages; a loader in memory has nothing to stage.
+    let l = loader(&path, Some(BackendKind::Pread), false).with_staging(None, Some(0));
+    assert!(same(&run(&l, 2, 2), &want));
+    assert_eq!(l.staged(), vec![0, 0, 0]);
+    let l = loader(&path, None, false).with_staging(None, None);
+    assert!(same(&run(&l, 2, 2), &want) && l.staged() == vec![0, 0, 0]);
+    // The probe counts what staging holds per batch: 8 bytes per author and paper and a
+    // write buffer for each.
+    let l = loader(&path, Some(BackendKind::Pread), false).with_staging(None, None);
+    let p = l.probe(&[vec![(2, vec![0, 1])]]).unwrap();
+    let s = run(&l, 1, 1).remove(0).sample; // batch 0 of epoch 3, not the probe's
+    assert!(p[0].staging > 2 * (256 << 10) && s.node.len() == 3);
+}
+
 #[test]
 fn batches_seeded_by_several_types_are_their_samples_alone() {
     // A link batch's seeds are both ends' ids, each of its own type.

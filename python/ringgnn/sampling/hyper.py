@@ -52,9 +52,9 @@ def measured_rows(probes: Sequence[Dict[str, int]]) -> int:
 def measured_bytes(probes: Sequence[Dict[str, int]]) -> int:
     """What one batch holds at most while its hyperbatch is sampled, from probe batches
     measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's
-    workspaces, ``batch``: its sample): the largest ``state + batch`` times
-    :data:`MEASURED_MARGIN`; 0 without probes."""
-    most = max((p["state"] + p["batch"] for p in probes), default=0)
+    workspaces, ``batch``: its sample, ``staging``: its cold row ids and write buffers where
+    rows are staged): the largest sum times :data:`MEASURED_MARGIN`; 0 without probes."""
+    most = max((p["state"] + p["batch"] + p["staging"] for p in probes), default=0)
     return int(MEASURED_MARGIN * most)
 
 

@@ -42,6 +42,8 @@ class TypedEpochs:
     _core: Optional[Tuple[int, Any]]
     _core_type: str
     _with_labels: bool
+    staging_dir: Optional[str]  # where each type's rows read from disk may be staged (None: beside the dataset)
+    staging_cap: Optional[int]  # bytes each type's staging file may hold (None: its feature file's; 0: never)
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -61,7 +63,7 @@ class TypedEpochs:
             self._core = (pid, _core.TypedLoader(
                 s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self._core_type, replace=s.replace,
                 seed=s.seed, features=[(t, protos[t]) for t in self.feature_types], labels=self._with_labels,
-                with_edge_ids=s.with_edge_ids))
+                with_edge_ids=s.with_edge_ids, staging_dir=self.staging_dir, staging_cap=self.staging_cap))
         return self._core[1]
 
     def probe_batch_bytes(self) -> int:
@@ -100,6 +102,16 @@ class TypedEpochs:
         """(H, why): batches sampled together (:meth:`sizes`)."""
         s = self.sizes()
         return s.hyperbatch, s.why
+
+    def staged_hyperbatches(self) -> Dict[str, int]:
+        """Per node type, the hyperbatches whose rows were staged (one pass over its feature file,
+        ``ringgnn_loader::typed::stage``) rather than read batch by batch, over every epoch."""
+        return dict(self._core_loader().staged_hyperbatches()) if self._core is not None else {}
+
+    def _staging(self, staging_dir: Any, staging_cap: Any) -> None:
+        """Parse the staging options where they enter (see the attributes)."""
+        self.staging_dir = None if staging_dir is None else os.fspath(staging_dir)
+        self.staging_cap = _options.size(staging_cap, "staging_cap")
 
     def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
         """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
