@@ -112,7 +112,8 @@ if mode == "loader":
             d.update(b["paper"].y.numpy().tobytes())
         n += 1
     out = dict(seconds=time.perf_counter() - t0, setup=setup, hyperbatch=h, why=why, batches=n, edges=edges,
-               digest=d.hexdigest(), backend=backend)
+               digest=d.hexdigest(), backend=backend,
+               staged=getattr(loader, "staged_hyperbatches", dict)())
 elif mode == "hyper":
     import hashlib, threading
     h = int(backend[5:] or sys.argv[7]) if backend.startswith("hyper") else 1
@@ -350,7 +351,7 @@ def loader_table(args, data, size, runs):
         print(f"| {c} | {o['hyperbatch']} | {sec:.2f} | {sec / sec0:.2f}x | "
               f"{statistics.median(x['setup'] for x in rs):.2f} | {o['peak_rss'] / 2**20:.0f} MiB | failcnt {fail} |")
     for c, rs in runs.items():
-        print(f"\n{c}: hyperbatch {rs[0]['why']}")
+        print(f"\n{c}: hyperbatch {rs[0]['why']}; staged hyperbatches {rs[0].get('staged') or 'none'}")
 
 
 def hyper_table(args, data, size, runs):

@@ -151,8 +151,9 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
         assert p["state"] + p["batch"] <= bound["state_bytes"]
     assert len({p["state"] for p in probes}) == 1  # the workspaces, shared evenly
     per = hetero_hyper.measured_bytes(probes)
-    assert per == int(1.5 * max(p["state"] + p["batch"] + p["staging"] for p in probes))
-    assert all(p["staging"] == 0 for p in probes)  # the papers' rows are held: nothing staged
+    assert per == int(1.5 * max(p["state"] + p["batch"] for p in probes))
+    # The papers' rows are held: nothing staged.
+    assert all(p["staging"] == 0 for p in probes) and hetero_hyper.measured_staging(probes) == 0
     assert loader.probe_batch_bytes() == per
     rows = hetero_hyper.measured_rows(probes)
     assert rows == int(1.1 * max(p["rows"] for p in probes))
@@ -197,6 +198,17 @@ def test_choose_by_hand(caplog):
         "10 (auto: 2 threads, 3.8 MiB per sampled batch (measured on 3 probe batches, x1.5) and 19.1 MiB whatever H "
         "(rows gathered for the next 2 and the consumer's, read buffers, labels); 95.4 MiB held fit in the "
         "batches' 95.4 MiB)"))
+    # Staging's buffers (16 MB a worker) and row ids (1 MB a batch): 3 * 5 + 2 * (2 + 16) + 1 =
+    # 52 MB whatever H, 2 * H * 5 more: H = 4 fits 100 MB, and the rows are staged.
+    s = hetero_hyper.choose(None, in_memory=False, share=100 * MB, staging_per_batch=MB, staging_buffers=16 * MB,
+                            **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers, s.staging) == (4, 2, 2, True)
+    assert s.why.endswith("; rows staged where a pass over a feature file pays (its buffers and row ids counted)")
+    # In 65 MB staging leaves room for one batch at a time only: dropped, H = 5 without it.
+    s = hetero_hyper.choose(None, in_memory=False, share=65 * MB, staging_per_batch=MB, staging_buffers=16 * MB,
+                            **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers, s.staging) == (5, 2, 2, False)
+    assert s.why.endswith("; rows not staged: with staging's buffers only one batch at a time would fit")
     # One batch at a time needs 28 MB with 2 ahead; with 1 ahead 23 MB (2 * 5 + 2 * 2 + 1 + 2 * 4).
     s = hetero_hyper.choose(None, in_memory=False, share=25 * MB, **measured, **kw)
     assert (s.hyperbatch, s.prefetch, s.workers) == (1, 1, 2)

@@ -127,7 +127,9 @@ impl TypedLoader {
     /// of (node type, ids) for each type seeded), the
     /// batches one worker samples together; `threads` workers, a job started when its first
     /// batch is among the next `window` the consumer takes, a batch's rows gathered when it is
-    /// among the next `prefetch`.
+    /// among the next `prefetch`; `stage`: whether hyperbatches may be staged.
+    #[pyo3(signature = (epoch, jobs, threads, window, prefetch, stage=true))]
+    #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
         py: Python<'_>,
@@ -136,6 +138,7 @@ impl TypedLoader {
         threads: usize,
         window: usize,
         prefetch: usize,
+        stage: bool,
     ) -> PyResult<TypedEpoch> {
         let jobs = jobs
             .iter()
@@ -145,7 +148,10 @@ impl TypedLoader {
         let (threads, window) = (nonzero(threads, "threads")?, nonzero(window, "window")?);
         let prefetch = nonzero(prefetch, "prefetch")?;
         let run = py
-            .detach(|| self.inner.epoch(epoch, jobs, threads, window, prefetch))
+            .detach(|| {
+                self.inner
+                    .epoch(epoch, jobs, threads, window, prefetch, stage)
+            })
             .map_err(LoaderError)?;
         Ok(TypedEpoch {
             len,
@@ -211,6 +217,11 @@ impl TypedLoader {
     /// Bytes one worker holds whatever its batches: its read buffers.
     fn worker_bytes(&self) -> u64 {
         self.inner.worker_bytes()
+    }
+
+    /// Bytes one worker's staging holds whatever its batches (0 where nothing may be staged).
+    fn staging_bytes(&self) -> u64 {
+        self.inner.staging_bytes()
     }
 
     /// Hyperbatches whose rows were staged, per node type, over every epoch.

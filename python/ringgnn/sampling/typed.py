@@ -77,11 +77,13 @@ class TypedEpochs:
         """What the probe batches of :meth:`probe_batch_bytes` measure, as
         ``ringgnn.sampling.hyper.choose`` takes it: ``per_batch`` (a sampled batch), ``rows`` (a
         batch's gathered rows, ``ringgnn.sampling.hyper.measured_rows``), ``buffers`` (one
-        worker's read buffers) and ``held`` (the labels)."""
+        worker's read buffers), ``held`` (the labels), and staging's part (``staging_per_batch``,
+        ``staging_buffers``)."""
         core = self._core_loader()
         probes = core.probe(self._probe_seeds())
         return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes),
-                    buffers=core.worker_bytes(), held=core.held_bytes())
+                    buffers=core.worker_bytes(), held=core.held_bytes(),
+                    staging_per_batch=hetero_hyper.measured_staging(probes), staging_buffers=core.staging_bytes())
 
     def sizes(self) -> hetero_hyper.Sizes:
         """The epochs' hyperbatch size, batches ahead and workers, decided once, on first use
@@ -127,7 +129,7 @@ class TypedEpochs:
         h = s.hyperbatch
         jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
         window = hetero_hyper.jobs_in_flight(h, s.workers, s.prefetch) * h
-        run = self._core_loader().epoch(epoch, jobs, s.workers, window, s.prefetch)
+        run = self._core_loader().epoch(epoch, jobs, s.workers, window, s.prefetch, s.staging)
         try:
             yield from run
         finally:

@@ -120,7 +120,10 @@ impl TypedLoader {
         // Every relation checked now, not in the first worker.
         graph.sampler(&fanouts, replace, Some(ringgnn_io::BackendKind::Pread))?;
         let stats = Arc::new(Mutex::new(vec![GatherStats::default(); rows.len()]));
-        let (staging, staged) = (vec![None; rows.len()], Arc::new(Mutex::new(vec![0; rows.len()])));
+        let (staging, staged) = (
+            vec![None; rows.len()],
+            Arc::new(Mutex::new(vec![0; rows.len()])),
+        );
         Ok(TypedLoader {
             graph,
             fanouts,
@@ -160,7 +163,10 @@ impl TypedLoader {
 
     /// Hyperbatches whose rows were staged, per node type (the graph's order), over every epoch.
     pub fn staged(&self) -> Vec<u64> {
-        self.staged.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.staged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn graph(&self) -> &Arc<TypedGraph> {
@@ -218,7 +224,9 @@ impl TypedLoader {
     /// Run `jobs` (each a hyperbatch: its batches' indices and seeds) of epoch `epoch` on
     /// `threads` workers; a worker starts a job only when its first batch is among the next
     /// `window` the consumer will take (see [`ringgnn_pipeline`]), and gathers a batch's rows
-    /// only when it is among the next `prefetch`. The run hands the batches out in job order.
+    /// only when it is among the next `prefetch`; `stage`: whether hyperbatches may be staged
+    /// ([`Self::with_staging`]). The run hands the batches out in job order.
+    #[allow(clippy::too_many_arguments)]
     pub fn epoch(
         &self,
         epoch: u64,
@@ -226,6 +234,7 @@ impl TypedLoader {
         threads: NonZeroUsize,
         window: NonZeroUsize,
         prefetch: NonZeroUsize,
+        stage: bool,
     ) -> Result<Run<TypedBatch, Error>> {
         self.check(&jobs)?;
         let first = jobs.first().and_then(|j| j.first()).map(|(b, _)| *b);
@@ -238,7 +247,10 @@ impl TypedLoader {
             .collect();
         let opts = RunOptions::new(threads, window, "ringgnn-typed");
         Run::start(
-            Arc::new(self.stage(epoch, prefetch.get(), self.stats.clone(), first)),
+            Arc::new(
+                self.stage(epoch, prefetch.get(), self.stats.clone(), first)
+                    .staging_off_unless(stage),
+            ),
             Jobs::new(jobs),
             opts,
         )
@@ -285,7 +297,7 @@ impl TypedLoader {
                 batch: s.bytes(),
                 edges: s.row.iter().map(|r| r.len() as u64).sum(),
                 rows: self.rows_bytes(s),
-                staging: self.staging_bytes(s),
+                staging: self.batch_staging_bytes(s),
             })
             .collect();
         drop((samples, w));
@@ -315,7 +327,7 @@ impl TypedLoader {
     }
 
     /// What staging the rows of the batch of `s` holds (see [`ProbeBytes::staging`]).
-    fn staging_bytes(&self, s: &HeteroSample) -> u64 {
+    fn batch_staging_bytes(&self, s: &HeteroSample) -> u64 {
         self.staging
             .iter()
             .zip(&s.node)
@@ -329,9 +341,15 @@ impl TypedLoader {
         self.labels.as_ref().map_or(0, |l| l.bytes())
     }
 
+    /// What one worker's staging holds whatever its batches: the staging buffers of each type
+    /// whose rows may be staged ([`STAGING_BUFFERS`]).
+    pub fn staging_bytes(&self) -> u64 {
+        self.staging.iter().flatten().count() as u64 * STAGING_BUFFERS
+    }
+
     /// What one worker holds whatever its batches: its sampler's read buffer (shared by the
-    /// relations read from disk, [`TypedGraph::sampler`]), a read buffer per type whose rows
-    /// are read from disk, and the staging buffers of each type staged ([`STAGING_BUFFERS`]).
+    /// relations read from disk, [`TypedGraph::sampler`]) and a read buffer per type whose rows
+    /// are read from disk (staging's: [`Self::staging_bytes`]).
     pub fn worker_bytes(&self) -> u64 {
         let buffer = CoalesceOptions::default().buffer as u64;
         let sampler = if self.graph.in_memory() { 0 } else { buffer };
@@ -341,8 +359,7 @@ impl TypedLoader {
             .flatten()
             .filter(|r| r.memory.is_none())
             .count() as u64;
-        let staged = self.staging.iter().flatten().count() as u64;
-        sampler + rows * buffer + staged * STAGING_BUFFERS
+        sampler + rows * buffer
     }
 
     /// Gather counters per node type (the graph's order), summed over every epoch's workers.

@@ -116,6 +116,14 @@ pub struct Worker {
 }
 
 impl TypedStage {
+    /// This stage with no staging unless `stage`.
+    pub(crate) fn staging_off_unless(mut self, stage: bool) -> Self {
+        if !stage {
+            self.staging.iter_mut().for_each(|s| *s = None);
+        }
+        self
+    }
+
     /// A worker's state; `stop` interrupts its reads.
     pub(crate) fn worker(&self, stop: Option<&Arc<AtomicBool>>) -> Result<Worker> {
         let mut sampler = self
@@ -178,7 +186,9 @@ impl TypedStage {
         }
         if staged.iter().any(|&s| s) {
             let mut sum = self.staged.lock().unwrap_or_else(|e| e.into_inner());
-            sum.iter_mut().zip(&staged).for_each(|(a, &s)| *a += s as u64);
+            sum.iter_mut()
+                .zip(&staged)
+                .for_each(|(a, &s)| *a += s as u64);
         }
         Ok(staged)
     }
