@@ -44,6 +44,9 @@ with `cache=0`).
           `--task link`: the link batches of `author:writes:paper` instead
           (`HeteroLinkBatches`, `--batches N` batches of `--batch-size` random (author, paper)
           pairs with as many negatives, its sampler's placement within `memory=CAP`).
+          `--loader-args JSON`: more `HeteroLoader` arguments for `new` (hyperbatch, threads,
+          prefetch, staging_cap...), e.g. to compare staging on and off with `--before` this
+          same checkout.
 
 Usage (root, for memcap): python benchmarks/hetero_bench.py sample|train|hyper [--work DIR]
     [--papers 2000000] [--batches 200] [--batch-size 1024] [--repeat 2] [--cap 1.5G] [--configs memory,disk,auto,buffered]
@@ -90,8 +93,10 @@ if mode == "loader":
         loader = HeteroLinkBatches(ds, "author:writes:paper", sampler, batch_size=bs, neg_ratio=1.0, seed=0,
                                    threads=2, pairs=pairs)
     else:
-        loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0, threads=2,
-                              backend="uring", feature_backend="uring", direct=True, memory=cap, cache=0)
+        more = json.loads(os.environ.get("HETERO_BENCH_LOADER", "{}"))  # --loader-args
+        loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0,
+                              **{"threads": 2, **more}, backend="uring", feature_backend="uring", direct=True,
+                              memory=cap, cache=0)
     loader.batches = list(range(batches))
     setup = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -112,7 +117,8 @@ if mode == "loader":
             d.update(b["paper"].y.numpy().tobytes())
         n += 1
     out = dict(seconds=time.perf_counter() - t0, setup=setup, hyperbatch=h, why=why, batches=n, edges=edges,
-               digest=d.hexdigest(), backend=backend)
+               digest=d.hexdigest(), backend=backend,
+               staged=getattr(loader, "staged_hyperbatches", dict)())
 elif mode == "hyper":
     import hashlib, threading
     h = int(backend[5:] or sys.argv[7]) if backend.startswith("hyper") else 1
@@ -256,6 +262,8 @@ def main():
     ap.add_argument("--hyperbatch", type=int, default=8, help="hyper: batches sampled together")
     ap.add_argument("--memory", default=None, help="loader: the loaders' memory budget (default: the cap)")
     ap.add_argument("--before", default=None, help="loader: the Python package directory of the `old` loader")
+    ap.add_argument("--loader-args", default="{}", help="loader: more HeteroLoader arguments for the `new` run, as "
+                    "JSON (e.g. '{\"hyperbatch\": 2, \"prefetch\": 1, \"staging_cap\": 0}')")
     ap.add_argument("--task", choices=["node", "link"], default="node",
                     help="loader: node batches (HeteroLoader) or link batches (HeteroLinkBatches of author:writes:paper)")
     ap.add_argument("--json", default=None, help="also write the runs here")
@@ -285,6 +293,8 @@ def main():
             env = dict(os.environ, HETERO_BENCH_TASK=args.task)
             if c == "old":
                 env["PYTHONPATH"] = args.before
+            else:
+                env["HETERO_BENCH_LOADER"] = args.loader_args
             r = sh(cmd, capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 sys.exit(f"failed: {r.stderr[-3000:]}")
@@ -350,7 +360,7 @@ def loader_table(args, data, size, runs):
         print(f"| {c} | {o['hyperbatch']} | {sec:.2f} | {sec / sec0:.2f}x | "
               f"{statistics.median(x['setup'] for x in rs):.2f} | {o['peak_rss'] / 2**20:.0f} MiB | failcnt {fail} |")
     for c, rs in runs.items():
-        print(f"\n{c}: hyperbatch {rs[0]['why']}")
+        print(f"\n{c}: hyperbatch {rs[0]['why']}; staged hyperbatches {rs[0].get('staged') or 'none'}")
 
 
 def hyper_table(args, data, size, runs):

@@ -104,6 +104,29 @@ def test_loader_batches_are_the_same_for_every_hyperbatch_and_thread_count(mag, 
     assert [g[0] for g in got] == [want[i][0] for i in (1, 4, 5, 7)]
 
 
+def test_staged_rows_give_the_same_batches(mag, tmp_path, monkeypatch):
+    """Rows read from disk, staged where the cost model says so (random reads priced at one a
+    second: every hyperbatch but the epoch's first), are the rows read batch by batch; the
+    staging file is left nowhere."""
+    common = dict(seeds="train", batch_size=300, backend="pread", feature_backend="pread", cache=0, seed=2)
+    want = batches_of(HeteroLoader(mag, [4, 3], "paper", hyperbatch=1, threads=1, **common))
+    monkeypatch.setenv("RINGGNN_DEVICE", "1,1000")
+    loader = HeteroLoader(mag, [4, 3], "paper", hyperbatch=3, threads=2, staging_dir=tmp_path, staging_cap="64M",
+                          **common)
+    got = batches_of(loader)
+    assert len(got) == len(want) == 8
+    for g, w in zip(got, want):
+        assert g[0] == w[0] and np.array_equal(g[1], w[1]) and g[2:] == w[2:]
+    # Jobs of 3, 3 and 2 batches: the two after the first are staged (papers: the only features).
+    assert loader.staged_hyperbatches() == {"author": 0, "institution": 0, "paper": 2}
+    assert list(tmp_path.iterdir()) == []
+    # staging_cap=0 never stages.
+    off = HeteroLoader(mag, [4, 3], "paper", hyperbatch=3, threads=2, staging_cap=0, **common)
+    assert batches_of(off)[3][0] == want[3][0] and off.staged_hyperbatches()["paper"] == 0
+    with pytest.raises(ringgnn.InputError, match="'lots' is not a size"):
+        HeteroLoader(mag, [4, 3], "paper", staging_cap="lots", **common)
+
+
 def test_auto_is_one_when_every_neighbor_file_is_in_memory(mag):
     loader = HeteroLoader(mag, [4, 3], "paper", backend="memory")
     assert loader.hyperbatch_size() == (1, "1 (auto: every neighbor file is in memory, nothing to share)")
@@ -129,6 +152,8 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     assert len({p["state"] for p in probes}) == 1  # the workspaces, shared evenly
     per = hetero_hyper.measured_bytes(probes)
     assert per == int(1.5 * max(p["state"] + p["batch"] for p in probes))
+    # The papers' rows are held: nothing staged.
+    assert all(p["staging"] == 0 for p in probes) and hetero_hyper.measured_staging(probes) == 0
     assert loader.probe_batch_bytes() == per
     rows = hetero_hyper.measured_rows(probes)
     assert rows == int(1.1 * max(p["rows"] for p in probes))
@@ -173,6 +198,17 @@ def test_choose_by_hand(caplog):
         "10 (auto: 2 threads, 3.8 MiB per sampled batch (measured on 3 probe batches, x1.5) and 19.1 MiB whatever H "
         "(rows gathered for the next 2 and the consumer's, read buffers, labels); 95.4 MiB held fit in the "
         "batches' 95.4 MiB)"))
+    # Staging's buffers (16 MB a worker) and row ids (1 MB a batch): 3 * 5 + 2 * (2 + 16) + 1 =
+    # 52 MB whatever H, 2 * H * 5 more: H = 4 fits 100 MB, and the rows are staged.
+    s = hetero_hyper.choose(None, in_memory=False, share=100 * MB, staging_per_batch=MB, staging_buffers=16 * MB,
+                            **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers, s.staging) == (4, 2, 2, True)
+    assert s.why.endswith("; rows staged where a pass over a feature file pays (its buffers and row ids counted)")
+    # In 65 MB staging leaves room for one batch at a time only: dropped, H = 5 without it.
+    s = hetero_hyper.choose(None, in_memory=False, share=65 * MB, staging_per_batch=MB, staging_buffers=16 * MB,
+                            **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers, s.staging) == (5, 2, 2, False)
+    assert s.why.endswith("; rows not staged: with staging's buffers only one batch at a time would fit")
     # One batch at a time needs 28 MB with 2 ahead; with 1 ahead 23 MB (2 * 5 + 2 * 2 + 1 + 2 * 4).
     s = hetero_hyper.choose(None, in_memory=False, share=25 * MB, **measured, **kw)
     assert (s.hyperbatch, s.prefetch, s.workers) == (1, 1, 2)

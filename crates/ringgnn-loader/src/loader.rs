@@ -806,7 +806,7 @@ impl BatchLoader {
 
 /// The default directory of scratch files (staging, spill): the dataset's parent, on the same
 /// SSD as the dataset.
-fn beside(dataset: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn beside(dataset: &std::path::Path) -> std::path::PathBuf {
     let d = dataset
         .canonicalize()
         .unwrap_or_else(|_| dataset.to_path_buf());

@@ -132,10 +132,17 @@ fn jobs(h: usize) -> Vec<TypedJob> {
 fn run(l: &TypedLoader, h: usize, threads: usize) -> Vec<TypedBatch> {
     let one = NonZeroUsize::new(threads).unwrap();
     let ahead = NonZeroUsize::new(1 + h % 2).unwrap();
-    l.epoch(3, jobs(h), one, NonZeroUsize::new(2 * h).unwrap(), ahead)
-        .unwrap()
-        .map(|b| b.unwrap())
-        .collect()
+    l.epoch(
+        3,
+        jobs(h),
+        one,
+        NonZeroUsize::new(2 * h).unwrap(),
+        ahead,
+        true,
+    )
+    .unwrap()
+    .map(|b| b.unwrap())
+    .collect()
 }
 
 #[test]
@@ -222,6 +229,68 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
     assert_eq!(base.held_bytes(), 16);
 }
 
+fn same(a: &[TypedBatch], b: &[TypedBatch]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x.index, &x.sample, &x.x, &x.y) == (y.index, &y.sample, &y.x, &y.y))
+}
+
+#[test]
+fn staged_rows_are_the_rows_gathered_batch_by_batch() {
+    // Random reads priced at one a second: every hyperbatch but the epoch's first is staged.
+    // (The batches are the same either way, so other tests may run with this set.)
+    std::env::set_var(ringgnn_io::DEVICE_ENV, "1,1000");
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny(dir.path());
+    let want = run(&loader(&path, Some(BackendKind::Pread), false), 1, 1);
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    for cache in [false, true] {
+        let l = loader(&path, Some(BackendKind::Pread), cache)
+            .with_staging(Some(scratch.clone()), Some(1 << 20));
+        // Each worker: its sampler's and two row types' read buffers, and two staging buffers.
+        assert_eq!(
+            (l.worker_bytes(), l.staging_bytes()),
+            (3 * (8 << 20), 2 * (16 << 20))
+        );
+        for (h, threads) in [(2, 1), (2, 2), (3, 2)] {
+            assert!(
+                same(&run(&l, h, threads), &want),
+                "H = {h}, {threads} threads"
+            );
+        }
+        // The job after the first in the runs of H = 2 (4 batches: 2 + 2), for each type read
+        // from disk (authors and papers; institutions have no features); with H = 3 (3 + 1) the
+        // one batch left costs less read on its own than a pass, a write and its read back.
+        assert_eq!(l.staged(), vec![2, 0, 2], "cache {cache}");
+    }
+    // Nothing is left in the scratch directory (each staging file is unlinked when made).
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+    // A cap of 0 never stages; a loader in memory has nothing to stage.
+    let l = loader(&path, Some(BackendKind::Pread), false).with_staging(None, Some(0));
+    assert!(same(&run(&l, 2, 2), &want));
+    assert_eq!((l.staged(), l.staging_bytes()), (vec![0, 0, 0], 0));
+    // An epoch run with staging off does not stage.
+    let l = loader(&path, Some(BackendKind::Pread), false)
+        .with_staging(Some(scratch.clone()), Some(1 << 20));
+    let one = NonZeroUsize::new(1).unwrap();
+    let off: Vec<TypedBatch> = l
+        .epoch(3, jobs(2), one, NonZeroUsize::new(4).unwrap(), one, false)
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
+    assert!(same(&off, &want) && l.staged() == vec![0, 0, 0]);
+    let l = loader(&path, None, false).with_staging(None, None);
+    assert!(same(&run(&l, 2, 2), &want) && l.staged() == vec![0, 0, 0]);
+    // The probe counts what staging holds per batch: 8 bytes per author and paper and a
+    // write buffer for each.
+    let l = loader(&path, Some(BackendKind::Pread), false).with_staging(None, None);
+    let p = l.probe(&[vec![(2, vec![0, 1])]]).unwrap();
+    let s = run(&l, 1, 1).remove(0).sample; // batch 0 of epoch 3, not the probe's
+    assert!(p[0].staging > 2 * (256 << 10) && s.node.len() == 3);
+}
+
 #[test]
 fn batches_seeded_by_several_types_are_their_samples_alone() {
     // A link batch's seeds are both ends' ids, each of its own type.
@@ -249,6 +318,7 @@ fn batches_seeded_by_several_types_are_their_samples_alone() {
             n(2),
             n(4),
             n(1),
+            true,
         )
         .unwrap()
         .map(|b| b.unwrap())
@@ -278,7 +348,7 @@ fn bad_input_is_refused_with_what_to_do() {
         Ok(_) => panic!("accepted"),
     };
     let m = err(l
-        .epoch(0, vec![vec![(0, vec![(2, vec![8])])]], one, one, one)
+        .epoch(0, vec![vec![(0, vec![(2, vec![8])])]], one, one, one, true)
         .map(drop));
     assert!(
         m.contains("seed node 8 of node type paper is out of range"),

@@ -54,9 +54,12 @@ impl TypedLoader {
     /// batcher's of both ends' types), sampled with `fanouts` ((relation, fanout per hop) for
     /// every relation); `features`: (type, its `FeatureReader`) for each type with features,
     /// whose file (loaded once when `memory`), backend and cache the workers share; `labels`:
-    /// gather the labels of type `target` (loaded from `path` here, in their narrowest type).
+    /// gather the labels of type `target` (loaded from `path` here, in their narrowest type);
+    /// `staging_dir`, `staging_cap`: where the rows of each type read from disk may be staged
+    /// (`ringgnn_loader::typed::stage`; default beside the dataset, each type's file at most its
+    /// feature file's size; a cap of 0 never stages).
     #[new]
-    #[pyo3(signature = (graph, fanouts, target, *, replace=false, seed=0, features=Vec::new(), labels=false, with_edge_ids=false))]
+    #[pyo3(signature = (graph, fanouts, target, *, replace=false, seed=0, features=Vec::new(), labels=false, with_edge_ids=false, staging_dir=None, staging_cap=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -68,6 +71,8 @@ impl TypedLoader {
         features: Vec<(String, PyRef<'_, FeatureReader>)>,
         labels: bool,
         with_edge_ids: bool,
+        staging_dir: Option<PathBuf>,
+        staging_cap: Option<u64>,
     ) -> PyResult<Self> {
         let g = graph.inner.clone();
         let fanouts = relation_fanouts(fanouts)?;
@@ -108,7 +113,8 @@ impl TypedLoader {
                     labels,
                 )
             })
-            .map_err(LoaderError)?;
+            .map_err(LoaderError)?
+            .with_staging(staging_dir, staging_cap);
         Ok(TypedLoader {
             inner: std::sync::Arc::new(inner),
             types,
@@ -121,7 +127,9 @@ impl TypedLoader {
     /// of (node type, ids) for each type seeded), the
     /// batches one worker samples together; `threads` workers, a job started when its first
     /// batch is among the next `window` the consumer takes, a batch's rows gathered when it is
-    /// among the next `prefetch`.
+    /// among the next `prefetch`; `stage`: whether hyperbatches may be staged.
+    #[pyo3(signature = (epoch, jobs, threads, window, prefetch, stage=true))]
+    #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
         py: Python<'_>,
@@ -130,6 +138,7 @@ impl TypedLoader {
         threads: usize,
         window: usize,
         prefetch: usize,
+        stage: bool,
     ) -> PyResult<TypedEpoch> {
         let jobs = jobs
             .iter()
@@ -139,7 +148,10 @@ impl TypedLoader {
         let (threads, window) = (nonzero(threads, "threads")?, nonzero(window, "window")?);
         let prefetch = nonzero(prefetch, "prefetch")?;
         let run = py
-            .detach(|| self.inner.epoch(epoch, jobs, threads, window, prefetch))
+            .detach(|| {
+                self.inner
+                    .epoch(epoch, jobs, threads, window, prefetch, stage)
+            })
             .map_err(LoaderError)?;
         Ok(TypedEpoch {
             len,
@@ -169,8 +181,9 @@ impl TypedLoader {
 
     /// What each batch of `seeds` holds while its hyperbatch is sampled, measured (sampled
     /// together as a probe hyperbatch): a list of dicts of `state` (its share of the sampler's
-    /// workspaces), `batch` (its sample), `edges` and `rows` (what gathering it holds: feature
-    /// rows, gather scratch, labels).
+    /// workspaces), `batch` (its sample), `edges`, `rows` (what gathering it holds: feature
+    /// rows, gather scratch, labels) and `staging` (its cold row ids and write buffers, where
+    /// rows are staged).
     fn probe<'py>(
         &self,
         py: Python<'py>,
@@ -190,6 +203,7 @@ impl TypedLoader {
                 d.set_item("batch", p.batch)?;
                 d.set_item("edges", p.edges)?;
                 d.set_item("rows", p.rows)?;
+                d.set_item("staging", p.staging)?;
                 Ok(d)
             })
             .collect()
@@ -203,6 +217,20 @@ impl TypedLoader {
     /// Bytes one worker holds whatever its batches: its read buffers.
     fn worker_bytes(&self) -> u64 {
         self.inner.worker_bytes()
+    }
+
+    /// Bytes one worker's staging holds whatever its batches (0 where nothing may be staged).
+    fn staging_bytes(&self) -> u64 {
+        self.inner.staging_bytes()
+    }
+
+    /// Hyperbatches whose rows were staged, per node type, over every epoch.
+    fn staged_hyperbatches<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (t, n) in self.types.iter().zip(self.inner.staged()) {
+            d.set_item(t, n)?;
+        }
+        Ok(d)
     }
 
     /// Feature read counters per type with features, summed over every epoch's workers.

@@ -376,7 +376,12 @@ class HeteroLoader(TypedEpochs):
     gathered when it is among the next ``prefetch``), or ``"auto"``: from a share of the plan's
     budget and probe batches measured (``ringgnn.sampling.hyper``; 1 when every neighbor file is
     in memory). Batches are the same whatever ``H``; :meth:`hyperbatch_size` says what was
-    chosen and why.
+    chosen and why. A type whose rows are read from disk may *stage* a hyperbatch's rows (one
+    pass over its feature file writes each batch's rows to a staging file in ``staging_dir``,
+    default beside the dataset, at most ``staging_cap`` bytes, default the feature file's size,
+    0 never; then each batch reads its region back) where the cost model finds that cheaper than
+    each batch's random reads, as :class:`ringgnn.Loader` does; the batches are the same, and
+    :meth:`staged_hyperbatches` counts them.
 
     The batches are made by the Rust typed loader (``_core.TypedLoader``,
     ``crates/ringgnn-loader/src/typed``) on its worker pipeline; this class holds the options,
@@ -389,7 +394,8 @@ class HeteroLoader(TypedEpochs):
                  backend: str = "auto", feature_backend: str = "auto", direct: bool = False,
                  memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
                  cache: Union[None, int, str] = None, features: Optional[TypedRows] = None,
-                 hyperbatch: Union[int, str] = "auto"):
+                 hyperbatch: Union[int, str] = "auto", staging_dir: Optional[PathLike] = None,
+                 staging_cap: Union[None, int, str] = None):
         ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
         self.target = self._core_type = ds.check_type(target)
         part = ds.node_type(target)
@@ -420,6 +426,7 @@ class HeteroLoader(TypedEpochs):
         self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
         self.prefetch = _options.optional_count(prefetch, "prefetch")
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._staging(staging_dir, staging_cap)
         self._sizes: Optional[hetero_hyper.Sizes] = None
         self._core: Optional[Tuple[int, Any]] = None
         self.direct = bool(direct)

@@ -52,8 +52,8 @@ def measured_rows(probes: Sequence[Dict[str, int]]) -> int:
 def measured_bytes(probes: Sequence[Dict[str, int]]) -> int:
     """What one batch holds at most while its hyperbatch is sampled, from probe batches
     measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's
-    workspaces, ``batch``: its sample): the largest ``state + batch`` times
-    :data:`MEASURED_MARGIN`; 0 without probes."""
+    workspaces, ``batch``: its sample; staging's part: :func:`measured_staging`): the largest
+    ``state + batch`` times :data:`MEASURED_MARGIN`; 0 without probes."""
     most = max((p["state"] + p["batch"] for p in probes), default=0)
     return int(MEASURED_MARGIN * most)
 
@@ -71,16 +71,26 @@ DEFAULT_PREFETCH = 2
 @dataclass(frozen=True)
 class Sizes:
     """What an epoch of a typed loader runs with: ``hyperbatch`` (H), ``prefetch`` (batches
-    whose rows are gathered ahead of the consumer's), ``workers`` (threads), and why, in words."""
+    whose rows are gathered ahead of the consumer's), ``workers`` (threads), why, in words, and
+    ``staging``: whether its hyperbatches' rows may be staged."""
 
     hyperbatch: int
     prefetch: int
     workers: int
     why: str
+    staging: bool = True
+
+
+def measured_staging(probes: Sequence[Dict[str, int]]) -> int:
+    """What staging one batch's rows holds at most while its hyperbatch waits (``staging`` of
+    ``_core.TypedLoader.probe``: its cold row ids and write buffers), the largest times
+    :data:`MEASURED_MARGIN`; 0 without probes or staging."""
+    return int(MEASURED_MARGIN * max((p.get("staging", 0) for p in probes), default=0))
 
 
 def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int, rows: int, buffers: int, held: int,
-           threads: int, prefetch: Optional[int], batches: int) -> Sizes:
+           threads: int, prefetch: Optional[int], batches: int, staging_per_batch: int = 0,
+           staging_buffers: int = 0) -> Sizes:
     """The :class:`Sizes` of an epoch of ``batches`` batches. ``asked``: a number fixes H (at most
     ``batches``); None is ``"auto"``: 1 when the neighbor files are all in memory, else, with
     what the probes measured (``per_batch``: a sampled batch, ``rows``: a batch's gathered rows,
@@ -91,13 +101,37 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
     :data:`DEFAULT_PREFETCH` (when ``prefetch`` is not given), then one worker instead of
     ``threads``; when nothing fits, the batches run as asked, one at a time, and a warning names
     each part and what to do (the memory plan, not this choice, is where a budget too small for
-    the batches is refused; for typed batches it does not count their rows ahead yet)."""
+    the batches is refused; for typed batches it does not count their rows ahead yet).
+
+    Staging (``staging_buffers`` a worker and ``staging_per_batch`` a batch, where rows may be
+    staged) pays only over hyperbatches: it is kept where, counted, hyperbatches of two or more
+    still fit, else dropped and H chosen without it."""
     p = DEFAULT_PREFETCH if prefetch is None else prefetch
     if asked is not None:
         h = max(1, min(asked, batches))
         return Sizes(h, p, threads, f"{h} (as given)")
     if in_memory:
         return Sizes(1, p, threads, "1 (auto: every neighbor file is in memory, nothing to share)")
+    if staging_buffers:
+        staged = _fit(share, per_batch + staging_per_batch, rows, buffers + staging_buffers, held, threads, prefetch,
+                      batches, warn=False)
+        if staged is not None and staged.hyperbatch > 1:
+            return Sizes(staged.hyperbatch, staged.prefetch, staged.workers,
+                         staged.why + "; rows staged where a pass over a feature file pays (its buffers and row ids "
+                         "counted)", True)
+    plain = _fit(share, per_batch, rows, buffers, held, threads, prefetch, batches, warn=True)
+    assert plain is not None
+    if not staging_buffers:
+        return plain
+    return Sizes(plain.hyperbatch, plain.prefetch, plain.workers,
+                 plain.why + "; rows not staged: with staging's buffers only one batch at a time would fit", False)
+
+
+def _fit(share: int, per_batch: int, rows: int, buffers: int, held: int, threads: int, prefetch: Optional[int],
+         batches: int, *, warn: bool) -> Optional[Sizes]:
+    """:func:`choose`'s "auto" for these bytes; where nothing fits, None, or with ``warn`` the
+    batches as asked and the warning."""
+    p = DEFAULT_PREFETCH if prefetch is None else prefetch
 
     def whatever_h(p: int, w: int) -> int:
         return (p + 1) * rows + w * buffers + held
@@ -112,6 +146,8 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
         tries.append((tries[-1][0], 1))
     fitting = [(p, w) for p, w in tries if total(1, p, w) <= share]
     if not fitting:
+        if not warn:
+            return None
         p, w = tries[-1]
         logger.warning(
             "the memory budget is too small for these batches: the plan leaves the batches %s, and even one batch "

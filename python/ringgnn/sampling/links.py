@@ -274,14 +274,15 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
     ``LinkNeighborLoader``. The batches are made by the Rust typed loader as
     :class:`ringgnn.HeteroLoader`'s (:class:`ringgnn.sampling.typed.TypedEpochs`: ``threads``
     workers, rows gathered ``prefetch`` ahead, ``hyperbatch`` batches a worker samples together
-    from disk, ``"auto"`` sized from probe batches), over the pairs of a window of batches at a
+    from disk, ``"auto"`` sized from probe batches; ``staging_dir``, ``staging_cap``: where rows
+    read from disk may be staged), over the pairs of a window of batches at a
     time (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
     ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,
                  prefetch: Optional[int] = None, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto",
-                 neg_weight: str = "uniform"):
+                 neg_weight: str = "uniform", staging_dir: Any = None, staging_cap: Any = None):
         self.ds, self.relation = ds, ds.check_relation(relation)
         self.edge_type = parse_edge_type(self.relation)
         self.types = (self.edge_type[0], self.edge_type[2])
@@ -295,6 +296,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
         self.prefetch = _options.optional_count(prefetch, "prefetch")
         self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        self._staging(staging_dir, staging_cap)
         self._sizes: Optional[hetero_hyper.Sizes] = None
         self._core: Optional[Tuple[int, Any]] = None
         self._core_type, self._with_labels = self.types[1], False  # link batches carry no labels

@@ -42,6 +42,8 @@ class TypedEpochs:
     _core: Optional[Tuple[int, Any]]
     _core_type: str
     _with_labels: bool
+    staging_dir: Optional[str]  # where each type's rows read from disk may be staged (None: beside the dataset)
+    staging_cap: Optional[int]  # bytes each type's staging file may hold (None: its feature file's; 0: never)
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -61,7 +63,7 @@ class TypedEpochs:
             self._core = (pid, _core.TypedLoader(
                 s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self._core_type, replace=s.replace,
                 seed=s.seed, features=[(t, protos[t]) for t in self.feature_types], labels=self._with_labels,
-                with_edge_ids=s.with_edge_ids))
+                with_edge_ids=s.with_edge_ids, staging_dir=self.staging_dir, staging_cap=self.staging_cap))
         return self._core[1]
 
     def probe_batch_bytes(self) -> int:
@@ -75,11 +77,13 @@ class TypedEpochs:
         """What the probe batches of :meth:`probe_batch_bytes` measure, as
         ``ringgnn.sampling.hyper.choose`` takes it: ``per_batch`` (a sampled batch), ``rows`` (a
         batch's gathered rows, ``ringgnn.sampling.hyper.measured_rows``), ``buffers`` (one
-        worker's read buffers) and ``held`` (the labels)."""
+        worker's read buffers), ``held`` (the labels), and staging's part (``staging_per_batch``,
+        ``staging_buffers``)."""
         core = self._core_loader()
         probes = core.probe(self._probe_seeds())
         return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes),
-                    buffers=core.worker_bytes(), held=core.held_bytes())
+                    buffers=core.worker_bytes(), held=core.held_bytes(),
+                    staging_per_batch=hetero_hyper.measured_staging(probes), staging_buffers=core.staging_bytes())
 
     def sizes(self) -> hetero_hyper.Sizes:
         """The epochs' hyperbatch size, batches ahead and workers, decided once, on first use
@@ -101,6 +105,16 @@ class TypedEpochs:
         s = self.sizes()
         return s.hyperbatch, s.why
 
+    def staged_hyperbatches(self) -> Dict[str, int]:
+        """Per node type, the hyperbatches whose rows were staged (one pass over its feature file,
+        ``ringgnn_loader::typed::stage``) rather than read batch by batch, over every epoch."""
+        return dict(self._core_loader().staged_hyperbatches()) if self._core is not None else {}
+
+    def _staging(self, staging_dir: Any, staging_cap: Any) -> None:
+        """Parse the staging options where they enter (see the attributes)."""
+        self.staging_dir = None if staging_dir is None else os.fspath(staging_dir)
+        self.staging_cap = _options.size(staging_cap, "staging_cap")
+
     def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
         """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
         together (one hyperbatch) on the calling thread."""
@@ -115,7 +129,7 @@ class TypedEpochs:
         h = s.hyperbatch
         jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
         window = hetero_hyper.jobs_in_flight(h, s.workers, s.prefetch) * h
-        run = self._core_loader().epoch(epoch, jobs, s.workers, window, s.prefetch)
+        run = self._core_loader().epoch(epoch, jobs, s.workers, window, s.prefetch, s.staging)
         try:
             yield from run
         finally:

@@ -27,8 +27,9 @@ use ringgnn_sampler::{Fanout, HeteroSample};
 pub use graph::{OpenedSampler, TypedGraph};
 pub use stage::{TypeRows, TypedBatch, TypedStage};
 
-use crate::budget::GATHER_SCRATCH_PER_NODE;
+use crate::budget::{GATHER_SCRATCH_PER_NODE, STAGING_BUFFERS, STAGING_PER_BATCH};
 use crate::labels::Labels;
+use crate::staging::StagingOptions;
 use crate::{Error, Result};
 
 /// The epoch probe batches are sampled as: far from any real epoch.
@@ -56,6 +57,10 @@ pub struct TypedLoader {
     rows: Vec<Option<TypeRows>>,
     labels: Option<Arc<Labels>>,
     stats: Arc<Mutex<Vec<GatherStats>>>,
+    /// Per node type, where its hyperbatches' rows may be staged ([`Self::with_staging`]).
+    staging: Vec<Option<StagingOptions>>,
+    /// Hyperbatches staged per type, over every epoch.
+    staged: Arc<Mutex<Vec<u64>>>,
 }
 
 /// What one probe batch held while sampled, measured.
@@ -70,6 +75,9 @@ pub struct ProbeBytes {
     /// What its gather holds: each type's feature rows (float32), the gather's scratch for its
     /// nodes ([`GATHER_SCRATCH_PER_NODE`]) and the target's labels (int64).
     pub rows: u64,
+    /// What staging its rows holds while its hyperbatch waits: per type staged, its cold row
+    /// ids (8 bytes a node) and a write buffer ([`STAGING_PER_BATCH`]).
+    pub staging: u64,
 }
 
 impl TypedLoader {
@@ -112,6 +120,10 @@ impl TypedLoader {
         // Every relation checked now, not in the first worker.
         graph.sampler(&fanouts, replace, Some(ringgnn_io::BackendKind::Pread))?;
         let stats = Arc::new(Mutex::new(vec![GatherStats::default(); rows.len()]));
+        let (staging, staged) = (
+            vec![None; rows.len()],
+            Arc::new(Mutex::new(vec![0; rows.len()])),
+        );
         Ok(TypedLoader {
             graph,
             fanouts,
@@ -122,7 +134,39 @@ impl TypedLoader {
             rows,
             labels: labels.map(Arc::new),
             stats,
+            staging,
+            staged,
         })
+    }
+
+    /// Stage the rows of each type read from disk (see [`stage`]) in `dir` (default: beside the
+    /// dataset), each type's staging file holding at most `cap` bytes (default: its feature
+    /// file's size; 0: never stage).
+    pub fn with_staging(mut self, dir: Option<std::path::PathBuf>, cap: Option<u64>) -> Self {
+        let dir = dir.unwrap_or_else(|| crate::loader::beside(self.graph.path()));
+        self.staging = self
+            .rows
+            .iter()
+            .map(|r| match r {
+                Some(r) if r.memory.is_none() => {
+                    let cap = cap.unwrap_or_else(|| r.file.info.payload_bytes(r.file.num_nodes));
+                    (cap > 0).then(|| StagingOptions {
+                        dir: dir.clone(),
+                        cap,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        self
+    }
+
+    /// Hyperbatches whose rows were staged, per node type (the graph's order), over every epoch.
+    pub fn staged(&self) -> Vec<u64> {
+        self.staged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn graph(&self) -> &Arc<TypedGraph> {
@@ -135,6 +179,7 @@ impl TypedLoader {
         epoch: u64,
         prefetch: usize,
         stats: Arc<Mutex<Vec<GatherStats>>>,
+        first: Option<u64>,
     ) -> TypedStage {
         TypedStage {
             graph: self.graph.clone(),
@@ -148,6 +193,9 @@ impl TypedLoader {
             epoch,
             prefetch,
             stats,
+            staging: self.staging.clone(),
+            first,
+            staged: self.staged.clone(),
         }
     }
 
@@ -176,7 +224,9 @@ impl TypedLoader {
     /// Run `jobs` (each a hyperbatch: its batches' indices and seeds) of epoch `epoch` on
     /// `threads` workers; a worker starts a job only when its first batch is among the next
     /// `window` the consumer will take (see [`ringgnn_pipeline`]), and gathers a batch's rows
-    /// only when it is among the next `prefetch`. The run hands the batches out in job order.
+    /// only when it is among the next `prefetch`; `stage`: whether hyperbatches may be staged
+    /// ([`Self::with_staging`]). The run hands the batches out in job order.
+    #[allow(clippy::too_many_arguments)]
     pub fn epoch(
         &self,
         epoch: u64,
@@ -184,8 +234,10 @@ impl TypedLoader {
         threads: NonZeroUsize,
         window: NonZeroUsize,
         prefetch: NonZeroUsize,
+        stage: bool,
     ) -> Result<Run<TypedBatch, Error>> {
         self.check(&jobs)?;
+        let first = jobs.first().and_then(|j| j.first()).map(|(b, _)| *b);
         let jobs: Vec<(TypedJob, usize)> = jobs
             .into_iter()
             .map(|j| {
@@ -195,21 +247,26 @@ impl TypedLoader {
             .collect();
         let opts = RunOptions::new(threads, window, "ringgnn-typed");
         Run::start(
-            Arc::new(self.stage(epoch, prefetch.get(), self.stats.clone())),
+            Arc::new(
+                self.stage(epoch, prefetch.get(), self.stats.clone(), first)
+                    .staging_off_unless(stage),
+            ),
             Jobs::new(jobs),
             opts,
         )
     }
 
-    /// The batches of `job` of epoch `epoch` made on the calling thread (one hyperbatch).
+    /// The batches of `job` of epoch `epoch` made on the calling thread (one hyperbatch,
+    /// gathered batch by batch).
     pub fn make(&self, epoch: u64, job: TypedJob) -> Result<Vec<TypedBatch>> {
         self.check(std::slice::from_ref(&job))?;
-        let stage = self.stage(epoch, 1, self.stats.clone());
+        let first = job.first().map(|(b, _)| *b);
+        let stage = self.stage(epoch, 1, self.stats.clone(), first);
         let mut w = stage.worker(None)?;
         let samples = stage.sample(&mut w, &job)?;
         job.iter()
             .zip(samples)
-            .map(|((b, _), s)| stage.gather(&mut w, *b, s))
+            .map(|((b, _), s)| stage.gather(&mut w, *b, s, 0, &[]))
             .collect()
     }
 
@@ -229,7 +286,7 @@ impl TypedLoader {
             .collect();
         self.check(std::slice::from_ref(&job))?;
         let stats = Arc::new(Mutex::new(vec![GatherStats::default(); self.rows.len()]));
-        let stage = self.stage(PROBE_EPOCH, 1, stats);
+        let stage = self.stage(PROBE_EPOCH, 1, stats, None);
         let mut w = stage.worker(None)?;
         let samples = stage.sample(&mut w, &job)?;
         let state = w.sampler.held_bytes() / seeds.len() as u64;
@@ -240,6 +297,7 @@ impl TypedLoader {
                 batch: s.bytes(),
                 edges: s.row.iter().map(|r| r.len() as u64).sum(),
                 rows: self.rows_bytes(s),
+                staging: self.batch_staging_bytes(s),
             })
             .collect();
         drop((samples, w));
@@ -268,14 +326,30 @@ impl TypedLoader {
         rows + labels
     }
 
+    /// What staging the rows of the batch of `s` holds (see [`ProbeBytes::staging`]).
+    fn batch_staging_bytes(&self, s: &HeteroSample) -> u64 {
+        self.staging
+            .iter()
+            .zip(&s.node)
+            .filter(|(o, _)| o.is_some())
+            .map(|(_, n)| 8 * n.len() as u64 + STAGING_PER_BATCH)
+            .sum()
+    }
+
     /// What the loader holds whatever its epochs: the target's labels.
     pub fn held_bytes(&self) -> u64 {
         self.labels.as_ref().map_or(0, |l| l.bytes())
     }
 
+    /// What one worker's staging holds whatever its batches: the staging buffers of each type
+    /// whose rows may be staged ([`STAGING_BUFFERS`]).
+    pub fn staging_bytes(&self) -> u64 {
+        self.staging.iter().flatten().count() as u64 * STAGING_BUFFERS
+    }
+
     /// What one worker holds whatever its batches: its sampler's read buffer (shared by the
-    /// relations read from disk, [`TypedGraph::sampler`]) and a read buffer per type whose
-    /// rows are read from disk.
+    /// relations read from disk, [`TypedGraph::sampler`]) and a read buffer per type whose rows
+    /// are read from disk (staging's: [`Self::staging_bytes`]).
     pub fn worker_bytes(&self) -> u64 {
         let buffer = CoalesceOptions::default().buffer as u64;
         let sampler = if self.graph.in_memory() { 0 } else { buffer };

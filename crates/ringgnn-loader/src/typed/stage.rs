@@ -8,6 +8,13 @@
 //! is among the next `prefetch` the consumer will take ([`Emit::wait_turn`]): samples are small
 //! and feature rows are not, so a hyperbatch of `H` holds `H` samples, never `H` batches of
 //! rows, and the rows held are those of `prefetch` batches whatever `H`.
+//!
+//! Each type whose rows are read from disk may *stage* a hyperbatch's rows as the homogeneous
+//! loader does ([`crate::staging`]): when the cost model finds one pass over the type's feature
+//! file (its cold rows written to a staging file, batch by batch) cheaper than each batch's
+//! random reads, the pass runs right after the sampling and each batch's gather reads its
+//! region back ([`FeatureGatherer::gather_staged`]); the batches are the same either way. The
+//! epoch's first job is always gathered batch by batch (nothing trains before it to hide a pass).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -18,6 +25,7 @@ use ringgnn_pipeline::{Emit, Stage};
 use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler};
 
 use crate::labels::Labels;
+use crate::staging::{estimate, stage_rows, Staging, StagingOptions};
 use crate::typed::graph::TypedGraph;
 use crate::typed::{TypedJob, TypedSeeds};
 use crate::{Error, Result};
@@ -91,15 +99,31 @@ pub struct TypedStage {
     pub(crate) prefetch: usize,
     /// Gather counters per type, summed over the workers as their jobs end.
     pub(crate) stats: Arc<Mutex<Vec<GatherStats>>>,
+    /// Per node type, where its hyperbatches' rows may be staged (`None`: gathered batch by
+    /// batch).
+    pub(crate) staging: Vec<Option<StagingOptions>>,
+    /// The index of the epoch's first batch: the job that starts with it is not staged.
+    pub(crate) first: Option<u64>,
+    /// Hyperbatches staged, per type (summed over the workers).
+    pub(crate) staged: Arc<Mutex<Vec<u64>>>,
 }
 
-/// A worker's own sampler and gatherers.
+/// A worker's own sampler, gatherers and staging files.
 pub struct Worker {
     pub(crate) sampler: HeteroSampler,
     gatherers: Vec<Option<FeatureGatherer>>,
+    staging: Vec<Option<Staging>>,
 }
 
 impl TypedStage {
+    /// This stage with no staging unless `stage`.
+    pub(crate) fn staging_off_unless(mut self, stage: bool) -> Self {
+        if !stage {
+            self.staging.iter_mut().for_each(|s| *s = None);
+        }
+        self
+    }
+
     /// A worker's state; `stop` interrupts its reads.
     pub(crate) fn worker(&self, stop: Option<&Arc<AtomicBool>>) -> Result<Worker> {
         let mut sampler = self
@@ -117,7 +141,56 @@ impl TypedStage {
         if let Some(stop) = stop {
             sampler.set_cancel(stop.clone());
         }
-        Ok(Worker { sampler, gatherers })
+        let never = Arc::new(AtomicBool::new(false));
+        let staging = self
+            .staging
+            .iter()
+            .zip(&self.rows)
+            .map(|(opts, rows)| match (opts, rows) {
+                (Some(o), Some(r)) if r.memory.is_none() => Some(Staging::new(
+                    o.clone(),
+                    r.file.clone(),
+                    r.kind,
+                    r.direct,
+                    stop.unwrap_or(&never),
+                )),
+                _ => None,
+            })
+            .collect();
+        Ok(Worker {
+            sampler,
+            gatherers,
+            staging,
+        })
+    }
+
+    /// Stage the rows of each type of `samples` (one hyperbatch) where the cost model finds a
+    /// pass cheaper than the batches' own reads; per type, whether it was staged.
+    pub(crate) fn stage(&self, w: &mut Worker, samples: &[HeteroSample]) -> Result<Vec<bool>> {
+        let mut staged = vec![false; w.staging.len()];
+        for (t, st) in w.staging.iter_mut().enumerate() {
+            let (Some(st), Some(rows)) = (st.as_mut(), &self.rows[t]) else {
+                continue;
+            };
+            if st.disabled.is_some() {
+                continue;
+            }
+            let cache = rows.cache.as_deref();
+            st.cold.resize_with(samples.len(), Vec::new);
+            st.cold.truncate(samples.len());
+            for (cold, s) in st.cold.iter_mut().zip(samples) {
+                FeatureGatherer::cold_rows(&rows.file, cache, &s.node[t], cold)?;
+            }
+            let est = estimate(&st.cold, &rows.file, st.model());
+            staged[t] = stage_rows(false, est.per_batch, est.staged) && st.stage()?;
+        }
+        if staged.iter().any(|&s| s) {
+            let mut sum = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+            sum.iter_mut()
+                .zip(&staged)
+                .for_each(|(a, &s)| *a += s as u64);
+        }
+        Ok(staged)
     }
 
     /// The samples of `job` (batch index, seeds by type), drawn together.
@@ -142,21 +215,30 @@ impl TypedStage {
             .sample_many(&requests, self.seed, self.epoch, self.with_edge_ids)?)
     }
 
-    /// Batch `index` of `sample`: each type's rows and the target's labels gathered.
+    /// Batch `index` of `sample`: each type's rows and the target's labels gathered; `staged`:
+    /// per type, whether its rows wait in the staging file, at the `k`-th region (the batch's
+    /// place in its hyperbatch).
     pub(crate) fn gather(
         &self,
         w: &mut Worker,
         index: u64,
         sample: HeteroSample,
+        k: usize,
+        staged: &[bool],
     ) -> Result<TypedBatch> {
         let mut x = Vec::with_capacity(w.gatherers.len());
         let mut stats = vec![GatherStats::default(); w.gatherers.len()];
-        for (t, g) in w.gatherers.iter_mut().enumerate() {
+        for (t, (g, st)) in w.gatherers.iter_mut().zip(&mut w.staging).enumerate() {
             x.push(match g {
                 Some(g) => {
                     let ids = &sample.node[t];
                     let mut out = vec![0f32; ids.len() * g.dim()];
-                    stats[t] = g.gather(ids, &mut out)?;
+                    stats[t] = match st {
+                        Some(st) if staged.get(t).copied().unwrap_or(false) => {
+                            g.gather_staged(ids, &mut out, |_, visit| st.rows(k, visit))?
+                        }
+                        _ => g.gather(ids, &mut out)?,
+                    };
                     Some(out)
                 }
                 None => None,
@@ -197,11 +279,17 @@ impl Stage for TypedStage {
         out: &mut Emit<'_, TypedBatch, Error>,
     ) -> Result<()> {
         let samples = self.sample(w, &job)?;
-        for ((index, _), sample) in job.iter().zip(samples) {
+        let first = job.first().map(|(b, _)| *b) == self.first;
+        let staged = if first {
+            Vec::new()
+        } else {
+            self.stage(w, &samples)?
+        };
+        for (k, ((index, _), sample)) in job.iter().zip(samples).enumerate() {
             if !out.wait_turn(self.prefetch) {
                 return Err(Error::Input("the epoch was stopped".into()));
             }
-            let batch = self.gather(w, *index, sample)?;
+            let batch = self.gather(w, *index, sample, k, &staged)?;
             out.emit(Ok(batch));
         }
         Ok(())
