@@ -29,7 +29,8 @@ from .._core import InputError
 from .._files import os_errors, temporary
 from ..data.build import read_manifest
 from ..data.dataset import open_homogeneous
-from .run import LayerwiseInference, RowFileWriter, _layout, _STORED, check_output, embedding_layer, open_run
+from .rows import _STORED, RowFileWriter, _layout, check_output
+from .run import LayerwiseInference, embedding_layer, open_run
 
 #: A new dataset's name: a plain directory name.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -132,10 +132,6 @@ class GnnLayers:
             once = input_bytes + sweep
         return dict(input_bytes=input_bytes, acc_bytes=self._part_acc_bytes(k), id_bytes=self.graph.id_bytes,
                     extra_bytes=extra, once_bytes=once, sweep_bytes=sweep)
-
-    def _grid_blocks(self, k: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
-        """Layer ``k``'s destination blocks (the engine's :meth:`_blocks`)."""
-        return self._blocks(k, wanted)
 
     # -- the grid --------------------------------------------------------------------------------
 
