@@ -13,8 +13,8 @@ weights and the relations are combined as the model combines them (``HeteroDense
 ReLU between layers. Layer ``l`` computes only the types within ``upto - l`` hops of the output
 type. A type's input rows are its feature file or its embedding table (held by the model, or the
 checkpoint's table file, ``ringgnn.models.tables``), written once to a layer-0 file so that the
-core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.f32`` files
-(``infer_rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
+core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.DTYPE`` files
+(``--hidden-dtype``, ``rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
 the computed ones), the output to a ``.npy`` renamed when complete.
 
 **The engine** (``ringgnn.inference.engine.Engine``, the homogeneous runs' own): its units are
@@ -50,9 +50,8 @@ from .engine import Engine
 from .graph import NeighborFile, fold_windows, numpy_sums
 from .partition import merge_blocks, spill_partials, spilled_io
 from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_bytes
-from .rows import (PAGE, RowFileWriter, _layout, check_output, node_selection, only_embeddings, wanted_mask,
-                   write_output)
-from .run import trained_on
+from .rows import (PAGE, RowFileWriter, _layout, check_output, node_selection, only_embeddings, trained_on,
+                   wanted_mask, write_output)
 
 #: Floats of the widest layer a destination node of a block holds: its input row, one
 #: relation's accumulator (then the mean), the relation's term, its root term, the running
@@ -113,7 +112,7 @@ def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any
         if rec is None:
             raise InputError(f"{path}: node type '{t}' has its embedding table in a file, but the checkpoint names "
                              "none; the run directory is incomplete")
-        net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.embed_dim or net.hidden)
+        net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.width)
     return ds, net, path
 
 
@@ -163,8 +162,7 @@ class HeteroLayerwise(Engine):
         self.num_layers = net.layers
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
         self.graph = {r: NeighborFile(ds, r) for r in sorted(used)}
-        width = net.embed_dim or net.hidden
-        self.widths = [{t: (width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
+        self.widths = [{t: (net.width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
         for layer in range(1, net.layers + 1):
             self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
         #: The plan's units: each (layer, destination type) computed, cut into destination blocks
@@ -258,16 +256,14 @@ class HeteroLayerwise(Engine):
         n, dim = self.num_nodes[t], self.widths[0][t]
         table = self.net.tables.get(t) if t in self.net.external else None
         path = os.path.join(scratch, f"layer0.{t}.f32")
-        w = RowFileWriter(path, dim)
-        try:
+
+        def copy(put: Callable[[int, np.ndarray], None]) -> None:
             for r0 in range(0, n, TABLE_ROWS):
                 r1 = min(n, r0 + TABLE_ROWS)
-                w.append(self.net.embeddings[t][r0:r1] if table is None
-                         else table.gather(np.arange(r0, r1, dtype=np.int64)))
-            w.finish()
-        except BaseException:
-            w.abort()
-            raise
+                put(r0, self.net.embeddings[t][r0:r1] if table is None
+                    else table.gather(np.arange(r0, r1, dtype=np.int64)))
+
+        RowFileWriter(path, dim).fill(copy)
         return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
 
     def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
@@ -367,7 +363,7 @@ class HeteroLayerwise(Engine):
         engine's check, as for homogeneous runs)."""
         if node_type not in self.net.computed[upto]:
             raise InputError(f"node type '{node_type}': layer {upto} does not compute it (layers that do: "
-                             f"{', '.join(map(str, self.layers_of(node_type)))})")
+                             f"{', '.join(map(str, self.net.layers_of(node_type)))})")
         need = self.needed(upto, node_type)
         units = [i for i, (k, d) in enumerate(self.units) if k <= upto and d in need[k]]
         self.check(units)  # before anything is read or written
@@ -385,10 +381,6 @@ class HeteroLayerwise(Engine):
             self._run_units(upto, units, prev, scratch.path, emit, wanted, activate_last)
         finally:
             scratch.close()
-
-    def layers_of(self, t: str) -> List[int]:
-        """The layers (0: the inputs) that compute type ``t``."""
-        return [k for k, types in enumerate(self.net.computed) if t in types]
 
 
 def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = None, node_type: Optional[str] = None,
@@ -422,7 +414,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     if output is None:
         output = "logits" if layer is None and node_type == net.target else "embeddings"
     check_output(output, dtype)
-    layers_of = [k for k, types in enumerate(net.computed) if node_type in types]
+    layers_of = net.layers_of(node_type)
     if not layers_of:
         raise InputError(f"--type {node_type}: the model never uses node type '{node_type}' (more than {L} hops from "
                          f"the target '{net.target}')")

@@ -4,8 +4,8 @@ or bf16 (:class:`RowFileWriter`: the layers between layers, an embedding table's
 ``.npy`` outputs written in blocks under a temporary name and renamed when complete
 (:class:`NpyWriter`), and the conversion of a block of output rows to what was asked
 (:class:`OutputRows`: logits, probabilities, predictions, embeddings), and what a run of either
-kind does around them (:func:`node_selection`, :func:`wanted_mask`, :func:`write_output`: the
-checks of ``--nodes`` and ``--layer``, the summary). A failure (disk full,
+kind does around them (:func:`trained_on`, :func:`node_selection`, :func:`wanted_mask`,
+:func:`write_output`: the run's dataset, the checks of ``--nodes`` and ``--layer``, the summary). A failure (disk full,
 Ctrl-C) leaves no partial file; writers sync every ``infer_plan.SYNC_BYTES`` so that a memory
 cap does not count their dirty pages."""
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import mmap
 import os
 import time
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -36,6 +36,15 @@ def check_output(output: Optional[str], dtype: str) -> None:
         raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
     if dtype not in ("f32", "f16"):
         raise InputError(f"--dtype {dtype}: use f32 or f16")
+
+
+def trained_on(read: Tuple[str, Mapping[str, Any]], dataset: Any = None) -> Any:
+    """``dataset``, else the one the checkpoint ``read`` (path, state) was trained on."""
+    if dataset is None:
+        dataset = (read[1].get("metrics") or {}).get("dataset")
+        if dataset is None:
+            raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
+    return dataset
 
 
 def only_embeddings(layer: Optional[int]) -> None:
@@ -183,6 +192,23 @@ class RowFileWriter:
             self.f.close()
             self.temp.commit(self.path)
         return self.path
+
+    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> str:
+        """``run(put)``, ``put(first, rows)`` appending the rows of nodes ``first ..`` (they come
+        in node order), then :meth:`finish`; an error anywhere removes the file (:meth:`abort`)."""
+        expect = [0]
+
+        def put(a: int, rows: np.ndarray) -> None:
+            assert a == expect[0], "blocks come in node order"
+            self.append(rows)
+            expect[0] = a + len(rows)
+
+        try:
+            run(put)
+            return self.finish()
+        except BaseException:
+            self.abort()
+            raise
 
     def abort(self) -> None:
         try:

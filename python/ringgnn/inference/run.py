@@ -14,7 +14,7 @@ Ctrl-C) leaves no partial output. What the outputs are scored against is the tas
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from .._core import InputError
 from ..data.dataset import Dataset, open_homogeneous
 from ..models.checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .engine import LayerwiseInference
-from .rows import check_output, node_selection, only_embeddings, wanted_mask, write_output
+from .rows import check_output, node_selection, only_embeddings, trained_on, wanted_mask, write_output
 
 
 def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Union[None, str, Any] = None,
@@ -75,15 +75,6 @@ def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None,
     read = read_checkpoint(run_dir, "RUN_DIR", arrays=arrays)
     ds = open_homogeneous(trained_on(read, dataset), "layer-wise inference")
     return ds, load_checkpoint(run_dir, ds, "RUN_DIR", read)
-
-
-def trained_on(read: Tuple[str, Mapping[str, Any]], dataset: Any = None) -> Any:
-    """``dataset``, else the one the checkpoint ``read`` (path, state) was trained on."""
-    if dataset is None:
-        dataset = (read[1].get("metrics") or {}).get("dataset")
-        if dataset is None:
-            raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
-    return dataset
 
 
 def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, layer: Optional[int] = None,

@@ -47,7 +47,7 @@ from ..sampling.hetero import open_hetero
 from ..sampling.links import edge_pairs
 from . import metrics
 from .hetero import HeteroLayerwise
-from .rows import NpyWriter
+from .rows import NpyWriter, wanted_mask
 from .run import open_run, run_inference
 
 
@@ -188,8 +188,7 @@ def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any
 
     tower = dense_of(tower)
     out = np.zeros((len(ids), tower.out_dim), np.float32)
-    wanted = np.zeros(ds.num_nodes_dict[node_type], dtype=bool)
-    wanted[ids] = True
+    wanted = wanted_mask(ds.num_nodes_dict[node_type], ids)
 
     def emit(first: int, rows: np.ndarray) -> None:
         a, b = np.searchsorted(ids, [first, first + len(rows)])
