@@ -44,7 +44,7 @@ import hashlib, json, resource, sys
 import numpy as np
 import ringgnn
 from ringgnn import _core
-from ringgnn.inference.run import NeighborFile
+from ringgnn.inference.graph import NeighborFile
 path, fold, nodes, piece_rows, threads, arms = sys.argv[1:7]
 nodes, piece_rows, threads = int(nodes), int(piece_rows), int(threads)
 ds = ringgnn.Dataset.open(path)

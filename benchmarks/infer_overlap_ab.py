@@ -39,7 +39,7 @@ k = 0 if what == "overlap" else len(li.net.convs) - 1
 assert li.widths[k] == ds.feature_dim, "the features stand in for the last layer's input"
 if what == "narrow" and not on:
     li._narrow = lambda k: False
-ends = [b for _, b in li._grid_blocks(k, None)][:size] if what == "overlap" else [size]
+ends = [b for _, b in li._blocks(k, None)][:size] if what == "overlap" else [size]
 reader = ringgnn._core.FeatureReader(ds.path, direct=True)
 class Done(Exception):
     pass

@@ -111,7 +111,7 @@ def test_tiny_graph_every_edge_its_own_piece(runs, model, agg, monkeypatch):
     """Blocks of 2 destinations, pieces of one edge: every accumulation path, empty neighbor
     lists, a type only its root term computes; the sums by the Rust core (default) or numpy.
     The dense parts are numpy's (``HeteroDense``), the reference the model's PyTorch forward."""
-    from ringgnn.inference.run import AGGREGATE_ENV
+    from ringgnn.inference.engine import AGGREGATE_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
     ref, _, ds, net = full_batch(runs["tiny", model])
@@ -138,7 +138,7 @@ def test_generated_graph_blocks_sized_from_memory(runs, model, agg, monkeypatch)
     one type, sources of another, an embedding table's rows too) or by numpy; one byte less is
     refused."""
     from ringgnn.inference.plan import FIXED_BYTES, MAX_SWEEPS, WRITE_BYTES
-    from ringgnn.inference.run import AGGREGATE_ENV, SCHEME_ENV
+    from ringgnn.inference.engine import AGGREGATE_ENV, SCHEME_ENV
 
     monkeypatch.setenv(AGGREGATE_ENV, agg)
     monkeypatch.setenv(SCHEME_ENV, "grid")  # the grid's plan: source partitions are the next test's
@@ -348,7 +348,7 @@ def test_the_plan_is_the_homogeneous_runs_with_each_relations_costs(tmp_path, mo
     from ringgnn.models.hetero import HeteroModel
     from ringgnn.inference.plan import (DEST_BYTES, FIXED_BYTES, MIN_ROWS, PART_EDGE, PART_NODE, SLACK, WRITE_BYTES,
                                         least_block_bytes)
-    from ringgnn.inference.run import SCHEME_ENV
+    from ringgnn.inference.engine import SCHEME_ENV
 
     monkeypatch.setenv(SCHEME_ENV, "grid")  # the least budget of the grid (source partitions: their own test)
     rng = np.random.default_rng(5)
@@ -399,7 +399,7 @@ def test_source_partitions_give_the_grids_outputs(runs, model, monkeypatch, tmp_
     the grid's outputs of every type and layer (the same sums in another order), the full-batch
     forward's logits; the partials' temporaries are written and read, then removed."""
     from ringgnn.inference.hetero import HeteroLayerwise, load_hetero_dense
-    from ringgnn.inference.run import SCHEME_ENV
+    from ringgnn.inference.engine import SCHEME_ENV
 
     run = str(runs["tiny", model])
     ds, net, _ = load_hetero_dense(run)
@@ -452,3 +452,48 @@ def test_the_least_budget_counts_source_partitions(runs, monkeypatch):
     s = infer_hetero(run, memory=least)
     assert "partitioned" in {u["scheme"] for u in s["layers"]}
     np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_hidden_layers_in_f16_and_bf16_as_the_homogeneous_runs(runs, model, tmp_path, cli):
+    """``--hidden-dtype`` on a typed run (f32 unless given): the layer files are
+    ``layerK.TYPE.DTYPE`` in 2 bytes a value, the plan weighs them so (a layer's input, the
+    files' pages), and the logits and test predictions are the f32 run's within the tolerance of
+    the homogeneous test (``test_infer.py``)."""
+    from ringgnn.inference.hetero import HeteroLayerwise, load_hetero_dense
+
+    run = str(runs["generated", model])
+    ds, net, _ = load_hetero_dense(run)
+    f32 = infer_hetero(run, output="logits")
+    assert f32["plan"]["hidden_dtype"] == "f32"
+    test = ds.node_type("paper").split("test")
+    for dt in ("f16", "bf16"):
+        out = tmp_path / dt
+        out.mkdir()
+        s = infer_hetero(run, output="logits", hidden_dtype=dt, out=str(out / "l.npy"), keep=True)
+        assert s["plan"]["hidden_dtype"] == dt
+        got = np.load(out / "l.npy")
+        np.testing.assert_allclose(got, f32["array"], rtol=2e-2, atol=2e-2 * np.abs(f32["array"]).max(), err_msg=dt)
+        # the test predictions are f32's wherever f32's top two logits are further apart than
+        # the tolerance allows them to move (a model trained one epoch has near ties)
+        top2 = np.sort(f32["array"][test], axis=1)[:, -2:]
+        clear = top2[:, 1] - top2[:, 0] > 2 * 2e-2 * np.abs(f32["array"]).max()
+        pred = infer_hetero(run, output="predictions", nodes="test", hidden_dtype=dt)["array"]
+        assert clear.mean() > 0.5, dt
+        np.testing.assert_array_equal(pred[clear], f32["array"][test][clear].argmax(1), err_msg=dt)
+        np.testing.assert_array_equal(pred, got[test].argmax(1), err_msg=dt)
+        kept = sorted(p.name for p in out.iterdir() if p.name != "l.npy")
+        assert kept == sorted(f"layer1.{t}.{dt}" for t in net.computed[1])
+        li = HeteroLayerwise(ds, net, hidden_dtype=dt)
+        for i, (k, d) in enumerate(li.units):
+            if k == 2:  # layer 2 reads layer 1's files, as stored: the plan counts their pages
+                srcs = [et[0] for et in net.convs[1].edge_types if et[2] == d]
+                want = sum(os.path.getsize(out / f"layer1.{s}.{dt}") for s in srcs)
+                assert li._scheme_bytes(i, False)["input_bytes"] == want
+                for s in srcs:
+                    per_page = 4096 // (2 * net.hidden)
+                    assert os.path.getsize(out / f"layer1.{s}.{dt}") == -(-ds.num_nodes_dict[s] // per_page) * 4096
+    r = cli("predict", run, "--hidden-dtype", "f16", "--keep-layers", "--out", tmp_path / "p.npy", "--quiet")
+    assert r.code == 0, r.err
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), np.load(tmp_path / "f16" / "l.npy").argmax(1))
+    assert (tmp_path / "layer1.paper.f16").exists()

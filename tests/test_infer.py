@@ -18,7 +18,9 @@ import torch
 
 import ringgnn
 from ringgnn.models.checkpoints import load_checkpoint
-from ringgnn.inference.run import RowFileWriter, blocks, infer
+from ringgnn.inference.graph import blocks
+from ringgnn.inference.rows import RowFileWriter
+from ringgnn.inference.run import infer
 from ringgnn.pyg import RingFeatureStore
 from ringgnn.training.loop import train
 
@@ -368,7 +370,8 @@ def test_the_rust_and_python_aggregations_agree_with_pyg(hubby, runs, model, blo
     hubs' edges in windows (``(40, 100)``: 15 blocks, pieces of 40 source rows, windows of 160
     edges; ``(7, 1)``: a block per node). The last layer (hidden -> 4 classes) sums ``W x`` in
     both: its accumulators are 4 wide."""
-    from ringgnn.inference.run import AGGREGATE_ENV, LayerwiseInference
+    from ringgnn.inference.run import LayerwiseInference
+    from ringgnn.inference.engine import AGGREGATE_ENV
 
     ds = ringgnn.Dataset.open(hubby)
     _, run = runs[model]
@@ -487,7 +490,7 @@ def test_hidden_layers_in_bf16_and_f16_give_the_same_predictions(hubby, runs, mo
 
 
 def test_bf16_rows_round_to_nearest_even_as_torch_does(tmp_path):
-    from ringgnn.inference.run import encode_rows
+    from ringgnn.inference.rows import encode_rows
 
     rng = np.random.default_rng(0)
     x = np.concatenate([(rng.standard_normal(5000) * 10.0 ** rng.integers(-30, 30, 5000)).astype(np.float32),

@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 import ringgnn
 from ringgnn import _core
 from ringgnn._core import InputError
-from ringgnn.inference.run import NeighborFile
+from ringgnn.inference.graph import NeighborFile
 
 X = np.array([[1, 0], [0, 1], [2, 2], [10, 20]], dtype=np.float32)
 # src -> dst: 0->1, 2->1 twice (a duplicate), 1->1 (a self loop), 3->0, 1->2; node 3 has none.

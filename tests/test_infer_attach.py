@@ -101,13 +101,13 @@ def test_f16_features_and_bad_input(setup, cli):
 
 def test_an_interrupted_attach_leaves_nothing(setup, monkeypatch):
     root = setup
-    from ringgnn.inference import run as inference
+    from ringgnn.inference import rows
     from ringgnn.inference.attach import attach_embeddings
 
     def boom(self, rows):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(inference.RowFileWriter, "append", boom)
+    monkeypatch.setattr(rows.RowFileWriter, "append", boom)
     before = sorted(os.listdir(root))
     with pytest.raises(KeyboardInterrupt):
         attach_embeddings(str(root / "run"), str(root / "ds"), "ds-int")

@@ -53,7 +53,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="keep the intermediate layers' outputs (layerK.f32, feature-file layout) beside --out")
     p.add_argument("--hidden-dtype", choices=HIDDEN_DTYPES, default=None,
                    help="how hidden layers' rows are stored between layers: bf16 (default; half the bytes each "
-                   "layer reads), f16 or f32; outputs are float32 (heterogeneous runs: f32 only)")
+                   "layer reads), f16 or f32; outputs are float32 (heterogeneous runs: f32 by default)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="where the dense parts (the layers' weights) run: cpu (default) or cuda (blocks copied from "
                    "page-locked memory; the folds stay on the CPU; homogeneous runs, not with --edges)")
@@ -122,8 +122,6 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
     if node_type is not None and not hetero:
         raise InputError(f"--type {node_type}: names a node type of a heterogeneous run; {read[0]} is a homogeneous "
                          "run: leave --type out")
-    if hetero:
-        _hidden_f32(args)
     if hetero and args.device not in (None, "cpu"):
         raise InputError(f"--device {args.device}: a heterogeneous run's inference runs on the CPU; leave --device out")
     # SIGTERM (a job scheduler, `timeout`, `kill`) stops the command as Ctrl-C does, so that the
@@ -132,7 +130,8 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
         if hetero:
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
                                 out=args.out, memory=args.memory, backend=args.backend, direct=args.direct,
-                                keep=args.keep_layers, quiet=args.quiet or args.json, read=read, **kw)
+                                keep=args.keep_layers, quiet=args.quiet or args.json, read=read,
+                                hidden_dtype=args.hidden_dtype, **kw)
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
                      quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device, **kw)
@@ -150,12 +149,9 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
                   backend=args.backend, direct=args.direct, quiet=args.quiet or args.json)
     if args.device not in (None, "cpu"):
         raise InputError(f"--device {args.device}: scoring pairs (--edges) runs on the CPU; leave --device out")
-    hetero = is_hetero_link_run(read)
-    if hetero:
-        _hidden_f32(args)
     with _signals.handling(_terminated, signal.SIGTERM):
-        if hetero:
-            s = predict_link_edges(args.run_dir, args.edges, read=read, **common)
+        if is_hetero_link_run(read):
+            s = predict_link_edges(args.run_dir, args.edges, read=read, hidden_dtype=args.hidden_dtype, **common)
         else:
             s = predict_edges(args.run_dir, args.edges, keep=args.keep_layers, hidden_dtype=args.hidden_dtype,
                               **common)
@@ -163,14 +159,7 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
     return s
 
 
-def _hidden_f32(args: argparse.Namespace) -> None:
-    """Refuse a ``--hidden-dtype`` other than f32 for a heterogeneous run."""
-    if args.hidden_dtype not in (None, "f32"):
-        raise InputError(f"--hidden-dtype {args.hidden_dtype}: a heterogeneous run's hidden layers are stored as f32; "
-                         "leave --hidden-dtype out")
-
-
-def _terminated(signum: int, frame: Any) -> None:
+def _terminated(signum: int, _frame: Any) -> None:
     sys.exit(128 + signum)
 
 

@@ -29,7 +29,8 @@ from .._core import InputError
 from .._files import os_errors, temporary
 from ..data.build import read_manifest
 from ..data.dataset import open_homogeneous
-from .run import LayerwiseInference, RowFileWriter, _layout, _STORED, check_output, embedding_layer, open_run
+from .rows import _STORED, RowFileWriter, _layout, check_output
+from .run import LayerwiseInference, embedding_layer, open_run
 
 #: A new dataset's name: a plain directory name.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -73,19 +74,7 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
             if key != "features":
                 _link_or_copy(os.path.join(tgt.path, entry["path"]), os.path.join(scratch.path, entry["path"]))
         writer = RowFileWriter(os.path.join(scratch.path, "features.bin"), width, dtype)
-        expect = [0]
-
-        def append(a: int, rows: Any) -> None:
-            assert a == expect[0], "blocks come in node order"
-            writer.append(rows)
-            expect[0] = a + len(rows)
-
-        try:
-            run.run(upto, None, append, activate_last=True)
-            path = writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
+        path = writer.fill(lambda put: run.run(upto, None, put, activate_last=True))
         size, crc = _core.file_crc32c(path)
         row, per_page = _layout(width, _STORED[dtype].itemsize)
         n = tgt.num_nodes

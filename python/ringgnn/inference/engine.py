@@ -239,20 +239,8 @@ class Engine:
                     continue
                 width, n = self._width(i), self._count(i)
                 name = f"layer{layer}." + ("" if t is None else f"{t}.") + self.hidden_dtype
-                w = RowFileWriter(os.path.join(scratch, name), width, self.hidden_dtype)
-                expect = [0]
-
-                def append(a: int, rows: np.ndarray, w=w, expect=expect) -> None:
-                    assert a == expect[0], "blocks come in node order"
-                    w.append(rows)
-                    expect[0] = a + len(rows)
-
-                try:
-                    self.compute(i, prev, append)
-                    path = w.finish()
-                except BaseException:
-                    w.abort()
-                    raise
+                path = RowFileWriter(os.path.join(scratch, name), width, self.hidden_dtype).fill(
+                    lambda put: self.compute(i, prev, put))
                 self.stats["bytes_written"] += os.path.getsize(path)
                 files.append(path)
                 cur[t] = _core.FeatureReader.matrix(path, n, width, backend=self.backend, direct=self.direct,

@@ -74,11 +74,6 @@ class LayerStep:
         """Count the seconds since ``since`` to phase ``name``."""
         self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - since
 
-    def add_phases(self, got: Dict[str, float], names: Tuple[str, ...]) -> None:
-        """Add the Rust core's phases ``names`` of ``got`` (an aggregation's counters)."""
-        for p in names:
-            self.phases[p] = self.phases.get(p, 0.0) + got[p]
-
 
 def workers(device: str) -> int:
     """Threads computing finishing slices: one per core the process may run on (at most

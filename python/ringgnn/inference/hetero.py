@@ -13,8 +13,8 @@ weights and the relations are combined as the model combines them (``HeteroDense
 ReLU between layers. Layer ``l`` computes only the types within ``upto - l`` hops of the output
 type. A type's input rows are its feature file or its embedding table (held by the model, or the
 checkpoint's table file, ``ringgnn.models.tables``), written once to a layer-0 file so that the
-core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.f32`` files
-(``infer_rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
+core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.DTYPE`` files
+(``--hidden-dtype``, ``rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
 the computed ones), the output to a ``.npy`` renamed when complete.
 
 **The engine** (``ringgnn.inference.engine.Engine``, the homogeneous runs' own): its units are
@@ -48,10 +48,10 @@ from ..models.tables import TableReader, table_file
 from ..sampling.hetero import open_hetero
 from .engine import Engine
 from .graph import NeighborFile, fold_windows, numpy_sums
-from .node_ids import write_beside
 from .partition import merge_blocks, spill_partials, spilled_io
 from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_bytes
-from .rows import PAGE, OutputRows, RowFileWriter, _layout, check_output
+from .rows import (PAGE, RowFileWriter, _layout, check_output, node_selection, only_embeddings, trained_on,
+                   wanted_mask, write_output)
 
 #: Floats of the widest layer a destination node of a block holds: its input row, one
 #: relation's accumulator (then the mean), the relation's term, its root term, the running
@@ -70,21 +70,7 @@ def load_hetero_run(run_dir: str, dataset: Any = None,
     """(dataset, ``HeteroModel`` in eval mode on the CPU, checkpoint path) of a heterogeneous run
     directory (serving's sampled forward; this imports PyTorch); ``dataset`` defaults to the one
     the run was trained on. Errors say what does not fit."""
-    from ..models.hetero import HeteroModel
-
-    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR")
-    ds, cfg = _open_run(run_dir, path, state, dataset)
-    try:
-        net = HeteroModel.from_config(cfg)
-    except (ValueError, TypeError) as e:
-        raise InputError(f"{path}: not a readable heterogeneous model ({e})") from None
-    _check_fits(ds, net, path)
-    try:
-        net.load_state_dict(state["model"])
-    except (RuntimeError, KeyError) as e:
-        raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
-    _attach_tables(net, path, state)
-    return ds, net.eval(), path
+    return _load(run_dir, dataset, read, torch=True)
 
 
 def load_hetero_dense(run_dir: str, dataset: Any = None,
@@ -92,35 +78,42 @@ def load_hetero_dense(run_dir: str, dataset: Any = None,
     """(dataset, the model's dense parts, checkpoint path) of a heterogeneous run directory, read
     without PyTorch (``ringgnn.models.torchfile``; ``read``: the checkpoint so read): what layer-wise
     inference runs on. Errors as :func:`load_hetero_run`'s."""
-    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
-    ds, cfg = _open_run(run_dir, path, state, dataset)
-    net = HeteroDense.from_state(cfg, state.get("model") or {}, path, "the model's config")
-    _check_fits(ds, net, path)
-    _attach_tables(net, path, state)
-    return ds, net, path
+    return _load(run_dir, dataset, read, torch=False)
 
 
-def _open_run(run_dir: str, path: str, state: Mapping[str, Any], dataset: Any) -> Tuple[HeteroDataset, Any]:
-    """(dataset, model config) of a heterogeneous run's checkpoint ``state``."""
+def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any]]],
+          torch: bool) -> Tuple[HeteroDataset, Any, str]:
+    """:func:`load_hetero_run` (``torch``) or :func:`load_hetero_dense`: the checkpoint read, its
+    dataset opened, the model built and checked against it, its tables in files attached."""
+    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=not torch)
     cfg = (state.get("args") or {}).get("hetero")
     if not cfg:
         raise InputError(f"{path}: a homogeneous run; use `ringgnn predict`/`ringgnn embed` without --type "
                          "(ringgnn.infer)")
-    if dataset is None:
-        dataset = (state.get("metrics") or {}).get("dataset")
-        if dataset is None:
-            raise InputError(f"{path} does not say which dataset it was trained on: give --dataset")
-    return open_hetero(dataset, "heterogeneous layer-wise inference"), cfg
+    ds = open_hetero(trained_on((path, state), dataset), "heterogeneous layer-wise inference")
+    if torch:
+        from ..models.hetero import HeteroModel  # PyTorch: only the sampled forward needs it
 
-
-def _attach_tables(net: Any, path: str, state: Mapping[str, Any]) -> None:
-    """Readers of the tables ``net`` keeps in files: the checkpoint's copies, read out of core."""
+        try:
+            net = HeteroModel.from_config(cfg)
+        except (ValueError, TypeError) as e:
+            raise InputError(f"{path}: not a readable heterogeneous model ({e})") from None
+    else:
+        net = HeteroDense.from_state(cfg, state.get("model") or {}, path, "the model's config")
+    _check_fits(ds, net, path)
+    if torch:
+        try:
+            net.load_state_dict(state["model"])
+        except (RuntimeError, KeyError) as e:
+            raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
+        net.eval()
     for t in net.external:  # tables kept in files: read from the checkpoint's copy, out of core
         rec = (state.get("tables") or {}).get(t)
         if rec is None:
             raise InputError(f"{path}: node type '{t}' has its embedding table in a file, but the checkpoint names "
                              "none; the run directory is incomplete")
-        net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.embed_dim or net.hidden)
+        net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.width)
+    return ds, net, path
 
 
 def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
@@ -156,18 +149,20 @@ class HeteroLayerwise(Engine):
                  direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
                  log: Callable[[str], None] = lambda s: None, block_nodes: Optional[int] = None,
                  piece_edges: Optional[int] = None, aggregate: Optional[str] = None, scheme: Optional[str] = None,
-                 parts: Optional[int] = None):
+                 parts: Optional[int] = None, hidden_dtype: Optional[str] = None):
         self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
         net = self.net
         #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
         #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``).
         self._options(backend, direct, work_dir, keep, quiet, log, aggregate, scheme, parts, True, "cpu")
         self.stats["blocks"] = 0
-        self.hidden_dtype, self.num_layers = "f32", net.layers
+        #: How the hidden layers' rows are stored between layers (``--hidden-dtype``): f32 unless
+        #: given, so that a typed run's outputs are what they were before the option existed.
+        self.hidden_dtype = _options.hidden_dtype(hidden_dtype or "f32")
+        self.num_layers = net.layers
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
         self.graph = {r: NeighborFile(ds, r) for r in sorted(used)}
-        width = net.embed_dim or net.hidden
-        self.widths = [{t: (width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
+        self.widths = [{t: (net.width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
         for layer in range(1, net.layers + 1):
             self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
         #: The plan's units: each (layer, destination type) computed, cut into destination blocks
@@ -185,7 +180,8 @@ class HeteroLayerwise(Engine):
         self.given_nodes = max(1, int(block_nodes or MIN_ROWS))
         self.given_piece = self.given_window = max(1, int(piece_edges or MIN_ROWS))
         self.plan: Dict[str, Any] = dict(budget=self.memplan.budget, fixed=self.memplan.fixed,
-                                         held=self.memplan.held, aggregate=self.aggregate)
+                                         held=self.memplan.held, aggregate=self.aggregate,
+                                         hidden_dtype=self.hidden_dtype)
 
     def _relations(self, k: int, d: str) -> List[Tuple[EdgeType, NeighborFile]]:
         """Layer ``k``'s relations into type ``d`` (in the layer's order) with their CSCs."""
@@ -231,13 +227,14 @@ class HeteroLayerwise(Engine):
 
     def _scheme_bytes(self, i: int, pretransform: bool) -> Dict[str, Any]:
         """Unit ``i``'s bytes as ``infer_plan.choose_scheme`` weighs them: a sweep reads each
-        relation's source rows (layer 0's and the layer files are float32 rows), an
-        accumulator row is one of the widest source row."""
+        relation's source rows (layer 0's are float32 rows, the layer files as stored,
+        ``hidden_dtype``: 2 bytes a value for bf16/f16), an accumulator row is one of the widest
+        source row."""
         k, d = self.units[i]
         rels = self._relations(k, d)
         input_bytes = 0
         for (s, _, _), _g in rels:
-            row, per_page = _layout(self.widths[k - 1][s])
+            row, per_page = _layout(self.widths[k - 1][s], 4 if k == 1 or self.hidden_dtype == "f32" else 2)
             n = self.num_nodes[s]
             input_bytes += n * row if per_page == 0 else -(-n // per_page) * PAGE
         acc = 4 * max((self.widths[k - 1][et[0]] for et, _ in rels), default=1)
@@ -259,16 +256,14 @@ class HeteroLayerwise(Engine):
         n, dim = self.num_nodes[t], self.widths[0][t]
         table = self.net.tables.get(t) if t in self.net.external else None
         path = os.path.join(scratch, f"layer0.{t}.f32")
-        w = RowFileWriter(path, dim)
-        try:
+
+        def copy(put: Callable[[int, np.ndarray], None]) -> None:
             for r0 in range(0, n, TABLE_ROWS):
                 r1 = min(n, r0 + TABLE_ROWS)
-                w.append(self.net.embeddings[t][r0:r1] if table is None
-                         else table.gather(np.arange(r0, r1, dtype=np.int64)))
-            w.finish()
-        except BaseException:
-            w.abort()
-            raise
+                put(r0, self.net.embeddings[t][r0:r1] if table is None
+                    else table.gather(np.arange(r0, r1, dtype=np.int64)))
+
+        RowFileWriter(path, dim).fill(copy)
         return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
 
     def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
@@ -368,7 +363,7 @@ class HeteroLayerwise(Engine):
         engine's check, as for homogeneous runs)."""
         if node_type not in self.net.computed[upto]:
             raise InputError(f"node type '{node_type}': layer {upto} does not compute it (layers that do: "
-                             f"{', '.join(map(str, self.layers_of(node_type)))})")
+                             f"{', '.join(map(str, self.net.layers_of(node_type)))})")
         need = self.needed(upto, node_type)
         units = [i for i, (k, d) in enumerate(self.units) if k <= upto and d in need[k]]
         self.check(units)  # before anything is read or written
@@ -387,17 +382,14 @@ class HeteroLayerwise(Engine):
         finally:
             scratch.close()
 
-    def layers_of(self, t: str) -> List[int]:
-        """The layers (0: the inputs) that compute type ``t``."""
-        return [k for k, types in enumerate(self.net.computed) if t in types]
-
 
 def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = None, node_type: Optional[str] = None,
                  output: Optional[str] = None, nodes: Any = None, memory: Union[None, int, str] = None,
                  backend: str = "auto", direct: bool = False, out: Optional[str] = None, dtype: str = "f32",
                  keep: bool = False, quiet: bool = True, log: Callable[[str], None] = lambda s: None,
                  block_nodes: Optional[int] = None, piece_edges: Optional[int] = None,
-                 read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
+                 read: Optional[Tuple[str, Mapping[str, Any]]] = None,
+                 hidden_dtype: Optional[str] = None) -> Dict[str, Any]:
     """Exact layer-wise inference of a heterogeneous run (see the module's docstring); returns a
     summary dict.
 
@@ -412,7 +404,8 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     logits, ``summary["accuracy"]`` holds the accuracy on its ``val`` and ``test`` splits (also as
     ``val_acc``/``test_acc``). ``memory``: the process's budget (bytes or ``"2G"``).
     ``read``: the checkpoint already read without PyTorch
-    (:func:`ringgnn.models.checkpoints.read_checkpoint` with ``arrays=True``)."""
+    (:func:`ringgnn.models.checkpoints.read_checkpoint` with ``arrays=True``). ``hidden_dtype``: how
+    the hidden layers' rows are stored between layers, ``f32`` (default), ``bf16`` or ``f16``."""
     ds, net, path = load_hetero_dense(run_dir, dataset, read)
     L = net.layers
     node_type = net.target if node_type is None else node_type
@@ -421,7 +414,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     if output is None:
         output = "logits" if layer is None and node_type == net.target else "embeddings"
     check_output(output, dtype)
-    layers_of = [k for k, types in enumerate(net.computed) if node_type in types]
+    layers_of = net.layers_of(node_type)
     if not layers_of:
         raise InputError(f"--type {node_type}: the model never uses node type '{node_type}' (more than {L} hops from "
                          f"the target '{net.target}')")
@@ -433,8 +426,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
             raise InputError(f"--layer {upto}: layer {upto} of the model does not compute node type '{node_type}' "
                              f"(layers that do: {', '.join(map(str, layers_of))}); give one of them")
     else:
-        if layer is not None:
-            raise InputError("--layer selects an embedding layer: it goes with embeddings only")
+        only_embeddings(layer)
         if node_type != net.target:
             raise InputError(f"--type {node_type}: only the target type '{net.target}' has {output}; use "
                              "`ringgnn embed` for the rows of other types")
@@ -444,11 +436,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
 
     part = ds.node_type(node_type)
     n = part.num_nodes
-    ids = None if nodes is None or (isinstance(nodes, str) and nodes == "all") else _options.seeds(part, nodes,
-                                                                                                    "--nodes")
-    if ids is not None and len(ids) and (ids.min() < 0 or ids.max() >= n):
-        bad = ids[(ids < 0) | (ids >= n)][0]
-        raise InputError(f"--nodes: {int(bad)} is not a node of type '{node_type}' (ids 0..{n - 1})")
+    ids = node_selection(part, nodes, of=node_type)
     scored = upto == L and node_type == net.target
     splits = [s for s in ("val", "test") if scored and s in part.split_names]
     labels = part.labels if splits else None
@@ -456,48 +444,32 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     for s in splits if labels is not None else ():
         masks[s] = np.zeros(n, dtype=bool)
         masks[s][part.split(s)] = True
-    wanted = None
-    if ids is not None:
-        wanted = np.zeros(n, dtype=bool)
-        wanted[ids] = True
-        for m in masks.values():
-            wanted |= m
-
+    wanted = wanted_mask(n, ids, masks.values())
     work_dir = os.path.dirname(os.path.abspath(out)) if out else os.path.dirname(os.path.abspath(path))
     run = HeteroLayerwise(ds, net, memory=_options.size(memory, "memory"), backend=backend, direct=direct,
                           work_dir=work_dir, keep=keep, quiet=quiet, log=log, block_nodes=block_nodes,
-                          piece_edges=piece_edges)
-    width = run.widths[upto][node_type]
-    count = n if ids is None else len(ids)
+                          piece_edges=piece_edges, hidden_dtype=hidden_dtype)
     right = dict.fromkeys(masks, 0)
-    t0 = time.perf_counter()
-    rows = OutputRows(output, count, width, dtype, ids, out)
 
-    def emit(a: int, block: np.ndarray) -> None:
-        if masks:
-            b = a + len(block)
-            pred = block.argmax(axis=1)
-            for s, m in masks.items():
-                sel = m[a:b] & (labels[a:b] >= 0)
-                right[s] += int((pred[sel] == labels[a:b][sel]).sum())
-        rows.put(a, block)
+    def fill(put: Callable[[int, np.ndarray], None]) -> None:
+        def emit(a: int, block: np.ndarray) -> None:
+            if masks:
+                b = a + len(block)
+                pred = block.argmax(axis=1)
+                for s, m in masks.items():
+                    sel = m[a:b] & (labels[a:b] >= 0)
+                    right[s] += int((pred[sel] == labels[a:b][sel]).sum())
+            put(a, block)
 
-    written = rows.fill(lambda put: run.run(upto, node_type, emit, wanted, activate_last=output == "embeddings"))
-    result, np_dtype = rows.result, rows.dtype
-    accuracy = {}
-    for s, m in masks.items():
-        total = int((m & (labels >= 0)).sum())
-        accuracy[s] = right[s] / total if total else None
-    summary: Dict[str, Any] = dict(
-        checkpoint=path, dataset=os.path.abspath(ds.path), heterogeneous=True, target=net.target, type=node_type,
-        output=output, layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np_dtype),
-        seconds=time.perf_counter() - t0, plan=run.plan, **run.stats)
+        run.run(upto, node_type, emit, wanted, activate_last=output == "embeddings")
+
+    summary = write_output(run, part, ids, output, upto, run.widths[upto][node_type], dtype, out, fill,
+                           dict(checkpoint=path, dataset=os.path.abspath(ds.path), heterogeneous=True,
+                                target=net.target, type=node_type))
     if scored:
+        accuracy = {}
+        for s, m in masks.items():
+            total = int((m & (labels >= 0)).sum())
+            accuracy[s] = right[s] / total if total else None
         summary.update(accuracy=accuracy, val_acc=accuracy.get("val"), test_acc=accuracy.get("test"))
-    if written is not None:
-        summary["out"] = written
-        if part.has_node_ids:  # a type converted from tables: its rows' original ids beside them
-            summary["node_ids"] = write_beside(part, ids, written)
-    else:
-        summary["array"] = result
     return summary

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -133,10 +133,6 @@ class GnnLayers:
         return dict(input_bytes=input_bytes, acc_bytes=self._part_acc_bytes(k), id_bytes=self.graph.id_bytes,
                     extra_bytes=extra, once_bytes=once, sweep_bytes=sweep)
 
-    def _grid_blocks(self, k: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
-        """Layer ``k``'s destination blocks (the engine's :meth:`_blocks`)."""
-        return self._blocks(k, wanted)
-
     # -- the grid --------------------------------------------------------------------------------
 
     def grid_layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
@@ -196,15 +192,10 @@ class GnnLayers:
         returns a reader of it and the path."""
         n, width, rows = self.graph.num_nodes, self.widths[k + 1], self._sizes(k)[2]
         transform = self.dense.transform(k)  # the very product the pieces would get
-        w = RowFileWriter(path, width, "f32")
-        try:
-            # Read ahead and computed on all cores, written in order (``infer_finish``).
-            map_slices(range(0, n, rows), slice_reader(reader, n, rows),
-                       lambda r0, x: transform(x), lambda r0, out: w.append(out), self.finish_workers, self.overlap)
-            w.finish()
-        except BaseException:
-            w.abort()
-            raise
+        # Read ahead and computed on all cores, written in order (``infer_finish``).
+        RowFileWriter(path, width, "f32").fill(lambda put: map_slices(
+            range(0, n, rows), slice_reader(reader, n, rows), lambda r0, x: transform(x), put, self.finish_workers,
+            self.overlap))
         return _core.FeatureReader.matrix(path, n, width, backend=self.backend, direct=self.direct,
                                           dtype="f32"), path
 

@@ -3,7 +3,9 @@ dataset's feature file (whole rows packed per 4 KiB page, ``docs/FORMAT.md``) st
 or bf16 (:class:`RowFileWriter`: the layers between layers, an embedding table's layer-0 copy),
 ``.npy`` outputs written in blocks under a temporary name and renamed when complete
 (:class:`NpyWriter`), and the conversion of a block of output rows to what was asked
-(:class:`OutputRows`: logits, probabilities, predictions, embeddings). A failure (disk full,
+(:class:`OutputRows`: logits, probabilities, predictions, embeddings), and what a run of either
+kind does around them (:func:`trained_on`, :func:`node_selection`, :func:`wanted_mask`,
+:func:`write_output`: the run's dataset, the checks of ``--nodes`` and ``--layer``, the summary). A failure (disk full,
 Ctrl-C) leaves no partial file; writers sync every ``infer_plan.SYNC_BYTES`` so that a memory
 cap does not count their dirty pages."""
 
@@ -11,12 +13,15 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Any, Callable, Optional, Tuple
+import time
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import _options
 from .._core import InputError
 from .._files import allocated_memmap, os_errors, temporary
+from .node_ids import write_beside
 from .plan import SYNC_BYTES
 
 PAGE = 4096
@@ -31,6 +36,69 @@ def check_output(output: Optional[str], dtype: str) -> None:
         raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
     if dtype not in ("f32", "f16"):
         raise InputError(f"--dtype {dtype}: use f32 or f16")
+
+
+def trained_on(read: Tuple[str, Mapping[str, Any]], dataset: Any = None) -> Any:
+    """``dataset``, else the one the checkpoint ``read`` (path, state) was trained on."""
+    if dataset is None:
+        dataset = (read[1].get("metrics") or {}).get("dataset")
+        if dataset is None:
+            raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
+    return dataset
+
+
+def only_embeddings(layer: Optional[int]) -> None:
+    """Refuse ``--layer`` with an output other than embeddings."""
+    if layer is not None:
+        raise InputError("--layer selects an embedding layer: it goes with embeddings only")
+
+
+def node_selection(part: Any, nodes: Any, of: Optional[str] = None) -> Optional[np.ndarray]:
+    """``None`` for all nodes (``nodes`` None or ``"all"``), else the node ids of a split name, a
+    ``.npy`` file or an array, checked against ``part`` (a dataset, or one node type ``of`` of a
+    typed one)."""
+    if nodes is None or (isinstance(nodes, str) and nodes == "all"):
+        return None
+    ids = _options.seeds(part, nodes, "--nodes")
+    bad = ids[(ids < 0) | (ids >= part.num_nodes)]
+    if len(bad):
+        what = f"{int(bad[0])} is not a node of " + (f"type '{of}'" if of else f"{part.path}")
+        raise InputError(f"--nodes: {'' if of else 'node '}{what} (ids 0..{part.num_nodes - 1})")
+    return ids
+
+
+def wanted_mask(n: int, ids: Optional[np.ndarray], also: Iterable[np.ndarray] = ()) -> Optional[np.ndarray]:
+    """The nodes (of ``n``) whose rows a run computes: ``ids`` and the masks ``also`` (None: all)."""
+    if ids is None:
+        return None
+    wanted = np.zeros(n, dtype=bool)
+    wanted[ids] = True
+    for m in also:
+        wanted |= m
+    return wanted
+
+
+def write_output(run: Any, part: Any, ids: Optional[np.ndarray], output: str, upto: int, width: int, dtype: str,
+                 out: Optional[str], fill: Callable[[Callable[[int, np.ndarray], None]], None],
+                 head: Dict[str, Any]) -> Dict[str, Any]:
+    """Layer ``upto``'s ``output`` rows (``width`` wide) of the nodes ``ids`` of ``part`` (None:
+    all), which ``fill(put)`` hands to ``put`` from the engine ``run``: written to ``out`` (a
+    ``.npy``, with the original ids beside it where ``part`` has them) or returned; the summary
+    (``head``'s keys first, then the output's, the plan and the engine's counters) with ``out``
+    (and ``node_ids``) or ``array``."""
+    count = part.num_nodes if ids is None else len(ids)
+    t0 = time.perf_counter()
+    rows = OutputRows(output, count, width, dtype, ids, out)
+    written = rows.fill(fill)
+    summary = dict(head, output=output, layer=upto, rows=count, dim=None if output == "predictions" else width,
+                   dtype=str(np.dtype(rows.dtype)), seconds=time.perf_counter() - t0, plan=run.plan, **run.stats)
+    if written is not None:
+        summary["out"] = written
+        if part.has_node_ids:  # converted from tables: the rows' original ids beside them
+            summary["node_ids"] = write_beside(part, ids, written)
+    else:
+        summary["array"] = rows.result
+    return summary
 
 
 def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
@@ -124,6 +192,23 @@ class RowFileWriter:
             self.f.close()
             self.temp.commit(self.path)
         return self.path
+
+    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> str:
+        """``run(put)``, ``put(first, rows)`` appending the rows of nodes ``first ..`` (they come
+        in node order), then :meth:`finish`; an error anywhere removes the file (:meth:`abort`)."""
+        expect = [0]
+
+        def put(a: int, rows: np.ndarray) -> None:
+            assert a == expect[0], "blocks come in node order"
+            self.append(rows)
+            expect[0] = a + len(rows)
+
+        try:
+            run(put)
+            return self.finish()
+        except BaseException:
+            self.abort()
+            raise
 
     def abort(self) -> None:
         try:

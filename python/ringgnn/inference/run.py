@@ -14,7 +14,6 @@ Ctrl-C) leaves no partial output. What the outputs are scored against is the tas
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import numpy as np
@@ -23,24 +22,8 @@ from .. import _options
 from .._core import InputError
 from ..data.dataset import Dataset, open_homogeneous
 from ..models.checkpoints import Checkpoint, load_checkpoint, read_checkpoint
-# The engine's names, importable from here as before the split (tests, benchmarks, attach, scoring).
-from .engine import (AGGREGATE_ENV, AGGREGATORS, FINISH_ROWS, MAX_BLOCK_EDGES, SCHEME_ENV, SCHEMES, STRATEGIES,
-                     LayerwiseInference)
-from .graph import Block, NeighborFile, blocks  # noqa: F401
-from .node_ids import write_beside
-from .rows import _STORED, PAGE, NpyWriter, OutputRows, RowFileWriter, _layout, check_output, encode_rows  # noqa: F401
-
-
-def node_selection(ds: Dataset, nodes: Union[None, str, Any]) -> Optional[np.ndarray]:
-    """``None`` for all nodes, else the node ids of a split name, a ``.npy`` file or an array,
-    checked against the graph."""
-    if nodes is None or (isinstance(nodes, str) and nodes == "all"):
-        return None
-    ids = _options.seeds(ds, nodes, "--nodes")
-    bad = ids[(ids < 0) | (ids >= ds.num_nodes)]
-    if len(bad):
-        raise InputError(f"--nodes: node {int(bad[0])} is not a node of {ds.path} (ids 0..{ds.num_nodes - 1})")
-    return ids
+from .engine import LayerwiseInference
+from .rows import check_output, node_selection, only_embeddings, trained_on, wanted_mask, write_output
 
 
 def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Union[None, str, Any] = None,
@@ -90,11 +73,7 @@ def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None,
     a ``ringgnn train`` run directory; ``arrays``: read without PyTorch (the model's dense parts
     only: what layer-wise inference on the CPU needs, ``Checkpoint.module`` builds the rest)."""
     read = read_checkpoint(run_dir, "RUN_DIR", arrays=arrays)
-    if dataset is None:
-        dataset = (read[1].get("metrics") or {}).get("dataset")
-        if dataset is None:
-            raise InputError(f"{read[0]} does not say which dataset it was trained on: give --dataset")
-    ds = open_homogeneous(dataset, "layer-wise inference")
+    ds = open_homogeneous(trained_on(read, dataset), "layer-wise inference")
     return ds, load_checkpoint(run_dir, ds, "RUN_DIR", read)
 
 
@@ -110,38 +89,22 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
     """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
     intermediate layers are written (default: beside ``out``, else beside the checkpoint);
     ``stats``, a dict, receives the summary also when the array is returned."""
-    L = ckpt.layers
     check_output(output, dtype)
     if output == "embeddings":
         upto = embedding_layer(ckpt, layer)
-    elif layer is not None:
-        raise InputError("--layer selects an embedding layer: it goes with embeddings only")
     else:
-        upto = L
-    n = ds.num_nodes
-    wanted = None
-    if ids is not None:
-        wanted = np.zeros(n, dtype=bool)
-        wanted[ids] = True
+        only_embeddings(layer)
+        upto = ckpt.layers
     run = LayerwiseInference(ds, ckpt, memory=memory, backend=backend, direct=direct,
                              work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
                              quiet=quiet,
                              log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
                              aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts)
-    width = run.widths[upto]
-    count = n if ids is None else len(ids)
-    t0 = time.perf_counter()
-    rows = OutputRows(output, count, width, dtype, ids, out)
-    path = rows.fill(lambda put: run.run(upto, wanted, put, activate_last=output == "embeddings"))
-    result, np_dtype = rows.result, rows.dtype
-    summary = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), output=output,
-                   layer=upto, rows=count, dim=None if output == "predictions" else width, dtype=str(np.dtype(np_dtype)),
-                   seconds=time.perf_counter() - t0, plan=run.plan, **{k: v for k, v in run.stats.items()})
+    wanted = wanted_mask(ds.num_nodes, ids)
+    summary = write_output(run, ds, ids, output, upto, run.widths[upto], dtype, out,
+                           lambda put: run.run(upto, wanted, put, activate_last=output == "embeddings"),
+                           dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path)))
+    result = summary.pop("array", None)
     if stats is not None:
         stats.update(summary)
-    if path is not None:
-        summary["out"] = path
-        if ds.has_node_ids:  # a dataset converted from a table: its rows' original ids beside them
-            summary["node_ids"] = write_beside(ds, ids, path)
-        return summary
-    return result
+    return summary if out else result

@@ -47,7 +47,8 @@ from ..sampling.hetero import open_hetero
 from ..sampling.links import edge_pairs
 from . import metrics
 from .hetero import HeteroLayerwise
-from .run import NpyWriter, open_run, run_inference
+from .rows import NpyWriter, wanted_mask
+from .run import open_run, run_inference
 
 
 def score_pairs(ds: Dataset, ckpt: Checkpoint, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
@@ -187,8 +188,7 @@ def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any
 
     tower = dense_of(tower)
     out = np.zeros((len(ids), tower.out_dim), np.float32)
-    wanted = np.zeros(ds.num_nodes_dict[node_type], dtype=bool)
-    wanted[ids] = True
+    wanted = wanted_mask(ds.num_nodes_dict[node_type], ids)
 
     def emit(first: int, rows: np.ndarray) -> None:
         a, b = np.searchsorted(ids, [first, first + len(rows)])
@@ -241,12 +241,14 @@ def relation_pairs(ds: Any, relation: str, edges: Any) -> Tuple[np.ndarray, Opti
 
 def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Optional[str] = None,
                        probabilities: bool = False, memory: Any = None, backend: str = "auto", direct: bool = False,
-                       quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
+                       quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None,
+                       hidden_dtype: Optional[str] = None) -> Dict[str, Any]:
     """Exact scores of ``edges`` (``val``/``test``: the split's pairs and stored negatives, with
     the metrics; or given pairs) by the heterogeneous link run ``run_dir``; the layout and the
     summary of :func:`ringgnn.inference.scoring.predict_edges`. Runs without PyTorch: the checkpoint is
     read as numpy arrays (``read``: so read, ``read_checkpoint(..., arrays=True)``), the towers'
-    dense parts are ``ringgnn.models.hetero_dense``'s and the decoder ``infer_dense``'s."""
+    dense parts are ``ringgnn.models.hetero_dense``'s and the decoder ``infer_dense``'s.
+    ``hidden_dtype``: how the hidden layers' rows are stored between layers (f32 unless given)."""
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
@@ -274,7 +276,7 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
         src_ids = dst_ids = np.union1d(src_ids, dst_ids)
     work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else os.path.abspath(run_dir)
     opts = dict(memory=_options.size(memory, "--memory"), backend=backend, direct=direct, quiet=quiet,
-                work_dir=work_dir)
+                work_dir=work_dir, hidden_dtype=hidden_dtype)
     zs = exact_rows(ds, towers["src"], s_type, src_ids, **opts)
     zd = zs if s_type == d_type else exact_rows(ds, towers.get("dst", towers["src"]), d_type, dst_ids, **opts)
     pos, neg = decode_pairs(decoder, zs, src_ids, pairs, negs, dst=(zd, dst_ids))

@@ -58,6 +58,10 @@ class TypedStructure:
         """The width of a featureless type's embedding rows."""
         return self.embed_dim or self.hidden
 
+    def layers_of(self, t: str) -> List[int]:
+        """The layers (0: the inputs) that compute type ``t``."""
+        return [k for k, types in enumerate(self.computed) if t in types]
+
     def held_tables(self) -> List[str]:
         """The featureless types the first layer reads whose embedding table the model holds
         (those not ``external``)."""
