@@ -83,7 +83,7 @@ def load_hetero_run(run_dir: str, dataset: Any = None,
         net.load_state_dict(state["model"])
     except (RuntimeError, KeyError) as e:
         raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
-    _attach_tables(net, path, state)
+    attach_tables(net, path, state)
     return ds, net.eval(), path
 
 
@@ -96,7 +96,7 @@ def load_hetero_dense(run_dir: str, dataset: Any = None,
     ds, cfg = _open_run(run_dir, path, state, dataset)
     net = HeteroDense.from_state(cfg, state.get("model") or {}, path, "the model's config")
     _check_fits(ds, net, path)
-    _attach_tables(net, path, state)
+    attach_tables(net, path, state)
     return ds, net, path
 
 
@@ -113,10 +113,11 @@ def _open_run(run_dir: str, path: str, state: Mapping[str, Any], dataset: Any) -
     return open_hetero(dataset, "heterogeneous layer-wise inference"), cfg
 
 
-def _attach_tables(net: Any, path: str, state: Mapping[str, Any]) -> None:
-    """Readers of the tables ``net`` keeps in files: the checkpoint's copies, read out of core."""
+def attach_tables(net: Any, path: str, state: Mapping[str, Any], prefix: str = "") -> None:
+    """Readers of the tables ``net`` keeps in files: the checkpoint's copies, read out of core
+    (those named ``prefix + TYPE``: a link run's tower ``SIDE.``)."""
     for t in net.external:  # tables kept in files: read from the checkpoint's copy, out of core
-        rec = (state.get("tables") or {}).get(t)
+        rec = (state.get("tables") or {}).get(prefix + t)
         if rec is None:
             raise InputError(f"{path}: node type '{t}' has its embedding table in a file, but the checkpoint names "
                              "none; the run directory is incomplete")
