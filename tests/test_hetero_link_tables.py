@@ -100,3 +100,28 @@ def test_link_tables_in_memory_by_choice_and_by_the_plan(tiny, tmp_path):
         assert not (tmp_path / run / "tables").exists()
     with pytest.raises(ringgnn.InputError, match="--embed-tables"):
         train(tiny, epochs=1, out=tmp_path / "bad", embed_tables="disk", **COMMON)
+
+
+def test_both_kinds_say_the_same_things_in_the_same_words(tiny, tmp_path):
+    """A typed run's lines and metrics.json say what a homogeneous run's say in the same words:
+    the task in ``metrics.json["task"]``, the epoch line, the pass line, the final line."""
+    import re
+
+    from _sampling import make_link_dataset
+    from ringgnn.training.loop import train
+
+    (tmp_path / "h").mkdir()
+    homo = make_link_dataset(tmp_path / "h", nodes=60, negatives=3)
+    runs = {}
+    for name, ds, extra in [("homo", homo, dict(task="link")), ("typed", tiny, dict(COMMON, embed_tables="auto"))]:
+        lines = []
+        kw = dict(fanouts=[2, 2], batch_size=16, hidden=8, threads=1, epochs=1, quiet=True)
+        m = train(ds, out=str(tmp_path / name), eval_mode="sampled", **{**kw, **extra, "log": lines.append})
+        runs[name] = (m, lines)
+    for m, lines in runs.values():
+        assert m["task"] == "link"
+        assert re.fullmatch(r"epoch 0: loss \d\.\d{4}, val auc \d\.\d{4} mrr \d\.\d{4}, test auc \d\.\d{4} mrr "
+                            r"\d\.\d{4}, \d+\.\d\d s", next(x for x in lines if x.startswith("epoch 0")))
+        assert any(re.match(r"  training pass \d+\.\d\d s: .*train \d+\.\d\d s, waiting for batches \d+\.\d\d s;"
+                            r".* evaluation \d+\.\d\d s$", x) for x in lines)
+        assert re.match(r"best val auc \d\.\d{4} at epoch 0; val auc ", lines[-1])

@@ -392,7 +392,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
         pass  # the relation's splits are checked when the task is made
 
     def identity(self) -> Dict[str, Any]:
-        return {"heterogeneous": True, "task": "link", "relation": self.relation}
+        return {"heterogeneous": True, "relation": self.relation}
 
     def scope(self, ds: Any, train_loader: Any) -> str:
         return (f"heterogeneous, link prediction on {self.relation} ({self.decoder} decoder, {self.neg.amount:g} "
