@@ -44,7 +44,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--embed-tables", choices=("auto", "memory", "file"), default="auto",
                    help="heterogeneous datasets: where the learned embedding tables live while training: as the "
                         "memory plan decides (default; a table that does not fit goes to files in RUN_DIR/tables, "
-                        "updated row by row with SparseAdam), memory (an Embedding with Adam) or file")
+                        "updated row by row with SparseAdam; --task link: one per tower), memory (an Embedding with "
+                        "Adam) or file")
     p.add_argument("--decoder", default=None, metavar="dot|mlp",
                    help="--task link: how a pair of node embeddings is scored: dot (inner product, default) or "
                         "mlp (a two-layer perceptron on their element-wise product)")

@@ -107,13 +107,19 @@ def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any
         except (RuntimeError, KeyError) as e:
             raise InputError(f"{path}: the model's weights do not fit its config ({e})") from None
         net.eval()
+    attach_tables(net, path, state)
+    return ds, net, path
+
+
+def attach_tables(net: Any, path: str, state: Mapping[str, Any], prefix: str = "") -> None:
+    """Readers of the tables ``net`` keeps in files: the checkpoint's copies, read out of core
+    (those named ``prefix + TYPE``: a link run's tower ``SIDE.``)."""
     for t in net.external:  # tables kept in files: read from the checkpoint's copy, out of core
-        rec = (state.get("tables") or {}).get(t)
+        rec = (state.get("tables") or {}).get(prefix + t)
         if rec is None:
             raise InputError(f"{path}: node type '{t}' has its embedding table in a file, but the checkpoint names "
                              "none; the run directory is incomplete")
         net.tables[t] = TableReader(table_file(path, rec), net.num_nodes[t], net.width)
-    return ds, net, path
 
 
 def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:

@@ -46,7 +46,7 @@ from ..models.hetero_dense import HeteroDense, dense_of
 from ..sampling.hetero import open_hetero
 from ..sampling.links import edge_pairs
 from . import metrics
-from .hetero import HeteroLayerwise
+from .hetero import HeteroLayerwise, attach_tables
 from .rows import NpyWriter, wanted_mask
 from .run import open_run, run_inference
 
@@ -260,6 +260,8 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
     model = state.get("model") or {}
     towers = {side: HeteroDense.from_state(cfg[side], model, path, fits, f"encoders.{side}.")
               for side in ("src", "dst") if cfg.get(side) is not None}
+    for side, tower in towers.items():
+        attach_tables(tower, path, state, f"{side}.")
     decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path, fits)
     unexpected = [k for k in model if not k.startswith(("decoder.", *(f"encoders.{t}." for t in towers)))]
     if unexpected:

@@ -26,14 +26,15 @@ heterogeneous encoders (``sage`` or ``rgcn``, featureless types with learned emb
 endpoint type (two towers when ``S != D``, each a ``HeteroModel`` whose target is its type and
 whose last layer is ``hidden`` wide; one encoder when ``S = D``), and the decoder of homogeneous
 link runs (``dot``, or ``mlp`` on the element-wise product); binary cross-entropy. Two towers
-cost two embedding tables for a featureless type both encoders read (each tower learns its own);
-they make the exact evaluation the node case's: each tower's layer-wise inference of its own
+cost two embedding tables for a featureless type both encoders read (each tower learns its own,
+held or in files as the node case's, the plan placing both together; in files each is named
+``SIDE.TYPE``: ``RUN/tables/src.author.weight.npy``, checkpoint records ``src.author``); they make
+the exact evaluation the node case's: each tower's layer-wise inference of its own
 type (:func:`ringgnn.inference.scoring.exact_rows`, out of core), keeping the rows of the nodes
 the held-out splits name. Per epoch (sampled), each of those nodes gets one sampled embedding
 from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample). Under ``torchrun``
 each rank trains on its share of the link batches and scores its share of the held-out pairs,
-as homogeneous link runs. Not yet: embedding tables in files (``--embed-tables``), the Rust
-loader's hyperbatches for link batches.
+as homogeneous link runs.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import numpy as np
 from .. import _options
 from .._core import InputError
 from ..data.schema import HETERO_MODELS, parse_edge_type
-from ..inference.hetero import infer_hetero
+from ..inference.hetero import attach_tables, infer_hetero
 from ..inference.scoring import exact_rows
 from ..models.checkpoints import LAST, config_mismatch, save
 from ..models.gnn import build_decoder
@@ -74,6 +75,10 @@ class TypedRuns:
     plan: Any = None
     sampler: Any = None
     hyper: Any = None
+    #: The embedding tables kept in files (``ringgnn.models.tables``), by name (node runs: the
+    #: type; link runs: ``SIDE.TYPE``, one per tower), and the batch's rows of them (leaves).
+    tables: Dict[str, FileTable] = {}
+    _rows: Dict[str, Tuple[np.ndarray, Any]] = {}
 
     def fanouts(self, ds: Any, fanouts: Any) -> Dict[str, List[int]]:
         return relation_fanouts(ds, fanouts)
@@ -130,6 +135,49 @@ class TypedRuns:
         return {"loader": {"backend": self.sampler.resolved_backend(), "hyperbatch": self.hyper.hyperbatch_size()[0]},
                 "memory_plan": {"text": self.plan.text()}}
 
+    def open_tables(self, names: Mapping[str, int], width: int, ranks: Any, opts: Dict[str, Any]) -> None:
+        """Create the live tables ``names`` (name: rows) in ``RUN/tables`` (the working copy: each
+        checkpoint copies them beside itself); refused under torchrun."""
+        if names and ranks.active:
+            raise InputError(f"embedding tables in files ({', '.join(names)}) are not supported under torchrun yet: "
+                             "every rank would update the same files; give a larger --memory or --embed-tables memory")
+        if names and ranks.leader:
+            os.makedirs(opts["out"], exist_ok=True)
+        self.tables = {name: FileTable(os.path.join(opts["out"], "tables"), name, n, width, create=True, lr=opts["lr"])
+                       for name, n in names.items()}
+        self._rows = {}
+
+    def with_rows(self, x: Dict[str, Any], batch: Any, device: Any, training: bool, prefix: str = "") -> Dict[str, Any]:
+        """``x`` with the batch's rows of the tables in files named ``prefix + TYPE``, as leaves
+        (kept for :meth:`stepped`, which drops them), when ``training``; else ``x`` (the model
+        reads its tables' readers)."""
+        if not training:
+            return x
+        x = dict(x)
+        for name, table in self.tables.items():
+            t = name[len(prefix):]
+            if name.startswith(prefix) and t in batch.node_types and "n_id" in batch[t]:
+                ids = batch[t].n_id.numpy()
+                self._rows[name] = (ids, table.gather(ids))
+                x[t] = self._rows[name][1].to(device)
+        return x
+
+    def restored(self, resumed: Any, out: str) -> None:
+        if resumed is not None and self.tables:
+            load_tables(self.tables, os.path.join(out, LAST), resumed.get("tables") or {})
+
+    def stepped(self) -> None:
+        for name, (ids, leaf) in self._rows.items():
+            self.tables[name].step(ids, leaf.grad)
+        self._rows = {}
+
+    def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
+        # The tables' copies first, under names of this epoch; the checkpoint naming them next;
+        # then the copies no checkpoint names.
+        state["tables"] = save_tables(self.tables, path, f"e{epoch}")
+        save(state, path)
+        prune_tables(path, state["tables"])
+
     def typed_sampler(self, ds: Any, plan: Any, opts: Dict[str, Any]) -> Dict[str, Any]:
         """Set the run's ``plan`` and its ``sampler`` (placed by it); the options its loaders share."""
         self.plan = plan
@@ -140,8 +188,9 @@ class TypedRuns:
 
 
 def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """A model's config less where its tables are (a placement, not the model)."""
-    return {k: v for k, v in cfg.items() if k != "external"}
+    """A model's config (or a link model's, with its towers) less where its tables are (a
+    placement, not the model)."""
+    return {k: _placed(v) if k in ("src", "dst") and v else v for k, v in cfg.items() if k != "external"}
 
 
 class HeteroNodeClassification(TypedRuns, NodeClassification):
@@ -165,8 +214,6 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         self.eval_splits = tuple(s for s in ("val", "test") if s in info["splits"])
         self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
         self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
-        self.tables: Dict[str, FileTable] = {}
-        self._rows: Dict[str, Tuple[np.ndarray, Any]] = {}
 
     def check(self, ds: Any) -> None:
         pass  # what the target needs is checked when the task is made
@@ -223,22 +270,11 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
             cache=run_args["cache"], reserve=training_reserve(net), batch_bytes=batch_bytes, process=held,
             tables=dict.fromkeys(self.featureless, width), fixed_tables=_table_placement(
                 self.featureless, self.embed_tables, None if resumed is None else resumed["args"]["hetero"]))
-        cfg = dict(run_args["hetero"])
-        if plan.file_tables:
-            if ranks.active:
-                raise InputError(f"embedding tables in files ({', '.join(plan.file_tables)}) are not supported under "
-                                 "torchrun yet: every rank would update the same files; give a larger --memory or "
-                                 "--embed-tables memory")
-            cfg["external"] = plan.file_tables
+        cfg = dict(run_args["hetero"], **({"external": plan.file_tables} if plan.file_tables else {}))
         run_args["hetero"] = cfg
         torch.manual_seed(opts["seed"])
         net = HeteroModel.from_config(cfg).to(dev)
-        out = opts["out"]
-        if plan.file_tables and ranks.leader:
-            os.makedirs(out, exist_ok=True)
-        # Live tables in RUN/tables (the working copy: each checkpoint copies them beside itself).
-        self.tables = {t: FileTable(os.path.join(out, "tables"), t, net.num_nodes[t], width, create=True,
-                                    lr=opts["lr"]) for t in plan.file_tables}
+        self.open_tables({t: net.num_nodes[t] for t in plan.file_tables}, width, ranks, opts)
         net.tables = {t: table.reader() for t, table in self.tables.items()}
         common = dict(self.typed_sampler(ds, plan, opts), hyperbatch=opts["hyperbatch"])
         train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
@@ -250,27 +286,13 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         self.net = net
         return net, loaders
 
-    def restored(self, resumed: Any, out: str) -> None:
-        if resumed is not None and self.tables:
-            load_tables(self.tables, os.path.join(out, LAST), resumed.get("tables") or {})
-
     def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
         x, edges, n_id = hetero_batch_to_dicts(batch, device)
         self._rows = {}
-        if net.training:  # tables in files: the batch's rows as leaves, for the step after
-            for t, table in self.tables.items():
-                if t in batch.node_types and "n_id" in batch[t]:
-                    ids = batch[t].n_id.numpy()
-                    self._rows[t] = (ids, table.gather(ids))
-                    x[t] = self._rows[t][1].to(device)
-        return net(x, edges, n_id)[:batch[self.target].batch_size]
+        return net(self.with_rows(x, batch, device, net.training), edges, n_id)[:batch[self.target].batch_size]
 
     def seed_labels(self, batch: Any) -> Any:
         return batch[self.target].y[:batch[self.target].batch_size]
-
-    def stepped(self) -> None:
-        for t, (ids, leaf) in self._rows.items():
-            self.tables[t].step(ids, leaf.grad)
 
     def summary(self, history: List[Dict[str, Any]]) -> Dict[str, Any]:
         out = super().summary(history)
@@ -286,14 +308,6 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         part = ds.node_type(self.target)
         return split_accuracy(lambda union: exact_rows(ds, net, self.target, union, work_dir=out, **exact).argmax(-1),
                               {s: part.split(s) for s in self.eval_splits}, part.labels)
-
-    def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
-        # The tables' copies first, under names of this epoch; the checkpoint naming them next;
-        # then the copies no checkpoint names.
-        state["tables"] = save_tables(self.tables, path, f"e{epoch}")
-        save(state, path)
-        prune_tables(path, state["tables"])
-
 
 def _table_placement(featureless: List[str], embed_tables: str,
                      resumed: Optional[Dict[str, Any]]) -> Optional[Dict[str, bool]]:
@@ -342,9 +356,13 @@ def build_link_model(cfg: Mapping[str, Any]) -> Any:
         def tower(self, side: str) -> Any:
             return self.encoders["dst"] if side == "dst" and "dst" in self.encoders else self.encoders["src"]
 
-        def forward(self, x_dict: Any, edge_index_dict: Any, n_id_dict: Any, src: Any, dst: Any) -> Any:
+        def forward(self, x_dict: Any, edge_index_dict: Any, n_id_dict: Any, src: Any, dst: Any,
+                    x_dst: Any = None) -> Any:
+            """Scores of the pairs ``(src, dst)``; ``x_dst``: the destination tower's inputs
+            where they differ from ``x_dict`` (its own rows of tables in files)."""
             zs = self.encoders["src"](x_dict, edge_index_dict, n_id_dict)
-            zd = self.encoders["dst"](x_dict, edge_index_dict, n_id_dict) if "dst" in self.encoders else zs
+            zd = zs if "dst" not in self.encoders else self.encoders["dst"](
+                x_dict if x_dst is None else x_dst, edge_index_dict, n_id_dict)
             return self.decoder(zs[src], zd[dst])
 
     return HeteroLinkModel()
@@ -358,10 +376,8 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
 
     def __init__(self, ds: Any, relation: Optional[str], decoder: str = "dot", neg_ratio: float = 1.0,
                  neg_weight: str = "uniform", embed_dim: Optional[int] = None, embed_tables: str = "auto"):
-        if embed_tables != "auto":
-            raise InputError("--embed-tables: --task link on a heterogeneous dataset keeps its embedding tables in "
-                             "memory (tables in files are for --task node yet); leave it out")
         super().__init__(decoder, neg_ratio, neg_weight)
+        self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
         self.relation = _check_relation(ds, relation, self.eval_splits)
         self.edge_type = parse_edge_type(self.relation)
         self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
@@ -376,7 +392,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
         pass  # the relation's splits are checked when the task is made
 
     def identity(self) -> Dict[str, Any]:
-        return {"heterogeneous": True, "task": "link", "relation": self.relation}
+        return {"heterogeneous": True, "relation": self.relation}
 
     def scope(self, ds: Any, train_loader: Any) -> str:
         return (f"heterogeneous, link prediction on {self.relation} ({self.decoder} decoder, {self.neg.amount:g} "
@@ -391,14 +407,27 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
 
     def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
                 opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
-        net = build_link_model(self.cfg).to(dev)
         rel, batch_size = ds.relation(self.relation), opts["batch_size"]
         self.held = {s: HeldOut(rel, s, two_types=len(self.sides) == 2) for s in self.eval_splits}
         most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * self.neg.amount)))
-        common = self.typed_sampler(ds, plan_hetero(
+        # Each tower has its own table of a featureless type: the plan places both together.
+        featureless = [t for t, d in ds.feature_dims().items() if d is None]
+        width = self.embed_dim or run_args["hidden"]
+        plan = plan_hetero(
             ds, opts["fanouts"], target=self.edge_type[2], batch_size=most,
             seeds=rel.manifest["edge_splits"]["train"]["edges"], memory=_options.size(opts["memory"], "--memory"),
-            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"]), opts)
+            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"],
+            tables=dict.fromkeys(featureless, width * len(self.sides)), fixed_tables=_table_placement(
+                featureless, self.embed_tables, None if resumed is None else resumed["args"]["hetero_link"]["src"]))
+        if plan.file_tables:
+            self.cfg = dict(self.cfg, **{side: dict(self.cfg[side], external=plan.file_tables) for side in self.sides})
+            run_args["hetero_link"] = self.cfg
+        net = build_link_model(self.cfg).to(dev)
+        self.open_tables({f"{side}.{t}": ds.num_nodes_dict[t] for side in self.sides for t in plan.file_tables},
+                         width, ranks, opts)
+        for side in self.sides:
+            net.tower(side).tables = {t: self.tables[f"{side}.{t}"].reader() for t in plan.file_tables}
+        common = self.typed_sampler(ds, plan, opts)
         loaders: Dict[str, Any] = {}
         features = None
         for split, h in self.held.items():
@@ -418,7 +447,10 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
 
         et = self.edge_type
         eli = batch[et].edge_label_index.to(device)
-        logits = net(*hetero_batch_to_dicts(batch, device), eli[0], eli[1])
+        x, edges, n_id = hetero_batch_to_dicts(batch, device)
+        self._rows = {}
+        xs = {side: self.with_rows(x, batch, device, net.training, f"{side}.") for side in self.sides}
+        logits = net(xs["src"], edges, n_id, eli[0], eli[1], xs.get("dst"))
         return F.binary_cross_entropy_with_logits(logits, batch[et].edge_label.to(device)), int(eli.shape[1])
 
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
@@ -440,9 +472,12 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
         if net is None:
             import torch  # the checkpoint's weights: torch is loaded already by the run
 
-            best = torch.load(os.path.join(out, "best.pt"), map_location="cpu", weights_only=True)
+            path = os.path.join(out, "best.pt")
+            best = torch.load(path, map_location="cpu", weights_only=True)
             net = build_link_model(self.cfg)
             net.load_state_dict(best["model"])
+            for side in self.sides:  # the checkpoint's copies of the tables in files
+                attach_tables(net.tower(side), path, best, f"{side}.")
         rows = {}
         for side, t in self.sides.items():
             ids = np.unique(np.concatenate([h.ends[side] for h in self.held.values()]))

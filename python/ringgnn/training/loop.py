@@ -326,6 +326,7 @@ def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[s
              train_loader: Any) -> Dict[str, Any]:
     return {
         "dataset": os.path.abspath(ds.path),
+        "task": run_args["task"],  # every kind and task says which it is, in the same key
         **task.identity(),
         **task.summary(history),
         "world_size": run_args["world_size"],
