@@ -286,22 +286,26 @@ pub enum Served {
     Typed(Arc<HeteroEngine>),
 }
 
+/// `body` with `e` bound to whichever engine `served` holds: for what both answer alike.
+macro_rules! either {
+    ($served:expr, $e:ident => $body:expr) => {
+        match $served {
+            Served::Graph($e) => $body,
+            Served::Typed($e) => $body,
+        }
+    };
+}
+
 /// What both engines answer alike.
 impl Served {
     /// Take no new requests, answer those queued.
     pub fn close(&self) {
-        match self {
-            Served::Graph(e) => e.close(),
-            Served::Typed(e) => e.close(),
-        }
+        either!(self, e => e.close())
     }
 
     /// The limits of one request.
     pub fn limits(&self) -> &Limits {
-        match self {
-            Served::Graph(e) => &e.options().limits,
-            Served::Typed(e) => &e.options().limits,
-        }
+        either!(self, e => &e.options().limits)
     }
 
     /// The seed of requests that give none.
@@ -330,26 +334,17 @@ impl Served {
 
     /// Bytes held for one request larger than a wave and whether the hot pages lend them.
     pub fn large_room(&self) -> (u64, bool) {
-        match self {
-            Served::Graph(e) => e.large_room(),
-            Served::Typed(e) => e.large_room(),
-        }
+        either!(self, e => e.large_room())
     }
 
     /// Refuse a request of `n` node ids before they are converted.
     pub fn check_count(&self, n: usize) -> crate::Result<()> {
-        match self {
-            Served::Graph(e) => e.check_count(n),
-            Served::Typed(e) => e.check_count(n),
-        }
+        either!(self, e => e.check_count(n))
     }
 
     /// Counters since the engine opened.
     pub fn stats(&self) -> EngineStats {
-        match self {
-            Served::Graph(e) => e.stats(),
-            Served::Typed(e) => e.stats(),
-        }
+        either!(self, e => e.stats())
     }
 }
 

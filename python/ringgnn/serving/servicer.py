@@ -30,12 +30,12 @@ class Servicer(Handlers):
         self.typed = isinstance(dataset, HeteroDataset)
         self.pb, _ = protos()
         e = engine
-        #: Each node type's (feature width, stored dtype), of the types with features (None: a
-        #: homogeneous dataset's nodes).
-        self.features = {None: (e.feature_dim, e.feature_dtype)} if not self.typed and e.feature_dim else {}
+        #: Each node type's (feature width, stored dtype), of the types with features; a
+        #: homogeneous dataset's nodes are the one type None.
+        types = zip(e.node_types, e.feature_info) if self.typed else [(None, (e.feature_dim, e.feature_dtype))]
+        self.features = {t: f for t, f in types if f and f[0]}
         if self.typed:
             self.num_nodes = dict(zip(e.node_types, e.num_nodes))
-            self.features = {t: f for t, f in zip(e.node_types, e.feature_info) if f is not None}
             self.fanouts = dict(e.fanouts)
 
     # --- checks -----------------------------------------------------------------------------------
