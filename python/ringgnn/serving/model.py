@@ -61,6 +61,12 @@ class Model:
             hook.remove()
         return logits, seen[0][: counts[0]]
 
+    def embeddings(self, sub: Dict[str, Any], x: np.ndarray) -> Any:
+        """What ``Embed`` answers for the distinct seeds: a link model's last layer (the
+        embeddings its decoder scores), a node model's last hidden layer."""
+        logits, hidden = self.run(sub, x)
+        return logits if self.task == "link" else hidden
+
     def answer(self, sub: Dict[str, Any], x: np.ndarray, t: None = None,
                layer: Optional[int] = None) -> Tuple[Any, Any, np.ndarray]:
         """(logits, rows at ``layer_of``'s layer when ``layer`` is given, else None, their node
@@ -104,14 +110,20 @@ class HeteroModelRun:
         return below[-1] if below else None
 
     def answer(self, sub: Dict[str, Any], x: Mapping[str, np.ndarray], t: str,
-            layer: Optional[int] = None) -> Tuple[Any, Any, np.ndarray]:
+               layer: Optional[int] = None) -> Tuple[Any, Any, np.ndarray]:
         """(the target's logits, type ``t``'s rows at the input of layer ``layer`` or None, their
         node ids) of the distinct seeds (of type ``t``) of the engine's sample ``sub`` with
-        feature rows ``x`` (eval mode)."""
-        import torch
-
+        feature rows ``x``."""
         s = HeteroSample(seed_type=t, node=sub["node"], num_sampled_nodes=sub["num_sampled_nodes"],
                          row=sub["row"], col=sub["col"], num_sampled_edges=sub["num_sampled_edges"], edge=None)
+        logits, rows = self.run(s, x, layer)
+        bs = s.batch_size
+        return logits[:bs], None if rows is None else rows[:bs], s.node[t][:bs]
+
+    def run(self, s: HeteroSample, x: Mapping[str, np.ndarray], layer: Optional[int] = None) -> Tuple[Any, Any]:
+        """(the target's logits, ``s.seed_type``'s rows at the input of layer ``layer`` or None)
+        for every row of the sampled batch ``s`` with feature rows ``x`` (eval mode)."""
+        import torch
 
         seen: List[Any] = []
         hook = None
@@ -125,8 +137,7 @@ class HeteroModelRun:
         finally:
             if hook is not None:
                 hook.remove()
-        bs = s.batch_size
-        return logits[:bs], (seen[0][:bs] if seen else None), s.node[t][:bs]
+        return logits, (seen[0] if seen else None)
 
 
 def seen_by(seen: List[Any], pick) -> Any:
