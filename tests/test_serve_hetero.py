@@ -501,3 +501,54 @@ def test_the_command_line_serves_a_typed_dataset(typed):
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "stopped after 1 sample and 0 feature requests" in err
+
+
+def test_both_engines_answer_one_interface(typed, homo):
+    """``_core.Engine`` and ``_core.HeteroEngine`` share their base (``ServedEngine``: seed,
+    limits, readers, counters) and their calls' shape: ``sample(nodes, node_type=..., rows=...)``
+    and ``features(nodes, node_type=...)``, a homogeneous engine taking no node type and a
+    typed one requiring it."""
+    from ringgnn import _core
+
+    ds, _, rows = typed
+    typed_engine = _core.HeteroEngine(ds.path, list(SERVER_FANOUTS.items()), seed=7, max_nodes=50, max_hops=3)
+    homo_ds, _ = homo
+    homo_engine = _core.Engine(homo_ds.path, [3, 2], seed=7, max_nodes=50, max_hops=3)
+    try:
+        for e in (typed_engine, homo_engine):
+            assert isinstance(e, _core.ServedEngine)
+            assert (e.seed, e.max_nodes, e.max_hops) == (7, 50, 3)
+            assert isinstance(e.backend, str) and e.large_room[0] >= 0
+            with pytest.raises(ringgnn.InputError, match=r"^51 node ids in one request: at most 50 \(the server's"):
+                e.check_count(51)
+        nodes = np.array([3, 1, 3], dtype=np.int64)
+
+        s = typed_engine.sample(nodes, node_type="paper")
+        want = HeteroNeighborSampler(ds, SERVER_FANOUTS, seed=7).sample([3, 1, 3], "paper")
+        assert all(np.array_equal(s["node"][t], want.node[t]) for t in want.node)
+        s2, x = typed_engine.sample(nodes, node_type="paper", rows=True)
+        assert all(np.array_equal(s2["node"][t], s["node"][t]) for t in s["node"])
+        assert sorted(x) == ["author", "paper"]
+        assert np.array_equal(x["paper"], rows["paper"][s["node"]["paper"]])
+        got = typed_engine.features(nodes, node_type="author")
+        assert np.array_equal(got, rows["author"][nodes].astype(np.float32))
+        assert typed_engine.feature_info == [(3, "f16"), (4, "f32"), None]
+        for call in (typed_engine.sample, typed_engine.features):
+            with pytest.raises(ringgnn.InputError,
+                               match=r"^node_type is required \(the dataset has: author, paper, venue\)$"):
+                call(nodes)
+
+        h = homo_engine.sample(nodes)
+        h2, hx = homo_engine.sample(nodes, rows=True)
+        assert np.array_equal(h2["node"], h["node"]) and np.array_equal(h2["row"], h["row"])
+        assert hx.dtype == np.float32 and hx.shape == (len(h["node"]), 4)
+        assert np.array_equal(hx[: 2], homo_engine.features(np.array([3, 1], dtype=np.int64)))
+        for call in (homo_engine.sample, homo_engine.features):
+            with pytest.raises(ringgnn.InputError, match="^node_type 'paper': the dataset is homogeneous "
+                               r"\(no node types\); leave node_type out$"):
+                call(nodes, node_type="paper")
+        st = homo_engine.stats()
+        assert (st["sample_requests"], st["feature_requests"]) == (2, 1)
+    finally:
+        typed_engine.close()
+        homo_engine.close()

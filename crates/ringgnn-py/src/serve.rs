@@ -1,6 +1,7 @@
 //! `_core.Engine` and `_core.CancelToken`: the request engine of `ringgnn serve`
 //! (`ringgnn-serve`), called from the gRPC server's handler threads with the GIL released, so
-//! that concurrent requests reach the engine together and share its waves.
+//! that concurrent requests reach the engine together and share its waves. `_core.ServedEngine`
+//! is what it and `_core.HeteroEngine` (`serve_hetero`) answer alike, written once.
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyBytes, PyDict};
 
 use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
@@ -49,6 +51,7 @@ pyo3::create_exception!(
 /// Add the engine's classes and exceptions to the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_class::<ServedEngine>()?;
     m.add_class::<Engine>()?;
     m.add_class::<CancelToken>()?;
     m.add_class::<GrpcServer>()?;
@@ -98,22 +101,112 @@ impl CancelToken {
     }
 }
 
-/// The request engine over one dataset (see `ringgnn/serving/server.py`).
-#[pyclass(module = "ringgnn._core", frozen)]
+/// What both engines answer alike: the base class of `Engine` and `HeteroEngine`, and what
+/// `GrpcServer` serves.
+#[pyclass(module = "ringgnn._core", subclass, frozen)]
+pub struct ServedEngine {
+    served: Served,
+}
+
+impl ServedEngine {
+    /// The base part of an engine class's initializer.
+    pub(crate) fn init(served: Served) -> PyClassInitializer<Self> {
+        PyClassInitializer::from(ServedEngine { served })
+    }
+}
+
+#[pymethods]
+impl ServedEngine {
+    /// The default seed of requests.
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.served.seed()
+    }
+
+    #[getter]
+    fn backend(&self) -> &str {
+        self.served.backend()
+    }
+
+    #[getter]
+    fn feature_backend(&self) -> &str {
+        self.served.feature_backend()
+    }
+
+    #[getter]
+    fn max_nodes(&self) -> usize {
+        self.served.limits().max_nodes
+    }
+
+    #[getter]
+    fn max_hops(&self) -> usize {
+        self.served.limits().max_hops
+    }
+
+    /// Bytes held for one request larger than a wave (0: none is) and whether the hot
+    /// neighbor pages lend them; the caller's plan counts them otherwise.
+    #[getter]
+    fn large_room(&self) -> (u64, bool) {
+        self.served.large_room()
+    }
+
+    /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
+    fn check_count(&self, n: usize) -> PyResult<()> {
+        self.served.check_count(n).map_err(serve_error)
+    }
+
+    /// Counters since the engine opened (requests, waves, refusals).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats_dict(py, self.served.stats())
+    }
+
+    /// Take no new requests, answer those queued, stop the workers.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.served.close());
+    }
+}
+
+/// The request engine over one homogeneous dataset (see `ringgnn/serving/server.py`).
+#[pyclass(module = "ringgnn._core", extends = ServedEngine, frozen)]
 pub struct Engine {
     inner: Arc<ringgnn_serve::Engine>,
     dtype: Option<FeatureDtype>,
 }
 
-pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
-    match timeout {
-        None => Ok(None),
+/// A call's deadline (`timeout` seconds from now) and cancel token, as the engines take them.
+pub(crate) fn call_args(
+    timeout: Option<f64>,
+    token: Option<PyRef<'_, CancelToken>>,
+) -> PyResult<(Option<Instant>, Option<ringgnn_serve::CancelToken>)> {
+    let deadline = match timeout {
+        None => None,
         Some(t) if t.is_finite() && t >= 0.0 => {
-            Ok(Some(Instant::now() + Duration::from_secs_f64(t.min(1e9))))
+            Some(Instant::now() + Duration::from_secs_f64(t.min(1e9)))
         }
+        Some(t) => {
+            return Err(input_error(format!(
+                "timeout must be a number of seconds >= 0, not {t}"
+            )))
+        }
+    };
+    Ok((deadline, token.map(|t| t.inner.clone())))
+}
+
+/// Refuse a node type given to the homogeneous engine, whose nodes have none.
+fn untyped(node_type: Option<&str>) -> PyResult<()> {
+    match node_type {
+        None => Ok(()),
         Some(t) => Err(input_error(format!(
-            "timeout must be a number of seconds >= 0, not {t}"
+            "node_type '{t}': the dataset is homogeneous (no node types); leave node_type out"
         ))),
+    }
+}
+
+/// The limits of one request (at least one node and one hop).
+pub(crate) fn limits(max_nodes: usize, max_hops: usize) -> Limits {
+    Limits {
+        max_nodes: max_nodes.max(1),
+        max_hops: max_hops.max(1),
     }
 }
 
@@ -176,7 +269,7 @@ impl Engine {
         queue: NonZeroUsize,
         max_nodes: usize,
         max_hops: usize,
-    ) -> PyResult<Self> {
+    ) -> PyResult<PyClassInitializer<Self>> {
         let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
         let dtype = Dataset::open(&path)
             .map_err(StoreError)?
@@ -213,18 +306,16 @@ impl Engine {
             max_wait: max_wait_us.map_or(EngineOptions::DEFAULT_MAX_WAIT, Duration::from_micros),
             max_wave,
             queue,
-            limits: Limits {
-                max_nodes: max_nodes.max(1),
-                max_hops: max_hops.max(1),
-            },
+            limits: limits(max_nodes, max_hops),
         };
         let inner = py
             .detach(|| ringgnn_serve::Engine::open(&path, opts))
             .map_err(serve_error)?;
-        Ok(Engine {
+        let engine = Engine {
             dtype: dtype.filter(|_| inner.dim() > 0),
             inner: Arc::new(inner),
-        })
+        };
+        Ok(ServedEngine::init(Served::Graph(engine.inner.clone())).add_subclass(engine))
     }
 
     #[getter]
@@ -256,43 +347,19 @@ impl Engine {
         o.fanouts.iter().map(|f| f.value()).collect()
     }
 
-    /// The default seed of requests.
-    #[getter]
-    fn seed(&self) -> u64 {
-        self.inner.sample_options().seed
-    }
-
-    #[getter]
-    fn backend(&self) -> &str {
-        self.inner.loader().backend_name()
-    }
-
-    #[getter]
-    fn feature_backend(&self) -> &str {
-        self.inner.loader().feature_backend()
-    }
-
-    #[getter]
-    fn max_nodes(&self) -> usize {
-        self.inner.options().limits.max_nodes
-    }
-
-    #[getter]
-    fn max_hops(&self) -> usize {
-        self.inner.options().limits.max_hops
-    }
-
     fn plan<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         plan_dict(py, &self.inner.plan())
     }
 
     /// The sample of `nodes` (PyG layout, as `NeighborSampler.sample`), waiting at most
-    /// `timeout` seconds and ending early once `token` is cancelled. With `reply`, the bytes of
-    /// a `ringgnn.v1.SampleReply` (serve.proto) instead, encoded without the GIL: what the gRPC
-    /// server sends.
+    /// `timeout` seconds and ending early once `token` is cancelled. With `rows`, a tuple of it
+    /// and the f32 feature rows of its nodes (`[len(node), dim]`), from one wave: what a model
+    /// runs on. With `reply`, the bytes of a `ringgnn.v1.SampleReply` (serve.proto) instead,
+    /// encoded without the GIL: what the gRPC server sends. `node_type`: none (the typed
+    /// engine's calls name one).
     #[pyo3(signature = (
         nodes, fanouts=None, replace=false, seed=None, timeout=None, token=None, edge_ids=false,
-        reply=false
+        reply=false, rows=false, node_type=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn sample<'py>(
@@ -306,10 +373,13 @@ impl Engine {
         token: Option<PyRef<'py, CancelToken>>,
         edge_ids: bool,
         reply: bool,
+        rows: bool,
+        node_type: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        untyped(node_type)?;
         let req = self.request(&nodes, fanouts, replace, seed, edge_ids)?;
         let seed = req.seed;
-        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let (deadline, token) = call_args(timeout, token)?;
         if reply {
             // Encoded while a request larger than a wave still holds its room.
             let bytes = py
@@ -321,40 +391,27 @@ impl Engine {
                 .map_err(serve_error)?;
             return Ok(PyBytes::new(py, &bytes).into_any());
         }
+        if rows {
+            let (s, rows) = py
+                .detach(|| {
+                    self.inner
+                        .sample_with_rows(req, deadline, token)
+                        .map(|(s, r)| (Converted::from(s), r))
+                })
+                .map_err(serve_error)?;
+            let x: Bound<'py, PyArray2<f32>> =
+                rows.data.into_pyarray(py).reshape([rows.rows, rows.dim])?;
+            return Ok((s.into_dict(py)?, x).into_pyobject(py)?.into_any());
+        }
         let out = py
             .detach(|| self.inner.sample(req, deadline, token).map(Converted::from))
             .map_err(serve_error)?;
         Ok(out.into_dict(py)?.into_any())
     }
 
-    /// The sample of `nodes` and the f32 feature rows of its nodes (`[len(node), dim]`), from
-    /// one wave: what a model runs on.
-    #[pyo3(signature = (nodes, fanouts=None, seed=None, timeout=None, token=None))]
-    fn sample_with_rows<'py>(
-        &self,
-        py: Python<'py>,
-        nodes: PyReadonlyArray1<'py, i64>,
-        fanouts: Option<Vec<i64>>,
-        seed: Option<u64>,
-        timeout: Option<f64>,
-        token: Option<PyRef<'py, CancelToken>>,
-    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyArray2<f32>>)> {
-        let req = self.request(&nodes, fanouts, false, seed, false)?;
-        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
-        let (s, rows) = py
-            .detach(|| {
-                self.inner
-                    .sample_with_rows(req, deadline, token)
-                    .map(|(s, r)| (Converted::from(s), r))
-            })
-            .map_err(serve_error)?;
-        let x = rows.data.into_pyarray(py).reshape([rows.rows, rows.dim])?;
-        Ok((s.into_dict(py)?, x))
-    }
-
     /// The feature rows of `nodes`: an f32 array `[rows, dim]`, or with `stored` the rows in the
-    /// dataset's dtype as little-endian bytes.
-    #[pyo3(signature = (nodes, timeout=None, token=None, stored=false))]
+    /// dataset's dtype as little-endian bytes. `node_type`: none, as in `sample`.
+    #[pyo3(signature = (nodes, timeout=None, token=None, stored=false, node_type=None))]
     fn features<'py>(
         &self,
         py: Python<'py>,
@@ -362,37 +419,21 @@ impl Engine {
         timeout: Option<f64>,
         token: Option<PyRef<'py, CancelToken>>,
         stored: bool,
+        node_type: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        untyped(node_type)?;
         let ids = seeds(&nodes, self.inner.num_nodes())?;
-        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let (deadline, token) = call_args(timeout, token)?;
         let rows = py
             .detach(|| self.inner.features(&ids, deadline, token))
             .map_err(serve_error)?;
         let stored = stored.then(|| self.dtype.unwrap_or(FeatureDtype::F32));
         rows_reply(py, rows, stored)
     }
-
-    /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
-    fn check_count(&self, n: usize) -> PyResult<()> {
-        self.inner.check_count(n).map_err(serve_error)
-    }
-
-    /// Counters since the engine opened (requests, waves, refusals).
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        stats_dict(py, self.inner.stats())
-    }
-
-    /// Take no new requests, answer those queued, stop the workers.
-    fn close(&self, py: Python<'_>) {
-        py.detach(|| self.inner.close());
-    }
 }
 
 /// An engine's counters as the dict of `InfoReply.stats`.
-pub(crate) fn stats_dict(
-    py: Python<'_>,
-    s: ringgnn_serve::EngineStats,
-) -> PyResult<Bound<'_, PyDict>> {
+fn stats_dict(py: Python<'_>, s: ringgnn_serve::EngineStats) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("sample_requests", s.sample_requests)?;
     d.set_item("feature_requests", s.feature_requests)?;
@@ -488,19 +529,14 @@ impl GrpcServer {
         model_task: String,
         model_decoder: String,
     ) -> PyResult<Self> {
-        let served = if let Ok(e) = engine.cast::<Engine>() {
-            let e = e.get();
-            (Served::Graph(e.inner.clone()), e.dtype)
-        } else {
-            let e = engine.cast::<crate::serve_hetero::HeteroEngine>()?.get();
-            (Served::Typed(e.inner.clone()), None)
-        };
+        let dtype = engine.cast::<Engine>().ok().and_then(|e| e.get().dtype);
+        let eng = engine.cast::<ServedEngine>()?.get().served.clone();
         let opts = GrpcOptions {
             handlers: handlers.get(),
             max_concurrent: max_concurrent.get(),
             max_message,
             dataset,
-            dtype: served.1,
+            dtype,
             info: InfoFields {
                 num_classes,
                 model,
@@ -512,7 +548,6 @@ impl GrpcServer {
                 version: env!("CARGO_PKG_VERSION").into(),
             },
         };
-        let eng = served.0;
         let delegate = delegate.map(|d| Arc::new(PyDelegate(d)) as Arc<dyn Delegate>);
         let server = py
             .detach(|| ringgnn_serve::grpc::GrpcServer::start(listen, eng, delegate, opts))

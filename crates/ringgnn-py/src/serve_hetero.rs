@@ -2,8 +2,9 @@
 //! (`ringgnn_serve::HeteroEngine`), called from the server's handler threads with the GIL
 //! released. Arguments are converted here (type names to indices, fanouts per relation), the
 //! core call runs without the GIL, and its sample comes back as `_core.HeteroSampler.sample`'s
-//! dict.
+//! dict. What it answers as `_core.Engine` does is `_core.ServedEngine`'s (`serve`).
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,14 +12,16 @@ use std::time::Duration;
 
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::PyDict;
 use ringgnn_sampler::{fanouts_in_order, Fanout};
-use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest, Limits};
+use ringgnn_serve::grpc::Served;
+use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest};
 
 use crate::errors::input_error;
 use crate::errors::SamplerError;
 use crate::hetero::{self, neighbor_backend, sample_dict};
-use crate::serve::{deadline, rows_reply, serve_error, stats_dict, CancelToken};
+use crate::serve::{call_args, limits, rows_reply, serve_error, CancelToken, ServedEngine};
 
 /// Fanouts per relation from Python: (relation, one fanout per hop) for every relation, in any
 /// order; returned in the engine's relation order.
@@ -30,15 +33,22 @@ fn relation_fanouts(
 }
 
 /// The request engine over one heterogeneous dataset (see `ringgnn/serving`).
-#[pyclass(module = "ringgnn._core", frozen)]
+#[pyclass(module = "ringgnn._core", extends = ServedEngine, frozen)]
 pub struct HeteroEngine {
     pub(crate) inner: Arc<ringgnn_serve::HeteroEngine>,
     relations: Vec<String>,
 }
 
 impl HeteroEngine {
-    fn node_type(&self, name: &str) -> PyResult<usize> {
+    /// The index of a call's node type, which it must name.
+    fn node_type(&self, name: Option<&str>) -> PyResult<usize> {
         let types = self.inner.node_types();
+        let Some(name) = name else {
+            return Err(input_error(format!(
+                "node_type is required (the dataset has: {})",
+                types.join(", ")
+            )));
+        };
         types.iter().position(|t| t == name).ok_or_else(|| {
             input_error(format!(
                 "node_type '{name}' is not a node type (the dataset has: {})",
@@ -82,7 +92,7 @@ impl HeteroEngine {
         queue: NonZeroUsize,
         max_nodes: usize,
         max_hops: usize,
-    ) -> PyResult<Self> {
+    ) -> PyResult<PyClassInitializer<Self>> {
         let kind = neighbor_backend(backend)?;
         let names: Vec<String> = ringgnn_store::hetero::HeteroManifest::read(&path)
             .map_err(crate::errors::StoreError)?
@@ -105,18 +115,16 @@ impl HeteroEngine {
             max_wait: max_wait_us.map_or(EngineOptions::DEFAULT_MAX_WAIT, Duration::from_micros),
             max_wave,
             queue,
-            limits: Limits {
-                max_nodes: max_nodes.max(1),
-                max_hops: max_hops.max(1),
-            },
+            limits: limits(max_nodes, max_hops),
         };
         let inner = py
             .detach(|| ringgnn_serve::HeteroEngine::open(&path, opts))
             .map_err(serve_error)?;
-        Ok(HeteroEngine {
+        let engine = HeteroEngine {
             relations: inner.relations(),
             inner: Arc::new(inner),
-        })
+        };
+        Ok(ServedEngine::init(Served::Typed(engine.inner.clone())).add_subclass(engine))
     }
 
     /// Node types, in name order, and their node counts.
@@ -143,7 +151,7 @@ impl HeteroEngine {
 
     /// Each type's (feature width, stored dtype), or None without features.
     #[getter]
-    fn features(&self) -> Vec<Option<(usize, &'static str)>> {
+    fn feature_info(&self) -> Vec<Option<(usize, &'static str)>> {
         self.inner
             .feature_info()
             .into_iter()
@@ -168,57 +176,32 @@ impl HeteroEngine {
     }
 
     #[getter]
-    fn seed(&self) -> u64 {
-        self.inner.options().seed
-    }
-
-    #[getter]
     fn threads(&self) -> usize {
         self.inner.options().threads.get()
     }
 
-    #[getter]
-    fn backend(&self) -> &str {
-        self.inner.backend()
-    }
-
-    #[getter]
-    fn feature_backend(&self) -> &str {
-        self.inner.feature_backend()
-    }
-
-    #[getter]
-    fn max_nodes(&self) -> usize {
-        self.inner.options().limits.max_nodes
-    }
-
-    #[getter]
-    fn max_hops(&self) -> usize {
-        self.inner.options().limits.max_hops
-    }
-
-    /// The sample of `nodes` of type `node_type` (`_core.HeteroSampler.sample`'s dict), and with
-    /// `rows` the f32 feature rows of its nodes per type with features (`{type: [n, dim]}`, else
-    /// None), from one wave; waiting at most `timeout` seconds, ending early once `token` is
-    /// cancelled.
+    /// The sample of `nodes` of type `node_type` (`_core.HeteroSampler.sample`'s dict; `fanouts`
+    /// per relation, default the engine's), and with `rows` a tuple of it and the f32 feature
+    /// rows of its nodes per type with features (`{type: [n, dim]}`), from one wave; waiting at
+    /// most `timeout` seconds, ending early once `token` is cancelled.
     #[pyo3(signature = (
-        node_type, nodes, fanouts=None, replace=false, seed=None, edge_ids=false, rows=false,
+        nodes, node_type=None, fanouts=None, replace=false, seed=None, edge_ids=false, rows=false,
         timeout=None, token=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn sample<'py>(
         &self,
         py: Python<'py>,
-        node_type: &str,
         nodes: PyReadonlyArray1<'py, i64>,
-        fanouts: Option<Vec<(String, Vec<i64>)>>,
+        node_type: Option<&str>,
+        fanouts: Option<BTreeMap<String, Vec<i64>>>,
         replace: bool,
         seed: Option<u64>,
         edge_ids: bool,
         rows: bool,
         timeout: Option<f64>,
         token: Option<PyRef<'py, CancelToken>>,
-    ) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let t = self.node_type(node_type)?;
         let seeds = self
             .inner
@@ -228,55 +211,50 @@ impl HeteroEngine {
             seed_type: t,
             seeds,
             fanouts: match fanouts {
-                Some(f) => relation_fanouts(&self.relations, f)?,
+                Some(f) => relation_fanouts(&self.relations, f.into_iter().collect())?,
                 None => self.inner.options().fanouts.clone(),
             },
             replace,
             seed: seed.unwrap_or(self.inner.options().seed),
             with_edge_ids: edge_ids,
         };
-        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let (deadline, token) = call_args(timeout, token)?;
         let (s, x) = py
             .detach(|| self.inner.sample(req, rows, deadline, token))
             .map_err(serve_error)?;
-        let x = match x {
-            None => None,
-            Some(per) => {
-                let d = PyDict::new(py);
-                for (name, r) in self.inner.node_types().iter().zip(per) {
-                    if let Some(r) = r {
-                        let a: Bound<'py, PyArray2<f32>> =
-                            r.data.into_pyarray(py).reshape([r.rows, r.dim])?;
-                        d.set_item(name, a)?;
-                    }
-                }
-                Some(d)
-            }
+        let s = sample_dict(py, self.inner.node_types(), &self.relations, s)?;
+        let Some(per) = x else {
+            return Ok(s.into_any());
         };
-        Ok((
-            sample_dict(py, self.inner.node_types(), &self.relations, s)?,
-            x,
-        ))
+        let d = PyDict::new(py);
+        for (name, r) in self.inner.node_types().iter().zip(per) {
+            if let Some(r) = r {
+                let a: Bound<'py, PyArray2<f32>> =
+                    r.data.into_pyarray(py).reshape([r.rows, r.dim])?;
+                d.set_item(name, a)?;
+            }
+        }
+        Ok((s, d).into_pyobject(py)?.into_any())
     }
 
     /// The feature rows of `nodes` of type `node_type`: an f32 array `[rows, dim]`, or with
     /// `stored` the rows in the type's stored dtype as little-endian bytes.
-    #[pyo3(signature = (node_type, nodes, timeout=None, token=None, stored=false))]
-    fn features_of<'py>(
+    #[pyo3(signature = (nodes, timeout=None, token=None, stored=false, node_type=None))]
+    fn features<'py>(
         &self,
         py: Python<'py>,
-        node_type: &str,
         nodes: PyReadonlyArray1<'py, i64>,
         timeout: Option<f64>,
         token: Option<PyRef<'py, CancelToken>>,
         stored: bool,
+        node_type: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let t = self.node_type(node_type)?;
         let ids = self
             .inner
             .check_ids(t, nodes.as_slice()?)
             .map_err(serve_error)?;
-        let (deadline, token) = (deadline(timeout)?, token.map(|t| t.inner.clone()));
+        let (deadline, token) = call_args(timeout, token)?;
         let rows = py
             .detach(|| self.inner.features(t, ids, deadline, token))
             .map_err(serve_error)?;
@@ -285,27 +263,5 @@ impl HeteroEngine {
             dtype.expect("a type with features")
         });
         rows_reply(py, rows, stored)
-    }
-
-    /// Bytes held for one request larger than a wave (0: none is) and whether the hot
-    /// neighbor pages lend them; the caller's plan counts them otherwise.
-    #[getter]
-    fn large_room(&self) -> (u64, bool) {
-        self.inner.large_room()
-    }
-
-    /// Refuse a request of `n` node ids (none, or more than `max_nodes`) before converting them.
-    fn check_count(&self, n: usize) -> PyResult<()> {
-        self.inner.check_count(n).map_err(serve_error)
-    }
-
-    /// Counters since the engine opened, as `_core.Engine.stats`.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        stats_dict(py, self.inner.stats())
-    }
-
-    /// Take no new requests, answer those queued.
-    fn close(&self, py: Python<'_>) {
-        py.detach(|| self.inner.close());
     }
 }

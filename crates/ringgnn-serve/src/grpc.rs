@@ -37,7 +37,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Status};
 use tonic_health::ServingStatus;
 
-use crate::{CancelToken, Engine, HeteroEngine, SampleRequest, ServeError};
+use crate::{CancelToken, Engine, EngineStats, HeteroEngine, Limits, SampleRequest, ServeError};
 
 /// The service's full name, as in `serve.proto`.
 pub const SERVICE: &str = "ringgnn.v1.RingGnn";
@@ -286,12 +286,65 @@ pub enum Served {
     Typed(Arc<HeteroEngine>),
 }
 
-impl Served {
-    fn close(&self) {
-        match self {
-            Served::Graph(e) => e.close(),
-            Served::Typed(e) => e.close(),
+/// `body` with `e` bound to whichever engine `served` holds: for what both answer alike.
+macro_rules! either {
+    ($served:expr, $e:ident => $body:expr) => {
+        match $served {
+            Served::Graph($e) => $body,
+            Served::Typed($e) => $body,
         }
+    };
+}
+
+/// What both engines answer alike.
+impl Served {
+    /// Take no new requests, answer those queued.
+    pub fn close(&self) {
+        either!(self, e => e.close())
+    }
+
+    /// The limits of one request.
+    pub fn limits(&self) -> &Limits {
+        either!(self, e => &e.options().limits)
+    }
+
+    /// The seed of requests that give none.
+    pub fn seed(&self) -> u64 {
+        match self {
+            Served::Graph(e) => e.sample_options().seed,
+            Served::Typed(e) => e.options().seed,
+        }
+    }
+
+    /// How the neighbor files are read ("memory", "pread", "uring", ...).
+    pub fn backend(&self) -> &str {
+        match self {
+            Served::Graph(e) => e.loader().backend_name(),
+            Served::Typed(e) => e.backend(),
+        }
+    }
+
+    /// How the feature rows are read.
+    pub fn feature_backend(&self) -> &str {
+        match self {
+            Served::Graph(e) => e.loader().feature_backend(),
+            Served::Typed(e) => e.feature_backend(),
+        }
+    }
+
+    /// Bytes held for one request larger than a wave and whether the hot pages lend them.
+    pub fn large_room(&self) -> (u64, bool) {
+        either!(self, e => e.large_room())
+    }
+
+    /// Refuse a request of `n` node ids before they are converted.
+    pub fn check_count(&self, n: usize) -> crate::Result<()> {
+        either!(self, e => e.check_count(n))
+    }
+
+    /// Counters since the engine opened.
+    pub fn stats(&self) -> EngineStats {
+        either!(self, e => e.stats())
     }
 }
 

@@ -1,8 +1,10 @@
 """The models ``ringgnn serve`` runs on sampled neighborhoods: a homogeneous run's (:class:`Model`,
 node classification or link prediction) and a heterogeneous run's (:class:`HeteroModelRun`),
 each loaded from a ``ringgnn train`` run directory and checked against the served dataset.
-PyTorch is imported where a model is loaded or run, so that a server without a model does
-without it."""
+Both answer the servicer alike: ``target`` (the node type classified; None on a homogeneous
+dataset, whose nodes have none), ``layer_of`` (what Embed returns of a type) and ``answer`` (on
+the engine's sample with feature rows). PyTorch is imported where a model is loaded or run, so
+that a server without a model does without it."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ class Model:
     """A ``ringgnn train`` run's model (``best.pt``, else ``last.pt``) ready for inference on
     sampled neighborhoods."""
 
+    target = None
+
     def __init__(self, run_dir: str, ds: Dataset, read: Optional[Tuple[str, Dict[str, Any]]] = None):
         ckpt = load_checkpoint(run_dir, ds, "--model", read=read)
         self.kind, self.fanouts, self.hidden, self.layers = ckpt.kind, ckpt.fanouts, ckpt.hidden, ckpt.layers
@@ -33,6 +37,11 @@ class Model:
         self.task, self.decoder = ckpt.task, ckpt.decoder
         self.decoder_kind = ckpt.args.get("decoder") if self.task == "link" else None
         self.classes = ds.num_classes if self.task == "node" else None
+
+    def layer_of(self, t: None) -> int:
+        """What Embed returns: a link model's output (``layers``: the embeddings its decoder
+        scores), a node model's last hidden layer (the input of the last layer)."""
+        return self.layers if self.task == "link" else self.layers - 1
 
     def run(self, sub: Dict[str, Any], x: np.ndarray) -> Tuple[Any, Any]:
         """(logits, input of the last layer) of the distinct seeds of the sampled subgraph
@@ -57,6 +66,14 @@ class Model:
         embeddings its decoder scores), a node model's last hidden layer."""
         logits, hidden = self.run(sub, x)
         return logits if self.task == "link" else hidden
+
+    def answer(self, sub: Dict[str, Any], x: np.ndarray, t: None = None,
+               layer: Optional[int] = None) -> Tuple[Any, Any, np.ndarray]:
+        """(logits, rows at ``layer_of``'s layer when ``layer`` is given, else None, their node
+        ids) of the distinct seeds of the engine's sample ``sub`` with feature rows ``x``."""
+        logits, hidden = self.run(sub, x)
+        rows = None if layer is None else logits if layer == self.layers else hidden
+        return logits, rows, sub["node"][: sub["num_sampled_nodes"][0]]
 
     def score(self, zs: Any, zd: Any) -> Any:
         """The decoder's scores (logits) of embedding pairs ``zs[i]``, ``zd[i]``."""
@@ -91,6 +108,17 @@ class HeteroModelRun:
         None when the model never computes ``t`` (too far from the target)."""
         below = [k for k, types in enumerate(self.net.computed[:-1]) if t in types]
         return below[-1] if below else None
+
+    def answer(self, sub: Dict[str, Any], x: Mapping[str, np.ndarray], t: str,
+               layer: Optional[int] = None) -> Tuple[Any, Any, np.ndarray]:
+        """(the target's logits, type ``t``'s rows at the input of layer ``layer`` or None, their
+        node ids) of the distinct seeds (of type ``t``) of the engine's sample ``sub`` with
+        feature rows ``x``."""
+        s = HeteroSample(seed_type=t, node=sub["node"], num_sampled_nodes=sub["num_sampled_nodes"],
+                         row=sub["row"], col=sub["col"], num_sampled_edges=sub["num_sampled_edges"], edge=None)
+        logits, rows = self.run(s, x, layer)
+        bs = s.batch_size
+        return logits[:bs], None if rows is None else rows[:bs], s.node[t][:bs]
 
     def run(self, s: HeteroSample, x: Mapping[str, np.ndarray], layer: Optional[int] = None) -> Tuple[Any, Any]:
         """(the target's logits, ``s.seed_type``'s rows at the input of layer ``layer`` or None)

@@ -2,20 +2,22 @@
 homogeneous and heterogeneous datasets. The engine (``_core.Engine``, or ``_core.HeteroEngine``
 for node types and relations) samples and gathers every request in its waves; what is here is
 the protocol: requests checked and decoded, replies encoded, and the model step of Predict,
-Embed and Score (``ringgnn.serving.model``) run on what the engine sampled. What differs between
-the two kinds is small: a typed request names its node type (and may give fanouts per
-relation), a typed sample comes back per type and relation, and a typed model is run on it."""
+Embed and Score (``ringgnn.serving.model``) run on what the engine sampled. Every call takes
+one path: a homogeneous dataset is the one-type case, its node type None (the engines' calls
+take ``node_type``, and both models answer alike). What differs between the two kinds is the
+checks of a request's node type and fanouts per relation, and the replies that name types and
+relations (a homogeneous Sample reply is encoded by the engine)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import _core
 from .._core import InputError
 from ..data.dataset import HeteroDataset
-from ..sampling.hetero import HeteroSample, relation_fanouts
+from ..sampling.hetero import relation_fanouts
 from .model import request_order
 from .rpc import Handlers, call_engine, code, protos
 
@@ -27,10 +29,13 @@ class Servicer(Handlers):
         self.engine, self.dataset, self.model = engine, dataset, model
         self.typed = isinstance(dataset, HeteroDataset)
         self.pb, _ = protos()
+        e = engine
+        #: Each node type's (feature width, stored dtype), of the types with features; a
+        #: homogeneous dataset's nodes are the one type None.
+        types = zip(e.node_types, e.feature_info) if self.typed else [(None, (e.feature_dim, e.feature_dtype))]
+        self.features = {t: f for t, f in types if f and f[0]}
         if self.typed:
-            e = engine
             self.num_nodes = dict(zip(e.node_types, e.num_nodes))
-            self.feature_dtypes = {t: f[1] for t, f in zip(e.node_types, e.features) if f is not None}
             self.fanouts = dict(e.fanouts)
 
     # --- checks -----------------------------------------------------------------------------------
@@ -65,8 +70,10 @@ class Servicer(Handlers):
                           f"{', '.join(self.num_nodes)})")
         return node_type
 
-    def _relation_fanouts(self, context: Any, request: Any) -> Optional[List[Tuple[str, List[int]]]]:
-        """A typed request's fanouts per relation (None: the server's)."""
+    def _fanouts(self, context: Any, request: Any) -> Any:
+        """A request's fanouts (None: the server's); a typed request's per relation."""
+        if not self.typed:
+            return list(request.fanouts) or None
         given = {r: list(f.hops) for r, f in request.relation_fanouts.items()}
         if given and len(request.fanouts):
             context.abort(code("INVALID_ARGUMENT"),
@@ -74,7 +81,7 @@ class Servicer(Handlers):
         if not given and not len(request.fanouts):
             return None
         try:
-            return list(relation_fanouts(self.dataset, given or list(request.fanouts)).items())
+            return relation_fanouts(self.dataset, given or list(request.fanouts))
         except InputError as e:
             context.abort(code("INVALID_ARGUMENT"), str(e))
 
@@ -106,12 +113,11 @@ class Servicer(Handlers):
         t = self._type(context, "Sample", request.node_type, len(request.relation_fanouts))
         seed = self._seed(request)
         nodes = self._nodes(context, request.nodes)
+        how = dict(node_type=t, fanouts=self._fanouts(context, request), replace=request.replace, seed=seed,
+                   edge_ids=request.edge_ids)
         if t is None:  # encoded by the engine
-            return call_engine(context, self.engine.sample, nodes, fanouts=list(request.fanouts) or None,
-                               replace=request.replace, seed=seed, edge_ids=request.edge_ids, reply=True)
-        fan = self._relation_fanouts(context, request)
-        s, _ = call_engine(context, self.engine.sample, t, nodes, fanouts=fan, replace=request.replace, seed=seed,
-                           edge_ids=request.edge_ids)
+            return call_engine(context, self.engine.sample, nodes, reply=True, **how)
+        s = call_engine(context, self.engine.sample, nodes, **how)
         pb, edge = self.pb, s["edge"] or {}
         typed = pb.HeteroSampleReply(
             node_type=t,
@@ -124,43 +130,28 @@ class Servicer(Handlers):
 
     def Features(self, request: Any, context: Any) -> bytes:
         t = self._type(context, "Features", request.node_type)
+        if t not in self.features:
+            context.abort(code("FAILED_PRECONDITION"), f"the dataset {self.dataset.path} has no node features"
+                          if t is None else f"Features: node type '{t}' of {self.dataset.path} has no features "
+                          f"(types with features: {', '.join(self.features) or 'none'})")
+        dim, dtype = self.features[t]
         stored = bool(request.stored_dtype)
-        if t is None:
-            if not self.engine.feature_dim:
-                context.abort(code("FAILED_PRECONDITION"), f"the dataset {self.dataset.path} has no node features")
-            nodes = self._nodes(context, request.nodes)
-            out = call_engine(context, self.engine.features, nodes, stored=stored)
-            dtype, dim = self.engine.feature_dtype, self.engine.feature_dim
-        else:
-            dtype = self.feature_dtypes.get(t)
-            if dtype is None:
-                context.abort(code("FAILED_PRECONDITION"),
-                              f"Features: node type '{t}' of {self.dataset.path} has no features (types with "
-                              f"features: {', '.join(self.feature_dtypes) or 'none'})")
-            nodes = self._nodes(context, request.nodes)
-            out = call_engine(context, self.engine.features_of, t, nodes, stored=stored)
-            dim = dict(zip(self.engine.node_types, self.engine.features))[t][0]
+        nodes = self._nodes(context, request.nodes)
+        out = call_engine(context, self.engine.features, nodes, stored=stored, node_type=t)
         data = out if stored else out.astype("<f4", copy=False).tobytes()
         return self.pb.FeaturesReply(rows=len(nodes), dim=dim, dtype=dtype if stored else "f32", data=data,
                                      node_type=t or "").SerializeToString()
 
     # --- the model's calls ------------------------------------------------------------------------
 
-    def _run(self, context: Any, request: Any, call: str) -> Tuple[Any, Any, np.ndarray, int]:
-        """The model's (logits, rows of the layer Embed answers) for the request's distinct
-        nodes, their order for the request's nodes, and the seed, from one engine request
-        sampled with the model's training fanouts."""
-        if not self.typed:
+    def _run(self, context: Any, request: Any, call: str) -> Tuple[Any, np.ndarray, int]:
+        """What Predict (logits) or Embed (rows) answers for the request's distinct nodes,
+        their order for the request's nodes, and the seed, from one engine request sampled with
+        the model's training fanouts."""
+        if not self.typed:  # a homogeneous request's node type is refused before its model is asked for
             self._type(context, call, request.node_type)
         model = self._needs_task(context, "node", call) if call == "Predict" else self._needs_model(context, call)
         seed = self._seed(request)
-        if not self.typed:
-            nodes = self._nodes(context, request.nodes)
-            sub, x = call_engine(context, self.engine.sample_with_rows, nodes, fanouts=model.fanouts, seed=seed)
-            order = request_order(nodes, sub["node"], sub["num_sampled_nodes"][0])
-            if call == "Predict":
-                return model.run(sub, x)[0], None, order, seed
-            return None, model.embeddings(sub, x), order, seed
         t = self._type(context, call, request.node_type or model.target)
         layer = None
         if call == "Predict" and t != model.target:
@@ -174,18 +165,15 @@ class Servicer(Handlers):
                               f"Embed: node_type '{t}': the model ({model.run_dir}) never computes it (more than "
                               f"{model.layers} hops from its target '{model.target}')")
         nodes = self._nodes(context, request.nodes)
-        out, x = call_engine(context, self.engine.sample, t, nodes, fanouts=list(model.fanouts.items()), seed=seed,
+        sub, x = call_engine(context, self.engine.sample, nodes, node_type=t, fanouts=model.fanouts, seed=seed,
                              rows=True)
-        s = HeteroSample(seed_type=t, node=out["node"], num_sampled_nodes=out["num_sampled_nodes"], row=out["row"],
-                         col=out["col"], num_sampled_edges=out["num_sampled_edges"], edge=None)
-        logits, rows = model.run(s, x, layer)
-        bs = s.batch_size
-        return logits[:bs], None if rows is None else rows[:bs], request_order(nodes, s.node[t], bs), seed
+        logits, rows, seeds = model.answer(sub, x, t, layer)
+        return logits if layer is None else rows, request_order(nodes, seeds, len(seeds)), seed
 
     def Predict(self, request: Any, context: Any) -> bytes:
         import torch  # a model is served: torch is loaded already
 
-        logits, _, order, seed = self._run(context, request, "Predict")
+        logits, order, seed = self._run(context, request, "Predict")
         probs = torch.softmax(logits, dim=-1).numpy()[order]
         reply = self.pb.PredictReply(rows=len(order), classes=probs.shape[1], seed=seed)
         reply.probs.extend(probs.ravel().tolist())
@@ -193,7 +181,7 @@ class Servicer(Handlers):
         return reply.SerializeToString()
 
     def Embed(self, request: Any, context: Any) -> bytes:
-        _, rows, order, seed = self._run(context, request, "Embed")
+        rows, order, seed = self._run(context, request, "Embed")
         values = rows.numpy()[order]
         reply = self.pb.EmbedReply(rows=len(order), dim=values.shape[1], seed=seed)
         reply.values.extend(values.ravel().tolist())
@@ -209,10 +197,9 @@ class Servicer(Handlers):
         src, dst = np.asarray(request.src, dtype=np.int64), np.asarray(request.dst, dtype=np.int64)
         # The sample of the distinct endpoints, ascending (the seeds of a link batch, as in training).
         nodes = self._nodes(context, np.unique(np.concatenate([src, dst])))
-        sub, x = call_engine(context, self.engine.sample_with_rows, nodes, fanouts=model.fanouts, seed=seed)
-        z = model.embeddings(sub, x)
-        distinct = sub["num_sampled_nodes"][0]
-        scores = model.score(z[request_order(src, sub["node"], distinct)], z[request_order(dst, sub["node"], distinct)])
+        sub, x = call_engine(context, self.engine.sample, nodes, fanouts=model.fanouts, seed=seed, rows=True)
+        _, z, seeds = model.answer(sub, x, None, model.layer_of(None))
+        scores = model.score(z[request_order(src, seeds, len(seeds))], z[request_order(dst, seeds, len(seeds))])
         reply = self.pb.ScoreReply(rows=len(src), seed=seed)
         reply.scores.extend(scores.numpy().astype(np.float32).tolist())
         return reply.SerializeToString()
@@ -236,7 +223,7 @@ class Servicer(Handlers):
         nt = ds.manifest["node_types"]
         types = [pb.NodeTypeInfo(name=t, num_nodes=n, feature_dim=f[0] if f else 0, feature_dtype=f[1] if f else "",
                                  num_classes=(nt[t].get("labels") or {}).get("num_classes", 0))
-                 for t, n, f in zip(e.node_types, e.num_nodes, e.features)]
+                 for t, n, f in zip(e.node_types, e.num_nodes, e.feature_info)]
         return pb.InfoReply(
             num_nodes=ds.num_nodes, num_edges=ds.num_edges, node_types=types,
             relations=[pb.RelationInfo(name=r, num_edges=n) for r, n in zip(e.relations, e.num_edges)],
