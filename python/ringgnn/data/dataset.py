@@ -32,6 +32,15 @@ HOMOGENEOUS_TYPE = "node"
 HOMOGENEOUS_RELATION = "node:to:node"
 
 
+def typed_entries(manifest: Dict[str, Any], key: str) -> Dict[str, Dict[str, Any]]:
+    """``{name: entry}`` of a manifest's node types (``key`` ``node_types``) or relations
+    (``relations``), in the manifest's order; a homogeneous manifest (or a part's view) is its own
+    one entry, under :data:`HOMOGENEOUS_TYPE` or :data:`HOMOGENEOUS_RELATION`."""
+    if "node_types" in manifest:
+        return manifest[key]
+    return {HOMOGENEOUS_TYPE if key == "node_types" else HOMOGENEOUS_RELATION: manifest}
+
+
 class _Typed:
     """What both kinds of dataset answer as a typed one: node types, relations, their counts and
     parts. A homogeneous dataset is the one-type case: node type ``node`` and relation
@@ -42,9 +51,7 @@ class _Typed:
     manifest: Dict[str, Any]
 
     def _entries(self, key: str) -> Dict[str, Dict[str, Any]]:
-        """``{name: manifest entry}`` of the node types (``key`` ``node_types``) or the relations
-        (``relations``)."""
-        raise NotImplementedError
+        return typed_entries(self.manifest, key)
 
     def _part(self, part: str) -> "Dataset":
         raise NotImplementedError
@@ -301,9 +308,6 @@ class Dataset(_Typed):
                 out[k] = bytes(data[offsets[i]: offsets[i + 1]]).decode("utf-8")
             return out
 
-    def _entries(self, key: str) -> Dict[str, Dict[str, Any]]:
-        return {HOMOGENEOUS_TYPE if key == "node_types" else HOMOGENEOUS_RELATION: self.manifest}
-
     def _part(self, part: str) -> "Dataset":
         return self
 
@@ -365,9 +369,6 @@ class HeteroDataset(_Typed):
     @property
     def num_edges(self) -> int:
         return sum(self.num_edges_dict.values())
-
-    def _entries(self, key: str) -> Dict[str, Dict[str, Any]]:
-        return self.manifest[key]
 
     def _part(self, part: str) -> Dataset:
         if part not in self._parts:
