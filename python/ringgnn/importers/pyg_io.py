@@ -237,9 +237,7 @@ def from_pyg(
             return build.build_hetero(out, types, rels, add_reverse=add_reverse,
                                       source={"command": "from_pyg", "class": "HeteroData"}, **common)
         (t,), (r,) = types, rels
-        return build.convert(r.edges, out, format="npy", num_nodes=t.num_nodes, undirected=undirected,
-                             features=t.features, feature_dtype=t.feature_dtype, labels=t.labels, split=t.split,
-                             **common)
+        return build.convert_one_type(out, t, r, undirected=undirected, **common)
 
 
 def _num_nodes(store: Any, where: str) -> int:
