@@ -14,7 +14,8 @@ from .._core import InputError
 from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
 from ..data import build
-from ..data.dataset import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, Dataset, entry_field, typed_entries
+from ..data.dataset import Dataset, entry_field, typed_entries
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
 from ..data.generate import DEFAULTS as HD, generate_hetero
 from ..importers import graphbolt
 from ..progress import TqdmProgress

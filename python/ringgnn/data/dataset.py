@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _core
 from .._files import os_errors
-from .schema import parse_edge_type
+from .schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -27,9 +27,6 @@ def entry_field(entry: Dict[str, Any], key: str, field: str) -> Any:
     return None if entry.get(key) is None else entry[key][field]
 
 
-#: The node type and the relation of a homogeneous dataset seen as a typed one (PyG's names for them).
-HOMOGENEOUS_TYPE = "node"
-HOMOGENEOUS_RELATION = "node:to:node"
 
 
 def typed_entries(manifest: Dict[str, Any], key: str) -> Dict[str, Dict[str, Any]]:
@@ -79,6 +76,14 @@ class _Typed:
     def num_edges_dict(self) -> Dict[str, int]:
         return {r: self._entries("relations")[r]["num_edges"] for r in self.relations}
 
+    @property
+    def num_nodes(self) -> int:
+        return sum(self.num_nodes_dict.values())
+
+    @property
+    def num_edges(self) -> int:
+        return sum(self.num_edges_dict.values())
+
     def check_type(self, t: str) -> str:
         if t not in self._entries("node_types"):
             raise _core.InputError(f"{self.path}: no node type '{t}' (it has: {', '.join(self.node_types)})")
@@ -106,7 +111,7 @@ class _Typed:
         """The dataset as a PyG ``Data`` (homogeneous: ``edge_index``, ``x`` float32, ``y``,
         ``NAME_mask`` per split) or ``HeteroData`` in memory; refused when it needs more than
         ``memory`` bytes. See :mod:`ringgnn.importers.pyg_io`."""
-        # Here, not at the top: pyg_io imports this module (it builds datasets too).
+        # Here, not at the top: importers sit above data, and only to_pyg needs one (and torch).
         from ..importers.pyg_io import to_pyg
 
         return to_pyg(self, memory)
@@ -157,14 +162,6 @@ class Dataset(_Typed):
     @property
     def path(self) -> str:
         return os.fspath(self._handle.path)
-
-    @property
-    def num_nodes(self) -> int:
-        return self.manifest["num_nodes"]
-
-    @property
-    def num_edges(self) -> int:
-        return self.manifest["num_edges"]
 
     @property
     def feature_dim(self) -> Optional[int]:
@@ -361,14 +358,6 @@ class HeteroDataset(_Typed):
         self.path = path
         self.manifest = manifest
         self._parts: Dict[str, Dataset] = {}
-
-    @property
-    def num_nodes(self) -> int:
-        return sum(self.num_nodes_dict.values())
-
-    @property
-    def num_edges(self) -> int:
-        return sum(self.num_edges_dict.values())
 
     def _part(self, part: str) -> Dataset:
         if part not in self._parts:

@@ -38,8 +38,7 @@ from .._core import InputError
 from .._files import os_errors, save_npy
 from .._options import default_memory, size
 from ..data import build
-from ..data.dataset import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
-from ..data.schema import parse_edge_type
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, check_ids, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
