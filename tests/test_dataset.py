@@ -132,3 +132,18 @@ def test_use_after_fork(full):
     os.close(r)
     os.waitpid(pid, 0)
     assert result == b"1"
+
+
+def test_homogeneous_is_the_one_type_case(full, bare):
+    """A homogeneous dataset answers the typed API: node type ``node``, relation ``node:to:node``,
+    each the dataset itself."""
+    assert (full.node_types, full.relations, full.edge_types) == (["node"], ["node:to:node"], [("node", "to", "node")])
+    assert full.num_nodes_dict == {"node": 6} and full.num_edges_dict == {"node:to:node": len(SMALL_EDGES)}
+    assert full.feature_dims() == {"node": 4} and bare.feature_dims() == {"node": None}
+    assert full.node_type("node") is full and full.relation(("node", "to", "node")) is full
+    assert full.check_type("node") == "node" and full.check_relation("node:to:node") == "node:to:node"
+    assert ringgnn.Dataset.opened(full) is full
+    with pytest.raises(ringgnn.InputError, match=r"no node type 'paper' \(it has: node\)"):
+        full.node_type("paper")
+    with pytest.raises(ringgnn.InputError, match=r"no relation 'a:b:c' \(it has: node:to:node\)"):
+        full.relation(("a", "b", "c"))

@@ -14,7 +14,8 @@ from .._core import InputError
 from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
 from ..data import build
-from ..data.dataset import Dataset, entry_field
+from ..data.dataset import Dataset, entry_field, typed_entries
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
 from ..data.generate import DEFAULTS as HD, generate_hetero
 from ..importers import graphbolt
 from ..progress import TqdmProgress
@@ -234,14 +235,11 @@ def _bars(args) -> TqdmProgress:
 def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
     if args.quiet:
         return
+    types, rels = typed_entries(manifest, "node_types"), typed_entries(manifest, "relations")
+    n, e = sum(t["num_nodes"] for t in types.values()), sum(r["num_edges"] for r in rels.values())
+    what = f"{n:,} nodes, {e:,} edges"
     if "node_types" in manifest:  # heterogeneous: counts per type and relation
-        n = sum(t["num_nodes"] for t in manifest["node_types"].values())
-        e = sum(r["num_edges"] for r in manifest["relations"].values())
-        what = (f"{n:,} nodes in {len(manifest['node_types'])} types, "
-                f"{e:,} edges in {len(manifest['relations'])} relations")
-    else:
-        n, e = manifest["num_nodes"], manifest["num_edges"]
-        what = f"{n:,} nodes, {e:,} edges"
+        what = f"{n:,} nodes in {len(types)} types, {e:,} edges in {len(rels)} relations"
     rate = e / seconds if seconds > 0 else float("inf")
     print(f"{verb} {what} in {seconds:.2f} s ({human(rate)} edges/s) -> {args.out}")
 
@@ -329,12 +327,13 @@ def info_dict(path: str) -> Dict[str, Any]:
     files = {k: {"path": f["path"], "bytes": f["bytes"]} for k, f in m["files"].items()}
     head = {"path": os.path.abspath(path), "format_version": m["version"]}
     tail = {"files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
+    types = {t: _type_info(i) for t, i in typed_entries(m, "node_types").items()}
+    rels = {r: _relation_info(i) for r, i in typed_entries(m, "relations").items()}
     if ds.is_hetero:
         return {**head, "heterogeneous": True, "num_nodes": ds.num_nodes, "num_edges": ds.num_edges,
-                "node_types": {t: _type_info(i) for t, i in m["node_types"].items()},
-                "relations": {r: _relation_info(i) for r, i in m["relations"].items()}, **tail}
-    # A homogeneous dataset is one node type and one relation, its fields at the top.
-    fields = {**_type_info(m), **_relation_info(m)}
+                "node_types": types, "relations": rels, **tail}
+    # A homogeneous dataset is the one-type case, its type's and relation's fields at the top.
+    fields = {**types[HOMOGENEOUS_TYPE], **rels[HOMOGENEOUS_RELATION]}
     return {**head, **{k: fields[k] for k in _HOMOGENEOUS_INFO}, **tail}
 
 

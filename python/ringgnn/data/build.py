@@ -214,6 +214,16 @@ class Relation:
     absent_ok: bool = False
 
 
+def convert_one_type(out: PathLike, node_type: NodeType, relation: Relation, **options: Any) -> Dict[str, Any]:
+    """The one-type case of :func:`build_hetero` (one node type, one relation), stored as a
+    homogeneous dataset: :func:`convert` of ``relation``'s edges and ``node_type``'s features,
+    labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``, ...). What an
+    importer whose input may be either kind calls for a homogeneous one."""
+    t, r = node_type, relation
+    return convert(r.edges, out, format=r.format, num_nodes=t.num_nodes, features=t.features,
+                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, **options)
+
+
 def build_hetero(
     out: PathLike,
     node_types: Sequence[NodeType],

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _core
 from .._files import os_errors
-from .schema import parse_edge_type
+from .schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -27,7 +27,97 @@ def entry_field(entry: Dict[str, Any], key: str, field: str) -> Any:
     return None if entry.get(key) is None else entry[key][field]
 
 
-class Dataset:
+
+
+def typed_entries(manifest: Dict[str, Any], key: str) -> Dict[str, Dict[str, Any]]:
+    """``{name: entry}`` of a manifest's node types (``key`` ``node_types``) or relations
+    (``relations``), in the manifest's order; a homogeneous manifest (or a part's view) is its own
+    one entry, under :data:`HOMOGENEOUS_TYPE` or :data:`HOMOGENEOUS_RELATION`."""
+    if "node_types" in manifest:
+        return manifest[key]
+    return {HOMOGENEOUS_TYPE if key == "node_types" else HOMOGENEOUS_RELATION: manifest}
+
+
+class _Typed:
+    """What both kinds of dataset answer as a typed one: node types, relations, their counts and
+    parts. A homogeneous dataset is the one-type case: node type ``node`` and relation
+    ``node:to:node`` (:data:`HOMOGENEOUS_TYPE`, :data:`HOMOGENEOUS_RELATION`), each the dataset
+    itself."""
+
+    path: str
+    manifest: Dict[str, Any]
+
+    def _entries(self, key: str) -> Dict[str, Dict[str, Any]]:
+        return typed_entries(self.manifest, key)
+
+    def _part(self, part: str) -> "Dataset":
+        raise NotImplementedError
+
+    @property
+    def node_types(self) -> List[str]:
+        """Type names, sorted (the order every per-type list of ringgnn uses)."""
+        return sorted(self._entries("node_types"))
+
+    @property
+    def relations(self) -> List[str]:
+        """``SRC:REL:DST`` names, sorted."""
+        return sorted(self._entries("relations"))
+
+    @property
+    def edge_types(self) -> List[tuple]:
+        """The relations as PyG edge types ``(src, rel, dst)``."""
+        return [parse_edge_type(r) for r in self.relations]
+
+    @property
+    def num_nodes_dict(self) -> Dict[str, int]:
+        return {t: self._entries("node_types")[t]["num_nodes"] for t in self.node_types}
+
+    @property
+    def num_edges_dict(self) -> Dict[str, int]:
+        return {r: self._entries("relations")[r]["num_edges"] for r in self.relations}
+
+    @property
+    def num_nodes(self) -> int:
+        return sum(self.num_nodes_dict.values())
+
+    @property
+    def num_edges(self) -> int:
+        return sum(self.num_edges_dict.values())
+
+    def check_type(self, t: str) -> str:
+        if t not in self._entries("node_types"):
+            raise _core.InputError(f"{self.path}: no node type '{t}' (it has: {', '.join(self.node_types)})")
+        return t
+
+    def check_relation(self, r: Any) -> str:
+        name = r if isinstance(r, str) else ":".join(r)
+        if name not in self._entries("relations"):
+            raise _core.InputError(f"{self.path}: no relation '{name}' (it has: {', '.join(self.relations)})")
+        return name
+
+    def node_type(self, t: str) -> "Dataset":
+        """Node type ``t`` as a dataset: its features, labels and splits."""
+        return self._part(f"node/{self.check_type(t)}")
+
+    def relation(self, r: Any) -> "Dataset":
+        """Relation ``r`` (``"SRC:REL:DST"`` or a tuple) as a dataset: its CSC over the ``DST`` ids."""
+        return self._part(f"relation/{self.check_relation(r)}")
+
+    def feature_dims(self) -> Dict[str, Optional[int]]:
+        """Feature width per type (None for a type without features)."""
+        return {t: entry_field(self._entries("node_types")[t], "features", "dim") for t in self.node_types}
+
+    def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
+        """The dataset as a PyG ``Data`` (homogeneous: ``edge_index``, ``x`` float32, ``y``,
+        ``NAME_mask`` per split) or ``HeteroData`` in memory; refused when it needs more than
+        ``memory`` bytes. See :mod:`ringgnn.importers.pyg_io`."""
+        # Here, not at the top: importers sit above data, and only to_pyg needs one (and torch).
+        from ..importers.pyg_io import to_pyg
+
+        return to_pyg(self, memory)
+
+
+class Dataset(_Typed):
     """An open dataset directory. Use :meth:`Dataset.open`.
 
     Arrays come back as ``np.int64``. The graph is stored in CSC orientation, as PyG samples it:
@@ -60,7 +150,7 @@ class Dataset:
     def opened(cls, dataset: "Union[Dataset, HeteroDataset, PathLike]") -> "Union[Dataset, HeteroDataset]":
         """``dataset`` as it is when already open (either kind), else :meth:`open` of the path:
         what every API that takes "a dataset or its path" does with it."""
-        return dataset if isinstance(dataset, (Dataset, HeteroDataset)) else cls.open(dataset)
+        return dataset if isinstance(dataset, _Typed) else cls.open(dataset)
 
     @classmethod
     def open_part(cls, path: PathLike, part: str) -> "Dataset":
@@ -72,14 +162,6 @@ class Dataset:
     @property
     def path(self) -> str:
         return os.fspath(self._handle.path)
-
-    @property
-    def num_nodes(self) -> int:
-        return self.manifest["num_nodes"]
-
-    @property
-    def num_edges(self) -> int:
-        return self.manifest["num_edges"]
 
     @property
     def feature_dim(self) -> Optional[int]:
@@ -223,13 +305,8 @@ class Dataset:
                 out[k] = bytes(data[offsets[i]: offsets[i + 1]]).decode("utf-8")
             return out
 
-    def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
-        """The dataset as a PyG ``Data`` in memory (``edge_index``, ``x`` float32, ``y``,
-        ``NAME_mask`` per split); refused when it needs more than ``memory`` bytes. See
-        :mod:`ringgnn.importers.pyg_io`."""
-        from ..importers.pyg_io import to_pyg
-
-        return to_pyg(self, memory)
+    def _part(self, part: str) -> "Dataset":
+        return self
 
     def __repr__(self) -> str:
         parts = [f"num_nodes={self.num_nodes:,}", f"num_edges={self.num_edges:,}"]
@@ -265,7 +342,7 @@ def open_homogeneous(dataset: Any, what: str) -> "Dataset":
     return ds
 
 
-class HeteroDataset:
+class HeteroDataset(_Typed):
     """An open heterogeneous dataset: node types, each with its own ids ``0 .. n-1`` and its own
     features, labels and splits, and relations ``SRC:REL:DST``, each its own CSC (see
     ``docs/FORMAT.md``, "Typed nodes and relations"). Use :meth:`Dataset.open`.
@@ -282,56 +359,6 @@ class HeteroDataset:
         self.manifest = manifest
         self._parts: Dict[str, Dataset] = {}
 
-    @property
-    def node_types(self) -> List[str]:
-        """Type names, sorted (the order every per-type list of ringgnn uses)."""
-        return sorted(self.manifest["node_types"])
-
-    @property
-    def relations(self) -> List[str]:
-        """``SRC:REL:DST`` names, sorted."""
-        return sorted(self.manifest["relations"])
-
-    @property
-    def edge_types(self) -> List[tuple]:
-        """The relations as PyG edge types ``(src, rel, dst)``."""
-        return [parse_edge_type(r) for r in self.relations]
-
-    @property
-    def num_nodes_dict(self) -> Dict[str, int]:
-        return {t: self.manifest["node_types"][t]["num_nodes"] for t in self.node_types}
-
-    @property
-    def num_edges_dict(self) -> Dict[str, int]:
-        return {r: self.manifest["relations"][r]["num_edges"] for r in self.relations}
-
-    @property
-    def num_nodes(self) -> int:
-        return sum(self.num_nodes_dict.values())
-
-    @property
-    def num_edges(self) -> int:
-        return sum(self.num_edges_dict.values())
-
-    def check_type(self, t: str) -> str:
-        if t not in self.manifest["node_types"]:
-            raise _core.InputError(f"{self.path}: no node type '{t}' (it has: {', '.join(self.node_types)})")
-        return t
-
-    def check_relation(self, r: Any) -> str:
-        name = r if isinstance(r, str) else ":".join(r)
-        if name not in self.manifest["relations"]:
-            raise _core.InputError(f"{self.path}: no relation '{name}' (it has: {', '.join(self.relations)})")
-        return name
-
-    def node_type(self, t: str) -> Dataset:
-        """Node type ``t`` as a dataset: its features, labels and splits."""
-        return self._part(f"node/{self.check_type(t)}")
-
-    def relation(self, r: Any) -> Dataset:
-        """Relation ``r`` (``"SRC:REL:DST"`` or a tuple) as a dataset: its CSC over the ``DST`` ids."""
-        return self._part(f"relation/{self.check_relation(r)}")
-
     def _part(self, part: str) -> Dataset:
         if part not in self._parts:
             self._parts[part] = Dataset.open_part(self.path, part)
@@ -342,16 +369,6 @@ class HeteroDataset:
         :meth:`Dataset.node_ids` gives a homogeneous dataset's: None when the type stores none
         (its ids were dense integers already; ``docs/FORMAT.md`` "Original node ids")."""
         return self.node_type(node_type).node_ids(nodes)
-
-    def feature_dims(self) -> Dict[str, Optional[int]]:
-        """Feature width per type (None for a type without features)."""
-        return {t: entry_field(self.manifest["node_types"][t], "features", "dim") for t in self.node_types}
-
-    def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
-        """The dataset as a PyG ``HeteroData`` in memory; see :meth:`Dataset.to_pyg`."""
-        from ..importers.pyg_io import to_pyg
-
-        return to_pyg(self, memory)
 
     def __repr__(self) -> str:
         types = ", ".join(f"{t}={n:,}" for t, n in self.num_nodes_dict.items())

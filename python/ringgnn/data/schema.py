@@ -11,6 +11,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 EdgeType = Tuple[str, str, str]
 
+#: The node type and the relation of a homogeneous dataset seen as a typed one (PyG's names for them).
+HOMOGENEOUS_TYPE = "node"
+HOMOGENEOUS_RELATION = "node:to:node"
+
 #: The encoders ``model=`` names.
 HETERO_MODELS = ("sage", "rgcn")
 #: What :meth:`HeteroModel.config` holds: the constructor's arguments.

@@ -572,11 +572,6 @@ def convert_graphbolt(
         # quote_input=False: the builder's errors name a described file's line, never its content.
         common = {"seed": seed, "memory": memory, "overwrite": overwrite, "threads": threads, "progress": progress,
                   "quote_input": False}
-        if meta.homogeneous:
-            (_, (path, fmt)), = edges
-            labels, split = targets.get(None, (None, None))
-            return build.convert(path, out, format=fmt, undirected=add_reverse, num_nodes=meta.nodes[None],
-                                 features=features.get(None), labels=labels, split=split, **common)
         types = [build.NodeType(t, n, features=features.get(t), labels=targets.get(t, (None, None))[0],
                                 split=targets.get(t, (None, None))[1]) for t, n in meta.nodes.items()]
         relations = []
@@ -585,6 +580,9 @@ def convert_graphbolt(
             relations.append(build.Relation(t, path, fmt) if lk is None else build.Relation(
                 t, path, fmt, link_split=lk.pairs, link_negatives=link_negatives, given_negatives=lk.negatives,
                 absent_ok=True))
+        if meta.homogeneous:  # the one-type case (untyped entries: type None)
+            (t,), (r,) = types, relations
+            return build.convert_one_type(out, t, r, undirected=add_reverse, **common)
         source = {"command": "convert", "from": "graphbolt", "yaml": os.path.basename(meta.path),
                   "dataset_name": meta.dataset_name, "task": None if chosen is None else (chosen.name or chosen.field)}
         if link_task is not None:

@@ -38,7 +38,7 @@ from .._core import InputError
 from .._files import os_errors, save_npy
 from .._options import default_memory, size
 from ..data import build
-from ..data.schema import parse_edge_type
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, check_ids, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
@@ -218,10 +218,11 @@ def from_pyg(
         if hetero and split is not None and not isinstance(split, Mapping):
             raise InputError("from_pyg: a HeteroData's split is a dict node type -> split spec")
         # A Data is the case of one node type and one relation.
-        stores = {t: (data[t], f"data['{t}']") for t in data.node_types} if hetero else {"node": (data, "data")}
+        stores = {t: (data[t], f"data['{t}']") for t in data.node_types} if hetero else \
+            {HOMOGENEOUS_TYPE: (data, "data")}
         counts = {t: _num_nodes(store, where) for t, (store, where) in stores.items()}
         edges = {et: (data[et], f"data[{et!r}]") for et in data.edge_types} if hetero else \
-            {("node", "to", "node"): (data, "data")}
+            {parse_edge_type(HOMOGENEOUS_RELATION): (data, "data")}
         rels = [build.Relation(":".join(et), s.edges(store, where, counts[et[0]], counts[et[2]]), "npy")
                 for et, (store, where) in edges.items()]
         types = []
@@ -235,9 +236,7 @@ def from_pyg(
             return build.build_hetero(out, types, rels, add_reverse=add_reverse,
                                       source={"command": "from_pyg", "class": "HeteroData"}, **common)
         (t,), (r,) = types, rels
-        return build.convert(r.edges, out, format="npy", num_nodes=t.num_nodes, undirected=undirected,
-                             features=t.features, feature_dtype=t.feature_dtype, labels=t.labels, split=t.split,
-                             **common)
+        return build.convert_one_type(out, t, r, undirected=undirected, **common)
 
 
 def _num_nodes(store: Any, where: str) -> int:
@@ -262,12 +261,12 @@ def _graph(ds: Any) -> np.ndarray:
     return np.stack([src, dst])
 
 
-def _node_store(ds: Any, part: Optional[str]) -> Dict[str, Any]:
+def _node_store(ds: Any) -> Dict[str, Any]:
     import torch
 
     out: Dict[str, Any] = {"num_nodes": ds.num_nodes}
     if ds.feature_dim is not None:
-        reader = _core.FeatureReader(ds.path, part=part) if part else _core.FeatureReader(ds.path)
+        reader = _core.FeatureReader(ds.path, part=ds.part) if ds.part else _core.FeatureReader(ds.path)
         out["x"] = torch.from_numpy(reader.gather(np.arange(ds.num_nodes, dtype=np.int64)))
     if ds.labels is not None:
         out["y"] = torch.from_numpy(ds.labels)
@@ -285,16 +284,16 @@ def to_pyg(ds: Any, memory: Union[None, int, str] = None) -> Any:
     from torch_geometric.data import Data, HeteroData
 
     limit = size(memory, "memory") if memory is not None else default_memory(held=0)
-    parts = {t: (ds.node_type(t), f"node/{t}") for t in ds.node_types} if ds.is_hetero else {None: (ds, None)}
-    dims = sum(part.num_nodes * (part.feature_dim or 0) for part, _ in parts.values())
+    parts = {t: ds.node_type(t) for t in ds.node_types}  # a homogeneous dataset is its one type
+    dims = sum(part.num_nodes * (part.feature_dim or 0) for part in parts.values())
     need = 16 * ds.num_edges + 4 * dims + 16 * ds.num_nodes  # edge_index int64, x float32, y int64 and masks
     if need > limit:
         raise InputError(f"{ds.path}: needs about {need / 2**30:.1f} GiB in memory as a PyG object, more than "
                          f"{limit / 2**30:.1f} GiB; sample it with ringgnn's loaders instead (or pass a larger memory)")
     import torch
 
-    stores = {t: _node_store(part, name) for t, (part, name) in parts.items()}
+    stores = {t: _node_store(part) for t, part in parts.items()}
+    graphs = {parse_edge_type(r): {"edge_index": torch.from_numpy(_graph(ds.relation(r)))} for r in ds.relations}
     if not ds.is_hetero:
-        return Data(edge_index=torch.from_numpy(_graph(ds)), **stores[None])
-    return HeteroData({**stores, **{parse_edge_type(r): {"edge_index": torch.from_numpy(_graph(ds.relation(r)))}
-                                    for r in ds.relations}})
+        return Data(**graphs[parse_edge_type(HOMOGENEOUS_RELATION)], **stores[HOMOGENEOUS_TYPE])
+    return HeteroData({**stores, **graphs})
