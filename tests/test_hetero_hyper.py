@@ -141,7 +141,7 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     sizes = loader.sizes()
     h, why = loader.hyperbatch_size()
     assert (h, why) == (sizes.hyperbatch, sizes.why) and (sizes.prefetch, sizes.workers) == (2, 2)
-    share = loader.plan.batch_memory  # the batches' whole part: everything an epoch holds is counted
+    share = loader.plan.batch_room  # the batches' whole part: everything an epoch holds is counted
     # Each of the 2 workers holds H samples; the rows of 3 batches and the buffers whatever H.
     assert fixed + 2 * h * per <= share
     if h < -(-len(loader) // 2):

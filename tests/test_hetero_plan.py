@@ -177,3 +177,21 @@ def test_a_probe_batch_is_measured(typed):  # noqa: F811
     got = probe_batch_bytes(loader, step, 3)
     # Other memory comes and goes meanwhile (the batch, the collector): within 10% of 64 MiB, times the margin.
     assert PROBE_MARGIN * (58 << 20) <= got <= PROBE_MARGIN * (70 << 20)
+
+
+def test_the_batches_get_the_room_the_plan_leaves_unused(typed):  # noqa: F811
+    """`batch_room`, what the typed loaders size hyperbatches within: the batches' part and the
+    room the files and cache leave unused, exactly."""
+    ds = ringgnn.Dataset.open(typed)
+    fan = {r: [2] for r in RELS}
+    kw = dict(target="paper", batch_size=2, seeds=5, process=0)
+    # Room 100: the cache (84) and has (12) leave 4 of it.
+    p = plan_hetero(ds, fan, memory=_memory(100), feature_backend="auto", **kw)
+    assert (p.batch_memory, p.room, p.held_bytes()) == (184, 100, 96)
+    assert p.batch_room == 184 + 4
+    # No cache and every file read from disk, as asked: the whole room goes to the batches.
+    p = plan_hetero(ds, fan, memory=_memory(100), backend="pread", feature_backend="pread", cache=0, **kw)
+    assert (p.held_bytes(), p.batch_room) == (0, 184 + 100)
+    # Measured batches: their bytes and the 4 left unused.
+    p = plan_hetero(ds, fan, memory=1000 + INDEX + 100, batch_bytes=1000, feature_backend="auto", **kw)
+    assert p.batch_room == 1000 + 4

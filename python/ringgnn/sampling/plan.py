@@ -91,6 +91,13 @@ class HeteroPlan:
         return self.batch_bytes
 
     @property
+    def batch_room(self) -> int:
+        """Bytes the typed loaders size an epoch's batches within (``ringgnn.sampling.hyper``):
+        :attr:`batch_memory` and the room its files, tables and cache leave unused (with
+        ``cache=0`` and files too large to hold, the room would otherwise sit idle)."""
+        return self.batch_bytes + max(0, self.room - self.held_bytes())
+
+    @property
     def held_relations(self) -> List[str]:
         return sorted(r for r, c in self.relations.items() if c.held)
 

@@ -24,7 +24,7 @@ class TypedEpochs:
     (:class:`ringgnn.sampling.links.HeteroLinkBatches`) share: one Rust typed loader
     (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
     feature readers (``features``), its hyperbatch size ``H`` (``ringgnn.sampling.hyper``, from
-    probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
+    probe batches measured, within ``plan.batch_room``), and its epochs run on the worker
     pipeline: ``threads`` workers, a batch's rows gathered when it is among the next
     ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
     list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`,
@@ -84,14 +84,14 @@ class TypedEpochs:
     def sizes(self) -> hetero_hyper.Sizes:
         """The epochs' hyperbatch size, batches ahead and workers, decided once, on first use
         (``ringgnn.sampling.hyper.choose``, from what the probe batches of
-        :meth:`probe_batch_bytes` hold), within the plan's ``batch_memory``."""
+        :meth:`probe_batch_bytes` hold), within the plan's ``batch_room``."""
         if self._sizes is None:
             backend, _ = self.sampler.placement()
             measured = dict(per_batch=0, rows=0, buffers=0, held=0)
             if self.hyperbatch is None and backend != "memory" and len(self):
                 measured = self._probe()
             self._sizes = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=self.plan.batch_memory, threads=self.threads,
+                                              share=self.plan.batch_room, threads=self.threads,
                                               prefetch=self.prefetch, batches=max(1, len(self)), **measured)
             logger.info("hyperbatch: %s", self._sizes.why)
         return self._sizes
