@@ -41,6 +41,7 @@ with `cache=0`).
           a checkout of the previous commit, put first on PYTHONPATH). Seconds count from the
           first `iter` (the hyperbatch choice, its probe batches included) to the last batch; a
           digest of every batch (ids, edges, features, labels) shows both made the same batches.
+          `--configs old,new1,new4`: `newH` forces `hyperbatch=H` (the rest as `new`).
           `--task link`: the link batches of `author:writes:paper` instead
           (`HeteroLinkBatches`, `--batches N` batches of `--batch-size` random (author, paper)
           pairs with as many negatives, its sampler's placement within `memory=CAP`).
@@ -68,7 +69,7 @@ import json, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import ringgnn
-from ringgnn import HeteroLoader, HeteroNeighborSampler
+from ringgnn import HeteroLoader, HeteroNeighborSampler  # both layouts (--before) export them
 path, mode, backend, batches, cap, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 share = sys.argv[8] if len(sys.argv) > 8 else "-"
 ds = ringgnn.Dataset.open(path)
@@ -94,9 +95,10 @@ if mode == "loader":
                                    threads=2, pairs=pairs)
     else:
         more = json.loads(os.environ.get("HETERO_BENCH_LOADER", "{}"))  # --loader-args
+        forced = {"hyperbatch": int(backend[3:])} if backend[3:] else {}  # --configs newH
         loader = HeteroLoader(ds, [15, 10], "paper", seeds="train", batch_size=bs, shuffle=True, seed=0,
-                              **{"threads": 2, **more}, backend="uring", feature_backend="uring", direct=True,
-                              memory=cap, cache=0)
+                              **{"threads": 2, **forced, **more}, backend="uring", feature_backend="uring",
+                              direct=True, memory=cap, cache=0)
     loader.batches = list(range(batches))
     setup = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -275,7 +277,8 @@ def main():
     if args.mode == "hyper" and args.configs == "memory,disk,auto":
         args.configs = "perbatch,hyper"
     if args.mode == "loader":
-        args.configs = "old,new"
+        if not all(c == "old" or c.startswith("new") for c in args.configs.split(",")):
+            args.configs = "old,new"
         if not args.before:
             sys.exit("loader: give --before DIR, the Python package directory of the old loader")
     configs = args.configs.split(",")
@@ -283,7 +286,7 @@ def main():
     for rep in range(args.repeat):
         for c in (configs if rep % 2 == 0 else configs[::-1]):
             cmd = [sys.executable, "-c", CHILD, data, args.mode, c, args.batches,
-                   args.cap if c in ("auto", "plan", "nocache", "perbatch", "old", "new") or c.startswith("hyper")
+                   args.cap if c in ("auto", "plan", "nocache", "perbatch", "old") or c.startswith(("hyper", "new"))
                    else "-",
                    args.batch_size, args.hyperbatch, args.batch_share]
             if args.mode == "loader" and args.memory:
@@ -346,12 +349,12 @@ def main():
 def loader_table(args, data, size, runs):
     """The `loader` mode's table: the old loader against the new, same batches."""
     digests = {o["digest"] for rs in runs.values() for o in rs}
-    sec0 = statistics.median(o["seconds"] for o in runs["old"])
+    sec0 = statistics.median(o["seconds"] for o in runs.get("old", next(iter(runs.values()))))
     print(f"\n{data.name}: {size / 2**30:.2f} GiB of files; the first {args.batches} batches of {args.batch_size} papers "
           f"of epoch 0, fanouts 15,10, 2 threads, io_uring + O_DIRECT, memory={args.memory or args.cap} under memcap "
           f"--drop-caches "
           f"{args.cap}; median of {args.repeat}; batches identical across runs: {'yes' if len(digests) == 1 else 'NO'}\n")
-    print("| loader | hyperbatch (auto) | seconds | vs old | setup s | peak RSS | memcap |")
+    print("| loader | hyperbatch | seconds | vs old | setup s | peak RSS | memcap |")
     print("|---|---|---|---|---|---|---|")
     for c, rs in runs.items():
         sec = statistics.median(o["seconds"] for o in rs)

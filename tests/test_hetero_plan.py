@@ -194,3 +194,4 @@ def test_a_probe_batch_is_measured(typed):  # noqa: F811
     got = probe_batch_bytes(loader, step, 3)
     # Other memory comes and goes meanwhile (the batch, the collector): within 10% of 64 MiB, times the margin.
     assert PROBE_MARGIN * (58 << 20) <= got <= PROBE_MARGIN * (70 << 20)
+

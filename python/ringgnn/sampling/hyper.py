@@ -12,10 +12,10 @@ worker, not ``H`` batches of rows. ``"auto"`` counts everything an epoch holds, 
 as one probe hyperbatch): ``threads * H`` sampled batches (each its share of the sampler's
 workspaces and its sample, the largest times :data:`MEASURED_MARGIN`), plus what it holds
 whatever H (the rows of the ``prefetch`` batches ahead and of the consumer's, each worker's read
-buffers, the labels), all within the batches' part of the memory plan (``HeteroPlan.batch_memory``,
-``ringgnn.sampling.plan``). Where not even one batch at a time fits, it takes one batch ahead
-instead of two, then one worker, as the homogeneous plan does, and warns where even that does
-not fit (:func:`choose`). When every neighbor file is held in memory there is nothing to share: H is
+buffers, the labels), all within the batches' part of the memory plan and the room its files and
+cache leave unused (``HeteroPlan.batch_memory``, ``ringgnn.sampling.plan``). Where not even one
+batch at a time fits, it takes one batch ahead instead of two, then one worker, as the
+homogeneous plan does, and warns where even that does not fit (:func:`choose`). When every neighbor file is held in memory there is nothing to share: H is
 1.
 """
 
