@@ -154,6 +154,13 @@ def test_graphbolt_dataset_converts_and_trains_from_the_command_line(planted, tm
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["heterogeneous"] and m["target"] == "paper" and m["best_val_acc"] > 0.5
     assert m["args"]["cache"] == 256 << 10
+    # Staging options reach the typed loader: a run with them trains, and leaves no staging file.
+    (tmp_path / "scratch").mkdir()
+    r = _cli("train", str(tmp_path / "ds"), "--target", "paper", "--fanouts", fanouts, "--epochs", "1", "--backend",
+             "pread", "--hyperbatch", "2", "--staging-dir", str(tmp_path / "scratch"), "--staging-cap", "64M",
+             "--out", str(tmp_path / "r1"), "-q")
+    assert r.returncode == 0, r.stderr
+    assert list((tmp_path / "scratch").iterdir()) == []
     r = _cli("train", str(tmp_path / "ds"), "--target", "paper", "--cache-policy", "degree", "--out",
              str(tmp_path / "r2"))
     assert r.returncode != 0 and "--cache-policy: not available for heterogeneous datasets" in r.stderr

@@ -82,10 +82,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hyperbatch", default="auto", metavar="N|auto",
                    help="batches sampled together when the graph is read from disk (default auto)")
     p.add_argument("--staging-dir", default=None, metavar="DIR",
-                   help="where hyperbatches stage feature rows (default: beside the dataset; homogeneous datasets)")
+                   help="where hyperbatches stage feature rows (default: beside the dataset)")
     p.add_argument("--staging-cap", type=size_arg, default=None, metavar="SIZE",
-                   help="largest staging file (default: the feature file's size; 0: never stage); homogeneous "
-                        "datasets, as --staging-dir (the typed loader does not stage feature rows)")
+                   help="largest staging file (default: the feature file's size, per node type on a typed "
+                        "dataset; 0: never stage)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where the model runs (default cpu; cuda: pinned batch buffers, copies on a side stream; "
                         "under torchrun each rank takes its local rank's GPU)")

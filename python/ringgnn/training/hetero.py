@@ -90,8 +90,6 @@ class TypedRuns:
     #: and loader lack; ``ringgnn train --help`` says so too).
     REFUSED = {
         "cache_policy": ("presample", "a typed run's cache ranks each type's rows by expected hits per byte"),
-        "staging_dir": (None, "the typed loader does not stage feature rows"),
-        "staging_cap": (None, "the typed loader does not stage feature rows"),
         "gpu_cache": (None, "the GPU tier holds rows of one feature file, a typed dataset has one per type"),
     }
 
@@ -184,7 +182,8 @@ class TypedRuns:
         self.sampler = HeteroNeighborSampler(ds, opts["fanouts"], backend=opts["backend"], direct=opts["direct"],
                                              seed=opts["seed"], memory=opts["memory"], plan=plan)
         return dict(batch_size=opts["batch_size"], seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
-                    sampler=self.sampler, **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+                    sampler=self.sampler, staging_dir=opts["staging_dir"], staging_cap=opts["staging_cap"],
+                    **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
 
 
 def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
@@ -439,6 +438,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
         self.hyper = loaders[self.train_split] = HeteroLinkBatches(
             ds, self.relation, self.sampler, features, batch_size=batch_size, neg_ratio=self.neg.amount,
             neg_weight=self.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
+            staging_dir=opts["staging_dir"], staging_cap=opts["staging_cap"],
             **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
         return net, loaders
 
