@@ -15,8 +15,8 @@ whatever H (the rows of the ``prefetch`` batches ahead and of the consumer's, ea
 buffers, the labels), all within the batches' part of the memory plan and the room its files and
 cache leave unused (``HeteroPlan.batch_memory``, ``ringgnn.sampling.plan``). Where not even one
 batch at a time fits, it takes one batch ahead instead of two, then one worker, as the
-homogeneous plan does, and warns where even that does not fit (:func:`choose`). When every neighbor file is held in memory there is nothing to share: H is
-1.
+homogeneous plan does, and warns where even that does not fit (:func:`choose`). When every
+neighbor file is held in memory there is nothing to share: H is 1.
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ class TypedRuns:
         self.sampler = HeteroNeighborSampler(ds, opts["fanouts"], backend=opts["backend"], direct=opts["direct"],
                                              seed=opts["seed"], memory=opts["memory"], plan=plan)
         return dict(batch_size=opts["batch_size"], seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
-                    sampler=self.sampler, staging_dir=opts["staging_dir"], staging_cap=opts["staging_cap"],
+                    sampler=self.sampler, staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
                     **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
 
 
@@ -438,7 +438,7 @@ class HeteroLinkPrediction(TypedRuns, LinkPrediction):
         self.hyper = loaders[self.train_split] = HeteroLinkBatches(
             ds, self.relation, self.sampler, features, batch_size=batch_size, neg_ratio=self.neg.amount,
             neg_weight=self.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
-            staging_dir=opts["staging_dir"], staging_cap=opts["staging_cap"],
+            staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
             **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
         return net, loaders
 
