@@ -177,12 +177,6 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
         let y: Vec<i64> = s.node[paper].iter().map(|&v| v as i64 % 3).collect();
         assert_eq!(batch.y.as_deref(), Some(&y[..]));
     }
-    let same = |a: &[TypedBatch], b: &[TypedBatch]| {
-        a.len() == b.len()
-            && a.iter()
-                .zip(b)
-                .all(|(x, y)| (x.index, &x.sample, &x.x, &x.y) == (y.index, &y.sample, &y.x, &y.y))
-    };
     for (h, threads) in [(2, 1), (3, 2), (4, 2), (1, 3)] {
         assert!(
             same(&run(&base, h, threads), &want),
