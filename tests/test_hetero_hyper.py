@@ -232,6 +232,51 @@ def test_choose_by_hand(caplog):
         "fanouts"]
 
 
+
+def test_choose_by_time():
+    """With the probe's times, "auto" takes the configuration predicted fastest among those that
+    fit: here a pass shared by 7 batches on one worker beats each batch's own reads on two."""
+    t = hetero_hyper.Times(sample=0.1, read=1.0, scan=1.0, back=0.05)
+    # By hand: read-bound on 2 workers, max(1.0, (0.1 + 1.0) / 2) = 1.0 a batch whatever H; staged
+    # in hyperbatches of 7 on one worker, 1 / 7 + 0.05 of reads and 0.1 of sampling, 0.2929 a
+    # batch, after a first hyperbatch of 7 read batch by batch (1.1 each): 40 batches average 0.4341.
+    assert t.per_batch(5, 2, False, 40) == 1.0
+    assert t.per_batch(7, 1, True, 40) == pytest.approx((7 * 1.1 + 33 * (1 / 7 + 0.15)) / 40)
+    # A pass dearer than the batch's own reads is not taken (the loader chooses per hyperbatch).
+    assert t.per_batch(1, 2, True, 40) == t.per_batch(1, 2, False, 40) == 1.0
+    kw = dict(threads=2, prefetch=None, batches=40, staging_per_batch=MB, staging_buffers=16 * MB)
+    measured = dict(per_batch=4 * MB, rows=5 * MB, buffers=2 * MB, held=MB)
+    # In 65 MB: unstaged, 2 ahead and 2 workers fit H = 5 (20 + 2 * 4 H); staged, 2 workers fit
+    # only H = 1 (52 + 2 * 5 H, 47 + 2 * 5 H with 1 ahead), one worker with 1 ahead H = 7
+    # (10 + 18 + 1 + 5 H).
+    s = hetero_hyper.choose(None, in_memory=False, share=65 * MB, times=t, **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers, s.staging) == (7, 1, 1, True)
+    assert s.why.startswith("7 (auto: 1 threads")
+    assert s.why.endswith(
+        "; rows staged where a pass over a feature file pays and 1 batch ahead and 1 worker: the fastest that fits, "
+        "predicted 0.43 s a batch (rows read 1.00 s a batch, a pass 1.00 s, sampling 0.10 s, estimated on the probe "
+        "batches), against 1.00 s for the largest H unstaged (5 on 2 threads)")
+    # Where sampling dominates, two workers unstaged win (max(0.1, 1.1 / 2) = 0.55 a batch, where
+    # one worker staged takes at least the 1.0 of its sampling): the choice without times.
+    t = hetero_hyper.Times(sample=1.0, read=0.1, scan=1.0, back=0.05)
+    s = hetero_hyper.choose(None, in_memory=False, share=65 * MB, times=t, **measured, **kw)
+    assert (s.hyperbatch, s.prefetch, s.workers, s.staging) == (5, 2, 2, False)
+    assert s.why.endswith("; rows not staged: the fastest that fits, predicted 0.55 s a batch (rows read 0.10 s a "
+                          "batch, a pass 1.00 s, sampling 1.00 s, estimated on the probe batches)")
+    # Without staging's buffers (nothing may be staged) or without estimates, times are not used.
+    assert hetero_hyper.choose(None, in_memory=False, share=65 * MB, times=t, **measured,
+                               **dict(kw, staging_buffers=0)) == \
+        hetero_hyper.choose(None, in_memory=False, share=65 * MB, **measured, **dict(kw, staging_buffers=0))
+    no_reads = hetero_hyper.Times(sample=1.0)
+    assert hetero_hyper.choose(None, in_memory=False, share=65 * MB, times=no_reads, **measured, **kw) == \
+        hetero_hyper.choose(None, in_memory=False, share=65 * MB, **measured, **kw)
+    # The probe's figures: means per batch, the one pass as measured.
+    probes = [dict(sample_s=0.2, read_s=1.0, pass_s=3.0, back_s=0.1), dict(sample_s=0.4, read_s=2.0, pass_s=3.0,
+                                                                          back_s=0.3)]
+    got = hetero_hyper.measured_times(probes)
+    assert (got.sample, got.read, got.scan, got.back) == pytest.approx((0.3, 1.5, 3.0, 0.2))
+    assert hetero_hyper.measured_times([]) == hetero_hyper.Times()
+
 def test_bad_input(mag):
     for bad in (0, -2, "x", "2.5"):
         with pytest.raises(ringgnn.InputError, match="hyperbatch .* is not valid"):

@@ -43,6 +43,9 @@ pub struct StagingOptions {
 pub struct Estimate {
     pub per_batch: f64,
     pub staged: f64,
+    /// Of `staged`, the pass over the feature file (the rest writes the rows to the staging
+    /// file and reads them back).
+    pub pass: f64,
     /// Pages of the feature file that hold at least one cold row of the hyperbatch: what a
     /// pass could read at least (it reads whole blocks where they are dense).
     pub needed_pages: u64,
@@ -115,6 +118,7 @@ pub fn estimate(cold: &[Vec<u64>], file: &FeatureFile, model: &ReadModel) -> Est
     Estimate {
         per_batch,
         staged: pass + rows,
+        pass,
         needed_pages: union.iter().map(|w| w.count_ones() as u64).sum(),
     }
 }

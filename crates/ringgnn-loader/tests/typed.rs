@@ -283,6 +283,22 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
     let p = l.probe(&[vec![(2, vec![0, 1])]]).unwrap();
     let s = run(&l, 1, 1).remove(0).sample; // batch 0 of epoch 3, not the probe's
     assert!(p[0].staging > 2 * (256 << 10) && s.node.len() == 3);
+    // It estimates what reading the batches' rows costs over the types whose rows may be
+    // staged (each batch's own reads, one pass for all the probe's batches, each batch's rows
+    // written and read back) and measures the sampling; the pass is one for the probe.
+    let p = l
+        .probe(&[vec![(2, vec![0, 1])], vec![(2, vec![2])]])
+        .unwrap();
+    for q in &p {
+        assert!(q.read_s > 0.0 && q.pass_s > 0.0 && q.back_s > 0.0 && q.sample_s > 0.0);
+    }
+    assert_eq!(p[0].pass_s, p[1].pass_s);
+    // Without staging nothing is estimated: every choice reads the rows the same way.
+    let p = loader(&path, Some(BackendKind::Pread), false)
+        .probe(&[vec![(2, vec![0, 1])]])
+        .unwrap();
+    assert_eq!((p[0].read_s, p[0].pass_s, p[0].back_s), (0.0, 0.0, 0.0));
+    assert!(p[0].sample_s > 0.0);
 }
 
 #[test]

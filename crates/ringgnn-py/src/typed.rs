@@ -182,8 +182,11 @@ impl TypedLoader {
     /// What each batch of `seeds` holds while its hyperbatch is sampled, measured (sampled
     /// together as a probe hyperbatch): a list of dicts of `state` (its share of the sampler's
     /// workspaces), `batch` (its sample), `edges`, `rows` (what gathering it holds: feature
-    /// rows, gather scratch, labels) and `staging` (its cold row ids and write buffers, where
-    /// rows are staged).
+    /// rows, gather scratch, labels), `staging` (its cold row ids and write buffers, where
+    /// rows are staged), and seconds: `sample_s` (its share of the probe's sampling, measured),
+    /// `read_s` (its rows read batch by batch), `pass_s` (one pass over the feature files for
+    /// all the probe's batches), `back_s` (its staged rows written and read back), estimated
+    /// over the types whose rows may be staged.
     fn probe<'py>(
         &self,
         py: Python<'py>,
@@ -204,6 +207,10 @@ impl TypedLoader {
                 d.set_item("edges", p.edges)?;
                 d.set_item("rows", p.rows)?;
                 d.set_item("staging", p.staging)?;
+                d.set_item("sample_s", p.sample_s)?;
+                d.set_item("read_s", p.read_s)?;
+                d.set_item("pass_s", p.pass_s)?;
+                d.set_item("back_s", p.back_s)?;
                 Ok(d)
             })
             .collect()

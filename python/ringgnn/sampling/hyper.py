@@ -17,13 +17,21 @@ cache leave unused (``HeteroPlan.batch_memory``, ``ringgnn.sampling.plan``). Whe
 batch at a time fits, it takes one batch ahead instead of two, then one worker, as the
 homogeneous plan does, and warns where even that does not fit (:func:`choose`). When every
 neighbor file is held in memory there is nothing to share: H is 1.
+
+Where rows may be staged (one pass over a feature file for a hyperbatch's rows, then each
+batch's read back), staging's buffers take room from the hyperbatches, and the pass pays more
+the more batches share it: the probe also times its sampling and estimates each batch's reads
+and the pass (:class:`Times`), and "auto" takes the configuration predicted fastest among those
+that fit (H, batches ahead, workers, staged or not). On the 6M-paper benchmark under 500M that
+is hyperbatches of 4 staged on one worker, about twice as fast as two workers reading each
+batch's rows.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._format import human_bytes
 
@@ -88,9 +96,55 @@ def measured_staging(probes: Sequence[Dict[str, int]]) -> int:
     return int(MEASURED_MARGIN * max((p.get("staging", 0) for p in probes), default=0))
 
 
+@dataclass(frozen=True)
+class Times:
+    """Seconds a batch takes, from the probe batches (``_core.TypedLoader.probe``): ``sample``
+    (its sampling, measured), ``read`` (its rows read batch by batch), ``scan`` (one pass over
+    the feature files for a hyperbatch's rows), ``back`` (its staged rows written to the staging
+    file and read back), estimated by the device model over the types whose rows may be staged
+    (the other types' reads are the same whatever is chosen)."""
+
+    sample: float = 0.0
+    read: float = 0.0
+    scan: float = 0.0
+    back: float = 0.0
+
+    def per_batch(self, h: int, workers: int, staged: bool, batches: int) -> float:
+        """Predicted seconds a batch over an epoch of ``batches`` batches in hyperbatches of
+        ``h`` on ``workers`` threads, rows ``staged`` or not: each batch's rows take ``read``,
+        or, staged, the hyperbatch's pass shared by its ``h`` batches plus ``back`` where that
+        is cheaper (the loader chooses so for each hyperbatch); the reads of all workers share
+        the device, their sampling does not, so a batch takes the longer of its reads and its
+        worker's whole work shared among the workers. The epoch's first hyperbatch is read batch
+        by batch (nothing trains before it to hide a pass)."""
+        def cost(disk: float) -> float:
+            return max(disk, (self.sample + disk) / workers)
+
+        steady = cost(min(self.read, self.scan / h + self.back) if staged else self.read)
+        first = min(h, batches)
+        return (first * cost(self.read) + (batches - first) * steady) / batches
+
+
+def measured_times(probes: Sequence[Dict[str, Any]]) -> Times:
+    """The :class:`Times` of probe batches (means; one pass for the probe's hyperbatch)."""
+    if not probes:
+        return Times()
+    n = len(probes)
+    return Times(sample=sum(p.get("sample_s", 0.0) for p in probes) / n,
+                 read=sum(p.get("read_s", 0.0) for p in probes) / n,
+                 scan=max(p.get("pass_s", 0.0) for p in probes),
+                 back=sum(p.get("back_s", 0.0) for p in probes) / n)
+
+
+#: A configuration predicted faster by less than this fraction does not displace one tried
+#: before it (two more workers, fewer batches ahead, no staging: the simpler first): the
+#: prediction is a model, not a measurement.
+TIME_MARGIN = 0.05
+
+
 def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int, rows: int, buffers: int, held: int,
            threads: int, prefetch: Optional[int], batches: int, staging_per_batch: int = 0,
-           staging_buffers: int = 0) -> Sizes:
+           staging_buffers: int = 0, times: Optional[Times] = None) -> Sizes:
     """The :class:`Sizes` of an epoch of ``batches`` batches. ``asked``: a number fixes H (at most
     ``batches``); None is ``"auto"``: 1 when the neighbor files are all in memory, else, with
     what the probes measured (``per_batch``: a sampled batch, ``rows``: a batch's gathered rows,
@@ -104,22 +158,31 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
     the batches is refused; for typed batches it does not count their rows ahead yet).
 
     Staging (``staging_buffers`` a worker and ``staging_per_batch`` a batch, where rows may be
-    staged) pays only over hyperbatches: it is kept where, counted, hyperbatches of two or more
-    still fit, else dropped and H chosen without it."""
+    staged) pays only over hyperbatches, and its buffers take room from them. With the probe's
+    ``times`` (:class:`Times`), every configuration that fits (batches ahead and workers as
+    above, staged or not, each H) is predicted (:meth:`Times.per_batch`) and the fastest taken
+    (:data:`TIME_MARGIN`): a pass over a feature file shared by H batches can beat reading each
+    batch's rows even with one worker and one batch ahead. Without times, staging is kept where,
+    counted, hyperbatches of two or more still fit, else dropped and H chosen without it."""
     p = DEFAULT_PREFETCH if prefetch is None else prefetch
     if asked is not None:
         h = max(1, min(asked, batches))
         return Sizes(h, p, threads, f"{h} (as given)")
     if in_memory:
         return Sizes(1, p, threads, "1 (auto: every neighbor file is in memory, nothing to share)")
+    bytes_ = dict(share=share, rows=rows, held=held, threads=threads, prefetch=prefetch, batches=batches)
+    if staging_buffers and times is not None and times.read > 0:
+        timed = _by_time(times, per_batch=per_batch, buffers=buffers, staging_per_batch=staging_per_batch,
+                         staging_buffers=staging_buffers, **bytes_)
+        if timed is not None:
+            return timed
     if staging_buffers:
-        staged = _fit(share, per_batch + staging_per_batch, rows, buffers + staging_buffers, held, threads, prefetch,
-                      batches, warn=False)
+        staged = _fit(per_batch=per_batch + staging_per_batch, buffers=buffers + staging_buffers, warn=False, **bytes_)
         if staged is not None and staged.hyperbatch > 1:
             return Sizes(staged.hyperbatch, staged.prefetch, staged.workers,
                          staged.why + "; rows staged where a pass over a feature file pays (its buffers and row ids "
                          "counted)", True)
-    plain = _fit(share, per_batch, rows, buffers, held, threads, prefetch, batches, warn=True)
+    plain = _fit(per_batch=per_batch, buffers=buffers, warn=True, **bytes_)
     assert plain is not None
     if not staging_buffers:
         return plain
@@ -127,24 +190,83 @@ def choose(asked: Optional[int], *, in_memory: bool, share: int, per_batch: int,
                  plain.why + "; rows not staged: with staging's buffers only one batch at a time would fit", False)
 
 
-def _fit(share: int, per_batch: int, rows: int, buffers: int, held: int, threads: int, prefetch: Optional[int],
-         batches: int, *, warn: bool) -> Optional[Sizes]:
-    """:func:`choose`'s "auto" for these bytes; where nothing fits, None, or with ``warn`` the
-    batches as asked and the warning."""
+def _tries(threads: int, prefetch: Optional[int]) -> List[Tuple[int, int]]:
+    """(batches ahead, workers) in the order they are tried: as given, then one batch ahead
+    (when ``prefetch`` is not given), then one worker."""
     p = DEFAULT_PREFETCH if prefetch is None else prefetch
-
-    def whatever_h(p: int, w: int) -> int:
-        return (p + 1) * rows + w * buffers + held
-
-    def total(h: int, p: int, w: int) -> int:
-        return whatever_h(p, w) + w * h * per_batch
-
     tries = [(p, threads)]
     if prefetch is None and p > 1:
         tries.append((1, threads))
     if threads > 1:
         tries.append((tries[-1][0], 1))
-    fitting = [(p, w) for p, w in tries if total(1, p, w) <= share]
+    return tries
+
+
+class _Bytes:
+    """What an epoch holds for (H, batches ahead, workers), and its words."""
+
+    def __init__(self, share: int, per_batch: int, rows: int, buffers: int, held: int) -> None:
+        self.share, self.per_batch, self.rows, self.buffers, self.held = share, per_batch, rows, buffers, held
+
+    def whatever_h(self, p: int, w: int) -> int:
+        return (p + 1) * self.rows + w * self.buffers + self.held
+
+    def total(self, h: int, p: int, w: int) -> int:
+        return self.whatever_h(p, w) + w * h * self.per_batch
+
+    def largest(self, p: int, w: int, batches: int) -> int:
+        """The largest H at most ``ceil(batches / w)`` that fits, 0 where H = 1 does not."""
+        h = max(1, -(-batches // w))
+        while h > 0 and self.total(h, p, w) > self.share:
+            h -= 1
+        return h
+
+    def why(self, h: int, p: int, w: int) -> str:
+        fits = "fit in" if self.total(h, p, w) <= self.share else "exceed, even one batch at a time,"
+        return (f"{h} (auto: {w} threads, {human_bytes(self.per_batch)} per sampled batch (measured on "
+                f"{PROBE_BATCHES} probe batches, x{MEASURED_MARGIN}) and {human_bytes(self.whatever_h(p, w))} "
+                f"whatever H (rows gathered for the next {p} and the consumer's, read buffers, labels); "
+                f"{human_bytes(self.total(h, p, w))} held {fits} the batches' {human_bytes(self.share)})")
+
+
+def _by_time(times: Times, *, share: int, per_batch: int, rows: int, buffers: int, held: int, threads: int,
+             prefetch: Optional[int], batches: int, staging_per_batch: int, staging_buffers: int) -> Optional[Sizes]:
+    """:func:`choose`'s "auto" by predicted time; None where nothing fits."""
+    best: Optional[Tuple[float, int, int, int, bool]] = None
+    for staged in (False, True):
+        b = _Bytes(share, per_batch + staged * staging_per_batch, rows, buffers + staged * staging_buffers, held)
+        for p, w in _tries(threads, prefetch):
+            for h in range(b.largest(p, w, batches), 0, -1):
+                t = times.per_batch(h, w, staged, batches)
+                if best is None or t < (1 - TIME_MARGIN) * best[0]:
+                    best = (t, h, p, w, staged)
+    if best is None:
+        return None
+    t, h, p, w, staged = best
+    b = _Bytes(share, per_batch + staged * staging_per_batch, rows, buffers + staged * staging_buffers, held)
+    why = b.why(h, p, w)
+    p0, w0 = _tries(threads, prefetch)[0]
+    less = [f"{p} batch{'es' * (p > 1)} ahead"] if p != p0 else []
+    less += [f"{w} worker{'s' * (w > 1)}"] if w != w0 else []
+    why += (f"; rows {'staged where a pass over a feature file pays' if staged else 'not staged'}"
+            f"{' and ' + ' and '.join(less) if less else ''}: the fastest that fits, predicted "
+            f"{t:.2f} s a batch (rows read {times.read:.2f} s a batch, a pass {times.scan:.2f} s, sampling "
+            f"{times.sample:.2f} s, estimated on the probe batches)")
+    plain = _fit(share=share, per_batch=per_batch, rows=rows, buffers=buffers, held=held, threads=threads,
+                 prefetch=prefetch, batches=batches, warn=False)
+    if plain is not None and (plain.hyperbatch, plain.prefetch, plain.workers, False) != (h, p, w, staged):
+        why += (f", against {times.per_batch(plain.hyperbatch, plain.workers, False, batches):.2f} s for the "
+                f"largest H unstaged ({plain.hyperbatch} on {plain.workers} threads)")
+    return Sizes(h, p, w, why, staged)
+
+
+def _fit(*, share: int, per_batch: int, rows: int, buffers: int, held: int, threads: int, prefetch: Optional[int],
+         batches: int, warn: bool) -> Optional[Sizes]:
+    """:func:`choose`'s "auto" for these bytes; where nothing fits, None, or with ``warn`` the
+    batches as asked and the warning."""
+    b = _Bytes(share, per_batch, rows, buffers, held)
+    tries = _tries(threads, prefetch)
+    fitting = [(p, w) for p, w in tries if b.total(1, p, w) <= share]
     if not fitting:
         if not warn:
             return None
@@ -154,18 +276,12 @@ def _fit(share: int, per_batch: int, rows: int, buffers: int, held: int, threads
             "at a time, with %d ahead and %d worker%s, needs %s: %d batches' rows (%s each, measured on %d probe "
             "batches), a sampled batch (%s), read buffers (%s) and labels (%s); they run as asked, one batch at a "
             "time, beyond the budget: give a larger memory budget (--memory), a smaller batch size or smaller "
-            "fanouts", human_bytes(share), p, w, "s" * (w > 1), human_bytes(total(1, p, w)), p + 1,
+            "fanouts", human_bytes(share), p, w, "s" * (w > 1), human_bytes(b.total(1, p, w)), p + 1,
             human_bytes(rows), PROBE_BATCHES, human_bytes(per_batch), human_bytes(w * buffers), human_bytes(held))
         fitting = tries[:1]
     p, w = fitting[0]
-    h = max(1, -(-batches // w))
-    while h > 1 and total(h, p, w) > share:
-        h -= 1
-    fits = "fit in" if total(h, p, w) <= share else "exceed, even one batch at a time,"
-    why = (f"{h} (auto: {w} threads, {human_bytes(per_batch)} per sampled batch (measured on {PROBE_BATCHES} probe "
-           f"batches, x{MEASURED_MARGIN}) and {human_bytes(whatever_h(p, w))} whatever H (rows gathered for the next "
-           f"{p} and the consumer's, read buffers, labels); {human_bytes(total(h, p, w))} held {fits} the batches' "
-           f"{human_bytes(share)})")
+    h = max(1, b.largest(p, w, batches))
+    why = b.why(h, p, w)
     if (p, w) != tries[0]:
         less = [f"{p} batch ahead instead of {tries[0][0]}"] if p != tries[0][0] else []
         less += [f"{w} worker instead of {threads}"] if w != threads else []

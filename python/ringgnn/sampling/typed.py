@@ -73,17 +73,19 @@ class TypedEpochs:
         as a probe: its share of the sampler's workspaces and its sample."""
         return self._probe()["per_batch"]
 
-    def _probe(self) -> Dict[str, int]:
+    def _probe(self) -> Dict[str, Any]:
         """What the probe batches of :meth:`probe_batch_bytes` measure, as
         ``ringgnn.sampling.hyper.choose`` takes it: ``per_batch`` (a sampled batch), ``rows`` (a
         batch's gathered rows, ``ringgnn.sampling.hyper.measured_rows``), ``buffers`` (one
-        worker's read buffers), ``held`` (the labels), and staging's part (``staging_per_batch``,
-        ``staging_buffers``)."""
+        worker's read buffers), ``held`` (the labels), staging's part (``staging_per_batch``,
+        ``staging_buffers``) and the seconds a batch takes (``times``,
+        ``ringgnn.sampling.hyper.Times``)."""
         core = self._core_loader()
         probes = core.probe(self._probe_seeds())
         return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes),
                     buffers=core.worker_bytes(), held=core.held_bytes(),
-                    staging_per_batch=hetero_hyper.measured_staging(probes), staging_buffers=core.staging_bytes())
+                    staging_per_batch=hetero_hyper.measured_staging(probes), staging_buffers=core.staging_bytes(),
+                    times=hetero_hyper.measured_times(probes))
 
     def sizes(self) -> hetero_hyper.Sizes:
         """The epochs' hyperbatch size, batches ahead and workers, decided once, on first use

@@ -25,7 +25,7 @@ use ringgnn_pipeline::{Jobs, Run, RunOptions};
 use ringgnn_sampler::{Fanout, HeteroSample};
 
 pub use graph::{OpenedSampler, TypedGraph};
-pub use stage::{TypeRows, TypedBatch, TypedStage};
+pub use stage::{ReadTimes, TypeRows, TypedBatch, TypedStage};
 
 use crate::budget::{GATHER_SCRATCH_PER_NODE, STAGING_BUFFERS, STAGING_PER_BATCH};
 use crate::labels::Labels;
@@ -63,8 +63,9 @@ pub struct TypedLoader {
     staged: Arc<Mutex<Vec<u64>>>,
 }
 
-/// What one probe batch held while sampled, measured.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What one probe batch held while sampled, measured, and what its rows cost to read,
+/// estimated.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProbeBytes {
     /// Its share of the sampler's workspaces: its dedup maps and hop buffers.
     pub state: u64,
@@ -78,6 +79,16 @@ pub struct ProbeBytes {
     /// What staging its rows holds while its hyperbatch waits: per type staged, its cold row
     /// ids (8 bytes a node) and a write buffer ([`STAGING_PER_BATCH`]).
     pub staging: u64,
+    /// Seconds its share of the probe's sampling took, measured (wall clock).
+    pub sample_s: f64,
+    /// Seconds to read its rows batch by batch, estimated, over the types whose rows may be
+    /// staged ([`stage::ReadTimes`]).
+    pub read_s: f64,
+    /// Seconds of one pass over those types' feature files for the rows of all the probe's
+    /// batches (the same for each of them).
+    pub pass_s: f64,
+    /// Seconds to write its staged rows and read them back.
+    pub back_s: f64,
 }
 
 impl TypedLoader {
@@ -288,16 +299,24 @@ impl TypedLoader {
         let stats = Arc::new(Mutex::new(vec![GatherStats::default(); self.rows.len()]));
         let stage = self.stage(PROBE_EPOCH, 1, stats, None);
         let mut w = stage.worker(None)?;
+        let clock = std::time::Instant::now();
         let samples = stage.sample(&mut w, &job)?;
+        let sample_s = clock.elapsed().as_secs_f64() / seeds.len() as f64;
         let state = w.sampler.held_bytes() / seeds.len() as u64;
+        let times = stage.read_times(&w, &samples)?;
         let out = samples
             .iter()
-            .map(|s| ProbeBytes {
+            .enumerate()
+            .map(|(i, s)| ProbeBytes {
                 state,
                 batch: s.bytes(),
                 edges: s.row.iter().map(|r| r.len() as u64).sum(),
                 rows: self.rows_bytes(s),
                 staging: self.batch_staging_bytes(s),
+                sample_s,
+                read_s: times.per_batch[i],
+                pass_s: times.pass,
+                back_s: times.back[i],
             })
             .collect();
         drop((samples, w));

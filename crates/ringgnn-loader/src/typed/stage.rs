@@ -108,6 +108,17 @@ pub struct TypedStage {
     pub(crate) staged: Arc<Mutex<Vec<u64>>>,
 }
 
+/// Seconds to read a hyperbatch's rows, estimated ([`TypedStage::read_times`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadTimes {
+    /// Per batch, its rows read batch by batch.
+    pub per_batch: Vec<f64>,
+    /// One pass over the feature files for the rows of all the batches together.
+    pub pass: f64,
+    /// Per batch, its staged rows written to the staging file and read back.
+    pub back: Vec<f64>,
+}
+
 /// A worker's own sampler, gatherers and staging files.
 pub struct Worker {
     pub(crate) sampler: HeteroSampler,
@@ -191,6 +202,38 @@ impl TypedStage {
                 .for_each(|(a, &s)| *a += s as u64);
         }
         Ok(staged)
+    }
+
+    /// What reading the rows of `samples` (one hyperbatch) costs, estimated ([`estimate`]) over
+    /// the types whose rows may be staged: the model `ringgnn.sampling.hyper.choose` weighs
+    /// hyperbatch sizes, workers and staging with. Other types read their rows the same way
+    /// whatever is chosen.
+    pub(crate) fn read_times(&self, w: &Worker, samples: &[HeteroSample]) -> Result<ReadTimes> {
+        let mut out = ReadTimes {
+            per_batch: vec![0.0; samples.len()],
+            pass: 0.0,
+            back: vec![0.0; samples.len()],
+        };
+        for (t, st) in w.staging.iter().enumerate() {
+            let (Some(st), Some(rows)) = (st, &self.rows[t]) else {
+                continue;
+            };
+            if st.disabled.is_some() {
+                continue;
+            }
+            let mut cold = vec![Vec::new(); samples.len()];
+            for (c, s) in cold.iter_mut().zip(samples) {
+                FeatureGatherer::cold_rows(&rows.file, rows.cache.as_deref(), &s.node[t], c)?;
+            }
+            let model = st.model();
+            for (i, c) in cold.iter().enumerate() {
+                let one = estimate(std::slice::from_ref(c), &rows.file, model);
+                out.per_batch[i] += one.per_batch;
+                out.back[i] += one.staged - one.pass;
+            }
+            out.pass += estimate(&cold, &rows.file, model).pass;
+        }
+        Ok(out)
     }
 
     /// The samples of `job` (batch index, seeds by type), drawn together.
