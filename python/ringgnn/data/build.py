@@ -217,11 +217,11 @@ class Relation:
 def convert_one_type(out: PathLike, node_type: NodeType, relation: Relation, **options: Any) -> Dict[str, Any]:
     """The one-type case of :func:`build_hetero` (one node type, one relation), stored as a
     homogeneous dataset: :func:`convert` of ``relation``'s edges and ``node_type``'s features,
-    labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``, ...). What an
-    importer whose input may be either kind calls for a homogeneous one."""
+    original ids, labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``,
+    ...). What an importer whose input may be either kind calls for a homogeneous one."""
     t, r = node_type, relation
     return convert(r.edges, out, format=r.format, num_nodes=t.num_nodes, features=t.features,
-                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, **options)
+                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, node_ids=t.node_ids, **options)
 
 
 def build_hetero(
