@@ -344,6 +344,14 @@ def stage_labels(stage: Staging, stem: str, source: str, chunks: Iterator[Tuple[
         return out.close()
 
 
+def stage_npz_labels(stage: Staging, npz: Npz, key: str, fix: str, stem: str, source: str, n: int,
+                     mismatch: Callable[[int], str]) -> str:
+    """Array ``key`` of ``npz``, the labels of ``n`` nodes, staged (:func:`stage_labels`)."""
+    f, s = npz.open(key, fix)
+    with f:
+        return stage_labels(stage, stem, source, ((c, f"{npz.path}: {key}") for c in s.chunks()), n, mismatch)
+
+
 def stage_ids(stage: Staging, ids: np.ndarray, stem: str, source: str) -> str:
     """Node ids (checked; one per row, or pairs of them) staged as int64, a copy of ``source``."""
     with NpyWriter(stage.path(stem, source), np.int64, ids.shape[1:]) as w:

@@ -41,7 +41,7 @@ from .._core import InputError
 from ..data import build
 from . import ogb_hetero, ogbl
 from ._ogb_io import (Npz, csv_column, load_split_dict, missing, need, scheme_dir, stage_csv_features, stage_csv_ids,
-                      stage_edges, stage_labels, stage_npz_features, stage_split_dict)
+                      stage_edges, stage_labels, stage_npz_features, stage_npz_labels, stage_split_dict)
 from ._stage import PathLike, Staging, split_name
 
 SPLIT_NAMES = ("train", "valid", "test")
@@ -138,10 +138,8 @@ class _Stager:
         npz = Npz(path)
         try:
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
-            f, s = npz.open(key, "OGB's node-label.npz holds the labels there")
-            with f:
-                return stage_labels(self.stage, "labels", path, ((c, f"{path}: {key}") for c in s.chunks()), n,
-                                    mismatch)
+            return stage_npz_labels(self.stage, npz, key, "OGB's node-label.npz holds the labels there", "labels", path,
+                                    n, mismatch)
         finally:
             npz.close()
 
