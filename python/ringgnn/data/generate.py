@@ -201,6 +201,14 @@ def _rng(seed: int, stream: int, index: int) -> np.random.Generator:
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over a uint64 array (wrapping arithmetic): the round function of
+    π_T here, and the hash of an integer id in the importers' buckets (:mod:`ringgnn.importers._arrow`)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
 class _Permutation:
     """π_T of docs/generators.md ("The permutation"): a seeded bijection of [0, n) with its inverse, on arrays."""
 
@@ -214,10 +222,7 @@ class _Permutation:
             0, 1 << 64, size=self.ROUNDS, dtype=np.uint64, endpoint=False)]
 
     def _f(self, x: np.ndarray, key: np.uint64) -> np.ndarray:
-        z = x ^ key
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return (z ^ (z >> np.uint64(31))) & self.mask
+        return mix64(x ^ key) & self.mask
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         left, right = x >> self.h, x & self.mask
