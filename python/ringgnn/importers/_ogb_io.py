@@ -31,6 +31,8 @@ from .._files import NpyWriter, os_errors
 from ..data import build
 from ._stage import LabelWriter, NpyStream, Staging, check_ids, split_names, unambiguous_edges
 
+#: The splits of every OGB layout, as its files name them (``valid`` becomes ``val``).
+SPLITS = ("train", "valid", "test")
 #: Lines parsed per chunk of a CSV: a few MiB of text.
 CSV_LINES = 1 << 16
 

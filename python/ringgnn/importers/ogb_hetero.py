@@ -44,11 +44,10 @@ from .._core import InputError
 from .._excerpt import WITHHELD, quoted
 from ..data import build
 from ._described import resolve
-from ._ogb_io import (Npz, array, build_typed, csv_column, csv_lines, load_split_dict, need, stage_csv_features,
+from ._ogb_io import (SPLITS, Npz, array, build_typed, csv_column, csv_lines, load_split_dict, need, stage_csv_features,
                       stage_csv_ids, stage_edges, stage_ids, stage_labels, stage_npz_features, stage_npz_labels)
 from ._stage import Staging, check_ids, split_name, split_names
 
-SPLITS = ("train", "valid", "test")
 CSV = "OGB's heterogeneous layout"
 BINARY = "OGB's binary heterogeneous layout"
 
