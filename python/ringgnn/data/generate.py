@@ -23,9 +23,9 @@ import numpy as np
 
 from .. import _core
 from .._files import allocated_memmap, os_errors, save_npy, temporary
-from .._options import count, optional_count, parse_link_split, parse_split, real, size
+from .._options import count, optional_count, parse_link_split, real, size
 from ..progress import reporting
-from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
+from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero, fractions
 from .schema import parse_edge_type
 
 #: Papers per chunk of the edge, label and split streams (authors per chunk of the affiliation
@@ -150,10 +150,7 @@ def _link(split: Any, relation: Optional[str], negatives: Any) -> Optional[Tuple
         what = "missing" if relation is None else f"'{relation}' is not a relation of the generator"
         raise _core.InputError(f"link_relation (--link-relation): {what}; name the relation whose pairs to hold "
                                f"out: {', '.join(RELATIONS)}")
-    parsed = parse_link_split(split)
-    if not all(isinstance(v, float) for _, v in parsed):
-        raise _core.InputError(f"link_split (--link-split) '{split}': generated datasets take fractions, "
-                               "e.g. val=0.05,test=0.1")
+    parsed = fractions(split, "link_split (--link-split)", parse_link_split, "val=0.05,test=0.1")
     return relation, parsed, count(negatives, "link_negatives (--link-negatives)")
 
 
@@ -177,10 +174,7 @@ def _real(value: Any, name: str, low: float, high: float) -> float:
 
 
 def _fractions(split: Any) -> List[Tuple[str, float]]:
-    parsed = parse_split(split)
-    if not all(isinstance(v, float) for _, v in parsed):
-        raise _core.InputError(f"split (--split) '{split}': generated datasets take fractions, "
-                               f"e.g. {DEFAULT_SBM_SPLIT}")
+    parsed = fractions(split, "split (--split)")
     for name, f in parsed:
         if not _SPLIT_NAME.match(name):
             raise _core.InputError(f"split (--split): name '{name}' may use letters, digits, _ and - only")
