@@ -3,10 +3,11 @@ the arrays of an ``.npz`` as streams (:class:`Npz`), and ``torch.save`` files (:
 :func:`load_split_dict`) without running code from them and, when they hold only numpy arrays
 and numbers (what OGB and MAG240M save), without importing torch; OGB's node labels, checked as
 they are written (:func:`write_labels`); and the staging every OGB layout shares, whether it
-has one node type or several: the split scheme (:func:`scheme_dir`), an ``edge_index`` streamed
-with its ids checked (:func:`stage_edges`), features (:func:`stage_npz_features`,
-:func:`stage_csv_features`), labels (:func:`stage_labels`), splits (:func:`stage_split_dict`,
-:func:`stage_csv_ids`), and the heterogeneous build of what is staged (:func:`build_typed`).
+has one node type or several: the split names (:data:`SPLITS`) and scheme (:func:`scheme_dir`),
+an ``edge_index`` streamed with its ids checked (:func:`stage_edges`), features
+(:func:`stage_npz_features`, :func:`stage_csv_features`), labels (:func:`stage_labels`,
+:func:`stage_npz_labels`), splits (:func:`stage_split_dict`, :func:`stage_csv_ids`), and the
+heterogeneous build of what is staged (:func:`build_typed`).
 Shared by :mod:`.ogb`, :mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`.
 
 The user names an OGB folder, not its files: errors name a file and its line, never quote its
