@@ -63,16 +63,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="table input: a table (.parquet or .csv with a header) of one row per node, keyed by the "
                    "edges' ids, giving features, labels and splits (joined out of core); typed tables: TYPE=FILE, "
                    "one per node type that has one (repeatable)")
-    p.add_argument("--node-id", metavar="[TYPE=]COL", action="append", default=None,
-                   help="--node-table: its id column (typed tables: TYPE=COL, or COL for every node table)")
-    p.add_argument("--feature-columns", metavar="[TYPE=]COLS", action="append", default=None,
-                   help="--node-table: feature columns, comma-separated (numbers), or one column of vectors (typed "
-                   "tables: TYPE=COLS per type, or COLS for every node table)")
-    p.add_argument("--label-column", metavar="[TYPE=]COL", action="append", default=None,
-                   help="--node-table: the label column (integer classes; null or -1 = unlabeled)")
-    p.add_argument("--split-column", metavar="[TYPE=]COL", action="append", default=None,
-                   help="--node-table: each node's split name (train, val, test; valid and validation are val; null or "
-                   "empty = none)")
+    for flag, cols, what in (
+            ("--node-id", "COL", "its id column (typed tables: TYPE=COL, or COL for every node table)"),
+            ("--feature-columns", "COLS", "feature columns, comma-separated (numbers), or one column of vectors "
+             "(typed tables: TYPE=COLS per type, or COLS for every node table)"),
+            ("--label-column", "COL", "the label column (integer classes; null or -1 = unlabeled)"),
+            ("--split-column", "COL", "each node's split name (train, val, test; valid and validation are val; "
+             "null or empty = none)")):
+        p.add_argument(flag, metavar=f"[TYPE=]{cols}", action="append", default=None, help=f"--node-table: {what}")
 
 def source_of(args: Any) -> str:
     """The source ``args.input`` is: ``--from``, else detected (a GraphBolt yaml first)."""

@@ -163,12 +163,20 @@ def generate_sbm(
 ) -> Dict[str, Any]:
     """Generate a degree-corrected planted-partition dataset (graph, features, labels, splits)
     at ``out``; the model is described in ``docs/generators.md``. Returns the manifest."""
-    parsed = parse_split(split)
-    if not all(isinstance(v, float) for _, v in parsed):
-        raise _core.InputError(f"split '{split}': generated datasets take fractions, e.g. {DEFAULT_SBM_SPLIT}")
+    parsed = fractions(split)
     return _run(_core.generate_sbm, progress, "generating the dataset", out, memory, nodes=nodes, classes=classes,
                 avg_degree=float(avg_degree), feature_dim=feature_dim, feature_dtype=feature_dtype, split=parsed,
                 seed=seed, overwrite=overwrite, threads=threads)
+
+
+def fractions(spec: Any, name: str = "split", parse: Any = parse_split, example: str = DEFAULT_SBM_SPLIT) -> list:
+    """``spec`` parsed by ``parse`` (:func:`ringgnn._options.parse_split` or ``parse_link_split``),
+    refused unless every part is a fraction, as generated datasets take them; ``name`` names
+    ``spec`` in the error, ``example`` shows what to give."""
+    parsed = parse(spec)
+    if not all(isinstance(v, float) for _, v in parsed):
+        raise _core.InputError(f"{name} '{spec}': generated datasets take fractions, e.g. {example}")
+    return parsed
 
 
 @dataclass
@@ -217,11 +225,11 @@ class Relation:
 def convert_one_type(out: PathLike, node_type: NodeType, relation: Relation, **options: Any) -> Dict[str, Any]:
     """The one-type case of :func:`build_hetero` (one node type, one relation), stored as a
     homogeneous dataset: :func:`convert` of ``relation``'s edges and ``node_type``'s features,
-    labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``, ...). What an
-    importer whose input may be either kind calls for a homogeneous one."""
+    original ids, labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``,
+    ...). What an importer whose input may be either kind calls for a homogeneous one."""
     t, r = node_type, relation
     return convert(r.edges, out, format=r.format, num_nodes=t.num_nodes, features=t.features,
-                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, **options)
+                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, node_ids=t.node_ids, **options)
 
 
 def build_hetero(

@@ -23,9 +23,9 @@ import numpy as np
 
 from .. import _core
 from .._files import allocated_memmap, os_errors, save_npy, temporary
-from .._options import count, optional_count, parse_link_split, parse_split, real, size
+from .._options import count, optional_count, parse_link_split, real, size
 from ..progress import reporting
-from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero
+from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero, fractions
 from .schema import parse_edge_type
 
 #: Papers per chunk of the edge, label and split streams (authors per chunk of the affiliation
@@ -150,10 +150,7 @@ def _link(split: Any, relation: Optional[str], negatives: Any) -> Optional[Tuple
         what = "missing" if relation is None else f"'{relation}' is not a relation of the generator"
         raise _core.InputError(f"link_relation (--link-relation): {what}; name the relation whose pairs to hold "
                                f"out: {', '.join(RELATIONS)}")
-    parsed = parse_link_split(split)
-    if not all(isinstance(v, float) for _, v in parsed):
-        raise _core.InputError(f"link_split (--link-split) '{split}': generated datasets take fractions, "
-                               "e.g. val=0.05,test=0.1")
+    parsed = fractions(split, "link_split (--link-split)", parse_link_split, "val=0.05,test=0.1")
     return relation, parsed, count(negatives, "link_negatives (--link-negatives)")
 
 
@@ -177,10 +174,7 @@ def _real(value: Any, name: str, low: float, high: float) -> float:
 
 
 def _fractions(split: Any) -> List[Tuple[str, float]]:
-    parsed = parse_split(split)
-    if not all(isinstance(v, float) for _, v in parsed):
-        raise _core.InputError(f"split (--split) '{split}': generated datasets take fractions, "
-                               f"e.g. {DEFAULT_SBM_SPLIT}")
+    parsed = fractions(split, "split (--split)")
     for name, f in parsed:
         if not _SPLIT_NAME.match(name):
             raise _core.InputError(f"split (--split): name '{name}' may use letters, digits, _ and - only")
@@ -201,6 +195,14 @@ def _rng(seed: int, stream: int, index: int) -> np.random.Generator:
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over a uint64 array (wrapping arithmetic): the round function of
+    π_T here, and the hash of an integer id in the importers' buckets (:mod:`ringgnn.importers._arrow`)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
 class _Permutation:
     """π_T of docs/generators.md ("The permutation"): a seeded bijection of [0, n) with its inverse, on arrays."""
 
@@ -214,10 +216,7 @@ class _Permutation:
             0, 1 << 64, size=self.ROUNDS, dtype=np.uint64, endpoint=False)]
 
     def _f(self, x: np.ndarray, key: np.uint64) -> np.ndarray:
-        z = x ^ key
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return (z ^ (z >> np.uint64(31))) & self.mask
+        return mix64(x ^ key) & self.mask
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         left, right = x >> self.h, x & self.mask

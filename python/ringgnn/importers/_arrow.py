@@ -15,12 +15,12 @@ import numpy as np
 from .._core import InputError
 from .._excerpt import quoted, reason
 from .._files import os_errors
+from ..data.generate import mix64
 from ._stage import Staging
 
 #: Rows per record batch read from the table.
 BATCH_ROWS = 1 << 18
 PARQUET_BUFFER = 1 << 20  # bytes of a Parquet reader's buffered input stream
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _K = np.uint64(0x100000001B3)  # FNV prime: the polynomial base of the string hash
 
 
@@ -45,13 +45,6 @@ def require_pyarrow() -> Any:
         raise InputError("reading Parquet and CSV tables needs pyarrow; install it with "
                          "pip install 'ringgnn[parquet]'") from None
     return pyarrow
-
-
-def mix64(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer over a uint64 array (wrapping arithmetic)."""
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
 
 
 #: Bytes of string data hashed at once by :func:`string_hash` (its temporaries take about 40

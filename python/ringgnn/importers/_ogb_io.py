@@ -3,10 +3,11 @@ the arrays of an ``.npz`` as streams (:class:`Npz`), and ``torch.save`` files (:
 :func:`load_split_dict`) without running code from them and, when they hold only numpy arrays
 and numbers (what OGB and MAG240M save), without importing torch; OGB's node labels, checked as
 they are written (:func:`write_labels`); and the staging every OGB layout shares, whether it
-has one node type or several: the split scheme (:func:`scheme_dir`), an ``edge_index`` streamed
-with its ids checked (:func:`stage_edges`), features (:func:`stage_npz_features`,
-:func:`stage_csv_features`), labels (:func:`stage_labels`), splits (:func:`stage_split_dict`,
-:func:`stage_csv_ids`), and the heterogeneous build of what is staged (:func:`build_typed`).
+has one node type or several: the split names (:data:`SPLITS`) and scheme (:func:`scheme_dir`),
+an ``edge_index`` streamed with its ids checked (:func:`stage_edges`), features
+(:func:`stage_npz_features`, :func:`stage_csv_features`), labels (:func:`stage_labels`,
+:func:`stage_npz_labels`), splits (:func:`stage_split_dict`, :func:`stage_csv_ids`), and the
+heterogeneous build of what is staged (:func:`build_typed`).
 Shared by :mod:`.ogb`, :mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`.
 
 The user names an OGB folder, not its files: errors name a file and its line, never quote its
@@ -31,6 +32,8 @@ from .._files import NpyWriter, os_errors
 from ..data import build
 from ._stage import LabelWriter, NpyStream, Staging, check_ids, split_names, unambiguous_edges
 
+#: The splits of every OGB layout, as its files name them (``valid`` becomes ``val``).
+SPLITS = ("train", "valid", "test")
 #: Lines parsed per chunk of a CSV: a few MiB of text.
 CSV_LINES = 1 << 16
 
@@ -342,6 +345,14 @@ def stage_labels(stage: Staging, stem: str, source: str, chunks: Iterator[Tuple[
         if out.rows != n:
             raise InputError(mismatch(out.rows))
         return out.close()
+
+
+def stage_npz_labels(stage: Staging, npz: Npz, key: str, fix: str, stem: str, source: str, n: int,
+                     mismatch: Callable[[int], str]) -> str:
+    """Array ``key`` of ``npz``, the labels of ``n`` nodes, staged (:func:`stage_labels`)."""
+    f, s = npz.open(key, fix)
+    with f:
+        return stage_labels(stage, stem, source, ((c, f"{npz.path}: {key}") for c in s.chunks()), n, mismatch)
 
 
 def stage_ids(stage: Staging, ids: np.ndarray, stem: str, source: str) -> str:

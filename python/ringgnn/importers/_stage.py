@@ -67,14 +67,24 @@ class Staging:
         (the builds' pre-write check, ``ringgnn_store::space``; the message names the output)."""
         _core.check_room(self.dir, self.out, [(what, int(nbytes))])
 
-    def path(self, stem: str, source: Optional[str] = None) -> str:
+    def path(self, stem: Optional[str], source: Optional[str] = None) -> str:
         """A new file name in the staging directory (``stem`` says what it holds); ``source``
         names the user's input it is a copy of (``"DIR/split/time/train.csv.gz"``,
-        ``"data.train_idx"``), for errors about its content."""
+        ``"data.train_idx"``), for errors about its content. Without ``stem`` the name is the number
+        alone (GraphBolt's copies: a homogeneous manifest's ``source`` names its staged edge file)."""
         self._n += 1
-        path = os.path.join(self.dir, f"{self._n}-{stem}.npy")
+        path = os.path.join(self.dir, f"{self._n}.npy" if stem is None else f"{self._n}-{stem}.npy")
         if source is not None:
             self._sources[path] = source
+        return path
+
+    def save(self, a: np.ndarray, stem: Optional[str], source: Optional[str] = None, what: Optional[str] = None) -> str:
+        """``a`` written to a new staged ``.npy`` (:meth:`path`), after :meth:`check_room` for it
+        (``what`` names it there; by default "the staged STEM")."""
+        path = self.path(stem, source)
+        self.check_room(what or f"the staged {stem}", a.nbytes)
+        with os_errors("writing", path):
+            save_npy(path, np.ascontiguousarray(a))
         return path
 
     def source_of(self, path: str) -> str:
@@ -273,10 +283,7 @@ def unambiguous_edges(path: str, stage: Staging) -> str:
         a = np.load(path, mmap_mode="r")
     if a.shape != (2, 2):
         return path
-    out = stage.path("edges", stage.source_of(path))
-    with os_errors("writing", out):
-        save_npy(out, np.ascontiguousarray(np.asarray(a).T))
-    return out
+    return stage.save(np.asarray(a).T, "edges", stage.source_of(path))
 
 
 def check_ids(ids: np.ndarray, limit: int, where: Callable[[int], str], what: str, fix: Optional[str] = None) -> None:

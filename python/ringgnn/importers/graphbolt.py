@@ -50,7 +50,7 @@ import numpy as np
 
 from .._core import InputError
 from .._excerpt import excerpt, quoted, reason
-from .._files import allocated_memmap, os_errors, save_npy
+from .._files import allocated_memmap, os_errors
 from ..data import build
 from ..data.schema import parse_edge_type
 from . import graphbolt_links
@@ -412,24 +412,11 @@ class _Staging(Staging):
 
     def __init__(self, meta: Metadata, out: str, overwrite: bool):
         super().__init__(out, overwrite)
-        self.meta, self.r, self.n = meta, _Reader(meta.path), 0
-        self.fields: Dict[str, str] = {}  # staged path -> the yaml field it came from
+        self.meta, self.r = meta, _Reader(meta.path)
 
-    def name_files(self, message: str) -> str:
-        """``message`` with each staged file named by its yaml field instead."""
-        for path, where in self.fields.items():
-            message = message.replace(path, f"{self.meta.path}: {where}")
-        return message
-
-    def save(self, a: np.ndarray, field: Optional[str] = None) -> str:
-        self.n += 1
-        path = os.path.join(self.dir, f"{self.n}.npy")
-        if field is not None:
-            self.fields[path] = field
-        self.check_room(f"a staged copy of {field or 'an array'}", a.nbytes)
-        with os_errors("writing", path):
-            save_npy(path, a)
-        return path
+    def copy(self, a: np.ndarray, field: Optional[str] = None) -> str:
+        """``a`` staged; errors about the copy name the yaml ``field`` it came from."""
+        return self.save(a, None, field and f"{self.meta.path}: {field}", f"a staged copy of {field or 'an array'}")
 
     def edges(self, f: DataFile) -> Tuple[str, str]:
         if f.format == "csv":
@@ -439,8 +426,8 @@ class _Staging(Staging):
             raise self.r.error(f.field, f"{f.path} holds a {a.dtype} array of shape {a.shape}",
                                "GraphBolt's edges are integers of shape (2, E): row 0 sources, row 1 destinations")
         if a.shape[1] == 2:  # ringgnn reads a (2, 2) array as one edge per row: give it that
-            return self.save(np.ascontiguousarray(a.T)), "npy"
-        return (f.path if f.format == "numpy" else self.save(a)), "npy"
+            return self.copy(np.ascontiguousarray(a.T)), "npy"
+        return (f.path if f.format == "numpy" else self.copy(a)), "npy"
 
     def features(self, t: Optional[str], f: DataFile) -> str:
         a, num = _load(self.meta, f), self.meta.nodes[t]
@@ -451,7 +438,7 @@ class _Staging(Staging):
             raise self.r.error(f.field, f"{f.path} holds {a.dtype} values", "ringgnn stores float16/32/64 features")
         if f.format == "numpy" and a.ndim == 2:
             return f.path
-        return self.save(a.reshape(num, -1))
+        return self.copy(a.reshape(num, -1))
 
     def task(self, task: Task) -> Dict[Optional[str], Tuple[Optional[str], Dict[str, str]]]:
         """Per node type the task names: (labels file or None, {split: seed ids file})."""
@@ -488,7 +475,7 @@ class _Staging(Staging):
                     where = f"{task.field}.{next(key for key, name in SETS if name == split)}"
                     raise self.r.error(where, f"node {uniq[counts > 1][0]}" + (f" of type {quoted(t)}" if t else "")
                                        + " is a seed more than once", "list each seed once")
-                splits.setdefault(t, {})[split] = self.save(ids)
+                splits.setdefault(t, {})[split] = self.copy(ids)
         for a in labels.values():
             a.flush()
         labels.clear()  # closes the maps before the builder reads the files
@@ -587,7 +574,4 @@ def convert_graphbolt(
                   "dataset_name": meta.dataset_name, "task": None if chosen is None else (chosen.name or chosen.field)}
         if link_task is not None:
             source["link_task"] = link_task.name or link_task.field
-        try:
-            return build.build_hetero(out, types, relations, add_reverse=add_reverse, source=source, **common)
-        except InputError as e:  # name the yaml's sets, not the staged copies of them
-            raise InputError(stage.name_files(str(e))) from None
+        return build.build_hetero(out, types, relations, add_reverse=add_reverse, source=source, **common)

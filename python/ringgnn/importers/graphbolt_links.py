@@ -61,7 +61,7 @@ def is_edge_type(t: Optional[str]) -> bool:
 
 
 def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, RelationSplits]:
-    """Per relation, the staged files of ``task``'s sets. ``stage.save(array) -> path``;
+    """Per relation, the staged files of ``task``'s sets. ``stage.copy(array) -> path``;
     ``load(meta, datafile) -> array``. Errors name the yaml field."""
     r = stage.r
     relations = {t for t, _ in meta.edges}
@@ -81,9 +81,9 @@ def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, Relati
             pos, neg = _read_set(meta, s, split, load, r, (meta.nodes[src_t], meta.nodes[dst_t]), src_t == dst_t)
             mine = out.setdefault(s.type, RelationSplits())
             order = np.lexsort((pos[:, 0], pos[:, 1]))  # the builder stores pairs by (dst, src)
-            mine.pairs[split] = stage.save(np.ascontiguousarray(pos[order]), s.field)
+            mine.pairs[split] = stage.copy(np.ascontiguousarray(pos[order]), s.field)
             if neg is not None:
-                mine.negatives[split] = stage.save(np.ascontiguousarray(neg[order]), s.field)
+                mine.negatives[split] = stage.copy(np.ascontiguousarray(neg[order]), s.field)
     for rel, splits in out.items():
         if not set(splits.pairs) - {"train"}:
             raise r.error(str(task), f"a link-prediction task with no validation_set or test_set for {quoted(rel)}",

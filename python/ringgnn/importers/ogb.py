@@ -40,12 +40,9 @@ import numpy as np
 from .._core import InputError
 from ..data import build
 from . import ogb_hetero, ogbl
-from ._ogb_io import (Npz, csv_column, load_split_dict, missing, need, scheme_dir, stage_csv_features, stage_csv_ids,
-                      stage_edges, stage_labels, stage_npz_features, stage_split_dict)
+from ._ogb_io import (SPLITS, Npz, csv_column, load_split_dict, missing, need, scheme_dir, stage_csv_features,
+                      stage_csv_ids, stage_edges, stage_labels, stage_npz_features, stage_npz_labels, stage_split_dict)
 from ._stage import PathLike, Staging, split_name
-
-SPLIT_NAMES = ("train", "valid", "test")
-
 
 # --- the layout, checked -------------------------------------------------------------------------
 
@@ -82,7 +79,7 @@ class _Layout:
         if d is None or ogbl.is_link(d):
             return d  # none, or link prediction (ogbl): see .ogbl
         if not os.path.isfile(os.path.join(d, "split_dict.pt")):
-            for s in SPLIT_NAMES:
+            for s in SPLITS:
                 need(os.path.join(d, f"{s}.csv.gz"), f"split scheme {d} needs train, valid and test (as .csv.gz "
                      "files or one split_dict.pt)")
         return d
@@ -138,10 +135,8 @@ class _Stager:
         npz = Npz(path)
         try:
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
-            f, s = npz.open(key, "OGB's node-label.npz holds the labels there")
-            with f:
-                return stage_labels(self.stage, "labels", path, ((c, f"{path}: {key}") for c in s.chunks()), n,
-                                    mismatch)
+            return stage_npz_labels(self.stage, npz, key, "OGB's node-label.npz holds the labels there", "labels", path,
+                                    n, mismatch)
         finally:
             npz.close()
 
@@ -153,7 +148,7 @@ class _Stager:
         if os.path.isfile(pt):
             return stage_split_dict(self.stage, pt, n, "node id", ":", "a 1-D array of node ids")
         out = {}
-        for s in SPLIT_NAMES:
+        for s in SPLITS:
             path = os.path.join(d, f"{s}.csv.gz")
             out[split_name(s, path)] = stage_csv_ids(self.stage, path, n, f"split-{s}", "node id")
         return out

@@ -44,11 +44,10 @@ from .._core import InputError
 from .._excerpt import WITHHELD, quoted
 from ..data import build
 from ._described import resolve
-from ._ogb_io import (Npz, array, build_typed, csv_column, csv_lines, load_split_dict, need, stage_csv_features,
-                      stage_csv_ids, stage_edges, stage_ids, stage_labels, stage_npz_features)
+from ._ogb_io import (SPLITS, Npz, array, build_typed, csv_column, csv_lines, load_split_dict, need, stage_csv_features,
+                      stage_csv_ids, stage_edges, stage_ids, stage_labels, stage_npz_features, stage_npz_labels)
 from ._stage import Staging, check_ids, split_name, split_names
 
-SPLITS = ("train", "valid", "test")
 CSV = "OGB's heterogeneous layout"
 BINARY = "OGB's binary heterogeneous layout"
 
@@ -201,13 +200,6 @@ def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
         finally:
             npz.close()
 
-    def labels(stage: Staging, npz: Npz, t: str) -> str:
-        f, s = npz.open(t, "")
-        with f:
-            return stage_labels(stage, f"labels-{t}", f"{npz.path}: {t}", ((c, f"{npz.path}: {t}") for c in s.chunks()),
-                                counts[t], lambda rows: f"{npz.path}: {rows} labels of '{t}', but num_nodes_dict.npz "
-                                                        f"has {counts[t]}")
-
     def stage_all(stage: Staging) -> Any:
         npz = Npz(need(os.path.join(raw, "edge_index_dict.npz"),
                        f"{BINARY} has the relations (edge_index_dict.npz) there"))
@@ -217,8 +209,10 @@ def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
             npz.close()
         feats = each("node_feat_dict.npz", "features", lambda npz, t: stage_npz_features(
             stage, npz, t, counts[t], f"features-{t}", f"{npz.path}: '{t}' is"))
-        return relations, (feats, each("node-label.npz", "labels", lambda npz, t: labels(stage, npz, t)),
-                           _splits(scheme, counts, stage))
+        labels = each("node-label.npz", "labels", lambda npz, t: stage_npz_labels(
+            stage, npz, t, "", f"labels-{t}", f"{npz.path}: {t}", counts[t],
+            lambda rows: f"{npz.path}: {rows} labels of '{t}', but num_nodes_dict.npz has {counts[t]}"))
+        return relations, (feats, labels, _splits(scheme, counts, stage))
 
     return stage_all
 

@@ -30,10 +30,8 @@ import numpy as np
 
 from .._core import InputError
 from ..data import build
-from ._ogb_io import array, load_pt, load_split_dict, need, stage_ids
+from ._ogb_io import SPLITS, array, load_pt, load_split_dict, need, stage_ids
 from ._stage import Staging, check_ids, split_names
-
-SPLITS = ("train", "valid", "test")
 
 
 def is_link(split_dir: Optional[str]) -> bool:

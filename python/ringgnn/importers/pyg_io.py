@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import _core
 from .._core import InputError
-from .._files import os_errors, save_npy
+from .._files import os_errors
 from .._options import default_memory, size
 from ..data import build
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
@@ -76,13 +76,6 @@ class _Stager:
     def __init__(self, stage: Staging):
         self.stage = stage
 
-    def save(self, a: np.ndarray, stem: str, source: str) -> str:
-        path = self.stage.path(stem, source)
-        self.stage.check_room(f"the staged {stem}", a.nbytes)
-        with os_errors("writing", path):
-            save_npy(path, np.ascontiguousarray(a))
-        return path
-
     def edges(self, store: Any, where: str, n_src: int, n_dst: int) -> str:
         e = getattr(store, "edge_index", None)
         if e is None:
@@ -96,7 +89,7 @@ class _Stager:
         a = a.astype(np.int64, copy=False)
         for row, n, end in ((0, n_src, "source"), (1, n_dst, "destination")):
             check_ids(a[row], n, lambda i: f"{where}.edge_index[{row}, {i}]", end, "set num_nodes or fix the ids")
-        return unambiguous_edges(self.save(a, "edges", f"{where}.edge_index"), self.stage)
+        return unambiguous_edges(self.stage.save(a, "edges", f"{where}.edge_index"), self.stage)
 
     def features(self, store: Any, where: str, n: int) -> Tuple[Optional[str], Optional[str]]:
         import torch
@@ -111,7 +104,7 @@ class _Stager:
         if a.ndim != 2 or a.shape[0] != n or a.dtype not in (np.float16, np.float32, np.float64):
             raise InputError(f"{where}.x: {a.dtype} of shape {tuple(a.shape)}; give float features of shape ({n}, D) "
                              "(cast integer features with x.float())")
-        return self.save(a, "features", f"{where}.x"), dtype
+        return self.stage.save(a, "features", f"{where}.x"), dtype
 
     def labels(self, store: Any, where: str, n: int) -> Optional[str]:
         y = getattr(store, "y", None)
@@ -169,7 +162,7 @@ class _Stager:
                 raise InputError(f"{at}: {a.dtype} of shape {tuple(a.shape)}; give a boolean mask or node ids")
             a = a.astype(np.int64)
             check_ids(a, n, lambda i: f"{at}[{i}]", "node", "")
-            out[name] = self.save(a, f"split-{name}", at)
+            out[name] = self.stage.save(a, f"split-{name}", at)
         return out or None
 
 

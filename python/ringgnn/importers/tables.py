@@ -33,6 +33,7 @@ import ctypes
 import gc
 import math
 import os
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -41,7 +42,7 @@ from .._core import InputError
 from .._files import NpyWriter, os_errors
 from .._options import default_memory, parse_split, process_rss
 from ..data import build
-from ..data.schema import parse_edge_type
+from ..data.schema import HOMOGENEOUS_RELATION, parse_edge_type
 from ._arrow import Buckets, Table, allow_open_files, bucket_of, id_type, require_pyarrow, to_np
 from ._stage import PathLike, Staging
 from .node_table import NodeTable, join
@@ -177,12 +178,12 @@ def convert_table(
                              "--split-column; its dense ids are assigned by the import, so id files cannot name them")
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
-        types, (staged,) = map_tables(stage, edges, kinds, nodes, bucket_counts(edges, kinds, budget, nodes))
-        ids, features, labels, node_splits = types["node"]
-        return build.convert(staged, out, format="npy", num_nodes=ids.num_nodes, undirected=undirected,
-                             self_loops=self_loops, dedup=dedup, split=node_splits or split, features=features,
-                             labels=labels, feature_dtype=feature_dtype, seed=seed, memory=build_share(budget),
-                             overwrite=overwrite, threads=threads, progress=progress, node_ids=ids.files)
+        (t,), (staged,) = map_tables(stage, edges, kinds, nodes, bucket_counts(edges, kinds, budget, nodes),
+                                     feature_dtype)
+        return build.convert_one_type(out, replace(t, split=t.split or split),
+                                      build.Relation(HOMOGENEOUS_RELATION, staged, "npy"), undirected=undirected,
+                                      self_loops=self_loops, dedup=dedup, seed=seed, memory=build_share(budget),
+                                      overwrite=overwrite, threads=threads, progress=progress)
 
 
 def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int,
@@ -209,11 +210,11 @@ def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int
 
 
 def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str], nodes: Dict[str, NodeTable],
-               p: Dict[str, int]) -> Tuple[Dict[str, Tuple["IdMap", Optional[str], Optional[str],
-                                                           Optional[Dict[str, str]]]], List[str]]:
-    """Passes 1 to 4 (see the module), each type's ids in ``p[TYPE]`` buckets: per node type its
-    :class:`IdMap` and its node table's staged features, labels and splits (None where not
-    asked), and per edge table its staged edge list of dense ids."""
+               p: Dict[str, int], feature_dtype: Optional[str]) -> Tuple[List[build.NodeType], List[str]]:
+    """Passes 1 to 4 (see the module), each type's ids in ``p[TYPE]`` buckets: the node types,
+    sorted, each with its :class:`IdMap`'s count and original ids and its node table's staged
+    features (stored as ``feature_dtype``), labels and splits (None where not asked), and per
+    edge table its staged edge list of dense ids."""
     pa = require_pyarrow()
     allow_open_files(sum(p.values()) + max(p.values()))  # pass 1: every type's ids, one table's edges
     ids_b = {ty: Buckets(stage, f"ids-{i}", pa.schema([("id", id_type(kinds[ty]))]), p[ty])
@@ -238,12 +239,14 @@ def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str]
         edges_b.append(eb)
     for b in ids_b.values():
         b.close()
-    types = {}
+    maps: Dict[str, IdMap] = {}
+    types = []
     for ty in sorted(kinds):
-        m = IdMap.number(stage, ids_b[ty], kinds[ty])
+        m = maps[ty] = IdMap.number(stage, ids_b[ty], kinds[ty])
         f, y, sp = join(nodes[ty], stage, kinds[ty], m.p, m.uniq, m.offsets) if ty in nodes else (None, None, None)
-        types[ty] = (m, f, y, sp or None)
-    return types, [map_edges(stage, eb, types[e.types[0]][0], types[e.types[1]][0]) for e, eb in zip(edges, edges_b)]
+        types.append(build.NodeType(ty, m.num_nodes, features=f, labels=y, split=sp or None,
+                                    feature_dtype=feature_dtype, node_ids=m.files))
+    return types, [map_edges(stage, eb, maps[e.types[0]], maps[e.types[1]]) for e, eb in zip(edges, edges_b)]
 
 
 class IdMap:

@@ -97,11 +97,9 @@ def convert_typed_tables(
                                   kinds[n.type], n.split_column)
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
-        staged, files = map_tables(stage, edges, kinds, nodes, _bucket_counts(edges, kinds, budget, nodes))
+        types, files = map_tables(stage, edges, kinds, nodes, _bucket_counts(edges, kinds, budget, nodes),
+                                  feature_dtype)
         build_memory = build_share(budget)
-        types = [build.NodeType(ty, m.num_nodes, features=f, labels=y, split=sp, feature_dtype=feature_dtype,
-                                node_ids=m.files)
-                 for ty, (m, f, y, sp) in sorted(staged.items())]
         rels = [build.Relation(r.name, e, format="npy") for r, e in zip(relations, files)]
         source = {"importer": "tables",
                   "relations": {r.name: {"table": os.path.basename(os.fspath(r.table)), "src": r.src, "dst": r.dst}
