@@ -40,7 +40,7 @@ from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .plan import HeteroPlan, plan_hetero, relation_bytes
-from .typed import TypedEpochs
+from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
 
@@ -397,9 +397,8 @@ class HeteroLoader(TypedEpochs):
                  hyperbatch: Union[int, str] = "auto", staging_dir: Optional[PathLike] = None,
                  staging_cap: Union[None, int, str] = None):
         ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
-        self.target = self._core_type = ds.check_type(target)
+        self.target = ds.check_type(target)
         part = ds.node_type(target)
-        self._with_labels = part.num_classes is not None
         self.dataset = ds
         self.seeds = self._seeds(part, seeds)
         self.batch_size = _options.count(batch_size, "batch_size", 1)
@@ -420,25 +419,16 @@ class HeteroLoader(TypedEpochs):
         else:
             self.plan = plan_hetero(ds, sampler.fanouts, memory=memory if memory is not None else sampler.memory,
                                     fixed_relations=sampler.placement(), **plan_args)
-        self.sampler = sampler
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.seed = _options.count(seed, "seed")
-        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = _options.optional_count(prefetch, "prefetch")
-        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
-        self._staging(staging_dir, staging_cap)
-        self._sizes: Optional[hetero_hyper.Sizes] = None
-        self._core: Optional[Tuple[int, Any]] = None
         self.direct = bool(direct)
-        self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
-        if features is not None:
-            if features.path != self.dataset.path or features.types != self.feature_types:
-                raise InputError(f"features: rows of {features.path} ({features.types}), not of this loader's dataset "
-                                 f"{self.dataset.path}; share features between loaders of one dataset")
-            self.features = features
-        else:
-            self.features = TypedRows(self.dataset.path, self.plan.feature_backends(), self.direct, self.plan.cache)
-        self.epoch = 0
+        if features is None:
+            features = TypedRows(ds.path, self.plan.feature_backends(), self.direct, self.plan.cache)
+        elif features.path != ds.path or features.types != feature_types(ds):
+            raise InputError(f"features: rows of {features.path} ({features.types}), not of this loader's dataset "
+                             f"{ds.path}; share features between loaders of one dataset")
+        super().__init__(sampler, features, self.plan, self.target, part.num_classes is not None, threads=threads,
+                         prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)
         self.batches: Optional[List[int]] = None
         """The global indices of the batches an epoch yields (one rank's share under
         ``torchrun``, see ``ringgnn.training.distributed.shard``); None: all of them, in order."""
@@ -448,17 +438,6 @@ class HeteroLoader(TypedEpochs):
             have = ", ".join(part.split_names) or "none"
             raise InputError(f"seeds '{spec}': node type '{self.target}' has no split '{spec}' (it has: {have})")
         return _options.seeds(part, spec)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = _options.count(epoch, "epoch")
-
-    def epoch_batches(self) -> int:
-        """The number of batches of a whole epoch."""
-        n = len(self.seeds)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __len__(self) -> int:
-        return self.epoch_batches() if self.batches is None else len(self.batches)
 
     def batch_seeds(self, epoch: int) -> List[np.ndarray]:
         """The seed ids of every batch of epoch ``epoch``, by global index."""
@@ -510,14 +489,9 @@ class HeteroLoader(TypedEpochs):
 
     def __iter__(self) -> Iterator[Any]:
         seeds = self.batch_seeds(self.epoch)
-        order = list(range(len(seeds))) if self.batches is None else list(self.batches)
+        order = self.epoch_order()
         for out in self._run(self.epoch, [(b, [(self.target, seeds[b])]) for b in order]):
             yield self._data(out, seeds[out["batch"]])
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_core"] = None
-        return state
 
     def __repr__(self) -> str:
         return (f"HeteroLoader({self.dataset.path!r}, target={self.target!r}, {len(self.seeds):,} seeds, "

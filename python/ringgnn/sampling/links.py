@@ -28,7 +28,7 @@ from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .hetero import HeteroLoader, HeteroNeighborSampler
 from .typed import TypedEpochs
-from .loader import CoreReports, Loader, batch_count
+from .loader import CoreReports, Epochs, Loader
 from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
 from .sampler import NeighborSampler, SampledSubgraph
 
@@ -73,7 +73,7 @@ class LinkSampler(LinkPairs):
                 yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
 
 
-class LinkBatches:
+class LinkBatches(Epochs):
     """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch` and
     :class:`LinkLoader`: ``batch_size`` positive pairs of ``edges`` per batch (an edge split's
     name, read from its file through a map as batches need them, or pairs), in an order
@@ -123,8 +123,8 @@ class LinkBatches:
         """The most seed nodes of one batch (what a memory plan is made for)."""
         return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1])
 
-    def __len__(self) -> int:
-        return batch_count(self.edges.shape[1], self.batch_size, self.drop_last, self.batches)
+    def _items(self) -> int:
+        return self.edges.shape[1]
 
     def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
         """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
@@ -168,13 +168,18 @@ class LinkBatches:
             self._reader_pid = os.getpid()
         return self._reader.gather(positions).view("<i8").T
 
+    def window_pairs(self, epoch: int) -> Iterator[Tuple[List[int], Dict[int, Pairs]]]:
+        """For each window of the epoch's batches: their global indices and their :class:`Pairs`
+        by batch index."""
+        wanted = self.epoch_order()
+        for w in range(0, len(wanted), self.window):
+            chosen = wanted[w:w + self.window]
+            yield chosen, {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
+
     def windows(self, epoch: int, core: Any) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
         """For each window of the epoch's batches: their :class:`Pairs` by batch index and the
         epoch of ``core`` (a Rust sampler or loader) started over their seed lists."""
-        wanted = list(range(len(self))) if self.batches is None else self.batches
-        for w in range(0, len(wanted), self.window):
-            chosen = wanted[w:w + self.window]
-            made = {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
+        for chosen, made in self.window_pairs(epoch):
             sizes = [len(made[b].seeds) for b in chosen]
             seeds = np.concatenate([made[b].seeds for b in chosen])
             for p in made.values():
@@ -291,23 +296,9 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
                          shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
         if features is None:  # the readers (and cache) a loader of this sampler would make
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
-        self.sampler, self.features, self.plan = sampler, features, sampler.plan()
-        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = _options.optional_count(prefetch, "prefetch")
-        self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
-        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
-        self._staging(staging_dir, staging_cap)
-        self._sizes: Optional[hetero_hyper.Sizes] = None
-        self._core: Optional[Tuple[int, Any]] = None
-        self._core_type, self._with_labels = self.types[1], False  # link batches carry no labels
-        self.epoch = 0
-
-    def epoch_batches(self) -> int:
-        """The number of batches of a whole epoch (:attr:`batches`: one rank's share of them)."""
-        return -(-self.edges.shape[1] // self.batch_size)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = _options.count(epoch, "epoch")
+        # Link batches carry no labels.
+        TypedEpochs.__init__(self, sampler, features, sampler.plan(), self.types[1], False, threads=threads,
+                             prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)
 
     def _seeds(self, p: Pairs) -> List[Tuple[str, np.ndarray]]:
         return list(p.typed_seeds(self.types).items())
@@ -328,9 +319,6 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self.epoch
-        order = list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
-        for w in range(0, len(order), self.window):
-            chosen = order[w:w + self.window]
-            made = {b: self.batch_pairs(epoch, b) for b in chosen}
+        for chosen, made in self.window_pairs(epoch):
             for out in self._run(epoch, [(b, self._seeds(made[b])) for b in chosen]):
                 yield self._data(out, made[out["batch"]])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Iterator, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,12 +29,30 @@ from ..data.dataset import Dataset, PathLike, open_homogeneous
 logger = logging.getLogger("ringgnn")
 
 
-def batch_count(n: int, batch_size: int, drop_last: bool, batches: Optional[Sequence[int]]) -> int:
-    """The batches of an epoch over ``n`` seeds (or pairs) cut ``batch_size`` at a time, the
-    last one short unless ``drop_last``; ``batches`` (global indices chosen): as many as it has."""
-    if batches is not None:
-        return len(batches)
-    return n // batch_size if drop_last else -(-n // batch_size)
+class Epochs:
+    """An epoch cut into batches of ``batch_size`` (the last one short unless ``drop_last``), of
+    which ``batches`` (global indices, e.g. one rank's share; None: all, in order) are yielded:
+    what every loader shares. It cuts :meth:`_items` (its seeds, or its pairs)."""
+
+    batch_size: int
+    drop_last: bool
+    batches: Optional[List[int]]
+    seeds: Any
+
+    def _items(self) -> int:
+        return len(self.seeds)
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch."""
+        n = self._items()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __len__(self) -> int:
+        return self.epoch_batches() if self.batches is None else len(self.batches)
+
+    def epoch_order(self) -> List[int]:
+        """The global indices of the batches an epoch yields."""
+        return list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
 
 
 class CoreReports:
@@ -67,7 +85,7 @@ class CoreReports:
         return self._core.feature_backend
 
 
-class Loader(CoreReports):
+class Loader(CoreReports, Epochs):
     """Iterate over mini-batches of ``split`` (or an array of seed ids), one epoch per ``iter()``.
 
     Args:
@@ -206,9 +224,6 @@ class Loader(CoreReports):
         #: Per-epoch totals of the last epoch iterated: batches, worker seconds sampling,
         #: waiting for their turn (the prefetch bound) and gathering, bytes read, cache hits.
         self.last_epoch: Dict[str, float] = {}
-
-    def __len__(self) -> int:
-        return batch_count(len(self.seeds), self.batch_size, self.drop_last, self.batches)
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self._epoch = self._epoch, self._epoch + 1
