@@ -59,7 +59,7 @@ from torch_geometric.sampler import (
 from . import _core, _options
 from ._core import InputError
 from .data.dataset import Dataset, HeteroDataset, PathLike
-from .data.schema import edge_type_str, parse_edge_type
+from .data.schema import HOMOGENEOUS_RELATION, edge_type_str, parse_edge_type
 from .sampling.hetero import HeteroNeighborSampler, HeteroSample
 from .sampling.links import LinkSampler, NegativeSampling as LinkNegatives
 from .sampling.sampler import NeighborSampler
@@ -67,13 +67,9 @@ from .sampling.sampler import NeighborSampler
 #: The single edge type of a homogeneous ringgnn dataset, as PyG names edge types (source,
 #: relation, target). A heterogeneous dataset's edge types are its relations ``SRC:REL:DST``
 #: split in three (:attr:`ringgnn.HeteroDataset.edge_types`).
-EDGE_TYPE = ("node", "to", "node")
+EDGE_TYPE = parse_edge_type(HOMOGENEOUS_RELATION)
 
 AnyDataset = Union[Dataset, HeteroDataset]
-
-
-def _open(dataset: Union[AnyDataset, PathLike]) -> AnyDataset:
-    return Dataset.opened(dataset)
 
 
 class RingNeighborSampler(BaseSampler):
@@ -103,7 +99,7 @@ class RingNeighborSampler(BaseSampler):
     """
 
     def __init__(self, dataset: Union[AnyDataset, PathLike], fanouts: Any, **kwargs: Any):
-        ds = _open(dataset)
+        ds = Dataset.opened(dataset)
         self.sampler: Union[NeighborSampler, HeteroNeighborSampler] = (
             HeteroNeighborSampler(ds, fanouts, **kwargs) if ds.is_hetero else NeighborSampler(ds, fanouts, **kwargs))
         self.epoch = 0
@@ -248,7 +244,7 @@ class RingFeatureStore(FeatureStore):
     def __init__(self, dataset: Union[AnyDataset, PathLike], *, backend: str = "auto", direct: bool = False,
                  cache: Union[int, str] = 0):
         super().__init__()
-        self.dataset = _open(dataset)
+        self.dataset = Dataset.opened(dataset)
         self._opts = dict(backend=_options.backend(backend), direct=bool(direct), cache=_options.size(cache, "cache"))
         self._readers: Tuple[int, Dict[Optional[str], Any]] = (os.getpid(), {})
 
@@ -257,12 +253,11 @@ class RingFeatureStore(FeatureStore):
     def reader(self, node_type: Optional[str] = None) -> Any:
         """This process's ``_core.FeatureReader`` (``.stats()`` has the read counters): of the
         dataset, or of node type ``node_type`` of a heterogeneous one."""
-        self._part(node_type)
+        part = self._part(node_type).part
         pid, readers = self._readers
         if pid != os.getpid():
             self._readers = pid, readers = os.getpid(), {}
         if node_type not in readers:
-            part = f"node/{node_type}" if self.dataset.is_hetero else None
             readers[node_type] = _core.FeatureReader(self.dataset.path, part=part, **self._opts)
         return readers[node_type]
 
@@ -270,12 +265,10 @@ class RingFeatureStore(FeatureStore):
         """The dataset that holds group ``group``'s rows: the dataset itself when homogeneous
         (whatever the group, as before heterogeneous datasets), else node type ``group``."""
         ds = self.dataset
-        if not ds.is_hetero:
-            return ds
-        if group not in ds.manifest["node_types"]:
+        if ds.is_hetero and group not in ds.node_types:
             raise KeyError(f"{ds.path}: a heterogeneous dataset has no node type {group!r}; group_name is one of "
                            f"{', '.join(ds.node_types)}")
-        return ds.node_type(group)
+        return ds.node_type(group) if ds.is_hetero else ds
 
     def _get_tensor(self, attr: TensorAttr) -> Optional[torch.Tensor]:
         part = self._part(attr.group_name)
@@ -337,21 +330,17 @@ class RingGraphStore(GraphStore):
 
     def __init__(self, dataset: Union[AnyDataset, PathLike]):
         super().__init__()
-        self.dataset = _open(dataset)
+        self.dataset = Dataset.opened(dataset)
 
     def get_all_edge_attrs(self) -> List[EdgeAttr]:
-        ds = self.dataset
-        n = ds.num_nodes_dict if ds.is_hetero else {EDGE_TYPE[0]: ds.num_nodes}
-        return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]]))
-                for et in (ds.edge_types if ds.is_hetero else [EDGE_TYPE])]
+        # A homogeneous dataset is the one-type case: its one edge type is EDGE_TYPE.
+        n = self.dataset.num_nodes_dict
+        return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]])) for et in self.dataset.edge_types]
 
     def _relation(self, edge_type: Any) -> Optional[Dataset]:
         """The CSC of ``edge_type`` (a tuple or ``"SRC:REL:DST"``), or None if there is none."""
-        ds = self.dataset
-        if not ds.is_hetero:
-            return ds if tuple(edge_type) == EDGE_TYPE else None
         name = edge_type_str(edge_type)
-        return ds.relation(name) if name in ds.manifest["relations"] else None
+        return self.dataset.relation(name) if name in self.dataset.relations else None
 
     def _get_edge_index(self, edge_attr: EdgeAttr) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
         rel = self._relation(edge_attr.edge_type) if edge_attr.layout == EdgeLayout.CSC else None
@@ -376,7 +365,7 @@ class RingGraphStore(GraphStore):
 def ring_stores(dataset: Union[AnyDataset, PathLike], **features: Any) -> Tuple[RingFeatureStore, RingGraphStore]:
     """``(RingFeatureStore, RingGraphStore)`` over one dataset: the ``data`` of a ``NodeLoader``.
     Keyword arguments (``backend``, ``direct``, ``cache``) go to the feature store."""
-    ds = _open(dataset)
+    ds = Dataset.opened(dataset)
     return RingFeatureStore(ds, **features), RingGraphStore(ds)
 
 

@@ -40,6 +40,7 @@ from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .plan import HeteroPlan, plan_hetero, relation_bytes
+from .sampler import ProcessLocal
 from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
@@ -162,7 +163,7 @@ class HeteroSample:
         return data
 
 
-class HeteroNeighborSampler:
+class HeteroNeighborSampler(ProcessLocal):
     """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (see the module
     docs for the semantics).
 
@@ -205,10 +206,12 @@ class HeteroNeighborSampler:
         self.seed = _options.count(seed, "seed")
         self.memory = _options.size(memory, "memory")
         self.with_edge_ids = bool(with_edge_ids)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._graph: Optional[Tuple[int, Any]] = None
         self._plan = plan
+        self.__dict__.update(self._fresh())
+
+    def _fresh(self) -> Dict[str, Any]:
+        # _graph: (pid, this process's graph); _local: each thread's core sampler.
+        return dict(_local=threading.local(), _lock=threading.Lock(), _graph=None)
 
     @property
     def hops(self) -> int:
@@ -332,16 +335,6 @@ class HeteroNeighborSampler:
         return HeteroSample(seed_type=types[0], node=out["node"], num_sampled_nodes=out["num_sampled_nodes"],
                             row=out["row"], col=out["col"], num_sampled_edges=out["num_sampled_edges"],
                             edge=out.get("edge"), seed_types=types)
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_local=None, _lock=None, _graph=None, dataset=self.dataset.path)
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        state["dataset"] = open_hetero(state["dataset"], "HeteroNeighborSampler")
-        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None)
-        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return (f"HeteroNeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import numpy as np
 
 from .. import _core, _options
-from ..data.dataset import Dataset, PathLike, open_homogeneous
+from ..data.dataset import Dataset, HeteroDataset, PathLike, open_homogeneous
 
 logger = logging.getLogger("ringgnn")
 
@@ -32,6 +32,29 @@ logger = logging.getLogger("ringgnn")
 _INHERITED: List[Any] = []
 #: Fallback reasons already logged by this process, so that each is logged once.
 _LOGGED: set = set()
+
+
+class ProcessLocal:
+    """How an object that holds core objects of this process (rings, threads, file handles)
+    pickles, for every such object of ringgnn's samplers and loaders: the attributes
+    :meth:`_fresh` gives are made anew (the receiving process makes its core objects on first
+    use), and a whole ``dataset`` travels as its path."""
+
+    def _fresh(self) -> Dict[str, Any]:
+        """The per-process attributes as a new object has them (before any core object)."""
+        return {}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__, **dict.fromkeys(self._fresh()))
+        ds = state.get("dataset")
+        if isinstance(ds, (Dataset, HeteroDataset)) and getattr(ds, "part", None) is None:
+            state["dataset"] = ds.path
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        if isinstance(state.get("dataset"), str):
+            state["dataset"] = Dataset.open(state["dataset"])
+        self.__dict__.update(state, **self._fresh())
 
 
 @dataclass
@@ -91,7 +114,7 @@ class SampledSubgraph:
         )
 
 
-class NeighborSampler:
+class NeighborSampler(ProcessLocal):
     """Node-wise uniform neighbor sampling (GraphSAGE) over a dataset on disk.
 
     Args:
@@ -156,8 +179,11 @@ class NeighborSampler:
         self.spill = str(spill)
         self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
         self.with_edge_ids = bool(with_edge_ids)
-        self._core: Any = None
-        self._pid: Optional[int] = None
+        self.__dict__.update(self._fresh())
+
+    def _fresh(self) -> Dict[str, Any]:
+        # _core: the core sampler of process _pid.
+        return dict(_core=None, _pid=None)
 
     # --- the per-process core sampler ---------------------------------------------------------
 
@@ -189,14 +215,6 @@ class NeighborSampler:
             _LOGGED.add((pid, reason))
             logger.warning("ringgnn: sampling with %s: %s", self._core.backend, reason)
         return self._core
-
-    def __getstate__(self) -> Dict[str, Any]:
-        # A core sampler cannot cross a process boundary; the receiving process builds its own.
-        return dict(self.__dict__, _core=None, _pid=None, dataset=self.dataset.path)
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        state["dataset"] = Dataset.open(state["dataset"])
-        self.__dict__.update(state)
 
     @property
     def backend(self) -> str:

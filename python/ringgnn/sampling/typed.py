@@ -15,12 +15,13 @@ from .. import _core, _options
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .loader import Epochs
+from .sampler import ProcessLocal
 from .plan import HeteroPlan
 
 logger = logging.getLogger("ringgnn")
 
 
-class TypedEpochs(Epochs):
+class TypedEpochs(Epochs, ProcessLocal):
     """What the typed node loader (:class:`HeteroLoader`) and link batcher
     (:class:`ringgnn.sampling.links.HeteroLinkBatches`) share: one Rust typed loader
     (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
@@ -135,8 +136,8 @@ class TypedEpochs(Epochs):
         finally:
             run.close()
 
-    def __getstate__(self) -> Dict[str, Any]:
-        return dict(self.__dict__, _core=None)
+    def _fresh(self) -> Dict[str, Any]:
+        return dict(_core=None)
 
 
 def feature_types(ds: Any) -> List[str]:
