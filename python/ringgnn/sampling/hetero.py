@@ -475,8 +475,7 @@ class HeteroLoader(TypedEpochs):
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
         """A core batch (its sample, each type's rows, the labels) as ``HeteroData``."""
-        s = HeteroNeighborSampler._sample(out, [(self.target, ids)])
-        data = s.to_hetero_data(out["x"], out["y"])
+        data = self._hetero_data(out, [(self.target, ids)])
         data[self.target].input_id = _index_tensor(ids)
         return data
 

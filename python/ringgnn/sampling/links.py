@@ -74,13 +74,11 @@ class LinkSampler(LinkPairs):
 
 
 class LinkBatches(Epochs):
-    """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch` and
-    :class:`LinkLoader`: ``batch_size`` positive pairs of ``edges`` per batch (an edge split's
-    name, read from its file through a map as batches need them, or pairs), in an order
-    shuffled by (seed, epoch) (:class:`Shuffle`: no permutation is held), with negatives drawn
-    by ``pairs`` or fixed (``negatives``, an ``(n, K)`` array of destinations per pair); and
-    the windows of seed lists handed to the Rust core, as many batches at a time as
-    ``WINDOW_BYTES`` holds (``window``: fewer). ``dataset``: where the pairs are (a typed
+    """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch`,
+    :class:`LinkLoader` and :class:`HeteroLinkBatches`: the pairs of each batch as
+    :class:`LinkLoader` describes them (negatives drawn by ``pairs``), and the windows of seed
+    lists handed to the Rust core, as many batches at a time as ``WINDOW_BYTES`` holds
+    (``window``: fewer). ``dataset``: where the pairs are (a typed
     dataset's relation, for :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in
     the order of the file (ascending positions), not the epoch's."""
 
@@ -242,7 +240,7 @@ class LinkLoader(LinkBatches, CoreReports):
             loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
         self._loader = Loader(ds, fanouts, self.most_seeds(), split=ends, shuffle=False, seed=self.pairs.seed,
                               share=base, **loader_opts)
-        self._epoch = 0
+        self.epoch = 0
         self.last_epoch: Dict[str, float] = {}
 
     @property
@@ -254,7 +252,7 @@ class LinkLoader(LinkBatches, CoreReports):
         return self._loader.fanouts
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, self._epoch = self._epoch, self._epoch + 1
+        epoch, self.epoch = self.epoch, self.epoch + 1
         totals = self._loader._new_totals()
         self.last_epoch = totals
         for made, it in self.windows(epoch, self._core):
@@ -277,11 +275,9 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
     when ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index``
     (positions in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
     ``LinkNeighborLoader``. The batches are made by the Rust typed loader as
-    :class:`ringgnn.HeteroLoader`'s (:class:`ringgnn.sampling.typed.TypedEpochs`: ``threads``
-    workers, rows gathered ``prefetch`` ahead, ``hyperbatch`` batches a worker samples together
-    from disk, ``"auto"`` sized from probe batches; ``staging_dir``, ``staging_cap``: where rows
-    read from disk may be staged), over the pairs of a window of batches at a
-    time (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
+    :class:`ringgnn.HeteroLoader`'s (``threads``, ``prefetch``, ``hyperbatch``, ``staging_dir``,
+    ``staging_cap`` as there), over the pairs of a window of batches at a time
+    (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
     ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
@@ -308,7 +304,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
 
     def _data(self, out: Any, p: Pairs) -> Any:
         """A core batch as ``HeteroData`` with the pairs ``p`` set on its relation."""
-        data = HeteroNeighborSampler._sample(out, self._seeds(p)).to_hetero_data(out["x"])
+        data = self._hetero_data(out, self._seeds(p))
         p.put(data[self.edge_type])
         return data
 

@@ -38,6 +38,11 @@ class Epochs:
     drop_last: bool
     batches: Optional[List[int]]
     seeds: Any
+    epoch: int  # the epoch of the next iter()
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the next ``iter()``."""
+        self.epoch = _options.count(epoch, "epoch")
 
     def _items(self) -> int:
         return len(self.seeds)
@@ -56,15 +61,10 @@ class Epochs:
 
 
 class CoreReports:
-    """What a loader over an engine, a ``_core.Loader`` (``_core``), reports, and the epoch of
-    its next ``iter()``: :class:`Loader` and ``ringgnn.sampling.links.LinkLoader``."""
+    """What a loader over an engine, a ``_core.Loader`` (``_core``), reports: :class:`Loader`
+    and ``ringgnn.sampling.links.LinkLoader``."""
 
     _core: Any
-    _epoch: int
-
-    def set_epoch(self, epoch: int) -> None:
-        """The epoch of the next ``iter()``."""
-        self._epoch = _options.count(epoch, "epoch")
 
     def plan(self) -> Dict[str, Any]:
         """How the memory budget was split (bytes per part, ``text`` for people)."""
@@ -220,13 +220,13 @@ class Loader(CoreReports, Epochs):
             reason = self._core.fallback_reason
             if reason:
                 logger.warning("ringgnn: reading with pread: %s", reason)
-        self._epoch = 0
+        self.epoch = 0
         #: Per-epoch totals of the last epoch iterated: batches, worker seconds sampling,
         #: waiting for their turn (the prefetch bound) and gathering, bytes read, cache hits.
         self.last_epoch: Dict[str, float] = {}
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, self._epoch = self._epoch, self._epoch + 1
+        epoch, self.epoch = self.epoch, self.epoch + 1
         # Positions of the seeds in `self.seeds`, to report `input_id` as PyG does.
         where = {int(s): i for i, s in enumerate(self.seeds.tolist())} if len(self.seeds) < 1 << 22 else None
         it = self._core.epoch(self.seeds, self.batch_size, shuffle=self.shuffle, epoch=epoch, drop_last=self.drop_last,

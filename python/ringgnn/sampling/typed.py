@@ -1,13 +1,11 @@
-"""The typed loaders' one engine from Python: :class:`TypedEpochs`, what the typed node loader
-(:class:`ringgnn.HeteroLoader`) and link batcher (:class:`ringgnn.sampling.links.HeteroLinkBatches`)
-share: the Rust typed loader (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``), its
-hyperbatch size (``ringgnn.sampling.hyper``) and the run of an epoch's batches on its workers."""
+"""The typed loaders' one engine from Python: :class:`TypedEpochs`, the Rust typed loader, its
+hyperbatch size and the run of an epoch's batches on its workers."""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -29,8 +27,9 @@ class TypedEpochs(Epochs, ProcessLocal):
     probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
     pipeline: ``threads`` workers, a batch's rows gathered when it is among the next
     ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
-    list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds` and
-    what :class:`ringgnn.sampling.loader.Epochs` cuts. ``core_type``: the node type whose labels the batches carry as ``y``
+    list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`, the
+    seeds or pairs :class:`ringgnn.sampling.loader.Epochs` cuts, and ``_data`` (a core batch as
+    ``HeteroData``, from :meth:`_hetero_data`). ``core_type``: the node type whose labels the batches carry as ``y``
     when ``with_labels``."""
 
     def __init__(self, sampler: Any, features: TypedRows, plan: HeteroPlan, core_type: str, with_labels: bool, *,
@@ -50,9 +49,6 @@ class TypedEpochs(Epochs, ProcessLocal):
         self._sizes: Optional[hetero_hyper.Sizes] = None
         self._core: Optional[Tuple[int, Any]] = None
         self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = _options.count(epoch, "epoch")
 
     def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
         """The seeds of the first :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0."""
@@ -115,6 +111,11 @@ class TypedEpochs(Epochs, ProcessLocal):
         """Per node type, the hyperbatches whose rows were staged (one pass over its feature file,
         ``ringgnn_loader::typed::stage``) rather than read batch by batch, over every epoch."""
         return dict(self._core_loader().staged_hyperbatches()) if self._core is not None else {}
+
+    def _hetero_data(self, out: Mapping[str, Any], seeds: Sequence[Tuple[str, np.ndarray]]) -> Any:
+        """A core batch of ``seeds`` (by type) as ``HeteroData``: its sample, each type's rows,
+        the labels (when ``with_labels``)."""
+        return self.sampler._sample(out, seeds).to_hetero_data(out["x"], out["y"])
 
     def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
         """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
