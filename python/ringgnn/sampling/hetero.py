@@ -407,7 +407,7 @@ class HeteroLoader(TypedEpochs):
                                     **plan_args)
             sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
                                             memory=memory, plan=self.plan)
-        elif sampler.plan().features or not any(d is not None for d in ds.feature_dims().values()):
+        elif sampler.plan().features or not feature_types(ds):
             self.plan = sampler.plan()  # a run's plan: the sampler's files, the features and the cache
         else:
             self.plan = plan_hetero(ds, sampler.fanouts, memory=memory if memory is not None else sampler.memory,
@@ -475,9 +475,7 @@ class HeteroLoader(TypedEpochs):
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
         """A core batch (its sample, each type's rows, the labels) as ``HeteroData``."""
-        data = self._hetero_data(out, [(self.target, ids)])
-        data[self.target].input_id = _index_tensor(ids)
-        return data
+        return self._hetero_data(out, [(self.target, ids)], {self.target: ids})
 
     def __iter__(self) -> Iterator[Any]:
         seeds = self.batch_seeds(self.epoch)
@@ -488,12 +486,6 @@ class HeteroLoader(TypedEpochs):
     def __repr__(self) -> str:
         return (f"HeteroLoader({self.dataset.path!r}, target={self.target!r}, {len(self.seeds):,} seeds, "
                 f"batch_size={self.batch_size}, fanouts={self.sampler.fanouts})")
-
-
-def _index_tensor(ids: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
 
 
 __all__: Sequence[str] = ("HeteroNeighborSampler", "HeteroLoader", "HeteroSample", "relation_fanouts")

@@ -112,10 +112,11 @@ class TypedEpochs(Epochs, ProcessLocal):
         ``ringgnn_loader::typed::stage``) rather than read batch by batch, over every epoch."""
         return dict(self._core_loader().staged_hyperbatches()) if self._core is not None else {}
 
-    def _hetero_data(self, out: Mapping[str, Any], seeds: Sequence[Tuple[str, np.ndarray]]) -> Any:
+    def _hetero_data(self, out: Mapping[str, Any], seeds: Sequence[Tuple[str, np.ndarray]],
+                     input_id: Optional[Mapping[str, Any]] = None) -> Any:
         """A core batch of ``seeds`` (by type) as ``HeteroData``: its sample, each type's rows,
-        the labels (when ``with_labels``)."""
-        return self.sampler._sample(out, seeds).to_hetero_data(out["x"], out["y"])
+        the labels (when ``with_labels``), ``input_id`` where given."""
+        return self.sampler._sample(out, seeds).to_hetero_data(out["x"], out["y"], input_id)
 
     def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
         """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
