@@ -45,10 +45,6 @@ from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
 
-#: How the neighbor files of a heterogeneous sampler are read.
-BACKENDS = ("auto", "memory", "uring", "pread")
-
-
 def open_hetero(dataset: Any, what: str) -> HeteroDataset:
     """``dataset`` (a :class:`HeteroDataset` or a path) opened, refused with a clear error when
     it is homogeneous."""
@@ -201,7 +197,7 @@ class HeteroNeighborSampler(ProcessLocal):
         self.dataset = open_hetero(dataset, "HeteroNeighborSampler")
         self.fanouts = relation_fanouts(self.dataset, fanouts)
         self.replace = bool(replace)
-        self.backend_choice = _options.choice(backend, BACKENDS, "backend")
+        self.backend_choice = _options.backend(backend)
         self.direct = bool(direct)
         self.seed = _options.count(seed, "seed")
         self.memory = _options.size(memory, "memory")
@@ -395,15 +391,14 @@ class HeteroLoader(TypedEpochs):
         self.dataset = ds
         self.seeds = self._seeds(part, seeds)
         self.batch_size = _options.count(batch_size, "batch_size", 1)
-        self.feature_backend = _options.choice(feature_backend, ("auto", "memory", "uring", "pread"),
-                                               "feature_backend")
+        self.feature_backend = _options.backend(feature_backend, "feature_backend")
         self.cache = _options.size(cache, "cache")
         memory = _options.size(memory, "memory")
         plan_args = dict(target=self.target, batch_size=self.batch_size, seeds=len(self.seeds),
                          feature_backend=self.feature_backend, cache=self.cache)
         if sampler is None:
             fan = relation_fanouts(ds, fanouts)
-            self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.choice(backend, BACKENDS, "backend"),
+            self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.backend(backend),
                                     **plan_args)
             sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
                                             memory=memory, plan=self.plan)
