@@ -47,14 +47,8 @@ import torch
 from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
-from torch_geometric.sampler import (
-    BaseSampler,
-    EdgeSamplerInput,
-    HeteroSamplerOutput,
-    NegativeSampling,
-    NodeSamplerInput,
-    SamplerOutput,
-)
+from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling,
+                                     NodeSamplerInput, SamplerOutput)
 
 from . import _core, _options
 from ._core import InputError
@@ -154,8 +148,8 @@ class RingNeighborSampler(BaseSampler):
         ours = None
         weights = {}
         if neg_sampling is not None:
-            ours = LinkNegatives(mode=str(neg_sampling.mode.value if hasattr(neg_sampling.mode, "value") else neg_sampling.mode),
-                                 amount=neg_sampling.amount)
+            mode = neg_sampling.mode
+            ours = LinkNegatives(mode=str(mode.value if hasattr(mode, "value") else mode), amount=neg_sampling.amount)
             for k in ("src_weight", "dst_weight"):
                 w = getattr(neg_sampling, k, None)
                 weights[k] = None if w is None else w.detach().cpu().numpy()
@@ -177,16 +171,9 @@ class RingNeighborSampler(BaseSampler):
 def _output(sample: Any, metadata: Tuple[Any, ...]) -> SamplerOutput:
     """A ringgnn sample as PyG's ``SamplerOutput`` (torch tensors, no ``batch`` vector)."""
     out = sample.to_torch()
-    return SamplerOutput(
-        node=out.node,
-        row=out.row,
-        col=out.col,
-        edge=out.edge,
-        batch=None,
-        num_sampled_nodes=out.num_sampled_nodes,
-        num_sampled_edges=out.num_sampled_edges,
-        metadata=metadata,
-    )
+    return SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=None,
+                         num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
+                         metadata=metadata)
 
 
 def _hetero_output(s: HeteroSample, metadata: Tuple[Any, ...]) -> HeteroSamplerOutput:
@@ -198,12 +185,9 @@ def _hetero_output(s: HeteroSample, metadata: Tuple[Any, ...]) -> HeteroSamplerO
         node={t: torch.from_numpy(v) for t, v in s.node.items()},
         row={et[r]: torch.from_numpy(v) for r, v in s.row.items()},
         col={et[r]: torch.from_numpy(v) for r, v in s.col.items()},
-        edge=None if s.edge is None else {et[r]: torch.from_numpy(v) for r, v in s.edge.items()},
-        batch=None,
+        edge=None if s.edge is None else {et[r]: torch.from_numpy(v) for r, v in s.edge.items()}, batch=None,
         num_sampled_nodes={t: list(v) for t, v in s.num_sampled_nodes.items()},
-        num_sampled_edges={et[r]: list(v) for r, v in s.num_sampled_edges.items()},
-        metadata=metadata,
-    )
+        num_sampled_edges={et[r]: list(v) for r, v in s.num_sampled_edges.items()}, metadata=metadata)
 
 
 def _index(n: int, index: Any) -> np.ndarray:
@@ -335,7 +319,8 @@ class RingGraphStore(GraphStore):
     def get_all_edge_attrs(self) -> List[EdgeAttr]:
         # A homogeneous dataset is the one-type case: its one edge type is EDGE_TYPE.
         n = self.dataset.num_nodes_dict
-        return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]])) for et in self.dataset.edge_types]
+        return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]]))
+                for et in self.dataset.edge_types]
 
     def _relation(self, edge_type: Any) -> Optional[Dataset]:
         """The CSC of ``edge_type`` (a tuple or ``"SRC:REL:DST"``), or None if there is none."""

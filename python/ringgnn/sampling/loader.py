@@ -143,35 +143,15 @@ class Loader(CoreReports, Epochs):
     same fanouts and seed samples, whatever the backend, threads or cache.
     """
 
-    def __init__(
-        self,
-        dataset: Union[Dataset, PathLike],
-        fanouts: Union[str, Sequence[int]],
-        batch_size: int,
-        *,
-        split: Union[None, str, Any] = "train",
-        batches: Optional[Sequence[int]] = None,
-        shuffle: bool = True,
-        drop_last: bool = False,
-        cache: Union[None, int, str] = None,
-        cache_policy: str = "presample",
-        presample_batches: int = 64,
-        memory: Union[None, int, str] = None,
-        reserve: Union[None, int, str] = None,
-        prefetch: Optional[int] = None,
-        hold: int = 2,
-        backend: str = "auto",
-        feature_backend: Optional[str] = None,
-        direct: bool = False,
-        threads: Optional[int] = None,
-        seed: int = 0,
-        hyperbatch: Union[int, str] = "auto",
-        staging_dir: Optional[PathLike] = None,
-        staging_cap: Union[None, int, str] = None,
-        spill: str = "auto",
-        share: Optional["Loader"] = None,
-        processes: int = 1,
-    ):
+    def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
+                 split: Union[None, str, Any] = "train", batches: Optional[Sequence[int]] = None, shuffle: bool = True,
+                 drop_last: bool = False, cache: Union[None, int, str] = None, cache_policy: str = "presample",
+                 presample_batches: int = 64, memory: Union[None, int, str] = None,
+                 reserve: Union[None, int, str] = None, prefetch: Optional[int] = None, hold: int = 2,
+                 backend: str = "auto", feature_backend: Optional[str] = None, direct: bool = False,
+                 threads: Optional[int] = None, seed: int = 0, hyperbatch: Union[int, str] = "auto",
+                 staging_dir: Optional[PathLike] = None, staging_cap: Union[None, int, str] = None,
+                 spill: str = "auto", share: Optional["Loader"] = None, processes: int = 1):
         self.dataset = open_homogeneous(dataset, "Loader")
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
@@ -182,7 +162,8 @@ class Loader(CoreReports, Epochs):
         self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
         self.seeds = _options.seeds(self.dataset, split, "split")
         if share is not None:
-            if os.path.abspath(share.dataset.path) != os.path.abspath(self.dataset.path) or share.fanouts != self.fanouts:
+            same = os.path.abspath(share.dataset.path) == os.path.abspath(self.dataset.path)
+            if not same or share.fanouts != self.fanouts:
                 raise InputError("share= needs a Loader of the same dataset and fanouts")
             self._core = share._core
         else:
@@ -192,28 +173,19 @@ class Loader(CoreReports, Epochs):
             from torch_geometric.data import Data  # noqa: F401
 
             self._core = _core.Loader(
-                self.dataset.path,
-                self.fanouts,
-                self.batch_size,
-                backend=_options.backend(backend),
-                direct=bool(direct),
-                threads=_options.optional_count(threads, "threads"),
+                self.dataset.path, self.fanouts, self.batch_size, backend=_options.backend(backend),
+                direct=bool(direct), threads=_options.optional_count(threads, "threads"),
                 seed=_options.count(seed, "seed"),
-                memory=_options.size(memory, "memory"),
-                reserve=_options.reserve(reserve),
-                cache=_options.size(cache, "cache"),
-                cache_policy=_options.cache_policy(cache_policy),
-                presample_batches=_options.count(presample_batches, "presample_batches"),
-                presample_seeds=self.seeds,
-                prefetch=_options.optional_count(prefetch, "prefetch"),
-                hold=_options.count(hold, "hold", 1),
-                feature_backend=None if feature_backend is None else _options.backend(feature_backend, "feature_backend"),
+                memory=_options.size(memory, "memory"), reserve=_options.reserve(reserve),
+                cache=_options.size(cache, "cache"), cache_policy=_options.cache_policy(cache_policy),
+                presample_batches=_options.count(presample_batches, "presample_batches"), presample_seeds=self.seeds,
+                prefetch=_options.optional_count(prefetch, "prefetch"), hold=_options.count(hold, "hold", 1),
+                feature_backend=None if feature_backend is None else _options.backend(feature_backend,
+                                                                                      "feature_backend"),
                 hyperbatch=_options.hyperbatch(hyperbatch),
                 staging_dir=None if staging_dir is None else os.fspath(staging_dir),
                 staging_cap=_options.size(staging_cap, "staging_cap"),
-                processes=_options.count(processes, "processes", 1),
-                spill=str(spill),
-            )
+                processes=_options.count(processes, "processes", 1), spill=str(spill))
             note = self._core.plan()["note"]
             if note:
                 logger.warning("ringgnn: %s", note)
@@ -256,15 +228,10 @@ class Loader(CoreReports, Epochs):
             node = sub["node"]
             if y is None:
                 y = np.full(len(node), -1, dtype=np.int64)
-            data = Data(
-                x=torch.from_numpy(x),
-                y=torch.from_numpy(y),
-                edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])),
-                n_id=torch.from_numpy(node),
-                batch_size=len(seeds),
-                num_sampled_nodes=list(sub["num_sampled_nodes"]),
-                num_sampled_edges=list(sub["num_sampled_edges"]),
-            )
+            data = Data(x=torch.from_numpy(x), y=torch.from_numpy(y),
+                        edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])), n_id=torch.from_numpy(node),
+                        batch_size=len(seeds), num_sampled_nodes=list(sub["num_sampled_nodes"]),
+                        num_sampled_edges=list(sub["num_sampled_edges"]))
             del x
             yield index, data
             del data

@@ -59,7 +59,8 @@ class NegativeSampling:
         if not amount > 0 or not math.isfinite(amount):
             raise InputError(f"negative sampling amount must be positive (got {self.amount})")
         if self.mode == "triplet" and amount != math.ceil(amount):
-            raise InputError(f"triplet negative sampling needs a whole number of negatives per positive (got {self.amount})")
+            raise InputError("triplet negative sampling needs a whole number of negatives per positive "
+                             f"(got {self.amount})")
 
 
 @dataclass
@@ -213,7 +214,8 @@ class LinkPairs:
         if weight is not None:
             cdf = np.cumsum(np.asarray(weight, dtype=np.float64))
             if cdf.size != n or not cdf[-1] > 0:
-                raise InputError(f"a negative-sampling weight needs one non-negative value per node ({n}) and a positive sum")
+                raise InputError(f"a negative-sampling weight needs one non-negative value per node ({n}) and a "
+                                 "positive sum")
         elif self.neg_sampling is not None and self.neg_sampling.weight == "degree":
             cdf = self._weights_cdf(side)
         else:
@@ -264,7 +266,8 @@ class LinkPairs:
             dst_neg = self.negatives(num_neg, rng, dst_weight, side=1)
             src = np.concatenate([src, src_neg])
             dst = np.concatenate([dst, dst_neg])
-            pos_label = np.ones(num_pos, np.float32) if edge_label is None else np.asarray(edge_label, np.float32).reshape(num_pos)
+            pos_label = (np.ones(num_pos, np.float32) if edge_label is None
+                         else np.asarray(edge_label, np.float32).reshape(num_pos))
             label = np.concatenate([pos_label, np.zeros(num_neg, np.float32)])
         elif ns is not None:
             amount = int(ns.amount)

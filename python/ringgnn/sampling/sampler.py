@@ -103,15 +103,9 @@ class SampledSubgraph:
     @classmethod
     def _from_core(cls, out: Dict[str, Any]) -> "SampledSubgraph":
         nodes = list(out["num_sampled_nodes"])
-        return cls(
-            node=out["node"],
-            row=out["row"],
-            col=out["col"],
-            num_sampled_nodes=nodes,
-            num_sampled_edges=list(out["num_sampled_edges"]),
-            batch_size=nodes[0] if nodes else 0,
-            edge=out.get("edge"),
-        )
+        return cls(node=out["node"], row=out["row"], col=out["col"], num_sampled_nodes=nodes,
+                   num_sampled_edges=list(out["num_sampled_edges"]), batch_size=nodes[0] if nodes else 0,
+                   edge=out.get("edge"))
 
 
 class NeighborSampler(ProcessLocal):
@@ -147,24 +141,11 @@ class NeighborSampler(ProcessLocal):
         with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
     """
 
-    def __init__(
-        self,
-        dataset: Union[Dataset, PathLike],
-        fanouts: Union[str, Sequence[int]],
-        *,
-        replace: bool = False,
-        backend: str = "auto",
-        direct: bool = False,
-        threads: Optional[int] = None,
-        seed: int = 0,
-        memory: Union[None, int, str] = None,
-        reserve: Union[None, int, str] = None,
-        batch_size: int = 1024,
-        hyperbatch: Union[int, str] = "auto",
-        spill: str = "auto",
-        spill_dir: Optional[PathLike] = None,
-        with_edge_ids: bool = False,
-    ):
+    def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], *, replace: bool = False,
+                 backend: str = "auto", direct: bool = False, threads: Optional[int] = None, seed: int = 0,
+                 memory: Union[None, int, str] = None, reserve: Union[None, int, str] = None, batch_size: int = 1024,
+                 hyperbatch: Union[int, str] = "auto", spill: str = "auto", spill_dir: Optional[PathLike] = None,
+                 with_edge_ids: bool = False):
         self.dataset = open_homogeneous(dataset, "NeighborSampler")
         self.fanouts = _options.fanouts(fanouts)
         self.replace = bool(replace)
@@ -193,22 +174,11 @@ class NeighborSampler(ProcessLocal):
             return self._core
         if self._core is not None:
             _INHERITED.append(self._core)
-        self._core = _core.Sampler(
-            self.dataset.path,
-            list(self.fanouts),
-            replace=self.replace,
-            backend=self.backend_choice,
-            direct=self.direct,
-            threads=self.threads,
-            seed=self.seed,
-            memory=self.memory,
-            reserve=_options.reserve(self.reserve),
-            with_edge_ids=self.with_edge_ids,
-            batch_size=self.batch_size,
-            hyperbatch=self.hyperbatch,
-            spill=self.spill,
-            spill_dir=self.spill_dir,
-        )
+        self._core = _core.Sampler(self.dataset.path, list(self.fanouts), replace=self.replace,
+                                   backend=self.backend_choice, direct=self.direct, threads=self.threads,
+                                   seed=self.seed, memory=self.memory, reserve=_options.reserve(self.reserve),
+                                   with_edge_ids=self.with_edge_ids, batch_size=self.batch_size,
+                                   hyperbatch=self.hyperbatch, spill=self.spill, spill_dir=self.spill_dir)
         self._pid = pid
         reason = self._core.fallback_reason
         if reason and (pid, reason) not in _LOGGED:
@@ -245,15 +215,8 @@ class NeighborSampler(ProcessLocal):
         out = self._sampler().sample(ids, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
         return SampledSubgraph._from_core(out)
 
-    def epoch(
-        self,
-        seeds: Union[None, str, Any] = None,
-        batch_size: int = 1024,
-        shuffle: bool = True,
-        epoch: int = 0,
-        drop_last: bool = False,
-        batches: Optional[Sequence[int]] = None,
-    ) -> "EpochIterator":
+    def epoch(self, seeds: Union[None, str, Any] = None, batch_size: int = 1024, shuffle: bool = True, epoch: int = 0,
+              drop_last: bool = False, batches: Optional[Sequence[int]] = None) -> "EpochIterator":
         """Iterate over one epoch of mini-batches, sampled ahead in background threads.
 
         ``seeds`` is a split name ('train'), an array of node ids, or None for all nodes. With
