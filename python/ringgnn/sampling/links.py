@@ -78,9 +78,9 @@ class LinkBatches(Epochs):
     :class:`LinkLoader` and :class:`HeteroLinkBatches`: the pairs of each batch as
     :class:`LinkLoader` describes them (negatives drawn by ``pairs``), and the windows of seed
     lists handed to the Rust core, as many batches at a time as ``WINDOW_BYTES`` holds
-    (``window``: fewer). ``dataset``: where the pairs are (a typed
-    dataset's relation, for :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in
-    the order of the file (ascending positions), not the epoch's."""
+    (``window``: fewer). ``dataset``: where the pairs are (a typed dataset's relation, for
+    :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in the order of the file
+    (ascending positions), not the epoch's."""
 
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,

@@ -13,8 +13,8 @@ from .. import _core, _options
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .loader import Epochs
-from .sampler import ProcessLocal
 from .plan import HeteroPlan
+from .sampler import ProcessLocal
 
 logger = logging.getLogger("ringgnn")
 
@@ -29,8 +29,8 @@ class TypedEpochs(Epochs, ProcessLocal):
     ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
     list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`, the
     seeds or pairs :class:`ringgnn.sampling.loader.Epochs` cuts, and ``_data`` (a core batch as
-    ``HeteroData``, from :meth:`_hetero_data`). ``core_type``: the node type whose labels the batches carry as ``y``
-    when ``with_labels``."""
+    ``HeteroData``, from :meth:`_hetero_data`). ``core_type``: the node type whose labels the
+    batches carry as ``y`` when ``with_labels``."""
 
     def __init__(self, sampler: Any, features: TypedRows, plan: HeteroPlan, core_type: str, with_labels: bool, *,
                  threads: Optional[int], prefetch: Optional[int], hyperbatch: Any, staging_dir: Any, staging_cap: Any):
