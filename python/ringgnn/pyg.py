@@ -133,7 +133,7 @@ class RingNeighborSampler(BaseSampler):
         if index.time is not None:
             raise InputError("temporal sampling (input_time) is not supported")
         s = self.sampler.sample(seeds, index.input_type, epoch=self.epoch, batch=self._next_batch_index())
-        return _hetero_output(s, (index.input_id, index.time))
+        return _output(s, (index.input_id, index.time))
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
@@ -168,18 +168,16 @@ class RingNeighborSampler(BaseSampler):
         return _output(b.sample, metadata)
 
 
-def _output(sample: Any, metadata: Tuple[Any, ...]) -> SamplerOutput:
-    """A ringgnn sample as PyG's ``SamplerOutput`` (torch tensors, no ``batch`` vector)."""
-    out = sample.to_torch()
-    return SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=None,
-                         num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
-                         metadata=metadata)
-
-
-def _hetero_output(s: HeteroSample, metadata: Tuple[Any, ...]) -> HeteroSamplerOutput:
-    """A :class:`HeteroSample` as PyG's ``HeteroSamplerOutput``: keyed as PyG's heterogeneous
-    sampler keys it (node types; edge type tuples, which ``NodeLoader`` matches against the graph
-    store's edge types), every type and relation present (empty when nothing was sampled)."""
+def _output(s: Any, metadata: Tuple[Any, ...]) -> Union[SamplerOutput, HeteroSamplerOutput]:
+    """A ringgnn sample as PyG's ``SamplerOutput`` (torch tensors, no ``batch`` vector); a
+    :class:`HeteroSample` as ``HeteroSamplerOutput``, keyed as PyG's heterogeneous sampler keys it
+    (node types; edge type tuples, which ``NodeLoader`` matches against the graph store's edge
+    types), every type and relation present (empty when nothing was sampled)."""
+    if not isinstance(s, HeteroSample):
+        out = s.to_torch()
+        return SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=None,
+                             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
+                             metadata=metadata)
     et = {r: parse_edge_type(r) for r in s.row}
     return HeteroSamplerOutput(
         node={t: torch.from_numpy(v) for t, v in s.node.items()},

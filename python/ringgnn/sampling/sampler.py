@@ -36,7 +36,7 @@ _LOGGED: set = set()
 
 class ProcessLocal:
     """How an object that holds core objects of this process (rings, threads, file handles)
-    pickles, for every such object of ringgnn's samplers and loaders: the attributes
+    pickles: both samplers, the typed loaders and their feature readers. The attributes
     :meth:`_fresh` gives are made anew (the receiving process makes its core objects on first
     use), and a whole ``dataset`` travels as its path."""
 
