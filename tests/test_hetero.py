@@ -4,6 +4,7 @@ backends), load as HeteroData, errors."""
 from __future__ import annotations
 
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -228,6 +229,22 @@ def test_loader_gives_hetero_data_with_features_and_labels(tiny):
     a = [b["paper"].n_id.tolist() for b in loader]
     loader2 = HeteroLoader(tiny, [-1, -1], "paper", seeds=None, batch_size=2, shuffle=True, seed=1, threads=1)
     assert a == [b["paper"].n_id.tolist() for b in loader2]
+
+
+def test_a_pickled_sampler_and_loader_make_their_own_core_objects_and_the_same_batches(tiny):
+    s = HeteroNeighborSampler(tiny, [1, 1], seed=7)
+    want = s.sample([1, 2], "paper", epoch=2, batch=5)
+    t = pickle.loads(pickle.dumps(s))
+    assert t._graph is None and not hasattr(t._local, "core") and t.fanouts == s.fanouts
+    assert isinstance(t.dataset, ringgnn.HeteroDataset) and t.dataset.path == s.dataset.path
+    got = t.sample([1, 2], "paper", epoch=2, batch=5)
+    for k in want.node:
+        assert np.array_equal(got.node[k], want.node[k])
+    loader = HeteroLoader(tiny, [-1, -1], "paper", seeds=None, batch_size=2, seed=1, threads=1)
+    a = [b["paper"].n_id.tolist() for b in loader]
+    again = pickle.loads(pickle.dumps(loader))
+    assert again._core is None and again.features._protos is None and again.features._readers == []
+    assert [b["paper"].n_id.tolist() for b in again] == a
 
 
 def test_placement_holds_the_largest_neighbor_files_that_fit(tiny, monkeypatch):

@@ -47,19 +47,13 @@ import torch
 from torch_geometric.data import FeatureStore, GraphStore
 from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
-from torch_geometric.sampler import (
-    BaseSampler,
-    EdgeSamplerInput,
-    HeteroSamplerOutput,
-    NegativeSampling,
-    NodeSamplerInput,
-    SamplerOutput,
-)
+from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling,
+                                     NodeSamplerInput, SamplerOutput)
 
 from . import _core, _options
 from ._core import InputError
 from .data.dataset import Dataset, HeteroDataset, PathLike
-from .data.schema import edge_type_str, parse_edge_type
+from .data.schema import HOMOGENEOUS_RELATION, edge_type_str, parse_edge_type
 from .sampling.hetero import HeteroNeighborSampler, HeteroSample
 from .sampling.links import LinkSampler, NegativeSampling as LinkNegatives
 from .sampling.sampler import NeighborSampler
@@ -67,13 +61,9 @@ from .sampling.sampler import NeighborSampler
 #: The single edge type of a homogeneous ringgnn dataset, as PyG names edge types (source,
 #: relation, target). A heterogeneous dataset's edge types are its relations ``SRC:REL:DST``
 #: split in three (:attr:`ringgnn.HeteroDataset.edge_types`).
-EDGE_TYPE = ("node", "to", "node")
+EDGE_TYPE = parse_edge_type(HOMOGENEOUS_RELATION)
 
 AnyDataset = Union[Dataset, HeteroDataset]
-
-
-def _open(dataset: Union[AnyDataset, PathLike]) -> AnyDataset:
-    return Dataset.opened(dataset)
 
 
 class RingNeighborSampler(BaseSampler):
@@ -103,7 +93,7 @@ class RingNeighborSampler(BaseSampler):
     """
 
     def __init__(self, dataset: Union[AnyDataset, PathLike], fanouts: Any, **kwargs: Any):
-        ds = _open(dataset)
+        ds = Dataset.opened(dataset)
         self.sampler: Union[NeighborSampler, HeteroNeighborSampler] = (
             HeteroNeighborSampler(ds, fanouts, **kwargs) if ds.is_hetero else NeighborSampler(ds, fanouts, **kwargs))
         self.epoch = 0
@@ -143,7 +133,7 @@ class RingNeighborSampler(BaseSampler):
         if index.time is not None:
             raise InputError("temporal sampling (input_time) is not supported")
         s = self.sampler.sample(seeds, index.input_type, epoch=self.epoch, batch=self._next_batch_index())
-        return _hetero_output(s, (index.input_id, index.time))
+        return _output(s, (index.input_id, index.time))
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
@@ -158,8 +148,8 @@ class RingNeighborSampler(BaseSampler):
         ours = None
         weights = {}
         if neg_sampling is not None:
-            ours = LinkNegatives(mode=str(neg_sampling.mode.value if hasattr(neg_sampling.mode, "value") else neg_sampling.mode),
-                                 amount=neg_sampling.amount)
+            mode = neg_sampling.mode
+            ours = LinkNegatives(mode=str(mode.value if hasattr(mode, "value") else mode), amount=neg_sampling.amount)
             for k in ("src_weight", "dst_weight"):
                 w = getattr(neg_sampling, k, None)
                 weights[k] = None if w is None else w.detach().cpu().numpy()
@@ -178,36 +168,24 @@ class RingNeighborSampler(BaseSampler):
         return _output(b.sample, metadata)
 
 
-def _output(sample: Any, metadata: Tuple[Any, ...]) -> SamplerOutput:
-    """A ringgnn sample as PyG's ``SamplerOutput`` (torch tensors, no ``batch`` vector)."""
-    out = sample.to_torch()
-    return SamplerOutput(
-        node=out.node,
-        row=out.row,
-        col=out.col,
-        edge=out.edge,
-        batch=None,
-        num_sampled_nodes=out.num_sampled_nodes,
-        num_sampled_edges=out.num_sampled_edges,
-        metadata=metadata,
-    )
-
-
-def _hetero_output(s: HeteroSample, metadata: Tuple[Any, ...]) -> HeteroSamplerOutput:
-    """A :class:`HeteroSample` as PyG's ``HeteroSamplerOutput``: keyed as PyG's heterogeneous
-    sampler keys it (node types; edge type tuples, which ``NodeLoader`` matches against the graph
-    store's edge types), every type and relation present (empty when nothing was sampled)."""
+def _output(s: Any, metadata: Tuple[Any, ...]) -> Union[SamplerOutput, HeteroSamplerOutput]:
+    """A ringgnn sample as PyG's ``SamplerOutput`` (torch tensors, no ``batch`` vector); a
+    :class:`HeteroSample` as ``HeteroSamplerOutput``, keyed as PyG's heterogeneous sampler keys it
+    (node types; edge type tuples, which ``NodeLoader`` matches against the graph store's edge
+    types), every type and relation present (empty when nothing was sampled)."""
+    if not isinstance(s, HeteroSample):
+        out = s.to_torch()
+        return SamplerOutput(node=out.node, row=out.row, col=out.col, edge=out.edge, batch=None,
+                             num_sampled_nodes=out.num_sampled_nodes, num_sampled_edges=out.num_sampled_edges,
+                             metadata=metadata)
     et = {r: parse_edge_type(r) for r in s.row}
     return HeteroSamplerOutput(
         node={t: torch.from_numpy(v) for t, v in s.node.items()},
         row={et[r]: torch.from_numpy(v) for r, v in s.row.items()},
         col={et[r]: torch.from_numpy(v) for r, v in s.col.items()},
-        edge=None if s.edge is None else {et[r]: torch.from_numpy(v) for r, v in s.edge.items()},
-        batch=None,
+        edge=None if s.edge is None else {et[r]: torch.from_numpy(v) for r, v in s.edge.items()}, batch=None,
         num_sampled_nodes={t: list(v) for t, v in s.num_sampled_nodes.items()},
-        num_sampled_edges={et[r]: list(v) for r, v in s.num_sampled_edges.items()},
-        metadata=metadata,
-    )
+        num_sampled_edges={et[r]: list(v) for r, v in s.num_sampled_edges.items()}, metadata=metadata)
 
 
 def _index(n: int, index: Any) -> np.ndarray:
@@ -248,7 +226,7 @@ class RingFeatureStore(FeatureStore):
     def __init__(self, dataset: Union[AnyDataset, PathLike], *, backend: str = "auto", direct: bool = False,
                  cache: Union[int, str] = 0):
         super().__init__()
-        self.dataset = _open(dataset)
+        self.dataset = Dataset.opened(dataset)
         self._opts = dict(backend=_options.backend(backend), direct=bool(direct), cache=_options.size(cache, "cache"))
         self._readers: Tuple[int, Dict[Optional[str], Any]] = (os.getpid(), {})
 
@@ -257,12 +235,11 @@ class RingFeatureStore(FeatureStore):
     def reader(self, node_type: Optional[str] = None) -> Any:
         """This process's ``_core.FeatureReader`` (``.stats()`` has the read counters): of the
         dataset, or of node type ``node_type`` of a heterogeneous one."""
-        self._part(node_type)
+        part = self._part(node_type).part
         pid, readers = self._readers
         if pid != os.getpid():
             self._readers = pid, readers = os.getpid(), {}
         if node_type not in readers:
-            part = f"node/{node_type}" if self.dataset.is_hetero else None
             readers[node_type] = _core.FeatureReader(self.dataset.path, part=part, **self._opts)
         return readers[node_type]
 
@@ -270,12 +247,10 @@ class RingFeatureStore(FeatureStore):
         """The dataset that holds group ``group``'s rows: the dataset itself when homogeneous
         (whatever the group, as before heterogeneous datasets), else node type ``group``."""
         ds = self.dataset
-        if not ds.is_hetero:
-            return ds
-        if group not in ds.manifest["node_types"]:
+        if ds.is_hetero and group not in ds.node_types:
             raise KeyError(f"{ds.path}: a heterogeneous dataset has no node type {group!r}; group_name is one of "
                            f"{', '.join(ds.node_types)}")
-        return ds.node_type(group)
+        return ds.node_type(group) if ds.is_hetero else ds
 
     def _get_tensor(self, attr: TensorAttr) -> Optional[torch.Tensor]:
         part = self._part(attr.group_name)
@@ -337,21 +312,18 @@ class RingGraphStore(GraphStore):
 
     def __init__(self, dataset: Union[AnyDataset, PathLike]):
         super().__init__()
-        self.dataset = _open(dataset)
+        self.dataset = Dataset.opened(dataset)
 
     def get_all_edge_attrs(self) -> List[EdgeAttr]:
-        ds = self.dataset
-        n = ds.num_nodes_dict if ds.is_hetero else {EDGE_TYPE[0]: ds.num_nodes}
+        # A homogeneous dataset is the one-type case: its one edge type is EDGE_TYPE.
+        n = self.dataset.num_nodes_dict
         return [EdgeAttr(et, EdgeLayout.CSC, is_sorted=True, size=(n[et[0]], n[et[2]]))
-                for et in (ds.edge_types if ds.is_hetero else [EDGE_TYPE])]
+                for et in self.dataset.edge_types]
 
     def _relation(self, edge_type: Any) -> Optional[Dataset]:
         """The CSC of ``edge_type`` (a tuple or ``"SRC:REL:DST"``), or None if there is none."""
-        ds = self.dataset
-        if not ds.is_hetero:
-            return ds if tuple(edge_type) == EDGE_TYPE else None
         name = edge_type_str(edge_type)
-        return ds.relation(name) if name in ds.manifest["relations"] else None
+        return self.dataset.relation(name) if name in self.dataset.relations else None
 
     def _get_edge_index(self, edge_attr: EdgeAttr) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
         rel = self._relation(edge_attr.edge_type) if edge_attr.layout == EdgeLayout.CSC else None
@@ -376,7 +348,7 @@ class RingGraphStore(GraphStore):
 def ring_stores(dataset: Union[AnyDataset, PathLike], **features: Any) -> Tuple[RingFeatureStore, RingGraphStore]:
     """``(RingFeatureStore, RingGraphStore)`` over one dataset: the ``data`` of a ``NodeLoader``.
     Keyword arguments (``backend``, ``direct``, ``cache``) go to the feature store."""
-    ds = _open(dataset)
+    ds = Dataset.opened(dataset)
     return RingFeatureStore(ds, **features), RingGraphStore(ds)
 
 

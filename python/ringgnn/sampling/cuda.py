@@ -12,9 +12,9 @@ tier of the hot-row cache.
   A host buffer goes back to the loader once its copy has completed (event), never earlier.
 - **GPU tier of the cache** (DiskGNN's GPU cache): :class:`DeviceRowCache` holds the rows the
   batches touch most (counted over look-ahead batches, as the host cache's ``presample``
-  policy does) on the device. The loader is told which rows the device holds (``set_device_rows``) and leaves them out of each batch's ``x``, so only the
-  other rows cross the bus; :class:`DeviceLoader` puts the batch's matrix together on the
-  device.
+  policy does) on the device. The loader is told which rows the device holds
+  (``set_device_rows``) and leaves them out of each batch's ``x``, so only the other rows cross
+  the bus; :class:`DeviceLoader` puts the batch's matrix together on the device.
 
 All of it is device-agnostic except the stream and the pinning: with ``device="cpu"`` the same
 code runs (tests check the assembly there; the CUDA parts run on a machine with a GPU).

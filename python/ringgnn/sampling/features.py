@@ -30,6 +30,7 @@ import numpy as np
 from .. import _core
 from .._files import os_errors
 from ..data.schema import parse_edge_type
+from .sampler import ProcessLocal
 
 #: Budget bytes per cached row besides the row: its id in the cache's lookup array
 #: (``INDEX_BYTES_PER_ROW`` of ``crates/ringgnn-features/src/cache.rs``).
@@ -145,7 +146,7 @@ def choose_cache_rows(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, in
     return CacheChoice(int(budget), ids, used)
 
 
-class TypedRows:
+class TypedRows(ProcessLocal):
     """Per node type with features, a ``_core.FeatureReader`` of its file (``backends[t]``:
     ``memory`` loads it once for the process, else a disk backend), the cache's rows of that type
     held once; :meth:`reader` is this thread's reader. Loaders of one run share one of these
@@ -155,10 +156,12 @@ class TypedRows:
                  cache: Optional[CacheChoice] = None):
         self.path, self.backends, self.direct = path, dict(backends), bool(direct)
         self.cache = cache
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._protos: Optional[Tuple[int, Dict[str, Any]]] = None
-        self._readers: List[Dict[str, Any]] = []
+        self.__dict__.update(self._fresh())
+
+    def _fresh(self) -> Dict[str, Any]:
+        # _protos: (pid, this process's prototype reader per type); _local: each thread's readers,
+        # all of which _readers lists (their counters are summed).
+        return dict(_local=threading.local(), _lock=threading.Lock(), _protos=None, _readers=[])
 
     @property
     def types(self) -> List[str]:
@@ -217,15 +220,6 @@ class TypedRows:
                     for k in keys:
                         out[t][k] += int(s[k])
         return out
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_local=None, _lock=None, _protos=None, _readers=[])
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        state.update(_local=threading.local(), _lock=threading.Lock())
-        self.__dict__.update(state)
 
 
 __all__ = ("CacheChoice", "TypedRows", "choose_cache_rows", "ranked_groups", "row_bytes", "source_hits")

@@ -40,13 +40,10 @@ from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .plan import HeteroPlan, plan_hetero, relation_bytes
-from .typed import TypedEpochs
+from .sampler import ProcessLocal
+from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
-
-#: How the neighbor files of a heterogeneous sampler are read.
-BACKENDS = ("auto", "memory", "uring", "pread")
-
 
 def open_hetero(dataset: Any, what: str) -> HeteroDataset:
     """``dataset`` (a :class:`HeteroDataset` or a path) opened, refused with a clear error when
@@ -162,7 +159,7 @@ class HeteroSample:
         return data
 
 
-class HeteroNeighborSampler:
+class HeteroNeighborSampler(ProcessLocal):
     """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (see the module
     docs for the semantics).
 
@@ -200,15 +197,17 @@ class HeteroNeighborSampler:
         self.dataset = open_hetero(dataset, "HeteroNeighborSampler")
         self.fanouts = relation_fanouts(self.dataset, fanouts)
         self.replace = bool(replace)
-        self.backend_choice = _options.choice(backend, BACKENDS, "backend")
+        self.backend_choice = _options.backend(backend)
         self.direct = bool(direct)
         self.seed = _options.count(seed, "seed")
         self.memory = _options.size(memory, "memory")
         self.with_edge_ids = bool(with_edge_ids)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._graph: Optional[Tuple[int, Any]] = None
         self._plan = plan
+        self.__dict__.update(self._fresh())
+
+    def _fresh(self) -> Dict[str, Any]:
+        # _graph: (pid, this process's graph); _local: each thread's core sampler.
+        return dict(_local=threading.local(), _lock=threading.Lock(), _graph=None)
 
     @property
     def hops(self) -> int:
@@ -333,16 +332,6 @@ class HeteroNeighborSampler:
                             row=out["row"], col=out["col"], num_sampled_edges=out["num_sampled_edges"],
                             edge=out.get("edge"), seed_types=types)
 
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_local=None, _lock=None, _graph=None, dataset=self.dataset.path)
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        state["dataset"] = open_hetero(state["dataset"], "HeteroNeighborSampler")
-        state.update(_local=threading.local(), _lock=threading.Lock(), _graph=None)
-        self.__dict__.update(state)
-
     def __repr__(self) -> str:
         return (f"HeteroNeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
                 f"backend={self.backend_choice!r}, seed={self.seed})")
@@ -397,48 +386,37 @@ class HeteroLoader(TypedEpochs):
                  hyperbatch: Union[int, str] = "auto", staging_dir: Optional[PathLike] = None,
                  staging_cap: Union[None, int, str] = None):
         ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
-        self.target = self._core_type = ds.check_type(target)
+        self.target = ds.check_type(target)
         part = ds.node_type(target)
-        self._with_labels = part.num_classes is not None
         self.dataset = ds
         self.seeds = self._seeds(part, seeds)
         self.batch_size = _options.count(batch_size, "batch_size", 1)
-        self.feature_backend = _options.choice(feature_backend, ("auto", "memory", "uring", "pread"),
-                                               "feature_backend")
+        self.feature_backend = _options.backend(feature_backend, "feature_backend")
         self.cache = _options.size(cache, "cache")
         memory = _options.size(memory, "memory")
         plan_args = dict(target=self.target, batch_size=self.batch_size, seeds=len(self.seeds),
                          feature_backend=self.feature_backend, cache=self.cache)
         if sampler is None:
             fan = relation_fanouts(ds, fanouts)
-            self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.choice(backend, BACKENDS, "backend"),
+            self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.backend(backend),
                                     **plan_args)
             sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
                                             memory=memory, plan=self.plan)
-        elif sampler.plan().features or not any(d is not None for d in ds.feature_dims().values()):
+        elif sampler.plan().features or not feature_types(ds):
             self.plan = sampler.plan()  # a run's plan: the sampler's files, the features and the cache
         else:
             self.plan = plan_hetero(ds, sampler.fanouts, memory=memory if memory is not None else sampler.memory,
                                     fixed_relations=sampler.placement(), **plan_args)
-        self.sampler = sampler
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.seed = _options.count(seed, "seed")
-        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = _options.optional_count(prefetch, "prefetch")
-        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
-        self._staging(staging_dir, staging_cap)
-        self._sizes: Optional[hetero_hyper.Sizes] = None
-        self._core: Optional[Tuple[int, Any]] = None
         self.direct = bool(direct)
-        self.feature_types = [t for t, d in self.dataset.feature_dims().items() if d is not None]
-        if features is not None:
-            if features.path != self.dataset.path or features.types != self.feature_types:
-                raise InputError(f"features: rows of {features.path} ({features.types}), not of this loader's dataset "
-                                 f"{self.dataset.path}; share features between loaders of one dataset")
-            self.features = features
-        else:
-            self.features = TypedRows(self.dataset.path, self.plan.feature_backends(), self.direct, self.plan.cache)
-        self.epoch = 0
+        if features is None:
+            features = TypedRows(ds.path, self.plan.feature_backends(), self.direct, self.plan.cache)
+        elif features.path != ds.path or features.types != feature_types(ds):
+            raise InputError(f"features: rows of {features.path} ({features.types}), not of this loader's dataset "
+                             f"{ds.path}; share features between loaders of one dataset")
+        super().__init__(sampler, features, self.plan, self.target, part.num_classes is not None, threads=threads,
+                         prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)
         self.batches: Optional[List[int]] = None
         """The global indices of the batches an epoch yields (one rank's share under
         ``torchrun``, see ``ringgnn.training.distributed.shard``); None: all of them, in order."""
@@ -448,17 +426,6 @@ class HeteroLoader(TypedEpochs):
             have = ", ".join(part.split_names) or "none"
             raise InputError(f"seeds '{spec}': node type '{self.target}' has no split '{spec}' (it has: {have})")
         return _options.seeds(part, spec)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = _options.count(epoch, "epoch")
-
-    def epoch_batches(self) -> int:
-        """The number of batches of a whole epoch."""
-        n = len(self.seeds)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __len__(self) -> int:
-        return self.epoch_batches() if self.batches is None else len(self.batches)
 
     def batch_seeds(self, epoch: int) -> List[np.ndarray]:
         """The seed ids of every batch of epoch ``epoch``, by global index."""
@@ -503,31 +470,17 @@ class HeteroLoader(TypedEpochs):
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
         """A core batch (its sample, each type's rows, the labels) as ``HeteroData``."""
-        s = HeteroNeighborSampler._sample(out, [(self.target, ids)])
-        data = s.to_hetero_data(out["x"], out["y"])
-        data[self.target].input_id = _index_tensor(ids)
-        return data
+        return self._hetero_data(out, [(self.target, ids)], {self.target: ids})
 
     def __iter__(self) -> Iterator[Any]:
         seeds = self.batch_seeds(self.epoch)
-        order = list(range(len(seeds))) if self.batches is None else list(self.batches)
+        order = self.epoch_order()
         for out in self._run(self.epoch, [(b, [(self.target, seeds[b])]) for b in order]):
             yield self._data(out, seeds[out["batch"]])
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_core"] = None
-        return state
 
     def __repr__(self) -> str:
         return (f"HeteroLoader({self.dataset.path!r}, target={self.target!r}, {len(self.seeds):,} seeds, "
                 f"batch_size={self.batch_size}, fanouts={self.sampler.fanouts})")
-
-
-def _index_tensor(ids: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
 
 
 __all__: Sequence[str] = ("HeteroNeighborSampler", "HeteroLoader", "HeteroSample", "relation_fanouts")

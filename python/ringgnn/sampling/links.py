@@ -28,7 +28,7 @@ from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
 from .hetero import HeteroLoader, HeteroNeighborSampler
 from .typed import TypedEpochs
-from .loader import CoreReports, Loader, batch_count
+from .loader import CoreReports, Epochs, Loader
 from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
 from .sampler import NeighborSampler, SampledSubgraph
 
@@ -73,16 +73,14 @@ class LinkSampler(LinkPairs):
                 yield int(index), made[int(index)].batch(SampledSubgraph._from_core(out))
 
 
-class LinkBatches:
-    """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch` and
-    :class:`LinkLoader`: ``batch_size`` positive pairs of ``edges`` per batch (an edge split's
-    name, read from its file through a map as batches need them, or pairs), in an order
-    shuffled by (seed, epoch) (:class:`Shuffle`: no permutation is held), with negatives drawn
-    by ``pairs`` or fixed (``negatives``, an ``(n, K)`` array of destinations per pair); and
-    the windows of seed lists handed to the Rust core, as many batches at a time as
-    ``WINDOW_BYTES`` holds (``window``: fewer). ``dataset``: where the pairs are (a typed
-    dataset's relation, for :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in
-    the order of the file (ascending positions), not the epoch's."""
+class LinkBatches(Epochs):
+    """The pairs side of epochs of link batches, shared by :meth:`LinkSampler.epoch`,
+    :class:`LinkLoader` and :class:`HeteroLinkBatches`: the pairs of each batch as
+    :class:`LinkLoader` describes them (negatives drawn by ``pairs``), and the windows of seed
+    lists handed to the Rust core, as many batches at a time as ``WINDOW_BYTES`` holds
+    (``window``: fewer). ``dataset``: where the pairs are (a typed dataset's relation, for
+    :class:`HeteroLinkBatches`); ``file_order``: a batch's positives in the order of the file
+    (ascending positions), not the epoch's."""
 
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
@@ -123,8 +121,8 @@ class LinkBatches:
         """The most seed nodes of one batch (what a memory plan is made for)."""
         return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1])
 
-    def __len__(self) -> int:
-        return batch_count(self.edges.shape[1], self.batch_size, self.drop_last, self.batches)
+    def _items(self) -> int:
+        return self.edges.shape[1]
 
     def positions(self, epoch: int, start: int, stop: int) -> np.ndarray:
         """Positions in ``edges`` of the epoch's pairs ``start`` to ``stop`` (in batch order):
@@ -168,13 +166,18 @@ class LinkBatches:
             self._reader_pid = os.getpid()
         return self._reader.gather(positions).view("<i8").T
 
+    def window_pairs(self, epoch: int) -> Iterator[Tuple[List[int], Dict[int, Pairs]]]:
+        """For each window of the epoch's batches: their global indices and their :class:`Pairs`
+        by batch index."""
+        wanted = self.epoch_order()
+        for w in range(0, len(wanted), self.window):
+            chosen = wanted[w:w + self.window]
+            yield chosen, {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
+
     def windows(self, epoch: int, core: Any) -> Iterator[Tuple[Dict[int, Pairs], Any]]:
         """For each window of the epoch's batches: their :class:`Pairs` by batch index and the
         epoch of ``core`` (a Rust sampler or loader) started over their seed lists."""
-        wanted = list(range(len(self))) if self.batches is None else self.batches
-        for w in range(0, len(wanted), self.window):
-            chosen = wanted[w:w + self.window]
-            made = {b: self.batch_pairs(epoch, b) for b in dict.fromkeys(chosen)}
+        for chosen, made in self.window_pairs(epoch):
             sizes = [len(made[b].seeds) for b in chosen]
             seeds = np.concatenate([made[b].seeds for b in chosen])
             for p in made.values():
@@ -237,7 +240,7 @@ class LinkLoader(LinkBatches, CoreReports):
             loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
         self._loader = Loader(ds, fanouts, self.most_seeds(), split=ends, shuffle=False, seed=self.pairs.seed,
                               share=base, **loader_opts)
-        self._epoch = 0
+        self.epoch = 0
         self.last_epoch: Dict[str, float] = {}
 
     @property
@@ -249,7 +252,7 @@ class LinkLoader(LinkBatches, CoreReports):
         return self._loader.fanouts
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, self._epoch = self._epoch, self._epoch + 1
+        epoch, self.epoch = self.epoch, self.epoch + 1
         totals = self._loader._new_totals()
         self.last_epoch = totals
         for made, it in self.windows(epoch, self._core):
@@ -272,11 +275,9 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
     when ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index``
     (positions in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
     ``LinkNeighborLoader``. The batches are made by the Rust typed loader as
-    :class:`ringgnn.HeteroLoader`'s (:class:`ringgnn.sampling.typed.TypedEpochs`: ``threads``
-    workers, rows gathered ``prefetch`` ahead, ``hyperbatch`` batches a worker samples together
-    from disk, ``"auto"`` sized from probe batches; ``staging_dir``, ``staging_cap``: where rows
-    read from disk may be staged), over the pairs of a window of batches at a
-    time (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
+    :class:`ringgnn.HeteroLoader`'s (``threads``, ``prefetch``, ``hyperbatch``, ``staging_dir``,
+    ``staging_cap`` as there), over the pairs of a window of batches at a time
+    (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
     ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
@@ -291,23 +292,9 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
                          shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
         if features is None:  # the readers (and cache) a loader of this sampler would make
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
-        self.sampler, self.features, self.plan = sampler, features, sampler.plan()
-        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
-        self.prefetch = _options.optional_count(prefetch, "prefetch")
-        self.feature_types = [t for t, d in ds.feature_dims().items() if d is not None]
-        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
-        self._staging(staging_dir, staging_cap)
-        self._sizes: Optional[hetero_hyper.Sizes] = None
-        self._core: Optional[Tuple[int, Any]] = None
-        self._core_type, self._with_labels = self.types[1], False  # link batches carry no labels
-        self.epoch = 0
-
-    def epoch_batches(self) -> int:
-        """The number of batches of a whole epoch (:attr:`batches`: one rank's share of them)."""
-        return -(-self.edges.shape[1] // self.batch_size)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = _options.count(epoch, "epoch")
+        # Link batches carry no labels.
+        TypedEpochs.__init__(self, sampler, features, sampler.plan(), self.types[1], False, threads=threads,
+                             prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)
 
     def _seeds(self, p: Pairs) -> List[Tuple[str, np.ndarray]]:
         return list(p.typed_seeds(self.types).items())
@@ -317,7 +304,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
 
     def _data(self, out: Any, p: Pairs) -> Any:
         """A core batch as ``HeteroData`` with the pairs ``p`` set on its relation."""
-        data = HeteroNeighborSampler._sample(out, self._seeds(p)).to_hetero_data(out["x"])
+        data = self._hetero_data(out, self._seeds(p))
         p.put(data[self.edge_type])
         return data
 
@@ -328,9 +315,6 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self.epoch
-        order = list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
-        for w in range(0, len(order), self.window):
-            chosen = order[w:w + self.window]
-            made = {b: self.batch_pairs(epoch, b) for b in chosen}
+        for chosen, made in self.window_pairs(epoch):
             for out in self._run(epoch, [(b, self._seeds(made[b])) for b in chosen]):
                 yield self._data(out, made[out["batch"]])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Iterator, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,24 +29,42 @@ from ..data.dataset import Dataset, PathLike, open_homogeneous
 logger = logging.getLogger("ringgnn")
 
 
-def batch_count(n: int, batch_size: int, drop_last: bool, batches: Optional[Sequence[int]]) -> int:
-    """The batches of an epoch over ``n`` seeds (or pairs) cut ``batch_size`` at a time, the
-    last one short unless ``drop_last``; ``batches`` (global indices chosen): as many as it has."""
-    if batches is not None:
-        return len(batches)
-    return n // batch_size if drop_last else -(-n // batch_size)
+class Epochs:
+    """An epoch cut into batches of ``batch_size`` (the last one short unless ``drop_last``), of
+    which ``batches`` (global indices, e.g. one rank's share; None: all, in order) are yielded:
+    what every loader shares. It cuts :meth:`_items` (its seeds, or its pairs)."""
 
-
-class CoreReports:
-    """What a loader over an engine, a ``_core.Loader`` (``_core``), reports, and the epoch of
-    its next ``iter()``: :class:`Loader` and ``ringgnn.sampling.links.LinkLoader``."""
-
-    _core: Any
-    _epoch: int
+    batch_size: int
+    drop_last: bool
+    batches: Optional[List[int]]
+    seeds: Any
+    epoch: int  # the epoch of the next iter()
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch of the next ``iter()``."""
-        self._epoch = _options.count(epoch, "epoch")
+        self.epoch = _options.count(epoch, "epoch")
+
+    def _items(self) -> int:
+        return len(self.seeds)
+
+    def epoch_batches(self) -> int:
+        """The number of batches of a whole epoch."""
+        n = self._items()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __len__(self) -> int:
+        return self.epoch_batches() if self.batches is None else len(self.batches)
+
+    def epoch_order(self) -> List[int]:
+        """The global indices of the batches an epoch yields."""
+        return list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
+
+
+class CoreReports:
+    """What a loader over an engine, a ``_core.Loader`` (``_core``), reports: :class:`Loader`
+    and ``ringgnn.sampling.links.LinkLoader``."""
+
+    _core: Any
 
     def plan(self) -> Dict[str, Any]:
         """How the memory budget was split (bytes per part, ``text`` for people)."""
@@ -67,7 +85,7 @@ class CoreReports:
         return self._core.feature_backend
 
 
-class Loader(CoreReports):
+class Loader(CoreReports, Epochs):
     """Iterate over mini-batches of ``split`` (or an array of seed ids), one epoch per ``iter()``.
 
     Args:
@@ -125,35 +143,15 @@ class Loader(CoreReports):
     same fanouts and seed samples, whatever the backend, threads or cache.
     """
 
-    def __init__(
-        self,
-        dataset: Union[Dataset, PathLike],
-        fanouts: Union[str, Sequence[int]],
-        batch_size: int,
-        *,
-        split: Union[None, str, Any] = "train",
-        batches: Optional[Sequence[int]] = None,
-        shuffle: bool = True,
-        drop_last: bool = False,
-        cache: Union[None, int, str] = None,
-        cache_policy: str = "presample",
-        presample_batches: int = 64,
-        memory: Union[None, int, str] = None,
-        reserve: Union[None, int, str] = None,
-        prefetch: Optional[int] = None,
-        hold: int = 2,
-        backend: str = "auto",
-        feature_backend: Optional[str] = None,
-        direct: bool = False,
-        threads: Optional[int] = None,
-        seed: int = 0,
-        hyperbatch: Union[int, str] = "auto",
-        staging_dir: Optional[PathLike] = None,
-        staging_cap: Union[None, int, str] = None,
-        spill: str = "auto",
-        share: Optional["Loader"] = None,
-        processes: int = 1,
-    ):
+    def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
+                 split: Union[None, str, Any] = "train", batches: Optional[Sequence[int]] = None, shuffle: bool = True,
+                 drop_last: bool = False, cache: Union[None, int, str] = None, cache_policy: str = "presample",
+                 presample_batches: int = 64, memory: Union[None, int, str] = None,
+                 reserve: Union[None, int, str] = None, prefetch: Optional[int] = None, hold: int = 2,
+                 backend: str = "auto", feature_backend: Optional[str] = None, direct: bool = False,
+                 threads: Optional[int] = None, seed: int = 0, hyperbatch: Union[int, str] = "auto",
+                 staging_dir: Optional[PathLike] = None, staging_cap: Union[None, int, str] = None,
+                 spill: str = "auto", share: Optional["Loader"] = None, processes: int = 1):
         self.dataset = open_homogeneous(dataset, "Loader")
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
@@ -164,7 +162,8 @@ class Loader(CoreReports):
         self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
         self.seeds = _options.seeds(self.dataset, split, "split")
         if share is not None:
-            if os.path.abspath(share.dataset.path) != os.path.abspath(self.dataset.path) or share.fanouts != self.fanouts:
+            same = os.path.abspath(share.dataset.path) == os.path.abspath(self.dataset.path)
+            if not same or share.fanouts != self.fanouts:
                 raise InputError("share= needs a Loader of the same dataset and fanouts")
             self._core = share._core
         else:
@@ -174,44 +173,32 @@ class Loader(CoreReports):
             from torch_geometric.data import Data  # noqa: F401
 
             self._core = _core.Loader(
-                self.dataset.path,
-                self.fanouts,
-                self.batch_size,
-                backend=_options.backend(backend),
-                direct=bool(direct),
-                threads=_options.optional_count(threads, "threads"),
+                self.dataset.path, self.fanouts, self.batch_size, backend=_options.backend(backend),
+                direct=bool(direct), threads=_options.optional_count(threads, "threads"),
                 seed=_options.count(seed, "seed"),
-                memory=_options.size(memory, "memory"),
-                reserve=_options.reserve(reserve),
-                cache=_options.size(cache, "cache"),
-                cache_policy=_options.cache_policy(cache_policy),
-                presample_batches=_options.count(presample_batches, "presample_batches"),
-                presample_seeds=self.seeds,
-                prefetch=_options.optional_count(prefetch, "prefetch"),
-                hold=_options.count(hold, "hold", 1),
-                feature_backend=None if feature_backend is None else _options.backend(feature_backend, "feature_backend"),
+                memory=_options.size(memory, "memory"), reserve=_options.reserve(reserve),
+                cache=_options.size(cache, "cache"), cache_policy=_options.cache_policy(cache_policy),
+                presample_batches=_options.count(presample_batches, "presample_batches"), presample_seeds=self.seeds,
+                prefetch=_options.optional_count(prefetch, "prefetch"), hold=_options.count(hold, "hold", 1),
+                feature_backend=None if feature_backend is None else _options.backend(feature_backend,
+                                                                                      "feature_backend"),
                 hyperbatch=_options.hyperbatch(hyperbatch),
                 staging_dir=None if staging_dir is None else os.fspath(staging_dir),
                 staging_cap=_options.size(staging_cap, "staging_cap"),
-                processes=_options.count(processes, "processes", 1),
-                spill=str(spill),
-            )
+                processes=_options.count(processes, "processes", 1), spill=str(spill))
             note = self._core.plan()["note"]
             if note:
                 logger.warning("ringgnn: %s", note)
             reason = self._core.fallback_reason
             if reason:
                 logger.warning("ringgnn: reading with pread: %s", reason)
-        self._epoch = 0
+        self.epoch = 0
         #: Per-epoch totals of the last epoch iterated: batches, worker seconds sampling,
         #: waiting for their turn (the prefetch bound) and gathering, bytes read, cache hits.
         self.last_epoch: Dict[str, float] = {}
 
-    def __len__(self) -> int:
-        return batch_count(len(self.seeds), self.batch_size, self.drop_last, self.batches)
-
     def __iter__(self) -> Iterator[Any]:
-        epoch, self._epoch = self._epoch, self._epoch + 1
+        epoch, self.epoch = self.epoch, self.epoch + 1
         # Positions of the seeds in `self.seeds`, to report `input_id` as PyG does.
         where = {int(s): i for i, s in enumerate(self.seeds.tolist())} if len(self.seeds) < 1 << 22 else None
         it = self._core.epoch(self.seeds, self.batch_size, shuffle=self.shuffle, epoch=epoch, drop_last=self.drop_last,
@@ -241,15 +228,10 @@ class Loader(CoreReports):
             node = sub["node"]
             if y is None:
                 y = np.full(len(node), -1, dtype=np.int64)
-            data = Data(
-                x=torch.from_numpy(x),
-                y=torch.from_numpy(y),
-                edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])),
-                n_id=torch.from_numpy(node),
-                batch_size=len(seeds),
-                num_sampled_nodes=list(sub["num_sampled_nodes"]),
-                num_sampled_edges=list(sub["num_sampled_edges"]),
-            )
+            data = Data(x=torch.from_numpy(x), y=torch.from_numpy(y),
+                        edge_index=torch.from_numpy(np.stack([sub["row"], sub["col"]])), n_id=torch.from_numpy(node),
+                        batch_size=len(seeds), num_sampled_nodes=list(sub["num_sampled_nodes"]),
+                        num_sampled_edges=list(sub["num_sampled_edges"]))
             del x
             yield index, data
             del data

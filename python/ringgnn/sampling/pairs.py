@@ -29,7 +29,7 @@ import numpy as np
 
 from .._core import InputError
 from ..data.dataset import Dataset
-from ..data.schema import parse_edge_type
+from ..data.schema import HOMOGENEOUS_TYPE, parse_edge_type
 from .sampler import SampledSubgraph
 
 #: The numpy ``SeedSequence`` purpose word of negative sampling ("lneg" in ASCII).
@@ -59,7 +59,8 @@ class NegativeSampling:
         if not amount > 0 or not math.isfinite(amount):
             raise InputError(f"negative sampling amount must be positive (got {self.amount})")
         if self.mode == "triplet" and amount != math.ceil(amount):
-            raise InputError(f"triplet negative sampling needs a whole number of negatives per positive (got {self.amount})")
+            raise InputError("triplet negative sampling needs a whole number of negatives per positive "
+                             f"(got {self.amount})")
 
 
 @dataclass
@@ -173,7 +174,7 @@ class LinkPairs:
     (seed, epoch, batch) stream: what :class:`LinkSampler`, :class:`LinkLoader` and
     :class:`HeteroLinkBatches` share. ``types``: a typed dataset's relation's (source,
     destination) node types, each end's ids and negatives in its own type (None: the one type
-    of a homogeneous dataset)."""
+    of a homogeneous dataset, its one-type case)."""
 
     def __init__(self, dataset: Any, seed: int, neg_sampling: Optional[NegativeSampling] = None,
                  types: Optional[Tuple[str, str]] = None):
@@ -181,24 +182,21 @@ class LinkPairs:
         self.seed = seed
         self.neg_sampling = neg_sampling
         self.types = types
-        n = dataset.num_nodes
-        self.counts = (n, n) if types is None else (dataset.num_nodes_dict[types[0]], dataset.num_nodes_dict[types[1]])
-        self._cdf: Dict[Optional[str], np.ndarray] = {}
+        self._ends = types or (HOMOGENEOUS_TYPE, HOMOGENEOUS_TYPE)
+        self.counts = (dataset.num_nodes_dict[self._ends[0]], dataset.num_nodes_dict[self._ends[1]])
+        self._cdf: Dict[str, np.ndarray] = {}
 
     def degrees(self, side: int) -> np.ndarray:
-        """The in-degree of every node of an end's type: in the graph, or in the relations that
-        enter the type (a typed dataset's graph)."""
-        if self.types is None:
-            return self.dataset.degrees()
-        t = self.types[side]
+        """The in-degree of every node of an end's type, in the relations that enter the type (of a
+        homogeneous dataset: in its graph)."""
         deg = np.zeros(self.counts[side], np.int64)
         for r in self.dataset.relations:
-            if parse_edge_type(r)[2] == t:
+            if parse_edge_type(r)[2] == self._ends[side]:
                 deg += self.dataset.relation(r).degrees()
         return deg
 
     def _weights_cdf(self, side: int) -> np.ndarray:
-        key = None if self.types is None else self.types[side]
+        key = self._ends[side]
         if key not in self._cdf:
             w = self.degrees(side).astype(np.float64) ** 0.75
             cdf = np.cumsum(w)
@@ -216,7 +214,8 @@ class LinkPairs:
         if weight is not None:
             cdf = np.cumsum(np.asarray(weight, dtype=np.float64))
             if cdf.size != n or not cdf[-1] > 0:
-                raise InputError(f"a negative-sampling weight needs one non-negative value per node ({n}) and a positive sum")
+                raise InputError(f"a negative-sampling weight needs one non-negative value per node ({n}) and a "
+                                 "positive sum")
         elif self.neg_sampling is not None and self.neg_sampling.weight == "degree":
             cdf = self._weights_cdf(side)
         else:
@@ -267,7 +266,8 @@ class LinkPairs:
             dst_neg = self.negatives(num_neg, rng, dst_weight, side=1)
             src = np.concatenate([src, src_neg])
             dst = np.concatenate([dst, dst_neg])
-            pos_label = np.ones(num_pos, np.float32) if edge_label is None else np.asarray(edge_label, np.float32).reshape(num_pos)
+            pos_label = (np.ones(num_pos, np.float32) if edge_label is None
+                         else np.asarray(edge_label, np.float32).reshape(num_pos))
             label = np.concatenate([pos_label, np.zeros(num_neg, np.float32)])
         elif ns is not None:
             amount = int(ns.amount)
@@ -277,7 +277,7 @@ class LinkPairs:
                 raise InputError("triplet negative sampling takes no edge labels")
         elif edge_label is not None:
             label = np.asarray(edge_label, np.float32).reshape(num_pos)
-        if self.types is None or self.types[0] == self.types[1]:
+        if self._ends[0] == self._ends[1]:
             seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
             return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
         # Two node types: each end's distinct ids in its own id space.

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import numpy as np
 
 from .. import _core, _options
-from ..data.dataset import Dataset, PathLike, open_homogeneous
+from ..data.dataset import Dataset, HeteroDataset, PathLike, open_homogeneous
 
 logger = logging.getLogger("ringgnn")
 
@@ -32,6 +32,29 @@ logger = logging.getLogger("ringgnn")
 _INHERITED: List[Any] = []
 #: Fallback reasons already logged by this process, so that each is logged once.
 _LOGGED: set = set()
+
+
+class ProcessLocal:
+    """How an object that holds core objects of this process (rings, threads, file handles)
+    pickles: both samplers, the typed loaders and their feature readers. The attributes
+    :meth:`_fresh` gives are made anew (the receiving process makes its core objects on first
+    use), and a whole ``dataset`` travels as its path."""
+
+    def _fresh(self) -> Dict[str, Any]:
+        """The per-process attributes as a new object has them (before any core object)."""
+        return {}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__, **dict.fromkeys(self._fresh()))
+        ds = state.get("dataset")
+        if isinstance(ds, (Dataset, HeteroDataset)) and getattr(ds, "part", None) is None:
+            state["dataset"] = ds.path
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        if isinstance(state.get("dataset"), str):
+            state["dataset"] = Dataset.open(state["dataset"])
+        self.__dict__.update(state, **self._fresh())
 
 
 @dataclass
@@ -80,18 +103,12 @@ class SampledSubgraph:
     @classmethod
     def _from_core(cls, out: Dict[str, Any]) -> "SampledSubgraph":
         nodes = list(out["num_sampled_nodes"])
-        return cls(
-            node=out["node"],
-            row=out["row"],
-            col=out["col"],
-            num_sampled_nodes=nodes,
-            num_sampled_edges=list(out["num_sampled_edges"]),
-            batch_size=nodes[0] if nodes else 0,
-            edge=out.get("edge"),
-        )
+        return cls(node=out["node"], row=out["row"], col=out["col"], num_sampled_nodes=nodes,
+                   num_sampled_edges=list(out["num_sampled_edges"]), batch_size=nodes[0] if nodes else 0,
+                   edge=out.get("edge"))
 
 
-class NeighborSampler:
+class NeighborSampler(ProcessLocal):
     """Node-wise uniform neighbor sampling (GraphSAGE) over a dataset on disk.
 
     Args:
@@ -124,24 +141,11 @@ class NeighborSampler:
         with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
     """
 
-    def __init__(
-        self,
-        dataset: Union[Dataset, PathLike],
-        fanouts: Union[str, Sequence[int]],
-        *,
-        replace: bool = False,
-        backend: str = "auto",
-        direct: bool = False,
-        threads: Optional[int] = None,
-        seed: int = 0,
-        memory: Union[None, int, str] = None,
-        reserve: Union[None, int, str] = None,
-        batch_size: int = 1024,
-        hyperbatch: Union[int, str] = "auto",
-        spill: str = "auto",
-        spill_dir: Optional[PathLike] = None,
-        with_edge_ids: bool = False,
-    ):
+    def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], *, replace: bool = False,
+                 backend: str = "auto", direct: bool = False, threads: Optional[int] = None, seed: int = 0,
+                 memory: Union[None, int, str] = None, reserve: Union[None, int, str] = None, batch_size: int = 1024,
+                 hyperbatch: Union[int, str] = "auto", spill: str = "auto", spill_dir: Optional[PathLike] = None,
+                 with_edge_ids: bool = False):
         self.dataset = open_homogeneous(dataset, "NeighborSampler")
         self.fanouts = _options.fanouts(fanouts)
         self.replace = bool(replace)
@@ -156,8 +160,11 @@ class NeighborSampler:
         self.spill = str(spill)
         self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
         self.with_edge_ids = bool(with_edge_ids)
-        self._core: Any = None
-        self._pid: Optional[int] = None
+        self.__dict__.update(self._fresh())
+
+    def _fresh(self) -> Dict[str, Any]:
+        # _core: the core sampler of process _pid.
+        return dict(_core=None, _pid=None)
 
     # --- the per-process core sampler ---------------------------------------------------------
 
@@ -167,36 +174,17 @@ class NeighborSampler:
             return self._core
         if self._core is not None:
             _INHERITED.append(self._core)
-        self._core = _core.Sampler(
-            self.dataset.path,
-            list(self.fanouts),
-            replace=self.replace,
-            backend=self.backend_choice,
-            direct=self.direct,
-            threads=self.threads,
-            seed=self.seed,
-            memory=self.memory,
-            reserve=_options.reserve(self.reserve),
-            with_edge_ids=self.with_edge_ids,
-            batch_size=self.batch_size,
-            hyperbatch=self.hyperbatch,
-            spill=self.spill,
-            spill_dir=self.spill_dir,
-        )
+        self._core = _core.Sampler(self.dataset.path, list(self.fanouts), replace=self.replace,
+                                   backend=self.backend_choice, direct=self.direct, threads=self.threads,
+                                   seed=self.seed, memory=self.memory, reserve=_options.reserve(self.reserve),
+                                   with_edge_ids=self.with_edge_ids, batch_size=self.batch_size,
+                                   hyperbatch=self.hyperbatch, spill=self.spill, spill_dir=self.spill_dir)
         self._pid = pid
         reason = self._core.fallback_reason
         if reason and (pid, reason) not in _LOGGED:
             _LOGGED.add((pid, reason))
             logger.warning("ringgnn: sampling with %s: %s", self._core.backend, reason)
         return self._core
-
-    def __getstate__(self) -> Dict[str, Any]:
-        # A core sampler cannot cross a process boundary; the receiving process builds its own.
-        return dict(self.__dict__, _core=None, _pid=None, dataset=self.dataset.path)
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        state["dataset"] = Dataset.open(state["dataset"])
-        self.__dict__.update(state)
 
     @property
     def backend(self) -> str:
@@ -227,15 +215,8 @@ class NeighborSampler:
         out = self._sampler().sample(ids, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
         return SampledSubgraph._from_core(out)
 
-    def epoch(
-        self,
-        seeds: Union[None, str, Any] = None,
-        batch_size: int = 1024,
-        shuffle: bool = True,
-        epoch: int = 0,
-        drop_last: bool = False,
-        batches: Optional[Sequence[int]] = None,
-    ) -> "EpochIterator":
+    def epoch(self, seeds: Union[None, str, Any] = None, batch_size: int = 1024, shuffle: bool = True, epoch: int = 0,
+              drop_last: bool = False, batches: Optional[Sequence[int]] = None) -> "EpochIterator":
         """Iterate over one epoch of mini-batches, sampled ahead in background threads.
 
         ``seeds`` is a split name ('train'), an array of node ids, or None for all nodes. With

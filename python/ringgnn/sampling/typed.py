@@ -1,25 +1,25 @@
-"""The typed loaders' one engine from Python: :class:`TypedEpochs`, what the typed node loader
-(:class:`ringgnn.HeteroLoader`) and link batcher (:class:`ringgnn.sampling.links.HeteroLinkBatches`)
-share: the Rust typed loader (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``), its
-hyperbatch size (``ringgnn.sampling.hyper``) and the run of an epoch's batches on its workers."""
+"""The typed loaders' one engine from Python: :class:`TypedEpochs`, the Rust typed loader, its
+hyperbatch size and the run of an epoch's batches on its workers."""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import _core, _options
 from . import hyper as hetero_hyper
 from .features import TypedRows
+from .loader import Epochs
 from .plan import HeteroPlan
+from .sampler import ProcessLocal
 
 logger = logging.getLogger("ringgnn")
 
 
-class TypedEpochs:
+class TypedEpochs(Epochs, ProcessLocal):
     """What the typed node loader (:class:`HeteroLoader`) and link batcher
     (:class:`ringgnn.sampling.links.HeteroLinkBatches`) share: one Rust typed loader
     (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
@@ -27,26 +27,28 @@ class TypedEpochs:
     probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
     pipeline: ``threads`` workers, a batch's rows gathered when it is among the next
     ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
-    list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`,
-    ``_core_type`` (a node type: the one whose labels the batches carry as ``y`` when
-    ``_with_labels``)."""
+    list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`, the
+    seeds or pairs :class:`ringgnn.sampling.loader.Epochs` cuts, and ``_data`` (a core batch as
+    ``HeteroData``, from :meth:`_hetero_data`). ``core_type``: the node type whose labels the
+    batches carry as ``y`` when ``with_labels``."""
 
-    sampler: Any  # its HeteroNeighborSampler (ringgnn.sampling.hetero, which imports this module)
-    features: TypedRows
-    feature_types: List[str]
-    plan: HeteroPlan
-    threads: int
-    prefetch: Optional[int]  # None: hyper.DEFAULT_PREFETCH, or fewer where they do not fit
-    hyperbatch: Optional[int]
-    _sizes: Optional[hetero_hyper.Sizes]
-    _core: Optional[Tuple[int, Any]]
-    _core_type: str
-    _with_labels: bool
-    staging_dir: Optional[str]  # where each type's rows read from disk may be staged (None: beside the dataset)
-    staging_cap: Optional[int]  # bytes each type's staging file may hold (None: its feature file's; 0: never)
-
-    def __len__(self) -> int:
-        raise NotImplementedError
+    def __init__(self, sampler: Any, features: TypedRows, plan: HeteroPlan, core_type: str, with_labels: bool, *,
+                 threads: Optional[int], prefetch: Optional[int], hyperbatch: Any, staging_dir: Any, staging_cap: Any):
+        self.sampler: Any = sampler  # its HeteroNeighborSampler (ringgnn.sampling.hetero, which imports this module)
+        self.features, self.plan = features, plan
+        self.feature_types = feature_types(sampler.dataset)
+        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
+        #: None: hyper.DEFAULT_PREFETCH, or fewer where they do not fit.
+        self.prefetch = _options.optional_count(prefetch, "prefetch")
+        self.hyperbatch = _options.hyperbatch_size(hyperbatch)
+        #: Where each type's rows read from disk may be staged (None: beside the dataset).
+        self.staging_dir = None if staging_dir is None else os.fspath(staging_dir)
+        #: Bytes each type's staging file may hold (None: its feature file's; 0: never).
+        self.staging_cap = _options.size(staging_cap, "staging_cap")
+        self._core_type, self._with_labels = core_type, with_labels
+        self._sizes: Optional[hetero_hyper.Sizes] = None
+        self._core: Optional[Tuple[int, Any]] = None
+        self.epoch = 0
 
     def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
         """The seeds of the first :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0."""
@@ -112,10 +114,11 @@ class TypedEpochs:
         ``ringgnn_loader::typed::stage``) rather than read batch by batch, over every epoch."""
         return dict(self._core_loader().staged_hyperbatches()) if self._core is not None else {}
 
-    def _staging(self, staging_dir: Any, staging_cap: Any) -> None:
-        """Parse the staging options where they enter (see the attributes)."""
-        self.staging_dir = None if staging_dir is None else os.fspath(staging_dir)
-        self.staging_cap = _options.size(staging_cap, "staging_cap")
+    def _hetero_data(self, out: Mapping[str, Any], seeds: Sequence[Tuple[str, np.ndarray]],
+                     input_id: Optional[Mapping[str, Any]] = None) -> Any:
+        """A core batch of ``seeds`` (by type) as ``HeteroData``: its sample, each type's rows,
+        the labels (when ``with_labels``), ``input_id`` where given."""
+        return self.sampler._sample(out, seeds).to_hetero_data(out["x"], out["y"], input_id)
 
     def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
         """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
@@ -136,3 +139,11 @@ class TypedEpochs:
             yield from run
         finally:
             run.close()
+
+    def _fresh(self) -> Dict[str, Any]:
+        return dict(_core=None)
+
+
+def feature_types(ds: Any) -> List[str]:
+    """The node types of ``ds`` that have features."""
+    return [t for t, d in ds.feature_dims().items() if d is not None]
