@@ -205,17 +205,16 @@ class Homogeneous:
     def exact(self, task: Any, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
         """Exact (layer-wise) scores of the live ``net`` or, when None, of the run's best checkpoint
         (``exact``: ``memory``, ``backend``, ``direct``, ``quiet``)."""
+        link = task.name == "link"
         if net is None:
             ckpt = load_checkpoint(out, ds, "--out")
-        elif task.name == "link":
-            ckpt = Checkpoint(net.encoder, opts["model"], opts["fanouts"], opts["hidden"], opts["layers"],
-                              os.path.join(out, "last.pt"), dict(task="link", decoder=task.decoder),
-                              decoder=net.decoder)
-        else:
-            ckpt = Checkpoint(net, opts["model"], opts["fanouts"], opts["hidden"], opts["layers"],
-                              os.path.join(out, "last.pt"))
+        else:  # a link model's encoder, with its decoder beside it
+            ckpt = Checkpoint(net.encoder if link else net, opts["model"], opts["fanouts"], opts["hidden"],
+                              opts["layers"], os.path.join(out, "last.pt"),
+                              dict(task="link", decoder=task.decoder) if link else {},
+                              decoder=net.decoder if link else None)
         # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
-        if task.name == "link":
+        if link:
             # One layer-wise inference of every node the splits name, then the decoder.
             ids, z = embed_endpoints(ds, ckpt, [h.ends["src"] for h in task.held.values()], hidden_dtype="f32",
                                      **exact)
