@@ -73,6 +73,10 @@ def build_link_model(kind: str, in_dim: int, hidden: int, layers: int, dropout: 
             self.encoder = build_model(kind, in_dim, hidden, hidden, layers, dropout)
             self.decoder = build_decoder(decoder, hidden)
 
+        def tower(self, side: str) -> Any:
+            """The encoder of the ``side`` ends of pairs: the one encoder of both."""
+            return self.encoder
+
         def forward(self, x: Any, edge_index: Any, src: Any, dst: Any, **kwargs: Any) -> Any:
             z = self.encoder(x, edge_index, **kwargs)
             return self.decoder(z[src], z[dst])

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..data.schema import CONFIG_KEYS, EdgeType, edge_type_str, parse_edge_type
-from .hetero_dense import TypedStructure
+from .hetero_dense import TypedStructure, config_keys
 
 
 class _Relation(torch.nn.Module):
@@ -143,10 +143,9 @@ class HeteroModel(torch.nn.Module, TypedStructure):
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "HeteroModel":
         """The model :meth:`config` describes (fresh weights: load the state dict next)."""
-        unknown = sorted(set(cfg) - set(CONFIG_KEYS))
+        unknown, missing = config_keys(cfg)
         if unknown:
             raise ValueError(f"hetero model config: unknown keys {unknown}; expected some of {list(CONFIG_KEYS)}")
-        missing = [k for k in CONFIG_KEYS[:8] if k not in cfg]
         if missing:
             raise ValueError(f"hetero model config: missing keys {missing} (a config written by HeteroModel.config)")
         return cls(**cfg)

@@ -130,8 +130,7 @@ class HeteroDense(TypedStructure):
         state dict as numpy arrays (``ringgnn.models.torchfile``), checked key by key and shape by shape:
         a config or a state that does not fit is an :class:`InputError` naming ``path``. ``prefix``:
         the state's keys of this model (a link run's tower, ``encoders.src.``)."""
-        unknown = sorted(set(cfg) - set(CONFIG_KEYS))
-        missing = [k for k in CONFIG_KEYS[:8] if k not in cfg]
+        unknown, missing = config_keys(cfg)
         if unknown or missing:
             raise InputError(f"{path}: not a readable heterogeneous model (config keys: unknown {unknown}, missing "
                              f"{missing})")
@@ -173,6 +172,12 @@ class HeteroDense(TypedStructure):
             root = x_d @ w.T + b
             return root if out is None else root + out
         return out / np.float32(count)
+
+
+def config_keys(cfg: Mapping[str, Any]) -> Tuple[List[str], List[str]]:
+    """(the unknown keys of a model's config, the required ones it lacks): what the model and its
+    dense parts check before they read one."""
+    return sorted(set(cfg) - set(CONFIG_KEYS)), [k for k in CONFIG_KEYS[:8] if k not in cfg]
 
 
 def dense_of(net: Any) -> HeteroDense:

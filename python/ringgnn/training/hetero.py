@@ -1,40 +1,37 @@
-"""Heterogeneous datasets' share of the two tasks of ``ringgnn train`` (the loop is
-``ringgnn.training.loop``'s, the same for every task and kind of dataset).
+"""A heterogeneous dataset's kind (:class:`Typed`): what the two tasks of ``ringgnn train`` ask of
+a typed dataset (the loop is ``ringgnn.training.loop``'s and the tasks ``ringgnn.training.tasks``',
+the same for every kind of dataset; ``ringgnn.training.kinds.Homogeneous`` is the one-type case):
+per-relation fanouts, the typed loaders' plan and log lines, the heterogeneous models and the
+embedding tables of featureless types.
 
-:class:`TypedRuns` is what both typed tasks tell the loop about their kind of dataset
-(per-relation fanouts, the typed loaders' plan and log lines, the heterogeneous models); the
-task's loss, evaluation, scores and words are ``ringgnn.training.tasks``'.
+**Node classification** (``--target TYPE``). Batches are seeds of the target type with their sampled
+typed neighborhood (:class:`ringgnn.HeteroLoader`: each relation read from its own file, each type's
+features from its own); the model is :class:`ringgnn.models.hetero.HeteroModel` (``sage``: PyG's
+``to_hetero`` GraphSAGE with mean aggregation across relations; ``rgcn``: R-GCN), types without
+features getting learned embeddings (``embed_dim``), which are saved with the checkpoint, held in
+memory or, as the memory plan decides, in files (``ringgnn.models.tables``, SparseAdam). A
+checkpoint's ``args`` holds ``hetero`` (the model's config: node and edge types, feature widths,
+counts, target), from which :meth:`HeteroModel.from_config` rebuilds the model.
 
-**Node classification** (``--target TYPE``, :class:`HeteroNodeClassification`). Batches are seeds
-of the target type with their sampled typed neighborhood (:class:`ringgnn.HeteroLoader`: each
-relation read from its own file, each type's features from its own); the model is
-:class:`ringgnn.models.hetero.HeteroModel` (``sage``: PyG's ``to_hetero`` GraphSAGE with mean
-aggregation across relations; ``rgcn``: R-GCN), types without features getting learned
-embeddings (``embed_dim``), which are saved with the checkpoint, held in memory or, as the memory
-plan decides, in files (``ringgnn.models.tables``, SparseAdam). A checkpoint's ``args`` holds
-``hetero`` (the model's config: node and edge types, feature widths, counts, target), from which
-:meth:`HeteroModel.from_config` rebuilds the model.
-
-**Link prediction** on one relation ``S:R:D`` (``--task link --relation S:R:D``,
-:class:`HeteroLinkPrediction`). Data: the relation's edge splits (docs/FORMAT.md "Edge splits of
-a relation"): ``train`` pairs are the supervision edges (and stay in the graph, as PyG's
-``LinkNeighborLoader`` keeps them); ``val`` and ``test`` are out of the relation and of its
-reverse ``D:rev_R:S``, scored against their stored negatives (OGB's protocol,
-:mod:`ringgnn.inference.metrics`). Batches: :class:`ringgnn.sampling.links.HeteroLinkBatches`,
-the link batcher of homogeneous runs over the relation. Model (:func:`build_link_model`): the
-heterogeneous encoders (``sage`` or ``rgcn``, featureless types with learned embeddings), one per
-endpoint type (two towers when ``S != D``, each a ``HeteroModel`` whose target is its type and
-whose last layer is ``hidden`` wide; one encoder when ``S = D``), and the decoder of homogeneous
-link runs (``dot``, or ``mlp`` on the element-wise product); binary cross-entropy. Two towers
-cost two embedding tables for a featureless type both encoders read (each tower learns its own,
-held or in files as the node case's, the plan placing both together; in files each is named
-``SIDE.TYPE``: ``RUN/tables/src.author.weight.npy``, checkpoint records ``src.author``); they make
-the exact evaluation the node case's: each tower's layer-wise inference of its own
-type (:func:`ringgnn.inference.scoring.exact_rows`, out of core), keeping the rows of the nodes
-the held-out splits name. Per epoch (sampled), each of those nodes gets one sampled embedding
-from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample). Under ``torchrun``
-each rank trains on its share of the link batches and scores its share of the held-out pairs,
-as homogeneous link runs.
+**Link prediction** on one relation ``S:R:D`` (``--task link --relation S:R:D``). Data: the
+relation's edge splits (docs/FORMAT.md "Edge splits of a relation"): ``train`` pairs are the
+supervision edges (and stay in the graph, as PyG's ``LinkNeighborLoader`` keeps them); ``val`` and
+``test`` are out of the relation and of its reverse ``D:rev_R:S``, scored against their stored
+negatives (OGB's protocol, :mod:`ringgnn.inference.metrics`). Batches:
+:class:`ringgnn.sampling.links.HeteroLinkBatches`, the link batcher of homogeneous runs over the
+relation. Model (:func:`build_link_model`): the heterogeneous encoders (``sage`` or ``rgcn``,
+featureless types with learned embeddings), one per endpoint type (two towers when ``S != D``, each
+a ``HeteroModel`` whose target is its type and whose last layer is ``hidden`` wide; one encoder when
+``S = D``), and the decoder of homogeneous link runs (``dot``, or ``mlp`` on the element-wise
+product); binary cross-entropy. Two towers cost two embedding tables for a featureless type both
+encoders read (each tower learns its own, held or in files as the node case's, the plan placing both
+together; in files each is named ``SIDE.TYPE``: ``RUN/tables/src.author.weight.npy``, checkpoint
+records ``src.author``); they make the exact evaluation the node case's: each tower's layer-wise
+inference of its own type (:func:`ringgnn.inference.scoring.exact_rows`, out of core), keeping the
+rows of the nodes the held-out splits name. Per epoch (sampled), each of those nodes gets one
+sampled embedding from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample).
+Under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
+held-out pairs, as homogeneous link runs.
 """
 
 from __future__ import annotations
@@ -44,6 +41,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
+import torch
 
 from .. import _options
 from .._core import InputError
@@ -57,28 +55,32 @@ from ..models.tables import FileTable, load_tables, prune_tables, save_tables
 from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, relation_fanouts
 from ..sampling.links import HeteroLinkBatches
 from ..sampling.plan import plan_hetero, probe_batch_bytes, training_reserve
-from . import distributed
-from .tasks import HeldOut, LinkPrediction, NodeClassification, split_accuracy
 
 #: Where the embedding tables of featureless types live: as the memory plan decides, held in
 #: memory (an ``Embedding`` with Adam), or in files (``ringgnn.models.tables``, SparseAdam).
 EMBED_TABLES = ("auto", "memory", "file")
 
 
-class TypedRuns:
-    """What the training loop asks of a heterogeneous dataset's kind (mixed into both typed
-    tasks, before the task's class): set ``plan``, ``sampler`` and ``hyper`` (what has
-    ``hyperbatch_size()``) in ``prepare``."""
+class Typed:
+    """A heterogeneous dataset's kind (the methods of ``ringgnn.training.kinds.Homogeneous``): its
+    ``plan``, ``sampler`` and ``hyper`` (what has ``hyperbatch_size()``) are set in :meth:`prepare`."""
 
-    #: The run's options that hold the model's config (checkpoints keep it, metrics.json not).
-    config_key = "hetero"
+    typed = True
     plan: Any = None
     sampler: Any = None
     hyper: Any = None
-    #: The embedding tables kept in files (``ringgnn.models.tables``), by name (node runs: the
-    #: type; link runs: ``SIDE.TYPE``, one per tower), and the batch's rows of them (leaves).
-    tables: Dict[str, FileTable] = {}
-    _rows: Dict[str, Tuple[np.ndarray, Any]] = {}
+
+    def __init__(self, embed_dim: Optional[int] = None, embed_tables: str = "auto"):
+        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
+        self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
+        #: The run's options that hold the model's config (checkpoints keep it, metrics.json not).
+        self.config_key = "hetero"
+        #: The embedding tables kept in files (``ringgnn.models.tables``), by name (node runs: the
+        #: type; link runs: ``SIDE.TYPE``, one per tower), and the batch's rows of them (leaves).
+        self.tables: Dict[str, FileTable] = {}
+        self._rows: Dict[str, Tuple[np.ndarray, Any]] = {}
+
+    # --- the options and the run directory --------------------------------------------------
 
     def fanouts(self, ds: Any, fanouts: Any) -> Dict[str, List[int]]:
         return relation_fanouts(ds, fanouts)
@@ -100,6 +102,39 @@ class TypedRuns:
                              f"datasets ({'; '.join(self.REFUSED[k][1] for k in given)}); leave "
                              f"{'it' if len(given) == 1 else 'them'} out")
 
+    def run_args(self, task: Any, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        self.featureless = [t for t, d in ds.feature_dims().items() if d is None]
+        self.width = self.embed_dim or args["hidden"]
+        if task.name == "link":
+            self.config_key = "hetero_link"
+            self.cfg = link_config(ds, task.relation, args["model"], args["hidden"], args["layers"], self.embed_dim,
+                                   args["dropout"], task.decoder)
+            extra = dict(relation=task.relation, embed_dim=self.embed_dim, hetero_link=self.cfg)
+        else:
+            # The model without its embedding tables (all outside): what the plan probes; the run's
+            # model is built once the plan has placed them (prepare).
+            classes = int(ds.manifest["node_types"][task.target]["labels"]["num_classes"])
+            self.net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, task.target,
+                                   args["hidden"], classes, args["layers"], model=args["model"],
+                                   embed_dim=self.embed_dim, dropout=args["dropout"], external=self.featureless)
+            extra = dict(target=task.target, embed_dim=self.embed_dim, hetero=_placed(self.net.config()))
+        return dict(task=task.name, **dict(args, cache=_options.size(args["cache"], "--cache")), **task.task_args(),
+                    **extra)
+
+    def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v for k, v in run_args.items() if k != self.config_key}
+
+    def identity(self, task: Any) -> Dict[str, Any]:
+        return {"heterogeneous": True, **({"relation": task.relation} if task.name == "link"
+                                          else {"target": task.target})}
+
+    def scope(self, task: Any, ds: Any, train_loader: Any) -> str:
+        if task.name == "link":
+            return (f"heterogeneous, link prediction on {task.relation} ({task.decoder} decoder, "
+                    f"{task.neg.amount:g} negatives per positive), {train_loader.edges.shape[1]:,} training pairs")
+        return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
+                f"{task.target}, {len(train_loader.seeds):,} training seeds")
+
     def open_run(self, out: str, run_args: Dict[str, Any], resumed: Any) -> Any:
         key = self.config_key
         was = _placed(resumed["args"].get(key) or {}) if resumed is not None else None
@@ -108,57 +143,6 @@ class TypedRuns:
                              f"({config_mismatch(was, _placed(run_args[key]))}); resume on the dataset it was trained "
                              "on with its options, or use another --out")
         return resumed
-
-    def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
-        return {k: v for k, v in run_args.items() if k != self.config_key}
-
-    def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any) -> Tuple[Dict[str, Any], str]:
-        return dict(loaders), ""  # typed batches go to the device in hetero_batch_to_dicts
-
-    def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
-        return [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
-                f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
-
-    def counters(self, train_loader: Any) -> Any:
-        return None
-
-    def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
-                     ranks: Any) -> Tuple[Dict[str, Any], List[str]]:
-        t = timing
-        return dict(t), [f"  {'rank 0: ' if ranks.active else ''}training pass {t['train_epoch_seconds']:.2f} s: "
-                         f"train {t['train_seconds']:.2f} s, waiting for batches {t['wait_seconds']:.2f} s; "
-                         f"evaluation {t['eval_seconds']:.2f} s"]
-
-    def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
-        return {"loader": {"backend": self.sampler.resolved_backend(), "hyperbatch": self.hyper.hyperbatch_size()[0]},
-                "memory_plan": {"text": self.plan.text()}}
-
-    def open_tables(self, names: Mapping[str, int], width: int, ranks: Any, opts: Dict[str, Any]) -> None:
-        """Create the live tables ``names`` (name: rows) in ``RUN/tables`` (the working copy: each
-        checkpoint copies them beside itself); refused under torchrun."""
-        if names and ranks.active:
-            raise InputError(f"embedding tables in files ({', '.join(names)}) are not supported under torchrun yet: "
-                             "every rank would update the same files; give a larger --memory or --embed-tables memory")
-        if names and ranks.leader:
-            os.makedirs(opts["out"], exist_ok=True)
-        self.tables = {name: FileTable(os.path.join(opts["out"], "tables"), name, n, width, create=True, lr=opts["lr"])
-                       for name, n in names.items()}
-        self._rows = {}
-
-    def with_rows(self, x: Dict[str, Any], batch: Any, device: Any, training: bool, prefix: str = "") -> Dict[str, Any]:
-        """``x`` with the batch's rows of the tables in files named ``prefix + TYPE``, as leaves
-        (kept for :meth:`stepped`, which drops them), when ``training``; else ``x`` (the model
-        reads its tables' readers)."""
-        if not training:
-            return x
-        x = dict(x)
-        for name, table in self.tables.items():
-            t = name[len(prefix):]
-            if name.startswith(prefix) and t in batch.node_types and "n_id" in batch[t]:
-                ids = batch[t].n_id.numpy()
-                self._rows[name] = (ids, table.gather(ids))
-                x[t] = self._rows[name][1].to(device)
-        return x
 
     def restored(self, resumed: Any, out: str) -> None:
         if resumed is not None and self.tables:
@@ -176,71 +160,28 @@ class TypedRuns:
         save(state, path)
         prune_tables(path, state["tables"])
 
-    def typed_sampler(self, ds: Any, plan: Any, opts: Dict[str, Any]) -> Dict[str, Any]:
-        """Set the run's ``plan`` and its ``sampler`` (placed by it); the options its loaders share."""
-        self.plan = plan
-        self.sampler = HeteroNeighborSampler(ds, opts["fanouts"], backend=opts["backend"], direct=opts["direct"],
-                                             seed=opts["seed"], memory=opts["memory"], plan=plan)
-        return dict(batch_size=opts["batch_size"], seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
-                    sampler=self.sampler, staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
-                    **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+    # --- the model and the loaders ----------------------------------------------------------
 
-
-def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """A model's config (or a link model's, with its towers) less where its tables are (a
-    placement, not the model)."""
-    return {k: _placed(v) if k in ("src", "dst") and v else v for k, v in cfg.items() if k != "external"}
-
-
-class HeteroNodeClassification(TypedRuns, NodeClassification):
-    """Classify the nodes of type ``target``: cross-entropy on its labeled seeds, accuracy on its
-    ``val`` and ``test`` splits (those it has; ``val`` is needed)."""
-
-    def __init__(self, ds: Any, target: Optional[str], embed_dim: Optional[int] = None, embed_tables: str = "auto"):
-        if target is None:
-            labeled = [t for t in ds.node_types if ds.manifest["node_types"][t].get("labels")]
-            raise InputError(f"{ds.path} is heterogeneous: give --target TYPE, the node type to classify "
-                             f"(types with labels: {', '.join(labeled) or 'none'})")
-        self.target = ds.check_type(target)
-        info = ds.manifest["node_types"][self.target]
-        if info.get("labels") is None:
-            raise InputError(f"--target {target}: node type '{target}' has no labels; choose a labeled type")
-        for split in ("train", "val"):
-            if split not in info.get("splits", {}):
-                raise InputError(f"--target {target}: node type '{target}' has no '{split}' split (it has: "
-                                 f"{', '.join(info.get('splits', {})) or 'none'})")
-        self.num_classes = int(info["labels"]["num_classes"])
-        self.eval_splits = tuple(s for s in ("val", "test") if s in info["splits"])
-        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
-        self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
-
-    def check(self, ds: Any) -> None:
-        pass  # what the target needs is checked when the task is made
-
-    def identity(self) -> Dict[str, Any]:
-        return {"heterogeneous": True, "target": self.target}
-
-    def scope(self, ds: Any, train_loader: Any) -> str:
-        return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
-                f"{self.target}, {len(train_loader.seeds):,} training seeds")
-
-    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
-        # The model without its embedding tables (all outside): what the plan probes; the run's
-        # model is built once the plan has placed them (prepare).
-        self.featureless = [t for t, d in ds.feature_dims().items() if d is None]
-        self.net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, self.target,
-                               args["hidden"], self.num_classes, args["layers"], model=args["model"],
-                               embed_dim=self.embed_dim, dropout=args["dropout"], external=self.featureless)
-        return dict(task="node", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=None,
-                    neg_ratio=None, neg_weight=None, target=self.target, embed_dim=self.embed_dim,
-                    hetero=_placed(self.net.config()))
-
-    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
+    def prepare(self, task: Any, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
                 opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
-        import torch
+        placed = None if resumed is None else resumed["args"][self.config_key]
+        if task.name == "link":
+            return self._link_run(task, ds, ranks, run_args, None if placed is None else placed["src"], dev, opts)
+        return self._node_run(task, ds, ranks, run_args, placed, dev, opts)
 
-        net, target, fan, batch_size = self.net.to(dev), self.target, opts["fanouts"], opts["batch_size"]
-        width = net.embed_dim or net.hidden
+    def _plan(self, ds: Any, opts: Dict[str, Any], run_args: Dict[str, Any], resumed_cfg: Any, towers: int,
+              **sizes: Any) -> Any:
+        """The run's one plan (neighbor files, feature files, cache, and where each featureless
+        type's ``towers`` embedding tables go, placed together)."""
+        return plan_hetero(ds, opts["fanouts"], memory=_options.size(opts["memory"], "--memory"),
+                           backend=opts["backend"], feature_backend="auto", cache=run_args["cache"],
+                           tables=dict.fromkeys(self.featureless, self.width * towers),
+                           fixed_tables=_table_placement(self.featureless, self.embed_tables, resumed_cfg), **sizes)
+
+    def _node_run(self, task: Any, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed_cfg: Any, dev: Any,
+                  opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        net, target, fan, batch_size = self.net.to(dev), task.target, opts["fanouts"], opts["batch_size"]
+        width = self.width
         # One plan for the run (neighbor files, feature files, cache), made with the model built and
         # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
         probe = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, batch_size=batch_size, seed=opts["seed"],
@@ -263,12 +204,9 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         held = _options.held_memory() + _options.code_bytes(training=True)
         batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
         del probe
-        plan = plan_hetero(
-            ds, fan, target=target, batch_size=batch_size, seeds=len(ds.node_type(target).split("train")),
-            memory=_options.size(opts["memory"], "--memory"), backend=opts["backend"], feature_backend="auto",
-            cache=run_args["cache"], reserve=training_reserve(net), batch_bytes=batch_bytes, process=held,
-            tables=dict.fromkeys(self.featureless, width), fixed_tables=_table_placement(
-                self.featureless, self.embed_tables, None if resumed is None else resumed["args"]["hetero"]))
+        plan = self._plan(ds, opts, run_args, resumed_cfg, 1, target=target, batch_size=batch_size,
+                          seeds=len(ds.node_type(target).split("train")), reserve=training_reserve(net),
+                          batch_bytes=batch_bytes, process=held)
         cfg = dict(run_args["hetero"], **({"external": plan.file_tables} if plan.file_tables else {}))
         run_args["hetero"] = cfg
         torch.manual_seed(opts["seed"])
@@ -278,35 +216,156 @@ class HeteroNodeClassification(TypedRuns, NodeClassification):
         common = dict(self.typed_sampler(ds, plan, opts), hyperbatch=opts["hyperbatch"])
         train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
         # The evaluation loaders read through the training loader's readers: one cache.
-        loaders = {self.train_split: train_loader}
-        for s in self.eval_splits:
+        loaders = {task.train_split: train_loader}
+        for s in task.eval_splits:
             loaders[s] = HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features,
                                       **common)
         self.net = net
         return net, loaders
 
-    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
+    def _link_run(self, task: Any, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed_cfg: Any, dev: Any,
+                  opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+        rel, batch_size, sides = ds.relation(task.relation), opts["batch_size"], task.sides
+        for s in task.eval_splits:
+            task.hold(rel, s)
+        most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * task.neg.amount)))
+        # Each tower has its own table of a featureless type: the plan places both together.
+        plan = self._plan(ds, opts, run_args, resumed_cfg, len(sides), target=task.edge_type[2], batch_size=most,
+                          seeds=rel.manifest["edge_splits"]["train"]["edges"])
+        if plan.file_tables:
+            self.cfg = dict(self.cfg, **{side: dict(self.cfg[side], external=plan.file_tables) for side in sides})
+            run_args["hetero_link"] = self.cfg
+        net = build_link_model(self.cfg).to(dev)
+        self.open_tables({f"{side}.{t}": ds.num_nodes_dict[t] for side in sides for t in plan.file_tables},
+                         self.width, ranks, opts)
+        for side in sides:
+            net.tower(side).tables = {t: self.tables[f"{side}.{t}"].reader() for t in plan.file_tables}
+        common = self.typed_sampler(ds, plan, opts)
+        loaders: Dict[str, Any] = {}
+        features = None
+        for split, h in task.held.items():
+            for side, t in sides.items():
+                key = split if side == "src" else f"{split}.{side}"
+                loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
+                                            features=features, **common)
+                features = loaders[key].features  # one set of readers and one cache
+        self.hyper = loaders[task.train_split] = HeteroLinkBatches(
+            ds, task.relation, self.sampler, features, batch_size=batch_size, neg_ratio=task.neg.amount,
+            neg_weight=task.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
+            staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
+            **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+        return net, loaders
+
+    def open_tables(self, names: Mapping[str, int], width: int, ranks: Any, opts: Dict[str, Any]) -> None:
+        """Create the live tables ``names`` (name: rows) in ``RUN/tables`` (the working copy: each
+        checkpoint copies them beside itself); refused under torchrun."""
+        if names and ranks.active:
+            raise InputError(f"embedding tables in files ({', '.join(names)}) are not supported under torchrun yet: "
+                             "every rank would update the same files; give a larger --memory or --embed-tables memory")
+        if names and ranks.leader:
+            os.makedirs(opts["out"], exist_ok=True)
+        self.tables = {name: FileTable(os.path.join(opts["out"], "tables"), name, n, width, create=True, lr=opts["lr"])
+                       for name, n in names.items()}
+        self._rows = {}
+
+    def typed_sampler(self, ds: Any, plan: Any, opts: Dict[str, Any]) -> Dict[str, Any]:
+        """Set the run's ``plan`` and its ``sampler`` (placed by it); the options its loaders share."""
+        self.plan = plan
+        self.sampler = HeteroNeighborSampler(ds, opts["fanouts"], backend=opts["backend"], direct=opts["direct"],
+                                             seed=opts["seed"], memory=opts["memory"], plan=plan)
+        return dict(batch_size=opts["batch_size"], seed=opts["seed"], threads=opts["threads"], direct=opts["direct"],
+                    sampler=self.sampler, staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
+                    **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+
+    def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any, train_split: str = "train"
+              ) -> Tuple[Dict[str, Any], str]:
+        return dict(loaders), ""  # typed batches go to the device in hetero_batch_to_dicts
+
+    # --- a batch ----------------------------------------------------------------------------
+
+    def with_rows(self, x: Dict[str, Any], batch: Any, device: Any, training: bool, prefix: str = "") -> Dict[str, Any]:
+        """``x`` with the batch's rows of the tables in files named ``prefix + TYPE``, as leaves
+        (kept for :meth:`stepped`, which drops them), when ``training``; else ``x`` (the model
+        reads its tables' readers)."""
+        if not training:
+            return x
+        x = dict(x)
+        for name, table in self.tables.items():
+            t = name[len(prefix):]
+            if name.startswith(prefix) and t in batch.node_types and "n_id" in batch[t]:
+                ids = batch[t].n_id.numpy()
+                self._rows[name] = (ids, table.gather(ids))
+                x[t] = self._rows[name][1].to(device)
+        return x
+
+    def rows(self, net: Any, batch: Any, device: Any, kind: str, node_type: Any = None, prefix: str = "") -> Any:
         x, edges, n_id = hetero_batch_to_dicts(batch, device)
         self._rows = {}
-        return net(self.with_rows(x, batch, device, net.training), edges, n_id)[:batch[self.target].batch_size]
+        return net(self.with_rows(x, batch, device, net.training, prefix), edges, n_id)[:batch[node_type].batch_size]
 
-    def seed_labels(self, batch: Any) -> Any:
-        return batch[self.target].y[:batch[self.target].batch_size]
+    def labels(self, batch: Any, node_type: Any = None) -> Any:
+        return batch[node_type].y[:batch[node_type].batch_size]
 
-    def summary(self, history: List[Dict[str, Any]]) -> Dict[str, Any]:
-        out = super().summary(history)
-        out.setdefault("test_acc", None)  # a target without a test split
-        return out
+    def pairs(self, task: Any, net: Any, batch: Any, device: Any, kind: str) -> Tuple[Any, Any, int]:
+        pairs = batch[task.edge_type]
+        eli = pairs.edge_label_index.to(device)
+        x, edges, n_id = hetero_batch_to_dicts(batch, device)
+        self._rows = {}
+        xs = {side: self.with_rows(x, batch, device, net.training, f"{side}.") for side in task.sides}
+        return net(xs["src"], edges, n_id, eli[0], eli[1], xs.get("dst")), pairs.edge_label, int(eli.shape[1])
 
-    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
-        """Exact accuracies: of the run's best checkpoint (``ringgnn.inference.hetero.infer_hetero``)
-        or of the live ``net`` (its dense parts, layer-wise over the evaluated splits' nodes)."""
-        if net is None:
+    # --- the loader's reports ---------------------------------------------------------------
+
+    def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
+        return [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
+                f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
+
+    def counters(self, train_loader: Any) -> Any:
+        return None
+
+    def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
+                     ranks: Any) -> Tuple[Dict[str, Any], List[str]]:
+        t = timing
+        return dict(t), [f"  {'rank 0: ' if ranks.active else ''}training pass {t['train_epoch_seconds']:.2f} s: "
+                         f"train {t['train_seconds']:.2f} s, waiting for batches {t['wait_seconds']:.2f} s; "
+                         f"evaluation {t['eval_seconds']:.2f} s"]
+
+    def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
+        return {"loader": {"backend": self.sampler.resolved_backend(), "hyperbatch": self.hyper.hyperbatch_size()[0]},
+                "memory_plan": {"text": self.plan.text()}}
+
+    # --- exact scores -----------------------------------------------------------------------
+
+    def exact(self, task: Any, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
+        """Exact scores of the live ``net`` or of the run's best checkpoint (on the CPU). Node runs:
+        the checkpoint's by ``ringgnn.inference.hetero.infer_hetero``, the live model's dense parts
+        layer-wise over the evaluated splits' nodes; link runs: each tower's layer-wise rows of the
+        nodes the splits name, then the decoder."""
+        if task.name == "node" and net is None:
             r = infer_hetero(out, ds, output="predictions", **exact)
             return {k: r.get(k) for k in ("val_acc", "test_acc")}  # None for a split the target has not
-        part = ds.node_type(self.target)
-        return split_accuracy(lambda union: exact_rows(ds, net, self.target, union, work_dir=out, **exact).argmax(-1),
-                              {s: part.split(s) for s in self.eval_splits}, part.labels)
+        if task.name == "node":
+            return task.accuracy(lambda union: exact_rows(ds, net, task.target, union, work_dir=out,
+                                                          **exact).argmax(-1), ds.node_type(task.target))
+        if net is None:
+            path = os.path.join(out, "best.pt")
+            best = torch.load(path, map_location="cpu", weights_only=True)
+            net = build_link_model(self.cfg)
+            net.load_state_dict(best["model"])
+            for side in task.sides:  # the checkpoint's copies of the tables in files
+                attach_tables(net.tower(side), path, best, f"{side}.")
+        rows = {}
+        for side, t in task.sides.items():
+            ids = np.unique(np.concatenate([h.ends[side] for h in task.held.values()]))
+            rows[side] = (exact_rows(ds, net.tower(side), t, ids, work_dir=out, **exact), ids)
+        return task.exact_scores(net.decoder, rows)
+
+
+def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """A model's config (or a link model's, with its towers) less where its tables are (a
+    placement, not the model)."""
+    return {k: _placed(v) if k in ("src", "dst") and v else v for k, v in cfg.items() if k != "external"}
+
 
 def _table_placement(featureless: List[str], embed_tables: str,
                      resumed: Optional[Dict[str, Any]]) -> Optional[Dict[str, bool]]:
@@ -318,8 +377,6 @@ def _table_placement(featureless: List[str], embed_tables: str,
     if embed_tables == "auto":
         return None
     return dict.fromkeys(featureless, embed_tables == "memory")
-
-
 
 
 def link_config(ds: Any, relation: str, model: str, hidden: int, layers: int, embed_dim: Optional[int],
@@ -337,8 +394,6 @@ def link_config(ds: Any, relation: str, model: str, hidden: int, layers: int, em
 
 def build_link_model(cfg: Mapping[str, Any]) -> Any:
     """The :class:`HeteroLinkModel` of :func:`link_config`'s ``cfg`` (fresh weights)."""
-    import torch  # the parser of the command line imports this module: torch only when a model is made
-
     class HeteroLinkModel(torch.nn.Module):
         """Encoders ``encoders["src"]`` (rows of type ``S``) and ``encoders["dst"]`` (type ``D``;
         absent when ``S = D``: the source tower encodes both) and the ``decoder``; its forward
@@ -367,125 +422,26 @@ def build_link_model(cfg: Mapping[str, Any]) -> Any:
     return HeteroLinkModel()
 
 
-class HeteroLinkPrediction(TypedRuns, LinkPrediction):
-    """Link prediction on ``relation`` (see the module docs): the loop's link task with typed
-    batches (:class:`HeteroLinkBatches`), the two-tower model and per-type evaluation loaders."""
-
-    config_key = "hetero_link"
-
-    def __init__(self, ds: Any, relation: Optional[str], decoder: str = "dot", neg_ratio: float = 1.0,
-                 neg_weight: str = "uniform", embed_dim: Optional[int] = None, embed_tables: str = "auto"):
-        super().__init__(decoder, neg_ratio, neg_weight)
-        self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
-        self.relation = _check_relation(ds, relation, self.eval_splits)
-        self.edge_type = parse_edge_type(self.relation)
-        self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
-        s_type, _, d_type = self.edge_type
-        for t in {s_type, d_type}:
-            if not any(et[2] == t for et in ds.edge_types):
-                raise InputError(f"--relation {self.relation}: no relation enters node type '{t}', so its nodes get no "
-                                 "messages; build the dataset with --add-reverse (add_reverse=True)")
-        self.sides = {"src": s_type} if s_type == d_type else {"src": s_type, "dst": d_type}
-
-    def check(self, ds: Any) -> None:
-        pass  # the relation's splits are checked when the task is made
-
-    def identity(self) -> Dict[str, Any]:
-        return {"heterogeneous": True, "relation": self.relation}
-
-    def scope(self, ds: Any, train_loader: Any) -> str:
-        return (f"heterogeneous, link prediction on {self.relation} ({self.decoder} decoder, {self.neg.amount:g} "
-                f"negatives per positive), {train_loader.edges.shape[1]:,} training pairs")
-
-    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
-        self.cfg = link_config(ds, self.relation, args["model"], args["hidden"], args["layers"], self.embed_dim,
-                               args["dropout"], self.decoder)
-        return dict(task="link", **dict(args, cache=_options.size(args["cache"], "--cache")), decoder=self.decoder,
-                    neg_ratio=self.neg.amount, neg_weight=self.neg.weight, relation=self.relation,
-                    embed_dim=self.embed_dim, hetero_link=self.cfg)
-
-    def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
-                opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
-        rel, batch_size = ds.relation(self.relation), opts["batch_size"]
-        self.held = {s: HeldOut(rel, s, two_types=len(self.sides) == 2) for s in self.eval_splits}
-        most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * self.neg.amount)))
-        # Each tower has its own table of a featureless type: the plan places both together.
-        featureless = [t for t, d in ds.feature_dims().items() if d is None]
-        width = self.embed_dim or run_args["hidden"]
-        plan = plan_hetero(
-            ds, opts["fanouts"], target=self.edge_type[2], batch_size=most,
-            seeds=rel.manifest["edge_splits"]["train"]["edges"], memory=_options.size(opts["memory"], "--memory"),
-            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"],
-            tables=dict.fromkeys(featureless, width * len(self.sides)), fixed_tables=_table_placement(
-                featureless, self.embed_tables, None if resumed is None else resumed["args"]["hetero_link"]["src"]))
-        if plan.file_tables:
-            self.cfg = dict(self.cfg, **{side: dict(self.cfg[side], external=plan.file_tables) for side in self.sides})
-            run_args["hetero_link"] = self.cfg
-        net = build_link_model(self.cfg).to(dev)
-        self.open_tables({f"{side}.{t}": ds.num_nodes_dict[t] for side in self.sides for t in plan.file_tables},
-                         width, ranks, opts)
-        for side in self.sides:
-            net.tower(side).tables = {t: self.tables[f"{side}.{t}"].reader() for t in plan.file_tables}
-        common = self.typed_sampler(ds, plan, opts)
-        loaders: Dict[str, Any] = {}
-        features = None
-        for split, h in self.held.items():
-            for side, t in self.sides.items():
-                key = split if side == "src" else f"{split}.{side}"
-                loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
-                                            features=features, **common)
-                features = loaders[key].features  # one set of readers and one cache
-        self.hyper = loaders[self.train_split] = HeteroLinkBatches(
-            ds, self.relation, self.sampler, features, batch_size=batch_size, neg_ratio=self.neg.amount,
-            neg_weight=self.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
-            staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
-            **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
-        return net, loaders
-
-    def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
-        import torch.nn.functional as F  # torch only where a batch is trained (as every task does)
-
-        et = self.edge_type
-        eli = batch[et].edge_label_index.to(device)
-        x, edges, n_id = hetero_batch_to_dicts(batch, device)
-        self._rows = {}
-        xs = {side: self.with_rows(x, batch, device, net.training, f"{side}.") for side in self.sides}
-        logits = net(xs["src"], edges, n_id, eli[0], eli[1], xs.get("dst"))
-        return F.binary_cross_entropy_with_logits(logits, batch[et].edge_label.to(device)), int(eli.shape[1])
-
-    def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
-        """Each rank trains on its share of the link batches; every rank embeds every node of
-        the held-out splits and scores its share of the pairs (as :class:`LinkPrediction`)."""
-        batches = loaders[self.train_split]
-        batches.batches = distributed.shard(batches.epoch_batches(), ranks.rank, ranks.world_size)
-        self._share = (ranks.rank, ranks.world_size)
-
-    def tower(self, net: Any, side: str) -> Any:
-        return net.tower(side)
-
-    def tower_rows(self, tower: Any, batch: Any, device: Any, kind: str, side: str) -> Any:
-        return tower(*hetero_batch_to_dicts(batch, device))[:batch[self.sides[side]].batch_size]
-
-    def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
-        """Exact scores of the live ``net`` or of the run's best checkpoint (on the CPU): each
-        tower's layer-wise rows of the nodes the splits name, then the decoder."""
-        if net is None:
-            import torch  # the checkpoint's weights: torch is loaded already by the run
-
-            path = os.path.join(out, "best.pt")
-            best = torch.load(path, map_location="cpu", weights_only=True)
-            net = build_link_model(self.cfg)
-            net.load_state_dict(best["model"])
-            for side in self.sides:  # the checkpoint's copies of the tables in files
-                attach_tables(net.tower(side), path, best, f"{side}.")
-        rows = {}
-        for side, t in self.sides.items():
-            ids = np.unique(np.concatenate([h.ends[side] for h in self.held.values()]))
-            rows[side] = (exact_rows(ds, net.tower(side), t, ids, work_dir=out, **exact), ids)
-        return self.exact_scores(net.decoder, rows)
+def check_target(ds: Any, target: Optional[str]) -> Tuple[str, Tuple[str, ...]]:
+    """(``target``, the node type a node task classifies, checked; its evaluated splits)."""
+    if target is None:
+        labeled = [t for t in ds.node_types if ds.manifest["node_types"][t].get("labels")]
+        raise InputError(f"{ds.path} is heterogeneous: give --target TYPE, the node type to classify "
+                         f"(types with labels: {', '.join(labeled) or 'none'})")
+    checked = ds.check_type(target)
+    info = ds.manifest["node_types"][checked]
+    if info.get("labels") is None:
+        raise InputError(f"--target {target}: node type '{target}' has no labels; choose a labeled type")
+    for split in ("train", "val"):
+        if split not in info.get("splits", {}):
+            raise InputError(f"--target {target}: node type '{target}' has no '{split}' split (it has: "
+                             f"{', '.join(info.get('splits', {})) or 'none'})")
+    return checked, tuple(s for s in ("val", "test") if s in info["splits"])
 
 
-def _check_relation(ds: Any, relation: Optional[str], eval_splits: Tuple[str, ...]) -> str:
+def check_relation(ds: Any, relation: Optional[str], eval_splits: Tuple[str, ...]) -> str:
+    """``relation``, the relation ``S:R:D`` a link task predicts, checked: its edge splits, their
+    stored negatives, and relations into both of its node types."""
     split = [r for r in ds.relations if ds.relation(r).edge_split_names]
     if relation is None:
         raise InputError(f"{ds.path} is heterogeneous: give --relation SRC:REL:DST, the relation whose links to predict "
@@ -501,4 +457,9 @@ def _check_relation(ds: Any, relation: Optional[str], eval_splits: Tuple[str, ..
         if not ds.relation(relation).manifest["edge_splits"][s]["negatives"]:
             raise InputError(f"{ds.path}: relation {relation}'s edge split '{s}' has no stored negatives to rank "
                              "against; rebuild it with negatives (link_negatives > 0)")
+    s_type, _, d_type = parse_edge_type(relation)
+    for t in {s_type, d_type}:
+        if not any(et[2] == t for et in ds.edge_types):
+            raise InputError(f"--relation {relation}: no relation enters node type '{t}', so its nodes get no "
+                             "messages; build the dataset with --add-reverse (add_reverse=True)")
     return relation

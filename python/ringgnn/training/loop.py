@@ -1,15 +1,16 @@
 """Mini-batch GNN training with graph and features read from disk: the one loop of ``ringgnn train``.
 
 The loop is the same for every task and every kind of dataset: it asks a task plug-in
-(``ringgnn.training.tasks``: node classification, link prediction; their heterogeneous cases in
-``ringgnn.training.hetero``, a homogeneous dataset being the one-type case) for the model, the
-loaders of the training and evaluated splits, the loss of each training batch, the evaluation sums
-after each epoch and the scores made of them. It follows PyG's ``NeighborLoader`` recipe, each
-batch the sampled neighborhood of its seeds. Evaluation is out of core too: the seeds of the
-evaluated splits are sampled with the same fanouts as training (not layer-wise full-neighborhood
-inference), in a fixed order and with a fixed sample, so the scores of different epochs compare the
-same neighborhoods; exact layer-wise scores come after every epoch (``--eval layerwise``) or once
-for the best checkpoint (``--eval auto``).
+(``ringgnn.training.tasks``: node classification, link prediction, each for every kind of dataset)
+for the model, the loaders of the training and evaluated splits, the loss of each training batch,
+the evaluation sums after each epoch and the scores made of them; and it asks the dataset's kind
+(``ringgnn.training.kinds``; a homogeneous dataset being the one-type case of a typed one,
+``ringgnn.training.hetero``) what concerns the loader and the run directory alone. It follows PyG's
+``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds. Evaluation is out of
+core too: the seeds of the evaluated splits are sampled with the same fanouts as training (not
+layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the scores of
+different epochs compare the same neighborhoods; exact layer-wise scores come after every epoch
+(``--eval layerwise``) or once for the best checkpoint (``--eval auto``).
 
 A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
 ``best.pt`` (the epoch of best validation score; both ``ringgnn.models.checkpoints``),
@@ -105,7 +106,7 @@ def train(
     task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
                          neg_weight=neg_weight, target=target, relation=relation, embed_dim=embed_dim,
                          embed_tables=embed_tables)
-    task_obj.check_model(model, ds)
+    task_obj.kind.check_model(model, ds)
     fan = task_obj.fanouts(ds, fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
                                                                    ("layers", layers)))
@@ -115,7 +116,8 @@ def train(
         text = ",".join(map(str, fan)) if isinstance(fan, list) else ""
         raise InputError(f"--fanouts {text + ' ' if text else ''}has {hops} hops but --layers is {layers}; "
                          "give one fanout per layer")
-    task_obj.check(ds)
+    if not task_obj.kind.typed:  # a typed dataset's target or relation is checked when the task is made
+        task_obj.check(ds)
     if device == "cuda":
         import torch
 
@@ -137,8 +139,7 @@ def train(
                 dropout=dropout, cache=cache, cache_policy=cache_policy, memory=memory, prefetch=prefetch,
                 backend=backend, direct=direct, hyperbatch=hyperbatch, staging_dir=staging_dir,
                 staging_cap=staging_cap, device=device, seed=seed, threads=threads, out=out, gpu_cache=gpu_cache)
-    task_obj.check_options(opts)
-    task_obj.before_join()
+    task_obj.kind.check_options(opts)
     ranks = distributed.join(device, float(dist_timeout))
     if eval_mode == "layerwise" and ranks.active:
         distributed.leave(ranks)
@@ -175,10 +176,9 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
     kind refused, naming them)."""
     hetero = isinstance(ds, HeteroDataset)
     if hetero:
-        # The typed plug-ins import PyTorch (the heterogeneous models): not at import, which the
+        # The typed kind imports PyTorch (the heterogeneous models): not at import, which the
         # command line's parser does.
-        from .hetero import HeteroNodeClassification
-        from .hetero import HeteroLinkPrediction
+        from .hetero import Typed, check_relation, check_target
     else:
         for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
                             ("--embed-tables", None if embed_tables == "auto" else embed_tables)):
@@ -191,7 +191,9 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
         neg_weight = _options.choice("uniform" if neg_weight is None else neg_weight, NEG_WEIGHTS, "--neg-weight")
         if hetero:
-            return HeteroLinkPrediction(ds, relation, decoder, neg_ratio, neg_weight, embed_dim, embed_tables)
+            kind = Typed(embed_dim, embed_tables)
+            relation = check_relation(ds, relation, LinkPrediction.eval_splits)
+            return LinkPrediction(decoder, neg_ratio, neg_weight, kind, relation)
         return LinkPrediction(decoder, neg_ratio, neg_weight)
     given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
                                                       ("neg_weight", neg_weight)) if v is not None]
@@ -200,7 +202,10 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
                          "(node classification has no decoder nor negatives)")
     if relation is not None:
         raise InputError("--relation is for --task link; --task node takes --target TYPE")
-    return HeteroNodeClassification(ds, target, embed_dim, embed_tables) if hetero else NodeClassification()
+    if hetero:
+        target, eval_splits = check_target(ds, target)
+        return NodeClassification(Typed(embed_dim, embed_tables), target, eval_splits)
+    return NodeClassification()
 
 
 def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], *, resume: bool, overwrite: bool,
@@ -215,18 +220,18 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
     dev = distributed.device_of(ranks, device)
     # Rank 0 owns the run directory: it checks it, and on resume reads the checkpoint every
     # rank continues from.
-    resumed = distributed.from_leader(ranks, lambda: task.open_run(out, run_args,
-                                                                   open_run(out, run_args, resume, overwrite)))
+    resumed = distributed.from_leader(ranks, lambda: task.kind.open_run(out, run_args,
+                                                                        open_run(out, run_args, resume, overwrite)))
     torch.manual_seed(opts["seed"])
     net, loaders = task.prepare(ds, ranks, run_args, resumed, dev, opts)
     tr = task.train_split
     train_loader = loaders[tr]
     if ranks.active:
         task.distribute(loaders, ranks)
-    feeds, device_note = task.feeds(loaders, opts, dev)
+    feeds, device_note = task.kind.feeds(loaders, opts, dev, tr)
     opt = torch.optim.Adam(net.parameters(), lr=opts["lr"])
     start, history = restore(net, opt, resumed, out)
-    task.restored(resumed, out)
+    task.kind.restored(resumed, out)
     step_net = distributed.data_parallel(net, ranks, device)
     if ranks.leader:
         with os_errors("creating the run directory", out):
@@ -234,16 +239,16 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
     batch_size = opts["batch_size"]
     world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
     fan_text = ",".join(map(str, fanouts)) if isinstance(fanouts, list) else "per relation"
-    log(f"training {model} on {ds.path}: {task.scope(ds, train_loader)}, fanouts {fan_text}, "
+    log(f"training {model} on {ds.path}: {task.kind.scope(task, ds, train_loader)}, fanouts {fan_text}, "
         f"batch {batch_size}, {len(train_loader)} batches per epoch{' per rank' if ranks.active else ''}{world}, "
         f"device {device} -> {out}")
-    for line in task.loader_lines(train_loader, ranks, device_note):
+    for line in task.kind.loader_lines(train_loader, ranks, device_note):
         rank_log(line)
 
     metrics = _metrics(ds, task, run_args, history, train_loader)
     plots = Plots(out if ranks.leader else None, tensorboard, start)
     for epoch in range(start, opts["epochs"]):
-        before = task.counters(train_loader)
+        before = task.kind.counters(train_loader)
         t0 = time.perf_counter()
         loss_sum, count, wait, step = distributed.guarded(
             ranks, f"training epoch {epoch}",
@@ -263,7 +268,7 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
         seconds = time.perf_counter() - t0
         timing = dict(train_epoch_seconds=t1 - t0, train_seconds=step, wait_seconds=wait,
                       eval_seconds=seconds - (t1 - t0))
-        columns, lines = task.epoch_report(train_loader, before, timing, ranks)
+        columns, lines = task.kind.epoch_report(train_loader, before, timing, ranks)
         row = dict(epoch=epoch, loss=loss, **scores, seconds=seconds, **columns)
         if ranks.active:
             # The stage columns above are rank 0's; every rank's are here.
@@ -277,7 +282,7 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
             state = dict(model=net.state_dict(), optimizer=opt.state_dict(), epoch=epoch, args=run_args,
                          metrics=metrics, rng=torch.get_rng_state())
             for name in (["best.pt", "last.pt"] if metrics["best_epoch"] == epoch else ["last.pt"]):
-                task.save(state, os.path.join(out, name), epoch)
+                task.kind.save(state, os.path.join(out, name), epoch)
             write_json(metrics, os.path.join(out, "metrics.json"))
             plots.epoch(history)
     if start >= opts["epochs"] and ranks.leader:  # nothing left to run: metrics.json with this process's counters
@@ -311,7 +316,7 @@ def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, qui
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                task.stepped()
+                task.kind.stepped()
                 total_loss += loss.item() * n
                 count += n
                 del loss
@@ -327,12 +332,12 @@ def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[s
     return {
         "dataset": os.path.abspath(ds.path),
         "task": run_args["task"],  # every kind and task says which it is, in the same key
-        **task.identity(),
+        **task.kind.identity(task),
         **task.summary(history),
         "world_size": run_args["world_size"],
         "epochs": list(history),
-        "args": task.public_args(run_args),
-        **task.loader_metrics(train_loader),
+        "args": task.kind.public_args(run_args),
+        **task.kind.loader_metrics(train_loader),
         "layerwise": None,
     }
 

@@ -9,12 +9,12 @@ seeds, accuracy. :class:`LinkPrediction`: the seeds are an edge split's pairs
 (``ringgnn.models.gnn``) for the positives and sampled negatives, the scores are AUC, MRR and
 Hits@K of each held-out positive against its stored negatives (``ringgnn.inference.metrics``).
 
-A homogeneous dataset is the one-type case: :class:`Task`'s defaults are what the loop needs of
-it (``ringgnn.Loader``'s engine, its counters and log lines, the CUDA copy path, the encoders of
-``ringgnn.models.gnn``). The heterogeneous plug-ins (``ringgnn.training.hetero.TypedRuns`` mixed into
-``HeteroNodeClassification`` and ``HeteroLinkPrediction``) override those and the typed batch ->
-model inputs step (:meth:`Task.seed_rows`, :meth:`LinkPrediction.tower_rows`), and keep the
-task's loss, evaluation, scores and words.
+Each task is one class for every kind of dataset: it holds the dataset's *kind*
+(``ringgnn.training.kinds.Homogeneous``, the one-type case and the default, or
+``ringgnn.training.hetero.Typed``), which makes the model and the loaders and turns a batch into
+the model's inputs; the task's loss, evaluation, scores and words are the same for both. On a
+typed dataset a node task classifies one node type (``target``) and a link task predicts the
+links of one relation ``S:R:D`` (``relation``).
 
 Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, ``val_mrr``,
 ``val_hits``...): the names of the columns of ``metrics.json``'s epochs, and of its
@@ -23,206 +23,68 @@ Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, `
 
 from __future__ import annotations
 
-import os
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import _options
 from .._core import InputError
 from ..data.dataset import Dataset
+from ..data.schema import parse_edge_type
 from ..inference import metrics
-from ..inference.run import run_inference
-from ..inference.scoring import decode_pairs, embed_endpoints, split_scores
-from ..models.checkpoints import Checkpoint, load_checkpoint, save
-from ..models.gnn import MODELS, activation_bytes, build_link_model, build_model, forward
-from ..sampling import cuda
-from ..sampling.links import LinkLoader
-from ..sampling.loader import Loader
-from ..sampling.pairs import LinkPairs, NegativeSampling
+from ..inference.scoring import decode_pairs, split_scores
+from ..sampling.pairs import NegativeSampling
 from . import distributed
+from .kinds import Homogeneous
 
 
 class Task:
     """The interface between the training loop and what it trains for."""
 
+    #: ``node`` or ``link``: what ``--task`` and checkpoints call it.
+    name = "node"
     #: The metric the evaluation reports per split; the first of ``eval_splits`` selects the best epoch.
     metric = "score"
     #: The split trained on, and the splits evaluated after each epoch.
     train_split = "train"
     eval_splits: Tuple[str, ...] = ("val", "test")
 
-    # --- what the loop asks of the dataset's kind: the homogeneous case here (``ringgnn.Loader``,
-    # one engine for all splits); the heterogeneous plug-ins override these ---------------------
+    def __init__(self, kind: Any = None):
+        #: The dataset's kind (``ringgnn.training.kinds``): the model family, the loaders.
+        self.kind = Homogeneous() if kind is None else kind
 
     def fanouts(self, ds: Any, fanouts: Any) -> Any:
-        """``--fanouts`` parsed: a list, one per hop."""
-        return _options.fanouts(fanouts)
+        """``--fanouts`` parsed: a list, one per hop, or per relation on a typed dataset."""
+        return self.kind.fanouts(ds, fanouts)
 
-    def check_model(self, model: str, ds: Any) -> None:
-        """Refuse a model this kind of dataset has not, or a dataset it cannot read."""
-        if model not in MODELS:
-            raise InputError(f"unknown model '{model}'; use one of {', '.join(MODELS)}")
-        if ds.feature_dim is None:
-            raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
-
-    def check_options(self, opts: Dict[str, Any]) -> None:
-        """Refuse the loop's options this kind of dataset does not take."""
-
-    def before_join(self) -> None:
-        """Refuse, before the ranks join, what this task cannot do under ``torchrun``."""
+    def task_args(self) -> Dict[str, Any]:
+        """The task's own options as checkpoints hold them (after the loop's)."""
+        return dict(decoder=None, neg_ratio=None, neg_weight=None)
 
     def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
-        """The run's options as checkpoints hold them (``args``: the loop's, plus the task's)."""
-        return dict(task="node", **args, decoder=None, neg_ratio=None, neg_weight=None)
-
-    def public_args(self, run_args: Dict[str, Any]) -> Dict[str, Any]:
-        """``run_args`` as ``metrics.json`` shows them."""
-        return dict(run_args)
-
-    def identity(self) -> Dict[str, Any]:
-        """What ``metrics.json`` says of the run besides its scores (heterogeneous runs: the type)."""
-        return {}
-
-    def open_run(self, out: str, run_args: Dict[str, Any], resumed: Any) -> Any:
-        """The resumed checkpoint (``checkpoints.open_run``'s), refused where it is of another model."""
-        return resumed
+        """The run's options as checkpoints hold them (``args``: the loop's, plus the task's and
+        the kind's)."""
+        return self.kind.run_args(self, ds, args)
 
     def prepare(self, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed: Any, dev: Any,
                 opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
         """(the model on ``dev``, the loaders of the training split and the evaluated ones)."""
-        model, fanouts, batch_size, hidden = opts["model"], opts["fanouts"], opts["batch_size"], opts["hidden"]
-        net = self.build(model, ds, hidden, opts["layers"], opts["dropout"]).to(dev)
-        # The budget covers the whole process: what it holds now (Python, PyTorch, the model) and
-        # the activations of the largest batch are reserved before the loader splits the rest.
-        reserve = _options.process_rss() + activation_bytes(model, ds, fanouts, self.batch_seeds(batch_size, ds),
-                                                            hidden)
-        # One engine for the loaders of all splits: the offset index, the neighbor file (memory
-        # backend), the hot-row cache, the labels and the budget are held once.
-        train_loader = self.loader(ds, self.train_split, fanouts, batch_size, shuffle=True, cache=opts["cache"],
-                                   cache_policy=opts["cache_policy"], memory=opts["memory"], reserve=reserve,
-                                   prefetch=opts["prefetch"],
-                                   # On CUDA one more host batch is held: the one whose copy runs ahead.
-                                   hold=2 if opts["device"] == "cuda" else 1, backend=opts["backend"],
-                                   direct=opts["direct"], threads=opts["threads"], seed=opts["seed"],
-                                   hyperbatch=opts["hyperbatch"], staging_dir=opts["staging_dir"],
-                                   staging_cap=opts["staging_cap"], processes=ranks.local_world_size)
-        loaders = {self.train_split: train_loader}
-        for split in self.eval_splits:
-            loaders[split] = self.loader(ds, split, fanouts, batch_size, shuffle=False, share=train_loader)
-        return net, loaders
-
-    def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any) -> Tuple[Dict[str, Any], str]:
-        """(what the epochs iterate, a note for the loader's log line): on CUDA, the batches
-        copied ahead on a side stream (``ringgnn.sampling.cuda``)."""
-        if opts["device"] != "cuda":
-            return dict(loaders), ""
-
-        train_loader = loaders[self.train_split]
-        gpu_cache = opts["gpu_cache"]
-        pinned = cuda.pin(train_loader)
-        row_cache = cuda.DeviceRowCache.for_loader(train_loader, gpu_cache, dev, opts["seed"]) if gpu_cache else None
-        feeds = {k: cuda.DeviceLoader(v, dev, row_cache) for k, v in loaders.items()}
-        return feeds, (f"; CUDA: batch buffers {'pinned' if pinned else 'pageable'}, copies on a side stream"
-                       + (f", GPU tier {len(row_cache):,} rows ({_mib(row_cache.nbytes)})" if row_cache else ""))
-
-    def restored(self, resumed: Any, out: str) -> None:
-        """After ``checkpoints.restore``: what the task keeps beside the model (tables in files)."""
-
-    def stepped(self) -> None:
-        """After each optimizer step: what the task updates beside the model."""
-
-    def save(self, state: Dict[str, Any], path: str, epoch: int) -> None:
-        """Write checkpoint ``state`` at ``path`` (``ringgnn.models.checkpoints.save``)."""
-        save(state, path)
-
-    def scope(self, ds: Any, train_loader: Any) -> str:
-        """The size of what is trained on, for the run's first log line."""
-        return f"{ds.num_nodes:,} nodes"
-
-    def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
-        """The log lines that say how the loader reads and what it holds."""
-        st = train_loader.stats()
-        return [f"{ranks.tag()}loader: sampling with {st['backend']}, features with {st['feature_backend']}, "
-                f"{st['cached_rows']:,} hot rows cached ({_mib(st['cache_bytes'])})"
-                + (f" by look-ahead over {st['presample_batches']} batches in {st['presample_seconds']:.1f} s"
-                   if st["presample_batches"] else "")
-                + f"; memory {train_loader.plan()['text']}{device_note}"]
-
-    def counters(self, train_loader: Any) -> Any:
-        """The loader's counters before an epoch (what :meth:`epoch_report` subtracts)."""
-        return train_loader.stats()
-
-    def epoch_report(self, train_loader: Any, before: Any, timing: Dict[str, float],
-                     ranks: Any) -> Tuple[Dict[str, Any], List[str]]:
-        """(an epoch's stage columns for ``metrics.json``, its log lines after the scores)."""
-        le = dict(train_loader.last_epoch)
-        hit = le["cache_hits"] / le["distinct_rows"] if le["distinct_rows"] else 0.0
-        t = timing
-        cols = dict(train_epoch_seconds=t["train_epoch_seconds"], sample_seconds=le["sample"],
-                    gather_seconds=le["gather"], train_seconds=t["train_seconds"], wait_seconds=t["wait_seconds"],
-                    eval_seconds=t["eval_seconds"], feature_bytes_read=le["bytes_read"], cache_hit_rate=hit)
-        return cols, [
-            f"  {'rank 0: ' if ranks.active else ''}training pass {t['train_epoch_seconds']:.2f} s: sample "
-            f"{le['sample']:.2f} s and gather {le['gather']:.2f} s (worker threads, overlapped), train "
-            f"{t['train_seconds']:.2f} s, waiting for batches {t['wait_seconds']:.2f} s; features read "
-            f"{_mib(le['bytes_read'])}, cache hit rate {hit:.1%}; evaluation {t['eval_seconds']:.2f} s",
-            _hyperbatch_line(before, train_loader.stats())]
-
-    def loader_metrics(self, train_loader: Any) -> Dict[str, Any]:
-        """What ``metrics.json`` says of the loader."""
-        # The loaders share one engine: its counters cover training and evaluation.
-        return {"loader": train_loader.stats(), "memory_plan": train_loader.plan()}
+        return self.kind.prepare(self, ds, ranks, run_args, resumed, dev, opts)
 
     def exact(self, ds: Any, out: str, net: Any, opts: Dict[str, Any], **exact: Any) -> Dict[str, Any]:
         """Exact (layer-wise) scores of the live ``net`` or, when None, of the run's best checkpoint."""
-        if net is None:
-            ckpt = load_checkpoint(out, ds, "--out")
-        else:
-            ckpt = self.checkpoint(net, opts["model"], opts["fanouts"], opts["hidden"], opts["layers"],
-                                   os.path.join(out, "last.pt"))
-        # f32 hidden layers: the exact numbers (2-byte ones move link metrics in the 4th digit).
-        return self.layerwise(ds, ckpt, hidden_dtype="f32", **exact)
-
-    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
-        """The model's output rows of ``batch``'s seeds (a batch of the kind's loader made into
-        the model's inputs, on ``device``)."""
-        return forward(net, batch, device, kind)
-
-    def seed_labels(self, batch: Any) -> Any:
-        """The labels of ``batch``'s seeds (-1: unlabeled)."""
-        return batch.y[: batch.batch_size]
+        return self.kind.exact(self, ds, out, net, opts, **exact)
 
     # --- the task ---------------------------------------------------------------------------
 
     def check(self, ds: Dataset) -> None:
-        """Raise :class:`InputError` when ``ds`` lacks what the task needs (labels, splits)."""
+        """Raise :class:`InputError` when ``ds`` lacks what the task needs (labels, splits; a
+        typed dataset's target or relation is checked when the task is made)."""
         missing = [s for s in (self.train_split, *self.eval_splits) if s not in ds.split_names]
         if missing:
             raise InputError(
                 f"{ds.path}: the dataset has no {'/'.join(missing)} split; rebuild it with "
                 "--split train=0.6,val=0.2,test=0.2"
             )
-
-    def out_dim(self, ds: Dataset) -> int:
-        """Width of the encoder's output."""
-        raise NotImplementedError
-
-    def build(self, kind: str, ds: Dataset, hidden: int, layers: int, dropout: float) -> Any:
-        """The model to train: encoder ``kind`` (and what the task puts on top of it)."""
-        return build_model(kind, ds.feature_dim, hidden, self.out_dim(ds), layers, dropout)
-
-    def checkpoint(self, net: Any, kind: str, fanouts: List[int], hidden: int, layers: int, path: str) -> Checkpoint:
-        """``net`` (what :meth:`build` made) as a :class:`Checkpoint` for layer-wise inference."""
-        return Checkpoint(net, kind, fanouts, hidden, layers, path)
-
-    def batch_seeds(self, batch_size: int, ds: Dataset) -> int:
-        """The most seed nodes of a training batch of ``batch_size`` (what activations are sized for)."""
-        return batch_size
-
-    def loader(self, ds: Dataset, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
-        """A loader of the batches of ``split``'s seeds (``opts``: ``ringgnn.Loader``'s)."""
-        raise NotImplementedError
 
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
         """Under ``torchrun``: each rank takes its share of every epoch's batches of every
@@ -244,11 +106,6 @@ class Task:
 
     def scores(self, sums: Sequence[float]) -> Dict[str, float]:
         """``{<split>_<metric>: value}`` from :meth:`evaluate`'s sums (added over the ranks)."""
-        raise NotImplementedError
-
-    def layerwise(self, ds: Dataset, ckpt: Checkpoint, **opts: Any) -> Dict[str, float]:
-        """The scores of ``ckpt``'s model with exact layer-wise inference (``ringgnn.inference.run``;
-        ``opts``: ``memory``, ``backend``, ``direct``, ``quiet``)."""
         raise NotImplementedError
 
     def keys(self) -> List[str]:
@@ -283,16 +140,24 @@ class NodeClassification(Task):
 
     metric = "acc"
 
+    def __init__(self, kind: Any = None, target: Optional[str] = None, eval_splits: Sequence[str] = ("val", "test")):
+        super().__init__(kind)
+        #: The node type classified (a typed dataset's ``--target``; None: the one type).
+        self.target = target
+        self.eval_splits = tuple(eval_splits)
+
     def check(self, ds: Dataset) -> None:
         if ds.num_classes is None:
             raise InputError(f"{ds.path}: the dataset has no labels; rebuild it with --labels")
         super().check(ds)
 
-    def out_dim(self, ds: Dataset) -> int:
-        return ds.num_classes
+    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
+        """The model's output rows of ``batch``'s seeds (made into the model's inputs by the kind)."""
+        return self.kind.rows(net, batch, device, kind, self.target)
 
-    def loader(self, ds: Dataset, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Loader:
-        return Loader(ds, fanouts, batch_size, split=split, **opts)
+    def seed_labels(self, batch: Any) -> Any:
+        """The labels of ``batch``'s seeds (-1: unlabeled)."""
+        return self.kind.labels(batch, self.target)
 
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
@@ -330,9 +195,24 @@ class NodeClassification(Task):
     def scores(self, sums: Sequence[float]) -> Dict[str, float]:
         return {k: _ratio(sums[2 * i], sums[2 * i + 1]) for i, k in enumerate(self.keys())}
 
-    def layerwise(self, ds: Dataset, ckpt: Checkpoint, **opts: Any) -> Dict[str, float]:
-        return split_accuracy(lambda union: run_inference(ds, ckpt, union, output="predictions", **opts),
-                              {s: ds.split(s) for s in self.eval_splits}, ds.labels)
+    def summary(self, history: List[Dict[str, Any]]) -> Dict[str, Any]:
+        out = super().summary(history)
+        out.setdefault("test_acc", None)  # a typed target without a test split
+        return out
+
+    def accuracy(self, predict: Any, part: Any) -> Dict[str, float]:
+        """``{<split>_acc}`` of the classes ``predict(union)`` gives the sorted union of the
+        evaluated splits' nodes of ``part`` (the dataset, or a typed one's target type), on their
+        labeled nodes; NaN for a split without."""
+        ids = {s: part.split(s) for s in self.eval_splits}
+        union = np.unique(np.concatenate(list(ids.values())))
+        pred, acc = predict(union), {}
+        for s, i in ids.items():
+            y = part.labels[i]
+            labeled = y >= 0
+            acc[f"{s}_acc"] = float((pred[np.searchsorted(union, i)][labeled] == y[labeled]).mean()) \
+                if labeled.any() else float("nan")
+        return acc
 
 
 class LinkPrediction(Task):
@@ -349,6 +229,7 @@ class LinkPrediction(Task):
     pairs, so the summed scores are the single process's. The layer-wise scores at the end are
     exact (full neighborhoods) over the whole split."""
 
+    name = "link"
     metric = "auc"
     METRICS = ("auc", "mrr", "hits")
 
@@ -356,16 +237,24 @@ class LinkPrediction(Task):
     #: dataset (its encoder embeds both ends); a typed relation ``S:R:D`` with ``S != D`` has two.
     sides: Dict[str, Any] = {"src": None}
 
-    def __init__(self, decoder: str = "dot", neg_ratio: float = 1.0, neg_weight: str = "uniform"):
+    def __init__(self, decoder: str = "dot", neg_ratio: float = 1.0, neg_weight: str = "uniform", kind: Any = None,
+                 relation: Optional[str] = None):
+        super().__init__(kind)
         self.decoder = decoder
         self.neg = NegativeSampling("binary", neg_ratio, neg_weight)
-        #: Each evaluated split's pairs, negatives and the nodes they name (set by loader()).
+        #: A typed dataset's relation ``S:R:D`` whose links are predicted (None: the one relation).
+        self.relation = relation
+        if relation is not None:
+            self.edge_type = parse_edge_type(relation)
+            s, _, d = self.edge_type
+            self.sides = {"src": s} if s == d else {"src": s, "dst": d}
+        #: Each evaluated split's pairs, negatives and the nodes they name (set by :meth:`hold`).
         self.held: Dict[str, HeldOut] = {}
         #: (rank, world size): which pairs this process scores.
         self._share = (0, 1)
 
-    def run_args(self, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
-        return dict(task="link", **args, decoder=self.decoder, neg_ratio=self.neg.amount, neg_weight=self.neg.weight)
+    def task_args(self) -> Dict[str, Any]:
+        return dict(decoder=self.decoder, neg_ratio=self.neg.amount, neg_weight=self.neg.weight)
 
     def check(self, ds: Dataset) -> None:
         missing = [s for s in (self.train_split, *self.eval_splits) if s not in ds.edge_split_names]
@@ -374,31 +263,11 @@ class LinkPrediction(Task):
                 f"{ds.path}: the dataset has no {'/'.join(missing)} edge split, which --task link trains and scores "
                 "on; rebuild it with convert --link-split val=0.05,test=0.1")
 
-    def out_dim(self, ds: Dataset) -> int:
-        raise InputError("a link model's output width is --hidden")  # build() does not ask
-
-    def build(self, kind: str, ds: Dataset, hidden: int, layers: int, dropout: float) -> Any:
-        return build_link_model(kind, ds.feature_dim, hidden, layers, dropout, self.decoder)
-
-    def checkpoint(self, net: Any, kind: str, fanouts: List[int], hidden: int, layers: int, path: str) -> Checkpoint:
-        return Checkpoint(net.encoder, kind, fanouts, hidden, layers, path, dict(task="link", decoder=self.decoder),
-                          decoder=net.decoder)
-
-    def batch_seeds(self, batch_size: int, ds: Dataset) -> int:
-        return LinkPairs(ds, 0, self.neg).most_seeds(batch_size)
-
-    def loader(self, ds: Dataset, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
-        if split == self.train_split:
-            return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=self.neg, **opts)
-        # A held-out split is scored from one sampled embedding per node it names (its pairs'
-        # endpoints and their candidates), node batches as large as a training batch's seeds
-        # (what the memory plan was made for): each node's neighborhood is sampled once, not
-        # once per pair it is in (K + 2 times fewer seeds than link batches of the same pairs).
-        # Negatives shared by the split's positives (OGB's edge_neg) replace its per-pair ones.
-        h = self.held[split] = HeldOut(ds, split)
-        share = opts.pop("share", None)
-        base = share._loader if isinstance(share, LinkLoader) else share
-        return Loader(ds, fanouts, self.batch_seeds(batch_size, ds), split=h.ends["src"], share=base, **opts)
+    def hold(self, part: Any, split: str) -> "HeldOut":
+        """The held-out edge ``split`` of ``part`` (the dataset, or a typed one's relation), kept
+        for the evaluation."""
+        h = self.held[split] = HeldOut(part, split, two_types=len(self.sides) == 2)
+        return h
 
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
         """Each rank trains on its share of the link batches; every rank embeds every node of
@@ -410,10 +279,8 @@ class LinkPrediction(Task):
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
 
-        eli = batch.edge_label_index.to(device)
-        # One call of the whole model (under DDP, of its wrapper): encoder and decoder.
-        logits = forward(net, batch, device, kind, eli[0], eli[1])
-        return F.binary_cross_entropy_with_logits(logits, batch.edge_label.to(device)), int(eli.shape[1])
+        logits, label, n = self.kind.pairs(self, net, batch, device, kind)
+        return F.binary_cross_entropy_with_logits(logits, label.to(device)), n
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
         """Per split: ``[n, AUC * n, sum 1/rank, hits...]`` over this rank's share of the pairs
@@ -441,21 +308,13 @@ class LinkPrediction(Task):
         of ``split``'s source ends is ``feeds[split]``, of the other end's ``feeds["split.dst"]``)."""
         h = self.held[split]
         rows = {}
-        for side in self.sides:
-            tower = self.tower(net, side)
+        for side, t in self.sides.items():
+            tower = net.tower(side)
             tower.eval()
             feed = feeds[split if side == "src" else f"{split}.{side}"]
-            z = sampled_embeddings(lambda b: self.tower_rows(tower, b, device, kind, side), feed, len(h.ends[side]))
+            z = sampled_embeddings(lambda b: self.kind.rows(tower, b, device, kind, t), feed, len(h.ends[side]))
             rows[side] = (z, h.ends[side])
         return (*h.decode(net.decoder, rows), h.shared)
-
-    def tower(self, net: Any, side: str) -> Any:
-        """The encoder of the ``side`` ends of the pairs."""
-        return net.encoder
-
-    def tower_rows(self, tower: Any, batch: Any, device: Any, kind: str, side: str) -> Any:
-        """``tower``'s rows of ``batch``'s seeds."""
-        return forward(tower, batch, device, kind)
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
@@ -465,12 +324,6 @@ class LinkPrediction(Task):
             mrr, hits = metrics.scores_from_sums([n, *rest]) if n else (float("nan"), {k: float("nan") for k in metrics.KS})
             out.update(link_keys(split, _ratio(auc_sum, n), mrr, hits))
         return out
-
-    def layerwise(self, ds: Dataset, ckpt: Checkpoint, **opts: Any) -> Dict[str, Any]:
-        """Exact scores: one layer-wise inference of every node the splits name
-        (``ringgnn.inference.scoring.embed_endpoints``), then the decoder."""
-        ids, z = embed_endpoints(ds, ckpt, [h.ends["src"] for h in self.held.values()], **opts)
-        return self.exact_scores(ckpt.decoder, {"src": (z, ids)})
 
     def exact_scores(self, decoder: Any, rows: Dict[str, Tuple[np.ndarray, np.ndarray]]) -> Dict[str, Any]:
         """The scores of every evaluated split from each end's exact (rows, sorted ids)."""
@@ -544,40 +397,6 @@ class HeldOut:
         src, dst = rows["src"], rows.get("dst")
         pos, neg = decode_pairs(decoder, *src, self.pairs, None if self.shared else self.negs, dst=dst)
         return pos, (decode_pairs(decoder, *src, self.negs, dst=dst)[0] if self.shared else neg)
-
-
-def split_accuracy(predict: Any, ids: Dict[str, np.ndarray], labels: np.ndarray) -> Dict[str, float]:
-    """``{<split>_acc}`` of the classes ``predict(union)`` gives the sorted union of the splits'
-    nodes ``ids``, on their labeled nodes (``labels``: -1 unlabeled); NaN for a split without."""
-    union = np.unique(np.concatenate(list(ids.values())))
-    pred = predict(union)
-    acc = {}
-    for s, i in ids.items():
-        y = labels[i]
-        labeled = y >= 0
-        acc[f"{s}_acc"] = float((pred[np.searchsorted(union, i)][labeled] == y[labeled]).mean()) \
-            if labeled.any() else float("nan")
-    return acc
-
-
-def _hyperbatch_line(before: Dict[str, Any], after: Dict[str, Any]) -> str:
-    """What hyperbatches did since ``before`` (training and evaluation share the engine)."""
-    d = {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float)) and k in before}
-    n = d["sampler_hyperbatches"]
-    if not n:
-        return "  hyperbatches: none (one batch at a time)"
-    line = (f"  hyperbatches: {n} of {d['sampler_hyperbatch_batches'] / n:.1f} batches, neighbor lists read "
-            f"{_mib(d['sampler_sequential_bytes'])} sequentially and {_mib(d['sampler_random_bytes'])} by page")
-    staged, unstaged = d["staged_hyperbatches"], d["unstaged_hyperbatches"]
-    if staged or unstaged:
-        line += (f"; feature rows staged in {staged} of {staged + unstaged} (cost model: "
-                 f"{d['est_staged_seconds']:.1f} s staged vs {d['est_per_batch_seconds']:.1f} s batch by batch), "
-                 f"pass {_mib(d['staging_pass_bytes'])}, staged {_mib(d['staging_written_bytes'])}")
-    return line
-
-
-def _mib(n: float) -> str:
-    return f"{n / (1 << 20):,.1f} MiB"
 
 
 def _ratio(num: float, den: float) -> float:
