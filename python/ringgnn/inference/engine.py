@@ -210,17 +210,18 @@ class Engine:
 
     # -- running units ------------------------------------------------------------------------------
 
-    def check(self, units: Sequence[int]) -> None:
+    def check(self, upto: int, units: Sequence[int], wanted: Optional[np.ndarray]) -> None:
         """Refuse, before anything is read or written, a budget under which some of ``units``
-        can run neither on the grid nor by source partitions (``InferencePlan.check``), and put
-        the plan's numbers in :attr:`plan`."""
-        if not self.planned:
-            return
-        self.memplan.check(units, grid_only=self.scheme == "grid" or not all(self._splits(i) for i in units))
-        grid = self.memplan.describe(units)
-        for g, i in zip(grid["layers"], units):
-            g.update(layer=self.units[i][0], **({} if self.units[i][1] is None else dict(type=self.units[i][1])))
-        self.plan.update(grid=grid)
+        (layers ``1..upto``) can run neither on the grid nor by source partitions
+        (``InferencePlan.check``), and put the plan's numbers and each unit's scheme
+        (:meth:`choose`; layer ``upto``'s for the ``wanted`` nodes) in :attr:`plan`."""
+        if self.planned:
+            self.memplan.check(units, grid_only=self.scheme == "grid" or not all(self._splits(i) for i in units))
+            grid = self.memplan.describe(units)
+            for g, i in zip(grid["layers"], units):
+                g.update(layer=self.units[i][0], **({} if self.units[i][1] is None else dict(type=self.units[i][1])))
+            self.plan.update(grid=grid)
+        self.plan.update(schemes=[self.choose(i, wanted if self.units[i][0] == upto else None).text() for i in units])
 
     def _run_units(self, upto: int, units: Sequence[int], prev: Dict[Optional[str], Any], scratch: str,
                    emit: Callable[[int, np.ndarray], None], wanted: Optional[np.ndarray], activate_last: bool) -> None:
@@ -389,8 +390,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
         if not 1 <= upto <= L:
             raise InputError(f"layer {upto}: the model has layers 1..{L}")
         if self.strategy == "grid":
-            self.check(range(upto))  # before anything is read or written
-            self.plan.update(schemes=[self.choose(k, wanted if k == upto - 1 else None).text() for k in range(upto)])
+            self.check(upto, range(upto), wanted)  # before anything is read or written
         # PyTorch only where it is used (the blocks, the torch folds, a GPU's dense parts, or a
         # model given as a PyG module): the CPU's grid runs without it.
         torch = None
@@ -399,13 +399,11 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
         grad = torch is not None and torch.is_grad_enabled()
         if torch is not None:
             torch.set_grad_enabled(False)
-        scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
         # numpy's products on one thread: small calls, one per piece (``ringgnn._threads``).
-        with _threads.one_blas_thread():
+        with _threads.one_blas_thread(), temporary(self.work_dir, "ringgnn-infer", directory=True) as scratch:
             try:
                 reader = _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct)
                 self._run_units(upto, range(upto), {None: reader}, scratch.path, emit, wanted, activate_last)
             finally:
                 if torch is not None:
                     torch.set_grad_enabled(grad)
-                scratch.close()

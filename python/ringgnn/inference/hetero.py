@@ -348,9 +348,8 @@ class HeteroLayerwise(Engine):
                              f"{', '.join(map(str, self.net.layers_of(node_type)))})")
         need = self.needed(upto, node_type)
         units = [i for i, (k, d) in enumerate(self.units) if k <= upto and d in need[k]]
-        self.check(units)  # before anything is read or written
-        scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
-        try:
+        self.check(upto, units, wanted)  # before anything is read or written
+        with temporary(self.work_dir, "ringgnn-infer", directory=True) as scratch:
             prev = {t: self._input(t, scratch.path) for t in need[0]}
             if upto == 0:  # the input rows, copied
                 n = self.num_nodes[node_type]
@@ -361,8 +360,6 @@ class HeteroLayerwise(Engine):
                         self.stats["blocks"] += 1
                 return
             self._run_units(upto, units, prev, scratch.path, emit, wanted, activate_last)
-        finally:
-            scratch.close()
 
 
 def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = None, node_type: Optional[str] = None,

@@ -92,18 +92,12 @@ def spilled_io(sp: Any, g: Any, io: Dict[str, int]) -> None:
     io["temp_read"] += got["temp_read"]
 
 
-#: What the partitioned scheme spills of one relation into a unit's destinations: the reader of its
-#: sources' rows, its ``NeighborFile``, its sources, the width of its partials, its fold
-#: (``FeatureReader.partials``' arguments) and whether stored self loops are dropped.
-Spill = Tuple[Any, Any, int, int, Dict[str, Any], bool]
-
-
-def spill_relations(step: LayerStep, relations: Sequence[Spill], d: str, parts: int, merge: np.ndarray,
+def spill_relations(step: LayerStep, relations: Sequence[Tuple[Any, ...]], d: str, parts: int, merge: np.ndarray,
                     window_edges: int, piece_rows: int, share: int) -> List[Tuple[Any, Any, int, str]]:
-    """Steps 1 and 2 for a unit (a homogeneous layer: one relation; a typed layer's destination
-    type: each relation into it): each of ``relations`` spilled (:func:`spill_partials`) in its
-    own directory under ``d``; per relation its ``SourcePartitions``, ``NeighborFile``, width and
-    fold, as :func:`merge_and_finish` takes them."""
+    """Steps 1 and 2 for a unit's ``relations`` (a homogeneous layer's one, or each relation into a
+    typed unit's type; each: the reader of its sources' rows, its ``NeighborFile``, its sources,
+    the width of its partials, its fold, whether stored self loops are dropped), each spilled in
+    its own directory under ``d``: per relation (``SourcePartitions``, graph, width, fold)."""
     spilled = []
     for r, (src, g, sources, width, kw, drop) in enumerate(relations):
         sub = os.path.join(d, str(r))
