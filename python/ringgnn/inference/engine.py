@@ -260,7 +260,8 @@ class Engine:
         t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
         self._phases = {}
-        extra = self._compute(i, prev, writer, wanted, activate)
+        with self._bar(i) as self._progress:
+            extra = self._compute(i, prev, writer, wanted, activate)
         graphs = self._graphs(i)
         neighbors = sum(g.bytes_read for g in graphs)
         rows = sum(r.stats()["bytes_read"] for r in prev.values()) - rows_before
@@ -278,6 +279,12 @@ class Engine:
     def _phase(self, name: str, since: float) -> None:
         """Count the seconds since ``since`` to phase ``name`` of the unit (``stats``)."""
         self._phases[name] = self._phases.get(name, 0.0) + time.perf_counter() - since
+
+    def _done(self, a: int, b: int) -> None:
+        """Destination block ``a..b`` of the current unit is finished: counted in ``stats`` and
+        shown on its progress bar (:meth:`compute`)."""
+        self.stats["blocks"] += 1
+        self._progress.update(b - a)
 
     def _bar(self, i: int) -> Any:
         """The progress bar of unit ``i`` (nodes done)."""

@@ -160,7 +160,6 @@ class HeteroLayerwise(Engine):
         #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
         #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``).
         self._options(backend, direct, work_dir, keep, quiet, log, aggregate, scheme, parts, True, "cpu")
-        self.stats["blocks"] = 0
         #: How the hidden layers' rows are stored between layers (``--hidden-dtype``): f32 unless
         #: given, so that a typed run's outputs are what they were before the option existed.
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype or "f32")
@@ -296,33 +295,28 @@ class HeteroLayerwise(Engine):
         rels = self._relations(k, d)
         step = LayerStep(k, "typed", self.net, None, self.work_dir, 0, dict(fold="sum"),
                          lambda sums, a, b, x: self.net.block(k, d, x, sums), Numpy.relu, lambda x: x,
-                         lambda out: np.ascontiguousarray(out, dtype=np.float32), 1, False, self._phases)
+                         lambda out: np.ascontiguousarray(out, dtype=np.float32), 1, False, self._phases,
+                         self._done)
         activate = activate and k < self.num_layers
         io = dict(temp_written=0, temp_read=0)
 
         def state(a: int, b: int, accs: Iterator[np.ndarray]) -> Callable[..., Iterator[Tuple[Any, ...]]]:
             return lambda r0, r1, x: ((et, acc, np.diff(g.indptr[a:b + 1])) for (et, g), acc in zip(rels, accs))
 
-        with self._bar(i) as progress:
-            def done(a: int, b: int) -> None:
-                self.stats["blocks"] += 1
-                progress.update(b - a)
-
-            if choice.scheme == "partitioned":
-                share, piece_rows, _ = self._part_sizes(i)
-                merge = merge_blocks(self.num_nodes[d], share, max(self.widths[k - 1][et[0]] for et, _ in rels),
-                                     None if self.planned else self.given_nodes)
-                with temporary(self.work_dir, f"ringgnn-infer-parts{k}.{d}", directory=True) as scratch:
-                    spilled = spill_relations(step, [(prev[et[0]], g, self.num_nodes[et[0]], self.widths[k - 1][et[0]],
-                                                      dict(fold="sum"), False) for et, g in rels], scratch.path,
-                                              choice.parts, merge[0], choice.window_edges, piece_rows, share)
-                    merge_and_finish(step, spilled, scratch.path, merge, prev[d], writer, wanted, activate,
-                                     max(1, self.num_nodes[d]), state, io, done=done)
-            else:
-                for a, b in choice.blocks:
-                    finish_block(step, a, b, prev[d], writer, b - a, activate,
-                                 state(a, b, (self._sums(i, g, a, b, prev[et[0]]) for et, g in rels)))
-                    done(a, b)
+        if choice.scheme == "partitioned":
+            share, piece_rows, _ = self._part_sizes(i)
+            merge = merge_blocks(self.num_nodes[d], share, max(self.widths[k - 1][et[0]] for et, _ in rels),
+                                 None if self.planned else self.given_nodes)
+            with temporary(self.work_dir, f"ringgnn-infer-parts{k}.{d}", directory=True) as scratch:
+                spilled = spill_relations(step, [(prev[et[0]], g, self.num_nodes[et[0]], self.widths[k - 1][et[0]],
+                                                  dict(fold="sum"), False) for et, g in rels], scratch.path,
+                                          choice.parts, merge[0], choice.window_edges, piece_rows, share)
+                merge_and_finish(step, spilled, scratch.path, merge, prev[d], writer, wanted, activate,
+                                 max(1, self.num_nodes[d]), state, io)
+        else:
+            for a, b in choice.blocks:
+                finish_block(step, a, b, prev[d], writer, b - a, activate,
+                             state(a, b, (self._sums(i, g, a, b, prev[et[0]]) for et, g in rels)))
         return dict(scheme=choice.scheme, plan=choice.text(), **io)
 
     # -- layers ---------------------------------------------------------------------------------

@@ -111,12 +111,12 @@ def merge_and_finish(step: LayerStep, spilled: Sequence[Tuple[Any, Any, int, str
                      merge: Tuple[np.ndarray, int], reader: Any, writer: Callable[[int, np.ndarray], None],
                      wanted: Optional[np.ndarray], activate: bool, finish_rows: int,
                      state: Callable[[int, int, Iterator[np.ndarray]], Callable[..., Any]], io: Dict[str, int],
-                     heads: int = 0, done: Callable[[int, int], None] = lambda a, b: None) -> None:
+                     heads: int = 0) -> None:
     """Step 3 for a unit's ``spilled`` relations (:func:`spill_relations`): per merge block
     holding ``wanted`` nodes (``merge``: the bounds and a thread's slice rows, :func:`merge_blocks`)
     the block finished (``finish_block``, its own rows from ``reader``) from ``state(a, b, accs)``,
-    ``accs`` each relation's merged partials of ``a..b`` in turn, merged when taken; ``done(a, b)``
-    after each block. The temporaries' bytes then go to ``io``."""
+    ``accs`` each relation's merged partials of ``a..b`` in turn, merged when taken. The
+    temporaries' bytes then go to ``io``."""
     bounds, slice_rows = merge
 
     def accs(j: int, a: int, b: int) -> Iterator[np.ndarray]:
@@ -138,7 +138,6 @@ def merge_and_finish(step: LayerStep, spilled: Sequence[Tuple[Any, Any, int, str
         del st
         release_freed()
         step.phase("finish", t)
-        done(a, b)
     for sp, g, _, _ in spilled:
         spilled_io(sp, g, io)
 
