@@ -428,6 +428,27 @@ def test_source_partitions_give_the_grids_outputs(runs, model, monkeypatch, tmp_
     np.testing.assert_allclose(s["array"], ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("scheme", ["grid", "partitioned"])
+def test_the_summary_names_each_units_scheme_and_some_nodes_skip_blocks(runs, scheme, monkeypatch):
+    """The engine's one check (``Engine.check``) puts each unit's scheme in a typed run's plan, as
+    in a homogeneous run's: the text of the choice each unit then ran with, in the units' order.
+    A typed unit's blocks (grid) or merge blocks (source partitions, ``merge_and_finish``)
+    without a wanted node are skipped: papers 4 and 3 of five (the test and val nodes, whose
+    accuracies the summary holds), blocks of 2, compute layer 2's blocks 2..4 and 4..5 only, and
+    give the full-batch forward's logits in the asked order."""
+    from ringgnn.inference.engine import SCHEME_ENV
+
+    monkeypatch.setenv(SCHEME_ENV, scheme)
+    run = str(runs["tiny", "sage"])
+    ref, _, _, _ = full_batch(run)
+    s = infer_hetero(run, nodes=np.array([4, 3]), block_nodes=2, piece_edges=1)
+    assert [(u["layer"], u["type"]) for u in s["layers"]] == [(1, "author"), (1, "paper"), (1, "venue"), (2, "paper")]
+    assert s["plan"]["schemes"] == [u["plan"] for u in s["layers"]]
+    assert [u["scheme"] for u in s["layers"]] == [scheme, scheme, "grid", scheme]  # venue: its root term only
+    assert s["blocks"] == 2 + 3 + 1 + 2
+    np.testing.assert_allclose(s["array"], ref[[4, 3]], rtol=1e-4, atol=1e-4)
+
+
 def test_the_least_budget_counts_source_partitions(runs, monkeypatch):
     """With source partitions allowed (``auto``), the least budget of a typed run is the
     homogeneous rule's: each unit on the grid within ``MAX_SWEEPS`` sweeps or by at most

@@ -140,6 +140,22 @@ def test_the_grid_reads_each_input_page_at_most_once_per_destination_block(hubby
         assert feature_file <= li.stats["layers"][0]["row_bytes"] <= 2 * feature_file, agg
 
 
+def test_the_summary_counts_the_destination_blocks_as_a_typed_runs_does(hubby, runs, tmp_path):
+    """Every path finishes a block through ``finish_block``, which counts it in the summary's
+    ``blocks`` (as a typed run's) and on the unit's progress bar: blocks of 400 of the 1,500
+    nodes make 4 a layer; with the nodes asked for in the first block only, the last layer
+    computes that one; source partitions count their merge blocks."""
+    _, run = runs["sage"]
+    L = load_checkpoint(str(run), ringgnn.Dataset.open(hubby)).layers
+    s = infer(str(run), output="logits", out=str(tmp_path / "a.npy"), grid_nodes=400, scheme="grid")
+    assert s["blocks"] == 4 * L
+    s = infer(str(run), output="logits", nodes=np.array([399, 5]), out=str(tmp_path / "b.npy"), grid_nodes=400,
+              scheme="grid")
+    assert s["blocks"] == 4 * (L - 1) + 1
+    s = infer(str(run), output="logits", out=str(tmp_path / "c.npy"), scheme="partitioned")
+    assert {u["scheme"] for u in s["layers"]} == {"partitioned"} and s["blocks"] >= L
+
+
 def test_the_graph_has_hubs_self_loops_and_duplicates(hubby):
     ds = ringgnn.Dataset.open(hubby)
     deg = np.diff(ds.indptr())

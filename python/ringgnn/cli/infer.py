@@ -163,15 +163,12 @@ def _terminated(signum: int, _frame: Any) -> None:
     sys.exit(128 + signum)
 
 
-def _layers_line(s: Dict[str, Any], typed: bool = False) -> str:
-    """Each layer's time (``typed``: each computed layer's, with its node type), then the bytes
-    read and written and the blocks."""
-    if typed:
-        parts = [f"layer {d['layer']} {d['type']} {d['seconds']:.1f} s" for d in s["layers"] if d["layer"]]
-    else:
-        parts = [f"layer {d['layer']} {d['seconds']:.1f} s" for d in s["layers"]]
+def _layers_line(s: Dict[str, Any]) -> str:
+    """Each computed layer's time (a typed run's with its node type), then the bytes read and
+    written and the blocks."""
+    parts = [f"layer {d['layer']}{' ' + d['type'] if 'type' in d else ''} {d['seconds']:.1f} s" for d in s["layers"]]
     mib = 1 << 20
-    return (f"{', '.join(parts) + '; ' if parts or not typed else ''}read {s['bytes_read_neighbors'] / mib:,.1f} "
+    return (f"{', '.join(parts) + '; ' if parts else ''}read {s['bytes_read_neighbors'] / mib:,.1f} "
             f"MiB of neighbor lists and {s['bytes_read_rows'] / mib:,.1f} MiB of rows, wrote "
             f"{s['bytes_written'] / mib:,.1f} MiB of intermediate layers; {_blocks_line(s['plan'])}")
 
@@ -279,7 +276,7 @@ def _print_rows(args: argparse.Namespace, s: Dict[str, Any], what: str, shape: s
     print(f"{what} of {s['rows']:,} {nodes}{shape} -> {s['out']} in {s['seconds']:.1f} s{acc}")
     if s.get("node_ids"):
         print(f"  the rows' original {s['type'] if typed else 'node'} ids -> {s['node_ids']}")
-    print(f"  {_layers_line(s, typed)}")
+    print(f"  {_layers_line(s)}")
     return 0
 
 

@@ -115,21 +115,20 @@ class BlocksStrategy:
 
         g = self.graph
         hub_parts: List[Any] = []
-        with self._bar(k) as bar:
-            for blk in blocks(g.indptr, self.block_edges, self.block_nodes, wanted):
-                ids = g.edges(blk.lo, blk.hi)
-                dst = self._dst_of(blk)
-                nodes, src = _local(blk, ids)
-                x_nodes = torch.from_numpy(reader.gather(nodes))
-                out = self._conv(k, blk, x_nodes, nodes, src, dst)
-                if blk.parts > 1:
-                    hub_parts.append((out, blk.hi - blk.lo) if self.ckpt.kind == "sage" else out)
-                    if blk.part < blk.parts - 1:
-                        continue
-                    out = self._combine(k, hub_parts, blk)
-                    hub_parts = []
-                out = out.numpy()
-                if activate:
-                    out = self._after(k, out)
-                writer(blk.a, out)
-                bar.update(blk.b - blk.a)
+        for blk in blocks(g.indptr, self.block_edges, self.block_nodes, wanted):
+            ids = g.edges(blk.lo, blk.hi)
+            dst = self._dst_of(blk)
+            nodes, src = _local(blk, ids)
+            x_nodes = torch.from_numpy(reader.gather(nodes))
+            out = self._conv(k, blk, x_nodes, nodes, src, dst)
+            if blk.parts > 1:
+                hub_parts.append((out, blk.hi - blk.lo) if self.ckpt.kind == "sage" else out)
+                if blk.part < blk.parts - 1:
+                    continue
+                out = self._combine(k, hub_parts, blk)
+                hub_parts = []
+            out = out.numpy()
+            if activate:
+                out = self._after(k, out)
+            writer(blk.a, out)
+            self._done(blk.a, blk.b)

@@ -210,17 +210,18 @@ class Engine:
 
     # -- running units ------------------------------------------------------------------------------
 
-    def check(self, units: Sequence[int]) -> None:
+    def check(self, upto: int, units: Sequence[int], wanted: Optional[np.ndarray]) -> None:
         """Refuse, before anything is read or written, a budget under which some of ``units``
-        can run neither on the grid nor by source partitions (``InferencePlan.check``), and put
-        the plan's numbers in :attr:`plan`."""
-        if not self.planned:
-            return
-        self.memplan.check(units, grid_only=self.scheme == "grid" or not all(self._splits(i) for i in units))
-        grid = self.memplan.describe(units)
-        for g, i in zip(grid["layers"], units):
-            g.update(layer=self.units[i][0], **({} if self.units[i][1] is None else dict(type=self.units[i][1])))
-        self.plan.update(grid=grid)
+        (layers ``1..upto``) can run neither on the grid nor by source partitions
+        (``InferencePlan.check``), and put the plan's numbers and each unit's scheme
+        (:meth:`choose`; layer ``upto``'s for the ``wanted`` nodes) in :attr:`plan`."""
+        if self.planned:
+            self.memplan.check(units, grid_only=self.scheme == "grid" or not all(self._splits(i) for i in units))
+            grid = self.memplan.describe(units)
+            for g, i in zip(grid["layers"], units):
+                g.update(layer=self.units[i][0], **({} if self.units[i][1] is None else dict(type=self.units[i][1])))
+            self.plan.update(grid=grid)
+        self.plan.update(schemes=[self.choose(i, wanted if self.units[i][0] == upto else None).text() for i in units])
 
     def _run_units(self, upto: int, units: Sequence[int], prev: Dict[Optional[str], Any], scratch: str,
                    emit: Callable[[int, np.ndarray], None], wanted: Optional[np.ndarray], activate_last: bool) -> None:
@@ -259,7 +260,8 @@ class Engine:
         t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
         self._phases = {}
-        extra = self._compute(i, prev, writer, wanted, activate)
+        with self._bar(i) as self._progress:
+            extra = self._compute(i, prev, writer, wanted, activate)
         graphs = self._graphs(i)
         neighbors = sum(g.bytes_read for g in graphs)
         rows = sum(r.stats()["bytes_read"] for r in prev.values()) - rows_before
@@ -277,6 +279,12 @@ class Engine:
     def _phase(self, name: str, since: float) -> None:
         """Count the seconds since ``since`` to phase ``name`` of the unit (``stats``)."""
         self._phases[name] = self._phases.get(name, 0.0) + time.perf_counter() - since
+
+    def _done(self, a: int, b: int) -> None:
+        """Destination block ``a..b`` of the current unit is finished: counted in ``stats`` and
+        shown on its progress bar (:meth:`compute`)."""
+        self.stats["blocks"] += 1
+        self._progress.update(b - a)
 
     def _bar(self, i: int) -> Any:
         """The progress bar of unit ``i`` (nodes done)."""
@@ -389,8 +397,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
         if not 1 <= upto <= L:
             raise InputError(f"layer {upto}: the model has layers 1..{L}")
         if self.strategy == "grid":
-            self.check(range(upto))  # before anything is read or written
-            self.plan.update(schemes=[self.choose(k, wanted if k == upto - 1 else None).text() for k in range(upto)])
+            self.check(upto, range(upto), wanted)  # before anything is read or written
         # PyTorch only where it is used (the blocks, the torch folds, a GPU's dense parts, or a
         # model given as a PyG module): the CPU's grid runs without it.
         torch = None
@@ -399,13 +406,11 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
         grad = torch is not None and torch.is_grad_enabled()
         if torch is not None:
             torch.set_grad_enabled(False)
-        scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
         # numpy's products on one thread: small calls, one per piece (``ringgnn._threads``).
-        with _threads.one_blas_thread():
+        with _threads.one_blas_thread(), temporary(self.work_dir, "ringgnn-infer", directory=True) as scratch:
             try:
                 reader = _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct)
                 self._run_units(upto, range(upto), {None: reader}, scratch.path, emit, wanted, activate_last)
             finally:
                 if torch is not None:
                     torch.set_grad_enabled(grad)
-                scratch.close()

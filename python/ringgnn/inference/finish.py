@@ -69,6 +69,8 @@ class LayerStep:
     overlap: bool
     #: Seconds of the layer's phases (the engine's ``stats``).
     phases: Dict[str, float] = field(default_factory=dict)
+    #: ``done(a, b)`` once block ``a..b`` is finished: the engine's count of blocks and progress.
+    done: Callable[[int, int], None] = lambda a, b: None
 
     def phase(self, name: str, since: float) -> None:
         """Count the seconds since ``since`` to phase ``name``."""
@@ -202,3 +204,4 @@ def finish_block(step: LayerStep, a: int, b: int, reader: Any, writer: Callable[
         return step.down(out)
 
     map_slices(range(a, b, rows), read, compute, writer, step.workers, step.overlap)
+    step.done(a, b)

@@ -29,9 +29,7 @@ too often.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
@@ -48,7 +46,8 @@ from ..models.tables import TableReader, table_file
 from ..sampling.hetero import open_hetero
 from .engine import Engine
 from .graph import NeighborFile, fold_windows, numpy_sums
-from .partition import merge_blocks, spill_partials, spilled_io
+from .finish import LayerStep, finish_block
+from .partition import merge_and_finish, merge_blocks, spill_relations
 from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_bytes
 from .rows import (PAGE, RowFileWriter, _layout, check_output, node_selection, only_embeddings, trained_on,
                    wanted_mask, write_output)
@@ -161,7 +160,6 @@ class HeteroLayerwise(Engine):
         #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
         #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``).
         self._options(backend, direct, work_dir, keep, quiet, log, aggregate, scheme, parts, True, "cpu")
-        self.stats["blocks"] = 0
         #: How the hidden layers' rows are stored between layers (``--hidden-dtype``): f32 unless
         #: given, so that a typed run's outputs are what they were before the option existed.
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype or "f32")
@@ -272,82 +270,54 @@ class HeteroLayerwise(Engine):
         RowFileWriter(path, dim).fill(copy)
         return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
 
-    def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> Tuple[np.ndarray, np.ndarray]:
-        """(the sums of each destination ``a..b``'s in-neighbors' rows by relation ``g``, their
-        in-degrees): the homogeneous fold of the relation's CSC (``infer_graph``)."""
+    def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> np.ndarray:
+        """The sums of each destination ``a..b``'s in-neighbors' rows by relation ``g``: the
+        homogeneous fold of the relation's CSC (``infer_graph``)."""
         acc = np.zeros((b - a, reader.dim), np.float32)
         piece = self._sizes(i)[1]
         if self.aggregate == "rust":
             fold_windows(reader, g, acc, a, b, self._windows(i, g.indptr, a, b), piece, self._phases, fold="sum")
         else:
             numpy_sums(reader, g, acc, a, b, self._windows(i, g.indptr, a, b), piece)
-        return acc, np.diff(g.indptr[a:b + 1])
+        return acc
 
     def _compute(self, i: int, prev: Mapping[str, Any], writer: Callable[[int, np.ndarray], None],
                  wanted: Optional[np.ndarray], activate: bool) -> Dict[str, Any]:
         """Unit ``i``'s outputs of its type's nodes in node order (the blocks holding ``wanted``
         nodes), activated (ReLU, not after the last layer): per destination block the
         arithmetic of the model's ``_Layer.forward`` with the block's full neighborhoods
-        (``HeteroDense.block``), each relation's sums taken when it is combined: from the grid's
-        folds, or merged from its source partitions' partials (:meth:`choose`)."""
+        (``HeteroDense.block``), finished whole as the homogeneous blocks are finished
+        (``infer_finish.finish_block``), each relation's sums taken when it is combined: from the
+        grid's folds, or merged from its source partitions' partials (``infer_partition``, as a
+        homogeneous layer's one relation; :meth:`choose`)."""
         k, d = self.units[i]
         choice = self.choose(i, wanted)
         rels = self._relations(k, d)
+        step = LayerStep(k, "typed", self.net, None, self.work_dir, 0, dict(fold="sum"),
+                         lambda sums, a, b, x: self.net.block(k, d, x, sums), Numpy.relu, lambda x: x,
+                         lambda out: np.ascontiguousarray(out, dtype=np.float32), 1, False, self._phases,
+                         self._done)
+        activate = activate and k < self.num_layers
         io = dict(temp_written=0, temp_read=0)
-        with contextlib.ExitStack() as stack:
-            if choice.scheme == "partitioned":
-                spilled = self._spill(i, prev, choice, stack)
-                merge, slice_rows = spilled[0][2]
-                blocks = [(int(a), int(b)) for a, b in zip(merge[:-1], merge[1:])
-                          if wanted is None or wanted[a:b].any()]
 
-                def sums(a: int, b: int, j: int) -> Iterator[Tuple[EdgeType, np.ndarray, np.ndarray]]:
-                    for (et, g), (sp, width, _) in zip(rels, spilled):
-                        acc = np.empty((b - a, width), dtype=np.float32)
-                        t = time.perf_counter()
-                        sp.merge(j, acc, "sum", slice_rows=slice_rows)
-                        self._phase("merge", t)
-                        yield et, acc, np.diff(g.indptr[a:b + 1])
-            else:
-                blocks = list(choice.blocks)
+        def state(a: int, b: int, accs: Iterator[np.ndarray]) -> Callable[..., Iterator[Tuple[Any, ...]]]:
+            return lambda r0, r1, x: ((et, acc, np.diff(g.indptr[a:b + 1])) for (et, g), acc in zip(rels, accs))
 
-                def sums(a: int, b: int, j: int) -> Iterator[Tuple[EdgeType, np.ndarray, np.ndarray]]:
-                    return ((et, *self._sums(i, g, a, b, prev[et[0]])) for et, g in rels)
-
-            index = {a: j for j, a in enumerate(spilled[0][2][0][:-1])} if choice.scheme == "partitioned" else {}
-            with self._bar(i) as progress:
-                for a, b in blocks:
-                    x_d = prev[d].gather(np.arange(a, b, dtype=np.int64))
-                    out = np.ascontiguousarray(self.net.block(k, d, x_d, sums(a, b, index.get(a, 0))),
-                                               dtype=np.float32)
-                    writer(a, Numpy.relu(out) if activate and k < self.num_layers else out)
-                    self.stats["blocks"] += 1
-                    progress.update(b - a)
-            if choice.scheme == "partitioned":
-                for (_, g), (sp, _, _) in zip(rels, spilled):
-                    spilled_io(sp, g, io)
+        if choice.scheme == "partitioned":
+            share, piece_rows, _ = self._part_sizes(i)
+            merge = merge_blocks(self.num_nodes[d], share, max(self.widths[k - 1][et[0]] for et, _ in rels),
+                                 None if self.planned else self.given_nodes)
+            with temporary(self.work_dir, f"ringgnn-infer-parts{k}.{d}", directory=True) as scratch:
+                spilled = spill_relations(step, [(prev[et[0]], g, self.num_nodes[et[0]], self.widths[k - 1][et[0]],
+                                                  dict(fold="sum"), False) for et, g in rels], scratch.path,
+                                          choice.parts, merge[0], choice.window_edges, piece_rows, share)
+                merge_and_finish(step, spilled, scratch.path, merge, prev[d], writer, wanted, activate,
+                                 max(1, self.num_nodes[d]), state, io)
+        else:
+            for a, b in choice.blocks:
+                finish_block(step, a, b, prev[d], writer, b - a, activate,
+                             state(a, b, (self._sums(i, g, a, b, prev[et[0]]) for et, g in rels)))
         return dict(scheme=choice.scheme, plan=choice.text(), **io)
-
-    def _spill(self, i: int, prev: Mapping[str, Any], choice: Any, stack: Any) -> List[Tuple[Any, int, Any]]:
-        """Each relation of unit ``i`` bucketed by source partition and its windows' partials
-        spilled (``infer_partition.spill_partials``, in a temporary directory of the unit, removed
-        when ``stack`` closes): per relation (its ``SourcePartitions``, the width of its rows, the
-        merge blocks' bounds and slice rows shared by all)."""
-        k, d = self.units[i]
-        share, piece_rows, _ = self._part_sizes(i)
-        rels = self._relations(k, d)
-        merge = merge_blocks(self.num_nodes[d], share, max(self.widths[k - 1][et[0]] for et, _ in rels),
-                             None if self.planned else self.given_nodes)
-        scratch = stack.enter_context(temporary(self.work_dir, f"ringgnn-infer-parts{k}.{d}", directory=True))
-        out = []
-        for r, (et, g) in enumerate(rels):
-            sub = os.path.join(scratch.path, str(r))
-            os.mkdir(sub)
-            sp = spill_partials(prev[et[0]], g, self.num_nodes[et[0]], sub, choice.parts, merge[0],
-                                self.widths[k - 1][et[0]], dict(fold="sum"), choice.window_edges, piece_rows, share,
-                                False, self._phases)
-            out.append((sp, self.widths[k - 1][et[0]], merge))
-        return out
 
     # -- layers ---------------------------------------------------------------------------------
 
@@ -372,9 +342,8 @@ class HeteroLayerwise(Engine):
                              f"{', '.join(map(str, self.net.layers_of(node_type)))})")
         need = self.needed(upto, node_type)
         units = [i for i, (k, d) in enumerate(self.units) if k <= upto and d in need[k]]
-        self.check(units)  # before anything is read or written
-        scratch = temporary(self.work_dir, "ringgnn-infer", directory=True)
-        try:
+        self.check(upto, units, wanted)  # before anything is read or written
+        with temporary(self.work_dir, "ringgnn-infer", directory=True) as scratch:
             prev = {t: self._input(t, scratch.path) for t in need[0]}
             if upto == 0:  # the input rows, copied
                 n = self.num_nodes[node_type]
@@ -385,8 +354,6 @@ class HeteroLayerwise(Engine):
                         self.stats["blocks"] += 1
                 return
             self._run_units(upto, units, prev, scratch.path, emit, wanted, activate_last)
-        finally:
-            scratch.close()
 
 
 def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = None, node_type: Optional[str] = None,

@@ -204,44 +204,42 @@ class GnnLayers:
                     activate: bool) -> None:
         """The blocks of :meth:`grid_layer`; ``wx``: a reader of the layer's ``W x`` rows, which
         the blocks then sum (None: its input rows, transformed piece by piece)."""
-        with self._bar(k) as bar:
-            for a, b in grid:
-                t = time.perf_counter()
-                state = self._grid_start(k, a, b, reader)
-                self._phase("start", t)
-                if self.aggregate == "rust":
-                    self._rust_add(k, state, a, b, reader if wx is None else wx, piece_edges,
-                                   transformed=wx is not None)
-                for lo, hi in ([] if self.aggregate == "rust" else self._windows(k, self.graph.indptr, a, b)):
-                    keys, n_d = self._sorted_keys(a, b, lo, hi)
+        for a, b in grid:
+            t = time.perf_counter()
+            state = self._grid_start(k, a, b, reader)
+            self._phase("start", t)
+            if self.aggregate == "rust":
+                self._rust_add(k, state, a, b, reader if wx is None else wx, piece_edges,
+                               transformed=wx is not None)
+            for lo, hi in ([] if self.aggregate == "rust" else self._windows(k, self.graph.indptr, a, b)):
+                keys, n_d = self._sorted_keys(a, b, lo, hi)
 
-                    def prepare(p0: int, keys=keys, n_d=n_d) -> Tuple[Any, ...]:
-                        import torch
+                def prepare(p0: int, keys=keys, n_d=n_d) -> Tuple[Any, ...]:
+                    import torch
 
-                        piece = keys[p0:p0 + piece_edges]
-                        src = (piece // np.uint64(n_d)).view(np.int64)  # ids < 2**63: the same bits
-                        dl = (piece % np.uint64(n_d)).view(np.int64)
-                        starts = np.flatnonzero(np.diff(src, prepend=-1))
-                        u = src[starts]
-                        inv = np.repeat(np.arange(len(u)), np.diff(np.append(starts, len(src))))
-                        rows = torch.from_numpy(reader.gather(u))  # the GIL is released while it reads
-                        return torch.from_numpy(u), rows, torch.from_numpy(inv), torch.from_numpy(dl)
+                    piece = keys[p0:p0 + piece_edges]
+                    src = (piece // np.uint64(n_d)).view(np.int64)  # ids < 2**63: the same bits
+                    dl = (piece % np.uint64(n_d)).view(np.int64)
+                    starts = np.flatnonzero(np.diff(src, prepend=-1))
+                    u = src[starts]
+                    inv = np.repeat(np.arange(len(u)), np.diff(np.append(starts, len(src))))
+                    rows = torch.from_numpy(reader.gather(u))  # the GIL is released while it reads
+                    return torch.from_numpy(u), rows, torch.from_numpy(inv), torch.from_numpy(dl)
 
-                    for u, rows, inv, dl in self._pieces(prepare, range(0, len(keys), piece_edges)):
-                        self._grid_add(k, state, a, u, rows, inv, dl)
-                        del u, rows, inv, dl
-                # The outputs a slice of rows at a time (the finishing arithmetic's temporaries
-                # stay small next to the block's state), read ahead and computed on all cores
-                # (``infer_finish``). GAT's self loops are in the state already: no rows read.
-                t = time.perf_counter()
-                finish_block(self.step(k), a, b, reader, writer, finish_rows, activate,
-                             lambda r0, r1, _x, state=state, a=a: {key: self._up(v[r0 - a:r1 - a])
-                                                                   for key, v in state.items()},
-                             read_rows=self.ckpt.kind != "gat")
-                del state
-                release_freed()  # the block's buffers, freed, would stay resident otherwise
-                self._phase("finish", t)
-                bar.update(b - a)
+                for u, rows, inv, dl in self._pieces(prepare, range(0, len(keys), piece_edges)):
+                    self._grid_add(k, state, a, u, rows, inv, dl)
+                    del u, rows, inv, dl
+            # The outputs a slice of rows at a time (the finishing arithmetic's temporaries
+            # stay small next to the block's state), read ahead and computed on all cores
+            # (``infer_finish``). GAT's self loops are in the state already: no rows read.
+            t = time.perf_counter()
+            finish_block(self.step(k), a, b, reader, writer, finish_rows, activate,
+                         lambda r0, r1, _x, state=state, a=a: {key: self._up(v[r0 - a:r1 - a])
+                                                               for key, v in state.items()},
+                         read_rows=self.ckpt.kind != "gat")
+            del state
+            release_freed()  # the block's buffers, freed, would stay resident otherwise
+            self._phase("finish", t)
 
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int,
                   transformed: bool = False) -> None:
@@ -285,7 +283,7 @@ class GnnLayers:
         acc = layer.heads * layer.channels + 2 * layer.heads if self.ckpt.kind == "gat" else self._acc_width(k)
         return LayerStep(k, self.ckpt.kind, self.dense, self.graph, self.work_dir, acc, self.fold_args(k),
                          lambda st, a, b, x: self._grid_finish(k, st, a, b, x), lambda out: self._after(k, out),
-                         self._up, self._down, self.finish_workers, self.overlap, self._phases)
+                         self._up, self._down, self.finish_workers, self.overlap, self._phases, self._done)
 
     def _grid_start(self, k: int, a: int, b: int, reader: Any) -> Dict[str, Any]:
         """The accumulators of destinations ``a..b``. For GAT also their destination logits,

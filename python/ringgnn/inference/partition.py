@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -92,17 +92,65 @@ def spilled_io(sp: Any, g: Any, io: Dict[str, int]) -> None:
     io["temp_read"] += got["temp_read"]
 
 
+def spill_relations(step: LayerStep, relations: Sequence[Tuple[Any, ...]], d: str, parts: int, merge: np.ndarray,
+                    window_edges: int, piece_rows: int, share: int) -> List[Tuple[Any, Any, int, str]]:
+    """Steps 1 and 2 for a unit's ``relations`` (a homogeneous layer's one, or each relation into a
+    typed unit's type; each: the reader of its sources' rows, its ``NeighborFile``, its sources,
+    the width of its partials, its fold, whether stored self loops are dropped), each spilled in
+    its own directory under ``d``: per relation (``SourcePartitions``, graph, width, fold)."""
+    spilled = []
+    for r, (src, g, sources, width, kw, drop) in enumerate(relations):
+        sub = os.path.join(d, str(r))
+        os.mkdir(sub)
+        spilled.append((spill_partials(src, g, sources, sub, parts, merge, width, kw, window_edges, piece_rows,
+                                       share, drop, step.phases), g, width, kw["fold"]))
+    return spilled
+
+
+def merge_and_finish(step: LayerStep, spilled: Sequence[Tuple[Any, Any, int, str]], d: str,
+                     merge: Tuple[np.ndarray, int], reader: Any, writer: Callable[[int, np.ndarray], None],
+                     wanted: Optional[np.ndarray], activate: bool, finish_rows: int,
+                     state: Callable[[int, int, Iterator[np.ndarray]], Callable[..., Any]], io: Dict[str, int],
+                     heads: int = 0) -> None:
+    """Step 3 for a unit's ``spilled`` relations (:func:`spill_relations`): per merge block
+    holding ``wanted`` nodes (``merge``: the bounds and a thread's slice rows, :func:`merge_blocks`)
+    the block finished (``finish_block``, its own rows from ``reader``) from ``state(a, b, accs)``,
+    ``accs`` each relation's merged partials of ``a..b`` in turn, merged when taken. The
+    temporaries' bytes then go to ``io``."""
+    bounds, slice_rows = merge
+
+    def accs(j: int, a: int, b: int) -> Iterator[np.ndarray]:
+        for sp, _, width, fold in spilled:
+            acc = np.empty((b - a, width), dtype=np.float32)
+            t = time.perf_counter()
+            with os_errors("merging the partial aggregates in", d):
+                sp.merge(j, acc, fold, heads=heads, slice_rows=slice_rows)
+            step.phase("merge", t)
+            yield acc
+
+    for j in range(len(bounds) - 1):
+        a, b = int(bounds[j]), int(bounds[j + 1])
+        if wanted is not None and not wanted[a:b].any():
+            continue
+        st = state(a, b, accs(j, a, b))
+        t = time.perf_counter()
+        finish_block(step, a, b, reader, writer, finish_rows, activate, st)
+        del st
+        release_freed()
+        step.phase("finish", t)
+    for sp, g, _, _ in spilled:
+        spilled_io(sp, g, io)
+
+
 def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.ndarray], None],
                       wanted: Optional[np.ndarray], activate: bool, parts: int, window_edges: int, share: int,
                       piece_rows: int, finish_rows: int) -> Dict[str, int]:
-    """Layer ``step.k`` by source partitions (the module's docstring); rows go to ``writer`` in
-    node order (only the merge blocks holding ``wanted`` nodes). Returns the bytes written to and
-    read from the temporaries."""
+    """Layer ``step.k`` of a homogeneous model by source partitions (the module's docstring:
+    :func:`merge_and_finish` with its one relation); rows go to ``writer`` in node order (only the
+    merge blocks holding ``wanted`` nodes). Returns the bytes written to and read from the
+    temporaries."""
     k, g = step.k, step.graph
     gat = step.kind == "gat"
-    heads = step.dense.layers[k].heads if gat else 0
-    acc_w = step.acc_width
-    merge, slice_rows = merge_blocks(g.num_nodes, share, acc_w)
     scratch = temporary(step.work_dir, f"ringgnn-infer-parts{k + 1}", directory=True)
     io = dict(temp_written=0, temp_read=0)
     try:
@@ -113,36 +161,25 @@ def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.nd
             kw["a_dst"] = _destination_logits(step, reader, os.path.join(d, "a_dst.npy"), finish_rows)
             io["temp_written"] += kw["a_dst"].nbytes
             step.phase("start", t)
+        merge = merge_blocks(g.num_nodes, share, step.acc_width)
         # A piece's product on all cores (``infer_finish.split_rows``), as on the grid.
         with split_rows(kw.get("transform"), step.workers if "transform" in kw else 1) as fn:
             if fn is not None:
                 kw["transform"] = fn
-            sp = spill_partials(reader, g, g.num_nodes, d, parts, merge, acc_w, kw, window_edges, piece_rows, share,
-                                step.kind in ("gcn", "gat"), step.phases)
+            spilled = spill_relations(step, [(reader, g, g.num_nodes, step.acc_width, kw, step.kind in ("gcn", "gat"))],
+                                      d, parts, merge[0], window_edges, piece_rows, share)
         if gat:
             io["temp_read"] += kw["a_dst"].nbytes
-            del kw["a_dst"]
-        # 3. Merge, a destination block at a time, finished as on the grid.
-        for j in range(len(merge) - 1):
-            a, b = int(merge[j]), int(merge[j + 1])
-            if wanted is not None and not wanted[a:b].any():
-                continue
-            t = time.perf_counter()
-            acc = np.empty((b - a, acc_w), dtype=np.float32)
-            with os_errors("merging the partial aggregates in", d):
-                sp.merge(j, acc, step.fold["fold"], heads=heads, slice_rows=slice_rows)
-            step.phase("merge", t)
-            t = time.perf_counter()
-            # As the grid finishes (``infer_finish``: slices read ahead, computed on all cores,
-            # the dense parts on the run's device); GAT's self loop is folded in here.
-            finish_block(step, a, b, reader, writer, finish_rows, activate,
-                         lambda r0, r1, x, acc=acc, a=a: (_with_self_loop(step, acc[r0 - a:r1 - a], x) if gat
-                                                          else {"acc": step.up(acc[r0 - a:r1 - a])}))
-            del acc
-            release_freed()
-            step.phase("finish", t)
-        spilled_io(sp, g, io)
-        del sp
+        del kw  # GAT's destination logits: read by the spill only
+
+        def state(a: int, b: int, accs: Iterator[np.ndarray]) -> Callable[[int, int, Any], Dict[str, Any]]:
+            acc = next(accs)  # GAT's self loop is folded in here, as the grid folds it in at the start
+            return lambda r0, r1, x: (_with_self_loop(step, acc[r0 - a:r1 - a], x) if gat
+                                      else {"acc": step.up(acc[r0 - a:r1 - a])})
+
+        merge_and_finish(step, spilled, d, merge, reader, writer, wanted, activate, finish_rows, state, io,
+                         heads=step.dense.layers[k].heads if gat else 0)
+        del spilled
     finally:
         scratch.close()
     return io

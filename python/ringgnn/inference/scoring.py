@@ -47,7 +47,7 @@ from ..sampling.hetero import open_hetero
 from ..sampling.links import edge_pairs
 from . import metrics
 from .hetero import HeteroLayerwise, attach_tables
-from .rows import NpyWriter, wanted_mask
+from .rows import NpyWriter, wanted_mask, write_output
 from .run import open_run, run_inference
 
 
@@ -184,18 +184,13 @@ def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg
 def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any) -> np.ndarray:
     """``tower``'s exact rows (layer-wise, full neighborhoods) of the sorted ``ids`` of
     ``node_type`` (``tower``: a ``HeteroModel`` or its ``HeteroDense``; ``opts``:
-    :class:`ringgnn.inference.hetero.HeteroLayerwise`'s)."""
-
+    :class:`ringgnn.inference.hetero.HeteroLayerwise`'s), by the one output path of both kinds
+    (``rows.write_output``)."""
     tower = dense_of(tower)
-    out = np.zeros((len(ids), tower.out_dim), np.float32)
+    run = HeteroLayerwise(ds, tower, **opts)
     wanted = wanted_mask(ds.num_nodes_dict[node_type], ids)
-
-    def emit(first: int, rows: np.ndarray) -> None:
-        a, b = np.searchsorted(ids, [first, first + len(rows)])
-        out[a:b] = rows[ids[a:b] - first]
-
-    HeteroLayerwise(ds, tower, **opts).run(tower.layers, node_type, emit, wanted=wanted)
-    return out
+    return write_output(run, ds.node_type(node_type), ids, "logits", tower.layers, tower.out_dim, "f32", None,
+                        lambda put: run.run(tower.layers, node_type, put, wanted=wanted), {})["array"]
 
 
 def split_scores(pos: np.ndarray, neg: np.ndarray, shared: bool = False) -> Dict[str, Any]:
