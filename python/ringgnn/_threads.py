@@ -1,5 +1,5 @@
-"""How the dense libraries' worker threads wait between parallel regions, and how many numpy's
-BLAS uses.
+"""How many cores the process may run on (:func:`cores`, the default of every thread count), how
+the dense libraries' worker threads wait between parallel regions, and how many numpy's BLAS uses.
 
 PyTorch's CPU kernels run on an OpenMP team (GNU libgomp) whose threads *spin* after each
 parallel region before they sleep; on cores shared with other work the spinning takes CPU from
@@ -19,6 +19,15 @@ import os
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, List, Tuple
+
+def cores() -> int:
+    """Cores this process may run on: its CPU affinity where the OS has one (a container or
+    ``taskset`` may allow fewer than the machine has), else the machine's count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
 
 #: The environment variable of libgomp's (and Intel OpenMP's) wait policy.
 WAIT_POLICY = "OMP_WAIT_POLICY"

@@ -10,6 +10,7 @@ import tempfile
 import time
 from typing import Any, Dict, List
 
+from .. import _threads
 from .._core import InputError
 from .._files import temporary
 from .._options import count_arg, positive_arg, size_arg
@@ -33,7 +34,7 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
         help="budget of the build (its buffers and sort workspaces, plus 112 MiB for readers, writers and "
         "Python): bytes or K/M/G/T (default 1G, or half of what a memory cgroup or the machine leaves if less)"
     )
-    p.add_argument("--threads", type=positive_arg, default=os.cpu_count() or 1,
+    p.add_argument("--threads", type=positive_arg, default=_threads.cores(),
                    help="worker threads (default: all cores)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the dataset at OUT (other files in its folder are kept; a folder that is not a "

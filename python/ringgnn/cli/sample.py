@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -20,6 +19,7 @@ from .. import _options, progress
 from .._core import InputError
 from .._files import os_errors
 from .._options import BACKENDS, count_arg, positive_arg, size_arg
+from .._threads import cores
 from ..data.dataset import open_homogeneous
 from ..sampling.sampler import NeighborSampler
 from .._format import human, human_bytes
@@ -79,12 +79,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _threads(n: Optional[int]) -> int:
-    if n is not None:
-        return n
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return cores() if n is None else n
 
 
 def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namespace, epoch: int,

@@ -23,7 +23,6 @@ the calling thread, and the callers' writers then remove their temporary files."
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from contextlib import contextmanager
 import time
@@ -31,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, Iterator, Optional, Tuple
 
 import numpy as np
+
+from .. import _threads
 
 #: The most threads computing finishing slices (each holds a slice's temporaries).
 MAX_WORKERS = 4
@@ -83,11 +84,7 @@ def workers(device: str) -> int:
     read-ahead still overlaps)."""
     if device != "cpu":
         return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, cores))
+    return max(1, min(MAX_WORKERS, _threads.cores()))
 
 
 def slices_in_flight(workers: int, overlap: bool) -> int:

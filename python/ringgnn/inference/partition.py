@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from .. import _core
+from .. import _core, _threads
 from .._files import allocated_memmap, os_errors, temporary
 from .finish import LayerStep, finish_block, map_slices, slice_reader, split_rows
 from .graph import PHASES
@@ -52,7 +52,7 @@ def merge_blocks(n: int, share: int, width: int, rows: Optional[int] = None) -> 
     a block's aggregates of ``width`` values and a slice of partials per thread as large (and
     ids) within ``share`` bytes, or blocks of ``rows`` destinations (sizes given: tests)."""
     rows = max(1, min(n, rows or share // (2 * 4 * width + 16)))
-    return np.append(np.arange(0, n, rows, dtype=np.int64), n), max(1, rows // (os.cpu_count() or 1))
+    return np.append(np.arange(0, n, rows, dtype=np.int64), n), max(1, rows // _threads.cores())
 
 
 def spill_partials(reader: Any, g: Any, sources: int, d: str, parts: int, merge: np.ndarray, width: int,

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import _core, _options
+from .. import _core, _options, _threads
 from . import hyper as hetero_hyper
 from .features import TypedRows
 from .loader import Epochs
@@ -37,7 +37,7 @@ class TypedEpochs(Epochs, ProcessLocal):
         self.sampler: Any = sampler  # its HeteroNeighborSampler (ringgnn.sampling.hetero, which imports this module)
         self.features, self.plan = features, plan
         self.feature_types = feature_types(sampler.dataset)
-        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, os.cpu_count() or 1))
+        self.threads = _options.optional_count(threads, "threads") or max(1, min(4, _threads.cores()))
         #: None: hyper.DEFAULT_PREFETCH, or fewer where they do not fit.
         self.prefetch = _options.optional_count(prefetch, "prefetch")
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
