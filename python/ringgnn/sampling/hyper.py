@@ -137,8 +137,8 @@ def measured_times(probes: Sequence[Dict[str, Any]]) -> Times:
 
 
 #: A configuration predicted faster by less than this fraction does not displace one tried
-#: before it (two more workers, fewer batches ahead, no staging: the simpler first): the
-#: prediction is a model, not a measurement.
+#: before it (unstaged before staged, then as many batches ahead and workers as given before
+#: fewer, larger H before smaller): the prediction is a model, not a measurement.
 TIME_MARGIN = 0.05
 
 
