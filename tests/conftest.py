@@ -246,3 +246,25 @@ def python_m(*args, env=None) -> subprocess.CompletedProcess:
 @pytest.fixture
 def small_tsv(tmp_path) -> Path:
     return write_text(tmp_path / "small.tsv", SMALL_EDGES, header=["# a comment", "% another"])
+
+
+#: The writes pairs of :func:`tiny_writes`: 20 author-paper pairs.
+WRITES_PAIRS = [(a, p) for p in range(6) for a in range(5) if (a + p) % 3 != 0]
+
+
+def tiny_writes(d: Path):
+    """The typed link tests' graph in ``d``: 5 authors without features, 6 papers (2 float32
+    features), the 20 ``author:writes:paper`` pairs of :data:`WRITES_PAIRS` with val (4, 4) and
+    (0, 1) and test (3, 1) held out (3 stored negatives each), the reverse relation added."""
+    import ringgnn
+    from ringgnn.data import build
+
+    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in WRITES_PAIRS))
+    np.save(d / "x.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
+    np.save(d / "val.npy", np.array([[4, 4], [0, 1]]))
+    np.save(d / "test.npy", np.array([[3, 1]]))
+    build.build_hetero(d / "ds", [build.NodeType("author", 5), build.NodeType("paper", 6, features=d / "x.npy")],
+                       [build.Relation("author:writes:paper", d / "w.csv",
+                                       link_split={"val": d / "val.npy", "test": d / "test.npy"}, link_negatives=3)],
+                       add_reverse=True)
+    return ringgnn.Dataset.open(d / "ds")

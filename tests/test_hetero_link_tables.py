@@ -11,24 +11,15 @@ import numpy as np
 import pytest
 import ringgnn
 import torch
-from ringgnn.data import build
+from conftest import tiny_writes
 
 WRITES = "author:writes:paper"
-PAIRS = [(a, p) for p in range(6) for a in range(5) if (a + p) % 3 != 0]  # 20 author-paper pairs
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """5 featureless authors, 6 papers (features), 20 writes pairs with val and test splits."""
-    d = tmp_path_factory.mktemp("tiny")
-    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in PAIRS))
-    np.save(d / "x.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
-    np.save(d / "val.npy", np.array([[4, 4], [0, 1]]))
-    np.save(d / "test.npy", np.array([[3, 1]]))
-    build.build_hetero(d / "ds", [build.NodeType("author", 5), build.NodeType("paper", 6, features=d / "x.npy")],
-                       [build.Relation(WRITES, d / "w.csv", link_split={"val": d / "val.npy", "test": d / "test.npy"},
-                                       link_negatives=3)], add_reverse=True)
-    return ringgnn.Dataset.open(d / "ds")
+    """The typed link tests' graph (``conftest.tiny_writes``)."""
+    return tiny_writes(tmp_path_factory.mktemp("tiny"))
 
 
 COMMON = dict(task="link", relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, embed_dim=4, threads=1,

@@ -18,6 +18,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 from ringgnn import _core
 from ringgnn.data import build
+from conftest import WRITES_PAIRS, tiny_writes
 from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.data.generate import generate_hetero
 from ringgnn.sampling.links import HeteroLinkBatches
@@ -25,22 +26,13 @@ from ringgnn.training.loop import train_hetero_link
 from ringgnn.sampling.pairs import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 
 WRITES, REV = "author:writes:paper", "paper:rev_writes:author"
-PAIRS = [(a, p) for p in range(6) for a in range(5) if (a + p) % 3 != 0]  # 20 author-paper pairs
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """5 authors, 6 papers (features), 20 writes pairs with val (4, 4) and (0, 1) given, test
-    (3, 1): the reverse added."""
-    d = tmp_path_factory.mktemp("tiny")
-    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in PAIRS))
-    np.save(d / "x.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
-    np.save(d / "val.npy", np.array([[4, 4], [0, 1]]))
-    np.save(d / "test.npy", np.array([[3, 1]]))
-    build.build_hetero(d / "ds", [build.NodeType("author", 5), build.NodeType("paper", 6, features=d / "x.npy")],
-                       [build.Relation(WRITES, d / "w.csv", link_split={"val": d / "val.npy", "test": d / "test.npy"},
-                                       link_negatives=3)], add_reverse=True)
-    return ringgnn.Dataset.open(d / "ds")
+    (3, 1): the reverse added (``conftest.tiny_writes``)."""
+    return tiny_writes(tmp_path_factory.mktemp("tiny"))
 
 
 HELD = {(4, 4), (0, 1), (3, 1)}
@@ -84,7 +76,7 @@ def test_negatives_by_degree_follow_each_end_types_in_degree(tiny):
     """--neg-weight degree on a relation: each end's negatives by in-degree ** 0.75 over the
     relations entering its type (authors: rev_writes, papers: writes; the train pairs only), from
     the batch's stream, source draws first."""
-    train = sorted(set(PAIRS) - HELD)
+    train = sorted(set(WRITES_PAIRS) - HELD)
     deg = {"author": np.bincount([a for a, _ in train], minlength=5), "paper": np.bincount([p for _, p in train],
                                                                                           minlength=6)}
     b = HeteroLinkBatches(tiny, WRITES, HeteroNeighborSampler(tiny, [2, 2], seed=5), batch_size=4, neg_ratio=1.5,
@@ -133,7 +125,7 @@ def test_no_held_out_pair_is_ever_sampled_nor_its_reverse(tiny, seed, epoch, fan
             rows, cols = data[s].n_id.numpy()[ei[0]], data[d].n_id.numpy()[ei[1]]
             got = {(int(c), int(r_)) if key else (int(r_), int(c)) for r_, c in zip(rows, cols)}
             assert not got & HELD
-            assert got <= set(PAIRS)
+            assert got <= set(WRITES_PAIRS)
             seen += len(got)
     assert seen > 0
 
@@ -220,7 +212,7 @@ def test_node_task_refuses_relation(tiny, tmp_path, cli):
 
 def test_a_relation_without_negatives_or_incoming_relation_is_refused(tmp_path):
     d = tmp_path
-    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in PAIRS))
+    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in WRITES_PAIRS))
     build.build_hetero(d / "noneg", [build.NodeType("author", 5), build.NodeType("paper", 6)],
                        [build.Relation(WRITES, d / "w.csv", link_split="val=0.3,test=0.3", link_negatives=0)],
                        add_reverse=True)
@@ -298,7 +290,7 @@ CITE_PAIRS = [(a, b) for a in range(6) for b in range(6) if a != b and (a * 7 + 
 def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli):
     d = tmp_path
     (d / "c.csv").write_text("".join(f"{a},{b}\n" for a, b in CITE_PAIRS))
-    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in PAIRS))
+    (d / "w.csv").write_text("".join(f"{a},{p}\n" for a, p in WRITES_PAIRS))
     np.save(d / "x.npy", np.arange(12, dtype=np.float32).reshape(6, 2))
     np.save(d / "val.npy", np.array([list(CITE_PAIRS[0]), list(CITE_PAIRS[3])]))
     np.save(d / "test.npy", np.array([list(CITE_PAIRS[5]), list(CITE_PAIRS[7])]))
