@@ -65,13 +65,16 @@ def presample_sets(seeds: Sequence[Tuple[str, np.ndarray]], batch_size: int,
             for i in range(0, len(order), batch_size)]
 
 
-def presample(sampler: "HeteroNeighborSampler",
-              seed_sets: Sequence[Any]) -> Callable[[List[str]], Dict[str, np.ndarray]]:
+def presample(ds: HeteroDataset, fanouts: Mapping[str, List[int]], seed_sets: Sequence[Any], *,
+              replace: bool, direct: bool, seed: int) -> Callable[[List[str]], Dict[str, np.ndarray]]:
     """The plan's ``count_hits`` of the cache policy ``"presample"`` (``plan_hetero``): each row's
-    count in the samples of ``seed_sets``, drawn by ``sampler`` when the plan asks (only where a
-    cache can matter; its graph is opened then). Give a sampler that reads every relation from
-    disk (``backend="pread"``: it holds only the offset indexes, so the plan's room is not taken)."""
-    return lambda types: sampler.count_rows(seed_sets, types)
+    count in the samples of ``seed_sets``, drawn when the plan asks (only where a cache can matter)
+    by a sampler that reads every relation from disk with ``pread`` (it holds only the offset
+    indexes, so the plan's room is not taken)."""
+    def count(types: List[str]) -> Dict[str, np.ndarray]:
+        sampler = HeteroNeighborSampler(ds, fanouts, replace=replace, backend="pread", direct=direct, seed=seed)
+        return sampler.count_rows(seed_sets, types)
+    return count
 
 
 def open_hetero(dataset: Any, what: str) -> HeteroDataset:
@@ -450,8 +453,7 @@ class HeteroLoader(TypedEpochs):
             if self.cache_policy != "presample" or not len(self.seeds):
                 return {}
             sets = presample_sets([(self.target, self.seeds)], self.batch_size, _options.count(seed, "seed"))
-            reader = HeteroNeighborSampler(ds, fan, replace=replace, backend="pread", direct=bool(direct), seed=seed)
-            return dict(count_hits=presample(reader, sets))
+            return dict(count_hits=presample(ds, fan, sets, replace=replace, direct=bool(direct), seed=seed))
 
         if sampler is None:
             fan = relation_fanouts(ds, fanouts)

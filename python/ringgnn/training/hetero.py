@@ -169,20 +169,16 @@ class Typed:
         return self._node_run(task, ds, ranks, run_args, placed, dev, opts)
 
     def _plan(self, ds: Any, opts: Dict[str, Any], run_args: Dict[str, Any], resumed_cfg: Any, towers: int,
-              presampled: List[Tuple[str, Any]], reader: Optional[HeteroNeighborSampler] = None,
-              **sizes: Any) -> Any:
+              presampled: List[Tuple[str, Any]], **sizes: Any) -> Any:
         """The run's one plan (neighbor files, feature files, cache, and where each featureless
         type's ``towers`` embedding tables go, placed together); with ``--cache-policy presample``
         the cache's rows counted on look-ahead batches of ``presampled`` (the training seeds per
-        type: the target's, or the train pairs' two ends), sampled by ``reader`` (default: a
-        sampler reading every relation from disk, made for them)."""
+        type: the target's, or the train pairs' two ends)."""
         counted = {}
         if opts.get("cache_policy", "presample") == "presample":  # callers of prepare may leave it out
             sets = presample_sets(presampled, opts["batch_size"], opts["seed"])
-            if reader is None:
-                reader = HeteroNeighborSampler(ds, opts["fanouts"], backend="pread", direct=opts["direct"],
-                                               seed=opts["seed"])
-            counted = dict(count_hits=presample(reader, sets))
+            counted = dict(count_hits=presample(ds, opts["fanouts"], sets, replace=False, direct=opts["direct"],
+                                                seed=opts["seed"]))
         return plan_hetero(ds, opts["fanouts"], memory=_options.size(opts["memory"], "--memory"),
                            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"],
                            tables=dict.fromkeys(self.featureless, self.width * towers),
@@ -214,13 +210,11 @@ class Typed:
         # the library code training keeps touching, as every plan counts them).
         held = _options.held_memory() + _options.code_bytes(training=True)
         batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
-        # The probe's sampler (every relation read from disk, its graph open) draws the look-ahead
-        # batches the cache policy "presample" counts.
-        train_ids = ds.node_type(target).split("train")
-        plan = self._plan(ds, opts, run_args, resumed_cfg, 1, [(target, train_ids)], reader=probe.sampler,
-                          target=target, batch_size=batch_size, seeds=len(train_ids),
-                          reserve=training_reserve(net), batch_bytes=batch_bytes, process=held)
         del probe
+        plan = self._plan(ds, opts, run_args, resumed_cfg, 1, [(target, ds.node_type(target).split("train"))],
+                          target=target, batch_size=batch_size,
+                          seeds=len(ds.node_type(target).split("train")), reserve=training_reserve(net),
+                          batch_bytes=batch_bytes, process=held)
         cfg = dict(run_args["hetero"], **({"external": plan.file_tables} if plan.file_tables else {}))
         run_args["hetero"] = cfg
         torch.manual_seed(opts["seed"])
