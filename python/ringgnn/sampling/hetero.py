@@ -341,8 +341,8 @@ class HeteroNeighborSampler(ProcessLocal):
                    epoch: int = PRESAMPLE_EPOCH) -> Dict[str, np.ndarray]:
         """Per node type of ``types``, in how many of the samples of ``seed_sets`` (batch ``i`` of
         epoch ``epoch`` around ``seed_sets[i]``, seeds per type as :meth:`sample_typed` takes
-        them, :data:`PRESAMPLE_GROUP` sampled together) each of its nodes is (uint32): the hits
-        of the cache policy ``"presample"``."""
+        them, :data:`PRESAMPLE_GROUP` sampled together) each of
+        its nodes is (uint32): the hits of the cache policy ``"presample"``."""
         n = self.dataset.num_nodes_dict
         hits = {t: np.zeros(n[self.dataset.check_type(t)], dtype=np.uint32) for t in types}
         for lo in range(0, len(seed_sets), PRESAMPLE_GROUP):
