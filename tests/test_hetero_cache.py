@@ -96,9 +96,8 @@ def test_batches_are_identical_and_hits_are_counted(typed, backend, monkeypatch)
     monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
     ds = ringgnn.Dataset.open(typed)
     # Memory: the offset indexes (84 bytes), the cache and 30 bytes: feature files stay on disk.
-    # Rows ranked by out-degree (the ranking worked out by hand above).
     kw = dict(seeds="train", batch_size=2, shuffle=True, seed=3, threads=2, feature_backend=backend,
-              memory=2 * (84 + 48 + 30), cache_policy="degree")
+              memory=2 * (84 + 48 + 30))
     plain = HeteroLoader(typed, [2, 2], "paper", cache=0, **kw)
     cached = HeteroLoader(typed, [2, 2], "paper", cache=48, **kw)
     assert cached.features.cached_rows() == {"author": 2, "paper": 1}
@@ -143,55 +142,3 @@ def test_memory_backend_holds_files_and_no_cache(typed):
     assert loader.features.cached_rows() == {"author": 0, "paper": 0}
     b = next(iter(loader))
     assert np.array_equal(b["paper"].x.numpy(), np.arange(20, dtype=np.float32).reshape(5, 4)[b["paper"].n_id])
-
-
-def test_presample_counts_the_look_ahead_batches_and_caches_their_most_sampled_rows(typed, monkeypatch):
-    """``cache_policy="presample"`` (the default, as for ``Loader``): a row's hits are the
-    look-ahead batches whose samples hold it, counted before the plan; the cache takes the top
-    rows by those hits per byte; batches are the same whatever the policy."""
-    from ringgnn import HeteroNeighborSampler, _options
-    from ringgnn.sampling import hetero
-
-    monkeypatch.setattr(_options, "held_memory", lambda: 0)
-    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
-    ds = ringgnn.Dataset.open(typed)
-    # The look-ahead seeds: min(5, 64 * 2) = all 5 training papers, drawn without repeats by the
-    # seed, in batches of 2, the same for the same seed.
-    sets = hetero.presample_sets([("paper", np.arange(5))], 2, 3)
-    assert [len(s[0][1]) for s in sets] == [2, 2, 1] and all(s[0][0] == "paper" for s in sets)
-    assert sorted(np.concatenate([s[0][1] for s in sets]).tolist()) == [0, 1, 2, 3, 4]
-    again = hetero.presample_sets([("paper", np.arange(5))], 2, 3)
-    assert all(np.array_equal(a[0][1], b[0][1]) for a, b in zip(sets, again))
-    # Two ends of pairs are drawn together (a link run's train pairs), each batch a pair's two ends.
-    ends = hetero.presample_sets([("author", np.array([0, 1, 2])), ("paper", np.array([10, 11, 12]))], 2, 0)
-    assert all(np.array_equal(a + 10, p) for (_, a), (_, p) in ends)
-    # Counted by hand: batch i of the presample epoch around each set, a node once per sample.
-    fan = {r: [2, 2] for r in ALL}
-    sampler = HeteroNeighborSampler(ds, fan, backend="pread", seed=3)
-    hits = sampler.count_rows(sets, ["author", "paper"])
-    for t in ("author", "paper"):
-        want = np.zeros(ds.num_nodes_dict[t], dtype=np.uint32)
-        for i, s in enumerate(sets):
-            smp = sampler.sample_typed(s, epoch=hetero.PRESAMPLE_EPOCH, batch=i)
-            want[smp.node[t]] += 1 if t in smp.node else 0
-        assert hits[t].dtype == np.uint32 and np.array_equal(hits[t], want)
-    # The loader's cache holds the top rows by those hits per byte (48 bytes), not by degree.
-    kw = dict(seeds="train", batch_size=2, shuffle=True, seed=3, threads=2, feature_backend="pread",
-              memory=2 * (84 + 48 + 30), cache=48)
-    loader = HeteroLoader(typed, [2, 2], "paper", **kw)
-    assert loader.cache_policy == "presample"
-    want = choose_cache_rows(hits, row_bytes(ds), 48)
-    assert {t: ids.tolist() for t, ids in loader.plan.cache.ids.items()} == \
-        {t: ids.tolist() for t, ids in want.ids.items()}
-    by_degree = HeteroLoader(typed, [2, 2], "paper", cache_policy="degree", **kw)
-    assert by_degree.features.cached_rows() == {"author": 2, "paper": 1}
-    assert loader.features.cached_rows() != by_degree.features.cached_rows()  # the policies differ here
-    # The plan says which hits ranked the rows.
-    assert "rows ranked by hits per byte held across types, a row's hits its count in look-ahead batches)" in \
-        loader.plan.text()
-    assert "a row's hits its out-degree in the sampled relations)" in by_degree.plan.text()
-    for x, y in zip(_batches(loader), _batches(by_degree)):
-        assert all(np.array_equal(x[t][0], y[t][0]) for t in x)
-        assert all(x[t][1] is None or np.array_equal(x[t][1], y[t][1]) for t in x)
-    with pytest.raises(ringgnn.InputError, match="cache_policy"):
-        HeteroLoader(typed, [2, 2], "paper", cache_policy="lru")

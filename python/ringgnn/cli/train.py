@@ -68,9 +68,8 @@ def add_parser(sub: Any) -> None:
                    help="hot feature rows kept in memory (default: what --memory leaves; 0: none); on a heterogeneous "
                         "dataset one budget across the node types, rows ranked by expected hits per byte")
     p.add_argument("--cache-policy", choices=CACHE_POLICIES, default="presample",
-                   help="rows to cache: most accessed in look-ahead sampling (default) or highest degree (in-degree; "
-                        "on a heterogeneous dataset each row's out-degree in the sampled relations), ranked across "
-                        "node types by hits per byte")
+                   help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree "
+                        "(homogeneous datasets: a typed run ranks each type's rows by expected hits per byte)")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
                    help="budget of the whole process (of each rank under torchrun): runtime, model, sampler, "
                         "cache, buffers (default: what the process holds plus half the available memory, "

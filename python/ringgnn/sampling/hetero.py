@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -44,38 +44,6 @@ from .sampler import ProcessLocal
 from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
-
-#: Look-ahead batches the cache policy ``"presample"`` counts rows on (as many as the
-#: homogeneous loader's), sampled :data:`PRESAMPLE_GROUP` at a time as hyperbatches, as batches of
-#: epoch :data:`PRESAMPLE_EPOCH` (no epoch of a run, nor the probe's).
-PRESAMPLE_BATCHES = 64
-PRESAMPLE_GROUP = 8
-PRESAMPLE_EPOCH = 2**64 - 5
-
-
-def presample_sets(seeds: Sequence[Tuple[str, np.ndarray]], batch_size: int,
-                   seed: int) -> List[List[Tuple[str, np.ndarray]]]:
-    """The seeds of the :data:`PRESAMPLE_BATCHES` look-ahead batches of ``seeds`` ((node type,
-    ids) pairs, arrays of one length: a node task's target ids, a link task's pairs' two ends),
-    drawn together by ``seed`` as an epoch of :data:`PRESAMPLE_EPOCH` would shuffle them."""
-    n = len(seeds[0][1])
-    order = np.random.default_rng([seed, PRESAMPLE_EPOCH]).choice(n, min(n, PRESAMPLE_BATCHES * batch_size),
-                                                                  replace=False)
-    return [[(t, np.asarray(ids[order[i:i + batch_size]], dtype=np.int64)) for t, ids in seeds]
-            for i in range(0, len(order), batch_size)]
-
-
-def presample(ds: HeteroDataset, fanouts: Mapping[str, List[int]], seed_sets: Sequence[Any], *,
-              replace: bool, direct: bool, seed: int) -> Callable[[List[str]], Dict[str, np.ndarray]]:
-    """The plan's ``count_hits`` of the cache policy ``"presample"`` (``plan_hetero``): each row's
-    count in the samples of ``seed_sets``, drawn when the plan asks (only where a cache can matter)
-    by a sampler that reads every relation from disk with ``pread`` (it holds only the offset
-    indexes, so the plan's room is not taken)."""
-    def count(types: List[str]) -> Dict[str, np.ndarray]:
-        sampler = HeteroNeighborSampler(ds, fanouts, replace=replace, backend="pread", direct=direct, seed=seed)
-        return sampler.count_rows(seed_sets, types)
-    return count
-
 
 def open_hetero(dataset: Any, what: str) -> HeteroDataset:
     """``dataset`` (a :class:`HeteroDataset` or a path) opened, refused with a clear error when
@@ -337,22 +305,6 @@ class HeteroNeighborSampler(ProcessLocal):
         outs = self._sampler().sample_many(requests, _options.count(epoch, "epoch"))
         return [self._sample(o, t) for o, t in zip(outs, typed)]
 
-    def count_rows(self, seed_sets: Sequence[Any], types: Sequence[str], *,
-                   epoch: int = PRESAMPLE_EPOCH) -> Dict[str, np.ndarray]:
-        """Per node type of ``types``, in how many of the samples of ``seed_sets`` (batch ``i`` of
-        epoch ``epoch`` around ``seed_sets[i]``, seeds per type as :meth:`sample_typed` takes
-        them, :data:`PRESAMPLE_GROUP` sampled together) each of
-        its nodes is (uint32): the hits of the cache policy ``"presample"``."""
-        n = self.dataset.num_nodes_dict
-        hits = {t: np.zeros(n[self.dataset.check_type(t)], dtype=np.uint32) for t in types}
-        for lo in range(0, len(seed_sets), PRESAMPLE_GROUP):
-            group = list(seed_sets[lo:lo + PRESAMPLE_GROUP])
-            for s in self.sample_many(group, range(lo, lo + len(group)), epoch=epoch):
-                for t, ids in s.node.items():
-                    if t in hits:
-                        hits[t][ids] += 1  # a sample holds each node once
-        return hits
-
     def bound(self, seeds: Mapping[str, int]) -> Dict[str, Any]:
         """Upper bounds on one sample with ``seeds[t]`` seeds of each type ``t``: ``nodes`` per
         type, ``edges`` per relation, ``sample_bytes`` (the sample handed out) and
@@ -402,11 +354,8 @@ class HeteroLoader(TypedEpochs):
     within ``memory``; ``plan.text()`` says why): per relation its neighbor file, per type its
     feature file (``feature_backend="auto"``; ``memory`` holds them all, ``uring``/``pread``
     none), and the hot-row cache. ``cache``: None lets the plan size it; bytes (or "64M") fix it,
-    0 for none; one budget across the node types, rows ranked by hits per byte held
-    (``ringgnn.sampling.features``); ``cache_policy`` says what a row's hits are, as for
-    :class:`ringgnn.Loader`: ``"presample"`` (default) the look-ahead batches that hold it
-    (:data:`PRESAMPLE_BATCHES` batches of the seeds sampled before the plan, relations read from
-    disk), ``"degree"`` its out-degree in the sampled relations; batches are the same with or
+    0 for none; one budget across the node types, rows ranked by expected hits (out-degree in the
+    sampled relations) per byte held (``ringgnn.sampling.features``); batches are the same with or
     without it. Given a ``sampler``, its plan decides if it was made with the features (a training
     run's), else the features and cache are planned in what its placement leaves. ``features``:
     another loader's ``features`` (the per-type readers and the cache), shared instead of made.
@@ -435,7 +384,7 @@ class HeteroLoader(TypedEpochs):
                  memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
                  cache: Union[None, int, str] = None, features: Optional[TypedRows] = None,
                  hyperbatch: Union[int, str] = "auto", staging_dir: Optional[PathLike] = None,
-                 staging_cap: Union[None, int, str] = None, cache_policy: str = "presample"):
+                 staging_cap: Union[None, int, str] = None):
         ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
         self.target = ds.check_type(target)
         part = ds.node_type(target)
@@ -445,28 +394,19 @@ class HeteroLoader(TypedEpochs):
         self.feature_backend = _options.backend(feature_backend, "feature_backend")
         self.cache = _options.size(cache, "cache")
         memory = _options.size(memory, "memory")
-        self.cache_policy = _options.cache_policy(cache_policy)
         plan_args = dict(target=self.target, batch_size=self.batch_size, seeds=len(self.seeds),
                          feature_backend=self.feature_backend, cache=self.cache)
-
-        def counted(fan: Mapping[str, List[int]], replace: bool) -> Dict[str, Any]:
-            if self.cache_policy != "presample" or not len(self.seeds):
-                return {}
-            sets = presample_sets([(self.target, self.seeds)], self.batch_size, _options.count(seed, "seed"))
-            return dict(count_hits=presample(ds, fan, sets, replace=replace, direct=bool(direct), seed=seed))
-
         if sampler is None:
             fan = relation_fanouts(ds, fanouts)
             self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.backend(backend),
-                                    **counted(fan, bool(replace)), **plan_args)
+                                    **plan_args)
             sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
                                             memory=memory, plan=self.plan)
         elif sampler.plan().features or not feature_types(ds):
             self.plan = sampler.plan()  # a run's plan: the sampler's files, the features and the cache
         else:
             self.plan = plan_hetero(ds, sampler.fanouts, memory=memory if memory is not None else sampler.memory,
-                                    fixed_relations=sampler.placement(), **counted(sampler.fanouts, sampler.replace),
-                                    **plan_args)
+                                    fixed_relations=sampler.placement(), **plan_args)
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.seed = _options.count(seed, "seed")
         self.direct = bool(direct)

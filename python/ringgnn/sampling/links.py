@@ -290,10 +290,8 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
         link = LinkPairs(ds, int(seed), NegativeSampling("binary", neg_ratio, neg_weight), types=self.types)
         super().__init__(ds.relation(self.relation), link, batch_size, "train" if pairs is None else pairs,
                          shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
-        if features is None:  # the readers (and cache) a loader of this sampler would make; rows ranked by
-            # degree: a node loader's look-ahead batches are not these pairs' (a training run's plan counts them)
-            features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler,
-                                    cache_policy="degree").features
+        if features is None:  # the readers (and cache) a loader of this sampler would make
+            features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
         # Link batches carry no labels.
         TypedEpochs.__init__(self, sampler, features, sampler.plan(), self.types[1], False, threads=threads,
                              prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)

@@ -17,10 +17,8 @@ each type at each hop (the seeds, then per relation ``frontier(dst) * min(fanout
 new sources, at most the type's count; with no target or batch size, every frontier is the whole
 type). A relation read at hop ``k`` costs about a page per frontier node's list, at most its
 whole file (a dense frontier reads about the whole file per hop); a type's features a page per
-sampled row, at most its whole file; a cached row saves its type's bytes per hit times its hits:
-with the cache policy ``"presample"`` the times it is in look-ahead batches sampled before the
-run (``HeteroNeighborSampler.count_rows``), with ``"degree"`` its out-degree in the relations read
-(``ringgnn.sampling.features.source_hits``).
+sampled row, at most its whole file; a cached row saves its type's bytes per hit times its hits
+(its out-degree in the relations read: ``hetero_features.source_hits``).
 
 **Choice.** Greedy by value per byte: whole files (relations and feature files) in order of
 saved bytes per byte held (ties: larger first, then name), merged with the cache's groups of rows
@@ -34,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -64,8 +62,7 @@ class Choice:
 class HeteroPlan:
     """What a heterogeneous sampler and loader hold (see the module docs). ``relations`` and
     ``features`` per relation and per type with features; ``cache`` the rows of the hot-row
-    cache (None: no cache) and ``hits``, what its rows' hits are (the cache policy's words);
-    ``batches``: per epoch (1 when unknown: values are then per batch)."""
+    cache (None: no cache); ``batches``: per epoch (1 when unknown: values are then per batch)."""
 
     budget: int
     process: int
@@ -81,7 +78,6 @@ class HeteroPlan:
     batch_bytes: int = 0
     notes: List[str] = field(default_factory=list)
     tables: Dict[str, Choice] = field(default_factory=dict)
-    hits: str = "out-degree in the sampled relations"
 
     @property
     def file_tables(self) -> List[str]:
@@ -140,7 +136,7 @@ class HeteroPlan:
         else:
             rows = ", ".join(f"{t} {n:,} rows" for t, n in self.cache.rows().items() if n) or "no rows"
             lines.append(f"  hot-row cache: {_b(self.cache.total)} ({rows}; rows ranked by hits per byte held across "
-                         f"types, a row's hits its {self.hits}), saves about {_b(self.cache_saved)} read {unit}")
+                         f"types), saves about {_b(self.cache_saved)} read {unit}")
         lines += [f"  {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -239,8 +235,8 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
                 backend: str = "auto", feature_backend: Optional[str] = None, cache: Optional[int] = None,
                 fixed_relations: Optional[Tuple[str, List[str]]] = None, process: Optional[int] = None,
                 reserve: int = 0, batch_bytes: Optional[int] = None,
-                tables: Optional[Mapping[str, int]] = None, fixed_tables: Optional[Mapping[str, bool]] = None,
-                count_hits: Optional[Callable[[List[str]], Dict[str, np.ndarray]]] = None) -> HeteroPlan:
+                tables: Optional[Mapping[str, int]] = None, fixed_tables: Optional[Mapping[str, bool]] = None
+                ) -> HeteroPlan:
     """The plan (see the module docs). ``feature_backend`` None: no features (a sampler alone);
     ``cache`` None: as the plan decides, 0: none, else that many bytes; ``seeds``: seeds per
     epoch (with ``batch_size``, the batches an epoch has); ``fixed_relations``: a placement
@@ -253,9 +249,7 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
     per featureless type the model learns, its embedding table's width (held: the table, its
     gradient and Adam's two moments, 16 bytes per value; in files: a page per sampled row read
     and written per array and step, ``ringgnn.models.tables``); ``fixed_tables``: placements
-    already made (a resumed run's: True held); ``count_hits``: per node type asked, each row's
-    hits (the cache policy ``"presample"``: counted on look-ahead batches, called only where a
-    cache can matter), default its out-degree in the relations read (``"degree"``)."""
+    already made (a resumed run's: True held)."""
     if process is None:
         process = _options.held_memory() + _options.code_bytes(training=True)
     process = int(process) + int(reserve)
@@ -355,8 +349,7 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
                       and (cache is not None or total_files > room or kept_on_disk))
     if want_cache:
         read = [r for r, f in fanouts.items() if any(f)]
-        hits = (count_hits(disk_types) if count_hits is not None
-                else {t: source_hits(ds, t, read) for t in disk_types})
+        hits = {t: source_hits(ds, t, read) for t in disk_types}
     rb = row_bytes(ds) if with_features else {}
     per_hit = {t: saved_feat[t] / max(1, int(hits[t].sum(dtype=np.uint64))) for t in hits}
     groups = ranked_groups(hits, rb) if hits else []
@@ -441,8 +434,7 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
                       batch_bytes=left // 2 if batch_bytes is None else int(batch_bytes), relations=relations,
                       features=features,
                       cache=choice, cache_saved=cache_saved, disk_backend=rel_disk, feature_disk_backend=feat_disk,
-                      batches=batches, notes=notes, tables=table_choices,
-                      **({"hits": "count in look-ahead batches"} if count_hits is not None else {}))
+                      batches=batches, notes=notes, tables=table_choices)
 
 
 __all__ = ("Choice", "HeteroPlan", "PAGE", "expected_reads", "plan_hetero", "probe_batch_bytes", "relation_bytes",

@@ -52,7 +52,7 @@ from ..models.checkpoints import LAST, config_mismatch, save
 from ..models.gnn import build_decoder
 from ..models.hetero import HeteroModel, hetero_batch_to_dicts
 from ..models.tables import FileTable, load_tables, prune_tables, save_tables
-from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, presample, presample_sets, relation_fanouts
+from ..sampling.hetero import HeteroLoader, HeteroNeighborSampler, relation_fanouts
 from ..sampling.links import HeteroLinkBatches
 from ..sampling.plan import plan_hetero, probe_batch_bytes, training_reserve
 
@@ -91,6 +91,7 @@ class Typed:
     #: The loop's options a typed run refuses, with their defaults and why (what the typed data
     #: and loader lack; ``ringgnn train --help`` says so too).
     REFUSED = {
+        "cache_policy": ("presample", "a typed run's cache ranks each type's rows by expected hits per byte"),
         "gpu_cache": (None, "the GPU tier holds rows of one feature file, a typed dataset has one per type"),
     }
 
@@ -169,21 +170,13 @@ class Typed:
         return self._node_run(task, ds, ranks, run_args, placed, dev, opts)
 
     def _plan(self, ds: Any, opts: Dict[str, Any], run_args: Dict[str, Any], resumed_cfg: Any, towers: int,
-              presampled: List[Tuple[str, Any]], **sizes: Any) -> Any:
+              **sizes: Any) -> Any:
         """The run's one plan (neighbor files, feature files, cache, and where each featureless
-        type's ``towers`` embedding tables go, placed together); with ``--cache-policy presample``
-        the cache's rows counted on look-ahead batches of ``presampled`` (the training seeds per
-        type: the target's, or the train pairs' two ends)."""
-        counted = {}
-        if opts.get("cache_policy", "presample") == "presample":  # callers of prepare may leave it out
-            sets = presample_sets(presampled, opts["batch_size"], opts["seed"])
-            counted = dict(count_hits=presample(ds, opts["fanouts"], sets, replace=False, direct=opts["direct"],
-                                                seed=opts["seed"]))
+        type's ``towers`` embedding tables go, placed together)."""
         return plan_hetero(ds, opts["fanouts"], memory=_options.size(opts["memory"], "--memory"),
                            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"],
                            tables=dict.fromkeys(self.featureless, self.width * towers),
-                           fixed_tables=_table_placement(self.featureless, self.embed_tables, resumed_cfg),
-                           **counted, **sizes)
+                           fixed_tables=_table_placement(self.featureless, self.embed_tables, resumed_cfg), **sizes)
 
     def _node_run(self, task: Any, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed_cfg: Any, dev: Any,
                   opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
@@ -211,8 +204,7 @@ class Typed:
         held = _options.held_memory() + _options.code_bytes(training=True)
         batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
         del probe
-        plan = self._plan(ds, opts, run_args, resumed_cfg, 1, [(target, ds.node_type(target).split("train"))],
-                          target=target, batch_size=batch_size,
+        plan = self._plan(ds, opts, run_args, resumed_cfg, 1, target=target, batch_size=batch_size,
                           seeds=len(ds.node_type(target).split("train")), reserve=training_reserve(net),
                           batch_bytes=batch_bytes, process=held)
         cfg = dict(run_args["hetero"], **({"external": plan.file_tables} if plan.file_tables else {}))
@@ -238,9 +230,7 @@ class Typed:
             task.hold(rel, s)
         most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * task.neg.amount)))
         # Each tower has its own table of a featureless type: the plan places both together.
-        train = rel.edge_split("train", mmap=True)
-        ends = [(task.edge_type[0], train[0]), (task.edge_type[2], train[1])]
-        plan = self._plan(ds, opts, run_args, resumed_cfg, len(sides), ends, target=task.edge_type[2], batch_size=most,
+        plan = self._plan(ds, opts, run_args, resumed_cfg, len(sides), target=task.edge_type[2], batch_size=most,
                           seeds=rel.manifest["edge_splits"]["train"]["edges"])
         if plan.file_tables:
             self.cfg = dict(self.cfg, **{side: dict(self.cfg[side], external=plan.file_tables) for side in sides})
