@@ -14,9 +14,7 @@ use std::path::PathBuf;
 use crate::builder::{build_graph_split, GraphSummary, NO_EDGES};
 use crate::input::{self, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions};
-use crate::manifest::{
-    FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME,
-};
+use crate::manifest::{FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME};
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 pub use crate::options::{GraphOptions, SelfLoops, SplitSpec, TimeInput, TimeOptions};
 use crate::progress::Progress;

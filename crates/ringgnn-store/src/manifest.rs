@@ -220,7 +220,13 @@ impl TimeRange {
     /// The range of `times`, or None when it is empty.
     pub fn of(times: &[i64]) -> Option<Self> {
         let (&first, rest) = times.split_first()?;
-        Some(rest.iter().fold(TimeRange { min: first, max: first }, |r, &t| r.with(t)))
+        Some(rest.iter().fold(
+            TimeRange {
+                min: first,
+                max: first,
+            },
+            |r, &t| r.with(t),
+        ))
     }
     /// This range grown to hold `t`.
     pub fn with(self, t: i64) -> Self {
@@ -387,7 +393,10 @@ impl Manifest {
                 ));
             }
         }
-        for (key, range) in [("edge_times", self.edge_times), ("node_times", self.node_times)] {
+        for (key, range) in [
+            ("edge_times", self.edge_times),
+            ("node_times", self.node_times),
+        ] {
             if range.is_some() != self.files.contains_key(key) {
                 return Err(format!(
                     "'{key}' and files.{key} must be both present or both absent"

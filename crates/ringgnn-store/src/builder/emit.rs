@@ -199,8 +199,7 @@ impl CscEmitter {
             for chunk in keys.chunks(CHUNK) {
                 self.time_buf.clear();
                 self.time_buf.extend(chunk.iter().map(|k| k.time()));
-                self.time_range =
-                    TimeRange::union(self.time_range, TimeRange::of(&self.time_buf));
+                self.time_range = TimeRange::union(self.time_range, TimeRange::of(&self.time_buf));
                 w.write_i64s(&self.time_buf)?;
             }
             self.time_buf.clear();

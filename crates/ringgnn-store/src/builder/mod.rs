@@ -71,7 +71,11 @@ pub fn spill_bytes(num_nodes: u64, edges: u64, timed: bool) -> u64 {
     if edges <= MAX_BUFFER_KEYS as u64 {
         return 0;
     }
-    edges.saturating_mul(if num_nodes <= 1 << 32 && !timed { 8 } else { 16 })
+    edges.saturating_mul(if num_nodes <= 1 << 32 && !timed {
+        8
+    } else {
+        16
+    })
 }
 
 /// Edges per chunk handed from the reader thread to the partitioner.
@@ -192,14 +196,14 @@ fn build_with(
 ) -> Result<GraphSummary> {
     let narrow_ok = source.ids_fit_u32() || opts.num_nodes.is_some_and(|n| n <= 1 << 32);
     if source.timed() {
-        return build::<TimedKey>(source, opts, link, staging, progress, sizes).map_err(|e| {
-            match e {
+        return build::<TimedKey>(source, opts, link, staging, progress, sizes).map_err(
+            |e| match e {
                 Error::Input(m) if m == NEEDS_WIDE => Error::Input(
                     "edge times need node ids below 2^32; this graph has larger ones".into(),
                 ),
                 e => e,
-            }
-        });
+            },
+        );
     }
     if narrow_ok {
         return build::<u64>(source, opts, link, staging, progress, sizes);

@@ -43,11 +43,10 @@ pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Mani
         total.saturating_mul(if opts.graph.undirected { 2 } else { 1 }),
     );
     let mut need = Need::new();
-    need.graph("the graph", n, keys)
-        .add(
-            "the sort's spill",
-            spill_bytes(n, keys, opts.graph.times.edges.is_some()),
-        );
+    need.graph("the graph", n, keys).add(
+        "the sort's spill",
+        spill_bytes(n, keys, opts.graph.times.edges.is_some()),
+    );
     staging.check_room(&need)?;
     let graph_opts = GraphOptions {
         num_nodes: Some(1u64 << opts.scale),
