@@ -134,8 +134,9 @@ const PURPOSE_EDGE_TIMES: u64 = 0x7E;
 const PURPOSE_NODE_TIMES: u64 = 0x7F;
 
 impl TimeGen {
-    /// `uniform` or `growth` with `range` (`[lo, hi)`, uniform only), checked.
-    pub fn parse(kind: &str, seed: u64, range: Option<(i64, i64)>) -> Result<Self> {
+    /// `uniform` or `growth` (the value of `option`) with `range` (`[lo, hi)`, uniform only),
+    /// checked.
+    pub fn parse(option: &str, kind: &str, seed: u64, range: Option<(i64, i64)>) -> Result<Self> {
         match kind {
             "uniform" => {
                 let (lo, hi) = range.unwrap_or(UNIFORM_RANGE);
@@ -147,10 +148,10 @@ impl TimeGen {
                 Ok(TimeGen::Uniform { seed, lo, hi })
             }
             "growth" if range.is_some() => input_err!(
-                "--time-range applies to uniform times; growth times are the edges' indices in generation order"
+                "--time-range applies to uniform times; {option} growth gives each item its index in generation order"
             ),
             "growth" => Ok(TimeGen::Growth),
-            _ => input_err!("--edge-time '{kind}' is not known; use uniform or growth"),
+            _ => input_err!("{option} '{kind}' is not known; use uniform or growth"),
         }
     }
 
@@ -375,6 +376,33 @@ pub fn attach_node_times(
     }
 }
 
+/// The times a generator draws with `seed`: `edges` and `nodes` each `uniform` or `growth`
+/// (None: no times), uniform ones in `range` (default [`UNIFORM_RANGE`]).
+pub fn generated(
+    edges: Option<&str>,
+    nodes: Option<&str>,
+    range: Option<(i64, i64)>,
+    seed: u64,
+) -> Result<TimeOptions> {
+    if range.is_some() && edges != Some("uniform") && nodes != Some("uniform") {
+        return input_err!(
+            "--time-range applies to uniform times; give --edge-time uniform or --node-time uniform"
+        );
+    }
+    // The range is the uniform ones'; growth times are indices.
+    let gen = |option, kind: Option<&str>| {
+        kind.map(|k| {
+            let range = range.filter(|_| k == "uniform");
+            TimeGen::parse(option, k, seed, range).map(TimeInput::Generated)
+        })
+        .transpose()
+    };
+    Ok(TimeOptions {
+        edges: gen("--edge-time", edges)?,
+        nodes: gen("--node-time", nodes)?,
+    })
+}
+
 /// Check before a build that the time files can be read as times (their lengths are checked
 /// as the build meets the edges and learns the node count).
 pub fn check(times: &TimeOptions) -> Result<()> {
@@ -404,7 +432,7 @@ mod tests {
 
     #[test]
     fn generated_times_are_deterministic_and_in_range() {
-        let g = TimeGen::parse("uniform", 9, Some((-10, 10))).unwrap();
+        let g = TimeGen::parse("--edge-time", "uniform", 9, Some((-10, 10))).unwrap();
         let mut a = GeneratedTimes::new(g);
         let (mut x, mut y) = (Vec::new(), Vec::new());
         a.fill(&mut x, 1000).unwrap();
@@ -421,8 +449,13 @@ mod tests {
         growth.fill(&mut z, 3).unwrap();
         growth.fill(&mut z, 2).unwrap();
         assert_eq!(z, [0, 1, 2, 3, 4]);
-        assert!(TimeGen::parse("uniform", 0, Some((5, 5))).is_err());
-        assert!(TimeGen::parse("growth", 0, Some((0, 5))).is_err());
-        assert!(TimeGen::parse("later", 0, None).is_err());
+        let e = |k, r| {
+            TimeGen::parse("--edge-time", k, 0, r)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(e("uniform", Some((5, 5))).contains("--time-range 5,5 is empty"));
+        assert!(e("growth", Some((0, 5))).contains("--time-range applies to uniform times"));
+        assert!(e("later", None).contains("--edge-time 'later' is not known"));
     }
 }
