@@ -146,6 +146,11 @@ def test_node_times_of_the_wrong_length_or_dtype(cli, tmp_path):
     convert_fails(cli, tmp_path, "--node-time", tmp_path / "f.npy", message=["f.npy", "found float32"])
 
 
+def test_link_splits_with_edge_times_are_refused(cli, tmp_path, times_npy):
+    convert_fails(cli, tmp_path, "--edge-time", times_npy, "--link-split", "val=0.2",
+                  message="--link-split and --edge-time cannot be combined yet")
+
+
 def test_times_are_refused_for_importer_inputs(cli, tmp_path, times_npy):
     r = cli("convert", tmp_path / "e.parquet", tmp_path / "ds", "-q", "--edge-time", times_npy)
     assert r.code == 1 and "--edge-time apply to an edge-list INPUT" in r.err and "table" in r.err, r.err

@@ -126,6 +126,12 @@ pub fn build_graph_split(
     progress: &dyn Progress,
 ) -> Result<GraphSummary> {
     check_memory(opts.memory)?;
+    if link.is_some() && opts.times.edges.is_some() {
+        // The holdout meets a pair's copies together only in (dst, src) order.
+        return crate::input_err!(
+            "--link-split and --edge-time cannot be combined yet: edge splits are made on graphs without edge times"
+        );
+    }
     // The split files' write buffers and any listed pairs come out of the sort space.
     let reserve = link.map_or(0, LinkPlan::memory);
     if let Some(g) = link.and_then(LinkPlan::given) {

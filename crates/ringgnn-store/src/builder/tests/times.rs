@@ -162,6 +162,33 @@ fn times_of_the_wrong_count_name_both_counts() {
 }
 
 #[test]
+fn link_splits_with_times_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.npy");
+    write_npy(&path, "<i8", &[1], false, &[0u8; 8]).unwrap();
+    let o = GraphOptions {
+        times: TimeOptions {
+            edges: Some(TimeInput::File(path)),
+            nodes: None,
+        },
+        ..opts(false, false, false, None)
+    };
+    let plan = crate::link::LinkPlan::Fractions {
+        fractions: vec![("val".into(), 0.5)],
+        seed: 0,
+    };
+    let mut staging = Staging::create(&dir.path().join("ds"), false, &crate::NoProgress).unwrap();
+    let mut src = VecSource::new(vec![(0, 1)]);
+    let e = build_graph_split(&mut src, &o, Some(&plan), &mut staging, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--link-split and --edge-time cannot be combined yet"),
+        "{e}"
+    );
+}
+
+#[test]
 fn times_need_ids_below_2_32() {
     let r = build_timed(
         &[(0, 1 << 33)],
