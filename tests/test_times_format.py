@@ -1,7 +1,14 @@
 """Edge and node times in the format (docs/FORMAT.md, Times): `convert --edge-time/--node-time`
 on every edge-list input, `generate rmat|sbm --edge-time/--node-time`, `verify` and `info`;
 exact lists on tiny graphs, and every bad input failing cleanly (exit 1, the file named, nothing
-left behind)."""
+left behind).
+
+`tests/fixtures/v3-times-tiny` (format version 3: edge and node times) was built on 2026-11-29
+with:
+    printf '2 1\n7 1\n0 1\n1 1\n3 0\n' > edges.txt
+    ringgnn.data.build.convert('edges.txt', 'v3-times-tiny', edge_time='t.npy', node_time='n.npy')
+with t = [5, 3, 3, 9, -4] and n = arange(10, 18) (int64). Never regenerate it: a new format
+version gets a new fixture beside it."""
 
 from __future__ import annotations
 
@@ -40,6 +47,15 @@ def reference(edges, times, undirected=False, drop=False, dedup=False):
         if undirected and s != d:
             lists[s].append((t, d))
     return [sorted(set(x)) if dedup else sorted(x) for x in lists]
+
+
+def test_the_v3_fixture_reads_and_verifies(cli):
+    out = Path(__file__).parent / "fixtures" / "v3-times-tiny"
+    m, lists = read(out)
+    assert (m["version"], m["num_nodes"], m["num_edges"]) == (3, 8, 5)
+    assert lists[1] == [(3, 0), (3, 7), (5, 2), (9, 1)] and lists[0] == [(-4, 3)]
+    assert np.fromfile(out / "node_times.bin", dtype="<i8")[:8].tolist() == list(range(10, 18))
+    assert cli("verify", out, "-q").code == 0
 
 
 @pytest.fixture
