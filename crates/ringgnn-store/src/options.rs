@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use crate::times::TimeGen;
 use crate::{input_err, Result};
 
 /// What to do with edges u->u.
@@ -30,6 +31,30 @@ pub struct GraphOptions {
     pub memory: u64,
     /// Worker threads (>= 1).
     pub threads: usize,
+    /// Edge and node times, when the graph has them (docs/FORMAT.md "Times").
+    pub times: TimeOptions,
+}
+
+/// Where times come from: a `.npy` file (one per input edge in input order, or one per node),
+/// or a generator's rule.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TimeInput {
+    File(PathBuf),
+    Generated(TimeGen),
+}
+
+/// The times of a build: of its edges (the builder orders each neighbor list by time) and of
+/// its nodes. None: no times, and the dataset is the same as before times existed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimeOptions {
+    pub edges: Option<TimeInput>,
+    pub nodes: Option<TimeInput>,
+}
+
+impl TimeOptions {
+    pub fn any(&self) -> bool {
+        self.edges.is_some() || self.nodes.is_some()
+    }
 }
 
 impl Default for GraphOptions {
@@ -41,6 +66,7 @@ impl Default for GraphOptions {
             num_nodes: None,
             memory: 1 << 30,
             threads: 1,
+            times: TimeOptions::default(),
         }
     }
 }

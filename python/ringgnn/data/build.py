@@ -73,6 +73,8 @@ def convert(
     absent_ok: bool = False,
     shared_negatives: Optional[Mapping[str, PathLike]] = None,
     quote_input: bool = True,
+    edge_time: Optional[PathLike] = None,
+    node_time: Optional[PathLike] = None,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
@@ -97,7 +99,12 @@ def convert(
     pairs shared by all its positives (OGB's ``edge_neg``), stored as given.
 
     ``quote_input=False`` (an importer's, for an edge file a dataset description named): errors
-    about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`)."""
+    about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`).
+
+    ``edge_time``: an ``.npy`` of int64 (or int32) times, one per input edge in input order; each
+    node's in-edges are then stored ordered by (time, source) beside their times. ``node_time``:
+    one int64 (or int32) time per node. Either makes a version-3 dataset (``docs/FORMAT.md``,
+    "Times")."""
     return _run(
         _core.convert, progress, "building the dataset", out, memory, input=os.fspath(input), format=format,
         undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup, num_nodes=num_nodes,
@@ -106,6 +113,7 @@ def convert(
         link_negatives=count(link_negatives, "link_negatives", minimum=0), seed=seed, feature_dtype=feature_dtype,
         overwrite=overwrite, threads=threads, node_ids=_node_ids(node_ids), given_negatives=_files(given_negatives),
         absent_ok=bool(absent_ok), shared_negatives=_files(shared_negatives), quote_input=bool(quote_input),
+        edge_time=_path(edge_time), node_time=_path(node_time),
     )
 
 
@@ -138,12 +146,19 @@ def generate_rmat(
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
+    edge_time: Optional[str] = None,
+    node_time: Optional[str] = None,
+    time_range: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
     """Generate a Graph500 R-MAT graph with ``2**scale`` nodes and ``edge_factor * 2**scale``
-    edges at ``out``. Returns the manifest."""
+    edges at ``out``. Returns the manifest.
+
+    ``edge_time`` / ``node_time``: ``"uniform"`` (independent uniform int64 in ``time_range``
+    ``(lo, hi)``, default ``[0, 2**31)``, from the seed) or ``"growth"`` (the edge's index in
+    generation order, the node's id); ``docs/FORMAT.md``, "Times"."""
     return _run(_core.generate_rmat, progress, "generating the dataset", out, memory, scale=scale,
                 edge_factor=edge_factor, undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup,
-                seed=seed, overwrite=overwrite, threads=threads)
+                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range))
 
 
 def generate_sbm(
@@ -160,13 +175,23 @@ def generate_sbm(
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
+    edge_time: Optional[str] = None,
+    node_time: Optional[str] = None,
+    time_range: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
     """Generate a degree-corrected planted-partition dataset (graph, features, labels, splits)
-    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest."""
+    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest. Times as
+    :func:`generate_rmat`'s (an undirected edge's two directions share its time)."""
     parsed = fractions(split)
     return _run(_core.generate_sbm, progress, "generating the dataset", out, memory, nodes=nodes, classes=classes,
                 avg_degree=float(avg_degree), feature_dim=feature_dim, feature_dtype=feature_dtype, split=parsed,
-                seed=seed, overwrite=overwrite, threads=threads)
+                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range))
+
+
+def _times(edge_time: Optional[str], node_time: Optional[str], time_range: Optional[Sequence[int]]) -> Dict[str, Any]:
+    """A generator's time options as the core takes them (it checks the values)."""
+    rng = None if time_range is None else (int(time_range[0]), int(time_range[1]))
+    return {"edge_time": edge_time, "node_time": node_time, "time_range": rng}
 
 
 def fractions(spec: Any, name: str = "split", parse: Any = parse_split, example: str = DEFAULT_SBM_SPLIT) -> list:

@@ -28,7 +28,7 @@ use crate::hetero::{
 };
 use crate::input::{self, EdgeSource, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions, LinkSplitSpec};
-use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION, TRAIN};
+use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, Manifest, FORMAT_NAME, TRAIN};
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 use crate::options::{GraphOptions, SplitSpec};
 use crate::progress::{Prefixed, Progress};
@@ -319,6 +319,7 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
                 labels,
                 splits,
                 node_ids,
+                node_times: None,
             },
         );
     }
@@ -379,6 +380,7 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
                 },
                 degree,
                 edge_splits,
+                edge_times: g.edge_times,
             },
         );
     }
@@ -394,9 +396,11 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             m.insert("link_split".into(), described.into());
         }
     }
+    let timed = relations.values().any(|r| r.edge_times.is_some())
+        || node_types.values().any(|t| t.node_times.is_some());
     let manifest = HeteroManifest {
         format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
+        version: Manifest::version_for(timed),
         created_by: format!("ringgnn {}", env!("CARGO_PKG_VERSION")),
         node_types,
         relations,
