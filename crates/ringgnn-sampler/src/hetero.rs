@@ -229,16 +229,29 @@ impl HeteroSampler {
     /// Upper bounds on one sample of `seeds[t]` seeds of each type `t` ([`hetero_bound`], with
     /// each relation's largest degree read from its offset index).
     pub fn bound(&self, seeds: &[u64]) -> HeteroBound {
+        self.bound_at(seeds, 1)
+    }
+
+    /// [`Self::bound`] for a sample at seed times with `groups` distinct times: its subgraphs
+    /// are apart, so a type may hold up to `groups` times its node count and a relation up to
+    /// `groups` times its edges.
+    pub fn bound_at(&self, seeds: &[u64], groups: u64) -> HeteroBound {
+        let g = groups.max(1);
         let rels: Vec<(usize, usize, &[Fanout], u64, u64)> = self
             .rels
             .iter()
             .map(|r| {
                 let max_degree = r.indptr.degrees().max().unwrap_or(0);
-                let edges = r.indptr.last().unwrap_or(0);
+                let edges = r.indptr.last().unwrap_or(0).saturating_mul(g);
                 (r.src, r.dst, r.fanouts.as_slice(), max_degree, edges)
             })
             .collect();
-        hetero_bound(seeds, &self.num_nodes, &rels, self.replace)
+        let nodes: Vec<u64> = self
+            .num_nodes
+            .iter()
+            .map(|&n| n.saturating_mul(g))
+            .collect();
+        hetero_bound(seeds, &nodes, &rels, self.replace)
     }
 
     /// Bytes its workspaces hold now: each batch state's dedup maps and the per-hop buffers

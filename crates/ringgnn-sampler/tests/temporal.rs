@@ -292,6 +292,22 @@ fn one_node_at_two_times_is_two_nodes() {
 }
 
 #[test]
+fn bounds_count_every_subgraph_of_a_batch() {
+    // The sample above has 8 nodes of a 5-node type: the plain bound stops at 5, the bound at
+    // 2 seed times does not.
+    let g = tiny();
+    let dir = tempfile::tempdir().unwrap();
+    let s = g
+        .sampler(&[vec![All]], UNIFORM, false, Backend::Memory, dir.path())
+        .unwrap();
+    assert_eq!((s.bound(&[2]).nodes[0], s.bound(&[2]).edges[0]), (5, 8));
+    let b = s.bound_at(&[2], 2);
+    // 2 seeds, each drawing at most the largest degree (4): 2 + 8 nodes, 8 edges.
+    assert_eq!((b.nodes[0], b.edges[0]), (10, 8));
+    assert_eq!(s.bound_at(&[2], 0), s.bound(&[2]));
+}
+
+#[test]
 fn seeds_at_one_time_share_one_subgraph() {
     // Seeds 0 and 3 at time 4, and 0 again: node 0's edges reach 3 (a seed), 1, 2; node 3's
     // reach 0 (a seed) and 4.
