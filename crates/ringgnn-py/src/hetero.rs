@@ -251,6 +251,7 @@ impl HeteroSampler {
                     .map(|(seeds, (_, batch))| HeteroRequest {
                         seeds,
                         batch: *batch,
+                        times: None,
                     })
                     .collect();
                 let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());

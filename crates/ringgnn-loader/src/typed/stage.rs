@@ -252,6 +252,7 @@ impl TypedStage {
             .map(|(s, (b, _))| HeteroRequest {
                 seeds: s,
                 batch: *b,
+                times: None,
             })
             .collect();
         Ok(w.sampler
