@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::hetero::{HeteroManifest, Part};
+use crate::hetero::{AnyManifest, Part, ONE_RELATION, ONE_TYPE};
 use crate::manifest::{IndexDtype, Manifest, TimeRange};
 use crate::{Error, IoContext, Result};
 
@@ -26,11 +26,25 @@ impl Dataset {
     }
 
     /// Open one part of the heterogeneous dataset in `dir` as a homogeneous dataset: a node type
-    /// (features, labels, splits; no graph) or a relation (see [`crate::hetero`]).
+    /// (features, labels, splits; no graph) or a relation (see [`crate::hetero`]). A homogeneous
+    /// dataset is the one-type case: its node type [`ONE_TYPE`] and its relation
+    /// [`ONE_RELATION`] are the dataset itself.
     pub fn open_part(dir: &Path, part: &Part) -> Result<Self> {
-        let m = HeteroManifest::read(dir)?;
-        let view = m.view(part)?;
-        Self::with_manifest(dir, view)
+        match AnyManifest::read(dir)? {
+            AnyManifest::Heterogeneous(m) => {
+                let view = m.view(part)?;
+                Self::with_manifest(dir, view)
+            }
+            AnyManifest::Homogeneous(m) => match part {
+                Part::Node(t) if t == ONE_TYPE => Self::with_manifest(dir, m),
+                Part::Relation(r) if r == ONE_RELATION => Self::with_manifest(dir, m),
+                _ => crate::input_err!(
+                    "{}: a homogeneous dataset has one node type, '{ONE_TYPE}', and one relation, \
+                     '{ONE_RELATION}'; it has no {part}",
+                    dir.display()
+                ),
+            },
+        }
     }
 
     /// `dir`'s files as `manifest` lists them (checked present with their recorded sizes).

@@ -116,6 +116,12 @@ impl std::fmt::Display for Part {
     }
 }
 
+/// The node type of a homogeneous dataset seen as a typed one (its one-type case);
+/// `python/ringgnn/data/schema.py` names it the same.
+pub const ONE_TYPE: &str = "node";
+/// The relation of a homogeneous dataset seen as a typed one.
+pub const ONE_RELATION: &str = "node:to:node";
+
 /// Either kind of manifest, as `manifest.json` says.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AnyManifest {

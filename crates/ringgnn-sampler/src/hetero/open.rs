@@ -3,14 +3,15 @@
 //! disk as the caller places it), and [`TypedGraph::sampler`]: a [`HeteroSampler`] over it with
 //! its own read backends. The one place a typed sampler is opened; the server and the Python
 //! binding both take it from here. A homogeneous dataset opens as its one-type case: node type
-//! `node`, relation `node:to:node` (the names the Python side gives it). Edge and node times
-//! are attached by file ([`TypedGraph::set_edge_times`], [`TypedGraph::set_node_times`]).
+//! `node`, relation `node:to:node` (the names the Python side gives it). A dataset's own edge and
+//! node times (docs/FORMAT.md, "Times") are attached when it is opened; others may be attached
+//! by file ([`TypedGraph::set_edge_times`], [`TypedGraph::set_node_times`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, PageCache};
-use ringgnn_store::hetero::{split_relation, AnyManifest, Part};
+use ringgnn_store::hetero::{split_relation, AnyManifest, Part, ONE_RELATION, ONE_TYPE};
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::Dataset;
 
@@ -88,10 +89,6 @@ pub struct TypedGraph {
     pub node_times: Vec<Option<Arc<[i64]>>>,
 }
 
-/// The names a homogeneous dataset has as a typed graph (`python/ringgnn/data/schema.py` gives
-/// it the same).
-const ONE_TYPE: &str = "node";
-const ONE_RELATION: &str = "node:to:node";
 
 impl TypedGraph {
     /// Open the dataset in `dir` (a homogeneous one as its one-type case): every relation's
@@ -104,11 +101,13 @@ impl TypedGraph {
         direct: bool,
         memory_relations: &[String],
     ) -> Result<Self> {
+        let mut homogeneous = None;
         // Types with their counts, and per relation (name, source, destination, its files).
         let (types, counts, parts): (Vec<String>, Vec<u64>, Vec<_>) = match AnyManifest::read(dir)?
         {
             AnyManifest::Homogeneous(m) => {
                 let ds = Dataset::open(dir)?;
+                homogeneous = Some(Dataset::open(dir)?);
                 (
                     vec![ONE_TYPE.into()],
                     vec![m.num_nodes],
@@ -141,7 +140,11 @@ impl TypedGraph {
             }
         }
         let mut relations = Vec::with_capacity(parts.len());
+        let mut edge_times = Vec::new();
         for (r, src, dst, ds) in parts {
+            if let Some(p) = ds.edge_times_path() {
+                edge_times.push((r.clone(), p));
+            }
             let indptr = Offsets::load(&ds)?;
             let file = ds.path_of("indices")?;
             let dtype = ds.manifest().graph.indices_dtype;
@@ -167,14 +170,29 @@ impl TypedGraph {
                 times: None,
             });
         }
-        Ok(TypedGraph {
-            node_times: vec![None; types.len()],
+        // The dataset's own times: each relation's edge times, each type's node times.
+        let node_times = match &homogeneous {
+            Some(ds) => vec![ds.node_times()?.map(Arc::from)],
+            None => types
+                .iter()
+                .map(|t| {
+                    let ds = Dataset::open_part(dir, &Part::Node(t.clone()))?;
+                    Ok(ds.node_times()?.map(Arc::from))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let mut graph = TypedGraph {
+            node_times,
             types,
             counts,
             relations,
             kind,
             direct,
-        })
+        };
+        for (r, p) in edge_times {
+            graph.set_edge_times(&r, &p)?;
+        }
+        Ok(graph)
     }
 
     /// Give relation `relation` the edge times in the file `path` (int64 little-endian, one per
