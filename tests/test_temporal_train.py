@@ -13,6 +13,7 @@ import pytest
 
 from ringgnn import InputError
 from ringgnn.data import build
+from ringgnn.data.generate import generate_hetero
 from ringgnn.training.loop import train
 
 pytest.importorskip("torch_geometric")
@@ -141,3 +142,12 @@ def test_cli_at_times(graph, tmp_path):
                        capture_output=True, text=True)
     assert r.returncode != 0 and "--eval layerwise: exact layer-wise evaluation" in r.stderr
     assert not os.path.exists(tmp_path / "r2")
+
+
+def test_heterogeneous_without_times(tmp_path):
+    generate_hetero(tmp_path / "mag", papers=300, authors=200, institutions=10, seed=0)
+    m = train(tmp_path / "mag", target="paper", out=tmp_path / "r", **dict(FAST, fanouts=[5], epochs=1))
+    assert m["temporal"] is False and m["heterogeneous"] is True and m["layerwise"] is not None
+    np.save(tmp_path / "t.npy", np.zeros(300, np.int64))
+    with pytest.raises(InputError, match="--seed-time .*no edge or node times"):
+        train(tmp_path / "mag", target="paper", out=tmp_path / "bad", seed_time=tmp_path / "t.npy", **FAST)
