@@ -10,7 +10,8 @@ the evaluation sums after each epoch and the scores made of them; and it asks th
 core too: the seeds of the evaluated splits are sampled with the same fanouts as training (not
 layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the scores of
 different epochs compare the same neighborhoods; exact layer-wise scores come after every epoch
-(``--eval layerwise``) or once for the best checkpoint (``--eval auto``).
+(``--eval layerwise``) or once for the best checkpoint (``--eval auto``), except in a run at times
+(``ringgnn.training.temporal``), whose seeds are evaluated by sampling at their times only.
 
 A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
 ``best.pt`` (the epoch of best validation score; both ``ringgnn.models.checkpoints``),
@@ -193,11 +194,11 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
     """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
     kind refused, naming them). A node task at times (``ringgnn.training.temporal``) runs on the
     typed kind, a homogeneous dataset being its one-type case."""
-    # The typed kind imports PyTorch (the heterogeneous models): not at import, which the
-    # command line's parser does.
-    from .hetero import Typed, check_relation, check_target
-
     hetero = isinstance(ds, HeteroDataset)
+    if hetero or ds.has_times:
+        # The typed kind imports PyTorch (the heterogeneous models): not at import, which the
+        # command line's parser does.
+        from .hetero import Typed, check_relation, check_target
     if not hetero:
         for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
                             ("--embed-tables", None if embed_tables == "auto" else embed_tables)):
