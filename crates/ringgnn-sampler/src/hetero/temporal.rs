@@ -338,6 +338,15 @@ pub(super) struct Cutter {
 }
 
 impl Cutter {
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> u64 {
+        let probe = std::mem::size_of::<Probe>();
+        (probe * self.live.capacity()
+            + 24 * self.spans.capacity()
+            + 16 * self.runs.capacity()
+            + 8 * self.vals.capacity()) as u64
+    }
+
     /// Cut every `ranges[i] = (lo, hi)` to `(lo, lo + c)`, `c` the number of its entries whose
     /// time is `<= limits[i]`. A limit of `i64::MAX` leaves its range as it is (every time is
     /// eligible) and costs nothing.
