@@ -38,7 +38,7 @@ pub trait TimeSource: Send {
     /// Start again from the first time.
     fn rewind(&mut self) -> Result<()>;
     /// How many times there are, when fixed in advance (a file's length).
-    fn len(&self) -> Option<u64>;
+    fn count(&self) -> Option<u64>;
     /// How messages name the times (`--edge-time t.npy`).
     fn name(&self) -> String;
 }
@@ -109,7 +109,7 @@ impl TimeSource for NpyTimes {
         self.done = 0;
         Ok(())
     }
-    fn len(&self) -> Option<u64> {
+    fn count(&self) -> Option<u64> {
         Some(self.header.len())
     }
     fn name(&self) -> String {
@@ -199,7 +199,7 @@ impl TimeSource for GeneratedTimes {
         self.next = 0;
         Ok(())
     }
-    fn len(&self) -> Option<u64> {
+    fn count(&self) -> Option<u64> {
         None
     }
     fn name(&self) -> String {
@@ -266,7 +266,7 @@ impl EdgeSource for Timed<'_> {
             return self.mismatch((self.seen + got as u64).to_string(), edges);
         }
         if n == 0 {
-            if let Some(len) = self.times.len().filter(|&l| l != self.seen) {
+            if let Some(len) = self.times.count().filter(|&l| l != self.seen) {
                 return self.mismatch(len.to_string(), self.seen);
             }
         }
@@ -302,7 +302,7 @@ pub fn write_node_times(
     times: &mut dyn TimeSource,
     num_nodes: u64,
 ) -> Result<Option<TimeRange>> {
-    if let Some(len) = times.len().filter(|&l| l != num_nodes) {
+    if let Some(len) = times.count().filter(|&l| l != num_nodes) {
         return input_err!(
             "{} has {len} times but the graph has {num_nodes} nodes; give one time per node, or pass --num-nodes {len} if that is the true node count",
             times.name()
@@ -342,7 +342,7 @@ fn generate_node_times(
             self.1 = 0;
             Ok(())
         }
-        fn len(&self) -> Option<u64> {
+        fn count(&self) -> Option<u64> {
             None
         }
         fn name(&self) -> String {
