@@ -1,7 +1,7 @@
 //! Edge and node times (docs/FORMAT.md "Times"): where a build's times come from, an `.npy`
-//! file ([`NpyTimes`]) or a generator's rule ([`TimeGen`]), how they travel beside the edges
-//! into the builder ([`Timed`], one time per input edge, in input order), and the node times
-//! file ([`attach_node_times`], [`generate_node_times`]). The builder orders each neighbor list
+//! file ([`NpyTimes`]) or a generator's rule ([`TimeGen`], drawn by [`GeneratedTimes`]), how
+//! they travel beside the edges into the builder ([`Timed`], one time per input edge, in input
+//! order), and the node times file ([`attach_node_times`]). The builder orders each neighbor list
 //! by (time, source) and writes `edge_times.bin` ([`crate::builder`]).
 
 use std::fs::File;
@@ -11,8 +11,7 @@ use std::path::Path;
 use crate::input::EdgeSource;
 use crate::manifest::TimeRange;
 use crate::npy::{read_header, NpyHeader};
-use crate::options::{TimeInput, TimeOptions};
-use crate::rng::mix64;
+use crate::options::{TimeGen, TimeInput, TimeOptions, PURPOSE_EDGE_TIMES, PURPOSE_NODE_TIMES};
 use crate::writer::Staging;
 use crate::{input_err, Error, IoContext, Result};
 
@@ -114,65 +113,6 @@ impl TimeSource for NpyTimes {
     }
     fn name(&self) -> String {
         format!("{} {}", self.option, self.header.path.display())
-    }
-}
-
-/// How a generator draws times: `Uniform` independent in `[lo, hi)` from the seed (item `i`'s
-/// time a hash of (seed, i), whatever the chunking), `Growth` the item's index in generation
-/// order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimeGen {
-    Uniform { seed: u64, lo: i64, hi: i64 },
-    Growth,
-}
-
-/// The default range of uniform times: `[0, 2^31)`.
-pub const UNIFORM_RANGE: (i64, i64) = (0, 1 << 31);
-
-/// Separates the streams of edge and node times drawn from one seed.
-const PURPOSE_EDGE_TIMES: u64 = 0x7E;
-const PURPOSE_NODE_TIMES: u64 = 0x7F;
-
-impl TimeGen {
-    /// `uniform` or `growth` (the value of `option`) with `range` (`[lo, hi)`, uniform only),
-    /// checked.
-    pub fn parse(option: &str, kind: &str, seed: u64, range: Option<(i64, i64)>) -> Result<Self> {
-        match kind {
-            "uniform" => {
-                let (lo, hi) = range.unwrap_or(UNIFORM_RANGE);
-                if lo >= hi {
-                    return input_err!(
-                        "--time-range {lo},{hi} is empty: give LO,HI with LO < HI (times are drawn in [LO, HI))"
-                    );
-                }
-                Ok(TimeGen::Uniform { seed, lo, hi })
-            }
-            "growth" if range.is_some() => input_err!(
-                "--time-range applies to uniform times; {option} growth gives each item its index in generation order"
-            ),
-            "growth" => Ok(TimeGen::Growth),
-            _ => input_err!("{option} '{kind}' is not known; use uniform or growth"),
-        }
-    }
-
-    /// The time of item `i` of the stream `purpose`.
-    fn at(self, purpose: u64, i: u64) -> i64 {
-        match self {
-            TimeGen::Growth => i as i64,
-            TimeGen::Uniform { seed, lo, hi } => {
-                let span = hi.abs_diff(lo);
-                let h = mix64(mix64(seed ^ mix64(purpose)) ^ i);
-                lo.wrapping_add(((h as u128 * span as u128) >> 64) as i64)
-            }
-        }
-    }
-
-    /// What the manifest's `source` records.
-    pub fn describe(self) -> serde_json::Value {
-        match self {
-            TimeGen::Growth => serde_json::json!("growth"),
-            TimeGen::Uniform { lo, hi, .. } => serde_json::json!({"uniform": [lo, hi]}),
-        }
     }
 }
 
