@@ -317,7 +317,7 @@ pub fn attach_node_times(
 }
 
 /// The times a generator draws with `seed`: `edges` and `nodes` each `uniform` or `growth`
-/// (None: no times), uniform ones in `range` (default [`UNIFORM_RANGE`]).
+/// (None: no times), uniform ones in `range` (default [`crate::options::UNIFORM_RANGE`]).
 pub fn generated(
     edges: Option<&str>,
     nodes: Option<&str>,
