@@ -124,6 +124,14 @@ fn sizes_and_fields_of_times_are_checked() {
         e.contains("edge_times and node_times are fields of format version 3, but the manifest says version 2"),
         "{e}"
     );
+    let d9 = tempfile::tempdir().unwrap();
+    let ds = build(d9.path());
+    edit_manifest(&ds, |m| m.version = 4);
+    let e = Manifest::read(&ds).unwrap_err().to_string();
+    assert!(
+        e.contains("format version 4 is newer than this ringgnn reads (up to 3); upgrade ringgnn"),
+        "{e}"
+    );
     let d3 = tempfile::tempdir().unwrap();
     let ds = build(d3.path());
     edit_manifest(&ds, |m| m.node_times = None);
