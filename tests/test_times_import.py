@@ -278,3 +278,91 @@ def test_time_columns_of_two_units_are_refused(tmp_path):
         convert_table(tmp_path / "e.parquet", tmp_path / "out", src="src", dst="dst", time_column="t",
                       node_table=tmp_path / "n.parquet", node_id="id", node_time_column="born")
     assert_nothing_left(tmp_path / "out")
+
+
+# --- PyG objects ---------------------------------------------------------------------------------
+
+# 5 nodes; edges (src, dst, time): 0->1 twice at two times, a self loop, ties at time 3
+PYG_EDGES = [(2, 1, 5), (4, 1, 3), (0, 1, 3), (1, 1, 9), (3, 0, -4), (2, 1, 1)]
+PYG_NODE_TIMES = [10, 11, 12, 13, 14]
+
+
+def pyg_lists(edge_index, times):
+    """Per destination, (time, source) in the given order."""
+    out = {}
+    for (s, d), t in zip(edge_index.T.tolist(), times.tolist()):
+        out.setdefault(d, []).append((t, s))
+    return out
+
+
+@pytest.mark.parametrize("attr", ["edge_time", "time"])
+def test_from_pyg_data_takes_node_and_edge_times_and_to_pyg_gives_them_back(tmp_path, attr):
+    torch = pytest.importorskip("torch")
+    Data = pytest.importorskip("torch_geometric.data").Data
+    s, d, t = zip(*PYG_EDGES)
+    data = Data(edge_index=torch.tensor([s, d]), num_nodes=5)
+    setattr(data, attr, torch.tensor(t))  # a Data's `time` of one value per edge (not per node) is per edge
+    if attr == "edge_time":
+        data.time = torch.tensor(PYG_NODE_TIMES, dtype=torch.int32)
+    m = ringgnn.from_pyg(data, tmp_path / "out")
+    assert m["edge_times"] == {"min": -4, "max": 9}
+    assert ("node_times" in m) == (attr == "edge_time")
+    back = ringgnn.Dataset.open(tmp_path / "out").to_pyg()
+    assert back.edge_time.dtype == torch.int64
+    assert pyg_lists(back.edge_index, back.edge_time) == {1: [(1, 2), (3, 0), (3, 4), (5, 2), (9, 1)], 0: [(-4, 3)]}
+    if attr == "edge_time":
+        assert back.time.tolist() == PYG_NODE_TIMES
+    else:
+        assert "time" not in back
+    ringgnn.verify(tmp_path / "out")
+
+
+def test_from_pyg_heterodata_takes_times_per_type_and_relation(tmp_path):
+    torch = pytest.importorskip("torch")
+    HeteroData = pytest.importorskip("torch_geometric.data").HeteroData
+    data = HeteroData()
+    data["user"].num_nodes, data["item"].num_nodes = 2, 3
+    data["user"].time = torch.tensor([7, 8])
+    data["user", "buys", "item"].edge_index = torch.tensor([[0, 1, 0], [2, 2, 1]])
+    data["user", "buys", "item"].time = torch.tensor([30, 10, 20])
+    data["user", "knows", "user"].edge_index = torch.tensor([[0], [1]])
+    m = ringgnn.from_pyg(data, tmp_path / "out", add_reverse=True)
+    assert m["node_types"]["user"]["node_times"] == {"min": 7, "max": 8} and "node_times" not in m["node_types"]["item"]
+    assert m["relations"]["item:rev_buys:user"]["edge_times"] == {"min": 10, "max": 30}
+    assert "edge_times" not in m["relations"]["user:knows:user"]
+    back = ringgnn.Dataset.open(tmp_path / "out").to_pyg()
+    assert back["user"].time.tolist() == [7, 8] and "time" not in back["item"]
+    buys = back["user", "buys", "item"]
+    assert pyg_lists(buys.edge_index, buys.time) == {1: [(20, 0)], 2: [(10, 1), (30, 0)]}
+    rev = back["item", "rev_buys", "user"]
+    assert pyg_lists(rev.edge_index, rev.time) == {0: [(20, 1), (30, 2)], 1: [(10, 2)]}
+    assert "time" not in back["user", "knows", "user"]
+    ringgnn.verify(tmp_path / "out")
+
+
+def test_bad_pyg_times_name_the_attribute_and_leave_nothing(tmp_path):
+    torch = pytest.importorskip("torch")
+    tg = pytest.importorskip("torch_geometric.data")
+    s, d, t = zip(*PYG_EDGES)
+    ei = torch.tensor([s, d])
+    out = tmp_path / "out"
+    for kw, pattern in (
+            ({"edge_time": torch.tensor(t, dtype=torch.float32)}, r"data.edge_time: float32 of shape \(6,\); give one "
+             r"integer time per edge \(6\) \(cast float times to int64"),
+            ({"edge_time": torch.tensor(t[:5])}, r"data.edge_time: int64 of shape \(5,\); give one integer time per "
+             r"edge \(6\)"),
+            ({"time": torch.tensor([1, 2, 3])}, r"data.time: int64 of shape \(3,\); give one integer time per node "
+             r"\(5\)"),
+            ({"time": torch.tensor(t), "edge_time": torch.tensor(t)}, r"data.time and data.edge_time both give the "
+             r"edges' times; give one"),
+            ({"time": torch.tensor([True] * 5)}, r"data.time: bool of shape \(5,\)")):
+        with pytest.raises(_core.InputError, match=pattern):
+            ringgnn.from_pyg(tg.Data(edge_index=ei, num_nodes=5, **kw), out)
+        assert_nothing_left(out)
+    h = tg.HeteroData()
+    h["a"].num_nodes = 2
+    h["a", "r", "a"].edge_index = torch.tensor([[0], [1]])
+    h["a", "r", "a"].time = torch.tensor([1.5])
+    with pytest.raises(_core.InputError, match=r"data\[\('a', 'r', 'a'\)\].time: float32 of shape \(1,\)"):
+        ringgnn.from_pyg(h, out)
+    assert_nothing_left(out)
