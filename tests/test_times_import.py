@@ -14,6 +14,7 @@ import pytest
 
 import ringgnn
 from ringgnn import _core
+from ringgnn.data import build
 
 from conftest import assert_nothing_left
 
@@ -366,3 +367,107 @@ def test_bad_pyg_times_name_the_attribute_and_leave_nothing(tmp_path):
     with pytest.raises(_core.InputError, match=r"data\[\('a', 'r', 'a'\)\].time: float32 of shape \(1,\)"):
         ringgnn.from_pyg(h, out)
     assert_nothing_left(out)
+
+
+# --- GraphBolt ---------------------------------------------------------------------------------
+
+
+def gb_dataset(root: Path, graph_features, homogeneous=False):
+    """A GraphBolt dataset: 3 users and 2 items, buys (csv) and knows (numpy (2, E)), with
+    ``graph_features`` (name, domain, type, array, format) as ``graph.feature_data``."""
+    import yaml
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "buys.csv").write_text("0,1\n1,1\n2,0\n0,1\n")
+    np.save(root / "knows.npy", np.array([[0, 1], [1, 2]]))
+    feats = []
+    for i, (name, domain, t, a, fmt) in enumerate(graph_features):
+        path = f"f{i}.{'pt' if fmt == 'torch' else 'npy'}"
+        if fmt == "torch":
+            import torch
+
+            torch.save(torch.as_tensor(np.asarray(a)), root / path)
+        else:
+            np.save(root / path, np.asarray(a))
+        feats.append({"domain": domain, "name": name, "format": fmt, "path": path, **({"type": t} if t else {})})
+    if homogeneous:
+        graph = {"nodes": [{"num": 3}], "edges": [{"format": "numpy", "path": "knows.npy"}]}
+    else:
+        graph = {"nodes": [{"type": "user", "num": 3}, {"type": "item", "num": 2}],
+                 "edges": [{"type": "user:buys:item", "format": "csv", "path": "buys.csv"},
+                           {"type": "user:knows:user", "format": "numpy", "path": "knows.npy"}]}
+    graph["feature_data"] = feats
+    (root / "metadata.yaml").write_text(yaml.safe_dump({"dataset_name": "t", "graph": graph}, sort_keys=False))
+    return root / "metadata.yaml"
+
+
+def test_graphbolt_timestamp_features_are_node_and_edge_times(tmp_path, caplog):
+    from ringgnn.importers.graphbolt import convert_graphbolt
+
+    meta = gb_dataset(tmp_path / "gb", [
+        ("timestamp", "edge", "user:buys:item", [40, 10, 30, 20], "numpy"),
+        ("timestamp", "node", "item", np.array([[5], [6]], dtype=np.int32), "torch"),
+        ("weight", "edge", "user:knows:user", [1.0, 2.0], "numpy"),
+    ])
+    with caplog.at_level("WARNING"):
+        m = convert_graphbolt(meta, tmp_path / "out", add_reverse=True)
+    assert "graph.feature_data[2] (edge feature 'weight' of the graph structure)" in caplog.text
+    assert "feature_data[0]" not in caplog.text and "feature_data[1]" not in caplog.text
+    assert m["relations"]["user:buys:item"]["edge_times"] == {"min": 10, "max": 40}
+    assert m["relations"]["item:rev_buys:user"]["edge_times"] == {"min": 10, "max": 40}
+    assert "edge_times" not in m["relations"]["user:knows:user"]
+    assert m["node_types"]["item"]["node_times"] == {"min": 5, "max": 6} and "node_times" not in m["node_types"]["user"]
+    out = tmp_path / "out"
+    man = json.loads((out / "manifest.json").read_text())
+    f = man["files"]
+    indptr = np.fromfile(out / f["relation.user:buys:item.indptr"]["path"], "<u8")[:3]
+    indices = np.fromfile(out / f["relation.user:buys:item.indices"]["path"], "<u4")[:4]
+    times = np.fromfile(out / f["relation.user:buys:item.edge_times"]["path"], "<i8")[:4]
+    assert indptr.tolist() == [0, 1, 4] and list(zip(times.tolist(), indices.tolist())) == [
+        (30, 2), (10, 1), (20, 0), (40, 0)]
+    assert np.fromfile(out / f["node.item.node_times"]["path"], "<i8")[:2].tolist() == [5, 6]
+    ringgnn.verify(out)
+
+
+def test_graphbolt_homogeneous_times_as_a_plain_convert(tmp_path):
+    from ringgnn.importers.graphbolt import convert_graphbolt
+
+    meta = gb_dataset(tmp_path / "gb", [("timestamp", "edge", None, [7, 3], "numpy"),
+                                        ("timestamp", "node", None, [1, 2, 3], "numpy")], homogeneous=True)
+    m = convert_graphbolt(meta, tmp_path / "out")
+    assert m["edge_times"] == {"min": 3, "max": 7} and m["node_times"] == {"min": 1, "max": 3}
+    np.save(tmp_path / "t.npy", np.array([7, 3]))
+    np.save(tmp_path / "n.npy", np.array([1, 2, 3]))
+    plain = build.convert(tmp_path / "gb" / "knows.npy", tmp_path / "plain", num_nodes=3, edge_time=tmp_path / "t.npy",
+                          node_time=tmp_path / "n.npy")
+    for k in ("indptr", "indices", "edge_times", "node_times"):
+        assert m["files"][k]["crc32c"] == plain["files"][k]["crc32c"], k
+
+
+@pytest.mark.parametrize("feature,pattern", [
+    (("timestamp", "edge", "user:buys:item", [1.5, 2, 3, 4], "numpy"),
+     r"graph.feature_data\[0\]: .*f0.npy holds float64 of shape \(4,\); give one integer time per edge"),
+    (("timestamp", "edge", "user:knows:user", [1, 2, 3], "numpy"),
+     r"graph.feature_data\[0\]: .*f0.npy holds int64 of shape \(3,\); give one integer time per edge \(2\)"),
+    (("timestamp", "node", "user", [1, 2], "torch"),
+     r"graph.feature_data\[0\]: .*f0.pt holds int64 of shape \(2,\); give one integer time per node \(3\)"),
+    (("timestamp", "edge", "user:sells:item", [1], "numpy"),
+     r"graph.feature_data\[0\].type: 'user:sells:item' is not an edge type of graph.edges"),
+    (("timestamp", "graph", None, [1], "numpy"), r"graph.feature_data\[0\].domain: 'graph' is not a domain of times"),
+])
+def test_bad_graphbolt_times_name_the_field_and_leave_nothing(tmp_path, feature, pattern):
+    from ringgnn.importers.graphbolt import convert_graphbolt
+
+    meta = gb_dataset(tmp_path / "gb", [feature])
+    with pytest.raises(_core.InputError, match=pattern):
+        convert_graphbolt(meta, tmp_path / "out")
+    assert_nothing_left(tmp_path / "out")
+
+
+def test_graphbolt_edge_times_of_a_csv_of_another_length(tmp_path):
+    from ringgnn.importers.graphbolt import convert_graphbolt
+
+    meta = gb_dataset(tmp_path / "gb", [("timestamp", "edge", "user:buys:item", [1, 2, 3], "numpy")])
+    with pytest.raises(_core.InputError, match=r"3 .*4|4 .*3"):
+        convert_graphbolt(meta, tmp_path / "out")
+    assert_nothing_left(tmp_path / "out")
