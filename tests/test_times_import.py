@@ -471,3 +471,23 @@ def test_graphbolt_edge_times_of_a_csv_of_another_length(tmp_path):
     with pytest.raises(_core.InputError, match=r"3 .*4|4 .*3"):
         convert_graphbolt(meta, tmp_path / "out")
     assert_nothing_left(tmp_path / "out")
+
+
+def test_graphbolt_times_and_a_link_task_on_one_edge_type_are_refused(tmp_path):
+    import yaml
+    from ringgnn.importers.graphbolt import convert_graphbolt
+
+    meta_path = gb_dataset(tmp_path / "gb", [("timestamp", "edge", "user:buys:item", [1, 2, 3, 4], "numpy")])
+    meta = yaml.safe_load(meta_path.read_text())
+    for name, a in (("pairs", [[0, 1], [2, 0]]), ("test", [[1, 1], [1, 0]]), ("labels", [1, 0]), ("indexes", [0, 0])):
+        np.save(tmp_path / "gb" / f"{name}.npy", np.array(a))
+    meta["tasks"] = [{"name": "lp", "train_set": [{"type": "user:buys:item", "data": [
+        {"name": "seeds", "format": "numpy", "path": "pairs.npy"}]}],
+        "test_set": [{"type": "user:buys:item", "data": [
+            {"name": n, "format": "numpy", "path": f"{p}.npy"} for n, p in (("seeds", "test"), ("labels", "labels"),
+                                                                           ("indexes", "indexes"))]}]}]
+    meta_path.write_text(yaml.safe_dump(meta, sort_keys=False))
+    with pytest.raises(_core.InputError, match=r"graph.feature_data\[0\]: edge type 'user:buys:item' has times and "
+                       r"link-prediction task tasks\[0\] \('lp'\) splits it; edge splits of edges with times"):
+        convert_graphbolt(meta_path, tmp_path / "out")
+    assert_nothing_left(tmp_path / "out")
