@@ -574,11 +574,10 @@ def convert_graphbolt(
         targets = stage.task(chosen) if chosen is not None else {}
         links = graphbolt_links.link_splits(meta, link_task, stage, _load) if link_task is not None else {}
         times = graphbolt_times.stage(meta, stage, _load)
-        for t in links:
-            if ("edge", t) in times:
-                raise stage.r.error(meta.times["edge", t].field, f"edge type {quoted(t)} has times and link-prediction "
-                                    f"task {link_task} splits it", "edge splits of edges with times are not supported "
-                                    "yet: leave out the times, or name another task (task=NAME)")
+        for t in (t for t in links if ("edge", t) in times):
+            raise stage.r.error(meta.times["edge", t].field, f"edge type {quoted(t)} has times and link-prediction "
+                                f"task {link_task} splits it", "edge splits of edges with times are not supported "
+                                "yet: leave out the times, or name another task (task=NAME)")
         # quote_input=False: the builder's errors name a described file's line, never its content.
         common = {"seed": seed, "memory": memory, "overwrite": overwrite, "threads": threads, "progress": progress,
                   "quote_input": False}
