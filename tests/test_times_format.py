@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ringgnn
+
 from conftest import assert_nothing_left, crc32c, write_bin, write_npy, write_text
 
 # 4 edges into node 1 at times 5, 3, 3, 9 from sources 2, 7, 0, 1; one into node 0 at -4.
@@ -187,6 +189,34 @@ def test_verify_finds_times_out_of_order(cli, tmp_path, times_npy):
     (out / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
     r = cli("verify", out, "-q")
     assert r.code == 1 and "edge_times.bin" in r.err and "must be ordered by time, then source" in r.err, r.err
+
+
+def test_typed_builds_take_times_per_relation_and_type(cli, tmp_path):
+    from ringgnn.data.build import NodeType, Relation, build_hetero, convert_one_type, read_manifest
+
+    write_text(tmp_path / "buys.csv", [(0, 0), (1, 0), (1, 2)], sep=",")
+    np.save(tmp_path / "et.npy", np.array([7, 2, 5], dtype=np.int64))
+    np.save(tmp_path / "nt.npy", np.array([4, -1, 6], dtype=np.int32))
+    rel = Relation("user:buys:item", tmp_path / "buys.csv", edge_time=tmp_path / "et.npy")
+    types = [NodeType("user", 2), NodeType("item", 3, node_time=tmp_path / "nt.npy")]
+    m = build_hetero(tmp_path / "h", types, [rel], add_reverse=True)
+    assert m["version"] == 3
+    assert m["relations"]["user:buys:item"]["edge_times"] == {"min": 2, "max": 7}
+    assert m["relations"]["item:rev_buys:user"]["edge_times"] == {"min": 2, "max": 7}
+    assert m["node_types"]["item"]["node_times"] == {"min": -1, "max": 6} and "node_times" not in m["node_types"]["user"]
+    assert cli("verify", tmp_path / "h", "-q").code == 0
+    # The one-type case is convert's dataset.
+    one = Relation("item:sim:item", tmp_path / "buys.csv", edge_time=tmp_path / "et.npy")
+    convert_one_type(tmp_path / "one", NodeType("item", 3, node_time=tmp_path / "nt.npy"), one)
+    m, lists = read(tmp_path / "one")
+    assert m["node_times"] == {"min": -1, "max": 6} and lists[0] == [(2, 1), (7, 0)]
+    assert read_manifest(tmp_path / "one")["version"] == 3
+    # A wrong length names the relation.
+    np.save(tmp_path / "short.npy", np.array([1], dtype=np.int64))
+    with pytest.raises(ringgnn.InputError, match="relation user:buys:item: --edge-time .*short.npy has 1 times"):
+        build_hetero(tmp_path / "bad", types, [Relation("user:buys:item", tmp_path / "buys.csv",
+                                                        edge_time=tmp_path / "short.npy")])
+    assert_nothing_left(tmp_path / "bad")
 
 
 # --- generators ----------------------------------------------------------------------------------

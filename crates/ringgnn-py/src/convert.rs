@@ -7,7 +7,9 @@ use pyo3::prelude::*;
 use ringgnn_store::generate::{
     generate_rmat as core_rmat, generate_sbm as core_sbm, RmatOptions, SbmOptions,
 };
-use ringgnn_store::hetero::{HeteroSpec, NodeTypeSpec, RelationSpec};
+use ringgnn_store::hetero::{
+    build_with_times, HeteroSpec, HeteroTimes, NodeTypeSpec, RelationSpec,
+};
 use ringgnn_store::input::InputFormat;
 use ringgnn_store::link::{LinkSplitOptions, LinkSplitSpec};
 use ringgnn_store::manifest::{FeatureDtype, NodeIdDtype};
@@ -303,11 +305,13 @@ type RelationArg = (
 );
 
 /// Build a heterogeneous dataset: `node_types` as [`NodeTypeArg`]s and `relations` as [`RelationArg`]s; `source` is JSON
-/// recorded in the manifest. Returns the manifest as JSON.
+/// recorded in the manifest; `edge_times`/`node_times` the `.npy` times of relations and node types by name. Returns
+/// the manifest as JSON.
 #[pyfunction]
 #[pyo3(signature = (
     out, *, node_types, relations, add_reverse=false, seed=0, memory=1<<30, overwrite=false,
-    threads=None, source="null", progress=None, quote_input=true
+    threads=None, source="null", progress=None, quote_input=true, edge_times=Vec::new(),
+    node_times=Vec::new()
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn build_hetero(
@@ -323,7 +327,13 @@ pub fn build_hetero(
     source: &str,
     progress: Option<Py<PyAny>>,
     quote_input: bool,
+    edge_times: Vec<(String, PathBuf)>,
+    node_times: Vec<(String, PathBuf)>,
 ) -> PyResult<String> {
+    let times = HeteroTimes {
+        edges: edge_times.into_iter().collect(),
+        nodes: node_times.into_iter().collect(),
+    };
     let mut types = Vec::new();
     for (name, num_nodes, features, dtype, labels, split, node_ids) in node_types {
         types.push(NodeTypeSpec {
@@ -368,7 +378,7 @@ pub fn build_hetero(
             .map_err(|e| input_error(format!("source is not JSON: {e}")))?,
         excerpts: excerpts(quote_input),
     };
-    let manifest = progress::run(py, progress, |p| ringgnn_store::hetero::build(&spec, p))?;
+    let manifest = progress::run(py, progress, |p| build_with_times(&spec, &times, p))?;
     Ok(manifest.to_json())
 }
 

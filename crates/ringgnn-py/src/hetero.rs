@@ -207,7 +207,13 @@ impl HeteroSampler {
         batch: u64,
         times: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.sample_typed(py, vec![(seed_type, seeds)], epoch, batch, times.map(|t| vec![t]))
+        self.sample_typed(
+            py,
+            vec![(seed_type, seeds)],
+            epoch,
+            batch,
+            times.map(|t| vec![t]),
+        )
     }
 
     /// [`Self::sample`] around seeds of several types at once: `seeds` is a list of
@@ -250,10 +256,10 @@ impl HeteroSampler {
             None => None,
             Some(t) if t.len() != typed.len() => {
                 return Err(input_error(format!(
-                    "seed times for {} batches, but {} batches: give one list of seed times per batch",
-                    t.len(),
-                    typed.len()
-                )))
+                "seed times for {} batches, but {} batches: give one list of seed times per batch",
+                t.len(),
+                typed.len()
+            )))
             }
             Some(t) => Some(
                 t.iter()
@@ -267,9 +273,11 @@ impl HeteroSampler {
                     .iter()
                     .map(|(s, _)| s.iter().map(|(t, v)| (*t, v.as_slice())).collect())
                     .collect();
-                let time_refs: Option<Vec<Vec<&[i64]>>> = times
-                    .as_ref()
-                    .map(|t| t.iter().map(|per| per.iter().map(Vec::as_slice).collect()).collect());
+                let time_refs: Option<Vec<Vec<&[i64]>>> = times.as_ref().map(|t| {
+                    t.iter()
+                        .map(|per| per.iter().map(Vec::as_slice).collect())
+                        .collect()
+                });
                 let reqs: Vec<HeteroRequest> = refs
                     .iter()
                     .zip(&typed)

@@ -255,9 +255,9 @@ impl HeteroSampler {
     }
 
     /// Bytes its workspaces hold now: each batch state's dedup maps and the per-hop buffers
-    /// (ranges, positions, entries read), as grown by the calls so far. After a call of one
-    /// batch, what one batch of a hyperbatch holds besides its sample, measured (a loader sizes
-    /// hyperbatches with it).
+    /// (ranges, positions, entries read, and at seed times the search's), as grown by the calls
+    /// so far. After a call of one batch, what one batch of a hyperbatch holds besides its
+    /// sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
         let maps: u64 = self
             .states
@@ -266,8 +266,9 @@ impl HeteroSampler {
             .map(IdMap::bytes)
             .sum();
         let buffers = 16 * self.ranges.capacity()
-            + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity());
-        maps + buffers as u64
+            + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity())
+            + 8 * (self.limits.capacity() + self.group.capacity());
+        maps + buffers as u64 + self.cutter.bytes()
     }
 
     /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.

@@ -529,8 +529,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// Random temporal graphs: the invariants above, every backend the same sample, a
-    /// hyperbatch the same as its batches alone, and a time above every edge (no node times)
-    /// the same edges as non-temporal sampling.
+    /// hyperbatch (with a batch without times among them) the same as its batches alone, and a
+    /// time above every edge (no node times) the same edges as non-temporal sampling.
     #[test]
     fn temporal_samples_respect_time_and_agree_everywhere(
         seed in any::<u64>(),
@@ -558,18 +558,23 @@ proptest! {
             .iter()
             .map(|b| (b.iter().map(|(t, v, _)| (*t, v.as_slice())).collect(), b.iter().map(|x| x.2.as_slice()).collect()))
             .collect();
-        let requests: Vec<HeteroRequest> = refs
+        let mut requests: Vec<HeteroRequest> = refs
             .iter()
             .enumerate()
             .map(|(i, (s, t))| HeteroRequest { seeds: s, batch: i as u64 * 3, times: Some(t) })
             .collect();
+        // And a batch without times among them.
+        requests.push(HeteroRequest { seeds: &refs[0].0, batch: 1, times: None });
         let dir = tempfile::tempdir().unwrap();
         let mut want: Option<Vec<HeteroSample>> = None;
         for b in backends() {
             let Some(mut s) = g.sampler(&fan, strategy, replace, b, dir.path()) else { continue };
             let many = s.sample_many(&requests, seed, 2, true).unwrap();
             for (req, out) in requests.iter().zip(&many) {
-                check(&g, out, req.seeds, req.times.unwrap());
+                match req.times {
+                    Some(times) => check(&g, out, req.seeds, times),
+                    None => prop_assert!(out.time.is_none()),
+                }
                 let alone = s.sample_many(&[*req], seed, 2, true).unwrap().pop().unwrap();
                 prop_assert_eq!(&alone, out);
             }

@@ -25,7 +25,9 @@ pub(crate) mod tests;
 
 /// Building lives above the format, beside the homogeneous `convert`; its names stay reachable
 /// here, where a heterogeneous dataset's users look for them.
-pub use crate::convert::hetero::{build, HeteroSpec, NodeTypeSpec, RelationSpec};
+pub use crate::convert::hetero::{
+    build, build_with_times, HeteroSpec, HeteroTimes, NodeTypeSpec, RelationSpec,
+};
 
 /// One node type: its node count and its per-node files, as the top-level fields of a
 /// homogeneous manifest.
@@ -124,6 +126,7 @@ pub const ONE_RELATION: &str = "node:to:node";
 
 /// Either kind of manifest, as `manifest.json` says.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // read once per open: its size never matters
 pub enum AnyManifest {
     Homogeneous(Manifest),
     Heterogeneous(HeteroManifest),

@@ -1,7 +1,7 @@
 //! Edge and node times (docs/FORMAT.md "Times"): where a build's times come from, an `.npy`
-//! file ([`NpyTimes`]) or a generator's rule ([`TimeGen`]), how they travel beside the edges
-//! into the builder ([`Timed`], one time per input edge, in input order), and the node times
-//! file ([`attach_node_times`], [`generate_node_times`]). The builder orders each neighbor list
+//! file ([`NpyTimes`]) or a generator's rule ([`TimeGen`], drawn by [`GeneratedTimes`]), how
+//! they travel beside the edges into the builder ([`Timed`], one time per input edge, in input
+//! order), and the node times file ([`attach_node_times`]). The builder orders each neighbor list
 //! by (time, source) and writes `edge_times.bin` ([`crate::builder`]).
 
 use std::fs::File;
@@ -11,8 +11,7 @@ use std::path::Path;
 use crate::input::EdgeSource;
 use crate::manifest::TimeRange;
 use crate::npy::{read_header, NpyHeader};
-use crate::options::{TimeInput, TimeOptions};
-use crate::rng::mix64;
+use crate::options::{TimeGen, TimeInput, TimeOptions, PURPOSE_EDGE_TIMES, PURPOSE_NODE_TIMES};
 use crate::writer::Staging;
 use crate::{input_err, Error, IoContext, Result};
 
@@ -38,7 +37,7 @@ pub trait TimeSource: Send {
     /// Start again from the first time.
     fn rewind(&mut self) -> Result<()>;
     /// How many times there are, when fixed in advance (a file's length).
-    fn len(&self) -> Option<u64>;
+    fn count(&self) -> Option<u64>;
     /// How messages name the times (`--edge-time t.npy`).
     fn name(&self) -> String;
 }
@@ -109,70 +108,11 @@ impl TimeSource for NpyTimes {
         self.done = 0;
         Ok(())
     }
-    fn len(&self) -> Option<u64> {
+    fn count(&self) -> Option<u64> {
         Some(self.header.len())
     }
     fn name(&self) -> String {
         format!("{} {}", self.option, self.header.path.display())
-    }
-}
-
-/// How a generator draws times: `Uniform` independent in `[lo, hi)` from the seed (item `i`'s
-/// time a hash of (seed, i), whatever the chunking), `Growth` the item's index in generation
-/// order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimeGen {
-    Uniform { seed: u64, lo: i64, hi: i64 },
-    Growth,
-}
-
-/// The default range of uniform times: `[0, 2^31)`.
-pub const UNIFORM_RANGE: (i64, i64) = (0, 1 << 31);
-
-/// Separates the streams of edge and node times drawn from one seed.
-const PURPOSE_EDGE_TIMES: u64 = 0x7E;
-const PURPOSE_NODE_TIMES: u64 = 0x7F;
-
-impl TimeGen {
-    /// `uniform` or `growth` (the value of `option`) with `range` (`[lo, hi)`, uniform only),
-    /// checked.
-    pub fn parse(option: &str, kind: &str, seed: u64, range: Option<(i64, i64)>) -> Result<Self> {
-        match kind {
-            "uniform" => {
-                let (lo, hi) = range.unwrap_or(UNIFORM_RANGE);
-                if lo >= hi {
-                    return input_err!(
-                        "--time-range {lo},{hi} is empty: give LO,HI with LO < HI (times are drawn in [LO, HI))"
-                    );
-                }
-                Ok(TimeGen::Uniform { seed, lo, hi })
-            }
-            "growth" if range.is_some() => input_err!(
-                "--time-range applies to uniform times; {option} growth gives each item its index in generation order"
-            ),
-            "growth" => Ok(TimeGen::Growth),
-            _ => input_err!("{option} '{kind}' is not known; use uniform or growth"),
-        }
-    }
-
-    /// The time of item `i` of the stream `purpose`.
-    fn at(self, purpose: u64, i: u64) -> i64 {
-        match self {
-            TimeGen::Growth => i as i64,
-            TimeGen::Uniform { seed, lo, hi } => {
-                let span = hi.abs_diff(lo);
-                let h = mix64(mix64(seed ^ mix64(purpose)) ^ i);
-                lo.wrapping_add(((h as u128 * span as u128) >> 64) as i64)
-            }
-        }
-    }
-
-    /// What the manifest's `source` records.
-    pub fn describe(self) -> serde_json::Value {
-        match self {
-            TimeGen::Growth => serde_json::json!("growth"),
-            TimeGen::Uniform { lo, hi, .. } => serde_json::json!({"uniform": [lo, hi]}),
-        }
     }
 }
 
@@ -199,7 +139,7 @@ impl TimeSource for GeneratedTimes {
         self.next = 0;
         Ok(())
     }
-    fn len(&self) -> Option<u64> {
+    fn count(&self) -> Option<u64> {
         None
     }
     fn name(&self) -> String {
@@ -266,7 +206,7 @@ impl EdgeSource for Timed<'_> {
             return self.mismatch((self.seen + got as u64).to_string(), edges);
         }
         if n == 0 {
-            if let Some(len) = self.times.len().filter(|&l| l != self.seen) {
+            if let Some(len) = self.times.count().filter(|&l| l != self.seen) {
                 return self.mismatch(len.to_string(), self.seen);
             }
         }
@@ -302,7 +242,7 @@ pub fn write_node_times(
     times: &mut dyn TimeSource,
     num_nodes: u64,
 ) -> Result<Option<TimeRange>> {
-    if let Some(len) = times.len().filter(|&l| l != num_nodes) {
+    if let Some(len) = times.count().filter(|&l| l != num_nodes) {
         return input_err!(
             "{} has {len} times but the graph has {num_nodes} nodes; give one time per node, or pass --num-nodes {len} if that is the true node count",
             times.name()
@@ -342,7 +282,7 @@ fn generate_node_times(
             self.1 = 0;
             Ok(())
         }
-        fn len(&self) -> Option<u64> {
+        fn count(&self) -> Option<u64> {
             None
         }
         fn name(&self) -> String {
@@ -377,7 +317,7 @@ pub fn attach_node_times(
 }
 
 /// The times a generator draws with `seed`: `edges` and `nodes` each `uniform` or `growth`
-/// (None: no times), uniform ones in `range` (default [`UNIFORM_RANGE`]).
+/// (None: no times), uniform ones in `range` (default [`crate::options::UNIFORM_RANGE`]).
 pub fn generated(
     edges: Option<&str>,
     nodes: Option<&str>,

@@ -212,7 +212,8 @@ class NodeType:
     or ``.npy`` files of this type's ids). ``node_ids``: the type's original ids as
     :func:`convert` takes them (``(dtype, ids, bytes)``; what an importer that assigned the type's
     dense ids passes), stored as ``node.TYPE.node_ids``; an id given twice within the type is
-    refused as :func:`convert` refuses it (the same id in two types names two nodes)."""
+    refused as :func:`convert` refuses it (the same id in two types names two nodes).
+    ``node_time``: an ``.npy`` of one int64 (or int32) time per node (``docs/FORMAT.md``, "Times")."""
 
     name: str
     num_nodes: int
@@ -221,6 +222,7 @@ class NodeType:
     split: Union[None, str, Mapping[str, Any]] = None
     feature_dtype: Optional[str] = None
     node_ids: Optional[Sequence[Any]] = None
+    node_time: Optional[PathLike] = None
 
 
 @dataclass
@@ -236,7 +238,11 @@ class Relation:
     ``given_negatives`` maps a listed held-out split to an ``.npy`` int64 (n, K) of negatives
     stored as given, row i for the split's pair i in the stored order (ascending (dst, src));
     ``absent_ok``: a listed held-out pair the edge file lacks is stored anyway (both are what a
-    GraphBolt link-prediction task needs)."""
+    GraphBolt link-prediction task needs).
+
+    ``edge_time``: an ``.npy`` of one int64 (or int32) time per edge of ``edges``, in file order;
+    the relation's lists are then stored by (time, source), and its reverse gets the same times
+    (``docs/FORMAT.md``, "Times")."""
 
     name: str
     edges: PathLike
@@ -245,16 +251,19 @@ class Relation:
     link_negatives: int = 100
     given_negatives: Optional[Mapping[str, PathLike]] = None
     absent_ok: bool = False
+    edge_time: Optional[PathLike] = None
 
 
 def convert_one_type(out: PathLike, node_type: NodeType, relation: Relation, **options: Any) -> Dict[str, Any]:
     """The one-type case of :func:`build_hetero` (one node type, one relation), stored as a
     homogeneous dataset: :func:`convert` of ``relation``'s edges and ``node_type``'s features,
     original ids, labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``,
-    ...). What an importer whose input may be either kind calls for a homogeneous one."""
+    ...), its times ``relation.edge_time`` and ``node_type.node_time``. What an importer whose
+    input may be either kind calls for a homogeneous one."""
     t, r = node_type, relation
     return convert(r.edges, out, format=r.format, num_nodes=t.num_nodes, features=t.features,
-                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, node_ids=t.node_ids, **options)
+                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, node_ids=t.node_ids,
+                   edge_time=r.edge_time, node_time=t.node_time, **options)
 
 
 def build_hetero(
@@ -276,8 +285,8 @@ def build_hetero(
     another; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for each (PyG's ``ToUndirected``).
     A relation's ``link_split`` (see :class:`Relation`) stores its edge splits; ``source``
     (JSON-able) is recorded in the manifest (with ``link_split`` added, per relation, when a
-    relation has one). ``quote_input`` is :func:`convert`'s, for every relation's file. Returns
-    the manifest."""
+    relation has one). ``quote_input`` is :func:`convert`'s, for every relation's file. A
+    relation's ``edge_time`` and a type's ``node_time`` give them times. Returns the manifest."""
     types = []
     for t in node_types:
         types.append((
@@ -289,8 +298,10 @@ def build_hetero(
              count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0),
              _files(r.given_negatives), bool(r.absent_ok))
             for r in relations]
+    times = {"edge_times": [(str(r.name), os.fspath(r.edge_time)) for r in relations if r.edge_time is not None],
+             "node_times": [(str(t.name), os.fspath(t.node_time)) for t in node_types if t.node_time is not None]}
     return _run(_core.build_hetero, progress, "building the dataset", out, memory, node_types=types, relations=rels,
-                add_reverse=bool(add_reverse), seed=seed, overwrite=overwrite, threads=threads,
+                add_reverse=bool(add_reverse), seed=seed, overwrite=overwrite, threads=threads, **times,
                 source=json.dumps(source), quote_input=bool(quote_input))
 
 

@@ -89,7 +89,6 @@ pub struct TypedGraph {
     pub node_times: Vec<Option<Arc<[i64]>>>,
 }
 
-
 impl TypedGraph {
     /// Open the dataset in `dir` (a homogeneous one as its one-type case): every relation's
     /// offset index, and its neighbor file loaded when `kind` is `None` or it is in

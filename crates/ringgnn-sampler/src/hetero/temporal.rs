@@ -338,6 +338,15 @@ pub(super) struct Cutter {
 }
 
 impl Cutter {
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> u64 {
+        let probe = std::mem::size_of::<Probe>();
+        (probe * self.live.capacity()
+            + 24 * self.spans.capacity()
+            + 16 * self.runs.capacity()
+            + 8 * self.vals.capacity()) as u64
+    }
+
     /// Cut every `ranges[i] = (lo, hi)` to `(lo, lo + c)`, `c` the number of its entries whose
     /// time is `<= limits[i]`. A limit of `i64::MAX` leaves its range as it is (every time is
     /// eligible) and costs nothing.
@@ -381,24 +390,33 @@ impl Cutter {
                 self.spans.push((s, e, p));
             }
             self.spans.sort_unstable();
-            self.runs.clear();
-            self.runs
-                .extend(self.spans.iter().map(|&(s, e, _)| (s, e - s)));
-            let total: u64 = self.runs.iter().map(|r| r.1).sum();
-            self.vals.clear();
-            self.vals.resize(total as usize, 0);
-            disk.fetch_runs(&self.runs, &mut self.vals)?;
-            let mut at = 0;
-            for &(s, e, p) in &self.spans {
-                let got = &self.vals[at..at + (e - s) as usize];
-                at += got.len();
-                let pr = &mut self.live[p];
-                let j = s + got.partition_point(|&x| x as i64 <= pr.limit) as u64;
-                if j > s {
-                    pr.a = j;
-                }
-                if j < e {
-                    pr.b = j;
+            // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
+            // frontier (a hop of a hyperbatch probes hundreds of thousands of lists).
+            let Cutter {
+                live,
+                spans,
+                runs,
+                vals,
+            } = &mut *self;
+            for chunk in chunks(spans, CHUNK) {
+                runs.clear();
+                runs.extend(chunk.iter().map(|&(s, e, _)| (s, e - s)));
+                let total: u64 = runs.iter().map(|r| r.1).sum();
+                vals.clear();
+                vals.resize(total as usize, 0);
+                disk.fetch_runs(runs, vals)?;
+                let mut at = 0;
+                for &(s, e, p) in chunk {
+                    let got = &vals[at..at + (e - s) as usize];
+                    at += got.len();
+                    let pr = &mut live[p];
+                    let j = s + got.partition_point(|&x| x as i64 <= pr.limit) as u64;
+                    if j > s {
+                        pr.a = j;
+                    }
+                    if j < e {
+                        pr.b = j;
+                    }
                 }
             }
             self.live.retain(|pr| {
@@ -410,5 +428,56 @@ impl Cutter {
             });
         }
         Ok(())
+    }
+}
+
+/// Entries of times the search reads at once (8 MiB): a round's spans go in chunks of at most
+/// this many (a span is at most two pages, so a chunk is never empty).
+const CHUNK: u64 = 1 << 20;
+
+/// `spans` (each `(first, end, probe)`, sorted) cut into consecutive chunks of at most `cap`
+/// entries each (a span longer than `cap` alone).
+fn chunks(spans: &[(u64, u64, usize)], cap: u64) -> impl Iterator<Item = &[(u64, u64, usize)]> {
+    let mut rest = spans;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut total = 0;
+        let n = rest
+            .iter()
+            .take_while(|&&(s, e, _)| {
+                total += e - s;
+                total <= cap
+            })
+            .count()
+            .max(1);
+        let (head, tail) = rest.split_at(n);
+        rest = tail;
+        Some(head)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks;
+
+    #[test]
+    fn chunks_hold_at_most_cap_entries_and_cover_every_span_in_order() {
+        // Spans of 3, 4, 2, 9, 1 entries.
+        let spans = [
+            (0, 3, 0),
+            (10, 14, 1),
+            (20, 22, 2),
+            (30, 39, 3),
+            (40, 41, 4),
+        ];
+        let got: Vec<Vec<usize>> = chunks(&spans, 6)
+            .map(|c| c.iter().map(|x| x.2).collect())
+            .collect();
+        assert_eq!(got, vec![vec![0], vec![1, 2], vec![3], vec![4]]);
+        let one: Vec<usize> = chunks(&spans, 100).map(<[_]>::len).collect();
+        assert_eq!(one, vec![5]);
+        assert_eq!(chunks(&[], 6).count(), 0);
     }
 }

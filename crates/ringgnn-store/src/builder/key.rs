@@ -169,4 +169,19 @@ mod tests {
         assert_eq!(k(5, 1, 2).bucket(TimedKey::default(), 96), 5);
         assert_eq!(<TimedKey as Key>::bucket_base(5, 96), k(5, 0, i64::MIN));
     }
+
+    #[test]
+    fn timed_radix_sort_is_the_key_order() {
+        let mut r = crate::rng::stream(1, 2, 3);
+        let mut keys: Vec<TimedKey> = (0..5000)
+            .map(|_| {
+                let x = rand_xoshiro::rand_core::Rng::next_u64(&mut r);
+                Key::make(x % 1000, (x >> 10) % 50, (x >> 20) as i64 % 7 - 3)
+            })
+            .collect();
+        let mut want = keys.clone();
+        want.sort_unstable();
+        Key::sort(&mut keys[..]);
+        assert_eq!(keys, want);
+    }
 }

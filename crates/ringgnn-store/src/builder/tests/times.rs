@@ -21,7 +21,7 @@ impl TimeSource for VecTimes {
         self.1 = 0;
         Ok(())
     }
-    fn len(&self) -> Option<u64> {
+    fn count(&self) -> Option<u64> {
         Some(self.0.len() as u64)
     }
     fn name(&self) -> String {
@@ -29,13 +29,16 @@ impl TimeSource for VecTimes {
     }
 }
 
-/// Build `edges` at `times`; the dataset's lists as (time, source) and its summary.
+/// Each node's in-edges as (time, source).
+type Lists = Vec<Vec<(i64, u64)>>;
+
+/// Build `edges` at `times`; the dataset's lists and its summary.
 fn build_timed(
     edges: &[(u64, u64)],
     times: &[i64],
     o: &GraphOptions,
     sizes: Sizes,
-) -> Result<(Vec<Vec<(i64, u64)>>, GraphSummary, tempfile::TempDir)> {
+) -> Result<(Lists, GraphSummary, tempfile::TempDir)> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
     let mut staging = Staging::create(&out, false, &crate::NoProgress).unwrap();
@@ -63,7 +66,7 @@ fn build_timed(
 }
 
 /// The lists the spec defines, by an in-memory sort.
-fn reference_timed(edges: &[(u64, u64)], times: &[i64], o: &GraphOptions) -> Vec<Vec<(i64, u64)>> {
+fn reference_timed(edges: &[(u64, u64)], times: &[i64], o: &GraphOptions) -> Lists {
     let n = o
         .num_nodes
         .unwrap_or_else(|| edges.iter().map(|&(a, b)| a.max(b) + 1).max().unwrap_or(0));

@@ -124,6 +124,14 @@ fn sizes_and_fields_of_times_are_checked() {
         e.contains("edge_times and node_times are fields of format version 3, but the manifest says version 2"),
         "{e}"
     );
+    let d9 = tempfile::tempdir().unwrap();
+    let ds = build(d9.path());
+    edit_manifest(&ds, |m| m.version = 4);
+    let e = Manifest::read(&ds).unwrap_err().to_string();
+    assert!(
+        e.contains("format version 4 is newer than this ringgnn reads (up to 3); upgrade ringgnn"),
+        "{e}"
+    );
     let d3 = tempfile::tempdir().unwrap();
     let ds = build(d3.path());
     edit_manifest(&ds, |m| m.node_times = None);
@@ -137,4 +145,84 @@ fn sizes_and_fields_of_times_are_checked() {
     std::fs::remove_file(ds.join("edge_times.bin")).unwrap();
     let e = err(&ds);
     assert!(e.contains("edge_times.bin: missing"), "{e}");
+}
+
+#[test]
+fn a_heterogeneous_dataset_with_times() {
+    use crate::hetero::tests::{buys_spec, node_with_ids};
+    use crate::hetero::{build_with_times, HeteroManifest, HeteroTimes, Part};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    let types = vec![
+        node_with_ids("user", 2, None),
+        node_with_ids("item", 3, None),
+    ];
+    let mut spec = buys_spec(dir.path(), out.clone(), types); // 0->0, 1->1
+    spec.add_reverse = true;
+    std::fs::write(&spec.relations[0].input, "0,0\n1,0\n1,2\n").unwrap();
+    let (et, nt) = (dir.path().join("et.npy"), dir.path().join("nt.npy"));
+    write_npy(&et, "<i8", &[3], false, bytemuck::cast_slice(&[7i64, 2, 5])).unwrap();
+    write_npy(
+        &nt,
+        "<i4",
+        &[3],
+        false,
+        bytemuck::cast_slice(&[4i32, -1, 6]),
+    )
+    .unwrap();
+    let times = HeteroTimes {
+        edges: [("user:buys:item".to_string(), et.clone())].into(),
+        nodes: [("item".to_string(), nt)].into(),
+    };
+    let m = build_with_times(&spec, &times, &NoProgress).unwrap();
+    assert_eq!(m.version, 3);
+    assert_eq!(
+        m.relations["user:buys:item"].edge_times,
+        Some(TimeRange { min: 2, max: 7 })
+    );
+    assert_eq!(
+        m.node_types["item"].node_times,
+        Some(TimeRange { min: -1, max: 6 })
+    );
+    assert_eq!(m.node_types["user"].node_times, None);
+    assert!(m.files.contains_key("relation.user:buys:item.edge_times"));
+    assert_eq!(m.files["node.item.node_times"].path, "type0_node_times.bin");
+    // Item 0's in-edges by time: (2, user 1), (7, user 0); the reverse keeps each edge's time.
+    let part = |r: &str| crate::Dataset::open_part(&out, &Part::Relation(r.into())).unwrap();
+    let buys = part("user:buys:item");
+    assert_eq!(buys.neighbors(0).unwrap(), [1, 0]);
+    assert_eq!(buys.edge_times(0).unwrap(), [2, 7]);
+    let rev = part("item:rev_buys:user");
+    assert_eq!(rev.neighbors(1).unwrap(), [0, 2]);
+    assert_eq!(rev.edge_times(1).unwrap(), [2, 5]);
+    assert!(rev.edge_times_path().is_some());
+    let item = crate::Dataset::open_part(&out, &Part::Node("item".into())).unwrap();
+    assert_eq!(item.node_times().unwrap(), Some(vec![4, -1, 6]));
+    verify(&out, &VerifyOptions::test(), &NoProgress).unwrap();
+    HeteroManifest::read(&out).unwrap();
+    // A name the build lacks, a wrong length.
+    let bad = HeteroTimes {
+        edges: [("user:sells:item".to_string(), et)].into(),
+        nodes: Default::default(),
+    };
+    let e = build_with_times(&spec, &bad, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("'user:sells:item', which is not a relation of the build"),
+        "{e}"
+    );
+    let short = dir.path().join("short.npy");
+    write_npy(&short, "<i8", &[2], false, bytemuck::cast_slice(&[1i64, 2])).unwrap();
+    let bad = HeteroTimes {
+        edges: [("user:buys:item".to_string(), short)].into(),
+        nodes: Default::default(),
+    };
+    let e = build_with_times(&spec, &bad, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("relation ") && e.contains("has 2 times but the input has 3 edges"),
+        "{e}"
+    );
 }
