@@ -204,8 +204,11 @@ def test_errors(tiny):
         s.sample([0], "venue")
     with pytest.raises(ringgnn.InputError, match="node type 'author' has no split 'train'"):
         HeteroLoader(tiny, [1], "author", seeds="train")
-    with pytest.raises(ringgnn.InputError, match="homogeneous dataset"):
-        HeteroNeighborSampler(os.path.join(os.path.dirname(__file__), "fixtures", "v2-tiny"), [1])
+    # A homogeneous dataset is the one-type case: node type "node", relation "node:to:node".
+    one = HeteroNeighborSampler(os.path.join(os.path.dirname(__file__), "fixtures", "v2-tiny"), [1])
+    assert list(one.sample([0], "node").node) == ["node"]
+    with pytest.raises(ringgnn.InputError, match="no node type 'paper'"):
+        one.sample([0], "paper")
 
 
 def test_loader_gives_hetero_data_with_features_and_labels(tiny):

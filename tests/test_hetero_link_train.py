@@ -457,8 +457,9 @@ def test_auto_sizes_link_hyperbatches_from_their_probe_batches(tiny):
     h, why = b.hyperbatch_size()
     assert 1 <= h <= -(-len(b) // 2) and why.startswith(f"{h} (auto: 2 threads") and "3 probe batches" in why
     # The probes are batches 0, 1, 2 of epoch 0: each end's distinct ids, of its own type.
-    for got, i in zip(b._probe_seeds(), range(3)):
+    for (got, times), i in zip(b._probe_seeds(), range(3)):
         want = b.batch_pairs(0, i).typed_seeds(b.types)
+        assert times is None  # link batches are sampled without times
         assert [t for t, _ in got] == ["author", "paper"]
         for t, ids in got:
             assert np.array_equal(ids, want[t])

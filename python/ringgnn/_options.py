@@ -311,6 +311,23 @@ def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
+    """Seed times for ``n`` seeds (numpy, torch, list, or one integer for all of them) as a
+    contiguous 1-D int64 array of length ``n``; the same unit as the dataset's times."""
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    a = np.asarray(value)
+    if a.ndim == 0 and np.issubdtype(a.dtype, np.integer):
+        return np.full(n, int(a), dtype=np.int64)
+    if a.ndim != 1:
+        raise InputError(f"{what} must be one integer time per seed (a 1-D array) or one integer, got shape {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"{what} must be integer times (the unit of the dataset's times), got dtype {a.dtype}")
+    if len(a) != n:
+        raise InputError(f"{what} has {len(a)} times for {n} seeds; give one time per seed")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
 def parse_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) -> SplitArg:
     """A split spec as the core wants it: [(name, fraction), ...] or [(name, path), ...].
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use ringgnn_features::{FeatureFile, HotRowCache};
 use ringgnn_io::BackendKind;
-use ringgnn_loader::typed::{TypeRows, TypedBatch, TypedGraph, TypedJob, TypedLoader, TypedSeeds};
+use ringgnn_loader::typed::{
+    SeedTimes, TypeRows, TypedBatch, TypedGraph, TypedJob, TypedLoader, TypedSeeds,
+};
 use ringgnn_loader::{Error, Labels};
 use ringgnn_sampler::Fanout;
 use ringgnn_store::hetero::{build, HeteroSpec, NodeTypeSpec, Part, RelationSpec};
@@ -123,8 +125,8 @@ fn loader(path: &Path, kind: Option<BackendKind>, cache: bool) -> TypedLoader {
 
 fn jobs(h: usize) -> Vec<TypedJob> {
     // Seeds of papers (type 2).
-    let seeds: Vec<(u64, TypedSeeds)> = (0..4)
-        .map(|b| (b, vec![(2, vec![2 * b, (2 * b + 5) % 8])]))
+    let seeds: Vec<(u64, TypedSeeds, SeedTimes)> = (0..4)
+        .map(|b| (b, vec![(2, vec![2 * b, (2 * b + 5) % 8])], None))
         .collect();
     seeds.chunks(h).map(<[_]>::to_vec).collect()
 }
@@ -195,7 +197,10 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
     let rows: u64 = want.iter().map(|b| b.sample.node[paper].len() as u64).sum();
     let before = base.stats()[paper].rows_requested;
     let probes = base
-        .probe(&[vec![(paper, vec![0, 1])], vec![(paper, vec![2])]])
+        .probe(&[
+            (vec![(paper, vec![0, 1])], None),
+            (vec![(paper, vec![2])], None),
+        ])
         .unwrap();
     assert_eq!(base.stats()[paper].rows_requested, before);
     // Six passes over the epoch: five runs on `base` and the batches it made.
@@ -280,14 +285,14 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
     // The probe counts what staging holds per batch: 8 bytes per author and paper and a
     // write buffer for each.
     let l = loader(&path, Some(BackendKind::Pread), false).with_staging(None, None);
-    let p = l.probe(&[vec![(2, vec![0, 1])]]).unwrap();
+    let p = l.probe(&[(vec![(2, vec![0, 1])], None)]).unwrap();
     let s = run(&l, 1, 1).remove(0).sample; // batch 0 of epoch 3, not the probe's
     assert!(p[0].staging > 2 * (256 << 10) && s.node.len() == 3);
     // It estimates what reading the batches' rows costs over the types whose rows may be
     // staged (each batch's own reads, one pass for all the probe's batches, each batch's rows
     // written and read back) and measures the sampling; the pass is one for the probe.
     let p = l
-        .probe(&[vec![(2, vec![0, 1])], vec![(2, vec![2])]])
+        .probe(&[(vec![(2, vec![0, 1])], None), (vec![(2, vec![2])], None)])
         .unwrap();
     for q in &p {
         assert!(q.read_s > 0.0 && q.pass_s > 0.0 && q.back_s > 0.0 && q.sample_s > 0.0);
@@ -295,7 +300,7 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
     assert_eq!(p[0].pass_s, p[1].pass_s);
     // Without staging nothing is estimated: every choice reads the rows the same way.
     let p = loader(&path, Some(BackendKind::Pread), false)
-        .probe(&[vec![(2, vec![0, 1])]])
+        .probe(&[(vec![(2, vec![0, 1])], None)])
         .unwrap();
     assert_eq!((p[0].read_s, p[0].pass_s, p[0].back_s), (0.0, 0.0, 0.0));
     assert!(p[0].sample_s > 0.0);
@@ -319,7 +324,7 @@ fn batches_seeded_by_several_types_are_their_samples_alone() {
             (paper, vec![(3 * b) % 8]),
         ]
     };
-    let batches: Vec<(u64, TypedSeeds)> = (0..4).map(|b| (b, seeds(b))).collect();
+    let batches: Vec<(u64, TypedSeeds, SeedTimes)> = (0..4).map(|b| (b, seeds(b), None)).collect();
     let n = |v: usize| NonZeroUsize::new(v).unwrap();
     let got: Vec<TypedBatch> = base
         .epoch(
@@ -358,7 +363,14 @@ fn bad_input_is_refused_with_what_to_do() {
         Ok(_) => panic!("accepted"),
     };
     let m = err(l
-        .epoch(0, vec![vec![(0, vec![(2, vec![8])])]], one, one, one, true)
+        .epoch(
+            0,
+            vec![vec![(0, vec![(2, vec![8])], None)]],
+            one,
+            one,
+            one,
+            true,
+        )
         .map(drop));
     assert!(
         m.contains("seed node 8 of node type paper is out of range"),
@@ -366,13 +378,13 @@ fn bad_input_is_refused_with_what_to_do() {
     );
     // Authors are 0..5: the check is each seed's own type's.
     let m = err(l
-        .make(0, vec![(0, vec![(2, vec![7]), (0, vec![5])])])
+        .make(0, vec![(0, vec![(2, vec![7]), (0, vec![5])], None)])
         .map(drop));
     assert!(
         m.contains("seed node 5 of node type author is out of range"),
         "{m}"
     );
-    let m = err(l.probe(&[vec![(3, vec![0])]]).map(drop));
+    let m = err(l.probe(&[(vec![(3, vec![0])], None)]).map(drop));
     assert!(
         m.contains(
             "seeds of node type 3: the dataset has 3 node types (author, institution, paper)"

@@ -7,11 +7,15 @@ use pyo3::prelude::*;
 use ringgnn_store::generate::{
     generate_rmat as core_rmat, generate_sbm as core_sbm, RmatOptions, SbmOptions,
 };
-use ringgnn_store::hetero::{HeteroSpec, NodeTypeSpec, RelationSpec};
+use ringgnn_store::hetero::{
+    build_with_times, HeteroSpec, HeteroTimes, NodeTypeSpec, RelationSpec,
+};
 use ringgnn_store::input::InputFormat;
 use ringgnn_store::link::{LinkSplitOptions, LinkSplitSpec};
 use ringgnn_store::manifest::{FeatureDtype, NodeIdDtype};
 use ringgnn_store::node_ids::NodeIdsInput;
+use ringgnn_store::options::{TimeInput, TimeOptions};
+use ringgnn_store::times;
 use ringgnn_store::{ConvertOptions, Excerpts, GraphOptions, SelfLoops, SplitSpec};
 
 use crate::errors::{input_error, StoreError};
@@ -61,6 +65,7 @@ fn graph_options(
         num_nodes,
         memory,
         threads: self::threads(threads)?,
+        times: TimeOptions::default(),
     })
 }
 
@@ -102,7 +107,8 @@ impl From<SplitArg> for SplitSpec {
     input, out, *, format=None, undirected=false, self_loops="keep", dedup=false, num_nodes=None,
     features=None, labels=None, split=None, link_split=None, link_negatives=100, seed=0,
     feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None, node_ids=None,
-    given_negatives=Vec::new(), absent_ok=false, shared_negatives=Vec::new(), quote_input=true
+    given_negatives=Vec::new(), absent_ok=false, shared_negatives=Vec::new(), quote_input=true,
+    edge_time=None, node_time=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
@@ -130,8 +136,14 @@ pub fn convert(
     absent_ok: bool,
     shared_negatives: Vec<(String, PathBuf)>,
     quote_input: bool,
+    edge_time: Option<PathBuf>,
+    node_time: Option<PathBuf>,
 ) -> PyResult<String> {
     let node_ids = node_ids.map(node_ids_input).transpose()?;
+    let times = TimeOptions {
+        edges: edge_time.map(TimeInput::File),
+        nodes: node_time.map(TimeInput::File),
+    };
     let opts = ConvertOptions {
         input,
         out,
@@ -140,7 +152,10 @@ pub fn convert(
             .transpose()
             .map_err(StoreError)?
             .flatten(),
-        graph: graph_options(undirected, self_loops, dedup, num_nodes, memory, threads)?,
+        graph: GraphOptions {
+            times,
+            ..graph_options(undirected, self_loops, dedup, num_nodes, memory, threads)?
+        },
         features,
         feature_dtype: self::feature_dtype(feature_dtype)?,
         labels,
@@ -181,7 +196,8 @@ fn node_ids_input((dtype, ids, bytes): NodeIdsArg) -> PyResult<NodeIdsInput> {
 #[pyfunction]
 #[pyo3(signature = (
     out, *, scale, edge_factor=16, undirected=false, self_loops="keep", dedup=false, seed=0,
-    memory=1<<30, overwrite=false, threads=None, progress=None
+    memory=1<<30, overwrite=false, threads=None, progress=None, edge_time=None, node_time=None,
+    time_range=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn generate_rmat(
@@ -197,13 +213,19 @@ pub fn generate_rmat(
     overwrite: bool,
     threads: Option<usize>,
     progress: Option<Py<PyAny>>,
+    edge_time: Option<&str>,
+    node_time: Option<&str>,
+    time_range: Option<(i64, i64)>,
 ) -> PyResult<String> {
     let opts = RmatOptions {
         out,
         scale,
         edge_factor,
         seed,
-        graph: graph_options(undirected, self_loops, dedup, None, memory, threads)?,
+        graph: GraphOptions {
+            times: times::generated(edge_time, node_time, time_range, seed).map_err(StoreError)?,
+            ..graph_options(undirected, self_loops, dedup, None, memory, threads)?
+        },
         overwrite,
     };
     let manifest = progress::run(py, progress, |p| core_rmat(&opts, p))?;
@@ -214,7 +236,8 @@ pub fn generate_rmat(
 #[pyfunction]
 #[pyo3(signature = (
     out, *, nodes, classes, avg_degree, feature_dim, split, feature_dtype="f32", seed=0,
-    memory=1<<30, overwrite=false, threads=None, progress=None
+    memory=1<<30, overwrite=false, threads=None, progress=None, edge_time=None, node_time=None,
+    time_range=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn generate_sbm(
@@ -231,6 +254,9 @@ pub fn generate_sbm(
     overwrite: bool,
     threads: Option<usize>,
     progress: Option<Py<PyAny>>,
+    edge_time: Option<&str>,
+    node_time: Option<&str>,
+    time_range: Option<(i64, i64)>,
 ) -> PyResult<String> {
     let opts = SbmOptions {
         out,
@@ -244,6 +270,7 @@ pub fn generate_sbm(
         graph: GraphOptions {
             memory,
             threads: self::threads(threads)?,
+            times: times::generated(edge_time, node_time, time_range, seed).map_err(StoreError)?,
             ..GraphOptions::default()
         },
         overwrite,
@@ -278,11 +305,13 @@ type RelationArg = (
 );
 
 /// Build a heterogeneous dataset: `node_types` as [`NodeTypeArg`]s and `relations` as [`RelationArg`]s; `source` is JSON
-/// recorded in the manifest. Returns the manifest as JSON.
+/// recorded in the manifest; `edge_times`/`node_times` the `.npy` times of relations and node types by name. Returns
+/// the manifest as JSON.
 #[pyfunction]
 #[pyo3(signature = (
     out, *, node_types, relations, add_reverse=false, seed=0, memory=1<<30, overwrite=false,
-    threads=None, source="null", progress=None, quote_input=true
+    threads=None, source="null", progress=None, quote_input=true, edge_times=Vec::new(),
+    node_times=Vec::new()
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn build_hetero(
@@ -298,7 +327,13 @@ pub fn build_hetero(
     source: &str,
     progress: Option<Py<PyAny>>,
     quote_input: bool,
+    edge_times: Vec<(String, PathBuf)>,
+    node_times: Vec<(String, PathBuf)>,
 ) -> PyResult<String> {
+    let times = HeteroTimes {
+        edges: edge_times.into_iter().collect(),
+        nodes: node_times.into_iter().collect(),
+    };
     let mut types = Vec::new();
     for (name, num_nodes, features, dtype, labels, split, node_ids) in node_types {
         types.push(NodeTypeSpec {
@@ -343,7 +378,7 @@ pub fn build_hetero(
             .map_err(|e| input_error(format!("source is not JSON: {e}")))?,
         excerpts: excerpts(quote_input),
     };
-    let manifest = progress::run(py, progress, |p| ringgnn_store::hetero::build(&spec, p))?;
+    let manifest = progress::run(py, progress, |p| build_with_times(&spec, &times, p))?;
     Ok(manifest.to_json())
 }
 

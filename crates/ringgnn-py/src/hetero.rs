@@ -13,7 +13,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ringgnn_io::{BackendKind, IoStats};
 use ringgnn_loader::TypedGraph;
-use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler as Core, MAX_FANOUT};
+use ringgnn_sampler::{
+    Fanout, HeteroRequest, HeteroSample, HeteroSampler as Core, TemporalStrategy, MAX_FANOUT,
+};
 
 use crate::errors::{input_error, LoaderError, SamplerError};
 
@@ -124,7 +126,9 @@ impl HeteroSampler {
     /// graph does not hold in memory, instead of the graph's backend (a server's short-lived
     /// samplers use pread: a ring per relation costs more than their few reads).
     #[new]
-    #[pyo3(signature = (graph, fanouts, *, replace=false, seed=0, with_edge_ids=false, disk_backend=None))]
+    #[pyo3(signature = (graph, fanouts, *, replace=false, seed=0, with_edge_ids=false, disk_backend=None,
+                        temporal_strategy="uniform"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         graph: &HeteroGraph,
@@ -133,7 +137,9 @@ impl HeteroSampler {
         seed: u64,
         with_edge_ids: bool,
         disk_backend: Option<&str>,
+        temporal_strategy: &str,
     ) -> PyResult<Self> {
+        let strategy = temporal_strategy_arg(temporal_strategy)?;
         let disk = match disk_backend {
             None => None,
             Some("uring") => Some(BackendKind::Uring),
@@ -150,7 +156,8 @@ impl HeteroSampler {
         let opened = py
             .detach(|| graph.inner.sampler(&fanouts, replace, disk))
             .map_err(LoaderError)?;
-        let (inner, name, fallback) = (opened.sampler, opened.backend, opened.fallback);
+        let (mut inner, name, fallback) = (opened.sampler, opened.backend, opened.fallback);
+        inner.set_temporal_strategy(strategy);
         Ok(HeteroSampler {
             inner: Mutex::new(inner),
             types: graph.inner.types().to_vec(),
@@ -188,8 +195,9 @@ impl HeteroSampler {
 
     /// Sample batch `batch` of epoch `epoch` around `seeds` (ids of `seed_type`): a dict of
     /// `node`, `num_sampled_nodes` (per type), `row`, `col`, `num_sampled_edges` and `edge`
-    /// (per relation; `edge` None unless asked for).
-    #[pyo3(signature = (seed_type, seeds, epoch=0, batch=0))]
+    /// (per relation; `edge` None unless asked for), and `time` (per type, with `times`: the
+    /// seeds' times, parallel to `seeds`; else None).
+    #[pyo3(signature = (seed_type, seeds, epoch=0, batch=0, times=None))]
     fn sample<'py>(
         &self,
         py: Python<'py>,
@@ -197,60 +205,87 @@ impl HeteroSampler {
         seeds: PyReadonlyArray1<'py, i64>,
         epoch: u64,
         batch: u64,
+        times: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.sample_typed(py, vec![(seed_type, seeds)], epoch, batch)
+        self.sample_typed(
+            py,
+            vec![(seed_type, seeds)],
+            epoch,
+            batch,
+            times.map(|t| vec![t]),
+        )
     }
 
     /// [`Self::sample`] around seeds of several types at once: `seeds` is a list of
     /// (node type, ids) (a type given twice: its lists one after the other); every seeded
     /// type's frontier starts with its distinct seeds (`num_sampled_nodes[t][0]`).
-    #[pyo3(signature = (seeds, epoch=0, batch=0))]
+    /// `times`: with seed times, one int64 array per list of `seeds` (parallel to its ids):
+    /// the batch is sampled at those times (see `ringgnn_sampler::HeteroSampler`), and the
+    /// dict's `time` gives each node's (its subgraph's seed time) per type.
+    #[pyo3(signature = (seeds, epoch=0, batch=0, times=None))]
     fn sample_typed<'py>(
         &self,
         py: Python<'py>,
         seeds: TypedSeeds<'py>,
         epoch: u64,
         batch: u64,
+        times: Option<Vec<PyReadonlyArray1<'py, i64>>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let typed = self.typed_seeds(&seeds)?;
-        let out: HeteroSample = py
-            .detach(|| {
-                let refs: Vec<(usize, &[u64])> =
-                    typed.iter().map(|(t, v)| (*t, v.as_slice())).collect();
-                let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-                s.sample_typed(&refs, self.seed, epoch, batch, self.with_edge_ids)
-            })
-            .map_err(SamplerError)?;
-        sample_dict(py, &self.types, &self.relations, out)
+        let mut outs = self.sample_many(py, vec![(seeds, batch)], epoch, times.map(|t| vec![t]))?;
+        Ok(outs.pop().expect("one request, one sample"))
     }
 
     /// Sample several batches of epoch `epoch` together (a hyperbatch: each relation's file
     /// read once per hop for all of them): `requests` is a list of (seeds as in
     /// `sample_typed`, batch index); returns one dict per request, each the one `sample_typed`
     /// gives for that batch alone.
-    #[pyo3(signature = (requests, epoch=0))]
+    /// `times`: with seed times, per request the times `sample_typed` takes.
+    #[pyo3(signature = (requests, epoch=0, times=None))]
     fn sample_many<'py>(
         &self,
         py: Python<'py>,
         requests: Vec<(TypedSeeds<'py>, u64)>,
         epoch: u64,
+        times: Option<Vec<Vec<PyReadonlyArray1<'py, i64>>>>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let typed = requests
             .iter()
             .map(|(seeds, batch)| Ok((self.typed_seeds(seeds)?, *batch)))
             .collect::<PyResult<Vec<_>>>()?;
+        let times: Option<Vec<Vec<Vec<i64>>>> = match times {
+            None => None,
+            Some(t) if t.len() != typed.len() => {
+                return Err(input_error(format!(
+                "seed times for {} batches, but {} batches: give one list of seed times per batch",
+                t.len(),
+                typed.len()
+            )))
+            }
+            Some(t) => Some(
+                t.iter()
+                    .map(|per| per.iter().map(|a| a.as_array().to_vec()).collect())
+                    .collect(),
+            ),
+        };
         let outs: Vec<HeteroSample> = py
             .detach(|| {
                 let refs: Vec<Vec<(usize, &[u64])>> = typed
                     .iter()
                     .map(|(s, _)| s.iter().map(|(t, v)| (*t, v.as_slice())).collect())
                     .collect();
+                let time_refs: Option<Vec<Vec<&[i64]>>> = times.as_ref().map(|t| {
+                    t.iter()
+                        .map(|per| per.iter().map(Vec::as_slice).collect())
+                        .collect()
+                });
                 let reqs: Vec<HeteroRequest> = refs
                     .iter()
                     .zip(&typed)
-                    .map(|(seeds, (_, batch))| HeteroRequest {
+                    .enumerate()
+                    .map(|(i, (seeds, (_, batch)))| HeteroRequest {
                         seeds,
                         batch: *batch,
+                        times: time_refs.as_ref().map(|t| t[i].as_slice()),
                     })
                     .collect();
                 let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -391,5 +426,27 @@ pub(crate) fn sample_dict<'py>(
         Some(e) => d.set_item("edge", per(relations, e)?)?,
         None => d.set_item("edge", py.None())?,
     }
+    match out.time {
+        Some(t) => {
+            let x = PyDict::new(py);
+            for (n, a) in types.iter().zip(t) {
+                x.set_item(n, a.into_pyarray(py))?;
+            }
+            d.set_item("time", x)?
+        }
+        None => d.set_item("time", py.None())?,
+    }
     Ok(d)
+}
+
+/// `temporal_strategy` as Python gives it: "uniform" or "last".
+pub(crate) fn temporal_strategy_arg(name: &str) -> PyResult<TemporalStrategy> {
+    match name {
+        "uniform" => Ok(TemporalStrategy::Uniform),
+        "last" => Ok(TemporalStrategy::Last),
+        s => Err(input_error(format!(
+            "temporal_strategy '{s}' is unknown; use uniform (draw among the edges not newer than \
+             the seed) or last (the most recent ones)"
+        ))),
+    }
 }

@@ -12,7 +12,9 @@ use std::time::Duration;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringgnn_loader::typed::{TypedBatch, TypedJob, TypedLoader as Core, TypedRun, TypedSeeds};
+use ringgnn_loader::typed::{
+    SeedTimes, TypedBatch, TypedJob, TypedLoader as Core, TypedRun, TypedSeeds,
+};
 use ringgnn_loader::{Error, Labels, Next};
 use ringgnn_store::hetero::Part;
 use ringgnn_store::Dataset;
@@ -34,6 +36,8 @@ fn ids(a: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<u64>> {
 
 /// Seeds of one batch from Python, (node type name, its ids) for each type seeded.
 type PySeeds<'py> = Vec<(String, PyReadonlyArray1<'py, i64>)>;
+/// A batch's seed times as Python gives them: one int64 array per entry of its seeds, or None.
+type PyTimes<'py> = Option<Vec<PyReadonlyArray1<'py, i64>>>;
 
 fn nonzero(v: usize, what: &str) -> PyResult<NonZeroUsize> {
     NonZeroUsize::new(v).ok_or_else(|| input_error(format!("{what} must be at least 1")))
@@ -124,7 +128,7 @@ impl TypedLoader {
     }
 
     /// The batches of epoch `epoch` as jobs: `jobs[j]` is a list of (batch index, seeds: a list
-    /// of (node type, ids) for each type seeded), the
+    /// of (node type, ids) for each type seeded, their times or None), the
     /// batches one worker samples together; `threads` workers, a job started when its first
     /// batch is among the next `window` the consumer takes, a batch's rows gathered when it is
     /// among the next `prefetch`; `stage`: whether hyperbatches may be staged.
@@ -134,7 +138,7 @@ impl TypedLoader {
         &self,
         py: Python<'_>,
         epoch: u64,
-        jobs: Vec<Vec<(u64, PySeeds<'_>)>>,
+        jobs: Vec<Vec<(u64, PySeeds<'_>, PyTimes<'_>)>>,
         threads: usize,
         window: usize,
         prefetch: usize,
@@ -162,13 +166,13 @@ impl TypedLoader {
         })
     }
 
-    /// The batches of one job (a list of (batch index, seeds)) of epoch `epoch`, made on the
-    /// calling thread, in order.
+    /// The batches of one job (a list of (batch index, seeds, times)) of epoch `epoch`, made on
+    /// the calling thread, in order.
     fn make<'py>(
         &self,
         py: Python<'py>,
         epoch: u64,
-        job: Vec<(u64, PySeeds<'py>)>,
+        job: Vec<(u64, PySeeds<'py>, PyTimes<'py>)>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let job = self.job(&job)?;
         let out = py
@@ -187,14 +191,26 @@ impl TypedLoader {
     /// `read_s` (its rows read batch by batch), `pass_s` (one pass over the feature files for
     /// all the probe's batches), `back_s` (its staged rows written and read back), estimated
     /// over the types whose rows may be staged.
+    /// `times`: None, or per batch of `seeds` its times (as a job's).
+    #[pyo3(signature = (seeds, times=None))]
     fn probe<'py>(
         &self,
         py: Python<'py>,
         seeds: Vec<PySeeds<'py>>,
+        times: Option<Vec<PyTimes<'py>>>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let times = times.unwrap_or_else(|| seeds.iter().map(|_| None).collect());
+        if times.len() != seeds.len() {
+            return Err(input_error(format!(
+                "probe: {} lists of seed times for {} batches",
+                times.len(),
+                seeds.len()
+            )));
+        }
         let seeds = seeds
             .iter()
-            .map(|s| self.seeds(s))
+            .zip(&times)
+            .map(|(s, t)| Ok((self.seeds(s)?, self.times(s, t)?)))
             .collect::<PyResult<Vec<_>>>()?;
         let out = py
             .detach(|| self.inner.probe(&seeds))
@@ -267,9 +283,38 @@ impl TypedLoader {
             .collect()
     }
 
-    /// One job: its batches' indices and seeds by type index.
-    fn job(&self, job: &[(u64, PySeeds<'_>)]) -> PyResult<TypedJob> {
-        job.iter().map(|(b, s)| Ok((*b, self.seeds(s)?))).collect()
+    /// One batch's seed times, checked against its seeds: one array per entry, one time per id.
+    fn times(&self, seeds: &PySeeds<'_>, times: &PyTimes<'_>) -> PyResult<SeedTimes> {
+        let Some(times) = times else { return Ok(None) };
+        if times.len() != seeds.len() {
+            return Err(input_error(format!(
+                "seed times: {} arrays for {} lists of seeds; give one per list",
+                times.len(),
+                seeds.len()
+            )));
+        }
+        seeds
+            .iter()
+            .zip(times)
+            .map(|((t, ids), ts)| {
+                if ts.len()? != ids.len()? {
+                    return Err(input_error(format!(
+                        "seed times of node type {t}: {} times for {} seeds; give one per seed",
+                        ts.len()?,
+                        ids.len()?
+                    )));
+                }
+                Ok(ts.as_array().to_vec())
+            })
+            .collect::<PyResult<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// One job: its batches' indices, seeds by type index and their times.
+    fn job(&self, job: &[(u64, PySeeds<'_>, PyTimes<'_>)]) -> PyResult<TypedJob> {
+        job.iter()
+            .map(|(b, s, t)| Ok((*b, self.seeds(s)?, self.times(s, t)?)))
+            .collect()
     }
 }
 

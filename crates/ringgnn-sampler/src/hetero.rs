@@ -11,9 +11,26 @@
 //! sampled together ([`HeteroSampler::sample_many`], a hyperbatch: each relation's positions of
 //! all of them in one fetch per hop, each batch exactly as alone). Upper bounds on a sample and
 //! on what a batch of a hyperbatch holds: `hetero/bound.rs`.
+//!
+//! **Sampling at a time** (PyG's temporal sampling with `disjoint=True`; the edge-time sources
+//! and the search are `hetero/temporal.rs`): a request may give every seed a time. Its seeds
+//! are then grouped by distinct time (group order: first appearance), and each group is its own
+//! subgraph: a node reached in two groups is two nodes of the batch, seeds with the same time
+//! share one. At every hop, a node expanded for a group at time `T` draws only among the edges
+//! of time `<= T` of a relation with edge times (a prefix of its list, which is sorted by
+//! (time, source id)); a relation without edge times offers all its edges. Every hop uses the
+//! seed's time, never the time of the edge a node was reached by. [`TemporalStrategy::Uniform`]
+//! draws as a non-temporal sample does over the eligible prefix (the same streams);
+//! [`TemporalStrategy::Last`] takes its `k` most recent edges. Where the source type of a
+//! relation has node times (in memory, [`HeteroSampler::set_node_times`]), a drawn neighbor
+//! newer than `T` is dropped with its edge: pyg-lib instead draws among the neighbors not newer
+//! than `T`, which needs lists sorted by node time; both leave no node newer than its seed.
+//! `HeteroSample::time` gives each node the time of its group. A request without times samples
+//! exactly as before (same output, same streams).
 
 mod bound;
 mod open;
+mod temporal;
 
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
@@ -29,6 +46,8 @@ use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
 pub use open::{fanouts_in_order, SharedRelation, TypedGraph};
+use temporal::{check_times, Cutter, Groups};
+pub use temporal::{EdgeTimes, TemporalStrategy};
 
 /// One relation `(S, R, D)` given to [`HeteroSampler::new`].
 pub struct HeteroRelation {
@@ -43,6 +62,8 @@ pub struct HeteroRelation {
     /// Neighbors drawn per destination node at each hop (`fanouts[0]` for the seeds);
     /// `Fanout::Count(0)` leaves the relation out of that hop.
     pub fanouts: Vec<Fanout>,
+    /// Its edge times, one per entry of its neighbor file, if it has them.
+    pub times: Option<EdgeTimes>,
 }
 
 /// One heterogeneous mini-batch, PyG's heterogeneous `SamplerOutput` with types and relations
@@ -61,6 +82,9 @@ pub struct HeteroRelation {
 ///   They sum to `node[t].len()`.
 /// - `num_sampled_edges[r]`: `K` entries, relation `r`'s edges at each hop. They sum to
 ///   `row[r].len()`.
+/// - `time[t]`: for a request with seed times, parallel to `node[t]`, the seed time of the
+///   subgraph each node belongs to; `None` without seed times. A node reached in two
+///   subgraphs (two seed times) is in `node[t]` twice, once with each time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeteroSample {
     pub node: Vec<Vec<u64>>,
@@ -69,14 +93,17 @@ pub struct HeteroSample {
     pub col: Vec<Vec<u64>>,
     pub num_sampled_edges: Vec<Vec<usize>>,
     pub edge: Option<Vec<Vec<u64>>>,
+    pub time: Option<Vec<Vec<i64>>>,
 }
 
 impl HeteroSample {
-    /// Bytes of its id arrays (lengths, not capacities), as [`crate::SampledSubgraph::bytes`].
+    /// Bytes of its id and time arrays (lengths, not capacities), as
+    /// [`crate::SampledSubgraph::bytes`].
     pub fn bytes(&self) -> u64 {
         let len = |v: &[Vec<u64>]| v.iter().map(Vec::len).sum::<usize>();
         let edge = self.edge.as_deref().map_or(0, len);
-        8 * (len(&self.node) + len(&self.row) + len(&self.col) + edge) as u64
+        let time: usize = self.time.iter().flatten().map(Vec::len).sum();
+        8 * (len(&self.node) + len(&self.row) + len(&self.col) + edge + time) as u64
     }
 }
 
@@ -88,6 +115,9 @@ pub struct HeteroSampler {
     rels: Vec<HeteroRelation>,
     hops: usize,
     replace: bool,
+    strategy: TemporalStrategy,
+    /// Per node type, its node times, if it has them.
+    node_times: Vec<Option<Arc<[i64]>>>,
     /// Per batch of the current call, its dedup maps and frontiers (kept for the next call).
     states: Vec<BatchState>,
     drawer: Drawer,
@@ -99,6 +129,11 @@ pub struct HeteroSampler {
     /// there.
     pos: Vec<u64>,
     nbr: Vec<u64>,
+    /// For temporal batches: per frontier node (parallel to `ranges`) its seed time, and per
+    /// position drawn by the batch being relabelled its group; the workspace of the search.
+    limits: Vec<i64>,
+    group: Vec<u64>,
+    cutter: Cutter,
 }
 
 impl HeteroSampler {
@@ -136,6 +171,16 @@ impl HeteroSampler {
                 Error::Corrupt(m) => Error::Corrupt(format!("relation {i}: {m}")),
                 e => e,
             })?;
+            if let Some(EdgeTimes::Memory(t)) = &r.times {
+                let edges = r.indptr.last().unwrap_or(0);
+                if t.len() as u64 != edges {
+                    return Err(Error::Input(format!(
+                        "relation {i}: {} edge times for {edges} edges; give one time per \
+                         entry of its neighbor file",
+                        t.len()
+                    )));
+                }
+            }
             if r.fanouts.len() != hops {
                 return Err(Error::Input(format!(
                     "relation {i} has {} fanouts but relation 0 has {hops}: give every relation \
@@ -146,15 +191,20 @@ impl HeteroSampler {
         }
         Ok(HeteroSampler {
             states: Vec::new(),
+            node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
             hops,
             replace,
+            strategy: TemporalStrategy::default(),
             drawer: Drawer::default(),
             ranges: Vec::new(),
             cuts: Vec::new(),
             pos: Vec::new(),
             nbr: Vec::new(),
+            limits: Vec::new(),
+            group: Vec::new(),
+            cutter: Cutter::default(),
         })
     }
 
@@ -179,22 +229,35 @@ impl HeteroSampler {
     /// Upper bounds on one sample of `seeds[t]` seeds of each type `t` ([`hetero_bound`], with
     /// each relation's largest degree read from its offset index).
     pub fn bound(&self, seeds: &[u64]) -> HeteroBound {
+        self.bound_at(seeds, 1)
+    }
+
+    /// [`Self::bound`] for a sample at seed times with `groups` distinct times: its subgraphs
+    /// are apart, so a type may hold up to `groups` times its node count and a relation up to
+    /// `groups` times its edges.
+    pub fn bound_at(&self, seeds: &[u64], groups: u64) -> HeteroBound {
+        let g = groups.max(1);
         let rels: Vec<(usize, usize, &[Fanout], u64, u64)> = self
             .rels
             .iter()
             .map(|r| {
                 let max_degree = r.indptr.degrees().max().unwrap_or(0);
-                let edges = r.indptr.last().unwrap_or(0);
+                let edges = r.indptr.last().unwrap_or(0).saturating_mul(g);
                 (r.src, r.dst, r.fanouts.as_slice(), max_degree, edges)
             })
             .collect();
-        hetero_bound(seeds, &self.num_nodes, &rels, self.replace)
+        let nodes: Vec<u64> = self
+            .num_nodes
+            .iter()
+            .map(|&n| n.saturating_mul(g))
+            .collect();
+        hetero_bound(seeds, &nodes, &rels, self.replace)
     }
 
     /// Bytes its workspaces hold now: each batch state's dedup maps and the per-hop buffers
-    /// (ranges, positions, entries read), as grown by the calls so far. After a call of one
-    /// batch, what one batch of a hyperbatch holds besides its sample, measured (a loader sizes
-    /// hyperbatches with it).
+    /// (ranges, positions, entries read, and at seed times the search's), as grown by the calls
+    /// so far. After a call of one batch, what one batch of a hyperbatch holds besides its
+    /// sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
         let maps: u64 = self
             .states
@@ -203,19 +266,21 @@ impl HeteroSampler {
             .map(IdMap::bytes)
             .sum();
         let buffers = 16 * self.ranges.capacity()
-            + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity());
-        maps + buffers as u64
+            + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity())
+            + 8 * (self.limits.capacity() + self.group.capacity());
+        maps + buffers as u64 + self.cutter.bytes()
     }
 
-    /// Cumulative I/O counters, summed over the relations' sources.
+    /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.
     pub fn io_stats(&self) -> IoStats {
-        self.rels.iter().fold(IoStats::default(), |a, r| {
-            let s = r.source.stats();
-            IoStats {
-                reads: a.reads + s.reads,
-                bytes: a.bytes + s.bytes,
-                batches: a.batches + s.batches,
-            }
+        let sources = self.rels.iter().flat_map(|r| {
+            let times = r.times.as_ref().map(EdgeTimes::stats);
+            std::iter::once(r.source.stats()).chain(times)
+        });
+        sources.fold(IoStats::default(), |a, s| IoStats {
+            reads: a.reads + s.reads,
+            bytes: a.bytes + s.bytes,
+            batches: a.batches + s.batches,
         })
     }
 
@@ -224,6 +289,9 @@ impl HeteroSampler {
     pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
         for r in &mut self.rels {
             r.source.set_cancel(flag.clone());
+            if let Some(t) = &mut r.times {
+                t.set_cancel(flag.clone());
+            }
         }
     }
 
@@ -265,7 +333,11 @@ impl HeteroSampler {
         batch: u64,
         with_edge_ids: bool,
     ) -> Result<HeteroSample> {
-        let request = HeteroRequest { seeds, batch };
+        let request = HeteroRequest {
+            seeds,
+            batch,
+            times: None,
+        };
         let mut out = self.sample_many(&[request], seed, epoch, with_edge_ids)?;
         Ok(out.pop().expect("one sample per request"))
     }
@@ -277,7 +349,8 @@ impl HeteroSampler {
     /// several batches need is read once per hop), and each batch relabels its own entries.
     /// Sample `i` is therefore the one `sample_typed(requests[i].seeds, seed, epoch,
     /// requests[i].batch, with_edge_ids)` gives, whatever the requests beside it and the
-    /// sources. Every request is checked before anything is read.
+    /// sources (with its seed times, if it has them: see the module docs). Every request is
+    /// checked before anything is read.
     pub fn sample_many(
         &mut self,
         requests: &[HeteroRequest<'_>],
@@ -287,6 +360,7 @@ impl HeteroSampler {
     ) -> Result<Vec<HeteroSample>> {
         let types = self.num_nodes.len();
         for req in requests {
+            check_times(req)?;
             for &(seed_type, ids) in req.seeds {
                 if seed_type >= types {
                     return Err(Error::Input(format!(
@@ -313,6 +387,7 @@ impl HeteroSampler {
             col: vec![Vec::new(); rels],
             num_sampled_edges: vec![Vec::with_capacity(self.hops); rels],
             edge: with_edge_ids.then(|| vec![Vec::new(); rels]),
+            time: None,
         };
         let mut outs: Vec<HeteroSample> = requests.iter().map(|_| empty()).collect();
         while self.states.len() < requests.len() {
@@ -320,10 +395,23 @@ impl HeteroSampler {
         }
         for ((req, out), st) in requests.iter().zip(&mut outs).zip(&mut self.states) {
             st.maps.iter_mut().for_each(IdMap::clear);
-            for &(seed_type, ids) in req.seeds {
+            st.groups.clear(req.times.is_some());
+            if let Some(times) = req.times {
+                times.iter().flat_map(|t| t.iter()).for_each(|&t| {
+                    st.groups.group(t);
+                });
+                for (t, (map, &n)) in st.maps.iter_mut().zip(&self.num_nodes).enumerate() {
+                    map.widen_for(st.groups.keys(n, t)?);
+                }
+            }
+            for (i, &(seed_type, ids)) in req.seeds.iter().enumerate() {
                 let node = &mut out.node[seed_type];
-                with_table!(st.maps[seed_type], t => {
-                    ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop))
+                let (groups, n) = (&mut st.groups, self.num_nodes[seed_type]);
+                with_table!(st.maps[seed_type], t => match req.times {
+                    None => ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop)),
+                    Some(times) => ids.iter().zip(times[i]).try_for_each(|(&s, &time)| {
+                        local_id(t, node, groups.group(time) * n + s).map(drop)
+                    }),
                 })?;
             }
             for (t, f) in st.frontier.iter_mut().enumerate() {
@@ -343,12 +431,17 @@ impl HeteroSampler {
                 }
             }
         }
+        for (out, st) in outs.iter_mut().zip(&self.states) {
+            st.groups.finish(out, &self.num_nodes);
+        }
         Ok(outs)
     }
 
     /// Relation `r`'s edges at hop `k` for every batch of `outs` (each batch's draws, one
     /// fetch of them all, each batch's relabelling), and their count pushed to each
     /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
+    /// Temporal batches first cut each range to its eligible edges (one batched search over
+    /// the relation's times for all of them) and relabel into their groups.
     fn hop(
         &mut self,
         r: usize,
@@ -357,7 +450,7 @@ impl HeteroSampler {
         requests: &[HeteroRequest<'_>],
         outs: &mut [HeteroSample],
     ) -> Result<()> {
-        let rel = &mut self.rels[r];
+        let rel = &self.rels[r];
         let fanout = rel.fanouts[k];
         let states = &self.states[..outs.len()];
         if fanout == Fanout::Count(0) {
@@ -367,23 +460,49 @@ impl HeteroSampler {
         // Every frontier node's range first, for all batches: independent loads whose cache
         // misses overlap, and the hop's size known before anything is reserved.
         let indptr = &rel.indptr;
+        let temporal = states.iter().any(|s| s.groups.on);
+        let n_dst = self.num_nodes[rel.dst];
         self.ranges.clear();
         self.cuts.clear();
+        self.limits.clear();
         for (out, st) in outs.iter().zip(states) {
-            let dst_nodes = &out.node[rel.dst];
-            self.ranges.extend(
-                st.frontier[rel.dst]
-                    .clone()
-                    .map(|l| indptr.range(dst_nodes[l] as usize)),
-            );
+            let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
+            if st.groups.on {
+                for &key in frontier {
+                    self.ranges.push(indptr.range((key % n_dst) as usize));
+                    self.limits.push(st.groups.times[(key / n_dst) as usize]);
+                }
+            } else {
+                let ranges = frontier.iter().map(|&v| indptr.range(v as usize));
+                self.ranges.extend(ranges);
+                if temporal {
+                    self.limits.resize(self.ranges.len(), i64::MAX);
+                }
+            }
             self.cuts.push(self.ranges.len());
         }
+        if temporal {
+            self.cut_to_times(r, fanout, outs.len())?;
+        }
+        let (rel, states) = (&mut self.rels[r], &self.states[..outs.len()]);
         let replace = self.replace;
-        let total: u64 = self
-            .ranges
-            .iter()
-            .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
-            .sum();
+        // Per batch, the fanout its (cut) ranges are drawn with.
+        let last = self.strategy == TemporalStrategy::Last && rel.times.is_some();
+        let fanout_of = |b: usize| match states[b].groups.on && last {
+            true => Fanout::All,
+            false => fanout,
+        };
+        let mut total = 0u64;
+        let mut first = 0;
+        for (b, &cut) in self.cuts.iter().enumerate() {
+            let f = fanout_of(b);
+            let ranges = &self.ranges[first..cut];
+            total += ranges
+                .iter()
+                .map(|&(lo, hi)| Drawer::count(hi - lo, f, replace))
+                .sum::<u64>();
+            first = cut;
+        }
         let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
         let pos = &mut self.pos;
         pos.clear();
@@ -395,6 +514,7 @@ impl HeteroSampler {
             let (ranges, start) = (&self.ranges[first..self.cuts[b]], pos.len());
             first = self.cuts[b];
             let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
+            let fanout = fanout_of(b);
             let col = &mut out.col[r];
             let n: u64 = ranges
                 .iter()
@@ -421,17 +541,19 @@ impl HeteroSampler {
         let mut start = 0;
         for (b, out) in outs.iter_mut().enumerate() {
             let end = self.cuts[b];
-            let (pos, nbr) = (&pos[start..end], &nbr[start..end]);
+            if self.states[b].groups.on {
+                self.relabel_in_groups(r, b, start..end, out)?;
+                start = end;
+                continue;
+            }
+            let (pos, nbr) = (&self.pos[start..end], &self.nbr[start..end]);
             start = end;
+            let st = &mut self.states[b];
             let (row, node) = (&mut out.row[r], &mut out.node[src]);
             row.reserve_exact(nbr.len());
-            with_table!(self.states[b].maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
+            with_table!(st.maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
                 if u >= n_src {
-                    return Err(Error::Corrupt(format!(
-                        "entry {p} of the neighbor file of relation {r} is {u}, but its source \
-                         type {src} has {n_src} nodes; the dataset is damaged, run `ringgnn \
-                         verify`"
-                    )));
+                    return Err(corrupt_entry(r, p, u, src, n_src));
                 }
                 row.push(local_id(t, node, u)? as u64);
             });
@@ -444,19 +566,33 @@ impl HeteroSampler {
     }
 }
 
+/// The error for entry `p` of relation `r`'s neighbor file, `u`, not a node of its source type
+/// `src` of `n_src` nodes.
+fn corrupt_entry(r: usize, p: u64, u: u64, src: usize, n_src: u64) -> Error {
+    Error::Corrupt(format!(
+        "entry {p} of the neighbor file of relation {r} is {u}, but its source type {src} has \
+         {n_src} nodes; the dataset is damaged, run `ringgnn verify`"
+    ))
+}
+
 /// One mini-batch of a [`HeteroSampler::sample_many`] call: its seeds per type and its index
 /// in the epoch (which picks its random streams).
 #[derive(Clone, Copy, Debug)]
 pub struct HeteroRequest<'a> {
     pub seeds: &'a [(usize, &'a [u64])],
     pub batch: u64,
+    /// Per list of `seeds`, the time of each of its seeds (parallel to the ids); `None`: not
+    /// temporal.
+    pub times: Option<&'a [&'a [i64]]>,
 }
 
 /// What one batch keeps between the hops of a hyperbatch besides its sample: one dedup map per
-/// node type and the frontier of each type (local ids first reached at the previous hop).
+/// node type, the frontier of each type (local ids first reached at the previous hop) and its
+/// seed-time groups.
 struct BatchState {
     maps: Vec<IdMap>,
     frontier: Vec<Range<usize>>,
+    groups: Groups,
 }
 
 impl BatchState {
@@ -464,6 +600,7 @@ impl BatchState {
         BatchState {
             maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
             frontier: vec![0..0; num_nodes.len()],
+            groups: Groups::default(),
         }
     }
 }

@@ -215,6 +215,14 @@ impl IdMap {
         })
     }
 
+    /// Wide enough for keys below `keys` (a narrow table becomes an empty wide one when they
+    /// do not fit 32 bits; a wide one stays).
+    pub(crate) fn widen_for(&mut self, keys: u64) {
+        if keys >= u32::MAX as u64 && matches!(self.0, Tables::Narrow(_)) {
+            *self = IdMap::for_nodes(keys);
+        }
+    }
+
     /// Empty, keeping its size.
     pub(crate) fn clear(&mut self) {
         with_table!(self, t => t.reset(t.size))

@@ -11,6 +11,9 @@
 //!   and frontier per node type and one read of each relation's file per hop (for several
 //!   batches at once with `sample_many`); its output is [`HeteroSample`], its bounds
 //!   [`HeteroBound`] (`hetero/bound.rs`). A single bipartite relation alone: [`NeighborSampler::bipartite`].
+//!   Sampling at seed times (edge times, node times, disjoint subgraphs per seed time) is the
+//!   same sampler ([`TemporalStrategy`], [`EdgeTimes`], `hetero/temporal.rs`); a homogeneous
+//!   dataset with times is sampled as its one-type case.
 //! - **Typed inputs, checked once**: [`Fanout`] and [`SampleOptions`] (`options.rs`), [`Seeds`]
 //!   (`seeds.rs`).
 //! - **The offset index in memory**: [`Offsets`] (`offset_index.rs`), 4 bytes per entry where
@@ -54,8 +57,8 @@ pub use bounds::{sample_bound, SampleBound};
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex, Offsets};
 pub use hetero::{
-    fanouts_in_order, hetero_bound, HeteroBound, HeteroRelation, HeteroRequest, HeteroSample,
-    HeteroSampler, SharedRelation, TypedGraph,
+    fanouts_in_order, hetero_bound, EdgeTimes, HeteroBound, HeteroRelation, HeteroRequest,
+    HeteroSample, HeteroSampler, SharedRelation, TemporalStrategy, TypedGraph,
 };
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource};

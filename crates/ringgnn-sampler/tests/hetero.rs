@@ -139,6 +139,7 @@ impl Typed {
                 indptr: r.indptr.clone().into(),
                 source: source(dir, &format!("rel{i}.bin"), &r.indices, backend)?,
                 fanouts: f.clone(),
+                times: None,
             });
         }
         Some(HeteroSampler::new(self.num_nodes.clone(), rels, replace).unwrap())
@@ -188,6 +189,7 @@ fn expect(types: &[(&[u64], &[usize])], rels: &[RelOut]) -> HeteroSample {
         col: rels.iter().map(|r| r.1.to_vec()).collect(),
         edge: Some(rels.iter().map(|r| r.2.to_vec()).collect()),
         num_sampled_edges: rels.iter().map(|r| r.3.to_vec()).collect(),
+        time: None,
     }
 }
 
@@ -698,6 +700,7 @@ fn relation(
         indptr: indptr.into(),
         source: mem(entries),
         fanouts: vec![Fanout::All; hops],
+        times: None,
     }
 }
 
@@ -881,7 +884,7 @@ proptest! {
         let requests: Vec<HeteroRequest> = refs
             .iter()
             .enumerate()
-            .map(|(b, s)| HeteroRequest { seeds: s, batch: 3 * b as u64 + 1 })
+            .map(|(b, s)| HeteroRequest { seeds: s, batch: 3 * b as u64 + 1, times: None })
             .collect();
         // Each batch alone, from memory, by a fresh sampler.
         let alone: Vec<HeteroSample> = requests
@@ -957,6 +960,7 @@ fn a_hyperbatch_reads_each_page_once_per_relation_and_hop() {
         .map(|(b, s)| HeteroRequest {
             seeds: s,
             batch: b as u64,
+            times: None,
         })
         .collect();
     for b in [
@@ -1003,10 +1007,12 @@ fn a_hyperbatch_checks_every_request_before_reading() {
         HeteroRequest {
             seeds: &good,
             batch: 0,
+            times: None,
         },
         HeteroRequest {
             seeds: &bad,
             batch: 1,
+            times: None,
         },
     ];
     let err = s.sample_many(&requests, 0, 0, false).unwrap_err();

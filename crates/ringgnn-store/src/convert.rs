@@ -14,13 +14,12 @@ use std::path::PathBuf;
 use crate::builder::{build_graph_split, GraphSummary, NO_EDGES};
 use crate::input::{self, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions};
-use crate::manifest::{
-    FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME, FORMAT_VERSION,
-};
+use crate::manifest::{FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME};
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
-pub use crate::options::{GraphOptions, SelfLoops, SplitSpec};
+pub use crate::options::{GraphOptions, SelfLoops, SplitSpec, TimeInput, TimeOptions};
 use crate::progress::Progress;
 use crate::space::Need;
+use crate::times::attach_node_times;
 use crate::writer::Staging;
 use crate::{attach, Error, Excerpts, Result};
 
@@ -91,6 +90,7 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     if let Some(ids) = &opts.node_ids {
         ids.check(opts.graph.num_nodes)?;
     }
+    crate::times::check(&opts.graph.times)?;
     let link_plan = match &opts.link_split {
         Some(l) => {
             if let (Some(n), true) = (opts.graph.num_nodes, link::draws_negatives(l)) {
@@ -187,11 +187,13 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     let mut manifest = assemble(&graph, features, labels, splits, source);
     manifest.edge_splits = edge_splits;
     manifest.node_ids = node_ids;
+    add_node_times(&mut manifest, &mut staging, &opts.graph.times)?;
     let out = staging.commit(manifest)?;
     Manifest::read(&out)
 }
 
-/// The manifest of a freshly built dataset (files are filled in by [`Staging::commit`]).
+/// The manifest of a freshly built dataset (files are filled in by [`Staging::commit`]), in
+/// the version its edge times need ([`add_node_times`] adds the rest of the times).
 pub fn assemble(
     graph: &GraphSummary,
     features: Option<FeatureInfo>,
@@ -201,7 +203,7 @@ pub fn assemble(
 ) -> Manifest {
     Manifest {
         format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
+        version: Manifest::version_for(graph.edge_times.is_some()),
         created_by: format!("ringgnn {}", env!("CARGO_PKG_VERSION")),
         num_nodes: graph.num_nodes,
         num_edges: graph.num_edges,
@@ -214,9 +216,39 @@ pub fn assemble(
         splits,
         edge_splits: BTreeMap::new(),
         node_ids: None,
+        edge_times: graph.edge_times,
+        node_times: None,
         degree: graph.degree.clone(),
         files: BTreeMap::new(),
         source,
         num_sources: None,
     }
+}
+
+/// Write the node times `times` gives (if any) for `manifest`'s nodes, record them and where
+/// the times came from (`source.edge_time`, `source.node_time`), and set the version the
+/// times need.
+pub fn add_node_times(
+    manifest: &mut Manifest,
+    staging: &mut Staging,
+    times: &TimeOptions,
+) -> Result<()> {
+    if let Some(t) = &times.nodes {
+        manifest.node_times = attach_node_times(staging, t, manifest.num_nodes)?;
+    }
+    if let serde_json::Value::Object(source) = &mut manifest.source {
+        for (key, input) in [("edge_time", &times.edges), ("node_time", &times.nodes)] {
+            let said = match input {
+                Some(TimeInput::File(p)) => {
+                    serde_json::json!(p.file_name().map(|s| s.to_string_lossy().into_owned()))
+                }
+                Some(TimeInput::Generated(g)) => g.describe(),
+                None => continue,
+            };
+            source.insert(key.into(), said);
+        }
+    }
+    manifest.version =
+        Manifest::version_for(manifest.edge_times.is_some() || manifest.node_times.is_some());
+    Ok(())
 }

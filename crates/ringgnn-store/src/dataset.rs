@@ -1,13 +1,13 @@
 //! Reading a dataset: the manifest, the in-memory offset index, and point reads of neighbor
-//! lists, labels and splits. Opening checks that every file is present with the size the
+//! lists, their edge times, labels and splits; where the time files are, for the samplers. Opening checks that every file is present with the size the
 //! manifest records; `verify` does the full (slow) check.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::hetero::{HeteroManifest, Part};
-use crate::manifest::{IndexDtype, Manifest};
+use crate::hetero::{AnyManifest, Part, ONE_RELATION, ONE_TYPE};
+use crate::manifest::{IndexDtype, Manifest, TimeRange};
 use crate::{Error, IoContext, Result};
 
 pub struct Dataset {
@@ -26,11 +26,25 @@ impl Dataset {
     }
 
     /// Open one part of the heterogeneous dataset in `dir` as a homogeneous dataset: a node type
-    /// (features, labels, splits; no graph) or a relation (see [`crate::hetero`]).
+    /// (features, labels, splits; no graph) or a relation (see [`crate::hetero`]). A homogeneous
+    /// dataset is the one-type case: its node type [`ONE_TYPE`] and its relation
+    /// [`ONE_RELATION`] are the dataset itself.
     pub fn open_part(dir: &Path, part: &Part) -> Result<Self> {
-        let m = HeteroManifest::read(dir)?;
-        let view = m.view(part)?;
-        Self::with_manifest(dir, view)
+        match AnyManifest::read(dir)? {
+            AnyManifest::Heterogeneous(m) => {
+                let view = m.view(part)?;
+                Self::with_manifest(dir, view)
+            }
+            AnyManifest::Homogeneous(m) => match part {
+                Part::Node(t) if t == ONE_TYPE => Self::with_manifest(dir, m),
+                Part::Relation(r) if r == ONE_RELATION => Self::with_manifest(dir, m),
+                _ => crate::input_err!(
+                    "{}: a homogeneous dataset has one node type, '{ONE_TYPE}', and one relation, \
+                     '{ONE_RELATION}'; it has no {part}",
+                    dir.display()
+                ),
+            },
+        }
     }
 
     /// `dir`'s files as `manifest` lists them (checked present with their recorded sizes).
@@ -120,7 +134,8 @@ impl Dataset {
         Ok((lo, hi))
     }
 
-    /// In-neighbors of `v` (sources of edges into v, duplicates kept, ascending).
+    /// In-neighbors of `v` (sources of edges into v, duplicates kept), in stored order:
+    /// ascending, or by (time, source) when the edges have times ([`Self::edge_times`]).
     pub fn neighbors(&self, v: u64) -> Result<Vec<u64>> {
         let (lo, hi) = self.range(v)?;
         let w = self.manifest.graph.indices_dtype.size();
@@ -139,10 +154,29 @@ impl Dataset {
     }
 
     /// Whether `src -> dst` is an edge: a binary search in `dst`'s ascending neighbor list, one
-    /// small read per step, so a hub's list is never loaded whole.
+    /// small read per step, so a hub's list is never loaded whole. A list ordered by time is not
+    /// ascending by source: it is scanned, in pieces.
     pub fn has_edge(&self, src: u64, dst: u64) -> Result<bool> {
         let (mut lo, mut hi) = self.range(dst)?;
         let w = self.manifest.graph.indices_dtype.size();
+        if self.manifest.edge_times.is_some() {
+            const PIECE: u64 = 1 << 14;
+            let mut b = vec![0u8; (PIECE * w) as usize];
+            while lo < hi {
+                let n = (hi - lo).min(PIECE);
+                let b = &mut b[..(n * w) as usize];
+                self.read_at(self.graph_file("indices")?, "indices", b, lo * w)?;
+                if b.chunks_exact(w as usize).any(|c| {
+                    let mut x = [0u8; 8];
+                    x[..c.len()].copy_from_slice(c);
+                    u64::from_le_bytes(x) == src
+                }) {
+                    return Ok(true);
+                }
+                lo += n;
+            }
+            return Ok(false);
+        }
         let mut b = [0u8; 8];
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -163,6 +197,58 @@ impl Dataset {
             }
         }
         Ok(false)
+    }
+
+    /// The times of `v`'s in-edges, aligned with [`Self::neighbors`] (ascending); an error
+    /// when the edges have no times.
+    pub fn edge_times(&self, v: u64) -> Result<Vec<i64>> {
+        let (lo, hi) = self.range(v)?;
+        let p = self.edge_times_path().ok_or_else(|| {
+            Error::Input(format!(
+                "{}: the edges have no times (build the dataset with --edge-time)",
+                self.dir.display()
+            ))
+        })?;
+        let f = File::open(&p).at(&p)?;
+        let mut t = vec![0i64; (hi - lo) as usize];
+        f.read_exact_at(bytemuck::cast_slice_mut(&mut t), lo * 8)
+            .at(&p)?;
+        for x in &mut t {
+            *x = i64::from_le(*x);
+        }
+        Ok(t)
+    }
+
+    /// `edge_times.bin` (int64, one per entry of `indices`), when the edges have times.
+    pub fn edge_times_path(&self) -> Option<PathBuf> {
+        self.time_file("edge_times")
+    }
+
+    /// `node_times.bin` (int64, one per node), when the nodes have times.
+    pub fn node_times_path(&self) -> Option<PathBuf> {
+        self.time_file("node_times")
+    }
+
+    /// The smallest and largest edge time, when the edges have times.
+    pub fn edge_time_range(&self) -> Option<TimeRange> {
+        self.manifest.edge_times
+    }
+
+    /// The smallest and largest node time, when the nodes have times.
+    pub fn node_time_range(&self) -> Option<TimeRange> {
+        self.manifest.node_times
+    }
+
+    /// Every node's time; None when the nodes have no times.
+    pub fn node_times(&self) -> Result<Option<Vec<i64>>> {
+        if self.manifest.node_times.is_none() {
+            return Ok(None);
+        }
+        self.read_i64_like("node_times", self.num_nodes()).map(Some)
+    }
+
+    fn time_file(&self, key: &str) -> Option<PathBuf> {
+        self.manifest.files.get(key).map(|f| self.dir.join(&f.path))
     }
 
     /// The whole offset index (V+1 u64): the only graph structure a sampler keeps in memory.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest::{
     pretty_json, read_value, DegreeStats, EdgeSplitInfo, FeatureInfo, FileEntry, GraphInfo,
-    IndexDtype, LabelInfo, Manifest, NodeIdInfo, FORMAT_NAME,
+    IndexDtype, LabelInfo, Manifest, NodeIdInfo, TimeRange, FORMAT_NAME,
 };
 use crate::{Error, Result};
 
@@ -25,7 +25,9 @@ pub(crate) mod tests;
 
 /// Building lives above the format, beside the homogeneous `convert`; its names stay reachable
 /// here, where a heterogeneous dataset's users look for them.
-pub use crate::convert::hetero::{build, HeteroSpec, NodeTypeSpec, RelationSpec};
+pub use crate::convert::hetero::{
+    build, build_with_times, HeteroSpec, HeteroTimes, NodeTypeSpec, RelationSpec,
+};
 
 /// One node type: its node count and its per-node files, as the top-level fields of a
 /// homogeneous manifest.
@@ -40,6 +42,10 @@ pub struct NodeTypeInfo {
     /// absent (and not written) when the input named this type's nodes by dense ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_ids: Option<NodeIdInfo>,
+    /// The range of the type's node times (`node.TYPE.node_times`, version 3); absent (and not
+    /// written) when its nodes have no times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_times: Option<TimeRange>,
 }
 
 /// One relation `SRC:REL:DST`: a CSC over the `DST` nodes whose entries are `SRC` ids.
@@ -51,6 +57,10 @@ pub struct RelationInfo {
     pub degree: DegreeStats,
     #[serde(default)]
     pub edge_splits: BTreeMap<String, EdgeSplitInfo>,
+    /// The range of the relation's edge times (`relation.S:R:D.edge_times`, version 3); absent
+    /// (and not written) when its edges have no times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge_times: Option<TimeRange>,
 }
 
 /// The manifest of a heterogeneous dataset.
@@ -108,8 +118,15 @@ impl std::fmt::Display for Part {
     }
 }
 
+/// The node type of a homogeneous dataset seen as a typed one (its one-type case);
+/// `python/ringgnn/data/schema.py` names it the same.
+pub const ONE_TYPE: &str = "node";
+/// The relation of a homogeneous dataset seen as a typed one.
+pub const ONE_RELATION: &str = "node:to:node";
+
 /// Either kind of manifest, as `manifest.json` says.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // read once per open: its size never matters
 pub enum AnyManifest {
     Homogeneous(Manifest),
     Heterogeneous(HeteroManifest),
@@ -280,6 +297,8 @@ impl HeteroManifest {
                 splits: BTreeMap::new(),
                 edge_splits: BTreeMap::new(),
                 node_ids: None,
+                edge_times: None,
+                node_times: None,
                 degree,
                 files: files.clone(),
                 source: serde_json::json!({ "part": part.to_string() }),
@@ -306,6 +325,7 @@ impl HeteroManifest {
                 m.labels = info.labels.clone();
                 m.splits = info.splits.clone();
                 m.node_ids = info.node_ids.clone();
+                m.node_times = info.node_times;
                 Ok(m)
             }
             Part::Relation(r) => {
@@ -334,6 +354,7 @@ impl HeteroManifest {
                     info.degree.clone(),
                 );
                 m.edge_splits = info.edge_splits.clone();
+                m.edge_times = info.edge_times;
                 m.num_sources = Some(count(s)?);
                 Ok(m)
             }

@@ -8,7 +8,8 @@
 //!   out-of-core CSC builder ([`builder`]);
 //! - checking ([`verify`], whose external sort and id check the builds share) and reading
 //!   ([`dataset`]);
-//! - inputs: what every build is told ([`options`]), edge-list readers ([`input`]);
+//! - inputs: what every build is told ([`options`]), edge-list readers ([`input`]), edge and
+//!   node times ([`times`]);
 //! - writing: the per-node files ([`node_files`]), atomic staging ([`writer`]) in temporaries a
 //!   killed run cannot leak ([`temp`]), replacing only what an existing dataset owns
 //!   ([`replace`]), the check that a build's output fits the free space ([`space`]);
@@ -40,6 +41,7 @@ pub mod rng;
 pub mod shared_negatives;
 pub mod space;
 pub mod temp;
+pub mod times;
 pub mod verify;
 pub mod writer;
 

@@ -11,7 +11,13 @@ use crate::{Error, IoContext, Result};
 /// The `format` field of every manifest.
 pub const FORMAT_NAME: &str = "ringgnn-dataset";
 /// The newest format version this build writes. It reads every version up to this one.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+/// The version of a dataset without times: datasets that do not need version 3 stay at 2, byte
+/// for byte as before, so that readers that predate times read them.
+pub const UNTIMED_VERSION: u32 = 2;
+/// The first version with edge and node times (FORMAT.md "Times"): neighbor lists ordered by
+/// (time, source) instead of by source, which a reader of version 2 would misread.
+pub const TIMES_VERSION: u32 = 3;
 /// Every binary file is zero-padded to a multiple of this, so that O_DIRECT may read any page.
 pub const PAGE: u64 = 4096;
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -202,6 +208,42 @@ impl NodeIdInfo {
     }
 }
 
+/// The smallest and largest time of an edge or node time file (int64), recorded in the manifest
+/// so that readers know the range without reading the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeRange {
+    pub min: i64,
+    pub max: i64,
+}
+
+impl TimeRange {
+    /// The range of `times`, or None when it is empty.
+    pub fn of(times: &[i64]) -> Option<Self> {
+        let (&first, rest) = times.split_first()?;
+        Some(rest.iter().fold(
+            TimeRange {
+                min: first,
+                max: first,
+            },
+            |r, &t| r.with(t),
+        ))
+    }
+    /// This range grown to hold `t`.
+    pub fn with(self, t: i64) -> Self {
+        TimeRange {
+            min: self.min.min(t),
+            max: self.max.max(t),
+        }
+    }
+    /// The union of two optional ranges.
+    pub fn union(a: Option<Self>, b: Option<Self>) -> Option<Self> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.with(b.min).with(b.max)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// One binary file of the dataset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
@@ -234,6 +276,13 @@ pub struct Manifest {
     /// then not written, so that other datasets' manifests are unchanged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_ids: Option<NodeIdInfo>,
+    /// The range of the edge times in `edge_times` (version 3), when the edges have times;
+    /// absent (and not written) otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge_times: Option<TimeRange>,
+    /// The range of the node times in `node_times` (version 3), when the nodes have times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_times: Option<TimeRange>,
     pub degree: DegreeStats,
     /// Logical name ("indptr", "indices", "features", "labels", "split.train", ...) -> file.
     pub files: BTreeMap<String, FileEntry>,
@@ -344,6 +393,29 @@ impl Manifest {
                 ));
             }
         }
+        for (key, range) in [
+            ("edge_times", self.edge_times),
+            ("node_times", self.node_times),
+        ] {
+            if range.is_some() != self.files.contains_key(key) {
+                return Err(format!(
+                    "'{key}' and files.{key} must be both present or both absent"
+                ));
+            }
+            if range.is_some_and(|r| r.min > r.max) {
+                return Err(format!("{key}.min is larger than {key}.max"));
+            }
+        }
+        if self.version < TIMES_VERSION && (self.edge_times.is_some() || self.node_times.is_some())
+        {
+            return Err(format!(
+                "edge_times and node_times are fields of format version {TIMES_VERSION}, but the manifest says version {}",
+                self.version
+            ));
+        }
+        if self.edge_times.is_some() && !graph {
+            return Err("a node type has no edge_times".into());
+        }
         let ids = self.node_ids.as_ref().map(|i| i.dtype);
         if ids.is_some() != self.files.contains_key("node_ids") {
             return Err("'node_ids' and files.node_ids must be both present or both absent".into());
@@ -367,6 +439,16 @@ impl Manifest {
     /// Serialize with a trailing newline (stable field order, so equal datasets have equal manifests).
     pub fn to_json(&self) -> String {
         pretty_json(self)
+    }
+
+    /// The version a dataset with these fields is written in: [`TIMES_VERSION`] when it has
+    /// edge or node times, else [`UNTIMED_VERSION`].
+    pub fn version_for(timed: bool) -> u32 {
+        if timed {
+            TIMES_VERSION
+        } else {
+            UNTIMED_VERSION
+        }
     }
 
     pub fn file(&self, key: &str) -> Result<&FileEntry> {

@@ -1,5 +1,6 @@
 //! `ringgnn verify`: checksums and structure of a dataset (indptr monotone, indices < V, sizes,
-//! labels and split ids in range, zero padding, degree statistics as recorded).
+//! labels and split ids in range, zero padding, degree statistics as recorded, edge times in
+//! order and time ranges as recorded).
 //!
 //! Every file is read once, front to back, in large blocks: the CRC-32C, the zero padding and the
 //! structure are checked in the same pass, so memory stays O(1) in the edge count (indices are
@@ -8,7 +9,7 @@
 //!
 //! This module decides which files a manifest lists and what each must hold; the one pass over
 //! a file and the checks of each kind of file are [`checks`]'s, those of the edge splits
-//! [`link`]'s.
+//! [`link`]'s, those of the time files [`times`]'.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use crate::{Error, IoContext, Result};
 use checks::{
     check_file, Check, Features, Indices, Indptr, Labels, Offsets, Opaque, Split, ADVICE,
 };
+use times::{EdgeTimes, NodeTimes};
 use unique_ids::IdCheck;
 
 /// Memory the budget sets aside for everything but the sort of the original ids: the Python
@@ -195,7 +197,8 @@ fn verify_view(
                 .features
                 .as_ref()
                 .map_or(0, |f| f.payload_bytes(m.num_nodes)),
-            "labels" => m.num_nodes * 8,
+            "labels" | "node_times" => m.num_nodes * 8,
+            "edge_times" => m.num_edges * 8,
             "node_ids" => m
                 .node_ids
                 .as_ref()
@@ -234,6 +237,12 @@ fn verify_view(
                 m.features.clone().expect("checked by Manifest::read"),
             )),
             "labels" => Box::new(Labels::new(m)),
+            "edge_times" => Box::new(EdgeTimes::new(
+                m,
+                dir.join(&m.file("indptr")?.path),
+                dir.join(&m.file("indices")?.path),
+            )?),
+            "node_times" => Box::new(NodeTimes::new(m)),
             "node_ids" => match m.node_ids.as_ref().map(|i| i.dtype) {
                 Some(NodeIdDtype::Str) => {
                     Box::new(Offsets::new(m.node_ids.as_ref().map_or(0, |i| i.bytes)))
@@ -325,4 +334,5 @@ mod link;
 pub(crate) mod runs;
 #[cfg(test)]
 mod tests;
+mod times;
 pub(crate) mod unique_ids;

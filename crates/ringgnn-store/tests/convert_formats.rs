@@ -135,6 +135,7 @@ proptest! {
             num_nodes: extra.map(|x| max + x),
             memory: 128 << 20,
             threads,
+            ..Default::default()
         };
         let opts = ConvertOptions {
             input,

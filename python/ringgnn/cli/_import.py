@@ -21,7 +21,7 @@ from ..importers.typed_tables import TypedNodes, TypedRelation, convert_typed_ta
 #: Options of an edge-list INPUT and their defaults (``data._EDGE_LIST_OPTIONS`` less those an
 #: importer takes): an importer refuses them when given.
 _TABLE_ONLY = {"node_table": None, "node_id": None, "feature_columns": None, "label_column": None,
-               "split_column": None, "relation": None}
+               "split_column": None, "relation": None, "time_column": None, "node_time_column": None}
 _REFUSED = {
     "ogb": {"format": "detect", "num_nodes": None, "features": None, "labels": None, "split": None,
             "link_split": None, "feature": None, "task": None,
@@ -63,13 +63,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="table input: a table (.parquet or .csv with a header) of one row per node, keyed by the "
                    "edges' ids, giving features, labels and splits (joined out of core); typed tables: TYPE=FILE, "
                    "one per node type that has one (repeatable)")
+    p.add_argument("--time-column", metavar="[S:R:D=]COL", action="append", default=None,
+                   help="table input: the column of each edge's time, stored with the edge (docs/FORMAT.md, Times): "
+                   "integers as they are, a timestamp as its int64 in its unit (timestamp[s]: seconds since the "
+                   "epoch, [ms]: milliseconds, ...), a date32 as days, a date64 as milliseconds; typed tables: "
+                   "S:R:D=COL for one relation, COL for every relation (repeatable)")
     for flag, cols, what in (
             ("--node-id", "COL", "its id column (typed tables: TYPE=COL, or COL for every node table)"),
             ("--feature-columns", "COLS", "feature columns, comma-separated (numbers), or one column of vectors "
              "(typed tables: TYPE=COLS per type, or COLS for every node table)"),
             ("--label-column", "COL", "the label column (integer classes; null or -1 = unlabeled)"),
             ("--split-column", "COL", "each node's split name (train, val, test; valid and validation are val; "
-             "null or empty = none)")):
+             "null or empty = none)"),
+            ("--node-time-column", "COL", "each node's time (as --time-column's)")):
         p.add_argument(flag, metavar=f"[TYPE=]{cols}", action="append", default=None, help=f"--node-table: {what}")
 
 def source_of(args: Any) -> str:
@@ -139,7 +145,8 @@ def convert(args: Any, summary: Any, bars: Any) -> Optional[int]:
                       undirected=args.undirected, self_loops=args.self_loops, dedup=args.dedup, split=args.split,
                       node_table=_single(args, "node_table"), node_id=_single(args, "node_id"),
                       feature_columns=_columns(_single(args, "feature_columns")),
-                      label_column=_single(args, "label_column"), split_column=_single(args, "split_column"))
+                      label_column=_single(args, "label_column"), split_column=_single(args, "split_column"),
+                      time_column=_single(args, "time_column"), node_time_column=_single(args, "node_time_column"))
     elif source == "ogb":
         run = partial(convert_ogb, args.input, args.out, split_scheme=args.split_scheme,
                       link_negatives=args.link_negatives, undirected=args.undirected,
@@ -198,17 +205,18 @@ def _typed(args: Any) -> Tuple[List[TypedRelation], List[TypedNodes]]:
     names = [r for r, _ in rel_files]
     src_default, src = _scoped(args, "src", names, "relation")
     dst_default, dst = _scoped(args, "dst", names, "relation")
+    time_default, time = _scoped(args, "time_column", names, "relation")
     relations = []
     for name, path in rel_files:
         s, d = src.get(name, src_default), dst.get(name, dst_default)
         if s is None or d is None:
             raise InputError(f"relation {name} ({path}): name its columns with --src {name}=COL and --dst {name}=COL "
                              "(or --src COL --dst COL for every relation)")
-        relations.append(TypedRelation(name, path, s, d))
+        relations.append(TypedRelation(name, path, s, d, time.get(name, time_default)))
     node_files = _pairs(args.node_table or [], "--node-table", "TYPE")
     types = [t for t, _ in node_files]
     opts = {d: _scoped(args, d, types, "node type")
-            for d in ("node_id", "feature_columns", "label_column", "split_column")}
+            for d in ("node_id", "feature_columns", "label_column", "split_column", "node_time_column")}
     if not node_files:
         given = [d for d, (default, scoped) in opts.items() if default is not None or scoped]
         if given:
@@ -220,5 +228,5 @@ def _typed(args: Any) -> Tuple[List[TypedRelation], List[TypedNodes]]:
         if v["node_id"] is None:
             raise InputError(f"--node-table {t}={path}: name its id column (--node-id {t}=COL, or --node-id COL)")
         nodes.append(TypedNodes(t, path, v["node_id"], _columns(v["feature_columns"]), v["label_column"],
-                                v["split_column"]))
+                                v["split_column"], v["node_time_column"]))
     return relations, nodes

@@ -50,6 +50,26 @@ def _add_graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dedup", action="store_true", help="keep one copy of each distinct edge")
 
 
+def _time_range(text: str) -> tuple:
+    """``--time-range LO,HI``: two integers."""
+    try:
+        lo, hi = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not LO,HI (two integers, e.g. 0,1000000)") from None
+    return lo, hi
+
+
+def _add_time_options(p: argparse.ArgumentParser) -> None:
+    """A generator's times (docs/FORMAT.md, Times)."""
+    p.add_argument("--edge-time", choices=["uniform", "growth"], default=None,
+                   help="give edges times: uniform (independent, uniform in --time-range, from --seed) or growth "
+                   "(each edge's index in generation order); each node's in-edges are stored by (time, source)")
+    p.add_argument("--node-time", choices=["uniform", "growth"], default=None,
+                   help="give nodes times: uniform (in --time-range, from --seed) or growth (the node's id)")
+    p.add_argument("--time-range", type=_time_range, default=None, metavar="LO,HI",
+                   help="uniform times are drawn in [LO, HI) (default 0,2147483648)")
+
+
 def add_parsers(sub: Any) -> None:
     """``convert``, ``generate``, ``info`` and ``verify`` (``demo`` comes last: :func:`add_demo_parser`)."""
     p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
@@ -94,6 +114,11 @@ def add_parsers(sub: Any) -> None:
         "metadata.yaml, drawn for the held-out sets of a link-prediction task that give no negatives",
     )
     p.add_argument("--feature-dtype", choices=["f32", "f16", "bf16"], help="stored feature type (default: from input)")
+    p.add_argument("--edge-time", metavar="T.npy", default=None,
+                   help="edge times: an int64 (or int32) .npy with one time per input edge, in input order; each "
+                   "node's in-edges are then stored by (time, source) (docs/FORMAT.md, Times)")
+    p.add_argument("--node-time", metavar="N.npy", default=None,
+                   help="node times: an int64 (or int32) .npy with one time per node")
     p.add_argument(
         "--add-reverse", action="store_true", default=None,
         help="heterogeneous input (metadata.yaml, ogbn-mag, MAG240M): also build DST:rev_REL:SRC for each "
@@ -119,6 +144,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--scale", type=count_arg, required=True, metavar="S", help="2^S nodes")
     p.add_argument("--edge-factor", type=count_arg, default=16, metavar="F", help="F * 2^S edges (default 16)")
     _add_graph_options(p)
+    _add_time_options(p)
     _add_build_options(p)
 
     p = _generator(
@@ -135,6 +161,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}"
     )
+    _add_time_options(p)
     _add_build_options(p)
 
     p = _generator(
@@ -241,6 +268,10 @@ def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
     what = f"{n:,} nodes, {e:,} edges"
     if "node_types" in manifest:  # heterogeneous: counts per type and relation
         what = f"{n:,} nodes in {len(types)} types, {e:,} edges in {len(rels)} relations"
+    times = [f"{key.replace('_', ' ')} {r['min']:,} to {r['max']:,}"
+             for key in ("edge_times", "node_times") if (r := manifest.get(key))]
+    if times:
+        what += " (" + ", ".join(times) + ")"
     rate = e / seconds if seconds > 0 else float("inf")
     print(f"{verb} {what} in {seconds:.2f} s ({human(rate)} edges/s) -> {args.out}")
 
@@ -249,6 +280,7 @@ def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
 _EDGE_LIST_OPTIONS = {
     "format": "detect", "undirected": False, "self_loops": "keep", "dedup": False, "num_nodes": None,
     "features": None, "labels": None, "split": None, "link_split": None, "feature_dtype": None,
+    "edge_time": None, "node_time": None,
 }
 _GRAPHBOLT_OPTIONS = ("add_reverse", "feature", "task")
 
@@ -258,6 +290,11 @@ def _flags(dests) -> str:
 
 
 def cmd_convert(args) -> int:
+    times = [d for d in ("edge_time", "node_time") if getattr(args, d) is not None]
+    source = _import.source_of(args) if times else "edges"
+    if source not in ("edges", "graphbolt"):  # a GraphBolt yaml is refused below, with its own options
+        raise InputError(f"{_flags(times)} apply to an edge-list INPUT (text, .bin32/.bin64, .npy), and "
+                         f"{args.input} is read as {source}")
     rc = _import.convert(args, _summary, _bars)  # OGB, MAG240M: None when INPUT is neither
     if rc is not None:
         return rc
@@ -290,12 +327,17 @@ def _convert_graphbolt(args, metadata: str) -> int:
 
 def cmd_generate_rmat(args) -> int:
     return _build(args, "generated rmat:", build.generate_rmat,
-                  **_pick(args, "scale", "edge_factor", "undirected", "self_loops", "dedup"))
+                  **_pick(args, "scale", "edge_factor", "undirected", "self_loops", "dedup", *_TIME_OPTIONS))
 
 
 def cmd_generate_sbm(args) -> int:
     return _build(args, "generated sbm:", build.generate_sbm,
-                  **_pick(args, "nodes", "classes", "avg_degree", "feature_dim", "feature_dtype", "split"))
+                  **_pick(args, "nodes", "classes", "avg_degree", "feature_dim", "feature_dtype", "split",
+                          *_TIME_OPTIONS))
+
+
+#: The options of :func:`_add_time_options`.
+_TIME_OPTIONS = ("edge_time", "node_time", "time_range")
 
 
 def cmd_generate_hetero(args) -> int:
@@ -335,12 +377,15 @@ def info_dict(path: str) -> Dict[str, Any]:
                 "node_types": types, "relations": rels, **tail}
     # A homogeneous dataset is the one-type case, its type's and relation's fields at the top.
     fields = {**types[HOMOGENEOUS_TYPE], **rels[HOMOGENEOUS_RELATION]}
-    return {**head, **{k: fields[k] for k in _HOMOGENEOUS_INFO}, **tail}
+    times = {k: fields[k] for k in _TIMES if k in fields}
+    return {**head, **{k: fields[k] for k in _HOMOGENEOUS_INFO}, **times, **tail}
 
 
 #: The fields of a homogeneous dataset's ``info --json``, in their order.
 _HOMOGENEOUS_INFO = ("num_nodes", "num_edges", "indices_dtype", "feature_dim", "feature_dtype", "num_classes",
                      "num_labeled", "splits", "edge_splits", "degree", "node_ids")
+#: The time ranges ``info`` shows, where the dataset has them.
+_TIMES = ("edge_times", "node_times")
 
 
 def _type_info(i: Dict[str, Any]) -> Dict[str, Any]:
@@ -353,13 +398,15 @@ def _type_info(i: Dict[str, Any]) -> Dict[str, Any]:
         "num_labeled": entry_field(i, "labels", "num_labeled"),
         "splits": dict(i.get("splits", {})),
         "node_ids": entry_field(i, "node_ids", "dtype"),
+        **({"node_times": dict(i["node_times"])} if "node_times" in i else {}),
     }
 
 
 def _relation_info(i: Dict[str, Any]) -> Dict[str, Any]:
     """What ``info`` says of a relation's manifest entry (or of a homogeneous manifest)."""
     return {"num_edges": i["num_edges"], "indices_dtype": i["graph"]["indices_dtype"], "degree": dict(i["degree"]),
-            "edge_splits": {k: dict(v) for k, v in i.get("edge_splits", {}).items()}}
+            "edge_splits": {k: dict(v) for k, v in i.get("edge_splits", {}).items()},
+            **({"edge_times": dict(i["edge_times"])} if "edge_times" in i else {})}
 
 
 def cmd_info(args) -> int:
@@ -388,6 +435,9 @@ def _format_info(info: Dict[str, Any]) -> str:
     ]
     if info.get("node_ids"):
         lines.append(f"node ids  original ids of the input ({info['node_ids']}): Dataset.node_ids()")
+    times = [f"{k.split('_')[0]}s {info[k]['min']:,} to {info[k]['max']:,}" for k in _TIMES if k in info]
+    if times:
+        lines.append("times     " + "; ".join(times))
     return "\n".join(lines + _files_lines(info, 20))
 
 

@@ -73,6 +73,8 @@ def convert(
     absent_ok: bool = False,
     shared_negatives: Optional[Mapping[str, PathLike]] = None,
     quote_input: bool = True,
+    edge_time: Optional[PathLike] = None,
+    node_time: Optional[PathLike] = None,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
@@ -97,7 +99,12 @@ def convert(
     pairs shared by all its positives (OGB's ``edge_neg``), stored as given.
 
     ``quote_input=False`` (an importer's, for an edge file a dataset description named): errors
-    about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`)."""
+    about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`).
+
+    ``edge_time``: an ``.npy`` of int64 (or int32) times, one per input edge in input order; each
+    node's in-edges are then stored ordered by (time, source) beside their times. ``node_time``:
+    one int64 (or int32) time per node. Either makes a version-3 dataset (``docs/FORMAT.md``,
+    "Times")."""
     return _run(
         _core.convert, progress, "building the dataset", out, memory, input=os.fspath(input), format=format,
         undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup, num_nodes=num_nodes,
@@ -106,6 +113,7 @@ def convert(
         link_negatives=count(link_negatives, "link_negatives", minimum=0), seed=seed, feature_dtype=feature_dtype,
         overwrite=overwrite, threads=threads, node_ids=_node_ids(node_ids), given_negatives=_files(given_negatives),
         absent_ok=bool(absent_ok), shared_negatives=_files(shared_negatives), quote_input=bool(quote_input),
+        edge_time=_path(edge_time), node_time=_path(node_time),
     )
 
 
@@ -138,12 +146,19 @@ def generate_rmat(
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
+    edge_time: Optional[str] = None,
+    node_time: Optional[str] = None,
+    time_range: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
     """Generate a Graph500 R-MAT graph with ``2**scale`` nodes and ``edge_factor * 2**scale``
-    edges at ``out``. Returns the manifest."""
+    edges at ``out``. Returns the manifest.
+
+    ``edge_time`` / ``node_time``: ``"uniform"`` (independent uniform int64 in ``time_range``
+    ``(lo, hi)``, default ``[0, 2**31)``, from the seed) or ``"growth"`` (the edge's index in
+    generation order, the node's id); ``docs/FORMAT.md``, "Times"."""
     return _run(_core.generate_rmat, progress, "generating the dataset", out, memory, scale=scale,
                 edge_factor=edge_factor, undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup,
-                seed=seed, overwrite=overwrite, threads=threads)
+                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range))
 
 
 def generate_sbm(
@@ -160,13 +175,23 @@ def generate_sbm(
     overwrite: bool = False,
     threads: Optional[int] = None,
     progress: Any = None,
+    edge_time: Optional[str] = None,
+    node_time: Optional[str] = None,
+    time_range: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
     """Generate a degree-corrected planted-partition dataset (graph, features, labels, splits)
-    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest."""
+    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest. Times as
+    :func:`generate_rmat`'s (an undirected edge's two directions share its time)."""
     parsed = fractions(split)
     return _run(_core.generate_sbm, progress, "generating the dataset", out, memory, nodes=nodes, classes=classes,
                 avg_degree=float(avg_degree), feature_dim=feature_dim, feature_dtype=feature_dtype, split=parsed,
-                seed=seed, overwrite=overwrite, threads=threads)
+                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range))
+
+
+def _times(edge_time: Optional[str], node_time: Optional[str], time_range: Optional[Sequence[int]]) -> Dict[str, Any]:
+    """A generator's time options as the core takes them (it checks the values)."""
+    rng = None if time_range is None else (int(time_range[0]), int(time_range[1]))
+    return {"edge_time": edge_time, "node_time": node_time, "time_range": rng}
 
 
 def fractions(spec: Any, name: str = "split", parse: Any = parse_split, example: str = DEFAULT_SBM_SPLIT) -> list:
@@ -187,7 +212,8 @@ class NodeType:
     or ``.npy`` files of this type's ids). ``node_ids``: the type's original ids as
     :func:`convert` takes them (``(dtype, ids, bytes)``; what an importer that assigned the type's
     dense ids passes), stored as ``node.TYPE.node_ids``; an id given twice within the type is
-    refused as :func:`convert` refuses it (the same id in two types names two nodes)."""
+    refused as :func:`convert` refuses it (the same id in two types names two nodes).
+    ``node_time``: an ``.npy`` of one int64 (or int32) time per node (``docs/FORMAT.md``, "Times")."""
 
     name: str
     num_nodes: int
@@ -196,6 +222,7 @@ class NodeType:
     split: Union[None, str, Mapping[str, Any]] = None
     feature_dtype: Optional[str] = None
     node_ids: Optional[Sequence[Any]] = None
+    node_time: Optional[PathLike] = None
 
 
 @dataclass
@@ -211,7 +238,11 @@ class Relation:
     ``given_negatives`` maps a listed held-out split to an ``.npy`` int64 (n, K) of negatives
     stored as given, row i for the split's pair i in the stored order (ascending (dst, src));
     ``absent_ok``: a listed held-out pair the edge file lacks is stored anyway (both are what a
-    GraphBolt link-prediction task needs)."""
+    GraphBolt link-prediction task needs).
+
+    ``edge_time``: an ``.npy`` of one int64 (or int32) time per edge of ``edges``, in file order;
+    the relation's lists are then stored by (time, source), and its reverse gets the same times
+    (``docs/FORMAT.md``, "Times")."""
 
     name: str
     edges: PathLike
@@ -220,16 +251,19 @@ class Relation:
     link_negatives: int = 100
     given_negatives: Optional[Mapping[str, PathLike]] = None
     absent_ok: bool = False
+    edge_time: Optional[PathLike] = None
 
 
 def convert_one_type(out: PathLike, node_type: NodeType, relation: Relation, **options: Any) -> Dict[str, Any]:
     """The one-type case of :func:`build_hetero` (one node type, one relation), stored as a
     homogeneous dataset: :func:`convert` of ``relation``'s edges and ``node_type``'s features,
     original ids, labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``,
-    ...). What an importer whose input may be either kind calls for a homogeneous one."""
+    ...), its times ``relation.edge_time`` and ``node_type.node_time``. What an importer whose
+    input may be either kind calls for a homogeneous one."""
     t, r = node_type, relation
     return convert(r.edges, out, format=r.format, num_nodes=t.num_nodes, features=t.features,
-                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, node_ids=t.node_ids, **options)
+                   feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, node_ids=t.node_ids,
+                   edge_time=r.edge_time, node_time=t.node_time, **options)
 
 
 def build_hetero(
@@ -251,8 +285,8 @@ def build_hetero(
     another; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for each (PyG's ``ToUndirected``).
     A relation's ``link_split`` (see :class:`Relation`) stores its edge splits; ``source``
     (JSON-able) is recorded in the manifest (with ``link_split`` added, per relation, when a
-    relation has one). ``quote_input`` is :func:`convert`'s, for every relation's file. Returns
-    the manifest."""
+    relation has one). ``quote_input`` is :func:`convert`'s, for every relation's file. A
+    relation's ``edge_time`` and a type's ``node_time`` give them times. Returns the manifest."""
     types = []
     for t in node_types:
         types.append((
@@ -264,8 +298,10 @@ def build_hetero(
              count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0),
              _files(r.given_negatives), bool(r.absent_ok))
             for r in relations]
+    times = {"edge_times": [(str(r.name), os.fspath(r.edge_time)) for r in relations if r.edge_time is not None],
+             "node_times": [(str(t.name), os.fspath(t.node_time)) for t in node_types if t.node_time is not None]}
     return _run(_core.build_hetero, progress, "building the dataset", out, memory, node_types=types, relations=rels,
-                add_reverse=bool(add_reverse), seed=seed, overwrite=overwrite, threads=threads,
+                add_reverse=bool(add_reverse), seed=seed, overwrite=overwrite, threads=threads, **times,
                 source=json.dumps(source), quote_input=bool(quote_input))
 
 

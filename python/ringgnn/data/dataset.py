@@ -84,6 +84,13 @@ class _Typed:
     def num_edges(self) -> int:
         return sum(self.num_edges_dict.values())
 
+    @property
+    def has_times(self) -> bool:
+        """True when a relation has edge times or a node type node times (``docs/FORMAT.md``,
+        "Times"): samplers can then sample at seed times."""
+        return any(e.get("edge_times") for e in self._entries("relations").values()) or \
+            any(e.get("node_times") for e in self._entries("node_types").values())
+
     def check_type(self, t: str) -> str:
         if t not in self._entries("node_types"):
             raise _core.InputError(f"{self.path}: no node type '{t}' (it has: {', '.join(self.node_types)})")
@@ -270,6 +277,16 @@ class Dataset(_Typed):
     def degrees(self) -> np.ndarray:
         """In-degree of every node as int64."""
         return np.diff(self.indptr())
+
+    def node_times(self) -> Optional[np.ndarray]:
+        """Every node's time as int64 (``docs/FORMAT.md`` "Times"), or None when the nodes have
+        no times; read on each call."""
+        entry = self.manifest["files"].get("node_times")
+        if self.manifest.get("node_times") is None or entry is None:
+            return None
+        path = os.path.join(self.path, entry["path"])
+        with os_errors("reading", path):
+            return np.fromfile(path, dtype="<i8", count=self.num_nodes).astype(np.int64)
 
     @property
     def has_node_ids(self) -> bool:

@@ -1,5 +1,6 @@
 """What the table importers (:mod:`.tables`, :mod:`.node_table`) do with Arrow: tables read in
-record batches (:class:`Table`), id columns as numpy or Arrow arrays (:func:`ids_of`), the
+record batches (:class:`Table`), id columns as numpy or Arrow arrays (:func:`ids_of`), time
+columns as int64 in their unit (:meth:`Table.time_unit`, :func:`times_of`), the
 bucket of an id (:func:`bucket_of`: SplitMix64 of an integer, :func:`string_hash` of a string's
 bytes), bucket files (:class:`Buckets`, Arrow IPC streams), and numpy <-> Arrow without
 pyarrow's pandas import (:func:`to_np`, :func:`arrow`)."""
@@ -216,6 +217,34 @@ class Table:
         raise InputError(f"{self.path}: column '{name}' ({option}) holds {t}; node ids must be integers or strings "
                          "(floats would lose ids past 2^53)")
 
+    def time_unit(self, name: str, option: str) -> str:
+        """The unit of time column ``name``'s values as they are stored (:func:`times_of`): ``""``
+        for integers (whatever unit the data has), ``s``/``ms``/``us``/``ns`` for a timestamp of
+        that unit (a time zone changes nothing: the values count from the epoch in UTC),
+        ``days`` for a date32 and ``ms`` for a date64; an error naming the column otherwise."""
+        import pyarrow as pa
+
+        t = self.value_type(name, option)
+        if pa.types.is_integer(t):
+            return ""
+        if pa.types.is_timestamp(t):
+            return t.unit
+        if pa.types.is_date32(t):
+            return "days"
+        if pa.types.is_date64(t):
+            return "ms"
+        raise InputError(f"{self.path}: column '{name}' ({option}) holds {t}; times must be integers, timestamps or "
+                         "dates (store them as int64 in one unit: seconds, days, an event index)")
+
+    def times(self, col: Any, name: str, option: str, row0: int) -> np.ndarray:
+        """Time column ``name``'s values in a batch whose first row is ``row0`` (:func:`times_of`);
+        a null (a CSV's empty field) is refused naming its line."""
+        if col.null_count:
+            i = int(np.flatnonzero(to_np(col.is_null()))[0])
+            raise InputError(f"{self.path}: column '{name}' ({option}): {self.place(row0 + i)} has no time (null); "
+                             "every row needs its time")
+        return times_of(col, lambda i, v: f"{self.path}: column '{name}' ({option}): {self.place(row0 + i)} is {v}")
+
     def batches(self, columns: List[str]) -> Iterator[Any]:
         """Record batches of ``columns``, in that order; a column named twice (a relation's two
         ends, a feature that is also the label) is read once and given twice."""
@@ -259,6 +288,28 @@ def ids_of(col: Any, kind: str) -> Any:
     if kind == "uint":
         return to_np(col.cast(pa.uint64()))
     return to_np(col.cast(pa.int64()))
+
+
+def times_of(col: Any, where: Any) -> np.ndarray:
+    """A time column without nulls (:meth:`Table.time_unit` checked its type) as int64 in its
+    unit: an integer's value, a timestamp's or date's count since the epoch. An unsigned value
+    past 2^63 - 1 is refused with ``where(i, value)`` naming its place."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, col.type.value_type)
+    t = col.type
+    if pa.types.is_unsigned_integer(t):
+        big = to_np(col.cast(pa.uint64())) > np.uint64(2**63 - 1)
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            raise InputError(f"{where(i, col[i].as_py())}, past the largest time (2^63 - 1)")
+    elif pa.types.is_date32(t):
+        col = col.cast(pa.int32())
+    elif not pa.types.is_integer(t):  # timestamp, date64: the stored int64
+        col = col.cast(pa.int64())
+    return to_np(col.cast(pa.int64())).astype(np.int64, copy=False)
 
 
 def id_type(kind: str) -> Any:

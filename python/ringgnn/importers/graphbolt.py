@@ -19,10 +19,11 @@ What becomes what:
   ``labels``/``indexes`` layout or the older ``node_pairs``/``negative_dsts``) -> the edge splits
   ``train``, ``val`` and ``test`` of each relation it names, validation and test pairs held out
   with their negatives stored (:mod:`ringgnn.importers.graphbolt_links`). Heterogeneous datasets only.
+* ``graph.feature_data`` named ``timestamp`` -> node and edge times (:mod:`.graphbolt_times`).
 
 By default the first task of each kind is converted (``task`` names one instead); other tasks
 are skipped with a logged warning. Not supported yet, skipped with a logged warning: edge
-features, graph-level features (``graph.feature_data``), and link-prediction tasks of a
+features, graph-level features (``graph.feature_data`` other than the times), and link-prediction tasks of a
 homogeneous dataset (naming one is an error: use ``ringgnn convert EDGES --link-split``).
 
 The yaml is checked whole before any data file is read: every problem is an
@@ -53,7 +54,7 @@ from .._excerpt import excerpt, quoted, reason
 from .._files import allocated_memmap, os_errors
 from ..data import build
 from ..data.schema import parse_edge_type
-from . import graphbolt_links
+from . import graphbolt_links, graphbolt_times
 from ._described import resolve
 from ._stage import PathLike, Staging
 
@@ -120,6 +121,8 @@ class Metadata:
     edges: List[Tuple[Optional[str], DataFile]]
     features: List[Tuple[Optional[str], DataFile]]  # node features: (type, file with its name)
     tasks: List[Task]
+    #: ``graph.feature_data`` entries of the times: (domain ``node``/``edge``, node or edge type) -> file
+    times: Dict[Tuple[str, Optional[str]], DataFile] = field(default_factory=dict)
 
     @property
     def homogeneous(self) -> bool:
@@ -182,9 +185,10 @@ class _Reader:
         return DataFile(where, fmt, path)
 
 
-def read_metadata(yaml_path: PathLike) -> Metadata:
+def read_metadata(yaml_path: PathLike, time_feature: str = "timestamp") -> Metadata:
     """Parse and check a GraphBolt ``metadata.yaml`` (or the directory holding one); the files
-    it names must exist, nothing is read from them."""
+    it names must exist, nothing is read from them. ``graph.feature_data`` entries named
+    ``time_feature`` are the times."""
     import yaml
 
     path = find_metadata(yaml_path) or os.fspath(yaml_path)
@@ -243,8 +247,17 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
         edges.append((t, r.file(item, at, ("csv", "numpy", "torch"))))
     if not edges:
         raise r.error("graph.edges", "empty", "list the edge files")
-    skipped = [f"{at} ({it.get('domain')} feature {quoted(it.get('name'))} of the graph structure)"
-               for at, it in r.items(graph, "feature_data", "graph", required=False)]
+    skipped = []
+    times: Dict[Tuple[str, Optional[str]], DataFile] = {}
+    for at, it in r.items(graph, "feature_data", "graph", required=False):
+        if it.get("name") != time_feature:
+            skipped.append(f"{at} ({it.get('domain')} feature {quoted(it.get('name'))} of the graph structure)")
+            continue
+        key = graphbolt_times.key(r, it, at, nodes, [t for t, _ in edges])
+        if key in times:
+            raise r.error(at, f"a second {key[0]} feature {quoted(time_feature)}"
+                          + (f" of type {quoted(key[1])}" if key[1] else ""), "give each once")
+        times[key] = r.file(it, at, ("numpy", "torch"))
 
     features: List[Tuple[Optional[str], DataFile]] = []
     for at, item in r.items(doc, "feature_data", "", required=False):
@@ -264,7 +277,8 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
                           "give each once")
         features.append((t, f))
     for what in skipped:
-        log.warning("%s: skipping %s: ringgnn converts node features only", path, what)
+        log.warning("%s: skipping %s: ringgnn converts node features and times (graph.feature_data named %s) only",
+                    path, what, quoted(time_feature))
 
     tasks = []
     for at, item in r.items(doc, "tasks", "", required=False):
@@ -284,7 +298,7 @@ def read_metadata(yaml_path: PathLike) -> Metadata:
                 task.sets[split] = entries
         tasks.append(task)
     name = doc.get("dataset_name")
-    return Metadata(path, None if name is None else str(name), nodes, edges, features, tasks)
+    return Metadata(path, None if name is None else str(name), nodes, edges, features, tasks, times)
 
 
 def _owner(t: Optional[str]) -> str:
@@ -524,6 +538,7 @@ def convert_graphbolt(
     *,
     feature: str = "feat",
     task: Optional[str] = None,
+    time_feature: str = "timestamp",
     add_reverse: bool = False,
     link_negatives: int = 100,
     seed: int = 0,
@@ -541,13 +556,15 @@ def convert_graphbolt(
     drawn for its held-out sets that give none). ``add_reverse``: also build ``DST:rev_REL:SRC`` for each relation
     (PyG's ``ToUndirected``; a homogeneous dataset is built ``undirected``). ``seed``, ``memory``,
     ``overwrite``, ``threads`` and ``progress`` are :func:`ringgnn.data.build.build_hetero`'s.
+    ``time_feature``: the name of the ``graph.feature_data`` entries that give node and edge
+    times (see the module).
 
     Memory: edges and numpy features are streamed by the builder within ``memory``; torch files
     are loaded (mapped where their format allows); each set's seeds and labels are loaded, and
     the label array of a type (``num`` x 8 bytes) is written through a memory map in the
     temporary directory, so it takes disk there rather than memory of its own.
     """
-    meta = read_metadata(yaml_path)
+    meta = read_metadata(yaml_path, time_feature)
     out = os.fspath(out)
     chosen, link_task = _choose_task(meta, task)
     feats = _choose_features(meta, feature)
@@ -556,17 +573,23 @@ def convert_graphbolt(
         features = {t: stage.features(t, f) for t, f in feats.items()}
         targets = stage.task(chosen) if chosen is not None else {}
         links = graphbolt_links.link_splits(meta, link_task, stage, _load) if link_task is not None else {}
+        times = graphbolt_times.stage(meta, stage, _load)
+        for t in (t for t in links if ("edge", t) in times):
+            raise stage.r.error(meta.times["edge", t].field, f"edge type {quoted(t)} has times and link-prediction "
+                                f"task {link_task} splits it", "edge splits of edges with times are not supported "
+                                "yet: leave out the times, or name another task (task=NAME)")
         # quote_input=False: the builder's errors name a described file's line, never its content.
         common = {"seed": seed, "memory": memory, "overwrite": overwrite, "threads": threads, "progress": progress,
                   "quote_input": False}
         types = [build.NodeType(t, n, features=features.get(t), labels=targets.get(t, (None, None))[0],
-                                split=targets.get(t, (None, None))[1]) for t, n in meta.nodes.items()]
+                                split=targets.get(t, (None, None))[1], node_time=times.get(("node", t)))
+                 for t, n in meta.nodes.items()]
         relations = []
         for t, (path, fmt) in edges:
-            lk = links.get(t)
-            relations.append(build.Relation(t, path, fmt) if lk is None else build.Relation(
+            lk, edge_time = links.get(t), times.get(("edge", t))
+            relations.append(build.Relation(t, path, fmt, edge_time=edge_time) if lk is None else build.Relation(
                 t, path, fmt, link_split=lk.pairs, link_negatives=link_negatives, given_negatives=lk.negatives,
-                absent_ok=True))
+                absent_ok=True, edge_time=edge_time))
         if meta.homogeneous:  # the one-type case (untyped entries: type None)
             (t,), (r,) = types, relations
             return build.convert_one_type(out, t, r, undirected=add_reverse, **common)

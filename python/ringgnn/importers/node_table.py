@@ -15,7 +15,8 @@ row, all of one length); integers become float32, float16 stays float16 when eve
 Labels: an integer column (null = unlabeled, -1) or a float one whose values are whole (NaN =
 unlabeled), checked as every importer's (:class:`._stage.LabelWriter`). Splits: each node's split
 name, spelled as any importer's (:func:`._stage.split_name`: ``valid`` is ``val``); null or an
-empty cell (a CSV's) = in no split.
+empty cell (a CSV's) = in no split. Node times (``--node-time-column``): one time per node, as
+an edge table's times are read (:meth:`._arrow.Table.time_unit`; a null is an error naming the id).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from .._core import InputError
 from .._excerpt import quoted
 from .._files import NpyWriter
-from ._arrow import Buckets, Table, arrow, bucket_of, id_type, to_np
+from ._arrow import Buckets, Table, arrow, bucket_of, id_type, times_of, to_np
 from ._stage import LabelWriter, Staging, split_name
 
 
@@ -35,20 +36,21 @@ class NodeTable:
     """The node table's columns, checked before anything is read."""
 
     def __init__(self, path: str, id_col: str, features: Sequence[str], label: Optional[str], kind: str,
-                 split: Optional[str] = None):
+                 split: Optional[str] = None, time: Optional[str] = None):
         import pyarrow as pa
 
         self.t = Table(path, id_columns=(id_col,) + ((split,) if split else ()))
         self.path, self.id_col, self.features, self.label = path, id_col, list(features), label
-        self.split = split
+        self.split, self.time = split, time
+        self.time_unit = None if time is None else self.t.time_unit(time, "--node-time-column")
         self.id_kind = self.t.column_type(id_col, "--node-id")
         if (self.id_kind == "str") != (kind == "str"):
             what = "strings" if self.id_kind == "str" else "integers"
             raise InputError(f"{path}: column '{id_col}' (--node-id) holds {what}"
                              f" but the edge table's ids are {'strings' if kind == 'str' else 'integers'}")
-        if not self.features and label is None and split is None:
-            raise InputError(f"{path}: --node-table needs --feature-columns, --label-column or --split-column "
-                             "(what to take from it)")
+        if not self.features and label is None and split is None and time is None:
+            raise InputError(f"{path}: --node-table needs --feature-columns, --label-column or --split-column, or "
+                             "--node-time-column (what to take from it)")
         self.list_column = False
         self.dim = 0
         dtypes = []
@@ -79,7 +81,7 @@ class NodeTable:
 
     def columns(self) -> List[str]:
         """The value columns, in the order the buckets store them (``c0``, ``c1``, ...)."""
-        return self.features + [c for c in (self.label, self.split) if c is not None]
+        return self.features + [c for c in (self.label, self.split, self.time) if c is not None]
 
     def row_bytes(self) -> int:
         """Bytes a row takes in a bucket (id, row number, features, label), for the bucket count;
@@ -112,10 +114,10 @@ class NodeTable:
         return b
 
 
-def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
-         offsets: List[int]) -> Tuple[Optional[str], Optional[str], Optional[Dict[str, str]]]:
-    """Features and labels in dense order, and the splits' node ids, as staged ``.npy`` files
-    (None where not asked)."""
+def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets, offsets: List[int]
+         ) -> Tuple[Optional[str], Optional[str], Optional[Dict[str, str]], Optional[str]]:
+    """Features and labels in dense order, the splits' node ids, and node times in dense order,
+    as staged ``.npy`` files (None where not asked)."""
     import pyarrow.compute as pc
 
     splits: Dict[str, NpyWriter] = {}
@@ -124,6 +126,7 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
     feats = NpyWriter(stage.path("features", nodes.path), nodes.dtype, ()) if nodes.features else None
     label_source = f"{nodes.path}: column '{nodes.label}' (--label-column)"
     labels = LabelWriter(stage.path("labels", label_source), label_source) if nodes.label is not None else None
+    times = NpyWriter(stage.path("node-times", nodes.path), np.int64) if nodes.time is not None else None
     try:
         for b in range(p):
             u = uniq_b.read(b).column("id")
@@ -162,10 +165,13 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets,
                 if name not in splits:
                     splits[name] = NpyWriter(stage.path(f"split-{len(splits)}", nodes.path), np.int64)
                 splits[name].write(offsets[b] + k)  # the block's row k is dense id offsets[b] + k
+            if times is not None:
+                times.write(block["times"])
         split_files = {name: w.close() for name, w in splits.items()} if nodes.split is not None else None
-        return (feats.close() if feats else None), (labels.close() if labels else None), split_files
+        return (feats.close() if feats else None), (labels.close() if labels else None), split_files, \
+            (times.close() if times else None)
     finally:
-        for w in [feats, labels, *splits.values()]:
+        for w in [feats, labels, times, *splits.values()]:
             if w is not None:
                 w.__exit__()
 
@@ -195,8 +201,22 @@ def _values(nodes: NodeTable, table: Any) -> dict:
     if nodes.label is not None:
         out["labels"] = _labels(table.column(f"c{len(nodes.features)}"), nodes)
     if nodes.split is not None:
-        out["split"] = _split_rows(table.column(f"c{len(nodes.columns()) - 1}"), nodes)
+        out["split"] = _split_rows(table.column(f"c{len(nodes.features) + (nodes.label is not None)}"), nodes)
+    if nodes.time is not None:
+        out["times"] = _times(table.column(f"c{len(nodes.columns()) - 1}"), table, nodes)
     return out
+
+
+def _times(col: Any, table: Any, nodes: NodeTable) -> np.ndarray:
+    """The int64 node times of a block; a null is refused naming the node's id and row."""
+    def where(i: int, v: Any = None) -> str:
+        return (f"{nodes.path}: column '{nodes.time}' (--node-time-column) of id "
+                f"{quoted(table.column('id')[i].as_py())} (row {table.column('row')[i].as_py()})")
+
+    if col.null_count:
+        i = int(np.flatnonzero(to_np(col.is_null()))[0])
+        raise InputError(f"{where(i)} has no time (null); every node needs its time")
+    return times_of(col, lambda i, v: f"{where(i)} is {v}")
 
 
 def _split_rows(col: Any, nodes: NodeTable) -> Dict[str, np.ndarray]:

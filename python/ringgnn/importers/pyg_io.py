@@ -15,14 +15,22 @@ What becomes what:
   arrays (of ``HeteroData``: a dict node type -> such a spec), its names spelled as any
   importer's (``valid`` is ``val``: :func:`._stage.split_name`). A mask must be boolean: an
   integer ``*_mask``, or integer ids of length N that hold only 0 and 1 and repeat one (a mask
-  made with ``.long()``), would be read as node ids, and is refused with the fix.
+  made with ``.long()``), would be read as node ids, and is refused with the fix;
+* times (``docs/FORMAT.md``, "Times"), named as PyG's temporal ``NeighborLoader`` reads them
+  (``time_attr``): a ``Data``'s ``time`` is per node when it has one value per node, else per
+  edge when it has one per edge (PyG's ``is_node_attr``/``is_edge_attr``), and ``edge_time`` per
+  edge; of ``HeteroData``, ``data[node_type].time`` per node and ``data[edge_type].time`` (or
+  ``edge_time``) per edge of ``edge_index``, in its order. Integers only (a float or boolean
+  tensor is refused: cast it to int64 in one unit).
 
 The tensors are in memory already; they are written to a staging directory beside ``out`` as
 ``.npy`` and the builders (:func:`ringgnn.data.build.convert`, :func:`ringgnn.data.build.build_hetero`)
 build from them within ``memory``, atomically. :func:`to_pyg` goes back: the CSC is read into
 ``edge_index`` (sorted by destination, then source: the stored order, not the input's), features
 come back float32, labels int64 (-1 unlabeled), node splits as ``NAME_mask``; edge splits are not
-converted. It refuses a dataset whose arrays would need more than ``memory`` bytes.
+converted; node times come back as ``time`` and edge times as a ``Data``'s ``edge_time`` or an
+edge type's ``time``, in the stored order (``edge_index``'s, each list by time). It refuses a
+dataset whose arrays would need more than ``memory`` bytes.
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ _SPLITS = ("train", "val", "test")
 #: The prefixes of a store's split attributes (``valid_mask`` is ``val``'s), with their split.
 _PREFIXES = [(s, s) for s in _SPLITS] + list(SPLIT_ALIASES.items())
 #: What from_pyg reads of a store; anything else is reported as skipped.
-_READ = {"edge_index", "x", "y", "num_nodes"} | {f"{p}_{k}" for p, _ in _PREFIXES for k in ("mask", "idx", "index")}
+_READ = {"edge_index", "x", "y", "num_nodes", "time", "edge_time"} | \
+    {f"{p}_{k}" for p, _ in _PREFIXES for k in ("mask", "idx", "index")}
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +66,7 @@ def _skipped(data: Any) -> None:
     for where, store in stores:
         extra = sorted(k for k in store.keys() if k not in _READ)
         if extra:
-            log.warning("from_pyg: not converted%s: %s (ringgnn stores a graph, x, y and splits)",
+            log.warning("from_pyg: not converted%s: %s (ringgnn stores a graph, x, y, splits and times)",
                         "" if where is None else f" of {where}", ", ".join(extra))
 
 
@@ -90,6 +99,26 @@ class _Stager:
         for row, n, end in ((0, n_src, "source"), (1, n_dst, "destination")):
             check_ids(a[row], n, lambda i: f"{where}.edge_index[{row}, {i}]", end, "set num_nodes or fix the ids")
         return unambiguous_edges(self.stage.save(a, "edges", f"{where}.edge_index"), self.stage)
+
+    def times(self, store: Any, where: str, attrs: Tuple[str, ...], n: int, what: str) -> Optional[str]:
+        """The one of ``attrs`` the store has (None if none) as a staged int64 ``.npy`` of ``n``
+        values (one per ``what``)."""
+        given = [a for a in attrs if getattr(store, a, None) is not None]
+        if not given:
+            return None
+        if len(given) > 1:
+            raise InputError(f"{where}.{given[0]} and {where}.{given[1]} both give the {what}s' times; give one")
+        at = f"{where}.{given[0]}"
+        a = _numpy(getattr(store, given[0]), at)
+        if a.ndim == 2 and a.shape[1:] == (1,):
+            a = a[:, 0]
+        if a.ndim != 1 or a.shape[0] != n or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"{at}: {a.dtype} of shape {tuple(a.shape)}; give one integer time per {what} ({n}) "
+                             "(cast float times to int64 in one unit)")
+        if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
+            i = int(np.argmax(a))
+            raise InputError(f"{at}[{i}] = {a[i]}: past the largest time (2^63 - 1)")
+        return self.stage.save(a.astype(np.int64, copy=False), "times", at)
 
     def features(self, store: Any, where: str, n: int) -> Tuple[Optional[str], Optional[str]]:
         import torch
@@ -216,7 +245,9 @@ def from_pyg(
         counts = {t: _num_nodes(store, where) for t, (store, where) in stores.items()}
         edges = {et: (data[et], f"data[{et!r}]") for et in data.edge_types} if hetero else \
             {parse_edge_type(HOMOGENEOUS_RELATION): (data, "data")}
-        rels = [build.Relation(":".join(et), s.edges(store, where, counts[et[0]], counts[et[2]]), "npy")
+        rels = [build.Relation(":".join(et), s.edges(store, where, counts[et[0]], counts[et[2]]), "npy",
+                               edge_time=s.times(store, where, _edge_times(store, counts[et[2]], hetero),
+                                                 _num_edges(store), "edge"))
                 for et, (store, where) in edges.items()]
         types = []
         for t, (store, where) in stores.items():
@@ -224,12 +255,33 @@ def from_pyg(
             feats, dtype = s.features(store, where, n)
             types.append(build.NodeType(t, n, features=feats, feature_dtype=feature_dtype or dtype,
                                         labels=s.labels(store, where, n),
-                                        split=s.split(store, where, n, (split or {}).get(t) if hetero else split)))
+                                        split=s.split(store, where, n, (split or {}).get(t) if hetero else split),
+                                        node_time=s.times(store, where, _node_times(store, n, hetero), n, "node")))
         if hetero:
             return build.build_hetero(out, types, rels, add_reverse=add_reverse,
                                       source={"command": "from_pyg", "class": "HeteroData"}, **common)
         (t,), (r,) = types, rels
         return build.convert_one_type(out, t, r, undirected=undirected, **common)
+
+
+def _num_edges(store: Any) -> int:
+    """The columns of the store's ``edge_index`` (checked by :meth:`_Stager.edges` before)."""
+    return int(store.edge_index.shape[1])
+
+
+def _node_times(store: Any, n: int, hetero: bool) -> Tuple[str, ...]:
+    """The attribute of a node store holding its nodes' times: ``time``, unless (of a ``Data``,
+    whose one store holds both) it has one value per edge and not one per node, as PyG reads it."""
+    shape = tuple(getattr(getattr(store, "time", None), "shape", ()))
+    if hetero or not shape:
+        return ("time",)
+    return ("time",) if shape[0] == n or shape[0] != _num_edges(store) else ()
+
+
+def _edge_times(store: Any, n: int, hetero: bool) -> Tuple[str, ...]:
+    """The attributes of an edge store that may hold its edges' times: ``edge_time``, and
+    ``time`` of an edge type's store or of a ``Data`` whose ``time`` is per edge."""
+    return ("time", "edge_time") if hetero or not _node_times(store, n, hetero) else ("edge_time",)
 
 
 def _num_nodes(store: Any, where: str) -> int:
@@ -254,10 +306,26 @@ def _graph(ds: Any) -> np.ndarray:
     return np.stack([src, dst])
 
 
+def _times(ds: Any, key: str, n: int) -> Optional[Any]:
+    """The view ``ds``'s times file ``key`` (``edge_times``/``node_times``), ``n`` values, as a
+    tensor; None when it has none."""
+    import torch
+
+    entry = ds.manifest["files"].get(key)
+    if entry is None:
+        return None
+    path = os.path.join(ds.path, entry["path"])
+    with os_errors("reading", path):
+        return torch.from_numpy(np.fromfile(path, dtype="<i8", count=n).astype(np.int64))
+
+
 def _node_store(ds: Any) -> Dict[str, Any]:
     import torch
 
     out: Dict[str, Any] = {"num_nodes": ds.num_nodes}
+    time = _times(ds, "node_times", ds.num_nodes)
+    if time is not None:
+        out["time"] = time
     if ds.feature_dim is not None:
         reader = _core.FeatureReader(ds.path, part=ds.part) if ds.part else _core.FeatureReader(ds.path)
         out["x"] = torch.from_numpy(reader.gather(np.arange(ds.num_nodes, dtype=np.int64)))
@@ -279,14 +347,23 @@ def to_pyg(ds: Any, memory: Union[None, int, str] = None) -> Any:
     limit = size(memory, "memory") if memory is not None else default_memory(held=0)
     parts = {t: ds.node_type(t) for t in ds.node_types}  # a homogeneous dataset is its one type
     dims = sum(part.num_nodes * (part.feature_dim or 0) for part in parts.values())
-    need = 16 * ds.num_edges + 4 * dims + 16 * ds.num_nodes  # edge_index int64, x float32, y int64 and masks
+    timed = sum(ds.relation(r).num_edges for r in ds.relations if "edge_times" in ds.relation(r).manifest) + \
+        sum(part.num_nodes for part in parts.values() if "node_times" in part.manifest)
+    # edge_index int64, x float32, y int64 and masks, times int64
+    need = 16 * ds.num_edges + 4 * dims + 16 * ds.num_nodes + 8 * timed
     if need > limit:
         raise InputError(f"{ds.path}: needs about {need / 2**30:.1f} GiB in memory as a PyG object, more than "
                          f"{limit / 2**30:.1f} GiB; sample it with ringgnn's loaders instead (or pass a larger memory)")
     import torch
 
     stores = {t: _node_store(part) for t, part in parts.items()}
-    graphs = {parse_edge_type(r): {"edge_index": torch.from_numpy(_graph(ds.relation(r)))} for r in ds.relations}
+    graphs = {}
+    for r in ds.relations:
+        rel = ds.relation(r)
+        graphs[parse_edge_type(r)] = g = {"edge_index": torch.from_numpy(_graph(rel))}
+        time = _times(rel, "edge_times", g["edge_index"].shape[1])
+        if time is not None:
+            g["time" if ds.is_hetero else "edge_time"] = time  # a Data's one store has the nodes' time
     if not ds.is_hetero:
         return Data(**graphs[parse_edge_type(HOMOGENEOUS_RELATION)], **stores[HOMOGENEOUS_TYPE])
     return HeteroData({**stores, **graphs})

@@ -20,6 +20,15 @@ Arrow IPC streams in the staging directory beside ``out``, removed at the end. T
 case of one relation between nodes of one type, which :mod:`.typed_tables` (one table per
 relation, each node type with its own ids) generalises.
 
+**Times.** ``time`` (``--time-column COL``) names a column with each edge's time: it travels
+with its edge through the buckets, into a staged ``.npy`` beside the edge list, one time per
+row in the edge list's order, which the builder takes as the edges' times (``docs/FORMAT.md``,
+"Times"). Integers are taken as they are; a timestamp column as its stored int64 in its unit
+(``timestamp[s]``: seconds since the epoch, ``[ms]`` milliseconds, ``[us]``, ``[ns]``), a
+``date32`` as days and a ``date64`` as milliseconds since the epoch (:meth:`._arrow.Table.time_unit`).
+A node table's ``node_time`` column gives node times the same way (:mod:`.node_table`). The
+time columns of one import must share their unit where their types say it.
+
 Requires ``pyarrow`` (``pip install 'ringgnn[parquet]'``). A CSV's id columns are read as
 strings (CSV has no types: ``007`` and ``7`` are different text, so different nodes); integer ids
 come from Parquet's integer columns. A column that does not exist, holds floats or has nulls is an
@@ -54,9 +63,10 @@ MAX_BUCKETS = 1024
 class EdgeTable:
     """One edge table, its id columns checked before anything is read: relation ``name``
     (``SRC:REL:DST``; None for a homogeneous table, whose options and errors name no relation)
-    from ``types[0]`` nodes, named by column ``src``, to ``types[1]`` nodes, named by ``dst``."""
+    from ``types[0]`` nodes, named by column ``src``, to ``types[1]`` nodes, named by ``dst``;
+    column ``time`` (None: no times) gives each edge's time, in unit ``unit``."""
 
-    def __init__(self, table: PathLike, src: str, dst: str, name: Optional[str] = None):
+    def __init__(self, table: PathLike, src: str, dst: str, name: Optional[str] = None, time: Optional[str] = None):
         self.types = ("node", "node")
         if name is not None:
             try:
@@ -67,6 +77,16 @@ class EdgeTable:
         self.path, self.name, self.columns = os.fspath(table), name, (src, dst)
         self.t = Table(self.path, id_columns=(src, dst))
         self.kinds = tuple(self.t.column_type(c, self.option(end)) for end, c in enumerate(self.columns))
+        self.time = time
+        self.unit = None if time is None else self.t.time_unit(time, self.time_option())
+
+    def time_option(self) -> str:
+        """The option that named the time column."""
+        return "--time-column" if self.name is None else f"--time-column of {self.name}"
+
+    def read_columns(self) -> List[str]:
+        """The columns a pass reads: the ends, then the time where there is one."""
+        return list(self.columns) + ([self.time] if self.time is not None else [])
 
     def option(self, end: int) -> str:
         """The option that named column ``end`` (0: the sources, 1: the destinations)."""
@@ -76,7 +96,7 @@ class EdgeTable:
     def first(self) -> Tuple[Any, int]:
         """The first record batch, and the rows (a CSV's guessed from its size); refused when
         the table has none."""
-        batches = self.t.batches(list(self.columns))
+        batches = self.t.batches(self.read_columns())
         first = next(batches, None)
         batches.close()
         if first is None or first.num_rows == 0 and self.t.rows == 0:
@@ -144,6 +164,8 @@ def convert_table(
     feature_columns: Sequence[str] = (),
     label_column: Optional[str] = None,
     split_column: Optional[str] = None,
+    time_column: Optional[str] = None,
+    node_time_column: Optional[str] = None,
     feature_dtype: Optional[str] = None,
     seed: int = 0,
     memory: Optional[build.Size] = None,
@@ -157,31 +179,34 @@ def convert_table(
     ``node_table`` (Parquet or CSV), keyed by column ``node_id`` (the same kind of ids), gives
     features (``feature_columns``: numeric columns, or one column of vectors), labels
     (``label_column``) and splits (``split_column``: each node's split name, null for none),
-    joined out of core (:mod:`.node_table`). The other arguments are
+    joined out of core (:mod:`.node_table`). ``time_column``: each edge's time, and
+    ``node_time_column`` (of the node table) each node's (see the module, Times). The other arguments are
     :func:`ringgnn.data.build.convert`'s (``split``: fractions only, the dense ids being unknown to
     the caller)."""
     require_pyarrow()
-    edges = [EdgeTable(table, src, dst)]
+    edges = [EdgeTable(table, src, dst, time=time_column)]
     kinds = type_kinds(edges)
     nodes = {}
     if node_table is not None:
         if node_id is None:
             raise InputError(f"{os.fspath(node_table)}: name its id column (--node-id COL)")
         nodes["node"] = NodeTable(os.fspath(node_table), node_id, list(feature_columns), label_column, kinds["node"],
-                                  split_column)
-    elif feature_columns or label_column is not None or node_id is not None or split_column is not None:
-        raise InputError("--node-id, --feature-columns, --label-column and --split-column name columns of a "
-                         "--node-table; give it")
+                                  split_column, node_time_column)
+    elif feature_columns or label_column is not None or node_id is not None or split_column is not None \
+            or node_time_column is not None:
+        raise InputError("--node-id, --feature-columns, --label-column, --split-column and --node-time-column name "
+                         "columns of a --node-table; give it")
     if split is not None:
         if split_column is not None or not all(isinstance(v, float) for _, v in parse_split(split)):
             raise InputError(f"split {split!r}: a table's splits are fractions (train=0.8,...) or a node table's "
                              "--split-column; its dense ids are assigned by the import, so id files cannot name them")
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
-        (t,), (staged,) = map_tables(stage, edges, kinds, nodes, bucket_counts(edges, kinds, budget, nodes),
-                                     feature_dtype)
+        (t,), ((staged, times),) = map_tables(stage, edges, kinds, nodes,
+                                              bucket_counts(edges, kinds, budget, nodes), feature_dtype)
         return build.convert_one_type(out, replace(t, split=t.split or split),
-                                      build.Relation(HOMOGENEOUS_RELATION, staged, "npy"), undirected=undirected,
+                                      build.Relation(HOMOGENEOUS_RELATION, staged, "npy", edge_time=times),
+                                      undirected=undirected,
                                       self_loops=self_loops, dedup=dedup, seed=seed, memory=build_share(budget),
                                       overwrite=overwrite, threads=threads, progress=progress)
 
@@ -210,22 +235,28 @@ def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int
 
 
 def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str], nodes: Dict[str, NodeTable],
-               p: Dict[str, int], feature_dtype: Optional[str]) -> Tuple[List[build.NodeType], List[str]]:
+               p: Dict[str, int], feature_dtype: Optional[str]
+               ) -> Tuple[List[build.NodeType], List[Tuple[str, Optional[str]]]]:
     """Passes 1 to 4 (see the module), each type's ids in ``p[TYPE]`` buckets: the node types,
     sorted, each with its :class:`IdMap`'s count and original ids and its node table's staged
-    features (stored as ``feature_dtype``), labels and splits (None where not asked), and per
-    edge table its staged edge list of dense ids."""
+    features (stored as ``feature_dtype``), labels, splits and node times (None where not
+    asked), and per edge table its staged edge list of dense ids and its edges' times (None
+    without a time column)."""
     pa = require_pyarrow()
+    same_unit(edges, nodes)
     allow_open_files(sum(p.values()) + max(p.values()))  # pass 1: every type's ids, one table's edges
     ids_b = {ty: Buckets(stage, f"ids-{i}", pa.schema([("id", id_type(kinds[ty]))]), p[ty])
              for i, ty in enumerate(sorted(kinds))}
     edges_b = []
     for j, e in enumerate(edges):
         (s_type, d_type), ends = e.types, (kinds[e.types[0]], kinds[e.types[1]])
-        eb = Buckets(stage, f"edges-{j}", pa.schema([("src", id_type(ends[0])), ("dst", id_type(ends[1]))]), p[s_type])
+        time_field = [("time", pa.int64())] if e.time is not None else []
+        eb = Buckets(stage, f"edges-{j}", pa.schema([("src", id_type(ends[0])), ("dst", id_type(ends[1]))]
+                                                   + time_field), p[s_type])
         row0 = 0
-        for batch in e.t.batches(list(e.columns)):
+        for batch in e.t.batches(e.read_columns()):
             s, d = e.ids(batch, ends, row0)
+            t = [e.t.times(batch.column(2), e.time, e.time_option(), row0)] if e.time is not None else []
             bs, bd = bucket_of(s, ends[0], p[s_type]), bucket_of(d, ends[1], p[d_type])
             if s_type == d_type:
                 ids_b[s_type].write(np.concatenate([bs, bd]), [pa.concat_arrays([s, d]) if ends[0] == "str" else
@@ -233,7 +264,7 @@ def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str]
             else:
                 ids_b[s_type].write(bs, [s])
                 ids_b[d_type].write(bd, [d])
-            eb.write(bs, [s, d])
+            eb.write(bs, [s, d] + t)
             row0 += batch.num_rows
         eb.close()
         edges_b.append(eb)
@@ -243,10 +274,21 @@ def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str]
     types = []
     for ty in sorted(kinds):
         m = maps[ty] = IdMap.number(stage, ids_b[ty], kinds[ty])
-        f, y, sp = join(nodes[ty], stage, kinds[ty], m.p, m.uniq, m.offsets) if ty in nodes else (None, None, None)
+        f, y, sp, nt = join(nodes[ty], stage, kinds[ty], m.p, m.uniq, m.offsets) if ty in nodes else (None,) * 4
         types.append(build.NodeType(ty, m.num_nodes, features=f, labels=y, split=sp or None,
-                                    feature_dtype=feature_dtype, node_ids=m.files))
+                                    feature_dtype=feature_dtype, node_ids=m.files, node_time=nt))
     return types, [map_edges(stage, eb, maps[e.types[0]], maps[e.types[1]]) for e, eb in zip(edges, edges_b)]
+
+
+def same_unit(edges: Sequence[EdgeTable], nodes: Dict[str, NodeTable]) -> None:
+    """The time columns whose types give a unit (timestamps, dates) give one unit: a dataset's
+    times are compared as numbers (integer columns are taken to be in the data's one unit)."""
+    units = [(e.unit, f"{e.path}: column '{e.time}'") for e in edges if e.unit] + \
+        [(n.time_unit, f"{n.path}: column '{n.time}'") for n in nodes.values() if n.time_unit]
+    for unit, where in units[1:]:
+        if unit != units[0][0]:
+            raise InputError(f"{units[0][1]} holds times in {units[0][0]} and {where} in {unit}; a dataset's times "
+                             "share one unit: cast them to one timestamp unit (or to int64 in one unit)")
 
 
 class IdMap:
@@ -310,13 +352,17 @@ class IdMap:
         return to_np(pc.index_in(ids, value_set=u)).astype(np.int64, copy=False) + self.offsets[b]
 
 
-def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> str:
+def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> Tuple[str, Optional[str]]:
     """Passes 3 and 4: edges bucketed by their source's bucket of ``src`` become a staged
     ``(E, 2)`` ``.npy`` of dense ids: sources mapped bucket by bucket (re-bucketed by the
-    destination's bucket of ``dst``), then destinations. The bucket files are removed as read."""
+    destination's bucket of ``dst``), then destinations; their times (where ``edges_b`` has a
+    ``time`` column) go with them, into an ``.npy`` of one int64 per row of the edge list (else
+    None). The bucket files are removed as read."""
     import pyarrow as pa
 
-    mid_b = Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type(dst.kind))]), dst.p)
+    timed = "time" in edges_b.schema.names
+    mid_b = Buckets(stage, "mid", pa.schema([("src", pa.int64()), ("dst", id_type(dst.kind))]
+                                            + ([("time", pa.int64())] if timed else [])), dst.p)
     for b in range(len(edges_b.paths)):
         e = edges_b.read(b)
         if e.num_rows == 0:
@@ -324,17 +370,20 @@ def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> str:
         dense = src.dense(b, e.column("src"))
         dcol = e.column("dst").combine_chunks()
         d_np = dcol if dst.kind == "str" else to_np(dcol)
-        mid_b.write(dst.bucket(d_np), [dense, d_np])
+        mid_b.write(dst.bucket(d_np), [dense, d_np] + ([to_np(e.column("time"))] if timed else []))
         os.remove(edges_b.paths[b])
     mid_b.close()
-    with NpyWriter(stage.path("edges"), np.int64, (2,)) as w:
+    with NpyWriter(stage.path("edges"), np.int64, (2,)) as w, \
+            (NpyWriter(stage.path("edge-times"), np.int64) if timed else contextlib.nullcontext()) as tw:
         for b in range(dst.p):
             e = mid_b.read(b)
             if e.num_rows == 0:
                 continue
             w.write(np.stack([to_np(e.column("src")), dst.dense(b, e.column("dst"))], axis=1))
+            if tw is not None:
+                tw.write(to_np(e.column("time")))
             os.remove(mid_b.paths[b])
-        return w.close()
+        return w.close(), (tw.close() if tw is not None else None)
 
 
 #: The Python interpreter with numpy that the builder's fixed part already counts (``OVERHEAD``

@@ -15,7 +15,9 @@ The columns naming one type must name it the same way (all strings, or all integ
 and an unsigned column mix when no id is negative), as must its node table's id column. Every
 type needs at least one relation; a type's node table must give exactly one row to each id its
 relations name (an id of a relation missing from it, a row no relation names, or an id with two
-rows is an error naming the file and the id). Nothing is written on an error.
+rows is an error naming the file and the id). A relation's ``time_column`` gives its edges' times
+and a node table's ``node_time_column`` its nodes' (:mod:`.tables`, Times; a relation added by
+``add_reverse`` gets its relation's times). Nothing is written on an error.
 """
 
 from __future__ import annotations
@@ -36,19 +38,21 @@ from .tables import bucket_counts as _bucket_counts
 @dataclass
 class TypedRelation:
     """One relation's edge table: ``name`` ``SRC:REL:DST``, columns ``src`` (``SRC`` ids) and
-    ``dst`` (``DST`` ids)."""
+    ``dst`` (``DST`` ids), and ``time_column`` (each edge's time; None: none)."""
 
     name: str
     table: PathLike
     src: str
     dst: str
+    time_column: Optional[str] = None
 
 
 @dataclass
 class TypedNodes:
     """One node type's node table, keyed by column ``node_id``: ``feature_columns`` (numeric
     columns, or one column of vectors), ``label_column``, ``split_column`` (each node's split
-    name, null for none), as :func:`.tables.convert_table`'s node table."""
+    name, null for none), ``node_time_column`` (each node's time), as
+    :func:`.tables.convert_table`'s node table."""
 
     type: str
     table: PathLike
@@ -56,6 +60,7 @@ class TypedNodes:
     feature_columns: Sequence[str] = field(default_factory=tuple)
     label_column: Optional[str] = None
     split_column: Optional[str] = None
+    node_time_column: Optional[str] = None
 
 
 def convert_typed_tables(
@@ -84,7 +89,7 @@ def convert_typed_tables(
     if dup:
         raise InputError(f"relation {dup[0]} is given twice; give each relation one table")
     # Every column is checked before anything is read.
-    edges = [EdgeTable(r.table, r.src, r.dst, r.name) for r in relations]
+    edges = [EdgeTable(r.table, r.src, r.dst, r.name, r.time_column) for r in relations]
     kinds = type_kinds(edges)
     nodes: Dict[str, NodeTable] = {}
     for n in node_tables:
@@ -94,13 +99,13 @@ def convert_typed_tables(
         if n.type in nodes:
             raise InputError(f"node type '{n.type}' has two node tables; give it one")
         nodes[n.type] = NodeTable(os.fspath(n.table), n.node_id, list(n.feature_columns), n.label_column,
-                                  kinds[n.type], n.split_column)
+                                  kinds[n.type], n.split_column, n.node_time_column)
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
         types, files = map_tables(stage, edges, kinds, nodes, _bucket_counts(edges, kinds, budget, nodes),
                                   feature_dtype)
         build_memory = build_share(budget)
-        rels = [build.Relation(r.name, e, format="npy") for r, e in zip(relations, files)]
+        rels = [build.Relation(r.name, e, format="npy", edge_time=t) for r, (e, t) in zip(relations, files)]
         source = {"importer": "tables",
                   "relations": {r.name: {"table": os.path.basename(os.fspath(r.table)), "src": r.src, "dst": r.dst}
                                 for r in relations},

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _core
 from .._files import os_errors
+from ..data.dataset import typed_entries
 from ..data.schema import parse_edge_type
 from .sampler import ProcessLocal
 
@@ -43,7 +44,7 @@ def row_bytes(ds: Any) -> Dict[str, int]:
     """Bytes of one stored feature row per type with features (its dtype, not float32)."""
     out = {}
     for t in ds.node_types:
-        f = ds.manifest["node_types"][t].get("features")
+        f = typed_entries(ds.manifest, "node_types")[t].get("features")
         if f is not None:
             out[t] = int(f["row_bytes"])
     return out

@@ -21,6 +21,16 @@ backend. Its semantics are PyG's ``NeighborLoader`` on ``HeteroData``:
 
 A batch's sample depends only on the dataset, the fanouts, ``replace``, the seeds and
 ``(seed, epoch, batch index)``.
+
+**Sampling at a time** (a dataset with times, ``docs/FORMAT.md`` "Times"): given ``input_time``,
+one time per seed, PyG's temporal sampling with ``disjoint=True``. At every hop a node expanded for
+a seed at time ``T`` draws only among the edges of time ``<= T`` (each list is sorted by time, so
+they are a prefix, found by binary search over the time file, page by page); a neighbor whose node
+time is after ``T`` is dropped. Seeds at different times get disjoint subgraphs (a node reached for
+two of them is two nodes of the batch); seeds at one time share theirs. ``temporal_strategy``
+``"uniform"`` draws uniformly among the eligible edges, ``"last"`` takes the most recent.
+``HeteroSample.seed_time`` gives each node the time it was sampled at. A homogeneous dataset is the
+one-type case (node type ``node``, relation ``node:to:node``).
 """
 
 from __future__ import annotations
@@ -62,7 +72,7 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
         out: Dict[str, List[int]] = {}
         for key, value in fanouts.items():
             name = key if isinstance(key, str) else ":".join(key)
-            if name not in ds.manifest["relations"]:
+            if name not in ds.relations:
                 raise InputError(f"fanouts: unknown relation '{name}' (the dataset has: {', '.join(ds.relations)})")
             if isinstance(value, str):
                 value = [int(v) for v in value.split(",")]
@@ -100,6 +110,9 @@ class HeteroSample:
     num_sampled_edges: Dict[str, List[int]]
     edge: Optional[Dict[str, np.ndarray]] = None
     seed_types: Tuple[str, ...] = ()
+    #: Sampled at seed times: per type, parallel to ``node``, the seed time each node was
+    #: sampled at (its subgraph's); None otherwise.
+    seed_time: Optional[Dict[str, np.ndarray]] = None
 
     def __post_init__(self) -> None:
         if not self.seed_types:
@@ -126,7 +139,7 @@ class HeteroSample:
     def to_hetero_data(self, x: Optional[Mapping[str, Any]] = None, y: Any = None,
                        input_id: Optional[Mapping[str, Any]] = None) -> Any:
         """A ``torch_geometric.data.HeteroData``: per type ``n_id`` (ids of that type) and
-        ``num_sampled_nodes``, ``x`` where given; per edge type ``edge_index`` (and ``e_id`` when
+        ``num_sampled_nodes``, ``seed_time`` when sampled at times, ``x`` where given; per edge type ``edge_index`` (and ``e_id`` when
         sampled with edge ids) and ``num_sampled_edges``; each seeded type's ``batch_size`` (its
         distinct seeds) and ``input_id`` where ``input_id`` gives it; ``y`` if given: labels of
         the seed type's nodes, or a dict of them per type."""
@@ -141,6 +154,8 @@ class HeteroSample:
             data[t].n_id = torch.from_numpy(ids)
             data[t].num_sampled_nodes = list(self.num_sampled_nodes[t])
             data[t].num_nodes = len(ids)
+            if self.seed_time is not None:
+                data[t].seed_time = torch.from_numpy(self.seed_time[t])
             if x is not None and t in x:
                 v = x[t]
                 data[t].x = v if isinstance(v, torch.Tensor) else torch.from_numpy(v)
@@ -183,18 +198,21 @@ class HeteroNeighborSampler(ProcessLocal):
             "pread", "auto"), instead of the graph's backend.
         plan: the memory plan (``ringgnn.sampling.plan.plan_hetero``) that placed the files; by
             default one for the neighbor files alone.
+        temporal_strategy: how a sample at seed times (``input_time``) draws among the edges not
+            newer than its seed: ``"uniform"`` (default) or ``"last"`` (the most recent ones).
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
                  backend: str = "auto", direct: bool = False, seed: int = 0, memory: Union[None, int, str] = None,
                  with_edge_ids: bool = False, share: Optional["HeteroNeighborSampler"] = None,
-                 disk_backend: Optional[str] = None, plan: Optional[HeteroPlan] = None):
+                 disk_backend: Optional[str] = None, plan: Optional[HeteroPlan] = None,
+                 temporal_strategy: str = "uniform"):
         self.share = share
         self.disk_backend = None if disk_backend is None else _options.choice(disk_backend, ("auto", "uring", "pread"),
                                                                              "disk_backend")
         if share is not None:
             dataset = share.dataset
-        self.dataset = open_hetero(dataset, "HeteroNeighborSampler")
+        self.dataset = Dataset.opened(dataset)  # a homogeneous one is the one-type case
         self.fanouts = relation_fanouts(self.dataset, fanouts)
         self.replace = bool(replace)
         self.backend_choice = _options.backend(backend)
@@ -202,6 +220,7 @@ class HeteroNeighborSampler(ProcessLocal):
         self.seed = _options.count(seed, "seed")
         self.memory = _options.size(memory, "memory")
         self.with_edge_ids = bool(with_edge_ids)
+        self.temporal_strategy = _options.choice(temporal_strategy, ("uniform", "last"), "temporal_strategy")
         self._plan = plan
         self.__dict__.update(self._fresh())
 
@@ -262,7 +281,7 @@ class HeteroNeighborSampler(ProcessLocal):
         if getattr(st, "pid", None) != pid:
             st.core = _core.HeteroSampler(self.graph(), [(r, list(f)) for r, f in self.fanouts.items()],
                                           replace=self.replace, seed=self.seed, with_edge_ids=self.with_edge_ids,
-                                          disk_backend=self.disk_backend)
+                                          disk_backend=self.disk_backend, temporal_strategy=self.temporal_strategy)
             st.pid = pid
         return st.core
 
@@ -274,35 +293,46 @@ class HeteroNeighborSampler(ProcessLocal):
         """This thread's core sampler's read counters."""
         return dict(self._sampler().io_stats())
 
-    def sample(self, seeds: Any, seed_type: str, *, epoch: int = 0, batch: int = 0) -> HeteroSample:
-        """Sample around ``seeds`` (ids of ``seed_type``) as batch ``batch`` of epoch ``epoch``."""
-        return self.sample_typed([(seed_type, seeds)], epoch=epoch, batch=batch)
+    def sample(self, seeds: Any, seed_type: str, *, epoch: int = 0, batch: int = 0,
+               input_time: Any = None) -> HeteroSample:
+        """Sample around ``seeds`` (ids of ``seed_type``) as batch ``batch`` of epoch ``epoch``;
+        with ``input_time`` (one integer time per seed, or one for all), at those times (see
+        the module docs)."""
+        return self.sample_typed([(seed_type, seeds)], epoch=epoch, batch=batch,
+                                 input_time=None if input_time is None else [input_time])
 
     def sample_typed(self, seeds: Union[Mapping[str, Any], Sequence[Tuple[str, Any]]], *, epoch: int = 0,
-                     batch: int = 0) -> HeteroSample:
+                     batch: int = 0, input_time: Any = None) -> HeteroSample:
         """Sample around seeds of several node types at once (``{"author": ids, "paper": ids}``,
         or (type, ids) pairs, a type possibly twice: its lists in turn), as PyG's heterogeneous
         link loader seeds a batch's source and destination endpoints together: each type's seeds
         are deduplicated in its own id space and every seeded type's frontier starts with them,
         so ``num_sampled_nodes[t][0]`` (``batch_sizes[t]``) is the number of distinct seeds of
-        ``t``. One type is :meth:`sample`."""
+        ``t``. One type is :meth:`sample`. ``input_time``: seed times in the shape of ``seeds``
+        (a dict by type, or a list parallel to the pairs), each as :meth:`sample` takes them."""
         typed = self._typed_seeds(seeds)
-        out = self._sampler().sample_typed(typed, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
+        out = self._sampler().sample_typed(typed, _options.count(epoch, "epoch"), _options.count(batch, "batch"),
+                                           self._seed_times(typed, input_time))
         return self._sample(out, typed)
 
     def sample_many(self, seeds: Sequence[Union[Mapping[str, Any], Sequence[Tuple[str, Any]]]],
-                    batches: Sequence[int], *, epoch: int = 0) -> List[HeteroSample]:
+                    batches: Sequence[int], *, epoch: int = 0, input_time: Any = None) -> List[HeteroSample]:
         """Sample batches ``batches[i]`` of epoch ``epoch`` around ``seeds[i]`` (seeds per type, as
         :meth:`sample_typed`) together, as a *hyperbatch*: hop by hop, each relation's drawn
         positions of every batch are read in one pass over its file (each page once), so pages
         several batches need are read once. Sample ``i`` is exactly ``sample_typed(seeds[i],
-        epoch=epoch, batch=batches[i])``, whatever the batches beside it and the backend."""
+        epoch=epoch, batch=batches[i])``, whatever the batches beside it and the backend.
+        ``input_time``: None, or per seed set the times :meth:`sample_typed` takes."""
         if len(seeds) != len(batches):
             raise InputError(f"sample_many: {len(seeds)} seed sets but {len(batches)} batch indices; give one "
                              "batch index per seed set")
+        if input_time is not None and len(input_time) != len(seeds):
+            raise InputError(f"sample_many: {len(input_time)} lists of seed times but {len(seeds)} seed sets; give "
+                             "one per seed set")
         typed = [self._typed_seeds(x) for x in seeds]
         requests = [(t, _options.count(b, "batch")) for t, b in zip(typed, batches)]
-        outs = self._sampler().sample_many(requests, _options.count(epoch, "epoch"))
+        times = None if input_time is None else [self._seed_times(t, x) for t, x in zip(typed, input_time)]
+        outs = self._sampler().sample_many(requests, _options.count(epoch, "epoch"), times)
         return [self._sample(o, t) for o, t in zip(outs, typed)]
 
     def bound(self, seeds: Mapping[str, int]) -> Dict[str, Any]:
@@ -325,12 +355,30 @@ class HeteroNeighborSampler(ProcessLocal):
             out.append((self.dataset.check_type(t), _options.node_ids(ids, f"seeds[{t!r}]")))
         return out
 
+    def _seed_times(self, typed: Sequence[Tuple[str, np.ndarray]], times: Any) -> Optional[List[np.ndarray]]:
+        """Seed times parallel to ``typed`` (its (type, ids) pairs), from a dict by type or a list
+        parallel to the pairs; None without times. Refused on a dataset without times."""
+        if times is None:
+            return None
+        if not self.dataset.has_times:
+            raise InputError(f"{self.dataset.path}: input_time was given but the dataset has no edge or node times; "
+                             "build it with --edge-time (and --node-time), or sample without input_time")
+        if isinstance(times, Mapping):
+            unknown = sorted(set(times) - {t for t, _ in typed})
+            if unknown or len(typed) != len(times):
+                raise InputError(f"input_time: give the times of each seeded type once ({', '.join(t for t, _ in typed)})"
+                                 + (f"; {', '.join(map(str, unknown))} has no seeds" if unknown else ""))
+            times = [times[t] for t, _ in typed]
+        if len(times) != len(typed):
+            raise InputError(f"input_time: {len(times)} lists of times for {len(typed)} lists of seeds")
+        return [_options.seed_times(x, len(ids), f"input_time[{t!r}]") for (t, ids), x in zip(typed, times)]
+
     @staticmethod
     def _sample(out: Mapping[str, Any], typed: Sequence[Tuple[str, Any]]) -> HeteroSample:
         types = tuple(dict.fromkeys(t for t, _ in typed))
         return HeteroSample(seed_type=types[0], node=out["node"], num_sampled_nodes=out["num_sampled_nodes"],
                             row=out["row"], col=out["col"], num_sampled_edges=out["num_sampled_edges"],
-                            edge=out.get("edge"), seed_types=types)
+                            edge=out.get("edge"), seed_types=types, seed_time=out.get("time"))
 
     def __repr__(self) -> str:
         return (f"HeteroNeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
@@ -372,6 +420,12 @@ class HeteroLoader(TypedEpochs):
     each batch's random reads, as :class:`ringgnn.Loader` does; the batches are the same, and
     :meth:`staged_hyperbatches` counts them.
 
+    **At a time** (a dataset with times, see the module docs): each batch is sampled at its
+    seeds' times (``HeteroData[t].seed_time`` per node). ``input_time``: one integer time per seed
+    of ``seeds`` (in their order, before the shuffle), or one for all; by default the target
+    type's node times where it has them; ``ignore_time=True`` samples without times.
+    ``temporal_strategy``: ``"uniform"`` or ``"last"``, as :class:`HeteroNeighborSampler`.
+
     The batches are made by the Rust typed loader (``_core.TypedLoader``,
     ``crates/ringgnn-loader/src/typed``) on its worker pipeline; this class holds the options,
     the plan, the seeds and their shuffle, and turns each batch into ``HeteroData``.
@@ -384,12 +438,15 @@ class HeteroLoader(TypedEpochs):
                  memory: Union[None, int, str] = None, sampler: Optional[HeteroNeighborSampler] = None,
                  cache: Union[None, int, str] = None, features: Optional[TypedRows] = None,
                  hyperbatch: Union[int, str] = "auto", staging_dir: Optional[PathLike] = None,
-                 staging_cap: Union[None, int, str] = None):
-        ds = sampler.dataset if sampler is not None else open_hetero(dataset, "HeteroLoader")
+                 staging_cap: Union[None, int, str] = None, input_time: Any = None, ignore_time: bool = False,
+                 temporal_strategy: str = "uniform"):
+        ds = sampler.dataset if sampler is not None else Dataset.opened(dataset)  # homogeneous: the one-type case
         self.target = ds.check_type(target)
         part = ds.node_type(target)
         self.dataset = ds
         self.seeds = self._seeds(part, seeds)
+        self.seed_time = self._seed_times(part, input_time, bool(ignore_time))
+        """Each seed's time (parallel to ``seeds``), or None: sampled without times."""
         self.batch_size = _options.count(batch_size, "batch_size", 1)
         self.feature_backend = _options.backend(feature_backend, "feature_backend")
         self.cache = _options.size(cache, "cache")
@@ -401,7 +458,7 @@ class HeteroLoader(TypedEpochs):
             self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.backend(backend),
                                     **plan_args)
             sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
-                                            memory=memory, plan=self.plan)
+                                            memory=memory, plan=self.plan, temporal_strategy=temporal_strategy)
         elif sampler.plan().features or not feature_types(ds):
             self.plan = sampler.plan()  # a run's plan: the sampler's files, the features and the cache
         else:
@@ -427,12 +484,41 @@ class HeteroLoader(TypedEpochs):
             raise InputError(f"seeds '{spec}': node type '{self.target}' has no split '{spec}' (it has: {have})")
         return _options.seeds(part, spec)
 
+    def _seed_times(self, part: Dataset, input_time: Any, ignore: bool) -> Optional[np.ndarray]:
+        if ignore:
+            return None
+        if input_time is not None:
+            if not self.dataset.has_times:
+                raise InputError(f"{self.dataset.path}: input_time was given but the dataset has no edge or node "
+                                 "times; build it with --edge-time (and --node-time), or leave input_time out")
+            return _options.seed_times(input_time, len(self.seeds))
+        times = part.node_times()
+        if times is not None:
+            return times[self.seeds]
+        if self.dataset.has_times:
+            logger.warning("ringgnn: %s has times but node type '%s' has no node times: its batches are sampled "
+                           "without times; give input_time (one time per seed) to sample at times",
+                           self.dataset.path, self.target)
+        return None
+
+    def _order(self, epoch: int) -> np.ndarray:
+        """The seeds' positions in epoch ``epoch``'s order (shuffled by (seed, epoch))."""
+        n = len(self.seeds)
+        return np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+
+    def _cut(self, a: np.ndarray) -> List[np.ndarray]:
+        return [a[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
+
     def batch_seeds(self, epoch: int) -> List[np.ndarray]:
         """The seed ids of every batch of epoch ``epoch``, by global index."""
-        ids = self.seeds
-        if self.shuffle:
-            ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
-        return [ids[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
+        return self._cut(self.seeds[self._order(epoch)] if self.shuffle else self.seeds)
+
+    def batch_times(self, epoch: int) -> Optional[List[np.ndarray]]:
+        """The seed times of every batch of epoch ``epoch`` (parallel to :meth:`batch_seeds`), or
+        None when sampled without times."""
+        if self.seed_time is None:
+            return None
+        return self._cut(self.seed_time[self._order(epoch)] if self.shuffle else self.seed_time)
 
     @property
     def labels(self) -> Optional[np.ndarray]:
@@ -452,30 +538,42 @@ class HeteroLoader(TypedEpochs):
                     out[t][k] += int(s[k])
         return out
 
-    def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
+    def _times(self, times: Optional[np.ndarray]) -> Optional[List[np.ndarray]]:
+        """A batch's seed times as the core takes them (one array for the target's seeds)."""
+        return None if times is None else [np.ascontiguousarray(times, dtype=np.int64)]
+
+    def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]]:
         first = self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
-        return [[(self.target, np.ascontiguousarray(ids, dtype=np.int64))] for ids in first]
+        times = self.batch_times(0) or [None] * len(first)
+        return [([(self.target, np.ascontiguousarray(ids, dtype=np.int64))], self._times(t))
+                for ids, t in zip(first, times)]
 
-    def make_batch(self, ids: np.ndarray, epoch: int, index: int) -> Any:
-        """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` as ``HeteroData``, made on the
-        calling thread."""
-        return self.make_batches([(ids, index)], epoch)[0]
+    def make_batch(self, ids: np.ndarray, epoch: int, index: int, times: Any = None) -> Any:
+        """Batch ``index`` of epoch ``epoch`` with seeds ``ids`` (at ``times``, one per seed, when
+        given) as ``HeteroData``, made on the calling thread."""
+        return self.make_batches([(ids, index, times)], epoch)[0]
 
-    def make_batches(self, job: Sequence[Tuple[np.ndarray, int]], epoch: int) -> List[Any]:
-        """The batches ``job`` = [(seeds, index), ...] of epoch ``epoch`` sampled together (one
-        hyperbatch) on the calling thread: each is exactly :meth:`make_batch` of its own."""
-        batches = [(b, np.ascontiguousarray(ids, dtype=np.int64)) for ids, b in job]
-        outs = self._make(epoch, [(b, [(self.target, ids)]) for b, ids in batches])
-        return [self._data(o, ids) for o, (_, ids) in zip(outs, batches)]
+    def make_batches(self, job: Sequence[Tuple[Any, ...]], epoch: int) -> List[Any]:
+        """The batches ``job`` = [(seeds, index) or (seeds, index, times), ...] of epoch ``epoch``
+        sampled together (one hyperbatch) on the calling thread: each is exactly
+        :meth:`make_batch` of its own."""
+        batches = []
+        for seeds, b, *times in job:
+            ids = _options.node_ids(seeds)
+            t = times[0] if times else None
+            batches.append((b, ids, None if t is None else _options.seed_times(t, len(ids))))
+        outs = self._make(epoch, [(b, [(self.target, ids)], self._times(t)) for b, ids, t in batches])
+        return [self._data(o, ids) for o, (_, ids, _) in zip(outs, batches)]
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
         """A core batch (its sample, each type's rows, the labels) as ``HeteroData``."""
         return self._hetero_data(out, [(self.target, ids)], {self.target: ids})
 
     def __iter__(self) -> Iterator[Any]:
-        seeds = self.batch_seeds(self.epoch)
+        seeds, times = self.batch_seeds(self.epoch), self.batch_times(self.epoch)
         order = self.epoch_order()
-        for out in self._run(self.epoch, [(b, [(self.target, seeds[b])]) for b in order]):
+        batches = [(b, [(self.target, seeds[b])], self._times(None if times is None else times[b])) for b in order]
+        for out in self._run(self.epoch, batches):
             yield self._data(out, seeds[out["batch"]])
 
     def __repr__(self) -> str:

@@ -299,8 +299,8 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
     def _seeds(self, p: Pairs) -> List[Tuple[str, np.ndarray]]:
         return list(p.typed_seeds(self.types).items())
 
-    def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
-        return [self._seeds(self.batch_pairs(0, b)) for b in range(min(hetero_hyper.PROBE_BATCHES, len(self)))]
+    def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], None]]:
+        return [(self._seeds(self.batch_pairs(0, b)), None) for b in range(min(hetero_hyper.PROBE_BATCHES, len(self)))]
 
     def _data(self, out: Any, p: Pairs) -> Any:
         """A core batch as ``HeteroData`` with the pairs ``p`` set on its relation."""
@@ -311,10 +311,10 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
     def batch(self, epoch: int, b: int) -> Any:
         """Batch ``b`` of epoch ``epoch`` as ``HeteroData``, made on the calling thread."""
         p = self.batch_pairs(epoch, b)
-        return self._data(self._make(epoch, [(b, self._seeds(p))])[0], p)
+        return self._data(self._make(epoch, [(b, self._seeds(p), None)])[0], p)
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self.epoch
         for chosen, made in self.window_pairs(epoch):
-            for out in self._run(epoch, [(b, self._seeds(made[b])) for b in chosen]):
+            for out in self._run(epoch, [(b, self._seeds(made[b]), None) for b in chosen]):
                 yield self._data(out, made[out["batch"]])

@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import _options
 from .._core import InputError, offset_index_bytes
+from ..data.dataset import typed_entries
 from ..data.schema import parse_edge_type
 from .features import (INDEX_BYTES_PER_ROW, CacheChoice, choose_cache_rows, feature_file_bytes, ranked_groups,
                        row_bytes, source_hits)
@@ -194,12 +195,14 @@ def training_reserve(net: Any) -> int:
 
 
 def relation_bytes(ds: Any) -> Tuple[int, Dict[str, int]]:
-    """(offset indexes of every relation, neighbor-file bytes per relation)."""
-    m = ds.manifest
-    index = sum(offset_index_bytes(m["node_types"][parse_edge_type(r)[2]]["num_nodes"], m["relations"][r]["num_edges"])
+    """(offset indexes of every relation, bytes per relation held when its neighbor file is: the
+    file, and its edge times, 8 bytes an edge, which are held with it)."""
+    types, rels = typed_entries(ds.manifest, "node_types"), typed_entries(ds.manifest, "relations")
+    index = sum(offset_index_bytes(types[parse_edge_type(r)[2]]["num_nodes"], rels[r]["num_edges"])
                 for r in ds.relations)
     width = {"u32": 4, "u64": 8}
-    files = {r: i["num_edges"] * width[i["graph"]["indices_dtype"]] for r, i in m["relations"].items()}
+    files = {r: i["num_edges"] * (width[i["graph"]["indices_dtype"]] + (8 if i.get("edge_times") else 0))
+             for r, i in rels.items()}
     return index, files
 
 

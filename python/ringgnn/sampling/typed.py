@@ -50,8 +50,9 @@ class TypedEpochs(Epochs, ProcessLocal):
         self._core: Optional[Tuple[int, Any]] = None
         self.epoch = 0
 
-    def _probe_seeds(self) -> List[List[Tuple[str, np.ndarray]]]:
-        """The seeds of the first :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0."""
+    def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]]:
+        """The seeds (and their times, or None) of the first
+        :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0."""
         raise NotImplementedError
 
     def _core_loader(self) -> Any:
@@ -83,7 +84,8 @@ class TypedEpochs(Epochs, ProcessLocal):
         ``staging_buffers``) and the seconds a batch takes (``times``,
         ``ringgnn.sampling.hyper.Times``)."""
         core = self._core_loader()
-        probes = core.probe(self._probe_seeds())
+        probe = self._probe_seeds()
+        probes = core.probe([s for s, _ in probe], [t for _, t in probe])
         return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes),
                     buffers=core.worker_bytes(), held=core.held_bytes(),
                     staging_per_batch=hetero_hyper.measured_staging(probes), staging_buffers=core.staging_bytes(),
@@ -120,16 +122,16 @@ class TypedEpochs(Epochs, ProcessLocal):
         the labels (when ``with_labels``), ``input_id`` where given."""
         return self.sampler._sample(out, seeds).to_hetero_data(out["x"], out["y"], input_id)
 
-    def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> List[Any]:
-        """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, sampled
-        together (one hyperbatch) on the calling thread."""
-        job = [(_options.count(b, "batch"), [(t, np.ascontiguousarray(ids, dtype=np.int64)) for t, ids in seeds])
-               for b, seeds in batches]
+    def _make(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]], Any]]) -> List[Any]:
+        """The core batches of ``batches`` (index, seeds by type, their times or None) of epoch
+        ``epoch``, sampled together (one hyperbatch) on the calling thread."""
+        job = [(_options.count(b, "batch"), [(t, np.ascontiguousarray(ids, dtype=np.int64)) for t, ids in seeds], times)
+               for b, seeds, times in batches]
         return self._core_loader().make(_options.count(epoch, "epoch"), job)
 
-    def _run(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]]]]) -> Iterator[Any]:
-        """The core batches of ``batches`` (index, seeds by type) of epoch ``epoch``, in order,
-        made by the workers in hyperbatches of ``H`` consecutive ones."""
+    def _run(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]], Any]]) -> Iterator[Any]:
+        """The core batches of ``batches`` (index, seeds by type, their times or None) of epoch
+        ``epoch``, in order, made by the workers in hyperbatches of ``H`` consecutive ones."""
         s = self.sizes()
         h = s.hyperbatch
         jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]

@@ -32,6 +32,10 @@ rows of the nodes the held-out splits name. Per epoch (sampled), each of those n
 sampled embedding from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample).
 Under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
 held-out pairs, as homogeneous link runs.
+
+**At times** (``ringgnn.training.temporal``; node classification): every loader samples its seeds at
+their times (the training probe, the training split and the evaluated ones), and a homogeneous
+dataset with times runs here as the one-type case (type ``node``, relation ``node:to:node``).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import torch
 
 from .. import _options
 from .._core import InputError
-from ..data.schema import HETERO_MODELS, parse_edge_type
+from ..data.schema import HETERO_MODELS, HOMOGENEOUS_RELATION, parse_edge_type
 from ..inference.hetero import attach_tables, infer_hetero
 from ..inference.scoring import exact_rows
 from ..models.checkpoints import LAST, config_mismatch, save
@@ -70,7 +74,13 @@ class Typed:
     sampler: Any = None
     hyper: Any = None
 
-    def __init__(self, embed_dim: Optional[int] = None, embed_tables: str = "auto"):
+    def __init__(self, embed_dim: Optional[int] = None, embed_tables: str = "auto", times: Optional[np.ndarray] = None,
+                 hetero: bool = True):
+        #: The time of every node of the target type, at which its seeds are sampled
+        #: (``ringgnn.training.temporal.seed_times``); None: sampled without times.
+        self.times = times
+        #: False for the one-type case: a homogeneous dataset's run at times.
+        self.hetero = hetero
         self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
         self.embed_tables = _options.choice(embed_tables, EMBED_TABLES, "--embed-tables")
         #: The run's options that hold the model's config (checkpoints keep it, metrics.json not).
@@ -82,10 +92,20 @@ class Typed:
 
     # --- the options and the run directory --------------------------------------------------
 
+    @property
+    def temporal(self) -> bool:
+        """True when the run samples at times."""
+        return self.times is not None
+
     def fanouts(self, ds: Any, fanouts: Any) -> Dict[str, List[int]]:
+        if not self.hetero:  # the one-type case takes the homogeneous --fanouts, one list
+            fanouts = _options.fanouts(fanouts)
         return relation_fanouts(ds, fanouts)
 
     def check_model(self, model: str, ds: Any) -> None:
+        if not self.hetero and model not in HETERO_MODELS:
+            raise InputError(f"--model {model}: a run at times trains on the typed engine, whose models are "
+                             f"{', '.join(HETERO_MODELS)}; use one of them, or --ignore-time")
         _options.choice(model, HETERO_MODELS, "--model")
 
     #: The loop's options a typed run refuses, with their defaults and why (what the typed data
@@ -98,11 +118,15 @@ class Typed:
     def check_options(self, opts: Dict[str, Any]) -> None:
         given = [k for k, (default, _) in self.REFUSED.items() if opts.get(k) != default]
         if given:
-            raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in given)}: not available for heterogeneous "
-                             f"datasets ({'; '.join(self.REFUSED[k][1] for k in given)}); leave "
-                             f"{'it' if len(given) == 1 else 'them'} out")
+            which = "heterogeneous datasets" if self.hetero else "runs at times (on the typed engine)"
+            raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in given)}: not available for {which} "
+                             f"({'; '.join(self.REFUSED[k][1] for k in given)}); leave "
+                             f"{'it' if len(given) == 1 else 'them'} out"
+                             f"{'' if self.hetero else ' or give --ignore-time'}")
 
     def run_args(self, task: Any, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
+        if not self.hetero:  # the one-type case's fanouts as a homogeneous run's: one list
+            args = dict(args, fanouts=args["fanouts"][HOMOGENEOUS_RELATION])
         self.featureless = [t for t, d in ds.feature_dims().items() if d is None]
         self.width = self.embed_dim or args["hidden"]
         if task.name == "link":
@@ -113,7 +137,7 @@ class Typed:
         else:
             # The model without its embedding tables (all outside): what the plan probes; the run's
             # model is built once the plan has placed them (prepare).
-            classes = int(ds.manifest["node_types"][task.target]["labels"]["num_classes"])
+            classes = int(ds.node_type(task.target).num_classes)
             self.net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, task.target,
                                    args["hidden"], classes, args["layers"], model=args["model"],
                                    embed_dim=self.embed_dim, dropout=args["dropout"], external=self.featureless)
@@ -125,6 +149,8 @@ class Typed:
         return {k: v for k, v in run_args.items() if k != self.config_key}
 
     def identity(self, task: Any) -> Dict[str, Any]:
+        if not self.hetero:
+            return {}
         return {"heterogeneous": True, **({"relation": task.relation} if task.name == "link"
                                           else {"target": task.target})}
 
@@ -132,6 +158,8 @@ class Typed:
         if task.name == "link":
             return (f"heterogeneous, link prediction on {task.relation} ({task.decoder} decoder, "
                     f"{task.neg.amount:g} negatives per positive), {train_loader.edges.shape[1]:,} training pairs")
+        if not self.hetero:
+            return f"{ds.num_nodes:,} nodes"
         return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
                 f"{task.target}, {len(train_loader.seeds):,} training seeds")
 
@@ -185,7 +213,8 @@ class Typed:
         # One plan for the run (neighbor files, feature files, cache), made with the model built and
         # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
         probe = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, batch_size=batch_size, seed=opts["seed"],
-                             threads=1, backend="pread", feature_backend="pread", cache=0, direct=opts["direct"])
+                             threads=1, backend="pread", feature_backend="pread", cache=0, direct=opts["direct"],
+                             **self.at_times(ds, target, "train"))
         threads_n = probe.threads if opts["threads"] is None else opts["threads"]
 
         def probe_step(batch: Any) -> None:
@@ -214,12 +243,13 @@ class Typed:
         self.open_tables({t: net.num_nodes[t] for t in plan.file_tables}, width, ranks, opts)
         net.tables = {t: table.reader() for t, table in self.tables.items()}
         common = dict(self.typed_sampler(ds, plan, opts), hyperbatch=opts["hyperbatch"])
-        train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common)
+        train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common,
+                                                 **self.at_times(ds, target, "train"))
         # The evaluation loaders read through the training loader's readers: one cache.
         loaders = {task.train_split: train_loader}
         for s in task.eval_splits:
             loaders[s] = HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features,
-                                      **common)
+                                      **common, **self.at_times(ds, target, s))
         self.net = net
         return net, loaders
 
@@ -247,7 +277,7 @@ class Typed:
             for side, t in sides.items():
                 key = split if side == "src" else f"{split}.{side}"
                 loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
-                                            features=features, **common)
+                                            features=features, ignore_time=True, **common)
                 features = loaders[key].features  # one set of readers and one cache
         self.hyper = loaders[task.train_split] = HeteroLinkBatches(
             ds, task.relation, self.sampler, features, batch_size=batch_size, neg_ratio=task.neg.amount,
@@ -255,6 +285,13 @@ class Typed:
             staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
             **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
         return net, loaders
+
+    def at_times(self, ds: Any, target: str, split: str) -> Dict[str, Any]:
+        """The ``HeteroLoader`` options of split ``split``'s seeds of ``target``: at their times, or
+        without times (also on a dataset with times, under ``--ignore-time``)."""
+        if self.times is None:
+            return dict(ignore_time=True)
+        return dict(input_time=self.times[ds.node_type(target).split(split)])
 
     def open_tables(self, names: Mapping[str, int], width: int, ranks: Any, opts: Dict[str, Any]) -> None:
         """Create the live tables ``names`` (name: rows) in ``RUN/tables`` (the working copy: each
@@ -317,8 +354,12 @@ class Typed:
     # --- the loader's reports ---------------------------------------------------------------
 
     def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
-        return [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
-                f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
+        lines = [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
+                 f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
+        if self.temporal:
+            lines.append("temporal: each seed is sampled at its time (only edges and nodes not newer than it), in "
+                         "training and evaluation")
+        return lines
 
     def counters(self, train_loader: Any) -> Any:
         return None

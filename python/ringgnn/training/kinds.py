@@ -32,6 +32,8 @@ class Homogeneous:
     """A homogeneous dataset's kind: one node type, one relation, ``ringgnn.Loader``'s engine."""
 
     typed = False
+    #: A homogeneous run samples without times (a run at times is the typed kind's one-type case).
+    temporal = False
 
     # --- the options and the run directory --------------------------------------------------
 

@@ -10,7 +10,8 @@ the evaluation sums after each epoch and the scores made of them; and it asks th
 core too: the seeds of the evaluated splits are sampled with the same fanouts as training (not
 layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the scores of
 different epochs compare the same neighborhoods; exact layer-wise scores come after every epoch
-(``--eval layerwise``) or once for the best checkpoint (``--eval auto``).
+(``--eval layerwise``) or once for the best checkpoint (``--eval auto``), except in a run at times
+(``ringgnn.training.temporal``), whose seeds are evaluated by sampling at their times only.
 
 A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
 ``best.pt`` (the epoch of best validation score; both ``ringgnn.models.checkpoints``),
@@ -33,6 +34,7 @@ from .. import _options, progress
 from .._core import InputError
 from .._files import os_errors
 from ..data.dataset import Dataset, HeteroDataset
+from ..data.schema import HOMOGENEOUS_TYPE
 from ..models.checkpoints import open_run, restore, run_directory, write_json
 from ..models.gnn import DECODERS
 from ..sampling.hetero import open_hetero
@@ -40,6 +42,7 @@ from ..sampling.pairs import WEIGHTS as NEG_WEIGHTS
 from . import distributed
 from .curves import Plots
 from .tasks import LinkPrediction, NodeClassification, Task
+from .temporal import seed_times
 
 #: How val/test scores are measured (``--eval``).
 EVAL_MODES = ("auto", "sampled", "layerwise")
@@ -90,6 +93,8 @@ def train(
     relation: Optional[str] = None,
     embed_dim: Optional[int] = None,
     embed_tables: str = "auto",
+    seed_time: Any = None,
+    ignore_time: bool = False,
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
     ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
@@ -101,11 +106,15 @@ def train(
     negatives per positive (default 1) drawn by ``neg_weight`` ``uniform`` (default) or
     ``degree``). On a heterogeneous dataset: ``target`` (node: the type to classify) or
     ``relation`` (link: ``S:R:D``), ``embed_dim`` and ``embed_tables`` (the learned embeddings
-    of types without features, ``ringgnn.training.hetero``)."""
+    of types without features, ``ringgnn.training.hetero``).
+
+    On a dataset with times the run is temporal (``ringgnn.training.temporal``): every seed is
+    sampled at its node time, or at ``seed_time`` (a ``.npy`` of one integer per node of the
+    target type), and evaluated by sampling at those times; ``ignore_time`` opts out."""
     ds = Dataset.opened(dataset)
     task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
                          neg_weight=neg_weight, target=target, relation=relation, embed_dim=embed_dim,
-                         embed_tables=embed_tables)
+                         embed_tables=embed_tables, seed_time=seed_time, ignore_time=ignore_time)
     task_obj.kind.check_model(model, ds)
     fan = task_obj.fanouts(ds, fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
@@ -116,7 +125,7 @@ def train(
         text = ",".join(map(str, fan)) if isinstance(fan, list) else ""
         raise InputError(f"--fanouts {text + ' ' if text else ''}has {hops} hops but --layers is {layers}; "
                          "give one fanout per layer")
-    if not task_obj.kind.typed:  # a typed dataset's target or relation is checked when the task is made
+    if not isinstance(ds, HeteroDataset):  # a typed dataset's target or relation is checked when the task is made
         task_obj.check(ds)
     if device == "cuda":
         import torch
@@ -127,6 +136,11 @@ def train(
     if gpu_cache and device != "cuda":
         raise InputError("--gpu-cache holds feature rows on a GPU: it needs --device cuda")
     eval_mode = _options.choice(eval_mode, EVAL_MODES, "eval")
+    if task_obj.kind.temporal and eval_mode == "layerwise":
+        raise InputError("--eval layerwise: exact layer-wise evaluation gives every node one output on the whole "
+                         "graph, so it cannot honour each seed's time (it would score with the future); a run at "
+                         "times evaluates by sampling at the seeds' times: use --eval auto or sampled, or "
+                         "--ignore-time")
     if tensorboard:
         try:
             from torch.utils.tensorboard import SummaryWriter  # noqa: F401
@@ -145,6 +159,10 @@ def train(
         distributed.leave(ranks)
         raise InputError("--eval layerwise after every epoch runs on one process; under torchrun use --eval auto "
                          "(sampled after each epoch, layer-wise once at the end, on rank 0)")
+    if task_obj.kind.temporal and eval_mode == "auto":
+        eval_mode = "sampled"
+        log("evaluation: sampled at the val/test seeds' times (a run at times records no exact layer-wise score, "
+            "which would see each seed's future)")
     try:
         # The loader reads the dataset and writes its staging file (in --staging-dir): an OS error
         # there names the file and says it happened while training (the run directory's own
@@ -171,15 +189,17 @@ def train(
 
 
 def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional[float], neg_weight: Optional[str],
-              target: Optional[str], relation: Optional[str], embed_dim: Optional[int], embed_tables: str) -> Task:
+              target: Optional[str], relation: Optional[str], embed_dim: Optional[int], embed_tables: str,
+              seed_time: Any = None, ignore_time: bool = False) -> Task:
     """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
-    kind refused, naming them)."""
+    kind refused, naming them). A node task at times (``ringgnn.training.temporal``) runs on the
+    typed kind, a homogeneous dataset being its one-type case."""
     hetero = isinstance(ds, HeteroDataset)
-    if hetero:
+    if hetero or ds.has_times:
         # The typed kind imports PyTorch (the heterogeneous models): not at import, which the
         # command line's parser does.
         from .hetero import Typed, check_relation, check_target
-    else:
+    if not hetero:
         for flag, value in (("--target", target), ("--embed-dim", embed_dim), ("--relation", relation),
                             ("--embed-tables", None if embed_tables == "auto" else embed_tables)):
             if value is not None:
@@ -190,6 +210,7 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
         neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
         neg_weight = _options.choice("uniform" if neg_weight is None else neg_weight, NEG_WEIGHTS, "--neg-weight")
+        seed_times(ds, "", task, seed_time, ignore_time)  # refused at times
         if hetero:
             kind = Typed(embed_dim, embed_tables)
             relation = check_relation(ds, relation, LinkPrediction.eval_splits)
@@ -204,7 +225,11 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         raise InputError("--relation is for --task link; --task node takes --target TYPE")
     if hetero:
         target, eval_splits = check_target(ds, target)
-        return NodeClassification(Typed(embed_dim, embed_tables), target, eval_splits)
+        return NodeClassification(Typed(embed_dim, embed_tables, seed_times(ds, target, task, seed_time, ignore_time)),
+                                  target, eval_splits)
+    times = seed_times(ds, HOMOGENEOUS_TYPE, task, seed_time, ignore_time)
+    if times is not None:  # at times: the one-type case of the typed kind
+        return NodeClassification(Typed(times=times, hetero=False), HOMOGENEOUS_TYPE)
     return NodeClassification()
 
 
@@ -214,14 +239,16 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
 
     device, out, model, fanouts = opts["device"], opts["out"], opts["model"], opts["fanouts"]
     run_args = task.run_args(ds, dict({k: opts[k] for k in RUN_ARGS}, world_size=ranks.world_size))
+    if task.kind.temporal:  # what --resume checks (a run without times holds no key)
+        run_args["temporal"] = True
     rank_log = log  # lines every rank prints (tagged with its rank)
     if not ranks.leader:
         log, quiet = (lambda s: None), True
     dev = distributed.device_of(ranks, device)
     # Rank 0 owns the run directory: it checks it, and on resume reads the checkpoint every
     # rank continues from.
-    resumed = distributed.from_leader(ranks, lambda: task.kind.open_run(out, run_args,
-                                                                        open_run(out, run_args, resume, overwrite)))
+    resumed = distributed.from_leader(ranks, lambda: task.kind.open_run(out, run_args, _opened(
+        out, run_args, resume, overwrite)))
     torch.manual_seed(opts["seed"])
     net, loaders = task.prepare(ds, ranks, run_args, resumed, dev, opts)
     tr = task.train_split
@@ -238,7 +265,8 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
             os.makedirs(out, exist_ok=True)
     batch_size = opts["batch_size"]
     world = f", {ranks.world_size} ranks (batch {batch_size} per rank)" if ranks.active else ""
-    fan_text = ",".join(map(str, fanouts)) if isinstance(fanouts, list) else "per relation"
+    one = fanouts if isinstance(fanouts, list) else next(iter(fanouts.values())) if len(fanouts) == 1 else None
+    fan_text = ",".join(map(str, one)) if one is not None else "per relation"
     log(f"training {model} on {ds.path}: {task.kind.scope(task, ds, train_loader)}, fanouts {fan_text}, "
         f"batch {batch_size}, {len(train_loader)} batches per epoch{' per rank' if ranks.active else ''}{world}, "
         f"device {device} -> {out}")
@@ -293,6 +321,17 @@ def _train(ds: Any, ranks: distributed.Ranks, task: Task, opts: Dict[str, Any], 
     return metrics
 
 
+def _opened(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -> Any:
+    """``checkpoints.open_run``'s resumed checkpoint, refused where it was trained at times and
+    this run is not, or the reverse."""
+    resumed = open_run(out, run_args, resume, overwrite)
+    was = resumed is not None and bool(resumed["args"].get("temporal", False))
+    if resumed is not None and was != bool(run_args.get("temporal", False)):
+        raise InputError(f"--resume: {os.path.join(out, 'last.pt')} was trained {'at' if was else 'without'} times; "
+                         f"resume it {'without' if was else 'with'} --ignore-time, or use another --out")
+    return resumed
+
+
 def _train_epoch(net, opt, task: Task, loader: Any, epoch: int, device: str, quiet: bool, model: str = "sage",
                  always_step: bool = False):
     """One pass over the training split: (sum of the loss over the task's examples, examples,
@@ -333,6 +372,7 @@ def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[s
         "dataset": os.path.abspath(ds.path),
         "task": run_args["task"],  # every kind and task says which it is, in the same key
         **task.kind.identity(task),
+        "temporal": task.kind.temporal,
         **task.summary(history),
         "world_size": run_args["world_size"],
         "epochs": list(history),

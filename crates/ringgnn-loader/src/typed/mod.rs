@@ -43,8 +43,12 @@ pub type TypedRun = Run<TypedBatch, Error>;
 /// are of one type).
 pub type TypedSeeds = Vec<(usize, Vec<u64>)>;
 
-/// One job (a hyperbatch): its batches, each (its index in the epoch, its seeds).
-pub type TypedJob = Vec<(u64, TypedSeeds)>;
+/// A batch's seed times when it is sampled at times: per entry of its [`TypedSeeds`], one time
+/// per seed (see [`ringgnn_sampler::HeteroSampler`]); `None`: not temporal.
+pub type SeedTimes = Option<Vec<Vec<i64>>>;
+
+/// One job (a hyperbatch): its batches, each (its index in the epoch, its seeds, their times).
+pub type TypedJob = Vec<(u64, TypedSeeds, SeedTimes)>;
 
 /// A typed loader's configuration: what every epoch's workers sample and gather.
 pub struct TypedLoader {
@@ -213,7 +217,7 @@ impl TypedLoader {
     /// Check every seed of `jobs` against its type's count.
     fn check(&self, jobs: &[TypedJob]) -> Result<()> {
         let (types, counts) = (self.graph.types(), self.graph.counts());
-        for (t, seeds) in jobs.iter().flatten().flat_map(|(_, s)| s) {
+        for (t, seeds) in jobs.iter().flatten().flat_map(|(_, s, _)| s) {
             let Some(&n) = counts.get(*t) else {
                 return Err(Error::Input(format!(
                     "seeds of node type {t}: the dataset has {} node types ({})",
@@ -248,7 +252,7 @@ impl TypedLoader {
         stage: bool,
     ) -> Result<Run<TypedBatch, Error>> {
         self.check(&jobs)?;
-        let first = jobs.first().and_then(|j| j.first()).map(|(b, _)| *b);
+        let first = jobs.first().and_then(|j| j.first()).map(|(b, _, _)| *b);
         let jobs: Vec<(TypedJob, usize)> = jobs
             .into_iter()
             .map(|j| {
@@ -271,13 +275,13 @@ impl TypedLoader {
     /// gathered batch by batch).
     pub fn make(&self, epoch: u64, job: TypedJob) -> Result<Vec<TypedBatch>> {
         self.check(std::slice::from_ref(&job))?;
-        let first = job.first().map(|(b, _)| *b);
+        let first = job.first().map(|(b, _, _)| *b);
         let stage = self.stage(epoch, 1, self.stats.clone(), first);
         let mut w = stage.worker(None)?;
         let samples = stage.sample(&mut w, &job)?;
         job.iter()
             .zip(samples)
-            .map(|((b, _), s)| stage.gather(&mut w, *b, s, 0, &[]))
+            .map(|((b, _, _), s)| stage.gather(&mut w, *b, s, 0, &[]))
             .collect()
     }
 
@@ -285,7 +289,7 @@ impl TypedLoader {
     /// the batches sampled together as one hyperbatch, batch `i` of [`PROBE_EPOCH`], by a
     /// fresh worker (so the workspaces measured are theirs alone, shared evenly). Nothing is
     /// gathered.
-    pub fn probe(&self, seeds: &[TypedSeeds]) -> Result<Vec<ProbeBytes>> {
+    pub fn probe(&self, seeds: &[(TypedSeeds, SeedTimes)]) -> Result<Vec<ProbeBytes>> {
         if seeds.is_empty() {
             return Ok(Vec::new());
         }
@@ -293,7 +297,7 @@ impl TypedLoader {
             .iter()
             .cloned()
             .enumerate()
-            .map(|(i, s)| (i as u64, s))
+            .map(|(i, (s, t))| (i as u64, s, t))
             .collect();
         self.check(std::slice::from_ref(&job))?;
         let stats = Arc::new(Mutex::new(vec![GatherStats::default(); self.rows.len()]));

@@ -27,7 +27,7 @@ use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler};
 use crate::labels::Labels;
 use crate::staging::{estimate, stage_rows, Staging, StagingOptions};
 use crate::typed::graph::TypedGraph;
-use crate::typed::{TypedJob, TypedSeeds};
+use crate::typed::{SeedTimes, TypedJob, TypedSeeds};
 use crate::{Error, Result};
 
 /// Where one node type's feature rows are read: its file, loaded (shared by every worker) or
@@ -240,18 +240,24 @@ impl TypedStage {
     pub(crate) fn sample(
         &self,
         w: &mut Worker,
-        job: &[(u64, TypedSeeds)],
+        job: &[(u64, TypedSeeds, SeedTimes)],
     ) -> Result<Vec<HeteroSample>> {
         let seeds: Vec<Vec<(usize, &[u64])>> = job
             .iter()
-            .map(|(_, s)| s.iter().map(|(t, ids)| (*t, ids.as_slice())).collect())
+            .map(|(_, s, _)| s.iter().map(|(t, ids)| (*t, ids.as_slice())).collect())
+            .collect();
+        let times: Vec<Option<Vec<&[i64]>>> = job
+            .iter()
+            .map(|(_, _, t)| t.as_ref().map(|t| t.iter().map(Vec::as_slice).collect()))
             .collect();
         let requests: Vec<HeteroRequest<'_>> = seeds
             .iter()
             .zip(job)
-            .map(|(s, (b, _))| HeteroRequest {
+            .zip(&times)
+            .map(|((s, (b, _, _)), t)| HeteroRequest {
                 seeds: s,
                 batch: *b,
+                times: t.as_deref(),
             })
             .collect();
         Ok(w.sampler
@@ -322,13 +328,13 @@ impl Stage for TypedStage {
         out: &mut Emit<'_, TypedBatch, Error>,
     ) -> Result<()> {
         let samples = self.sample(w, &job)?;
-        let first = job.first().map(|(b, _)| *b) == self.first;
+        let first = job.first().map(|(b, _, _)| *b) == self.first;
         let staged = if first {
             Vec::new()
         } else {
             self.stage(w, &samples)?
         };
-        for (k, ((index, _), sample)) in job.iter().zip(samples).enumerate() {
+        for (k, ((index, _, _), sample)) in job.iter().zip(samples).enumerate() {
             if !out.wait_turn(self.prefetch) {
                 return Err(Error::Input("the epoch was stopped".into()));
             }

@@ -2,17 +2,21 @@
 //! node types, and each relation's offset index and neighbor file, held in memory or read from
 //! disk as the caller places it), and [`TypedGraph::sampler`]: a [`HeteroSampler`] over it with
 //! its own read backends. The one place a typed sampler is opened; the server and the Python
-//! binding both take it from here.
+//! binding both take it from here. A homogeneous dataset opens as its one-type case: node type
+//! `node`, relation `node:to:node` (the names the Python side gives it). A dataset's own edge and
+//! node times (docs/FORMAT.md, "Times") are attached when it is opened; others may be attached
+//! by file ([`TypedGraph::set_edge_times`], [`TypedGraph::set_node_times`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, PageCache};
-use ringgnn_store::hetero::{split_relation, HeteroManifest, Part};
+use ringgnn_store::hetero::{split_relation, AnyManifest, Part, ONE_RELATION, ONE_TYPE};
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::Dataset;
 
-use super::{HeteroRelation, HeteroSampler};
+use super::temporal::check_file;
+use super::{EdgeTimes, HeteroRelation, HeteroSampler};
 use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
 use crate::{Error, Fanout, Offsets, Result};
 
@@ -32,6 +36,8 @@ pub struct SharedRelation {
     /// Hot pages of the neighbor file read from disk, shared by every sampler
     /// ([`TypedGraph::share_page_cache`]).
     pub pages: Option<Arc<PageCache>>,
+    /// Its edge-time file, and its times when held in memory.
+    pub times: Option<(PathBuf, Option<Arc<[i64]>>)>,
 }
 
 impl SharedRelation {
@@ -79,37 +85,69 @@ pub struct TypedGraph {
     /// How relations not in memory are read (`None`: every one is in memory).
     pub kind: Option<BackendKind>,
     pub direct: bool,
+    /// Per node type, its node times (in memory), if it has them.
+    pub node_times: Vec<Option<Arc<[i64]>>>,
 }
 
 impl TypedGraph {
-    /// Open the heterogeneous dataset in `dir`: every relation's offset index, and its neighbor
-    /// file loaded when `kind` is `None` or it is in `memory_relations` (else read with `kind`
-    /// by each sampler). A name in `memory_relations` that is not a relation is refused.
+    /// Open the dataset in `dir` (a homogeneous one as its one-type case): every relation's
+    /// offset index, and its neighbor file loaded when `kind` is `None` or it is in
+    /// `memory_relations` (else read with `kind` by each sampler). A name in
+    /// `memory_relations` that is not a relation is refused.
     pub fn open(
         dir: &Path,
         kind: Option<BackendKind>,
         direct: bool,
         memory_relations: &[String],
     ) -> Result<Self> {
-        let m = HeteroManifest::read(dir)?;
+        let mut homogeneous = None;
+        // Types with their counts, and per relation (name, source, destination, its files).
+        let (types, counts, parts): (Vec<String>, Vec<u64>, Vec<_>) = match AnyManifest::read(dir)?
+        {
+            AnyManifest::Homogeneous(m) => {
+                let ds = Dataset::open(dir)?;
+                homogeneous = Some(Dataset::open(dir)?);
+                (
+                    vec![ONE_TYPE.into()],
+                    vec![m.num_nodes],
+                    vec![(ONE_RELATION.to_string(), 0, 0, ds)],
+                )
+            }
+            AnyManifest::Heterogeneous(m) => {
+                let types: Vec<String> = m.node_types.keys().cloned().collect();
+                let index = |t: &str| types.iter().position(|x| x == t).expect("by the manifest");
+                let mut parts = Vec::with_capacity(m.relations.len());
+                for r in m.relations.keys() {
+                    let (s, _, d) = split_relation(r)?;
+                    let ds = Dataset::open_part(dir, &Part::Relation(r.clone()))?;
+                    parts.push((r.clone(), index(s), index(d), ds));
+                }
+                let counts = types.iter().map(|t| m.node_types[t].num_nodes).collect();
+                (types, counts, parts)
+            }
+        };
         for r in memory_relations {
-            if !m.relations.contains_key(r) {
+            if !parts.iter().any(|p| p.0 == *r) {
                 return Err(Error::Input(format!(
                     "memory_relations: unknown relation '{r}' (the dataset has: {})",
-                    m.relations.keys().cloned().collect::<Vec<_>>().join(", ")
+                    parts
+                        .iter()
+                        .map(|p| p.0.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
         }
-        let types: Vec<String> = m.node_types.keys().cloned().collect();
-        let index = |t: &str| types.iter().position(|x| x == t).expect("by the manifest");
-        let mut relations = Vec::with_capacity(m.relations.len());
-        for r in m.relations.keys() {
-            let (s, _, d) = split_relation(r)?;
-            let ds = Dataset::open_part(dir, &Part::Relation(r.clone()))?;
+        let mut relations = Vec::with_capacity(parts.len());
+        let mut edge_times = Vec::new();
+        for (r, src, dst, ds) in parts {
+            if let Some(p) = ds.edge_times_path() {
+                edge_times.push((r.clone(), p));
+            }
             let indptr = Offsets::load(&ds)?;
             let file = ds.path_of("indices")?;
             let dtype = ds.manifest().graph.indices_dtype;
-            let memory = if kind.is_none() || memory_relations.contains(r) {
+            let memory = if kind.is_none() || memory_relations.contains(&r) {
                 Some(Arc::new(Indices::load(
                     &file,
                     dtype,
@@ -119,25 +157,89 @@ impl TypedGraph {
                 None
             };
             relations.push(SharedRelation {
-                name: r.clone(),
-                src: index(s),
-                dst: index(d),
+                name: r,
+                src,
+                dst,
                 max_degree: indptr.degrees().max().unwrap_or(0),
                 indptr,
                 memory,
                 file,
                 dtype,
                 pages: None,
+                times: None,
             });
         }
-        let counts = types.iter().map(|t| m.node_types[t].num_nodes).collect();
-        Ok(TypedGraph {
+        // The dataset's own times: each relation's edge times, each type's node times.
+        let node_times = match &homogeneous {
+            Some(ds) => vec![ds.node_times()?.map(Arc::from)],
+            None => types
+                .iter()
+                .map(|t| {
+                    let ds = Dataset::open_part(dir, &Part::Node(t.clone()))?;
+                    Ok(ds.node_times()?.map(Arc::from))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let mut graph = TypedGraph {
+            node_times,
             types,
             counts,
             relations,
             kind,
             direct,
-        })
+        };
+        for (r, p) in edge_times {
+            graph.set_edge_times(&r, &p)?;
+        }
+        Ok(graph)
+    }
+
+    /// Give relation `relation` the edge times in the file `path` (int64 little-endian, one per
+    /// entry of its neighbor file), loaded into memory when its neighbor file is, else read by
+    /// each sampler with the graph's backend. The file's length is checked here.
+    pub fn set_edge_times(&mut self, relation: &str, path: &Path) -> Result<()> {
+        let names = || {
+            self.relations
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+        };
+        let Some(i) = self.relations.iter().position(|r| r.name == relation) else {
+            return Err(Error::Input(format!(
+                "edge times: unknown relation '{relation}' (the dataset has: {})",
+                names().join(", ")
+            )));
+        };
+        let r = &mut self.relations[i];
+        let memory = match r.memory {
+            Some(_) => Some(EdgeTimes::load(path, r.num_edges())?),
+            None => {
+                // Checked now, not first by a sampler.
+                check_file(path, r.num_edges(), true)?;
+                None
+            }
+        };
+        r.times = Some((path.to_path_buf(), memory));
+        Ok(())
+    }
+
+    /// Give node type `node_type` its node times (one per node, in memory).
+    pub fn set_node_times(&mut self, node_type: &str, times: Arc<[i64]>) -> Result<()> {
+        let Some(t) = self.types.iter().position(|x| x == node_type) else {
+            return Err(Error::Input(format!(
+                "node times: unknown node type '{node_type}' (the dataset has: {})",
+                self.types.join(", ")
+            )));
+        };
+        if times.len() as u64 != self.counts[t] {
+            return Err(Error::Input(format!(
+                "node type {node_type}: {} node times for {} nodes; give one time per node",
+                times.len(),
+                self.counts[t]
+            )));
+        }
+        self.node_times[t] = Some(times);
+        Ok(())
     }
 
     /// Give the relations read from disk `bytes` of hot pages, an even share each (each its own
@@ -149,17 +251,21 @@ impl TypedGraph {
         }
     }
 
-    /// Bytes held: offset indexes and the neighbor files in memory.
+    /// Bytes held: offset indexes, the neighbor files and edge times in memory, node times.
     pub fn bytes(&self) -> u64 {
-        self.relations
+        let times = |t: &Option<Arc<[i64]>>| t.as_ref().map_or(0, |t| 8 * t.len() as u64);
+        let rels: u64 = self
+            .relations
             .iter()
             .map(|r| {
                 r.indptr.bytes()
                     + r.memory
                         .as_ref()
                         .map_or(0, |m| m.len() as u64 * r.dtype.size())
+                    + r.times.as_ref().map_or(0, |(_, t)| times(t))
             })
-            .sum()
+            .sum();
+        rels + self.node_times.iter().map(times).sum::<u64>()
     }
 
     /// A sampler with `fanouts` (one list per relation, in the graph's order) and `replace`,
@@ -182,8 +288,14 @@ impl TypedGraph {
         let disk = disk.or(self.kind);
         // A sampler reads one relation at a time, so its disk relations split one read buffer
         // of the homogeneous sampler's size (8 MiB, what the memory plans count per sampler)
-        // instead of holding one each: 6 relations on disk held 48 MiB per thread.
-        let on_disk = self.relations.iter().filter(|r| r.memory.is_none()).count();
+        // instead of holding one each: 6 relations on disk held 48 MiB per thread. An edge-time
+        // file on disk takes a share too.
+        let on_disk: usize = self
+            .relations
+            .iter()
+            .filter(|r| r.memory.is_none())
+            .map(|r| 1 + usize::from(r.times.is_some()))
+            .sum();
         let coalesce = {
             let d = CoalesceOptions::default();
             let share = (d.buffer / on_disk.max(1)) / ringgnn_io::ALIGN * ringgnn_io::ALIGN;
@@ -213,18 +325,31 @@ impl TypedGraph {
             if name == "memory" || source.name() != "memory" {
                 name = source.name().to_string();
             }
+            let times = match &r.times {
+                None => None,
+                Some((_, Some(t))) => Some(EdgeTimes::Memory(t.clone())),
+                Some((path, None)) => {
+                    let kind = disk.expect("a relation not in memory has a disk backend");
+                    let (t, why) =
+                        EdgeTimes::open(path, r.num_edges(), kind, self.direct, coalesce)?;
+                    fallback = fallback.or(why);
+                    Some(t)
+                }
+            };
             rels.push(HeteroRelation {
                 src: r.src,
                 dst: r.dst,
                 indptr: r.indptr.clone(),
                 source,
                 fanouts: fan,
+                times,
             });
         }
         if self.direct && name == "uring" {
             name = "uring-direct".into();
         }
-        let s = HeteroSampler::new(self.counts.clone(), rels, replace)?;
+        let mut s = HeteroSampler::new(self.counts.clone(), rels, replace)?;
+        s.set_node_times(self.node_times.clone())?;
         Ok((s, name, fallback))
     }
 }

@@ -23,6 +23,14 @@ use ringgnn_store::manifest::IndexDtype;
 
 use crate::{Error, Result};
 
+/// One little-endian entry of 4 or 8 bytes.
+fn decode(b: &[u8]) -> u64 {
+    match b.len() {
+        4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
+        _ => u64::from_le_bytes(b.try_into().unwrap()),
+    }
+}
+
 /// The neighbor file read through a [`ReadBatch`] backend, with its reusable workspace.
 pub struct DiskNeighbors {
     pages: PageReader,
@@ -82,10 +90,6 @@ impl DiskNeighbors {
         self.order.sort_unstable();
         let width = self.width;
         let page_of = |pos: u64| pos * width / ALIGN as u64;
-        let decode = |b: &[u8]| match b.len() {
-            4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
-            _ => u64::from_le_bytes(b.try_into().unwrap()),
-        };
         let Some(cache) = &self.cache else {
             let order = &self.order;
             let range = |k: usize| (order[k].0 * width, width as usize);
@@ -133,6 +137,29 @@ impl DiskNeighbors {
                 source,
             })?;
         Ok(())
+    }
+
+    /// `out` gets the entries of `runs[0] = (first, count)`, then those of `runs[1]`, ...: runs
+    /// of adjacent entries read whole (what the temporal search reads of an edge-time file),
+    /// `runs` in ascending order of `first`, each `count > 0` and its pages within the read
+    /// buffer (this panics otherwise: size it for the longest run). The page cache is not used.
+    pub fn fetch_runs(&mut self, runs: &[(u64, u64)], out: &mut [u64]) -> Result<()> {
+        let width = self.width;
+        let range = |k: usize| (runs[k].0 * width, (runs[k].1 * width) as usize);
+        // Ranges are visited in order, so each run's entries follow the previous run's.
+        let mut at = 0;
+        self.pages
+            .read_ranges(runs.len(), range, |_, b| {
+                for (o, e) in out[at..].iter_mut().zip(b.chunks_exact(width as usize)) {
+                    *o = decode(e);
+                }
+                at += b.len() / width as usize;
+            })
+            .map(|_| ())
+            .map_err(|source| Error::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
 

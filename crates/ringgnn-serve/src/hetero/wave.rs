@@ -126,7 +126,11 @@ impl HeteroEngine {
             .collect();
         let reqs: Vec<HeteroRequest<'_>> = seeds
             .iter()
-            .map(|s| HeteroRequest { seeds: s, batch: 0 })
+            .map(|s| HeteroRequest {
+                seeds: s,
+                batch: 0,
+                times: None,
+            })
             .collect();
         let outs = match w.samplers[at].1.sample_many(&reqs, seed, 0, edge_ids) {
             Ok(o) => o,

@@ -133,6 +133,7 @@ fn summary(n: u64) -> crate::builder::GraphSummary {
         indices_dtype: crate::manifest::IndexDtype::U32,
         degree: Default::default(),
         held_out: None,
+        edge_times: None,
     }
 }
 

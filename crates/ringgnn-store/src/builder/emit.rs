@@ -1,12 +1,13 @@
 //! Writing the CSC files from keys arriving in sorted order: `indices.bin` takes the sources,
-//! `indptr.bin` is written as destinations advance, and degree statistics are gathered on the
-//! way. Nothing here grows with the graph except the degree histogram (one entry per distinct
+//! `edge_times.bin` the times of timed keys, `indptr.bin` is written as destinations advance,
+//! and degree statistics are gathered on the way. Nothing here grows with the graph except the degree histogram (one entry per distinct
 //! degree value, at most about sqrt(2E)).
 
 use std::collections::BTreeMap;
 
+use super::key::Key;
 use crate::link::Holdout;
-use crate::manifest::{DegreeStats, FileEntry, IndexDtype};
+use crate::manifest::{DegreeStats, FileEntry, IndexDtype, TimeRange};
 use crate::writer::BinWriter;
 use crate::Result;
 
@@ -29,6 +30,10 @@ pub struct CscEmitter {
     degrees: BTreeMap<u64, u64>,
     /// With `--link-split`: which edges leave the training graph (and the split files).
     holdout: Option<Holdout>,
+    /// With edge times: their file, a buffer, and their range so far.
+    times: Option<BinWriter>,
+    time_buf: Vec<i64>,
+    time_range: Option<TimeRange>,
 }
 
 impl CscEmitter {
@@ -46,7 +51,16 @@ impl CscEmitter {
             idx64: Vec::new(),
             degrees: BTreeMap::new(),
             holdout: None,
+            times: None,
+            time_buf: Vec::new(),
+            time_range: None,
         }
+    }
+
+    /// Write the keys' times to `times` (`edge_times.bin`) beside the sources.
+    pub fn with_times(mut self, times: Option<BinWriter>) -> Self {
+        self.times = times;
+        self
     }
 
     /// Hold out edges as `holdout` decides: they go to its split files, not to the CSC.
@@ -82,10 +96,18 @@ impl CscEmitter {
         Ok(())
     }
 
-    /// Append edge `src -> dst`; calls must come in (dst, src) order.
+    /// Append edge `src -> dst` at `time`; calls must come in key order.
     #[inline]
-    pub fn edge(&mut self, dst: u64, src: u64) -> Result<()> {
+    fn edge(&mut self, dst: u64, src: u64, time: i64) -> Result<()> {
         debug_assert!(dst >= self.next.saturating_sub(1) && dst < self.num_nodes);
+        if let Some(w) = &mut self.times {
+            self.time_buf.push(time);
+            self.time_range = TimeRange::union(self.time_range, TimeRange::of(&[time]));
+            if self.time_buf.len() == CHUNK {
+                w.write_i64s(&self.time_buf)?;
+                self.time_buf.clear();
+            }
+        }
         if dst >= self.next {
             self.advance_to(dst + 1)?;
         }
@@ -106,15 +128,16 @@ impl CscEmitter {
         Ok(())
     }
 
-    /// Append `n` copies of edge `src -> dst` (a run of identical keys).
-    pub fn edges(&mut self, dst: u64, src: u64, n: u64) -> Result<()> {
+    /// Append `n` copies of the edge of `key` (a run of identical keys).
+    pub fn edges<K: Key>(&mut self, key: K, n: u64) -> Result<()> {
+        let (dst, src) = (key.dst(), key.src());
         if let Some(h) = &mut self.holdout {
             if n > 0 && !h.keep(dst, src)? {
                 return Ok(());
             }
         }
         for _ in 0..n {
-            self.edge(dst, src)?;
+            self.edge(dst, src, key.time())?;
         }
         Ok(())
     }
@@ -122,7 +145,7 @@ impl CscEmitter {
     /// Append edges given as sorted keys: sources go to `indices` in bulk, and `indptr`
     /// advances once per run of equal destinations. With a holdout, the keys it keeps, a chunk
     /// at a time (a filtered copy of a whole sort group would double the build's memory).
-    pub fn sorted<K: super::key::Key>(&mut self, keys: &[K]) -> Result<()> {
+    pub fn sorted<K: Key>(&mut self, keys: &[K]) -> Result<()> {
         let Some(mut h) = self.holdout.take() else {
             return self.sorted_kept(keys);
         };
@@ -143,7 +166,7 @@ impl CscEmitter {
         r
     }
 
-    fn sorted_kept<K: super::key::Key>(&mut self, keys: &[K]) -> Result<()> {
+    fn sorted_kept<K: Key>(&mut self, keys: &[K]) -> Result<()> {
         self.flush_indices()?;
         let mut i = 0;
         while i < keys.len() {
@@ -172,15 +195,28 @@ impl CscEmitter {
         }
         self.idx32.clear();
         self.idx64.clear();
+        if let Some(w) = &mut self.times {
+            for chunk in keys.chunks(CHUNK) {
+                self.time_buf.clear();
+                self.time_buf.extend(chunk.iter().map(|k| k.time()));
+                self.time_range = TimeRange::union(self.time_range, TimeRange::of(&self.time_buf));
+                w.write_i64s(&self.time_buf)?;
+            }
+            self.time_buf.clear();
+        }
         Ok(())
     }
 
-    /// Write out sources buffered by [`CscEmitter::edge`].
+    /// Write out sources (and times) buffered by [`CscEmitter::edge`].
     fn flush_indices(&mut self) -> Result<()> {
         self.indices.write_u32s(&self.idx32)?;
         self.indices.write_u64s(&self.idx64)?;
         self.idx32.clear();
         self.idx64.clear();
+        if let Some(w) = &mut self.times {
+            w.write_i64s(&self.time_buf)?;
+            self.time_buf.clear();
+        }
         Ok(())
     }
 
@@ -196,6 +232,10 @@ impl CscEmitter {
             num_edges: self.count,
             degree,
             holdout: self.holdout,
+            edge_times: match self.times {
+                Some(w) => Some((w.finish()?, self.time_range)),
+                None => None,
+            },
         })
     }
 }
@@ -208,6 +248,8 @@ pub struct Emitted {
     pub num_edges: u64,
     pub degree: DegreeStats,
     pub holdout: Option<Holdout>,
+    /// With edge times: their file and range (None when no edge was emitted).
+    pub edge_times: Option<(FileEntry, Option<TimeRange>)>,
 }
 
 /// Statistics from a histogram degree -> number of nodes.

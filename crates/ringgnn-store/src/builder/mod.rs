@@ -2,7 +2,7 @@
 //!
 //! Two passes, memory bounded by `GraphOptions::memory` whatever the edge count:
 //! 1. *Partition.* Edges stream in (a reader thread parses while this thread works), become
-//!    sort keys `(dst, src)` (see [`key`]), fill a buffer, and each full buffer is
+//!    sort keys `(dst, src)`, or `(dst, time, src)` when the edges have times (see [`key`]), fill a buffer, and each full buffer is
 //!    counting-sorted by destination range and appended to one spill file ([`spill`]). The
 //!    largest id need not be known in advance: the range doubles as ids grow.
 //! 2. *Sort and emit.* Consecutive buckets are grouped up to the memory budget, loaded with one
@@ -12,7 +12,9 @@
 //!    on finer key ranges, recursively.
 //!
 //! The output depends only on the edges, never on the budget or the thread count: edges are
-//! ordered by (dst, src), so two builds of the same input are byte-identical.
+//! ordered by (dst, src), or (dst, time, src), so two builds of the same input are
+//! byte-identical. Times travel inside the keys, so they take the same budget (16-byte keys
+//! instead of 8: half as many per buffer) and need no second sort.
 
 mod emit;
 mod key;
@@ -24,15 +26,16 @@ use std::sync::mpsc::{sync_channel, Receiver};
 
 use crate::input::EdgeSource;
 use crate::link::{HeldOut, Holdout, LinkPlan};
-use crate::manifest::{DegreeStats, IndexDtype};
+use crate::manifest::{DegreeStats, IndexDtype, TimeRange};
 use crate::options::{GraphOptions, SelfLoops};
 use crate::progress::Progress;
 use crate::space::Need;
+use crate::times::{Timed, EDGE_TIMES_FILE};
 use crate::writer::Staging;
-use crate::{Error, Result};
+use crate::{Error, IoContext, Result};
 pub use emit::degree_stats;
 use emit::CscEmitter;
-use key::Key;
+use key::{Key, TimedKey};
 use ringgnn_io::AlignedBuf;
 use sort::{sort_and_emit, sort_in_memory};
 use spill::{Spill, FANOUT, FANOUT_BITS};
@@ -62,13 +65,17 @@ pub fn check_memory(memory: u64) -> Result<()> {
 
 /// Disk the sort takes beside the output while building a graph of `edges` keys (after
 /// `--undirected` doubles them) among `num_nodes` nodes: none when they fit one sort buffer,
-/// else the spill file of every key (8 bytes, 16 where ids need 64 bits). An upper bound for
-/// the pre-write check ([`crate::space`]).
-pub fn spill_bytes(num_nodes: u64, edges: u64) -> u64 {
+/// else the spill file of every key (8 bytes, 16 where ids need 64 bits or edges have times).
+/// An upper bound for the pre-write check ([`crate::space`]).
+pub fn spill_bytes(num_nodes: u64, edges: u64, timed: bool) -> u64 {
     if edges <= MAX_BUFFER_KEYS as u64 {
         return 0;
     }
-    edges.saturating_mul(if num_nodes <= 1 << 32 { 8 } else { 16 })
+    edges.saturating_mul(if num_nodes <= 1 << 32 && !timed {
+        8
+    } else {
+        16
+    })
 }
 
 /// Edges per chunk handed from the reader thread to the partitioner.
@@ -92,9 +99,14 @@ pub struct GraphSummary {
     pub degree: DegreeStats,
     /// With a link split: the pairs of each edge split (the CSC holds only `train`'s edges).
     pub held_out: Option<HeldOut>,
+    /// With edge times (`edge_times` registered in the staging): their range; None when the
+    /// edges had no times or none is left.
+    pub edge_times: Option<TimeRange>,
 }
 
-/// Build `indptr.bin` and `indices.bin` from `source` within `opts.memory` bytes.
+/// Build `indptr.bin` and `indices.bin` from `source` within `opts.memory` bytes, and
+/// `edge_times.bin` with each list ordered by (time, source) when `opts.times.edges` gives
+/// one time per input edge.
 pub fn build_graph(
     source: &mut dyn EdgeSource,
     opts: &GraphOptions,
@@ -114,6 +126,12 @@ pub fn build_graph_split(
     progress: &dyn Progress,
 ) -> Result<GraphSummary> {
     check_memory(opts.memory)?;
+    if link.is_some() && opts.times.edges.is_some() {
+        // The holdout meets a pair's copies together only in (dst, src) order.
+        return crate::input_err!(
+            "--link-split and --edge-time cannot be combined yet: edge splits are made on graphs without edge times"
+        );
+    }
     // The split files' write buffers and any listed pairs come out of the sort space.
     let reserve = link.map_or(0, LinkPlan::memory);
     if let Some(g) = link.and_then(LinkPlan::given) {
@@ -129,17 +147,18 @@ pub fn build_graph_split(
             );
         }
     }
-    build_with(
-        source,
-        opts,
-        link,
-        staging,
-        progress,
-        Sizes::for_budget(
-            opts.memory - reserve.min(opts.memory - MIN_MEMORY),
-            opts.threads,
-        ),
-    )
+    let sizes = Sizes::for_budget(
+        opts.memory - reserve.min(opts.memory - MIN_MEMORY),
+        opts.threads,
+    );
+    match &opts.times.edges {
+        Some(times) => {
+            let times = crate::times::edge_times(times)?;
+            let mut timed = Timed::new(source, times, "the input".into());
+            build_with(&mut timed, opts, link, staging, progress, sizes)
+        }
+        None => build_with(source, opts, link, staging, progress, sizes),
+    }
 }
 
 /// Buffer sizes in keys, derived from the memory budget (tests set them directly).
@@ -182,6 +201,16 @@ fn build_with(
     sizes: Sizes,
 ) -> Result<GraphSummary> {
     let narrow_ok = source.ids_fit_u32() || opts.num_nodes.is_some_and(|n| n <= 1 << 32);
+    if source.timed() {
+        return build::<TimedKey>(source, opts, link, staging, progress, sizes).map_err(
+            |e| match e {
+                Error::Input(m) if m == NEEDS_WIDE => Error::Input(
+                    "edge times need node ids below 2^32; this graph has larger ones".into(),
+                ),
+                e => e,
+            },
+        );
+    }
     if narrow_ok {
         return build::<u64>(source, opts, link, staging, progress, sizes);
     }
@@ -234,7 +263,12 @@ fn build<K: Key>(
     let total = in_memory
         .as_ref()
         .map_or_else(|| spill.count(0, FANOUT), |b| b.len() as u64);
-    staging.check_room(Need::new().graph("the graph", num_nodes, total))?;
+    let mut need = Need::new();
+    need.graph("the graph", num_nodes, total);
+    if K::TIMED {
+        need.add("the edge times", total.saturating_mul(8));
+    }
+    staging.check_room(&need)?;
     let indices_dtype = IndexDtype::for_nodes(num_nodes);
     let emitter = CscEmitter::new(
         staging.writer(INDPTR_FILE)?,
@@ -244,7 +278,12 @@ fn build<K: Key>(
     .with_holdout(
         link.map(|plan| Holdout::new(plan, opts.undirected, num_nodes, staging))
             .transpose()?,
-    );
+    )
+    .with_times(if K::TIMED {
+        Some(staging.writer(EDGE_TIMES_FILE)?)
+    } else {
+        None
+    });
     progress.stage("sort", Some(total), "edges");
     let emitter = if let Some(buf) = in_memory {
         sort_in_memory(&spill, buf, emitter, opts.dedup, sizes.workers, progress)?
@@ -263,6 +302,19 @@ fn build<K: Key>(
     let out = emitter.finish()?;
     staging.add("indptr", out.indptr);
     staging.add("indices", out.indices);
+    let edge_times = match out.edge_times {
+        Some((entry, Some(range))) => {
+            staging.add("edge_times", entry);
+            Some(range)
+        }
+        Some((_, None)) => {
+            // No edge left (all dropped as self-loops): no times either.
+            let path = staging.file_path(EDGE_TIMES_FILE);
+            std::fs::remove_file(&path).at(&path)?;
+            None
+        }
+        None => None,
+    };
     let held_out = out.holdout.map(|h| h.finish(staging)).transpose()?;
     Ok(GraphSummary {
         num_nodes,
@@ -270,6 +322,7 @@ fn build<K: Key>(
         indices_dtype,
         degree: out.degree,
         held_out,
+        edge_times,
     })
 }
 
@@ -284,7 +337,7 @@ fn partition<K: Key>(
 ) -> Result<Partitioned<K>> {
     let (done0, total) = source.position();
     progress.stage("read", total, source.unit());
-    let id_limit = if K::BITS == 64 { 1u64 << 32 } else { u64::MAX };
+    let id_limit = if K::NARROW { 1u64 << 32 } else { u64::MAX };
     // Top level buckets by destination: shift past the source bits, then enough destination
     // bits that FANOUT buckets cover every node (or start small and double as ids grow).
     let dst_bits = match opts.num_nodes {
@@ -294,7 +347,7 @@ fn partition<K: Key>(
     let mut spill = Spill::<K>::create(
         &scratch.join(format!("edges.{}.spill", K::BITS)),
         K::default(),
-        K::SRC_BITS + dst_bits.saturating_sub(FANOUT_BITS),
+        K::LOW_BITS + dst_bits.saturating_sub(FANOUT_BITS),
     )?;
     let mut buf: Vec<K> = Vec::with_capacity(cap);
     let mut sorted = spill::key_buffer::<K>(cap);
@@ -305,33 +358,37 @@ fn partition<K: Key>(
 
     let drop_loops = opts.self_loops == SelfLoops::Drop;
     let result = std::thread::scope(|s| -> Result<()> {
-        let (tx, rx) = sync_channel::<Result<(Vec<(u64, u64)>, u64)>>(2);
+        let (tx, rx) = sync_channel::<Result<(Chunk, u64)>>(2);
         // Empty chunks go back to the reader: reusing them avoids a fresh multi-MB allocation
         // (and the kernel zeroing its pages) per chunk.
-        let (back_tx, back_rx) = sync_channel::<Vec<(u64, u64)>>(4);
+        let (back_tx, back_rx) = sync_channel::<Chunk>(4);
         s.spawn(move || loop {
-            let mut chunk = back_rx
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(chunk_edges));
+            let (mut chunk, mut times) = back_rx.try_recv().unwrap_or_else(|_| {
+                let times = if K::TIMED { chunk_edges } else { 0 };
+                (Vec::with_capacity(chunk_edges), Vec::with_capacity(times))
+            });
             chunk.clear();
-            let r = source.fill(&mut chunk, chunk_edges);
+            times.clear();
+            let r = source.fill_timed(&mut chunk, &mut times, chunk_edges);
             let pos = source.position().0;
             let end = matches!(r, Ok(0) | Err(_));
-            if tx.send(r.map(|_| (chunk, pos))).is_err() || end {
+            if tx.send(r.map(|_| ((chunk, times), pos))).is_err() || end {
                 return;
             }
         });
         let rx: Receiver<_> = rx;
         for msg in rx {
-            let (chunk, pos) = msg?;
+            let ((chunk, times), pos) = msg?;
             if chunk.is_empty() {
                 break;
             }
+            debug_assert!(!K::TIMED || times.len() == chunk.len());
             any = true;
             if buf.len() + 2 * chunk.len() > cap {
                 flush(&mut spill, &mut buf, &mut sorted, max_dst)?;
             }
-            for &(src, dst) in &chunk {
+            for (i, &(src, dst)) in chunk.iter().enumerate() {
+                let time = if K::TIMED { times[i] } else { 0 };
                 let hi = src.max(dst);
                 if hi >= id_limit {
                     if hi == u64::MAX {
@@ -355,20 +412,20 @@ fn partition<K: Key>(
                         continue;
                     }
                 } else if opts.undirected {
-                    buf.push(K::make(src, dst));
+                    buf.push(K::make(src, dst, time));
                     max_dst = max_dst.max(src);
                 }
-                buf.push(K::make(dst, src));
+                buf.push(K::make(dst, src, time));
                 max_dst = max_dst.max(dst);
             }
-            let _ = back_tx.try_send(chunk);
+            let _ = back_tx.try_send((chunk, times));
             progress.advance(pos.saturating_sub(last))?;
             last = pos;
         }
         Ok(())
     });
     result?;
-    while !spill.covers(K::make(max_dst, 0)) {
+    while !spill.covers(K::make(max_dst, 0, i64::MIN)) {
         spill.widen();
     }
     if spill.is_empty() {
@@ -389,6 +446,9 @@ fn partition<K: Key>(
     })
 }
 
+/// A reader chunk: edges, and their times when the keys hold times.
+type Chunk = (Vec<(u64, u64)>, Vec<i64>);
+
 /// What pass 1 leaves: the spill, or the whole graph's keys when they fit in one buffer; the
 /// largest id seen and whether any edge was read at all.
 struct Partitioned<K: Key> {
@@ -404,7 +464,7 @@ fn flush<K: Key>(
     sorted: &mut AlignedBuf,
     max_dst: u64,
 ) -> Result<()> {
-    while !spill.covers(K::make(max_dst, 0)) {
+    while !spill.covers(K::make(max_dst, 0, i64::MIN)) {
         spill.widen();
     }
     spill.flush(buf, sorted)?;

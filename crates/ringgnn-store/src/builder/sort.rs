@@ -197,7 +197,7 @@ fn repartition<K: Key>(
     let base = parent.base.add(K::bucket_base(b as u64, parent.shift));
     if parent.shift == 0 {
         let n = parent.count(b, b + 1);
-        return em.edges(base.dst(), base.src(), if dedup { 1 } else { n });
+        return em.edges(base, if dedup { 1 } else { n });
     }
     let mut sub = Spill::<K>::create(path, base, parent.shift.saturating_sub(FANOUT_BITS))?;
     let mut sorted = spill::key_buffer::<K>(cap / 2);

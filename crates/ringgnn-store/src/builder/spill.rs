@@ -254,7 +254,7 @@ fn sort_bucket<K: Key>(keys: &mut [K], tmp: &mut Vec<K>, counts: &mut Vec<usize>
         .fold((u64::MAX, 0), |(a, b), k| (a.min(k.dst()), b.max(k.dst())));
     let range = (hi - lo) as usize + 1;
     if range > 4 * keys.len() + 1024 {
-        radsort::sort(keys);
+        K::sort(keys);
         return;
     }
     counts.clear();

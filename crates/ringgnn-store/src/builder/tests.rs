@@ -586,3 +586,4 @@ proptest! {
 }
 
 mod given;
+mod times;

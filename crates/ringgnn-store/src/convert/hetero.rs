@@ -28,11 +28,12 @@ use crate::hetero::{
 };
 use crate::input::{self, EdgeSource, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions, LinkSplitSpec};
-use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, FORMAT_NAME, FORMAT_VERSION, TRAIN};
+use crate::manifest::{FeatureDtype, GraphInfo, IndexDtype, Manifest, FORMAT_NAME, TRAIN};
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
-use crate::options::{GraphOptions, SplitSpec};
+use crate::options::{GraphOptions, SplitSpec, TimeInput, TimeOptions};
 use crate::progress::{Prefixed, Progress};
 use crate::space::Need;
+use crate::times::attach_node_times;
 use crate::writer::Staging;
 use crate::{Error, Excerpts, IoContext, Result};
 
@@ -136,9 +137,51 @@ fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<L
     Ok(Some(plan))
 }
 
+/// The times of a heterogeneous build (docs/FORMAT.md "Times"), each an `.npy` of int64 (or
+/// int32): a relation's edge times, one per edge of its file in file order (its reverse, built
+/// from the same file, gets the same times), and a node type's node times, one per node.
+#[derive(Clone, Debug, Default)]
+pub struct HeteroTimes {
+    /// `SRC:REL:DST` (a relation of the spec) -> its edge times.
+    pub edges: BTreeMap<String, PathBuf>,
+    /// Node type -> its node times.
+    pub nodes: BTreeMap<String, PathBuf>,
+}
+
 /// Build the dataset `spec` describes; returns its manifest as read back.
 pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifest> {
+    build_with_times(spec, &HeteroTimes::default(), progress)
+}
+
+/// [`build`], with edge and node times.
+pub fn build_with_times(
+    spec: &HeteroSpec,
+    times: &HeteroTimes,
+    progress: &dyn Progress,
+) -> Result<HeteroManifest> {
     // Everything cheap is checked before the first byte is written.
+    for (name, p) in &times.edges {
+        if !spec.relations.iter().any(|r| &r.name == name) {
+            return crate::input_err!(
+                "edge times are given for '{name}', which is not a relation of the build"
+            );
+        }
+        crate::times::check(&TimeOptions {
+            edges: Some(TimeInput::File(p.clone())),
+            nodes: None,
+        })?;
+    }
+    for (name, p) in &times.nodes {
+        if !spec.node_types.iter().any(|t| &t.name == name) {
+            return crate::input_err!(
+                "node times are given for '{name}', which is not a node type of the build"
+            );
+        }
+        crate::times::check(&TimeOptions {
+            edges: None,
+            nodes: Some(TimeInput::File(p.clone())),
+        })?;
+    }
     let mut counts = BTreeMap::new();
     for t in &spec.node_types {
         check_name(&t.name, "node type")?;
@@ -311,6 +354,11 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             }
             None => None,
         };
+        let node_times = match times.nodes.get(&t.name) {
+            Some(p) => attach_node_times(&mut staging, &TimeInput::File(p.clone()), t.num_nodes)
+                .map_err(|e| in_type(e, &t.name))?,
+            None => None,
+        };
         node_types.insert(
             t.name.clone(),
             NodeTypeInfo {
@@ -319,6 +367,7 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
                 labels,
                 splits,
                 node_ids,
+                node_times,
             },
         );
     }
@@ -345,6 +394,10 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             num_nodes: Some(rows),
             memory: spec.memory,
             threads: spec.threads,
+            times: TimeOptions {
+                edges: times.edges.get(&p.spec.name).cloned().map(TimeInput::File),
+                nodes: None,
+            },
             ..GraphOptions::default()
         };
         let named = Prefixed {
@@ -354,7 +407,10 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
         let g = build_graph_split(&mut source, &opts, p.link.as_ref(), &mut staging, &named)
             .map_err(|e| match e {
                 // The holdout's messages (a listed pair the relation lacks) name no relation.
-                Error::Input(m) if p.link.is_some() && !m.contains(&p.spec.name) => {
+                Error::Input(m)
+                    if (p.link.is_some() || opts.times.edges.is_some())
+                        && !m.contains(&p.spec.name) =>
+                {
                     Error::Input(format!("relation {}: {m}", p.name))
                 }
                 e => e,
@@ -379,6 +435,7 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
                 },
                 degree,
                 edge_splits,
+                edge_times: g.edge_times,
             },
         );
     }
@@ -394,9 +451,11 @@ pub fn build(spec: &HeteroSpec, progress: &dyn Progress) -> Result<HeteroManifes
             m.insert("link_split".into(), described.into());
         }
     }
+    let timed = relations.values().any(|r| r.edge_times.is_some())
+        || node_types.values().any(|t| t.node_times.is_some());
     let manifest = HeteroManifest {
         format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
+        version: Manifest::version_for(timed),
         created_by: format!("ringgnn {}", env!("CARGO_PKG_VERSION")),
         node_types,
         relations,

@@ -10,7 +10,7 @@ use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
 use crate::builder::{build_graph, spill_bytes};
-use crate::convert::assemble;
+use crate::convert::{add_node_times, assemble};
 use crate::options::GraphOptions;
 use crate::progress::Progress;
 use crate::rng;
@@ -43,8 +43,10 @@ pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Mani
         total.saturating_mul(if opts.graph.undirected { 2 } else { 1 }),
     );
     let mut need = Need::new();
-    need.graph("the graph", n, keys)
-        .add("the sort's spill", spill_bytes(n, keys));
+    need.graph("the graph", n, keys).add(
+        "the sort's spill",
+        spill_bytes(n, keys, opts.graph.times.edges.is_some()),
+    );
     staging.check_room(&need)?;
     let graph_opts = GraphOptions {
         num_nodes: Some(1u64 << opts.scale),
@@ -66,7 +68,8 @@ pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Mani
         "self_loops": format!("{:?}", opts.graph.self_loops).to_lowercase(),
         "dedup": opts.graph.dedup,
     });
-    let manifest = assemble(&graph, None, None, Default::default(), source);
+    let mut manifest = assemble(&graph, None, None, Default::default(), source);
+    add_node_times(&mut manifest, &mut staging, &opts.graph.times)?;
     // The committed manifest, with the `files` the staging filled in.
     Manifest::read(&staging.commit(manifest)?)
 }

@@ -9,7 +9,7 @@ use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
 use crate::builder::{build_graph, spill_bytes};
-use crate::convert::assemble;
+use crate::convert::{add_node_times, assemble};
 use crate::manifest::{FeatureDtype, LabelInfo};
 use crate::node_files::{split_file, write_i64_file, FeatureWriter, LABELS_FILE};
 use crate::options::{GraphOptions, SelfLoops};
@@ -69,7 +69,10 @@ pub fn generate_sbm(opts: &SbmOptions, progress: &dyn Progress) -> Result<Manife
     let keys = edges.saturating_mul(2); // undirected
     let mut need = Need::new();
     need.graph("the graph", n, keys)
-        .add("the sort's spill", spill_bytes(n, keys))
+        .add(
+            "the sort's spill",
+            spill_bytes(n, keys, opts.graph.times.edges.is_some()),
+        )
         .nodes(
             "the graph",
             n,
@@ -131,7 +134,8 @@ pub fn generate_sbm(opts: &SbmOptions, progress: &dyn Progress) -> Result<Manife
         "mean_norm": means.delta,
         "dedup": opts.graph.dedup,
     });
-    let manifest = assemble(&graph, Some(features), Some(label_info), splits, source);
+    let mut manifest = assemble(&graph, Some(features), Some(label_info), splits, source);
+    add_node_times(&mut manifest, &mut staging, &opts.graph.times)?;
     // The committed manifest, with the `files` the staging filled in.
     Manifest::read(&staging.commit(manifest)?)
 }

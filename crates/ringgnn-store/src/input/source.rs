@@ -12,6 +12,21 @@ use crate::Result;
 pub trait EdgeSource: Send {
     /// Append up to `max` edges to `out`; returns how many were appended, 0 once exhausted.
     fn fill(&mut self, out: &mut Vec<(u64, u64)>, max: usize) -> Result<usize>;
+    /// [`EdgeSource::fill`], also appending one time per edge appended to `times` when the
+    /// edges have times ([`EdgeSource::timed`]; see [`crate::times::Timed`]). By default: no
+    /// times.
+    fn fill_timed(
+        &mut self,
+        out: &mut Vec<(u64, u64)>,
+        _times: &mut Vec<i64>,
+        max: usize,
+    ) -> Result<usize> {
+        self.fill(out, max)
+    }
+    /// Whether [`EdgeSource::fill_timed`] yields a time per edge.
+    fn timed(&self) -> bool {
+        false
+    }
     /// Work done so far and the total, in the unit of [`EdgeSource::unit`], for progress bars.
     fn position(&self) -> (u64, Option<u64>);
     /// "B" (input bytes) or "edges".

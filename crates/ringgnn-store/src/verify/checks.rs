@@ -253,10 +253,13 @@ impl Check for Indptr {
 }
 
 /// indices: every entry < V (a relation's: below its source type's count, kept in `num_nodes`),
-/// each node's in-neighbors ascending. The segment boundaries come from
+/// each node's in-neighbors ascending (ordered by (time, source) instead when the edges have
+/// times: [`super::times::EdgeTimes`] checks that). The segment boundaries come from
 /// streaming indptr alongside (already verified), so neither file is loaded.
 pub(super) struct Indices {
     num_nodes: u64,
+    /// Whether each list must be ascending (no edge times).
+    sorted: bool,
     width: IndexDtype,
     indptr_path: PathBuf,
     indptr: Option<BufReader<File>>,
@@ -271,6 +274,7 @@ impl Indices {
     pub(super) fn new(m: &Manifest, indptr_path: PathBuf) -> Self {
         Indices {
             num_nodes: m.num_sources(),
+            sorted: m.edge_times.is_none(),
             width: m.graph.indices_dtype,
             indptr_path,
             indptr: None,
@@ -320,8 +324,9 @@ impl Indices {
             }
             let piece = &vals[i..((self.end - first) as usize).min(vals.len())];
             let good = piece.iter().all(|&x| x.into() < self.num_nodes)
-                && piece.windows(2).all(|w| w[0] <= w[1])
-                && (!continues || piece[0].into() >= self.prev);
+                && (!self.sorted
+                    || piece.windows(2).all(|w| w[0] <= w[1])
+                        && (!continues || piece[0].into() >= self.prev));
             if !good {
                 let mut prev = if continues { Some(self.prev) } else { None };
                 for (k, &x) in piece.iter().enumerate() {
@@ -332,7 +337,7 @@ impl Indices {
                             self.num_nodes
                         )));
                     }
-                    if let Some(y) = prev.filter(|&y| x < y) {
+                    if let Some(y) = prev.filter(|&y| x < y && self.sorted) {
                         return Ok(Some(format!(
                             "entry {p} is {x}, smaller than the entry before it ({y}), but the in-neighbors of node {} (entries {}..{}) must be sorted ascending",
                             self.node - 1,

@@ -59,6 +59,7 @@ fn build(out: &Path, g: &Graph, labels: &[i64], splits: &[(&str, &[i64])]) -> Pa
         indices_dtype: IndexDtype::U32,
         degree: stats(&g.indptr),
         held_out: None,
+        edge_times: None,
     };
     let labels = LabelInfo {
         num_classes: (labels.iter().max().copied().unwrap_or(-1) + 1) as u64,

@@ -1,0 +1,483 @@
+//! Time-respecting sampling for [`super::HeteroSampler`], PyG's temporal neighbor sampling with
+//! `disjoint=True`: where the edge times of a relation come from ([`EdgeTimes`]), how a batch's
+//! seeds are grouped by time ([`Groups`]), and the search that cuts every neighbor list of a hop
+//! to the edges not newer than its seed's time ([`Cutter`]).
+//!
+//! A relation's edge times are int64, one per entry of its neighbor file, and within each
+//! destination's list the entries are sorted by (time, source id): the edges with time `<= T`
+//! are a prefix of the list, found by binary search over the times. On disk the search runs for
+//! the whole hop's frontier at once, round by round, each round one coalesced read of the probed
+//! pages: a list whose times fit in one or two pages is read whole in the first round, a longer
+//! one a page at a time around the middle of what is left (never the whole list).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, IoStats, ALIGN};
+use ringgnn_store::manifest::{pad_to_page, IndexDtype};
+
+use super::{corrupt_entry, HeteroRequest, HeteroSample, HeteroSampler};
+use crate::batch::local_id;
+use crate::draw::Drawer;
+use crate::idmap::with_table;
+use crate::neighbors::DiskNeighbors;
+use crate::{Error, Fanout, Result};
+
+/// Which of a node's eligible edges (those not newer than its seed's time) are drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TemporalStrategy {
+    /// Uniformly, by the same draws (fanout, `replace`, random stream) as a non-temporal
+    /// sample over a list of the eligible edges only.
+    #[default]
+    Uniform,
+    /// The `min(k, c)` most recent of the `c` eligible edges (all of them for a fanout of -1),
+    /// without randomness, whatever `replace`.
+    Last,
+}
+
+/// Entries of 8 bytes per page of the time file.
+const PER_PAGE: u64 = ALIGN as u64 / 8;
+
+/// Where a relation's edge times are read from.
+pub enum EdgeTimes {
+    /// The whole time file in RAM, shared by every sampler that holds it.
+    Memory(Arc<[i64]>),
+    /// Page reads through a read backend (entries read as `u64`, reinterpreted as `i64`).
+    Disk(DiskNeighbors),
+}
+
+/// An error unless the time file `path` holds one int64 per edge of `num_edges`: exactly, or
+/// zero-padded to a whole page as every binary file of the format is (what a disk read needs:
+/// reads are whole pages).
+pub(super) fn check_file(path: &Path, num_edges: u64, on_disk: bool) -> Result<()> {
+    let len = std::fs::metadata(path)
+        .map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .len();
+    let payload = num_edges.saturating_mul(8);
+    if len != pad_to_page(payload) && (on_disk || len != payload) {
+        return Err(Error::Corrupt(format!(
+            "{}: {len} bytes of edge times, but the relation has {num_edges} edges, so it needs \
+             {payload} (one int64 per entry of its neighbor file) padded to {} bytes; rebuild \
+             the times",
+            path.display(),
+            pad_to_page(payload)
+        )));
+    }
+    Ok(())
+}
+
+impl EdgeTimes {
+    /// Load the time file `path` of a relation of `num_edges` edges into memory.
+    pub fn load(path: &Path, num_edges: u64) -> Result<Arc<[i64]>> {
+        check_file(path, num_edges, false)?;
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let n = usize::try_from(num_edges).map_err(|_| {
+            Error::Corrupt(format!(
+                "{num_edges} edge times do not fit in memory on this machine"
+            ))
+        })?;
+        let mut v = vec![0i64; n];
+        File::open(path)
+            .and_then(|mut f| f.read_exact(bytemuck::cast_slice_mut(&mut v)))
+            .map_err(io)?;
+        v.iter_mut().for_each(|x| *x = i64::from_le(*x));
+        Ok(v.into())
+    }
+
+    /// Read the time file `path` of a relation of `num_edges` edges with `kind` (`O_DIRECT`
+    /// when `direct`), with why the backend fell back, if it did.
+    pub fn open(
+        path: &Path,
+        num_edges: u64,
+        kind: BackendKind,
+        direct: bool,
+        coalesce: CoalesceOptions,
+    ) -> Result<(Self, Option<String>)> {
+        check_file(path, num_edges, true)?;
+        let (reader, why) = open_backend(kind, path, direct).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // The search reads runs of up to two pages: the buffer holds at least that.
+        let coalesce = CoalesceOptions {
+            buffer: coalesce.buffer.max(2 * ALIGN),
+            ..coalesce
+        };
+        let d = DiskNeighbors::new(reader, path, IndexDtype::U64, coalesce);
+        Ok((EdgeTimes::Disk(d), why))
+    }
+
+    /// Cumulative I/O counters (all zero in memory).
+    pub fn stats(&self) -> IoStats {
+        match self {
+            EdgeTimes::Memory(_) => IoStats::default(),
+            EdgeTimes::Disk(d) => d.stats(),
+        }
+    }
+
+    /// Stop disk reads between waves once `flag` is set.
+    pub fn set_cancel(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        if let EdgeTimes::Disk(d) = self {
+            d.set_cancel(flag);
+        }
+    }
+}
+
+impl HeteroSampler {
+    /// How requests with seed times draw among the eligible edges (uniformly by default).
+    pub fn set_temporal_strategy(&mut self, strategy: TemporalStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// Node times per type (`None` for a type without), each one per node of its type: a
+    /// neighbor newer than its seed's time is dropped (see the module docs of `hetero.rs`).
+    pub fn set_node_times(&mut self, times: Vec<Option<Arc<[i64]>>>) -> Result<()> {
+        if times.len() != self.num_nodes.len() {
+            return Err(Error::Input(format!(
+                "node times for {} node types, but the sampler has {}; give one entry per type \
+                 (None for a type without times)",
+                times.len(),
+                self.num_nodes.len()
+            )));
+        }
+        for (t, (nt, &n)) in times.iter().zip(&self.num_nodes).enumerate() {
+            if let Some(nt) = nt.as_ref().filter(|nt| nt.len() as u64 != n) {
+                return Err(Error::Input(format!(
+                    "node type {t}: {} node times for {n} nodes; give one time per node",
+                    nt.len()
+                )));
+            }
+        }
+        self.node_times = times;
+        Ok(())
+    }
+
+    /// At a hop of relation `r` (with `fanout`) with temporal batches among the first
+    /// `batches`: cut each of their ranges to its edges not newer than its limit (one batched
+    /// search over the relation's times, when it has them), and for [`TemporalStrategy::Last`]
+    /// to the `min(k, c)` most recent of those.
+    pub(super) fn cut_to_times(&mut self, r: usize, fanout: Fanout, batches: usize) -> Result<()> {
+        let Some(times) = &mut self.rels[r].times else {
+            return Ok(());
+        };
+        self.cutter.cut(times, &mut self.ranges, &self.limits)?;
+        if self.strategy == TemporalStrategy::Last {
+            let mut first = 0;
+            for (st, &cut) in self.states[..batches].iter().zip(&self.cuts) {
+                if st.groups.on {
+                    for (lo, hi) in &mut self.ranges[first..cut] {
+                        *lo = *hi - Drawer::count(*hi - *lo, fanout, false);
+                    }
+                }
+                first = cut;
+            }
+        }
+        Ok(())
+    }
+
+    /// Relabel the entries `at` of the hop's fetch, relation `r`'s draws for temporal batch `b`:
+    /// each into the group of the node it was drawn for (key `g * n + u`), an entry newer than
+    /// its group's time by its node time dropped with its edge (its `col` and `edge`, and the
+    /// hop's edge count, shrink).
+    pub(super) fn relabel_in_groups(
+        &mut self,
+        r: usize,
+        b: usize,
+        at: std::ops::Range<usize>,
+        out: &mut HeteroSample,
+    ) -> Result<()> {
+        let rel = &self.rels[r];
+        let (src, n_src, n_dst) = (rel.src, self.num_nodes[rel.src], self.num_nodes[rel.dst]);
+        let (pos, nbr) = (&self.pos[at.clone()], &self.nbr[at]);
+        let node_times = self.node_times[src].as_deref();
+        let st = &mut self.states[b];
+        // The group of each position: that of the node it was drawn for.
+        let c0 = out.col[r].len() - pos.len();
+        let dst_nodes = &out.node[rel.dst];
+        let groups = out.col[r][c0..]
+            .iter()
+            .map(|&l| dst_nodes[l as usize] / n_dst);
+        self.group.clear();
+        self.group.extend(groups);
+        let (row, node, col) = (&mut out.row[r], &mut out.node[src], &mut out.col[r]);
+        let mut edge = out.edge.as_mut().map(|e| &mut e[r]);
+        let (times, group) = (&st.groups.times, &self.group);
+        let mut kept = c0;
+        with_table!(st.maps[src], t => for (i, (&u, &p)) in nbr.iter().zip(pos).enumerate() {
+            if u >= n_src {
+                return Err(corrupt_entry(r, p, u, src, n_src));
+            }
+            let g = group[i];
+            if node_times.is_some_and(|nt| nt[u as usize] > times[g as usize]) {
+                continue;
+            }
+            row.push(local_id(t, node, g * n_src + u)? as u64);
+            col[kept] = col[c0 + i];
+            kept += 1;
+            if let Some(e) = &mut edge {
+                e.push(p);
+            }
+        });
+        col.truncate(kept);
+        *out.num_sampled_edges[r]
+            .last_mut()
+            .expect("pushed by the draws") = kept - c0;
+        Ok(())
+    }
+}
+
+/// An error unless `req`'s seed times, if any, are one list per list of seeds, one time per
+/// seed.
+pub(super) fn check_times(req: &HeteroRequest<'_>) -> Result<()> {
+    let Some(times) = req.times else {
+        return Ok(());
+    };
+    if times.len() != req.seeds.len() {
+        return Err(Error::Input(format!(
+            "seed times for {} seed lists, but the request has {}: give one list of times per \
+             list of seeds",
+            times.len(),
+            req.seeds.len()
+        )));
+    }
+    for (&(t, ids), ts) in req.seeds.iter().zip(times) {
+        if ts.len() != ids.len() {
+            return Err(Error::Input(format!(
+                "{} seed times for {} seeds of node type {t}: give one time per seed",
+                ts.len(),
+                ids.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A batch's seed times: its distinct times in order of first appearance (group `g` is the
+/// subgraph of the seeds at `times[g]`). A node `v` of a type of `n` nodes reached in group `g`
+/// is the key `g * n + v` while the batch is sampled: one dedup map per type keeps the groups
+/// apart.
+#[derive(Default)]
+pub(super) struct Groups {
+    /// Whether the batch is temporal (it may have no seeds).
+    pub on: bool,
+    pub times: Vec<i64>,
+    index: HashMap<i64, u64>,
+}
+
+impl Groups {
+    pub fn clear(&mut self, on: bool) {
+        self.on = on;
+        self.times.clear();
+        self.index.clear();
+    }
+
+    /// The group of seed time `t`, a new one after the others when it is new.
+    pub fn group(&mut self, t: i64) -> u64 {
+        let next = self.times.len() as u64;
+        let g = *self.index.entry(t).or_insert(next);
+        if g == next {
+            self.times.push(t);
+        }
+        g
+    }
+
+    /// For a temporal batch, its sample's keys back to node ids, with the time of each one's
+    /// group in `out.time`.
+    pub fn finish(&self, out: &mut HeteroSample, num_nodes: &[u64]) {
+        if !self.on {
+            return;
+        }
+        let times = out.node.iter_mut().zip(num_nodes).map(|(node, &n)| {
+            let time = node.iter().map(|&k| self.times[(k / n) as usize]).collect();
+            node.iter_mut().for_each(|k| *k %= n);
+            time
+        });
+        out.time = Some(times.collect());
+    }
+
+    /// The largest key of a type of `n` nodes plus one (`groups * n`), or an error when keys
+    /// would not fit 64 bits.
+    pub fn keys(&self, n: u64, t: usize) -> Result<u64> {
+        (self.times.len() as u64).checked_mul(n).ok_or_else(|| {
+            Error::Input(format!(
+                "{} distinct seed times in one batch over node type {t} of {n} nodes: the \
+                 batch's subgraphs (one per seed time) cannot be numbered in 64 bits; give \
+                 fewer distinct times per batch",
+                self.times.len()
+            ))
+        })
+    }
+}
+
+/// One list being searched: `ranges[at]`, every position below `a` with a time `<= limit`,
+/// every one from `b` on with a later time.
+struct Probe {
+    at: usize,
+    a: u64,
+    b: u64,
+    limit: i64,
+}
+
+/// The workspace of the batched search (kept from hop to hop).
+#[derive(Default)]
+pub(super) struct Cutter {
+    live: Vec<Probe>,
+    /// This round's `(first, end, probe)` spans, sorted by `first`.
+    spans: Vec<(u64, u64, usize)>,
+    runs: Vec<(u64, u64)>,
+    vals: Vec<u64>,
+}
+
+impl Cutter {
+    /// Bytes its buffers hold.
+    pub fn bytes(&self) -> u64 {
+        let probe = std::mem::size_of::<Probe>();
+        (probe * self.live.capacity()
+            + 24 * self.spans.capacity()
+            + 16 * self.runs.capacity()
+            + 8 * self.vals.capacity()) as u64
+    }
+
+    /// Cut every `ranges[i] = (lo, hi)` to `(lo, lo + c)`, `c` the number of its entries whose
+    /// time is `<= limits[i]`. A limit of `i64::MAX` leaves its range as it is (every time is
+    /// eligible) and costs nothing.
+    pub fn cut(
+        &mut self,
+        times: &mut EdgeTimes,
+        ranges: &mut [(u64, u64)],
+        limits: &[i64],
+    ) -> Result<()> {
+        let disk = match times {
+            EdgeTimes::Memory(t) => {
+                for (range, &limit) in ranges.iter_mut().zip(limits) {
+                    let (lo, hi) = *range;
+                    if lo < hi && limit != i64::MAX {
+                        let list = &t[lo as usize..hi as usize];
+                        range.1 = lo + list.partition_point(|&x| x <= limit) as u64;
+                    }
+                }
+                return Ok(());
+            }
+            EdgeTimes::Disk(d) => d,
+        };
+        self.live.clear();
+        let probes = ranges.iter().zip(limits).enumerate();
+        self.live
+            .extend(probes.filter_map(|(at, (&(a, b), &limit))| {
+                (a < b && limit != i64::MAX).then_some(Probe { at, a, b, limit })
+            }));
+        while !self.live.is_empty() {
+            // What each list reads this round: all of it when it spans at most two pages,
+            // else the page holding its middle.
+            self.spans.clear();
+            for (p, pr) in self.live.iter().enumerate() {
+                let (a, b) = (pr.a, pr.b);
+                let (s, e) = if (b - 1) / PER_PAGE - a / PER_PAGE <= 1 {
+                    (a, b)
+                } else {
+                    let page = (a + (b - a) / 2) / PER_PAGE;
+                    (a.max(page * PER_PAGE), b.min((page + 1) * PER_PAGE))
+                };
+                self.spans.push((s, e, p));
+            }
+            self.spans.sort_unstable();
+            // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
+            // frontier (a hop of a hyperbatch probes hundreds of thousands of lists).
+            let Cutter {
+                live,
+                spans,
+                runs,
+                vals,
+            } = &mut *self;
+            for chunk in chunks(spans, CHUNK) {
+                runs.clear();
+                runs.extend(chunk.iter().map(|&(s, e, _)| (s, e - s)));
+                let total: u64 = runs.iter().map(|r| r.1).sum();
+                vals.clear();
+                vals.resize(total as usize, 0);
+                disk.fetch_runs(runs, vals)?;
+                let mut at = 0;
+                for &(s, e, p) in chunk {
+                    let got = &vals[at..at + (e - s) as usize];
+                    at += got.len();
+                    let pr = &mut live[p];
+                    let j = s + got.partition_point(|&x| x as i64 <= pr.limit) as u64;
+                    if j > s {
+                        pr.a = j;
+                    }
+                    if j < e {
+                        pr.b = j;
+                    }
+                }
+            }
+            self.live.retain(|pr| {
+                let done = pr.a >= pr.b;
+                if done {
+                    ranges[pr.at].1 = pr.a;
+                }
+                !done
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Entries of times the search reads at once (8 MiB): a round's spans go in chunks of at most
+/// this many (a span is at most two pages, so a chunk is never empty).
+const CHUNK: u64 = 1 << 20;
+
+/// `spans` (each `(first, end, probe)`, sorted) cut into consecutive chunks of at most `cap`
+/// entries each (a span longer than `cap` alone).
+fn chunks(spans: &[(u64, u64, usize)], cap: u64) -> impl Iterator<Item = &[(u64, u64, usize)]> {
+    let mut rest = spans;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut total = 0;
+        let n = rest
+            .iter()
+            .take_while(|&&(s, e, _)| {
+                total += e - s;
+                total <= cap
+            })
+            .count()
+            .max(1);
+        let (head, tail) = rest.split_at(n);
+        rest = tail;
+        Some(head)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks;
+
+    #[test]
+    fn chunks_hold_at_most_cap_entries_and_cover_every_span_in_order() {
+        // Spans of 3, 4, 2, 9, 1 entries.
+        let spans = [
+            (0, 3, 0),
+            (10, 14, 1),
+            (20, 22, 2),
+            (30, 39, 3),
+            (40, 41, 4),
+        ];
+        let got: Vec<Vec<usize>> = chunks(&spans, 6)
+            .map(|c| c.iter().map(|x| x.2).collect())
+            .collect();
+        assert_eq!(got, vec![vec![0], vec![1, 2], vec![3], vec![4]]);
+        let one: Vec<usize> = chunks(&spans, 100).map(<[_]>::len).collect();
+        assert_eq!(one, vec![5]);
+        assert_eq!(chunks(&[], 6).count(), 0);
+    }
+}

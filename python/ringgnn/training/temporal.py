@@ -1,0 +1,74 @@
+"""Whether a training run respects time, and each target node's seed time.
+
+On a dataset with times (``docs/FORMAT.md`` "Times") ``ringgnn train`` is *temporal* by default:
+each seed of every split is sampled at its time (only edges, and nodes, not newer than it; PyG's
+temporal sampling, ``ringgnn.sampling.hetero``). The time of a node of the target type is its node
+time, or the value ``--seed-time FILE.npy`` gives it (one integer per node of that type).
+``--ignore-time`` opts out, with a warning: the run is then the one of a dataset without times.
+This module owns that decision (:func:`seed_times`); the typed kind
+(``ringgnn.training.hetero.Typed``, a homogeneous dataset being its one-type case) samples at the
+times it returns, and the loop evaluates a temporal run by sampling only (exact layer-wise
+evaluation gives every node one output and cannot honour per-seed times).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Optional
+
+import numpy as np
+
+from .._core import InputError
+
+logger = logging.getLogger("ringgnn")
+
+
+def seed_times(ds: Any, target: str, task: str, seed_time: Any = None, ignore_time: bool = False
+               ) -> Optional[np.ndarray]:
+    """The time of every node of type ``target`` of ``ds`` (int64, one per node) when a ``task``
+    run samples at times; None when it does not (no times, or ``ignore_time``). Refused: a
+    ``seed_time`` file that is not one integer per node of ``target``, ``seed_time`` on a dataset
+    without times or with ``ignore_time``, link prediction at times, and a target type without
+    node times and no ``seed_time``."""
+    if ignore_time:
+        if seed_time is not None:
+            raise InputError("--seed-time samples each seed at a time and --ignore-time samples without times: "
+                             "give one of them")
+        if ds.has_times:
+            logger.warning("ringgnn: --ignore-time: %s has times, but this run samples every edge whatever its "
+                           "time, so a seed's neighborhood may hold its future (a leak)", ds.path)
+        return None
+    if not ds.has_times:
+        if seed_time is not None:
+            raise InputError(f"--seed-time {seed_time}: {ds.path} has no edge or node times to sample at; build it "
+                             "with --edge-time (and --node-time), or leave --seed-time out")
+        return None
+    if task == "link":
+        raise InputError(f"{ds.path} has times, and link prediction at times is not supported yet; give "
+                         "--ignore-time to train on every edge whatever its time")
+    part = ds.node_type(target)
+    if seed_time is not None:
+        return _read(seed_time, part.num_nodes, target)
+    times = part.node_times()
+    if times is None:
+        raise InputError(f"{ds.path} has edge times but node type '{target}' has no node times, so its seeds have no "
+                         f"time to be sampled at: give --seed-time FILE.npy (one int64 time per node of '{target}'), "
+                         "or --ignore-time to sample without times")
+    return times
+
+
+def _read(path: Any, n: int, target: str) -> np.ndarray:
+    """``path``, a ``.npy`` of one integer time per node of ``target`` (``n``), as int64."""
+    path = os.fspath(path)
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise InputError(f"--seed-time {path}: not a readable .npy array ({e})") from None
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.signedinteger):
+        raise InputError(f"--seed-time {path}: must be a 1-D array of integer times (int64, the unit of the "
+                         f"dataset's times), got shape {a.shape} of {a.dtype}")
+    if len(a) != n:
+        raise InputError(f"--seed-time {path}: {len(a):,} times but node type '{target}' has {n:,} nodes; give one "
+                         "time per node")
+    return np.ascontiguousarray(a, dtype=np.int64)
