@@ -181,3 +181,32 @@ def test_readme_example_trains(tmp_path, monkeypatch, capsys):
     per_epoch = len(losses) // 3
     assert np.mean(losses[-per_epoch:]) < 0.8 * np.mean(losses[:per_epoch]), losses
     assert "epoch 2: loss" in capsys.readouterr().out
+
+
+@needs_sampler
+def test_node_loader_samples_at_input_time(tmp_path):
+    """PyG's NodeLoader with input_time: each seed sampled at its time by the one-type typed
+    sampler (docs/FORMAT.md's example: node 1's in-edges from 0, 7, 2, 1 at times 3, 3, 5, 9)."""
+    (tmp_path / "e.txt").write_text("2 1\n7 1\n0 1\n1 1\n3 0\n")
+    np.save(tmp_path / "t.npy", np.array([5, 3, 3, 9, -4], dtype=np.int64))
+    ringgnn.data.build.convert(tmp_path / "e.txt", tmp_path / "ds", edge_time=tmp_path / "t.npy")
+    ds = ringgnn.Dataset.open(tmp_path / "ds")
+    sampler = RingNeighborSampler(ds, [-1, -1])
+    loader = NodeLoader(data=ring_stores(ds), node_sampler=sampler, input_nodes=torch.tensor([1, 1, 0]),
+                        input_time=torch.tensor([3, 9, 3]), batch_size=3)
+    (batch,) = list(loader)
+    # Node 1 at 3 and at 9 are two subgraphs; 0 at 3 shares the first (as HeteroNeighborSampler gives it).
+    assert batch.n_id.tolist() == [1, 1, 0, 7, 0, 7, 2, 3, 3]
+    assert batch.edge_index.tolist() == [[2, 3, 4, 5, 6, 1, 7, 8], [0, 0, 1, 1, 1, 1, 2, 4]]
+    assert batch.batch_size == 3 and batch.seed_time.tolist() == [3, 9, 3]
+    # Without times, the plain sample; the same seed twice at one time is refused.
+    (plain,) = list(NodeLoader(data=ring_stores(ds), node_sampler=RingNeighborSampler(ds, [-1, -1]),
+                               input_nodes=torch.tensor([1]), batch_size=1))
+    assert plain.n_id.tolist() == [1, 0, 7, 2, 3]
+    with pytest.raises(ringgnn.InputError, match="same seed node twice at one time"):
+        next(iter(NodeLoader(data=ring_stores(ds), node_sampler=sampler, input_nodes=torch.tensor([1, 1]),
+                             input_time=torch.tensor([4, 4]), batch_size=2)))
+    last = RingNeighborSampler(ds, [2], temporal_strategy="last")
+    (b,) = list(NodeLoader(data=ring_stores(ds), node_sampler=last, input_nodes=torch.tensor([1]),
+                           input_time=torch.tensor([9]), batch_size=1))
+    assert b.n_id.tolist() == [1, 2]

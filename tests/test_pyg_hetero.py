@@ -255,3 +255,23 @@ def test_errors(typed):
 
         RingNeighborSampler(typed, [1]).sample_from_edges(
             EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([0]), input_type=("author", "writes", "paper")))
+
+
+def test_node_loader_samples_typed_seeds_at_input_time(tmp_path):
+    """A typed dataset with edge times through PyG's NodeLoader with input_time: user 1 bought
+    item 0 at time 2 and item 2 at time 5 (the reverse relation has the same times)."""
+    from ringgnn.data.build import NodeType, Relation, build_hetero
+
+    (tmp_path / "buys.csv").write_text("0,0\n1,0\n1,2\n")
+    np.save(tmp_path / "et.npy", np.array([7, 2, 5], dtype=np.int64))
+    build_hetero(tmp_path / "h", [NodeType("user", 2), NodeType("item", 3)],
+                 [Relation("user:buys:item", tmp_path / "buys.csv", edge_time=tmp_path / "et.npy")], add_reverse=True)
+    ds = ringgnn.Dataset.open(tmp_path / "h")
+    sampler = RingNeighborSampler(ds, [-1])
+    loader = NodeLoader(ring_stores(ds), node_sampler=sampler, input_nodes=("user", torch.tensor([1, 1])),
+                        input_time=torch.tensor([3, 9]), batch_size=2)
+    (batch,) = list(loader)
+    assert batch["user"].n_id.tolist() == [1, 1] and batch["user"].seed_time.tolist() == [3, 9]
+    # At 3 user 1 had bought item 0 only; at 9 items 0 and 2.
+    assert batch["item"].n_id.tolist() == [0, 0, 2]
+    assert batch["item", "rev_buys", "user"].edge_index.tolist() == [[0, 1, 2], [0, 1, 1]]

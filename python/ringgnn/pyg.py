@@ -53,10 +53,10 @@ from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, HeteroSample
 from . import _core, _options
 from ._core import InputError
 from .data.dataset import Dataset, HeteroDataset, PathLike
-from .data.schema import HOMOGENEOUS_RELATION, edge_type_str, parse_edge_type
+from .data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, edge_type_str, parse_edge_type
 from .sampling.hetero import HeteroNeighborSampler, HeteroSample
 from .sampling.links import LinkSampler, NegativeSampling as LinkNegatives
-from .sampling.sampler import NeighborSampler
+from .sampling.sampler import NeighborSampler, SampledSubgraph
 
 #: The single edge type of a homogeneous ringgnn dataset, as PyG names edge types (source,
 #: relation, target). A heterogeneous dataset's edge types are its relations ``SRC:REL:DST``
@@ -88,14 +88,33 @@ class RingNeighborSampler(BaseSampler):
     ``shuffle=True``). With ``persistent_workers=True`` the workers are not forked again, so
     ``set_epoch`` does not reach them: they keep counting batches across epochs instead.
 
+    At times: where the loader gives seed times (``NodeLoader(..., input_time=...)``, PyG's
+    ``NodeSamplerInput.time``) each seed is sampled at its time, PyG's temporal sampling with
+    ``disjoint=True`` (see :mod:`ringgnn.sampling.hetero`; the dataset needs times, docs/FORMAT.md
+    "Times"), by the typed sampler: a homogeneous dataset's as its one-type case, made on the
+    first such batch with this sampler's ``replace``, ``backend``, ``direct``, ``seed``, ``memory``
+    and ``with_edge_ids``. ``temporal_strategy``: ``"uniform"`` (default) or ``"last"``. A seed
+    may then recur at different times in a batch; the output's ``batch`` vector stays None (each
+    node's seed time is the subgraph's, not a seed's index).
+
     Fork safety: the core sampler (rings, threads) is created lazily in the process (and, for
     the heterogeneous one, the thread) that samples; one inherited through a fork is never used.
     """
 
-    def __init__(self, dataset: Union[AnyDataset, PathLike], fanouts: Any, **kwargs: Any):
+    def __init__(self, dataset: Union[AnyDataset, PathLike], fanouts: Any, *, temporal_strategy: str = "uniform",
+                 **kwargs: Any):
         ds = Dataset.opened(dataset)
+        if ds.is_hetero:
+            kwargs["temporal_strategy"] = temporal_strategy
         self.sampler: Union[NeighborSampler, HeteroNeighborSampler] = (
             HeteroNeighborSampler(ds, fanouts, **kwargs) if ds.is_hetero else NeighborSampler(ds, fanouts, **kwargs))
+        #: The sampler of batches at times: the heterogeneous sampler itself, or a homogeneous
+        #: dataset's one-type typed sampler (made on first use).
+        self._timed: Optional[HeteroNeighborSampler] = self.sampler if ds.is_hetero else None
+        self._timed_args = None if ds.is_hetero else dict(
+            fanouts={HOMOGENEOUS_RELATION: list(self.sampler.fanouts)}, temporal_strategy=temporal_strategy,
+            **{k: kwargs[k] for k in ("replace", "backend", "direct", "seed", "memory", "with_edge_ids")
+               if k in kwargs})
         self.epoch = 0
         self._count = 0
         self._pid = os.getpid()
@@ -118,22 +137,33 @@ class RingNeighborSampler(BaseSampler):
         info = torch.utils.data.get_worker_info()
         return k if info is None else info.id + k * info.num_workers
 
+    def timed_sampler(self) -> HeteroNeighborSampler:
+        """The sampler of batches at times (see the class docs)."""
+        if self._timed is None:
+            args = dict(self._timed_args)
+            self._timed = HeteroNeighborSampler(self.sampler.dataset, args.pop("fanouts"), **args)
+        return self._timed
+
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> Union[SamplerOutput, HeteroSamplerOutput]:
         seeds = index.node.numpy()
-        if len(np.unique(seeds)) != len(seeds):
-            # The loader takes the first `batch_size = len(input_id)` nodes as the seeds; with a
-            # seed repeated in a batch they would not line up.
-            raise InputError("a batch holds the same seed node twice; give input_nodes without duplicates")
-        if not self.is_hetero:
-            out = self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index())
-            return _output(out, (index.input_id, index.time))
-        if index.input_type is None:
+        times = None if index.time is None else index.time.numpy()
+        # The loader takes the first `batch_size = len(input_id)` nodes as the seeds; with a seed
+        # repeated in a batch (at one time) they would not line up.
+        if (len(np.unique(seeds)) if times is None else len(set(zip(seeds.tolist(), times.tolist())))) != len(seeds):
+            raise InputError("a batch holds the same seed node twice" + ("" if times is None else " at one time")
+                             + "; give input_nodes without duplicates")
+        if self.is_hetero and index.input_type is None:
             raise InputError(f"{self.sampler.dataset.path}: a heterogeneous dataset; give the seeds with their node "
                              f"type, input_nodes=(TYPE, ids) (types: {', '.join(self.sampler.dataset.node_types)})")
-        if index.time is not None:
-            raise InputError("temporal sampling (input_time) is not supported")
+        metadata = (index.input_id, index.time)
+        if times is not None:
+            s = self.timed_sampler().sample(seeds, index.input_type or HOMOGENEOUS_TYPE, epoch=self.epoch,
+                                            batch=self._next_batch_index(), input_time=times)
+            return _output(s if self.is_hetero else _one_type(s), metadata)
+        if not self.is_hetero:
+            return _output(self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index()), metadata)
         s = self.sampler.sample(seeds, index.input_type, epoch=self.epoch, batch=self._next_batch_index())
-        return _output(s, (index.input_id, index.time))
+        return _output(s, metadata)
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
@@ -166,6 +196,15 @@ class RingNeighborSampler(BaseSampler):
             metadata = (index.input_id, torch.from_numpy(b.src_index), torch.from_numpy(b.dst_pos_index),
                         torch.from_numpy(b.dst_neg_index), None)
         return _output(b.sample, metadata)
+
+
+def _one_type(s: HeteroSample) -> SampledSubgraph:
+    """A homogeneous dataset's sample from the typed sampler (its one type) as the homogeneous
+    sampler's output."""
+    r, t = HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
+    return SampledSubgraph(node=s.node[t], row=s.row[r], col=s.col[r], num_sampled_nodes=list(s.num_sampled_nodes[t]),
+                           num_sampled_edges=list(s.num_sampled_edges[r]), batch_size=s.num_sampled_nodes[t][0],
+                           edge=None if s.edge is None else s.edge[r])
 
 
 def _output(s: Any, metadata: Tuple[Any, ...]) -> Union[SamplerOutput, HeteroSamplerOutput]:

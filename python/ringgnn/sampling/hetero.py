@@ -179,7 +179,8 @@ class HeteroNeighborSampler(ProcessLocal):
     docs for the semantics).
 
     Args:
-        dataset: a :class:`ringgnn.HeteroDataset` or the path of one.
+        dataset: a :class:`ringgnn.HeteroDataset` or the path of one (a homogeneous dataset is
+            the one-type case: node type ``node``, relation ``node:to:node``).
         fanouts: one list for every relation (``[10, 5]`` or ``"10,5"``) or a dict per relation.
         replace: draw with replacement.
         backend: ``"auto"`` (see :meth:`placement`: the neighbor files the memory plan holds in
