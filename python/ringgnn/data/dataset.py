@@ -279,14 +279,17 @@ class Dataset(_Typed):
         return np.diff(self.indptr())
 
     def node_times(self) -> Optional[np.ndarray]:
-        """Every node's time as int64 (``docs/FORMAT.md`` "Times"), or None when the nodes have
-        no times; read on each call."""
+        """Every node's time as int64 (``docs/FORMAT.md`` "Times"), read-only and mapped, so that
+        taking some nodes' times (``node_times()[ids]``) reads only their pages; None when the
+        nodes have no times."""
         entry = self.manifest["files"].get("node_times")
         if self.manifest.get("node_times") is None or entry is None:
             return None
+        if self.num_nodes == 0:
+            return np.zeros(0, dtype=np.int64)
         path = os.path.join(self.path, entry["path"])
-        with os_errors("reading", path):
-            return np.fromfile(path, dtype="<i8", count=self.num_nodes).astype(np.int64)
+        with os_errors("mapping", path):
+            return np.memmap(path, dtype="<i8", mode="r", shape=(self.num_nodes,))
 
     @property
     def has_node_ids(self) -> bool:
