@@ -164,3 +164,21 @@ def test_bad_times_are_refused(tiny, timed, tmp_path):
     with pytest.raises(_core.InputError, match="it has no node/paper"):
         _core.FeatureReader(str(tmp_path / "plain"), part="node/paper")
     assert os.listdir(tmp_path / "plain")  # untouched
+
+
+def test_homogeneous_samplers_warn_once_that_they_ignore_times(tmp_path, caplog):
+    import logging
+
+    (tmp_path / "e.txt").write_text("2 1\n7 1\n0 1\n")
+    np.save(tmp_path / "t.npy", np.array([5, 3, 3], dtype=np.int64))
+    build.convert(tmp_path / "e.txt", tmp_path / "ds", edge_time=tmp_path / "t.npy")
+    build.convert(tmp_path / "e.txt", tmp_path / "plain")
+    with caplog.at_level(logging.WARNING, logger="ringgnn"):
+        ringgnn.NeighborSampler(tmp_path / "plain", [2])
+        assert "without times" not in caplog.text
+        ringgnn.NeighborSampler(tmp_path / "ds", [2])
+        with pytest.raises(_core.InputError, match="no node features"):  # warned once already, refused after
+            ringgnn.Loader(tmp_path / "ds", [2], 2, split=None)
+    warned = [r.getMessage() for r in caplog.records if "without times" in r.getMessage()]
+    assert len(warned) == 1 and "NeighborSampler samples without times" in warned[0]
+    assert "HeteroLoader" in warned[0]

@@ -7,6 +7,7 @@ The format is specified in ``docs/FORMAT.md``; reads go through the Rust core
 from __future__ import annotations
 
 import json
+import logging
 import operator
 import os
 from functools import cached_property
@@ -343,10 +344,25 @@ class Dataset(_Typed):
         return f"Dataset({self.path!r}, {', '.join(parts)})"
 
 
-def open_homogeneous(dataset: Any, what: str) -> "Dataset":
+#: Datasets (paths) whose sampling without times was already warned of in this process.
+_WARNED_TIMES: set = set()
+
+
+def warn_without_times(ds: Any, message: str) -> None:
+    """Warn, once per dataset and process, that ``ds`` (which has times) is sampled without them:
+    ``message`` says by what and why; the one owner of that warning (the homogeneous samplers and
+    ``train --ignore-time`` give it)."""
+    if ds.path not in _WARNED_TIMES:
+        _WARNED_TIMES.add(ds.path)
+        logging.getLogger("ringgnn").warning("ringgnn: %s", message)
+
+
+def open_homogeneous(dataset: Any, what: str, samples: bool = False) -> "Dataset":
     """``dataset`` (a :class:`Dataset` or a path) opened, refused with a clear error when it is
     heterogeneous, or one part of such a dataset, and ``what`` (a command or class) does not take
-    such datasets."""
+    such datasets. ``samples``: ``what`` samples neighborhoods, which the homogeneous engine does
+    without times: on a dataset with times that is warned of (:func:`warn_without_times`), with the
+    way to sample at times."""
     ds = Dataset.opened(dataset)
     if isinstance(ds, HeteroDataset):
         raise _core.InputError(
@@ -359,6 +375,11 @@ def open_homogeneous(dataset: Any, what: str) -> "Dataset":
             f"{ds.path}: {ds.part} is one part of a heterogeneous dataset; {what} takes a whole homogeneous dataset "
             "(sample a heterogeneous one with ringgnn.HeteroNeighborSampler)"
         )
+    if samples and ds.has_times:
+        warn_without_times(ds, f"{what} samples without times, but {ds.path} has times: a seed's neighborhood may "
+                               "hold its future. Sample at times with ringgnn.HeteroLoader or HeteroNeighborSampler "
+                               "(a homogeneous dataset is their one-type case, node type 'node'), or "
+                               "ringgnn.pyg.RingNeighborSampler with input_time")
     return ds
 
 

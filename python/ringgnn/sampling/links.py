@@ -217,7 +217,7 @@ class LinkLoader(LinkBatches, CoreReports):
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
                  drop_last: bool = False, batches: Optional[Sequence[int]] = None, seed: int = 0,
                  share: Optional[Any] = None, window: Optional[int] = None, **loader_opts: Any):
-        ds = open_homogeneous(dataset, "LinkSampler")
+        ds = open_homogeneous(dataset, "LinkSampler", samples=True)
         base = share._loader if isinstance(share, LinkLoader) else share
         if isinstance(share, LinkLoader):
             seed = share.pairs.seed  # one engine, one sampling stream

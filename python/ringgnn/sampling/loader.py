@@ -152,7 +152,7 @@ class Loader(CoreReports, Epochs):
                  threads: Optional[int] = None, seed: int = 0, hyperbatch: Union[int, str] = "auto",
                  staging_dir: Optional[PathLike] = None, staging_cap: Union[None, int, str] = None,
                  spill: str = "auto", share: Optional["Loader"] = None, processes: int = 1):
-        self.dataset = open_homogeneous(dataset, "Loader")
+        self.dataset = open_homogeneous(dataset, "Loader", samples=True)
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
         self.fanouts = _options.fanouts(fanouts)

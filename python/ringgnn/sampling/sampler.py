@@ -146,7 +146,7 @@ class NeighborSampler(ProcessLocal):
                  memory: Union[None, int, str] = None, reserve: Union[None, int, str] = None, batch_size: int = 1024,
                  hyperbatch: Union[int, str] = "auto", spill: str = "auto", spill_dir: Optional[PathLike] = None,
                  with_edge_ids: bool = False):
-        self.dataset = open_homogeneous(dataset, "NeighborSampler")
+        self.dataset = open_homogeneous(dataset, "NeighborSampler", samples=True)
         self.fanouts = _options.fanouts(fanouts)
         self.replace = bool(replace)
         self.backend_choice = _options.backend(backend)

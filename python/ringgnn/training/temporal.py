@@ -20,6 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .._core import InputError
+from ..data.dataset import warn_without_times
 
 logger = logging.getLogger("ringgnn")
 
@@ -36,8 +37,8 @@ def seed_times(ds: Any, target: str, task: str, seed_time: Any = None, ignore_ti
             raise InputError("--seed-time samples each seed at a time and --ignore-time samples without times: "
                              "give one of them")
         if ds.has_times:
-            logger.warning("ringgnn: --ignore-time: %s has times, but this run samples every edge whatever its "
-                           "time, so a seed's neighborhood may hold its future (a leak)", ds.path)
+            warn_without_times(ds, f"--ignore-time: {ds.path} has times, but this run samples every edge whatever "
+                                   "its time, so a seed's neighborhood may hold its future (a leak)")
         return None
     if not ds.has_times:
         if seed_time is not None:
