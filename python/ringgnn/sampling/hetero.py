@@ -65,6 +65,13 @@ def open_hetero(dataset: Any, what: str) -> HeteroDataset:
     return ds
 
 
+def require_times(ds: Any) -> None:
+    """Refuse ``input_time`` on a dataset without edge or node times (nothing to sample at)."""
+    if not ds.has_times:
+        raise InputError(f"{ds.path}: input_time was given but the dataset has no edge or node times; build it with "
+                         "--edge-time (and --node-time), or sample without input_time")
+
+
 def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
     """Fanouts per relation (``SRC:REL:DST`` -> list per hop) from one list for every relation
     or a dict per relation; checked: known relations, every relation given, equal hop counts."""
@@ -361,9 +368,7 @@ class HeteroNeighborSampler(ProcessLocal):
         parallel to the pairs; None without times. Refused on a dataset without times."""
         if times is None:
             return None
-        if not self.dataset.has_times:
-            raise InputError(f"{self.dataset.path}: input_time was given but the dataset has no edge or node times; "
-                             "build it with --edge-time (and --node-time), or sample without input_time")
+        require_times(self.dataset)
         if isinstance(times, Mapping):
             unknown = sorted(set(times) - {t for t, _ in typed})
             if unknown or len(typed) != len(times):
@@ -489,9 +494,7 @@ class HeteroLoader(TypedEpochs):
         if ignore:
             return None
         if input_time is not None:
-            if not self.dataset.has_times:
-                raise InputError(f"{self.dataset.path}: input_time was given but the dataset has no edge or node "
-                                 "times; build it with --edge-time (and --node-time), or leave input_time out")
+            require_times(self.dataset)
             return _options.seed_times(input_time, len(self.seeds))
         times = part.node_times()
         if times is not None:
