@@ -2,21 +2,32 @@
 //! read backends each: a sampler and a feature gatherer with their rings) and how a wave of its
 //! requests is served (see the crate docs). The queue, the waves' admission, deadlines and the
 //! room for a large request are [`crate::queue`]'s.
+//!
+//! A request with times ([`RequestTimes`]) is sampled by the typed sampler over the graph's
+//! one-type case ([`Graph::one_type`]: the same offset index, neighbor file and hot pages, with
+//! the dataset's times), at its seeds' times: disjoint per distinct time, as PyG's temporal
+//! sampling, each request of a wave its own batch (its own subgraphs: requests at different
+//! times never share a node). The time cut is made on the lists' times before any neighbor
+//! entry is read, so a hot page never gives a request an edge newer than its time. Requests
+//! without times are sampled exactly as before, by the homogeneous sampler.
 
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use ringgnn_features::FeatureGatherer;
 use ringgnn_loader::{BatchLoader, MemoryPlan};
-use ringgnn_sampler::{Fanout, GraphSampler, ManyRequest, SampleOptions, SampledSubgraph, Seeds};
+use ringgnn_sampler::{
+    Fanout, Graph, GraphSampler, HeteroRequest, HeteroSample, HeteroSampler, ManyRequest,
+    SampleOptions, SampledSubgraph, Seeds, TypedGraph,
+};
 use ringgnn_store::manifest::FeatureDtype;
 
 use crate::latency::LatencyCounts;
 use crate::queue::{Job, Queue, QueueOptions, Room, Waves};
-use crate::{EngineOptions, Result, ServeError};
+use crate::{EngineOptions, RequestTimes, Result, ServeError};
 
 /// Waves of answers the plan keeps per worker besides the wave it serves: the samples or rows
 /// its callers still hold, and their encoded replies.
@@ -38,7 +49,8 @@ impl CancelToken {
 }
 
 /// A sampling request: the sample of `seeds` with `fanouts`, `replace` and `seed`, exactly what
-/// `NeighborSampler::sample` gives for them as batch 0 of epoch 0.
+/// `NeighborSampler::sample` gives for them as batch 0 of epoch 0; with `times`, what the typed
+/// sampler over the graph's one-type case gives at those seed times (batch 0 of epoch 0).
 #[derive(Clone, Debug)]
 pub struct SampleRequest {
     pub seeds: Seeds,
@@ -46,6 +58,7 @@ pub struct SampleRequest {
     pub replace: bool,
     pub seed: u64,
     pub with_edge_ids: bool,
+    pub times: Option<RequestTimes>,
 }
 
 /// Feature rows of a request, row-major `[rows, dim]`, f32.
@@ -108,15 +121,23 @@ pub(crate) enum Work {
     Features(Vec<u64>),
 }
 
+/// A sample, and for a request with times the seed time of each node (parallel to `node`).
+pub type Timed = (SampledSubgraph, Option<Vec<i64>>);
+
 pub(crate) enum Answer {
-    Sample(SampledSubgraph, Option<FeatureRows>),
+    Sample(Timed, Option<FeatureRows>),
     Features(FeatureRows),
 }
+
+/// Typed samplers (one-type case) of other configurations than the default one a worker keeps.
+const KEPT_TYPED: usize = 8;
 
 /// One wave's read backends: whoever holds it serves a wave.
 pub(crate) struct Worker {
     sampler: GraphSampler,
     gatherer: Option<FeatureGatherer>,
+    /// Samplers at seed times by (fanouts, replace), made at a worker's first such request.
+    typed: Vec<((Vec<Fanout>, bool), HeteroSampler)>,
 }
 
 struct Shared {
@@ -133,6 +154,11 @@ struct Shared {
     /// The workers' gatherers' stop flag (a worker's backends are made again after a large
     /// wave).
     stop: Arc<AtomicBool>,
+    /// The graph's one-type case with the dataset's times, for requests at times; `None` on a
+    /// dataset without edge or node times.
+    typed: Option<TypedGraph>,
+    /// Reads and bytes of the samplers at seed times (the loader counts the others).
+    typed_io: [AtomicU64; 2],
 }
 
 /// Serves sampling and feature requests from any number of threads; see the crate docs.
@@ -271,6 +297,7 @@ impl Engine {
             free.push(Box::new(Worker {
                 sampler: loader.thread_sampler()?,
                 gatherer: loader.thread_gatherer(&stop)?,
+                typed: Vec::new(),
             }));
         }
         let queue = QueueOptions {
@@ -280,7 +307,10 @@ impl Engine {
             wave_edges: b.edges.max(1),
             wave_rows: b.nodes.max(1),
         };
+        let typed = one_type(dir, loader.graph())?;
         let shared = Arc::new(Shared {
+            typed,
+            typed_io: Default::default(),
             max_edges: most.edges.max(1),
             queue: Queue::new(queue, free, room),
             why,
@@ -339,18 +369,19 @@ impl Engine {
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
     ) -> Result<SampledSubgraph> {
-        self.sample_then(req, deadline, cancel, |s| s)
+        self.sample_then(req, deadline, cancel, |(s, _)| s)
     }
 
-    /// [`Self::sample`], then `f` of the sample (its encoding, say) before a request larger
-    /// than a wave gives back the room it was answered in: the memory its answer and what `f`
-    /// makes of it take is still held for it.
+    /// [`Self::sample`] with the seed time of each node (for a request with times), then `f`
+    /// of them (their encoding, say) before a request larger than a wave gives back the room
+    /// it was answered in: the memory its answer and what `f` makes of it take is still held
+    /// for it.
     pub fn sample_then<R>(
         &self,
         req: SampleRequest,
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
-        f: impl FnOnce(SampledSubgraph) -> R,
+        f: impl FnOnce(Timed) -> R,
     ) -> Result<R> {
         let sh = &self.shared;
         let c = sh.queue.counters();
@@ -366,14 +397,15 @@ impl Engine {
         }
     }
 
-    /// The sample of `req` and the feature rows of its nodes (`node` order), gathered by the
-    /// same worker in the same wave: what a model needs to run on the seeds.
+    /// The sample of `req` (with its nodes' seed times, for a request with times) and the
+    /// feature rows of its nodes (`node` order), gathered by the same worker in the same wave:
+    /// what a model needs to run on the seeds.
     pub fn sample_with_rows(
         &self,
         req: SampleRequest,
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
-    ) -> Result<(SampledSubgraph, FeatureRows)> {
+    ) -> Result<(Timed, FeatureRows)> {
         let sh = &self.shared;
         let c = sh.queue.counters();
         c.sample_requests.fetch_add(1, Ordering::Relaxed);
@@ -419,8 +451,19 @@ impl Engine {
         self.shared.check_count(n)
     }
 
+    /// Whether the dataset has edge or node times (requests may give times).
+    pub fn has_times(&self) -> bool {
+        self.shared.typed.is_some()
+    }
+
     pub fn stats(&self) -> EngineStats {
         let io = self.shared.loader.io_stats();
+        let typed = |i: usize| self.shared.typed_io[i].load(Ordering::Relaxed);
+        let io = ringgnn_io::IoStats {
+            reads: io.reads + typed(0),
+            bytes: io.bytes + typed(1),
+            ..io
+        };
         let p = self.shared.loader.graph().page_cache_stats();
         self.shared.queue.stats(
             (io.reads, io.bytes),
@@ -458,9 +501,18 @@ impl Shared {
         Ok(())
     }
 
-    /// Check `req` against the limits; its cost (the upper bound of its sampled edges).
+    /// Check `req` against the limits; its cost (the upper bound of its sampled edges: at
+    /// seed times, the sum of its disjoint subgraphs', each a sample of the graph).
     fn check_sample(&self, req: &SampleRequest) -> Result<u64> {
         self.check_ids(&req.seeds)?;
+        let n = req.seeds.len();
+        let groups = match &req.times {
+            Some(t) => {
+                t.check(n, self.typed.is_some())?;
+                t.group_sizes(n)
+            }
+            None => vec![n as u64],
+        };
         let hops = req.fanouts.len();
         if hops == 0 || hops > self.opts.limits.max_hops {
             return Err(ServeError::Input(format!(
@@ -468,25 +520,29 @@ impl Shared {
                 self.opts.limits.max_hops
             )));
         }
+        let ix = self.loader.graph().index();
         let opts = SampleOptions {
             fanouts: req.fanouts.clone(),
             replace: req.replace,
             ..Default::default()
         };
-        let b = self
-            .loader
-            .graph()
-            .index()
-            .bound(req.seeds.len() as u64, &opts);
-        if b.edges > self.max_edges {
+        let edges = groups
+            .iter()
+            .map(|&g| ix.bound(g, &opts).edges)
+            .fold(0u64, u64::saturating_add);
+        if edges > self.max_edges {
             return Err(ServeError::Input(format!(
-                "this request may sample up to {} edges (its upper bound: {} nodes, fanouts {:?}); \
-                 the server takes at most {} per request (what its memory plan holds for its \
-                 largest request: {} seeds, --max-nodes or --batch-size if larger, at its \
+                "this request may sample up to {} edges (its upper bound: {} nodes{}, fanouts \
+                 {:?}); the server takes at most {} per request (what its memory plan holds for \
+                 its largest request: {} seeds, --max-nodes or --batch-size if larger, at its \
                  default fanouts {:?}): ask for fewer nodes or smaller fanouts, or start the \
                  server with a larger --max-nodes or --fanouts",
-                b.edges,
+                edges,
                 req.seeds.len(),
+                match groups.len() {
+                    1 => String::new(),
+                    g => format!(" at {g} distinct times, a subgraph each"),
+                },
                 req.fanouts.iter().map(|f| f.value()).collect::<Vec<_>>(),
                 self.max_edges,
                 (self.opts.limits.max_nodes as u64).max(self.loader.plan_batch_size()),
@@ -498,7 +554,7 @@ impl Shared {
                     .collect::<Vec<_>>(),
             )));
         }
-        Ok(b.edges.max(1))
+        Ok(edges.max(1))
     }
 }
 
@@ -534,6 +590,7 @@ impl Shared {
         if !large {
             return;
         }
+        w.typed.clear();
         if let Ok(s) = self.loader.thread_sampler() {
             w.sampler = s;
         }
@@ -550,26 +607,43 @@ impl Shared {
         if jobs.is_empty() {
             return;
         }
-        let reqs: Vec<ManyRequest<'_>> = jobs
-            .iter()
-            .map(|j| match &j.work {
-                Work::Sample(r, _) => ManyRequest {
-                    seeds: r.seeds.as_slice(),
-                    fanouts: &r.fanouts,
-                    replace: r.replace,
-                    seed: r.seed,
-                    epoch: 0,
-                    batch: 0,
-                    with_edge_ids: r.with_edge_ids,
-                },
-                Work::Features(_) => unreachable!("sample jobs only"),
-            })
+        // The requests without times together, as always; those with times by the typed
+        // sampler.
+        let plain: Vec<usize> = (0..jobs.len())
+            .filter(|&i| request(&jobs[i]).times.is_none())
             .collect();
-        let outs = match w.sampler.sample_many(self.loader.graph(), &reqs) {
-            Ok(outs) => outs,
-            Err(e) => return self.fail(&jobs, &e.to_string()),
-        };
-        drop(reqs);
+        let mut outs: Vec<Option<Timed>> = jobs.iter().map(|_| None).collect();
+        if !plain.is_empty() {
+            let reqs: Vec<ManyRequest<'_>> = plain
+                .iter()
+                .map(|&i| {
+                    let r = request(&jobs[i]);
+                    ManyRequest {
+                        seeds: r.seeds.as_slice(),
+                        fanouts: &r.fanouts,
+                        replace: r.replace,
+                        seed: r.seed,
+                        epoch: 0,
+                        batch: 0,
+                        with_edge_ids: r.with_edge_ids,
+                    }
+                })
+                .collect();
+            match w.sampler.sample_many(self.loader.graph(), &reqs) {
+                Ok(got) => plain
+                    .iter()
+                    .zip(got)
+                    .for_each(|(&i, s)| outs[i] = Some((s, None))),
+                Err(e) => return self.fail(&jobs, &e.to_string()),
+            }
+        }
+        if let Err(e) = self.sample_at_times(w, &jobs, &mut outs) {
+            return self.fail(&jobs, &e);
+        }
+        let outs: Vec<Timed> = outs
+            .into_iter()
+            .map(|o| o.expect("every request sampled"))
+            .collect();
         let wants_rows = |j: &Job<Shared>| matches!(j.work, Work::Sample(_, true));
         let mut rows = match w.gatherer.as_mut() {
             Some(g) if jobs.iter().any(wants_rows) => {
@@ -577,7 +651,7 @@ impl Shared {
                     .iter()
                     .zip(&outs)
                     .filter(|(j, _)| wants_rows(j))
-                    .flat_map(|(_, s)| s.node.iter().copied())
+                    .flat_map(|(_, (s, _))| s.node.iter().copied())
                     .collect();
                 let mut all = vec![0f32; ids.len() * g.dim()];
                 if let Err(e) = g.gather(&ids, &mut all) {
@@ -591,7 +665,7 @@ impl Shared {
         for (j, s) in jobs.iter().zip(outs) {
             let mine = match (&mut rows, wants_rows(j)) {
                 (Some((all, dim, at)), true) => {
-                    let n = s.node.len();
+                    let n = s.0.node.len();
                     let data = if *at == 0 && n * *dim == all.len() {
                         std::mem::take(all)
                     } else {
@@ -608,6 +682,86 @@ impl Shared {
             };
             j.answer(Ok(Answer::Sample(s, mine)));
         }
+    }
+
+    /// Sample the wave's requests with times (`outs` gets theirs), those of one configuration
+    /// together, each its own batch: its own subgraphs.
+    fn sample_at_times(
+        &self,
+        w: &mut Worker,
+        jobs: &[Job<Shared>],
+        outs: &mut [Option<Timed>],
+    ) -> std::result::Result<(), String> {
+        let mut todo: Vec<usize> = (0..jobs.len())
+            .filter(|&i| request(&jobs[i]).times.is_some())
+            .collect();
+        let Some(graph) = &self.typed else {
+            // Refused when queued: a dataset without times takes no request with times.
+            return match todo.is_empty() {
+                true => Ok(()),
+                false => Err("the dataset has no times".into()),
+            };
+        };
+        let config = |r: &SampleRequest| (r.fanouts.clone(), r.replace, r.seed, r.with_edge_ids);
+        while let Some(&first) = todo.first() {
+            let r0 = request(&jobs[first]);
+            let (same, rest): (Vec<usize>, Vec<usize>) = todo
+                .iter()
+                .partition(|&&i| config(request(&jobs[i])) == config(r0));
+            todo = rest;
+            let key = (r0.fanouts.clone(), r0.replace);
+            let at = match w.typed.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    let (mut s, _, _) = graph
+                        .sampler(vec![key.0.clone()], key.1, None)
+                        .map_err(|e| e.to_string())?;
+                    s.set_temporal_strategy(self.opts.temporal_strategy);
+                    if w.typed.len() >= KEPT_TYPED {
+                        w.typed.remove(0);
+                    }
+                    w.typed.push((key, s));
+                    w.typed.len() - 1
+                }
+            };
+            let times: Vec<[Vec<i64>; 1]> = same
+                .iter()
+                .map(|&i| {
+                    let r = request(&jobs[i]);
+                    let t = r.times.as_ref().expect("a request with times");
+                    [t.per_seed(r.seeds.len())]
+                })
+                .collect();
+            let lists: Vec<[&[i64]; 1]> = times.iter().map(|[t]| [t.as_slice()]).collect();
+            let seeds: Vec<[(usize, &[u64]); 1]> = same
+                .iter()
+                .map(|&i| [(0, request(&jobs[i]).seeds.ids())])
+                .collect();
+            let reqs: Vec<HeteroRequest<'_>> = seeds
+                .iter()
+                .zip(&lists)
+                .map(|(s, t)| HeteroRequest {
+                    seeds: s,
+                    batch: 0,
+                    times: Some(t),
+                })
+                .collect();
+            let sampler = &mut w.typed[at].1;
+            let before = sampler.io_stats();
+            let got = sampler.sample_many(&reqs, r0.seed, 0, r0.with_edge_ids);
+            let after = sampler.io_stats();
+            for (c, (a, b)) in self
+                .typed_io
+                .iter()
+                .zip([(after.reads, before.reads), (after.bytes, before.bytes)])
+            {
+                c.fetch_add(a.saturating_sub(b), Ordering::Relaxed);
+            }
+            for (&i, s) in same.iter().zip(got.map_err(|e| e.to_string())?) {
+                outs[i] = Some(one_type_sample(s));
+            }
+        }
+        Ok(())
     }
 
     fn gather_wave(&self, w: &mut Worker, jobs: Vec<Job<Shared>>, large: bool) {
@@ -645,4 +799,42 @@ impl Shared {
     fn fail(&self, jobs: &[Job<Shared>], msg: &str) {
         self.queue.fail(jobs, msg);
     }
+}
+
+/// The sampling request of a sampling job.
+fn request(j: &Job<Shared>) -> &SampleRequest {
+    match &j.work {
+        Work::Sample(r, _) => r,
+        Work::Features(_) => unreachable!("sample jobs only"),
+    }
+}
+
+/// The graph of `dir` (opened as `graph`) as its one-type case with the dataset's times, for
+/// requests at times; `None` when it has neither edge nor node times.
+fn one_type(dir: &Path, graph: &Graph) -> Result<Option<TypedGraph>> {
+    let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
+    let ds = ringgnn_store::Dataset::open(dir).map_err(store)?;
+    let edge_times = ds.edge_times_path();
+    let node_times = ds.node_times().map_err(store)?;
+    if edge_times.is_none() && node_times.is_none() {
+        return Ok(None);
+    }
+    graph
+        .one_type(edge_times.as_deref(), node_times.map(Arc::from))
+        .map(Some)
+        .map_err(|e| ServeError::Internal(e.to_string()))
+}
+
+/// A one-type typed sample as the homogeneous sample it is, with its nodes' seed times.
+fn one_type_sample(mut s: HeteroSample) -> Timed {
+    let first = |v: &mut Vec<Vec<u64>>| std::mem::take(&mut v[0]);
+    let sub = SampledSubgraph {
+        node: first(&mut s.node),
+        row: first(&mut s.row),
+        col: first(&mut s.col),
+        edge: s.edge.as_mut().map(first),
+        num_sampled_nodes: std::mem::take(&mut s.num_sampled_nodes[0]),
+        num_sampled_edges: std::mem::take(&mut s.num_sampled_edges[0]),
+    };
+    (sub, s.time.map(|mut t| std::mem::take(&mut t[0])))
 }

@@ -73,6 +73,7 @@ fn req(ids: &[u64], n: u64, fanouts: &[i64], replace: bool, seed: u64) -> Sample
         replace,
         seed,
         with_edge_ids: false,
+        times: None,
     }
 }
 
@@ -464,8 +465,8 @@ fn a_sample_with_its_rows_equals_the_sample_and_a_gather() {
     let e = Engine::open(&dir, options(BackendChoice::Pread, 2)).unwrap();
     let n = e.num_nodes();
     let q = req(&[5, 9, 5], n, &[4, 3], false, 12);
-    let (s, rows) = e.sample_with_rows(q.clone(), None, None).unwrap();
-    assert_eq!(s, alone(&dir, &q));
+    let ((s, time), rows) = e.sample_with_rows(q.clone(), None, None).unwrap();
+    assert_eq!((s.clone(), time), (alone(&dir, &q), None));
     let ds = Dataset::open(&dir).unwrap();
     let mut x = vec![0f32; s.node.len() * 12];
     FeatureGatherer::memory(&ds)
@@ -626,8 +627,8 @@ fn a_large_request_is_answered_alone_in_room_the_hot_pages_lend_exactly_as_one_w
                     assert_eq!(got, whole.sample(q.clone(), None, None).unwrap());
                     // Encoded within the room: the same bytes.
                     let bytes = small
-                        .sample_then(q.clone(), None, None, |s| {
-                            ringgnn_serve::wire::sample_reply(&s, q.seed)
+                        .sample_then(q.clone(), None, None, |(s, time)| {
+                            ringgnn_serve::wire::sample_reply(&s, q.seed, time.as_deref())
                         })
                         .unwrap();
                     assert_eq!(bytes, ringgnn_serve::wire::sample_reply(&got, q.seed));
