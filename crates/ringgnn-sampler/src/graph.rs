@@ -17,7 +17,7 @@ use ringgnn_io::{
 };
 use ringgnn_store::hetero::{ONE_RELATION, ONE_TYPE};
 
-use crate::hetero::{SharedRelation, TypedGraph};
+use crate::hetero::{EdgeTimes, SharedRelation, TypedGraph};
 use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use crate::offset_index::{OffsetIndex, Offsets};
 use crate::sampler::check_indptr;
@@ -181,13 +181,16 @@ impl Graph {
 
     /// This graph as the one-type case of a [`TypedGraph`] (node type `node`, relation
     /// `node:to:node`), sharing its offset index, its neighbor file when in memory and its hot
-    /// pages (nothing is loaded twice), with the dataset's edge-time file `edge_times` (loaded
-    /// when the neighbor file is in memory, else read by each sampler) and node times: what a
-    /// homogeneous graph is sampled at seed times with, by the typed sampler.
+    /// pages (nothing is loaded twice), with the dataset's edge-time file `edge_times` and node
+    /// times: what a homogeneous graph is sampled at seed times with, by the typed sampler. The
+    /// edge times are loaded when the neighbor file is in memory and `times_in_memory` (the
+    /// caller's budget holds them), else read by each sampler (with `pread` when the neighbor
+    /// file is in memory).
     pub fn one_type(
         &self,
         edge_times: Option<&Path>,
         node_times: Option<Arc<[i64]>>,
+        times_in_memory: bool,
     ) -> Result<TypedGraph> {
         let (kind, direct) = match self.access {
             NeighborAccess::Memory => (None, false),
@@ -217,8 +220,21 @@ impl Graph {
         if let Some(times) = node_times {
             g.set_node_times(ONE_TYPE, times)?;
         }
-        if let Some(p) = edge_times {
-            g.set_edge_times(ONE_RELATION, p)?;
+        match edge_times {
+            Some(p) if self.memory.is_some() && !times_in_memory => {
+                // Checked now (opening it checks its length), not first by a sampler.
+                EdgeTimes::open(
+                    p,
+                    ix.num_edges,
+                    BackendKind::Pread,
+                    false,
+                    Default::default(),
+                )?;
+                g.kind = Some(BackendKind::Pread);
+                g.relations[0].times = Some((p.to_path_buf(), None));
+            }
+            Some(p) => g.set_edge_times(ONE_RELATION, p)?,
+            None => {}
         }
         Ok(g)
     }

@@ -20,8 +20,8 @@ use std::time::Instant;
 use ringgnn_features::FeatureGatherer;
 use ringgnn_loader::{BatchLoader, MemoryPlan};
 use ringgnn_sampler::{
-    Fanout, Graph, GraphSampler, HeteroRequest, HeteroSample, HeteroSampler, ManyRequest,
-    SampleOptions, SampledSubgraph, Seeds, TypedGraph,
+    Fanout, GraphSampler, HeteroRequest, HeteroSample, HeteroSampler, ManyRequest, SampleOptions,
+    SampledSubgraph, Seeds, TypedGraph,
 };
 use ringgnn_store::manifest::FeatureDtype;
 
@@ -307,7 +307,7 @@ impl Engine {
             wave_edges: b.edges.max(1),
             wave_rows: b.nodes.max(1),
         };
-        let typed = one_type(dir, loader.graph())?;
+        let typed = one_type(dir, &loader)?;
         let shared = Arc::new(Shared {
             typed,
             typed_io: Default::default(),
@@ -809,9 +809,11 @@ fn request(j: &Job<Shared>) -> &SampleRequest {
     }
 }
 
-/// The graph of `dir` (opened as `graph`) as its one-type case with the dataset's times, for
-/// requests at times; `None` when it has neither edge nor node times.
-fn one_type(dir: &Path, graph: &Graph) -> Result<Option<TypedGraph>> {
+/// The graph of `dir` (opened by `loader`) as its one-type case with the dataset's times, for
+/// requests at times; `None` when it has neither edge nor node times. Edge times are held in
+/// memory beside a neighbor file in memory only when the loader's plan leaves room for them
+/// (8 bytes an edge); else they are read from disk per request.
+fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedGraph>> {
     let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
     let ds = ringgnn_store::Dataset::open(dir).map_err(store)?;
     let edge_times = ds.edge_times_path();
@@ -819,8 +821,17 @@ fn one_type(dir: &Path, graph: &Graph) -> Result<Option<TypedGraph>> {
     if edge_times.is_none() && node_times.is_none() {
         return Ok(None);
     }
-    graph
-        .one_type(edge_times.as_deref(), node_times.map(Arc::from))
+    let plan = loader.plan();
+    let room = plan.budget.saturating_sub(plan.total());
+    let held = node_times.as_ref().map_or(0, |t| 8 * t.len() as u64);
+    let times = 8 * loader.graph().index().num_edges();
+    loader
+        .graph()
+        .one_type(
+            edge_times.as_deref(),
+            node_times.map(Arc::from),
+            room >= held.saturating_add(times),
+        )
         .map(Some)
         .map_err(|e| ServeError::Internal(e.to_string()))
 }
