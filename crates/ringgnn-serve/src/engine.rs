@@ -1,10 +1,11 @@
 //! [`Engine`]: the engine over a homogeneous dataset: its memory plan, its workers (a set of
 //! read backends each: a sampler and a feature gatherer with their rings) and how a wave of its
-//! requests is served (see the crate docs). The queue, the waves' admission, deadlines and the
+//! requests is served (see the crate docs; `engine/wave.rs`, and for requests at times
+//! `engine/at_times.rs`). The queue, the waves' admission, deadlines and the
 //! room for a large request are [`crate::queue`]'s.
 //!
 //! A request with times ([`RequestTimes`]) is sampled by the typed sampler over the graph's
-//! one-type case ([`Graph::one_type`]: the same offset index, neighbor file and hot pages, with
+//! one-type case ([`ringgnn_sampler::Graph::one_type`]: the same offset index, neighbor file and hot pages, with
 //! the dataset's times), at its seeds' times: disjoint per distinct time, as PyG's temporal
 //! sampling, each request of a wave its own batch (its own subgraphs: requests at different
 //! times never share a node). The time cut is made on the lists' times before any neighbor
@@ -20,14 +21,17 @@ use std::time::Instant;
 use ringgnn_features::FeatureGatherer;
 use ringgnn_loader::{BatchLoader, MemoryPlan};
 use ringgnn_sampler::{
-    Fanout, GraphSampler, HeteroRequest, HeteroSample, HeteroSampler, ManyRequest, SampleOptions,
-    SampledSubgraph, Seeds, TypedGraph,
+    Fanout, GraphSampler, HeteroSampler, SampleOptions, SampledSubgraph, Seeds, TypedGraph,
 };
 use ringgnn_store::manifest::FeatureDtype;
 
 use crate::latency::LatencyCounts;
-use crate::queue::{Job, Queue, QueueOptions, Room, Waves};
+use crate::queue::{Queue, QueueOptions, Room};
 use crate::{EngineOptions, RequestTimes, Result, ServeError};
+use at_times::one_type;
+
+mod at_times;
+mod wave;
 
 /// Waves of answers the plan keeps per worker besides the wave it serves: the samples or rows
 /// its callers still hold, and their encoded replies.
@@ -128,9 +132,6 @@ pub(crate) enum Answer {
     Sample(Timed, Option<FeatureRows>),
     Features(FeatureRows),
 }
-
-/// Typed samplers (one-type case) of other configurations than the default one a worker keeps.
-const KEPT_TYPED: usize = 8;
 
 /// One wave's read backends: whoever holds it serves a wave.
 pub(crate) struct Worker {
@@ -556,296 +557,4 @@ impl Shared {
         }
         Ok(edges.max(1))
     }
-}
-
-impl Waves for Shared {
-    type Work = Work;
-    type Answer = Answer;
-    type Worker = Box<Worker>;
-
-    fn is_sample(work: &Work) -> bool {
-        matches!(work, Work::Sample(..))
-    }
-
-    /// Answer the wave's samples together, then its feature rows together.
-    fn serve(&self, w: &mut Box<Worker>, wave: Vec<Job<Shared>>, large: bool) {
-        #[cfg(feature = "fault-injection")]
-        if wave
-            .iter()
-            .any(|j| matches!(&j.work, Work::Sample(r, _) if r.seed == crate::FAULT_SEED))
-        {
-            panic!("fault injected for a test (seed {})", crate::FAULT_SEED);
-        }
-        let (samples, rows): (Vec<_>, Vec<_>) =
-            wave.into_iter().partition(|j| Self::is_sample(&j.work));
-        self.sample_wave(w, samples, large);
-        self.gather_wave(w, rows, large);
-    }
-}
-
-impl Shared {
-    /// After a wave larger than the plan's (`large`), make the worker's backends again, so that
-    /// the workspaces it grew go back before its answer is handed over (and the room with it).
-    fn renew(&self, w: &mut Worker, large: bool) {
-        if !large {
-            return;
-        }
-        w.typed.clear();
-        if let Ok(s) = self.loader.thread_sampler() {
-            w.sampler = s;
-        }
-        if w.gatherer.is_some() {
-            if let Ok(Some(g)) = self.loader.thread_gatherer(&self.stop) {
-                w.gatherer = Some(g);
-            }
-        }
-    }
-
-    /// Sample the wave's sampling jobs together, then gather the rows of those that asked for
-    /// them in one go.
-    fn sample_wave(&self, w: &mut Worker, jobs: Vec<Job<Shared>>, large: bool) {
-        if jobs.is_empty() {
-            return;
-        }
-        // The requests without times together, as always; those with times by the typed
-        // sampler.
-        let plain: Vec<usize> = (0..jobs.len())
-            .filter(|&i| request(&jobs[i]).times.is_none())
-            .collect();
-        let mut outs: Vec<Option<Timed>> = jobs.iter().map(|_| None).collect();
-        if !plain.is_empty() {
-            let reqs: Vec<ManyRequest<'_>> = plain
-                .iter()
-                .map(|&i| {
-                    let r = request(&jobs[i]);
-                    ManyRequest {
-                        seeds: r.seeds.as_slice(),
-                        fanouts: &r.fanouts,
-                        replace: r.replace,
-                        seed: r.seed,
-                        epoch: 0,
-                        batch: 0,
-                        with_edge_ids: r.with_edge_ids,
-                    }
-                })
-                .collect();
-            match w.sampler.sample_many(self.loader.graph(), &reqs) {
-                Ok(got) => plain
-                    .iter()
-                    .zip(got)
-                    .for_each(|(&i, s)| outs[i] = Some((s, None))),
-                Err(e) => return self.fail(&jobs, &e.to_string()),
-            }
-        }
-        if let Err(e) = self.sample_at_times(w, &jobs, &mut outs) {
-            return self.fail(&jobs, &e);
-        }
-        let outs: Vec<Timed> = outs
-            .into_iter()
-            .map(|o| o.expect("every request sampled"))
-            .collect();
-        let wants_rows = |j: &Job<Shared>| matches!(j.work, Work::Sample(_, true));
-        let mut rows = match w.gatherer.as_mut() {
-            Some(g) if jobs.iter().any(wants_rows) => {
-                let ids: Vec<u64> = jobs
-                    .iter()
-                    .zip(&outs)
-                    .filter(|(j, _)| wants_rows(j))
-                    .flat_map(|(_, (s, _))| s.node.iter().copied())
-                    .collect();
-                let mut all = vec![0f32; ids.len() * g.dim()];
-                if let Err(e) = g.gather(&ids, &mut all) {
-                    return self.fail(&jobs, &e.to_string());
-                }
-                Some((all, g.dim(), 0usize))
-            }
-            _ => None,
-        };
-        self.renew(w, large);
-        for (j, s) in jobs.iter().zip(outs) {
-            let mine = match (&mut rows, wants_rows(j)) {
-                (Some((all, dim, at)), true) => {
-                    let n = s.0.node.len();
-                    let data = if *at == 0 && n * *dim == all.len() {
-                        std::mem::take(all)
-                    } else {
-                        all[*at * *dim..(*at + n) * *dim].to_vec()
-                    };
-                    *at += n;
-                    Some(FeatureRows {
-                        rows: n,
-                        dim: *dim,
-                        data,
-                    })
-                }
-                _ => None,
-            };
-            j.answer(Ok(Answer::Sample(s, mine)));
-        }
-    }
-
-    /// Sample the wave's requests with times (`outs` gets theirs), those of one configuration
-    /// together, each its own batch: its own subgraphs.
-    fn sample_at_times(
-        &self,
-        w: &mut Worker,
-        jobs: &[Job<Shared>],
-        outs: &mut [Option<Timed>],
-    ) -> std::result::Result<(), String> {
-        let mut todo: Vec<usize> = (0..jobs.len())
-            .filter(|&i| request(&jobs[i]).times.is_some())
-            .collect();
-        let Some(graph) = &self.typed else {
-            // Refused when queued: a dataset without times takes no request with times.
-            return match todo.is_empty() {
-                true => Ok(()),
-                false => Err("the dataset has no times".into()),
-            };
-        };
-        let config = |r: &SampleRequest| (r.fanouts.clone(), r.replace, r.seed, r.with_edge_ids);
-        while let Some(&first) = todo.first() {
-            let r0 = request(&jobs[first]);
-            let (same, rest): (Vec<usize>, Vec<usize>) = todo
-                .iter()
-                .partition(|&&i| config(request(&jobs[i])) == config(r0));
-            todo = rest;
-            let key = (r0.fanouts.clone(), r0.replace);
-            let at = match w.typed.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
-                None => {
-                    let (mut s, _, _) = graph
-                        .sampler(vec![key.0.clone()], key.1, None)
-                        .map_err(|e| e.to_string())?;
-                    s.set_temporal_strategy(self.opts.temporal_strategy);
-                    if w.typed.len() >= KEPT_TYPED {
-                        w.typed.remove(0);
-                    }
-                    w.typed.push((key, s));
-                    w.typed.len() - 1
-                }
-            };
-            let times: Vec<[Vec<i64>; 1]> = same
-                .iter()
-                .map(|&i| {
-                    let r = request(&jobs[i]);
-                    let t = r.times.as_ref().expect("a request with times");
-                    [t.per_seed(r.seeds.len())]
-                })
-                .collect();
-            let lists: Vec<[&[i64]; 1]> = times.iter().map(|[t]| [t.as_slice()]).collect();
-            let seeds: Vec<[(usize, &[u64]); 1]> = same
-                .iter()
-                .map(|&i| [(0, request(&jobs[i]).seeds.ids())])
-                .collect();
-            let reqs: Vec<HeteroRequest<'_>> = seeds
-                .iter()
-                .zip(&lists)
-                .map(|(s, t)| HeteroRequest {
-                    seeds: s,
-                    batch: 0,
-                    times: Some(t),
-                })
-                .collect();
-            let sampler = &mut w.typed[at].1;
-            let before = sampler.io_stats();
-            let got = sampler.sample_many(&reqs, r0.seed, 0, r0.with_edge_ids);
-            let after = sampler.io_stats();
-            for (c, (a, b)) in self
-                .typed_io
-                .iter()
-                .zip([(after.reads, before.reads), (after.bytes, before.bytes)])
-            {
-                c.fetch_add(a.saturating_sub(b), Ordering::Relaxed);
-            }
-            for (&i, s) in same.iter().zip(got.map_err(|e| e.to_string())?) {
-                outs[i] = Some(one_type_sample(s));
-            }
-        }
-        Ok(())
-    }
-
-    fn gather_wave(&self, w: &mut Worker, jobs: Vec<Job<Shared>>, large: bool) {
-        let Some(g) = w.gatherer.as_mut() else {
-            return;
-        };
-        if jobs.is_empty() {
-            return;
-        }
-        let dim = g.dim();
-        let ids: Vec<u64> = jobs
-            .iter()
-            .flat_map(|j| match &j.work {
-                Work::Features(ids) => ids.iter().copied(),
-                Work::Sample(..) => unreachable!("feature jobs only"),
-            })
-            .collect();
-        let mut all = vec![0f32; ids.len() * dim];
-        let got = g.gather(&ids, &mut all);
-        self.renew(w, large);
-        match got {
-            Ok(_) => {
-                let mut at = 0;
-                for j in &jobs {
-                    let n = j.cost as usize;
-                    let data = all[at * dim..(at + n) * dim].to_vec();
-                    at += n;
-                    j.answer(Ok(Answer::Features(FeatureRows { rows: n, dim, data })));
-                }
-            }
-            Err(e) => self.fail(&jobs, &e.to_string()),
-        }
-    }
-
-    fn fail(&self, jobs: &[Job<Shared>], msg: &str) {
-        self.queue.fail(jobs, msg);
-    }
-}
-
-/// The sampling request of a sampling job.
-fn request(j: &Job<Shared>) -> &SampleRequest {
-    match &j.work {
-        Work::Sample(r, _) => r,
-        Work::Features(_) => unreachable!("sample jobs only"),
-    }
-}
-
-/// The graph of `dir` (opened by `loader`) as its one-type case with the dataset's times, for
-/// requests at times; `None` when it has neither edge nor node times. Edge times are held in
-/// memory beside a neighbor file in memory only when the loader's plan leaves room for them
-/// (8 bytes an edge); else they are read from disk per request.
-fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedGraph>> {
-    let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
-    let ds = ringgnn_store::Dataset::open(dir).map_err(store)?;
-    let edge_times = ds.edge_times_path();
-    let node_times = ds.node_times().map_err(store)?;
-    if edge_times.is_none() && node_times.is_none() {
-        return Ok(None);
-    }
-    let plan = loader.plan();
-    let room = plan.budget.saturating_sub(plan.total());
-    let held = node_times.as_ref().map_or(0, |t| 8 * t.len() as u64);
-    let times = 8 * loader.graph().index().num_edges();
-    loader
-        .graph()
-        .one_type(
-            edge_times.as_deref(),
-            node_times.map(Arc::from),
-            room >= held.saturating_add(times),
-        )
-        .map(Some)
-        .map_err(|e| ServeError::Internal(e.to_string()))
-}
-
-/// A one-type typed sample as the homogeneous sample it is, with its nodes' seed times.
-fn one_type_sample(mut s: HeteroSample) -> Timed {
-    let first = |v: &mut Vec<Vec<u64>>| std::mem::take(&mut v[0]);
-    let sub = SampledSubgraph {
-        node: first(&mut s.node),
-        row: first(&mut s.row),
-        col: first(&mut s.col),
-        edge: s.edge.as_mut().map(first),
-        num_sampled_nodes: std::mem::take(&mut s.num_sampled_nodes[0]),
-        num_sampled_edges: std::mem::take(&mut s.num_sampled_edges[0]),
-    };
-    (sub, s.time.map(|mut t| std::mem::take(&mut t[0])))
 }
