@@ -73,6 +73,9 @@ class SampledSubgraph:
     batch_size: int
     edge: Any = None
     """Global edge ids (positions in ``indices.bin``), when the sampler was asked for them."""
+    seed_time: Any = None
+    """Sampled at seed times: parallel to ``node``, the seed time each node was sampled at (its
+    subgraph's); None otherwise."""
 
     @property
     def num_nodes(self) -> int:
