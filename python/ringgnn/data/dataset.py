@@ -375,12 +375,18 @@ def open_homogeneous(dataset: Any, what: str, samples: bool = False) -> "Dataset
             f"{ds.path}: {ds.part} is one part of a heterogeneous dataset; {what} takes a whole homogeneous dataset "
             "(sample a heterogeneous one with ringgnn.HeteroNeighborSampler)"
         )
-    if samples and ds.has_times:
-        warn_without_times(ds, f"{what} samples without times, but {ds.path} has times: a seed's neighborhood may "
-                               "hold its future. Sample at times with ringgnn.HeteroLoader or HeteroNeighborSampler "
-                               "(a homogeneous dataset is their one-type case, node type 'node'), or "
-                               "ringgnn.pyg.RingNeighborSampler with input_time")
+    if samples:
+        warn_sampling_without_times(ds, what)
     return ds
+
+
+def warn_sampling_without_times(ds: Any, what: str) -> None:
+    """Where ``ds`` has times, warn (:func:`warn_without_times`) that ``what`` samples without them."""
+    if ds.has_times:
+        warn_without_times(ds, f"{what} samples without times, but {ds.path} has times: a seed's neighborhood may "
+                               "hold its future. Sample at times with input_time (ringgnn.Loader and HeteroLoader "
+                               "default to the seeds' node times; NeighborSampler.sample, HeteroNeighborSampler and "
+                               "ringgnn.pyg.RingNeighborSampler take it), without ignore_time=True")
 
 
 class HeteroDataset(_Typed):

@@ -239,7 +239,7 @@ class LinkLoader(LinkBatches, CoreReports):
             # The window's seed lists are held besides the loader: reserve them in its plan.
             loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
         self._loader = Loader(ds, fanouts, self.most_seeds(), split=ends, shuffle=False, seed=self.pairs.seed,
-                              share=base, **loader_opts)
+                              share=base, ignore_time=True, **loader_opts)
         self.epoch = 0
         self.last_epoch: Dict[str, float] = {}
 
