@@ -22,7 +22,8 @@ def add_parser(sub: Any) -> None:
         description="Train a GNN with neighbor sampling, graph and features read from disk. Each epoch "
         "prints the train loss, validation and test accuracy and where the time went. Evaluation is "
         "out of core too: val and test seeds are sampled with the same fanouts as training. On a dataset with "
-        "times (convert --edge-time/--node-time) the run respects time: every seed is sampled at its time.",
+        "times (convert --edge-time/--node-time) the run respects time: every seed is sampled at its time. "
+        "--task-table trains on tables of (node, time, label) rows instead of the dataset's splits and labels.",
     )
     p.add_argument("dataset", metavar="DATASET",
                    help="a dataset with features, labels and train/val/test splits (--task link: features and an "
@@ -117,6 +118,21 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ignore-time", action="store_true",
                    help="a dataset with times: sample every edge whatever its time, as on a dataset without times "
                         "(warns: a seed's neighborhood may hold its future, a leak)")
+    p.add_argument("--task-table", default=None, metavar="train=T1,val=T2[,test=T3]",
+                   help="node classification on the rows of task tables (Parquet or CSV, RelBench's), one per split "
+                        "(train and val needed), in place of the dataset's splits and labels (which it may lack): "
+                        "each row is one example, a node of the target type (its id in the dataset) at a time with "
+                        "an integer class; the same node may recur at other times with other labels. On a dataset "
+                        "with times each row's node is sampled at the row's time; without times (or with "
+                        "--ignore-time) the time column is not read. Classes: the largest label plus one. Evaluated "
+                        "by sampling")
+    p.add_argument("--task-node-column", default="node", metavar="COL",
+                   help="--task-table: the column of each row's node id (default node)")
+    p.add_argument("--task-time-column", default="time", metavar="COL",
+                   help="--task-table: the column of each row's time, an integer or timestamp in the unit of the "
+                        "dataset's times (default time)")
+    p.add_argument("--task-label-column", default="label", metavar="COL",
+                   help="--task-table: the column of each row's class, an integer >= 0 (default label)")
     p.add_argument("--tensorboard", action="store_true",
                    help="log each epoch to RUN_DIR/tensorboard (needs the tensorboard package)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
