@@ -36,6 +36,11 @@ held-out pairs, as homogeneous link runs.
 **At times** (``ringgnn.training.temporal``; node classification): every loader samples its seeds at
 their times (the training probe, the training split and the evaluated ones), and a homogeneous
 dataset with times runs here as the one-type case (type ``node``, relation ``node:to:node``).
+
+**Task tables** (``ringgnn.training.task_table``; node classification): rows of (node, time, label)
+in place of the target type's splits and labels, homogeneous datasets as the one-type case; each
+split's loader is a ``RowLoader`` of its rows, and a batch's outputs and labels are one per row
+(``row_seed``: the row's seed).
 """
 
 from __future__ import annotations
