@@ -151,7 +151,11 @@ class _Reader:
         t = self.t
         size, crc = _core.file_crc32c(t.path)
         cols = [self.node, self.label] + ([self.time] if self.time is not None else [])
-        out: Dict[str, List[np.ndarray]] = {"node": [], "label": [], "time": []}
+        names = ("node", "label", "time")[:len(cols)]
+        # A Parquet file says how many rows it has: its arrays are made once and filled batch by
+        # batch (a CSV's batches are joined at the end).
+        full = None if t.rows is None else {k: np.empty(t.rows, np.int32 if k == "label" else np.int64) for k in names}
+        parts: Dict[str, List[np.ndarray]] = {k: [] for k in names}
         row0 = 0
         for b in t.batches(cols):
             ids = t.ids(b.column(0), self.node_kind, self.node, "--task-node-column", row0)
@@ -160,16 +164,20 @@ class _Reader:
                 i = int(np.flatnonzero(bad)[0])
                 raise InputError(f"{t.path}: column '{self.node}' (--task-node-column): {t.place(row0 + i)} is node "
                                  f"{ids[i]}, out of range: node type '{target}' has {n:,} nodes (ids 0 to {n - 1})")
-            out["node"].append(ids.astype(np.int64, copy=False))
-            out["label"].append(self._labels(b.column(1), row0))
+            got = dict(node=ids, label=self._labels(b.column(1), row0))
             if self.time is not None:
-                out["time"].append(t.times(b.column(2), self.time, "--task-time-column", row0))
+                got["time"] = t.times(b.column(2), self.time, "--task-time-column", row0)
+            for k, a in got.items():
+                if full is None:
+                    parts[k].append(a.astype(np.int32 if k == "label" else np.int64, copy=False))
+                else:
+                    full[k][row0:row0 + len(a)] = a
             row0 += len(b)
         if not row0:
             raise InputError(f"{t.path}: the table has no rows; a task table needs at least one")
         file = dict(path=os.path.abspath(t.path), rows=row0, bytes=int(size), crc32c=crc)
-        joined = {k: np.concatenate(v) if v else None for k, v in out.items()}
-        return Rows(joined["node"], joined["time"], joined["label"], file)
+        arrays = full if full is not None else {k: np.concatenate(v) for k, v in parts.items()}
+        return Rows(arrays["node"], arrays.get("time"), arrays["label"], file)
 
     def _labels(self, col: Any, row0: int) -> np.ndarray:
         import pyarrow as pa
