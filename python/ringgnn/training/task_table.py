@@ -22,7 +22,7 @@ A table is held as three numpy arrays, 20 bytes a row (node and time int64, labe
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -61,7 +61,8 @@ class TaskTables:
         return self.columns["time"] is not None
 
     @property
-    def eval_splits(self) -> tuple:
+    def eval_splits(self) -> Tuple[str, ...]:
+        """The evaluated splits: ``val``, and ``test`` where given."""
         return tuple(s for s in ("val", "test") if s in self.splits)
 
     def record(self) -> Dict[str, Any]:
@@ -124,7 +125,7 @@ class _Reader:
     def _integers(self, name: str, option: str, what: str) -> str:
         """'int' or 'uint' for integer column ``name``; refused otherwise, naming the first row
         of a float column that is not a whole number."""
-        import pyarrow as pa
+        import pyarrow as pa  # here: a run without task tables needs no pyarrow (an extra)
 
         typ = self.t.value_type(name, option)
         if pa.types.is_integer(typ):
@@ -180,7 +181,7 @@ class _Reader:
         return Rows(arrays["node"], arrays.get("time"), arrays["label"], file)
 
     def _labels(self, col: Any, row0: int) -> np.ndarray:
-        import pyarrow as pa
+        import pyarrow as pa  # here: a run without task tables needs no pyarrow (an extra)
 
         t, name = self.t, self.label
         if col.null_count:
@@ -231,7 +232,7 @@ class RowLoader(HeteroLoader):
         times = dict(ignore_time=True) if rows.time is None else dict(input_time=rows.time)
         super().__init__(ds, fanouts, target, seeds=rows.node, **times, **opts)
         self.rows = rows
-        self._cuts: Optional[tuple] = None  # (epoch, the rows of each of its batches)
+        self._cuts: Optional[Tuple[int, List[np.ndarray]]] = None  # (epoch, the rows of each of its batches)
 
     def _data(self, out: Mapping[str, Any], ids: np.ndarray) -> Any:
         # PyTorch (the batch is HeteroData) is imported by the loader's batches already; not at
