@@ -107,7 +107,7 @@ class Typed:
 
     def _one_type(self) -> Tuple[str, str]:
         """(why a homogeneous dataset's run is on the typed engine, how to leave it)."""
-        return ("task tables", "") if self.table is not None else ("times", "--ignore-time")
+        return ("on task tables", "") if self.table is not None else ("at times", "--ignore-time")
 
     def fanouts(self, ds: Any, fanouts: Any) -> Dict[str, List[int]]:
         if not self.hetero:  # the one-type case takes the homogeneous --fanouts, one list
@@ -117,9 +117,8 @@ class Typed:
     def check_model(self, model: str, ds: Any) -> None:
         if not self.hetero and model not in HETERO_MODELS:
             why, leave = self._one_type()
-            raise InputError(f"--model {model}: a run {'on' if self.table is not None else 'at'} {why} trains on the "
-                             f"typed engine, whose models are {', '.join(HETERO_MODELS)}; use one of them"
-                             + (f", or {leave}" if leave else ""))
+            raise InputError(f"--model {model}: a run {why} trains on the typed engine, whose models are "
+                             f"{', '.join(HETERO_MODELS)}; use one of them" + (f", or {leave}" if leave else ""))
         _options.choice(model, HETERO_MODELS, "--model")
 
     #: The loop's options a typed run refuses, with their defaults and why (what the typed data
@@ -133,8 +132,7 @@ class Typed:
         given = [k for k, (default, _) in self.REFUSED.items() if opts.get(k) != default]
         if given:
             why, leave = self._one_type()
-            which = "heterogeneous datasets" if self.hetero else \
-                f"runs {'on' if self.table is not None else 'at'} {why} (on the typed engine)"
+            which = "heterogeneous datasets" if self.hetero else f"runs {why} (on the typed engine)"
             raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in given)}: not available for {which} "
                              f"({'; '.join(self.REFUSED[k][1] for k in given)}); leave "
                              f"{'it' if len(given) == 1 else 'them'} out"

@@ -137,8 +137,9 @@ def train(
         text = ",".join(map(str, fan)) if isinstance(fan, list) else ""
         raise InputError(f"--fanouts {text + ' ' if text else ''}has {hops} hops but --layers is {layers}; "
                          "give one fanout per layer")
-    if not isinstance(ds, HeteroDataset) and task_table is None:  # a typed dataset's target or relation, and task
-        task_obj.check(ds)                                          # tables, are checked when the task is made
+    # A typed dataset's target or relation, and task tables, are checked when the task is made.
+    if not isinstance(ds, HeteroDataset) and task_table is None:
+        task_obj.check(ds)
     if device == "cuda":
         import torch
 
