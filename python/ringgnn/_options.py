@@ -8,8 +8,8 @@ by the core, when they reach it.
 Sizes ("512M", powers of 1024), counts, real numbers (finite, in a range: learning rate, dropout,
 ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
 policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
-("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms)
-and the self-loop policy.
+("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms),
+task tables ("train=T1.parquet,val=T2.parquet") and the self-loop policy.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import operator
 import os
 import re
 import sys
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -371,6 +371,30 @@ def parse_link_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike
         return parse_split(spec)
     except InputError as e:
         raise InputError(f"--link-split: {e}") from None
+
+
+#: The splits a task table may give (``--task-table``): ``train`` and ``val`` are needed.
+TASK_TABLE_SPLITS = ("train", "val", "test")
+
+
+def task_tables(spec: Union[str, Mapping[str, Union[str, os.PathLike]]]) -> Dict[str, str]:
+    """``--task-table``: a table of rows per split, "train=T1.parquet,val=T2.parquet,test=T3.csv"
+    or a dict of paths; ``train`` and ``val`` needed, ``test`` optional."""
+    hint = "give SPLIT=FILE pairs, e.g. train=train.parquet,val=val.parquet,test=test.parquet"
+    try:
+        items = parse_split(spec)
+    except InputError:
+        raise InputError(f"--task-table {spec}: {hint}") from None
+    paths = {n: v for n, v in items if isinstance(v, str)}
+    if len(paths) != len(items):
+        raise InputError(f"--task-table {spec}: {hint} (files, not fractions)")
+    unknown = [n for n in paths if n not in TASK_TABLE_SPLITS]
+    missing = [n for n in ("train", "val") if n not in paths]
+    if unknown or missing:
+        raise InputError(f"--task-table {spec}: " + (f"unknown split {', '.join(unknown)}" if unknown else
+                                                     f"no {' or '.join(missing)} table")
+                         + f"; the splits are {', '.join(TASK_TABLE_SPLITS)} (train and val needed)")
+    return {n: paths[n] for n in TASK_TABLE_SPLITS if n in paths}
 
 
 def _as_fraction(value) -> "float | None":
