@@ -347,14 +347,15 @@ impl Groups {
 
 /// One list being searched: `ranges[at]`, every position below `a` with a time `<= limit`
 /// (`limits[at]`), every one from `b` on with a later time, and the times in `[a, b)` within
-/// `[ta, tb]` (the times read just outside it, or the relation's range). 40 bytes: a hop of a
-/// hyperbatch probes hundreds of thousands of lists.
+/// `[ta, tb]` (the times read just outside it, or the relation's range); `s` is where this
+/// round reads. 48 bytes: a hop of a hyperbatch probes hundreds of thousands of lists.
 struct Probe {
     at: u32,
     /// Whether this round reads the middle page (the last guess did not halve `[a, b)`).
     bisect: bool,
     a: u64,
     b: u64,
+    s: u64,
     ta: i64,
     tb: i64,
 }
@@ -365,35 +366,35 @@ impl Probe {
         (self.b - 1) / PER_PAGE - self.a / PER_PAGE < 1
     }
 
-    /// Where this round's read starts: `a` for a short list, else the first entry of `[a, b)`
-    /// on the page of the guess. The guess is where the cut would be if the times in `[a, b)`
-    /// were spread evenly over `[ta, tb]` (times are roughly uniform within a list on many
-    /// graphs), or the middle where that guess did not halve `[a, b)` last round: interpolation
-    /// search, at worst half as fast as bisection, never wrong (every read narrows `[a, b)`).
-    fn start(&self, limit: i64) -> u64 {
+    /// Set where this round's read starts, `s`: `a` for a short list, else the first entry of
+    /// `[a, b)` on the page of the guess. The guess is where the cut would be if the times in
+    /// `[a, b)` were spread evenly over `[ta, tb]` (times are roughly uniform within a list on
+    /// many graphs), or the middle where that guess did not halve `[a, b)` last round:
+    /// interpolation search, at worst half as fast as bisection, never wrong (every read
+    /// narrows `[a, b)`).
+    fn aim(&mut self, limit: i64) {
         if self.short() {
-            return self.a;
+            self.s = self.a;
+            return;
         }
         let n = self.b - self.a;
-        let span = self.tb as i128 - self.ta as i128 + 1;
+        let span = self.tb as f64 - self.ta as f64 + 1.0;
         // A side not known yet (no range given) leaves nothing to interpolate between.
         let unknown = self.ta == i64::MIN || self.tb == i64::MAX;
-        let guess = if self.bisect || unknown || span <= 0 {
+        let guess = if self.bisect || unknown || span <= 0.0 {
             n / 2
         } else {
-            let below = (limit as i128 - self.ta as i128 + 1).clamp(0, span);
-            ((below * n as i128 / span) as u64).min(n - 1)
+            let below = (limit as f64 - self.ta as f64 + 1.0).clamp(0.0, span);
+            ((below / span * n as f64) as u64).min(n - 1)
         };
-        self.a.max((self.a + guess) / PER_PAGE * PER_PAGE)
+        self.s = self.a.max((self.a + guess) / PER_PAGE * PER_PAGE);
     }
 
-    /// This round's read `[s, e)` (see [`Self::start`]): from `s` to `b`, or to the end of the
-    /// page of `s`.
-    fn span(&self, limit: i64) -> (u64, u64) {
-        let s = self.start(limit);
+    /// Where this round's read ends: `b` for a short list, else the end of the page of `s`.
+    fn end(&self) -> u64 {
         match self.short() {
-            true => (s, self.b),
-            false => (s, self.b.min((s / PER_PAGE + 1) * PER_PAGE)),
+            true => self.b,
+            false => self.b.min((self.s / PER_PAGE + 1) * PER_PAGE),
         }
     }
 }
@@ -450,6 +451,7 @@ impl Cutter {
                     bisect,
                     a,
                     b,
+                    s: a,
                     ta,
                     tb,
                 });
@@ -458,33 +460,27 @@ impl Cutter {
         while !self.live.is_empty() {
             // What each list reads this round: all of it when it is on one page, else the page
             // of its guess.
-            let limit = |pr: &Probe| limits[pr.at as usize];
-            self.live.sort_unstable_by_key(|pr| pr.start(limit(pr)));
+            for pr in &mut self.live {
+                pr.aim(limits[pr.at as usize]);
+            }
+            self.live.sort_unstable_by_key(|pr| pr.s);
             // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
             // frontier (a hop of a hyperbatch probes hundreds of thousands of lists).
             let Cutter { live, runs, vals } = &mut *self;
             let mut rest = &mut live[..];
             while !rest.is_empty() {
-                let lens = rest.iter().map(|pr| {
-                    let (s, e) = pr.span(limit(pr));
-                    e - s
-                });
-                let n = chunk_len(lens, CHUNK);
+                let n = chunk_len(rest.iter().map(|pr| pr.end() - pr.s), CHUNK);
                 let (chunk, tail) = rest.split_at_mut(n);
                 rest = tail;
                 runs.clear();
-                runs.extend(chunk.iter().map(|pr| {
-                    let (s, e) = pr.span(limit(pr));
-                    (s, e - s)
-                }));
+                runs.extend(chunk.iter().map(|pr| (pr.s, pr.end() - pr.s)));
                 let total: u64 = runs.iter().map(|r| r.1).sum();
                 vals.clear();
                 vals.resize(total as usize, 0);
                 disk.fetch_runs(runs, vals)?;
                 let mut at = 0;
                 for pr in chunk {
-                    let l = limit(pr);
-                    let ((s, e), n) = (pr.span(l), pr.b - pr.a);
+                    let (l, s, e, n) = (limits[pr.at as usize], pr.s, pr.end(), pr.b - pr.a);
                     let got = &vals[at..at + (e - s) as usize];
                     at += got.len();
                     let k = got.partition_point(|&x| x as i64 <= l);
