@@ -194,7 +194,13 @@ def test_typed_relation_split_by_time(tmp_path):
     assert h.manifest["relations"]["user:buys:item"]["num_edges"] == 2
     assert h.manifest["relations"]["item:rev_buys:user"]["num_edges"] == 2
     assert "relation.user:buys:item.edge_split_times.val" in h.manifest["files"]
+    assert h.manifest["source"] == {"link_split": {"user:buys:item": {"times": {"val": 4, "test": 8}, "negatives": 1}}}
     assert build.verify(tmp_path / "h")["files_checked"] > 0
+    # The reverse's lists: user 0 from item 2 at 1, user 1 from item 0 at 2; a later time there is
+    # a held-out event left in the graph.
+    rewrite(tmp_path / "h", "relation.item:rev_buys:user.edge_times", [1, 6])
+    with pytest.raises(ringgnn.CorruptDatasetError, match=r"entry 1, the edge \(0, 1\) at time 6, is after the time 4"):
+        build.verify(tmp_path / "h")
 
 
 def test_a_split_without_times_has_none(tmp_path):

@@ -126,8 +126,13 @@ pub(crate) fn verify_with(
                         .map(Part::Relation),
                     _ => None,
                 };
+                // A split relation's reverse holds none of its held-out events either.
                 let split_times = match &part {
-                    Part::Relation(r) => split_times(&h.source["link_split"][r]),
+                    Part::Relation(r) => split_times(&h.source["link_split"][r]).or_else(|| {
+                        let (d, rel, s) = split_relation(r).ok()?;
+                        let forward = format!("{s}:{}:{d}", rel.strip_prefix("rev_")?);
+                        split_times(&h.source["link_split"][&forward])
+                    }),
                     Part::Node(_) => None,
                 };
                 let parts = Parts {

@@ -29,7 +29,7 @@ pub(crate) const TIME_SORT_BYTES: u64 = if cfg!(test) { 64 << 10 } else { 8 << 2
 /// timed build has ids below 2^32).
 const EVENTS: SortName = SortName {
     label: "ringgnn-split-sort",
-    what: "the held-out edges",
+    what: "the edge split's events",
     unit: "edges",
 };
 
