@@ -27,9 +27,9 @@ const NEG_STREAM: u64 = 0x6c_6e_65_67;
 /// named in `opts.given_negatives` stores those as given instead; a split with shared negatives
 /// (`opts.shared_negatives`, OGB's `edge_neg`) gets none per pair: its evaluation ranks every
 /// positive against the shared ones, so per-pair negatives would be written and never read.
-/// In a split by time (`held.times`), `node_times` (the destinations' node times file, if
-/// they have times, and the build's `--memory`) limits pair `i`'s negatives to the nodes whose time is not after its own
-/// (see [`AtTime`]), drawn from the same stream.
+/// In a split by time (`held.times`), `node_times` (the destinations' node times file, if they
+/// have times, and the build's `--memory`) limits pair `i`'s negatives to the nodes whose time
+/// is not after its own (see [`AtTime`]), drawn from the same stream.
 pub fn attach_negatives(
     staging: &mut Staging,
     held: &HeldOut,
@@ -161,12 +161,13 @@ impl AtTime {
                 (crate::builder::OVERHEAD + bytes).div_ceil(1 << 20)
             );
         }
-        let raw = std::fs::read(path).at(path)?;
-        let times: Vec<i64> = raw
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        debug_assert_eq!(times.len() as u64, num_nodes);
+        let mut reader = BufReader::with_capacity(1 << 20, File::open(path).at(path)?);
+        let mut times = Vec::with_capacity(num_nodes as usize);
+        let mut b = [0u8; 8];
+        for _ in 0..num_nodes {
+            reader.read_exact(&mut b).at(path)?;
+            times.push(i64::from_le_bytes(b));
+        }
         let mut order: Vec<u32> = (0..num_nodes as u32).collect();
         order.sort_unstable_by_key(|&v| (times[v as usize], v));
         Ok(AtTime { times, order })
