@@ -85,6 +85,7 @@ pub fn attach_negatives(
             }
             None => None,
         };
+        let mut end = 0;
         let mut pair = [0u8; 16];
         for i in 0..*pairs {
             reader.read_exact(&mut pair).at(&path)?;
@@ -96,7 +97,7 @@ pub fn attach_negatives(
                     let mut b = [0u8; 8];
                     t.read_exact(&mut b).at(p)?;
                     let time = i64::from_le_bytes(b);
-                    at.draw(&mut r, dst, time, k, &mut set, &mut row)
+                    at.draw(&mut end, &mut r, dst, time, k, &mut set, &mut row)
                         .map_err(|few| few.error(name, i, (src, dst), time, k))?;
                 }
                 _ => distinct_except(&mut r, num_nodes, dst, k, &mut set, &mut row),
@@ -129,11 +130,13 @@ fn draws_any(held: &HeldOut, opts: &LinkSplitOptions) -> bool {
 }
 
 /// The nodes in order of (time, id), to draw a pair's negatives among the nodes not newer than
-/// it: those are a prefix of the order, found by binary search. Holds 12 bytes per node (their
-/// times and the order) out of `--memory` (the graph's sort buffers are gone by then).
+/// it: those are a prefix of the order, whose end moves forward as a split's pairs (ordered by
+/// time) are read. Holds 16 bytes per node (their times, the order and each node's place in it)
+/// out of `--memory` (the graph's sort buffers are gone by then).
 struct AtTime {
     times: Vec<i64>,
     order: Vec<u32>,
+    rank: Vec<u32>,
 }
 
 /// Fewer nodes are eligible than a pair needs negatives: how many are.
@@ -150,11 +153,11 @@ impl TooFew {
 
 impl AtTime {
     fn load(path: &Path, num_nodes: u64, memory: u64) -> Result<Self> {
-        let bytes = num_nodes.saturating_mul(12);
+        let bytes = num_nodes.saturating_mul(16);
         let room = memory.saturating_sub(crate::builder::OVERHEAD);
         if bytes > room {
             return input_err!(
-                "drawing negatives at the pairs' times holds the {num_nodes} nodes in order of their times, 12 bytes each ({} MiB), more than --memory {} MiB leaves beyond the builder's own {} MiB; raise --memory to at least {}M",
+                "drawing negatives at the pairs' times holds the {num_nodes} nodes in order of their times, 16 bytes each ({} MiB), more than --memory {} MiB leaves beyond the builder's own {} MiB; raise --memory to at least {}M",
                 bytes >> 20,
                 memory >> 20,
                 crate::builder::OVERHEAD >> 20,
@@ -170,12 +173,20 @@ impl AtTime {
         }
         let mut order: Vec<u32> = (0..num_nodes as u32).collect();
         order.sort_unstable_by_key(|&v| (times[v as usize], v));
-        Ok(AtTime { times, order })
+        let mut rank = vec![0u32; num_nodes as usize];
+        for (i, &v) in order.iter().enumerate() {
+            rank[v as usize] = i as u32;
+        }
+        Ok(AtTime { times, order, rank })
     }
 
-    /// `k` distinct nodes of time `<= time` other than `dst`, uniformly, in `row`.
+    /// `k` distinct nodes of time `<= time` other than `dst`, uniformly, in `row`. `end` is the
+    /// number of nodes not newer than the previous pair of the split (0 before its first): it
+    /// only moves forward while times do not decrease.
+    #[allow(clippy::too_many_arguments)]
     fn draw(
         &self,
+        end: &mut usize,
         r: &mut rng::Rng,
         dst: u64,
         time: i64,
@@ -184,11 +195,16 @@ impl AtTime {
         row: &mut Vec<u64>,
     ) -> std::result::Result<(), TooFew> {
         let t = |v: u32| self.times[v as usize];
-        let m = self.order.partition_point(|&v| t(v) <= time) as u64;
+        if *end > 0 && t(self.order[*end - 1]) > time {
+            *end = self.order.partition_point(|&v| t(v) <= time);
+        }
+        while *end < self.order.len() && t(self.order[*end]) <= time {
+            *end += 1;
+        }
+        let m = *end as u64;
         // Positions in the order: dst's, or `m` (just past the eligible) when it is newer.
-        let d = dst as u32;
-        let pos = if t(d) <= time {
-            self.order.partition_point(|&v| (t(v), v) < (t(d), d)) as u64
+        let pos = if t(dst as u32) <= time {
+            self.rank[dst as usize] as u64
         } else {
             m
         };
@@ -323,15 +339,22 @@ mod tests {
         let at = AtTime {
             times: vec![5, 1, 9, 1, 3],
             order: vec![1, 3, 4, 0, 2],
+            rank: vec![3, 0, 4, 1, 2],
         };
         let (mut set, mut row) = (HashSet::new(), Vec::new());
         let mut r = rng::stream(1, 2, 3);
+        let mut end = 0;
         // At 3 nodes 1, 3, 4 are eligible; besides the destination 3, exactly 1 and 4.
-        at.draw(&mut r, 3, 3, 2, &mut set, &mut row).ok().unwrap();
+        at.draw(&mut end, &mut r, 3, 3, 2, &mut set, &mut row)
+            .ok()
+            .unwrap();
         row.sort();
         assert_eq!(row, [1, 4]);
-        // A destination newer than the pair is no exception: at 1, both of 1 and 3.
-        at.draw(&mut r, 2, 1, 2, &mut set, &mut row).ok().unwrap();
+        // Back in time (the end moves back), and a destination newer than the pair is no
+        // exception: at 1, both of 1 and 3.
+        at.draw(&mut end, &mut r, 2, 1, 2, &mut set, &mut row)
+            .ok()
+            .unwrap();
         row.sort();
         assert_eq!(row, [1, 3]);
         // Too few: at 1 with destination 1 only node 3 is left.
@@ -353,7 +376,9 @@ mod tests {
         // Uniform among the eligible: at 5, destination 0, each of 1, 3, 4 in 1/3 of the rows.
         let mut counts = [0u32; 5];
         for _ in 0..9000 {
-            at.draw(&mut r, 0, 5, 1, &mut set, &mut row).ok().unwrap();
+            at.draw(&mut end, &mut r, 0, 5, 1, &mut set, &mut row)
+                .ok()
+                .unwrap();
             counts[row[0] as usize] += 1;
         }
         assert_eq!((counts[0], counts[2]), (0, 0));
