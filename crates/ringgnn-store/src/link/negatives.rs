@@ -359,7 +359,7 @@ mod tests {
         assert_eq!(row, [1, 3]);
         // Too few: at 1 with destination 1 only node 3 is left.
         assert_eq!(
-            at.draw(&mut r, 1, 1, 2, &mut set, &mut row)
+            at.draw(&mut end, &mut r, 1, 1, 2, &mut set, &mut row)
                 .err()
                 .unwrap()
                 .0,
@@ -367,7 +367,7 @@ mod tests {
         );
         // Before every node: none.
         assert_eq!(
-            at.draw(&mut r, 0, 0, 1, &mut set, &mut row)
+            at.draw(&mut end, &mut r, 0, 0, 1, &mut set, &mut row)
                 .err()
                 .unwrap()
                 .0,
