@@ -150,7 +150,8 @@ class LinkBatches(Epochs):
 
     def most_seeds(self) -> int:
         """The most seed nodes of one batch (what a memory plan is made for)."""
-        return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1])
+        return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1],
+                                     timed=self.time is not None)
 
     def _items(self) -> int:
         return self.edges.shape[1]

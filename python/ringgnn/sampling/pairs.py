@@ -359,28 +359,29 @@ class LinkPairs:
         distinct (node, time) ends (of each type), in (time, node) order."""
         time = pair_time[:num_pos] if triplet else pair_time
         if self._ends[0] == self._ends[1]:
-            seeds, seed_time, inverse = _distinct_at(np.concatenate([src, dst]), np.concatenate([src_t, dst_t]))
+            seeds, seed_time, inverse = distinct_at(np.concatenate([src, dst]), np.concatenate([src_t, dst_t]))
             return Pairs(seeds, inverse, num_pos, triplet, label, seed_time=seed_time, time=time)
-        (us, ts, si), (ud, td, di) = _distinct_at(src, src_t), _distinct_at(dst, dst_t)
+        (us, ts, si), (ud, td, di) = distinct_at(src, src_t), distinct_at(dst, dst_t)
         return Pairs(np.concatenate([us, ud]), np.concatenate([si, di]), num_pos, triplet, label, split=len(us),
                      seed_time=np.concatenate([ts, td]), time=time)
 
-    def most_seeds(self, pairs: int, fixed_k: int = 0) -> int:
+    def most_seeds(self, pairs: int, fixed_k: int = 0, timed: bool = False) -> int:
         """The most seed nodes a batch of ``pairs`` positives can have (what a memory plan is
-        made for)."""
+        made for); ``timed``: at times, where a node may be a seed once per time."""
         ns = self.neg_sampling
+        cap = math.inf if timed else self.dataset.num_nodes
         if fixed_k:
             per = 2 + fixed_k
         elif ns is None:
             per = 2
         elif ns.mode == "binary":
-            return min(self.dataset.num_nodes, 2 * (pairs + math.ceil(pairs * ns.amount)))
+            return int(min(cap, 2 * (pairs + math.ceil(pairs * ns.amount))))
         else:
             per = 2 + int(ns.amount)
-        return max(1, min(self.dataset.num_nodes, per * pairs))
+        return int(max(1, min(cap, per * pairs)))
 
 
-def _distinct_at(ids: np.ndarray, times: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def distinct_at(ids: np.ndarray, times: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the distinct (id, time) pairs' ids and times, in (time, id) order; where each input is
     among them)."""
     order = np.lexsort((ids, times))
