@@ -8,8 +8,8 @@ by the core, when they reach it.
 Sizes ("512M", powers of 1024), counts, real numbers (finite, in a range: learning rate, dropout,
 ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
 policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
-("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms)
-and the self-loop policy.
+("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms,
+or by time: "val=T1,test=T2") and the self-loop policy.
 """
 
 from __future__ import annotations
@@ -371,6 +371,40 @@ def parse_link_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike
         return parse_split(spec)
     except InputError as e:
         raise InputError(f"--link-split: {e}") from None
+
+
+def parse_link_split_time(spec: Union[str, Mapping[str, int]]) -> List[Tuple[str, int]]:
+    """``--link-split-time``: held-out splits by edge time, "val=T1,test=T2" (or a dict): the edge
+    events after T1 go to val, those after T2 to test. Times are integers in the unit of the
+    dataset's edge times (int64); names, their order and T1 <= T2 are checked by the core."""
+    what = "--link-split-time"
+    example = "use e.g. val=100,test=200 (integer times in the unit of --edge-time)"
+    if isinstance(spec, str):
+        items = []
+        for part in spec.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip() or not value.strip():
+                raise InputError(f"{what} '{spec}': '{part}' is not NAME=TIME; {example}")
+            items.append((name.strip(), value.strip()))
+    elif isinstance(spec, Mapping):
+        items = [(str(k), v) for k, v in spec.items()]
+    else:
+        raise InputError(f"{what} must be a string or a dict of split name -> time, not {type(spec).__name__}")
+    out = []
+    for name, value in items:
+        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value):
+            value = int(value)
+        if isinstance(value, (bool, float)) or not isinstance(value, (int, np.integer)):
+            raise InputError(f"{what} {name}={value}: a split time must be an integer; {example}")
+        if not -(1 << 63) <= int(value) < (1 << 63):
+            raise InputError(f"{what} {name}={value}: a split time must fit int64")
+        out.append((name, int(value)))
+    if not out:
+        raise InputError(f"{what} '{spec}' names no split; {example}")
+    return out
 
 
 def _as_fraction(value) -> "float | None":

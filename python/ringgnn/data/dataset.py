@@ -233,6 +233,18 @@ class Dataset(_Typed):
         m = self._mapped(f"edge_shared_negatives.{name}", name, 2, info["shared_negatives"]).T
         return m if mmap else np.array(m, dtype=np.int64)
 
+    def edge_split_times(self, name: str) -> Optional[np.ndarray]:
+        """The event times of edge split ``name`` of a split by time (``convert
+        --link-split-time``): a read-only int64 map of length n, time i for pair i of
+        :meth:`edge_split` (pairs ordered by (time, src, dst)); None when the split has no times.
+        A typed dataset's: ``HeteroDataset.relation(r).edge_split_times(name)``."""
+        info = self.manifest.get("edge_splits", {}).get(name)
+        if info is None:
+            self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
+        if not info.get("times", False):
+            return None
+        return self._mapped(f"edge_split_times.{name}", name, 1).reshape(-1)
+
     def edge_split_file(self, name: str) -> "tuple[str, int]":
         """(path, pairs) of edge split ``name``'s file: ``pairs`` rows of two little-endian
         int64 (``docs/FORMAT.md``), for readers of their own."""
