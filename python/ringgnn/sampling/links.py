@@ -44,9 +44,10 @@ TIMED_OPTIONS = ("replace", "backend", "direct", "memory", "threads", "prefetch"
 
 def pair_times(ds: Any, split: Optional[str], n: int, time: Any, ignore_time: bool) -> Optional[np.ndarray]:
     """The time of each of ``n`` link pairs of ``ds`` (a dataset, or a typed one's relation), at
-    which they are sampled: ``time`` (PyG's ``edge_label_time``), one per pair; None without times.
-    The one owner of that decision for link batches: refused, ``time`` on a dataset without times,
-    and pairs without times on a dataset with times (unless ``ignore_time``, which warns)."""
+    which they are sampled: ``time`` (PyG's ``edge_label_time``), one per pair, by default the
+    times of ``split`` (a stored edge split by time, ``convert --link-split-time``); None without
+    times. The one owner of that decision for link batches: refused, ``time`` on a dataset without
+    times, and pairs without times on a dataset with times (unless ``ignore_time``, which warns)."""
     if ignore_time:
         if time is not None:
             raise InputError("edge_label_time samples each pair at its time and ignore_time=True samples without "
@@ -60,6 +61,9 @@ def pair_times(ds: Any, split: Optional[str], n: int, time: Any, ignore_time: bo
             raise InputError(f"{ds.path}: edge_label_time was given but the dataset has no edge or node times; build "
                              "it with --edge-time, or leave edge_label_time out")
         return _options.seed_times(time, n, "edge_label_time")
+    stored = None if split is None else ds.edge_split_times(split)
+    if stored is not None:
+        return stored
     if ds.has_times:
         raise InputError(f"{ds.path} has times, so link pairs are sampled at their times: give edge_label_time (one "
                          "time per pair, its event's), or ignore_time=True to sample every edge whatever its time "
