@@ -12,6 +12,12 @@ pairs from :class:`LinkBatches`. Evaluation batches take *fixed* negatives inste
 :class:`HeteroLinkBatches` is the same batcher over one relation ``S:R:D`` of a typed dataset
 (PyG's ``LinkNeighborLoader`` on ``HeteroData``): each end's ids and negatives are of its own node
 type, and each type's distinct endpoints seed one typed sample.
+
+At times (pairs with times, PyG's ``edge_label_time``; a stored split by time gives its own) the
+batches are :class:`HeteroLinkBatches`' on the typed engine, a homogeneous dataset's as its
+one-type case (what :class:`LinkLoader` runs at times): each pair and its negatives are sampled at
+the pair's time minus one (``ringgnn.sampling.pairs``); :func:`pair_times` owns whether pairs are
+sampled at times.
 """
 
 from __future__ import annotations
@@ -302,12 +308,14 @@ class LinkLoader(LinkBatches, CoreReports):
         """The typed engine's link batches of this loader's pairs at their times."""
         refused = sorted(set(opts) - set(TIMED_OPTIONS)) + (["share"] if share is not None else [])
         if refused:
+            them = "it" if len(refused) == 1 else "them"
             raise InputError(f"{', '.join(refused)}: not taken by a LinkLoader at times, which samples on the typed "
-                             f"engine (it takes {', '.join(TIMED_OPTIONS)}); leave {'it' if len(refused) == 1 else 'them'} "
-                             "out, or give ignore_time=True")
+                             f"engine (it takes {', '.join(TIMED_OPTIONS)}); leave {them} out, or give "
+                             "ignore_time=True")
+        sampled = ("replace", "backend", "direct", "memory")
         sampler = HeteroNeighborSampler(self.dataset, {HOMOGENEOUS_RELATION: _options.fanouts(fanouts)},
                                         seed=self.pairs.seed, temporal_strategy=strategy,
-                                        **{k: v for k, v in opts.items() if k in ("replace", "backend", "direct", "memory")})
+                                        **{k: v for k, v in opts.items() if k in sampled})
         return HeteroLinkBatches(self.dataset, HOMOGENEOUS_RELATION, sampler, batch_size=self.batch_size,
                                  seed=self.pairs.seed, neg_sampling=self.pairs.neg_sampling, negatives=self.negatives,
                                  edge_label=self.edge_label, shuffle=self.shuffle, drop_last=self.drop_last,

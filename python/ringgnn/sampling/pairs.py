@@ -306,7 +306,8 @@ class LinkPairs:
         label = None
         at = None if time is None else _options.seed_times(time, num_pos, "edge_label_time")
         if at is not None and at.size and at.min() == np.iinfo(np.int64).min:
-            raise InputError("edge_label_time: a pair at the smallest int64 time has no time before it to be sampled at")
+            raise InputError("edge_label_time: a pair at the smallest int64 time has no time before it to be "
+                             "sampled at")
         # Each endpoint's pair time (and each negative's, its positive's), as ends are added.
         src_at = dst_at = at
         triplet = fixed is not None or (ns is not None and ns.mode == "triplet")

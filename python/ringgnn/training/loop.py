@@ -110,7 +110,8 @@ def train(
 
     On a dataset with times the run is temporal (``ringgnn.training.temporal``): every seed is
     sampled at its node time, or at ``seed_time`` (a ``.npy`` of one integer per node of the
-    target type), and evaluated by sampling at those times; ``ignore_time`` opts out."""
+    target type), and evaluated by sampling at those times (link prediction: every pair at its
+    time, from splits by time); ``ignore_time`` opts out."""
     ds = Dataset.opened(dataset)
     task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
                          neg_weight=neg_weight, target=target, relation=relation, embed_dim=embed_dim,
@@ -192,8 +193,8 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
               target: Optional[str], relation: Optional[str], embed_dim: Optional[int], embed_tables: str,
               seed_time: Any = None, ignore_time: bool = False) -> Task:
     """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
-    kind refused, naming them). A node task at times (``ringgnn.training.temporal``) runs on the
-    typed kind, a homogeneous dataset being its one-type case."""
+    kind refused, naming them). A task at times (``ringgnn.training.temporal``) runs on the typed
+    kind, a homogeneous dataset being its one-type case."""
     hetero = isinstance(ds, HeteroDataset)
     if hetero or ds.has_times:
         # The typed kind imports PyTorch (the heterogeneous models): not at import, which the

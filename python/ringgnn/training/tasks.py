@@ -225,9 +225,10 @@ class LinkPrediction(Task):
     negative scores), MRR and Hits@K with OGB's tie rule (``ringgnn.inference.metrics``).
 
     After each epoch the held-out pairs are scored from one sampled embedding per node they
-    name; under ``torchrun`` every rank embeds all of those nodes and scores its share of the
-    pairs, so the summed scores are the single process's. The layer-wise scores at the end are
-    exact (full neighborhoods) over the whole split."""
+    name (at times: per distinct (node, time), each pair embedded at its time minus one, see
+    :class:`HeldOut`); under ``torchrun`` every rank embeds all of those nodes and scores its
+    share of the pairs, so the summed scores are the single process's. The layer-wise scores at
+    the end are exact (full neighborhoods) over the whole split."""
 
     name = "link"
     metric = "auc"

@@ -76,7 +76,8 @@ def pairs_at_times(ds: Any, part: Any, splits: Sequence[str], seed_time: Any = N
         return False
     missing = [s for s in splits if part.edge_split_times(s) is None]
     if missing:
-        raise InputError(f"{ds.path} has times, but its {'/'.join(missing)} edge split{'s have' if len(missing) > 1 else ' has'} "
+        have = "splits have" if len(missing) > 1 else "split has"
+        raise InputError(f"{ds.path} has times, but its {'/'.join(missing)} edge {have} "
                          "no pair times to sample at: build the splits by time (convert --link-split-time "
                          "val=T1,test=T2), or give --ignore-time to train on every edge whatever its time")
     return True
