@@ -166,6 +166,9 @@ def test_nothing_sampled_is_at_or_after_its_pair(timed, backend):
         # Every end of every pair (and negative) is sampled strictly before its pair's time.
         s, d = rel.edge_label_index.numpy()
         assert (st[s] == pair_t - 1).all() and (st[d] == pair_t - 1).all()
+        # Negatives (label 0) are nodes not newer than their pair (where any node is that old).
+        neg = (rel.edge_label.numpy() == 0) & (pair_t >= ntime.min())
+        assert neg.any() and (ntime[node[s[neg]]] <= pair_t[neg]).all() and (ntime[node[d[neg]]] <= pair_t[neg]).all()
         # No edge at or after the time of the pair its subgraph is for, no node newer than it.
         assert (etime[e] <= st[col]).all() and (st[row] == st[col]).all()
         assert set(st.tolist()) <= set((times - 1).tolist())
@@ -184,8 +187,13 @@ def test_batches_do_not_depend_on_hyperbatch_or_threads(timed):
     def epoch(**kw):
         loader = LinkLoader(ds, [4, 2], 50, edges=pairs, edge_label_time=times, backend="pread", seed=4,
                             neg_sampling=NegativeSampling("binary", 1), **kw)
-        return [(d.n_id.tolist(), d.seed_time.tolist(), d.edge_index.tolist(), d.edge_label_index.tolist())
-                for d in loader]
+        out = []
+        for d in loader:  # shuffled: each positive keeps its own time, its negative takes it too
+            n = len(d.input_id)
+            assert (d.edge_label_time[:n].numpy() == times[d.input_id.numpy()]).all()
+            assert (d.edge_label_time[n:] == d.edge_label_time[:n]).all()
+            out.append((d.n_id.tolist(), d.seed_time.tolist(), d.edge_index.tolist(), d.edge_label_index.tolist()))
+        return out
 
     a = epoch(hyperbatch=1, threads=1)
     assert len(a) == 4 and a == epoch(hyperbatch=3, threads=2)
