@@ -126,8 +126,13 @@ pub(crate) fn verify_with(
                         .map(Part::Relation),
                     _ => None,
                 };
+                // A split relation's reverse holds none of its held-out events either.
                 let split_times = match &part {
-                    Part::Relation(r) => split_times(&h.source["link_split"][r]),
+                    Part::Relation(r) => split_times(&h.source["link_split"][r]).or_else(|| {
+                        let (d, rel, s) = split_relation(r).ok()?;
+                        let forward = format!("{s}:{}:{d}", rel.strip_prefix("rev_")?);
+                        split_times(&h.source["link_split"][&forward])
+                    }),
                     Part::Node(_) => None,
                 };
                 let parts = Parts {
@@ -175,13 +180,18 @@ fn split_times(link_split: &serde_json::Value) -> Option<Vec<(String, i64)>> {
     Some(v)
 }
 
-/// The range `(after, until]` of split `name`'s times in a split by `times`.
+/// The range `(after, until]` of split `name`'s times in a split by `times`: after its own
+/// time, up to the next larger one (the record does not keep the order of splits with equal
+/// times, of which all but the last are empty).
 fn split_range(times: &[(String, i64)], name: &str) -> (Option<i64>, Option<i64>) {
     if name == TRAIN {
         return (None, times.first().map(|&(_, t)| t));
     }
-    match times.iter().position(|(n, _)| n == name) {
-        Some(i) => (Some(times[i].1), times.get(i + 1).map(|&(_, t)| t)),
+    match times.iter().find(|(n, _)| n == name) {
+        Some(&(_, after)) => (
+            Some(after),
+            times.iter().map(|&(_, t)| t).find(|&t| t > after),
+        ),
         None => (None, None),
     }
 }

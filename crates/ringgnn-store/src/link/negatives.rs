@@ -317,6 +317,52 @@ mod tests {
     }
 
     #[test]
+    fn at_time_draws_among_the_nodes_not_newer_than_the_pair() {
+        // Node times 5, 1, 9, 1, 3: in order of (time, id) 1, 3, 4, 0, 2.
+        let at = AtTime {
+            times: vec![5, 1, 9, 1, 3],
+            order: vec![1, 3, 4, 0, 2],
+        };
+        let (mut set, mut row) = (HashSet::new(), Vec::new());
+        let mut r = rng::stream(1, 2, 3);
+        // At 3 nodes 1, 3, 4 are eligible; besides the destination 3, exactly 1 and 4.
+        at.draw(&mut r, 3, 3, 2, &mut set, &mut row).ok().unwrap();
+        row.sort();
+        assert_eq!(row, [1, 4]);
+        // A destination newer than the pair is no exception: at 1, both of 1 and 3.
+        at.draw(&mut r, 2, 1, 2, &mut set, &mut row).ok().unwrap();
+        row.sort();
+        assert_eq!(row, [1, 3]);
+        // Too few: at 1 with destination 1 only node 3 is left.
+        assert_eq!(
+            at.draw(&mut r, 1, 1, 2, &mut set, &mut row)
+                .err()
+                .unwrap()
+                .0,
+            1
+        );
+        // Before every node: none.
+        assert_eq!(
+            at.draw(&mut r, 0, 0, 1, &mut set, &mut row)
+                .err()
+                .unwrap()
+                .0,
+            0
+        );
+        // Uniform among the eligible: at 5, destination 0, each of 1, 3, 4 in 1/3 of the rows.
+        let mut counts = [0u32; 5];
+        for _ in 0..9000 {
+            at.draw(&mut r, 0, 5, 1, &mut set, &mut row).ok().unwrap();
+            counts[row[0] as usize] += 1;
+        }
+        assert_eq!((counts[0], counts[2]), (0, 0));
+        // Each count is binomial(9000, 1/3): sd 45; allow 5 sd.
+        for x in [1, 3, 4] {
+            assert!((counts[x] as f64 - 3000.0).abs() < 225.0, "{counts:?}");
+        }
+    }
+
+    #[test]
     fn floyd_is_uniform() {
         // 3 of the 5 nodes other than 2, in [0, 6): each of 0,1,3,4,5 appears in 3/5 of rows.
         let mut set = HashSet::new();
