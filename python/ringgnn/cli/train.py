@@ -27,12 +27,14 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("dataset", metavar="DATASET",
                    help="a dataset with features, labels and train/val/test splits (--task link: features and an "
-                        "edge split, convert --link-split; --task-table: features)")
+                        "edge split, convert --link-split, or --link-split-time on a dataset with times; --task-table: "
+                        "features)")
     p.add_argument("--task", choices=TASKS, default="node",
                    help="node: classify nodes (default); link: predict edges, trained on the train edge split "
                         "against sampled negatives, scored by AUC, MRR and Hits@1/3/10/20/50/100 (every K of OGB's "
-                        "evaluators) against the stored negatives of val and test (not at times yet: on a dataset with "
-                        "times it needs --ignore-time)")
+                        "evaluators) against the stored negatives of val and test; on a dataset with times each pair "
+                        "and its negatives are sampled just before the pair's time (splits by time: convert "
+                        "--link-split-time)")
     p.add_argument("--model", default="sage",
                    help="sage (GraphSAGE, default), gcn or gat; on a heterogeneous dataset, and in a run at times or "
                         "on task tables (the typed engine), sage (PyG's to_hetero GraphSAGE, mean across relations) or rgcn (R-GCN)")

@@ -33,9 +33,11 @@ sampled embedding from node batches of its type (a ``HeteroLoader`` of those ids
 Under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
 held-out pairs, as homogeneous link runs.
 
-**At times** (``ringgnn.training.temporal``; node classification): every loader samples its seeds at
-their times (the training probe, the training split and the evaluated ones), and a homogeneous
-dataset with times runs here as the one-type case (type ``node``, relation ``node:to:node``).
+**At times** (``ringgnn.training.temporal``): every loader samples its seeds at their times (node
+classification: the training probe, the training split and the evaluated ones; link prediction:
+each pair of the edge splits and its negatives at the pair's time minus one, the held-out ends
+embedded once per distinct (node, time)), and a homogeneous dataset with times runs here as the
+one-type case (type ``node``, relation ``node:to:node``).
 
 **Task tables** (``ringgnn.training.task_table``; node classification): rows of (node, time, label)
 in place of the target type's splits and labels, homogeneous datasets as the one-type case; each
@@ -80,10 +82,12 @@ class Typed:
     hyper: Any = None
 
     def __init__(self, embed_dim: Optional[int] = None, embed_tables: str = "auto", times: Optional[np.ndarray] = None,
-                 hetero: bool = True, table: Any = None):
+                 hetero: bool = True, pairs_at_times: bool = False, table: Any = None):
         #: The time of every node of the target type, at which its seeds are sampled
         #: (``ringgnn.training.temporal.seed_times``); None: sampled without times.
         self.times = times
+        #: Link runs: whether each pair is sampled at its time (``ringgnn.training.temporal.pairs_at_times``).
+        self.pairs_at_times = pairs_at_times
         #: A node task's rows, in place of the target type's splits and labels
         #: (``ringgnn.training.task_table.TaskTables``); None: the type's.
         self.table = table
@@ -103,7 +107,7 @@ class Typed:
     @property
     def temporal(self) -> bool:
         """True when the run samples at times."""
-        return self.times is not None or (self.table is not None and self.table.timed)
+        return self.times is not None or self.pairs_at_times or (self.table is not None and self.table.timed)
 
     def _one_type(self) -> Tuple[str, str]:
         """(why a homogeneous dataset's run is on the typed engine, how to leave it)."""
@@ -171,8 +175,9 @@ class Typed:
 
     def scope(self, task: Any, ds: Any, train_loader: Any) -> str:
         if task.name == "link":
-            return (f"heterogeneous, link prediction on {task.relation} ({task.decoder} decoder, "
-                    f"{task.neg.amount:g} negatives per positive), {train_loader.edges.shape[1]:,} training pairs")
+            return (f"{f'heterogeneous, link prediction on {task.relation}' if self.hetero else 'link prediction'} "
+                    f"({task.decoder} decoder, {task.neg.amount:g} negatives per positive), "
+                    f"{train_loader.edges.shape[1]:,} training pairs")
         if not self.hetero:
             return f"{ds.num_nodes:,} nodes"
         return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
@@ -271,8 +276,9 @@ class Typed:
                   opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
         rel, batch_size, sides = ds.relation(task.relation), opts["batch_size"], task.sides
         for s in task.eval_splits:
-            task.hold(rel, s)
-        most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * task.neg.amount)))
+            task.hold(rel, s, at_times=self.pairs_at_times)
+        most = 2 * (batch_size + math.ceil(batch_size * task.neg.amount))  # at times a node may recur
+        most = most if self.pairs_at_times else min(ds.num_nodes, most)
         # Each tower has its own table of a featureless type: the plan places both together.
         plan = self._plan(ds, opts, run_args, resumed_cfg, len(sides), target=task.edge_type[2], batch_size=most,
                           seeds=rel.manifest["edge_splits"]["train"]["edges"])
@@ -290,14 +296,15 @@ class Typed:
         for split, h in task.held.items():
             for side, t in sides.items():
                 key = split if side == "src" else f"{split}.{side}"
+                at = dict(ignore_time=True) if h.times is None else dict(input_time=h.times[side])
                 loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
-                                            features=features, ignore_time=True, **common)
+                                            features=features, **at, **common)
                 features = loaders[key].features  # one set of readers and one cache
         self.hyper = loaders[task.train_split] = HeteroLinkBatches(
             ds, task.relation, self.sampler, features, batch_size=batch_size, neg_ratio=task.neg.amount,
             neg_weight=task.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
             staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
-            **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+            ignore_time=not self.pairs_at_times, **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
         return net, loaders
 
     def split_loader(self, ds: Any, fanouts: Any, target: str, split: str, **opts: Any) -> Any:
@@ -381,7 +388,10 @@ class Typed:
     def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
         lines = [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
                  f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
-        if self.temporal:
+        if self.pairs_at_times:
+            lines.append("temporal: each pair and its negatives are sampled at the pair's time minus one (only edges "
+                         "and nodes before it), in training and evaluation")
+        elif self.temporal:
             lines.append("temporal: each seed is sampled at its time (only edges and nodes not newer than it), in "
                          "training and evaluation")
         if self.table is not None:

@@ -124,7 +124,8 @@ class Homogeneous:
         if task.name == "node":
             return Loader(ds, fanouts, batch_size, split=split, ignore_time=True, **opts)
         if split == task.train_split:
-            return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=task.neg, **opts)
+            # Without times: a dataset with times is here only under --ignore-time.
+            return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=task.neg, ignore_time=True, **opts)
         # A held-out split is scored from one sampled embedding per node it names (its pairs'
         # endpoints and their candidates), node batches as large as a training batch's seeds
         # (what the memory plan was made for): each node's neighborhood is sampled once, not

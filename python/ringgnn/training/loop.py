@@ -34,7 +34,7 @@ from .. import _options, progress
 from .._core import InputError
 from .._files import os_errors
 from ..data.dataset import Dataset, HeteroDataset
-from ..data.schema import HOMOGENEOUS_TYPE
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
 from ..models.checkpoints import open_run, restore, run_directory, write_json
 from ..models.gnn import DECODERS
 from ..sampling.hetero import open_hetero
@@ -43,7 +43,7 @@ from . import distributed
 from .curves import Plots
 from .tasks import LinkPrediction, NodeClassification, Task
 from .task_table import check_resumed, read_task_tables
-from .temporal import seed_times
+from .temporal import pairs_at_times, seed_times
 
 #: How val/test scores are measured (``--eval``).
 EVAL_MODES = ("auto", "sampled", "layerwise")
@@ -115,7 +115,8 @@ def train(
 
     On a dataset with times the run is temporal (``ringgnn.training.temporal``): every seed is
     sampled at its node time, or at ``seed_time`` (a ``.npy`` of one integer per node of the
-    target type), and evaluated by sampling at those times; ``ignore_time`` opts out.
+    target type), and evaluated by sampling at those times (link prediction: every pair at its
+    time, from splits by time); ``ignore_time`` opts out.
 
     ``task_table``: node classification's rows (``ringgnn.training.task_table``), tables of
     (node, time, label) per split, ``"train=T1.parquet,val=T2.parquet,test=T3.parquet"`` or a dict,
@@ -213,8 +214,8 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
               seed_time: Any = None, ignore_time: bool = False, task_table: Any = None,
               columns: Optional[Dict[str, str]] = None) -> Task:
     """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
-    kind refused, naming them). A node task at times (``ringgnn.training.temporal``) or on task
-    tables (``task_table``, its ``columns``: ``ringgnn.training.task_table``) runs on the typed
+    kind refused, naming them). A task at times (``ringgnn.training.temporal``) or a node task on
+    task tables (``task_table``, its ``columns``: ``ringgnn.training.task_table``) runs on the typed
     kind, a homogeneous dataset being its one-type case."""
     hetero = isinstance(ds, HeteroDataset)
     if hetero or ds.has_times or task_table is not None:
@@ -234,12 +235,17 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
         decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
         neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
         neg_weight = _options.choice("uniform" if neg_weight is None else neg_weight, NEG_WEIGHTS, "--neg-weight")
-        seed_times(ds, "", task, seed_time, ignore_time)  # refused at times
         if hetero:
-            kind = Typed(embed_dim, embed_tables)
             relation = check_relation(ds, relation, LinkPrediction.eval_splits)
-            return LinkPrediction(decoder, neg_ratio, neg_weight, kind, relation)
-        return LinkPrediction(decoder, neg_ratio, neg_weight)
+        elif ds.has_times and not ignore_time:
+            LinkPrediction().check(ds)  # the splits, before their times are asked for
+        splits = (LinkPrediction.train_split, *LinkPrediction.eval_splits)
+        at_times = pairs_at_times(ds, ds.relation(relation) if hetero else ds, splits, seed_time, ignore_time)
+        if not hetero and not at_times:
+            return LinkPrediction(decoder, neg_ratio, neg_weight)
+        # A homogeneous dataset at times: the one-type case of the typed kind (its one relation).
+        kind = Typed(embed_dim, embed_tables, hetero=hetero, pairs_at_times=at_times)
+        return LinkPrediction(decoder, neg_ratio, neg_weight, kind, relation or HOMOGENEOUS_RELATION)
     given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
                                                       ("neg_weight", neg_weight)) if v is not None]
     if given:
