@@ -125,15 +125,17 @@ pub(super) fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedG
     let room = plan.budget.saturating_sub(plan.total());
     let held = node_times.as_ref().map_or(0, |t| 8 * t.len() as u64);
     let times = 8 * loader.graph().index().num_edges();
-    loader
+    let mut graph = loader
         .graph()
         .one_type(
             edge_times.as_deref(),
             node_times.map(Arc::from),
             room >= held.saturating_add(times),
         )
-        .map(Some)
-        .map_err(|e| ServeError::Internal(e.to_string()))
+        .map_err(|e| ServeError::Internal(e.to_string()))?;
+    // Where a search from disk looks first (the dataset's range of edge times).
+    graph.relations[0].time_range = ds.edge_time_range();
+    Ok(Some(graph))
 }
 
 /// A one-type typed sample as the homogeneous sample it is, with its nodes' seed times.
