@@ -402,8 +402,10 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
                          batches=batches, window=window, backend=sampler.backend_choice, direct=sampler.direct,
                          file_order=True, time=time, ignore_time=ignore_time)
         if features is None:  # the readers (and cache) a loader of this sampler would make
+            # It samples nothing: its one seed's time only keeps it from warning of sampling without times.
+            at = dict(ignore_time=True) if self.time is None else dict(input_time=0)
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler,
-                                    ignore_time=True).features
+                                    **at).features
         # Link batches carry no labels.
         TypedEpochs.__init__(self, sampler, features, sampler.plan(), self.types[1], False, threads=threads,
                              prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)
