@@ -1,9 +1,10 @@
 """Layer-wise inference of a heterogeneous run: every node's output of a trained
 :class:`~ringgnn.models.hetero.HeteroModel`, exact (every relation's full in-neighbor lists, no
 sampling), out of core; what ``ringgnn predict RUN`` and ``ringgnn embed RUN`` run on a run of
-``ringgnn train DS --target TYPE``. The engine's parts are the homogeneous one's; what is
-type-specific here is which relations feed which type and the typed model's dense parts
-(``ringgnn.models.hetero_dense``, numpy: nothing here imports PyTorch).
+``ringgnn train DS --target TYPE``, and on a homogeneous dataset's run at times (its one-type
+case). The engine's parts are the homogeneous one's; what is type-specific here is which
+relations feed which type and the typed model's dense parts (``ringgnn.models.hetero_dense``,
+numpy: nothing here imports PyTorch).
 
 One layer and one destination type at a time, the model's forward in eval mode: for each
 destination block of type ``d`` and each relation ``(s, rel, d)``, the homogeneous fold on that
@@ -147,8 +148,9 @@ def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
 class HeteroLayerwise(Engine):
     """Layer-wise inference of a heterogeneous model (its dense parts, a
     :class:`~ringgnn.models.hetero_dense.HeteroDense`, or a live ``HeteroModel``, whose weights it takes)
-    over a :class:`HeteroDataset` within ``memory`` bytes, on the one engine (see the module's
-    docstring); :meth:`run` hands the rows of one type at one layer to a callback.
+    over a :class:`HeteroDataset` (or a homogeneous dataset, its one-type case) within ``memory``
+    bytes, on the one engine (see the module's docstring); :meth:`run` hands the rows of one type
+    at one layer to a callback.
     ``block_nodes``/``piece_edges`` fix the sizes (tests): blocks of that many destinations,
     windows and pieces of that many edges. ``scheme``/``parts``: the engine's; ``at``: the graph
     as of that time (:meth:`Engine._as_of`), which :meth:`close` removes."""
