@@ -38,7 +38,7 @@ from .rows import sync_and_drop
 #: The Rust aggregation's phases (``FeatureReader.aggregate``) a layer's ``stats`` add up.
 PHASES = ("sources", "positions", "read_wait", "transform", "fold")
 #: Entries of a neighbor file read at a time while it is cut to a time (:meth:`NeighborFile.as_of`):
-#: their ids, times, mask, running count and kept ids, about 14 MiB, within the read buffers the
+#: their ids, times, mask, running count and kept ids, about 12 MiB, within the read buffers the
 #: plan sets aside (``infer_plan.FIXED_BYTES``); node times are read 8 times as many at a time.
 AS_OF_EDGES = 1 << 19
 
@@ -100,7 +100,6 @@ class NeighborFile:
             raise InputError(f"{self.path}: ends before entry {hi}; run `ringgnn verify` on the dataset")
         self.bytes_read += n * size
         return out.astype(dtype, copy=False)
-
 
     def as_of(self, t: int, newer: Optional[np.ndarray], path: str) -> "NeighborFile":
         """This CSC as of time ``t`` (see the module's docstring): the edges with a time at or
