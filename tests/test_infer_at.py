@@ -199,6 +199,31 @@ def test_a_run_at_times_is_the_typed_engines_one_type_case(graph, runs, scheme, 
     assert infer_hetero(run, output="logits")["at"] is None
 
 
+def test_the_one_type_case_under_its_least_budget_runs_by_partitions(graph, runs, tmp_path, monkeypatch):
+    """With the held memory pinned, the least budget of the typed engine as of a time is that of
+    the dataset of the past edges (the view is what the plan cuts), and it runs by partitions."""
+    from ringgnn.inference.hetero import HeteroLayerwise, load_hetero_dense
+    from ringgnn import _options
+
+    monkeypatch.setattr(_options, "held_memory", lambda: 100 << 20)
+    monkeypatch.setattr(_options, "code_bytes", lambda training=False: 0)
+    run = str(runs["typed"])
+    ref = past(graph, 650, tmp_path / "p", node_times=True)
+    ds, net, _ = load_hetero_dense(run, ref)
+    plan = HeteroLayerwise(ds, net, memory=1).memplan
+    units = list(range(len(plan.costs)))
+    least = plan.least_budget(units)
+    assert least < plan.least_budget(units, grid_only=True)
+    at = HeteroLayerwise(ringgnn.Dataset.open(graph / "nodes"), net, memory=1, at=650, work_dir=str(tmp_path))
+    assert at.memplan.least_budget(units) == least
+    at.close()
+    s = infer_hetero(run, str(graph / "nodes"), at=650, memory=least)
+    assert "partitioned" in {u["scheme"] for u in s["layers"]}
+    _same(s["array"], infer_hetero(run, ref, memory=least)["array"], False)
+    with pytest.raises(InputError, match=f"give at least --memory {least:,}"):
+        infer_hetero(run, str(graph / "nodes"), at=650, memory=least - 1)
+
+
 def test_a_typed_dataset_as_of_a_time(graph, tmp_path):
     """Papers with node times cite papers at times; authors (no times) write papers (no edge
     times): as of T, citations after T and from papers newer than T are left out, and every
