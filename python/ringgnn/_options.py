@@ -9,8 +9,8 @@ Sizes ("512M", powers of 1024), counts, real numbers (finite, in a range: learni
 ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
 policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
 ("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms,
-or by time: "val=T1,test=T2"), task tables ("train=T1.parquet,val=T2.parquet") and the
-self-loop policy.
+or by time: "val=T1,test=T2"), task tables ("train=T1.parquet,val=T2.parquet"), the self-loop
+policy and times (an integer in the unit of a dataset's times).
 """
 
 from __future__ import annotations
@@ -312,6 +312,15 @@ def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def time(value: Any, what: str = "--at") -> int:
+    """One time, an integer in the unit of the dataset's times (int64: ``docs/FORMAT.md``, "Times"),
+    from an integer or its text."""
+    t = _int_text(value, what) if isinstance(value, str) else _integer(value, what)
+    if not -(1 << 63) <= t < 1 << 63:
+        raise InputError(f"{what} {t}: times are 64-bit signed integers")
+    return t
+
+
 def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
     """Seed times for ``n`` seeds (numpy, torch, list, or one integer for all of them) as a
     contiguous 1-D int64 array of length ``n``; the same unit as the dataset's times."""
@@ -465,11 +474,11 @@ def arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-def _int_text(text: str) -> int:
+def _int_text(text: str, what: str = "") -> int:
     try:
         return int(text)
     except ValueError:
-        raise InputError(f"'{text}' is not an integer") from None
+        raise InputError(f"{what + ' ' if what else ''}'{text}' is not an integer") from None
 
 
 #: argparse types of the command line, each made from the parsers above.
@@ -477,3 +486,4 @@ size_arg = arg(parse_size)
 count_arg = arg(lambda t: count(_int_text(t), "the value"))
 positive_arg = arg(lambda t: count(_int_text(t), "the value", 1))
 fanouts_arg = arg(fanouts)
+time_arg = arg(lambda t: time(t, "the time"))
