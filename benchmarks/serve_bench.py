@@ -288,6 +288,9 @@ def main():
     ap.add_argument("--requests", type=int, default=200_000, help="distinct requests prepared")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--node-type", help="a heterogeneous dataset: the requests' node type")
+    ap.add_argument("--at", choices=["uniform", "last"], help="sample each request at a time (a dataset with times): "
+                    "uniform over its edge times, or its last edge time (every edge: samples the size of those "
+                    "without a time)")
     ap.add_argument("--top", type=float, help="take this as the maximum (req/s) instead of measuring it: the loads "
                     "are then the same offered rates for every run")
     a = ap.parse_args()
@@ -306,12 +309,17 @@ def main():
     nodes = np.arange(ds.num_nodes_dict[a.node_type]) if a.node_type else np.flatnonzero(ds.degrees() > 0)
     picks = rng.choice(nodes, a.requests)
     fanouts = [int(f) for f in a.fanouts.split(",")]
-    requests = [pb.SampleRequest(nodes=[int(v)], fanouts=fanouts, seed=k, node_type=a.node_type or "")
-                .SerializeToString() for k, v in enumerate(picks)]
+    at = {}
+    if a.at:  # drawn after the nodes, so that a run with --at asks for the same nodes as one without
+        span = ds.manifest["edge_times"]
+        times = rng.integers(span["min"], span["max"] + 1, a.requests) if a.at == "uniform" else [span["max"]] * a.requests
+        at = dict(enumerate(int(t) for t in times))
+    requests = [pb.SampleRequest(nodes=[int(v)], fanouts=fanouts, seed=k, node_type=a.node_type or "",
+                                 **({"time": at[k]} if at else {})).SerializeToString() for k, v in enumerate(picks)]
     extra = shlex.split(a.server_args) + ["--fanouts", a.fanouts]
     loads = [float(x) for x in a.loads.split(",")]
-    out = {"label": a.label, "dataset": a.dataset, "fanouts": fanouts, "server_args": extra, "memcap": a.memcap,
-           "clients": a.clients, "generator": a.generator, "outstanding": a.outstanding, "duration": a.duration,
+    out = {"label": a.label, "dataset": a.dataset, "fanouts": fanouts, "at": a.at, "server_args": extra,
+           "memcap": a.memcap, "clients": a.clients, "generator": a.generator, "outstanding": a.outstanding, "duration": a.duration,
            "command": " ".join(shlex.quote(x) for x in sys.argv), "runs": {}}
     cdfs = {}
     if a.warm:

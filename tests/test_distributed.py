@@ -325,3 +325,49 @@ def test_a_link_task_trains_on_two_ranks(tmp_path):
     assert f"{per_rank} batches per epoch per rank, 2 ranks" in r.stdout
     assert m["layerwise"]["test_auc"] > 0.55, m["layerwise"]
     assert 0 < m["test_mrr"] <= 1 and set(m["test_hits"]) == {"1", "3", "10", "20", "50", "100"}
+
+
+# --- at times ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def timed_sbm(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist") / "timed"
+    ringgnn.generate_sbm(out, nodes=3000, classes=4, avg_degree=8, feature_dim=16, seed=1, edge_time="uniform",
+                         node_time="uniform", time_range=(0, 1000))
+    return out
+
+
+def test_ranks_at_times_take_their_seeds_with_their_times(timed_sbm):
+    """A rank's batches at times are the single process's batches at the rank's indices, each
+    seed at its own node time (the times follow the seeds through the shuffle and the shares)."""
+    opts = dict(seed=3, backend="memory", threads=1, batch_size=128)
+    ds = ringgnn.Dataset.open(timed_sbm)
+    node_times = np.asarray(ds.node_times())
+    whole = ringgnn.HeteroLoader(timed_sbm, [5, 3], "node", **opts)
+    whole.set_epoch(2)
+    every = {i: b for i, b in enumerate(whole)}
+    seen: List[np.ndarray] = []
+    for rank in range(2):
+        part = ringgnn.HeteroLoader(timed_sbm, [5, 3], "node", **opts)
+        part.batches = shard(len(part), rank, 2, pad=False)
+        part.set_epoch(2)
+        for i, b in zip(part.batches, part):
+            seeds = b["node"].n_id[: b["node"].batch_size].numpy()
+            assert np.array_equal(b["node"].n_id.numpy(), every[i]["node"].n_id.numpy())
+            # seed_time: each node's seed's time, the seeds first
+            assert np.array_equal(b["node"].seed_time[: len(seeds)].numpy(), node_times[seeds])
+            seen.append(seeds)
+    seeds = np.concatenate(seen)
+    assert np.array_equal(np.sort(seeds), np.sort(ds.split("train")))
+
+
+def test_a_run_at_times_trains_on_two_ranks(timed_sbm, tmp_path):
+    """torchrun on a dataset with times: a temporal run (sampled evaluation) on two ranks."""
+    out = tmp_path / "run"
+    r = torchrun_train(timed_sbm, out, "--epochs", "2", "--batch-size", "128")
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["world_size"] == 2 and m["temporal"] is True and len(m["epochs"]) == 2
+    assert "temporal: each seed is sampled at its time" in r.stdout
+    assert 0.3 < m["test_acc"] <= 1

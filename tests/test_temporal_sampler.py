@@ -174,9 +174,12 @@ def test_homogeneous_samplers_warn_once_that_they_ignore_times(tmp_path, caplog)
     build.convert(tmp_path / "e.txt", tmp_path / "ds", edge_time=tmp_path / "t.npy")
     build.convert(tmp_path / "e.txt", tmp_path / "plain")
     with caplog.at_level(logging.WARNING, logger="ringgnn"):
-        ringgnn.NeighborSampler(tmp_path / "plain", [2])
+        ringgnn.NeighborSampler(tmp_path / "plain", [2]).sample([1])
         assert "without times" not in caplog.text
-        ringgnn.NeighborSampler(tmp_path / "ds", [2])
+        timed = ringgnn.NeighborSampler(tmp_path / "ds", [2])
+        timed.sample([1], input_time=3)
+        assert "without times" not in caplog.text  # at times: no warning
+        timed.sample([1])
         with pytest.raises(_core.InputError, match="no node features"):  # warned once already, refused after
             ringgnn.Loader(tmp_path / "ds", [2], 2, split=None)
     warned = [r.getMessage() for r in caplog.records if "without times" in r.getMessage()]

@@ -115,7 +115,7 @@ def test_refused_at_times(graph, tmp_path):
         train(graph / "ds", out=out, model="gat", **FAST)
     with pytest.raises(InputError, match="--cache-policy: not available for runs at times"):
         train(graph / "ds", out=out, cache_policy="degree", **FAST)
-    with pytest.raises(InputError, match="link prediction at times is not supported yet; give --ignore-time"):
+    with pytest.raises(InputError, match="no train/val/test edge split, which --task link trains and scores on"):
         train(graph / "ds", out=out, task="link", **FAST)
     assert not os.path.exists(out)
 

@@ -166,7 +166,8 @@ def test_node_times_of_the_wrong_length_or_dtype(cli, tmp_path):
 
 def test_link_splits_with_edge_times_are_refused(cli, tmp_path, times_npy):
     convert_fails(cli, tmp_path, "--edge-time", times_npy, "--link-split", "val=0.2",
-                  message="--link-split and --edge-time cannot be combined yet")
+                  message="--link-split and --edge-time cannot be combined: a graph with edge times is split by time "
+                  "(--link-split-time val=T1,test=T2)")
 
 
 def test_times_are_refused_for_importer_inputs(cli, tmp_path, times_npy):

@@ -8,8 +8,9 @@ by the core, when they reach it.
 Sizes ("512M", powers of 1024), counts, real numbers (finite, in a range: learning rate, dropout,
 ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
 policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
-("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms)
-and the self-loop policy.
+("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms,
+or by time: "val=T1,test=T2"), task tables ("train=T1.parquet,val=T2.parquet"), the self-loop
+policy and times (an integer in the unit of a dataset's times).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import operator
 import os
 import re
 import sys
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -311,6 +312,15 @@ def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def time(value: Any, what: str = "--at") -> int:
+    """One time, an integer in the unit of the dataset's times (int64: ``docs/FORMAT.md``, "Times"),
+    from an integer or its text."""
+    t = _int_text(value, what) if isinstance(value, str) else _integer(value, what)
+    if not -(1 << 63) <= t < 1 << 63:
+        raise InputError(f"{what} {t}: times are 64-bit signed integers")
+    return t
+
+
 def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
     """Seed times for ``n`` seeds (numpy, torch, list, or one integer for all of them) as a
     contiguous 1-D int64 array of length ``n``; the same unit as the dataset's times."""
@@ -373,6 +383,64 @@ def parse_link_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike
         raise InputError(f"--link-split: {e}") from None
 
 
+#: The splits a task table may give (``--task-table``): ``train`` and ``val`` are needed.
+TASK_TABLE_SPLITS = ("train", "val", "test")
+
+
+def task_tables(spec: Union[str, Mapping[str, Union[str, os.PathLike]]]) -> Dict[str, str]:
+    """``--task-table``: a table of rows per split, "train=T1.parquet,val=T2.parquet,test=T3.csv"
+    or a dict of paths; ``train`` and ``val`` needed, ``test`` optional."""
+    hint = "give SPLIT=FILE pairs, e.g. train=train.parquet,val=val.parquet,test=test.parquet"
+    try:
+        items = parse_split(spec)
+    except InputError:
+        raise InputError(f"--task-table {spec}: {hint}") from None
+    paths = {n: v for n, v in items if isinstance(v, str)}
+    if len(paths) != len(items):
+        raise InputError(f"--task-table {spec}: {hint} (files, not fractions)")
+    unknown = [n for n in paths if n not in TASK_TABLE_SPLITS]
+    missing = [n for n in ("train", "val") if n not in paths]
+    if unknown or missing:
+        raise InputError(f"--task-table {spec}: " + (f"unknown split {', '.join(unknown)}" if unknown else
+                                                     f"no {' or '.join(missing)} table")
+                         + f"; the splits are {', '.join(TASK_TABLE_SPLITS)} (train and val needed)")
+    return {n: paths[n] for n in TASK_TABLE_SPLITS if n in paths}
+
+
+def parse_link_split_time(spec: Union[str, Mapping[str, int]]) -> List[Tuple[str, int]]:
+    """``--link-split-time``: held-out splits by edge time, "val=T1,test=T2" (or a dict): the edge
+    events after T1 go to val, those after T2 to test. Times are integers in the unit of the
+    dataset's edge times (int64); names, their order and T1 <= T2 are checked by the core."""
+    what = "--link-split-time"
+    example = "use e.g. val=100,test=200 (integer times in the unit of --edge-time)"
+    if isinstance(spec, str):
+        items = []
+        for part in spec.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip() or not value.strip():
+                raise InputError(f"{what} '{spec}': '{part}' is not NAME=TIME; {example}")
+            items.append((name.strip(), value.strip()))
+    elif isinstance(spec, Mapping):
+        items = [(str(k), v) for k, v in spec.items()]
+    else:
+        raise InputError(f"{what} must be a string or a dict of split name -> time, not {type(spec).__name__}")
+    out = []
+    for name, value in items:
+        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value):
+            value = int(value)
+        if isinstance(value, (bool, float)) or not isinstance(value, (int, np.integer)):
+            raise InputError(f"{what} {name}={value}: a split time must be an integer; {example}")
+        if not -(1 << 63) <= int(value) < (1 << 63):
+            raise InputError(f"{what} {name}={value}: a split time must fit int64")
+        out.append((name, int(value)))
+    if not out:
+        raise InputError(f"{what} '{spec}' names no split; {example}")
+    return out
+
+
 def _as_fraction(value) -> "float | None":
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -406,11 +474,11 @@ def arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-def _int_text(text: str) -> int:
+def _int_text(text: str, what: str = "") -> int:
     try:
         return int(text)
     except ValueError:
-        raise InputError(f"'{text}' is not an integer") from None
+        raise InputError(f"{what + ' ' if what else ''}'{text}' is not an integer") from None
 
 
 #: argparse types of the command line, each made from the parsers above.
@@ -418,3 +486,4 @@ size_arg = arg(parse_size)
 count_arg = arg(lambda t: count(_int_text(t), "the value"))
 positive_arg = arg(lambda t: count(_int_text(t), "the value", 1))
 fanouts_arg = arg(fanouts)
+time_arg = arg(lambda t: time(t, "the time"))

@@ -54,9 +54,9 @@ from . import _core, _options
 from ._core import InputError
 from .data.dataset import Dataset, HeteroDataset, PathLike
 from .data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, edge_type_str, parse_edge_type
-from .sampling.hetero import HeteroNeighborSampler, HeteroSample
+from .sampling.hetero import HeteroNeighborSampler, HeteroSample, seed_times
 from .sampling.links import LinkSampler, NegativeSampling as LinkNegatives
-from .sampling.sampler import NeighborSampler, SampledSubgraph
+from .sampling.sampler import NeighborSampler
 
 #: The single edge type of a homogeneous ringgnn dataset, as PyG names edge types (source,
 #: relation, target). A heterogeneous dataset's edge types are its relations ``SRC:REL:DST``
@@ -91,30 +91,32 @@ class RingNeighborSampler(BaseSampler):
     At times: where the loader gives seed times (``NodeLoader(..., input_time=...)``, PyG's
     ``NodeSamplerInput.time``) each seed is sampled at its time, PyG's temporal sampling with
     ``disjoint=True`` (see :mod:`ringgnn.sampling.hetero`; the dataset needs times, docs/FORMAT.md
-    "Times"), by the typed sampler: a homogeneous dataset's as its one-type case, made on the
-    first such batch with this sampler's ``replace``, ``backend``, ``direct``, ``seed``, ``memory``
-    and ``with_edge_ids``. ``temporal_strategy``: ``"uniform"`` (default) or ``"last"``. A seed
-    may then recur at different times in a batch; the output's ``batch`` vector stays None (each
-    node's seed time is the subgraph's, not a seed's index).
+    "Times"), by the typed sampler: a homogeneous dataset's as its one-type case
+    (:meth:`ringgnn.NeighborSampler.sample` with ``input_time``). ``temporal_strategy``:
+    ``"uniform"`` (default) or ``"last"``. ``time_attr``: PyG's, ``"time"`` or ``"edge_time"``
+    (the names ``ringgnn.from_pyg`` imports node and edge times from); either way the dataset's
+    stored edge and node times are sampled against, and a batch the loader gives no times is
+    sampled at its seeds' node times, as PyG does. A seed may then recur at different times in a
+    batch; the output's ``batch`` vector stays None (each node's seed time is the subgraph's, not
+    a seed's index).
 
     Fork safety: the core sampler (rings, threads) is created lazily in the process (and, for
     the heterogeneous one, the thread) that samples; one inherited through a fork is never used.
     """
 
     def __init__(self, dataset: Union[AnyDataset, PathLike], fanouts: Any, *, temporal_strategy: str = "uniform",
-                 **kwargs: Any):
+                 time_attr: Optional[str] = None, **kwargs: Any):
         ds = Dataset.opened(dataset)
-        if ds.is_hetero:
-            kwargs["temporal_strategy"] = temporal_strategy
-        self.sampler: Union[NeighborSampler, HeteroNeighborSampler] = (
-            HeteroNeighborSampler(ds, fanouts, **kwargs) if ds.is_hetero else NeighborSampler(ds, fanouts, **kwargs))
-        #: The sampler of batches at times: the heterogeneous sampler itself, or a homogeneous
-        #: dataset's one-type typed sampler (made on first use).
-        self._timed: Optional[HeteroNeighborSampler] = self.sampler if ds.is_hetero else None
-        self._timed_args = None if ds.is_hetero else dict(
-            fanouts={HOMOGENEOUS_RELATION: list(self.sampler.fanouts)}, temporal_strategy=temporal_strategy,
-            **{k: kwargs[k] for k in ("replace", "backend", "direct", "seed", "memory", "with_edge_ids")
-               if k in kwargs})
+        if time_attr is not None and (time_attr not in ("time", "edge_time") or not ds.has_times):
+            raise InputError(f"time_attr={time_attr!r}: RingNeighborSampler samples at {ds.path}'s stored times (its "
+                             "node times, PyG's 'time', and edge times, PyG's 'edge_time', as ringgnn.from_pyg "
+                             "imports them), " + ("which it has none of: build it with --edge-time (and --node-time)"
+                                                  if not ds.has_times else "so time_attr is 'time' or 'edge_time'"))
+        #: PyG's ``time_attr``: None, or ``"time"``/``"edge_time"``, sampling every batch at times.
+        self.time_attr = time_attr
+        kind = HeteroNeighborSampler if ds.is_hetero else NeighborSampler
+        self.sampler: Union[NeighborSampler, HeteroNeighborSampler] = kind(
+            ds, fanouts, temporal_strategy=temporal_strategy, **kwargs)
         self.epoch = 0
         self._count = 0
         self._pid = os.getpid()
@@ -138,11 +140,9 @@ class RingNeighborSampler(BaseSampler):
         return k if info is None else info.id + k * info.num_workers
 
     def timed_sampler(self) -> HeteroNeighborSampler:
-        """The sampler of batches at times (see the class docs)."""
-        if self._timed is None:
-            args = dict(self._timed_args)
-            self._timed = HeteroNeighborSampler(self.sampler.dataset, args.pop("fanouts"), **args)
-        return self._timed
+        """The sampler of batches at times (see the class docs): the heterogeneous sampler itself,
+        or a homogeneous dataset's one-type typed sampler (:meth:`ringgnn.NeighborSampler.timed`)."""
+        return self.sampler if self.is_hetero else self.sampler.timed()
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> Union[SamplerOutput, HeteroSamplerOutput]:
         seeds = index.node.numpy()
@@ -155,15 +155,20 @@ class RingNeighborSampler(BaseSampler):
         if self.is_hetero and index.input_type is None:
             raise InputError(f"{self.sampler.dataset.path}: a heterogeneous dataset; give the seeds with their node "
                              f"type, input_nodes=(TYPE, ids) (types: {', '.join(self.sampler.dataset.node_types)})")
-        metadata = (index.input_id, index.time)
-        if times is not None:
-            s = self.timed_sampler().sample(seeds, index.input_type or HOMOGENEOUS_TYPE, epoch=self.epoch,
-                                            batch=self._next_batch_index(), input_time=times)
-            return _output(s if self.is_hetero else _one_type(s), metadata)
-        if not self.is_hetero:
-            return _output(self.sampler.sample(seeds, epoch=self.epoch, batch=self._next_batch_index()), metadata)
-        s = self.sampler.sample(seeds, index.input_type, epoch=self.epoch, batch=self._next_batch_index())
+        if times is None and self.time_attr is not None:
+            times = self._node_times(index.input_type, seeds)
+        metadata = (index.input_id, None if times is None else torch.from_numpy(times))
+        typed = (index.input_type,) if self.is_hetero else ()
+        s = self.sampler.sample(seeds, *typed, epoch=self.epoch, batch=self._next_batch_index(), input_time=times)
         return _output(s, metadata)
+
+    def _node_times(self, node_type: Optional[str], seeds: np.ndarray) -> np.ndarray:
+        """With ``time_attr`` and no ``input_time``, PyG's default: the seeds' node times."""
+        ds, t = self.sampler.dataset, node_type or HOMOGENEOUS_TYPE
+        if ds.node_type(t).node_times() is None:
+            raise InputError(f"time_attr={self.time_attr!r} but the loader gave no input_time, and node type '{t}' "
+                             f"of {ds.path} has no node times to sample its seeds at: give input_time")
+        return seed_times(ds, t, seeds, None, False, "RingNeighborSampler")
 
     def sample_from_edges(self, index: EdgeSamplerInput,
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
@@ -196,15 +201,6 @@ class RingNeighborSampler(BaseSampler):
             metadata = (index.input_id, torch.from_numpy(b.src_index), torch.from_numpy(b.dst_pos_index),
                         torch.from_numpy(b.dst_neg_index), None)
         return _output(b.sample, metadata)
-
-
-def _one_type(s: HeteroSample) -> SampledSubgraph:
-    """A homogeneous dataset's sample from the typed sampler (its one type) as the homogeneous
-    sampler's output."""
-    r, t = HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
-    return SampledSubgraph(node=s.node[t], row=s.row[r], col=s.col[r], num_sampled_nodes=list(s.num_sampled_nodes[t]),
-                           num_sampled_edges=list(s.num_sampled_edges[r]), batch_size=s.num_sampled_nodes[t][0],
-                           edge=None if s.edge is None else s.edge[r])
 
 
 def _output(s: Any, metadata: Tuple[Any, ...]) -> Union[SamplerOutput, HeteroSamplerOutput]:

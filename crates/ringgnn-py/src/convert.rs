@@ -92,6 +92,22 @@ impl From<SplitArg> for LinkSplitSpec {
     }
 }
 
+/// The link split of a build: `link_split` (fractions or lists) or `link_split_time` (split
+/// name -> time, ascending, already parsed by `ringgnn._options.parse_link_split_time`).
+fn link_spec(
+    link_split: Option<SplitArg>,
+    link_split_time: Option<Vec<(String, i64)>>,
+) -> PyResult<Option<LinkSplitSpec>> {
+    match (link_split, link_split_time) {
+        (Some(_), Some(_)) => Err(input_error(
+            "--link-split and --link-split-time cannot be combined: split by time (a graph with edge times) or by --link-split, not both".into(),
+        )),
+        (Some(v), None) => Ok(Some(LinkSplitSpec::from(v))),
+        (None, Some(v)) => Ok(Some(LinkSplitSpec::Times(v))),
+        (None, None) => Ok(None),
+    }
+}
+
 impl From<SplitArg> for SplitSpec {
     fn from(arg: SplitArg) -> Self {
         match arg {
@@ -108,7 +124,7 @@ impl From<SplitArg> for SplitSpec {
     features=None, labels=None, split=None, link_split=None, link_negatives=100, seed=0,
     feature_dtype=None, memory=1<<30, overwrite=false, threads=None, progress=None, node_ids=None,
     given_negatives=Vec::new(), absent_ok=false, shared_negatives=Vec::new(), quote_input=true,
-    edge_time=None, node_time=None
+    edge_time=None, node_time=None, link_split_time=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn convert(
@@ -138,8 +154,10 @@ pub fn convert(
     quote_input: bool,
     edge_time: Option<PathBuf>,
     node_time: Option<PathBuf>,
+    link_split_time: Option<Vec<(String, i64)>>,
 ) -> PyResult<String> {
     let node_ids = node_ids.map(node_ids_input).transpose()?;
+    let link = link_spec(link_split, link_split_time)?;
     let times = TimeOptions {
         edges: edge_time.map(TimeInput::File),
         nodes: node_time.map(TimeInput::File),
@@ -160,11 +178,11 @@ pub fn convert(
         feature_dtype: self::feature_dtype(feature_dtype)?,
         labels,
         split: split.map(SplitSpec::from),
-        link_split: link_split.map(|v| LinkSplitOptions {
+        link_split: link.map(|spec| LinkSplitOptions {
             given_negatives,
             shared_negatives,
             absent_ok,
-            ..LinkSplitOptions::new(LinkSplitSpec::from(v), link_negatives)
+            ..LinkSplitOptions::new(spec, link_negatives)
         }),
         seed,
         overwrite,
@@ -293,7 +311,7 @@ type NodeTypeArg = (
 
 /// One relation of `build_hetero`: (SRC:REL:DST, edge file, format or None, link split or None,
 /// negatives per held-out pair, given negatives per split name, whether listed held-out pairs
-/// may be absent from the edge file).
+/// may be absent from the edge file, link split by time or None).
 type RelationArg = (
     String,
     PathBuf,
@@ -302,6 +320,7 @@ type RelationArg = (
     u64,
     Vec<(String, PathBuf)>,
     bool,
+    Option<Vec<(String, i64)>>,
 );
 
 /// Build a heterogeneous dataset: `node_types` as [`NodeTypeArg`]s and `relations` as [`RelationArg`]s; `source` is JSON
@@ -347,7 +366,9 @@ pub fn build_hetero(
         });
     }
     let mut rels = Vec::new();
-    for (name, input, format, link_split, negatives, given_negatives, absent_ok) in relations {
+    for (name, input, format, link_split, negatives, given_negatives, absent_ok, by_time) in
+        relations
+    {
         let format = format
             .as_deref()
             .map(InputFormat::parse)
@@ -358,10 +379,10 @@ pub fn build_hetero(
             name,
             input,
             format,
-            link_split: link_split.map(|v| LinkSplitOptions {
+            link_split: link_spec(link_split, by_time)?.map(|spec| LinkSplitOptions {
                 given_negatives,
                 absent_ok,
-                ..LinkSplitOptions::new(LinkSplitSpec::from(v), negatives)
+                ..LinkSplitOptions::new(spec, negatives)
             }),
         });
     }

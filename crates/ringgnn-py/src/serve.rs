@@ -16,11 +16,12 @@ use pyo3::types::{PyBytes, PyDict};
 use ringgnn_loader::{BackendChoice, CachePolicy, FeatureOptions, LoaderOptions};
 use ringgnn_sampler::SampleOptions;
 use ringgnn_serve::grpc::{Delegate, GrpcOptions, InfoFields, Method, Refusal, Served};
-use ringgnn_serve::{EngineOptions, FeatureRows, Limits, SampleRequest, ServeError};
+use ringgnn_serve::{EngineOptions, FeatureRows, Limits, RequestTimes, SampleRequest, ServeError};
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
 
 use crate::errors::{input_error, LoaderError, RingGnnError, StoreError};
+use crate::hetero::temporal_strategy_arg;
 use crate::sampler::{fanouts, plan_dict, seeds, Converted};
 
 pyo3::create_exception!(
@@ -202,6 +203,14 @@ fn untyped(node_type: Option<&str>) -> PyResult<()> {
     }
 }
 
+/// A request's times from `time` and `seed_times` (one per node), checked by the engine.
+pub(crate) fn request_times(
+    time: Option<i64>,
+    seed_times: Option<Vec<i64>>,
+) -> PyResult<Option<RequestTimes>> {
+    RequestTimes::from_fields(time, seed_times.unwrap_or_default()).map_err(serve_error)
+}
+
 /// The limits of one request (at least one node and one hop).
 pub(crate) fn limits(max_nodes: usize, max_hops: usize) -> Limits {
     Limits {
@@ -212,6 +221,7 @@ pub(crate) fn limits(max_nodes: usize, max_hops: usize) -> Limits {
 
 impl Engine {
     /// A sampling request, the engine's defaults filling what is not given.
+    #[allow(clippy::too_many_arguments)]
     fn request(
         &self,
         nodes: &PyReadonlyArray1<'_, i64>,
@@ -219,9 +229,12 @@ impl Engine {
         replace: bool,
         seed: Option<u64>,
         edge_ids: bool,
+        time: Option<i64>,
+        seed_times: Option<Vec<i64>>,
     ) -> PyResult<SampleRequest> {
         let o = self.inner.sample_options();
         Ok(SampleRequest {
+            times: request_times(time, seed_times)?,
             seeds: seeds(nodes, self.inner.num_nodes())?,
             fanouts: match fanouts {
                 Some(f) => self::fanouts(&f)?,
@@ -247,7 +260,7 @@ impl Engine {
         path, fanouts, *, backend="auto", direct=false, threads=None, seed=0, memory=None,
         reserve=0, features=true, cache=None, neighbor_cache=None, batch_size=None, max_wait_us=None,
         max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
-        max_nodes=4096, max_hops=6
+        max_nodes=4096, max_hops=6, temporal_strategy="uniform"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -269,6 +282,7 @@ impl Engine {
         queue: NonZeroUsize,
         max_nodes: usize,
         max_hops: usize,
+        temporal_strategy: &str,
     ) -> PyResult<PyClassInitializer<Self>> {
         let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
         let dtype = Dataset::open(&path)
@@ -307,6 +321,7 @@ impl Engine {
             max_wave,
             queue,
             limits: limits(max_nodes, max_hops),
+            temporal_strategy: temporal_strategy_arg(temporal_strategy)?,
         };
         let inner = py
             .detach(|| ringgnn_serve::Engine::open(&path, opts))
@@ -351,15 +366,22 @@ impl Engine {
         plan_dict(py, &self.inner.plan())
     }
 
+    /// Whether the dataset has edge or node times (requests may give `time`/`seed_times`).
+    #[getter]
+    fn has_times(&self) -> bool {
+        self.inner.has_times()
+    }
+
     /// The sample of `nodes` (PyG layout, as `NeighborSampler.sample`), waiting at most
     /// `timeout` seconds and ending early once `token` is cancelled. With `rows`, a tuple of it
     /// and the f32 feature rows of its nodes (`[len(node), dim]`), from one wave: what a model
     /// runs on. With `reply`, the bytes of a `ringgnn.v1.SampleReply` (serve.proto) instead,
     /// encoded without the GIL: what the gRPC server sends. `node_type`: none (the typed
-    /// engine's calls name one).
+    /// engine's calls name one). `time` (every node) or `seed_times` (one per node): sampled at
+    /// those times, the dict's `time` then giving each node's seed time (None otherwise).
     #[pyo3(signature = (
         nodes, fanouts=None, replace=false, seed=None, timeout=None, token=None, edge_ids=false,
-        reply=false, rows=false, node_type=None
+        reply=false, rows=false, node_type=None, time=None, seed_times=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn sample<'py>(
@@ -375,38 +397,48 @@ impl Engine {
         reply: bool,
         rows: bool,
         node_type: Option<&str>,
+        time: Option<i64>,
+        seed_times: Option<Vec<i64>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         untyped(node_type)?;
-        let req = self.request(&nodes, fanouts, replace, seed, edge_ids)?;
+        let req = self.request(&nodes, fanouts, replace, seed, edge_ids, time, seed_times)?;
         let seed = req.seed;
         let (deadline, token) = call_args(timeout, token)?;
         if reply {
             // Encoded while a request larger than a wave still holds its room.
             let bytes = py
                 .detach(|| {
-                    self.inner.sample_then(req, deadline, token, |s| {
-                        ringgnn_serve::wire::sample_reply(&s, seed)
+                    self.inner.sample_then(req, deadline, token, |(s, time)| {
+                        ringgnn_serve::wire::sample_reply(&s, seed, time.as_deref())
                     })
                 })
                 .map_err(serve_error)?;
             return Ok(PyBytes::new(py, &bytes).into_any());
         }
+        let timed = |py: Python<'py>, (s, time): (Converted, Option<Vec<i64>>)| {
+            let d = s.into_dict(py)?;
+            d.set_item("time", time.map(|t| t.into_pyarray(py)))?;
+            Ok::<_, PyErr>(d)
+        };
         if rows {
             let (s, rows) = py
                 .detach(|| {
                     self.inner
                         .sample_with_rows(req, deadline, token)
-                        .map(|(s, r)| (Converted::from(s), r))
+                        .map(|((s, t), r)| ((Converted::from(s), t), r))
                 })
                 .map_err(serve_error)?;
             let x: Bound<'py, PyArray2<f32>> =
                 rows.data.into_pyarray(py).reshape([rows.rows, rows.dim])?;
-            return Ok((s.into_dict(py)?, x).into_pyobject(py)?.into_any());
+            return Ok((timed(py, s)?, x).into_pyobject(py)?.into_any());
         }
         let out = py
-            .detach(|| self.inner.sample(req, deadline, token).map(Converted::from))
+            .detach(|| {
+                self.inner
+                    .sample_then(req, deadline, token, |(s, t)| (Converted::from(s), t))
+            })
             .map_err(serve_error)?;
-        Ok(out.into_dict(py)?.into_any())
+        Ok(timed(py, out)?.into_any())
     }
 
     /// The feature rows of `nodes`: an f32 array `[rows, dim]`, or with `stored` the rows in the

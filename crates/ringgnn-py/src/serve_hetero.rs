@@ -20,8 +20,11 @@ use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest};
 
 use crate::errors::input_error;
 use crate::errors::SamplerError;
+use crate::hetero::temporal_strategy_arg;
 use crate::hetero::{self, neighbor_backend, sample_dict};
-use crate::serve::{call_args, limits, rows_reply, serve_error, CancelToken, ServedEngine};
+use crate::serve::{
+    call_args, limits, request_times, rows_reply, serve_error, CancelToken, ServedEngine,
+};
 
 /// Fanouts per relation from Python: (relation, one fanout per hop) for every relation, in any
 /// order; returned in the engine's relation order.
@@ -72,7 +75,7 @@ impl HeteroEngine {
         path, fanouts, *, backend="auto", direct=false, memory_relations=Vec::new(),
         features_memory=false, threads=None, seed=0, neighbor_cache=0, batch_size=None,
         max_wait_us=None, max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
-        max_nodes=4096, max_hops=6
+        max_nodes=4096, max_hops=6, temporal_strategy="uniform"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -92,6 +95,7 @@ impl HeteroEngine {
         queue: NonZeroUsize,
         max_nodes: usize,
         max_hops: usize,
+        temporal_strategy: &str,
     ) -> PyResult<PyClassInitializer<Self>> {
         let kind = neighbor_backend(backend)?;
         let names: Vec<String> = ringgnn_store::hetero::HeteroManifest::read(&path)
@@ -116,6 +120,7 @@ impl HeteroEngine {
             max_wave,
             queue,
             limits: limits(max_nodes, max_hops),
+            temporal_strategy: temporal_strategy_arg(temporal_strategy)?,
         };
         let inner = py
             .detach(|| ringgnn_serve::HeteroEngine::open(&path, opts))
@@ -180,13 +185,20 @@ impl HeteroEngine {
         self.inner.options().threads.get()
     }
 
+    /// Whether the dataset has edge or node times (requests may give `time`/`seed_times`).
+    #[getter]
+    fn has_times(&self) -> bool {
+        self.inner.has_times()
+    }
+
     /// The sample of `nodes` of type `node_type` (`_core.HeteroSampler.sample`'s dict; `fanouts`
     /// per relation, default the engine's), and with `rows` a tuple of it and the f32 feature
     /// rows of its nodes per type with features (`{type: [n, dim]}`), from one wave; waiting at
-    /// most `timeout` seconds, ending early once `token` is cancelled.
+    /// most `timeout` seconds, ending early once `token` is cancelled. `time` (every node) or
+    /// `seed_times` (one per node): sampled at those times (the dict's `time` per type).
     #[pyo3(signature = (
         nodes, node_type=None, fanouts=None, replace=false, seed=None, edge_ids=false, rows=false,
-        timeout=None, token=None
+        timeout=None, token=None, time=None, seed_times=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn sample<'py>(
@@ -201,8 +213,11 @@ impl HeteroEngine {
         rows: bool,
         timeout: Option<f64>,
         token: Option<PyRef<'py, CancelToken>>,
+        time: Option<i64>,
+        seed_times: Option<Vec<i64>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let t = self.node_type(node_type)?;
+        let times = request_times(time, seed_times)?;
         let seeds = self
             .inner
             .check_ids(t, nodes.as_slice()?)
@@ -217,6 +232,7 @@ impl HeteroEngine {
             replace,
             seed: seed.unwrap_or(self.inner.options().seed),
             with_edge_ids: edge_ids,
+            times,
         };
         let (deadline, token) = call_args(timeout, token)?;
         let (s, x) = py

@@ -61,9 +61,10 @@ impl TypedLoader {
     /// gather the labels of type `target` (loaded from `path` here, in their narrowest type);
     /// `staging_dir`, `staging_cap`: where the rows of each type read from disk may be staged
     /// (`ringgnn_loader::typed::stage`; default beside the dataset, each type's file at most its
-    /// feature file's size; a cap of 0 never stages).
+    /// feature file's size; a cap of 0 never stages); `temporal_strategy`: how batches at seed
+    /// times draw, "uniform" or "last" (`ringgnn_sampler::TemporalStrategy`).
     #[new]
-    #[pyo3(signature = (graph, fanouts, target, *, replace=false, seed=0, features=Vec::new(), labels=false, with_edge_ids=false, staging_dir=None, staging_cap=None))]
+    #[pyo3(signature = (graph, fanouts, target, *, replace=false, seed=0, features=Vec::new(), labels=false, with_edge_ids=false, staging_dir=None, staging_cap=None, temporal_strategy="uniform"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -77,7 +78,9 @@ impl TypedLoader {
         with_edge_ids: bool,
         staging_dir: Option<PathBuf>,
         staging_cap: Option<u64>,
+        temporal_strategy: &str,
     ) -> PyResult<Self> {
+        let strategy = crate::hetero::temporal_strategy_arg(temporal_strategy)?;
         let g = graph.inner.clone();
         let fanouts = relation_fanouts(fanouts)?;
         let mut rows = vec![None; g.types().len()];
@@ -118,7 +121,8 @@ impl TypedLoader {
                 )
             })
             .map_err(LoaderError)?
-            .with_staging(staging_dir, staging_cap);
+            .with_staging(staging_dir, staging_cap)
+            .with_temporal_strategy(strategy);
         Ok(TypedLoader {
             inner: std::sync::Arc::new(inner),
             types,

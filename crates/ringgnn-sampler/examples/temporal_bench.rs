@@ -25,7 +25,7 @@ use ringgnn_sampler::{
     EdgeTimes, Fanout, HeteroRelation, HeteroRequest, HeteroSampler, HyperBatch, HyperSampler,
     Indices, NeighborSampler, NeighborSource, SampleOptions, Seeds,
 };
-use ringgnn_store::manifest::IndexDtype;
+use ringgnn_store::manifest::{IndexDtype, TimeRange};
 use ringgnn_store::rng;
 
 const FANOUTS: [Fanout; 3] = [Fanout::Count(20), Fanout::Count(15), Fanout::Count(10)];
@@ -135,7 +135,11 @@ fn main() {
             let kind = ringgnn_io::BackendKind::Pread;
             (
                 source,
-                EdgeTimes::open(&t_path, m, kind, false, opts).unwrap().0,
+                // The range a dataset's manifest records, where the search looks first.
+                EdgeTimes::open(&t_path, m, kind, false, opts)
+                    .unwrap()
+                    .0
+                    .with_range(TimeRange::of(&times)),
             )
         } else {
             (

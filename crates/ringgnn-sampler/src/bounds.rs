@@ -70,7 +70,7 @@ impl SampleBound {
     /// Bytes of one sampler's workspaces while it builds such a sample, output excluded: per
     /// edge of the largest hop, the drawn position, its owner and the neighbor read (24 B) plus,
     /// for disk backends, the sort order and the buffer slot of the coalescer (32 B); per node,
-    /// the relabeling map (32 B: its slots are 8 B, 16 B for graphs of `u32::MAX` nodes or more,
+    /// the relabeling map (32 B: its slots are 8 B, 12 B for graphs of `u32::MAX` nodes or more,
     /// filled to between 35% and 70%).
     pub fn workspace_bytes(&self) -> u64 {
         self.hop_edges

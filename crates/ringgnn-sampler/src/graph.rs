@@ -7,6 +7,7 @@
 //! Opening a graph reads the offset index ([`OffsetIndex`], needed by the plan first) and, for
 //! [`NeighborAccess::Memory`], the neighbor file; it starts no thread and keeps no ring.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,7 +15,9 @@ use ringgnn_io::{
     open_backend, BackendKind, BlockReader, CacheStats, CoalesceOptions, DirectFile, IoStats,
     PageCache, ReadModel,
 };
+use ringgnn_store::hetero::{ONE_RELATION, ONE_TYPE};
 
+use crate::hetero::{EdgeTimes, SharedRelation, TypedGraph};
 use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
 pub use crate::offset_index::{OffsetIndex, Offsets};
 use crate::sampler::check_indptr;
@@ -174,6 +177,67 @@ impl Graph {
             opts: opts.clone(),
             pid: std::process::id(),
         })
+    }
+
+    /// This graph as the one-type case of a [`TypedGraph`] (node type `node`, relation
+    /// `node:to:node`), sharing its offset index, its neighbor file when in memory and its hot
+    /// pages (nothing is loaded twice), with the dataset's edge-time file `edge_times` and node
+    /// times: what a homogeneous graph is sampled at seed times with, by the typed sampler. The
+    /// edge times are loaded when the neighbor file is in memory and `times_in_memory` (the
+    /// caller's budget holds them), else read by each sampler (with `pread` when the neighbor
+    /// file is in memory).
+    pub fn one_type(
+        &self,
+        edge_times: Option<&Path>,
+        node_times: Option<Arc<[i64]>>,
+        times_in_memory: bool,
+    ) -> Result<TypedGraph> {
+        let (kind, direct) = match self.access {
+            NeighborAccess::Memory => (None, false),
+            NeighborAccess::Disk { kind, direct } => (Some(kind), direct),
+        };
+        let ix = &self.index;
+        let relation = SharedRelation {
+            name: ONE_RELATION.into(),
+            src: 0,
+            dst: 0,
+            indptr: ix.indptr.clone(),
+            max_degree: ix.max_degree,
+            memory: self.memory.clone(),
+            file: ix.indices_path.clone(),
+            dtype: ix.dtype,
+            pages: self.pages.clone(),
+            times: None,
+            time_range: None,
+        };
+        let mut g = TypedGraph {
+            types: vec![ONE_TYPE.into()],
+            counts: vec![self.num_nodes()],
+            relations: vec![relation],
+            kind,
+            direct,
+            node_times: vec![None],
+        };
+        if let Some(times) = node_times {
+            g.set_node_times(ONE_TYPE, times)?;
+        }
+        match edge_times {
+            Some(p) if self.memory.is_some() && !times_in_memory => {
+                // Checked now (opening it checks its length), not first by a sampler.
+                EdgeTimes::open(
+                    p,
+                    ix.num_edges,
+                    BackendKind::Pread,
+                    false,
+                    Default::default(),
+                )?;
+                g.kind = Some(BackendKind::Pread);
+                g.relations[0].times = Some((p.to_path_buf(), None));
+            }
+            Some(p) => g.set_edge_times(ONE_RELATION, p)?,
+            None => {}
+        }
+        Ok(g)
     }
 
     /// A hyperbatch sampler for the calling thread, using `threads` threads (each with its own

@@ -129,10 +129,9 @@ pub struct HeteroSampler {
     /// there.
     pos: Vec<u64>,
     nbr: Vec<u64>,
-    /// For temporal batches: per frontier node (parallel to `ranges`) its seed time, and per
-    /// position drawn by the batch being relabelled its group; the workspace of the search.
+    /// For temporal batches: per frontier node (parallel to `ranges`) its seed time; the
+    /// workspace of the search.
     limits: Vec<i64>,
-    group: Vec<u64>,
     cutter: Cutter,
 }
 
@@ -203,7 +202,6 @@ impl HeteroSampler {
             pos: Vec::new(),
             nbr: Vec::new(),
             limits: Vec::new(),
-            group: Vec::new(),
             cutter: Cutter::default(),
         })
     }
@@ -267,7 +265,7 @@ impl HeteroSampler {
             .sum();
         let buffers = 16 * self.ranges.capacity()
             + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity())
-            + 8 * (self.limits.capacity() + self.group.capacity());
+            + 8 * self.limits.capacity();
         maps + buffers as u64 + self.cutter.bytes()
     }
 

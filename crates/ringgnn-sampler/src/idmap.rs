@@ -4,7 +4,7 @@
 //! random, in a table of megabytes: the time goes to cache misses. A general hash map touches
 //! two places per lookup (a control byte, then the slot) and pads a `(u64, u32)` entry to 16
 //! bytes. This table touches one: open addressing with linear probing, the key and the value
-//! in one slot, 8 bytes when node ids fit 32 bits. Its size is not a power of two (a slot is
+//! in one slot, 8 bytes when node ids fit 32 bits (12 when not). Its size is not a power of two (a slot is
 //! found by multiplying the hash by the size, Lemire's range reduction), so a table sized for
 //! what a batch will hold is not rounded up to double that.
 
@@ -57,8 +57,11 @@ impl Slot for Narrow {
     }
 }
 
-/// Any node id (`u64::MAX` is none: ids are below the node count), 16 bytes with padding.
+/// Any node id (`u64::MAX` is none: ids are below the node count), 12 bytes: packed, so that
+/// the key's alignment pads no slot to 16 (a batch at seed times keys its nodes by group and
+/// id, which needs the wide table on any graph of more than a few million nodes).
 #[derive(Clone, Copy)]
+#[repr(C, packed(4))]
 pub(crate) struct Wide(u64, u32);
 
 impl Slot for Wide {
@@ -69,7 +72,7 @@ impl Slot for Wide {
     }
     #[inline(always)]
     fn is_empty(self) -> bool {
-        self.0 == u64::MAX
+        self.key() == u64::MAX
     }
     #[inline(always)]
     fn key(self) -> u64 {

@@ -1,22 +1,37 @@
 //! [`Engine`]: the engine over a homogeneous dataset: its memory plan, its workers (a set of
 //! read backends each: a sampler and a feature gatherer with their rings) and how a wave of its
-//! requests is served (see the crate docs). The queue, the waves' admission, deadlines and the
+//! requests is served (see the crate docs; `engine/wave.rs`, and for requests at times
+//! `engine/at_times.rs`). The queue, the waves' admission, deadlines and the
 //! room for a large request are [`crate::queue`]'s.
+//!
+//! A request with times ([`RequestTimes`]) is sampled by the typed sampler over the graph's
+//! one-type case ([`ringgnn_sampler::Graph::one_type`]: the same offset index, neighbor file and hot pages, with
+//! the dataset's times), at its seeds' times: disjoint per distinct time, as PyG's temporal
+//! sampling, each request of a wave its own batch (its own subgraphs: requests at different
+//! times never share a node). The time cut is made on the lists' times before any neighbor
+//! entry is read, so a hot page never gives a request an edge newer than its time. Requests
+//! without times are sampled exactly as before, by the homogeneous sampler.
 
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use ringgnn_features::FeatureGatherer;
 use ringgnn_loader::{BatchLoader, MemoryPlan};
-use ringgnn_sampler::{Fanout, GraphSampler, ManyRequest, SampleOptions, SampledSubgraph, Seeds};
+use ringgnn_sampler::{
+    Fanout, GraphSampler, HeteroSampler, SampleOptions, SampledSubgraph, Seeds, TypedGraph,
+};
 use ringgnn_store::manifest::FeatureDtype;
 
 use crate::latency::LatencyCounts;
-use crate::queue::{Job, Queue, QueueOptions, Room, Waves};
-use crate::{EngineOptions, Result, ServeError};
+use crate::queue::{Queue, QueueOptions, Room};
+use crate::{EngineOptions, RequestTimes, Result, ServeError};
+use at_times::one_type;
+
+mod at_times;
+mod wave;
 
 /// Waves of answers the plan keeps per worker besides the wave it serves: the samples or rows
 /// its callers still hold, and their encoded replies.
@@ -38,7 +53,8 @@ impl CancelToken {
 }
 
 /// A sampling request: the sample of `seeds` with `fanouts`, `replace` and `seed`, exactly what
-/// `NeighborSampler::sample` gives for them as batch 0 of epoch 0.
+/// `NeighborSampler::sample` gives for them as batch 0 of epoch 0; with `times`, what the typed
+/// sampler over the graph's one-type case gives at those seed times (batch 0 of epoch 0).
 #[derive(Clone, Debug)]
 pub struct SampleRequest {
     pub seeds: Seeds,
@@ -46,6 +62,7 @@ pub struct SampleRequest {
     pub replace: bool,
     pub seed: u64,
     pub with_edge_ids: bool,
+    pub times: Option<RequestTimes>,
 }
 
 /// Feature rows of a request, row-major `[rows, dim]`, f32.
@@ -108,8 +125,11 @@ pub(crate) enum Work {
     Features(Vec<u64>),
 }
 
+/// A sample, and for a request with times the seed time of each node (parallel to `node`).
+pub type Timed = (SampledSubgraph, Option<Vec<i64>>);
+
 pub(crate) enum Answer {
-    Sample(SampledSubgraph, Option<FeatureRows>),
+    Sample(Timed, Option<FeatureRows>),
     Features(FeatureRows),
 }
 
@@ -117,6 +137,8 @@ pub(crate) enum Answer {
 pub(crate) struct Worker {
     sampler: GraphSampler,
     gatherer: Option<FeatureGatherer>,
+    /// Samplers at seed times by (fanouts, replace), made at a worker's first such request.
+    typed: Vec<((Vec<Fanout>, bool), HeteroSampler)>,
 }
 
 struct Shared {
@@ -133,6 +155,11 @@ struct Shared {
     /// The workers' gatherers' stop flag (a worker's backends are made again after a large
     /// wave).
     stop: Arc<AtomicBool>,
+    /// The graph's one-type case with the dataset's times, for requests at times; `None` on a
+    /// dataset without edge or node times.
+    typed: Option<TypedGraph>,
+    /// Reads and bytes of the samplers at seed times (the loader counts the others).
+    typed_io: [AtomicU64; 2],
 }
 
 /// Serves sampling and feature requests from any number of threads; see the crate docs.
@@ -271,6 +298,7 @@ impl Engine {
             free.push(Box::new(Worker {
                 sampler: loader.thread_sampler()?,
                 gatherer: loader.thread_gatherer(&stop)?,
+                typed: Vec::new(),
             }));
         }
         let queue = QueueOptions {
@@ -280,7 +308,10 @@ impl Engine {
             wave_edges: b.edges.max(1),
             wave_rows: b.nodes.max(1),
         };
+        let typed = one_type(dir, &loader)?;
         let shared = Arc::new(Shared {
+            typed,
+            typed_io: Default::default(),
             max_edges: most.edges.max(1),
             queue: Queue::new(queue, free, room),
             why,
@@ -339,18 +370,19 @@ impl Engine {
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
     ) -> Result<SampledSubgraph> {
-        self.sample_then(req, deadline, cancel, |s| s)
+        self.sample_then(req, deadline, cancel, |(s, _)| s)
     }
 
-    /// [`Self::sample`], then `f` of the sample (its encoding, say) before a request larger
-    /// than a wave gives back the room it was answered in: the memory its answer and what `f`
-    /// makes of it take is still held for it.
+    /// [`Self::sample`] with the seed time of each node (for a request with times), then `f`
+    /// of them (their encoding, say) before a request larger than a wave gives back the room
+    /// it was answered in: the memory its answer and what `f` makes of it take is still held
+    /// for it.
     pub fn sample_then<R>(
         &self,
         req: SampleRequest,
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
-        f: impl FnOnce(SampledSubgraph) -> R,
+        f: impl FnOnce(Timed) -> R,
     ) -> Result<R> {
         let sh = &self.shared;
         let c = sh.queue.counters();
@@ -366,14 +398,15 @@ impl Engine {
         }
     }
 
-    /// The sample of `req` and the feature rows of its nodes (`node` order), gathered by the
-    /// same worker in the same wave: what a model needs to run on the seeds.
+    /// The sample of `req` (with its nodes' seed times, for a request with times) and the
+    /// feature rows of its nodes (`node` order), gathered by the same worker in the same wave:
+    /// what a model needs to run on the seeds.
     pub fn sample_with_rows(
         &self,
         req: SampleRequest,
         deadline: Option<Instant>,
         cancel: Option<CancelToken>,
-    ) -> Result<(SampledSubgraph, FeatureRows)> {
+    ) -> Result<(Timed, FeatureRows)> {
         let sh = &self.shared;
         let c = sh.queue.counters();
         c.sample_requests.fetch_add(1, Ordering::Relaxed);
@@ -419,8 +452,19 @@ impl Engine {
         self.shared.check_count(n)
     }
 
+    /// Whether the dataset has edge or node times (requests may give times).
+    pub fn has_times(&self) -> bool {
+        self.shared.typed.is_some()
+    }
+
     pub fn stats(&self) -> EngineStats {
         let io = self.shared.loader.io_stats();
+        let typed = |i: usize| self.shared.typed_io[i].load(Ordering::Relaxed);
+        let io = ringgnn_io::IoStats {
+            reads: io.reads + typed(0),
+            bytes: io.bytes + typed(1),
+            ..io
+        };
         let p = self.shared.loader.graph().page_cache_stats();
         self.shared.queue.stats(
             (io.reads, io.bytes),
@@ -458,9 +502,18 @@ impl Shared {
         Ok(())
     }
 
-    /// Check `req` against the limits; its cost (the upper bound of its sampled edges).
+    /// Check `req` against the limits; its cost (the upper bound of its sampled edges: at
+    /// seed times, the sum of its disjoint subgraphs', each a sample of the graph).
     fn check_sample(&self, req: &SampleRequest) -> Result<u64> {
         self.check_ids(&req.seeds)?;
+        let n = req.seeds.len();
+        let groups = match &req.times {
+            Some(t) => {
+                t.check(n, self.typed.is_some())?;
+                t.group_sizes(n)
+            }
+            None => vec![n as u64],
+        };
         let hops = req.fanouts.len();
         if hops == 0 || hops > self.opts.limits.max_hops {
             return Err(ServeError::Input(format!(
@@ -468,25 +521,29 @@ impl Shared {
                 self.opts.limits.max_hops
             )));
         }
+        let ix = self.loader.graph().index();
         let opts = SampleOptions {
             fanouts: req.fanouts.clone(),
             replace: req.replace,
             ..Default::default()
         };
-        let b = self
-            .loader
-            .graph()
-            .index()
-            .bound(req.seeds.len() as u64, &opts);
-        if b.edges > self.max_edges {
+        let edges = groups
+            .iter()
+            .map(|&g| ix.bound(g, &opts).edges)
+            .fold(0u64, u64::saturating_add);
+        if edges > self.max_edges {
             return Err(ServeError::Input(format!(
-                "this request may sample up to {} edges (its upper bound: {} nodes, fanouts {:?}); \
-                 the server takes at most {} per request (what its memory plan holds for its \
-                 largest request: {} seeds, --max-nodes or --batch-size if larger, at its \
+                "this request may sample up to {} edges (its upper bound: {} nodes{}, fanouts \
+                 {:?}); the server takes at most {} per request (what its memory plan holds for \
+                 its largest request: {} seeds, --max-nodes or --batch-size if larger, at its \
                  default fanouts {:?}): ask for fewer nodes or smaller fanouts, or start the \
                  server with a larger --max-nodes or --fanouts",
-                b.edges,
+                edges,
                 req.seeds.len(),
+                match groups.len() {
+                    1 => String::new(),
+                    g => format!(" at {g} distinct times, a subgraph each"),
+                },
                 req.fanouts.iter().map(|f| f.value()).collect::<Vec<_>>(),
                 self.max_edges,
                 (self.opts.limits.max_nodes as u64).max(self.loader.plan_batch_size()),
@@ -498,151 +555,6 @@ impl Shared {
                     .collect::<Vec<_>>(),
             )));
         }
-        Ok(b.edges.max(1))
-    }
-}
-
-impl Waves for Shared {
-    type Work = Work;
-    type Answer = Answer;
-    type Worker = Box<Worker>;
-
-    fn is_sample(work: &Work) -> bool {
-        matches!(work, Work::Sample(..))
-    }
-
-    /// Answer the wave's samples together, then its feature rows together.
-    fn serve(&self, w: &mut Box<Worker>, wave: Vec<Job<Shared>>, large: bool) {
-        #[cfg(feature = "fault-injection")]
-        if wave
-            .iter()
-            .any(|j| matches!(&j.work, Work::Sample(r, _) if r.seed == crate::FAULT_SEED))
-        {
-            panic!("fault injected for a test (seed {})", crate::FAULT_SEED);
-        }
-        let (samples, rows): (Vec<_>, Vec<_>) =
-            wave.into_iter().partition(|j| Self::is_sample(&j.work));
-        self.sample_wave(w, samples, large);
-        self.gather_wave(w, rows, large);
-    }
-}
-
-impl Shared {
-    /// After a wave larger than the plan's (`large`), make the worker's backends again, so that
-    /// the workspaces it grew go back before its answer is handed over (and the room with it).
-    fn renew(&self, w: &mut Worker, large: bool) {
-        if !large {
-            return;
-        }
-        if let Ok(s) = self.loader.thread_sampler() {
-            w.sampler = s;
-        }
-        if w.gatherer.is_some() {
-            if let Ok(Some(g)) = self.loader.thread_gatherer(&self.stop) {
-                w.gatherer = Some(g);
-            }
-        }
-    }
-
-    /// Sample the wave's sampling jobs together, then gather the rows of those that asked for
-    /// them in one go.
-    fn sample_wave(&self, w: &mut Worker, jobs: Vec<Job<Shared>>, large: bool) {
-        if jobs.is_empty() {
-            return;
-        }
-        let reqs: Vec<ManyRequest<'_>> = jobs
-            .iter()
-            .map(|j| match &j.work {
-                Work::Sample(r, _) => ManyRequest {
-                    seeds: r.seeds.as_slice(),
-                    fanouts: &r.fanouts,
-                    replace: r.replace,
-                    seed: r.seed,
-                    epoch: 0,
-                    batch: 0,
-                    with_edge_ids: r.with_edge_ids,
-                },
-                Work::Features(_) => unreachable!("sample jobs only"),
-            })
-            .collect();
-        let outs = match w.sampler.sample_many(self.loader.graph(), &reqs) {
-            Ok(outs) => outs,
-            Err(e) => return self.fail(&jobs, &e.to_string()),
-        };
-        drop(reqs);
-        let wants_rows = |j: &Job<Shared>| matches!(j.work, Work::Sample(_, true));
-        let mut rows = match w.gatherer.as_mut() {
-            Some(g) if jobs.iter().any(wants_rows) => {
-                let ids: Vec<u64> = jobs
-                    .iter()
-                    .zip(&outs)
-                    .filter(|(j, _)| wants_rows(j))
-                    .flat_map(|(_, s)| s.node.iter().copied())
-                    .collect();
-                let mut all = vec![0f32; ids.len() * g.dim()];
-                if let Err(e) = g.gather(&ids, &mut all) {
-                    return self.fail(&jobs, &e.to_string());
-                }
-                Some((all, g.dim(), 0usize))
-            }
-            _ => None,
-        };
-        self.renew(w, large);
-        for (j, s) in jobs.iter().zip(outs) {
-            let mine = match (&mut rows, wants_rows(j)) {
-                (Some((all, dim, at)), true) => {
-                    let n = s.node.len();
-                    let data = if *at == 0 && n * *dim == all.len() {
-                        std::mem::take(all)
-                    } else {
-                        all[*at * *dim..(*at + n) * *dim].to_vec()
-                    };
-                    *at += n;
-                    Some(FeatureRows {
-                        rows: n,
-                        dim: *dim,
-                        data,
-                    })
-                }
-                _ => None,
-            };
-            j.answer(Ok(Answer::Sample(s, mine)));
-        }
-    }
-
-    fn gather_wave(&self, w: &mut Worker, jobs: Vec<Job<Shared>>, large: bool) {
-        let Some(g) = w.gatherer.as_mut() else {
-            return;
-        };
-        if jobs.is_empty() {
-            return;
-        }
-        let dim = g.dim();
-        let ids: Vec<u64> = jobs
-            .iter()
-            .flat_map(|j| match &j.work {
-                Work::Features(ids) => ids.iter().copied(),
-                Work::Sample(..) => unreachable!("feature jobs only"),
-            })
-            .collect();
-        let mut all = vec![0f32; ids.len() * dim];
-        let got = g.gather(&ids, &mut all);
-        self.renew(w, large);
-        match got {
-            Ok(_) => {
-                let mut at = 0;
-                for j in &jobs {
-                    let n = j.cost as usize;
-                    let data = all[at * dim..(at + n) * dim].to_vec();
-                    at += n;
-                    j.answer(Ok(Answer::Features(FeatureRows { rows: n, dim, data })));
-                }
-            }
-            Err(e) => self.fail(&jobs, &e.to_string()),
-        }
-    }
-
-    fn fail(&self, jobs: &[Job<Shared>], msg: &str) {
-        self.queue.fail(jobs, msg);
+        Ok(edges.max(1))
     }
 }

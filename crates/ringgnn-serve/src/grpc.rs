@@ -37,7 +37,9 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Status};
 use tonic_health::ServingStatus;
 
-use crate::{CancelToken, Engine, EngineStats, HeteroEngine, Limits, SampleRequest, ServeError};
+use crate::{
+    CancelToken, Engine, EngineStats, HeteroEngine, Limits, RequestTimes, SampleRequest, ServeError,
+};
 
 /// The service's full name, as in `serve.proto`.
 pub const SERVICE: &str = "ringgnn.v1.RingGnn";
@@ -141,6 +143,10 @@ struct SampleRequestMsg {
     seed: Option<u64>,
     #[prost(bool, tag = "5")]
     edge_ids: bool,
+    #[prost(int64, optional, tag = "8")]
+    time: Option<i64>,
+    #[prost(int64, repeated, tag = "9")]
+    seed_times: Vec<i64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -208,6 +214,8 @@ struct InfoReplyMsg {
     model_task: String,
     #[prost(string, tag = "20")]
     model_decoder: String,
+    #[prost(bool, tag = "26")]
+    has_times: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -405,6 +413,7 @@ impl Inner {
             }),
             model_task: f.model_task.clone(),
             model_decoder: f.model_decoder.clone(),
+            has_times: e.has_times(),
         }
     }
 
@@ -441,11 +450,12 @@ impl Inner {
                     replace: r.replace,
                     seed,
                     with_edge_ids: r.edge_ids,
+                    times: RequestTimes::from_fields(r.time, r.seed_times).map_err(status)?,
                 };
                 // Encoded while a request larger than a wave still holds its room.
                 engine
-                    .sample_then(req, deadline, Some(token.clone()), |s| {
-                        crate::wire::sample_reply(&s, seed)
+                    .sample_then(req, deadline, Some(token.clone()), |(s, time)| {
+                        crate::wire::sample_reply(&s, seed, time.as_deref())
                     })
                     .map_err(status)
             }

@@ -11,7 +11,11 @@
 //! page two requests need is read once), then the feature rows they asked for, gathered per
 //! type in one go; and the feature requests queued with them, gathered per type in one go
 //! (`hetero/wave.rs`). Each answer is exactly what `HeteroSampler::sample(type, seeds, seed, 0,
-//! 0, edge_ids)` gives alone.
+//! 0, edge_ids)` gives alone. A request with times ([`crate::RequestTimes`]) is its own batch
+//! of the wave's `sample_many`, sampled at its seeds' times (disjoint per distinct time): what
+//! `HeteroSampler::sample_many` gives it alone with those times; requests at different times
+//! never share a subgraph, and the cut to a time is made on the lists' times before a neighbor
+//! entry is read, so a hot page cannot give a request an edge newer than its time.
 //!
 //! Memory: which neighbor files are held in memory is the caller's placement (the budget's
 //! owner, `ringgnn.sampling.plan`); the relations read from disk share `neighbor_cache` bytes of
@@ -30,14 +34,16 @@ use std::time::{Duration, Instant};
 
 use ringgnn_features::{FeatureGatherer, RowSource};
 use ringgnn_io::{BackendKind, CoalesceOptions, PageCache};
-use ringgnn_sampler::{hetero_bound, Fanout, HeteroSample, HeteroSampler, TypedGraph};
+use ringgnn_sampler::{
+    hetero_bound, Fanout, HeteroSample, HeteroSampler, TemporalStrategy, TypedGraph,
+};
 use ringgnn_store::hetero::{HeteroManifest, Part};
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
 
 use crate::engine::{CancelToken, FeatureRows};
 use crate::queue::{Queue, QueueOptions, Room};
-use crate::{Limits, Result, ServeError};
+use crate::{Limits, RequestTimes, Result, ServeError};
 use wave::{Answer, Key, Work, Worker};
 
 mod wave;
@@ -77,10 +83,12 @@ pub struct HeteroOptions {
     pub max_wave: NonZeroUsize,
     pub queue: NonZeroUsize,
     pub limits: Limits,
+    /// How requests at times draw among the edges not newer than their time.
+    pub temporal_strategy: TemporalStrategy,
 }
 
 /// A typed sampling request: around `seeds` of type `seed_type`, with one fanout list per
-/// relation.
+/// relation; at `times`, if given.
 #[derive(Clone, Debug)]
 pub struct HeteroSampleRequest {
     pub seed_type: usize,
@@ -89,6 +97,7 @@ pub struct HeteroSampleRequest {
     pub replace: bool,
     pub seed: u64,
     pub with_edge_ids: bool,
+    pub times: Option<RequestTimes>,
 }
 
 /// Counters since the engine opened (what [`crate::EngineStats`] holds).
@@ -235,10 +244,11 @@ impl HeteroEngine {
     /// A sampler of `key` (fanouts, replace) over the shared relations, with its own disk
     /// backends, and the name of how it reads.
     fn sampler(&self, key: &Key) -> Result<(HeteroSampler, String)> {
-        let (s, name, _) = self
+        let (mut s, name, _) = self
             .graph
             .sampler(key.0.clone(), key.1, None)
             .map_err(sampler_error)?;
+        s.set_temporal_strategy(self.opts.temporal_strategy);
         Ok((s, name))
     }
 
@@ -291,6 +301,13 @@ impl HeteroEngine {
 
     pub fn options(&self) -> &HeteroOptions {
         &self.opts
+    }
+
+    /// Whether the dataset has edge times (of a relation) or node times (of a type): requests
+    /// may give times.
+    pub fn has_times(&self) -> bool {
+        self.graph.relations.iter().any(|r| r.times.is_some())
+            || self.graph.node_times.iter().any(Option::is_some)
     }
 
     /// How the neighbor files and the feature rows are read ("memory", "pread", "uring", ...).
@@ -360,8 +377,19 @@ impl HeteroEngine {
                  number of hops"
             )));
         }
-        let seeds = req.seeds.len() as u64;
-        let (cost, _) = bound(&self.graph, req.seed_type, seeds, &req.fanouts, req.replace);
+        let n = req.seeds.len();
+        let groups = match &req.times {
+            Some(t) => {
+                t.check(n, self.has_times())?;
+                t.group_sizes(n)
+            }
+            None => vec![n as u64],
+        };
+        // At seed times, the sum of the disjoint subgraphs' bounds, each a sample of the graph.
+        let cost = groups
+            .iter()
+            .map(|&g| bound(&self.graph, req.seed_type, g, &req.fanouts, req.replace).0)
+            .fold(0u64, u64::saturating_add);
         if cost > self.max_edges {
             return Err(ServeError::Input(format!(
                 "this request may sample up to {} edges (its upper bound: {} nodes of type \

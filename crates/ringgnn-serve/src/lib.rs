@@ -46,6 +46,12 @@
 //! `ringgnn_sampler::TypedGraph`). A homogeneous dataset is the one-relation case of the queue's
 //! contract ([`Engine`] keeps its own memory plan, the loader's).
 //!
+//! A sampling request may give times ([`RequestTimes`]: one for the request, or one per seed):
+//! it is then sampled at them, by the typed sampler (a homogeneous dataset as its one-type case),
+//! disjoint per distinct time; each request of a wave is its own batch, so requests at
+//! different times in one wave never share a subgraph. A request without times samples every
+//! edge, as ever.
+//!
 //! The gRPC server is here too ([`grpc`]): tonic, over either engine. Over an [`Engine`] it
 //! serves `Sample`, `Features` and `Info` in Rust end to end and hands `Predict`/`Embed`/`Score`
 //! to a [`grpc::Delegate`] (the Python servicer, which runs the model); over a [`HeteroEngine`]
@@ -61,12 +67,14 @@ mod hetero;
 pub mod latency;
 mod options;
 mod queue;
+mod times;
 pub mod wire;
 
-pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest};
+pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest, Timed};
 pub use error::{Result, ServeError};
 pub use hetero::{HeteroEngine, HeteroOptions, HeteroSampleRequest, HeteroStats};
 pub use options::{EngineOptions, Limits};
+pub use times::RequestTimes;
 
 /// With the `fault-injection` feature (tests only), a wave holding a sampling request with this
 /// seed panics: how the tests check that a failed wave answers its requests and the server goes

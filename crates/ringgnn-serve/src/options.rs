@@ -4,6 +4,7 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use ringgnn_loader::LoaderOptions;
+use ringgnn_sampler::TemporalStrategy;
 
 /// What a single request may ask for; larger ones are refused before they are queued.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub struct EngineOptions {
     /// Requests waiting for a worker; one more is refused with [`crate::ServeError::Busy`].
     pub queue: NonZeroUsize,
     pub limits: Limits,
+    /// How requests at times draw among the edges not newer than their time.
+    pub temporal_strategy: TemporalStrategy,
 }
 
 impl EngineOptions {
@@ -77,6 +80,7 @@ impl EngineOptions {
             max_wave: Self::DEFAULT_MAX_WAVE,
             queue: Self::DEFAULT_QUEUE,
             limits: Limits::default(),
+            temporal_strategy: TemporalStrategy::default(),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! a prost message declared from the `.proto`, and the Python tests parse them with the
 //! message compiled from the shipped file.
 
-use prost::encoding::{encode_key, encode_varint, uint64, WireType};
+use prost::encoding::{encode_key, encode_varint, int64, uint64, WireType};
 use ringgnn_sampler::SampledSubgraph;
 
 /// Field numbers of `SampleReply`.
@@ -20,11 +20,13 @@ mod field {
     pub const NUM_SAMPLED_NODES: u32 = 5;
     pub const NUM_SAMPLED_EDGES: u32 = 6;
     pub const SEED: u32 = 7;
+    pub const SEED_TIME: u32 = 9;
 }
 
-/// `SampleReply` of `s`, drawn with `seed`. Ids are below 2^63, so their `uint64` varints are
-/// the `int64` ones of the `.proto`; repeated fields are packed (proto3's default).
-pub fn sample_reply(s: &SampledSubgraph, seed: u64) -> Vec<u8> {
+/// `SampleReply` of `s`, drawn with `seed`, with each node's seed time `time` for a request at
+/// times. Ids are below 2^63, so their `uint64` varints are the `int64` ones of the `.proto`;
+/// repeated fields are packed (proto3's default).
+pub fn sample_reply(s: &SampledSubgraph, seed: u64, time: Option<&[i64]>) -> Vec<u8> {
     let counts = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
     let (nodes, edges) = (counts(&s.num_sampled_nodes), counts(&s.num_sampled_edges));
     let fields: [(u32, &[u64]); 6] = [
@@ -47,6 +49,9 @@ pub fn sample_reply(s: &SampledSubgraph, seed: u64) -> Vec<u8> {
     if seed != 0 {
         encode_key(field::SEED, WireType::Varint, &mut buf);
         encode_varint(seed, &mut buf);
+    }
+    if let Some(t) = time.filter(|t| !t.is_empty()) {
+        int64::encode_packed(field::SEED_TIME, t, &mut buf);
     }
     buf
 }

@@ -73,6 +73,7 @@ fn req(ids: &[u64], n: u64, fanouts: &[i64], replace: bool, seed: u64) -> Sample
         replace,
         seed,
         with_edge_ids: false,
+        times: None,
     }
 }
 
@@ -464,8 +465,8 @@ fn a_sample_with_its_rows_equals_the_sample_and_a_gather() {
     let e = Engine::open(&dir, options(BackendChoice::Pread, 2)).unwrap();
     let n = e.num_nodes();
     let q = req(&[5, 9, 5], n, &[4, 3], false, 12);
-    let (s, rows) = e.sample_with_rows(q.clone(), None, None).unwrap();
-    assert_eq!(s, alone(&dir, &q));
+    let ((s, time), rows) = e.sample_with_rows(q.clone(), None, None).unwrap();
+    assert_eq!((s.clone(), time), (alone(&dir, &q), None));
     let ds = Dataset::open(&dir).unwrap();
     let mut x = vec![0f32; s.node.len() * 12];
     FeatureGatherer::memory(&ds)
@@ -626,11 +627,11 @@ fn a_large_request_is_answered_alone_in_room_the_hot_pages_lend_exactly_as_one_w
                     assert_eq!(got, whole.sample(q.clone(), None, None).unwrap());
                     // Encoded within the room: the same bytes.
                     let bytes = small
-                        .sample_then(q.clone(), None, None, |s| {
-                            ringgnn_serve::wire::sample_reply(&s, q.seed)
+                        .sample_then(q.clone(), None, None, |(s, time)| {
+                            ringgnn_serve::wire::sample_reply(&s, q.seed, time.as_deref())
                         })
                         .unwrap();
-                    assert_eq!(bytes, ringgnn_serve::wire::sample_reply(&got, q.seed));
+                    assert_eq!(bytes, ringgnn_serve::wire::sample_reply(&got, q.seed, None));
                 }
             });
         }
@@ -717,4 +718,150 @@ fn a_budget_too_small_for_max_nodes_refuses_to_start_and_says_what_to_change() {
         Err(other) => panic!("expected an input error, got {other}"),
         Ok(_) => panic!("a plan for 2000 ids opened within {budget} bytes"),
     }
+}
+
+/// A labeled sbm of 2000 nodes with uniform edge and node times in [0, 1000).
+fn timed_sbm() -> (TempDir, PathBuf) {
+    use ringgnn_store::options::{TimeGen, TimeInput, TimeOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    let gen = |seed| {
+        Some(TimeInput::Generated(TimeGen::Uniform {
+            seed,
+            lo: 0,
+            hi: 1000,
+        }))
+    };
+    let opts = SbmOptions {
+        out: out.clone(),
+        nodes: 2000,
+        classes: 4,
+        avg_degree: 8.0,
+        feature_dim: 4,
+        feature_dtype: FeatureDtype::F32,
+        seed: 3,
+        split: vec![("train".into(), 0.5)],
+        graph: GraphOptions {
+            times: TimeOptions {
+                edges: gen(1),
+                nodes: gen(2),
+            },
+            ..GraphOptions::default()
+        },
+        overwrite: false,
+    };
+    generate_sbm(&opts, &NoProgress).unwrap();
+    (dir, out)
+}
+
+/// What the typed sampler over the graph's one-type case gives a request at times alone.
+fn alone_at(dir: &Path, r: &SampleRequest, times: &[i64]) -> (Vec<u64>, Vec<u64>, Vec<i64>) {
+    let g = ringgnn_sampler::TypedGraph::open(dir, None, false, &[]).unwrap();
+    let (mut s, _, _) = g.sampler(vec![r.fanouts.clone()], r.replace, None).unwrap();
+    let seeds = [(0usize, r.seeds.ids())];
+    let t = [times];
+    let req = ringgnn_sampler::HeteroRequest {
+        seeds: &seeds,
+        batch: 0,
+        times: Some(&t),
+    };
+    let mut out = s.sample_many(&[req], r.seed, 0, false).unwrap();
+    let o = out.remove(0);
+    (
+        o.node[0].clone(),
+        o.row[0].clone(),
+        o.time.unwrap()[0].clone(),
+    )
+}
+
+#[test]
+fn requests_at_times_are_the_typed_samplers_and_stay_apart_in_shared_waves() {
+    use ringgnn_serve::RequestTimes;
+    let (_d, dir) = timed_sbm();
+    let n = 2000;
+    for backend in [BackendChoice::Memory, BackendChoice::Pread] {
+        let mut o = options(backend, 2);
+        o.max_wait = Duration::from_millis(20);
+        let e = Arc::new(Engine::open(&dir, o).unwrap());
+        assert!(e.has_times());
+        // One node at several times, and seeds at their own times, from 8 threads at once.
+        let cases: Vec<(Vec<u64>, RequestTimes)> = vec![
+            (vec![7], RequestTimes::At(100)),
+            (vec![7], RequestTimes::At(900)),
+            (vec![7, 7, 3], RequestTimes::PerSeed(vec![100, 900, 100])),
+            (vec![5, 9], RequestTimes::At(-1)),
+        ];
+        std::thread::scope(|s| {
+            for k in 0..8 {
+                let (e, dir, cases) = (&e, &dir, &cases);
+                s.spawn(move || {
+                    let (ids, times) = &cases[k % cases.len()];
+                    let mut q = req(ids, n, &[4, 3], false, 11);
+                    q.times = Some(times.clone());
+                    let (got, time) = e.sample_then(q.clone(), None, None, |x| x).unwrap();
+                    let per = match times {
+                        RequestTimes::At(t) => vec![*t; ids.len()],
+                        RequestTimes::PerSeed(t) => t.clone(),
+                    };
+                    let (node, row, want_time) = alone_at(dir, &q, &per);
+                    assert_eq!((got.node, got.row, time.unwrap()), (node, row, want_time));
+                });
+            }
+        });
+        // Before every edge and node: the seeds alone. Without times: the homogeneous sampler.
+        let mut q = req(&[5, 9], n, &[4, 3], false, 11);
+        q.times = Some(RequestTimes::At(-1));
+        let s = e.sample(q, None, None).unwrap();
+        assert_eq!((s.node, s.row.len()), (vec![5, 9], 0));
+        let q = req(&[5, 9], n, &[4, 3], false, 11);
+        assert_eq!(e.sample(q.clone(), None, None).unwrap(), alone(&dir, &q));
+        let st = e.stats();
+        assert!(st.wave_requests == 10 && st.waves <= 10, "{st:?}");
+        // Refusals name the field.
+        let mut q = req(&[5, 9], n, &[4, 3], false, 11);
+        q.times = Some(RequestTimes::PerSeed(vec![1]));
+        let m = e.sample(q, None, None).unwrap_err().to_string();
+        assert!(m.contains("seed_times has 1 times for 2 node ids"), "{m}");
+    }
+    let (_p, plain) = sbm(FeatureDtype::F32);
+    let e = Engine::open(&plain, options(BackendChoice::Memory, 1)).unwrap();
+    assert!(!e.has_times());
+    let mut q = req(&[1], n, &[2], false, 0);
+    q.times = Some(RequestTimes::At(5));
+    let m = e.sample(q, None, None).unwrap_err().to_string();
+    assert!(
+        m.starts_with("time: the dataset has no edge or node times"),
+        "{m}"
+    );
+}
+
+#[test]
+fn edge_times_beside_a_neighbor_file_in_memory_are_read_from_disk_when_the_plan_has_no_room() {
+    // The one-type graph the engine samples at times, with its edge times loaded or read with
+    // pread: the same samples.
+    use ringgnn_sampler::{Graph, HeteroRequest, NeighborAccess, OffsetIndex};
+    let (_d, dir) = timed_sbm();
+    let ds = Dataset::open(&dir).unwrap();
+    let g = Graph::open(OffsetIndex::load(&ds).unwrap(), NeighborAccess::Memory).unwrap();
+    let path = ds.edge_times_path().unwrap();
+    let node_times: Option<Arc<[i64]>> = ds.node_times().unwrap().map(Arc::from);
+    let sample = |in_memory: bool| {
+        let t = g
+            .one_type(Some(&path), node_times.clone(), in_memory)
+            .unwrap();
+        assert_eq!(
+            t.relations[0].times.as_ref().unwrap().1.is_some(),
+            in_memory
+        );
+        let (mut s, _, _) = t.sampler(vec![fan(&[5, 3])], false, None).unwrap();
+        let seeds = [(0usize, &[1u64, 50, 700][..])];
+        let times = [&[300i64, 600, 999][..]];
+        let r = HeteroRequest {
+            seeds: &seeds,
+            batch: 0,
+            times: Some(&times),
+        };
+        s.sample_many(&[r], 4, 0, true).unwrap()
+    };
+    assert_eq!(sample(true), sample(false));
 }

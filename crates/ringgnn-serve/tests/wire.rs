@@ -22,14 +22,16 @@ struct SampleReply {
     num_sampled_edges: Vec<i64>,
     #[prost(uint64, tag = "7")]
     seed: u64,
+    #[prost(int64, repeated, tag = "9")]
+    seed_time: Vec<i64>,
 }
 
 fn i(v: &[u64]) -> Vec<i64> {
     v.iter().map(|&x| x as i64).collect()
 }
 
-fn check(s: &SampledSubgraph, seed: u64) {
-    let bytes = wire::sample_reply(s, seed);
+fn check(s: &SampledSubgraph, seed: u64, time: Option<&[i64]>) {
+    let bytes = wire::sample_reply(s, seed, time);
     let r = SampleReply::decode(&bytes[..]).unwrap();
     assert_eq!(r.node, i(&s.node));
     assert_eq!(r.row, i(&s.row));
@@ -41,6 +43,7 @@ fn check(s: &SampledSubgraph, seed: u64) {
         (r.num_sampled_nodes, r.num_sampled_edges, r.seed),
         (n, e, seed)
     );
+    assert_eq!(r.seed_time, time.unwrap_or_default());
     // prost's own encoding of the same message is byte for byte the same.
     let again = SampleReply {
         node: i(&s.node),
@@ -50,6 +53,7 @@ fn check(s: &SampledSubgraph, seed: u64) {
         num_sampled_nodes: s.num_sampled_nodes.iter().map(|&x| x as i64).collect(),
         num_sampled_edges: s.num_sampled_edges.iter().map(|&x| x as i64).collect(),
         seed,
+        seed_time: time.unwrap_or_default().to_vec(),
     };
     assert_eq!(again.encode_to_vec(), bytes);
 }
@@ -64,9 +68,11 @@ fn a_small_sample_round_trips() {
         num_sampled_nodes: vec![1, 2],
         num_sampled_edges: vec![2],
     };
-    check(&s, 0);
-    check(&s, u64::MAX);
-    check(&SampledSubgraph { edge: None, ..s }, 42);
+    check(&s, 0, None);
+    check(&s, u64::MAX, None);
+    // A sample at times: each node's seed time (negative ones too: times are int64).
+    check(&s, 3, Some(&[5, -2, i64::MAX]));
+    check(&SampledSubgraph { edge: None, ..s }, 42, None);
 }
 
 proptest! {
@@ -83,6 +89,6 @@ proptest! {
             col: row.iter().map(|x| x / 2).collect(),
             node, row, edge,
         };
-        check(&s, seed);
+        check(&s, seed, None);
     }
 }

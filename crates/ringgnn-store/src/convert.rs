@@ -19,7 +19,7 @@ use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 pub use crate::options::{GraphOptions, SelfLoops, SplitSpec, TimeInput, TimeOptions};
 use crate::progress::Progress;
 use crate::space::Need;
-use crate::times::attach_node_times;
+use crate::times::{attach_node_times, NODE_TIMES_FILE};
 use crate::writer::Staging;
 use crate::{attach, Error, Excerpts, Result};
 
@@ -162,9 +162,17 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         Some(spec) => attach::attach_splits(&mut staging, spec, n, labels.is_some(), opts.seed)?,
         None => BTreeMap::new(),
     };
+    // Before the negatives: a split by time draws them among the nodes not newer than the pair.
+    let node_times = match &opts.graph.times.nodes {
+        Some(t) => attach_node_times(&mut staging, t, n)?,
+        None => None,
+    };
     let edge_splits = match (&graph.held_out, &opts.link_split) {
         (Some(held), Some(l)) => {
-            let mut splits = link::attach_negatives(&mut staging, held, n, l, opts.seed, progress)?;
+            let times_path = staging.file_path(NODE_TIMES_FILE);
+            let at = node_times.map(|_| (times_path.as_path(), opts.graph.memory));
+            let mut splits =
+                link::attach_negatives(&mut staging, held, n, l, opts.seed, at, progress)?;
             crate::shared_negatives::attach(&mut staging, &mut splits, &l.shared_negatives, n)?;
             splits
         }
@@ -187,7 +195,8 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     let mut manifest = assemble(&graph, features, labels, splits, source);
     manifest.edge_splits = edge_splits;
     manifest.node_ids = node_ids;
-    add_node_times(&mut manifest, &mut staging, &opts.graph.times)?;
+    manifest.node_times = node_times;
+    record_times(&mut manifest, &opts.graph.times);
     let out = staging.commit(manifest)?;
     Manifest::read(&out)
 }
@@ -236,6 +245,13 @@ pub fn add_node_times(
     if let Some(t) = &times.nodes {
         manifest.node_times = attach_node_times(staging, t, manifest.num_nodes)?;
     }
+    record_times(manifest, times);
+    Ok(())
+}
+
+/// Record where the times came from (`source.edge_time`, `source.node_time`) and set the
+/// version they need (node times already attached).
+fn record_times(manifest: &mut Manifest, times: &TimeOptions) {
     if let serde_json::Value::Object(source) = &mut manifest.source {
         for (key, input) in [("edge_time", &times.edges), ("node_time", &times.nodes)] {
             let said = match input {
@@ -250,5 +266,4 @@ pub fn add_node_times(
     }
     manifest.version =
         Manifest::version_for(manifest.edge_times.is_some() || manifest.node_times.is_some());
-    Ok(())
 }

@@ -2,7 +2,9 @@
 //! `convert --link-split val=0.05,test=0.1` holds out a random part of the edges while the CSC is
 //! written, so the training graph never contains a held-out pair, and stores every split's pairs;
 //! then [`attach_negatives`] draws the fixed evaluation negatives of each held-out split.
-//! `--link-split val=val.npy,test=test.npy` holds out the listed pairs instead ([`given`]).
+//! `--link-split val=val.npy,test=test.npy` holds out the listed pairs instead ([`given`]), and
+//! `--link-split-time val=T1,test=T2` (a graph with edge times) the edge events after T1 and T2,
+//! each split's events sorted by (time, src, dst) out of core on the way ([`holdout`]).
 //!
 //! The decision for a pair is a hash of (seed, pair), not a draw from a sequence: the builder
 //! meets the two directions of an undirected pair (and the copies of a parallel edge) at
@@ -47,6 +49,29 @@ pub enum LinkSplitSpec {
     /// split but `train` is held out; `train`, when listed, is stored instead of every pair left
     /// in the graph, and each of its pairs must be one.
     Files(Vec<(String, PathBuf)>),
+    /// Held-out split name -> time, ascending (`--link-split-time val=T1,test=T2`): an edge
+    /// event goes to the last split whose time is below its own, else stays in the graph as a
+    /// `train` event. Needs edge times.
+    Times(Vec<(String, i64)>),
+}
+
+impl LinkSplitSpec {
+    /// The option that asks for this kind of split, for messages.
+    pub fn option(&self) -> &'static str {
+        match self {
+            LinkSplitSpec::Times(_) => "--link-split-time",
+            _ => "--link-split",
+        }
+    }
+
+    /// The split names in the order given.
+    fn names(&self) -> Vec<&String> {
+        match self {
+            LinkSplitSpec::Fractions(v) => v.iter().map(|(n, _)| n).collect(),
+            LinkSplitSpec::Files(v) => v.iter().map(|(n, _)| n).collect(),
+            LinkSplitSpec::Times(v) => v.iter().map(|(n, _)| n).collect(),
+        }
+    }
 }
 
 /// Everything `convert` needs for an edge split.
@@ -95,6 +120,10 @@ impl LinkSplitOptions {
                     .collect::<BTreeMap<_, _>>(),
                 "negatives": self.negatives,
             }),
+            LinkSplitSpec::Times(v) => serde_json::json!({
+                "times": v.iter().map(|(n, t)| (n.clone(), *t)).collect::<BTreeMap<_, _>>(),
+                "negatives": self.negatives,
+            }),
         }
     }
 }
@@ -109,26 +138,34 @@ pub fn negatives_file(name: &str) -> String {
 pub fn shared_negatives_file(name: &str) -> String {
     format!("edge_shared_negatives_{name}.bin")
 }
+/// The file of a split's event times (a split by time).
+pub fn times_file(name: &str) -> String {
+    format!("edge_split_times_{name}.bin")
+}
 
 /// Check names, fractions and that listed files exist, before the build, so a typo fails in a
 /// second.
 pub fn check_link_spec(opts: &LinkSplitOptions) -> Result<()> {
-    let names: Vec<&str> = match &opts.spec {
-        LinkSplitSpec::Fractions(v) => v.iter().map(|(n, _)| n.as_str()).collect(),
-        LinkSplitSpec::Files(v) => v.iter().map(|(n, _)| n.as_str()).collect(),
-    };
+    let names: Vec<&str> = opts.spec.names().into_iter().map(String::as_str).collect();
+    let option = opts.spec.option();
     if names.is_empty() {
+        if let LinkSplitSpec::Times(_) = opts.spec {
+            return input_err!(
+                "--link-split-time names no split; give the times after which edges are held out, e.g. val=T1,test=T2"
+            );
+        }
         return input_err!(
             "--link-split names no split; give the held-out fractions, e.g. val=0.05,test=0.1, or edge lists, e.g. val=val.npy,test=test.npy"
         );
     }
     for (i, name) in names.iter().enumerate() {
-        check_split_name(name, "--link-split")?;
+        check_split_name(name, option)?;
         if names[..i].contains(name) {
-            return input_err!("--link-split names '{name}' twice; name each split once");
+            return input_err!("{option} names '{name}' twice; name each split once");
         }
     }
     match &opts.spec {
+        LinkSplitSpec::Times(v) => check_times(v),
         LinkSplitSpec::Fractions(v) => check_fractions(v),
         LinkSplitSpec::Files(v) => {
             if names.iter().all(|&n| n == TRAIN) {
@@ -142,6 +179,25 @@ pub fn check_link_spec(opts: &LinkSplitOptions) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn check_times(v: &[(String, i64)]) -> Result<()> {
+    for (name, t) in v {
+        if name == TRAIN {
+            return input_err!(
+                "--link-split-time train={t}: the training edges are the ones up to the first time; give only the held-out splits' times, e.g. val=T1,test=T2"
+            );
+        }
+    }
+    for w in v.windows(2) {
+        let ((a, ta), (b, tb)) = (&w[0], &w[1]);
+        if ta > tb {
+            return input_err!(
+                "--link-split-time {a}={ta},{b}={tb}: the times must not decrease ({a} holds the edges after {ta} up to the next split's time); give {b} a time of at least {ta}"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn check_fractions(v: &[(String, f64)]) -> Result<()> {
@@ -167,10 +223,7 @@ fn check_fractions(v: &[(String, f64)]) -> Result<()> {
 /// Whether a build with `opts` draws per-pair negatives for some held-out split: one that has
 /// neither given nor shared negatives ([`attach_negatives`]).
 pub fn draws_negatives(opts: &LinkSplitOptions) -> bool {
-    let names: Vec<&String> = match &opts.spec {
-        LinkSplitSpec::Fractions(v) => v.iter().map(|(n, _)| n).collect(),
-        LinkSplitSpec::Files(v) => v.iter().map(|(n, _)| n).collect(),
-    };
+    let names = opts.spec.names();
     let stored = |n: &String| {
         opts.given_negatives
             .iter()

@@ -171,6 +171,10 @@ pub struct EdgeSplitInfo {
     /// `edge_shared_negatives.NAME`; 0 (not written) when there are none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shared_negatives: u64,
+    /// A split by time: its events' times are in `edge_split_times.NAME`, ordered with its
+    /// pairs by (time, src, dst). Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub times: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -23,6 +23,7 @@ pub fn check(opts: &LinkSplitOptions) -> Result<()> {
         let held = match &opts.spec {
             LinkSplitSpec::Fractions(v) => v.iter().any(|(n, _)| n == name),
             LinkSplitSpec::Files(v) => v.iter().any(|(n, _)| n == name),
+            LinkSplitSpec::Times(v) => v.iter().any(|(n, _)| n == name),
         };
         if !held || name == TRAIN {
             return input_err!(

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::hetero::{reverse_name, split_relation, AnyManifest, Part};
-use crate::manifest::{FeatureInfo, Manifest, NodeIdDtype, MANIFEST_FILE};
+use crate::manifest::{FeatureInfo, Manifest, NodeIdDtype, MANIFEST_FILE, TRAIN};
 use crate::progress::Progress;
 use crate::{Error, IoContext, Result};
 use checks::{
@@ -103,7 +103,11 @@ pub(crate) fn verify_with(
     let mut report = VerifyReport::default();
     match AnyManifest::read(dir)? {
         AnyManifest::Homogeneous(m) => {
-            verify_view(dir, &m, Parts::default(), how, progress, &mut report)?
+            let parts = Parts {
+                split_times: split_times(&m.source["link_split"]),
+                ..Parts::default()
+            };
+            verify_view(dir, &m, parts, how, progress, &mut report)?
         }
         AnyManifest::Heterogeneous(h) => {
             // Each part is checked as the homogeneous dataset its view describes; the
@@ -122,9 +126,19 @@ pub(crate) fn verify_with(
                         .map(Part::Relation),
                     _ => None,
                 };
+                // A split relation's reverse holds none of its held-out events either.
+                let split_times = match &part {
+                    Part::Relation(r) => split_times(&h.source["link_split"][r]).or_else(|| {
+                        let (d, rel, s) = split_relation(r).ok()?;
+                        let forward = format!("{s}:{}:{d}", rel.strip_prefix("rev_")?);
+                        split_times(&h.source["link_split"][&forward])
+                    }),
+                    Part::Node(_) => None,
+                };
                 let parts = Parts {
                     this: Some(&part),
                     reverse: reverse.as_ref(),
+                    split_times,
                 };
                 verify_view(dir, &view, parts, how, progress, &mut report)?;
             }
@@ -135,10 +149,51 @@ pub(crate) fn verify_with(
 
 /// Which part of a heterogeneous dataset a view is (none: a homogeneous dataset), and the
 /// reverse relation its held-out pairs must be absent from.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Parts<'a> {
     this: Option<&'a Part>,
     reverse: Option<&'a Part>,
+    /// A split by time: its split names and times, ascending, as `source.link_split.times`
+    /// records them (`--link-split-time`).
+    split_times: Option<Vec<(String, i64)>>,
+}
+
+/// Whether `part` is a relation between two node types (where `(i, i)` is no self loop).
+fn bipartite(part: Option<&Part>) -> Result<bool> {
+    Ok(match part {
+        Some(Part::Relation(r)) => {
+            let (s, _, d) = split_relation(r)?;
+            s != d
+        }
+        _ => false,
+    })
+}
+
+/// The split names and times of a split by time, from its `source.link_split` record.
+fn split_times(link_split: &serde_json::Value) -> Option<Vec<(String, i64)>> {
+    let mut v: Vec<(String, i64)> = link_split["times"]
+        .as_object()?
+        .iter()
+        .filter_map(|(n, t)| Some((n.clone(), t.as_i64()?)))
+        .collect();
+    v.sort_by_key(|&(_, t)| t);
+    Some(v)
+}
+
+/// The range `(after, until]` of split `name`'s times in a split by `times`: after its own
+/// time, up to the next larger one (the record does not keep the order of splits with equal
+/// times, of which all but the last are empty).
+fn split_range(times: &[(String, i64)], name: &str) -> (Option<i64>, Option<i64>) {
+    if name == TRAIN {
+        return (None, times.first().map(|&(_, t)| t));
+    }
+    match times.iter().find(|(n, _)| n == name) {
+        Some(&(_, after)) => (
+            Some(after),
+            times.iter().map(|&(_, t)| t).find(|&t| t > after),
+        ),
+        None => (None, None),
+    }
 }
 
 /// Check the files of one (homogeneous) manifest or heterogeneous part.
@@ -237,11 +292,17 @@ fn verify_view(
                 m.features.clone().expect("checked by Manifest::read"),
             )),
             "labels" => Box::new(Labels::new(m)),
-            "edge_times" => Box::new(EdgeTimes::new(
-                m,
-                dir.join(&m.file("indptr")?.path),
-                dir.join(&m.file("indices")?.path),
-            )?),
+            "edge_times" => {
+                let first = parts.split_times.as_ref().and_then(|t| t.first().cloned());
+                Box::new(
+                    EdgeTimes::new(
+                        m,
+                        dir.join(&m.file("indptr")?.path),
+                        dir.join(&m.file("indices")?.path),
+                    )?
+                    .held_out_after(first, bipartite(part)?),
+                )
+            }
             "node_times" => Box::new(NodeTimes::new(m)),
             "node_ids" => match m.node_ids.as_ref().map(|i| i.dtype) {
                 Some(NodeIdDtype::Str) => {
@@ -256,20 +317,25 @@ fn verify_view(
                         .reverse
                         .map(|r| Ok((r, crate::dataset::Dataset::open_part(dir, r)?)))
                         .transpose()?;
-                    let bipartite = match part {
-                        Some(Part::Relation(r)) => {
-                            let (s, _, d) = split_relation(r)?;
-                            s != d
-                        }
-                        _ => false,
-                    };
-                    Box::new(link::Pairs::new(
-                        name,
-                        (m.num_sources(), m.num_nodes),
-                        bipartite,
-                        open()?,
-                        reverse,
-                    ))
+                    let bipartite = bipartite(part)?;
+                    let by_time = m.edge_splits.get(name).is_some_and(|i| i.times);
+                    Box::new(
+                        link::Pairs::new(
+                            name,
+                            (m.num_sources(), m.num_nodes),
+                            bipartite,
+                            open()?,
+                            reverse,
+                        )
+                        .by_time(by_time),
+                    )
+                } else if let Some(name) = key.strip_prefix("edge_split_times.") {
+                    let pairs = dir.join(&m.file(&format!("edge_split.{name}"))?.path);
+                    let (after, until) = parts
+                        .split_times
+                        .as_deref()
+                        .map_or((None, None), |t| split_range(t, name));
+                    Box::new(link::SplitTimes::new(pairs, after, until)?)
                 } else if key.starts_with("edge_shared_negatives.") {
                     Box::new(link::SharedNegatives(m.num_nodes))
                 } else if let Some(name) = key.strip_prefix("edge_negatives.") {
@@ -316,6 +382,13 @@ fn edge_payload(m: &Manifest, key: &str) -> Option<u64> {
         .and_then(|s| m.edge_splits.get(s))
     {
         return Some(info.edges * 16);
+    }
+    if let Some(info) = key
+        .strip_prefix("edge_split_times.")
+        .and_then(|s| m.edge_splits.get(s))
+        .filter(|i| i.times)
+    {
+        return Some(info.edges * 8);
     }
     if let Some(info) = key
         .strip_prefix("edge_shared_negatives.")

@@ -106,6 +106,14 @@ def add_parsers(sub: Any) -> None:
         "(docs/FORMAT.md, Edge splits)",
     )
     p.add_argument(
+        "--link-split-time",
+        metavar="SPEC",
+        help="hold out edges for link prediction by time (needs --edge-time; not with --link-split): val=T1,test=T2 "
+        "sends each edge event after T1 to val and after T2 to test (test= may be omitted), the rest stay in the "
+        "graph as train; each split's pairs and times are stored by (time, src, dst), and negatives are drawn "
+        "among the nodes whose --node-time is not after the pair's (docs/FORMAT.md, Edge splits by time)",
+    )
+    p.add_argument(
         "--link-negatives",
         type=count_arg,
         default=100,
@@ -280,7 +288,7 @@ def _summary(args, verb: str, manifest: Dict[str, Any], seconds: float) -> None:
 _EDGE_LIST_OPTIONS = {
     "format": "detect", "undirected": False, "self_loops": "keep", "dedup": False, "num_nodes": None,
     "features": None, "labels": None, "split": None, "link_split": None, "feature_dtype": None,
-    "edge_time": None, "node_time": None,
+    "edge_time": None, "node_time": None, "link_split_time": None,
 }
 _GRAPHBOLT_OPTIONS = ("add_reverse", "feature", "task")
 
@@ -290,7 +298,7 @@ def _flags(dests) -> str:
 
 
 def cmd_convert(args) -> int:
-    times = [d for d in ("edge_time", "node_time") if getattr(args, d) is not None]
+    times = [d for d in ("edge_time", "node_time", "link_split_time") if getattr(args, d) is not None]
     source = _import.source_of(args) if times else "edges"
     if source not in ("edges", "graphbolt"):  # a GraphBolt yaml is refused below, with its own options
         raise InputError(f"{_flags(times)} apply to an edge-list INPUT (text, .bin32/.bin64, .npy), and "

@@ -20,9 +20,10 @@ import numpy as np
 from .. import _signals
 from .._core import InputError
 from .._files import os_errors
-from .._options import BACKENDS, HIDDEN_DTYPES, size_arg
+from .._options import BACKENDS, HIDDEN_DTYPES, size_arg, time_arg
 from .._threads import passive_waits
 from ..data.dataset import Dataset
+from ..data.schema import HOMOGENEOUS_TYPE
 from ..inference.attach import attach_embeddings
 from ..inference.hetero import infer_hetero
 from ..inference.plan import check_runtime
@@ -57,6 +58,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="where the dense parts (the layers' weights) run: cpu (default) or cuda (blocks copied from "
                    "page-locked memory; the folds stay on the CPU; homogeneous runs, not with --edges)")
+    p.add_argument("--at", type=time_arg, default=None, metavar="T",
+                   help="the graph as of time T (an integer in the unit of the dataset's times): only edges at or "
+                   "before T, from nodes not newer than T; a node newer than T gets its output from those edges too "
+                   "(default: every edge, the present)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -131,10 +136,11 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
             return infer_hetero(args.run_dir, args.dataset, node_type=node_type, output=output, nodes=args.nodes,
                                 out=args.out, memory=args.memory, backend=args.backend, direct=args.direct,
                                 keep=args.keep_layers, quiet=args.quiet or args.json, read=read,
-                                hidden_dtype=args.hidden_dtype, **kw)
+                                hidden_dtype=args.hidden_dtype, at=args.at, **kw)
         return infer(args.run_dir, dataset=args.dataset, nodes=args.nodes, output=output, out=args.out,
                      memory=args.memory, backend=args.backend, direct=args.direct, keep=args.keep_layers,
-                     quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device, **kw)
+                     quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device, at=args.at,
+                     **kw)
 
 
 def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
@@ -142,6 +148,9 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
     runs and a heterogeneous run's relation); ``read`` is its checkpoint."""
     if args.nodes is not None:
         raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
+    if args.at is not None:
+        raise InputError(f"--at {args.at}: scoring pairs as of a time is not supported yet; leave --at out, or "
+                         "write the nodes' embeddings as of the time with `ringgnn embed --at`")
     if args.out is None and args.edges not in HELD_OUT:
         raise InputError(f"--out: give the .npy file to write the scores of --edges {args.edges} to (only the "
                          f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
@@ -252,12 +261,15 @@ def _attach(args: argparse.Namespace) -> int:
     with _signals.handling(_terminated, signal.SIGTERM):
         s = attach_embeddings(args.run_dir, args.attach, args.name, dataset=args.dataset, layer=args.layer,
                               dtype=args.dtype, memory=args.memory, backend=args.backend, direct=args.direct,
-                              quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device)
+                              quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device,
+                              at=args.at)
     if args.json:
         print(json.dumps(s, indent=2))
         return 0
     print(f"layer {s['layer']} embeddings of {s['rows']:,} nodes ({s['dim']} {s['dtype']}) -> features of "
           f"{s['dataset']} (a copy of {s['attached_to']}); train on them with `ringgnn train {s['dataset']}`")
+    if "at" in s:
+        print(f"  {_times_line(s)}")
     print(f"  {_layers_line(s)}")
     return 0
 
@@ -272,12 +284,25 @@ def _print_rows(args: argparse.Namespace, s: Dict[str, Any], what: str, shape: s
     if typed:
         shape = f" ({s['dim']} {s['dtype']})" if s["dim"] is not None else ""
         acc = "".join(f"; {k} accuracy {v:.4f}" for k, v in (s.get("accuracy") or {}).items() if v is not None)
-    nodes = f"{s['type']} nodes" if typed else "nodes"
+    nodes = f"{s['type']} nodes" if typed and s["type"] != HOMOGENEOUS_TYPE else "nodes"
     print(f"{what} of {s['rows']:,} {nodes}{shape} -> {s['out']} in {s['seconds']:.1f} s{acc}")
     if s.get("node_ids"):
         print(f"  the rows' original {s['type'] if typed else 'node'} ids -> {s['node_ids']}")
+    if "at" in s:
+        print(f"  {_times_line(s)}")
     print(f"  {_layers_line(s)}")
     return 0
+
+
+def _times_line(s: Dict[str, Any]) -> str:
+    """Which graph the rows are of, on a dataset with times: as of ``--at``, or every edge."""
+    if s["at"] is None:
+        return "every edge, whatever its time (the graph as it is now); --at T gives the graph as of time T"
+    a = s["as_of"]
+    newer = (f"; {a['newer_nodes']:,} nodes newer than {s['at']} are computed from those edges too and send no "
+             "messages" if a["newer_nodes"] else "")
+    return (f"as of time {s['at']}: {a['edges']:,} of {a['edges_total']:,} edges (at or before {s['at']}, from nodes "
+            f"not newer), cut in {a['seconds']:.1f} s{newer}")
 
 
 def report(run_dir: str) -> Dict[str, Any]:

@@ -63,6 +63,9 @@ def add_parser(sub: Any) -> None:
                    "answered at a time, in memory lent by the hot neighbor pages (or held besides them when they "
                    "are too few)")
     p.add_argument("--max-hops", type=positive_arg, default=6, metavar="N", help="fanouts per request (default 6)")
+    p.add_argument("--temporal-strategy", choices=("uniform", "last"), default="uniform",
+                   help="on a dataset with times, how a request with a time draws among the edges up to it: "
+                   "uniform (the default) or last (the most recent)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds requests in flight get to finish on SIGTERM (default 10)")
     p.set_defaults(func=cmd_serve)

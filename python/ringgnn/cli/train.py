@@ -22,19 +22,22 @@ def add_parser(sub: Any) -> None:
         description="Train a GNN with neighbor sampling, graph and features read from disk. Each epoch "
         "prints the train loss, validation and test accuracy and where the time went. Evaluation is "
         "out of core too: val and test seeds are sampled with the same fanouts as training. On a dataset with "
-        "times (convert --edge-time/--node-time) the run respects time: every seed is sampled at its time.",
+        "times (convert --edge-time/--node-time) the run respects time: every seed is sampled at its time. "
+        "--task-table trains on tables of (node, time, label) rows instead of the dataset's splits and labels.",
     )
     p.add_argument("dataset", metavar="DATASET",
                    help="a dataset with features, labels and train/val/test splits (--task link: features and an "
-                        "edge split, convert --link-split)")
+                        "edge split, convert --link-split, or --link-split-time on a dataset with times; --task-table: "
+                        "features)")
     p.add_argument("--task", choices=TASKS, default="node",
                    help="node: classify nodes (default); link: predict edges, trained on the train edge split "
                         "against sampled negatives, scored by AUC, MRR and Hits@1/3/10/20/50/100 (every K of OGB's "
-                        "evaluators) against the stored negatives of val and test (not at times yet: on a dataset with "
-                        "times it needs --ignore-time)")
+                        "evaluators) against the stored negatives of val and test; on a dataset with times each pair "
+                        "and its negatives are sampled just before the pair's time (splits by time: convert "
+                        "--link-split-time)")
     p.add_argument("--model", default="sage",
-                   help="sage (GraphSAGE, default), gcn or gat; on a heterogeneous dataset, and in a run at times "
-                        "(the typed engine), sage (PyG's to_hetero GraphSAGE, mean across relations) or rgcn (R-GCN)")
+                   help="sage (GraphSAGE, default), gcn or gat; on a heterogeneous dataset, and in a run at times or "
+                        "on task tables (the typed engine), sage (PyG's to_hetero GraphSAGE, mean across relations) or rgcn (R-GCN)")
     p.add_argument("--target", default=None, metavar="TYPE",
                    help="heterogeneous datasets: the node type to classify (its labels and splits are used)")
     p.add_argument("--relation", default=None, metavar="S:R:D",
@@ -71,8 +74,8 @@ def add_parser(sub: Any) -> None:
                         "dataset one budget across the node types, rows ranked by expected hits per byte")
     p.add_argument("--cache-policy", choices=CACHE_POLICIES, default="presample",
                    help="rows to cache: most accessed in look-ahead sampling (default) or highest in-degree "
-                        "(homogeneous datasets without times or with --ignore-time: a typed run ranks each type's rows "
-                        "by expected hits per byte)")
+                        "(homogeneous datasets without times or with --ignore-time, and without --task-table: a typed run "
+                        "ranks each type's rows by expected hits per byte)")
     p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
                    help="budget of the whole process (of each rank under torchrun): runtime, model, sampler, "
                         "cache, buffers (default: what the process holds plus half the available memory, "
@@ -94,8 +97,8 @@ def add_parser(sub: Any) -> None:
                         "under torchrun each rank takes its local rank's GPU)")
     p.add_argument("--gpu-cache", type=size_arg, default=None, metavar="SIZE",
                    help="with --device cuda: GPU memory for the feature rows the batches touch most, which then "
-                        "never cross the bus (default: none; homogeneous datasets without times or with --ignore-time: "
-                        "the GPU tier holds rows of one feature file, a typed run has one per type)")
+                        "never cross the bus (default: none; homogeneous datasets without times or with --ignore-time, and "
+                        "without --task-table: the GPU tier holds rows of one feature file, a typed run has one per type)")
     p.add_argument("--seed", type=count_arg, default=0, help="seeds PyTorch and the sampler (default 0)")
     p.add_argument("--threads", type=positive_arg, default=None,
                    help="sampling threads (default: all cores, divided among the ranks of this machine)")
@@ -117,6 +120,21 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ignore-time", action="store_true",
                    help="a dataset with times: sample every edge whatever its time, as on a dataset without times "
                         "(warns: a seed's neighborhood may hold its future, a leak)")
+    p.add_argument("--task-table", default=None, metavar="train=T1,val=T2[,test=T3]",
+                   help="node classification on the rows of task tables (Parquet or CSV, RelBench's), one per split "
+                        "(train and val needed), in place of the dataset's splits and labels (which it may lack): "
+                        "each row is one example, a node of the target type (its id in the dataset) at a time with "
+                        "an integer class; the same node may recur at other times with other labels. On a dataset "
+                        "with times each row's node is sampled at the row's time; without times (or with "
+                        "--ignore-time) the time column is not read. Classes: the largest label plus one. Evaluated "
+                        "by sampling")
+    p.add_argument("--task-node-column", default="node", metavar="COL",
+                   help="--task-table: the column of each row's node id (default node)")
+    p.add_argument("--task-time-column", default="time", metavar="COL",
+                   help="--task-table: the column of each row's time, an integer or timestamp in the unit of the "
+                        "dataset's times (default time)")
+    p.add_argument("--task-label-column", default="label", metavar="COL",
+                   help="--task-table: the column of each row's class, an integer >= 0 (default label)")
     p.add_argument("--tensorboard", action="store_true",
                    help="log each epoch to RUN_DIR/tensorboard (needs the tensorboard package)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

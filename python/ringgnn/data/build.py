@@ -17,7 +17,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from .. import _core
 from .._files import os_errors
-from .._options import check_default, count, default_memory, parse_link_split, parse_self_loops, parse_split, size
+from .._options import (check_default, count, default_memory, parse_link_split, parse_link_split_time,
+                        parse_self_loops, parse_split, size)
 from ..progress import reporting
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -75,6 +76,7 @@ def convert(
     quote_input: bool = True,
     edge_time: Optional[PathLike] = None,
     node_time: Optional[PathLike] = None,
+    link_split_time: Union[None, str, Mapping[str, int]] = None,
 ) -> Dict[str, Any]:
     """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
     ``ringgnn convert --help`` for the options. Returns the manifest.
@@ -104,17 +106,34 @@ def convert(
     ``edge_time``: an ``.npy`` of int64 (or int32) times, one per input edge in input order; each
     node's in-edges are then stored ordered by (time, source) beside their times. ``node_time``:
     one int64 (or int32) time per node. Either makes a version-3 dataset (``docs/FORMAT.md``,
-    "Times")."""
+    "Times").
+
+    ``link_split_time`` ("val=T1,test=T2" or a dict; needs ``edge_time``, excludes ``link_split``)
+    splits the edge events by time: those after T1 go to val, after T2 to test (``test`` may be
+    omitted), the rest stay in the graph as ``train``; each split's pairs and times are stored
+    ordered by (time, src, dst), and each held-out pair's ``link_negatives`` are drawn among the
+    nodes whose node time is not after the pair's (``docs/FORMAT.md``, "Edge splits by time")."""
     return _run(
         _core.convert, progress, "building the dataset", out, memory, input=os.fspath(input), format=format,
         undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup, num_nodes=num_nodes,
         features=_path(features), labels=_path(labels), split=None if split is None else parse_split(split),
-        link_split=None if link_split is None else parse_link_split(link_split),
+        **_link_split(link_split, link_split_time, ""),
         link_negatives=count(link_negatives, "link_negatives", minimum=0), seed=seed, feature_dtype=feature_dtype,
         overwrite=overwrite, threads=threads, node_ids=_node_ids(node_ids), given_negatives=_files(given_negatives),
         absent_ok=bool(absent_ok), shared_negatives=_files(shared_negatives), quote_input=bool(quote_input),
         edge_time=_path(edge_time), node_time=_path(node_time),
     )
+
+
+def _link_split(link_split: Any, link_split_time: Any, where: str) -> Dict[str, Any]:
+    """The core's ``link_split`` and ``link_split_time`` arguments, parsed; both given is refused
+    (``where``: the relation, for a typed build's message)."""
+    if link_split is not None and link_split_time is not None:
+        raise _core.InputError(
+            f"{where}--link-split and --link-split-time cannot be combined: a graph with edge times is split by time "
+            "(--link-split-time val=T1,test=T2), one without by --link-split")
+    return {"link_split": None if link_split is None else parse_link_split(link_split),
+            "link_split_time": None if link_split_time is None else parse_link_split_time(link_split_time)}
 
 
 def _path(path: Optional[PathLike]) -> Optional[str]:
@@ -242,7 +261,9 @@ class Relation:
 
     ``edge_time``: an ``.npy`` of one int64 (or int32) time per edge of ``edges``, in file order;
     the relation's lists are then stored by (time, source), and its reverse gets the same times
-    (``docs/FORMAT.md``, "Times")."""
+    (``docs/FORMAT.md``, "Times"). ``link_split_time`` (instead of ``link_split``, with
+    ``edge_time``) splits its edge events by time as :func:`convert`'s; the reverse drops the
+    held-out events too."""
 
     name: str
     edges: PathLike
@@ -252,6 +273,7 @@ class Relation:
     given_negatives: Optional[Mapping[str, PathLike]] = None
     absent_ok: bool = False
     edge_time: Optional[PathLike] = None
+    link_split_time: Union[None, str, Mapping[str, int]] = None
 
 
 def convert_one_type(out: PathLike, node_type: NodeType, relation: Relation, **options: Any) -> Dict[str, Any]:
@@ -293,11 +315,12 @@ def build_hetero(
             str(t.name), count(t.num_nodes, f"node type {t.name}: num_nodes"), _path(t.features), t.feature_dtype,
             _path(t.labels), None if t.split is None else parse_split(t.split), _node_ids(t.node_ids),
         ))
-    rels = [(str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format,
-             None if r.link_split is None else parse_link_split(r.link_split),
-             count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0),
-             _files(r.given_negatives), bool(r.absent_ok))
-            for r in relations]
+    rels = []
+    for r in relations:
+        link = _link_split(r.link_split, r.link_split_time, f"relation {r.name}: ")
+        rels.append((str(r.name), os.fspath(r.edges), None if r.format in (None, "detect") else r.format,
+                     link["link_split"], count(r.link_negatives, f"relation {r.name}: link_negatives", minimum=0),
+                     _files(r.given_negatives), bool(r.absent_ok), link["link_split_time"]))
     times = {"edge_times": [(str(r.name), os.fspath(r.edge_time)) for r in relations if r.edge_time is not None],
              "node_times": [(str(t.name), os.fspath(t.node_time)) for t in node_types if t.node_time is not None]}
     return _run(_core.build_hetero, progress, "building the dataset", out, memory, node_types=types, relations=rels,

@@ -233,6 +233,18 @@ class Dataset(_Typed):
         m = self._mapped(f"edge_shared_negatives.{name}", name, 2, info["shared_negatives"]).T
         return m if mmap else np.array(m, dtype=np.int64)
 
+    def edge_split_times(self, name: str) -> Optional[np.ndarray]:
+        """The event times of edge split ``name`` of a split by time (``convert
+        --link-split-time``): a read-only int64 map of length n, time i for pair i of
+        :meth:`edge_split` (pairs ordered by (time, src, dst)); None when the split has no times.
+        A typed dataset's: ``HeteroDataset.relation(r).edge_split_times(name)``."""
+        info = self.manifest.get("edge_splits", {}).get(name)
+        if info is None:
+            self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
+        if not info.get("times", False):
+            return None
+        return self._mapped(f"edge_split_times.{name}", name, 1).reshape(-1)
+
     def edge_split_file(self, name: str) -> "tuple[str, int]":
         """(path, pairs) of edge split ``name``'s file: ``pairs`` rows of two little-endian
         int64 (``docs/FORMAT.md``), for readers of their own."""
@@ -375,12 +387,18 @@ def open_homogeneous(dataset: Any, what: str, samples: bool = False) -> "Dataset
             f"{ds.path}: {ds.part} is one part of a heterogeneous dataset; {what} takes a whole homogeneous dataset "
             "(sample a heterogeneous one with ringgnn.HeteroNeighborSampler)"
         )
-    if samples and ds.has_times:
-        warn_without_times(ds, f"{what} samples without times, but {ds.path} has times: a seed's neighborhood may "
-                               "hold its future. Sample at times with ringgnn.HeteroLoader or HeteroNeighborSampler "
-                               "(a homogeneous dataset is their one-type case, node type 'node'), or "
-                               "ringgnn.pyg.RingNeighborSampler with input_time")
+    if samples:
+        warn_sampling_without_times(ds, what)
     return ds
+
+
+def warn_sampling_without_times(ds: Any, what: str) -> None:
+    """Where ``ds`` has times, warn (:func:`warn_without_times`) that ``what`` samples without them."""
+    if ds.has_times:
+        warn_without_times(ds, f"{what} samples without times, but {ds.path} has times: a seed's neighborhood may "
+                               "hold its future. Sample at times with input_time (ringgnn.Loader and HeteroLoader "
+                               "default to the seeds' node times; NeighborSampler.sample, HeteroNeighborSampler and "
+                               "ringgnn.pyg.RingNeighborSampler take it), without ignore_time=True")
 
 
 class HeteroDataset(_Typed):

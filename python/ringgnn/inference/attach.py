@@ -10,7 +10,8 @@ choose between. The copy shares ``DS``'s graph, labels, splits, edge splits and 
 hard links (copied where the file system cannot link), so it costs only the embeddings' bytes;
 its ``features.bin`` is written in the feature-file layout (``docs/FORMAT.md``) and its
 manifest records the new file's size and CRC-32C (``ringgnn verify NAME`` checks them) and, in
-``source``, the run, the layer and ``DS``'s own ``source``. Everything is built in a locked
+``source``, the run, the layer, ``DS``'s own ``source`` and, on a dataset with times, the time
+the graph was taken at (``--at``, null: every edge). Everything is built in a locked
 temporary directory beside ``DS`` and renamed to ``NAME`` when complete: an error, Ctrl-C or a
 full disk leaves nothing. The embeddings are streamed, block by block, from the layer-wise
 inference to the file: nothing in memory grows with the number of nodes but the plan's.
@@ -51,10 +52,11 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
                       layer: Optional[int] = None, dtype: str = "f32", memory: Optional[int] = None,
                       backend: str = "auto", direct: bool = False, quiet: bool = True,
                       hidden_dtype: Optional[str] = None, device: Optional[str] = None,
-                      log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+                      log: Callable[[str], None] = lambda s: None, at: Optional[int] = None) -> Dict[str, Any]:
     """Write run ``run_dir``'s embeddings of every node (layer ``layer``, by default as
-    ``ringgnn embed`` takes it) as the features of a copy of dataset ``target`` named ``name``
-    (see the module's docstring); returns a summary."""
+    ``ringgnn embed`` takes it; on the graph as of time ``at``, ``ringgnn.infer``'s) as the
+    features of a copy of dataset ``target`` named ``name`` (see the module's docstring);
+    returns a summary."""
     check_output(None, dtype)
     src, ckpt = open_run(run_dir, dataset, arrays=True)
     upto = embedding_layer(ckpt, layer)
@@ -66,9 +68,13 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
     manifest = read_manifest(tgt.path)
     run = LayerwiseInference(src, ckpt, memory=_options.size(memory, "memory"), backend=backend, direct=direct,
                              quiet=quiet, log=log, hidden_dtype=hidden_dtype, device=device,
-                             work_dir=os.path.dirname(dest))
+                             work_dir=os.path.dirname(dest), at=at)
     width = run.widths[upto]
-    scratch = temporary(os.path.dirname(dest), name, directory=True)
+    try:
+        scratch = temporary(os.path.dirname(dest), name, directory=True)
+    except BaseException:
+        run.close()
+        raise
     try:
         for key, entry in manifest["files"].items():
             if key != "features":
@@ -85,7 +91,8 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
         manifest["files"]["features"] = dict(path="features.bin", bytes=size, payload_bytes=payload, crc32c=crc)
         manifest["source"] = dict(command="embed --attach", run=os.path.abspath(run_dir), checkpoint=ckpt.path,
                                   layer=upto, hidden_dtype=run.hidden_dtype, dataset=os.path.abspath(tgt.path),
-                                  dataset_source=manifest.get("source"))
+                                  dataset_source=manifest.get("source"),
+                                  **({"at": run.times["at"]} if run.times else {}))
         mpath = os.path.join(scratch.path, "manifest.json")
         with os_errors("writing", mpath):
             with open(mpath, "w") as f:
@@ -98,8 +105,10 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
     except BaseException:
         scratch.close()
         raise
+    finally:
+        run.close()
     return dict(dataset=dest, attached_to=os.path.abspath(tgt.path), run=os.path.abspath(run_dir), layer=upto,
-                rows=tgt.num_nodes, dim=width, dtype=dtype, crc32c=crc, bytes=size, plan=run.plan,
+                rows=tgt.num_nodes, dim=width, dtype=dtype, crc32c=crc, bytes=size, plan=run.plan, **run.times,
                 **run.stats)
 
 

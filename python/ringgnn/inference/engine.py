@@ -44,7 +44,7 @@ from ..models.checkpoints import Checkpoint
 from ..progress import bar
 from . import finish as infer_finish
 from .blocks import BlocksStrategy
-from .graph import NeighborFile
+from .graph import NeighborFile, newer_than
 from .layers import GnnLayers
 from .partition import partitioned_layer
 from .plan import MIN_ROWS, InferencePlan, SchemeChoice, choose_scheme, cut
@@ -103,6 +103,53 @@ class Engine:
         self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
                                           blocks=0)
         self._phases: Dict[str, float] = {}  # the current unit's (see :meth:`compute`)
+        #: Which graph the outputs are of, on a dataset with times (:meth:`_as_of`).
+        self.times: Dict[str, Any] = {}
+        self._as_of_dir: Any = None
+
+    # -- the graph as of a time ---------------------------------------------------------------------
+
+    def _as_of(self, ds: Any, graphs: Dict[Any, NeighborFile], at: Any) -> Dict[Any, NeighborFile]:
+        """``graphs`` (the CSCs the model reads) as of time ``at``, None: as they are (see
+        ``infer_graph``: edges not after ``at`` from nodes not newer than it; a node newer than
+        ``at`` still gets its output, from its own row and those edges, and sends no message),
+        written to a temporary directory beside the outputs that :meth:`close` removes, before
+        the plan measures what the process holds. :attr:`times` says which graph the outputs are
+        of on a dataset with times (the summary's ``at``: None for every edge, the present; and
+        ``as_of``: the edges kept and the nodes newer than ``at``)."""
+        self.times = {"at": None} if ds.has_times else {}
+        if at is None:
+            return graphs
+        at = _options.time(at)
+        if not ds.has_times:
+            raise InputError(f"--at {at}: {ds.path} has no edge or node times, so its graph is the same at any time; "
+                             "build it with --edge-time (and --node-time) to infer as of a time, or leave --at out")
+        t0 = time.perf_counter()
+        newer = {t: newer_than(ds.node_type(t), at) for t in ds.node_types}
+        self._as_of_dir = temporary(self.work_dir, "ringgnn-as-of", directory=True)
+        views = {}
+        try:
+            for k, (key, g) in enumerate(graphs.items()):
+                bits = newer[g.source_type]
+                views[key] = g.as_of(at, None if bits is None else bits[0],
+                                     os.path.join(self._as_of_dir.path, f"{k}.ids"))
+        except BaseException:
+            self.close()
+            raise
+        written = [v for key, v in views.items() if v is not graphs[key]]
+        self.times = dict(at=at, as_of=dict(
+            edges=sum(int(v.indptr[-1]) for v in views.values()),
+            edges_total=sum(int(g.indptr[-1]) for g in graphs.values()),
+            newer_nodes=sum(c for _, c in filter(None, newer.values())),
+            bytes_read=sum(g.bytes_read for g in graphs.values()),
+            bytes_written=sum(int(v.indptr[-1]) * v.id_bytes for v in written), seconds=time.perf_counter() - t0))
+        return views
+
+    def close(self) -> None:
+        """Remove the graph as of a time (:meth:`_as_of`), if any."""
+        if self._as_of_dir is not None:
+            self._as_of_dir.close()
+            self._as_of_dir = None
 
     # -- sizes, blocks and windows of a unit -----------------------------------------------------
 
@@ -294,15 +341,16 @@ class Engine:
 
 
 class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
-    """Every node's output of each layer of ``ckpt``'s model on ``ds``, layer by layer, within
-    ``memory`` bytes; :meth:`run` hands the rows of the layer asked for to a callback."""
+    """Every node's output of each layer of ``ckpt``'s model on ``ds`` (as of time ``at``:
+    :meth:`Engine._as_of`), layer by layer, within ``memory`` bytes; :meth:`run` hands the rows
+    of the layer asked for to a callback; :meth:`close` removes what ``at`` wrote."""
 
     def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
                  log: Callable[[str], None] = lambda s: None, block_edges: Optional[int] = None,
                  strategy: str = "grid", grid_nodes: Optional[int] = None, overlap: bool = True,
                  aggregate: Optional[str] = None, hidden_dtype: Optional[str] = None, device: Optional[str] = None,
-                 scheme: Optional[str] = None, parts: Optional[int] = None):
+                 scheme: Optional[str] = None, parts: Optional[int] = None, at: Optional[int] = None):
         self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
         #: Where the dense parts run (``--device``); blocks stay in host memory (see :meth:`_up`).
         self.device_name = _options.inference_device(device)
@@ -319,7 +367,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
         #: model's weights on them (``ringgnn.models.dense``).
         self.xp = infer_dense.backend(self.device_name)
         self.dense = ckpt.dense(None if self.device_name == "cpu" else self.xp)
-        self.graph = NeighborFile(ds)
+        self.graph = self._as_of(ds, {None: NeighborFile(ds)}, at)[None]
         # GCN's normalisation: in-degree without stored self loops, plus the one added.
         self.dinv = self._gcn_dinv() if ckpt.kind == "gcn" else None
         self.widths = widths = self.dense.widths

@@ -8,10 +8,20 @@ in-neighbors' rows into its accumulators (:func:`fold_windows`: the Rust core's
 A heterogeneous relation's aggregation is the homogeneous fold applied to that relation's CSC:
 the rows of its source type summed into the accumulators of its destination type's block, with
 the same windows and pieces; :func:`numpy_sums` is the same sums in numpy
-(``aggregate="python"`` of a heterogeneous run: no PyTorch)."""
+(``aggregate="python"`` of a heterogeneous run: no PyTorch).
+
+**The graph as of a time** (``--at T``): :meth:`NeighborFile.as_of` writes a CSC's edges not after
+``T`` whose sources are not newer than ``T`` (:func:`newer_than`) to a neighbor file of their own,
+in their stored order, with its offset index, in one pass over the ids and times. Every reader of
+neighbor lists (the Rust folds, the source partitions, the blocks, the degrees of the mean and of
+GCN, the plan's cut of the blocks) then reads that view as it reads a dataset's lists, so the
+outputs are those of a dataset built from those edges alone. Edges at or before ``T`` are a prefix
+of each list (``docs/FORMAT.md``, "Times"), but a source newer than ``T`` may sit anywhere in it:
+the view takes both rules in one pass rather than cutting each list at its prefix."""
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
@@ -21,9 +31,32 @@ import numpy as np
 from .._core import InputError
 from .._files import os_errors
 from ..data.build import read_manifest
+from ..data.schema import HOMOGENEOUS_TYPE, parse_edge_type
+from .plan import SYNC_BYTES
+from .rows import sync_and_drop
 
 #: The Rust aggregation's phases (``FeatureReader.aggregate``) a layer's ``stats`` add up.
 PHASES = ("sources", "positions", "read_wait", "transform", "fold")
+#: Entries of a neighbor file read at a time while it is cut to a time (:meth:`NeighborFile.as_of`):
+#: their ids, times, mask, running count and kept ids, about 12 MiB, within the read buffers the
+#: plan sets aside (``infer_plan.FIXED_BYTES``); node times are read 8 times as many at a time.
+AS_OF_EDGES = 1 << 19
+
+
+def newer_than(part: Any, t: int) -> Optional[Tuple[np.ndarray, int]]:
+    """(a bitmap of the nodes of ``part``, a dataset or one node type of a typed one, whose node
+    time is after ``t``: bit ``u % 8`` of byte ``u // 8``; how many they are), read in chunks;
+    None where its nodes have no times or none is newer."""
+    times = part.node_times()
+    if times is None:
+        return None
+    n, step = len(times), 8 * AS_OF_EDGES
+    bits, count = np.zeros(-(-n // 8), dtype=np.uint8), 0
+    for a in range(0, n, step):
+        newer = np.asarray(times[a:a + step]) > t
+        bits[a // 8:a // 8 + -(-len(newer) // 8)] = np.packbits(newer, bitorder="little")
+        count += int(newer.sum())
+    return (bits, count) if count else None
 
 
 class NeighborFile:
@@ -37,7 +70,7 @@ class NeighborFile:
         else:
             part = ds.relation(relation)
             manifest, indptr, n = part.manifest, part.indptr(), part.num_nodes
-        entry = manifest["files"].get("indices")
+        entry, times = manifest["files"].get("indices"), manifest["files"].get("edge_times")
         self.name = relation or os.path.basename(os.path.abspath(ds.path))
         self.path = None if entry is None else os.path.join(ds.path, entry["path"])
         self.dtype = np.uint32 if manifest["graph"]["indices_dtype"] == "u32" else np.uint64
@@ -45,6 +78,11 @@ class NeighborFile:
         #: Destination nodes (the CSC's columns).
         self.num_nodes = n
         self.bytes_read = 0
+        #: The edge times (one per entry; None: the edges have none) and the latest of them.
+        self.times_path = None if times is None else os.path.join(ds.path, times["path"])
+        self.latest = (manifest.get("edge_times") or {}).get("max")
+        #: The sources' node type (whose node times say which are newer than a time).
+        self.source_type = HOMOGENEOUS_TYPE if relation is None else parse_edge_type(relation)[0]
 
     @property
     def id_bytes(self) -> int:
@@ -62,6 +100,46 @@ class NeighborFile:
             raise InputError(f"{self.path}: ends before entry {hi}; run `ringgnn verify` on the dataset")
         self.bytes_read += n * size
         return out.astype(dtype, copy=False)
+
+    def as_of(self, t: int, newer: Optional[np.ndarray], path: str) -> "NeighborFile":
+        """This CSC as of time ``t`` (see the module's docstring): the edges with a time at or
+        before ``t`` (every edge, where they have no times) whose source is not in ``newer`` (a
+        bitmap of :func:`newer_than`; None: no source is newer), in their stored order, written
+        to ``path``; ``self`` where that is every edge. Reads the ids and times once,
+        :data:`AS_OF_EDGES` at a time; the bytes read go to :attr:`bytes_read`."""
+        if newer is None and (self.times_path is None or self.latest is None or self.latest <= t):
+            return self
+        ip, kept = self.indptr, 0
+        cut = np.zeros_like(ip)
+        with os_errors("writing the neighbor file as of a time of " + self.name, path), open(path, "wb") as out:
+            unsynced = 0
+            for lo in range(0, int(ip[-1]), AS_OF_EDGES):
+                hi = min(int(ip[-1]), lo + AS_OF_EDGES)
+                ids = self.edges(lo, hi, self.dtype)
+                keep = np.ones(hi - lo, dtype=bool) if self.times_path is None else self._times(lo, hi) <= t
+                if newer is not None:
+                    keep &= ((newer[ids >> 3] >> (ids & 7)) & 1) == 0
+                before = np.concatenate([[0], np.cumsum(keep)])  # kept entries of the chunk before each
+                v0, v1 = np.searchsorted(ip, [lo, hi], side="right")  # the lists that start in lo+1..hi
+                cut[v0:v1] = kept + before[ip[v0:v1] - lo]
+                out.write(ids[keep].tobytes())
+                kept += int(before[-1])
+                unsynced += int(before[-1]) * self.id_bytes
+                if unsynced >= SYNC_BYTES:
+                    sync_and_drop(out)
+                    unsynced = 0
+        view = copy.copy(self)
+        view.path, view.indptr, view.times_path, view.bytes_read = path, cut, None, 0
+        return view
+
+    def _times(self, lo: int, hi: int) -> np.ndarray:
+        """The times of entries ``lo..hi``."""
+        with os_errors("reading the edge times of " + self.name, self.times_path):
+            out = np.fromfile(self.times_path, dtype="<i8", count=hi - lo, offset=lo * 8)
+        if len(out) != hi - lo:
+            raise InputError(f"{self.times_path}: ends before entry {hi}; run `ringgnn verify` on the dataset")
+        self.bytes_read += 8 * (hi - lo)
+        return out
 
 
 def fold_windows(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: int,

@@ -1,9 +1,10 @@
 """Layer-wise inference of a heterogeneous run: every node's output of a trained
 :class:`~ringgnn.models.hetero.HeteroModel`, exact (every relation's full in-neighbor lists, no
 sampling), out of core; what ``ringgnn predict RUN`` and ``ringgnn embed RUN`` run on a run of
-``ringgnn train DS --target TYPE``. The engine's parts are the homogeneous one's; what is
-type-specific here is which relations feed which type and the typed model's dense parts
-(``ringgnn.models.hetero_dense``, numpy: nothing here imports PyTorch).
+``ringgnn train DS --target TYPE``, and on a homogeneous dataset's run at times (its one-type
+case). The engine's parts are the homogeneous one's; what is type-specific here is which
+relations feed which type and the typed model's dense parts (``ringgnn.models.hetero_dense``,
+numpy: nothing here imports PyTorch).
 
 One layer and one destination type at a time, the model's forward in eval mode: for each
 destination block of type ``d`` and each relation ``(s, rel, d)``, the homogeneous fold on that
@@ -37,13 +38,12 @@ import numpy as np
 from .. import _core, _options
 from .._core import InputError
 from .._files import temporary
-from ..data.dataset import HeteroDataset
+from ..data.dataset import Dataset, HeteroDataset
 from ..data.schema import EdgeType, edge_type_str, parse_edge_type, target_distances
 from ..models.checkpoints import read_checkpoint
 from ..models.dense import Numpy
 from ..models.hetero_dense import HeteroDense, dense_of
 from ..models.tables import TableReader, table_file
-from ..sampling.hetero import open_hetero
 from .engine import Engine
 from .graph import NeighborFile, fold_windows, numpy_sums
 from .finish import LayerStep, finish_block
@@ -89,7 +89,10 @@ def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any
     if not cfg:
         raise InputError(f"{path}: a homogeneous run; use `ringgnn predict`/`ringgnn embed` without --type "
                          "(ringgnn.infer)")
-    ds = open_hetero(trained_on((path, state), dataset), "heterogeneous layer-wise inference")
+    # A homogeneous dataset is the one-type case: the model of a run at times.
+    ds = Dataset.opened(trained_on((path, state), dataset))
+    if getattr(ds, "part", None) is not None:
+        raise InputError(f"{ds.path}: {ds.part} is one part of a heterogeneous dataset; give the whole dataset")
     if torch:
         from ..models.hetero import HeteroModel  # PyTorch: only the sampled forward needs it
 
@@ -136,7 +139,7 @@ def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
     rels = sorted(edge_type_str(et) for et in net.edge_types)
     if rels != ds.relations:
         raise InputError(f"{path} was trained with relations {rels}, {ds.path} has {ds.relations}; {fix}")
-    labels = ds.manifest["node_types"][net.target].get("labels")
+    labels = ds.node_type(net.target).manifest.get("labels")
     if labels is not None and labels["num_classes"] != net.out_dim:
         raise InputError(f"{path} has {net.out_dim} classes, node type '{net.target}' of {ds.path} has "
                          f"{labels['num_classes']}; {fix}")
@@ -145,16 +148,18 @@ def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
 class HeteroLayerwise(Engine):
     """Layer-wise inference of a heterogeneous model (its dense parts, a
     :class:`~ringgnn.models.hetero_dense.HeteroDense`, or a live ``HeteroModel``, whose weights it takes)
-    over a :class:`HeteroDataset` within ``memory`` bytes, on the one engine (see the module's
-    docstring); :meth:`run` hands the rows of one type at one layer to a callback.
+    over a :class:`HeteroDataset` (or a homogeneous dataset, its one-type case) within ``memory``
+    bytes, on the one engine (see the module's docstring); :meth:`run` hands the rows of one type
+    at one layer to a callback.
     ``block_nodes``/``piece_edges`` fix the sizes (tests): blocks of that many destinations,
-    windows and pieces of that many edges. ``scheme``/``parts``: the engine's."""
+    windows and pieces of that many edges. ``scheme``/``parts``: the engine's; ``at``: the graph
+    as of that time (:meth:`Engine._as_of`), which :meth:`close` removes."""
 
     def __init__(self, ds: HeteroDataset, net: Any, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
                  log: Callable[[str], None] = lambda s: None, block_nodes: Optional[int] = None,
                  piece_edges: Optional[int] = None, aggregate: Optional[str] = None, scheme: Optional[str] = None,
-                 parts: Optional[int] = None, hidden_dtype: Optional[str] = None):
+                 parts: Optional[int] = None, hidden_dtype: Optional[str] = None, at: Optional[int] = None):
         self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
         net = self.net
         #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
@@ -165,7 +170,7 @@ class HeteroLayerwise(Engine):
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype or "f32")
         self.num_layers = net.layers
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
-        self.graph = {r: NeighborFile(ds, r) for r in sorted(used)}
+        self.graph = self._as_of(ds, {r: NeighborFile(ds, r) for r in sorted(used)}, at)
         self.widths = [{t: (net.width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
         for layer in range(1, net.layers + 1):
             self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
@@ -362,9 +367,9 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
                  keep: bool = False, quiet: bool = True, log: Callable[[str], None] = lambda s: None,
                  block_nodes: Optional[int] = None, piece_edges: Optional[int] = None,
                  read: Optional[Tuple[str, Mapping[str, Any]]] = None,
-                 hidden_dtype: Optional[str] = None) -> Dict[str, Any]:
-    """Exact layer-wise inference of a heterogeneous run (see the module's docstring); returns a
-    summary dict.
+                 hidden_dtype: Optional[str] = None, at: Optional[int] = None) -> Dict[str, Any]:
+    """Exact layer-wise inference of a heterogeneous run (see the module's docstring), or of a
+    homogeneous dataset's run at times (its one-type case); returns a summary dict.
 
     ``node_type``: whose rows (default the run's target). ``output``: ``"logits"`` (the last
     layer: the target only), ``"probabilities"``, ``"predictions"`` (argmax, int64) or
@@ -378,7 +383,8 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     ``val_acc``/``test_acc``). ``memory``: the process's budget (bytes or ``"2G"``).
     ``read``: the checkpoint already read without PyTorch
     (:func:`ringgnn.models.checkpoints.read_checkpoint` with ``arrays=True``). ``hidden_dtype``: how
-    the hidden layers' rows are stored between layers, ``f32`` (default), ``bf16`` or ``f16``."""
+    the hidden layers' rows are stored between layers, ``f32`` (default), ``bf16`` or ``f16``.
+    ``at``: the graph as of that time (``ringgnn.inference.run.infer``'s)."""
     ds, net, path = load_hetero_dense(run_dir, dataset, read)
     L = net.layers
     node_type = net.target if node_type is None else node_type
@@ -421,7 +427,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     work_dir = os.path.dirname(os.path.abspath(out)) if out else os.path.dirname(os.path.abspath(path))
     run = HeteroLayerwise(ds, net, memory=_options.size(memory, "memory"), backend=backend, direct=direct,
                           work_dir=work_dir, keep=keep, quiet=quiet, log=log, block_nodes=block_nodes,
-                          piece_edges=piece_edges, hidden_dtype=hidden_dtype)
+                          piece_edges=piece_edges, hidden_dtype=hidden_dtype, at=at)
     right = dict.fromkeys(masks, 0)
 
     def fill(put: Callable[[int, np.ndarray], None]) -> None:
@@ -436,9 +442,12 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
 
         run.run(upto, node_type, emit, wanted, activate_last=output == "embeddings")
 
-    summary = write_output(run, part, ids, output, upto, run.widths[upto][node_type], dtype, out, fill,
-                           dict(checkpoint=path, dataset=os.path.abspath(ds.path), heterogeneous=True,
-                                target=net.target, type=node_type))
+    try:
+        summary = write_output(run, part, ids, output, upto, run.widths[upto][node_type], dtype, out, fill,
+                               dict(checkpoint=path, dataset=os.path.abspath(ds.path), heterogeneous=True,
+                                    target=net.target, type=node_type, **run.times))
+    finally:
+        run.close()
     if scored:
         accuracy = {}
         for s, m in masks.items():

@@ -129,6 +129,15 @@ def encode_rows(rows: np.ndarray, dtype: str) -> np.ndarray:
     return out
 
 
+def sync_and_drop(f: Any) -> None:
+    """Push what was written to the open file ``f`` to disk and drop its pages from the page
+    cache: a memory cap counts a file's dirty and cached pages (``infer_plan.WRITE_BYTES``)."""
+    f.flush()
+    os.fdatasync(f.fileno())
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
 class RowFileWriter:
     """Appends float32 rows, stored as ``dtype`` (f32, f16 or bf16: :func:`encode_rows`), to a
     file in the feature-file layout (whole rows per 4 KiB page), under a locked temporary name
@@ -174,10 +183,7 @@ class RowFileWriter:
             self.f.write(data)
             self.unsynced += len(data)
             if self.unsynced >= SYNC_BYTES:
-                self.f.flush()
-                os.fdatasync(self.f.fileno())
-                if hasattr(os, "posix_fadvise"):
-                    os.posix_fadvise(self.f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                sync_and_drop(self.f)
                 self.unsynced = 0
 
     def finish(self) -> str:

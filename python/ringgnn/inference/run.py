@@ -33,7 +33,7 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
           block_edges: Optional[int] = None, strategy: str = "grid",
           grid_nodes: Optional[int] = None, aggregate: Optional[str] = None,
           hidden_dtype: Optional[str] = None, device: Optional[str] = None, scheme: Optional[str] = None,
-          parts: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+          parts: Optional[int] = None, at: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
     ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
@@ -46,7 +46,9 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     complete) and a summary dict is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
     the process's budget (the blocks are sized from what is left of it). ``hidden_dtype``: how the
     hidden layers' rows are stored between layers, ``bf16`` (default), ``f16`` or ``f32``; the
-    outputs are computed in float32 whatever it is."""
+    outputs are computed in float32 whatever it is. ``at``: the graph as of that time (an integer
+    in the unit of the dataset's times): only edges not after it, from nodes not newer than it
+    (``ringgnn.inference.graph``); None: every edge, the present."""
     ds, ckpt = open_run(run_dir, dataset, arrays=True)
     if ckpt.task == "link" and output in ("predictions", "probabilities"):
         raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
@@ -54,7 +56,8 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
                          quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                         aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts)
+                         aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts,
+                         at=at)
 
 
 def embedding_layer(ckpt: Checkpoint, layer: Optional[int]) -> int:
@@ -85,7 +88,7 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                   stats: Optional[Dict[str, Any]] = None, aggregate: Optional[str] = None,
                   hidden_dtype: Optional[str] = None,
                   device: Optional[str] = None, scheme: Optional[str] = None,
-          parts: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
+                  parts: Optional[int] = None, at: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
     intermediate layers are written (default: beside ``out``, else beside the checkpoint);
     ``stats``, a dict, receives the summary also when the array is returned."""
@@ -99,11 +102,15 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                              work_dir=work_dir or (os.path.dirname(os.path.abspath(out)) if out else None), keep=keep,
                              quiet=quiet,
                              log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,
-                             aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts)
+                             aggregate=aggregate, hidden_dtype=hidden_dtype, device=device, scheme=scheme, parts=parts,
+                             at=at)
     wanted = wanted_mask(ds.num_nodes, ids)
-    summary = write_output(run, ds, ids, output, upto, run.widths[upto], dtype, out,
-                           lambda put: run.run(upto, wanted, put, activate_last=output == "embeddings"),
-                           dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path)))
+    try:
+        summary = write_output(run, ds, ids, output, upto, run.widths[upto], dtype, out,
+                               lambda put: run.run(upto, wanted, put, activate_last=output == "embeddings"),
+                               dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path), **run.times))
+    finally:
+        run.close()
     result = summary.pop("array", None)
     if stats is not None:
         stats.update(summary)

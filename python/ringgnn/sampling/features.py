@@ -31,7 +31,7 @@ from .. import _core
 from .._files import os_errors
 from ..data.dataset import typed_entries
 from ..data.schema import parse_edge_type
-from .sampler import ProcessLocal
+from .base import ProcessLocal
 
 #: Budget bytes per cached row besides the row: its id in the cache's lookup array
 #: (``INDEX_BYTES_PER_ROW`` of ``crates/ringgnn-features/src/cache.rs``).

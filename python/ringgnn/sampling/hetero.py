@@ -45,12 +45,12 @@ import numpy as np
 
 from .. import _core, _options
 from .._core import InputError
-from ..data.dataset import Dataset, HeteroDataset, PathLike
+from ..data.dataset import Dataset, HeteroDataset, PathLike, warn_sampling_without_times
 from ..data.schema import parse_edge_type
 from . import hyper as hetero_hyper
+from .base import ProcessLocal
 from .features import TypedRows
 from .plan import HeteroPlan, plan_hetero, relation_bytes
-from .sampler import ProcessLocal
 from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
@@ -70,6 +70,33 @@ def require_times(ds: Any) -> None:
     if not ds.has_times:
         raise InputError(f"{ds.path}: input_time was given but the dataset has no edge or node times; build it with "
                          "--edge-time (and --node-time), or sample without input_time")
+
+
+def seed_times(ds: Any, node_type: str, seeds: np.ndarray, input_time: Any, ignore_time: bool, what: str
+               ) -> Optional[np.ndarray]:
+    """Each seed's time (parallel to ``seeds``, ids of ``node_type`` of ``ds``) for a node
+    loader ``what`` (:class:`HeteroLoader`, ``ringgnn.Loader``), or None: sampled without times.
+    The one owner of their defaults: ``input_time`` (one integer per seed, or one for all) where
+    given, refused on a dataset without times; else the seeds' node times where their type has
+    them. ``ignore_time`` samples without times, warned where ``ds`` has times; so is a type
+    without node times on a dataset with edge times."""
+    if ignore_time:
+        if input_time is not None:
+            raise InputError("input_time samples each seed at a time and ignore_time=True samples without times: "
+                             "give one of them")
+        warn_sampling_without_times(ds, f"{what} with ignore_time=True")
+        return None
+    if input_time is not None:
+        require_times(ds)
+        return _options.seed_times(input_time, len(seeds))
+    times = ds.node_type(node_type).node_times()
+    if times is not None:
+        return times[seeds]
+    if ds.has_times:
+        logger.warning("ringgnn: %s has times but node type '%s' has no node times: its batches are sampled "
+                       "without times; give input_time (one time per seed) to sample at times", ds.path,
+                       node_type)
+    return None
 
 
 def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
@@ -429,7 +456,8 @@ class HeteroLoader(TypedEpochs):
     **At a time** (a dataset with times, see the module docs): each batch is sampled at its
     seeds' times (``HeteroData[t].seed_time`` per node). ``input_time``: one integer time per seed
     of ``seeds`` (in their order, before the shuffle), or one for all; by default the target
-    type's node times where it has them; ``ignore_time=True`` samples without times.
+    type's node times where it has them (:func:`seed_times`); ``ignore_time=True`` samples without
+    times (warned where the dataset has times).
     ``temporal_strategy``: ``"uniform"`` or ``"last"``, as :class:`HeteroNeighborSampler`.
 
     The batches are made by the Rust typed loader (``_core.TypedLoader``,
@@ -451,7 +479,7 @@ class HeteroLoader(TypedEpochs):
         part = ds.node_type(target)
         self.dataset = ds
         self.seeds = self._seeds(part, seeds)
-        self.seed_time = self._seed_times(part, input_time, bool(ignore_time))
+        self.seed_time = seed_times(ds, self.target, self.seeds, input_time, bool(ignore_time), "HeteroLoader")
         """Each seed's time (parallel to ``seeds``), or None: sampled without times."""
         self.batch_size = _options.count(batch_size, "batch_size", 1)
         self.feature_backend = _options.backend(feature_backend, "feature_backend")
@@ -489,21 +517,6 @@ class HeteroLoader(TypedEpochs):
             have = ", ".join(part.split_names) or "none"
             raise InputError(f"seeds '{spec}': node type '{self.target}' has no split '{spec}' (it has: {have})")
         return _options.seeds(part, spec)
-
-    def _seed_times(self, part: Dataset, input_time: Any, ignore: bool) -> Optional[np.ndarray]:
-        if ignore:
-            return None
-        if input_time is not None:
-            require_times(self.dataset)
-            return _options.seed_times(input_time, len(self.seeds))
-        times = part.node_times()
-        if times is not None:
-            return times[self.seeds]
-        if self.dataset.has_times:
-            logger.warning("ringgnn: %s has times but node type '%s' has no node times: its batches are sampled "
-                           "without times; give input_time (one time per seed) to sample at times",
-                           self.dataset.path, self.target)
-        return None
 
     def _order(self, epoch: int) -> np.ndarray:
         """The seeds' positions in epoch ``epoch``'s order (shuffled by (seed, epoch))."""

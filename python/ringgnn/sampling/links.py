@@ -12,6 +12,12 @@ pairs from :class:`LinkBatches`. Evaluation batches take *fixed* negatives inste
 :class:`HeteroLinkBatches` is the same batcher over one relation ``S:R:D`` of a typed dataset
 (PyG's ``LinkNeighborLoader`` on ``HeteroData``): each end's ids and negatives are of its own node
 type, and each type's distinct endpoints seed one typed sample.
+
+At times (pairs with times, PyG's ``edge_label_time``; a stored split by time gives its own) the
+batches are :class:`HeteroLinkBatches`' on the typed engine, a homogeneous dataset's as its
+one-type case (what :class:`LinkLoader` runs at times): each pair and its negatives are sampled at
+the pair's time minus one (``ringgnn.sampling.pairs``); :func:`pair_times` owns whether pairs are
+sampled at times.
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ import numpy as np
 
 from .. import _core, _options
 from .._core import InputError
-from ..data.dataset import Dataset, PathLike, open_homogeneous
-from ..data.schema import parse_edge_type
+from ..data.dataset import Dataset, PathLike, open_homogeneous, warn_without_times
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 from . import hyper as hetero_hyper
 from .hetero import HeteroLoader, HeteroNeighborSampler
 from .typed import TypedEpochs
@@ -37,6 +43,38 @@ from .sampler import NeighborSampler, SampledSubgraph
 #: bytes a seed): the only per-batch state Python holds, counted in the memory plan's reserve.
 #: It also bounds a hyperbatch (one window at most).
 WINDOW_BYTES = 32 << 20
+#: :class:`ringgnn.Loader`'s options a :class:`LinkLoader` at times takes (those of the typed engine).
+TIMED_OPTIONS = ("replace", "backend", "direct", "memory", "threads", "prefetch", "hyperbatch", "staging_dir",
+                 "staging_cap")
+
+
+def pair_times(ds: Any, split: Optional[str], n: int, time: Any, ignore_time: bool) -> Optional[np.ndarray]:
+    """The time of each of ``n`` link pairs of ``ds`` (a dataset, or a typed one's relation), at
+    which they are sampled: ``time`` (PyG's ``edge_label_time``), one per pair, by default the
+    times of ``split`` (a stored edge split by time, ``convert --link-split-time``); None without
+    times. The one owner of that decision for link batches: refused, ``time`` on a dataset without
+    times, and pairs without times on a dataset with times (unless ``ignore_time``, which warns)."""
+    if ignore_time:
+        if time is not None:
+            raise InputError("edge_label_time samples each pair at its time and ignore_time=True samples without "
+                             "times: give one of them")
+        if ds.has_times:
+            warn_without_times(ds, f"ignore_time: {ds.path} has times, but its link pairs are sampled on every edge "
+                                   "whatever its time, so a pair's neighborhood may hold its future (a leak)")
+        return None
+    if time is not None:
+        if not ds.has_times:
+            raise InputError(f"{ds.path}: edge_label_time was given but the dataset has no edge or node times; build "
+                             "it with --edge-time, or leave edge_label_time out")
+        return _options.seed_times(time, n, "edge_label_time")
+    stored = None if split is None else ds.edge_split_times(split)
+    if stored is not None:
+        return stored
+    if ds.has_times:
+        raise InputError(f"{ds.path} has times, so link pairs are sampled at their times: give edge_label_time (one "
+                         "time per pair, its event's), or ignore_time=True to sample every edge whatever its time "
+                         "(a pair's neighborhood may then hold its future)")
+    return None
 
 
 class LinkSampler(LinkPairs):
@@ -64,7 +102,7 @@ class LinkSampler(LinkPairs):
         (:meth:`LinkPairs.most_seeds`) so that its memory plan holds one."""
         lb = LinkBatches(self.dataset, self, batch_size, edges, negatives=negatives, shuffle=shuffle,
                          drop_last=drop_last, batches=batches, window=window, backend=self.sampler.backend_choice,
-                         direct=self.sampler.direct)
+                         direct=self.sampler.direct, ignore_time=True)  # the homogeneous engine: no times
         if self.sampler._core is None and self.sampler.reserve is None:
             # The window's seed lists are held besides the sampler: reserve them in its plan.
             self.sampler.reserve = _options.process_rss() + WINDOW_BYTES
@@ -85,13 +123,16 @@ class LinkBatches(Epochs):
     def __init__(self, dataset: Dataset, pairs: LinkPairs, batch_size: int, edges: Union[str, Any] = "train", *,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
                  drop_last: bool = False, batches: Optional[Sequence[int]] = None, window: Optional[int] = None,
-                 backend: str = "auto", direct: bool = False, file_order: bool = False):
+                 backend: str = "auto", direct: bool = False, file_order: bool = False, time: Any = None,
+                 ignore_time: bool = False):
         self.dataset = dataset
         self.pairs = pairs
         self.file_order = bool(file_order)
         stored = isinstance(edges, str) and edges in dataset.edge_split_names
         self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges,
                                                                                      counts=pairs.counts)
+        #: Each pair's time (parallel to ``edges``), at which it is sampled; None: without times.
+        self.time = pair_times(dataset, edges if stored else None, self.edges.shape[1], time, ignore_time)
         # A stored split's pairs are read with the project's page-coalesced reader (io_uring, many
         # reads in flight; O_DIRECT with `direct`), not by faulting the map a page at a time:
         # a batch's pairs lie on as many random pages as it has pairs.
@@ -119,7 +160,8 @@ class LinkBatches(Epochs):
 
     def most_seeds(self) -> int:
         """The most seed nodes of one batch (what a memory plan is made for)."""
-        return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1])
+        return self.pairs.most_seeds(self.batch_size, 0 if self.negatives is None else self.negatives.shape[1],
+                                     timed=self.time is not None)
 
     def _items(self) -> int:
         return self.edges.shape[1]
@@ -148,7 +190,8 @@ class LinkBatches(Epochs):
         src, dst = self.read_pairs(pos[order])[:, inv]
         label = None if self.edge_label is None else self.edge_label[pos]
         fixed = None if self.negatives is None else np.asarray(self.negatives[pos[order]])[inv]
-        p = self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed)
+        time = None if self.time is None else np.asarray(self.time[pos[order]])[inv]
+        p = self.pairs.pairs(src, dst, epoch=epoch, batch=b, edge_label=label, fixed=fixed, time=time)
         p.positions = pos
         return p
 
@@ -210,21 +253,40 @@ class LinkLoader(LinkBatches, CoreReports):
     (``memory``, ``cache``, ``backend``, ``hyperbatch`` ...); its memory plan is made for the
     most seed nodes one batch can have, and its reserve counts the seed lists of a window
     (``WINDOW_BYTES``; ``window`` batches at most, when given).
+
+    **At times** (a dataset with times, ``docs/FORMAT.md`` "Times"): ``edge_label_time`` (PyG's
+    name), one time per pair, samples each pair and its negatives at the pair's time minus one
+    (``ringgnn.sampling.pairs``), through the typed engine (:class:`HeteroLinkBatches` over the
+    one-type case, relation ``node:to:node``); each ``Data`` then also has ``seed_time`` (per node,
+    the time it was sampled at: a node of two pairs at two times is two nodes) and
+    ``edge_label_time``. Pairs without times on a dataset with times are refused;
+    ``ignore_time=True`` samples them on every edge (warned: a leak). At times the loader takes
+    ``temporal_strategy`` (``uniform`` or ``last``) and of :class:`ringgnn.Loader`'s options those
+    of the typed engine (:data:`TIMED_OPTIONS`).
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
                  edges: Union[str, Any] = "train", neg_sampling: Optional[NegativeSampling] = None,
                  negatives: Optional[Any] = None, edge_label: Any = None, shuffle: bool = True,
                  drop_last: bool = False, batches: Optional[Sequence[int]] = None, seed: int = 0,
-                 share: Optional[Any] = None, window: Optional[int] = None, **loader_opts: Any):
-        ds = open_homogeneous(dataset, "LinkSampler", samples=True)
+                 share: Optional[Any] = None, window: Optional[int] = None, edge_label_time: Any = None,
+                 ignore_time: bool = False, temporal_strategy: str = "uniform", **loader_opts: Any):
+        ds = Dataset.opened(dataset)
+        timed = not ignore_time and (edge_label_time is not None or ds.has_times)
+        ds = open_homogeneous(ds, "LinkSampler", samples=not timed)
         base = share._loader if isinstance(share, LinkLoader) else share
         if isinstance(share, LinkLoader):
             seed = share.pairs.seed  # one engine, one sampling stream
         super().__init__(ds, LinkPairs(ds, _options.count(seed, "seed"), neg_sampling), batch_size, edges,
                          negatives=negatives, edge_label=edge_label, shuffle=shuffle, drop_last=drop_last,
                          batches=batches, window=window, backend=loader_opts.get("backend", "auto"),
-                         direct=loader_opts.get("direct", False))
+                         direct=loader_opts.get("direct", False), time=edge_label_time, ignore_time=not timed)
+        self.epoch = 0
+        #: At times: the typed engine's batches of these pairs (None: the homogeneous engine's).
+        self._timed: Optional[HeteroLinkBatches] = None
+        if timed:
+            self._timed = self._at_times(edges, fanouts, share, temporal_strategy, loader_opts)
+            return
         # The seeds a look-ahead for the hot-row cache samples from: the endpoints of the
         # first epoch's first batches (bounded, whatever the split's size).
         ends = np.zeros(0, np.int64)
@@ -239,9 +301,28 @@ class LinkLoader(LinkBatches, CoreReports):
             # The window's seed lists are held besides the loader: reserve them in its plan.
             loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
         self._loader = Loader(ds, fanouts, self.most_seeds(), split=ends, shuffle=False, seed=self.pairs.seed,
-                              share=base, **loader_opts)
-        self.epoch = 0
+                              share=base, ignore_time=True, **loader_opts)  # the homogeneous engine: no times
         self.last_epoch: Dict[str, float] = {}
+
+    def _at_times(self, edges: Any, fanouts: Any, share: Any, strategy: str, opts: Dict[str, Any]) -> Any:
+        """The typed engine's link batches of this loader's pairs at their times."""
+        refused = sorted(set(opts) - set(TIMED_OPTIONS)) + (["share"] if share is not None else [])
+        if refused:
+            them = "it" if len(refused) == 1 else "them"
+            raise InputError(f"{', '.join(refused)}: not taken by a LinkLoader at times, which samples on the typed "
+                             f"engine (it takes {', '.join(TIMED_OPTIONS)}); leave {them} out, or give "
+                             "ignore_time=True")
+        sampled = ("replace", "backend", "direct", "memory")
+        sampler = HeteroNeighborSampler(self.dataset, {HOMOGENEOUS_RELATION: _options.fanouts(fanouts)},
+                                        seed=self.pairs.seed, temporal_strategy=strategy,
+                                        **{k: v for k, v in opts.items() if k in sampled})
+        return HeteroLinkBatches(self.dataset, HOMOGENEOUS_RELATION, sampler, batch_size=self.batch_size,
+                                 seed=self.pairs.seed, neg_sampling=self.pairs.neg_sampling, negatives=self.negatives,
+                                 edge_label=self.edge_label, shuffle=self.shuffle, drop_last=self.drop_last,
+                                 batches=self.batches, window=self.window, time=self.time,
+                                 pairs=edges if self._pair_file is not None else self.edges,
+                                 **{k: v for k, v in opts.items() if k in ("threads", "prefetch", "hyperbatch",
+                                                                           "staging_dir", "staging_cap")})
 
     @property
     def _core(self) -> Any:
@@ -249,10 +330,17 @@ class LinkLoader(LinkBatches, CoreReports):
 
     @property
     def fanouts(self) -> List[int]:
+        if self._timed is not None:
+            return self._timed.sampler.fanouts[HOMOGENEOUS_RELATION]
         return self._loader.fanouts
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self.epoch = self.epoch, self.epoch + 1
+        if self._timed is not None:
+            self._timed.epoch, self._timed.batches = epoch, self.batches
+            for data in self._timed:
+                yield one_type_data(data)
+            return
         totals = self._loader._new_totals()
         self.last_epoch = totals
         for made, it in self.windows(epoch, self._core):
@@ -262,59 +350,86 @@ class LinkLoader(LinkBatches, CoreReports):
                 del data
 
     def __repr__(self) -> str:
+        engine = "at times" if self._timed is not None else f"backend={self.backend!r}"
         return (f"LinkLoader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
-                f"{self.edges.shape[1]} pairs, backend={self.backend!r})")
+                f"{self.edges.shape[1]} pairs, {engine})")
+
+
+def one_type_data(data: Any) -> Any:
+    """A one-type ``HeteroData`` batch (a homogeneous dataset's, from the typed engine) as the
+    ``Data`` of a homogeneous batch: its node type's attributes and its relation's together."""
+    from torch_geometric.data import Data  # PyG only where its batches are made
+
+    return Data(**data[HOMOGENEOUS_TYPE].to_dict(), **data[parse_edge_type(HOMOGENEOUS_RELATION)].to_dict())
 
 
 class HeteroLinkBatches(LinkBatches, TypedEpochs):
     """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs of
     :class:`LinkBatches` (``batch_size`` positives of the epoch's keyed order, in file order;
     ``ceil(neg_ratio * n)`` binary negatives, source over ``S`` and destination over ``D``, uniform
-    or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream), each end's
-    distinct ids seeding one typed sample (:meth:`HeteroNeighborSampler.sample_typed`; one type
-    when ``S = D``), features gathered per type. ``data[S, R, D]`` holds ``edge_label_index``
-    (positions in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
+    or by in-degree (``neg_weight``), from the (seed, "lneg", epoch, batch) stream; or any
+    ``neg_sampling``, or fixed ``negatives``, as :class:`LinkLoader`), each end's distinct ids
+    seeding one typed sample (:meth:`HeteroNeighborSampler.sample_typed`; one type when ``S = D``),
+    features gathered per type. ``data[S, R, D]`` holds ``edge_label_index`` (positions in
+    ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's
     ``LinkNeighborLoader``. The batches are made by the Rust typed loader as
     :class:`ringgnn.HeteroLoader`'s (``threads``, ``prefetch``, ``hyperbatch``, ``staging_dir``,
     ``staging_cap`` as there), over the pairs of a window of batches at a time
     (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
-    ``pairs`` (2, n): the positives (default the relation's ``train`` split)."""
+    ``pairs`` (2, n): the positives (default the relation's ``train`` split).
+
+    **At times** (``time``, one per pair, PyG's ``edge_label_time``; required on a dataset with
+    times unless ``ignore_time``): each pair and its negatives are sampled at the pair's time
+    minus one (``ringgnn.sampling.pairs``), each distinct (node, time) end a seed sampled at its
+    time (``data[t].seed_time``), and ``data[S, R, D].edge_label_time`` holds the pairs' times."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
-                 batch_size: int, neg_ratio: float, seed: int, shuffle: bool = True, threads: Optional[int] = None,
-                 prefetch: Optional[int] = None, pairs: Optional[np.ndarray] = None, hyperbatch: Any = "auto",
-                 neg_weight: str = "uniform", staging_dir: Any = None, staging_cap: Any = None):
+                 batch_size: int, neg_ratio: Optional[float] = None, seed: int, shuffle: bool = True,
+                 threads: Optional[int] = None, prefetch: Optional[int] = None, pairs: Any = None,
+                 hyperbatch: Any = "auto", neg_weight: str = "uniform", staging_dir: Any = None,
+                 staging_cap: Any = None, neg_sampling: Optional[NegativeSampling] = None,
+                 negatives: Optional[Any] = None, edge_label: Any = None, drop_last: bool = False,
+                 batches: Optional[Sequence[int]] = None, window: Optional[int] = None, time: Any = None,
+                 ignore_time: bool = False):
         self.ds, self.relation = ds, ds.check_relation(relation)
         self.edge_type = parse_edge_type(self.relation)
         self.types = (self.edge_type[0], self.edge_type[2])
-        link = LinkPairs(ds, int(seed), NegativeSampling("binary", neg_ratio, neg_weight), types=self.types)
+        if neg_sampling is None and neg_ratio is not None:
+            neg_sampling = NegativeSampling("binary", neg_ratio, neg_weight)
+        link = LinkPairs(ds, int(seed), neg_sampling, types=self.types)
         super().__init__(ds.relation(self.relation), link, batch_size, "train" if pairs is None else pairs,
-                         shuffle=shuffle, backend=sampler.backend_choice, direct=sampler.direct, file_order=True)
+                         negatives=negatives, edge_label=edge_label, shuffle=shuffle, drop_last=drop_last,
+                         batches=batches, window=window, backend=sampler.backend_choice, direct=sampler.direct,
+                         file_order=True, time=time, ignore_time=ignore_time)
         if features is None:  # the readers (and cache) a loader of this sampler would make
-            features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler).features
+            # It samples nothing: its one seed's time only keeps it from warning of sampling without times.
+            at = dict(ignore_time=True) if self.time is None else dict(input_time=0)
+            features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler,
+                                    **at).features
         # Link batches carry no labels.
         TypedEpochs.__init__(self, sampler, features, sampler.plan(), self.types[1], False, threads=threads,
                              prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)
 
-    def _seeds(self, p: Pairs) -> List[Tuple[str, np.ndarray]]:
-        return list(p.typed_seeds(self.types).items())
+    def _job(self, b: int, p: Pairs) -> Tuple[int, List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]:
+        """Batch ``b`` of pairs ``p`` as the core takes it: (index, seeds by type, their times)."""
+        return b, list(p.typed_seeds(self.types).items()), p.typed_times(self.types)
 
-    def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], None]]:
-        return [(self._seeds(self.batch_pairs(0, b)), None) for b in range(min(hetero_hyper.PROBE_BATCHES, len(self)))]
+    def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]]:
+        return [self._job(b, self.batch_pairs(0, b))[1:] for b in range(min(hetero_hyper.PROBE_BATCHES, len(self)))]
 
     def _data(self, out: Any, p: Pairs) -> Any:
         """A core batch as ``HeteroData`` with the pairs ``p`` set on its relation."""
-        data = self._hetero_data(out, self._seeds(p))
+        data = self._hetero_data(out, list(p.typed_seeds(self.types).items()))
         p.put(data[self.edge_type])
         return data
 
     def batch(self, epoch: int, b: int) -> Any:
         """Batch ``b`` of epoch ``epoch`` as ``HeteroData``, made on the calling thread."""
         p = self.batch_pairs(epoch, b)
-        return self._data(self._make(epoch, [(b, self._seeds(p), None)])[0], p)
+        return self._data(self._make(epoch, [self._job(b, p)])[0], p)
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self.epoch
         for chosen, made in self.window_pairs(epoch):
-            for out in self._run(epoch, [(b, self._seeds(made[b]), None) for b in chosen]):
+            for out in self._run(epoch, [self._job(b, made[b]) for b in chosen]):
                 yield self._data(out, made[out["batch"]])

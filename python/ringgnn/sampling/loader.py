@@ -11,13 +11,20 @@ Each yielded ``Data`` has what PyG's ``NeighborLoader`` gives: ``x`` (float32), 
 -1 = unlabeled), ``edge_index`` (local, row = message source), ``n_id`` (global ids, seeds
 first), ``batch_size``, ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id`` (the
 seeds' positions in the split).
+
+**At seed times** (a dataset with times): each seed is sampled at its time (by default its node
+time), as :class:`ringgnn.HeteroLoader` samples a dataset's one type (``ringgnn.sampling.hetero``):
+the batches are made by the typed engine (:attr:`Loader.typed`) and converted to the same ``Data``,
+plus ``seed_time``. Seeds at different times have disjoint subgraphs: a node reached from two of
+them is two nodes of the batch (two entries of ``n_id``, each with its own ``x`` row and its own
+``seed_time``), and no edge joins the two.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
@@ -25,39 +32,16 @@ from .. import _core, _options
 from .._core import InputError
 from .._options import process_rss  # noqa: F401  (re-exported: train and benchmarks use it)
 from ..data.dataset import Dataset, PathLike, open_homogeneous
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
+from .base import Epochs
+from .hetero import HeteroLoader, seed_times
+
+#: Options of the homogeneous engine alone, with their defaults: at seed times (the typed engine)
+#: another value is refused.
+_HOMOGENEOUS_ONLY = dict(cache_policy="presample", presample_batches=64, reserve=None, hold=2, spill="auto",
+                        processes=1)
 
 logger = logging.getLogger("ringgnn")
-
-
-class Epochs:
-    """An epoch cut into batches of ``batch_size`` (the last one short unless ``drop_last``), of
-    which ``batches`` (global indices, e.g. one rank's share; None: all, in order) are yielded:
-    what every loader shares. It cuts :meth:`_items` (its seeds, or its pairs)."""
-
-    batch_size: int
-    drop_last: bool
-    batches: Optional[List[int]]
-    seeds: Any
-    epoch: int  # the epoch of the next iter()
-
-    def set_epoch(self, epoch: int) -> None:
-        """The epoch of the next ``iter()``."""
-        self.epoch = _options.count(epoch, "epoch")
-
-    def _items(self) -> int:
-        return len(self.seeds)
-
-    def epoch_batches(self) -> int:
-        """The number of batches of a whole epoch."""
-        n = self._items()
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __len__(self) -> int:
-        return self.epoch_batches() if self.batches is None else len(self.batches)
-
-    def epoch_order(self) -> List[int]:
-        """The global indices of the batches an epoch yields."""
-        return list(range(self.epoch_batches())) if self.batches is None else list(self.batches)
 
 
 class CoreReports:
@@ -137,10 +121,24 @@ class Loader(CoreReports, Epochs):
         processes: processes on this machine that each run a loader (the local ranks of a
             ``torchrun`` job): the default ``threads`` and ``memory`` are this process's equal
             share of the machine's cores and available memory.
+        input_time: each seed's time (one integer per seed of ``split``, in its order, or one
+            for all); by default, on a dataset with node times, each seed's node time.
+        ignore_time: sample without times on a dataset with times (warned: a seed's neighborhood
+            may then hold its future).
+        temporal_strategy: at seed times, ``"uniform"`` (default) or ``"last"``, as
+            :class:`ringgnn.HeteroNeighborSampler`.
 
     Epochs count up from 0 with each ``iter()``; :meth:`set_epoch` sets the next one. A batch
     depends only on (seed, epoch, batch index): it is what :class:`NeighborSampler` with the
     same fanouts and seed samples, whatever the backend, threads or cache.
+
+    At seed times (see the module docs; ``seed_time`` holds each seed's time, parallel to
+    ``seeds``) the batches are :class:`ringgnn.HeteroLoader`'s of the dataset's one type, with the
+    same seeds, times and options (:attr:`typed`; :meth:`plan` gives its plan's ``text``,
+    :meth:`stats` the epoch's batches and its feature reads), converted; ``cache_policy``,
+    ``presample_batches``, ``reserve``, ``hold``, ``spill`` and ``processes`` are options of the
+    homogeneous engine alone, refused there. ``share`` then shares the typed loader's graph,
+    feature readers and cache.
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
@@ -151,8 +149,9 @@ class Loader(CoreReports, Epochs):
                  backend: str = "auto", feature_backend: Optional[str] = None, direct: bool = False,
                  threads: Optional[int] = None, seed: int = 0, hyperbatch: Union[int, str] = "auto",
                  staging_dir: Optional[PathLike] = None, staging_cap: Union[None, int, str] = None,
-                 spill: str = "auto", share: Optional["Loader"] = None, processes: int = 1):
-        self.dataset = open_homogeneous(dataset, "Loader", samples=True)
+                 spill: str = "auto", share: Optional["Loader"] = None, processes: int = 1, input_time: Any = None,
+                 ignore_time: bool = False, temporal_strategy: str = "uniform"):
+        self.dataset = open_homogeneous(dataset, "Loader")
         if self.dataset.feature_dim is None:
             raise InputError(f"{self.dataset.path}: the dataset has no node features; rebuild it with --features")
         self.fanouts = _options.fanouts(fanouts)
@@ -161,10 +160,35 @@ class Loader(CoreReports, Epochs):
         self.drop_last = bool(drop_last)
         self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
         self.seeds = _options.seeds(self.dataset, split, "split")
+        self.seed_time = seed_times(self.dataset, HOMOGENEOUS_TYPE, self.seeds, input_time, bool(ignore_time), "Loader")
+        """Each seed's time (parallel to ``seeds``), or None: sampled without times."""
+        #: At seed times, the typed loader that makes the batches; else None.
+        self.typed: Optional[HeteroLoader] = None
+        self._core: Any = None
         if share is not None:
             same = os.path.abspath(share.dataset.path) == os.path.abspath(self.dataset.path)
             if not same or share.fanouts != self.fanouts:
                 raise InputError("share= needs a Loader of the same dataset and fanouts")
+            if (share.typed is None) != (self.seed_time is None):
+                raise InputError("share= needs a Loader that samples as this one does, both at seed times or both "
+                                 "without")
+        if self.seed_time is not None:
+            given = dict(cache_policy=cache_policy, presample_batches=presample_batches, reserve=reserve, hold=hold,
+                         spill=spill, processes=processes)
+            other = [k for k, v in given.items() if v != _HOMOGENEOUS_ONLY[k]]
+            if other:
+                raise InputError(f"{', '.join(other)}: option(s) of the homogeneous engine, which samples without "
+                                 f"times; this Loader samples {self.dataset.path} at the seeds' times (the typed "
+                                 "engine): leave them out, or give ignore_time=True")
+            shared = {} if share is None else dict(sampler=share.typed.sampler, features=share.typed.features)
+            self.typed = HeteroLoader(
+                self.dataset, {HOMOGENEOUS_RELATION: list(self.fanouts)}, HOMOGENEOUS_TYPE, seeds=self.seeds,
+                input_time=self.seed_time, batch_size=self.batch_size, shuffle=self.shuffle, drop_last=self.drop_last,
+                seed=seed, threads=threads, prefetch=prefetch, backend=backend,
+                feature_backend=backend if feature_backend is None else feature_backend, direct=direct,
+                memory=memory, cache=cache, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap,
+                temporal_strategy=temporal_strategy, **shared)
+        elif share is not None:
             self._core = share._core
         else:
             # Batches are PyG `Data` of torch tensors: import them now, so that the default
@@ -199,6 +223,9 @@ class Loader(CoreReports, Epochs):
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self.epoch = self.epoch, self.epoch + 1
+        if self.typed is not None:
+            yield from self._at_times(epoch)
+            return
         # Positions of the seeds in `self.seeds`, to report `input_id` as PyG does.
         where = {int(s): i for i, s in enumerate(self.seeds.tolist())} if len(self.seeds) < 1 << 22 else None
         it = self._core.epoch(self.seeds, self.batch_size, shuffle=self.shuffle, epoch=epoch, drop_last=self.drop_last,
@@ -208,6 +235,38 @@ class Loader(CoreReports, Epochs):
                 data.input_id = _input_ids(where, data.n_id[: data.batch_size])
             yield data
             del data  # the generator keeps no batch alive once the consumer asks for the next
+
+    def _at_times(self, epoch: int) -> Iterator[Any]:
+        """Epoch ``epoch``'s batches at seed times: the typed loader's, each converted to ``Data``
+        (:func:`_one_type`), ``input_id`` from its seeds' positions in the epoch's order."""
+        typed = self.typed
+        typed.epoch, typed.batches = epoch, self.batches
+        order, n = typed._order(epoch), self.batch_size
+        totals = self.last_epoch = dict(batches=0)
+        for b, batch in zip(self.epoch_order(), typed):
+            totals["batches"] += 1
+            data = _one_type(batch, order[b * n:(b + 1) * n], self.seeds, self.seed_time)
+            del batch
+            yield data
+            del data
+
+    def plan(self) -> Dict[str, Any]:
+        if self.typed is not None:
+            return dict(text=self.typed.plan.text(), note="")
+        return super().plan()
+
+    def stats(self) -> Dict[str, Any]:
+        if self.typed is not None:
+            return dict(batches=self.last_epoch.get("batches", 0), features=self.typed.feature_stats())
+        return super().stats()
+
+    @property
+    def backend(self) -> str:
+        return self.typed.sampler.resolved_backend() if self.typed is not None else self._core.backend
+
+    @property
+    def feature_backend(self) -> str:
+        return self.typed.feature_backend if self.typed is not None else self._core.feature_backend
 
     def _new_totals(self) -> Dict[str, float]:
         """Zeroed per-epoch totals, which become :attr:`last_epoch`."""
@@ -239,6 +298,21 @@ class Loader(CoreReports, Epochs):
     def __repr__(self) -> str:
         return (f"Loader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
                 f"{len(self.seeds)} seeds, backend={self.backend!r}, features={self.feature_backend!r})")
+
+
+def _one_type(batch: Any, positions: np.ndarray, seeds: np.ndarray, times: np.ndarray) -> Any:
+    """A typed batch of a homogeneous dataset's one type (``HeteroData``) as :class:`Loader`'s
+    ``Data``, plus ``seed_time``; ``positions``: its seeds' positions in ``seeds`` (and ``times``),
+    of which the batch kept each distinct (seed, time) pair once, in order of first appearance."""
+    import torch  # torch and PyG stay off `import ringgnn`'s path
+    from torch_geometric.data import Data
+
+    node, rel = batch[HOMOGENEOUS_TYPE], batch[parse_edge_type(HOMOGENEOUS_RELATION)]
+    _, first = np.unique(np.stack([seeds[positions], times[positions]]), axis=1, return_index=True)
+    y = node.y if "y" in node else torch.full((node.num_nodes,), -1, dtype=torch.int64)
+    return Data(x=node.x, y=y, edge_index=rel.edge_index, n_id=node.n_id, batch_size=node.batch_size,
+                num_sampled_nodes=node.num_sampled_nodes, num_sampled_edges=rel.num_sampled_edges,
+                input_id=torch.from_numpy(positions[np.sort(first)]), seed_time=node.seed_time)
 
 
 def _input_ids(where: Dict[int, int], seeds: Any) -> Any:

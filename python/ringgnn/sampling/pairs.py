@@ -16,6 +16,16 @@ the word2vec/PinSage practice; of a typed dataset, over the relations entering t
 with replacement, from a numpy PCG64 stream keyed by (seed, epoch, batch): a batch's negatives,
 like its sample, depend on nothing else. An epoch's order of its pairs is :class:`Shuffle`, keyed
 by (seed, epoch), with no permutation held.
+
+**At times** (pairs with times, PyG's ``edge_label_time``): a pair at time ``t`` (its event's) is
+sampled at ``t - 1``, on the edges strictly before it (at ``t`` the positive edge itself, and every
+event of that instant, would be in its own neighborhood: the target leaks), and so are its
+negatives: a triplet's destinations are their positive's, binary negative ``j`` takes the time of
+positive ``j mod n`` (as PyG repeats the times). Where the end's node type has node times,
+negatives are drawn only among its nodes not newer than ``t`` (by the same weighting; a pair older
+than every node takes the oldest). The seeds are then the distinct (node, time) endpoints, sorted
+by (time, node): a node in two pairs of different times is two seeds, each sampled at its time
+(``ringgnn.sampling.hetero``, disjoint subgraphs).
 """
 
 from __future__ import annotations
@@ -23,10 +33,11 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .. import _options
 from .._core import InputError
 from ..data.dataset import Dataset
 from ..data.schema import HOMOGENEOUS_TYPE, parse_edge_type
@@ -135,12 +146,24 @@ class Pairs:
     positions: Optional[np.ndarray] = None
     """Where the positives are in the epoch's pairs (``input_id``), when they come from one."""
     split: Optional[int] = None
+    seed_time: Optional[np.ndarray] = None
+    """At times: the time each seed is sampled at (parallel to ``seeds``); None otherwise."""
+    time: Optional[np.ndarray] = None
+    """At times: each pair's time (PyG's ``edge_label_time``: of ``edge_label_index``'s pairs, or of
+    the positives in the triplet layout)."""
 
     def typed_seeds(self, types: Tuple[str, str]) -> Dict[str, np.ndarray]:
         """The seeds per node type of a typed relation's ``(source, destination)`` types."""
+        return self._typed(self.seeds, types)
+
+    def typed_times(self, types: Tuple[str, str]) -> Optional[List[np.ndarray]]:
+        """The seeds' times parallel to :meth:`typed_seeds`' lists, or None without times."""
+        return None if self.seed_time is None else list(self._typed(self.seed_time, types).values())
+
+    def _typed(self, a: np.ndarray, types: Tuple[str, str]) -> Dict[str, np.ndarray]:
         if self.split is None:
-            return {types[0]: self.seeds}
-        return {types[0]: self.seeds[:self.split], types[1]: self.seeds[self.split:]}
+            return {types[0]: a}
+        return {types[0]: a[:self.split], types[1]: a[self.split:]}
 
     def batch(self, sample: Any) -> LinkBatch:
         """The :class:`LinkBatch` of these pairs over ``sample``, the node sample of :attr:`seeds`."""
@@ -154,11 +177,13 @@ class Pairs:
     def put(self, store: Any) -> None:
         """Set the pairs on ``store`` (a PyG ``Data``, or a ``HeteroData``'s relation) as PyG's
         ``LinkNeighborLoader`` does: ``input_id``, ``edge_label_index`` and ``edge_label``, or
-        ``src_index``/``dst_pos_index``/``dst_neg_index``."""
+        ``src_index``/``dst_pos_index``/``dst_neg_index``; at times ``edge_label_time``."""
         import torch  # the batches of PyG's types: torch only where they are made
 
         lb = self.batch(None)
         store.input_id = torch.from_numpy(np.ascontiguousarray(self.positions, dtype=np.int64))
+        if self.time is not None:
+            store.edge_label_time = torch.from_numpy(self.time)
         if lb.edge_label_index is not None:
             store.edge_label_index = torch.from_numpy(np.ascontiguousarray(lb.edge_label_index, dtype=np.int64))
             if lb.edge_label is not None:
@@ -185,6 +210,7 @@ class LinkPairs:
         self._ends = types or (HOMOGENEOUS_TYPE, HOMOGENEOUS_TYPE)
         self.counts = (dataset.num_nodes_dict[self._ends[0]], dataset.num_nodes_dict[self._ends[1]])
         self._cdf: Dict[str, np.ndarray] = {}
+        self._time_order: Dict[str, Optional[Tuple[np.ndarray, np.ndarray]]] = {}
 
     def degrees(self, side: int) -> np.ndarray:
         """The in-degree of every node of an end's type, in the relations that enter the type (of a
@@ -206,11 +232,13 @@ class LinkPairs:
         return self._cdf[key]
 
     def negatives(self, count: int, rng: np.random.Generator, weight: Optional[np.ndarray] = None,
-                  side: int = 0) -> np.ndarray:
+                  side: int = 0, at: Optional[np.ndarray] = None) -> np.ndarray:
         """``count`` random node ids (of the source end's type, ``side`` 0, or the destination's,
         1) by the configured weighting (or by ``weight``, one non-negative value per node, as
-        PyG's ``src_weight``/``dst_weight``)."""
+        PyG's ``src_weight``/``dst_weight``); ``at`` (one time per draw): where the type has node
+        times, each draw only among the nodes not newer than its time."""
         n = self.counts[side]
+        cdf: Optional[np.ndarray] = None
         if weight is not None:
             cdf = np.cumsum(np.asarray(weight, dtype=np.float64))
             if cdf.size != n or not cdf[-1] > 0:
@@ -218,10 +246,36 @@ class LinkPairs:
                                  "positive sum")
         elif self.neg_sampling is not None and self.neg_sampling.weight == "degree":
             cdf = self._weights_cdf(side)
-        else:
+        timed = None if at is None else self._by_time(side)
+        if timed is not None:
+            return self._negatives_before(count, rng, cdf, timed, at)
+        if cdf is None:
             return rng.integers(0, n, size=count, dtype=np.int64)
         u = rng.random(count) * cdf[-1]
         return np.minimum(np.searchsorted(cdf, u, side="right"), n - 1).astype(np.int64)
+
+    def _by_time(self, side: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """(the end's node ids in (time, id) order, their times), or None without node times."""
+        key = self._ends[side]
+        if key not in self._time_order:
+            times = self.dataset.node_type(key).node_times()
+            order = None if times is None else np.argsort(times, kind="stable")
+            self._time_order[key] = None if order is None else (order, np.asarray(times)[order])
+        return self._time_order[key]
+
+    @staticmethod
+    def _negatives_before(count: int, rng: np.random.Generator, cdf: Optional[np.ndarray],
+                          timed: Tuple[np.ndarray, np.ndarray], at: np.ndarray) -> np.ndarray:
+        """:meth:`negatives` among the nodes not newer than ``at`` (per draw): a prefix of the
+        nodes in time order, drawn from by the weights (``cdf``, None: uniform) in that order."""
+        order, times = timed
+        eligible = np.maximum(np.searchsorted(times, at, side="right"), 1)
+        if cdf is None:
+            i = (rng.random(count) * eligible).astype(np.int64)
+        else:
+            c = np.cumsum(np.diff(cdf, prepend=0.0)[order])
+            i = np.searchsorted(c, rng.random(count) * c[eligible - 1], side="right")
+        return order[np.minimum(i, eligible - 1)].astype(np.int64)
 
     def rng(self, epoch: int, batch: int) -> np.random.Generator:
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, NEG_PURPOSE, epoch, batch])))
@@ -233,10 +287,11 @@ class LinkPairs:
 
     def pairs(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
               src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
-              fixed: Optional[np.ndarray] = None) -> Pairs:
+              fixed: Optional[np.ndarray] = None, time: Any = None) -> Pairs:
         """The :class:`Pairs` of link batch ``batch`` of epoch ``epoch`` for the positive pairs
         ``(src[i], dst[i])``; ``fixed``, an ``(n, K)`` array of destinations, replaces the drawn
-        negatives (triplet layout: evaluation against stored candidates)."""
+        negatives (triplet layout: evaluation against stored candidates); ``time``: each pair's
+        time, at which it is sampled (see the module docs)."""
         src = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
         dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
         if src.shape != dst.shape:
@@ -249,6 +304,12 @@ class LinkPairs:
         num_pos = src.size
         ns = self.neg_sampling
         label = None
+        at = None if time is None else _options.seed_times(time, num_pos, "edge_label_time")
+        if at is not None and at.size and at.min() == np.iinfo(np.int64).min:
+            raise InputError("edge_label_time: a pair at the smallest int64 time has no time before it to be "
+                             "sampled at")
+        # Each endpoint's pair time (and each negative's, its positive's), as ends are added.
+        src_at = dst_at = at
         triplet = fixed is not None or (ns is not None and ns.mode == "triplet")
         if fixed is not None:
             fixed = np.asarray(fixed, dtype=np.int64)
@@ -259,24 +320,32 @@ class LinkPairs:
             if edge_label is not None:
                 raise InputError("fixed negatives take no edge labels")
             dst = np.concatenate([dst, fixed.reshape(-1)])
+            dst_at = None if at is None else np.concatenate([at, np.repeat(at, fixed.shape[1])])
         elif ns is not None and ns.mode == "binary":
             num_neg = math.ceil(num_pos * ns.amount)
             rng = self.rng(epoch, batch)
-            src_neg = self.negatives(num_neg, rng, src_weight)
-            dst_neg = self.negatives(num_neg, rng, dst_weight, side=1)
+            neg_at = None if at is None or not num_pos else at[np.arange(num_neg) % num_pos]
+            src_neg = self.negatives(num_neg, rng, src_weight, at=neg_at)
+            dst_neg = self.negatives(num_neg, rng, dst_weight, side=1, at=neg_at)
             src = np.concatenate([src, src_neg])
             dst = np.concatenate([dst, dst_neg])
+            if at is not None:
+                src_at = dst_at = np.concatenate([at, neg_at])
             pos_label = (np.ones(num_pos, np.float32) if edge_label is None
                          else np.asarray(edge_label, np.float32).reshape(num_pos))
             label = np.concatenate([pos_label, np.zeros(num_neg, np.float32)])
         elif ns is not None:
             amount = int(ns.amount)
-            dst_neg = self.negatives(num_pos * amount, self.rng(epoch, batch), dst_weight, side=1)
+            neg_at = None if at is None else np.repeat(at, amount)
+            dst_neg = self.negatives(num_pos * amount, self.rng(epoch, batch), dst_weight, side=1, at=neg_at)
             dst = np.concatenate([dst, dst_neg])
+            dst_at = None if at is None else np.concatenate([at, neg_at])
             if edge_label is not None:
                 raise InputError("triplet negative sampling takes no edge labels")
         elif edge_label is not None:
             label = np.asarray(edge_label, np.float32).reshape(num_pos)
+        if at is not None:
+            return self._pairs_at(src, dst, src_at - 1, dst_at - 1, num_pos, triplet, label, src_at)
         if self._ends[0] == self._ends[1]:
             seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
             return Pairs(seeds, inverse.reshape(-1), num_pos, triplet, label)
@@ -285,19 +354,44 @@ class LinkPairs:
         return Pairs(np.concatenate([us, ud]), np.concatenate([si.reshape(-1), di.reshape(-1)]), num_pos, triplet,
                      label, split=len(us))
 
-    def most_seeds(self, pairs: int, fixed_k: int = 0) -> int:
+    def _pairs_at(self, src: np.ndarray, dst: np.ndarray, src_t: np.ndarray, dst_t: np.ndarray, num_pos: int,
+                  triplet: bool, label: Optional[np.ndarray], pair_time: np.ndarray) -> Pairs:
+        """The :class:`Pairs` whose ends are sampled at ``src_t``/``dst_t``: seeds are the
+        distinct (node, time) ends (of each type), in (time, node) order."""
+        time = pair_time[:num_pos] if triplet else pair_time
+        if self._ends[0] == self._ends[1]:
+            seeds, seed_time, inverse = distinct_at(np.concatenate([src, dst]), np.concatenate([src_t, dst_t]))
+            return Pairs(seeds, inverse, num_pos, triplet, label, seed_time=seed_time, time=time)
+        (us, ts, si), (ud, td, di) = distinct_at(src, src_t), distinct_at(dst, dst_t)
+        return Pairs(np.concatenate([us, ud]), np.concatenate([si, di]), num_pos, triplet, label, split=len(us),
+                     seed_time=np.concatenate([ts, td]), time=time)
+
+    def most_seeds(self, pairs: int, fixed_k: int = 0, timed: bool = False) -> int:
         """The most seed nodes a batch of ``pairs`` positives can have (what a memory plan is
-        made for)."""
+        made for); ``timed``: at times, where a node may be a seed once per time."""
         ns = self.neg_sampling
+        cap = math.inf if timed else self.dataset.num_nodes
         if fixed_k:
             per = 2 + fixed_k
         elif ns is None:
             per = 2
         elif ns.mode == "binary":
-            return min(self.dataset.num_nodes, 2 * (pairs + math.ceil(pairs * ns.amount)))
+            return int(min(cap, 2 * (pairs + math.ceil(pairs * ns.amount))))
         else:
             per = 2 + int(ns.amount)
-        return max(1, min(self.dataset.num_nodes, per * pairs))
+        return int(max(1, min(cap, per * pairs)))
+
+
+def distinct_at(ids: np.ndarray, times: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct (id, time) pairs' ids and times, in (time, id) order; where each input is
+    among them)."""
+    order = np.lexsort((ids, times))
+    i, t = ids[order], times[order]
+    new = np.ones(len(i), bool)
+    new[1:] = (i[1:] != i[:-1]) | (t[1:] != t[:-1])
+    inverse = np.empty(len(i), np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return i[new], t[new], inverse
 
 
 def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges",

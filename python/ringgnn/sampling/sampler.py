@@ -11,6 +11,14 @@ given twice is kept once), then the nodes first reached at hop 1, hop 2, ...; ``
 index of the sampled neighbor (the message source) and ``col`` the local index of the node it was
 sampled for; edges are grouped by hop. A batch's sample depends only on (seed, epoch, batch index),
 never on the thread count or the I/O backend.
+
+**At seed times** (``sample(..., input_time=)``, a dataset with times): the sample is the typed
+engine's one-type case (``ringgnn.sampling.hetero``, node type ``node``, relation
+``node:to:node``), converted to this layout: PyG's temporal sampling with ``disjoint=True``, each
+seed's subgraph holding only edges (and nodes) not newer than its time. Seeds at different times
+get disjoint subgraphs: a node reached from two of them is two entries of ``node`` (the seeds
+first, a (seed, time) pair given twice kept once), and ``seed_time`` gives each entry the time it
+was sampled at.
 """
 
 from __future__ import annotations
@@ -23,7 +31,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import numpy as np
 
 from .. import _core, _options
-from ..data.dataset import Dataset, HeteroDataset, PathLike, open_homogeneous
+from ..data.dataset import Dataset, PathLike, open_homogeneous, warn_sampling_without_times
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
+from .base import ProcessLocal
+from .hetero import HeteroNeighborSampler, HeteroSample
 
 logger = logging.getLogger("ringgnn")
 
@@ -32,29 +43,6 @@ logger = logging.getLogger("ringgnn")
 _INHERITED: List[Any] = []
 #: Fallback reasons already logged by this process, so that each is logged once.
 _LOGGED: set = set()
-
-
-class ProcessLocal:
-    """How an object that holds core objects of this process (rings, threads, file handles)
-    pickles: both samplers, the typed loaders and their feature readers. The attributes
-    :meth:`_fresh` gives are made anew (the receiving process makes its core objects on first
-    use), and a whole ``dataset`` travels as its path."""
-
-    def _fresh(self) -> Dict[str, Any]:
-        """The per-process attributes as a new object has them (before any core object)."""
-        return {}
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__, **dict.fromkeys(self._fresh()))
-        ds = state.get("dataset")
-        if isinstance(ds, (Dataset, HeteroDataset)) and getattr(ds, "part", None) is None:
-            state["dataset"] = ds.path
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        if isinstance(state.get("dataset"), str):
-            state["dataset"] = Dataset.open(state["dataset"])
-        self.__dict__.update(state, **self._fresh())
 
 
 @dataclass
@@ -73,6 +61,9 @@ class SampledSubgraph:
     batch_size: int
     edge: Any = None
     """Global edge ids (positions in ``indices.bin``), when the sampler was asked for them."""
+    seed_time: Any = None
+    """Sampled at seed times: parallel to ``node``, the seed time each node was sampled at (its
+    subgraph's); None otherwise."""
 
     @property
     def num_nodes(self) -> int:
@@ -98,7 +89,8 @@ class SampledSubgraph:
         def t(a):
             return a if a is None or isinstance(a, torch.Tensor) else torch.from_numpy(a)
 
-        return replace(self, node=t(self.node), row=t(self.row), col=t(self.col), edge=t(self.edge))
+        return replace(self, node=t(self.node), row=t(self.row), col=t(self.col), edge=t(self.edge),
+                       seed_time=t(self.seed_time))
 
     @classmethod
     def _from_core(cls, out: Dict[str, Any]) -> "SampledSubgraph":
@@ -106,6 +98,15 @@ class SampledSubgraph:
         return cls(node=out["node"], row=out["row"], col=out["col"], num_sampled_nodes=nodes,
                    num_sampled_edges=list(out["num_sampled_edges"]), batch_size=nodes[0] if nodes else 0,
                    edge=out.get("edge"))
+
+    @classmethod
+    def _one_type(cls, s: HeteroSample) -> "SampledSubgraph":
+        """A homogeneous dataset's sample from the typed sampler (its one type) in this layout."""
+        r, t = HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
+        return cls(node=s.node[t], row=s.row[r], col=s.col[r], num_sampled_nodes=list(s.num_sampled_nodes[t]),
+                   num_sampled_edges=list(s.num_sampled_edges[r]), batch_size=s.num_sampled_nodes[t][0],
+                   edge=None if s.edge is None else s.edge[r],
+                   seed_time=None if s.seed_time is None else s.seed_time[t])
 
 
 class NeighborSampler(ProcessLocal):
@@ -139,14 +140,16 @@ class NeighborSampler(ProcessLocal):
         spill_dir: a directory on the SSD for the spill file (default: the dataset's parent);
             the file is unlinked as soon as it is created.
         with_edge_ids: also return global edge ids (``SampledSubgraph.edge``).
+        temporal_strategy: how a sample at seed times (``input_time``) draws among the edges not
+            newer than its seed: ``"uniform"`` (default) or ``"last"`` (the most recent ones).
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], *, replace: bool = False,
                  backend: str = "auto", direct: bool = False, threads: Optional[int] = None, seed: int = 0,
                  memory: Union[None, int, str] = None, reserve: Union[None, int, str] = None, batch_size: int = 1024,
                  hyperbatch: Union[int, str] = "auto", spill: str = "auto", spill_dir: Optional[PathLike] = None,
-                 with_edge_ids: bool = False):
-        self.dataset = open_homogeneous(dataset, "NeighborSampler", samples=True)
+                 with_edge_ids: bool = False, temporal_strategy: str = "uniform"):
+        self.dataset = open_homogeneous(dataset, "NeighborSampler")
         self.fanouts = _options.fanouts(fanouts)
         self.replace = bool(replace)
         self.backend_choice = _options.backend(backend)
@@ -160,11 +163,12 @@ class NeighborSampler(ProcessLocal):
         self.spill = str(spill)
         self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
         self.with_edge_ids = bool(with_edge_ids)
+        self.temporal_strategy = _options.choice(temporal_strategy, ("uniform", "last"), "temporal_strategy")
         self.__dict__.update(self._fresh())
 
     def _fresh(self) -> Dict[str, Any]:
-        # _core: the core sampler of process _pid.
-        return dict(_core=None, _pid=None)
+        # _core: the core sampler of process _pid; _timed: the sampler at seed times.
+        return dict(_core=None, _pid=None, _timed=None)
 
     # --- the per-process core sampler ---------------------------------------------------------
 
@@ -209,8 +213,25 @@ class NeighborSampler(ProcessLocal):
 
     # --- sampling -------------------------------------------------------------------------------
 
-    def sample(self, seeds: Any, *, epoch: int = 0, batch: int = 0) -> SampledSubgraph:
-        """Sample the subgraph around ``seeds`` (node ids) as batch ``batch`` of epoch ``epoch``."""
+    def timed(self) -> HeteroNeighborSampler:
+        """The sampler of samples at seed times: the typed sampler of this dataset's one type,
+        with this sampler's fanouts, ``replace``, ``backend``, ``direct``, ``seed``, ``memory``,
+        ``with_edge_ids`` and ``temporal_strategy``; made on first use."""
+        if self._timed is None:
+            self._timed = HeteroNeighborSampler(
+                self.dataset, {HOMOGENEOUS_RELATION: list(self.fanouts)}, replace=self.replace,
+                backend=self.backend_choice, direct=self.direct, seed=self.seed, memory=self.memory,
+                with_edge_ids=self.with_edge_ids, temporal_strategy=self.temporal_strategy)
+        return self._timed
+
+    def sample(self, seeds: Any, *, epoch: int = 0, batch: int = 0, input_time: Any = None) -> SampledSubgraph:
+        """Sample the subgraph around ``seeds`` (node ids) as batch ``batch`` of epoch ``epoch``;
+        with ``input_time`` (one integer time per seed, or one for all), at those times (see the
+        module docs; refused on a dataset without times)."""
+        if input_time is not None:
+            s = self.timed().sample(seeds, HOMOGENEOUS_TYPE, epoch=epoch, batch=batch, input_time=input_time)
+            return SampledSubgraph._one_type(s)
+        warn_sampling_without_times(self.dataset, "NeighborSampler")
         ids = _options.node_ids(seeds)
         out = self._sampler().sample(ids, _options.count(epoch, "epoch"), _options.count(batch, "batch"))
         return SampledSubgraph._from_core(out)
@@ -223,8 +244,10 @@ class NeighborSampler(ProcessLocal):
         ``shuffle`` the seeds are permuted by (seed, epoch). Batch ``i`` is the same as
         ``sample(its seeds, epoch=epoch, batch=i)``. ``batches`` selects which batches of the
         epoch to produce, by global index (e.g. one rank's share): each is exactly the batch a
-        whole epoch gives at that index.
+        whole epoch gives at that index. Sampled without times (``ringgnn.Loader`` samples epochs
+        at times).
         """
+        warn_sampling_without_times(self.dataset, "NeighborSampler")
         it = self._sampler().epoch(
             self.resolve_seeds(seeds),
             _options.count(batch_size, "batch_size", 1),

@@ -11,10 +11,9 @@ import numpy as np
 
 from .. import _core, _options, _threads
 from . import hyper as hetero_hyper
+from .base import Epochs, ProcessLocal
 from .features import TypedRows
-from .loader import Epochs
 from .plan import HeteroPlan
-from .sampler import ProcessLocal
 
 logger = logging.getLogger("ringgnn")
 
@@ -66,7 +65,8 @@ class TypedEpochs(Epochs, ProcessLocal):
             self._core = (pid, _core.TypedLoader(
                 s.graph(), [(r, list(f)) for r, f in s.fanouts.items()], self._core_type, replace=s.replace,
                 seed=s.seed, features=[(t, protos[t]) for t in self.feature_types], labels=self._with_labels,
-                with_edge_ids=s.with_edge_ids, staging_dir=self.staging_dir, staging_cap=self.staging_cap))
+                with_edge_ids=s.with_edge_ids, staging_dir=self.staging_dir, staging_cap=self.staging_cap,
+                temporal_strategy=s.temporal_strategy))
         return self._core[1]
 
     def probe_batch_bytes(self) -> int:

@@ -20,6 +20,12 @@ On a heterogeneous dataset every call names the nodes' type (``node_type=``; Pre
 default to the model's target type) and :meth:`Client.sample` returns a
 :class:`ringgnn.HeteroSample`. A typed request to a server that serves a homogeneous dataset with
 the Rust frontend (which does not read the typed fields) raises :class:`InputError` here.
+
+On a dataset with times, :meth:`Client.sample`, :meth:`Client.predict` and :meth:`Client.embed`
+take ``time=`` (every node at that time) or ``seed_times=`` (one per node), and
+:meth:`Client.score` ``time=``: only edges up to the time are sampled (see serve.proto). Without
+one the server samples every edge (the present). A server that does not read these fields (older
+than them) is detected by its reply and raises :class:`InputError`.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class Prediction:
     probs: np.ndarray
     label: np.ndarray
     seed: int
+    #: Sampled at times: the time of each row (None without).
+    seed_time: Optional[np.ndarray] = None
 
 
 class Client:
@@ -91,6 +99,7 @@ class Client:
 
     def sample(self, nodes: Sequence[int], fanouts: Any = None, seed: Optional[int] = None, *,
                replace: bool = False, edge_ids: bool = False, node_type: Optional[str] = None,
+               time: Optional[int] = None, seed_times: Any = None,
                timeout: Optional[float] = None) -> Union[SampledSubgraph, HeteroSample]:
         """The sampled neighborhood of ``nodes``: what ``NeighborSampler(dataset, fanouts,
         replace=replace, seed=seed).sample(nodes)`` gives. ``fanouts``/``seed`` default to the
@@ -99,8 +108,13 @@ class Client:
         On a heterogeneous dataset ``node_type`` is the nodes' type and the answer a
         :class:`~ringgnn.HeteroSample`, what ``HeteroNeighborSampler(dataset, fanouts,
         replace=replace, seed=seed).sample(nodes, node_type)`` gives; ``fanouts`` is then one list
-        for every relation or a dict per relation (``"SRC:REL:DST"`` or ``(src, rel, dst)`` keys)."""
+        for every relation or a dict per relation (``"SRC:REL:DST"`` or ``(src, rel, dst)`` keys).
+
+        ``time`` (every node) or ``seed_times`` (one per node): sampled at those times, as
+        ``HeteroNeighborSampler(...).sample(nodes, node_type, input_time=...)`` (disjoint per
+        distinct time); the answer's ``seed_time`` gives each node's time."""
         req = self._pb.SampleRequest(nodes=_ids(nodes), replace=bool(replace), edge_ids=bool(edge_ids))
+        timed = _set_times(req, time, seed_times)
         if isinstance(fanouts, Mapping):
             if node_type is None:
                 raise InputError("sample: fanouts per relation are for a heterogeneous dataset: give node_type too")
@@ -115,13 +129,19 @@ class Client:
             req.seed = _seed(seed)
         r = self._call("Sample", req, timeout)
         if node_type is not None:
-            return _hetero_sample(self.target, r, node_type, edge_ids)
+            s = _hetero_sample(self.target, r, node_type, edge_ids, timed)
+            if timed and not any(len(v) for v in s.seed_time.values()):
+                raise InputError(_untimed(self.target, "Sample"))
+            return s
+        if timed and not len(r.seed_time):
+            raise InputError(_untimed(self.target, "Sample"))
         counts = list(r.num_sampled_nodes)
         return SampledSubgraph(
             node=np.array(r.node, dtype=np.int64), row=np.array(r.row, dtype=np.int64),
             col=np.array(r.col, dtype=np.int64), num_sampled_nodes=counts,
             num_sampled_edges=list(r.num_sampled_edges), batch_size=counts[0] if counts else 0,
-            edge=np.array(r.edge, dtype=np.int64) if edge_ids else None)
+            edge=np.array(r.edge, dtype=np.int64) if edge_ids else None,
+            seed_time=np.array(r.seed_time, dtype=np.int64) if timed else None)
 
     def features(self, nodes: Sequence[int], *, stored_dtype: bool = False, node_type: Optional[str] = None,
                  timeout: Optional[float] = None) -> np.ndarray:
@@ -140,35 +160,46 @@ class Client:
         return np.frombuffer(r.data, dtype=_DTYPES[r.dtype]).reshape(r.rows, r.dim).copy()
 
     def predict(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
-                timeout: Optional[float] = None) -> Prediction:
+                time: Optional[int] = None, seed_times: Any = None, timeout: Optional[float] = None) -> Prediction:
         """Class probabilities and most probable class of ``nodes`` from the served model (a
-        heterogeneous model's: nodes of its target type, ``node_type`` by default)."""
-        r = self._call("Predict", self._infer_request(nodes, seed, node_type), timeout)
+        heterogeneous model's: nodes of its target type, ``node_type`` by default), on their
+        neighborhoods sampled at ``time`` or ``seed_times`` (one per node) when given."""
+        req, timed = self._infer_request(nodes, seed, node_type, time, seed_times)
+        r = self._call("Predict", req, timeout)
+        if timed and not len(r.seed_time):
+            raise InputError(_untimed(self.target, "Predict"))
         probs = np.array(r.probs, dtype=np.float32).reshape(r.rows, r.classes)
-        return Prediction(probs=probs, label=np.array(r.label, dtype=np.int64), seed=r.seed)
+        return Prediction(probs=probs, label=np.array(r.label, dtype=np.int64), seed=r.seed,
+                          seed_time=np.array(r.seed_time, dtype=np.int64) if timed else None)
 
     def embed(self, nodes: Sequence[int], seed: Optional[int] = None, *, node_type: Optional[str] = None,
-              timeout: Optional[float] = None) -> np.ndarray:
+              time: Optional[int] = None, seed_times: Any = None, timeout: Optional[float] = None) -> np.ndarray:
         """Embeddings of ``nodes`` (``[len(nodes), hidden]``): a node model's last hidden layer,
         a link model's last layer (what its decoder scores); a heterogeneous model's input of its
         last layer for its target type (the default ``node_type``), for another type its rows at
-        the last hidden layer that computes it."""
-        r = self._call("Embed", self._infer_request(nodes, seed, node_type), timeout)
+        the last hidden layer that computes it. ``time`` / ``seed_times``: as :meth:`predict`."""
+        req, timed = self._infer_request(nodes, seed, node_type, time, seed_times)
+        r = self._call("Embed", req, timeout)
+        if timed and not len(r.seed_time):
+            raise InputError(_untimed(self.target, "Embed"))
         return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
 
     def score(self, src: Sequence[int], dst: Sequence[int], seed: Optional[int] = None, *,
-              timeout: Optional[float] = None) -> np.ndarray:
+              time: Optional[int] = None, timeout: Optional[float] = None) -> np.ndarray:
         """A link model's scores of the pairs ``(src[i], dst[i])`` (float32 ``[len(src)]``, the
         decoder's logits: ``sigmoid`` gives the probability of each edge), from the pairs'
         distinct endpoints sampled as one request with the model's fanouts and ``seed``
-        (default the server's)."""
+        (default the server's), at ``time`` when given."""
         s, d = _ids(src, "src"), _ids(dst, "dst")
         if len(s) != len(d):
             raise InputError(f"score: src has {len(s)} node ids and dst {len(d)}: give one destination per source")
         req = self._pb.ScoreRequest(src=s, dst=d)
         if seed is not None:
             req.seed = _seed(seed)
+        timed = _set_times(req, time, None)
         r = self._call("Score", req, timeout)
+        if timed and not r.HasField("time"):
+            raise InputError(_untimed(self.target, "Score"))
         return np.array(r.scores, dtype=np.float32)
 
     def info(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -193,11 +224,39 @@ class Client:
             d[k] = {rel: [int(f) for f in v.get("hops", [])] for rel, v in sorted(d[k].items())}
         return d
 
-    def _infer_request(self, nodes: Sequence[int], seed: Optional[int], node_type: Optional[str]) -> Any:
+    def _infer_request(self, nodes: Sequence[int], seed: Optional[int], node_type: Optional[str],
+                       time: Optional[int], seed_times: Any) -> Any:
         req = self._pb.PredictRequest(nodes=_ids(nodes), node_type=node_type or "")
         if seed is not None:
             req.seed = _seed(seed)
-        return req
+        return req, _set_times(req, time, seed_times)
+
+
+def _set_times(req: Any, time: Optional[int], seed_times: Any) -> bool:
+    """Put ``time`` or ``seed_times`` (int64 each; the server checks the rest) on ``req``;
+    whether either was given."""
+    if time is not None:
+        req.time = _time(time, "time")
+    if seed_times is not None:
+        a = np.asarray(seed_times)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise InputError(f"seed_times must be a 1-D sequence of integer times, not {a.dtype} of shape {a.shape}")
+        req.seed_times.extend(_time(t, "seed_times") for t in a.tolist())
+    return time is not None or seed_times is not None
+
+
+def _time(t: Any, what: str) -> int:
+    """A time as the request's int64 field takes it."""
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise InputError(f"{what}: {t!r} is not an integer time (times are int64, in the dataset's unit)")
+    if not -(1 << 63) <= int(t) < 1 << 63:
+        raise InputError(f"{what}: {t} is out of range: times are int64")
+    return int(t)
+
+
+def _untimed(target: str, call: str) -> str:
+    return (f"{call} at {target}: the server ignored the request's time: it predates sampling at times (upgrade "
+            "ringgnn there)")
 
 
 def _untyped(target: str, call: str, node_type: str) -> str:
@@ -205,7 +264,7 @@ def _untyped(target: str, call: str, node_type: str) -> str:
             "node types; leave node_type out)")
 
 
-def _hetero_sample(target: str, r: Any, node_type: str, edge_ids: bool) -> HeteroSample:
+def _hetero_sample(target: str, r: Any, node_type: str, edge_ids: bool, timed: bool = False) -> HeteroSample:
     """A typed ``SampleReply``'s sample (types and relations in name order)."""
     if not r.HasField("hetero"):
         raise InputError(_untyped(target, "Sample", node_type))
@@ -220,7 +279,8 @@ def _hetero_sample(target: str, r: Any, node_type: str, edge_ids: bool) -> Heter
         num_sampled_nodes={t: [int(c) for c in h.nodes[t].num_sampled_nodes] for t in types},
         row={e: ids(h.edges[e].row) for e in rels}, col={e: ids(h.edges[e].col) for e in rels},
         num_sampled_edges={e: [int(c) for c in h.edges[e].num_sampled_edges] for e in rels},
-        edge={e: ids(h.edges[e].edge) for e in rels} if edge_ids else None)
+        edge={e: ids(h.edges[e].edge) for e in rels} if edge_ids else None,
+        seed_time={t: ids(h.nodes[t].seed_time) for t in types} if timed else None)
 
 
 #: The largest id a request carries: its id fields are int64 (a dataset's ids are far below).

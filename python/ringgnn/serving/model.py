@@ -153,8 +153,14 @@ def seen_by(seen: List[Any], pick) -> Any:
     return hook
 
 
-def request_order(nodes: np.ndarray, sampled: np.ndarray, distinct: int) -> np.ndarray:
+def request_order(nodes: np.ndarray, sampled: np.ndarray, distinct: int, times: Optional[np.ndarray] = None,
+                  sampled_times: Optional[np.ndarray] = None) -> np.ndarray:
     """For each requested node, its row among the ``distinct`` first entries of ``sampled`` (the
-    distinct seeds in first-occurrence order)."""
-    index = {int(v): i for i, v in enumerate(sampled[:distinct])}
-    return np.fromiter((index[int(v)] for v in nodes), dtype=np.int64, count=len(nodes))
+    distinct seeds in first-occurrence order). Sampled at times (``times`` of the requested
+    nodes, ``sampled_times`` of the entries of ``sampled``), a seed is a (node, time): a node
+    asked for at two times has two rows."""
+    if times is None:
+        index = {int(v): i for i, v in enumerate(sampled[:distinct])}
+        return np.fromiter((index[int(v)] for v in nodes), dtype=np.int64, count=len(nodes))
+    keyed = {(int(v), int(t)): i for i, (v, t) in enumerate(zip(sampled[:distinct], sampled_times[:distinct]))}
+    return np.fromiter((keyed[int(v), int(t)] for v, t in zip(nodes, times)), dtype=np.int64, count=len(nodes))

@@ -13,6 +13,12 @@ the model (``ringgnn.serving.model``) on them. A link model (``train --task link
 the decoder scores the pairs; its ``Embed`` is the encoder's last layer, and ``Predict`` is
 refused.
 
+On a dataset with edge or node times, Sample, Predict, Embed and Score take a ``time`` (Sample,
+Predict and Embed ``seed_times``, one per node) and sample at it, as
+``HeteroNeighborSampler(..., input_time=)`` does (``--temporal-strategy``); a request without one
+samples every edge (the present). A homogeneous dataset's requests at times are sampled by the
+typed sampler over its one-type case, inside the same engine and its waves.
+
 The gRPC server is in Rust (``_core.GrpcServer``: tonic, crate ``ringgnn-serve``). Over a
 homogeneous dataset ``Sample``, ``Features`` and ``Info`` are decoded, served and encoded without
 entering Python, and Predict/Embed/Score call the servicer; over a heterogeneous one every call
@@ -76,7 +82,8 @@ class Server:
                  max_wait_ms: Optional[float] = None,
                  max_wave: Optional[int] = None, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
                  max_hops: int = 6,
-                 batch_size: Optional[int] = None, frontend: Optional[str] = None):
+                 batch_size: Optional[int] = None, frontend: Optional[str] = None,
+                 temporal_strategy: str = "uniform"):
         if frontend is not None and frontend not in FRONTENDS:
             raise InputError(f"--frontend must be one of {', '.join(FRONTENDS)}, not {frontend!r}")
         ds = Dataset.opened(dataset)
@@ -122,7 +129,7 @@ class Server:
                       max_wait_us=None if max_wait_ms is None else int(max_wait_ms * 1000),
                       max_wave=_options.count(64 if max_wave is None else max_wave, "max_wave", 1),
                       queue=max_concurrent, max_nodes=_options.count(max_nodes, "max_nodes", 1),
-                      max_hops=_options.count(max_hops, "max_hops", 1))
+                      max_hops=_options.count(max_hops, "max_hops", 1), temporal_strategy=temporal_strategy)
         if typed:
             #: A typed engine's memory plan (``ringgnn.sampling.plan.HeteroPlan``; the Rust engine
             #: of a homogeneous dataset says its own: ``engine.plan()``).
@@ -210,6 +217,9 @@ class Server:
         e, m = self.engine, self.model
         pages = e.stats()["pages_cached"]
         cached = f"; {pages:,} hot neighbor pages read and kept" if pages else ""
+        if e.has_times:
+            cached += ("; the dataset has times: a request with a time samples the edges up to it, one without "
+                       "every edge (the present)")
         if isinstance(self.dataset, HeteroDataset):
             ds = self.dataset
             return (f"serving {ds.path} (heterogeneous: {len(ds.node_types)} node types, {ds.num_nodes:,} nodes; "

@@ -6,7 +6,11 @@ Embed and Score (``ringgnn.serving.model``) run on what the engine sampled. Ever
 one path: a homogeneous dataset is the one-type case, its node type None (the engines' calls
 take ``node_type``, and both models answer alike). What differs between the two kinds is the
 checks of a request's node type and fanouts per relation, and the replies that name types and
-relations (a homogeneous Sample reply is encoded by the engine)."""
+relations (a homogeneous Sample reply is encoded by the engine).
+
+A request's ``time`` or ``seed_times`` goes to the engine, which checks them (naming the field)
+and samples at them, disjoint per distinct time; the model then runs on that sample, and each
+row of a reply is found by its (node, time): a node asked for at two times is two rows."""
 
 from __future__ import annotations
 
@@ -42,6 +46,20 @@ class Servicer(Handlers):
 
     def _seed(self, request: Any) -> int:
         return request.seed if request.HasField("seed") else self.engine.seed
+
+    @staticmethod
+    def _times(request: Any) -> Dict[str, Any]:
+        """The request's ``time`` and ``seed_times`` as the engines take them (checked there)."""
+        seed_times = getattr(request, "seed_times", ())
+        return dict(time=request.time if request.HasField("time") else None,
+                    seed_times=list(seed_times) if len(seed_times) else None)
+
+    @staticmethod
+    def _row_times(times: Dict[str, Any], n: int) -> Optional[np.ndarray]:
+        """The time of each of a request's ``n`` nodes (None without times)."""
+        if times["seed_times"] is not None:
+            return np.asarray(times["seed_times"], dtype=np.int64)
+        return None if times["time"] is None else np.full(n, times["time"], dtype=np.int64)
 
     def _nodes(self, context: Any, nodes: Sequence[int]) -> np.ndarray:
         try:
@@ -114,14 +132,15 @@ class Servicer(Handlers):
         seed = self._seed(request)
         nodes = self._nodes(context, request.nodes)
         how = dict(node_type=t, fanouts=self._fanouts(context, request), replace=request.replace, seed=seed,
-                   edge_ids=request.edge_ids)
+                   edge_ids=request.edge_ids, **self._times(request))
         if t is None:  # encoded by the engine
             return call_engine(context, self.engine.sample, nodes, reply=True, **how)
         s = call_engine(context, self.engine.sample, nodes, **how)
-        pb, edge = self.pb, s["edge"] or {}
+        pb, edge, time = self.pb, s["edge"] or {}, s["time"] or {}
         typed = pb.HeteroSampleReply(
             node_type=t,
-            nodes={u: pb.SampledNodes(node=v.tolist(), num_sampled_nodes=list(s["num_sampled_nodes"][u]))
+            nodes={u: pb.SampledNodes(node=v.tolist(), num_sampled_nodes=list(s["num_sampled_nodes"][u]),
+                                      seed_time=time[u].tolist() if u in time else [])
                    for u, v in s["node"].items()},
             edges={r: pb.SampledEdges(row=v.tolist(), col=s["col"][r].tolist(),
                                       edge=edge[r].tolist() if r in edge else [],
@@ -144,10 +163,10 @@ class Servicer(Handlers):
 
     # --- the model's calls ------------------------------------------------------------------------
 
-    def _run(self, context: Any, request: Any, call: str) -> Tuple[Any, np.ndarray, int]:
-        """What Predict (logits) or Embed (rows) answers for the request's distinct nodes,
-        their order for the request's nodes, and the seed, from one engine request sampled with
-        the model's training fanouts."""
+    def _run(self, context: Any, request: Any, call: str) -> Tuple[Any, np.ndarray, int, Optional[np.ndarray]]:
+        """What Predict (logits) or Embed (rows) answers for the request's distinct nodes (at
+        their times), their order for the request's nodes, the seed and each row's time (None
+        without times), from one engine request sampled with the model's training fanouts."""
         if not self.typed:  # a homogeneous request's node type is refused before its model is asked for
             self._type(context, call, request.node_type)
         model = self._needs_task(context, "node", call) if call == "Predict" else self._needs_model(context, call)
@@ -165,25 +184,31 @@ class Servicer(Handlers):
                               f"Embed: node_type '{t}': the model ({model.run_dir}) never computes it (more than "
                               f"{model.layers} hops from its target '{model.target}')")
         nodes = self._nodes(context, request.nodes)
+        times = self._times(request)
         sub, x = call_engine(context, self.engine.sample, nodes, node_type=t, fanouts=model.fanouts, seed=seed,
-                             rows=True)
+                             rows=True, **times)
         logits, rows, seeds = model.answer(sub, x, t, layer)
-        return logits if layer is None else rows, request_order(nodes, seeds, len(seeds)), seed
+        at = self._row_times(times, len(nodes))
+        sampled_at = None if at is None else (sub["time"] if t is None else sub["time"][t])[: len(seeds)]
+        order = request_order(nodes, seeds, len(seeds), at, sampled_at)
+        return logits if layer is None else rows, order, seed, at
 
     def Predict(self, request: Any, context: Any) -> bytes:
         import torch  # a model is served: torch is loaded already
 
-        logits, order, seed = self._run(context, request, "Predict")
+        logits, order, seed, at = self._run(context, request, "Predict")
         probs = torch.softmax(logits, dim=-1).numpy()[order]
-        reply = self.pb.PredictReply(rows=len(order), classes=probs.shape[1], seed=seed)
+        reply = self.pb.PredictReply(rows=len(order), classes=probs.shape[1], seed=seed,
+                                     seed_time=[] if at is None else at.tolist())
         reply.probs.extend(probs.ravel().tolist())
         reply.label.extend(probs.argmax(axis=1).tolist())
         return reply.SerializeToString()
 
     def Embed(self, request: Any, context: Any) -> bytes:
-        rows, order, seed = self._run(context, request, "Embed")
+        rows, order, seed, at = self._run(context, request, "Embed")
         values = rows.numpy()[order]
-        reply = self.pb.EmbedReply(rows=len(order), dim=values.shape[1], seed=seed)
+        reply = self.pb.EmbedReply(rows=len(order), dim=values.shape[1], seed=seed,
+                                   seed_time=[] if at is None else at.tolist())
         reply.values.extend(values.ravel().tolist())
         return reply.SerializeToString()
 
@@ -197,10 +222,15 @@ class Servicer(Handlers):
         src, dst = np.asarray(request.src, dtype=np.int64), np.asarray(request.dst, dtype=np.int64)
         # The sample of the distinct endpoints, ascending (the seeds of a link batch, as in training).
         nodes = self._nodes(context, np.unique(np.concatenate([src, dst])))
-        sub, x = call_engine(context, self.engine.sample, nodes, fanouts=model.fanouts, seed=seed, rows=True)
+        # At one time (or none): one subgraph, so a node id finds its row.
+        time = self._times(request)["time"]
+        sub, x = call_engine(context, self.engine.sample, nodes, fanouts=model.fanouts, seed=seed, rows=True,
+                             time=time)
         _, z, seeds = model.answer(sub, x, None, model.layer_of(None))
         scores = model.score(z[request_order(src, seeds, len(seeds))], z[request_order(dst, seeds, len(seeds))])
         reply = self.pb.ScoreReply(rows=len(src), seed=seed)
+        if time is not None:
+            reply.time = time
         reply.scores.extend(scores.numpy().astype(np.float32).tolist())
         return reply.SerializeToString()
 
@@ -211,7 +241,7 @@ class Servicer(Handlers):
         common = dict(
             seed=e.seed, model=m.kind if m else "", model_run=m.run_dir if m else "", model_hidden=m.hidden if m else 0,
             max_nodes=e.max_nodes, max_hops=e.max_hops, version=_core.__version__, backend=e.backend,
-            feature_backend=e.feature_backend, dataset=ds.path, stats=pb.Stats(**e.stats()),
+            feature_backend=e.feature_backend, dataset=ds.path, stats=pb.Stats(**e.stats()), has_times=e.has_times,
             model_task=m.task if m else "", model_decoder=(m.decoder_kind or "") if m else "")
         if not self.typed:
             reply = pb.InfoReply(num_nodes=e.num_nodes, num_edges=e.num_edges, feature_dim=e.feature_dim,

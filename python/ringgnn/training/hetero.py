@@ -33,9 +33,16 @@ sampled embedding from node batches of its type (a ``HeteroLoader`` of those ids
 Under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
 held-out pairs, as homogeneous link runs.
 
-**At times** (``ringgnn.training.temporal``; node classification): every loader samples its seeds at
-their times (the training probe, the training split and the evaluated ones), and a homogeneous
-dataset with times runs here as the one-type case (type ``node``, relation ``node:to:node``).
+**At times** (``ringgnn.training.temporal``): every loader samples its seeds at their times (node
+classification: the training probe, the training split and the evaluated ones; link prediction:
+each pair of the edge splits and its negatives at the pair's time minus one, the held-out ends
+embedded once per distinct (node, time)), and a homogeneous dataset with times runs here as the
+one-type case (type ``node``, relation ``node:to:node``).
+
+**Task tables** (``ringgnn.training.task_table``; node classification): rows of (node, time, label)
+in place of the target type's splits and labels, homogeneous datasets as the one-type case; each
+split's loader is a ``RowLoader`` of its rows, and a batch's outputs and labels are one per row
+(``row_seed``: the row's seed).
 """
 
 from __future__ import annotations
@@ -75,10 +82,15 @@ class Typed:
     hyper: Any = None
 
     def __init__(self, embed_dim: Optional[int] = None, embed_tables: str = "auto", times: Optional[np.ndarray] = None,
-                 hetero: bool = True):
+                 hetero: bool = True, pairs_at_times: bool = False, table: Any = None):
         #: The time of every node of the target type, at which its seeds are sampled
         #: (``ringgnn.training.temporal.seed_times``); None: sampled without times.
         self.times = times
+        #: Link runs: whether each pair is sampled at its time (``ringgnn.training.temporal.pairs_at_times``).
+        self.pairs_at_times = pairs_at_times
+        #: A node task's rows, in place of the target type's splits and labels
+        #: (``ringgnn.training.task_table.TaskTables``); None: the type's.
+        self.table = table
         #: False for the one-type case: a homogeneous dataset's run at times.
         self.hetero = hetero
         self.embed_dim = None if embed_dim is None else _options.count(embed_dim, "--embed-dim", 1)
@@ -95,7 +107,11 @@ class Typed:
     @property
     def temporal(self) -> bool:
         """True when the run samples at times."""
-        return self.times is not None
+        return self.times is not None or self.pairs_at_times or (self.table is not None and self.table.timed)
+
+    def _one_type(self) -> Tuple[str, str]:
+        """(why a homogeneous dataset's run is on the typed engine, how to leave it)."""
+        return ("on task tables", "") if self.table is not None else ("at times", "--ignore-time")
 
     def fanouts(self, ds: Any, fanouts: Any) -> Dict[str, List[int]]:
         if not self.hetero:  # the one-type case takes the homogeneous --fanouts, one list
@@ -104,8 +120,9 @@ class Typed:
 
     def check_model(self, model: str, ds: Any) -> None:
         if not self.hetero and model not in HETERO_MODELS:
-            raise InputError(f"--model {model}: a run at times trains on the typed engine, whose models are "
-                             f"{', '.join(HETERO_MODELS)}; use one of them, or --ignore-time")
+            why, leave = self._one_type()
+            raise InputError(f"--model {model}: a run {why} trains on the typed engine, whose models are "
+                             f"{', '.join(HETERO_MODELS)}; use one of them" + (f", or {leave}" if leave else ""))
         _options.choice(model, HETERO_MODELS, "--model")
 
     #: The loop's options a typed run refuses, with their defaults and why (what the typed data
@@ -118,11 +135,12 @@ class Typed:
     def check_options(self, opts: Dict[str, Any]) -> None:
         given = [k for k, (default, _) in self.REFUSED.items() if opts.get(k) != default]
         if given:
-            which = "heterogeneous datasets" if self.hetero else "runs at times (on the typed engine)"
+            why, leave = self._one_type()
+            which = "heterogeneous datasets" if self.hetero else f"runs {why} (on the typed engine)"
             raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in given)}: not available for {which} "
                              f"({'; '.join(self.REFUSED[k][1] for k in given)}); leave "
                              f"{'it' if len(given) == 1 else 'them'} out"
-                             f"{'' if self.hetero else ' or give --ignore-time'}")
+                             f"{'' if self.hetero or not leave else ' or give ' + leave}")
 
     def run_args(self, task: Any, ds: Any, args: Dict[str, Any]) -> Dict[str, Any]:
         if not self.hetero:  # the one-type case's fanouts as a homogeneous run's: one list
@@ -137,11 +155,12 @@ class Typed:
         else:
             # The model without its embedding tables (all outside): what the plan probes; the run's
             # model is built once the plan has placed them (prepare).
-            classes = int(ds.node_type(task.target).num_classes)
+            classes = self.table.classes if self.table is not None else int(ds.node_type(task.target).num_classes)
             self.net = HeteroModel(ds.node_types, ds.edge_types, ds.feature_dims(), ds.num_nodes_dict, task.target,
                                    args["hidden"], classes, args["layers"], model=args["model"],
                                    embed_dim=self.embed_dim, dropout=args["dropout"], external=self.featureless)
-            extra = dict(target=task.target, embed_dim=self.embed_dim, hetero=_placed(self.net.config()))
+            extra = dict(target=task.target, embed_dim=self.embed_dim, hetero=_placed(self.net.config()),
+                         **({} if self.table is None else {"task_table": self.table.record()}))
         return dict(task=task.name, **dict(args, cache=_options.size(args["cache"], "--cache")), **task.task_args(),
                     **extra)
 
@@ -156,8 +175,9 @@ class Typed:
 
     def scope(self, task: Any, ds: Any, train_loader: Any) -> str:
         if task.name == "link":
-            return (f"heterogeneous, link prediction on {task.relation} ({task.decoder} decoder, "
-                    f"{task.neg.amount:g} negatives per positive), {train_loader.edges.shape[1]:,} training pairs")
+            return (f"{f'heterogeneous, link prediction on {task.relation}' if self.hetero else 'link prediction'} "
+                    f"({task.decoder} decoder, {task.neg.amount:g} negatives per positive), "
+                    f"{train_loader.edges.shape[1]:,} training pairs")
         if not self.hetero:
             return f"{ds.num_nodes:,} nodes"
         return (f"heterogeneous, {len(ds.node_types)} node types, {len(ds.relations)} relations, target "
@@ -212,9 +232,8 @@ class Typed:
         width = self.width
         # One plan for the run (neighbor files, feature files, cache), made with the model built and
         # a probe batch's peak measured (read from disk, nothing held; the RNG left as it was).
-        probe = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, batch_size=batch_size, seed=opts["seed"],
-                             threads=1, backend="pread", feature_backend="pread", cache=0, direct=opts["direct"],
-                             **self.at_times(ds, target, "train"))
+        probe = self.split_loader(ds, fan, target, "train", shuffle=True, batch_size=batch_size, seed=opts["seed"],
+                                  threads=1, backend="pread", feature_backend="pread", cache=0, direct=opts["direct"])
         threads_n = probe.threads if opts["threads"] is None else opts["threads"]
 
         def probe_step(batch: Any) -> None:
@@ -232,9 +251,10 @@ class Typed:
         # the library code training keeps touching, as every plan counts them).
         held = _options.held_memory() + _options.code_bytes(training=True)
         batch_bytes = probe_batch_bytes(probe, probe_step, threads_n + 2)
+        train_seeds = len(probe.seeds)
         del probe
         plan = self._plan(ds, opts, run_args, resumed_cfg, 1, target=target, batch_size=batch_size,
-                          seeds=len(ds.node_type(target).split("train")), reserve=training_reserve(net),
+                          seeds=train_seeds, reserve=training_reserve(net),
                           batch_bytes=batch_bytes, process=held)
         cfg = dict(run_args["hetero"], **({"external": plan.file_tables} if plan.file_tables else {}))
         run_args["hetero"] = cfg
@@ -243,13 +263,12 @@ class Typed:
         self.open_tables({t: net.num_nodes[t] for t in plan.file_tables}, width, ranks, opts)
         net.tables = {t: table.reader() for t, table in self.tables.items()}
         common = dict(self.typed_sampler(ds, plan, opts), hyperbatch=opts["hyperbatch"])
-        train_loader = self.hyper = HeteroLoader(ds, fan, target, seeds="train", shuffle=True, **common,
-                                                 **self.at_times(ds, target, "train"))
+        train_loader = self.hyper = self.split_loader(ds, fan, target, "train", shuffle=True, **common)
         # The evaluation loaders read through the training loader's readers: one cache.
         loaders = {task.train_split: train_loader}
         for s in task.eval_splits:
-            loaders[s] = HeteroLoader(ds, fan, target, seeds=s, shuffle=False, features=train_loader.features,
-                                      **common, **self.at_times(ds, target, s))
+            loaders[s] = self.split_loader(ds, fan, target, s, shuffle=False, features=train_loader.features,
+                                           **common)
         self.net = net
         return net, loaders
 
@@ -257,8 +276,9 @@ class Typed:
                   opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
         rel, batch_size, sides = ds.relation(task.relation), opts["batch_size"], task.sides
         for s in task.eval_splits:
-            task.hold(rel, s)
-        most = min(ds.num_nodes, 2 * (batch_size + math.ceil(batch_size * task.neg.amount)))
+            task.hold(rel, s, at_times=self.pairs_at_times)
+        most = 2 * (batch_size + math.ceil(batch_size * task.neg.amount))  # at times a node may recur
+        most = most if self.pairs_at_times else min(ds.num_nodes, most)
         # Each tower has its own table of a featureless type: the plan places both together.
         plan = self._plan(ds, opts, run_args, resumed_cfg, len(sides), target=task.edge_type[2], batch_size=most,
                           seeds=rel.manifest["edge_splits"]["train"]["edges"])
@@ -276,15 +296,23 @@ class Typed:
         for split, h in task.held.items():
             for side, t in sides.items():
                 key = split if side == "src" else f"{split}.{side}"
+                at = dict(ignore_time=True) if h.times is None else dict(input_time=h.times[side])
                 loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
-                                            features=features, ignore_time=True, **common)
+                                            features=features, **at, **common)
                 features = loaders[key].features  # one set of readers and one cache
         self.hyper = loaders[task.train_split] = HeteroLinkBatches(
             ds, task.relation, self.sampler, features, batch_size=batch_size, neg_ratio=task.neg.amount,
             neg_weight=task.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
             staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
-            **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+            ignore_time=not self.pairs_at_times, **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
         return net, loaders
+
+    def split_loader(self, ds: Any, fanouts: Any, target: str, split: str, **opts: Any) -> Any:
+        """The ``HeteroLoader`` of split ``split`` of ``target`` (``opts``: its options): the task
+        table's rows of ``split`` where the run has one, else the type's split."""
+        if self.table is not None:
+            return self.table.loader(ds, fanouts, target, split, **opts)
+        return HeteroLoader(ds, fanouts, target, seeds=split, **opts, **self.at_times(ds, target, split))
 
     def at_times(self, ds: Any, target: str, split: str) -> Dict[str, Any]:
         """The ``HeteroLoader`` options of split ``split``'s seeds of ``target``: at their times, or
@@ -338,10 +366,14 @@ class Typed:
     def rows(self, net: Any, batch: Any, device: Any, kind: str, node_type: Any = None, prefix: str = "") -> Any:
         x, edges, n_id = hetero_batch_to_dicts(batch, device)
         self._rows = {}
-        return net(self.with_rows(x, batch, device, net.training, prefix), edges, n_id)[:batch[node_type].batch_size]
+        out = net(self.with_rows(x, batch, device, net.training, prefix), edges, n_id)
+        s = batch[node_type]
+        # A task table's batch: one output per row (rows of one node at one time share a seed).
+        return out[s.row_seed.to(out.device)] if "row_seed" in s else out[:s.batch_size]
 
     def labels(self, batch: Any, node_type: Any = None) -> Any:
-        return batch[node_type].y[:batch[node_type].batch_size]
+        s = batch[node_type]
+        return s.y if "row_seed" in s else s.y[:s.batch_size]  # a task table's: one per row
 
     def pairs(self, task: Any, net: Any, batch: Any, device: Any, kind: str) -> Tuple[Any, Any, int]:
         pairs = batch[task.edge_type]
@@ -356,9 +388,14 @@ class Typed:
     def loader_lines(self, train_loader: Any, ranks: Any, device_note: str) -> List[str]:
         lines = [f"{ranks.tag()}loader: sampling with {self.sampler.resolved_backend()}; hyperbatch: "
                  f"{self.hyper.hyperbatch_size()[1]}", self.plan.text()]
-        if self.temporal:
+        if self.pairs_at_times:
+            lines.append("temporal: each pair and its negatives are sampled at the pair's time minus one (only edges "
+                         "and nodes before it), in training and evaluation")
+        elif self.temporal:
             lines.append("temporal: each seed is sampled at its time (only edges and nodes not newer than it), in "
                          "training and evaluation")
+        if self.table is not None:
+            lines.append(self.table.text())
         return lines
 
     def counters(self, train_loader: Any) -> Any:

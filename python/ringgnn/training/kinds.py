@@ -120,10 +120,12 @@ class Homogeneous:
 
     def loader(self, task: Any, ds: Any, split: str, fanouts: Sequence[int], batch_size: int, **opts: Any) -> Any:
         """A loader of the batches of ``split``'s seeds (``opts``: ``ringgnn.Loader``'s)."""
+        # This kind samples without times: a run at times is the typed kind's (training.temporal).
         if task.name == "node":
-            return Loader(ds, fanouts, batch_size, split=split, **opts)
+            return Loader(ds, fanouts, batch_size, split=split, ignore_time=True, **opts)
         if split == task.train_split:
-            return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=task.neg, **opts)
+            # Without times: a dataset with times is here only under --ignore-time.
+            return LinkLoader(ds, fanouts, batch_size, edges=split, neg_sampling=task.neg, ignore_time=True, **opts)
         # A held-out split is scored from one sampled embedding per node it names (its pairs'
         # endpoints and their candidates), node batches as large as a training batch's seeds
         # (what the memory plan was made for): each node's neighborhood is sampled once, not
@@ -132,7 +134,8 @@ class Homogeneous:
         h = task.hold(ds, split)
         share = opts.pop("share", None)
         base = share._loader if isinstance(share, LinkLoader) else share
-        return Loader(ds, fanouts, self.batch_seeds(task, batch_size, ds), split=h.ends["src"], share=base, **opts)
+        return Loader(ds, fanouts, self.batch_seeds(task, batch_size, ds), split=h.ends["src"], share=base,
+                      ignore_time=True, **opts)
 
     def feeds(self, loaders: Dict[str, Any], opts: Dict[str, Any], dev: Any, train_split: str = "train"
               ) -> Tuple[Dict[str, Any], str]:

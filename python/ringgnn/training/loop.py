@@ -34,7 +34,7 @@ from .. import _options, progress
 from .._core import InputError
 from .._files import os_errors
 from ..data.dataset import Dataset, HeteroDataset
-from ..data.schema import HOMOGENEOUS_TYPE
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
 from ..models.checkpoints import open_run, restore, run_directory, write_json
 from ..models.gnn import DECODERS
 from ..sampling.hetero import open_hetero
@@ -42,7 +42,8 @@ from ..sampling.pairs import WEIGHTS as NEG_WEIGHTS
 from . import distributed
 from .curves import Plots
 from .tasks import LinkPrediction, NodeClassification, Task
-from .temporal import seed_times
+from .task_table import check_resumed, read_task_tables
+from .temporal import pairs_at_times, seed_times
 
 #: How val/test scores are measured (``--eval``).
 EVAL_MODES = ("auto", "sampled", "layerwise")
@@ -95,6 +96,10 @@ def train(
     embed_tables: str = "auto",
     seed_time: Any = None,
     ignore_time: bool = False,
+    task_table: Any = None,
+    task_node_column: str = "node",
+    task_time_column: str = "time",
+    task_label_column: str = "label",
 ) -> Dict[str, Any]:
     """Train, checkpoint and evaluate; returns what ``RUN_DIR/metrics.json`` holds. Under
     ``torchrun`` (or in a process group the caller started) every rank calls this; rank 0
@@ -110,11 +115,19 @@ def train(
 
     On a dataset with times the run is temporal (``ringgnn.training.temporal``): every seed is
     sampled at its node time, or at ``seed_time`` (a ``.npy`` of one integer per node of the
-    target type), and evaluated by sampling at those times; ``ignore_time`` opts out."""
+    target type), and evaluated by sampling at those times (link prediction: every pair at its
+    time, from splits by time); ``ignore_time`` opts out.
+
+    ``task_table``: node classification's rows (``ringgnn.training.task_table``), tables of
+    (node, time, label) per split, ``"train=T1.parquet,val=T2.parquet,test=T3.parquet"`` or a dict,
+    with their columns ``task_node_column``, ``task_time_column`` and ``task_label_column``, in
+    place of the target type's splits and labels; evaluated by sampling."""
     ds = Dataset.opened(dataset)
+    columns = dict(node=task_node_column, time=task_time_column, label=task_label_column)
     task_obj = make_task(ds, _options.choice(task, TASKS, "--task"), decoder=decoder, neg_ratio=neg_ratio,
                          neg_weight=neg_weight, target=target, relation=relation, embed_dim=embed_dim,
-                         embed_tables=embed_tables, seed_time=seed_time, ignore_time=ignore_time)
+                         embed_tables=embed_tables, seed_time=seed_time, ignore_time=ignore_time,
+                         task_table=task_table, columns=columns)
     task_obj.kind.check_model(model, ds)
     fan = task_obj.fanouts(ds, fanouts)
     epochs, hidden, layers = (_options.count(v, k, 1) for k, v in (("epochs", epochs), ("hidden", hidden),
@@ -125,7 +138,8 @@ def train(
         text = ",".join(map(str, fan)) if isinstance(fan, list) else ""
         raise InputError(f"--fanouts {text + ' ' if text else ''}has {hops} hops but --layers is {layers}; "
                          "give one fanout per layer")
-    if not isinstance(ds, HeteroDataset):  # a typed dataset's target or relation is checked when the task is made
+    # A typed dataset's target or relation, and task tables, are checked when the task is made.
+    if not isinstance(ds, HeteroDataset) and task_table is None:
         task_obj.check(ds)
     if device == "cuda":
         import torch
@@ -141,6 +155,10 @@ def train(
                          "graph, so it cannot honour each seed's time (it would score with the future); a run at "
                          "times evaluates by sampling at the seeds' times: use --eval auto or sampled, or "
                          "--ignore-time")
+    if task_table is not None and eval_mode == "layerwise":
+        raise InputError("--eval layerwise: exact layer-wise evaluation scores the dataset's nodes, not a task table's "
+                         "rows; a run on task tables evaluates by sampling each val/test row's node: use --eval auto "
+                         "or sampled")
     if tensorboard:
         try:
             from torch.utils.tensorboard import SummaryWriter  # noqa: F401
@@ -163,6 +181,9 @@ def train(
         eval_mode = "sampled"
         log("evaluation: sampled at the val/test seeds' times (a run at times records no exact layer-wise score, "
             "which would see each seed's future)")
+    elif task_table is not None and eval_mode == "auto":
+        eval_mode = "sampled"
+        log("evaluation: sampled at the val/test rows of the task tables (no exact layer-wise score)")
     try:
         # The loader reads the dataset and writes its staging file (in --staging-dir): an OS error
         # there names the file and says it happened while training (the run directory's own
@@ -190,12 +211,14 @@ def train(
 
 def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional[float], neg_weight: Optional[str],
               target: Optional[str], relation: Optional[str], embed_dim: Optional[int], embed_tables: str,
-              seed_time: Any = None, ignore_time: bool = False) -> Task:
+              seed_time: Any = None, ignore_time: bool = False, task_table: Any = None,
+              columns: Optional[Dict[str, str]] = None) -> Task:
     """The plug-in of ``task`` for ``ds``'s kind, its options checked (those of another task or
-    kind refused, naming them). A node task at times (``ringgnn.training.temporal``) runs on the
-    typed kind, a homogeneous dataset being its one-type case."""
+    kind refused, naming them). A task at times (``ringgnn.training.temporal``) or a node task on
+    task tables (``task_table``, its ``columns``: ``ringgnn.training.task_table``) runs on the typed
+    kind, a homogeneous dataset being its one-type case."""
     hetero = isinstance(ds, HeteroDataset)
-    if hetero or ds.has_times:
+    if hetero or ds.has_times or task_table is not None:
         # The typed kind imports PyTorch (the heterogeneous models): not at import, which the
         # command line's parser does.
         from .hetero import Typed, check_relation, check_target
@@ -205,17 +228,24 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
             if value is not None:
                 raise InputError(f"{flag} is for heterogeneous datasets; {ds.path} is homogeneous")
     if task == "link":
+        if task_table is not None:
+            raise InputError("--task-table gives node classification's rows; --task link trains on an edge split")
         if target is not None:
             raise InputError("--target is the node type of --task node; --task link takes --relation S:R:D")
         decoder = _options.choice("dot" if decoder is None else decoder, DECODERS, "--decoder")
         neg_ratio = 1.0 if neg_ratio is None else _options.negative_ratio(neg_ratio)
         neg_weight = _options.choice("uniform" if neg_weight is None else neg_weight, NEG_WEIGHTS, "--neg-weight")
-        seed_times(ds, "", task, seed_time, ignore_time)  # refused at times
         if hetero:
-            kind = Typed(embed_dim, embed_tables)
             relation = check_relation(ds, relation, LinkPrediction.eval_splits)
-            return LinkPrediction(decoder, neg_ratio, neg_weight, kind, relation)
-        return LinkPrediction(decoder, neg_ratio, neg_weight)
+        elif ds.has_times and not ignore_time:
+            LinkPrediction().check(ds)  # the splits, before their times are asked for
+        splits = (LinkPrediction.train_split, *LinkPrediction.eval_splits)
+        at_times = pairs_at_times(ds, ds.relation(relation) if hetero else ds, splits, seed_time, ignore_time)
+        if not hetero and not at_times:
+            return LinkPrediction(decoder, neg_ratio, neg_weight)
+        # A homogeneous dataset at times: the one-type case of the typed kind (its one relation).
+        kind = Typed(embed_dim, embed_tables, hetero=hetero, pairs_at_times=at_times)
+        return LinkPrediction(decoder, neg_ratio, neg_weight, kind, relation or HOMOGENEOUS_RELATION)
     given = [f"--{k.replace('_', '-')}" for k, v in (("decoder", decoder), ("neg_ratio", neg_ratio),
                                                       ("neg_weight", neg_weight)) if v is not None]
     if given:
@@ -223,6 +253,17 @@ def make_task(ds: Any, task: str, *, decoder: Optional[str], neg_ratio: Optional
                          "(node classification has no decoder nor negatives)")
     if relation is not None:
         raise InputError("--relation is for --task link; --task node takes --target TYPE")
+    if task_table is not None:  # the rows of task tables, in place of the target type's splits and labels
+        if seed_time is not None:
+            raise InputError("--seed-time gives each node of the target type one time, and --task-table gives each "
+                             "row its own: give one of them")
+        if hetero and target is None:
+            raise InputError(f"{ds.path} is heterogeneous: give --target TYPE, the node type of the task table's rows "
+                             f"(types: {', '.join(ds.node_types)})")
+        target = ds.check_type(target) if hetero else HOMOGENEOUS_TYPE
+        table = read_task_tables(ds, target, task_table, ignore_time=ignore_time, **(columns or {}))
+        return NodeClassification(Typed(embed_dim, embed_tables, hetero=hetero, table=table), target,
+                                  table.eval_splits)
     if hetero:
         target, eval_splits = check_target(ds, target)
         return NodeClassification(Typed(embed_dim, embed_tables, seed_times(ds, target, task, seed_time, ignore_time)),
@@ -325,6 +366,8 @@ def _opened(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) -
     """``checkpoints.open_run``'s resumed checkpoint, refused where it was trained at times and
     this run is not, or the reverse."""
     resumed = open_run(out, run_args, resume, overwrite)
+    if resumed is not None:
+        check_resumed(resumed["args"].get("task_table"), run_args.get("task_table"), os.path.join(out, "last.pt"))
     was = resumed is not None and bool(resumed["args"].get("temporal", False))
     if resumed is not None and was != bool(run_args.get("temporal", False)):
         raise InputError(f"--resume: {os.path.join(out, 'last.pt')} was trained {'at' if was else 'without'} times; "

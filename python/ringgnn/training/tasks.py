@@ -32,7 +32,7 @@ from ..data.dataset import Dataset
 from ..data.schema import parse_edge_type
 from ..inference import metrics
 from ..inference.scoring import decode_pairs, split_scores
-from ..sampling.pairs import NegativeSampling
+from ..sampling.pairs import NegativeSampling, distinct_at
 from . import distributed
 from .kinds import Homogeneous
 
@@ -225,9 +225,10 @@ class LinkPrediction(Task):
     negative scores), MRR and Hits@K with OGB's tie rule (``ringgnn.inference.metrics``).
 
     After each epoch the held-out pairs are scored from one sampled embedding per node they
-    name; under ``torchrun`` every rank embeds all of those nodes and scores its share of the
-    pairs, so the summed scores are the single process's. The layer-wise scores at the end are
-    exact (full neighborhoods) over the whole split."""
+    name (at times: per distinct (node, time), each pair embedded at its time minus one, see
+    :class:`HeldOut`); under ``torchrun`` every rank embeds all of those nodes and scores its
+    share of the pairs, so the summed scores are the single process's. The layer-wise scores at
+    the end are exact (full neighborhoods) over the whole split."""
 
     name = "link"
     metric = "auc"
@@ -263,10 +264,10 @@ class LinkPrediction(Task):
                 f"{ds.path}: the dataset has no {'/'.join(missing)} edge split, which --task link trains and scores "
                 "on; rebuild it with convert --link-split val=0.05,test=0.1")
 
-    def hold(self, part: Any, split: str) -> "HeldOut":
+    def hold(self, part: Any, split: str, at_times: bool = False) -> "HeldOut":
         """The held-out edge ``split`` of ``part`` (the dataset, or a typed one's relation), kept
-        for the evaluation."""
-        h = self.held[split] = HeldOut(part, split, two_types=len(self.sides) == 2)
+        for the evaluation (``at_times``: its pairs embedded at their times)."""
+        h = self.held[split] = HeldOut(part, split, two_types=len(self.sides) == 2, at_times=at_times)
         return h
 
     def distribute(self, loaders: Dict[str, Any], ranks: Any) -> None:
@@ -313,7 +314,7 @@ class LinkPrediction(Task):
             tower.eval()
             feed = feeds[split if side == "src" else f"{split}.{side}"]
             z = sampled_embeddings(lambda b: self.kind.rows(tower, b, device, kind, t), feed, len(h.ends[side]))
-            rows[side] = (z, h.ends[side])
+            rows[side] = (z, h.keys(side))
         return (*h.decode(net.decoder, rows), h.shared)
 
     def scores(self, sums: Sequence[float]) -> Dict[str, Any]:
@@ -376,13 +377,23 @@ class HeldOut:
     pairs ((2, n), mapped), the negatives they are ranked against (``(n, K)`` per pair, or with
     ``shared`` the (2, m) pairs shared by all, OGB's ``edge_neg``; mapped), and ``ends``, the
     sorted distinct nodes it names: ``{"src": all}``, or with ``two_types`` (a relation whose ends
-    are of two node types) ``{"src": sources, "dst": destinations and negatives}``."""
+    are of two node types) ``{"src": sources, "dst": destinations and negatives}``.
 
-    def __init__(self, part: Dataset, split: str, two_types: bool = False):
+    ``at_times``: each pair and its negatives are embedded at the pair's time minus one (as
+    ``ringgnn.sampling.pairs`` samples a pair at times): ``ends`` are then the distinct (node,
+    time) ends, in (time, node) order, with their times in ``times``, and the pairs and negatives
+    are positions among them (:meth:`keys`)."""
+
+    def __init__(self, part: Dataset, split: str, two_types: bool = False, at_times: bool = False):
         self.pairs = part.edge_split(split, mmap=True)
         shared = part.edge_shared_negatives(split, mmap=True)
         self.shared = shared is not None
         self.negs = part.edge_negatives(split, mmap=True) if shared is None else shared
+        #: At times: the time each end of ``ends`` is sampled at (None: without times).
+        self.times: Optional[Dict[str, np.ndarray]] = None
+        if at_times:
+            self._at_times(part, split, two_types)
+            return
         if not two_types:
             self.ends = {"src": np.unique(np.concatenate([np.unique(self.pairs), np.unique(self.negs)]))}
             return
@@ -390,6 +401,31 @@ class HeldOut:
         src = [self.pairs[0]] + ([self.negs[0]] if self.shared else [])
         self.ends = {side: np.unique(np.concatenate([np.unique(a) for a in ends]))
                      for side, ends in (("src", src), ("dst", dst))}
+
+    def _at_times(self, part: Dataset, split: str, two_types: bool) -> None:
+        if self.shared:
+            raise InputError(f"{part.path}: the {split} pairs are ranked against negatives shared by all of them, "
+                             "which have no time; a run at times needs negatives per pair (drawn at the pair's time)")
+        at = part.edge_split_times(split) - 1
+        n, k = self.negs.shape
+        neg_at = np.repeat(at, k)
+        if two_types:
+            ends = {"src": (self.pairs[0], at), "dst": (np.concatenate([self.pairs[1], self.negs.reshape(-1)]),
+                                                       np.concatenate([at, neg_at]))}
+        else:
+            ends = {"src": (np.concatenate([self.pairs[0], self.pairs[1], self.negs.reshape(-1)]),
+                            np.concatenate([at, at, neg_at]))}
+        self.ends, self.times, where = {}, {}, {}
+        for side, (ids, t) in ends.items():
+            self.ends[side], self.times[side], where[side] = distinct_at(np.asarray(ids), t)
+        dst = where.get("dst", where["src"][n:])
+        self.pairs = np.stack([where["src"][:n], dst[:n]])
+        self.negs = dst[n:].reshape(n, k)
+
+    def keys(self, side: str) -> np.ndarray:
+        """The sorted keys of ``ends[side]`` that :attr:`pairs` and :attr:`negs` name: the node ids,
+        or at times their positions."""
+        return self.ends[side] if self.times is None else np.arange(len(self.ends[side]), dtype=np.int64)
 
     def decode(self, decoder: Any, rows: Dict[str, Tuple[np.ndarray, np.ndarray]]) -> Tuple[np.ndarray, np.ndarray]:
         """(scores of the pairs, of their negatives) by ``decoder`` from each end's (rows,

@@ -9,13 +9,18 @@ This module owns that decision (:func:`seed_times`); the typed kind
 (``ringgnn.training.hetero.Typed``, a homogeneous dataset being its one-type case) samples at the
 times it returns, and the loop evaluates a temporal run by sampling only (exact layer-wise
 evaluation gives every node one output and cannot honour per-seed times).
+
+Link prediction at times (:func:`pairs_at_times`) needs edge splits by time (``convert
+--link-split-time``, each pair with its time): every pair of every split, and its negatives, is
+sampled at the pair's time minus one (``ringgnn.sampling.pairs``), training negatives drawn among
+the nodes not newer than the pair where node times exist.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -30,8 +35,8 @@ def seed_times(ds: Any, target: str, task: str, seed_time: Any = None, ignore_ti
     """The time of every node of type ``target`` of ``ds`` (int64, one per node) when a ``task``
     run samples at times; None when it does not (no times, or ``ignore_time``). Refused: a
     ``seed_time`` file that is not one integer per node of ``target``, ``seed_time`` on a dataset
-    without times or with ``ignore_time``, link prediction at times, and a target type without
-    node times and no ``seed_time``."""
+    without times or with ``ignore_time``, and a target type without node times and no
+    ``seed_time``."""
     if ignore_time:
         if seed_time is not None:
             raise InputError("--seed-time samples each seed at a time and --ignore-time samples without times: "
@@ -45,9 +50,6 @@ def seed_times(ds: Any, target: str, task: str, seed_time: Any = None, ignore_ti
             raise InputError(f"--seed-time {seed_time}: {ds.path} has no edge or node times to sample at; build it "
                              "with --edge-time (and --node-time), or leave --seed-time out")
         return None
-    if task == "link":
-        raise InputError(f"{ds.path} has times, and link prediction at times is not supported yet; give "
-                         "--ignore-time to train on every edge whatever its time")
     part = ds.node_type(target)
     if seed_time is not None:
         return _read(seed_time, part.num_nodes, target)
@@ -57,6 +59,28 @@ def seed_times(ds: Any, target: str, task: str, seed_time: Any = None, ignore_ti
                          f"time to be sampled at: give --seed-time FILE.npy (one int64 time per node of '{target}'), "
                          "or --ignore-time to sample without times")
     return times
+
+
+def pairs_at_times(ds: Any, part: Any, splits: Sequence[str], seed_time: Any = None,
+                   ignore_time: bool = False) -> bool:
+    """Whether a link run on ``part`` (the dataset, or a typed one's relation) samples the pairs of
+    its edge ``splits`` at their times. Refused: ``--seed-time`` (a pair's time is its edge's), and
+    on a dataset with times, splits without times (unless ``ignore_time``, which warns)."""
+    if seed_time is not None:
+        raise InputError(f"--seed-time {seed_time}: node times for --task node; a link run samples each pair at "
+                         "its own time (its edge split's times)")
+    if ignore_time:
+        seed_times(ds, "", "link", None, True)  # its warning, as a node run gives it
+        return False
+    if not ds.has_times:
+        return False
+    missing = [s for s in splits if part.edge_split_times(s) is None]
+    if missing:
+        have = "splits have" if len(missing) > 1 else "split has"
+        raise InputError(f"{ds.path} has times, but its {'/'.join(missing)} edge {have} "
+                         "no pair times to sample at: build the splits by time (convert --link-split-time "
+                         "val=T1,test=T2), or give --ignore-time to train on every edge whatever its time")
+    return True
 
 
 def _read(path: Any, n: int, target: str) -> np.ndarray:

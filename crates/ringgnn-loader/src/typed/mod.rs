@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use ringgnn_features::GatherStats;
 use ringgnn_io::CoalesceOptions;
 use ringgnn_pipeline::{Jobs, Run, RunOptions};
-use ringgnn_sampler::{Fanout, HeteroSample};
+use ringgnn_sampler::{Fanout, HeteroSample, TemporalStrategy};
 
 pub use graph::{OpenedSampler, TypedGraph};
 pub use stage::{ReadTimes, TypeRows, TypedBatch, TypedStage};
@@ -57,6 +57,8 @@ pub struct TypedLoader {
     replace: bool,
     seed: u64,
     with_edge_ids: bool,
+    /// How a batch at seed times draws among the eligible edges ([`Self::with_temporal_strategy`]).
+    temporal_strategy: TemporalStrategy,
     target: usize,
     rows: Vec<Option<TypeRows>>,
     labels: Option<Arc<Labels>>,
@@ -145,6 +147,7 @@ impl TypedLoader {
             replace,
             seed,
             with_edge_ids,
+            temporal_strategy: TemporalStrategy::default(),
             target,
             rows,
             labels: labels.map(Arc::new),
@@ -176,6 +179,12 @@ impl TypedLoader {
         self
     }
 
+    /// Batches at seed times draw with `strategy` (default: uniformly).
+    pub fn with_temporal_strategy(mut self, strategy: TemporalStrategy) -> Self {
+        self.temporal_strategy = strategy;
+        self
+    }
+
     /// Hyperbatches whose rows were staged, per node type (the graph's order), over every epoch.
     pub fn staged(&self) -> Vec<u64> {
         self.staged
@@ -202,6 +211,7 @@ impl TypedLoader {
             replace: self.replace,
             seed: self.seed,
             with_edge_ids: self.with_edge_ids,
+            temporal_strategy: self.temporal_strategy,
             target: self.target,
             rows: self.rows.clone(),
             labels: self.labels.clone(),

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
 use ringgnn_io::{BackendKind, CoalesceOptions};
 use ringgnn_pipeline::{Emit, Stage};
-use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler};
+use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler, TemporalStrategy};
 
 use crate::labels::Labels;
 use crate::staging::{estimate, stage_rows, Staging, StagingOptions};
@@ -89,6 +89,7 @@ pub struct TypedStage {
     pub(crate) replace: bool,
     pub(crate) seed: u64,
     pub(crate) with_edge_ids: bool,
+    pub(crate) temporal_strategy: TemporalStrategy,
     pub(crate) target: usize,
     /// Per node type (the graph's order), its rows, or `None` when it has no features.
     pub(crate) rows: Vec<Option<TypeRows>>,
@@ -141,6 +142,7 @@ impl TypedStage {
             .graph
             .sampler(&self.fanouts, self.replace, None)?
             .sampler;
+        sampler.set_temporal_strategy(self.temporal_strategy);
         let mut gatherers = Vec::with_capacity(self.rows.len());
         for r in &self.rows {
             let mut g = r.as_ref().map(TypeRows::gatherer).transpose()?;

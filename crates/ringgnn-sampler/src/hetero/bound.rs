@@ -14,7 +14,7 @@ pub struct HeteroBound {
     pub edges: Vec<u64>,
     /// Positions of the largest (relation, hop): the per-hop workspaces follow it.
     pub hop_positions: u64,
-    /// Whether each type's dedup map has 16-byte slots (`u32::MAX` nodes or more), not 8.
+    /// Whether each type's dedup map has 12-byte slots (`u32::MAX` nodes or more), not 8.
     pub wide: Vec<bool>,
 }
 
@@ -85,7 +85,7 @@ impl HeteroBound {
 
     /// Bytes one batch of a hyperbatch holds at most while it is sampled, its sample included:
     /// the sample, with room for its node lists to double as they grow (8 B more per node);
-    /// its dedup maps (8 B slots, 16 B wide, at least 35% full: 23 B per node, 46 B wide); and
+    /// its dedup maps (8 B slots, 12 B wide, at least 35% full: 23 B per node, 35 B wide); and
     /// its share of the per-hop workspaces, which hold every batch's positions of one relation
     /// at once: per position the position and the entry read (16 B) and the fetch's sort order
     /// (16 B, up to twice that as it grows), per frontier node its range (16 B).
@@ -94,7 +94,7 @@ impl HeteroBound {
             .nodes
             .iter()
             .zip(&self.wide)
-            .map(|(&n, &w)| n.saturating_mul(if w { 46 } else { 23 }))
+            .map(|(&n, &w)| n.saturating_mul(if w { 35 } else { 23 }))
             .sum();
         let nodes: u64 = self.nodes.iter().sum();
         self.sample_bytes(with_edge_ids)

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, PageCache};
 use ringgnn_store::hetero::{split_relation, AnyManifest, Part, ONE_RELATION, ONE_TYPE};
-use ringgnn_store::manifest::IndexDtype;
+use ringgnn_store::manifest::{IndexDtype, TimeRange};
 use ringgnn_store::Dataset;
 
 use super::temporal::check_file;
@@ -38,6 +38,9 @@ pub struct SharedRelation {
     pub pages: Option<Arc<PageCache>>,
     /// Its edge-time file, and its times when held in memory.
     pub times: Option<(PathBuf, Option<Arc<[i64]>>)>,
+    /// The range of its edge times, when the dataset records it (where a search from disk
+    /// looks first: [`EdgeTimes::with_range`]).
+    pub time_range: Option<TimeRange>,
 }
 
 impl SharedRelation {
@@ -142,7 +145,7 @@ impl TypedGraph {
         let mut edge_times = Vec::new();
         for (r, src, dst, ds) in parts {
             if let Some(p) = ds.edge_times_path() {
-                edge_times.push((r.clone(), p));
+                edge_times.push((r.clone(), p, ds.edge_time_range()));
             }
             let indptr = Offsets::load(&ds)?;
             let file = ds.path_of("indices")?;
@@ -167,6 +170,7 @@ impl TypedGraph {
                 dtype,
                 pages: None,
                 times: None,
+                time_range: None,
             });
         }
         // The dataset's own times: each relation's edge times, each type's node times.
@@ -188,8 +192,10 @@ impl TypedGraph {
             kind,
             direct,
         };
-        for (r, p) in edge_times {
+        for (r, p, range) in edge_times {
             graph.set_edge_times(&r, &p)?;
+            let rel = graph.relations.iter_mut().find(|x| x.name == r);
+            rel.expect("set above").time_range = range;
         }
         Ok(graph)
     }
@@ -220,6 +226,7 @@ impl TypedGraph {
             }
         };
         r.times = Some((path.to_path_buf(), memory));
+        r.time_range = None;
         Ok(())
     }
 
@@ -333,7 +340,7 @@ impl TypedGraph {
                     let (t, why) =
                         EdgeTimes::open(path, r.num_edges(), kind, self.direct, coalesce)?;
                     fallback = fallback.or(why);
-                    Some(t)
+                    Some(t.with_range(r.time_range))
                 }
             };
             rels.push(HeteroRelation {

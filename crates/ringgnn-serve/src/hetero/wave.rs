@@ -119,17 +119,27 @@ impl HeteroEngine {
         };
         let seeds: Vec<[(usize, &[u64]); 1]> = jobs
             .iter()
-            .map(|j| match &j.work {
-                Work::Sample(r, _) => [(r.seed_type, r.seeds.as_slice())],
-                Work::Features(..) => unreachable!("sampling jobs only"),
+            .map(|j| [(request(j).seed_type, request(j).seeds.as_slice())])
+            .collect();
+        // Each request with times is its own batch at them (its own subgraphs).
+        let times: Vec<Option<[Vec<i64>; 1]>> = jobs
+            .iter()
+            .map(|j| {
+                let r = request(j);
+                r.times.as_ref().map(|t| [t.per_seed(r.seeds.len())])
             })
+            .collect();
+        let lists: Vec<Option<[&[i64]; 1]>> = times
+            .iter()
+            .map(|t| t.as_ref().map(|[t]| [t.as_slice()]))
             .collect();
         let reqs: Vec<HeteroRequest<'_>> = seeds
             .iter()
-            .map(|s| HeteroRequest {
+            .zip(&lists)
+            .map(|(s, t)| HeteroRequest {
                 seeds: s,
                 batch: 0,
-                times: None,
+                times: t.as_ref().map(|t| t.as_slice()),
             })
             .collect();
         let outs = match w.samplers[at].1.sample_many(&reqs, seed, 0, edge_ids) {
@@ -214,5 +224,13 @@ impl HeteroEngine {
                 at += n;
             }
         }
+    }
+}
+
+/// The sampling request of a sampling job.
+fn request(j: &Job<HeteroEngine>) -> &HeteroSampleRequest {
+    match &j.work {
+        Work::Sample(r, _) => r,
+        Work::Features(..) => unreachable!("sampling jobs only"),
     }
 }

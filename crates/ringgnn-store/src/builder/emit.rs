@@ -132,7 +132,7 @@ impl CscEmitter {
     pub fn edges<K: Key>(&mut self, key: K, n: u64) -> Result<()> {
         let (dst, src) = (key.dst(), key.src());
         if let Some(h) = &mut self.holdout {
-            if n > 0 && !h.keep(dst, src)? {
+            if n > 0 && !h.keep(dst, src, key.time())? {
                 return Ok(());
             }
         }
@@ -154,7 +154,7 @@ impl CscEmitter {
             for chunk in keys.chunks(CHUNK) {
                 kept.clear();
                 for &k in chunk {
-                    if h.keep(k.dst(), k.src())? {
+                    if h.keep(k.dst(), k.src(), k.time())? {
                         kept.push(k);
                     }
                 }

@@ -126,11 +126,19 @@ pub fn build_graph_split(
     progress: &dyn Progress,
 ) -> Result<GraphSummary> {
     check_memory(opts.memory)?;
-    if link.is_some() && opts.times.edges.is_some() {
-        // The holdout meets a pair's copies together only in (dst, src) order.
-        return crate::input_err!(
-            "--link-split and --edge-time cannot be combined yet: edge splits are made on graphs without edge times"
-        );
+    match link.map(LinkPlan::by_time) {
+        Some(false) if opts.times.edges.is_some() => {
+            // The holdout meets a pair's copies together only in (dst, src) order.
+            return crate::input_err!(
+                "--link-split and --edge-time cannot be combined: a graph with edge times is split by time (--link-split-time val=T1,test=T2)"
+            );
+        }
+        Some(true) if opts.times.edges.is_none() => {
+            return crate::input_err!(
+                "--link-split-time needs edge times: give --edge-time T.npy (one time per input edge)"
+            );
+        }
+        _ => {}
     }
     // The split files' write buffers and any listed pairs come out of the sort space.
     let reserve = link.map_or(0, LinkPlan::memory);
@@ -315,7 +323,10 @@ fn build<K: Key>(
         }
         None => None,
     };
-    let held_out = out.holdout.map(|h| h.finish(staging)).transpose()?;
+    let held_out = out
+        .holdout
+        .map(|h| h.finish(staging, progress))
+        .transpose()?;
     Ok(GraphSummary {
         num_nodes,
         num_edges: out.num_edges,

@@ -586,4 +586,5 @@ proptest! {
 }
 
 mod given;
+mod split_time;
 mod times;

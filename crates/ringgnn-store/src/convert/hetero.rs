@@ -123,7 +123,7 @@ fn link_plan(r: &RelationSpec, n_s: u64, n_d: u64, seed: u64) -> Result<Option<L
     }
     // Negatives are drawn for the held-out splits whose negatives are not given.
     let drawn = match &opts.spec {
-        LinkSplitSpec::Fractions(_) => true,
+        LinkSplitSpec::Fractions(_) | LinkSplitSpec::Times(_) => true,
         LinkSplitSpec::Files(v) => v
             .iter()
             .any(|(n, _)| n != TRAIN && !opts.given_negatives.iter().any(|(g, _)| g == n)),
@@ -421,7 +421,12 @@ pub fn build_with_times(
         }
         let edge_splits = match (&g.held_out, &p.spec.link_split) {
             (Some(held), Some(l)) if !p.reversed => {
-                link::attach_negatives(&mut staging, held, n_d, l, spec.seed, &named)?
+                let times = staging
+                    .files()
+                    .get(&format!("node.{d}.node_times"))
+                    .map(|f| staging.dir().join(&f.path));
+                let at = times.as_deref().map(|t| (t, spec.memory));
+                link::attach_negatives(&mut staging, held, n_d, l, spec.seed, at, &named)?
             }
             _ => BTreeMap::new(),
         };
@@ -447,6 +452,10 @@ pub fn build_with_times(
         .filter_map(|r| Some((r.name.clone(), r.link_split.as_ref()?.describe())))
         .collect();
     if !described.is_empty() {
+        // Recorded even when the caller gave no source: verify reads a split by time's times here.
+        if source.is_null() {
+            source = serde_json::json!({});
+        }
         if let serde_json::Value::Object(m) = &mut source {
             m.insert("link_split".into(), described.into());
         }

@@ -1,14 +1,37 @@
 //! The builder's side of a link split: a [`LinkPlan`] (the split checked, any listed pairs
 //! read) and the [`Holdout`] the CSC emitter asks, edge by edge, whether the edge stays in the
 //! training graph, writing every split's distinct pairs as it meets them ([`HeldOut`]).
+//!
+//! A split by time decides an edge by its time alone. Its events meet the emitter in CSC order
+//! (dst, time, src) but are stored by (time, src, dst), so each split's events go through an
+//! external sort ([`Sorter`]: in memory up to [`TIME_SORT_BYTES`], else runs on disk) and are
+//! written when the graph is done.
 
 use std::sync::Arc;
 
-use super::{check_link_spec, pairs_file, GivenPairs, LinkSplitOptions, LinkSplitSpec, CHUNK};
+use super::{
+    check_link_spec, pairs_file, times_file, GivenPairs, LinkSplitOptions, LinkSplitSpec, CHUNK,
+};
 use crate::manifest::{FileEntry, TRAIN};
+use crate::progress::Progress;
 use crate::rng::mix64;
+use crate::times::{from_key, to_key};
+use crate::verify::runs::{Sizes, SortName, Sorter};
 use crate::writer::{BinWriter, Staging};
 use crate::Result;
+
+/// Memory of each split's sort of events (a split by time): 8 MiB holds 512K events before
+/// they spill to disk in sorted runs, and merges 63 runs of them in one pass. Tests take 64 KiB
+/// (4096 events a run, 15 runs a merge), so that small graphs spill and merge in several passes.
+pub(crate) const TIME_SORT_BYTES: u64 = if cfg!(test) { 64 << 10 } else { 8 << 20 };
+
+/// The sort of a split's events: (time key, src << 32 | dst), sorted as (time, src, dst) (a
+/// timed build has ids below 2^32).
+const EVENTS: SortName = SortName {
+    label: "ringgnn-split-sort",
+    what: "the edge split's events",
+    unit: "edges",
+};
 
 /// `purpose` of the hash that assigns pairs to splits (ASCII "lsplit").
 const SPLIT_HASH: u64 = 0x6c_73_70_6c_69_74;
@@ -23,6 +46,8 @@ pub enum LinkPlan {
     },
     /// The listed pairs, loaded and checked.
     Given(Arc<GivenPairs>),
+    /// By the edge's time, see [`LinkSplitSpec::Times`].
+    Times(Vec<(String, i64)>),
     /// A relation of a heterogeneous dataset split by `inner`. When `bipartite` (its two ends
     /// are different node types) `(i, i)` is a pair like any other, not a self loop. When
     /// `mirror` it is the reverse `D:rev_R:S` of the split relation `S:R:D`: it drops every pair
@@ -62,7 +87,17 @@ impl LinkPlan {
                 }
                 LinkPlan::Given(Arc::new(g))
             }
+            LinkSplitSpec::Times(v) => LinkPlan::Times(v.clone()),
         })
+    }
+
+    /// Whether the split is by time (it needs edge times, and only it takes them).
+    pub fn by_time(&self) -> bool {
+        match self {
+            LinkPlan::Times(_) => true,
+            LinkPlan::Relation { inner, .. } => inner.by_time(),
+            _ => false,
+        }
     }
 
     /// Bytes the build holds for the split besides its sort buffers: the split files' write
@@ -71,6 +106,7 @@ impl LinkPlan {
         match self {
             LinkPlan::Fractions { fractions, .. } => Holdout::memory(fractions.len()),
             LinkPlan::Given(g) => Holdout::memory(g.names.len() - 1) + g.memory(),
+            LinkPlan::Times(v) => (v.len() as u64 + 1) * TIME_SORT_BYTES,
             LinkPlan::Relation {
                 inner,
                 mirror: true,
@@ -97,6 +133,7 @@ impl LinkPlan {
                 g.absent_ok = opts.absent_ok;
                 LinkPlan::Given(Arc::new(g))
             }
+            LinkSplitSpec::Times(v) => LinkPlan::Times(v.clone()),
         };
         Ok(LinkPlan::Relation {
             inner: Box::new(inner),
@@ -130,7 +167,7 @@ impl LinkPlan {
         match self {
             LinkPlan::Given(g) => Some(g),
             LinkPlan::Relation { inner, .. } => inner.given(),
-            LinkPlan::Fractions { .. } => None,
+            LinkPlan::Fractions { .. } | LinkPlan::Times(_) => None,
         }
     }
 }
@@ -143,8 +180,10 @@ pub struct Holdout {
     names: Vec<String>,
     decide: Decide,
     writers: Vec<PairWriter>,
-    /// The last key seen, so that the copies of a parallel edge count once.
-    last: Option<(u64, u64)>,
+    /// A split by time: each split's events, sorted on the way (in place of `writers`).
+    sorters: Vec<Sorter>,
+    /// The last key seen, so that the copies of a parallel edge (or of an event) count once.
+    last: Option<(u64, u64, i64)>,
     /// The reverse of a split relation ([`LinkPlan::Relation`]): decide each pair as its swap,
     /// record nothing, and let listed pairs be missing.
     mirror: bool,
@@ -164,6 +203,9 @@ enum Decide {
         at: usize,
         met: bool,
     },
+    /// Split `i` takes the events with time above `bounds[i]` and not above `bounds[i + 1]`;
+    /// events up to `bounds[0]` are `train`'s.
+    Times { bounds: Vec<i64> },
 }
 
 struct PairWriter {
@@ -189,6 +231,8 @@ impl PairWriter {
 #[derive(Clone, Debug)]
 pub struct HeldOut {
     pub splits: Vec<(String, FileEntry, u64)>,
+    /// A split by time: every split has its events' times (`edge_split_times.NAME`).
+    pub times: bool,
 }
 
 impl Holdout {
@@ -209,6 +253,12 @@ impl Holdout {
         };
         let (names, decide) = match plan {
             LinkPlan::Relation { .. } => unreachable!("relation plans never nest"),
+            LinkPlan::Times(v) => {
+                let mut names: Vec<String> = v.iter().map(|(n, _)| n.clone()).collect();
+                names.push(TRAIN.into());
+                let bounds = v.iter().map(|&(_, t)| t).collect();
+                (names, Decide::Times { bounds })
+            }
             LinkPlan::Fractions { fractions, seed } => {
                 let mut names = Vec::new();
                 let mut bounds = Vec::new();
@@ -237,9 +287,20 @@ impl Holdout {
                 (pairs.names.clone(), decide)
             }
         };
+        let timed = matches!(decide, Decide::Times { .. });
+        let sorters = if timed && !mirror {
+            let sizes = Sizes::for_budget(TIME_SORT_BYTES);
+            let scratch = staging.scratch()?;
+            names
+                .iter()
+                .map(|_| Sorter::new(sizes, 1 << 16, &scratch, EVENTS))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let writers = names
             .iter()
-            .filter(|_| !mirror)
+            .filter(|_| !mirror && !timed)
             .map(|n| {
                 Ok(PairWriter {
                     w: staging.writer(&pairs_file(n))?,
@@ -253,6 +314,7 @@ impl Holdout {
             names,
             decide,
             writers,
+            sorters,
             last: None,
             mirror,
             bipartite,
@@ -267,9 +329,16 @@ impl Holdout {
     /// The split of the pair `src -> dst` (its index in `names`), or `None` for a pair that stays
     /// in the graph unrecorded (`train` is listed and does not list it). Undirected pairs hash
     /// their two ends in order, so both directions agree. Calls come in (dst, src) order.
-    fn split_of(&mut self, src: u64, dst: u64) -> Result<Option<(usize, bool)>> {
+    fn split_of(&mut self, src: u64, dst: u64, time: i64) -> Result<Option<(usize, bool)>> {
         let train = self.names.len() - 1;
         match &mut self.decide {
+            Decide::Times { bounds } => {
+                let i = match bounds.iter().rposition(|&t| time > t) {
+                    Some(i) => i,
+                    None => train,
+                };
+                Ok(Some((i, !self.undirected || src < dst)))
+            }
             Decide::Hash { base, bounds } => {
                 let (a, b) = if (self.undirected && src > dst) || self.mirror {
                     (dst, src)
@@ -306,21 +375,25 @@ impl Holdout {
         }
     }
 
-    /// Whether edge `src -> dst` stays in the training graph; records the pair in its split the
-    /// first time it is met (keys arrive sorted, so copies are adjacent). Self loops always stay
-    /// and belong to no split.
-    pub fn keep(&mut self, dst: u64, src: u64) -> Result<bool> {
+    /// Whether edge `src -> dst` at `time` (0 in a graph without times) stays in the training
+    /// graph; records the pair (the event, in a split by time) in its split the first time it is
+    /// met (keys arrive sorted, so copies are adjacent). Self loops always stay and belong to
+    /// no split.
+    pub fn keep(&mut self, dst: u64, src: u64, time: i64) -> Result<bool> {
         if src == dst && !self.bipartite {
             return Ok(true);
         }
-        let split = self.split_of(src, dst)?;
-        let new = self.last != Some((dst, src));
-        self.last = Some((dst, src));
+        let split = self.split_of(src, dst, time)?;
+        let new = self.last != Some((dst, src, time));
+        self.last = Some((dst, src, time));
         // An undirected pair is met twice (once per direction): record it once, in the
         // direction `split_of` says (min, max), or as listed for a split of given negatives).
         if let Some((i, writes)) = split.filter(|_| !self.mirror) {
             if new && writes {
-                self.writers[i].push(src, dst)?;
+                match self.sorters.get_mut(i) {
+                    Some(s) => s.push((to_key(time), (src << 32) | dst))?,
+                    None => self.writers[i].push(src, dst)?,
+                }
             }
         }
         let train = self.names.len() - 1;
@@ -329,9 +402,15 @@ impl Holdout {
 
     /// Check that every listed pair was met, flush and close every split file, and register them
     /// in the staging.
-    pub fn finish(self, staging: &mut Staging) -> Result<HeldOut> {
+    pub fn finish(self, staging: &mut Staging, progress: &dyn Progress) -> Result<HeldOut> {
         if self.mirror {
-            return Ok(HeldOut { splits: Vec::new() });
+            return Ok(HeldOut {
+                splits: Vec::new(),
+                times: false,
+            });
+        }
+        if !self.sorters.is_empty() {
+            return finish_times(self.names, self.sorters, staging, progress);
         }
         let mut writers = self.writers;
         if let Decide::Given { pairs, at, met } = &self.decide {
@@ -353,6 +432,49 @@ impl Holdout {
             staging.add(&format!("edge_split.{name}"), entry.clone());
             splits.push((name, entry, pw.pairs));
         }
-        Ok(HeldOut { splits })
+        Ok(HeldOut {
+            splits,
+            times: false,
+        })
     }
+}
+
+/// Write each split's events, sorted by (time, src, dst): the pairs to `edge_split.NAME`, their
+/// times to `edge_split_times.NAME`.
+fn finish_times(
+    names: Vec<String>,
+    sorters: Vec<Sorter>,
+    staging: &mut Staging,
+    progress: &dyn Progress,
+) -> Result<HeldOut> {
+    let mut splits = Vec::new();
+    for (name, sorter) in names.into_iter().zip(sorters) {
+        let mut pairs = PairWriter {
+            w: staging.writer(&pairs_file(&name))?,
+            buf: Vec::with_capacity(2 * CHUNK),
+            pairs: 0,
+        };
+        let mut times = staging.writer(&times_file(&name))?;
+        let mut tbuf: Vec<i64> = Vec::with_capacity(CHUNK);
+        let stage = format!("write edge split {name}");
+        sorter.finish(&stage, progress, &mut |(t, ends)| {
+            pairs.push(ends >> 32, ends & 0xFFFF_FFFF)?;
+            tbuf.push(from_key(t));
+            if tbuf.len() == CHUNK {
+                times.write_i64s(&tbuf)?;
+                tbuf.clear();
+            }
+            Ok(false)
+        })?;
+        pairs.w.write_i64s(&pairs.buf)?;
+        times.write_i64s(&tbuf)?;
+        let entry = pairs.w.finish()?;
+        staging.add(&format!("edge_split.{name}"), entry.clone());
+        staging.add(&format!("edge_split_times.{name}"), times.finish()?);
+        splits.push((name, entry, pairs.pairs));
+    }
+    Ok(HeldOut {
+        splits,
+        times: true,
+    })
 }

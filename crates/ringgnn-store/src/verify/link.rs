@@ -3,6 +3,10 @@
 //! nodes, distinct within their row, and never the row's own destination. A relation's pairs
 //! are also checked against its reverse `D:rev_R:S`: a held-out pair must not be there either
 //! (swapped), a `train` pair must.
+//!
+//! A split by time (version 3) holds events: a held-out pair may be an edge of the graph at an
+//! earlier time, so its absence is checked by time instead ([`SplitTimes`], and the graph's
+//! latest time against the first split time, in `verify`).
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -24,6 +28,8 @@ pub(super) struct Pairs {
     bipartite: bool,
     graph: Dataset,
     reverse: Option<(Part, Dataset)>,
+    /// The split is by time: a held-out pair may recur in the graph at an earlier time.
+    by_time: bool,
 }
 
 impl Pairs {
@@ -40,7 +46,14 @@ impl Pairs {
             bipartite,
             graph,
             reverse: reverse.map(|(p, d)| (p.clone(), d)),
+            by_time: false,
         }
+    }
+
+    /// The pairs of a split by time.
+    pub(super) fn by_time(mut self, by_time: bool) -> Self {
+        self.by_time = by_time;
+        self
     }
 }
 
@@ -74,6 +87,9 @@ impl Check for Pairs {
                     "pair {i} ({src}, {dst}) is a training pair but not an edge of the graph"
                 )));
             }
+            if self.by_time {
+                continue;
+            }
             if self.name != TRAIN && present {
                 return Ok(Some(format!(
                     "pair {i} ({src}, {dst}) is held out but is still an edge of the graph (a held-out edge must never be sampled)"
@@ -81,11 +97,66 @@ impl Check for Pairs {
             }
             if let Some((part, rev)) = &self.reverse {
                 let present = rev.has_edge(dst as u64, src as u64)?;
+                if self.by_time {
+                    continue;
+                }
                 if self.name != TRAIN && present {
                     return Ok(Some(format!(
                         "pair {i} ({src}, {dst}) is held out but its reverse ({dst}, {src}) is an edge of {part} (a held-out edge must not reach a sample through the reverse relation)"
                     )));
                 }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// `edge_split_times_NAME`: one i64 per pair of `edge_split_NAME`, the pairs ordered by
+/// (time, src, dst), every time in the split's range: `(after, until]` (either end open).
+pub(super) struct SplitTimes {
+    pairs: BufReader<File>,
+    pairs_path: PathBuf,
+    after: Option<i64>,
+    until: Option<i64>,
+    prev: Option<(i64, u64, u64)>,
+}
+
+impl SplitTimes {
+    pub(super) fn new(pairs_path: PathBuf, after: Option<i64>, until: Option<i64>) -> Result<Self> {
+        Ok(SplitTimes {
+            pairs: BufReader::new(File::open(&pairs_path).at(&pairs_path)?),
+            pairs_path,
+            after,
+            until,
+            prev: None,
+        })
+    }
+}
+
+impl Check for SplitTimes {
+    fn feed(&mut self, pos: u64, data: &[u8]) -> Result<Option<String>> {
+        for (j, t) in u64s(data).map(|x| x as i64).enumerate() {
+            let i = pos / 8 + j as u64;
+            let mut p = [0u8; 16];
+            self.pairs.read_exact(&mut p).at(&self.pairs_path)?;
+            let src = u64::from_le_bytes(p[..8].try_into().unwrap());
+            let dst = u64::from_le_bytes(p[8..].try_into().unwrap());
+            if let Some(prev) = self.prev.filter(|&prev| prev > (t, src, dst)) {
+                return Ok(Some(format!(
+                    "pair {i} ({src}, {dst}) at time {t} comes after ({}, {}) at time {}, but pairs are ordered by (time, src, dst)",
+                    prev.1, prev.2, prev.0
+                )));
+            }
+            self.prev = Some((t, src, dst));
+            if let Some(a) = self.after.filter(|&a| t <= a) {
+                return Ok(Some(format!(
+                    "pair {i} ({src}, {dst}) has time {t}, but this split holds the edges after {a}"
+                )));
+            }
+            if let Some(u) = self.until.filter(|&u| t > u) {
+                return Ok(Some(format!(
+                    "pair {i} ({src}, {dst}) has time {t}, but this split holds the edges up to {u}"
+                )));
             }
         }
         Ok(None)

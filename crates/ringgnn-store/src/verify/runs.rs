@@ -1,6 +1,7 @@
-//! The external sort behind `verify`'s check of the original ids: `(key, node)` records sorted
-//! in memory when they fit the budget, else sorted in runs written to a temporary directory and
-//! merged (in several passes when there are more runs than merge buffers fit the budget).
+//! The external sort behind `verify`'s check of the original ids and a link split by time
+//! ([`crate::link`]): 16-byte `(u64, u64)` records sorted in memory when they fit the budget,
+//! else sorted in runs written to a temporary directory and merged (in several passes when there
+//! are more runs than merge buffers fit the budget).
 //!
 //! Run files are scratch files of a [`Temp`] directory made only when the first run is written:
 //! unlinked as soon as they are created, so their space goes back when they are closed (even by
@@ -20,8 +21,9 @@ use crate::progress::Progress;
 use crate::temp::{Kind, Temp};
 use crate::{Error, IoContext, Result};
 
-/// A sort key (the id, or its hash) and the node it belongs to; sorted by key, then node.
-pub(super) type Record = (u64, u64);
+/// Two words sorted as a pair: a sort key (an id, or its hash) and the node it belongs to, or a
+/// held-out event's time and ends.
+pub(crate) type Record = (u64, u64);
 
 const RECORD: usize = 16;
 
@@ -50,41 +52,49 @@ impl Sizes {
     }
 
     /// Runs one merge pass reads together.
-    pub(super) fn fan_in(&self) -> usize {
+    pub(crate) fn fan_in(&self) -> usize {
         (self.budget() as usize / self.io_bytes)
             .saturating_sub(1)
             .max(2)
     }
 }
 
+/// What a sort is called: its temporary directory's label, what its records are for the
+/// progress stages ("the original ids") and their unit ("ids").
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SortName {
+    pub label: &'static str,
+    pub what: &'static str,
+    pub unit: &'static str,
+}
+
 /// Records pushed in any order, handed back sorted.
-pub(super) struct Sorter<'a> {
+pub(crate) struct Sorter {
     sizes: Sizes,
     buf: Vec<Record>,
-    spill_parent: &'a Path,
+    spill_parent: PathBuf,
     temp: Option<Temp>,
     runs: VecDeque<Run>,
     /// Bytes written to run files (what the disk saw), for the report.
     spilled_bytes: u64,
-    progress: &'a dyn Progress,
+    name: SortName,
+    /// Stale temporaries removed on the way, reported by [`Sorter::finish`].
+    reclaimed: Vec<String>,
 }
 
-impl<'a> Sorter<'a> {
-    /// `total` records will be pushed; runs go under `spill_parent` if they do not fit.
-    pub fn new(
-        sizes: Sizes,
-        total: u64,
-        spill_parent: &'a Path,
-        progress: &'a dyn Progress,
-    ) -> Self {
+impl Sorter {
+    /// `total` records (at most; it sizes the first buffer) will be pushed; runs go under
+    /// `spill_parent` if they do not fit.
+    pub fn new(sizes: Sizes, total: u64, spill_parent: &Path, name: SortName) -> Self {
         Sorter {
             sizes,
             buf: Vec::with_capacity(total.min(sizes.run_records as u64) as usize),
-            spill_parent,
+            spill_parent: spill_parent.to_path_buf(),
             temp: None,
             runs: VecDeque::new(),
             spilled_bytes: 0,
-            progress,
+            name,
+            reclaimed: Vec::new(),
         }
     }
 
@@ -114,10 +124,9 @@ impl<'a> Sorter<'a> {
         let temp = match &mut self.temp {
             Some(t) => t,
             None => {
-                let t = Temp::create(self.spill_parent, "ringgnn-verify", Kind::Dir)?;
-                for r in t.reclaimed() {
-                    self.progress.note(&r.to_string());
-                }
+                let t = Temp::create(&self.spill_parent, self.name.label, Kind::Dir)?;
+                self.reclaimed
+                    .extend(t.reclaimed().iter().map(ToString::to_string));
                 self.temp.insert(t)
             }
         };
@@ -125,8 +134,17 @@ impl<'a> Sorter<'a> {
     }
 
     /// Hand every record to `each` in ascending order until it returns true (found what it
-    /// looked for); returns the bytes written to disk.
-    pub fn finish(mut self, each: &mut dyn FnMut(Record) -> Result<bool>) -> Result<u64> {
+    /// looked for); returns the bytes written to disk. `stage` names the last pass (the one that
+    /// calls `each`) in `progress`.
+    pub fn finish(
+        mut self,
+        stage: &str,
+        progress: &dyn Progress,
+        each: &mut dyn FnMut(Record) -> Result<bool>,
+    ) -> Result<u64> {
+        for note in &self.reclaimed {
+            progress.note(note);
+        }
         if self.runs.is_empty() {
             self.buf.sort_unstable();
             for &r in &self.buf {
@@ -144,10 +162,10 @@ impl<'a> Sorter<'a> {
         while self.runs.len() > fan_in {
             let group: Vec<Run> = self.runs.drain(..fan_in).collect();
             let n = group.iter().map(|r| r.records).sum();
-            self.progress
-                .stage("merge sorted runs of the original ids", Some(n), "ids");
+            let stage = format!("merge sorted runs of {}", self.name.what);
+            progress.stage(&stage, Some(n), self.name.unit);
             let mut w = self.writer()?;
-            merge(group, self.sizes.io_bytes, self.progress, &mut |r| {
+            merge(group, self.sizes.io_bytes, progress, &mut |r| {
                 w.push(r).map(|()| false)
             })?;
             let run = w.finish()?;
@@ -155,10 +173,9 @@ impl<'a> Sorter<'a> {
             self.runs.push_back(run);
         }
         let total = self.runs.iter().map(|r| r.records).sum();
-        self.progress
-            .stage("compare the sorted original ids", Some(total), "ids");
+        progress.stage(stage, Some(total), self.name.unit);
         let runs = std::mem::take(&mut self.runs).into();
-        merge(runs, self.sizes.io_bytes, self.progress, each)?;
+        merge(runs, self.sizes.io_bytes, progress, each)?;
         Ok(self.spilled_bytes)
     }
 }

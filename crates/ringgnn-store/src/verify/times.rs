@@ -59,6 +59,9 @@ pub(super) struct EdgeTimes {
     /// (time, source) of the entry before, within the segment.
     prev: Option<(i64, u64)>,
     seen: Option<TimeRange>,
+    /// A split by time: (first held-out split, its time, whether `(i, i)` is a pair of two node
+    /// types): no edge but a self loop may be later than that time.
+    held_out: Option<(String, i64, bool)>,
 }
 
 impl EdgeTimes {
@@ -76,7 +79,15 @@ impl EdgeTimes {
             end: 0,
             prev: None,
             seen: None,
+            held_out: None,
         })
+    }
+
+    /// Check too that no edge but a self loop is after `time`, the time of edge split `name`
+    /// (a split by time: its events left the graph). `bipartite`: `(i, i)` is no self loop.
+    pub(super) fn held_out_after(mut self, split: Option<(String, i64)>, bipartite: bool) -> Self {
+        self.held_out = split.map(|(n, t)| (n, t, bipartite));
+        self
     }
 }
 
@@ -99,6 +110,14 @@ impl Check for EdgeTimes {
                     self.start,
                     self.end
                 )));
+            }
+            if let Some((name, after, bipartite)) = &self.held_out {
+                let dst = self.node - 1;
+                if t > *after && (src != dst || *bipartite) {
+                    return Ok(Some(format!(
+                        "entry {p}, the edge ({src}, {dst}) at time {t}, is after the time {after} of edge split {name}: a held-out edge is still in the graph (it must never be sampled)"
+                    )));
+                }
             }
             self.prev = Some((t, src));
             self.seen = Some(

@@ -16,7 +16,7 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::runs::{Record, Sizes, Sorter};
+use super::runs::{Record, Sizes, SortName, Sorter};
 use crate::hetero::Part;
 use crate::manifest::{Manifest, NodeIdDtype};
 use crate::progress::Progress;
@@ -29,6 +29,13 @@ pub(crate) type HashFn = fn(&[u8]) -> u64;
 /// Why a repeated id is refused, in `verify`'s message and the builds' ([`crate::node_ids`]).
 pub(crate) const AMBIGUOUS: &str = "each original id must name one node, or lookups by original \
      id (predict --nodes, an importer's joins) are ambiguous";
+
+/// The sort of the original ids.
+const IDS: SortName = SortName {
+    label: "ringgnn-verify",
+    what: "the original ids",
+    unit: "ids",
+};
 
 /// Bytes per read of the id files.
 const READ_BLOCK: usize = 1 << 20;
@@ -122,7 +129,7 @@ pub(crate) fn find_repeat(
 ) -> Result<(Option<Repeat>, u64)> {
     let v = files.num_nodes;
     progress.stage(stage, Some(v), "ids");
-    let mut sorter = Sorter::new(how.sizes, v, how.spill_dir, progress);
+    let mut sorter = Sorter::new(how.sizes, v, how.spill_dir, IDS);
     let mut ids = Words::open(files.ids)?;
     let strings = match files.dtype {
         NodeIdDtype::I64 | NodeIdDtype::U64 => {
@@ -196,7 +203,7 @@ pub(crate) fn find_repeat(
         distinct.push((node, s));
         Ok(false)
     };
-    let spilled = sorter.finish(&mut each)?;
+    let spilled = sorter.finish("compare the sorted original ids", progress, &mut each)?;
     let repeat = found.map(|(first, second, id)| Repeat { first, second, id });
     Ok((repeat, spilled))
 }

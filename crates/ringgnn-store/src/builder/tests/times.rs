@@ -186,7 +186,7 @@ fn link_splits_with_times_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("--link-split and --edge-time cannot be combined yet"),
+        e.contains("--link-split and --edge-time cannot be combined: a graph with edge times is split by time (--link-split-time val=T1,test=T2)"),
         "{e}"
     );
 }
