@@ -237,9 +237,9 @@ def runs(tmp_path_factory):
     from ringgnn.training.loop import train
 
     d = planted(tmp_path_factory.mktemp("planted"))
-    # A homogeneous run (trained on every edge: a run at times on a homogeneous dataset is its
-    # one-type typed kind's, which a homogeneous dataset's server does not load yet).
+    # A homogeneous run (trained on every edge), and one at times: the one-type typed kind's.
     train(d / "ds", out=d / "node", ignore_time=True, **FAST)
+    train(d / "ds", out=d / "one_type", **FAST)
     train(d / "h", target="paper", out=d / "typed", **FAST)
     # Link prediction at times does not train yet (a time-split dataset): a link model of the
     # graph without times, served on the graph with them.
@@ -322,6 +322,35 @@ def test_typed_sample_and_predict_at_times(runs):
                     c.sample([5], node_type="paper", seed_times=[1, 2])
         finally:
             s.stop(1.0)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_homogeneous_dataset_with_its_run_at_times_is_served_as_its_one_type_case(runs, frontend):
+    """`ringgnn train DS` at times makes a one-type typed run; `serve DS --model RUN` serves DS
+    as that one-type case: Predict at a time is the model on the sampler's sample at that time,
+    Sample names the type."""
+    from ringgnn.models.checkpoints import read_checkpoint
+    from ringgnn.serving.model import HeteroModelRun
+
+    ds = ringgnn.Dataset.open(runs / "ds")
+    s = serve(ds, model=str(runs / "one_type"), frontend=frontend)
+    try:
+        with ringgnn.Client(s.address, wait_ready=30) as c:
+            model = HeteroModelRun(str(runs / "one_type"), ds, read_checkpoint(str(runs / "one_type")))
+            smp = ringgnn.HeteroNeighborSampler(ds, model.fanouts, seed=1).sample([9, 4], "node", input_time=500)
+            logits, _ = model.run(smp, {"node": ringgnn._core.FeatureReader(ds.path).gather(smp.node["node"])})
+            p = c.predict([9, 4], seed=1, time=500)
+            np.testing.assert_allclose(p.probs, torch.softmax(logits[:2], -1).numpy(), rtol=1e-5, atol=1e-6)
+            assert p.seed_time.tolist() == [500, 500] and c.predict([9, 4], seed=1).seed_time is None
+            got = c.sample([5], seed=2, node_type="node", time=300)
+            want = ringgnn.HeteroNeighborSampler(ds, [3], seed=2).sample([5], "node", input_time=300)
+            assert got.node["node"].tolist() == want.node["node"].tolist()
+            with pytest.raises(ringgnn.InputError, match="served as its one-type case .*give node_type 'node'"):
+                c.sample([5], time=300)
+    finally:
+        s.stop(1.0)
+    with pytest.raises(ringgnn.InputError, match="--cache: not available .* typed run of its one type"):
+        serve(ds, model=str(runs / "one_type"), cache="1M")
 
 
 def test_typed_dataset_without_times_refuses_a_time(tmp_path):

@@ -17,6 +17,7 @@ use pyo3::types::PyDict;
 use ringgnn_sampler::{fanouts_in_order, Fanout};
 use ringgnn_serve::grpc::Served;
 use ringgnn_serve::{EngineOptions, HeteroOptions, HeteroSampleRequest};
+use ringgnn_store::hetero::{AnyManifest, ONE_RELATION};
 
 use crate::errors::input_error;
 use crate::errors::SamplerError;
@@ -98,12 +99,12 @@ impl HeteroEngine {
         temporal_strategy: &str,
     ) -> PyResult<PyClassInitializer<Self>> {
         let kind = neighbor_backend(backend)?;
-        let names: Vec<String> = ringgnn_store::hetero::HeteroManifest::read(&path)
-            .map_err(crate::errors::StoreError)?
-            .relations
-            .keys()
-            .cloned()
-            .collect();
+        // A homogeneous dataset is served as its one-type case: its one relation.
+        let names: Vec<String> =
+            match AnyManifest::read(&path).map_err(crate::errors::StoreError)? {
+                AnyManifest::Heterogeneous(m) => m.relations.keys().cloned().collect(),
+                AnyManifest::Homogeneous(_) => vec![ONE_RELATION.to_string()],
+            };
         let opts = HeteroOptions {
             fanouts: relation_fanouts(&names, fanouts)?,
             seed,

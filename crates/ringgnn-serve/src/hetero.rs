@@ -37,7 +37,7 @@ use ringgnn_io::{BackendKind, CoalesceOptions, PageCache};
 use ringgnn_sampler::{
     hetero_bound, Fanout, HeteroSample, HeteroSampler, TemporalStrategy, TypedGraph,
 };
-use ringgnn_store::hetero::{HeteroManifest, Part};
+use ringgnn_store::hetero::Part;
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
 
@@ -130,25 +130,25 @@ impl HeteroEngine {
     /// Open the heterogeneous dataset in `dir` and make `opts.threads` workers.
     pub fn open(dir: &Path, opts: HeteroOptions) -> Result<Self> {
         let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
-        let m = HeteroManifest::read(dir).map_err(store)?;
-        if opts.fanouts.len() != m.relations.len() {
+        // A homogeneous dataset opens as its one-type case (type `node`, relation `node:to:node`).
+        let mut graph = TypedGraph::open(dir, opts.backend, opts.direct, &opts.memory_relations)
+            .map_err(sampler_error)?;
+        if opts.fanouts.len() != graph.relations.len() {
             return Err(ServeError::Input(format!(
                 "{} fanout lists for {} relations: give one per relation",
                 opts.fanouts.len(),
-                m.relations.len()
+                graph.relations.len()
             )));
         }
-        let mut graph = TypedGraph::open(dir, opts.backend, opts.direct, &opts.memory_relations)
-            .map_err(sampler_error)?;
         if opts.backend.is_some() {
             graph.share_page_cache(opts.neighbor_cache);
         }
         let mut features = Vec::with_capacity(graph.types.len());
         for t in &graph.types {
-            let f = match &m.node_types[t].features {
+            let part = Dataset::open_part(dir, &Part::Node(t.clone())).map_err(store)?;
+            let f = match part.manifest().features.clone() {
                 None => None,
                 Some(info) => {
-                    let part = Dataset::open_part(dir, &Part::Node(t.clone())).map_err(store)?;
                     let memory = if opts.features_in_memory || opts.backend.is_none() {
                         let file = ringgnn_features::FeatureFile::of(&part)
                             .map_err(|e| ServeError::Internal(e.to_string()))?;

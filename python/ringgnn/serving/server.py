@@ -43,6 +43,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset
+from ..data.schema import HOMOGENEOUS_TYPE
 from ..models.checkpoints import is_hetero_run, read_checkpoint
 from ..sampling.hetero import relation_fanouts
 from ..sampling.plan import plan_hetero
@@ -92,6 +93,11 @@ class Server:
         read = None
         if model:
             read = read_checkpoint(model, "--model")
+        # A homogeneous dataset with a typed run of its one type (`ringgnn train` at times makes one)
+        # is served as that one-type case: the typed engine, requests of node type `node` (the
+        # default there), replies naming it.
+        one_type = (not typed and read is not None and is_hetero_run(read)
+                    and read[1]["args"].get("target") == HOMOGENEOUS_TYPE)
         if typed:
             if cache is not None:
                 raise InputError(f"--cache: not available for a heterogeneous dataset ({ds.path} is one: its feature "
@@ -99,14 +105,18 @@ class Server:
             if read is not None and not is_hetero_run(read):
                 raise InputError(f"--model {model}: {read[0]} is a homogeneous run; {ds.path} is heterogeneous: serve "
                                  "it with a run of `ringgnn train DATASET --target TYPE`")
-        else:
-            if read is not None and is_hetero_run(read):
-                raise InputError(f"--model {model}: {read[0]} is a heterogeneous run (target type "
-                                 f"'{read[1]['args'].get('target')}'); {ds.path} is homogeneous: serve the "
-                                 "heterogeneous dataset it was trained on")
-            if isinstance(fanouts, Mapping):
-                raise InputError(f"--fanouts per relation: {ds.path} is a homogeneous dataset (no relations); give "
-                                 "a list such as 20,15,10")
+        elif read is not None and is_hetero_run(read) and not one_type:
+            raise InputError(f"--model {model}: {read[0]} is a heterogeneous run (target type "
+                             f"'{read[1]['args'].get('target')}'); {ds.path} is homogeneous: serve the "
+                             "heterogeneous dataset it was trained on")
+        if one_type and cache is not None:
+            raise InputError(f"--cache: not available for {ds.path} served with a typed run of its one type ({model}: "
+                             "the typed engine reads feature rows as the memory plan places them); leave it out")
+        if not typed and isinstance(fanouts, Mapping):
+            raise InputError(f"--fanouts per relation: {ds.path} is a homogeneous dataset (no relations); give "
+                             "a list such as 20,15,10")
+        #: Served by the typed engine (a heterogeneous dataset, or the one-type case above).
+        self.typed = typed = typed or one_type
         self.frontend = frontend = frontend or "rust"
         self.dataset = ds
         # The served model of run ``model`` (read already), for dataset ``ds``.
@@ -151,7 +161,7 @@ class Server:
             # enter Python; Predict, Embed and Score call the servicer (with the GIL) for the model.
             # Over a typed one every call goes to the servicer.
             m = self.model
-            delegate = Servicer(self.engine, ds, m).dispatch if m or typed else None
+            delegate = Servicer(self.engine, ds, m, typed).dispatch if m or typed else None
             # What Info reports of the dataset and the model (the servicer's Info, for a typed one).
             info = {} if typed or not m else dict(
                 model=m.kind, model_run=str(m.run_dir), model_fanouts=list(m.fanouts), model_hidden=m.hidden,
@@ -163,7 +173,7 @@ class Server:
             self.port = self._rust.port
             self.address = f"{listen.rsplit(':', 1)[0]}:{self.port}"
             return
-        self.servicer = Servicer(self.engine, ds, self.model)
+        self.servicer = Servicer(self.engine, ds, self.model, typed)
         self._grpcio(listen, handlers, max_concurrent)
 
     def _grpcio(self, listen: str, handlers: int, max_concurrent: int) -> None:
@@ -220,9 +230,10 @@ class Server:
         if e.has_times:
             cached += ("; the dataset has times: a request with a time samples the edges up to it, one without "
                        "every edge (the present)")
-        if isinstance(self.dataset, HeteroDataset):
+        if self.typed:
             ds = self.dataset
-            return (f"serving {ds.path} (heterogeneous: {len(ds.node_types)} node types, {ds.num_nodes:,} nodes; "
+            kind = "heterogeneous" if isinstance(ds, HeteroDataset) else "as its one-type case"
+            return (f"serving {ds.path} ({kind}: {len(ds.node_types)} node types, {ds.num_nodes:,} nodes; "
                     f"{len(ds.relations)} relations, {ds.num_edges:,} edges) on {self.address} "
                     f"(gRPC: {self.frontend}): "
                     f"{e.threads} workers sampling with {e.backend}"

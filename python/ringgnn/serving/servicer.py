@@ -29,9 +29,11 @@ from .rpc import Handlers, call_engine, code, protos
 class Servicer(Handlers):
     """The ``RingGnn`` service over one engine (and an optional model)."""
 
-    def __init__(self, engine: Any, dataset: Any, model: Any):
+    def __init__(self, engine: Any, dataset: Any, model: Any, typed: Optional[bool] = None):
         self.engine, self.dataset, self.model = engine, dataset, model
-        self.typed = isinstance(dataset, HeteroDataset)
+        #: Served by the typed engine: a heterogeneous dataset, or a homogeneous one as its one-type
+        #: case (served with a typed run of its one type).
+        self.typed = isinstance(dataset, HeteroDataset) if typed is None else bool(typed)
         self.pb, _ = protos()
         e = engine
         #: Each node type's (feature width, stored dtype), of the types with features; a
@@ -78,6 +80,13 @@ class Servicer(Handlers):
                               f"{call}: {what}: {self.dataset.path} is a homogeneous dataset (no node types or "
                               "relations); leave node_type and relation_fanouts out")
             return None
+        if not node_type and not isinstance(self.dataset, HeteroDataset):  # the one-type case
+            one = next(iter(self.num_nodes))
+            if call == "Sample":  # its reply names types: asked for by naming the type
+                context.abort(code("INVALID_ARGUMENT"),
+                              f"Sample: {self.dataset.path} is served as its one-type case (a model trained at "
+                              f"times); give node_type '{one}', and the reply names it")
+            return one
         if not node_type:
             context.abort(code("INVALID_ARGUMENT"),
                           f"{call}: node_type is required: {self.dataset.path} is a heterogeneous dataset (node "
@@ -250,9 +259,8 @@ class Servicer(Handlers):
             if m:
                 reply.model_fanouts.extend(m.fanouts)
             return reply.SerializeToString()
-        nt = ds.manifest["node_types"]
         types = [pb.NodeTypeInfo(name=t, num_nodes=n, feature_dim=f[0] if f else 0, feature_dtype=f[1] if f else "",
-                                 num_classes=(nt[t].get("labels") or {}).get("num_classes", 0))
+                                 num_classes=ds.node_type(t).num_classes or 0)
                  for t, n, f in zip(e.node_types, e.num_nodes, e.feature_info)]
         return pb.InfoReply(
             num_nodes=ds.num_nodes, num_edges=ds.num_edges, node_types=types,
