@@ -344,18 +344,8 @@ def parse_split(spec: Union[str, Mapping[str, Union[float, str, os.PathLike]]]) 
     Accepts "train=0.5,val=0.1,test=0.4", "train=a.npy,val=b.npy", or a dict of either.
     """
     if isinstance(spec, str):
-        items = []
-        for part in spec.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            name, sep, value = part.partition("=")
-            if not sep or not name.strip() or not value.strip():
-                raise InputError(
-                    f"split '{spec}': '{part}' is not NAME=VALUE; use e.g. train=0.5,val=0.1,test=0.4 "
-                    "or train=train.npy,val=val.npy"
-                )
-            items.append((name.strip(), value.strip()))
+        items = _name_values(spec, lambda part: f"split '{spec}': '{part}' is not NAME=VALUE; use e.g. "
+                                                "train=0.5,val=0.1,test=0.4 or train=train.npy,val=val.npy")
     else:
         items = [(str(k), v) for k, v in dict(spec).items()]
     if not items:
@@ -414,15 +404,8 @@ def parse_link_split_time(spec: Union[str, Mapping[str, int]]) -> List[Tuple[str
     what = "--link-split-time"
     example = "use e.g. val=100,test=200 (integer times in the unit of --edge-time)"
     if isinstance(spec, str):
-        items = []
-        for part in spec.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            name, sep, value = part.partition("=")
-            if not sep or not name.strip() or not value.strip():
-                raise InputError(f"{what} '{spec}': '{part}' is not NAME=TIME; {example}")
-            items.append((name.strip(), value.strip()))
+        items: List[Tuple[str, Any]] = _name_values(spec, lambda part: f"{what} '{spec}': '{part}' is not "
+                                                                      f"NAME=TIME; {example}")
     elif isinstance(spec, Mapping):
         items = [(str(k), v) for k, v in spec.items()]
     else:
@@ -439,6 +422,21 @@ def parse_link_split_time(spec: Union[str, Mapping[str, int]]) -> List[Tuple[str
     if not out:
         raise InputError(f"{what} '{spec}' names no split; {example}")
     return out
+
+
+def _name_values(spec: str, not_a_pair: Any) -> List[Tuple[str, Any]]:
+    """The (name, value) pairs of "NAME=VALUE,NAME=VALUE" (stripped, empty parts skipped); a part
+    that is not NAME=VALUE is refused with ``not_a_pair(part)``."""
+    items: List[Tuple[str, Any]] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise InputError(not_a_pair(part))
+        items.append((name.strip(), value.strip()))
+    return items
 
 
 def _as_fraction(value) -> "float | None":
