@@ -5,6 +5,9 @@ among the nodes not newer than their pair, and nothing sampled is at or after it
 
 import json
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +16,7 @@ import ringgnn
 from ringgnn import InputError
 from ringgnn.data import build
 from ringgnn.data.build import NodeType, Relation, build_hetero
+from ringgnn.inference.scoring import predict_edges, predict_link_edges, split_scores
 from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.sampling.links import HeteroLinkBatches, LinkLoader
 from ringgnn.sampling.pairs import LinkPairs, NegativeSampling
@@ -323,3 +327,116 @@ def test_planted_future_reveals_the_link(tmp_path, caplog):
     assert at["temporal"] is True and leak["temporal"] is False
     # Measured: 0.53 at times, 0.77 ignoring time (about 180 val pairs, 10 negatives each).
     assert at["best_val_auc"] < 0.62 and leak["best_val_auc"] > 0.7, (at["best_val_auc"], leak["best_val_auc"])
+
+
+# --- pair scores as of a time (predict --edges --at T) --------------------------------------------
+
+SCORE = dict(TRAIN, layers=2, fanouts=[5, 5], epochs=1)
+
+
+@pytest.fixture(scope="module")
+def link_runs(events, tmp_path_factory):
+    """A link run of each engine on ``events``: at times (the typed engine's one-type case, the
+    default) and ``--ignore-time`` (the homogeneous engine)."""
+    root = tmp_path_factory.mktemp("link-runs")
+    ringgnn.train(events, task="link", out=root / "typed", **SCORE)
+    ringgnn.train(events, task="link", out=root / "plain", ignore_time=True, **SCORE)
+    return {k: str(root / k) for k in ("typed", "plain")}
+
+
+def _past_graph(ds_path, t, out):
+    """The dataset of ``ds_path``'s graph edges at or before ``t`` alone (same features, no
+    splits): what scoring as of ``t`` must equal."""
+    ds = ringgnn.Dataset.open(ds_path)
+    ip, times = ds.indptr(), _edge_times(ds_path)
+    src = np.concatenate([ds.neighbors(v) for v in range(ds.num_nodes)])
+    dst = np.repeat(np.arange(ds.num_nodes), np.diff(ip))
+    keep = times <= t
+    out.mkdir()
+    np.save(out / "e.npy", np.stack([src[keep], dst[keep]], 1))
+    np.save(out / "t.npy", times[keep])
+    build.convert(out / "e.npy", out / "ds", edge_time=out / "t.npy", features=ds_path.parent / "x.npy",
+                  num_nodes=ds.num_nodes)
+    return out / "ds"
+
+
+@pytest.mark.parametrize("kind", ["typed", "plain"])
+def test_pair_scores_as_of_a_time_are_those_of_the_past_graph(events, link_runs, kind, tmp_path):
+    score = predict_link_edges if kind == "typed" else predict_edges
+    ds = ringgnn.Dataset.open(events)
+    pairs, negs = ds.edge_split("val"), ds.edge_negatives("val")
+    now = score(link_runs[kind], "val")["scores"]
+    for t in (-1, 300, 650):
+        ref = _past_graph(events, t, tmp_path / f"p{t}")
+        want = score(link_runs[kind], pairs, dataset=ref)["scores"]
+        want_neg = score(link_runs[kind], np.stack([np.repeat(pairs[0], negs.shape[1]), negs.ravel()]),
+                         dataset=ref)["scores"].reshape(negs.shape)
+        s = score(link_runs[kind], "val", at=t)
+        np.testing.assert_allclose(s["scores"], np.concatenate([want[:, None], want_neg], 1), rtol=1e-5, atol=1e-6)
+        assert not np.allclose(s["scores"], now)
+        assert s["at"] == t and s["as_of"]["edges"] == ringgnn.Dataset.open(ref).num_edges
+        assert s["metrics"]["auc"] == split_scores(s["scores"][:, 0], s["scores"][:, 1:])["auc"]
+    assert score(link_runs[kind], "val")["at"] is None
+
+
+def test_pair_scores_as_of_a_time_from_the_command(events, link_runs, tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "ringgnn", "predict", *map(str, args), "--quiet"],
+                              capture_output=True, text=True)
+
+    pairs = ringgnn.Dataset.open(events).edge_split("test")[:, :50]
+    np.save(tmp_path / "pairs.npy", pairs)
+    for kind in ("typed", "plain"):
+        r = cli(link_runs[kind], "--edges", tmp_path / "pairs.npy", "--at", 420, "--out", tmp_path / f"{kind}.npy")
+        assert r.returncode == 0, r.stderr
+        assert "scores (logits) of 50 pairs" in r.stdout and "as of time 420: " in r.stdout
+    want = predict_link_edges(link_runs["typed"], pairs, at=420)["scores"]
+    assert np.array_equal(np.load(tmp_path / "typed.npy"), want)
+    r = cli(link_runs["typed"], "--edges", "val", "--at", 900)
+    assert r.returncode == 0 and "val: AUC " in r.stdout and "as of time 900" in r.stdout, r.stderr
+    for bad in ("abc", "1.5"):
+        r = cli(link_runs["typed"], "--edges", tmp_path / "pairs.npy", "--at", bad, "--out", tmp_path / "bad.npy")
+        assert r.returncode == 2 and f"argument --at: the time '{bad}' is not an integer" in r.stderr
+    plain = tmp_path / "plain-ds"
+    build.convert(events.parent / "e.txt", plain, features=events.parent / "x.npy")
+    for kind in ("typed", "plain"):
+        r = cli(link_runs[kind], "--dataset", plain, "--edges", tmp_path / "pairs.npy", "--at", 3, "--out",
+                tmp_path / "bad.npy")
+        assert r.returncode != 0 and "--at 3: " in r.stderr and "has no edge or node times" in r.stderr, r.stderr
+    assert not (tmp_path / "bad.npy").exists()
+    assert sorted(os.listdir(tmp_path)) == ["pairs.npy", "plain-ds", "plain.npy", "typed.npy"]
+    assert not [f for k in link_runs.values() for f in os.listdir(k) if "ringgnn-tmp" in f or "as-of" in f]
+
+
+def test_relation_pair_scores_as_of_a_time(tmp_path):
+    """A ``--relation`` run (user:buys:item and its reverse, split by time) scores its pairs as
+    of T as it does on the typed dataset of the graph's edges as of T alone."""
+    rng = np.random.default_rng(8)
+    u, i, t = rng.integers(0, 60, 800), rng.integers(0, 40, 800), rng.integers(0, 1000, 800)
+    for name, n in (("user", 60), ("item", 40)):
+        np.save(tmp_path / f"{name}.npy", rng.standard_normal((n, 4)).astype(np.float32))
+
+    def typed(out, keep, **split):
+        np.save(tmp_path / f"{out}.e.npy", np.stack([u[keep], i[keep]], 1))
+        np.save(tmp_path / f"{out}.t.npy", t[keep].astype(np.int64))
+        build_hetero(tmp_path / out, [NodeType("item", 40, features=tmp_path / "item.npy"),
+                                      NodeType("user", 60, features=tmp_path / "user.npy")],
+                     [Relation("user:buys:item", tmp_path / f"{out}.e.npy", edge_time=tmp_path / f"{out}.t.npy",
+                               **split)], add_reverse=True)
+        return tmp_path / out
+
+    full = typed("full", t >= 0, link_split_time="val=700,test=850", link_negatives=4)
+    ringgnn.train(full, task="link", relation="user:buys:item", out=tmp_path / "run",
+                  **dict(SCORE, batch_size=100))
+    rel = ringgnn.Dataset.open(full).relation("user:buys:item")
+    pairs, negs = rel.edge_split("val"), rel.edge_negatives("val")
+    now = predict_link_edges(tmp_path / "run", "val")["scores"]
+    for at in (250, 600):
+        ref = typed(f"p{at}", t <= at)
+        want = predict_link_edges(tmp_path / "run", pairs, dataset=ref)["scores"]
+        want_neg = predict_link_edges(tmp_path / "run", np.stack([np.repeat(pairs[0], negs.shape[1]), negs.ravel()]),
+                                      dataset=ref)["scores"].reshape(negs.shape)
+        s = predict_link_edges(tmp_path / "run", "val", at=at)
+        np.testing.assert_allclose(s["scores"], np.concatenate([want[:, None], want_neg], 1), rtol=1e-5, atol=1e-6)
+        assert not np.allclose(s["scores"], now)
+        assert s["at"] == at and s["as_of"]["edges"] == 2 * int((t <= at).sum())
