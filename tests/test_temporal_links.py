@@ -21,6 +21,7 @@ from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.sampling.links import HeteroLinkBatches, LinkLoader
 from ringgnn.sampling.pairs import LinkPairs, NegativeSampling
 
+torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
 R = "node:to:node"
@@ -440,3 +441,67 @@ def test_relation_pair_scores_as_of_a_time(tmp_path):
         np.testing.assert_allclose(s["scores"], np.concatenate([want[:, None], want_neg], 1), rtol=1e-5, atol=1e-6)
         assert not np.allclose(s["scores"], now)
         assert s["at"] == at and s["as_of"]["edges"] == 2 * int((t <= at).sum())
+
+
+# --- PyG's LinkNeighborLoader with our sampler at times ----------------------------------------------
+
+
+def _pyg_links(ds, fanouts, pairs, times, neg=None, batch_size=2, **sampler):
+    from torch_geometric.loader import LinkNeighborLoader
+
+    from ringgnn.pyg import EDGE_TYPE, RingNeighborSampler, ring_stores
+
+    return LinkNeighborLoader(ring_stores(ds), fanouts, edge_label_index=(EDGE_TYPE, torch.as_tensor(pairs)),
+                              edge_label_time=torch.as_tensor(times), time_attr="edge_time", batch_size=batch_size,
+                              neg_sampling=neg, neighbor_sampler=RingNeighborSampler(ds, fanouts, **sampler))
+
+
+def test_pyg_link_neighbor_loader_at_times(tiny):
+    """PyG's LinkNeighborLoader(edge_label_time=...) with our sampler: each pair at its time minus
+    one, the batch LinkLoader makes (test_link_loader_samples_each_pair_before_its_time's)."""
+    from torch_geometric.sampler import NegativeSampling as PygNegatives
+
+    ds = ringgnn.Dataset.open(tiny / "ds")
+    (b,) = list(_pyg_links(ds, [-1], [[0, 2], [1, 1]], [7, 9]))
+    assert b.n_id.tolist() == [0, 1, 1, 2, 3, 0]
+    assert b.edge_label_index.tolist() == [[0, 3], [1, 2]] and b.edge_label_time.tolist() == [7, 9]
+    assert b.input_id.tolist() == [0, 1] and (b.x.argmax(1) == b.n_id).all()
+    at = [6, 6, 8, 8, 6, 8]  # each row's time (the seeds 0@6, 1@6, 1@8, 2@8, then 3@6, 0@8)
+    edges = {((int(b.n_id[r]), at[r]), (int(b.n_id[c]), at[c])) for r, c in b.edge_index.t().tolist()}
+    assert edges == {((3, 6), (0, 6)), ((0, 6), (1, 6)), ((0, 8), (1, 8)), ((2, 8), (1, 8)), ((1, 8), (2, 8)),
+                     ((0, 8), (2, 8))}
+    (t,) = list(_pyg_links(ds, [1], [[0, 2], [1, 1]], [7, 9], neg=PygNegatives("triplet", 3)))
+    (want,) = list(LinkLoader(ds, [1], 2, edges=np.array([[0, 2], [1, 1]]), edge_label_time=[7, 9], shuffle=False,
+                              threads=1, neg_sampling=NegativeSampling("triplet", 3)))
+    assert t.seed_time.tolist() == [7, 9] and "edge_label_time" not in t
+    for k in ("n_id", "edge_index", "src_index", "dst_pos_index", "dst_neg_index"):
+        assert torch.equal(t[k], want[k]), k
+    with pytest.raises(InputError, match="edge_label_time was given but the dataset has no edge or node times"):
+        next(iter(_pyg_links(ringgnn.Dataset.open(tiny / "plain"), [1], [[0], [1]], [7])))
+    with pytest.raises(InputError, match="edge_label_time must be integer times"):
+        next(iter(_pyg_links(ds, [1], [[0], [1]], [7.5])))
+
+
+@pytest.mark.parametrize("mode, amount", [("binary", 1.5), ("triplet", 2)])
+def test_pyg_link_batches_at_times_are_link_loaders(timed, mode, amount):
+    """Batch for batch the LinkLoader's at times, and nothing in them at or after its pair's time."""
+    from torch_geometric.sampler import NegativeSampling as PygNegatives
+
+    ds = ringgnn.Dataset.open(timed)
+    etime = _edge_times(timed)
+    rng = np.random.default_rng(7)
+    pairs, times = rng.integers(0, 2000, (2, 150)), rng.integers(0, 1100, 150)
+    ours = LinkLoader(ds, [4, 3], 64, edges=pairs, edge_label_time=times, shuffle=False, seed=3,
+                      neg_sampling=NegativeSampling(mode, amount))
+    pyg = _pyg_links(ds, [4, 3], pairs, times, neg=PygNegatives(mode, amount), batch_size=64, seed=3,
+                     with_edge_ids=True)
+    got, want = list(pyg), list(ours)
+    assert len(got) == len(want) == 3
+    keys = ("edge_label_index", "edge_label", "edge_label_time") if mode == "binary" else (
+        "src_index", "dst_pos_index", "dst_neg_index")
+    for b, w in zip(got, want):
+        for k in ("n_id", "edge_index", "input_id") + keys:
+            assert torch.equal(b[k], w[k]), k
+        # Each row's time is the LinkLoader's seed_time: every edge's time is at most it.
+        assert (etime[b.e_id.numpy()] <= w.seed_time[b.edge_index[1]].numpy()).all()
+        assert set(w.seed_time.tolist()) <= set((times - 1).tolist())

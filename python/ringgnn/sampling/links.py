@@ -86,11 +86,16 @@ class LinkSampler(LinkPairs):
 
     def sample(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
                src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
-               fixed: Optional[np.ndarray] = None) -> LinkBatch:
-        """Sample link batch ``batch`` of epoch ``epoch`` for the positive pairs ``(src[i], dst[i])``."""
+               fixed: Optional[np.ndarray] = None, time: Any = None) -> LinkBatch:
+        """Sample link batch ``batch`` of epoch ``epoch`` for the positive pairs ``(src[i], dst[i])``;
+        ``time`` (PyG's ``edge_label_time``, one per pair): each pair and its negatives at the pair's
+        time minus one, on the typed engine's one-type case (:meth:`NeighborSampler.sample` with
+        ``input_time``): the batch :class:`LinkLoader` makes of these pairs at these times."""
+        if time is not None:
+            time = pair_times(self.dataset, None, np.size(src), time, False)
         p = self.pairs(src, dst, epoch=epoch, batch=batch, edge_label=edge_label, src_weight=src_weight,
-                       dst_weight=dst_weight, fixed=fixed)
-        return p.batch(self.sampler.sample(p.seeds, epoch=epoch, batch=batch))
+                       dst_weight=dst_weight, fixed=fixed, time=time)
+        return p.batch(self.sampler.sample(p.seeds, epoch=epoch, batch=batch, input_time=p.seed_time))
 
     def epoch(self, edges: Union[str, Any] = "train", batch_size: int = 1024, *, epoch: int = 0,
               shuffle: bool = True, drop_last: bool = False, batches: Optional[Sequence[int]] = None,
