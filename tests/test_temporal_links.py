@@ -77,6 +77,21 @@ def test_link_loader_samples_each_pair_before_its_time(tiny):
     assert _ends(data) == [(0, 4), (1, 4), (3, 4)]
 
 
+def test_link_loader_at_times_reports_the_typed_engine(tiny):
+    """stats() and plan() of a LinkLoader at times: its typed engine's, as Loader's at times."""
+    loader = LinkLoader(tiny / "ds", [-1], 2, edges=np.array([[0, 2], [1, 1]]), edge_label_time=[7, 9],
+                        shuffle=False, threads=1)
+    assert loader.stats()["batches"] == 0
+    (data,) = list(loader)
+    st = loader.stats()
+    assert st["batches"] == 1 and set(st["features"]) == {"node"}
+    assert st["features"]["node"]["rows_requested"] == len(data.n_id) == 6
+    assert st["features"]["node"]["distinct_rows"] == len(set(data.n_id.tolist())) == 4
+    plan = loader.plan()
+    assert plan == {"text": loader.typed.plan.text(), "note": ""} and "relation node:to:node" in plan["text"]
+    assert loader.backend == loader.typed.sampler.resolved_backend()
+
+
 def test_negatives_at_the_pair_time(tiny):
     # Triplet: each pair's negatives are sampled at its time; the same node at two times is two seeds.
     loader = LinkLoader(tiny / "ds", [1], 2, edges=np.array([[0, 2], [1, 1]]), edge_label_time=[7, 9],
