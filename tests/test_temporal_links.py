@@ -520,3 +520,37 @@ def test_pyg_link_batches_at_times_are_link_loaders(timed, mode, amount):
         # Each row's time is the LinkLoader's seed_time: every edge's time is at most it.
         assert (etime[b.e_id.numpy()] <= w.seed_time[b.edge_index[1]].numpy()).all()
         assert set(w.seed_time.tolist()) <= set((times - 1).tolist())
+
+
+# --- evaluation: each layer computes only what the next ones read ---------------------------------
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_trimmed_evaluation_is_the_full_forward(tmp_path, timed, model):
+    """HeteroModel.forward(hops=) (sampled evaluation) gives the seeds the rows of the full forward,
+    bit for bit: on a typed dataset (authors and institutions first reached at hop 1) and at times on
+    the one-type case."""
+    from ringgnn.data.generate import generate_hetero
+    from ringgnn.models.hetero import HeteroModel, hetero_batch_to_dicts
+    from ringgnn.sampling.hetero import HeteroLoader
+    from ringgnn.training.hetero import sampled_hops
+
+    generate_hetero(tmp_path / "h", papers=300, authors=150, institutions=20, classes=3, feature_dim=5, seed=2)
+    torch.manual_seed(0)
+    cases = []
+    for ds, target, seeds, at in ((ringgnn.Dataset.open(tmp_path / "h"), "paper", np.arange(0, 300, 2), None),
+                                  (ringgnn.Dataset.open(timed), "node", np.arange(0, 2000, 13), "times")):
+        at = {} if at is None else dict(input_time=np.random.default_rng(1).integers(0, 1000, len(seeds)))
+        for layers in (1, 2, 3):
+            net = HeteroModel(ds.node_types, ds.relations, ds.feature_dims(), ds.num_nodes_dict, target, 8, 3, layers,
+                              model=model, embed_dim=4).eval()
+            loader = HeteroLoader(ds, [3] * layers, target, seeds=seeds, batch_size=64, shuffle=False, threads=1, **at)
+            for b in loader:
+                hops = sampled_hops(b, layers)
+                assert hops is not None and sampled_hops(b, layers + 1) is None
+                with torch.no_grad():
+                    full, cut = net(*hetero_batch_to_dicts(b)), net(*hetero_batch_to_dicts(b), hops=hops)
+                n = b[target].batch_size
+                assert torch.equal(full[:n], cut[:n]) and len(cut) == sum(hops[0][target][:2])
+                cases.append(len(full) > len(cut))
+    assert any(cases)  # something was trimmed
