@@ -28,7 +28,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
-
 from torch_geometric.utils import trim_to_layer
 
 from ..data.schema import CONFIG_KEYS, EdgeType, edge_type_str, parse_edge_type
@@ -204,10 +203,10 @@ class HeteroModel(torch.nn.Module, TypedStructure):
                                  f"{[edge_type_str(e) for e in self.edge_types]}")
             edges[et] = ei
         h = self.inputs(x_dict, n_id_dict)
-        if hops is not None:
-            nodes, per_hop = hops[0], {parse_edge_type(k): v for k, v in hops[1].items()}
+        nodes, per_hop = ({}, {}) if hops is None else (hops[0], {parse_edge_type(k): v for k, v in hops[1].items()})
+        trim = hops is not None and set(h) <= set(nodes) and set(edges) <= set(per_hop)  # else all: no counts
         for i, conv in enumerate(self.convs):
-            if hops is not None and i:
+            if trim and i:
                 h, edges, _ = trim_to_layer(i, nodes, per_hop, h, edges)
             h = conv(h, edges)
             if i < len(self.convs) - 1:
