@@ -302,6 +302,6 @@ def test_the_commands(graph, runs, tmp_path):
     assert r.returncode != 0 and "has no edge or node times" in r.stderr
     np.save(tmp_path / "pairs.npy", np.array([[0, 1]]))
     r = cli("predict", run, "--edges", tmp_path / "pairs.npy", "--at", 3, "--out", tmp_path / "bad.npy")
-    assert r.returncode != 0 and "--at 3: scoring pairs as of a time is not supported yet" in r.stderr
+    assert r.returncode != 0 and "--edges: " in r.stderr and "is a node-classification run" in r.stderr
     assert not (tmp_path / "bad.npy").exists()
     assert sorted(os.listdir(tmp_path)) == ["e.npy", "now.npy", "p.npy", "pairs.npy", "plain.npy"]

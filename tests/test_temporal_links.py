@@ -5,6 +5,9 @@ among the nodes not newer than their pair, and nothing sampled is at or after it
 
 import json
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,10 +16,12 @@ import ringgnn
 from ringgnn import InputError
 from ringgnn.data import build
 from ringgnn.data.build import NodeType, Relation, build_hetero
+from ringgnn.inference.scoring import predict_edges, predict_link_edges, split_scores
 from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.sampling.links import HeteroLinkBatches, LinkLoader
 from ringgnn.sampling.pairs import LinkPairs, NegativeSampling
 
+torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
 R = "node:to:node"
@@ -70,6 +75,21 @@ def test_link_loader_samples_each_pair_before_its_time(tiny):
     # A pair at the time of an edge does not see it: 0->1 at 5 sees nothing into 1.
     (data,) = list(LinkLoader(tiny / "ds", [-1], 1, edges=np.array([[0], [1]]), edge_label_time=[5], threads=1))
     assert _ends(data) == [(0, 4), (1, 4), (3, 4)]
+
+
+def test_link_loader_at_times_reports_the_typed_engine(tiny):
+    """stats() and plan() of a LinkLoader at times: its typed engine's, as Loader's at times."""
+    loader = LinkLoader(tiny / "ds", [-1], 2, edges=np.array([[0, 2], [1, 1]]), edge_label_time=[7, 9],
+                        shuffle=False, threads=1)
+    assert loader.stats()["batches"] == 0
+    (data,) = list(loader)
+    st = loader.stats()
+    assert st["batches"] == 1 and set(st["features"]) == {"node"}
+    assert st["features"]["node"]["rows_requested"] == len(data.n_id) == 6
+    assert st["features"]["node"]["distinct_rows"] == len(set(data.n_id.tolist())) == 4
+    plan = loader.plan()
+    assert plan == {"text": loader.typed.plan.text(), "note": ""} and "relation node:to:node" in plan["text"]
+    assert loader.backend == loader.typed.sampler.resolved_backend()
 
 
 def test_negatives_at_the_pair_time(tiny):
@@ -323,3 +343,214 @@ def test_planted_future_reveals_the_link(tmp_path, caplog):
     assert at["temporal"] is True and leak["temporal"] is False
     # Measured: 0.53 at times, 0.77 ignoring time (about 180 val pairs, 10 negatives each).
     assert at["best_val_auc"] < 0.62 and leak["best_val_auc"] > 0.7, (at["best_val_auc"], leak["best_val_auc"])
+
+
+# --- pair scores as of a time (predict --edges --at T) --------------------------------------------
+
+SCORE = dict(TRAIN, layers=2, fanouts=[5, 5], epochs=1)
+
+
+@pytest.fixture(scope="module")
+def link_runs(events, tmp_path_factory):
+    """A link run of each engine on ``events``: at times (the typed engine's one-type case, the
+    default) and ``--ignore-time`` (the homogeneous engine)."""
+    root = tmp_path_factory.mktemp("link-runs")
+    ringgnn.train(events, task="link", out=root / "typed", **SCORE)
+    ringgnn.train(events, task="link", out=root / "plain", ignore_time=True, **SCORE)
+    return {k: str(root / k) for k in ("typed", "plain")}
+
+
+def _past_graph(ds_path, t, out):
+    """The dataset of ``ds_path``'s graph edges at or before ``t`` alone (same features, no
+    splits): what scoring as of ``t`` must equal."""
+    ds = ringgnn.Dataset.open(ds_path)
+    ip, times = ds.indptr(), _edge_times(ds_path)
+    src = np.concatenate([ds.neighbors(v) for v in range(ds.num_nodes)])
+    dst = np.repeat(np.arange(ds.num_nodes), np.diff(ip))
+    keep = times <= t
+    out.mkdir()
+    np.save(out / "e.npy", np.stack([src[keep], dst[keep]], 1))
+    np.save(out / "t.npy", times[keep])
+    build.convert(out / "e.npy", out / "ds", edge_time=out / "t.npy", features=ds_path.parent / "x.npy",
+                  num_nodes=ds.num_nodes)
+    return out / "ds"
+
+
+@pytest.mark.parametrize("kind", ["typed", "plain"])
+def test_pair_scores_as_of_a_time_are_those_of_the_past_graph(events, link_runs, kind, tmp_path):
+    score = predict_link_edges if kind == "typed" else predict_edges
+    ds = ringgnn.Dataset.open(events)
+    pairs, negs = ds.edge_split("val"), ds.edge_negatives("val")
+    now = score(link_runs[kind], "val")["scores"]
+    for t in (-1, 300, 650):
+        ref = _past_graph(events, t, tmp_path / f"p{t}")
+        want = score(link_runs[kind], pairs, dataset=ref)["scores"]
+        want_neg = score(link_runs[kind], np.stack([np.repeat(pairs[0], negs.shape[1]), negs.ravel()]),
+                         dataset=ref)["scores"].reshape(negs.shape)
+        s = score(link_runs[kind], "val", at=t)
+        np.testing.assert_allclose(s["scores"], np.concatenate([want[:, None], want_neg], 1), rtol=1e-5, atol=1e-6)
+        assert not np.allclose(s["scores"], now)
+        assert s["at"] == t and s["as_of"]["edges"] == ringgnn.Dataset.open(ref).num_edges
+        assert s["metrics"]["auc"] == split_scores(s["scores"][:, 0], s["scores"][:, 1:])["auc"]
+    assert score(link_runs[kind], "val")["at"] is None
+
+
+def test_pair_scores_as_of_a_time_from_the_command(events, link_runs, tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "ringgnn", "predict", *map(str, args), "--quiet"],
+                              capture_output=True, text=True)
+
+    pairs = ringgnn.Dataset.open(events).edge_split("test")[:, :50]
+    np.save(tmp_path / "pairs.npy", pairs)
+    for kind in ("typed", "plain"):
+        r = cli(link_runs[kind], "--edges", tmp_path / "pairs.npy", "--at", 420, "--out", tmp_path / f"{kind}.npy")
+        assert r.returncode == 0, r.stderr
+        assert "scores (logits) of 50 pairs" in r.stdout and "as of time 420: " in r.stdout
+    want = predict_link_edges(link_runs["typed"], pairs, at=420)["scores"]
+    assert np.array_equal(np.load(tmp_path / "typed.npy"), want)
+    r = cli(link_runs["typed"], "--edges", "val", "--at", 900)
+    assert r.returncode == 0 and "val: AUC " in r.stdout and "as of time 900" in r.stdout, r.stderr
+    for bad in ("abc", "1.5"):
+        r = cli(link_runs["typed"], "--edges", tmp_path / "pairs.npy", "--at", bad, "--out", tmp_path / "bad.npy")
+        assert r.returncode == 2 and f"argument --at: the time '{bad}' is not an integer" in r.stderr
+    plain = tmp_path / "plain-ds"
+    build.convert(events.parent / "e.txt", plain, features=events.parent / "x.npy")
+    for kind in ("typed", "plain"):
+        r = cli(link_runs[kind], "--dataset", plain, "--edges", tmp_path / "pairs.npy", "--at", 3, "--out",
+                tmp_path / "bad.npy")
+        assert r.returncode != 0 and "--at 3: " in r.stderr and "has no edge or node times" in r.stderr, r.stderr
+    assert not (tmp_path / "bad.npy").exists()
+    assert sorted(os.listdir(tmp_path)) == ["pairs.npy", "plain-ds", "plain.npy", "typed.npy"]
+    assert not [f for k in link_runs.values() for f in os.listdir(k) if "ringgnn-tmp" in f or "as-of" in f]
+
+
+def test_relation_pair_scores_as_of_a_time(tmp_path):
+    """A ``--relation`` run (user:buys:item and its reverse, split by time) scores its pairs as
+    of T as it does on the typed dataset of the graph's edges as of T alone."""
+    rng = np.random.default_rng(8)
+    u, i, t = rng.integers(0, 60, 800), rng.integers(0, 40, 800), rng.integers(0, 1000, 800)
+    for name, n in (("user", 60), ("item", 40)):
+        np.save(tmp_path / f"{name}.npy", rng.standard_normal((n, 4)).astype(np.float32))
+
+    def typed(out, keep, **split):
+        np.save(tmp_path / f"{out}.e.npy", np.stack([u[keep], i[keep]], 1))
+        np.save(tmp_path / f"{out}.t.npy", t[keep].astype(np.int64))
+        build_hetero(tmp_path / out, [NodeType("item", 40, features=tmp_path / "item.npy"),
+                                      NodeType("user", 60, features=tmp_path / "user.npy")],
+                     [Relation("user:buys:item", tmp_path / f"{out}.e.npy", edge_time=tmp_path / f"{out}.t.npy",
+                               **split)], add_reverse=True)
+        return tmp_path / out
+
+    full = typed("full", t >= 0, link_split_time="val=700,test=850", link_negatives=4)
+    ringgnn.train(full, task="link", relation="user:buys:item", out=tmp_path / "run",
+                  **dict(SCORE, batch_size=100))
+    rel = ringgnn.Dataset.open(full).relation("user:buys:item")
+    pairs, negs = rel.edge_split("val"), rel.edge_negatives("val")
+    now = predict_link_edges(tmp_path / "run", "val")["scores"]
+    for at in (250, 600):
+        ref = typed(f"p{at}", t <= at)
+        want = predict_link_edges(tmp_path / "run", pairs, dataset=ref)["scores"]
+        want_neg = predict_link_edges(tmp_path / "run", np.stack([np.repeat(pairs[0], negs.shape[1]), negs.ravel()]),
+                                      dataset=ref)["scores"].reshape(negs.shape)
+        s = predict_link_edges(tmp_path / "run", "val", at=at)
+        np.testing.assert_allclose(s["scores"], np.concatenate([want[:, None], want_neg], 1), rtol=1e-5, atol=1e-6)
+        assert not np.allclose(s["scores"], now)
+        assert s["at"] == at and s["as_of"]["edges"] == 2 * int((t <= at).sum())
+
+
+# --- PyG's LinkNeighborLoader with our sampler at times ----------------------------------------------
+
+
+def _pyg_links(ds, fanouts, pairs, times, neg=None, batch_size=2, **sampler):
+    from torch_geometric.loader import LinkNeighborLoader
+
+    from ringgnn.pyg import EDGE_TYPE, RingNeighborSampler, ring_stores
+
+    return LinkNeighborLoader(ring_stores(ds), fanouts, edge_label_index=(EDGE_TYPE, torch.as_tensor(pairs)),
+                              edge_label_time=torch.as_tensor(times), time_attr="edge_time", batch_size=batch_size,
+                              neg_sampling=neg, neighbor_sampler=RingNeighborSampler(ds, fanouts, **sampler))
+
+
+def test_pyg_link_neighbor_loader_at_times(tiny):
+    """PyG's LinkNeighborLoader(edge_label_time=...) with our sampler: each pair at its time minus
+    one, the batch LinkLoader makes (test_link_loader_samples_each_pair_before_its_time's)."""
+    from torch_geometric.sampler import NegativeSampling as PygNegatives
+
+    ds = ringgnn.Dataset.open(tiny / "ds")
+    (b,) = list(_pyg_links(ds, [-1], [[0, 2], [1, 1]], [7, 9]))
+    assert b.n_id.tolist() == [0, 1, 1, 2, 3, 0]
+    assert b.edge_label_index.tolist() == [[0, 3], [1, 2]] and b.edge_label_time.tolist() == [7, 9]
+    assert b.input_id.tolist() == [0, 1] and (b.x.argmax(1) == b.n_id).all()
+    at = [6, 6, 8, 8, 6, 8]  # each row's time (the seeds 0@6, 1@6, 1@8, 2@8, then 3@6, 0@8)
+    edges = {((int(b.n_id[r]), at[r]), (int(b.n_id[c]), at[c])) for r, c in b.edge_index.t().tolist()}
+    assert edges == {((3, 6), (0, 6)), ((0, 6), (1, 6)), ((0, 8), (1, 8)), ((2, 8), (1, 8)), ((1, 8), (2, 8)),
+                     ((0, 8), (2, 8))}
+    (t,) = list(_pyg_links(ds, [1], [[0, 2], [1, 1]], [7, 9], neg=PygNegatives("triplet", 3)))
+    (want,) = list(LinkLoader(ds, [1], 2, edges=np.array([[0, 2], [1, 1]]), edge_label_time=[7, 9], shuffle=False,
+                              threads=1, neg_sampling=NegativeSampling("triplet", 3)))
+    assert t.seed_time.tolist() == [7, 9] and "edge_label_time" not in t
+    for k in ("n_id", "edge_index", "src_index", "dst_pos_index", "dst_neg_index"):
+        assert torch.equal(t[k], want[k]), k
+    with pytest.raises(InputError, match="edge_label_time was given but the dataset has no edge or node times"):
+        next(iter(_pyg_links(ringgnn.Dataset.open(tiny / "plain"), [1], [[0], [1]], [7])))
+    with pytest.raises(InputError, match="edge_label_time must be integer times"):
+        next(iter(_pyg_links(ds, [1], [[0], [1]], [7.5])))
+
+
+@pytest.mark.parametrize("mode, amount", [("binary", 1.5), ("triplet", 2)])
+def test_pyg_link_batches_at_times_are_link_loaders(timed, mode, amount):
+    """Batch for batch the LinkLoader's at times, and nothing in them at or after its pair's time."""
+    from torch_geometric.sampler import NegativeSampling as PygNegatives
+
+    ds = ringgnn.Dataset.open(timed)
+    etime = _edge_times(timed)
+    rng = np.random.default_rng(7)
+    pairs, times = rng.integers(0, 2000, (2, 150)), rng.integers(0, 1100, 150)
+    ours = LinkLoader(ds, [4, 3], 64, edges=pairs, edge_label_time=times, shuffle=False, seed=3,
+                      neg_sampling=NegativeSampling(mode, amount))
+    pyg = _pyg_links(ds, [4, 3], pairs, times, neg=PygNegatives(mode, amount), batch_size=64, seed=3,
+                     with_edge_ids=True)
+    got, want = list(pyg), list(ours)
+    assert len(got) == len(want) == 3
+    keys = ("edge_label_index", "edge_label", "edge_label_time") if mode == "binary" else (
+        "src_index", "dst_pos_index", "dst_neg_index")
+    for b, w in zip(got, want):
+        for k in ("n_id", "edge_index", "input_id") + keys:
+            assert torch.equal(b[k], w[k]), k
+        # Each row's time is the LinkLoader's seed_time: every edge's time is at most it.
+        assert (etime[b.e_id.numpy()] <= w.seed_time[b.edge_index[1]].numpy()).all()
+        assert set(w.seed_time.tolist()) <= set((times - 1).tolist())
+
+
+# --- evaluation: each layer computes only what the next ones read ---------------------------------
+
+
+@pytest.mark.parametrize("model", ["sage", "rgcn"])
+def test_trimmed_evaluation_is_the_full_forward(tmp_path, timed, model):
+    """HeteroModel.forward(hops=) (sampled evaluation) gives the seeds the rows of the full forward,
+    bit for bit: on a typed dataset (authors and institutions first reached at hop 1) and at times on
+    the one-type case."""
+    from ringgnn.data.generate import generate_hetero
+    from ringgnn.models.hetero import HeteroModel, hetero_batch_to_dicts
+    from ringgnn.sampling.hetero import HeteroLoader
+    from ringgnn.training.hetero import sampled_hops
+
+    generate_hetero(tmp_path / "h", papers=300, authors=150, institutions=20, classes=3, feature_dim=5, seed=2)
+    torch.manual_seed(0)
+    cases = []
+    for ds, target, seeds, at in ((ringgnn.Dataset.open(tmp_path / "h"), "paper", np.arange(0, 300, 2), None),
+                                  (ringgnn.Dataset.open(timed), "node", np.arange(0, 2000, 13), "times")):
+        at = {} if at is None else dict(input_time=np.random.default_rng(1).integers(0, 1000, len(seeds)))
+        for layers in (1, 2, 3):
+            net = HeteroModel(ds.node_types, ds.relations, ds.feature_dims(), ds.num_nodes_dict, target, 8, 3, layers,
+                              model=model, embed_dim=4).eval()
+            loader = HeteroLoader(ds, [3] * layers, target, seeds=seeds, batch_size=64, shuffle=False, threads=1, **at)
+            for b in loader:
+                hops = sampled_hops(b, layers)
+                assert hops is not None and sampled_hops(b, layers + 1) is None
+                with torch.no_grad():
+                    full, cut = net(*hetero_batch_to_dicts(b)), net(*hetero_batch_to_dicts(b), hops=hops)
+                n = b[target].batch_size
+                assert torch.equal(full[:n], cut[:n]) and len(cut) == sum(hops[0][target][:2])
+                cases.append(len(full) > len(cut))
+    assert any(cases)  # something was trimmed

@@ -7,7 +7,8 @@ the thread doing the work, and a region cannot end before a descheduled member r
 measurements (a layer of layer-wise inference 2.4-2.8x faster with sleeping threads) are in
 ``docs/INFERENCE.md``, "Threads that sleep between the dense parts", and ``docs/benchmarks.md``.
 The policy is read once, when libgomp is loaded (PyTorch's import): :func:`passive_waits` must
-run before that, so the inference commands call it first. A policy the user set is kept.
+run before that, so the inference commands and ``ringgnn train`` call it first. A policy the
+user set is kept.
 
 numpy's BLAS (OpenBLAS, which runs the dense parts of layer-wise inference on the CPU without
 PyTorch) keeps a pool of its own threads: :func:`one_blas_thread` runs a block with one."""

@@ -98,7 +98,8 @@ class RingNeighborSampler(BaseSampler):
     stored edge and node times are sampled against, and a batch the loader gives no times is
     sampled at its seeds' node times, as PyG does. A seed may then recur at different times in a
     batch; the output's ``batch`` vector stays None (each node's seed time is the subgraph's, not
-    a seed's index).
+    a seed's index). Link batches at times (``LinkNeighborLoader(..., edge_label_time=...)``):
+    :meth:`sample_from_edges`.
 
     Fork safety: the core sampler (rings, threads) is created lazily in the process (and, for
     the heterogeneous one, the thread) that samples; one inherited through a fork is never used.
@@ -174,12 +175,14 @@ class RingNeighborSampler(BaseSampler):
                           neg_sampling: Optional[NegativeSampling] = None) -> SamplerOutput:
         """Link batches for PyG's ``LinkLoader``/``LinkNeighborLoader`` semantics (see
         :mod:`ringgnn.sampling.links`): PyG's ``NegativeSampling`` (mode, amount, src/dst weights) is
-        honoured; negatives come from the (seed, epoch, batch) stream, not torch's global RNG."""
+        honoured; negatives come from the (seed, epoch, batch) stream, not torch's global RNG.
+        At times (``edge_label_time``, PyG's ``EdgeSamplerInput.time``): each pair and its negatives
+        are sampled at the pair's time minus one, as :class:`ringgnn.LinkLoader` samples them
+        (:meth:`ringgnn.sampling.links.LinkSampler.sample` with ``time``); batches get PyG's
+        ``edge_label_time`` (binary or no negatives) or ``seed_time`` (triplet: the positives')."""
         if self.is_hetero:
             raise InputError("link sampling (LinkLoader) over a heterogeneous dataset is not supported; "
                              "sample_from_edges takes a homogeneous dataset")
-        if index.time is not None:
-            raise InputError("temporal link sampling (edge_label_time) is not supported")
         ours = None
         weights = {}
         if neg_sampling is not None:
@@ -191,15 +194,16 @@ class RingNeighborSampler(BaseSampler):
         links = LinkSampler(self.sampler, ours)
         label = None if index.label is None else index.label.numpy()
         b = links.sample(index.row.numpy(), index.col.numpy(), epoch=self.epoch, batch=self._next_batch_index(),
-                         edge_label=label, **weights)
+                         edge_label=label, time=None if index.time is None else index.time.numpy(), **weights)
+        time = None if b.time is None else torch.from_numpy(b.time)
         if b.edge_label_index is not None:
             el = None if b.edge_label is None else torch.from_numpy(b.edge_label)
             if el is not None and index.label is not None:
                 el = el.to(index.label.dtype)
-            metadata = (index.input_id, torch.from_numpy(b.edge_label_index), el, None)
+            metadata = (index.input_id, torch.from_numpy(b.edge_label_index), el, time)
         else:
             metadata = (index.input_id, torch.from_numpy(b.src_index), torch.from_numpy(b.dst_pos_index),
-                        torch.from_numpy(b.dst_neg_index), None)
+                        torch.from_numpy(b.dst_neg_index), time)
         return _output(b.sample, metadata)
 
 

@@ -148,14 +148,11 @@ def _score_edges(args: argparse.Namespace, read: Any) -> Dict[str, Any]:
     runs and a heterogeneous run's relation); ``read`` is its checkpoint."""
     if args.nodes is not None:
         raise InputError("--nodes selects nodes to predict; with --edges the pairs name the nodes: drop --nodes")
-    if args.at is not None:
-        raise InputError(f"--at {args.at}: scoring pairs as of a time is not supported yet; leave --at out, or "
-                         "write the nodes' embeddings as of the time with `ringgnn embed --at`")
     if args.out is None and args.edges not in HELD_OUT:
         raise InputError(f"--out: give the .npy file to write the scores of --edges {args.edges} to (only the "
                          f"held-out splits, {' and '.join(HELD_OUT)}, go without: they print their metrics)")
     common = dict(dataset=args.dataset, out=args.out, probabilities=args.probabilities, memory=args.memory,
-                  backend=args.backend, direct=args.direct, quiet=args.quiet or args.json)
+                  backend=args.backend, direct=args.direct, quiet=args.quiet or args.json, at=args.at)
     if args.device not in (None, "cpu"):
         raise InputError(f"--device {args.device}: scoring pairs (--edges) runs on the CPU; leave --device out")
     with _signals.handling(_terminated, signal.SIGTERM):
@@ -231,6 +228,8 @@ def _print_scores(args: argparse.Namespace, s: Dict[str, Any]) -> int:
     if m:
         hits = ", ".join(f"Hits@{k} {v:.4f}" for k, v in m["hits"].items())
         print(f"  {s['edges']}: AUC {m['auc']:.4f}, MRR {m['mrr']:.4f}, {hits}")
+    if "at" in s:
+        print(f"  {_times_line(s)}")
     if "layers" in s:
         print(f"  {_layers_line(s)}")
     return 0

@@ -8,7 +8,10 @@ computed), then decodes each pair (:func:`decode_pairs`). The result equals a
 full-graph forward of the encoder followed by the decoder. :func:`predict_edges` does it for a
 run directory and writes the scores. A heterogeneous link run scores pairs of one relation
 ``S:R:D`` the same way, each end's rows from its own tower (:func:`predict_link_edges`,
-:func:`exact_rows`: ``ringgnn.inference.hetero``'s layer-wise engine).
+:func:`exact_rows`: ``ringgnn.inference.hetero``'s layer-wise engine), as does a homogeneous
+dataset's link run at times (its one-type case, ``node:to:node``). With ``at`` (``--at T``) every
+embedding is that of the graph as of ``T`` (the engines' cut, ``ringgnn.inference.graph``), so the
+scores are those of a dataset built from the edges as of ``T`` alone.
 
 **Scores** are the decoder's logits, float32: ``sigmoid(score)`` is the model's probability that
 the edge exists (what ``probabilities=True`` writes instead; the ranking metrics are the same
@@ -43,7 +46,6 @@ from ..data.schema import parse_edge_type
 from ..models.checkpoints import Checkpoint, read_checkpoint
 from ..models.dense import decoder_from_state, dense_decoder
 from ..models.hetero_dense import HeteroDense, dense_of
-from ..sampling.hetero import open_hetero
 from ..sampling.links import edge_pairs
 from . import metrics
 from .hetero import HeteroLayerwise, attach_tables
@@ -81,14 +83,15 @@ def embed_endpoints(ds: Dataset, ckpt: Checkpoint, arrays: Any, stats: Optional[
 def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset] = None, out: Optional[str] = None,
                   probabilities: bool = False, memory: Union[None, int, str] = None, backend: str = "auto",
                   direct: bool = False, keep: bool = False, quiet: bool = True,
-                  hidden_dtype: Optional[str] = None) -> Dict[str, Any]:
+                  hidden_dtype: Optional[str] = None, at: Optional[int] = None) -> Dict[str, Any]:
     """Score ``edges`` with the link model of run ``run_dir``: a ``.npy`` file of pairs or an
     array ((2, n) or (n, 2) node ids), or an edge split's name (``val``/``test``: the split's
     pairs and stored negatives, and the metrics). Writes the scores to ``out`` (``.npy``, in the
     layout of the module's docstring; whole or not at all) when given. Returns a summary: the
     pairs, ``negatives`` per pair (0 for given pairs), ``metrics`` (``auc``, ``mrr``, ``hits``
     by K) for a split with negatives, ``out`` or else ``scores`` (the array), the layer-wise
-    inference's counters."""
+    inference's counters. ``at``: the embeddings are those of the graph as of that time
+    (``ringgnn.inference.run.infer``'s), and the summary says so (``at``, ``as_of``)."""
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
@@ -113,10 +116,10 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
     stats: Dict[str, Any] = {}
     pos, neg = score_pairs(ds, ckpt, pairs, negs, stats=stats, memory=_options.size(memory, "memory"),
                            backend=backend, direct=direct, keep=keep, quiet=quiet, work_dir=work_dir,
-                           hidden_dtype=hidden_dtype or "f32")  # ranked scores: f32 unless asked
+                           hidden_dtype=hidden_dtype or "f32", at=at)  # ranked scores: f32 unless asked
     summary: Dict[str, Any] = dict(checkpoint=ckpt.path, dataset=os.path.abspath(ds.path))
     _deliver(summary, split, pos, neg, negs, m, stats.get("endpoints", 0), probabilities, out, t0)
-    for k in ("layers", "bytes_read_neighbors", "bytes_read_rows", "bytes_written", "plan"):
+    for k in ("at", "as_of", "layers", "bytes_read_neighbors", "bytes_read_rows", "bytes_written", "plan"):
         if k in stats:
             summary[k] = stats[k]
     return summary
@@ -181,16 +184,24 @@ def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg
 # --- heterogeneous link runs: pairs of one relation S:R:D, each end's rows from its tower ---------
 
 
-def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, **opts: Any) -> np.ndarray:
+def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, stats: Optional[Dict[str, Any]] = None,
+               **opts: Any) -> np.ndarray:
     """``tower``'s exact rows (layer-wise, full neighborhoods) of the sorted ``ids`` of
     ``node_type`` (``tower``: a ``HeteroModel`` or its ``HeteroDense``; ``opts``:
-    :class:`ringgnn.inference.hetero.HeteroLayerwise`'s), by the one output path of both kinds
-    (``rows.write_output``)."""
+    :class:`ringgnn.inference.hetero.HeteroLayerwise`'s, ``at`` among them: the graph as of a time,
+    removed when done), by the one output path of both kinds (``rows.write_output``); ``stats``
+    receives which graph the rows are of (the engine's ``times``: ``at``, ``as_of``)."""
     tower = dense_of(tower)
     run = HeteroLayerwise(ds, tower, **opts)
     wanted = wanted_mask(ds.num_nodes_dict[node_type], ids)
-    return write_output(run, ds.node_type(node_type), ids, "logits", tower.layers, tower.out_dim, "f32", None,
-                        lambda put: run.run(tower.layers, node_type, put, wanted=wanted), {})["array"]
+    try:
+        rows = write_output(run, ds.node_type(node_type), ids, "logits", tower.layers, tower.out_dim, "f32", None,
+                            lambda put: run.run(tower.layers, node_type, put, wanted=wanted), {})["array"]
+    finally:
+        run.close()
+    if stats is not None:
+        stats.update(run.times)
+    return rows
 
 
 def split_scores(pos: np.ndarray, neg: np.ndarray, shared: bool = False) -> Dict[str, Any]:
@@ -237,19 +248,21 @@ def relation_pairs(ds: Any, relation: str, edges: Any) -> Tuple[np.ndarray, Opti
 def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Optional[str] = None,
                        probabilities: bool = False, memory: Any = None, backend: str = "auto", direct: bool = False,
                        quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None,
-                       hidden_dtype: Optional[str] = None) -> Dict[str, Any]:
+                       hidden_dtype: Optional[str] = None, at: Optional[int] = None) -> Dict[str, Any]:
     """Exact scores of ``edges`` (``val``/``test``: the split's pairs and stored negatives, with
-    the metrics; or given pairs) by the heterogeneous link run ``run_dir``; the layout and the
+    the metrics; or given pairs) by the heterogeneous link run ``run_dir``, or by a homogeneous
+    dataset's link run at times (its one-type case, relation ``node:to:node``); the layout and the
     summary of :func:`ringgnn.inference.scoring.predict_edges`. Runs without PyTorch: the checkpoint is
     read as numpy arrays (``read``: so read, ``read_checkpoint(..., arrays=True)``), the towers'
     dense parts are ``ringgnn.models.hetero_dense``'s and the decoder ``infer_dense``'s.
-    ``hidden_dtype``: how the hidden layers' rows are stored between layers (f32 unless given)."""
+    ``hidden_dtype``: how the hidden layers' rows are stored between layers (f32 unless given);
+    ``at``: the rows are those of the graph as of that time (``predict_edges``'s)."""
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
     path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
     cfg = state["args"]["hetero_link"]
-    ds = open_hetero(dataset if dataset is not None else state["metrics"]["dataset"], "predict --edges")
+    ds = Dataset.opened(dataset if dataset is not None else state["metrics"]["dataset"])
     relation = ds.check_relation(cfg["relation"])
     fits = f"{ds.path}; give the dataset it was trained on"
     model = state.get("model") or {}
@@ -273,10 +286,11 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
         src_ids = dst_ids = np.union1d(src_ids, dst_ids)
     work_dir = os.path.dirname(os.path.abspath(out)) if out is not None else os.path.abspath(run_dir)
     opts = dict(memory=_options.size(memory, "--memory"), backend=backend, direct=direct, quiet=quiet,
-                work_dir=work_dir, hidden_dtype=hidden_dtype)
-    zs = exact_rows(ds, towers["src"], s_type, src_ids, **opts)
+                work_dir=work_dir, hidden_dtype=hidden_dtype, at=at)
+    times: Dict[str, Any] = {}
+    zs = exact_rows(ds, towers["src"], s_type, src_ids, stats=times, **opts)
     zd = zs if s_type == d_type else exact_rows(ds, towers.get("dst", towers["src"]), d_type, dst_ids, **opts)
     pos, neg = decode_pairs(decoder, zs, src_ids, pairs, negs, dst=(zd, dst_ids))
-    summary: Dict[str, Any] = dict(checkpoint=path, dataset=os.path.abspath(ds.path), relation=relation)
+    summary: Dict[str, Any] = dict(checkpoint=path, dataset=os.path.abspath(ds.path), relation=relation, **times)
     return _deliver(summary, split, pos, neg, negs, None, int(len(src_ids) + (0 if s_type == d_type else len(dst_ids))),
                     probabilities, out, t0)

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+from torch_geometric.utils import trim_to_layer
 
 from ..data.schema import CONFIG_KEYS, EdgeType, edge_type_str, parse_edge_type
 from .hetero_dense import TypedStructure, config_keys
@@ -181,11 +182,18 @@ class HeteroModel(torch.nn.Module, TypedStructure):
         return h
 
     def forward(self, x_dict: Mapping[str, torch.Tensor], edge_index_dict: Mapping[Any, torch.Tensor],
-                n_id_dict: Mapping[str, torch.Tensor]) -> torch.Tensor:
+                n_id_dict: Mapping[str, torch.Tensor], hops: Optional[Tuple[Mapping[str, List[int]],
+                                                                              Mapping[Any, List[int]]]] = None
+                ) -> torch.Tensor:
         """Logits ``[n, out_dim]`` of the batch's ``n`` target nodes (the seeds first: the caller
         keeps its first ``batch_size`` rows). ``edge_index_dict`` is keyed by ``(src, rel, dst)``
         or ``"src:rel:dst"``, local indices (row: source, col: destination); it may lack
-        relations, not hold ones the model does not know."""
+        relations, not hold ones the model does not know. ``hops``: the batch's nodes per hop of
+        each type and edges per hop of each relation (its ``num_sampled_nodes`` and
+        ``num_sampled_edges``, nodes and edges in hop order, one hop per layer): layer ``l`` then
+        computes only the nodes within ``layers - l`` hops of the seeds, the ones later layers
+        read (PyG's ``trim_to_layer``, as the homogeneous GraphSAGE does); the seeds' rows are
+        the same, and ``n`` is then the seeds and their first hop."""
         edges: Dict[EdgeType, torch.Tensor] = {}
         known = set(self.edge_types)
         for key, ei in edge_index_dict.items():
@@ -195,7 +203,11 @@ class HeteroModel(torch.nn.Module, TypedStructure):
                                  f"{[edge_type_str(e) for e in self.edge_types]}")
             edges[et] = ei
         h = self.inputs(x_dict, n_id_dict)
+        nodes, per_hop = ({}, {}) if hops is None else (hops[0], {parse_edge_type(k): v for k, v in hops[1].items()})
+        trim = hops is not None and set(h) <= set(nodes) and set(edges) <= set(per_hop)  # else all: no counts
         for i, conv in enumerate(self.convs):
+            if trim and i:
+                h, edges, _ = trim_to_layer(i, nodes, per_hop, h, edges)
             h = conv(h, edges)
             if i < len(self.convs) - 1:
                 h = {t: torch.nn.functional.dropout(v.relu(), p=self.dropout, training=self.training)

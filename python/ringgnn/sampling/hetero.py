@@ -543,18 +543,6 @@ class HeteroLoader(TypedEpochs):
         batches' ``y`` are gathered by the Rust loader from its own copy)."""
         return self.dataset.node_type(self.target).labels
 
-    def feature_stats(self) -> Dict[str, Dict[str, int]]:
-        """Per type, the feature reads of this loader's workers (rows, cache hits, pages and bytes
-        read), summed, plus those of the shared ``features`` readers' own gathers; the cache's
-        rows per type are ``features.cached_rows()``."""
-        out = self.features.stats()
-        core = self._core_loader().feature_stats() if self._core is not None else {}
-        for t, s in core.items():
-            if t in out:
-                for k in out[t]:
-                    out[t][k] += int(s[k])
-        return out
-
     def _times(self, times: Optional[np.ndarray]) -> Optional[List[np.ndarray]]:
         """A batch's seed times as the core takes them (one array for the target's seeds)."""
         return None if times is None else [np.ascontiguousarray(times, dtype=np.int64)]

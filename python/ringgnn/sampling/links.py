@@ -86,11 +86,16 @@ class LinkSampler(LinkPairs):
 
     def sample(self, src: Any, dst: Any, *, epoch: int = 0, batch: int = 0, edge_label: Any = None,
                src_weight: Optional[np.ndarray] = None, dst_weight: Optional[np.ndarray] = None,
-               fixed: Optional[np.ndarray] = None) -> LinkBatch:
-        """Sample link batch ``batch`` of epoch ``epoch`` for the positive pairs ``(src[i], dst[i])``."""
+               fixed: Optional[np.ndarray] = None, time: Any = None) -> LinkBatch:
+        """Sample link batch ``batch`` of epoch ``epoch`` for the positive pairs ``(src[i], dst[i])``;
+        ``time`` (PyG's ``edge_label_time``, one per pair): each pair and its negatives at the pair's
+        time minus one, on the typed engine's one-type case (:meth:`NeighborSampler.sample` with
+        ``input_time``): the batch :class:`LinkLoader` makes of these pairs at these times."""
+        if time is not None:
+            time = pair_times(self.dataset, None, np.size(src), time, False)
         p = self.pairs(src, dst, epoch=epoch, batch=batch, edge_label=edge_label, src_weight=src_weight,
-                       dst_weight=dst_weight, fixed=fixed)
-        return p.batch(self.sampler.sample(p.seeds, epoch=epoch, batch=batch))
+                       dst_weight=dst_weight, fixed=fixed, time=time)
+        return p.batch(self.sampler.sample(p.seeds, epoch=epoch, batch=batch, input_time=p.seed_time))
 
     def epoch(self, edges: Union[str, Any] = "train", batch_size: int = 1024, *, epoch: int = 0,
               shuffle: bool = True, drop_last: bool = False, batches: Optional[Sequence[int]] = None,
@@ -262,7 +267,8 @@ class LinkLoader(LinkBatches, CoreReports):
     ``edge_label_time``. Pairs without times on a dataset with times are refused;
     ``ignore_time=True`` samples them on every edge (warned: a leak). At times the loader takes
     ``temporal_strategy`` (``uniform`` or ``last``) and of :class:`ringgnn.Loader`'s options those
-    of the typed engine (:data:`TIMED_OPTIONS`).
+    of the typed engine (:data:`TIMED_OPTIONS`); :meth:`plan` and :meth:`stats` are then the typed
+    engine's (:attr:`typed`), as :class:`ringgnn.Loader`'s at times.
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
@@ -282,10 +288,12 @@ class LinkLoader(LinkBatches, CoreReports):
                          batches=batches, window=window, backend=loader_opts.get("backend", "auto"),
                          direct=loader_opts.get("direct", False), time=edge_label_time, ignore_time=not timed)
         self.epoch = 0
-        #: At times: the typed engine's batches of these pairs (None: the homogeneous engine's).
-        self._timed: Optional[HeteroLinkBatches] = None
+        self.last_epoch: Dict[str, float] = {}
+        #: At times: the typed engine's batches of these pairs (None: the homogeneous engine's),
+        #: whose plan and feature counters :meth:`plan` and :meth:`stats` give.
+        self.typed: Optional[HeteroLinkBatches] = None
         if timed:
-            self._timed = self._at_times(edges, fanouts, share, temporal_strategy, loader_opts)
+            self.typed = self._at_times(edges, fanouts, share, temporal_strategy, loader_opts)
             return
         # The seeds a look-ahead for the hot-row cache samples from: the endpoints of the
         # first epoch's first batches (bounded, whatever the split's size).
@@ -302,7 +310,6 @@ class LinkLoader(LinkBatches, CoreReports):
             loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
         self._loader = Loader(ds, fanouts, self.most_seeds(), split=ends, shuffle=False, seed=self.pairs.seed,
                               share=base, ignore_time=True, **loader_opts)  # the homogeneous engine: no times
-        self.last_epoch: Dict[str, float] = {}
 
     def _at_times(self, edges: Any, fanouts: Any, share: Any, strategy: str, opts: Dict[str, Any]) -> Any:
         """The typed engine's link batches of this loader's pairs at their times."""
@@ -330,15 +337,17 @@ class LinkLoader(LinkBatches, CoreReports):
 
     @property
     def fanouts(self) -> List[int]:
-        if self._timed is not None:
-            return self._timed.sampler.fanouts[HOMOGENEOUS_RELATION]
+        if self.typed is not None:
+            return self.typed.sampler.fanouts[HOMOGENEOUS_RELATION]
         return self._loader.fanouts
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self.epoch = self.epoch, self.epoch + 1
-        if self._timed is not None:
-            self._timed.epoch, self._timed.batches = epoch, self.batches
-            for data in self._timed:
+        if self.typed is not None:
+            self.typed.epoch, self.typed.batches = epoch, self.batches
+            totals = self.last_epoch = dict(batches=0)
+            for data in self.typed:
+                totals["batches"] += 1
                 yield one_type_data(data)
             return
         totals = self._loader._new_totals()
@@ -350,7 +359,7 @@ class LinkLoader(LinkBatches, CoreReports):
                 del data
 
     def __repr__(self) -> str:
-        engine = "at times" if self._timed is not None else f"backend={self.backend!r}"
+        engine = "at times" if self.typed is not None else f"backend={self.backend!r}"
         return (f"LinkLoader({self.dataset.path!r}, fanouts={self.fanouts}, batch_size={self.batch_size}, "
                 f"{self.edges.shape[1]} pairs, {engine})")
 

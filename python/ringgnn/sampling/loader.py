@@ -45,24 +45,35 @@ logger = logging.getLogger("ringgnn")
 
 
 class CoreReports:
-    """What a loader over an engine, a ``_core.Loader`` (``_core``), reports: :class:`Loader`
-    and ``ringgnn.sampling.links.LinkLoader``."""
+    """What a loader over an engine reports: :class:`Loader` and
+    ``ringgnn.sampling.links.LinkLoader``, over a ``_core.Loader`` (``_core``) or, at seed times,
+    over the typed engine's epochs (``typed``: a ``HeteroLoader``, or the ``HeteroLinkBatches``
+    of a ``LinkLoader``), whose plan and feature counters it gives."""
 
     _core: Any
+    #: At seed times, the typed engine's epochs that make the batches; else None.
+    typed: Any = None
+    last_epoch: Dict[str, float]
 
     def plan(self) -> Dict[str, Any]:
-        """How the memory budget was split (bytes per part, ``text`` for people)."""
+        """How the memory budget was split (bytes per part, ``text`` for people); at seed times
+        the typed plan's ``text``."""
+        if self.typed is not None:
+            return dict(text=self.typed.plan.text(), note="")
         return dict(self._core.plan())
 
     def stats(self) -> Dict[str, Any]:
         """Counters of the loader (shared by loaders made with ``share=``): batches, worker
         seconds sampling and gathering, feature rows, cache hits and hit rate, pages and bytes
-        read, the cache's rows and bytes, the look-ahead's batches and seconds, the backends."""
+        read, the cache's rows and bytes, the look-ahead's batches and seconds, the backends. At
+        seed times: the last epoch's batches and the typed engine's feature reads per type."""
+        if self.typed is not None:
+            return dict(batches=self.last_epoch.get("batches", 0), features=self.typed.feature_stats())
         return dict(self._core.stats())
 
     @property
     def backend(self) -> str:
-        return self._core.backend
+        return self.typed.sampler.resolved_backend() if self.typed is not None else self._core.backend
 
     @property
     def feature_backend(self) -> str:
@@ -249,20 +260,6 @@ class Loader(CoreReports, Epochs):
             del batch
             yield data
             del data
-
-    def plan(self) -> Dict[str, Any]:
-        if self.typed is not None:
-            return dict(text=self.typed.plan.text(), note="")
-        return super().plan()
-
-    def stats(self) -> Dict[str, Any]:
-        if self.typed is not None:
-            return dict(batches=self.last_epoch.get("batches", 0), features=self.typed.feature_stats())
-        return super().stats()
-
-    @property
-    def backend(self) -> str:
-        return self.typed.sampler.resolved_backend() if self.typed is not None else self._core.backend
 
     @property
     def feature_backend(self) -> str:

@@ -89,6 +89,8 @@ class LinkBatch:
     dst_neg_index: Optional[np.ndarray] = None
     """triplet: (n,) positions of the sources and positive destinations, (n, amount) of the
     negative destinations (``(n,)`` when amount is 1, as PyG squeezes it)."""
+    time: Optional[np.ndarray] = None
+    """At times: :attr:`Pairs.time` (each pair's time; of the positives in the triplet layout)."""
 
 
 def _mix64(z: np.ndarray) -> np.ndarray:
@@ -168,11 +170,12 @@ class Pairs:
     def batch(self, sample: Any) -> LinkBatch:
         """The :class:`LinkBatch` of these pairs over ``sample``, the node sample of :attr:`seeds`."""
         if not self.triplet:
-            return LinkBatch(sample, self.num_pos, edge_label_index=self.inverse.reshape(2, -1), edge_label=self.label)
+            return LinkBatch(sample, self.num_pos, edge_label_index=self.inverse.reshape(2, -1), edge_label=self.label,
+                             time=self.time)
         n = self.num_pos
         neg = self.inverse[2 * n:].reshape(n, -1)
         return LinkBatch(sample, n, src_index=self.inverse[:n], dst_pos_index=self.inverse[n:2 * n],
-                         dst_neg_index=neg[:, 0] if neg.shape[1] == 1 else neg)
+                         dst_neg_index=neg[:, 0] if neg.shape[1] == 1 else neg, time=self.time)
 
     def put(self, store: Any) -> None:
         """Set the pairs on ``store`` (a PyG ``Data``, or a ``HeteroData``'s relation) as PyG's

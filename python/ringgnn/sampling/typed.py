@@ -111,6 +111,18 @@ class TypedEpochs(Epochs, ProcessLocal):
         s = self.sizes()
         return s.hyperbatch, s.why
 
+    def feature_stats(self) -> Dict[str, Dict[str, int]]:
+        """Per type, the feature reads of this loader's workers (rows, cache hits, pages and bytes
+        read), summed, plus those of the shared ``features`` readers' own gathers; the cache's
+        rows per type are ``features.cached_rows()``."""
+        out = self.features.stats()
+        core = self._core_loader().feature_stats() if self._core is not None else {}
+        for t, s in core.items():
+            if t in out:
+                for k in out[t]:
+                    out[t][k] += int(s[k])
+        return out
+
     def staged_hyperbatches(self) -> Dict[str, int]:
         """Per node type, the hyperbatches whose rows were staged (one pass over its feature file,
         ``ringgnn_loader::typed::stage``) rather than read batch by batch, over every epoch."""

@@ -366,7 +366,10 @@ class Typed:
     def rows(self, net: Any, batch: Any, device: Any, kind: str, node_type: Any = None, prefix: str = "") -> Any:
         x, edges, n_id = hetero_batch_to_dicts(batch, device)
         self._rows = {}
-        out = net(self.with_rows(x, batch, device, net.training, prefix), edges, n_id)
+        # Evaluation computes at each layer only the nodes later layers read (the seeds' rows are
+        # the same); training keeps every node's, as it always has.
+        hops = None if net.training else sampled_hops(batch, net.layers)
+        out = net(self.with_rows(x, batch, device, net.training, prefix), edges, n_id, hops=hops)
         s = batch[node_type]
         # A task table's batch: one output per row (rows of one node at one time share a seed).
         return out[s.row_seed.to(out.device)] if "row_seed" in s else out[:s.batch_size]
@@ -437,6 +440,18 @@ class Typed:
             ids = np.unique(np.concatenate([h.ends[side] for h in task.held.values()]))
             rows[side] = (exact_rows(ds, net.tower(side), t, ids, work_dir=out, **exact), ids)
         return task.exact_scores(net.decoder, rows)
+
+
+def sampled_hops(batch: Any, layers: int) -> Optional[Tuple[Dict[str, List[int]], Dict[Any, List[int]]]]:
+    """(nodes per hop of each type, edges per hop of each relation) of a typed batch, what
+    ``HeteroModel.forward(hops=)`` trims layer by layer with; None where the batch was not
+    sampled one hop per layer (nothing is trimmed then)."""
+    nodes = {t: list(batch[t].num_sampled_nodes) for t in batch.node_types if "num_sampled_nodes" in batch[t]}
+    edges = {et: list(batch[et].num_sampled_edges) for et in batch.edge_types if "num_sampled_edges" in batch[et]}
+    if len(nodes) != len(batch.node_types) or len(edges) != len(batch.edge_types) or \
+            any(len(v) != layers + 1 for v in nodes.values()) or any(len(v) != layers for v in edges.values()):
+        return None
+    return nodes, edges
 
 
 def _placed(cfg: Dict[str, Any]) -> Dict[str, Any]:
