@@ -28,11 +28,7 @@ def bar(total: Optional[int], desc: str, unit: str, *, disable: bool = False, le
 
 
 class TqdmProgress:
-    """One tqdm bar per stage on ``file`` (stderr by default); byte counts are shown scaled.
-
-    On a terminal the bar redraws twice a second; when stderr is a file or a pipe (CI logs) it
-    is written at most every 15 seconds, so logs stay readable.
-    """
+    """One :func:`bar` per stage on ``file`` (stderr by default); byte counts are shown scaled."""
 
     def __init__(self, file: Optional[TextIO] = None, disable: bool = False):
         self.file = file if file is not None else sys.stderr

@@ -28,8 +28,6 @@ def entry_field(entry: Dict[str, Any], key: str, field: str) -> Any:
     return None if entry.get(key) is None else entry[key][field]
 
 
-
-
 def typed_entries(manifest: Dict[str, Any], key: str) -> Dict[str, Dict[str, Any]]:
     """``{name: entry}`` of a manifest's node types (``key`` ``node_types``) or relations
     (``relations``), in the manifest's order; a homogeneous manifest (or a part's view) is its own

@@ -56,10 +56,6 @@ class RelationSplits:
     negatives: Dict[str, str] = field(default_factory=dict)
 
 
-def is_edge_type(t: Optional[str]) -> bool:
-    return t is not None and ":" in t
-
-
 def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, RelationSplits]:
     """Per relation, the staged files of ``task``'s sets. ``stage.copy(array) -> path``;
     ``load(meta, datafile) -> array``. Errors name the yaml field."""
@@ -69,7 +65,7 @@ def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, Relati
     for split, entries in task.sets.items():
         seen = set()
         for s in entries:
-            if not is_edge_type(s.type) or s.type not in relations:
+            if s.type is None or ":" not in s.type or s.type not in relations:
                 what = "missing" if s.type is None else f"{quoted(s.type)} is not an edge type of graph.edges"
                 raise r.error(f"{s.field}.type", f"{task} is a link-prediction task, but this set's type is {what}",
                               f"name one of {', '.join(sorted(t for t in relations if t))}")

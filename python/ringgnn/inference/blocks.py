@@ -129,6 +129,6 @@ class BlocksStrategy:
                 hub_parts = []
             out = out.numpy()
             if activate:
-                out = self._after(k, out)
+                out = self.dense.after(k, out)
             writer(blk.a, out)
             self._done(blk.a, blk.b)

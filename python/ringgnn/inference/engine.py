@@ -352,7 +352,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
                  aggregate: Optional[str] = None, hidden_dtype: Optional[str] = None, device: Optional[str] = None,
                  scheme: Optional[str] = None, parts: Optional[int] = None, at: Optional[int] = None):
         self.strategy = _options.choice(strategy, STRATEGIES, "strategy")
-        #: Where the dense parts run (``--device``); blocks stay in host memory (see :meth:`_up`).
+        #: Where the dense parts run (``--device``); blocks stay in host memory (``models.dense.Torch`` copies them up).
         self.device_name = _options.inference_device(device)
         #: How the hidden layers' rows are stored between layers (``--hidden-dtype``).
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype)

@@ -24,6 +24,7 @@ the calling thread, and the callers' writers then remove their temporary files."
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 import time
 from dataclasses import dataclass, field
@@ -109,8 +110,6 @@ def map_slices(starts: Any, read: Callable[[int], Any], compute: Callable[[int, 
         for s in starts:
             write(s, compute(s, read(s)))
         return
-    from concurrent.futures import ThreadPoolExecutor
-
     def task(s: int, got: Any) -> Any:
         return compute(s, got.result())  # raises the read's error (or its cancellation)
 
@@ -160,8 +159,6 @@ def split_rows(fn: Callable[[np.ndarray], np.ndarray], workers: int) -> Iterator
     if workers <= 1:
         yield fn
         return
-    from concurrent.futures import ThreadPoolExecutor, wait
-
     with ThreadPoolExecutor(workers - 1, thread_name_prefix="ringgnn-split") as pool:
         def apply(x: np.ndarray) -> np.ndarray:
             n = len(x)

@@ -41,11 +41,6 @@ class GnnLayers:
         g.bytes_read = 0
         return (1.0 / np.sqrt(deg + 1.0)).astype(np.float32)
 
-    def _after(self, k: int, out: Any) -> Any:
-        """What BasicGNN applies between layers (eval mode: activation and norm; no dropout), on
-        the dense parts' arrays."""
-        return self.dense.after(k, out)
-
     def _layer_cost(self, k: int) -> LayerCost:
         """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
         per destination node (accumulators; ``DEST_BYTES`` of bookkeeping: the Rust core's offsets,
@@ -234,7 +229,7 @@ class GnnLayers:
             # (``infer_finish``). GAT's self loops are in the state already: no rows read.
             t = time.perf_counter()
             finish_block(self.step(k), a, b, reader, writer, finish_rows, activate,
-                         lambda r0, r1, _x, state=state, a=a: {key: self._up(v[r0 - a:r1 - a])
+                         lambda r0, r1, _x, state=state, a=a: {key: self.xp.up(v[r0 - a:r1 - a])
                                                                for key, v in state.items()},
                          read_rows=self.ckpt.kind != "gat")
             del state
@@ -282,8 +277,8 @@ class GnnLayers:
         layer = self.dense.layers[k]
         acc = layer.heads * layer.channels + 2 * layer.heads if self.ckpt.kind == "gat" else self._acc_width(k)
         return LayerStep(k, self.ckpt.kind, self.dense, self.graph, self.work_dir, acc, self.fold_args(k),
-                         lambda st, a, b, x: self._grid_finish(k, st, a, b, x), lambda out: self._after(k, out),
-                         self._up, self._down, self.finish_workers, self.overlap, self._phases, self._done)
+                         lambda st, a, b, x: self._grid_finish(k, st, a, b, x), lambda out: self.dense.after(k, out),
+                         self.xp.up, self.xp.down, self.finish_workers, self.overlap, self._phases, self._done)
 
     def _grid_start(self, k: int, a: int, b: int, reader: Any) -> Dict[str, Any]:
         """The accumulators of destinations ``a..b``. For GAT also their destination logits,
@@ -303,7 +298,7 @@ class GnnLayers:
             rows = self._sizes(k)[2]
 
             def start(r0: int, x: np.ndarray) -> Tuple[np.ndarray, ...]:
-                return tuple(self._down(v) for v in self.dense.gat_start(k, self._up(x)))
+                return tuple(self.xp.down(v) for v in self.dense.gat_start(k, self.xp.up(x)))
 
             def put(r0: int, got: Tuple[np.ndarray, ...]) -> None:
                 sl = slice(r0 - a, min(b, r0 + rows) - a)
@@ -317,16 +312,6 @@ class GnnLayers:
         if self._aggr(k) == "max":
             return dict(acc=np.full((n, self._acc_width(k)), -np.inf, dtype=np.float32))
         return dict(acc=np.zeros((n, self._acc_width(k)), dtype=np.float32))
-
-    def _up(self, a: np.ndarray) -> Any:
-        """Host rows on the device of the dense parts (``--device``; ``infer_dense``): for a GPU,
-        copied from a page-locked copy (asynchronous DMA; the result's first use waits for it); on
-        the CPU the array itself (numpy: no PyTorch in the process)."""
-        return self.xp.up(a)
-
-    def _down(self, x: Any) -> np.ndarray:
-        """Rows of the dense parts back in host memory (for the Rust folds and the writers)."""
-        return self.xp.down(x)
 
     def _grid_finish(self, k: int, st: Dict[str, Any], a: int, b: int, x_dst: Any) -> Any:
         """The layer's outputs of destinations ``a..b`` from their aggregates (on the dense

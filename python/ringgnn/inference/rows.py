@@ -257,13 +257,8 @@ class NpyWriter:
             m = getattr(self.array, "_mmap", None)
             if m is not None and hasattr(m, "madvise"):
                 m.madvise(mmap.MADV_DONTNEED)  # a shared file mapping: the data stays in the file
-            if hasattr(os, "posix_fadvise"):
-                fd = os.open(self.tmp, os.O_RDONLY)
-                try:
-                    os.fdatasync(fd)
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+            with open(self.tmp, "rb") as f:
+                sync_and_drop(f)
         self.unsynced = 0
 
     def finish(self) -> str:

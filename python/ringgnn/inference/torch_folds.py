@@ -6,6 +6,7 @@ softmax). :class:`TorchFolds` is a part of :class:`ringgnn.inference.engine.Laye
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterator, Sequence, Tuple
 
 import numpy as np
@@ -23,8 +24,6 @@ class TorchFolds:
             for p in starts:
                 yield prepare(p)
             return
-        from concurrent.futures import ThreadPoolExecutor
-
         starts = list(starts)
         with ThreadPoolExecutor(1, thread_name_prefix="ringgnn-infer-read") as pool:
             ahead = pool.submit(prepare, starts[0]) if starts else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -203,8 +204,6 @@ def save(obj: Any, path: str) -> None:
 def write_json(obj: Any, path: str) -> None:
     """A run directory's JSON file (``metrics.json``), written whole under a locked temporary
     name and renamed into place."""
-    import json
-
     with replacing(path, "writing") as tmp, open(tmp, "w") as f:
         json.dump(obj, f, indent=2)
         f.write("\n")

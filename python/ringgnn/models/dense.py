@@ -162,10 +162,8 @@ class DenseNet:
         xd = (x @ l.dst_weight.T).reshape(-1, l.heads, l.channels)
         xs = xd if l.dst_weight is l.weight else (x @ l.weight.T).reshape(-1, l.heads, l.channels)
         a_dst = (xd * l.att_dst).sum(-1)
-        return a_dst, self._leaky((xs * l.att_src).sum(-1) + a_dst, l.slope), xs
-
-    def _leaky(self, x: Any, slope: float) -> Any:
-        return self.xp.where(x > 0, x, x * slope)
+        z = (xs * l.att_src).sum(-1) + a_dst
+        return a_dst, self.xp.where(z > 0, z, z * l.slope), xs  # the self loop's leaky ReLU
 
     def finish(self, k: int, st: Dict[str, Any], deg: Optional[np.ndarray], dinv: Optional[np.ndarray],
                x_dst: Any, narrow: bool) -> Any:

@@ -174,7 +174,7 @@ class HeteroModel(torch.nn.Module, TypedStructure):
                                      f"x_dict[{t!r}] or a reader in model.tables[{t!r}]")
                 x = torch.from_numpy(self.tables[t].gather(ids.cpu().numpy().astype(np.int64)))
             if x is None:
-                x = torch.empty(0, width, device=self._device())
+                x = torch.empty(0, width, device=next(self.parameters()).device)
             if x.dim() != 2 or x.size(1) != width:
                 raise ValueError(f"batch: {what} of node type {t!r} have shape {tuple(x.shape)}, "
                                  f"the model expects [n, {width}]")
@@ -213,9 +213,6 @@ class HeteroModel(torch.nn.Module, TypedStructure):
                 h = {t: torch.nn.functional.dropout(v.relu(), p=self.dropout, training=self.training)
                      for t, v in h.items()}
         return h[self.target]
-
-    def _device(self) -> torch.device:
-        return next(self.parameters()).device
 
 
 def hetero_batch_to_dicts(data: Any, device: Any = None) -> Tuple[Dict[str, torch.Tensor],

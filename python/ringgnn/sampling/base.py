@@ -33,7 +33,6 @@ class ProcessLocal:
         self.__dict__.update(state, **self._fresh())
 
 
-
 class Epochs:
     """An epoch cut into batches of ``batch_size`` (the last one short unless ``drop_last``), of
     which ``batches`` (global indices, e.g. one rank's share; None: all, in order) are yielded:

@@ -126,15 +126,13 @@ class Client:
         if node_type is not None:
             req.node_type = str(node_type)
         if seed is not None:
-            req.seed = _seed(seed)
+            req.seed = _options.count(seed, "seed")  # the field is uint64
         r = self._call("Sample", req, timeout)
         if node_type is not None:
             s = _hetero_sample(self.target, r, node_type, edge_ids, timed)
-            if timed and not any(len(v) for v in s.seed_time.values()):
-                raise InputError(_untimed(self.target, "Sample"))
+            _answered_times(self.target, "Sample", timed, s.seed_time and any(map(len, s.seed_time.values())))
             return s
-        if timed and not len(r.seed_time):
-            raise InputError(_untimed(self.target, "Sample"))
+        _answered_times(self.target, "Sample", timed, len(r.seed_time))
         counts = list(r.num_sampled_nodes)
         return SampledSubgraph(
             node=np.array(r.node, dtype=np.int64), row=np.array(r.row, dtype=np.int64),
@@ -166,8 +164,7 @@ class Client:
         neighborhoods sampled at ``time`` or ``seed_times`` (one per node) when given."""
         req, timed = self._infer_request(nodes, seed, node_type, time, seed_times)
         r = self._call("Predict", req, timeout)
-        if timed and not len(r.seed_time):
-            raise InputError(_untimed(self.target, "Predict"))
+        _answered_times(self.target, "Predict", timed, len(r.seed_time))
         probs = np.array(r.probs, dtype=np.float32).reshape(r.rows, r.classes)
         return Prediction(probs=probs, label=np.array(r.label, dtype=np.int64), seed=r.seed,
                           seed_time=np.array(r.seed_time, dtype=np.int64) if timed else None)
@@ -180,8 +177,7 @@ class Client:
         the last hidden layer that computes it. ``time`` / ``seed_times``: as :meth:`predict`."""
         req, timed = self._infer_request(nodes, seed, node_type, time, seed_times)
         r = self._call("Embed", req, timeout)
-        if timed and not len(r.seed_time):
-            raise InputError(_untimed(self.target, "Embed"))
+        _answered_times(self.target, "Embed", timed, len(r.seed_time))
         return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
 
     def score(self, src: Sequence[int], dst: Sequence[int], seed: Optional[int] = None, *,
@@ -195,11 +191,10 @@ class Client:
             raise InputError(f"score: src has {len(s)} node ids and dst {len(d)}: give one destination per source")
         req = self._pb.ScoreRequest(src=s, dst=d)
         if seed is not None:
-            req.seed = _seed(seed)
+            req.seed = _options.count(seed, "seed")
         timed = _set_times(req, time, None)
         r = self._call("Score", req, timeout)
-        if timed and not r.HasField("time"):
-            raise InputError(_untimed(self.target, "Score"))
+        _answered_times(self.target, "Score", timed, r.HasField("time"))
         return np.array(r.scores, dtype=np.float32)
 
     def info(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -228,7 +223,7 @@ class Client:
                        time: Optional[int], seed_times: Any) -> Any:
         req = self._pb.PredictRequest(nodes=_ids(nodes), node_type=node_type or "")
         if seed is not None:
-            req.seed = _seed(seed)
+            req.seed = _options.count(seed, "seed")
         return req, _set_times(req, time, seed_times)
 
 
@@ -254,9 +249,11 @@ def _time(t: Any, what: str) -> int:
     return int(t)
 
 
-def _untimed(target: str, call: str) -> str:
-    return (f"{call} at {target}: the server ignored the request's time: it predates sampling at times (upgrade "
-            "ringgnn there)")
+def _answered_times(target: str, call: str, timed: bool, answered: Any) -> None:
+    """Refuse the reply of a server that ignored a request's time (older than times)."""
+    if timed and not answered:
+        raise InputError(f"{call} at {target}: the server ignored the request's time: it predates sampling at times "
+                         "(upgrade ringgnn there)")
 
 
 def _untyped(target: str, call: str, node_type: str) -> str:
@@ -324,11 +321,6 @@ def _fanouts(hops: Any) -> List[int]:
                              f"{(1 << 31) - 1}), or -1 for all of them")
         values.append(n)
     return values
-
-
-def _seed(seed: Any) -> int:
-    """A request's seed: an integer 0 to 2^64 - 1 (the field is uint64)."""
-    return _options.count(seed, "seed")
 
 
 def _error(target: str, call: str, e: Any) -> Exception:
