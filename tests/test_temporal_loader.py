@@ -271,3 +271,32 @@ def test_pyg_neighbor_loader_time_attr(tiny):
     with pytest.raises(ringgnn.InputError, match="no node times to sample its seeds at: give input_time"):
         next(iter(NodeLoader(ring_stores(tiny / "ds"), node_sampler=no_node_times, input_nodes=torch.tensor([1]),
                              batch_size=1)))
+
+
+def test_the_plans_probe_batch_is_sampled_at_the_loaders_times(tmp_path):
+    """``probe_batch_bytes`` makes its batch at the loader's seed times: 200 seeds at distinct times
+    each reach the same 10 hubs, 2,200 nodes in their own subgraphs, where a loader without times
+    shares the hubs (210 nodes); the probe measures more, as the batches the plan is for hold."""
+    from ringgnn.sampling.plan import probe_batch_bytes
+
+    hubs, others = np.arange(10), np.arange(10, 210)
+    edges = np.array([(h, v) for v in others for h in hubs], dtype=np.int64)
+    np.save(tmp_path / "e.npy", edges)
+    np.save(tmp_path / "t.npy", np.zeros(len(edges), dtype=np.int64))
+    np.save(tmp_path / "n.npy", np.concatenate([np.zeros(10), 100 + others]).astype(np.int64))
+    np.save(tmp_path / "x.npy", np.ones((210, 16), dtype=np.float32))
+    build.convert(tmp_path / "e.npy", tmp_path / "at", edge_time=tmp_path / "t.npy", node_time=tmp_path / "n.npy",
+                  features=tmp_path / "x.npy")
+    build.convert(tmp_path / "e.npy", tmp_path / "plain", features=tmp_path / "x.npy")
+    measured, sizes = {}, {}
+    for name in ("at", "plain"):
+        loader = ringgnn.HeteroLoader(tmp_path / name, [-1], "node", seeds=others, batch_size=200, shuffle=False)
+        made = loader.make_batch
+        loader.make_batch = lambda ids, epoch, index, times=None: sizes.setdefault(
+            name, made(ids, epoch, index, times))
+        measured[name] = probe_batch_bytes(loader, lambda batch: None, 1000)
+    if measured["at"] is None:
+        pytest.skip("the peak resident memory cannot be reset here (/proc/self/clear_refs)")
+    assert (sizes["at"]["node"].num_nodes, sizes["plain"]["node"].num_nodes) == (2200, 210)
+    assert sizes["at"]["node"].seed_time[:200].tolist() == (100 + others).tolist()
+    assert measured["at"] > 3 * measured["plain"]
