@@ -9,6 +9,8 @@ import logging
 import numpy as np
 import pytest
 
+import _temporal
+
 import ringgnn
 from ringgnn import _core
 from ringgnn.data import build
@@ -29,8 +31,8 @@ def tiny(tmp_path_factory):
     (node v at time v): edges 2->1, 7->1, 0->1, 1->1, 3->0 at times 5, 3, 3, 9, -4, so node 1's
     list is (3, 0), (3, 7), (5, 2), (9, 1) and node 0's (-4, 3)."""
     d = tmp_path_factory.mktemp("tiny")
-    (d / "e.txt").write_text("2 1\n7 1\n0 1\n1 1\n3 0\n")
-    np.save(d / "t.npy", np.array([5, 3, 3, 9, -4], dtype=np.int64))
+    (d / "e.txt").write_text(_temporal.EXAMPLE_EDGES)
+    np.save(d / "t.npy", np.array(_temporal.EXAMPLE_TIMES, dtype=np.int64))
     np.save(d / "x.npy", np.stack([np.arange(8), 10 * np.arange(8)], 1).astype(np.float32))
     np.save(d / "y.npy", np.arange(8) % 3)
     np.save(d / "n.npy", np.arange(8, dtype=np.int64))
@@ -44,10 +46,7 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def timed(tmp_path_factory):
     """A 3,000-node SBM with uniform edge and node times in [0, 1000)."""
-    d = tmp_path_factory.mktemp("timed") / "g"
-    build.generate_sbm(d, nodes=3000, classes=4, avg_degree=10, feature_dim=8, edge_time="uniform",
-                       node_time="uniform", time_range=(0, 1000))
-    return d
+    return _temporal.timed_sbm(tmp_path_factory.mktemp("timed") / "g", 3000, 8)
 
 
 def _batches(loader):
