@@ -108,6 +108,20 @@ def test_without_test_and_with_equal_times(tmp_path):
     assert build.verify(tmp_path / "b")["files_checked"] > 0
 
 
+def test_splits_after_the_last_event_are_empty(tmp_path):
+    """The events are sorted once for every split and cut by time: splits that no event reaches
+    still get their (empty) files."""
+    e, t = events_npy(tmp_path)
+    build.convert(e, tmp_path / "a", edge_time=t, link_split_time="val=7,test=9", link_negatives=0)
+    a = splits(ringgnn.Dataset.open(tmp_path / "a"))
+    assert a["val"] == [(0, 2, 9), (2, 0, 9)] and a["test"] == [] and len(a["train"]) == 6
+    build.convert(e, tmp_path / "b", edge_time=t, link_split_time="val=9,test=12", link_negatives=0)
+    b = splits(ringgnn.Dataset.open(tmp_path / "b"))
+    assert b["val"] == b["test"] == [] and len(b["train"]) == 8
+    for out in ("a", "b"):
+        assert build.verify(tmp_path / out)["files_checked"] > 0
+
+
 def test_negatives_are_drawn_at_the_pairs_time(tmp_path):
     e, t = events_npy(tmp_path)
     np.save(tmp_path / "n.npy", np.array([0, 0, 6, 7, 9], dtype=np.int64))

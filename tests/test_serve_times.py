@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from _sampling import needs_sampler
 
+import _temporal
+
 import ringgnn
 from ringgnn.data import build
 
@@ -37,10 +39,7 @@ def tiny(tmp_path_factory):
     """docs/FORMAT.md's example: edges 2->1, 7->1, 0->1, 1->1, 3->0 at times 5, 3, 3, 9, -4, so
     node 1's list is (3, 0), (3, 7), (5, 2), (9, 1) and node 0's (-4, 3); and the same graph
     without times."""
-    d = tmp_path_factory.mktemp("tiny")
-    (d / "e.txt").write_text("2 1\n7 1\n0 1\n1 1\n3 0\n")
-    np.save(d / "t.npy", np.array([5, 3, 3, 9, -4], dtype=np.int64))
-    build.convert(d / "e.txt", d / "ds", edge_time=d / "t.npy")
+    d = _temporal.example(tmp_path_factory.mktemp("tiny"))
     build.convert(d / "e.txt", d / "plain")
     return d
 
@@ -106,10 +105,7 @@ def test_seeds_at_their_own_times_get_disjoint_subgraphs(tiny, tiny_client):
 @pytest.fixture(scope="module")
 def sbm(tmp_path_factory):
     """A 2,000-node SBM with uniform edge and node times in [0, 1000)."""
-    d = tmp_path_factory.mktemp("sbm") / "g"
-    build.generate_sbm(d, nodes=2000, classes=4, avg_degree=10, feature_dim=4, edge_time="uniform",
-                       node_time="uniform", time_range=(0, 1000))
-    return d
+    return _temporal.timed_sbm(tmp_path_factory.mktemp("sbm") / "g", 2000, 4)
 
 
 def test_requests_at_different_times_in_one_wave_get_their_own_subgraphs(sbm):
@@ -202,29 +198,11 @@ FAST = dict(fanouts=[3], layers=1, hidden=8, batch_size=100, epochs=1, dropout=0
 
 
 def planted(d, n=300, k=4):
-    """A small graph where only edges after a node's time reveal its label (as in
-    test_temporal_train.py): node and edge times, one-hot features of a group unrelated to the
-    label; homogeneous, and the same as a typed dataset (papers citing papers)."""
-    rng = np.random.default_rng(7)
-    label, group = rng.integers(0, 2, n), rng.integers(0, 2, n)
-    t = rng.integers(100, 1000, n)
-    by_group = [np.flatnonzero(group == g) for g in (0, 1)]
-    src, dst, et = [], [], []
-    for v in range(n):
-        src += list(rng.choice(by_group[label[v]], k)) + list(rng.integers(0, n, k))
-        dst += [v] * 2 * k
-        et += list(rng.integers(t[v] + 1, 1100, k)) + list(rng.integers(0, t[v], k))
-    d.mkdir(parents=True, exist_ok=True)
-    np.savetxt(d / "e.txt", np.stack([src, dst], 1), fmt="%d")
-    np.save(d / "e.npy", np.stack([src, dst], 1).astype(np.int64))
-    np.save(d / "x.npy", np.eye(2, dtype=np.float32)[group])
-    np.save(d / "y.npy", label.astype(np.int64))
-    np.save(d / "et.npy", np.array(et, dtype=np.int64))
-    np.save(d / "nt.npy", t.astype(np.int64))
-    common = dict(features=d / "x.npy", labels=d / "y.npy", split="train=0.6,val=0.2,test=0.2", seed=1)
-    build.convert(d / "e.txt", d / "ds", edge_time=d / "et.npy", node_time=d / "nt.npy", **common)
+    """:func:`_temporal.planted`'s graph (300 nodes, ``k`` = 4) as ``ds`` (homogeneous) and the same
+    as a typed dataset ``h`` (papers citing papers)."""
+    _temporal.planted(d, n, k)
     build.build_hetero(d / "h", [
-        build.NodeType("paper", n, features=d / "x.npy", labels=d / "y.npy", split="train=0.6,val=0.2,test=0.2",
+        build.NodeType("paper", n, features=d / "x.npy", labels=d / "y.npy", split=_temporal.PLANTED_SPLIT,
                        node_time=d / "nt.npy")],
         [build.Relation("paper:cites:paper", d / "e.npy", edge_time=d / "et.npy")], seed=1)
     return d

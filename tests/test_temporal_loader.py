@@ -9,6 +9,8 @@ import logging
 import numpy as np
 import pytest
 
+import _temporal
+
 import ringgnn
 from ringgnn import _core
 from ringgnn.data import build
@@ -29,8 +31,8 @@ def tiny(tmp_path_factory):
     (node v at time v): edges 2->1, 7->1, 0->1, 1->1, 3->0 at times 5, 3, 3, 9, -4, so node 1's
     list is (3, 0), (3, 7), (5, 2), (9, 1) and node 0's (-4, 3)."""
     d = tmp_path_factory.mktemp("tiny")
-    (d / "e.txt").write_text("2 1\n7 1\n0 1\n1 1\n3 0\n")
-    np.save(d / "t.npy", np.array([5, 3, 3, 9, -4], dtype=np.int64))
+    (d / "e.txt").write_text(_temporal.EXAMPLE_EDGES)
+    np.save(d / "t.npy", np.array(_temporal.EXAMPLE_TIMES, dtype=np.int64))
     np.save(d / "x.npy", np.stack([np.arange(8), 10 * np.arange(8)], 1).astype(np.float32))
     np.save(d / "y.npy", np.arange(8) % 3)
     np.save(d / "n.npy", np.arange(8, dtype=np.int64))
@@ -44,10 +46,7 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def timed(tmp_path_factory):
     """A 3,000-node SBM with uniform edge and node times in [0, 1000)."""
-    d = tmp_path_factory.mktemp("timed") / "g"
-    build.generate_sbm(d, nodes=3000, classes=4, avg_degree=10, feature_dim=8, edge_time="uniform",
-                       node_time="uniform", time_range=(0, 1000))
-    return d
+    return _temporal.timed_sbm(tmp_path_factory.mktemp("timed") / "g", 3000, 8)
 
 
 def _batches(loader):
@@ -271,3 +270,32 @@ def test_pyg_neighbor_loader_time_attr(tiny):
     with pytest.raises(ringgnn.InputError, match="no node times to sample its seeds at: give input_time"):
         next(iter(NodeLoader(ring_stores(tiny / "ds"), node_sampler=no_node_times, input_nodes=torch.tensor([1]),
                              batch_size=1)))
+
+
+def test_the_plans_probe_batch_is_sampled_at_the_loaders_times(tmp_path):
+    """``probe_batch_bytes`` makes its batch at the loader's seed times: 200 seeds at distinct times
+    each reach the same 10 hubs, 2,200 nodes in their own subgraphs, where a loader without times
+    shares the hubs (210 nodes); the probe measures more, as the batches the plan is for hold."""
+    from ringgnn.sampling.plan import probe_batch_bytes
+
+    hubs, others = np.arange(10), np.arange(10, 210)
+    edges = np.array([(h, v) for v in others for h in hubs], dtype=np.int64)
+    np.save(tmp_path / "e.npy", edges)
+    np.save(tmp_path / "t.npy", np.zeros(len(edges), dtype=np.int64))
+    np.save(tmp_path / "n.npy", np.concatenate([np.zeros(10), 100 + others]).astype(np.int64))
+    np.save(tmp_path / "x.npy", np.ones((210, 16), dtype=np.float32))
+    build.convert(tmp_path / "e.npy", tmp_path / "at", edge_time=tmp_path / "t.npy", node_time=tmp_path / "n.npy",
+                  features=tmp_path / "x.npy")
+    build.convert(tmp_path / "e.npy", tmp_path / "plain", features=tmp_path / "x.npy")
+    measured, sizes = {}, {}
+    for name in ("at", "plain"):
+        loader = ringgnn.HeteroLoader(tmp_path / name, [-1], "node", seeds=others, batch_size=200, shuffle=False)
+        made = loader.make_batch
+        loader.make_batch = lambda ids, epoch, index, times=None: sizes.setdefault(
+            name, made(ids, epoch, index, times))
+        measured[name] = probe_batch_bytes(loader, lambda batch: None, 1000)
+    if measured["at"] is None:
+        pytest.skip("the peak resident memory cannot be reset here (/proc/self/clear_refs)")
+    assert (sizes["at"]["node"].num_nodes, sizes["plain"]["node"].num_nodes) == (2200, 210)
+    assert sizes["at"]["node"].seed_time[:200].tolist() == (100 + others).tolist()
+    assert measured["at"] > 3 * measured["plain"]

@@ -9,6 +9,8 @@ import os
 import numpy as np
 import pytest
 
+import _temporal
+
 import ringgnn
 from ringgnn import _core
 from ringgnn.data import build
@@ -20,20 +22,13 @@ R = "node:to:node"
 def tiny(tmp_path_factory):
     """docs/FORMAT.md's example: edges 2->1, 7->1, 0->1, 1->1, 3->0 at times 5, 3, 3, 9, -4, so
     node 1's list is (3, 0), (3, 7), (5, 2), (9, 1) and node 0's (-4, 3)."""
-    d = tmp_path_factory.mktemp("tiny")
-    (d / "e.txt").write_text("2 1\n7 1\n0 1\n1 1\n3 0\n")
-    np.save(d / "t.npy", np.array([5, 3, 3, 9, -4], dtype=np.int64))
-    build.convert(d / "e.txt", d / "ds", edge_time=d / "t.npy")
-    return d / "ds"
+    return _temporal.example(tmp_path_factory.mktemp("tiny")) / "ds"
 
 
 @pytest.fixture(scope="module")
 def timed(tmp_path_factory):
     """A 3,000-node SBM with uniform edge and node times in [0, 1000)."""
-    d = tmp_path_factory.mktemp("timed") / "g"
-    build.generate_sbm(d, nodes=3000, classes=4, avg_degree=10, feature_dim=8, edge_time="uniform",
-                       node_time="uniform", time_range=(0, 1000))
-    return d
+    return _temporal.timed_sbm(tmp_path_factory.mktemp("timed") / "g", 3000, 8)
 
 
 def test_exact_samples_at_times(tiny):

@@ -11,6 +11,8 @@ import sys
 import numpy as np
 import pytest
 
+import _temporal
+
 from ringgnn import InputError
 from ringgnn.data import build
 from ringgnn.data.generate import generate_hetero
@@ -23,28 +25,10 @@ FAST = dict(fanouts=[10], layers=1, hidden=16, batch_size=100, epochs=4, lr=0.02
 
 
 def planted(d, n=1000, k=5):
-    """A graph where only edges after a node's time reveal its label. Each node has a label
-    (0/1), a group (0/1, independent of the label) whose one-hot is its feature (so a node's own
-    features say nothing of its label) and a time uniform in [100, 1000). Into each node ``v``:
-    ``k`` edges from nodes whose group is ``v``'s label, all after ``v``'s time (the leak), and
-    ``k`` edges from random nodes, all before it. At ``v``'s time only the random ones exist."""
-    rng = np.random.default_rng(7)
-    label, group = rng.integers(0, 2, n), rng.integers(0, 2, n)
-    t = rng.integers(100, 1000, n)
-    by_group = [np.flatnonzero(group == g) for g in (0, 1)]
-    src, dst, et = [], [], []
-    for v in range(n):
-        src += list(rng.choice(by_group[label[v]], k)) + list(rng.integers(0, n, k))
-        dst += [v] * 2 * k
-        et += list(rng.integers(t[v] + 1, 1100, k)) + list(rng.integers(0, t[v], k))
-    d.mkdir(parents=True, exist_ok=True)
-    np.savetxt(d / "e.txt", np.stack([src, dst], 1), fmt="%d")
-    np.save(d / "x.npy", np.eye(2, dtype=np.float32)[group])
-    np.save(d / "y.npy", label.astype(np.int64))
-    np.save(d / "et.npy", np.array(et, dtype=np.int64))
-    np.save(d / "nt.npy", t.astype(np.int64))
-    common = dict(features=d / "x.npy", labels=d / "y.npy", split="train=0.6,val=0.2,test=0.2", seed=1)
-    build.convert(d / "e.txt", d / "ds", edge_time=d / "et.npy", node_time=d / "nt.npy", **common)
+    """:func:`_temporal.planted`'s graph (1,000 nodes, ``k`` = 5) as ``ds`` (edge and node times),
+    ``edges_only`` (edge times) and ``plain`` (none)."""
+    _temporal.planted(d, n, k)
+    common = _temporal.planted_options(d)
     build.convert(d / "e.txt", d / "edges_only", edge_time=d / "et.npy", **common)
     build.convert(d / "e.txt", d / "plain", **common)
     return d

@@ -315,9 +315,31 @@ def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
 def time(value: Any, what: str = "--at") -> int:
     """One time, an integer in the unit of the dataset's times (int64: ``docs/FORMAT.md``, "Times"),
     from an integer or its text."""
-    t = _int_text(value, what) if isinstance(value, str) else _integer(value, what)
+    try:
+        return _as_time(value)
+    except ValueError:
+        raise InputError(f"{what} '{value}' is not an integer") from None
+    except TypeError:
+        raise InputError(f"{what} must be an integer, not {value!r}") from None
+    except OverflowError as e:
+        raise InputError(f"{what} {e.args[0]}: times are 64-bit signed integers") from None
+
+
+def _as_time(value: Any, digits: bool = False) -> int:
+    """The one reader of times (:func:`time`, :func:`parse_link_split_time`): ``value`` as an int64,
+    from an integer (not a bool) or its text (as ``int`` reads it, or only ``[+-]DIGITS`` when
+    ``digits``). Raises ValueError for text that is not one, TypeError for a value that is not an
+    integer, OverflowError (its ``args[0]`` the integer) outside int64; the callers word them."""
+    if isinstance(value, str):
+        if digits and not re.fullmatch(r"[+-]?\d+", value):
+            raise ValueError(value)
+        t = int(value)
+    elif isinstance(value, bool):
+        raise TypeError(value)
+    else:
+        t = operator.index(value)
     if not -(1 << 63) <= t < 1 << 63:
-        raise InputError(f"{what} {t}: times are 64-bit signed integers")
+        raise OverflowError(t)
     return t
 
 
@@ -412,13 +434,12 @@ def parse_link_split_time(spec: Union[str, Mapping[str, int]]) -> List[Tuple[str
         raise InputError(f"{what} must be a string or a dict of split name -> time, not {type(spec).__name__}")
     out = []
     for name, value in items:
-        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value):
-            value = int(value)
-        if isinstance(value, (bool, float)) or not isinstance(value, (int, np.integer)):
-            raise InputError(f"{what} {name}={value}: a split time must be an integer; {example}")
-        if not -(1 << 63) <= int(value) < (1 << 63):
-            raise InputError(f"{what} {name}={value}: a split time must fit int64")
-        out.append((name, int(value)))
+        try:
+            out.append((name, _as_time(value, digits=True)))
+        except (ValueError, TypeError):
+            raise InputError(f"{what} {name}={value}: a split time must be an integer; {example}") from None
+        except OverflowError as e:
+            raise InputError(f"{what} {name}={e.args[0]}: a split time must fit int64") from None
     if not out:
         raise InputError(f"{what} '{spec}' names no split; {example}")
     return out

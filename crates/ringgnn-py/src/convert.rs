@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use ringgnn_store::generate::{
-    generate_rmat as core_rmat, generate_sbm as core_sbm, RmatOptions, SbmOptions,
+    generate_rmat_split as core_rmat, generate_sbm_split as core_sbm, RmatOptions, SbmOptions,
 };
 use ringgnn_store::hetero::{
     build_with_times, HeteroSpec, HeteroTimes, NodeTypeSpec, RelationSpec,
@@ -106,6 +106,16 @@ fn link_spec(
         (None, Some(v)) => Ok(Some(LinkSplitSpec::Times(v))),
         (None, None) => Ok(None),
     }
+}
+
+/// A generator's link split, with `negatives` drawn negatives per held-out pair.
+fn generated_link(
+    link_split: Option<SplitArg>,
+    link_split_time: Option<Vec<(String, i64)>>,
+    negatives: u64,
+) -> PyResult<Option<LinkSplitOptions>> {
+    let spec = link_spec(link_split, link_split_time)?;
+    Ok(spec.map(|spec| LinkSplitOptions::new(spec, negatives)))
 }
 
 impl From<SplitArg> for SplitSpec {
@@ -215,7 +225,7 @@ fn node_ids_input((dtype, ids, bytes): NodeIdsArg) -> PyResult<NodeIdsInput> {
 #[pyo3(signature = (
     out, *, scale, edge_factor=16, undirected=false, self_loops="keep", dedup=false, seed=0,
     memory=1<<30, overwrite=false, threads=None, progress=None, edge_time=None, node_time=None,
-    time_range=None
+    time_range=None, link_split=None, link_split_time=None, link_negatives=100
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn generate_rmat(
@@ -234,7 +244,11 @@ pub fn generate_rmat(
     edge_time: Option<&str>,
     node_time: Option<&str>,
     time_range: Option<(i64, i64)>,
+    link_split: Option<SplitArg>,
+    link_split_time: Option<Vec<(String, i64)>>,
+    link_negatives: u64,
 ) -> PyResult<String> {
+    let link = generated_link(link_split, link_split_time, link_negatives)?;
     let opts = RmatOptions {
         out,
         scale,
@@ -246,7 +260,7 @@ pub fn generate_rmat(
         },
         overwrite,
     };
-    let manifest = progress::run(py, progress, |p| core_rmat(&opts, p))?;
+    let manifest = progress::run(py, progress, |p| core_rmat(&opts, link.as_ref(), p))?;
     Ok(manifest.to_json())
 }
 
@@ -255,7 +269,7 @@ pub fn generate_rmat(
 #[pyo3(signature = (
     out, *, nodes, classes, avg_degree, feature_dim, split, feature_dtype="f32", seed=0,
     memory=1<<30, overwrite=false, threads=None, progress=None, edge_time=None, node_time=None,
-    time_range=None
+    time_range=None, link_split=None, link_split_time=None, link_negatives=100
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn generate_sbm(
@@ -275,7 +289,11 @@ pub fn generate_sbm(
     edge_time: Option<&str>,
     node_time: Option<&str>,
     time_range: Option<(i64, i64)>,
+    link_split: Option<SplitArg>,
+    link_split_time: Option<Vec<(String, i64)>>,
+    link_negatives: u64,
 ) -> PyResult<String> {
+    let link = generated_link(link_split, link_split_time, link_negatives)?;
     let opts = SbmOptions {
         out,
         nodes,
@@ -293,7 +311,7 @@ pub fn generate_sbm(
         },
         overwrite,
     };
-    let manifest = progress::run(py, progress, |p| core_sbm(&opts, p))?;
+    let manifest = progress::run(py, progress, |p| core_sbm(&opts, link.as_ref(), p))?;
     Ok(manifest.to_json())
 }
 

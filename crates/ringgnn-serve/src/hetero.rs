@@ -44,6 +44,7 @@ use ringgnn_store::Dataset;
 use crate::engine::{CancelToken, FeatureRows};
 use crate::queue::{Queue, QueueOptions, Room};
 use crate::{Limits, RequestTimes, Result, ServeError};
+pub(crate) use wave::each_request;
 use wave::{Answer, Key, Work, Worker};
 
 mod wave;

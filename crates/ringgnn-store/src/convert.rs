@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use crate::builder::{build_graph_split, GraphSummary, NO_EDGES};
 use crate::input::{self, InputFormat};
 use crate::link::{self, LinkPlan, LinkSplitOptions};
-use crate::manifest::{FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME};
+use crate::manifest::{
+    EdgeSplitInfo, FeatureDtype, FeatureInfo, GraphInfo, LabelInfo, Manifest, FORMAT_NAME,
+};
 use crate::node_ids::{attach_node_ids, check_unique, NodeIdsInput};
 pub use crate::options::{GraphOptions, SelfLoops, SplitSpec, TimeInput, TimeOptions};
 use crate::progress::Progress;
@@ -91,21 +93,7 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         ids.check(opts.graph.num_nodes)?;
     }
     crate::times::check(&opts.graph.times)?;
-    let link_plan = match &opts.link_split {
-        Some(l) => {
-            if let (Some(n), true) = (opts.graph.num_nodes, link::draws_negatives(l)) {
-                link::check_negatives(l.negatives, n)?;
-            }
-            crate::shared_negatives::check(l)?;
-            Some(LinkPlan::new(
-                l,
-                opts.seed,
-                opts.graph.undirected,
-                opts.graph.num_nodes,
-            )?)
-        }
-        None => None,
-    };
+    let link_plan = link_plan(opts.link_split.as_ref(), opts.seed, &opts.graph)?;
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     // A node count given up front sizes the per-node files now; the builder checks the graph's
     // files again once its first pass knows the node and edge counts.
@@ -167,17 +155,15 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
         Some(t) => attach_node_times(&mut staging, t, n)?,
         None => None,
     };
-    let edge_splits = match (&graph.held_out, &opts.link_split) {
-        (Some(held), Some(l)) => {
-            let times_path = staging.file_path(NODE_TIMES_FILE);
-            let at = node_times.map(|_| (times_path.as_path(), opts.graph.memory));
-            let mut splits =
-                link::attach_negatives(&mut staging, held, n, l, opts.seed, at, progress)?;
-            crate::shared_negatives::attach(&mut staging, &mut splits, &l.shared_negatives, n)?;
-            splits
-        }
-        _ => BTreeMap::new(),
-    };
+    let edge_splits = edge_splits(
+        &mut staging,
+        &graph,
+        opts.link_split.as_ref(),
+        opts.seed,
+        node_times.is_some(),
+        opts.graph.memory,
+        progress,
+    )?;
     let source = serde_json::json!({
         "command": "convert",
         "input": opts.input.file_name().map(|s| s.to_string_lossy().into_owned()),
@@ -199,6 +185,45 @@ pub fn convert(opts: &ConvertOptions, progress: &dyn Progress) -> Result<Manifes
     record_times(&mut manifest, &opts.graph.times);
     let out = staging.commit(manifest)?;
     Manifest::read(&out)
+}
+
+/// The builder's plan of the link split `link` of a graph built with `graph`'s options, checked
+/// before the build so that mistakes fail in a second (`convert` and the generators share it):
+/// drawn negatives need fewer than `graph.num_nodes` nodes, when it is known.
+pub(crate) fn link_plan(
+    link: Option<&LinkSplitOptions>,
+    seed: u64,
+    graph: &GraphOptions,
+) -> Result<Option<LinkPlan>> {
+    let Some(l) = link else { return Ok(None) };
+    if let (Some(n), true) = (graph.num_nodes, link::draws_negatives(l)) {
+        link::check_negatives(l.negatives, n)?;
+    }
+    crate::shared_negatives::check(l)?;
+    LinkPlan::new(l, seed, graph.undirected, graph.num_nodes).map(Some)
+}
+
+/// The edge splits of `graph`, built with the plan of `link`: every held-out split's negatives
+/// drawn (a split by time draws them among the nodes not newer than the pair when `node_times`:
+/// the staging holds them, read within `memory`), or stored as given or shared.
+pub(crate) fn edge_splits(
+    staging: &mut Staging,
+    graph: &GraphSummary,
+    link: Option<&LinkSplitOptions>,
+    seed: u64,
+    node_times: bool,
+    memory: u64,
+    progress: &dyn Progress,
+) -> Result<BTreeMap<String, EdgeSplitInfo>> {
+    let (Some(held), Some(l)) = (&graph.held_out, link) else {
+        return Ok(BTreeMap::new());
+    };
+    let n = graph.num_nodes;
+    let times_path = staging.file_path(NODE_TIMES_FILE);
+    let at = node_times.then_some((times_path.as_path(), memory));
+    let mut splits = link::attach_negatives(staging, held, n, l, seed, at, progress)?;
+    crate::shared_negatives::attach(staging, &mut splits, &l.shared_negatives, n)?;
+    Ok(splits)
 }
 
 /// The manifest of a freshly built dataset (files are filled in by [`Staging::commit`]), in

@@ -70,6 +70,24 @@ def _add_time_options(p: argparse.ArgumentParser) -> None:
                    help="uniform times are drawn in [LO, HI) (default 0,2147483648)")
 
 
+def _add_link_options(p: argparse.ArgumentParser) -> None:
+    """A generator's link split (rmat, sbm): the options of ``convert``, fractions only."""
+    p.add_argument("--link-split", metavar="SPEC", default=None,
+                   help="hold out edges for link prediction: val=0.05,test=0.1 (fractions of the distinct pairs, "
+                   "random by --seed); held-out pairs leave the graph (both directions of an undirected one), the "
+                   "pairs left are the edge split 'train' (docs/FORMAT.md, Edge splits)")
+    p.add_argument("--link-split-time", metavar="SPEC", default=None,
+                   help="hold out edges for link prediction by time (needs --edge-time; not with --link-split): "
+                   "val=T1,test=T2 sends each edge event after T1 to val and after T2 to test (test= may be omitted), "
+                   "the rest stay in the graph as train (docs/FORMAT.md, Edge splits by time)")
+    _add_link_negatives(p)
+
+
+def _add_link_negatives(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--link-negatives", type=count_arg, default=100, metavar="K",
+                   help="fixed negative destinations stored per held-out pair (default 100; 0: none)")
+
+
 def add_parsers(sub: Any) -> None:
     """``convert``, ``generate``, ``info`` and ``verify`` (``demo`` comes last: :func:`add_demo_parser`)."""
     p = sub.add_parser("convert", help="build a dataset from an edge list", description=_CONVERT_HELP)
@@ -153,6 +171,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--edge-factor", type=count_arg, default=16, metavar="F", help="F * 2^S edges (default 16)")
     _add_graph_options(p)
     _add_time_options(p)
+    _add_link_options(p)
     _add_build_options(p)
 
     p = _generator(
@@ -170,6 +189,7 @@ def add_parsers(sub: Any) -> None:
         "--split", metavar="SPEC", default=build.DEFAULT_SBM_SPLIT, help=f"default {build.DEFAULT_SBM_SPLIT}"
     )
     _add_time_options(p)
+    _add_link_options(p)
     _add_build_options(p)
 
     p = _generator(
@@ -205,8 +225,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--link-relation", metavar="S:R:D", default=None,
                    help="the relation --link-split holds out pairs of (author:writes:paper, paper:cites:paper or "
                    "author:affiliated_with:institution)")
-    p.add_argument("--link-negatives", type=count_arg, default=100, metavar="K",
-                   help="fixed negative destinations stored per held-out pair (default 100; 0: none)")
+    _add_link_negatives(p)
     _add_build_options(p)
 
     p = sub.add_parser("info", help="counts, dtypes, file sizes and degree statistics of a dataset")
@@ -335,17 +354,17 @@ def _convert_graphbolt(args, metadata: str) -> int:
 
 def cmd_generate_rmat(args) -> int:
     return _build(args, "generated rmat:", build.generate_rmat,
-                  **_pick(args, "scale", "edge_factor", "undirected", "self_loops", "dedup", *_TIME_OPTIONS))
+                  **_pick(args, "scale", "edge_factor", "undirected", "self_loops", "dedup", *_GENERATOR_OPTIONS))
 
 
 def cmd_generate_sbm(args) -> int:
     return _build(args, "generated sbm:", build.generate_sbm,
                   **_pick(args, "nodes", "classes", "avg_degree", "feature_dim", "feature_dtype", "split",
-                          *_TIME_OPTIONS))
+                          *_GENERATOR_OPTIONS))
 
 
-#: The options of :func:`_add_time_options`.
-_TIME_OPTIONS = ("edge_time", "node_time", "time_range")
+#: The options of :func:`_add_time_options` and :func:`_add_link_options`.
+_GENERATOR_OPTIONS = ("edge_time", "node_time", "time_range", "link_split", "link_split_time", "link_negatives")
 
 
 def cmd_generate_hetero(args) -> int:

@@ -125,15 +125,27 @@ def convert(
     )
 
 
-def _link_split(link_split: Any, link_split_time: Any, where: str) -> Dict[str, Any]:
-    """The core's ``link_split`` and ``link_split_time`` arguments, parsed; both given is refused
-    (``where``: the relation, for a typed build's message)."""
+def _link_split(link_split: Any, link_split_time: Any, where: str, parse: Any = parse_link_split) -> Dict[str, Any]:
+    """The core's ``link_split`` (read by ``parse``) and ``link_split_time`` arguments, parsed; both
+    given is refused (``where``: the relation, for a typed build's message)."""
     if link_split is not None and link_split_time is not None:
         raise _core.InputError(
             f"{where}--link-split and --link-split-time cannot be combined: a graph with edge times is split by time "
             "(--link-split-time val=T1,test=T2), one without by --link-split")
-    return {"link_split": None if link_split is None else parse_link_split(link_split),
+    return {"link_split": None if link_split is None else parse(link_split),
             "link_split_time": None if link_split_time is None else parse_link_split_time(link_split_time)}
+
+
+def link_fractions(spec: Any) -> list:
+    """A generator's ``link_split`` (``--link-split``), parsed: fractions only, as a generated graph
+    has no edge lists to name."""
+    return fractions(spec, "link_split (--link-split)", parse_link_split, "val=0.05,test=0.1")
+
+
+def _generated_link(link_split: Any, link_split_time: Any, link_negatives: Any) -> Dict[str, Any]:
+    """A generator's link split as the core takes it (see :func:`generate_rmat`)."""
+    return {**_link_split(link_split, link_split_time, "", link_fractions),
+            "link_negatives": count(link_negatives, "link_negatives (--link-negatives)")}
 
 
 def _path(path: Optional[PathLike]) -> Optional[str]:
@@ -168,16 +180,24 @@ def generate_rmat(
     edge_time: Optional[str] = None,
     node_time: Optional[str] = None,
     time_range: Optional[Sequence[int]] = None,
+    link_split: Union[None, str, Mapping[str, float]] = None,
+    link_split_time: Union[None, str, Mapping[str, int]] = None,
+    link_negatives: int = 100,
 ) -> Dict[str, Any]:
     """Generate a Graph500 R-MAT graph with ``2**scale`` nodes and ``edge_factor * 2**scale``
     edges at ``out``. Returns the manifest.
 
     ``edge_time`` / ``node_time``: ``"uniform"`` (independent uniform int64 in ``time_range``
     ``(lo, hi)``, default ``[0, 2**31)``, from the seed) or ``"growth"`` (the edge's index in
-    generation order, the node's id); ``docs/FORMAT.md``, "Times"."""
+    generation order, the node's id); ``docs/FORMAT.md``, "Times".
+
+    ``link_split`` (fractions, "val=0.05,test=0.1") or ``link_split_time`` ("val=T1,test=T2",
+    needs ``edge_time``) holds out edges for link prediction with ``link_negatives`` negatives per
+    held-out pair, as :func:`convert`'s."""
     return _run(_core.generate_rmat, progress, "generating the dataset", out, memory, scale=scale,
                 edge_factor=edge_factor, undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup,
-                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range))
+                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range),
+                **_generated_link(link_split, link_split_time, link_negatives))
 
 
 def generate_sbm(
@@ -197,14 +217,19 @@ def generate_sbm(
     edge_time: Optional[str] = None,
     node_time: Optional[str] = None,
     time_range: Optional[Sequence[int]] = None,
+    link_split: Union[None, str, Mapping[str, float]] = None,
+    link_split_time: Union[None, str, Mapping[str, int]] = None,
+    link_negatives: int = 100,
 ) -> Dict[str, Any]:
     """Generate a degree-corrected planted-partition dataset (graph, features, labels, splits)
-    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest. Times as
-    :func:`generate_rmat`'s (an undirected edge's two directions share its time)."""
+    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest. Times and
+    link splits as :func:`generate_rmat`'s (an undirected edge's two directions share its time,
+    and leave the graph together)."""
     parsed = fractions(split)
     return _run(_core.generate_sbm, progress, "generating the dataset", out, memory, nodes=nodes, classes=classes,
                 avg_degree=float(avg_degree), feature_dim=feature_dim, feature_dtype=feature_dtype, split=parsed,
-                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range))
+                seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range),
+                **_generated_link(link_split, link_split_time, link_negatives))
 
 
 def _times(edge_time: Optional[str], node_time: Optional[str], time_range: Optional[Sequence[int]]) -> Dict[str, Any]:

@@ -23,9 +23,9 @@ import numpy as np
 
 from .. import _core
 from .._files import allocated_memmap, os_errors, save_npy, temporary
-from .._options import count, optional_count, parse_link_split, real, size
+from .._options import count, optional_count, real, size
 from ..progress import reporting
-from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero, fractions
+from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero, fractions, link_fractions
 from .schema import parse_edge_type
 
 #: Papers per chunk of the edge, label and split streams (authors per chunk of the affiliation
@@ -150,8 +150,7 @@ def _link(split: Any, relation: Optional[str], negatives: Any) -> Optional[Tuple
         what = "missing" if relation is None else f"'{relation}' is not a relation of the generator"
         raise _core.InputError(f"link_relation (--link-relation): {what}; name the relation whose pairs to hold "
                                f"out: {', '.join(RELATIONS)}")
-    parsed = fractions(split, "link_split (--link-split)", parse_link_split, "val=0.05,test=0.1")
-    return relation, parsed, count(negatives, "link_negatives (--link-negatives)")
+    return relation, link_fractions(split), count(negatives, "link_negatives (--link-negatives)")
 
 
 def _flag(name: str) -> str:

@@ -165,7 +165,9 @@ def _peak_rss() -> int:
 
 def probe_batch_bytes(loader: Any, step: Any, in_flight: int) -> int:
     """What the batches take at their peak, measured: one batch made by ``loader`` (read from
-    disk) and ``step(batch)`` run on it (a forward and backward pass), the process's peak
+    disk; at its seeds' times when it samples at times, as its batches are: a seed's subgraph is
+    its own then, so a batch holds more nodes) and ``step(batch)`` run on it (a forward and
+    backward pass), the process's peak
     resident memory reset first (``/proc/self/clear_refs``) and read after; the batch's own
     arrays counted once more per batch in flight (``in_flight``: made ahead or held), all times
     :data:`PROBE_MARGIN`. None where the peak cannot be reset (then the plan keeps half)."""
@@ -177,8 +179,8 @@ def probe_batch_bytes(loader: Any, step: Any, in_flight: int) -> int:
     except OSError:
         return None  # type: ignore[return-value]
     base = _options.process_rss()
-    ids = loader.batch_seeds(0)[0]
-    batch = loader.make_batch(ids, 0, 0)
+    ids, times = loader.batch_seeds(0)[0], loader.batch_times(0)
+    batch = loader.make_batch(ids, 0, 0, None if times is None else times[0])
     own = sum(v.numel() * v.element_size() for store in batch.stores for v in store.values()
               if hasattr(v, "numel"))
     step(batch)

@@ -10,9 +10,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ringgnn_loader::BatchLoader;
-use ringgnn_sampler::{HeteroRequest, HeteroSample, SampledSubgraph, TypedGraph};
+use ringgnn_sampler::{HeteroSample, SampledSubgraph, TypedGraph};
 
 use super::{SampleRequest, Shared, Timed, Work, Worker};
+use crate::hetero::each_request;
 use crate::queue::Job;
 use crate::{Result, ServeError};
 
@@ -60,31 +61,16 @@ impl Shared {
                     w.typed.len() - 1
                 }
             };
-            let times: Vec<[Vec<i64>; 1]> = same
-                .iter()
-                .map(|&i| {
-                    let r = request(&jobs[i]);
-                    let t = r.times.as_ref().expect("a request with times");
-                    [t.per_seed(r.seeds.len())]
-                })
-                .collect();
-            let lists: Vec<[&[i64]; 1]> = times.iter().map(|[t]| [t.as_slice()]).collect();
-            let seeds: Vec<[(usize, &[u64]); 1]> = same
-                .iter()
-                .map(|&i| [(0, request(&jobs[i]).seeds.ids())])
-                .collect();
-            let reqs: Vec<HeteroRequest<'_>> = seeds
-                .iter()
-                .zip(&lists)
-                .map(|(s, t)| HeteroRequest {
-                    seeds: s,
-                    batch: 0,
-                    times: Some(t),
-                })
-                .collect();
+            let requests = same.iter().map(|&i| {
+                let r = request(&jobs[i]);
+                let t = r.times.as_ref().expect("a request with times");
+                (0, r.seeds.ids(), Some(t))
+            });
             let sampler = &mut w.typed[at].1;
             let before = sampler.io_stats();
-            let got = sampler.sample_many(&reqs, r0.seed, 0, r0.with_edge_ids);
+            let got = each_request(requests, |reqs| {
+                sampler.sample_many(reqs, r0.seed, 0, r0.with_edge_ids)
+            });
             let after = sampler.io_stats();
             for (c, (a, b)) in self
                 .typed_io

@@ -10,6 +10,7 @@ use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler};
 use super::{HeteroEngine, HeteroSampleRequest, KEPT_SAMPLERS};
 use crate::engine::FeatureRows;
 use crate::queue::{Job, Waves};
+use crate::RequestTimes;
 
 pub(super) type Key = (Vec<Vec<Fanout>>, bool);
 
@@ -117,32 +118,14 @@ impl HeteroEngine {
                 Err(e) => return self.queue.fail(jobs, &e.to_string()),
             },
         };
-        let seeds: Vec<[(usize, &[u64]); 1]> = jobs
-            .iter()
-            .map(|j| [(request(j).seed_type, request(j).seeds.as_slice())])
-            .collect();
-        // Each request with times is its own batch at them (its own subgraphs).
-        let times: Vec<Option<[Vec<i64>; 1]>> = jobs
-            .iter()
-            .map(|j| {
-                let r = request(j);
-                r.times.as_ref().map(|t| [t.per_seed(r.seeds.len())])
-            })
-            .collect();
-        let lists: Vec<Option<[&[i64]; 1]>> = times
-            .iter()
-            .map(|t| t.as_ref().map(|[t]| [t.as_slice()]))
-            .collect();
-        let reqs: Vec<HeteroRequest<'_>> = seeds
-            .iter()
-            .zip(&lists)
-            .map(|(s, t)| HeteroRequest {
-                seeds: s,
-                batch: 0,
-                times: t.as_ref().map(|t| t.as_slice()),
-            })
-            .collect();
-        let outs = match w.samplers[at].1.sample_many(&reqs, seed, 0, edge_ids) {
+        let requests = jobs.iter().map(|j| {
+            let r = request(j);
+            (r.seed_type, r.seeds.as_slice(), r.times.as_ref())
+        });
+        let sampler = &mut w.samplers[at].1;
+        let outs = match each_request(requests, |reqs| {
+            sampler.sample_many(reqs, seed, 0, edge_ids)
+        }) {
             Ok(o) => o,
             Err(e) => return self.queue.fail(jobs, &e.to_string()),
         };
@@ -233,4 +216,34 @@ fn request(j: &Job<HeteroEngine>) -> &HeteroSampleRequest {
         Work::Sample(r, _) => r,
         Work::Features(..) => unreachable!("sampling jobs only"),
     }
+}
+
+/// Sample one batch per request, each of one seed type: `sample` gets the typed sampler's
+/// requests made of `requests` (seed type, seeds, times); a request with times is sampled at
+/// them (its own subgraphs), one without samples every edge. What both engines' waves share (a
+/// homogeneous engine's requests at times are its graph's one-type case).
+pub(crate) fn each_request<'a, R>(
+    requests: impl Iterator<Item = (usize, &'a [u64], Option<&'a RequestTimes>)>,
+    sample: impl FnOnce(&[HeteroRequest<'_>]) -> R,
+) -> R {
+    let mut seeds: Vec<[(usize, &[u64]); 1]> = Vec::new();
+    let mut times: Vec<Option<[Vec<i64>; 1]>> = Vec::new();
+    for (t, s, at) in requests {
+        seeds.push([(t, s)]);
+        times.push(at.map(|x| [x.per_seed(s.len())]));
+    }
+    let lists: Vec<Option<[&[i64]; 1]>> = times
+        .iter()
+        .map(|t| t.as_ref().map(|[t]| [t.as_slice()]))
+        .collect();
+    let reqs: Vec<HeteroRequest<'_>> = seeds
+        .iter()
+        .zip(&lists)
+        .map(|(s, t)| HeteroRequest {
+            seeds: s,
+            batch: 0,
+            times: t.as_ref().map(|t| t.as_slice()),
+        })
+        .collect();
+    sample(&reqs)
 }

@@ -140,7 +140,11 @@ pub fn build_graph_split(
         }
         _ => {}
     }
-    // The split files' write buffers and any listed pairs come out of the sort space.
+    // The split files' write buffers and any listed pairs come out of the sort space. At the
+    // least budget, where the sort space cannot shrink, they come out of the overhead's margin:
+    // a split by time holds one sort of 8 MiB for all its splits, a split by fraction 4.5 MiB per
+    // split file (measured under --memory 128M on R-MAT 20 with times: 90 MiB of anonymous
+    // memory with a split by time, 80 without; docs/benchmarks.md).
     let reserve = link.map_or(0, LinkPlan::memory);
     if let Some(g) = link.and_then(LinkPlan::given) {
         // The listed pairs may take at most half of what the overhead leaves: the sort needs the

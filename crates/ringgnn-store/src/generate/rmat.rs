@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
-use crate::builder::{build_graph, spill_bytes};
+use crate::builder::{build_graph_split, spill_bytes};
 use crate::convert::{add_node_times, assemble};
+use crate::link::LinkSplitOptions;
 use crate::options::GraphOptions;
 use crate::progress::Progress;
 use crate::rng;
@@ -36,7 +37,22 @@ pub const MAX_SCALE: u32 = 40;
 
 /// `ringgnn generate rmat`: 2^scale nodes, edge_factor * 2^scale R-MAT edges.
 pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Manifest> {
+    generate_rmat_split(opts, None, progress)
+}
+
+/// [`generate_rmat`], holding out the link split `link` from the graph as `convert` does
+/// (`--link-split`, `--link-split-time`, `--link-negatives`).
+pub fn generate_rmat_split(
+    opts: &RmatOptions,
+    link: Option<&LinkSplitOptions>,
+    progress: &dyn Progress,
+) -> Result<Manifest> {
     let total = check(opts)?;
+    let graph_opts = GraphOptions {
+        num_nodes: Some(1u64 << opts.scale),
+        ..opts.graph.clone()
+    };
+    let plan = super::plan(link, opts.seed, &graph_opts)?;
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let (n, keys) = (
         1u64 << opts.scale,
@@ -48,14 +64,16 @@ pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Mani
         spill_bytes(n, keys, opts.graph.times.edges.is_some()),
     );
     staging.check_room(&need)?;
-    let graph_opts = GraphOptions {
-        num_nodes: Some(1u64 << opts.scale),
-        ..opts.graph.clone()
-    };
     let gen = Rmat::new(opts.scale, opts.seed);
     let mut source =
         ChunkedSource::new(gen, total, RMAT_CHUNK, opts.scale <= 32, opts.graph.threads);
-    let graph = build_graph(&mut source, &graph_opts, &mut staging, progress)?;
+    let graph = build_graph_split(
+        &mut source,
+        &graph_opts,
+        plan.as_ref(),
+        &mut staging,
+        progress,
+    )?;
     let source = serde_json::json!({
         "command": "generate",
         "generator": "rmat",
@@ -70,6 +88,8 @@ pub fn generate_rmat(opts: &RmatOptions, progress: &dyn Progress) -> Result<Mani
     });
     let mut manifest = assemble(&graph, None, None, Default::default(), source);
     add_node_times(&mut manifest, &mut staging, &opts.graph.times)?;
+    let at = (opts.seed, opts.graph.memory);
+    super::add_edge_splits(&mut manifest, &mut staging, &graph, link, at, progress)?;
     // The committed manifest, with the `files` the staging filled in.
     Manifest::read(&staging.commit(manifest)?)
 }

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use rand_xoshiro::rand_core::Rng as _;
 
 use super::chunked::{ChunkGen, ChunkedSource};
-use crate::builder::{build_graph, spill_bytes};
+use crate::builder::{build_graph_split, spill_bytes};
 use crate::convert::{add_node_times, assemble};
+use crate::link::LinkSplitOptions;
 use crate::manifest::{FeatureDtype, LabelInfo};
 use crate::node_files::{split_file, write_i64_file, FeatureWriter, LABELS_FILE};
 use crate::options::{GraphOptions, SelfLoops};
@@ -62,7 +63,24 @@ pub const ROW_CHUNK: u64 = 256;
 
 /// `ringgnn generate sbm`: graph, features, labels and splits.
 pub fn generate_sbm(opts: &SbmOptions, progress: &dyn Progress) -> Result<Manifest> {
+    generate_sbm_split(opts, None, progress)
+}
+
+/// [`generate_sbm`], holding out the link split `link` from the graph as `convert` does
+/// (`--link-split`, `--link-split-time`, `--link-negatives`; both directions of a pair go).
+pub fn generate_sbm_split(
+    opts: &SbmOptions,
+    link: Option<&LinkSplitOptions>,
+    progress: &dyn Progress,
+) -> Result<Manifest> {
     let edges = check(opts)?;
+    let graph_opts = GraphOptions {
+        undirected: true,
+        self_loops: SelfLoops::Drop,
+        num_nodes: Some(opts.nodes),
+        ..opts.graph.clone()
+    };
+    let plan = super::plan(link, opts.seed, &graph_opts)?;
     let sizes = split_sizes(&opts.split, opts.nodes);
     let mut staging = Staging::create(&opts.out, opts.overwrite, progress)?;
     let (n, c) = (opts.nodes, opts.classes);
@@ -84,14 +102,14 @@ pub fn generate_sbm(opts: &SbmOptions, progress: &dyn Progress) -> Result<Manife
 
     let classes = draw_classes(n, c, opts.seed);
     let model = Model::new(&classes, c, opts.seed);
-    let graph_opts = GraphOptions {
-        undirected: true,
-        self_loops: SelfLoops::Drop,
-        num_nodes: Some(n),
-        ..opts.graph.clone()
-    };
     let mut source = ChunkedSource::new(model, edges, EDGE_CHUNK, true, opts.graph.threads);
-    let graph = build_graph(&mut source, &graph_opts, &mut staging, progress)?;
+    let graph = build_graph_split(
+        &mut source,
+        &graph_opts,
+        plan.as_ref(),
+        &mut staging,
+        progress,
+    )?;
     drop(source); // the sampling tables
 
     let means = ClassMeans::new(c, opts.feature_dim, opts.seed);
@@ -136,6 +154,8 @@ pub fn generate_sbm(opts: &SbmOptions, progress: &dyn Progress) -> Result<Manife
     });
     let mut manifest = assemble(&graph, Some(features), Some(label_info), splits, source);
     add_node_times(&mut manifest, &mut staging, &opts.graph.times)?;
+    let at = (opts.seed, opts.graph.memory);
+    super::add_edge_splits(&mut manifest, &mut staging, &graph, link, at, progress)?;
     // The committed manifest, with the `files` the staging filled in.
     Manifest::read(&staging.commit(manifest)?)
 }

@@ -3,9 +3,11 @@
 //! training graph, writing every split's distinct pairs as it meets them ([`HeldOut`]).
 //!
 //! A split by time decides an edge by its time alone. Its events meet the emitter in CSC order
-//! (dst, time, src) but are stored by (time, src, dst), so each split's events go through an
-//! external sort ([`Sorter`]: in memory up to [`TIME_SORT_BYTES`], else runs on disk) and are
-//! written when the graph is done.
+//! (dst, time, src) but are stored by (time, src, dst), so they go through an external sort
+//! ([`Sorter`]: in memory up to [`TIME_SORT_BYTES`], else runs on disk) and are written when the
+//! graph is done. One sort serves every split: sorted by time, the events come split by split
+//! (`train`, then the held-out splits in the order of their times), so the files are cut from
+//! one stream and the split costs one sort's memory, whatever the number of splits.
 
 use std::sync::Arc;
 
@@ -20,12 +22,12 @@ use crate::verify::runs::{Sizes, SortName, Sorter};
 use crate::writer::{BinWriter, Staging};
 use crate::Result;
 
-/// Memory of each split's sort of events (a split by time): 8 MiB holds 512K events before
+/// Memory of the sort of a split's events (a split by time): 8 MiB holds 512K events before
 /// they spill to disk in sorted runs, and merges 63 runs of them in one pass. Tests take 64 KiB
 /// (4096 events a run, 15 runs a merge), so that small graphs spill and merge in several passes.
 pub(crate) const TIME_SORT_BYTES: u64 = if cfg!(test) { 64 << 10 } else { 8 << 20 };
 
-/// The sort of a split's events: (time key, src << 32 | dst), sorted as (time, src, dst) (a
+/// The sort of the split's events: (time key, src << 32 | dst), sorted as (time, src, dst) (a
 /// timed build has ids below 2^32).
 const EVENTS: SortName = SortName {
     label: "ringgnn-split-sort",
@@ -106,7 +108,7 @@ impl LinkPlan {
         match self {
             LinkPlan::Fractions { fractions, .. } => Holdout::memory(fractions.len()),
             LinkPlan::Given(g) => Holdout::memory(g.names.len() - 1) + g.memory(),
-            LinkPlan::Times(v) => (v.len() as u64 + 1) * TIME_SORT_BYTES,
+            LinkPlan::Times(_) => TIME_SORT_BYTES,
             LinkPlan::Relation {
                 inner,
                 mirror: true,
@@ -180,8 +182,8 @@ pub struct Holdout {
     names: Vec<String>,
     decide: Decide,
     writers: Vec<PairWriter>,
-    /// A split by time: each split's events, sorted on the way (in place of `writers`).
-    sorters: Vec<Sorter>,
+    /// A split by time: every split's events, sorted on the way (in place of `writers`).
+    events: Option<Sorter>,
     /// The last key seen, so that the copies of a parallel edge (or of an event) count once.
     last: Option<(u64, u64, i64)>,
     /// The reverse of a split relation ([`LinkPlan::Relation`]): decide each pair as its swap,
@@ -288,15 +290,11 @@ impl Holdout {
             }
         };
         let timed = matches!(decide, Decide::Times { .. });
-        let sorters = if timed && !mirror {
+        let events = if timed && !mirror {
             let sizes = Sizes::for_budget(TIME_SORT_BYTES);
-            let scratch = staging.scratch()?;
-            names
-                .iter()
-                .map(|_| Sorter::new(sizes, 1 << 16, &scratch, EVENTS))
-                .collect()
+            Some(Sorter::new(sizes, 1 << 16, &staging.scratch()?, EVENTS))
         } else {
-            Vec::new()
+            None
         };
         let writers = names
             .iter()
@@ -314,7 +312,7 @@ impl Holdout {
             names,
             decide,
             writers,
-            sorters,
+            events,
             last: None,
             mirror,
             bipartite,
@@ -332,13 +330,10 @@ impl Holdout {
     fn split_of(&mut self, src: u64, dst: u64, time: i64) -> Result<Option<(usize, bool)>> {
         let train = self.names.len() - 1;
         match &mut self.decide {
-            Decide::Times { bounds } => {
-                let i = match bounds.iter().rposition(|&t| time > t) {
-                    Some(i) => i,
-                    None => train,
-                };
-                Ok(Some((i, !self.undirected || src < dst)))
-            }
+            Decide::Times { bounds } => Ok(Some((
+                split_at(bounds, time),
+                !self.undirected || src < dst,
+            ))),
             Decide::Hash { base, bounds } => {
                 let (a, b) = if (self.undirected && src > dst) || self.mirror {
                     (dst, src)
@@ -390,7 +385,7 @@ impl Holdout {
         // direction `split_of` says (min, max), or as listed for a split of given negatives).
         if let Some((i, writes)) = split.filter(|_| !self.mirror) {
             if new && writes {
-                match self.sorters.get_mut(i) {
+                match &mut self.events {
                     Some(s) => s.push((to_key(time), (src << 32) | dst))?,
                     None => self.writers[i].push(src, dst)?,
                 }
@@ -409,8 +404,8 @@ impl Holdout {
                 times: false,
             });
         }
-        if !self.sorters.is_empty() {
-            return finish_times(self.names, self.sorters, staging, progress);
+        if let (Some(events), Decide::Times { bounds }) = (self.events, &self.decide) {
+            return finish_times(self.names, bounds, events, staging, progress);
         }
         let mut writers = self.writers;
         if let Decide::Given { pairs, at, met } = &self.decide {
@@ -439,42 +434,96 @@ impl Holdout {
     }
 }
 
+/// The split of an event at `time` (its index in `names`, `train` last): the last whose bound
+/// is below `time`, else `train`.
+fn split_at(bounds: &[i64], time: i64) -> usize {
+    bounds
+        .iter()
+        .rposition(|&t| time > t)
+        .unwrap_or(bounds.len())
+}
+
 /// Write each split's events, sorted by (time, src, dst): the pairs to `edge_split.NAME`, their
-/// times to `edge_split_times.NAME`.
+/// times to `edge_split_times.NAME`. The sorted stream holds `train`'s events, then each held-out
+/// split's in turn (`bounds` ascend): each split's files are written and closed before the next
+/// one's are opened.
 fn finish_times(
     names: Vec<String>,
-    sorters: Vec<Sorter>,
+    bounds: &[i64],
+    events: Sorter,
     staging: &mut Staging,
     progress: &dyn Progress,
 ) -> Result<HeldOut> {
+    let train = names.len() - 1;
+    let order: Vec<usize> = std::iter::once(train).chain(0..train).collect();
+    let mut written: Vec<Option<(FileEntry, FileEntry, u64)>> = vec![None; names.len()];
+    let mut at = 0;
+    let mut files = SplitFiles::open(staging, &names[order[0]])?;
+    events.finish("write the edge splits", progress, &mut |(t, ends)| {
+        let time = from_key(t);
+        while order[at] != split_at(bounds, time) {
+            let next = SplitFiles::open(staging, &names[order[at + 1]])?;
+            written[order[at]] = Some(std::mem::replace(&mut files, next).finish()?);
+            at += 1;
+        }
+        files.push(ends >> 32, ends & 0xFFFF_FFFF, time)
+    })?;
+    // The splits after the last event are empty.
+    written[order[at]] = Some(files.finish()?);
+    for &i in &order[at + 1..] {
+        written[i] = Some(SplitFiles::open(staging, &names[i])?.finish()?);
+    }
     let mut splits = Vec::new();
-    for (name, sorter) in names.into_iter().zip(sorters) {
-        let mut pairs = PairWriter {
-            w: staging.writer(&pairs_file(&name))?,
-            buf: Vec::with_capacity(2 * CHUNK),
-            pairs: 0,
-        };
-        let mut times = staging.writer(&times_file(&name))?;
-        let mut tbuf: Vec<i64> = Vec::with_capacity(CHUNK);
-        let stage = format!("write edge split {name}");
-        sorter.finish(&stage, progress, &mut |(t, ends)| {
-            pairs.push(ends >> 32, ends & 0xFFFF_FFFF)?;
-            tbuf.push(from_key(t));
-            if tbuf.len() == CHUNK {
-                times.write_i64s(&tbuf)?;
-                tbuf.clear();
-            }
-            Ok(false)
-        })?;
-        pairs.w.write_i64s(&pairs.buf)?;
-        times.write_i64s(&tbuf)?;
-        let entry = pairs.w.finish()?;
-        staging.add(&format!("edge_split.{name}"), entry.clone());
-        staging.add(&format!("edge_split_times.{name}"), times.finish()?);
-        splits.push((name, entry, pairs.pairs));
+    for (name, w) in names.into_iter().zip(written) {
+        let (pairs, times, count) = w.expect("every split is written");
+        staging.add(&format!("edge_split.{name}"), pairs.clone());
+        staging.add(&format!("edge_split_times.{name}"), times);
+        splits.push((name, pairs, count));
     }
     Ok(HeldOut {
         splits,
         times: true,
     })
+}
+
+/// The files of one split by time being written: its pairs and their times.
+struct SplitFiles {
+    pairs: PairWriter,
+    times: BinWriter,
+    tbuf: Vec<i64>,
+}
+
+impl SplitFiles {
+    fn open(staging: &Staging, name: &str) -> Result<Self> {
+        Ok(SplitFiles {
+            pairs: PairWriter {
+                w: staging.writer(&pairs_file(name))?,
+                buf: Vec::with_capacity(2 * CHUNK),
+                pairs: 0,
+            },
+            times: staging.writer(&times_file(name))?,
+            tbuf: Vec::with_capacity(CHUNK),
+        })
+    }
+
+    fn push(&mut self, src: u64, dst: u64, time: i64) -> Result<bool> {
+        self.pairs.push(src, dst)?;
+        self.tbuf.push(time);
+        if self.tbuf.len() == CHUNK {
+            self.times.write_i64s(&self.tbuf)?;
+            self.tbuf.clear();
+        }
+        Ok(false)
+    }
+
+    /// Flush and close both files: (pairs file, times file, pairs).
+    fn finish(mut self) -> Result<(FileEntry, FileEntry, u64)> {
+        self.pairs.w.write_i64s(&self.pairs.buf)?;
+        self.times.write_i64s(&self.tbuf)?;
+        Ok((
+            self.pairs.w.finish()?,
+            self.times.finish()?,
+            self.pairs.pairs,
+        ))
+    }
 }
