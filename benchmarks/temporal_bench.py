@@ -11,9 +11,10 @@ Configurations (each epoch a fresh process, configurations alternating):
   temporal  the same loader at the seeds' times (``input_time``);
   graphbolt DGL GraphBolt's ``temporal_sample_neighbors`` on the same graph, seeds and times, in
             memory (``benchmarks/graphbolt_temporal.py``, run by the Python given to --graphbolt).
-With ``--cap SIZE`` every ringgnn run is also made under ``memcap --drop-caches SIZE`` with
-``memory=SIZE`` and O_DIRECT io_uring (rows "capped"); without, in memory only. Prints a Markdown
-table and writes --json.
+Each row gives the epoch's wall-clock seconds and its CPU seconds (every thread of the process:
+what a busy machine inflates far less). With ``--cap SIZE`` every ringgnn run is also made under
+``memcap --drop-caches SIZE`` with ``memory=SIZE`` and O_DIRECT io_uring (rows "capped"); without,
+in memory only. Prints a Markdown table and writes --json.
 """
 
 import argparse
@@ -68,7 +69,7 @@ def one(args: argparse.Namespace) -> None:
                                     threads=2, memory=args.memory)
         s.sample(seeds[:1])  # opens the core sampler: loads what it holds in memory (setup, not the epoch)
         setup = time.perf_counter() - t0
-        r0, t1 = read_bytes(), time.perf_counter()
+        r0, t1, c1 = read_bytes(), time.perf_counter(), time.process_time()
         for b in s.epoch(seeds, BATCH, shuffle=False):
             nodes += b.num_nodes
             edges += b.num_edges
@@ -81,7 +82,7 @@ def one(args: argparse.Namespace) -> None:
         loader.sizes()  # the loader made and, from disk, its hyperbatch probed (setup, not the epoch)
         loader.sampler.graph()  # the offset index and, in memory, the neighbor and time files loaded (setup)
         setup = time.perf_counter() - t0
-        r0, t1 = read_bytes(), time.perf_counter()
+        r0, t1, c1 = read_bytes(), time.perf_counter(), time.process_time()
         # The loader's core batches as numpy (what `for b in loader` turns into HeteroData), so that
         # no run imports PyTorch: it would not fit the cap beside the loader, and plain runs have none.
         ids, ts = loader.batch_seeds(0), loader.batch_times(0)
@@ -90,9 +91,10 @@ def one(args: argparse.Namespace) -> None:
             nodes += len(out["node"]["node"])
             edges += len(out["row"]["node:to:node"])
             batches += 1
-    epoch = time.perf_counter() - t1
+    epoch, cpu = time.perf_counter() - t1, time.process_time() - c1
     print(json.dumps({"config": args.config, "capped": capped, "setup_s": round(setup, 3), "epoch_s": round(epoch, 3),
-                      "nodes": nodes, "edges": edges, "batches": batches, "read_gb": round((read_bytes() - r0) / 1e9, 3)}))
+                      "cpu_s": round(cpu, 3), "nodes": nodes, "edges": edges, "batches": batches,
+                      "read_gb": round((read_bytes() - r0) / 1e9, 3)}))
 
 
 def run(cmd: list, cap: str = None) -> dict:
@@ -149,21 +151,25 @@ def main() -> None:
                 out["round"] = rnd
                 rows.append(out)
                 print(json.dumps(out), flush=True)
-    print("\n| configuration | condition | epoch (s), median | vs plain | sampled nodes | sampled edges | GB read | memcap |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    print("\n| configuration | condition | epoch (s), median | vs plain | epoch CPU (s) | CPU vs plain | "
+          "sampled nodes | sampled edges | GB read | memcap |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for cap in conds:
         cond = f"capped {cap}" if cap else "memory"
         sel = lambda c: [r for r in rows if r["config"] == c and r["capped"] == (cap is not None)]  # noqa: E731
         base = sel("plain")
-        base_s = float(np.median([r["epoch_s"] for r in base])) if base else None
+        median = lambda rs, key: float(np.median([r[key] for r in rs])) if rs and key in rs[0] else None  # noqa: E731
+        base_s, base_cpu = median(base, "epoch_s"), median(base, "cpu_s")
         for c in configs:
             got = sel(c)
             if not got:
                 continue
-            med = float(np.median([r["epoch_s"] for r in got]))
+            med, cpu = median(got, "epoch_s"), median(got, "cpu_s")
             ratio = f"{med / base_s:.2f}x" if base_s else "-"
-            print(f"| {c} | {cond} | {med:.2f} | {ratio} | {got[-1].get('nodes', '-'):,} | {got[-1]['edges']:,} | "
-                  f"{got[-1].get('read_gb', 0):.2f} | {got[-1]['memcap']} |")
+            cpu_ratio = f"{cpu / base_cpu:.2f}x" if cpu and base_cpu else "-"
+            print(f"| {c} | {cond} | {med:.2f} | {ratio} | {'-' if cpu is None else f'{cpu:.2f}'} | {cpu_ratio} | "
+                  f"{got[-1].get('nodes', '-'):,} | {got[-1]['edges']:,} | {got[-1].get('read_gb', 0):.2f} | "
+                  f"{got[-1]['memcap']} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": " ".join(sys.argv), "rows": rows}, f, indent=1)

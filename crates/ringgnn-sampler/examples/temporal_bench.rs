@@ -8,7 +8,9 @@
 //! - the homogeneous samplers on the same graph and seeds without times: the per-batch
 //!   [`NeighborSampler`] in memory and the [`HyperSampler`] (pread, one thread).
 //!
-//! Rounds alternate the order of the runs. Usage:
+//! Rounds alternate the order of the runs. Times are the CPU seconds of the sampling thread,
+//! which a busy machine inflates far less than wall-clock seconds (`WALL=1`: wall-clock).
+//! Usage:
 //!
 //! ```text
 //! cargo run --release -p ringgnn-sampler --example temporal_bench -- \
@@ -79,11 +81,26 @@ fn arg(i: usize, default: u64) -> u64 {
         .map_or(default, |a| a.parse().expect("integer arguments"))
 }
 
-/// Seconds a closure takes.
+/// CPU seconds this thread has used (user and system), from `/proc/thread-self/stat`.
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("a Linux /proc");
+    // The fields after the command name (which may hold spaces, so split after its ')').
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 after the name; in ticks of
+    // 1/100 s (USER_HZ).
+    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
+
+/// CPU seconds a closure takes on this thread (the time a busy machine does not inflate);
+/// `WALL=1`: wall-clock seconds.
 fn secs(f: impl FnOnce()) -> f64 {
-    let t = Instant::now();
+    let (t, c) = (Instant::now(), cpu_secs());
     f();
-    t.elapsed().as_secs_f64()
+    match std::env::var_os("WALL") {
+        Some(_) => t.elapsed().as_secs_f64(),
+        None => cpu_secs() - c,
+    }
 }
 
 fn main() {
@@ -108,7 +125,8 @@ fn main() {
         times.iter().flat_map(|x| x.to_le_bytes()).collect(),
     );
     let ix = Arc::new(Indices::U32(indices));
-    let times: Arc<[i64]> = times.into();
+    // Loaded as a dataset's times are.
+    let times = EdgeTimes::load(&t_path, m).unwrap();
 
     let mut r = rng::stream(43, 7, 1);
     let seeds: Vec<Vec<u64>> = (0..batches)

@@ -40,7 +40,7 @@ use ringgnn_io::IoStats;
 
 use crate::batch::local_id;
 use crate::draw::{relation_rng, Drawer};
-use crate::idmap::{with_table, IdMap};
+use crate::idmap::{with_table, GroupKeys, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
@@ -408,7 +408,7 @@ impl HeteroSampler {
                 with_table!(st.maps[seed_type], t => match req.times {
                     None => ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop)),
                     Some(times) => ids.iter().zip(times[i]).try_for_each(|(&s, &time)| {
-                        local_id(t, node, groups.group(time) * n + s).map(drop)
+                        local_id(t, node, GroupKeys::key(groups.group(time), n, s)).map(drop)
                     }),
                 })?;
             }
@@ -467,8 +467,9 @@ impl HeteroSampler {
             let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
             if st.groups.on {
                 for &key in frontier {
-                    self.ranges.push(indptr.range((key % n_dst) as usize));
-                    self.limits.push(st.groups.times[(key / n_dst) as usize]);
+                    let (g, v) = GroupKeys::split(key, n_dst);
+                    self.ranges.push(indptr.range(v as usize));
+                    self.limits.push(st.groups.times[g as usize]);
                 }
             } else {
                 let ranges = frontier.iter().map(|&v| indptr.range(v as usize));

@@ -7,6 +7,12 @@
 //! in one slot, 8 bytes when node ids fit 32 bits (12 when not). Its size is not a power of two (a slot is
 //! found by multiplying the hash by the size, Lemire's range reduction), so a table sized for
 //! what a batch will hold is not rounded up to double that.
+//!
+//! A batch at seed times keys a node by its group and id ([`GroupKeys`]), and nodes of two
+//! groups are never the same node: its map holds one small table per group ([`Grouped`]). A
+//! hop relabels the draws of a group's frontier nodes together (they are next to each other in
+//! the frontier), so those lookups stay in that group's few kilobytes, where one table of every
+//! group's nodes would miss the cache at nearly every lookup.
 
 use ringgnn_store::rng::mix64;
 
@@ -16,6 +22,9 @@ const LOAD: (usize, usize) = (7, 10);
 
 /// Smallest table.
 const MIN_SLOTS: usize = 16;
+
+/// Slots a group's table keeps from batch to batch ([`Table::restart`]).
+const GROUP_SLOTS: usize = 64;
 
 /// Slots for `n` entries.
 fn slots_for(n: usize) -> usize {
@@ -113,6 +122,15 @@ impl<S: Slot> Table<S> {
         self.len = 0;
     }
 
+    /// Empty and small again, its allocation at most [`GROUP_SLOTS`]: a group's table grows
+    /// with its group, and one kept at the size of the largest group its index ever had would
+    /// spread a small group's lookups over cold memory (and hold it).
+    fn restart(&mut self) {
+        self.slots.truncate(GROUP_SLOTS);
+        self.slots.shrink_to(GROUP_SLOTS);
+        self.reset(MIN_SLOTS);
+    }
+
     /// The slot holding `key` (`Ok`), or the empty one where it would go (`Err`): linear
     /// probing from where the key's hash lands.
     #[inline(always)]
@@ -158,6 +176,65 @@ impl<S: Slot> Table<S> {
 pub(crate) enum Tables {
     Narrow(Table<Narrow>),
     Wide(Table<Wide>),
+    Grouped(Grouped),
+}
+
+/// How a batch at seed times keys a node `v` of a type of `n` nodes reached in group `g`:
+/// `g << bits | v`, with `bits` the bits of the type's largest id.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GroupKeys {
+    /// The batch's groups.
+    pub groups: u64,
+    /// The type's node count.
+    pub n: u64,
+}
+
+impl GroupKeys {
+    /// The bits of an id below `n`.
+    #[inline(always)]
+    fn bits(n: u64) -> u32 {
+        64 - n.saturating_sub(1).leading_zeros()
+    }
+
+    /// The key of node `v` (below `n`) in group `g`.
+    #[inline(always)]
+    pub fn key(g: u64, n: u64, v: u64) -> u64 {
+        g.checked_shl(Self::bits(n)).unwrap_or(0) | v
+    }
+
+    /// The group and the node of a key of a type of `n` nodes.
+    #[inline(always)]
+    pub fn split(key: u64, n: u64) -> (u64, u64) {
+        let bits = Self::bits(n);
+        let g = key.checked_shr(bits).unwrap_or(0);
+        (g, key ^ g.checked_shl(bits).unwrap_or(0))
+    }
+
+    /// Whether the keys fit 64 bits, below `u64::MAX` (a wide table's empty slot): with one
+    /// group the keys are the ids.
+    pub fn fit(self) -> bool {
+        self.groups <= 1 || (self.groups as u128) << Self::bits(self.n) <= u64::MAX as u128
+    }
+}
+
+/// One narrow table per group of keys (see the module docs): key `g << bits | v` is `v` in
+/// table `g`.
+pub(crate) struct Grouped {
+    bits: u32,
+    tables: Vec<Table<Narrow>>,
+}
+
+impl Lookup for Grouped {
+    #[inline(always)]
+    fn get_or_insert<E>(
+        &mut self,
+        key: u64,
+        make: impl FnOnce() -> Result<u32, E>,
+    ) -> Result<u32, E> {
+        let g = key >> self.bits;
+        let v = key ^ g << self.bits;
+        self.tables[g as usize].get_or_insert(v, make)
+    }
 }
 
 /// A table that maps node ids to local ids.
@@ -200,6 +277,7 @@ macro_rules! with_table {
         match &mut $map.0 {
             $crate::idmap::Tables::Narrow($t) => $body,
             $crate::idmap::Tables::Wide($t) => $body,
+            $crate::idmap::Tables::Grouped($t) => $body,
         }
     };
 }
@@ -218,30 +296,61 @@ impl IdMap {
         })
     }
 
-    /// Wide enough for keys below `keys` (a narrow table becomes an empty wide one when they
-    /// do not fit 32 bits; a wide one stays).
-    pub(crate) fn widen_for(&mut self, keys: u64) {
-        if keys >= u32::MAX as u64 && matches!(self.0, Tables::Narrow(_)) {
-            *self = IdMap::for_nodes(keys);
+    /// Able to hold the keys of a batch at seed times (`keys.fit()`), emptied when it changes:
+    /// with more than one group, one table per group ([`Grouped`], as many as any batch so far
+    /// had) where the type's ids fit a narrow table, else a wide table of whole keys; with one
+    /// group, as it is (its keys are the ids). A map never narrows again; a later batch without
+    /// times keys its nodes by id, in group 0.
+    pub(crate) fn widen_for(&mut self, keys: GroupKeys) {
+        if keys.groups <= 1 {
+            return;
+        }
+        if keys.n >= u32::MAX as u64 {
+            if matches!(self.0, Tables::Narrow(_)) {
+                self.0 = Tables::Wide(Table::new());
+            }
+            return;
+        }
+        let bits = GroupKeys::bits(keys.n);
+        if let Tables::Narrow(_) = self.0 {
+            self.0 = Tables::Grouped(Grouped {
+                bits,
+                tables: Vec::new(),
+            });
+        }
+        if let Tables::Grouped(g) = &mut self.0 {
+            debug_assert_eq!(g.bits, bits, "one type's map, one node count");
+            while (g.tables.len() as u64) < keys.groups {
+                g.tables.push(Table::new());
+            }
         }
     }
 
     /// Empty, keeping its size.
     pub(crate) fn clear(&mut self) {
-        with_table!(self, t => t.reset(t.size))
+        match &mut self.0 {
+            Tables::Narrow(t) => t.reset(t.size),
+            Tables::Wide(t) => t.reset(t.size),
+            Tables::Grouped(g) => g.tables.iter_mut().for_each(Table::restart),
+        }
     }
 
-    /// Empty, sized for `n` entries.
+    /// Empty, sized for `n` entries (grouped: each table keeps its size, the groups' shares of
+    /// `n` being unknown).
     pub(crate) fn clear_for(&mut self, n: usize) {
         let size = slots_for(n);
-        with_table!(self, t => t.reset(size))
+        match &mut self.0 {
+            Tables::Narrow(t) => t.reset(size),
+            Tables::Wide(t) => t.reset(size),
+            Tables::Grouped(_) => self.clear(),
+        }
     }
 
     /// Bytes its table takes once [`Self::clear_for`] `n` entries (when it has no more).
     pub(crate) fn bytes_for(&self, n: usize) -> u64 {
         let size = slots_for(n).max(MIN_SLOTS) as u64;
         let slot = match &self.0 {
-            Tables::Narrow(_) => std::mem::size_of::<Narrow>(),
+            Tables::Narrow(_) | Tables::Grouped(_) => std::mem::size_of::<Narrow>(),
             Tables::Wide(_) => std::mem::size_of::<Wide>(),
         } as u64;
         self.bytes().max(size * slot)
@@ -250,14 +359,19 @@ impl IdMap {
     /// Entries held.
     #[cfg(test)]
     pub(crate) fn len(&mut self) -> usize {
-        with_table!(self, t => t.len)
+        match &self.0 {
+            Tables::Narrow(t) => t.len,
+            Tables::Wide(t) => t.len,
+            Tables::Grouped(g) => g.tables.iter().map(|t| t.len).sum(),
+        }
     }
 
-    /// Bytes of its table (allocated).
+    /// Bytes of its tables (allocated).
     pub(crate) fn bytes(&self) -> u64 {
         match &self.0 {
             Tables::Narrow(t) => t.bytes(),
             Tables::Wide(t) => t.bytes(),
+            Tables::Grouped(g) => g.tables.iter().map(Table::bytes).sum(),
         }
     }
 }
@@ -298,6 +412,61 @@ mod tests {
                 prop_assert_eq!(map.len(), before);
             }
         }
+    }
+
+    proptest! {
+        /// A map of a batch at seed times, one table per group, numbers keys as a hash map
+        /// does, through clearing and a later batch with more groups; keys split back into
+        /// their group and node.
+        #[test]
+        fn grouped_ids_are_those_of_a_hash_map(
+            rounds in prop::collection::vec(
+                (1u64..6, prop::collection::vec((0u64..6, 0u64..1000), 0..300)), 1..4),
+        ) {
+            let n = 1000;
+            let mut map = IdMap::for_nodes(n);
+            for (groups, keys) in rounds {
+                map.clear();
+                map.widen_for(GroupKeys { groups: groups + 1, n });
+                prop_assert!(groups + 1 == 1 || matches!(map.0, Tables::Grouped(_)));
+                let keys: Vec<u64> = keys.iter().map(|&(g, v)| {
+                    let k = GroupKeys::key(g % (groups + 1), n, v);
+                    assert_eq!(GroupKeys::split(k, n), (g % (groups + 1), v));
+                    k
+                }).collect();
+                check(&mut map, &keys);
+            }
+        }
+    }
+
+    #[test]
+    fn group_keys_fit_64_bits_or_are_refused() {
+        let fit = |groups, n| GroupKeys { groups, n }.fit();
+        // 2^20 nodes: 20 bits of id, so 2^44 groups would reach u64::MAX, one fewer does not.
+        let n = 1 << 20;
+        assert!(fit((1 << 44) - 1, n) && !fit(1 << 44, n));
+        let top = GroupKeys::key((1 << 44) - 2, n, n - 1);
+        assert_eq!(top, u64::MAX - (1 << 20));
+        assert_eq!(GroupKeys::split(top, n), ((1 << 44) - 2, n - 1));
+        // Ids of 63 or 64 bits leave room for one group only.
+        assert!(fit(1, u64::MAX) && !fit(2, u64::MAX) && !fit(2, 1 << 63));
+        let key = GroupKeys::key(0, u64::MAX, 7);
+        assert_eq!(GroupKeys::split(key, u64::MAX), (0, 7));
+        // Ids too wide for a narrow table: one wide table of whole keys.
+        let mut map = IdMap::for_nodes(1 << 40);
+        map.widen_for(GroupKeys {
+            groups: 3,
+            n: 1 << 40,
+        });
+        assert!(matches!(map.0, Tables::Wide(_)));
+        check(
+            &mut map,
+            &[
+                GroupKeys::key(2, 1 << 40, 5),
+                5,
+                GroupKeys::key(2, 1 << 40, 5),
+            ],
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ use ringgnn_store::manifest::{pad_to_page, IndexDtype, TimeRange};
 use super::{corrupt_entry, HeteroRequest, HeteroSample, HeteroSampler};
 use crate::batch::local_id;
 use crate::draw::Drawer;
-use crate::idmap::with_table;
+use crate::idmap::{with_table, GroupKeys};
 use crate::neighbors::DiskNeighbors;
 use crate::{Error, Fanout, Result};
 
@@ -202,7 +202,7 @@ impl HeteroSampler {
     }
 
     /// Relabel the entries `at` of the hop's fetch, relation `r`'s draws for temporal batch `b`:
-    /// each into the group of the node it was drawn for (key `g * n + u`), an entry newer than
+    /// each into the group of the node it was drawn for ([`GroupKeys`]), an entry newer than
     /// its group's time by its node time dropped with its edge (its `col` and `edge`, and the
     /// hop's edge count, shrink).
     pub(super) fn relabel_in_groups(
@@ -240,14 +240,14 @@ impl HeteroSampler {
             }
             // The group of the frontier node it was drawn for (`col` is compacted behind `i`).
             let l = col[c0 + i] as usize;
-            let g = match dst_nodes {
+            let (g, _) = GroupKeys::split(match dst_nodes {
                 Some(d) => d[l],
                 None => node[l],
-            } / n_dst;
+            }, n_dst);
             if node_times.is_some_and(|nt| nt[u as usize] > times[g as usize]) {
                 continue;
             }
-            row.push(local_id(t, node, g * n_src + u)? as u64);
+            row.push(local_id(t, node, GroupKeys::key(g, n_src, u))? as u64);
             col[kept] = col[c0 + i];
             kept += 1;
             if let Some(e) = &mut edge {
@@ -289,9 +289,9 @@ pub(super) fn check_times(req: &HeteroRequest<'_>) -> Result<()> {
 }
 
 /// A batch's seed times: its distinct times in order of first appearance (group `g` is the
-/// subgraph of the seeds at `times[g]`). A node `v` of a type of `n` nodes reached in group `g`
-/// is the key `g * n + v` while the batch is sampled: one dedup map per type keeps the groups
-/// apart.
+/// subgraph of the seeds at `times[g]`). A node `v` reached in group `g` is the key
+/// [`GroupKeys::key`]`(g, n, v)` while the batch is sampled: the dedup map of its type keeps the
+/// groups apart (one table per group).
 #[derive(Default)]
 pub(super) struct Groups {
     /// Whether the batch is temporal (it may have no seeds).
@@ -324,17 +324,23 @@ impl Groups {
             return;
         }
         let times = out.node.iter_mut().zip(num_nodes).map(|(node, &n)| {
-            let time = node.iter().map(|&k| self.times[(k / n) as usize]).collect();
-            node.iter_mut().for_each(|k| *k %= n);
-            time
+            let time = node.iter_mut().map(|k| {
+                let (g, v) = GroupKeys::split(*k, n);
+                *k = v;
+                self.times[g as usize]
+            });
+            time.collect()
         });
         out.time = Some(times.collect());
     }
 
-    /// The largest key of a type of `n` nodes plus one (`groups * n`), or an error when keys
-    /// would not fit 64 bits.
-    pub fn keys(&self, n: u64, t: usize) -> Result<u64> {
-        (self.times.len() as u64).checked_mul(n).ok_or_else(|| {
+    /// The keys of a type of `n` nodes, or an error when they would not fit 64 bits.
+    pub fn keys(&self, n: u64, t: usize) -> Result<GroupKeys> {
+        let keys = GroupKeys {
+            groups: self.times.len() as u64,
+            n,
+        };
+        keys.fit().then_some(keys).ok_or_else(|| {
             Error::Input(format!(
                 "{} distinct seed times in one batch over node type {t} of {n} nodes: the \
                  batch's subgraphs (one per seed time) cannot be numbered in 64 bits; give \
@@ -378,14 +384,11 @@ impl Probe {
             return;
         }
         let n = self.b - self.a;
-        let span = self.tb as f64 - self.ta as f64 + 1.0;
         // A side not known yet (no range given) leaves nothing to interpolate between.
         let unknown = self.ta == i64::MIN || self.tb == i64::MAX;
-        let guess = if self.bisect || unknown || span <= 0.0 {
-            n / 2
-        } else {
-            let below = (limit as f64 - self.ta as f64 + 1.0).clamp(0.0, span);
-            ((below / span * n as f64) as u64).min(n - 1)
+        let guess = match self.bisect || unknown || self.ta > self.tb {
+            true => n / 2,
+            false => interpolate(n, self.ta, self.tb, limit),
         };
         self.s = self.a.max((self.a + guess) / PER_PAGE * PER_PAGE);
     }
@@ -426,13 +429,7 @@ impl Cutter {
     ) -> Result<()> {
         let (disk, range) = match times {
             EdgeTimes::Memory(t) => {
-                for (range, &limit) in ranges.iter_mut().zip(limits) {
-                    let (lo, hi) = *range;
-                    if lo < hi && limit != i64::MAX {
-                        let list = &t[lo as usize..hi as usize];
-                        range.1 = lo + list.partition_point(|&x| x <= limit) as u64;
-                    }
-                }
+                cut_in_memory(t, ranges, limits);
                 return Ok(());
             }
             EdgeTimes::Disk(d, range) => (d, *range),
@@ -508,6 +505,132 @@ impl Cutter {
     }
 }
 
+/// Searches [`cut_in_memory`] runs side by side: about as many cache misses as a core keeps in
+/// flight.
+const LANES: usize = 16;
+
+/// Times on one cache line: a span this short is searched whole.
+const LINE: u64 = 8;
+
+/// One list searched in memory, `ranges[at]`: every entry below `a` is eligible (time `<=
+/// limit`), none from `b` on, and the times in `[a, b)` lie within `[ta, tb]` once `known`.
+#[derive(Clone, Copy)]
+struct Lane {
+    at: usize,
+    a: u64,
+    b: u64,
+    ta: i64,
+    tb: i64,
+    limit: i64,
+    known: bool,
+    /// Whether the next step bisects (the last guess did not halve `[a, b)`).
+    bisect: bool,
+}
+
+impl Lane {
+    /// One step: a span of at most a line is searched whole (`Some(cut)`); else the list's two
+    /// ends are read first (which settle a list wholly eligible or not at all), then the entry
+    /// where the cut would be if the times in `[a, b)` were spread evenly over `[ta, tb]`, or
+    /// the middle where the last guess did not halve `[a, b)`, as the search from disk guesses
+    /// its pages.
+    #[inline(always)]
+    fn step(&mut self, t: &[i64]) -> Option<u64> {
+        let (a, b, limit) = (self.a, self.b, self.limit);
+        if b - a <= LINE {
+            let span = &t[a as usize..b as usize];
+            return Some(a + span.partition_point(|&x| x <= limit) as u64);
+        }
+        if !self.known {
+            let (first, last) = (t[a as usize], t[b as usize - 1]);
+            if limit < first {
+                return Some(a);
+            }
+            if last <= limit {
+                return Some(b);
+            }
+            (self.a, self.b, self.ta, self.tb, self.known) = (a + 1, b - 1, first, last, true);
+            return None;
+        }
+        let n = b - a;
+        let p = a + match self.bisect {
+            true => n / 2,
+            false => interpolate(n, self.ta, self.tb, limit),
+        };
+        let x = t[p as usize];
+        if x <= limit {
+            (self.a, self.ta) = (p + 1, x);
+        } else {
+            (self.b, self.tb) = (p, x);
+        }
+        self.bisect = !self.bisect && 2 * (self.b - self.a) > n;
+        None
+    }
+}
+
+/// Where among `n` entries (at least one) whose times lie within `[ta, tb]` the cut at `limit`
+/// would be if they were spread evenly: an offset below `n`.
+fn interpolate(n: u64, ta: i64, tb: i64, limit: i64) -> u64 {
+    let span = tb as f64 - ta as f64 + 1.0;
+    let below = (limit as f64 - ta as f64 + 1.0).clamp(0.0, span);
+    ((below / span * n as f64) as u64).min(n - 1)
+}
+
+/// [`Cutter::cut`] of times in memory: each list's cut by [`Lane::step`]s (interpolation, as
+/// the search from disk), [`LANES`] lists at a time, one step of each in turn. A step waits for
+/// a load from a list that is rarely in cache (a hop's frontier is scattered over the time
+/// file), and the steps of different lists do not depend on each other, so the core overlaps
+/// their misses where searches one after the other would wait for each in turn.
+fn cut_in_memory(t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) {
+    let mut next = 0;
+    // The next list to search (not empty, not every time eligible), from `next` on.
+    let take = |ranges: &[(u64, u64)], next: &mut usize| {
+        while *next < ranges.len() {
+            let (at, (a, b), limit) = (*next, ranges[*next], limits[*next]);
+            *next += 1;
+            if a < b && limit != i64::MAX {
+                let (ta, tb, known, bisect) = (i64::MIN, i64::MAX, false, false);
+                return Some(Lane {
+                    at,
+                    a,
+                    b,
+                    ta,
+                    tb,
+                    limit,
+                    known,
+                    bisect,
+                });
+            }
+        }
+        None
+    };
+    let mut lanes: Vec<Lane> = Vec::with_capacity(LANES);
+    while lanes.len() < LANES {
+        match take(ranges, &mut next) {
+            Some(l) => lanes.push(l),
+            None => break,
+        }
+    }
+    while !lanes.is_empty() {
+        let mut i = 0;
+        while i < lanes.len() {
+            let Some(cut) = lanes[i].step(t) else {
+                i += 1;
+                continue;
+            };
+            ranges[lanes[i].at].1 = cut;
+            match take(ranges, &mut next) {
+                Some(n) => {
+                    lanes[i] = n;
+                    i += 1;
+                }
+                None => {
+                    lanes.swap_remove(i);
+                }
+            }
+        }
+    }
+}
+
 /// Entries of times the search reads at once (4 MiB, a relation's share of a sampler's read
 /// buffer when its times are on disk beside its neighbors): a round's spans go in chunks of at
 /// most this many (a span is at most a page, so a chunk is never empty).
@@ -527,7 +650,36 @@ fn chunk_len(lens: impl Iterator<Item = u64>, cap: u64) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::chunk_len;
+    use super::{chunk_len, cut_in_memory};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The search in memory cuts every list where `partition_point` does, whatever its
+        /// length and times (evenly spread or not, ties, limits outside them, every time
+        /// eligible).
+        #[test]
+        fn memory_cuts_are_partition_points(
+            lists in prop::collection::vec(
+                (prop::collection::vec(-50i64..50, 0..200), -60i64..60, any::<bool>()), 0..40),
+            squash in 1i64..20,
+        ) {
+            let (mut times, mut ranges, mut limits) = (Vec::new(), Vec::new(), Vec::new());
+            for (mut list, limit, all) in lists {
+                // Times bunched (divided) so that ties and uneven spreads are common.
+                list.iter_mut().for_each(|x| *x = *x * *x * x.signum() / squash);
+                list.sort_unstable();
+                let lo = times.len() as u64;
+                times.extend(&list);
+                ranges.push((lo, times.len() as u64));
+                limits.push(if all { i64::MAX } else { limit * limit * limit.signum() / squash });
+            }
+            let want: Vec<(u64, u64)> = ranges.iter().zip(&limits).map(|(&(lo, hi), &l)| {
+                (lo, lo + times[lo as usize..hi as usize].partition_point(|&x| x <= l) as u64)
+            }).collect();
+            cut_in_memory(&times, &mut ranges, &limits);
+            prop_assert_eq!(ranges, want);
+        }
+    }
 
     /// `spans` (each `(first, end, probe)`) cut into consecutive chunks by [`chunk_len`], as
     /// the search cuts a round's reads.
