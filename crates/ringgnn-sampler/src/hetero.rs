@@ -40,7 +40,7 @@ use ringgnn_io::IoStats;
 
 use crate::batch::local_id;
 use crate::draw::{relation_rng, Drawer};
-use crate::idmap::{with_table, IdMap};
+use crate::idmap::{with_table, IdMap, Lookup};
 use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
@@ -110,6 +110,11 @@ impl HeteroSample {
 /// Node-wise uniform neighbor sampling over a heterogeneous graph whose relations' offset
 /// indices are in memory and whose neighbor files are read through their sources. One per
 /// thread; its workspaces (dedup maps, positions, entries read) are reused from batch to batch.
+///
+/// What a batch of a hyperbatch holds between hops is its sample so far, its frontiers and its
+/// seed-time groups ([`BatchState`]): the dedup maps are the sampler's, one per node type,
+/// refilled from a batch's nodes of that type when the batch is relabelled (as the homogeneous
+/// `HyperSampler` refills one per thread), so they do not grow with the hyperbatch.
 pub struct HeteroSampler {
     num_nodes: Vec<u64>,
     rels: Vec<HeteroRelation>,
@@ -118,17 +123,19 @@ pub struct HeteroSampler {
     strategy: TemporalStrategy,
     /// Per node type, its node times, if it has them.
     node_times: Vec<Option<Arc<[i64]>>>,
-    /// Per batch of the current call, its dedup maps and frontiers (kept for the next call).
+    /// Per batch of the current call, its frontiers and seed-time groups (kept for the next
+    /// call).
     states: Vec<BatchState>,
+    /// Per node type, the dedup map of the batch being relabelled: its nodes of that type
+    /// (keys) and their local ids, refilled batch by batch.
+    maps: Vec<IdMap>,
     drawer: Drawer,
     /// Per frontier node of the relation being drawn, every batch's in turn, its neighbor
     /// range; `cuts[b]` ends batch `b`'s ranges, then its positions.
     ranges: Vec<(u64, u64)>,
     cuts: Vec<usize>,
-    /// The relation's positions drawn at the current hop by every batch, then the entries read
-    /// there.
-    pos: Vec<u64>,
-    nbr: Vec<u64>,
+    /// Per relation, what every batch drew from it at the current hop.
+    drawn: Vec<Drawn>,
     /// For temporal batches: per frontier node (parallel to `ranges`) its seed time; the
     /// workspace of the search.
     limits: Vec<i64>,
@@ -190,6 +197,8 @@ impl HeteroSampler {
         }
         Ok(HeteroSampler {
             states: Vec::new(),
+            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
+            drawn: relations.iter().map(|_| Drawn::default()).collect(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
@@ -199,8 +208,6 @@ impl HeteroSampler {
             drawer: Drawer::default(),
             ranges: Vec::new(),
             cuts: Vec::new(),
-            pos: Vec::new(),
-            nbr: Vec::new(),
             limits: Vec::new(),
             cutter: Cutter::default(),
         })
@@ -252,20 +259,17 @@ impl HeteroSampler {
         hetero_bound(seeds, &nodes, &rels, self.replace)
     }
 
-    /// Bytes its workspaces hold now: each batch state's dedup maps and the per-hop buffers
-    /// (ranges, positions, entries read, and at seed times the search's), as grown by the calls
-    /// so far. After a call of one batch, what one batch of a hyperbatch holds besides its
-    /// sample, measured (a loader sizes hyperbatches with it).
+    /// Bytes its workspaces hold now: the dedup maps (one per node type, sized for the
+    /// largest batch relabelled) and the per-hop buffers (ranges, every relation's positions
+    /// and entries read, and at seed times the search's), as grown by the calls so far. After
+    /// a call of `h` batches, `1 / h` of it is what one batch of a hyperbatch holds besides
+    /// its sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
-        let maps: u64 = self
-            .states
-            .iter()
-            .flat_map(|s| &s.maps)
-            .map(IdMap::bytes)
-            .sum();
+        let maps: u64 = self.maps.iter().map(IdMap::bytes).sum();
+        let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum();
         let buffers = 16 * self.ranges.capacity()
-            + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity())
-            + 8 * self.limits.capacity();
+            + 8 * (self.cuts.capacity() + self.limits.capacity())
+            + drawn;
         maps + buffers as u64 + self.cutter.bytes()
     }
 
@@ -356,6 +360,27 @@ impl HeteroSampler {
         epoch: u64,
         with_edge_ids: bool,
     ) -> Result<Vec<HeteroSample>> {
+        let mut outs = Vec::with_capacity(requests.len());
+        self.sample_each(requests, seed, epoch, with_edge_ids, &mut |_, s| {
+            outs.push(s);
+            Ok(())
+        })?;
+        Ok(outs)
+    }
+
+    /// [`Self::sample_many`], each sample handed to `each` (with its index in `requests`, in
+    /// that order) as soon as its last hop is relabelled, and dropped here: a hyperbatch then
+    /// holds every batch's state only until its last hop is drawn and read, and a caller that
+    /// writes finished samples out (a spill file) never holds them all. An error from `each`
+    /// ends the call.
+    pub fn sample_each(
+        &mut self,
+        requests: &[HeteroRequest<'_>],
+        seed: u64,
+        epoch: u64,
+        with_edge_ids: bool,
+        each: &mut dyn FnMut(usize, HeteroSample) -> Result<()>,
+    ) -> Result<()> {
         let types = self.num_nodes.len();
         for req in requests {
             check_times(req)?;
@@ -389,23 +414,26 @@ impl HeteroSampler {
         };
         let mut outs: Vec<HeteroSample> = requests.iter().map(|_| empty()).collect();
         while self.states.len() < requests.len() {
-            self.states.push(BatchState::new(&self.num_nodes));
+            self.states.push(BatchState::new(types));
         }
         for ((req, out), st) in requests.iter().zip(&mut outs).zip(&mut self.states) {
-            st.maps.iter_mut().for_each(IdMap::clear);
             st.groups.clear(req.times.is_some());
             if let Some(times) = req.times {
                 times.iter().flat_map(|t| t.iter()).for_each(|&t| {
                     st.groups.group(t);
                 });
-                for (t, (map, &n)) in st.maps.iter_mut().zip(&self.num_nodes).enumerate() {
+                for (t, (map, &n)) in self.maps.iter_mut().zip(&self.num_nodes).enumerate() {
                     map.widen_for(st.groups.keys(n, t)?);
                 }
+            }
+            for (t, map) in self.maps.iter_mut().enumerate() {
+                let n: usize = req.seeds.iter().filter(|s| s.0 == t).map(|s| s.1.len()).sum();
+                map.clear_for(n);
             }
             for (i, &(seed_type, ids)) in req.seeds.iter().enumerate() {
                 let node = &mut out.node[seed_type];
                 let (groups, n) = (&mut st.groups, self.num_nodes[seed_type]);
-                with_table!(st.maps[seed_type], t => match req.times {
+                with_table!(self.maps[seed_type], t => match req.times {
                     None => ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop)),
                     Some(times) => ids.iter().zip(times[i]).try_for_each(|(&s, &time)| {
                         local_id(t, node, groups.group(time) * n + s).map(drop)
@@ -417,29 +445,87 @@ impl HeteroSampler {
                 out.num_sampled_nodes[t].push(f.len());
             }
         }
+        if self.hops == 0 {
+            for (b, out) in outs.into_iter().enumerate() {
+                let mut out = out;
+                self.states[b].groups.finish(&mut out, &self.num_nodes);
+                each(b, out)?;
+            }
+            return Ok(());
+        }
         for k in 0..self.hops {
+            // Every relation's draws and reads first (a hop's frontiers are fixed when it
+            // starts), then each batch relabels all of them, relation by relation, with the
+            // maps refilled once for it: the same local ids as relabelling relation by relation
+            // across the batches.
             for r in 0..rels {
                 self.hop(r, k, (seed, epoch), requests, &mut outs)?;
             }
-            // The nodes first reached at this hop are the next frontier.
-            for (out, st) in outs.iter_mut().zip(&mut self.states) {
+            for (b, out) in outs.iter_mut().enumerate() {
+                self.relabel(k, b, out)?;
+                // The nodes first reached at this hop are the next frontier.
+                let st = &mut self.states[b];
                 for (t, f) in st.frontier.iter_mut().enumerate() {
                     *f = f.end..out.node[t].len();
                     out.num_sampled_nodes[t].push(f.len());
                 }
+                if k + 1 == self.hops {
+                    let mut done = std::mem::take(out);
+                    st.groups.finish(&mut done, &self.num_nodes);
+                    each(b, done)?;
+                }
             }
         }
-        for (out, st) in outs.iter_mut().zip(&self.states) {
-            st.groups.finish(out, &self.num_nodes);
-        }
-        Ok(outs)
+        Ok(())
     }
 
-    /// Relation `r`'s edges at hop `k` for every batch of `outs` (each batch's draws, one
-    /// fetch of them all, each batch's relabelling), and their count pushed to each
-    /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
+    /// Relabel batch `b`'s draws of hop `k` (every relation's, in index order) into `out`,
+    /// with each source type's map refilled with the batch's nodes of that type first.
+    fn relabel(&mut self, k: usize, b: usize, out: &mut HeteroSample) -> Result<()> {
+        let active = |r: &HeteroRelation| r.fanouts[k] != Fanout::Count(0);
+        let of = |d: &Drawn| d.ends[b] - if b == 0 { 0 } else { d.ends[b - 1] };
+        for (t, map) in self.maps.iter_mut().enumerate() {
+            let room: usize = (self.rels.iter().zip(&self.drawn))
+                .filter(|(r, _)| r.src == t && active(r))
+                .map(|(_, d)| of(d))
+                .sum();
+            if room > 0 {
+                fill(map, &out.node[t], room);
+            }
+        }
+        for r in 0..self.rels.len() {
+            if !active(&self.rels[r]) {
+                continue;
+            }
+            let d = &self.drawn[r];
+            let at = if b == 0 { 0 } else { d.ends[b - 1] }..d.ends[b];
+            if self.states[b].groups.on {
+                self.relabel_in_groups(r, b, at, out)?;
+                continue;
+            }
+            let (pos, nbr) = (&d.pos[at.clone()], &d.nbr[at]);
+            let (n_src, src) = (self.num_nodes[self.rels[r].src], self.rels[r].src);
+            let (row, node) = (&mut out.row[r], &mut out.node[src]);
+            row.reserve_exact(nbr.len());
+            with_table!(self.maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
+                if u >= n_src {
+                    return Err(corrupt_entry(r, p, u, src, n_src));
+                }
+                row.push(local_id(t, node, u)? as u64);
+            });
+            if let Some(e) = &mut out.edge {
+                e[r].reserve_exact(pos.len());
+                e[r].extend_from_slice(pos);
+            }
+        }
+        Ok(())
+    }
+
+    /// Relation `r`'s draws at hop `k` for every batch of `outs` and one fetch of them all,
+    /// into `drawn[r]` (relabelled by [`Self::relabel`]); their `col` and their count pushed to
+    /// each `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
     /// Temporal batches first cut each range to its eligible edges (one batched search over
-    /// the relation's times for all of them) and relabel into their groups.
+    /// the relation's times for all of them).
     fn hop(
         &mut self,
         r: usize,
@@ -502,7 +588,7 @@ impl HeteroSampler {
             first = cut;
         }
         let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
-        let pos = &mut self.pos;
+        let Drawn { pos, nbr, ends } = &mut self.drawn[r];
         pos.clear();
         pos.reserve_exact(total);
         // Draws, batch by batch, each from its own stream; `cuts[b]` becomes the end of batch
@@ -528,39 +614,38 @@ impl HeteroSampler {
             self.cuts[b] = pos.len();
             out.num_sampled_edges[r].push(pos.len() - start);
         }
-        let nbr = &mut self.nbr;
         nbr.clear();
         nbr.reserve_exact(pos.len());
         nbr.resize(pos.len(), 0);
         if !pos.is_empty() {
             rel.source.fetch(pos, nbr)?;
         }
-        let (n_src, src) = (self.num_nodes[rel.src], rel.src);
-        let mut start = 0;
-        for (b, out) in outs.iter_mut().enumerate() {
-            let end = self.cuts[b];
-            if self.states[b].groups.on {
-                self.relabel_in_groups(r, b, start..end, out)?;
-                start = end;
-                continue;
-            }
-            let (pos, nbr) = (&self.pos[start..end], &self.nbr[start..end]);
-            start = end;
-            let st = &mut self.states[b];
-            let (row, node) = (&mut out.row[r], &mut out.node[src]);
-            row.reserve_exact(nbr.len());
-            with_table!(st.maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
-                if u >= n_src {
-                    return Err(corrupt_entry(r, p, u, src, n_src));
-                }
-                row.push(local_id(t, node, u)? as u64);
-            });
-            if let Some(e) = &mut out.edge {
-                e[r].reserve_exact(pos.len());
-                e[r].extend_from_slice(pos);
-            }
-        }
+        ends.clone_from(&self.cuts);
         Ok(())
+    }
+}
+
+/// Make `map` hold exactly `keys` (a batch's nodes of one type, in local id order), with room
+/// for `room` more.
+fn fill(map: &mut IdMap, keys: &[u64], room: usize) {
+    map.clear_for(keys.len() + room);
+    with_table!(map, t => for (l, &v) in keys.iter().enumerate() {
+        let _ = t.get_or_insert::<std::convert::Infallible>(v, || Ok(l as u32));
+    });
+}
+
+/// What every batch of a hyperbatch drew from one relation at the current hop: the positions,
+/// the entries read there, and where each batch's end (`ends[b]`).
+#[derive(Default)]
+struct Drawn {
+    pos: Vec<u64>,
+    nbr: Vec<u64>,
+    ends: Vec<usize>,
+}
+
+impl Drawn {
+    fn bytes(&self) -> usize {
+        8 * (self.pos.capacity() + self.nbr.capacity() + self.ends.capacity())
     }
 }
 
@@ -584,20 +669,18 @@ pub struct HeteroRequest<'a> {
     pub times: Option<&'a [&'a [i64]]>,
 }
 
-/// What one batch keeps between the hops of a hyperbatch besides its sample: one dedup map per
-/// node type, the frontier of each type (local ids first reached at the previous hop) and its
-/// seed-time groups.
+/// What one batch keeps between the hops of a hyperbatch besides its sample: the frontier of
+/// each node type (local ids first reached at the previous hop) and its seed-time groups (its
+/// dedup maps are refilled from its sample when it is relabelled).
 struct BatchState {
-    maps: Vec<IdMap>,
     frontier: Vec<Range<usize>>,
     groups: Groups,
 }
 
 impl BatchState {
-    fn new(num_nodes: &[u64]) -> Self {
+    fn new(types: usize) -> Self {
         BatchState {
-            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
-            frontier: vec![0..0; num_nodes.len()],
+            frontier: vec![0..0; types],
             groups: Groups::default(),
         }
     }
