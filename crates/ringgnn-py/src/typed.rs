@@ -224,6 +224,7 @@ impl TypedLoader {
                 let d = PyDict::new(py);
                 d.set_item("state", p.state)?;
                 d.set_item("batch", p.batch)?;
+                d.set_item("sample", p.sample)?;
                 d.set_item("edges", p.edges)?;
                 d.set_item("rows", p.rows)?;
                 d.set_item("staging", p.staging)?;

@@ -30,6 +30,7 @@
 
 mod bound;
 mod open;
+mod record;
 mod temporal;
 
 use std::ops::Range;
@@ -427,7 +428,12 @@ impl HeteroSampler {
                 }
             }
             for (t, map) in self.maps.iter_mut().enumerate() {
-                let n: usize = req.seeds.iter().filter(|s| s.0 == t).map(|s| s.1.len()).sum();
+                let n: usize = req
+                    .seeds
+                    .iter()
+                    .filter(|s| s.0 == t)
+                    .map(|s| s.1.len())
+                    .sum();
                 map.clear_for(n);
             }
             for (i, &(seed_type, ids)) in req.seeds.iter().enumerate() {
