@@ -168,8 +168,11 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     assert core.worker_bytes() == (8 + 5) << 20 and core.held_bytes() == 2 * 4000
     sample = hetero_hyper.measured_sample(probes)
     assert sample == int(1.5 * max(p["sample"] for p in probes))
-    # Rows and samples of the 2 ahead and the consumer's; each worker's buffers and the sample it spills.
-    fixed = 3 * (rows + sample) + 2 * (core.worker_bytes() + sample) + core.held_bytes()
+    scratch = hetero_hyper.measured_scratch(probes)
+    assert scratch == int(1.5 * probes[0]["scratch"]) and len({p["scratch"] for p in probes}) == 1
+    # Rows and samples of the 2 ahead and the consumer's; each worker's buffers, dedup maps and the sample it
+    # spills.
+    fixed = 3 * (rows + sample) + 2 * (core.worker_bytes() + scratch + sample) + core.held_bytes()
     sizes = loader.sizes()
     h, why = loader.hyperbatch_size()
     assert (h, why) == (sizes.hyperbatch, sizes.why) and (sizes.prefetch, sizes.workers) == (2, 2)

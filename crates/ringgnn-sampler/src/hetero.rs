@@ -262,16 +262,23 @@ impl HeteroSampler {
 
     /// Bytes its workspaces hold now: the dedup maps (one per node type, sized for the
     /// largest batch relabelled) and the per-hop buffers (ranges, every relation's positions
-    /// and entries read, and at seed times the search's), as grown by the calls so far. After
+    /// and entries read, the sort order of each relation's fetch, and at seed times the
+    /// search's), as grown by the calls so far. After
     /// a call of `h` batches, `1 / h` of it is what one batch of a hyperbatch holds besides
     /// its sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
-        let maps: u64 = self.maps.iter().map(IdMap::bytes).sum();
+        let maps = self.map_bytes();
         let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum();
         let buffers = 16 * self.ranges.capacity()
             + 8 * (self.cuts.capacity() + self.limits.capacity())
             + drawn;
-        maps + buffers as u64 + self.cutter.bytes()
+        let fetch: u64 = self.rels.iter().map(|r| r.source.workspace_bytes()).sum();
+        maps + buffers as u64 + fetch + self.cutter.bytes()
+    }
+
+    /// Of [`Self::held_bytes`], the dedup maps: one per node type whatever the hyperbatch size.
+    pub fn map_bytes(&self) -> u64 {
+        self.maps.iter().map(IdMap::bytes).sum()
     }
 
     /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.

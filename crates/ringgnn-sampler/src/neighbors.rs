@@ -124,6 +124,15 @@ impl NeighborSource {
         }
     }
 
+    /// Bytes of its fetch's workspace (see [`DiskNeighbors::workspace_bytes`]; none in
+    /// memory).
+    pub fn workspace_bytes(&self) -> u64 {
+        match self {
+            NeighborSource::Memory(_) => 0,
+            NeighborSource::Disk(d) => d.workspace_bytes(),
+        }
+    }
+
     /// Cumulative I/O counters (all zero for the memory source).
     pub fn stats(&self) -> IoStats {
         match self {

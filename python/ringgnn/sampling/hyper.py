@@ -14,8 +14,8 @@ measured (:func:`measured_bytes`, :func:`measured_rows`, :func:`measured_sample`
 :data:`PROBE_BATCHES` batches sampled from disk as one probe hyperbatch): ``threads * H`` sampled
 batches (each its share of the sampler's workspaces and what its sample holds while sampled, the
 largest times :data:`MEASURED_MARGIN`), plus what it holds whatever H (the rows and samples of
-the ``prefetch`` batches ahead and of the consumer's, each worker's read and spill buffers and the
-finished sample it spills or gathers, the labels), all within the batches' part of the memory
+the ``prefetch`` batches ahead and of the consumer's, each worker's read and spill buffers, dedup
+maps (:func:`measured_scratch`) and the finished sample it spills or gathers, the labels), all within the batches' part of the memory
 plan and the room its files and
 cache leave unused (``HeteroPlan.batch_memory``, ``ringgnn.sampling.plan``). Where not even one
 batch at a time fits, it takes one batch ahead instead of two, then one worker, as the
@@ -68,10 +68,17 @@ def measured_sample(probes: Sequence[Dict[str, int]]) -> int:
     return int(MEASURED_MARGIN * max((p["sample"] for p in probes), default=0))
 
 
+def measured_scratch(probes: Sequence[Dict[str, int]]) -> int:
+    """What one worker's sampler holds whatever H (``scratch`` of ``_core.TypedLoader.probe``: its
+    dedup maps, one per node type, refilled batch by batch), times :data:`MEASURED_MARGIN`; 0
+    without probes."""
+    return int(MEASURED_MARGIN * max((p["scratch"] for p in probes), default=0))
+
+
 def measured_bytes(probes: Sequence[Dict[str, int]]) -> int:
     """What one batch holds at most while its hyperbatch is sampled, from probe batches
-    measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's
-    workspaces, ``batch``: what its sample holds while sampled, before its last hop where
+    measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's hop
+    buffers, ``batch``: what its sample holds while sampled, before its last hop where
     hyperbatches spill; staging's part: :func:`measured_staging`): the largest
     ``state + batch`` times :data:`MEASURED_MARGIN`; 0 without probes."""
     most = max((p["state"] + p["batch"] for p in probes), default=0)

@@ -73,8 +73,11 @@ pub struct TypedLoader {
 /// estimated.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProbeBytes {
-    /// Its share of the sampler's workspaces: the dedup maps and hop buffers.
+    /// Its share of the sampler's hop buffers.
     pub state: u64,
+    /// The sampler's dedup maps (one per node type, sized for the largest batch): what a
+    /// worker holds whatever the hyperbatch size.
+    pub scratch: u64,
     /// What its sample holds while its hyperbatch is sampled: where hyperbatches spill (the
     /// graph is read from disk), its sample before its last hop was relabelled
     /// ([`HeteroSample::resident_bytes`]), else all of it.
@@ -322,13 +325,15 @@ impl TypedLoader {
         let clock = std::time::Instant::now();
         let samples = stage.sample(&mut w, &job)?;
         let sample_s = clock.elapsed().as_secs_f64() / seeds.len() as f64;
-        let state = w.sampler.held_bytes() / seeds.len() as u64;
+        let scratch = w.sampler.map_bytes();
+        let state = (w.sampler.held_bytes() - scratch) / seeds.len() as u64;
         let times = stage.read_times(&w, &samples)?;
         let out = samples
             .iter()
             .enumerate()
             .map(|(i, s)| ProbeBytes {
                 state,
+                scratch,
                 batch: match self.graph.in_memory() {
                     true => s.bytes(),
                     false => s.resident_bytes(),

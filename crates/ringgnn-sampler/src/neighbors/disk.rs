@@ -72,6 +72,13 @@ impl DiskNeighbors {
         self.pages.reader().stats()
     }
 
+    /// Bytes of its fetch's workspace as the fetches so far grew it: the sort order of the
+    /// positions (16 B each) and of those not cached.
+    pub fn workspace_bytes(&self) -> u64 {
+        let entry = std::mem::size_of::<(u64, usize)>();
+        (entry * (self.order.capacity() + self.miss.capacity())) as u64
+    }
+
     pub fn name(&self) -> &'static str {
         self.pages.reader().name()
     }
