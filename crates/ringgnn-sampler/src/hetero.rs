@@ -516,7 +516,7 @@ impl HeteroSampler {
                 self.relabel_in_groups(r, b, at, out)?;
                 continue;
             }
-            let (pos, nbr) = (&d.pos[at.clone()], &d.nbr[at]);
+            let (pos, nbr) = (&d.pos[at.clone()], &d.entries()[at]);
             let (n_src, src) = (self.num_nodes[self.rels[r].src], self.rels[r].src);
             let (row, node) = (&mut out.row[r], &mut out.node[src]);
             row.reserve_exact(nbr.len());
@@ -628,10 +628,16 @@ impl HeteroSampler {
             out.num_sampled_edges[r].push(pos.len() - start);
         }
         nbr.clear();
-        nbr.reserve_exact(pos.len());
-        nbr.resize(pos.len(), 0);
-        if !pos.is_empty() {
+        if outs.first().is_some_and(|o| o.edge.is_some()) {
+            // The positions are kept: they are the edge ids.
+            nbr.reserve_exact(pos.len());
+            nbr.resize(pos.len(), 0);
             rel.source.fetch(pos, nbr)?;
+        } else {
+            let n_src = self.num_nodes[rel.src];
+            if let Some((p, u)) = rel.source.fetch_in_place(pos, n_src)? {
+                return Err(corrupt_entry(r, p, u, rel.src, n_src));
+            }
         }
         ends.clone_from(&self.cuts);
         Ok(())
@@ -648,7 +654,8 @@ fn fill(map: &mut IdMap, keys: &[u64], room: usize) {
 }
 
 /// What every batch of a hyperbatch drew from one relation at the current hop: the positions,
-/// the entries read there, and where each batch's end (`ends[b]`).
+/// the entries read there, and where each batch's end (`ends[b]`). Without edge ids the
+/// entries replace the positions (`nbr` is empty).
 #[derive(Default)]
 struct Drawn {
     pos: Vec<u64>,
@@ -657,6 +664,14 @@ struct Drawn {
 }
 
 impl Drawn {
+    /// The entries read, parallel to the positions.
+    fn entries(&self) -> &[u64] {
+        match self.nbr.is_empty() {
+            true => &self.pos,
+            false => &self.nbr,
+        }
+    }
+
     fn bytes(&self) -> usize {
         8 * (self.pos.capacity() + self.nbr.capacity() + self.ends.capacity())
     }

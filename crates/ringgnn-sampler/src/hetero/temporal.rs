@@ -214,7 +214,7 @@ impl HeteroSampler {
     ) -> Result<()> {
         let rel = &self.rels[r];
         let (src, n_src, n_dst) = (rel.src, self.num_nodes[rel.src], self.num_nodes[rel.dst]);
-        let (pos, nbr) = (&self.drawn[r].pos[at.clone()], &self.drawn[r].nbr[at]);
+        let (pos, nbr) = (&self.drawn[r].pos[at.clone()], &self.drawn[r].entries()[at]);
         let node_times = self.node_times[src].as_deref();
         let st = &self.states[b];
         let c0 = out.col[r].len() - pos.len();
