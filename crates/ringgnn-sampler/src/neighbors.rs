@@ -133,8 +133,14 @@ impl NeighborSource {
     }
 
     /// `vals[i] = indices[vals[i]]` for every `i` (see [`DiskNeighbors::fetch_in_place`]), with
-    /// the first entry (in position order) not below `below`, and its position, if any.
-    pub fn fetch_in_place(&mut self, vals: &mut [u64], below: u64) -> Result<Option<(u64, u64)>> {
+    /// the first entry (in position order) not below `below`, and its position, if any;
+    /// `keys`: the sort's workspace, lent by the caller.
+    pub fn fetch_in_place(
+        &mut self,
+        vals: &mut [u64],
+        below: u64,
+        keys: &mut Vec<u64>,
+    ) -> Result<Option<(u64, u64)>> {
         match self {
             NeighborSource::Memory(ix) => {
                 let mut bad: Option<(u64, u64)> = None;
@@ -147,7 +153,7 @@ impl NeighborSource {
                 }
                 Ok(bad)
             }
-            NeighborSource::Disk(d) => d.fetch_in_place(vals, below),
+            NeighborSource::Disk(d) => d.fetch_in_place(vals, below, keys),
         }
     }
 

@@ -41,9 +41,6 @@ pub struct DiskNeighbors {
     cache: Option<Arc<PageCache>>,
     /// The entries of `order` whose pages are not cached.
     miss: Vec<(u64, usize)>,
-    /// Without a page cache, where positions and indices fit one word together: each
-    /// `position << bits | index`, sorted (8 B a position instead of 16).
-    packed: Vec<u64>,
 }
 
 impl DiskNeighbors {
@@ -62,7 +59,6 @@ impl DiskNeighbors {
             order: Vec::new(),
             cache: None,
             miss: Vec::new(),
-            packed: Vec::new(),
         }
     }
 
@@ -80,21 +76,26 @@ impl DiskNeighbors {
     /// positions (16 B each) and of those not cached.
     pub fn workspace_bytes(&self) -> u64 {
         let entry = std::mem::size_of::<(u64, usize)>();
-        let packed = 8 * self.packed.capacity();
-        (entry * (self.order.capacity() + self.miss.capacity()) + packed) as u64
+        (entry * (self.order.capacity() + self.miss.capacity())) as u64
     }
 
     /// `vals[i] = indices[vals[i]]` for every `i`: the positions replaced by the entries
     /// there, with the first entry (in position order) not below `below`, and its position,
     /// if any (every entry is read either way). Without a page cache, and where positions and
-    /// indices fit one word together, it holds 8 B a position besides `vals`; else it is
+    /// indices fit one word together, it sorts them as one key each (`position << bits |
+    /// index`) in `keys`, the caller's workspace: 8 B a position besides `vals`; else it is
     /// [`Self::fetch`] from a copy.
-    pub fn fetch_in_place(&mut self, vals: &mut [u64], below: u64) -> Result<Option<(u64, u64)>> {
+    pub fn fetch_in_place(
+        &mut self,
+        vals: &mut [u64],
+        below: u64,
+        keys: &mut Vec<u64>,
+    ) -> Result<Option<(u64, u64)>> {
         let bits = u64::BITS - (vals.len() as u64).leading_zeros();
         let max = vals.iter().copied().max().unwrap_or(0);
         if self.cache.is_some()
             || bits >= 64
-            || max.checked_shl(bits).map_or(true, |m| m >> bits != max)
+            || max.checked_shl(bits).is_none_or(|m| m >> bits != max)
         {
             let positions = vals.to_vec();
             self.fetch(&positions, vals)?;
@@ -106,12 +107,11 @@ impl DiskNeighbors {
             return Ok(bad.map(|(&p, &u)| (p, u)));
         }
         let mask = (1u64 << bits) - 1;
-        self.packed.clear();
-        self.packed.reserve_exact(vals.len());
-        let keys = vals.iter().enumerate().map(|(i, &p)| p << bits | i as u64);
-        self.packed.extend(keys);
-        self.packed.sort_unstable();
-        let (width, packed) = (self.width, &self.packed);
+        keys.clear();
+        keys.reserve_exact(vals.len());
+        keys.extend(vals.iter().enumerate().map(|(i, &p)| p << bits | i as u64));
+        keys.sort_unstable();
+        let (width, packed) = (self.width, &*keys);
         let range = |k: usize| ((packed[k] >> bits) * width, width as usize);
         let mut bad = None;
         self.pages
@@ -341,21 +341,24 @@ mod tests {
             let (d, log) = fixture(CoalesceOptions::default());
             let c = Arc::new(PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap());
             let mut d = d.with_cache(cache.then_some(c));
-            let mut vals = positions;
-            assert_eq!(d.fetch_in_place(&mut vals, 10 * 1024).unwrap(), None);
+            let (mut vals, mut keys) = (positions, Vec::new());
+            assert_eq!(
+                d.fetch_in_place(&mut vals, 10 * 1024, &mut keys).unwrap(),
+                None
+            );
             assert_eq!(vals, positions);
             // The same reads as fetch: pages 0-2 merged, then page 5.
             assert_eq!(*log.lock().unwrap(), vec![vec![req(0, 3, 0), req(5, 1, 3)]]);
             let mut vals = positions;
-            let bad = d.fetch_in_place(&mut vals, 1024).unwrap();
+            let bad = d.fetch_in_place(&mut vals, 1024, &mut keys).unwrap();
             assert_eq!((bad, vals), (Some((1024, 1024)), positions));
             let mut none: [u64; 0] = [];
-            assert_eq!(d.fetch_in_place(&mut none, 0).unwrap(), None);
+            assert_eq!(d.fetch_in_place(&mut none, 0, &mut keys).unwrap(), None);
+            // Without a cache, one key a position and no other workspace.
+            if !cache {
+                assert_eq!((keys.capacity(), d.workspace_bytes()), (positions.len(), 0));
+            }
         }
-        // Without a cache, 8 B a position besides the values.
-        let (mut d, _) = fixture(CoalesceOptions::default());
-        d.fetch_in_place(&mut positions.clone(), 1).unwrap();
-        assert_eq!(d.workspace_bytes(), 8 * positions.len() as u64);
     }
 
     #[test]
