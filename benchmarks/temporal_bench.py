@@ -64,6 +64,7 @@ def one(args: argparse.Namespace) -> None:
     capped = args.memory is not None
     t0 = time.perf_counter()
     nodes = edges = batches = 0
+    hyperbatch = None
     if args.config == "plain":
         s = ringgnn.NeighborSampler(args.dataset, FANOUTS, backend="uring" if capped else "memory", direct=capped,
                                     threads=2, memory=args.memory)
@@ -79,7 +80,7 @@ def one(args: argparse.Namespace) -> None:
         loader = ringgnn.HeteroLoader(args.dataset, FANOUTS, "node", seeds=seeds, batch_size=BATCH, shuffle=False,
                                       threads=2, backend="uring" if capped else "memory", direct=capped,
                                       memory=args.memory, **kw)
-        loader.sizes()  # the loader made and, from disk, its hyperbatch probed (setup, not the epoch)
+        hyperbatch = loader.sizes().hyperbatch  # the loader made and, from disk, its hyperbatch probed (setup)
         loader.sampler.graph()  # the offset index and, in memory, the neighbor and time files loaded (setup)
         setup = time.perf_counter() - t0
         r0, t1, c1 = read_bytes(), time.perf_counter(), time.process_time()
@@ -94,7 +95,7 @@ def one(args: argparse.Namespace) -> None:
     epoch, cpu = time.perf_counter() - t1, time.process_time() - c1
     print(json.dumps({"config": args.config, "capped": capped, "setup_s": round(setup, 3), "epoch_s": round(epoch, 3),
                       "cpu_s": round(cpu, 3), "nodes": nodes, "edges": edges, "batches": batches,
-                      "read_gb": round((read_bytes() - r0) / 1e9, 3)}))
+                      "hyperbatch": hyperbatch, "read_gb": round((read_bytes() - r0) / 1e9, 3)}))
 
 
 def run(cmd: list, cap: str = None) -> dict:

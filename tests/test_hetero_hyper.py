@@ -142,7 +142,10 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     for i, (ids, p) in enumerate(zip(seeds, probes)):
         # By hand: probe batch i is batch i of the probe epoch, its sample's ids 8 B each.
         s = sampler.sample(ids, "paper", epoch=2**64 - 3, batch=i)
-        assert p["batch"] == 8 * (sum(len(v) for v in s.node.values()) + 2 * sum(len(v) for v in s.row.values()))
+        assert p["sample"] == 8 * (sum(len(v) for v in s.node.values()) + 2 * sum(len(v) for v in s.row.values()))
+        # Read from disk, hyperbatches spill: while sampled, it holds all but its last hop's rows and new nodes.
+        last = sum(v[-1] for v in s.num_sampled_nodes.values()) + sum(v[-1] for v in s.num_sampled_edges.values())
+        assert p["batch"] == p["sample"] - 8 * last
         assert p["edges"] == sum(len(v) for v in s.row.values())
         assert p["state"] > 0
         # Gathering it: each paper's 64 float32 features, 48 B of gather scratch, its int64 label.
@@ -158,11 +161,18 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     rows = hetero_hyper.measured_rows(probes)
     assert rows == int(1.1 * max(p["rows"] for p in probes))
     core = loader._core_loader()
-    # The relations read from disk with pread: each worker's sampler read buffer, 8 MiB (the
-    # plan holds the papers' features in memory: no buffer for them); the labels held as int16.
+    # The relations read from disk with pread: each worker's sampler read buffer, 8 MiB, and its spill
+    # file's 4 write buffers and read buffer, 1 MiB each (the plan holds the papers' features in memory:
+    # no buffer for them); the labels held as int16.
     assert loader.plan.features["paper"].held
-    assert core.worker_bytes() == 8 << 20 and core.held_bytes() == 2 * 4000
-    fixed = 3 * rows + 2 * core.worker_bytes() + core.held_bytes()  # rows of the 2 ahead and the consumer's
+    assert core.worker_bytes() == (8 + 5) << 20 and core.held_bytes() == 2 * 4000
+    sample = hetero_hyper.measured_sample(probes)
+    assert sample == int(1.5 * max(p["sample"] for p in probes))
+    scratch = hetero_hyper.measured_scratch(probes)
+    assert scratch == int(1.5 * probes[0]["scratch"]) and len({p["scratch"] for p in probes}) == 1
+    # Rows and samples of the 2 ahead and the consumer's; each worker's buffers, dedup maps and the sample it
+    # spills.
+    fixed = 3 * (rows + sample) + 2 * (core.worker_bytes() + scratch + sample) + core.held_bytes()
     sizes = loader.sizes()
     h, why = loader.hyperbatch_size()
     assert (h, why) == (sizes.hyperbatch, sizes.why) and (sizes.prefetch, sizes.workers) == (2, 2)

@@ -213,7 +213,12 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
         let s = alone
             .sample_typed(&[(paper, seeds)], 7, u64::MAX - 2, i as u64, false)
             .unwrap();
-        assert_eq!(p.batch, s.bytes());
+        // Read from disk, hyperbatches spill: while sampled, a batch holds its sample but its
+        // last hop's rows and new nodes.
+        assert_eq!(p.sample, s.bytes());
+        let last = |v: &[Vec<usize>]| v.iter().map(|c| c[c.len() - 1] as u64).sum::<u64>();
+        let last = last(&s.num_sampled_nodes) + last(&s.num_sampled_edges);
+        assert_eq!(p.batch, s.bytes() - 8 * last);
         assert_eq!(p.edges, s.row.iter().map(|r| r.len() as u64).sum::<u64>());
         assert!(p.state > 0);
         // Rows: authors 2 floats, papers 3, each with 48 bytes of gather scratch; the papers'
@@ -221,8 +226,9 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
         let n = |t: &str| s.node[graph.types().iter().position(|x| x == t).unwrap()].len() as u64;
         assert_eq!(p.rows, n("author") * (8 + 48) + n("paper") * (12 + 48 + 8));
     }
-    // Read from disk (pread): the sampler's 8 MiB read buffer and one per type with features.
-    assert_eq!(base.worker_bytes(), 3 * (8 << 20));
+    // Read from disk (pread): the sampler's 8 MiB read buffer, the spill file's 4 write buffers
+    // and its read buffer (1 MiB each), and a read buffer per type with features.
+    assert_eq!(base.worker_bytes(), 3 * (8 << 20) + (5 << 20));
     assert_eq!(loader(&path, None, false).worker_bytes(), 0);
     // Eight labels below 3, held as int16.
     assert_eq!(base.held_bytes(), 16);
@@ -248,10 +254,11 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
     for cache in [false, true] {
         let l = loader(&path, Some(BackendKind::Pread), cache)
             .with_staging(Some(scratch.clone()), Some(1 << 20));
-        // Each worker: its sampler's and two row types' read buffers, and two staging buffers.
+        // Each worker: its sampler's and two row types' read buffers, its spill file's five,
+        // and two staging buffers.
         assert_eq!(
             (l.worker_bytes(), l.staging_bytes()),
-            (3 * (8 << 20), 2 * (16 << 20))
+            (3 * (8 << 20) + (5 << 20), 2 * (16 << 20))
         );
         for (h, threads) in [(2, 1), (2, 2), (3, 2)] {
             assert!(

@@ -189,7 +189,8 @@ impl TypedLoader {
 
     /// What each batch of `seeds` holds while its hyperbatch is sampled, measured (sampled
     /// together as a probe hyperbatch): a list of dicts of `state` (its share of the sampler's
-    /// workspaces), `batch` (its sample), `edges`, `rows` (what gathering it holds: feature
+    /// hop buffers), `scratch` (the sampler's dedup maps, whatever H), `batch` (what its sample
+    /// holds while sampled), `sample` (its finished sample), `edges`, `rows` (what gathering it holds: feature
     /// rows, gather scratch, labels), `staging` (its cold row ids and write buffers, where
     /// rows are staged), and seconds: `sample_s` (its share of the probe's sampling, measured),
     /// `read_s` (its rows read batch by batch), `pass_s` (one pass over the feature files for
@@ -224,6 +225,8 @@ impl TypedLoader {
                 let d = PyDict::new(py);
                 d.set_item("state", p.state)?;
                 d.set_item("batch", p.batch)?;
+                d.set_item("sample", p.sample)?;
+                d.set_item("scratch", p.scratch)?;
                 d.set_item("edges", p.edges)?;
                 d.set_item("rows", p.rows)?;
                 d.set_item("staging", p.staging)?;

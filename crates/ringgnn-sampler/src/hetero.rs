@@ -29,7 +29,9 @@
 //! exactly as before (same output, same streams).
 
 mod bound;
+mod hop;
 mod open;
+mod record;
 mod temporal;
 
 use std::ops::Range;
@@ -39,12 +41,13 @@ use std::sync::Arc;
 use ringgnn_io::IoStats;
 
 use crate::batch::local_id;
-use crate::draw::{relation_rng, Drawer};
+use crate::draw::Drawer;
 use crate::idmap::{with_table, GroupKeys, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
+use hop::Drawn;
 pub use open::{fanouts_in_order, SharedRelation, TypedGraph};
 use temporal::{check_times, Cutter, Groups};
 pub use temporal::{EdgeTimes, TemporalStrategy};
@@ -110,6 +113,11 @@ impl HeteroSample {
 /// Node-wise uniform neighbor sampling over a heterogeneous graph whose relations' offset
 /// indices are in memory and whose neighbor files are read through their sources. One per
 /// thread; its workspaces (dedup maps, positions, entries read) are reused from batch to batch.
+///
+/// What a batch of a hyperbatch holds between hops is its sample so far, its frontiers and its
+/// seed-time groups ([`BatchState`]): the dedup maps are the sampler's, one per node type,
+/// refilled from a batch's nodes of that type when the batch is relabelled (as the homogeneous
+/// `HyperSampler` refills one per thread), so they do not grow with the hyperbatch.
 pub struct HeteroSampler {
     num_nodes: Vec<u64>,
     rels: Vec<HeteroRelation>,
@@ -118,17 +126,23 @@ pub struct HeteroSampler {
     strategy: TemporalStrategy,
     /// Per node type, its node times, if it has them.
     node_times: Vec<Option<Arc<[i64]>>>,
-    /// Per batch of the current call, its dedup maps and frontiers (kept for the next call).
+    /// Per batch of the current call, its frontiers and seed-time groups (kept for the next
+    /// call).
     states: Vec<BatchState>,
+    /// Per node type, the dedup map of the batch being relabelled: its nodes of that type
+    /// (keys) and their local ids, refilled batch by batch; `held_by[t]`: the batch (of the
+    /// current call) whose nodes map `t` holds, so that a batch alone is never refilled.
+    maps: Vec<IdMap>,
+    held_by: Vec<Option<usize>>,
     drawer: Drawer,
     /// Per frontier node of the relation being drawn, every batch's in turn, its neighbor
     /// range; `cuts[b]` ends batch `b`'s ranges, then its positions.
     ranges: Vec<(u64, u64)>,
     cuts: Vec<usize>,
-    /// The relation's positions drawn at the current hop by every batch, then the entries read
-    /// there.
-    pos: Vec<u64>,
-    nbr: Vec<u64>,
+    /// Per relation, what every batch drew from it at the current hop.
+    drawn: Vec<Drawn>,
+    /// The sort keys of a fetch in place (see [`NeighborSource::fetch_in_place`]).
+    keys: Vec<u64>,
     /// For temporal batches: per frontier node (parallel to `ranges`) its seed time; the
     /// workspace of the search.
     limits: Vec<i64>,
@@ -190,6 +204,10 @@ impl HeteroSampler {
         }
         Ok(HeteroSampler {
             states: Vec::new(),
+            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
+            held_by: vec![None; num_nodes.len()],
+            drawn: relations.iter().map(|_| Drawn::default()).collect(),
+            keys: Vec::new(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
@@ -199,8 +217,6 @@ impl HeteroSampler {
             drawer: Drawer::default(),
             ranges: Vec::new(),
             cuts: Vec::new(),
-            pos: Vec::new(),
-            nbr: Vec::new(),
             limits: Vec::new(),
             cutter: Cutter::default(),
         })
@@ -252,21 +268,25 @@ impl HeteroSampler {
         hetero_bound(seeds, &nodes, &rels, self.replace)
     }
 
-    /// Bytes its workspaces hold now: each batch state's dedup maps and the per-hop buffers
-    /// (ranges, positions, entries read, and at seed times the search's), as grown by the calls
-    /// so far. After a call of one batch, what one batch of a hyperbatch holds besides its
-    /// sample, measured (a loader sizes hyperbatches with it).
+    /// Bytes its workspaces hold now: the dedup maps (one per node type, sized for the
+    /// largest batch relabelled) and the per-hop buffers (ranges, every relation's positions
+    /// and entries read, the sort order of each relation's fetch, and at seed times the
+    /// search's), as grown by the calls so far. After
+    /// a call of `h` batches, `1 / h` of it is what one batch of a hyperbatch holds besides
+    /// its sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
-        let maps: u64 = self
-            .states
-            .iter()
-            .flat_map(|s| &s.maps)
-            .map(IdMap::bytes)
-            .sum();
+        let maps = self.map_bytes();
+        let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum();
         let buffers = 16 * self.ranges.capacity()
-            + 8 * (self.cuts.capacity() + self.pos.capacity() + self.nbr.capacity())
-            + 8 * self.limits.capacity();
-        maps + buffers as u64 + self.cutter.bytes()
+            + 8 * (self.cuts.capacity() + self.limits.capacity() + self.keys.capacity())
+            + drawn;
+        let fetch: u64 = self.rels.iter().map(|r| r.source.workspace_bytes()).sum();
+        maps + buffers as u64 + fetch + self.cutter.bytes()
+    }
+
+    /// Of [`Self::held_bytes`], the dedup maps: one per node type whatever the hyperbatch size.
+    pub fn map_bytes(&self) -> u64 {
+        self.maps.iter().map(IdMap::bytes).sum()
     }
 
     /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.
@@ -356,6 +376,27 @@ impl HeteroSampler {
         epoch: u64,
         with_edge_ids: bool,
     ) -> Result<Vec<HeteroSample>> {
+        let mut outs = Vec::with_capacity(requests.len());
+        self.sample_each(requests, seed, epoch, with_edge_ids, &mut |_, s| {
+            outs.push(s);
+            Ok(())
+        })?;
+        Ok(outs)
+    }
+
+    /// [`Self::sample_many`], each sample handed to `each` (with its index in `requests`, in
+    /// that order) as soon as its last hop is relabelled, and dropped here: a hyperbatch then
+    /// holds every batch's state only until its last hop is drawn and read, and a caller that
+    /// writes finished samples out (a spill file) never holds them all. An error from `each`
+    /// ends the call.
+    pub fn sample_each(
+        &mut self,
+        requests: &[HeteroRequest<'_>],
+        seed: u64,
+        epoch: u64,
+        with_edge_ids: bool,
+        each: &mut dyn FnMut(usize, HeteroSample) -> Result<()>,
+    ) -> Result<()> {
         let types = self.num_nodes.len();
         for req in requests {
             check_times(req)?;
@@ -389,23 +430,37 @@ impl HeteroSampler {
         };
         let mut outs: Vec<HeteroSample> = requests.iter().map(|_| empty()).collect();
         while self.states.len() < requests.len() {
-            self.states.push(BatchState::new(&self.num_nodes));
+            self.states.push(BatchState::new(types));
         }
-        for ((req, out), st) in requests.iter().zip(&mut outs).zip(&mut self.states) {
-            st.maps.iter_mut().for_each(IdMap::clear);
+        for (b, ((req, out), st)) in requests
+            .iter()
+            .zip(&mut outs)
+            .zip(&mut self.states)
+            .enumerate()
+        {
             st.groups.clear(req.times.is_some());
+            self.held_by.iter_mut().for_each(|h| *h = Some(b));
             if let Some(times) = req.times {
                 times.iter().flat_map(|t| t.iter()).for_each(|&t| {
                     st.groups.group(t);
                 });
-                for (t, (map, &n)) in st.maps.iter_mut().zip(&self.num_nodes).enumerate() {
+                for (t, (map, &n)) in self.maps.iter_mut().zip(&self.num_nodes).enumerate() {
                     map.widen_for(st.groups.keys(n, t)?);
                 }
+            }
+            for (t, map) in self.maps.iter_mut().enumerate() {
+                let n: usize = req
+                    .seeds
+                    .iter()
+                    .filter(|s| s.0 == t)
+                    .map(|s| s.1.len())
+                    .sum();
+                map.clear_for(n);
             }
             for (i, &(seed_type, ids)) in req.seeds.iter().enumerate() {
                 let node = &mut out.node[seed_type];
                 let (groups, n) = (&mut st.groups, self.num_nodes[seed_type]);
-                with_table!(st.maps[seed_type], t => match req.times {
+                with_table!(self.maps[seed_type], t => match req.times {
                     None => ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop)),
                     Some(times) => ids.iter().zip(times[i]).try_for_each(|(&s, &time)| {
                         local_id(t, node, GroupKeys::key(groups.group(time), n, s)).map(drop)
@@ -417,148 +472,35 @@ impl HeteroSampler {
                 out.num_sampled_nodes[t].push(f.len());
             }
         }
+        if self.hops == 0 {
+            for (b, out) in outs.into_iter().enumerate() {
+                let mut out = out;
+                self.states[b].groups.finish(&mut out, &self.num_nodes);
+                each(b, out)?;
+            }
+            return Ok(());
+        }
         for k in 0..self.hops {
+            // Every relation's draws and reads first (a hop's frontiers are fixed when it
+            // starts), then each batch relabels all of them, relation by relation, with the
+            // maps refilled once for it: the same local ids as relabelling relation by relation
+            // across the batches.
             for r in 0..rels {
                 self.hop(r, k, (seed, epoch), requests, &mut outs)?;
             }
-            // The nodes first reached at this hop are the next frontier.
-            for (out, st) in outs.iter_mut().zip(&mut self.states) {
+            for (b, out) in outs.iter_mut().enumerate() {
+                self.relabel(k, b, out)?;
+                // The nodes first reached at this hop are the next frontier.
+                let st = &mut self.states[b];
                 for (t, f) in st.frontier.iter_mut().enumerate() {
                     *f = f.end..out.node[t].len();
                     out.num_sampled_nodes[t].push(f.len());
                 }
-            }
-        }
-        for (out, st) in outs.iter_mut().zip(&self.states) {
-            st.groups.finish(out, &self.num_nodes);
-        }
-        Ok(outs)
-    }
-
-    /// Relation `r`'s edges at hop `k` for every batch of `outs` (each batch's draws, one
-    /// fetch of them all, each batch's relabelling), and their count pushed to each
-    /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
-    /// Temporal batches first cut each range to its eligible edges (one batched search over
-    /// the relation's times for all of them) and relabel into their groups.
-    fn hop(
-        &mut self,
-        r: usize,
-        k: usize,
-        (seed, epoch): (u64, u64),
-        requests: &[HeteroRequest<'_>],
-        outs: &mut [HeteroSample],
-    ) -> Result<()> {
-        let rel = &self.rels[r];
-        let fanout = rel.fanouts[k];
-        let states = &self.states[..outs.len()];
-        if fanout == Fanout::Count(0) {
-            outs.iter_mut().for_each(|o| o.num_sampled_edges[r].push(0));
-            return Ok(());
-        }
-        // Every frontier node's range first, for all batches: independent loads whose cache
-        // misses overlap, and the hop's size known before anything is reserved.
-        let indptr = &rel.indptr;
-        let temporal = states.iter().any(|s| s.groups.on);
-        let n_dst = self.num_nodes[rel.dst];
-        self.ranges.clear();
-        self.cuts.clear();
-        self.limits.clear();
-        for (out, st) in outs.iter().zip(states) {
-            let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
-            if st.groups.on {
-                for &key in frontier {
-                    let (g, v) = GroupKeys::split(key, n_dst);
-                    self.ranges.push(indptr.range(v as usize));
-                    self.limits.push(st.groups.times[g as usize]);
+                if k + 1 == self.hops {
+                    let mut done = std::mem::take(out);
+                    st.groups.finish(&mut done, &self.num_nodes);
+                    each(b, done)?;
                 }
-            } else {
-                let ranges = frontier.iter().map(|&v| indptr.range(v as usize));
-                self.ranges.extend(ranges);
-                if temporal {
-                    self.limits.resize(self.ranges.len(), i64::MAX);
-                }
-            }
-            self.cuts.push(self.ranges.len());
-        }
-        if temporal {
-            self.cut_to_times(r, fanout, outs.len())?;
-        }
-        let (rel, states) = (&mut self.rels[r], &self.states[..outs.len()]);
-        let replace = self.replace;
-        // Per batch, the fanout its (cut) ranges are drawn with.
-        let last = self.strategy == TemporalStrategy::Last && rel.times.is_some();
-        let fanout_of = |b: usize| match states[b].groups.on && last {
-            true => Fanout::All,
-            false => fanout,
-        };
-        let mut total = 0u64;
-        let mut first = 0;
-        for (b, &cut) in self.cuts.iter().enumerate() {
-            let f = fanout_of(b);
-            let ranges = &self.ranges[first..cut];
-            total += ranges
-                .iter()
-                .map(|&(lo, hi)| Drawer::count(hi - lo, f, replace))
-                .sum::<u64>();
-            first = cut;
-        }
-        let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
-        let pos = &mut self.pos;
-        pos.clear();
-        pos.reserve_exact(total);
-        // Draws, batch by batch, each from its own stream; `cuts[b]` becomes the end of batch
-        // b's positions.
-        let mut first = 0;
-        for (b, (out, st)) in outs.iter_mut().zip(states).enumerate() {
-            let (ranges, start) = (&self.ranges[first..self.cuts[b]], pos.len());
-            first = self.cuts[b];
-            let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
-            let fanout = fanout_of(b);
-            let col = &mut out.col[r];
-            let n: u64 = ranges
-                .iter()
-                .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
-                .sum();
-            col.reserve_exact(n as usize);
-            for (l, &(lo, hi)) in st.frontier[rel.dst].clone().zip(ranges) {
-                let at = pos.len();
-                self.drawer.draw(&mut rng, hi - lo, fanout, replace, pos);
-                pos[at..].iter_mut().for_each(|p| *p += lo);
-                col.extend(std::iter::repeat_n(l as u64, pos.len() - at));
-            }
-            self.cuts[b] = pos.len();
-            out.num_sampled_edges[r].push(pos.len() - start);
-        }
-        let nbr = &mut self.nbr;
-        nbr.clear();
-        nbr.reserve_exact(pos.len());
-        nbr.resize(pos.len(), 0);
-        if !pos.is_empty() {
-            rel.source.fetch(pos, nbr)?;
-        }
-        let (n_src, src) = (self.num_nodes[rel.src], rel.src);
-        let mut start = 0;
-        for (b, out) in outs.iter_mut().enumerate() {
-            let end = self.cuts[b];
-            if self.states[b].groups.on {
-                self.relabel_in_groups(r, b, start..end, out)?;
-                start = end;
-                continue;
-            }
-            let (pos, nbr) = (&self.pos[start..end], &self.nbr[start..end]);
-            start = end;
-            let st = &mut self.states[b];
-            let (row, node) = (&mut out.row[r], &mut out.node[src]);
-            row.reserve_exact(nbr.len());
-            with_table!(st.maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
-                if u >= n_src {
-                    return Err(corrupt_entry(r, p, u, src, n_src));
-                }
-                row.push(local_id(t, node, u)? as u64);
-            });
-            if let Some(e) = &mut out.edge {
-                e[r].reserve_exact(pos.len());
-                e[r].extend_from_slice(pos);
             }
         }
         Ok(())
@@ -585,20 +527,18 @@ pub struct HeteroRequest<'a> {
     pub times: Option<&'a [&'a [i64]]>,
 }
 
-/// What one batch keeps between the hops of a hyperbatch besides its sample: one dedup map per
-/// node type, the frontier of each type (local ids first reached at the previous hop) and its
-/// seed-time groups.
+/// What one batch keeps between the hops of a hyperbatch besides its sample: the frontier of
+/// each node type (local ids first reached at the previous hop) and its seed-time groups (its
+/// dedup maps are refilled from its sample when it is relabelled).
 struct BatchState {
-    maps: Vec<IdMap>,
     frontier: Vec<Range<usize>>,
     groups: Groups,
 }
 
 impl BatchState {
-    fn new(num_nodes: &[u64]) -> Self {
+    fn new(types: usize) -> Self {
         BatchState {
-            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
-            frontier: vec![0..0; num_nodes.len()],
+            frontier: vec![0..0; types],
             groups: Groups::default(),
         }
     }

@@ -74,6 +74,14 @@ impl Indices {
     }
 }
 
+/// The error for edge position `p` beyond the `len` entries of a neighbor file in memory.
+fn beyond(p: u64, len: usize) -> Error {
+    Error::Corrupt(format!(
+        "edge position {p} is beyond the {len} entries of the neighbor file; the offset index \
+         does not match it, rebuild the dataset"
+    ))
+}
+
 /// Where a sampler gets neighbor ids from.
 pub enum NeighborSource {
     /// The whole neighbor file in RAM, shared (read-only) by every sampler that holds it.
@@ -124,6 +132,40 @@ impl NeighborSource {
         }
     }
 
+    /// `vals[i] = indices[vals[i]]` for every `i` (see [`DiskNeighbors::fetch_in_place`]), with
+    /// the first entry (in position order) not below `below`, and its position, if any;
+    /// `keys`: the sort's workspace, lent by the caller.
+    pub fn fetch_in_place(
+        &mut self,
+        vals: &mut [u64],
+        below: u64,
+        keys: &mut Vec<u64>,
+    ) -> Result<Option<(u64, u64)>> {
+        match self {
+            NeighborSource::Memory(ix) => {
+                let mut bad: Option<(u64, u64)> = None;
+                for v in vals.iter_mut() {
+                    let p = *v;
+                    *v = ix.get(p).ok_or_else(|| beyond(p, ix.len()))?;
+                    if *v >= below && bad.is_none_or(|b| p < b.0) {
+                        bad = Some((p, *v));
+                    }
+                }
+                Ok(bad)
+            }
+            NeighborSource::Disk(d) => d.fetch_in_place(vals, below, keys),
+        }
+    }
+
+    /// Bytes of its fetch's workspace (see [`DiskNeighbors::workspace_bytes`]; none in
+    /// memory).
+    pub fn workspace_bytes(&self) -> u64 {
+        match self {
+            NeighborSource::Memory(_) => 0,
+            NeighborSource::Disk(d) => d.workspace_bytes(),
+        }
+    }
+
     /// Cumulative I/O counters (all zero for the memory source).
     pub fn stats(&self) -> IoStats {
         match self {
@@ -144,13 +186,7 @@ impl NeighborSource {
         match self {
             NeighborSource::Memory(ix) => {
                 for (o, &p) in out.iter_mut().zip(positions) {
-                    *o = ix.get(p).ok_or_else(|| {
-                        Error::Corrupt(format!(
-                            "edge position {p} is beyond the {} entries of the neighbor file; \
-                             the offset index does not match it, rebuild the dataset",
-                            ix.len()
-                        ))
-                    })?;
+                    *o = ix.get(p).ok_or_else(|| beyond(p, ix.len()))?;
                 }
                 Ok(())
             }

@@ -17,7 +17,9 @@
 //! A record, in this process's byte order (the file never outlives it): a header of 64-bit words
 //! (`MAGIC`, the lengths of `node`, `row`, `counts`, `edge` (`u64::MAX`: none), the hop count
 //! `k`, then `num_sampled_nodes` (k + 1 words) and `num_sampled_edges` (k words)), then `node`
-//! and `edge` (64-bit), `row` and `counts` (32-bit), zero-padded to a whole page.
+//! and `edge` (64-bit), `row` and `counts` (32-bit), zero-padded to a whole page. A record of
+//! arrays of words ([`SpillFile::write_words`], what the typed sampler's samples are written as:
+//! `hetero/record.rs`): `WORDS_MAGIC`, the number of arrays, their lengths, then the arrays.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -39,6 +41,7 @@ pub const SPILL_BUFFER: usize = 1 << 20;
 const WRITE_BUFFERS: usize = 4;
 
 const MAGIC: u64 = 0x3152_4c49_5053_4752; // "RGSPILR1"
+const WORDS_MAGIC: u64 = 0x3157_4c49_5053_4752; // "RGSPILW1"
 
 /// Where one spilled sample is in its [`SpillFile`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,6 +254,79 @@ impl SpillFile {
         Ok(Spilled { offset, bytes })
     }
 
+    /// Write `arrays` as a new record of words, behind (as [`Self::write`]); read back by
+    /// [`Self::read_words`].
+    pub fn write_words(&self, arrays: &[&[u64]]) -> Result<Spilled> {
+        let mut header = vec![WORDS_MAGIC, arrays.len() as u64];
+        header.extend(arrays.iter().map(|a| a.len() as u64));
+        let words = header.len() + arrays.iter().map(|a| a.len()).sum::<usize>();
+        let bytes = 8 * words as u64;
+        let padded = bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
+        let offset = self.end.fetch_add(padded, Ordering::Relaxed);
+        let mut w = Writer {
+            file: self,
+            buf: None,
+            at: offset,
+        };
+        std::iter::once(header.as_slice())
+            .chain(arrays.iter().copied())
+            .try_for_each(|a| w.put(bytemuck::cast_slice(a)))
+            .and_then(|_| w.flush())
+            .map_err(|e| self.io_err(e))?;
+        self.written.fetch_add(padded, Ordering::Relaxed);
+        Ok(Spilled { offset, bytes })
+    }
+
+    /// Read the record of words `r` back (its arrays in the order written), through `buf` (a
+    /// [`SPILL_BUFFER`]).
+    pub fn read_words(&self, r: Spilled, buf: &mut AlignedBuf) -> Result<Vec<Vec<u64>>> {
+        let padded = r.bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
+        let mut rd = Reader {
+            file: &self.file,
+            buf,
+            at: r.offset,
+            end: r.offset + padded,
+            pos: 0,
+        };
+        rd.buf.set_len(0);
+        let damaged = || self.damaged(r, "does not have the layout it was written with");
+        let mut head = [0u64; 2];
+        rd.take(bytemuck::cast_slice_mut(&mut head))
+            .map_err(|e| self.io_err(e))?;
+        let [magic, n] = head;
+        if magic != WORDS_MAGIC || n.saturating_add(2).saturating_mul(8) > r.bytes {
+            return Err(damaged());
+        }
+        let mut lens = vec![0u64; n as usize];
+        rd.take(bytemuck::cast_slice_mut(&mut lens))
+            .map_err(|e| self.io_err(e))?;
+        let words = lens
+            .iter()
+            .try_fold(n + 2, |a, &l| a.checked_add(l))
+            .and_then(|w| w.checked_mul(8));
+        if words != Some(r.bytes) {
+            return Err(damaged());
+        }
+        let mut out = Vec::with_capacity(lens.len());
+        for &l in &lens {
+            let mut a = vec![0u64; l as usize];
+            rd.take(bytemuck::cast_slice_mut(&mut a))
+                .map_err(|e| self.io_err(e))?;
+            out.push(a);
+        }
+        self.read.fetch_add(padded, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    fn damaged(&self, r: Spilled, what: &str) -> Error {
+        Error::Corrupt(format!(
+            "spill file {}: record at byte {} {what}; the disk or the file system gave back \
+             other bytes than were written",
+            self.path.display(),
+            r.offset
+        ))
+    }
+
     /// Read record `r` back, through `buf` (a [`SPILL_BUFFER`]).
     pub fn read(&self, r: Spilled, buf: &mut AlignedBuf) -> Result<CompactSample> {
         let padded = r.bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
@@ -262,14 +338,7 @@ impl SpillFile {
             pos: 0,
         };
         rd.buf.set_len(0);
-        let damaged = |what: &str| {
-            Error::Corrupt(format!(
-                "spill file {}: record at byte {} {what}; the disk or the file system gave \
-                 back other bytes than were written",
-                self.path.display(),
-                r.offset
-            ))
-        };
+        let damaged = |what: &str| self.damaged(r, what);
         let mut head = [0u64; 6];
         rd.take(bytemuck::cast_slice_mut(&mut head))
             .map_err(|e| self.io_err(e))?;
@@ -504,6 +573,36 @@ mod tests {
         assert!(e.contains(&p.display().to_string()), "{e}");
         // Nothing is left pending, and dropping the file ends its writer thread.
         drop(f);
+    }
+
+    #[test]
+    fn records_of_words_read_back_equal_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = SpillFile::create(dir.path()).unwrap();
+        let mut buf = AlignedBuf::new(ALIGN);
+        let big: Vec<u64> = (0..300_000u64).map(|x| x * 3).collect();
+        let records: [Vec<Vec<u64>>; 3] = [
+            vec![],
+            vec![vec![1, 2, 3], vec![], big.clone()],
+            vec![vec![u64::MAX; 513]],
+        ];
+        let spilled: Vec<Spilled> = records
+            .iter()
+            .map(|r| f.write_words(&r.iter().map(Vec::as_slice).collect::<Vec<_>>()))
+            .collect::<Result<_>>()
+            .unwrap();
+        // A sample record beside them.
+        let s = f.write(&sample(10, true)).unwrap();
+        f.sync().unwrap();
+        for (r, at) in records.iter().zip(&spilled).rev() {
+            assert_eq!(&f.read_words(*at, &mut buf).unwrap(), r);
+        }
+        assert_eq!(f.read(s, &mut buf).unwrap(), sample(10, true));
+        // Each kind refuses the other's record.
+        let e = f.read(spilled[1], &mut buf).unwrap_err().to_string();
+        assert!(e.contains("layout"), "{e}");
+        let e = f.read_words(s, &mut buf).unwrap_err().to_string();
+        assert!(e.contains("layout"), "{e}");
     }
 
     #[test]

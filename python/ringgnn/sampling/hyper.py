@@ -7,12 +7,16 @@ The typed node loader (:class:`ringgnn.HeteroLoader`) and link batcher
 (:class:`ringgnn.sampling.links.HeteroLinkBatches`) run on the Rust typed loader
 (:class:`ringgnn.sampling.typed.TypedEpochs`), which gathers a batch's feature rows only when it
 is among the next ``prefetch`` the consumer takes, so a hyperbatch costs ``H`` *samples* per
-worker, not ``H`` batches of rows. ``"auto"`` counts everything an epoch holds, as measured
-(:func:`measured_bytes`, :func:`measured_rows`: :data:`PROBE_BATCHES` batches sampled from disk
-as one probe hyperbatch): ``threads * H`` sampled batches (each its share of the sampler's
-workspaces and its sample, the largest times :data:`MEASURED_MARGIN`), plus what it holds
-whatever H (the rows of the ``prefetch`` batches ahead and of the consumer's, each worker's read
-buffers, the labels), all within the batches' part of the memory plan and the room its files and
+worker, not ``H`` batches of rows; read from disk, a hyperbatch of more than one batch writes each
+finished sample to a spill file and reads it back when its turn comes, so it holds each batch's
+sample only until its last hop is drawn and read. ``"auto"`` counts everything an epoch holds, as
+measured (:func:`measured_bytes`, :func:`measured_rows`, :func:`measured_sample`:
+:data:`PROBE_BATCHES` batches sampled from disk as one probe hyperbatch): ``threads * H`` sampled
+batches (each its share of the sampler's workspaces and what its sample holds while sampled, the
+largest times :data:`MEASURED_MARGIN`), plus what it holds whatever H (the rows and samples of
+the ``prefetch`` batches ahead and of the consumer's, each worker's read and spill buffers, dedup
+maps (:func:`measured_scratch`) and the finished sample it spills or gathers, the labels), all within the batches' part of the memory
+plan and the room its files and
 cache leave unused (``HeteroPlan.batch_memory``, ``ringgnn.sampling.plan``). Where not even one
 batch at a time fits, it takes one batch ahead instead of two, then one worker, as the
 homogeneous plan does, and warns where even that does not fit (:func:`choose`). When every
@@ -57,10 +61,25 @@ def measured_rows(probes: Sequence[Dict[str, int]]) -> int:
     return int(ROWS_MARGIN * max((p["rows"] for p in probes), default=0))
 
 
+def measured_sample(probes: Sequence[Dict[str, int]]) -> int:
+    """What one finished sample holds at most (``sample`` of ``_core.TypedLoader.probe``: a
+    worker holds one while it spills or gathers it, and each gathered batch holds its own),
+    the largest times :data:`MEASURED_MARGIN`; 0 without probes."""
+    return int(MEASURED_MARGIN * max((p["sample"] for p in probes), default=0))
+
+
+def measured_scratch(probes: Sequence[Dict[str, int]]) -> int:
+    """What one worker's sampler holds whatever H (``scratch`` of ``_core.TypedLoader.probe``: its
+    dedup maps, one per node type, refilled batch by batch), times :data:`MEASURED_MARGIN`; 0
+    without probes."""
+    return int(MEASURED_MARGIN * max((p["scratch"] for p in probes), default=0))
+
+
 def measured_bytes(probes: Sequence[Dict[str, int]]) -> int:
     """What one batch holds at most while its hyperbatch is sampled, from probe batches
-    measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's
-    workspaces, ``batch``: its sample; staging's part: :func:`measured_staging`): the largest
+    measured by ``_core.TypedLoader.probe`` (each ``state``: its share of the sampler's hop
+    buffers, ``batch``: what its sample holds while sampled, before its last hop where
+    hyperbatches spill; staging's part: :func:`measured_staging`): the largest
     ``state + batch`` times :data:`MEASURED_MARGIN`; 0 without probes."""
     most = max((p["state"] + p["batch"] for p in probes), default=0)
     return int(MEASURED_MARGIN * most)

@@ -79,15 +79,18 @@ class TypedEpochs(Epochs, ProcessLocal):
     def _probe(self) -> Dict[str, Any]:
         """What the probe batches of :meth:`probe_batch_bytes` measure, as
         ``ringgnn.sampling.hyper.choose`` takes it: ``per_batch`` (a sampled batch), ``rows`` (a
-        batch's gathered rows, ``ringgnn.sampling.hyper.measured_rows``), ``buffers`` (one
-        worker's read buffers), ``held`` (the labels), staging's part (``staging_per_batch``,
+        gathered batch: its rows, ``ringgnn.sampling.hyper.measured_rows``, and its sample,
+        ``measured_sample``), ``buffers`` (one worker's read and spill buffers, its sampler's
+        dedup maps and the finished sample it spills or gathers), ``held`` (the labels), staging's part (``staging_per_batch``,
         ``staging_buffers``) and the seconds a batch takes (``times``,
         ``ringgnn.sampling.hyper.Times``)."""
         core = self._core_loader()
         probe = self._probe_seeds()
         probes = core.probe([s for s, _ in probe], [t for _, t in probe])
-        return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes),
-                    buffers=core.worker_bytes(), held=core.held_bytes(),
+        sample = hetero_hyper.measured_sample(probes)
+        return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes) + sample,
+                    buffers=core.worker_bytes() + hetero_hyper.measured_scratch(probes) + sample,
+                    held=core.held_bytes(),
                     staging_per_batch=hetero_hyper.measured_staging(probes), staging_buffers=core.staging_bytes(),
                     times=hetero_hyper.measured_times(probes))
 

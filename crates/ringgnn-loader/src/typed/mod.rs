@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use ringgnn_features::GatherStats;
 use ringgnn_io::CoalesceOptions;
 use ringgnn_pipeline::{Jobs, Run, RunOptions};
-use ringgnn_sampler::{Fanout, HeteroSample, TemporalStrategy};
+use ringgnn_sampler::{Fanout, HeteroSample, SpillFile, TemporalStrategy, SPILL_BUFFER};
 
 pub use graph::{OpenedSampler, TypedGraph};
 pub use stage::{ReadTimes, TypeRows, TypedBatch, TypedStage};
@@ -73,10 +73,18 @@ pub struct TypedLoader {
 /// estimated.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProbeBytes {
-    /// Its share of the sampler's workspaces: its dedup maps and hop buffers.
+    /// Its share of the sampler's hop buffers.
     pub state: u64,
-    /// Its sample.
+    /// The sampler's dedup maps (one per node type, sized for the largest batch): what a
+    /// worker holds whatever the hyperbatch size.
+    pub scratch: u64,
+    /// What its sample holds while its hyperbatch is sampled: where hyperbatches spill (the
+    /// graph is read from disk), its sample before its last hop was relabelled
+    /// ([`HeteroSample::resident_bytes`]), else all of it.
     pub batch: u64,
+    /// Its finished sample: what a worker holds of the batch it spills or gathers, and a
+    /// gathered batch besides its rows.
+    pub sample: u64,
     /// Its sampled edges.
     pub edges: u64,
     /// What its gather holds: each type's feature rows (float32), the gather's scratch for its
@@ -221,6 +229,7 @@ impl TypedLoader {
             staging: self.staging.clone(),
             first,
             staged: self.staged.clone(),
+            spill_dir: (!self.graph.in_memory()).then(|| crate::loader::beside(self.graph.path())),
         }
     }
 
@@ -316,14 +325,20 @@ impl TypedLoader {
         let clock = std::time::Instant::now();
         let samples = stage.sample(&mut w, &job)?;
         let sample_s = clock.elapsed().as_secs_f64() / seeds.len() as f64;
-        let state = w.sampler.held_bytes() / seeds.len() as u64;
+        let scratch = w.sampler.map_bytes();
+        let state = (w.sampler.held_bytes() - scratch) / seeds.len() as u64;
         let times = stage.read_times(&w, &samples)?;
         let out = samples
             .iter()
             .enumerate()
             .map(|(i, s)| ProbeBytes {
                 state,
-                batch: s.bytes(),
+                scratch,
+                batch: match self.graph.in_memory() {
+                    true => s.bytes(),
+                    false => s.resident_bytes(),
+                },
+                sample: s.bytes(),
                 edges: s.row.iter().map(|r| r.len() as u64).sum(),
                 rows: self.rows_bytes(s),
                 staging: self.batch_staging_bytes(s),
@@ -381,11 +396,16 @@ impl TypedLoader {
     }
 
     /// What one worker holds whatever its batches: its sampler's read buffer (shared by the
-    /// relations read from disk, [`TypedGraph::sampler`]) and a read buffer per type whose rows
-    /// are read from disk (staging's: [`Self::staging_bytes`]).
+    /// relations read from disk, [`TypedGraph::sampler`]) and its spill file's buffers, and a
+    /// read buffer per type whose rows are read from disk (staging's: [`Self::staging_bytes`]).
     pub fn worker_bytes(&self) -> u64 {
         let buffer = CoalesceOptions::default().buffer as u64;
-        let sampler = if self.graph.in_memory() { 0 } else { buffer };
+        let spill = SpillFile::BUFFER_BYTES + SPILL_BUFFER as u64;
+        let sampler = if self.graph.in_memory() {
+            0
+        } else {
+            buffer + spill
+        };
         let rows = self
             .rows
             .iter()

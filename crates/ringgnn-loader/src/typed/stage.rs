@@ -15,14 +15,24 @@
 //! random reads, the pass runs right after the sampling and each batch's gather reads its
 //! region back ([`FeatureGatherer::gather_staged`]); the batches are the same either way. The
 //! epoch's first job is always gathered batch by batch (nothing trains before it to hide a pass).
+//!
+//! A hyperbatch of more than one batch read from disk is *spilled* as the homogeneous loader's
+//! are: each batch's sample is written to the worker's spill file as soon as its last hop is
+//! relabelled ([`HeteroSampler::sample_each`], [`HeteroSample::spill`]), keeping only the cold
+//! row ids its staging pass needs, and read back when its turn to be gathered comes. A
+//! hyperbatch then holds at once only the state of its batches still being sampled, never its
+//! finished samples; the batches are the same either way.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use ringgnn_features::{FeatureFile, FeatureGatherer, GatherStats, HotRowCache, RowSource};
-use ringgnn_io::{BackendKind, CoalesceOptions};
+use ringgnn_io::{AlignedBuf, BackendKind, CoalesceOptions};
 use ringgnn_pipeline::{Emit, Stage};
-use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler, TemporalStrategy};
+use ringgnn_sampler::{
+    Fanout, HeteroRequest, HeteroSample, HeteroSampler, SpillFile, Spilled, TemporalStrategy,
+    SPILL_BUFFER,
+};
 
 use crate::labels::Labels;
 use crate::staging::{estimate, stage_rows, Staging, StagingOptions};
@@ -107,6 +117,9 @@ pub struct TypedStage {
     pub(crate) first: Option<u64>,
     /// Hyperbatches staged, per type (summed over the workers).
     pub(crate) staged: Arc<Mutex<Vec<u64>>>,
+    /// Where hyperbatches of more than one batch spill their samples (`None`: never, the
+    /// graph is in memory).
+    pub(crate) spill_dir: Option<std::path::PathBuf>,
 }
 
 /// Seconds to read a hyperbatch's rows, estimated ([`TypedStage::read_times`]).
@@ -120,11 +133,13 @@ pub struct ReadTimes {
     pub back: Vec<f64>,
 }
 
-/// A worker's own sampler, gatherers and staging files.
+/// A worker's own sampler, gatherers, staging files and spill file (made on first use, with
+/// its read buffer).
 pub struct Worker {
     pub(crate) sampler: HeteroSampler,
     gatherers: Vec<Option<FeatureGatherer>>,
     staging: Vec<Option<Staging>>,
+    spill: Option<(SpillFile, AlignedBuf)>,
 }
 
 impl TypedStage {
@@ -174,13 +189,13 @@ impl TypedStage {
             sampler,
             gatherers,
             staging,
+            spill: None,
         })
     }
 
     /// Stage the rows of each type of `samples` (one hyperbatch) where the cost model finds a
     /// pass cheaper than the batches' own reads; per type, whether it was staged.
     pub(crate) fn stage(&self, w: &mut Worker, samples: &[HeteroSample]) -> Result<Vec<bool>> {
-        let mut staged = vec![false; w.staging.len()];
         for (t, st) in w.staging.iter_mut().enumerate() {
             let (Some(st), Some(rows)) = (st.as_mut(), &self.rows[t]) else {
                 continue;
@@ -193,6 +208,21 @@ impl TypedStage {
             st.cold.truncate(samples.len());
             for (cold, s) in st.cold.iter_mut().zip(samples) {
                 FeatureGatherer::cold_rows(&rows.file, cache, &s.node[t], cold)?;
+            }
+        }
+        self.stage_cold(w)
+    }
+
+    /// [`Self::stage`] with each staging type's cold rows of the hyperbatch already taken
+    /// (`Staging::cold`, a list per batch).
+    fn stage_cold(&self, w: &mut Worker) -> Result<Vec<bool>> {
+        let mut staged = vec![false; w.staging.len()];
+        for (t, st) in w.staging.iter_mut().enumerate() {
+            let (Some(st), Some(rows)) = (st.as_mut(), &self.rows[t]) else {
+                continue;
+            };
+            if st.disabled.is_some() {
+                continue;
             }
             let est = estimate(&st.cold, &rows.file, st.model());
             staged[t] = stage_rows(false, est.per_batch, est.staged) && st.stage()?;
@@ -244,6 +274,22 @@ impl TypedStage {
         w: &mut Worker,
         job: &[(u64, TypedSeeds, SeedTimes)],
     ) -> Result<Vec<HeteroSample>> {
+        let mut outs = Vec::with_capacity(job.len());
+        self.sample_each(w, job, &mut |_, s| {
+            outs.push(s);
+            Ok(())
+        })?;
+        Ok(outs)
+    }
+
+    /// The samples of `job`, drawn together, each handed to `each` as soon as it is finished
+    /// ([`HeteroSampler::sample_each`]).
+    fn sample_each(
+        &self,
+        w: &mut Worker,
+        job: &[(u64, TypedSeeds, SeedTimes)],
+        each: &mut dyn FnMut(usize, HeteroSample) -> ringgnn_sampler::Result<()>,
+    ) -> Result<()> {
         let seeds: Vec<Vec<(usize, &[u64])>> = job
             .iter()
             .map(|(_, s, _)| s.iter().map(|(t, ids)| (*t, ids.as_slice())).collect())
@@ -263,7 +309,64 @@ impl TypedStage {
             })
             .collect();
         Ok(w.sampler
-            .sample_many(&requests, self.seed, self.epoch, self.with_edge_ids)?)
+            .sample_each(&requests, self.seed, self.epoch, self.with_edge_ids, each)?)
+    }
+
+    /// Whether `job`'s samples are spilled (see the module docs).
+    fn spills(&self, job: &TypedJob) -> bool {
+        self.spill_dir.is_some() && job.len() > 1
+    }
+
+    /// The samples of `job` written to the worker's spill file as each is finished (rewound
+    /// first: the previous job's were all read), where each went; with them, each staging
+    /// type's cold rows of every batch, in `Staging::cold`, unless `first`.
+    fn sample_spilled(&self, w: &mut Worker, job: &TypedJob, first: bool) -> Result<Vec<Spilled>> {
+        if w.spill.is_none() {
+            let dir = self.spill_dir.as_deref().expect("spilling");
+            w.spill = Some((SpillFile::create(dir)?, AlignedBuf::new(SPILL_BUFFER)));
+        }
+        let (mut file, buf) = w.spill.take().expect("made above");
+        file.rewind();
+        let keep: Vec<usize> = (w.staging.iter().enumerate())
+            .filter(|(t, s)| {
+                !first
+                    && s.as_ref().is_some_and(|s| s.disabled.is_none())
+                    && self.rows[*t].is_some()
+            })
+            .map(|(t, _)| t)
+            .collect();
+        let mut cold: Vec<Vec<Vec<u64>>> = vec![Vec::new(); w.staging.len()];
+        let mut failed = None;
+        let mut at = Vec::with_capacity(job.len());
+        let r = self.sample_each(w, job, &mut |_, s| {
+            for &t in &keep {
+                let rows = self.rows[t].as_ref().expect("kept types have rows");
+                let mut c = Vec::new();
+                let cache = rows.cache.as_deref();
+                if let Err(e) = FeatureGatherer::cold_rows(&rows.file, cache, &s.node[t], &mut c) {
+                    failed = Some(e);
+                    return Err(ringgnn_sampler::Error::Input(
+                        "a sample's rows failed".into(),
+                    ));
+                }
+                cold[t].push(c);
+            }
+            at.push(s.spill(&file)?);
+            Ok(())
+        });
+        let synced = file.sync();
+        w.spill = Some((file, buf));
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        r?;
+        synced?;
+        for (st, c) in w.staging.iter_mut().zip(cold) {
+            if let Some(st) = st.as_mut().filter(|_| !c.is_empty()) {
+                st.cold = c;
+            }
+        }
+        Ok(at)
     }
 
     /// Batch `index` of `sample`: each type's rows and the target's labels gathered; `staged`:
@@ -329,8 +432,26 @@ impl Stage for TypedStage {
         job: Self::Job,
         out: &mut Emit<'_, TypedBatch, Error>,
     ) -> Result<()> {
-        let samples = self.sample(w, &job)?;
         let first = job.first().map(|(b, _, _)| *b) == self.first;
+        if self.spills(&job) {
+            let at = self.sample_spilled(w, &job, first)?;
+            let staged = if first {
+                Vec::new()
+            } else {
+                self.stage_cold(w)?
+            };
+            for (k, ((index, _, _), r)) in job.iter().zip(at).enumerate() {
+                if !out.wait_turn(self.prefetch) {
+                    return Err(Error::Input("the epoch was stopped".into()));
+                }
+                let (file, buf) = w.spill.as_mut().expect("spilled");
+                let sample = HeteroSample::unspill(file, r, buf)?;
+                let batch = self.gather(w, *index, sample, k, &staged)?;
+                out.emit(Ok(batch));
+            }
+            return Ok(());
+        }
+        let samples = self.sample(w, &job)?;
         let staged = if first {
             Vec::new()
         } else {

@@ -201,7 +201,7 @@ impl HeteroSampler {
         Ok(())
     }
 
-    /// Relabel the entries `at` of the hop's fetch, relation `r`'s draws for temporal batch `b`:
+    /// Relabel the entries `at` of relation `r`'s draws at this hop (`drawn[r]`), temporal batch `b`'s:
     /// each into the group of the node it was drawn for ([`GroupKeys`]), an entry newer than
     /// its group's time by its node time dropped with its edge (its `col` and `edge`, and the
     /// hop's edge count, shrink).
@@ -214,9 +214,9 @@ impl HeteroSampler {
     ) -> Result<()> {
         let rel = &self.rels[r];
         let (src, n_src, n_dst) = (rel.src, self.num_nodes[rel.src], self.num_nodes[rel.dst]);
-        let (pos, nbr) = (&self.pos[at.clone()], &self.nbr[at]);
+        let (pos, nbr) = (&self.drawn[r].pos[at.clone()], &self.drawn[r].entries()[at]);
         let node_times = self.node_times[src].as_deref();
-        let st = &mut self.states[b];
+        let st = &self.states[b];
         let c0 = out.col[r].len() - pos.len();
         // The source type's nodes (pushed to) and, of another type, the destination's (read).
         let (node, dst_nodes) = match src.cmp(&rel.dst) {
@@ -234,7 +234,7 @@ impl HeteroSampler {
         let mut edge = out.edge.as_mut().map(|e| &mut e[r]);
         let times = &st.groups.times;
         let mut kept = c0;
-        with_table!(st.maps[src], t => for (i, (&u, &p)) in nbr.iter().zip(pos).enumerate() {
+        with_table!(self.maps[src], t => for (i, (&u, &p)) in nbr.iter().zip(pos).enumerate() {
             if u >= n_src {
                 return Err(corrupt_entry(r, p, u, src, n_src));
             }

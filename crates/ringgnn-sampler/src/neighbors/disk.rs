@@ -72,6 +72,63 @@ impl DiskNeighbors {
         self.pages.reader().stats()
     }
 
+    /// Bytes of its fetch's workspace as the fetches so far grew it: the sort order of the
+    /// positions (16 B each) and of those not cached.
+    pub fn workspace_bytes(&self) -> u64 {
+        let entry = std::mem::size_of::<(u64, usize)>();
+        (entry * (self.order.capacity() + self.miss.capacity())) as u64
+    }
+
+    /// `vals[i] = indices[vals[i]]` for every `i`: the positions replaced by the entries
+    /// there, with the first entry (in position order) not below `below`, and its position,
+    /// if any (every entry is read either way). Without a page cache, and where positions and
+    /// indices fit one word together, it sorts them as one key each (`position << bits |
+    /// index`) in `keys`, the caller's workspace: 8 B a position besides `vals`; else it is
+    /// [`Self::fetch`] from a copy.
+    pub fn fetch_in_place(
+        &mut self,
+        vals: &mut [u64],
+        below: u64,
+        keys: &mut Vec<u64>,
+    ) -> Result<Option<(u64, u64)>> {
+        let bits = u64::BITS - (vals.len() as u64).leading_zeros();
+        let max = vals.iter().copied().max().unwrap_or(0);
+        if self.cache.is_some()
+            || bits >= 64
+            || max.checked_shl(bits).is_none_or(|m| m >> bits != max)
+        {
+            let positions = vals.to_vec();
+            self.fetch(&positions, vals)?;
+            let bad = positions
+                .iter()
+                .zip(vals.iter())
+                .filter(|x| *x.1 >= below)
+                .min();
+            return Ok(bad.map(|(&p, &u)| (p, u)));
+        }
+        let mask = (1u64 << bits) - 1;
+        keys.clear();
+        keys.reserve_exact(vals.len());
+        keys.extend(vals.iter().enumerate().map(|(i, &p)| p << bits | i as u64));
+        keys.sort_unstable();
+        let (width, packed) = (self.width, &*keys);
+        let range = |k: usize| ((packed[k] >> bits) * width, width as usize);
+        let mut bad = None;
+        self.pages
+            .read_ranges(packed.len(), range, |k, b| {
+                let u = decode(b);
+                if u >= below && bad.is_none() {
+                    bad = Some((packed[k] >> bits, u));
+                }
+                vals[(packed[k] & mask) as usize] = u;
+            })
+            .map_err(|source| Error::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(bad)
+    }
+
     pub fn name(&self) -> &'static str {
         self.pages.reader().name()
     }
@@ -273,6 +330,35 @@ mod tests {
         d.fetch(&[7 * 1024 + 5, 1, 5 * 1024 + 9], &mut out).unwrap();
         assert_eq!(out, [7 * 1024 + 5, 1, 5 * 1024 + 9]);
         assert_eq!(log.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn in_place_reads_what_fetch_reads_and_names_the_first_entry_too_large() {
+        // Entries equal their positions: below 3000, every one is fine; below 1024, the first
+        // too large in position order is at 1024, whatever the order given.
+        let positions = [5 * 1024 + 3, 0, 1023, 1024, 2 * 1024 + 7, 5 * 1024 + 3];
+        for cache in [false, true] {
+            let (d, log) = fixture(CoalesceOptions::default());
+            let c = Arc::new(PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap());
+            let mut d = d.with_cache(cache.then_some(c));
+            let (mut vals, mut keys) = (positions, Vec::new());
+            assert_eq!(
+                d.fetch_in_place(&mut vals, 10 * 1024, &mut keys).unwrap(),
+                None
+            );
+            assert_eq!(vals, positions);
+            // The same reads as fetch: pages 0-2 merged, then page 5.
+            assert_eq!(*log.lock().unwrap(), vec![vec![req(0, 3, 0), req(5, 1, 3)]]);
+            let mut vals = positions;
+            let bad = d.fetch_in_place(&mut vals, 1024, &mut keys).unwrap();
+            assert_eq!((bad, vals), (Some((1024, 1024)), positions));
+            let mut none: [u64; 0] = [];
+            assert_eq!(d.fetch_in_place(&mut none, 0, &mut keys).unwrap(), None);
+            // Without a cache, one key a position and no other workspace.
+            if !cache {
+                assert_eq!((keys.capacity(), d.workspace_bytes()), (positions.len(), 0));
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,136 @@
+//! A [`HeteroSample`] written to a [`SpillFile`] and read back: its arrays as one record of
+//! words (`SpillFile::write_words`), so that a typed hyperbatch need not hold its finished
+//! samples until each batch is gathered.
+//!
+//! The arrays, in order: a shape `[types, relations, has edge ids, has times]`, then per type
+//! `node`, per type `num_sampled_nodes`, per relation `row`, `col` and `num_sampled_edges`, then
+//! (when present) per relation `edge` and per type `time` (as the bits of each `i64`).
+
+use ringgnn_io::AlignedBuf;
+
+use super::HeteroSample;
+use crate::spill::{SpillFile, Spilled};
+use crate::{Error, Result};
+
+impl HeteroSample {
+    /// Write this sample to `f` (behind: readable after [`SpillFile::sync`]).
+    pub fn spill(&self, f: &SpillFile) -> Result<Spilled> {
+        let words = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
+        let shape = [
+            self.node.len() as u64,
+            self.row.len() as u64,
+            self.edge.is_some() as u64,
+            self.time.is_some() as u64,
+        ];
+        let nsn: Vec<Vec<u64>> = self.num_sampled_nodes.iter().map(|v| words(v)).collect();
+        let nse: Vec<Vec<u64>> = self.num_sampled_edges.iter().map(|v| words(v)).collect();
+        let mut arrays: Vec<&[u64]> = vec![&shape];
+        arrays.extend(self.node.iter().map(Vec::as_slice));
+        arrays.extend(nsn.iter().map(Vec::as_slice));
+        arrays.extend(self.row.iter().map(Vec::as_slice));
+        arrays.extend(self.col.iter().map(Vec::as_slice));
+        arrays.extend(nse.iter().map(Vec::as_slice));
+        arrays.extend(self.edge.iter().flatten().map(Vec::as_slice));
+        let times = self.time.iter().flatten();
+        arrays.extend(times.map(|t| bytemuck::cast_slice::<i64, u64>(t)));
+        f.write_words(&arrays)
+    }
+
+    /// The sample written to `f` at `r` by [`Self::spill`], read through `buf`.
+    pub fn unspill(f: &SpillFile, r: Spilled, buf: &mut AlignedBuf) -> Result<HeteroSample> {
+        let damaged = || {
+            Error::Corrupt(format!(
+                "spill file {}: a typed sample's record does not have the shape it was \
+                 written with",
+                f.path().display()
+            ))
+        };
+        let mut arrays = f.read_words(r, buf)?.into_iter();
+        let shape = arrays.next().ok_or_else(damaged)?;
+        let &[types, rels, edge, time] = shape.as_slice() else {
+            return Err(damaged());
+        };
+        let (types, rels) = (types as usize, rels as usize);
+        let want = 1 + 2 * types + 3 * rels + edge as usize * rels + time as usize * types;
+        if arrays.len() != want - 1 {
+            return Err(damaged());
+        }
+        let mut take = |n: usize| arrays.by_ref().take(n).collect::<Vec<Vec<u64>>>();
+        let sizes = |v: Vec<Vec<u64>>| -> Vec<Vec<usize>> {
+            v.into_iter()
+                .map(|a| a.into_iter().map(|x| x as usize).collect())
+                .collect()
+        };
+        let node = take(types);
+        let num_sampled_nodes = sizes(take(types));
+        let row = take(rels);
+        let col = take(rels);
+        let num_sampled_edges = sizes(take(rels));
+        let edge = (edge != 0).then(|| take(rels));
+        let time = (time != 0).then(|| {
+            take(types)
+                .into_iter()
+                .map(|a| a.into_iter().map(|x| x as i64).collect())
+                .collect()
+        });
+        Ok(HeteroSample {
+            node,
+            num_sampled_nodes,
+            row,
+            col,
+            num_sampled_edges,
+            edge,
+            time,
+        })
+    }
+
+    /// Bytes it held before its last hop was relabelled, when the samples of a hyperbatch are
+    /// handed out as each is finished ([`super::HeteroSampler::sample_each`]): all of it but
+    /// the last hop's rows (and edge ids), the nodes it reached and the times, made then.
+    pub fn resident_bytes(&self) -> u64 {
+        let last = |v: &[Vec<usize>]| v.iter().filter_map(|c| c.last()).sum::<usize>() as u64;
+        let edges = last(&self.num_sampled_edges) * if self.edge.is_some() { 2 } else { 1 };
+        let nodes = if self.num_sampled_edges.iter().any(|c| !c.is_empty()) {
+            last(&self.num_sampled_nodes)
+        } else {
+            0
+        };
+        let time: usize = self.time.iter().flatten().map(Vec::len).sum();
+        self.bytes() - 8 * (edges + nodes + time as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_read_back_equal_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = SpillFile::create(dir.path()).unwrap();
+        let mut buf = AlignedBuf::new(crate::spill::SPILL_BUFFER);
+        let plain = HeteroSample {
+            node: vec![vec![3, 1, 4], vec![], vec![9]],
+            num_sampled_nodes: vec![vec![1, 2], vec![0, 0], vec![0, 1]],
+            row: vec![vec![1, 2], vec![0]],
+            col: vec![vec![0, 0], vec![0]],
+            num_sampled_edges: vec![vec![2], vec![1]],
+            edge: None,
+            time: None,
+        };
+        let mut full = plain.clone();
+        full.edge = Some(vec![vec![7, 8], vec![1 << 40]]);
+        full.time = Some(vec![vec![-5, 0, i64::MAX], vec![], vec![i64::MIN]]);
+        let at: Vec<Spilled> = [&plain, &full, &HeteroSample::default()]
+            .iter()
+            .map(|s| s.spill(&f).unwrap())
+            .collect();
+        f.sync().unwrap();
+        assert_eq!(HeteroSample::unspill(&f, at[1], &mut buf).unwrap(), full);
+        assert_eq!(HeteroSample::unspill(&f, at[0], &mut buf).unwrap(), plain);
+        let empty = HeteroSample::unspill(&f, at[2], &mut buf).unwrap();
+        assert_eq!(empty, HeteroSample::default());
+        // Its last hop (2 + 1 edges, 2 + 0 + 1 nodes) and nothing else.
+        assert_eq!(plain.resident_bytes(), plain.bytes() - 8 * (3 + 3));
+    }
+}
