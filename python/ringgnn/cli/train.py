@@ -10,7 +10,6 @@ from typing import Any
 
 from .. import _options
 from .._options import BACKENDS, CACHE_POLICIES, count_arg, positive_arg, size_arg
-from .._threads import passive_waits
 from ..data.dataset import Dataset
 from ..training import distributed
 from ..training.loop import EVAL_MODES, TASKS, train
@@ -144,10 +143,6 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    # PyTorch's OpenMP threads sleep between parallel regions, as in predict/embed
-    # (``ringgnn._threads``): a batch's many small kernels beside the loader's workers otherwise
-    # wait on spinning team members (link evaluation at times 12x slower on 2 busy cores).
-    passive_waits()  # before PyTorch is imported
     # torch_geometric calls torch.jit.script at import, which torch >= 2.10 deprecates: noise for
     # a command-line user, who can do nothing about it.
     warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=FutureWarning)
