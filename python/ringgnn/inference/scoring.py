@@ -45,10 +45,10 @@ from ..data.dataset import Dataset
 from ..data.schema import parse_edge_type
 from ..models.checkpoints import Checkpoint, read_checkpoint
 from ..models.dense import decoder_from_state, dense_decoder
-from ..models.hetero_dense import HeteroDense, dense_of
+from ..models.hetero_dense import dense_of
 from ..sampling.links import edge_pairs
 from . import metrics
-from .hetero import HeteroLayerwise, attach_tables
+from .hetero import HeteroLayerwise, link_towers
 from .rows import NpyWriter, wanted_mask, write_output
 from .run import open_run, run_inference
 
@@ -260,20 +260,11 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
-    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
-    cfg = state["args"]["hetero_link"]
-    ds = Dataset.opened(dataset if dataset is not None else state["metrics"]["dataset"])
-    relation = ds.check_relation(cfg["relation"])
-    fits = f"{ds.path}; give the dataset it was trained on"
-    model = state.get("model") or {}
-    towers = {side: HeteroDense.from_state(cfg[side], model, path, fits, f"encoders.{side}.")
-              for side in ("src", "dst") if cfg.get(side) is not None}
-    for side, tower in towers.items():
-        attach_tables(tower, path, state, f"{side}.")
-    decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path, fits)
-    unexpected = [k for k in model if not k.startswith(("decoder.", *(f"encoders.{t}." for t in towers)))]
-    if unexpected:
-        raise InputError(f"{path} does not fit the dataset ({fits}): unexpected {', '.join(unexpected)}")
+    read = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
+    ds, relation, towers, path = link_towers(read, dataset)
+    cfg, model = read[1]["args"]["hetero_link"], read[1].get("model") or {}
+    decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path,
+                                 f"{ds.path}; give the dataset it was trained on")
     pairs, split = relation_pairs(ds, relation, edges)
     negs = None
     if split is not None and ds.relation(relation).manifest["edge_splits"][split]["negatives"]:
