@@ -29,13 +29,14 @@ import numpy as np
 
 from .. import _core, _options
 from .._core import InputError
+from .._options import edge_pairs
 from ..data.dataset import Dataset, PathLike, open_homogeneous, warn_without_times
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 from . import hyper as hetero_hyper
 from .hetero import HeteroLoader, HeteroNeighborSampler
 from .typed import TypedEpochs
 from .loader import CoreReports, Epochs, Loader
-from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
+from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle
 from .sampler import NeighborSampler, SampledSubgraph
 
 #: Bytes of seed lists a link epoch makes and hands the Rust core at a time (a *window* of
@@ -133,15 +134,15 @@ class LinkBatches(Epochs):
         self.dataset = dataset
         self.pairs = pairs
         self.file_order = bool(file_order)
-        stored = isinstance(edges, str) and edges in dataset.edge_split_names
-        self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges,
-                                                                                     counts=pairs.counts)
+        stored = _options.stored_split(dataset, edges)
+        self.edges = dataset.edge_split(stored, mmap=True) if stored else edge_pairs(
+            dataset, edges, counts=pairs.counts, types=pairs.types)
         #: Each pair's time (parallel to ``edges``), at which it is sampled; None: without times.
-        self.time = pair_times(dataset, edges if stored else None, self.edges.shape[1], time, ignore_time)
+        self.time = pair_times(dataset, stored, self.edges.shape[1], time, ignore_time)
         # A stored split's pairs are read with the project's page-coalesced reader (io_uring, many
         # reads in flight; O_DIRECT with `direct`), not by faulting the map a page at a time:
         # a batch's pairs lie on as many random pages as it has pairs.
-        self._pair_file = dataset.edge_split_file(edges) if stored else None
+        self._pair_file = dataset.edge_split_file(stored) if stored else None
         self._pair_io = ("pread" if backend == "pread" else "auto", bool(direct))
         self._reader: Any = None
         self._reader_pid: Optional[int] = None
