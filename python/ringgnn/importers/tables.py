@@ -387,9 +387,9 @@ def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> Tuple
 
 
 #: The Python interpreter with numpy that the builder's fixed part already counts (``OVERHEAD``
-#: in ``crates/ringgnn-store/src/builder/mod.rs``).
+#: in ``crates/ringgnn-store/src/budget.rs``).
 BUILDER_COUNTS_PYTHON = 50 << 20
-#: The builder's smallest budget (``MIN_MEMORY`` in ``crates/ringgnn-store/src/builder/mod.rs``).
+#: The builder's smallest budget (``MIN_MEMORY`` in ``crates/ringgnn-store/src/budget.rs``).
 MIN_BUILD = 128 << 20
 
 
