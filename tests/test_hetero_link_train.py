@@ -279,8 +279,54 @@ def test_predict_edges_is_a_full_graph_forward_of_the_checkpoint(tiny, tmp_path,
     np.save(tmp_path / "bad.npy", np.array([[0, 6]]))
     r = cli("predict", tmp_path / "run", "--edges", tmp_path / "bad.npy", "--out", tmp_path / "b.npy")
     assert r.code != 0 and "destination 6, but node type 'paper' has 6 nodes" in r.err
-    r = cli("embed", tmp_path / "run", "--out", tmp_path / "e.npy")
-    assert r.code != 0 and "predict RUN --edges" in r.err
+    r = cli("predict", tmp_path / "run", "--out", tmp_path / "e.npy")
+    assert r.code != 0 and "a link model scores pairs, it has no predictions of nodes: give --edges" in r.err
+
+
+def test_embed_of_a_link_run_is_each_encoders_full_graph_output(tiny, tmp_path, cli):
+    """`ringgnn embed` of a typed link run writes the rows of the encoder of --type (S or D), the
+    embeddings its decoder scores: a full-batch forward of that tower."""
+    from ringgnn.inference.hetero import infer_hetero
+    from ringgnn.training.hetero import build_link_model
+
+    train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, threads=1,
+                      out=tmp_path / "run", quiet=True, log=lambda s: None)
+    state = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
+    net = build_link_model(state["args"]["hetero_link"])
+    net.load_state_dict(state["model"])
+    net.eval()
+    with torch.no_grad():
+        want = {"author": net.tower("src")(*_full_graph(tiny)).numpy(),
+                "paper": net.tower("dst")(*_full_graph(tiny)).numpy()}
+    assert want["author"].shape == (5, 8) and want["paper"].shape == (6, 8)
+    for t in ("author", "paper"):
+        r = cli("embed", tmp_path / "run", "--type", t, "--out", tmp_path / f"{t}.npy")
+        assert r.code == 0, r.err
+        np.testing.assert_allclose(np.load(tmp_path / f"{t}.npy"), want[t], rtol=1e-4, atol=1e-5)
+        assert f"layer 2 embeddings of {len(want[t])} {t} nodes (8 float32)" in r.out
+    # The decoder scores exactly those rows: predict --edges of given pairs from them.
+    np.save(tmp_path / "p.npy", np.array([[0, 5], [4, 0], [2, 3]]))
+    assert cli("predict", tmp_path / "run", "--edges", tmp_path / "p.npy", "--out", tmp_path / "q.npy").code == 0
+    with torch.no_grad():
+        scores = net.decoder(torch.from_numpy(np.load(tmp_path / "author.npy")[[0, 4, 2]]),
+                             torch.from_numpy(np.load(tmp_path / "paper.npy")[[5, 0, 3]])).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "q.npy"), scores, rtol=1e-4, atol=1e-5)
+    # Some nodes, a layer, the summary; from the API as from the command.
+    s = infer_hetero(str(tmp_path / "run"), node_type="paper", nodes=np.array([3, 0]), output="embeddings")
+    np.testing.assert_allclose(s["array"], want["paper"][[3, 0]], rtol=1e-4, atol=1e-5)
+    assert (s["type"], s["target"], s["relation"], s["layer"]) == ("paper", "paper", WRITES, 2)
+    assert "accuracy" not in s
+    first = infer_hetero(str(tmp_path / "run"), node_type="author", output="embeddings", layer=1)
+    assert first["layer"] == 1 and first["array"].shape == (5, 8)
+    # Refused: no --type where the two ends differ, a type that is neither end, predictions.
+    for args, message in ((("--out", tmp_path / "e.npy"), "give --type author or --type paper"),
+                          (("--type", "venue", "--out", tmp_path / "e.npy"),
+                           "--type venue: a link run on author:writes:paper encodes its ends' node types only")):
+        r = cli("embed", tmp_path / "run", *args)
+        assert r.code != 0 and message in r.err, r.err
+    with pytest.raises(_core.InputError, match="it has no probabilities of nodes"):
+        infer_hetero(str(tmp_path / "run"), node_type="paper", output="probabilities")
+    assert not (tmp_path / "e.npy").exists()
 
 
 CITES = "paper:cites:paper"

@@ -102,3 +102,28 @@ def test_held_memory_counts_anonymous_memory_not_mapped_files(tmp_path):
         assert abs(_options.held_memory() - held) < 8 * mib
     assert _options.code_bytes() in (_options.CODE_BYTES, _options.CODE_BYTES_NO_TORCH)
     assert _options.code_bytes(training=True) >= _options.code_bytes()
+
+
+def test_edge_pairs_of_a_typed_relation(tmp_path):
+    """`--edges` of a typed relation ``S:R:D`` by the one parser of pairs (``predict --edges`` of a
+    `--relation` run, HeteroLinkBatches' pairs): its splits, each end checked against its own type."""
+    from conftest import tiny_writes
+
+    ds = tiny_writes(tmp_path)  # 5 authors, 6 papers; author:writes:paper with val and test
+    rel, kw = ds.relation("author:writes:paper"), dict(counts=(5, 6), types=("author", "paper"))
+    assert _options.edge_pairs(rel, "test", "--edges", **kw).tolist() == [[3], [1]]
+    assert _options.stored_split(rel, "test") == "test" and _options.stored_split(rel, [[3], [1]]) is None
+    assert _options.edge_pairs(rel, np.array([[4, 5], [0, 1], [2, 3]]), "--edges", **kw).tolist() == [[4, 0, 2],
+                                                                                                      [5, 1, 3]]
+    with pytest.raises(InputError, match=r"--edges: node 5 is not a node of .*: pair 0 has source 5, but node "
+                                         r"type 'author' has 5 nodes"):
+        _options.edge_pairs(rel, np.array([[5], [0]]), "--edges", **kw)
+    np.save(tmp_path / "p.npy", np.array([[0, 6]]))
+    with pytest.raises(InputError, match=r"--edges .*p.npy: node 6 is not a node of .*: pair 0 has destination 6, "
+                                         r"but node type 'paper' has 6 nodes"):
+        _options.edge_pairs(rel, str(tmp_path / "p.npy"), "--edges", **kw)
+    with pytest.raises(InputError, match=r"--edges 'valid': not an edge split of relation author:writes:paper of "
+                                         r".* \(it has: test, train, val\) nor a .npy file"):
+        _options.edge_pairs(rel, "valid", "--edges", **kw)
+    with pytest.raises(FileNotFoundError, match="reading the pairs"):
+        _options.edge_pairs(rel, str(tmp_path / "missing.npy"), "--edges", **kw)

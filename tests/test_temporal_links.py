@@ -424,6 +424,32 @@ def test_pair_scores_as_of_a_time_from_the_command(events, link_runs, tmp_path):
     assert not [f for k in link_runs.values() for f in os.listdir(k) if "ringgnn-tmp" in f or "as-of" in f]
 
 
+def test_embed_of_a_link_run_at_times_as_of_a_time(events, link_runs, tmp_path):
+    """`ringgnn embed` of a link run at times (the typed engine's one-type case): its encoder's
+    rows, those ``predict --edges`` decodes; with ``--at T`` those of the graph as of ``T`` alone."""
+    from ringgnn.cli import main
+    from ringgnn.inference.hetero import infer_hetero
+
+    run = link_runs["typed"]
+    pairs = ringgnn.Dataset.open(events).edge_split("test")[:, :40]
+    for at in (None, 420):
+        extra = [] if at is None else ["--at", str(at)]
+        assert main(["embed", run, "--out", str(tmp_path / f"z{at}.npy"), "--quiet", *extra]) == 0
+        z = np.load(tmp_path / f"z{at}.npy")
+        assert z.shape == (300, 32)
+        # The dot decoder's scores of the pairs are those of these rows.
+        want = predict_link_edges(run, pairs, at=at)["scores"]
+        np.testing.assert_allclose((z[pairs[0]] * z[pairs[1]]).sum(1), want, rtol=1e-4, atol=1e-4)
+    assert not np.allclose(np.load(tmp_path / "zNone.npy"), np.load(tmp_path / "z420.npy"))
+    # As of T: the rows of the dataset of the edges at or before T alone.
+    ref = _past_graph(events, 420, tmp_path / "p420")
+    np.testing.assert_allclose(np.load(tmp_path / "z420.npy"),
+                               infer_hetero(run, ref, output="embeddings")["array"], rtol=1e-5, atol=1e-6)
+    s = infer_hetero(run, output="embeddings", at=420, nodes=np.array([7, 3]))
+    assert s["at"] == 420 and s["as_of"]["edges"] == ringgnn.Dataset.open(ref).num_edges
+    np.testing.assert_array_equal(s["array"], np.load(tmp_path / "z420.npy")[[7, 3]])
+
+
 def test_relation_pair_scores_as_of_a_time(tmp_path):
     """A ``--relation`` run (user:buys:item and its reverse, split by time) scores its pairs as
     of T as it does on the typed dataset of the graph's edges as of T alone."""

@@ -10,7 +10,8 @@ ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
 policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
 ("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms,
 or by time: "val=T1,test=T2"), task tables ("train=T1.parquet,val=T2.parquet"), the self-loop
-policy and times (an integer in the unit of a dataset's times).
+policy, times (an integer in the unit of a dataset's times) and link pairs (an edge split's name,
+a ``.npy`` file or an array).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 from . import _core
 from ._core import InputError, RingGnnError
+from ._files import os_errors
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
@@ -310,6 +312,56 @@ def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise InputError(f"{what} must be integer node ids, got dtype {a.dtype}")
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def stored_split(dataset: Any, edges: Any) -> Optional[str]:
+    """The name of ``dataset``'s edge split that ``edges`` names, or None (a file, an array)."""
+    if not isinstance(edges, (str, os.PathLike)):
+        return None
+    spec = os.fspath(edges)
+    return spec if spec in dataset.edge_split_names else None
+
+
+def edge_pairs(dataset: Any, edges: Any, what: str = "edges", counts: Optional[Tuple[int, int]] = None,
+               types: Optional[Tuple[str, str]] = None) -> np.ndarray:
+    """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array (numpy,
+    torch) of shape (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and
+    destinations), every id checked. ``dataset``: a dataset, or a typed dataset's relation (its
+    edge splits); ``counts``: the nodes of the source and destination ends (default
+    ``dataset.num_nodes`` both), ``types`` their node types (named in errors; default: the dataset's
+    nodes). ``what`` names the option in errors."""
+    if isinstance(edges, (str, os.PathLike)):
+        spec = os.fspath(edges)
+        if spec in dataset.edge_split_names:
+            return dataset.edge_split(spec)
+        if not spec.endswith(".npy"):
+            part = getattr(dataset, "part", None) or ""
+            place = f"relation {part[len('relation/'):]} of {dataset.path}" if part.startswith("relation/") else \
+                dataset.path
+            have = ", ".join(dataset.edge_split_names) or "none: convert with --link-split"
+            raise InputError(f"{what} '{spec}': not an edge split of {place} (it has: {have}) nor a .npy file")
+        with os_errors("reading the pairs", spec):
+            try:
+                edges = np.load(spec, allow_pickle=False)
+            except ValueError as e:
+                raise InputError(f"{what} {spec}: not a .npy array of pairs ({e})") from None
+        what = f"{what} {spec}"
+    if hasattr(edges, "detach"):  # a torch tensor, without importing torch
+        edges = edges.detach().cpu().numpy()
+    a = np.asarray(edges)
+    if a.ndim != 2 or 2 not in a.shape:
+        raise InputError(f"{what}: pairs need shape (2, n) or (n, 2), got {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"{what}: node ids must be integers, got {a.dtype}")
+    a = np.ascontiguousarray(a if a.shape[0] == 2 else a.T, dtype=np.int64)
+    for k, (row, n) in enumerate(zip(a, counts or (dataset.num_nodes,) * 2)):
+        bad = np.flatnonzero((row < 0) | (row >= n))
+        if bad.size:
+            i, end = int(bad[0]), ("source", "destination")[k]
+            whose = "the dataset" if types is None else f"node type '{types[k]}'"
+            raise InputError(f"{what}: node {row[i]} is not a node of {dataset.path}: pair {i} has {end} {row[i]}, "
+                             f"but {whose} has {n:,} nodes")
+    return a
 
 
 def time(value: Any, what: str = "--at") -> int:

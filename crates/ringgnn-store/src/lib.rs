@@ -5,7 +5,7 @@
 //!   the generators ([`generate`]);
 //! - build steps: attaching features, labels and splits ([`attach`]), original ids
 //!   ([`node_ids`]), edge splits for link prediction ([`link`], [`shared_negatives`]), the
-//!   out-of-core CSC builder ([`builder`]);
+//!   out-of-core CSC builder ([`builder`]), all within one memory budget ([`budget`]);
 //! - checking ([`verify`], whose external sort and id check the builds share) and reading
 //!   ([`dataset`]);
 //! - inputs: what every build is told ([`options`]), edge-list readers ([`input`]), edge and
@@ -20,6 +20,7 @@
 
 pub mod attach;
 pub mod bitmap;
+pub mod budget;
 pub mod builder;
 pub mod convert;
 pub mod dataset;

@@ -77,7 +77,7 @@ pub fn check_unique(
     if tests::SKIP_UNIQUE.with(|s| s.get()) {
         return Ok(0);
     }
-    crate::builder::check_memory(memory)?;
+    crate::budget::check_memory(memory)?;
     let len = std::fs::metadata(&input.ids).at(&input.ids)?.len();
     let words = len / 8;
     let strings = input.dtype == NodeIdDtype::Str;
@@ -99,7 +99,7 @@ pub fn check_unique(
         num_nodes: if strings { words - 1 } else { words },
     };
     let how = IdCheck {
-        sizes: Sizes::for_budget(memory.saturating_sub(crate::builder::OVERHEAD)),
+        sizes: Sizes::for_budget(memory.saturating_sub(crate::budget::OVERHEAD)),
         spill_dir: spill_parent,
         hash: hash_bytes,
     };

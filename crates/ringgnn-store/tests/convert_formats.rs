@@ -138,19 +138,8 @@ proptest! {
             ..Default::default()
         };
         let opts = ConvertOptions {
-            input,
-            out: dir.path().join("ds"),
             format: if matches!(ALL[how], Written::Bin32) { Some(InputFormat::Bin32) } else { None },
-            graph: graph.clone(),
-            features: None,
-            feature_dtype: None,
-            labels: None,
-            split: None,
-            link_split: None,
-            seed: 0,
-            overwrite: false,
-            node_ids: None,
-            excerpts: Default::default(),
+            ..ConvertOptions::new(input, dir.path().join("ds"), graph.clone())
         };
         let m = convert(&opts, &NoProgress).unwrap();
         let want = reference(&edges, &graph);

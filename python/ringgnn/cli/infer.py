@@ -1,7 +1,8 @@
 """``ringgnn predict``, ``ringgnn embed`` and ``ringgnn report``: use a trained run.
 
-A heterogeneous run (``ringgnn train DS --target TYPE``) goes to
-:func:`ringgnn.inference.hetero.infer_hetero`; what it does not take yet (``--edges``) is refused.
+A heterogeneous run (``ringgnn train DS --target TYPE``, or ``--task link --relation S:R:D``,
+whose ``embed`` writes an encoder's rows) goes to :func:`ringgnn.inference.hetero.infer_hetero`;
+``predict --edges`` of a heterogeneous node run is refused.
 On the CPU none of them imports PyTorch: checkpoints are read as numpy arrays
 (``ringgnn.models.torchfile``) and the dense parts are numpy's (``infer_dense``, ``hetero_dense``).
 """
@@ -85,15 +86,16 @@ def add_parsers(sub: Any) -> None:
         "embed", help="node embeddings of a trained model (layer-wise, out of core)",
         description="Write each node's output of one layer of the model (activated as the next layer sees it) to a "
         ".npy file: by default the last hidden layer of a node run, the last layer of a link run (the embeddings its "
-        "decoder scores).",
+        "decoder scores; of a heterogeneous link run, those of the encoder of --type).",
     )
     _common(p)
     p.add_argument("--layer", type=int, default=None, metavar="K",
                    help="layer 1..L (default: L-1 for a node run, L being its logits; L for a link run); a "
                    "heterogeneous run also has 0, the input rows (features, or a featureless type's embeddings), "
-                   "and defaults to the last hidden layer that computes --type")
+                   "and a node run's defaults to the last hidden layer that computes --type")
     p.add_argument("--type", default=None, metavar="TYPE",
-                   help="heterogeneous runs: the node type whose rows to write (default: the run's target)")
+                   help="heterogeneous runs: the node type whose rows to write (default: the run's target); a "
+                   "link run on S:R:D: S or D, the rows of the encoder of that end (needed when S and D differ)")
     p.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="stored type (default f32)")
     p.add_argument("--attach", metavar="DS", default=None,
                    help="instead of --out: write every node's embeddings as the features of a new dataset --name "
@@ -118,11 +120,7 @@ def _run(args: argparse.Namespace, output: str, **kw: Any) -> Dict[str, Any]:
     # PyTorch (its checkpoint is read as numpy arrays); a GPU does.
     check_runtime(args.memory, torch=args.device == "cuda")
     read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
-    if is_hetero_link_run(read):
-        raise InputError(f"{args.run_dir} is a link-prediction run on a heterogeneous dataset: score pairs with "
-                         "`ringgnn predict RUN --edges val|test|PAIRS.npy`; predict and embed of its nodes are not "
-                         "supported yet")
-    hetero = is_hetero_run(read)
+    hetero = is_hetero_run(read) or is_hetero_link_run(read)
     node_type = kw.pop("node_type", None)
     if node_type is not None and not hetero:
         raise InputError(f"--type {node_type}: names a node type of a heterogeneous run; {read[0]} is a homogeneous "

@@ -47,6 +47,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .. import _core
 from .._core import InputError
 from .._files import NpyWriter, os_errors
 from .._options import default_memory, parse_split, process_rss
@@ -387,10 +388,8 @@ def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> Tuple
 
 
 #: The Python interpreter with numpy that the builder's fixed part already counts (``OVERHEAD``
-#: in ``crates/ringgnn-store/src/builder/mod.rs``).
+#: in ``crates/ringgnn-store/src/budget.rs``).
 BUILDER_COUNTS_PYTHON = 50 << 20
-#: The builder's smallest budget (``MIN_MEMORY`` in ``crates/ringgnn-store/src/builder/mod.rs``).
-MIN_BUILD = 128 << 20
 
 
 def import_budget(memory: Optional[build.Size]) -> int:
@@ -420,10 +419,10 @@ def build_share(budget: int) -> int:
         pass
     held = process_rss()
     share = budget - max(0, held - BUILDER_COUNTS_PYTHON)
-    if share < MIN_BUILD:
+    if share < _core.MIN_BUILD_MEMORY:  # the builder's smallest budget, crates/ringgnn-store/src/budget.rs
         raise InputError(f"--memory {budget >> 20} MiB is the whole process's budget, and the process already holds "
-                         f"{held >> 20} MiB after the id map; the build needs {MIN_BUILD >> 20} MiB more: give a larger "
-                         "--memory (the default adds to what the process holds)")
+                         f"{held >> 20} MiB after the id map; the build needs {_core.MIN_BUILD_MEMORY >> 20} MiB more: "
+                         "give a larger --memory (the default adds to what the process holds)")
     return share
 
 

@@ -1,8 +1,9 @@
 """Layer-wise inference of a heterogeneous run: every node's output of a trained
 :class:`~ringgnn.models.hetero.HeteroModel`, exact (every relation's full in-neighbor lists, no
 sampling), out of core; what ``ringgnn predict RUN`` and ``ringgnn embed RUN`` run on a run of
-``ringgnn train DS --target TYPE``, and on a homogeneous dataset's run at times (its one-type
-case). The engine's parts are the homogeneous one's; what is type-specific here is which
+``ringgnn train DS --target TYPE``, ``ringgnn embed RUN`` on a link run's encoders (``--task link
+--relation S:R:D``: :func:`link_towers`), and both on a homogeneous dataset's run at times (its
+one-type case). The engine's parts are the homogeneous one's; what is type-specific here is which
 relations feed which type and the typed model's dense parts (``ringgnn.models.hetero_dense``,
 numpy: nothing here imports PyTorch).
 
@@ -40,7 +41,7 @@ from .._core import InputError
 from .._files import temporary
 from ..data.dataset import Dataset, HeteroDataset
 from ..data.schema import EdgeType, edge_type_str, parse_edge_type, target_distances
-from ..models.checkpoints import read_checkpoint
+from ..models.checkpoints import is_hetero_link_run, read_checkpoint
 from ..models.dense import Numpy
 from ..models.hetero_dense import HeteroDense, dense_of
 from ..models.tables import TableReader, table_file
@@ -49,8 +50,8 @@ from .graph import NeighborFile, fold_windows, numpy_sums
 from .finish import LayerStep, finish_block
 from .partition import merge_and_finish, merge_blocks, spill_relations
 from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_bytes
-from .rows import (PAGE, RowFileWriter, _layout, check_output, node_selection, only_embeddings, trained_on,
-                   wanted_mask, write_output)
+from .rows import (PAGE, RowFileWriter, _layout, check_output, link_outputs, node_selection, only_embeddings,
+                   trained_on, wanted_mask, write_output)
 
 #: Floats of the widest layer a destination node of a block holds: its input row, one
 #: relation's accumulator (then the mean), the relation's term, its root term, the running
@@ -111,6 +112,47 @@ def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any
         net.eval()
     attach_tables(net, path, state)
     return ds, net, path
+
+
+def link_towers(read: Tuple[str, Mapping[str, Any]],
+                dataset: Any = None) -> Tuple[HeteroDataset, str, Dict[str, HeteroDense], str]:
+    """(dataset, relation ``S:R:D``, towers, checkpoint path) of a heterogeneous link run, or of a
+    homogeneous dataset's link run at times (its one-type case, ``node:to:node``), from its
+    checkpoint ``read`` without PyTorch: the towers' dense parts by side, ``src`` (rows of ``S``)
+    and ``dst`` (rows of ``D``; absent when ``S = D``, the source tower encoding both), their tables
+    in files attached. ``dataset`` defaults to the one the run was trained on."""
+    path, state = read
+    cfg = state["args"]["hetero_link"]
+    ds = Dataset.opened(trained_on(read, dataset))
+    relation = ds.check_relation(cfg["relation"])
+    fits = f"{ds.path}; give the dataset it was trained on"
+    model = state.get("model") or {}
+    towers = {side: HeteroDense.from_state(cfg[side], model, path, fits, f"encoders.{side}.")
+              for side in ("src", "dst") if cfg.get(side) is not None}
+    for side, tower in towers.items():
+        attach_tables(tower, path, state, f"{side}.")
+    unexpected = [k for k in model if not k.startswith(("decoder.", *(f"encoders.{t}." for t in towers)))]
+    if unexpected:
+        raise InputError(f"{path} does not fit the dataset ({fits}): unexpected {', '.join(unexpected)}")
+    return ds, relation, towers, path
+
+
+def link_tower(read: Tuple[str, Mapping[str, Any]], dataset: Any,
+               node_type: Optional[str]) -> Tuple[HeteroDataset, HeteroDense, str, str]:
+    """(dataset, the tower that encodes ``node_type``, checkpoint path, relation) of a link run
+    (:func:`link_towers`): the source tower for ``S``, the destination tower for ``D``; ``node_type``
+    may be left out when ``S = D``."""
+    ds, relation, towers, path = link_towers(read, dataset)
+    s, _, d = parse_edge_type(relation)
+    ends = s if s == d else f"{s} or --type {d}"
+    if node_type is None and s != d:
+        raise InputError(f"--type: {path} is a link run on {relation}, whose encoders give rows of node types '{s}' "
+                         f"(sources) and '{d}' (destinations): give --type {ends}")
+    node_type = s if node_type is None else node_type
+    if node_type not in (s, d):
+        raise InputError(f"--type {node_type}: a link run on {relation} encodes its ends' node types only: give "
+                         f"--type {ends}")
+    return ds, towers["src"] if node_type == s else towers["dst"], path, relation
 
 
 def attach_tables(net: Any, path: str, state: Mapping[str, Any], prefix: str = "") -> None:
@@ -369,7 +411,10 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
                  read: Optional[Tuple[str, Mapping[str, Any]]] = None,
                  hidden_dtype: Optional[str] = None, at: Optional[int] = None) -> Dict[str, Any]:
     """Exact layer-wise inference of a heterogeneous run (see the module's docstring), or of a
-    homogeneous dataset's run at times (its one-type case); returns a summary dict.
+    homogeneous dataset's run at times (its one-type case); returns a summary dict. Of a link run
+    (on a relation ``S:R:D``): the rows of its encoder of ``node_type`` (``S`` or ``D``, either
+    tower's target; it may be left out when ``S = D``), by default its last layer (the embeddings
+    its decoder scores); it has no ``predictions`` nor ``probabilities``.
 
     ``node_type``: whose rows (default the run's target). ``output``: ``"logits"`` (the last
     layer: the target only), ``"probabilities"``, ``"predictions"`` (argmax, int64) or
@@ -385,20 +430,29 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     (:func:`ringgnn.models.checkpoints.read_checkpoint` with ``arrays=True``). ``hidden_dtype``: how
     the hidden layers' rows are stored between layers, ``f32`` (default), ``bf16`` or ``f16``.
     ``at``: the graph as of that time (``ringgnn.inference.run.infer``'s)."""
-    ds, net, path = load_hetero_dense(run_dir, dataset, read)
+    read = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
+    link = is_hetero_link_run(read)
+    extra: Dict[str, Any] = {}
+    if link:
+        check_output(output, dtype)
+        link_outputs(run_dir, output)
+        ds, net, path, extra["relation"] = link_tower(read, dataset, node_type)
+    else:
+        ds, net, path = load_hetero_dense(run_dir, dataset, read)
     L = net.layers
     node_type = net.target if node_type is None else node_type
     if node_type not in net.node_types:
         raise InputError(f"--type {node_type}: not a node type of the run (it has: {', '.join(net.node_types)})")
     if output is None:
-        output = "logits" if layer is None and node_type == net.target else "embeddings"
+        output = "logits" if layer is None and node_type == net.target and not link else "embeddings"
     check_output(output, dtype)
     layers_of = net.layers_of(node_type)
     if not layers_of:
         raise InputError(f"--type {node_type}: the model never uses node type '{node_type}' (more than {L} hops from "
                          f"the target '{net.target}')")
     if output == "embeddings":
-        upto = layer if layer is not None else max(k for k in layers_of if k < L)
+        # A link run's encoder output is its last layer's; a node run's last hidden layer's.
+        upto = layer if layer is not None else L if link else max(k for k in layers_of if k < L)
         if not 0 <= upto <= L:
             raise InputError(f"--layer {upto}: the model has layers 0..{L} (0: the input rows)")
         if upto not in layers_of:
@@ -416,7 +470,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     part = ds.node_type(node_type)
     n = part.num_nodes
     ids = node_selection(part, nodes, of=node_type)
-    scored = upto == L and node_type == net.target
+    scored = upto == L and node_type == net.target and not link
     splits = [s for s in ("val", "test") if scored and s in part.split_names]
     labels = part.labels if splits else None
     masks = {}
@@ -445,7 +499,7 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
     try:
         summary = write_output(run, part, ids, output, upto, run.widths[upto][node_type], dtype, out, fill,
                                dict(checkpoint=path, dataset=os.path.abspath(ds.path), heterogeneous=True,
-                                    target=net.target, type=node_type, **run.times))
+                                    target=net.target, type=node_type, **extra, **run.times))
     finally:
         run.close()
     if scored:

@@ -38,6 +38,14 @@ def check_output(output: Optional[str], dtype: str) -> None:
         raise InputError(f"--dtype {dtype}: use f32 or f16")
 
 
+def link_outputs(run_dir: Any, output: Optional[str]) -> None:
+    """Refuse ``output`` of a link run's nodes where it is a class (``predictions``,
+    ``probabilities``): a link model scores pairs; its nodes have embeddings (``ringgnn embed``)."""
+    if output in ("predictions", "probabilities"):
+        raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
+                         "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
+
+
 def trained_on(read: Tuple[str, Mapping[str, Any]], dataset: Any = None) -> Any:
     """``dataset``, else the one the checkpoint ``read`` (path, state) was trained on."""
     if dataset is None:

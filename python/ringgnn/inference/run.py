@@ -23,7 +23,8 @@ from .._core import InputError
 from ..data.dataset import Dataset, open_homogeneous
 from ..models.checkpoints import Checkpoint, load_checkpoint, read_checkpoint
 from .engine import LayerwiseInference
-from .rows import check_output, node_selection, only_embeddings, trained_on, wanted_mask, write_output
+from .rows import (check_output, link_outputs, node_selection, only_embeddings, trained_on, wanted_mask,
+                   write_output)
 
 
 def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Union[None, str, Any] = None,
@@ -50,9 +51,8 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
     in the unit of the dataset's times): only edges not after it, from nodes not newer than it
     (``ringgnn.inference.graph``); None: every edge, the present."""
     ds, ckpt = open_run(run_dir, dataset, arrays=True)
-    if ckpt.task == "link" and output in ("predictions", "probabilities"):
-        raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
-                         "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
+    if ckpt.task == "link":
+        link_outputs(run_dir, output)
     return run_inference(ds, ckpt, node_selection(ds, nodes), layer=layer, output=output, out=out, dtype=dtype,
                          memory=_options.size(memory, "memory"), backend=backend, direct=direct, keep=keep,
                          quiet=quiet, log=log, block_edges=block_edges, strategy=strategy, grid_nodes=grid_nodes,

@@ -40,15 +40,13 @@ import numpy as np
 
 from .. import _options
 from .._core import InputError
-from .._files import os_errors
 from ..data.dataset import Dataset
 from ..data.schema import parse_edge_type
 from ..models.checkpoints import Checkpoint, read_checkpoint
 from ..models.dense import decoder_from_state, dense_decoder
-from ..models.hetero_dense import HeteroDense, dense_of
-from ..sampling.links import edge_pairs
+from ..models.hetero_dense import dense_of
 from . import metrics
-from .hetero import HeteroLayerwise, attach_tables
+from .hetero import HeteroLayerwise, link_towers
 from .rows import NpyWriter, wanted_mask, write_output
 from .run import open_run, run_inference
 
@@ -99,8 +97,8 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
     if ckpt.task != "link":
         raise InputError(f"--edges: {run_dir} is a node-classification run (its model predicts classes); --edges "
                          "scores pairs with a link model (`ringgnn train DATASET --task link`)")
-    pairs = edge_pairs(ds, edges, "--edges")
-    split = edges if isinstance(edges, str) and edges in ds.edge_split_names else None
+    pairs = _options.edge_pairs(ds, edges, "--edges")
+    split = _options.stored_split(ds, edges)
     negs = shared = None
     if split is not None:
         shared = ds.edge_shared_negatives(split)
@@ -213,38 +211,6 @@ def split_scores(pos: np.ndarray, neg: np.ndarray, shared: bool = False) -> Dict
     return dict(auc=s["auc"], mrr=s["mrr"], hits={str(k): v for k, v in s["hits"].items()})
 
 
-def relation_pairs(ds: Any, relation: str, edges: Any) -> Tuple[np.ndarray, Optional[str]]:
-    """(pairs (2, n), split name or None) of ``--edges``: an edge split of ``relation``, a
-    ``.npy`` file or an array of (SRC id, DST id) pairs, (2, n) or (n, 2)."""
-    rel = ds.relation(relation)
-    what = "--edges"
-    if isinstance(edges, (str, os.PathLike)):
-        spec = os.fspath(edges)
-        if spec in rel.edge_split_names:
-            return rel.edge_split(spec), spec
-        if not spec.endswith(".npy"):
-            raise InputError(f"--edges '{spec}': not an edge split of relation {relation} (it has: "
-                             f"{', '.join(rel.edge_split_names)}) nor a .npy file")
-        with os_errors("reading the pairs", spec):
-            try:
-                edges = np.load(spec, allow_pickle=False)
-            except ValueError as e:
-                raise InputError(f"--edges {spec}: not a .npy array of pairs ({e})") from None
-        what = f"--edges {spec}"
-    a = np.asarray(edges)
-    if a.ndim != 2 or 2 not in a.shape or (a.size and not np.issubdtype(a.dtype, np.integer)):
-        raise InputError(f"{what}: pairs need integer ids of shape (2, n) or (n, 2), got {a.dtype} {a.shape}")
-    a = np.ascontiguousarray(a if a.shape[0] == 2 else a.T, dtype=np.int64)
-    s, _, d = parse_edge_type(relation)
-    for row, t in ((0, s), (1, d)):
-        n = ds.num_nodes_dict[t]
-        bad = np.flatnonzero((a[row] < 0) | (a[row] >= n))
-        if bad.size:
-            raise InputError(f"{what}: pair {bad[0]} has {'source' if row == 0 else 'destination'} {a[row, bad[0]]}, "
-                             f"but node type '{t}' has {n:,} nodes")
-    return a, None
-
-
 def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Optional[str] = None,
                        probabilities: bool = False, memory: Any = None, backend: str = "auto", direct: bool = False,
                        quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None,
@@ -260,25 +226,19 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
-    path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
-    cfg = state["args"]["hetero_link"]
-    ds = Dataset.opened(dataset if dataset is not None else state["metrics"]["dataset"])
-    relation = ds.check_relation(cfg["relation"])
-    fits = f"{ds.path}; give the dataset it was trained on"
-    model = state.get("model") or {}
-    towers = {side: HeteroDense.from_state(cfg[side], model, path, fits, f"encoders.{side}.")
-              for side in ("src", "dst") if cfg.get(side) is not None}
-    for side, tower in towers.items():
-        attach_tables(tower, path, state, f"{side}.")
-    decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path, fits)
-    unexpected = [k for k in model if not k.startswith(("decoder.", *(f"encoders.{t}." for t in towers)))]
-    if unexpected:
-        raise InputError(f"{path} does not fit the dataset ({fits}): unexpected {', '.join(unexpected)}")
-    pairs, split = relation_pairs(ds, relation, edges)
-    negs = None
-    if split is not None and ds.relation(relation).manifest["edge_splits"][split]["negatives"]:
-        negs = ds.relation(relation).edge_negatives(split)
+    read = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
+    ds, relation, towers, path = link_towers(read, dataset)
+    cfg, model = read[1]["args"]["hetero_link"], read[1].get("model") or {}
+    decoder = decoder_from_state(cfg["decoder"], model, int(cfg["src"]["hidden"]), path,
+                                 f"{ds.path}; give the dataset it was trained on")
+    rel = ds.relation(relation)
     s_type, _, d_type = parse_edge_type(relation)
+    pairs = _options.edge_pairs(rel, edges, "--edges", counts=(ds.num_nodes_dict[s_type], ds.num_nodes_dict[d_type]),
+                                types=(s_type, d_type))
+    split = _options.stored_split(rel, edges)
+    negs = None
+    if split is not None and rel.manifest["edge_splits"][split]["negatives"]:
+        negs = rel.edge_negatives(split)
     t0 = time.perf_counter()
     src_ids = np.unique(pairs[0])
     dst_ids = np.unique(pairs[1] if negs is None else np.concatenate([pairs[1], negs.ravel()]))

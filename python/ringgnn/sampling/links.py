@@ -29,13 +29,14 @@ import numpy as np
 
 from .. import _core, _options
 from .._core import InputError
+from .._options import edge_pairs
 from ..data.dataset import Dataset, PathLike, open_homogeneous, warn_without_times
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 from . import hyper as hetero_hyper
 from .hetero import HeteroLoader, HeteroNeighborSampler
 from .typed import TypedEpochs
 from .loader import CoreReports, Epochs, Loader
-from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle, edge_pairs
+from .pairs import SHUFFLE_PURPOSE, LinkBatch, LinkPairs, NegativeSampling, Pairs, Shuffle
 from .sampler import NeighborSampler, SampledSubgraph
 
 #: Bytes of seed lists a link epoch makes and hands the Rust core at a time (a *window* of
@@ -133,15 +134,15 @@ class LinkBatches(Epochs):
         self.dataset = dataset
         self.pairs = pairs
         self.file_order = bool(file_order)
-        stored = isinstance(edges, str) and edges in dataset.edge_split_names
-        self.edges = dataset.edge_split(edges, mmap=True) if stored else edge_pairs(dataset, edges,
-                                                                                     counts=pairs.counts)
+        stored = _options.stored_split(dataset, edges)
+        self.edges = dataset.edge_split(stored, mmap=True) if stored else edge_pairs(
+            dataset, edges, counts=pairs.counts, types=pairs.types)
         #: Each pair's time (parallel to ``edges``), at which it is sampled; None: without times.
-        self.time = pair_times(dataset, edges if stored else None, self.edges.shape[1], time, ignore_time)
+        self.time = pair_times(dataset, stored, self.edges.shape[1], time, ignore_time)
         # A stored split's pairs are read with the project's page-coalesced reader (io_uring, many
         # reads in flight; O_DIRECT with `direct`), not by faulting the map a page at a time:
         # a batch's pairs lie on as many random pages as it has pairs.
-        self._pair_file = dataset.edge_split_file(edges) if stored else None
+        self._pair_file = dataset.edge_split_file(stored) if stored else None
         self._pair_io = ("pread" if backend == "pread" else "auto", bool(direct))
         self._reader: Any = None
         self._reader_pid: Optional[int] = None
@@ -280,6 +281,9 @@ class LinkLoader(LinkBatches, CoreReports):
         ds = Dataset.opened(dataset)
         timed = not ignore_time and (edge_label_time is not None or ds.has_times)
         ds = open_homogeneous(ds, "LinkSampler", samples=not timed)
+        if isinstance(share, LinkLoader) and share.typed is not None:
+            raise InputError("share=: that LinkLoader samples at times, on the typed engine, whose engine is not "
+                             "shared; leave share out")
         base = share._loader if isinstance(share, LinkLoader) else share
         if isinstance(share, LinkLoader):
             seed = share.pairs.seed  # one engine, one sampling stream
@@ -292,9 +296,8 @@ class LinkLoader(LinkBatches, CoreReports):
         #: At times: the typed engine's batches of these pairs (None: the homogeneous engine's),
         #: whose plan and feature counters :meth:`plan` and :meth:`stats` give.
         self.typed: Optional[HeteroLinkBatches] = None
-        if timed:
-            self.typed = self._at_times(edges, fanouts, share, temporal_strategy, loader_opts)
-            return
+        #: The homogeneous engine's node loader of the batches' seeds (None at times).
+        self._loader: Optional[Loader] = None
         # The seeds a look-ahead for the hot-row cache samples from: the endpoints of the
         # first epoch's first batches (bounded, whatever the split's size).
         ends = np.zeros(0, np.int64)
@@ -305,6 +308,9 @@ class LinkLoader(LinkBatches, CoreReports):
         #: The nodes a look-ahead over this loader's batches starts from (the hot-row cache's,
         #: and a GPU tier's, ``ringgnn.sampling.cuda``): the first batches' endpoints.
         self.seeds = ends
+        if timed:
+            self.typed = self._at_times(edges, fanouts, share, temporal_strategy, loader_opts)
+            return
         if base is None:
             # The window's seed lists are held besides the loader: reserve them in its plan.
             loader_opts["reserve"] = _options.reserve(loader_opts.get("reserve")) + WINDOW_BYTES
@@ -333,7 +339,8 @@ class LinkLoader(LinkBatches, CoreReports):
 
     @property
     def _core(self) -> Any:
-        return self._loader._core
+        """The homogeneous engine's ``_core.Loader`` (None at times: :attr:`typed` makes the batches)."""
+        return None if self._loader is None else self._loader._core
 
     @property
     def fanouts(self) -> List[int]:
@@ -385,7 +392,9 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
     :class:`ringgnn.HeteroLoader`'s (``threads``, ``prefetch``, ``hyperbatch``, ``staging_dir``,
     ``staging_cap`` as there), over the pairs of a window of batches at a time
     (``WINDOW_BYTES``, as :class:`LinkLoader`); the batches are the same whatever those.
-    ``pairs`` (2, n): the positives (default the relation's ``train`` split).
+    ``pairs`` (2, n): the positives (default the relation's ``train`` split). ``features``: a
+    loader's feature readers and cache, shared (default: made, each type's rows read with the
+    sampler's ``backend``).
 
     **At times** (``time``, one per pair, PyG's ``edge_label_time``; required on a dataset with
     times unless ``ignore_time``): each pair and its negatives are sampled at the pair's time
@@ -412,9 +421,10 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
                          file_order=True, time=time, ignore_time=ignore_time)
         if features is None:  # the readers (and cache) a loader of this sampler would make
             # It samples nothing: its one seed's time only keeps it from warning of sampling without times.
+            # Rows are read with the sampler's backend choice, as `ringgnn.Loader`'s `backend` reads both.
             at = dict(ignore_time=True) if self.time is None else dict(input_time=0)
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler,
-                                    **at).features
+                                    feature_backend=sampler.backend_choice, **at).features
         # Link batches carry no labels.
         TypedEpochs.__init__(self, sampler, features, sampler.plan(), self.types[1], False, threads=threads,
                              prefetch=prefetch, hyperbatch=hyperbatch, staging_dir=staging_dir, staging_cap=staging_cap)

@@ -73,10 +73,17 @@ class CoreReports:
 
     @property
     def backend(self) -> str:
+        """How neighbor lists are read (``memory``, ``uring``, ``pread``); at seed times, as the
+        typed plan reads the relation (``HeteroNeighborSampler.resolved_backend``)."""
         return self.typed.sampler.resolved_backend() if self.typed is not None else self._core.backend
 
     @property
-    def feature_backend(self) -> str:
+    def feature_backend(self) -> Optional[str]:
+        """How feature rows are read (``memory``, ``uring``, ``pread``); at seed times, as the
+        typed engine's readers read the one type's rows (``memory``: its file held; None: no
+        features)."""
+        if self.typed is not None:
+            return self.typed.features.backends.get(HOMOGENEOUS_TYPE)
         return self._core.feature_backend
 
 
@@ -260,10 +267,6 @@ class Loader(CoreReports, Epochs):
             del batch
             yield data
             del data
-
-    @property
-    def feature_backend(self) -> str:
-        return self.typed.feature_backend if self.typed is not None else self._core.feature_backend
 
     def _new_totals(self) -> Dict[str, float]:
         """Zeroed per-epoch totals, which become :attr:`last_epoch`."""

@@ -31,9 +31,8 @@ by (time, node): a node in two pairs of different times is two seeds, each sampl
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -395,38 +394,3 @@ def distinct_at(ids: np.ndarray, times: np.ndarray) -> Tuple[np.ndarray, np.ndar
     inverse = np.empty(len(i), np.int64)
     inverse[order] = np.cumsum(new) - 1
     return i[new], t[new], inverse
-
-
-def edge_pairs(dataset: Dataset, edges: Union[str, Any], what: str = "edges",
-               counts: Optional[Tuple[int, int]] = None) -> np.ndarray:
-    """Pairs as a (2, n) int64 array: an edge split's name, a ``.npy`` file or an array of shape
-    (2, n) or (n, 2) (a (2, 2) array is read as (2, n): rows are sources and destinations).
-    ``counts``: the nodes of the source and destination ends (a typed relation's two types;
-    default ``dataset.num_nodes`` both)."""
-    if isinstance(edges, (str, os.PathLike)):
-        spec = os.fspath(edges)
-        if spec in dataset.edge_split_names:
-            return dataset.edge_split(spec)
-        if not spec.endswith(".npy"):
-            have = ", ".join(dataset.edge_split_names) or "none: convert with --link-split"
-            raise InputError(f"{what} '{spec}': not an edge split of {dataset.path} (it has: {have}) nor a .npy file")
-        try:
-            edges = np.load(spec, allow_pickle=False)
-        except ValueError as e:
-            raise InputError(f"{what} {spec}: not a .npy array of pairs ({e})") from None
-        what = f"{what} {spec}"
-    if hasattr(edges, "detach"):
-        edges = edges.detach().cpu().numpy()
-    a = np.asarray(edges)
-    if a.ndim != 2 or 2 not in a.shape:
-        raise InputError(f"{what}: pairs need shape (2, n) or (n, 2), got {a.shape}")
-    if a.size and not np.issubdtype(a.dtype, np.integer):
-        raise InputError(f"{what}: node ids must be integers, got {a.dtype}")
-    if a.shape[0] != 2:
-        a = a.T
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    for row, n in zip(a, counts or (dataset.num_nodes,) * 2):
-        if row.size and (row.min() < 0 or row.max() >= n):
-            bad = row[(row < 0) | (row >= n)][0]
-            raise InputError(f"{what}: node {bad} is not a node of {dataset.path} ({n:,} nodes)")
-    return a

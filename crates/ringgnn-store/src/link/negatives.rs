@@ -154,14 +154,14 @@ impl TooFew {
 impl AtTime {
     fn load(path: &Path, num_nodes: u64, memory: u64) -> Result<Self> {
         let bytes = num_nodes.saturating_mul(16);
-        let room = memory.saturating_sub(crate::builder::OVERHEAD);
+        let room = memory.saturating_sub(crate::budget::OVERHEAD);
         if bytes > room {
             return input_err!(
                 "drawing negatives at the pairs' times holds the {num_nodes} nodes in order of their times, 16 bytes each ({} MiB), more than --memory {} MiB leaves beyond the builder's own {} MiB; raise --memory to at least {}M",
                 bytes >> 20,
                 memory >> 20,
-                crate::builder::OVERHEAD >> 20,
-                (crate::builder::OVERHEAD + bytes).div_ceil(1 << 20)
+                crate::budget::OVERHEAD >> 20,
+                (crate::budget::OVERHEAD + bytes).div_ceil(1 << 20)
             );
         }
         let mut reader = BufReader::with_capacity(1 << 20, File::open(path).at(path)?);

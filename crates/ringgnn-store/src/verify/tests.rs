@@ -446,27 +446,20 @@ fn built_and_generated_datasets_pass() {
         .collect();
     crate::npy::write_npy(&dir.path().join("x.npy"), "<f4", &[700, 3], false, &x).unwrap();
     crate::npy::write_npy(&dir.path().join("y.npy"), "<i8", &[700], false, &y).unwrap();
+    let graph = GraphOptions {
+        undirected: true,
+        num_nodes: Some(700),
+        ..Default::default()
+    };
     let opts = ConvertOptions {
-        input: edges,
-        out: dir.path().join("conv"),
-        format: None,
-        graph: GraphOptions {
-            undirected: true,
-            num_nodes: Some(700),
-            ..Default::default()
-        },
         features: Some(dir.path().join("x.npy")),
-        feature_dtype: None,
         labels: Some(dir.path().join("y.npy")),
-        link_split: None,
         split: Some(SplitSpec::Fractions(vec![
             ("train".into(), 0.6),
             ("test".into(), 0.4),
         ])),
         seed: 3,
-        overwrite: false,
-        node_ids: None,
-        excerpts: Default::default(),
+        ..ConvertOptions::new(edges, dir.path().join("conv"), graph)
     };
     convert(&opts, &NoProgress).unwrap();
     let sbm = crate::generate::SbmOptions {
