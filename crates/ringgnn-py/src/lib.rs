@@ -55,6 +55,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sampler::default_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::offset_index_bytes, m)?)?;
     serve::register(m)?;
+    m.add_class::<serve_hetero::HeteroEngine>()?;
     m.add_class::<temp::Temporary>()?;
     m.add_function(wrap_pyfunction!(temp::reclaim, m)?)?;
     m.add("TEMP_MARKER", ringgnn_store::temp::MARKER)?;

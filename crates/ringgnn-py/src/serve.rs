@@ -56,7 +56,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
     m.add_class::<CancelToken>()?;
     m.add_class::<GrpcServer>()?;
-    m.add_class::<crate::serve_hetero::HeteroEngine>()?;
     m.add("BusyError", py.get_type::<BusyError>())?;
     m.add(
         "DeadlineExceededError",

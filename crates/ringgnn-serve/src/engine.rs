@@ -25,9 +25,8 @@ use ringgnn_sampler::{
 };
 use ringgnn_store::manifest::FeatureDtype;
 
-use crate::latency::LatencyCounts;
 use crate::queue::{Queue, QueueOptions, Room};
-use crate::{EngineOptions, RequestTimes, Result, ServeError};
+use crate::{CancelToken, EngineOptions, EngineStats, RequestTimes, Result, ServeError};
 use at_times::one_type;
 
 mod at_times;
@@ -36,21 +35,6 @@ mod wave;
 /// Waves of answers the plan keeps per worker besides the wave it serves: the samples or rows
 /// its callers still hold, and their encoded replies.
 const ANSWERS_PER_WORKER: NonZeroUsize = NonZeroUsize::new(2).unwrap();
-
-/// A flag a caller sets to give a request up (a gRPC client that went away): a request not yet
-/// in a wave is dropped, and its caller returns [`ServeError::Cancelled`] within 10 ms.
-#[derive(Clone, Debug, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
-
-impl CancelToken {
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// A sampling request: the sample of `seeds` with `fanouts`, `replace` and `seed`, exactly what
 /// `NeighborSampler::sample` gives for them as batch 0 of epoch 0; with `times`, what the typed
@@ -91,32 +75,6 @@ impl FeatureRows {
                 .collect(),
         }
     }
-}
-
-/// Counters since the engine opened.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EngineStats {
-    pub sample_requests: u64,
-    pub feature_requests: u64,
-    /// Waves served, and the requests in them (their ratio is the batching achieved).
-    pub waves: u64,
-    pub wave_requests: u64,
-    pub busy: u64,
-    pub deadline_exceeded: u64,
-    pub cancelled: u64,
-    pub failed: u64,
-    /// Requests waiting for a worker now.
-    pub queued: u64,
-    /// Latency of every answered request, from its arrival at the engine to its answer
-    /// (queueing, the wave, the reads).
-    pub latency: LatencyCounts,
-    /// Reads issued and bytes read by the workers' backends.
-    pub reads: u64,
-    pub bytes_read: u64,
-    /// The hot neighbor pages: hits, misses and pages held (0 without a page cache).
-    pub page_hits: u64,
-    pub page_misses: u64,
-    pub pages_cached: u64,
 }
 
 pub(crate) enum Work {

@@ -41,10 +41,10 @@ use ringgnn_store::hetero::Part;
 use ringgnn_store::manifest::FeatureDtype;
 use ringgnn_store::Dataset;
 
-use crate::engine::{CancelToken, FeatureRows};
+use crate::engine::FeatureRows;
+use crate::queue::CancelToken;
 use crate::queue::{Queue, QueueOptions, Room};
 use crate::{Limits, RequestTimes, Result, ServeError};
-pub(crate) use wave::each_request;
 use wave::{Answer, Key, Work, Worker};
 
 mod wave;

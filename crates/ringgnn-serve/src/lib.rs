@@ -67,13 +67,16 @@ mod hetero;
 pub mod latency;
 mod options;
 mod queue;
+mod stats;
 mod times;
 pub mod wire;
 
-pub use engine::{CancelToken, Engine, EngineStats, FeatureRows, SampleRequest, Timed};
+pub use engine::{Engine, FeatureRows, SampleRequest, Timed};
 pub use error::{Result, ServeError};
 pub use hetero::{HeteroEngine, HeteroOptions, HeteroSampleRequest, HeteroStats};
 pub use options::{EngineOptions, Limits};
+pub use queue::CancelToken;
+pub use stats::EngineStats;
 pub use times::RequestTimes;
 
 /// With the `fault-injection` feature (tests only), a wave holding a sampling request with this

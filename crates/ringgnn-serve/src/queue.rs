@@ -13,15 +13,29 @@
 
 use std::collections::VecDeque;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ringgnn_io::PageCache;
 
-use crate::engine::CancelToken;
 use crate::latency::Histogram;
 use crate::{EngineStats, Result, ServeError};
+
+/// A flag a caller sets to give a request up (a gRPC client that went away): a request not yet
+/// in a wave is dropped, and its caller returns [`ServeError::Cancelled`] within 10 ms.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,8 @@
 //! disjoint per distinct time: `ringgnn_sampler`'s `hetero.rs`), a homogeneous dataset as its
 //! one-type case; a request without samples every edge (the present).
 
+use ringgnn_sampler::HeteroRequest;
+
 use crate::{Result, ServeError};
 
 /// When a request's seeds are sampled: every seed at one time, or each at its own.
@@ -79,6 +81,36 @@ impl RequestTimes {
             }
         }
     }
+}
+
+/// Sample one batch per request, each of one seed type: `sample` gets the typed sampler's
+/// requests made of `requests` (seed type, seeds, times); a request with times is sampled at
+/// them (its own subgraphs), one without samples every edge. What both engines' waves share (a
+/// homogeneous engine's requests at times are its graph's one-type case).
+pub(crate) fn each_request<'a, R>(
+    requests: impl Iterator<Item = (usize, &'a [u64], Option<&'a RequestTimes>)>,
+    sample: impl FnOnce(&[HeteroRequest<'_>]) -> R,
+) -> R {
+    let mut seeds: Vec<[(usize, &[u64]); 1]> = Vec::new();
+    let mut times: Vec<Option<[Vec<i64>; 1]>> = Vec::new();
+    for (t, s, at) in requests {
+        seeds.push([(t, s)]);
+        times.push(at.map(|x| [x.per_seed(s.len())]));
+    }
+    let lists: Vec<Option<[&[i64]; 1]>> = times
+        .iter()
+        .map(|t| t.as_ref().map(|[t]| [t.as_slice()]))
+        .collect();
+    let reqs: Vec<HeteroRequest<'_>> = seeds
+        .iter()
+        .zip(&lists)
+        .map(|(s, t)| HeteroRequest {
+            seeds: s,
+            batch: 0,
+            times: t.as_ref().map(|t| t.as_slice()),
+        })
+        .collect();
+    sample(&reqs)
 }
 
 #[cfg(test)]

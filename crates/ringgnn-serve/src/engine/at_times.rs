@@ -13,8 +13,8 @@ use ringgnn_loader::BatchLoader;
 use ringgnn_sampler::{HeteroSample, SampledSubgraph, TypedGraph};
 
 use super::{SampleRequest, Shared, Timed, Work, Worker};
-use crate::hetero::each_request;
 use crate::queue::Job;
+use crate::times::each_request;
 use crate::{Result, ServeError};
 
 /// Typed samplers (one-type case) of other configurations than the default one a worker keeps.

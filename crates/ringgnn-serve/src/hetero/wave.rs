@@ -5,12 +5,12 @@ use std::sync::atomic::Ordering;
 
 use ringgnn_features::FeatureGatherer;
 use ringgnn_io::IoStats;
-use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler};
+use ringgnn_sampler::{Fanout, HeteroSample, HeteroSampler};
 
 use super::{HeteroEngine, HeteroSampleRequest, KEPT_SAMPLERS};
 use crate::engine::FeatureRows;
 use crate::queue::{Job, Waves};
-use crate::RequestTimes;
+use crate::times::each_request;
 
 pub(super) type Key = (Vec<Vec<Fanout>>, bool);
 
@@ -216,34 +216,4 @@ fn request(j: &Job<HeteroEngine>) -> &HeteroSampleRequest {
         Work::Sample(r, _) => r,
         Work::Features(..) => unreachable!("sampling jobs only"),
     }
-}
-
-/// Sample one batch per request, each of one seed type: `sample` gets the typed sampler's
-/// requests made of `requests` (seed type, seeds, times); a request with times is sampled at
-/// them (its own subgraphs), one without samples every edge. What both engines' waves share (a
-/// homogeneous engine's requests at times are its graph's one-type case).
-pub(crate) fn each_request<'a, R>(
-    requests: impl Iterator<Item = (usize, &'a [u64], Option<&'a RequestTimes>)>,
-    sample: impl FnOnce(&[HeteroRequest<'_>]) -> R,
-) -> R {
-    let mut seeds: Vec<[(usize, &[u64]); 1]> = Vec::new();
-    let mut times: Vec<Option<[Vec<i64>; 1]>> = Vec::new();
-    for (t, s, at) in requests {
-        seeds.push([(t, s)]);
-        times.push(at.map(|x| [x.per_seed(s.len())]));
-    }
-    let lists: Vec<Option<[&[i64]; 1]>> = times
-        .iter()
-        .map(|t| t.as_ref().map(|[t]| [t.as_slice()]))
-        .collect();
-    let reqs: Vec<HeteroRequest<'_>> = seeds
-        .iter()
-        .zip(&lists)
-        .map(|(s, t)| HeteroRequest {
-            seeds: s,
-            batch: 0,
-            times: t.as_ref().map(|t| t.as_slice()),
-        })
-        .collect();
-    sample(&reqs)
 }

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{lock, wave_cap, Job, Queue, QueueOptions, Room, Waves, DEADLINE_SLACK};
-use crate::engine::CancelToken;
+use crate::queue::CancelToken;
 use crate::{Result, ServeError};
 
 /// A request of the fake engine: `tag` comes back as its answer.
