@@ -47,7 +47,7 @@ use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
-use hop::Drawn;
+use hop::{Drawn, NarrowFetch};
 pub use open::{fanouts_in_order, SharedRelation, TypedGraph};
 use temporal::{check_times, Cutter, Groups};
 pub use temporal::{EdgeTimes, TemporalStrategy};
@@ -141,8 +141,11 @@ pub struct HeteroSampler {
     cuts: Vec<usize>,
     /// Per relation, what every batch drew from it at the current hop.
     drawn: Vec<Drawn>,
-    /// The sort keys of a fetch in place (see [`NeighborSource::fetch_in_place`]).
+    /// The sort keys of a wide fetch in place (see [`NeighborSource::fetch_in_place`]), the
+    /// workspace of a narrow one, and one node's draws before they are narrowed.
     keys: Vec<u64>,
+    fetch: NarrowFetch,
+    tmp: Vec<u64>,
     /// For temporal batches: per frontier node (parallel to `ranges`) its seed time; the
     /// workspace of the search.
     limits: Vec<i64>,
@@ -206,8 +209,13 @@ impl HeteroSampler {
             states: Vec::new(),
             maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
             held_by: vec![None; num_nodes.len()],
-            drawn: relations.iter().map(|_| Drawn::default()).collect(),
+            drawn: relations
+                .iter()
+                .map(|r| Drawn::new(r.indptr.last().unwrap_or(0), num_nodes[r.src]))
+                .collect(),
             keys: Vec::new(),
+            fetch: NarrowFetch::default(),
+            tmp: Vec::new(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
@@ -270,15 +278,19 @@ impl HeteroSampler {
 
     /// Bytes its workspaces hold now: the dedup maps (one per node type, sized for the
     /// largest batch relabelled) and the per-hop buffers (ranges, every relation's positions
-    /// and entries read, the sort order of each relation's fetch, and at seed times the
-    /// search's), as grown by the calls so far. After
+    /// and entries read and each frontier node's count of them, the sort order of each
+    /// relation's fetch, and at seed times the search's), as grown by the calls so far. After
     /// a call of `h` batches, `1 / h` of it is what one batch of a hyperbatch holds besides
     /// its sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
         let maps = self.map_bytes();
         let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum();
         let buffers = 16 * self.ranges.capacity()
-            + 8 * (self.cuts.capacity() + self.limits.capacity() + self.keys.capacity())
+            + 8 * (self.cuts.capacity()
+                + self.limits.capacity()
+                + self.keys.capacity()
+                + self.tmp.capacity())
+            + self.fetch.bytes()
             + drawn;
         let fetch: u64 = self.rels.iter().map(|r| r.source.workspace_bytes()).sum();
         maps + buffers as u64 + fetch + self.cutter.bytes()
@@ -287,6 +299,30 @@ impl HeteroSampler {
     /// Of [`Self::held_bytes`], the dedup maps: one per node type whatever the hyperbatch size.
     pub fn map_bytes(&self) -> u64 {
         self.maps.iter().map(IdMap::bytes).sum()
+    }
+
+    /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps,
+    /// and where a relation's last hop was fetched with 32-bit positions, the fetch's copies
+    /// of one group of them (a bounded number whatever the hyperbatch) and its source's sort
+    /// workspace, sized for one group. The rest, over the batches of the last call, is what
+    /// each batch holds.
+    pub fn scratch_bytes(&self) -> u64 {
+        let sources: u64 = (self.rels.iter().zip(&self.drawn))
+            .filter(|(_, d)| d.is_narrow())
+            .map(|(r, _)| r.source.workspace_bytes())
+            .sum();
+        self.map_bytes() + self.fetch.group_bytes() + sources
+    }
+
+    /// Group a fetch of 32-bit positions by chunks of `per_chunk` entries of each relation's
+    /// file, at most `group` positions a read (or one chunk's): for tests, which need many
+    /// chunks and groups on small graphs. The samples are the same whatever the groups.
+    #[doc(hidden)]
+    pub fn set_fetch_groups(&mut self, per_chunk: u64, group: usize) {
+        for (r, d) in self.rels.iter().zip(&mut self.drawn) {
+            d.set_chunks(r.indptr.last().unwrap_or(0), per_chunk);
+        }
+        self.fetch.group = group.max(1);
     }
 
     /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.

@@ -3,11 +3,15 @@
 //! of every relation in the sampler's maps, refilled with the batch's nodes
 //! ([`HeteroSampler::relabel`]).
 
+use std::ops::Range;
+
 use super::TemporalStrategy;
 use super::{corrupt_entry, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler};
-use crate::batch::local_id;
+use crate::batch::{local_id, Word};
+use crate::buckets::Chunking;
 use crate::draw::{relation_rng, Drawer};
 use crate::idmap::{with_table, GroupKeys, IdMap, Lookup};
+use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result};
 
 impl HeteroSampler {
@@ -31,15 +35,31 @@ impl HeteroSampler {
                 continue;
             }
             let d = &self.drawn[r];
-            let at = if b == 0 { 0 } else { d.ends[b - 1] }..d.ends[b];
+            let at = d.of_batch(b);
+            // Its `col`: each frontier node's local id once per position it drew, made only
+            // now (a batch waiting for its relabel holds a count per frontier node).
+            let (dst, col) = (self.rels[r].dst, &mut out.col[r]);
+            col.reserve_exact(at.len());
+            let counts = &d.counts[d.nodes_of_batch(b)];
+            for (l, &c) in self.states[b].frontier[dst].clone().zip(counts) {
+                col.extend(std::iter::repeat_n(l as u64, c as usize));
+            }
             if self.states[b].groups.on {
                 self.relabel_in_groups(r, b, at, out)?;
                 continue;
             }
-            let (pos, nbr) = (&d.pos[at.clone()], &d.entries()[at]);
             let (n_src, src) = (self.num_nodes[self.rels[r].src], self.rels[r].src);
             let (row, node) = (&mut out.row[r], &mut out.node[src]);
-            row.reserve_exact(nbr.len());
+            row.reserve_exact(at.len());
+            if d.is_narrow() {
+                // Checked against the source type's count as they were read.
+                let nbr = &d.narrow[at];
+                with_table!(self.maps[src], t => for &u in nbr {
+                    row.push(local_id(t, node, u as u64)? as u64);
+                });
+                continue;
+            }
+            let (pos, nbr) = (&d.pos[at.clone()], &d.entries()[at]);
             with_table!(self.maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
                 if u >= n_src {
                     return Err(corrupt_entry(r, p, u, src, n_src));
@@ -55,8 +75,9 @@ impl HeteroSampler {
     }
 
     /// Relation `r`'s draws at hop `k` for every batch of `outs` and one fetch of them all,
-    /// into `drawn[r]` (relabelled by [`Self::relabel`]); their `col` and their count pushed to
-    /// each `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
+    /// into `drawn[r]` (relabelled by [`Self::relabel`]), with how many each frontier node drew
+    /// (its `col`, made when the batch is relabelled); their count pushed to each
+    /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
     /// Temporal batches first cut each range to its eligible edges (one batched search over
     /// the relation's times for all of them).
     pub(super) fn hop(
@@ -122,45 +143,77 @@ impl HeteroSampler {
             first = cut;
         }
         let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
-        let Drawn { pos, nbr, ends } = &mut self.drawn[r];
-        pos.clear();
-        pos.reserve_exact(total);
+        let with_edge_ids = outs.first().is_some_and(|o| o.edge.is_some());
+        let d = &mut self.drawn[r];
+        // 32-bit positions and entries where the relation allows them, unless the positions
+        // are kept as edge ids.
+        d.wide = !d.fits_u32 || with_edge_ids;
+        d.pos.clear();
+        d.nbr.clear();
+        d.narrow.clear();
+        d.counts.clear();
+        d.node_ends.clear();
+        match d.wide {
+            true => d.pos.reserve_exact(total),
+            false => d.narrow.reserve_exact(total),
+        }
+        d.counts.reserve_exact(self.ranges.len());
         // Draws, batch by batch, each from its own stream; `cuts[b]` becomes the end of batch
         // b's positions.
         let mut first = 0;
-        for (b, (out, st)) in outs.iter_mut().zip(states).enumerate() {
-            let (ranges, start) = (&self.ranges[first..self.cuts[b]], pos.len());
+        for (b, out) in outs.iter_mut().enumerate() {
+            let (ranges, start) = (&self.ranges[first..self.cuts[b]], d.len());
             first = self.cuts[b];
             let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
             let fanout = fanout_of(b);
-            let col = &mut out.col[r];
-            let n: u64 = ranges
-                .iter()
-                .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
-                .sum();
-            col.reserve_exact(n as usize);
-            for (l, &(lo, hi)) in st.frontier[rel.dst].clone().zip(ranges) {
-                let at = pos.len();
-                self.drawer.draw(&mut rng, hi - lo, fanout, replace, pos);
-                pos[at..].iter_mut().for_each(|p| *p += lo);
-                col.extend(std::iter::repeat_n(l as u64, pos.len() - at));
+            for &range in ranges {
+                let at = d.len();
+                match d.wide {
+                    true => u64::draw_node(
+                        &mut self.drawer,
+                        &mut self.tmp,
+                        &mut rng,
+                        range,
+                        fanout,
+                        replace,
+                        &mut d.pos,
+                    ),
+                    false => u32::draw_node(
+                        &mut self.drawer,
+                        &mut self.tmp,
+                        &mut rng,
+                        range,
+                        fanout,
+                        replace,
+                        &mut d.narrow,
+                    ),
+                }
+                let n = u32::try_from(d.len() - at).map_err(|_| Error::TooLarge)?;
+                d.counts.push(n);
             }
-            self.cuts[b] = pos.len();
-            out.num_sampled_edges[r].push(pos.len() - start);
+            self.cuts[b] = d.len();
+            d.node_ends.push(d.counts.len());
+            out.num_sampled_edges[r].push(d.len() - start);
         }
-        nbr.clear();
-        if outs.first().is_some_and(|o| o.edge.is_some()) {
+        let n_src = self.num_nodes[rel.src];
+        let bad = if !d.wide {
+            let chunking = Chunking::new(d.per_chunk);
+            self.fetch
+                .run(&mut rel.source, &mut d.narrow, n_src, chunking, d.chunks)?
+        } else if with_edge_ids {
             // The positions are kept: they are the edge ids.
-            nbr.reserve_exact(pos.len());
-            nbr.resize(pos.len(), 0);
-            rel.source.fetch(pos, nbr)?;
+            d.nbr.reserve_exact(d.pos.len());
+            d.nbr.resize(d.pos.len(), 0);
+            rel.source.fetch(&d.pos, &mut d.nbr)?;
+            None
         } else {
-            let n_src = self.num_nodes[rel.src];
-            if let Some((p, u)) = rel.source.fetch_in_place(pos, n_src, &mut self.keys)? {
-                return Err(corrupt_entry(r, p, u, rel.src, n_src));
-            }
+            rel.source
+                .fetch_in_place(&mut d.pos, n_src, &mut self.keys)?
+        };
+        if let Some((p, u)) = bad {
+            return Err(corrupt_entry(r, p, u, rel.src, n_src));
         }
-        ends.clone_from(&self.cuts);
+        d.ends.clone_from(&self.cuts);
         Ok(())
     }
 }
@@ -175,17 +228,75 @@ fn fill(map: &mut IdMap, keys: &[u64], room: usize) {
 }
 
 /// What every batch of a hyperbatch drew from one relation at the current hop: the positions,
-/// the entries read there, and where each batch's end (`ends[b]`). Without edge ids the
-/// entries replace the positions (`nbr` is empty).
+/// the entries read there, how many positions each frontier node drew (`counts`, every batch's
+/// frontier in turn), and where each batch's end (`ends[b]` for its positions, `node_ends[b]`
+/// for its counts).
+///
+/// Where the relation's file has fewer than 2^32 entries and its source type fewer than 2^32
+/// nodes (`fits_u32`, decided once per relation), and edge ids are not asked for, a hop's
+/// positions are 32 bits (`narrow`), replaced in place by the entries read; otherwise they are
+/// 64 bits (`pos`), with the entries in `nbr` when the positions are kept as edge ids, else in
+/// place.
 #[derive(Default)]
 pub(super) struct Drawn {
     pub(super) pos: Vec<u64>,
     pub(super) nbr: Vec<u64>,
+    pub(super) narrow: Vec<u32>,
+    pub(super) counts: Vec<u32>,
     pub(super) ends: Vec<usize>,
+    pub(super) node_ends: Vec<usize>,
+    /// Whether this hop's positions are in `pos` (else in `narrow`).
+    pub(super) wide: bool,
+    pub(super) fits_u32: bool,
+    /// The chunks of the relation's file a narrow fetch groups its positions by.
+    pub(super) per_chunk: u64,
+    pub(super) chunks: usize,
 }
 
 impl Drawn {
-    /// The entries read, parallel to the positions.
+    /// For a relation whose file has `entries` entries, of a source type of `n_src` nodes.
+    pub(super) fn new(entries: u64, n_src: u64) -> Self {
+        let limit = 1u64 << 32;
+        let mut d = Drawn {
+            fits_u32: entries <= limit && n_src <= limit,
+            wide: true,
+            ..Drawn::default()
+        };
+        d.set_chunks(entries, (entries >> 16).next_power_of_two().max(MIN_CHUNK));
+        d
+    }
+
+    /// Group a narrow fetch's positions by chunks of `per_chunk` of the `entries` entries.
+    pub(super) fn set_chunks(&mut self, entries: u64, per_chunk: u64) {
+        self.per_chunk = per_chunk.max(1);
+        self.chunks = entries.div_ceil(self.per_chunk).max(1) as usize;
+    }
+
+    pub(super) fn is_narrow(&self) -> bool {
+        !self.wide
+    }
+
+    /// Positions drawn this hop so far, all batches.
+    fn len(&self) -> usize {
+        match self.wide {
+            true => self.pos.len(),
+            false => self.narrow.len(),
+        }
+    }
+
+    /// Batch `b`'s positions.
+    pub(super) fn of_batch(&self, b: usize) -> Range<usize> {
+        let start = if b == 0 { 0 } else { self.ends[b - 1] };
+        start..self.ends[b]
+    }
+
+    /// Batch `b`'s counts (one per node of its frontier).
+    pub(super) fn nodes_of_batch(&self, b: usize) -> Range<usize> {
+        let start = if b == 0 { 0 } else { self.node_ends[b - 1] };
+        start..self.node_ends[b]
+    }
+
+    /// The entries read, parallel to the positions (wide).
     pub(super) fn entries(&self) -> &[u64] {
         match self.nbr.is_empty() {
             true => &self.pos,
@@ -193,7 +304,156 @@ impl Drawn {
         }
     }
 
+    /// The entries `at` read and their positions (the entry again where it replaced its
+    /// position).
+    pub(super) fn pairs(&self, at: Range<usize>) -> Pairs<'_> {
+        match self.wide {
+            true => Pairs::Wide(self.entries()[at.clone()].iter().zip(&self.pos[at])),
+            false => Pairs::Narrow(self.narrow[at].iter()),
+        }
+    }
+
     pub(super) fn bytes(&self) -> usize {
-        8 * (self.pos.capacity() + self.nbr.capacity() + self.ends.capacity())
+        8 * (self.pos.capacity()
+            + self.nbr.capacity()
+            + self.ends.capacity()
+            + self.node_ends.capacity())
+            + 4 * (self.narrow.capacity() + self.counts.capacity())
+    }
+}
+
+/// See [`Drawn::pairs`]: `(entry, position)`.
+pub(super) enum Pairs<'a> {
+    Wide(std::iter::Zip<std::slice::Iter<'a, u64>, std::slice::Iter<'a, u64>>),
+    Narrow(std::slice::Iter<'a, u32>),
+}
+
+impl Iterator for Pairs<'_> {
+    type Item = (u64, u64);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, u64)> {
+        match self {
+            Pairs::Wide(it) => it.next().map(|(&u, &p)| (u, p)),
+            Pairs::Narrow(it) => it.next().map(|&u| (u as u64, u as u64)),
+        }
+    }
+}
+
+/// The fewest entries of a chunk a narrow fetch groups positions by: whole pages of 4- and
+/// 8-byte entries, so that no page is in two chunks.
+const MIN_CHUNK: u64 = 1 << 12;
+
+/// Positions a narrow fetch reads in one call of the source (whole chunks, at least this many
+/// unless the hop has fewer): its copies of them are 64 bits.
+const FETCH_GROUP: usize = 1 << 16;
+
+/// The workspace of a narrow fetch ([`NarrowFetch::run`]): the order of the hop's positions by
+/// chunk (4 B a position), a count per chunk, and one group's positions and entries as the
+/// source reads them.
+#[derive(Default)]
+pub(super) struct NarrowFetch {
+    /// Positions a read takes at most ([`FETCH_GROUP`] when 0).
+    pub(super) group: usize,
+    order: Vec<u32>,
+    starts: Vec<u32>,
+    sub: Vec<u64>,
+    out: Vec<u64>,
+}
+
+impl NarrowFetch {
+    /// Replace each position of `vals` by the entry there, with the first entry (in position
+    /// order) not below `below` and its position, if any (every entry is read either way), as
+    /// [`NeighborSource::fetch_in_place`]. From disk the positions are grouped by chunk
+    /// (a counting sort of their indices) and read in groups of whole chunks in file order,
+    /// each group in one fetch, so that each page is read once, as in one fetch of all of
+    /// them.
+    pub(super) fn run(
+        &mut self,
+        source: &mut NeighborSource,
+        vals: &mut [u32],
+        below: u64,
+        chunking: Chunking,
+        chunks: usize,
+    ) -> Result<Option<(u64, u64)>> {
+        let n = vals.len();
+        if n > u32::MAX as usize {
+            return Err(Error::TooLarge);
+        }
+        let mut bad: Option<(u64, u64)> = None;
+        let sorted = matches!(source, NeighborSource::Disk(_));
+        self.order.clear();
+        self.starts.clear();
+        if sorted {
+            self.starts.resize(chunks + 1, 0);
+            for &v in vals.iter() {
+                self.starts[chunking.of(v as u64) + 1] += 1;
+            }
+            for c in 0..chunks {
+                self.starts[c + 1] += self.starts[c];
+            }
+            // `starts[c]` walks chunk c's range: after, it is where chunk c ends.
+            self.order.reserve_exact(n);
+            self.order.resize(n, 0);
+            for (i, &v) in vals.iter().enumerate() {
+                let c = chunking.of(v as u64);
+                self.order[self.starts[c] as usize] = i as u32;
+                self.starts[c] += 1;
+            }
+        }
+        let index = |k: usize, order: &[u32]| if sorted { order[k] as usize } else { k };
+        let group = if self.group == 0 {
+            FETCH_GROUP
+        } else {
+            self.group
+        };
+        let mut first = 0;
+        let mut c = 0;
+        while first < n {
+            // A group: whole chunks (by file order) up to FETCH_GROUP positions, or one chunk.
+            let end = match sorted {
+                true => {
+                    let mut end = self.starts[c] as usize;
+                    c += 1;
+                    while c < chunks && (self.starts[c] as usize) - first <= group {
+                        end = self.starts[c] as usize;
+                        c += 1;
+                    }
+                    end
+                }
+                false => (first + group).min(n),
+            };
+            if end == first {
+                continue;
+            }
+            self.sub.clear();
+            let order = &self.order;
+            self.sub
+                .extend((first..end).map(|k| vals[index(k, order)] as u64));
+            self.out.clear();
+            self.out.resize(end - first, 0);
+            source.fetch(&self.sub, &mut self.out)?;
+            for (k, (&u, &p)) in (first..end).zip(self.out.iter().zip(&self.sub)) {
+                if u >= below {
+                    if bad.is_none_or(|b| p < b.0) {
+                        bad = Some((p, u));
+                    }
+                } else {
+                    vals[index(k, order)] = u as u32;
+                }
+            }
+            first = end;
+        }
+        Ok(bad)
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        4 * (self.order.capacity() + self.starts.capacity()) + self.group_bytes() as usize
+    }
+
+    /// Of [`Self::bytes`], the copies of one group: at most [`FETCH_GROUP`] positions
+    /// (or one chunk's) whatever the hop's size.
+    pub(super) fn group_bytes(&self) -> u64 {
+        8 * (self.sub.capacity() + self.out.capacity()) as u64
     }
 }

@@ -86,10 +86,12 @@ impl HeteroSample {
 
     /// Bytes it held before its last hop was relabelled, when the samples of a hyperbatch are
     /// handed out as each is finished ([`super::HeteroSampler::sample_each`]): all of it but
-    /// the last hop's rows (and edge ids), the nodes it reached and the times, made then.
+    /// the last hop's rows and cols (and edge ids), the nodes it reached and the times, made
+    /// then (until then the sampler holds a count per frontier node of what it drew: its
+    /// workspaces, [`super::HeteroSampler::held_bytes`]).
     pub fn resident_bytes(&self) -> u64 {
         let last = |v: &[Vec<usize>]| v.iter().filter_map(|c| c.last()).sum::<usize>() as u64;
-        let edges = last(&self.num_sampled_edges) * if self.edge.is_some() { 2 } else { 1 };
+        let edges = last(&self.num_sampled_edges) * if self.edge.is_some() { 3 } else { 2 };
         let nodes = if self.num_sampled_edges.iter().any(|c| !c.is_empty()) {
             last(&self.num_sampled_nodes)
         } else {
@@ -130,7 +132,7 @@ mod tests {
         assert_eq!(HeteroSample::unspill(&f, at[0], &mut buf).unwrap(), plain);
         let empty = HeteroSample::unspill(&f, at[2], &mut buf).unwrap();
         assert_eq!(empty, HeteroSample::default());
-        // Its last hop (2 + 1 edges, 2 + 0 + 1 nodes) and nothing else.
-        assert_eq!(plain.resident_bytes(), plain.bytes() - 8 * (3 + 3));
+        // Its last hop (2 + 1 edges, a row and a col each; 2 + 0 + 1 nodes) and nothing else.
+        assert_eq!(plain.resident_bytes(), plain.bytes() - 8 * (2 * 3 + 3));
     }
 }
