@@ -8,7 +8,7 @@ use std::ops::Range;
 use super::TemporalStrategy;
 use super::{corrupt_entry, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler};
 use crate::batch::{local_id, Word};
-use crate::buckets::Chunking;
+use crate::buckets::{Buckets, Chunking, Workspace};
 use crate::draw::{relation_rng, Drawer};
 use crate::idmap::{with_table, GroupKeys, IdMap, Lookup};
 use crate::neighbors::NeighborSource;
@@ -198,8 +198,15 @@ impl HeteroSampler {
         let n_src = self.num_nodes[rel.src];
         let bad = if !d.wide {
             let chunking = Chunking::new(d.per_chunk);
-            self.fetch
-                .run(&mut rel.source, &mut d.narrow, n_src, chunking, d.chunks)?
+            let (fetch, cuts) = (&mut self.fetch, &self.cuts);
+            fetch.run(
+                &mut rel.source,
+                &mut d.narrow,
+                cuts,
+                n_src,
+                chunking,
+                d.chunks,
+            )?
         } else if with_edge_ids {
             // The positions are kept: they are the edge ids.
             d.nbr.reserve_exact(d.pos.len());
@@ -348,112 +355,134 @@ const MIN_CHUNK: u64 = 1 << 12;
 /// unless the hop has fewer): its copies of them are 64 bits.
 const FETCH_GROUP: usize = 1 << 16;
 
-/// The workspace of a narrow fetch ([`NarrowFetch::run`]): the order of the hop's positions by
-/// chunk (4 B a position), a count per chunk, and one group's positions and entries as the
-/// source reads them.
+/// The workspace of a narrow fetch ([`NarrowFetch::run`]): per batch, its positions' buckets
+/// by chunk (about half a byte a position: see [`Buckets`]); the copy of one batch's positions
+/// its moves go through; one group's positions and entries as the source reads them.
 #[derive(Default)]
 pub(super) struct NarrowFetch {
     /// Positions a read takes at most ([`FETCH_GROUP`] when 0).
     pub(super) group: usize,
-    order: Vec<u32>,
-    starts: Vec<u32>,
+    buckets: Vec<Buckets>,
+    ws: Workspace<u32>,
     sub: Vec<u64>,
     out: Vec<u64>,
 }
 
 impl NarrowFetch {
-    /// Replace each position of `vals` by the entry there, with the first entry (in position
-    /// order) not below `below` and its position, if any (every entry is read either way), as
-    /// [`NeighborSource::fetch_in_place`]. From disk the positions are grouped by chunk
-    /// (a counting sort of their indices) and read in groups of whole chunks in file order,
-    /// each group in one fetch, so that each page is read once, as in one fetch of all of
-    /// them.
+    /// Replace each position of `vals` (batch `b`'s end at `ends[b]`) by the entry there, with
+    /// the first entry (in position order) not below `below` and its position, if any (every
+    /// entry is read either way), as [`NeighborSource::fetch_in_place`]. From disk each
+    /// batch's positions are bucketed by chunk in place ([`Buckets`], as the homogeneous
+    /// hyperbatch does), read in groups of whole chunks in file order (each group, every
+    /// batch's positions in those chunks, in one fetch: each page is read once, as in one
+    /// fetch of all of them), then put back in draw order.
     pub(super) fn run(
         &mut self,
         source: &mut NeighborSource,
         vals: &mut [u32],
+        ends: &[usize],
         below: u64,
         chunking: Chunking,
         chunks: usize,
     ) -> Result<Option<(u64, u64)>> {
-        let n = vals.len();
-        if n > u32::MAX as usize {
-            return Err(Error::TooLarge);
-        }
         let mut bad: Option<(u64, u64)> = None;
-        let sorted = matches!(source, NeighborSource::Disk(_));
-        self.order.clear();
-        self.starts.clear();
-        if sorted {
-            self.starts.resize(chunks + 1, 0);
-            for &v in vals.iter() {
-                self.starts[chunking.of(v as u64) + 1] += 1;
-            }
-            for c in 0..chunks {
-                self.starts[c + 1] += self.starts[c];
-            }
-            // `starts[c]` walks chunk c's range: after, it is where chunk c ends.
-            self.order.reserve_exact(n);
-            self.order.resize(n, 0);
-            for (i, &v) in vals.iter().enumerate() {
-                let c = chunking.of(v as u64);
-                self.order[self.starts[c] as usize] = i as u32;
-                self.starts[c] += 1;
-            }
-        }
-        let index = |k: usize, order: &[u32]| if sorted { order[k] as usize } else { k };
+        let on_disk = matches!(source, NeighborSource::Disk(_));
         let group = if self.group == 0 {
             FETCH_GROUP
         } else {
             self.group
         };
-        let mut first = 0;
-        let mut c = 0;
-        while first < n {
-            // A group: whole chunks (by file order) up to FETCH_GROUP positions, or one chunk.
-            let end = match sorted {
-                true => {
-                    let mut end = self.starts[c] as usize;
-                    c += 1;
-                    while c < chunks && (self.starts[c] as usize) - first <= group {
-                        end = self.starts[c] as usize;
-                        c += 1;
-                    }
-                    end
+        let mut read =
+            |sub: &mut Vec<u64>, out: &mut Vec<u64>, vals: &mut [u32], at: &[Range<usize>]| {
+                sub.clear();
+                for a in at {
+                    sub.extend(vals[a.clone()].iter().map(|&v| v as u64));
                 }
-                false => (first + group).min(n),
+                out.clear();
+                out.resize(sub.len(), 0);
+                source.fetch(sub, out)?;
+                let mut k = 0;
+                for a in at {
+                    for v in &mut vals[a.clone()] {
+                        let (u, p) = (out[k], sub[k]);
+                        k += 1;
+                        if u >= below {
+                            if bad.is_none_or(|b| p < b.0) {
+                                bad = Some((p, u));
+                            }
+                        } else {
+                            *v = u as u32;
+                        }
+                    }
+                }
+                Ok::<(), Error>(())
             };
-            if end == first {
+        let n = vals.len();
+        if !on_disk {
+            // In memory: no order to keep, groups in draw order.
+            let mut first = 0;
+            while first < n {
+                let end = (first + group).min(n);
+                read(
+                    &mut self.sub,
+                    &mut self.out,
+                    vals,
+                    std::slice::from_ref(&(first..end)),
+                )?;
+                first = end;
+            }
+            return Ok(bad);
+        }
+        let batches = ends.len();
+        if self.buckets.len() < batches {
+            self.buckets.resize_with(batches, Buckets::default);
+        }
+        let starts = |b: usize| if b == 0 { 0 } else { ends[b - 1] };
+        for b in 0..batches {
+            let batch = &mut vals[starts(b)..ends[b]];
+            self.buckets[b].sort(batch, chunking, chunks, &mut self.ws)?;
+        }
+        let buckets = &self.buckets[..batches];
+        // Every batch's positions in chunks `c0..c`.
+        let mut at: Vec<Range<usize>> = Vec::with_capacity(batches);
+        let mut c = 0;
+        while c < chunks {
+            let c0 = c;
+            let mut size = 0;
+            while c < chunks {
+                let here: usize = (buckets.iter())
+                    .map(|k| (k.starts[c + 1] - k.starts[c]) as usize)
+                    .sum();
+                if c > c0 && size + here > group {
+                    break;
+                }
+                size += here;
+                c += 1;
+            }
+            if size == 0 {
                 continue;
             }
-            self.sub.clear();
-            let order = &self.order;
-            self.sub
-                .extend((first..end).map(|k| vals[index(k, order)] as u64));
-            self.out.clear();
-            self.out.resize(end - first, 0);
-            source.fetch(&self.sub, &mut self.out)?;
-            for (k, (&u, &p)) in (first..end).zip(self.out.iter().zip(&self.sub)) {
-                if u >= below {
-                    if bad.is_none_or(|b| p < b.0) {
-                        bad = Some((p, u));
-                    }
-                } else {
-                    vals[index(k, order)] = u as u32;
-                }
-            }
-            first = end;
+            at.clear();
+            at.extend((0..batches).map(|b| {
+                let k = &buckets[b];
+                starts(b) + k.starts[c0] as usize..starts(b) + k.starts[c] as usize
+            }));
+            read(&mut self.sub, &mut self.out, vals, &at)?;
+        }
+        for b in 0..batches {
+            self.buckets[b].unsort(&mut vals[starts(b)..ends[b]], &mut self.ws);
         }
         Ok(bad)
     }
 
     pub(super) fn bytes(&self) -> usize {
-        4 * (self.order.capacity() + self.starts.capacity()) + self.group_bytes() as usize
+        let buckets: u64 = self.buckets.iter().map(Buckets::bytes).sum();
+        (buckets + self.group_bytes()) as usize
     }
 
-    /// Of [`Self::bytes`], the copies of one group: at most [`FETCH_GROUP`] positions
-    /// (or one chunk's) whatever the hop's size.
+    /// Of [`Self::bytes`], what does not grow with the hyperbatch: the copies of one group (at
+    /// most [`FETCH_GROUP`] positions, or one chunk's) and of one batch's positions.
     pub(super) fn group_bytes(&self) -> u64 {
-        8 * (self.sub.capacity() + self.out.capacity()) as u64
+        8 * (self.sub.capacity() + self.out.capacity()) as u64 + self.ws.bytes()
     }
 }
