@@ -139,6 +139,9 @@ pub struct HeteroSampler {
     /// range; `cuts[b]` ends batch `b`'s ranges, then its positions.
     ranges: Vec<(u64, u64)>,
     cuts: Vec<usize>,
+    /// Whether the last hop drawn held one batch's ranges at a time (no seed times), not
+    /// every batch's.
+    batch_ranges: bool,
     /// Per relation, what every batch drew from it at the current hop.
     drawn: Vec<Drawn>,
     /// The sort keys of a wide fetch in place (see [`NeighborSource::fetch_in_place`]), the
@@ -225,6 +228,7 @@ impl HeteroSampler {
             drawer: Drawer::default(),
             ranges: Vec::new(),
             cuts: Vec::new(),
+            batch_ranges: false,
             limits: Vec::new(),
             cutter: Cutter::default(),
         })
@@ -301,17 +305,22 @@ impl HeteroSampler {
         self.maps.iter().map(IdMap::bytes).sum()
     }
 
-    /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps,
-    /// and where a relation's last hop was fetched with 32-bit positions, the fetch's copies
-    /// of one group of them (a bounded number whatever the hyperbatch) and its source's sort
-    /// workspace, sized for one group. The rest, over the batches of the last call, is what
-    /// each batch holds.
+    /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps;
+    /// without seed times, the ranges of one batch's frontier; where a relation's last hop
+    /// was fetched with 32-bit positions, the fetch's copies of one group of them (a bounded
+    /// number whatever the hyperbatch) and of one batch's, and its source's sort workspace,
+    /// sized for one group. The rest, over the batches of the last call, is what each batch
+    /// holds.
     pub fn scratch_bytes(&self) -> u64 {
         let sources: u64 = (self.rels.iter().zip(&self.drawn))
             .filter(|(_, d)| d.is_narrow())
             .map(|(r, _)| r.source.workspace_bytes())
             .sum();
-        self.map_bytes() + self.fetch.group_bytes() + sources
+        let ranges = match self.batch_ranges {
+            true => 16 * self.ranges.capacity() as u64,
+            false => 0,
+        };
+        self.map_bytes() + self.fetch.group_bytes() + sources + ranges
     }
 
     /// Group a fetch of 32-bit positions by chunks of `per_chunk` entries of each relation's

@@ -95,16 +95,30 @@ impl HeteroSampler {
             outs.iter_mut().for_each(|o| o.num_sampled_edges[r].push(0));
             return Ok(());
         }
-        // Every frontier node's range first, for all batches: independent loads whose cache
-        // misses overlap, and the hop's size known before anything is reserved.
+        // With seed times, every frontier node's range first, for all batches (one batched
+        // search cuts them all); without, each batch's ranges are made as it is drawn (one
+        // batch's held at a time), here only the hop's size. Either way independent loads whose
+        // cache misses overlap, and the hop's size known before anything is reserved.
         let indptr = &rel.indptr;
         let temporal = states.iter().any(|s| s.groups.on);
-        let n_dst = self.num_nodes[rel.dst];
+        self.batch_ranges = !temporal;
+        let (n_dst, replace) = (self.num_nodes[rel.dst], self.replace);
         self.ranges.clear();
         self.cuts.clear();
         self.limits.clear();
+        let (mut total, mut nodes) = (0u64, 0usize);
         for (out, st) in outs.iter().zip(states) {
             let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
+            if !temporal {
+                let count = |&v: &u64| {
+                    let (lo, hi) = indptr.range(v as usize);
+                    Drawer::count(hi - lo, fanout, replace)
+                };
+                total += frontier.iter().map(count).sum::<u64>();
+                nodes += frontier.len();
+                self.cuts.push(nodes);
+                continue;
+            }
             if st.groups.on {
                 for &key in frontier {
                     let (g, v) = GroupKeys::split(key, n_dst);
@@ -114,9 +128,7 @@ impl HeteroSampler {
             } else {
                 let ranges = frontier.iter().map(|&v| indptr.range(v as usize));
                 self.ranges.extend(ranges);
-                if temporal {
-                    self.limits.resize(self.ranges.len(), i64::MAX);
-                }
+                self.limits.resize(self.ranges.len(), i64::MAX);
             }
             self.cuts.push(self.ranges.len());
         }
@@ -124,23 +136,24 @@ impl HeteroSampler {
             self.cut_to_times(r, fanout, outs.len())?;
         }
         let (rel, states) = (&mut self.rels[r], &self.states[..outs.len()]);
-        let replace = self.replace;
         // Per batch, the fanout its (cut) ranges are drawn with.
         let last = self.strategy == TemporalStrategy::Last && rel.times.is_some();
         let fanout_of = |b: usize| match states[b].groups.on && last {
             true => Fanout::All,
             false => fanout,
         };
-        let mut total = 0u64;
-        let mut first = 0;
-        for (b, &cut) in self.cuts.iter().enumerate() {
-            let f = fanout_of(b);
-            let ranges = &self.ranges[first..cut];
-            total += ranges
-                .iter()
-                .map(|&(lo, hi)| Drawer::count(hi - lo, f, replace))
-                .sum::<u64>();
-            first = cut;
+        if temporal {
+            let mut first = 0;
+            for (b, &cut) in self.cuts.iter().enumerate() {
+                let f = fanout_of(b);
+                let ranges = &self.ranges[first..cut];
+                total += ranges
+                    .iter()
+                    .map(|&(lo, hi)| Drawer::count(hi - lo, f, replace))
+                    .sum::<u64>();
+                first = cut;
+            }
+            nodes = self.ranges.len();
         }
         let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
         let with_edge_ids = outs.first().is_some_and(|o| o.edge.is_some());
@@ -157,13 +170,24 @@ impl HeteroSampler {
             true => d.pos.reserve_exact(total),
             false => d.narrow.reserve_exact(total),
         }
-        d.counts.reserve_exact(self.ranges.len());
+        d.counts.reserve_exact(nodes);
         // Draws, batch by batch, each from its own stream; `cuts[b]` becomes the end of batch
         // b's positions.
         let mut first = 0;
         for (b, out) in outs.iter_mut().enumerate() {
-            let (ranges, start) = (&self.ranges[first..self.cuts[b]], d.len());
-            first = self.cuts[b];
+            if !temporal {
+                let frontier = &out.node[rel.dst][states[b].frontier[rel.dst].clone()];
+                self.ranges.clear();
+                (self.ranges).extend(frontier.iter().map(|&v| rel.indptr.range(v as usize)));
+                first = 0;
+            }
+            let end = if temporal {
+                self.cuts[b]
+            } else {
+                self.ranges.len()
+            };
+            let (ranges, start) = (&self.ranges[first..end], d.len());
+            first = end;
             let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
             let fanout = fanout_of(b);
             for &range in ranges {
@@ -353,7 +377,7 @@ const MIN_CHUNK: u64 = 1 << 12;
 
 /// Positions a narrow fetch reads in one call of the source (whole chunks, at least this many
 /// unless the hop has fewer): its copies of them are 64 bits.
-const FETCH_GROUP: usize = 1 << 16;
+const FETCH_GROUP: usize = 1 << 15;
 
 /// The workspace of a narrow fetch ([`NarrowFetch::run`]): per batch, its positions' buckets
 /// by chunk (about half a byte a position: see [`Buckets`]); the copy of one batch's positions
@@ -395,6 +419,7 @@ impl NarrowFetch {
         let mut read =
             |sub: &mut Vec<u64>, out: &mut Vec<u64>, vals: &mut [u32], at: &[Range<usize>]| {
                 sub.clear();
+                sub.reserve_exact(at.iter().map(|a| a.len()).sum());
                 for a in at {
                     sub.extend(vals[a.clone()].iter().map(|&v| v as u64));
                 }
