@@ -288,7 +288,8 @@ impl HeteroSampler {
     /// its sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
         let maps = self.map_bytes();
-        let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum();
+        let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum::<usize>()
+            + self.states.iter().map(BatchState::bytes).sum::<usize>();
         let buffers = 16 * self.ranges.capacity()
             + 8 * (self.cuts.capacity()
                 + self.limits.capacity()
@@ -475,7 +476,7 @@ impl HeteroSampler {
         };
         let mut outs: Vec<HeteroSample> = requests.iter().map(|_| empty()).collect();
         while self.states.len() < requests.len() {
-            self.states.push(BatchState::new(types));
+            self.states.push(BatchState::new(types, rels));
         }
         for (b, ((req, out), st)) in requests
             .iter()
@@ -484,6 +485,7 @@ impl HeteroSampler {
             .enumerate()
         {
             st.groups.clear(req.times.is_some());
+            st.cols.iter_mut().for_each(Vec::clear);
             self.held_by.iter_mut().for_each(|h| *h = Some(b));
             if let Some(times) = req.times {
                 times.iter().flat_map(|t| t.iter()).for_each(|&t| {
@@ -543,6 +545,8 @@ impl HeteroSampler {
                 }
                 if k + 1 == self.hops {
                     let mut done = std::mem::take(out);
+                    self.finish_cols(b, &mut done);
+                    let st = &mut self.states[b];
                     st.groups.finish(&mut done, &self.num_nodes);
                     each(b, done)?;
                 }
@@ -578,13 +582,21 @@ pub struct HeteroRequest<'a> {
 struct BatchState {
     frontier: Vec<Range<usize>>,
     groups: Groups,
+    /// Per relation, its `col` of the hops before the last relabelled so far: a count per
+    /// frontier node (4 B a node, not 8 B an edge), expanded once the batch is finished.
+    cols: Vec<Vec<u32>>,
 }
 
 impl BatchState {
-    fn new(types: usize) -> Self {
+    fn new(types: usize, rels: usize) -> Self {
         BatchState {
             frontier: vec![0..0; types],
             groups: Groups::default(),
+            cols: vec![Vec::new(); rels],
         }
+    }
+
+    fn bytes(&self) -> usize {
+        4 * self.cols.iter().map(Vec::capacity).sum::<usize>()
     }
 }

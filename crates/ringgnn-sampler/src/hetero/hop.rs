@@ -36,16 +36,34 @@ impl HeteroSampler {
             }
             let d = &self.drawn[r];
             let at = d.of_batch(b);
-            // Its `col`: each frontier node's local id once per position it drew, made only
-            // now (a batch waiting for its relabel holds a count per frontier node).
-            let (dst, col) = (self.rels[r].dst, &mut out.col[r]);
-            col.reserve_exact(at.len());
             let counts = &d.counts[d.nodes_of_batch(b)];
-            for (l, &c) in self.states[b].frontier[dst].clone().zip(counts) {
-                col.extend(std::iter::repeat_n(l as u64, c as usize));
+            let (dst, last) = (self.rels[r].dst, k + 1 == self.hops);
+            let st = &mut self.states[b];
+            // Its `col`: each frontier node's local id once per position it drew, made only
+            // for its last hop and where edges may be dropped; before its last hop a batch
+            // keeps a count per frontier node ([`BatchState::cols`]).
+            if last || st.groups.on {
+                let col = &mut out.col[r];
+                col.reserve_exact(at.len());
+                for (l, &c) in st.frontier[dst].clone().zip(counts) {
+                    col.extend(std::iter::repeat_n(l as u64, c as usize));
+                }
+            } else {
+                st.cols[r].extend_from_slice(counts);
             }
-            if self.states[b].groups.on {
+            if st.groups.on {
                 self.relabel_in_groups(r, b, at, out)?;
+                if !last {
+                    // The edges kept, counted per frontier node again.
+                    let (st, col) = (&mut self.states[b], &mut out.col[r]);
+                    let mut i = 0;
+                    for l in st.frontier[dst].clone() {
+                        let n = col[i..].iter().take_while(|&&c| c == l as u64).count();
+                        st.cols[r].push(n as u32);
+                        i += n;
+                    }
+                    col.clear();
+                }
                 continue;
             }
             let (n_src, src) = (self.num_nodes[self.rels[r].src], self.rels[r].src);
@@ -72,6 +90,36 @@ impl HeteroSampler {
             }
         }
         Ok(())
+    }
+
+    /// Put batch `b`'s `col` of every hop before its last (kept as counts per frontier node,
+    /// [`BatchState::cols`]) in front of its last hop's, once its last hop is relabelled.
+    pub(super) fn finish_cols(&mut self, b: usize, out: &mut HeteroSample) {
+        let st = &mut self.states[b];
+        for (r, rel) in self.rels.iter().enumerate() {
+            let (counts, nsn) = (&st.cols[r], &out.num_sampled_nodes[rel.dst]);
+            if counts.is_empty() {
+                continue;
+            }
+            let before: u64 = counts.iter().map(|&c| c as u64).sum();
+            let mut col = Vec::with_capacity(before as usize + out.col[r].len());
+            let (mut first, mut c) = (0, 0);
+            for (k, &f) in rel.fanouts[..self.hops - 1].iter().enumerate() {
+                // Hop k's frontier: the nodes first reached at hop k - 1 (the seeds at 0).
+                let frontier = first..first + nsn[k];
+                first = frontier.end;
+                if f == Fanout::Count(0) {
+                    continue;
+                }
+                let n = frontier.len();
+                for (l, &m) in frontier.zip(&counts[c..c + n]) {
+                    col.extend(std::iter::repeat_n(l as u64, m as usize));
+                }
+                c += n;
+            }
+            col.extend_from_slice(&out.col[r]);
+            out.col[r] = col;
+        }
     }
 
     /// Relation `r`'s draws at hop `k` for every batch of `outs` and one fetch of them all,
