@@ -75,6 +75,8 @@ def one(args: argparse.Namespace) -> None:
             nodes += b.num_nodes
             edges += b.num_edges
             batches += 1
+        st = s.io_stats()  # the mean hyperbatch (the drivers size each from what they measured)
+        hyperbatch = round(st["hyperbatch_batches"] / st["hyperbatches"], 1) if st.get("hyperbatches") else None
     else:
         kw = dict(input_time=times) if args.config == "temporal" else dict(ignore_time=True)
         loader = ringgnn.HeteroLoader(args.dataset, FANOUTS, "node", seeds=seeds, batch_size=BATCH, shuffle=False,

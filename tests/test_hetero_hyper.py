@@ -143,8 +143,10 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
         # By hand: probe batch i is batch i of the probe epoch, its sample's ids 8 B each.
         s = sampler.sample(ids, "paper", epoch=2**64 - 3, batch=i)
         assert p["sample"] == 8 * (sum(len(v) for v in s.node.values()) + 2 * sum(len(v) for v in s.row.values()))
-        # Read from disk, hyperbatches spill: while sampled, it holds all but its last hop's rows and new nodes.
-        last = sum(v[-1] for v in s.num_sampled_nodes.values()) + sum(v[-1] for v in s.num_sampled_edges.values())
+        # Read from disk, hyperbatches spill: while sampled, it holds all but its cols (made when it is finished),
+        # its last hop's rows and its last hop's new nodes.
+        last = (sum(v[-1] for v in s.num_sampled_nodes.values()) + sum(v[-1] for v in s.num_sampled_edges.values())
+                + sum(len(v) for v in s.col.values()))
         assert p["batch"] == p["sample"] - 8 * last
         assert p["edges"] == sum(len(v) for v in s.row.values())
         assert p["state"] > 0

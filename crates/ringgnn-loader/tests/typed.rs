@@ -214,10 +214,11 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
             .sample_typed(&[(paper, seeds)], 7, u64::MAX - 2, i as u64, false)
             .unwrap();
         // Read from disk, hyperbatches spill: while sampled, a batch holds its sample but its
-        // last hop's rows and new nodes.
+        // cols (made when it is finished), its last hop's rows and its last hop's new nodes.
         assert_eq!(p.sample, s.bytes());
         let last = |v: &[Vec<usize>]| v.iter().map(|c| c[c.len() - 1] as u64).sum::<u64>();
-        let last = last(&s.num_sampled_nodes) + last(&s.num_sampled_edges);
+        let cols: u64 = s.col.iter().map(|c| c.len() as u64).sum();
+        let last = last(&s.num_sampled_nodes) + last(&s.num_sampled_edges) + cols;
         assert_eq!(p.batch, s.bytes() - 8 * last);
         assert_eq!(p.edges, s.row.iter().map(|r| r.len() as u64).sum::<u64>());
         assert!(p.state > 0);

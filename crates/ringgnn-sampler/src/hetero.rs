@@ -47,7 +47,7 @@ use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
-use hop::Drawn;
+use hop::{Drawn, NarrowFetch};
 pub use open::{fanouts_in_order, SharedRelation, TypedGraph};
 use temporal::{check_times, Cutter, Groups};
 pub use temporal::{EdgeTimes, TemporalStrategy};
@@ -139,10 +139,16 @@ pub struct HeteroSampler {
     /// range; `cuts[b]` ends batch `b`'s ranges, then its positions.
     ranges: Vec<(u64, u64)>,
     cuts: Vec<usize>,
+    /// Whether the last hop drawn held one batch's ranges at a time (no seed times), not
+    /// every batch's.
+    batch_ranges: bool,
     /// Per relation, what every batch drew from it at the current hop.
     drawn: Vec<Drawn>,
-    /// The sort keys of a fetch in place (see [`NeighborSource::fetch_in_place`]).
+    /// The sort keys of a wide fetch in place (see [`NeighborSource::fetch_in_place`]), the
+    /// workspace of a narrow one, and one node's draws before they are narrowed.
     keys: Vec<u64>,
+    fetch: NarrowFetch,
+    tmp: Vec<u64>,
     /// For temporal batches: per frontier node (parallel to `ranges`) its seed time; the
     /// workspace of the search.
     limits: Vec<i64>,
@@ -206,8 +212,13 @@ impl HeteroSampler {
             states: Vec::new(),
             maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
             held_by: vec![None; num_nodes.len()],
-            drawn: relations.iter().map(|_| Drawn::default()).collect(),
+            drawn: relations
+                .iter()
+                .map(|r| Drawn::new(r.indptr.last().unwrap_or(0), num_nodes[r.src]))
+                .collect(),
             keys: Vec::new(),
+            fetch: NarrowFetch::default(),
+            tmp: Vec::new(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
@@ -217,6 +228,7 @@ impl HeteroSampler {
             drawer: Drawer::default(),
             ranges: Vec::new(),
             cuts: Vec::new(),
+            batch_ranges: false,
             limits: Vec::new(),
             cutter: Cutter::default(),
         })
@@ -270,15 +282,20 @@ impl HeteroSampler {
 
     /// Bytes its workspaces hold now: the dedup maps (one per node type, sized for the
     /// largest batch relabelled) and the per-hop buffers (ranges, every relation's positions
-    /// and entries read, the sort order of each relation's fetch, and at seed times the
-    /// search's), as grown by the calls so far. After
+    /// and entries read and each frontier node's count of them, the sort order of each
+    /// relation's fetch, and at seed times the search's), as grown by the calls so far. After
     /// a call of `h` batches, `1 / h` of it is what one batch of a hyperbatch holds besides
     /// its sample, measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
         let maps = self.map_bytes();
-        let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum();
+        let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum::<usize>()
+            + self.states.iter().map(BatchState::bytes).sum::<usize>();
         let buffers = 16 * self.ranges.capacity()
-            + 8 * (self.cuts.capacity() + self.limits.capacity() + self.keys.capacity())
+            + 8 * (self.cuts.capacity()
+                + self.limits.capacity()
+                + self.keys.capacity()
+                + self.tmp.capacity())
+            + self.fetch.bytes()
             + drawn;
         let fetch: u64 = self.rels.iter().map(|r| r.source.workspace_bytes()).sum();
         maps + buffers as u64 + fetch + self.cutter.bytes()
@@ -287,6 +304,35 @@ impl HeteroSampler {
     /// Of [`Self::held_bytes`], the dedup maps: one per node type whatever the hyperbatch size.
     pub fn map_bytes(&self) -> u64 {
         self.maps.iter().map(IdMap::bytes).sum()
+    }
+
+    /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps;
+    /// without seed times, the ranges of one batch's frontier; where a relation's last hop
+    /// was fetched with 32-bit positions, the fetch's copies of one group of them (a bounded
+    /// number whatever the hyperbatch) and of one batch's, and its source's sort workspace,
+    /// sized for one group. The rest, over the batches of the last call, is what each batch
+    /// holds.
+    pub fn scratch_bytes(&self) -> u64 {
+        let sources: u64 = (self.rels.iter().zip(&self.drawn))
+            .filter(|(_, d)| d.is_narrow())
+            .map(|(r, _)| r.source.workspace_bytes())
+            .sum();
+        let ranges = match self.batch_ranges {
+            true => 16 * self.ranges.capacity() as u64,
+            false => 0,
+        };
+        self.map_bytes() + self.fetch.group_bytes() + sources + ranges
+    }
+
+    /// Group a fetch of 32-bit positions by chunks of `per_chunk` entries of each relation's
+    /// file, at most `group` positions a read (or one chunk's): for tests, which need many
+    /// chunks and groups on small graphs. The samples are the same whatever the groups.
+    #[doc(hidden)]
+    pub fn set_fetch_groups(&mut self, per_chunk: u64, group: usize) {
+        for (r, d) in self.rels.iter().zip(&mut self.drawn) {
+            d.set_chunks(r.indptr.last().unwrap_or(0), per_chunk);
+        }
+        self.fetch.group = group.max(1);
     }
 
     /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.
@@ -430,7 +476,7 @@ impl HeteroSampler {
         };
         let mut outs: Vec<HeteroSample> = requests.iter().map(|_| empty()).collect();
         while self.states.len() < requests.len() {
-            self.states.push(BatchState::new(types));
+            self.states.push(BatchState::new(types, rels));
         }
         for (b, ((req, out), st)) in requests
             .iter()
@@ -439,6 +485,7 @@ impl HeteroSampler {
             .enumerate()
         {
             st.groups.clear(req.times.is_some());
+            st.cols.iter_mut().for_each(Vec::clear);
             self.held_by.iter_mut().for_each(|h| *h = Some(b));
             if let Some(times) = req.times {
                 times.iter().flat_map(|t| t.iter()).for_each(|&t| {
@@ -498,6 +545,8 @@ impl HeteroSampler {
                 }
                 if k + 1 == self.hops {
                     let mut done = std::mem::take(out);
+                    self.finish_cols(b, &mut done);
+                    let st = &mut self.states[b];
                     st.groups.finish(&mut done, &self.num_nodes);
                     each(b, done)?;
                 }
@@ -533,13 +582,21 @@ pub struct HeteroRequest<'a> {
 struct BatchState {
     frontier: Vec<Range<usize>>,
     groups: Groups,
+    /// Per relation, its `col` of the hops before the last relabelled so far: a count per
+    /// frontier node (4 B a node, not 8 B an edge), expanded once the batch is finished.
+    cols: Vec<Vec<u32>>,
 }
 
 impl BatchState {
-    fn new(types: usize) -> Self {
+    fn new(types: usize, rels: usize) -> Self {
         BatchState {
             frontier: vec![0..0; types],
             groups: Groups::default(),
+            cols: vec![Vec::new(); rels],
         }
+    }
+
+    fn bytes(&self) -> usize {
+        4 * self.cols.iter().map(Vec::capacity).sum::<usize>()
     }
 }

@@ -280,15 +280,7 @@ impl SpillFile {
     /// Read the record of words `r` back (its arrays in the order written), through `buf` (a
     /// [`SPILL_BUFFER`]).
     pub fn read_words(&self, r: Spilled, buf: &mut AlignedBuf) -> Result<Vec<Vec<u64>>> {
-        let padded = r.bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
-        let mut rd = Reader {
-            file: &self.file,
-            buf,
-            at: r.offset,
-            end: r.offset + padded,
-            pos: 0,
-        };
-        rd.buf.set_len(0);
+        let (mut rd, padded) = self.reader(r, buf);
         let damaged = || self.damaged(r, "does not have the layout it was written with");
         let mut head = [0u64; 2];
         rd.take(bytemuck::cast_slice_mut(&mut head))
@@ -318,6 +310,20 @@ impl SpillFile {
         Ok(out)
     }
 
+    /// A reader of record `r` through `buf` (emptied), and the record's padded length.
+    fn reader<'a>(&'a self, r: Spilled, buf: &'a mut AlignedBuf) -> (Reader<'a>, u64) {
+        let padded = r.bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
+        buf.set_len(0);
+        let rd = Reader {
+            file: &self.file,
+            buf,
+            at: r.offset,
+            end: r.offset + padded,
+            pos: 0,
+        };
+        (rd, padded)
+    }
+
     fn damaged(&self, r: Spilled, what: &str) -> Error {
         Error::Corrupt(format!(
             "spill file {}: record at byte {} {what}; the disk or the file system gave back \
@@ -329,15 +335,7 @@ impl SpillFile {
 
     /// Read record `r` back, through `buf` (a [`SPILL_BUFFER`]).
     pub fn read(&self, r: Spilled, buf: &mut AlignedBuf) -> Result<CompactSample> {
-        let padded = r.bytes.div_ceil(ALIGN as u64) * ALIGN as u64;
-        let mut rd = Reader {
-            file: &self.file,
-            buf,
-            at: r.offset,
-            end: r.offset + padded,
-            pos: 0,
-        };
-        rd.buf.set_len(0);
+        let (mut rd, padded) = self.reader(r, buf);
         let damaged = |what: &str| self.damaged(r, what);
         let mut head = [0u64; 6];
         rd.take(bytemuck::cast_slice_mut(&mut head))

@@ -70,8 +70,8 @@ def measured_sample(probes: Sequence[Dict[str, int]]) -> int:
 
 def measured_scratch(probes: Sequence[Dict[str, int]]) -> int:
     """What one worker's sampler holds whatever H (``scratch`` of ``_core.TypedLoader.probe``: its
-    dedup maps, one per node type, refilled batch by batch), times :data:`MEASURED_MARGIN`; 0
-    without probes."""
+    dedup maps, one per node type, refilled batch by batch, and its fetch's copies of one group of
+    positions), times :data:`MEASURED_MARGIN`; 0 without probes."""
     return int(MEASURED_MARGIN * max((p["scratch"] for p in probes), default=0))
 
 

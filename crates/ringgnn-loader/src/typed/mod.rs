@@ -75,8 +75,9 @@ pub struct TypedLoader {
 pub struct ProbeBytes {
     /// Its share of the sampler's hop buffers.
     pub state: u64,
-    /// The sampler's dedup maps (one per node type, sized for the largest batch): what a
-    /// worker holds whatever the hyperbatch size.
+    /// What a worker's sampler holds whatever the hyperbatch size
+    /// ([`ringgnn_sampler::HeteroSampler::scratch_bytes`]): its dedup maps (one per node type, sized for the
+    /// largest batch) and its fetch's copies of one group of positions.
     pub scratch: u64,
     /// What its sample holds while its hyperbatch is sampled: where hyperbatches spill (the
     /// graph is read from disk), its sample before its last hop was relabelled
@@ -325,7 +326,7 @@ impl TypedLoader {
         let clock = std::time::Instant::now();
         let samples = stage.sample(&mut w, &job)?;
         let sample_s = clock.elapsed().as_secs_f64() / seeds.len() as f64;
-        let scratch = w.sampler.map_bytes();
+        let scratch = w.sampler.scratch_bytes();
         let state = (w.sampler.held_bytes() - scratch) / seeds.len() as u64;
         let times = stage.read_times(&w, &samples)?;
         let out = samples

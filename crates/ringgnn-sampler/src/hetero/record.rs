@@ -86,10 +86,14 @@ impl HeteroSample {
 
     /// Bytes it held before its last hop was relabelled, when the samples of a hyperbatch are
     /// handed out as each is finished ([`super::HeteroSampler::sample_each`]): all of it but
-    /// the last hop's rows (and edge ids), the nodes it reached and the times, made then.
+    /// every `col` (until it is finished the sampler holds a count per frontier node instead,
+    /// [`super::HeteroSampler::held_bytes`]), the last hop's rows (and edge ids), the nodes it
+    /// reached and the times, made then.
     pub fn resident_bytes(&self) -> u64 {
         let last = |v: &[Vec<usize>]| v.iter().filter_map(|c| c.last()).sum::<usize>() as u64;
-        let edges = last(&self.num_sampled_edges) * if self.edge.is_some() { 2 } else { 1 };
+        let cols: usize = self.col.iter().map(Vec::len).sum();
+        let edges =
+            last(&self.num_sampled_edges) * if self.edge.is_some() { 2 } else { 1 } + cols as u64;
         let nodes = if self.num_sampled_edges.iter().any(|c| !c.is_empty()) {
             last(&self.num_sampled_nodes)
         } else {
@@ -130,7 +134,8 @@ mod tests {
         assert_eq!(HeteroSample::unspill(&f, at[0], &mut buf).unwrap(), plain);
         let empty = HeteroSample::unspill(&f, at[2], &mut buf).unwrap();
         assert_eq!(empty, HeteroSample::default());
-        // Its last hop (2 + 1 edges, 2 + 0 + 1 nodes) and nothing else.
-        assert_eq!(plain.resident_bytes(), plain.bytes() - 8 * (3 + 3));
+        // Its cols, its last hop's rows (2 + 1 edges: its only hop) and nodes (2 + 0 + 1), and
+        // nothing else.
+        assert_eq!(plain.resident_bytes(), plain.bytes() - 8 * (2 * 3 + 3));
     }
 }

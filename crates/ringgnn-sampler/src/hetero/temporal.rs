@@ -214,10 +214,10 @@ impl HeteroSampler {
     ) -> Result<()> {
         let rel = &self.rels[r];
         let (src, n_src, n_dst) = (rel.src, self.num_nodes[rel.src], self.num_nodes[rel.dst]);
-        let (pos, nbr) = (&self.drawn[r].pos[at.clone()], &self.drawn[r].entries()[at]);
+        let (drawn, len) = (&self.drawn[r], at.len());
         let node_times = self.node_times[src].as_deref();
         let st = &self.states[b];
-        let c0 = out.col[r].len() - pos.len();
+        let c0 = out.col[r].len() - len;
         // The source type's nodes (pushed to) and, of another type, the destination's (read).
         let (node, dst_nodes) = match src.cmp(&rel.dst) {
             std::cmp::Ordering::Equal => (&mut out.node[src], None),
@@ -234,7 +234,7 @@ impl HeteroSampler {
         let mut edge = out.edge.as_mut().map(|e| &mut e[r]);
         let times = &st.groups.times;
         let mut kept = c0;
-        with_table!(self.maps[src], t => for (i, (&u, &p)) in nbr.iter().zip(pos).enumerate() {
+        with_table!(self.maps[src], t => for (i, (u, p)) in drawn.pairs(at.clone()).enumerate() {
             if u >= n_src {
                 return Err(corrupt_entry(r, p, u, src, n_src));
             }
