@@ -554,16 +554,38 @@ impl Lane {
             let span = &t[a as usize..b as usize];
             return Some(a + span.partition_point(|&x| x <= limit) as u64);
         }
-        let n = b - a;
-        let p = a + match self.bisect {
-            true => n / 2,
-            false => interpolate(n, self.ta, self.tb, limit),
-        };
-        let x = t[p as usize];
-        if x <= limit {
-            (self.a, self.ta) = (p + 1, x);
+        self.narrow(t, self.guess())
+    }
+
+    /// Where the next step reads (more than a line left).
+    #[inline(always)]
+    fn guess(&self) -> u64 {
+        let n = self.b - self.a;
+        self.a
+            + match self.bisect {
+                true => n / 2,
+                false => interpolate(n, self.ta, self.tb, self.limit),
+            }
+    }
+
+    /// The step that reads at `p` ([`Self::guess`]): the times of `[a, b)` on the cache line of
+    /// `p`, all read by one miss, which hold the cut (`Some(cut)`) or narrow `[a, b)` to one
+    /// side of them.
+    #[inline(always)]
+    fn narrow(&mut self, t: &[i64], p: u64) -> Option<u64> {
+        let (a, b, n) = (self.a, self.b, self.b - self.a);
+        // The entries of `t` are 8-byte aligned: those of one line start where the address
+        // is a multiple of 64.
+        let skew = (t.as_ptr() as usize / 8 + p as usize) as u64 % LINE;
+        let (lo, hi) = (a.max(p.saturating_sub(skew)), b.min(p + (LINE - skew)));
+        let span = &t[lo as usize..hi as usize];
+        let k = span.partition_point(|&x| x <= self.limit);
+        if k == 0 {
+            (self.b, self.tb) = (lo, span[0]);
+        } else if k == span.len() {
+            (self.a, self.ta) = (hi, span[k - 1]);
         } else {
-            (self.b, self.tb) = (p, x);
+            return Some(lo + k as u64);
         }
         self.bisect = !self.bisect && 2 * (self.b - self.a) > n;
         None
@@ -581,14 +603,33 @@ fn interpolate(n: u64, ta: i64, tb: i64, limit: i64) -> u64 {
 /// The lists [`cut_in_memory`] hands to its lanes, [`BLOCK`] at a time: first the two ends of
 /// every list of the block, read in one loop of independent loads (the first miss of each
 /// list, overlapped with the others' where a lane's first step would wait for it alone), then
-/// list by list those ends settle a list wholly eligible or not at all, or one of at most a
-/// line (searched whole, its line just read), and start a lane for the rest.
+/// in a second such loop the line of the first guess of each list longer than a line that
+/// its ends do not settle (its second miss); then list by list those reads settle a list
+/// wholly eligible or not at all, or one of at most a line (searched whole, its line just
+/// read), or one cut on the line of its guess, and start a lane for the rest.
 struct Feed {
     /// The next list, and the end of the block whose ends are read.
     next: usize,
     end: usize,
     /// The times at both ends of each list of the block (from `end - ends.len()`).
     ends: Vec<(i64, i64)>,
+}
+
+/// The lane of list `at`, `(a, b)` of more than a line, cut at `limit`, with times `first`
+/// and `last` at its ends, which do not settle it.
+#[inline(always)]
+fn lane(at: usize, (a, b): (u64, u64), limit: i64, (first, last): (i64, i64)) -> Lane {
+    let (ta, tb, bisect) = (first, last, false);
+    let (a, b) = (a + 1, b - 1);
+    Lane {
+        at,
+        a,
+        b,
+        ta,
+        tb,
+        limit,
+        bisect,
+    }
 }
 
 impl Feed {
@@ -606,6 +647,15 @@ impl Feed {
                     (a, b) if a < b && limits[i] != i64::MAX => (t[a as usize], t[b as usize - 1]),
                     _ => (0, 0),
                 }));
+                for (i, e) in block.clone().zip(&mut self.ends) {
+                    let ((a, b), limit) = (ranges[i], limits[i]);
+                    if b > a + LINE && e.0 <= limit && limit < e.1 {
+                        // Only its line matters: read now, with the others', then read again
+                        // from cache by the step.
+                        let p = lane(i, (a, b), limit, (e.0, e.1)).guess();
+                        std::hint::black_box(t[p as usize]);
+                    }
+                }
                 self.end = block.end;
             }
             let at = self.next;
@@ -623,17 +673,11 @@ impl Feed {
                 let span = &t[a as usize..b as usize];
                 ranges[at].1 = a + span.partition_point(|&x| x <= limit) as u64;
             } else {
-                let (ta, tb, bisect) = (first, last, false);
-                let (a, b) = (a + 1, b - 1);
-                return Some(Lane {
-                    at,
-                    a,
-                    b,
-                    ta,
-                    tb,
-                    limit,
-                    bisect,
-                });
+                let mut l = lane(at, (a, b), limit, (first, last));
+                match l.narrow(t, l.guess()) {
+                    Some(cut) => ranges[at].1 = cut,
+                    None => return Some(l),
+                }
             }
         }
     }
