@@ -262,6 +262,17 @@ impl Lookup for Grouped {
         let (g, v) = GroupKeys::split_at(key, self.bits);
         self.tables[g as usize].get_or_insert(v, make)
     }
+
+    #[inline(always)]
+    fn prepare_group(&mut self, g: u64) {
+        let Some(c) = self.counts.get_mut(g as usize).map(std::mem::take) else {
+            return;
+        };
+        if c > 0 {
+            let t = &mut self.tables[g as usize];
+            t.reserve(t.len + c, &mut self.scratch);
+        }
+    }
 }
 
 /// A table that maps node ids to local ids.
@@ -273,6 +284,13 @@ pub(crate) trait Lookup {
         key: u64,
         make: impl FnOnce() -> Result<u32, E>,
     ) -> Result<u32, E>;
+
+    /// Just before the keys of group `g` come: room for those counted
+    /// ([`IdMap::count_in_groups`], once; a table made ready just before its lookups is still in
+    /// cache for them, where all made ready first would be evicted by the last ones). Nothing
+    /// for one table.
+    #[inline(always)]
+    fn prepare_group(&mut self, _g: u64) {}
 }
 
 impl<S: Slot> Lookup for Table<S> {
@@ -355,21 +373,17 @@ impl IdMap {
         }
     }
 
-    /// With one table per group ([`Grouped`]), room in each for the keys to come, given as the
-    /// group of each (a key already there counts too): each table resized once, where
-    /// growing as they come would double it several times. Does nothing with one table.
-    pub(crate) fn reserve_in_groups(&mut self, groups: impl Iterator<Item = u64>) {
+    /// With one table per group ([`Grouped`]), count the keys to come, given as the group of
+    /// each (a key already there counts too), for [`Lookup::prepare_group`] to make room for
+    /// them: each table resized once, where growing as they come would double it several
+    /// times. Does nothing with one table.
+    pub(crate) fn count_in_groups(&mut self, groups: impl Iterator<Item = u64>) {
         let Tables::Grouped(g) = &mut self.0 else {
             return;
         };
         g.counts.clear();
         g.counts.resize(g.tables.len(), 0);
         groups.for_each(|x| g.counts[x as usize] += 1);
-        for (t, &c) in g.tables.iter_mut().zip(&g.counts) {
-            if c > 0 {
-                t.reserve(t.len + c, &mut g.scratch);
-            }
-        }
     }
 
     /// Empty, keeping its size.
@@ -497,7 +511,8 @@ mod tests {
             map.widen_for(GroupKeys { groups, n });
             let mut want: HashMap<u64, u32> = HashMap::new();
             for keys in rounds {
-                map.reserve_in_groups(keys.iter().map(|&(g, _)| g));
+                map.count_in_groups(keys.iter().map(|&(g, _)| g));
+                (0..groups).for_each(|g| with_table!(map, t => t.prepare_group(g)));
                 let Tables::Grouped(g) = &map.0 else { panic!("one table per group") };
                 let sizes: Vec<usize> = g.tables.iter().map(|t| t.size).collect();
                 for &(g, v) in &keys {

@@ -25,7 +25,7 @@ use ringgnn_store::manifest::{pad_to_page, IndexDtype, TimeRange};
 use super::{corrupt_entry, HeteroRequest, HeteroSample, HeteroSampler};
 use crate::batch::local_id;
 use crate::draw::Drawer;
-use crate::idmap::{with_table, GroupKeys};
+use crate::idmap::{with_table, GroupKeys, Lookup};
 use crate::neighbors::DiskNeighbors;
 use crate::{Error, Fanout, Result};
 
@@ -244,9 +244,10 @@ impl HeteroSampler {
             };
             GroupKeys::split(key, n_dst).0
         };
-        // Each group's table sized for its draws at once.
-        self.maps[src].reserve_in_groups(col[c0..].iter().map(|&l| group(l)));
+        // Each group's table sized for its draws at once, just before they come.
+        self.maps[src].count_in_groups(col[c0..].iter().map(|&l| group(l)));
         let mut kept = c0;
+        let mut last = u64::MAX;
         with_table!(self.maps[src], t => for (i, (&u, &p)) in nbr.iter().zip(pos).enumerate() {
             if u >= n_src {
                 return Err(corrupt_entry(r, p, u, src, n_src));
@@ -257,6 +258,10 @@ impl HeteroSampler {
                 Some(d) => d[l],
                 None => node[l],
             }, n_dst);
+            if g != last {
+                t.prepare_group(g);
+                last = g;
+            }
             if node_times.is_some_and(|nt| nt[u as usize] > times[g as usize]) {
                 continue;
             }
