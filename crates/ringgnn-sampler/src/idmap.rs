@@ -426,12 +426,16 @@ impl IdMap {
         }
     }
 
-    /// Bytes of its tables (allocated).
+    /// Bytes of its tables (allocated), with a grouped map's counts and resizing scratch.
     pub(crate) fn bytes(&self) -> u64 {
         match &self.0 {
             Tables::Narrow(t) => t.bytes(),
             Tables::Wide(t) => t.bytes(),
-            Tables::Grouped(g) => g.tables.iter().map(Table::bytes).sum(),
+            Tables::Grouped(g) => {
+                let side = std::mem::size_of::<usize>() * g.counts.capacity()
+                    + std::mem::size_of::<Narrow>() * g.scratch.capacity();
+                g.tables.iter().map(Table::bytes).sum::<u64>() + side as u64
+            }
         }
     }
 }
