@@ -37,7 +37,7 @@ mod uring;
 pub use aligned::AlignedBuf;
 pub use block_reader::{BlockCounts, BlockReader, ReadModel, DEVICE_ENV};
 pub use direct::DirectFile;
-pub use huge::{advise_huge_pages, collect_huge, HUGE_MIN_BYTES};
+pub use huge::{advise_huge_pages, collapse_huge_pages, collect_huge, HUGE_MIN_BYTES};
 pub use page_cache::{release_free_memory, CacheStats, PageCache};
 pub use page_plan::{coalesce_pages, CoalesceOptions};
 pub use page_reader::{PageReader, ReadCount};

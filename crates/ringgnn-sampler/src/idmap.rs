@@ -23,7 +23,7 @@ const LOAD: (usize, usize) = (7, 10);
 /// Smallest table.
 const MIN_SLOTS: usize = 16;
 
-/// Slots a group's table keeps from batch to batch ([`Table::restart`]).
+/// Slots a group's table may keep from batch to batch, however few it held ([`Table::restart`]).
 const GROUP_SLOTS: usize = 64;
 
 /// Slots for `n` entries.
@@ -122,12 +122,17 @@ impl<S: Slot> Table<S> {
         self.len = 0;
     }
 
-    /// Empty and small again, its allocation at most [`GROUP_SLOTS`]: a group's table grows
-    /// with its group, and one kept at the size of the largest group its index ever had would
-    /// spread a small group's lookups over cold memory (and hold it).
+    /// Empty and small again, its allocation at most twice what it held or [`GROUP_SLOTS`]: a
+    /// group's table grows with its group ([`IdMap::reserve_in_groups`]), and one kept at the
+    /// size of the largest group its index ever had would spread a small group's lookups over
+    /// cold memory (and hold it), where one of about the last group's size is reused without
+    /// allocating.
     fn restart(&mut self) {
-        self.slots.truncate(GROUP_SLOTS);
-        self.slots.shrink_to(GROUP_SLOTS);
+        let keep = (2 * slots_for(self.len)).max(GROUP_SLOTS);
+        if self.slots.len() > keep {
+            self.slots.truncate(keep);
+            self.slots.shrink_to(keep);
+        }
         self.reset(MIN_SLOTS);
     }
 
@@ -151,17 +156,31 @@ impl<S: Slot> Table<S> {
         }
     }
 
-    /// Twice the slots, the entries placed again.
+    /// Room for `n` entries without growing, the entries placed again through `scratch` where
+    /// it has fewer slots (in its allocation, when that is large enough).
+    fn reserve(&mut self, n: usize, scratch: &mut Vec<S>) {
+        let size = slots_for(n);
+        if size <= self.size {
+            return;
+        }
+        scratch.clear();
+        scratch.extend(self.slots[..self.size].iter().filter(|s| !s.is_empty()));
+        self.reset(size);
+        self.len = scratch.len();
+        for &s in scratch.iter() {
+            let (Ok(i) | Err(i)) = self.find(s.key());
+            self.slots[i] = s;
+        }
+    }
+
+    /// Twice the slots, the entries placed again (in a new allocation, the old one read and
+    /// dropped).
     #[cold]
     fn grow(&mut self) {
-        let old: Vec<S> = self.slots[..self.size]
-            .iter()
-            .copied()
-            .filter(|s| !s.is_empty())
-            .collect();
-        self.reset(self.size * 2);
-        self.len = old.len();
-        for s in old {
+        let size = self.size;
+        let old = std::mem::replace(&mut self.slots, vec![S::EMPTY; 2 * size]);
+        self.size = 2 * size;
+        for &s in old[..size].iter().filter(|s| !s.is_empty()) {
             let (Ok(i) | Err(i)) = self.find(s.key());
             self.slots[i] = s;
         }
@@ -205,7 +224,12 @@ impl GroupKeys {
     /// The group and the node of a key of a type of `n` nodes.
     #[inline(always)]
     pub fn split(key: u64, n: u64) -> (u64, u64) {
-        let bits = Self::bits(n);
+        Self::split_at(key, Self::bits(n))
+    }
+
+    /// [`Self::split`] with the bits of the type's ids known.
+    #[inline(always)]
+    fn split_at(key: u64, bits: u32) -> (u64, u64) {
         let g = key.checked_shr(bits).unwrap_or(0);
         (g, key ^ g.checked_shl(bits).unwrap_or(0))
     }
@@ -222,6 +246,10 @@ impl GroupKeys {
 pub(crate) struct Grouped {
     bits: u32,
     tables: Vec<Table<Narrow>>,
+    /// Keys to come per table, and the entries of a table being resized
+    /// ([`IdMap::reserve_in_groups`]).
+    counts: Vec<usize>,
+    scratch: Vec<Narrow>,
 }
 
 impl Lookup for Grouped {
@@ -231,9 +259,19 @@ impl Lookup for Grouped {
         key: u64,
         make: impl FnOnce() -> Result<u32, E>,
     ) -> Result<u32, E> {
-        let g = key >> self.bits;
-        let v = key ^ g << self.bits;
+        let (g, v) = GroupKeys::split_at(key, self.bits);
         self.tables[g as usize].get_or_insert(v, make)
+    }
+
+    #[inline(always)]
+    fn prepare_group(&mut self, g: u64) {
+        let Some(c) = self.counts.get_mut(g as usize).map(std::mem::take) else {
+            return;
+        };
+        if c > 0 {
+            let t = &mut self.tables[g as usize];
+            t.reserve(t.len + c, &mut self.scratch);
+        }
     }
 }
 
@@ -246,6 +284,13 @@ pub(crate) trait Lookup {
         key: u64,
         make: impl FnOnce() -> Result<u32, E>,
     ) -> Result<u32, E>;
+
+    /// Just before the keys of group `g` come: room for those counted
+    /// ([`IdMap::count_in_groups`], once; a table made ready just before its lookups is still in
+    /// cache for them, where all made ready first would be evicted by the last ones). Nothing
+    /// for one table.
+    #[inline(always)]
+    fn prepare_group(&mut self, _g: u64) {}
 }
 
 impl<S: Slot> Lookup for Table<S> {
@@ -316,6 +361,8 @@ impl IdMap {
             self.0 = Tables::Grouped(Grouped {
                 bits,
                 tables: Vec::new(),
+                counts: Vec::new(),
+                scratch: Vec::new(),
             });
         }
         if let Tables::Grouped(g) = &mut self.0 {
@@ -324,6 +371,19 @@ impl IdMap {
                 g.tables.push(Table::new());
             }
         }
+    }
+
+    /// With one table per group ([`Grouped`]), count the keys to come, given as the group of
+    /// each (a key already there counts too), for [`Lookup::prepare_group`] to make room for
+    /// them: each table resized once, where growing as they come would double it several
+    /// times. Does nothing with one table.
+    pub(crate) fn count_in_groups(&mut self, groups: impl Iterator<Item = u64>) {
+        let Tables::Grouped(g) = &mut self.0 else {
+            return;
+        };
+        g.counts.clear();
+        g.counts.resize(g.tables.len(), 0);
+        groups.for_each(|x| g.counts[x as usize] += 1);
     }
 
     /// Empty, keeping its size.
@@ -366,12 +426,16 @@ impl IdMap {
         }
     }
 
-    /// Bytes of its tables (allocated).
+    /// Bytes of its tables (allocated), with a grouped map's counts and resizing scratch.
     pub(crate) fn bytes(&self) -> u64 {
         match &self.0 {
             Tables::Narrow(t) => t.bytes(),
             Tables::Wide(t) => t.bytes(),
-            Tables::Grouped(g) => g.tables.iter().map(Table::bytes).sum(),
+            Tables::Grouped(g) => {
+                let side = std::mem::size_of::<usize>() * g.counts.capacity()
+                    + std::mem::size_of::<Narrow>() * g.scratch.capacity();
+                g.tables.iter().map(Table::bytes).sum::<u64>() + side as u64
+            }
         }
     }
 }
@@ -435,6 +499,37 @@ mod tests {
                     k
                 }).collect();
                 check(&mut map, &keys);
+            }
+        }
+    }
+
+    proptest! {
+        /// Tables of groups given room for the keys to come number keys as a hash map does
+        /// (the room counting keys already there too), and do not grow while those come.
+        #[test]
+        fn reserved_groups_number_keys_as_a_hash_map_without_growing(
+            rounds in prop::collection::vec(prop::collection::vec((0u64..4, 0u64..300), 0..300), 1..4),
+        ) {
+            let (n, groups) = (1000, 4);
+            let mut map = IdMap::for_nodes(n);
+            map.widen_for(GroupKeys { groups, n });
+            let mut want: HashMap<u64, u32> = HashMap::new();
+            for keys in rounds {
+                map.count_in_groups(keys.iter().map(|&(g, _)| g));
+                (0..groups).for_each(|g| with_table!(map, t => t.prepare_group(g)));
+                let Tables::Grouped(g) = &map.0 else { panic!("one table per group") };
+                let sizes: Vec<usize> = g.tables.iter().map(|t| t.size).collect();
+                for &(g, v) in &keys {
+                    let k = GroupKeys::key(g, n, v);
+                    let next = want.len() as u32;
+                    let w = *want.entry(k).or_insert(next);
+                    let got = with_table!(map, t => t.get_or_insert::<()>(k, || Ok(next)));
+                    prop_assert_eq!(got, Ok(w));
+                }
+                let Tables::Grouped(g) = &map.0 else { panic!("one table per group") };
+                let after: Vec<usize> = g.tables.iter().map(|t| t.size).collect();
+                prop_assert_eq!(after, sizes);
+                prop_assert_eq!(map.len(), want.len());
             }
         }
     }

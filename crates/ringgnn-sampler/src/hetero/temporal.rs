@@ -19,13 +19,13 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, IoStats, ALIGN};
+use ringgnn_io::{collapse_huge_pages, open_backend, BackendKind, CoalesceOptions, IoStats, ALIGN};
 use ringgnn_store::manifest::{pad_to_page, IndexDtype, TimeRange};
 
 use super::{corrupt_entry, HeteroRequest, HeteroSample, HeteroSampler};
 use crate::batch::local_id;
 use crate::draw::Drawer;
-use crate::idmap::{with_table, GroupKeys};
+use crate::idmap::{with_table, GroupKeys, Lookup};
 use crate::neighbors::DiskNeighbors;
 use crate::{Error, Fanout, Result};
 
@@ -95,7 +95,11 @@ impl EdgeTimes {
             .and_then(|mut f| f.read_exact(bytemuck::cast_slice_mut(&mut v)))
             .map_err(io)?;
         v.iter_mut().for_each(|x| *x = i64::from_le(*x));
-        Ok(v.into())
+        // The search reads the file at random: on huge pages a read costs its cache miss
+        // without a page walk.
+        let v: Arc<[i64]> = v.into();
+        collapse_huge_pages(&v);
+        Ok(v)
     }
 
     /// Read the time file `path` of a relation of `num_edges` edges with `kind` (`O_DIRECT`
@@ -233,7 +237,17 @@ impl HeteroSampler {
         let (row, col) = (&mut out.row[r], &mut out.col[r]);
         let mut edge = out.edge.as_mut().map(|e| &mut e[r]);
         let times = &st.groups.times;
+        let group = |l: u64| {
+            let key = match dst_nodes {
+                Some(d) => d[l as usize],
+                None => node[l as usize],
+            };
+            GroupKeys::split(key, n_dst).0
+        };
+        // Each group's table sized for its draws at once, just before they come.
+        self.maps[src].count_in_groups(col[c0..].iter().map(|&l| group(l)));
         let mut kept = c0;
+        let mut last = u64::MAX;
         with_table!(self.maps[src], t => for (i, (u, p)) in drawn.pairs(at.clone()).enumerate() {
             if u >= n_src {
                 return Err(corrupt_entry(r, p, u, src, n_src));
@@ -244,6 +258,10 @@ impl HeteroSampler {
                 Some(d) => d[l],
                 None => node[l],
             }, n_dst);
+            if g != last {
+                t.prepare_group(g);
+                last = g;
+            }
             if node_times.is_some_and(|nt| nt[u as usize] > times[g as usize]) {
                 continue;
             }
@@ -509,11 +527,14 @@ impl Cutter {
 /// flight.
 const LANES: usize = 16;
 
+/// Lists whose two ends [`cut_in_memory`] reads together, before searching any of them.
+const BLOCK: usize = 256;
+
 /// Times on one cache line: a span this short is searched whole.
 const LINE: u64 = 8;
 
 /// One list searched in memory, `ranges[at]`: every entry below `a` is eligible (time `<=
-/// limit`), none from `b` on, and the times in `[a, b)` lie within `[ta, tb]` once `known`.
+/// limit`), none from `b` on, and the times in `[a, b)` lie within `[ta, tb]`.
 #[derive(Clone, Copy)]
 struct Lane {
     at: usize,
@@ -522,14 +543,12 @@ struct Lane {
     ta: i64,
     tb: i64,
     limit: i64,
-    known: bool,
     /// Whether the next step bisects (the last guess did not halve `[a, b)`).
     bisect: bool,
 }
 
 impl Lane {
-    /// One step: a span of at most a line is searched whole (`Some(cut)`); else the list's two
-    /// ends are read first (which settle a list wholly eligible or not at all), then the entry
+    /// One step: a span of at most a line is searched whole (`Some(cut)`); else the entry
     /// where the cut would be if the times in `[a, b)` were spread evenly over `[ta, tb]`, or
     /// the middle where the last guess did not halve `[a, b)`, as the search from disk guesses
     /// its pages.
@@ -540,27 +559,38 @@ impl Lane {
             let span = &t[a as usize..b as usize];
             return Some(a + span.partition_point(|&x| x <= limit) as u64);
         }
-        if !self.known {
-            let (first, last) = (t[a as usize], t[b as usize - 1]);
-            if limit < first {
-                return Some(a);
+        self.narrow(t, self.guess())
+    }
+
+    /// Where the next step reads (more than a line left).
+    #[inline(always)]
+    fn guess(&self) -> u64 {
+        let n = self.b - self.a;
+        self.a
+            + match self.bisect {
+                true => n / 2,
+                false => interpolate(n, self.ta, self.tb, self.limit),
             }
-            if last <= limit {
-                return Some(b);
-            }
-            (self.a, self.b, self.ta, self.tb, self.known) = (a + 1, b - 1, first, last, true);
-            return None;
-        }
-        let n = b - a;
-        let p = a + match self.bisect {
-            true => n / 2,
-            false => interpolate(n, self.ta, self.tb, limit),
-        };
-        let x = t[p as usize];
-        if x <= limit {
-            (self.a, self.ta) = (p + 1, x);
+    }
+
+    /// The step that reads at `p` ([`Self::guess`]): the times of `[a, b)` on the cache line of
+    /// `p`, all read by one miss, which hold the cut (`Some(cut)`) or narrow `[a, b)` to one
+    /// side of them.
+    #[inline(always)]
+    fn narrow(&mut self, t: &[i64], p: u64) -> Option<u64> {
+        let (a, b, n) = (self.a, self.b, self.b - self.a);
+        // The entries of `t` are 8-byte aligned: those of one line start where the address
+        // is a multiple of 64.
+        let skew = (t.as_ptr() as usize / 8 + p as usize) as u64 % LINE;
+        let (lo, hi) = (a.max(p.saturating_sub(skew)), b.min(p + (LINE - skew)));
+        let span = &t[lo as usize..hi as usize];
+        let k = span.partition_point(|&x| x <= self.limit);
+        if k == 0 {
+            (self.b, self.tb) = (lo, span[0]);
+        } else if k == span.len() {
+            (self.a, self.ta) = (hi, span[k - 1]);
         } else {
-            (self.b, self.tb) = (p, x);
+            return Some(lo + k as u64);
         }
         self.bisect = !self.bisect && 2 * (self.b - self.a) > n;
         None
@@ -575,37 +605,104 @@ fn interpolate(n: u64, ta: i64, tb: i64, limit: i64) -> u64 {
     ((below / span * n as f64) as u64).min(n - 1)
 }
 
-/// [`Cutter::cut`] of times in memory: each list's cut by [`Lane::step`]s (interpolation, as
-/// the search from disk), [`LANES`] lists at a time, one step of each in turn. A step waits for
-/// a load from a list that is rarely in cache (a hop's frontier is scattered over the time
-/// file), and the steps of different lists do not depend on each other, so the core overlaps
-/// their misses where searches one after the other would wait for each in turn.
-fn cut_in_memory(t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) {
-    let mut next = 0;
-    // The next list to search (not empty, not every time eligible), from `next` on.
-    let take = |ranges: &[(u64, u64)], next: &mut usize| {
-        while *next < ranges.len() {
-            let (at, (a, b), limit) = (*next, ranges[*next], limits[*next]);
-            *next += 1;
-            if a < b && limit != i64::MAX {
-                let (ta, tb, known, bisect) = (i64::MIN, i64::MAX, false, false);
-                return Some(Lane {
-                    at,
-                    a,
-                    b,
-                    ta,
-                    tb,
-                    limit,
-                    known,
-                    bisect,
-                });
+/// The lists [`cut_in_memory`] hands to its lanes, [`BLOCK`] at a time: first the two ends of
+/// every list of the block, read in one loop of independent loads (the first miss of each
+/// list, overlapped with the others' where a lane's first step would wait for it alone), then
+/// in a second such loop the line of the first guess of each list longer than a line that
+/// its ends do not settle (its second miss); then list by list those reads settle a list
+/// wholly eligible or not at all, or one of at most a line (searched whole, its line just
+/// read), or one cut on the line of its guess, and start a lane for the rest.
+struct Feed {
+    /// The next list, and the end of the block whose ends are read.
+    next: usize,
+    end: usize,
+    /// The times at both ends of each list of the block (from `end - ends.len()`).
+    ends: Vec<(i64, i64)>,
+}
+
+/// The lane of list `at`, `(a, b)` of more than a line, cut at `limit`, with times `first`
+/// and `last` at its ends, which do not settle it.
+#[inline(always)]
+fn lane(at: usize, (a, b): (u64, u64), limit: i64, (first, last): (i64, i64)) -> Lane {
+    let (ta, tb, bisect) = (first, last, false);
+    let (a, b) = (a + 1, b - 1);
+    Lane {
+        at,
+        a,
+        b,
+        ta,
+        tb,
+        limit,
+        bisect,
+    }
+}
+
+impl Feed {
+    /// The next list to search further, its cut set instead where its ends settle it.
+    #[inline(always)]
+    fn take(&mut self, t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) -> Option<Lane> {
+        loop {
+            if self.next == self.end {
+                if self.end == ranges.len() {
+                    return None;
+                }
+                let block = self.end..ranges.len().min(self.end + BLOCK);
+                self.ends.clear();
+                self.ends.extend(block.clone().map(|i| match ranges[i] {
+                    (a, b) if a < b && limits[i] != i64::MAX => (t[a as usize], t[b as usize - 1]),
+                    _ => (0, 0),
+                }));
+                for (i, e) in block.clone().zip(&mut self.ends) {
+                    let ((a, b), limit) = (ranges[i], limits[i]);
+                    if b > a + LINE && e.0 <= limit && limit < e.1 {
+                        // Only its line matters: read now, with the others', then read again
+                        // from cache by the step.
+                        let p = lane(i, (a, b), limit, (e.0, e.1)).guess();
+                        std::hint::black_box(t[p as usize]);
+                    }
+                }
+                self.end = block.end;
+            }
+            let at = self.next;
+            self.next += 1;
+            let ((a, b), limit) = (ranges[at], limits[at]);
+            if a >= b || limit == i64::MAX {
+                continue;
+            }
+            let (first, last) = self.ends[at + self.ends.len() - self.end];
+            if limit < first {
+                ranges[at].1 = a;
+            } else if last <= limit {
+                // Every entry eligible: the range stays as it is.
+            } else if b - a <= LINE {
+                let span = &t[a as usize..b as usize];
+                ranges[at].1 = a + span.partition_point(|&x| x <= limit) as u64;
+            } else {
+                let mut l = lane(at, (a, b), limit, (first, last));
+                match l.narrow(t, l.guess()) {
+                    Some(cut) => ranges[at].1 = cut,
+                    None => return Some(l),
+                }
             }
         }
-        None
+    }
+}
+
+/// [`Cutter::cut`] of times in memory: each list's ends read a block of lists at a time
+/// ([`Feed`]), then its cut by [`Lane::step`]s (interpolation, as the search from disk),
+/// [`LANES`] lists at a time, one step of each in turn. A step waits for a load from a list
+/// that is rarely in cache (a hop's frontier is scattered over the time file), and the steps of
+/// different lists do not depend on each other, so the core overlaps their misses where
+/// searches one after the other would wait for each in turn.
+fn cut_in_memory(t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) {
+    let mut feed = Feed {
+        next: 0,
+        end: 0,
+        ends: Vec::with_capacity(BLOCK),
     };
     let mut lanes: Vec<Lane> = Vec::with_capacity(LANES);
     while lanes.len() < LANES {
-        match take(ranges, &mut next) {
+        match feed.take(t, ranges, limits) {
             Some(l) => lanes.push(l),
             None => break,
         }
@@ -618,7 +715,7 @@ fn cut_in_memory(t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) {
                 continue;
             };
             ranges[lanes[i].at].1 = cut;
-            match take(ranges, &mut next) {
+            match feed.take(t, ranges, limits) {
                 Some(n) => {
                     lanes[i] = n;
                     i += 1;
@@ -679,6 +776,47 @@ mod tests {
             cut_in_memory(&times, &mut ranges, &limits);
             prop_assert_eq!(ranges, want);
         }
+    }
+
+    /// Over many blocks of lists (their ends read a block at a time), every cut is still where
+    /// `partition_point` puts it: lists empty, short, long, wholly eligible or not at all.
+    #[test]
+    fn memory_cuts_across_blocks_are_partition_points() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let (mut times, mut ranges, mut limits) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..3 * super::BLOCK + 17 {
+            let len = match rand(4) {
+                0 => rand(3),
+                1 => rand(9),
+                _ => rand(300),
+            };
+            let mut list: Vec<i64> = (0..len).map(|_| rand(1000) as i64 - 500).collect();
+            list.sort_unstable();
+            let lo = times.len() as u64;
+            times.extend(&list);
+            ranges.push((lo, times.len() as u64));
+            limits.push(match rand(10) {
+                0 => i64::MAX,
+                1 => i64::MIN,
+                _ => rand(1200) as i64 - 600,
+            });
+        }
+        let want: Vec<(u64, u64)> = ranges
+            .iter()
+            .zip(&limits)
+            .map(|(&(lo, hi), &l)| {
+                let cut = times[lo as usize..hi as usize].partition_point(|&x| x <= l);
+                (lo, lo + cut as u64)
+            })
+            .collect();
+        cut_in_memory(&times, &mut ranges, &limits);
+        assert_eq!(ranges, want);
     }
 
     /// `spans` (each `(first, end, probe)`) cut into consecutive chunks by [`chunk_len`], as
