@@ -1,10 +1,12 @@
 """What the benchmark scripts share: sizes as people write them for memcap caps ("4.77G";
 decimals allowed, unlike `ringgnn`'s own options, because caps are often fractions of a dataset)
-and the path of `memcap`."""
+and the path of `memcap` (the team's `shared/tools/memcap` beside the checkout, or `$MEMCAP`, for a checkout
+elsewhere)."""
 
 import os
 
-MEMCAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "tools", "memcap")
+MEMCAP = os.environ.get("MEMCAP") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                                                  "tools", "memcap")
 
 
 def parse_size(text: str) -> int:
