@@ -5,9 +5,10 @@
 //!
 //! A relation's edge times are int64, one per entry of its neighbor file, and within each
 //! destination's list the entries are sorted by (time, source id): the edges with time `<= T`
-//! are a prefix of the list, found by binary search over the times. On disk the search runs for
-//! the whole hop's frontier at once, round by round, each round one coalesced read of the probed
-//! pages: a list whose times fit in one page is read whole in the first round, a longer one a
+//! are a prefix of the list, found by binary search over the times. On disk the search runs over
+//! a hop's frontier in slices of a bounded number of lists ([`SLICE`], so its workspace does not
+//! grow with the hyperbatch), round by round, each round one coalesced read of the pages the
+//! slice probes: a list whose times fit in one page is read whole in the first round, a longer one a
 //! page at a time (never the whole list), the page where the cut would be if the times were
 //! spread evenly between those known around it (interpolation search; the dataset's time range
 //! before anything is read). On R-MAT with uniform times nearly every list is cut in the first
@@ -420,17 +421,44 @@ impl Probe {
     }
 }
 
+/// Lists the search from disk works through at once: a hop's lists go in slices of at most
+/// this many, each searched to its end before the next, so its workspace is bounded whatever
+/// the hyperbatch (3 MiB of [`Probe`]s, the read buffer's [`CHUNK`] besides). A slice's round
+/// is still one coalesced read of a queue deep enough for the device (tens of thousands of
+/// pages where lists are longer than a page); what slicing gives up is only that a page
+/// probed by lists of two slices is read twice.
+const SLICE: usize = 1 << 16;
+
 /// The workspace of the batched search (kept from hop to hop).
-#[derive(Default)]
 pub(super) struct Cutter {
-    /// The lists still searched, sorted by where this round reads.
+    /// The lists of this slice still searched, sorted by where this round reads.
     live: Vec<Probe>,
     runs: Vec<(u64, u64)>,
     vals: Vec<u64>,
+    /// The most lists searched at once ([`SLICE`] unless a test sets it).
+    slice: usize,
+}
+
+impl Default for Cutter {
+    fn default() -> Self {
+        Cutter {
+            live: Vec::new(),
+            runs: Vec::new(),
+            vals: Vec::new(),
+            slice: SLICE,
+        }
+    }
 }
 
 impl Cutter {
-    /// Bytes its buffers hold.
+    /// Search at most `lists` lists at once (at least one): for tests, which need a hop's
+    /// lists in several slices on small graphs. The cuts are the same whatever the slice.
+    pub fn set_slice(&mut self, lists: usize) {
+        self.slice = lists.max(1);
+    }
+
+    /// Bytes its buffers hold: bounded by the slice and the read chunk, whatever the number
+    /// of lists cut.
     pub fn bytes(&self) -> u64 {
         let probe = std::mem::size_of::<Probe>();
         (probe * self.live.capacity() + 16 * self.runs.capacity() + 8 * self.vals.capacity()) as u64
@@ -457,21 +485,41 @@ impl Cutter {
             Some(r) => (r.min, r.max, false),
             None => (i64::MIN, i64::MAX, true),
         };
-        self.live.clear();
-        for (at, (&(a, b), &limit)) in ranges.iter().zip(limits).enumerate() {
-            if a < b && limit != i64::MAX {
-                let at = u32::try_from(at).map_err(|_| Error::TooLarge)?;
-                self.live.push(Probe {
-                    at,
-                    bisect,
-                    a,
-                    b,
-                    s: a,
-                    ta,
-                    tb,
-                });
+        let (mut next, n) = (0, ranges.len().min(limits.len()));
+        loop {
+            // The next slice: up to `slice` lists with something to cut, in index order.
+            self.live.clear();
+            while next < n && self.live.len() < self.slice {
+                let (at, (a, b), limit) = (next, ranges[next], limits[next]);
+                next += 1;
+                if a < b && limit != i64::MAX {
+                    let at = u32::try_from(at).map_err(|_| Error::TooLarge)?;
+                    self.live.push(Probe {
+                        at,
+                        bisect,
+                        a,
+                        b,
+                        s: a,
+                        ta,
+                        tb,
+                    });
+                }
             }
+            if self.live.is_empty() {
+                return Ok(());
+            }
+            self.search(disk, ranges, limits)?;
         }
+    }
+
+    /// Search the lists of [`Self::live`] to their ends, round by round, each round one
+    /// coalesced read (in chunks) of the pages they probe, and cut their ranges.
+    fn search(
+        &mut self,
+        disk: &mut DiskNeighbors,
+        ranges: &mut [(u64, u64)],
+        limits: &[i64],
+    ) -> Result<()> {
         while !self.live.is_empty() {
             // What each list reads this round: all of it when it is on one page, else the page
             // of its guess.
@@ -481,7 +529,9 @@ impl Cutter {
             self.live.sort_unstable_by_key(|pr| pr.s);
             // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
             // frontier (a hop of a hyperbatch probes hundreds of thousands of lists).
-            let Cutter { live, runs, vals } = &mut *self;
+            let Cutter {
+                live, runs, vals, ..
+            } = &mut *self;
             let mut rest = &mut live[..];
             while !rest.is_empty() {
                 let n = chunk_len(rest.iter().map(|pr| pr.end() - pr.s), CHUNK);
