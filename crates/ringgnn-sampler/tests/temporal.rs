@@ -598,10 +598,10 @@ proptest! {
     }
 }
 
-/// A hop's lists searched on disk in slices of a few lists at a time give the sample of one
-/// search over them all: every strategy, pread with and without a small read buffer, a
-/// hyperbatch of three temporal batches whose hops probe hundreds of lists (long ones among
-/// them, searched over several rounds).
+/// A hop's lists searched on disk in slices of a few lists at a time (taken in file order, not the
+/// frontier's) give the sample of one search over them all: every strategy, pread with and without
+/// a small read buffer, a hyperbatch of three temporal batches whose hops probe hundreds of lists
+/// (long ones among them, searched over several rounds).
 #[test]
 fn a_hops_lists_searched_in_slices_sample_as_one_search() {
     let dir = tempfile::tempdir().unwrap();
