@@ -307,11 +307,11 @@ impl HeteroSampler {
     }
 
     /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps;
-    /// without seed times, the ranges of one batch's frontier; where a relation's last hop
-    /// was fetched with 32-bit positions, the fetch's copies of one group of them (a bounded
-    /// number whatever the hyperbatch) and of one batch's, and its source's sort workspace,
-    /// sized for one group. The rest, over the batches of the last call, is what each batch
-    /// holds.
+    /// without seed times, the ranges of one batch's frontier; the search of edge times read from
+    /// disk but its order of the lists (one slice of lists searched at a time); where a relation's
+    /// last hop was fetched with 32-bit positions, the fetch's copies of one group of them (a
+    /// bounded number whatever the hyperbatch) and of one batch's, and its source's sort workspace,
+    /// sized for one group. The rest, over the batches of the last call, is what each batch holds.
     pub fn scratch_bytes(&self) -> u64 {
         let sources: u64 = (self.rels.iter().zip(&self.drawn))
             .filter(|(_, d)| d.is_narrow())
@@ -321,7 +321,15 @@ impl HeteroSampler {
             true => 16 * self.ranges.capacity() as u64,
             false => 0,
         };
-        self.map_bytes() + self.fetch.group_bytes() + sources + ranges
+        self.map_bytes() + self.fetch.group_bytes() + sources + ranges + self.cutter.scratch_bytes()
+    }
+
+    /// Search edge times on disk through at most `lists` neighbor lists at once: for tests,
+    /// which need a hop's lists in several slices on small graphs. The samples are the same
+    /// whatever the slice.
+    #[doc(hidden)]
+    pub fn set_cut_slice(&mut self, lists: usize) {
+        self.cutter.set_slice(lists);
     }
 
     /// Group a fetch of 32-bit positions by chunks of `per_chunk` entries of each relation's

@@ -598,6 +598,82 @@ proptest! {
     }
 }
 
+/// A hop's lists searched on disk in slices of a few lists at a time (taken in file order, not the
+/// frontier's) give the sample of one search over them all: every strategy, pread with and without
+/// a small read buffer, a hyperbatch of three temporal batches whose hops probe hundreds of lists
+/// (long ones among them, searched over several rounds).
+#[test]
+fn a_hops_lists_searched_in_slices_sample_as_one_search() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in 0..4 {
+        let g = random_graph(seed, 2, 3, seed % 2 == 1);
+        let fan = vec![vec![Count(4), All]; g.rels.len()];
+        // Three batches of 40 seeds of each type, times spread over the edges' and beyond.
+        let mut rng = ringgnn_store::rng::stream(seed, 3, 4);
+        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..3)
+            .map(|_| {
+                (0..2)
+                    .map(|t| {
+                        let ids = (0..40)
+                            .map(|_| ringgnn_store::rng::below(&mut rng, g.num_nodes[t]))
+                            .collect();
+                        let ts = (0..40)
+                            .map(|_| ringgnn_store::rng::below(&mut rng, 110) as i64)
+                            .collect();
+                        (ids, ts)
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Lists> = lists
+            .iter()
+            .map(|b| {
+                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
+                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
+            })
+            .collect();
+        let requests: Vec<HeteroRequest> = refs
+            .iter()
+            .enumerate()
+            .map(|(i, (s, t))| HeteroRequest {
+                seeds: s,
+                batch: i as u64,
+                times: Some(t),
+            })
+            .collect();
+        for strategy in [UNIFORM, LAST] {
+            let mut want: Option<Vec<HeteroSample>> = None;
+            for opts in [CoalesceOptions::default(), SMALL] {
+                let b = Backend::Disk(BackendKind::Pread, false, opts);
+                for slice in [usize::MAX, 1, 3, 64] {
+                    let mut s = g.sampler(&fan, strategy, false, b, dir.path()).unwrap();
+                    if slice != usize::MAX {
+                        s.set_cut_slice(slice);
+                    }
+                    let many = s.sample_many(&requests, seed, 2, true).unwrap();
+                    for (req, out) in requests.iter().zip(&many) {
+                        check(&g, out, req.seeds, req.times.unwrap());
+                    }
+                    match &want {
+                        None => want = Some(many),
+                        Some(w) => assert_eq!(w, &many, "{strategy:?} {opts:?} slice {slice}"),
+                    }
+                }
+            }
+            // And the same as in memory, where nothing is sliced.
+            let mut s = (g.sampler(&fan, strategy, false, Backend::Memory, dir.path())).unwrap();
+            let mem = s.sample_many(&requests, seed, 2, true).unwrap();
+            assert_eq!(want.as_ref(), Some(&mem), "{strategy:?} in memory");
+            // The hops probed more lists than the smallest slices hold.
+            let edges: usize = mem
+                .iter()
+                .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
+                .sum();
+            assert!(edges > 200, "{edges} edges: too few lists to slice");
+        }
+    }
+}
+
 #[test]
 fn uniform_draws_are_uniform_over_the_eligible_prefix() {
     // Node 0 has 10 edges at times 0..10; at time 3 the first 4 are eligible. One draw per
