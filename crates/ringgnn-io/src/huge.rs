@@ -16,6 +16,24 @@ pub const HUGE_MIN_BYTES: usize = 4 << 20;
 /// call it on capacity not yet written: `Vec::spare_capacity_mut`). A hint: it changes no byte,
 /// and where it is refused (no transparent huge pages, an old kernel) nothing happens.
 pub fn advise_huge_pages<T>(buf: &[T]) {
+    advise_whole_pages(buf, libc::MADV_HUGEPAGE);
+}
+
+/// Back the whole 2 MiB pages within `buf`, already written, with huge pages now
+/// (`MADV_COLLAPSE`, Linux 6.1 on: the kernel copies them into huge pages, whatever the
+/// system's policy short of `never`), for memory that could not be advised before it was filled
+/// (an `Arc<[T]>` made from a vector). A hint: it changes no byte, and where it is refused (an
+/// older kernel, no huge page free) nothing happens.
+pub fn collapse_huge_pages<T>(buf: &[T]) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    advise_whole_pages(buf, libc::MADV_COLLAPSE);
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = buf;
+}
+
+/// `madvise(advice)` on the whole 2 MiB pages within `buf`, for a buffer of at least
+/// [`HUGE_MIN_BYTES`]; the result is ignored (both callers' advice is a hint).
+fn advise_whole_pages<T>(buf: &[T], advice: libc::c_int) {
     const HUGE: usize = 2 << 20;
     let bytes = std::mem::size_of_val(buf);
     if bytes < HUGE_MIN_BYTES {
@@ -27,37 +45,11 @@ pub fn advise_huge_pages<T>(buf: &[T]) {
         return;
     }
     // SAFETY: the range lies within `buf`, memory this process owns and maps; MADV_HUGEPAGE
-    // changes how its pages are backed, never their contents, and fails harmlessly (the result
-    // is ignored: it is advice) where transparent huge pages are not available.
+    // changes how its pages are backed and MADV_COLLAPSE moves their contents to huge pages,
+    // neither changing a byte, and either fails harmlessly where it is not available.
     #[allow(unsafe_code)]
     unsafe {
-        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-    }
-}
-
-/// Back the whole 2 MiB pages within `buf`, already written, with huge pages now
-/// (`MADV_COLLAPSE`, Linux 6.1 on: the kernel copies them into huge pages, whatever the
-/// system's policy short of `never`), for memory that could not be advised before it was filled
-/// (an `Arc<[T]>` made from a vector). A hint: it changes no byte, and where it is refused (an
-/// older kernel, no huge page free) nothing happens.
-pub fn collapse_huge_pages<T>(buf: &[T]) {
-    const HUGE: usize = 2 << 20;
-    let bytes = std::mem::size_of_val(buf);
-    if bytes < HUGE_MIN_BYTES {
-        return;
-    }
-    let start = (buf.as_ptr() as usize).next_multiple_of(HUGE);
-    let end = (buf.as_ptr() as usize + bytes) & !(HUGE - 1);
-    if end <= start {
-        return;
-    }
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: the range lies within `buf`, memory this process owns and maps; MADV_COLLAPSE
-    // moves its contents to huge pages unchanged, and fails harmlessly (the result is ignored:
-    // it is advice) where it is not available.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_COLLAPSE);
+        libc::madvise(start as *mut libc::c_void, end - start, advice);
     }
 }
 
