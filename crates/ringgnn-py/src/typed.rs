@@ -52,6 +52,28 @@ pub struct TypedLoader {
     dims: Vec<usize>,
 }
 
+/// What an epoch of a typed loader runs with (`TypedLoader.sizes`): `hyperbatch` (H),
+/// `prefetch`, `workers`, `staging` (whether hyperbatches' rows may be staged), `window` (batches
+/// sampled ahead of the consumer's), `why` in words, `warning` (None, or why even one batch at a
+/// time exceeds the share), and what the probe measured, with its margins (`per_batch`, `rows`,
+/// `buffers`, `held`, `staging_per_batch`, `staging_buffers`; 0 where nothing was measured).
+#[pyclass(module = "ringgnn._core", frozen, get_all)]
+pub struct TypedSizes {
+    hyperbatch: usize,
+    prefetch: usize,
+    workers: usize,
+    staging: bool,
+    window: usize,
+    why: String,
+    warning: Option<String>,
+    per_batch: u64,
+    rows: u64,
+    buffers: u64,
+    held: u64,
+    staging_per_batch: u64,
+    staging_buffers: u64,
+}
+
 #[pymethods]
 impl TypedLoader {
     /// Batches over `graph` (seeds of any type: a node loader's of its target, a link
@@ -204,19 +226,7 @@ impl TypedLoader {
         seeds: Vec<PySeeds<'py>>,
         times: Option<Vec<PyTimes<'py>>>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let times = times.unwrap_or_else(|| seeds.iter().map(|_| None).collect());
-        if times.len() != seeds.len() {
-            return Err(input_error(format!(
-                "probe: {} lists of seed times for {} batches",
-                times.len(),
-                seeds.len()
-            )));
-        }
-        let seeds = seeds
-            .iter()
-            .zip(&times)
-            .map(|(s, t)| Ok((self.seeds(s)?, self.times(s, t)?)))
-            .collect::<PyResult<Vec<_>>>()?;
+        let seeds = self.probe_seeds(seeds, times)?;
         let out = py
             .detach(|| self.inner.probe(&seeds))
             .map_err(LoaderError)?;
@@ -237,6 +247,61 @@ impl TypedLoader {
                 Ok(d)
             })
             .collect()
+    }
+
+    /// Batches the probe of `auto` samples: the epoch's first ones.
+    #[classattr]
+    const PROBE_BATCHES: usize = ringgnn_loader::budget::typed::PROBE_BATCHES;
+
+    /// The hyperbatch size, batches ahead, workers and staging of an epoch of `batches`
+    /// batches within `share` bytes (`ringgnn_loader::budget::typed::choose`): `asked` fixes H;
+    /// None (`auto`) measures `seeds` (with `times`, as `probe` takes them: the epoch's first
+    /// `PROBE_BATCHES` batches; none where H is given) unless every neighbor file is in
+    /// memory. `prefetch`: None for the default, or fewer where they do not fit.
+    #[pyo3(signature = (asked, share, threads, prefetch, batches, seeds, times=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sizes<'py>(
+        &self,
+        py: Python<'py>,
+        asked: Option<usize>,
+        share: u64,
+        threads: usize,
+        prefetch: Option<usize>,
+        batches: usize,
+        seeds: Vec<PySeeds<'py>>,
+        times: Option<Vec<PyTimes<'py>>>,
+    ) -> PyResult<TypedSizes> {
+        let seeds = self.probe_seeds(seeds, times)?;
+        let threads = nonzero(threads, "threads")?.get();
+        let prefetch = prefetch.map(|p| nonzero(p, "prefetch")).transpose()?;
+        let asked = asked.map(|h| nonzero(h, "hyperbatch")).transpose()?;
+        let (s, n) = py
+            .detach(|| {
+                self.inner.sizes(
+                    asked.map(NonZeroUsize::get),
+                    share,
+                    threads,
+                    prefetch.map(NonZeroUsize::get),
+                    batches,
+                    &seeds,
+                )
+            })
+            .map_err(LoaderError)?;
+        Ok(TypedSizes {
+            window: s.window(),
+            hyperbatch: s.hyperbatch,
+            prefetch: s.prefetch,
+            workers: s.workers,
+            staging: s.staging,
+            why: s.why,
+            warning: s.warning,
+            per_batch: n.per_batch,
+            rows: n.rows,
+            buffers: n.buffers,
+            held: n.held,
+            staging_per_batch: n.staging_per_batch,
+            staging_buffers: n.staging_buffers,
+        })
     }
 
     /// Bytes the loader holds whatever its epochs: the target's labels.
@@ -275,6 +340,27 @@ impl TypedLoader {
 
 impl TypedLoader {
     /// One batch's seeds by type index.
+    /// Probe batches from Python: each one's seeds and, where given, their times.
+    fn probe_seeds(
+        &self,
+        seeds: Vec<PySeeds<'_>>,
+        times: Option<Vec<PyTimes<'_>>>,
+    ) -> PyResult<Vec<(TypedSeeds, SeedTimes)>> {
+        let times = times.unwrap_or_else(|| seeds.iter().map(|_| None).collect());
+        if times.len() != seeds.len() {
+            return Err(input_error(format!(
+                "probe: {} lists of seed times for {} batches",
+                times.len(),
+                seeds.len()
+            )));
+        }
+        seeds
+            .iter()
+            .zip(&times)
+            .map(|(s, t)| Ok((self.seeds(s)?, self.times(s, t)?)))
+            .collect()
+    }
+
     fn seeds(&self, seeds: &PySeeds<'_>) -> PyResult<TypedSeeds> {
         seeds
             .iter()
