@@ -45,7 +45,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<hetero::HeteroSampler>()?;
     m.add_class::<typed::TypedLoader>()?;
     m.add_class::<typed::TypedEpoch>()?;
-    m.add_class::<typed::TypedSizes>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::LoaderEpoch>()?;
     m.add_class::<loader::HostBuffer>()?;

@@ -52,28 +52,6 @@ pub struct TypedLoader {
     dims: Vec<usize>,
 }
 
-/// What an epoch of a typed loader runs with (`TypedLoader.sizes`): `hyperbatch` (H),
-/// `prefetch`, `workers`, `staging` (whether hyperbatches' rows may be staged), `window` (batches
-/// sampled ahead of the consumer's), `why` in words, `warning` (None, or why even one batch at a
-/// time exceeds the share), and what the probe measured, with its margins (`per_batch`, `rows`,
-/// `buffers`, `held`, `staging_per_batch`, `staging_buffers`; 0 where nothing was measured).
-#[pyclass(module = "ringgnn._core", frozen, get_all)]
-pub struct TypedSizes {
-    hyperbatch: usize,
-    prefetch: usize,
-    workers: usize,
-    staging: bool,
-    window: usize,
-    why: String,
-    warning: Option<String>,
-    per_batch: u64,
-    rows: u64,
-    buffers: u64,
-    held: u64,
-    staging_per_batch: u64,
-    staging_buffers: u64,
-}
-
 #[pymethods]
 impl TypedLoader {
     /// Batches over `graph` (seeds of any type: a node loader's of its target, a link
@@ -257,7 +235,12 @@ impl TypedLoader {
     /// batches within `share` bytes (`ringgnn_loader::budget::typed::choose`): `asked` fixes H;
     /// None (`auto`) measures `seeds` (with `times`, as `probe` takes them: the epoch's first
     /// `PROBE_BATCHES` batches; none where H is given) unless every neighbor file is in
-    /// memory. `prefetch`: None for the default, or fewer where they do not fit.
+    /// memory. `prefetch`: None for the default, or fewer where they do not fit. A dict:
+    /// `hyperbatch` (H), `prefetch`, `workers`, `staging` (whether hyperbatches' rows may be
+    /// staged), `window` (batches sampled ahead of the consumer's), `why` in words, `warning`
+    /// (None, or why even one batch at a time exceeds the share), and what the probe measured,
+    /// with its margins (`per_batch`, `rows`, `buffers`, `held`, `staging_per_batch`,
+    /// `staging_buffers`; 0 where nothing was measured).
     #[pyo3(signature = (asked, share, threads, prefetch, batches, seeds, times=None))]
     #[allow(clippy::too_many_arguments)]
     fn sizes<'py>(
@@ -270,7 +253,7 @@ impl TypedLoader {
         batches: usize,
         seeds: Vec<PySeeds<'py>>,
         times: Option<Vec<PyTimes<'py>>>,
-    ) -> PyResult<TypedSizes> {
+    ) -> PyResult<Bound<'py, PyDict>> {
         let seeds = self.probe_seeds(seeds, times)?;
         let threads = nonzero(threads, "threads")?.get();
         let prefetch = prefetch.map(|p| nonzero(p, "prefetch")).transpose()?;
@@ -287,21 +270,21 @@ impl TypedLoader {
                 )
             })
             .map_err(LoaderError)?;
-        Ok(TypedSizes {
-            window: s.window(),
-            hyperbatch: s.hyperbatch,
-            prefetch: s.prefetch,
-            workers: s.workers,
-            staging: s.staging,
-            why: s.why,
-            warning: s.warning,
-            per_batch: n.per_batch,
-            rows: n.rows,
-            buffers: n.buffers,
-            held: n.held,
-            staging_per_batch: n.staging_per_batch,
-            staging_buffers: n.staging_buffers,
-        })
+        let d = PyDict::new(py);
+        d.set_item("hyperbatch", s.hyperbatch)?;
+        d.set_item("prefetch", s.prefetch)?;
+        d.set_item("workers", s.workers)?;
+        d.set_item("staging", s.staging)?;
+        d.set_item("window", s.window())?;
+        d.set_item("why", &s.why)?;
+        d.set_item("warning", &s.warning)?;
+        d.set_item("per_batch", n.per_batch)?;
+        d.set_item("rows", n.rows)?;
+        d.set_item("buffers", n.buffers)?;
+        d.set_item("held", n.held)?;
+        d.set_item("staging_per_batch", n.staging_per_batch)?;
+        d.set_item("staging_buffers", n.staging_buffers)?;
+        Ok(d)
     }
 
     /// Bytes the loader holds whatever its epochs: the target's labels.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from types import SimpleNamespace
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -69,17 +70,17 @@ class TypedEpochs(Epochs, ProcessLocal):
         return self._core[1]
 
     def sizes(self) -> Any:
-        """The epochs' hyperbatch size, batches ahead, workers and staging (``_core.TypedSizes``:
-        ``hyperbatch``, ``prefetch``, ``workers``, ``staging``, ``window``, ``why``, and what the
-        probe measured), decided once, on first use, by the Rust typed loader
+        """The epochs' hyperbatch size, batches ahead, workers and staging (``_core.TypedLoader.sizes``
+        as attributes: ``hyperbatch``, ``prefetch``, ``workers``, ``staging``, ``window``, ``why``,
+        and what the probe measured), decided once, on first use, by the Rust typed loader
         (``ringgnn_loader::budget::typed``) within the plan's ``batch_memory``: for "auto", from
         the first ``_core.TypedLoader.PROBE_BATCHES`` batches of epoch 0 sampled from disk
         together as a probe."""
         if self._sizes is None:
             probe = self._probe_seeds() if self.hyperbatch is None and len(self) else []
-            self._sizes = self._core_loader().sizes(
+            self._sizes = SimpleNamespace(**self._core_loader().sizes(
                 self.hyperbatch, self.plan.batch_memory, self.threads, self.prefetch, max(1, len(self)),
-                [s for s, _ in probe], [t for _, t in probe])
+                [s for s, _ in probe], [t for _, t in probe]))
             if self._sizes.warning is not None:
                 logger.warning("%s", self._sizes.warning)
             logger.info("hyperbatch: %s", self._sizes.why)
