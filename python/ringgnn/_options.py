@@ -226,9 +226,9 @@ def hyperbatch(value: Union[int, str]) -> str:
 
 
 def hyperbatch_size(value: Union[None, int, str]) -> Optional[int]:
-    """Batches sampled together, for the loaders that size hyperbatches in Python (the
-    heterogeneous one): None for "auto", else a count of at least 1; the core's rule
-    (``Hyperbatch::from_str``) for the homogeneous ones. None (already parsed "auto") stays None."""
+    """Batches sampled together, as the typed loader's core takes them (``TypedLoader.sizes``):
+    None for "auto", else a count of at least 1; the core's rule (``Hyperbatch::from_str``) for
+    the homogeneous ones. None (already parsed "auto") stays None."""
     if value is None:
         return None
     text = hyperbatch(value)

@@ -110,6 +110,14 @@ pub const MEASURED_MARGIN_HYPER: (u64, u64) = (2, 1);
 /// the plan, redone for it, still fits ([`MemoryPlan::refit`]).
 pub const DEFAULT_PLAN_BATCH: usize = 1024;
 
+/// Batches of `per_batch` bytes each (a batch's measured or bounded state with its margin) that
+/// fit in `room` bytes beside `fixed` (0 where `fixed` alone exceeds it): the one rule by which
+/// hyperbatch sizes follow from a share, for homogeneous drivers
+/// ([`crate::stages::HyperFit`]) and typed loaders ([`typed::choose`]) alike.
+pub fn batches_fitting(room: u64, fixed: u64, per_batch: f64) -> usize {
+    (room.saturating_sub(fixed) as f64 / per_batch.max(1.0)) as usize
+}
+
 /// What the caller asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Asked {
@@ -941,6 +949,7 @@ pub fn bytes(n: u64) -> String {
 
 mod cgroup;
 pub mod cost;
+pub mod typed;
 
 pub use cgroup::Room;
 

@@ -312,7 +312,7 @@ impl HyperFit {
     /// consumer has taken every sample of the previous one (what it still holds is planned
     /// apart, as `hold`).
     fn fit(arena: u64, per_batch: f64) -> usize {
-        ((arena as f64 / per_batch.max(1.0)) as usize).max(1)
+        crate::budget::batches_fitting(arena, 0, per_batch).max(1)
     }
 }
 

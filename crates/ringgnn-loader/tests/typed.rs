@@ -451,3 +451,57 @@ fn bad_input_is_refused_with_what_to_do() {
     .map(drop));
     assert!(m.contains("give one label per node"), "{m}");
 }
+
+/// `sizes` measures the epoch's first batches from disk and sizes H by what they hold
+/// (`budget::typed::choose`, worked out by hand in its own tests); a size given, or every
+/// neighbor file in memory, needs no probe.
+#[test]
+fn sizes_come_from_the_probe_batches_measured() {
+    use ringgnn_loader::budget::typed::{choose, TypedNeeds, PROBE_BATCHES};
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny(dir.path());
+    let disk = loader(&path, Some(BackendKind::Pread), false);
+    let probe: Vec<(TypedSeeds, SeedTimes)> = jobs(1)
+        .into_iter()
+        .flatten()
+        .take(PROBE_BATCHES)
+        .map(|(_, s, t)| (s, t))
+        .collect();
+    let (sizes, needs) = disk.sizes(None, 1 << 30, 2, None, 4, &probe).unwrap();
+    let want = TypedNeeds::measured(
+        &disk.probe(&probe).unwrap(),
+        disk.worker_bytes(),
+        disk.held_bytes(),
+        disk.staging_bytes(),
+    );
+    assert_eq!(
+        needs,
+        TypedNeeds {
+            times: needs.times,
+            ..want
+        }
+    );
+    assert!(needs.per_batch > 0 && needs.rows > 0 && needs.buffers > 0);
+    // A gigabyte holds every batch: 4 batches over 2 workers, 2 each.
+    assert_eq!(sizes, choose(None, false, 1 << 30, &needs, 2, None, 4));
+    assert_eq!((sizes.hyperbatch, sizes.prefetch, sizes.workers), (2, 2, 2));
+    assert_eq!(sizes.window(), 4);
+    // Given, H is as asked (at most the epoch's batches), and nothing is measured.
+    let (given, none) = disk.sizes(Some(9), 0, 2, Some(1), 4, &probe).unwrap();
+    assert_eq!(
+        (given.hyperbatch, given.prefetch, given.why.as_str()),
+        (4, 1, "4 (as given)")
+    );
+    assert_eq!(none, TypedNeeds::default());
+    // Every neighbor file in memory: nothing to share.
+    let graph = Arc::new(TypedGraph::open(&path, None, false, &[]).unwrap());
+    assert!(graph.in_memory());
+    let f = fanouts(&graph);
+    let held = TypedLoader::new(graph, f, false, 7, false, "paper", vec![None; 3], None).unwrap();
+    let (one, none) = held.sizes(None, 0, 2, None, 4, &probe).unwrap();
+    assert_eq!(
+        one.why,
+        "1 (auto: every neighbor file is in memory, nothing to share)"
+    );
+    assert_eq!((one.hyperbatch, none), (1, TypedNeeds::default()));
+}

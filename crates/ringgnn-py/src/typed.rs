@@ -204,19 +204,7 @@ impl TypedLoader {
         seeds: Vec<PySeeds<'py>>,
         times: Option<Vec<PyTimes<'py>>>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let times = times.unwrap_or_else(|| seeds.iter().map(|_| None).collect());
-        if times.len() != seeds.len() {
-            return Err(input_error(format!(
-                "probe: {} lists of seed times for {} batches",
-                times.len(),
-                seeds.len()
-            )));
-        }
-        let seeds = seeds
-            .iter()
-            .zip(&times)
-            .map(|(s, t)| Ok((self.seeds(s)?, self.times(s, t)?)))
-            .collect::<PyResult<Vec<_>>>()?;
+        let seeds = self.probe_seeds(seeds, times)?;
         let out = py
             .detach(|| self.inner.probe(&seeds))
             .map_err(LoaderError)?;
@@ -237,6 +225,66 @@ impl TypedLoader {
                 Ok(d)
             })
             .collect()
+    }
+
+    /// Batches the probe of `auto` samples: the epoch's first ones.
+    #[classattr]
+    const PROBE_BATCHES: usize = ringgnn_loader::budget::typed::PROBE_BATCHES;
+
+    /// The hyperbatch size, batches ahead, workers and staging of an epoch of `batches`
+    /// batches within `share` bytes (`ringgnn_loader::budget::typed::choose`): `asked` fixes H;
+    /// None (`auto`) measures `seeds` (with `times`, as `probe` takes them: the epoch's first
+    /// `PROBE_BATCHES` batches; none where H is given) unless every neighbor file is in
+    /// memory. `prefetch`: None for the default, or fewer where they do not fit. A dict:
+    /// `hyperbatch` (H), `prefetch`, `workers`, `staging` (whether hyperbatches' rows may be
+    /// staged), `window` (batches sampled ahead of the consumer's), `why` in words, `warning`
+    /// (None, or why even one batch at a time exceeds the share), and what the probe measured,
+    /// with its margins (`per_batch`, `rows`, `buffers`, `held`, `staging_per_batch`,
+    /// `staging_buffers`; 0 where nothing was measured).
+    #[pyo3(signature = (asked, share, threads, prefetch, batches, seeds, times=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sizes<'py>(
+        &self,
+        py: Python<'py>,
+        asked: Option<usize>,
+        share: u64,
+        threads: usize,
+        prefetch: Option<usize>,
+        batches: usize,
+        seeds: Vec<PySeeds<'py>>,
+        times: Option<Vec<PyTimes<'py>>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let seeds = self.probe_seeds(seeds, times)?;
+        let threads = nonzero(threads, "threads")?.get();
+        let prefetch = prefetch.map(|p| nonzero(p, "prefetch")).transpose()?;
+        let asked = asked.map(|h| nonzero(h, "hyperbatch")).transpose()?;
+        let (s, n) = py
+            .detach(|| {
+                self.inner.sizes(
+                    asked.map(NonZeroUsize::get),
+                    share,
+                    threads,
+                    prefetch.map(NonZeroUsize::get),
+                    batches,
+                    &seeds,
+                )
+            })
+            .map_err(LoaderError)?;
+        let d = PyDict::new(py);
+        d.set_item("hyperbatch", s.hyperbatch)?;
+        d.set_item("prefetch", s.prefetch)?;
+        d.set_item("workers", s.workers)?;
+        d.set_item("staging", s.staging)?;
+        d.set_item("window", s.window())?;
+        d.set_item("why", &s.why)?;
+        d.set_item("warning", &s.warning)?;
+        d.set_item("per_batch", n.per_batch)?;
+        d.set_item("rows", n.rows)?;
+        d.set_item("buffers", n.buffers)?;
+        d.set_item("held", n.held)?;
+        d.set_item("staging_per_batch", n.staging_per_batch)?;
+        d.set_item("staging_buffers", n.staging_buffers)?;
+        Ok(d)
     }
 
     /// Bytes the loader holds whatever its epochs: the target's labels.
@@ -275,6 +323,27 @@ impl TypedLoader {
 
 impl TypedLoader {
     /// One batch's seeds by type index.
+    /// Probe batches from Python: each one's seeds and, where given, their times.
+    fn probe_seeds(
+        &self,
+        seeds: Vec<PySeeds<'_>>,
+        times: Option<Vec<PyTimes<'_>>>,
+    ) -> PyResult<Vec<(TypedSeeds, SeedTimes)>> {
+        let times = times.unwrap_or_else(|| seeds.iter().map(|_| None).collect());
+        if times.len() != seeds.len() {
+            return Err(input_error(format!(
+                "probe: {} lists of seed times for {} batches",
+                times.len(),
+                seeds.len()
+            )));
+        }
+        seeds
+            .iter()
+            .zip(&times)
+            .map(|(s, t)| Ok((self.seeds(s)?, self.times(s, t)?)))
+            .collect()
+    }
+
     fn seeds(&self, seeds: &PySeeds<'_>) -> PyResult<TypedSeeds> {
         seeds
             .iter()

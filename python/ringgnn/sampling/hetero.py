@@ -47,7 +47,6 @@ from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset, PathLike, warn_sampling_without_times
 from ..data.schema import parse_edge_type
-from . import hyper as hetero_hyper
 from .base import ProcessLocal
 from .features import TypedRows
 from .plan import HeteroPlan, plan_hetero, relation_bytes
@@ -444,7 +443,7 @@ class HeteroLoader(TypedEpochs):
     ``hyperbatch``: batches a worker thread samples together (``H`` consecutive batches of the
     epoch, each relation's file read once per hop for all of them, then each batch's features
     gathered when it is among the next ``prefetch``), or ``"auto"``: from a share of the plan's
-    budget and probe batches measured (``ringgnn.sampling.hyper``; 1 when every neighbor file is
+    budget and probe batches measured (``ringgnn_loader::budget::typed``; 1 when every neighbor file is
     in memory). Batches are the same whatever ``H``; :meth:`hyperbatch_size` says what was
     chosen and why. A type whose rows are read from disk may *stage* a hyperbatch's rows (one
     pass over its feature file writes each batch's rows to a staging file in ``staging_dir``,
@@ -548,7 +547,7 @@ class HeteroLoader(TypedEpochs):
         return None if times is None else [np.ascontiguousarray(times, dtype=np.int64)]
 
     def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]]:
-        first = self.batch_seeds(0)[:hetero_hyper.PROBE_BATCHES]
+        first = self.batch_seeds(0)[:_core.TypedLoader.PROBE_BATCHES]
         times = self.batch_times(0) or [None] * len(first)
         return [([(self.target, np.ascontiguousarray(ids, dtype=np.int64))], self._times(t))
                 for ids, t in zip(first, times)]

@@ -32,7 +32,6 @@ from .._core import InputError
 from .._options import edge_pairs
 from ..data.dataset import Dataset, PathLike, open_homogeneous, warn_without_times
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
-from . import hyper as hetero_hyper
 from .hetero import HeteroLoader, HeteroNeighborSampler
 from .typed import TypedEpochs
 from .loader import CoreReports, Epochs, Loader
@@ -434,7 +433,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
         return b, list(p.typed_seeds(self.types).items()), p.typed_times(self.types)
 
     def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]]:
-        return [self._job(b, self.batch_pairs(0, b))[1:] for b in range(min(hetero_hyper.PROBE_BATCHES, len(self)))]
+        return [self._job(b, self.batch_pairs(0, b))[1:] for b in range(min(_core.TypedLoader.PROBE_BATCHES, len(self)))]
 
     def _data(self, out: Any, p: Pairs) -> Any:
         """A core batch as ``HeteroData`` with the pairs ``p`` set on its relation."""

@@ -87,7 +87,7 @@ class HeteroPlan:
 
     @property
     def batch_memory(self) -> int:
-        """Bytes left to the batches (``ringgnn.sampling.hyper`` sizes hyperbatches, rows ahead
+        """Bytes left to the batches (``ringgnn_loader::budget::typed`` sizes hyperbatches, rows ahead
         and workers within it): what a probe measured, else half of what the budget leaves beside
         the process, plus the room the held files and the cache leave unused (with every file
         read from disk and no cache, the whole of what is left)."""

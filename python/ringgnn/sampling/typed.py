@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+from types import SimpleNamespace
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import _core, _options, _threads
-from . import hyper as hetero_hyper
 from .base import Epochs, ProcessLocal
 from .features import TypedRows
 from .plan import HeteroPlan
@@ -22,7 +22,7 @@ class TypedEpochs(Epochs, ProcessLocal):
     """What the typed node loader (:class:`HeteroLoader`) and link batcher
     (:class:`ringgnn.sampling.links.HeteroLinkBatches`) share: one Rust typed loader
     (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
-    feature readers (``features``), its hyperbatch size ``H`` (``ringgnn.sampling.hyper``, from
+    feature readers (``features``), its hyperbatch size ``H`` (:meth:`sizes`, decided in Rust from
     probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
     pipeline: ``threads`` workers, a batch's rows gathered when it is among the next
     ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
@@ -37,7 +37,7 @@ class TypedEpochs(Epochs, ProcessLocal):
         self.features, self.plan = features, plan
         self.feature_types = feature_types(sampler.dataset)
         self.threads = _options.optional_count(threads, "threads") or max(1, min(4, _threads.cores()))
-        #: None: hyper.DEFAULT_PREFETCH, or fewer where they do not fit.
+        #: None: the core's default (2), or fewer where they do not fit.
         self.prefetch = _options.optional_count(prefetch, "prefetch")
         self.hyperbatch = _options.hyperbatch_size(hyperbatch)
         #: Where each type's rows read from disk may be staged (None: beside the dataset).
@@ -45,13 +45,13 @@ class TypedEpochs(Epochs, ProcessLocal):
         #: Bytes each type's staging file may hold (None: its feature file's; 0: never).
         self.staging_cap = _options.size(staging_cap, "staging_cap")
         self._core_type, self._with_labels = core_type, with_labels
-        self._sizes: Optional[hetero_hyper.Sizes] = None
+        self._sizes: Any = None
         self._core: Optional[Tuple[int, Any]] = None
         self.epoch = 0
 
     def _probe_seeds(self) -> List[Tuple[List[Tuple[str, np.ndarray]], Optional[List[np.ndarray]]]]:
-        """The seeds (and their times, or None) of the first
-        :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0."""
+        """The seeds (and their times, or None) of the first ``_core.TypedLoader.PROBE_BATCHES``
+        batches of epoch 0."""
         raise NotImplementedError
 
     def _core_loader(self) -> Any:
@@ -69,43 +69,20 @@ class TypedEpochs(Epochs, ProcessLocal):
                 temporal_strategy=s.temporal_strategy))
         return self._core[1]
 
-    def probe_batch_bytes(self) -> int:
-        """What one batch holds at most while its hyperbatch is sampled, measured
-        (``ringgnn.sampling.hyper.measured_bytes``) on the first
-        :data:`ringgnn.sampling.hyper.PROBE_BATCHES` batches of epoch 0 sampled from disk together
-        as a probe: its share of the sampler's workspaces and its sample."""
-        return self._probe()["per_batch"]
-
-    def _probe(self) -> Dict[str, Any]:
-        """What the probe batches of :meth:`probe_batch_bytes` measure, as
-        ``ringgnn.sampling.hyper.choose`` takes it: ``per_batch`` (a sampled batch), ``rows`` (a
-        gathered batch: its rows, ``ringgnn.sampling.hyper.measured_rows``, and its sample,
-        ``measured_sample``), ``buffers`` (one worker's read and spill buffers, its sampler's
-        dedup maps and the finished sample it spills or gathers), ``held`` (the labels), staging's part (``staging_per_batch``,
-        ``staging_buffers``) and the seconds a batch takes (``times``,
-        ``ringgnn.sampling.hyper.Times``)."""
-        core = self._core_loader()
-        probe = self._probe_seeds()
-        probes = core.probe([s for s, _ in probe], [t for _, t in probe])
-        sample = hetero_hyper.measured_sample(probes)
-        return dict(per_batch=hetero_hyper.measured_bytes(probes), rows=hetero_hyper.measured_rows(probes) + sample,
-                    buffers=core.worker_bytes() + hetero_hyper.measured_scratch(probes) + sample,
-                    held=core.held_bytes(),
-                    staging_per_batch=hetero_hyper.measured_staging(probes), staging_buffers=core.staging_bytes(),
-                    times=hetero_hyper.measured_times(probes))
-
-    def sizes(self) -> hetero_hyper.Sizes:
-        """The epochs' hyperbatch size, batches ahead and workers, decided once, on first use
-        (``ringgnn.sampling.hyper.choose``, from what the probe batches of
-        :meth:`probe_batch_bytes` hold), within the plan's ``batch_memory``."""
+    def sizes(self) -> Any:
+        """The epochs' hyperbatch size, batches ahead, workers and staging (``_core.TypedLoader.sizes``
+        as attributes: ``hyperbatch``, ``prefetch``, ``workers``, ``staging``, ``window``, ``why``,
+        and what the probe measured), decided once, on first use, by the Rust typed loader
+        (``ringgnn_loader::budget::typed``) within the plan's ``batch_memory``: for "auto", from
+        the first ``_core.TypedLoader.PROBE_BATCHES`` batches of epoch 0 sampled from disk
+        together as a probe."""
         if self._sizes is None:
-            backend, _ = self.sampler.placement()
-            measured = dict(per_batch=0, rows=0, buffers=0, held=0)
-            if self.hyperbatch is None and backend != "memory" and len(self):
-                measured = self._probe()
-            self._sizes = hetero_hyper.choose(self.hyperbatch, in_memory=backend == "memory",
-                                              share=self.plan.batch_memory, threads=self.threads,
-                                              prefetch=self.prefetch, batches=max(1, len(self)), **measured)
+            probe = self._probe_seeds() if self.hyperbatch is None and len(self) else []
+            self._sizes = SimpleNamespace(**self._core_loader().sizes(
+                self.hyperbatch, self.plan.batch_memory, self.threads, self.prefetch, max(1, len(self)),
+                [s for s, _ in probe], [t for _, t in probe]))
+            if self._sizes.warning is not None:
+                logger.warning("%s", self._sizes.warning)
             logger.info("hyperbatch: %s", self._sizes.why)
         return self._sizes
 
@@ -150,8 +127,7 @@ class TypedEpochs(Epochs, ProcessLocal):
         s = self.sizes()
         h = s.hyperbatch
         jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
-        window = hetero_hyper.jobs_in_flight(h, s.workers, s.prefetch) * h
-        run = self._core_loader().epoch(epoch, jobs, s.workers, window, s.prefetch, s.staging)
+        run = self._core_loader().epoch(epoch, jobs, s.workers, s.window, s.prefetch, s.staging)
         try:
             yield from run
         finally:

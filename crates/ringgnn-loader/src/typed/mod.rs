@@ -27,6 +27,7 @@ use ringgnn_sampler::{Fanout, HeteroSample, SpillFile, TemporalStrategy, SPILL_B
 pub use graph::{OpenedSampler, TypedGraph};
 pub use stage::{ReadTimes, TypeRows, TypedBatch, TypedStage};
 
+use crate::budget::typed::{TypedNeeds, TypedSizes};
 use crate::budget::{GATHER_SCRATCH_PER_NODE, STAGING_BUFFERS, STAGING_PER_BATCH};
 use crate::labels::Labels;
 use crate::staging::StagingOptions;
@@ -354,6 +355,42 @@ impl TypedLoader {
         // not allocate from: give them back rather than hold them beside the epoch.
         ringgnn_io::release_free_memory();
         Ok(out)
+    }
+
+    /// The hyperbatch size, batches ahead, workers and staging of an epoch of `batches` batches
+    /// within `share` bytes (the batches' part of the memory plan), by
+    /// [`crate::budget::typed::choose`]: `asked` fixes H; `None` (`auto`) measures the batches
+    /// of `probe` (the epoch's first [`crate::budget::typed::PROBE_BATCHES`], see
+    /// [`Self::probe`]) unless every neighbor file is in memory. Also what was measured.
+    pub fn sizes(
+        &self,
+        asked: Option<usize>,
+        share: u64,
+        threads: usize,
+        prefetch: Option<usize>,
+        batches: usize,
+        probe: &[(TypedSeeds, SeedTimes)],
+    ) -> Result<(TypedSizes, TypedNeeds)> {
+        let in_memory = self.graph.in_memory();
+        let needs = match asked.is_none() && !in_memory && !probe.is_empty() {
+            true => TypedNeeds::measured(
+                &self.probe(probe)?,
+                self.worker_bytes(),
+                self.held_bytes(),
+                self.staging_bytes(),
+            ),
+            false => TypedNeeds::default(),
+        };
+        let sizes = crate::budget::typed::choose(
+            asked,
+            in_memory,
+            share,
+            &needs,
+            threads,
+            prefetch,
+            batches.max(1),
+        );
+        Ok((sizes, needs))
     }
 
     /// What gathering the batch of `s` holds (see [`ProbeBytes::rows`]).

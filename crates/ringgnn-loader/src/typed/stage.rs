@@ -237,7 +237,7 @@ impl TypedStage {
     }
 
     /// What reading the rows of `samples` (one hyperbatch) costs, estimated ([`estimate`]) over
-    /// the types whose rows may be staged: the model `ringgnn.sampling.hyper.choose` weighs
+    /// the types whose rows may be staged: the model `crate::budget::typed::choose` weighs
     /// hyperbatch sizes, workers and staging with. Other types read their rows the same way
     /// whatever is chosen.
     pub(crate) fn read_times(&self, w: &Worker, samples: &[HeteroSample]) -> Result<ReadTimes> {
