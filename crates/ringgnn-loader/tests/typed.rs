@@ -99,7 +99,7 @@ fn fanouts(graph: &TypedGraph) -> Vec<(String, Vec<Fanout>)> {
 /// A loader over `path` with the feature files read by `kind` (None: loaded), a cache of
 /// author 1's row when `cache`.
 fn loader(path: &Path, kind: Option<BackendKind>, cache: bool) -> TypedLoader {
-    let graph = Arc::new(TypedGraph::open(path, kind, false, &[]).unwrap());
+    let graph = Arc::new(TypedGraph::open(path, kind, false, &[], true).unwrap());
     let rows = graph
         .types()
         .iter()
@@ -450,4 +450,28 @@ fn bad_input_is_refused_with_what_to_do() {
     )
     .map(drop));
     assert!(m.contains("give one label per node"), "{m}");
+}
+
+/// The fixture `tests/fixtures/v3-times-tiny` (8 nodes, 5 edges, edge and node times).
+fn times_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/v3-times-tiny")
+}
+
+#[test]
+fn a_graph_opened_without_times_holds_none_and_samples_every_edge() {
+    let dir = times_fixture();
+    let all = vec![("node:to:node".to_string(), vec![Fanout::All])];
+    let mut held = Vec::new();
+    let mut samples = Vec::new();
+    for times in [true, false] {
+        let g = TypedGraph::open(&dir, None, false, &[], times).unwrap();
+        held.push(g.bytes());
+        let mut s = g.sampler(&all, false, None).unwrap().sampler;
+        samples.push(s.sample(0, &[1], 1, 0, 0, true).unwrap());
+    }
+    // Without times: neither the 5 edge times (with the neighbor file) nor the 8 node times.
+    assert_eq!(held[0], held[1] + 8 * 5 + 8 * 8);
+    // Sampled without seed times, both give node 1 its 4 in-neighbors, in file order.
+    assert_eq!(samples[0], samples[1]);
+    assert_eq!(samples[1].node, vec![vec![1, 0, 7, 2]]);
 }

@@ -419,6 +419,8 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
                          negatives=negatives, edge_label=edge_label, shuffle=shuffle, drop_last=drop_last,
                          batches=batches, window=window, backend=sampler.backend_choice, direct=sampler.direct,
                          file_order=True, time=time, ignore_time=ignore_time)
+        if self.time is not None:
+            sampler.require_times()
         if features is None:  # the readers (and cache) a loader of this sampler would make
             # It samples nothing: its one seed's time only keeps it from warning of sampling without times.
             # Rows are read with the sampler's backend choice, as `ringgnn.Loader`'s `backend` reads both.
