@@ -248,7 +248,8 @@ class LinkLoader(LinkBatches, CoreReports):
     hyperbatch size or threads: a link batch is the node batch of its endpoints, and the loader
     samples that with the (seed, epoch, batch) stream.
 
-    Each ``Data`` has what :class:`ringgnn.Loader` gives (``x``, ``y``, ``edge_index``, ``n_id``,
+    The dataset must have node features, at times or not (as :class:`ringgnn.Loader`). Each
+    ``Data`` has what :class:`ringgnn.Loader` gives (``x``, ``y``, ``edge_index``, ``n_id``,
     ``batch_size`` = the number of seed nodes, ``num_sampled_nodes``/``edges``), ``input_id``
     (positions of the positives in ``edges``), and ``edge_label_index`` with ``edge_label``
     (binary or no negatives) or ``src_index``/``dst_pos_index``/``dst_neg_index`` (triplet or
@@ -281,6 +282,8 @@ class LinkLoader(LinkBatches, CoreReports):
         ds = Dataset.opened(dataset)
         timed = not ignore_time and (edge_label_time is not None or ds.has_times)
         ds = open_homogeneous(ds, "LinkSampler", samples=not timed)
+        if ds.feature_dim is None:  # as ringgnn.Loader, at times or not: batches carry x
+            raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
         if isinstance(share, LinkLoader) and share.typed is not None:
             raise InputError("share=: that LinkLoader samples at times, on the typed engine, whose engine is not "
                              "shared; leave share out")
