@@ -236,9 +236,9 @@ class HeteroNeighborSampler(ProcessLocal):
         temporal_strategy: how a sample at seed times (``input_time``) draws among the edges not
             newer than its seed: ``"uniform"`` (default) or ``"last"`` (the most recent ones).
         times: whether the graph is opened with the dataset's edge and node times (default: the
-            given ``plan``'s, or ``share``'s, else True). False opens none of their files and holds none of them
-            (the plan counts no times): for samples without ``input_time``, which are the same
-            either way; ``input_time`` is then refused.
+            given ``plan``'s, or ``share``'s, else True). False opens and holds none of their
+            files (the plan counts no times): for samples without ``input_time``, which are the
+            same either way; ``input_time`` is then refused.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
