@@ -112,3 +112,63 @@ def test_an_interrupted_attach_leaves_nothing(setup, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         attach_embeddings(str(root / "run"), str(root / "ds"), "ds-int")
     assert sorted(os.listdir(root)) == before
+
+
+@pytest.fixture(scope="module")
+def typed_run(tmp_path_factory):
+    """A typed dataset (papers with 3 features, labels and splits; authors without features)
+    and a one-epoch R-GCN run on it (embeddings of width 8 for the authors, hidden 16)."""
+    from ringgnn import NodeType, Relation
+    from ringgnn.training.loop import train_hetero
+
+    d = tmp_path_factory.mktemp("attach-typed")
+    rng = np.random.default_rng(2)
+    np.save(d / "x.npy", rng.standard_normal((50, 3)).astype(np.float32))
+    np.save(d / "y.npy", rng.integers(0, 2, 50))
+    writes = np.stack([rng.integers(0, 20, 120), rng.integers(0, 50, 120)], 1)
+    np.savetxt(d / "w.csv", writes, fmt="%d", delimiter=",")
+    np.savetxt(d / "wb.csv", writes[:, ::-1], fmt="%d", delimiter=",")
+    ringgnn.build_hetero(d / "ds", [NodeType("paper", 50, features=d / "x.npy", labels=d / "y.npy",
+                                             split="train=0.6,val=0.2,test=0.2"), NodeType("author", 20)],
+                         [Relation("author:writes:paper", d / "w.csv"), Relation("paper:written_by:author", d / "wb.csv")])
+    train_hetero(d / "ds", target="paper", model="rgcn", hidden=16, embed_dim=8, layers=2, batch_size=64,
+                 out=str(d / "run"), epochs=1, quiet=True, log=lambda s: None)
+    return d
+
+
+def test_a_typed_runs_embeddings_become_a_types_features(typed_run, cli):
+    """As the homogeneous round trip: the copy's rows of the type are `embed --type`'s output file,
+    its other files DS's, hard-linked; a featureless type gets a feature file."""
+    from ringgnn.pyg import RingFeatureStore
+
+    root = typed_run
+    old = ringgnn.Dataset.open(root / "ds")
+    for t, name in (("paper", "ds-paper"), ("author", "ds-author")):
+        r = cli("embed", root / "run", "--type", t, "--out", root / f"{t}.npy", "--quiet")
+        assert r.code == 0, r.err
+        want = np.load(root / f"{t}.npy")
+        r = cli("embed", root / "run", "--attach", root / "ds", "--name", name, "--type", t, "--json")
+        assert r.code == 0, r.err
+        s = json.loads(r.out)
+        assert (s["type"], s["rows"], s["dim"], s["layer"]) == (t, old.num_nodes_dict[t], want.shape[1], 1)
+        new = ringgnn.Dataset.open(root / name)
+        assert new.feature_dims()[t] == want.shape[1] and new.num_nodes_dict == old.num_nodes_dict
+        got = RingFeatureStore(new).reader(t).gather(np.arange(old.num_nodes_dict[t]))
+        np.testing.assert_array_equal(got, want)  # the same float32 rows as `embed --out`
+        other = "author" if t == "paper" else "paper"
+        assert new.feature_dims()[other] == old.feature_dims()[other]
+        m = json.loads((root / name / "manifest.json").read_text())
+        assert m["source"]["command"] == "embed --attach" and m["source"]["type"] == t
+        linked = [e["path"] for k, e in m["files"].items() if k != f"node.{t}.features"]
+        assert linked and all(os.path.samefile(root / name / p, root / "ds" / p) for p in linked)
+        assert cli("verify", root / name).code == 0
+    # The default type is the run's target; the text names it.
+    r = cli("embed", root / "run", "--attach", root / "ds", "--name", "ds-default")
+    assert r.code == 0 and "embeddings of 50 paper nodes" in r.out, r.err
+    # A dataset without the type, or of another count, is refused and nothing is left.
+    before = sorted(os.listdir(root))
+    for args, msg in (((root / "ds", "--type", "venue"), "not a node type of the run"),
+                      ((root / "run" / ".." / "ds-paper", "--name", "../x"), "plain directory name")):
+        r = cli("embed", root / "run", "--attach", *args, *(() if "--name" in args else ("--name", "x")))
+        assert r.code == 1 and msg in r.err, (args, r.err)
+    assert sorted(os.listdir(root)) == before

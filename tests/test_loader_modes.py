@@ -10,6 +10,8 @@ import inspect
 import numpy as np
 import pytest
 
+import _temporal
+
 import ringgnn
 from ringgnn import InputError
 from ringgnn.data import build
@@ -119,3 +121,19 @@ def test_every_link_loader_attribute_answers_in_both_modes(timed):
     # A LinkLoader at times shares no engine: another one cannot take it as share=.
     with pytest.raises(InputError, match="samples at times, on the typed engine"):
         LinkLoader(timed, [3, 2], 16, edges="val", shuffle=False, ignore_time=True, share=runs[True][0])
+
+
+def test_a_featureless_loader_is_refused_in_both_modes(tmp_path):
+    """A dataset without features: ``Loader`` and ``LinkLoader`` refuse it alike, at times and
+    without (a LinkLoader at times used to take it and report ``feature_backend`` None, where
+    without times it was refused)."""
+    ds = ringgnn.Dataset.open(_temporal.example(tmp_path) / "ds")  # docs/FORMAT.md's example: times, no features
+    assert ds.feature_dim is None and ds.has_times
+    pairs = np.array([[2, 7], [1, 1]])
+    for at in (False, True):
+        timed = dict(edge_label_time=np.array([6, 6])) if at else dict(ignore_time=True)
+        with pytest.raises(InputError, match="the dataset has no node features; rebuild it with --features"):
+            LinkLoader(ds, [2], 4, edges=pairs, **timed)
+        node = dict(input_time=np.zeros(ds.num_nodes, np.int64)) if at else dict(ignore_time=True)
+        with pytest.raises(InputError, match="the dataset has no node features; rebuild it with --features"):
+            ringgnn.Loader(ds, [2], 4, split=None, **node)

@@ -99,7 +99,7 @@ fn fanouts(graph: &TypedGraph) -> Vec<(String, Vec<Fanout>)> {
 /// A loader over `path` with the feature files read by `kind` (None: loaded), a cache of
 /// author 1's row when `cache`.
 fn loader(path: &Path, kind: Option<BackendKind>, cache: bool) -> TypedLoader {
-    let graph = Arc::new(TypedGraph::open(path, kind, false, &[]).unwrap());
+    let graph = Arc::new(TypedGraph::open(path, kind, false, &[], true).unwrap());
     let rows = graph
         .types()
         .iter()
@@ -494,7 +494,7 @@ fn sizes_come_from_the_probe_batches_measured() {
     );
     assert_eq!(none, TypedNeeds::default());
     // Every neighbor file in memory: nothing to share.
-    let graph = Arc::new(TypedGraph::open(&path, None, false, &[]).unwrap());
+    let graph = Arc::new(TypedGraph::open(&path, None, false, &[], true).unwrap());
     assert!(graph.in_memory());
     let f = fanouts(&graph);
     let held = TypedLoader::new(graph, f, false, 7, false, "paper", vec![None; 3], None).unwrap();
@@ -504,4 +504,28 @@ fn sizes_come_from_the_probe_batches_measured() {
         "1 (auto: every neighbor file is in memory, nothing to share)"
     );
     assert_eq!((one.hyperbatch, none), (1, TypedNeeds::default()));
+}
+
+/// The fixture `tests/fixtures/v3-times-tiny` (8 nodes, 5 edges, edge and node times).
+fn times_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/v3-times-tiny")
+}
+
+#[test]
+fn a_graph_opened_without_times_holds_none_and_samples_every_edge() {
+    let dir = times_fixture();
+    let all = vec![("node:to:node".to_string(), vec![Fanout::All])];
+    let mut held = Vec::new();
+    let mut samples = Vec::new();
+    for times in [true, false] {
+        let g = TypedGraph::open(&dir, None, false, &[], times).unwrap();
+        held.push(g.bytes());
+        let mut s = g.sampler(&all, false, None).unwrap().sampler;
+        samples.push(s.sample(0, &[1], 1, 0, 0, true).unwrap());
+    }
+    // Without times: neither the 5 edge times (with the neighbor file) nor the 8 node times.
+    assert_eq!(held[0], held[1] + 8 * 5 + 8 * 8);
+    // Sampled without seed times, both give node 1 its 4 in-neighbors, in file order.
+    assert_eq!(samples[0], samples[1]);
+    assert_eq!(samples[1].node, vec![vec![1, 0, 7, 2]]);
 }

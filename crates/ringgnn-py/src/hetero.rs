@@ -62,25 +62,28 @@ pub struct HeteroGraph {
 impl HeteroGraph {
     /// `backend`: "memory" (every neighbor file loaded), "uring", "pread" or "auto" (io_uring,
     /// else pread) for the relations not in `memory_relations` (whose files are loaded).
+    /// `times`: attach the dataset's edge and node times (false: none of their files is opened,
+    /// and samples are drawn from every edge).
     #[new]
-    #[pyo3(signature = (path, *, backend="auto", direct=false, memory_relations=Vec::new()))]
+    #[pyo3(signature = (path, *, backend="auto", direct=false, memory_relations=Vec::new(), times=true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         backend: &str,
         direct: bool,
         memory_relations: Vec<String>,
+        times: bool,
     ) -> PyResult<Self> {
         let kind = neighbor_backend(backend)?;
         let inner = py
-            .detach(|| TypedGraph::open(&path, kind, direct, &memory_relations))
+            .detach(|| TypedGraph::open(&path, kind, direct, &memory_relations, times))
             .map_err(LoaderError)?;
         Ok(HeteroGraph {
             inner: Arc::new(inner),
         })
     }
 
-    /// Bytes held: offset indexes and the neighbor files in memory.
+    /// Bytes held: offset indexes, the neighbor files in memory and the times held.
     #[getter]
     fn bytes(&self) -> u64 {
         self.inner.bytes()

@@ -99,7 +99,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="stored type (default f32)")
     p.add_argument("--attach", metavar="DS", default=None,
                    help="instead of --out: write every node's embeddings as the features of a new dataset --name "
-                   "beside DS, a copy of DS (graph, labels and splits hard-linked) that `ringgnn train NAME` takes")
+                   "beside DS, a copy of DS (graph, labels and splits hard-linked) that `ringgnn train NAME` takes; "
+                   "of a heterogeneous run, those of --type, as that type's features")
     p.add_argument("--name", metavar="NAME", default=None, help="with --attach: the new dataset's directory name")
     p.set_defaults(func=cmd_embed)
 
@@ -246,24 +247,21 @@ def _attach(args: argparse.Namespace) -> int:
     if args.attach is None or args.name is None:
         raise InputError("--attach DS and --name NAME go together: the embeddings become the features of a new "
                          "dataset NAME beside DS")
-    for opt, value in (("--out", args.out), ("--nodes", args.nodes), ("--type", args.type)):
+    for opt, value in (("--out", args.out), ("--nodes", args.nodes)):
         if value is not None:
             raise InputError(f"{opt}: --attach writes every node's embeddings into a dataset; leave {opt} out")
     check_runtime(args.memory, torch=args.device == "cuda")
-    read = read_checkpoint(args.run_dir, "RUN_DIR", arrays=True)
-    if is_hetero_run(read) or is_hetero_link_run(read):
-        raise InputError(f"--attach: {args.run_dir} is a heterogeneous run; attaching its embeddings is not "
-                         "supported yet (write them with --out)")
 
     with _signals.handling(_terminated, signal.SIGTERM):
         s = attach_embeddings(args.run_dir, args.attach, args.name, dataset=args.dataset, layer=args.layer,
                               dtype=args.dtype, memory=args.memory, backend=args.backend, direct=args.direct,
                               quiet=args.quiet or args.json, hidden_dtype=args.hidden_dtype, device=args.device,
-                              at=args.at)
+                              at=args.at, node_type=args.type)
     if args.json:
         print(json.dumps(s, indent=2))
         return 0
-    print(f"layer {s['layer']} embeddings of {s['rows']:,} nodes ({s['dim']} {s['dtype']}) -> features of "
+    nodes = f"{s['type']} nodes" if s.get("type", HOMOGENEOUS_TYPE) != HOMOGENEOUS_TYPE else "nodes"
+    print(f"layer {s['layer']} embeddings of {s['rows']:,} {nodes} ({s['dim']} {s['dtype']}) -> features of "
           f"{s['dataset']} (a copy of {s['attached_to']}); train on them with `ringgnn train {s['dataset']}`")
     if "at" in s:
         print(f"  {_times_line(s)}")

@@ -15,6 +15,11 @@ the graph was taken at (``--at``, null: every edge). Everything is built in a lo
 temporary directory beside ``DS`` and renamed to ``NAME`` when complete: an error, Ctrl-C or a
 full disk leaves nothing. The embeddings are streamed, block by block, from the layer-wise
 inference to the file: nothing in memory grows with the number of nodes but the plan's.
+
+Of a typed run (heterogeneous, or a homogeneous dataset's run at times) the rows of one node
+type (``--type``, default the run's target) become that type's feature file in the copy; they
+are written by ``ringgnn embed``'s typed engine to a ``.npy`` in a locked temporary directory
+first, then streamed into the feature file block by block.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ import re
 import shutil
 from typing import Any, Callable, Dict, Optional
 
+import numpy as np
+
 from .. import _core, _options
 from .._core import InputError
 from .._files import os_errors, temporary
 from ..data.build import read_manifest
-from ..data.dataset import open_homogeneous
+from ..data.dataset import Dataset, open_homogeneous
+from ..models.checkpoints import is_hetero_link_run, is_hetero_run, read_checkpoint
 from .rows import _STORED, RowFileWriter, _layout, check_output
 from .run import LayerwiseInference, embedding_layer, open_run
 
@@ -52,47 +60,126 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
                       layer: Optional[int] = None, dtype: str = "f32", memory: Optional[int] = None,
                       backend: str = "auto", direct: bool = False, quiet: bool = True,
                       hidden_dtype: Optional[str] = None, device: Optional[str] = None,
-                      log: Callable[[str], None] = lambda s: None, at: Optional[int] = None) -> Dict[str, Any]:
+                      log: Callable[[str], None] = lambda s: None, at: Optional[int] = None,
+                      node_type: Optional[str] = None) -> Dict[str, Any]:
     """Write run ``run_dir``'s embeddings of every node (layer ``layer``, by default as
     ``ringgnn embed`` takes it; on the graph as of time ``at``, ``ringgnn.infer``'s) as the
     features of a copy of dataset ``target`` named ``name`` (see the module's docstring);
-    returns a summary."""
+    returns a summary. Of a typed run (heterogeneous, or a homogeneous dataset's run at times):
+    the rows of ``node_type`` (default the run's target, as ``ringgnn embed --type``) become that
+    type's features in the copy."""
     check_output(None, dtype)
+    read = read_checkpoint(run_dir, "RUN_DIR", arrays=True)
+    if is_hetero_run(read) or is_hetero_link_run(read):
+        return _attach_typed(run_dir, target, name, read, dataset=dataset, layer=layer, dtype=dtype, memory=memory,
+                             backend=backend, direct=direct, quiet=quiet, hidden_dtype=hidden_dtype, device=device,
+                             log=log, at=at, node_type=node_type)
+    if node_type is not None:
+        raise InputError(f"--type {node_type}: names a node type of a heterogeneous run; {read[0]} is a homogeneous "
+                         "run: leave --type out")
     src, ckpt = open_run(run_dir, dataset, arrays=True)
     upto = embedding_layer(ckpt, layer)
     tgt = open_homogeneous(target, "--attach")
-    if tgt.num_nodes != src.num_nodes:
-        raise InputError(f"--attach {target}: it has {tgt.num_nodes:,} nodes, but the embeddings have one row per "
-                         f"node of {src.path} ({src.num_nodes:,}); attach them to a dataset of the same nodes")
+    _same_count(target, tgt.num_nodes, src.path, src.num_nodes, "node")
     dest = destination(target, name)
-    manifest = read_manifest(tgt.path)
     run = LayerwiseInference(src, ckpt, memory=_options.size(memory, "memory"), backend=backend, direct=direct,
                              quiet=quiet, log=log, hidden_dtype=hidden_dtype, device=device,
                              work_dir=os.path.dirname(dest), at=at)
-    width = run.widths[upto]
     try:
-        scratch = temporary(os.path.dirname(dest), name, directory=True)
-    except BaseException:
+        width = run.widths[upto]
+        made = _write_copy(run_dir, tgt, dest, name, None, width, dtype,
+                           lambda put: run.run(upto, None, put, activate_last=True),
+                           dict(checkpoint=ckpt.path, layer=upto, hidden_dtype=run.hidden_dtype,
+                                **({"at": run.times["at"]} if run.times else {})))
+    finally:
         run.close()
-        raise
+    return dict(made, layer=upto, dim=width, plan=run.plan, **run.times, **run.stats)
+
+
+def _attach_typed(run_dir: str, target: str, name: str, read: Any, *, node_type: Optional[str],
+                  device: Optional[str], **opts: Any) -> Dict[str, Any]:
+    """:func:`attach_embeddings` of a typed run: ``ringgnn embed``'s rows of ``node_type``
+    (``ringgnn.inference.hetero.infer_hetero``, written to a ``.npy`` inside the copy being built),
+    streamed into that type's feature file of the copy."""
+    from .hetero import infer_hetero  # the typed engine only where a typed run is attached
+
+    if device not in (None, "cpu"):
+        raise InputError(f"--device {device}: a heterogeneous run's inference runs on the CPU; leave --device out")
+    tgt = Dataset.opened(target)  # a typed dataset, or a homogeneous one (the one-type case)
+    dest = destination(target, name)
+    dtype = opts.pop("dtype")
+    scratch = temporary(os.path.dirname(dest), f"{name}.rows", directory=True)
     try:
-        for key, entry in manifest["files"].items():
-            if key != "features":
+        rows_path = os.path.join(scratch.path, "rows.npy")
+        s = infer_hetero(run_dir, opts.pop("dataset"), node_type=node_type, output="embeddings", out=rows_path,
+                         read=read, **opts)
+        t = s["type"]
+        if tgt.is_hetero:
+            if t not in tgt.node_types:
+                raise InputError(f"--attach {target}: it has no node type '{t}' (it has: {', '.join(tgt.node_types)}); "
+                                 "attach the embeddings to a dataset of the run's node types")
+            count = tgt.num_nodes_dict[t]
+        else:
+            count = tgt.num_nodes
+        _same_count(target, count, s["dataset"], s["rows"], f"'{t}' node" if tgt.is_hetero else "node")
+        rows = np.load(rows_path, mmap_mode="r")
+
+        def fill(put: Callable[[int, np.ndarray], None]) -> None:
+            for a in range(0, len(rows), BLOCK_ROWS):
+                put(a, np.asarray(rows[a:a + BLOCK_ROWS], dtype=np.float32))
+
+        made = _write_copy(run_dir, tgt, dest, name, t if tgt.is_hetero else None, s["dim"], dtype, fill,
+                           dict(checkpoint=s["checkpoint"], layer=s["layer"], type=t,
+                                **({"at": s["at"]} if "at" in s else {})))
+    finally:
+        scratch.close()
+    # The engine's report (plan, layers, bytes, times) as `embed` gives it; not its output file's.
+    engine = {k: v for k, v in s.items() if k not in made and k not in ("out", "node_ids", "output", "seconds")}
+    return dict(made, **engine)
+
+
+#: Rows of a typed run's embeddings copied into the feature file at a time (bounded memory).
+BLOCK_ROWS = 1 << 16
+
+
+def _same_count(target: str, have: int, source: str, rows: int, what: str) -> None:
+    if have != rows:
+        raise InputError(f"--attach {target}: it has {have:,} {what}s, but the embeddings have one row per {what} of "
+                         f"{source} ({rows:,}); attach them to a dataset of the same nodes")
+
+
+def _write_copy(run_dir: str, tgt: Any, dest: str, name: str, node_type: Optional[str], width: int, dtype: str,
+                fill: Callable[[Callable[[int, np.ndarray], None]], None], source: Dict[str, Any]) -> Dict[str, Any]:
+    """The copy of ``tgt`` at ``dest`` with the rows ``fill`` gives (``width`` wide, stored as
+    ``dtype``) as its features (of ``node_type``, in a typed dataset; None: a homogeneous
+    one's), built in a temporary directory and renamed when complete; its summary."""
+    manifest = read_manifest(tgt.path)
+    key = "features" if node_type is None else f"node.{node_type}.features"
+    old = manifest["files"].get(key)
+    if old is not None:
+        fname = old["path"]
+    elif node_type is None:
+        fname = "features.bin"
+    else:
+        fname = f"type{sorted(manifest['node_types']).index(node_type)}_features.bin"  # FORMAT.md's naming
+    scratch = temporary(os.path.dirname(dest), name, directory=True)
+    try:
+        for k, entry in manifest["files"].items():
+            if k != key:
                 _link_or_copy(os.path.join(tgt.path, entry["path"]), os.path.join(scratch.path, entry["path"]))
-        writer = RowFileWriter(os.path.join(scratch.path, "features.bin"), width, dtype)
-        path = writer.fill(lambda put: run.run(upto, None, put, activate_last=True))
+        writer = RowFileWriter(os.path.join(scratch.path, fname), width, dtype)
+        path = writer.fill(fill)
         size, crc = _core.file_crc32c(path)
         row, per_page = _layout(width, _STORED[dtype].itemsize)
-        n = tgt.num_nodes
+        n = tgt.num_nodes if node_type is None else tgt.num_nodes_dict[node_type]
         last = n - 1
         offset = (last // per_page) * 4096 + (last % per_page) * row if per_page else last * row
         payload = 0 if n == 0 else offset + row  # FORMAT.md: row_offset(V - 1) + row_bytes
-        manifest["features"] = dict(dim=width, dtype=dtype, row_bytes=row, rows_per_page=per_page)
-        manifest["files"]["features"] = dict(path="features.bin", bytes=size, payload_bytes=payload, crc32c=crc)
-        manifest["source"] = dict(command="embed --attach", run=os.path.abspath(run_dir), checkpoint=ckpt.path,
-                                  layer=upto, hidden_dtype=run.hidden_dtype, dataset=os.path.abspath(tgt.path),
-                                  dataset_source=manifest.get("source"),
-                                  **({"at": run.times["at"]} if run.times else {}))
+        features = dict(dim=width, dtype=dtype, row_bytes=row, rows_per_page=per_page)
+        (manifest if node_type is None else manifest["node_types"][node_type])["features"] = features
+        manifest["files"][key] = dict(path=fname, bytes=size, payload_bytes=payload, crc32c=crc)
+        manifest["source"] = dict(command="embed --attach", run=os.path.abspath(run_dir), **source,
+                                  dataset=os.path.abspath(tgt.path), dataset_source=manifest.get("source"))
         mpath = os.path.join(scratch.path, "manifest.json")
         with os_errors("writing", mpath):
             with open(mpath, "w") as f:
@@ -105,11 +192,8 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
     except BaseException:
         scratch.close()
         raise
-    finally:
-        run.close()
-    return dict(dataset=dest, attached_to=os.path.abspath(tgt.path), run=os.path.abspath(run_dir), layer=upto,
-                rows=tgt.num_nodes, dim=width, dtype=dtype, crc32c=crc, bytes=size, plan=run.plan, **run.times,
-                **run.stats)
+    return dict(dataset=dest, attached_to=os.path.abspath(tgt.path), run=os.path.abspath(run_dir), rows=n,
+                dtype=dtype, crc32c=crc, bytes=size)
 
 
 def _link_or_copy(src: str, dst: str) -> None:

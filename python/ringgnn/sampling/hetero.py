@@ -234,13 +234,17 @@ class HeteroNeighborSampler(ProcessLocal):
             default one for the neighbor files alone.
         temporal_strategy: how a sample at seed times (``input_time``) draws among the edges not
             newer than its seed: ``"uniform"`` (default) or ``"last"`` (the most recent ones).
+        times: whether the graph is opened with the dataset's edge and node times (default: the
+            given ``plan``'s, or ``share``'s, else True). False opens and holds none of their
+            files (the plan counts no times): for samples without ``input_time``, which are the
+            same either way; ``input_time`` is then refused.
     """
 
     def __init__(self, dataset: Union[HeteroDataset, PathLike], fanouts: Any, *, replace: bool = False,
                  backend: str = "auto", direct: bool = False, seed: int = 0, memory: Union[None, int, str] = None,
                  with_edge_ids: bool = False, share: Optional["HeteroNeighborSampler"] = None,
                  disk_backend: Optional[str] = None, plan: Optional[HeteroPlan] = None,
-                 temporal_strategy: str = "uniform"):
+                 temporal_strategy: str = "uniform", times: Optional[bool] = None):
         self.share = share
         self.disk_backend = None if disk_backend is None else _options.choice(disk_backend, ("auto", "uring", "pread"),
                                                                              "disk_backend")
@@ -255,6 +259,12 @@ class HeteroNeighborSampler(ProcessLocal):
         self.memory = _options.size(memory, "memory")
         self.with_edge_ids = bool(with_edge_ids)
         self.temporal_strategy = _options.choice(temporal_strategy, ("uniform", "last"), "temporal_strategy")
+        if plan is not None and times is not None and bool(times) != plan.times:
+            raise InputError(f"times={bool(times)}, but the plan given was made {'with' if plan.times else 'without'} "
+                             "the dataset's times; leave times out (the plan's is taken) or make the plan with it")
+        #: Whether the graph holds the dataset's times (False: samples at ``input_time`` are refused).
+        self.times: bool = (share.times if share is not None else plan.times if plan is not None and times is None
+                            else times is None or bool(times))
         self._plan = plan
         self.__dict__.update(self._fresh())
 
@@ -267,8 +277,9 @@ class HeteroNeighborSampler(ProcessLocal):
         return len(next(iter(self.fanouts.values())))
 
     def graph_bytes(self) -> Tuple[int, Dict[str, int]]:
-        """(offset indexes of every relation, neighbor-file bytes per relation)."""
-        return relation_bytes(self.dataset)
+        """(offset indexes of every relation, bytes held per relation held: its neighbor file, and
+        its edge times when the graph has them)."""
+        return relation_bytes(self.dataset, self.times)
 
     def plan(self) -> HeteroPlan:
         """The memory plan this sampler's graph is opened with (``ringgnn.sampling.plan``, the one
@@ -278,7 +289,8 @@ class HeteroNeighborSampler(ProcessLocal):
         if self.share is not None:
             return self.share.plan()
         if self._plan is None:
-            self._plan = plan_hetero(self.dataset, self.fanouts, memory=self.memory, backend=self.backend_choice)
+            self._plan = plan_hetero(self.dataset, self.fanouts, memory=self.memory, backend=self.backend_choice,
+                                     times=self.times)
         return self._plan
 
     def placement(self) -> Tuple[str, List[str]]:
@@ -305,7 +317,7 @@ class HeteroNeighborSampler(ProcessLocal):
             if self._graph is None or self._graph[0] != pid:
                 backend, held = self.placement()
                 self._graph = (pid, _core.HeteroGraph(self.dataset.path, backend=backend, direct=self.direct,
-                                                      memory_relations=held))
+                                                      memory_relations=held, times=self.times))
             return self._graph[1]
 
     def _sampler(self) -> Any:
@@ -395,6 +407,7 @@ class HeteroNeighborSampler(ProcessLocal):
         if times is None:
             return None
         require_times(self.dataset)
+        self.require_times()
         if isinstance(times, Mapping):
             unknown = sorted(set(times) - {t for t, _ in typed})
             if unknown or len(typed) != len(times):
@@ -404,6 +417,13 @@ class HeteroNeighborSampler(ProcessLocal):
         if len(times) != len(typed):
             raise InputError(f"input_time: {len(times)} lists of times for {len(typed)} lists of seeds")
         return [_options.seed_times(x, len(ids), f"input_time[{t!r}]") for (t, ids), x in zip(typed, times)]
+
+    def require_times(self) -> None:
+        """Refuse sampling at seed times with a sampler whose graph was opened without times."""
+        if not self.times:
+            raise InputError("input_time: this sampler's graph was opened without the dataset's times (times=False, "
+                             "or a plan made without them, as for ignore_time=True); sample without input_time, or "
+                             "open a sampler with times")
 
     @staticmethod
     def _sample(out: Mapping[str, Any], typed: Sequence[Tuple[str, Any]]) -> HeteroSample:
@@ -456,7 +476,8 @@ class HeteroLoader(TypedEpochs):
     seeds' times (``HeteroData[t].seed_time`` per node). ``input_time``: one integer time per seed
     of ``seeds`` (in their order, before the shuffle), or one for all; by default the target
     type's node times where it has them (:func:`seed_times`); ``ignore_time=True`` samples without
-    times (warned where the dataset has times).
+    times (warned where the dataset has times). A loader that samples without times opens its
+    graph without them: no time file is opened, held or counted by its plan.
     ``temporal_strategy``: ``"uniform"`` or ``"last"``, as :class:`HeteroNeighborSampler`.
 
     The batches are made by the Rust typed loader (``_core.TypedLoader``,
@@ -489,14 +510,16 @@ class HeteroLoader(TypedEpochs):
         if sampler is None:
             fan = relation_fanouts(ds, fanouts)
             self.plan = plan_hetero(ds, fan, memory=memory, backend=_options.backend(backend),
-                                    **plan_args)
+                                    times=self.seed_time is not None, **plan_args)
             sampler = HeteroNeighborSampler(ds, fan, replace=replace, backend=backend, direct=direct, seed=seed,
                                             memory=memory, plan=self.plan, temporal_strategy=temporal_strategy)
         elif sampler.plan().features or not feature_types(ds):
             self.plan = sampler.plan()  # a run's plan: the sampler's files, the features and the cache
         else:
             self.plan = plan_hetero(ds, sampler.fanouts, memory=memory if memory is not None else sampler.memory,
-                                    fixed_relations=sampler.placement(), **plan_args)
+                                    fixed_relations=sampler.placement(), times=sampler.times, **plan_args)
+        if self.seed_time is not None:
+            sampler.require_times()
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.seed = _options.count(seed, "seed")
         self.direct = bool(direct)

@@ -247,7 +247,8 @@ class LinkLoader(LinkBatches, CoreReports):
     hyperbatch size or threads: a link batch is the node batch of its endpoints, and the loader
     samples that with the (seed, epoch, batch) stream.
 
-    Each ``Data`` has what :class:`ringgnn.Loader` gives (``x``, ``y``, ``edge_index``, ``n_id``,
+    The dataset must have node features, at times or not (as :class:`ringgnn.Loader`). Each
+    ``Data`` has what :class:`ringgnn.Loader` gives (``x``, ``y``, ``edge_index``, ``n_id``,
     ``batch_size`` = the number of seed nodes, ``num_sampled_nodes``/``edges``), ``input_id``
     (positions of the positives in ``edges``), and ``edge_label_index`` with ``edge_label``
     (binary or no negatives) or ``src_index``/``dst_pos_index``/``dst_neg_index`` (triplet or
@@ -280,6 +281,8 @@ class LinkLoader(LinkBatches, CoreReports):
         ds = Dataset.opened(dataset)
         timed = not ignore_time and (edge_label_time is not None or ds.has_times)
         ds = open_homogeneous(ds, "LinkSampler", samples=not timed)
+        if ds.feature_dim is None:  # as ringgnn.Loader, at times or not: batches carry x
+            raise InputError(f"{ds.path}: the dataset has no node features; rebuild it with --features")
         if isinstance(share, LinkLoader) and share.typed is not None:
             raise InputError("share=: that LinkLoader samples at times, on the typed engine, whose engine is not "
                              "shared; leave share out")
@@ -418,6 +421,8 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
                          negatives=negatives, edge_label=edge_label, shuffle=shuffle, drop_last=drop_last,
                          batches=batches, window=window, backend=sampler.backend_choice, direct=sampler.direct,
                          file_order=True, time=time, ignore_time=ignore_time)
+        if self.time is not None:
+            sampler.require_times()
         if features is None:  # the readers (and cache) a loader of this sampler would make
             # It samples nothing: its one seed's time only keeps it from warning of sampling without times.
             # Rows are read with the sampler's backend choice, as `ringgnn.Loader`'s `backend` reads both.

@@ -80,8 +80,8 @@ class CoreReports:
     @property
     def feature_backend(self) -> Optional[str]:
         """How feature rows are read (``memory``, ``uring``, ``pread``); at seed times, as the
-        typed engine's readers read the one type's rows (``memory``: its file held; None: no
-        features)."""
+        typed engine's readers read the one type's rows (``memory``: its file held). Both loaders
+        refuse a dataset without features, at times or not."""
         if self.typed is not None:
             return self.typed.features.backends.get(HOMOGENEOUS_TYPE)
         return self._core.feature_backend

@@ -79,6 +79,8 @@ class HeteroPlan:
     batch_bytes: int = 0
     notes: List[str] = field(default_factory=list)
     tables: Dict[str, Choice] = field(default_factory=dict)
+    #: Whether the graph is opened with the dataset's times (held with the neighbor files).
+    times: bool = True
 
     @property
     def file_tables(self) -> List[str]:
@@ -196,14 +198,14 @@ def training_reserve(net: Any) -> int:
     return 3 * sum(p.numel() * p.element_size() for p in net.parameters() if p.requires_grad)
 
 
-def relation_bytes(ds: Any) -> Tuple[int, Dict[str, int]]:
+def relation_bytes(ds: Any, times: bool = True) -> Tuple[int, Dict[str, int]]:
     """(offset indexes of every relation, bytes per relation held when its neighbor file is: the
-    file, and its edge times, 8 bytes an edge, which are held with it)."""
+    file, and with ``times`` its edge times, 8 bytes an edge, which are held with it)."""
     types, rels = typed_entries(ds.manifest, "node_types"), typed_entries(ds.manifest, "relations")
     index = sum(offset_index_bytes(types[parse_edge_type(r)[2]]["num_nodes"], rels[r]["num_edges"])
                 for r in ds.relations)
     width = {"u32": 4, "u64": 8}
-    files = {r: i["num_edges"] * (width[i["graph"]["indices_dtype"]] + (8 if i.get("edge_times") else 0))
+    files = {r: i["num_edges"] * (width[i["graph"]["indices_dtype"]] + (8 if times and i.get("edge_times") else 0))
              for r, i in rels.items()}
     return index, files
 
@@ -240,8 +242,8 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
                 backend: str = "auto", feature_backend: Optional[str] = None, cache: Optional[int] = None,
                 fixed_relations: Optional[Tuple[str, List[str]]] = None, process: Optional[int] = None,
                 reserve: int = 0, batch_bytes: Optional[int] = None,
-                tables: Optional[Mapping[str, int]] = None, fixed_tables: Optional[Mapping[str, bool]] = None
-                ) -> HeteroPlan:
+                tables: Optional[Mapping[str, int]] = None, fixed_tables: Optional[Mapping[str, bool]] = None,
+                times: bool = True) -> HeteroPlan:
     """The plan (see the module docs). ``feature_backend`` None: no features (a sampler alone);
     ``cache`` None: as the plan decides, 0: none, else that many bytes; ``seeds``: seeds per
     epoch (with ``batch_size``, the batches an epoch has); ``fixed_relations``: a placement
@@ -254,12 +256,13 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
     per featureless type the model learns, its embedding table's width (held: the table, its
     gradient and Adam's two moments, 16 bytes per value; in files: a page per sampled row read
     and written per array and step, ``ringgnn.models.tables``); ``fixed_tables``: placements
-    already made (a resumed run's: True held)."""
+    already made (a resumed run's: True held); ``times``: whether the graph is opened with the
+    dataset's times (False for sampling without times: edge times are not counted)."""
     if process is None:
         process = _options.held_memory() + _options.code_bytes(training=True)
     process = int(process) + int(reserve)
     budget = memory if memory is not None else _options.default_memory(held=process)
-    index, rel_files = relation_bytes(ds)
+    index, rel_files = relation_bytes(ds, times)
     left = max(0, budget - process)
     room = (left // 2 if batch_bytes is None else left - int(batch_bytes)) - index
     notes: List[str] = []
@@ -439,7 +442,7 @@ def plan_hetero(ds: Any, fanouts: Mapping[str, List[int]], *, target: Optional[s
                       batch_bytes=left // 2 if batch_bytes is None else int(batch_bytes), relations=relations,
                       features=features,
                       cache=choice, cache_saved=cache_saved, disk_backend=rel_disk, feature_disk_backend=feat_disk,
-                      batches=batches, notes=notes, tables=table_choices)
+                      batches=batches, notes=notes, tables=table_choices, times=times)
 
 
 __all__ = ("Choice", "HeteroPlan", "PAGE", "expected_reads", "plan_hetero", "probe_batch_bytes", "relation_bytes",

@@ -220,11 +220,13 @@ class Typed:
     def _plan(self, ds: Any, opts: Dict[str, Any], run_args: Dict[str, Any], resumed_cfg: Any, towers: int,
               **sizes: Any) -> Any:
         """The run's one plan (neighbor files, feature files, cache, and where each featureless
-        type's ``towers`` embedding tables go, placed together)."""
+        type's ``towers`` embedding tables go, placed together), with the dataset's times only
+        when the run samples at times (its sampler's graph opens them only then)."""
         return plan_hetero(ds, opts["fanouts"], memory=_options.size(opts["memory"], "--memory"),
                            backend=opts["backend"], feature_backend="auto", cache=run_args["cache"],
                            tables=dict.fromkeys(self.featureless, self.width * towers),
-                           fixed_tables=_table_placement(self.featureless, self.embed_tables, resumed_cfg), **sizes)
+                           fixed_tables=_table_placement(self.featureless, self.embed_tables, resumed_cfg),
+                           times=self.temporal, **sizes)
 
     def _node_run(self, task: Any, ds: Any, ranks: Any, run_args: Dict[str, Any], resumed_cfg: Any, dev: Any,
                   opts: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:

@@ -28,16 +28,26 @@ pub struct OpenedSampler {
 impl TypedGraph {
     /// Open the relations of the dataset at `path`: `kind` None loads every neighbor file, else
     /// the files of `memory_relations` are loaded and the others read with `kind` (`O_DIRECT`
-    /// with `direct`).
+    /// with `direct`). With `times`, the dataset's edge and node times are attached (loaded with
+    /// the neighbor files held); without, none of their files is opened: batches are then
+    /// sampled without times.
     pub fn open(
         path: &Path,
         kind: Option<BackendKind>,
         direct: bool,
         memory_relations: &[String],
+        times: bool,
     ) -> Result<Self> {
+        let inner = ringgnn_sampler::TypedGraph::open_with_times(
+            path,
+            kind,
+            direct,
+            memory_relations,
+            times,
+        )?;
         Ok(TypedGraph {
             path: path.to_path_buf(),
-            inner: ringgnn_sampler::TypedGraph::open(path, kind, direct, memory_relations)?,
+            inner,
         })
     }
 
@@ -69,7 +79,8 @@ impl TypedGraph {
         self.inner.relations.iter().all(|r| r.memory.is_some())
     }
 
-    /// Bytes held: offset indexes and the neighbor files in memory.
+    /// Bytes held: offset indexes, the neighbor files in memory, and the times attached and
+    /// held (edge times with their neighbor file, node times).
     pub fn bytes(&self) -> u64 {
         self.inner.bytes()
     }

@@ -4,8 +4,8 @@
 //! its own read backends. The one place a typed sampler is opened; the server and the Python
 //! binding both take it from here. A homogeneous dataset opens as its one-type case: node type
 //! `node`, relation `node:to:node` (the names the Python side gives it). A dataset's own edge and
-//! node times (docs/FORMAT.md, "Times") are attached when it is opened; others may be attached
-//! by file ([`TypedGraph::set_edge_times`], [`TypedGraph::set_node_times`]).
+//! node times (docs/FORMAT.md, "Times") are attached when it is opened (unless opened without
+//! them, [`TypedGraph::open_with_times`]); others may be attached by file ([`TypedGraph::set_edge_times`], [`TypedGraph::set_node_times`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,6 +103,19 @@ impl TypedGraph {
         direct: bool,
         memory_relations: &[String],
     ) -> Result<Self> {
+        Self::open_with_times(dir, kind, direct, memory_relations, true)
+    }
+
+    /// [`Self::open`], attaching the dataset's own edge and node times only when `times`: a
+    /// caller that samples without times opens none of their files (at R-MAT 23 the edge times
+    /// held with the neighbor file are 1 GB).
+    pub fn open_with_times(
+        dir: &Path,
+        kind: Option<BackendKind>,
+        direct: bool,
+        memory_relations: &[String],
+        times: bool,
+    ) -> Result<Self> {
         let mut homogeneous = None;
         // Types with their counts, and per relation (name, source, destination, its files).
         let (types, counts, parts): (Vec<String>, Vec<u64>, Vec<_>) = match AnyManifest::read(dir)?
@@ -144,7 +157,7 @@ impl TypedGraph {
         let mut relations = Vec::with_capacity(parts.len());
         let mut edge_times = Vec::new();
         for (r, src, dst, ds) in parts {
-            if let Some(p) = ds.edge_times_path() {
+            if let Some(p) = ds.edge_times_path().filter(|_| times) {
                 edge_times.push((r.clone(), p, ds.edge_time_range()));
             }
             let indptr = Offsets::load(&ds)?;
@@ -175,6 +188,7 @@ impl TypedGraph {
         }
         // The dataset's own times: each relation's edge times, each type's node times.
         let node_times = match &homogeneous {
+            _ if !times => vec![None; types.len()],
             Some(ds) => vec![ds.node_times()?.map(Arc::from)],
             None => types
                 .iter()

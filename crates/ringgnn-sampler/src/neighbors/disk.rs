@@ -142,6 +142,9 @@ impl DiskNeighbors {
     pub fn fetch(&mut self, positions: &[u64], out: &mut [u64]) -> Result<()> {
         assert_eq!(positions.len(), out.len(), "fetch: one output per position");
         self.order.clear();
+        // What this fetch needs, once: `extend` alone grows by doubling, up to 2x the largest
+        // fetch (16 B a position).
+        self.order.reserve_exact(positions.len());
         self.order
             .extend(positions.iter().enumerate().map(|(i, &p)| (p, i)));
         self.order.sort_unstable();
@@ -358,6 +361,20 @@ mod tests {
             if !cache {
                 assert_eq!((keys.capacity(), d.workspace_bytes()), (positions.len(), 0));
             }
+        }
+    }
+
+    #[test]
+    fn the_sort_order_holds_the_largest_fetch_not_twice_it() {
+        // 3 positions, then 5: the order holds 5 entries (doubling grew it to 8); then 4 fits.
+        let (mut d, _) = fixture(CoalesceOptions::default());
+        let entry = std::mem::size_of::<(u64, usize)>() as u64;
+        for (n, held) in [(3usize, 3u64), (5, 5), (4, 5)] {
+            let positions: Vec<u64> = (0..n as u64).map(|p| p * 1000).collect();
+            let mut out = vec![0; n];
+            d.fetch(&positions, &mut out).unwrap();
+            assert_eq!(out, positions);
+            assert_eq!(d.workspace_bytes(), held * entry, "after {n}");
         }
     }
 
