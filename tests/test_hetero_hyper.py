@@ -142,11 +142,12 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
         # By hand: probe batch i is batch i of the probe epoch, its sample's ids 8 B each.
         s = sampler.sample(ids, "paper", epoch=2**64 - 3, batch=i)
         assert p["sample"] == 8 * (sum(len(v) for v in s.node.values()) + 2 * sum(len(v) for v in s.row.values()))
-        # Read from disk, hyperbatches spill: while sampled, it holds all but its cols (made when it is finished),
-        # its last hop's rows and its last hop's new nodes.
-        last = (sum(v[-1] for v in s.num_sampled_nodes.values()) + sum(v[-1] for v in s.num_sampled_edges.values())
-                + sum(len(v) for v in s.col.values()))
-        assert p["batch"] == p["sample"] - 8 * last
+        # Read from disk, hyperbatches spill: while sampled, it holds its nodes but its last hop's new ones and its
+        # rows but its last hop's, both in 32 bits (4 B each: ids of types of at most 2^32 nodes, local ids); not
+        # its cols (made when it is finished).
+        nodes = sum(len(v) for v in s.node.values()) - sum(v[-1] for v in s.num_sampled_nodes.values())
+        early = sum(len(v) for v in s.row.values()) - sum(v[-1] for v in s.num_sampled_edges.values())
+        assert p["batch"] == 4 * nodes + 4 * early
         assert p["edges"] == sum(len(v) for v in s.row.values())
         assert p["state"] > 0
         # Gathering it: each paper's 64 float32 features, 48 B of gather scratch, its int64 label.

@@ -213,13 +213,16 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
         let s = alone
             .sample_typed(&[(paper, seeds)], 7, u64::MAX - 2, i as u64, false)
             .unwrap();
-        // Read from disk, hyperbatches spill: while sampled, a batch holds its sample but its
-        // cols (made when it is finished), its last hop's rows and its last hop's new nodes.
+        // Read from disk, hyperbatches spill: while sampled, a batch holds its nodes but its
+        // last hop's new ones and its rows but its last hop's, both in 32 bits until it is
+        // finished (4 B each: every type has fewer than 2^32 nodes; local ids); not its cols
+        // (made when it is finished).
         assert_eq!(p.sample, s.bytes());
         let last = |v: &[Vec<usize>]| v.iter().map(|c| c[c.len() - 1] as u64).sum::<u64>();
-        let cols: u64 = s.col.iter().map(|c| c.len() as u64).sum();
-        let last = last(&s.num_sampled_nodes) + last(&s.num_sampled_edges) + cols;
-        assert_eq!(p.batch, s.bytes() - 8 * last);
+        let all = |v: &[Vec<u64>]| v.iter().map(|c| c.len() as u64).sum::<u64>();
+        let nodes = all(&s.node) - last(&s.num_sampled_nodes);
+        let early = all(&s.row) - last(&s.num_sampled_edges);
+        assert_eq!(p.batch, 4 * nodes + 4 * early);
         assert_eq!(p.edges, s.row.iter().map(|r| r.len() as u64).sum::<u64>());
         assert!(p.state > 0);
         // Rows: authors 2 floats, papers 3, each with 48 bytes of gather scratch; the papers'

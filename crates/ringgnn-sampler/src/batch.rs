@@ -320,14 +320,15 @@ pub(crate) fn check_entry(p: u64, u: u64, num_nodes: u64) -> Result<()> {
     )))
 }
 
-/// The local id of global node `v`, appending it to `node` when it is new. Inlined by hand:
-/// with `relabel` made for both position widths, the compiler stopped inlining it, and the
-/// per-batch sampler ran 10% slower (a call per drawn edge).
+/// The local id of global node `v`, appending it to `node` when it is new (a list of 32-bit
+/// ids only where every id fits: the typed hyperbatch's node lists while held). Inlined by
+/// hand: with `relabel` made for both position widths, the compiler stopped inlining it, and
+/// the per-batch sampler ran 10% slower (a call per drawn edge).
 #[inline(always)]
-pub(crate) fn local_id<M: Lookup>(map: &mut M, node: &mut Vec<u64>, v: u64) -> Result<u32> {
+pub(crate) fn local_id<M: Lookup, N: Word>(map: &mut M, node: &mut Vec<N>, v: u64) -> Result<u32> {
     map.get_or_insert(v, || {
         let next = u32::try_from(node.len()).map_err(|_| Error::TooLarge)?;
-        node.push(v);
+        node.push(N::of(v));
         Ok(next)
     })
 }

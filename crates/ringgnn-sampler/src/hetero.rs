@@ -153,6 +153,10 @@ pub struct HeteroSampler {
     /// workspace of the search.
     limits: Vec<i64>,
     cutter: Cutter,
+    /// Keep a batch's node lists and every hop's `row` in its sample, 64 bits, as they grow
+    /// (tests of the wide state; else [`BatchState::nodes`] and [`BatchState::rows`] until
+    /// the batch is finished).
+    wide_state: bool,
 }
 
 impl HeteroSampler {
@@ -231,6 +235,7 @@ impl HeteroSampler {
             batch_ranges: false,
             limits: Vec::new(),
             cutter: Cutter::default(),
+            wide_state: false,
         })
     }
 
@@ -301,6 +306,18 @@ impl HeteroSampler {
         maps + buffers as u64 + fetch + self.cutter.bytes()
     }
 
+    /// Bytes the batch of `sample` held, its sample's part, before its last hop was relabelled,
+    /// when the samples of a hyperbatch are handed out as each is finished
+    /// ([`HeteroSample::resident_bytes_with`]): a node 4 B where its type's ids fit 32 bits and
+    /// the sample is not at seed times (its node list held compact), else 8.
+    pub fn resident_bytes(&self, sample: &HeteroSample) -> u64 {
+        let narrow = !self.wide_state && sample.time.is_none();
+        let width: Vec<u64> = (self.num_nodes.iter())
+            .map(|&n| if narrow && n <= 1 << 32 { 4 } else { 8 })
+            .collect();
+        sample.resident_bytes_with(&width)
+    }
+
     /// Of [`Self::held_bytes`], the dedup maps: one per node type whatever the hyperbatch size.
     pub fn map_bytes(&self) -> u64 {
         self.maps.iter().map(IdMap::bytes).sum()
@@ -341,6 +358,14 @@ impl HeteroSampler {
             d.set_chunks(r.indptr.last().unwrap_or(0), per_chunk);
         }
         self.fetch.group = group.max(1);
+    }
+
+    /// Keep a batch's node lists and its rows of the hops before its last in its sample, 64
+    /// bits, rather than 32 until it is finished: for tests, which compare the two. The
+    /// samples are the same.
+    #[doc(hidden)]
+    pub fn set_wide_state(&mut self, wide: bool) {
+        self.wide_state = wide;
     }
 
     /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.
@@ -494,6 +519,13 @@ impl HeteroSampler {
         {
             st.groups.clear(req.times.is_some());
             st.cols.iter_mut().for_each(Vec::clear);
+            st.rows.iter_mut().for_each(Vec::clear);
+            for (t, (nodes, narrow)) in st.nodes.iter_mut().zip(&mut st.narrow).enumerate() {
+                // Ids of a type of at most 2^32 nodes fit 32 bits; a batch at seed times keys
+                // its nodes by group too (64 bits).
+                *narrow = !self.wide_state && req.times.is_none() && self.num_nodes[t] <= 1 << 32;
+                nodes.clear();
+            }
             self.held_by.iter_mut().for_each(|h| *h = Some(b));
             if let Some(times) = req.times {
                 times.iter().flat_map(|t| t.iter()).for_each(|&t| {
@@ -513,6 +545,12 @@ impl HeteroSampler {
                 map.clear_for(n);
             }
             for (i, &(seed_type, ids)) in req.seeds.iter().enumerate() {
+                if st.narrow[seed_type] {
+                    let node = &mut st.nodes[seed_type];
+                    with_table!(self.maps[seed_type], t => ids.iter()
+                        .try_for_each(|&s| local_id(t, node, s).map(drop)))?;
+                    continue;
+                }
                 let node = &mut out.node[seed_type];
                 let (groups, n) = (&mut st.groups, self.num_nodes[seed_type]);
                 with_table!(self.maps[seed_type], t => match req.times {
@@ -522,14 +560,15 @@ impl HeteroSampler {
                     }),
                 })?;
             }
-            for (t, f) in st.frontier.iter_mut().enumerate() {
-                *f = 0..out.node[t].len();
-                out.num_sampled_nodes[t].push(f.len());
+            for t in 0..types {
+                st.frontier[t] = 0..st.count(out, t);
+                out.num_sampled_nodes[t].push(st.frontier[t].len());
             }
         }
         if self.hops == 0 {
             for (b, out) in outs.into_iter().enumerate() {
                 let mut out = out;
+                self.states[b].finish_nodes(&mut out);
                 self.states[b].groups.finish(&mut out, &self.num_nodes);
                 each(b, out)?;
             }
@@ -547,14 +586,20 @@ impl HeteroSampler {
                 self.relabel(k, b, out)?;
                 // The nodes first reached at this hop are the next frontier.
                 let st = &mut self.states[b];
-                for (t, f) in st.frontier.iter_mut().enumerate() {
-                    *f = f.end..out.node[t].len();
-                    out.num_sampled_nodes[t].push(f.len());
+                for t in 0..types {
+                    st.frontier[t] = st.frontier[t].end..st.count(out, t);
+                    out.num_sampled_nodes[t].push(st.frontier[t].len());
                 }
-                if k + 1 == self.hops {
+                if k + 1 < self.hops {
+                    // Held until the last hop with the other batches': not the room a doubling
+                    // left (up to half of it unused), as the homogeneous hyperbatch does.
+                    out.node.iter_mut().for_each(Vec::shrink_to_fit);
+                    st.nodes.iter_mut().for_each(Vec::shrink_to_fit);
+                } else {
                     let mut done = std::mem::take(out);
-                    self.finish_cols(b, &mut done);
+                    self.finish_edges(b, &mut done);
                     let st = &mut self.states[b];
+                    st.finish_nodes(&mut done);
                     st.groups.finish(&mut done, &self.num_nodes);
                     each(b, done)?;
                 }
@@ -585,14 +630,23 @@ pub struct HeteroRequest<'a> {
 }
 
 /// What one batch keeps between the hops of a hyperbatch besides its sample: the frontier of
-/// each node type (local ids first reached at the previous hop) and its seed-time groups (its
-/// dedup maps are refilled from its sample when it is relabelled).
+/// each node type (local ids first reached at the previous hop), its seed-time groups (its
+/// dedup maps are refilled from its node lists when it is relabelled), and compact, until it is
+/// finished, its node lists of types whose ids fit 32 bits and its edges of the hops before
+/// the last.
 struct BatchState {
     frontier: Vec<Range<usize>>,
     groups: Groups,
+    /// Per node type, whether its node list is held here, 32 bits (`nodes[t]`), rather than in
+    /// the sample: where its ids fit, and the batch is not at seed times.
+    narrow: Vec<bool>,
+    nodes: Vec<Vec<u32>>,
     /// Per relation, its `col` of the hops before the last relabelled so far: a count per
     /// frontier node (4 B a node, not 8 B an edge), expanded once the batch is finished.
     cols: Vec<Vec<u32>>,
+    /// Per relation, its `row` of the hops before the last: local ids, which fit 32 bits (4 B
+    /// an edge, not 8), widened once the batch is finished (empty with `wide_state`).
+    rows: Vec<Vec<u32>>,
 }
 
 impl BatchState {
@@ -600,11 +654,73 @@ impl BatchState {
         BatchState {
             frontier: vec![0..0; types],
             groups: Groups::default(),
+            narrow: vec![false; types],
+            nodes: vec![Vec::new(); types],
             cols: vec![Vec::new(); rels],
+            rows: vec![Vec::new(); rels],
         }
     }
 
+    /// Its counts (capacities; its node lists and rows are its sample's,
+    /// [`HeteroSampler::resident_bytes`]).
     fn bytes(&self) -> usize {
         4 * self.cols.iter().map(Vec::capacity).sum::<usize>()
+    }
+
+    /// Its nodes of type `t` so far (`out`: its sample).
+    fn count(&self, out: &HeteroSample, t: usize) -> usize {
+        match self.narrow[t] {
+            true => self.nodes[t].len(),
+            false => out.node[t].len(),
+        }
+    }
+
+    /// Its nodes of type `t` so far, in local id order.
+    fn ids<'a>(&'a self, out: &'a HeteroSample, t: usize) -> Ids<'a> {
+        match self.narrow[t] {
+            true => Ids::Narrow(&self.nodes[t]),
+            false => Ids::Wide(&out.node[t]),
+        }
+    }
+
+    /// Its node lists held here widened into `out`, and freed: what holding them saves.
+    fn finish_nodes(&mut self, out: &mut HeteroSample) {
+        for ((nodes, &narrow), node) in self.nodes.iter_mut().zip(&self.narrow).zip(&mut out.node) {
+            if narrow {
+                *node = nodes.iter().map(|&v| v as u64).collect();
+                *nodes = Vec::new();
+            }
+        }
+    }
+}
+
+/// A batch's node ids of one type, in local id order, as held ([`BatchState::ids`]).
+#[derive(Clone, Copy)]
+enum Ids<'a> {
+    Narrow(&'a [u32]),
+    Wide(&'a [u64]),
+}
+
+impl<'a> Ids<'a> {
+    fn slice(self, r: Range<usize>) -> Self {
+        match self {
+            Ids::Narrow(v) => Ids::Narrow(&v[r]),
+            Ids::Wide(v) => Ids::Wide(&v[r]),
+        }
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Ids::Narrow(v) => v.len(),
+            Ids::Wide(v) => v.len(),
+        }
+    }
+
+    fn iter(self) -> impl Iterator<Item = u64> + 'a {
+        let (n, w) = match self {
+            Ids::Narrow(v) => (v, &[][..]),
+            Ids::Wide(v) => (&[][..], v),
+        };
+        n.iter().map(|&v| v as u64).chain(w.iter().copied())
     }
 }

@@ -1,8 +1,9 @@
 //! What a [`HeteroSampler`] hyperbatch holds between hops is compact (32-bit positions read in
-//! place, a count per frontier node in place of each edge's `col`): a property test that it
-//! expands to the sample of the wide state (64-bit positions and per-edge `col`, what a sample
-//! with edge ids still uses), for random typed graphs, fanouts, hyperbatch sizes, chunkings of
-//! the fetch, from memory and from disk, with and without seed times.
+//! place, a count per frontier node in place of each edge's `col`, 32-bit rows until the batch
+//! is finished): a property test that it expands to the sample of the wide state (64-bit
+//! positions, per-edge `col` and 64-bit rows, what a sample with edge ids and
+//! `set_wide_state` use), for random typed graphs, fanouts, hyperbatch sizes, chunkings of the
+//! fetch, from memory and from disk, with and without seed times.
 
 use std::fs::File;
 use std::path::Path;
@@ -205,6 +206,7 @@ proptest! {
             .map(|q| {
                 let mut s = g.sampler(&fanouts, replace, None);
                 s.set_temporal_strategy(strategy);
+                s.set_wide_state(true);
                 let mut out = s.sample_many(std::slice::from_ref(q), seed, 3, true).unwrap();
                 out.pop().unwrap()
             })
@@ -231,9 +233,15 @@ proptest! {
             prop_assert!(each.iter().enumerate().all(|(k, (i, _))| k == *i));
             let each: Vec<HeteroSample> = each.into_iter().map(|(_, o)| o).collect();
             prop_assert_eq!(&each, &want);
-            // And the wide state in a hyperbatch, on the same sampler.
+            // And the wide state in a hyperbatch, on the same sampler: with edge ids (64-bit
+            // positions), then with 64-bit rows too.
             let got = s.sample_many(&requests, seed, 3, true).unwrap();
             prop_assert_eq!(&got, &wide);
+            s.set_wide_state(true);
+            let got = s.sample_many(&requests, seed, 3, true).unwrap();
+            prop_assert_eq!(&got, &wide);
+            let got = s.sample_many(&requests, seed, 3, false).unwrap();
+            prop_assert_eq!(&got, &want);
         }
     }
 }

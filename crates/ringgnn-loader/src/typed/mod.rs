@@ -82,7 +82,7 @@ pub struct ProbeBytes {
     pub scratch: u64,
     /// What its sample holds while its hyperbatch is sampled: where hyperbatches spill (the
     /// graph is read from disk), its sample before its last hop was relabelled
-    /// ([`HeteroSample::resident_bytes`]), else all of it.
+    /// ([`ringgnn_sampler::HeteroSampler::resident_bytes`]), else all of it.
     pub batch: u64,
     /// Its finished sample: what a worker holds of the batch it spills or gathers, and a
     /// gathered batch besides its rows.
@@ -338,7 +338,7 @@ impl TypedLoader {
                 scratch,
                 batch: match self.graph.in_memory() {
                     true => s.bytes(),
-                    false => s.resident_bytes(),
+                    false => w.sampler.resident_bytes(s),
                 },
                 sample: s.bytes(),
                 edges: s.row.iter().map(|r| r.len() as u64).sum(),

@@ -6,13 +6,14 @@
 use std::ops::Range;
 
 use super::TemporalStrategy;
-use super::{corrupt_entry, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler};
+use super::{corrupt_entry, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler, Ids};
 use crate::batch::{local_id, Word};
 use crate::buckets::{Buckets, Chunking, Workspace};
 use crate::draw::{relation_rng, Drawer};
 use crate::idmap::{with_table, GroupKeys, IdMap, Lookup};
 use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result};
+use ringgnn_store::rng::Rng;
 
 impl HeteroSampler {
     /// Relabel batch `b`'s draws of hop `k` (every relation's, in index order) into `out`,
@@ -26,7 +27,10 @@ impl HeteroSampler {
                 .map(|(_, d)| of(d))
                 .sum();
             if room > 0 && self.held_by[t] != Some(b) {
-                fill(map, &out.node[t], room);
+                match self.states[b].ids(out, t) {
+                    Ids::Narrow(keys) => fill(map, keys, room),
+                    Ids::Wide(keys) => fill(map, keys, room),
+                }
                 self.held_by[t] = Some(b);
             }
         }
@@ -49,13 +53,17 @@ impl HeteroSampler {
                     col.extend(std::iter::repeat_n(l as u64, c as usize));
                 }
             } else {
+                st.cols[r].reserve_exact(counts.len());
                 st.cols[r].extend_from_slice(counts);
             }
+            // Before its last hop a batch keeps its rows compact ([`BatchState::rows`]).
+            let held = !last && !self.wide_state;
             if st.groups.on {
                 self.relabel_in_groups(r, b, at, out)?;
                 if !last {
                     // The edges kept, counted per frontier node again.
                     let (st, col) = (&mut self.states[b], &mut out.col[r]);
+                    st.cols[r].reserve_exact(st.frontier[dst].len());
                     let mut i = 0;
                     for l in st.frontier[dst].clone() {
                         let n = col[i..].iter().take_while(|&&c| c == l as u64).count();
@@ -64,26 +72,35 @@ impl HeteroSampler {
                     }
                     col.clear();
                 }
+                if held {
+                    // This hop's rows, the only ones in the sample: narrowed, and their
+                    // 64-bit buffer freed.
+                    let row = std::mem::take(&mut out.row[r]);
+                    let rows = &mut self.states[b].rows[r];
+                    rows.reserve_exact(row.len());
+                    rows.extend(row.iter().map(|&l| l as u32));
+                }
                 continue;
             }
             let (n_src, src) = (self.num_nodes[self.rels[r].src], self.rels[r].src);
-            let (row, node) = (&mut out.row[r], &mut out.node[src]);
+            let st = &mut self.states[b];
+            let mut row = match held {
+                true => Rows::Held(&mut st.rows[r]),
+                false => Rows::Out(&mut out.row[r]),
+            };
             row.reserve_exact(at.len());
+            let map = &mut self.maps[src];
+            let bad = match st.narrow[src] {
+                true => relabel_into(map, &mut st.nodes[src], &mut row, d, at.clone(), n_src)?,
+                false => relabel_into(map, &mut out.node[src], &mut row, d, at.clone(), n_src)?,
+            };
+            if let Some((p, u)) = bad {
+                return Err(corrupt_entry(r, p, u, src, n_src));
+            }
             if d.is_narrow() {
-                // Checked against the source type's count as they were read.
-                let nbr = &d.narrow[at];
-                with_table!(self.maps[src], t => for &u in nbr {
-                    row.push(local_id(t, node, u as u64)? as u64);
-                });
                 continue;
             }
-            let (pos, nbr) = (&d.pos[at.clone()], &d.entries()[at]);
-            with_table!(self.maps[src], t => for (&u, &p) in nbr.iter().zip(pos) {
-                if u >= n_src {
-                    return Err(corrupt_entry(r, p, u, src, n_src));
-                }
-                row.push(local_id(t, node, u)? as u64);
-            });
+            let pos = &d.pos[at];
             if let Some(e) = &mut out.edge {
                 e[r].reserve_exact(pos.len());
                 e[r].extend_from_slice(pos);
@@ -92,10 +109,22 @@ impl HeteroSampler {
         Ok(())
     }
 
-    /// Put batch `b`'s `col` of every hop before its last (kept as counts per frontier node,
+    /// Put batch `b`'s `row` and `col` of every hop before its last (kept compact: the rows as
+    /// 32-bit local ids, [`BatchState::rows`], the cols as counts per frontier node,
     /// [`BatchState::cols`]) in front of its last hop's, once its last hop is relabelled.
-    pub(super) fn finish_cols(&mut self, b: usize, out: &mut HeteroSample) {
+    pub(super) fn finish_edges(&mut self, b: usize, out: &mut HeteroSample) {
         let st = &mut self.states[b];
+        for (r, rows) in st.rows.iter_mut().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            let mut row = Vec::with_capacity(rows.len() + out.row[r].len());
+            row.extend(rows.iter().map(|&l| l as u64));
+            row.extend_from_slice(&out.row[r]);
+            out.row[r] = row;
+            // Freed, not kept for the next batch: what holding them compact saves.
+            *rows = Vec::new();
+        }
         for (r, rel) in self.rels.iter().enumerate() {
             let (counts, nsn) = (&st.cols[r], &out.num_sampled_nodes[rel.dst]);
             if counts.is_empty() {
@@ -156,9 +185,9 @@ impl HeteroSampler {
         self.limits.clear();
         let (mut total, mut nodes) = (0u64, 0usize);
         for (out, st) in outs.iter().zip(states) {
-            let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
+            let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
             if !temporal {
-                let count = |&v: &u64| {
+                let count = |v: u64| {
                     let (lo, hi) = indptr.range(v as usize);
                     Drawer::count(hi - lo, fanout, replace)
                 };
@@ -168,13 +197,13 @@ impl HeteroSampler {
                 continue;
             }
             if st.groups.on {
-                for &key in frontier {
+                for key in frontier.iter() {
                     let (g, v) = GroupKeys::split(key, n_dst);
                     self.ranges.push(indptr.range(v as usize));
                     self.limits.push(st.groups.times[g as usize]);
                 }
             } else {
-                let ranges = frontier.iter().map(|&v| indptr.range(v as usize));
+                let ranges = frontier.iter().map(|v| indptr.range(v as usize));
                 self.ranges.extend(ranges);
                 self.limits.resize(self.ranges.len(), i64::MAX);
             }
@@ -224,9 +253,10 @@ impl HeteroSampler {
         let mut first = 0;
         for (b, out) in outs.iter_mut().enumerate() {
             if !temporal {
-                let frontier = &out.node[rel.dst][states[b].frontier[rel.dst].clone()];
+                let st = &states[b];
+                let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
                 self.ranges.clear();
-                (self.ranges).extend(frontier.iter().map(|&v| rel.indptr.range(v as usize)));
+                (self.ranges).extend(frontier.iter().map(|v| rel.indptr.range(v as usize)));
                 first = 0;
             }
             let end = if temporal {
@@ -238,31 +268,28 @@ impl HeteroSampler {
             first = end;
             let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
             let fanout = fanout_of(b);
-            for &range in ranges {
-                let at = d.len();
-                match d.wide {
-                    true => u64::draw_node(
-                        &mut self.drawer,
-                        &mut self.tmp,
-                        &mut rng,
-                        range,
-                        fanout,
-                        replace,
-                        &mut d.pos,
-                    ),
-                    false => u32::draw_node(
-                        &mut self.drawer,
-                        &mut self.tmp,
-                        &mut rng,
-                        range,
-                        fanout,
-                        replace,
-                        &mut d.narrow,
-                    ),
-                }
-                let n = u32::try_from(d.len() - at).map_err(|_| Error::TooLarge)?;
-                d.counts.push(n);
-            }
+            let (drawer, tmp) = (&mut self.drawer, &mut self.tmp);
+            let how = (fanout, replace);
+            match d.wide {
+                true => draw_all(
+                    drawer,
+                    tmp,
+                    &mut rng,
+                    ranges,
+                    how,
+                    &mut d.pos,
+                    &mut d.counts,
+                ),
+                false => draw_all(
+                    drawer,
+                    tmp,
+                    &mut rng,
+                    ranges,
+                    how,
+                    &mut d.narrow,
+                    &mut d.counts,
+                ),
+            }?;
             self.cuts[b] = d.len();
             d.node_ends.push(d.counts.len());
             out.num_sampled_edges[r].push(d.len() - start);
@@ -297,13 +324,86 @@ impl HeteroSampler {
     }
 }
 
+/// Where a relation's rows of one batch's hop go as they are relabelled: the batch's compact
+/// rows of its hops before the last ([`super::BatchState::rows`]) or its sample's.
+enum Rows<'a> {
+    Held(&'a mut Vec<u32>),
+    Out(&'a mut Vec<u64>),
+}
+
+impl Rows<'_> {
+    fn reserve_exact(&mut self, n: usize) {
+        match self {
+            Rows::Held(v) => v.reserve_exact(n),
+            Rows::Out(v) => v.reserve_exact(n),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, l: u32) {
+        match self {
+            Rows::Held(v) => v.push(l),
+            Rows::Out(v) => v.push(l as u64),
+        }
+    }
+}
+
+/// Append to `pos` the positions drawn for each of `ranges` (a frontier's neighbor ranges, in
+/// order, from `rng`), and to `counts` how many each drew.
+fn draw_all<W: Word>(
+    drawer: &mut Drawer,
+    tmp: &mut Vec<u64>,
+    rng: &mut Rng,
+    ranges: &[(u64, u64)],
+    (fanout, replace): (Fanout, bool),
+    pos: &mut Vec<W>,
+    counts: &mut Vec<u32>,
+) -> Result<()> {
+    for &range in ranges {
+        let at = pos.len();
+        W::draw_node(drawer, tmp, rng, range, fanout, replace, pos);
+        counts.push(u32::try_from(pos.len() - at).map_err(|_| Error::TooLarge)?);
+    }
+    Ok(())
+}
+
 /// Make `map` hold exactly `keys` (a batch's nodes of one type, in local id order), with room
 /// for `room` more.
-fn fill(map: &mut IdMap, keys: &[u64], room: usize) {
+fn fill<N: Word>(map: &mut IdMap, keys: &[N], room: usize) {
     map.clear_for(keys.len() + room);
     with_table!(map, t => for (l, &v) in keys.iter().enumerate() {
-        let _ = t.get_or_insert::<std::convert::Infallible>(v, || Ok(l as u32));
+        let _ = t.get_or_insert::<std::convert::Infallible>(v.get(), || Ok(l as u32));
     });
+}
+
+/// Relabel the entries `at` of `d` into `row`, new nodes appended to `node` (a batch's list of
+/// the source type, of `n_src` nodes, `map` holding it): the first entry (in draw order) that
+/// is not a node of the source type, with its position, if any, and nothing after it.
+#[inline]
+fn relabel_into<N: Word>(
+    map: &mut IdMap,
+    node: &mut Vec<N>,
+    row: &mut Rows<'_>,
+    d: &Drawn,
+    at: Range<usize>,
+    n_src: u64,
+) -> Result<Option<(u64, u64)>> {
+    if d.is_narrow() {
+        // Checked against the source type's count as they were read.
+        let nbr = &d.narrow[at];
+        with_table!(map, t => for &u in nbr {
+            row.push(local_id(t, node, u as u64)?);
+        });
+        return Ok(None);
+    }
+    let (pos, nbr) = (&d.pos[at.clone()], &d.entries()[at]);
+    with_table!(map, t => for (&u, &p) in nbr.iter().zip(pos) {
+        if u >= n_src {
+            return Ok(Some((p, u)));
+        }
+        row.push(local_id(t, node, u)?);
+    });
+    Ok(None)
 }
 
 /// What every batch of a hyperbatch drew from one relation at the current hop: the positions,

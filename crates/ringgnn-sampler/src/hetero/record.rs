@@ -85,22 +85,29 @@ impl HeteroSample {
     }
 
     /// Bytes it held before its last hop was relabelled, when the samples of a hyperbatch are
-    /// handed out as each is finished ([`super::HeteroSampler::sample_each`]): all of it but
-    /// every `col` (until it is finished the sampler holds a count per frontier node instead,
-    /// [`super::HeteroSampler::held_bytes`]), the last hop's rows (and edge ids), the nodes it
-    /// reached and the times, made then.
-    pub fn resident_bytes(&self) -> u64 {
-        let last = |v: &[Vec<usize>]| v.iter().filter_map(|c| c.last()).sum::<usize>() as u64;
-        let cols: usize = self.col.iter().map(Vec::len).sum();
-        let edges =
-            last(&self.num_sampled_edges) * if self.edge.is_some() { 2 } else { 1 } + cols as u64;
-        let nodes = if self.num_sampled_edges.iter().any(|c| !c.is_empty()) {
-            last(&self.num_sampled_nodes)
-        } else {
-            0
-        };
-        let time: usize = self.time.iter().flatten().map(Vec::len).sum();
-        self.bytes() - 8 * (edges + nodes + time as u64)
+    /// handed out as each is finished ([`super::HeteroSampler::sample_each`]), `node_bytes[t]`
+    /// a node of type `t` ([`super::HeteroSampler::resident_bytes`]): its node lists but the
+    /// nodes its last hop reached, its rows of the hops before the last (4 B an edge: local
+    /// ids, kept in 32 bits until it is finished) and their edge ids (8 B). Not its `col`
+    /// (until it is finished the sampler holds a count per frontier node instead,
+    /// [`super::HeteroSampler::held_bytes`]), nor its times, made then.
+    pub fn resident_bytes_with(&self, node_bytes: &[u64]) -> u64 {
+        let hops = self.num_sampled_edges.iter().any(|c| !c.is_empty());
+        let nodes: u64 = (self.node.iter().zip(&self.num_sampled_nodes))
+            .zip(node_bytes)
+            .map(|((v, nsn), &w)| {
+                let last = if hops {
+                    nsn.last().copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                w * (v.len() - last) as u64
+            })
+            .sum();
+        let rows: usize = self.row.iter().map(Vec::len).sum();
+        let last: usize = self.num_sampled_edges.iter().filter_map(|c| c.last()).sum();
+        let ids = if self.edge.is_some() { 8 } else { 0 };
+        nodes + (4 + ids) * (rows - last) as u64
     }
 }
 
@@ -136,6 +143,31 @@ mod tests {
         assert_eq!(empty, HeteroSample::default());
         // Its cols, its last hop's rows (2 + 1 edges: its only hop) and nodes (2 + 0 + 1), and
         // nothing else.
-        assert_eq!(plain.resident_bytes(), plain.bytes() - 8 * (2 * 3 + 3));
+        let wide = [8, 8, 8];
+        assert_eq!(
+            plain.resident_bytes_with(&wide),
+            plain.bytes() - 8 * (2 * 3 + 3)
+        );
+        // Its node lists held in 32 bits, 4 B a node: type 0's seed alone (the other nodes were
+        // reached at its last hop).
+        assert_eq!(plain.resident_bytes_with(&[4, 8, 4]), 4);
+        // Two hops: 4 nodes, the last hop's 1 not held; 3 edges of the first hop held as
+        // 32-bit rows (and their edge ids, 8 B), 2 of the last not; no cols, no times.
+        let two = HeteroSample {
+            node: vec![vec![3, 1, 4], vec![9]],
+            num_sampled_nodes: vec![vec![1, 2, 0], vec![0, 0, 1]],
+            row: vec![vec![1, 2, 0, 2], vec![0]],
+            col: vec![vec![0, 0, 1, 2], vec![2]],
+            num_sampled_edges: vec![vec![2, 2], vec![1, 0]],
+            edge: None,
+            time: Some(vec![vec![5; 3], vec![5]]),
+        };
+        assert_eq!(two.resident_bytes_with(&wide), 8 * 3 + 4 * 3);
+        assert_eq!(two.resident_bytes_with(&[4, 4]), 4 * 3 + 4 * 3);
+        let ids = HeteroSample {
+            edge: Some(vec![vec![7, 8, 9, 10], vec![11]]),
+            ..two
+        };
+        assert_eq!(ids.resident_bytes_with(&wide), 8 * 3 + 12 * 3);
     }
 }
