@@ -674,6 +674,81 @@ fn a_hops_lists_searched_in_slices_sample_as_one_search() {
     }
 }
 
+/// A hop's lists searched on disk batch by batch, or in groups of three batches, give the sample
+/// of one search over every batch's lists, and of the search in memory (batch by batch): both
+/// strategies, with edge ids and without (32-bit positions), a hyperbatch of five batches at
+/// seed times and one without, whose hops probe hundreds of lists in slices of a few.
+#[test]
+fn a_hops_lists_searched_by_groups_of_batches_sample_as_one_search() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in 0..3 {
+        let g = random_graph(seed + 10, 2, 3, seed == 1);
+        let fan = vec![vec![Count(3), Count(2), All]; g.rels.len()];
+        let mut rng = ringgnn_store::rng::stream(seed, 5, 6);
+        // Six batches of 20 seeds of each type, times spread over the edges' and beyond.
+        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..6)
+            .map(|_| {
+                (0..2)
+                    .map(|t| {
+                        let ids = (0..20)
+                            .map(|_| ringgnn_store::rng::below(&mut rng, g.num_nodes[t]))
+                            .collect();
+                        let ts = (0..20)
+                            .map(|_| ringgnn_store::rng::below(&mut rng, 110) as i64)
+                            .collect();
+                        (ids, ts)
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Lists> = lists
+            .iter()
+            .map(|b| {
+                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
+                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
+            })
+            .collect();
+        // Batch 3 is sampled without times.
+        let requests: Vec<HeteroRequest> = refs
+            .iter()
+            .enumerate()
+            .map(|(i, (s, t))| HeteroRequest {
+                seeds: s,
+                batch: i as u64,
+                times: (i != 3).then_some(t.as_slice()),
+            })
+            .collect();
+        for strategy in [UNIFORM, LAST] {
+            for ids in [true, false] {
+                let mut s =
+                    (g.sampler(&fan, strategy, false, Backend::Memory, dir.path())).unwrap();
+                let want = s.sample_many(&requests, seed, 1, ids).unwrap();
+                if ids {
+                    for (req, out) in requests.iter().zip(&want) {
+                        if let Some(times) = req.times {
+                            check(&g, out, req.seeds, times);
+                        }
+                    }
+                }
+                assert_eq!(want[3].time, None);
+                let b = Backend::Disk(BackendKind::Pread, false, SMALL);
+                for group in [1, 3, usize::MAX] {
+                    let mut s = g.sampler(&fan, strategy, false, b, dir.path()).unwrap();
+                    s.set_cut_group(group);
+                    s.set_cut_slice(5);
+                    let got = s.sample_many(&requests, seed, 1, ids).unwrap();
+                    assert_eq!(got, want, "{strategy:?} edge ids {ids} group {group}");
+                }
+                let edges: usize = want
+                    .iter()
+                    .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
+                    .sum();
+                assert!(edges > 200, "{edges} edges: too few lists to slice");
+            }
+        }
+    }
+}
+
 #[test]
 fn uniform_draws_are_uniform_over_the_eligible_prefix() {
     // Node 0 has 10 edges at times 0..10; at time 3 the first 4 are eligible. One draw per

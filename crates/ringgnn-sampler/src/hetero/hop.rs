@@ -5,12 +5,13 @@
 
 use std::ops::Range;
 
+use super::temporal::node_of;
 use super::TemporalStrategy;
 use super::{corrupt_entry, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler};
 use crate::batch::{local_id, Word};
 use crate::buckets::{Buckets, Chunking, Workspace};
 use crate::draw::{relation_rng, Drawer};
-use crate::idmap::{with_table, GroupKeys, IdMap, Lookup};
+use crate::idmap::{with_table, IdMap, Lookup};
 use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result};
 
@@ -126,8 +127,8 @@ impl HeteroSampler {
     /// into `drawn[r]` (relabelled by [`Self::relabel`]), with how many each frontier node drew
     /// (its `col`, made when the batch is relabelled); their count pushed to each
     /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
-    /// Temporal batches first cut each range to its eligible edges (one batched search over
-    /// the relation's times for all of them).
+    /// Temporal batches draw from each range cut to its eligible edges (one batched search over
+    /// the relation's times for all of them first, [`Self::cut_to_times`]).
     pub(super) fn hop(
         &mut self,
         r: usize,
@@ -143,66 +144,40 @@ impl HeteroSampler {
             outs.iter_mut().for_each(|o| o.num_sampled_edges[r].push(0));
             return Ok(());
         }
-        // With seed times, every frontier node's range first, for all batches (one batched
-        // search cuts them all); without, each batch's ranges are made as it is drawn (one
-        // batch's held at a time), here only the hop's size. Either way independent loads whose
-        // cache misses overlap, and the hop's size known before anything is reserved.
-        let indptr = &rel.indptr;
-        let temporal = states.iter().any(|s| s.groups.on);
-        self.batch_ranges = !temporal;
+        // Each batch's ranges are made as it is drawn (one batch's held at a time); here only
+        // the hop's size, before anything is reserved: without seed times from the offset index
+        // (independent loads whose cache misses overlap); at seed times over a relation with
+        // edge times, each frontier node's count of eligible edges first, found by a search over
+        // the relation's times per group of batches ([`Self::cut_to_times`]) and kept in its
+        // `counts` entry until its draws replace it.
+        let temporal = rel.times.is_some() && states.iter().any(|s| s.groups.on);
         let (n_dst, replace) = (self.num_nodes[rel.dst], self.replace);
-        self.ranges.clear();
-        self.cuts.clear();
-        self.limits.clear();
-        let (mut total, mut nodes) = (0u64, 0usize);
-        for (out, st) in outs.iter().zip(states) {
-            let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
-            if !temporal {
-                let count = |&v: &u64| {
-                    let (lo, hi) = indptr.range(v as usize);
-                    Drawer::count(hi - lo, fanout, replace)
-                };
-                total += frontier.iter().map(count).sum::<u64>();
-                nodes += frontier.len();
-                self.cuts.push(nodes);
-                continue;
-            }
-            if st.groups.on {
-                for &key in frontier {
-                    let (g, v) = GroupKeys::split(key, n_dst);
-                    self.ranges.push(indptr.range(v as usize));
-                    self.limits.push(st.groups.times[g as usize]);
-                }
-            } else {
-                let ranges = frontier.iter().map(|&v| indptr.range(v as usize));
-                self.ranges.extend(ranges);
-                self.limits.resize(self.ranges.len(), i64::MAX);
-            }
-            self.cuts.push(self.ranges.len());
-        }
-        if temporal {
-            self.cut_to_times(r, fanout, outs.len())?;
-        }
+        let nodes: usize = states.iter().map(|st| st.frontier[rel.dst].len()).sum();
+        let d = &mut self.drawn[r];
+        d.counts.clear();
+        d.counts.reserve_exact(nodes);
+        d.counts.resize(nodes, 0);
+        let total = match temporal {
+            true => self.cut_to_times(r, fanout, outs)?,
+            false => (outs.iter().zip(states))
+                .map(|(out, st)| {
+                    let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
+                    let on = st.groups.on;
+                    let count = |&v: &u64| {
+                        let (lo, hi) = rel.indptr.range(node_of(v, on, n_dst) as usize);
+                        Drawer::count(hi - lo, fanout, replace)
+                    };
+                    frontier.iter().map(count).sum::<u64>()
+                })
+                .sum(),
+        };
         let (rel, states) = (&mut self.rels[r], &self.states[..outs.len()]);
         // Per batch, the fanout its (cut) ranges are drawn with.
-        let last = self.strategy == TemporalStrategy::Last && rel.times.is_some();
+        let last = temporal && self.strategy == TemporalStrategy::Last;
         let fanout_of = |b: usize| match states[b].groups.on && last {
             true => Fanout::All,
             false => fanout,
         };
-        if temporal {
-            let mut first = 0;
-            for (b, &cut) in self.cuts.iter().enumerate() {
-                let f = fanout_of(b);
-                let ranges = &self.ranges[first..cut];
-                total += ranges
-                    .iter()
-                    .map(|&(lo, hi)| Drawer::count(hi - lo, f, replace))
-                    .sum::<u64>();
-                first = cut;
-            }
-            nodes = self.ranges.len();
-        }
         let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
         let with_edge_ids = outs.first().is_some_and(|o| o.edge.is_some());
         let d = &mut self.drawn[r];
@@ -212,33 +187,46 @@ impl HeteroSampler {
         d.pos.clear();
         d.nbr.clear();
         d.narrow.clear();
-        d.counts.clear();
         d.node_ends.clear();
         match d.wide {
             true => d.pos.reserve_exact(total),
             false => d.narrow.reserve_exact(total),
         }
-        d.counts.reserve_exact(nodes);
-        // Draws, batch by batch, each from its own stream; `cuts[b]` becomes the end of batch
-        // b's positions.
-        let mut first = 0;
+        // Draws, batch by batch, each from its own stream; `cuts[b]` is the end of batch b's
+        // positions.
+        self.cuts.clear();
+        let mut node = 0;
         for (b, out) in outs.iter_mut().enumerate() {
-            if !temporal {
-                let frontier = &out.node[rel.dst][states[b].frontier[rel.dst].clone()];
-                self.ranges.clear();
-                (self.ranges).extend(frontier.iter().map(|&v| rel.indptr.range(v as usize)));
-                first = 0;
+            let st = &states[b];
+            let frontier = &out.node[rel.dst][st.frontier[rel.dst].clone()];
+            self.ranges.clear();
+            self.ranges.reserve_exact(frontier.len());
+            match temporal && st.groups.on {
+                true => {
+                    let eligible = &d.counts[node..node + frontier.len()];
+                    let cut = (frontier.iter().zip(eligible)).map(|(&key, &c)| {
+                        let (lo, _) = rel.indptr.range(node_of(key, true, n_dst) as usize);
+                        (lo, lo + c as u64)
+                    });
+                    self.ranges.extend(cut);
+                    if last {
+                        for (lo, hi) in &mut self.ranges {
+                            *lo = *hi - Drawer::count(*hi - *lo, fanout, false);
+                        }
+                    }
+                }
+                false => {
+                    let on = st.groups.on;
+                    let full = frontier
+                        .iter()
+                        .map(|&v| rel.indptr.range(node_of(v, on, n_dst) as usize));
+                    self.ranges.extend(full);
+                }
             }
-            let end = if temporal {
-                self.cuts[b]
-            } else {
-                self.ranges.len()
-            };
-            let (ranges, start) = (&self.ranges[first..end], d.len());
-            first = end;
+            let start = d.len();
             let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
             let fanout = fanout_of(b);
-            for &range in ranges {
+            for &range in &self.ranges {
                 let at = d.len();
                 match d.wide {
                     true => u64::draw_node(
@@ -260,11 +248,11 @@ impl HeteroSampler {
                         &mut d.narrow,
                     ),
                 }
-                let n = u32::try_from(d.len() - at).map_err(|_| Error::TooLarge)?;
-                d.counts.push(n);
+                d.counts[node] = u32::try_from(d.len() - at).map_err(|_| Error::TooLarge)?;
+                node += 1;
             }
-            self.cuts[b] = d.len();
-            d.node_ends.push(d.counts.len());
+            self.cuts.push(d.len());
+            d.node_ends.push(node);
             out.num_sampled_edges[r].push(d.len() - start);
         }
         let n_src = self.num_nodes[rel.src];
