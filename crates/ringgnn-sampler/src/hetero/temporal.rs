@@ -943,10 +943,10 @@ fn cut_in_memory(t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) {
     }
 }
 
-/// Entries of times the search reads at once (4 MiB, a relation's share of a sampler's read
-/// buffer when its times are on disk beside its neighbors): a round's spans go in chunks of at
+/// Entries of times the search reads at once (1 MiB, 256 pages: a queue deep enough for the
+/// device, held by each sampler whatever the hyperbatch): a round's spans go in chunks of at
 /// most this many (a span is at most a page, so a chunk is never empty).
-const CHUNK: u64 = 1 << 19;
+const CHUNK: u64 = 1 << 17;
 
 /// How many of the spans of `lens` entries (at least one) make the next chunk of at most `cap`
 /// entries (a span longer than `cap` alone).
