@@ -632,6 +632,9 @@ impl Cutter {
         // a slice and its reads.
         let mut order = std::mem::take(&mut self.order);
         order.clear();
+        // Room for every list exactly, not up to twice as many as it grows: the capacity is what
+        // a loader measures and sizes hyperbatches by.
+        order.reserve_exact(n);
         let mut last = 0;
         for i in 0..n {
             let ((a, b), limit) = lists(i);
