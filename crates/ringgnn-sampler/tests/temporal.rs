@@ -19,35 +19,8 @@ use ringgnn_store::manifest::IndexDtype;
 
 use Fanout::{All, Count};
 
-/// One relation: per destination node its `(source, time)` entries, sorted here by (time,
-/// source) as the format keeps them.
-struct Rel {
-    src: usize,
-    dst: usize,
-    indptr: Vec<u64>,
-    indices: Vec<u64>,
-    times: Vec<i64>,
-}
-
-impl Rel {
-    fn new(src: usize, dst: usize, lists: &[Vec<(u64, i64)>]) -> Self {
-        let (mut indptr, mut indices, mut times) = (vec![0], vec![], vec![]);
-        for l in lists {
-            let mut l = l.clone();
-            l.sort_by_key(|&(s, t)| (t, s));
-            indices.extend(l.iter().map(|e| e.0));
-            times.extend(l.iter().map(|e| e.1));
-            indptr.push(indices.len() as u64);
-        }
-        Rel {
-            src,
-            dst,
-            indptr,
-            indices,
-            times,
-        }
-    }
-}
+mod common;
+use common::timed::{write_padded, Graph, Rel};
 
 /// Where a sampler reads neighbor entries and edge times from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,20 +54,6 @@ fn backends() -> Vec<Backend> {
         Err(why) => eprintln!("skipping the io_uring backend: {why}"),
     }
     b
-}
-
-/// `bytes` written to `dir/name`, zero-padded to a whole page as the format's files are.
-fn write_padded(dir: &Path, name: &str, mut bytes: Vec<u8>) -> std::path::PathBuf {
-    let path = dir.join(name);
-    bytes.resize(bytes.len().div_ceil(4096) * 4096, 0);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-struct Graph {
-    num_nodes: Vec<u64>,
-    rels: Vec<Rel>,
-    node_times: Vec<Option<Vec<i64>>>,
 }
 
 impl Graph {
