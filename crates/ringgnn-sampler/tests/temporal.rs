@@ -708,6 +708,67 @@ fn a_hops_lists_searched_by_groups_of_batches_sample_as_one_search() {
     }
 }
 
+/// A relation without edge times offers every edge at any seed time: a hyperbatch at several seed
+/// times (frontiers of several subgraphs) samples it as a relation whose every edge is at the
+/// earliest time, beside relations cut by their times.
+#[test]
+fn a_relation_without_times_samples_as_one_whose_edges_are_all_eligible() {
+    for seed in 0..3 {
+        let g = random_graph(seed + 20, 2, 3, false);
+        let fan = vec![vec![Count(3), Count(2), All]; g.rels.len()];
+        let sampler = |untimed: bool| {
+            let rels = (g.rels.iter().zip(&fan).enumerate())
+                .map(|(i, (r, f))| HeteroRelation {
+                    src: r.src,
+                    dst: r.dst,
+                    indptr: r.indptr.clone().into(),
+                    source: NeighborSource::Memory(Arc::new(Indices::U64(r.indices.clone()))),
+                    fanouts: f.clone(),
+                    times: match (i, untimed) {
+                        (1, true) => None,
+                        (1, false) => Some(EdgeTimes::Memory(vec![i64::MIN; r.times.len()].into())),
+                        _ => Some(EdgeTimes::Memory(r.times.clone().into())),
+                    },
+                })
+                .collect();
+            HeteroSampler::new(g.num_nodes.clone(), rels, false).unwrap()
+        };
+        let mut rng = ringgnn_store::rng::stream(seed, 8, 9);
+        let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
+        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..3)
+            .map(|_| {
+                (0..2)
+                    .map(|t| {
+                        let ids = (0..15).map(|_| below(g.num_nodes[t])).collect();
+                        (ids, (0..15).map(|_| below(110) as i64).collect())
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Lists> = lists
+            .iter()
+            .map(|b| {
+                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
+                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
+            })
+            .collect();
+        let requests: Vec<HeteroRequest> = (refs.iter().enumerate())
+            .map(|(i, (s, t))| HeteroRequest {
+                seeds: s,
+                batch: i as u64,
+                times: Some(t),
+            })
+            .collect();
+        let want = sampler(false)
+            .sample_many(&requests, seed, 4, true)
+            .unwrap();
+        let got = sampler(true).sample_many(&requests, seed, 4, true).unwrap();
+        assert_eq!(got, want);
+        let edges: usize = want.iter().map(|o| o.row[1].len()).sum();
+        assert!(edges > 20, "{edges} edges of the relation without times");
+    }
+}
+
 #[test]
 fn uniform_draws_are_uniform_over_the_eligible_prefix() {
     // Node 0 has 10 edges at times 0..10; at time 3 the first 4 are eligible. One draw per
