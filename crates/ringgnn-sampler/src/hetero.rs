@@ -303,11 +303,12 @@ impl HeteroSampler {
     }
 
     /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps;
-    /// the ranges of one batch's frontier (and at seed times their limits); the search of edge
-    /// times read from disk but its order of the lists (one slice of lists searched at a time); where a relation's
-    /// last hop was fetched with 32-bit positions, the fetch's copies of one group of them (a
-    /// bounded number whatever the hyperbatch) and of one batch's, and its source's sort workspace,
-    /// sized for one group. The rest, over the batches of the last call, is what each batch holds.
+    /// the ranges of one batch's frontier (in memory at seed times, their limits too); the search
+    /// of edge times read from disk but its order of the lists (one slice of lists searched at a
+    /// time); where a relation's last hop was fetched with 32-bit positions, the fetch's copies of
+    /// one group of them (a bounded number whatever the hyperbatch) and of one batch's, and its
+    /// source's sort workspace, sized for one group. The rest, over the batches of the last call,
+    /// is what each batch holds.
     pub fn scratch_bytes(&self) -> u64 {
         let sources: u64 = (self.rels.iter().zip(&self.drawn))
             .filter(|(_, d)| d.is_narrow())

@@ -147,8 +147,8 @@ impl HeteroSampler {
         // Each batch's ranges are made as it is drawn (one batch's held at a time); here only
         // the hop's size, before anything is reserved: without seed times from the offset index
         // (independent loads whose cache misses overlap); at seed times over a relation with
-        // edge times, each frontier node's count of eligible edges first, found by a search over
-        // the relation's times per group of batches ([`Self::cut_to_times`]) and kept in its
+        // edge times, each frontier node's count of eligible edges first, found by one search
+        // over the relation's times for every batch ([`Self::cut_to_times`]) and kept in its
         // `counts` entry until its draws replace it.
         let temporal = rel.times.is_some() && states.iter().any(|s| s.groups.on);
         let (n_dst, replace) = (self.num_nodes[rel.dst], self.replace);

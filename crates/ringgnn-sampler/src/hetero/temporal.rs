@@ -625,9 +625,9 @@ impl Cutter {
             Some(r) => (r.min, r.max, false),
             None => (i64::MIN, i64::MAX, true),
         };
-        // The lists with something to cut, each its index under where its range starts (its
-        // top 32 bits, enough to order a file of up to 2^32 entries exactly); where they take
-        // more than one slice, in the order of their ranges in the file, so that the lists of a
+        // The lists with something to cut, by index (the low 32 bits); where they take more than
+        // one slice, in the order of their ranges in the file (where each starts in the top 32
+        // bits, shifted to fit: exact in a file of up to 2^32 entries), so that the lists of a
         // node expanded by several batches of the hop, and of nodes stored side by side, share
         // a slice and its reads.
         let mut order = std::mem::take(&mut self.order);
