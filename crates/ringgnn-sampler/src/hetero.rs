@@ -135,13 +135,10 @@ pub struct HeteroSampler {
     maps: Vec<IdMap>,
     held_by: Vec<Option<usize>>,
     drawer: Drawer,
-    /// Per frontier node of the relation being drawn, every batch's in turn, its neighbor
-    /// range; `cuts[b]` ends batch `b`'s ranges, then its positions.
+    /// Per frontier node of the batch being drawn, its neighbor range (cut at seed times);
+    /// `cuts[b]` ends batch `b`'s positions.
     ranges: Vec<(u64, u64)>,
     cuts: Vec<usize>,
-    /// Whether the last hop drawn held one batch's ranges at a time (no seed times), not
-    /// every batch's.
-    batch_ranges: bool,
     /// Per relation, what every batch drew from it at the current hop.
     drawn: Vec<Drawn>,
     /// The sort keys of a wide fetch in place (see [`NeighborSource::fetch_in_place`]), the
@@ -149,8 +146,8 @@ pub struct HeteroSampler {
     keys: Vec<u64>,
     fetch: NarrowFetch,
     tmp: Vec<u64>,
-    /// For temporal batches: per frontier node (parallel to `ranges`) its seed time; the
-    /// workspace of the search.
+    /// For a temporal batch searched in memory: per frontier node (parallel to `ranges`) its
+    /// seed time; the workspace of the search.
     limits: Vec<i64>,
     cutter: Cutter,
     /// Keep a batch's node lists and every hop's `row` in its sample, 64 bits, as they grow
@@ -232,7 +229,6 @@ impl HeteroSampler {
             drawer: Drawer::default(),
             ranges: Vec::new(),
             cuts: Vec::new(),
-            batch_ranges: false,
             limits: Vec::new(),
             cutter: Cutter::default(),
             wide_state: false,
@@ -324,21 +320,19 @@ impl HeteroSampler {
     }
 
     /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps;
-    /// without seed times, the ranges of one batch's frontier; the search of edge times read from
-    /// disk but its order of the lists (one slice of lists searched at a time); where a relation's
-    /// last hop was fetched with 32-bit positions, the fetch's copies of one group of them (a
-    /// bounded number whatever the hyperbatch) and of one batch's, and its source's sort workspace,
-    /// sized for one group. The rest, over the batches of the last call, is what each batch holds.
+    /// the ranges of one batch's frontier (in memory at seed times, their limits too); the search
+    /// of edge times read from disk but its order of the lists (one slice of lists searched at a
+    /// time); where a relation's last hop was fetched with 32-bit positions, the fetch's copies of
+    /// one group of them (a bounded number whatever the hyperbatch) and of one batch's, and its
+    /// source's sort workspace, sized for one group. The rest, over the batches of the last call,
+    /// is what each batch holds.
     pub fn scratch_bytes(&self) -> u64 {
         let sources: u64 = (self.rels.iter().zip(&self.drawn))
             .filter(|(_, d)| d.is_narrow())
             .map(|(r, _)| r.source.workspace_bytes())
             .sum();
-        let ranges = match self.batch_ranges {
-            true => 16 * self.ranges.capacity() as u64,
-            false => 0,
-        };
-        self.map_bytes() + self.fetch.group_bytes() + sources + ranges + self.cutter.scratch_bytes()
+        let ranges = 16 * self.ranges.capacity() as u64 + 8 * self.limits.capacity() as u64;
+        self.map_bytes() + self.fetch.group_bytes() + sources + ranges + self.cutter.bytes()
     }
 
     /// Search edge times on disk through at most `lists` neighbor lists at once: for tests,
@@ -706,6 +700,14 @@ impl<'a> Ids<'a> {
         match self {
             Ids::Narrow(v) => Ids::Narrow(&v[r]),
             Ids::Wide(v) => Ids::Wide(&v[r]),
+        }
+    }
+
+    /// Its `i`-th id.
+    fn at(self, i: usize) -> u64 {
+        match self {
+            Ids::Narrow(v) => v[i] as u64,
+            Ids::Wide(v) => v[i],
         }
     }
 

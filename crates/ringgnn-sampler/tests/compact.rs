@@ -17,21 +17,8 @@ use ringgnn_sampler::{
 };
 use ringgnn_store::manifest::IndexDtype;
 
-/// One relation: its offsets, entries and, per entry, its time (each list sorted by (time,
-/// source id), as the format keeps them).
-struct Rel {
-    src: usize,
-    dst: usize,
-    indptr: Vec<u64>,
-    indices: Vec<u64>,
-    times: Vec<i64>,
-}
-
-struct Graph {
-    num_nodes: Vec<u64>,
-    rels: Vec<Rel>,
-    node_times: Vec<Option<Arc<[i64]>>>,
-}
+mod common;
+use common::timed::{Graph, Rel};
 
 fn random_graph(seed: u64, types: usize, rels: usize) -> Graph {
     let mut rng = ringgnn_store::rng::stream(seed, 7, 3);
@@ -40,29 +27,20 @@ fn random_graph(seed: u64, types: usize, rels: usize) -> Graph {
     let rels = (0..rels)
         .map(|_| {
             let (src, dst) = (below(types as u64) as usize, below(types as u64) as usize);
-            let (mut indptr, mut indices, mut times) = (vec![0], vec![], vec![]);
-            for _ in 0..num_nodes[dst] {
-                // Mostly short lists, a few hubs.
-                let d = if below(12) == 0 {
-                    40 + below(200)
-                } else {
-                    below(12)
-                };
-                let mut l: Vec<(u64, i64)> = (0..d)
-                    .map(|_| (below(num_nodes[src]), below(100) as i64))
-                    .collect();
-                l.sort_by_key(|&(s, t)| (t, s));
-                indices.extend(l.iter().map(|e| e.0));
-                times.extend(l.iter().map(|e| e.1));
-                indptr.push(indices.len() as u64);
-            }
-            Rel {
-                src,
-                dst,
-                indptr,
-                indices,
-                times,
-            }
+            let lists: Vec<Vec<(u64, i64)>> = (0..num_nodes[dst])
+                .map(|_| {
+                    // Mostly short lists, a few hubs.
+                    let d = if below(12) == 0 {
+                        40 + below(200)
+                    } else {
+                        below(12)
+                    };
+                    (0..d)
+                        .map(|_| (below(num_nodes[src]), below(100) as i64))
+                        .collect()
+                })
+                .collect();
+            Rel::new(src, dst, &lists)
         })
         .collect();
     let node_times = num_nodes
@@ -120,7 +98,8 @@ impl Graph {
             })
             .collect();
         let mut s = HeteroSampler::new(self.num_nodes.clone(), rels, replace).unwrap();
-        s.set_node_times(self.node_times.clone()).unwrap();
+        let nt = self.node_times.iter().map(|t| t.clone().map(Arc::from));
+        s.set_node_times(nt.collect()).unwrap();
         s
     }
 }

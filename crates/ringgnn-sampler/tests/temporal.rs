@@ -19,35 +19,8 @@ use ringgnn_store::manifest::IndexDtype;
 
 use Fanout::{All, Count};
 
-/// One relation: per destination node its `(source, time)` entries, sorted here by (time,
-/// source) as the format keeps them.
-struct Rel {
-    src: usize,
-    dst: usize,
-    indptr: Vec<u64>,
-    indices: Vec<u64>,
-    times: Vec<i64>,
-}
-
-impl Rel {
-    fn new(src: usize, dst: usize, lists: &[Vec<(u64, i64)>]) -> Self {
-        let (mut indptr, mut indices, mut times) = (vec![0], vec![], vec![]);
-        for l in lists {
-            let mut l = l.clone();
-            l.sort_by_key(|&(s, t)| (t, s));
-            indices.extend(l.iter().map(|e| e.0));
-            times.extend(l.iter().map(|e| e.1));
-            indptr.push(indices.len() as u64);
-        }
-        Rel {
-            src,
-            dst,
-            indptr,
-            indices,
-            times,
-        }
-    }
-}
+mod common;
+use common::timed::{write_padded, Graph, Rel};
 
 /// Where a sampler reads neighbor entries and edge times from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,20 +54,6 @@ fn backends() -> Vec<Backend> {
         Err(why) => eprintln!("skipping the io_uring backend: {why}"),
     }
     b
-}
-
-/// `bytes` written to `dir/name`, zero-padded to a whole page as the format's files are.
-fn write_padded(dir: &Path, name: &str, mut bytes: Vec<u8>) -> std::path::PathBuf {
-    let path = dir.join(name);
-    bytes.resize(bytes.len().div_ceil(4096) * 4096, 0);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-struct Graph {
-    num_nodes: Vec<u64>,
-    rels: Vec<Rel>,
-    node_times: Vec<Option<Vec<i64>>>,
 }
 
 impl Graph {
@@ -671,6 +630,142 @@ fn a_hops_lists_searched_in_slices_sample_as_one_search() {
                 .sum();
             assert!(edges > 200, "{edges} edges: too few lists to slice");
         }
+    }
+}
+
+/// A hop's lists searched on disk batch by batch, or in groups of three batches, give the sample
+/// of one search over every batch's lists, and of the search in memory (batch by batch): both
+/// strategies, with edge ids and without (32-bit positions), a hyperbatch of five batches at
+/// seed times and one without, whose hops probe hundreds of lists in slices of a few.
+#[test]
+fn a_hops_lists_searched_by_groups_of_batches_sample_as_one_search() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in 0..3 {
+        let g = random_graph(seed + 10, 2, 3, seed == 1);
+        let fan = vec![vec![Count(3), Count(2), All]; g.rels.len()];
+        let mut rng = ringgnn_store::rng::stream(seed, 5, 6);
+        // Six batches of 20 seeds of each type, times spread over the edges' and beyond.
+        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..6)
+            .map(|_| {
+                (0..2)
+                    .map(|t| {
+                        let ids = (0..20)
+                            .map(|_| ringgnn_store::rng::below(&mut rng, g.num_nodes[t]))
+                            .collect();
+                        let ts = (0..20)
+                            .map(|_| ringgnn_store::rng::below(&mut rng, 110) as i64)
+                            .collect();
+                        (ids, ts)
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Lists> = lists
+            .iter()
+            .map(|b| {
+                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
+                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
+            })
+            .collect();
+        // Batch 3 is sampled without times.
+        let requests: Vec<HeteroRequest> = refs
+            .iter()
+            .enumerate()
+            .map(|(i, (s, t))| HeteroRequest {
+                seeds: s,
+                batch: i as u64,
+                times: (i != 3).then_some(t.as_slice()),
+            })
+            .collect();
+        for strategy in [UNIFORM, LAST] {
+            for ids in [true, false] {
+                let mut s =
+                    (g.sampler(&fan, strategy, false, Backend::Memory, dir.path())).unwrap();
+                let want = s.sample_many(&requests, seed, 1, ids).unwrap();
+                if ids {
+                    for (req, out) in requests.iter().zip(&want) {
+                        if let Some(times) = req.times {
+                            check(&g, out, req.seeds, times);
+                        }
+                    }
+                }
+                assert_eq!(want[3].time, None);
+                let b = Backend::Disk(BackendKind::Pread, false, SMALL);
+                for group in [1, 3, usize::MAX] {
+                    let mut s = g.sampler(&fan, strategy, false, b, dir.path()).unwrap();
+                    s.set_cut_group(group);
+                    s.set_cut_slice(5);
+                    let got = s.sample_many(&requests, seed, 1, ids).unwrap();
+                    assert_eq!(got, want, "{strategy:?} edge ids {ids} group {group}");
+                }
+                let edges: usize = want
+                    .iter()
+                    .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
+                    .sum();
+                assert!(edges > 200, "{edges} edges: too few lists to slice");
+            }
+        }
+    }
+}
+
+/// A relation without edge times offers every edge at any seed time: a hyperbatch at several seed
+/// times (frontiers of several subgraphs) samples it as a relation whose every edge is at the
+/// earliest time, beside relations cut by their times.
+#[test]
+fn a_relation_without_times_samples_as_one_whose_edges_are_all_eligible() {
+    for seed in 0..3 {
+        let g = random_graph(seed + 20, 2, 3, false);
+        let fan = vec![vec![Count(3), Count(2), All]; g.rels.len()];
+        let sampler = |untimed: bool| {
+            let rels = (g.rels.iter().zip(&fan).enumerate())
+                .map(|(i, (r, f))| HeteroRelation {
+                    src: r.src,
+                    dst: r.dst,
+                    indptr: r.indptr.clone().into(),
+                    source: NeighborSource::Memory(Arc::new(Indices::U64(r.indices.clone()))),
+                    fanouts: f.clone(),
+                    times: match (i, untimed) {
+                        (1, true) => None,
+                        (1, false) => Some(EdgeTimes::Memory(vec![i64::MIN; r.times.len()].into())),
+                        _ => Some(EdgeTimes::Memory(r.times.clone().into())),
+                    },
+                })
+                .collect();
+            HeteroSampler::new(g.num_nodes.clone(), rels, false).unwrap()
+        };
+        let mut rng = ringgnn_store::rng::stream(seed, 8, 9);
+        let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
+        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..3)
+            .map(|_| {
+                (0..2)
+                    .map(|t| {
+                        let ids = (0..15).map(|_| below(g.num_nodes[t])).collect();
+                        (ids, (0..15).map(|_| below(110) as i64).collect())
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Lists> = lists
+            .iter()
+            .map(|b| {
+                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
+                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
+            })
+            .collect();
+        let requests: Vec<HeteroRequest> = (refs.iter().enumerate())
+            .map(|(i, (s, t))| HeteroRequest {
+                seeds: s,
+                batch: i as u64,
+                times: Some(t),
+            })
+            .collect();
+        let want = sampler(false)
+            .sample_many(&requests, seed, 4, true)
+            .unwrap();
+        let got = sampler(true).sample_many(&requests, seed, 4, true).unwrap();
+        assert_eq!(got, want);
+        let edges: usize = want.iter().map(|o| o.row[1].len()).sum();
+        assert!(edges > 20, "{edges} edges of the relation without times");
     }
 }
 

@@ -5,12 +5,13 @@
 
 use std::ops::Range;
 
+use super::temporal::node_of;
 use super::TemporalStrategy;
 use super::{corrupt_entry, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler, Ids};
 use crate::batch::{local_id, Word};
 use crate::buckets::{Buckets, Chunking, Workspace};
 use crate::draw::{relation_rng, Drawer};
-use crate::idmap::{with_table, GroupKeys, IdMap, Lookup};
+use crate::idmap::{with_table, IdMap, Lookup};
 use crate::neighbors::NeighborSource;
 use crate::{Error, Fanout, Result};
 use ringgnn_store::rng::Rng;
@@ -155,8 +156,8 @@ impl HeteroSampler {
     /// into `drawn[r]` (relabelled by [`Self::relabel`]), with how many each frontier node drew
     /// (its `col`, made when the batch is relabelled); their count pushed to each
     /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
-    /// Temporal batches first cut each range to its eligible edges (one batched search over
-    /// the relation's times for all of them).
+    /// Temporal batches draw from each range cut to its eligible edges (one batched search over
+    /// the relation's times for all of them first, [`Self::cut_to_times`]).
     pub(super) fn hop(
         &mut self,
         r: usize,
@@ -172,66 +173,40 @@ impl HeteroSampler {
             outs.iter_mut().for_each(|o| o.num_sampled_edges[r].push(0));
             return Ok(());
         }
-        // With seed times, every frontier node's range first, for all batches (one batched
-        // search cuts them all); without, each batch's ranges are made as it is drawn (one
-        // batch's held at a time), here only the hop's size. Either way independent loads whose
-        // cache misses overlap, and the hop's size known before anything is reserved.
-        let indptr = &rel.indptr;
-        let temporal = states.iter().any(|s| s.groups.on);
-        self.batch_ranges = !temporal;
+        // Each batch's ranges are made as it is drawn (one batch's held at a time); here only
+        // the hop's size, before anything is reserved: without seed times from the offset index
+        // (independent loads whose cache misses overlap); at seed times over a relation with
+        // edge times, each frontier node's count of eligible edges first, found by one search
+        // over the relation's times for every batch ([`Self::cut_to_times`]) and kept in its
+        // `counts` entry until its draws replace it.
+        let temporal = rel.times.is_some() && states.iter().any(|s| s.groups.on);
         let (n_dst, replace) = (self.num_nodes[rel.dst], self.replace);
-        self.ranges.clear();
-        self.cuts.clear();
-        self.limits.clear();
-        let (mut total, mut nodes) = (0u64, 0usize);
-        for (out, st) in outs.iter().zip(states) {
-            let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
-            if !temporal {
-                let count = |v: u64| {
-                    let (lo, hi) = indptr.range(v as usize);
-                    Drawer::count(hi - lo, fanout, replace)
-                };
-                total += frontier.iter().map(count).sum::<u64>();
-                nodes += frontier.len();
-                self.cuts.push(nodes);
-                continue;
-            }
-            if st.groups.on {
-                for key in frontier.iter() {
-                    let (g, v) = GroupKeys::split(key, n_dst);
-                    self.ranges.push(indptr.range(v as usize));
-                    self.limits.push(st.groups.times[g as usize]);
-                }
-            } else {
-                let ranges = frontier.iter().map(|v| indptr.range(v as usize));
-                self.ranges.extend(ranges);
-                self.limits.resize(self.ranges.len(), i64::MAX);
-            }
-            self.cuts.push(self.ranges.len());
-        }
-        if temporal {
-            self.cut_to_times(r, fanout, outs.len())?;
-        }
+        let nodes: usize = states.iter().map(|st| st.frontier[rel.dst].len()).sum();
+        let d = &mut self.drawn[r];
+        d.counts.clear();
+        d.counts.reserve_exact(nodes);
+        d.counts.resize(nodes, 0);
+        let total = match temporal {
+            true => self.cut_to_times(r, fanout, outs)?,
+            false => (outs.iter().zip(states))
+                .map(|(out, st)| {
+                    let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
+                    let on = st.groups.on;
+                    let count = |v: u64| {
+                        let (lo, hi) = rel.indptr.range(node_of(v, on, n_dst) as usize);
+                        Drawer::count(hi - lo, fanout, replace)
+                    };
+                    frontier.iter().map(count).sum::<u64>()
+                })
+                .sum(),
+        };
         let (rel, states) = (&mut self.rels[r], &self.states[..outs.len()]);
         // Per batch, the fanout its (cut) ranges are drawn with.
-        let last = self.strategy == TemporalStrategy::Last && rel.times.is_some();
+        let last = temporal && self.strategy == TemporalStrategy::Last;
         let fanout_of = |b: usize| match states[b].groups.on && last {
             true => Fanout::All,
             false => fanout,
         };
-        if temporal {
-            let mut first = 0;
-            for (b, &cut) in self.cuts.iter().enumerate() {
-                let f = fanout_of(b);
-                let ranges = &self.ranges[first..cut];
-                total += ranges
-                    .iter()
-                    .map(|&(lo, hi)| Drawer::count(hi - lo, f, replace))
-                    .sum::<u64>();
-                first = cut;
-            }
-            nodes = self.ranges.len();
-        }
         let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
         let with_edge_ids = outs.first().is_some_and(|o| o.edge.is_some());
         let d = &mut self.drawn[r];
@@ -241,57 +216,62 @@ impl HeteroSampler {
         d.pos.clear();
         d.nbr.clear();
         d.narrow.clear();
-        d.counts.clear();
         d.node_ends.clear();
         match d.wide {
             true => d.pos.reserve_exact(total),
             false => d.narrow.reserve_exact(total),
         }
-        d.counts.reserve_exact(nodes);
-        // Draws, batch by batch, each from its own stream; `cuts[b]` becomes the end of batch
-        // b's positions.
-        let mut first = 0;
+        // Draws, batch by batch, each from its own stream; `cuts[b]` is the end of batch b's
+        // positions.
+        self.cuts.clear();
+        let mut node = 0;
         for (b, out) in outs.iter_mut().enumerate() {
-            if !temporal {
-                let st = &states[b];
-                let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
-                self.ranges.clear();
-                (self.ranges).extend(frontier.iter().map(|v| rel.indptr.range(v as usize)));
-                first = 0;
+            let st = &states[b];
+            let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
+            self.ranges.clear();
+            self.ranges.reserve_exact(frontier.len());
+            match temporal && st.groups.on {
+                true => {
+                    let eligible = &d.counts[node..node + frontier.len()];
+                    let cut = (frontier.iter().zip(eligible)).map(|(key, &c)| {
+                        let (lo, _) = rel.indptr.range(node_of(key, true, n_dst) as usize);
+                        (lo, lo + c as u64)
+                    });
+                    self.ranges.extend(cut);
+                    if last {
+                        for (lo, hi) in &mut self.ranges {
+                            *lo = *hi - Drawer::count(*hi - *lo, fanout, false);
+                        }
+                    }
+                }
+                false => {
+                    let on = st.groups.on;
+                    let full = frontier
+                        .iter()
+                        .map(|v| rel.indptr.range(node_of(v, on, n_dst) as usize));
+                    self.ranges.extend(full);
+                }
             }
-            let end = if temporal {
-                self.cuts[b]
-            } else {
-                self.ranges.len()
-            };
-            let (ranges, start) = (&self.ranges[first..end], d.len());
-            first = end;
+            let start = d.len();
             let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
             let fanout = fanout_of(b);
-            let (drawer, tmp) = (&mut self.drawer, &mut self.tmp);
-            let how = (fanout, replace);
+            let (drawer, tmp, n) = (&mut self.drawer, &mut self.tmp, self.ranges.len());
+            let (how, counts) = ((fanout, replace), &mut d.counts[node..node + n]);
             match d.wide {
-                true => draw_all(
-                    drawer,
-                    tmp,
-                    &mut rng,
-                    ranges,
-                    how,
-                    &mut d.pos,
-                    &mut d.counts,
-                ),
+                true => draw_all(drawer, tmp, &mut rng, &self.ranges, how, &mut d.pos, counts),
                 false => draw_all(
                     drawer,
                     tmp,
                     &mut rng,
-                    ranges,
+                    &self.ranges,
                     how,
                     &mut d.narrow,
-                    &mut d.counts,
+                    counts,
                 ),
             }?;
-            self.cuts[b] = d.len();
-            d.node_ends.push(d.counts.len());
+            node += n;
+            self.cuts.push(d.len());
+            d.node_ends.push(node);
             out.num_sampled_edges[r].push(d.len() - start);
         }
         let n_src = self.num_nodes[rel.src];
@@ -349,7 +329,7 @@ impl Rows<'_> {
 }
 
 /// Append to `pos` the positions drawn for each of `ranges` (a frontier's neighbor ranges, in
-/// order, from `rng`), and to `counts` how many each drew.
+/// order, from `rng`), and write into `counts` (one entry a range) how many each drew.
 fn draw_all<W: Word>(
     drawer: &mut Drawer,
     tmp: &mut Vec<u64>,
@@ -357,12 +337,12 @@ fn draw_all<W: Word>(
     ranges: &[(u64, u64)],
     (fanout, replace): (Fanout, bool),
     pos: &mut Vec<W>,
-    counts: &mut Vec<u32>,
+    counts: &mut [u32],
 ) -> Result<()> {
-    for &range in ranges {
+    for (&range, count) in ranges.iter().zip(counts) {
         let at = pos.len();
         W::draw_node(drawer, tmp, rng, range, fanout, replace, pos);
-        counts.push(u32::try_from(pos.len() - at).map_err(|_| Error::TooLarge)?);
+        *count = u32::try_from(pos.len() - at).map_err(|_| Error::TooLarge)?;
     }
     Ok(())
 }

@@ -4,14 +4,17 @@
 //! to the edges not newer than its seed's time ([`Cutter`]).
 //!
 //! A relation's edge times are int64, one per entry of its neighbor file, and within each
-//! destination's list the entries are sorted by (time, source id): the edges with time `<= T` are a
-//! prefix of the list, found by binary search over the times. On disk the search runs over a hop's
-//! frontier in slices of a bounded number of lists ([`SLICE`], taken in file order, so its
-//! workspace does not grow with the hyperbatch), round by round, each round one coalesced read of
-//! the pages the slice probes: a list whose times fit in one page is read whole in the first round,
-//! a longer one a page at a time (never the whole list), the page where the cut would be if the
-//! times were spread evenly between those known around it (interpolation search; the dataset's time
-//! range before anything is read). On R-MAT with uniform times nearly every list is cut in the
+//! destination's list the entries are sorted by (time, source id): the edges with time `<= T` are
+//! a prefix of the list, found by binary search over the times. Each frontier node's count of
+//! eligible edges is all a hop keeps of the search, in the entry its count of draws takes next
+//! ([`HeteroSampler::cut_to_times`]). On disk the search runs over a hop's frontier (every
+//! batch's lists at once, 8 bytes a list held for their order, so that a page several batches
+//! probe is read once) in slices of a bounded number of lists ([`SLICE`], taken in file order, so
+//! its workspace does not grow with the hyperbatch), round by round, each round one coalesced read
+//! of the pages the slice probes: a list whose times fit in one page is read whole in the first
+//! round, a longer one a page at a time (never the whole list), the page where the cut would be if
+//! the times were spread evenly between those known around it (interpolation search; the dataset's
+//! time range before anything is read). On R-MAT with uniform times nearly every list is cut in the
 //! first round; the guess only chooses pages, never the cut.
 
 use std::collections::HashMap;
@@ -23,7 +26,7 @@ use std::sync::Arc;
 use ringgnn_io::{collapse_huge_pages, open_backend, BackendKind, CoalesceOptions, IoStats, ALIGN};
 use ringgnn_store::manifest::{pad_to_page, IndexDtype, TimeRange};
 
-use super::{corrupt_entry, HeteroRequest, HeteroSample, HeteroSampler};
+use super::{corrupt_entry, BatchState, HeteroRequest, HeteroSample, HeteroSampler};
 use crate::batch::local_id;
 use crate::draw::Drawer;
 use crate::idmap::{with_table, GroupKeys, Lookup};
@@ -183,27 +186,134 @@ impl HeteroSampler {
         Ok(())
     }
 
-    /// At a hop of relation `r` (with `fanout`) with temporal batches among the first
-    /// `batches`: cut each of their ranges to its edges not newer than its limit (one batched
-    /// search over the relation's times, when it has them), and for [`TemporalStrategy::Last`]
-    /// to the `min(k, c)` most recent of those.
-    pub(super) fn cut_to_times(&mut self, r: usize, fanout: Fanout, batches: usize) -> Result<()> {
-        let Some(times) = &mut self.rels[r].times else {
-            return Ok(());
-        };
-        self.cutter.cut(times, &mut self.ranges, &self.limits)?;
-        if self.strategy == TemporalStrategy::Last {
-            let mut first = 0;
-            for (st, &cut) in self.states[..batches].iter().zip(&self.cuts) {
-                if st.groups.on {
-                    for (lo, hi) in &mut self.ranges[first..cut] {
-                        *lo = *hi - Drawer::count(*hi - *lo, fanout, false);
-                    }
+    /// At a hop of relation `r` (with `fanout`), which has edge times, over the batches of
+    /// `outs`, some at seed times: each frontier node of a batch at seed times gets its count
+    /// of edges not newer than its seed's time in its entry of `drawn[r].counts` (one entry per
+    /// frontier node, every batch's in turn, already there), for the hop's draws to cut its
+    /// range by. Returns how many positions the hop draws. In memory the search runs batch by
+    /// batch over its ranges; from disk over every batch's lists at once (in groups of
+    /// [`Cutter::group`] batches), so that a page of times several batches probe is read once,
+    /// holding 8 bytes a list ([`Cutter::cut_lists`]).
+    pub(super) fn cut_to_times(
+        &mut self,
+        r: usize,
+        fanout: Fanout,
+        outs: &[HeteroSample],
+    ) -> Result<u64> {
+        let rel = &mut self.rels[r];
+        let times = rel
+            .times
+            .as_mut()
+            .expect("the hop cuts relations with edge times");
+        let (dst, n_dst, replace, indptr) =
+            (rel.dst, self.num_nodes[rel.dst], self.replace, &rel.indptr);
+        let last = self.strategy == TemporalStrategy::Last;
+        let (states, counts) = (&self.states[..outs.len()], &mut self.drawn[r].counts);
+        // Batch `b`'s frontier node `j`: its list and its limit.
+        let list = |b: usize, j: usize| {
+            let st = &states[b];
+            let key = st.ids(&outs[b], dst).at(st.frontier[dst].start + j);
+            match st.groups.on {
+                true => {
+                    let (g, v) = GroupKeys::split(key, n_dst);
+                    (indptr.range(v as usize), st.groups.times[g as usize])
                 }
-                first = cut;
+                false => (indptr.range(key as usize), i64::MAX),
+            }
+        };
+        // Every node's count where the search leaves it: a list not searched (no entries, or a
+        // seed time after every time) is eligible whole.
+        let mut node = 0;
+        for (b, st) in states.iter().enumerate() {
+            let n = st.frontier[dst].len();
+            if st.groups.on {
+                for j in 0..n {
+                    let ((lo, hi), limit) = list(b, j);
+                    counts[node + j] = match limit {
+                        i64::MAX => u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?,
+                        _ => 0,
+                    };
+                }
+            }
+            node += n;
+        }
+        match times {
+            EdgeTimes::Memory(t) => {
+                let mut node = 0;
+                for (b, st) in states.iter().enumerate() {
+                    let n = st.frontier[dst].len();
+                    if st.groups.on {
+                        self.ranges.clear();
+                        self.ranges.reserve_exact(n);
+                        self.limits.clear();
+                        self.limits.reserve_exact(n);
+                        for j in 0..n {
+                            let (range, limit) = list(b, j);
+                            self.ranges.push(range);
+                            self.limits.push(limit);
+                        }
+                        cut_in_memory(t, &mut self.ranges, &self.limits);
+                        for (c, &(lo, hi)) in counts[node..node + n].iter_mut().zip(&self.ranges) {
+                            *c = u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?;
+                        }
+                    }
+                    node += n;
+                }
+            }
+            EdgeTimes::Disk(disk, range) => {
+                let mut first = 0;
+                while first < outs.len() {
+                    let batches = first..outs.len().min(first.saturating_add(self.cutter.group));
+                    first = batches.end;
+                    // Where each batch's lists start among the group's, and in `counts`.
+                    let mut starts = Vec::with_capacity(batches.len() + 1);
+                    let mut n = 0;
+                    for st in &states[batches.clone()] {
+                        starts.push(n);
+                        n += st.frontier[dst].len();
+                    }
+                    let base = node_start(states, dst, batches.start);
+                    let at = |i: usize| {
+                        let b = starts.partition_point(|&s| s <= i) - 1;
+                        (batches.start + b, i - starts[b])
+                    };
+                    let lists = |i: usize| {
+                        let (b, j) = at(i);
+                        list(b, j)
+                    };
+                    let mut cut = |i: usize, end: u64| {
+                        let (b, j) = at(i);
+                        let ((lo, _), _) = list(b, j);
+                        counts[base + i] = u32::try_from(end - lo).map_err(|_| Error::TooLarge)?;
+                        Ok(())
+                    };
+                    self.cutter.cut_lists(disk, *range, n, &lists, &mut cut)?;
+                }
             }
         }
-        Ok(())
+        let (mut total, mut node) = (0u64, 0usize);
+        for (b, st) in states.iter().enumerate() {
+            let n = st.frontier[dst].len();
+            for j in 0..n {
+                total += match st.groups.on {
+                    // [`TemporalStrategy::Last`] draws all of the `min(k, c)` most recent.
+                    true => Drawer::count(counts[node + j] as u64, fanout, replace && !last),
+                    false => {
+                        let ((lo, hi), _) = list(b, j);
+                        Drawer::count(hi - lo, fanout, replace)
+                    }
+                };
+            }
+            node += n;
+        }
+        Ok(total)
+    }
+
+    /// Search edge times through the lists of at most `batches` batches of a hop at once: for
+    /// tests. The samples are the same whatever the group.
+    #[doc(hidden)]
+    pub fn set_cut_group(&mut self, batches: usize) {
+        self.cutter.group = batches.max(1);
     }
 
     /// Relabel the entries `at` of relation `r`'s draws at this hop (`drawn[r]`), temporal batch `b`'s:
@@ -279,6 +389,21 @@ impl HeteroSampler {
             .expect("pushed by the draws") = kept - c0;
         Ok(())
     }
+}
+
+/// The node of frontier entry `key` of a type of `n` nodes: its group's key split off in a batch
+/// at seed times (`on`).
+#[inline(always)]
+pub(super) fn node_of(key: u64, on: bool, n: u64) -> u64 {
+    match on {
+        true => GroupKeys::split(key, n).1,
+        false => key,
+    }
+}
+
+/// Where batch `b`'s frontier nodes of type `dst` start among every batch's in turn.
+fn node_start(states: &[BatchState], dst: usize, b: usize) -> usize {
+    states[..b].iter().map(|st| st.frontier[dst].len()).sum()
 }
 
 /// An error unless `req`'s seed times, if any, are one list per list of seeds, one time per
@@ -370,10 +495,10 @@ impl Groups {
     }
 }
 
-/// One list being searched: `ranges[at]`, every position below `a` with a time `<= limit`
-/// (`limits[at]`), every one from `b` on with a later time, and the times in `[a, b)` within
+/// One list being searched: list `at` of a [`Cutter::cut_lists`], every position below `a` with
+/// a time `<= limit`, every one from `b` on with a later time, and the times in `[a, b)` within
 /// `[ta, tb]` (the times read just outside it, or the relation's range); `s` is where this
-/// round reads. 48 bytes: a hop of a hyperbatch probes hundreds of thousands of lists.
+/// round reads. 56 bytes: a hop of a hyperbatch probes hundreds of thousands of lists.
 struct Probe {
     at: u32,
     /// Whether this round reads the middle page (the last guess did not halve `[a, b)`).
@@ -383,6 +508,7 @@ struct Probe {
     s: u64,
     ta: i64,
     tb: i64,
+    limit: i64,
 }
 
 impl Probe {
@@ -423,8 +549,8 @@ impl Probe {
 
 /// Lists the search from disk works through at once: a hop's lists go in slices of at most
 /// this many, each searched to its end before the next, so its workspace is bounded whatever
-/// the hyperbatch (768 KiB of [`Probe`]s, beside the read chunk's [`CHUNK`] entries); only the
-/// order of the lists, 4 bytes each, grows with the frontier. A slice's round is still one
+/// the hyperbatch (896 KiB of [`Probe`]s, beside the read chunk's [`CHUNK`] entries); only the
+/// order of the lists, 8 bytes each, grows with the frontier. A slice's round is still one
 /// coalesced read of up to as many pages, a queue deep enough for the device. Where a hop takes
 /// several slices they follow the lists' positions in the file, so a page probed by several
 /// lists (a node expanded by several batches of the hop, short lists side by side) is read
@@ -441,9 +567,12 @@ pub(super) struct Cutter {
     vals: Vec<u64>,
     /// The most lists searched at once ([`SLICE`] unless a test sets it).
     slice: usize,
-    /// The lists of a hop with something to cut (their index in its ranges), 4 bytes a list:
-    /// what the search holds per frontier node.
-    order: Vec<u32>,
+    /// The lists of a group with something to cut (their index in the group, under where
+    /// their range starts), 8 bytes a list: what the search holds per frontier node.
+    order: Vec<u64>,
+    /// The batches of a hop whose lists are searched together from disk (all of them unless a
+    /// test sets it).
+    pub(super) group: usize,
 }
 
 impl Default for Cutter {
@@ -454,6 +583,7 @@ impl Default for Cutter {
             vals: Vec::new(),
             order: Vec::new(),
             slice: SLICE,
+            group: usize::MAX,
         }
     }
 }
@@ -467,7 +597,7 @@ impl Cutter {
 
     /// Bytes its buffers hold.
     pub fn bytes(&self) -> u64 {
-        4 * self.order.capacity() as u64 + self.scratch_bytes()
+        8 * self.order.capacity() as u64 + self.scratch_bytes()
     }
 
     /// Of [`Self::bytes`], what one slice's search holds: bounded by the slice and the read
@@ -477,45 +607,55 @@ impl Cutter {
         (probe * self.live.capacity() + 16 * self.runs.capacity() + 8 * self.vals.capacity()) as u64
     }
 
-    /// Cut every `ranges[i] = (lo, hi)` to `(lo, lo + c)`, `c` the number of its entries whose
-    /// time is `<= limits[i]`. A limit of `i64::MAX` leaves its range as it is (every time is
-    /// eligible) and costs nothing.
-    pub fn cut(
+    /// From disk, the cut of every list `i` of `0..n` with entries and a limit below
+    /// `i64::MAX`, `lists(i) = ((lo, hi), limit)`: `cut(i, lo + c)`, `c` the number of its
+    /// entries whose time is `<= limit` (the other lists are not searched). Its order of the
+    /// lists, 8 bytes a list, is all it holds per list; the rest is one slice's.
+    pub fn cut_lists(
         &mut self,
-        times: &mut EdgeTimes,
-        ranges: &mut [(u64, u64)],
-        limits: &[i64],
+        disk: &mut DiskNeighbors,
+        range: Option<TimeRange>,
+        n: usize,
+        lists: &dyn Fn(usize) -> ((u64, u64), i64),
+        cut: &mut dyn FnMut(usize, u64) -> Result<()>,
     ) -> Result<()> {
-        let (disk, range) = match times {
-            EdgeTimes::Memory(t) => {
-                cut_in_memory(t, ranges, limits);
-                return Ok(());
-            }
-            EdgeTimes::Disk(d, range) => (d, *range),
-        };
+        u32::try_from(n).map_err(|_| Error::TooLarge)?;
         // Without the relation's range the first round bisects.
         let (ta, tb, bisect) = match range {
             Some(r) => (r.min, r.max, false),
             None => (i64::MIN, i64::MAX, true),
         };
-        // The lists with something to cut; where they take more than one slice, in the order
-        // of their ranges in the file, so that the lists of a node expanded by several batches
-        // of the hop, and of nodes stored side by side, share a slice and its reads.
+        // The lists with something to cut, by index (the low 32 bits); where they take more than
+        // one slice, in the order of their ranges in the file (where each starts in the top 32
+        // bits, shifted to fit: exact in a file of up to 2^32 entries), so that the lists of a
+        // node expanded by several batches of the hop, and of nodes stored side by side, share
+        // a slice and its reads.
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        for (at, (&(a, b), &limit)) in ranges.iter().zip(limits).enumerate() {
+        // Room for every list exactly, not up to twice as many as it grows: the capacity is what
+        // a loader measures and sizes hyperbatches by.
+        order.reserve_exact(n);
+        let mut last = 0;
+        for i in 0..n {
+            let ((a, b), limit) = lists(i);
             if a < b && limit != i64::MAX {
-                order.push(u32::try_from(at).map_err(|_| Error::TooLarge)?);
+                last = last.max(a);
+                order.push(i as u64);
             }
         }
         if order.len() > self.slice {
-            order.sort_unstable_by_key(|&at| ranges[at as usize].0);
+            let shift = (64 - last.leading_zeros()).saturating_sub(32);
+            for o in &mut order {
+                *o |= (lists(*o as usize).0 .0 >> shift) << 32;
+            }
+            order.sort_unstable();
         }
         let mut done = Ok(());
         for slice in order.chunks(self.slice) {
             self.live.clear();
-            self.live.extend(slice.iter().map(|&at| {
-                let (a, b) = ranges[at as usize];
+            self.live.extend(slice.iter().map(|&o| {
+                let at = o as u32;
+                let ((a, b), limit) = lists(at as usize);
                 Probe {
                     at,
                     bisect,
@@ -524,9 +664,10 @@ impl Cutter {
                     s: a,
                     ta,
                     tb,
+                    limit,
                 }
             }));
-            done = self.search(disk, ranges, limits);
+            done = self.search(disk, cut);
             if done.is_err() {
                 break;
             }
@@ -540,14 +681,13 @@ impl Cutter {
     fn search(
         &mut self,
         disk: &mut DiskNeighbors,
-        ranges: &mut [(u64, u64)],
-        limits: &[i64],
+        cut: &mut dyn FnMut(usize, u64) -> Result<()>,
     ) -> Result<()> {
         while !self.live.is_empty() {
             // What each list reads this round: all of it when it is on one page, else the page
             // of its guess.
             for pr in &mut self.live {
-                pr.aim(limits[pr.at as usize]);
+                pr.aim(pr.limit);
             }
             self.live.sort_unstable_by_key(|pr| pr.s);
             // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
@@ -571,7 +711,7 @@ impl Cutter {
                 disk.fetch_runs(runs, vals)?;
                 let mut at = 0;
                 for pr in chunk {
-                    let (l, s, e, n) = (limits[pr.at as usize], pr.s, pr.end(), pr.b - pr.a);
+                    let (l, s, e, n) = (pr.limit, pr.s, pr.end(), pr.b - pr.a);
                     let got = &vals[at..at + (e - s) as usize];
                     at += got.len();
                     let k = got.partition_point(|&x| x as i64 <= l);
@@ -587,13 +727,15 @@ impl Cutter {
                     pr.bisect = !pr.bisect && 2 * (pr.b - pr.a) > n;
                 }
             }
+            let mut done = Ok(());
             self.live.retain(|pr| {
-                let done = pr.a >= pr.b;
-                if done {
-                    ranges[pr.at as usize].1 = pr.a;
+                let over = pr.a >= pr.b;
+                if over && done.is_ok() {
+                    done = cut(pr.at as usize, pr.a);
                 }
-                !done
+                !over
             });
+            done?;
         }
         Ok(())
     }
@@ -804,10 +946,10 @@ fn cut_in_memory(t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) {
     }
 }
 
-/// Entries of times the search reads at once (4 MiB, a relation's share of a sampler's read
-/// buffer when its times are on disk beside its neighbors): a round's spans go in chunks of at
+/// Entries of times the search reads at once (1 MiB, 256 pages: a queue deep enough for the
+/// device, held by each sampler whatever the hyperbatch): a round's spans go in chunks of at
 /// most this many (a span is at most a page, so a chunk is never empty).
-const CHUNK: u64 = 1 << 19;
+const CHUNK: u64 = 1 << 17;
 
 /// How many of the spans of `lens` entries (at least one) make the next chunk of at most `cap`
 /// entries (a span longer than `cap` alone).

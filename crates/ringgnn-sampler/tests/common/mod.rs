@@ -2,6 +2,8 @@
 //! one sampler per backend over them.
 #![allow(dead_code)]
 
+pub mod timed;
+
 use ringgnn_sampler::{
     CoalesceOptions, Fanout, NeighborSampler, NeighborSource, Result, SampledSubgraph, Seeds,
 };
