@@ -38,6 +38,7 @@ from .._files import os_errors, temporary
 from ..data.build import read_manifest
 from ..data.dataset import Dataset, open_homogeneous
 from ..models.checkpoints import is_hetero_link_run, is_hetero_run, read_checkpoint
+from .hetero import infer_hetero
 from .rows import _STORED, RowFileWriter, _layout, check_output
 from .run import LayerwiseInference, embedding_layer, open_run
 
@@ -101,8 +102,6 @@ def _attach_typed(run_dir: str, target: str, name: str, read: Any, *, node_type:
     """:func:`attach_embeddings` of a typed run: ``ringgnn embed``'s rows of ``node_type``
     (``ringgnn.inference.hetero.infer_hetero``, written to a ``.npy`` inside the copy being built),
     streamed into that type's feature file of the copy."""
-    from .hetero import infer_hetero  # the typed engine only where a typed run is attached
-
     if device not in (None, "cpu"):
         raise InputError(f"--device {device}: a heterogeneous run's inference runs on the CPU; leave --device out")
     tgt = Dataset.opened(target)  # a typed dataset, or a homogeneous one (the one-type case)
