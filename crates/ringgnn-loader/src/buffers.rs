@@ -211,8 +211,11 @@ mod tests {
         p.give(vec![0.0; 5]);
         assert_eq!(p.free_count(), 1, "the second free buffer is dropped");
         assert_eq!(p.free_bytes(), 400);
+        // More than the capacity: grown (the allocator may grow it in place, so its address
+        // says nothing).
         let d = p.take(150);
-        assert_ne!(d.as_ptr(), ptr, "more than the capacity: grown once");
+        assert_eq!(d.len(), 150);
+        assert!(d.capacity() >= 150, "grown to the length asked");
         p.give(d);
         assert!(p.take(10).capacity() >= 150);
     }

@@ -221,22 +221,6 @@ impl HeteroSampler {
                 false => (indptr.range(key as usize), i64::MAX),
             }
         };
-        // Every node's count where the search leaves it: a list not searched (no entries, or a
-        // seed time after every time) is eligible whole.
-        let mut node = 0;
-        for (b, st) in states.iter().enumerate() {
-            let n = st.frontier[dst].len();
-            if st.groups.on {
-                for j in 0..n {
-                    let ((lo, hi), limit) = list(b, j);
-                    counts[node + j] = match limit {
-                        i64::MAX => u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?,
-                        _ => 0,
-                    };
-                }
-            }
-            node += n;
-        }
         match times {
             EdgeTimes::Memory(t) => {
                 let mut node = 0;
@@ -261,6 +245,23 @@ impl HeteroSampler {
                 }
             }
             EdgeTimes::Disk(disk, range) => {
+                // Every node's count where the search leaves it: a list not searched (no
+                // entries, or a seed time after every time) is eligible whole. (In memory every
+                // list's range is cut, and its count taken from it.)
+                let mut node = 0;
+                for (b, st) in states.iter().enumerate() {
+                    let n = st.frontier[dst].len();
+                    if st.groups.on {
+                        for j in 0..n {
+                            let ((lo, hi), limit) = list(b, j);
+                            counts[node + j] = match limit {
+                                i64::MAX => u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?,
+                                _ => 0,
+                            };
+                        }
+                    }
+                    node += n;
+                }
                 let mut first = 0;
                 while first < outs.len() {
                     let batches = first..outs.len().min(first.saturating_add(self.cutter.group));
