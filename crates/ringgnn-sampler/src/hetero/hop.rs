@@ -186,19 +186,22 @@ impl HeteroSampler {
         d.counts.clear();
         d.counts.reserve_exact(nodes);
         d.counts.resize(nodes, 0);
-        let total = match temporal {
+        let (total, mut kept) = match temporal {
             true => self.cut_to_times(r, fanout, outs)?,
-            false => (outs.iter().zip(states))
-                .map(|(out, st)| {
-                    let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
-                    let on = st.groups.on;
-                    let count = |v: u64| {
-                        let (lo, hi) = rel.indptr.range(node_of(v, on, n_dst) as usize);
-                        Drawer::count(hi - lo, fanout, replace)
-                    };
-                    frontier.iter().map(count).sum::<u64>()
-                })
-                .sum(),
+            false => (
+                (outs.iter().zip(states))
+                    .map(|(out, st)| {
+                        let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
+                        let on = st.groups.on;
+                        let count = |v: u64| {
+                            let (lo, hi) = rel.indptr.range(node_of(v, on, n_dst) as usize);
+                            Drawer::count(hi - lo, fanout, replace)
+                        };
+                        frontier.iter().map(count).sum::<u64>()
+                    })
+                    .sum::<u64>(),
+                false,
+            ),
         };
         let (rel, states) = (&mut self.rels[r], &self.states[..outs.len()]);
         // Per batch, the fanout its (cut) ranges are drawn with.
@@ -228,10 +231,18 @@ impl HeteroSampler {
         for (b, out) in outs.iter_mut().enumerate() {
             let st = &states[b];
             let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
-            self.ranges.clear();
-            self.ranges.reserve_exact(frontier.len());
             match temporal && st.groups.on {
+                // The ranges the search cut in memory, still held (see `cut_to_times`).
+                true if std::mem::take(&mut kept) => {
+                    if last {
+                        for (lo, hi) in &mut self.ranges {
+                            *lo = *hi - Drawer::count(*hi - *lo, fanout, false);
+                        }
+                    }
+                }
                 true => {
+                    self.ranges.clear();
+                    self.ranges.reserve_exact(frontier.len());
                     let eligible = &d.counts[node..node + frontier.len()];
                     let cut = (frontier.iter().zip(eligible)).map(|(key, &c)| {
                         let (lo, _) = rel.indptr.range(node_of(key, true, n_dst) as usize);
@@ -245,6 +256,8 @@ impl HeteroSampler {
                     }
                 }
                 false => {
+                    self.ranges.clear();
+                    self.ranges.reserve_exact(frontier.len());
                     let on = st.groups.on;
                     let full = frontier
                         .iter()

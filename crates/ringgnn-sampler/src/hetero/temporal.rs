@@ -190,7 +190,9 @@ impl HeteroSampler {
     /// `outs`, some at seed times: each frontier node of a batch at seed times gets its count
     /// of edges not newer than its seed's time in its entry of `drawn[r].counts` (one entry per
     /// frontier node, every batch's in turn, already there), for the hop's draws to cut its
-    /// range by. Returns how many positions the hop draws. In memory the search runs batch by
+    /// range by. Returns how many positions the hop draws, and whether `ranges` holds the first
+    /// batch's cut ranges (in memory, where it is the only batch at seed times: a hop of one
+    /// batch, as every hop in memory is, draws from them without looking its lists up again). In memory the search runs batch by
     /// batch over its ranges; from disk over every batch's lists at once (in groups of
     /// [`Cutter::group`] batches), so that a page of times several batches probe is read once,
     /// holding 8 bytes a list ([`Cutter::cut_lists`]).
@@ -199,7 +201,7 @@ impl HeteroSampler {
         r: usize,
         fanout: Fanout,
         outs: &[HeteroSample],
-    ) -> Result<u64> {
+    ) -> Result<(u64, bool)> {
         let rel = &mut self.rels[r];
         let times = rel
             .times
@@ -221,12 +223,14 @@ impl HeteroSampler {
                 false => (indptr.range(key as usize), i64::MAX),
             }
         };
+        let mut kept = false;
         match times {
             EdgeTimes::Memory(t) => {
                 let mut node = 0;
                 for (b, st) in states.iter().enumerate() {
                     let n = st.frontier[dst].len();
                     if st.groups.on {
+                        kept = b == 0;
                         self.ranges.clear();
                         self.ranges.reserve_exact(n);
                         self.limits.clear();
@@ -307,7 +311,7 @@ impl HeteroSampler {
             }
             node += n;
         }
-        Ok(total)
+        Ok((total, kept))
     }
 
     /// Search edge times through the lists of at most `batches` batches of a hop at once: for
