@@ -322,7 +322,6 @@ impl TypedLoader {
 }
 
 impl TypedLoader {
-    /// One batch's seeds by type index.
     /// Probe batches from Python: each one's seeds and, where given, their times.
     fn probe_seeds(
         &self,
@@ -344,6 +343,7 @@ impl TypedLoader {
             .collect()
     }
 
+    /// One batch's seeds by type index.
     fn seeds(&self, seeds: &PySeeds<'_>) -> PyResult<TypedSeeds> {
         seeds
             .iter()

@@ -484,6 +484,43 @@ fn check(g: &Graph, out: &HeteroSample, seeds: &[(usize, &[u64])], times: &[&[i6
 /// A request's seed lists and their times.
 type Lists<'a> = (Vec<(usize, &'a [u64])>, Vec<&'a [i64]>);
 
+/// A batch's seeds of each of the first two types, each list with its times.
+type Batch = Vec<(Vec<u64>, Vec<i64>)>;
+
+/// `batches` batches of `per_type` random seeds of each of types 0 and 1, at random times in
+/// [0, 110) (spread over the edges' and beyond), drawn from the stream `(seed, a, b)`: per batch
+/// and type, its ids, then its times.
+fn seed_batches(
+    g: &Graph,
+    (seed, a, b): (u64, u64, u64),
+    batches: usize,
+    per_type: usize,
+) -> Vec<Batch> {
+    let mut rng = ringgnn_store::rng::stream(seed, a, b);
+    let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
+    (0..batches)
+        .map(|_| {
+            (0..2)
+                .map(|t| {
+                    let ids = (0..per_type).map(|_| below(g.num_nodes[t])).collect();
+                    (ids, (0..per_type).map(|_| below(110) as i64).collect())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Each of `batches` as a request's seed lists and times.
+fn as_lists(batches: &[Batch]) -> Vec<Lists<'_>> {
+    batches
+        .iter()
+        .map(|b| {
+            let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
+            (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -567,30 +604,9 @@ fn a_hops_lists_searched_in_slices_sample_as_one_search() {
     for seed in 0..4 {
         let g = random_graph(seed, 2, 3, seed % 2 == 1);
         let fan = vec![vec![Count(4), All]; g.rels.len()];
-        // Three batches of 40 seeds of each type, times spread over the edges' and beyond.
-        let mut rng = ringgnn_store::rng::stream(seed, 3, 4);
-        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..3)
-            .map(|_| {
-                (0..2)
-                    .map(|t| {
-                        let ids = (0..40)
-                            .map(|_| ringgnn_store::rng::below(&mut rng, g.num_nodes[t]))
-                            .collect();
-                        let ts = (0..40)
-                            .map(|_| ringgnn_store::rng::below(&mut rng, 110) as i64)
-                            .collect();
-                        (ids, ts)
-                    })
-                    .collect()
-            })
-            .collect();
-        let refs: Vec<Lists> = lists
-            .iter()
-            .map(|b| {
-                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
-                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
-            })
-            .collect();
+        // Three batches of 40 seeds of each type.
+        let lists = seed_batches(&g, (seed, 3, 4), 3, 40);
+        let refs = as_lists(&lists);
         let requests: Vec<HeteroRequest> = refs
             .iter()
             .enumerate()
@@ -643,30 +659,9 @@ fn a_hops_lists_searched_by_groups_of_batches_sample_as_one_search() {
     for seed in 0..3 {
         let g = random_graph(seed + 10, 2, 3, seed == 1);
         let fan = vec![vec![Count(3), Count(2), All]; g.rels.len()];
-        let mut rng = ringgnn_store::rng::stream(seed, 5, 6);
-        // Six batches of 20 seeds of each type, times spread over the edges' and beyond.
-        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..6)
-            .map(|_| {
-                (0..2)
-                    .map(|t| {
-                        let ids = (0..20)
-                            .map(|_| ringgnn_store::rng::below(&mut rng, g.num_nodes[t]))
-                            .collect();
-                        let ts = (0..20)
-                            .map(|_| ringgnn_store::rng::below(&mut rng, 110) as i64)
-                            .collect();
-                        (ids, ts)
-                    })
-                    .collect()
-            })
-            .collect();
-        let refs: Vec<Lists> = lists
-            .iter()
-            .map(|b| {
-                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
-                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
-            })
-            .collect();
+        // Six batches of 20 seeds of each type.
+        let lists = seed_batches(&g, (seed, 5, 6), 6, 20);
+        let refs = as_lists(&lists);
         // Batch 3 is sampled without times.
         let requests: Vec<HeteroRequest> = refs
             .iter()
@@ -733,25 +728,8 @@ fn a_relation_without_times_samples_as_one_whose_edges_are_all_eligible() {
                 .collect();
             HeteroSampler::new(g.num_nodes.clone(), rels, false).unwrap()
         };
-        let mut rng = ringgnn_store::rng::stream(seed, 8, 9);
-        let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
-        let lists: Vec<Vec<(Vec<u64>, Vec<i64>)>> = (0..3)
-            .map(|_| {
-                (0..2)
-                    .map(|t| {
-                        let ids = (0..15).map(|_| below(g.num_nodes[t])).collect();
-                        (ids, (0..15).map(|_| below(110) as i64).collect())
-                    })
-                    .collect()
-            })
-            .collect();
-        let refs: Vec<Lists> = lists
-            .iter()
-            .map(|b| {
-                let seeds = b.iter().enumerate().map(|(t, l)| (t, l.0.as_slice()));
-                (seeds.collect(), b.iter().map(|l| l.1.as_slice()).collect())
-            })
-            .collect();
+        let lists = seed_batches(&g, (seed, 8, 9), 3, 15);
+        let refs = as_lists(&lists);
         let requests: Vec<HeteroRequest> = (refs.iter().enumerate())
             .map(|(i, (s, t))| HeteroRequest {
                 seeds: s,
