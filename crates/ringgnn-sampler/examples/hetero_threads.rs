@@ -10,8 +10,9 @@
 //! Seeds: `batches x batch-size` node ids of the first node type drawn from a fixed stream,
 //! times uniform over [0, 1e6] (the range of `temporal_bench.py`'s graphs); fanouts 20,15,10.
 //! Prints per configuration the wall and CPU seconds (this process, all threads) of each
-//! round (`sample_each`, each sample dropped as it comes), and bytes read; then checks, untimed,
-//! that both give the same samples (a hash of each).
+//! round (`sample_each`, each sample dropped as it comes), the calling thread's CPU seconds (the
+//! fetch, the search of edge times from disk, the seeds: what does not run on the threads) and
+//! bytes read; then checks, untimed, that both give the same samples (a hash of each).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -20,9 +21,14 @@ use ringgnn_io::BackendKind;
 use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, HeteroSampler, TypedGraph};
 use ringgnn_store::rng;
 
-/// User and system CPU seconds of this process so far (all threads), from `/proc/self/stat`.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+/// User and system CPU seconds so far of this process (all threads), from `/proc/self/stat`,
+/// and of the calling thread, from `/proc/thread-self/stat`.
+fn cpu_seconds() -> (f64, f64) {
+    (ticks("/proc/self/stat"), ticks("/proc/thread-self/stat"))
+}
+
+fn ticks(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).expect("a stat file");
     // Fields after the command name (which may hold spaces) close with ')'.
     let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
     let f: Vec<&str> = rest.split(' ').collect();
@@ -85,8 +91,8 @@ fn main() {
         dir.display(),
         if disk { "pread" } else { "memory" }
     );
-    println!("| sampling | threads | round | wall s | CPU s | read MB |");
-    println!("|---|---|---|---|---|---|");
+    println!("| sampling | threads | round | wall s | CPU s | calling thread CPU s | read MB |");
+    println!("|---|---|---|---|---|---|---|");
     for timed in [false, true] {
         let reqs = requests(timed);
         let mut samplers = [open(1), open(threads)];
@@ -101,9 +107,11 @@ fn main() {
                 })
                 .expect("samples");
                 let wall = start.elapsed().as_secs_f64();
-                let (cpu, read) = (cpu_seconds() - cpu, s.io_stats().bytes - read);
+                let now = cpu_seconds();
+                let (cpu, caller) = (now.0 - cpu.0, now.1 - cpu.1);
+                let read = s.io_stats().bytes - read;
                 println!(
-                    "| {} | {} | {round} | {wall:.3} | {cpu:.2} | {:.1} |",
+                    "| {} | {} | {round} | {wall:.3} | {cpu:.2} | {caller:.2} | {:.1} |",
                     if timed { "temporal" } else { "typed" },
                     s.threads(),
                     read as f64 / 1e6
