@@ -55,6 +55,7 @@ use std::sync::Arc;
 use ringgnn_io::IoStats;
 
 use crate::batch::local_id;
+use crate::buckets::Workspace;
 use crate::draw::Drawer;
 use crate::hyper::par;
 use crate::idmap::{with_table, GroupKeys, IdMap};
@@ -323,12 +324,12 @@ impl HeteroSampler {
 
     /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: per thread, its
     /// dedup maps, the ranges of one batch's frontier (in memory at seed times, their limits
-    /// too) and one node's draws; the search
-    /// of edge times read from disk but its order of the lists (one slice of lists searched at a
-    /// time); where a relation's last hop was fetched with 32-bit positions, the fetch's copies of
-    /// one group of them (a bounded number whatever the hyperbatch) and of one batch's, and its
-    /// source's sort workspace, sized for one group. The rest, over the batches of the last call,
-    /// is what each batch holds.
+    /// too), one node's draws and the copy of one batch's 32-bit positions bucketed from disk;
+    /// the search of edge times read from disk but its order of the lists (one slice of lists
+    /// searched at a time); where a relation's last hop was fetched with 32-bit positions, the
+    /// fetch's copies of one group of them (a bounded number whatever the hyperbatch) and its
+    /// source's sort workspace, sized for one group. The rest, over the batches of the last
+    /// call, is what each batch holds.
     pub fn scratch_bytes(&self) -> u64 {
         let sources: u64 = (self.rels.iter().zip(&self.drawn))
             .filter(|(_, d)| d.is_narrow())
@@ -745,6 +746,9 @@ pub(super) struct Scratch {
     /// for a batch at seed times searched in memory its seed time.
     pub(super) ranges: Vec<(u64, u64)>,
     pub(super) limits: Vec<i64>,
+    /// The copy of one batch's 32-bit positions that bucketing them by chunk from disk goes
+    /// through ([`crate::buckets::Workspace`]).
+    pub(super) moves: Workspace<u32>,
 }
 
 impl Scratch {
@@ -756,6 +760,7 @@ impl Scratch {
             tmp: Vec::new(),
             ranges: Vec::new(),
             limits: Vec::new(),
+            moves: Workspace::default(),
         }
     }
 
@@ -766,7 +771,7 @@ impl Scratch {
     fn bytes(&self) -> u64 {
         let buffers =
             16 * self.ranges.capacity() + 8 * (self.limits.capacity() + self.tmp.capacity());
-        self.map_bytes() + buffers as u64
+        self.map_bytes() + buffers as u64 + self.moves.bytes()
     }
 }
 

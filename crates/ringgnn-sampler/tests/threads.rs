@@ -168,7 +168,7 @@ proptest! {
 
     /// Random typed graphs and hyperbatches (batches with and without seed times mixed),
     /// fanouts, strategies, with and without edge ids: with 2 to 4 threads, from memory and
-    /// from disk, every sample is the one thread's, and again on a second call (the threads'
+    /// from disk (in many small chunks with 3), every sample is the one thread's, and again on a second call (the threads'
     /// workspaces reused) of part of the hyperbatch.
     #[test]
     fn threads_sample_as_one_thread(
@@ -197,6 +197,11 @@ proptest! {
             for threads in 2..=4 {
                 let mut s = sampler(&g, &fanouts, how, disk, threads);
                 prop_assert_eq!(s.threads(), threads);
+                if threads == 3 {
+                    // Each batch's positions bucketed into many chunks of 64 entries, read in
+                    // groups of at most 100 (from disk; the samples are the same).
+                    s.set_fetch_groups(64, 100);
+                }
                 let got = sample_each(&mut s, &batches, seed, with_edge_ids).unwrap();
                 prop_assert_eq!(&got, &want, "{} threads, disk {}", threads, disk.is_some());
                 let got = sample_each(&mut s, &batches[h / 2..], seed, with_edge_ids).unwrap();

@@ -10,7 +10,7 @@ use super::temporal::{cut_batch_in_memory, node_of};
 use super::{corrupt_entry, BatchState, EdgeTimes, HeteroRequest, HeteroSample, HeteroSampler};
 use super::{Scratch, TemporalStrategy};
 use crate::batch::Word;
-use crate::buckets::{Buckets, Chunking, Workspace};
+use crate::buckets::{Buckets, Chunking};
 use crate::draw::{relation_rng, Drawer};
 use crate::hyper::par;
 use crate::idmap::GroupKeys;
@@ -142,14 +142,8 @@ impl HeteroSampler {
         let n_src = num_nodes[rel.src];
         let bad = if !d.wide {
             let chunking = Chunking::new(d.per_chunk);
-            fetch.run(
-                &mut rel.source,
-                &mut d.narrow,
-                cuts,
-                n_src,
-                chunking,
-                d.chunks,
-            )?
+            let chunks = (chunking, d.chunks);
+            fetch.run(&mut rel.source, scratch, &mut d.narrow, cuts, n_src, chunks)?
         } else if with_edge_ids {
             // The positions are kept: they are the edge ids.
             d.nbr.reserve_exact(d.pos.len());
@@ -470,14 +464,14 @@ const MIN_CHUNK: u64 = 1 << 12;
 const FETCH_GROUP: usize = 1 << 15;
 
 /// The workspace of a narrow fetch ([`NarrowFetch::run`]): per batch, its positions' buckets
-/// by chunk (about half a byte a position: see [`Buckets`]); the copy of one batch's positions
-/// its moves go through; one group's positions and entries as the source reads them.
+/// by chunk (about half a byte a position: see [`Buckets`]); one group's positions and entries
+/// as the source reads them. (The copy of one batch's positions its moves go through is each
+/// thread's, [`Scratch::moves`].)
 #[derive(Default)]
 pub(super) struct NarrowFetch {
     /// Positions a read takes at most ([`FETCH_GROUP`] when 0).
     pub(super) group: usize,
     buckets: Vec<Buckets>,
-    ws: Workspace<u32>,
     sub: Vec<u64>,
     out: Vec<u64>,
 }
@@ -487,17 +481,18 @@ impl NarrowFetch {
     /// the first entry (in position order) not below `below` and its position, if any (every
     /// entry is read either way), as [`NeighborSource::fetch_in_place`]. From disk each
     /// batch's positions are bucketed by chunk in place ([`Buckets`], as the homogeneous
-    /// hyperbatch does), read in groups of whole chunks in file order (each group, every
-    /// batch's positions in those chunks, in one fetch: each page is read once, as in one
-    /// fetch of all of them), then put back in draw order.
+    /// hyperbatch does; batches split over the threads of `scratch`), read in groups of whole
+    /// chunks in file order (each group, every batch's positions in those chunks, in one fetch:
+    /// each page is read once, as in one fetch of all of them), then put back in draw order
+    /// (on the threads again).
     pub(super) fn run(
         &mut self,
         source: &mut NeighborSource,
+        scratch: &mut [Scratch],
         vals: &mut [u32],
         ends: &[usize],
         below: u64,
-        chunking: Chunking,
-        chunks: usize,
+        (chunking, chunks): (Chunking, usize),
     ) -> Result<Option<(u64, u64)>> {
         let mut bad: Option<(u64, u64)> = None;
         let on_disk = matches!(source, NeighborSource::Disk(_));
@@ -553,10 +548,11 @@ impl NarrowFetch {
             self.buckets.resize_with(batches, Buckets::default);
         }
         let starts = |b: usize| if b == 0 { 0 } else { ends[b - 1] };
-        for b in 0..batches {
-            let batch = &mut vals[starts(b)..ends[b]];
-            self.buckets[b].sort(batch, chunking, chunks, &mut self.ws)?;
-        }
+        par(
+            &mut per_batch(&mut self.buckets, vals, ends),
+            scratch,
+            |sc, (bk, batch)| bk.sort(batch, chunking, chunks, &mut sc.moves),
+        )?;
         let buckets = &self.buckets[..batches];
         // Every batch's positions in chunks `c0..c`.
         let mut at: Vec<Range<usize>> = Vec::with_capacity(batches);
@@ -584,9 +580,14 @@ impl NarrowFetch {
             }));
             read(&mut self.sub, &mut self.out, vals, &at)?;
         }
-        for b in 0..batches {
-            self.buckets[b].unsort(&mut vals[starts(b)..ends[b]], &mut self.ws);
-        }
+        par(
+            &mut per_batch(&mut self.buckets, vals, ends),
+            scratch,
+            |sc, (bk, batch)| {
+                bk.unsort(batch, &mut sc.moves);
+                Ok(())
+            },
+        )?;
         Ok(bad)
     }
 
@@ -596,8 +597,25 @@ impl NarrowFetch {
     }
 
     /// Of [`Self::bytes`], what does not grow with the hyperbatch: the copies of one group (at
-    /// most [`FETCH_GROUP`] positions, or one chunk's) and of one batch's positions.
+    /// most [`FETCH_GROUP`] positions, or one chunk's).
     pub(super) fn group_bytes(&self) -> u64 {
-        8 * (self.sub.capacity() + self.out.capacity()) as u64 + self.ws.bytes()
+        8 * (self.sub.capacity() + self.out.capacity()) as u64
     }
+}
+
+/// Each batch's buckets (the first `ends.len()` of `buckets`) with its positions of `vals`
+/// (batch `b`'s end at `ends[b]`).
+fn per_batch<'a>(
+    buckets: &'a mut [Buckets],
+    vals: &'a mut [u32],
+    ends: &[usize],
+) -> Vec<(&'a mut Buckets, &'a mut [u32])> {
+    let (mut rest, mut start) = (vals, 0);
+    (buckets.iter_mut().zip(ends))
+        .map(|(bk, &end)| {
+            let (batch, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
+            (rest, start) = (tail, end);
+            (bk, batch)
+        })
+        .collect()
 }
