@@ -1,5 +1,5 @@
 //! [`HeteroSampler`]: neighbor sampling over typed nodes and relations (PyG's heterogeneous
-//! `NeighborSampler` semantics), single threaded like [`crate::NeighborSampler`]. Each relation
+//! `NeighborSampler` semantics). Each relation
 //! `(S, R, D)` is its own CSC (an offset index of `n_D + 1` entries in memory, a neighbor file
 //! of `S` ids behind a [`NeighborSource`]); each node type has its own id space, its own dedup
 //! map and its own frontier. Its output is [`HeteroSample`].
@@ -11,6 +11,19 @@
 //! sampled together ([`HeteroSampler::sample_many`], a hyperbatch: each relation's positions of
 //! all of them in one fetch per hop, each batch exactly as alone). Upper bounds on a sample and
 //! on what a batch of a hyperbatch holds: `hetero/bound.rs`.
+//!
+//! **Threads** ([`HeteroSampler::set_threads`], one by default): a hyperbatch's work is split by
+//! batch, its reads shared, as the homogeneous `HyperSampler` does. Per hop and relation, each
+//! batch's count of positions (at seed times in memory, its search of edge times first) and
+//! then its draws run on the threads (`hetero/hop.rs`), each batch into its own part of the
+//! relation's positions; the one fetch of them all, and at seed times from disk the one search
+//! of every batch's lists, run on the calling thread; then each batch's relabelling of every
+//! relation runs on the threads (`hetero/relabel.rs`), at the last hop in rounds of one batch a
+//! thread whose samples the calling thread hands out in batch order. Per thread (a
+//! [`Scratch`], kept across calls): the dedup maps, the drawer, one node's draws, one batch's
+//! frontier ranges and seed times. Shared: each relation's draws, entries and counts
+//! ([`Drawn`]), the batches' states, the fetch's workspace and the search's. A batch's sample
+//! depends on nothing a thread holds, so it is the same whatever the threads.
 //!
 //! **Sampling at a time** (PyG's temporal sampling with `disjoint=True`; the edge-time sources
 //! and the search are `hetero/temporal.rs`): a request may give every seed a time. Its seeds
@@ -32,6 +45,7 @@ mod bound;
 mod hop;
 mod open;
 mod record;
+mod relabel;
 mod temporal;
 
 use std::ops::Range;
@@ -41,7 +55,9 @@ use std::sync::Arc;
 use ringgnn_io::IoStats;
 
 use crate::batch::local_id;
+use crate::buckets::Workspace;
 use crate::draw::Drawer;
+use crate::hyper::par;
 use crate::idmap::{with_table, GroupKeys, IdMap};
 use crate::neighbors::NeighborSource;
 use crate::sampler::check_indptr;
@@ -49,6 +65,7 @@ use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
 use hop::{Drawn, NarrowFetch};
 pub use open::{fanouts_in_order, SharedRelation, TypedGraph};
+use relabel::{Relabel, View};
 use temporal::{check_times, Cutter, Groups};
 pub use temporal::{EdgeTimes, TemporalStrategy};
 
@@ -112,12 +129,14 @@ impl HeteroSample {
 
 /// Node-wise uniform neighbor sampling over a heterogeneous graph whose relations' offset
 /// indices are in memory and whose neighbor files are read through their sources. One per
-/// thread; its workspaces (dedup maps, positions, entries read) are reused from batch to batch.
+/// pipeline worker (it owns its read backends), sampling a hyperbatch with
+/// [`Self::set_threads`] threads; its workspaces (dedup maps, positions, entries read) are
+/// reused from batch to batch.
 ///
 /// What a batch of a hyperbatch holds between hops is its sample so far, its frontiers and its
-/// seed-time groups ([`BatchState`]): the dedup maps are the sampler's, one per node type,
-/// refilled from a batch's nodes of that type when the batch is relabelled (as the homogeneous
-/// `HyperSampler` refills one per thread), so they do not grow with the hyperbatch.
+/// seed-time groups ([`BatchState`]): the dedup maps are each thread's, one per node type,
+/// refilled from a batch's nodes of that type when the thread relabels the batch (as the
+/// homogeneous `HyperSampler` refills one per thread), so they do not grow with the hyperbatch.
 pub struct HeteroSampler {
     num_nodes: Vec<u64>,
     rels: Vec<HeteroRelation>,
@@ -129,26 +148,18 @@ pub struct HeteroSampler {
     /// Per batch of the current call, its frontiers and seed-time groups (kept for the next
     /// call).
     states: Vec<BatchState>,
-    /// Per node type, the dedup map of the batch being relabelled: its nodes of that type
-    /// (keys) and their local ids, refilled batch by batch; `held_by[t]`: the batch (of the
-    /// current call) whose nodes map `t` holds, so that a batch alone is never refilled.
-    maps: Vec<IdMap>,
-    held_by: Vec<Option<usize>>,
-    drawer: Drawer,
-    /// Per frontier node of the batch being drawn, its neighbor range (cut at seed times);
-    /// `cuts[b]` ends batch `b`'s positions.
-    ranges: Vec<(u64, u64)>,
+    /// One per thread ([`Self::set_threads`]; one by default): the dedup maps, the draws'
+    /// workspace and the ranges of the batch the thread draws or relabels ([`Scratch`]).
+    scratch: Vec<Scratch>,
+    /// `cuts[b]` ends batch `b`'s positions of the hop being drawn.
     cuts: Vec<usize>,
     /// Per relation, what every batch drew from it at the current hop.
     drawn: Vec<Drawn>,
-    /// The sort keys of a wide fetch in place (see [`NeighborSource::fetch_in_place`]), the
-    /// workspace of a narrow one, and one node's draws before they are narrowed.
+    /// The sort keys of a wide fetch in place (see [`NeighborSource::fetch_in_place`]) and the
+    /// workspace of a narrow one (the fetch runs on the calling thread).
     keys: Vec<u64>,
     fetch: NarrowFetch,
-    tmp: Vec<u64>,
-    /// For a temporal batch searched in memory: per frontier node (parallel to `ranges`) its
-    /// seed time; the workspace of the search.
-    limits: Vec<i64>,
+    /// The workspace of the search of edge times read from disk (on the calling thread).
     cutter: Cutter,
     /// Keep a batch's node lists and every hop's `row` in its sample, 64 bits, as they grow
     /// (tests of the wide state; else [`BatchState::nodes`] and [`BatchState::rows`] until
@@ -211,25 +222,20 @@ impl HeteroSampler {
         }
         Ok(HeteroSampler {
             states: Vec::new(),
-            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
-            held_by: vec![None; num_nodes.len()],
+            scratch: vec![Scratch::new(&num_nodes)],
             drawn: relations
                 .iter()
                 .map(|r| Drawn::new(r.indptr.last().unwrap_or(0), num_nodes[r.src]))
                 .collect(),
             keys: Vec::new(),
             fetch: NarrowFetch::default(),
-            tmp: Vec::new(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
             hops,
             replace,
             strategy: TemporalStrategy::default(),
-            drawer: Drawer::default(),
-            ranges: Vec::new(),
             cuts: Vec::new(),
-            limits: Vec::new(),
             cutter: Cutter::default(),
             wide_state: false,
         })
@@ -281,25 +287,21 @@ impl HeteroSampler {
         hetero_bound(seeds, &nodes, &rels, self.replace)
     }
 
-    /// Bytes its workspaces hold now: the dedup maps (one per node type, sized for the
-    /// largest batch relabelled) and the per-hop buffers (ranges, every relation's positions
-    /// and entries read and each frontier node's count of them, the sort order of each
-    /// relation's fetch, and at seed times the search's), as grown by the calls so far. After
-    /// a call of `h` batches, `1 / h` of it is what one batch of a hyperbatch holds besides
-    /// its sample, measured (a loader sizes hyperbatches with it).
+    /// Bytes its workspaces hold now: every thread's dedup maps (one per node type, sized for
+    /// the largest batch the thread relabelled), ranges and draws of one node, and the per-hop
+    /// buffers (every relation's positions and entries read and each frontier node's count of
+    /// them, the sort order of each relation's fetch, and at seed times the search's), as grown
+    /// by the calls so far. After a call of `h` batches, `1 / h` of what is not
+    /// [`Self::scratch_bytes`] is what one batch of a hyperbatch holds besides its sample,
+    /// measured (a loader sizes hyperbatches with it).
     pub fn held_bytes(&self) -> u64 {
-        let maps = self.map_bytes();
+        let threads: u64 = self.scratch.iter().map(Scratch::bytes).sum();
         let drawn: usize = self.drawn.iter().map(Drawn::bytes).sum::<usize>()
             + self.states.iter().map(BatchState::bytes).sum::<usize>();
-        let buffers = 16 * self.ranges.capacity()
-            + 8 * (self.cuts.capacity()
-                + self.limits.capacity()
-                + self.keys.capacity()
-                + self.tmp.capacity())
-            + self.fetch.bytes()
-            + drawn;
+        let buffers =
+            8 * (self.cuts.capacity() + self.keys.capacity()) + self.fetch.bytes() + drawn;
         let fetch: u64 = self.rels.iter().map(|r| r.source.workspace_bytes()).sum();
-        maps + buffers as u64 + fetch + self.cutter.bytes()
+        threads + buffers as u64 + fetch + self.cutter.bytes()
     }
 
     /// Bytes the batch of `sample` held, its sample's part, before its last hop was relabelled,
@@ -314,25 +316,42 @@ impl HeteroSampler {
         sample.resident_bytes_with(&width)
     }
 
-    /// Of [`Self::held_bytes`], the dedup maps: one per node type whatever the hyperbatch size.
+    /// Of [`Self::held_bytes`], the dedup maps: one per node type and thread whatever the
+    /// hyperbatch size.
     pub fn map_bytes(&self) -> u64 {
-        self.maps.iter().map(IdMap::bytes).sum()
+        self.scratch.iter().map(Scratch::map_bytes).sum()
     }
 
-    /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: the dedup maps;
-    /// the ranges of one batch's frontier (in memory at seed times, their limits too); the search
-    /// of edge times read from disk but its order of the lists (one slice of lists searched at a
-    /// time); where a relation's last hop was fetched with 32-bit positions, the fetch's copies of
-    /// one group of them (a bounded number whatever the hyperbatch) and of one batch's, and its
-    /// source's sort workspace, sized for one group. The rest, over the batches of the last call,
-    /// is what each batch holds.
+    /// Of [`Self::held_bytes`], what does not grow with the hyperbatch size: per thread, its
+    /// dedup maps, the ranges of one batch's frontier (in memory at seed times, their limits
+    /// too), one node's draws and the copy of one batch's 32-bit positions bucketed from disk;
+    /// the search of edge times read from disk but its order of the lists (one slice of lists
+    /// searched at a time); where a relation's last hop was fetched with 32-bit positions, the
+    /// fetch's copies of one group of them (a bounded number whatever the hyperbatch) and its
+    /// source's sort workspace, sized for one group. The rest, over the batches of the last
+    /// call, is what each batch holds.
     pub fn scratch_bytes(&self) -> u64 {
         let sources: u64 = (self.rels.iter().zip(&self.drawn))
             .filter(|(_, d)| d.is_narrow())
             .map(|(r, _)| r.source.workspace_bytes())
             .sum();
-        let ranges = 16 * self.ranges.capacity() as u64 + 8 * self.limits.capacity() as u64;
-        self.map_bytes() + self.fetch.group_bytes() + sources + ranges + self.cutter.bytes()
+        let threads: u64 = self.scratch.iter().map(Scratch::bytes).sum();
+        threads + self.fetch.group_bytes() + sources + self.cutter.bytes()
+    }
+
+    /// Sample a hyperbatch with `threads` threads (0 is taken as 1; 1 by default): each hop's
+    /// draws and each batch's relabelling are split by batch over them (see
+    /// [`Self::sample_each`]), each thread with its own workspaces (`Scratch`), kept across calls. The
+    /// samples are the same whatever the threads.
+    pub fn set_threads(&mut self, threads: usize) {
+        let num_nodes = &self.num_nodes;
+        self.scratch
+            .resize_with(threads.max(1), || Scratch::new(num_nodes));
+    }
+
+    /// The threads a hyperbatch is sampled with ([`Self::set_threads`]).
+    pub fn threads(&self) -> usize {
+        self.scratch.len()
     }
 
     /// Search edge times on disk through at most `lists` neighbor lists at once: for tests,
@@ -505,6 +524,9 @@ impl HeteroSampler {
         while self.states.len() < requests.len() {
             self.states.push(BatchState::new(types, rels));
         }
+        // The seeds go in on the calling thread, through the first thread's maps; no thread's
+        // maps hold a batch of this call before.
+        self.scratch.iter_mut().for_each(|sc| sc.held_by.fill(None));
         for (b, ((req, out), st)) in requests
             .iter()
             .zip(&mut outs)
@@ -520,16 +542,20 @@ impl HeteroSampler {
                 *narrow = !self.wide_state && req.times.is_none() && self.num_nodes[t] <= 1 << 32;
                 nodes.clear();
             }
-            self.held_by.iter_mut().for_each(|h| *h = Some(b));
             if let Some(times) = req.times {
                 times.iter().flat_map(|t| t.iter()).for_each(|&t| {
                     st.groups.group(t);
                 });
-                for (t, (map, &n)) in self.maps.iter_mut().zip(&self.num_nodes).enumerate() {
-                    map.widen_for(st.groups.keys(n, t)?);
+                for (t, &n) in self.num_nodes.iter().enumerate() {
+                    let keys = st.groups.keys(n, t)?;
+                    // Any thread may relabel the batch.
+                    for sc in &mut self.scratch {
+                        sc.maps[t].widen_for(keys);
+                    }
                 }
             }
-            for (t, map) in self.maps.iter_mut().enumerate() {
+            let sc = &mut self.scratch[0];
+            for (t, map) in sc.maps.iter_mut().enumerate() {
                 let n: usize = req
                     .seeds
                     .iter()
@@ -541,13 +567,13 @@ impl HeteroSampler {
             for (i, &(seed_type, ids)) in req.seeds.iter().enumerate() {
                 if st.narrow[seed_type] {
                     let node = &mut st.nodes[seed_type];
-                    with_table!(self.maps[seed_type], t => ids.iter()
+                    with_table!(sc.maps[seed_type], t => ids.iter()
                         .try_for_each(|&s| local_id(t, node, s).map(drop)))?;
                     continue;
                 }
                 let node = &mut out.node[seed_type];
                 let (groups, n) = (&mut st.groups, self.num_nodes[seed_type]);
-                with_table!(self.maps[seed_type], t => match req.times {
+                with_table!(sc.maps[seed_type], t => match req.times {
                     None => ids.iter().try_for_each(|&s| local_id(t, node, s).map(drop)),
                     Some(times) => ids.iter().zip(times[i]).try_for_each(|(&s, &time)| {
                         local_id(t, node, GroupKeys::key(groups.group(time), n, s)).map(drop)
@@ -557,6 +583,7 @@ impl HeteroSampler {
             for t in 0..types {
                 st.frontier[t] = 0..st.count(out, t);
                 out.num_sampled_nodes[t].push(st.frontier[t].len());
+                sc.held_by[t] = Some((b, st.count(out, t)));
             }
         }
         if self.hops == 0 {
@@ -576,27 +603,40 @@ impl HeteroSampler {
             for r in 0..rels {
                 self.hop(r, k, (seed, epoch), requests, &mut outs)?;
             }
-            for (b, out) in outs.iter_mut().enumerate() {
-                self.relabel(k, b, out)?;
-                // The nodes first reached at this hop are the next frontier.
-                let st = &mut self.states[b];
-                for t in 0..types {
-                    st.frontier[t] = st.frontier[t].end..st.count(out, t);
-                    out.num_sampled_nodes[t].push(st.frontier[t].len());
+            let view = View::new(
+                &self.rels,
+                &self.num_nodes,
+                &self.node_times,
+                &self.drawn,
+                (self.hops, self.wide_state),
+            );
+            let (scratch, last) = (&mut self.scratch, k + 1 == self.hops);
+            let mut items: Vec<Relabel<'_>> = (self.states.iter_mut().zip(&mut outs))
+                .enumerate()
+                .map(|(b, (st, out))| Relabel {
+                    b,
+                    st,
+                    out,
+                    done: None,
+                })
+                .collect();
+            if !last {
+                par(&mut items, scratch, |sc, it| it.run(&view, sc, k))?;
+                continue;
+            }
+            // The last hop in rounds of one batch a thread, each round's samples handed to
+            // `each` here, in batch order, once the round is relabelled: at most one finished
+            // sample a thread is held at once. The first error (in batch order) ends the call
+            // after the samples before it were handed out, as on one thread.
+            for round in items.chunks_mut(scratch.len()) {
+                let done = par(round, scratch, |sc, it| it.run(&view, sc, k));
+                for it in round.iter_mut() {
+                    match it.done.take() {
+                        Some(sample) => each(it.b, sample)?,
+                        None => break,
+                    }
                 }
-                if k + 1 < self.hops {
-                    // Held until the last hop with the other batches': not the room a doubling
-                    // left (up to half of it unused), as the homogeneous hyperbatch does.
-                    out.node.iter_mut().for_each(Vec::shrink_to_fit);
-                    st.nodes.iter_mut().for_each(Vec::shrink_to_fit);
-                } else {
-                    let mut done = std::mem::take(out);
-                    self.finish_edges(b, &mut done);
-                    let st = &mut self.states[b];
-                    st.finish_nodes(&mut done);
-                    st.groups.finish(&mut done, &self.num_nodes);
-                    each(b, done)?;
-                }
+                done?;
             }
         }
         Ok(())
@@ -685,6 +725,53 @@ impl BatchState {
                 *nodes = Vec::new();
             }
         }
+    }
+}
+
+/// What one thread lends the batches it draws or relabels, kept across calls (one per thread
+/// of [`HeteroSampler::set_threads`]; what is shared is each relation's draws and fetch,
+/// [`Drawn`], the batches' states and the search of edge times from disk, which runs on the
+/// calling thread).
+pub(super) struct Scratch {
+    /// Per node type, the dedup map of the batch the thread relabels: its nodes of that type
+    /// (keys) and their local ids, refilled batch by batch; `held_by[t]`: the batch (of the
+    /// current call) whose nodes map `t` holds and their count then, so that a map another
+    /// thread has since grown the batch past is refilled, and a batch alone never is.
+    pub(super) maps: Vec<IdMap>,
+    pub(super) held_by: Vec<Option<(usize, usize)>>,
+    pub(super) drawer: Drawer,
+    /// One node's draws before they join the hop's positions.
+    pub(super) tmp: Vec<u64>,
+    /// Per frontier node of the batch being drawn, its neighbor range (cut at seed times), and
+    /// for a batch at seed times searched in memory its seed time.
+    pub(super) ranges: Vec<(u64, u64)>,
+    pub(super) limits: Vec<i64>,
+    /// The copy of one batch's 32-bit positions that bucketing them by chunk from disk goes
+    /// through ([`crate::buckets::Workspace`]).
+    pub(super) moves: Workspace<u32>,
+}
+
+impl Scratch {
+    fn new(num_nodes: &[u64]) -> Self {
+        Scratch {
+            maps: num_nodes.iter().map(|&n| IdMap::for_nodes(n)).collect(),
+            held_by: vec![None; num_nodes.len()],
+            drawer: Drawer::default(),
+            tmp: Vec::new(),
+            ranges: Vec::new(),
+            limits: Vec::new(),
+            moves: Workspace::default(),
+        }
+    }
+
+    fn map_bytes(&self) -> u64 {
+        self.maps.iter().map(IdMap::bytes).sum()
+    }
+
+    fn bytes(&self) -> u64 {
+        let buffers =
+            16 * self.ranges.capacity() + 8 * (self.limits.capacity() + self.tmp.capacity());
+        self.map_bytes() + buffers as u64 + self.moves.bytes()
     }
 }
 

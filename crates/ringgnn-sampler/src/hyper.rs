@@ -675,7 +675,7 @@ fn read_chunks<W: Word>(
 
 /// Run `f` on every item, on one scoped thread per `scratch` (at least one), splitting `items`
 /// into contiguous parts; each thread passes `f` its own scratch. The first error wins.
-fn par<T: Send, S: Send>(
+pub(crate) fn par<T: Send, S: Send>(
     items: &mut [T],
     scratch: &mut [S],
     f: impl Fn(&mut S, &mut T) -> Result<()> + Sync,

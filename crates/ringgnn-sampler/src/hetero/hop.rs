@@ -1,163 +1,32 @@
-//! One hop of a [`HeteroSampler`] hyperbatch: every relation's draws for all the batches and
-//! one fetch of them ([`HeteroSampler::hop`], into [`Drawn`]), then each batch's relabelling
-//! of every relation in the sampler's maps, refilled with the batch's nodes
-//! ([`HeteroSampler::relabel`]).
+//! One hop of a [`HeteroSampler`] hyperbatch, relation by relation ([`HeteroSampler::hop`]):
+//! every batch's count of positions (at seed times, its lists searched first), then its draws,
+//! both split by batch over the sampler's threads (each batch on its own random stream, into its
+//! own part of the relation's [`Drawn`]), then one fetch of them all on the calling thread. Each
+//! batch's relabelling follows, relation by relation (`relabel.rs`).
 
 use std::ops::Range;
 
-use super::temporal::node_of;
-use super::TemporalStrategy;
-use super::{corrupt_entry, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler, Ids};
-use crate::batch::{local_id, Word};
-use crate::buckets::{Buckets, Chunking, Workspace};
+use super::temporal::{cut_batch_in_memory, node_of};
+use super::{corrupt_entry, BatchState, EdgeTimes, HeteroRequest, HeteroSample, HeteroSampler};
+use super::{Scratch, TemporalStrategy};
+use crate::batch::Word;
+use crate::buckets::{Buckets, Chunking};
 use crate::draw::{relation_rng, Drawer};
-use crate::idmap::{with_table, IdMap, Lookup};
+use crate::hyper::par;
+use crate::idmap::GroupKeys;
 use crate::neighbors::NeighborSource;
+use crate::offset_index::Offsets;
 use crate::{Error, Fanout, Result};
 use ringgnn_store::rng::Rng;
 
 impl HeteroSampler {
-    /// Relabel batch `b`'s draws of hop `k` (every relation's, in index order) into `out`,
-    /// with each source type's map refilled with the batch's nodes of that type first.
-    pub(super) fn relabel(&mut self, k: usize, b: usize, out: &mut HeteroSample) -> Result<()> {
-        let active = |r: &HeteroRelation| r.fanouts[k] != Fanout::Count(0);
-        let of = |d: &Drawn| d.ends[b] - if b == 0 { 0 } else { d.ends[b - 1] };
-        for (t, map) in self.maps.iter_mut().enumerate() {
-            let room: usize = (self.rels.iter().zip(&self.drawn))
-                .filter(|(r, _)| r.src == t && active(r))
-                .map(|(_, d)| of(d))
-                .sum();
-            if room > 0 && self.held_by[t] != Some(b) {
-                match self.states[b].ids(out, t) {
-                    Ids::Narrow(keys) => fill(map, keys, room),
-                    Ids::Wide(keys) => fill(map, keys, room),
-                }
-                self.held_by[t] = Some(b);
-            }
-        }
-        for r in 0..self.rels.len() {
-            if !active(&self.rels[r]) {
-                continue;
-            }
-            let d = &self.drawn[r];
-            let at = d.of_batch(b);
-            let counts = &d.counts[d.nodes_of_batch(b)];
-            let (dst, last) = (self.rels[r].dst, k + 1 == self.hops);
-            let st = &mut self.states[b];
-            // Its `col`: each frontier node's local id once per position it drew, made only
-            // for its last hop and where edges may be dropped; before its last hop a batch
-            // keeps a count per frontier node ([`BatchState::cols`]).
-            if last || st.groups.on {
-                let col = &mut out.col[r];
-                col.reserve_exact(at.len());
-                for (l, &c) in st.frontier[dst].clone().zip(counts) {
-                    col.extend(std::iter::repeat_n(l as u64, c as usize));
-                }
-            } else {
-                st.cols[r].reserve_exact(counts.len());
-                st.cols[r].extend_from_slice(counts);
-            }
-            // Before its last hop a batch keeps its rows compact ([`BatchState::rows`]).
-            let held = !last && !self.wide_state;
-            if st.groups.on {
-                self.relabel_in_groups(r, b, at, out)?;
-                if !last {
-                    // The edges kept, counted per frontier node again.
-                    let (st, col) = (&mut self.states[b], &mut out.col[r]);
-                    st.cols[r].reserve_exact(st.frontier[dst].len());
-                    let mut i = 0;
-                    for l in st.frontier[dst].clone() {
-                        let n = col[i..].iter().take_while(|&&c| c == l as u64).count();
-                        st.cols[r].push(n as u32);
-                        i += n;
-                    }
-                    col.clear();
-                }
-                if held {
-                    // This hop's rows, the only ones in the sample: narrowed, and their
-                    // 64-bit buffer freed.
-                    let row = std::mem::take(&mut out.row[r]);
-                    let rows = &mut self.states[b].rows[r];
-                    rows.reserve_exact(row.len());
-                    rows.extend(row.iter().map(|&l| l as u32));
-                }
-                continue;
-            }
-            let (n_src, src) = (self.num_nodes[self.rels[r].src], self.rels[r].src);
-            let st = &mut self.states[b];
-            let mut row = match held {
-                true => Rows::Held(&mut st.rows[r]),
-                false => Rows::Out(&mut out.row[r]),
-            };
-            row.reserve_exact(at.len());
-            let map = &mut self.maps[src];
-            let bad = match st.narrow[src] {
-                true => relabel_into(map, &mut st.nodes[src], &mut row, d, at.clone(), n_src)?,
-                false => relabel_into(map, &mut out.node[src], &mut row, d, at.clone(), n_src)?,
-            };
-            if let Some((p, u)) = bad {
-                return Err(corrupt_entry(r, p, u, src, n_src));
-            }
-            if d.is_narrow() {
-                continue;
-            }
-            let pos = &d.pos[at];
-            if let Some(e) = &mut out.edge {
-                e[r].reserve_exact(pos.len());
-                e[r].extend_from_slice(pos);
-            }
-        }
-        Ok(())
-    }
-
-    /// Put batch `b`'s `row` and `col` of every hop before its last (kept compact: the rows as
-    /// 32-bit local ids, [`BatchState::rows`], the cols as counts per frontier node,
-    /// [`BatchState::cols`]) in front of its last hop's, once its last hop is relabelled.
-    pub(super) fn finish_edges(&mut self, b: usize, out: &mut HeteroSample) {
-        let st = &mut self.states[b];
-        for (r, rows) in st.rows.iter_mut().enumerate() {
-            if rows.is_empty() {
-                continue;
-            }
-            let mut row = Vec::with_capacity(rows.len() + out.row[r].len());
-            row.extend(rows.iter().map(|&l| l as u64));
-            row.extend_from_slice(&out.row[r]);
-            out.row[r] = row;
-            // Freed, not kept for the next batch: what holding them compact saves.
-            *rows = Vec::new();
-        }
-        for (r, rel) in self.rels.iter().enumerate() {
-            let (counts, nsn) = (&st.cols[r], &out.num_sampled_nodes[rel.dst]);
-            if counts.is_empty() {
-                continue;
-            }
-            let before: u64 = counts.iter().map(|&c| c as u64).sum();
-            let mut col = Vec::with_capacity(before as usize + out.col[r].len());
-            let (mut first, mut c) = (0, 0);
-            for (k, &f) in rel.fanouts[..self.hops - 1].iter().enumerate() {
-                // Hop k's frontier: the nodes first reached at hop k - 1 (the seeds at 0).
-                let frontier = first..first + nsn[k];
-                first = frontier.end;
-                if f == Fanout::Count(0) {
-                    continue;
-                }
-                let n = frontier.len();
-                for (l, &m) in frontier.zip(&counts[c..c + n]) {
-                    col.extend(std::iter::repeat_n(l as u64, m as usize));
-                }
-                c += n;
-            }
-            col.extend_from_slice(&out.col[r]);
-            out.col[r] = col;
-        }
-    }
-
     /// Relation `r`'s draws at hop `k` for every batch of `outs` and one fetch of them all,
-    /// into `drawn[r]` (relabelled by [`Self::relabel`]), with how many each frontier node drew
-    /// (its `col`, made when the batch is relabelled); their count pushed to each
+    /// into `drawn[r]` (relabelled by `relabel.rs`), with how many each frontier node drew (its
+    /// `col`, made when the batch is relabelled); their count pushed to each
     /// `num_sampled_edges[r]`. `(seed, epoch)` and each request's batch pick the streams.
-    /// Temporal batches draw from each range cut to its eligible edges (one batched search over
-    /// the relation's times for all of them first, [`Self::cut_to_times`]).
+    /// Temporal batches draw from each range cut to its eligible edges: from disk one batched
+    /// search over the relation's times for all of them first ([`Self::cut_to_times`]), in
+    /// memory each batch's search where it is counted.
     pub(super) fn hop(
         &mut self,
         r: usize,
@@ -166,53 +35,72 @@ impl HeteroSampler {
         requests: &[HeteroRequest<'_>],
         outs: &mut [HeteroSample],
     ) -> Result<()> {
-        let rel = &self.rels[r];
-        let fanout = rel.fanouts[k];
-        let states = &self.states[..outs.len()];
+        let h = outs.len();
+        let fanout = self.rels[r].fanouts[k];
         if fanout == Fanout::Count(0) {
             outs.iter_mut().for_each(|o| o.num_sampled_edges[r].push(0));
             return Ok(());
         }
-        // Each batch's ranges are made as it is drawn (one batch's held at a time); here only
-        // the hop's size, before anything is reserved: without seed times from the offset index
-        // (independent loads whose cache misses overlap); at seed times over a relation with
-        // edge times, each frontier node's count of eligible edges first, found by one search
-        // over the relation's times for every batch ([`Self::cut_to_times`]) and kept in its
-        // `counts` entry until its draws replace it.
-        let temporal = rel.times.is_some() && states.iter().any(|s| s.groups.on);
-        let (n_dst, replace) = (self.num_nodes[rel.dst], self.replace);
-        let nodes: usize = states.iter().map(|st| st.frontier[rel.dst].len()).sum();
+        let dst = self.rels[r].dst;
+        let temporal = self.rels[r].times.is_some() && self.states[..h].iter().any(|s| s.groups.on);
+        // Each frontier node's count of draws; at seed times over a relation with edge times
+        // read from disk, its count of eligible edges first, found by one search over the
+        // relation's times for every batch, kept in its entry until its draws replace it.
+        let nodes: usize = self.states[..h]
+            .iter()
+            .map(|st| st.frontier[dst].len())
+            .sum();
         let d = &mut self.drawn[r];
         d.counts.clear();
         d.counts.reserve_exact(nodes);
         d.counts.resize(nodes, 0);
-        let (total, mut kept) = match temporal {
-            true => self.cut_to_times(r, fanout, outs)?,
-            false => (
-                (outs.iter().zip(states))
-                    .map(|(out, st)| {
-                        let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
-                        let on = st.groups.on;
-                        let count = |v: u64| {
-                            let (lo, hi) = rel.indptr.range(node_of(v, on, n_dst) as usize);
-                            Drawer::count(hi - lo, fanout, replace)
-                        };
-                        frontier.iter().map(count).sum::<u64>()
-                    })
-                    .sum::<u64>(),
-                false,
-            ),
+        if temporal {
+            self.cut_to_times(r, outs)?;
+        }
+        let HeteroSampler {
+            rels,
+            num_nodes,
+            replace,
+            strategy,
+            states,
+            scratch,
+            cuts,
+            drawn,
+            keys,
+            fetch,
+            ..
+        } = self;
+        let (rel, d, states) = (&mut rels[r], &mut drawn[r], &states[..h]);
+        let how = Hop {
+            dst,
+            n_dst: num_nodes[dst],
+            indptr: &rel.indptr,
+            fanout,
+            replace: *replace,
+            temporal,
+            last: temporal && *strategy == TemporalStrategy::Last,
+            memory: match &rel.times {
+                Some(EdgeTimes::Memory(t)) if temporal => Some(t),
+                _ => None,
+            },
         };
-        let (rel, states) = (&mut self.rels[r], &self.states[..outs.len()]);
-        // Per batch, the fanout its (cut) ranges are drawn with.
-        let last = temporal && self.strategy == TemporalStrategy::Last;
-        let fanout_of = |b: usize| match states[b].groups.on && last {
-            true => Fanout::All,
-            false => fanout,
-        };
-        let total = usize::try_from(total).map_err(|_| Error::TooLarge)?;
+        // Each batch's count of positions (one batch's ranges held at a time, by its thread):
+        // without seed times from the offset index; at seed times from its eligible counts.
+        let mut totals = vec![0u64; h];
+        let mut items = Vec::with_capacity(h);
+        let mut rest = &mut d.counts[..];
+        for ((st, out), total) in states.iter().zip(&*outs).zip(&mut totals) {
+            let (counts, tail) = std::mem::take(&mut rest).split_at_mut(st.frontier[dst].len());
+            rest = tail;
+            items.push((st, out, counts, total));
+        }
+        par(&mut items, scratch, |sc, (st, out, counts, total)| {
+            **total = how.count(sc, st, out, counts)?;
+            Ok(())
+        })?;
+        drop(items);
+        let total = usize::try_from(totals.iter().sum::<u64>()).map_err(|_| Error::TooLarge)?;
         let with_edge_ids = outs.first().is_some_and(|o| o.edge.is_some());
-        let d = &mut self.drawn[r];
         // 32-bit positions and entries where the relation allows them, unless the positions
         // are kept as edge ids.
         d.wide = !d.fits_u32 || with_edge_ids;
@@ -221,84 +109,41 @@ impl HeteroSampler {
         d.narrow.clear();
         d.node_ends.clear();
         match d.wide {
-            true => d.pos.reserve_exact(total),
-            false => d.narrow.reserve_exact(total),
-        }
-        // Draws, batch by batch, each from its own stream; `cuts[b]` is the end of batch b's
-        // positions.
-        self.cuts.clear();
-        let mut node = 0;
-        for (b, out) in outs.iter_mut().enumerate() {
-            let st = &states[b];
-            let frontier = st.ids(out, rel.dst).slice(st.frontier[rel.dst].clone());
-            match temporal && st.groups.on {
-                // The ranges the search cut in memory, still held (see `cut_to_times`).
-                true if std::mem::take(&mut kept) => {
-                    if last {
-                        for (lo, hi) in &mut self.ranges {
-                            *lo = *hi - Drawer::count(*hi - *lo, fanout, false);
-                        }
-                    }
-                }
-                true => {
-                    self.ranges.clear();
-                    self.ranges.reserve_exact(frontier.len());
-                    let eligible = &d.counts[node..node + frontier.len()];
-                    let cut = (frontier.iter().zip(eligible)).map(|(key, &c)| {
-                        let (lo, _) = rel.indptr.range(node_of(key, true, n_dst) as usize);
-                        (lo, lo + c as u64)
-                    });
-                    self.ranges.extend(cut);
-                    if last {
-                        for (lo, hi) in &mut self.ranges {
-                            *lo = *hi - Drawer::count(*hi - *lo, fanout, false);
-                        }
-                    }
-                }
-                false => {
-                    self.ranges.clear();
-                    self.ranges.reserve_exact(frontier.len());
-                    let on = st.groups.on;
-                    let full = frontier
-                        .iter()
-                        .map(|v| rel.indptr.range(node_of(v, on, n_dst) as usize));
-                    self.ranges.extend(full);
-                }
+            true => {
+                d.pos.reserve_exact(total);
+                d.pos.resize(total, 0);
             }
-            let start = d.len();
-            let mut rng = relation_rng(seed, epoch, requests[b].batch, r, k);
-            let fanout = fanout_of(b);
-            let (drawer, tmp, n) = (&mut self.drawer, &mut self.tmp, self.ranges.len());
-            let (how, counts) = ((fanout, replace), &mut d.counts[node..node + n]);
-            match d.wide {
-                true => draw_all(drawer, tmp, &mut rng, &self.ranges, how, &mut d.pos, counts),
-                false => draw_all(
-                    drawer,
-                    tmp,
-                    &mut rng,
-                    &self.ranges,
-                    how,
-                    &mut d.narrow,
-                    counts,
-                ),
-            }?;
-            node += n;
-            self.cuts.push(d.len());
-            d.node_ends.push(node);
-            out.num_sampled_edges[r].push(d.len() - start);
+            false => {
+                d.narrow.reserve_exact(total);
+                d.narrow.resize(total, 0);
+            }
         }
-        let n_src = self.num_nodes[rel.src];
+        // `cuts[b]` ends batch b's positions.
+        cuts.clear();
+        let (mut end, mut node) = (0, 0);
+        for ((st, out), &n) in states.iter().zip(outs.iter_mut()).zip(&totals) {
+            end += n as usize;
+            cuts.push(end);
+            node += st.frontier[dst].len();
+            d.node_ends.push(node);
+            out.num_sampled_edges[r].push(n as usize);
+        }
+        // In memory, where the first batch is the only one at seed times (a hop of one batch,
+        // as every hop in memory is), the first thread still holds its cut ranges (its first
+        // batch, counted and drawn) and draws from them without looking its lists up again.
+        let kept =
+            how.memory.is_some() && states[0].groups.on && states[1..].iter().all(|s| !s.groups.on);
+        let stream = |b: usize| relation_rng(seed, epoch, requests[b].batch, r, k);
+        let draws: Draws = (states, &*outs, kept, &stream);
+        match d.wide {
+            true => how.draw_batches(scratch, draws, &mut d.counts, &mut d.pos, &totals),
+            false => how.draw_batches(scratch, draws, &mut d.counts, &mut d.narrow, &totals),
+        }?;
+        let n_src = num_nodes[rel.src];
         let bad = if !d.wide {
             let chunking = Chunking::new(d.per_chunk);
-            let (fetch, cuts) = (&mut self.fetch, &self.cuts);
-            fetch.run(
-                &mut rel.source,
-                &mut d.narrow,
-                cuts,
-                n_src,
-                chunking,
-                d.chunks,
-            )?
+            let chunks = (chunking, d.chunks);
+            fetch.run(&mut rel.source, scratch, &mut d.narrow, cuts, n_src, chunks)?
         } else if with_edge_ids {
             // The positions are kept: they are the edge ids.
             d.nbr.reserve_exact(d.pos.len());
@@ -306,97 +151,203 @@ impl HeteroSampler {
             rel.source.fetch(&d.pos, &mut d.nbr)?;
             None
         } else {
-            rel.source
-                .fetch_in_place(&mut d.pos, n_src, &mut self.keys)?
+            rel.source.fetch_in_place(&mut d.pos, n_src, keys)?
         };
         if let Some((p, u)) = bad {
             return Err(corrupt_entry(r, p, u, rel.src, n_src));
         }
-        d.ends.clone_from(&self.cuts);
+        d.ends.clone_from(cuts);
         Ok(())
     }
 }
 
-/// Where a relation's rows of one batch's hop go as they are relabelled: the batch's compact
-/// rows of its hops before the last ([`super::BatchState::rows`]) or its sample's.
-enum Rows<'a> {
-    Held(&'a mut Vec<u32>),
-    Out(&'a mut Vec<u64>),
+/// What every thread reads while it counts and draws a relation's hop.
+struct Hop<'a> {
+    dst: usize,
+    n_dst: u64,
+    indptr: &'a Offsets,
+    fanout: Fanout,
+    replace: bool,
+    /// Whether the relation has edge times and some batch is at seed times.
+    temporal: bool,
+    /// Whether batches at seed times take their most recent eligible edges.
+    last: bool,
+    /// The edge times in memory, searched batch by batch.
+    memory: Option<&'a [i64]>,
 }
 
-impl Rows<'_> {
-    fn reserve_exact(&mut self, n: usize) {
-        match self {
-            Rows::Held(v) => v.reserve_exact(n),
-            Rows::Out(v) => v.reserve_exact(n),
+/// The batches of a hop as its draws see them: their states and samples, whether the first
+/// thread holds the first batch's cut ranges, and each batch's random stream.
+type Draws<'a, 'b> = (
+    &'a [BatchState],
+    &'a [HeteroSample],
+    bool,
+    &'a (dyn Fn(usize) -> Rng + Sync + 'b),
+);
+
+impl Hop<'_> {
+    /// A batch's count of positions at this hop; at seed times in memory its search first,
+    /// each frontier node's count of eligible edges into `counts` and its cut ranges into the
+    /// thread's.
+    fn count(
+        &self,
+        sc: &mut Scratch,
+        st: &BatchState,
+        out: &HeteroSample,
+        counts: &mut [u32],
+    ) -> Result<u64> {
+        let (indptr, n_dst, fanout, replace) = (self.indptr, self.n_dst, self.fanout, self.replace);
+        let frontier = st.ids(out, self.dst).slice(st.frontier[self.dst].clone());
+        let on = st.groups.on;
+        if self.temporal && on {
+            if let Some(t) = self.memory {
+                let list = |j: usize| {
+                    let (g, v) = GroupKeys::split(frontier.at(j), n_dst);
+                    (indptr.range(v as usize), st.groups.times[g as usize])
+                };
+                let lent = (&mut sc.ranges, &mut sc.limits);
+                cut_batch_in_memory(t, frontier.len(), list, lent, counts)?;
+            }
+            // [`TemporalStrategy::Last`] draws all of the `min(k, c)` most recent.
+            let draws = replace && !self.last;
+            return Ok((counts.iter())
+                .map(|&c| Drawer::count(c as u64, fanout, draws))
+                .sum());
         }
+        // Independent loads of the offset index, whose cache misses overlap.
+        let count = |v: u64| {
+            let (lo, hi) = indptr.range(node_of(v, on, n_dst) as usize);
+            Drawer::count(hi - lo, fanout, replace)
+        };
+        Ok(frontier.iter().map(count).sum())
     }
 
-    #[inline(always)]
-    fn push(&mut self, l: u32) {
-        match self {
-            Rows::Held(v) => v.push(l),
-            Rows::Out(v) => v.push(l as u64),
+    /// Every batch's draws into its part of `pos` (`totals[b]` positions each) and of
+    /// `counts` (one per frontier node), split by batch over the threads of `scratch`.
+    fn draw_batches<W: Word + Send>(
+        &self,
+        scratch: &mut [Scratch],
+        (states, outs, kept, stream): Draws<'_, '_>,
+        counts: &mut [u32],
+        pos: &mut [W],
+        totals: &[u64],
+    ) -> Result<()> {
+        let mut items = Vec::with_capacity(states.len());
+        let (mut counts, mut pos) = (counts, pos);
+        for (b, (st, out)) in states.iter().zip(outs).enumerate() {
+            let n = st.frontier[self.dst].len();
+            let (c, rest) = std::mem::take(&mut counts).split_at_mut(n);
+            counts = rest;
+            let (p, rest) = std::mem::take(&mut pos).split_at_mut(totals[b] as usize);
+            pos = rest;
+            items.push((b, st, out, c, p));
         }
+        par(&mut items, scratch, |sc, (b, st, out, counts, pos)| {
+            let kept = kept && *b == 0;
+            self.draw(sc, (st, out, kept), &mut stream(*b), counts, pos)
+        })
+    }
+
+    /// One batch's draws from `rng` into `pos` and `counts` (each frontier node's count of
+    /// draws, at seed times its count of eligible edges until then), from the ranges of its
+    /// frontier made here (cut at seed times), or those the thread holds (`kept`).
+    fn draw<W: Word>(
+        &self,
+        sc: &mut Scratch,
+        (st, out, kept): (&BatchState, &HeteroSample, bool),
+        rng: &mut Rng,
+        counts: &mut [u32],
+        pos: &mut [W],
+    ) -> Result<()> {
+        let (indptr, n_dst) = (self.indptr, self.n_dst);
+        let frontier = st.ids(out, self.dst).slice(st.frontier[self.dst].clone());
+        let Scratch {
+            drawer,
+            tmp,
+            ranges,
+            ..
+        } = sc;
+        let on = st.groups.on;
+        match self.temporal && on {
+            // The ranges the search cut in memory, still held (see `HeteroSampler::hop`).
+            true if kept => {}
+            true => {
+                ranges.clear();
+                ranges.reserve_exact(frontier.len());
+                let cut = (frontier.iter().zip(&*counts)).map(|(key, &c)| {
+                    let (lo, _) = indptr.range(node_of(key, true, n_dst) as usize);
+                    (lo, lo + c as u64)
+                });
+                ranges.extend(cut);
+            }
+            false => {
+                ranges.clear();
+                ranges.reserve_exact(frontier.len());
+                let full = frontier
+                    .iter()
+                    .map(|v| indptr.range(node_of(v, on, n_dst) as usize));
+                ranges.extend(full);
+            }
+        }
+        let fanout = match self.temporal && on && self.last {
+            true => {
+                for (lo, hi) in ranges.iter_mut() {
+                    *lo = *hi - Drawer::count(*hi - *lo, self.fanout, false);
+                }
+                Fanout::All
+            }
+            false => self.fanout,
+        };
+        draw_into(
+            drawer,
+            tmp,
+            rng,
+            ranges,
+            (fanout, self.replace),
+            pos,
+            counts,
+        )
     }
 }
 
-/// Append to `pos` the positions drawn for each of `ranges` (a frontier's neighbor ranges, in
-/// order, from `rng`), and write into `counts` (one entry a range) how many each drew.
-fn draw_all<W: Word>(
+/// Write into `pos` the positions drawn for each of `ranges` (a frontier's neighbor ranges, in
+/// order, from `rng`), exactly filling it, and into `counts` (one entry a range) how many each
+/// drew.
+fn draw_into<W: Word>(
     drawer: &mut Drawer,
     tmp: &mut Vec<u64>,
     rng: &mut Rng,
     ranges: &[(u64, u64)],
     (fanout, replace): (Fanout, bool),
-    pos: &mut Vec<W>,
+    pos: &mut [W],
     counts: &mut [u32],
 ) -> Result<()> {
-    for (&range, count) in ranges.iter().zip(counts) {
-        let at = pos.len();
-        W::draw_node(drawer, tmp, rng, range, fanout, replace, pos);
-        *count = u32::try_from(pos.len() - at).map_err(|_| Error::TooLarge)?;
-    }
-    Ok(())
-}
-
-/// Make `map` hold exactly `keys` (a batch's nodes of one type, in local id order), with room
-/// for `room` more.
-fn fill<N: Word>(map: &mut IdMap, keys: &[N], room: usize) {
-    map.clear_for(keys.len() + room);
-    with_table!(map, t => for (l, &v) in keys.iter().enumerate() {
-        let _ = t.get_or_insert::<std::convert::Infallible>(v.get(), || Ok(l as u32));
-    });
-}
-
-/// Relabel the entries `at` of `d` into `row`, new nodes appended to `node` (a batch's list of
-/// the source type, of `n_src` nodes, `map` holding it): the first entry (in draw order) that
-/// is not a node of the source type, with its position, if any, and nothing after it.
-#[inline]
-fn relabel_into<N: Word>(
-    map: &mut IdMap,
-    node: &mut Vec<N>,
-    row: &mut Rows<'_>,
-    d: &Drawn,
-    at: Range<usize>,
-    n_src: u64,
-) -> Result<Option<(u64, u64)>> {
-    if d.is_narrow() {
-        // Checked against the source type's count as they were read.
-        let nbr = &d.narrow[at];
-        with_table!(map, t => for &u in nbr {
-            row.push(local_id(t, node, u as u64)?);
-        });
-        return Ok(None);
-    }
-    let (pos, nbr) = (&d.pos[at.clone()], &d.entries()[at]);
-    with_table!(map, t => for (&u, &p) in nbr.iter().zip(pos) {
-        if u >= n_src {
-            return Ok(Some((p, u)));
+    // The count made before drawing is the number drawn ([`Drawer::count`]).
+    let want = pos.len();
+    let miscounted = || {
+        Error::Input(format!(
+            "a batch drew other than the {want} positions counted for it: a bug in the \
+             sampler, please report it"
+        ))
+    };
+    let mut at = 0;
+    for (&(lo, hi), count) in ranges.iter().zip(counts) {
+        tmp.clear();
+        drawer.draw(rng, hi - lo, fanout, replace, tmp);
+        let n = tmp.len();
+        *count = u32::try_from(n).map_err(|_| Error::TooLarge)?;
+        let Some(to) = pos.get_mut(at..at + n) else {
+            return Err(miscounted());
+        };
+        for (p, &o) in to.iter_mut().zip(tmp.iter()) {
+            *p = W::of(lo + o);
         }
-        row.push(local_id(t, node, u)?);
-    });
-    Ok(None)
+        at += n;
+    }
+    match at == pos.len() {
+        true => Ok(()),
+        false => Err(miscounted()),
+    }
 }
 
 /// What every batch of a hyperbatch drew from one relation at the current hop: the positions,
@@ -446,14 +397,6 @@ impl Drawn {
 
     pub(super) fn is_narrow(&self) -> bool {
         !self.wide
-    }
-
-    /// Positions drawn this hop so far, all batches.
-    fn len(&self) -> usize {
-        match self.wide {
-            true => self.pos.len(),
-            false => self.narrow.len(),
-        }
     }
 
     /// Batch `b`'s positions.
@@ -521,14 +464,14 @@ const MIN_CHUNK: u64 = 1 << 12;
 const FETCH_GROUP: usize = 1 << 15;
 
 /// The workspace of a narrow fetch ([`NarrowFetch::run`]): per batch, its positions' buckets
-/// by chunk (about half a byte a position: see [`Buckets`]); the copy of one batch's positions
-/// its moves go through; one group's positions and entries as the source reads them.
+/// by chunk (about half a byte a position: see [`Buckets`]); one group's positions and entries
+/// as the source reads them. (The copy of one batch's positions its moves go through is each
+/// thread's, [`Scratch::moves`].)
 #[derive(Default)]
 pub(super) struct NarrowFetch {
     /// Positions a read takes at most ([`FETCH_GROUP`] when 0).
     pub(super) group: usize,
     buckets: Vec<Buckets>,
-    ws: Workspace<u32>,
     sub: Vec<u64>,
     out: Vec<u64>,
 }
@@ -538,17 +481,18 @@ impl NarrowFetch {
     /// the first entry (in position order) not below `below` and its position, if any (every
     /// entry is read either way), as [`NeighborSource::fetch_in_place`]. From disk each
     /// batch's positions are bucketed by chunk in place ([`Buckets`], as the homogeneous
-    /// hyperbatch does), read in groups of whole chunks in file order (each group, every
-    /// batch's positions in those chunks, in one fetch: each page is read once, as in one
-    /// fetch of all of them), then put back in draw order.
+    /// hyperbatch does; batches split over the threads of `scratch`), read in groups of whole
+    /// chunks in file order (each group, every batch's positions in those chunks, in one fetch:
+    /// each page is read once, as in one fetch of all of them), then put back in draw order
+    /// (on the threads again).
     pub(super) fn run(
         &mut self,
         source: &mut NeighborSource,
+        scratch: &mut [Scratch],
         vals: &mut [u32],
         ends: &[usize],
         below: u64,
-        chunking: Chunking,
-        chunks: usize,
+        (chunking, chunks): (Chunking, usize),
     ) -> Result<Option<(u64, u64)>> {
         let mut bad: Option<(u64, u64)> = None;
         let on_disk = matches!(source, NeighborSource::Disk(_));
@@ -604,10 +548,11 @@ impl NarrowFetch {
             self.buckets.resize_with(batches, Buckets::default);
         }
         let starts = |b: usize| if b == 0 { 0 } else { ends[b - 1] };
-        for b in 0..batches {
-            let batch = &mut vals[starts(b)..ends[b]];
-            self.buckets[b].sort(batch, chunking, chunks, &mut self.ws)?;
-        }
+        par(
+            &mut per_batch(&mut self.buckets, vals, ends),
+            scratch,
+            |sc, (bk, batch)| bk.sort(batch, chunking, chunks, &mut sc.moves),
+        )?;
         let buckets = &self.buckets[..batches];
         // Every batch's positions in chunks `c0..c`.
         let mut at: Vec<Range<usize>> = Vec::with_capacity(batches);
@@ -635,9 +580,14 @@ impl NarrowFetch {
             }));
             read(&mut self.sub, &mut self.out, vals, &at)?;
         }
-        for b in 0..batches {
-            self.buckets[b].unsort(&mut vals[starts(b)..ends[b]], &mut self.ws);
-        }
+        par(
+            &mut per_batch(&mut self.buckets, vals, ends),
+            scratch,
+            |sc, (bk, batch)| {
+                bk.unsort(batch, &mut sc.moves);
+                Ok(())
+            },
+        )?;
         Ok(bad)
     }
 
@@ -647,8 +597,25 @@ impl NarrowFetch {
     }
 
     /// Of [`Self::bytes`], what does not grow with the hyperbatch: the copies of one group (at
-    /// most [`FETCH_GROUP`] positions, or one chunk's) and of one batch's positions.
+    /// most [`FETCH_GROUP`] positions, or one chunk's).
     pub(super) fn group_bytes(&self) -> u64 {
-        8 * (self.sub.capacity() + self.out.capacity()) as u64 + self.ws.bytes()
+        8 * (self.sub.capacity() + self.out.capacity()) as u64
     }
+}
+
+/// Each batch's buckets (the first `ends.len()` of `buckets`) with its positions of `vals`
+/// (batch `b`'s end at `ends[b]`).
+fn per_batch<'a>(
+    buckets: &'a mut [Buckets],
+    vals: &'a mut [u32],
+    ends: &[usize],
+) -> Vec<(&'a mut Buckets, &'a mut [u32])> {
+    let (mut rest, mut start) = (vals, 0);
+    (buckets.iter_mut().zip(ends))
+        .map(|(bk, &end)| {
+            let (batch, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
+            (rest, start) = (tail, end);
+            (bk, batch)
+        })
+        .collect()
 }

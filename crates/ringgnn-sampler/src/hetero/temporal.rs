@@ -26,12 +26,12 @@ use std::sync::Arc;
 use ringgnn_io::{collapse_huge_pages, open_backend, BackendKind, CoalesceOptions, IoStats, ALIGN};
 use ringgnn_store::manifest::{pad_to_page, IndexDtype, TimeRange};
 
-use super::{corrupt_entry, BatchState, HeteroRequest, HeteroSample, HeteroSampler};
+use super::relabel::View;
+use super::{corrupt_entry, BatchState, HeteroRequest, HeteroSample, HeteroSampler, Scratch};
 use crate::batch::local_id;
-use crate::draw::Drawer;
 use crate::idmap::{with_table, GroupKeys, Lookup};
 use crate::neighbors::DiskNeighbors;
-use crate::{Error, Fanout, Result};
+use crate::{Error, Result};
 
 /// Which of a node's eligible edges (those not newer than its seed's time) are drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -186,30 +186,20 @@ impl HeteroSampler {
         Ok(())
     }
 
-    /// At a hop of relation `r` (with `fanout`), which has edge times, over the batches of
-    /// `outs`, some at seed times: each frontier node of a batch at seed times gets its count
-    /// of edges not newer than its seed's time in its entry of `drawn[r].counts` (one entry per
+    /// At a hop of relation `r`, whose edge times are read from disk, over the batches of
+    /// `outs`, some at seed times: each frontier node of a batch at seed times gets its count of
+    /// edges not newer than its seed's time in its entry of `drawn[r].counts` (one entry per
     /// frontier node, every batch's in turn, already there), for the hop's draws to cut its
-    /// range by. Returns how many positions the hop draws, and whether `ranges` holds the first
-    /// batch's cut ranges (in memory, where it is the only batch at seed times: a hop of one
-    /// batch, as every hop in memory is, draws from them without looking its lists up again). In memory the search runs batch by
-    /// batch over its ranges; from disk over every batch's lists at once (in groups of
-    /// [`Cutter::group`] batches), so that a page of times several batches probe is read once,
-    /// holding 8 bytes a list ([`Cutter::cut_lists`]).
-    pub(super) fn cut_to_times(
-        &mut self,
-        r: usize,
-        fanout: Fanout,
-        outs: &[HeteroSample],
-    ) -> Result<(u64, bool)> {
+    /// range by. The search runs on the calling thread over every batch's lists at once (in
+    /// groups of [`Cutter::group`] batches), so that a page of times several batches probe is
+    /// read once, holding 8 bytes a list ([`Cutter::cut_lists`]). (In memory each batch's lists
+    /// are searched where it is drawn, [`cut_batch_in_memory`].)
+    pub(super) fn cut_to_times(&mut self, r: usize, outs: &[HeteroSample]) -> Result<()> {
         let rel = &mut self.rels[r];
-        let times = rel
-            .times
-            .as_mut()
-            .expect("the hop cuts relations with edge times");
-        let (dst, n_dst, replace, indptr) =
-            (rel.dst, self.num_nodes[rel.dst], self.replace, &rel.indptr);
-        let last = self.strategy == TemporalStrategy::Last;
+        let Some(EdgeTimes::Disk(disk, range)) = rel.times.as_mut() else {
+            return Ok(());
+        };
+        let (dst, n_dst, indptr) = (rel.dst, self.num_nodes[rel.dst], &rel.indptr);
         let (states, counts) = (&self.states[..outs.len()], &mut self.drawn[r].counts);
         // Batch `b`'s frontier node `j`: its list and its limit.
         let list = |b: usize, j: usize| {
@@ -223,95 +213,51 @@ impl HeteroSampler {
                 false => (indptr.range(key as usize), i64::MAX),
             }
         };
-        let mut kept = false;
-        match times {
-            EdgeTimes::Memory(t) => {
-                let mut node = 0;
-                for (b, st) in states.iter().enumerate() {
-                    let n = st.frontier[dst].len();
-                    if st.groups.on {
-                        kept = b == 0;
-                        self.ranges.clear();
-                        self.ranges.reserve_exact(n);
-                        self.limits.clear();
-                        self.limits.reserve_exact(n);
-                        for j in 0..n {
-                            let (range, limit) = list(b, j);
-                            self.ranges.push(range);
-                            self.limits.push(limit);
-                        }
-                        cut_in_memory(t, &mut self.ranges, &self.limits);
-                        for (c, &(lo, hi)) in counts[node..node + n].iter_mut().zip(&self.ranges) {
-                            *c = u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?;
-                        }
-                    }
-                    node += n;
-                }
-            }
-            EdgeTimes::Disk(disk, range) => {
-                // Every node's count where the search leaves it: a list not searched (no
-                // entries, or a seed time after every time) is eligible whole. (In memory every
-                // list's range is cut, and its count taken from it.)
-                let mut node = 0;
-                for (b, st) in states.iter().enumerate() {
-                    let n = st.frontier[dst].len();
-                    if st.groups.on {
-                        for j in 0..n {
-                            let ((lo, hi), limit) = list(b, j);
-                            counts[node + j] = match limit {
-                                i64::MAX => u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?,
-                                _ => 0,
-                            };
-                        }
-                    }
-                    node += n;
-                }
-                let mut first = 0;
-                while first < outs.len() {
-                    let batches = first..outs.len().min(first.saturating_add(self.cutter.group));
-                    first = batches.end;
-                    // Where each batch's lists start among the group's, and in `counts`.
-                    let mut starts = Vec::with_capacity(batches.len() + 1);
-                    let mut n = 0;
-                    for st in &states[batches.clone()] {
-                        starts.push(n);
-                        n += st.frontier[dst].len();
-                    }
-                    let base = node_start(states, dst, batches.start);
-                    let at = |i: usize| {
-                        let b = starts.partition_point(|&s| s <= i) - 1;
-                        (batches.start + b, i - starts[b])
-                    };
-                    let lists = |i: usize| {
-                        let (b, j) = at(i);
-                        list(b, j)
-                    };
-                    let mut cut = |i: usize, end: u64| {
-                        let (b, j) = at(i);
-                        let ((lo, _), _) = list(b, j);
-                        counts[base + i] = u32::try_from(end - lo).map_err(|_| Error::TooLarge)?;
-                        Ok(())
-                    };
-                    self.cutter.cut_lists(disk, *range, n, &lists, &mut cut)?;
-                }
-            }
-        }
-        let (mut total, mut node) = (0u64, 0usize);
+        // Every node's count where the search leaves it: a list not searched (no entries, or a
+        // seed time after every time) is eligible whole.
+        let mut node = 0;
         for (b, st) in states.iter().enumerate() {
             let n = st.frontier[dst].len();
-            for j in 0..n {
-                total += match st.groups.on {
-                    // [`TemporalStrategy::Last`] draws all of the `min(k, c)` most recent.
-                    true => Drawer::count(counts[node + j] as u64, fanout, replace && !last),
-                    false => {
-                        let ((lo, hi), _) = list(b, j);
-                        Drawer::count(hi - lo, fanout, replace)
-                    }
-                };
+            if st.groups.on {
+                for j in 0..n {
+                    let ((lo, hi), limit) = list(b, j);
+                    counts[node + j] = match limit {
+                        i64::MAX => u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?,
+                        _ => 0,
+                    };
+                }
             }
             node += n;
         }
-        Ok((total, kept))
+        let mut first = 0;
+        while first < outs.len() {
+            let batches = first..outs.len().min(first.saturating_add(self.cutter.group));
+            first = batches.end;
+            // Where each batch's lists start among the group's, and in `counts`.
+            let mut starts = Vec::with_capacity(batches.len() + 1);
+            let mut n = 0;
+            for st in &states[batches.clone()] {
+                starts.push(n);
+                n += st.frontier[dst].len();
+            }
+            let base = node_start(states, dst, batches.start);
+            let at = |i: usize| {
+                let b = starts.partition_point(|&s| s <= i) - 1;
+                (batches.start + b, i - starts[b])
+            };
+            let lists = |i: usize| {
+                let (b, j) = at(i);
+                list(b, j)
+            };
+            let mut cut = |i: usize, end: u64| {
+                let (b, j) = at(i);
+                let ((lo, _), _) = list(b, j);
+                counts[base + i] = u32::try_from(end - lo).map_err(|_| Error::TooLarge)?;
+                Ok(())
+            };
+            self.cutter.cut_lists(disk, *range, n, &lists, &mut cut)?;
+        }
+        Ok(())
     }
 
     /// Search edge times through the lists of at most `batches` batches of a hop at once: for
@@ -320,80 +266,106 @@ impl HeteroSampler {
     pub fn set_cut_group(&mut self, batches: usize) {
         self.cutter.group = batches.max(1);
     }
+}
 
-    /// Relabel the entries `at` of relation `r`'s draws at this hop (`drawn[r]`), temporal batch `b`'s:
-    /// each into the group of the node it was drawn for ([`GroupKeys`]), an entry newer than
-    /// its group's time by its node time dropped with its edge (its `col` and `edge`, and the
-    /// hop's edge count, shrink).
-    pub(super) fn relabel_in_groups(
-        &mut self,
-        r: usize,
-        b: usize,
-        at: std::ops::Range<usize>,
-        out: &mut HeteroSample,
-    ) -> Result<()> {
-        let rel = &self.rels[r];
-        let (src, n_src, n_dst) = (rel.src, self.num_nodes[rel.src], self.num_nodes[rel.dst]);
-        let (drawn, len) = (&self.drawn[r], at.len());
-        let node_times = self.node_times[src].as_deref();
-        let st = &self.states[b];
-        let c0 = out.col[r].len() - len;
-        // The source type's nodes (pushed to) and, of another type, the destination's (read).
-        let (node, dst_nodes) = match src.cmp(&rel.dst) {
-            std::cmp::Ordering::Equal => (&mut out.node[src], None),
-            std::cmp::Ordering::Less => {
-                let (lo, hi) = out.node.split_at_mut(rel.dst);
-                (&mut lo[src], Some(&hi[0]))
-            }
-            std::cmp::Ordering::Greater => {
-                let (lo, hi) = out.node.split_at_mut(src);
-                (&mut hi[0], Some(&lo[rel.dst]))
-            }
-        };
-        let (row, col) = (&mut out.row[r], &mut out.col[r]);
-        let mut edge = out.edge.as_mut().map(|e| &mut e[r]);
-        let times = &st.groups.times;
-        let group = |l: u64| {
-            let key = match dst_nodes {
-                Some(d) => d[l as usize],
-                None => node[l as usize],
-            };
-            GroupKeys::split(key, n_dst).0
-        };
-        // Each group's table sized for its draws at once, just before they come.
-        self.maps[src].count_in_groups(col[c0..].iter().map(|&l| group(l)));
-        let mut kept = c0;
-        let mut last = u64::MAX;
-        with_table!(self.maps[src], t => for (i, (u, p)) in drawn.pairs(at.clone()).enumerate() {
-            if u >= n_src {
-                return Err(corrupt_entry(r, p, u, src, n_src));
-            }
-            // The group of the frontier node it was drawn for (`col` is compacted behind `i`).
-            let l = col[c0 + i] as usize;
-            let (g, _) = GroupKeys::split(match dst_nodes {
-                Some(d) => d[l],
-                None => node[l],
-            }, n_dst);
-            if g != last {
-                t.prepare_group(g);
-                last = g;
-            }
-            if node_times.is_some_and(|nt| nt[u as usize] > times[g as usize]) {
-                continue;
-            }
-            row.push(local_id(t, node, GroupKeys::key(g, n_src, u))? as u64);
-            col[kept] = col[c0 + i];
-            kept += 1;
-            if let Some(e) = &mut edge {
-                e.push(p);
-            }
-        });
-        col.truncate(kept);
-        *out.num_sampled_edges[r]
-            .last_mut()
-            .expect("pushed by the draws") = kept - c0;
-        Ok(())
+/// In memory, a batch at seed times' search: each of its `n` frontier nodes, whose list and
+/// limit are `list(j)`, gets its count of eligible edges in `counts[j]`, and `ranges` its range
+/// cut to them (`limits` the workspace), for its draws (on the thread that draws it).
+pub(super) fn cut_batch_in_memory(
+    t: &[i64],
+    n: usize,
+    list: impl Fn(usize) -> ((u64, u64), i64),
+    (ranges, limits): (&mut Vec<(u64, u64)>, &mut Vec<i64>),
+    counts: &mut [u32],
+) -> Result<()> {
+    ranges.clear();
+    ranges.reserve_exact(n);
+    limits.clear();
+    limits.reserve_exact(n);
+    for j in 0..n {
+        let (range, limit) = list(j);
+        ranges.push(range);
+        limits.push(limit);
     }
+    cut_in_memory(t, ranges, limits);
+    for (c, &(lo, hi)) in counts.iter_mut().zip(ranges.iter()) {
+        *c = u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?;
+    }
+    Ok(())
+}
+
+/// Relabel the entries `at` of relation `r`'s draws at this hop (`v.drawn[r]`), of temporal
+/// batch `st`: each into the group of the node it was drawn for ([`GroupKeys`]), an entry newer
+/// than its group's time by its node time dropped with its edge (its `col` and `edge`, and the
+/// hop's edge count, shrink).
+pub(super) fn relabel_in_groups(
+    v: &View<'_>,
+    sc: &mut Scratch,
+    r: usize,
+    st: &BatchState,
+    at: std::ops::Range<usize>,
+    out: &mut HeteroSample,
+) -> Result<()> {
+    let rel = &v.rels[r];
+    let (src, n_src, n_dst) = (rel.src, v.num_nodes[rel.src], v.num_nodes[rel.dst]);
+    let (drawn, len) = (&v.drawn[r], at.len());
+    let node_times = v.node_times[src].as_deref();
+    let c0 = out.col[r].len() - len;
+    // The source type's nodes (pushed to) and, of another type, the destination's (read).
+    let (node, dst_nodes) = match src.cmp(&rel.dst) {
+        std::cmp::Ordering::Equal => (&mut out.node[src], None),
+        std::cmp::Ordering::Less => {
+            let (lo, hi) = out.node.split_at_mut(rel.dst);
+            (&mut lo[src], Some(&hi[0]))
+        }
+        std::cmp::Ordering::Greater => {
+            let (lo, hi) = out.node.split_at_mut(src);
+            (&mut hi[0], Some(&lo[rel.dst]))
+        }
+    };
+    let (row, col) = (&mut out.row[r], &mut out.col[r]);
+    let mut edge = out.edge.as_mut().map(|e| &mut e[r]);
+    let times = &st.groups.times;
+    let group = |l: u64| {
+        let key = match dst_nodes {
+            Some(d) => d[l as usize],
+            None => node[l as usize],
+        };
+        GroupKeys::split(key, n_dst).0
+    };
+    // Each group's table sized for its draws at once, just before they come.
+    sc.maps[src].count_in_groups(col[c0..].iter().map(|&l| group(l)));
+    let mut kept = c0;
+    let mut last = u64::MAX;
+    with_table!(sc.maps[src], t => for (i, (u, p)) in drawn.pairs(at.clone()).enumerate() {
+        if u >= n_src {
+            return Err(corrupt_entry(r, p, u, src, n_src));
+        }
+        // The group of the frontier node it was drawn for (`col` is compacted behind `i`).
+        let l = col[c0 + i] as usize;
+        let (g, _) = GroupKeys::split(match dst_nodes {
+            Some(d) => d[l],
+            None => node[l],
+        }, n_dst);
+        if g != last {
+            t.prepare_group(g);
+            last = g;
+        }
+        if node_times.is_some_and(|nt| nt[u as usize] > times[g as usize]) {
+            continue;
+        }
+        row.push(local_id(t, node, GroupKeys::key(g, n_src, u))? as u64);
+        col[kept] = col[c0 + i];
+        kept += 1;
+        if let Some(e) = &mut edge {
+            e.push(p);
+        }
+    });
+    col.truncate(kept);
+    *out.num_sampled_edges[r]
+        .last_mut()
+        .expect("pushed by the draws") = kept - c0;
+    Ok(())
 }
 
 /// The node of frontier entry `key` of a type of `n` nodes: its group's key split off in a batch

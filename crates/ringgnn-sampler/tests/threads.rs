@@ -1,0 +1,335 @@
+//! A [`HeteroSampler`] hyperbatch sampled by several threads ([`HeteroSampler::set_threads`]):
+//! a property test that every sample is the one thread's, on random typed graphs with and
+//! without seed times, from memory and from disk, with the samples handed out in batch order;
+//! a damaged neighbor entry found on a helper thread is the one thread's error, after the same
+//! samples; a cancelled read ends the call; every thread's workspaces are counted.
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use ringgnn_io::{BackendKind, CoalesceOptions, PreadBatch};
+use ringgnn_sampler::{
+    EdgeTimes, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler, Indices,
+    NeighborSource, TemporalStrategy,
+};
+use ringgnn_store::manifest::IndexDtype;
+
+mod common;
+use common::timed::{write_padded, Graph, Rel};
+
+/// A random typed graph with edge times: up to 3 types of up to 80 nodes, mostly short lists and
+/// a few of several pages of times (searched over several rounds from disk), node times on
+/// some types.
+fn random_graph(seed: u64, types: usize, rels: usize) -> Graph {
+    let mut rng = ringgnn_store::rng::stream(seed, 40, 1);
+    let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
+    let num_nodes: Vec<u64> = (0..types).map(|_| 1 + below(80)).collect();
+    let rels = (0..rels)
+        .map(|_| {
+            let (src, dst) = (below(types as u64) as usize, below(types as u64) as usize);
+            let lists: Vec<Vec<(u64, i64)>> = (0..num_nodes[dst])
+                .map(|_| {
+                    let d = match below(16) {
+                        0 => 600 + below(1200),
+                        _ => below(14),
+                    };
+                    (0..d)
+                        .map(|_| (below(num_nodes[src]), below(100) as i64))
+                        .collect()
+                })
+                .collect();
+            Rel::new(src, dst, &lists)
+        })
+        .collect();
+    let node_times = num_nodes
+        .iter()
+        .map(|&n| (below(3) == 0).then(|| (0..n).map(|_| below(80) as i64).collect()))
+        .collect();
+    Graph {
+        num_nodes,
+        rels,
+        node_times,
+    }
+}
+
+/// A sampler of `g` with `threads` threads: its neighbor files and edge times in memory, or
+/// (page-padded, written in `dir`) read with pread.
+fn sampler(
+    g: &Graph,
+    fanouts: &[Fanout],
+    (strategy, replace): (TemporalStrategy, bool),
+    disk: Option<&Path>,
+    threads: usize,
+) -> HeteroSampler {
+    let rels = (g.rels.iter().enumerate())
+        .map(|(i, r)| {
+            let (source, times) = match disk {
+                None => (
+                    NeighborSource::Memory(Arc::new(Indices::U64(r.indices.clone()))),
+                    EdgeTimes::Memory(r.times.clone().into()),
+                ),
+                Some(dir) => {
+                    let ix = r.indices.iter().flat_map(|&x| (x as u32).to_le_bytes());
+                    let ix = write_padded(dir, &format!("rel{i}.bin"), ix.collect());
+                    let t = r.times.iter().flat_map(|&x| x.to_le_bytes());
+                    let t = write_padded(dir, &format!("rel{i}_times.bin"), t.collect());
+                    let reader = Box::new(PreadBatch::new(File::open(&ix).unwrap()));
+                    let opts = CoalesceOptions::default();
+                    let source = NeighborSource::disk(reader, &ix, IndexDtype::U32, opts);
+                    let n = r.times.len() as u64;
+                    let (times, _) = EdgeTimes::open(&t, n, BackendKind::Pread, false, opts)
+                        .expect("the time file just written");
+                    (source, times)
+                }
+            };
+            HeteroRelation {
+                src: r.src,
+                dst: r.dst,
+                indptr: r.indptr.clone().into(),
+                source,
+                fanouts: fanouts.to_vec(),
+                times: Some(times),
+            }
+        })
+        .collect();
+    let mut s = HeteroSampler::new(g.num_nodes.clone(), rels, replace).unwrap();
+    s.set_temporal_strategy(strategy);
+    let nt = g.node_times.iter().map(|t| t.clone().map(Arc::from));
+    s.set_node_times(nt.collect()).unwrap();
+    s.set_threads(threads);
+    s
+}
+
+/// A batch: per seed list its type, ids and (if the batch is at seed times) their times.
+type Batch = (Vec<(usize, Vec<u64>)>, Option<Vec<Vec<i64>>>);
+
+/// `h` random batches over `g`: each of one to three seed lists of random types, at random
+/// times (spread below and beyond the edges' times) or without times.
+fn random_batches(g: &Graph, seed: u64, h: usize) -> Vec<Batch> {
+    let mut rng = ringgnn_store::rng::stream(seed, 40, 2);
+    let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
+    let types = g.num_nodes.len() as u64;
+    (0..h)
+        .map(|_| {
+            let timed = below(3) != 0;
+            let lists: Vec<(usize, Vec<u64>)> = (0..1 + below(3))
+                .map(|_| {
+                    let t = below(types) as usize;
+                    let n = below(12);
+                    (t, (0..n).map(|_| below(g.num_nodes[t])).collect())
+                })
+                .collect();
+            let times = timed.then(|| {
+                (lists.iter())
+                    .map(|(_, ids)| ids.iter().map(|_| below(120) as i64).collect())
+                    .collect()
+            });
+            (lists, times)
+        })
+        .collect()
+}
+
+/// Sample `batches` as one hyperbatch with `sample_each`, checking that the samples come in
+/// batch order.
+fn sample_each(
+    s: &mut HeteroSampler,
+    batches: &[Batch],
+    seed: u64,
+    with_edge_ids: bool,
+) -> Result<Vec<HeteroSample>, Error> {
+    let lists: Vec<Vec<(usize, &[u64])>> = (batches.iter())
+        .map(|b| b.0.iter().map(|(t, v)| (*t, v.as_slice())).collect())
+        .collect();
+    let times: Vec<Option<Vec<&[i64]>>> = (batches.iter())
+        .map(|b| b.1.as_ref().map(|t| t.iter().map(Vec::as_slice).collect()))
+        .collect();
+    let requests: Vec<HeteroRequest> = (lists.iter().zip(&times).enumerate())
+        .map(|(b, (seeds, times))| HeteroRequest {
+            seeds,
+            batch: 7 * b as u64 + 2,
+            times: times.as_deref(),
+        })
+        .collect();
+    let mut outs = vec![];
+    s.sample_each(&requests, seed, 3, with_edge_ids, &mut |b, out| {
+        assert_eq!(b, outs.len(), "samples are handed out in batch order");
+        outs.push(out);
+        Ok(())
+    })?;
+    Ok(outs)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random typed graphs and hyperbatches (batches with and without seed times mixed),
+    /// fanouts, strategies, with and without edge ids: with 2 to 4 threads, from memory and
+    /// from disk (in many small chunks with 3), every sample is the one thread's, and again on a second call (the threads'
+    /// workspaces reused) of part of the hyperbatch.
+    #[test]
+    fn threads_sample_as_one_thread(
+        seed: u64,
+        types in 1usize..4,
+        rels in 1usize..4,
+        h in 1usize..8,
+        hops in 1usize..4,
+        fanout in prop_oneof![Just(Fanout::All), (0u64..5).prop_map(Fanout::Count)],
+        last: bool,
+        replace: bool,
+        with_edge_ids: bool,
+    ) {
+        let g = random_graph(seed, types, rels);
+        let batches = random_batches(&g, seed, h);
+        let fanouts = vec![fanout; hops];
+        let strategy = match last {
+            true => TemporalStrategy::Last,
+            false => TemporalStrategy::Uniform,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for disk in [None, Some(dir.path())] {
+            let how = (strategy, replace);
+            let mut one = sampler(&g, &fanouts, how, disk, 1);
+            let want = sample_each(&mut one, &batches, seed, with_edge_ids).unwrap();
+            for threads in 2..=4 {
+                let mut s = sampler(&g, &fanouts, how, disk, threads);
+                prop_assert_eq!(s.threads(), threads);
+                if threads == 3 {
+                    // Each batch's positions bucketed into many chunks of 64 entries, read in
+                    // groups of at most 100 (from disk; the samples are the same).
+                    s.set_fetch_groups(64, 100);
+                }
+                let got = sample_each(&mut s, &batches, seed, with_edge_ids).unwrap();
+                prop_assert_eq!(&got, &want, "{} threads, disk {}", threads, disk.is_some());
+                let got = sample_each(&mut s, &batches[h / 2..], seed, with_edge_ids).unwrap();
+                // A batch's sample depends on its index in the epoch, which moved with it.
+                let moved = sample_each(&mut one, &batches[h / 2..], seed, with_edge_ids).unwrap();
+                prop_assert_eq!(got, moved, "{} threads, again", threads);
+            }
+        }
+    }
+}
+
+/// Node type 0 of 4 nodes, node `v`'s in-list `[v, (v + 1) % 4]` (of type 0), with node 3's
+/// second entry `damaged` (9 is not a node: the file is damaged); each hop takes every edge.
+fn ring(hops: usize, damaged: u64) -> HeteroSampler {
+    let indices = vec![0, 1, 1, 2, 2, 3, 3, damaged];
+    let rel = HeteroRelation {
+        src: 0,
+        dst: 0,
+        indptr: vec![0, 2, 4, 6, 8].into(),
+        source: NeighborSource::Memory(Arc::new(Indices::U64(indices))),
+        fanouts: vec![Fanout::All; hops],
+        times: None,
+    };
+    HeteroSampler::new(vec![4], vec![rel], false).unwrap()
+}
+
+#[test]
+fn a_damaged_entry_found_on_a_helper_thread_is_the_one_threads_error() {
+    // Batch b seeds node b: only batch 3 reaches the damaged entry at hop 0; with two hops,
+    // batch 2 reaches it at hop 1 too (through node 3).
+    let seeds: Vec<[(usize, &[u64]); 1]> = vec![
+        [(0, &[0][..])],
+        [(0, &[1][..])],
+        [(0, &[2][..])],
+        [(0, &[3][..])],
+    ];
+    let requests: Vec<HeteroRequest> = (seeds.iter().enumerate())
+        .map(|(b, s)| HeteroRequest {
+            seeds: s,
+            batch: b as u64,
+            times: None,
+        })
+        .collect();
+    for hops in [1, 2] {
+        // With edge ids the entries are checked as each batch is relabelled: on the thread
+        // that relabels it (batch 3 on the fourth of four threads).
+        let run = |threads: usize| {
+            let mut s = ring(hops, 9);
+            s.set_threads(threads);
+            let mut handed = vec![];
+            let err = s
+                .sample_each(&requests, 1, 0, true, &mut |b, _| {
+                    handed.push(b);
+                    Ok(())
+                })
+                .unwrap_err();
+            // The sampler still samples what is not damaged.
+            let fine = s.sample(0, &[0, 1], 1, 0, 0, true).unwrap();
+            (err, handed, fine)
+        };
+        let (err, handed, fine) = run(1);
+        assert!(matches!(err, Error::Corrupt(_)), "{err:?}");
+        let at = "entry 7 of the neighbor file of relation 0 is 9, but its source type 0 has 4";
+        assert!(err.to_string().starts_with(at), "{err}");
+        // One hop: the batches before the damaged one are handed out first; two: none is.
+        assert_eq!(handed, if hops == 1 { vec![0, 1, 2] } else { vec![] });
+        for threads in 2..=4 {
+            let (e, h, f) = run(threads);
+            assert!(matches!(e, Error::Corrupt(_)), "{e:?}");
+            assert_eq!(e.to_string(), err.to_string(), "{threads} threads");
+            assert_eq!(h, handed, "{threads} threads");
+            assert_eq!(f, fine);
+        }
+    }
+}
+
+#[test]
+fn a_cancelled_read_ends_a_call_on_several_threads() {
+    let g = random_graph(5, 2, 3);
+    let batches = random_batches(&g, 5, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let how = (TemporalStrategy::Uniform, false);
+    let mut s = sampler(&g, &[Fanout::Count(3); 2], how, Some(dir.path()), 3);
+    let want = sample_each(&mut s, &batches, 1, false).unwrap();
+    let reads = s.io_stats().reads;
+    assert!(reads > 0);
+    s.set_cancel(Arc::new(AtomicBool::new(true)));
+    match sample_each(&mut s, &batches, 1, false) {
+        Err(Error::Io { source, .. }) => assert_eq!(source.kind(), ErrorKind::Interrupted),
+        other => panic!("expected an interrupted read, got {other:?}"),
+    }
+    assert_eq!(s.io_stats().reads, reads);
+    s.set_cancel(Arc::new(AtomicBool::new(false)));
+    assert_eq!(sample_each(&mut s, &batches, 1, false).unwrap(), want);
+}
+
+#[test]
+fn every_threads_workspaces_are_counted() {
+    let g = random_graph(11, 2, 3);
+    // Eight batches of the same seeds taking every edge, so that every thread relabels
+    // batches of one sample.
+    let one: Batch = (vec![(0, (0..g.num_nodes[0]).step_by(3).collect())], None);
+    let batches = vec![one; 8];
+    let how = (TemporalStrategy::Uniform, false);
+    let fanouts = [Fanout::All; 2];
+    let measure = |threads: usize| {
+        let mut s = sampler(&g, &fanouts, how, None, threads);
+        let outs = sample_each(&mut s, &batches, 3, false).unwrap();
+        (s.held_bytes(), s.scratch_bytes(), s.map_bytes(), outs)
+    };
+    let (held, scratch, maps, outs) = measure(1);
+    assert!(maps > 0);
+    for threads in [2, 4] {
+        let (h, s, m, o) = measure(threads);
+        assert_eq!(o, outs);
+        // Each thread's maps, sized for the batches it relabelled (all alike).
+        assert_eq!(m, threads as u64 * maps, "{threads} threads");
+        assert!(h >= held + (threads as u64 - 1) * maps, "{threads} threads");
+        // What grows with the threads is what does not grow with the hyperbatch: a batch's
+        // share of the rest is the same.
+        assert_eq!(h - s, held - scratch, "{threads} threads");
+    }
+    // No thread is one.
+    let mut s = sampler(&g, &fanouts, how, None, 0);
+    assert_eq!(s.threads(), 1);
+    assert!(outs.windows(2).all(|w| w[0] == w[1]));
+    s.set_threads(3);
+    assert_eq!(s.threads(), 3);
+    s.set_threads(1);
+    assert_eq!(s.threads(), 1);
+}
