@@ -6,6 +6,7 @@ time, and every refusal naming its field."""
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -378,3 +379,67 @@ def test_cli_temporal_strategy(tiny, tmp_path):
 
     with pytest.raises(SystemExit):
         main(["serve", str(tiny / "ds"), "--temporal-strategy", "first"])
+
+
+def _time_files_cut(src, dst):
+    """A copy of the dataset ``src`` at ``dst`` whose time files are cut to 8 bytes (and the
+    manifest records that size, so the dataset opens): a server that opens one of them fails."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    cut = [f for k, f in m["files"].items() if k.endswith("times")]
+    assert cut
+    for f in cut:
+        os.truncate(dst / f["path"], 8)
+        f["bytes"] = f["payload_bytes"] = 8
+    (dst / "manifest.json").write_text(json.dumps(m, indent=2))
+    return dst
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_server_with_ignore_time_opens_no_time_file(tiny, tmp_path, frontend):
+    """`serve --ignore-time` on a dataset with times (homogeneous, and typed with edge and node
+    times): it opens none of the time files (it serves a copy without them, which a server with
+    times cannot open), its typed plan counts no edge times, Sample answers without times what
+    a server with times answers, and a request at a time is refused saying why."""
+    np.save(tmp_path / "e.npy", np.array([[0, 1], [1, 2], [2, 0], [2, 1]], dtype=np.int64))
+    np.save(tmp_path / "et.npy", np.array([4, 1, 3, 2], dtype=np.int64))
+    np.save(tmp_path / "nt.npy", np.array([5, 5, 5], dtype=np.int64))
+    build.build_hetero(tmp_path / "h", [build.NodeType("paper", 3, node_time=tmp_path / "nt.npy")],
+                       [build.Relation("paper:cites:paper", tmp_path / "e.npy", edge_time=tmp_path / "et.npy")])
+    for src, kw in ((tiny / "ds", {}), (tmp_path / "h", {"node_type": "paper"})):
+        bare = _time_files_cut(src, tmp_path / f"{src.name}-bare")
+        with pytest.raises(ringgnn.RingGnnError, match=r"_times\.bin: "):
+            serve(bare, fanouts=[-1, -1], frontend=frontend).stop(1.0)
+        timed = serve(src, fanouts=[-1, -1], frontend=frontend)
+        s = serve(bare, fanouts=[-1, -1], frontend=frontend, ignore_time=True)
+        try:
+            assert s.engine.has_times is False and "(--ignore-time): every edge is sampled" in s.describe()
+            if kw:
+                # 4 bytes an edge (u32 ids), not 12 (with the edge times held beside them).
+                assert s.memory_plan.relations["paper:cites:paper"].bytes == 4 * 4
+                assert timed.memory_plan.relations["paper:cites:paper"].bytes == 12 * 4
+            with ringgnn.Client(s.address, wait_ready=30) as c, ringgnn.Client(timed.address, wait_ready=30) as t:
+                assert c.info()["has_times"] is False and t.info()["has_times"] is True
+                for seeds in ([1], [0, 2]):
+                    got, want = c.sample(seeds, seed=3, **kw), t.sample(seeds, seed=3, **kw)
+                    assert got.seed_time is None
+                    assert repr(got.node) == repr(want.node) and repr(got.row) == repr(want.row)
+                    assert repr(got.col) == repr(want.col)
+                with pytest.raises(ringgnn.InputError, match="time: this server samples without times "
+                                   r"\(started with --ignore-time\)"):
+                    c.sample([1], time=3, **kw)
+                with pytest.raises(ringgnn.InputError, match="seed_times: this server samples without times"):
+                    c.sample([1], seed_times=[3], **kw)
+        finally:
+            s.stop(1.0)
+            timed.stop(1.0)
+
+
+def test_cli_ignore_time(tiny):
+    from ringgnn.cli import build_parser
+
+    args = build_parser().parse_args(["serve", str(tiny / "ds"), "--ignore-time"])
+    assert args.ignore_time is True

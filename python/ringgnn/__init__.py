@@ -26,9 +26,10 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .data.dataset import Dataset, HeteroDataset
     from .importers.pyg_io import from_pyg
     from .inference.run import infer
-    from .sampling.hetero import HeteroLoader, HeteroNeighborSampler, HeteroSample
+    from .sampling.hetero import HeteroLoader, HeteroNeighborSampler
     from .sampling.links import LinkLoader, LinkSampler, NegativeSampling
     from .sampling.loader import Loader
+    from .sampling.sample import HeteroSample
     from .sampling.sampler import NeighborSampler, SampledSubgraph
     from .serving.client import Client
     from .training.loop import train
@@ -42,7 +43,8 @@ _EXPORTS = {
     **dict.fromkeys(("NodeType", "Relation", "build_hetero", "convert", "generate_rmat", "generate_sbm",
                      "read_manifest", "verify"), ".data.build"),
     **dict.fromkeys(("Dataset", "HeteroDataset"), ".data.dataset"),
-    **dict.fromkeys(("HeteroLoader", "HeteroNeighborSampler", "HeteroSample"), ".sampling.hetero"),
+    **dict.fromkeys(("HeteroLoader", "HeteroNeighborSampler"), ".sampling.hetero"),
+    "HeteroSample": ".sampling.sample",
     "from_pyg": ".importers.pyg_io",
     "infer": ".inference.run",
     **dict.fromkeys(("LinkLoader", "LinkSampler", "NegativeSampling"), ".sampling.links"),

@@ -253,13 +253,14 @@ impl Engine {
     /// `reserve` is the caller's; `cache`: bytes of hot feature rows (by in-degree);
     /// `neighbor_cache`: bytes of hot neighbor-file pages (`None`: a share of what is left);
     /// `max_wait_us`: how long a wave waits for requests to join it; `queue`: requests waiting
-    /// at most; `max_nodes`, `max_hops`: the limits of one request.
+    /// at most; `max_nodes`, `max_hops`: the limits of one request; `times`: open the
+    /// dataset's times (false: none of their files, and requests at times are refused).
     #[new]
     #[pyo3(signature = (
         path, fanouts, *, backend="auto", direct=false, threads=None, seed=0, memory=None,
         reserve=0, features=true, cache=None, neighbor_cache=None, batch_size=None, max_wait_us=None,
         max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
-        max_nodes=4096, max_hops=6, temporal_strategy="uniform"
+        max_nodes=4096, max_hops=6, temporal_strategy="uniform", times=true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -282,6 +283,7 @@ impl Engine {
         max_nodes: usize,
         max_hops: usize,
         temporal_strategy: &str,
+        times: bool,
     ) -> PyResult<PyClassInitializer<Self>> {
         let backend: BackendChoice = backend.parse().map_err(LoaderError)?;
         let dtype = Dataset::open(&path)
@@ -321,6 +323,7 @@ impl Engine {
             queue,
             limits: limits(max_nodes, max_hops),
             temporal_strategy: temporal_strategy_arg(temporal_strategy)?,
+            times,
         };
         let inner = py
             .detach(|| ringgnn_serve::Engine::open(&path, opts))

@@ -70,13 +70,15 @@ impl HeteroEngine {
     /// "uring", "pread"); `neighbor_cache`: bytes of hot pages of the relations read from disk;
     /// `batch_size`: seeds of the wave each worker serves (a larger request is answered alone,
     /// in turn); `max_wait_us`: how long a wave waits for requests to join it;
-    /// `queue`: requests waiting at most; `max_nodes`, `max_hops`: the limits of one request.
+    /// `queue`: requests waiting at most; `max_nodes`, `max_hops`: the limits of one request;
+    /// `times`: open the dataset's times (false: none of their files, and requests at times
+    /// are refused).
     #[new]
     #[pyo3(signature = (
         path, fanouts, *, backend="auto", direct=false, memory_relations=Vec::new(),
         features_memory=false, threads=None, seed=0, neighbor_cache=0, batch_size=None,
         max_wait_us=None, max_wave=EngineOptions::DEFAULT_MAX_WAVE, queue=EngineOptions::DEFAULT_QUEUE,
-        max_nodes=4096, max_hops=6, temporal_strategy="uniform"
+        max_nodes=4096, max_hops=6, temporal_strategy="uniform", times=true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -97,6 +99,7 @@ impl HeteroEngine {
         max_nodes: usize,
         max_hops: usize,
         temporal_strategy: &str,
+        times: bool,
     ) -> PyResult<PyClassInitializer<Self>> {
         let kind = neighbor_backend(backend)?;
         // A homogeneous dataset is served as its one-type case: its one relation.
@@ -122,6 +125,7 @@ impl HeteroEngine {
             queue,
             limits: limits(max_nodes, max_hops),
             temporal_strategy: temporal_strategy_arg(temporal_strategy)?,
+            times,
         };
         let inner = py
             .detach(|| ringgnn_serve::HeteroEngine::open(&path, opts))

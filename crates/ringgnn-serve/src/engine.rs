@@ -266,7 +266,11 @@ impl Engine {
             wave_edges: b.edges.max(1),
             wave_rows: b.nodes.max(1),
         };
-        let typed = one_type(dir, &loader)?;
+        let typed = if opts.times {
+            one_type(dir, &loader)?
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
             typed,
             typed_io: Default::default(),
@@ -410,7 +414,8 @@ impl Engine {
         self.shared.check_count(n)
     }
 
-    /// Whether the dataset has edge or node times (requests may give times).
+    /// Whether the dataset has edge or node times and the engine opened them (requests may
+    /// give times).
     pub fn has_times(&self) -> bool {
         self.shared.typed.is_some()
     }
@@ -467,7 +472,7 @@ impl Shared {
         let n = req.seeds.len();
         let groups = match &req.times {
             Some(t) => {
-                t.check(n, self.typed.is_some())?;
+                t.check(n, self.typed.is_some(), !self.opts.times)?;
                 t.group_sizes(n)
             }
             None => vec![n as u64],

@@ -86,6 +86,10 @@ pub struct HeteroOptions {
     pub limits: Limits,
     /// How requests at times draw among the edges not newer than their time.
     pub temporal_strategy: TemporalStrategy,
+    /// Open the dataset's edge and node times (if it has them). `false`: a server that samples
+    /// without times opens none of their files ([`TypedGraph::open_with_times`]) and refuses
+    /// requests at times.
+    pub times: bool,
 }
 
 /// A typed sampling request: around `seeds` of type `seed_type`, with one fanout list per
@@ -132,8 +136,14 @@ impl HeteroEngine {
     pub fn open(dir: &Path, opts: HeteroOptions) -> Result<Self> {
         let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
         // A homogeneous dataset opens as its one-type case (type `node`, relation `node:to:node`).
-        let mut graph = TypedGraph::open(dir, opts.backend, opts.direct, &opts.memory_relations)
-            .map_err(sampler_error)?;
+        let mut graph = TypedGraph::open_with_times(
+            dir,
+            opts.backend,
+            opts.direct,
+            &opts.memory_relations,
+            opts.times,
+        )
+        .map_err(sampler_error)?;
         if opts.fanouts.len() != graph.relations.len() {
             return Err(ServeError::Input(format!(
                 "{} fanout lists for {} relations: give one per relation",
@@ -304,8 +314,8 @@ impl HeteroEngine {
         &self.opts
     }
 
-    /// Whether the dataset has edge times (of a relation) or node times (of a type): requests
-    /// may give times.
+    /// Whether the dataset has edge times (of a relation) or node times (of a type) and the
+    /// engine opened them: requests may give times.
     pub fn has_times(&self) -> bool {
         self.graph.relations.iter().any(|r| r.times.is_some())
             || self.graph.node_times.iter().any(Option::is_some)
@@ -381,7 +391,7 @@ impl HeteroEngine {
         let n = req.seeds.len();
         let groups = match &req.times {
             Some(t) => {
-                t.check(n, self.has_times())?;
+                t.check(n, self.has_times(), !self.opts.times)?;
                 t.group_sizes(n)
             }
             None => vec![n as u64],

@@ -62,6 +62,9 @@ pub struct EngineOptions {
     pub limits: Limits,
     /// How requests at times draw among the edges not newer than their time.
     pub temporal_strategy: TemporalStrategy,
+    /// Open the dataset's edge and node times (if it has them). `false`: a server that samples
+    /// without times opens none of their files and refuses requests at times.
+    pub times: bool,
 }
 
 impl EngineOptions {
@@ -81,6 +84,7 @@ impl EngineOptions {
             queue: Self::DEFAULT_QUEUE,
             limits: Limits::default(),
             temporal_strategy: TemporalStrategy::default(),
+            times: true,
         }
     }
 }

@@ -40,8 +40,15 @@ impl RequestTimes {
     }
 
     /// An error unless these times fit a request of `n` ids on a dataset that has edge or node
-    /// times (`has_times`); each names the field.
-    pub(crate) fn check(&self, n: usize, has_times: bool) -> Result<()> {
+    /// times (`has_times`) to an engine that opened them (not `ignored`); each names the field.
+    pub(crate) fn check(&self, n: usize, has_times: bool, ignored: bool) -> Result<()> {
+        if ignored {
+            return Err(ServeError::Input(format!(
+                "{}: this server samples without times (started with --ignore-time), so it \
+                 takes no time; leave {0} out, or serve without --ignore-time",
+                self.field()
+            )));
+        }
         if !has_times {
             return Err(ServeError::Input(format!(
                 "{}: the dataset has no edge or node times, so there is nothing to sample at a \
@@ -133,18 +140,27 @@ mod tests {
         assert_eq!(RequestTimes::At(7).per_seed(2), vec![7, 7]);
         let both = RequestTimes::from_fields(Some(1), vec![1]).unwrap_err();
         assert!(both.to_string().contains("not both"), "{both}");
-        let short = each.check(2, true).unwrap_err().to_string();
+        let short = each.check(2, true, false).unwrap_err().to_string();
         assert!(
             short.contains("seed_times has 3 times for 2 node ids"),
             "{short}"
         );
-        let none = RequestTimes::At(1).check(1, false).unwrap_err().to_string();
+        let none = RequestTimes::At(1)
+            .check(1, false, false)
+            .unwrap_err()
+            .to_string();
         assert!(
             none.starts_with("time: the dataset has no edge or node times"),
             "{none}"
         );
-        let none = each.check(3, false).unwrap_err().to_string();
+        let none = each.check(3, false, false).unwrap_err().to_string();
         assert!(none.starts_with("seed_times: "), "{none}");
-        assert!(each.check(3, true).is_ok());
+        assert!(each.check(3, true, false).is_ok());
+        // A dataset with times served without them: the refusal says why, naming the field.
+        let ignored = each.check(3, false, true).unwrap_err().to_string();
+        assert!(
+            ignored.starts_with("seed_times: this server samples without times"),
+            "{ignored}"
+        );
     }
 }

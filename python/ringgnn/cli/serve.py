@@ -66,6 +66,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--temporal-strategy", choices=("uniform", "last"), default="uniform",
                    help="on a dataset with times, how a request with a time draws among the edges up to it: "
                    "uniform (the default) or last (the most recent)")
+    p.add_argument("--ignore-time", action="store_true",
+                   help="on a dataset with times, sample every edge whatever its time: the time files are not "
+                   "opened (nor counted in the memory plan) and requests with a time are refused")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds requests in flight get to finish on SIGTERM (default 10)")
     p.set_defaults(func=cmd_serve)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _core
 from .._files import os_errors
-from .schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
+from .schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, edge_type_str, parse_edge_type
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -96,7 +96,7 @@ class _Typed:
         return t
 
     def check_relation(self, r: Any) -> str:
-        name = r if isinstance(r, str) else ":".join(r)
+        name = edge_type_str(r)
         if name not in self._entries("relations"):
             raise _core.InputError(f"{self.path}: no relation '{name}' (it has: {', '.join(self.relations)})")
         return name

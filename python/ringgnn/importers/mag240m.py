@@ -33,6 +33,7 @@ import numpy as np
 
 from .._core import InputError
 from ..data import build
+from ..data.schema import edge_type_str
 from ._ogb_io import build_typed, load_pt, need, stage_split_dict
 from ._stage import LabelWriter, PathLike, Staging, open_npy, unambiguous_edges
 
@@ -100,7 +101,7 @@ def convert_mag240m(
         if len(s.shape) != 2 or s.shape[0] != 2 or s.dtype.kind not in "iu":
             raise InputError(f"{path}: {s.dtype} of shape {s.shape}; MAG240M's edge_index is integers of shape (2, E)")
         count(parts[0]), count(parts[2])
-        relations.append((":".join(parts), path))
+        relations.append((edge_type_str(tuple(parts)), path))
     if not relations:
         raise InputError(f"{processed}: no SRC___REL___DST/edge_index.npy directories; MAG240M's processed "
                          "layout has paper___cites___paper and others")

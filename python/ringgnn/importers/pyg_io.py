@@ -46,7 +46,7 @@ from .._core import InputError
 from .._files import os_errors
 from .._options import default_memory, size
 from ..data import build
-from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
+from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, edge_type_str, parse_edge_type
 from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, check_ids, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
@@ -245,7 +245,7 @@ def from_pyg(
         counts = {t: _num_nodes(store, where) for t, (store, where) in stores.items()}
         edges = {et: (data[et], f"data[{et!r}]") for et in data.edge_types} if hetero else \
             {parse_edge_type(HOMOGENEOUS_RELATION): (data, "data")}
-        rels = [build.Relation(":".join(et), s.edges(store, where, counts[et[0]], counts[et[2]]), "npy",
+        rels = [build.Relation(edge_type_str(et), s.edges(store, where, counts[et[0]], counts[et[2]]), "npy",
                                edge_time=s.times(store, where, _edge_times(store, counts[et[2]], hetero),
                                                  _num_edges(store), "edge"))
                 for et, (store, where) in edges.items()]

@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -46,10 +45,11 @@ import numpy as np
 from .. import _core, _options
 from .._core import InputError
 from ..data.dataset import Dataset, HeteroDataset, PathLike, warn_sampling_without_times
-from ..data.schema import parse_edge_type
+from ..data.schema import edge_type_str
 from .base import ProcessLocal
 from .features import TypedRows
-from .plan import HeteroPlan, plan_hetero, relation_bytes
+from .plan import HeteroPlan, plan_hetero
+from .sample import HeteroSample
 from .typed import TypedEpochs, feature_types
 
 logger = logging.getLogger("ringgnn")
@@ -104,7 +104,7 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
     if isinstance(fanouts, Mapping):
         out: Dict[str, List[int]] = {}
         for key, value in fanouts.items():
-            name = key if isinstance(key, str) else ":".join(key)
+            name = edge_type_str(key)
             if name not in ds.relations:
                 raise InputError(f"fanouts: unknown relation '{name}' (the dataset has: {', '.join(ds.relations)})")
             if isinstance(value, str):
@@ -124,87 +124,6 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
         return out
     hops = _options.fanouts(fanouts)
     return {r: list(hops) for r in ds.relations}
-
-
-@dataclass
-class HeteroSample:
-    """One sampled heterogeneous mini-batch (numpy int64 arrays), in PyG's layout per type and
-    relation; :meth:`to_hetero_data` makes a ``HeteroData``.
-
-    ``seed_types``: the node types seeded, in the order given (seeds of several types come from
-    :meth:`HeteroNeighborSampler.sample_typed`); empty means ``(seed_type,)``. ``seed_type`` is
-    the first of them."""
-
-    seed_type: str
-    node: Dict[str, np.ndarray]
-    num_sampled_nodes: Dict[str, List[int]]
-    row: Dict[str, np.ndarray]
-    col: Dict[str, np.ndarray]
-    num_sampled_edges: Dict[str, List[int]]
-    edge: Optional[Dict[str, np.ndarray]] = None
-    seed_types: Tuple[str, ...] = ()
-    #: Sampled at seed times: per type, parallel to ``node``, the seed time each node was
-    #: sampled at (its subgraph's); None otherwise.
-    seed_time: Optional[Dict[str, np.ndarray]] = None
-
-    def __post_init__(self) -> None:
-        if not self.seed_types:
-            self.seed_types = (self.seed_type,)
-
-    @property
-    def batch_sizes(self) -> Dict[str, int]:
-        """Distinct seeds of each seeded type: the first ``batch_sizes[t]`` entries of
-        ``node[t]``."""
-        return {t: self.num_sampled_nodes[t][0] for t in self.seed_types}
-
-    @property
-    def batch_size(self) -> int:
-        """Distinct seeds: the first ``batch_size`` entries of ``node[seed_type]`` (a sample with
-        seeds of several types has one per type: :attr:`batch_sizes`)."""
-        if len(self.seed_types) > 1:
-            raise InputError(f"this sample has seeds of several types ({', '.join(self.seed_types)}): "
-                             "use batch_sizes, one per type")
-        return self.num_sampled_nodes[self.seed_type][0]
-
-    def edge_index(self, relation: str) -> np.ndarray:
-        return np.stack([self.row[relation], self.col[relation]])
-
-    def to_hetero_data(self, x: Optional[Mapping[str, Any]] = None, y: Any = None,
-                       input_id: Optional[Mapping[str, Any]] = None) -> Any:
-        """A ``torch_geometric.data.HeteroData``: per type ``n_id`` (ids of that type) and
-        ``num_sampled_nodes``, ``seed_time`` when sampled at times, ``x`` where given; per edge type ``edge_index`` (and ``e_id`` when
-        sampled with edge ids) and ``num_sampled_edges``; each seeded type's ``batch_size`` (its
-        distinct seeds) and ``input_id`` where ``input_id`` gives it; ``y`` if given: labels of
-        the seed type's nodes, or a dict of them per type."""
-        import torch
-        from torch_geometric.data import HeteroData
-
-        def tensor(v: Any) -> Any:
-            return v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))
-
-        data = HeteroData()
-        for t, ids in self.node.items():
-            data[t].n_id = torch.from_numpy(ids)
-            data[t].num_sampled_nodes = list(self.num_sampled_nodes[t])
-            data[t].num_nodes = len(ids)
-            if self.seed_time is not None:
-                data[t].seed_time = torch.from_numpy(self.seed_time[t])
-            if x is not None and t in x:
-                v = x[t]
-                data[t].x = v if isinstance(v, torch.Tensor) else torch.from_numpy(v)
-        for r in self.row:
-            et = parse_edge_type(r)
-            data[et].edge_index = torch.from_numpy(self.edge_index(r))
-            data[et].num_sampled_edges = list(self.num_sampled_edges[r])
-            if self.edge is not None:
-                data[et].e_id = torch.from_numpy(self.edge[r])
-        for t, n in self.batch_sizes.items():
-            data[t].batch_size = n
-        for t, ids in (input_id or {}).items():
-            data[t].input_id = tensor(ids)
-        for t, v in (y.items() if isinstance(y, Mapping) else [] if y is None else [(self.seed_type, y)]):
-            data[t].y = tensor(v)
-        return data
 
 
 class HeteroNeighborSampler(ProcessLocal):
@@ -275,11 +194,6 @@ class HeteroNeighborSampler(ProcessLocal):
     @property
     def hops(self) -> int:
         return len(next(iter(self.fanouts.values())))
-
-    def graph_bytes(self) -> Tuple[int, Dict[str, int]]:
-        """(offset indexes of every relation, bytes held per relation held: its neighbor file, and
-        its edge times when the graph has them)."""
-        return relation_bytes(self.dataset, self.times)
 
     def plan(self) -> HeteroPlan:
         """The memory plan this sampler's graph is opened with (``ringgnn.sampling.plan``, the one

@@ -37,7 +37,8 @@ import numpy as np
 
 from .. import _options
 from .._core import BusyError, CancelledError, DeadlineExceededError, InputError, RingGnnError, ShuttingDownError
-from ..sampling.hetero import HeteroSample
+from ..data.schema import edge_type_str
+from ..sampling.sample import HeteroSample
 from ..sampling.sampler import SampledSubgraph
 from .rpc import MAX_MESSAGE, protos
 
@@ -120,7 +121,7 @@ class Client:
                 raise InputError("sample: fanouts per relation are for a heterogeneous dataset: give node_type too")
             for rel, hops in fanouts.items():
                 hops = hops.split(",") if isinstance(hops, str) else [hops] if isinstance(hops, int) else hops
-                req.relation_fanouts[rel if isinstance(rel, str) else ":".join(rel)].hops.extend(_fanouts(hops))
+                req.relation_fanouts[edge_type_str(rel)].hops.extend(_fanouts(hops))
         else:
             req.fanouts.extend(_fanouts(fanouts or []))
         if node_type is not None:

@@ -75,7 +75,8 @@ class Server:
     """A running ``ringgnn serve``: :meth:`start` binds and serves, :meth:`stop` drains.
 
     ``frontend``: ``rust`` (the default) or ``grpcio``. ``fanouts``: a list, "20,15,10", or for a
-    heterogeneous dataset a dict per relation or its JSON text."""
+    heterogeneous dataset a dict per relation or its JSON text. ``ignore_time``: sample every edge
+    whatever its time; the dataset's time files are not opened and requests at times are refused."""
 
     def __init__(self, dataset: Any, *, listen: str = "127.0.0.1:50051", model: Optional[str] = None,
                  fanouts: Any = None, seed: int = 0, memory: Any = None, threads: Optional[int] = None,
@@ -84,7 +85,7 @@ class Server:
                  max_wave: Optional[int] = None, max_concurrent: int = 256, handlers: int = 32, max_nodes: int = 4096,
                  max_hops: int = 6,
                  batch_size: Optional[int] = None, frontend: Optional[str] = None,
-                 temporal_strategy: str = "uniform"):
+                 temporal_strategy: str = "uniform", ignore_time: bool = False):
         if frontend is not None and frontend not in FRONTENDS:
             raise InputError(f"--frontend must be one of {', '.join(FRONTENDS)}, not {frontend!r}")
         ds = Dataset.opened(dataset)
@@ -139,7 +140,8 @@ class Server:
                       max_wait_us=None if max_wait_ms is None else int(max_wait_ms * 1000),
                       max_wave=_options.count(64 if max_wave is None else max_wave, "max_wave", 1),
                       queue=max_concurrent, max_nodes=_options.count(max_nodes, "max_nodes", 1),
-                      max_hops=_options.count(max_hops, "max_hops", 1), temporal_strategy=temporal_strategy)
+                      max_hops=_options.count(max_hops, "max_hops", 1), temporal_strategy=temporal_strategy,
+                      times=not ignore_time)
         if typed:
             #: A typed engine's memory plan (``ringgnn.sampling.plan.HeteroPlan``; the Rust engine
             #: of a homogeneous dataset says its own: ``engine.plan()``).
@@ -230,6 +232,8 @@ class Server:
         if e.has_times:
             cached += ("; the dataset has times: a request with a time samples the edges up to it, one without "
                        "every edge (the present)")
+        elif self.dataset.has_times:
+            cached += "; the dataset's times are not opened (--ignore-time): every edge is sampled"
         if self.typed:
             ds = self.dataset
             kind = "heterogeneous" if isinstance(ds, HeteroDataset) else "as its one-type case"
@@ -267,7 +271,7 @@ def _hetero_engine(ds: HeteroDataset, fanouts: Any, *, backend: str, direct: boo
         raise InputError(f"--fanouts has {hops} hops, more than --max-hops {max_hops}")
 
     def open_engine(reserve: int) -> Any:
-        plan = plan_hetero(ds, fan, memory=memory, backend=backend, reserve=reserve)
+        plan = plan_hetero(ds, fan, memory=memory, backend=backend, reserve=reserve, times=limits["times"])
         placed, held = plan.placement()
         cache = (0 if placed == "memory" else plan.batch_bytes // 2) if neighbor_cache is None else neighbor_cache
         engine = _core.HeteroEngine(ds.path, list(fan.items()), backend=placed, direct=direct, memory_relations=held,

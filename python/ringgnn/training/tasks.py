@@ -151,23 +151,15 @@ class NodeClassification(Task):
             raise InputError(f"{ds.path}: the dataset has no labels; rebuild it with --labels")
         super().check(ds)
 
-    def seed_rows(self, net: Any, batch: Any, device: Any, kind: str) -> Any:
-        """The model's output rows of ``batch``'s seeds (made into the model's inputs by the kind)."""
-        return self.kind.rows(net, batch, device, kind, self.target)
-
-    def seed_labels(self, batch: Any) -> Any:
-        """The labels of ``batch``'s seeds (-1: unlabeled)."""
-        return self.kind.labels(batch, self.target)
-
     def loss(self, net: Any, batch: Any, device: Any, kind: str, always: bool = False) -> Tuple[Any, int]:
         import torch.nn.functional as F
 
-        y = self.seed_labels(batch).to(device)
+        y = self.kind.labels(batch, self.target).to(device)
         labeled = y >= 0
         n = int(labeled.sum())
         if not n and not always:
             return None, 0
-        out = self.seed_rows(net, batch, device, kind)
+        out = self.kind.rows(net, batch, device, kind, self.target)
         return (F.cross_entropy(out[labeled], y[labeled]) if n else out.sum() * 0.0), n
 
     def evaluate(self, net: Any, feeds: Dict[str, Any], device: Any, kind: str) -> List[float]:
@@ -184,8 +176,8 @@ class NodeClassification(Task):
             correct = total = 0
             with torch.no_grad():
                 for batch in loader:
-                    y = self.seed_labels(batch).to(device)
-                    pred = self.seed_rows(net, batch, device, kind).argmax(-1)
+                    y = self.kind.labels(batch, self.target).to(device)
+                    pred = self.kind.rows(net, batch, device, kind, self.target).argmax(-1)
                     labeled = y >= 0
                     correct += int((pred[labeled] == y[labeled]).sum())
                     total += int(labeled.sum())
