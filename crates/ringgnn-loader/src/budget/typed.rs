@@ -25,14 +25,19 @@
 //! fastest among those that fit (H, batches ahead, drivers or workers, staged or not) is taken.
 
 use super::bytes;
+use crate::stages::{HyperFit, SizedFrom};
 use crate::typed::ProbeBytes;
 
 /// Batches sampled as probes to measure what a batch holds.
 pub const PROBE_BATCHES: usize = 3;
-/// The margin on the largest probe batch: batches differ (a seed set that reaches hubs draws
-/// more), and the allocator rounds and fragments. As the homogeneous drivers' margin before 16
-/// batches are measured (`stages::HyperFit`); the probe measures 3.
-pub const MEASURED_MARGIN: f64 = 1.5;
+/// The margin on the largest probe batch: the homogeneous drivers' own on what they measured
+/// of fewer than 16 batches ([`HyperFit::margin`]; the probe is a hyperbatch of
+/// [`PROBE_BATCHES`], measured as the drivers measure theirs). Batches differ (a seed set that
+/// reaches hubs draws more; 3 batches cannot show an epoch whose later batches are larger), and
+/// some workspaces grow with H: on R-MAT 22 at seed times a batch's state in hyperbatches of 13
+/// to 41 was within 5% of the probe's largest, but the sampler's scratch grew from 15.2 to
+/// 22.7 MB (docs/ARCHITECTURE.md, "The typed loaders' plan").
+pub const MEASURED_MARGIN: f64 = HyperFit::margin(SizedFrom::Epoch(PROBE_BATCHES as u64));
 /// The margin on the largest probe batch's rows: their counts vary little from batch to batch
 /// (the seeds' neighborhoods are of one size), far less than the sampler's workspaces.
 pub const ROWS_MARGIN: f64 = 1.1;
