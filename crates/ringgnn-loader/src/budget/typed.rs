@@ -14,11 +14,12 @@
 //! and the consumer's, each driver's read and spill buffers, dedup maps and the finished samples
 //! it spills (one a sampling thread) or gathers, and the labels. The largest `H` whose total fits
 //! the share is found by [`super::batches_fitting`], the rule the homogeneous drivers'
-//! `HyperFit` uses too. Where not even two batches at a time fit the drivers, each of the
-//! threads samples one batch at a time as a worker of its own (as in memory, where every
-//! neighbor file is held and there is nothing to share: `H` is 1); where not even that fits, it
-//! takes one batch ahead instead of [`DEFAULT_PREFETCH`], then one worker, as the homogeneous
-//! plan does, and warns where even that does not fit.
+//! `HyperFit` uses too. Where not even one batch at a time fits the drivers, it takes one batch
+//! ahead instead of [`DEFAULT_PREFETCH`], then one driver; where the drivers fit fewer than two
+//! batches a hyperbatch, each of the threads samples one batch at a time as a worker of its own
+//! (as in memory, where every neighbor file is held and there is nothing to share: `H` is 1),
+//! with the same fallbacks, as the homogeneous plan does, and it warns where even one batch on
+//! one worker does not fit.
 //!
 //! Where rows may be staged, staging's buffers take room from the hyperbatches and its pass pays
 //! more the more batches share it: with the probe's [`Times`], the configuration predicted
@@ -78,7 +79,7 @@ impl Times {
     }
 
     /// Predicted seconds a batch over an epoch of `batches` batches in hyperbatches of `h` on
-    /// `workers` threads, rows `staged` or not: each batch's rows take `read`, or, staged, the
+    /// `workers` workers (or drivers), rows `staged` or not: each batch's rows take `read`, or, staged, the
     /// hyperbatch's pass shared by its `h` batches plus `back` where that is cheaper (the loader
     /// chooses so for each hyperbatch); the reads of all workers share the device, their
     /// sampling does not, so a batch takes the longer of its reads and its worker's whole work
