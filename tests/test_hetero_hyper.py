@@ -174,17 +174,22 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     # A gathered batch holds its rows and its sample; a worker its buffers, dedup maps and the sample it spills.
     assert sizes.rows == rows + sample and sizes.buffers == core.worker_bytes() + scratch + sample
     assert sizes.held == core.held_bytes()
-    # Rows and samples of the 2 ahead and the consumer's; each worker's buffers, dedup maps and the sample it
-    # spills.
-    fixed = 3 * (rows + sample) + 2 * (core.worker_bytes() + scratch + sample) + core.held_bytes()
+    assert sizes.sample == sample
+    # Rows and samples of the 2 ahead and the consumer's; each driver's buffers, dedup maps, the sample it spills
+    # and one more its second sampling thread may spill.
+    fixed = 3 * (rows + sample) + 2 * (core.worker_bytes() + scratch + 2 * sample) + core.held_bytes()
     h, why = loader.hyperbatch_size()
     assert (h, why) == (sizes.hyperbatch, sizes.why) and (sizes.prefetch, sizes.workers) == (2, 2)
+    # Read from disk with rows to gather: two drivers (one gathers while the next is sampled), each sampling its
+    # hyperbatch with both threads, a hyperbatch each ahead of the consumer.
+    assert (sizes.drivers, sizes.threads, sizes.window) == (True, 2, 2 * h) and h >= 2
     share = loader.plan.batch_memory  # the batches' whole part: everything an epoch holds is counted
-    # Each of the 2 workers holds H samples; the rows of 3 batches and the buffers whatever H.
+    # Each of the 2 drivers holds H samples; the rows of 3 batches and the buffers whatever H.
     assert fixed + 2 * h * per <= share
     if h < -(-len(loader) // 2):
         assert fixed + 2 * (h + 1) * per > share
-    assert why.startswith(f"{h} (auto: 2 threads") and "measured on 3 probe batches" in why
+    assert why.startswith(f"{h} (auto: 2 hyperbatches at a time read from disk (one gathers its rows while the next "
+                          "is sampled), each sampled with 2 threads, ") and "measured on 3 probe batches" in why
 
 
 def test_bad_input(mag):

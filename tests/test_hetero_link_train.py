@@ -501,7 +501,12 @@ def test_auto_sizes_link_hyperbatches_from_their_probe_batches(tiny):
                           neg_ratio=1.5, seed=6, threads=2)
     assert len(b) >= 3
     h, why = b.hyperbatch_size()
-    assert 1 <= h <= -(-len(b) // 2) and why.startswith(f"{h} (auto: 2 threads") and "3 probe batches" in why
+    assert 1 <= h <= -(-len(b) // 2) and "3 probe batches" in why
+    # Read from disk with rows to gather: two drivers, each sampling a hyperbatch with both threads (one batch at a
+    # time: a worker a thread).
+    drivers = "2 hyperbatches at a time read from disk (one gathers its rows while the next is sampled), each sampled " \
+        "with 2 threads"
+    assert why.startswith(f"{h} (auto: {drivers if h > 1 else '2 threads'}, ") and b.sizes().drivers == (h > 1)
     # The probes are batches 0, 1, 2 of epoch 0: each end's distinct ids, of its own type.
     for (got, times), i in zip(b._probe_seeds(), range(3)):
         want = b.batch_pairs(0, i).typed_seeds(b.types)

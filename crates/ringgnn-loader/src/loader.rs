@@ -35,9 +35,10 @@ use crate::{Error, Result};
 /// batches are a fair sample of every epoch rather than a copy of one.
 pub const PRESAMPLE_EPOCH: u64 = u64::MAX - 1;
 
-/// Workers of a hyperbatch epoch with features: one gathers its hyperbatch's batches for the
-/// consumer while the other samples (and stages) the next.
-const LOAD_DRIVERS: usize = 2;
+/// Workers of a hyperbatch epoch with features (homogeneous and typed loaders alike): one
+/// gathers its hyperbatch's batches for the consumer while the other samples (and stages) the
+/// next.
+pub(crate) const LOAD_DRIVERS: usize = 2;
 
 /// The `purpose` of the random stream of probe batches ("probe" in ASCII).
 const PROBE_PURPOSE: u64 = 0x70_72_6f_62_65;

@@ -193,7 +193,7 @@ impl HyperFit {
     /// The margin on sizes that come `from` there: none on upper bounds, [`Self::PROBE_MARGIN`]
     /// on the probe's, [`Self::MARGIN`] on the drivers' own, [`Self::SETTLED_MARGIN`] once
     /// settled. The only margins hyperbatch sizes are given, by the drivers and the plan alike.
-    pub fn margin(from: SizedFrom) -> f64 {
+    pub const fn margin(from: SizedFrom) -> f64 {
         match from {
             SizedFrom::Bounds => 1.0,
             SizedFrom::Probe => Self::PROBE_MARGIN,

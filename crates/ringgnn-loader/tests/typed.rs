@@ -131,8 +131,9 @@ fn jobs(h: usize) -> Vec<TypedJob> {
     seeds.chunks(h).map(<[_]>::to_vec).collect()
 }
 
-fn run(l: &TypedLoader, h: usize, threads: usize) -> Vec<TypedBatch> {
-    let one = NonZeroUsize::new(threads).unwrap();
+/// Epoch 3 in jobs of `h` on `workers` workers, each sampling with `threads` threads.
+fn run(l: &TypedLoader, h: usize, workers: usize, threads: usize) -> Vec<TypedBatch> {
+    let one = NonZeroUsize::new(workers).unwrap();
     let ahead = NonZeroUsize::new(1 + h % 2).unwrap();
     l.epoch(
         3,
@@ -141,6 +142,7 @@ fn run(l: &TypedLoader, h: usize, threads: usize) -> Vec<TypedBatch> {
         NonZeroUsize::new(2 * h).unwrap(),
         ahead,
         true,
+        NonZeroUsize::new(threads).unwrap(),
     )
     .unwrap()
     .map(|b| b.unwrap())
@@ -157,7 +159,7 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
         .sampler(&fanouts(&graph), false, None)
         .unwrap()
         .sampler;
-    let want = run(&base, 1, 1);
+    let want = run(&base, 1, 1, 1);
     assert_eq!(want.len(), 4);
     let (author, paper) = (0, 2);
     for (b, batch) in want.iter().enumerate() {
@@ -179,14 +181,22 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
         let y: Vec<i64> = s.node[paper].iter().map(|&v| v as i64 % 3).collect();
         assert_eq!(batch.y.as_deref(), Some(&y[..]));
     }
-    for (h, threads) in [(2, 1), (3, 2), (4, 2), (1, 3)] {
+    // Workers each sampling their own jobs, and drivers sampling with several threads.
+    for (h, workers, threads) in [
+        (2, 1, 1),
+        (3, 2, 1),
+        (4, 2, 1),
+        (1, 3, 1),
+        (2, 1, 3),
+        (3, 2, 2),
+    ] {
         assert!(
-            same(&run(&base, h, threads), &want),
-            "H = {h}, {threads} threads"
+            same(&run(&base, h, workers, threads), &want),
+            "H = {h}, {workers} workers of {threads} threads"
         );
     }
     for (kind, cache) in [(None, false), (Some(BackendKind::Auto), true)] {
-        assert!(same(&run(&loader(&path, kind, cache), 2, 2), &want));
+        assert!(same(&run(&loader(&path, kind, cache), 2, 2, 2), &want));
     }
     let made: Vec<TypedBatch> = jobs(3)
         .into_iter()
@@ -197,14 +207,17 @@ fn batches_are_the_samples_alone_with_their_rows_and_labels() {
     let rows: u64 = want.iter().map(|b| b.sample.node[paper].len() as u64).sum();
     let before = base.stats()[paper].rows_requested;
     let probes = base
-        .probe(&[
-            (vec![(paper, vec![0, 1])], None),
-            (vec![(paper, vec![2])], None),
-        ])
+        .probe(
+            &[
+                (vec![(paper, vec![0, 1])], None),
+                (vec![(paper, vec![2])], None),
+            ],
+            1,
+        )
         .unwrap();
     assert_eq!(base.stats()[paper].rows_requested, before);
-    // Six passes over the epoch: five runs on `base` and the batches it made.
-    assert_eq!(before, 6 * rows);
+    // Eight passes over the epoch: seven runs on `base` and the batches it made.
+    assert_eq!(before, 8 * rows);
     let mut alone = graph
         .sampler(&fanouts(&graph), false, None)
         .unwrap()
@@ -252,7 +265,7 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
     std::env::set_var(ringgnn_io::DEVICE_ENV, "1,1000");
     let dir = tempfile::tempdir().unwrap();
     let path = tiny(dir.path());
-    let want = run(&loader(&path, Some(BackendKind::Pread), false), 1, 1);
+    let want = run(&loader(&path, Some(BackendKind::Pread), false), 1, 1, 1);
     let scratch = dir.path().join("scratch");
     std::fs::create_dir(&scratch).unwrap();
     for cache in [false, true] {
@@ -264,10 +277,10 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
             (l.worker_bytes(), l.staging_bytes()),
             (3 * (8 << 20) + (5 << 20), 2 * (16 << 20))
         );
-        for (h, threads) in [(2, 1), (2, 2), (3, 2)] {
+        for (h, workers, threads) in [(2, 1, 1), (2, 2, 1), (3, 2, 1), (3, 1, 2)] {
             assert!(
-                same(&run(&l, h, threads), &want),
-                "H = {h}, {threads} threads"
+                same(&run(&l, h, workers, threads), &want),
+                "H = {h}, {workers} workers of {threads} threads"
             );
         }
         // The job after the first in the runs of H = 2 (4 batches: 2 + 2), for each type read
@@ -279,31 +292,42 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
     // A cap of 0 never stages; a loader in memory has nothing to stage.
     let l = loader(&path, Some(BackendKind::Pread), false).with_staging(None, Some(0));
-    assert!(same(&run(&l, 2, 2), &want));
+    assert!(same(&run(&l, 2, 2, 1), &want));
     assert_eq!((l.staged(), l.staging_bytes()), (vec![0, 0, 0], 0));
     // An epoch run with staging off does not stage.
     let l = loader(&path, Some(BackendKind::Pread), false)
         .with_staging(Some(scratch.clone()), Some(1 << 20));
     let one = NonZeroUsize::new(1).unwrap();
     let off: Vec<TypedBatch> = l
-        .epoch(3, jobs(2), one, NonZeroUsize::new(4).unwrap(), one, false)
+        .epoch(
+            3,
+            jobs(2),
+            one,
+            NonZeroUsize::new(4).unwrap(),
+            one,
+            false,
+            one,
+        )
         .unwrap()
         .map(|b| b.unwrap())
         .collect();
     assert!(same(&off, &want) && l.staged() == vec![0, 0, 0]);
     let l = loader(&path, None, false).with_staging(None, None);
-    assert!(same(&run(&l, 2, 2), &want) && l.staged() == vec![0, 0, 0]);
+    assert!(same(&run(&l, 2, 2, 1), &want) && l.staged() == vec![0, 0, 0]);
     // The probe counts what staging holds per batch: 8 bytes per author and paper and a
     // write buffer for each.
     let l = loader(&path, Some(BackendKind::Pread), false).with_staging(None, None);
-    let p = l.probe(&[(vec![(2, vec![0, 1])], None)]).unwrap();
-    let s = run(&l, 1, 1).remove(0).sample; // batch 0 of epoch 3, not the probe's
+    let p = l.probe(&[(vec![(2, vec![0, 1])], None)], 1).unwrap();
+    let s = run(&l, 1, 1, 1).remove(0).sample; // batch 0 of epoch 3, not the probe's
     assert!(p[0].staging > 2 * (256 << 10) && s.node.len() == 3);
     // It estimates what reading the batches' rows costs over the types whose rows may be
     // staged (each batch's own reads, one pass for all the probe's batches, each batch's rows
     // written and read back) and measures the sampling; the pass is one for the probe.
     let p = l
-        .probe(&[(vec![(2, vec![0, 1])], None), (vec![(2, vec![2])], None)])
+        .probe(
+            &[(vec![(2, vec![0, 1])], None), (vec![(2, vec![2])], None)],
+            2,
+        )
         .unwrap();
     for q in &p {
         assert!(q.read_s > 0.0 && q.pass_s > 0.0 && q.back_s > 0.0 && q.sample_s > 0.0);
@@ -311,7 +335,7 @@ fn staged_rows_are_the_rows_gathered_batch_by_batch() {
     assert_eq!(p[0].pass_s, p[1].pass_s);
     // Without staging nothing is estimated: every choice reads the rows the same way.
     let p = loader(&path, Some(BackendKind::Pread), false)
-        .probe(&[(vec![(2, vec![0, 1])], None)])
+        .probe(&[(vec![(2, vec![0, 1])], None)], 1)
         .unwrap();
     assert_eq!((p[0].read_s, p[0].pass_s, p[0].back_s), (0.0, 0.0, 0.0));
     assert!(p[0].sample_s > 0.0);
@@ -345,6 +369,7 @@ fn batches_seeded_by_several_types_are_their_samples_alone() {
             n(4),
             n(1),
             true,
+            n(2),
         )
         .unwrap()
         .map(|b| b.unwrap())
@@ -381,6 +406,7 @@ fn bad_input_is_refused_with_what_to_do() {
             one,
             one,
             true,
+            one,
         )
         .map(drop));
     assert!(
@@ -395,7 +421,7 @@ fn bad_input_is_refused_with_what_to_do() {
         m.contains("seed node 5 of node type author is out of range"),
         "{m}"
     );
-    let m = err(l.probe(&[(vec![(3, vec![0])], None)]).map(drop));
+    let m = err(l.probe(&[(vec![(3, vec![0])], None)], 1).map(drop));
     assert!(
         m.contains(
             "seeds of node type 3: the dataset has 3 node types (author, institution, paper)"
@@ -472,30 +498,34 @@ fn sizes_come_from_the_probe_batches_measured() {
         .collect();
     let (sizes, needs) = disk.sizes(None, 1 << 30, 2, None, 4, &probe).unwrap();
     let want = TypedNeeds::measured(
-        &disk.probe(&probe).unwrap(),
+        &disk.probe(&probe, 2).unwrap(),
         disk.worker_bytes(),
         disk.held_bytes(),
         disk.staging_bytes(),
     );
+    // Batches with rows to gather: two drivers, one gathering while the other samples.
+    assert_eq!(disk.drivers(), 2);
     assert_eq!(
         needs,
         TypedNeeds {
             times: needs.times,
-            ..want
+            ..want.with_drivers(2)
         }
     );
     assert!(needs.per_batch > 0 && needs.rows > 0 && needs.buffers > 0);
-    // A gigabyte holds every batch: 4 batches over 2 workers, 2 each.
+    // A gigabyte holds every batch: 4 batches over 2 drivers, 2 each, each sampled with both
+    // threads.
     assert_eq!(sizes, choose(None, false, 1 << 30, &needs, 2, None, 4));
     assert_eq!((sizes.hyperbatch, sizes.prefetch, sizes.workers), (2, 2, 2));
-    assert_eq!(sizes.window(), 4);
+    assert_eq!((sizes.shared, sizes.threads, sizes.window()), (true, 2, 4));
     // Given, H is as asked (at most the epoch's batches), and nothing is measured.
     let (given, none) = disk.sizes(Some(9), 0, 2, Some(1), 4, &probe).unwrap();
     assert_eq!(
         (given.hyperbatch, given.prefetch, given.why.as_str()),
         (4, 1, "4 (as given)")
     );
-    assert_eq!(none, TypedNeeds::default());
+    assert_eq!(none, TypedNeeds::default().with_drivers(2));
+    assert_eq!((given.shared, given.workers, given.threads), (true, 2, 2));
     // Every neighbor file in memory: nothing to share.
     let graph = Arc::new(TypedGraph::open(&path, None, false, &[], true).unwrap());
     assert!(graph.in_memory());
@@ -506,7 +536,12 @@ fn sizes_come_from_the_probe_batches_measured() {
         one.why,
         "1 (auto: every neighbor file is in memory, nothing to share)"
     );
-    assert_eq!((one.hyperbatch, none), (1, TypedNeeds::default()));
+    // Without features, one driver would hold the hyperbatches read from disk.
+    assert_eq!(held.drivers(), 1);
+    assert_eq!(
+        (one.hyperbatch, one.shared, none),
+        (1, false, TypedNeeds::default().with_drivers(1))
+    );
 }
 
 /// The fixture `tests/fixtures/v3-times-tiny` (8 nodes, 5 edges, edge and node times).

@@ -133,32 +133,34 @@ impl TypedLoader {
 
     /// The batches of epoch `epoch` as jobs: `jobs[j]` is a list of (batch index, seeds: a list
     /// of (node type, ids) for each type seeded, their times or None), the
-    /// batches one worker samples together; `threads` workers, a job started when its first
-    /// batch is among the next `window` the consumer takes, a batch's rows gathered when it is
-    /// among the next `prefetch`; `stage`: whether hyperbatches may be staged.
-    #[pyo3(signature = (epoch, jobs, threads, window, prefetch, stage=true))]
+    /// batches one worker samples together; `workers` workers (`sizes()["workers"]`), each
+    /// sampling its job with `threads` threads (`sizes()["threads"]`), a job started when its
+    /// first batch is among the next `window` the consumer takes, a batch's rows gathered when
+    /// it is among the next `prefetch`; `stage`: whether hyperbatches may be staged.
+    #[pyo3(signature = (epoch, jobs, workers, window, prefetch, stage=true, threads=1))]
     #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
         py: Python<'_>,
         epoch: u64,
         jobs: Vec<Vec<(u64, PySeeds<'_>, PyTimes<'_>)>>,
-        threads: usize,
+        workers: usize,
         window: usize,
         prefetch: usize,
         stage: bool,
+        threads: usize,
     ) -> PyResult<TypedEpoch> {
         let jobs = jobs
             .iter()
             .map(|j| self.job(j))
             .collect::<PyResult<Vec<_>>>()?;
         let len = jobs.iter().map(Vec::len).sum();
-        let (threads, window) = (nonzero(threads, "threads")?, nonzero(window, "window")?);
-        let prefetch = nonzero(prefetch, "prefetch")?;
+        let (workers, window) = (nonzero(workers, "workers")?, nonzero(window, "window")?);
+        let (prefetch, threads) = (nonzero(prefetch, "prefetch")?, nonzero(threads, "threads")?);
         let run = py
             .detach(|| {
                 self.inner
-                    .epoch(epoch, jobs, threads, window, prefetch, stage)
+                    .epoch(epoch, jobs, workers, window, prefetch, stage, threads)
             })
             .map_err(LoaderError)?;
         Ok(TypedEpoch {
@@ -196,17 +198,20 @@ impl TypedLoader {
     /// `read_s` (its rows read batch by batch), `pass_s` (one pass over the feature files for
     /// all the probe's batches), `back_s` (its staged rows written and read back), estimated
     /// over the types whose rows may be staged.
-    /// `times`: None, or per batch of `seeds` its times (as a job's).
-    #[pyo3(signature = (seeds, times=None))]
+    /// `times`: None, or per batch of `seeds` its times (as a job's); `threads`: the threads
+    /// the probe's sampler draws with (as an epoch's drivers would).
+    #[pyo3(signature = (seeds, times=None, threads=1))]
     fn probe<'py>(
         &self,
         py: Python<'py>,
         seeds: Vec<PySeeds<'py>>,
         times: Option<Vec<PyTimes<'py>>>,
+        threads: usize,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let seeds = self.probe_seeds(seeds, times)?;
+        let threads = nonzero(threads, "threads")?.get();
         let out = py
-            .detach(|| self.inner.probe(&seeds))
+            .detach(|| self.inner.probe(&seeds, threads))
             .map_err(LoaderError)?;
         out.iter()
             .map(|p| {
@@ -236,11 +241,14 @@ impl TypedLoader {
     /// None (`auto`) measures `seeds` (with `times`, as `probe` takes them: the epoch's first
     /// `PROBE_BATCHES` batches; none where H is given) unless every neighbor file is in
     /// memory. `prefetch`: None for the default, or fewer where they do not fit. A dict:
-    /// `hyperbatch` (H), `prefetch`, `workers`, `staging` (whether hyperbatches' rows may be
-    /// staged), `window` (batches sampled ahead of the consumer's), `why` in words, `warning`
-    /// (None, or why even one batch at a time exceeds the share), and what the probe measured,
-    /// with its margins (`per_batch`, `rows`, `buffers`, `held`, `staging_per_batch`,
-    /// `staging_buffers`; 0 where nothing was measured).
+    /// `hyperbatch` (H), `prefetch`, `workers` (the run's workers, each holding a job at a
+    /// time), `threads` (the threads each samples its job with), `drivers` (whether the
+    /// workers are hyperbatch drivers: one hyperbatch at a time each, sampled with every
+    /// thread), `staging` (whether hyperbatches' rows may be staged), `window` (batches sampled
+    /// ahead of the consumer's), `why` in words, `warning` (None, or why even one batch at a
+    /// time exceeds the share), and what the probe measured, with its margins (`per_batch`,
+    /// `rows`, `buffers`, `sample`, `held`, `staging_per_batch`, `staging_buffers`; 0 where
+    /// nothing was measured).
     #[pyo3(signature = (asked, share, threads, prefetch, batches, seeds, times=None))]
     #[allow(clippy::too_many_arguments)]
     fn sizes<'py>(
@@ -274,6 +282,8 @@ impl TypedLoader {
         d.set_item("hyperbatch", s.hyperbatch)?;
         d.set_item("prefetch", s.prefetch)?;
         d.set_item("workers", s.workers)?;
+        d.set_item("threads", s.threads)?;
+        d.set_item("drivers", s.shared)?;
         d.set_item("staging", s.staging)?;
         d.set_item("window", s.window())?;
         d.set_item("why", &s.why)?;
@@ -281,6 +291,7 @@ impl TypedLoader {
         d.set_item("per_batch", n.per_batch)?;
         d.set_item("rows", n.rows)?;
         d.set_item("buffers", n.buffers)?;
+        d.set_item("sample", n.sample)?;
         d.set_item("held", n.held)?;
         d.set_item("staging_per_batch", n.staging_per_batch)?;
         d.set_item("staging_buffers", n.staging_buffers)?;

@@ -355,7 +355,7 @@ class HeteroLoader(TypedEpochs):
     """Mini-batches of a heterogeneous dataset as ``HeteroData``: seeds of the ``target`` type,
     sampled with :class:`HeteroNeighborSampler`, each type's feature rows gathered from its file
     (page-coalesced reads, io_uring or pread), labels of the target type as ``y``. Batches are
-    made by ``threads`` worker threads, their rows gathered ``prefetch`` ahead of the consumer
+    made by ``threads`` threads, their rows gathered ``prefetch`` ahead of the consumer
     (default 2), and handed out in order; batch ``i`` of epoch ``e`` is the same whatever the
     threads. Where the plan's batch memory cannot hold even one batch at a time with those, the
     loader takes one batch ahead (when ``prefetch`` is not given), then one worker, and warns
@@ -374,11 +374,13 @@ class HeteroLoader(TypedEpochs):
     run's), else the features and cache are planned in what its placement leaves. ``features``:
     another loader's ``features`` (the per-type readers and the cache), shared instead of made.
 
-    ``hyperbatch``: batches a worker thread samples together (``H`` consecutive batches of the
-    epoch, each relation's file read once per hop for all of them, then each batch's features
-    gathered when it is among the next ``prefetch``), or ``"auto"``: from a share of the plan's
-    budget and probe batches measured (``ringgnn_loader::budget::typed``; 1 when every neighbor file is
-    in memory). Batches are the same whatever ``H``; :meth:`hyperbatch_size` says what was
+    ``hyperbatch``: batches sampled together (``H`` consecutive batches of the epoch, each
+    relation's file read once per hop for all of them, then each batch's features gathered when it
+    is among the next ``prefetch``), or ``"auto"``: from a share of the plan's budget and probe
+    batches measured (``ringgnn_loader::budget::typed``; 1 when every neighbor file is in memory).
+    Read from disk, one hyperbatch at a time is sampled with all ``threads`` (two at a time where
+    batches gather feature rows: one is gathered while the next is sampled); one batch at a time,
+    each thread samples its own. Batches are the same whatever ``H``; :meth:`hyperbatch_size` says what was
     chosen and why. A type whose rows are read from disk may *stage* a hyperbatch's rows (one
     pass over its feature file writes each batch's rows to a staging file in ``staging_dir``,
     default beside the dataset, at most ``staging_cap`` bytes, default the feature file's size,

@@ -24,8 +24,10 @@ class TypedEpochs(Epochs, ProcessLocal):
     (``_core.TypedLoader``, ``crates/ringgnn-loader/src/typed``) over the sampler's graph and the
     feature readers (``features``), its hyperbatch size ``H`` (:meth:`sizes`, decided in Rust from
     probe batches measured, within ``plan.batch_memory``), and its epochs run on the worker
-    pipeline: ``threads`` workers, a batch's rows gathered when it is among the next
-    ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
+    pipeline: read from disk, one hyperbatch at a time sampled with all ``threads`` (two at a time
+    where batches gather feature rows: one gathers while the next is sampled); in memory,
+    ``threads`` workers each sampling its own batches; a batch's rows gathered when it is among
+    the next ``prefetch``, batches handed out in order. A batch is given as (its index, its seeds: a
     list of (node type, ids) for each type seeded); subclasses give :meth:`_probe_seeds`, the
     seeds or pairs :class:`ringgnn.sampling.loader.Epochs` cuts, and ``_data`` (a core batch as
     ``HeteroData``, from :meth:`_hetero_data`). ``core_type``: the node type whose labels the
@@ -71,8 +73,10 @@ class TypedEpochs(Epochs, ProcessLocal):
 
     def sizes(self) -> Any:
         """The epochs' hyperbatch size, batches ahead, workers and staging (``_core.TypedLoader.sizes``
-        as attributes: ``hyperbatch``, ``prefetch``, ``workers``, ``staging``, ``window``, ``why``,
-        and what the probe measured), decided once, on first use, by the Rust typed loader
+        as attributes: ``hyperbatch``, ``prefetch``, ``workers`` (each holds one job at a time),
+        ``threads`` (each samples its job with), ``drivers`` (whether the workers are hyperbatch
+        drivers sampling with every thread), ``staging``, ``window``, ``why``, and what the probe
+        measured), decided once, on first use, by the Rust typed loader
         (``ringgnn_loader::budget::typed``) within the plan's ``batch_memory``: for "auto", from
         the first ``_core.TypedLoader.PROBE_BATCHES`` batches of epoch 0 sampled from disk
         together as a probe."""
@@ -127,7 +131,7 @@ class TypedEpochs(Epochs, ProcessLocal):
         s = self.sizes()
         h = s.hyperbatch
         jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
-        run = self._core_loader().epoch(epoch, jobs, s.workers, s.window, s.prefetch, s.staging)
+        run = self._core_loader().epoch(epoch, jobs, s.workers, s.window, s.prefetch, s.staging, s.threads)
         try:
             yield from run
         finally:

@@ -6,9 +6,13 @@
 //!   sampler made from them.
 //! - [`stage`]: a worker's job, one hyperbatch of `H` consecutive batches sampled together then
 //!   gathered batch by batch (each type's feature rows, the target's labels).
-//! - [`TypedLoader::epoch`]: an epoch as jobs, handed out in order by a [`Run`]; batch `i` of
-//!   epoch `e` is the same whatever `H` and the threads (its random streams are picked by
-//!   `(seed, e, i)` alone).
+//! - [`TypedLoader::epoch`]: an epoch as jobs, handed out in order by a [`Run`]: read from disk,
+//!   to hyperbatch drivers that each sample one hyperbatch at a time with every thread (one
+//!   driver, or [`crate::loader::LOAD_DRIVERS`] where batches gather rows, as the homogeneous
+//!   loader's; [`TypedLoader::drivers`]), so that each relation's file is read once per hop for
+//!   all of a hyperbatch's batches; in memory, to a worker per thread, each sampling its own.
+//!   Batch `i` of epoch `e` is the same whatever `H`, the drivers and the threads (its random
+//!   streams are picked by `(seed, e, i)` alone).
 //! - [`TypedLoader::probe`]: what one batch holds while its hyperbatch is sampled, measured on
 //!   probe batches, so that `H` is sized from what batches take rather than from their upper
 //!   bounds (about three times larger on real graphs).
@@ -207,13 +211,15 @@ impl TypedLoader {
         &self.graph
     }
 
-    /// The stage of epoch `epoch`; its gathers count in `stats`.
+    /// The stage of epoch `epoch`, each worker's sampler drawing with `threads` threads; its
+    /// gathers count in `stats`.
     fn stage(
         &self,
         epoch: u64,
         prefetch: usize,
         stats: Arc<Mutex<Vec<GatherStats>>>,
         first: Option<u64>,
+        threads: usize,
     ) -> TypedStage {
         TypedStage {
             graph: self.graph.clone(),
@@ -232,6 +238,18 @@ impl TypedLoader {
             first,
             staged: self.staged.clone(),
             spill_dir: (!self.graph.in_memory()).then(|| crate::loader::beside(self.graph.path())),
+            threads: threads.max(1),
+        }
+    }
+
+    /// Hyperbatch drivers of an epoch read from disk: [`crate::loader::LOAD_DRIVERS`] where
+    /// batches gather feature rows (one gathers its batches for the consumer while the other
+    /// samples the next, as the homogeneous loading drivers do), else one (nothing to overlap
+    /// but the consumer's own work, and one driver holds twice the batches).
+    pub fn drivers(&self) -> usize {
+        match self.rows.iter().any(Option::is_some) {
+            true => crate::loader::LOAD_DRIVERS,
+            false => 1,
         }
     }
 
@@ -258,19 +276,22 @@ impl TypedLoader {
     }
 
     /// Run `jobs` (each a hyperbatch: its batches' indices and seeds) of epoch `epoch` on
-    /// `threads` workers; a worker starts a job only when its first batch is among the next
-    /// `window` the consumer will take (see [`ringgnn_pipeline`]), and gathers a batch's rows
-    /// only when it is among the next `prefetch`; `stage`: whether hyperbatches may be staged
-    /// ([`Self::with_staging`]). The run hands the batches out in job order.
+    /// `workers` workers, each sampling its job with `threads` threads (the drivers of
+    /// [`crate::budget::typed::TypedSizes`]: every thread; else 1); a worker starts a job only
+    /// when its first batch is among the next `window` the consumer will take (see
+    /// [`ringgnn_pipeline`]), and gathers a batch's rows only when it is among the next
+    /// `prefetch`; `stage`: whether hyperbatches may be staged ([`Self::with_staging`]). The run
+    /// hands the batches out in job order.
     #[allow(clippy::too_many_arguments)]
     pub fn epoch(
         &self,
         epoch: u64,
         jobs: Vec<TypedJob>,
-        threads: NonZeroUsize,
+        workers: NonZeroUsize,
         window: NonZeroUsize,
         prefetch: NonZeroUsize,
         stage: bool,
+        threads: NonZeroUsize,
     ) -> Result<Run<TypedBatch, Error>> {
         self.check(&jobs)?;
         let first = jobs.first().and_then(|j| j.first()).map(|(b, _, _)| *b);
@@ -281,10 +302,11 @@ impl TypedLoader {
                 (j, n)
             })
             .collect();
-        let opts = RunOptions::new(threads, window, "ringgnn-typed");
+        let opts = RunOptions::new(workers, window, "ringgnn-typed");
+        let stats = self.stats.clone();
         Run::start(
             Arc::new(
-                self.stage(epoch, prefetch.get(), self.stats.clone(), first)
+                self.stage(epoch, prefetch.get(), stats, first, threads.get())
                     .staging_off_unless(stage),
             ),
             Jobs::new(jobs),
@@ -297,7 +319,7 @@ impl TypedLoader {
     pub fn make(&self, epoch: u64, job: TypedJob) -> Result<Vec<TypedBatch>> {
         self.check(std::slice::from_ref(&job))?;
         let first = job.first().map(|(b, _, _)| *b);
-        let stage = self.stage(epoch, 1, self.stats.clone(), first);
+        let stage = self.stage(epoch, 1, self.stats.clone(), first, 1);
         let mut w = stage.worker(None)?;
         let samples = stage.sample(&mut w, &job)?;
         job.iter()
@@ -308,9 +330,13 @@ impl TypedLoader {
 
     /// What each batch of `seeds` holds while its hyperbatch is sampled (see [`ProbeBytes`]):
     /// the batches sampled together as one hyperbatch, batch `i` of [`PROBE_EPOCH`], by a
-    /// fresh worker (so the workspaces measured are theirs alone, shared evenly). Nothing is
-    /// gathered.
-    pub fn probe(&self, seeds: &[(TypedSeeds, SeedTimes)]) -> Result<Vec<ProbeBytes>> {
+    /// fresh worker drawing with `threads` threads, as the epoch's drivers will (so the
+    /// workspaces measured are theirs alone, shared evenly). Nothing is gathered.
+    pub fn probe(
+        &self,
+        seeds: &[(TypedSeeds, SeedTimes)],
+        threads: usize,
+    ) -> Result<Vec<ProbeBytes>> {
         if seeds.is_empty() {
             return Ok(Vec::new());
         }
@@ -322,7 +348,7 @@ impl TypedLoader {
             .collect();
         self.check(std::slice::from_ref(&job))?;
         let stats = Arc::new(Mutex::new(vec![GatherStats::default(); self.rows.len()]));
-        let stage = self.stage(PROBE_EPOCH, 1, stats, None);
+        let stage = self.stage(PROBE_EPOCH, 1, stats, None, threads);
         let mut w = stage.worker(None)?;
         let clock = std::time::Instant::now();
         let samples = stage.sample(&mut w, &job)?;
@@ -359,9 +385,10 @@ impl TypedLoader {
 
     /// The hyperbatch size, batches ahead, workers and staging of an epoch of `batches` batches
     /// within `share` bytes (the batches' part of the memory plan), by
-    /// [`crate::budget::typed::choose`]: `asked` fixes H; `None` (`auto`) measures the batches
-    /// of `probe` (the epoch's first [`crate::budget::typed::PROBE_BATCHES`], see
-    /// [`Self::probe`]) unless every neighbor file is in memory. Also what was measured.
+    /// [`crate::budget::typed::choose`] for this loader's [`Self::drivers`]: `asked` fixes H;
+    /// `None` (`auto`) measures the batches of `probe` (the epoch's first
+    /// [`crate::budget::typed::PROBE_BATCHES`], see [`Self::probe`], sampled with `threads`
+    /// threads) unless every neighbor file is in memory. Also what was measured.
     pub fn sizes(
         &self,
         asked: Option<usize>,
@@ -374,13 +401,14 @@ impl TypedLoader {
         let in_memory = self.graph.in_memory();
         let needs = match asked.is_none() && !in_memory && !probe.is_empty() {
             true => TypedNeeds::measured(
-                &self.probe(probe)?,
+                &self.probe(probe, threads)?,
                 self.worker_bytes(),
                 self.held_bytes(),
                 self.staging_bytes(),
             ),
             false => TypedNeeds::default(),
-        };
+        }
+        .with_drivers(self.drivers());
         let sizes = crate::budget::typed::choose(
             asked,
             in_memory,

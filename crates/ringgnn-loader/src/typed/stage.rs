@@ -1,8 +1,9 @@
 //! [`TypedStage`]: the work of a typed epoch's workers. A job is one hyperbatch (`H`
 //! consecutive batches of the epoch): its samples drawn together
-//! ([`HeteroSampler::sample_many`], each relation's file read once per hop for all of them),
-//! then, batch by batch, each type's feature rows gathered and the target's labels, and each
-//! batch handed to the pipeline as soon as it is whole.
+//! ([`HeteroSampler::sample_many`], each relation's file read once per hop for all of them,
+//! with every thread of the loader where the workers are hyperbatch drivers:
+//! [`HeteroSampler::set_threads`]), then, batch by batch, each type's feature rows gathered and
+//! the target's labels, and each batch handed to the pipeline as soon as it is whole.
 //!
 //! As in the homogeneous [`crate::LoadStage`], a worker starts *gathering* a batch only once it
 //! is among the next `prefetch` the consumer will take ([`Emit::wait_turn`]): samples are small
@@ -120,6 +121,9 @@ pub struct TypedStage {
     /// Where hyperbatches of more than one batch spill their samples (`None`: never, the
     /// graph is in memory).
     pub(crate) spill_dir: Option<std::path::PathBuf>,
+    /// Threads each worker's sampler draws and relabels its hyperbatch with: every thread of
+    /// the loader for hyperbatch drivers, else 1.
+    pub(crate) threads: usize,
 }
 
 /// Seconds to read a hyperbatch's rows, estimated ([`TypedStage::read_times`]).
@@ -158,6 +162,7 @@ impl TypedStage {
             .sampler(&self.fanouts, self.replace, None)?
             .sampler;
         sampler.set_temporal_strategy(self.temporal_strategy);
+        sampler.set_threads(self.threads);
         let mut gatherers = Vec::with_capacity(self.rows.len());
         for r in &self.rows {
             let mut g = r.as_ref().map(TypeRows::gatherer).transpose()?;
