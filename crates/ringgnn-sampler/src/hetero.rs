@@ -165,9 +165,6 @@ pub struct HeteroSampler {
     /// (tests of the wide state; else [`BatchState::nodes`] and [`BatchState::rows`] until
     /// the batch is finished).
     wide_state: bool,
-    /// Threads that draw and relabel a hyperbatch's batches (default 1).
-    #[allow(dead_code)]
-    threads: usize,
 }
 
 impl HeteroSampler {
@@ -241,7 +238,6 @@ impl HeteroSampler {
             cuts: Vec::new(),
             cutter: Cutter::default(),
             wide_state: false,
-            threads: 1,
         })
     }
 
@@ -383,11 +379,6 @@ impl HeteroSampler {
     #[doc(hidden)]
     pub fn set_wide_state(&mut self, wide: bool) {
         self.wide_state = wide;
-    }
-
-    /// Threads that draw and relabel a hyperbatch's batches (default 1).
-    pub fn set_threads(&mut self, threads: usize) {
-        self.threads = threads;
     }
 
     /// Cumulative I/O counters, summed over the relations' sources and edge-time sources.
