@@ -949,6 +949,7 @@ pub fn bytes(n: u64) -> String {
 
 mod cgroup;
 pub mod cost;
+pub mod files;
 pub mod typed;
 
 pub use cgroup::Room;

@@ -1,15 +1,12 @@
 """Feature rows of a heterogeneous loader: per node type a reader of its feature file, and one
 hot-row cache across the types within one byte budget.
 
-**Which rows to cache.** A row of type ``t`` is gathered each time its node is sampled, and a
-node of ``t`` is sampled as a source of the relations ``t:REL:D`` the sampler reads: about once
-per appearance in their neighbor files, its out-degree there (:func:`source_hits`; counted out of
-core, a few MiB of a file at a time, into 4 bytes per node). Types differ in row width and dtype,
-so a byte of cache buys more hits on a narrow type: every row is ranked by **hits per byte held**,
-``hits / (row_bytes + 8)`` (the row in its stored dtype plus its id in the cache's lookup array,
-``HotRowCache``'s cost), ties to the type name then the smaller id, and the cache holds the
-longest prefix of that one ranking that fits the budget (:func:`choose_cache_rows`). Rows never
-sampled (no out-edge in a read relation) are never cached.
+**Which rows to cache** is Rust's (``crates/ringgnn-loader/src/budget/files/rows.rs``): a row's
+hits are its node's out-degree in the relations the sampler reads (:func:`source_hits`, counted
+out of core), every row of every type is ranked by hits per byte held (the row in its stored
+dtype plus its 8-byte id in the cache's lookup array), ties to the type name then the smaller id
+(:func:`ranked_groups`), and the cache holds the longest prefix of that ranking that fits the
+budget (:func:`choose_cache_rows`). Rows never sampled are never cached.
 
 **Readers.** :class:`TypedRows` holds one prototype ``_core.FeatureReader`` per type, whose
 cache is built from the chosen ids once; each thread reads through a ``sibling`` of it (its own
@@ -22,7 +19,6 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -32,12 +28,6 @@ from .._files import os_errors
 from ..data.dataset import typed_entries
 from ..data.schema import parse_edge_type
 from .base import ProcessLocal
-
-#: Budget bytes per cached row besides the row: its id in the cache's lookup array
-#: (``INDEX_BYTES_PER_ROW`` of ``crates/ringgnn-features/src/cache.rs``).
-INDEX_BYTES_PER_ROW = 8
-#: Neighbor-file entries read at a time while counting (32 MiB of u64 ids at most).
-COUNT_CHUNK = 1 << 22
 
 
 def row_bytes(ds: Any) -> Dict[str, int]:
@@ -56,33 +46,25 @@ def feature_file_bytes(ds: Any, t: str) -> int:
     return int(part.manifest["files"]["features"]["bytes"])
 
 
-def source_hits(ds: Any, t: str, relations: Iterable[str], chunk: int = COUNT_CHUNK) -> np.ndarray:
+def neighbor_file(ds: Any, r: str) -> Optional[Tuple[str, int]]:
+    """Relation ``r``'s neighbor file: (its path, bytes an entry), None where it has none."""
+    part = ds.relation(r)
+    entry = part.manifest["files"].get("indices")
+    if entry is None:
+        return None
+    return os.path.join(ds.path, entry["path"]), 4 if part.manifest["graph"]["indices_dtype"] == "u32" else 8
+
+
+def source_hits(ds: Any, t: str, relations: Iterable[str], chunk: Optional[int] = None) -> np.ndarray:
     """Per node of type ``t``, how often it appears in the neighbor files of ``relations`` whose
     source type is ``t`` (uint32, saturating): read ``chunk`` entries at a time."""
-    n = ds.num_nodes_dict[t]
-    hits = np.zeros(n, dtype=np.uint32)
+    files = []
     for r in relations:
-        if parse_edge_type(r)[0] != t:
-            continue
-        part = ds.relation(r)
-        dtype = np.uint32 if part.manifest["graph"]["indices_dtype"] == "u32" else np.uint64
-        entry = part.manifest["files"].get("indices")
-        if entry is None or part.num_edges == 0:
-            continue
-        path = os.path.join(ds.path, entry["path"])
-        size = np.dtype(dtype).itemsize
-        with os_errors("counting the sources of relation " + r, path):
-            for lo in range(0, part.num_edges, chunk):
-                k = min(chunk, part.num_edges - lo)
-                ids = np.fromfile(path, dtype=dtype, count=k, offset=lo * size)
-                if len(ids) != k:
-                    raise _core.InputError(f"{path}: ends before entry {lo + k}; run `ringgnn verify` on the dataset")
-                if k and int(ids.max()) >= n:
-                    raise _core.CorruptDatasetError(f"{path}: entry {int(ids.max())} is not a node of type '{t}' "
-                                                    f"({n} nodes); run `ringgnn verify` on the dataset")
-                # add.at is unbuffered: repeated ids in a chunk all count.
-                np.add.at(hits, ids, np.uint32(1))
-    return hits
+        f = neighbor_file(ds, r) if parse_edge_type(r)[0] == t else None
+        if f is not None and ds.num_edges_dict[r]:
+            files.append((*f, int(ds.num_edges_dict[r])))
+    with os_errors("counting the sources of type " + t):
+        return _core.source_hits(t, ds.num_nodes_dict[t], files, chunk)
 
 
 @dataclass(frozen=True)
@@ -102,49 +84,27 @@ class CacheChoice:
         return {t: len(v) for t, v in self.ids.items()}
 
 
+def _types(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int]) -> List[Tuple[str, np.ndarray, int]]:
+    return [(t, np.ascontiguousarray(h, dtype=np.uint32), int(row_bytes[t])) for t, h in hits.items()]
+
+
+def cache_choice(rows: Tuple[int, Dict[str, np.ndarray], Dict[str, int]]) -> CacheChoice:
+    """The :class:`CacheChoice` of the Rust plan's (budget, ids per type, bytes per type)."""
+    return CacheChoice(*rows)
+
+
 def ranked_groups(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int]) -> List[Tuple[str, int, int]]:
     """The rows with at least one hit, grouped by (type, hit count), best first: ``(type, hits,
     rows)`` by hits per byte held descending, then type name (within a group, smaller ids first).
     A group's rows have equal hits per byte, so the ranking of single rows is these groups in
     order."""
-    groups = []
-    for t in sorted(hits):
-        h = hits[t]
-        values, counts = np.unique(h[h > 0], return_counts=True)
-        cost = row_bytes[t] + INDEX_BYTES_PER_ROW
-        groups += [(Fraction(int(v), cost), t, int(v), int(c)) for v, c in zip(values, counts)]
-    groups.sort(key=lambda g: (-g[0], g[1]))
-    return [(t, v, c) for _, t, v, c in groups]
+    return _core.ranked_groups(_types(hits, row_bytes))
 
 
 def choose_cache_rows(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int], budget: int) -> CacheChoice:
     """The longest prefix of the ranking of every row of every type by hits per byte held (see
     the module docs) whose rows fit in ``budget`` bytes."""
-    room = int(budget)
-    lowest: Dict[str, Tuple[int, Optional[int]]] = {}  # type -> (least hits taken whole, partial rows of one less)
-    for t, v, c in ranked_groups(hits, row_bytes):
-        cost = row_bytes[t] + INDEX_BYTES_PER_ROW
-        if c * cost <= room:
-            room -= c * cost
-            lowest[t] = (v, None)
-            continue
-        take = room // cost
-        if take:
-            lowest[t] = (v, take)
-        break
-    ids, used = {}, {}
-    for t in sorted(hits):
-        h = hits[t]
-        if t not in lowest:
-            ids[t] = np.empty(0, dtype=np.int64)
-        else:
-            v, partial = lowest[t]
-            if partial is None:
-                ids[t] = np.flatnonzero(h >= v).astype(np.int64)
-            else:  # all rows above v (taken whole before), the first `partial` rows of hits v
-                ids[t] = np.union1d(np.flatnonzero(h > v), np.flatnonzero(h == v)[:partial]).astype(np.int64)
-        used[t] = len(ids[t]) * (row_bytes[t] + INDEX_BYTES_PER_ROW)
-    return CacheChoice(int(budget), ids, used)
+    return cache_choice(_core.choose_cache_rows(_types(hits, row_bytes), int(budget)))
 
 
 class TypedRows(ProcessLocal):
@@ -223,4 +183,5 @@ class TypedRows(ProcessLocal):
         return out
 
 
-__all__ = ("CacheChoice", "TypedRows", "choose_cache_rows", "ranked_groups", "row_bytes", "source_hits")
+__all__ = ("CacheChoice", "TypedRows", "cache_choice", "choose_cache_rows", "neighbor_file", "ranked_groups",
+           "row_bytes", "source_hits")
