@@ -18,40 +18,24 @@ use ringgnn_sampler::{
 use ringgnn_store::manifest::IndexDtype;
 
 mod common;
-use common::timed::{Graph, Rel};
+use common::timed::{self, Graph, NodeTimes, Shape};
 
+/// A random typed graph with edge times: mostly short lists, a few hubs, node times on some
+/// types.
 fn random_graph(seed: u64, types: usize, rels: usize) -> Graph {
-    let mut rng = ringgnn_store::rng::stream(seed, 7, 3);
-    let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
-    let num_nodes: Vec<u64> = (0..types).map(|_| 1 + below(60)).collect();
-    let rels = (0..rels)
-        .map(|_| {
-            let (src, dst) = (below(types as u64) as usize, below(types as u64) as usize);
-            let lists: Vec<Vec<(u64, i64)>> = (0..num_nodes[dst])
-                .map(|_| {
-                    // Mostly short lists, a few hubs.
-                    let d = if below(12) == 0 {
-                        40 + below(200)
-                    } else {
-                        below(12)
-                    };
-                    (0..d)
-                        .map(|_| (below(num_nodes[src]), below(100) as i64))
-                        .collect()
-                })
-                .collect();
-            Rel::new(src, dst, &lists)
-        })
-        .collect();
-    let node_times = num_nodes
-        .iter()
-        .map(|&n| (below(2) == 0).then(|| (0..n).map(|_| below(80) as i64).collect()))
-        .collect();
-    Graph {
-        num_nodes,
-        rels,
+    let node_times = NodeTimes::OneIn {
+        one_in: 2,
+        span: 80,
+    };
+    let shape = Shape {
+        stream: (7, 3),
+        max_nodes: 60,
+        hub_one_in: 12,
+        hub: (40, 200),
+        short: 12,
         node_times,
-    }
+    };
+    timed::random_graph(seed, types, rels, shape)
 }
 
 impl Graph {

@@ -20,7 +20,7 @@ use ringgnn_store::manifest::IndexDtype;
 use Fanout::{All, Count};
 
 mod common;
-use common::timed::{write_padded, Graph, Rel};
+use common::timed::{self, write_padded, Graph, NodeTimes, Rel, Shape};
 
 /// Where a sampler reads neighbor entries and edge times from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -393,39 +393,21 @@ fn requests_without_times_sample_as_before() {
     }
 }
 
-/// A random temporal graph: `types` node types, relations between random pairs, random times.
+/// A random temporal graph: `types` node types, relations between random pairs, random times:
+/// mostly short lists, some of several pages of times.
 fn random_graph(seed: u64, types: usize, rels: usize, node_times: bool) -> Graph {
-    let mut rng = ringgnn_store::rng::stream(seed, 1, 2);
-    let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
-    let num_nodes: Vec<u64> = (0..types).map(|_| 1 + below(40)).collect();
-    let rels = (0..rels)
-        .map(|_| {
-            let (src, dst) = (below(types as u64) as usize, below(types as u64) as usize);
-            let lists: Vec<Vec<(u64, i64)>> = (0..num_nodes[dst])
-                .map(|_| {
-                    // Mostly short lists, some of several pages of times.
-                    let d = if below(10) == 0 {
-                        600 + below(1500)
-                    } else {
-                        below(12)
-                    };
-                    (0..d)
-                        .map(|_| (below(num_nodes[src]), below(100) as i64))
-                        .collect()
-                })
-                .collect();
-            Rel::new(src, dst, &lists)
-        })
-        .collect();
-    let node_times = num_nodes
-        .iter()
-        .map(|&n| node_times.then(|| (0..n).map(|_| below(60) as i64).collect()))
-        .collect();
-    Graph {
-        num_nodes,
-        rels,
-        node_times,
-    }
+    let shape = Shape {
+        stream: (1, 2),
+        max_nodes: 40,
+        hub_one_in: 10,
+        hub: (600, 1500),
+        short: 12,
+        node_times: match node_times {
+            true => NodeTimes::All { span: 60 },
+            false => NodeTimes::None,
+        },
+    };
+    timed::random_graph(seed, types, rels, shape)
 }
 
 /// Check a temporal sample against its graph and request: every node's time is that of its

@@ -19,41 +19,25 @@ use ringgnn_sampler::{
 use ringgnn_store::manifest::IndexDtype;
 
 mod common;
-use common::timed::{write_padded, Graph, Rel};
+use common::timed::{self, write_padded, Graph, NodeTimes, Shape};
 
 /// A random typed graph with edge times: up to 3 types of up to 80 nodes, mostly short lists and
 /// a few of several pages of times (searched over several rounds from disk), node times on
 /// some types.
 fn random_graph(seed: u64, types: usize, rels: usize) -> Graph {
-    let mut rng = ringgnn_store::rng::stream(seed, 40, 1);
-    let mut below = |n: u64| ringgnn_store::rng::below(&mut rng, n);
-    let num_nodes: Vec<u64> = (0..types).map(|_| 1 + below(80)).collect();
-    let rels = (0..rels)
-        .map(|_| {
-            let (src, dst) = (below(types as u64) as usize, below(types as u64) as usize);
-            let lists: Vec<Vec<(u64, i64)>> = (0..num_nodes[dst])
-                .map(|_| {
-                    let d = match below(16) {
-                        0 => 600 + below(1200),
-                        _ => below(14),
-                    };
-                    (0..d)
-                        .map(|_| (below(num_nodes[src]), below(100) as i64))
-                        .collect()
-                })
-                .collect();
-            Rel::new(src, dst, &lists)
-        })
-        .collect();
-    let node_times = num_nodes
-        .iter()
-        .map(|&n| (below(3) == 0).then(|| (0..n).map(|_| below(80) as i64).collect()))
-        .collect();
-    Graph {
-        num_nodes,
-        rels,
+    let node_times = NodeTimes::OneIn {
+        one_in: 3,
+        span: 80,
+    };
+    let shape = Shape {
+        stream: (40, 1),
+        max_nodes: 80,
+        hub_one_in: 16,
+        hub: (600, 1200),
+        short: 14,
         node_times,
-    }
+    };
+    timed::random_graph(seed, types, rels, shape)
 }
 
 /// A sampler of `g` with `threads` threads: its neighbor files and edge times in memory, or
