@@ -135,7 +135,8 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     loader = HeteroLoader(mag, [4, 3], "paper", backend="pread", threads=2, prefetch=2, batch_size=64)
     sampler = loader.sampler
     seeds = loader.batch_seeds(0)[:ringgnn._core.TypedLoader.PROBE_BATCHES]
-    probes = loader._core_loader().probe([[("paper", ids)] for ids in seeds])
+    # Sampled with both threads, as the drivers that sizes() probes for (each thread its own dedup maps).
+    probes = loader._core_loader().probe([[("paper", ids)] for ids in seeds], threads=2)
     assert len(probes) == 3
     bound = sampler.bound({"paper": 64})
     for i, (ids, p) in enumerate(zip(seeds, probes)):
