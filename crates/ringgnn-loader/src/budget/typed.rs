@@ -532,11 +532,16 @@ impl Fit<'_> {
                 plain.shared,
             );
             if same != (h, p, w, holders == Holders::Drivers) || staged {
+                let on = match (plain.shared, plain.workers) {
+                    (true, 1) => "one driver".to_string(),
+                    (true, n) => format!("{n} drivers"),
+                    (false, 1) => "1 thread".to_string(),
+                    (false, n) => format!("{n} threads"),
+                };
                 why += &format!(
-                    ", against {:.2} s for the largest H unstaged ({} on {} threads)",
+                    ", against {:.2} s for the largest H unstaged ({} on {on})",
                     t.per_batch(plain.hyperbatch, plain.workers, false, self.batches),
                     plain.hyperbatch,
-                    plain.workers
                 );
             }
         }

@@ -183,7 +183,7 @@ fn auto_by_time() {
         "; rows staged where a pass over a feature file pays and 1 batch ahead and 1 worker: the \
          fastest that fits, predicted 0.43 s a batch (rows read 1.00 s a batch, a pass 1.00 s, \
          sampling 0.10 s, estimated on the probe batches), against 1.00 s for the largest H \
-         unstaged (5 on 2 threads)"
+         unstaged (5 on 2 drivers)"
     ));
     // Where sampling dominates, two workers unstaged win (max(0.1, 1.1 / 2) = 0.55 a batch,
     // where one worker staged takes at least the 1.0 of its sampling): the choice without times.
