@@ -25,9 +25,12 @@ def _edges(path, pairs):
 
 @pytest.fixture(scope="module")
 def typed(tmp_path_factory):
-    """Five papers (4 float32 features: rows of 16 bytes), four authors (2 float16 features: 4
-    bytes), two venues without features."""
-    d = tmp_path_factory.mktemp("hcache")
+    return build_typed(tmp_path_factory.mktemp("hcache"))
+
+
+def build_typed(d):
+    """In `d`: five papers (4 float32 features: rows of 16 bytes), four authors (2 float16
+    features: 4 bytes), two venues without features; the dataset's path."""
     np.save(d / "px.npy", np.arange(20, dtype=np.float32).reshape(5, 4))
     np.save(d / "ax.npy", (np.arange(8, dtype=np.float16) / 4).reshape(4, 2))
     np.save(d / "y.npy", np.array([0, 1, 0, 1, 1]))

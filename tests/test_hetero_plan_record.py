@@ -103,25 +103,10 @@ def _cases_with_errors(generated: Path, typed: Path) -> Dict[str, Any]:
 
 
 def _build(root: Path) -> Tuple[Path, Path]:
-    from test_hetero_cache import HAS, PUBLISHED, WRITES, CITES, _edges
-    from ringgnn import NodeType, Relation
+    from test_hetero_cache import build_typed
 
     generate_hetero(root / "gen", **GENERATED)
-    d = root
-    np.save(d / "px.npy", np.arange(20, dtype=np.float32).reshape(5, 4))
-    np.save(d / "ax.npy", (np.arange(8, dtype=np.float16) / 4).reshape(4, 2))
-    np.save(d / "y.npy", np.array([0, 1, 0, 1, 1]))
-    np.save(d / "train.npy", np.array([0, 1, 2, 3, 4]))
-    ringgnn.build_hetero(
-        d / "typed",
-        [NodeType("paper", 5, features=d / "px.npy", labels=d / "y.npy", split={"train": str(d / "train.npy")}),
-         NodeType("author", 4, features=d / "ax.npy", feature_dtype="f16"), NodeType("venue", 2)],
-        [Relation("author:writes:paper", _edges(d / "w.csv", WRITES)),
-         Relation("paper:cites:paper", _edges(d / "c.csv", CITES)),
-         Relation("paper:published:venue", _edges(d / "p.csv", PUBLISHED)),
-         Relation("venue:has:paper", _edges(d / "h.csv", HAS))],
-    )
-    return root / "gen", root / "typed"
+    return root / "gen", build_typed(root)
 
 
 def test_the_plan_is_the_one_recorded(tmp_path):
