@@ -62,7 +62,7 @@ use crate::buckets::Workspace;
 use crate::draw::Drawer;
 use crate::hyper::par;
 use crate::idmap::{with_table, GroupKeys, IdMap};
-use crate::neighbors::NeighborSource;
+use crate::neighbors::{DiskNeighbors, NeighborSource};
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
@@ -166,6 +166,10 @@ pub struct HeteroSampler {
     /// after the first: a narrow fetch from disk reads on every thread (opened at the first
     /// such fetch, kept; none in memory or where the source cannot open more).
     readers: Vec<Vec<NeighborSource>>,
+    /// Per relation with edge times on disk, the readers of its times besides its own, one per
+    /// thread after the first: the search of edge times reads on every thread (opened at the
+    /// first search, kept).
+    time_readers: Vec<Vec<DiskNeighbors>>,
     /// The workspace of the search of edge times read from disk (on the calling thread).
     cutter: Cutter,
     /// Keep a batch's node lists and every hop's `row` in its sample, 64 bits, as they grow
@@ -237,6 +241,7 @@ impl HeteroSampler {
             keys: Vec::new(),
             fetch: NarrowFetch::default(),
             readers: relations.iter().map(|_| Vec::new()).collect(),
+            time_readers: relations.iter().map(|_| Vec::new()).collect(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
@@ -350,9 +355,13 @@ impl HeteroSampler {
     /// Of [`Self::scratch_bytes`], the readers a narrow fetch from disk opened for its threads
     /// after the first: each one's read buffer and fetch workspace (sized for one group).
     fn reader_bytes(&self) -> u64 {
-        (self.readers.iter().flatten())
+        let sources: u64 = (self.readers.iter().flatten())
             .map(|s| s.buffer_bytes() + s.workspace_bytes())
-            .sum()
+            .sum();
+        let times: u64 = (self.time_readers.iter().flatten())
+            .map(|d| d.buffer_bytes() + d.workspace_bytes())
+            .sum();
+        sources + times
     }
 
     /// Sample a hyperbatch with `threads` threads (0 is taken as 1; 1 by default): each hop's
@@ -364,6 +373,9 @@ impl HeteroSampler {
         self.scratch
             .resize_with(threads.max(1), || Scratch::new(num_nodes));
         for more in &mut self.readers {
+            more.truncate(threads.max(1) - 1);
+        }
+        for more in &mut self.time_readers {
             more.truncate(threads.max(1) - 1);
         }
     }
@@ -407,7 +419,8 @@ impl HeteroSampler {
             std::iter::once(r.source.stats()).chain(times)
         });
         let more = self.readers.iter().flatten().map(NeighborSource::stats);
-        let sources = sources.chain(more);
+        let times = self.time_readers.iter().flatten().map(DiskNeighbors::stats);
+        let sources = sources.chain(more).chain(times);
         sources.fold(IoStats::default(), |a, s| IoStats {
             reads: a.reads + s.reads,
             bytes: a.bytes + s.bytes,
@@ -420,6 +433,9 @@ impl HeteroSampler {
     pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
         for s in self.readers.iter_mut().flatten() {
             s.set_cancel(flag.clone());
+        }
+        for d in self.time_readers.iter_mut().flatten() {
+            d.set_cancel(flag.clone());
         }
         for r in &mut self.rels {
             r.source.set_cancel(flag.clone());

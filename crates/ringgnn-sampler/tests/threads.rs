@@ -192,6 +192,12 @@ proptest! {
                     // groups of at most 100 (from disk; the samples are the same).
                     s.set_fetch_groups(64, 100);
                 }
+                if threads != 3 {
+                    // The search of edge times from disk in slices of 3 lists, in rounds of
+                    // one slice a thread, each with its own reader of the times (in memory,
+                    // the same search as without).
+                    s.set_cut_slice(3);
+                }
                 let got = sample_each(&mut s, &batches, seed, with_edge_ids).unwrap();
                 prop_assert_eq!(&got, &want, "{} threads, disk {}", threads, disk.is_some());
                 let got = sample_each(&mut s, &batches[h / 2..], seed, with_edge_ids).unwrap();
@@ -334,7 +340,10 @@ fn each_thread_reads_from_disk_with_its_own_reader_counted() {
     let measure = |threads: usize, per_chunk: Option<u64>| {
         let mut s = sampler(&g, &fanouts, how, Some(dir.path()), threads);
         if let Some(c) = per_chunk {
+            // Chunks of whole pages; the search of edge times in slices of 3 lists, a slice
+            // a thread at once.
             s.set_fetch_groups(c, 100);
+            s.set_cut_slice(3);
         }
         let outs = sample_each(&mut s, &batches, 5, false).unwrap();
         let io = s.io_stats();
@@ -351,8 +360,9 @@ fn each_thread_reads_from_disk_with_its_own_reader_counted() {
             assert_eq!(o, outs, "{threads} threads");
             // Chunks of whole pages, each read by one thread: the same pages read.
             assert_eq!(i.bytes, io.bytes, "{threads} threads, chunks {per_chunk:?}");
-            // Besides each thread's maps, each relation's reader for each thread after the
-            // first, with its read buffer.
+            // Besides each thread's maps, each relation's reader of its neighbor file for each
+            // thread after the first, with its read buffer (and of its times, where a batch is
+            // at seed times).
             let readers = (threads as u64 - 1) * rels;
             assert!(
                 s - scratch - (m - maps) >= readers * buffer,
