@@ -18,13 +18,14 @@
 //! then its draws run on the threads (`hetero/hop.rs`), each batch into its own part of the
 //! relation's positions; the one fetch of them all, from disk with 32-bit positions, is split
 //! by file chunk over the threads, each with its own reader of the relation's file (opened at
-//! the first such fetch and kept), while the wide fetch of 64-bit positions, and at seed times
-//! from disk the one search of every batch's lists, run on the calling thread; then each
+//! the first such fetch and kept), and at seed times from disk the one search of every batch's
+//! lists in rounds of one slice of lists a thread, each with its own reader of the times; the
+//! wide fetch of 64-bit positions runs on the calling thread; then each
 //! batch's relabelling of every relation runs on the threads (`hetero/relabel.rs`), at the last
 //! hop in rounds of one batch a thread whose samples the calling thread hands out in batch
 //! order. Per thread (a [`Scratch`], kept across calls): the dedup maps, the drawer, one node's
 //! draws, one batch's frontier ranges and seed times; from disk, a reader of each relation's
-//! file and its copies of one group of positions. Shared: each relation's draws, entries and counts
+//! file and of its times, its copies of one group of positions and its search of one slice. Shared: each relation's draws, entries and counts
 //! ([`Drawn`]), the batches' states, the fetch's workspace and the search's. A batch's sample
 //! depends on nothing a thread holds, so it is the same whatever the threads.
 //!
@@ -170,7 +171,7 @@ pub struct HeteroSampler {
     /// thread after the first: the search of edge times reads on every thread (opened at the
     /// first search, kept).
     time_readers: Vec<Vec<DiskNeighbors>>,
-    /// The workspace of the search of edge times read from disk (on the calling thread).
+    /// The workspace of the search of edge times read from disk (one slice's per reader).
     cutter: Cutter,
     /// Keep a batch's node lists and every hop's `row` in its sample, 64 bits, as they grow
     /// (tests of the wide state; else [`BatchState::nodes`] and [`BatchState::rows`] until
@@ -771,8 +772,8 @@ impl BatchState {
 
 /// What one thread lends the batches it draws or relabels, kept across calls (one per thread
 /// of [`HeteroSampler::set_threads`]; what is shared is each relation's draws and fetch,
-/// [`Drawn`], the batches' states and the search of edge times from disk, which runs on the
-/// calling thread).
+/// [`Drawn`], the batches' states and the search of edge times from disk, whose readers and
+/// slices' workspaces are kept per reader with the fetch and the search).
 pub(super) struct Scratch {
     /// Per node type, the dedup map of the batch the thread relabels: its nodes of that type
     /// (keys) and their local ids, refilled batch by batch; `held_by[t]`: the batch (of the

@@ -192,9 +192,10 @@ impl HeteroSampler {
     /// `outs`, some at seed times: each frontier node of a batch at seed times gets its count of
     /// edges not newer than its seed's time in its entry of `drawn[r].counts` (one entry per
     /// frontier node, every batch's in turn, already there), for the hop's draws to cut its
-    /// range by. The search runs on the calling thread over every batch's lists at once (in
-    /// groups of [`Cutter::group`] batches), so that a page of times several batches probe is
-    /// read once, holding 8 bytes a list ([`Cutter::cut_lists`]). (In memory each batch's lists
+    /// range by. The search runs over every batch's lists at once (in groups of
+    /// [`Cutter::group`] batches), so that a page of times several batches probe is read once,
+    /// holding 8 bytes a list, a slice of lists a thread, each with its own reader of the times
+    /// ([`Cutter::cut_lists`]). (In memory each batch's lists
     /// are searched where it is drawn, [`cut_batch_in_memory`].)
     pub(super) fn cut_to_times(&mut self, r: usize, outs: &[HeteroSample]) -> Result<()> {
         let rel = &mut self.rels[r];
