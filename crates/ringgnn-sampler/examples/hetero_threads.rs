@@ -11,7 +11,7 @@
 //! times uniform over [0, 1e6] (the range of `temporal_bench.py`'s graphs); fanouts 20,15,10.
 //! Prints per configuration the wall and CPU seconds (this process, all threads) of each
 //! round (`sample_each`, each sample dropped as it comes), the calling thread's CPU seconds (the
-//! fetch, the search of edge times from disk, the seeds: what does not run on the threads) and
+//! seeds, the wide fetch, the search's bookkeeping: what does not run on the threads) and
 //! bytes read; then checks, untimed, that both give the same samples (a hash of each).
 
 use std::path::PathBuf;

@@ -16,12 +16,16 @@
 //! batch, its reads shared, as the homogeneous `HyperSampler` does. Per hop and relation, each
 //! batch's count of positions (at seed times in memory, its search of edge times first) and
 //! then its draws run on the threads (`hetero/hop.rs`), each batch into its own part of the
-//! relation's positions; the one fetch of them all, and at seed times from disk the one search
-//! of every batch's lists, run on the calling thread; then each batch's relabelling of every
-//! relation runs on the threads (`hetero/relabel.rs`), at the last hop in rounds of one batch a
-//! thread whose samples the calling thread hands out in batch order. Per thread (a
-//! [`Scratch`], kept across calls): the dedup maps, the drawer, one node's draws, one batch's
-//! frontier ranges and seed times. Shared: each relation's draws, entries and counts
+//! relation's positions; the one fetch of them all, from disk with 32-bit positions, is split
+//! by file chunk over the threads, each with its own reader of the relation's file (opened at
+//! the first such fetch and kept), and at seed times from disk the one search of every batch's
+//! lists in rounds of one slice of lists a thread, each with its own reader of the times; the
+//! wide fetch of 64-bit positions runs on the calling thread; then each
+//! batch's relabelling of every relation runs on the threads (`hetero/relabel.rs`), at the last
+//! hop in rounds of one batch a thread whose samples the calling thread hands out in batch
+//! order. Per thread (a [`Scratch`], kept across calls): the dedup maps, the drawer, one node's
+//! draws, one batch's frontier ranges and seed times; from disk, a reader of each relation's
+//! file and of its times, its copies of one group of positions and its search of one slice. Shared: each relation's draws, entries and counts
 //! ([`Drawn`]), the batches' states, the fetch's workspace and the search's. A batch's sample
 //! depends on nothing a thread holds, so it is the same whatever the threads.
 //!
@@ -59,7 +63,7 @@ use crate::buckets::Workspace;
 use crate::draw::Drawer;
 use crate::hyper::par;
 use crate::idmap::{with_table, GroupKeys, IdMap};
-use crate::neighbors::NeighborSource;
+use crate::neighbors::{DiskNeighbors, NeighborSource};
 use crate::sampler::check_indptr;
 use crate::{Error, Fanout, Offsets, Result};
 pub use bound::{hetero_bound, HeteroBound};
@@ -156,10 +160,18 @@ pub struct HeteroSampler {
     /// Per relation, what every batch drew from it at the current hop.
     drawn: Vec<Drawn>,
     /// The sort keys of a wide fetch in place (see [`NeighborSource::fetch_in_place`]) and the
-    /// workspace of a narrow one (the fetch runs on the calling thread).
+    /// workspace of a narrow one.
     keys: Vec<u64>,
     fetch: NarrowFetch,
-    /// The workspace of the search of edge times read from disk (on the calling thread).
+    /// Per relation, the readers of its neighbor file besides its source, one per thread
+    /// after the first: a narrow fetch from disk reads on every thread (opened at the first
+    /// such fetch, kept; none in memory or where the source cannot open more).
+    readers: Vec<Vec<NeighborSource>>,
+    /// Per relation with edge times on disk, the readers of its times besides its own, one per
+    /// thread after the first: the search of edge times reads on every thread (opened at the
+    /// first search, kept).
+    time_readers: Vec<Vec<DiskNeighbors>>,
+    /// The workspace of the search of edge times read from disk (one slice's per reader).
     cutter: Cutter,
     /// Keep a batch's node lists and every hop's `row` in its sample, 64 bits, as they grow
     /// (tests of the wide state; else [`BatchState::nodes`] and [`BatchState::rows`] until
@@ -229,6 +241,8 @@ impl HeteroSampler {
                 .collect(),
             keys: Vec::new(),
             fetch: NarrowFetch::default(),
+            readers: relations.iter().map(|_| Vec::new()).collect(),
+            time_readers: relations.iter().map(|_| Vec::new()).collect(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
@@ -301,7 +315,7 @@ impl HeteroSampler {
         let buffers =
             8 * (self.cuts.capacity() + self.keys.capacity()) + self.fetch.bytes() + drawn;
         let fetch: u64 = self.rels.iter().map(|r| r.source.workspace_bytes()).sum();
-        threads + buffers as u64 + fetch + self.cutter.bytes()
+        threads + buffers as u64 + fetch + self.reader_bytes() + self.cutter.bytes()
     }
 
     /// Bytes the batch of `sample` held, its sample's part, before its last hop was relabelled,
@@ -336,7 +350,19 @@ impl HeteroSampler {
             .map(|(r, _)| r.source.workspace_bytes())
             .sum();
         let threads: u64 = self.scratch.iter().map(Scratch::bytes).sum();
-        threads + self.fetch.group_bytes() + sources + self.cutter.bytes()
+        threads + self.fetch.group_bytes() + sources + self.reader_bytes() + self.cutter.bytes()
+    }
+
+    /// Of [`Self::scratch_bytes`], the readers a narrow fetch from disk opened for its threads
+    /// after the first: each one's read buffer and fetch workspace (sized for one group).
+    fn reader_bytes(&self) -> u64 {
+        let sources: u64 = (self.readers.iter().flatten())
+            .map(|s| s.buffer_bytes() + s.workspace_bytes())
+            .sum();
+        let times: u64 = (self.time_readers.iter().flatten())
+            .map(|d| d.buffer_bytes() + d.workspace_bytes())
+            .sum();
+        sources + times
     }
 
     /// Sample a hyperbatch with `threads` threads (0 is taken as 1; 1 by default): each hop's
@@ -347,6 +373,12 @@ impl HeteroSampler {
         let num_nodes = &self.num_nodes;
         self.scratch
             .resize_with(threads.max(1), || Scratch::new(num_nodes));
+        for more in &mut self.readers {
+            more.truncate(threads.max(1) - 1);
+        }
+        for more in &mut self.time_readers {
+            more.truncate(threads.max(1) - 1);
+        }
     }
 
     /// The threads a hyperbatch is sampled with ([`Self::set_threads`]).
@@ -387,6 +419,9 @@ impl HeteroSampler {
             let times = r.times.as_ref().map(EdgeTimes::stats);
             std::iter::once(r.source.stats()).chain(times)
         });
+        let more = self.readers.iter().flatten().map(NeighborSource::stats);
+        let times = self.time_readers.iter().flatten().map(DiskNeighbors::stats);
+        let sources = sources.chain(more).chain(times);
         sources.fold(IoStats::default(), |a, s| IoStats {
             reads: a.reads + s.reads,
             bytes: a.bytes + s.bytes,
@@ -397,8 +432,15 @@ impl HeteroSampler {
     /// Stop disk reads between waves once `flag` is set, for every relation: a sample in
     /// progress then ends with an `Interrupted` I/O error.
     pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        for s in self.readers.iter_mut().flatten() {
+            s.set_cancel(flag.clone());
+        }
+        for d in self.time_readers.iter_mut().flatten() {
+            d.set_cancel(flag.clone());
+        }
         for r in &mut self.rels {
             r.source.set_cancel(flag.clone());
+            // Readers opened later take the source's flag.
             if let Some(t) = &mut r.times {
                 t.set_cancel(flag.clone());
             }
@@ -730,8 +772,8 @@ impl BatchState {
 
 /// What one thread lends the batches it draws or relabels, kept across calls (one per thread
 /// of [`HeteroSampler::set_threads`]; what is shared is each relation's draws and fetch,
-/// [`Drawn`], the batches' states and the search of edge times from disk, which runs on the
-/// calling thread).
+/// [`Drawn`], the batches' states and the search of edge times from disk, whose readers and
+/// slices' workspaces are kept per reader with the fetch and the search).
 pub(super) struct Scratch {
     /// Per node type, the dedup map of the batch the thread relabels: its nodes of that type
     /// (keys) and their local ids, refilled batch by batch; `held_by[t]`: the batch (of the

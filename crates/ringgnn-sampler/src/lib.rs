@@ -61,7 +61,7 @@ pub use hetero::{
     HeteroSample, HeteroSampler, SharedRelation, TemporalStrategy, TypedGraph,
 };
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
-pub use neighbors::{DiskNeighbors, Indices, NeighborSource};
+pub use neighbors::{DiskNeighbors, Indices, NeighborSource, Reopen};
 pub use offset_index::BLOCK_SHIFT;
 pub use options::{parse_fanouts, Fanout, SampleOptions, MAX_FANOUT};
 pub use output::{CompactSample, SampledSubgraph};

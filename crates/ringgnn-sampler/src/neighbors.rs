@@ -10,7 +10,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use disk::DiskNeighbors;
+pub use disk::{DiskNeighbors, Reopen};
 use ringgnn_io::{CoalesceOptions, IoStats, PreadBatch, ReadBatch};
 use ringgnn_store::manifest::IndexDtype;
 use ringgnn_store::Dataset;
@@ -122,6 +122,24 @@ impl NeighborSource {
         opts: CoalesceOptions,
     ) -> Self {
         NeighborSource::Disk(DiskNeighbors::new(reader, path, dtype, opts))
+    }
+
+    /// Another reader of the same neighbor file for a thread of its own
+    /// ([`DiskNeighbors::another`]): `None` in memory (every thread reads the one copy) or
+    /// where the source cannot open one.
+    pub fn another(&self) -> Option<Result<NeighborSource>> {
+        match self {
+            NeighborSource::Memory(_) => None,
+            NeighborSource::Disk(d) => d.another().map(|r| r.map(NeighborSource::Disk)),
+        }
+    }
+
+    /// Bytes of its read buffer (none in memory).
+    pub fn buffer_bytes(&self) -> u64 {
+        match self {
+            NeighborSource::Memory(_) => 0,
+            NeighborSource::Disk(d) => d.buffer_bytes(),
+        }
     }
 
     /// "memory", or the name of the read backend ("pread", "uring", ...).

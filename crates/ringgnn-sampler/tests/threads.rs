@@ -11,10 +11,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use ringgnn_io::{BackendKind, CoalesceOptions, PreadBatch};
+use ringgnn_io::{BackendKind, CoalesceOptions, PreadBatch, ReadBatch};
 use ringgnn_sampler::{
-    EdgeTimes, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler, Indices,
-    NeighborSource, TemporalStrategy,
+    DiskNeighbors, EdgeTimes, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample,
+    HeteroSampler, Indices, NeighborSource, Reopen, TemporalStrategy,
 };
 use ringgnn_store::manifest::IndexDtype;
 
@@ -63,7 +63,13 @@ fn sampler(
                     let t = write_padded(dir, &format!("rel{i}_times.bin"), t.collect());
                     let reader = Box::new(PreadBatch::new(File::open(&ix).unwrap()));
                     let opts = CoalesceOptions::default();
-                    let source = NeighborSource::disk(reader, &ix, IndexDtype::U32, opts);
+                    // Another pread of the file for each thread of a narrow fetch.
+                    let file = ix.clone();
+                    let reopen: Reopen = Arc::new(move || {
+                        Ok(Box::new(PreadBatch::new(File::open(&file)?)) as Box<dyn ReadBatch>)
+                    });
+                    let d = DiskNeighbors::new(reader, &ix, IndexDtype::U32, opts);
+                    let source = NeighborSource::Disk(d.with_reopen(reopen));
                     let n = r.times.len() as u64;
                     let (times, _) = EdgeTimes::open(&t, n, BackendKind::Pread, false, opts)
                         .expect("the time file just written");
@@ -185,6 +191,12 @@ proptest! {
                     // Each batch's positions bucketed into many chunks of 64 entries, read in
                     // groups of at most 100 (from disk; the samples are the same).
                     s.set_fetch_groups(64, 100);
+                }
+                if threads != 3 {
+                    // The search of edge times from disk in slices of 3 lists, in rounds of
+                    // one slice a thread, each with its own reader of the times (in memory,
+                    // the same search as without).
+                    s.set_cut_slice(3);
                 }
                 let got = sample_each(&mut s, &batches, seed, with_edge_ids).unwrap();
                 prop_assert_eq!(&got, &want, "{} threads, disk {}", threads, disk.is_some());
@@ -316,4 +328,47 @@ fn every_threads_workspaces_are_counted() {
     assert_eq!(s.threads(), 3);
     s.set_threads(1);
     assert_eq!(s.threads(), 1);
+}
+
+#[test]
+fn each_thread_reads_from_disk_with_its_own_reader_counted() {
+    let g = random_graph(13, 2, 3);
+    let batches = random_batches(&g, 13, 8);
+    let how = (TemporalStrategy::Uniform, false);
+    let fanouts = [Fanout::Count(4); 2];
+    let dir = tempfile::tempdir().unwrap();
+    let measure = |threads: usize, per_chunk: Option<u64>| {
+        let mut s = sampler(&g, &fanouts, how, Some(dir.path()), threads);
+        if let Some(c) = per_chunk {
+            // Chunks of whole pages; the search of edge times in slices of 3 lists, a slice
+            // a thread at once.
+            s.set_fetch_groups(c, 100);
+            s.set_cut_slice(3);
+        }
+        let outs = sample_each(&mut s, &batches, 5, false).unwrap();
+        let io = s.io_stats();
+        (s.held_bytes(), s.scratch_bytes(), s.map_bytes(), io, outs)
+    };
+    let opts = CoalesceOptions::default();
+    let buffer = opts.buffer.max(opts.run_bytes()) as u64;
+    let rels = g.rels.len() as u64;
+    for per_chunk in [None, Some(1024)] {
+        let (held, scratch, maps, io, outs) = measure(1, per_chunk);
+        assert!(io.bytes > 0);
+        for threads in [2, 3] {
+            let (h, s, m, i, o) = measure(threads, per_chunk);
+            assert_eq!(o, outs, "{threads} threads");
+            // Chunks of whole pages, each read by one thread: the same pages read.
+            assert_eq!(i.bytes, io.bytes, "{threads} threads, chunks {per_chunk:?}");
+            // Besides each thread's maps, each relation's reader of its neighbor file for each
+            // thread after the first, with its read buffer (and of its times, where a batch is
+            // at seed times).
+            let readers = (threads as u64 - 1) * rels;
+            assert!(
+                s - scratch - (m - maps) >= readers * buffer,
+                "{threads} threads"
+            );
+            assert_eq!(h - s, held - scratch, "{threads} threads");
+        }
+    }
 }

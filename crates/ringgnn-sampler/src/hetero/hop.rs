@@ -1,7 +1,9 @@
 //! One hop of a [`HeteroSampler`] hyperbatch, relation by relation ([`HeteroSampler::hop`]):
 //! every batch's count of positions (at seed times, its lists searched first), then its draws,
 //! both split by batch over the sampler's threads (each batch on its own random stream, into its
-//! own part of the relation's [`Drawn`]), then one fetch of them all on the calling thread. Each
+//! own part of the relation's [`Drawn`]), then one fetch of them all: from disk with 32-bit
+//! positions split by file chunk over the threads, each with its own reader
+//! ([`NarrowFetch::run`]), else on the calling thread. Each
 //! batch's relabelling follows, relation by relation (`relabel.rs`).
 
 use std::ops::Range;
@@ -68,6 +70,7 @@ impl HeteroSampler {
             drawn,
             keys,
             fetch,
+            readers,
             ..
         } = self;
         let (rel, d, states) = (&mut rels[r], &mut drawn[r], &states[..h]);
@@ -140,10 +143,27 @@ impl HeteroSampler {
             false => how.draw_batches(scratch, draws, &mut d.counts, &mut d.narrow, &totals),
         }?;
         let n_src = num_nodes[rel.src];
+        // From disk, one reader per thread for a narrow fetch, opened once and kept (where
+        // the source can open more).
+        let more = &mut readers[r];
+        while !d.wide && more.len() + 1 < scratch.len() {
+            match rel.source.another() {
+                Some(s) => more.push(s?),
+                None => break,
+            }
+        }
         let bad = if !d.wide {
             let chunking = Chunking::new(d.per_chunk);
             let chunks = (chunking, d.chunks);
-            fetch.run(&mut rel.source, scratch, &mut d.narrow, cuts, n_src, chunks)?
+            fetch.run(
+                &mut rel.source,
+                more,
+                scratch,
+                &mut d.narrow,
+                cuts,
+                n_src,
+                chunks,
+            )?
         } else if with_edge_ids {
             // The positions are kept: they are the edge ids.
             d.nbr.reserve_exact(d.pos.len());
@@ -464,16 +484,101 @@ const MIN_CHUNK: u64 = 1 << 12;
 const FETCH_GROUP: usize = 1 << 15;
 
 /// The workspace of a narrow fetch ([`NarrowFetch::run`]): per batch, its positions' buckets
-/// by chunk (about half a byte a position: see [`Buckets`]); one group's positions and entries
-/// as the source reads them. (The copy of one batch's positions its moves go through is each
-/// thread's, [`Scratch::moves`].)
+/// by chunk (about half a byte a position: see [`Buckets`]); per reading thread, one group's
+/// positions and entries as its source reads them. (The copy of one batch's positions its
+/// moves go through is each thread's, [`Scratch::moves`].)
 #[derive(Default)]
 pub(super) struct NarrowFetch {
     /// Positions a read takes at most ([`FETCH_GROUP`] when 0).
     pub(super) group: usize,
     buckets: Vec<Buckets>,
-    sub: Vec<u64>,
-    out: Vec<u64>,
+    /// Per reading thread: one group's positions and the entries read there.
+    bufs: Vec<(Vec<u64>, Vec<u64>)>,
+}
+
+/// What one reading thread of a narrow fetch sees of one batch: its bucket starts by chunk,
+/// and its sorted positions in the thread's chunks (from `starts[first chunk]`).
+type Part<'a> = (&'a [u32], &'a mut [u32]);
+
+/// The first of two entries found too large, in position order.
+fn first_bad(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if y.0 < x.0 { y } else { x }),
+        (x, y) => x.or(y),
+    }
+}
+
+/// Replace each position of `vals` by its entry read through `source` with `sub` and `out`,
+/// taking `at` (ranges of `vals`) in turn in one fetch; the first entry not below `below` (in
+/// position order) into `bad` instead.
+fn read_group(
+    source: &mut NeighborSource,
+    (sub, out): &mut (Vec<u64>, Vec<u64>),
+    parts: &mut [&mut [u32]],
+    at: &[Range<usize>],
+    below: u64,
+    bad: &mut Option<(u64, u64)>,
+) -> Result<()> {
+    sub.clear();
+    sub.reserve_exact(at.iter().map(|a| a.len()).sum());
+    for (p, a) in parts.iter().zip(at) {
+        sub.extend(p[a.clone()].iter().map(|&v| v as u64));
+    }
+    out.clear();
+    out.resize(sub.len(), 0);
+    source.fetch(sub, out)?;
+    let mut k = 0;
+    for (p, a) in parts.iter_mut().zip(at) {
+        for v in &mut p[a.clone()] {
+            let (u, pos) = (out[k], sub[k]);
+            k += 1;
+            if u >= below {
+                *bad = first_bad(*bad, Some((pos, u)));
+            } else {
+                *v = u as u32;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Read the chunks `range` in groups of whole chunks (at most `group` positions unless one
+/// chunk has more), in file order, through `source`: each group, every batch's positions of
+/// `parts` in those chunks, in one fetch.
+fn read_chunks(
+    source: &mut NeighborSource,
+    bufs: &mut (Vec<u64>, Vec<u64>),
+    mut parts: Vec<Part<'_>>,
+    range: Range<usize>,
+    group: usize,
+    below: u64,
+) -> Result<Option<(u64, u64)>> {
+    let mut bad = None;
+    let base: Vec<u32> = parts.iter().map(|p| p.0[range.start]).collect();
+    let mut at: Vec<Range<usize>> = Vec::with_capacity(parts.len());
+    let mut c = range.start;
+    while c < range.end {
+        let c0 = c;
+        let mut size = 0;
+        while c < range.end {
+            let here: usize = (parts.iter()).map(|p| (p.0[c + 1] - p.0[c]) as usize).sum();
+            if c > c0 && size + here > group {
+                break;
+            }
+            size += here;
+            c += 1;
+        }
+        if size == 0 {
+            continue;
+        }
+        at.clear();
+        at.extend(
+            (parts.iter().zip(&base)).map(|(p, &b)| (p.0[c0] - b) as usize..(p.0[c] - b) as usize),
+        );
+        let mut vals: Vec<&mut [u32]> = parts.iter_mut().map(|p| &mut *p.1).collect();
+        read_group(source, bufs, &mut vals, &at, below, &mut bad)?;
+    }
+    Ok(bad)
 }
 
 impl NarrowFetch {
@@ -481,64 +586,43 @@ impl NarrowFetch {
     /// the first entry (in position order) not below `below` and its position, if any (every
     /// entry is read either way), as [`NeighborSource::fetch_in_place`]. From disk each
     /// batch's positions are bucketed by chunk in place ([`Buckets`], as the homogeneous
-    /// hyperbatch does; batches split over the threads of `scratch`), read in groups of whole
-    /// chunks in file order (each group, every batch's positions in those chunks, in one fetch:
-    /// each page is read once, as in one fetch of all of them), then put back in draw order
-    /// (on the threads again).
+    /// hyperbatch does; batches split over the threads of `scratch`), the chunks split into
+    /// contiguous ranges of about as many positions, one per reader (`source`, then each of
+    /// `more`, each on its own thread), each read in groups of whole chunks in file order (each
+    /// group, every batch's positions in those chunks, in one fetch: each page is read once,
+    /// as in one fetch of all of them), then put back in draw order (on the threads again).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &mut self,
         source: &mut NeighborSource,
+        more: &mut [NeighborSource],
         scratch: &mut [Scratch],
         vals: &mut [u32],
         ends: &[usize],
         below: u64,
         (chunking, chunks): (Chunking, usize),
     ) -> Result<Option<(u64, u64)>> {
-        let mut bad: Option<(u64, u64)> = None;
         let on_disk = matches!(source, NeighborSource::Disk(_));
         let group = if self.group == 0 {
             FETCH_GROUP
         } else {
             self.group
         };
-        let mut read =
-            |sub: &mut Vec<u64>, out: &mut Vec<u64>, vals: &mut [u32], at: &[Range<usize>]| {
-                sub.clear();
-                sub.reserve_exact(at.iter().map(|a| a.len()).sum());
-                for a in at {
-                    sub.extend(vals[a.clone()].iter().map(|&v| v as u64));
-                }
-                out.clear();
-                out.resize(sub.len(), 0);
-                source.fetch(sub, out)?;
-                let mut k = 0;
-                for a in at {
-                    for v in &mut vals[a.clone()] {
-                        let (u, p) = (out[k], sub[k]);
-                        k += 1;
-                        if u >= below {
-                            if bad.is_none_or(|b| p < b.0) {
-                                bad = Some((p, u));
-                            }
-                        } else {
-                            *v = u as u32;
-                        }
-                    }
-                }
-                Ok::<(), Error>(())
-            };
+        let readers = if on_disk { 1 + more.len() } else { 1 };
+        if self.bufs.len() < readers {
+            self.bufs.resize_with(readers, Default::default);
+        }
         let n = vals.len();
         if !on_disk {
             // In memory: no order to keep, groups in draw order.
+            let mut bad = None;
             let mut first = 0;
             while first < n {
                 let end = (first + group).min(n);
-                read(
-                    &mut self.sub,
-                    &mut self.out,
-                    vals,
-                    std::slice::from_ref(&(first..end)),
-                )?;
+                let mut parts = [&mut vals[first..end]];
+                let all = 0..end - first;
+                let at = std::slice::from_ref(&all);
+                read_group(source, &mut self.bufs[0], &mut parts, at, below, &mut bad)?;
                 first = end;
             }
             return Ok(bad);
@@ -547,39 +631,58 @@ impl NarrowFetch {
         if self.buckets.len() < batches {
             self.buckets.resize_with(batches, Buckets::default);
         }
-        let starts = |b: usize| if b == 0 { 0 } else { ends[b - 1] };
         par(
             &mut per_batch(&mut self.buckets, vals, ends),
             scratch,
             |sc, (bk, batch)| bk.sort(batch, chunking, chunks, &mut sc.moves),
         )?;
-        let buckets = &self.buckets[..batches];
-        // Every batch's positions in chunks `c0..c`.
-        let mut at: Vec<Range<usize>> = Vec::with_capacity(batches);
-        let mut c = 0;
-        while c < chunks {
-            let c0 = c;
-            let mut size = 0;
-            while c < chunks {
-                let here: usize = (buckets.iter())
-                    .map(|k| (k.starts[c + 1] - k.starts[c]) as usize)
-                    .sum();
-                if c > c0 && size + here > group {
-                    break;
-                }
-                size += here;
-                c += 1;
+        // The chunks split into `readers` contiguous ranges of about as many positions.
+        let bounds = {
+            let buckets = &self.buckets[..batches];
+            let per_chunk = (0..chunks).map(|c| {
+                (buckets.iter())
+                    .map(|k| (k.starts[c + 1] - k.starts[c]) as u64)
+                    .sum::<u64>()
+            });
+            split_chunks(per_chunk, n as u64, readers, chunks)
+        };
+        // Per reader, per batch: its part of the batch's (sorted) positions.
+        let mut parts: Vec<Vec<Part<'_>>> =
+            (0..readers).map(|_| Vec::with_capacity(batches)).collect();
+        for (bk, batch) in per_batch(&mut self.buckets, vals, ends) {
+            let (starts, mut rest) = (&bk.starts[..], batch);
+            for (t, p) in parts.iter_mut().enumerate() {
+                let (c0, c1) = (bounds[t], bounds[t + 1]);
+                let len = (starts[c1] - starts[c0]) as usize;
+                let (part, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                rest = tail;
+                p.push((starts, part));
             }
-            if size == 0 {
-                continue;
-            }
-            at.clear();
-            at.extend((0..batches).map(|b| {
-                let k = &buckets[b];
-                starts(b) + k.starts[c0] as usize..starts(b) + k.starts[c] as usize
-            }));
-            read(&mut self.sub, &mut self.out, vals, &at)?;
         }
+        let bad = if readers == 1 {
+            let p = parts.pop().expect("one reader");
+            read_chunks(source, &mut self.bufs[0], p, 0..chunks, group, below)?
+        } else {
+            let sources = std::iter::once(source).chain(more.iter_mut());
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (sources.zip(self.bufs.iter_mut()).zip(parts))
+                    .enumerate()
+                    .map(|(t, ((src, bufs), p))| {
+                        let range = bounds[t]..bounds[t + 1];
+                        s.spawn(move || read_chunks(src, bufs, p, range, group, below))
+                    })
+                    .collect();
+                let mut first: Result<Option<(u64, u64)>> = Ok(None);
+                for h in handles {
+                    let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    first = match (first, r) {
+                        (Ok(a), Ok(b)) => Ok(first_bad(a, b)),
+                        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+                    };
+                }
+                first
+            })?
+        };
         par(
             &mut per_batch(&mut self.buckets, vals, ends),
             scratch,
@@ -596,11 +699,35 @@ impl NarrowFetch {
         (buckets + self.group_bytes()) as usize
     }
 
-    /// Of [`Self::bytes`], what does not grow with the hyperbatch: the copies of one group (at
-    /// most [`FETCH_GROUP`] positions, or one chunk's).
+    /// Of [`Self::bytes`], what does not grow with the hyperbatch: each reader's copies of one
+    /// group (at most [`FETCH_GROUP`] positions, or one chunk's).
     pub(super) fn group_bytes(&self) -> u64 {
-        8 * (self.sub.capacity() + self.out.capacity()) as u64
+        let each = |(sub, out): &(Vec<u64>, Vec<u64>)| 8 * (sub.capacity() + out.capacity());
+        self.bufs.iter().map(each).sum::<usize>() as u64
     }
+}
+
+/// Bounds of `readers` contiguous ranges of `chunks` chunks (`bounds[t]..bounds[t + 1]` the
+/// `t`-th) holding about `total / readers` of the positions each (`per_chunk`, chunk by chunk),
+/// as the homogeneous hyperbatch splits its chunks.
+fn split_chunks(
+    per_chunk: impl Iterator<Item = u64>,
+    total: u64,
+    readers: usize,
+    chunks: usize,
+) -> Vec<usize> {
+    let t = readers as u64;
+    let mut bounds = vec![chunks; readers + 1];
+    bounds[0] = 0;
+    let (mut acc, mut next) = (0u64, 1);
+    for (c, n) in per_chunk.enumerate() {
+        acc += n;
+        while next < readers && acc * t >= total * next as u64 {
+            bounds[next] = c + 1;
+            next += 1;
+        }
+    }
+    bounds
 }
 
 /// Each batch's buckets (the first `ends.len()` of `buckets`) with its positions of `vals`

@@ -17,7 +17,7 @@ use ringgnn_store::Dataset;
 
 use super::temporal::check_file;
 use super::{EdgeTimes, HeteroRelation, HeteroSampler};
-use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
+use crate::neighbors::{DiskNeighbors, Indices, NeighborSource, Reopen};
 use crate::{Error, Fanout, Offsets, Result};
 
 /// One relation `SRC:REL:DST` as every sampler over the graph shares it.
@@ -337,8 +337,12 @@ impl TypedGraph {
                             source,
                         })?;
                     fallback = fallback.or(why);
+                    let (file, direct) = (r.file.clone(), self.direct);
+                    let reopen: Reopen =
+                        Arc::new(move || open_backend(kind, &file, direct).map(|(b, _)| b));
                     let d = DiskNeighbors::new(reader, &r.file, r.dtype, coalesce)
-                        .with_cache(r.pages.clone());
+                        .with_cache(r.pages.clone())
+                        .with_reopen(reopen);
                     NeighborSource::Disk(d)
                 }
             };

@@ -30,7 +30,7 @@ use super::relabel::View;
 use super::{corrupt_entry, BatchState, HeteroRequest, HeteroSample, HeteroSampler, Scratch};
 use crate::batch::local_id;
 use crate::idmap::{with_table, GroupKeys, Lookup};
-use crate::neighbors::DiskNeighbors;
+use crate::neighbors::{DiskNeighbors, Reopen};
 use crate::{Error, Result};
 
 /// Which of a node's eligible edges (those not newer than its seed's time) are drawn.
@@ -126,7 +126,9 @@ impl EdgeTimes {
             buffer: coalesce.buffer.max(2 * ALIGN),
             ..coalesce
         };
-        let d = DiskNeighbors::new(reader, path, IndexDtype::U64, coalesce);
+        let file = path.to_path_buf();
+        let reopen: Reopen = Arc::new(move || open_backend(kind, &file, direct).map(|(b, _)| b));
+        let d = DiskNeighbors::new(reader, path, IndexDtype::U64, coalesce).with_reopen(reopen);
         Ok((EdgeTimes::Disk(d, None), why))
     }
 
@@ -190,15 +192,25 @@ impl HeteroSampler {
     /// `outs`, some at seed times: each frontier node of a batch at seed times gets its count of
     /// edges not newer than its seed's time in its entry of `drawn[r].counts` (one entry per
     /// frontier node, every batch's in turn, already there), for the hop's draws to cut its
-    /// range by. The search runs on the calling thread over every batch's lists at once (in
-    /// groups of [`Cutter::group`] batches), so that a page of times several batches probe is
-    /// read once, holding 8 bytes a list ([`Cutter::cut_lists`]). (In memory each batch's lists
+    /// range by. The search runs over every batch's lists at once (in groups of
+    /// [`Cutter::group`] batches), so that a page of times several batches probe is read once,
+    /// holding 8 bytes a list, a slice of lists a thread, each with its own reader of the times
+    /// ([`Cutter::cut_lists`]). (In memory each batch's lists
     /// are searched where it is drawn, [`cut_batch_in_memory`].)
     pub(super) fn cut_to_times(&mut self, r: usize, outs: &[HeteroSample]) -> Result<()> {
         let rel = &mut self.rels[r];
         let Some(EdgeTimes::Disk(disk, range)) = rel.times.as_mut() else {
             return Ok(());
         };
+        // A reader of the times per thread after the first, opened once and kept (where the
+        // source can open more).
+        let more = &mut self.time_readers[r];
+        while more.len() + 1 < self.scratch.len() {
+            match disk.another() {
+                Some(d) => more.push(d?),
+                None => break,
+            }
+        }
         let (dst, n_dst, indptr) = (rel.dst, self.num_nodes[rel.dst], &rel.indptr);
         let (states, counts) = (&self.states[..outs.len()], &mut self.drawn[r].counts);
         // Batch `b`'s frontier node `j`: its list and its limit.
@@ -255,7 +267,8 @@ impl HeteroSampler {
                 counts[base + i] = u32::try_from(end - lo).map_err(|_| Error::TooLarge)?;
                 Ok(())
             };
-            self.cutter.cut_lists(disk, *range, n, &lists, &mut cut)?;
+            self.cutter
+                .cut_lists(disk, more, *range, n, &lists, &mut cut)?;
         }
         Ok(())
     }
@@ -538,10 +551,8 @@ const SLICE: usize = 1 << 14;
 
 /// The workspace of the batched search (kept from hop to hop).
 pub(super) struct Cutter {
-    /// The lists of this slice still searched, sorted by where this round reads.
-    live: Vec<Probe>,
-    runs: Vec<(u64, u64)>,
-    vals: Vec<u64>,
+    /// One per reader (the first the calling thread's): the search of one slice at a time.
+    work: Vec<Search>,
     /// The most lists searched at once ([`SLICE`] unless a test sets it).
     slice: usize,
     /// The lists of a group with something to cut (their index in the group, under where
@@ -555,9 +566,7 @@ pub(super) struct Cutter {
 impl Default for Cutter {
     fn default() -> Self {
         Cutter {
-            live: Vec::new(),
-            runs: Vec::new(),
-            vals: Vec::new(),
+            work: vec![Search::default()],
             order: Vec::new(),
             slice: SLICE,
             group: usize::MAX,
@@ -577,20 +586,27 @@ impl Cutter {
         8 * self.order.capacity() as u64 + self.scratch_bytes()
     }
 
-    /// Of [`Self::bytes`], what one slice's search holds: bounded by the slice and the read
-    /// chunk, whatever the number of lists cut.
+    /// Of [`Self::bytes`], what one slice's search holds, per reader: bounded by the slice and
+    /// the read chunk, whatever the number of lists cut.
     pub fn scratch_bytes(&self) -> u64 {
         let probe = std::mem::size_of::<Probe>();
-        (probe * self.live.capacity() + 16 * self.runs.capacity() + 8 * self.vals.capacity()) as u64
+        let each = |w: &Search| {
+            probe * w.live.capacity()
+                + 16 * (w.runs.capacity() + w.cuts.capacity())
+                + 8 * w.vals.capacity()
+        };
+        self.work.iter().map(each).sum::<usize>() as u64
     }
 
     /// From disk, the cut of every list `i` of `0..n` with entries and a limit below
     /// `i64::MAX`, `lists(i) = ((lo, hi), limit)`: `cut(i, lo + c)`, `c` the number of its
     /// entries whose time is `<= limit` (the other lists are not searched). Its order of the
     /// lists, 8 bytes a list, is all it holds per list; the rest is one slice's.
+    #[allow(clippy::too_many_arguments)]
     pub fn cut_lists(
         &mut self,
         disk: &mut DiskNeighbors,
+        more: &mut [DiskNeighbors],
         range: Option<TimeRange>,
         n: usize,
         lists: &dyn Fn(usize) -> ((u64, u64), i64),
@@ -627,24 +643,66 @@ impl Cutter {
             }
             order.sort_unstable();
         }
+        // Slices in rounds of one per reader, each on its own thread; their cuts made on the
+        // calling thread after each round (each list's own count: the same in any order).
+        let t = 1 + more.len();
+        if self.work.len() < t {
+            self.work.resize_with(t, Search::default);
+        }
         let mut done = Ok(());
-        for slice in order.chunks(self.slice) {
-            self.live.clear();
-            self.live.extend(slice.iter().map(|&o| {
-                let at = o as u32;
-                let ((a, b), limit) = lists(at as usize);
-                Probe {
-                    at,
-                    bisect,
-                    a,
-                    b,
-                    s: a,
-                    ta,
-                    tb,
-                    limit,
+        for round in order.chunks(self.slice.saturating_mul(t)) {
+            let k = round.len().div_ceil(self.slice);
+            for (w, slice) in self.work.iter_mut().zip(round.chunks(self.slice)) {
+                w.cuts.clear();
+                w.live.clear();
+                w.live.extend(slice.iter().map(|&o| {
+                    let at = o as u32;
+                    let ((a, b), limit) = lists(at as usize);
+                    Probe {
+                        at,
+                        bisect,
+                        a,
+                        b,
+                        s: a,
+                        ta,
+                        tb,
+                        limit,
+                    }
+                }));
+            }
+            let work = &mut self.work[..k];
+            done = if k == 1 {
+                work[0].search(disk)
+            } else {
+                let readers = std::iter::once(&mut *disk).chain(more.iter_mut());
+                std::thread::scope(|sc| {
+                    let handles: Vec<_> = (work.iter_mut().zip(readers))
+                        .map(|(w, d)| sc.spawn(move || w.search(d)))
+                        .collect();
+                    let mut first = Ok(());
+                    for h in handles {
+                        let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                        if first.is_ok() {
+                            first = r;
+                        }
+                    }
+                    first
+                })
+            };
+            if done.is_err() {
+                break;
+            }
+            for w in &self.work[..k] {
+                for &(at, end) in &w.cuts {
+                    done = cut(at as usize, end);
+                    if done.is_err() {
+                        break;
+                    }
                 }
-            }));
-            done = self.search(disk, cut);
+                if done.is_err() {
+                    break;
+                }
+            }
             if done.is_err() {
                 break;
             }
@@ -652,14 +710,23 @@ impl Cutter {
         self.order = order;
         done
     }
+}
 
-    /// Search the lists of [`Self::live`] to their ends, round by round, each round one
+/// The search of one slice of lists from disk: the lists still searched (sorted by where this
+/// round reads), the runs of a round's chunk and their times, and the cuts made.
+#[derive(Default)]
+struct Search {
+    live: Vec<Probe>,
+    runs: Vec<(u64, u64)>,
+    vals: Vec<u64>,
+    /// `(list, end)`: the list's range cut to end at `end`.
+    cuts: Vec<(u32, u64)>,
+}
+
+impl Search {
+    /// Search the lists of `live` to their ends, round by round, each round one
     /// coalesced read (in chunks) of the pages they probe, and cut their ranges.
-    fn search(
-        &mut self,
-        disk: &mut DiskNeighbors,
-        cut: &mut dyn FnMut(usize, u64) -> Result<()>,
-    ) -> Result<()> {
+    fn search(&mut self, disk: &mut DiskNeighbors) -> Result<()> {
         while !self.live.is_empty() {
             // What each list reads this round: all of it when it is on one page, else the page
             // of its guess.
@@ -669,7 +736,7 @@ impl Cutter {
             self.live.sort_unstable_by_key(|pr| pr.s);
             // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
             // frontier (a hop of a hyperbatch probes hundreds of thousands of lists).
-            let Cutter {
+            let Search {
                 live, runs, vals, ..
             } = &mut *self;
             let mut rest = &mut live[..];
@@ -704,15 +771,14 @@ impl Cutter {
                     pr.bisect = !pr.bisect && 2 * (pr.b - pr.a) > n;
                 }
             }
-            let mut done = Ok(());
+            let cuts = &mut self.cuts;
             self.live.retain(|pr| {
                 let over = pr.a >= pr.b;
-                if over && done.is_ok() {
-                    done = cut(pr.at as usize, pr.a);
+                if over {
+                    cuts.push((pr.at, pr.a));
                 }
                 !over
             });
-            done?;
         }
         Ok(())
     }

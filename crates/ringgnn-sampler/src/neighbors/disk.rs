@@ -16,6 +16,7 @@
 //! most of its reads would otherwise fetch again and again.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use ringgnn_io::{CoalesceOptions, IoStats, PageCache, PageReader, ReadBatch, ALIGN};
@@ -31,10 +32,23 @@ fn decode(b: &[u8]) -> u64 {
     }
 }
 
+/// Opens another backend over the same file (see [`DiskNeighbors::with_reopen`]).
+pub type Reopen = Arc<dyn Fn() -> std::io::Result<Box<dyn ReadBatch>> + Send + Sync>;
+
+/// What [`DiskNeighbors::another`] opens again: the file (named in errors), the read options,
+/// how to open another backend over it, if known, and the cancel flag.
+struct FileRead {
+    path: PathBuf,
+    opts: CoalesceOptions,
+    reopen: Option<Reopen>,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
 /// The neighbor file read through a [`ReadBatch`] backend, with its reusable workspace.
 pub struct DiskNeighbors {
     pages: PageReader,
-    path: PathBuf,
+    /// The file and how it is read (boxed: a source is one variant of two small enums).
+    file: Box<FileRead>,
     width: u64,
     /// (position, index of the request in the caller's slice), sorted by position.
     order: Vec<(u64, usize)>,
@@ -54,12 +68,55 @@ impl DiskNeighbors {
     ) -> Self {
         DiskNeighbors {
             pages: PageReader::new(reader, opts, 0),
-            path: path.to_path_buf(),
+            file: Box::new(FileRead {
+                path: path.to_path_buf(),
+                opts,
+                reopen: None,
+                cancel: None,
+            }),
             width: dtype.size(),
             order: Vec::new(),
             cache: None,
             miss: Vec::new(),
         }
+    }
+
+    /// Let [`Self::another`] open more readers of the file with `reopen` (a backend of the
+    /// same kind as this one's, over the same file).
+    pub fn with_reopen(mut self, reopen: Reopen) -> Self {
+        self.file.reopen = Some(reopen);
+        self
+    }
+
+    /// Another reader of the same file, with its own backend (opened by the function given
+    /// to [`Self::with_reopen`]; `None` without one), read buffer and workspace, the same page
+    /// cache and the same cancel flag: for a thread of its own.
+    pub fn another(&self) -> Option<Result<DiskNeighbors>> {
+        let f = &self.file;
+        let reopen = f.reopen.as_ref()?;
+        Some(
+            reopen()
+                .map_err(|source| Error::Io {
+                    path: f.path.clone(),
+                    source,
+                })
+                .map(|reader| {
+                    let mut d = DiskNeighbors::new(reader, &f.path, IndexDtype::U32, f.opts)
+                        .with_cache(self.cache.clone())
+                        .with_reopen(reopen.clone());
+                    d.width = self.width;
+                    if let Some(flag) = &f.cancel {
+                        d.set_cancel(flag.clone());
+                    }
+                    d
+                }),
+        )
+    }
+
+    /// Bytes of its read buffer (what [`PageReader::new`] allocates for its options).
+    pub fn buffer_bytes(&self) -> u64 {
+        let opts = self.file.opts;
+        opts.buffer.max(opts.run_bytes()) as u64
     }
 
     /// Serve pages from `cache` where it has them, and keep every page read there.
@@ -123,7 +180,7 @@ impl DiskNeighbors {
                 vals[(packed[k] & mask) as usize] = u;
             })
             .map_err(|source| Error::Io {
-                path: self.path.clone(),
+                path: self.file.path.clone(),
                 source,
             })?;
         Ok(bad)
@@ -135,6 +192,7 @@ impl DiskNeighbors {
 
     /// Stop a fetch between read waves, with an `Interrupted` I/O error, once `flag` is set.
     pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.file.cancel = Some(flag.clone());
         self.pages.set_cancel(flag);
     }
 
@@ -158,7 +216,7 @@ impl DiskNeighbors {
                 .read_ranges(order.len(), range, |k, b| out[order[k].1] = decode(b))
                 .map(|_| ())
                 .map_err(|source| Error::Io {
-                    path: self.path.clone(),
+                    path: self.file.path.clone(),
                     source,
                 });
         };
@@ -193,7 +251,7 @@ impl DiskNeighbors {
                 }
             })
             .map_err(|source| Error::Io {
-                path: self.path.clone(),
+                path: self.file.path.clone(),
                 source,
             })?;
         Ok(())
@@ -217,7 +275,7 @@ impl DiskNeighbors {
             })
             .map(|_| ())
             .map_err(|source| Error::Io {
-                path: self.path.clone(),
+                path: self.file.path.clone(),
                 source,
             })
     }
