@@ -698,7 +698,7 @@ pub(crate) fn par<T: Send, S: Send>(
 }
 
 /// Join every scoped thread (a panic is re-raised here); the first error wins.
-fn join_all(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<()>>>) -> Result<()> {
+pub(crate) fn join_all(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<()>>>) -> Result<()> {
     let mut first = Ok(());
     for h in handles {
         let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));

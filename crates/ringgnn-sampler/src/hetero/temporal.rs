@@ -679,14 +679,7 @@ impl Cutter {
                     let handles: Vec<_> = (work.iter_mut().zip(readers))
                         .map(|(w, d)| sc.spawn(move || w.search(d)))
                         .collect();
-                    let mut first = Ok(());
-                    for h in handles {
-                        let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                        if first.is_ok() {
-                            first = r;
-                        }
-                    }
-                    first
+                    crate::hyper::join_all(handles)
                 })
             };
             if done.is_err() {
