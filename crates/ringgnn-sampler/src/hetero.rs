@@ -19,7 +19,8 @@
 //! relation's positions; the one fetch of them all, from disk with 32-bit positions, is split
 //! by file chunk over the threads, each with its own reader of the relation's file (opened at
 //! the first such fetch and kept), and at seed times from disk the one search of every batch's
-//! lists in rounds of one slice of lists a thread, each with its own reader of the times; the
+//! lists (the lists to search found on the threads, each its part of them) a slice of lists at a
+//! time on whichever thread is free, each with its own reader of the times; the
 //! wide fetch of 64-bit positions runs on the calling thread; then each
 //! batch's relabelling of every relation runs on the threads (`hetero/relabel.rs`), at the last
 //! hop in rounds of one batch a thread whose samples the calling thread hands out in batch

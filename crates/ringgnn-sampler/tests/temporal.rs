@@ -15,7 +15,7 @@ use ringgnn_sampler::{
     EdgeTimes, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler, Indices,
     NeighborSampler, NeighborSource, Seeds, TemporalStrategy, TypedGraph,
 };
-use ringgnn_store::manifest::IndexDtype;
+use ringgnn_store::manifest::{IndexDtype, TimeRange};
 
 use Fanout::{All, Count};
 
@@ -56,6 +56,9 @@ fn backends() -> Vec<Backend> {
     b
 }
 
+/// A relation's time range from its times, as a dataset's manifest records it (or not, or wrong).
+type Range = fn(&[i64]) -> Option<TimeRange>;
+
 impl Graph {
     /// A sampler reading from `backend` (files written in `dir`), or `None` when `O_DIRECT`
     /// is not available there.
@@ -66,6 +69,19 @@ impl Graph {
         replace: bool,
         backend: Backend,
         dir: &Path,
+    ) -> Option<HeteroSampler> {
+        self.sampler_in(fanouts, (strategy, replace), backend, dir, |_| None)
+    }
+
+    /// [`Self::sampler`], each relation's times read from disk searched from `range(times)`
+    /// (what a dataset's manifest gives: the search's first guess).
+    fn sampler_in(
+        &self,
+        fanouts: &[Vec<Fanout>],
+        (strategy, replace): (TemporalStrategy, bool),
+        backend: Backend,
+        dir: &Path,
+        range: Range,
     ) -> Option<HeteroSampler> {
         let mut rels = vec![];
         for (i, (r, f)) in self.rels.iter().zip(fanouts).enumerate() {
@@ -86,7 +102,7 @@ impl Graph {
                     let source = NeighborSource::disk(reader, &ix, IndexDtype::U32, opts);
                     let n = r.times.len() as u64;
                     let (times, _) = EdgeTimes::open(&t, n, kind, direct, opts).unwrap();
-                    (source, times)
+                    (source, times.with_range(range(&r.times)))
                 }
             };
             rels.push(HeteroRelation {
@@ -680,6 +696,66 @@ fn a_hops_lists_searched_by_groups_of_batches_sample_as_one_search() {
                     .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
                     .sum();
                 assert!(edges > 200, "{edges} edges: too few lists to slice");
+            }
+        }
+    }
+}
+
+/// A hop's lists searched from disk on several threads (the lists to search found by each thread
+/// in its part of them, split unevenly and across batches at seed times and without; then a slice
+/// at a time by whichever thread is free, each with its own reader) give the sample in memory:
+/// both strategies, 2 to 4 threads, slices of 1 and 7 lists, the search starting from each
+/// relation's time range, a wrong one, or none.
+#[test]
+fn a_hops_lists_searched_on_several_threads_sample_as_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let ranges: [Range; 3] = [
+        |_| None,
+        TimeRange::of,
+        |_| Some(TimeRange { min: -1000, max: 5 }),
+    ];
+    for seed in 0..3 {
+        let g = random_graph(seed + 30, 2, 3, seed == 2);
+        let fan = vec![vec![Count(3), Count(2), All]; g.rels.len()];
+        // Five batches of 15 seeds of each type, batches 1 and 3 without times.
+        let lists = seed_batches(&g, (seed, 7, 8), 5, 15);
+        let refs = as_lists(&lists);
+        let requests: Vec<HeteroRequest> = refs
+            .iter()
+            .enumerate()
+            .map(|(i, (s, t))| HeteroRequest {
+                seeds: s,
+                batch: i as u64,
+                times: (i % 2 == 0).then_some(t.as_slice()),
+            })
+            .collect();
+        for strategy in [UNIFORM, LAST] {
+            let how = (strategy, false);
+            let mut s = (g.sampler_in(&fan, how, Backend::Memory, dir.path(), ranges[0])).unwrap();
+            let want = s.sample_many(&requests, seed, 1, true).unwrap();
+            for (req, out) in requests.iter().zip(&want) {
+                match req.times {
+                    Some(times) => check(&g, out, req.seeds, times),
+                    None => assert_eq!(out.time, None),
+                }
+            }
+            let edges: usize = (want.iter())
+                .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
+                .sum();
+            assert!(edges > 200, "{edges} edges: too few lists to slice");
+            let b = Backend::Disk(BackendKind::Pread, false, SMALL);
+            for (k, &range) in ranges.iter().enumerate() {
+                for threads in 2..=4 {
+                    for slice in [1, 7] {
+                        let mut s = (g.sampler_in(&fan, how, b, dir.path(), range)).unwrap();
+                        s.set_threads(threads);
+                        s.set_cut_slice(slice);
+                        let got = s.sample_many(&requests, seed, 1, true).unwrap();
+                        let what =
+                            format!("{strategy:?} range {k} {threads} threads slice {slice}");
+                        assert_eq!(got, want, "{what}");
+                    }
+                }
             }
         }
     }

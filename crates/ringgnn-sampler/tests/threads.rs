@@ -193,9 +193,9 @@ proptest! {
                     s.set_fetch_groups(64, 100);
                 }
                 if threads != 3 {
-                    // The search of edge times from disk in slices of 3 lists, in rounds of
-                    // one slice a thread, each with its own reader of the times (in memory,
-                    // the same search as without).
+                    // The search of edge times from disk in slices of 3 lists, each on the
+                    // next thread free, each with its own reader of the times (in memory, the
+                    // same search as without).
                     s.set_cut_slice(3);
                 }
                 let got = sample_each(&mut s, &batches, seed, with_edge_ids).unwrap();

@@ -20,18 +20,20 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
+use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ringgnn_io::{collapse_huge_pages, open_backend, BackendKind, CoalesceOptions, IoStats, ALIGN};
 use ringgnn_store::manifest::{pad_to_page, IndexDtype, TimeRange};
 
 use super::relabel::View;
-use super::{corrupt_entry, BatchState, HeteroRequest, HeteroSample, HeteroSampler, Scratch};
+use super::{corrupt_entry, BatchState, HeteroRequest, HeteroSample, HeteroSampler, Ids, Scratch};
 use crate::batch::local_id;
 use crate::idmap::{with_table, GroupKeys, Lookup};
 use crate::neighbors::{DiskNeighbors, Reopen};
-use crate::{Error, Result};
+use crate::{Error, Offsets, Result};
 
 /// Which of a node's eligible edges (those not newer than its seed's time) are drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -204,71 +206,26 @@ impl HeteroSampler {
         };
         // A reader of the times per thread after the first, opened once and kept (where the
         // source can open more).
+        let threads = self.scratch.len();
         let more = &mut self.time_readers[r];
-        while more.len() + 1 < self.scratch.len() {
+        while more.len() + 1 < threads {
             match disk.another() {
                 Some(d) => more.push(d?),
                 None => break,
             }
         }
         let (dst, n_dst, indptr) = (rel.dst, self.num_nodes[rel.dst], &rel.indptr);
-        let (states, counts) = (&self.states[..outs.len()], &mut self.drawn[r].counts);
-        // Batch `b`'s frontier node `j`: its list and its limit.
-        let list = |b: usize, j: usize| {
-            let st = &states[b];
-            let key = st.ids(&outs[b], dst).at(st.frontier[dst].start + j);
-            match st.groups.on {
-                true => {
-                    let (g, v) = GroupKeys::split(key, n_dst);
-                    (indptr.range(v as usize), st.groups.times[g as usize])
-                }
-                false => (indptr.range(key as usize), i64::MAX),
-            }
-        };
-        // Every node's count where the search leaves it: a list not searched (no entries, or a
-        // seed time after every time) is eligible whole.
-        let mut node = 0;
-        for (b, st) in states.iter().enumerate() {
-            let n = st.frontier[dst].len();
-            if st.groups.on {
-                for j in 0..n {
-                    let ((lo, hi), limit) = list(b, j);
-                    counts[node + j] = match limit {
-                        i64::MAX => u32::try_from(hi - lo).map_err(|_| Error::TooLarge)?,
-                        _ => 0,
-                    };
-                }
-            }
-            node += n;
-        }
+        let states = &self.states[..outs.len()];
+        let mut counts = &mut self.drawn[r].counts[..];
         let mut first = 0;
         while first < outs.len() {
             let batches = first..outs.len().min(first.saturating_add(self.cutter.group));
             first = batches.end;
-            // Where each batch's lists start among the group's, and in `counts`.
-            let mut starts = Vec::with_capacity(batches.len() + 1);
-            let mut n = 0;
-            for st in &states[batches.clone()] {
-                starts.push(n);
-                n += st.frontier[dst].len();
-            }
-            let base = node_start(states, dst, batches.start);
-            let at = |i: usize| {
-                let b = starts.partition_point(|&s| s <= i) - 1;
-                (batches.start + b, i - starts[b])
-            };
-            let lists = |i: usize| {
-                let (b, j) = at(i);
-                list(b, j)
-            };
-            let mut cut = |i: usize, end: u64| {
-                let (b, j) = at(i);
-                let ((lo, _), _) = list(b, j);
-                counts[base + i] = u32::try_from(end - lo).map_err(|_| Error::TooLarge)?;
-                Ok(())
-            };
-            self.cutter
-                .cut_lists(disk, more, *range, n, &lists, &mut cut)?;
+            let (states, outs) = (&states[batches.clone()], &outs[batches]);
+            let lists = Frontier::new(states, outs, (dst, n_dst), indptr);
+            let (part, rest) = std::mem::take(&mut counts).split_at_mut(lists.len());
+            counts = rest;
+            (self.cutter).cut_lists(disk, more, *range, threads, &lists, part)?;
         }
         Ok(())
     }
@@ -391,9 +348,112 @@ pub(super) fn node_of(key: u64, on: bool, n: u64) -> u64 {
     }
 }
 
-/// Where batch `b`'s frontier nodes of type `dst` start among every batch's in turn.
-fn node_start(states: &[BatchState], dst: usize, b: usize) -> usize {
-    states[..b].iter().map(|st| st.frontier[dst].len()).sum()
+/// A list to cut, `((lo, hi), limit)`: the range of its entries and the latest eligible time
+/// (`i64::MAX`: every entry eligible, nothing searched).
+type List = ((u64, u64), i64);
+
+/// The lists [`Cutter::cut_lists`] searches: list `i` of `0..len()`, looked up alone
+/// ([`Self::list`], where a slice's probes are made) or walked in order ([`Self::walk`], where
+/// the lists to search are found).
+trait Lists: Sync {
+    fn len(&self) -> usize;
+    /// Where any list's range may start: its sort key by position in the file is shifted to
+    /// fit 32 bits below this.
+    fn entries(&self) -> u64;
+    fn list(&self, i: usize) -> List;
+    /// `f(i, list(i))` for each list `i` of `at` that may be searched (a list not walked keeps
+    /// its count: not at seed times).
+    fn walk(&self, at: Range<usize>, f: impl FnMut(usize, List) -> Result<()>) -> Result<()>;
+}
+
+/// A group of batches' frontier lists of relation `r` at a hop, every batch's in turn: list `i`
+/// is frontier node `i - starts[b]` of batch `b` of the group, searched in a batch at seed times.
+struct Frontier<'a> {
+    states: &'a [BatchState],
+    outs: &'a [HeteroSample],
+    /// Where each batch's lists start, then the count of them all.
+    starts: Vec<usize>,
+    dst: usize,
+    n_dst: u64,
+    indptr: &'a Offsets,
+}
+
+impl<'a> Frontier<'a> {
+    fn new(
+        states: &'a [BatchState],
+        outs: &'a [HeteroSample],
+        (dst, n_dst): (usize, u64),
+        indptr: &'a Offsets,
+    ) -> Self {
+        let mut starts = Vec::with_capacity(states.len() + 1);
+        let mut n = 0;
+        for st in states {
+            starts.push(n);
+            n += st.frontier[dst].len();
+        }
+        starts.push(n);
+        Frontier {
+            states,
+            outs,
+            starts,
+            dst,
+            n_dst,
+            indptr,
+        }
+    }
+
+    /// Batch `b`'s frontier nodes (keys).
+    fn frontier(&self, b: usize) -> Ids<'a> {
+        let st = &self.states[b];
+        let nodes = st.ids(&self.outs[b], self.dst);
+        nodes.slice(st.frontier[self.dst].clone())
+    }
+
+    /// The list of frontier node `key` of a batch at seed times `groups`.
+    #[inline(always)]
+    fn of(&self, groups: &Groups, key: u64) -> List {
+        let (g, v) = GroupKeys::split(key, self.n_dst);
+        (self.indptr.range(v as usize), groups.times[g as usize])
+    }
+}
+
+impl Lists for Frontier<'_> {
+    fn len(&self) -> usize {
+        self.starts[self.states.len()]
+    }
+
+    fn entries(&self) -> u64 {
+        self.indptr.last().unwrap_or(0)
+    }
+
+    fn list(&self, i: usize) -> List {
+        let b = self.starts.partition_point(|&s| s <= i) - 1;
+        let (st, key) = (&self.states[b], self.frontier(b).at(i - self.starts[b]));
+        match st.groups.on {
+            true => self.of(&st.groups, key),
+            false => (self.indptr.range(key as usize), i64::MAX),
+        }
+    }
+
+    fn walk(&self, at: Range<usize>, mut f: impl FnMut(usize, List) -> Result<()>) -> Result<()> {
+        if at.is_empty() {
+            return Ok(());
+        }
+        let mut b = self.starts.partition_point(|&s| s <= at.start) - 1;
+        let mut i = at.start;
+        while i < at.end {
+            let (start, end) = (self.starts[b], self.starts[b + 1].min(at.end));
+            let st = &self.states[b];
+            if st.groups.on {
+                let nodes = self.frontier(b);
+                for i in i..end {
+                    f(i, self.of(&st.groups, nodes.at(i - start)))?;
+                }
+            }
+            (i, b) = (end, b + 1);
+        }
+        Ok(())
+    }
 }
 
 /// An error unless `req`'s seed times, if any, are one list per list of seeds, one time per
@@ -488,11 +548,12 @@ impl Groups {
 /// One list being searched: list `at` of a [`Cutter::cut_lists`], every position below `a` with
 /// a time `<= limit`, every one from `b` on with a later time, and the times in `[a, b)` within
 /// `[ta, tb]` (the times read just outside it, or the relation's range); `s` is where this
-/// round reads. 56 bytes: a hop of a hyperbatch probes hundreds of thousands of lists.
+/// round reads, `lo` where the list starts. 64 bytes: a slice holds [`SLICE`] of them.
 struct Probe {
     at: u32,
     /// Whether this round reads the middle page (the last guess did not halve `[a, b)`).
     bisect: bool,
+    lo: u64,
     a: u64,
     b: u64,
     s: u64,
@@ -539,7 +600,7 @@ impl Probe {
 
 /// Lists the search from disk works through at once: a hop's lists go in slices of at most
 /// this many, each searched to its end before the next, so its workspace is bounded whatever
-/// the hyperbatch (896 KiB of [`Probe`]s, beside the read chunk's [`CHUNK`] entries); only the
+/// the hyperbatch (1 MiB of [`Probe`]s, beside the read chunk's [`CHUNK`] entries); only the
 /// order of the lists, 8 bytes each, grows with the frontier. A slice's round is still one
 /// coalesced read of up to as many pages, a queue deep enough for the device. Where a hop takes
 /// several slices they follow the lists' positions in the file, so a page probed by several
@@ -548,6 +609,10 @@ impl Probe {
 /// with slices of 16K, 64K or without slicing, against 8.28 (64K) and 9.04 GB (16K) taking the
 /// lists in frontier order.
 const SLICE: usize = 1 << 14;
+
+/// The slot of a list not searched in [`Cutter::cut_lists`]'s order (no sort key: a list's index
+/// is below `u32::MAX`).
+const SKIP: u64 = u64::MAX;
 
 /// The workspace of the batched search (kept from hop to hop).
 pub(super) struct Cutter {
@@ -592,131 +657,179 @@ impl Cutter {
         let probe = std::mem::size_of::<Probe>();
         let each = |w: &Search| {
             probe * w.live.capacity()
-                + 16 * (w.runs.capacity() + w.cuts.capacity())
+                + 16 * w.runs.capacity()
+                + 8 * w.cuts.capacity()
                 + 8 * w.vals.capacity()
         };
         self.work.iter().map(each).sum::<usize>() as u64
     }
 
-    /// From disk, the cut of every list `i` of `0..n` with entries and a limit below
-    /// `i64::MAX`, `lists(i) = ((lo, hi), limit)`: `cut(i, lo + c)`, `c` the number of its
-    /// entries whose time is `<= limit` (the other lists are not searched). Its order of the
-    /// lists, 8 bytes a list, is all it holds per list; the rest is one slice's.
-    #[allow(clippy::too_many_arguments)]
-    pub fn cut_lists(
+    /// From disk, the count of every list `i` of `lists` at seed times in `counts[i]`: `c`, the
+    /// number of its entries whose time is `<= limit`, searched for a list with entries and a
+    /// limit below `i64::MAX` (the other lists are not searched: eligible whole). Its order of
+    /// the lists, 8 bytes a list, is all it holds per list; the rest is one slice's per reader.
+    /// The lists to search are found on `threads` threads (each walking its part of them in
+    /// order), then each reader's thread takes the next slice of them in turn (making its
+    /// probes, searching it round by round and writing its counts) until none is left, so a
+    /// thread never waits for the others between slices.
+    fn cut_lists(
         &mut self,
         disk: &mut DiskNeighbors,
         more: &mut [DiskNeighbors],
         range: Option<TimeRange>,
-        n: usize,
-        lists: &dyn Fn(usize) -> ((u64, u64), i64),
-        cut: &mut dyn FnMut(usize, u64) -> Result<()>,
+        threads: usize,
+        lists: &impl Lists,
+        counts: &mut [u32],
     ) -> Result<()> {
+        let n = lists.len();
+        // Every index fits the low 32 bits of a sort key, below `u32::MAX` (so no key is SKIP).
         u32::try_from(n).map_err(|_| Error::TooLarge)?;
-        // Without the relation's range the first round bisects.
-        let (ta, tb, bisect) = match range {
-            Some(r) => (r.min, r.max, false),
-            None => (i64::MIN, i64::MAX, true),
-        };
         // The lists with something to cut, by index (the low 32 bits); where they take more than
         // one slice, in the order of their ranges in the file (where each starts in the top 32
         // bits, shifted to fit: exact in a file of up to 2^32 entries), so that the lists of a
         // node expanded by several batches of the hop, and of nodes stored side by side, share
         // a slice and its reads.
+        let shift = (64 - lists.entries().leading_zeros()).saturating_sub(32);
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         // Room for every list exactly, not up to twice as many as it grows: the capacity is what
         // a loader measures and sizes hyperbatches by.
         order.reserve_exact(n);
-        let mut last = 0;
-        for i in 0..n {
-            let ((a, b), limit) = lists(i);
-            if a < b && limit != i64::MAX {
-                last = last.max(a);
-                order.push(i as u64);
-            }
-        }
+        order.resize(n, SKIP);
+        // Each list's slot: its key where it is searched, else its count (a seed time after
+        // every time, or no entries).
+        let find = |at: Range<usize>, order: &mut [u64], counts: &mut [u32]| {
+            let first = at.start;
+            lists.walk(at, |i, ((a, b), limit)| {
+                let k = i - first;
+                if a < b && limit != i64::MAX {
+                    order[k] = (a >> shift) << 32 | i as u64;
+                } else {
+                    counts[k] = match limit {
+                        i64::MAX => (b.checked_sub(a).and_then(|c| u32::try_from(c).ok()))
+                            .ok_or(Error::TooLarge)?,
+                        _ => 0,
+                    };
+                }
+                Ok(())
+            })
+        };
+        let found = if threads <= 1 || n <= self.slice {
+            find(0..n, &mut order, counts)
+        } else {
+            let per = n.div_ceil(threads);
+            std::thread::scope(|sc| {
+                let parts = order.chunks_mut(per).zip(counts.chunks_mut(per));
+                let handles: Vec<_> = (parts.enumerate())
+                    .map(|(k, (o, c))| {
+                        let at = k * per..k * per + o.len();
+                        sc.spawn(move || find(at, o, c))
+                    })
+                    .collect();
+                crate::hyper::join_all(handles)
+            })
+        };
+        order.retain(|&o| o != SKIP);
         if order.len() > self.slice {
-            let shift = (64 - last.leading_zeros()).saturating_sub(32);
-            for o in &mut order {
-                *o |= (lists(*o as usize).0 .0 >> shift) << 32;
-            }
             order.sort_unstable();
         }
-        // Slices in rounds of one per reader, each on its own thread; their cuts made on the
-        // calling thread after each round (each list's own count: the same in any order).
-        let t = 1 + more.len();
+        let done = found.and_then(|()| self.search(disk, more, range, lists, &order, counts));
+        self.order = order;
+        done
+    }
+
+    /// The search of the lists of `order` (sort keys, the lists' indices in their low 32 bits),
+    /// slice by slice, each slice on the next reader's thread free, its counts written to
+    /// `counts` (under a lock: a slice's lists are anywhere among them).
+    fn search(
+        &mut self,
+        disk: &mut DiskNeighbors,
+        more: &mut [DiskNeighbors],
+        range: Option<TimeRange>,
+        lists: &impl Lists,
+        order: &[u64],
+        counts: &mut [u32],
+    ) -> Result<()> {
+        // Without the relation's range the first round bisects.
+        let start = match range {
+            Some(r) => (r.min, r.max, false),
+            None => (i64::MIN, i64::MAX, true),
+        };
+        let size = self.slice;
+        let t = (1 + more.len()).min(order.len().div_ceil(size));
         if self.work.len() < t {
             self.work.resize_with(t, Search::default);
         }
-        let mut done = Ok(());
-        for round in order.chunks(self.slice.saturating_mul(t)) {
-            let k = round.len().div_ceil(self.slice);
-            for (w, slice) in self.work.iter_mut().zip(round.chunks(self.slice)) {
-                w.cuts.clear();
-                w.live.clear();
-                w.live.extend(slice.iter().map(|&o| {
-                    let at = o as u32;
-                    let ((a, b), limit) = lists(at as usize);
-                    Probe {
-                        at,
-                        bisect,
-                        a,
-                        b,
-                        s: a,
-                        ta,
-                        tb,
-                        limit,
-                    }
-                }));
-            }
-            let work = &mut self.work[..k];
-            done = if k == 1 {
-                work[0].search(disk)
-            } else {
-                let readers = std::iter::once(&mut *disk).chain(more.iter_mut());
-                std::thread::scope(|sc| {
-                    let handles: Vec<_> = (work.iter_mut().zip(readers))
-                        .map(|(w, d)| sc.spawn(move || w.search(d)))
-                        .collect();
-                    crate::hyper::join_all(handles)
-                })
-            };
-            if done.is_err() {
-                break;
-            }
-            for w in &self.work[..k] {
-                for &(at, end) in &w.cuts {
-                    done = cut(at as usize, end);
-                    if done.is_err() {
-                        break;
-                    }
-                }
-                if done.is_err() {
+        let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+        let counts = Mutex::new(counts);
+        let job = |w: &mut Search, d: &mut DiskNeighbors| -> Result<()> {
+            while !stop.load(Ordering::Relaxed) {
+                let first = next.fetch_add(1, Ordering::Relaxed).saturating_mul(size);
+                let Some(slice) = order.get(first..order.len().min(first.saturating_add(size)))
+                else {
                     break;
+                };
+                w.load(slice, lists, start);
+                if let Err(e) = w.search(d) {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+                let mut counts = counts.lock().unwrap_or_else(PoisonError::into_inner);
+                for &(at, c) in &w.cuts {
+                    counts[at as usize] = c;
                 }
             }
-            if done.is_err() {
-                break;
-            }
+            Ok(())
+        };
+        match t {
+            0 => Ok(()),
+            1 => job(&mut self.work[0], disk),
+            _ => std::thread::scope(|sc| {
+                let readers = std::iter::once(disk).chain(more.iter_mut());
+                let job = &job;
+                let handles: Vec<_> = (self.work[..t].iter_mut().zip(readers))
+                    .map(|(w, d)| sc.spawn(move || job(w, d)))
+                    .collect();
+                crate::hyper::join_all(handles)
+            }),
         }
-        self.order = order;
-        done
     }
 }
 
 /// The search of one slice of lists from disk: the lists still searched (sorted by where this
-/// round reads), the runs of a round's chunk and their times, and the cuts made.
+/// round reads), the runs of a round's chunk and their times, and the counts found.
 #[derive(Default)]
 struct Search {
     live: Vec<Probe>,
     runs: Vec<(u64, u64)>,
     vals: Vec<u64>,
-    /// `(list, end)`: the list's range cut to end at `end`.
-    cuts: Vec<(u32, u64)>,
+    /// `(list, count)`: the list's count of eligible entries.
+    cuts: Vec<(u32, u32)>,
 }
 
 impl Search {
+    /// Its probes for the lists of `slice` (sort keys of [`Cutter::cut_lists`]), every one
+    /// starting from `(ta, tb, bisect)`.
+    fn load(&mut self, slice: &[u64], lists: &impl Lists, (ta, tb, bisect): (i64, i64, bool)) {
+        self.cuts.clear();
+        self.live.clear();
+        self.live.extend(slice.iter().map(|&o| {
+            let at = o as u32;
+            let ((a, b), limit) = lists.list(at as usize);
+            Probe {
+                at,
+                bisect,
+                lo: a,
+                a,
+                b,
+                s: a,
+                ta,
+                tb,
+                limit,
+            }
+        }));
+    }
+
     /// Search the lists of `live` to their ends, round by round, each round one
     /// coalesced read (in chunks) of the pages they probe, and cut their ranges.
     fn search(&mut self, disk: &mut DiskNeighbors) -> Result<()> {
@@ -764,14 +877,20 @@ impl Search {
                     pr.bisect = !pr.bisect && 2 * (pr.b - pr.a) > n;
                 }
             }
-            let cuts = &mut self.cuts;
+            let (cuts, mut big) = (&mut self.cuts, false);
             self.live.retain(|pr| {
                 let over = pr.a >= pr.b;
                 if over {
-                    cuts.push((pr.at, pr.a));
+                    match u32::try_from(pr.a - pr.lo) {
+                        Ok(c) => cuts.push((pr.at, c)),
+                        Err(_) => big = true,
+                    }
                 }
                 !over
             });
+            if big {
+                return Err(Error::TooLarge);
+            }
         }
         Ok(())
     }
