@@ -126,6 +126,36 @@ def test_staged_rows_give_the_same_batches(mag, tmp_path, monkeypatch):
         HeteroLoader(mag, [4, 3], "paper", staging_cap="lots", **common)
 
 
+def test_an_epoch_is_cut_into_even_hyperbatches_from_the_budget_and_as_asked_otherwise(mag, monkeypatch):
+    """H from the budget (auto): as few hyperbatches as H allows, of even sizes (the homogeneous
+    loader's rule: 82 batches with room for 75 are 41 + 41); a size asked for is kept as given."""
+    cut = ringgnn._core.TypedLoader.job_sizes
+    assert cut(82, 75, True) == [41, 41] and cut(41, 39, True) == [21, 20] and cut(8, 3, True) == [3, 3, 2]
+    assert cut(41, 39, False) == [39, 2] and cut(8, 8, True) == [8] and cut(0, 5, True) == []
+    with pytest.raises(ringgnn.InputError, match="hyperbatch must be at least 1"):
+        cut(4, 0, True)
+    common = dict(seeds="train", batch_size=300, backend="pread", threads=2, seed=2)
+    want = batches_of(HeteroLoader(mag, [4, 3], "paper", hyperbatch=1, **{**common, "threads": 1}))
+    for asked, jobs in (("auto", [4, 4]), (5, [5, 3])):
+        loader = HeteroLoader(mag, [4, 3], "paper", hyperbatch=asked, **common)
+        loader.sizes().hyperbatch = 5  # as if the budget (or the caller) made room for 5 of the 8
+        core, seen = loader._core_loader(), []
+
+        class Spy:
+            def __getattr__(self, name):
+                return getattr(core, name)
+
+            def epoch(self, epoch, jobs, *rest):
+                seen.append([len(j) for j in jobs])
+                return core.epoch(epoch, jobs, *rest)
+
+        monkeypatch.setattr(loader, "_core_loader", Spy)
+        got = batches_of(loader)
+        assert seen == [jobs]
+        for g, w in zip(got, want):
+            assert g[0] == w[0] and np.array_equal(g[1], w[1]) and g[2:] == w[2:]
+
+
 def test_auto_is_one_when_every_neighbor_file_is_in_memory(mag):
     loader = HeteroLoader(mag, [4, 3], "paper", backend="memory")
     assert loader.hyperbatch_size() == (1, "1 (auto: every neighbor file is in memory, nothing to share)")

@@ -232,6 +232,18 @@ impl TypedLoader {
             .collect()
     }
 
+    /// The sizes of the jobs (hyperbatches) an epoch of `batches` batches is cut into, `most`
+    /// at most each (`ringgnn_loader::epoch::job_sizes`, the homogeneous loader's rule):
+    /// `balance` (H from the budget) as few as that allows, of sizes that differ by one at
+    /// most; else `most` each and the rest.
+    #[staticmethod]
+    fn job_sizes(batches: usize, most: usize, balance: bool) -> PyResult<Vec<usize>> {
+        let most = nonzero(most, "hyperbatch")?.get();
+        Ok(ringgnn_loader::epoch::job_sizes(
+            batches, most, balance, false,
+        ))
+    }
+
     /// Batches the probe of `auto` samples: the epoch's first ones.
     #[classattr]
     const PROBE_BATCHES: usize = ringgnn_loader::budget::typed::PROBE_BATCHES;

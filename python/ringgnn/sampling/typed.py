@@ -127,10 +127,15 @@ class TypedEpochs(Epochs, ProcessLocal):
 
     def _run(self, epoch: int, batches: Sequence[Tuple[int, Sequence[Tuple[str, np.ndarray]], Any]]) -> Iterator[Any]:
         """The core batches of ``batches`` (index, seeds by type, their times or None) of epoch
-        ``epoch``, in order, made by the workers in hyperbatches of ``H`` consecutive ones."""
+        ``epoch``, in order, made by the workers in hyperbatches of consecutive ones: at most ``H``
+        each, and for ``H`` from the budget as few as that allows, of even sizes (82 batches with
+        room for 75 are 41 + 41, not 75 + 7; ``_core.TypedLoader.job_sizes``, the homogeneous
+        loader's rule); a size asked for is kept as given."""
         s = self.sizes()
-        h = s.hyperbatch
-        jobs = [list(batches[i:i + h]) for i in range(0, len(batches), h)]
+        jobs, at = [], 0
+        for n in self._core_loader().job_sizes(len(batches), s.hyperbatch, self.hyperbatch is None):
+            jobs.append(list(batches[at:at + n]))
+            at += n
         run = self._core_loader().epoch(epoch, jobs, s.workers, s.window, s.prefetch, s.staging, s.threads)
         try:
             yield from run

@@ -16,9 +16,10 @@ use crate::buckets::{Buckets, Chunking};
 use crate::draw::{relation_rng, Drawer};
 use crate::hyper::par;
 use crate::idmap::GroupKeys;
-use crate::neighbors::NeighborSource;
+use crate::neighbors::{DiskNeighbors, NeighborSource};
 use crate::offset_index::Offsets;
 use crate::{Error, Fanout, Result};
+use ringgnn_io::ALIGN;
 use ringgnn_store::rng::Rng;
 
 impl HeteroSampler {
@@ -153,8 +154,7 @@ impl HeteroSampler {
             }
         }
         let bad = if !d.wide {
-            let chunking = Chunking::new(d.per_chunk);
-            let chunks = (chunking, d.chunks);
+            let chunks = (d.per_chunk, d.chunks);
             fetch.run(
                 &mut rel.source,
                 more,
@@ -479,20 +479,22 @@ impl Iterator for Pairs<'_> {
 /// 8-byte entries, so that no page is in two chunks.
 const MIN_CHUNK: u64 = 1 << 12;
 
-/// Positions a narrow fetch reads in one call of the source (whole chunks, at least this many
-/// unless the hop has fewer): its copies of them are 64 bits.
+/// Positions a narrow fetch in memory reads in one call of the source: its copies of them are
+/// 64 bits.
 const FETCH_GROUP: usize = 1 << 15;
 
 /// The workspace of a narrow fetch ([`NarrowFetch::run`]): per batch, its positions' buckets
-/// by chunk (about half a byte a position: see [`Buckets`]); per reading thread, one group's
-/// positions and entries as its source reads them. (The copy of one batch's positions its
-/// moves go through is each thread's, [`Scratch::moves`].)
+/// by chunk (about half a byte a position: see [`Buckets`]); in memory, one group's positions
+/// and entries as the source reads them (from disk each reader reads the positions where they
+/// lie, [`DiskNeighbors::fetch_narrow`]). (The copy of one batch's positions its moves go
+/// through is each thread's, [`Scratch::moves`].)
 #[derive(Default)]
 pub(super) struct NarrowFetch {
-    /// Positions a read takes at most ([`FETCH_GROUP`] when 0).
+    /// Positions a read takes at most (when 0: [`FETCH_GROUP`] in memory, as many as a wave of
+    /// the reader's buffer holds from disk).
     pub(super) group: usize,
     buckets: Vec<Buckets>,
-    /// Per reading thread: one group's positions and the entries read there.
+    /// In memory: one group's positions and the entries read there.
     bufs: Vec<(Vec<u64>, Vec<u64>)>,
 }
 
@@ -542,18 +544,24 @@ fn read_group(
     Ok(())
 }
 
-/// Read the chunks `range` in groups of whole chunks (at most `group` positions unless one
-/// chunk has more), in file order, through `source`: each group, every batch's positions of
-/// `parts` in those chunks, in one fetch.
+/// Read the chunks `range` (of `per_chunk` entries of `width` bytes each) in groups of whole
+/// chunks, in file order, through `source`: each group, every batch's positions of `parts` in
+/// those chunks in one fetch ([`DiskNeighbors::fetch_narrow`], each page read once), a group
+/// spanning at most the pages of one wave of its read buffer (or one chunk) and at most `group`
+/// positions (or one chunk's).
 fn read_chunks(
-    source: &mut NeighborSource,
-    bufs: &mut (Vec<u64>, Vec<u64>),
+    source: &mut DiskNeighbors,
     mut parts: Vec<Part<'_>>,
     range: Range<usize>,
+    (per_chunk, width): (u64, u64),
     group: usize,
     below: u64,
 ) -> Result<Option<(u64, u64)>> {
     let mut bad = None;
+    let page = ALIGN as u64;
+    let first_page = |c: usize| c as u64 * per_chunk * width / page;
+    let end_page = |c: usize| (c as u64 * per_chunk * width).div_ceil(page);
+    let wave = source.wave_pages();
     let base: Vec<u32> = parts.iter().map(|p| p.0[range.start]).collect();
     let mut at: Vec<Range<usize>> = Vec::with_capacity(parts.len());
     let mut c = range.start;
@@ -562,7 +570,8 @@ fn read_chunks(
         let mut size = 0;
         while c < range.end {
             let here: usize = (parts.iter()).map(|p| (p.0[c + 1] - p.0[c]) as usize).sum();
-            if c > c0 && size + here > group {
+            let wide = end_page(c + 1) - first_page(c0) > wave;
+            if c > c0 && (size + here > group || wide) {
                 break;
             }
             size += here;
@@ -575,10 +584,21 @@ fn read_chunks(
         at.extend(
             (parts.iter().zip(&base)).map(|(p, &b)| (p.0[c0] - b) as usize..(p.0[c] - b) as usize),
         );
-        let mut vals: Vec<&mut [u32]> = parts.iter_mut().map(|p| &mut *p.1).collect();
-        read_group(source, bufs, &mut vals, &at, below, &mut bad)?;
+        let mut vals: Vec<&mut [u32]> = (parts.iter_mut().zip(&at))
+            .map(|(p, a)| &mut p.1[a.clone()])
+            .collect();
+        let pages = first_page(c0)..end_page(c);
+        bad = first_bad(bad, source.fetch_narrow(pages, &mut vals, below)?);
     }
     Ok(bad)
+}
+
+/// The disk reader behind `s`, if it reads from disk.
+fn on_disk(s: &mut NeighborSource) -> Option<&mut DiskNeighbors> {
+    match s {
+        NeighborSource::Disk(d) => Some(d),
+        NeighborSource::Memory(_) => None,
+    }
 }
 
 impl NarrowFetch {
@@ -589,8 +609,9 @@ impl NarrowFetch {
     /// hyperbatch does; batches split over the threads of `scratch`), the chunks split into
     /// contiguous ranges of about as many positions, one per reader (`source`, then each of
     /// `more`, each on its own thread), each read in groups of whole chunks in file order (each
-    /// group, every batch's positions in those chunks, in one fetch: each page is read once,
-    /// as in one fetch of all of them), then put back in draw order (on the threads again).
+    /// group, every batch's positions in those chunks, in one wave of its reader's buffer:
+    /// each page is read once, as in one fetch of all of them, and no position is sorted
+    /// further than by chunk), then put back in draw order (on the threads again).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &mut self,
@@ -600,21 +621,20 @@ impl NarrowFetch {
         vals: &mut [u32],
         ends: &[usize],
         below: u64,
-        (chunking, chunks): (Chunking, usize),
+        (per_chunk, chunks): (u64, usize),
     ) -> Result<Option<(u64, u64)>> {
-        let on_disk = matches!(source, NeighborSource::Disk(_));
+        let chunking = Chunking::new(per_chunk);
         let group = if self.group == 0 {
             FETCH_GROUP
         } else {
             self.group
         };
-        let readers = if on_disk { 1 + more.len() } else { 1 };
-        if self.bufs.len() < readers {
-            self.bufs.resize_with(readers, Default::default);
-        }
         let n = vals.len();
-        if !on_disk {
+        let Some(disk) = on_disk(source) else {
             // In memory: no order to keep, groups in draw order.
+            if self.bufs.is_empty() {
+                self.bufs.push(Default::default());
+            }
             let mut bad = None;
             let mut first = 0;
             while first < n {
@@ -626,7 +646,16 @@ impl NarrowFetch {
                 first = end;
             }
             return Ok(bad);
-        }
+        };
+        let group = match self.group {
+            0 => usize::MAX,
+            g => g,
+        };
+        let width = disk.width();
+        let mut sources: Vec<&mut DiskNeighbors> = std::iter::once(disk)
+            .chain(more.iter_mut().filter_map(on_disk))
+            .collect();
+        let readers = sources.len();
         let batches = ends.len();
         if self.buckets.len() < batches {
             self.buckets.resize_with(batches, Buckets::default);
@@ -659,17 +688,17 @@ impl NarrowFetch {
                 p.push((starts, part));
             }
         }
+        let sizes = (per_chunk, width);
         let bad = if readers == 1 {
             let p = parts.pop().expect("one reader");
-            read_chunks(source, &mut self.bufs[0], p, 0..chunks, group, below)?
+            read_chunks(sources[0], p, 0..chunks, sizes, group, below)?
         } else {
-            let sources = std::iter::once(source).chain(more.iter_mut());
             std::thread::scope(|s| {
-                let handles: Vec<_> = (sources.zip(self.bufs.iter_mut()).zip(parts))
+                let handles: Vec<_> = (sources.iter_mut().zip(parts))
                     .enumerate()
-                    .map(|(t, ((src, bufs), p))| {
+                    .map(|(t, (src, p))| {
                         let range = bounds[t]..bounds[t + 1];
-                        s.spawn(move || read_chunks(src, bufs, p, range, group, below))
+                        s.spawn(move || read_chunks(src, p, range, sizes, group, below))
                     })
                     .collect();
                 let mut first: Result<Option<(u64, u64)>> = Ok(None);
@@ -699,8 +728,8 @@ impl NarrowFetch {
         (buckets + self.group_bytes()) as usize
     }
 
-    /// Of [`Self::bytes`], what does not grow with the hyperbatch: each reader's copies of one
-    /// group (at most [`FETCH_GROUP`] positions, or one chunk's).
+    /// Of [`Self::bytes`], what does not grow with the hyperbatch: in memory, the copies of one
+    /// group (at most [`FETCH_GROUP`] positions).
     pub(super) fn group_bytes(&self) -> u64 {
         let each = |(sub, out): &(Vec<u64>, Vec<u64>)| 8 * (sub.capacity() + out.capacity());
         self.bufs.iter().map(each).sum::<usize>() as u64

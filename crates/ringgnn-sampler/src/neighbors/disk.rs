@@ -15,6 +15,7 @@
 //! and every page read enters it: on-demand sampling of single nodes keeps the hub lists that
 //! most of its reads would otherwise fetch again and again.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -55,6 +56,18 @@ pub struct DiskNeighbors {
     cache: Option<Arc<PageCache>>,
     /// The entries of `order` whose pages are not cached.
     miss: Vec<(u64, usize)>,
+    /// [`Self::fetch_narrow`]'s workspace (boxed: a source is one variant of two small enums).
+    narrow: Box<NarrowWork>,
+}
+
+/// [`DiskNeighbors::fetch_narrow`]'s workspace: a bit per page of its span, marking the pages
+/// to read, and each page's place in the read buffer; its copies of the positions and entries
+/// where it sorts them.
+#[derive(Default)]
+struct NarrowWork {
+    marked: Vec<u64>,
+    slot: Vec<u32>,
+    copies: (Vec<u64>, Vec<u64>),
 }
 
 impl DiskNeighbors {
@@ -78,6 +91,7 @@ impl DiskNeighbors {
             order: Vec::new(),
             cache: None,
             miss: Vec::new(),
+            narrow: Box::default(),
         }
     }
 
@@ -130,10 +144,93 @@ impl DiskNeighbors {
     }
 
     /// Bytes of its fetch's workspace as the fetches so far grew it: the sort order of the
-    /// positions (16 B each) and of those not cached.
+    /// positions (16 B each) and of those not cached, and [`Self::fetch_narrow`]'s.
     pub fn workspace_bytes(&self) -> u64 {
         let entry = std::mem::size_of::<(u64, usize)>();
-        (entry * (self.order.capacity() + self.miss.capacity())) as u64
+        let w = &self.narrow;
+        let narrow = 8 * (w.marked.capacity() + w.copies.0.capacity() + w.copies.1.capacity())
+            + 4 * w.slot.capacity();
+        (entry * (self.order.capacity() + self.miss.capacity()) + narrow) as u64
+    }
+
+    /// Bytes of an entry.
+    pub fn width(&self) -> u64 {
+        self.width
+    }
+
+    /// Pages of the file that [`Self::fetch_narrow`] reads in one wave, without sorting: what
+    /// its read buffer holds.
+    pub fn wave_pages(&self) -> u64 {
+        self.pages.buffer_pages() as u64
+    }
+
+    /// Each position of `parts` (32 bits, every one in the file pages `pages`) replaced by the
+    /// entry there, with the first entry (in position order) not below `below` (at most
+    /// 2^32), and its position, if any, left in place (every entry is read either way). Where
+    /// the span fits the read buffer ([`Self::wave_pages`]) and no page cache is kept, the
+    /// pages holding a position are marked in a bitmap, read once in one wave of runs in file
+    /// order, and each position looks its page up: no sort, as the homogeneous hyperbatch's
+    /// `BlockReader` serves its chunks. Otherwise it is [`Self::fetch`] of a copy.
+    pub fn fetch_narrow(
+        &mut self,
+        pages: Range<u64>,
+        parts: &mut [&mut [u32]],
+        below: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        let width = self.width;
+        let span = (pages.end - pages.start) as usize;
+        let first_bad = |bad: &mut Option<(u64, u64)>, p: u64, u: u64| {
+            if bad.is_none_or(|(q, _)| p < q) {
+                *bad = Some((p, u));
+            }
+        };
+        let mut bad = None;
+        if self.cache.is_some() || pages.end - pages.start > self.wave_pages() {
+            let (mut sub, mut out) = std::mem::take(&mut self.narrow.copies);
+            sub.clear();
+            sub.reserve_exact(parts.iter().map(|p| p.len()).sum());
+            for p in parts.iter() {
+                sub.extend(p.iter().map(|&v| v as u64));
+            }
+            out.clear();
+            out.resize(sub.len(), 0);
+            let r = self.fetch(&sub, &mut out);
+            let vals = parts.iter_mut().flat_map(|p| p.iter_mut());
+            for ((v, &u), &p) in vals.zip(&out).zip(&sub) {
+                match u < below {
+                    true => *v = u as u32,
+                    false => first_bad(&mut bad, p, u),
+                }
+            }
+            self.narrow.copies = (sub, out);
+            return r.map(|_| bad);
+        }
+        let page = |v: u32| (v as u64 * width / ALIGN as u64 - pages.start) as usize;
+        let NarrowWork { marked, slot, .. } = &mut *self.narrow;
+        marked.clear();
+        marked.resize(span.div_ceil(64), 0);
+        for &v in parts.iter().flat_map(|p| p.iter()) {
+            let i = page(v);
+            marked[i / 64] |= 1 << (i % 64);
+        }
+        slot.resize(span, 0);
+        let (_, bytes) = self
+            .pages
+            .read_marked(pages.start, marked, slot)
+            .map_err(|source| Error::Io {
+                path: self.file.path.clone(),
+                source,
+            })?;
+        for v in parts.iter_mut().flat_map(|p| p.iter_mut()) {
+            let p = *v as u64 * width;
+            let at = slot[page(*v)] as usize * ALIGN + (p % ALIGN as u64) as usize;
+            let u = decode(&bytes[at..at + width as usize]);
+            match u < below {
+                true => *v = u as u32,
+                false => first_bad(&mut bad, p / width, u),
+            }
+        }
+        Ok(bad)
     }
 
     /// `vals[i] = indices[vals[i]]` for every `i`: the positions replaced by the entries
@@ -434,6 +531,68 @@ mod tests {
             assert_eq!(out, positions);
             assert_eq!(d.workspace_bytes(), held * entry, "after {n}");
         }
+    }
+
+    #[test]
+    fn narrow_fetch_reads_each_page_once_without_sorting_else_through_fetch() {
+        // Two parts of positions, out of order and repeated, in pages 1, 2, 5 and 6 of the
+        // 10 (entries equal their positions).
+        let a = [5 * 1024 + 3, 1024, 2 * 1024 + 7, 1024, 6 * 1024];
+        let b = [2 * 1024, 6 * 1024 + 1023, 5 * 1024];
+        let run = |d: &mut DiskNeighbors, pages: Range<u64>, below: u64| {
+            let (mut x, mut y) = (a, b);
+            let bad = d.fetch_narrow(pages, &mut [&mut x, &mut y], below).unwrap();
+            (bad, x, y)
+        };
+        let opts = CoalesceOptions {
+            max_run: 2 * ALIGN,
+            buffer: 4 * ALIGN,
+        };
+        let (mut d, log) = fixture(opts);
+        assert_eq!(d.wave_pages(), 4);
+        // Pages 1..7 (6) do not fit the 4-page buffer: a fetch of a copy, as one sorted fetch.
+        assert_eq!(run(&mut d, 1..7, 1 << 20), (None, a, b));
+        let want = vec![vec![req(1, 2, 0), req(5, 2, 2)]];
+        assert_eq!(*log.lock().unwrap(), want);
+        // Pages 4..7 (3) fit: the same, through the bitmap.
+        let (mut d, log) = fixture(opts);
+        let (a, b) = (
+            [5 * 1024 + 3, 6 * 1024, 5 * 1024 + 3],
+            [6 * 1024 + 1023, 5 * 1024],
+        );
+        let (mut x, mut y) = (a, b);
+        let bad = d
+            .fetch_narrow(4..7, &mut [&mut x, &mut y], 1 << 20)
+            .unwrap();
+        assert_eq!((bad, x, y), (None, a, b));
+        assert_eq!(*log.lock().unwrap(), vec![vec![req(5, 2, 0)]]);
+        // Entries from 6 * 1024 on are too large: the first in position order is named, and left
+        // as its position; the others are read.
+        let (mut x, mut y) = (
+            [5 * 1024 + 3, 6 * 1024 + 9, 5 * 1024],
+            [6 * 1024 + 1, 4 * 1024],
+        );
+        let bad = d
+            .fetch_narrow(4..7, &mut [&mut x, &mut y], 6 * 1024)
+            .unwrap();
+        assert_eq!(bad, Some((6 * 1024 + 1, 6 * 1024 + 1)));
+        assert_eq!(
+            (x, y),
+            (
+                [5 * 1024 + 3, 6 * 1024 + 9, 5 * 1024],
+                [6 * 1024 + 1, 4 * 1024]
+            )
+        );
+        assert_eq!(log.lock().unwrap()[1], vec![req(4, 2, 0), req(6, 1, 2)]);
+        // With a page cache: through fetch, the same entries.
+        let (d, _) = fixture(opts);
+        let cache = Arc::new(PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap());
+        let mut d = d.with_cache(Some(cache));
+        let (mut x, mut y) = (a, b);
+        let bad = d
+            .fetch_narrow(4..7, &mut [&mut x, &mut y], 1 << 20)
+            .unwrap();
+        assert_eq!((bad, x, y), (None, a, b));
     }
 
     #[test]
