@@ -304,14 +304,17 @@ def seeds(dataset: Any, spec: Any, what: str = "seeds") -> np.ndarray:
 
 def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
     """An array of node ids (numpy, torch, list) as a contiguous 1-D int64 array."""
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    a = np.asarray(value)
+    a = _array(value)
     if a.ndim != 1:
         raise InputError(f"{what} must be a 1-D array of node ids, got shape {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise InputError(f"{what} must be integer node ids, got dtype {a.dtype}")
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _array(value: Any) -> np.ndarray:
+    """``value`` (numpy, torch, list) as a numpy array; a torch tensor without importing torch."""
+    return np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
 
 
 def stored_split(dataset: Any, edges: Any) -> Optional[str]:
@@ -346,9 +349,7 @@ def edge_pairs(dataset: Any, edges: Any, what: str = "edges", counts: Optional[T
             except ValueError as e:
                 raise InputError(f"{what} {spec}: not a .npy array of pairs ({e})") from None
         what = f"{what} {spec}"
-    if hasattr(edges, "detach"):  # a torch tensor, without importing torch
-        edges = edges.detach().cpu().numpy()
-    a = np.asarray(edges)
+    a = _array(edges)
     if a.ndim != 2 or 2 not in a.shape:
         raise InputError(f"{what}: pairs need shape (2, n) or (n, 2), got {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
@@ -398,9 +399,7 @@ def _as_time(value: Any, digits: bool = False) -> int:
 def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
     """Seed times for ``n`` seeds (numpy, torch, list, or one integer for all of them) as a
     contiguous 1-D int64 array of length ``n``; the same unit as the dataset's times."""
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    a = np.asarray(value)
+    a = _array(value)
     if a.ndim == 0 and np.issubdtype(a.dtype, np.integer):
         return np.full(n, int(a), dtype=np.int64)
     if a.ndim != 1:

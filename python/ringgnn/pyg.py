@@ -140,11 +140,6 @@ class RingNeighborSampler(BaseSampler):
         info = torch.utils.data.get_worker_info()
         return k if info is None else info.id + k * info.num_workers
 
-    def timed_sampler(self) -> HeteroNeighborSampler:
-        """The sampler of batches at times (see the class docs): the heterogeneous sampler itself,
-        or a homogeneous dataset's one-type typed sampler (:meth:`ringgnn.NeighborSampler.timed`)."""
-        return self.sampler if self.is_hetero else self.sampler.timed()
-
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> Union[SamplerOutput, HeteroSamplerOutput]:
         seeds = index.node.numpy()
         times = None if index.time is None else index.time.numpy()

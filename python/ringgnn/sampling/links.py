@@ -160,7 +160,7 @@ class LinkBatches(Epochs):
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
         # Batches per window: what WINDOW_BYTES holds (or fewer, when asked).
-        most = self.window_batches = max(1, WINDOW_BYTES // (24 * self.most_seeds()))
+        most = max(1, WINDOW_BYTES // (24 * self.most_seeds()))
         self.window = most if window is None else min(most, _options.count(window, "window", 1))
 
     def most_seeds(self) -> int:
