@@ -1,17 +1,7 @@
 """Every option a user gives ringgnn, parsed once where it enters: the Python API calls these
 functions on its arguments and the command line uses them as argparse types (:func:`arg`), so a
-value is checked by one rule whichever way it came. Rules the Rust core also needs are the
-core's own: fanouts are parsed by ``_core.parse_fanouts`` and backend and cache-policy names are
-the core's lists, so Python and Rust never disagree. Node ids are checked against the graph once,
-by the core, when they reach it.
-
-Sizes ("512M", powers of 1024), counts, real numbers (finite, in a range: learning rate, dropout,
-ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
-policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
-("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms,
-or by time: "val=T1,test=T2"), task tables ("train=T1.parquet,val=T2.parquet"), the self-loop
-policy, times (an integer in the unit of a dataset's times) and link pairs (an edge split's name,
-a ``.npy`` file or an array).
+value is checked by one rule whichever way it came; rules the Rust core also needs (fanouts,
+backend and cache-policy names) are the core's own (docs/ARCHITECTURE.md, "Options").
 """
 
 from __future__ import annotations

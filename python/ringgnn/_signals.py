@@ -1,15 +1,6 @@
-"""Signal handlers a command installs for its own run only.
-
-Every ``ringgnn`` command runs within :func:`interrupts`: SIGTERM (what ``timeout`` and batch
-schedulers send) unwinds like Ctrl-C, so a build removes its staging directory either way, and
-the CLI exits 130 after SIGINT, 143 after SIGTERM. Commands that stop differently install their
-own handlers within it (:func:`handling`).
-
-`ringgnn infer` and `ringgnn serve` catch SIGTERM (and `serve` SIGINT) to stop cleanly. They
-run in-process too (`ringgnn.cli.main([...])`), so a handler left behind would outlive the
-command: a process forked later (a `multiprocessing` pool worker) would inherit it, and
-`Pool.terminate()`'s SIGTERM would then run it at any point of the worker instead of ending
-it, which can leave the worker, and the parent joining it, waiting forever.
+"""Signal handlers a command installs for its own run only: SIGTERM unwinding like Ctrl-C for every
+command (:func:`interrupts`), and a command's own handlers within it (:func:`handling`;
+docs/ARCHITECTURE.md, "Errors and cancellation").
 """
 from __future__ import annotations
 

@@ -1,31 +1,6 @@
-"""The pairs of link batches, before any sampling: the one owner of what a link batch is made of,
-for both kinds of dataset (``ringgnn.sampling.links`` samples them).
-
-Negatives follow PyG's ``LinkNeighborLoader`` (``disjoint=False``):
-
-- ``binary``: ``ceil(amount * n)`` negative pairs whose source *and* destination are random
-  nodes, labelled 0 after the ``n`` positives (label 1, or the labels given);
-- ``triplet``: ``amount`` (an integer) random destinations per positive, ``dst_neg``;
-- no negative sampling: the positives only.
-
-The seed nodes are the sorted unique endpoints (``torch.unique`` of ``cat([src, dst])``, as PyG
-does; of a typed relation ``S:R:D`` with ``S != D``, each end's in its own type), so
-``edge_label_index`` (or ``src_index``/``dst_pos_index``/``dst_neg_index``) are positions among
-them. Negatives are drawn uniformly, or by ``degree ** 0.75`` (in-degree in the training graph,
-the word2vec/PinSage practice; of a typed dataset, over the relations entering the end's type),
-with replacement, from a numpy PCG64 stream keyed by (seed, epoch, batch): a batch's negatives,
-like its sample, depend on nothing else. An epoch's order of its pairs is :class:`Shuffle`, keyed
-by (seed, epoch), with no permutation held.
-
-**At times** (pairs with times, PyG's ``edge_label_time``): a pair at time ``t`` (its event's) is
-sampled at ``t - 1``, on the edges strictly before it (at ``t`` the positive edge itself, and every
-event of that instant, would be in its own neighborhood: the target leaks), and so are its
-negatives: a triplet's destinations are their positive's, binary negative ``j`` takes the time of
-positive ``j mod n`` (as PyG repeats the times). Where the end's node type has node times,
-negatives are drawn only among its nodes not newer than ``t`` (by the same weighting; a pair older
-than every node takes the oldest). The seeds are then the distinct (node, time) endpoints, sorted
-by (time, node): a node in two pairs of different times is two seeds, each sampled at its time
-(``ringgnn.sampling.hetero``, disjoint subgraphs).
+"""The pairs of link batches, before any sampling, for both kinds of dataset: negatives (PyG's
+``LinkNeighborLoader``, ``disjoint=False``), seeds and positions, an epoch's order, and their
+times (docs/ARCHITECTURE.md, "Link prediction"; at times: docs/USAGE.md, "Sampling at seed times").
 """
 
 from __future__ import annotations

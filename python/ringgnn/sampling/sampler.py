@@ -1,24 +1,6 @@
-"""Neighbor sampling from Python: :class:`NeighborSampler` and the :class:`SampledSubgraph` it returns.
-
-The sampling itself runs in the Rust core (``ringgnn._core.Sampler``: io_uring rings, worker
-threads, the prefetch queue). This module only checks arguments, creates that core object lazily
-and once per process, and wraps its results. Lazily, because PyTorch ``DataLoader`` workers fork:
-a core sampler (its rings and threads) created before a fork is never used in the child, which
-builds its own on first use.
-
-The output follows PyG's ``SamplerOutput``: ``node`` holds global ids, the seeds first (a seed
-given twice is kept once), then the nodes first reached at hop 1, hop 2, ...; ``row`` is the local
-index of the sampled neighbor (the message source) and ``col`` the local index of the node it was
-sampled for; edges are grouped by hop. A batch's sample depends only on (seed, epoch, batch index),
-never on the thread count or the I/O backend.
-
-**At seed times** (``sample(..., input_time=)``, a dataset with times): the sample is the typed
-engine's one-type case (``ringgnn.sampling.hetero``, node type ``node``, relation
-``node:to:node``), converted to this layout: PyG's temporal sampling with ``disjoint=True``, each
-seed's subgraph holding only edges (and nodes) not newer than its time. Seeds at different times
-get disjoint subgraphs: a node reached from two of them is two entries of ``node`` (the seeds
-first, a (seed, time) pair given twice kept once), and ``seed_time`` gives each entry the time it
-was sampled at.
+""":class:`NeighborSampler` and the :class:`SampledSubgraph` it returns (PyG's ``SamplerOutput``
+layout): argument checks and the Rust core sampler, made lazily once per process (DataLoader
+workers fork); at seed times, the typed engine's one-type case (:mod:`.hetero`).
 """
 
 from __future__ import annotations
