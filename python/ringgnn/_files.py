@@ -18,7 +18,7 @@ from . import _core
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: What marks a name as a ringgnn temporary (see the module's docstring).
+#: What marks a name as a ringgnn temporary (docs/ARCHITECTURE.md, "Temporaries").
 MARKER: str = _core.TEMP_MARKER
 
 
@@ -57,8 +57,8 @@ def replacing(path: PathLike, operation: str = "writing") -> Iterator[str]:
 
 def allocated_memmap(path: PathLike, dtype: Any, shape: Tuple[int, ...]) -> np.memmap:
     """A new ``.npy`` at ``path`` (created, or truncated) of ``dtype`` and ``shape``, zero-filled,
-    as a writable memory map whose every byte is allocated on disk (see the module's docs): the
-    one way the package writes a file through a map. On an error (``ENOSPC`` naming ``path``)
+    as a writable memory map whose every byte is allocated on disk (docs/ARCHITECTURE.md, "Errors
+    and cancellation"): the one way the package writes a file through a map. On an error (``ENOSPC`` naming ``path``)
     the file is removed; the caller's :func:`os_errors` adds what it was writing."""
     path = os.fspath(path)
     with _whole_or_removed(path):
@@ -99,8 +99,8 @@ def _allocate(path: str, start: int, end: int) -> None:
 
 
 def save_npy(path: PathLike, array: np.ndarray) -> str:
-    """``array`` saved as the ``.npy`` ``path``, written with ``write`` (see the module's docs);
-    removed on an error, which names ``path``."""
+    """``array`` saved as the ``.npy`` ``path``, written with ``write`` (docs/ARCHITECTURE.md,
+    "Errors and cancellation"); removed on an error, which names ``path``."""
     path = os.fspath(path)
     with _whole_or_removed(path), open(path, "wb") as f:
         np.save(_Stream(f), array, allow_pickle=False)

@@ -51,9 +51,9 @@ def describe(e: KeyboardInterrupt) -> str:
 @contextlib.contextmanager
 def interrupts(keep: bool = False) -> Iterator[Callable[[], None]]:
     """Run a command with SIGINT raising ``KeyboardInterrupt`` and SIGTERM :class:`Terminated`,
-    then put back the handlers there were (see the module's docstring). Yields ``disarm``: call
-    it once the command's work is done, so that a signal arriving after (while the block exits)
-    does not raise in the middle of putting the handlers back.
+    then put back the handlers there were (why: docs/ARCHITECTURE.md, "Errors and cancellation").
+    Yields ``disarm``: call it once the command's work is done, so that a signal arriving after
+    (while the block exits) does not raise in the middle of putting the handlers back.
 
     ``keep``: leave the handlers in place, disarmed, when the block ends: for the process's own
     command, which exits next; a signal in between must not kill a process whose work is done

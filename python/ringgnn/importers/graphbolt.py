@@ -522,7 +522,7 @@ def convert_graphbolt(
     (PyG's ``ToUndirected``; a homogeneous dataset is built ``undirected``). ``seed``, ``memory``,
     ``overwrite``, ``threads`` and ``progress`` are :func:`ringgnn.data.build.build_hetero`'s.
     ``time_feature``: the name of the ``graph.feature_data`` entries that give node and edge
-    times (see the module).
+    times (docs/USAGE.md, "Heterogeneous graphs").
 
     Memory: edges and numpy features are streamed by the builder within ``memory``; torch files
     are loaded (mapped where their format allows); each set's seeds and labels are loaded, and

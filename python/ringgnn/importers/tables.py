@@ -149,7 +149,7 @@ def convert_table(
     features (``feature_columns``: numeric columns, or one column of vectors), labels
     (``label_column``) and splits (``split_column``: each node's split name, null for none),
     joined out of core (:mod:`.node_table`). ``time_column``: each edge's time, and
-    ``node_time_column`` (of the node table) each node's (see the module, Times). The other arguments are
+    ``node_time_column`` (of the node table) each node's (docs/USAGE.md, "Your data"). The other arguments are
     :func:`ringgnn.data.build.convert`'s (``split``: fractions only, the dense ids being unknown to
     the caller)."""
     require_pyarrow()
@@ -206,8 +206,8 @@ def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int
 def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str], nodes: Dict[str, NodeTable],
                p: Dict[str, int], feature_dtype: Optional[str]
                ) -> Tuple[List[build.NodeType], List[Tuple[str, Optional[str]]]]:
-    """Passes 1 to 4 (see the module), each type's ids in ``p[TYPE]`` buckets: the node types,
-    sorted, each with its :class:`IdMap`'s count and original ids and its node table's staged
+    """Passes 1 to 4 (docs/ARCHITECTURE.md, "Importers", tables), each type's ids in ``p[TYPE]``
+    buckets: the node types, sorted, each with its :class:`IdMap`'s count and original ids and its node table's staged
     features (stored as ``feature_dtype``), labels, splits and node times (None where not
     asked), and per edge table its staged edge list of dense ids and its edges' times (None
     without a time column)."""

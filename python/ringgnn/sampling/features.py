@@ -91,8 +91,8 @@ def ranked_groups(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int]) 
 
 
 def choose_cache_rows(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int], budget: int) -> CacheChoice:
-    """The longest prefix of the ranking of every row of every type by hits per byte held (see
-    the module docs) whose rows fit in ``budget`` bytes."""
+    """The longest prefix of the ranking of every row of every type by hits per byte held (docs/ARCHITECTURE.md,
+    "Heterogeneous graphs") whose rows fit in ``budget`` bytes."""
     return cache_choice(_core.choose_cache_rows(_types(hits, row_bytes), int(budget)))
 
 

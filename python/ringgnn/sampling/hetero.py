@@ -98,8 +98,8 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
 
 
 class HeteroNeighborSampler(ProcessLocal):
-    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (see the module
-    docs for the semantics).
+    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (the semantics: docs/ARCHITECTURE.md,
+    "Heterogeneous graphs", Sampling).
 
     Args:
         dataset: a :class:`ringgnn.HeteroDataset` or the path of one (a homogeneous dataset is
@@ -227,8 +227,8 @@ class HeteroNeighborSampler(ProcessLocal):
     def sample(self, seeds: Any, seed_type: str, *, epoch: int = 0, batch: int = 0,
                input_time: Any = None) -> HeteroSample:
         """Sample around ``seeds`` (ids of ``seed_type``) as batch ``batch`` of epoch ``epoch``;
-        with ``input_time`` (one integer time per seed, or one for all), at those times (see
-        the module docs)."""
+        with ``input_time`` (one integer time per seed, or one for all), at those times (docs/USAGE.md,
+        "Sampling at seed times")."""
         return self.sample_typed([(seed_type, seeds)], epoch=epoch, batch=batch,
                                  input_time=None if input_time is None else [input_time])
 
@@ -359,7 +359,7 @@ class HeteroLoader(TypedEpochs):
     each batch's random reads, as :class:`ringgnn.Loader` does; the batches are the same, and
     :meth:`staged_hyperbatches` counts them.
 
-    **At a time** (a dataset with times, see the module docs): each batch is sampled at its
+    **At a time** (a dataset with times, docs/USAGE.md, "Sampling at seed times"): each batch is sampled at its
     seeds' times (``HeteroData[t].seed_time`` per node). ``input_time``: one integer time per seed
     of ``seeds`` (in their order, before the shuffle), or one for all; by default the target
     type's node times where it has them (:func:`seed_times`); ``ignore_time=True`` samples without

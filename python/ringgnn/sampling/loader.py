@@ -133,7 +133,7 @@ class Loader(CoreReports, Epochs):
     depends only on (seed, epoch, batch index): it is what :class:`NeighborSampler` with the
     same fanouts and seed samples, whatever the backend, threads or cache.
 
-    At seed times (see the module docs; ``seed_time`` holds each seed's time, parallel to
+    At seed times (docs/USAGE.md, "Sampling at seed times"; ``seed_time`` holds each seed's time, parallel to
     ``seeds``) the batches are :class:`ringgnn.HeteroLoader`'s of the dataset's one type, with the
     same seeds, times and options (:attr:`typed`; :meth:`plan` gives its plan's ``text``,
     :meth:`stats` the epoch's batches and its feature reads), converted; ``cache_policy``,

@@ -268,7 +268,7 @@ class LinkPairs:
         """The :class:`Pairs` of link batch ``batch`` of epoch ``epoch`` for the positive pairs
         ``(src[i], dst[i])``; ``fixed``, an ``(n, K)`` array of destinations, replaces the drawn
         negatives (triplet layout: evaluation against stored candidates); ``time``: each pair's
-        time, at which it is sampled (see the module docs)."""
+        time, at which it is sampled (docs/USAGE.md, "Sampling at seed times")."""
         src = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
         dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
         if src.shape != dst.shape:

@@ -208,8 +208,8 @@ class NeighborSampler(ProcessLocal):
 
     def sample(self, seeds: Any, *, epoch: int = 0, batch: int = 0, input_time: Any = None) -> SampledSubgraph:
         """Sample the subgraph around ``seeds`` (node ids) as batch ``batch`` of epoch ``epoch``;
-        with ``input_time`` (one integer time per seed, or one for all), at those times (see the
-        module docs; refused on a dataset without times)."""
+        with ``input_time`` (one integer time per seed, or one for all), at those times (docs/USAGE.md,
+        "Sampling at seed times"; refused on a dataset without times)."""
         if input_time is not None:
             s = self.timed().sample(seeds, HOMOGENEOUS_TYPE, epoch=epoch, batch=batch, input_time=input_time)
             return SampledSubgraph._one_type(s)
