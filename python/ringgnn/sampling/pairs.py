@@ -14,6 +14,7 @@ import numpy as np
 from .. import _options
 from .._core import InputError
 from ..data.dataset import Dataset
+from ..data.generate import Feistel
 from ..data.schema import HOMOGENEOUS_TYPE, parse_edge_type
 from .sampler import SampledSubgraph
 
@@ -67,45 +68,20 @@ class LinkBatch:
     """At times: :attr:`Pairs.time` (each pair's time; of the positives in the triplet layout)."""
 
 
-def _mix64(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic)."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-class Shuffle:
+class Shuffle(Feistel):
     """A pseudo-random permutation of ``range(n)`` keyed by ``key`` (e.g. seed and epoch), in
-    O(1) memory: position ``i`` of the order is ``perm(i)``, computed when asked for, so an
-    epoch over billions of pairs holds no permutation array. ``perm`` is a 4-round balanced
-    Feistel network over ``2h`` bits (``4^h >= n``, round function SplitMix64 of the half and a
-    round key), cycle-walked into ``[0, n)``: a bijection, so every pair comes once an epoch."""
+    O(1) memory: position ``i`` of the order is ``perm(i)`` (an array of positions, as int64),
+    computed when asked for, so an epoch over billions of pairs holds no permutation array. A
+    4-round :class:`ringgnn.data.generate.Feistel` (``4^h >= n``): a bijection, so every pair
+    comes once an epoch."""
 
     ROUNDS = 4
 
     def __init__(self, n: int, key: Sequence[int]):
-        self.n = int(n)
-        self.half = max(1, (max(self.n - 1, 1).bit_length() + 1) // 2)
-        self.mask = np.uint64((1 << self.half) - 1)
-        ss = np.random.SeedSequence(list(key))
-        self.keys = [np.uint64(k) for k in ss.generate_state(self.ROUNDS, dtype=np.uint64)]
+        super().__init__(n, max(1, (max(int(n) - 1, 1).bit_length() + 1) // 2),
+                         np.random.SeedSequence(list(key)).generate_state(self.ROUNDS, dtype=np.uint64))
 
-    def _feistel(self, x: np.ndarray) -> np.ndarray:
-        h = np.uint64(self.half)
-        left, right = x >> h, x & self.mask
-        with np.errstate(over="ignore"):
-            for k in self.keys:
-                left, right = right, left ^ (_mix64(right ^ k) & self.mask)
-        return (left << h) | right
-
-    def __call__(self, i: np.ndarray) -> np.ndarray:
-        """``perm(i)`` for an array of positions in ``[0, n)``, as int64."""
-        x = self._feistel(np.asarray(i, dtype=np.uint64))
-        out = x >= np.uint64(self.n)
-        while out.any():  # cycle walking: at most a few steps (4^h < 4n)
-            x[out] = self._feistel(x[out])
-            out = x >= np.uint64(self.n)
-        return x.astype(np.int64)
+    __call__ = Feistel.forward
 
 
 @dataclass
