@@ -95,7 +95,8 @@ def csv_column(path: str) -> Iterator[np.ndarray]:
 
 
 class Npz:
-    """An ``.npz`` archive whose arrays are read as streams (never whole)."""
+    """An ``.npz`` archive whose arrays are read as streams (never whole); closed on leaving a
+    ``with`` block."""
 
     def __init__(self, path: str):
         self.path = path
@@ -123,6 +124,12 @@ class Npz:
 
     def close(self) -> None:
         self.zip.close()
+
+    def __enter__(self) -> "Npz":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def load_split_dict(path: str) -> Dict[str, Any]:

@@ -105,13 +105,10 @@ class _Stager:
 
         if not path.endswith(".npz"):
             return stage_labels(self.stage, "labels", path, ((c, path) for c in csv_column(path)), n, mismatch)
-        npz = Npz(path)
-        try:
+        with Npz(path) as npz:
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
             return stage_npz_labels(self.stage, npz, key, "OGB's node-label.npz holds the labels there", "labels", path,
                                     n, mismatch)
-        finally:
-            npz.close()
 
     def splits(self, n: int) -> Optional[Dict[str, str]]:
         d = self.layout.split_dir

@@ -136,9 +136,8 @@ def _csv(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
 
 
 def _npz_counts(raw: str) -> Dict[str, int]:
-    npz = Npz(need(os.path.join(raw, "num_nodes_dict.npz"),
-                   f"{BINARY} has the node count of each type (num_nodes_dict.npz) there"))
-    try:
+    with Npz(need(os.path.join(raw, "num_nodes_dict.npz"),
+                  f"{BINARY} has the node count of each type (num_nodes_dict.npz) there")) as npz:
         out = {}
         for t in npz.names:
             c = npz.small(t, "")
@@ -147,8 +146,6 @@ def _npz_counts(raw: str) -> Dict[str, int]:
                                  "graph: a node property prediction dataset)")
             out[t] = int(c.reshape(-1)[0])
         return out
-    finally:
-        npz.close()
 
 
 def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
@@ -159,23 +156,18 @@ def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
         path = os.path.join(raw, name)
         if not os.path.isfile(path):
             return {}
-        npz, out = Npz(path), {}
-        try:
+        with Npz(path) as npz:
+            out = {}
             for t in npz.names:
                 if t not in counts:
                     raise InputError(f"{path}: {what} of '{t}', which num_nodes_dict.npz does not have")
                 out[t] = stage_one(npz, t)
             return out
-        finally:
-            npz.close()
 
     def stage_all(stage: Staging) -> Any:
-        npz = Npz(need(os.path.join(raw, "edge_index_dict.npz"),
-                       f"{BINARY} has the relations (edge_index_dict.npz) there"))
-        try:
+        with Npz(need(os.path.join(raw, "edge_index_dict.npz"),
+                      f"{BINARY} has the relations (edge_index_dict.npz) there")) as npz:
             relations = [_relation(npz, k, counts, stage) for k in npz.names]
-        finally:
-            npz.close()
         feats = each("node_feat_dict.npz", "features", lambda npz, t: stage_npz_features(
             stage, npz, t, counts[t], f"features-{t}", f"{npz.path}: '{t}' is"))
         labels = each("node-label.npz", "labels", lambda npz, t: stage_npz_labels(
