@@ -295,10 +295,8 @@ def _calibrate(means: np.ndarray, target: float, seed: int) -> float:
     t[np.arange(samples), y] = -np.inf
     delta = float(np.sort(t.max(axis=1))[max(0, math.ceil(target * samples) - 1)])
     if not (math.isfinite(delta) and delta > 0):
-        raise _core.InputError(
-            f"feature_dim (--feature-dim) {means.shape[1]} is too small to separate {c} classes; "
-            "use a larger one or give feature_noise (--feature-noise)"
-        )
+        raise _core.InputError(f"feature_dim (--feature-dim) {means.shape[1]} is too small to separate {c} classes; "
+                               "use a larger one or give feature_noise (--feature-noise)")
     return 1.0 / delta
 
 

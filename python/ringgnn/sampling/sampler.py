@@ -231,13 +231,9 @@ class NeighborSampler(ProcessLocal):
         """
         warn_sampling_without_times(self.dataset, "NeighborSampler")
         it = self._sampler().epoch(
-            self.resolve_seeds(seeds),
-            _options.count(batch_size, "batch_size", 1),
-            shuffle=bool(shuffle),
-            epoch=_options.count(epoch, "epoch"),
-            drop_last=bool(drop_last),
-            batches=None if batches is None else [_options.count(b, "batch") for b in batches],
-        )
+            self.resolve_seeds(seeds), _options.count(batch_size, "batch_size", 1), shuffle=bool(shuffle),
+            epoch=_options.count(epoch, "epoch"), drop_last=bool(drop_last),
+            batches=None if batches is None else [_options.count(b, "batch") for b in batches])
         return EpochIterator(it)
 
     def resolve_seeds(self, seeds: Union[None, str, Any]) -> np.ndarray:
@@ -245,10 +241,8 @@ class NeighborSampler(ProcessLocal):
         return _options.seeds(self.dataset, seeds)
 
     def __repr__(self) -> str:
-        return (
-            f"NeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
-            f"backend={self.backend_choice!r}, direct={self.direct}, threads={self.threads}, seed={self.seed})"
-        )
+        return (f"NeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
+                f"backend={self.backend_choice!r}, direct={self.direct}, threads={self.threads}, seed={self.seed})")
 
 
 class EpochIterator:
