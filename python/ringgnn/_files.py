@@ -58,8 +58,9 @@ def replacing(path: PathLike, operation: str = "writing") -> Iterator[str]:
 def allocated_memmap(path: PathLike, dtype: Any, shape: Tuple[int, ...]) -> np.memmap:
     """A new ``.npy`` at ``path`` (created, or truncated) of ``dtype`` and ``shape``, zero-filled,
     as a writable memory map whose every byte is allocated on disk (docs/ARCHITECTURE.md, "Errors
-    and cancellation"): the one way the package writes a file through a map. On an error (``ENOSPC`` naming ``path``)
-    the file is removed; the caller's :func:`os_errors` adds what it was writing."""
+    and cancellation"): the one way the package writes a file through a map. On an error
+    (``ENOSPC`` naming ``path``) the file is removed; the caller's :func:`os_errors` adds what it
+    was writing."""
     path = os.fspath(path)
     with _whole_or_removed(path):
         a = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape))

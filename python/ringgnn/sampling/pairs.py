@@ -13,7 +13,6 @@ import numpy as np
 
 from .. import _options
 from .._core import InputError
-from ..data.dataset import Dataset
 from ..data.generate import Feistel
 from ..data.schema import HOMOGENEOUS_TYPE, parse_edge_type
 from .sampler import SampledSubgraph
