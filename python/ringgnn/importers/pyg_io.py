@@ -192,7 +192,8 @@ def from_pyg(
 ) -> Dict[str, Any]:
     """Build a ringgnn dataset at ``out`` from a PyG ``Data`` (homogeneous) or ``HeteroData``;
     returns the manifest. ``undirected`` (``Data``) adds the reverse of every edge;
-    ``add_reverse`` (``HeteroData``) adds ``D:rev_R:S`` per relation. ``split``: see the module."""
+    ``add_reverse`` (``HeteroData``) adds ``D:rev_R:S`` per relation. ``split``: docs/ARCHITECTURE.md,
+    "Importers", PyG objects."""
     from torch_geometric.data import Data, HeteroData
 
     if not isinstance(data, (Data, HeteroData)):

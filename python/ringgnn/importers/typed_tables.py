@@ -60,8 +60,8 @@ def convert_typed_tables(
     progress: Any = None,
 ) -> Dict[str, Any]:
     """Build a heterogeneous dataset at ``out`` from one edge table per relation and optional
-    node tables per type (see the module); returns the manifest. ``HeteroDataset.node_ids(TYPE)``
-    gives each type's original ids back. The other arguments are
+    node tables per type (docs/ARCHITECTURE.md, "Importers", typed tables); returns the manifest.
+    ``HeteroDataset.node_ids(TYPE)`` gives each type's original ids back. The other arguments are
     :func:`ringgnn.data.build.build_hetero`'s (``feature_dtype``: the stored type of every node
     table's features)."""
     require_pyarrow()
