@@ -1,16 +1,7 @@
-"""ringgnn: train graph neural networks on graphs larger than RAM.
-
-This package holds the Python API and the ``ringgnn`` command; the work is done by the Rust
-core in ``ringgnn._core``. Start with :class:`Dataset` and :func:`convert`; sample with
-:class:`NeighborSampler` (link batches: :class:`LinkSampler`, :class:`LinkLoader`;
-heterogeneous datasets: :class:`HeteroDataset`, :func:`build_hetero`, :class:`HeteroNeighborSampler`,
-:class:`HeteroLoader`); use a trained run with :func:`infer`; query a ``ringgnn serve``
-with :class:`Client`; PyG adapters are in
-:mod:`ringgnn.pyg` (imported on demand: ``import ringgnn`` imports neither torch nor grpc).
-
-The names below are imported on first use (PEP 562), as are the package's modules
-(``ringgnn.inference.run``): ``import ringgnn`` itself runs no import, so the ``ringgnn`` command
-is inside its Ctrl-C handler before anything slow (numpy, the core) loads (``ringgnn.cli``).
+"""ringgnn: train graph neural networks on graphs larger than RAM (the work is done by the Rust
+core, ``ringgnn._core``). The public names below, and the package's modules, are imported on
+first use (PEP 562): ``import ringgnn`` runs no import, so the ``ringgnn`` command is inside its
+Ctrl-C handler before numpy or the core loads, and imports neither torch nor grpc.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""What an error may show of an input's content: the one owner of excerpts on the Python side
-(the Rust side's is ``ringgnn_store::excerpt``, whose length this module takes).
-
-* A file the user named (``ringgnn convert edges.parquet``, a ``metadata.yaml``): an error may
-  quote :func:`excerpt` of the offending text, at most :data:`EXCERPT_CHARS` characters, cut with
-  an ellipsis; a library's reason about it (which may hold a whole line) is cut the same way by
-  :func:`reason`.
-* A file a dataset description named (a GraphBolt ``path:``, a file an OGB folder's layout
-  names): an error names the file and the line, entry or field, never its content
-  (``quote=False``; :data:`WITHHELD` says so in the message). A downloaded dataset may hold a
-  symlink to any file of the user's (``/etc/shadow``, ``~/.aws/credentials``), and what it
-  points at must not reach a log through an error message. Numbers read from a typed array
-  (an id or label out of range, with its entry) are data, not text, and are named either way.
+"""What an error may show of an input's content, the Python side's one owner: a file the user
+named is quoted up to :data:`EXCERPT_CHARS`, a file a dataset named never (docs/ARCHITECTURE.md,
+"Importers", untrusted descriptions).
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""Files the Python side writes and reads: temporaries a killed run cannot leak, and OS errors
-that name the path and the operation.
-
-**Temporaries.** Every temporary the package makes (a staging directory, a file written under a
-temporary name and renamed into place when complete) is a ``ringgnn._core.Temporary``: named
-``.LABEL.ringgnn-tmp-PID-NONCE`` beside what it becomes and ``flock``-ed by its writer for as
-long as it lives. Making one first removes the temporaries in the same directory whose lock is
-free (their writer was killed) and prints one line per removal on stderr. The protocol has one
-owner, ``crates/ringgnn-store/src/temp.rs``, whose docs say why it is safe (including the window
-between creating a temporary and locking it); this module only reports and wraps it.
-
-**Output arrays.** A ``.npy`` written through a memory map (:func:`allocated_memmap`) has every
-byte allocated on disk before the map is made: a store into a page the file system cannot
-allocate (a full disk) is not an error but a SIGBUS that kills the process with no message and
-leaves its temporaries behind, while an allocation that fails is an ordinary ``OSError``
-(``ENOSPC``) that the writer reports and cleans up after. A ``.npy`` written whole
-(:func:`save_npy`) goes through ``write``: ``np.save`` to a path writes with ``tofile``, whose
-short write on a full disk is an ``OSError`` without an errno or a path. Both remove what they
-wrote when they fail, and raise errors that name the file. A ``.npy`` of rows that arrive in
-chunks (an importer's staged arrays, the original ids beside an output) is a :class:`NpyWriter`.
-
-**OS errors.** :func:`os_errors` is the one place that turns an ``OSError`` into one that says
-what was being done to which file: the same class, errno and filename, the operation and path
-in ``strerror``, and :func:`describe` for the CLI's one-line message
-(``writing /run/metrics.json: No space left on device [Errno 28]``).
+"""Files the Python side writes and reads: temporaries a killed run cannot leak (the protocol is
+``crates/ringgnn-store/src/temp.rs``'s), ``.npy`` outputs allocated before they are mapped, and
+OS errors that name the path and the operation (docs/ARCHITECTURE.md, "Errors and cancellation").
 """
 
 from __future__ import annotations
@@ -40,7 +18,7 @@ from . import _core
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: What marks a name as a ringgnn temporary (see the module's docstring).
+#: What marks a name as a ringgnn temporary (docs/ARCHITECTURE.md, "Temporaries").
 MARKER: str = _core.TEMP_MARKER
 
 
@@ -79,9 +57,10 @@ def replacing(path: PathLike, operation: str = "writing") -> Iterator[str]:
 
 def allocated_memmap(path: PathLike, dtype: Any, shape: Tuple[int, ...]) -> np.memmap:
     """A new ``.npy`` at ``path`` (created, or truncated) of ``dtype`` and ``shape``, zero-filled,
-    as a writable memory map whose every byte is allocated on disk (see the module's docs): the
-    one way the package writes a file through a map. On an error (``ENOSPC`` naming ``path``)
-    the file is removed; the caller's :func:`os_errors` adds what it was writing."""
+    as a writable memory map whose every byte is allocated on disk (docs/ARCHITECTURE.md, "Errors
+    and cancellation"): the one way the package writes a file through a map. On an error
+    (``ENOSPC`` naming ``path``) the file is removed; the caller's :func:`os_errors` adds what it
+    was writing."""
     path = os.fspath(path)
     with _whole_or_removed(path):
         a = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape))
@@ -121,8 +100,8 @@ def _allocate(path: str, start: int, end: int) -> None:
 
 
 def save_npy(path: PathLike, array: np.ndarray) -> str:
-    """``array`` saved as the ``.npy`` ``path``, written with ``write`` (see the module's docs);
-    removed on an error, which names ``path``."""
+    """``array`` saved as the ``.npy`` ``path``, written with ``write`` (docs/ARCHITECTURE.md,
+    "Errors and cancellation"); removed on an error, which names ``path``."""
     path = os.fspath(path)
     with _whole_or_removed(path), open(path, "wb") as f:
         np.save(_Stream(f), array, allow_pickle=False)

@@ -1,17 +1,7 @@
 """Every option a user gives ringgnn, parsed once where it enters: the Python API calls these
 functions on its arguments and the command line uses them as argparse types (:func:`arg`), so a
-value is checked by one rule whichever way it came. Rules the Rust core also needs are the
-core's own: fanouts are parsed by ``_core.parse_fanouts`` and backend and cache-policy names are
-the core's lists, so Python and Rust never disagree. Node ids are checked against the graph once,
-by the core, when they reach it.
-
-Sizes ("512M", powers of 1024), counts, real numbers (finite, in a range: learning rate, dropout,
-ratios, seconds), fanouts ("20,15,10" or [20, 15, 10]), backend and cache
-policy names, seed sets (a split name, "all", a ``.npy`` file, or an array), node splits
-("train=0.5,val=0.1,test=0.4" or "train=train.npy,val=val.npy"), edge splits (the same forms,
-or by time: "val=T1,test=T2"), task tables ("train=T1.parquet,val=T2.parquet"), the self-loop
-policy, times (an integer in the unit of a dataset's times) and link pairs (an edge split's name,
-a ``.npy`` file or an array).
+value is checked by one rule whichever way it came; rules the Rust core also needs (fanouts,
+backend and cache-policy names) are the core's own (docs/ARCHITECTURE.md, "Options").
 """
 
 from __future__ import annotations
@@ -304,14 +294,17 @@ def seeds(dataset: Any, spec: Any, what: str = "seeds") -> np.ndarray:
 
 def node_ids(value: Any, what: str = "seeds") -> np.ndarray:
     """An array of node ids (numpy, torch, list) as a contiguous 1-D int64 array."""
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    a = np.asarray(value)
+    a = _array(value)
     if a.ndim != 1:
         raise InputError(f"{what} must be a 1-D array of node ids, got shape {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise InputError(f"{what} must be integer node ids, got dtype {a.dtype}")
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _array(value: Any) -> np.ndarray:
+    """``value`` (numpy, torch, list) as a numpy array; a torch tensor without importing torch."""
+    return np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
 
 
 def stored_split(dataset: Any, edges: Any) -> Optional[str]:
@@ -346,9 +339,7 @@ def edge_pairs(dataset: Any, edges: Any, what: str = "edges", counts: Optional[T
             except ValueError as e:
                 raise InputError(f"{what} {spec}: not a .npy array of pairs ({e})") from None
         what = f"{what} {spec}"
-    if hasattr(edges, "detach"):  # a torch tensor, without importing torch
-        edges = edges.detach().cpu().numpy()
-    a = np.asarray(edges)
+    a = _array(edges)
     if a.ndim != 2 or 2 not in a.shape:
         raise InputError(f"{what}: pairs need shape (2, n) or (n, 2), got {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
@@ -398,9 +389,7 @@ def _as_time(value: Any, digits: bool = False) -> int:
 def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
     """Seed times for ``n`` seeds (numpy, torch, list, or one integer for all of them) as a
     contiguous 1-D int64 array of length ``n``; the same unit as the dataset's times."""
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    a = np.asarray(value)
+    a = _array(value)
     if a.ndim == 0 and np.issubdtype(a.dtype, np.integer):
         return np.full(n, int(a), dtype=np.int64)
     if a.ndim != 1:

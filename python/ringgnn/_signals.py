@@ -1,15 +1,6 @@
-"""Signal handlers a command installs for its own run only.
-
-Every ``ringgnn`` command runs within :func:`interrupts`: SIGTERM (what ``timeout`` and batch
-schedulers send) unwinds like Ctrl-C, so a build removes its staging directory either way, and
-the CLI exits 130 after SIGINT, 143 after SIGTERM. Commands that stop differently install their
-own handlers within it (:func:`handling`).
-
-`ringgnn infer` and `ringgnn serve` catch SIGTERM (and `serve` SIGINT) to stop cleanly. They
-run in-process too (`ringgnn.cli.main([...])`), so a handler left behind would outlive the
-command: a process forked later (a `multiprocessing` pool worker) would inherit it, and
-`Pool.terminate()`'s SIGTERM would then run it at any point of the worker instead of ending
-it, which can leave the worker, and the parent joining it, waiting forever.
+"""Signal handlers a command installs for its own run only: SIGTERM unwinding like Ctrl-C for every
+command (:func:`interrupts`), and a command's own handlers within it (:func:`handling`;
+docs/ARCHITECTURE.md, "Errors and cancellation").
 """
 from __future__ import annotations
 
@@ -60,9 +51,9 @@ def describe(e: KeyboardInterrupt) -> str:
 @contextlib.contextmanager
 def interrupts(keep: bool = False) -> Iterator[Callable[[], None]]:
     """Run a command with SIGINT raising ``KeyboardInterrupt`` and SIGTERM :class:`Terminated`,
-    then put back the handlers there were (see the module's docstring). Yields ``disarm``: call
-    it once the command's work is done, so that a signal arriving after (while the block exits)
-    does not raise in the middle of putting the handlers back.
+    then put back the handlers there were (why: docs/ARCHITECTURE.md, "Errors and cancellation").
+    Yields ``disarm``: call it once the command's work is done, so that a signal arriving after
+    (while the block exits) does not raise in the middle of putting the handlers back.
 
     ``keep``: leave the handlers in place, disarmed, when the block ends: for the process's own
     command, which exits next; a signal in between must not kill a process whose work is done

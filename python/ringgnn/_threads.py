@@ -1,17 +1,7 @@
-"""How many cores the process may run on (:func:`cores`, the default of every thread count), how
-the dense libraries' worker threads wait between parallel regions, and how many numpy's BLAS uses.
-
-PyTorch's CPU kernels run on an OpenMP team (GNU libgomp) whose threads *spin* after each
-parallel region before they sleep; on cores shared with other work the spinning takes CPU from
-the thread doing the work, and a region cannot end before a descheduled member runs again. The
-measurements (a layer of layer-wise inference 2.4-2.8x faster with sleeping threads) are in
-``docs/INFERENCE.md``, "Threads that sleep between the dense parts", and ``docs/benchmarks.md``.
-The policy is read once, when libgomp is loaded (PyTorch's import): :func:`passive_waits` must
-run before that, so the inference commands and ``ringgnn train`` call it first. A policy the
-user set is kept.
-
-numpy's BLAS (OpenBLAS, which runs the dense parts of layer-wise inference on the CPU without
-PyTorch) keeps a pool of its own threads: :func:`one_blas_thread` runs a block with one."""
+"""How many cores the process may run on (:func:`cores`, the default of every thread count), the
+OpenMP wait policy set before PyTorch loads (:func:`passive_waits`), and numpy's BLAS threads
+(docs/INFERENCE.md, "Threads that sleep between the dense parts").
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Progress bars for long-running operations: the object the core reports to.
-
-The core calls ``stage(name, total, unit)`` when a stage starts and ``advance(n)`` as work gets
-done (at most about ten times a second, from the calling thread; see
-``crates/ringgnn-py/src/progress.rs``). :class:`TqdmProgress` shows one tqdm bar per stage on
-stderr, and ``note(line)`` prints a line above it. Any object with ``stage`` and ``advance`` (and
-optionally ``note``; without it notes go to stderr) can be passed as ``progress=`` instead.
+"""Progress bars: :class:`TqdmProgress`, the object the core reports its stages to
+(docs/USAGE.md, "Datasets", ``progress=``).
 """
 
 from __future__ import annotations

@@ -1,40 +1,7 @@
-"""PyG adapters: a ``BaseSampler`` and a ``FeatureStore``/``GraphStore`` pair over a ringgnn dataset,
-homogeneous or heterogeneous.
-
-With these, PyG's own ``NodeLoader`` trains on a dataset larger than RAM, on a plain
-``pip install torch_geometric`` (no pyg-lib or torch-sparse needed)::
-
-    from torch_geometric.loader import NodeLoader
-    from ringgnn.pyg import RingNeighborSampler, ring_stores
-
-    ds = ringgnn.Dataset.open("data/sbm")
-    loader = NodeLoader(
-        data=ring_stores(ds),
-        node_sampler=RingNeighborSampler(ds, [10, 5]),
-        input_nodes=torch.from_numpy(ds.split("train")),
-        batch_size=256,
-        shuffle=True,
-    )
-
-Batches are ``Data`` objects with ``x`` (float32), ``y``, ``edge_index``, ``n_id`` and
-``batch_size``; the first ``batch_size`` nodes are the seeds.
-
-A heterogeneous dataset (a :class:`ringgnn.HeteroDataset`) goes through the same three classes,
-with PyG's heterogeneous conventions: ``num_neighbors`` one list for every relation or a dict
-keyed by edge type ``(src, rel, dst)`` (every relation, as PyG's ``NeighborLoader`` wants it),
-seeds of one node type, batches ``HeteroData`` (per type ``x``, ``y``, ``n_id``; per edge type
-``edge_index``; the seed type's ``batch_size`` and ``input_id``)::
-
-    ds = ringgnn.Dataset.open("data/mag")
-    train = torch.from_numpy(ds.node_type("paper").split("train"))
-    loader = NodeLoader(data=ring_stores(ds), node_sampler=RingNeighborSampler(ds, [10, 5]),
-                        input_nodes=("paper", train), batch_size=256, shuffle=True)
-
-PyG's ``NeighborLoader`` runs the same sampler when handed it: ``NeighborLoader(ring_stores(ds),
-num_neighbors=[10, 5], input_nodes=("paper", train), neighbor_sampler=RingNeighborSampler(ds,
-[10, 5]))`` (its own ``num_neighbors`` is then unused; all seeds of a type: ``input_nodes="paper"``).
-
-Importing this module imports torch and torch_geometric; ``import ringgnn`` does not.
+"""PyG adapters over a ringgnn dataset, homogeneous or heterogeneous: a ``BaseSampler``
+(:class:`RingNeighborSampler`) and a ``FeatureStore``/``GraphStore`` pair (:func:`ring_stores`),
+with which PyG's own ``NodeLoader`` trains from disk (docs/USAGE.md, "Sampling"; README).
+Importing it imports torch and torch_geometric.
 """
 
 from __future__ import annotations
@@ -139,11 +106,6 @@ class RingNeighborSampler(BaseSampler):
         self._count += 1
         info = torch.utils.data.get_worker_info()
         return k if info is None else info.id + k * info.num_workers
-
-    def timed_sampler(self) -> HeteroNeighborSampler:
-        """The sampler of batches at times (see the class docs): the heterogeneous sampler itself,
-        or a homogeneous dataset's one-type typed sampler (:meth:`ringgnn.NeighborSampler.timed`)."""
-        return self.sampler if self.is_hetero else self.sampler.timed()
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> Union[SamplerOutput, HeteroSamplerOutput]:
         seeds = index.node.numpy()

@@ -1,18 +1,8 @@
-"""The ``ringgnn`` command: convert, generate, info, verify, sample, train, predict, embed, report,
-serve, demo; one module per group of commands (``data``: convert, generate, info, verify, demo;
-``sample``; ``train``; ``infer``: predict, embed, report; ``serve``), each adding its parsers and
-holding its ``cmd_*`` functions, which call the package's API.
-
-Errors print ``ringgnn CMD: error: MESSAGE`` on stderr, one line, and exit 1 (usage errors exit 2,
-as argparse does); Ctrl-C exits 130 with ``ringgnn CMD: interrupted`` and SIGTERM 143 with
-``ringgnn CMD: terminated (SIGTERM)`` (``_signals.interrupts``) after what the command was writing
-has been removed, also while the command is still starting (importing numpy, the core, PyTorch:
-everything is imported inside :func:`main`); a build interrupted after its dataset was renamed
-into place says so and exits 0: the status says what is on disk. :func:`_failure` is the one place that turns
-an exception into that line: ringgnn's errors and OS errors are the user's to fix and print their
-message; any other exception (a ``ValueError`` or ``TypeError`` from a library, a bug, an input
-ringgnn does not check yet) prints its type and first line with a hint, and ``RINGGNN_DEBUG=1``
-prints the traceback of every error before its line.
+"""The ``ringgnn`` command: one module per group of commands (``data``: convert, generate, info,
+verify, demo; ``sample``; ``train``; ``infer``: predict, embed, report; ``serve``), and the one
+place that turns an exception into its exit status and one-line message (:func:`_failure`;
+docs/USAGE.md, "Datasets" and "Failure behaviour"). Everything is imported inside :func:`main`,
+within the Ctrl-C handler.
 """
 
 from __future__ import annotations

@@ -100,23 +100,17 @@ def add_parsers(sub: Any) -> None:
         "with --relation for the others: a heterogeneous dataset)",
     )
     p.add_argument("out", metavar="OUT_DIR", help="dataset directory to create")
-    p.add_argument(
-        "--format",
-        choices=["detect", "text", "tsv", "csv", "bin32", "bin64", "npy"],
-        default="detect",
-        help="input format (default: detect from the name and contents)",
-    )
+    p.add_argument("--format", choices=["detect", "text", "tsv", "csv", "bin32", "bin64", "npy"], default="detect",
+                   help="input format (default: detect from the name and contents)")
     _add_graph_options(p)
     p.add_argument("--num-nodes", type=count_arg, default=None, metavar="N",
                    help="number of nodes (default: max id + 1)")
     p.add_argument("--features", metavar="X.npy", help="node features [num_nodes, dim], float16/32/64")
     p.add_argument("--labels", metavar="Y.npy", help="node labels [num_nodes], int32/int64, -1 = unlabeled")
+    p.add_argument("--split", metavar="SPEC",
+                   help="train=0.5,val=0.1,test=0.4 (random, by --seed) or train=a.npy,val=b.npy")
     p.add_argument(
-        "--split", metavar="SPEC", help="train=0.5,val=0.1,test=0.4 (random, by --seed) or train=a.npy,val=b.npy"
-    )
-    p.add_argument(
-        "--link-split",
-        metavar="SPEC",
+        "--link-split", metavar="SPEC",
         help="hold out edges for link prediction: val=0.05,test=0.1 (fractions of the distinct pairs, random by "
         "--seed) or val=val.npy,test=test.npy (given pairs, .npy of shape (2, n) or (n, 2), each an edge of INPUT); "
         "held-out pairs leave the graph (both directions with --undirected); the edge split 'train' is every pair "
@@ -124,18 +118,14 @@ def add_parsers(sub: Any) -> None:
         "(docs/FORMAT.md, Edge splits)",
     )
     p.add_argument(
-        "--link-split-time",
-        metavar="SPEC",
+        "--link-split-time", metavar="SPEC",
         help="hold out edges for link prediction by time (needs --edge-time; not with --link-split): val=T1,test=T2 "
         "sends each edge event after T1 to val and after T2 to test (test= may be omitted), the rest stay in the "
         "graph as train; each split's pairs and times are stored by (time, src, dst), and negatives are drawn "
         "among the nodes whose --node-time is not after the pair's (docs/FORMAT.md, Edge splits by time)",
     )
     p.add_argument(
-        "--link-negatives",
-        type=count_arg,
-        default=100,
-        metavar="K",
+        "--link-negatives", type=count_arg, default=100, metavar="K",
         help="fixed negative destinations stored per held-out edge for evaluation (default 100; 0: none); for a "
         "metadata.yaml, drawn for the held-out sets of a link-prediction task that give no negatives",
     )
@@ -262,8 +252,7 @@ def _generator(gsub: Any, name: str, func: Any, **kw: Any) -> argparse.ArgumentP
 
 def add_demo_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "demo",
-        help="generate a small dataset, verify it, sample it and train GraphSAGE on it",
+        "demo", help="generate a small dataset, verify it, sample it and train GraphSAGE on it",
         description="Generate a small sbm dataset (%(nodes)d nodes, %(classes)d classes, feature dim %(feature_dim)d), "
         "print its info, verify it, run sampling epochs and train GraphSAGE on it for a few epochs "
         "(the run goes to DIR-run when DIR is given)." % DEMO,
@@ -417,16 +406,12 @@ _TIMES = ("edge_times", "node_times")
 
 def _type_info(i: Dict[str, Any]) -> Dict[str, Any]:
     """What ``info`` says of a node type's manifest entry (or of a homogeneous manifest)."""
-    return {
-        "num_nodes": i["num_nodes"],
-        "feature_dim": entry_field(i, "features", "dim"),
-        "feature_dtype": entry_field(i, "features", "dtype"),
-        "num_classes": entry_field(i, "labels", "num_classes"),
-        "num_labeled": entry_field(i, "labels", "num_labeled"),
-        "splits": dict(i.get("splits", {})),
-        "node_ids": entry_field(i, "node_ids", "dtype"),
-        **({"node_times": dict(i["node_times"])} if "node_times" in i else {}),
-    }
+    return {"num_nodes": i["num_nodes"], "feature_dim": entry_field(i, "features", "dim"),
+            "feature_dtype": entry_field(i, "features", "dtype"),
+            "num_classes": entry_field(i, "labels", "num_classes"),
+            "num_labeled": entry_field(i, "labels", "num_labeled"), "splits": dict(i.get("splits", {})),
+            "node_ids": entry_field(i, "node_ids", "dtype"),
+            **({"node_times": dict(i["node_times"])} if "node_times" in i else {})}
 
 
 def _relation_info(i: Dict[str, Any]) -> Dict[str, Any]:
@@ -451,10 +436,8 @@ def _format_info(info: Dict[str, Any]) -> str:
         f"nodes     {info['num_nodes']:,}",
         f"edges     {info['num_edges']:,} (indices {info['indices_dtype']})",
         "features  " + ("none" if info["feature_dim"] is None else f"{info['feature_dim']} x {info['feature_dtype']}"),
-        "labels    "
-        + (
-            "none" if info["num_classes"] is None else f"{info['num_classes']} classes, {info['num_labeled']:,} labeled"
-        ),
+        "labels    " + ("none" if info["num_classes"] is None
+                            else f"{info['num_classes']} classes, {info['num_labeled']:,} labeled"),
         "splits    " + (", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) or "none"),
         "edge splits " + (_edge_splits(info["edge_splits"]) or "none"),
         f"in-degree min {d['min']:,}  median {d['median']:,}  mean {d['mean']:.2f}  max {d['max']:,}  "

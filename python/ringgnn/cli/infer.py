@@ -321,29 +321,36 @@ def report(run_dir: str) -> Dict[str, Any]:
         world_size=m.get("world_size", 1), epochs=len(epochs), best_epoch=m.get("best_epoch"),
         **best, layerwise=m.get("layerwise"),
         total_seconds=sum(e.get("seconds", 0.0) for e in epochs),
-        history=[{k: e.get(k) for k in ("epoch", "loss", *scores, "seconds", "sample_seconds",
-                                         "gather_seconds", "train_seconds", "wait_seconds", "eval_seconds")}
-                 for e in epochs],
+        history=[{k: e.get(k) for k in ("epoch", "loss", *scores, "seconds", *_STAGES)} for e in epochs],
         plots=plots, tensorboard=os.path.isdir(os.path.join(run_dir, "tensorboard")),
     )
 
 
 #: The per-epoch scores ``report`` shows, by task (the columns of ``metrics.json``'s epochs).
 SCORES = {"node": ("val_acc", "test_acc"), "link": ("val_auc", "val_mrr", "test_auc", "test_mrr")}
+#: The stages of an epoch whose seconds ``report`` shows.
+_STAGES = ("sample_seconds", "gather_seconds", "train_seconds", "wait_seconds", "eval_seconds")
 
 
 def _num(v: Any) -> str:
     return "     -" if v is None else f"{v:.4f}"
 
 
+def _history(r: Dict[str, Any], fmt: Any) -> List[str]:
+    """The per-epoch table of a run: its loss, its task's scores (written by ``fmt``, six
+    characters) and the seconds of each stage."""
+    scores = SCORES["link" if r["task"] == "link" else "node"]
+    lines = ["  epoch    loss  " + "  ".join(s.replace("_", " ") for s in scores)
+             + "  seconds (sample/gather/train/wait/eval)"]
+    for e in r["history"]:
+        lines.append(f"  {e['epoch']:>5}  {_num(e['loss'])}" + "".join(" " * (len(s) - 4) + fmt(e[s]) for s in scores)
+                     + f"  {e['seconds']:.2f} ({'/'.join(_secs(e[k]) for k in _STAGES)})")
+    return lines
+
+
 def _link_lines(r: Dict[str, Any]) -> List[str]:
     """The per-epoch table, the best epoch and the layer-wise scores of a link run."""
-    lines = ["  epoch    loss  val auc  val mrr  test auc  test mrr  seconds (sample/gather/train/wait/eval)"]
-    for e in r["history"]:
-        lines.append(f"  {e['epoch']:>5}  {_num(e['loss'])}   {_num(e['val_auc'])}   {_num(e['val_mrr'])}    "
-                     f"{_num(e['test_auc'])}    {_num(e['test_mrr'])}  {e['seconds']:.2f} "
-                     f"({e['sample_seconds']:.2f}/{e['gather_seconds']:.2f}/{e['train_seconds']:.2f}/"
-                     f"{e['wait_seconds']:.2f}/{e['eval_seconds']:.2f})")
+    lines = _history(r, _num)
 
     def hits(h: Any) -> str:
         return "".join(f", hits@{k} {v:.4f}" for k, v in (h or {}).items())
@@ -383,12 +390,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _node_lines(r: Dict[str, Any]) -> List[str]:
     """The per-epoch table, the best epoch and the layer-wise accuracies of a node run."""
-    lines = ["  epoch    loss  val acc  test acc  seconds (sample/gather/train/wait/eval)"]
-    for e in r["history"]:
-        stages = "/".join(_secs(e.get(k)) for k in ("sample_seconds", "gather_seconds", "train_seconds",
-                                                     "wait_seconds", "eval_seconds"))
-        lines.append(f"  {e['epoch']:>5}  {e['loss']:.4f}   {_acc(e.get('val_acc'))}    {_acc(e.get('test_acc'))}  "
-                     f"{e['seconds']:.2f} ({stages})")
+    lines = _history(r, _acc)
     if r["best_epoch"] is not None:
         lines += ["", f"  best epoch {r['best_epoch']}: val acc {_acc(r['best_val_acc'])}, test acc "
                       f"{_acc(r['test_acc'])} (sampled neighborhoods)"]

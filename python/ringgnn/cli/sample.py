@@ -26,51 +26,31 @@ from .._format import human, human_bytes
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "sample",
-        help="run neighbor-sampling epochs and report time, SEPS and I/O",
-        description="Run neighbor-sampling epochs over a dataset and print, per epoch, the time, sampled "
-        "edges, sampled edges per second (SEPS) and I/O counters.",
-    )
+    p = sub.add_parser("sample", help="run neighbor-sampling epochs and report time, SEPS and I/O",
+                       description="Run neighbor-sampling epochs over a dataset and print, per epoch, the time, "
+                       "sampled edges, sampled edges per second (SEPS) and I/O counters.")
     p.add_argument("dataset", metavar="DATASET")
-    p.add_argument(
-        "--fanouts", default="20,15,10", metavar="F1,F2,...", help="neighbors per hop, -1 = all (default 20,15,10)"
-    )
+    p.add_argument("--fanouts", default="20,15,10", metavar="F1,F2,...",
+                   help="neighbors per hop, -1 = all (default 20,15,10)")
     p.add_argument("--batch-size", type=positive_arg, default=1024, metavar="B", help="seeds per batch (default 1024)")
-    p.add_argument(
-        "--seeds",
-        default=None,
-        metavar="train|all|FILE.npy",
-        help="seed nodes: a split name, 'all', or a .npy file of node ids (default: train if present, else all)",
-    )
+    p.add_argument("--seeds", default=None, metavar="train|all|FILE.npy",
+                   help="seed nodes: a split name, 'all', or a .npy file of node ids (default: train if present, "
+                   "else all)")
     p.add_argument("--epochs", type=positive_arg, default=1, metavar="N", help="epochs to run (default 1)")
     p.add_argument("--backend", choices=list(BACKENDS), default="auto", help="read backend (default auto)")
     p.add_argument("--direct", action="store_true", help="io_uring with O_DIRECT: bypass the page cache")
     p.add_argument("--threads", type=positive_arg, default=None, help="sampling threads (default: available cores)")
     p.add_argument("--seed", type=count_arg, default=0, help="random seed (default 0)")
-    p.add_argument(
-        "--memory",
-        type=size_arg,
-        default=None,
-        metavar="SIZE",
-        help="budget of the whole process: runtime, offset index, workspaces, batches ahead and the "
-        "neighbor file if it fits (default: what the process holds plus half the available memory)",
-    )
+    p.add_argument("--memory", type=size_arg, default=None, metavar="SIZE",
+                   help="budget of the whole process: runtime, offset index, workspaces, batches ahead and the "
+                   "neighbor file if it fits (default: what the process holds plus half the available memory)")
     p.add_argument("--replace", action="store_true", help="draw neighbors with replacement")
-    p.add_argument(
-        "--hyperbatch",
-        default="auto",
-        metavar="N|auto",
-        help="batches sampled together when reading from disk, each page read once per hop for all of "
-        "them (default auto: as many as the memory budget holds; 1: one batch at a time)",
-    )
-    p.add_argument(
-        "--spill",
-        default="auto",
-        metavar="auto|on|off",
-        help="write each finished sample of a hyperbatch to a spill file and read it back in its turn, "
-        "so that more batches share a pass (default auto: when that fits more batches in the budget)",
-    )
+    p.add_argument("--hyperbatch", default="auto", metavar="N|auto",
+                   help="batches sampled together when reading from disk, each page read once per hop for all of "
+                   "them (default auto: as many as the memory budget holds; 1: one batch at a time)")
+    p.add_argument("--spill", default="auto", metavar="auto|on|off",
+                   help="write each finished sample of a hyperbatch to a spill file and read it back in its turn, "
+                   "so that more batches share a pass (default auto: when that fits more batches in the budget)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="directory on the SSD for the spill file (default: beside the dataset)")
     p.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
@@ -101,25 +81,12 @@ def run_epoch(sampler: NeighborSampler, seeds: np.ndarray, args: argparse.Namesp
     delta = {k: after[k] - before[k] for k in after}  # the epoch's I/O counters
     backend = sampler.backend
     hyper = delta["hyperbatches"]
-    return {
-        "epoch": epoch,
-        "seconds": seconds,
-        "batches": batches,
-        "seeds": int(len(seeds)),
-        "sampled_edges": edges,
-        "sampled_nodes": nodes,
-        "seps": edges / seconds if seconds > 0 else 0.0,
-        "reads": delta["reads"],
-        "bytes_read": delta["bytes"],
-        "hyperbatch": delta["hyperbatch_batches"] / hyper if hyper else 1,
-        **{k: delta[k] for k in ("sequential_bytes", "random_bytes", "spilled_bytes")},
-        "backend": backend,
-        "fallback_reason": sampler.fallback_reason,
-        "direct": backend == "uring-direct",
-        "threads": _threads(args.threads),
-        "fanouts": sampler.fanouts,
-        "batch_size": args.batch_size,
-    }
+    return {"epoch": epoch, "seconds": seconds, "batches": batches, "seeds": int(len(seeds)), "sampled_edges": edges,
+            "sampled_nodes": nodes, "seps": edges / seconds if seconds > 0 else 0.0, "reads": delta["reads"],
+            "bytes_read": delta["bytes"], "hyperbatch": delta["hyperbatch_batches"] / hyper if hyper else 1,
+            **{k: delta[k] for k in ("sequential_bytes", "random_bytes", "spilled_bytes")}, "backend": backend,
+            "fallback_reason": sampler.fallback_reason, "direct": backend == "uring-direct",
+            "threads": _threads(args.threads), "fanouts": sampler.fanouts, "batch_size": args.batch_size}
 
 
 def _cache(r: Dict[str, Any]) -> str:
@@ -142,12 +109,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         if args.json:
             return
         reason = sampler.fallback_reason
-        print(
-            f"sampling {ds.path}: {len(seeds):,} seeds, fanouts {','.join(map(str, sampler.fanouts))}, "
-            f"batch {args.batch_size}, backend {sampler.backend}"
-            + (f" ({reason})" if reason else "")
-            + f", {_threads(args.threads)} threads"
-        )
+        print(f"sampling {ds.path}: {len(seeds):,} seeds, fanouts {','.join(map(str, sampler.fanouts))}, "
+              f"batch {args.batch_size}, backend {sampler.backend}" + (f" ({reason})" if reason else "")
+              + f", {_threads(args.threads)} threads")
 
     for epoch in range(args.epochs):
         # The sampler reads the graph and writes its spill file (in --spill-dir): an OS error of

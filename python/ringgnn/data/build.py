@@ -1,11 +1,6 @@
 """Building and checking datasets from Python: :func:`convert`, :func:`generate_rmat`,
-:func:`generate_sbm`, :func:`build_hetero` (heterogeneous datasets), :func:`verify`. The ``ringgnn``
-commands are thin wrappers over these.
-
-Each returns the new dataset's manifest as a dict. Every build happens in a hidden staging
-directory next to ``out`` and is renamed into place only when complete: an error or Ctrl-C
-leaves nothing behind. ``progress`` is None (silent), True (tqdm bars on stderr) or any object
-with ``stage(name, total, unit)`` and ``advance(n)`` methods.
+:func:`generate_sbm`, :func:`build_hetero`, :func:`verify`, each a thin layer over the core
+builder (atomic; ``progress=``: docs/USAGE.md, "Datasets").
 """
 
 from __future__ import annotations

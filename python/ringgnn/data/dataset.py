@@ -378,13 +378,11 @@ def open_homogeneous(dataset: Any, what: str, samples: bool = False) -> "Dataset
         raise _core.InputError(
             f"{ds.path}: a heterogeneous dataset (node types {', '.join(ds.node_types)}); {what} takes a "
             "homogeneous one. Heterogeneous datasets are sampled with ringgnn.HeteroNeighborSampler, loaded with "
-            "ringgnn.HeteroLoader and trained with `ringgnn train DS --target TYPE`"
-        )
+            "ringgnn.HeteroLoader and trained with `ringgnn train DS --target TYPE`")
     if ds.part is not None:
         raise _core.InputError(
             f"{ds.path}: {ds.part} is one part of a heterogeneous dataset; {what} takes a whole homogeneous dataset "
-            "(sample a heterogeneous one with ringgnn.HeteroNeighborSampler)"
-        )
+            "(sample a heterogeneous one with ringgnn.HeteroNeighborSampler)")
     if samples:
         warn_sampling_without_times(ds, what)
     return ds

@@ -202,37 +202,34 @@ def mix64(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-class _Permutation:
-    """π_T of docs/generators.md ("The permutation"): a seeded bijection of [0, n) with its inverse, on arrays."""
+class Feistel:
+    """A keyed bijection of ``[0, n)`` on uint64 arrays, in O(1) memory, with its inverse: a
+    balanced Feistel network over ``2h`` bits (round function :func:`mix64` of the half and a
+    round key), cycle-walked into ``[0, n)``. The one implementation of π_T (:class:`_Permutation`)
+    and of a link epoch's order (``ringgnn.sampling.pairs.Shuffle``), which differ in ``h`` and keys."""
 
-    ROUNDS = 4
-
-    def __init__(self, n: int, seed: int, index: int):
-        self.n = np.uint64(n)
-        h = (max(2, (n - 1).bit_length()) + 1) // 2
-        self.h, self.mask = np.uint64(h), np.uint64((1 << h) - 1)
-        self.keys = [np.uint64(k) for k in _rng(seed, _PERMUTATION, index).integers(
-            0, 1 << 64, size=self.ROUNDS, dtype=np.uint64, endpoint=False)]
-
-    def _f(self, x: np.ndarray, key: np.uint64) -> np.ndarray:
-        return mix64(x ^ key) & self.mask
+    def __init__(self, n: int, h: int, keys: Any):
+        self.n, self.h, self.mask = np.uint64(n), np.uint64(h), np.uint64((1 << h) - 1)
+        self.keys = [np.uint64(k) for k in keys]
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         left, right = x >> self.h, x & self.mask
-        for k in self.keys:
-            left, right = right, left ^ self._f(right, k)
+        with np.errstate(over="ignore"):
+            for k in self.keys:
+                left, right = right, left ^ (mix64(right ^ k) & self.mask)
         return (left << self.h) | right
 
     def _decrypt(self, y: np.ndarray) -> np.ndarray:
         left, right = y >> self.h, y & self.mask
-        for k in reversed(self.keys):
-            left, right = right ^ self._f(left, k), left
+        with np.errstate(over="ignore"):
+            for k in reversed(self.keys):
+                left, right = right ^ (mix64(left ^ k) & self.mask), left
         return (left << self.h) | right
 
     def _walk(self, x: np.ndarray, step) -> np.ndarray:
         y = step(np.asarray(x, dtype=np.uint64))
         bad = np.flatnonzero(y >= self.n)
-        while bad.size:
+        while bad.size:  # cycle walking: a few steps
             y[bad] = step(y[bad])
             bad = bad[y[bad] >= self.n]
         return y.astype(np.int64)
@@ -242,6 +239,16 @@ class _Permutation:
 
     def inverse(self, y: np.ndarray) -> np.ndarray:
         return self._walk(y, self._decrypt)
+
+
+class _Permutation(Feistel):
+    """π_T of docs/generators.md ("The permutation"): a seeded bijection of [0, n) with its inverse, on arrays."""
+
+    ROUNDS = 4
+
+    def __init__(self, n: int, seed: int, index: int):
+        super().__init__(n, (max(2, (n - 1).bit_length()) + 1) // 2, _rng(seed, _PERMUTATION, index).integers(
+            0, 1 << 64, size=self.ROUNDS, dtype=np.uint64, endpoint=False))
 
 
 class _Classes:
@@ -288,10 +295,8 @@ def _calibrate(means: np.ndarray, target: float, seed: int) -> float:
     t[np.arange(samples), y] = -np.inf
     delta = float(np.sort(t.max(axis=1))[max(0, math.ceil(target * samples) - 1)])
     if not (math.isfinite(delta) and delta > 0):
-        raise _core.InputError(
-            f"feature_dim (--feature-dim) {means.shape[1]} is too small to separate {c} classes; "
-            "use a larger one or give feature_noise (--feature-noise)"
-        )
+        raise _core.InputError(f"feature_dim (--feature-dim) {means.shape[1]} is too small to separate {c} classes; "
+                               "use a larger one or give feature_noise (--feature-noise)")
     return 1.0 / delta
 
 

@@ -1,11 +1,6 @@
-"""Importers: datasets in other libraries' layouts turned into ringgnn datasets by the existing
-out-of-core builders (:mod:`ringgnn.data.build`). Each source has its own module: :mod:`.ogb` (Open
-Graph Benchmark node property prediction directories), :mod:`.ogbl` (its link prediction ones),
-:mod:`.ogb_hetero` (its heterogeneous CSV layout, ogbn-mag), :mod:`.mag240m` (OGB-LSC MAG240M's
-processed layout), :mod:`.pyg_io` (PyG objects, both ways), :mod:`.tables` and
-:mod:`.node_table` (Parquet/CSV tables with arbitrary ids), :mod:`.typed_tables` (one such table
-per relation: a heterogeneous dataset); :mod:`._stage` holds what they
-share. ``ringgnn convert DIR OUT`` detects them (:func:`detect`).
+"""Importers: datasets in other libraries' layouts (OGB, MAG240M, GraphBolt, PyG objects, tables)
+made into ringgnn datasets by the out-of-core builders; ``ringgnn convert DIR OUT`` detects them
+(:func:`detect`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Paths a dataset description names: the one owner of resolving them (a GraphBolt
-``metadata.yaml``'s ``path:`` fields, the files an OGB folder's type and relation lists name).
-
-A description is data that arrives with a dataset, often downloaded. The paths it names must
-stay inside its folder: :func:`resolve` refuses an absolute path and any ``..`` that climbs out
-of the folder, with an :class:`ringgnn.InputError` naming the field. The check is on the path as
-written, normalised (``a/../b`` is ``b``); the normalised path is the one opened, so the kernel
-never walks a ``..`` of its own.
-
-To use a file that lives elsewhere, place a symlink to it inside the folder and name the link
-(``ln -s /data/big/feat.npy DATASET/feat.npy``): a symlink inside the folder is followed
-wherever it points, as it is the user's own way to say where the file is. Since a downloaded
-archive may hold symlinks too, errors about described files never quote their content
-(:mod:`ringgnn._excerpt`): a link to ``/etc/shadow`` can fail a conversion, not leak a line.
+"""Paths a dataset description names (GraphBolt ``path:`` fields, the files an OGB folder's lists
+name), kept inside its folder: the one owner of resolving them (docs/ARCHITECTURE.md,
+"Importers", untrusted descriptions).
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Reading OGB's files: gzip CSVs in chunks of lines (:func:`csv_floats`, :func:`csv_column`),
-the arrays of an ``.npz`` as streams (:class:`Npz`), and ``torch.save`` files (:func:`load_pt`,
-:func:`load_split_dict`) without running code from them and, when they hold only numpy arrays
-and numbers (what OGB and MAG240M save), without importing torch; OGB's node labels, checked as
-they are written (:func:`write_labels`); and the staging every OGB layout shares, whether it
-has one node type or several: the split names (:data:`SPLITS`) and scheme (:func:`scheme_dir`),
-an ``edge_index`` streamed with its ids checked (:func:`stage_edges`), features
-(:func:`stage_npz_features`, :func:`stage_csv_features`), labels (:func:`stage_labels`,
-:func:`stage_npz_labels`), splits (:func:`stage_split_dict`, :func:`stage_csv_ids`), and the
-heterogeneous build of what is staged (:func:`build_typed`).
-Shared by :mod:`.ogb`, :mod:`.ogbl`, :mod:`.ogb_hetero` and :mod:`.mag240m`.
-
-The user names an OGB folder, not its files: errors name a file and its line, never quote its
-content (:mod:`ringgnn._excerpt`), as a downloaded folder may hold links to any file."""
+"""Reading and staging OGB's files, for every OGB layout (:mod:`.ogb`, :mod:`.ogbl`,
+:mod:`.ogb_hetero`, :mod:`.mag240m`): gzip CSVs in chunks, ``.npz`` members as streams, ``.pt``
+files without running code (nor, for numpy-only files, importing torch), and the staging of
+edges, features, labels and splits; errors name a file and line, never quote it.
+"""
 
 from __future__ import annotations
 
@@ -104,7 +95,8 @@ def csv_column(path: str) -> Iterator[np.ndarray]:
 
 
 class Npz:
-    """An ``.npz`` archive whose arrays are read as streams (never whole)."""
+    """An ``.npz`` archive whose arrays are read as streams (never whole); closed on leaving a
+    ``with`` block."""
 
     def __init__(self, path: str):
         self.path = path
@@ -132,6 +124,12 @@ class Npz:
 
     def close(self) -> None:
         self.zip.close()
+
+    def __enter__(self) -> "Npz":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def load_split_dict(path: str) -> Dict[str, Any]:

@@ -1,15 +1,6 @@
-"""What every importer shares: a locked staging directory beside the output for the files the
-builder cannot read as the source gives them, ``.npy`` files written and read in chunks (never
-a whole array in memory), the split names and the label check of every source, and errors that
-name the user's input.
-
-The builders (:func:`ringgnn.data.build.convert`, :func:`ringgnn.data.build.build_hetero`) stream edge
-lists and ``.npy`` features themselves, within ``--memory``; an importer only rewrites what they
-cannot take as given (a member of an ``.npz``, CSV features, labels with NaN, split files) and
-checks ids and lengths on the way. What the builder finds in a staged copy (a node listed twice
-in a split) is reported against the input the copy was made from: each staged file is made with
-the name of its source (:meth:`Staging.path`), and :class:`Staging` rewrites the errors raised
-inside it (:meth:`Staging.__exit__`), so no error names a file of the staging directory.
+"""What every importer shares: the locked staging directory beside the output (errors raised inside
+it name the user's input, not a staged copy), ``.npy`` streams read and written in chunks, the
+split names and the label check (docs/ARCHITECTURE.md, "Importers").
 """
 
 from __future__ import annotations

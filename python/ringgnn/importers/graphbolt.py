@@ -1,40 +1,5 @@
-"""Importing a DGL GraphBolt ``OnDiskDataset``: :func:`convert_graphbolt` reads the dataset's
-``metadata.yaml`` (DGL's "OnDiskDataset specification": the raw layout with ``graph:``, before
-GraphBolt's own preprocessing) and builds a ringgnn dataset from it. ``ringgnn convert
-metadata.yaml OUT`` calls it.
-
-What becomes what:
-
-* ``graph.nodes`` -> node types (``num`` ids each); ``graph.edges`` (``SRC:REL:DST``, csv, numpy
-  of shape (2, E) or torch) -> relations, each its own CSC (:func:`ringgnn.data.build.build_hetero`).
-* A *homogeneous* GraphBolt dataset (no ``type`` anywhere) -> a homogeneous ringgnn dataset built
-  by :func:`ringgnn.data.build.convert`, so it behaves exactly like one converted from an edge list
-  (its manifest's ``source`` is convert's own record, naming the edge file; ``add_reverse`` is
-  then ``undirected``).
-* ``feature_data`` of domain ``node`` -> per type the feature named ``feature``, else the type's
-  only one, else none.
-* One node-classification task -> per type that its sets name, labels (-1 where unlabeled) and
-  the splits ``train``, ``val`` (``validation_set``) and ``test``.
-* One link-prediction task (sets of node pairs on edge types ``SRC:REL:DST``; the ``seeds``/
-  ``labels``/``indexes`` layout or the older ``node_pairs``/``negative_dsts``) -> the edge splits
-  ``train``, ``val`` and ``test`` of each relation it names, validation and test pairs held out
-  with their negatives stored (:mod:`ringgnn.importers.graphbolt_links`). Heterogeneous datasets only.
-* ``graph.feature_data`` named ``timestamp`` -> node and edge times (:mod:`.graphbolt_times`).
-
-By default the first task of each kind is converted (``task`` names one instead); other tasks
-are skipped with a logged warning. Not supported yet, skipped with a logged warning: edge
-features, graph-level features (``graph.feature_data`` other than the times), and link-prediction tasks of a
-homogeneous dataset (naming one is an error: use ``ringgnn convert EDGES --link-split``).
-
-The yaml is checked whole before any data file is read: every problem is an
-:class:`ringgnn.InputError` naming the yaml file and the field (``graph.edges[1].format``); a
-named file that is missing is a ``FileNotFoundError`` naming the file and the field. Every
-``path:`` must stay inside the yaml's folder (:mod:`ringgnn.importers._described`: absolute paths and
-``..`` that leave it are refused; a symlink inside the folder is the way to use a file
-elsewhere), and errors about the data files name the file and field but never quote their
-content (:mod:`ringgnn._excerpt`). Files that
-need converting (torch tensors, labels, splits) are written in a locked temporary directory
-beside ``out``, removed at the end; the build itself is atomic, so an error leaves nothing.
+"""Importing a DGL GraphBolt ``OnDiskDataset`` (``ringgnn convert metadata.yaml OUT``): its yaml
+checked whole, then one build (docs/ARCHITECTURE.md, "Importers", GraphBolt).
 """
 
 from __future__ import annotations
@@ -557,7 +522,7 @@ def convert_graphbolt(
     (PyG's ``ToUndirected``; a homogeneous dataset is built ``undirected``). ``seed``, ``memory``,
     ``overwrite``, ``threads`` and ``progress`` are :func:`ringgnn.data.build.build_hetero`'s.
     ``time_feature``: the name of the ``graph.feature_data`` entries that give node and edge
-    times (see the module).
+    times (docs/USAGE.md, "Heterogeneous graphs").
 
     Memory: edges and numpy features are streamed by the builder within ``memory``; torch files
     are loaded (mapped where their format allows); each set's seeds and labels are loaded, and

@@ -1,31 +1,5 @@
-"""GraphBolt link-prediction tasks as edge splits of relations (docs/FORMAT.md "Edge splits of a
-relation"): what :func:`ringgnn.importers.graphbolt.convert_graphbolt` makes of a task whose sets name edge
-types ``SRC:REL:DST``.
-
-GraphBolt's two layouts (DGL's OnDiskDataset documentation and tutorials):
-
-* **seeds** (DGL 2.1 and later): each set entry has ``seeds``, an (N, 2) array of (SRC id, DST id)
-  pairs, and for evaluation sets ``labels`` (1 for a positive pair, 0 for a negative one) and
-  ``indexes`` (the group of each row: a positive and its negatives share one index).
-* **node_pairs** (before): ``node_pairs`` (N, 2) positives and ``negative_dsts`` (N, K), K
-  negative destinations per positive.
-
-What becomes what, per relation the task names:
-
-* ``train_set`` -> the edge split ``train``: exactly those positive pairs (each must be an edge
-  of the relation; rows labelled 0 are dropped, GraphBolt samples training negatives itself).
-* ``validation_set`` / ``test_set`` -> the held-out edge splits ``val`` / ``test``: their positives
-  leave the relation (and its ``rev_`` relation); a positive the edge file lacks is stored anyway
-  (datasets whose graph already excludes its evaluation edges). Their negatives are stored as
-  given (``given_negatives``: they may repeat or hit the positive, as GraphBolt's random negatives
-  do), rows reordered with the pairs into the stored order; every positive must have the same
-  number of negatives, each with the positive's own source (ringgnn stores negative
-  destinations). A set without negatives gets ``link_negatives`` drawn ones.
-* Self loops of a relation between one type (``paper:cites:paper``) are dropped with a warning:
-  they are never link-prediction pairs in ringgnn.
-
-Memory: a set's arrays are loaded (evaluation and training sets of pairs, 16 bytes a pair plus
-8 per negative); the relation's edges are streamed by the builder as usual.
+"""GraphBolt link-prediction tasks (both layouts, seeds and node_pairs) as edge splits of the
+relations they name (docs/ARCHITECTURE.md, "Importers", GraphBolt).
 """
 
 from __future__ import annotations

@@ -1,17 +1,5 @@
-"""GraphBolt's times as ringgnn's (``docs/FORMAT.md``, "Times"): what
-:func:`ringgnn.importers.graphbolt.convert_graphbolt` makes of the ``graph.feature_data`` entries
-(the features GraphBolt puts on its sampling graph) named ``timestamp`` (its ``time_feature``), the
-names ``temporal_sample_neighbor``'s ``node_timestamp_attr_name`` and ``edge_timestamp_attr_name``
-usually give.
-
-* Of domain ``node`` (with the node type's ``type``): the type's node times, one per node.
-* Of domain ``edge`` (with the edge type's ``type``): one time per edge of the type's edge file,
-  in the file's order (GraphBolt's own order of edge attributes); an added reverse gets its
-  relation's times.
-
-Integers only (int64 or int32 ``.npy`` files are read as given, other integers copied as int64);
-a float, a wrong length (of a CSV edge file: the builder counts its lines) or another domain is
-an error naming the yaml field.
+"""GraphBolt's ``graph.feature_data`` entries named ``timestamp`` (``time_feature``) as node and
+edge times (docs/USAGE.md, "Heterogeneous graphs").
 """
 
 from __future__ import annotations

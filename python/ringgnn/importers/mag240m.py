@@ -1,27 +1,5 @@
-"""Importing OGB-LSC MAG240M's processed layout (what ``ogb.lsc.MAG240MDataset`` downloads into
-``mag240m_kddcup2021/``) into a heterogeneous ringgnn dataset: :func:`convert_mag240m`, called by
-``ringgnn convert DIR OUT`` (``--from mag240m`` forces it).
-
-What becomes what (``DIR`` is ``mag240m_kddcup2021``, or the directory holding it):
-
-* ``meta.pt`` (``{"paper": N, "author": A, "institution": I, "num_classes": C}``) -> the node
-  types and their counts;
-* ``processed/SRC___REL___DST/edge_index.npy`` ((2, E) ids) -> relation ``SRC:REL:DST`` (read by
-  the builder as it is); ``add_reverse`` adds ``DST:rev_REL:SRC`` as MAG240M's baselines do;
-* ``processed/paper/node_feat.npy`` (float16 [N, 768], 187 GB at full size) -> the paper
-  features, streamed by the builder from the file (never loaded; stored f16 unless
-  ``feature_dtype`` says otherwise);
-* ``processed/paper/node_label.npy`` (float, NaN for papers without a class) -> paper labels,
-  -1 where NaN, checked below ``num_classes``;
-* ``split_dict.pt`` -> paper splits: ``train``, ``valid`` -> ``val``, ``test-dev`` ->
-  ``test_dev``, ``test-challenge`` -> ``test_challenge`` (``test`` in older releases).
-
-``processed/paper/node_year.npy`` is not converted: the format has no node attribute besides
-features, labels, splits and original ids, and paper ids are kept as MAG240M numbers them, so the
-file indexes the dataset's papers as it is (``docs/ARCHITECTURE.md``, "Importers").
-Labels are read in chunks and staged as ``.npy`` in a locked temporary directory beside ``out``;
-a missing file, a mismatched shape or an out-of-range class is an error naming the file, and
-nothing is written.
+"""OGB-LSC MAG240M's processed layout into a heterogeneous dataset: :func:`convert_mag240m`
+(docs/ARCHITECTURE.md, "Importers", MAG240M).
 """
 
 from __future__ import annotations

@@ -1,22 +1,5 @@
-"""Node features and labels from a table keyed by the same ids as an edge table (``ringgnn
-convert edges.parquet OUT --src A --dst B --node-table nodes.parquet --node-id ID
---feature-columns ... --label-column ...``): joined out of core onto the dense ids that
-:mod:`.tables` assigned.
-
-The join uses the edge table's buckets: each node row goes to the bucket of its id (the same
-hash), and since a bucket's dense ids are consecutive (``offsets[b] ..``), a bucket's rows,
-placed by ``pyarrow.compute.index_in`` against the bucket's sorted ids, are the next block of
-feature rows and labels in dense order. One bucket's rows are in memory at a time.
-
-Every node of the edges needs exactly one row and every row a node of the edges: an id of the
-table that no edge names, an edge id without a row, or an id given twice is an error naming the
-id and the file. Features: numeric columns (one value each), or one list column (a vector per
-row, all of one length); integers become float32, float16 stays float16 when every column is.
-Labels: an integer column (null = unlabeled, -1) or a float one whose values are whole (NaN =
-unlabeled), checked as every importer's (:class:`._stage.LabelWriter`). Splits: each node's split
-name, spelled as any importer's (:func:`._stage.split_name`: ``valid`` is ``val``); null or an
-empty cell (a CSV's) = in no split. Node times (``--node-time-column``): one time per node, as
-an edge table's times are read (:meth:`._arrow.Table.time_unit`; a null is an error naming the id).
+"""A node table (features, labels, splits, node times) joined out of core onto the dense ids that
+:mod:`.tables` assigned, bucket by bucket (docs/ARCHITECTURE.md, "Importers", node tables).
 """
 
 from __future__ import annotations

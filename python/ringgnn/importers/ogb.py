@@ -1,33 +1,6 @@
-"""Importing an Open Graph Benchmark node property prediction directory (``ogbn-*``, as OGB's
-downloads and its ``ogb.io.DatasetSaver`` lay it out) into a homogeneous ringgnn dataset:
-:func:`convert_ogb`, called by ``ringgnn convert DIR OUT`` (``--from ogb`` forces it).
-
-What becomes what (``DIR`` is the dataset directory, the one holding ``raw/`` and ``split/``):
-
-* the graph: ``raw/edge.csv.gz`` ("src,dst" lines) with ``raw/num-node-list.csv.gz``, or
-  ``raw/data.npz`` (``edge_index`` (2, E), ``num_nodes_list``, as papers100M ships it and
-  ``DatasetSaver`` writes it); one graph only;
-* features: ``raw/node-feat.csv.gz`` or ``node_feat`` of ``data.npz`` (optional);
-* labels: ``raw/node-label.csv.gz`` or ``raw/node-label.npz`` (one column; NaN = unlabeled,
-  stored -1; the values must be whole classes >= 0) (optional);
-* splits: ``split/SCHEME/{train,valid,test}.csv.gz`` or ``split/SCHEME/split_dict.pt``;
-  ``valid`` becomes ``val``, other names are lower-cased with ``-`` made ``_``
-  (:func:`._stage.split_name`, every importer's). ``SCHEME`` is the only directory under
-  ``split/``, or the one named.
-
-OGB stores an undirected graph (products, proteins) with each edge once and adds the reverse when
-loading: convert such a dataset with ``undirected=True``. A link prediction directory
-(``ogbl-*``: ``split/*/*.pt`` edge dictionaries) becomes a dataset with edge splits
-(:mod:`.ogbl`); the heterogeneous CSV layout (``ogbn-mag``) a heterogeneous dataset
-(:mod:`.ogb_hetero`), and so does the binary heterogeneous layout (``edge_index_dict.npz``, as
-``DatasetSaver`` writes it). Multi-task labels are refused with a clear
-error (not supported yet).
-
-Memory: ``edge.csv.gz`` goes to the builder as it is; the arrays of an ``.npz`` and every CSV
-are read in chunks and staged as ``.npy`` in a locked temporary directory beside ``out``
-(removed at the end), their ids and lengths checked on the way; ``split_dict.pt`` is loaded
-(split ids are small). Every problem is an :class:`ringgnn.InputError` naming the file (and the
-array or line) and what to do; nothing is written.
+"""OGB node property prediction directories (``raw/``, ``split/``) into a homogeneous dataset:
+:func:`convert_ogb`, which hands link (:mod:`.ogbl`) and heterogeneous (:mod:`.ogb_hetero`)
+layouts on (docs/ARCHITECTURE.md, "Importers").
 """
 
 from __future__ import annotations
@@ -132,13 +105,10 @@ class _Stager:
 
         if not path.endswith(".npz"):
             return stage_labels(self.stage, "labels", path, ((c, path) for c in csv_column(path)), n, mismatch)
-        npz = Npz(path)
-        try:
+        with Npz(path) as npz:
             key = "node_label" if npz.has("node_label") else (npz.names[0] if len(npz.names) == 1 else "node_label")
             return stage_npz_labels(self.stage, npz, key, "OGB's node-label.npz holds the labels there", "labels", path,
                                     n, mismatch)
-        finally:
-            npz.close()
 
     def splits(self, n: int) -> Optional[Dict[str, str]]:
         d = self.layout.split_dir

@@ -1,36 +1,5 @@
-"""OGB's heterogeneous node property prediction layouts into a heterogeneous ringgnn dataset with
-:func:`ringgnn.data.build.build_hetero`: :func:`ringgnn.importers.ogb.convert_ogb` calls
-:func:`convert` when ``raw/`` holds ``triplet-type-list.csv.gz`` (the CSV layout, ``ogbn-mag``
-as downloaded) or ``edge_index_dict.npz`` (the binary layout, what OGB's ``DatasetSaver`` writes
-with ``is_hetero=True``).
-
-What becomes what, CSV layout (OGB's ``read_csv_heterograph_raw``, ``read_node_label_hetero``,
-``read_nodesplitidx_split_hetero``):
-
-* ``raw/num-node-dict.csv.gz`` (a header of node types, a row of counts) -> node types;
-* ``raw/triplet-type-list.csv.gz`` (``head,relation,tail`` lines) and
-  ``raw/relations/HEAD___REL___TAIL/edge.csv.gz`` -> relation ``HEAD:REL:TAIL`` (the edge file
-  goes to the builder as it is);
-* ``raw/node-feat/TYPE/node-feat.csv.gz`` -> the type's features;
-* ``raw/nodetype-has-label.csv.gz`` and ``raw/node-label/TYPE/node-label.csv.gz`` -> labels of
-  the types that have them (NaN or empty = unlabeled);
-* ``split/SCHEME/nodetype-has-split.csv.gz`` and ``split/SCHEME/TYPE/{train,valid,test}.csv.gz``
-  -> each such type's splits.
-
-Binary layout (OGB's ``read_binary_heterograph_raw``):
-
-* ``raw/num_nodes_dict.npz`` (node type -> a one-element count) -> node types;
-* ``raw/edge_index_dict.npz`` (``HEAD___REL___TAIL`` -> int (2, E)) -> relation
-  ``HEAD:REL:TAIL`` (streamed to a staged ``.npy``, ids checked against both types' counts);
-* ``raw/node_feat_dict.npz`` (node type -> (n, D)) -> the types' features (optional);
-* ``raw/node-label.npz`` (one node type -> (n, 1); NaN = unlabeled) -> that type's labels;
-* ``split/SCHEME/split_dict.pt`` (``train``/``valid``/``test`` -> node type -> ids) -> the
-  splits of the types it names.
-
-In both, ``add_reverse`` adds ``TAIL:rev_REL:HEAD`` and ``valid`` becomes ``val``. Edge
-attributes (``edge_reltype``, years, ``edge_feat_dict.npz``) and other ``node_*_dict.npz`` are
-not converted. CSV files are read in chunks and arrays as streams (:class:`._ogb_io.Npz`), never
-whole, and staged as ``.npy``; every problem names the file (and the array).
+"""OGB's heterogeneous node property prediction layouts, CSV (``ogbn-mag``) and binary
+(``DatasetSaver(is_hetero=True)``), into one ``build_hetero`` call (docs/ARCHITECTURE.md, "Importers").
 """
 
 from __future__ import annotations
@@ -167,9 +136,8 @@ def _csv(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
 
 
 def _npz_counts(raw: str) -> Dict[str, int]:
-    npz = Npz(need(os.path.join(raw, "num_nodes_dict.npz"),
-                   f"{BINARY} has the node count of each type (num_nodes_dict.npz) there"))
-    try:
+    with Npz(need(os.path.join(raw, "num_nodes_dict.npz"),
+                  f"{BINARY} has the node count of each type (num_nodes_dict.npz) there")) as npz:
         out = {}
         for t in npz.names:
             c = npz.small(t, "")
@@ -178,8 +146,6 @@ def _npz_counts(raw: str) -> Dict[str, int]:
                                  "graph: a node property prediction dataset)")
             out[t] = int(c.reshape(-1)[0])
         return out
-    finally:
-        npz.close()
 
 
 def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
@@ -190,23 +156,18 @@ def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
         path = os.path.join(raw, name)
         if not os.path.isfile(path):
             return {}
-        npz, out = Npz(path), {}
-        try:
+        with Npz(path) as npz:
+            out = {}
             for t in npz.names:
                 if t not in counts:
                     raise InputError(f"{path}: {what} of '{t}', which num_nodes_dict.npz does not have")
                 out[t] = stage_one(npz, t)
             return out
-        finally:
-            npz.close()
 
     def stage_all(stage: Staging) -> Any:
-        npz = Npz(need(os.path.join(raw, "edge_index_dict.npz"),
-                       f"{BINARY} has the relations (edge_index_dict.npz) there"))
-        try:
+        with Npz(need(os.path.join(raw, "edge_index_dict.npz"),
+                      f"{BINARY} has the relations (edge_index_dict.npz) there")) as npz:
             relations = [_relation(npz, k, counts, stage) for k in npz.names]
-        finally:
-            npz.close()
         feats = each("node_feat_dict.npz", "features", lambda npz, t: stage_npz_features(
             stage, npz, t, counts[t], f"features-{t}", f"{npz.path}: '{t}' is"))
         labels = each("node-label.npz", "labels", lambda npz, t: stage_npz_labels(

@@ -1,24 +1,6 @@
-"""OGB link property prediction directories (``ogbl-*``): the graph of ``raw/`` (as for
-:mod:`.ogb`) and the positive edges of ``split/SCHEME/{train,valid,test}.pt`` (or one
-``split_dict.pt`` of such dictionaries, as ``DatasetSaver`` writes it) become a dataset with edge
-splits (``docs/FORMAT.md`` "Edge splits"): ``valid`` -> ``val`` and ``test`` are held out of the
-graph, ``train`` is every pair left in it. :func:`ringgnn.importers.ogb.convert_ogb` calls
-:func:`convert` when the split files hold edge dictionaries.
-
-A split's positives are ``edge`` ((n, 2) pairs) or ``source_node``/``target_node`` (ogbl-citation2).
-OGB's graph (``raw/edge.csv.gz`` / ``data.npz``) is its training graph, without the valid and test
-edges: they are held out as listed pairs that the input may lack (the builder's ``absent_ok``),
-and a listed pair that is in the graph (a repeated collaboration of ogbl-collab) leaves it.
-
-Negatives: ogbl-citation2's ``target_node_neg`` (per positive, ``K`` destinations) is stored as
-given (``given_negatives``: rows reordered to the stored (dst, src) order), so evaluation uses
-OGB's own negatives; with ``undirected`` too, since the builder keeps the listed direction of a
-split's pairs when its negatives are given (they replace the listed destination).
-ogbl-collab/ppa/ddi's ``edge_neg`` are pairs shared by all positives of the split: they are
-stored as given (``shared_negatives``, ``docs/FORMAT.md`` "Edge splits"), and evaluation ranks
-every positive against all of them as OGB's ``Evaluator`` does
-(``ringgnn.inference.metrics.shared_ranking_sums``); such a split draws no ``link_negatives``
-per pair (the build skips them: evaluation would never read them).
+"""OGB link property prediction directories (``ogbl-*``): the graph of ``raw/`` and the positives
+of the split files as a dataset with edge splits, OGB's negatives stored as given
+(docs/ARCHITECTURE.md, "Importers", OGB link prediction).
 """
 
 from __future__ import annotations

@@ -1,36 +1,5 @@
-"""PyG objects in and out: :func:`from_pyg` builds a ringgnn dataset from a
-``torch_geometric.data.Data`` or ``HeteroData`` (what a notebook holds), :func:`to_pyg` loads a
-dataset that fits in memory back as one (``Dataset.to_pyg()``).
-
-What becomes what:
-
-* ``edge_index`` ((2, E) ids) -> the graph; of ``HeteroData``, each edge type ``(S, R, D)`` ->
-  relation ``S:R:D`` (its own CSC);
-* ``x`` ([N, D] float16/32/64 or bfloat16) -> features (stored as given; bfloat16 as bf16),
-  ``y`` ([N] or [N, 1] integer classes, -1 = unlabeled; float with NaN for unlabeled is accepted
-  when every other value is a whole class) -> labels, per node type for ``HeteroData``;
-* splits: ``split`` when given, else ``train_mask``/``val_mask``/``test_mask`` (boolean [N]) or
-  ``train_idx``/``val_idx``/``test_idx`` (node ids) of the store; ``split`` is what
-  :func:`ringgnn.convert` takes (``"train=0.8,val=0.1,test=0.1"``) or a dict of masks or id
-  arrays (of ``HeteroData``: a dict node type -> such a spec), its names spelled as any
-  importer's (``valid`` is ``val``: :func:`._stage.split_name`). A mask must be boolean: an
-  integer ``*_mask``, or integer ids of length N that hold only 0 and 1 and repeat one (a mask
-  made with ``.long()``), would be read as node ids, and is refused with the fix;
-* times (``docs/FORMAT.md``, "Times"), named as PyG's temporal ``NeighborLoader`` reads them
-  (``time_attr``): a ``Data``'s ``time`` is per node when it has one value per node, else per
-  edge when it has one per edge (PyG's ``is_node_attr``/``is_edge_attr``), and ``edge_time`` per
-  edge; of ``HeteroData``, ``data[node_type].time`` per node and ``data[edge_type].time`` (or
-  ``edge_time``) per edge of ``edge_index``, in its order. Integers only (a float or boolean
-  tensor is refused: cast it to int64 in one unit).
-
-The tensors are in memory already; they are written to a staging directory beside ``out`` as
-``.npy`` and the builders (:func:`ringgnn.data.build.convert`, :func:`ringgnn.data.build.build_hetero`)
-build from them within ``memory``, atomically. :func:`to_pyg` goes back: the CSC is read into
-``edge_index`` (sorted by destination, then source: the stored order, not the input's), features
-come back float32, labels int64 (-1 unlabeled), node splits as ``NAME_mask``; edge splits are not
-converted; node times come back as ``time`` and edge times as a ``Data``'s ``edge_time`` or an
-edge type's ``time``, in the stored order (``edge_index``'s, each list by time). It refuses a
-dataset whose arrays would need more than ``memory`` bytes.
+"""PyG objects in and out: :func:`from_pyg` builds a dataset from a ``Data`` or ``HeteroData``,
+:func:`to_pyg` loads one that fits in memory back (docs/ARCHITECTURE.md, "Importers", PyG objects).
 """
 
 from __future__ import annotations
@@ -223,7 +192,8 @@ def from_pyg(
 ) -> Dict[str, Any]:
     """Build a ringgnn dataset at ``out`` from a PyG ``Data`` (homogeneous) or ``HeteroData``;
     returns the manifest. ``undirected`` (``Data``) adds the reverse of every edge;
-    ``add_reverse`` (``HeteroData``) adds ``D:rev_R:S`` per relation. ``split``: see the module."""
+    ``add_reverse`` (``HeteroData``) adds ``D:rev_R:S`` per relation. ``split``: docs/ARCHITECTURE.md,
+    "Importers", PyG objects."""
     from torch_geometric.data import Data, HeteroData
 
     if not isinstance(data, (Data, HeteroData)):

@@ -1,38 +1,6 @@
-"""Edge tables whose node ids are not dense integers: a Parquet file or a CSV with a header,
-two columns naming each edge's source and destination by 64-bit integers (hashes, database
-keys) or strings. :func:`convert_table` assigns dense ids ``0 .. V-1`` out of core and builds
-the dataset with :func:`ringgnn.data.build.convert`, storing the original ids beside it
-(``Dataset.node_ids()``; ``docs/FORMAT.md`` "Original node ids"). ``ringgnn convert
-edges.parquet OUT --src COL --dst COL`` calls it.
-
-**The id map** is sort-based and partitioned, so that only one part's ids are in memory at a
-time (``memory``): pass 1 reads each table in record batches and appends every id to one of its
-node type's ``P`` bucket files by a hash of the id (a fixed function of its value or bytes), and
-every edge to the bucket of its source; pass 2 loads each id bucket, one type at a time, sorts
-its distinct ids, gives them consecutive dense ids (bucket by bucket, so dense ids follow
-(bucket, value) order: a function of the type's set of ids alone, the same on every run) and
-joins the type's node table onto them (:func:`.node_table.join`); pass 3 maps each edge bucket's
-sources, re-bucketed by destination, and pass 4 their destinations, into the ``.npy`` edge list
-the builder reads. A type's ``P`` is chosen so that a bucket of its ids (or node rows) takes at
-most a quarter of ``memory``: one bucket of one type is in memory at a time. Bucket files are
-Arrow IPC streams in the staging directory beside ``out``, removed at the end. The passes are
-:func:`map_tables` (2 to 4: :class:`IdMap` and :func:`map_edges`); a homogeneous table is their
-case of one relation between nodes of one type, which :mod:`.typed_tables` (one table per
-relation, each node type with its own ids) generalises.
-
-**Times.** ``time`` (``--time-column COL``) names a column with each edge's time: it travels
-with its edge through the buckets, into a staged ``.npy`` beside the edge list, one time per
-row in the edge list's order, which the builder takes as the edges' times (``docs/FORMAT.md``,
-"Times"). Integers are taken as they are; a timestamp column as its stored int64 in its unit
-(``timestamp[s]``: seconds since the epoch, ``[ms]`` milliseconds, ``[us]``, ``[ns]``), a
-``date32`` as days and a ``date64`` as milliseconds since the epoch (:meth:`._arrow.Table.time_unit`).
-A node table's ``node_time`` column gives node times the same way (:mod:`.node_table`). The
-time columns of one import must share their unit where their types say it.
-
-Requires ``pyarrow`` (``pip install 'ringgnn[parquet]'``). A CSV's id columns are read as
-strings (CSV has no types: ``007`` and ``7`` are different text, so different nodes); integer ids
-come from Parquet's integer columns. A column that does not exist, holds floats or has nulls is an
-error naming the file and column; nothing is written.
+"""Edge tables (Parquet, or CSV with a header) naming nodes by any 64-bit integers or strings:
+:func:`convert_table`, and the out-of-core id map of every table import (:func:`map_tables`;
+docs/ARCHITECTURE.md, "Importers", tables with arbitrary ids). Requires ``pyarrow``.
 """
 
 from __future__ import annotations
@@ -181,7 +149,7 @@ def convert_table(
     features (``feature_columns``: numeric columns, or one column of vectors), labels
     (``label_column``) and splits (``split_column``: each node's split name, null for none),
     joined out of core (:mod:`.node_table`). ``time_column``: each edge's time, and
-    ``node_time_column`` (of the node table) each node's (see the module, Times). The other arguments are
+    ``node_time_column`` (of the node table) each node's (docs/USAGE.md, "Your data"). The other arguments are
     :func:`ringgnn.data.build.convert`'s (``split``: fractions only, the dense ids being unknown to
     the caller)."""
     require_pyarrow()
@@ -238,8 +206,8 @@ def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int
 def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str], nodes: Dict[str, NodeTable],
                p: Dict[str, int], feature_dtype: Optional[str]
                ) -> Tuple[List[build.NodeType], List[Tuple[str, Optional[str]]]]:
-    """Passes 1 to 4 (see the module), each type's ids in ``p[TYPE]`` buckets: the node types,
-    sorted, each with its :class:`IdMap`'s count and original ids and its node table's staged
+    """Passes 1 to 4 (docs/ARCHITECTURE.md, "Importers", tables), each type's ids in ``p[TYPE]``
+    buckets: the node types, sorted, each with its :class:`IdMap`'s count and original ids and its node table's staged
     features (stored as ``feature_dtype``), labels, splits and node times (None where not
     asked), and per edge table its staged edge list of dense ids and its edges' times (None
     without a time column)."""

@@ -1,23 +1,6 @@
-"""Tables of typed nodes: a heterogeneous dataset from one edge table per relation ``SRC:REL:DST``
-(Parquet, or CSV with a header) whose columns name nodes by 64-bit integers or strings, and an
-optional node table per type (features, labels, splits), as :mod:`.tables` does for one node set.
-``ringgnn convert user:buys:item=buys.parquet OUT --src user_id --dst item_id --relation ...
---node-table user=users.parquet ...`` calls :func:`convert_typed_tables`.
-
-Each node type has its own id space and its own id map, made by :func:`.tables.map_tables`'s
-passes: each relation's sources go to its ``SRC`` type's buckets and its destinations to its
-``DST`` type's, and each end is mapped through its own type's map, into the ``.npy`` edge lists
-:func:`ringgnn.data.build.build_hetero` reads, which stores each type's original ids as
-``node.TYPE.node_ids``. Dense ids of a type follow (bucket, value) order, a function of that
-type's set of ids alone.
-
-The columns naming one type must name it the same way (all strings, or all integers; a signed
-and an unsigned column mix when no id is negative), as must its node table's id column. Every
-type needs at least one relation; a type's node table must give exactly one row to each id its
-relations name (an id of a relation missing from it, a row no relation names, or an id with two
-rows is an error naming the file and the id). A relation's ``time_column`` gives its edges' times
-and a node table's ``node_time_column`` its nodes' (:mod:`.tables`, Times; a relation added by
-``add_reverse`` gets its relation's times). Nothing is written on an error.
+"""Typed tables: a heterogeneous dataset from one edge table per relation and optional node tables
+per type, each type with its own id map (:func:`.tables.map_tables`; docs/ARCHITECTURE.md,
+"Importers", typed tables).
 """
 
 from __future__ import annotations
@@ -77,8 +60,8 @@ def convert_typed_tables(
     progress: Any = None,
 ) -> Dict[str, Any]:
     """Build a heterogeneous dataset at ``out`` from one edge table per relation and optional
-    node tables per type (see the module); returns the manifest. ``HeteroDataset.node_ids(TYPE)``
-    gives each type's original ids back. The other arguments are
+    node tables per type (docs/ARCHITECTURE.md, "Importers", typed tables); returns the manifest.
+    ``HeteroDataset.node_ids(TYPE)`` gives each type's original ids back. The other arguments are
     :func:`ringgnn.data.build.build_hetero`'s (``feature_dtype``: the stored type of every node
     table's features)."""
     require_pyarrow()

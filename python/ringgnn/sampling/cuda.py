@@ -1,23 +1,6 @@
 """The CUDA data path: pinned batch buffers, host-to-device copies on a side stream, and a GPU
-tier of the hot-row cache.
-
-- **Pinned buffers.** The loader reuses a few feature buffers (``ringgnn-loader``'s
-  ``BufferPool``); :func:`pin` registers each one with ``cudaHostRegister`` once, when the pool
-  first hands it out (its whole capacity, which the memory plan already counts), and the pool
-  unregisters it before freeing it. Copies from page-locked memory are asynchronous DMA at
-  full bus speed; from pageable memory CUDA stages them through a bounce buffer, synchronously.
-- **Copies on a side stream.** :class:`DeviceLoader` issues batch ``i + 1``'s copies
-  (``non_blocking``) on its own stream before it hands batch ``i`` to the training step, so the
-  copy overlaps that step's compute; the step's stream waits on an event for its batch only.
-  A host buffer goes back to the loader once its copy has completed (event), never earlier.
-- **GPU tier of the cache** (DiskGNN's GPU cache): :class:`DeviceRowCache` holds the rows the
-  batches touch most (counted over look-ahead batches, as the host cache's ``presample``
-  policy does) on the device. The loader is told which rows the device holds
-  (``set_device_rows``) and leaves them out of each batch's ``x``, so only the other rows cross
-  the bus; :class:`DeviceLoader` puts the batch's matrix together on the device.
-
-All of it is device-agnostic except the stream and the pinning: with ``device="cpu"`` the same
-code runs (tests check the assembly there; the CUDA parts run on a machine with a GPU).
+tier of the hot-row cache; device-agnostic but for the stream and the pinning
+(docs/DISTRIBUTED.md, "The CUDA data path").
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Feature rows of a heterogeneous loader: per node type a reader of its feature file, and one
-hot-row cache across the types within one byte budget.
-
-**Which rows to cache** is Rust's (``crates/ringgnn-loader/src/budget/files/rows.rs``): a row's
-hits are its node's out-degree in the relations the sampler reads (:func:`source_hits`, counted
-out of core), every row of every type is ranked by hits per byte held (the row in its stored
-dtype plus its 8-byte id in the cache's lookup array), ties to the type name then the smaller id
-(:func:`ranked_groups`), and the cache holds the longest prefix of that ranking that fits the
-budget (:func:`choose_cache_rows`). Rows never sampled are never cached.
-
-**Readers.** :class:`TypedRows` holds one prototype ``_core.FeatureReader`` per type, whose
-cache is built from the chosen ids once; each thread reads through a ``sibling`` of it (its own
-gatherer and ring, the same cache in memory). A loader's batches are the same with and without
-the cache: cached rows are the file's rows.
+"""Feature rows of a typed loader: per node type a reader of its feature file, and one hot-row
+cache across the types within one byte budget, its rows ranked by hits per byte (chosen in
+``budget/files/rows.rs``; docs/ARCHITECTURE.md, "Heterogeneous graphs", the hot-row cache across types).
 """
 
 from __future__ import annotations
@@ -102,8 +91,8 @@ def ranked_groups(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int]) 
 
 
 def choose_cache_rows(hits: Mapping[str, np.ndarray], row_bytes: Mapping[str, int], budget: int) -> CacheChoice:
-    """The longest prefix of the ranking of every row of every type by hits per byte held (see
-    the module docs) whose rows fit in ``budget`` bytes."""
+    """The longest prefix of the ranking of every row of every type by hits per byte held (docs/ARCHITECTURE.md,
+    "Heterogeneous graphs") whose rows fit in ``budget`` bytes."""
     return cache_choice(_core.choose_cache_rows(_types(hits, row_bytes), int(budget)))
 
 

@@ -1,36 +1,7 @@
-"""Heterogeneous graphs from Python: :class:`HeteroNeighborSampler` (PyG's heterogeneous
-neighbor sampling from disk) and :class:`HeteroLoader` (batches as ``HeteroData`` with each type's
-features gathered from disk).
-
-A heterogeneous dataset (``ringgnn.Dataset.open`` gives a :class:`ringgnn.HeteroDataset`) stores
-each relation ``SRC:REL:DST`` as its own CSC, so sampling one relation reads only its file. The
-sampling runs in the Rust core (``_core.HeteroSampler``, ``crates/ringgnn-sampler/src/hetero.rs``):
-positions are drawn first, then each relation's drawn entries of a hop are read together, from
-memory or from disk (io_uring, O_DIRECT or not, or pread), so a sample never depends on the
-backend. Its semantics are PyG's ``NeighborLoader`` on ``HeteroData``:
-
-- ``fanouts``: one list for every relation, or a dict per relation (``{"author:writes:paper":
-  [10, 5], ...}`` or PyG edge-type tuples as keys, as PyG's ``num_neighbors``); every relation
-  needs an entry (0 skips a relation at that hop) and all lists have the same number of hops;
-- seeds are ids of one node type; at each hop, for every relation (in name order) whose
-  destination type has nodes first reached at the previous hop, those nodes draw
-  ``min(fanout, degree)`` in-neighbors of the relation's source type; a node is expanded once;
-- output per type: ``node`` (ids of that type, the seeds first, then in order of discovery) and
-  ``num_sampled_nodes`` (per hop); per relation: ``row`` (index into the source type's ``node``),
-  ``col`` (into the destination type's) and ``num_sampled_edges`` (per hop).
-
-A batch's sample depends only on the dataset, the fanouts, ``replace``, the seeds and
-``(seed, epoch, batch index)``.
-
-**Sampling at a time** (a dataset with times, ``docs/FORMAT.md`` "Times"): given ``input_time``,
-one time per seed, PyG's temporal sampling with ``disjoint=True``. At every hop a node expanded for
-a seed at time ``T`` draws only among the edges of time ``<= T`` (each list is sorted by time, so
-they are a prefix, found by binary search over the time file, page by page); a neighbor whose node
-time is after ``T`` is dropped. Seeds at different times get disjoint subgraphs (a node reached for
-two of them is two nodes of the batch); seeds at one time share theirs. ``temporal_strategy``
-``"uniform"`` draws uniformly among the eligible edges, ``"last"`` takes the most recent.
-``HeteroSample.seed_time`` gives each node the time it was sampled at. A homogeneous dataset is the
-one-type case (node type ``node``, relation ``node:to:node``).
+"""Typed sampling from Python: :class:`HeteroNeighborSampler` (PyG's heterogeneous neighbor
+sampling from disk, at seed times too) and :class:`HeteroLoader` (batches as ``HeteroData``), the
+engine of every dataset's sampling at times (docs/USAGE.md, "Sampling at seed times"; the
+sampler: docs/ARCHITECTURE.md, "Heterogeneous graphs").
 """
 
 from __future__ import annotations
@@ -127,8 +98,8 @@ def relation_fanouts(ds: HeteroDataset, fanouts: Any) -> Dict[str, List[int]]:
 
 
 class HeteroNeighborSampler(ProcessLocal):
-    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (see the module
-    docs for the semantics).
+    """Node-wise uniform neighbor sampling over a heterogeneous dataset on disk (the semantics: docs/ARCHITECTURE.md,
+    "Heterogeneous graphs", Sampling).
 
     Args:
         dataset: a :class:`ringgnn.HeteroDataset` or the path of one (a homogeneous dataset is
@@ -256,8 +227,8 @@ class HeteroNeighborSampler(ProcessLocal):
     def sample(self, seeds: Any, seed_type: str, *, epoch: int = 0, batch: int = 0,
                input_time: Any = None) -> HeteroSample:
         """Sample around ``seeds`` (ids of ``seed_type``) as batch ``batch`` of epoch ``epoch``;
-        with ``input_time`` (one integer time per seed, or one for all), at those times (see
-        the module docs)."""
+        with ``input_time`` (one integer time per seed, or one for all), at those times (docs/USAGE.md,
+        "Sampling at seed times")."""
         return self.sample_typed([(seed_type, seeds)], epoch=epoch, batch=batch,
                                  input_time=None if input_time is None else [input_time])
 
@@ -388,7 +359,7 @@ class HeteroLoader(TypedEpochs):
     each batch's random reads, as :class:`ringgnn.Loader` does; the batches are the same, and
     :meth:`staged_hyperbatches` counts them.
 
-    **At a time** (a dataset with times, see the module docs): each batch is sampled at its
+    **At a time** (a dataset with times, docs/USAGE.md, "Sampling at seed times"): each batch is sampled at its
     seeds' times (``HeteroData[t].seed_time`` per node). ``input_time``: one integer time per seed
     of ``seeds`` (in their order, before the shuffle), or one for all; by default the target
     type's node times where it has them (:func:`seed_times`); ``ignore_time=True`` samples without

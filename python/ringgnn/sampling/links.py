@@ -1,23 +1,7 @@
-"""Link batches: seeds are edges (src, dst), made into pairs with negatives by
-``ringgnn.sampling.pairs`` (PyG's ``LinkNeighborLoader`` semantics, ``disjoint=False``) and
-sampled here: a link batch is the node sample of its seed nodes, so ``node[:len(seeds)]`` are the
-seeds and the pairs' positions are positions in ``node``.
-
-:class:`LinkSampler` samples one batch at a time (PyG's ``LinkLoader`` drives it through
-:meth:`ringgnn.pyg.RingNeighborSampler.sample_from_edges`); :class:`LinkLoader` runs whole epochs
-of link batches through the Rust loader (threads, hyperbatches, spill, feature rows gathered,
-one memory budget) and gives the same batches as :class:`LinkSampler`; both take their epochs'
-pairs from :class:`LinkBatches`. Evaluation batches take *fixed* negatives instead
-(``negatives=``: a dataset's stored ``(n, K)`` candidates), in the triplet layout.
-:class:`HeteroLinkBatches` is the same batcher over one relation ``S:R:D`` of a typed dataset
-(PyG's ``LinkNeighborLoader`` on ``HeteroData``): each end's ids and negatives are of its own node
-type, and each type's distinct endpoints seed one typed sample.
-
-At times (pairs with times, PyG's ``edge_label_time``; a stored split by time gives its own) the
-batches are :class:`HeteroLinkBatches`' on the typed engine, a homogeneous dataset's as its
-one-type case (what :class:`LinkLoader` runs at times): each pair and its negatives are sampled at
-the pair's time minus one (``ringgnn.sampling.pairs``); :func:`pair_times` owns whether pairs are
-sampled at times.
+"""Link batches: the pairs of :mod:`.pairs` sampled, one at a time (:class:`LinkSampler`, what
+PyG's ``LinkLoader`` drives) or by epochs through the Rust loader (:class:`LinkLoader`), over a
+homogeneous dataset or one relation of a typed one (:class:`HeteroLinkBatches`, also every
+dataset's link batches at times; docs/ARCHITECTURE.md, "Link prediction").
 """
 
 from __future__ import annotations
@@ -160,7 +144,7 @@ class LinkBatches(Epochs):
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.batches = None if batches is None else [_options.count(b, "batch") for b in batches]
         # Batches per window: what WINDOW_BYTES holds (or fewer, when asked).
-        most = self.window_batches = max(1, WINDOW_BYTES // (24 * self.most_seeds()))
+        most = max(1, WINDOW_BYTES // (24 * self.most_seeds()))
         self.window = most if window is None else min(most, _options.count(window, "window", 1))
 
     def most_seeds(self) -> int:

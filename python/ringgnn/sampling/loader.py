@@ -1,23 +1,6 @@
-"""``ringgnn.Loader``: mini-batches as PyG ``Data``, sampled and gathered ahead by Rust threads.
-
-Each worker thread of an epoch samples a whole mini-batch from the graph on disk and then reads
-that batch's feature rows (page-coalesced, hot rows from the cache) and labels into a reused
-buffer, while Python trains on earlier batches. At most ``prefetch`` gathered batches exist
-ahead of the consumer, and one memory budget covers the loader's parts (``plan()`` says how it
-was split; see ``docs/ARCHITECTURE.md``). The feature matrix reaches PyTorch without a copy:
-``x`` borrows the worker's buffer, which goes back to the loader when the tensor is freed.
-
-Each yielded ``Data`` has what PyG's ``NeighborLoader`` gives: ``x`` (float32), ``y`` (int64,
--1 = unlabeled), ``edge_index`` (local, row = message source), ``n_id`` (global ids, seeds
-first), ``batch_size``, ``num_sampled_nodes``, ``num_sampled_edges``, ``input_id`` (the
-seeds' positions in the split).
-
-**At seed times** (a dataset with times): each seed is sampled at its time (by default its node
-time), as :class:`ringgnn.HeteroLoader` samples a dataset's one type (``ringgnn.sampling.hetero``):
-the batches are made by the typed engine (:attr:`Loader.typed`) and converted to the same ``Data``,
-plus ``seed_time``. Seeds at different times have disjoint subgraphs: a node reached from two of
-them is two nodes of the batch (two entries of ``n_id``, each with its own ``x`` row and its own
-``seed_time``), and no edge joins the two.
+"""``ringgnn.Loader``: mini-batches as PyG ``Data``, sampled and gathered ahead by the Rust loader
+within one memory budget; at seed times, the typed loader's batches of the one type
+(docs/USAGE.md, "Sampling"; docs/ARCHITECTURE.md, "The pipelined loader").
 """
 
 from __future__ import annotations
@@ -150,7 +133,7 @@ class Loader(CoreReports, Epochs):
     depends only on (seed, epoch, batch index): it is what :class:`NeighborSampler` with the
     same fanouts and seed samples, whatever the backend, threads or cache.
 
-    At seed times (see the module docs; ``seed_time`` holds each seed's time, parallel to
+    At seed times (docs/USAGE.md, "Sampling at seed times"; ``seed_time`` holds each seed's time, parallel to
     ``seeds``) the batches are :class:`ringgnn.HeteroLoader`'s of the dataset's one type, with the
     same seeds, times and options (:attr:`typed`; :meth:`plan` gives its plan's ``text``,
     :meth:`stats` the epoch's batches and its feature reads), converted; ``cache_policy``,

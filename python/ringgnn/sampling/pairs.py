@@ -1,31 +1,6 @@
-"""The pairs of link batches, before any sampling: the one owner of what a link batch is made of,
-for both kinds of dataset (``ringgnn.sampling.links`` samples them).
-
-Negatives follow PyG's ``LinkNeighborLoader`` (``disjoint=False``):
-
-- ``binary``: ``ceil(amount * n)`` negative pairs whose source *and* destination are random
-  nodes, labelled 0 after the ``n`` positives (label 1, or the labels given);
-- ``triplet``: ``amount`` (an integer) random destinations per positive, ``dst_neg``;
-- no negative sampling: the positives only.
-
-The seed nodes are the sorted unique endpoints (``torch.unique`` of ``cat([src, dst])``, as PyG
-does; of a typed relation ``S:R:D`` with ``S != D``, each end's in its own type), so
-``edge_label_index`` (or ``src_index``/``dst_pos_index``/``dst_neg_index``) are positions among
-them. Negatives are drawn uniformly, or by ``degree ** 0.75`` (in-degree in the training graph,
-the word2vec/PinSage practice; of a typed dataset, over the relations entering the end's type),
-with replacement, from a numpy PCG64 stream keyed by (seed, epoch, batch): a batch's negatives,
-like its sample, depend on nothing else. An epoch's order of its pairs is :class:`Shuffle`, keyed
-by (seed, epoch), with no permutation held.
-
-**At times** (pairs with times, PyG's ``edge_label_time``): a pair at time ``t`` (its event's) is
-sampled at ``t - 1``, on the edges strictly before it (at ``t`` the positive edge itself, and every
-event of that instant, would be in its own neighborhood: the target leaks), and so are its
-negatives: a triplet's destinations are their positive's, binary negative ``j`` takes the time of
-positive ``j mod n`` (as PyG repeats the times). Where the end's node type has node times,
-negatives are drawn only among its nodes not newer than ``t`` (by the same weighting; a pair older
-than every node takes the oldest). The seeds are then the distinct (node, time) endpoints, sorted
-by (time, node): a node in two pairs of different times is two seeds, each sampled at its time
-(``ringgnn.sampling.hetero``, disjoint subgraphs).
+"""The pairs of link batches, before any sampling, for both kinds of dataset: negatives (PyG's
+``LinkNeighborLoader``, ``disjoint=False``), seeds and positions, an epoch's order, and their
+times (docs/ARCHITECTURE.md, "Link prediction"; at times: docs/USAGE.md, "Sampling at seed times").
 """
 
 from __future__ import annotations
@@ -38,7 +13,7 @@ import numpy as np
 
 from .. import _options
 from .._core import InputError
-from ..data.dataset import Dataset
+from ..data.generate import Feistel
 from ..data.schema import HOMOGENEOUS_TYPE, parse_edge_type
 from .sampler import SampledSubgraph
 
@@ -92,45 +67,20 @@ class LinkBatch:
     """At times: :attr:`Pairs.time` (each pair's time; of the positives in the triplet layout)."""
 
 
-def _mix64(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic)."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-class Shuffle:
+class Shuffle(Feistel):
     """A pseudo-random permutation of ``range(n)`` keyed by ``key`` (e.g. seed and epoch), in
-    O(1) memory: position ``i`` of the order is ``perm(i)``, computed when asked for, so an
-    epoch over billions of pairs holds no permutation array. ``perm`` is a 4-round balanced
-    Feistel network over ``2h`` bits (``4^h >= n``, round function SplitMix64 of the half and a
-    round key), cycle-walked into ``[0, n)``: a bijection, so every pair comes once an epoch."""
+    O(1) memory: position ``i`` of the order is ``perm(i)`` (an array of positions, as int64),
+    computed when asked for, so an epoch over billions of pairs holds no permutation array. A
+    4-round :class:`ringgnn.data.generate.Feistel` (``4^h >= n``): a bijection, so every pair
+    comes once an epoch."""
 
     ROUNDS = 4
 
     def __init__(self, n: int, key: Sequence[int]):
-        self.n = int(n)
-        self.half = max(1, (max(self.n - 1, 1).bit_length() + 1) // 2)
-        self.mask = np.uint64((1 << self.half) - 1)
-        ss = np.random.SeedSequence(list(key))
-        self.keys = [np.uint64(k) for k in ss.generate_state(self.ROUNDS, dtype=np.uint64)]
+        super().__init__(n, max(1, (max(int(n) - 1, 1).bit_length() + 1) // 2),
+                         np.random.SeedSequence(list(key)).generate_state(self.ROUNDS, dtype=np.uint64))
 
-    def _feistel(self, x: np.ndarray) -> np.ndarray:
-        h = np.uint64(self.half)
-        left, right = x >> h, x & self.mask
-        with np.errstate(over="ignore"):
-            for k in self.keys:
-                left, right = right, left ^ (_mix64(right ^ k) & self.mask)
-        return (left << h) | right
-
-    def __call__(self, i: np.ndarray) -> np.ndarray:
-        """``perm(i)`` for an array of positions in ``[0, n)``, as int64."""
-        x = self._feistel(np.asarray(i, dtype=np.uint64))
-        out = x >= np.uint64(self.n)
-        while out.any():  # cycle walking: at most a few steps (4^h < 4n)
-            x[out] = self._feistel(x[out])
-            out = x >= np.uint64(self.n)
-        return x.astype(np.int64)
+    __call__ = Feistel.forward
 
 
 @dataclass
@@ -293,7 +243,7 @@ class LinkPairs:
         """The :class:`Pairs` of link batch ``batch`` of epoch ``epoch`` for the positive pairs
         ``(src[i], dst[i])``; ``fixed``, an ``(n, K)`` array of destinations, replaces the drawn
         negatives (triplet layout: evaluation against stored candidates); ``time``: each pair's
-        time, at which it is sampled (see the module docs)."""
+        time, at which it is sampled (docs/USAGE.md, "Sampling at seed times")."""
         src = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
         dst = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
         if src.shape != dst.shape:

@@ -1,24 +1,6 @@
-"""Neighbor sampling from Python: :class:`NeighborSampler` and the :class:`SampledSubgraph` it returns.
-
-The sampling itself runs in the Rust core (``ringgnn._core.Sampler``: io_uring rings, worker
-threads, the prefetch queue). This module only checks arguments, creates that core object lazily
-and once per process, and wraps its results. Lazily, because PyTorch ``DataLoader`` workers fork:
-a core sampler (its rings and threads) created before a fork is never used in the child, which
-builds its own on first use.
-
-The output follows PyG's ``SamplerOutput``: ``node`` holds global ids, the seeds first (a seed
-given twice is kept once), then the nodes first reached at hop 1, hop 2, ...; ``row`` is the local
-index of the sampled neighbor (the message source) and ``col`` the local index of the node it was
-sampled for; edges are grouped by hop. A batch's sample depends only on (seed, epoch, batch index),
-never on the thread count or the I/O backend.
-
-**At seed times** (``sample(..., input_time=)``, a dataset with times): the sample is the typed
-engine's one-type case (``ringgnn.sampling.hetero``, node type ``node``, relation
-``node:to:node``), converted to this layout: PyG's temporal sampling with ``disjoint=True``, each
-seed's subgraph holding only edges (and nodes) not newer than its time. Seeds at different times
-get disjoint subgraphs: a node reached from two of them is two entries of ``node`` (the seeds
-first, a (seed, time) pair given twice kept once), and ``seed_time`` gives each entry the time it
-was sampled at.
+""":class:`NeighborSampler` and the :class:`SampledSubgraph` it returns (PyG's ``SamplerOutput``
+layout): argument checks and the Rust core sampler, made lazily once per process (DataLoader
+workers fork); at seed times, the typed engine's one-type case (:mod:`.hetero`).
 """
 
 from __future__ import annotations
@@ -226,8 +208,8 @@ class NeighborSampler(ProcessLocal):
 
     def sample(self, seeds: Any, *, epoch: int = 0, batch: int = 0, input_time: Any = None) -> SampledSubgraph:
         """Sample the subgraph around ``seeds`` (node ids) as batch ``batch`` of epoch ``epoch``;
-        with ``input_time`` (one integer time per seed, or one for all), at those times (see the
-        module docs; refused on a dataset without times)."""
+        with ``input_time`` (one integer time per seed, or one for all), at those times (docs/USAGE.md,
+        "Sampling at seed times"; refused on a dataset without times)."""
         if input_time is not None:
             s = self.timed().sample(seeds, HOMOGENEOUS_TYPE, epoch=epoch, batch=batch, input_time=input_time)
             return SampledSubgraph._one_type(s)
@@ -249,13 +231,9 @@ class NeighborSampler(ProcessLocal):
         """
         warn_sampling_without_times(self.dataset, "NeighborSampler")
         it = self._sampler().epoch(
-            self.resolve_seeds(seeds),
-            _options.count(batch_size, "batch_size", 1),
-            shuffle=bool(shuffle),
-            epoch=_options.count(epoch, "epoch"),
-            drop_last=bool(drop_last),
-            batches=None if batches is None else [_options.count(b, "batch") for b in batches],
-        )
+            self.resolve_seeds(seeds), _options.count(batch_size, "batch_size", 1), shuffle=bool(shuffle),
+            epoch=_options.count(epoch, "epoch"), drop_last=bool(drop_last),
+            batches=None if batches is None else [_options.count(b, "batch") for b in batches])
         return EpochIterator(it)
 
     def resolve_seeds(self, seeds: Union[None, str, Any]) -> np.ndarray:
@@ -263,10 +241,8 @@ class NeighborSampler(ProcessLocal):
         return _options.seeds(self.dataset, seeds)
 
     def __repr__(self) -> str:
-        return (
-            f"NeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
-            f"backend={self.backend_choice!r}, direct={self.direct}, threads={self.threads}, seed={self.seed})"
-        )
+        return (f"NeighborSampler({self.dataset.path!r}, fanouts={self.fanouts}, replace={self.replace}, "
+                f"backend={self.backend_choice!r}, direct={self.direct}, threads={self.threads}, seed={self.seed})")
 
 
 class EpochIterator:
