@@ -37,7 +37,6 @@ from ..data.dataset import Dataset, HeteroDataset
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
 from ..models.checkpoints import open_run, restore, run_directory, write_json
 from ..models.gnn import DECODERS
-from ..sampling.hetero import open_hetero
 from ..sampling.pairs import WEIGHTS as NEG_WEIGHTS
 from . import distributed
 from .curves import Plots
@@ -427,18 +426,3 @@ def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[s
 
 __all__: Sequence[str] = ("train", "make_task", "EVAL_MODES", "TASKS")
 
-
-def train_hetero(dataset: Any, *, target: Optional[str], exact: bool = True, log: Callable[[str], None] = print,
-                 **opts: Any) -> Dict[str, Any]:
-    """:func:`train` of node classification on ``target`` of a heterogeneous dataset (``exact``:
-    ``--eval auto``, else ``sampled``)."""
-    return train(open_hetero(dataset, "train_hetero"), target=target, eval_mode="auto" if exact else "sampled",
-                 log=log, **opts)
-
-
-def train_hetero_link(dataset: Any, *, relation: Optional[str], exact: bool = True,
-                      log: Callable[[str], None] = print, **opts: Any) -> Dict[str, Any]:
-    """:func:`train` of link prediction on ``relation`` of a heterogeneous dataset (``exact``:
-    ``--eval auto``, else ``sampled``)."""
-    return train(open_hetero(dataset, "train --task link"), task="link", relation=relation,
-                 eval_mode="auto" if exact else "sampled", log=log, **opts)
