@@ -101,10 +101,7 @@ def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -
     path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
-    if arrays:
-        state = load(path, skip=("optimizer",))
-        return path, state if isinstance(state, dict) else {}
-    state = _load(path)
+    state = load(path, skip=("optimizer",)) if arrays else _load(path)
     return path, state if isinstance(state, dict) else {}
 
 

@@ -302,11 +302,11 @@ class Typed:
                 loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
                                             features=features, **at, **common)
                 features = loaders[key].features  # one set of readers and one cache
+        # The node loaders' options but the two they alone take (the sampler is passed first).
+        common = {k: v for k, v in common.items() if k not in ("sampler", "direct")}
         self.hyper = loaders[task.train_split] = HeteroLinkBatches(
-            ds, task.relation, self.sampler, features, batch_size=batch_size, neg_ratio=task.neg.amount,
-            neg_weight=task.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
-            staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
-            ignore_time=not self.pairs_at_times, **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+            ds, task.relation, self.sampler, features, neg_ratio=task.neg.amount, neg_weight=task.neg.weight,
+            hyperbatch=opts["hyperbatch"], ignore_time=not self.pairs_at_times, **common)
         return net, loaders
 
     def split_loader(self, ds: Any, fanouts: Any, target: str, split: str, **opts: Any) -> Any:
