@@ -1,31 +1,6 @@
-"""``ringgnn.Client``: the Python client of ``ringgnn serve`` (API: ``ringgnn/serve.proto``).
-
-Each call is one gRPC request; a failed one raises the exception of its status:
-
-=====================  ===========================================================
-INVALID_ARGUMENT       :class:`InputError` (the message names the field and limit)
-RESOURCE_EXHAUSTED     :class:`BusyError` (retry later, or slower)
-DEADLINE_EXCEEDED      :class:`DeadlineExceededError`
-CANCELLED              :class:`CancelledError`
-UNAVAILABLE            :class:`ShuttingDownError` when the server says it is stopping,
-                       else :class:`ConnectionError` (no server there)
-FAILED_PRECONDITION    :class:`InputError` (e.g. Predict on a server without a model, Score
-                       with a node-classification model)
-anything else          :class:`RingGnnError` with the status and the server's message
-=====================  ===========================================================
-
-A client is thread-safe (gRPC channels are); close it, or use it as a context manager.
-
-On a heterogeneous dataset every call names the nodes' type (``node_type=``; Predict and Embed
-default to the model's target type) and :meth:`Client.sample` returns a
-:class:`ringgnn.HeteroSample`. A typed request to a server that serves a homogeneous dataset with
-the Rust frontend (which does not read the typed fields) raises :class:`InputError` here.
-
-On a dataset with times, :meth:`Client.sample`, :meth:`Client.predict` and :meth:`Client.embed`
-take ``time=`` (every node at that time) or ``seed_times=`` (one per node), and
-:meth:`Client.score` ``time=``: only edges up to the time are sampled (see serve.proto). Without
-one the server samples every edge (the present). A server that does not read these fields (older
-than them) is detected by its reply and raises :class:`InputError`.
+"""``ringgnn.Client``: the Python client of ``ringgnn serve`` (API: ``ringgnn/serve.proto``), one
+gRPC request per call, a failed one raising the exception of its status (:func:`_error`; the
+table, typed requests and requests at times: docs/SERVING.md).
 """
 
 from __future__ import annotations
