@@ -19,7 +19,7 @@ from ringgnn import NodeType, Relation, _core, _options
 from ringgnn.models.checkpoints import load_checkpoint
 from ringgnn.data.generate import generate_hetero
 from ringgnn.inference.hetero import infer_hetero, load_hetero_run
-from ringgnn.training.loop import train_hetero
+from ringgnn.training.loop import train
 
 from conftest import python_m
 
@@ -72,7 +72,7 @@ def runs(tiny, generated, tmp_path_factory):
     for name, ds in (("tiny", tiny), ("generated", generated)):
         for model in ("sage", "rgcn"):
             run = root / f"{name}-{model}"
-            train_hetero(ds, target="paper", model=model, hidden=16, embed_dim=8, layers=2, batch_size=1024,
+            train(ds, target="paper", model=model, hidden=16, embed_dim=8, layers=2, batch_size=1024,
                          out=str(run), **QUIET)
             out[name, model] = run
     return out

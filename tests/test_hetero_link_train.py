@@ -22,7 +22,7 @@ from conftest import WRITES_PAIRS, tiny_writes
 from ringgnn.sampling.hetero import HeteroNeighborSampler
 from ringgnn.data.generate import generate_hetero
 from ringgnn.sampling.links import HeteroLinkBatches
-from ringgnn.training.loop import train_hetero_link
+from ringgnn.training.loop import train
 from ringgnn.sampling.pairs import NEG_PURPOSE, SHUFFLE_PURPOSE, Shuffle
 
 WRITES, REV = "author:writes:paper", "paper:rev_writes:author"
@@ -105,7 +105,7 @@ def test_negatives_by_degree_follow_each_end_types_in_degree(tiny):
 
 
 def test_a_typed_link_run_trains_with_negatives_by_degree(tiny, tmp_path):
-    m = train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=1, threads=1,
+    m = train(tiny, task="link", relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=1, threads=1,
                           neg_weight="degree", out=tmp_path / "run", quiet=True, log=lambda s: None)
     assert m["args"]["neg_weight"] == "degree" and len(m["epochs"]) == 1
 
@@ -139,7 +139,7 @@ def planted(tmp_path_factory):
 
 
 def test_planted_authorship_is_learned_well_beyond_chance(planted, tmp_path):
-    m = train_hetero_link(planted, relation=WRITES, epochs=4, lr=0.02, batch_size=256, hidden=32, threads=2,
+    m = train(planted, task="link", relation=WRITES, epochs=4, lr=0.02, batch_size=256, hidden=32, threads=2,
                           out=tmp_path / "run", quiet=True, log=lambda s: None)
     ep = m["epochs"]
     assert [e["epoch"] for e in ep] == list(range(4))
@@ -159,17 +159,17 @@ def test_planted_authorship_is_learned_well_beyond_chance(planted, tmp_path):
 
 
 def test_resume_continues_the_same_run(tiny, tmp_path):
-    common = dict(relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, threads=1, quiet=True, exact=False,
-                  log=lambda s: None)
-    whole = train_hetero_link(tiny, epochs=3, out=tmp_path / "a", **common)
-    train_hetero_link(tiny, epochs=2, out=tmp_path / "b", **common)
-    resumed = train_hetero_link(tiny, epochs=3, out=tmp_path / "b", resume=True, **common)
+    common = dict(relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, threads=1, quiet=True,
+                  eval_mode="sampled", log=lambda s: None)
+    whole = train(tiny, task="link", epochs=3, out=tmp_path / "a", **common)
+    train(tiny, task="link", epochs=2, out=tmp_path / "b", **common)
+    resumed = train(tiny, task="link", epochs=3, out=tmp_path / "b", resume=True, **common)
     for x, y in zip(whole["epochs"], resumed["epochs"]):
         assert x["loss"] == pytest.approx(y["loss"], rel=1e-5) and x["val_auc"] == pytest.approx(y["val_auc"])
     with pytest.raises(_core.InputError, match="already holds a run"):
-        train_hetero_link(tiny, epochs=3, out=tmp_path / "b", **common)
+        train(tiny, task="link", epochs=3, out=tmp_path / "b", **common)
     with pytest.raises(_core.InputError, match="--resume: .*hidden=8 \\(now 16\\)"):
-        train_hetero_link(tiny, epochs=4, out=tmp_path / "b", resume=True, **{**common, "hidden": 16})
+        train(tiny, task="link", epochs=4, out=tmp_path / "b", resume=True, **{**common, "hidden": 16})
 
 
 def test_graphbolt_link_dataset_converts_and_trains_from_the_cli(tmp_path, cli):
@@ -217,14 +217,14 @@ def test_a_relation_without_negatives_or_incoming_relation_is_refused(tmp_path):
                        [build.Relation(WRITES, d / "w.csv", link_split="val=0.3,test=0.3", link_negatives=0)],
                        add_reverse=True)
     with pytest.raises(_core.InputError, match="has no stored negatives"):
-        train_hetero_link(d / "noneg", relation=WRITES, out=d / "r1", quiet=True, log=lambda s: None)
+        train(d / "noneg", task="link", relation=WRITES, out=d / "r1", quiet=True, log=lambda s: None)
     build.build_hetero(d / "norev", [build.NodeType("author", 5), build.NodeType("paper", 6)],
                        [build.Relation(WRITES, d / "w.csv", link_split="val=0.3,test=0.3", link_negatives=2)])
     with pytest.raises(_core.InputError, match="no relation enters node type 'author'"):
-        train_hetero_link(d / "norev", relation=WRITES, out=d / "r2", quiet=True, log=lambda s: None)
-    with pytest.raises(_core.InputError, match="takes a heterogeneous one"):
+        train(d / "norev", task="link", relation=WRITES, out=d / "r2", quiet=True, log=lambda s: None)
+    with pytest.raises(_core.InputError, match="--relation is for heterogeneous datasets; .*homo is homogeneous"):
         ringgnn.data.build.convert(d / "w.csv", d / "homo")
-        train_hetero_link(d / "homo", relation=WRITES, out=d / "r3", quiet=True, log=lambda s: None)
+        train(d / "homo", task="link", relation=WRITES, out=d / "r3", quiet=True, log=lambda s: None)
 
 
 def _full_graph(ds):
@@ -243,7 +243,7 @@ def _full_graph(ds):
 def test_predict_edges_is_a_full_graph_forward_of_the_checkpoint(tiny, tmp_path, cli, decoder):
     from ringgnn.training.hetero import build_link_model
 
-    train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, decoder=decoder,
+    train(tiny, task="link", relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, decoder=decoder,
                       threads=1, out=tmp_path / "run", quiet=True, log=lambda s: None)
     state = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
     net = build_link_model(state["args"]["hetero_link"])
@@ -289,7 +289,7 @@ def test_embed_of_a_link_run_is_each_encoders_full_graph_output(tiny, tmp_path, 
     from ringgnn.inference.hetero import infer_hetero
     from ringgnn.training.hetero import build_link_model
 
-    train_hetero_link(tiny, relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, threads=1,
+    train(tiny, task="link", relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, threads=1,
                       out=tmp_path / "run", quiet=True, log=lambda s: None)
     state = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
     net = build_link_model(state["args"]["hetero_link"])
@@ -352,7 +352,7 @@ def test_a_relation_within_one_type_has_one_tower_and_exact_scores(tmp_path, cli
     eli = data["paper", "cites", "paper"].edge_label_index.numpy()
     seeds = data["paper"].n_id.numpy()[:data["paper"].batch_size]
     assert set(eli.ravel()) == set(range(len(seeds)))  # both ends index one type's seeds
-    m = train_hetero_link(ds, relation=CITES, fanouts=[2, 2], batch_size=3, hidden=8, epochs=2, threads=1,
+    m = train(ds, task="link", relation=CITES, fanouts=[2, 2], batch_size=3, hidden=8, epochs=2, threads=1,
                           out=d / "run", quiet=True, log=lambda s: None)
     state = torch.load(d / "run" / "best.pt", weights_only=True)
     assert state["args"]["hetero_link"]["dst"] is None

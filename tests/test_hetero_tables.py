@@ -91,12 +91,12 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     copies them beside itself; resume continues from the copies; exact layer-wise inference and
     a full-batch forward of the checkpoint (rows read from its table file) agree."""
     from ringgnn.inference.hetero import infer_hetero, load_hetero_run
-    from ringgnn.training.loop import train_hetero
+    from ringgnn.training.loop import train
 
     kw = dict(target="paper", fanouts=[4, 3], epochs=2, hidden=16, embed_dim=8, batch_size=128, quiet=True,
-              log=lambda s: None, exact=False, threads=1)
+              log=lambda s: None, eval_mode="sampled", threads=1)
     run = str(tmp_path / "run")
-    m = train_hetero(planted, out=run, embed_tables="file", **kw)
+    m = train(planted, out=run, embed_tables="file", **kw)
     assert len(m["epochs"]) == 2
     state = torch.load(os.path.join(run, "last.pt"), weights_only=True)
     assert state["args"]["hetero"]["external"] == ["author", "institution"]
@@ -108,9 +108,9 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     live = np.load(os.path.join(run, "tables", "author.weight.npy"))
     assert np.array_equal(np.load(os.path.join(run, rec["files"]["weight"])), live)
     # Resume: one more epoch from the copies equals a run of three epochs straight through.
-    m3 = train_hetero(planted, out=run, embed_tables="file", resume=True, **dict(kw, epochs=3))
+    m3 = train(planted, out=run, embed_tables="file", resume=True, **dict(kw, epochs=3))
     straight = str(tmp_path / "straight")
-    s3 = train_hetero(planted, out=straight, embed_tables="file", **dict(kw, epochs=3))
+    s3 = train(planted, out=straight, embed_tables="file", **dict(kw, epochs=3))
     assert [e["loss"] for e in m3["epochs"]] == pytest.approx([e["loss"] for e in s3["epochs"]], rel=1e-5)
     a = np.load(os.path.join(run, torch.load(os.path.join(run, "last.pt"), weights_only=True)["tables"]["author"]
                              ["files"]["weight"]))
@@ -160,6 +160,6 @@ def test_training_with_tables_in_files_resumes_and_infers_exactly(planted, tmp_p
     assert np.allclose(logits.numpy(), want.numpy(), atol=1e-6)
     # A held table trains as before: no table files.
     held = str(tmp_path / "held")
-    train_hetero(planted, out=held, embed_tables="memory", **dict(kw, epochs=1))
+    train(planted, out=held, embed_tables="memory", **dict(kw, epochs=1))
     assert not os.path.exists(os.path.join(held, "tables"))
     assert "external" not in torch.load(os.path.join(held, "last.pt"), weights_only=True)["args"]["hetero"]

@@ -14,7 +14,7 @@ import pytest
 
 import ringgnn
 from ringgnn.data.generate import generate_hetero
-from ringgnn.training.loop import train_hetero
+from ringgnn.training.loop import train
 
 QUIET = dict(quiet=True, log=lambda s: None)
 
@@ -63,7 +63,7 @@ def test_typed_models_beat_a_model_that_ignores_types(planted, tmp_path):
     ds = ringgnn.Dataset.open(planted)
     typed = {}
     for model in ("sage", "rgcn"):
-        m = train_hetero(ds, target="paper", model=model, fanouts=[10, 5], epochs=3, batch_size=256, lr=0.01,
+        m = train(ds, target="paper", model=model, fanouts=[10, 5], epochs=3, batch_size=256, lr=0.01,
                          out=str(tmp_path / model), **QUIET)
         typed[model] = m["test_acc"]
         assert m["best_epoch"] is not None and 0 <= m["best_epoch"] < 3
@@ -79,15 +79,15 @@ def test_typed_models_beat_a_model_that_ignores_types(planted, tmp_path):
 
 def test_resume_continues_and_refuses_other_options(planted, tmp_path):
     run = str(tmp_path / "run")
-    a = train_hetero(planted, target="paper", fanouts=[5], layers=1, epochs=1, out=run, **QUIET)
-    b = train_hetero(planted, target="paper", fanouts=[5], layers=1, epochs=2, out=run, resume=True, **QUIET)
+    a = train(planted, target="paper", fanouts=[5], layers=1, epochs=1, out=run, **QUIET)
+    b = train(planted, target="paper", fanouts=[5], layers=1, epochs=2, out=run, resume=True, **QUIET)
     assert [e["epoch"] for e in b["epochs"]] == [0, 1]
     assert b["epochs"][0] == a["epochs"][0]
     with pytest.raises(ringgnn.InputError, match="--resume.*hidden"):
-        train_hetero(planted, target="paper", fanouts=[5], layers=1, epochs=3, hidden=32, out=run, resume=True,
+        train(planted, target="paper", fanouts=[5], layers=1, epochs=3, hidden=32, out=run, resume=True,
                      **QUIET)
     with pytest.raises(ringgnn.InputError, match="already holds a run"):
-        train_hetero(planted, target="paper", fanouts=[5], layers=1, epochs=1, out=run, **QUIET)
+        train(planted, target="paper", fanouts=[5], layers=1, epochs=1, out=run, **QUIET)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -101,7 +101,7 @@ def test_resume_continues_and_refuses_other_options(planted, tmp_path):
 def test_bad_options(planted, tmp_path, kwargs, message):
     kwargs = {"fanouts": [5], "layers": 1, **kwargs}
     with pytest.raises(ringgnn.InputError, match=message):
-        train_hetero(planted, out=str(tmp_path / "r"), epochs=1, **kwargs, **QUIET)
+        train(planted, out=str(tmp_path / "r"), epochs=1, **kwargs, **QUIET)
     assert not (tmp_path / "r").exists()
 
 
@@ -198,7 +198,7 @@ def test_a_target_without_a_test_split_trains_and_evaluates_exactly(tmp_path):
                                                      split=split), ringgnn.NodeType("author", 2)],
                          [ringgnn.Relation("author:writes:paper", d / "w.csv")], add_reverse=True)
     lines = []
-    m = train_hetero(d / "ds", target="paper", fanouts=[-1], layers=1, epochs=1, out=str(d / "run"), quiet=True,
+    m = train(d / "ds", target="paper", fanouts=[-1], layers=1, epochs=1, out=str(d / "run"), quiet=True,
                      log=lines.append)
     assert "test_acc" not in m["epochs"][0] and m["test_acc"] is None
     assert m["layerwise"]["val_acc"] is not None and m["layerwise"]["test_acc"] is None

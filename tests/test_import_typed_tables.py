@@ -235,12 +235,12 @@ def test_cli(tmp_path, capsys):
 
 def test_predict_and_embed_write_each_types_original_ids(tmp_path):
     from ringgnn.inference.hetero import infer_hetero
-    from ringgnn.training.loop import train_hetero
+    from ringgnn.training.loop import train
 
     write_tables(tmp_path)
     convert_typed_tables(tmp_path / "ds", relations(tmp_path), [users(tmp_path)], add_reverse=True)
     run = tmp_path / "run"
-    train_hetero(tmp_path / "ds", target="user", model="sage", hidden=8, layers=2, batch_size=4, out=str(run),
+    train(tmp_path / "ds", target="user", model="sage", hidden=8, layers=2, batch_size=4, out=str(run),
                  epochs=1, quiet=True, log=lambda s: None)
     ds = ringgnn.Dataset.open(tmp_path / "ds")
     s = infer_hetero(str(run), out=str(tmp_path / "pred.npy"), output="predictions", nodes=np.array([3, 0]))

@@ -119,7 +119,7 @@ def typed_run(tmp_path_factory):
     """A typed dataset (papers with 3 features, labels and splits; authors without features)
     and a one-epoch R-GCN run on it (embeddings of width 8 for the authors, hidden 16)."""
     from ringgnn import NodeType, Relation
-    from ringgnn.training.loop import train_hetero
+    from ringgnn.training.loop import train
 
     d = tmp_path_factory.mktemp("attach-typed")
     rng = np.random.default_rng(2)
@@ -131,7 +131,7 @@ def typed_run(tmp_path_factory):
     ringgnn.build_hetero(d / "ds", [NodeType("paper", 50, features=d / "x.npy", labels=d / "y.npy",
                                              split="train=0.6,val=0.2,test=0.2"), NodeType("author", 20)],
                          [Relation("author:writes:paper", d / "w.csv"), Relation("paper:written_by:author", d / "wb.csv")])
-    train_hetero(d / "ds", target="paper", model="rgcn", hidden=16, embed_dim=8, layers=2, batch_size=64,
+    train(d / "ds", target="paper", model="rgcn", hidden=16, embed_dim=8, layers=2, batch_size=64,
                  out=str(d / "run"), epochs=1, quiet=True, log=lambda s: None)
     return d
 

@@ -65,13 +65,13 @@ def build(d, papers=P, seed=0):
 @pytest.fixture(scope="module")
 def typed(tmp_path_factory):
     """The typed dataset, its rows, and a sage run trained on it for one epoch."""
-    from ringgnn.training.loop import train_hetero
+    from ringgnn.training.loop import train
 
     d = build(tmp_path_factory.mktemp("typed"))
     ds = ringgnn.Dataset.open(d / "ds")
     assert ds.relations == RELATIONS
-    train_hetero(ds, target="paper", fanouts=MODEL_FANOUTS, epochs=1, batch_size=32, hidden=8, out=str(d / "run"),
-                 exact=False, quiet=True, log=lambda s: None)
+    train(ds, target="paper", fanouts=MODEL_FANOUTS, epochs=1, batch_size=32, hidden=8, out=str(d / "run"),
+                 eval_mode="sampled", quiet=True, log=lambda s: None)
     return ds, d / "run", {"paper": np.load(d / "px.npy"), "author": np.load(d / "ax.npy")}
 
 

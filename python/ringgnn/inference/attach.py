@@ -1,25 +1,7 @@
-"""Embeddings as a dataset's features (``ringgnn embed RUN --attach DS --name NAME``, issue 24):
-a new dataset ``NAME`` beside ``DS`` that is ``DS`` with the run's node embeddings as its
-feature file, so that ``ringgnn train NAME`` (or any reader of the format) trains a downstream
-model on them with no conversion.
-
-The choice (``docs/INFERENCE.md``, "Embeddings as features"): a **copy**, as a PyG user makes a
-new ``Data`` with ``x`` replaced, not a second feature file inside ``DS``, which the dataset
-format (version 2: exactly one feature file) does not have and every reader would then have to
-choose between. The copy shares ``DS``'s graph, labels, splits, edge splits and original ids by
-hard links (copied where the file system cannot link), so it costs only the embeddings' bytes;
-its ``features.bin`` is written in the feature-file layout (``docs/FORMAT.md``) and its
-manifest records the new file's size and CRC-32C (``ringgnn verify NAME`` checks them) and, in
-``source``, the run, the layer, ``DS``'s own ``source`` and, on a dataset with times, the time
-the graph was taken at (``--at``, null: every edge). Everything is built in a locked
-temporary directory beside ``DS`` and renamed to ``NAME`` when complete: an error, Ctrl-C or a
-full disk leaves nothing. The embeddings are streamed, block by block, from the layer-wise
-inference to the file: nothing in memory grows with the number of nodes but the plan's.
-
-Of a typed run (heterogeneous, or a homogeneous dataset's run at times) the rows of one node
-type (``--type``, default the run's target) become that type's feature file in the copy; they
-are written by ``ringgnn embed``'s typed engine to a ``.npy`` in a locked temporary directory
-first, then streamed into the feature file block by block.
+"""Embeddings as a dataset's features (``ringgnn embed RUN --attach DS --name NAME``): a new
+dataset ``NAME`` beside ``DS``, ``DS`` with the run's node embeddings (of a typed run: one type's
+rows) as its feature file, its other files hard-linked, built in a locked temporary directory and
+renamed when complete. The choice and the format: docs/INFERENCE.md "Embeddings as features".
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """The layer-wise inference engine, one for every graph (:class:`Engine`): every node's output of
 each layer of a trained model, exact (full neighborhoods, no sampling), with features and each
-layer's outputs on disk; ``ringgnn.inference.run`` is its API. A homogeneous run
-(:class:`LayerwiseInference`, its GraphSAGE/GCN/GAT layers in :mod:`.layers`) is the case of one
-node type and one relation of a typed one (:class:`ringgnn.inference.hetero.HeteroLayerwise`).
-
-The engine computes **units**: a layer's rows of one destination type (a homogeneous layer is one
-unit). Each unit is computed on a **grid** (the default; ``docs/INFERENCE.md``): destination
-blocks as large as the budget allows (``infer_plan``: one plan, its sweep limit and its refusal of
-too-small budgets, for both kinds) hold their aggregates; each block's in-edges are read
-sequentially from each relation's neighbor file and folded in by the Rust core (``infer_graph``),
-a piece of distinct sources at a time, their rows gathered with the project's coalesced page reads
-in file order; the layer's own weights turn the aggregates into outputs (``infer_finish``), which
-are appended to the next layer's file of the type (``infer_rows``). A unit may instead run by
-source partitions (``infer_partition``) where that reads and writes fewer bytes, or where the grid
-would sweep its inputs more than ``MAX_SWEEPS`` times. The other strategy, ``blocks``
-(``infer_blocks``), and the torch folds (``infer_torch``) are the second implementations the tests
-hold to the same answers.
-
-Semantics are those of a full-batch PyG forward over the whole graph in eval mode
-(``net(x, edge_index)`` with ``edge_index`` every edge of the CSC): GraphSAGE averages over all
-in-edges as stored (self loops and duplicates included); GCN and GAT drop stored self loops and
-add one per node, as PyG's ``gcn_norm`` and ``GATConv`` do, and GCN normalises with
-``1 / sqrt(deg(u) deg(v))`` over in-degrees counted that way. The intermediate files are deleted
-at the end (``keep=True`` keeps them, renamed ``layer1.f32`` ...).
+layer's outputs on disk, computed as **units** (a layer's rows of one destination type) on the
+grid or by source partitions. A homogeneous run (:class:`LayerwiseInference`, its layers in
+:mod:`.layers`) is the case of one node type and one relation of a typed one
+(:class:`ringgnn.inference.hetero.HeteroLayerwise`); ``ringgnn.inference.run`` is its API. The
+design and the semantics (a full-batch PyG forward in eval mode): docs/INFERENCE.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
-"""Finishing a destination block of layer-wise inference (issue 24; ``docs/INFERENCE.md``,
-"Finishing a block"): the layer's outputs of the block's destinations from their aggregates, a
-slice of ``rows`` destinations at a time, for the grid (``LayerwiseInference._grid_sweep``) and
-the source partitions (``infer_partition``) alike.
-
-A slice is three steps: its destinations' input rows read (the root term: GraphSAGE's
-``lin_r(x)``, GCN's self loop; not for the grid's GAT, whose self loops were folded in when the
-block started), the dense arithmetic (``_grid_finish``, the activation) and the rows handed to
-the writer. Done one after the other they overlap nothing: no reads while computing, one core
-computing. So :func:`map_slices` runs them as a pipeline: one thread reads slice ``i + 1``
-(the Rust reader releases the GIL) while ``workers`` threads compute slices ``i, i - 1, ...``
-(numpy releases the GIL in its products and elementwise loops; each on one BLAS thread, the
-process's setting during inference), and the calling thread writes the results in slice order.
-At most ``workers + 1`` slices are read or computed at once and one more is being written:
-:func:`slices_in_flight`, which the memory plan (``infer_plan``, ``finish_in_flight``) divides
-the finishing bytes by. The arithmetic of a slice does not depend on the others, so the outputs
-are the sequential ones, bit for bit (the slices are the same).
-
-An error anywhere (a read, a slice's arithmetic, the writer: a full disk; Ctrl-C in the calling
-thread) ends the pipeline: the slices not started are cancelled, the running ones are waited for
-(a slice at most), nothing more is written and no thread is left behind; the error is raised in
-the calling thread, and the callers' writers then remove their temporary files."""
+"""Finishing a destination block of layer-wise inference, for the grid and the source partitions
+alike: the layer's outputs of the block's destinations from their aggregates, a slice at a time,
+run as a pipeline (:func:`map_slices`: one thread reads ahead, ``workers`` compute, the caller
+writes in slice order; the outputs the sequential ones, bit for bit; an error anywhere ends it
+with no thread left behind). docs/INFERENCE.md "Finishing a block"."""
 
 from __future__ import annotations
 

@@ -1,23 +1,10 @@
-"""The graph side of layer-wise inference, for both kinds of runs: a CSC's neighbor file read
-in ranges (:class:`NeighborFile`: a homogeneous dataset's, or one relation of a heterogeneous
-one, whose sources are of one type and destinations of another), the ``blocks`` strategy's
-edge-bounded destination blocks (:func:`blocks`), and the one fold of a destination block's
-in-neighbors' rows into its accumulators (:func:`fold_windows`: the Rust core's
-``FeatureReader.aggregate``, a window of in-edges at a time).
-
-A heterogeneous relation's aggregation is the homogeneous fold applied to that relation's CSC:
-the rows of its source type summed into the accumulators of its destination type's block, with
-the same windows and pieces; :func:`numpy_sums` is the same sums in numpy
-(``aggregate="python"`` of a heterogeneous run: no PyTorch).
-
-**The graph as of a time** (``--at T``): :meth:`NeighborFile.as_of` writes a CSC's edges not after
-``T`` whose sources are not newer than ``T`` (:func:`newer_than`) to a neighbor file of their own,
-in their stored order, with its offset index, in one pass over the ids and times. Every reader of
-neighbor lists (the Rust folds, the source partitions, the blocks, the degrees of the mean and of
-GCN, the plan's cut of the blocks) then reads that view as it reads a dataset's lists, so the
-outputs are those of a dataset built from those edges alone. Edges at or before ``T`` are a prefix
-of each list (``docs/FORMAT.md``, "Times"), but a source newer than ``T`` may sit anywhere in it:
-the view takes both rules in one pass rather than cutting each list at its prefix."""
+"""The graph side of layer-wise inference, for both kinds of runs: a CSC's neighbor file read in
+ranges (:class:`NeighborFile`, a homogeneous dataset's or one relation's), and its view as of a
+time (:meth:`NeighborFile.as_of`: the edges not after ``T`` from sources not newer than it), the
+``blocks`` strategy's destination blocks (:func:`blocks`) and the one fold of a block's
+in-neighbors' rows (:func:`fold_windows`, the Rust core; :func:`numpy_sums`, numpy's).
+docs/INFERENCE.md.
+"""
 
 from __future__ import annotations
 

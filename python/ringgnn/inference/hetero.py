@@ -1,32 +1,10 @@
-"""Layer-wise inference of a heterogeneous run: every node's output of a trained
-:class:`~ringgnn.models.hetero.HeteroModel`, exact (every relation's full in-neighbor lists, no
-sampling), out of core; what ``ringgnn predict RUN`` and ``ringgnn embed RUN`` run on a run of
-``ringgnn train DS --target TYPE``, ``ringgnn embed RUN`` on a link run's encoders (``--task link
---relation S:R:D``: :func:`link_towers`), and both on a homogeneous dataset's run at times (its
-one-type case). The engine's parts are the homogeneous one's; what is type-specific here is which
-relations feed which type and the typed model's dense parts (``ringgnn.models.hetero_dense``,
-numpy: nothing here imports PyTorch).
-
-One layer and one destination type at a time, the model's forward in eval mode: for each
-destination block of type ``d`` and each relation ``(s, rel, d)``, the homogeneous fold on that
-relation's CSC (``infer_graph.fold_windows``, the Rust core) sums the block's in-neighbors' rows
-of type ``s`` at the previous layer; the mean (an empty one is 0) goes through the relation's
-weights and the relations are combined as the model combines them (``HeteroDense.block``), then
-ReLU between layers. Layer ``l`` computes only the types within ``upto - l`` hops of the output
-type. A type's input rows are its feature file or its embedding table (held by the model, or the
-checkpoint's table file, ``ringgnn.models.tables``), written once to a layer-0 file so that the
-core reads and sums its rows as any layer's; each layer's rows go to ``layerL.TYPE.DTYPE`` files
-(``--hidden-dtype``, ``rows.RowFileWriter``) in a temporary directory beside the output (``keep=True`` keeps
-the computed ones), the output to a ``.npy`` renamed when complete.
-
-**The engine** (``ringgnn.inference.engine.Engine``, the homogeneous runs' own): its units are
-here the (layer, destination type) pairs, each cut into destination blocks by its in-degrees
-summed over the relations into the type (:meth:`HeteroLayerwise._cost`), with the same plan
-(``infer_plan.InferencePlan``), sweep limit (``MAX_SWEEPS``), refusal of a too-small budget before
-anything is read, and choice of each unit's scheme: the grid, or source partitions
-(``infer_partition``: each relation's sources cut by their own count, its partials merged in
-blocks of the destination type) where they read and write fewer bytes or the grid would sweep
-too often.
+"""Layer-wise inference of a heterogeneous run (:func:`infer_hetero`, the engine's typed kind
+:class:`HeteroLayerwise`): every node's output of a trained ``HeteroModel`` or of a link run's
+towers, exact and out of core, for ``ringgnn predict``/``embed`` of typed runs and of a homogeneous
+dataset's run at times (its one-type case). What is typed here: which relations feed which type,
+the units (layer, destination type), their inputs (feature files or embedding tables) and the
+model's dense parts (``ringgnn.models.hetero_dense``, numpy: nothing here imports PyTorch). How:
+docs/INFERENCE.md "Heterogeneous runs".
 """
 
 from __future__ import annotations

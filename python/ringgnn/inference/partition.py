@@ -1,32 +1,8 @@
-"""The source-partitioned scheme of layer-wise inference (issue 24; ``docs/INFERENCE.md``, "The
-other scheme: source partitions"): one layer computed by cutting the *sources* into partitions
-instead of the destinations into blocks, so that the layer's input file is read once rather than
-once per destination block. ``infer_plan.choose_scheme`` decides when it is used (when it reads
-and writes fewer bytes than the grid, or when the grid would sweep the input more than
-``MAX_SWEEPS`` times) and how many partitions.
-
-The per-edge work is the Rust core's (``ringgnn_features::partition``, through
-``_core.SourcePartitions`` and ``FeatureReader.partials``, on all threads with the GIL released):
-
-1. **Bucketing**: one pass over the neighbor file; each edge ``u -> v`` is appended to its source
-   partition's bucket, every bucket sorted by destination (GCN and GAT drop stored self loops).
-2. **Partial aggregates**: a partition's bucket is taken in windows of at most ``window_edges``
-   edges; each window is one Rust aggregation over the bucket's sources with the destinations
-   it reaches numbered compactly (their node ids given to GCN's ``dinv[u] dinv[v]`` and GAT's
-   destination logits), so the partition's rows are read once, in file order. The layer's
-   dense parts are the grid's (``LayerStep.dense``, ``infer_dense``): where the layer narrows, ``W x``
-   of each piece; GAT's ``lin(x)`` and source logits of each piece, and its destination logits
-   of every node, computed first in a pass of their own into a temporary file. Each window's partials and their destination ids
-   are spilled (``O_DIRECT`` where the file system allows it).
-3. **Merge**: per destination block, every window's partials of the block's destinations are
-   combined on all threads (sums added, maxima maxed, GAT's softmax partials rescaled to their
-   common maximum); the block is then finished as on the grid (``LayerStep.finish``; GAT's self loop
-   folded in there).
-
-Everything goes to files under the run's temporary directory (``_files.temporary``), removed at
-the end of the layer. Memory: a window's accumulators and edges (``infer_plan.PART_NODE``,
-``PART_EDGE``), a bucketing chunk, and a merge block with one slice of partials per thread, all
-within the plan's share."""
+"""The source-partitioned scheme of layer-wise inference: one unit computed by cutting the
+*sources* into partitions (bucketing, partial aggregates per window, merge per destination
+block; the per-edge work in Rust, ``_core.SourcePartitions``), so that the layer's input file is
+read once rather than once per destination block; ``infer_plan.choose_scheme`` decides when.
+How and why: docs/INFERENCE.md "The other scheme: source partitions"."""
 
 from __future__ import annotations
 

@@ -1,26 +1,7 @@
-"""The memory plan of homogeneous layer-wise inference (issue 24): the one place that decides,
-from ``--memory``, how large the grid's destination blocks, its pieces and its finishing slices
-are, and which budgets are refused (``docs/INFERENCE.md``, "Sizes from the budget").
-
-A memory cgroup (``memcap``, a container's limit) counts the process's anonymous memory, the
-file pages it maps (the libraries' code) and the page cache it fills. The plan therefore takes
-off the budget: the anonymous memory held when inference starts (``_options.held_memory``: the
-runtime, the model, the offset index; *not* the resident size, whose mapped library pages the
-kernel can drop and refault), ``_options.code_bytes()`` for the library pages a layer keeps
-touching,
-:data:`FIXED_BYTES` of read buffers and :data:`WRITE_BYTES` of written pages not yet on disk
-(writers sync and drop them every :data:`SYNC_BYTES`). Of the rest, less :data:`SLACK`, pieces
-get at most :data:`PIECE_BYTES` each (two in flight) and the finishing slices in flight (one read
-ahead, one per thread computing, one written: ``infer_finish``) at most :data:`FINISH_BYTES`
-together; everything else goes to the destination blocks, since each block sweeps
-the layer's input file once: the number of blocks is the number of sweeps.
-
-A layer whose blocks would sweep its input more than :data:`MAX_SWEEPS` times runs by source
-partitions (:func:`choose_scheme`) where they fit the budget (at most :data:`MAX_PARTS` windows of
-a block's share); a budget under which some layer can run neither way is refused before any
-layer starts, with the smallest budget that runs every layer one way or the other (found by the
-same greedy cut of the offset index the grid uses), rather than run for a multiple of the time
-or thrash."""
+"""The memory plan of layer-wise inference: the one place that decides, from ``--memory``, how large
+the grid's destination blocks, its pieces and its finishing slices are, when a unit runs by source
+partitions (:func:`choose_scheme`), and which budgets are refused, with the smallest that runs
+(docs/INFERENCE.md "Sizes from the budget")."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """Layer-wise inference's API (``ringgnn.infer``, ``ringgnn predict``/``embed`` of a homogeneous
-run): every node's output of a trained model, exact (full neighborhoods, no sampling), out of
-core, by the engine of ``ringgnn.inference.engine`` (``docs/INFERENCE.md``).
-
-Inference takes a model and a graph (:class:`LayerwiseInference`, :func:`run_inference`: a
-loaded :class:`~ringgnn.models.checkpoints.Checkpoint` and a :class:`~ringgnn.data.dataset.Dataset`);
-:func:`infer` first loads a run directory's checkpoint. Outputs are ``.npy`` files written in
-blocks to a temporary name and renamed when complete (``infer_rows``): a failure (disk full,
-Ctrl-C) leaves no partial output. What the outputs are scored against is the task's
-(``ringgnn.training.tasks``); this module knows nothing of training. Heterogeneous runs:
-``ringgnn.inference.hetero`` (the same engine's plan and folds).
+run): every node's output of a trained model, exact and out of core, by the engine of
+``ringgnn.inference.engine``, its ``.npy`` outputs written whole or not at all; it knows nothing
+of training. Heterogeneous runs: ``ringgnn.inference.hetero``. docs/INFERENCE.md.
 """
 
 from __future__ import annotations

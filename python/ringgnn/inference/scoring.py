@@ -1,33 +1,9 @@
-"""Exact scores of pairs by a link model: what ``ringgnn predict RUN --edges`` computes.
-
-A link run's encoder gives each node an embedding (its last layer's output) and its decoder a
-score per pair of embeddings (``ringgnn.models.gnn``). :func:`score_pairs` computes the embeddings of
-just the pairs' endpoints (and candidates) by exact layer-wise inference (``ringgnn.inference.run``:
-full neighborhoods, out of core; at the last layer only the blocks holding an endpoint are
-computed), then decodes each pair (:func:`decode_pairs`). The result equals a
-full-graph forward of the encoder followed by the decoder. :func:`predict_edges` does it for a
-run directory and writes the scores. A heterogeneous link run scores pairs of one relation
-``S:R:D`` the same way, each end's rows from its own tower (:func:`predict_link_edges`,
-:func:`exact_rows`: ``ringgnn.inference.hetero``'s layer-wise engine), as does a homogeneous
-dataset's link run at times (its one-type case, ``node:to:node``). With ``at`` (``--at T``) every
-embedding is that of the graph as of ``T`` (the engines' cut, ``ringgnn.inference.graph``), so the
-scores are those of a dataset built from the edges as of ``T`` alone.
-
-**Scores** are the decoder's logits, float32: ``sigmoid(score)`` is the model's probability that
-the edge exists (what ``probabilities=True`` writes instead; the ranking metrics are the same
-either way). **Layouts** of what is written:
-
-- pairs (a ``.npy`` file or an array, (2, n) or (n, 2); or the ``train`` split, which has no
-  stored negatives): shape ``(n,)``, one score per pair in the given order;
-- a held-out edge split (``val``, ``test``): shape ``(n, 1 + K)``, row ``i`` the score of pair
-  ``i`` then those of its ``K`` stored negatives ``(src_i, edge_negatives[i, j])``: the table the
-  metrics rank (AUC, MRR, Hits@K of ``ringgnn.inference.metrics``), which are returned;
-- a held-out split with negatives shared by all its pairs (``Dataset.edge_shared_negatives``,
-  OGB's ``edge_neg``): shape ``(n + m,)``, the ``n`` pairs' scores then the ``m`` shared
-  negatives', and the metrics of OGB's rule (``ringgnn.inference.metrics.shared_ranking_sums``).
-
-Memory: besides the layer-wise budget, the process holds the endpoints' embeddings (distinct
-endpoints x hidden x 4 bytes) and the scores.
+"""Exact scores of pairs by a link model: what ``ringgnn predict RUN --edges`` computes, for
+homogeneous runs (:func:`predict_edges`, :func:`score_pairs`) and for a relation ``S:R:D`` of a
+typed one, each end's rows from its own tower (:func:`predict_link_edges`, :func:`exact_rows`):
+the endpoints' embeddings by exact layer-wise inference, then the decoder (:func:`decode_pairs`),
+written in one layout for both (:func:`_deliver`). Layouts, scores and memory: docs/INFERENCE.md
+"Link models: pair scores and embeddings".
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Checkpoints: the ``.pt`` files of a run directory, written by ``ringgnn train`` and read by
-inference, serving and ``--resume``.
-
-A run directory holds ``last.pt`` (written after each epoch: what ``--resume`` continues from)
-and ``best.pt`` (the epoch of best validation score). Each is a dict: ``model`` and ``optimizer``
-(state dicts), ``epoch``, ``args`` (the run's options, :data:`RUN_DEFINING` among them),
-``metrics`` (what ``metrics.json`` held then) and ``rng`` (PyTorch's generator state). Files are
-written whole under a locked temporary name and renamed into place (``ringgnn._files``), so a
-killed run leaves the previous checkpoint, never half of one.
-
-Layer-wise inference reads them without PyTorch (``arrays=True``: ``ringgnn.models.torchfile``, the
-tensors as numpy arrays): its :class:`Checkpoint` then holds the model's dense parts
-(``ringgnn.models.dense``) and builds the PyG model only if something asks for it
-(:meth:`Checkpoint.module`).
+"""Checkpoints: the ``.pt`` files of a run directory (``last.pt``, ``best.pt``), written whole by
+``ringgnn train`` under a locked temporary name (a killed run leaves the previous one), read by
+inference, serving and ``--resume`` (its checks of what defines a run); read without PyTorch
+(``arrays=True``, ``ringgnn.models.torchfile``), a :class:`Checkpoint` holds the model's dense
+parts and builds the PyG model only when asked (:meth:`Checkpoint.module`).
 """
 
 from __future__ import annotations
@@ -101,10 +92,7 @@ def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -
     path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
-    if arrays:
-        state = load(path, skip=("optimizer",))
-        return path, state if isinstance(state, dict) else {}
-    state = _load(path)
+    state = load(path, skip=("optimizer",)) if arrays else _load(path)
     return path, state if isinstance(state, dict) else {}
 
 

@@ -1,19 +1,9 @@
-"""The dense parts of layer-wise inference (issue 24): each layer's weights and the arithmetic of
-its PyG forward around the neighbor aggregation (which is the Rust core's): a narrowing layer's
-``W x``, GAT's messages and logits, a block's outputs from its aggregates, and the activation
-between layers.
-
-They run on numpy arrays on the CPU, so that ``ringgnn predict``/``embed`` never import PyTorch
-or PyG there (together 435 MiB of anonymous memory once imported, torch 2.15's CUDA build: more
-than a 400M budget), and on torch tensors of the device with ``--device cuda``. The arithmetic is
-written once, on the operators both have (``@``, ``+``, ``*``, ``/``, ``reshape``, ``sum``) and
-the few functions of :class:`Numpy`/:class:`Torch`.
-
-A :class:`DenseNet` comes from a PyG model (:func:`from_module`: a trained run's model as
-``ringgnn train`` holds it, or any ``SAGEConv``/``GCNConv``/``GATConv`` configuration the grid
-supports, such as ``aggr="max"``) or from a checkpoint's state dict read without PyTorch
-(:func:`from_state`, ``ringgnn.models.torchfile``: the models ``ringgnn.models.gnn.build_model`` builds, with
-PyG's defaults), checked key by key and shape by shape as ``load_state_dict`` would."""
+"""The dense parts of layer-wise inference (:class:`DenseNet`, :class:`DenseLayer`,
+:class:`DenseDecoder`): each layer's weights and the arithmetic of its PyG forward around the
+neighbor aggregation (which is the Rust core's), written once on the operators numpy arrays
+(:class:`Numpy`: the CPU, no PyTorch imported) and torch tensors (:class:`Torch`: ``--device
+cuda``) share; made from a PyG model (:func:`from_module`) or from a checkpoint's state dict read
+without PyTorch (:func:`from_state`), checked key by key and shape by shape (:func:`check_state`)."""
 
 from __future__ import annotations
 

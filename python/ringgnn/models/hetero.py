@@ -1,25 +1,8 @@
-"""Heterogeneous models: encoders of a sampled neighborhood with typed nodes and relations.
-
-A graph has node types and relations ``(src, rel, dst)`` (PyG's edge types; DGL GraphBolt's
-``"src:rel:dst"`` strings, the spelling of :meth:`HeteroModel.config`). :class:`HeteroModel`
-turns a sampled batch (PyG ``HeteroData`` semantics, see :func:`hetero_batch_to_dicts`) into
-logits for the nodes of one *target* type; its :meth:`~HeteroModel.config` is JSON-able, so a
-checkpoint stores it beside the state dict and :meth:`HeteroModel.from_config` rebuilds the model.
-
-Two encoders (:data:`HETERO_MODELS`), both with one message function per relation and the
-relations' results combined per destination type:
-
-* ``sage``: what PyG's ``to_hetero(GraphSAGE, metadata, aggr="mean")`` builds, one ``SAGEConv``
-  per relation and the mean over the relations into a type;
-* ``rgcn``: R-GCN (Schlichtkrull et al., 2018) without basis decomposition: a root weight per
-  type plus one weight per relation, neighbors averaged within a relation, relations summed.
-
-The layers are a loop over relations rather than PyG's ``HeteroConv`` (whose ``aggr="mean"`` is
-the same arithmetic for ``sage``) because the model must compute a type whatever the batch
-holds: a relation absent from a batch is a relation sampled with no edges, so every type still
-gets its root term; and layer ``l`` of ``L`` holds modules only for the types within ``L - l``
-hops of the target (the last layer only for the target): a ``DistributedDataParallel`` wrapper
-then finds no parameter that never gets a gradient.
+"""Heterogeneous models: :class:`HeteroModel`, an encoder of a sampled neighborhood with typed
+nodes and relations (``sage``: PyG's ``to_hetero`` GraphSAGE, mean over relations; ``rgcn``:
+R-GCN) giving the logits of one *target* type, its JSON-able config, and the batch's tensors it
+takes (:func:`hetero_batch_to_dicts`). Why it is built so: docs/ARCHITECTURE.md "Heterogeneous
+graphs".
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
-"""The dense parts of a heterogeneous model (``ringgnn.models.hetero.HeteroModel``) as numpy
-arrays: what layer-wise inference of a heterogeneous run (``ringgnn.inference.hetero``) runs on the
-CPU, so that ``ringgnn predict``/``embed`` of such a run and ``predict --edges`` of a
-heterogeneous link run never import PyTorch (``docs/INFERENCE.md``).
-
-A :class:`HeteroDense` has the model's structure (``ringgnn.data.schema``: types, relations,
-the types each layer computes) and, per layer, each relation's ``SAGEConv`` as a
-:class:`~ringgnn.models.dense.DenseLayer` (R-GCN's: ``lin_l`` only, no bias nor root weight) and
-each root ``Linear``; a featureless type's embedding table held by the model is an array. It
-comes from a checkpoint's state dict read without PyTorch (:meth:`HeteroDense.from_state`, keys
-and shapes checked by ``dense.check_state``) or from a live ``HeteroModel``
-(:meth:`HeteroDense.from_module`: its weights shared, as training's evaluation holds it). The
-arithmetic of a block (:meth:`HeteroDense.block`) is the model's ``_Layer.forward`` with the
-relation terms of ``dense.sage_finish``.
-
-The model and its dense parts read the structure from the config through one class,
-:class:`TypedStructure` (the types each layer computes, the relations into them, the types with a
-root ``Linear``, the embedding tables held): ``HeteroModel`` builds its modules from it,
-:class:`HeteroDense` the keys, shapes and arrays of their state dict."""
+"""The dense parts of a heterogeneous model (:class:`HeteroDense`) as numpy arrays: what layer-wise
+inference of a typed run runs on, so that ``predict``/``embed``/``predict --edges`` of such a run never
+import PyTorch. The model and its dense parts read their structure (the types each layer computes,
+the relations into them, the roots, the held tables) from the config through one class,
+:class:`TypedStructure`."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""Learned embedding tables kept in files: the input rows of a featureless node type whose table
-(with its optimizer's state) does not fit the memory plan (``ringgnn.sampling.plan``).
-
-A :class:`FileTable` is three float32 ``.npy`` files of ``[n, dim]`` opened as memory maps: the
-weights and SparseAdam's two moments, plus the step count. A batch gathers its rows of the type
-(:meth:`FileTable.gather`: a leaf tensor the model reads as that type's input, in place of an
-``Embedding``), and after the backward pass :meth:`FileTable.step` applies SparseAdam to exactly
-those rows, each written back: the arithmetic of ``torch.optim.SparseAdam`` on a sparse
-``Embedding``, row by row, so the file holds what an in-memory table with the same optimizer would
-(tested). Only the batch's rows are ever in memory; the kernel's page cache holds what it can,
-and written pages go back to the file.
-
-Checkpoints (:func:`save_tables`, :func:`load_tables`): each table's three files are copied, in
-blocks, under locked temporary names beside the run's checkpoint and renamed into place, named by
-the checkpoint (``last.TYPE.weight.npy``, ``best.TYPE.weight.npy``, ...) before the checkpoint
-itself is written, which records their names, shapes and step. ``--resume`` copies them back into
-the live files; inference and serving read the weights file as a memory map.
+"""Learned embedding tables kept in files (:class:`FileTable`): the input rows of a featureless node
+type whose table, with SparseAdam's state, does not fit the memory plan; a batch's rows gathered
+and stepped in place, and the tables' copies beside each checkpoint (:func:`save_tables`,
+:func:`load_tables`). docs/ARCHITECTURE.md "Heterogeneous graphs" (embedding tables in files).
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
-"""``ringgnn.Client``: the Python client of ``ringgnn serve`` (API: ``ringgnn/serve.proto``).
-
-Each call is one gRPC request; a failed one raises the exception of its status:
-
-=====================  ===========================================================
-INVALID_ARGUMENT       :class:`InputError` (the message names the field and limit)
-RESOURCE_EXHAUSTED     :class:`BusyError` (retry later, or slower)
-DEADLINE_EXCEEDED      :class:`DeadlineExceededError`
-CANCELLED              :class:`CancelledError`
-UNAVAILABLE            :class:`ShuttingDownError` when the server says it is stopping,
-                       else :class:`ConnectionError` (no server there)
-FAILED_PRECONDITION    :class:`InputError` (e.g. Predict on a server without a model, Score
-                       with a node-classification model)
-anything else          :class:`RingGnnError` with the status and the server's message
-=====================  ===========================================================
-
-A client is thread-safe (gRPC channels are); close it, or use it as a context manager.
-
-On a heterogeneous dataset every call names the nodes' type (``node_type=``; Predict and Embed
-default to the model's target type) and :meth:`Client.sample` returns a
-:class:`ringgnn.HeteroSample`. A typed request to a server that serves a homogeneous dataset with
-the Rust frontend (which does not read the typed fields) raises :class:`InputError` here.
-
-On a dataset with times, :meth:`Client.sample`, :meth:`Client.predict` and :meth:`Client.embed`
-take ``time=`` (every node at that time) or ``seed_times=`` (one per node), and
-:meth:`Client.score` ``time=``: only edges up to the time are sampled (see serve.proto). Without
-one the server samples every edge (the present). A server that does not read these fields (older
-than them) is detected by its reply and raises :class:`InputError`.
+"""``ringgnn.Client``: the Python client of ``ringgnn serve`` (API: ``ringgnn/serve.proto``), one
+gRPC request per call, a failed one raising the exception of its status (:func:`_error`; the
+table, typed requests and requests at times: docs/SERVING.md).
 """
 
 from __future__ import annotations
@@ -114,8 +89,8 @@ class Client:
         ``time`` (every node) or ``seed_times`` (one per node): sampled at those times, as
         ``HeteroNeighborSampler(...).sample(nodes, node_type, input_time=...)`` (disjoint per
         distinct time); the answer's ``seed_time`` gives each node's time."""
-        req = self._pb.SampleRequest(nodes=_ids(nodes), replace=bool(replace), edge_ids=bool(edge_ids))
-        timed = _set_times(req, time, seed_times)
+        req, timed = self._request("SampleRequest", seed, time, seed_times, nodes=_ids(nodes), replace=bool(replace),
+                                   edge_ids=bool(edge_ids))
         if isinstance(fanouts, Mapping):
             if node_type is None:
                 raise InputError("sample: fanouts per relation are for a heterogeneous dataset: give node_type too")
@@ -126,8 +101,6 @@ class Client:
             req.fanouts.extend(_fanouts(fanouts or []))
         if node_type is not None:
             req.node_type = str(node_type)
-        if seed is not None:
-            req.seed = _options.count(seed, "seed")  # the field is uint64
         r = self._call("Sample", req, timeout)
         if node_type is not None:
             s = _hetero_sample(self.target, r, node_type, edge_ids, timed)
@@ -163,7 +136,8 @@ class Client:
         """Class probabilities and most probable class of ``nodes`` from the served model (a
         heterogeneous model's: nodes of its target type, ``node_type`` by default), on their
         neighborhoods sampled at ``time`` or ``seed_times`` (one per node) when given."""
-        req, timed = self._infer_request(nodes, seed, node_type, time, seed_times)
+        req, timed = self._request("PredictRequest", seed, time, seed_times, nodes=_ids(nodes),
+                                   node_type=node_type or "")
         r = self._call("Predict", req, timeout)
         _answered_times(self.target, "Predict", timed, len(r.seed_time))
         probs = np.array(r.probs, dtype=np.float32).reshape(r.rows, r.classes)
@@ -176,7 +150,8 @@ class Client:
         a link model's last layer (what its decoder scores); a heterogeneous model's input of its
         last layer for its target type (the default ``node_type``), for another type its rows at
         the last hidden layer that computes it. ``time`` / ``seed_times``: as :meth:`predict`."""
-        req, timed = self._infer_request(nodes, seed, node_type, time, seed_times)
+        req, timed = self._request("PredictRequest", seed, time, seed_times, nodes=_ids(nodes),
+                                   node_type=node_type or "")
         r = self._call("Embed", req, timeout)
         _answered_times(self.target, "Embed", timed, len(r.seed_time))
         return np.array(r.values, dtype=np.float32).reshape(r.rows, r.dim)
@@ -190,10 +165,7 @@ class Client:
         s, d = _ids(src, "src"), _ids(dst, "dst")
         if len(s) != len(d):
             raise InputError(f"score: src has {len(s)} node ids and dst {len(d)}: give one destination per source")
-        req = self._pb.ScoreRequest(src=s, dst=d)
-        if seed is not None:
-            req.seed = _options.count(seed, "seed")
-        timed = _set_times(req, time, None)
+        req, timed = self._request("ScoreRequest", seed, time, None, src=s, dst=d)
         r = self._call("Score", req, timeout)
         _answered_times(self.target, "Score", timed, r.HasField("time"))
         return np.array(r.scores, dtype=np.float32)
@@ -220,11 +192,11 @@ class Client:
             d[k] = {rel: [int(f) for f in v.get("hops", [])] for rel, v in sorted(d[k].items())}
         return d
 
-    def _infer_request(self, nodes: Sequence[int], seed: Optional[int], node_type: Optional[str],
-                       time: Optional[int], seed_times: Any) -> Any:
-        req = self._pb.PredictRequest(nodes=_ids(nodes), node_type=node_type or "")
+    def _request(self, name: str, seed: Optional[int], time: Optional[int], seed_times: Any, **fields: Any) -> Any:
+        """(request ``name`` of ``fields`` with ``seed`` and the times set, whether it has times)."""
+        req = getattr(self._pb, name)(**fields)
         if seed is not None:
-            req.seed = _options.count(seed, "seed")
+            req.seed = _options.count(seed, "seed")  # the field is uint64
         return req, _set_times(req, time, seed_times)
 
 
@@ -324,21 +296,17 @@ def _fanouts(hops: Any) -> List[int]:
     return values
 
 
-def _error(target: str, call: str, e: Any) -> Exception:
-    import grpc
+#: The exception of each gRPC status (the module's table; UNAVAILABLE: see :func:`_error`).
+_ERRORS = dict(INVALID_ARGUMENT=InputError, FAILED_PRECONDITION=InputError, OUT_OF_RANGE=InputError,
+               RESOURCE_EXHAUSTED=BusyError, DEADLINE_EXCEEDED=DeadlineExceededError, CANCELLED=CancelledError)
 
+
+def _error(target: str, call: str, e: Any) -> Exception:
     code, detail = e.code(), e.details() or ""
     text = f"{call} at {target}: {detail}" if detail else f"{call} at {target}: {code.name}"
-    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
-                grpc.StatusCode.OUT_OF_RANGE):
-        return InputError(text)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return BusyError(text)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return DeadlineExceededError(text)
-    if code == grpc.StatusCode.CANCELLED:
-        return CancelledError(text)
-    if code == grpc.StatusCode.UNAVAILABLE:
+    if code.name in _ERRORS:
+        return _ERRORS[code.name](text)
+    if code.name == "UNAVAILABLE":
         if "shutting down" in detail or "stopping" in detail:
             return ShuttingDownError(text)
         return ConnectionError(f"{call}: no ringgnn server answers at {target} ({detail or code.name})")

@@ -1,37 +1,7 @@
-"""``ringgnn serve``: on-demand sampling, features and inference behind a gRPC API.
-
-The API is ``ringgnn/serve.proto`` (shipped in the package; docs/SERVING.md). Every request is
-sampled and gathered by the Rust request engine: ``_core.Engine`` for a homogeneous dataset,
-``_core.HeteroEngine`` for a heterogeneous one (requests name the seeds' node type; fanouts may
-be given per relation). The engine batches the requests that arrive together into waves that
-share their reads, keeps hot neighbor pages, holds what the memory budget allows; it refuses
-what does not fit its queue (RESOURCE_EXHAUSTED), honors deadlines and drops the work of clients
-that went away. One servicer (``ringgnn.serving.servicer``) answers both kinds; Predict and Embed (and
-Score, for a link model) take the sample and its feature rows from one engine request and run
-the model (``ringgnn.serving.model``) on them. A link model (``train --task link``) answers
-``Score``: the pairs' distinct endpoints are sampled as one request, the encoder embeds them and
-the decoder scores the pairs; its ``Embed`` is the encoder's last layer, and ``Predict`` is
-refused.
-
-On a dataset with edge or node times, Sample, Predict, Embed and Score take a ``time`` (Sample,
-Predict and Embed ``seed_times``, one per node) and sample at it, as
-``HeteroNeighborSampler(..., input_time=)`` does (``--temporal-strategy``); a request without one
-samples every edge (the present). A homogeneous dataset's requests at times are sampled by the
-typed sampler over its one-type case, inside the same engine and its waves.
-
-The gRPC server is in Rust (``_core.GrpcServer``: tonic, crate ``ringgnn-serve``). Over a
-homogeneous dataset ``Sample``, ``Features`` and ``Info`` are decoded, served and encoded without
-entering Python, and Predict/Embed/Score call the servicer; over a heterogeneous one every call
-goes to the servicer, which calls the engine with the GIL released. ``--frontend grpcio`` serves
-every call through Python's grpcio instead (the first design, kept as the baseline of
-docs/benchmarks.md).
-
-Status codes: INVALID_ARGUMENT for bad input (the message says what and the limit),
-RESOURCE_EXHAUSTED when the queue is full, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE while
-shutting down, FAILED_PRECONDITION for Predict/Embed/Score without a model, Predict with a link
-model, Score with a node model, or Features without features, INTERNAL for a read error (the
-message names the file). SIGTERM or SIGINT stops taking requests, lets those in flight finish
-(``--grace`` seconds at most), and exits 0. The command line is ``ringgnn.cli.serve``.
+"""``ringgnn serve``: the :class:`Server` (on-demand sampling, features and inference behind the
+gRPC API of ``ringgnn/serve.proto``): the Rust request engine of the dataset's kind, the model
+of ``--model``, and the frontend (tonic in Rust, or Python's grpcio). What it answers, its status
+codes and how it serves: docs/SERVING.md; the command line is ``ringgnn.cli.serve``.
 """
 
 from __future__ import annotations

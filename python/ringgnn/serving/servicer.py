@@ -1,16 +1,8 @@
 """The ``RingGnn`` service (serve.proto) over the Rust request engine: one :class:`Servicer` for
-homogeneous and heterogeneous datasets. The engine (``_core.Engine``, or ``_core.HeteroEngine``
-for node types and relations) samples and gathers every request in its waves; what is here is
-the protocol: requests checked and decoded, replies encoded, and the model step of Predict,
-Embed and Score (``ringgnn.serving.model``) run on what the engine sampled. Every call takes
-one path: a homogeneous dataset is the one-type case, its node type None (the engines' calls
-take ``node_type``, and both models answer alike). What differs between the two kinds is the
-checks of a request's node type and fanouts per relation, and the replies that name types and
-relations (a homogeneous Sample reply is encoded by the engine).
-
-A request's ``time`` or ``seed_times`` goes to the engine, which checks them (naming the field)
-and samples at them, disjoint per distinct time; the model then runs on that sample, and each
-row of a reply is found by its (node, time): a node asked for at two times is two rows."""
+both kinds of dataset, a homogeneous one being the one-type case (its node type None): requests
+checked and decoded, replies encoded, and the model step of Predict, Embed and Score
+(``ringgnn.serving.model``) run on what the engine sampled, a row per (node, time) asked for.
+docs/SERVING.md "Heterogeneous datasets", "Sampling at a time"."""
 
 from __future__ import annotations
 

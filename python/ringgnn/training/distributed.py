@@ -1,21 +1,7 @@
-"""Data parallelism on ``torch.distributed``: which rank this process is, its share of each
-epoch, and the few collectives ``ringgnn train`` needs.
-
-The design (see ``docs/DISTRIBUTED.md``): every machine holds the whole dataset on its own SSD,
-every rank samples and gathers its own batches from it, and DDP averages the gradients. No
-graph partitioning, no feature server, no home-made engine: ``torchrun`` starts the ranks and
-``torch.distributed`` (gloo on CPU, NCCL on CUDA) connects them.
-
-**Sharding.** An epoch's training seeds are permuted from ``(seed, epoch)`` and cut into
-batches numbered globally, the same on every rank (``ringgnn.Loader`` does that). Rank ``r`` of
-``W`` takes batches ``r, r + W, r + 2W, ...``: shares are disjoint and their union is the epoch.
-So that no rank waits at a collective for a step that does not exist, every rank takes the same
-number of batches, ``ceil(batches / W)``; the ranks that run short repeat the epoch's first
-batches, as PyTorch's ``DistributedSampler`` pads its indices (``drop_last=False``). A batch's
-sample depends only on ``(seed, epoch, global batch index)``: rank ``r``'s batches are exactly
-those a single process samples at those indices. Evaluation shards the same way without padding
-(no step is synchronised there) and sums correct answers and counts over the ranks, so the
-accuracy is exact.
+"""Data parallelism on ``torch.distributed``: which rank this process is (:func:`join`), its share
+of each epoch (:func:`shard`: batches ``r, r + W, ...``, padded for training so every rank steps
+as often), and the few collectives ``ringgnn train`` needs, a failed peer raised as
+:class:`PeerFailedError`. The design: docs/DISTRIBUTED.md.
 """
 
 from __future__ import annotations

@@ -1,49 +1,9 @@
-"""A heterogeneous dataset's kind (:class:`Typed`): what the two tasks of ``ringgnn train`` ask of
-a typed dataset (the loop is ``ringgnn.training.loop``'s and the tasks ``ringgnn.training.tasks``',
-the same for every kind of dataset; ``ringgnn.training.kinds.Homogeneous`` is the one-type case):
-per-relation fanouts, the typed loaders' plan and log lines, the heterogeneous models and the
-embedding tables of featureless types.
-
-**Node classification** (``--target TYPE``). Batches are seeds of the target type with their sampled
-typed neighborhood (:class:`ringgnn.HeteroLoader`: each relation read from its own file, each type's
-features from its own); the model is :class:`ringgnn.models.hetero.HeteroModel` (``sage``: PyG's
-``to_hetero`` GraphSAGE with mean aggregation across relations; ``rgcn``: R-GCN), types without
-features getting learned embeddings (``embed_dim``), which are saved with the checkpoint, held in
-memory or, as the memory plan decides, in files (``ringgnn.models.tables``, SparseAdam). A
-checkpoint's ``args`` holds ``hetero`` (the model's config: node and edge types, feature widths,
-counts, target), from which :meth:`HeteroModel.from_config` rebuilds the model.
-
-**Link prediction** on one relation ``S:R:D`` (``--task link --relation S:R:D``). Data: the
-relation's edge splits (docs/FORMAT.md "Edge splits of a relation"): ``train`` pairs are the
-supervision edges (and stay in the graph, as PyG's ``LinkNeighborLoader`` keeps them); ``val`` and
-``test`` are out of the relation and of its reverse ``D:rev_R:S``, scored against their stored
-negatives (OGB's protocol, :mod:`ringgnn.inference.metrics`). Batches:
-:class:`ringgnn.sampling.links.HeteroLinkBatches`, the link batcher of homogeneous runs over the
-relation. Model (:func:`build_link_model`): the heterogeneous encoders (``sage`` or ``rgcn``,
-featureless types with learned embeddings), one per endpoint type (two towers when ``S != D``, each
-a ``HeteroModel`` whose target is its type and whose last layer is ``hidden`` wide; one encoder when
-``S = D``), and the decoder of homogeneous link runs (``dot``, or ``mlp`` on the element-wise
-product); binary cross-entropy. Two towers cost two embedding tables for a featureless type both
-encoders read (each tower learns its own, held or in files as the node case's, the plan placing both
-together; in files each is named ``SIDE.TYPE``: ``RUN/tables/src.author.weight.npy``, checkpoint
-records ``src.author``); they make the exact evaluation the node case's: each tower's layer-wise
-inference of its own type (:func:`ringgnn.inference.scoring.exact_rows`, out of core), keeping the
-rows of the nodes the held-out splits name. Per epoch (sampled), each of those nodes gets one
-sampled embedding from node batches of its type (a ``HeteroLoader`` of those ids, fixed sample).
-Under ``torchrun`` each rank trains on its share of the link batches and scores its share of the
-held-out pairs, as homogeneous link runs.
-
-**At times** (``ringgnn.training.temporal``): every loader samples its seeds at their times (node
-classification: the training probe, the training split and the evaluated ones; link prediction:
-each pair of the edge splits and its negatives at the pair's time minus one, the held-out ends
-embedded once per distinct (node, time)), and a homogeneous dataset with times runs here as the
-one-type case (type ``node``, relation ``node:to:node``).
-
-**Task tables** (``ringgnn.training.task_table``; node classification): rows of (node, time, label)
-in place of the target type's splits and labels, homogeneous datasets as the one-type case; each
-split's loader is a ``RowLoader`` of its rows, and a batch's outputs and labels are one per row
-(``row_seed``: the row's seed).
-"""
+"""A typed dataset's kind (:class:`Typed`; ``ringgnn.training.kinds.Homogeneous`` is the other):
+what the two tasks of ``ringgnn train`` ask of a heterogeneous dataset, or of a homogeneous one
+trained at times or on task tables (its one-type case, type ``node``, relation ``node:to:node``):
+per-relation fanouts, the typed loaders and their plan, the heterogeneous models (a link task on
+``S:R:D``: a tower per end type, one when ``S = D``) and the embedding tables of featureless types. How they work:
+docs/ARCHITECTURE.md "Heterogeneous graphs"; at times: docs/USAGE.md "Training at times"."""
 
 from __future__ import annotations
 
@@ -302,11 +262,11 @@ class Typed:
                 loaders[key] = HeteroLoader(ds, opts["fanouts"], t, seeds=h.ends[side], shuffle=False,
                                             features=features, **at, **common)
                 features = loaders[key].features  # one set of readers and one cache
+        # The node loaders' options but the two they alone take (the sampler is passed first).
+        common = {k: v for k, v in common.items() if k not in ("sampler", "direct")}
         self.hyper = loaders[task.train_split] = HeteroLinkBatches(
-            ds, task.relation, self.sampler, features, batch_size=batch_size, neg_ratio=task.neg.amount,
-            neg_weight=task.neg.weight, seed=opts["seed"], threads=opts["threads"], hyperbatch=opts["hyperbatch"],
-            staging_dir=opts.get("staging_dir"), staging_cap=opts.get("staging_cap"),
-            ignore_time=not self.pairs_at_times, **({} if opts["prefetch"] is None else {"prefetch": opts["prefetch"]}))
+            ds, task.relation, self.sampler, features, neg_ratio=task.neg.amount, neg_weight=task.neg.weight,
+            hyperbatch=opts["hyperbatch"], ignore_time=not self.pairs_at_times, **common)
         return net, loaders
 
     def split_loader(self, ds: Any, fanouts: Any, target: str, split: str, **opts: Any) -> Any:

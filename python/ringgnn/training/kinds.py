@@ -1,14 +1,8 @@
-"""A dataset's kind: what the training loop and a task ask of a dataset besides the task itself.
-
-A task (``ringgnn.training.tasks``) says what is learned and how it is scored; the *kind* of its
-dataset says where the batches come from and which model family learns it. Both kinds answer the
-same methods, and a task holds one: :class:`Homogeneous` here, the one-type case
-(``ringgnn.Loader``'s engine, one for the loaders of all splits, its counters and log lines, the
-CUDA copy path, the encoders of ``ringgnn.models.gnn``), and ``ringgnn.training.hetero.Typed``
-(the typed loaders and their plan, the heterogeneous models, embedding tables of featureless
-types). The loop asks the kind what concerns the loader and the run directory alone (log lines,
-counters, checkpoint files); the task asks it for the model and the loaders of its splits, its
-batches' rows, labels and pairs, and the exact scores of a model.
+"""A dataset's kind: what the training loop and a task ask of a dataset besides the task itself
+(where the batches come from, which model family learns it, the loader's reports, the exact
+scores). :class:`Homogeneous` here, the one-type case on ``ringgnn.Loader``'s engine;
+``ringgnn.training.hetero.Typed`` the other; both answer the same methods (docs/ARCHITECTURE.md
+"Training: one loop, tasks as plug-ins").
 """
 
 from __future__ import annotations

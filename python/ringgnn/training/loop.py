@@ -1,27 +1,10 @@
-"""Mini-batch GNN training with graph and features read from disk: the one loop of ``ringgnn train``.
-
-The loop is the same for every task and every kind of dataset: it asks a task plug-in
-(``ringgnn.training.tasks``: node classification, link prediction, each for every kind of dataset)
-for the model, the loaders of the training and evaluated splits, the loss of each training batch,
-the evaluation sums after each epoch and the scores made of them; and it asks the dataset's kind
-(``ringgnn.training.kinds``; a homogeneous dataset being the one-type case of a typed one,
-``ringgnn.training.hetero``) what concerns the loader and the run directory alone. It follows PyG's
-``NeighborLoader`` recipe, each batch the sampled neighborhood of its seeds. Evaluation is out of
-core too: the seeds of the evaluated splits are sampled with the same fanouts as training (not
-layer-wise full-neighborhood inference), in a fixed order and with a fixed sample, so the scores of
-different epochs compare the same neighborhoods; exact layer-wise scores come after every epoch
-(``--eval layerwise``) or once for the best checkpoint (``--eval auto``), except in a run at times
-(``ringgnn.training.temporal``), whose seeds are evaluated by sampling at their times only.
-
-A run directory holds ``last.pt`` (written after each epoch, what ``--resume`` continues from),
-``best.pt`` (the epoch of best validation score; both ``ringgnn.models.checkpoints``),
-``metrics.json`` (written atomically) and the curves (``ringgnn.training.curves``). A run is
-reproducible on CPU: ``--seed`` seeds both PyTorch (weights, dropout) and the sampler.
-
-Launched by ``torchrun`` (``WORLD_SIZE`` > 1), training is data parallel with DDP: each rank
-trains on its share of each epoch's batches (``ringgnn.training.distributed``), evaluation sums the
-task's counts over the ranks, and rank 0 alone writes the run directory. ``--batch-size`` is per
-rank, as in DDP: an epoch has ``world_size`` times fewer steps of ``world_size`` times more seeds.
+"""The one loop of ``ringgnn train`` (:func:`train`), the same for every task and every kind of
+dataset: it asks the task plug-in (``ringgnn.training.tasks``, chosen by :func:`make_task`) for the
+model, the loaders, the losses and the scores, and the dataset's kind (``ringgnn.training.kinds``,
+``ringgnn.training.hetero``) for what concerns the loader and the run directory (``last.pt``,
+``best.pt``, ``metrics.json``, the curves); under ``torchrun``, data parallel with DDP. What a run
+does and writes: docs/USAGE.md "Training", docs/ARCHITECTURE.md "Training: one loop, tasks as
+plug-ins", docs/DISTRIBUTED.md.
 """
 
 from __future__ import annotations
@@ -37,7 +20,6 @@ from ..data.dataset import Dataset, HeteroDataset
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE
 from ..models.checkpoints import open_run, restore, run_directory, write_json
 from ..models.gnn import DECODERS
-from ..sampling.hetero import open_hetero
 from ..sampling.pairs import WEIGHTS as NEG_WEIGHTS
 from . import distributed
 from .curves import Plots
@@ -427,18 +409,3 @@ def _metrics(ds: Any, task: Task, run_args: Dict[str, Any], history: List[Dict[s
 
 __all__: Sequence[str] = ("train", "make_task", "EVAL_MODES", "TASKS")
 
-
-def train_hetero(dataset: Any, *, target: Optional[str], exact: bool = True, log: Callable[[str], None] = print,
-                 **opts: Any) -> Dict[str, Any]:
-    """:func:`train` of node classification on ``target`` of a heterogeneous dataset (``exact``:
-    ``--eval auto``, else ``sampled``)."""
-    return train(open_hetero(dataset, "train_hetero"), target=target, eval_mode="auto" if exact else "sampled",
-                 log=log, **opts)
-
-
-def train_hetero_link(dataset: Any, *, relation: Optional[str], exact: bool = True,
-                      log: Callable[[str], None] = print, **opts: Any) -> Dict[str, Any]:
-    """:func:`train` of link prediction on ``relation`` of a heterogeneous dataset (``exact``:
-    ``--eval auto``, else ``sampled``)."""
-    return train(open_hetero(dataset, "train --task link"), task="link", relation=relation,
-                 eval_mode="auto" if exact else "sampled", log=log, **opts)

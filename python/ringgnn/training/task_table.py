@@ -1,22 +1,7 @@
 """Task tables: rows of (node id, time, label) as a node classification run's train/val/test sets
-(``ringgnn train --task-table train=T1.parquet,val=T2.parquet,test=T3.parquet``; RelBench's task
-tables, where the same entity recurs at many times with different labels).
-
-Each row is one example: a node of the target type (its id in the dataset, ``0 .. n-1`` of that
-type), the time it is predicted at, and its integer class. The rows replace the dataset's node
-splits and labels for the run (the dataset needs neither). On a dataset with times each row's node
-is a seed sampled at the row's time (only edges and nodes not newer than it), so the same node at
-two times is two seeds with two subgraphs; on a dataset without times (or under ``--ignore-time``)
-the time column is not read and rows are seeds without times (a table with a time column on a
-dataset without times is refused: it has nothing to sample at). The number of classes is the
-largest label of the tables plus one.
-
-This module owns reading the tables (:func:`read_task_tables`: Parquet or CSV through the
-importers' reader, ``ringgnn.importers._arrow.Table``, batch by batch; each error names the file,
-the column and the row), what a run records of them and what ``--resume`` checks (size and
-CRC-32C of each file, its rows, the columns), and the loader of a split's rows
-(:class:`RowLoader`), whose batches carry each row's label and its seed among the batch's.
-A table is held as three numpy arrays, 20 bytes a row (node and time int64, label int32).
+(``ringgnn train --task-table train=T1.parquet,...``): reading them (:func:`read_task_tables`,
+each error naming the file, column and row), what a run records of them and ``--resume`` checks,
+and the loader of a split's rows (:class:`RowLoader`). docs/USAGE.md "Task tables".
 """
 
 from __future__ import annotations

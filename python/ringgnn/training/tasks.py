@@ -1,24 +1,8 @@
-"""Tasks: what a training run learns and how it is scored.
-
-``ringgnn.training.loop`` runs the same loop for every task: it asks the task for the loader of each
-split's seeds, for the loss of each training batch, for the evaluation of the other splits after
-each epoch (sums, so that data-parallel ranks can add theirs) and for the scores made of them.
-:class:`Task` is that interface. :class:`NodeClassification`: cross-entropy on the labeled
-seeds, accuracy. :class:`LinkPrediction`: the seeds are an edge split's pairs
-(``ringgnn.sampling.links.LinkLoader``), the loss is binary cross-entropy of a decoder's scores
-(``ringgnn.models.gnn``) for the positives and sampled negatives, the scores are AUC, MRR and
-Hits@K of each held-out positive against its stored negatives (``ringgnn.inference.metrics``).
-
-Each task is one class for every kind of dataset: it holds the dataset's *kind*
-(``ringgnn.training.kinds.Homogeneous``, the one-type case and the default, or
-``ringgnn.training.hetero.Typed``), which makes the model and the loaders and turns a batch into
-the model's inputs; the task's loss, evaluation, scores and words are the same for both. On a
-typed dataset a node task classifies one node type (``target``) and a link task predicts the
-links of one relation ``S:R:D`` (``relation``).
-
-Scores are named ``<split>_<metric>`` (``val_acc``, ``test_acc``; ``val_auc``, ``val_mrr``,
-``val_hits``...): the names of the columns of ``metrics.json``'s epochs, and of its
-``best_<first eval split>_<first metric>``.
+"""Tasks: what a training run learns and how it is scored. :class:`Task` is the loop's interface
+(the loaders, each training batch's loss, the evaluated splits' sums and the scores made of them,
+named ``<split>_<metric>``); :class:`NodeClassification` and :class:`LinkPrediction` are one class
+each for every kind of dataset, holding its kind (``ringgnn.training.kinds``). docs/ARCHITECTURE.md
+"Training: one loop, tasks as plug-ins".
 """
 
 from __future__ import annotations

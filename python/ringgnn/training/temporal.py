@@ -1,19 +1,7 @@
-"""Whether a training run respects time, and each target node's seed time.
-
-On a dataset with times (``docs/FORMAT.md`` "Times") ``ringgnn train`` is *temporal* by default:
-each seed of every split is sampled at its time (only edges, and nodes, not newer than it; PyG's
-temporal sampling, ``ringgnn.sampling.hetero``). The time of a node of the target type is its node
-time, or the value ``--seed-time FILE.npy`` gives it (one integer per node of that type).
-``--ignore-time`` opts out, with a warning: the run is then the one of a dataset without times.
-This module owns that decision (:func:`seed_times`); the typed kind
-(``ringgnn.training.hetero.Typed``, a homogeneous dataset being its one-type case) samples at the
-times it returns, and the loop evaluates a temporal run by sampling only (exact layer-wise
-evaluation gives every node one output and cannot honour per-seed times).
-
-Link prediction at times (:func:`pairs_at_times`) needs edge splits by time (``convert
---link-split-time``, each pair with its time): every pair of every split, and its negatives, is
-sampled at the pair's time minus one (``ringgnn.sampling.pairs``), training negatives drawn among
-the nodes not newer than the pair where node times exist.
+"""Whether a training run respects time, and at which times: each target node's seed time
+(:func:`seed_times`: its node time or ``--seed-time``; ``--ignore-time`` opts out) and whether a link
+run samples each pair at its time minus one (:func:`pairs_at_times`). The typed kind samples at
+them; docs/USAGE.md "Training at times".
 """
 
 from __future__ import annotations
