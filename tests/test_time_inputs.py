@@ -50,10 +50,9 @@ GraphBolt timestamp features               float, length, unknown type, bad doma
                                            test_infer_at::test_bad_times_are_refused_and_leave_nothing
 ``verify`` of time files                   unsorted: test_times_format::test_verify_finds_times_out_of_order, Rust
                                            ``verify::times::tests``; length (files.*.bytes and payload): Rust
-                                           ``verify::times::tests``, test_a_time_file_shorter_than_its_counts_fails_at_open
+                                           ``verify::times::tests``, test_a_time_file_shorter_than_its_counts_is_named_where_it_is_read
 opening a dataset with times (samplers,    length (file and manifest agree, counts do not), missing, not a regular file:
-loaders, servers)                          test_a_time_file_shorter_than_its_counts_fails_at_open,
-                                           test_a_time_file_cut_after_the_dataset_was_opened,
+loaders, servers)                          test_a_time_file_shorter_than_its_counts_is_named_where_it_is_read,
                                            test_missing_or_odd_time_files_fail_at_open; unreadable:
                                            test_an_unreadable_time_file_fails_at_open; a file gone mid-epoch: Rust
                                            ``ringgnn-sampler/tests/open_early.rs``
@@ -137,48 +136,32 @@ CASES = [(kind, which) for kind in KINDS for which in ("node", "edge")]
 
 
 @pytest.mark.parametrize("kind,which", CASES, ids=[f"{k}-{w}" for k, w in CASES])
-def test_a_time_file_shorter_than_its_counts_fails_at_open(graphs, tmp_path, kind, which):
+def test_a_time_file_shorter_than_its_counts_is_named_where_it_is_read(graphs, tmp_path, kind, which):
     """A time file whose size the manifest records but whose counts need more (it read as
-    "failed to fill whole buffer" at the first read): opening the dataset, and so making a
-    sampler, loader or server of its path, names the file, both sizes and `ringgnn verify`;
-    verify itself names the file."""
+    "failed to fill whole buffer"): the dataset opens (a run without times never reads it), and
+    whatever reads it, before reading, names the file, both sizes and `ringgnn verify`: a
+    sampler at times (from memory and from disk), a loader at times, the server's own opening
+    of the dataset (typed, and the homogeneous one's times; its error, not the request's, an
+    InputError); verify names the file. Without times the sampler and the server work."""
     ds = copy_of(graphs, kind, tmp_path / "ds")
     _, node_key, edge_key, node_type = KINDS[kind]
     path = cut(ds, node_key if which == "node" else edge_key)
     message = short_message(path, ds, which)
-    with pytest.raises(ringgnn.CorruptDatasetError, match=message):
-        ringgnn.Dataset.open(ds)
-    with pytest.raises(ringgnn.CorruptDatasetError, match=message):
-        ringgnn.HeteroNeighborSampler(ds, [2])
-    with pytest.raises(ringgnn.CorruptDatasetError, match=message):
-        ringgnn.HeteroLoader(ds, [2], node_type, seeds=[0, 1], batch_size=2, input_time=[50, 50])
-    if kind == "homogeneous":
+    opened = ringgnn.Dataset.open(ds)
+    for backend in ("memory", "pread"):
         with pytest.raises(ringgnn.CorruptDatasetError, match=message):
-            ringgnn.Loader(ds, [2], 2, split=np.array([0, 1]), input_time=[50, 50])
+            ringgnn.HeteroNeighborSampler(opened, [2], backend=backend).sample([0, 1], node_type, input_time=50)
+        without = ringgnn.HeteroNeighborSampler(opened, [2], backend=backend, times=False)
+        assert without.sample([0, 1], node_type).node[node_type][:2].tolist() == [0, 1]
+    with pytest.raises(ringgnn.CorruptDatasetError, match=message):
+        batches = ringgnn.HeteroLoader(ds, [2], node_type, seeds=[0, 1], batch_size=2, input_time=[50, 50])
+        next(iter(batches))
     with pytest.raises(ringgnn.CorruptDatasetError, match=re.escape(f"{path}: files.") + ".*payload of"):
         build.verify(ds)
-    with pytest.raises(ringgnn.CorruptDatasetError, match=message):
-        server(ds).stop(0)
-
-
-@pytest.mark.parametrize("kind,which", CASES, ids=[f"{k}-{w}" for k, w in CASES])
-def test_a_time_file_cut_after_the_dataset_was_opened(graphs, tmp_path, kind, which):
-    """The dataset opened while whole, then its time file cut: the sampler (at times, from
-    memory and from disk) and the server's own opening of the dataset (typed, and the
-    homogeneous one's times) still name the file, both sizes and `ringgnn verify`; the server
-    says it as its error, not as the request's (an InputError)."""
-    ds = copy_of(graphs, kind, tmp_path / "ds")
-    _, node_key, edge_key, node_type = KINDS[kind]
-    opened = ringgnn.Dataset.open(ds)
-    path = cut(ds, node_key if which == "node" else edge_key)
-    message = short_message(path, ds, which)
-    for backend in ("memory", "pread"):
-        s = ringgnn.HeteroNeighborSampler(opened, [2], backend=backend)
-        with pytest.raises(ringgnn.CorruptDatasetError, match=message):
-            s.sample([0, 1], node_type, input_time=50)
     with pytest.raises(ringgnn.RingGnnError, match=message) as e:
-        server(opened).stop(0)
+        server(ds).stop(0)
     assert not isinstance(e.value, ringgnn.InputError), type(e.value)
+    server(ds, ignore_time=True).stop(0)
 
 
 @pytest.mark.parametrize("kind", KINDS)

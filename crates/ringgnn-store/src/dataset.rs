@@ -51,8 +51,8 @@ impl Dataset {
     /// `dir`'s files as `manifest` lists them: each present and readable (opened once here, so
     /// that a reader opened later, by a sampler, a loader's thread or a server, does not meet a
     /// missing or unreadable file first), with its recorded size, and that size holding what the
-    /// manifest's counts put in it ([`needed_bytes`]: a short time file would otherwise fail the
-    /// first read of it with a bare "failed to fill whole buffer").
+    /// manifest's counts put in it ([`needed_bytes`]; the time files' only when they are read,
+    /// [`Self::check_times`]).
     fn with_manifest(dir: &Path, manifest: Manifest) -> Result<Self> {
         for (key, f) in &manifest.files {
             let p = dir.join(&f.path);
@@ -75,16 +75,10 @@ impl Dataset {
                     dir.display()
                 )));
             }
-            if let Some((payload, what)) = needed_bytes(&manifest, key) {
-                if len < payload {
-                    return Err(Error::Corrupt(format!(
-                        "{}: {len} bytes, but {what} need {payload} bytes (padded to {}); the \
-                         dataset is damaged: run `ringgnn verify {}` and rebuild it",
-                        p.display(),
-                        crate::manifest::pad_to_page(payload),
-                        dir.display()
-                    )));
-                }
+            // Time files are checked where they are read (`check_times`): a run without times
+            // opens a dataset whose time files are damaged.
+            if !key.ends_with("times") {
+                check_payload(&manifest, dir, key, len)?;
             }
             File::open(&p).at(&p)?;
         }
@@ -247,6 +241,20 @@ impl Dataset {
         Ok(t)
     }
 
+    /// An error unless the time files listed hold what the counts need (one int64 per edge,
+    /// per node), naming the file, both sizes and `ringgnn verify`: what a reader of them checks
+    /// first, so that a short file is not a bare "failed to fill whole buffer" at its first read.
+    pub fn check_times(&self) -> Result<()> {
+        for key in ["edge_times", "node_times"] {
+            if self.manifest.files.contains_key(key) {
+                let p = self.path_of(key)?;
+                let len = std::fs::metadata(&p).at(&p)?.len();
+                check_payload(&self.manifest, &self.dir, key, len)?;
+            }
+        }
+        Ok(())
+    }
+
     /// `edge_times.bin` (int64, one per entry of `indices`), when the edges have times.
     pub fn edge_times_path(&self) -> Option<PathBuf> {
         self.time_file("edge_times")
@@ -272,6 +280,7 @@ impl Dataset {
         if self.manifest.node_times.is_none() {
             return Ok(None);
         }
+        self.check_times()?;
         self.read_i64_like("node_times", self.num_nodes()).map(Some)
     }
 
@@ -388,6 +397,24 @@ impl Dataset {
     }
 }
 
+/// An error unless `len` bytes of the file `key` of the dataset in `dir` hold what the
+/// manifest's counts put in it.
+fn check_payload(manifest: &Manifest, dir: &Path, key: &str, len: u64) -> Result<()> {
+    let Some((payload, what)) = needed_bytes(manifest, key) else {
+        return Ok(());
+    };
+    if len < payload {
+        return Err(Error::Corrupt(format!(
+            "{}: {len} bytes, but {what} need {payload} bytes (padded to {}); the dataset is \
+             damaged: run `ringgnn verify {}` and rebuild it",
+            dir.join(&manifest.files[key].path).display(),
+            crate::manifest::pad_to_page(payload),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The payload the manifest's counts put in the file `key`, and what it holds in words, for the
 /// files whose size the counts alone give (the graph, labels and times).
 fn needed_bytes(m: &Manifest, key: &str) -> Option<(u64, String)> {
@@ -437,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_shorter_than_its_counts_is_refused_when_opened_naming_both_sizes() {
+    fn a_file_shorter_than_its_counts_is_refused_naming_both_sizes() {
         for (key, words) in [
             (
                 "node_times",
@@ -454,14 +481,25 @@ mod tests {
         ] {
             let tmp = tempfile::tempdir().unwrap();
             let path = cut_copy(tmp.path(), key, 32);
-            let e = Dataset::open(tmp.path()).err().expect("a short file");
-            assert!(matches!(e, Error::Corrupt(_)), "{e}");
             let want = format!(
                 "{}: 32 bytes, but {words} (padded to 4096); the dataset is damaged: run \
                  `ringgnn verify {}` and rebuild it",
                 path.display(),
                 tmp.path().display()
             );
+            // The graph when the dataset is opened; the times when they are read (a run
+            // without times opens the dataset).
+            let e = match key {
+                "indptr" => Dataset::open(tmp.path()).err().expect("a short file"),
+                _ => {
+                    let ds = Dataset::open(tmp.path()).unwrap();
+                    if key == "node_times" {
+                        ds.node_times().unwrap_err();
+                    }
+                    ds.check_times().unwrap_err()
+                }
+            };
+            assert!(matches!(e, Error::Corrupt(_)), "{e}");
             assert_eq!(e.to_string(), want);
         }
     }

@@ -158,6 +158,7 @@ impl TypedGraph {
         let mut edge_times = Vec::new();
         for (r, src, dst, ds) in parts {
             if let Some(p) = ds.edge_times_path().filter(|_| times) {
+                ds.check_times()?;
                 edge_times.push((r.clone(), p, ds.edge_time_range()));
             }
             let indptr = Offsets::load(&ds)?;

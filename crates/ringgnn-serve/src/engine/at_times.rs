@@ -102,6 +102,7 @@ pub(super) fn request(j: &Job<Shared>) -> &SampleRequest {
 pub(super) fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedGraph>> {
     let store = ServeError::from;
     let ds = ringgnn_store::Dataset::open(dir).map_err(store)?;
+    ds.check_times().map_err(store)?;
     let edge_times = ds.edge_times_path();
     let node_times = ds.node_times().map_err(store)?;
     if edge_times.is_none() && node_times.is_none() {
