@@ -390,12 +390,20 @@ def seed_times(value: Any, n: int, what: str = "input_time") -> np.ndarray:
     """Seed times for ``n`` seeds (numpy, torch, list, or one integer for all of them) as a
     contiguous 1-D int64 array of length ``n``; the same unit as the dataset's times."""
     a = _array(value)
-    if a.ndim == 0 and np.issubdtype(a.dtype, np.integer):
-        return np.full(n, int(a), dtype=np.int64)
-    if a.ndim != 1:
+    if a.ndim > 1:
         raise InputError(f"{what} must be one integer time per seed (a 1-D array) or one integer, got shape {a.shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
+        if isinstance(value, (list, tuple)) and all(type(x) is int for x in value):  # some past int64
+            i = next(i for i, x in enumerate(value) if not -(1 << 63) <= x < 1 << 63)
+            raise InputError(f"{what}[{i}] = {value[i]}: outside the times int64 holds (-2^63 to 2^63 - 1)")
         raise InputError(f"{what} must be integer times (the unit of the dataset's times), got dtype {a.dtype}")
+    # uint64 holds times past int64's (numpy makes it of Python ints from 2^63 on): refused, not wrapped.
+    if a.dtype == np.uint64 and a.size and int(a.max()) > np.iinfo(np.int64).max:
+        i = int(np.argmax(a.reshape(-1)))
+        raise InputError(f"{what}{'' if a.ndim == 0 else f'[{i}]'} = {a.reshape(-1)[i]}: outside the times int64 "
+                         "holds (-2^63 to 2^63 - 1)")
+    if a.ndim == 0:
+        return np.full(n, int(a), dtype=np.int64)
     if len(a) != n:
         raise InputError(f"{what} has {len(a)} times for {n} seeds; give one time per seed")
     return np.ascontiguousarray(a, dtype=np.int64)

@@ -27,6 +27,17 @@ pub enum ServeError {
 
 pub type Result<T> = std::result::Result<T, ServeError>;
 
+/// A store error opening or reading the dataset: the user's input stays an input error; a damaged
+/// dataset or an OS error is the server's (its message names the file and says what to do).
+impl From<ringgnn_store::Error> for ServeError {
+    fn from(e: ringgnn_store::Error) -> Self {
+        match e {
+            ringgnn_store::Error::Input(m) => ServeError::Input(m),
+            e => ServeError::Internal(e.to_string()),
+        }
+    }
+}
+
 impl From<ringgnn_loader::Error> for ServeError {
     fn from(e: ringgnn_loader::Error) -> Self {
         ServeError::Internal(e.to_string())

@@ -134,7 +134,7 @@ pub struct HeteroEngine {
 impl HeteroEngine {
     /// Open the heterogeneous dataset in `dir` and make `opts.threads` workers.
     pub fn open(dir: &Path, opts: HeteroOptions) -> Result<Self> {
-        let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
+        let store = ServeError::from;
         // A homogeneous dataset opens as its one-type case (type `node`, relation `node:to:node`).
         let mut graph = TypedGraph::open_with_times(
             dir,
@@ -525,7 +525,7 @@ fn lend_room(g: &TypedGraph, bytes: u64) -> Room {
 
 fn sampler_error(e: ringgnn_sampler::Error) -> ServeError {
     match e {
-        ringgnn_sampler::Error::Store(e) => ServeError::Input(e.to_string()),
+        ringgnn_sampler::Error::Store(e) => ServeError::from(e),
         ringgnn_sampler::Error::Input(m) => ServeError::Input(m),
         e => ServeError::Internal(e.to_string()),
     }

@@ -1,6 +1,7 @@
 //! Reading a dataset: the manifest, the in-memory offset index, and point reads of neighbor
-//! lists, their edge times, labels and splits; where the time files are, for the samplers. Opening checks that every file is present with the size the
-//! manifest records; `verify` does the full (slow) check.
+//! lists, their edge times, labels and splits; where the time files are, for the samplers.
+//! Opening checks that every file is present, readable, of the size the manifest records and
+//! as large as the manifest's counts need; `verify` does the full (slow) check.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -47,18 +48,39 @@ impl Dataset {
         }
     }
 
-    /// `dir`'s files as `manifest` lists them (checked present with their recorded sizes).
+    /// `dir`'s files as `manifest` lists them: each present and readable (opened once here, so
+    /// that a reader opened later, by a sampler, a loader's thread or a server, does not meet a
+    /// missing or unreadable file first), with its recorded size, and that size holding what the
+    /// manifest's counts put in it ([`needed_bytes`]; the time files' only when they are read,
+    /// [`Self::check_times`]).
     fn with_manifest(dir: &Path, manifest: Manifest) -> Result<Self> {
         for (key, f) in &manifest.files {
             let p = dir.join(&f.path);
-            let len = std::fs::metadata(&p).at(&p)?.len();
-            if len != f.bytes {
+            let meta = std::fs::metadata(&p).at(&p)?;
+            if !meta.is_file() {
                 return Err(Error::Corrupt(format!(
-                    "{}: {len} bytes on disk but the manifest (files.{key}) records {}; the dataset is damaged, rebuild it",
+                    "{}: not a regular file (the manifest lists it as files.{key}); the dataset \
+                     is damaged: run `ringgnn verify {}` and rebuild it",
                     p.display(),
-                    f.bytes
+                    dir.display()
                 )));
             }
+            let len = meta.len();
+            if len != f.bytes {
+                return Err(Error::Corrupt(format!(
+                    "{}: {len} bytes on disk but the manifest (files.{key}) records {}; the \
+                     dataset is damaged: run `ringgnn verify {}` and rebuild it",
+                    p.display(),
+                    f.bytes,
+                    dir.display()
+                )));
+            }
+            // Time files are checked where they are read (`check_times`): a run without times
+            // opens a dataset whose time files are damaged.
+            if !key.ends_with("times") {
+                check_payload(&manifest, dir, key, len)?;
+            }
+            File::open(&p).at(&p)?;
         }
         let open = |key: &str| -> Result<Option<File>> {
             match manifest.files.get(key) {
@@ -219,6 +241,20 @@ impl Dataset {
         Ok(t)
     }
 
+    /// An error unless the time files listed hold what the counts need (one int64 per edge,
+    /// per node), naming the file, both sizes and `ringgnn verify`: what a reader of them checks
+    /// first, so that a short file is not a bare "failed to fill whole buffer" at its first read.
+    pub fn check_times(&self) -> Result<()> {
+        for key in ["edge_times", "node_times"] {
+            if self.manifest.files.contains_key(key) {
+                let p = self.path_of(key)?;
+                let len = std::fs::metadata(&p).at(&p)?.len();
+                check_payload(&self.manifest, &self.dir, key, len)?;
+            }
+        }
+        Ok(())
+    }
+
     /// `edge_times.bin` (int64, one per entry of `indices`), when the edges have times.
     pub fn edge_times_path(&self) -> Option<PathBuf> {
         self.time_file("edge_times")
@@ -244,6 +280,7 @@ impl Dataset {
         if self.manifest.node_times.is_none() {
             return Ok(None);
         }
+        self.check_times()?;
         self.read_i64_like("node_times", self.num_nodes()).map(Some)
     }
 
@@ -357,5 +394,138 @@ impl Dataset {
             *x = i64::from_le(*x);
         }
         Ok(v)
+    }
+}
+
+/// An error unless `len` bytes of the file `key` of the dataset in `dir` hold what the
+/// manifest's counts put in it.
+fn check_payload(manifest: &Manifest, dir: &Path, key: &str, len: u64) -> Result<()> {
+    let Some((payload, what)) = needed_bytes(manifest, key) else {
+        return Ok(());
+    };
+    if len < payload {
+        return Err(Error::Corrupt(format!(
+            "{}: {len} bytes, but {what} need {payload} bytes (padded to {}); the dataset is \
+             damaged: run `ringgnn verify {}` and rebuild it",
+            dir.join(&manifest.files[key].path).display(),
+            crate::manifest::pad_to_page(payload),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The payload the manifest's counts put in the file `key`, and what it holds in words, for the
+/// files whose size the counts alone give (the graph, labels and times).
+fn needed_bytes(m: &Manifest, key: &str) -> Option<(u64, String)> {
+    let (v, e) = (m.num_nodes, m.num_edges);
+    let times = |n: u64, of: &str| format!("{n} {of} times (one int64 per {of})");
+    Some(match key {
+        "indptr" => (
+            (v + 1) * 8,
+            format!("the offsets of {v} nodes (V + 1 int64)"),
+        ),
+        "indices" => (
+            e * m.graph.indices_dtype.size(),
+            format!(
+                "{e} neighbor entries ({} bytes each)",
+                m.graph.indices_dtype.size()
+            ),
+        ),
+        "labels" => (v * 8, format!("{v} labels (one int64 per node)")),
+        "node_times" => (v * 8, times(v, "node")),
+        "edge_times" => (e * 8, times(e, "edge")),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of the fixture `tests/fixtures/v3-times-tiny` (8 nodes, 5 edges, both times) in
+    /// `dir`, its manifest's entry `key` recording `bytes` and the file cut to them.
+    fn cut_copy(dir: &Path, key: &str, bytes: u64) -> PathBuf {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/v3-times-tiny");
+        for e in std::fs::read_dir(src).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        m["files"][key]["bytes"] = bytes.into();
+        std::fs::write(dir.join("manifest.json"), m.to_string()).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(format!("{key}.bin")))
+            .unwrap();
+        f.set_len(bytes).unwrap();
+        dir.join(format!("{key}.bin"))
+    }
+
+    #[test]
+    fn a_file_shorter_than_its_counts_is_refused_naming_both_sizes() {
+        for (key, words) in [
+            (
+                "node_times",
+                "8 node times (one int64 per node) need 64 bytes",
+            ),
+            (
+                "edge_times",
+                "5 edge times (one int64 per edge) need 40 bytes",
+            ),
+            (
+                "indptr",
+                "the offsets of 8 nodes (V + 1 int64) need 72 bytes",
+            ),
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let path = cut_copy(tmp.path(), key, 32);
+            let want = format!(
+                "{}: 32 bytes, but {words} (padded to 4096); the dataset is damaged: run \
+                 `ringgnn verify {}` and rebuild it",
+                path.display(),
+                tmp.path().display()
+            );
+            // The graph when the dataset is opened; the times when they are read (a run
+            // without times opens the dataset).
+            let e = match key {
+                "indptr" => Dataset::open(tmp.path()).err().expect("a short file"),
+                _ => {
+                    let ds = Dataset::open(tmp.path()).unwrap();
+                    if key == "node_times" {
+                        ds.node_times().unwrap_err();
+                    }
+                    ds.check_times().unwrap_err()
+                }
+            };
+            assert!(matches!(e, Error::Corrupt(_)), "{e}");
+            assert_eq!(e.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn a_listed_file_that_is_not_a_regular_file_is_refused_without_opening_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = cut_copy(tmp.path(), "node_times", 4096);
+        std::fs::remove_file(&path).unwrap();
+        // (A FIFO there would block an open for reading until a writer came.)
+        std::fs::create_dir(&path).unwrap();
+        let e = Dataset::open(tmp.path())
+            .err()
+            .expect("a directory")
+            .to_string();
+        assert!(
+            e.contains(
+                "node_times.bin: not a regular file (the manifest lists it as files.node_times)"
+            ),
+            "{e}"
+        );
+        std::fs::remove_dir(&path).unwrap();
+        let e = Dataset::open(tmp.path())
+            .err()
+            .expect("missing")
+            .to_string();
+        assert!(e.contains("node_times.bin"), "{e}");
     }
 }

@@ -143,13 +143,21 @@ class Dataset(_Typed):
 
     @classmethod
     def open(cls, path: PathLike) -> "Union[Dataset, HeteroDataset]":
-        """Open the dataset at ``path``; checks that its files are present with the recorded sizes
+        """Open the dataset at ``path``; checks that its files (every part's, of a heterogeneous
+        one) are present, readable, of the recorded sizes and as large as the counts need
         (``ringgnn verify`` checks everything). A heterogeneous dataset opens as a
         :class:`HeteroDataset`."""
         with os_errors("opening the dataset", path):
             manifest = json.loads(_core.read_manifest(os.fspath(path)))
             if "node_types" in manifest:
-                return HeteroDataset(os.fspath(path), manifest)
+                hetero = HeteroDataset(os.fspath(path), manifest)
+                # Each part's files present, readable and of their sizes now, as a homogeneous
+                # dataset's are, not first where a sampler reads them.
+                for t in manifest["node_types"]:
+                    hetero._part(f"node/{t}")
+                for r in manifest["relations"]:
+                    hetero._part(f"relation/{r}")
+                return hetero
             return cls(_core.DatasetHandle.open(os.fspath(path)))
 
     @classmethod

@@ -17,7 +17,7 @@ use ringgnn_store::Dataset;
 
 use super::temporal::check_file;
 use super::{EdgeTimes, HeteroRelation, HeteroSampler};
-use crate::neighbors::{DiskNeighbors, Indices, NeighborSource, Reopen};
+use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
 use crate::{Error, Fanout, Offsets, Result};
 
 /// One relation `SRC:REL:DST` as every sampler over the graph shares it.
@@ -158,6 +158,7 @@ impl TypedGraph {
         let mut edge_times = Vec::new();
         for (r, src, dst, ds) in parts {
             if let Some(p) = ds.edge_times_path().filter(|_| times) {
+                ds.check_times()?;
                 edge_times.push((r.clone(), p, ds.edge_time_range()));
             }
             let indptr = Offsets::load(&ds)?;
@@ -234,8 +235,12 @@ impl TypedGraph {
         let memory = match r.memory {
             Some(_) => Some(EdgeTimes::load(path, r.num_edges())?),
             None => {
-                // Checked now, not first by a sampler.
+                // Checked now, not first by a sampler: its length, and that it opens.
                 check_file(path, r.num_edges(), true)?;
+                std::fs::File::open(path).map_err(|source| Error::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
                 None
             }
         };
@@ -337,12 +342,9 @@ impl TypedGraph {
                             source,
                         })?;
                     fallback = fallback.or(why);
-                    let (file, direct) = (r.file.clone(), self.direct);
-                    let reopen: Reopen =
-                        Arc::new(move || open_backend(kind, &file, direct).map(|(b, _)| b));
                     let d = DiskNeighbors::new(reader, &r.file, r.dtype, coalesce)
                         .with_cache(r.pages.clone())
-                        .with_reopen(reopen);
+                        .reopening_file(self.direct)?;
                     NeighborSource::Disk(d)
                 }
             };
@@ -358,6 +360,13 @@ impl TypedGraph {
                     let (t, why) =
                         EdgeTimes::open(path, r.num_edges(), kind, self.direct, coalesce)?;
                     fallback = fallback.or(why);
+                    // Its threads' readers too read the file opened now.
+                    let t = match t {
+                        EdgeTimes::Disk(d, range) => {
+                            EdgeTimes::Disk(d.reopening_file(self.direct)?, range)
+                        }
+                        memory => memory,
+                    };
                     Some(t.with_range(r.time_range))
                 }
             };

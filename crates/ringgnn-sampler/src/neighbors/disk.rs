@@ -20,7 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use ringgnn_io::{CoalesceOptions, IoStats, PageCache, PageReader, ReadBatch, ALIGN};
+use ringgnn_io::{
+    CoalesceOptions, DirectFile, IoStats, PageCache, PageReader, PreadBatch, ReadBatch, UringBatch,
+    ALIGN,
+};
 use ringgnn_store::manifest::IndexDtype;
 
 use crate::{Error, Result};
@@ -100,6 +103,30 @@ impl DiskNeighbors {
     pub fn with_reopen(mut self, reopen: Reopen) -> Self {
         self.file.reopen = Some(reopen);
         self
+    }
+
+    /// [`Self::with_reopen`] by a descriptor opened once, now (`O_DIRECT` when `direct`, as
+    /// this reader's file was): each further backend, of this reader's kind, reads a duplicate
+    /// of it. The readers a sampler's threads open later, at their first hop, so read the very
+    /// file the sampler was made with: a file removed, replaced or made unreadable since cannot
+    /// fail them mid-epoch; opening it fails here, naming it.
+    pub fn reopening_file(self, direct: bool) -> Result<Self> {
+        let path = &self.file.path;
+        let file = DirectFile::open_read(path, direct)
+            .map(DirectFile::into_file)
+            .map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let uring = self.name().starts_with("uring");
+        let reopen: Reopen = Arc::new(move || {
+            let f = file.try_clone()?;
+            Ok(match uring {
+                true => Box::new(UringBatch::new(f)?),
+                false => Box::new(PreadBatch::new(f)),
+            })
+        });
+        Ok(self.with_reopen(reopen))
     }
 
     /// Another reader of the same file, with its own backend (opened by the function given

@@ -100,8 +100,9 @@ pub(super) fn request(j: &Job<Shared>) -> &SampleRequest {
 /// memory beside a neighbor file in memory only when the loader's plan leaves room for them
 /// (8 bytes an edge); else they are read from disk per request.
 pub(super) fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedGraph>> {
-    let store = |e: ringgnn_store::Error| ServeError::Input(e.to_string());
+    let store = ServeError::from;
     let ds = ringgnn_store::Dataset::open(dir).map_err(store)?;
+    ds.check_times().map_err(store)?;
     let edge_times = ds.edge_times_path();
     let node_times = ds.node_times().map_err(store)?;
     if edge_times.is_none() && node_times.is_none() {

@@ -1,0 +1,77 @@
+//! A typed graph read from disk opens its files when its sampler is made: the readers its
+//! threads open later read the same files through duplicates of those descriptors, so a file
+//! removed after the sampler was made does not fail a hop mid-epoch, and a file missing when the
+//! graph is opened fails there, naming it.
+
+use std::path::{Path, PathBuf};
+
+use ringgnn_io::BackendKind;
+use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, TypedGraph};
+
+mod common;
+use common::timed::write_padded;
+
+/// A copy of the homogeneous fixture `tests/fixtures/v2-tiny` (7 nodes, 8 edges) in `dir`.
+fn fixture_copy(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/v2-tiny");
+    let out = dir.join("ds");
+    std::fs::create_dir(&out).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), out.join(e.file_name())).unwrap();
+    }
+    out
+}
+
+fn sample_at(s: &mut ringgnn_sampler::HeteroSampler, t: i64) -> HeteroSample {
+    let ids: Vec<u64> = (0..7).collect();
+    let ts = vec![t; 7];
+    let req = HeteroRequest {
+        seeds: &[(0, &ids)],
+        batch: 1,
+        times: Some(&[&ts]),
+    };
+    s.sample_many(&[req], 3, 0, true).unwrap().pop().unwrap()
+}
+
+#[test]
+fn readers_opened_by_threads_later_read_the_files_the_sampler_was_made_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = fixture_copy(tmp.path());
+    let times: Vec<i64> = vec![4, 1, 7, 7, 2, 9, 0, 5];
+    let bytes = times.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let path = write_padded(tmp.path(), "edge_times.bin", bytes);
+    let mut g = TypedGraph::open(&dir, Some(BackendKind::Pread), false, &[]).unwrap();
+    g.set_edge_times("node:to:node", &path).unwrap();
+    let fan = vec![vec![Fanout::Count(2), Fanout::All]];
+    let (mut one, _, _) = g.sampler(fan.clone(), false, None).unwrap();
+    let want = sample_at(&mut one, 6);
+    let (mut s, name, _) = g.sampler(fan, false, None).unwrap();
+    assert_eq!(name, "pread");
+    s.set_threads(4);
+    // Gone by name once the sampler is made; its threads open their readers at the first hop.
+    std::fs::remove_file(dir.join("indices.bin")).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(sample_at(&mut s, 6), want);
+}
+
+#[test]
+fn a_file_missing_when_the_graph_opens_is_named_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = fixture_copy(tmp.path());
+    std::fs::remove_file(dir.join("indices.bin")).unwrap();
+    let e = TypedGraph::open(&dir, Some(BackendKind::Pread), false, &[])
+        .err()
+        .expect("a missing neighbor file")
+        .to_string();
+    assert!(e.contains("indices.bin"), "{e}");
+    // An edge-time file attached to a graph read from disk is opened when attached.
+    std::fs::create_dir(tmp.path().join("again")).unwrap();
+    let dir = fixture_copy(&tmp.path().join("again"));
+    let mut g = TypedGraph::open(&dir, Some(BackendKind::Pread), false, &[]).unwrap();
+    let e = g
+        .set_edge_times("node:to:node", &tmp.path().join("none.bin"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("none.bin"), "{e}");
+}
