@@ -14,8 +14,11 @@
 //! of the pages the slice probes: a list whose times fit in one page is read whole in the first
 //! round, a longer one a page at a time (never the whole list), the page where the cut would be if
 //! the times were spread evenly between those known around it (interpolation search; the dataset's
-//! time range before anything is read). On R-MAT with uniform times nearly every list is cut in the
-//! first round; the guess only chooses pages, never the cut.
+//! time range before anything is read). Where a slice's lists lie densely side by side in the file
+//! (their pages at most 1.5 times those their first probes read) they are read whole instead, each
+//! page once in long sequential runs, and cut in memory in the first round ([`Search::mark_dense`]);
+//! overlapping reads (a list several batches probe) are read once. On R-MAT with uniform times
+//! nearly every list is cut in the first round; the guess only chooses pages, never the cut.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -553,6 +556,9 @@ struct Probe {
     at: u32,
     /// Whether this round reads the middle page (the last guess did not halve `[a, b)`).
     bisect: bool,
+    /// Whether the list lies in a dense region of the slice ([`Search::mark_dense`]): read
+    /// whole in the first round, with the region's other lists, and cut in memory.
+    dense: bool,
     lo: u64,
     a: u64,
     b: u64,
@@ -563,9 +569,10 @@ struct Probe {
 }
 
 impl Probe {
-    /// Whether `[a, b)` is on one page: read whole, it ends the search.
+    /// Whether `[a, b)` is read whole this round, which ends the search: it is on one page, or
+    /// the list is dense.
     fn short(&self) -> bool {
-        (self.b - 1) / PER_PAGE - self.a / PER_PAGE < 1
+        self.dense || (self.b - 1) / PER_PAGE - self.a / PER_PAGE < 1
     }
 
     /// Set where this round's read starts, `s`: `a` for a short list, else the first entry of
@@ -587,6 +594,11 @@ impl Probe {
             false => interpolate(n, self.ta, self.tb, limit),
         };
         self.s = self.a.max((self.a + guess) / PER_PAGE * PER_PAGE);
+    }
+
+    /// What the probes of `c` read this round, `(s, end)` each.
+    fn spans(c: &[Probe]) -> impl Iterator<Item = (u64, u64)> + '_ {
+        c.iter().map(|pr| (pr.s, pr.end()))
     }
 
     /// Where this round's read ends: `b` for a short list, else the end of the page of `s`.
@@ -819,6 +831,7 @@ impl Search {
             Probe {
                 at,
                 bisect,
+                dense: false,
                 lo: a,
                 a,
                 b,
@@ -833,6 +846,10 @@ impl Search {
     /// Search the lists of `live` to their ends, round by round, each round one
     /// coalesced read (in chunks) of the pages they probe, and cut their ranges.
     fn search(&mut self, disk: &mut DiskNeighbors) -> Result<()> {
+        // A dense list may take the whole read chunk, but no more than the read buffer holds
+        // (a run's pages, one more where it does not start on a page).
+        let cap = CHUNK.min((disk.buffer_bytes() / 8).saturating_sub(PER_PAGE));
+        self.mark_dense(cap);
         while !self.live.is_empty() {
             // What each list reads this round: all of it when it is on one page, else the page
             // of its guess.
@@ -847,23 +864,29 @@ impl Search {
             } = &mut *self;
             let mut rest = &mut live[..];
             while !rest.is_empty() {
-                let n = chunk_len(rest.iter().map(|pr| pr.end() - pr.s), CHUNK);
+                // Spans that overlap (a list probed by several batches, read whole or at the
+                // same guess) are read once, one run, and share their times.
+                let (n, count, total) = merge_spans(Probe::spans(rest), CHUNK, |_| {});
                 let (chunk, tail) = rest.split_at_mut(n);
                 rest = tail;
                 // Reserved exactly: what they hold is the chunk's, not twice it.
                 runs.clear();
-                runs.reserve_exact(chunk.len());
-                runs.extend(chunk.iter().map(|pr| (pr.s, pr.end() - pr.s)));
-                let total: u64 = runs.iter().map(|r| r.1).sum();
+                runs.reserve_exact(count);
+                merge_spans(Probe::spans(chunk), CHUNK, |r| runs.push(r));
                 vals.clear();
                 vals.reserve_exact(total as usize);
                 vals.resize(total as usize, 0);
                 disk.fetch_runs(runs, vals)?;
-                let mut at = 0;
+                // The run of the next probe, and where its times start in `vals`.
+                let (mut r, mut base) = (0, 0);
                 for pr in chunk {
                     let (l, s, e, n) = (pr.limit, pr.s, pr.end(), pr.b - pr.a);
+                    while s >= runs[r].0 + runs[r].1 {
+                        base += runs[r].1;
+                        r += 1;
+                    }
+                    let at = (base + s - runs[r].0) as usize;
                     let got = &vals[at..at + (e - s) as usize];
-                    at += got.len();
                     let k = got.partition_point(|&x| x as i64 <= l);
                     let j = s + k as u64;
                     if j > s {
@@ -895,6 +918,53 @@ impl Search {
         Ok(())
     }
 }
+
+impl Search {
+    /// Mark the lists of dense regions of the time file, to be read whole in the first round
+    /// (sequential runs of pages, each read once) and cut in memory, rather than searched a
+    /// page a round. The lists in file order make regions: a region grows by the next list
+    /// while that list starts on its last page or the next one and the region spans at most
+    /// `cap` entries. A region is dense where its pages are at most [`DENSE`] times the pages
+    /// the first round would read of its lists anyway (each list's whole page where it is on
+    /// one, else the page of its first guess): many short lists side by side, or a long list
+    /// among many probed ones. Elsewhere (long lists alone, lists pages apart) the search
+    /// probes page by page. Which pages are read depends on it, never the cuts.
+    fn mark_dense(&mut self, cap: u64) {
+        let live = &mut self.live;
+        live.sort_unstable_by_key(|pr| pr.a);
+        let mut i = 0;
+        while i < live.len() {
+            let (start, mut end) = (live[i].a, live[i].b);
+            let first_aim = |pr: &mut Probe| {
+                pr.aim(pr.limit);
+                pr.s / PER_PAGE
+            };
+            let (mut aims, mut top) = (1u64, first_aim(&mut live[i]));
+            let mut j = i + 1;
+            while let Some(pr) = live.get_mut(j) {
+                if pr.a / PER_PAGE > (end - 1) / PER_PAGE + 1 || pr.b.max(end) - start > cap {
+                    break;
+                }
+                end = end.max(pr.b);
+                let p = first_aim(pr);
+                if p > top {
+                    (aims, top) = (aims + 1, p);
+                }
+                j += 1;
+            }
+            let pages = (end - 1) / PER_PAGE - start / PER_PAGE + 1;
+            let dense = end - start <= cap && pages * DENSE.1 <= aims * DENSE.0;
+            for pr in &mut live[i..j] {
+                pr.dense = dense;
+            }
+            i = j;
+        }
+    }
+}
+
+/// A region of lists is read whole when its pages are at most `DENSE.0 / DENSE.1` times the
+/// distinct pages its lists' first probes read ([`Search::mark_dense`]).
+const DENSE: (u64, u64) = (3, 2);
 
 /// Searches [`cut_in_memory`] runs side by side: about as many cache misses as a core keeps in
 /// flight.
@@ -1103,24 +1173,53 @@ fn cut_in_memory(t: &[i64], ranges: &mut [(u64, u64)], limits: &[i64]) {
 
 /// Entries of times the search reads at once (1 MiB, 256 pages: a queue deep enough for the
 /// device, held by each sampler whatever the hyperbatch): a round's spans go in chunks of at
-/// most this many (a span is at most a page, so a chunk is never empty).
+/// most this many (a span is at most a page, or a dense list of at most this many, so a chunk is
+/// never empty and never over).
 const CHUNK: u64 = 1 << 17;
 
-/// How many of the spans of `lens` entries (at least one) make the next chunk of at most `cap`
-/// entries (a span longer than `cap` alone).
-fn chunk_len(lens: impl Iterator<Item = u64>, cap: u64) -> usize {
-    let mut total = 0;
-    lens.take_while(|&n| {
-        total += n;
-        total <= cap
-    })
-    .count()
-    .max(1)
+/// How many of the spans `(s, e)` (at least one, ascending by `s`, each `e > s`) make the next
+/// chunk of at most `cap` entries read (a span longer than `cap` alone), read as runs `(first,
+/// count)` handed to `run` in order: a span that starts before the end of the run so far
+/// extends it (its entries read once), else starts a run. Returns the spans, the runs and
+/// their entries.
+fn merge_spans(
+    spans: impl Iterator<Item = (u64, u64)>,
+    cap: u64,
+    mut run: impl FnMut((u64, u64)),
+) -> (usize, usize, u64) {
+    let (mut n, mut runs, mut total) = (0, 0, 0);
+    let mut cur: Option<(u64, u64)> = None;
+    for (s, e) in spans {
+        match cur {
+            Some((a, b)) if s < b => {
+                let grow = e.saturating_sub(b);
+                if grow > 0 && total + grow > cap {
+                    break;
+                }
+                total += grow;
+                cur = Some((a, b.max(e)));
+            }
+            _ => {
+                if n > 0 && total + (e - s) > cap {
+                    break;
+                }
+                if let Some((a, b)) = cur {
+                    run((a, b - a));
+                }
+                (runs, total, cur) = (runs + 1, total + (e - s), Some((s, e)));
+            }
+        }
+        n += 1;
+    }
+    if let Some((a, b)) = cur {
+        run((a, b - a));
+    }
+    (n, runs, total)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{chunk_len, cut_in_memory};
+    use super::{cut_in_memory, merge_spans};
     use proptest::prelude::*;
 
     proptest! {
@@ -1192,16 +1291,36 @@ mod tests {
         assert_eq!(ranges, want);
     }
 
-    /// `spans` (each `(first, end, probe)`) cut into consecutive chunks by [`chunk_len`], as
+    /// `spans` (each `(first, end, probe)`) cut into consecutive chunks by [`merge_spans`], as
     /// the search cuts a round's reads.
     fn chunks(spans: &[(u64, u64, usize)], cap: u64) -> Vec<&[(u64, u64, usize)]> {
         let (mut rest, mut out) = (spans, Vec::new());
         while !rest.is_empty() {
-            let (head, tail) = rest.split_at(chunk_len(rest.iter().map(|&(s, e, _)| e - s), cap));
+            let (n, ..) = merge_spans(rest.iter().map(|&(s, e, _)| (s, e)), cap, |_| {});
+            let (head, tail) = rest.split_at(n);
             out.push(head);
             rest = tail;
         }
         out
+    }
+
+    /// Overlapping spans (a list probed by several batches) are read once, in one run with the
+    /// spans that overlap it; only what a span adds to its run counts against the cap.
+    #[test]
+    fn overlapping_spans_share_one_run() {
+        let spans = [(0, 8), (0, 8), (4, 10), (10, 12), (11, 20), (30, 31)];
+        let plan = |cap| {
+            let mut runs = Vec::new();
+            let (n, count, total) = merge_spans(spans.iter().copied(), cap, |r| runs.push(r));
+            assert_eq!(count, runs.len());
+            assert_eq!(total, runs.iter().map(|r| r.1).sum::<u64>());
+            (n, runs)
+        };
+        assert_eq!(plan(100), (6, vec![(0, 10), (10, 10), (30, 1)]));
+        // 10 entries for the first three spans, 2 more for the fourth; the fifth would pass 12.
+        assert_eq!(plan(12), (4, vec![(0, 10), (10, 2)]));
+        // A first span longer than the cap alone; the copy of it adds nothing.
+        assert_eq!(plan(5), (2, vec![(0, 8)]));
     }
 
     #[test]
