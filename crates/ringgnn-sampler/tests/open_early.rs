@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use ringgnn_io::BackendKind;
-use ringgnn_sampler::{Fanout, HeteroRequest, HeteroSample, TypedGraph};
+use ringgnn_sampler::{Fanout, TypedGraph};
 
 mod common;
 use common::timed::write_padded;
@@ -23,17 +23,6 @@ fn fixture_copy(dir: &Path) -> PathBuf {
     out
 }
 
-fn sample_at(s: &mut ringgnn_sampler::HeteroSampler, t: i64) -> HeteroSample {
-    let ids: Vec<u64> = (0..7).collect();
-    let ts = vec![t; 7];
-    let req = HeteroRequest {
-        seeds: &[(0, &ids)],
-        batch: 1,
-        times: Some(&[&ts]),
-    };
-    s.sample_many(&[req], 3, 0, true).unwrap().pop().unwrap()
-}
-
 #[test]
 fn readers_opened_by_threads_later_read_the_files_the_sampler_was_made_with() {
     let tmp = tempfile::tempdir().unwrap();
@@ -45,14 +34,14 @@ fn readers_opened_by_threads_later_read_the_files_the_sampler_was_made_with() {
     g.set_edge_times("node:to:node", &path).unwrap();
     let fan = vec![vec![Fanout::Count(2), Fanout::All]];
     let (mut one, _, _) = g.sampler(fan.clone(), false, None).unwrap();
-    let want = sample_at(&mut one, 6);
+    let want = common::sample_seven_at(&mut one, 6);
     let (mut s, name, _) = g.sampler(fan, false, None).unwrap();
     assert_eq!(name, "pread");
     s.set_threads(4);
     // Gone by name once the sampler is made; its threads open their readers at the first hop.
     std::fs::remove_file(dir.join("indices.bin")).unwrap();
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(sample_at(&mut s, 6), want);
+    assert_eq!(common::sample_seven_at(&mut s, 6), want);
 }
 
 #[test]

@@ -508,6 +508,17 @@ fn seed_batches(
         .collect()
 }
 
+/// Requests of `refs` numbered as batches in order, those `timed(i)` at their times.
+fn requests<'a>(refs: &'a [Lists<'a>], timed: impl Fn(usize) -> bool) -> Vec<HeteroRequest<'a>> {
+    (refs.iter().enumerate())
+        .map(|(i, (s, t))| HeteroRequest {
+            seeds: s,
+            batch: i as u64,
+            times: timed(i).then_some(t.as_slice()),
+        })
+        .collect()
+}
+
 /// Each of `batches` as a request's seed lists and times.
 fn as_lists(batches: &[Batch]) -> Vec<Lists<'_>> {
     batches
@@ -605,15 +616,7 @@ fn a_hops_lists_searched_in_slices_sample_as_one_search() {
         // Three batches of 40 seeds of each type.
         let lists = seed_batches(&g, (seed, 3, 4), 3, 40);
         let refs = as_lists(&lists);
-        let requests: Vec<HeteroRequest> = refs
-            .iter()
-            .enumerate()
-            .map(|(i, (s, t))| HeteroRequest {
-                seeds: s,
-                batch: i as u64,
-                times: Some(t),
-            })
-            .collect();
+        let requests = requests(&refs, |_| true);
         for strategy in [UNIFORM, LAST] {
             let mut want: Option<Vec<HeteroSample>> = None;
             for opts in [CoalesceOptions::default(), SMALL] {
@@ -661,15 +664,7 @@ fn a_hops_lists_searched_by_groups_of_batches_sample_as_one_search() {
         let lists = seed_batches(&g, (seed, 5, 6), 6, 20);
         let refs = as_lists(&lists);
         // Batch 3 is sampled without times.
-        let requests: Vec<HeteroRequest> = refs
-            .iter()
-            .enumerate()
-            .map(|(i, (s, t))| HeteroRequest {
-                seeds: s,
-                batch: i as u64,
-                times: (i != 3).then_some(t.as_slice()),
-            })
-            .collect();
+        let requests = requests(&refs, |i| i != 3);
         for strategy in [UNIFORM, LAST] {
             for ids in [true, false] {
                 let mut s =
@@ -720,15 +715,7 @@ fn a_hops_lists_searched_on_several_threads_sample_as_in_memory() {
         // Five batches of 15 seeds of each type, batches 1 and 3 without times.
         let lists = seed_batches(&g, (seed, 7, 8), 5, 15);
         let refs = as_lists(&lists);
-        let requests: Vec<HeteroRequest> = refs
-            .iter()
-            .enumerate()
-            .map(|(i, (s, t))| HeteroRequest {
-                seeds: s,
-                batch: i as u64,
-                times: (i % 2 == 0).then_some(t.as_slice()),
-            })
-            .collect();
+        let requests = requests(&refs, |i| i % 2 == 0);
         for strategy in [UNIFORM, LAST] {
             let how = (strategy, false);
             let mut s = (g.sampler_in(&fan, how, Backend::Memory, dir.path(), ranges[0])).unwrap();
@@ -1042,18 +1029,9 @@ fn a_typed_graph_samples_at_times_from_its_time_files() {
         g.set_node_times("node", vec![0, 0, 0, 0, 0, 0, 3].into())
             .unwrap();
         let (mut s, _, _) = g.sampler(vec![vec![Count(2), All]], false, None).unwrap();
-        let ids: Vec<u64> = (0..7).collect();
         let out: Vec<HeteroSample> = [0i64, 3, 6, 10]
             .iter()
-            .map(|&t| {
-                let ts = vec![t; 7];
-                let req = HeteroRequest {
-                    seeds: &[(0, &ids)],
-                    batch: 1,
-                    times: Some(&[&ts]),
-                };
-                s.sample_many(&[req], 3, 0, true).unwrap().pop().unwrap()
-            })
+            .map(|&t| common::sample_seven_at(&mut s, t))
             .collect();
         for (o, t) in out.iter().zip([0i64, 3, 6, 10]) {
             let edges = &o.edge.as_ref().unwrap()[0];

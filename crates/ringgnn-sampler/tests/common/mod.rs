@@ -131,3 +131,19 @@ pub fn csc(ds: &Dataset) -> (Vec<u64>, Vec<Vec<u64>>) {
         .collect();
     (indptr, nbrs)
 }
+
+/// Nodes 0..7 of type 0 sampled at time `t` (batch 1 of epoch 0, seed 3, edge ids kept): the
+/// seven-node fixture's one request at a time.
+pub fn sample_seven_at(
+    s: &mut ringgnn_sampler::HeteroSampler,
+    t: i64,
+) -> ringgnn_sampler::HeteroSample {
+    let ids: Vec<u64> = (0..7).collect();
+    let ts = vec![t; 7];
+    let req = ringgnn_sampler::HeteroRequest {
+        seeds: &[(0, &ids)],
+        batch: 1,
+        times: Some(&[&ts]),
+    };
+    s.sample_many(&[req], 3, 0, true).unwrap().pop().unwrap()
+}
