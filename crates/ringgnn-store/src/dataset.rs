@@ -420,23 +420,18 @@ fn check_payload(manifest: &Manifest, dir: &Path, key: &str, len: u64) -> Result
 fn needed_bytes(m: &Manifest, key: &str) -> Option<(u64, String)> {
     let (v, e) = (m.num_nodes, m.num_edges);
     let times = |n: u64, of: &str| format!("{n} {of} times (one int64 per {of})");
-    Some(match key {
-        "indptr" => (
-            (v + 1) * 8,
-            format!("the offsets of {v} nodes (V + 1 int64)"),
+    let what = match key {
+        "indptr" => format!("the offsets of {v} nodes (V + 1 int64)"),
+        "indices" => format!(
+            "{e} neighbor entries ({} bytes each)",
+            m.graph.indices_dtype.size()
         ),
-        "indices" => (
-            e * m.graph.indices_dtype.size(),
-            format!(
-                "{e} neighbor entries ({} bytes each)",
-                m.graph.indices_dtype.size()
-            ),
-        ),
-        "labels" => (v * 8, format!("{v} labels (one int64 per node)")),
-        "node_times" => (v * 8, times(v, "node")),
-        "edge_times" => (e * 8, times(e, "edge")),
+        "labels" => format!("{v} labels (one int64 per node)"),
+        "node_times" => times(v, "node"),
+        "edge_times" => times(e, "edge"),
         _ => return None,
-    })
+    };
+    Some((crate::verify::payload_bytes(m, key)?, what))
 }
 
 #[cfg(test)]

@@ -245,33 +245,11 @@ fn verify_view(
     );
     let mut expected = BTreeMap::new();
     for &key in &order {
-        let payload = match key {
-            "indptr" => (m.num_nodes + 1) * 8,
-            "indices" => m.num_edges * m.graph.indices_dtype.size(),
-            "features" => m
-                .features
-                .as_ref()
-                .map_or(0, |f| f.payload_bytes(m.num_nodes)),
-            "labels" | "node_times" => m.num_nodes * 8,
-            "edge_times" => m.num_edges * 8,
-            "node_ids" => m
-                .node_ids
-                .as_ref()
-                .map_or(0, |i| i.ids_payload(m.num_nodes)),
-            "node_id_bytes" => m.node_ids.as_ref().map_or(0, |i| i.bytes),
-            _ => match edge_payload(m, key).or_else(|| {
-                key.strip_prefix("split.")
-                    .and_then(|s| m.splits.get(s))
-                    .map(|n| n * 8)
-            }) {
-                Some(n) => n,
-                None => {
-                    return bad_manifest(format!(
-                        "files.{key} is not a file of format version {}",
-                        m.version
-                    ))
-                }
-            },
+        let Some(payload) = payload_bytes(m, key) else {
+            return bad_manifest(format!(
+                "files.{key} is not a file of format version {}",
+                m.version
+            ));
         };
         expected.insert(key, payload);
     }
@@ -372,6 +350,33 @@ fn verify_view(
     // Last: the id files' bytes and offsets are known good by now.
     report.spilled_bytes += unique_ids::check(dir, m, part, how, progress)?;
     Ok(())
+}
+
+/// The payload the manifest's counts (and, for features and node ids, their descriptions) put in
+/// the file `key`, before its padding; `None` for a key no file of the format has. The one rule
+/// `verify` checks every file's size by and a dataset's opening checks the graph, labels and
+/// times by.
+pub(crate) fn payload_bytes(m: &Manifest, key: &str) -> Option<u64> {
+    Some(match key {
+        "indptr" => (m.num_nodes + 1) * 8,
+        "indices" => m.num_edges * m.graph.indices_dtype.size(),
+        "features" => m
+            .features
+            .as_ref()
+            .map_or(0, |f| f.payload_bytes(m.num_nodes)),
+        "labels" | "node_times" => m.num_nodes * 8,
+        "edge_times" => m.num_edges * 8,
+        "node_ids" => m
+            .node_ids
+            .as_ref()
+            .map_or(0, |i| i.ids_payload(m.num_nodes)),
+        "node_id_bytes" => m.node_ids.as_ref().map_or(0, |i| i.bytes),
+        _ => edge_payload(m, key).or_else(|| {
+            key.strip_prefix("split.")
+                .and_then(|s| m.splits.get(s))
+                .map(|n| n * 8)
+        })?,
+    })
 }
 
 /// Payload bytes of an edge split's pairs (16 per pair) or negatives (8 per negative); None for
