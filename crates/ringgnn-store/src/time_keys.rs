@@ -31,6 +31,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use crate::manifest::{FileEntry, PAGE};
+use crate::progress::{NoProgress, Progress};
 use crate::temp::{Kind, Temp};
 use crate::writer::BinWriter;
 use crate::{Error, IoContext, Result};
@@ -53,8 +54,9 @@ const READ_BUF: usize = 4 << 20;
 const _: () = assert!(HEADER_BYTES.is_multiple_of(PAGE));
 
 /// Meaningful bytes of the file for `num_edges` entries (before the page padding).
+/// (saturating, for the size checks before a build).
 pub fn payload_bytes(num_edges: u64) -> u64 {
-    HEADER_BYTES + 2 * num_edges
+    HEADER_BYTES.saturating_add(num_edges.saturating_mul(2))
 }
 
 /// Byte offset of entry `i`'s key.
@@ -109,6 +111,19 @@ pub fn derive(times: &Path, num_edges: u64, out: &Path) -> Result<()> {
 
 /// [`derive`], returning the manifest entry of the file written (size, payload, crc32c).
 pub fn derive_entry(times: &Path, num_edges: u64, out: &Path) -> Result<FileEntry> {
+    derive_with(times, num_edges, out, &NoProgress)
+}
+
+/// [`derive_entry`], reporting the two passes to `progress` as the stage "time keys" (a build
+/// step; `2 * num_edges` entries in all) and stopping when it is cancelled. Memory: the sample
+/// (at most [`MAX_SAMPLE`] times, 8 MiB) and about 17 MiB of buffers.
+pub fn derive_with(
+    times: &Path,
+    num_edges: u64,
+    out: &Path,
+    progress: &dyn Progress,
+) -> Result<FileEntry> {
+    progress.stage("time keys", Some(2 * num_edges), "edges");
     let stride = num_edges.div_ceil(MAX_SAMPLE).max(1);
     let mut sample = Vec::with_capacity(num_edges.div_ceil(stride) as usize);
     let mut min = i64::MAX;
@@ -121,7 +136,7 @@ pub fn derive_entry(times: &Path, num_edges: u64, out: &Path) -> Result<FileEntr
             }
             i += 1;
         }
-        Ok(())
+        progress.advance(chunk.len() as u64)
     })?;
     sample.sort_unstable();
     let mut bounds = bounds_from(&sample);
@@ -138,7 +153,7 @@ pub fn derive_entry(times: &Path, num_edges: u64, out: &Path) -> Result<FileEntr
         .file_name()
         .map_or_else(|| EDGE_TIME_KEYS_FILE.into(), |n| n.to_string_lossy());
     let temp = Temp::create(parent, &name, Kind::File)?;
-    let mut w = BinWriter::create(temp.path().to_path_buf())?;
+    let mut w = BinWriter::create(temp.path().to_path_buf())?.cancelled_by(progress.cancel());
     w.write_i64s(&bounds)?;
     let mut keys: Vec<u8> = Vec::with_capacity(READ_BUF / 4);
     each_time(times, num_edges, |chunk| {
@@ -148,7 +163,8 @@ pub fn derive_entry(times: &Path, num_edges: u64, out: &Path) -> Result<FileEntr
             let k = key_of(&bounds, t).unwrap_or(0);
             keys.extend_from_slice(&k.to_le_bytes());
         }
-        w.write(&keys)
+        w.write(&keys)?;
+        progress.advance(chunk.len() as u64)
     })?;
     let mut entry = w.finish()?;
     temp.commit(out)?;
