@@ -74,6 +74,74 @@ pub fn key_of(bounds: &[i64], t: i64) -> Option<u16> {
     n.checked_sub(1).map(|j| j as u16)
 }
 
+/// [`key_of`] for many times: the same answers, from a table of where each of [`CELLS`] equal
+/// slices of the bounds' time span starts among the bounds, so that a key costs two table reads
+/// and a search among the few bounds of one slice instead of a search of all 65,536, whose last
+/// steps miss the cache (deriving R-MAT 23's keys: 1.1 s of user CPU against 3.6 s).
+pub struct KeyIndex {
+    bounds: Vec<i64>,
+    /// `cell(t)` is `(t - bounds[0]) >> shift`, at most `CELLS - 1`: monotone in `t`.
+    shift: u32,
+    /// `first[c]`: how many bounds lie in cells before `c` (`first[CELLS]` = all of them).
+    first: Vec<u32>,
+}
+
+/// Slices of the time span in a [`KeyIndex`] (256 KiB of table).
+pub const CELLS: usize = 1 << 16;
+
+impl KeyIndex {
+    /// The index of non-decreasing `bounds` (at most [`BUCKETS`] of them).
+    pub fn new(bounds: &[i64]) -> Self {
+        debug_assert!(bounds.len() <= BUCKETS && bounds.windows(2).all(|w| w[0] <= w[1]));
+        let (lo, hi) = match (bounds.first(), bounds.last()) {
+            (Some(&lo), Some(&hi)) => (lo, hi),
+            _ => (0, 0),
+        };
+        let span = hi.wrapping_sub(lo) as u64;
+        // The least shift that puts the last bound in the last cell or before.
+        let bits = 64 - span.leading_zeros();
+        let shift = bits.saturating_sub(CELLS.trailing_zeros());
+        let mut idx = KeyIndex {
+            bounds: bounds.to_vec(),
+            shift,
+            first: vec![0; CELLS + 1],
+        };
+        let mut counts = vec![0u32; CELLS];
+        for &b in bounds {
+            counts[idx.cell(b)] += 1;
+        }
+        let mut acc = 0;
+        for (c, n) in counts.into_iter().enumerate() {
+            idx.first[c] = acc;
+            acc += n;
+        }
+        idx.first[CELLS] = acc;
+        idx
+    }
+
+    /// The cell of `t >= bounds[0]`.
+    #[inline]
+    fn cell(&self, t: i64) -> usize {
+        let d = t.wrapping_sub(self.bounds[0]) as u64;
+        ((d >> self.shift) as usize).min(CELLS - 1)
+    }
+
+    /// [`key_of`]`(bounds, t)`. A bound in an earlier cell than `t`'s is `< t` and one in a
+    /// later cell `> t` (cells are monotone in time), so only the bounds of `t`'s cell are
+    /// searched.
+    #[inline]
+    pub fn key(&self, t: i64) -> Option<u16> {
+        if self.bounds.first().is_none_or(|&b0| t < b0) {
+            return None;
+        }
+        let c = self.cell(t);
+        let (a, b) = (self.first[c] as usize, self.first[c + 1] as usize);
+        let n = a + self.bounds[a..b].partition_point(|&x| x <= t);
+        // n >= 1: bounds[0] <= t, and it lies in cell 0 <= c.
+        Some((n - 1) as u16)
+    }
+}
+
 /// The undecided run of a list's keys (non-decreasing, as along a list sorted by time) for a
 /// seed time of key `key` (see the module's docs): entries before it have time `<= t`, entries
 /// after it `> t`. Empty at index 0 for `None` (no entry qualifies).
@@ -155,12 +223,13 @@ pub fn derive_with(
     let temp = Temp::create(parent, &name, Kind::File)?;
     let mut w = BinWriter::create(temp.path().to_path_buf())?.cancelled_by(progress.cancel());
     w.write_i64s(&bounds)?;
+    let index = KeyIndex::new(&bounds);
     let mut keys: Vec<u8> = Vec::with_capacity(READ_BUF / 4);
     each_time(times, num_edges, |chunk| {
         keys.clear();
         for &t in chunk {
             // `bounds[0]` is the minimum, so every time has a key.
-            let k = key_of(&bounds, t).unwrap_or(0);
+            let k = index.key(t).unwrap_or(0);
             keys.extend_from_slice(&k.to_le_bytes());
         }
         w.write(&keys)?;

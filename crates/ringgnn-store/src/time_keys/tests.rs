@@ -272,3 +272,58 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn key_index_by_hand() {
+    let b = [-10, 0, 0, 5, 9];
+    let idx = KeyIndex::new(&b);
+    for t in [i64::MIN, -11, -10, -1, 0, 4, 5, 8, 9, 10, i64::MAX] {
+        assert_eq!(idx.key(t), key_of(&b, t), "t {t}");
+    }
+    // The widest span: cells of 2^48 times each.
+    let b = [i64::MIN, -1, 0, 1, i64::MAX];
+    let idx = KeyIndex::new(&b);
+    for t in [
+        i64::MIN,
+        i64::MIN + 1,
+        -2,
+        -1,
+        0,
+        1,
+        2,
+        i64::MAX - 1,
+        i64::MAX,
+    ] {
+        assert_eq!(idx.key(t), key_of(&b, t), "t {t}");
+    }
+    assert_eq!(KeyIndex::new(&[]).key(0), None);
+    let one = KeyIndex::new(&[7; BUCKETS]);
+    assert_eq!(
+        (one.key(6), one.key(7), one.key(8)),
+        (None, Some(65535), Some(65535))
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// The index answers as `key_of`, for bounds of any span, with runs of equal bounds.
+    #[test]
+    fn key_index_matches_key_of(
+        mut bounds in prop::collection::vec(any::<i64>(), 1..300),
+        small in prop::collection::vec(-1000i64..1000, 1..300),
+        times in prop::collection::vec(any::<i64>(), 0..50),
+        near in prop::collection::vec(-1100i64..1100, 0..50),
+        full: bool,
+    ) {
+        for (b, ts) in [(&mut bounds, &times), (&mut small.clone(), &near)] {
+            b.sort_unstable();
+            let b = if full { bounds_from(b) } else { b.clone() };
+            let idx = KeyIndex::new(&b);
+            for &t in ts.iter().chain(&b) {
+                prop_assert_eq!(idx.key(t), key_of(&b, t));
+                prop_assert_eq!(idx.key(t.saturating_add(1)), key_of(&b, t.saturating_add(1)));
+                prop_assert_eq!(idx.key(t.saturating_sub(1)), key_of(&b, t.saturating_sub(1)));
+            }
+        }
+    }
+}

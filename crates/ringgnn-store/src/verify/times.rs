@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use super::checks::{u64s, Check};
 use crate::manifest::{IndexDtype, Manifest, TimeRange};
-use crate::time_keys::{key_of, BUCKETS, HEADER_BYTES};
+use crate::time_keys::{KeyIndex, BUCKETS, HEADER_BYTES};
 use crate::{IoContext, Result};
 
 /// The problem when the times seen do not span the range the manifest records under `key`.
@@ -161,10 +161,12 @@ impl Check for NodeTimes {
 }
 
 /// edge_time_keys: bounds non-decreasing, the first the smallest time, and every entry's key
-/// [`key_of`] its time in `edge_times` (streamed alongside, one pass over both files).
+/// `key_of` its time in `edge_times` (streamed alongside, one pass over both files).
 pub(super) struct EdgeTimeKeys {
     times: Stream,
     bounds: Vec<i64>,
+    /// Made from the bounds at the first key.
+    index: Option<KeyIndex>,
     /// Entries checked so far.
     entry: u64,
     min: Option<i64>,
@@ -175,6 +177,7 @@ impl EdgeTimeKeys {
         Ok(EdgeTimeKeys {
             times: Stream::open(times, 0)?,
             bounds: Vec::with_capacity(BUCKETS),
+            index: None,
             entry: 0,
             min: None,
         })
@@ -197,10 +200,16 @@ impl Check for EdgeTimeKeys {
             }
             data = &data[n..];
         }
+        if data.is_empty() {
+            return Ok(None);
+        }
+        let index = self
+            .index
+            .get_or_insert_with(|| KeyIndex::new(&self.bounds));
         for k in data.chunks_exact(2) {
             let k = u16::from_le_bytes([k[0], k[1]]);
             let t = self.times.next(8)? as i64;
-            let want = key_of(&self.bounds, t);
+            let want = index.key(t);
             if want != Some(k) {
                 let bucket = want
                     .map_or(format!("below the first bound {}", self.bounds[0]), |j| {
