@@ -56,7 +56,7 @@ def _without_times(src, dst):
         t.pop("node_times", None)
     for r in m["relations"].values():
         r.pop("edge_times", None)
-    for key in [k for k in m["files"] if k.endswith((".edge_times", ".node_times"))]:
+    for key in [k for k in m["files"] if k.endswith((".edge_times", ".edge_time_keys", ".node_times"))]:
         os.remove(dst / m["files"].pop(key)["path"])
     (dst / "manifest.json").write_text(json.dumps(m, indent=2))
     return dst

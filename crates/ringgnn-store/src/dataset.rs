@@ -245,7 +245,7 @@ impl Dataset {
     /// per node), naming the file, both sizes and `ringgnn verify`: what a reader of them checks
     /// first, so that a short file is not a bare "failed to fill whole buffer" at its first read.
     pub fn check_times(&self) -> Result<()> {
-        for key in ["edge_times", "node_times"] {
+        for key in ["edge_times", "edge_time_keys", "node_times"] {
             if self.manifest.files.contains_key(key) {
                 let p = self.path_of(key)?;
                 let len = std::fs::metadata(&p).at(&p)?.len();
@@ -258,6 +258,13 @@ impl Dataset {
     /// `edge_times.bin` (int64, one per entry of `indices`), when the edges have times.
     pub fn edge_times_path(&self) -> Option<PathBuf> {
         self.time_file("edge_times")
+    }
+
+    /// `edge_time_keys.bin` ([`crate::time_keys`]), when the edges have times and the dataset
+    /// was built with it (every build of this version; older ones have none, and a reader then
+    /// searches `edge_times.bin` alone).
+    pub fn edge_time_keys_path(&self) -> Option<PathBuf> {
+        self.time_file("edge_time_keys")
     }
 
     /// `node_times.bin` (int64, one per node), when the nodes have times.
@@ -429,6 +436,10 @@ fn needed_bytes(m: &Manifest, key: &str) -> Option<(u64, String)> {
         "labels" => format!("{v} labels (one int64 per node)"),
         "node_times" => times(v, "node"),
         "edge_times" => times(e, "edge"),
+        "edge_time_keys" => format!(
+            "the time keys of {e} edges (a {}-byte header, then one u16 per edge)",
+            crate::time_keys::HEADER_BYTES
+        ),
         _ => return None,
     };
     Some((crate::verify::payload_bytes(m, key)?, what))

@@ -9,7 +9,7 @@
 //! - checking ([`verify`], whose external sort and id check the builds share) and reading
 //!   ([`dataset`]);
 //! - inputs: what every build is told ([`options`]), edge-list readers ([`input`]), edge and
-//!   node times ([`times`]);
+//!   node times ([`times`]) and the time keys derived from edge times ([`time_keys`]);
 //! - writing: the per-node files ([`node_files`]), atomic staging ([`writer`]) in temporaries a
 //!   killed run cannot leak ([`temp`]), replacing only what an existing dataset owns
 //!   ([`replace`]), the check that a build's output fits the free space ([`space`]);
@@ -42,6 +42,7 @@ pub mod rng;
 pub mod shared_negatives;
 pub mod space;
 pub mod temp;
+pub mod time_keys;
 pub mod times;
 pub mod verify;
 pub mod writer;

@@ -410,6 +410,11 @@ impl Manifest {
                 return Err(format!("{key}.min is larger than {key}.max"));
             }
         }
+        if self.files.contains_key("edge_time_keys") && !self.files.contains_key("edge_times") {
+            return Err(
+                "files.edge_time_keys needs files.edge_times, the times it is derived from".into(),
+            );
+        }
         if self.version < TIMES_VERSION && (self.edge_times.is_some() || self.node_times.is_some())
         {
             return Err(format!(

@@ -21,7 +21,7 @@ use crate::{Error, IoContext, Result};
 use checks::{
     check_file, Check, Features, Indices, Indptr, Labels, Offsets, Opaque, Split, ADVICE,
 };
-use times::{EdgeTimes, NodeTimes};
+use times::{EdgeTimeKeys, EdgeTimes, NodeTimes};
 use unique_ids::IdCheck;
 
 /// Memory the budget sets aside for everything but the sort of the original ids: the Python
@@ -241,8 +241,12 @@ fn verify_view(
         m.files
             .keys()
             .map(String::as_str)
-            .filter(|k| *k != "indptr" && *k != "indices"),
+            .filter(|k| !matches!(*k, "indptr" | "indices" | "edge_time_keys")),
     );
+    // The keys after the times they are derived from: a damaged time is reported as itself.
+    if m.files.contains_key("edge_time_keys") {
+        order.push("edge_time_keys");
+    }
     let mut expected = BTreeMap::new();
     for &key in &order {
         let Some(payload) = payload_bytes(m, key) else {
@@ -282,6 +286,7 @@ fn verify_view(
                 )
             }
             "node_times" => Box::new(NodeTimes::new(m)),
+            "edge_time_keys" => Box::new(EdgeTimeKeys::new(dir.join(&m.file("edge_times")?.path))?),
             "node_ids" => match m.node_ids.as_ref().map(|i| i.dtype) {
                 Some(NodeIdDtype::Str) => {
                     Box::new(Offsets::new(m.node_ids.as_ref().map_or(0, |i| i.bytes)))
@@ -366,6 +371,7 @@ pub(crate) fn payload_bytes(m: &Manifest, key: &str) -> Option<u64> {
             .map_or(0, |f| f.payload_bytes(m.num_nodes)),
         "labels" | "node_times" => m.num_nodes * 8,
         "edge_times" => m.num_edges * 8,
+        "edge_time_keys" => crate::time_keys::payload_bytes(m.num_edges),
         "node_ids" => m
             .node_ids
             .as_ref()

@@ -32,6 +32,7 @@ use crate::manifest::{DegreeStats, IndexDtype, TimeRange};
 use crate::options::{GraphOptions, SelfLoops};
 use crate::progress::Progress;
 use crate::space::Need;
+use crate::time_keys::{self, EDGE_TIME_KEYS_FILE};
 use crate::times::{Timed, EDGE_TIMES_FILE};
 use crate::writer::Staging;
 use crate::{Error, IoContext, Result};
@@ -261,6 +262,7 @@ fn build<K: Key>(
     need.graph("the graph", num_nodes, total);
     if K::TIMED {
         need.add("the edge times", total.saturating_mul(8));
+        need.add("the edge time keys", time_keys::payload_bytes(total));
     }
     staging.check_room(&need)?;
     let indices_dtype = IndexDtype::for_nodes(num_nodes);
@@ -299,6 +301,15 @@ fn build<K: Key>(
     let edge_times = match out.edge_times {
         Some((entry, Some(range))) => {
             staging.add("edge_times", entry);
+            // The keys beside the times (docs/FORMAT.md "Times"): the sort's buffers are free
+            // by now, so the derivation's sample and buffers fit the same budget.
+            let keys = time_keys::derive_with(
+                &staging.file_path(EDGE_TIMES_FILE),
+                out.num_edges,
+                &staging.file_path(EDGE_TIME_KEYS_FILE),
+                progress,
+            )?;
+            staging.add("edge_time_keys", keys);
             Some(range)
         }
         Some((_, None)) => {

@@ -1,6 +1,7 @@
 //! `verify`'s checks of the time files (FORMAT.md "Times"): `edge_times` ordered by (time,
 //! source) within each node's in-edges, with indptr and indices streamed alongside (both
-//! already verified), and the range the manifest records; `node_times`' range. Memory stays
+//! already verified), and the range the manifest records; `node_times`' range;
+//! `edge_time_keys` against the times it is derived from. Memory stays
 //! O(1) in the file sizes, as for every check ([`super::checks`]).
 
 use std::fs::File;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 
 use super::checks::{u64s, Check};
 use crate::manifest::{IndexDtype, Manifest, TimeRange};
+use crate::time_keys::{KeyIndex, BUCKETS, HEADER_BYTES};
 use crate::{IoContext, Result};
 
 /// The problem when the times seen do not span the range the manifest records under `key`.
@@ -155,6 +157,83 @@ impl Check for NodeTimes {
     }
     fn finish(&mut self) -> Result<Option<String>> {
         Ok(range_problem("node_times", self.seen, self.recorded))
+    }
+}
+
+/// edge_time_keys: bounds non-decreasing, the first the smallest time, and every entry's key
+/// `key_of` its time in `edge_times` (streamed alongside, one pass over both files).
+pub(super) struct EdgeTimeKeys {
+    times: Stream,
+    bounds: Vec<i64>,
+    /// Made from the bounds at the first key.
+    index: Option<KeyIndex>,
+    /// Entries checked so far.
+    entry: u64,
+    min: Option<i64>,
+}
+
+impl EdgeTimeKeys {
+    pub(super) fn new(times: PathBuf) -> Result<Self> {
+        Ok(EdgeTimeKeys {
+            times: Stream::open(times, 0)?,
+            bounds: Vec::with_capacity(BUCKETS),
+            index: None,
+            entry: 0,
+            min: None,
+        })
+    }
+}
+
+impl Check for EdgeTimeKeys {
+    fn feed(&mut self, pos: u64, mut data: &[u8]) -> Result<Option<String>> {
+        if pos < HEADER_BYTES {
+            let n = (HEADER_BYTES - pos).min(data.len() as u64) as usize;
+            for b in u64s(&data[..n]).map(|b| b as i64) {
+                if let Some(&prev) = self.bounds.last().filter(|&&p| b < p) {
+                    return Ok(Some(format!(
+                        "time key bound {} is {b}, below bound {}'s {prev}: the bounds must be non-decreasing",
+                        self.bounds.len(),
+                        self.bounds.len() - 1
+                    )));
+                }
+                self.bounds.push(b);
+            }
+            data = &data[n..];
+        }
+        if data.is_empty() {
+            return Ok(None);
+        }
+        let index = self
+            .index
+            .get_or_insert_with(|| KeyIndex::new(&self.bounds));
+        for k in data.chunks_exact(2) {
+            let k = u16::from_le_bytes([k[0], k[1]]);
+            let t = self.times.next(8)? as i64;
+            let want = index.key(t);
+            if want != Some(k) {
+                let bucket = want
+                    .map_or(format!("below the first bound {}", self.bounds[0]), |j| {
+                        format!("in bucket {j}")
+                    });
+                return Ok(Some(format!(
+                    "entry {} has key {k}, but its time {t} in {} is {bucket}",
+                    self.entry,
+                    self.times.path.display()
+                )));
+            }
+            self.min = Some(self.min.map_or(t, |m| m.min(t)));
+            self.entry += 1;
+        }
+        Ok(None)
+    }
+    fn finish(&mut self) -> Result<Option<String>> {
+        Ok(match self.min {
+            Some(min) if self.bounds[0] != min => Some(format!(
+                "time key bound 0 is {}, but the smallest edge time is {min}",
+                self.bounds[0]
+            )),
+            _ => None,
+        })
     }
 }
 

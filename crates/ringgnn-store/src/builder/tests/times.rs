@@ -52,6 +52,7 @@ fn build_timed(
     let m = crate::convert::assemble(&g, None, None, Default::default(), serde_json::Value::Null);
     staging.commit(m).unwrap();
     let ds = Dataset::open(&out).unwrap();
+    check_keys(&ds, g.num_edges);
     let lists = (0..g.num_nodes)
         .map(|v| {
             let t = if g.edge_times.is_some() {
@@ -63,6 +64,37 @@ fn build_timed(
         })
         .collect();
     Ok((lists, g, dir))
+}
+
+/// A dataset with edge times has `edge_time_keys.bin`, whose every key is `key_of` its entry's
+/// time and whose first bound is the smallest time; one without has none.
+fn check_keys(ds: &Dataset, num_edges: u64) {
+    use crate::time_keys::{key_of, read_bounds, HEADER_BYTES};
+    let Some(times) = ds.edge_times_path() else {
+        assert_eq!(ds.edge_time_keys_path(), None);
+        return;
+    };
+    let path = ds
+        .edge_time_keys_path()
+        .expect("a keys file beside the times");
+    assert!(path.ends_with("edge_time_keys.bin"), "{}", path.display());
+    let bounds = read_bounds(&path).unwrap();
+    let raw = std::fs::read(&path).unwrap();
+    let raw_t = std::fs::read(times).unwrap();
+    let n = num_edges as usize;
+    let h = HEADER_BYTES as usize;
+    let t: Vec<i64> = raw_t[..8 * n]
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let keys: Vec<u16> = raw[h..h + 2 * n]
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(Some(bounds[0]), t.iter().copied().min());
+    for (i, (&t, &k)) in t.iter().zip(&keys).enumerate() {
+        assert_eq!(Some(k), key_of(&bounds, t), "entry {i}, time {t}");
+    }
 }
 
 /// The lists the spec defines, by an in-memory sort.
@@ -228,7 +260,71 @@ fn times_from_an_npy_file_through_build_graph() {
     assert_eq!(ds.edge_times(0).unwrap(), [-1, 30, 30]);
     assert!(ds.has_edge(5, 0).unwrap() && !ds.has_edge(3, 0).unwrap());
     assert_eq!(ds.edge_times_path(), Some(out.join("edge_times.bin")));
+    assert_eq!(
+        ds.edge_time_keys_path(),
+        Some(out.join("edge_time_keys.bin"))
+    );
     assert_eq!(ds.node_times_path(), None);
+    check_keys(&ds, 3);
+    // Times -1, 30, 30 (the sample is all three): a third of the buckets start at -1, the rest
+    // at 30.
+    let bounds = crate::time_keys::read_bounds(&out.join("edge_time_keys.bin")).unwrap();
+    assert_eq!((bounds[0], bounds[21845], bounds[21846]), (-1, -1, 30));
+    assert_eq!(bounds[65535], 30);
+}
+
+/// Raises the cancellation when the keys' derivation starts, as the Python relay does on Ctrl-C.
+struct CancelAtKeys(crate::Cancel);
+
+impl Progress for CancelAtKeys {
+    fn stage(&self, name: &str, _: Option<u64>, _: &str) {
+        if name == "time keys" {
+            self.0.cancel();
+        }
+    }
+    fn advance(&self, _: u64) -> Result<()> {
+        self.0.check()
+    }
+    fn cancel(&self) -> crate::Cancel {
+        self.0.clone()
+    }
+}
+
+#[test]
+fn a_build_stopped_while_deriving_keys_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.npy");
+    write_npy(
+        &path,
+        "<i8",
+        &[3],
+        false,
+        bytemuck::cast_slice(&[3i64, 1, 2]),
+    )
+    .unwrap();
+    let o = GraphOptions {
+        times: TimeOptions {
+            edges: Some(TimeInput::File(path)),
+            nodes: None,
+        },
+        ..opts(false, false, false, None)
+    };
+    let out = dir.path().join("ds");
+    let progress = CancelAtKeys(Default::default());
+    let mut staging = Staging::create(&out, false, &progress).unwrap();
+    let mut src = VecSource::new(vec![(5, 0), (1, 0), (2, 0)]);
+    let r = build_graph(&mut src, &o, &mut staging, &progress);
+    assert!(matches!(r, Err(Error::Interrupted)), "{r:?}");
+    let left: Vec<String> = std::fs::read_dir(staging.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("edge_time_keys"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    drop(staging);
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "only t.npy: {left:?}");
+    assert!(!out.exists());
 }
 
 proptest! {

@@ -65,7 +65,7 @@ fn a_dataset_with_times_passes() {
     let dir = tempfile::tempdir().unwrap();
     let ds = build(dir.path());
     let r = verify(&ds, &VerifyOptions::test(), &NoProgress).unwrap();
-    assert_eq!(r.files_checked, 4);
+    assert_eq!(r.files_checked, 5);
 }
 
 #[test]
@@ -196,6 +196,14 @@ fn a_heterogeneous_dataset_with_times() {
     assert_eq!(rev.neighbors(1).unwrap(), [0, 2]);
     assert_eq!(rev.edge_times(1).unwrap(), [2, 5]);
     assert!(rev.edge_times_path().is_some());
+    assert!(rev.edge_time_keys_path().is_some());
+    assert!(buys.edge_time_keys_path().is_some());
+    assert!(m
+        .files
+        .contains_key("relation.user:buys:item.edge_time_keys"));
+    assert!(m
+        .files
+        .contains_key("relation.item:rev_buys:user.edge_time_keys"));
     let item = crate::Dataset::open_part(&out, &Part::Node("item".into())).unwrap();
     assert_eq!(item.node_times().unwrap(), Some(vec![4, -1, 6]));
     verify(&out, &VerifyOptions::test(), &NoProgress).unwrap();
@@ -225,4 +233,173 @@ fn a_heterogeneous_dataset_with_times() {
         e.contains("relation ") && e.contains("has 2 times but the input has 3 edges"),
         "{e}"
     );
+}
+
+/// Overwrite entry `i`'s 2-byte key in `edge_time_keys.bin`, recording the new checksum.
+fn poke_key(ds: &Path, i: usize, k: u16) {
+    let p = ds.join("edge_time_keys.bin");
+    let mut b = std::fs::read(&p).unwrap();
+    let at = crate::time_keys::key_offset(i as u64) as usize;
+    b[at..at + 2].copy_from_slice(&k.to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    edit_manifest(ds, |m| {
+        m.files.get_mut("edge_time_keys").unwrap().crc32c = format!("{:08x}", crc32c::crc32c(&b));
+    });
+}
+
+#[test]
+fn time_keys_are_written_and_checked_entry_by_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = build(dir.path());
+    // Times by entry: -4 (node 0), then 3, 3, 5, 9 (node 1); all five are the sample, so
+    // B[j] = sorted[j * 5 / 65536] and a time's key is the last bucket its value starts.
+    let raw = std::fs::read(ds.join("edge_time_keys.bin")).unwrap();
+    let keys: Vec<u16> = (0..5)
+        .map(|i| {
+            let at = crate::time_keys::key_offset(i) as usize;
+            u16::from_le_bytes([raw[at], raw[at + 1]])
+        })
+        .collect();
+    assert_eq!(keys, [13107, 39321, 39321, 52428, 65535]);
+    let m = Manifest::read(&ds).unwrap();
+    let f = &m.files["edge_time_keys"];
+    assert_eq!(f.path, "edge_time_keys.bin");
+    assert_eq!(f.payload_bytes, 524288 + 10);
+    assert_eq!(f.bytes, 524288 + 4096);
+
+    poke_key(&ds, 2, 39322);
+    let e = err(&ds);
+    assert!(
+        e.contains("edge_time_keys.bin: ")
+            && e.contains("entry 2 has key 39322, but its time 3 in ")
+            && e.contains("edge_times.bin is in bucket 39321"),
+        "{e}"
+    );
+}
+
+#[test]
+fn time_key_bounds_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = build(dir.path());
+    poke(&ds, "edge_time_keys.bin", 300, -100);
+    let e = err(&ds);
+    assert!(
+        e.contains("edge_time_keys.bin: ")
+            && e.contains("time key bound 300 is -100, below bound 299's -4: the bounds must be non-decreasing"),
+        "{e}"
+    );
+    let err_bounds = crate::time_keys::read_bounds(&ds.join("edge_time_keys.bin"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err_bounds
+            .contains("edge_time_keys.bin: time key bound 300 (-100) is below bound 299 (-4)")
+            && err_bounds.contains("ringgnn verify"),
+        "{err_bounds}"
+    );
+
+    // The first bound below every time: keys still decide, but it is not the smallest time.
+    let d2 = tempfile::tempdir().unwrap();
+    let ds = build(d2.path());
+    poke(&ds, "edge_time_keys.bin", 0, -5);
+    let e = err(&ds);
+    assert!(
+        e.contains("edge_time_keys.bin: ")
+            && e.contains("time key bound 0 is -5, but the smallest edge time is -4"),
+        "{e}"
+    );
+
+    // A time below the first bound has no key.
+    let d3 = tempfile::tempdir().unwrap();
+    let ds = build(d3.path());
+    poke(&ds, "edge_times.bin", 0, -10);
+    edit_manifest(&ds, |m| m.edge_times = Some(TimeRange { min: -10, max: 9 }));
+    let e = err(&ds);
+    assert!(
+        e.contains("edge_time_keys.bin: ")
+            && e.contains("entry 0 has key 13107, but its time -10 in ")
+            && e.contains("edge_times.bin is below the first bound -4"),
+        "{e}"
+    );
+}
+
+#[test]
+fn time_key_sizes_and_fields_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = build(dir.path());
+    let p = ds.join("edge_time_keys.bin");
+    let b = std::fs::read(&p).unwrap();
+    std::fs::write(&p, &b[..524288]).unwrap();
+    let e = err(&ds);
+    assert!(
+        e.contains("edge_time_keys.bin: 524288 bytes on disk but the manifest records 528384 (files.edge_time_keys.bytes)"),
+        "{e}"
+    );
+    // Opening names the file too; with the manifest edited to match, so does the size check
+    // of a reader of times.
+    let e = crate::Dataset::open(&ds)
+        .err()
+        .expect("a short file")
+        .to_string();
+    assert!(
+        e.contains("edge_time_keys.bin: 524288 bytes on disk but the manifest (files.edge_time_keys) records 528384")
+            && e.contains("ringgnn verify"),
+        "{e}"
+    );
+    edit_manifest(&ds, |m| {
+        m.files.get_mut("edge_time_keys").unwrap().bytes = 524288;
+    });
+    let e = crate::Dataset::open(&ds)
+        .and_then(|d| d.check_times())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("edge_time_keys.bin: 524288 bytes, but the time keys of 5 edges (a 524288-byte header, then one u16 per edge) need 524298 bytes")
+            && e.contains("ringgnn verify"),
+        "{e}"
+    );
+    std::fs::write(&p, &b[..4096]).unwrap();
+    let e = crate::time_keys::read_bounds(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("edge_time_keys.bin: 4096 bytes, shorter than the 524288-byte bounds header"),
+        "{e}"
+    );
+
+    let d2 = tempfile::tempdir().unwrap();
+    let ds = build(d2.path());
+    edit_manifest(&ds, |m| {
+        m.files.get_mut("edge_time_keys").unwrap().payload_bytes = 524288;
+    });
+    let e = err(&ds);
+    assert!(
+        e.contains("files.edge_time_keys.payload_bytes is 524288 but the counts in the manifest give 524298"),
+        "{e}"
+    );
+
+    let d3 = tempfile::tempdir().unwrap();
+    let ds = build(d3.path());
+    edit_manifest(&ds, |m| {
+        m.files.remove("edge_times");
+        m.edge_times = None;
+    });
+    let e = Manifest::read(&ds).unwrap_err().to_string();
+    assert!(
+        e.contains("files.edge_time_keys needs files.edge_times, the times it is derived from"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_dataset_built_before_time_keys_still_opens_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = build(dir.path());
+    std::fs::remove_file(ds.join("edge_time_keys.bin")).unwrap();
+    edit_manifest(&ds, |m| {
+        m.files.remove("edge_time_keys");
+    });
+    let r = verify(&ds, &VerifyOptions::test(), &NoProgress).unwrap();
+    assert_eq!(r.files_checked, 4);
+    let d = crate::Dataset::open(&ds).unwrap();
+    assert_eq!(d.edge_time_keys_path(), None);
+    assert_eq!(d.edge_times(1).unwrap(), [3, 3, 5, 9]);
 }
