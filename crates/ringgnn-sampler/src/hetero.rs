@@ -788,6 +788,8 @@ pub(super) struct Scratch {
     /// Per frontier node of the batch being drawn, its neighbor range (cut at seed times), and
     /// for a batch at seed times searched in memory its seed time.
     pub(super) ranges: Vec<(u64, u64)>,
+    /// The batch (of the current hop) whose ranges `ranges` holds as counted, if any.
+    pub(super) ranges_of: Option<usize>,
     pub(super) limits: Vec<i64>,
     /// The copy of one batch's 32-bit positions that bucketing them by chunk from disk goes
     /// through ([`crate::buckets::Workspace`]).
@@ -802,6 +804,7 @@ impl Scratch {
             drawer: Drawer::default(),
             tmp: Vec::new(),
             ranges: Vec::new(),
+            ranges_of: None,
             limits: Vec::new(),
             moves: Workspace::default(),
         }

@@ -406,6 +406,18 @@ impl IdMap {
         }
     }
 
+    /// Whether `n` more entries fit without the table growing (grouped: always, each group's
+    /// table made ready for its keys as they come, [`Lookup::prepare_group`]).
+    pub(crate) fn has_room(&self, n: usize) -> bool {
+        let fits =
+            |len: usize, size: usize| len.saturating_add(n).saturating_mul(LOAD.1) <= size * LOAD.0;
+        match &self.0 {
+            Tables::Narrow(t) => fits(t.len, t.size),
+            Tables::Wide(t) => fits(t.len, t.size),
+            Tables::Grouped(_) => true,
+        }
+    }
+
     /// Bytes its table takes once [`Self::clear_for`] `n` entries (when it has no more).
     pub(crate) fn bytes_for(&self, n: usize) -> u64 {
         let size = slots_for(n).max(MIN_SLOTS) as u64;
@@ -531,6 +543,32 @@ mod tests {
                 prop_assert_eq!(after, sizes);
                 prop_assert_eq!(map.len(), want.len());
             }
+        }
+    }
+
+    proptest! {
+        /// `has_room(k)` says exactly whether `k` new keys go in without the table growing:
+        /// true, they do; false, the `k`-th grows it.
+        #[test]
+        fn room_is_what_fits_without_growing(
+            size in 0usize..300, held in 0usize..300, k in 0usize..300, wide: bool,
+        ) {
+            let mut map = IdMap::for_nodes(if wide { u64::MAX } else { 1000 });
+            map.clear_for(size);
+            check(&mut map, &(0..held as u64).collect::<Vec<_>>());
+            let slots = |m: &IdMap| match &m.0 {
+                Tables::Narrow(t) => t.size,
+                Tables::Wide(t) => t.size,
+                Tables::Grouped(_) => unreachable!("one table"),
+            };
+            let (room, before) = (map.has_room(k), slots(&map));
+            let mut grew = false;
+            for key in held..held + k {
+                with_table!(map, t => t.get_or_insert::<()>(key as u64, || Ok(key as u32))).unwrap();
+                grew |= slots(&map) != before;
+            }
+            prop_assert_eq!(room, !grew);
+            prop_assert!(map.has_room(0));
         }
     }
 

@@ -90,16 +90,19 @@ impl HeteroSampler {
         };
         // Each batch's count of positions (one batch's ranges held at a time, by its thread):
         // without seed times from the offset index; at seed times from its eligible counts.
+        // The ranges a thread holds after the counts are those of the last batch it counted
+        // (`ranges_of`), which it draws from without looking its lists up again.
+        scratch.iter_mut().for_each(|sc| sc.ranges_of = None);
         let mut totals = vec![0u64; h];
         let mut items = Vec::with_capacity(h);
         let mut rest = &mut d.counts[..];
-        for ((st, out), total) in states.iter().zip(&*outs).zip(&mut totals) {
+        for (b, ((st, out), total)) in states.iter().zip(&*outs).zip(&mut totals).enumerate() {
             let (counts, tail) = std::mem::take(&mut rest).split_at_mut(st.frontier[dst].len());
             rest = tail;
-            items.push((st, out, counts, total));
+            items.push((b, st, out, counts, total));
         }
-        par(&mut items, scratch, |sc, (st, out, counts, total)| {
-            **total = how.count(sc, st, out, counts)?;
+        par(&mut items, scratch, |sc, (b, st, out, counts, total)| {
+            **total = how.count(sc, (*b, st, out), counts)?;
             Ok(())
         })?;
         drop(items);
@@ -132,13 +135,8 @@ impl HeteroSampler {
             d.node_ends.push(node);
             out.num_sampled_edges[r].push(n as usize);
         }
-        // In memory, where the first batch is the only one at seed times (a hop of one batch,
-        // as every hop in memory is), the first thread still holds its cut ranges (its first
-        // batch, counted and drawn) and draws from them without looking its lists up again.
-        let kept =
-            how.memory.is_some() && states[0].groups.on && states[1..].iter().all(|s| !s.groups.on);
         let stream = |b: usize| relation_rng(seed, epoch, requests[b].batch, r, k);
-        let draws: Draws = (states, &*outs, kept, &stream);
+        let draws: Draws = (states, &*outs, &stream);
         match d.wide {
             true => how.draw_batches(scratch, draws, &mut d.counts, &mut d.pos, &totals),
             false => how.draw_batches(scratch, draws, &mut d.counts, &mut d.narrow, &totals),
@@ -196,24 +194,23 @@ struct Hop<'a> {
     memory: Option<&'a [i64]>,
 }
 
-/// The batches of a hop as its draws see them: their states and samples, whether the first
-/// thread holds the first batch's cut ranges, and each batch's random stream.
+/// The batches of a hop as its draws see them: their states and samples, and each batch's
+/// random stream.
 type Draws<'a, 'b> = (
     &'a [BatchState],
     &'a [HeteroSample],
-    bool,
     &'a (dyn Fn(usize) -> Rng + Sync + 'b),
 );
 
 impl Hop<'_> {
-    /// A batch's count of positions at this hop; at seed times in memory its search first,
-    /// each frontier node's count of eligible edges into `counts` and its cut ranges into the
-    /// thread's.
+    /// Batch `b`'s count of positions at this hop; at seed times in memory its search first,
+    /// each frontier node's count of eligible edges into `counts`. The ranges it draws from
+    /// (cut at seed times in memory) go into the thread's, for [`Self::draw`] (`ranges_of`);
+    /// from disk at seed times, none (the search made the counts).
     fn count(
         &self,
         sc: &mut Scratch,
-        st: &BatchState,
-        out: &HeteroSample,
+        (b, st, out): (usize, &BatchState, &HeteroSample),
         counts: &mut [u32],
     ) -> Result<u64> {
         let (indptr, n_dst, fanout, replace) = (self.indptr, self.n_dst, self.fanout, self.replace);
@@ -227,6 +224,7 @@ impl Hop<'_> {
                 };
                 let lent = (&mut sc.ranges, &mut sc.limits);
                 cut_batch_in_memory(t, frontier.len(), list, lent, counts)?;
+                sc.ranges_of = Some(b);
             }
             // [`TemporalStrategy::Last`] draws all of the `min(k, c)` most recent.
             let draws = replace && !self.last;
@@ -235,11 +233,18 @@ impl Hop<'_> {
                 .sum());
         }
         // Independent loads of the offset index, whose cache misses overlap.
-        let count = |v: u64| {
-            let (lo, hi) = indptr.range(node_of(v, on, n_dst) as usize);
-            Drawer::count(hi - lo, fanout, replace)
-        };
-        Ok(frontier.iter().map(count).sum())
+        let ranges = &mut sc.ranges;
+        ranges.clear();
+        ranges.reserve_exact(frontier.len());
+        ranges.extend(
+            frontier
+                .iter()
+                .map(|v| indptr.range(node_of(v, on, n_dst) as usize)),
+        );
+        sc.ranges_of = Some(b);
+        Ok((ranges.iter())
+            .map(|&(lo, hi)| Drawer::count(hi - lo, fanout, replace))
+            .sum())
     }
 
     /// Every batch's draws into its part of `pos` (`totals[b]` positions each) and of
@@ -247,7 +252,7 @@ impl Hop<'_> {
     fn draw_batches<W: Word + Send>(
         &self,
         scratch: &mut [Scratch],
-        (states, outs, kept, stream): Draws<'_, '_>,
+        (states, outs, stream): Draws<'_, '_>,
         counts: &mut [u32],
         pos: &mut [W],
         totals: &[u64],
@@ -263,7 +268,7 @@ impl Hop<'_> {
             items.push((b, st, out, c, p));
         }
         par(&mut items, scratch, |sc, (b, st, out, counts, pos)| {
-            let kept = kept && *b == 0;
+            let kept = sc.ranges_of.take() == Some(*b);
             self.draw(sc, (st, out, kept), &mut stream(*b), counts, pos)
         })
     }
@@ -289,8 +294,8 @@ impl Hop<'_> {
         } = sc;
         let on = st.groups.on;
         match self.temporal && on {
-            // The ranges the search cut in memory, still held (see `HeteroSampler::hop`).
-            true if kept => {}
+            // The ranges counted (cut by the search in memory), still held.
+            _ if kept => {}
             true => {
                 ranges.clear();
                 ranges.reserve_exact(frontier.len());

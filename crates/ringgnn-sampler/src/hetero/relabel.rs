@@ -112,8 +112,10 @@ fn relabel(
             .filter(|(r, _)| r.src == t && active(r))
             .map(|(_, d)| of(d))
             .sum();
+        // A map that holds the batch's nodes is refilled only to make room for this hop's:
+        // growing as they come would place its entries again at every doubling.
         let held = Some((b, st.count(out, t)));
-        if sc.held_by[t] == held {
+        if sc.held_by[t] == held && map.has_room(room) {
             continue;
         }
         match room > 0 {
