@@ -19,6 +19,10 @@
 //! page once in long sequential runs, and cut in memory in the first round ([`Search::mark_dense`]);
 //! overlapping reads (a list several batches probe) are read once. On R-MAT with uniform times
 //! nearly every list is cut in the first round; the guess only chooses pages, never the cut.
+//! Where the relation has time keys (`edge_time_keys.bin`, 2 bytes an entry: [`TimeKeys`],
+//! `temporal/keys.rs`), the same search runs over the keys instead, then over the times of only
+//! the run of each list that its seed time's bucket leaves undecided: the same counts, a file
+//! 4 times smaller read.
 
 use std::collections::HashMap;
 use std::fs::File;
