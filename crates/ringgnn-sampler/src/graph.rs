@@ -209,6 +209,7 @@ impl Graph {
             pages: self.pages.clone(),
             times: None,
             time_range: None,
+            time_keys: None,
         };
         let mut g = TypedGraph {
             types: vec![ONE_TYPE.into()],

@@ -72,7 +72,7 @@ use hop::{Drawn, NarrowFetch};
 pub use open::{fanouts_in_order, SharedRelation, TypedGraph};
 use relabel::{Relabel, View};
 use temporal::{check_times, Cutter, Groups};
-pub use temporal::{EdgeTimes, TemporalStrategy};
+pub use temporal::{EdgeTimes, TemporalStrategy, TimeKeys};
 
 /// One relation `(S, R, D)` given to [`HeteroSampler::new`].
 pub struct HeteroRelation {
@@ -172,6 +172,13 @@ pub struct HeteroSampler {
     /// thread after the first: the search of edge times reads on every thread (opened at the
     /// first search, kept).
     time_readers: Vec<Vec<DiskNeighbors>>,
+    /// Per relation, its time keys read from disk, if it has them
+    /// ([`Self::set_time_keys`]): its search from disk reads them instead of the times, then
+    /// only the times the keys leave undecided.
+    time_keys: Vec<Option<TimeKeys>>,
+    /// Per relation with time keys, the readers of its keys besides its own, one per thread
+    /// after the first (as `time_readers`).
+    key_readers: Vec<Vec<DiskNeighbors>>,
     /// The workspace of the search of edge times read from disk (one slice's per reader).
     cutter: Cutter,
     /// Keep a batch's node lists and every hop's `row` in its sample, 64 bits, as they grow
@@ -244,6 +251,8 @@ impl HeteroSampler {
             fetch: NarrowFetch::default(),
             readers: relations.iter().map(|_| Vec::new()).collect(),
             time_readers: relations.iter().map(|_| Vec::new()).collect(),
+            time_keys: relations.iter().map(|_| None).collect(),
+            key_readers: relations.iter().map(|_| Vec::new()).collect(),
             node_times: vec![None; num_nodes.len()],
             num_nodes,
             rels: relations,
@@ -360,9 +369,12 @@ impl HeteroSampler {
         let sources: u64 = (self.readers.iter().flatten())
             .map(|s| s.buffer_bytes() + s.workspace_bytes())
             .sum();
+        let keys = self.time_keys.iter().flatten().map(|k| &k.disk);
         let times: u64 = (self.time_readers.iter().flatten())
+            .chain(self.key_readers.iter().flatten())
             .map(|d| d.buffer_bytes() + d.workspace_bytes())
-            .sum();
+            .sum::<u64>()
+            + keys.map(|d| d.buffer_bytes()).sum::<u64>();
         sources + times
     }
 
@@ -377,7 +389,7 @@ impl HeteroSampler {
         for more in &mut self.readers {
             more.truncate(threads.max(1) - 1);
         }
-        for more in &mut self.time_readers {
+        for more in self.time_readers.iter_mut().chain(&mut self.key_readers) {
             more.truncate(threads.max(1) - 1);
         }
     }
@@ -421,7 +433,11 @@ impl HeteroSampler {
             std::iter::once(r.source.stats()).chain(times)
         });
         let more = self.readers.iter().flatten().map(NeighborSource::stats);
-        let times = self.time_readers.iter().flatten().map(DiskNeighbors::stats);
+        let keys = self.time_keys.iter().flatten().map(|k| &k.disk);
+        let times = (self.time_readers.iter().flatten())
+            .chain(self.key_readers.iter().flatten())
+            .chain(keys)
+            .map(DiskNeighbors::stats);
         let sources = sources.chain(more).chain(times);
         sources.fold(IoStats::default(), |a, s| IoStats {
             reads: a.reads + s.reads,
@@ -436,7 +452,10 @@ impl HeteroSampler {
         for s in self.readers.iter_mut().flatten() {
             s.set_cancel(flag.clone());
         }
-        for d in self.time_readers.iter_mut().flatten() {
+        for d in (self.time_readers.iter_mut().flatten())
+            .chain(self.key_readers.iter_mut().flatten())
+            .chain(self.time_keys.iter_mut().flatten().map(|k| &mut k.disk))
+        {
             d.set_cancel(flag.clone());
         }
         for r in &mut self.rels {

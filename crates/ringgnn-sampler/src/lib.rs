@@ -58,7 +58,7 @@ pub use error::{Error, Result};
 pub use graph::{Graph, GraphSampler, HyperTotals, NeighborAccess, OffsetIndex, Offsets};
 pub use hetero::{
     fanouts_in_order, hetero_bound, EdgeTimes, HeteroBound, HeteroRelation, HeteroRequest,
-    HeteroSample, HeteroSampler, SharedRelation, TemporalStrategy, TypedGraph,
+    HeteroSample, HeteroSampler, SharedRelation, TemporalStrategy, TimeKeys, TypedGraph,
 };
 pub use hyper::{HyperBatch, HyperPeaks, HyperSampler, HyperStates, Keep};
 pub use neighbors::{DiskNeighbors, Indices, NeighborSource, Reopen};

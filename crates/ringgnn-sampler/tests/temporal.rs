@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use ringgnn_io::{open_backend, probe_uring, BackendKind, CoalesceOptions};
 use ringgnn_sampler::{
     EdgeTimes, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample, HeteroSampler, Indices,
-    NeighborSampler, NeighborSource, Seeds, TemporalStrategy, TypedGraph,
+    NeighborSampler, NeighborSource, Seeds, TemporalStrategy, TimeKeys, TypedGraph,
 };
 use ringgnn_store::manifest::{IndexDtype, TimeRange};
 
@@ -28,6 +28,9 @@ enum Backend {
     Memory,
     /// Disk reads with this backend, `O_DIRECT` or not, through this read buffer.
     Disk(BackendKind, bool, CoalesceOptions),
+    /// [`Backend::Disk`], each relation's times searched over its time keys
+    /// (`edge_time_keys.bin`, derived from its times).
+    Keyed(BackendKind, bool, CoalesceOptions),
 }
 
 const SMALL: CoalesceOptions = CoalesceOptions {
@@ -41,10 +44,14 @@ fn backends() -> Vec<Backend> {
         Backend::Disk(BackendKind::Pread, false, CoalesceOptions::default()),
         Backend::Disk(BackendKind::Pread, false, SMALL),
         Backend::Disk(BackendKind::Pread, true, CoalesceOptions::default()),
+        Backend::Keyed(BackendKind::Pread, false, CoalesceOptions::default()),
+        Backend::Keyed(BackendKind::Pread, false, SMALL),
+        Backend::Keyed(BackendKind::Pread, true, CoalesceOptions::default()),
     ];
     match probe_uring() {
         Ok(()) => {
             b.push(Backend::Disk(BackendKind::Uring, false, SMALL));
+            b.push(Backend::Keyed(BackendKind::Uring, true, SMALL));
             b.push(Backend::Disk(
                 BackendKind::Uring,
                 true,
@@ -83,14 +90,14 @@ impl Graph {
         dir: &Path,
         range: Range,
     ) -> Option<HeteroSampler> {
-        let mut rels = vec![];
+        let (mut rels, mut keys) = (vec![], vec![]);
         for (i, (r, f)) in self.rels.iter().zip(fanouts).enumerate() {
             let (source, times) = match backend {
                 Backend::Memory => (
                     NeighborSource::Memory(Arc::new(Indices::U64(r.indices.clone()))),
                     EdgeTimes::Memory(r.times.clone().into()),
                 ),
-                Backend::Disk(kind, direct, opts) => {
+                Backend::Disk(kind, direct, opts) | Backend::Keyed(kind, direct, opts) => {
                     let ix = r.indices.iter().flat_map(|&x| (x as u32).to_le_bytes());
                     let ix = write_padded(dir, &format!("rel{i}.bin"), ix.collect());
                     let t = r.times.iter().flat_map(|&x| x.to_le_bytes());
@@ -102,6 +109,12 @@ impl Graph {
                     let source = NeighborSource::disk(reader, &ix, IndexDtype::U32, opts);
                     let n = r.times.len() as u64;
                     let (times, _) = EdgeTimes::open(&t, n, kind, direct, opts).unwrap();
+                    if let Backend::Keyed(..) = backend {
+                        let k = dir.join(format!("rel{i}_keys.bin"));
+                        ringgnn_store::time_keys::derive(&t, n, &k).unwrap();
+                        let bounds = TimeKeys::bounds(&k).unwrap();
+                        keys.push((i, TimeKeys::open(&k, n, bounds, (kind, direct), opts)));
+                    }
                     (source, times.with_range(range(&r.times)))
                 }
             };
@@ -115,6 +128,9 @@ impl Graph {
             });
         }
         let mut s = HeteroSampler::new(self.num_nodes.clone(), rels, replace).unwrap();
+        for (i, k) in keys {
+            s.set_time_keys(i, k.unwrap().0).unwrap();
+        }
         s.set_temporal_strategy(strategy);
         let nt = self.node_times.iter().map(|t| t.clone().map(Arc::from));
         s.set_node_times(nt.collect()).unwrap();
@@ -619,8 +635,13 @@ fn a_hops_lists_searched_in_slices_sample_as_one_search() {
         let requests = requests(&refs, |_| true);
         for strategy in [UNIFORM, LAST] {
             let mut want: Option<Vec<HeteroSample>> = None;
-            for opts in [CoalesceOptions::default(), SMALL] {
-                let b = Backend::Disk(BackendKind::Pread, false, opts);
+            let disk = |opts| Backend::Disk(BackendKind::Pread, false, opts);
+            let keyed = |opts| Backend::Keyed(BackendKind::Pread, false, opts);
+            for b in [CoalesceOptions::default(), SMALL]
+                .map(disk)
+                .into_iter()
+                .chain([CoalesceOptions::default(), SMALL].map(keyed))
+            {
                 for slice in [usize::MAX, 1, 3, 64] {
                     let mut s = g.sampler(&fan, strategy, false, b, dir.path()).unwrap();
                     if slice != usize::MAX {
@@ -632,7 +653,7 @@ fn a_hops_lists_searched_in_slices_sample_as_one_search() {
                     }
                     match &want {
                         None => want = Some(many),
-                        Some(w) => assert_eq!(w, &many, "{strategy:?} {opts:?} slice {slice}"),
+                        Some(w) => assert_eq!(w, &many, "{strategy:?} {b:?} slice {slice}"),
                     }
                 }
             }
@@ -678,13 +699,17 @@ fn a_hops_lists_searched_by_groups_of_batches_sample_as_one_search() {
                     }
                 }
                 assert_eq!(want[3].time, None);
-                let b = Backend::Disk(BackendKind::Pread, false, SMALL);
-                for group in [1, 3, usize::MAX] {
-                    let mut s = g.sampler(&fan, strategy, false, b, dir.path()).unwrap();
-                    s.set_cut_group(group);
-                    s.set_cut_slice(5);
-                    let got = s.sample_many(&requests, seed, 1, ids).unwrap();
-                    assert_eq!(got, want, "{strategy:?} edge ids {ids} group {group}");
+                for b in [
+                    Backend::Disk(BackendKind::Pread, false, SMALL),
+                    Backend::Keyed(BackendKind::Pread, false, SMALL),
+                ] {
+                    for group in [1, 3, usize::MAX] {
+                        let mut s = g.sampler(&fan, strategy, false, b, dir.path()).unwrap();
+                        s.set_cut_group(group);
+                        s.set_cut_slice(5);
+                        let got = s.sample_many(&requests, seed, 1, ids).unwrap();
+                        assert_eq!(got, want, "{strategy:?} {b:?} edge ids {ids} group {group}");
+                    }
                 }
                 let edges: usize = want
                     .iter()
@@ -730,17 +755,22 @@ fn a_hops_lists_searched_on_several_threads_sample_as_in_memory() {
                 .map(|o| o.row.iter().map(Vec::len).sum::<usize>())
                 .sum();
             assert!(edges > 200, "{edges} edges: too few lists to slice");
-            let b = Backend::Disk(BackendKind::Pread, false, SMALL);
-            for (k, &range) in ranges.iter().enumerate() {
-                for threads in 2..=4 {
-                    for slice in [1, 7] {
-                        let mut s = (g.sampler_in(&fan, how, b, dir.path(), range)).unwrap();
-                        s.set_threads(threads);
-                        s.set_cut_slice(slice);
-                        let got = s.sample_many(&requests, seed, 1, true).unwrap();
-                        let what =
-                            format!("{strategy:?} range {k} {threads} threads slice {slice}");
-                        assert_eq!(got, want, "{what}");
+            for b in [
+                Backend::Disk(BackendKind::Pread, false, SMALL),
+                Backend::Keyed(BackendKind::Pread, false, SMALL),
+            ] {
+                for (k, &range) in ranges.iter().enumerate() {
+                    for threads in 2..=4 {
+                        for slice in [1, 7] {
+                            let mut s = (g.sampler_in(&fan, how, b, dir.path(), range)).unwrap();
+                            s.set_threads(threads);
+                            s.set_cut_slice(slice);
+                            let got = s.sample_many(&requests, seed, 1, true).unwrap();
+                            let what = format!(
+                                "{strategy:?} {b:?} range {k} {threads} threads slice {slice}"
+                            );
+                            assert_eq!(got, want, "{what}");
+                        }
                     }
                 }
             }
@@ -1069,4 +1099,63 @@ fn a_typed_graph_samples_at_times_from_its_time_files() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("unknown node type 'user'"), "{e}");
+}
+
+/// A typed graph whose edge times are read from disk samples over their time keys as over the
+/// times, and as in memory (where keys are not used); the keys' bounds are counted in its
+/// bytes; keys for a relation without times, or of the wrong length, are refused.
+#[test]
+fn a_typed_graph_samples_over_its_time_keys_as_over_its_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    let times: Vec<i64> = vec![4, 1, 7, 7, 2, 9, 0, 5];
+    let path = write_padded(
+        tmp.path(),
+        "edge_times.bin",
+        times.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    );
+    let keys = tmp.path().join("edge_time_keys.bin");
+    ringgnn_store::time_keys::derive(&path, 8, &keys).unwrap();
+    let dir = homogeneous_fixture();
+    let sample = |kind: Option<BackendKind>, with_keys: bool| {
+        let mut g = TypedGraph::open(&dir, kind, false, &[]).unwrap();
+        g.set_edge_times("node:to:node", &path).unwrap();
+        let plain = g.bytes();
+        if with_keys {
+            g.set_edge_time_keys("node:to:node", &keys).unwrap();
+        }
+        let held = g.relations[0].time_keys.is_some();
+        assert_eq!(held, with_keys && kind.is_some(), "{kind:?}");
+        assert_eq!(g.bytes(), plain + if held { 8 * 65536 } else { 0 });
+        let (mut s, _, _) = g.sampler(vec![vec![Count(2), All]], false, None).unwrap();
+        let out: Vec<HeteroSample> = [-1i64, 0, 3, 6, 7, 10]
+            .iter()
+            .map(|&t| common::sample_seven_at(&mut s, t))
+            .collect();
+        out
+    };
+    let want = sample(None, false);
+    assert_eq!(sample(None, true), want);
+    assert_eq!(sample(Some(BackendKind::Pread), false), want);
+    assert_eq!(sample(Some(BackendKind::Pread), true), want);
+    // Refused: an unknown relation, keys before times, keys of another length.
+    let mut g = TypedGraph::open(&dir, Some(BackendKind::Pread), false, &[]).unwrap();
+    let e = g
+        .set_edge_time_keys("x:y:z", &keys)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown relation 'x:y:z'"), "{e}");
+    let e = g
+        .set_edge_time_keys("node:to:node", &keys)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no edge times"), "{e}");
+    g.set_edge_times("node:to:node", &path).unwrap();
+    let e = g
+        .set_edge_time_keys("node:to:node", &path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("edge_times.bin") && e.contains("bytes of time keys"),
+        "{e}"
+    );
 }

@@ -16,7 +16,7 @@ use ringgnn_store::manifest::{IndexDtype, TimeRange};
 use ringgnn_store::Dataset;
 
 use super::temporal::check_file;
-use super::{EdgeTimes, HeteroRelation, HeteroSampler};
+use super::{EdgeTimes, HeteroRelation, HeteroSampler, TimeKeys};
 use crate::neighbors::{DiskNeighbors, Indices, NeighborSource};
 use crate::{Error, Fanout, Offsets, Result};
 
@@ -41,6 +41,10 @@ pub struct SharedRelation {
     /// The range of its edge times, when the dataset records it (where a search from disk
     /// looks first: [`EdgeTimes::with_range`]).
     pub time_range: Option<TimeRange>,
+    /// Its time keys file and their bounds, where its times are read from disk and the dataset
+    /// has keys (`edge_time_keys.bin`): the search from disk reads them instead of the times
+    /// ([`TimeKeys`]).
+    pub time_keys: Option<(PathBuf, Arc<[i64]>)>,
 }
 
 impl SharedRelation {
@@ -159,7 +163,8 @@ impl TypedGraph {
         for (r, src, dst, ds) in parts {
             if let Some(p) = ds.edge_times_path().filter(|_| times) {
                 ds.check_times()?;
-                edge_times.push((r.clone(), p, ds.edge_time_range()));
+                let keys = ds.edge_time_keys_path();
+                edge_times.push((r.clone(), p, ds.edge_time_range(), keys));
             }
             let indptr = Offsets::load(&ds)?;
             let file = ds.path_of("indices")?;
@@ -185,6 +190,7 @@ impl TypedGraph {
                 pages: None,
                 times: None,
                 time_range: None,
+                time_keys: None,
             });
         }
         // The dataset's own times: each relation's edge times, each type's node times.
@@ -207,8 +213,11 @@ impl TypedGraph {
             kind,
             direct,
         };
-        for (r, p, range) in edge_times {
+        for (r, p, range, keys) in edge_times {
             graph.set_edge_times(&r, &p)?;
+            if let Some(k) = keys {
+                graph.set_edge_time_keys(&r, &k)?;
+            }
             let rel = graph.relations.iter_mut().find(|x| x.name == r);
             rel.expect("set above").time_range = range;
         }
@@ -246,7 +255,33 @@ impl TypedGraph {
         };
         r.times = Some((path.to_path_buf(), memory));
         r.time_range = None;
+        r.time_keys = None;
         Ok(())
+    }
+
+    /// Give relation `relation` the time keys of its edge times in the file `path` (an
+    /// `edge_time_keys.bin` derived from them, docs/FORMAT.md "Times"): where its times are read
+    /// from disk, each sampler's search reads the keys, then only the times they leave
+    /// undecided (the same samples); times held in memory are searched there, without keys. The
+    /// file's length and bounds are checked here. Times attached later drop the keys.
+    pub fn set_edge_time_keys(&mut self, relation: &str, path: &Path) -> Result<()> {
+        let Some(r) = self.relations.iter_mut().find(|r| r.name == relation) else {
+            return Err(Error::Input(format!(
+                "time keys: unknown relation '{relation}'"
+            )));
+        };
+        match &r.times {
+            None => Err(Error::Input(format!(
+                "time keys for relation '{relation}', which has no edge times: attach its \
+                 times first"
+            ))),
+            Some((_, Some(_))) => Ok(()),
+            Some((_, None)) => {
+                TimeKeys::check_file(path, r.num_edges())?;
+                r.time_keys = Some((path.to_path_buf(), TimeKeys::bounds(path)?));
+                Ok(())
+            }
+        }
     }
 
     /// Give node type `node_type` its node times (one per node, in memory).
@@ -277,7 +312,8 @@ impl TypedGraph {
         }
     }
 
-    /// Bytes held: offset indexes, the neighbor files and edge times in memory, node times.
+    /// Bytes held: offset indexes, the neighbor files and edge times in memory, the bounds of
+    /// time keys, node times.
     pub fn bytes(&self) -> u64 {
         let times = |t: &Option<Arc<[i64]>>| t.as_ref().map_or(0, |t| 8 * t.len() as u64);
         let rels: u64 = self
@@ -289,6 +325,7 @@ impl TypedGraph {
                         .as_ref()
                         .map_or(0, |m| m.len() as u64 * r.dtype.size())
                     + r.times.as_ref().map_or(0, |(_, t)| times(t))
+                    + r.time_keys.as_ref().map_or(0, |(_, b)| 8 * b.len() as u64)
             })
             .sum();
         rels + self.node_times.iter().map(times).sum::<u64>()
@@ -331,6 +368,7 @@ impl TypedGraph {
             }
         };
         let (mut rels, mut fallback, mut name) = (Vec::new(), None, String::from("memory"));
+        let mut keys = Vec::new();
         for (r, fan) in self.relations.iter().zip(fanouts) {
             let source = match (&r.memory, disk) {
                 (Some(ix), _) => NeighborSource::Memory(ix.clone()),
@@ -357,8 +395,18 @@ impl TypedGraph {
                 Some((_, Some(t))) => Some(EdgeTimes::Memory(t.clone())),
                 Some((path, None)) => {
                     let kind = disk.expect("a relation not in memory has a disk backend");
-                    let (t, why) =
-                        EdgeTimes::open(path, r.num_edges(), kind, self.direct, coalesce)?;
+                    // With keys, the search reads them in the time file's share of the buffer,
+                    // and the times only where the keys leave a run undecided (mostly a page).
+                    let mut share = coalesce;
+                    if let Some((p, bounds)) = &r.time_keys {
+                        let direct = (kind, self.direct);
+                        let (k, why) =
+                            TimeKeys::open(p, r.num_edges(), bounds.clone(), direct, coalesce)?;
+                        fallback = fallback.or(why);
+                        keys.push((rels.len(), k));
+                        share.buffer = share.run_bytes();
+                    }
+                    let (t, why) = EdgeTimes::open(path, r.num_edges(), kind, self.direct, share)?;
                     fallback = fallback.or(why);
                     // Its threads' readers too read the file opened now.
                     let t = match t {
@@ -384,6 +432,9 @@ impl TypedGraph {
         }
         let mut s = HeteroSampler::new(self.counts.clone(), rels, replace)?;
         s.set_node_times(self.node_times.clone())?;
+        for (r, k) in keys {
+            s.set_time_keys(r, k)?;
+        }
         Ok((s, name, fallback))
     }
 }

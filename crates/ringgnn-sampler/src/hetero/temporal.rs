@@ -19,6 +19,10 @@
 //! page once in long sequential runs, and cut in memory in the first round ([`Search::mark_dense`]);
 //! overlapping reads (a list several batches probe) are read once. On R-MAT with uniform times
 //! nearly every list is cut in the first round; the guess only chooses pages, never the cut.
+//! Where the relation has time keys (`edge_time_keys.bin`, 2 bytes an entry: [`TimeKeys`],
+//! `temporal/keys.rs`), the same search runs over the keys instead, then over the times of only
+//! the run of each list that its seed time's bucket leaves undecided: the same counts, a file
+//! 4 times smaller read.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -38,6 +42,9 @@ use crate::idmap::{with_table, GroupKeys, Lookup};
 use crate::neighbors::{DiskNeighbors, Reopen};
 use crate::{Error, Offsets, Result};
 
+mod keys;
+pub use keys::TimeKeys;
+
 /// Which of a node's eligible edges (those not newer than its seed's time) are drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TemporalStrategy {
@@ -50,8 +57,10 @@ pub enum TemporalStrategy {
     Last,
 }
 
-/// Entries of 8 bytes per page of the time file.
-const PER_PAGE: u64 = ALIGN as u64 / 8;
+/// Entries per page of a file read by `disk` (8 bytes for times, 2 for time keys).
+fn per_page(disk: &DiskNeighbors) -> u64 {
+    ALIGN as u64 / disk.width()
+}
 
 /// Where a relation's edge times are read from.
 pub enum EdgeTimes {
@@ -207,14 +216,23 @@ impl HeteroSampler {
         let Some(EdgeTimes::Disk(disk, range)) = rel.times.as_mut() else {
             return Ok(());
         };
-        // A reader of the times per thread after the first, opened once and kept (where the
-        // source can open more).
+        // A reader of the times (and of the keys) per thread after the first, opened once and
+        // kept (where the source can open more).
         let threads = self.scratch.len();
         let more = &mut self.time_readers[r];
-        while more.len() + 1 < threads {
-            match disk.another() {
-                Some(d) => more.push(d?),
-                None => break,
+        let mut keys = self.time_keys[r].as_mut().map(|k| KeyReaders {
+            first: &mut k.disk,
+            more: &mut self.key_readers[r],
+            bounds: &k.bounds,
+        });
+        for (first, more) in std::iter::once((&*disk, &mut *more))
+            .chain(keys.as_mut().map(|k| (&*k.first, &mut *k.more)))
+        {
+            while more.len() + 1 < threads {
+                match first.another() {
+                    Some(d) => more.push(d?),
+                    None => break,
+                }
             }
         }
         let (dst, n_dst, indptr) = (rel.dst, self.num_nodes[rel.dst], &rel.indptr);
@@ -228,8 +246,29 @@ impl HeteroSampler {
             let lists = Frontier::new(states, outs, (dst, n_dst), indptr);
             let (part, rest) = std::mem::take(&mut counts).split_at_mut(lists.len());
             counts = rest;
-            (self.cutter).cut_lists(disk, more, *range, threads, &lists, part)?;
+            let readers = (&mut *disk, &mut more[..], keys.as_mut());
+            (self.cutter).cut_lists(readers, *range, threads, &lists, part)?;
         }
+        Ok(())
+    }
+
+    /// Search relation `r`'s edge times read from disk over its time `keys` (a reader of its
+    /// `edge_time_keys.bin` and its bounds, [`TimeKeys::open`]): the same counts, reading the
+    /// keys and only the times they leave undecided. An input error where `r` is not a
+    /// relation, or its times are not read from disk.
+    pub fn set_time_keys(&mut self, r: usize, keys: TimeKeys) -> Result<()> {
+        match self.rels.get(r).map(|rel| &rel.times) {
+            Some(Some(EdgeTimes::Disk(..))) => {}
+            _ => {
+                return Err(Error::Input(format!(
+                    "time keys for relation {r}, which has no edge times read from disk (the \
+                     sampler has {} relations)",
+                    self.rels.len()
+                )))
+            }
+        }
+        self.key_readers[r].clear();
+        self.time_keys[r] = Some(keys);
         Ok(())
     }
 
@@ -571,8 +610,8 @@ struct Probe {
 impl Probe {
     /// Whether `[a, b)` is read whole this round, which ends the search: it is on one page, or
     /// the list is dense.
-    fn short(&self) -> bool {
-        self.dense || (self.b - 1) / PER_PAGE - self.a / PER_PAGE < 1
+    fn short(&self, pp: u64) -> bool {
+        self.dense || (self.b - 1) / pp - self.a / pp < 1
     }
 
     /// Set where this round's read starts, `s`: `a` for a short list, else the first entry of
@@ -581,8 +620,8 @@ impl Probe {
     /// many graphs), or the middle where that guess did not halve `[a, b)` last round:
     /// interpolation search, at worst half as fast as bisection, never wrong (every read
     /// narrows `[a, b)`).
-    fn aim(&mut self, limit: i64) {
-        if self.short() {
+    fn aim(&mut self, limit: i64, pp: u64) {
+        if self.short(pp) {
             self.s = self.a;
             return;
         }
@@ -593,19 +632,20 @@ impl Probe {
             true => n / 2,
             false => interpolate(n, self.ta, self.tb, limit),
         };
-        self.s = self.a.max((self.a + guess) / PER_PAGE * PER_PAGE);
+        self.s = self.a.max((self.a + guess) / pp * pp);
     }
 
     /// What the probes of `c` read this round, `(s, end)` each.
-    fn spans(c: &[Probe]) -> impl Iterator<Item = (u64, u64)> + '_ {
-        c.iter().map(|pr| (pr.s, pr.end()))
+    fn spans(c: &[Probe], pp: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        c.iter().map(move |pr| (pr.s, pr.end(pp)))
     }
 
-    /// Where this round's read ends: `b` for a short list, else the end of the page of `s`.
-    fn end(&self) -> u64 {
-        match self.short() {
+    /// Where this round's read ends: `b` for a short list, else the end of the page of `s`
+    /// (`pp` entries a page).
+    fn end(&self, pp: u64) -> u64 {
+        match self.short(pp) {
             true => self.b,
-            false => self.b.min((self.s / PER_PAGE + 1) * PER_PAGE),
+            false => self.b.min((self.s / pp + 1) * pp),
         }
     }
 }
@@ -621,6 +661,21 @@ impl Probe {
 /// with slices of 16K, 64K or without slicing, against 8.28 (64K) and 9.04 GB (16K) taking the
 /// lists in frontier order.
 const SLICE: usize = 1 << 14;
+
+/// A search's readers from disk: of the times, the calling thread's and one per other thread,
+/// and of the keys likewise, with their bounds, where the relation has them.
+type Readers<'a, 'k> = (
+    &'a mut DiskNeighbors,
+    &'a mut [DiskNeighbors],
+    Option<&'a mut KeyReaders<'k>>,
+);
+
+/// A relation's readers of its time keys (see [`Readers`]).
+struct KeyReaders<'k> {
+    first: &'k mut DiskNeighbors,
+    more: &'k mut Vec<DiskNeighbors>,
+    bounds: &'k [i64],
+}
 
 /// The slot of a list not searched in [`Cutter::cut_lists`]'s order (no sort key: a list's index
 /// is below `u32::MAX`).
@@ -669,6 +724,7 @@ impl Cutter {
         let probe = std::mem::size_of::<Probe>();
         let each = |w: &Search| {
             probe * w.live.capacity()
+                + std::mem::size_of::<keys::Keyed>() * w.keyed.capacity()
                 + 16 * w.runs.capacity()
                 + 8 * w.cuts.capacity()
                 + 8 * w.vals.capacity()
@@ -686,8 +742,7 @@ impl Cutter {
     /// thread never waits for the others between slices.
     fn cut_lists(
         &mut self,
-        disk: &mut DiskNeighbors,
-        more: &mut [DiskNeighbors],
+        readers: Readers<'_, '_>,
         range: Option<TimeRange>,
         threads: usize,
         lists: &impl Lists,
@@ -745,7 +800,7 @@ impl Cutter {
         if order.len() > self.slice {
             order.sort_unstable();
         }
-        let done = found.and_then(|()| self.search(disk, more, range, lists, &order, counts));
+        let done = found.and_then(|()| self.search(readers, range, lists, &order, counts));
         self.order = order;
         done
     }
@@ -755,8 +810,7 @@ impl Cutter {
     /// `counts` (under a lock: a slice's lists are anywhere among them).
     fn search(
         &mut self,
-        disk: &mut DiskNeighbors,
-        more: &mut [DiskNeighbors],
+        (disk, more, keys): Readers<'_, '_>,
         range: Option<TimeRange>,
         lists: &impl Lists,
         order: &[u64],
@@ -768,21 +822,37 @@ impl Cutter {
             None => (i64::MIN, i64::MAX, true),
         };
         let size = self.slice;
-        let t = (1 + more.len()).min(order.len().div_ceil(size));
+        let readers = 1 + more
+            .len()
+            .min(keys.as_ref().map_or(usize::MAX, |k| k.more.len()));
+        let t = readers.min(order.len().div_ceil(size));
+        let bounds = keys.as_ref().map(|k| k.bounds);
         if self.work.len() < t {
             self.work.resize_with(t, Search::default);
         }
         let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
         let counts = Mutex::new(counts);
-        let job = |w: &mut Search, d: &mut DiskNeighbors| -> Result<()> {
+        // Over the keys where there are (then the times of the runs they leave undecided),
+        // else over the times.
+        let one = |w: &mut Search, d: &mut DiskNeighbors, k: Option<&mut DiskNeighbors>, slice| {
+            match (k, bounds) {
+                (Some(k), Some(bounds)) => {
+                    w.load_keys(slice, lists, bounds);
+                    w.search(k)?;
+                    w.undecided(bounds, start.1)?;
+                }
+                _ => w.load(slice, lists, start),
+            }
+            w.search(d)
+        };
+        let job = |w: &mut Search, d: &mut DiskNeighbors, mut k: Option<&mut DiskNeighbors>| {
             while !stop.load(Ordering::Relaxed) {
                 let first = next.fetch_add(1, Ordering::Relaxed).saturating_mul(size);
                 let Some(slice) = order.get(first..order.len().min(first.saturating_add(size)))
                 else {
                     break;
                 };
-                w.load(slice, lists, start);
-                if let Err(e) = w.search(d) {
+                if let Err(e) = one(w, d, k.as_deref_mut(), slice) {
                     stop.store(true, Ordering::Relaxed);
                     return Err(e);
                 }
@@ -791,16 +861,30 @@ impl Cutter {
                     counts[at as usize] = c;
                 }
             }
-            Ok(())
+            Ok::<_, Error>(())
         };
+        let key_readers: Vec<Option<&mut DiskNeighbors>> = match keys {
+            Some(k) => (std::iter::once(&mut *k.first).chain(k.more.iter_mut()))
+                .map(Some)
+                .collect(),
+            None => Vec::new(),
+        };
+        let key_readers = key_readers
+            .into_iter()
+            .chain(std::iter::repeat_with(|| None));
+        let readers = std::iter::once(disk)
+            .chain(more.iter_mut())
+            .zip(key_readers);
         match t {
             0 => Ok(()),
-            1 => job(&mut self.work[0], disk),
+            1 => {
+                let (d, k) = readers.into_iter().next().expect("one reader");
+                job(&mut self.work[0], d, k)
+            }
             _ => std::thread::scope(|sc| {
-                let readers = std::iter::once(disk).chain(more.iter_mut());
                 let job = &job;
                 let handles: Vec<_> = (self.work[..t].iter_mut().zip(readers))
-                    .map(|(w, d)| sc.spawn(move || job(w, d)))
+                    .map(|(w, (d, k))| sc.spawn(move || job(w, d, k)))
                     .collect();
                 crate::hyper::join_all(handles)
             }),
@@ -817,6 +901,8 @@ struct Search {
     vals: Vec<u64>,
     /// `(list, count)`: the list's count of eligible entries.
     cuts: Vec<(u32, u32)>,
+    /// Over time keys, the slice's lists ([`Search::load_keys`]).
+    keyed: Vec<keys::Keyed>,
 }
 
 impl Search {
@@ -848,13 +934,14 @@ impl Search {
     fn search(&mut self, disk: &mut DiskNeighbors) -> Result<()> {
         // A dense list may take the whole read chunk, but no more than the read buffer holds
         // (a run's pages, one more where it does not start on a page).
-        let cap = CHUNK.min((disk.buffer_bytes() / 8).saturating_sub(PER_PAGE));
-        self.mark_dense(cap);
+        let pp = per_page(disk);
+        let cap = CHUNK.min((disk.buffer_bytes() / disk.width()).saturating_sub(pp));
+        self.mark_dense(cap, pp);
         while !self.live.is_empty() {
             // What each list reads this round: all of it when it is on one page, else the page
             // of its guess.
             for pr in &mut self.live {
-                pr.aim(pr.limit);
+                pr.aim(pr.limit, pp);
             }
             self.live.sort_unstable_by_key(|pr| pr.s);
             // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
@@ -866,13 +953,13 @@ impl Search {
             while !rest.is_empty() {
                 // Spans that overlap (a list probed by several batches, read whole or at the
                 // same guess) are read once, one run, and share their times.
-                let (n, count, total) = merge_spans(Probe::spans(rest), CHUNK, |_| {});
+                let (n, count, total) = merge_spans(Probe::spans(rest, pp), CHUNK, |_| {});
                 let (chunk, tail) = rest.split_at_mut(n);
                 rest = tail;
                 // Reserved exactly: what they hold is the chunk's, not twice it.
                 runs.clear();
                 runs.reserve_exact(count);
-                merge_spans(Probe::spans(chunk), CHUNK, |r| runs.push(r));
+                merge_spans(Probe::spans(chunk, pp), CHUNK, |r| runs.push(r));
                 vals.clear();
                 vals.reserve_exact(total as usize);
                 vals.resize(total as usize, 0);
@@ -880,7 +967,7 @@ impl Search {
                 // The run of the next probe, and where its times start in `vals`.
                 let (mut r, mut base) = (0, 0);
                 for pr in chunk {
-                    let (l, s, e, n) = (pr.limit, pr.s, pr.end(), pr.b - pr.a);
+                    let (l, s, e, n) = (pr.limit, pr.s, pr.end(pp), pr.b - pr.a);
                     while s >= runs[r].0 + runs[r].1 {
                         base += runs[r].1;
                         r += 1;
@@ -929,20 +1016,20 @@ impl Search {
     /// one, else the page of its first guess): many short lists side by side, or a long list
     /// among many probed ones. Elsewhere (long lists alone, lists pages apart) the search
     /// probes page by page. Which pages are read depends on it, never the cuts.
-    fn mark_dense(&mut self, cap: u64) {
+    fn mark_dense(&mut self, cap: u64, pp: u64) {
         let live = &mut self.live;
         live.sort_unstable_by_key(|pr| pr.a);
         let mut i = 0;
         while i < live.len() {
             let (start, mut end) = (live[i].a, live[i].b);
             let first_aim = |pr: &mut Probe| {
-                pr.aim(pr.limit);
-                pr.s / PER_PAGE
+                pr.aim(pr.limit, pp);
+                pr.s / pp
             };
             let (mut aims, mut top) = (1u64, first_aim(&mut live[i]));
             let mut j = i + 1;
             while let Some(pr) = live.get_mut(j) {
-                if pr.a / PER_PAGE > (end - 1) / PER_PAGE + 1 || pr.b.max(end) - start > cap {
+                if pr.a / pp > (end - 1) / pp + 1 || pr.b.max(end) - start > cap {
                     break;
                 }
                 end = end.max(pr.b);
@@ -952,7 +1039,7 @@ impl Search {
                 }
                 j += 1;
             }
-            let pages = (end - 1) / PER_PAGE - start / PER_PAGE + 1;
+            let pages = (end - 1) / pp - start / pp + 1;
             let dense = end - start <= cap && pages * DENSE.1 <= aims * DENSE.0;
             for pr in &mut live[i..j] {
                 pr.dense = dense;

@@ -28,9 +28,10 @@ use ringgnn_store::manifest::IndexDtype;
 
 use crate::{Error, Result};
 
-/// One little-endian entry of 4 or 8 bytes.
+/// One little-endian entry of 2, 4 or 8 bytes.
 fn decode(b: &[u8]) -> u64 {
     match b.len() {
+        2 => u16::from_le_bytes(b.try_into().unwrap()) as u64,
         4 => u32::from_le_bytes(b.try_into().unwrap()) as u64,
         _ => u64::from_le_bytes(b.try_into().unwrap()),
     }
@@ -96,6 +97,13 @@ impl DiskNeighbors {
             miss: Vec::new(),
             narrow: Box::default(),
         }
+    }
+
+    /// Entries of 2 bytes (the time keys of an edge-time file) instead of its dtype's: read by
+    /// [`Self::fetch_runs`] only.
+    pub fn with_u16_entries(mut self) -> Self {
+        self.width = 2;
+        self
     }
 
     /// Let [`Self::another`] open more readers of the file with `reopen` (a backend of the
