@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use ringgnn_io::{BackendKind, CoalesceOptions, PreadBatch, ReadBatch};
+use ringgnn_io::{BackendKind, CoalesceOptions, PageCache, PreadBatch, ReadBatch};
 use ringgnn_sampler::{
     DiskNeighbors, EdgeTimes, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample,
     HeteroSampler, Indices, NeighborSource, Reopen, TemporalStrategy,
@@ -271,6 +271,70 @@ fn a_damaged_entry_found_on_a_helper_thread_is_the_one_threads_error() {
             assert_eq!(h, handed, "{threads} threads");
             assert_eq!(f, fine);
         }
+    }
+}
+
+/// [`ring`]'s graph with node 3's list long: 1024 entries 3 and the last `damaged` (at
+/// entry 1031, in the file's second page); in memory, or read from disk (32-bit entries,
+/// page-padded in `dir`) through a read buffer of `pages` pages, with a page cache or not.
+fn long_ring(damaged: u64, disk: Option<(&Path, usize, bool)>) -> HeteroSampler {
+    let mut indices = vec![3u32; 1032];
+    indices[..6].copy_from_slice(&[0, 1, 1, 2, 2, 3]);
+    indices[1031] = damaged as u32;
+    let source = match disk {
+        None => {
+            let ix = indices.iter().map(|&x| x as u64).collect();
+            NeighborSource::Memory(Arc::new(Indices::U64(ix)))
+        }
+        Some((dir, pages, cache)) => {
+            let bytes = indices.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let path = write_padded(dir, "ring.bin", bytes);
+            let opts = CoalesceOptions {
+                max_run: 4096,
+                buffer: pages * 4096,
+            };
+            let reader = Box::new(PreadBatch::new(File::open(&path).unwrap()));
+            let page_cache = Arc::new(PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap());
+            let d = DiskNeighbors::new(reader, &path, IndexDtype::U32, opts);
+            NeighborSource::Disk(d.with_cache(cache.then_some(page_cache)))
+        }
+    };
+    let rel = HeteroRelation {
+        src: 0,
+        dst: 0,
+        indptr: vec![0, 2, 4, 6, 1032].into(),
+        source,
+        fanouts: vec![Fanout::All],
+        times: None,
+    };
+    let mut s = HeteroSampler::new(vec![4], vec![rel], false).unwrap();
+    // One chunk of the file's 2 pages: wider than a buffer of one page.
+    s.set_fetch_groups(2048, 1 << 12);
+    s
+}
+
+#[test]
+fn a_damaged_entry_fetched_through_a_copy_is_the_same_error() {
+    // Seed 3 reaches entry 1031, damaged: the same error in memory and from disk, whether the
+    // 32-bit fetch reads the positions where they lie (a buffer of both pages, no cache) or
+    // through its 64-bit copy (a page cache; a span of 2 pages through a buffer of 1).
+    let at = "entry 1031 of the neighbor file of relation 0 is 9, but its source type 0 has 4";
+    let want = long_ring(9, None).sample(0, &[2, 3], 1, 0, 0, false);
+    let want = want.unwrap_err().to_string();
+    assert!(want.starts_with(at), "{want}");
+    let fine = long_ring(0, None)
+        .sample(0, &[2, 3], 1, 0, 0, false)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (pages, cache) in [(2, false), (2, true), (1, false)] {
+        let disk = Some((dir.path(), pages, cache));
+        let err = long_ring(9, disk).sample(0, &[2, 3], 1, 0, 0, false);
+        let err = err.unwrap_err();
+        assert!(matches!(err, Error::Corrupt(_)), "{err:?}");
+        assert_eq!(err.to_string(), want, "{pages} pages, cache {cache}");
+        // Undamaged, the sample read in memory.
+        let got = long_ring(0, disk).sample(0, &[2, 3], 1, 0, 0, false);
+        assert_eq!(got.unwrap(), fine, "{pages} pages, cache {cache}");
     }
 }
 
