@@ -411,28 +411,40 @@ fn each_thread_reads_from_disk_with_its_own_reader_counted() {
         }
         let outs = sample_each(&mut s, &batches, 5, false).unwrap();
         let io = s.io_stats();
-        (s.held_bytes(), s.scratch_bytes(), s.map_bytes(), io, outs)
+        let fixed = s.thread_buffer_bytes();
+        (
+            s.held_bytes(),
+            s.scratch_bytes() - fixed,
+            s.map_bytes(),
+            io,
+            outs,
+            fixed,
+        )
     };
     let opts = CoalesceOptions::default();
     let buffer = opts.buffer.max(opts.run_bytes()) as u64;
     let rels = g.rels.len() as u64;
     for per_chunk in [None, Some(1024)] {
-        let (held, scratch, maps, io, outs) = measure(1, per_chunk);
+        let (held, scratch, maps, io, outs, fixed) = measure(1, per_chunk);
         assert!(io.bytes > 0);
+        // One thread opens no reader of its own.
+        assert_eq!(fixed, 0);
         for threads in [2, 3] {
-            let (h, s, m, i, o) = measure(threads, per_chunk);
+            let (h, s, m, i, o, f) = measure(threads, per_chunk);
             assert_eq!(o, outs, "{threads} threads");
             // Chunks of whole pages, each read by one thread: the same pages read.
             assert_eq!(i.bytes, io.bytes, "{threads} threads, chunks {per_chunk:?}");
             // Besides each thread's maps, each relation's reader of its neighbor file for each
             // thread after the first, with its read buffer (and of its times, where a batch is
             // at seed times).
+            // Their read buffers, and those of the readers of the time files where a batch is
+            // at seed times, are `thread_buffer_bytes`: whole buffers, one or two a relation.
             let readers = (threads as u64 - 1) * rels;
-            assert!(
-                s - scratch - (m - maps) >= readers * buffer,
-                "{threads} threads"
-            );
-            assert_eq!(h - s, held - scratch, "{threads} threads");
+            assert_eq!(f % buffer, 0, "{threads} threads");
+            assert!(f >= readers * buffer, "{threads} threads");
+            assert!(f <= 2 * readers * buffer, "{threads} threads");
+            assert!(s - scratch >= m - maps, "{threads} threads");
+            assert_eq!(h - s - f, held - scratch, "{threads} threads");
         }
     }
 }
