@@ -339,6 +339,36 @@ fn a_damaged_entry_fetched_through_a_copy_is_the_same_error() {
 }
 
 #[test]
+fn time_readers_of_further_threads_read_the_file_opened_not_its_name() {
+    // Each relation's time file (opened by `EdgeTimes::open`) renamed once the sampler is made,
+    // and other times put at its name: the readers of the threads after the first, opened at
+    // the first search, read the file opened, so the samples are those of one thread.
+    let g = random_graph(17, 2, 3);
+    let batches = random_batches(&g, 17, 6);
+    assert!(
+        batches.iter().any(|b| b.1.is_some()),
+        "some batches at seed times"
+    );
+    let how = (TemporalStrategy::Uniform, false);
+    let fanouts = [Fanout::Count(3); 2];
+    let one = tempfile::tempdir().unwrap();
+    let want = {
+        let mut s = sampler(&g, &fanouts, how, Some(one.path()), 1);
+        sample_each(&mut s, &batches, 9, false).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = sampler(&g, &fanouts, how, Some(dir.path()), 3);
+    s.set_cut_slice(2);
+    for (i, r) in g.rels.iter().enumerate() {
+        let path = dir.path().join(format!("rel{i}_times.bin"));
+        std::fs::rename(&path, dir.path().join(format!("old{i}.bin"))).unwrap();
+        let other = r.times.iter().flat_map(|&x| (1000 - x).to_le_bytes());
+        write_padded(dir.path(), &format!("rel{i}_times.bin"), other.collect());
+    }
+    assert_eq!(sample_each(&mut s, &batches, 9, false).unwrap(), want);
+}
+
+#[test]
 fn a_cancelled_read_ends_a_call_on_several_threads() {
     let g = random_graph(5, 2, 3);
     let batches = random_batches(&g, 5, 6);

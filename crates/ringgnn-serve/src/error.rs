@@ -2,7 +2,7 @@
 //! which).
 
 /// Why a request was not answered.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ServeError {
     /// The request is wrong (node id out of range, too many nodes, bad fanouts); the message
     /// says what and the limit.
@@ -20,7 +20,12 @@ pub enum ServeError {
     /// The engine is closing: no new requests.
     #[error("the server is shutting down")]
     ShuttingDown,
-    /// Reading or sampling failed (a damaged dataset, an I/O error); the message names the file.
+    /// The dataset is damaged (a file does not match its manifest or the counts it records);
+    /// the message names the file and says to verify the dataset.
+    #[error("{0}")]
+    Corrupt(String),
+    /// Reading or sampling failed otherwise (an I/O error, a fault); the message names the
+    /// file, if any.
     #[error("{0}")]
     Internal(String),
 }
@@ -33,13 +38,37 @@ impl From<ringgnn_store::Error> for ServeError {
     fn from(e: ringgnn_store::Error) -> Self {
         match e {
             ringgnn_store::Error::Input(m) => ServeError::Input(m),
+            ringgnn_store::Error::Corrupt(m) => ServeError::Corrupt(m),
             e => ServeError::Internal(e.to_string()),
         }
     }
 }
 
+/// A sampler error: bad input stays the request's, a damaged dataset is [`ServeError::Corrupt`],
+/// the rest the server's.
+impl From<ringgnn_sampler::Error> for ServeError {
+    fn from(e: ringgnn_sampler::Error) -> Self {
+        match e {
+            ringgnn_sampler::Error::Store(e) => ServeError::from(e),
+            ringgnn_sampler::Error::Input(m) => ServeError::Input(m),
+            ringgnn_sampler::Error::Corrupt(m) => ServeError::Corrupt(m),
+            e => ServeError::Internal(e.to_string()),
+        }
+    }
+}
+
+/// A loader error: a damaged dataset found by its sampler or store is
+/// [`ServeError::Corrupt`], the rest the server's.
 impl From<ringgnn_loader::Error> for ServeError {
     fn from(e: ringgnn_loader::Error) -> Self {
-        ServeError::Internal(e.to_string())
+        use ringgnn_loader::Error as E;
+        use ringgnn_sampler::Error as S;
+        use ringgnn_store::Error::Corrupt;
+        match e {
+            E::Store(Corrupt(m)) | E::Sampler(S::Corrupt(m) | S::Store(Corrupt(m))) => {
+                ServeError::Corrupt(m)
+            }
+            e => ServeError::Internal(e.to_string()),
+        }
     }
 }

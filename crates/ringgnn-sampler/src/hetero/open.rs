@@ -38,6 +38,9 @@ pub struct SharedRelation {
     pub pages: Option<Arc<PageCache>>,
     /// Its edge-time file, and its times when held in memory.
     pub times: Option<(PathBuf, Option<Arc<[i64]>>)>,
+    /// The directory of the dataset whose own file `times` is (an error found reading it
+    /// sends to `ringgnn verify` it); `None` for a file the caller attached.
+    pub times_of: Option<PathBuf>,
     /// The range of its edge times, when the dataset records it (where a search from disk
     /// looks first: [`EdgeTimes::with_range`]).
     pub time_range: Option<TimeRange>,
@@ -184,6 +187,7 @@ impl TypedGraph {
                 dtype,
                 pages: None,
                 times: None,
+                times_of: None,
                 time_range: None,
             });
         }
@@ -208,7 +212,7 @@ impl TypedGraph {
             direct,
         };
         for (r, p, range) in edge_times {
-            graph.set_edge_times(&r, &p)?;
+            graph.attach_edge_times(&r, &p, Some(dir))?;
             let rel = graph.relations.iter_mut().find(|x| x.name == r);
             rel.expect("set above").time_range = range;
         }
@@ -219,6 +223,17 @@ impl TypedGraph {
     /// entry of its neighbor file), loaded into memory when its neighbor file is, else read by
     /// each sampler with the graph's backend. The file's length is checked here.
     pub fn set_edge_times(&mut self, relation: &str, path: &Path) -> Result<()> {
+        self.attach_edge_times(relation, path, None)
+    }
+
+    /// [`Self::set_edge_times`] of the dataset `dataset`'s own file when `Some` (its errors
+    /// send to `ringgnn verify`), else of a file the caller gives.
+    fn attach_edge_times(
+        &mut self,
+        relation: &str,
+        path: &Path,
+        dataset: Option<&Path>,
+    ) -> Result<()> {
         let names = || {
             self.relations
                 .iter()
@@ -233,10 +248,10 @@ impl TypedGraph {
         };
         let r = &mut self.relations[i];
         let memory = match r.memory {
-            Some(_) => Some(EdgeTimes::load(path, r.num_edges())?),
+            Some(_) => Some(EdgeTimes::load_of(path, r.num_edges(), dataset)?),
             None => {
                 // Checked now, not first by a sampler: its length, and that it opens.
-                check_file(path, r.num_edges(), true)?;
+                check_file(path, r.num_edges(), true, dataset)?;
                 std::fs::File::open(path).map_err(|source| Error::Io {
                     path: path.to_path_buf(),
                     source,
@@ -245,6 +260,7 @@ impl TypedGraph {
             }
         };
         r.times = Some((path.to_path_buf(), memory));
+        r.times_of = dataset.map(Path::to_path_buf);
         r.time_range = None;
         Ok(())
     }
@@ -357,16 +373,15 @@ impl TypedGraph {
                 Some((_, Some(t))) => Some(EdgeTimes::Memory(t.clone())),
                 Some((path, None)) => {
                     let kind = disk.expect("a relation not in memory has a disk backend");
-                    let (t, why) =
-                        EdgeTimes::open(path, r.num_edges(), kind, self.direct, coalesce)?;
-                    fallback = fallback.or(why);
                     // Its threads' readers too read the file opened now.
-                    let t = match t {
-                        EdgeTimes::Disk(d, range) => {
-                            EdgeTimes::Disk(d.reopening_file(self.direct)?, range)
-                        }
-                        memory => memory,
-                    };
+                    let (t, why) = EdgeTimes::open_of(
+                        path,
+                        r.num_edges(),
+                        r.times_of.as_deref(),
+                        (kind, self.direct),
+                        coalesce,
+                    )?;
+                    fallback = fallback.or(why);
                     Some(t.with_range(r.time_range))
                 }
             };
