@@ -72,3 +72,38 @@ impl From<ringgnn_loader::Error> for ServeError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_dataset_is_corrupt_from_every_crate() {
+        let store = || ringgnn_store::Error::Corrupt("x.bin: damaged".into());
+        let sampler = ringgnn_sampler::Error::Corrupt("entry 3 is 9".into());
+        let cases = [
+            ServeError::from(store()),
+            ServeError::from(ringgnn_sampler::Error::Store(store())),
+            ServeError::from(ringgnn_loader::Error::Store(store())),
+            ServeError::from(ringgnn_loader::Error::Sampler(
+                ringgnn_sampler::Error::Store(store()),
+            )),
+        ];
+        for e in cases {
+            assert!(
+                matches!(&e, ServeError::Corrupt(m) if m == "x.bin: damaged"),
+                "{e:?}"
+            );
+        }
+        let e = ServeError::from(ringgnn_loader::Error::Sampler(sampler));
+        assert!(
+            matches!(&e, ServeError::Corrupt(m) if m == "entry 3 is 9"),
+            "{e:?}"
+        );
+        // The rest stays as it was: the request's input, else the server's.
+        let input = ServeError::from(ringgnn_sampler::Error::Input("bad".into()));
+        assert!(matches!(input, ServeError::Input(m) if m == "bad"));
+        let loader = ServeError::from(ringgnn_loader::Error::Input("bad".into()));
+        assert!(matches!(loader, ServeError::Internal(m) if m == "bad"));
+    }
+}
