@@ -202,13 +202,17 @@ def test_auto_fits_the_sampled_batches_measured_in_the_batches_share(mag):
     sample = int(1.5 * max(p["sample"] for p in probes))
     scratch = int(1.5 * probes[0]["scratch"])
     assert len({p["scratch"] for p in probes}) == 1
+    # The probe sampled with 2 threads: the second opened a reader of each relation read from disk, their read
+    # buffers splitting one of 8 MiB as the first thread's do; counted as they are, with no margin.
+    readers = probes[0]["readers"]
+    assert len({p["readers"] for p in probes}) == 1 and 0 < readers <= 8 << 20 and readers % 4096 == 0
     # A gathered batch holds its rows and its sample; a worker its buffers, dedup maps and the sample it spills.
-    assert sizes.rows == rows + sample and sizes.buffers == core.worker_bytes() + scratch + sample
+    assert sizes.rows == rows + sample and sizes.buffers == core.worker_bytes() + readers + scratch + sample
     assert sizes.held == core.held_bytes()
     assert sizes.sample == sample
     # Rows and samples of the 2 ahead and the consumer's; each driver's buffers, dedup maps, the sample it spills
     # and one more its second sampling thread may spill.
-    fixed = 3 * (rows + sample) + 2 * (core.worker_bytes() + scratch + 2 * sample) + core.held_bytes()
+    fixed = 3 * (rows + sample) + 2 * (core.worker_bytes() + readers + scratch + 2 * sample) + core.held_bytes()
     h, why = loader.hyperbatch_size()
     assert (h, why) == (sizes.hyperbatch, sizes.why) and (sizes.prefetch, sizes.workers) == (2, 2)
     # Read from disk with rows to gather: two drivers (one gathers while the next is sampled), each sampling its

@@ -552,3 +552,44 @@ def test_both_engines_answer_one_interface(typed, homo):
     finally:
         typed_engine.close()
         homo_engine.close()
+
+
+def test_a_damaged_dataset_raises_corrupt_dataset_error(tmp_path):
+    """A dataset damaged after the engine opened it, or whose manifest lies, reaches Python from
+    either engine as ``CorruptDatasetError`` (as from the samplers and loaders), naming the file."""
+    import shutil
+
+    from ringgnn import _core
+
+    def spoil(ds_dir):
+        # Every neighbor file's entries made 2^32 - 1 (no node has that id), its size kept.
+        files = [p for p in ds_dir.rglob("*.bin") if "indices" in p.name]
+        assert files
+        for p in files:
+            p.write_bytes(b"\xff" * p.stat().st_size)
+
+    d = build(tmp_path / "typed")
+    typed_engine = _core.HeteroEngine(str(d / "ds"), list(SERVER_FANOUTS.items()), backend="pread", seed=7)
+    ringgnn.generate_sbm(tmp_path / "homo", nodes=300, classes=3, avg_degree=5, feature_dim=4, seed=1)
+    homo_engine = _core.Engine(str(tmp_path / "homo"), [3, 2], backend="pread", seed=7)
+    try:
+        nodes = np.array([3, 1], dtype=np.int64)
+        typed_engine.sample(nodes, node_type="paper")
+        homo_engine.sample(nodes)
+        spoil(d / "ds")
+        spoil(tmp_path / "homo")
+        with pytest.raises(ringgnn.CorruptDatasetError, match=r"entry \d+ of the neighbor file .* run `ringgnn verify"):
+            typed_engine.sample(nodes, node_type="paper")
+        with pytest.raises(ringgnn.CorruptDatasetError):
+            homo_engine.sample(nodes)
+    finally:
+        typed_engine.close()
+        homo_engine.close()
+    # A manifest that lies about the size of a file: refused when the engine opens.
+    lie = tmp_path / "lie"
+    shutil.copytree(d / "ds", lie)
+    m = json.loads((lie / "manifest.json").read_text())
+    m["node_types"]["paper"]["num_nodes"] = 2 * P
+    (lie / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ringgnn.CorruptDatasetError):
+        _core.HeteroEngine(str(lie), list(SERVER_FANOUTS.items()), backend="pread")

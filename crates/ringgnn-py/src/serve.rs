@@ -73,6 +73,7 @@ pub(crate) fn serve_error(e: ServeError) -> PyErr {
         e @ ServeError::DeadlineExceeded => DeadlineExceededError::new_err(e.to_string()),
         e @ ServeError::Cancelled => CancelledError::new_err(e.to_string()),
         e @ ServeError::ShuttingDown => ShuttingDownError::new_err(e.to_string()),
+        ServeError::Corrupt(m) => StoreError(ringgnn_store::Error::Corrupt(m)).into(),
         ServeError::Internal(m) => RingGnnError::new_err(m),
     }
 }

@@ -191,7 +191,8 @@ impl TypedLoader {
 
     /// What each batch of `seeds` holds while its hyperbatch is sampled, measured (sampled
     /// together as a probe hyperbatch): a list of dicts of `state` (its share of the sampler's
-    /// hop buffers), `scratch` (the sampler's dedup maps, whatever H), `batch` (what its sample
+    /// hop buffers), `scratch` (the sampler's dedup maps, whatever H), `readers` (the read
+    /// buffers of the readers its threads after the first opened), `batch` (what its sample
     /// holds while sampled), `sample` (its finished sample), `edges`, `rows` (what gathering it holds: feature
     /// rows, gather scratch, labels), `staging` (its cold row ids and write buffers, where
     /// rows are staged), and seconds: `sample_s` (its share of the probe's sampling, measured),
@@ -220,6 +221,7 @@ impl TypedLoader {
                 d.set_item("batch", p.batch)?;
                 d.set_item("sample", p.sample)?;
                 d.set_item("scratch", p.scratch)?;
+                d.set_item("readers", p.readers)?;
                 d.set_item("edges", p.edges)?;
                 d.set_item("rows", p.rows)?;
                 d.set_item("staging", p.staging)?;

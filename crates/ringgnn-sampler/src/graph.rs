@@ -208,6 +208,7 @@ impl Graph {
             dtype: ix.dtype,
             pages: self.pages.clone(),
             times: None,
+            times_of: None,
             time_range: None,
             time_keys: None,
         };

@@ -363,6 +363,20 @@ impl HeteroSampler {
         threads + self.fetch.group_bytes() + sources + self.reader_bytes() + self.cutter.bytes()
     }
 
+    /// Of [`Self::scratch_bytes`], the read buffers of the readers its threads after the first
+    /// opened (of neighbor files for a narrow fetch from disk, of edge-time files for the
+    /// search): fixed by their read options, whatever the batches, so a plan counts them as
+    /// they are, where it puts a margin on the rest it measured.
+    pub fn thread_buffer_bytes(&self) -> u64 {
+        let sources: u64 = (self.readers.iter().flatten())
+            .map(NeighborSource::buffer_bytes)
+            .sum();
+        let times: u64 = (self.time_readers.iter().flatten())
+            .map(DiskNeighbors::buffer_bytes)
+            .sum();
+        sources + times
+    }
+
     /// Of [`Self::scratch_bytes`], the readers a narrow fetch from disk opened for its threads
     /// after the first: each one's read buffer and fetch workspace (sized for one group).
     fn reader_bytes(&self) -> u64 {

@@ -1,8 +1,11 @@
 //! Where neighbor ids come from: the sources behind one [`NeighborSource::fetch`]. `Memory`
 //! indexes the neighbor file loaded into RAM ([`Indices`]); `Disk` reads only the pages holding
 //! the wanted entries ([`DiskNeighbors`], `neighbors/disk.rs`). Every source returns the same ids
-//! for the same positions, so samples never depend on it.
+//! for the same positions, so samples never depend on it. A fetch of 32-bit positions that
+//! cannot read them where they lie goes through a 64-bit copy (`neighbors/copied.rs`), in memory
+//! and from disk alike.
 
+mod copied;
 mod disk;
 
 use std::fs::File;
@@ -10,6 +13,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
+pub(crate) use copied::{fetch_copied, first_bad};
 pub use disk::{DiskNeighbors, Reopen};
 use ringgnn_io::{CoalesceOptions, IoStats, PreadBatch, ReadBatch};
 use ringgnn_store::manifest::IndexDtype;

@@ -1,7 +1,7 @@
 //! A typed graph read from disk opens its files when its sampler is made: the readers its
 //! threads open later read the same files through duplicates of those descriptors, so a file
 //! removed after the sampler was made does not fail a hop mid-epoch, and a file missing when the
-//! graph is opened fails there, naming it.
+//! graph is opened fails there, naming it; a time file of the wrong size says what to do.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,14 @@ use common::timed::write_padded;
 
 /// A copy of the homogeneous fixture `tests/fixtures/v2-tiny` (7 nodes, 8 edges) in `dir`.
 fn fixture_copy(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/v2-tiny");
+    copy_of("v2-tiny", dir)
+}
+
+/// A copy of the fixture `tests/fixtures/NAME` in `dir`.
+fn copy_of(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(name);
     let out = dir.join("ds");
     std::fs::create_dir(&out).unwrap();
     for e in std::fs::read_dir(src).unwrap() {
@@ -63,4 +70,58 @@ fn a_file_missing_when_the_graph_opens_is_named_there() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("none.bin"), "{e}");
+}
+
+#[test]
+fn a_time_file_of_the_wrong_size_names_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The dataset's own edge times (`v3-times-tiny`, 5 edges), damaged after the graph opened:
+    // the sampler that opens them sends to `ringgnn verify` the dataset.
+    let dir = copy_of("v3-times-tiny", tmp.path());
+    let g = TypedGraph::open(&dir, Some(BackendKind::Pread), false, &[]).unwrap();
+    let times = dir.join("edge_times.bin");
+    std::fs::write(&times, vec![0u8; 8192]).unwrap();
+    let e = g
+        .sampler(vec![vec![Fanout::Count(2)]], false, None)
+        .err()
+        .expect("a damaged time file")
+        .to_string();
+    let verify = format!(
+        "the dataset is damaged: run `ringgnn verify {}`",
+        dir.display()
+    );
+    assert!(
+        e.contains("edge_times.bin: 8192 bytes of edge times"),
+        "{e}"
+    );
+    assert!(e.contains(&verify), "{e}");
+    // A file attached by the caller: named as the one given, nothing to verify.
+    std::fs::create_dir(tmp.path().join("again")).unwrap();
+    let dir = fixture_copy(&tmp.path().join("again"));
+    let mut g = TypedGraph::open(&dir, Some(BackendKind::Pread), false, &[]).unwrap();
+    let short = write_padded(tmp.path(), "short.bin", vec![0; 8 * 600]);
+    let e = g
+        .set_edge_times("node:to:node", &short)
+        .unwrap_err()
+        .to_string();
+    let given = format!(
+        "the file given ({}) is not this relation's edge times",
+        short.display()
+    );
+    assert!(e.contains(&given), "{e}");
+    assert!(!e.contains("ringgnn verify"), "{e}");
+    // Damaged after it was attached: the same words when a sampler opens it.
+    let path = write_padded(tmp.path(), "times.bin", vec![0; 8 * 8]);
+    g.set_edge_times("node:to:node", &path).unwrap();
+    std::fs::write(&path, vec![0u8; 8192]).unwrap();
+    let e = g
+        .sampler(vec![vec![Fanout::Count(2)]], false, None)
+        .err()
+        .expect("a damaged time file")
+        .to_string();
+    let given = format!(
+        "the file given ({}) is not this relation's edge times",
+        path.display()
+    );
+    assert!(e.contains(&given), "{e}");
 }

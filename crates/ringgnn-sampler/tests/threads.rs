@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use ringgnn_io::{BackendKind, CoalesceOptions, PreadBatch, ReadBatch};
+use ringgnn_io::{BackendKind, CoalesceOptions, PageCache, PreadBatch, ReadBatch};
 use ringgnn_sampler::{
     DiskNeighbors, EdgeTimes, Error, Fanout, HeteroRelation, HeteroRequest, HeteroSample,
     HeteroSampler, Indices, NeighborSource, Reopen, TemporalStrategy,
@@ -274,6 +274,100 @@ fn a_damaged_entry_found_on_a_helper_thread_is_the_one_threads_error() {
     }
 }
 
+/// [`ring`]'s graph with node 3's list long: 1024 entries 3 and the last `damaged` (at
+/// entry 1031, in the file's second page); in memory, or read from disk (32-bit entries,
+/// page-padded in `dir`) through a read buffer of `pages` pages, with a page cache or not.
+fn long_ring(damaged: u64, disk: Option<(&Path, usize, bool)>) -> HeteroSampler {
+    let mut indices = vec![3u32; 1032];
+    indices[..6].copy_from_slice(&[0, 1, 1, 2, 2, 3]);
+    indices[1031] = damaged as u32;
+    let source = match disk {
+        None => {
+            let ix = indices.iter().map(|&x| x as u64).collect();
+            NeighborSource::Memory(Arc::new(Indices::U64(ix)))
+        }
+        Some((dir, pages, cache)) => {
+            let bytes = indices.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let path = write_padded(dir, "ring.bin", bytes);
+            let opts = CoalesceOptions {
+                max_run: 4096,
+                buffer: pages * 4096,
+            };
+            let reader = Box::new(PreadBatch::new(File::open(&path).unwrap()));
+            let page_cache = Arc::new(PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap());
+            let d = DiskNeighbors::new(reader, &path, IndexDtype::U32, opts);
+            NeighborSource::Disk(d.with_cache(cache.then_some(page_cache)))
+        }
+    };
+    let rel = HeteroRelation {
+        src: 0,
+        dst: 0,
+        indptr: vec![0, 2, 4, 6, 1032].into(),
+        source,
+        fanouts: vec![Fanout::All],
+        times: None,
+    };
+    let mut s = HeteroSampler::new(vec![4], vec![rel], false).unwrap();
+    // One chunk of the file's 2 pages: wider than a buffer of one page.
+    s.set_fetch_groups(2048, 1 << 12);
+    s
+}
+
+#[test]
+fn a_damaged_entry_fetched_through_a_copy_is_the_same_error() {
+    // Seed 3 reaches entry 1031, damaged: the same error in memory and from disk, whether the
+    // 32-bit fetch reads the positions where they lie (a buffer of both pages, no cache) or
+    // through its 64-bit copy (a page cache; a span of 2 pages through a buffer of 1).
+    let at = "entry 1031 of the neighbor file of relation 0 is 9, but its source type 0 has 4";
+    let want = long_ring(9, None).sample(0, &[2, 3], 1, 0, 0, false);
+    let want = want.unwrap_err().to_string();
+    assert!(want.starts_with(at), "{want}");
+    let fine = long_ring(0, None)
+        .sample(0, &[2, 3], 1, 0, 0, false)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (pages, cache) in [(2, false), (2, true), (1, false)] {
+        let disk = Some((dir.path(), pages, cache));
+        let err = long_ring(9, disk).sample(0, &[2, 3], 1, 0, 0, false);
+        let err = err.unwrap_err();
+        assert!(matches!(err, Error::Corrupt(_)), "{err:?}");
+        assert_eq!(err.to_string(), want, "{pages} pages, cache {cache}");
+        // Undamaged, the sample read in memory.
+        let got = long_ring(0, disk).sample(0, &[2, 3], 1, 0, 0, false);
+        assert_eq!(got.unwrap(), fine, "{pages} pages, cache {cache}");
+    }
+}
+
+#[test]
+fn time_readers_of_further_threads_read_the_file_opened_not_its_name() {
+    // Each relation's time file (opened by `EdgeTimes::open`) renamed once the sampler is made,
+    // and other times put at its name: the readers of the threads after the first, opened at
+    // the first search, read the file opened, so the samples are those of one thread.
+    let g = random_graph(17, 2, 3);
+    let batches = random_batches(&g, 17, 6);
+    assert!(
+        batches.iter().any(|b| b.1.is_some()),
+        "some batches at seed times"
+    );
+    let how = (TemporalStrategy::Uniform, false);
+    let fanouts = [Fanout::Count(3); 2];
+    let one = tempfile::tempdir().unwrap();
+    let want = {
+        let mut s = sampler(&g, &fanouts, how, Some(one.path()), 1);
+        sample_each(&mut s, &batches, 9, false).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = sampler(&g, &fanouts, how, Some(dir.path()), 3);
+    s.set_cut_slice(2);
+    for (i, r) in g.rels.iter().enumerate() {
+        let path = dir.path().join(format!("rel{i}_times.bin"));
+        std::fs::rename(&path, dir.path().join(format!("old{i}.bin"))).unwrap();
+        let other = r.times.iter().flat_map(|&x| (1000 - x).to_le_bytes());
+        write_padded(dir.path(), &format!("rel{i}_times.bin"), other.collect());
+    }
+    assert_eq!(sample_each(&mut s, &batches, 9, false).unwrap(), want);
+}
+
 #[test]
 fn a_cancelled_read_ends_a_call_on_several_threads() {
     let g = random_graph(5, 2, 3);
@@ -347,28 +441,40 @@ fn each_thread_reads_from_disk_with_its_own_reader_counted() {
         }
         let outs = sample_each(&mut s, &batches, 5, false).unwrap();
         let io = s.io_stats();
-        (s.held_bytes(), s.scratch_bytes(), s.map_bytes(), io, outs)
+        let fixed = s.thread_buffer_bytes();
+        (
+            s.held_bytes(),
+            s.scratch_bytes() - fixed,
+            s.map_bytes(),
+            io,
+            outs,
+            fixed,
+        )
     };
     let opts = CoalesceOptions::default();
     let buffer = opts.buffer.max(opts.run_bytes()) as u64;
     let rels = g.rels.len() as u64;
     for per_chunk in [None, Some(1024)] {
-        let (held, scratch, maps, io, outs) = measure(1, per_chunk);
+        let (held, scratch, maps, io, outs, fixed) = measure(1, per_chunk);
         assert!(io.bytes > 0);
+        // One thread opens no reader of its own.
+        assert_eq!(fixed, 0);
         for threads in [2, 3] {
-            let (h, s, m, i, o) = measure(threads, per_chunk);
+            let (h, s, m, i, o, f) = measure(threads, per_chunk);
             assert_eq!(o, outs, "{threads} threads");
             // Chunks of whole pages, each read by one thread: the same pages read.
             assert_eq!(i.bytes, io.bytes, "{threads} threads, chunks {per_chunk:?}");
             // Besides each thread's maps, each relation's reader of its neighbor file for each
             // thread after the first, with its read buffer (and of its times, where a batch is
             // at seed times).
+            // Their read buffers, and those of the readers of the time files where a batch is
+            // at seed times, are `thread_buffer_bytes`: whole buffers, one or two a relation.
             let readers = (threads as u64 - 1) * rels;
-            assert!(
-                s - scratch - (m - maps) >= readers * buffer,
-                "{threads} threads"
-            );
-            assert_eq!(h - s, held - scratch, "{threads} threads");
+            assert_eq!(f % buffer, 0, "{threads} threads");
+            assert!(f >= readers * buffer, "{threads} threads");
+            assert!(f <= 2 * readers * buffer, "{threads} threads");
+            assert!(s - scratch >= m - maps, "{threads} threads");
+            assert_eq!(h - s - f, held - scratch, "{threads} threads");
         }
     }
 }

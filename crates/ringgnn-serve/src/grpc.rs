@@ -260,7 +260,7 @@ fn status(e: ServeError) -> Status {
         ServeError::DeadlineExceeded => Code::DeadlineExceeded,
         ServeError::Cancelled => Code::Cancelled,
         ServeError::ShuttingDown => Code::Unavailable,
-        ServeError::Internal(_) => Code::Internal,
+        ServeError::Corrupt(_) | ServeError::Internal(_) => Code::Internal,
     };
     Status::new(code, e.to_string())
 }

@@ -524,11 +524,7 @@ fn lend_room(g: &TypedGraph, bytes: u64) -> Room {
 }
 
 fn sampler_error(e: ringgnn_sampler::Error) -> ServeError {
-    match e {
-        ringgnn_sampler::Error::Store(e) => ServeError::from(e),
-        ringgnn_sampler::Error::Input(m) => ServeError::Input(m),
-        e => ServeError::Internal(e.to_string()),
-    }
+    ServeError::from(e)
 }
 
 /// `n` with a comma every three digits, as Python's `{:,}`.

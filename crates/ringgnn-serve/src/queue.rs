@@ -613,9 +613,17 @@ impl<S: Waves> Queue<S> {
     where
         S: 'a,
     {
+        self.fail_with(jobs, &ServeError::Internal(msg.to_string()));
+    }
+
+    /// Answer `jobs` with `err` each (a damaged dataset stays [`ServeError::Corrupt`]).
+    pub fn fail_with<'a>(&self, jobs: impl IntoIterator<Item = &'a Job<S>>, err: &ServeError)
+    where
+        S: 'a,
+    {
         for j in jobs {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
-            j.answer(Err(ServeError::Internal(msg.to_string())));
+            j.answer(Err(err.clone()));
         }
     }
 

@@ -99,8 +99,8 @@ impl Times {
 
 /// What an epoch of a typed loader holds, measured on its probe batches (each with its margin):
 /// `per_batch` a sampled batch; `rows` a gathered batch (its rows and its sample); `buffers` one
-/// worker's read and spill buffers, its sampler's dedup maps and the finished sample it spills
-/// or gathers; `sample` a finished sample (each further sampling thread of a driver may spill
+/// worker's read and spill buffers (its sampler's threads' readers' too, as measured: fixed
+/// sizes, no margin), its sampler's dedup maps and the finished sample it spills or gathers; `sample` a finished sample (each further sampling thread of a driver may spill
 /// one at once); `held` what the loader holds whatever its epochs (the labels); staging's part,
 /// a batch's (`staging_per_batch`) and a worker's (`staging_buffers`); the seconds a batch
 /// takes (`times`); and `drivers`, the hyperbatch drivers an epoch read from disk runs (1, or
@@ -131,7 +131,10 @@ impl TypedNeeds {
         TypedNeeds {
             per_batch: largest(probes, |p| p.state + p.batch, MEASURED_MARGIN),
             rows: largest(probes, |p| p.rows, ROWS_MARGIN) + sample,
-            buffers: worker + largest(probes, |p| p.scratch, MEASURED_MARGIN) + sample,
+            buffers: worker
+                + largest(probes, |p| p.readers, 1.0)
+                + largest(probes, |p| p.scratch, MEASURED_MARGIN)
+                + sample,
             sample,
             held,
             staging_per_batch: largest(probes, |p| p.staging, MEASURED_MARGIN),

@@ -81,9 +81,13 @@ pub struct ProbeBytes {
     /// Its share of the sampler's hop buffers.
     pub state: u64,
     /// What a worker's sampler holds whatever the hyperbatch size
-    /// ([`ringgnn_sampler::HeteroSampler::scratch_bytes`]): its dedup maps (one per node type, sized for the
-    /// largest batch) and its fetch's copies of one group of positions.
+    /// ([`ringgnn_sampler::HeteroSampler::scratch_bytes`]) but `readers`: its dedup maps (one
+    /// per node type, sized for the largest batch) and its fetch's copies of one group of
+    /// positions.
     pub scratch: u64,
+    /// The read buffers of the readers its sampler's threads after the first opened
+    /// ([`ringgnn_sampler::HeteroSampler::thread_buffer_bytes`]): fixed by their options.
+    pub readers: u64,
     /// What its sample holds while its hyperbatch is sampled: where hyperbatches spill (the
     /// graph is read from disk), its sample before its last hop was relabelled
     /// ([`ringgnn_sampler::HeteroSampler::resident_bytes`]), else all of it.
@@ -353,7 +357,7 @@ impl TypedLoader {
         let clock = std::time::Instant::now();
         let samples = stage.sample(&mut w, &job)?;
         let sample_s = clock.elapsed().as_secs_f64() / seeds.len() as f64;
-        let scratch = w.sampler.scratch_bytes();
+        let (scratch, readers) = (w.sampler.scratch_bytes(), w.sampler.thread_buffer_bytes());
         let state = (w.sampler.held_bytes() - scratch) / seeds.len() as u64;
         let times = stage.read_times(&w, &samples)?;
         let out = samples
@@ -361,7 +365,8 @@ impl TypedLoader {
             .enumerate()
             .map(|(i, s)| ProbeBytes {
                 state,
-                scratch,
+                scratch: scratch - readers,
+                readers,
                 batch: match self.graph.in_memory() {
                     true => s.bytes(),
                     false => w.sampler.resident_bytes(s),

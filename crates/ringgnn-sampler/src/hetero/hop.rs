@@ -16,7 +16,7 @@ use crate::buckets::{Buckets, Chunking};
 use crate::draw::{relation_rng, Drawer};
 use crate::hyper::par;
 use crate::idmap::GroupKeys;
-use crate::neighbors::{DiskNeighbors, NeighborSource};
+use crate::neighbors::{fetch_copied, first_bad, DiskNeighbors, NeighborSource};
 use crate::offset_index::Offsets;
 use crate::{Error, Fanout, Result};
 use ringgnn_io::ALIGN;
@@ -507,48 +507,6 @@ pub(super) struct NarrowFetch {
 /// and its sorted positions in the thread's chunks (from `starts[first chunk]`).
 type Part<'a> = (&'a [u32], &'a mut [u32]);
 
-/// The first of two entries found too large, in position order.
-fn first_bad(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<(u64, u64)> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(if y.0 < x.0 { y } else { x }),
-        (x, y) => x.or(y),
-    }
-}
-
-/// Replace each position of `vals` by its entry read through `source` with `sub` and `out`,
-/// taking `at` (ranges of `vals`) in turn in one fetch; the first entry not below `below` (in
-/// position order) into `bad` instead.
-fn read_group(
-    source: &mut NeighborSource,
-    (sub, out): &mut (Vec<u64>, Vec<u64>),
-    parts: &mut [&mut [u32]],
-    at: &[Range<usize>],
-    below: u64,
-    bad: &mut Option<(u64, u64)>,
-) -> Result<()> {
-    sub.clear();
-    sub.reserve_exact(at.iter().map(|a| a.len()).sum());
-    for (p, a) in parts.iter().zip(at) {
-        sub.extend(p[a.clone()].iter().map(|&v| v as u64));
-    }
-    out.clear();
-    out.resize(sub.len(), 0);
-    source.fetch(sub, out)?;
-    let mut k = 0;
-    for (p, a) in parts.iter_mut().zip(at) {
-        for v in &mut p[a.clone()] {
-            let (u, pos) = (out[k], sub[k]);
-            k += 1;
-            if u >= below {
-                *bad = first_bad(*bad, Some((pos, u)));
-            } else {
-                *v = u as u32;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Read the chunks `range` (of `per_chunk` entries of `width` bytes each) in groups of whole
 /// chunks, in file order, through `source`: each group, every batch's positions of `parts` in
 /// those chunks in one fetch ([`DiskNeighbors::fetch_narrow`], each page read once), a group
@@ -644,10 +602,10 @@ impl NarrowFetch {
             let mut first = 0;
             while first < n {
                 let end = (first + group).min(n);
-                let mut parts = [&mut vals[first..end]];
-                let all = 0..end - first;
-                let at = std::slice::from_ref(&all);
-                read_group(source, &mut self.bufs[0], &mut parts, at, below, &mut bad)?;
+                let fetch = |sub: &[u64], out: &mut [u64]| source.fetch(sub, out);
+                let parts = &mut [&mut vals[first..end]];
+                let b = fetch_copied(&mut self.bufs[0], parts, below, fetch)?;
+                bad = first_bad(bad, b);
                 first = end;
             }
             return Ok(bad);

@@ -38,6 +38,9 @@ pub struct SharedRelation {
     pub pages: Option<Arc<PageCache>>,
     /// Its edge-time file, and its times when held in memory.
     pub times: Option<(PathBuf, Option<Arc<[i64]>>)>,
+    /// The directory of the dataset whose own file `times` is (an error found reading it
+    /// sends to `ringgnn verify` it); `None` for a file the caller attached.
+    pub times_of: Option<PathBuf>,
     /// The range of its edge times, when the dataset records it (where a search from disk
     /// looks first: [`EdgeTimes::with_range`]).
     pub time_range: Option<TimeRange>,
@@ -189,6 +192,7 @@ impl TypedGraph {
                 dtype,
                 pages: None,
                 times: None,
+                times_of: None,
                 time_range: None,
                 time_keys: None,
             });
@@ -214,7 +218,7 @@ impl TypedGraph {
             direct,
         };
         for (r, p, range, keys) in edge_times {
-            graph.set_edge_times(&r, &p)?;
+            graph.attach_edge_times(&r, &p, Some(dir))?;
             if let Some(k) = keys {
                 graph.set_edge_time_keys(&r, &k)?;
             }
@@ -228,6 +232,17 @@ impl TypedGraph {
     /// entry of its neighbor file), loaded into memory when its neighbor file is, else read by
     /// each sampler with the graph's backend. The file's length is checked here.
     pub fn set_edge_times(&mut self, relation: &str, path: &Path) -> Result<()> {
+        self.attach_edge_times(relation, path, None)
+    }
+
+    /// [`Self::set_edge_times`] of the dataset `dataset`'s own file when `Some` (its errors
+    /// send to `ringgnn verify`), else of a file the caller gives.
+    fn attach_edge_times(
+        &mut self,
+        relation: &str,
+        path: &Path,
+        dataset: Option<&Path>,
+    ) -> Result<()> {
         let names = || {
             self.relations
                 .iter()
@@ -242,10 +257,10 @@ impl TypedGraph {
         };
         let r = &mut self.relations[i];
         let memory = match r.memory {
-            Some(_) => Some(EdgeTimes::load(path, r.num_edges())?),
+            Some(_) => Some(EdgeTimes::load_of(path, r.num_edges(), dataset)?),
             None => {
                 // Checked now, not first by a sampler: its length, and that it opens.
-                check_file(path, r.num_edges(), true)?;
+                check_file(path, r.num_edges(), true, dataset)?;
                 std::fs::File::open(path).map_err(|source| Error::Io {
                     path: path.to_path_buf(),
                     source,
@@ -254,6 +269,7 @@ impl TypedGraph {
             }
         };
         r.times = Some((path.to_path_buf(), memory));
+        r.times_of = dataset.map(Path::to_path_buf);
         r.time_range = None;
         r.time_keys = None;
         Ok(())
@@ -406,15 +422,15 @@ impl TypedGraph {
                         keys.push((rels.len(), k));
                         share.buffer = share.run_bytes();
                     }
-                    let (t, why) = EdgeTimes::open(path, r.num_edges(), kind, self.direct, share)?;
-                    fallback = fallback.or(why);
                     // Its threads' readers too read the file opened now.
-                    let t = match t {
-                        EdgeTimes::Disk(d, range) => {
-                            EdgeTimes::Disk(d.reopening_file(self.direct)?, range)
-                        }
-                        memory => memory,
-                    };
+                    let (t, why) = EdgeTimes::open_of(
+                        path,
+                        r.num_edges(),
+                        r.times_of.as_deref(),
+                        (kind, self.direct),
+                        share,
+                    )?;
+                    fallback = fallback.or(why);
                     Some(t.with_range(r.time_range))
                 }
             };

@@ -39,7 +39,7 @@ use super::relabel::View;
 use super::{corrupt_entry, BatchState, HeteroRequest, HeteroSample, HeteroSampler, Ids, Scratch};
 use crate::batch::local_id;
 use crate::idmap::{with_table, GroupKeys, Lookup};
-use crate::neighbors::{DiskNeighbors, Reopen};
+use crate::neighbors::DiskNeighbors;
 use crate::{Error, Offsets, Result};
 
 mod keys;
@@ -74,8 +74,15 @@ pub enum EdgeTimes {
 
 /// An error unless the time file `path` holds one int64 per edge of `num_edges`: exactly, or
 /// zero-padded to a whole page as every binary file of the format is (what a disk read needs:
-/// reads are whole pages).
-pub(super) fn check_file(path: &Path, num_edges: u64, on_disk: bool) -> Result<()> {
+/// reads are whole pages). `dataset`: the directory of the dataset whose own file it is (the
+/// error says to verify it), or `None` for a file attached by the caller (the error names it
+/// as the one given).
+pub(super) fn check_file(
+    path: &Path,
+    num_edges: u64,
+    on_disk: bool,
+    dataset: Option<&Path>,
+) -> Result<()> {
     let len = std::fs::metadata(path)
         .map_err(|source| Error::Io {
             path: path.to_path_buf(),
@@ -84,10 +91,20 @@ pub(super) fn check_file(path: &Path, num_edges: u64, on_disk: bool) -> Result<(
         .len();
     let payload = num_edges.saturating_mul(8);
     if len != pad_to_page(payload) && (on_disk || len != payload) {
+        let what = match dataset {
+            Some(dir) => format!(
+                "the dataset is damaged: run `ringgnn verify {}` and rebuild it",
+                dir.display()
+            ),
+            None => format!(
+                "the file given ({}) is not this relation's edge times: attach a file of one \
+                 int64 per entry of its neighbor file",
+                path.display()
+            ),
+        };
         return Err(Error::Corrupt(format!(
             "{}: {len} bytes of edge times, but the relation has {num_edges} edges, so it needs \
-             {payload} (one int64 per entry of its neighbor file) padded to {} bytes; rebuild \
-             the times",
+             {payload} (one int64 per entry of its neighbor file) padded to {} bytes; {what}",
             path.display(),
             pad_to_page(payload)
         )));
@@ -96,9 +113,16 @@ pub(super) fn check_file(path: &Path, num_edges: u64, on_disk: bool) -> Result<(
 }
 
 impl EdgeTimes {
-    /// Load the time file `path` of a relation of `num_edges` edges into memory.
+    /// Load the time file `path` (attached by the caller) of a relation of `num_edges` edges
+    /// into memory.
     pub fn load(path: &Path, num_edges: u64) -> Result<Arc<[i64]>> {
-        check_file(path, num_edges, false)?;
+        Self::load_of(path, num_edges, None)
+    }
+
+    /// [`Self::load`] of the time file of the dataset `dataset` when `Some` (its errors send to
+    /// `ringgnn verify`), else of a file attached by the caller.
+    pub fn load_of(path: &Path, num_edges: u64, dataset: Option<&Path>) -> Result<Arc<[i64]>> {
+        check_file(path, num_edges, false, dataset)?;
         let io = |source| Error::Io {
             path: path.to_path_buf(),
             source,
@@ -120,8 +144,11 @@ impl EdgeTimes {
         Ok(v)
     }
 
-    /// Read the time file `path` of a relation of `num_edges` edges with `kind` (`O_DIRECT`
-    /// when `direct`), with why the backend fell back, if it did.
+    /// Read the time file `path` (attached by the caller) of a relation of `num_edges` edges
+    /// with `kind` (`O_DIRECT` when `direct`), with why the backend fell back, if it did. The
+    /// readers its search opens for further threads read duplicates of a descriptor opened
+    /// now ([`DiskNeighbors::reopening_file`]): a file renamed or removed since is never read
+    /// by name.
     pub fn open(
         path: &Path,
         num_edges: u64,
@@ -129,7 +156,19 @@ impl EdgeTimes {
         direct: bool,
         coalesce: CoalesceOptions,
     ) -> Result<(Self, Option<String>)> {
-        check_file(path, num_edges, true)?;
+        Self::open_of(path, num_edges, None, (kind, direct), coalesce)
+    }
+
+    /// [`Self::open`] of the time file of the dataset `dataset` when `Some` (its errors send to
+    /// `ringgnn verify`), else of a file attached by the caller.
+    pub fn open_of(
+        path: &Path,
+        num_edges: u64,
+        dataset: Option<&Path>,
+        (kind, direct): (BackendKind, bool),
+        coalesce: CoalesceOptions,
+    ) -> Result<(Self, Option<String>)> {
+        check_file(path, num_edges, true, dataset)?;
         let (reader, why) = open_backend(kind, path, direct).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
@@ -140,9 +179,8 @@ impl EdgeTimes {
             buffer: coalesce.buffer.max(2 * ALIGN),
             ..coalesce
         };
-        let file = path.to_path_buf();
-        let reopen: Reopen = Arc::new(move || open_backend(kind, &file, direct).map(|(b, _)| b));
-        let d = DiskNeighbors::new(reader, path, IndexDtype::U64, coalesce).with_reopen(reopen);
+        let d =
+            DiskNeighbors::new(reader, path, IndexDtype::U64, coalesce).reopening_file(direct)?;
         Ok((EdgeTimes::Disk(d, None), why))
     }
 

@@ -26,6 +26,7 @@ use ringgnn_io::{
 };
 use ringgnn_store::manifest::IndexDtype;
 
+use super::copied::{fetch_copied, first_bad};
 use crate::{Error, Result};
 
 /// One little-endian entry of 2, 4 or 8 bytes.
@@ -214,32 +215,13 @@ impl DiskNeighbors {
     ) -> Result<Option<(u64, u64)>> {
         let width = self.width;
         let span = (pages.end - pages.start) as usize;
-        let first_bad = |bad: &mut Option<(u64, u64)>, p: u64, u: u64| {
-            if bad.is_none_or(|(q, _)| p < q) {
-                *bad = Some((p, u));
-            }
-        };
-        let mut bad = None;
         if self.cache.is_some() || pages.end - pages.start > self.wave_pages() {
-            let (mut sub, mut out) = std::mem::take(&mut self.narrow.copies);
-            sub.clear();
-            sub.reserve_exact(parts.iter().map(|p| p.len()).sum());
-            for p in parts.iter() {
-                sub.extend(p.iter().map(|&v| v as u64));
-            }
-            out.clear();
-            out.resize(sub.len(), 0);
-            let r = self.fetch(&sub, &mut out);
-            let vals = parts.iter_mut().flat_map(|p| p.iter_mut());
-            for ((v, &u), &p) in vals.zip(&out).zip(&sub) {
-                match u < below {
-                    true => *v = u as u32,
-                    false => first_bad(&mut bad, p, u),
-                }
-            }
-            self.narrow.copies = (sub, out);
-            return r.map(|_| bad);
+            let mut copies = std::mem::take(&mut self.narrow.copies);
+            let r = fetch_copied(&mut copies, parts, below, |sub, out| self.fetch(sub, out));
+            self.narrow.copies = copies;
+            return r;
         }
+        let mut bad = None;
         let page = |v: u32| (v as u64 * width / ALIGN as u64 - pages.start) as usize;
         let NarrowWork { marked, slot, .. } = &mut *self.narrow;
         marked.clear();
@@ -262,7 +244,7 @@ impl DiskNeighbors {
             let u = decode(&bytes[at..at + width as usize]);
             match u < below {
                 true => *v = u as u32,
-                false => first_bad(&mut bad, p / width, u),
+                false => bad = first_bad(bad, Some((p / width, u))),
             }
         }
         Ok(bad)
@@ -628,6 +610,28 @@ mod tests {
             .fetch_narrow(4..7, &mut [&mut x, &mut y], 1 << 20)
             .unwrap();
         assert_eq!((bad, x, y), (None, a, b));
+        // Entries too large through either copy (the page cache; pages 1..7 through the 4-page
+        // buffer): the same first one named and left as its position as through the bitmap.
+        for (cache, pages) in [(true, 4..7), (false, 1..7)] {
+            let (d, _) = fixture(opts);
+            let c = Arc::new(PageCache::new(PageCache::BYTES_PER_PAGE * 64).unwrap());
+            let mut d = d.with_cache(cache.then_some(c));
+            let (mut x, mut y) = (
+                [5 * 1024 + 3, 6 * 1024 + 9, 5 * 1024],
+                [6 * 1024 + 1, 4 * 1024],
+            );
+            let bad = d
+                .fetch_narrow(pages, &mut [&mut x, &mut y], 6 * 1024)
+                .unwrap();
+            assert_eq!(bad, Some((6 * 1024 + 1, 6 * 1024 + 1)), "cache {cache}");
+            assert_eq!(
+                (x, y),
+                (
+                    [5 * 1024 + 3, 6 * 1024 + 9, 5 * 1024],
+                    [6 * 1024 + 1, 4 * 1024]
+                )
+            );
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ impl Shared {
         w: &mut Worker,
         jobs: &[Job<Shared>],
         outs: &mut [Option<Timed>],
-    ) -> std::result::Result<(), String> {
+    ) -> Result<()> {
         let mut todo: Vec<usize> = (0..jobs.len())
             .filter(|&i| request(&jobs[i]).times.is_some())
             .collect();
@@ -36,7 +36,7 @@ impl Shared {
             // Refused when queued: a dataset without times takes no request with times.
             return match todo.is_empty() {
                 true => Ok(()),
-                false => Err("the dataset has no times".into()),
+                false => Err(ServeError::Internal("the dataset has no times".into())),
             };
         };
         let config = |r: &SampleRequest| (r.fanouts.clone(), r.replace, r.seed, r.with_edge_ids);
@@ -50,9 +50,7 @@ impl Shared {
             let at = match w.typed.iter().position(|(k, _)| *k == key) {
                 Some(i) => i,
                 None => {
-                    let (mut s, _, _) = graph
-                        .sampler(vec![key.0.clone()], key.1, None)
-                        .map_err(|e| e.to_string())?;
+                    let (mut s, _, _) = graph.sampler(vec![key.0.clone()], key.1, None)?;
                     s.set_temporal_strategy(self.opts.temporal_strategy);
                     if w.typed.len() >= KEPT_TYPED {
                         w.typed.remove(0);
@@ -79,7 +77,7 @@ impl Shared {
             {
                 c.fetch_add(a.saturating_sub(b), Ordering::Relaxed);
             }
-            for (&i, s) in same.iter().zip(got.map_err(|e| e.to_string())?) {
+            for (&i, s) in same.iter().zip(got?) {
                 outs[i] = Some(one_type_sample(s));
             }
         }
@@ -119,9 +117,11 @@ pub(super) fn one_type(dir: &Path, loader: &BatchLoader) -> Result<Option<TypedG
             node_times.map(Arc::from),
             room >= held.saturating_add(times),
         )
-        .map_err(|e| ServeError::Internal(e.to_string()))?;
-    // Where a search from disk looks first (the dataset's range of edge times).
+        .map_err(ServeError::from)?;
+    // Where a search from disk looks first (the dataset's range of edge times); the file is
+    // the dataset's own (an error reading it sends to `ringgnn verify`).
     graph.relations[0].time_range = ds.edge_time_range();
+    graph.relations[0].times_of = Some(dir.to_path_buf());
     Ok(Some(graph))
 }
 

@@ -9,6 +9,7 @@ use ringgnn_sampler::ManyRequest;
 use super::at_times::request;
 use super::{Answer, FeatureRows, Shared, Timed, Work, Worker};
 use crate::queue::{Job, Waves};
+use crate::ServeError;
 
 impl Waves for Shared {
     type Work = Work;
@@ -86,11 +87,11 @@ impl Shared {
                     .iter()
                     .zip(got)
                     .for_each(|(&i, s)| outs[i] = Some((s, None))),
-                Err(e) => return self.fail(&jobs, &e.to_string()),
+                Err(e) => return self.queue.fail_with(&jobs, &ServeError::from(e)),
             }
         }
         if let Err(e) = self.sample_at_times(w, &jobs, &mut outs) {
-            return self.fail(&jobs, &e);
+            return self.queue.fail_with(&jobs, &e);
         }
         let outs: Vec<Timed> = outs
             .into_iter()

@@ -11,6 +11,7 @@ use super::{HeteroEngine, HeteroSampleRequest, KEPT_SAMPLERS};
 use crate::engine::FeatureRows;
 use crate::queue::{Job, Waves};
 use crate::times::each_request;
+use crate::ServeError;
 
 pub(super) type Key = (Vec<Vec<Fanout>>, bool);
 
@@ -115,7 +116,7 @@ impl HeteroEngine {
                     w.samplers.push((key, s));
                     w.samplers.len() - 1
                 }
-                Err(e) => return self.queue.fail(jobs, &e.to_string()),
+                Err(e) => return self.queue.fail_with(jobs, &e),
             },
         };
         let requests = jobs.iter().map(|j| {
@@ -127,7 +128,7 @@ impl HeteroEngine {
             sampler.sample_many(reqs, seed, 0, edge_ids)
         }) {
             Ok(o) => o,
-            Err(e) => return self.queue.fail(jobs, &e.to_string()),
+            Err(e) => return self.queue.fail_with(jobs, &ServeError::from(e)),
         };
         let wants = |j: &Job<Self>| matches!(j.work, Work::Sample(_, true));
         let mut rows: Vec<Vec<Option<FeatureRows>>> = jobs.iter().map(|_| Vec::new()).collect();

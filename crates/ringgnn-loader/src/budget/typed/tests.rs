@@ -234,6 +234,7 @@ fn measured_from_probe_batches() {
         batch,
         sample,
         scratch,
+        readers: 3 << 20,
         rows,
         staging,
         sample_s: times[0],
@@ -247,11 +248,11 @@ fn measured_from_probe_batches() {
         probe(100, 70, 90, 30, 1200, 9, [0.4, 2.0, 3.0, 0.3]),
     ];
     let n = TypedNeeds::measured(&probes, 13 << 20, 8000, 16 << 20);
-    // The largest of each, times 1.5 (1.1 for rows); a gathered batch and a worker hold a
-    // finished sample besides.
+    // The largest of each, times 1.5 (1.1 for rows; the threads' read buffers as they are); a
+    // gathered batch and a worker hold a finished sample besides.
     assert_eq!(n.per_batch, 255);
     assert_eq!(n.rows, 1320 + 135);
-    assert_eq!(n.buffers, (13 << 20) + 45 + 135);
+    assert_eq!(n.buffers, (13 << 20) + (3 << 20) + 45 + 135);
     assert_eq!((n.sample, n.drivers), (135, 0));
     assert_eq!(n.with_drivers(2).drivers, 2);
     assert_eq!(
