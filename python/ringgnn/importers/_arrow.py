@@ -246,6 +246,7 @@ class Table:
         `` (line 3 is 5.5)``; ``""`` if none does. pyarrow reads a CSV column as double when a
         value has a fraction or is an integer past int64, so a CSV's column is read again as text
         (only on this error path) and the value is shown as the file has it."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         row0 = 0
@@ -266,11 +267,15 @@ class Table:
             for b in self._csv(text=name):
                 col = pc.utf8_trim_whitespace(b.column(0))
                 whole = to_np(pc.fill_null(pc.match_substring_regex(col, r"^[+-]?[0-9]+$"), True))
-                # An integer of 19 digits or more may lie past int64: those few are checked one by one.
+                # An integer of 19 digits or more may lie past int64: a batch whose long ones do not
+                # all convert has them checked one by one.
                 long = whole & to_np(pc.fill_null(pc.greater_equal(pc.utf8_length(col), 19), False))
                 bad = ~whole
-                for i in np.flatnonzero(long):
-                    bad[i] = _past_int64(int(col[int(i)].as_py())) != ""
+                try:
+                    pc.cast(col.filter(pa.array(long)), pa.int64())
+                except pa.ArrowInvalid:
+                    for i in np.flatnonzero(long):
+                        bad[i] = _past_int64(int(col[int(i)].as_py())) != ""
                 if bad.any():
                     i = int(np.flatnonzero(bad)[0])
                     text = col[i].as_py()
