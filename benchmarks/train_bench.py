@@ -141,7 +141,7 @@ def child(args) -> dict:
     row_bytes = ds.manifest["features"]["row_bytes"]
     t_setup = time.perf_counter()
     if args.child in ("ringgnn", "perbatch", "memory"):
-        from ringgnn.sampling.loader import process_rss
+        from ringgnn._options import process_rss
         from ringgnn.models.gnn import activation_bytes
 
         # As `ringgnn train` does: the budget covers the process, so the runtime, the model and

@@ -61,6 +61,21 @@ def test_info_text(cli, dataset):
         assert fragment in r.out, r.out
 
 
+def test_info_text_of_a_typed_dataset_keeps_its_files_in_columns(cli, tmp_path):
+    from ringgnn.data.generate import generate_hetero
+
+    generate_hetero(tmp_path / "mag", papers=60, authors=40, institutions=5, feature_dim=4, seed=0)
+    r = cli("info", tmp_path / "mag")
+    assert r.code == 0, r.err
+    files = r.out[r.out.index("\nfiles\n") + len("\nfiles\n"):].splitlines()
+    # the longest key, one space, then every file's name and size in the same columns
+    for start in ("  relation.institution:rev_affiliated_with:author.indices rel2_indices.bin ",
+                  "  relation.author:affiliated_with:institution.indices     rel0_indices.bin "):
+        assert any(ln.startswith(start) for ln in files), r.out
+    assert len({ln.index(" rel") for ln in files if " rel" in ln}) == 1
+    assert len({len(ln) - len(ln.split()[-2] + " " + ln.split()[-1]) for ln in files}) == 1, r.out
+
+
 def test_info_without_features(cli, small_tsv, tmp_path):
     assert cli("convert", small_tsv, tmp_path / "ds", "-q").code == 0
     info = json.loads(cli("info", tmp_path / "ds", "--json").out)

@@ -377,7 +377,6 @@ def test_layerwise_after_every_epoch_is_what_predict_edges_scores(tiny, tmp_path
     """--eval layerwise on a heterogeneous link run: each epoch's scores are the exact ones of its
     model, those `predict RUN --edges val` computes from the checkpoint (no PyTorch)."""
     from ringgnn.inference.scoring import predict_link_edges
-    from ringgnn.training.loop import train
 
     lines = []
     m = train(tiny, task="link", relation=WRITES, fanouts=[2, 2], batch_size=4, hidden=8, epochs=2, threads=1,

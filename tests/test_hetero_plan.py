@@ -101,6 +101,7 @@ def test_loader_plan_splits_the_room_among_cache_and_files(typed):  # noqa: F811
     assert p.placement() == ("auto", ["author:writes:paper", "paper:cites:paper", "venue:has:paper"])
     assert p.feature_backends() == {"author": "memory", "paper": "memory"}
     text = p.text()
+    assert text.startswith("memory plan by relation and node type: budget ")
     assert "features paper: in memory, fits the room left; on disk it would read about 12.0 KiB more per epoch" in text
     assert "relation paper:published:venue: on disk, never read" in text
 

@@ -14,9 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, Tuple
 
-import numpy as np
-import pytest
-
 import ringgnn
 from ringgnn.data.generate import generate_hetero
 from ringgnn.sampling.hetero import relation_fanouts

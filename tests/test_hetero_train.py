@@ -210,7 +210,6 @@ def test_layerwise_after_every_epoch_is_the_exact_inference_of_that_epoch(tmp_pa
     live model's exact accuracy, what infer_hetero computes from the epoch's checkpoint),
     --prefetch, curves and TensorBoard, and the same words in the log."""
     from ringgnn.inference.hetero import infer_hetero
-    from ringgnn.training.loop import train
 
     d = tmp_path
     rng = np.random.default_rng(1)

@@ -241,7 +241,8 @@ def test_refused_options(switch, tiny, tmp_path):
                                                        r"\(row 1 is 1.5\); node ids .* must be integers"),
     (dict(node=[0, 1], time=[1, 1], label=[0.0, 1.0]), r"column 'label' .*holds double; labels .*must be integers"),
     (dict(node=["a", "b"], time=[1, 1], label=[0, 1]), "column 'node' .*holds string; node ids"),
-    (dict(node=[0, 1], time=[1.5, 1], label=[0, 1]), "column 'time' .*holds double; times must be integers"),
+    (dict(node=[0, 1], time=[1.5, 1], label=[0, 1]), r"column 'time' .*holds double \(row 0 is 1.5\); times must be "
+                                                     "integers"),
     (dict(node=[0, 1], label=[0, 1]), r"no column 'time' \(--task-time-column\); it has: node, label"),
     (dict(node=[0, 1], time=[1, 1]), r"no column 'label' \(--task-label-column\)"),
     (dict(id=[0, 1], time=[1, 1], label=[0, 1]), r"no column 'node' \(--task-node-column\)"),

@@ -81,6 +81,13 @@ def test_seed_time_file_and_its_errors(graph, tmp_path):
     (tmp_path / "junk.npy").write_text("not an array")
     with pytest.raises(InputError, match="--seed-time .*junk.npy: not a readable .npy"):
         train(graph / "ds", out=tmp_path / "bad", seed_time=tmp_path / "junk.npy", **FAST)
+    np.save(tmp_path / "obj.npy", np.zeros(n, dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match=r"--seed-time .*obj.npy: not a readable .npy array \(Object arrays cannot"):
+        train(graph / "ds", out=tmp_path / "bad", seed_time=tmp_path / "obj.npy", **FAST)
+    with open(tmp_path / "z.npy", "wb") as f:  # an .npz archive under a .npy name
+        np.savez(f, t=np.zeros(n, np.int64))
+    with pytest.raises(InputError, match="--seed-time .*z.npy: an .npz archive of arrays, not a .npy array; save"):
+        train(graph / "ds", out=tmp_path / "bad", seed_time=tmp_path / "z.npy", **FAST)
     with pytest.raises(InputError, match="--seed-time .*no edge or node times"):
         train(graph / "plain", out=tmp_path / "bad", seed_time=tmp_path / "ok.npy", **FAST)
     with pytest.raises(InputError, match="--seed-time .* and --ignore-time .*give one of them"):

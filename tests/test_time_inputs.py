@@ -12,7 +12,7 @@ path                                       bad input -> test
 ``convert --edge-time T.npy``              length: test_times_format::test_edge_times_of_the_wrong_length;
                                            dtype (float64, uint64, 2-D), missing: ``..._wrong_dtype_shape_or_missing``
                                            (int32 is taken: ``test_options_with_times_and_int32_times``);
-                                           object, empty, not an .npy, big-endian:
+                                           object, empty, not an .npy (each naming the option), big-endian:
                                            test_convert_time_files_that_are_not_int_arrays; unsorted: - (input order
                                            is free; each list is sorted when stored); null, range: - (int arrays)
 ``convert --node-time N.npy``              length, float: test_times_format::test_node_times_of_the_wrong_length_or_dtype;
@@ -24,7 +24,11 @@ Parquet/CSV ``--time-column``              float, string, null, uint64 past int6
                                            test_times_import::test_bad_time_columns_name_the_file_and_column_and_leave_nothing;
                                            CSV empty field, CSV float:
                                            ``test_a_csv_time_column_with_an_empty_field_names_its_line``;
-                                           CSV integer outside int64, empty table: test_csv_times_outside_int64_and_empty_tables;
+                                           CSV integer outside int64 (its line and value), empty table:
+                                           test_csv_times_outside_int64_and_empty_tables; past uint64, with
+                                           --node-time-column, a Parquet float past int64:
+                                           test_times_import::test_a_csv_time_past_int64_names_its_line_and_value,
+                                           ``test_a_parquet_float_time_past_int64_names_its_row``;
                                            two units: ``test_time_columns_of_two_units_are_refused``
 Parquet ``--node-time-column``             null, float: test_times_import::test_bad_node_time_columns;
                                            uint64 past int64, bool, string: test_node_time_columns_of_other_types
@@ -34,7 +38,7 @@ per type/relation)                         test_times_import::test_bad_pyg_times
 GraphBolt timestamp features               float, length, unknown type, bad domain:
                                            test_times_import::test_bad_graphbolt_times_name_the_field_and_leave_nothing;
                                            CSV edges: ``test_graphbolt_edge_times_of_a_csv_of_another_length``
-``--seed-time FILE.npy``                   length, float, 2-D, not an .npy, no times:
+``--seed-time FILE.npy``                   length, float, 2-D, not an .npy, object, .npz, no times:
                                            test_temporal_train::test_seed_time_file_and_its_errors
 ``input_time=`` (samplers, loaders)        float, length, 2-D, strategy: test_temporal_sampler::test_bad_times_are_refused,
                                            test_temporal_loader::test_refusals; object, bool, string, empty, outside
@@ -216,8 +220,10 @@ def test_convert_time_files_that_are_not_int_arrays(cli, tmp_path):
     np.save(tmp_path / "be.npy", np.arange(5, dtype=">i8"))
     (tmp_path / "junk.npy").write_text("junk")
     for flag in ("--edge-time", "--node-time"):
-        fails(flag, tmp_path / "obj.npy", "not a valid .npy file: unsupported dtype '|O'")
-        fails(flag, tmp_path / "junk.npy", "not a valid .npy file")
+        # the option is named, as the checks of dtype, shape and length name it
+        fails(flag, tmp_path / "obj.npy",
+              f"{flag} {tmp_path / 'obj.npy'}: not a valid .npy file: unsupported dtype '|O'")
+        fails(flag, tmp_path / "junk.npy", f"{flag} {tmp_path / 'junk.npy'}: not a valid .npy file")
         fails(flag, tmp_path / "missing.npy", f"{flag} file not found")
     fails("--edge-time", tmp_path / "empty.npy", "has 0 times but the input has 5 edges")
     fails("--node-time", tmp_path / "n2d.npy", "--node-time must be a 1-D array", "shape [8, 2]")
@@ -240,8 +246,9 @@ def test_csv_times_outside_int64_and_empty_tables(tmp_path):
     out = tmp_path / "out"
     for t in (1 << 63, -(1 << 63) - 1):
         (tmp_path / "e.csv").write_text(f"src,dst,t\n1,2,5\n2,3,{t}\n")
-        with pytest.raises(ringgnn.InputError, match=r"e.csv: column 't' \(--time-column\) holds double; times must be "
-                           "integers"):
+        past = "past the largest time, 2\\^63 - 1" if t > 0 else "before the smallest time, -2\\^63"
+        with pytest.raises(ringgnn.InputError, match=rf"e.csv: column 't' \(--time-column\) holds double \(line 3 is "
+                           rf"{t}, {past}\); times must be integers"):
             convert_table(tmp_path / "e.csv", out, src="src", dst="dst", time_column="t")
         assert_nothing_left(out)
     empty = pa.table({"src": pa.array([], pa.int64()), "dst": pa.array([], pa.int64()), "t": pa.array([], pa.int64())})

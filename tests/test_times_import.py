@@ -7,6 +7,7 @@ nothing left behind)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -225,7 +226,8 @@ def bad_edges(p: Path, t) -> None:
 
 BAD = [
     (lambda p: bad_edges(p, pa.array([1.0, 2.5, 3.0])),
-     r"e.parquet: column 't' \(--time-column\) holds double; times must be integers, timestamps or dates"),
+     r"e.parquet: column 't' \(--time-column\) holds double \(row 1 is 2.5\); times must be integers, timestamps or "
+     "dates"),
     (lambda p: bad_edges(p, pa.array(["1", "2", "3"])),
      r"e.parquet: column 't' \(--time-column\) holds string; times must be"),
     (lambda p: bad_edges(p, pa.array([1, None, 3], pa.int64())),
@@ -252,8 +254,41 @@ def test_a_csv_time_column_with_an_empty_field_names_its_line(tmp_path):
         convert_table(tmp_path / "e.csv", tmp_path / "out", src="src", dst="dst", time_column="t")
     assert_nothing_left(tmp_path / "out")
     (tmp_path / "f.csv").write_text("src,dst,t\n1,2,5\n2,3,5.5\n")
-    with pytest.raises(_core.InputError, match=r"f.csv: column 't' \(--time-column\) holds double"):
+    with pytest.raises(_core.InputError, match=r"f.csv: column 't' \(--time-column\) holds double \(line 3 is 5.5\); "
+                       "times must be integers"):
         convert_table(tmp_path / "f.csv", tmp_path / "out", src="src", dst="dst", time_column="t")
+    assert_nothing_left(tmp_path / "out")
+
+
+@pytest.mark.parametrize("value,words", [
+    ("99999999999999999999", "99999999999999999999, past the largest time, 2^63 - 1"),  # past uint64 too
+    ("-9223372036854775809", "-9223372036854775809, before the smallest time, -2^63"),
+    ("1e3", "1e3"),
+])
+def test_a_csv_time_past_int64_names_its_line_and_value(tmp_path, value, words):
+    # pyarrow reads such a column as double: the error quotes the file's text, not the float
+    (tmp_path / "e.csv").write_text(f"src,dst,t\n1,2,5\n2,3,9223372036854775807\n3,1,{value}\n")
+    with pytest.raises(_core.InputError, match=rf"e.csv: column 't' \(--time-column\) holds double \(line 4 is "
+                       f"{re.escape(words)}\\); times must be integers"):
+        convert_table(tmp_path / "e.csv", tmp_path / "out", src="src", dst="dst", time_column="t")
+    assert_nothing_left(tmp_path / "out")
+    write_edges(tmp_path / "e.parquet")
+    (tmp_path / "n.csv").write_text(f"id,born\n7,1\n{2**40},2\n-9,{value}\n40,4\n")
+    with pytest.raises(_core.InputError, match=rf"n.csv: column 'born' \(--node-time-column\) holds double \(line "
+                       f"4 is {re.escape(words)}\\); times must be integers"):
+        convert_table(tmp_path / "e.parquet", tmp_path / "out", src="src", dst="dst", node_table=tmp_path / "n.csv",
+                      node_id="id", node_time_column="born")
+    assert_nothing_left(tmp_path / "out")
+
+
+def test_a_parquet_float_time_past_int64_names_its_row(tmp_path):
+    bad_edges(tmp_path / "e.parquet", pa.array([1.0, 2.0, 1e20]))
+    with pytest.raises(_core.InputError, match=r"e.parquet: column 't' \(--time-column\) holds double \(row 2 is "
+                       r"1e\+20, past the largest time, 2\^63 - 1\); times must be integers"):
+        convert_table(tmp_path / "e.parquet", tmp_path / "out", src="src", dst="dst", time_column="t")
+    bad_edges(tmp_path / "e.parquet", pa.array([1.0, 2.0, 3.0]))  # whole numbers, still a float column
+    with pytest.raises(_core.InputError, match=r"e.parquet: column 't' \(--time-column\) holds double; times must"):
+        convert_table(tmp_path / "e.parquet", tmp_path / "out", src="src", dst="dst", time_column="t")
     assert_nothing_left(tmp_path / "out")
 
 

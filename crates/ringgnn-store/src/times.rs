@@ -56,7 +56,11 @@ impl NpyTimes {
     /// ("input edge", "node"); a missing file, another dtype or shape is a clear error.
     pub fn open(path: &Path, option: &'static str, what: &str) -> Result<Self> {
         Error::must_exist(path, format!("{option} file not found"))?;
-        let header = read_header(path)?;
+        // read_header names the file; which option gave it is said here, as the checks below do.
+        let header = read_header(path).map_err(|e| match e {
+            Error::Input(m) => Error::Input(format!("{option} {m}")),
+            e => e,
+        })?;
         if header.shape.len() != 1 {
             return input_err!(
                 "{}: {option} must be a 1-D array with one time per {what}, found shape {:?}; flatten it with t.ravel()",
@@ -397,5 +401,34 @@ mod tests {
         assert!(e("uniform", Some((5, 5))).contains("--time-range 5,5 is empty"));
         assert!(e("growth", Some((0, 5))).contains("--time-range applies to uniform times"));
         assert!(e("later", None).contains("--edge-time 'later' is not known"));
+    }
+
+    #[test]
+    fn a_time_file_that_is_no_npy_array_names_its_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.npy");
+        let err = |option| match NpyTimes::open(&p, option, "node") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{} opened", p.display()),
+        };
+        // numpy's object arrays (and structured ones) have a descr no .npy reader can use
+        crate::npy::write_npy(&p, "|O", &[3], false, &[0u8; 24]).unwrap();
+        let want = format!(
+            "{}: not a valid .npy file: unsupported dtype '|O'",
+            p.display()
+        );
+        for option in ["--edge-time", "--node-time"] {
+            let e = err(option);
+            assert!(e.starts_with(&format!("{option} {want}")), "{e}");
+        }
+        std::fs::write(&p, b"0 1 2\n").unwrap();
+        let e = err("--edge-time");
+        assert!(
+            e.starts_with(&format!(
+                "--edge-time {}: not a valid .npy file",
+                p.display()
+            )),
+            "{e}"
+        );
     }
 }

@@ -483,8 +483,10 @@ def _edge_splits(splits: Dict[str, Any]) -> str:
 
 
 def _files_lines(info: Dict[str, Any], width: int) -> List[str]:
-    """The files of ``info`` and their total, their keys ``width`` characters wide."""
+    """The files of ``info`` and their total, their keys ``width`` characters wide (or as wide as
+    the longest, a typed dataset's relation files: ``relation.S:R:D.indices``)."""
     rows = [(key, f["path"], f["bytes"]) for key, f in info["files"].items()] + [("total", "", info["total_bytes"])]
+    width = max(width, *(len(key) for key, _, _ in rows))
     return ["files"] + [f"  {key:<{width}} {path:<26} {human_bytes(n)}" for key, path, n in rows]
 
 

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 
 from .._core import InputError
-from .._excerpt import quoted, reason
+from .._excerpt import excerpt, quoted, reason
 from .._files import os_errors
 from ..data.generate import mix64
 from ._stage import Staging
@@ -124,16 +124,20 @@ class Table:
                 self.schema = self._csv().schema
                 self.rows = None
 
-    def _csv(self, handler: Any = None) -> Any:
+    def _csv(self, handler: Any = None, text: Optional[str] = None) -> Any:
+        """A CSV reader over the whole file (``text``: only that column, as strings)."""
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
+        convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in self.id_columns})
+        if text is not None:
+            convert = pcsv.ConvertOptions(include_columns=[text], column_types={text: pa.string()},
+                                          strings_can_be_null=True)
         try:
             return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=8 << 20,
                                                                           use_threads=handler is None),
                                  parse_options=pcsv.ParseOptions(invalid_row_handler=handler),
-                                 convert_options=pcsv.ConvertOptions(
-                                     column_types={c: pa.string() for c in self.id_columns}))
+                                 convert_options=convert)
         except pa.ArrowInvalid as e:
             if handler is not None:
                 raise
@@ -233,8 +237,52 @@ class Table:
             return "days"
         if pa.types.is_date64(t):
             return "ms"
-        raise InputError(f"{self.path}: column '{name}' ({option}) holds {t}; times must be integers, timestamps or "
-                         "dates (store them as int64 in one unit: seconds, days, an event index)")
+        where = self._first_non_time(name) if pa.types.is_floating(t) else ""
+        raise InputError(f"{self.path}: column '{name}' ({option}) holds {t}{where}; times must be integers, "
+                         "timestamps or dates (store them as int64 in one unit: seconds, days, an event index)")
+
+    def _first_non_time(self, name: str) -> str:
+        """Where float column ``name`` first holds a value that is not an int64 integer, as
+        `` (line 3 is 5.5)``; ``""`` if none does. pyarrow reads a CSV column as double when a
+        value has a fraction or is an integer past int64, so a CSV's column is read again as text
+        (only on this error path) and the value is shown as the file has it."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        row0 = 0
+        if self.parquet:
+            for b in self.batches([name]):
+                col = b.column(0)
+                v = to_np(col).astype(np.float64)
+                with np.errstate(invalid="ignore"):
+                    bad = ~np.isfinite(v) | (v != np.floor(v)) | (v >= 2.0**63) | (v < -2.0**63)
+                if col.null_count:
+                    bad &= ~to_np(col.is_null())
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    return f" ({self.place(row0 + i)} is {float(v[i])!r}{_past_int64(v[i])})"
+                row0 += len(b)
+            return ""
+        with arrow_io("reading", self.path):
+            for b in self._csv(text=name):
+                col = pc.utf8_trim_whitespace(b.column(0))
+                whole = to_np(pc.fill_null(pc.match_substring_regex(col, r"^[+-]?[0-9]+$"), True))
+                # An integer of 19 digits or more may lie past int64: a batch whose long ones do not
+                # all convert has them checked one by one.
+                long = whole & to_np(pc.fill_null(pc.greater_equal(pc.utf8_length(col), 19), False))
+                bad = ~whole
+                try:
+                    pc.cast(col.filter(pa.array(long)), pa.int64())
+                except pa.ArrowInvalid:
+                    for i in np.flatnonzero(long):
+                        bad[i] = _past_int64(int(col[int(i)].as_py())) != ""
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    text = col[i].as_py()
+                    past = _past_int64(int(text)) if whole[i] else ""
+                    return f" ({self.place(row0 + i)} is {excerpt(text)}{past})"
+                row0 += len(b)
+        return ""
 
     def times(self, col: Any, name: str, option: str, row0: int) -> np.ndarray:
         """Time column ``name``'s values in a batch whose first row is ``row0`` (:func:`times_of`);
@@ -288,6 +336,15 @@ def ids_of(col: Any, kind: str) -> Any:
     if kind == "uint":
         return to_np(col.cast(pa.uint64()))
     return to_np(col.cast(pa.int64()))
+
+
+def _past_int64(v: Any) -> str:
+    """``", past the largest time, 2^63 - 1"`` (or the smallest) for a value outside int64, else ``""``."""
+    if v > 2**63 - 1:
+        return ", past the largest time, 2^63 - 1"
+    if v < -(2**63):
+        return ", before the smallest time, -2^63"
+    return ""
 
 
 def times_of(col: Any, where: Any) -> np.ndarray:

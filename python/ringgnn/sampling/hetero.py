@@ -296,7 +296,8 @@ class HeteroNeighborSampler(ProcessLocal):
         if isinstance(times, Mapping):
             unknown = sorted(set(times) - {t for t, _ in typed})
             if unknown or len(typed) != len(times):
-                raise InputError(f"input_time: give the times of each seeded type once ({', '.join(t for t, _ in typed)})"
+                seeded = ", ".join(t for t, _ in typed)
+                raise InputError(f"input_time: give the times of each seeded type once ({seeded})"
                                  + (f"; {', '.join(map(str, unknown))} has no seeds" if unknown else ""))
             times = [times[t] for t, _ in typed]
         if len(times) != len(typed):

@@ -13,7 +13,6 @@ import numpy as np
 
 from .. import _core, _options
 from .._core import InputError
-from .._options import process_rss  # noqa: F401  (re-exported: train and benchmarks use it)
 from ..data.dataset import Dataset, PathLike, open_homogeneous
 from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, parse_edge_type
 from .base import Epochs

@@ -97,8 +97,8 @@ class HeteroPlan:
     def text(self) -> str:
         """The plan in words: each choice, why, and what the other choice would cost."""
         unit = "per epoch" if self.batches > 1 else "per batch"
-        lines = [f"memory plan (heterogeneous): budget {_b(self.budget)}, the process holds {_b(self.process)} "
-                 "(with what training will add: gradients, optimizer state), "
+        lines = [f"memory plan by relation and node type: budget {_b(self.budget)}, the process holds "
+                 f"{_b(self.process)} (with what training will add: gradients, optimizer state), "
                  f"offset indexes {_b(self.index)}, the batches {_b(self.batch_bytes)}; room for files and cache "
                  f"{_b(self.room)}, {_b(self.held_bytes())} of it used"]
         for kind, group in (("relation", self.relations), ("features", self.features),

@@ -78,6 +78,10 @@ def _read(path: Any, n: int, target: str) -> np.ndarray:
         a = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise InputError(f"--seed-time {path}: not a readable .npy array ({e})") from None
+    if not isinstance(a, np.ndarray):  # np.load opens an .npz archive whatever the file's name
+        a.close()
+        raise InputError(f"--seed-time {path}: an .npz archive of arrays, not a .npy array; save the times with "
+                         "np.save")
     if a.ndim != 1 or not np.issubdtype(a.dtype, np.signedinteger):
         raise InputError(f"--seed-time {path}: must be a 1-D array of integer times (int64, the unit of the "
                          f"dataset's times), got shape {a.shape} of {a.dtype}")
