@@ -9,7 +9,7 @@ use ringgnn_io::BackendKind;
 use ringgnn_sampler::{Fanout, TypedGraph};
 
 mod common;
-use common::timed::write_padded;
+use common::timed::{fixture_times, write_padded};
 
 /// A copy of the homogeneous fixture `tests/fixtures/v2-tiny` (7 nodes, 8 edges) in `dir`.
 fn fixture_copy(dir: &Path) -> PathBuf {
@@ -34,9 +34,7 @@ fn copy_of(name: &str, dir: &Path) -> PathBuf {
 fn readers_opened_by_threads_later_read_the_files_the_sampler_was_made_with() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = fixture_copy(tmp.path());
-    let times: Vec<i64> = vec![4, 1, 7, 7, 2, 9, 0, 5];
-    let bytes = times.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let path = write_padded(tmp.path(), "edge_times.bin", bytes);
+    let (_, path) = fixture_times(tmp.path());
     let mut g = TypedGraph::open(&dir, Some(BackendKind::Pread), false, &[]).unwrap();
     g.set_edge_times("node:to:node", &path).unwrap();
     let fan = vec![vec![Fanout::Count(2), Fanout::All]];

@@ -1041,12 +1041,7 @@ fn a_typed_graph_samples_at_times_from_its_time_files() {
     // Edge times for the fixture's 8 edges, written next to a copy of it; in memory and from
     // disk (pread, and io_uring when available) they give the same samples.
     let tmp = tempfile::tempdir().unwrap();
-    let times: Vec<i64> = vec![4, 1, 7, 7, 2, 9, 0, 5];
-    let path = write_padded(
-        tmp.path(),
-        "edge_times.bin",
-        times.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    );
+    let (times, path) = timed::fixture_times(tmp.path());
     let dir = homogeneous_fixture();
     let mut kinds = vec![None, Some(BackendKind::Pread)];
     if probe_uring().is_ok() {
@@ -1107,12 +1102,7 @@ fn a_typed_graph_samples_at_times_from_its_time_files() {
 #[test]
 fn a_typed_graph_samples_over_its_time_keys_as_over_its_times() {
     let tmp = tempfile::tempdir().unwrap();
-    let times: Vec<i64> = vec![4, 1, 7, 7, 2, 9, 0, 5];
-    let path = write_padded(
-        tmp.path(),
-        "edge_times.bin",
-        times.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    );
+    let (_, path) = timed::fixture_times(tmp.path());
     let keys = tmp.path().join("edge_time_keys.bin");
     ringgnn_store::time_keys::derive(&path, 8, &keys).unwrap();
     let dir = homogeneous_fixture();

@@ -83,12 +83,7 @@ pub(super) fn check_file(
     on_disk: bool,
     dataset: Option<&Path>,
 ) -> Result<()> {
-    let len = std::fs::metadata(path)
-        .map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .len();
+    let len = file_len(path)?;
     let payload = num_edges.saturating_mul(8);
     if len != pad_to_page(payload) && (on_disk || len != payload) {
         let what = match dataset {
@@ -110,6 +105,16 @@ pub(super) fn check_file(
         )));
     }
     Ok(())
+}
+
+/// The length of the file `path`, an I/O error naming it.
+fn file_len(path: &Path) -> Result<u64> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 impl EdgeTimes {

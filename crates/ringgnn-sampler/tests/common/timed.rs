@@ -49,6 +49,15 @@ pub fn write_padded(dir: &Path, name: &str, mut bytes: Vec<u8>) -> PathBuf {
     path
 }
 
+/// Edge times for the seven-node fixture's 8 edges, written to `dir/edge_times.bin`: the times
+/// and the file.
+pub fn fixture_times(dir: &Path) -> (Vec<i64>, PathBuf) {
+    let times: Vec<i64> = vec![4, 1, 7, 7, 2, 9, 0, 5];
+    let bytes = times.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let path = write_padded(dir, "edge_times.bin", bytes);
+    (times, path)
+}
+
 /// Which node types of a [`random_graph`] have node times (each in `0..span`).
 #[derive(Clone, Copy)]
 pub enum NodeTimes {

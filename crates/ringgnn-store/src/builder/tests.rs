@@ -532,20 +532,21 @@ fn a_node_count_beyond_the_disk_is_refused_before_the_index_is_written() {
     assert!(!staging.dir().join(INDPTR_FILE).exists());
 }
 
-/// Raises the cancellation when the sort starts, as the Python relay does on Ctrl-C.
-struct CancelAtSort(crate::Cancel);
+/// Raises the cancellation when the build's stage of that name starts, as the Python relay does
+/// on Ctrl-C.
+struct CancelAt(&'static str, crate::Cancel);
 
-impl Progress for CancelAtSort {
+impl Progress for CancelAt {
     fn stage(&self, name: &str, _: Option<u64>, _: &str) {
-        if name == "sort" {
-            self.0.cancel();
+        if name == self.0 {
+            self.1.cancel();
         }
     }
     fn advance(&self, _: u64) -> Result<()> {
-        self.0.check()
+        self.1.check()
     }
     fn cancel(&self) -> crate::Cancel {
-        self.0.clone()
+        self.1.clone()
     }
 }
 
@@ -554,7 +555,7 @@ fn cancel_stops_a_long_run_of_empty_nodes() {
     // 2^28 nodes and two edges: 2 GiB of index written in one loop without a progress report;
     // the writer notices the cancellation within its buffer.
     let dir = tempfile::tempdir().unwrap();
-    let progress = CancelAtSort(Default::default());
+    let progress = CancelAt("sort", Default::default());
     let mut staging = Staging::create(&dir.path().join("ds"), false, &progress).unwrap();
     let o = GraphOptions {
         num_nodes: Some(1 << 28),

@@ -16,7 +16,7 @@ use ringgnn_io::{open_backend, BackendKind, CoalesceOptions, ALIGN};
 use ringgnn_store::manifest::{pad_to_page, IndexDtype};
 use ringgnn_store::time_keys::{key_of, payload_bytes, read_bounds, BUCKETS, HEADER_BYTES};
 
-use super::{Lists, Probe, Search};
+use super::{file_len, Lists, Probe, Search};
 use crate::neighbors::DiskNeighbors;
 use crate::{Error, Result};
 
@@ -39,12 +39,7 @@ impl TimeKeys {
     /// An error unless the keys file `path` holds the bounds and one key per edge of
     /// `num_edges`, zero-padded to a whole page.
     pub fn check_file(path: &Path, num_edges: u64) -> Result<()> {
-        let len = std::fs::metadata(path)
-            .map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
+        let len = file_len(path)?;
         let want = pad_to_page(payload_bytes(num_edges));
         if len != want {
             return Err(Error::Corrupt(format!(

@@ -273,23 +273,6 @@ fn times_from_an_npy_file_through_build_graph() {
     assert_eq!(bounds[65535], 30);
 }
 
-/// Raises the cancellation when the keys' derivation starts, as the Python relay does on Ctrl-C.
-struct CancelAtKeys(crate::Cancel);
-
-impl Progress for CancelAtKeys {
-    fn stage(&self, name: &str, _: Option<u64>, _: &str) {
-        if name == "time keys" {
-            self.0.cancel();
-        }
-    }
-    fn advance(&self, _: u64) -> Result<()> {
-        self.0.check()
-    }
-    fn cancel(&self) -> crate::Cancel {
-        self.0.clone()
-    }
-}
-
 #[test]
 fn a_build_stopped_while_deriving_keys_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -310,7 +293,7 @@ fn a_build_stopped_while_deriving_keys_leaves_nothing() {
         ..opts(false, false, false, None)
     };
     let out = dir.path().join("ds");
-    let progress = CancelAtKeys(Default::default());
+    let progress = CancelAt("time keys", Default::default());
     let mut staging = Staging::create(&out, false, &progress).unwrap();
     let mut src = VecSource::new(vec![(5, 0), (1, 0), (2, 0)]);
     let r = build_graph(&mut src, &o, &mut staging, &progress);
