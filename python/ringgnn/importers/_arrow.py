@@ -249,20 +249,9 @@ class Table:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        row0 = 0
         if self.parquet:
-            for b in self.batches([name]):
-                col = b.column(0)
-                v = to_np(col).astype(np.float64)
-                with np.errstate(invalid="ignore"):
-                    bad = ~np.isfinite(v) | (v != np.floor(v)) | (v >= 2.0**63) | (v < -2.0**63)
-                if col.null_count:
-                    bad &= ~to_np(col.is_null())
-                if bad.any():
-                    i = int(np.flatnonzero(bad)[0])
-                    return f" ({self.place(row0 + i)} is {float(v[i])!r}{_past_int64(v[i])})"
-                row0 += len(b)
-            return ""
+            return self.first_float(name, int64=True)
+        row0 = 0
         with arrow_io("reading", self.path):
             for b in self._csv(text=name):
                 col = pc.utf8_trim_whitespace(b.column(0))
@@ -282,6 +271,25 @@ class Table:
                     past = _past_int64(int(text)) if whole[i] else ""
                     return f" ({self.place(row0 + i)} is {excerpt(text)}{past})"
                 row0 += len(b)
+        return ""
+
+    def first_float(self, name: str, int64: bool = False) -> str:
+        """Where float column ``name`` first holds a value that is not a whole number (with
+        ``int64``: or one outside int64), as `` (row 3 is 5.5)``; ``""`` if none does."""
+        row0 = 0
+        for b in self.batches([name]):
+            col = b.column(0)
+            v = to_np(col).astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isfinite(v) | (v != np.floor(v))
+                if int64:
+                    bad |= (v >= 2.0**63) | (v < -2.0**63)
+            if col.null_count:
+                bad &= ~to_np(col.is_null())
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                return f" ({self.place(row0 + i)} is {float(v[i])!r}{_past_int64(v[i]) if int64 else ''})"
+            row0 += len(b)
         return ""
 
     def times(self, col: Any, name: str, option: str, row0: int) -> np.ndarray:

@@ -115,22 +115,8 @@ class _Reader:
         typ = self.t.value_type(name, option)
         if pa.types.is_integer(typ):
             return "uint" if pa.types.is_unsigned_integer(typ) else "int"
-        where = self._first_fraction(name) if pa.types.is_floating(typ) else ""
+        where = self.t.first_float(name) if pa.types.is_floating(typ) else ""
         raise InputError(f"{self.t.path}: column '{name}' ({option}) holds {typ}{where}; {what} must be integers")
-
-    def _first_fraction(self, name: str) -> str:
-        row0 = 0
-        for b in self.t.batches([name]):
-            col = b.column(0)
-            v = to_np(col).astype(np.float64)
-            bad = ~np.isfinite(v) | (v != np.floor(v))
-            if col.null_count:
-                bad &= ~to_np(col.is_null())
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                return f" ({self.t.place(row0 + i)} is {float(v[i])!r})"
-            row0 += len(b)
-        return ""
 
     def read(self, n: int, target: str) -> Rows:
         """The rows, their nodes in ``0 .. n-1`` (node type ``target``), labels >= 0."""
