@@ -113,10 +113,10 @@ impl Search {
         self.cuts.clear();
         self.live.clear();
         self.keyed.clear();
-        for (k, &o) in slice.iter().enumerate() {
-            let at = o as u32;
-            let ((a, b), t) = lists.list(at as usize);
-            let j = key_of(bounds, t);
+        let (live, keyed) = (&mut self.live, &mut self.keyed);
+        let mut k = 0;
+        lists.each(slice, |at, ((a, b), t), j| {
+            debug_assert_eq!(j, key_of(bounds, t));
             let mut kd = Keyed {
                 at,
                 t,
@@ -139,13 +139,14 @@ impl Search {
                     limit: limit as i64,
                 };
                 match j.checked_sub(1) {
-                    Some(below) => self.live.push(probe(below)),
+                    Some(below) => live.push(probe(below)),
                     None => kd.n = 1,
                 }
-                self.live.push(probe(j));
+                live.push(probe(j));
             }
-            self.keyed.push(kd);
-        }
+            keyed.push(kd);
+            k += 1;
+        });
     }
 
     /// After the key round: each list's count where its two points agree (in `cuts`), else a
