@@ -678,6 +678,10 @@ struct Probe {
     /// Whether the list lies in a dense region of the slice ([`Search::mark_dense`]): read
     /// whole in the first round, with the region's other lists, and cut in memory.
     dense: bool,
+    /// Over time keys, whether the probe also finds the list's count at `limit - 1` (its keys
+    /// on one page, read whole in the first round: both of its partition points from one
+    /// read, [`Search::load_keys`]), a second entry of `at` in the slice's cuts.
+    pair: bool,
     lo: u64,
     a: u64,
     b: u64,
@@ -997,6 +1001,7 @@ impl Search {
                 at,
                 bisect,
                 dense: false,
+                pair: false,
                 lo: a,
                 a,
                 b,
@@ -1026,7 +1031,11 @@ impl Search {
             // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
             // frontier (a hop of a hyperbatch probes hundreds of thousands of lists).
             let Search {
-                live, runs, vals, ..
+                live,
+                runs,
+                vals,
+                cuts,
+                ..
             } = &mut *self;
             let mut rest = &mut live[..];
             while !rest.is_empty() {
@@ -1054,6 +1063,12 @@ impl Search {
                     let at = (base + s - runs[r].0) as usize;
                     let got = &vals[at..at + (e - s) as usize];
                     let k = got.partition_point(|&x| x as i64 <= l);
+                    if pr.pair {
+                        // The whole list read (its first round, on one page): its count at
+                        // the key below too.
+                        let below = got[..k].partition_point(|&x| (x as i64) < l);
+                        cuts.push((pr.at, below as u32));
+                    }
                     let j = s + k as u64;
                     if j > s {
                         pr.a = j;
