@@ -229,7 +229,9 @@ fn samples_over_keys_are_the_samples_over_times_whatever_the_bounds() {
             let mut s = sampler(&rel, n, &fanouts, strategy, How::Disk(opts), dir.path());
             assert_eq!(sample_at(&mut s, n, &times), want, "over times, {opts:?}");
             for (k, b) in bounds.iter().enumerate() {
-                for slice in [usize::MAX, 7] {
+                // Slices of one block of frontier reads and less, and of one and a part
+                // (the frontier's keys are read 64 lists at a time).
+                for slice in [usize::MAX, 7, 100] {
                     let how = How::Keys(b, opts);
                     let mut s = sampler(&rel, n, &fanouts, strategy, how, dir.path());
                     s.set_cut_slice(slice);

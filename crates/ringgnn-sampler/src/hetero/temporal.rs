@@ -286,7 +286,8 @@ impl HeteroSampler {
             let batches = first..outs.len().min(first.saturating_add(self.cutter.group));
             first = batches.end;
             let (states, outs) = (&states[batches.clone()], &outs[batches]);
-            let lists = Frontier::new(states, outs, (dst, n_dst), indptr);
+            let bounds = keys.as_ref().map(|k| k.bounds);
+            let lists = Frontier::new(states, outs, (dst, n_dst), indptr, bounds);
             let (part, rest) = std::mem::take(&mut counts).split_at_mut(lists.len());
             counts = rest;
             let readers = (&mut *disk, &mut more[..], keys.as_mut());
@@ -445,7 +446,10 @@ trait Lists: Sync {
     /// Where any list's range may start: its sort key by position in the file is shifted to
     /// fit 32 bits below this.
     fn entries(&self) -> u64;
-    fn list(&self, i: usize) -> List;
+    /// `f(at, list(at), key)` for the list `at` of each sort key of `slice` (the index in its
+    /// low 32 bits), in order, with `key` the time key of its limit where the lists were made
+    /// with the relation's key bounds (else `None`).
+    fn each(&self, slice: &[u64], f: impl FnMut(u32, List, Option<u16>));
     /// `f(i, list(i))` for each list `i` of `at` that may be searched (a list not walked keeps
     /// its count: not at seed times).
     fn walk(&self, at: Range<usize>, f: impl FnMut(usize, List) -> Result<()>) -> Result<()>;
@@ -461,7 +465,15 @@ struct Frontier<'a> {
     dst: usize,
     n_dst: u64,
     indptr: &'a Offsets,
+    /// Every batch's seed times with their time keys (`None` without the relation's key
+    /// bounds), the groups of batch `b` from `first[b]`: a group's key found once, not once
+    /// per list (a search of 65,536 bounds, whose last steps miss the cache).
+    groups: Vec<(i64, Option<u16>)>,
+    first: Vec<usize>,
 }
+
+/// Lists whose frontier keys [`Frontier::each`] reads together before making any of them.
+const KEYS_AHEAD: usize = 64;
 
 impl<'a> Frontier<'a> {
     fn new(
@@ -469,12 +481,20 @@ impl<'a> Frontier<'a> {
         outs: &'a [HeteroSample],
         (dst, n_dst): (usize, u64),
         indptr: &'a Offsets,
+        bounds: Option<&[i64]>,
     ) -> Self {
         let mut starts = Vec::with_capacity(states.len() + 1);
+        let mut first = Vec::with_capacity(states.len());
+        let mut groups = Vec::new();
         let mut n = 0;
         for st in states {
             starts.push(n);
             n += st.frontier[dst].len();
+            first.push(groups.len());
+            if st.groups.on {
+                let key = |t| bounds.and_then(|b| ringgnn_store::time_keys::key_of(b, t));
+                groups.extend(st.groups.times.iter().map(|&t| (t, key(t))));
+            }
         }
         starts.push(n);
         Frontier {
@@ -484,6 +504,8 @@ impl<'a> Frontier<'a> {
             dst,
             n_dst,
             indptr,
+            groups,
+            first,
         }
     }
 
@@ -511,12 +533,27 @@ impl Lists for Frontier<'_> {
         self.indptr.last().unwrap_or(0)
     }
 
-    fn list(&self, i: usize) -> List {
-        let b = self.starts.partition_point(|&s| s <= i) - 1;
-        let (st, key) = (&self.states[b], self.frontier(b).at(i - self.starts[b]));
-        match st.groups.on {
-            true => self.of(&st.groups, key),
-            false => (self.indptr.range(key as usize), i64::MAX),
+    fn each(&self, slice: &[u64], mut f: impl FnMut(u32, List, Option<u16>)) {
+        // The lists' frontier keys (each a cache miss: a slice's lists are in file order, not
+        // the frontier's) read a block at a time in one loop of independent loads, then each
+        // list made from its key.
+        let mut got = [(0u32, 0u64); KEYS_AHEAD];
+        for block in slice.chunks(KEYS_AHEAD) {
+            for (g, &o) in got.iter_mut().zip(block) {
+                let i = o as u32 as usize;
+                let b = self.starts.partition_point(|&s| s <= i) - 1;
+                *g = (b as u32, self.frontier(b).at(i - self.starts[b]));
+            }
+            for (&(b, key), &o) in got.iter().zip(block) {
+                let b = b as usize;
+                if !self.states[b].groups.on {
+                    f(o as u32, (self.indptr.range(key as usize), i64::MAX), None);
+                    continue;
+                }
+                let (g, v) = GroupKeys::split(key, self.n_dst);
+                let (t, j) = self.groups[self.first[b] + g as usize];
+                f(o as u32, (self.indptr.range(v as usize), t), j);
+            }
         }
     }
 
@@ -641,6 +678,10 @@ struct Probe {
     /// Whether the list lies in a dense region of the slice ([`Search::mark_dense`]): read
     /// whole in the first round, with the region's other lists, and cut in memory.
     dense: bool,
+    /// Over time keys, whether the probe also finds the list's count at `limit - 1` (its keys
+    /// on one page, read whole in the first round: both of its partition points from one
+    /// read, [`Search::load_keys`]), a second entry of `at` in the slice's cuts.
+    pair: bool,
     lo: u64,
     a: u64,
     b: u64,
@@ -954,13 +995,13 @@ impl Search {
     fn load(&mut self, slice: &[u64], lists: &impl Lists, (ta, tb, bisect): (i64, i64, bool)) {
         self.cuts.clear();
         self.live.clear();
-        self.live.extend(slice.iter().map(|&o| {
-            let at = o as u32;
-            let ((a, b), limit) = lists.list(at as usize);
-            Probe {
+        let live = &mut self.live;
+        lists.each(slice, |at, ((a, b), limit), _| {
+            live.push(Probe {
                 at,
                 bisect,
                 dense: false,
+                pair: false,
                 lo: a,
                 a,
                 b,
@@ -968,8 +1009,8 @@ impl Search {
                 ta,
                 tb,
                 limit,
-            }
-        }));
+            })
+        });
     }
 
     /// Search the lists of `live` to their ends, round by round, each round one
@@ -990,7 +1031,11 @@ impl Search {
             // Read in chunks of at most `CHUNK` entries, so the times held do not grow with the
             // frontier (a hop of a hyperbatch probes hundreds of thousands of lists).
             let Search {
-                live, runs, vals, ..
+                live,
+                runs,
+                vals,
+                cuts,
+                ..
             } = &mut *self;
             let mut rest = &mut live[..];
             while !rest.is_empty() {
@@ -1018,6 +1063,12 @@ impl Search {
                     let at = (base + s - runs[r].0) as usize;
                     let got = &vals[at..at + (e - s) as usize];
                     let k = got.partition_point(|&x| x as i64 <= l);
+                    if pr.pair {
+                        // The whole list read (its first round, on one page): its count at
+                        // the key below too.
+                        let below = got[..k].partition_point(|&x| (x as i64) < l);
+                        cuts.push((pr.at, below as u32));
+                    }
                     let j = s + k as u64;
                     if j > s {
                         pr.a = j;

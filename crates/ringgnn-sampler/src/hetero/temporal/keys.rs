@@ -4,8 +4,8 @@
 //! key `< j` are eligible and those of key `> j` are not; those of key `j` (a run, as each list
 //! is sorted by time) are undecided. So a list's count is found in two rounds of the one search
 //! ([`Search`]: slices, rounds, interpolation, the dense path): over the keys, the two partition
-//! points `#(key < j)` and `#(key <= j)` (two probes of the list, which mostly read the same
-//! page, read once); then, where they differ, over the times of that run alone (usually a page)
+//! points `#(key < j)` and `#(key <= j)` (one probe finding both where the list's keys are on
+//! one page, as most are, else two, which mostly read the same page, read once); then, where they differ, over the times of that run alone (usually a page)
 //! for its eligible entries. `None` (a time before every time of the file) counts none. The
 //! counts are the search over the times', exactly; only which pages are read differs.
 
@@ -22,6 +22,9 @@ use crate::{Error, Result};
 
 /// Keys of the entries before the first one's: the bounds header, read as entries of 2 bytes.
 const BASE: u64 = HEADER_BYTES / 2;
+
+/// Keys on a page.
+const PER_PAGE: u64 = ALIGN as u64 / 2;
 
 /// A relation's time keys read from disk: the bounds, in memory (512 KiB, shared by every
 /// sampler of a graph), and a reader of the keys.
@@ -108,15 +111,16 @@ pub(super) struct Keyed {
 impl Search {
     /// Its probes over the keys for the lists of `slice` (sort keys of `Cutter::cut_lists`): of
     /// list `k` of the slice, probes `k` at key limits `j - 1` and `j` (one, at `j`, where `j`
-    /// is 0: no key is below it; none where nothing is eligible).
+    /// is 0: no key is below it; one at `j` finding both where its keys are on one page, read
+    /// whole by the first round; none where nothing is eligible).
     pub(super) fn load_keys(&mut self, slice: &[u64], lists: &impl Lists, bounds: &[i64]) {
         self.cuts.clear();
         self.live.clear();
         self.keyed.clear();
-        for (k, &o) in slice.iter().enumerate() {
-            let at = o as u32;
-            let ((a, b), t) = lists.list(at as usize);
-            let j = key_of(bounds, t);
+        let (live, keyed) = (&mut self.live, &mut self.keyed);
+        let mut k = 0;
+        lists.each(slice, |at, ((a, b), t), j| {
+            debug_assert_eq!(j, key_of(bounds, t));
             let mut kd = Keyed {
                 at,
                 t,
@@ -126,10 +130,15 @@ impl Search {
                 n: 0,
             };
             if let Some(j) = j {
+                // Keys on one page are read whole by the first round, which finds both
+                // partition points at once: one probe, not two.
+                let one_page = (b + BASE - 1) / PER_PAGE == (a + BASE) / PER_PAGE;
+                let pair = a < b && one_page && j > 0;
                 let probe = |limit: u16| Probe {
                     at: k as u32,
                     bisect: false,
                     dense: false,
+                    pair,
                     lo: a + BASE,
                     a: a + BASE,
                     b: b + BASE,
@@ -139,13 +148,15 @@ impl Search {
                     limit: limit as i64,
                 };
                 match j.checked_sub(1) {
-                    Some(below) => self.live.push(probe(below)),
+                    Some(below) if !pair => live.push(probe(below)),
+                    Some(_) => {}
                     None => kd.n = 1,
                 }
-                self.live.push(probe(j));
+                live.push(probe(j));
             }
-            self.keyed.push(kd);
-        }
+            keyed.push(kd);
+            k += 1;
+        });
     }
 
     /// After the key round: each list's count where its two points agree (in `cuts`), else a
@@ -181,6 +192,7 @@ impl Search {
                 at: kd.at,
                 bisect: false,
                 dense: false,
+                pair: false,
                 lo: kd.lo,
                 a: kd.lo + below,
                 b: kd.lo + upto,
