@@ -1,9 +1,6 @@
-"""The ``blocks`` strategy of homogeneous layer-wise inference (``strategy="blocks"``): all
-sources of edge-bounded destination blocks gathered at once and the PyG layer called on them
-(hubs in chunks, combined exactly). It reads far more than the grid on graphs without locality
-and is kept as a second, independent implementation that the tests hold to the same answers.
-:class:`BlocksStrategy` is a part of :class:`ringgnn.inference.engine.LayerwiseInference` (its
-``graph``, ``ckpt``, ``net`` and ``dinv``); it imports PyTorch where it runs."""
+"""The ``blocks`` strategy (``strategy="blocks"``): all sources of edge-bounded
+destination blocks gathered and the PyG layer called on them (hubs in chunks, combined exactly);
+the second implementation the tests hold the grid to. Imports PyTorch."""
 
 from __future__ import annotations
 

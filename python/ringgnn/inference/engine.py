@@ -1,11 +1,8 @@
-"""The layer-wise inference engine, one for every graph (:class:`Engine`): every node's output of
-each layer of a trained model, exact (full neighborhoods, no sampling), with features and each
-layer's outputs on disk, computed as **units** (a layer's rows of one destination type) on the
-grid or by source partitions. A homogeneous run (:class:`LayerwiseInference`, its layers in
-:mod:`.layers`) is the case of one node type and one relation of a typed one
-(:class:`ringgnn.inference.hetero.HeteroLayerwise`); ``ringgnn.inference.run`` is its API. The
-design and the semantics (a full-batch PyG forward in eval mode): docs/INFERENCE.md.
-"""
+"""The layer-wise inference engine, one for every graph (:class:`Engine`): each layer's
+exact output of every node (full neighborhoods), computed as units (a layer's rows of one
+destination type) on the grid or by source partitions. A homogeneous run
+(:class:`LayerwiseInference`) is the one-type case of a typed one
+(:class:`ringgnn.inference.hetero.HeteroLayerwise`). docs/INFERENCE.md."""
 
 from __future__ import annotations
 
@@ -55,12 +52,9 @@ SCHEME_ENV = "RINGGNN_INFER_SCHEME"
 
 
 class Engine:
-    """What every layer-wise run shares (see the module's docstring): the options, the plan's
-    units and their destination blocks and windows, the scheme of each unit, the layer files
-    between layers and the counters. A kind sets :attr:`units` (``(layer, type)``; ``type`` None
-    for a homogeneous run), :attr:`memplan` (one entry per unit), :attr:`planned` and the sizes
-    given instead (``given_nodes``, ``given_piece``, ``given_window``), and computes a unit in
-    :meth:`_compute`."""
+    """What every layer-wise run shares: options, units and their blocks and windows, each
+    unit's scheme, the layer files and the counters. A kind sets :attr:`units`, :attr:`memplan`,
+    :attr:`planned` and the given sizes, and computes a unit in :meth:`_compute`."""
 
     units: List[Tuple[int, Optional[str]]]
     memplan: InferencePlan
@@ -92,13 +86,8 @@ class Engine:
     # -- the graph as of a time ---------------------------------------------------------------------
 
     def _as_of(self, ds: Any, graphs: Dict[Any, NeighborFile], at: Any) -> Dict[Any, NeighborFile]:
-        """``graphs`` (the CSCs the model reads) as of time ``at``, None: as they are (see
-        ``infer_graph``: edges not after ``at`` from nodes not newer than it; a node newer than
-        ``at`` still gets its output, from its own row and those edges, and sends no message),
-        written to a temporary directory beside the outputs that :meth:`close` removes, before
-        the plan measures what the process holds. :attr:`times` says which graph the outputs are
-        of on a dataset with times (the summary's ``at``: None for every edge, the present; and
-        ``as_of``: the edges kept and the nodes newer than ``at``)."""
+        """``graphs`` as of time ``at`` (None: as they are), written to a temporary
+        directory that :meth:`close` removes; :attr:`times` holds the summary's ``at`` and ``as_of``."""
         self.times = {"at": None} if ds.has_times else {}
         if at is None:
             return graphs
@@ -144,10 +133,8 @@ class Engine:
         return sz.block_bytes, sz.piece_units, min(FINISH_ROWS, sz.finish_rows)
 
     def _blocks(self, i: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
-        """Unit ``i``'s destination blocks ``a..b`` holding ``wanted`` nodes (None: all): the
-        plan's greedy cut of its offset index (``infer_plan.cut``: accumulators and edges within
-        the share; a node whose edges alone exceed it comes alone, its edges in windows), or
-        ``given_nodes`` each (tests)."""
+        """Unit ``i``'s destination blocks ``a..b`` holding ``wanted`` nodes (None:
+        all): the plan's cut of its offset index, or ``given_nodes`` each (tests)."""
         indptr, cost = self.memplan.indptrs[i], self.memplan.costs[i]
         n, share = len(indptr) - 1, self._sizes(i)[0]
         a = 0
@@ -159,17 +146,15 @@ class Engine:
             a = b
 
     def _windows(self, i: int, indptr: np.ndarray, a: int, b: int) -> Iterator[Tuple[int, int]]:
-        """Edge ranges of block ``a..b`` of a relation of unit ``i`` (offset index ``indptr``)
-        whose edges (the unit's ``per_edge`` bytes each) fit what the block's nodes leave of the
-        share: one range, but for hubs."""
+        """Edge ranges of block ``a..b`` (offset index ``indptr``) that fit what the
+        block's nodes leave of the share: one range, but for hubs."""
         lo, hi, step = self._window_span(i, indptr, a, b)
         for s0 in range(lo, hi, step):
             yield s0, min(int(indptr[b]), s0 + step)
 
     def _window_span(self, i: int, indptr: np.ndarray, a: int, b: int) -> Tuple[int, int, int]:
-        """(first edge, end, step) of block ``a..b``'s windows (:meth:`_windows`): a block
-        without edges is one window (:meth:`choose` counts them as sweeps); ``given_window`` edges
-        with sizes given (tests), the whole block where edges cost nothing (numpy's sums)."""
+        """(first edge, end, step) of block ``a..b``'s windows: ``given_window``
+        with sizes given, the whole block where edges cost nothing."""
         lo, hi = int(indptr[a]), int(indptr[b])
         cost = self.memplan.costs[i]
         if not self.planned:
@@ -183,11 +168,8 @@ class Engine:
     # -- the scheme of a unit ---------------------------------------------------------------------
 
     def choose(self, i: int, wanted: Optional[np.ndarray] = None) -> SchemeChoice:
-        """Unit ``i``'s scheme (``infer_plan.choose_scheme``): the grid's sweeps under the plan
-        against the source partitions' bytes. Units computed for some nodes only (``wanted``)
-        stay on the grid, which skips the blocks without them. The grid's blocks, sweeps and
-        ``W x`` once are those it will run (:meth:`_grid_run`, for ``wanted``), which the grid
-        then runs as chosen; the bytes of each are the kind's (:meth:`_scheme_bytes`)."""
+        """Unit ``i``'s scheme (``plan.choose_scheme``): the grid's sweeps against the
+        source partitions' bytes. Units for ``wanted`` nodes only stay on the grid."""
         indptr = self.memplan.indptrs[i]
         force = self._forced(i)
         if self.planned and force != "grid" and self.memplan.must_partition(i):
@@ -208,11 +190,8 @@ class Engine:
         return None if self.scheme == "auto" else self.scheme
 
     def _grid_run(self, i: int, wanted: Optional[np.ndarray]) -> Tuple[Tuple[Tuple[int, int], ...], int, bool]:
-        """(the destination blocks the grid runs for ``wanted`` nodes, their sweeps of the input,
-        whether they sum the layer's ``W x`` rows computed once): decided here only, from the
-        blocks that will run (:meth:`choose` costs them, the grid runs them). Planned, a block
-        sweeps once per window (as ``infer_plan.sweeps`` counts them); with sizes given (tests),
-        once per block."""
+        """(the grid's blocks for ``wanted`` nodes, their sweeps of the input, whether
+        they sum ``W x`` rows computed once): planned, one sweep per window; sizes given, per block."""
         indptr = self.memplan.indptrs[i]
         blocks = tuple(self._blocks(i, wanted))
         sweeps = sum(len(range(*self._window_span(i, indptr, a, b))) if self.planned else 1 for a, b in blocks)
@@ -223,15 +202,12 @@ class Engine:
         return False
 
     def _splits(self, i: int) -> bool:
-        """Whether unit ``i``'s aggregation can be split by source partitions: every Rust fold
-        (sums, GCN, maxima, GAT's online softmax: their partials merge exactly), not torch's nor
-        numpy's."""
+        """Whether unit ``i`` can run by source partitions: the Rust folds only."""
         return self.aggregate == "rust"
 
     def _part_sizes(self, i: int) -> Tuple[int, int, int]:
-        """(share of a window or merge block in bytes, rows of a piece, rows of a finishing
-        slice) of unit ``i`` in the partitioned scheme: the grid's block share and pieces; with
-        sizes given (tests), windows and merge blocks of ``given_nodes``."""
+        """(window or merge block share in bytes, piece rows, finishing slice rows)
+        of unit ``i`` by source partitions."""
         block, piece_rows, finish_rows = self._sizes(i)
         if not self.planned:
             block = self.given_nodes * self._given_node_bytes(i)
@@ -240,10 +216,9 @@ class Engine:
     # -- running units ------------------------------------------------------------------------------
 
     def check(self, upto: int, units: Sequence[int], wanted: Optional[np.ndarray]) -> None:
-        """Refuse, before anything is read or written, a budget under which some of ``units``
-        (layers ``1..upto``) can run neither on the grid nor by source partitions
-        (``InferencePlan.check``), and put the plan's numbers and each unit's scheme
-        (:meth:`choose`; layer ``upto``'s for the ``wanted`` nodes) in :attr:`plan`."""
+        """Refuse, before anything is read or written, a budget under which some of
+        ``units`` runs neither on the grid nor by source partitions; put the plan and each unit's scheme
+        in :attr:`plan`."""
         if self.planned:
             self.memplan.check(units, grid_only=self.scheme == "grid" or not all(self._splits(i) for i in units))
             grid = self.memplan.describe(units)
@@ -254,11 +229,10 @@ class Engine:
 
     def _run_units(self, upto: int, units: Sequence[int], prev: Dict[Optional[str], Any], scratch: str,
                    emit: Callable[[int, np.ndarray], None], wanted: Optional[np.ndarray], activate_last: bool) -> None:
-        """Layers ``1..upto`` of ``units`` (in layer order) from the input readers ``prev`` (one
-        per type): each unit before layer ``upto`` written to a layer file in ``scratch``
-        (``hidden_dtype`` rows) and read by the next layer; layer ``upto``'s rows go to
-        ``emit(first_node, rows)`` (only the blocks holding ``wanted`` nodes), activated as the
-        next layer would see them where ``activate_last``. ``keep`` keeps the layer files."""
+        """Layers ``1..upto`` of ``units`` from the input readers ``prev`` (per
+        type): each layer before ``upto`` written to a layer file in ``scratch`` (``keep``: kept);
+        layer ``upto``'s rows go to ``emit(first_node, rows)`` (blocks holding ``wanted`` nodes),
+        activated where ``activate_last``."""
         files: List[str] = []
         for layer in range(1, upto + 1):
             cur: Dict[Optional[str], Any] = {}
@@ -281,10 +255,8 @@ class Engine:
 
     def compute(self, i: int, prev: Dict[Optional[str], Any], writer: Callable[[int, np.ndarray], None],
                 wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
-        """Unit ``i`` from the previous layer's readers ``prev`` (the kind's :meth:`_compute`),
-        and its counters in ``stats``: seconds, CPU seconds, bytes of the neighbor files and of
-        the rows read, the phases' seconds (``start``: GAT's destination logits and self loops;
-        the Rust aggregation's own phases, see FeatureReader.aggregate; ``finish``...)."""
+        """Unit ``i`` from the readers ``prev`` (:meth:`_compute`), its seconds, CPU
+        seconds, bytes read and phases' seconds counted in ``stats``."""
         layer, t = self.units[i]
         t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
@@ -323,9 +295,9 @@ class Engine:
 
 
 class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
-    """Every node's output of each layer of ``ckpt``'s model on ``ds`` (as of time ``at``:
-    :meth:`Engine._as_of`), layer by layer, within ``memory`` bytes; :meth:`run` hands the rows
-    of the layer asked for to a callback; :meth:`close` removes what ``at`` wrote."""
+    """Each layer's output of ``ckpt``'s model on ``ds`` (as of time ``at``)
+    within ``memory`` bytes; :meth:`run` hands rows to a callback, :meth:`close` removes what ``at``
+    wrote."""
 
     def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
@@ -419,9 +391,9 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
 
     def run(self, upto: Optional[int] = None, wanted: Optional[np.ndarray] = None,
             emit: Optional[Callable[[int, np.ndarray], None]] = None, activate_last: bool = False) -> None:
-        """Layers ``1..upto`` (default: all). Layers before ``upto`` are written to temporary
-        files; layer ``upto``'s rows go to ``emit(first_node, rows)`` (only the blocks holding
-        ``wanted`` nodes); ``activate_last`` applies the between-layer activation to them."""
+        """Layers ``1..upto`` (default: all); layer ``upto``'s rows go to
+        ``emit(first_node, rows)`` (blocks holding ``wanted`` nodes), activated where
+        ``activate_last``."""
         L = self.num_layers
         upto = L if upto is None else upto
         if not 1 <= upto <= L:

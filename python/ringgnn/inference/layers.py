@@ -1,11 +1,6 @@
-"""The layers of a homogeneous run's model on the engine (``ringgnn.inference.engine``):
-GraphSAGE (mean or max), GCN and GAT as the grid folds and finishes them. :class:`GnnLayers` is a
-part of :class:`ringgnn.inference.engine.LayerwiseInference`: what a layer costs the plan, its
-fold as the Rust core takes it (``fold_args``), GAT's destination logits and self loops at a
-block's start, a narrowing layer's ``W x`` computed once (:meth:`GnnLayers._pretransform`), the
-grid's sweep of a layer's destination blocks and their finishing (``infer_finish``), and the
-layer as the source partitions take it (:meth:`GnnLayers.step`). A unit of the engine is a layer
-here (index ``k``, from 0)."""
+"""The layers of a homogeneous run on the engine: GraphSAGE (mean or max), GCN and GAT as
+the grid folds and finishes them (:class:`GnnLayers`, a part of
+:class:`ringgnn.inference.engine.LayerwiseInference`; a unit here is a layer ``k``, from 0)."""
 
 from __future__ import annotations
 
@@ -42,11 +37,9 @@ class GnnLayers:
         return (1.0 / np.sqrt(deg + 1.0)).astype(np.float32)
 
     def _layer_cost(self, k: int) -> LayerCost:
-        """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
-        per destination node (accumulators; ``DEST_BYTES`` of bookkeeping: the Rust core's offsets,
-        cursors and next positions), per piece unit (a distinct source row as the Rust core holds it, or an edge of
-        torch's piece: its row, message and indices), per row of a finishing slice (its input
-        row, the aggregate's slice and the layer's temporaries, the writer's copies)."""
+        """What layer ``k`` costs on the grid: bytes per destination node
+        (accumulators and ``DEST_BYTES``), per piece unit (a distinct source row for Rust, an edge for
+        torch), per finishing row."""
         layer, d_in, d_out = self.dense.layers[k], self.widths[k], self.widths[k + 1]
         rust = self.aggregate == "rust"
         if self.ckpt.kind == "gat":
@@ -72,17 +65,14 @@ class GnnLayers:
         return LayerCost(4 * acc + DEST_BYTES, piece, finish, per_edge, window)
 
     def _narrow(self, k: int) -> bool:
-        """Whether GraphSAGE/GCN layer ``k`` aggregates its sources after their weights: when its
-        output is narrower than its input, the sum of ``W x`` is the smaller aggregate (the
-        weights are linear, so the result is the same; a maximum is not linear, so not for
-        ``aggr="max"``)."""
+        """Whether GraphSAGE/GCN layer ``k`` sums ``W x`` rather than ``x``: its
+        output is narrower and its aggregation linear (not ``max``)."""
         return (self.ckpt.kind in ("sage", "gcn") and self._aggr(k) != "max"
                 and self.widths[k + 1] < self.widths[k])
 
     def _aggr(self, k: int) -> str:
-        """Layer ``k``'s neighbor aggregation: ``mean`` or ``max`` for GraphSAGE (ringgnn's
-        models use ``mean``; a ``SAGEConv(aggr="max")`` of another model runs too), else ``sum``
-        (GCN) or ``softmax`` (GAT)."""
+        """Layer ``k``'s aggregation: ``mean`` or ``max`` (GraphSAGE), ``sum`` (GCN)
+        or ``softmax`` (GAT); another GraphSAGE aggregation is an :class:`InputError`."""
         kind = self.ckpt.kind
         if kind != "sage":
             return "sum" if kind == "gcn" else "softmax"
@@ -96,9 +86,8 @@ class GnnLayers:
         return self.widths[k + 1] if self._narrow(k) else self.widths[k]
 
     def _part_acc_bytes(self, k: int) -> int:
-        """Bytes of a partial aggregate's row in the partitioned scheme: the fold's accumulator
-        row (GAT's: messages, running maxima, sums of exponentials, and the destination logits
-        gathered for a window's destinations)."""
+        """Bytes of a partial aggregate's row by source partitions (GAT's:
+        messages, maxima, sums and destination logits)."""
         layer = self.dense.layers[k]
         if self.ckpt.kind == "gat":
             return 4 * (layer.heads * layer.channels + 3 * layer.heads)
@@ -109,11 +98,9 @@ class GnnLayers:
         return 4 * self._acc_width(k) + 64
 
     def _scheme_bytes(self, k: int, pretransform: bool) -> Dict[str, Any]:
-        """Layer ``k``'s bytes as ``infer_plan.choose_scheme`` weighs them: its input file (layer
-        1 reads the feature file, taken as float32 rows; later ones the hidden layers' files as
-        stored, ``hidden_dtype``: 2 bytes a value for bf16/f16), an accumulator row, GAT's
-        destination logits (a pass over the input, a file of them), and where the grid sweeps
-        ``W x`` rows computed once, the input once, those rows written, then swept."""
+        """Layer ``k``'s bytes as ``plan.choose_scheme`` weighs them: its
+        input file as stored, an accumulator row, GAT's destination logits, and the ``W x`` rows'
+        bytes where the grid sweeps them."""
         n = self.graph.num_nodes
         row, per_page = _layout(self.widths[k], 4 if k == 0 or self.hidden_dtype == "f32" else 2)
         input_bytes = n * row if per_page == 0 else -(-n // per_page) * PAGE
@@ -133,14 +120,10 @@ class GnnLayers:
     def grid_layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
                    wanted: Optional[np.ndarray] = None, activate: bool = True,
                    choice: Optional[SchemeChoice] = None) -> Dict[str, int]:
-        """Layer ``k`` on the grid: for each destination block, its in-edges sorted by source,
-        swept in pieces in file order (each piece's source rows gathered once, so a block reads
-        the input file at most once, in order), aggregated into the block's accumulators; then
-        the layer's own weights turn the aggregates into outputs. Where the layer narrows and
-        several blocks sweep its input, the blocks sweep its ``W x`` rows instead, computed once
-        (:meth:`_pretransform`). ``choice``: the grid's blocks and that decision, as
-        :meth:`choose` made them (default: made now for ``wanted``). Returns the bytes written to
-        and read from that temporary file (``temp_written``, ``temp_read``)."""
+        """Layer ``k`` on the grid: each destination block's in-edges swept in
+        pieces in file order into its accumulators, then finished by the layer's weights (a narrowing
+        layer's blocks sweep its ``W x`` rows computed once where :meth:`choose` said so). Returns the
+        bytes written to and read from that temporary file."""
         _, piece_edges, finish_rows = self._sizes(k)
         if choice is None or choice.scheme != "grid":
             blocks, sweeps, pretransform = self._grid_run(k, wanted)
@@ -169,22 +152,14 @@ class GnnLayers:
         return io
 
     def _pretransforms(self, k: int, blocks: int) -> bool:
-        """Whether layer ``k``'s blocks sweep its ``W x`` rows, computed once, rather than its
-        input rows, each block applying ``W`` to every source again: where the Rust core sums a
-        narrowing layer (GraphSAGE's mean, GCN) in more than one block. The rows, float32 and
-        narrower than the input, are the same values the blocks would compute (``W x`` of each
-        row, no bias), so the results are those of the per-piece transform; ``blocks - 1``
-        products over the sources are saved, each sweep reads fewer bytes (:meth:`choose` counts
-        them the same way), and the narrower pieces are fewer, with no callback into Python for
-        each. With one block it would save no product and move the file's bytes on top (measured
-        on the 1M-node graph after one BLAS thread: 2.8-2.9 CPU seconds against 2.8-3.5, 0.5 GB
-        more; ``docs/benchmarks.md``), so it is not done there."""
+        """Whether layer ``k``'s blocks sweep ``W x`` rows computed once: a
+        narrowing layer summed by Rust in more than one block (with one block it saves no product and
+        moves more bytes; ``docs/benchmarks.md``)."""
         return self.aggregate == "rust" and self._narrow(k) and blocks > 1
 
     def _pretransform(self, k: int, reader: Any, path: str) -> Tuple[Any, str]:
-        """Every node's ``W x`` (layer ``k``'s weight on its input rows, no bias) to ``path``,
-        float32 rows in the feature-file layout, read in order a finishing slice at a time;
-        returns a reader of it and the path."""
+        """Every node's ``W x`` (no bias) as float32 rows at ``path``;
+        returns (a reader of it, the path)."""
         n, width, rows = self.graph.num_nodes, self.widths[k + 1], self._sizes(k)[2]
         transform = self.dense.transform(k)  # the very product the pieces would get
         # Read ahead and computed on all cores, written in order (``infer_finish``).
@@ -238,12 +213,8 @@ class GnnLayers:
 
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int,
                   transformed: bool = False) -> None:
-        """Block ``a..b``'s aggregates by the Rust core (``FeatureReader.aggregate``: the
-        neighbor lists read, the distinct sources read in file order ``piece_rows`` at a time with
-        the next piece read ahead, folded in on all threads, the GIL released but while the
-        layer's weight is applied to a piece), a window of in-edges at a time (one but for hubs).
-        The folds are those of :meth:`_grid_add`: sums of the rows (or of ``W x`` where the layer
-        narrows), GCN's weighted sums, maxima, GAT's online softmax over ``lin(x)``."""
+        """Block ``a..b``'s aggregates by the Rust core
+        (:func:`~ringgnn.inference.graph.fold_windows`), a piece's product on all cores."""
         kw = self.fold_args(k, transformed)
         if kw["fold"] == "softmax":
             kw["a_dst"] = st["a_dst"]
@@ -255,11 +226,9 @@ class GnnLayers:
                          self._phases, **kw)
 
     def fold_args(self, k: int, transformed: bool = False) -> Dict[str, Any]:
-        """Layer ``k``'s fold as the Rust core takes it (``FeatureReader.aggregate`` and
-        ``partials``): ``fold`` (``sum`` for GraphSAGE's mean, ``gcn``, ``max``, ``softmax``),
-        GCN's ``dinv``; where a GraphSAGE or GCN layer narrows, ``W x`` of each piece (unless
-        ``transformed``: the rows are ``W x`` already); for GAT, ``lin(x)`` and the source logits
-        of each piece (its destination logits are the caller's)."""
+        """Layer ``k``'s fold as the Rust core takes it: ``fold``, GCN's ``dinv``,
+        a narrowing layer's ``W x`` of each piece (unless ``transformed``), GAT's ``lin(x)`` and source
+        logits."""
         layer, aggr = self.dense.layers[k], self._aggr(k)
         kw: Dict[str, Any] = dict(fold={"mean": "sum", "sum": "gcn"}.get(aggr, aggr))
         if aggr == "sum":  # GCN's
@@ -281,11 +250,9 @@ class GnnLayers:
                          self.xp.up, self.xp.down, self.finish_workers, self.overlap, self._phases, self._done)
 
     def _grid_start(self, k: int, a: int, b: int, reader: Any) -> Dict[str, Any]:
-        """The accumulators of destinations ``a..b``. For GAT also their destination logits,
-        from their rows read a slice at a time, and the self loop each node gets, folded in
-        first (a softmax does not depend on the order of its terms: the loop's logit starts the
-        running maximum, with weight 1), so that finishing the block needs neither its rows
-        again nor their transform."""
+        """The accumulators of destinations ``a..b``; for GAT also their
+        destination logits and their self loops folded in first (a softmax does not depend on the
+        order of its terms), so that finishing needs neither their rows again nor their transform."""
         layer, n = self.dense.layers[k], b - a
         if self.ckpt.kind == "gat":
             H, C = layer.heads, layer.channels
@@ -314,9 +281,8 @@ class GnnLayers:
         return dict(acc=np.zeros((n, self._acc_width(k)), dtype=np.float32))
 
     def _grid_finish(self, k: int, st: Dict[str, Any], a: int, b: int, x_dst: Any) -> Any:
-        """The layer's outputs of destinations ``a..b`` from their aggregates (on the dense
-        parts' arrays): the same arithmetic as the PyG layer's forward
-        (:meth:`ringgnn.models.dense.DenseNet.finish`; tests check it against PyG)."""
+        """The outputs of destinations ``a..b`` from their aggregates
+        (:meth:`ringgnn.models.dense.DenseNet.finish`)."""
         kind = self.ckpt.kind
         deg = np.diff(self.graph.indptr[a:b + 1]) if kind == "sage" else None
         dinv = self.dinv[a:b] if kind == "gcn" else None

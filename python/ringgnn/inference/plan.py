@@ -1,7 +1,6 @@
-"""The memory plan of layer-wise inference: the one place that decides, from ``--memory``, how large
-the grid's destination blocks, its pieces and its finishing slices are, when a unit runs by source
-partitions (:func:`choose_scheme`), and which budgets are refused, with the smallest that runs
-(docs/INFERENCE.md "Sizes from the budget")."""
+"""The memory plan of layer-wise inference: from ``--memory``, the sizes of the grid's
+blocks, pieces and finishing slices, when a unit runs by source partitions
+(:func:`choose_scheme`), and which budgets are refused (docs/INFERENCE.md "Sizes from the budget")."""
 
 from __future__ import annotations
 
@@ -56,9 +55,8 @@ TORCH_RUNTIME_BYTES = 384 << 20
 
 
 def check_runtime(budget: Optional[int], torch: bool = False) -> None:
-    """Refuse at once (before anything is loaded, and PyTorch imported where ``torch``) a budget
-    that the runtime alone would exceed, with the least that could run; the exact minimum for the
-    graph and the model comes from :meth:`InferencePlan.check` once they are loaded."""
+    """Refuse at once a budget the runtime alone would exceed (PyTorch counted where
+    ``torch``), naming the least that could run."""
     runtime = TORCH_RUNTIME_BYTES if torch else RUNTIME_BYTES
     least = runtime + (CODE_BYTES if torch else _options.CODE_BYTES_NO_TORCH) + FIXED_BYTES + WRITE_BYTES
     if budget is not None and budget < least:
@@ -87,9 +85,8 @@ def release_freed() -> None:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """What one layer of the grid costs: bytes per destination node of a block (accumulators and
-    bookkeeping), per piece unit (a distinct source row for the Rust sums, an edge for torch's),
-    per row of a finishing slice."""
+    """What one layer of the grid costs in bytes: per destination node, per piece unit,
+    per finishing row, per in-edge and per partitioned window edge."""
 
     per_node: int
     per_unit: int
@@ -112,9 +109,8 @@ class LayerSizes:
 
 
 def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int = KEY_PEAK) -> int:
-    """The end ``b`` of the destination block starting at ``a``: the largest ``b`` with
-    ``(b - a) * per_node + (indptr[b] - indptr[a]) * per_edge`` within ``share`` (at least
-    ``a + 1``: a node whose edges alone exceed it comes alone, its edges in windows)."""
+    """The largest ``b`` with ``(b - a) * per_node + (indptr[b] - indptr[a]) * per_edge``
+    within ``share`` (at least ``a + 1``: a hub comes alone)."""
     n = len(indptr) - 1
     lo, hi = a + 1, n
     base = int(indptr[a])
@@ -154,12 +150,9 @@ def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS
 
 
 class InferencePlan:
-    """The budget split of one inference run (see the module's docstring). ``costs`` gives each
-    layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead),
-    and ``finish_in_flight`` finishing slices (``infer_finish.slices_in_flight``). ``indptr``:
-    the offset index every layer's destinations are cut by, or one per layer (a heterogeneous
-    run's layers are its (layer, destination type) pairs, each cut by the in-degrees over the
-    relations into that type: ``hetero_infer``)."""
+    """The budget split of one run: ``costs`` a :class:`LayerCost` per unit,
+    ``indptr`` one offset index or one per unit; ``in_flight`` pieces and ``finish_in_flight``
+    finishing slices held at once."""
 
     def __init__(self, budget: Optional[int], indptr: Union[np.ndarray, Sequence[np.ndarray]],
                  costs: Sequence[LayerCost], in_flight: int, held: Optional[int] = None, extra: int = 0,
@@ -203,9 +196,8 @@ class InferencePlan:
         return max([self.finish_in_flight * MIN_ROWS * c.per_finish_row for c in self.costs] or [0])
 
     def least_partition_block(self, k: int) -> Optional[int]:
-        """The least block share under which the partitioned scheme runs layer ``k``: windows of
-        ``share // per_window_edge`` edges, at most :data:`MAX_PARTS` of them (None: the layer
-        cannot be split by source)."""
+        """The least block share under which unit ``k`` runs by
+        source partitions (at most :data:`MAX_PARTS` windows); None: it cannot be split."""
         c = self.costs[k]
         if c.per_window_edge <= 0:
             return None
@@ -220,24 +212,20 @@ class InferencePlan:
         return grid if part is None else min(grid, part)
 
     def least_budget(self, layers: Sequence[int], grid_only: bool = False) -> int:
-        """The smallest budget under which each of ``layers`` runs: its blocks sweep its input at
-        most :data:`MAX_SWEEPS` times, or (unless ``grid_only``) its source partitions fit, with
-        the smallest pieces and finishing slices."""
+        """The smallest budget under which each of ``layers`` runs on the
+        grid within :data:`MAX_SWEEPS` sweeps or (unless ``grid_only``) by source partitions."""
         need = max([self._least_block(k, grid_only) for k in layers] or [0])
         need += self._least_pieces() + self._least_finish()  # as __init__ takes them off
         return self.fixed + int(need / (1 - SLACK)) + 2  # share = (budget - fixed) * (1 - SLACK)
 
     def must_partition(self, k: int) -> bool:
-        """Whether layer ``k``'s blocks would sweep its input more than :data:`MAX_SWEEPS` times
-        under this budget, so that it runs by source partitions (:meth:`check` has made sure
-        they fit)."""
+        """Whether unit ``k``'s blocks would sweep its input more than
+        :data:`MAX_SWEEPS` times under this budget."""
         return self.sizes(k).sweeps > MAX_SWEEPS
 
     def check(self, layers: Sequence[int], grid_only: bool = False) -> None:
-        """Refuse, naming the smallest budget that runs, a budget under which some of ``layers``
-        can run neither on the grid (more than :data:`MAX_SWEEPS` sweeps of its input) nor, unless
-        ``grid_only`` (the grid forced, or sums in torch), by source partitions (more than
-        :data:`MAX_PARTS` windows)."""
+        """Refuse, naming the smallest budget that runs, a budget under which some
+        of ``layers`` runs neither on the grid nor (unless ``grid_only``) by source partitions."""
         least = self.least_budget(layers, grid_only)
         if self.budget < least:
             if self.defaulted:  # a memory cgroup too small: named, with the least limit that runs
@@ -288,9 +276,8 @@ PART_NODE = 36
 
 
 def window_edge_bytes(acc_bytes: int) -> int:
-    """Bytes an edge of a partitioned window takes with its destination's accumulator row of
-    ``acc_bytes`` (each edge reaches at most one destination): the one rule the plan and
-    :func:`choose_scheme` share."""
+    """Bytes a partitioned window's edge takes with its destination's
+    ``acc_bytes`` accumulator row (an edge reaches at most one destination)."""
     return acc_bytes + PART_NODE + PART_EDGE
 
 
@@ -302,15 +289,10 @@ def bucket_edge_bytes(id_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class SchemeChoice:
-    """How layer ``k`` aggregates: ``grid`` (destination blocks, each sweeping the input) or
-    ``partitioned`` (source partitions, each read once, their partial sums spilled and merged),
-    with both costs in bytes read plus written (``partitioned_bytes`` None: not possible, ``why``).
-    ``parts``/``window_edges``: the partitioned scheme's partitions and the most edges one of its
-    windows (a Rust aggregation call) takes. ``sweeps``: the grid's sweeps of the input, counted
-    on the destination blocks it would run (``blocks``, filled in by
-    ``LayerwiseInference.choose``), and ``pretransform``: whether those blocks sum the layer's
-    ``W x`` rows computed once (decided there, from those blocks, and taken as it is by the
-    grid: ``LayerwiseInference.grid_layer``)."""
+    """How unit ``k`` aggregates: ``grid`` or ``partitioned``, with both costs in
+    bytes read plus written (``partitioned_bytes`` None: not possible, ``why``); the partitions and
+    window edges, the grid's ``sweeps`` over its ``blocks`` and whether they sum ``W x`` rows
+    computed once (``pretransform``)."""
 
     scheme: str
     grid_bytes: int
@@ -339,9 +321,8 @@ def _mb(n: Optional[int]) -> str:
 
 
 def reached(degree_counts: np.ndarray, fraction: float) -> float:
-    """The expected number of destinations with an in-edge from a source partition holding
-    ``fraction`` of the nodes, on a graph whose sources are spread at random (``degree_counts[d]``:
-    how many destinations have in-degree ``d``): ``sum_v 1 - (1 - fraction) ** deg(v)``."""
+    """Expected destinations with an in-edge from a source partition holding ``fraction``
+    of the nodes, sources spread at random: ``sum_v 1 - (1 - fraction) ** deg(v)``."""
     d = np.arange(len(degree_counts), dtype=np.float64)
     return float(np.sum(degree_counts * (1.0 - (1.0 - fraction) ** d)))
 
@@ -350,25 +331,16 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
                   id_bytes: int, splits: bool, force: Optional[str] = None, parts: Optional[int] = None,
                   degree_counts: Optional[np.ndarray] = None, extra_bytes: int = 0, once_bytes: int = 0,
                   sweep_bytes: Optional[int] = None) -> SchemeChoice:
-    """The scheme of one layer that reads and writes fewer bytes (ties: the grid), from its
-    graph (``indptr``), the grid's ``sweeps`` under this budget, the ``share`` of the budget a
-    window may take, the layer's input file size, an accumulator row's bytes and the neighbor
-    file's id width.
+    """The scheme of one unit that reads and writes fewer bytes (ties: the grid).
 
-    - grid: the input file once per destination block (or, where the grid sweeps a narrowing
-      layer's ``W x`` rows, ``once_bytes`` and ``sweep_bytes`` per block), plus the neighbor file;
-    - partitioned: the input file once (a window reads its partition's rows it needs, in file
-      order), the neighbor file once, every edge bucketed by source partition (written and read:
-      :func:`bucket_edge_bytes`), every window's partial aggregates of the destinations it reaches
-      (an id and an accumulator row each) written and read back by the merge, and
-      ``extra_bytes`` (GAT's destination logits of every node, computed in a pass of their own).
-      A window holds at most ``share // window_edge_bytes(acc_bytes)`` edges (each reaches at
-      most one destination); the partitions are as many as the windows that makes, so that one
-      window reads each partition's rows once, at most :data:`MAX_PARTS`.
+    - grid: the input once per destination block (or ``once_bytes`` and ``sweep_bytes`` per block
+      where it sweeps ``W x`` rows), plus the neighbor file;
+    - partitioned: the input and neighbor file once, every edge bucketed
+      (:func:`bucket_edge_bytes`), every window's partials written and read back, ``extra_bytes``;
+      windows of at most ``share // window_edge_bytes(acc_bytes)`` edges, at most
+      :data:`MAX_PARTS` partitions.
 
-    ``splits``: whether the layer's aggregation can be split by source (every Rust fold: sums,
-    GCN, maxima and GAT's online softmax, whose partials are merged exactly; not the torch
-    aggregation). ``force`` (``grid``/``partitioned``) and ``parts`` override the choice."""
+    ``splits``: whether the fold can be split by source. ``force`` and ``parts`` override."""
     edges = int(indptr[-1]) if len(indptr) else 0
     grid = once_bytes + sweeps * (input_bytes if sweep_bytes is None else sweep_bytes) + edges * id_bytes
     window = max(1, share // window_edge_bytes(acc_bytes))

@@ -1,9 +1,7 @@
-"""Checkpoints: the ``.pt`` files of a run directory (``last.pt``, ``best.pt``), written whole by
-``ringgnn train`` under a locked temporary name (a killed run leaves the previous one), read by
-inference, serving and ``--resume`` (its checks of what defines a run); read without PyTorch
-(``arrays=True``, ``ringgnn.models.torchfile``), a :class:`Checkpoint` holds the model's dense
-parts and builds the PyG model only when asked (:meth:`Checkpoint.module`).
-"""
+"""Checkpoints: a run directory's ``last.pt`` and ``best.pt``, written whole under a
+locked temporary name by ``ringgnn train``, read by inference, serving and ``--resume``; read
+without PyTorch (``arrays=True``) a :class:`Checkpoint` holds the dense parts and builds the PyG
+model only when asked."""
 
 from __future__ import annotations
 
@@ -37,12 +35,9 @@ RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": N
 
 @dataclass
 class Checkpoint:
-    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU): ``net`` is the
-    encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows.
-    Read without PyTorch (:func:`read_checkpoint` with ``arrays=True``), ``net`` is None,
-    ``arrays`` holds the encoder's dense parts (``ringgnn.models.dense.DenseNet``) and ``decoder``
-    a link run's decoder on numpy arrays (``ringgnn.models.dense.DenseDecoder``); :meth:`module` builds the
-    PyG encoder from them when asked."""
+    """A run's model for inference (eval mode, CPU): ``net`` the encoder, a link run's
+    ``decoder``. Read without PyTorch, ``net`` is None, ``arrays`` holds the encoder's
+    ``DenseNet`` and ``decoder`` a ``DenseDecoder``; :meth:`module` builds the PyG encoder."""
 
     net: Any
     kind: str
@@ -85,10 +80,9 @@ class Checkpoint:
 
 
 def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -> Tuple[str, Dict[str, Any]]:
-    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
-    directory that holds no run or a file that is not a checkpoint. ``arrays``: read without
-    PyTorch, the tensors as numpy arrays (``ringgnn.models.torchfile``), for inference: without the
-    optimizer's state (never read: with Adam, twice the model's bytes)."""
+    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear
+    error for a directory without a run or a file that is not a checkpoint. ``arrays``: read without
+    PyTorch, tensors as numpy arrays, the optimizer's state skipped."""
     path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
@@ -98,8 +92,7 @@ def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -
 
 def _load(path: str, advice: Optional[str] = None) -> Any:
     """``torch.load`` of a checkpoint (tensors and plain values only); a file that is not one
-    (empty, truncated, random bytes, another pickle) is an :class:`InputError` naming it, saying
-    what it is and ``advice`` (what to do)."""
+    is an :class:`InputError` naming it, what it is and ``advice``."""
     import torch
 
     with os_errors("reading the checkpoint", path), open(path, "rb"):
@@ -125,11 +118,9 @@ def is_hetero_link_run(read: Tuple[str, Dict[str, Any]]) -> bool:
 
 def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
                     read: Optional[Tuple[str, Dict[str, Any]]] = None) -> Checkpoint:
-    """The model of ``run_dir`` (``best.pt``, else ``last.pt``; or ``read``, what
-    :func:`read_checkpoint` returned) for ``ds``, with clear errors for a directory that holds
-    no run or a model that does not fit the dataset. A checkpoint read as numpy arrays
-    (``arrays=True``) gives a :class:`Checkpoint` without PyTorch (its dense parts checked against
-    the model's keys and shapes)."""
+    """The model of ``run_dir`` (or ``read``, :func:`read_checkpoint`'s answer)
+    for ``ds``, with clear errors for a missing run or a model that does not fit the dataset; read as
+    arrays, a :class:`Checkpoint` without PyTorch."""
     path, state = read if read is not None else read_checkpoint(run_dir, what)
     args = state.get("args", {})
     if args.get("hetero"):
@@ -198,10 +189,9 @@ def write_json(obj: Any, path: str) -> None:
 
 
 def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]], out: str) -> Tuple[int, List[Dict[str, Any]]]:
-    """Load a resumed checkpoint (:func:`open_run`'s answer, ``out``'s ``last.pt``) into the model,
-    the optimizer and PyTorch's generator; (first epoch to run, the epochs' rows so far):
-    ``(0, [])`` without one. A checkpoint whose tensors do not fit the model built for this
-    dataset is refused naming the file and the first tensor that differs."""
+    """Load a resumed checkpoint (``out``'s ``last.pt``) into the model, the optimizer and
+    PyTorch's generator; returns (first epoch to run, the epochs' rows so far), ``(0, [])``
+    without one. Tensors that do not fit are refused naming the first that differs."""
     if resumed is None:
         return 0, []
     import torch
@@ -248,11 +238,9 @@ def _short(value: Any, most: int = 80) -> str:
 
 @contextlib.contextmanager
 def run_directory(out: str, owner: bool = True) -> Iterator[None]:
-    """The run directory over one training call: a directory the call creates (``out`` and the
-    parents it lacked, when ``owner``: rank 0) and leaves without a ``last.pt`` (it failed or was
-    interrupted before its first epoch ended) is removed when the call raises, so that a failed
-    run leaves nothing; a directory that existed before, or that holds a checkpoint ``--resume``
-    can continue from, is left as it is."""
+    """The run directory over one training call: one the call creates (``owner``:
+    rank 0) and leaves without a ``last.pt`` is removed when the call raises; one that existed
+    before or holds a checkpoint is left as it is."""
     created: List[str] = []
     path = os.path.abspath(out)
     while owner and not os.path.lexists(path):

@@ -1,9 +1,8 @@
 """The dense parts of layer-wise inference (:class:`DenseNet`, :class:`DenseLayer`,
-:class:`DenseDecoder`): each layer's weights and the arithmetic of its PyG forward around the
-neighbor aggregation (which is the Rust core's), written once on the operators numpy arrays
-(:class:`Numpy`: the CPU, no PyTorch imported) and torch tensors (:class:`Torch`: ``--device
-cuda``) share; made from a PyG model (:func:`from_module`) or from a checkpoint's state dict read
-without PyTorch (:func:`from_state`), checked key by key and shape by shape (:func:`check_state`)."""
+:class:`DenseDecoder`): each layer's weights and its PyG forward's arithmetic around the
+aggregation, written once for numpy (:class:`Numpy`) and torch tensors (:class:`Torch`, ``--device
+cuda``); made from a PyG model (:func:`from_module`) or a state dict read without PyTorch
+(:func:`from_state`, checked by :func:`check_state`)."""
 
 from __future__ import annotations
 
@@ -83,10 +82,9 @@ def backend(device: str) -> Any:
 
 @dataclass(frozen=True)
 class DenseLayer:
-    """One convolution's weights and configuration. ``weight``: ``lin_l`` (GraphSAGE), ``lin``
-    (GCN) or GAT's source ``lin``, ``[out, in]``; ``bias``: ``lin_l``'s (GraphSAGE) or the
-    layer's; ``root``: GraphSAGE's ``lin_r`` (None without ``root_weight``); GAT's ``dst_weight``
-    (the same array when ``lin`` is shared), ``att_src``/``att_dst`` ``[heads, channels]``."""
+    """One convolution's weights (``[out, in]``) and configuration: ``weight`` is
+    ``lin_l`` (GraphSAGE), ``lin`` (GCN) or GAT's source ``lin``; ``root`` GraphSAGE's ``lin_r``;
+    GAT's ``dst_weight``, ``att_src``/``att_dst`` ``[heads, channels]``."""
 
     kind: str
     d_in: int
@@ -106,9 +104,8 @@ class DenseLayer:
 
 
 class DenseNet:
-    """A model's dense parts on ``xp`` (:class:`Numpy` or :class:`Torch`): ``layers``, and what
-    BasicGNN applies between them in eval mode (``act``: ``relu``, None or a callable on arrays;
-    ``norms``: None or a callable per layer; ``act_first``)."""
+    """A model's dense parts on ``xp``: ``layers``, and what BasicGNN applies between them
+    in eval mode (``act``, ``norms``, ``act_first``)."""
 
     def __init__(self, layers: List[DenseLayer], act: Any = "relu", norms: Optional[List[Callable]] = None,
                  act_first: bool = False, xp: Any = None):
@@ -157,12 +154,10 @@ class DenseNet:
 
     def finish(self, k: int, st: Dict[str, Any], deg: Optional[np.ndarray], dinv: Optional[np.ndarray],
                x_dst: Any, narrow: bool) -> Any:
-        """Layer ``k``'s outputs of a slice of destinations from their aggregates ``st`` (on
-        ``xp``: ``acc``, or GAT's ``msg`` and ``z``), the arithmetic of the PyG layer's forward:
-        GraphSAGE ``lin_l(mean) + lin_r(x)`` (``deg``: the in-degrees, host; ``narrow``: the sums
-        are of ``W x``), GCN ``lin(sum + self term) + bias`` (``dinv``: the slice's
-        ``1 / sqrt(deg + 1)``, host), GAT ``sum / z + bias`` (its self loop folded in at the
-        start). Tests check it against PyG."""
+        """Layer ``k``'s outputs of a slice of destinations from their aggregates
+        ``st`` (``acc``, or GAT's ``msg`` and ``z``), as the PyG layer computes them: GraphSAGE by
+        :func:`sage_finish` (``deg``, host), GCN ``lin(sum + self term) + bias`` (``dinv``, host), GAT
+        ``sum / z + bias``. ``narrow``: the sums are of ``W x``."""
         l, xp = self.layers[k], self.xp
         if l.kind == "sage":
             return sage_finish(l, xp, st["acc"], deg, x_dst, narrow)
@@ -196,11 +191,9 @@ class DenseNet:
 
 
 def sage_finish(l: DenseLayer, xp: Any, acc: Any, deg: np.ndarray, x_dst: Any, narrow: bool) -> Any:
-    """A ``SAGEConv``'s outputs from its destinations' sums (or maxima) ``acc`` of their
-    in-neighbors' rows (of ``W x`` where ``narrow``), ``deg`` their in-degrees (host) and
-    ``x_dst`` their own rows: ``lin_l(mean) + lin_r(x)``, normalized where the layer is. What
-    :meth:`DenseNet.finish` computes for GraphSAGE, and a heterogeneous model's relation term
-    (``ringgnn.models.hetero_dense``: R-GCN's relations are ``SAGEConv`` without root weight nor bias)."""
+    """A ``SAGEConv``'s outputs from the sums (or maxima) ``acc`` of in-neighbors' rows
+    (of ``W x`` where ``narrow``), in-degrees ``deg`` (host) and own rows ``x_dst``:
+    ``lin_l(mean) + lin_r(x)``, normalized where the layer is; also a typed model's relation term."""
     if l.aggr == "max":  # a node without in-edges aggregates to 0, as in PyG
         mean = xp.where(xp.up((deg == 0)[:, None]), 0.0, acc)
     else:
@@ -223,10 +216,9 @@ _MLP = ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")
 
 @dataclass(frozen=True)
 class DenseDecoder:
-    """A link run's decoder (``ringgnn.models.gnn.build_decoder``) on numpy arrays: ``dot``, the inner
-    product of the two rows, or ``mlp``, ``lin2(relu(lin1(zs * zd)))`` (``lin1``: ``[d, d]``
-    and its bias, ``lin2``: ``[1, d]`` and its bias). Rows broadcast as the torch modules' do:
-    ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with ``(n, K, d)``."""
+    """A link run's decoder on numpy arrays: ``dot``, or ``mlp``,
+    ``lin2(relu(lin1(zs * zd)))``. Rows broadcast: ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with
+    ``(n, K, d)``."""
 
     kind: str
     w1: Optional[np.ndarray] = None
@@ -268,9 +260,8 @@ def dense_decoder(decoder: Any) -> DenseDecoder:
 
 
 def from_module(net: Any, kind: str, path: str, xp: Any = None) -> DenseNet:
-    """The dense parts of PyG model ``net`` (a ``BasicGNN``: ``GraphSAGE``, ``GCN``, ``GAT``) of
-    ``kind``; its weights shared, on the CPU, or copied to ``xp``'s device. ``path`` names the
-    checkpoint in errors."""
+    """The dense parts of PyG ``BasicGNN`` ``net`` of ``kind``, weights shared on the
+    CPU or copied to ``xp``'s device; ``path`` names the checkpoint in errors."""
     import torch
 
     if getattr(net, "jk_mode", None) is not None:
@@ -309,11 +300,9 @@ def _on_arrays(module: Any) -> Callable[[Any], Any]:
 
 def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], path: str, fits: str,
                prefix: str = "") -> DenseNet:
-    """The dense parts of the model ``ringgnn.models.gnn.build_model(kind, dims[0], hidden,
-    dims[-1], len(dims) - 1)`` builds (``dims``: the input width, then each layer's output
-    width), from its state dict (numpy arrays, ``prefix``: ``encoder.`` for a link run's). Keys and
-    shapes are checked as ``load_state_dict`` does: a missing, unexpected or misshapen one is an
-    :class:`InputError` naming ``path`` and what the dataset has (``fits``)."""
+    """The dense parts of ``build_model(kind, dims[0], hidden, dims[-1], len(dims) - 1)``
+    from its state dict (numpy arrays; ``prefix``: ``encoder.`` for a link run), checked by
+    :func:`check_state`."""
     want: Dict[str, tuple] = {}
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
         c = f"{prefix}convs.{i}."
@@ -337,9 +326,8 @@ def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], pat
 
 
 def _dense_layer(kind: str, conf: Any, arrays: Dict[str, np.ndarray]) -> DenseLayer:
-    """Convolution ``kind``'s :class:`DenseLayer`: ``arrays`` its state dict (keys within the
-    convolution), ``conf`` what else it was built with (the PyG module itself, or the defaults
-    of ``build_model``'s)."""
+    """Convolution ``kind``'s :class:`DenseLayer` from its ``arrays`` and ``conf``
+    (the PyG module, or ``build_model``'s defaults)."""
     if kind == "sage":
         # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
         aggr = "project" if getattr(conf, "project", False) else str(getattr(conf, "aggr", "mean"))
@@ -360,11 +348,9 @@ def _dense_layer(kind: str, conf: Any, arrays: Dict[str, np.ndarray]) -> DenseLa
 
 def check_state(want: Dict[str, tuple], state: Dict[str, Any], path: str, fits: str,
                 prefix: str = "") -> Dict[str, np.ndarray]:
-    """The arrays of ``state`` (a state dict as numpy arrays) that ``want`` names (key: shape), as
-    float32, checked as ``load_state_dict`` does: a missing, unexpected (among the keys under
-    ``prefix``) or misshapen one, or one not floating point, is an :class:`InputError` naming
-    ``path`` and what the dataset has (``fits``). The one check of every model read without
-    PyTorch (homogeneous, heterogeneous, decoders)."""
+    """The float32 arrays of ``state`` that ``want`` names (key: shape), checked as
+    ``load_state_dict`` does: a missing, unexpected (under ``prefix``), misshapen or non-float one
+    is an :class:`InputError` naming ``path`` and ``fits``."""
     mine = {k: v for k, v in state.items() if k.startswith(prefix)}
     missing = [k for k in want if k not in mine]
     unexpected = [k for k in mine if k not in want]
