@@ -76,8 +76,7 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
 
 def _attach_typed(run_dir: str, target: str, name: str, read: Any, *, node_type: Optional[str],
                   device: Optional[str], **opts: Any) -> Dict[str, Any]:
-    """:func:`attach_embeddings` of a typed run: ``node_type``'s rows streamed into
-    that type's feature file of the copy."""
+    """:func:`attach_embeddings` of a typed run: ``node_type``'s rows into the copy's feature file."""
     if device not in (None, "cpu"):
         raise InputError(f"--device {device}: a heterogeneous run's inference runs on the CPU; leave --device out")
     tgt = Dataset.opened(target)  # a typed dataset, or a homogeneous one (the one-type case)
@@ -125,8 +124,7 @@ def _same_count(target: str, have: int, source: str, rows: int, what: str) -> No
 
 def _write_copy(run_dir: str, tgt: Any, dest: str, name: str, node_type: Optional[str], width: int, dtype: str,
                 fill: Callable[[Callable[[int, np.ndarray], None]], None], source: Dict[str, Any]) -> Dict[str, Any]:
-    """The copy of ``tgt`` at ``dest`` with the rows ``fill`` gives as its features
-    (of ``node_type``; None: homogeneous), built in a temporary directory; its summary."""
+    """The copy of ``tgt`` at ``dest`` with ``fill``'s rows as (``node_type``'s) features; its summary."""
     manifest = read_manifest(tgt.path)
     key = "features" if node_type is None else f"node.{node_type}.features"
     old = manifest["files"].get(key)

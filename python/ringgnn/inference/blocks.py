@@ -13,8 +13,7 @@ from .graph import Block, blocks
 
 
 def _local(block: Block, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """The block's source nodes, its destination nodes first (so that local id ``i`` is the same
-    node as source and destination for ``i < b - a``), and each edge's source as a local id."""
+    """(the block's nodes, its destinations first; each edge's source as a local id)."""
     a, b = block.a, block.b
     inside = (ids >= a) & (ids < b)
     others = np.unique(ids[~inside])
@@ -33,8 +32,7 @@ class BlocksStrategy:
         return np.repeat(np.arange(blk.a, blk.b, dtype=np.int64), deg)
 
     def _conv(self, k: int, blk: Block, x_nodes: Any, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> Any:
-        """Layer ``k`` on one block: outputs of its destination nodes (for a hub chunk, the
-        chunk's part, combined by :meth:`_combine`)."""
+        """Layer ``k``'s outputs of one block's destinations (a hub chunk's part: :meth:`_combine`)."""
         import torch
 
         conv, kind = self.net.convs[k], self.ckpt.kind
@@ -61,8 +59,7 @@ class BlocksStrategy:
         return self._gat_chunk(conv, blk, x_nodes, src[keep])
 
     def _gat_chunk(self, conv, blk: Block, x_nodes, src):
-        """A hub's chunk of GAT attention: (log-sum-exp per head, softmax-weighted sum of the
-        chunk's messages per head), combined across chunks by :meth:`_combine`."""
+        """A hub chunk's GAT attention: (log-sum-exp per head, weighted sum of its messages)."""
         import torch
         import torch.nn.functional as F
 

@@ -31,22 +31,16 @@ from .rows import RowFileWriter
 from .torch_folds import TorchFolds
 
 MAX_BLOCK_EDGES = 1 << 22
-#: The most rows finished at a time at the end of a destination block (the plan may take fewer:
-#: ``infer_plan.FINISH_BYTES``). Sizes, the budget's split and its refusal are ``infer_plan``'s.
+#: The most rows finished at a time at the end of a destination block.
 FINISH_ROWS = 1 << 16
 #: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
 STRATEGIES = ("grid", "blocks")
-#: Where the grid folds a block's in-neighbors' rows into its aggregates (sums, GCN's weighted
-#: sums, maxima, GAT's online softmax): ``rust`` (default: ``FeatureReader.aggregate``, the Rust
-#: core, on all threads; the layer's weights applied to each piece by torch through a callback)
-#: or ``python`` (torch's ``index_add_``, the path before issue 24; numpy's sums for a typed run),
-#: also chosen by the environment variable ``RINGGNN_INFER_AGGREGATE`` (benchmarks switch it).
+#: Who folds a block's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``) or
+#: ``python`` (torch's folds; numpy's sums for a typed run); also ``RINGGNN_INFER_AGGREGATE``.
 AGGREGATORS = ("rust", "python")
 AGGREGATE_ENV = "RINGGNN_INFER_AGGREGATE"
-#: How the grid strategy aggregates a unit: ``auto`` (default: whichever of the two reads and
-#: writes fewer bytes, ``infer_plan.choose_scheme``), ``grid`` (destination blocks) or
-#: ``partitioned`` (source partitions, ``infer_partition``; the Rust folds only); also the environment
-#: variable ``RINGGNN_INFER_SCHEME`` (benchmarks switch it).
+#: How a unit aggregates: ``auto`` (the fewer bytes, ``plan.choose_scheme``), ``grid`` or
+#: ``partitioned`` (the Rust folds only); also ``RINGGNN_INFER_SCHEME``.
 SCHEMES = ("auto", "grid", "partitioned")
 SCHEME_ENV = "RINGGNN_INFER_SCHEME"
 
@@ -64,8 +58,7 @@ class Engine:
                  overlap: bool, device: str) -> None:
         self.aggregate = _options.choice(aggregate or os.environ.get(AGGREGATE_ENV) or "rust", AGGREGATORS,
                                          f"aggregate ({AGGREGATE_ENV})")
-        #: ``auto``, ``grid`` or ``partitioned`` (see ``SCHEMES``); ``parts`` forces the number
-        #: of source partitions (tests).
+        #: ``auto``, ``grid`` or ``partitioned``; ``parts`` forces the partitions' number (tests).
         self.scheme = _options.choice(scheme or os.environ.get(SCHEME_ENV) or "auto", SCHEMES,
                                       f"scheme ({SCHEME_ENV})")
         self.parts = None if parts is None else max(1, int(parts))
@@ -73,8 +66,6 @@ class Engine:
         self.work_dir, self.keep, self.quiet, self.log = work_dir, keep, quiet, log
         #: Read the next piece's (or finishing slice's) rows while the current one is used.
         self.overlap = bool(overlap)
-        #: Threads computing a block's finishing slices (``infer_finish``: with ``overlap``, the
-        #: next slice's rows read ahead meanwhile).
         self.finish_workers = infer_finish.workers(device)
         self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
                                           blocks=0)
@@ -86,8 +77,7 @@ class Engine:
     # -- the graph as of a time ---------------------------------------------------------------------
 
     def _as_of(self, ds: Any, graphs: Dict[Any, NeighborFile], at: Any) -> Dict[Any, NeighborFile]:
-        """``graphs`` as of time ``at`` (None: as they are), written to a temporary
-        directory that :meth:`close` removes; :attr:`times` holds the summary's ``at`` and ``as_of``."""
+        """``graphs`` as of time ``at`` (None: as they are), in a directory :meth:`close` removes."""
         self.times = {"at": None} if ds.has_times else {}
         if at is None:
             return graphs
@@ -125,16 +115,14 @@ class Engine:
     # -- sizes, blocks and windows of a unit -----------------------------------------------------
 
     def _sizes(self, i: int) -> Tuple[int, int, int]:
-        """(bytes of a destination block, units of a piece, rows of a finishing slice) of unit
-        ``i``: the plan's, or, with sizes given (tests), pieces of ``given_piece``."""
+        """(block bytes, piece units, finishing rows) of unit ``i``: the plan's, or the given sizes."""
         if not self.planned:
             return 0, self.given_piece, FINISH_ROWS
         sz = self.memplan.sizes(i)
         return sz.block_bytes, sz.piece_units, min(FINISH_ROWS, sz.finish_rows)
 
     def _blocks(self, i: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
-        """Unit ``i``'s destination blocks ``a..b`` holding ``wanted`` nodes (None:
-        all): the plan's cut of its offset index, or ``given_nodes`` each (tests)."""
+        """Unit ``i``'s destination blocks ``a..b`` holding ``wanted`` nodes (None: all)."""
         indptr, cost = self.memplan.indptrs[i], self.memplan.costs[i]
         n, share = len(indptr) - 1, self._sizes(i)[0]
         a = 0
@@ -146,15 +134,13 @@ class Engine:
             a = b
 
     def _windows(self, i: int, indptr: np.ndarray, a: int, b: int) -> Iterator[Tuple[int, int]]:
-        """Edge ranges of block ``a..b`` (offset index ``indptr``) that fit what the
-        block's nodes leave of the share: one range, but for hubs."""
+        """Edge ranges of block ``a..b`` within the share: one range, but for hubs."""
         lo, hi, step = self._window_span(i, indptr, a, b)
         for s0 in range(lo, hi, step):
             yield s0, min(int(indptr[b]), s0 + step)
 
     def _window_span(self, i: int, indptr: np.ndarray, a: int, b: int) -> Tuple[int, int, int]:
-        """(first edge, end, step) of block ``a..b``'s windows: ``given_window``
-        with sizes given, the whole block where edges cost nothing."""
+        """(first edge, end, step) of block ``a..b``'s windows."""
         lo, hi = int(indptr[a]), int(indptr[b])
         cost = self.memplan.costs[i]
         if not self.planned:
@@ -190,8 +176,7 @@ class Engine:
         return None if self.scheme == "auto" else self.scheme
 
     def _grid_run(self, i: int, wanted: Optional[np.ndarray]) -> Tuple[Tuple[Tuple[int, int], ...], int, bool]:
-        """(the grid's blocks for ``wanted`` nodes, their sweeps of the input, whether
-        they sum ``W x`` rows computed once): planned, one sweep per window; sizes given, per block."""
+        """(the grid's blocks for ``wanted`` nodes, their sweeps, whether they sum ``W x`` computed once)."""
         indptr = self.memplan.indptrs[i]
         blocks = tuple(self._blocks(i, wanted))
         sweeps = sum(len(range(*self._window_span(i, indptr, a, b))) if self.planned else 1 for a, b in blocks)
@@ -206,8 +191,7 @@ class Engine:
         return self.aggregate == "rust"
 
     def _part_sizes(self, i: int) -> Tuple[int, int, int]:
-        """(window or merge block share in bytes, piece rows, finishing slice rows)
-        of unit ``i`` by source partitions."""
+        """(window or merge block bytes, piece rows, finishing rows) of unit ``i`` by source partitions."""
         block, piece_rows, finish_rows = self._sizes(i)
         if not self.planned:
             block = self.given_nodes * self._given_node_bytes(i)
@@ -282,8 +266,7 @@ class Engine:
         self._phases[name] = self._phases.get(name, 0.0) + time.perf_counter() - since
 
     def _done(self, a: int, b: int) -> None:
-        """Destination block ``a..b`` of the current unit is finished: counted in ``stats`` and
-        shown on its progress bar (:meth:`compute`)."""
+        """Count destination block ``a..b`` as finished (``stats``, progress bar)."""
         self.stats["blocks"] += 1
         self._progress.update(b - a)
 
@@ -317,8 +300,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
             if self.strategy != "grid" or self.aggregate != "rust":
                 raise InputError(f"--device {self.device_name}: runs the grid with the Rust folds (the default); "
                                  f"not strategy={self.strategy!r}, aggregate={self.aggregate!r}")
-        #: The arrays of the dense parts (numpy on the CPU: no PyTorch; torch's on a GPU) and the
-        #: model's weights on them (``ringgnn.models.dense``).
+        #: The dense parts' arrays: numpy on the CPU (no PyTorch), torch's on a GPU.
         self.xp = infer_dense.backend(self.device_name)
         self.dense = ckpt.dense(None if self.device_name == "cpu" else self.xp)
         self.graph = self._as_of(ds, {None: NeighborFile(ds)}, at)[None]
@@ -327,8 +309,6 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
         self.widths = widths = self.dense.widths
         self.num_layers = len(self.dense.layers)
         self.units = [(k + 1, None) for k in range(self.num_layers)]
-        # The budget's split and its refusal: infer_plan's (one owner). What the process holds
-        # now (runtime, model, offset index, GCN's degrees) is measured there.
         costs = [self._layer_cost(k) for k in range(self.num_layers)]
         self.memplan = InferencePlan(memory, self.graph.indptr, costs, in_flight=2 if self.overlap else 1,
                                      extra=self.graph.num_nodes // 4 + 16 if self.aggregate == "rust" else 0,
@@ -345,9 +325,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
             block_edges = int(min(MAX_BLOCK_EDGES, max(1, share // (per_edge + per_node))))
         self.block_edges = max(1, int(block_edges))
         self.block_nodes = max(1, int(share // per_node)) if share > per_node else self.block_edges
-        #: Whether the grid's sizes come from the budget (else ``grid_nodes`` and
-        #: ``block_edges`` were given: tests): blocks of ``grid_nodes``, pieces of
-        #: ``block_edges``, windows of 4 pieces.
+        #: Whether sizes come from the budget (else tests gave ``grid_nodes`` and ``block_edges``).
         self.planned = grid_nodes is None
         self.grid_nodes = grid_nodes
         self.given_nodes, self.given_piece, self.given_window = grid_nodes, self.block_edges, 4 * self.block_edges
@@ -373,8 +351,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
 
     def _compute(self, k: int, prev: Dict[Optional[str], Any], writer: Callable[[int, np.ndarray], None],
                  wanted: Optional[np.ndarray], activate: bool) -> Dict[str, Any]:
-        """Layer ``k`` with the chosen strategy and scheme (:meth:`choose`; see :meth:`layer`,
-        :meth:`grid_layer` and ``infer_partition``)."""
+        """Layer ``k`` with the chosen strategy and scheme (:meth:`choose`)."""
         reader = prev[None]
         if self.strategy != "grid":
             self.layer(k, reader, writer, wanted, activate)
@@ -400,8 +377,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
             raise InputError(f"layer {upto}: the model has layers 1..{L}")
         if self.strategy == "grid":
             self.check(upto, range(upto), wanted)  # before anything is read or written
-        # PyTorch only where it is used (the blocks, the torch folds, a GPU's dense parts, or a
-        # model given as a PyG module): the CPU's grid runs without it.
+        # PyTorch only where it is used: the CPU's grid runs without it.
         torch = None
         if self.strategy != "grid" or self.aggregate != "rust" or self.device_name != "cpu" or "torch" in sys.modules:
             import torch

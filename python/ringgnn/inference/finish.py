@@ -36,11 +36,9 @@ class LayerStep:
     work_dir: str
     #: Floats of an accumulator row (GAT's: messages, running maxima, sums of exponentials).
     acc_width: int
-    #: ``FeatureReader.aggregate``/``partials``' fold arguments (``fold``, GCN's ``dinv``, a piece's
-    #: ``transform`` and its ``width``, GAT's ``negative_slope``).
+    #: ``FeatureReader.aggregate``/``partials``' fold arguments.
     fold: Dict[str, Any]
-    #: ``finish(state, a, b, x_dst)``: the layer's outputs of destinations ``a..b`` from their
-    #: aggregates (the dense parts' arrays; ``x_dst`` their input rows or None).
+    #: ``finish(state, a, b, x_dst)``: the outputs of destinations ``a..b`` from their aggregates.
     finish: Callable[[Dict[str, Any], int, int, Any], Any]
     #: What the model applies between layers (activation, norm).
     after: Callable[[Any], Any]
@@ -69,14 +67,12 @@ def workers(device: str) -> int:
 
 
 def slices_in_flight(workers: int, overlap: bool) -> int:
-    """Finishing slices held at once: the one computed and written without ``overlap``; else one
-    read ahead, ``workers`` computed (or computed and waiting for their turn) and one written."""
+    """Finishing slices held at once: 1 without ``overlap``, else ``workers + 2``."""
     return workers + 2 if overlap else 1
 
 
 def slice_reader(reader: Any, end: int, rows: int) -> Callable[[int], np.ndarray]:
-    """``read(r0)``: the input rows ``r0..min(end, r0 + rows)`` from ``reader`` (a
-    ``FeatureReader``), the slice read of every :func:`map_slices` over a file's rows."""
+    """``read(r0)``: rows ``r0..min(end, r0 + rows)`` of ``reader``."""
     return lambda r0: reader.gather(np.arange(r0, min(end, r0 + rows), dtype=np.int64))
 
 

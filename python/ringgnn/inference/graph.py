@@ -20,9 +20,8 @@ from .rows import sync_and_drop
 
 #: The Rust aggregation's phases (``FeatureReader.aggregate``) a layer's ``stats`` add up.
 PHASES = ("sources", "positions", "read_wait", "transform", "fold")
-#: Entries of a neighbor file read at a time while it is cut to a time (:meth:`NeighborFile.as_of`):
-#: their ids, times, mask, running count and kept ids, about 12 MiB, within the read buffers the
-#: plan sets aside (``infer_plan.FIXED_BYTES``); node times are read 8 times as many at a time.
+#: Entries read at a time while a neighbor file is cut to a time (about 12 MiB, within the plan's
+#: ``FIXED_BYTES``); node times are read 8 times as many at a time.
 AS_OF_EDGES = 1 << 19
 
 
@@ -138,8 +137,7 @@ def fold_windows(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: i
 
 def numpy_sums(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: int,
                windows: Iterable[Tuple[int, int]], piece_edges: int) -> None:
-    """:func:`fold_windows`'s sums (``fold="sum"``) in numpy, ``piece_edges`` in-edges at a time:
-    the second implementation of a heterogeneous run's sums (``aggregate="python"``)."""
+    """:func:`fold_windows`'s sums in numpy, ``piece_edges`` in-edges at a time (``aggregate="python"``)."""
     ip = graph.indptr[a:b + 1]
     for lo, hi in windows:
         for p0 in range(lo, hi, piece_edges):
@@ -155,8 +153,7 @@ def numpy_sums(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: int
 
 @dataclass(frozen=True)
 class Block:
-    """Destination nodes ``a..b`` and their in-edges ``lo..hi`` of the neighbor file; for a hub
-    (``b == a + 1``) possibly one chunk of its list (``part`` of ``parts``)."""
+    """Destinations ``a..b`` and in-edges ``lo..hi``; for a hub, chunk ``part`` of ``parts``."""
 
     a: int
     b: int

@@ -27,13 +27,10 @@ from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_by
 from .rows import (PAGE, RowFileWriter, _layout, check_output, link_outputs, node_selection, only_embeddings,
                    trained_on, wanted_mask, write_output)
 
-#: Floats of the widest layer a destination node of a block holds: its input row, one
-#: relation's accumulator (then the mean), the relation's term, its root term, the running
-#: combination and the output row.
+#: Floats of the widest row a destination holds: input, accumulator, relation term, root term,
+#: running combination, output.
 NODE_FLOATS = 6
-#: Bytes an in-edge of a piece summed by numpy (``aggregate="python"``) holds besides its
-#: gathered rows (its distinct source's row and its own copy): the file's id, the id as int64,
-#: its distinct-source inverse, its local destination, the sort's temporaries.
+#: Bytes an in-edge of numpy's piece holds besides its rows (ids, inverse, destination, sort).
 PYTHON_EDGE_BYTES = 48
 #: Rows of an embedding table copied to its layer-0 file at a time (and of layer 0's output).
 TABLE_ROWS = 1 << 16
@@ -55,8 +52,7 @@ def load_hetero_dense(run_dir: str, dataset: Any = None,
 
 def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any]]],
           torch: bool) -> Tuple[HeteroDataset, Any, str]:
-    """The checkpoint read, its dataset opened, the model built and checked against it, its
-    file tables attached."""
+    """The checkpoint read, its dataset opened, the model built, checked and its tables attached."""
     path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=not torch)
     cfg = (state.get("args") or {}).get("hetero")
     if not cfg:
@@ -136,8 +132,7 @@ def attach_tables(net: Any, path: str, state: Mapping[str, Any], prefix: str = "
 
 
 def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
-    """Refuse a model whose types, counts, feature widths, relations or classes differ from
-    ``ds``'s: it was trained on another dataset."""
+    """Refuse a model whose types, counts, widths, relations or classes differ from ``ds``'s."""
     fix = "use the dataset the model was trained on"
     if sorted(net.node_types) != ds.node_types:
         raise InputError(f"{path} was trained with node types {sorted(net.node_types)}, {ds.path} has "
@@ -169,11 +164,8 @@ class HeteroLayerwise(Engine):
                  parts: Optional[int] = None, hidden_dtype: Optional[str] = None, at: Optional[int] = None):
         self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
         net = self.net
-        #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
-        #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``).
         self._options(backend, direct, work_dir, keep, quiet, log, aggregate, scheme, parts, True, "cpu")
-        #: How the hidden layers' rows are stored between layers (``--hidden-dtype``): f32 unless
-        #: given, so that a typed run's outputs are what they were before the option existed.
+        #: f32 unless given: a typed run's outputs stay what they were.
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype or "f32")
         self.num_layers = net.layers
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
@@ -181,14 +173,12 @@ class HeteroLayerwise(Engine):
         self.widths = [{t: (net.width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
         for layer in range(1, net.layers + 1):
             self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
-        #: The plan's units: each (layer, destination type) computed, cut into destination blocks
-        #: by its in-degrees over the relations into the type (``infer_plan``, one offset index each).
+        #: The plan's units: each (layer, destination type) computed.
         self.units = [(k, d) for k in range(1, net.layers + 1) for d in net.computed[k]]
         indptrs, costs = zip(*(self._cost(k, d) for k, d in self.units)) if self.units else ((), ())
         rust = self.aggregate == "rust"
         most = max((self.num_nodes[parse_edge_type(r)[0]] for r in used), default=0)
-        # The Rust core reads a piece ahead (two in flight) and marks a block's distinct sources
-        # in a bitmap of the widest source type (a quarter of a byte a node), as on the grid.
+        # The Rust core reads a piece ahead and marks a block's sources in a bitmap, as on the grid.
         self.memplan = InferencePlan(memory, list(indptrs), list(costs), in_flight=2 if rust else 1,
                                      extra=most // 4 + 16 if rust else 0)
         #: Whether the sizes come from the budget (else ``block_nodes``/``piece_edges``: tests).
@@ -257,8 +247,7 @@ class HeteroLayerwise(Engine):
     # -- one unit ---------------------------------------------------------------------------------
 
     def _input(self, t: str, scratch: str) -> Any:
-        """Layer 0's rows of type ``t``: its feature file, or its embedding
-        table written once to ``scratch`` in that layout."""
+        """Layer 0's rows of type ``t``: its feature file, or its table copied to ``scratch``."""
         if self.net.in_dims[t] is not None:
             return _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct, part=f"node/{t}")
         n, dim = self.num_nodes[t], self.widths[0][t]
@@ -275,8 +264,7 @@ class HeteroLayerwise(Engine):
         return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
 
     def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> np.ndarray:
-        """The sums of each destination ``a..b``'s in-neighbors' rows by relation ``g``: the
-        homogeneous fold of the relation's CSC (``infer_graph``)."""
+        """The sums of destinations ``a..b``'s in-neighbors' rows by relation ``g``."""
         acc = np.zeros((b - a, reader.dim), np.float32)
         piece = self._sizes(i)[1]
         if self.aggregate == "rust":
@@ -322,8 +310,7 @@ class HeteroLayerwise(Engine):
     # -- layers ---------------------------------------------------------------------------------
 
     def needed(self, upto: int, node_type: str) -> List[List[str]]:
-        """Per layer ``0..upto``, the types computed there that ``node_type``'s rows at layer
-        ``upto`` depend on (those within ``upto - l`` hops of it)."""
+        """Per layer ``0..upto``, the types there that ``node_type``'s rows at ``upto`` need."""
         net = self.net
         dist = target_distances(net.node_types, net.edge_types, node_type)
         return [[t for t in net.computed[k] if dist.get(t, upto + 1) <= upto - k] for k in range(upto + 1)]

@@ -25,8 +25,7 @@ class GnnLayers:
     def _gcn_dinv(self) -> np.ndarray:
         g = self.graph
         deg = np.diff(g.indptr).astype(np.float64)
-        # A million edges at a time (about 30 MB of temporaries): this runs before the plan's
-        # check, on what the budget leaves besides the held memory.
+        # A million edges at a time: this runs before the plan's check.
         for blk in blocks(g.indptr, 1 << 20, 1 << 30):
             ids = g.edges(blk.lo, blk.hi)
             dst = self._dst_of(blk)
@@ -45,8 +44,7 @@ class GnnLayers:
         if self.ckpt.kind == "gat":
             hc = layer.heads * layer.channels
             acc = hc + 3 * layer.heads  # messages, running max, running sum, and a_dst
-            # Rust: a distinct source's id, row and its messages and logits (twice: the product's
-            # and the transform's output); torch: an edge's row, message, logits and indices.
+            # Rust: a distinct source's id, row, messages and logits (twice); torch: an edge's.
             piece = 8 + 4 * (d_in + 2 * (hc + layer.heads)) if rust else 4 * (d_in + 2 * hc + 4 * layer.heads) + 48
             finish = 4 * (d_in + 6 * hc + 8 * layer.heads + 4 * d_out) + 64
         else:
@@ -56,17 +54,13 @@ class GnnLayers:
             else:
                 piece = 4 * (2 * d_in + acc) + 48
             finish = 4 * (d_in + acc + 6 * d_out) + 64
-        # A block's own input rows are read a slice at a time when it is finished (GAT's when it
-        # starts, its self loops folded in then), so they cost nothing per node. An in-edge: the
-        # Rust core's source position (4 bytes where ids fit in 32 bits; the distinct sources are
-        # a bitmap's bits, the plan's ``extra``), or torch's sorted key at its peak.
+        # A block's own rows are read a slice at a time, so they cost nothing per node.
         per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
         window = window_edge_bytes(self._part_acc_bytes(k)) if self._splits(k) else 0
         return LayerCost(4 * acc + DEST_BYTES, piece, finish, per_edge, window)
 
     def _narrow(self, k: int) -> bool:
-        """Whether GraphSAGE/GCN layer ``k`` sums ``W x`` rather than ``x``: its
-        output is narrower and its aggregation linear (not ``max``)."""
+        """Whether GraphSAGE/GCN layer ``k`` sums ``W x``: narrower output, linear aggregation."""
         return (self.ckpt.kind in ("sage", "gcn") and self._aggr(k) != "max"
                 and self.widths[k + 1] < self.widths[k])
 
@@ -86,8 +80,7 @@ class GnnLayers:
         return self.widths[k + 1] if self._narrow(k) else self.widths[k]
 
     def _part_acc_bytes(self, k: int) -> int:
-        """Bytes of a partial aggregate's row by source partitions (GAT's:
-        messages, maxima, sums and destination logits)."""
+        """Bytes of a partial aggregate's row by source partitions."""
         layer = self.dense.layers[k]
         if self.ckpt.kind == "gat":
             return 4 * (layer.heads * layer.channels + 3 * layer.heads)
@@ -158,8 +151,7 @@ class GnnLayers:
         return self.aggregate == "rust" and self._narrow(k) and blocks > 1
 
     def _pretransform(self, k: int, reader: Any, path: str) -> Tuple[Any, str]:
-        """Every node's ``W x`` (no bias) as float32 rows at ``path``;
-        returns (a reader of it, the path)."""
+        """Every node's ``W x`` (no bias) as float32 rows at ``path``; (its reader, the path)."""
         n, width, rows = self.graph.num_nodes, self.widths[k + 1], self._sizes(k)[2]
         transform = self.dense.transform(k)  # the very product the pieces would get
         # Read ahead and computed on all cores, written in order (``infer_finish``).
@@ -172,8 +164,7 @@ class GnnLayers:
     def _grid_sweep(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
                     grid: List[Tuple[int, int]], wx: Any, piece_edges: int, finish_rows: int,
                     activate: bool) -> None:
-        """The blocks of :meth:`grid_layer`; ``wx``: a reader of the layer's ``W x`` rows, which
-        the blocks then sum (None: its input rows, transformed piece by piece)."""
+        """The blocks of :meth:`grid_layer`, summing ``wx``'s rows where given."""
         for a, b in grid:
             t = time.perf_counter()
             state = self._grid_start(k, a, b, reader)
@@ -199,9 +190,7 @@ class GnnLayers:
                 for u, rows, inv, dl in self._pieces(prepare, range(0, len(keys), piece_edges)):
                     self._grid_add(k, state, a, u, rows, inv, dl)
                     del u, rows, inv, dl
-            # The outputs a slice of rows at a time (the finishing arithmetic's temporaries
-            # stay small next to the block's state), read ahead and computed on all cores
-            # (``infer_finish``). GAT's self loops are in the state already: no rows read.
+            # GAT's self loops are in the state already: no rows read.
             t = time.perf_counter()
             finish_block(self.step(k), a, b, reader, writer, finish_rows, activate,
                          lambda r0, r1, _x, state=state, a=a: {key: self.xp.up(v[r0 - a:r1 - a])
@@ -213,8 +202,7 @@ class GnnLayers:
 
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int,
                   transformed: bool = False) -> None:
-        """Block ``a..b``'s aggregates by the Rust core
-        (:func:`~ringgnn.inference.graph.fold_windows`), a piece's product on all cores."""
+        """Block ``a..b``'s aggregates by the Rust core, a piece's product on all cores."""
         kw = self.fold_args(k, transformed)
         if kw["fold"] == "softmax":
             kw["a_dst"] = st["a_dst"]
@@ -241,8 +229,7 @@ class GnnLayers:
         return kw
 
     def step(self, k: int) -> LayerStep:
-        """Layer ``k`` as finishing a block and the source partitions take it
-        (``infer_finish.LayerStep``); its phases are the layer's (:meth:`compute`)."""
+        """Layer ``k`` as finishing a block and the source partitions take it."""
         layer = self.dense.layers[k]
         acc = layer.heads * layer.channels + 2 * layer.heads if self.ckpt.kind == "gat" else self._acc_width(k)
         return LayerStep(k, self.ckpt.kind, self.dense, self.graph, self.work_dir, acc, self.fold_args(k),
@@ -256,9 +243,7 @@ class GnnLayers:
         layer, n = self.dense.layers[k], b - a
         if self.ckpt.kind == "gat":
             H, C = layer.heads, layer.channels
-            # The Rust fold's accumulator rows: weighted sums, running maxima, sums of exponentials
-            # (``ringgnn_features::fold``; the torch fold uses the same layout); the state's arrays
-            # are views of it.
+            # The Rust fold's accumulator layout (the torch fold's too); the state's arrays are views.
             acc = np.empty((n, H * C + 2 * H), dtype=np.float32)
             st = dict(acc=acc, msg=acc[:, :H * C], m=acc[:, H * C:H * C + H], z=acc[:, H * C + H:],
                       a_dst=np.empty((n, H), dtype=np.float32))
@@ -281,8 +266,7 @@ class GnnLayers:
         return dict(acc=np.zeros((n, self._acc_width(k)), dtype=np.float32))
 
     def _grid_finish(self, k: int, st: Dict[str, Any], a: int, b: int, x_dst: Any) -> Any:
-        """The outputs of destinations ``a..b`` from their aggregates
-        (:meth:`ringgnn.models.dense.DenseNet.finish`)."""
+        """The outputs of destinations ``a..b`` from their aggregates (``DenseNet.finish``)."""
         kind = self.ckpt.kind
         deg = np.diff(self.graph.indptr[a:b + 1]) if kind == "sage" else None
         dinv = self.dinv[a:b] if kind == "gcn" else None

@@ -13,10 +13,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-#: The K of the Hits@K reported by default: every K that OGB's link ``Evaluator`` reports for
-#: some ogbl dataset (its ``master.csv``): 1, 3 and 10 beside MRR for the per-pair protocol
-#: (citation2, wikikg2, biokg), the one Hits@K of the shared-negative protocol, 20 for ddi, 50
-#: for collab and 100 for ppa.
+#: Every K that OGB's link ``Evaluator`` reports for some ogbl dataset.
 KS: Tuple[int, ...] = (1, 3, 10, 20, 50, 100)
 
 
@@ -75,8 +72,7 @@ def auc(pos_scores: np.ndarray, neg_scores: np.ndarray) -> float:
     pos = pos.astype(dt, copy=False)
     below = np.searchsorted(neg, pos, side="left").astype(np.int64)
     at_or_below = np.searchsorted(neg, pos, side="right").astype(np.int64)
-    # Twice the win count (a win is 1, a tie 1/2) stays an exact integer: at most 2 * a * b,
-    # far below 2^63 for any evaluation that fits in memory.
+    # Twice the win count (ties 1/2) stays an exact integer.
     twice_wins = int(below.sum()) + int(at_or_below.sum())
     return twice_wins / (2.0 * pos.size * neg.size)
 

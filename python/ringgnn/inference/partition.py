@@ -17,14 +17,12 @@ from .finish import LayerStep, finish_block, map_slices, slice_reader, split_row
 from .graph import PHASES
 from .plan import release_freed
 
-#: Bytes an edge of a bucketing chunk takes in the Rust core (its id read, then its source and
-#: destination in their partition's run).
+#: Bytes an edge of a bucketing chunk takes in the Rust core.
 CHUNK_EDGE = 24
 
 
 def merge_blocks(n: int, share: int, width: int, rows: Optional[int] = None) -> Tuple[np.ndarray, int]:
-    """(the merge blocks' bounds over ``n`` destinations, rows of a thread's slice of
-    partials) within ``share`` bytes, or blocks of ``rows`` (tests)."""
+    """(merge block bounds over ``n`` destinations, a thread's slice rows) within ``share`` bytes."""
     rows = max(1, min(n, rows or share // (2 * 4 * width + 16)))
     return np.append(np.arange(0, n, rows, dtype=np.int64), n), max(1, rows // _threads.cores())
 
@@ -151,8 +149,7 @@ def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.nd
 
 
 def _destination_logits(step: LayerStep, reader: Any, path: str, rows: int) -> np.ndarray:
-    """GAT's destination logits of every node ``[n, heads]`` in a temporary
-    file ``path``, read back as a memory map."""
+    """GAT's destination logits ``[n, heads]`` in file ``path``, read back as a memory map."""
     n, heads = step.graph.num_nodes, step.dense.layers[step.k].heads
     with os_errors("writing GAT's destination logits to", path):
         out = allocated_memmap(path, np.float32, (n, heads))
@@ -170,8 +167,7 @@ def _destination_logits(step: LayerStep, reader: Any, path: str, rows: int) -> n
 
 
 def _with_self_loop(step: LayerStep, acc: np.ndarray, x: Any) -> Dict[str, Any]:
-    """GAT's merged aggregates ``acc`` with each node's self loop folded in as one
-    more partial, as ``step.finish`` takes them."""
+    """GAT's merged aggregates ``acc`` with each node's self loop folded in."""
     layer = step.dense.layers[step.k]
     H, C = layer.heads, layer.channels
     _, e, xs = step.dense.gat_start(step.k, x)

@@ -24,33 +24,23 @@ FIXED_BYTES = 48 << 20
 CODE_BYTES = _options.CODE_BYTES
 #: The part of the rest of the budget left unplanned (allocator slack, small temporaries).
 SLACK = 0.1
-#: The most bytes of one piece of rows (two are in memory while the next is read ahead):
-#: larger pieces do not make the coalesced reads faster.
+#: The most bytes of one piece of rows: larger ones do not make the coalesced reads faster.
 PIECE_BYTES = 16 << 20
-#: The most bytes of the finishing slices in flight together (``infer_finish``: each one's input
-#: rows, aggregates, temporaries and output), and of GAT's starting slice.
+#: The most bytes of the finishing slices in flight together, and of GAT's starting slice.
 FINISH_BYTES = 32 << 20
-#: The most sweeps of a layer's input (one per destination block) a budget may need: beyond,
-#: it is refused with the budget that needs no more.
+#: The most sweeps of a layer's input a budget may need: beyond, it is refused.
 MAX_SWEEPS = 8
-#: Bytes an in-edge of a destination block takes while its sorted key is built (torch's
-#: aggregation; the Rust core takes ``_core.aggregate_edge_bytes``: its source id, turned into its
-#: position in place, 4 bytes where node ids fit in 32 bits; the distinct sources are the bits of
-#: a bitmap counted in the plan's fixed part). :class:`LayerCost` carries the one a layer uses.
+#: Bytes an in-edge takes while torch's sorted key is built (the Rust core's:
+#: ``_core.aggregate_edge_bytes``).
 KEY_PEAK = 16
-#: Bytes a destination of a block holds besides its accumulator row: its in-degree and the Rust
-#: core's bounds, cursor and next position of its edges (the grid's and heterogeneous plans').
+#: Bytes a block's destination holds besides its accumulator row (the Rust core's bookkeeping).
 DEST_BYTES = 28
 #: The smallest piece and finishing slice, in rows or edges.
 MIN_ROWS = 1024
-#: A lower bound of the anonymous memory the command holds before it loads anything, without
-#: PyTorch (the interpreter, numpy, the core: measured 20 MiB): what the CPU's layer-wise
-#: inference runs with. A budget below it plus the plan's fixed parts is refused at once.
+#: Anonymous memory the command holds before it loads anything, without PyTorch (measured 20 MiB).
 RUNTIME_BYTES = 16 << 20
-#: The same once PyTorch and PyG are imported (measured: 435 MiB with torch 2.15's CUDA build
-#: and PyG 2.x; 283 MiB of it PyTorch's): ``--device cuda``, heterogeneous runs, scoring pairs.
-#: Under a memory cgroup the import itself would be killed, before any measured check could
-#: refuse the budget.
+#: The same with PyTorch and PyG imported (measured 435 MiB): a cgroup would kill the import
+#: itself before any measured check could refuse the budget.
 TORCH_RUNTIME_BYTES = 384 << 20
 
 
@@ -92,8 +82,7 @@ class LayerCost:
     per_unit: int
     per_finish_row: int
     per_edge: int = KEY_PEAK
-    #: Bytes a window edge of the partitioned scheme takes (:func:`window_edge_bytes`); 0: the
-    #: layer cannot be split by source (the torch aggregation).
+    #: Bytes a partitioned window's edge takes; 0: the layer cannot be split by source.
     per_window_edge: int = 0
 
 
@@ -160,8 +149,7 @@ class InferencePlan:
         if held is None:
             release_freed()  # what loading freed is not held
         self.held = _options.held_memory() if held is None else int(held)
-        #: Taken off the budget before anything is planned (``extra``: what the aggregation holds
-        #: whatever the blocks, the Rust path's bitmap of a block's sources, a quarter of a byte a node).
+        #: Taken off the budget first (``extra``: the Rust path's bitmap of a block's sources).
         self.fixed = self.held + _options.code_bytes() + FIXED_BYTES + WRITE_BYTES + int(extra)
         self.budget = (budget if budget is not None
                        else _options.default_memory(cap=1 << 30, held=self.fixed))
@@ -173,10 +161,8 @@ class InferencePlan:
         self._sizes: Dict[int, LayerSizes] = {}
         #: What the budget leaves for blocks, pieces and finishing slices.
         self.share = max(0, int((self.budget - self.fixed) * (1 - SLACK)))
-        # Blocks first: each layer's blocks get what keeps its sweeps within MAX_SWEEPS; pieces
-        # and finishing slices get their least, and up to their preferred sizes (a fifth and a
-        # tenth of the share, at most PIECE_BYTES each and FINISH_BYTES) from what is left;
-        # the blocks get the rest.
+        # Blocks first, within MAX_SWEEPS; pieces and finishing slices their least, then up to their
+        # preferred sizes from what is left; the blocks get the rest.
         least_p, least_f = self._least_pieces(), self._least_finish()
         need = max([least_block_bytes(ip, c.per_node, per_edge=c.per_edge)
                     for ip, c in zip(self.indptrs, self.costs)] or [0])
@@ -205,8 +191,7 @@ class InferencePlan:
         return max(c.per_node + c.per_edge, -(-edges // MAX_PARTS) * c.per_window_edge)
 
     def _least_block(self, k: int, grid_only: bool = False) -> int:
-        """The least block share that runs layer ``k``: the grid within :data:`MAX_SWEEPS`
-        sweeps, or (unless ``grid_only``) source partitions, whichever needs less."""
+        """The least block share that runs layer ``k`` on the grid or (unless ``grid_only``) partitioned."""
         grid = least_block_bytes(self.indptrs[k], self.costs[k].per_node, per_edge=self.costs[k].per_edge)
         part = None if grid_only else self.least_partition_block(k)
         return grid if part is None else min(grid, part)
@@ -219,8 +204,7 @@ class InferencePlan:
         return self.fixed + int(need / (1 - SLACK)) + 2  # share = (budget - fixed) * (1 - SLACK)
 
     def must_partition(self, k: int) -> bool:
-        """Whether unit ``k``'s blocks would sweep its input more than
-        :data:`MAX_SWEEPS` times under this budget."""
+        """Whether unit ``k`` would sweep its input more than :data:`MAX_SWEEPS` times."""
         return self.sizes(k).sweeps > MAX_SWEEPS
 
     def check(self, layers: Sequence[int], grid_only: bool = False) -> None:
@@ -239,8 +223,7 @@ class InferencePlan:
                 f"--memory {least:,} ({_mib(least)})")
 
     def sizes(self, k: int) -> LayerSizes:
-        """The grid's sizes of layer ``k`` under this budget (counted once: the engine asks for
-        them at every block and window)."""
+        """The grid's sizes of layer ``k`` under this budget (counted once)."""
         if k in self._sizes:
             return self._sizes[k]
         c = self.costs[k]
@@ -266,12 +249,9 @@ def _mib(n: int) -> str:
 
 #: The most source partitions of the partitioned scheme (its bucket files: two open per partition).
 MAX_PARTS = 128
-#: Bytes an edge of a partition's window takes while it is summed: its bucketed destination id
-#: (8 bytes, read first and dropped before the sum), then the Rust core's source position (4
-#: bytes where node ids fit in 32 bits, else 8: ``_core.aggregate_edge_bytes``).
+#: Bytes a partitioned window's edge takes: its bucketed destination id, then its source position.
 PART_EDGE = 8
-#: Bytes a destination a window reaches takes besides its accumulator row: its id, its offset,
-#: the Rust core's cursor, next position and segment bounds.
+#: Bytes a destination a window reaches takes besides its accumulator row.
 PART_NODE = 36
 
 

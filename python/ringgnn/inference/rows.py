@@ -103,8 +103,7 @@ def write_output(run: Any, part: Any, ids: Optional[np.ndarray], output: str, up
 
 
 def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
-    """(row bytes, rows per page; 0 when a row is larger than a page) of rows of ``dim`` values
-    of ``itemsize`` bytes."""
+    """(row bytes, rows per page; 0 when a row is larger than a page) of ``dim`` values."""
     row = itemsize * dim
     return row, (PAGE // row if row <= PAGE else 0)
 
@@ -175,8 +174,7 @@ class RowFileWriter:
         self.pending = rows[whole:].copy()
 
     def _write(self, data: bytes) -> None:
-        """Write, syncing and dropping the file from the page cache every
-        ``SYNC_BYTES`` (a memory cap counts dirty and cached pages)."""
+        """Write, syncing and dropping the page cache every ``SYNC_BYTES``."""
         with os_errors("writing", self.path):
             self.f.write(data)
             self.unsynced += len(data)
@@ -247,8 +245,7 @@ class NpyWriter:
             self._sync()
 
     def _sync(self) -> None:
-        """Push the rows put so far to disk and drop them from the mapping and the
-        page cache (a memory cap counts them)."""
+        """Push the rows so far to disk and drop them from the mapping and the page cache."""
         with os_errors("writing", self.path):
             self.array.flush()
             m = getattr(self.array, "_mmap", None)

@@ -118,8 +118,7 @@ def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray
 def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg: np.ndarray,
              negs: Optional[np.ndarray], m: Optional[int], endpoints: int, probabilities: bool, out: Any,
              t0: float) -> Dict[str, Any]:
-    """The one ending of pair scoring: ``summary`` completed (pairs, negatives, metrics
-    for ``negs`` or ``m`` shared negatives), the scores written to ``out`` or kept, ``seconds``."""
+    """The one ending of pair scoring: ``summary`` completed, the scores written to ``out`` or kept."""
     table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
     if m:
         pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]

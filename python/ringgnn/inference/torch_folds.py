@@ -16,8 +16,7 @@ class TorchFolds:
     """The torch folds of the engine's grid (see the module's docstring)."""
 
     def _pieces(self, prepare: Callable[[int], Tuple[Any, ...]], starts: Sequence[int]) -> Iterator[Tuple[Any, ...]]:
-        """``prepare(p)`` for each piece start, in order; with ``overlap``, piece ``i + 1`` is
-        prepared (its rows read) on a second thread while piece ``i`` is folded in."""
+        """``prepare(p)`` for each piece start, in order, the next prepared ahead with ``overlap``."""
         if not self.overlap:
             for p in starts:
                 yield prepare(p)
@@ -55,8 +54,7 @@ class TorchFolds:
         return keys[: len(keys) - len(loops)], n_d
 
     def _grid_add(self, k: int, host: Dict[str, np.ndarray], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
-        """One piece: sources ``u`` with their ``rows``, edge ``i`` from
-        ``u[inv[i]]`` to local destination ``dl[i]``, folded into ``host`` in place."""
+        """One piece: edge ``i`` from ``u[inv[i]]`` (rows ``rows``) to ``dl[i]``, folded into ``host``."""
         import torch
         import torch.nn.functional as F
 
@@ -84,8 +82,7 @@ class TorchFolds:
 
     @staticmethod
     def _softmax_add(st: Dict[str, Any], dl: Any, e: Any, xs: Any) -> None:
-        """Online softmax: fold logits ``e`` [E, H] of messages ``xs`` [E, H, C] into each
-        destination's running max, sum of exponentials and weighted sum."""
+        """Online softmax: fold logits ``e`` [E, H] of messages ``xs`` [E, H, C] into ``st``."""
         import torch
 
         m_piece = torch.full_like(st["m"], float("-inf")).scatter_reduce_(0, dl.unsqueeze(-1).expand_as(e), e,

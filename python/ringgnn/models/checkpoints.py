@@ -22,14 +22,12 @@ from .dense import decoder_from_state, from_module, from_state
 from .gnn import DECODERS, MODELS, build_link_model, build_model
 from .torchfile import ADVICE, load, unreadable
 
-#: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
-#: number of epochs may grow, and how the run is executed (device, threads, output) may change.
+#: Options that define a run: ``--resume`` refuses to continue when one differs.
 RUN_DEFINING = ("task", "model", "decoder", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout",
                 "neg_ratio", "neg_weight", "seed", "world_size")
 #: The checkpoint ``--resume`` continues from, in a run directory.
 LAST = "last.pt"
-#: What a checkpoint written before an option existed was trained with (node tasks have no
-#: decoder nor negatives).
+#: What a checkpoint written before an option existed was trained with.
 RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None}
 
 
@@ -49,8 +47,7 @@ class Checkpoint:
     metrics: Dict[str, Any] = field(default_factory=dict)
     decoder: Any = None
     arrays: Any = None
-    #: The encoder's state dict as numpy arrays (keys without a link run's ``encoder.``) and its
-    #: widths (input, then each layer's output), when read without PyTorch.
+    #: The encoder's state dict as numpy arrays and its widths, when read without PyTorch.
     state: Optional[Dict[str, np.ndarray]] = None
     dims: Optional[List[int]] = None
 
@@ -60,15 +57,13 @@ class Checkpoint:
         return self.args.get("task", "node")
 
     def dense(self, xp: Any = None) -> Any:
-        """The encoder's dense parts (``ringgnn.models.dense.DenseNet``) on ``xp`` (default numpy):
-        from ``net`` when it is held (whatever PyG configuration it has), else from ``arrays``."""
+        """The encoder's ``DenseNet`` on ``xp`` (default numpy): from ``net`` if held, else ``arrays``."""
         if self.net is not None:
             return from_module(self.net, self.kind, self.path, xp)
         return self.arrays if xp is None else self.arrays.to(xp)
 
     def module(self) -> Any:
-        """The PyG encoder (eval mode, CPU), built from ``state`` the first time when the
-        checkpoint was read without PyTorch (this imports PyTorch and PyG)."""
+        """The PyG encoder (eval mode, CPU), built from ``state`` when first asked (imports PyTorch)."""
         if self.net is None:
             import torch
 
@@ -105,14 +100,12 @@ def _load(path: str, advice: Optional[str] = None) -> Any:
 
 
 def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
-    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous run
-    (``args["hetero"]``, the model's config)."""
+    """Whether a checkpoint (:func:`read_checkpoint`'s answer) is of a heterogeneous run."""
     return bool((read[1].get("args") or {}).get("hetero"))
 
 
 def is_hetero_link_run(read: Tuple[str, Dict[str, Any]]) -> bool:
-    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous link run
-    (``args["hetero_link"]``)."""
+    """Whether a checkpoint (:func:`read_checkpoint`'s answer) is of a heterogeneous link run."""
     return bool((read[1].get("args") or {}).get("hetero_link"))
 
 
@@ -172,8 +165,7 @@ def save(obj: Any, path: str) -> None:
     """A checkpoint, written whole under a locked temporary name and renamed into place."""
     import torch
 
-    # Serialized in memory, then written: torch's own writers report a full disk as a
-    # RuntimeError without errno or file (a checkpoint is the model and its optimizer: small).
+    # Serialized in memory: torch's writers report a full disk without errno or file.
     buf = io.BytesIO()
     torch.save(obj, buf)
     with replacing(path, "writing the checkpoint") as tmp, open(tmp, "wb") as f:
@@ -181,8 +173,7 @@ def save(obj: Any, path: str) -> None:
 
 
 def write_json(obj: Any, path: str) -> None:
-    """A run directory's JSON file (``metrics.json``), written whole under a locked temporary
-    name and renamed into place."""
+    """A run directory's JSON file (``metrics.json``), written whole under a temporary name."""
     with replacing(path, "writing") as tmp, open(tmp, "w") as f:
         json.dump(obj, f, indent=2)
         f.write("\n")
@@ -268,8 +259,7 @@ def open_run(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) 
 
 
 def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
-    """``out``'s ``last.pt``, refused when it is not a training checkpoint or was trained with
-    other run-defining options."""
+    """``out``'s ``last.pt``, refused unless a training checkpoint of the same run-defining options."""
     import torch
 
     path = os.path.join(out, LAST)

@@ -131,8 +131,7 @@ class DenseNet:
         return lambda x: np.ascontiguousarray(xp.down(xp.up(x) @ w.T), dtype=np.float32)
 
     def messages(self, k: int) -> Callable[[np.ndarray], np.ndarray]:
-        """GAT layer ``k``'s messages ``lin(x)`` and their source logits ``<lin(x), att_src>``
-        per head, side by side (what the Rust softmax fold takes)."""
+        """GAT layer ``k``'s ``lin(x)`` and source logits per head, side by side (the Rust fold's input)."""
         l, xp = self.layers[k], self.xp
 
         def apply(x: np.ndarray) -> np.ndarray:
@@ -174,8 +173,7 @@ class DenseNet:
         return out + l.bias if l.bias is not None else out
 
     def after(self, k: int, out: Any) -> Any:
-        """What BasicGNN applies after layer ``k`` but the last (eval mode: the activation and the
-        norm; no dropout)."""
+        """What BasicGNN applies after layer ``k`` but the last, in eval mode (activation, norm)."""
         if k >= len(self.layers) - 1:
             return out
         if self.act_first:
@@ -283,8 +281,7 @@ def _host(p: Any) -> Optional[np.ndarray]:
 
 
 def _on_arrays(module: Any) -> Callable[[Any], Any]:
-    """A torch module (an activation or norm other than ReLU/Identity) applied to numpy arrays or
-    tensors."""
+    """A torch module (activation or norm) applied to numpy arrays or tensors."""
     import torch
 
     def apply(x: Any) -> Any:
@@ -326,8 +323,7 @@ def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], pat
 
 
 def _dense_layer(kind: str, conf: Any, arrays: Dict[str, np.ndarray]) -> DenseLayer:
-    """Convolution ``kind``'s :class:`DenseLayer` from its ``arrays`` and ``conf``
-    (the PyG module, or ``build_model``'s defaults)."""
+    """Convolution ``kind``'s :class:`DenseLayer` from its ``arrays`` and ``conf``."""
     if kind == "sage":
         # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
         aggr = "project" if getattr(conf, "project", False) else str(getattr(conf, "aggr", "mean"))

@@ -50,8 +50,7 @@ def build_decoder(kind: str, dim: int) -> Any:
 
 
 def build_link_model(kind: str, in_dim: int, hidden: int, layers: int, dropout: float, decoder: str) -> Any:
-    """A :class:`LinkModel`: encoder ``kind`` whose last layer gives ``hidden``-wide embeddings,
-    and decoder ``decoder``."""
+    """A :class:`LinkModel`: encoder ``kind`` giving ``hidden``-wide embeddings, and ``decoder``."""
     import torch
 
     class LinkModel(torch.nn.Module):

@@ -15,8 +15,7 @@ from .hetero_dense import TypedStructure, config_keys
 
 
 class _Relation(torch.nn.Module):
-    """One relation's ``SAGEConv`` from the source type's rows to the destination's
-    (R-GCN's: without root weight nor bias)."""
+    """One relation's ``SAGEConv`` (R-GCN's: without root weight nor bias)."""
 
     def __init__(self, kind: str, in_src: int, in_dst: int, out: int):
         super().__init__()
@@ -32,8 +31,7 @@ class _Relation(torch.nn.Module):
 
 
 class _Layer(torch.nn.Module):
-    """One layer: a message module per relation (``rels``, keyed ``"src:rel:dst"``) and
-    the root terms (``roots``) that ``TypedStructure.layer_parts`` names."""
+    """One layer: a module per relation (``rels``) and the root terms (``roots``)."""
 
     def __init__(self, kind: str, types: Sequence[str], edge_types: Sequence[EdgeType], roots: Sequence[str],
                  dims: Mapping[str, int], out: int):
@@ -88,8 +86,7 @@ class HeteroModel(torch.nn.Module, TypedStructure):
                                  f"model (featureless types: {featureless})")
         self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(self.num_nodes[t], self.width)
                                                for t in self.held_tables()})
-        #: Readers of the external tables' rows (``gather(ids)``), for inference and serving;
-        #: training passes a batch's gathered rows in ``x_dict`` instead.
+        #: Readers of the external tables' rows (``gather(ids)``), for inference and serving.
         self.tables: Dict[str, Any] = {}
         self.convs = torch.nn.ModuleList(_Layer(model, self.computed[k], rels, roots, dims, out)
                                          for k, out, dims, rels, roots in self.layer_parts())
@@ -124,8 +121,6 @@ class HeteroModel(torch.nn.Module, TypedStructure):
             if t in self.embeddings:
                 h[t] = self.embeddings[t].weight[:0] if ids is None else self.embeddings[t](ids)
                 continue
-            # A featureless type's table outside the model: the rows the caller gathered
-            # (``x_dict[t]``, training), else read from ``tables[t]`` by ``n_id``.
             outside = t in self.external
             width, what = (self.width, "embedding rows") if outside else (self.in_dims[t], "features")
             if x is None and ids is not None and ids.numel():
@@ -176,8 +171,7 @@ class HeteroModel(torch.nn.Module, TypedStructure):
 def hetero_batch_to_dicts(data: Any, device: Any = None) -> Tuple[Dict[str, torch.Tensor],
                                                                    Dict[EdgeType, torch.Tensor],
                                                                    Dict[str, torch.Tensor]]:
-    """``(x_dict, edge_index_dict, n_id_dict)`` of a PyG ``HeteroData``
-    batch, on ``device`` when given."""
+    """``(x_dict, edge_index_dict, n_id_dict)`` of a PyG ``HeteroData`` batch, on ``device``."""
     def move(v: torch.Tensor) -> torch.Tensor:
         return v if device is None else v.to(device)
 

@@ -45,8 +45,7 @@ class TypedStructure:
         return [k for k, types in enumerate(self.computed) if t in types]
 
     def held_tables(self) -> List[str]:
-        """The featureless types the first layer reads whose embedding table the model holds
-        (those not ``external``)."""
+        """The featureless first-layer types whose table the model holds (not ``external``)."""
         return [t for t in self.computed[0] if self.in_dims[t] is None and t not in self.external]
 
     def layer_parts(self) -> Iterator[Tuple[int, int, Dict[str, int], List[EdgeType], List[str]]]:
@@ -121,8 +120,7 @@ class HeteroDense(TypedStructure):
 
     @classmethod
     def from_module(cls, net: Any) -> "HeteroDense":
-        """The dense parts of a live ``HeteroModel`` (its weights shared, on the CPU, or copied
-        from its device); its external tables' readers too."""
+        """The dense parts of a live ``HeteroModel`` (weights on the CPU) and its table readers."""
         state = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
         dense = cls(net.config(), lambda k, _: np.ascontiguousarray(state[k], dtype=np.float32))
         dense.tables = dict(net.tables)
@@ -149,8 +147,7 @@ class HeteroDense(TypedStructure):
 
 
 def config_keys(cfg: Mapping[str, Any]) -> Tuple[List[str], List[str]]:
-    """(the unknown keys of a model's config, the required ones it lacks): what the model and its
-    dense parts check before they read one."""
+    """(the unknown keys of a model's config, the required ones it lacks)."""
     return sorted(set(cfg) - set(CONFIG_KEYS)), [k for k in CONFIG_KEYS[:8] if k not in cfg]
 
 

@@ -23,8 +23,7 @@ import numpy as np
 from .._core import InputError
 from .._files import os_errors
 
-#: Storage classes (``torch.FloatStorage``...) and the numpy dtype of their elements. bf16 has
-#: no numpy dtype: its 16 bits come back as uint16 (a model of ringgnn's is float32).
+#: Storage classes and their elements' numpy dtype (bf16 comes back as uint16 bits).
 STORAGES: Dict[str, np.dtype] = {
     "FloatStorage": np.dtype("<f4"), "DoubleStorage": np.dtype("<f8"), "HalfStorage": np.dtype("<f2"),
     "BFloat16Storage": np.dtype("<u2"), "LongStorage": np.dtype("<i8"), "IntStorage": np.dtype("<i4"),
@@ -62,8 +61,7 @@ def _rebuild_tensor(storage: _Storage, offset: int, size: Tuple[int, ...], strid
 
 
 def _tensor(t: _Tensor, storage: np.ndarray) -> np.ndarray:
-    """A tensor's elements: the storage itself where the tensor is all of it in order,
-    else a copy (a small view does not keep a large storage alive)."""
+    """A tensor's elements: its storage where it is all of it in order, else a copy."""
     offset, size, stride = t.offset, t.size, t.stride
     if not size:
         if not 0 <= offset < len(storage):
@@ -144,8 +142,7 @@ class _Unpickler(pickle.Unpickler):
 #: What to do about a checkpoint that cannot be read, where the caller has nothing better to say.
 ADVICE = "use an earlier copy of it (a run keeps best.pt and last.pt) or train the run again"
 
-#: How ``torch.save`` began a file before torch 1.6 (its legacy format, not a zip archive): pickle
-#: protocol 2, then the format's magic number as a long.
+#: How ``torch.save`` began a file before torch 1.6 (not a zip archive).
 _LEGACY = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 
 
