@@ -24,8 +24,8 @@ from .graph import NeighborFile, fold_windows, numpy_sums
 from .finish import LayerStep, finish_block
 from .partition import merge_and_finish, merge_blocks, spill_relations
 from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_bytes
-from .rows import (PAGE, RowFileWriter, _layout, check_output, link_outputs, node_selection, only_embeddings,
-                   trained_on, wanted_mask, write_output)
+from .rows import (RowFileWriter, check_output, link_outputs, node_selection, only_embeddings,
+                   rows_bytes, trained_on, wanted_mask, write_output)
 
 #: Floats of the widest row a destination holds: input, accumulator, relation term, root term,
 #: running combination, output.
@@ -233,9 +233,7 @@ class HeteroLayerwise(Engine):
         rels = self._relations(k, d)
         input_bytes = 0
         for (s, _, _), _g in rels:
-            row, per_page = _layout(self.widths[k - 1][s], 4 if k == 1 or self.hidden_dtype == "f32" else 2)
-            n = self.num_nodes[s]
-            input_bytes += n * row if per_page == 0 else -(-n // per_page) * PAGE
+            input_bytes += rows_bytes(self.num_nodes[s], self.widths[k - 1][s], "f32" if k == 1 else self.hidden_dtype)
         acc = 4 * max((self.widths[k - 1][et[0]] for et, _ in rels), default=1)
         return dict(input_bytes=input_bytes, acc_bytes=acc,
                     id_bytes=max((g.id_bytes for _, g in rels), default=4))

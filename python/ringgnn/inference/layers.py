@@ -16,7 +16,7 @@ from .._files import temporary
 from .finish import LayerStep, finish_block, map_slices, slice_reader, split_rows
 from .graph import blocks, fold_windows
 from .plan import DEST_BYTES, KEY_PEAK, LayerCost, SchemeChoice, release_freed, window_edge_bytes
-from .rows import PAGE, RowFileWriter, _layout
+from .rows import RowFileWriter, rows_bytes
 
 
 class GnnLayers:
@@ -95,15 +95,13 @@ class GnnLayers:
         input file as stored, an accumulator row, GAT's destination logits, and the ``W x`` rows'
         bytes where the grid sweeps them."""
         n = self.graph.num_nodes
-        row, per_page = _layout(self.widths[k], 4 if k == 0 or self.hidden_dtype == "f32" else 2)
-        input_bytes = n * row if per_page == 0 else -(-n // per_page) * PAGE
+        input_bytes = rows_bytes(n, self.widths[k], "f32" if k == 0 else self.hidden_dtype)
         extra = 0
         if self.ckpt.kind == "gat":
             extra = input_bytes + 2 * 4 * self.dense.layers[k].heads * n
         once, sweep = 0, None
         if pretransform:
-            wrow, wper = _layout(self._acc_width(k))
-            sweep = -(-n // wper) * PAGE if wper else n * wrow
+            sweep = rows_bytes(n, self._acc_width(k))
             once = input_bytes + sweep
         return dict(input_bytes=input_bytes, acc_bytes=self._part_acc_bytes(k), id_bytes=self.graph.id_bytes,
                     extra_bytes=extra, once_bytes=once, sweep_bytes=sweep)

@@ -112,6 +112,12 @@ def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
 _STORED = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
 
 
+def rows_bytes(n: int, dim: int, dtype: str = "f32") -> int:
+    """Bytes of ``n`` rows of ``dim`` values stored as ``dtype`` in the feature-file layout."""
+    row, per_page = _layout(dim, _STORED[dtype].itemsize)
+    return n * row if per_page == 0 else -(-n // per_page) * PAGE
+
+
 def encode_rows(rows: np.ndarray, dtype: str) -> np.ndarray:
     """float32 rows as stored in a ``dtype`` rows file: f32 as they are, f16 by numpy,
     bf16 rounded to nearest even as PyTorch does (NaN stays NaN)."""
@@ -137,7 +143,18 @@ def sync_and_drop(f: Any) -> None:
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-class RowFileWriter:
+class _Sink:
+    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> Any:
+        """``run(self.put)``, then :meth:`finish`; an error anywhere removes the output (``abort``)."""
+        try:
+            run(self.put)
+            return self.finish()
+        except BaseException:
+            self.abort()
+            raise
+
+
+class RowFileWriter(_Sink):
     """Appends float32 rows, stored as ``dtype`` (:func:`encode_rows`), to a file in
     the feature-file layout under a locked temporary name; :meth:`finish` pads, syncs and renames.
     OS errors name the file."""
@@ -155,7 +172,7 @@ class RowFileWriter:
             self.temp.close()
             raise
         self.pending = np.empty((0, dim), dtype=self.stored)
-        self.unsynced = 0
+        self.unsynced = self.next = 0
 
     def append(self, rows: np.ndarray) -> None:
         rows = encode_rows(np.asarray(rows).reshape(-1, self.dim), self.dtype)
@@ -195,22 +212,11 @@ class RowFileWriter:
             self.temp.commit(self.path)
         return self.path
 
-    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> str:
-        """``run(put)``, ``put(first, rows)`` appending the rows of nodes ``first ..`` (they come
-        in node order), then :meth:`finish`; an error anywhere removes the file (:meth:`abort`)."""
-        expect = [0]
-
-        def put(a: int, rows: np.ndarray) -> None:
-            assert a == expect[0], "blocks come in node order"
-            self.append(rows)
-            expect[0] = a + len(rows)
-
-        try:
-            run(put)
-            return self.finish()
-        except BaseException:
-            self.abort()
-            raise
+    def put(self, a: int, rows: np.ndarray) -> None:
+        """Append the rows of nodes ``a ..`` (they come in node order)."""
+        assert a == self.next, "blocks come in node order"
+        self.append(rows)
+        self.next = a + len(rows)
 
     def abort(self) -> None:
         try:
@@ -269,7 +275,7 @@ class NpyWriter:
         self.temp.close()
 
 
-class OutputRows:
+class OutputRows(_Sink):
     """Where a run's output rows of one node type go: each block converted to
     ``output`` (``logits``/``embeddings`` as ``dtype``, ``probabilities``, ``predictions``), each row at
     its position in ``ids`` (None: at its id), into a ``.npy`` (``out``) or an array."""
@@ -315,16 +321,6 @@ class OutputRows:
     def finish(self) -> Optional[str]:
         """The ``.npy`` written (None when the rows are in :attr:`result`)."""
         return self.sink.finish() if self.sink is not None else None
-
-    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> Optional[str]:
-        """``run(put)`` (put: :meth:`put`, or what wraps it), then :meth:`finish`; an error
-        anywhere removes the output (:meth:`abort`)."""
-        try:
-            run(self.put)
-            return self.finish()
-        except BaseException:
-            self.abort()
-            raise
 
     def abort(self) -> None:
         if self.sink is not None:
