@@ -1,6 +1,5 @@
-"""Embeddings as a dataset's features (``ringgnn embed RUN --attach DS --name NAME``): a
-copy of ``DS`` named ``NAME`` beside it with the run's embeddings as its features, other files
-hard-linked, renamed when complete. docs/INFERENCE.md "Embeddings as features"."""
+"""Embeddings as a dataset's features (``ringgnn embed RUN --attach DS --name NAME``): a copy of
+``DS`` beside it, hard-linked, with the run's embeddings as features. docs/INFERENCE.md."""
 
 from __future__ import annotations
 

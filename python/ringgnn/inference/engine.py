@@ -46,9 +46,8 @@ SCHEME_ENV = "RINGGNN_INFER_SCHEME"
 
 
 class Engine:
-    """What every layer-wise run shares: options, units and their blocks and windows, each
-    unit's scheme, the layer files and the counters. A kind sets :attr:`units`, :attr:`memplan`,
-    :attr:`planned` and the given sizes, and computes a unit in :meth:`_compute`."""
+    """What every layer-wise run shares: options, units, blocks and windows, schemes, layer files
+    and counters. A kind sets :attr:`units`, :attr:`memplan` and the sizes, and computes a unit."""
 
     units: List[Tuple[int, Optional[str]]]
     memplan: InferencePlan
@@ -154,8 +153,8 @@ class Engine:
     # -- the scheme of a unit ---------------------------------------------------------------------
 
     def choose(self, i: int, wanted: Optional[np.ndarray] = None) -> SchemeChoice:
-        """Unit ``i``'s scheme (``plan.choose_scheme``): the grid's sweeps against the
-        source partitions' bytes. Units for ``wanted`` nodes only stay on the grid."""
+        """Unit ``i``'s scheme (``plan.choose_scheme``); units for ``wanted`` nodes only stay on
+        the grid."""
         indptr = self.memplan.indptrs[i]
         force = self._forced(i)
         if self.planned and force != "grid" and self.memplan.must_partition(i):
@@ -200,9 +199,8 @@ class Engine:
     # -- running units ------------------------------------------------------------------------------
 
     def check(self, upto: int, units: Sequence[int], wanted: Optional[np.ndarray]) -> None:
-        """Refuse, before anything is read or written, a budget under which some of
-        ``units`` runs neither on the grid nor by source partitions; put the plan and each unit's scheme
-        in :attr:`plan`."""
+        """Refuse, before anything is read or written, a budget too small for some of ``units``;
+        put the plan and each unit's scheme in :attr:`plan`."""
         if self.planned:
             self.memplan.check(units, grid_only=self.scheme == "grid" or not all(self._splits(i) for i in units))
             grid = self.memplan.describe(units)
@@ -239,8 +237,7 @@ class Engine:
 
     def compute(self, i: int, prev: Dict[Optional[str], Any], writer: Callable[[int, np.ndarray], None],
                 wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
-        """Unit ``i`` from the readers ``prev`` (:meth:`_compute`), its seconds, CPU
-        seconds, bytes read and phases' seconds counted in ``stats``."""
+        """Unit ``i`` from the readers ``prev``, its times and bytes counted in ``stats``."""
         layer, t = self.units[i]
         t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
@@ -278,9 +275,8 @@ class Engine:
 
 
 class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
-    """Each layer's output of ``ckpt``'s model on ``ds`` (as of time ``at``)
-    within ``memory`` bytes; :meth:`run` hands rows to a callback, :meth:`close` removes what ``at``
-    wrote."""
+    """Each layer's output of ``ckpt``'s model on ``ds`` within ``memory`` bytes;
+    :meth:`run` hands rows to a callback, :meth:`close` removes what ``at`` wrote."""
 
     def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
@@ -336,8 +332,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
 
     @property
     def net(self) -> Any:
-        """The PyG model (PyTorch and PyG imported): only ``strategy="blocks"`` and
-        ``aggregate="python"`` use it; the grid's dense parts are :attr:`dense`."""
+        """The PyG model (imports PyTorch): for ``strategy="blocks"`` and ``aggregate="python"``."""
         return self.ckpt.module()
 
     def _width(self, k: int) -> int:
@@ -368,9 +363,8 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
 
     def run(self, upto: Optional[int] = None, wanted: Optional[np.ndarray] = None,
             emit: Optional[Callable[[int, np.ndarray], None]] = None, activate_last: bool = False) -> None:
-        """Layers ``1..upto`` (default: all); layer ``upto``'s rows go to
-        ``emit(first_node, rows)`` (blocks holding ``wanted`` nodes), activated where
-        ``activate_last``."""
+        """Layers ``1..upto`` (default: all); layer ``upto``'s rows go to ``emit(first, rows)``
+        (blocks holding ``wanted`` nodes), activated where ``activate_last``."""
         L = self.num_layers
         upto = L if upto is None else upto
         if not 1 <= upto <= L:

@@ -22,8 +22,7 @@ MAX_WORKERS = 4
 
 @dataclass
 class LayerStep:
-    """Layer ``k`` of the engine as :func:`finish_block` and the source partitions
-    take it (built by the engine, so imports run one way)."""
+    """Layer ``k`` of the engine as :func:`finish_block` and the source partitions take it."""
 
     k: int
     #: The model: ``sage``, ``gcn`` or ``gat``.
@@ -59,8 +58,7 @@ class LayerStep:
 
 
 def workers(device: str) -> int:
-    """Threads computing finishing slices: one per usable core (at most
-    :data:`MAX_WORKERS`) on the CPU, one on a GPU."""
+    """Threads computing finishing slices: one per usable core (at most :data:`MAX_WORKERS`), one on a GPU."""
     if device != "cpu":
         return 1
     return max(1, min(MAX_WORKERS, _threads.cores()))

@@ -41,8 +41,7 @@ def newer_than(part: Any, t: int) -> Optional[Tuple[np.ndarray, int]]:
 
 
 class NeighborFile:
-    """The in-neighbor lists of a dataset (or of one ``relation``), read in ranges;
-    only the offset index is in memory."""
+    """The in-neighbor lists of a dataset (or of one ``relation``), read in ranges."""
 
     def __init__(self, ds: Any, relation: Optional[str] = None):
         if relation is None:
@@ -123,9 +122,8 @@ class NeighborFile:
 def fold_windows(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: int,
                  windows: Iterable[Tuple[int, int]], piece_rows: int, phases: Optional[Dict[str, float]] = None,
                  **kw: Any) -> None:
-    """Fold block ``a..b``'s in-neighbors' rows (``reader``'s) into ``acc`` by the
-    Rust core (``FeatureReader.aggregate``, GIL released), one call per window ``lo..hi``; ``kw``:
-    the fold (default ``sum``). Bytes read go to ``graph.bytes_read``, seconds to ``phases``."""
+    """Fold block ``a..b``'s in-neighbors' rows into ``acc`` by the Rust core, one call per window;
+    ``kw``: the fold (default ``sum``). Bytes read go to ``graph.bytes_read``, seconds to ``phases``."""
     ip = graph.indptr[a:b + 1]
     for lo, hi in windows:
         got = reader.aggregate(acc, a, ip, lo, hi, graph.path, graph.id_bytes, piece_rows=piece_rows, **kw)

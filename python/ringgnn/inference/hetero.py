@@ -84,9 +84,8 @@ def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any
 
 def link_towers(read: Tuple[str, Mapping[str, Any]],
                 dataset: Any = None) -> Tuple[HeteroDataset, str, Dict[str, HeteroDense], str]:
-    """(dataset, relation ``S:R:D``, towers, checkpoint path) of a typed link run
-    (or a homogeneous one at times, ``node:to:node``), read without PyTorch: the towers' dense parts
-    by side, ``src`` and ``dst`` (absent when ``S = D``)."""
+    """(dataset, relation ``S:R:D``, towers by side, checkpoint path) of a typed link run read
+    without PyTorch; ``dst`` is absent when ``S = D``."""
     path, state = read
     cfg = state["args"]["hetero_link"]
     ds = Dataset.opened(trained_on(read, dataset))
@@ -194,9 +193,8 @@ class HeteroLayerwise(Engine):
         return [(et, self.graph[edge_type_str(et)]) for et in self.net.convs[k - 1].edge_types if et[2] == d]
 
     def _cost(self, k: int, d: str) -> Tuple[np.ndarray, LayerCost]:
-        """(the offset index of unit ``(k, d)``: in-degrees summed over the
-        relations into ``d``; its :class:`~ringgnn.inference.plan.LayerCost`): a destination holds
-        :data:`NODE_FLOATS` rows of the widest row; blocks are finished whole."""
+        """(unit ``(k, d)``'s offset index: in-degrees summed over the relations into ``d``;
+        its :class:`~ringgnn.inference.plan.LayerCost`); blocks are finished whole."""
         rels = self._relations(k, d)
         ip = np.zeros(self.num_nodes[d] + 1, dtype=np.int64)
         for _, g in rels:
@@ -273,9 +271,8 @@ class HeteroLayerwise(Engine):
 
     def _compute(self, i: int, prev: Mapping[str, Any], writer: Callable[[int, np.ndarray], None],
                  wanted: Optional[np.ndarray], activate: bool) -> Dict[str, Any]:
-        """Unit ``i``'s rows in node order (blocks holding ``wanted``
-        nodes): per destination block ``HeteroDense.block`` on each relation's sums, from the grid's
-        folds or merged from source partitions."""
+        """Unit ``i``'s rows in node order (blocks holding ``wanted`` nodes):
+        ``HeteroDense.block`` on each relation's sums, from the grid or merged from source partitions."""
         k, d = self.units[i]
         choice = self.choose(i, wanted)
         rels = self._relations(k, d)

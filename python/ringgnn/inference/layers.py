@@ -36,9 +36,7 @@ class GnnLayers:
         return (1.0 / np.sqrt(deg + 1.0)).astype(np.float32)
 
     def _layer_cost(self, k: int) -> LayerCost:
-        """What layer ``k`` costs on the grid: bytes per destination node
-        (accumulators and ``DEST_BYTES``), per piece unit (a distinct source row for Rust, an edge for
-        torch), per finishing row."""
+        """What layer ``k`` costs on the grid (:class:`~ringgnn.inference.plan.LayerCost`)."""
         layer, d_in, d_out = self.dense.layers[k], self.widths[k], self.widths[k + 1]
         rust = self.aggregate == "rust"
         if self.ckpt.kind == "gat":
@@ -91,9 +89,7 @@ class GnnLayers:
         return 4 * self._acc_width(k) + 64
 
     def _scheme_bytes(self, k: int, pretransform: bool) -> Dict[str, Any]:
-        """Layer ``k``'s bytes as ``plan.choose_scheme`` weighs them: its
-        input file as stored, an accumulator row, GAT's destination logits, and the ``W x`` rows'
-        bytes where the grid sweeps them."""
+        """Layer ``k``'s bytes as ``plan.choose_scheme`` weighs them."""
         n = self.graph.num_nodes
         input_bytes = rows_bytes(n, self.widths[k], "f32" if k == 0 else self.hidden_dtype)
         extra = 0
@@ -143,9 +139,8 @@ class GnnLayers:
         return io
 
     def _pretransforms(self, k: int, blocks: int) -> bool:
-        """Whether layer ``k``'s blocks sweep ``W x`` rows computed once: a
-        narrowing layer summed by Rust in more than one block (with one block it saves no product and
-        moves more bytes; ``docs/benchmarks.md``)."""
+        """Whether layer ``k``'s blocks sweep ``W x`` rows computed once: a narrowing
+        layer summed by Rust in more than one block (one block would only move more bytes)."""
         return self.aggregate == "rust" and self._narrow(k) and blocks > 1
 
     def _pretransform(self, k: int, reader: Any, path: str) -> Tuple[Any, str]:
@@ -212,9 +207,8 @@ class GnnLayers:
                          self._phases, **kw)
 
     def fold_args(self, k: int, transformed: bool = False) -> Dict[str, Any]:
-        """Layer ``k``'s fold as the Rust core takes it: ``fold``, GCN's ``dinv``,
-        a narrowing layer's ``W x`` of each piece (unless ``transformed``), GAT's ``lin(x)`` and source
-        logits."""
+        """Layer ``k``'s fold as the Rust core takes it: ``fold``, GCN's ``dinv``, ``W x`` of
+        each piece (unless ``transformed``), GAT's ``lin(x)`` and source logits."""
         layer, aggr = self.dense.layers[k], self._aggr(k)
         kw: Dict[str, Any] = dict(fold={"mean": "sum", "sum": "gcn"}.get(aggr, aggr))
         if aggr == "sum":  # GCN's

@@ -63,9 +63,8 @@ def spilled_io(sp: Any, g: Any, io: Dict[str, int]) -> None:
 
 def spill_relations(step: LayerStep, relations: Sequence[Tuple[Any, ...]], d: str, parts: int, merge: np.ndarray,
                     window_edges: int, piece_rows: int, share: int) -> List[Tuple[Any, Any, int, str]]:
-    """:func:`spill_partials` for each of a unit's ``relations`` (reader, graph,
-    sources, width, fold, drop self loops), each in its own directory; per relation
-    (``SourcePartitions``, graph, width, fold)."""
+    """:func:`spill_partials` for each of a unit's ``relations``, each in its own directory;
+    per relation (``SourcePartitions``, graph, width, fold)."""
     spilled = []
     for r, (src, g, sources, width, kw, drop) in enumerate(relations):
         sub = os.path.join(d, str(r))

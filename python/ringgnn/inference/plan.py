@@ -75,8 +75,7 @@ def release_freed() -> None:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """What one layer of the grid costs in bytes: per destination node, per piece unit,
-    per finishing row, per in-edge and per partitioned window edge."""
+    """What one unit costs in bytes: per destination, piece unit, finishing row and in-edge."""
 
     per_node: int
     per_unit: int
@@ -88,8 +87,7 @@ class LayerCost:
 
 @dataclass(frozen=True)
 class LayerSizes:
-    """The grid's sizes of one layer: the bytes its destination blocks may take, the units of a
-    piece, the rows of a finishing slice and the destination blocks (sweeps) they make."""
+    """The grid's sizes of one layer: block bytes, piece units, finishing rows, and its sweeps."""
 
     block_bytes: int
     piece_units: int
@@ -111,8 +109,7 @@ def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int
 
 
 def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int, per_edge: int = KEY_PEAK) -> int:
-    """How many destination blocks (a hub's edge windows counted one each) the greedy cut makes
-    within ``share`` bytes; counting stops past ``limit``."""
+    """How many blocks (a hub's windows one each) the greedy cut makes within ``share``; stops past ``limit``."""
     n = len(indptr) - 1
     a, count = 0, 0
     while a < n and count <= limit:
@@ -139,9 +136,8 @@ def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS
 
 
 class InferencePlan:
-    """The budget split of one run: ``costs`` a :class:`LayerCost` per unit,
-    ``indptr`` one offset index or one per unit; ``in_flight`` pieces and ``finish_in_flight``
-    finishing slices held at once."""
+    """The budget split of one run: ``costs`` a :class:`LayerCost` per unit, ``indptr`` one
+    offset index or one per unit; ``in_flight`` pieces and ``finish_in_flight`` slices at once."""
 
     def __init__(self, budget: Optional[int], indptr: Union[np.ndarray, Sequence[np.ndarray]],
                  costs: Sequence[LayerCost], in_flight: int, held: Optional[int] = None, extra: int = 0,
@@ -269,10 +265,8 @@ def bucket_edge_bytes(id_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class SchemeChoice:
-    """How unit ``k`` aggregates: ``grid`` or ``partitioned``, with both costs in
-    bytes read plus written (``partitioned_bytes`` None: not possible, ``why``); the partitions and
-    window edges, the grid's ``sweeps`` over its ``blocks`` and whether they sum ``W x`` rows
-    computed once (``pretransform``)."""
+    """How unit ``k`` aggregates (``grid`` or ``partitioned``), both costs in bytes moved
+    (None: not possible, ``why``), and the grid's blocks, sweeps and ``pretransform``."""
 
     scheme: str
     grid_bytes: int

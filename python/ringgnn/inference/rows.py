@@ -26,8 +26,7 @@ OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
 
 
 def check_output(output: Optional[str], dtype: str) -> None:
-    """Refuse an ``output`` (None: not asked) or a ``dtype`` that layer-wise inference does not
-    write."""
+    """Refuse an ``output`` (None: not asked) or ``dtype`` that inference does not write."""
     if output is not None and output not in OUTPUTS:
         raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
     if dtype not in ("f32", "f16"):
@@ -35,8 +34,7 @@ def check_output(output: Optional[str], dtype: str) -> None:
 
 
 def link_outputs(run_dir: Any, output: Optional[str]) -> None:
-    """Refuse ``output`` of a link run's nodes where it is a class (``predictions``,
-    ``probabilities``): a link model scores pairs; its nodes have embeddings (``ringgnn embed``)."""
+    """Refuse ``predictions``/``probabilities`` of a link run's nodes: it scores pairs."""
     if output in ("predictions", "probabilities"):
         raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
                          "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
@@ -84,9 +82,8 @@ def wanted_mask(n: int, ids: Optional[np.ndarray], also: Iterable[np.ndarray] = 
 def write_output(run: Any, part: Any, ids: Optional[np.ndarray], output: str, upto: int, width: int, dtype: str,
                  out: Optional[str], fill: Callable[[Callable[[int, np.ndarray], None]], None],
                  head: Dict[str, Any]) -> Dict[str, Any]:
-    """Layer ``upto``'s ``output`` rows of nodes ``ids`` of ``part`` (None: all),
-    which ``fill(put)`` hands to ``put``: written to ``out`` (with the original ids beside it) or
-    returned; the summary with ``out`` (and ``node_ids``) or ``array``."""
+    """Layer ``upto``'s ``output`` rows of nodes ``ids`` of ``part``, from ``fill(put)``: written
+    to ``out`` (original ids beside it) or returned; the summary."""
     count = part.num_nodes if ids is None else len(ids)
     t0 = time.perf_counter()
     rows = OutputRows(output, count, width, dtype, ids, out)
@@ -135,8 +132,7 @@ def encode_rows(rows: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def sync_and_drop(f: Any) -> None:
-    """Push what was written to the open file ``f`` to disk and drop its pages from the page
-    cache: a memory cap counts a file's dirty and cached pages (``infer_plan.WRITE_BYTES``)."""
+    """Push the open file ``f`` to disk and drop its pages from the page cache."""
     f.flush()
     os.fdatasync(f.fileno())
     if hasattr(os, "posix_fadvise"):
@@ -155,9 +151,8 @@ class _Sink:
 
 
 class RowFileWriter(_Sink):
-    """Appends float32 rows, stored as ``dtype`` (:func:`encode_rows`), to a file in
-    the feature-file layout under a locked temporary name; :meth:`finish` pads, syncs and renames.
-    OS errors name the file."""
+    """Appends float32 rows, stored as ``dtype``, to a file in the feature-file layout under a
+    locked temporary name; :meth:`finish` pads, syncs and renames. OS errors name the file."""
 
     def __init__(self, path: str, dim: int, dtype: str = "f32"):
         self.path, self.dim, self.dtype = path, dim, dtype
@@ -276,9 +271,8 @@ class NpyWriter:
 
 
 class OutputRows(_Sink):
-    """Where a run's output rows of one node type go: each block converted to
-    ``output`` (``logits``/``embeddings`` as ``dtype``, ``probabilities``, ``predictions``), each row at
-    its position in ``ids`` (None: at its id), into a ``.npy`` (``out``) or an array."""
+    """Where a run's output rows of one node type go: each block converted to ``output``, each
+    row at its position in ``ids`` (None: at its id), into a ``.npy`` (``out``) or an array."""
 
     def __init__(self, output: str, count: int, width: int, dtype: str, ids: Optional[np.ndarray],
                  out: Optional[str]):

@@ -36,8 +36,7 @@ def score_pairs(ds: Dataset, ckpt: Checkpoint, pairs: np.ndarray, negs: Optional
 
 def embed_endpoints(ds: Dataset, ckpt: Checkpoint, arrays: Any, stats: Optional[Dict[str, Any]] = None,
                     **opts: Any) -> Tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct node ids of ``arrays``, their exact embeddings by link model ``ckpt``):
-    one layer-wise inference for every endpoint; ``opts`` and ``stats`` as :func:`score_pairs`."""
+    """(sorted distinct ids of ``arrays``, their exact embeddings by link model ``ckpt``)."""
     if ckpt.task != "link" or ckpt.decoder is None:
         raise InputError(f"{ckpt.path}: a node-classification model has no pair scores; train a link model "
                          "(`ringgnn train DATASET --task link`)")
@@ -96,9 +95,8 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
 def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
                  chunk: int = 1 << 14,
                  dst: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """Scores of ``pairs`` ((2, n)) and of ``negs`` ((n, K), optional) from the rows
-    ``z`` of sorted ids ``ids``, ``chunk`` pairs at a time, by ``decoder`` (a ``DenseDecoder`` or a
-    torch decoder). ``dst``: (rows, ids) of the destinations when not ``z``'s."""
+    """Scores of ``pairs`` ((2, n)) and ``negs`` ((n, K)) from rows ``z`` of sorted ``ids`` by
+    ``decoder``, ``chunk`` pairs at a time; ``dst``: (rows, ids) of the destinations if not ``z``'s."""
     decoder = dense_decoder(decoder)
     n = pairs.shape[1]
     k = 0 if negs is None else negs.shape[1]
@@ -150,8 +148,7 @@ def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg
 def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, stats: Optional[Dict[str, Any]] = None,
                **opts: Any) -> np.ndarray:
     """``tower``'s exact rows of the sorted ``ids`` of ``node_type`` (``opts``:
-    :class:`~ringgnn.inference.hetero.HeteroLayerwise`'s); ``stats`` receives the engine's
-    ``times``."""
+    :class:`~ringgnn.inference.hetero.HeteroLayerwise`'s); ``stats`` receives its ``times``."""
     tower = dense_of(tower)
     run = HeteroLayerwise(ds, tower, **opts)
     wanted = wanted_mask(ds.num_nodes_dict[node_type], ids)

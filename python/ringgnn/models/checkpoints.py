@@ -33,9 +33,8 @@ RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": N
 
 @dataclass
 class Checkpoint:
-    """A run's model for inference (eval mode, CPU): ``net`` the encoder, a link run's
-    ``decoder``. Read without PyTorch, ``net`` is None, ``arrays`` holds the encoder's
-    ``DenseNet`` and ``decoder`` a ``DenseDecoder``; :meth:`module` builds the PyG encoder."""
+    """A run's model for inference: ``net`` the encoder and a link run's ``decoder``; read
+    without PyTorch, ``arrays`` and a ``DenseDecoder`` instead, :meth:`module` builds the encoder."""
 
     net: Any
     kind: str
@@ -180,9 +179,8 @@ def write_json(obj: Any, path: str) -> None:
 
 
 def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]], out: str) -> Tuple[int, List[Dict[str, Any]]]:
-    """Load a resumed checkpoint (``out``'s ``last.pt``) into the model, the optimizer and
-    PyTorch's generator; returns (first epoch to run, the epochs' rows so far), ``(0, [])``
-    without one. Tensors that do not fit are refused naming the first that differs."""
+    """Load a resumed checkpoint into the model, optimizer and generator; (first epoch, the
+    epochs' rows), ``(0, [])`` without one. Tensors that do not fit are refused."""
     if resumed is None:
         return 0, []
     import torch
@@ -203,8 +201,7 @@ def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]], out: str) -> 
 
 
 def state_mismatch(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
-    """How a checkpoint's state dict ``got`` differs from the model's ``want`` (its first missing,
-    unexpected or differently shaped tensor), or "" where it fits."""
+    """The first missing, unexpected or misshapen tensor of ``got`` against ``want``, or ""."""
     for key, value in want.items():
         if key not in got:
             return f"it has no {key}"
@@ -216,8 +213,7 @@ def state_mismatch(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
 
 
 def config_mismatch(was: Mapping[str, Any], now: Mapping[str, Any]) -> str:
-    """The entries of a heterogeneous model's config that differ between a checkpoint (``was``)
-    and this run (``now``), as ``key=old (now new)``, for ``--resume``'s refusal."""
+    """The config entries that differ between a checkpoint (``was``) and this run (``now``)."""
     keys = [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
     return ", ".join(f"{k}={_short(was.get(k))} (now {_short(now.get(k))})" for k in keys)
 

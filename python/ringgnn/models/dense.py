@@ -39,8 +39,7 @@ class Numpy:
 
 
 class Torch:
-    """A device's tensors (``--device cuda``): host rows copied up from a page-locked copy
-    (asynchronous; the first use waits for it) and results copied back."""
+    """A device's tensors (``--device cuda``): rows copied up from page-locked memory and back."""
 
     def __init__(self, device: str):
         import torch
@@ -135,8 +134,7 @@ class DenseNet:
         return apply
 
     def gat_start(self, k: int, x: Any) -> Any:
-        """GAT layer ``k``'s destinations of rows ``x``: (their destination logits ``[n, H]``,
-        the self loop's logit ``[n, H]`` and message ``[n, H, C]``)."""
+        """GAT layer ``k``'s (destination logits, self loop logits, self loop messages) of rows ``x``."""
         l = self.layers[k]
         xd = (x @ l.dst_weight.T).reshape(-1, l.heads, l.channels)
         xs = xd if l.dst_weight is l.weight else (x @ l.weight.T).reshape(-1, l.heads, l.channels)
@@ -207,9 +205,8 @@ _MLP = ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")
 
 @dataclass(frozen=True)
 class DenseDecoder:
-    """A link run's decoder on numpy arrays: ``dot``, or ``mlp``,
-    ``lin2(relu(lin1(zs * zd)))``. Rows broadcast: ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with
-    ``(n, K, d)``."""
+    """A link run's decoder on numpy arrays: ``dot`` or ``mlp``, ``lin2(relu(lin1(zs * zd)))``;
+    rows broadcast as the torch modules' do."""
 
     kind: str
     w1: Optional[np.ndarray] = None
@@ -227,8 +224,7 @@ class DenseDecoder:
 
 def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: str, fits: str,
                        prefix: str = "decoder.") -> DenseDecoder:
-    """The :class:`DenseDecoder` of a link run's state dict (numpy arrays), its keys and shapes
-    checked as :func:`check_state` does (``dot`` has none)."""
+    """The :class:`DenseDecoder` of a link run's state dict, checked by :func:`check_state`."""
     if kind not in ("dot", "mlp"):
         raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {kind!r})")
     shapes = dict(zip(_MLP, ((dim, dim), (dim,), (1, dim), (1,)))) if kind == "mlp" else {}
@@ -237,8 +233,7 @@ def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: 
 
 
 def dense_decoder(decoder: Any) -> DenseDecoder:
-    """``decoder`` as a :class:`DenseDecoder`: itself, or the weights of a torch decoder module
-    (``ringgnn.models.gnn.build_decoder``'s, as training holds it) copied to the host."""
+    """``decoder`` as a :class:`DenseDecoder`: itself, or a torch decoder's weights on the host."""
     if isinstance(decoder, DenseDecoder):
         return decoder
     if not hasattr(decoder, "lin1"):

@@ -17,8 +17,7 @@ DECODERS = ("dot", "mlp")
 
 
 def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float) -> Any:
-    """PyG's ``GraphSAGE``, ``GCN`` or ``GAT`` (``SAGEConv``/``GCNConv``/``GATConv`` layers, one
-    attention head): ``layers`` convolutions with ReLU and dropout between them."""
+    """PyG's ``GraphSAGE``, ``GCN`` or ``GAT``: ``layers`` convolutions, ReLU and dropout between."""
     from torch_geometric.nn import GAT, GCN, GraphSAGE
 
     cls = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}[kind]
@@ -88,9 +87,8 @@ def forward(net: Any, batch: Any, device: Any, kind: str, *extra: Any) -> Any:
 
 
 def activation_bytes(model: str, ds: Dataset, fanouts: Sequence[int], batch_size: int, hidden: int) -> int:
-    """Upper bound on one training step's activation memory: per layer, the
-    gathered source rows of its edges, its outputs, their gradients and dropout masks (GraphSAGE
-    trimmed layer by layer)."""
+    """Upper bound on one training step's activation memory: per layer, the gathered
+    source rows, outputs, gradients and dropout masks (GraphSAGE trimmed layer by layer)."""
     dim = ds.feature_dim or 0
     hops_nodes, hops_edges, frontier = [batch_size], [0], batch_size
     for f in fanouts:

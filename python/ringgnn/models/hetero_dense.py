@@ -49,9 +49,8 @@ class TypedStructure:
         return [t for t in self.computed[0] if self.in_dims[t] is None and t not in self.external]
 
     def layer_parts(self) -> Iterator[Tuple[int, int, Dict[str, int], List[EdgeType], List[str]]]:
-        """Per layer ``k`` from 1: ``(k, out, dims, rels, roots)``, its
-        output width, each type's input width, the relations into its computed types and the types with
-        a root ``Linear``."""
+        """Per layer ``k`` from 1: ``(k, out, dims, rels, roots)``: output width,
+        input widths, relations into its types and the types with a root ``Linear``."""
         dims = {t: (self.width if self.in_dims[t] is None else self.in_dims[t]) for t in self.node_types}
         for k in range(1, self.layers + 1):
             out = self.out_dim if k == self.layers else self.hidden
@@ -63,8 +62,7 @@ class TypedStructure:
 
 @dataclass
 class DenseHeteroLayer:
-    """One layer: its relations (``edge_types``, each a ``SAGEConv`` in ``rels``
-    keyed ``"src:rel:dst"``) and the root ``Linear`` (weight, bias) of each type with one."""
+    """One layer: a ``SAGEConv`` per relation (``rels``) and the root ``Linear`` of each type with one (``roots``)."""
 
     types: List[str]
     edge_types: List[EdgeType]
@@ -73,8 +71,7 @@ class DenseHeteroLayer:
 
 
 class HeteroDense(TypedStructure):
-    """A :class:`~ringgnn.models.hetero.HeteroModel`'s dense parts:
-    :class:`TypedStructure`'s attributes, ``convs``, ``embeddings`` and ``tables``."""
+    """A :class:`~ringgnn.models.hetero.HeteroModel`'s dense parts (``convs``, ``embeddings``, ``tables``)."""
 
     def __init__(self, cfg: Mapping[str, Any], get: Callable[[str, tuple], Any]):
         """The model of config ``cfg``, each array of its state dict ``get(key, shape)``."""

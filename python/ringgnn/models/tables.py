@@ -153,8 +153,7 @@ def save_tables(tables: Mapping[str, FileTable], checkpoint: str, tag: Optional[
 
 
 def prune_tables(checkpoint: str, records: Mapping[str, Any]) -> None:
-    """Remove the table files of ``checkpoint``'s earlier versions other than those
-    ``records`` names (called once the new checkpoint is in place)."""
+    """Remove the table files of earlier versions of ``checkpoint`` that ``records`` does not name."""
     base = os.path.splitext(os.path.basename(checkpoint))[0] + "."
     folder = os.path.dirname(os.path.abspath(checkpoint))
     keep = {f for rec in records.values() for f in rec["files"].values()}
@@ -171,8 +170,7 @@ def table_file(checkpoint: str, record: Mapping[str, Any], part: str = "weight")
 
 
 def load_tables(tables: Mapping[str, FileTable], checkpoint: str, records: Mapping[str, Any]) -> None:
-    """Copy a checkpoint's table files (``records``: what :func:`save_tables` returned) into
-    the live ``tables`` (``--resume``) and restore their step counts."""
+    """Copy a checkpoint's table files into the live ``tables`` (``--resume``) with their step counts."""
     for t, table in tables.items():
         rec = records.get(t)
         if rec is None or rec["num_nodes"] != table.num_nodes or rec["dim"] != table.dim:
@@ -186,8 +184,7 @@ def load_tables(tables: Mapping[str, FileTable], checkpoint: str, records: Mappi
 
 
 class TableReader:
-    """A checkpoint's table weights read as feature rows are (``gather``, ``dim``, ``stats``),
-    from the file, for layer-wise inference and serving."""
+    """A checkpoint's table weights read as feature rows are (``gather``, ``dim``, ``stats``)."""
 
     def __init__(self, path: str, num_nodes: int, dim: int):
         self.path = path
