@@ -1,8 +1,5 @@
-"""Embeddings as a dataset's features (``ringgnn embed RUN --attach DS --name NAME``): a new
-dataset ``NAME`` beside ``DS``, ``DS`` with the run's node embeddings (of a typed run: one type's
-rows) as its feature file, its other files hard-linked, built in a locked temporary directory and
-renamed when complete. The choice and the format: docs/INFERENCE.md "Embeddings as features".
-"""
+"""Embeddings as a dataset's features (``ringgnn embed RUN --attach DS --name NAME``): a copy of
+``DS`` beside it, hard-linked, with the run's embeddings as features. docs/INFERENCE.md."""
 
 from __future__ import annotations
 
@@ -45,12 +42,9 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
                       hidden_dtype: Optional[str] = None, device: Optional[str] = None,
                       log: Callable[[str], None] = lambda s: None, at: Optional[int] = None,
                       node_type: Optional[str] = None) -> Dict[str, Any]:
-    """Write run ``run_dir``'s embeddings of every node (layer ``layer``, by default as
-    ``ringgnn embed`` takes it; on the graph as of time ``at``, ``ringgnn.infer``'s) as the
-    features of a copy of dataset ``target`` named ``name`` (see the module's docstring);
-    returns a summary. Of a typed run (heterogeneous, or a homogeneous dataset's run at times):
-    the rows of ``node_type`` (default the run's target, as ``ringgnn embed --type``) become that
-    type's features in the copy."""
+    """Write run ``run_dir``'s embeddings (layer ``layer``; graph as of ``at``)
+    as the features of a copy of dataset ``target`` named ``name``; returns a summary. Of a typed
+    run, the rows of ``node_type`` (default the target) become that type's features."""
     check_output(None, dtype)
     read = read_checkpoint(run_dir, "RUN_DIR", arrays=True)
     if is_hetero_run(read) or is_hetero_link_run(read):
@@ -81,9 +75,7 @@ def attach_embeddings(run_dir: str, target: str, name: str, *, dataset: Optional
 
 def _attach_typed(run_dir: str, target: str, name: str, read: Any, *, node_type: Optional[str],
                   device: Optional[str], **opts: Any) -> Dict[str, Any]:
-    """:func:`attach_embeddings` of a typed run: ``ringgnn embed``'s rows of ``node_type``
-    (``ringgnn.inference.hetero.infer_hetero``, written to a ``.npy`` inside the copy being built),
-    streamed into that type's feature file of the copy."""
+    """:func:`attach_embeddings` of a typed run: ``node_type``'s rows into the copy's feature file."""
     if device not in (None, "cpu"):
         raise InputError(f"--device {device}: a heterogeneous run's inference runs on the CPU; leave --device out")
     tgt = Dataset.opened(target)  # a typed dataset, or a homogeneous one (the one-type case)
@@ -131,9 +123,7 @@ def _same_count(target: str, have: int, source: str, rows: int, what: str) -> No
 
 def _write_copy(run_dir: str, tgt: Any, dest: str, name: str, node_type: Optional[str], width: int, dtype: str,
                 fill: Callable[[Callable[[int, np.ndarray], None]], None], source: Dict[str, Any]) -> Dict[str, Any]:
-    """The copy of ``tgt`` at ``dest`` with the rows ``fill`` gives (``width`` wide, stored as
-    ``dtype``) as its features (of ``node_type``, in a typed dataset; None: a homogeneous
-    one's), built in a temporary directory and renamed when complete; its summary."""
+    """The copy of ``tgt`` at ``dest`` with ``fill``'s rows as (``node_type``'s) features; its summary."""
     manifest = read_manifest(tgt.path)
     key = "features" if node_type is None else f"node.{node_type}.features"
     old = manifest["files"].get(key)

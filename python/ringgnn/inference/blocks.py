@@ -1,9 +1,6 @@
-"""The ``blocks`` strategy of homogeneous layer-wise inference (``strategy="blocks"``): all
-sources of edge-bounded destination blocks gathered at once and the PyG layer called on them
-(hubs in chunks, combined exactly). It reads far more than the grid on graphs without locality
-and is kept as a second, independent implementation that the tests hold to the same answers.
-:class:`BlocksStrategy` is a part of :class:`ringgnn.inference.engine.LayerwiseInference` (its
-``graph``, ``ckpt``, ``net`` and ``dinv``); it imports PyTorch where it runs."""
+"""The ``blocks`` strategy (``strategy="blocks"``): all sources of edge-bounded
+destination blocks gathered and the PyG layer called on them (hubs in chunks, combined exactly);
+the second implementation the tests hold the grid to. Imports PyTorch."""
 
 from __future__ import annotations
 
@@ -16,8 +13,7 @@ from .graph import Block, blocks
 
 
 def _local(block: Block, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """The block's source nodes, its destination nodes first (so that local id ``i`` is the same
-    node as source and destination for ``i < b - a``), and each edge's source as a local id."""
+    """(the block's nodes, its destinations first; each edge's source as a local id)."""
     a, b = block.a, block.b
     inside = (ids >= a) & (ids < b)
     others = np.unique(ids[~inside])
@@ -36,8 +32,7 @@ class BlocksStrategy:
         return np.repeat(np.arange(blk.a, blk.b, dtype=np.int64), deg)
 
     def _conv(self, k: int, blk: Block, x_nodes: Any, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> Any:
-        """Layer ``k`` on one block: outputs of its destination nodes (for a hub chunk, the
-        chunk's part, combined by :meth:`_combine`)."""
+        """Layer ``k``'s outputs of one block's destinations (a hub chunk's part: :meth:`_combine`)."""
         import torch
 
         conv, kind = self.net.convs[k], self.ckpt.kind
@@ -64,8 +59,7 @@ class BlocksStrategy:
         return self._gat_chunk(conv, blk, x_nodes, src[keep])
 
     def _gat_chunk(self, conv, blk: Block, x_nodes, src):
-        """A hub's chunk of GAT attention: (log-sum-exp per head, softmax-weighted sum of the
-        chunk's messages per head), combined across chunks by :meth:`_combine`."""
+        """A hub chunk's GAT attention: (log-sum-exp per head, weighted sum of its messages)."""
         import torch
         import torch.nn.functional as F
 

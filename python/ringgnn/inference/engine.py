@@ -1,11 +1,8 @@
-"""The layer-wise inference engine, one for every graph (:class:`Engine`): every node's output of
-each layer of a trained model, exact (full neighborhoods, no sampling), with features and each
-layer's outputs on disk, computed as **units** (a layer's rows of one destination type) on the
-grid or by source partitions. A homogeneous run (:class:`LayerwiseInference`, its layers in
-:mod:`.layers`) is the case of one node type and one relation of a typed one
-(:class:`ringgnn.inference.hetero.HeteroLayerwise`); ``ringgnn.inference.run`` is its API. The
-design and the semantics (a full-batch PyG forward in eval mode): docs/INFERENCE.md.
-"""
+"""The layer-wise inference engine, one for every graph (:class:`Engine`): each layer's
+exact output of every node (full neighborhoods), computed as units (a layer's rows of one
+destination type) on the grid or by source partitions. A homogeneous run
+(:class:`LayerwiseInference`) is the one-type case of a typed one
+(:class:`ringgnn.inference.hetero.HeteroLayerwise`). docs/INFERENCE.md."""
 
 from __future__ import annotations
 
@@ -34,33 +31,23 @@ from .rows import RowFileWriter
 from .torch_folds import TorchFolds
 
 MAX_BLOCK_EDGES = 1 << 22
-#: The most rows finished at a time at the end of a destination block (the plan may take fewer:
-#: ``infer_plan.FINISH_BYTES``). Sizes, the budget's split and its refusal are ``infer_plan``'s.
+#: The most rows finished at a time at the end of a destination block.
 FINISH_ROWS = 1 << 16
 #: How a layer is computed: ``grid`` (default) or ``blocks`` (see the module's docstring).
 STRATEGIES = ("grid", "blocks")
-#: Where the grid folds a block's in-neighbors' rows into its aggregates (sums, GCN's weighted
-#: sums, maxima, GAT's online softmax): ``rust`` (default: ``FeatureReader.aggregate``, the Rust
-#: core, on all threads; the layer's weights applied to each piece by torch through a callback)
-#: or ``python`` (torch's ``index_add_``, the path before issue 24; numpy's sums for a typed run),
-#: also chosen by the environment variable ``RINGGNN_INFER_AGGREGATE`` (benchmarks switch it).
+#: Who folds a block's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``) or
+#: ``python`` (torch's folds; numpy's sums for a typed run); also ``RINGGNN_INFER_AGGREGATE``.
 AGGREGATORS = ("rust", "python")
 AGGREGATE_ENV = "RINGGNN_INFER_AGGREGATE"
-#: How the grid strategy aggregates a unit: ``auto`` (default: whichever of the two reads and
-#: writes fewer bytes, ``infer_plan.choose_scheme``), ``grid`` (destination blocks) or
-#: ``partitioned`` (source partitions, ``infer_partition``; the Rust folds only); also the environment
-#: variable ``RINGGNN_INFER_SCHEME`` (benchmarks switch it).
+#: How a unit aggregates: ``auto`` (the fewer bytes, ``plan.choose_scheme``), ``grid`` or
+#: ``partitioned`` (the Rust folds only); also ``RINGGNN_INFER_SCHEME``.
 SCHEMES = ("auto", "grid", "partitioned")
 SCHEME_ENV = "RINGGNN_INFER_SCHEME"
 
 
 class Engine:
-    """What every layer-wise run shares (see the module's docstring): the options, the plan's
-    units and their destination blocks and windows, the scheme of each unit, the layer files
-    between layers and the counters. A kind sets :attr:`units` (``(layer, type)``; ``type`` None
-    for a homogeneous run), :attr:`memplan` (one entry per unit), :attr:`planned` and the sizes
-    given instead (``given_nodes``, ``given_piece``, ``given_window``), and computes a unit in
-    :meth:`_compute`."""
+    """What every layer-wise run shares: options, units, blocks and windows, schemes, layer files
+    and counters. A kind sets :attr:`units`, :attr:`memplan` and the sizes, and computes a unit."""
 
     units: List[Tuple[int, Optional[str]]]
     memplan: InferencePlan
@@ -70,8 +57,7 @@ class Engine:
                  overlap: bool, device: str) -> None:
         self.aggregate = _options.choice(aggregate or os.environ.get(AGGREGATE_ENV) or "rust", AGGREGATORS,
                                          f"aggregate ({AGGREGATE_ENV})")
-        #: ``auto``, ``grid`` or ``partitioned`` (see ``SCHEMES``); ``parts`` forces the number
-        #: of source partitions (tests).
+        #: ``auto``, ``grid`` or ``partitioned``; ``parts`` forces the partitions' number (tests).
         self.scheme = _options.choice(scheme or os.environ.get(SCHEME_ENV) or "auto", SCHEMES,
                                       f"scheme ({SCHEME_ENV})")
         self.parts = None if parts is None else max(1, int(parts))
@@ -79,8 +65,6 @@ class Engine:
         self.work_dir, self.keep, self.quiet, self.log = work_dir, keep, quiet, log
         #: Read the next piece's (or finishing slice's) rows while the current one is used.
         self.overlap = bool(overlap)
-        #: Threads computing a block's finishing slices (``infer_finish``: with ``overlap``, the
-        #: next slice's rows read ahead meanwhile).
         self.finish_workers = infer_finish.workers(device)
         self.stats: Dict[str, Any] = dict(layers=[], bytes_read_neighbors=0, bytes_read_rows=0, bytes_written=0,
                                           blocks=0)
@@ -92,13 +76,7 @@ class Engine:
     # -- the graph as of a time ---------------------------------------------------------------------
 
     def _as_of(self, ds: Any, graphs: Dict[Any, NeighborFile], at: Any) -> Dict[Any, NeighborFile]:
-        """``graphs`` (the CSCs the model reads) as of time ``at``, None: as they are (see
-        ``infer_graph``: edges not after ``at`` from nodes not newer than it; a node newer than
-        ``at`` still gets its output, from its own row and those edges, and sends no message),
-        written to a temporary directory beside the outputs that :meth:`close` removes, before
-        the plan measures what the process holds. :attr:`times` says which graph the outputs are
-        of on a dataset with times (the summary's ``at``: None for every edge, the present; and
-        ``as_of``: the edges kept and the nodes newer than ``at``)."""
+        """``graphs`` as of time ``at`` (None: as they are), in a directory :meth:`close` removes."""
         self.times = {"at": None} if ds.has_times else {}
         if at is None:
             return graphs
@@ -136,18 +114,14 @@ class Engine:
     # -- sizes, blocks and windows of a unit -----------------------------------------------------
 
     def _sizes(self, i: int) -> Tuple[int, int, int]:
-        """(bytes of a destination block, units of a piece, rows of a finishing slice) of unit
-        ``i``: the plan's, or, with sizes given (tests), pieces of ``given_piece``."""
+        """(block bytes, piece units, finishing rows) of unit ``i``: the plan's, or the given sizes."""
         if not self.planned:
             return 0, self.given_piece, FINISH_ROWS
         sz = self.memplan.sizes(i)
         return sz.block_bytes, sz.piece_units, min(FINISH_ROWS, sz.finish_rows)
 
     def _blocks(self, i: int, wanted: Optional[np.ndarray]) -> Iterator[Tuple[int, int]]:
-        """Unit ``i``'s destination blocks ``a..b`` holding ``wanted`` nodes (None: all): the
-        plan's greedy cut of its offset index (``infer_plan.cut``: accumulators and edges within
-        the share; a node whose edges alone exceed it comes alone, its edges in windows), or
-        ``given_nodes`` each (tests)."""
+        """Unit ``i``'s destination blocks ``a..b`` holding ``wanted`` nodes (None: all)."""
         indptr, cost = self.memplan.indptrs[i], self.memplan.costs[i]
         n, share = len(indptr) - 1, self._sizes(i)[0]
         a = 0
@@ -159,17 +133,13 @@ class Engine:
             a = b
 
     def _windows(self, i: int, indptr: np.ndarray, a: int, b: int) -> Iterator[Tuple[int, int]]:
-        """Edge ranges of block ``a..b`` of a relation of unit ``i`` (offset index ``indptr``)
-        whose edges (the unit's ``per_edge`` bytes each) fit what the block's nodes leave of the
-        share: one range, but for hubs."""
+        """Edge ranges of block ``a..b`` within the share: one range, but for hubs."""
         lo, hi, step = self._window_span(i, indptr, a, b)
         for s0 in range(lo, hi, step):
             yield s0, min(int(indptr[b]), s0 + step)
 
     def _window_span(self, i: int, indptr: np.ndarray, a: int, b: int) -> Tuple[int, int, int]:
-        """(first edge, end, step) of block ``a..b``'s windows (:meth:`_windows`): a block
-        without edges is one window (:meth:`choose` counts them as sweeps); ``given_window`` edges
-        with sizes given (tests), the whole block where edges cost nothing (numpy's sums)."""
+        """(first edge, end, step) of block ``a..b``'s windows."""
         lo, hi = int(indptr[a]), int(indptr[b])
         cost = self.memplan.costs[i]
         if not self.planned:
@@ -183,11 +153,8 @@ class Engine:
     # -- the scheme of a unit ---------------------------------------------------------------------
 
     def choose(self, i: int, wanted: Optional[np.ndarray] = None) -> SchemeChoice:
-        """Unit ``i``'s scheme (``infer_plan.choose_scheme``): the grid's sweeps under the plan
-        against the source partitions' bytes. Units computed for some nodes only (``wanted``)
-        stay on the grid, which skips the blocks without them. The grid's blocks, sweeps and
-        ``W x`` once are those it will run (:meth:`_grid_run`, for ``wanted``), which the grid
-        then runs as chosen; the bytes of each are the kind's (:meth:`_scheme_bytes`)."""
+        """Unit ``i``'s scheme (``plan.choose_scheme``); units for ``wanted`` nodes only stay on
+        the grid."""
         indptr = self.memplan.indptrs[i]
         force = self._forced(i)
         if self.planned and force != "grid" and self.memplan.must_partition(i):
@@ -208,11 +175,7 @@ class Engine:
         return None if self.scheme == "auto" else self.scheme
 
     def _grid_run(self, i: int, wanted: Optional[np.ndarray]) -> Tuple[Tuple[Tuple[int, int], ...], int, bool]:
-        """(the destination blocks the grid runs for ``wanted`` nodes, their sweeps of the input,
-        whether they sum the layer's ``W x`` rows computed once): decided here only, from the
-        blocks that will run (:meth:`choose` costs them, the grid runs them). Planned, a block
-        sweeps once per window (as ``infer_plan.sweeps`` counts them); with sizes given (tests),
-        once per block."""
+        """(the grid's blocks for ``wanted`` nodes, their sweeps, whether they sum ``W x`` computed once)."""
         indptr = self.memplan.indptrs[i]
         blocks = tuple(self._blocks(i, wanted))
         sweeps = sum(len(range(*self._window_span(i, indptr, a, b))) if self.planned else 1 for a, b in blocks)
@@ -223,15 +186,11 @@ class Engine:
         return False
 
     def _splits(self, i: int) -> bool:
-        """Whether unit ``i``'s aggregation can be split by source partitions: every Rust fold
-        (sums, GCN, maxima, GAT's online softmax: their partials merge exactly), not torch's nor
-        numpy's."""
+        """Whether unit ``i`` can run by source partitions: the Rust folds only."""
         return self.aggregate == "rust"
 
     def _part_sizes(self, i: int) -> Tuple[int, int, int]:
-        """(share of a window or merge block in bytes, rows of a piece, rows of a finishing
-        slice) of unit ``i`` in the partitioned scheme: the grid's block share and pieces; with
-        sizes given (tests), windows and merge blocks of ``given_nodes``."""
+        """(window or merge block bytes, piece rows, finishing rows) of unit ``i`` by source partitions."""
         block, piece_rows, finish_rows = self._sizes(i)
         if not self.planned:
             block = self.given_nodes * self._given_node_bytes(i)
@@ -240,10 +199,8 @@ class Engine:
     # -- running units ------------------------------------------------------------------------------
 
     def check(self, upto: int, units: Sequence[int], wanted: Optional[np.ndarray]) -> None:
-        """Refuse, before anything is read or written, a budget under which some of ``units``
-        (layers ``1..upto``) can run neither on the grid nor by source partitions
-        (``InferencePlan.check``), and put the plan's numbers and each unit's scheme
-        (:meth:`choose`; layer ``upto``'s for the ``wanted`` nodes) in :attr:`plan`."""
+        """Refuse, before anything is read or written, a budget too small for some of ``units``;
+        put the plan and each unit's scheme in :attr:`plan`."""
         if self.planned:
             self.memplan.check(units, grid_only=self.scheme == "grid" or not all(self._splits(i) for i in units))
             grid = self.memplan.describe(units)
@@ -254,11 +211,10 @@ class Engine:
 
     def _run_units(self, upto: int, units: Sequence[int], prev: Dict[Optional[str], Any], scratch: str,
                    emit: Callable[[int, np.ndarray], None], wanted: Optional[np.ndarray], activate_last: bool) -> None:
-        """Layers ``1..upto`` of ``units`` (in layer order) from the input readers ``prev`` (one
-        per type): each unit before layer ``upto`` written to a layer file in ``scratch``
-        (``hidden_dtype`` rows) and read by the next layer; layer ``upto``'s rows go to
-        ``emit(first_node, rows)`` (only the blocks holding ``wanted`` nodes), activated as the
-        next layer would see them where ``activate_last``. ``keep`` keeps the layer files."""
+        """Layers ``1..upto`` of ``units`` from the input readers ``prev`` (per
+        type): each layer before ``upto`` written to a layer file in ``scratch`` (``keep``: kept);
+        layer ``upto``'s rows go to ``emit(first_node, rows)`` (blocks holding ``wanted`` nodes),
+        activated where ``activate_last``."""
         files: List[str] = []
         for layer in range(1, upto + 1):
             cur: Dict[Optional[str], Any] = {}
@@ -281,10 +237,7 @@ class Engine:
 
     def compute(self, i: int, prev: Dict[Optional[str], Any], writer: Callable[[int, np.ndarray], None],
                 wanted: Optional[np.ndarray] = None, activate: bool = True) -> None:
-        """Unit ``i`` from the previous layer's readers ``prev`` (the kind's :meth:`_compute`),
-        and its counters in ``stats``: seconds, CPU seconds, bytes of the neighbor files and of
-        the rows read, the phases' seconds (``start``: GAT's destination logits and self loops;
-        the Rust aggregation's own phases, see FeatureReader.aggregate; ``finish``...)."""
+        """Unit ``i`` from the readers ``prev``, its times and bytes counted in ``stats``."""
         layer, t = self.units[i]
         t0, cpu0 = time.perf_counter(), time.process_time()
         rows_before = sum(r.stats()["bytes_read"] for r in prev.values())
@@ -310,8 +263,7 @@ class Engine:
         self._phases[name] = self._phases.get(name, 0.0) + time.perf_counter() - since
 
     def _done(self, a: int, b: int) -> None:
-        """Destination block ``a..b`` of the current unit is finished: counted in ``stats`` and
-        shown on its progress bar (:meth:`compute`)."""
+        """Count destination block ``a..b`` as finished (``stats``, progress bar)."""
         self.stats["blocks"] += 1
         self._progress.update(b - a)
 
@@ -323,9 +275,8 @@ class Engine:
 
 
 class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
-    """Every node's output of each layer of ``ckpt``'s model on ``ds`` (as of time ``at``:
-    :meth:`Engine._as_of`), layer by layer, within ``memory`` bytes; :meth:`run` hands the rows
-    of the layer asked for to a callback; :meth:`close` removes what ``at`` wrote."""
+    """Each layer's output of ``ckpt``'s model on ``ds`` within ``memory`` bytes;
+    :meth:`run` hands rows to a callback, :meth:`close` removes what ``at`` wrote."""
 
     def __init__(self, ds: Dataset, ckpt: Checkpoint, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: Optional[str] = None, keep: bool = False, quiet: bool = False,
@@ -345,8 +296,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
             if self.strategy != "grid" or self.aggregate != "rust":
                 raise InputError(f"--device {self.device_name}: runs the grid with the Rust folds (the default); "
                                  f"not strategy={self.strategy!r}, aggregate={self.aggregate!r}")
-        #: The arrays of the dense parts (numpy on the CPU: no PyTorch; torch's on a GPU) and the
-        #: model's weights on them (``ringgnn.models.dense``).
+        #: The dense parts' arrays: numpy on the CPU (no PyTorch), torch's on a GPU.
         self.xp = infer_dense.backend(self.device_name)
         self.dense = ckpt.dense(None if self.device_name == "cpu" else self.xp)
         self.graph = self._as_of(ds, {None: NeighborFile(ds)}, at)[None]
@@ -355,8 +305,6 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
         self.widths = widths = self.dense.widths
         self.num_layers = len(self.dense.layers)
         self.units = [(k + 1, None) for k in range(self.num_layers)]
-        # The budget's split and its refusal: infer_plan's (one owner). What the process holds
-        # now (runtime, model, offset index, GCN's degrees) is measured there.
         costs = [self._layer_cost(k) for k in range(self.num_layers)]
         self.memplan = InferencePlan(memory, self.graph.indptr, costs, in_flight=2 if self.overlap else 1,
                                      extra=self.graph.num_nodes // 4 + 16 if self.aggregate == "rust" else 0,
@@ -373,9 +321,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
             block_edges = int(min(MAX_BLOCK_EDGES, max(1, share // (per_edge + per_node))))
         self.block_edges = max(1, int(block_edges))
         self.block_nodes = max(1, int(share // per_node)) if share > per_node else self.block_edges
-        #: Whether the grid's sizes come from the budget (else ``grid_nodes`` and
-        #: ``block_edges`` were given: tests): blocks of ``grid_nodes``, pieces of
-        #: ``block_edges``, windows of 4 pieces.
+        #: Whether sizes come from the budget (else tests gave ``grid_nodes`` and ``block_edges``).
         self.planned = grid_nodes is None
         self.grid_nodes = grid_nodes
         self.given_nodes, self.given_piece, self.given_window = grid_nodes, self.block_edges, 4 * self.block_edges
@@ -386,8 +332,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
 
     @property
     def net(self) -> Any:
-        """The PyG model (PyTorch and PyG imported): only ``strategy="blocks"`` and
-        ``aggregate="python"`` use it; the grid's dense parts are :attr:`dense`."""
+        """The PyG model (imports PyTorch): for ``strategy="blocks"`` and ``aggregate="python"``."""
         return self.ckpt.module()
 
     def _width(self, k: int) -> int:
@@ -401,8 +346,7 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
 
     def _compute(self, k: int, prev: Dict[Optional[str], Any], writer: Callable[[int, np.ndarray], None],
                  wanted: Optional[np.ndarray], activate: bool) -> Dict[str, Any]:
-        """Layer ``k`` with the chosen strategy and scheme (:meth:`choose`; see :meth:`layer`,
-        :meth:`grid_layer` and ``infer_partition``)."""
+        """Layer ``k`` with the chosen strategy and scheme (:meth:`choose`)."""
         reader = prev[None]
         if self.strategy != "grid":
             self.layer(k, reader, writer, wanted, activate)
@@ -419,17 +363,15 @@ class LayerwiseInference(GnnLayers, BlocksStrategy, TorchFolds, Engine):
 
     def run(self, upto: Optional[int] = None, wanted: Optional[np.ndarray] = None,
             emit: Optional[Callable[[int, np.ndarray], None]] = None, activate_last: bool = False) -> None:
-        """Layers ``1..upto`` (default: all). Layers before ``upto`` are written to temporary
-        files; layer ``upto``'s rows go to ``emit(first_node, rows)`` (only the blocks holding
-        ``wanted`` nodes); ``activate_last`` applies the between-layer activation to them."""
+        """Layers ``1..upto`` (default: all); layer ``upto``'s rows go to ``emit(first, rows)``
+        (blocks holding ``wanted`` nodes), activated where ``activate_last``."""
         L = self.num_layers
         upto = L if upto is None else upto
         if not 1 <= upto <= L:
             raise InputError(f"layer {upto}: the model has layers 1..{L}")
         if self.strategy == "grid":
             self.check(upto, range(upto), wanted)  # before anything is read or written
-        # PyTorch only where it is used (the blocks, the torch folds, a GPU's dense parts, or a
-        # model given as a PyG module): the CPU's grid runs without it.
+        # PyTorch only where it is used: the CPU's grid runs without it.
         torch = None
         if self.strategy != "grid" or self.aggregate != "rust" or self.device_name != "cpu" or "torch" in sys.modules:
             import torch

@@ -1,8 +1,7 @@
-"""Finishing a destination block of layer-wise inference, for the grid and the source partitions
-alike: the layer's outputs of the block's destinations from their aggregates, a slice at a time,
-run as a pipeline (:func:`map_slices`: one thread reads ahead, ``workers`` compute, the caller
-writes in slice order; the outputs the sequential ones, bit for bit; an error anywhere ends it
-with no thread left behind). docs/INFERENCE.md "Finishing a block"."""
+"""Finishing a destination block, for the grid and the source partitions: the layer's
+outputs from the aggregates, a slice at a time, as a pipeline (:func:`map_slices`: one thread
+reads ahead, ``workers`` compute, the caller writes in order; results bit for bit the sequential
+ones). docs/INFERENCE.md "Finishing a block"."""
 
 from __future__ import annotations
 
@@ -23,9 +22,7 @@ MAX_WORKERS = 4
 
 @dataclass
 class LayerStep:
-    """Layer ``k`` of the engine as finishing a block (:func:`finish_block`) and the source
-    partitions (``infer_partition``) use it, built by ``LayerwiseInference.step``: imports run one
-    way, the engine builds it and these modules take it."""
+    """Layer ``k`` of the engine as :func:`finish_block` and the source partitions take it."""
 
     k: int
     #: The model: ``sage``, ``gcn`` or ``gat``.
@@ -38,11 +35,9 @@ class LayerStep:
     work_dir: str
     #: Floats of an accumulator row (GAT's: messages, running maxima, sums of exponentials).
     acc_width: int
-    #: ``FeatureReader.aggregate``/``partials``' fold arguments (``fold``, GCN's ``dinv``, a piece's
-    #: ``transform`` and its ``width``, GAT's ``negative_slope``).
+    #: ``FeatureReader.aggregate``/``partials``' fold arguments.
     fold: Dict[str, Any]
-    #: ``finish(state, a, b, x_dst)``: the layer's outputs of destinations ``a..b`` from their
-    #: aggregates (the dense parts' arrays; ``x_dst`` their input rows or None).
+    #: ``finish(state, a, b, x_dst)``: the outputs of destinations ``a..b`` from their aggregates.
     finish: Callable[[Dict[str, Any], int, int, Any], Any]
     #: What the model applies between layers (activation, norm).
     after: Callable[[Any], Any]
@@ -63,31 +58,26 @@ class LayerStep:
 
 
 def workers(device: str) -> int:
-    """Threads computing finishing slices: one per core the process may run on (at most
-    :data:`MAX_WORKERS`) on the CPU; one on a GPU, whose dense parts queue on one stream (the
-    read-ahead still overlaps)."""
+    """Threads computing finishing slices: one per usable core (at most :data:`MAX_WORKERS`), one on a GPU."""
     if device != "cpu":
         return 1
     return max(1, min(MAX_WORKERS, _threads.cores()))
 
 
 def slices_in_flight(workers: int, overlap: bool) -> int:
-    """Finishing slices held at once: the one computed and written without ``overlap``; else one
-    read ahead, ``workers`` computed (or computed and waiting for their turn) and one written."""
+    """Finishing slices held at once: 1 without ``overlap``, else ``workers + 2``."""
     return workers + 2 if overlap else 1
 
 
 def slice_reader(reader: Any, end: int, rows: int) -> Callable[[int], np.ndarray]:
-    """``read(r0)``: the input rows ``r0..min(end, r0 + rows)`` from ``reader`` (a
-    ``FeatureReader``), the slice read of every :func:`map_slices` over a file's rows."""
+    """``read(r0)``: rows ``r0..min(end, r0 + rows)`` of ``reader``."""
     return lambda r0: reader.gather(np.arange(r0, min(end, r0 + rows), dtype=np.int64))
 
 
 def map_slices(starts: Any, read: Callable[[int], Any], compute: Callable[[int, Any], Any],
                write: Callable[[int, Any], None], workers: int, overlap: bool = True) -> None:
-    """``write(s, compute(s, read(s)))`` for each slice start ``s``, the writes in order; with
-    ``overlap``, as the pipeline of the module's docstring (``read`` on one thread, one slice
-    ahead; ``compute`` on ``workers`` threads), else one slice after the other on this thread."""
+    """``write(s, compute(s, read(s)))`` for each slice start ``s``, writes in order;
+    with ``overlap`` as the module's pipeline, else sequentially on this thread."""
     starts = list(starts)
     if not overlap or len(starts) <= 1:
         for s in starts:
@@ -134,11 +124,8 @@ MIN_SPLIT = 1024
 
 @contextmanager
 def split_rows(fn: Callable[[np.ndarray], np.ndarray], workers: int) -> Iterator[Callable[[np.ndarray], np.ndarray]]:
-    """``fn`` (a dense product of rows: a narrowing layer's ``W x``, GAT's messages, which the
-    Rust aggregation calls once per piece, holding everything else until it returns) computed on
-    ``workers`` threads, each on a contiguous part of the rows (this thread takes the first), the
-    parts' results put together in order: the same rows as ``fn`` of all of them, on all cores.
-    The results take no more memory than ``fn``'s: the parts, then their concatenation."""
+    """``fn`` (a dense product of rows, called by the Rust aggregation per piece)
+    computed on ``workers`` threads over contiguous parts, the results concatenated in order."""
     if workers <= 1:
         yield fn
         return
@@ -161,11 +148,9 @@ def split_rows(fn: Callable[[np.ndarray], np.ndarray], workers: int) -> Iterator
 def finish_block(step: LayerStep, a: int, b: int, reader: Any, writer: Callable[[int, np.ndarray], None],
                  rows: int, activate: bool, state: Callable[[int, int, Any], Dict[str, Any]],
                  read_rows: bool = True) -> None:
-    """Layer ``step.k``'s outputs of destinations ``a..b``, ``rows`` at a time, handed to
-    ``writer(first, rows)`` in node order (:func:`map_slices`). ``state(r0, r1, x)``: the slice's
-    aggregates as ``step.finish`` takes them, on the dense parts' arrays (``x``: its input rows
-    there, None without ``read_rows``); the one thing the grid and the partitions do differently
-    (the partitions fold GAT's self loop in here)."""
+    """Layer ``step.k``'s outputs of destinations ``a..b``, ``rows`` at a time, to
+    ``writer(first, rows)`` in node order. ``state(r0, r1, x)``: the slice's aggregates as
+    ``step.finish`` takes them (``x``: its input rows, None without ``read_rows``)."""
 
     read_slice = slice_reader(reader, b, rows)
 

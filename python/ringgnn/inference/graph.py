@@ -1,10 +1,6 @@
-"""The graph side of layer-wise inference, for both kinds of runs: a CSC's neighbor file read in
-ranges (:class:`NeighborFile`, a homogeneous dataset's or one relation's), and its view as of a
-time (:meth:`NeighborFile.as_of`: the edges not after ``T`` from sources not newer than it), the
-``blocks`` strategy's destination blocks (:func:`blocks`) and the one fold of a block's
-in-neighbors' rows (:func:`fold_windows`, the Rust core; :func:`numpy_sums`, numpy's).
-docs/INFERENCE.md.
-"""
+"""The graph side of layer-wise inference: a CSC's neighbor file read in ranges
+(:class:`NeighborFile`) and as of a time, the ``blocks`` strategy's blocks (:func:`blocks`), and
+the one fold of a block's in-neighbors' rows (:func:`fold_windows`; numpy's :func:`numpy_sums`)."""
 
 from __future__ import annotations
 
@@ -24,16 +20,14 @@ from .rows import sync_and_drop
 
 #: The Rust aggregation's phases (``FeatureReader.aggregate``) a layer's ``stats`` add up.
 PHASES = ("sources", "positions", "read_wait", "transform", "fold")
-#: Entries of a neighbor file read at a time while it is cut to a time (:meth:`NeighborFile.as_of`):
-#: their ids, times, mask, running count and kept ids, about 12 MiB, within the read buffers the
-#: plan sets aside (``infer_plan.FIXED_BYTES``); node times are read 8 times as many at a time.
+#: Entries read at a time while a neighbor file is cut to a time (about 12 MiB, within the plan's
+#: ``FIXED_BYTES``); node times are read 8 times as many at a time.
 AS_OF_EDGES = 1 << 19
 
 
 def newer_than(part: Any, t: int) -> Optional[Tuple[np.ndarray, int]]:
-    """(a bitmap of the nodes of ``part``, a dataset or one node type of a typed one, whose node
-    time is after ``t``: bit ``u % 8`` of byte ``u // 8``; how many they are), read in chunks;
-    None where its nodes have no times or none is newer."""
+    """(a bitmap of the nodes of ``part`` whose time is after ``t``, their count);
+    None where nodes have no times or none is newer."""
     times = part.node_times()
     if times is None:
         return None
@@ -47,9 +41,7 @@ def newer_than(part: Any, t: int) -> Optional[Tuple[np.ndarray, int]]:
 
 
 class NeighborFile:
-    """The in-neighbor lists of a dataset (or, with ``relation``, of one relation of a
-    heterogeneous dataset), read in ranges of the neighbor file (sequential reads; only the
-    offset index is in memory)."""
+    """The in-neighbor lists of a dataset (or of one ``relation``), read in ranges."""
 
     def __init__(self, ds: Any, relation: Optional[str] = None):
         if relation is None:
@@ -89,11 +81,9 @@ class NeighborFile:
         return out.astype(dtype, copy=False)
 
     def as_of(self, t: int, newer: Optional[np.ndarray], path: str) -> "NeighborFile":
-        """This CSC as of time ``t`` (see the module's docstring): the edges with a time at or
-        before ``t`` (every edge, where they have no times) whose source is not in ``newer`` (a
-        bitmap of :func:`newer_than`; None: no source is newer), in their stored order, written
-        to ``path``; ``self`` where that is every edge. Reads the ids and times once,
-        :data:`AS_OF_EDGES` at a time; the bytes read go to :attr:`bytes_read`."""
+        """This CSC as of time ``t``: the edges at or before ``t`` whose source is
+        not in ``newer`` (:func:`newer_than`), in stored order, written to ``path``; ``self`` where that
+        is every edge."""
         if newer is None and (self.times_path is None or self.latest is None or self.latest <= t):
             return self
         ip, kept = self.indptr, 0
@@ -132,12 +122,8 @@ class NeighborFile:
 def fold_windows(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: int,
                  windows: Iterable[Tuple[int, int]], piece_rows: int, phases: Optional[Dict[str, float]] = None,
                  **kw: Any) -> None:
-    """Fold destination block ``a..b``'s in-neighbors' rows (``reader``'s) into ``acc`` by the
-    Rust core (``FeatureReader.aggregate``: the neighbor lists read, the distinct sources read in
-    file order ``piece_rows`` at a time with the next piece read ahead, folded in on all threads,
-    the GIL released), one call per window of in-edges ``lo..hi``; ``kw``: the fold
-    (``fold="sum"`` by default; GCN's ``dinv``, a ``transform`` of each piece, GAT's logits).
-    The neighbor bytes go to ``graph.bytes_read``, the phases' seconds to ``phases``."""
+    """Fold block ``a..b``'s in-neighbors' rows into ``acc`` by the Rust core, one call per window;
+    ``kw``: the fold (default ``sum``). Bytes read go to ``graph.bytes_read``, seconds to ``phases``."""
     ip = graph.indptr[a:b + 1]
     for lo, hi in windows:
         got = reader.aggregate(acc, a, ip, lo, hi, graph.path, graph.id_bytes, piece_rows=piece_rows, **kw)
@@ -149,8 +135,7 @@ def fold_windows(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: i
 
 def numpy_sums(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: int,
                windows: Iterable[Tuple[int, int]], piece_edges: int) -> None:
-    """:func:`fold_windows`'s sums (``fold="sum"``) in numpy, ``piece_edges`` in-edges at a time:
-    the second implementation of a heterogeneous run's sums (``aggregate="python"``)."""
+    """:func:`fold_windows`'s sums in numpy, ``piece_edges`` in-edges at a time (``aggregate="python"``)."""
     ip = graph.indptr[a:b + 1]
     for lo, hi in windows:
         for p0 in range(lo, hi, piece_edges):
@@ -166,8 +151,7 @@ def numpy_sums(reader: Any, graph: NeighborFile, acc: np.ndarray, a: int, b: int
 
 @dataclass(frozen=True)
 class Block:
-    """Destination nodes ``a..b`` and their in-edges ``lo..hi`` of the neighbor file; for a hub
-    (``b == a + 1``) possibly one chunk of its list (``part`` of ``parts``)."""
+    """Destinations ``a..b`` and in-edges ``lo..hi``; for a hub, chunk ``part`` of ``parts``."""
 
     a: int
     b: int
@@ -178,9 +162,8 @@ class Block:
 
 
 def blocks(indptr: np.ndarray, max_edges: int, max_nodes: int, wanted: Optional[np.ndarray] = None) -> Iterator[Block]:
-    """Consecutive blocks of at most ``max_edges`` in-edges and ``max_nodes`` nodes; a node with
-    more in-edges than ``max_edges`` comes alone, in chunks. With ``wanted`` (a bool per node),
-    blocks holding none of the wanted nodes are skipped."""
+    """Consecutive blocks of at most ``max_edges`` in-edges and ``max_nodes`` nodes (a hub
+    alone, in chunks), skipping those without ``wanted`` nodes."""
     n = len(indptr) - 1
     a = 0
     while a < n:

@@ -1,11 +1,7 @@
-"""Layer-wise inference of a heterogeneous run (:func:`infer_hetero`, the engine's typed kind
-:class:`HeteroLayerwise`): every node's output of a trained ``HeteroModel`` or of a link run's
-towers, exact and out of core, for ``ringgnn predict``/``embed`` of typed runs and of a homogeneous
-dataset's run at times (its one-type case). What is typed here: which relations feed which type,
-the units (layer, destination type), their inputs (feature files or embedding tables) and the
-model's dense parts (``ringgnn.models.hetero_dense``, numpy: nothing here imports PyTorch). How:
-docs/INFERENCE.md "Heterogeneous runs".
-"""
+"""Layer-wise inference of a typed run (:func:`infer_hetero`, the engine's kind
+:class:`HeteroLayerwise`): a ``HeteroModel``'s or a link run's towers' outputs, exact and out of
+core, on numpy dense parts (no PyTorch). A homogeneous dataset's run at times is its one-type
+case. docs/INFERENCE.md "Heterogeneous runs"."""
 
 from __future__ import annotations
 
@@ -28,16 +24,13 @@ from .graph import NeighborFile, fold_windows, numpy_sums
 from .finish import LayerStep, finish_block
 from .partition import merge_and_finish, merge_blocks, spill_relations
 from .plan import DEST_BYTES, MIN_ROWS, InferencePlan, LayerCost, window_edge_bytes
-from .rows import (PAGE, RowFileWriter, _layout, check_output, link_outputs, node_selection, only_embeddings,
-                   trained_on, wanted_mask, write_output)
+from .rows import (RowFileWriter, check_output, link_outputs, node_selection, only_embeddings,
+                   rows_bytes, trained_on, wanted_mask, write_output)
 
-#: Floats of the widest layer a destination node of a block holds: its input row, one
-#: relation's accumulator (then the mean), the relation's term, its root term, the running
-#: combination and the output row.
+#: Floats of the widest row a destination holds: input, accumulator, relation term, root term,
+#: running combination, output.
 NODE_FLOATS = 6
-#: Bytes an in-edge of a piece summed by numpy (``aggregate="python"``) holds besides its
-#: gathered rows (its distinct source's row and its own copy): the file's id, the id as int64,
-#: its distinct-source inverse, its local destination, the sort's temporaries.
+#: Bytes an in-edge of numpy's piece holds besides its rows (ids, inverse, destination, sort).
 PYTHON_EDGE_BYTES = 48
 #: Rows of an embedding table copied to its layer-0 file at a time (and of layer 0's output).
 TABLE_ROWS = 1 << 16
@@ -45,24 +38,21 @@ TABLE_ROWS = 1 << 16
 
 def load_hetero_run(run_dir: str, dataset: Any = None,
                     read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Tuple[HeteroDataset, Any, str]:
-    """(dataset, ``HeteroModel`` in eval mode on the CPU, checkpoint path) of a heterogeneous run
-    directory (serving's sampled forward; this imports PyTorch); ``dataset`` defaults to the one
-    the run was trained on. Errors say what does not fit."""
+    """(dataset, ``HeteroModel`` in eval mode on the CPU, checkpoint path) of a
+    typed run directory (imports PyTorch); ``dataset`` defaults to the run's."""
     return _load(run_dir, dataset, read, torch=True)
 
 
 def load_hetero_dense(run_dir: str, dataset: Any = None,
                       read: Optional[Tuple[str, Mapping[str, Any]]] = None) -> Tuple[HeteroDataset, HeteroDense, str]:
-    """(dataset, the model's dense parts, checkpoint path) of a heterogeneous run directory, read
-    without PyTorch (``ringgnn.models.torchfile``; ``read``: the checkpoint so read): what layer-wise
-    inference runs on. Errors as :func:`load_hetero_run`'s."""
+    """(dataset, the model's dense parts, checkpoint path) of a typed run
+    directory, read without PyTorch (``read``: the checkpoint so read)."""
     return _load(run_dir, dataset, read, torch=False)
 
 
 def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any]]],
           torch: bool) -> Tuple[HeteroDataset, Any, str]:
-    """:func:`load_hetero_run` (``torch``) or :func:`load_hetero_dense`: the checkpoint read, its
-    dataset opened, the model built and checked against it, its tables in files attached."""
+    """The checkpoint read, its dataset opened, the model built, checked and its tables attached."""
     path, state = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=not torch)
     cfg = (state.get("args") or {}).get("hetero")
     if not cfg:
@@ -94,11 +84,8 @@ def _load(run_dir: str, dataset: Any, read: Optional[Tuple[str, Mapping[str, Any
 
 def link_towers(read: Tuple[str, Mapping[str, Any]],
                 dataset: Any = None) -> Tuple[HeteroDataset, str, Dict[str, HeteroDense], str]:
-    """(dataset, relation ``S:R:D``, towers, checkpoint path) of a heterogeneous link run, or of a
-    homogeneous dataset's link run at times (its one-type case, ``node:to:node``), from its
-    checkpoint ``read`` without PyTorch: the towers' dense parts by side, ``src`` (rows of ``S``)
-    and ``dst`` (rows of ``D``; absent when ``S = D``, the source tower encoding both), their tables
-    in files attached. ``dataset`` defaults to the one the run was trained on."""
+    """(dataset, relation ``S:R:D``, towers by side, checkpoint path) of a typed link run read
+    without PyTorch; ``dst`` is absent when ``S = D``."""
     path, state = read
     cfg = state["args"]["hetero_link"]
     ds = Dataset.opened(trained_on(read, dataset))
@@ -117,9 +104,8 @@ def link_towers(read: Tuple[str, Mapping[str, Any]],
 
 def link_tower(read: Tuple[str, Mapping[str, Any]], dataset: Any,
                node_type: Optional[str]) -> Tuple[HeteroDataset, HeteroDense, str, str]:
-    """(dataset, the tower that encodes ``node_type``, checkpoint path, relation) of a link run
-    (:func:`link_towers`): the source tower for ``S``, the destination tower for ``D``; ``node_type``
-    may be left out when ``S = D``."""
+    """(dataset, the tower encoding ``node_type``, checkpoint path, relation) of a link
+    run; ``node_type`` may be left out when ``S = D``."""
     ds, relation, towers, path = link_towers(read, dataset)
     s, _, d = parse_edge_type(relation)
     ends = s if s == d else f"{s} or --type {d}"
@@ -134,8 +120,8 @@ def link_tower(read: Tuple[str, Mapping[str, Any]], dataset: Any,
 
 
 def attach_tables(net: Any, path: str, state: Mapping[str, Any], prefix: str = "") -> None:
-    """Readers of the tables ``net`` keeps in files: the checkpoint's copies, read out of core
-    (those named ``prefix + TYPE``: a link run's tower ``SIDE.``)."""
+    """Readers of the tables ``net`` keeps in files, from the checkpoint's copies
+    (named ``prefix + TYPE``)."""
     for t in net.external:  # tables kept in files: read from the checkpoint's copy, out of core
         rec = (state.get("tables") or {}).get(prefix + t)
         if rec is None:
@@ -145,8 +131,7 @@ def attach_tables(net: Any, path: str, state: Mapping[str, Any], prefix: str = "
 
 
 def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
-    """Refuse a model whose types, counts, feature widths, relations or classes differ from
-    ``ds``'s: it was trained on another dataset."""
+    """Refuse a model whose types, counts, widths, relations or classes differ from ``ds``'s."""
     fix = "use the dataset the model was trained on"
     if sorted(net.node_types) != ds.node_types:
         raise InputError(f"{path} was trained with node types {sorted(net.node_types)}, {ds.path} has "
@@ -166,14 +151,10 @@ def _check_fits(ds: HeteroDataset, net: Any, path: str) -> None:
 
 
 class HeteroLayerwise(Engine):
-    """Layer-wise inference of a heterogeneous model (its dense parts, a
-    :class:`~ringgnn.models.hetero_dense.HeteroDense`, or a live ``HeteroModel``, whose weights it takes)
-    over a :class:`HeteroDataset` (or a homogeneous dataset, its one-type case) within ``memory``
-    bytes, on the one engine (see the module's docstring); :meth:`run` hands the rows of one type
-    at one layer to a callback.
-    ``block_nodes``/``piece_edges`` fix the sizes (tests): blocks of that many destinations,
-    windows and pieces of that many edges. ``scheme``/``parts``: the engine's; ``at``: the graph
-    as of that time (:meth:`Engine._as_of`), which :meth:`close` removes."""
+    """Layer-wise inference of a typed model (a
+    :class:`~ringgnn.models.hetero_dense.HeteroDense` or a live ``HeteroModel``) within ``memory``
+    bytes; :meth:`run` hands one type's rows at one layer to a callback. ``block_nodes`` and
+    ``piece_edges`` fix the sizes (tests); ``scheme``, ``parts``, ``at``: the engine's."""
 
     def __init__(self, ds: HeteroDataset, net: Any, *, memory: Optional[int] = None, backend: str = "auto",
                  direct: bool = False, work_dir: str = ".", keep: bool = False, quiet: bool = True,
@@ -182,11 +163,8 @@ class HeteroLayerwise(Engine):
                  parts: Optional[int] = None, hidden_dtype: Optional[str] = None, at: Optional[int] = None):
         self.ds, self.net, self.num_nodes = ds, dense_of(net), ds.num_nodes_dict
         net = self.net
-        #: Who sums a relation's in-neighbors' rows: ``rust`` (default, ``FeatureReader.aggregate``
-        #: on all threads, as for homogeneous runs) or ``python`` (numpy: ``infer_graph.numpy_sums``).
         self._options(backend, direct, work_dir, keep, quiet, log, aggregate, scheme, parts, True, "cpu")
-        #: How the hidden layers' rows are stored between layers (``--hidden-dtype``): f32 unless
-        #: given, so that a typed run's outputs are what they were before the option existed.
+        #: f32 unless given: a typed run's outputs stay what they were.
         self.hidden_dtype = _options.hidden_dtype(hidden_dtype or "f32")
         self.num_layers = net.layers
         used = {edge_type_str(et) for conv in net.convs for et in conv.edge_types}
@@ -194,14 +172,12 @@ class HeteroLayerwise(Engine):
         self.widths = [{t: (net.width if net.in_dims[t] is None else net.in_dims[t]) for t in net.node_types}]
         for layer in range(1, net.layers + 1):
             self.widths.append(dict.fromkeys(net.node_types, net.out_dim if layer == net.layers else net.hidden))
-        #: The plan's units: each (layer, destination type) computed, cut into destination blocks
-        #: by its in-degrees over the relations into the type (``infer_plan``, one offset index each).
+        #: The plan's units: each (layer, destination type) computed.
         self.units = [(k, d) for k in range(1, net.layers + 1) for d in net.computed[k]]
         indptrs, costs = zip(*(self._cost(k, d) for k, d in self.units)) if self.units else ((), ())
         rust = self.aggregate == "rust"
         most = max((self.num_nodes[parse_edge_type(r)[0]] for r in used), default=0)
-        # The Rust core reads a piece ahead (two in flight) and marks a block's distinct sources
-        # in a bitmap of the widest source type (a quarter of a byte a node), as on the grid.
+        # The Rust core reads a piece ahead and marks a block's sources in a bitmap, as on the grid.
         self.memplan = InferencePlan(memory, list(indptrs), list(costs), in_flight=2 if rust else 1,
                                      extra=most // 4 + 16 if rust else 0)
         #: Whether the sizes come from the budget (else ``block_nodes``/``piece_edges``: tests).
@@ -217,14 +193,8 @@ class HeteroLayerwise(Engine):
         return [(et, self.graph[edge_type_str(et)]) for et in self.net.convs[k - 1].edge_types if et[2] == d]
 
     def _cost(self, k: int, d: str) -> Tuple[np.ndarray, LayerCost]:
-        """(the offset index the plan cuts type ``d``'s blocks of layer ``k`` by: in-degrees
-        summed over the relations into ``d``; what a block costs, ``infer_plan.LayerCost``). A
-        destination holds :data:`NODE_FLOATS` rows of the widest of the layer's rows; a piece
-        unit is a distinct source row with its id (Rust) or an edge of numpy's piece; an in-edge
-        of a window the Rust core's source position (none for numpy, which reads its pieces from
-        the file); an edge of a source partition's window that of a homogeneous layer
-        (``infer_plan.window_edge_bytes``, its accumulator row one source row; none for numpy,
-        whose sums are not split by source). Blocks are finished whole: no finishing slices."""
+        """(unit ``(k, d)``'s offset index: in-degrees summed over the relations into ``d``;
+        its :class:`~ringgnn.inference.plan.LayerCost`); blocks are finished whole."""
         rels = self._relations(k, d)
         ip = np.zeros(self.num_nodes[d] + 1, dtype=np.int64)
         for _, g in rels:
@@ -255,17 +225,13 @@ class HeteroLayerwise(Engine):
         return self.memplan.costs[i].per_node + 64
 
     def _scheme_bytes(self, i: int, pretransform: bool) -> Dict[str, Any]:
-        """Unit ``i``'s bytes as ``infer_plan.choose_scheme`` weighs them: a sweep reads each
-        relation's source rows (layer 0's are float32 rows, the layer files as stored,
-        ``hidden_dtype``: 2 bytes a value for bf16/f16), an accumulator row is one of the widest
-        source row."""
+        """Unit ``i``'s bytes as ``plan.choose_scheme`` weighs them:
+        each relation's source rows as stored, an accumulator row of the widest source."""
         k, d = self.units[i]
         rels = self._relations(k, d)
         input_bytes = 0
         for (s, _, _), _g in rels:
-            row, per_page = _layout(self.widths[k - 1][s], 4 if k == 1 or self.hidden_dtype == "f32" else 2)
-            n = self.num_nodes[s]
-            input_bytes += n * row if per_page == 0 else -(-n // per_page) * PAGE
+            input_bytes += rows_bytes(self.num_nodes[s], self.widths[k - 1][s], "f32" if k == 1 else self.hidden_dtype)
         acc = 4 * max((self.widths[k - 1][et[0]] for et, _ in rels), default=1)
         return dict(input_bytes=input_bytes, acc_bytes=acc,
                     id_bytes=max((g.id_bytes for _, g in rels), default=4))
@@ -277,9 +243,7 @@ class HeteroLayerwise(Engine):
     # -- one unit ---------------------------------------------------------------------------------
 
     def _input(self, t: str, scratch: str) -> Any:
-        """Layer 0's rows of type ``t``: its feature file, or its embedding table written once to
-        ``scratch`` in the feature-file layout, so that the Rust core sums its rows as it sums
-        any layer's (and reads them as it reads a file)."""
+        """Layer 0's rows of type ``t``: its feature file, or its table copied to ``scratch``."""
         if self.net.in_dims[t] is not None:
             return _core.FeatureReader(self.ds.path, backend=self.backend, direct=self.direct, part=f"node/{t}")
         n, dim = self.num_nodes[t], self.widths[0][t]
@@ -296,8 +260,7 @@ class HeteroLayerwise(Engine):
         return _core.FeatureReader.matrix(path, n, dim, backend=self.backend, direct=self.direct)
 
     def _sums(self, i: int, g: NeighborFile, a: int, b: int, reader: Any) -> np.ndarray:
-        """The sums of each destination ``a..b``'s in-neighbors' rows by relation ``g``: the
-        homogeneous fold of the relation's CSC (``infer_graph``)."""
+        """The sums of destinations ``a..b``'s in-neighbors' rows by relation ``g``."""
         acc = np.zeros((b - a, reader.dim), np.float32)
         piece = self._sizes(i)[1]
         if self.aggregate == "rust":
@@ -308,13 +271,8 @@ class HeteroLayerwise(Engine):
 
     def _compute(self, i: int, prev: Mapping[str, Any], writer: Callable[[int, np.ndarray], None],
                  wanted: Optional[np.ndarray], activate: bool) -> Dict[str, Any]:
-        """Unit ``i``'s outputs of its type's nodes in node order (the blocks holding ``wanted``
-        nodes), activated (ReLU, not after the last layer): per destination block the
-        arithmetic of the model's ``_Layer.forward`` with the block's full neighborhoods
-        (``HeteroDense.block``), finished whole as the homogeneous blocks are finished
-        (``infer_finish.finish_block``), each relation's sums taken when it is combined: from the
-        grid's folds, or merged from its source partitions' partials (``infer_partition``, as a
-        homogeneous layer's one relation; :meth:`choose`)."""
+        """Unit ``i``'s rows in node order (blocks holding ``wanted`` nodes):
+        ``HeteroDense.block`` on each relation's sums, from the grid or merged from source partitions."""
         k, d = self.units[i]
         choice = self.choose(i, wanted)
         rels = self._relations(k, d)
@@ -347,21 +305,16 @@ class HeteroLayerwise(Engine):
     # -- layers ---------------------------------------------------------------------------------
 
     def needed(self, upto: int, node_type: str) -> List[List[str]]:
-        """Per layer ``0..upto``, the types computed there that ``node_type``'s rows at layer
-        ``upto`` depend on (those within ``upto - l`` hops of it)."""
+        """Per layer ``0..upto``, the types there that ``node_type``'s rows at ``upto`` need."""
         net = self.net
         dist = target_distances(net.node_types, net.edge_types, node_type)
         return [[t for t in net.computed[k] if dist.get(t, upto + 1) <= upto - k] for k in range(upto + 1)]
 
     def run(self, upto: int, node_type: str, emit: Callable[[int, np.ndarray], None],
             wanted: Optional[np.ndarray] = None, activate_last: bool = False) -> None:
-        """Layers ``1..upto`` for the types ``node_type``'s rows at layer ``upto`` need (layer
-        ``upto`` only for ``node_type``, which it must compute); its rows go to ``emit(first,
-        rows)`` in node order, for the blocks holding ``wanted`` nodes (None: all).
-        ``activate_last``: apply the between-layer ReLU to them (not to layer 0 or the last).
-        A budget under which some needed unit can run neither on the grid within
-        ``infer_plan.MAX_SWEEPS`` sweeps nor by source partitions is refused first (the
-        engine's check, as for homogeneous runs)."""
+        """Layers ``1..upto`` for the types ``node_type``'s rows at ``upto`` need;
+        those rows go to ``emit(first, rows)`` in node order (blocks holding ``wanted`` nodes), with the
+        ReLU where ``activate_last``. A budget too small is refused first."""
         if node_type not in self.net.computed[upto]:
             raise InputError(f"node type '{node_type}': layer {upto} does not compute it (layers that do: "
                              f"{', '.join(map(str, self.net.layers_of(node_type)))})")
@@ -388,26 +341,18 @@ def infer_hetero(run_dir: str, dataset: Any = None, *, layer: Optional[int] = No
                  block_nodes: Optional[int] = None, piece_edges: Optional[int] = None,
                  read: Optional[Tuple[str, Mapping[str, Any]]] = None,
                  hidden_dtype: Optional[str] = None, at: Optional[int] = None) -> Dict[str, Any]:
-    """Exact layer-wise inference of a heterogeneous run (see the module's docstring), or of a
-    homogeneous dataset's run at times (its one-type case); returns a summary dict. Of a link run
-    (on a relation ``S:R:D``): the rows of its encoder of ``node_type`` (``S`` or ``D``, either
-    tower's target; it may be left out when ``S = D``), by default its last layer (the embeddings
-    its decoder scores); it has no ``predictions`` nor ``probabilities``.
+    """Exact layer-wise inference of a typed run (or a homogeneous dataset's run at
+    times); returns a summary dict. Of a link run on ``S:R:D``: the rows of ``node_type``'s tower,
+    by default its last layer; no ``predictions`` nor ``probabilities``.
 
-    ``node_type``: whose rows (default the run's target). ``output``: ``"logits"`` (the last
-    layer: the target only), ``"probabilities"``, ``"predictions"`` (argmax, int64) or
-    ``"embeddings"`` (layer ``layer``'s rows, activated as the next layer sees them; ``0``: the
-    input rows, features or embedding table); by default ``"logits"``, or ``"embeddings"`` when
-    ``layer`` or another type than the target is given, whose default layer is the last hidden
-    layer that computes the type. ``nodes``: None/``"all"``, a split name of the type, a ``.npy``
-    file or an array of its ids (rows come in that order). With ``out`` (a ``.npy``) the rows are
-    written there (``summary["out"]``), else returned as ``summary["array"]``. For the target's
-    logits, ``summary["accuracy"]`` holds the accuracy on its ``val`` and ``test`` splits (also as
-    ``val_acc``/``test_acc``). ``memory``: the process's budget (bytes or ``"2G"``).
-    ``read``: the checkpoint already read without PyTorch
-    (:func:`ringgnn.models.checkpoints.read_checkpoint` with ``arrays=True``). ``hidden_dtype``: how
-    the hidden layers' rows are stored between layers, ``f32`` (default), ``bf16`` or ``f16``.
-    ``at``: the graph as of that time (``ringgnn.inference.run.infer``'s)."""
+    ``node_type``: whose rows (default the target). ``output``: ``"logits"`` (the target only),
+    ``"probabilities"``, ``"predictions"`` or ``"embeddings"`` (layer ``layer``'s rows; ``0``: the
+    input rows); default ``"logits"``, or ``"embeddings"`` (of the last hidden layer computing the
+    type) when ``layer`` or another type is given. ``nodes``, ``memory``, ``at``: as
+    :func:`ringgnn.infer`'s. With ``out`` (a ``.npy``) the rows are written there, else returned as
+    ``summary["array"]``. The target's logits add ``accuracy`` on ``val`` and ``test`` (and
+    ``val_acc``/``test_acc``). ``read``: the checkpoint already read as arrays. ``hidden_dtype``:
+    ``f32`` (default), ``bf16`` or ``f16``."""
     read = read if read is not None else read_checkpoint(run_dir, "RUN_DIR", arrays=True)
     link = is_hetero_link_run(read)
     extra: Dict[str, Any] = {}

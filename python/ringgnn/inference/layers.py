@@ -1,11 +1,6 @@
-"""The layers of a homogeneous run's model on the engine (``ringgnn.inference.engine``):
-GraphSAGE (mean or max), GCN and GAT as the grid folds and finishes them. :class:`GnnLayers` is a
-part of :class:`ringgnn.inference.engine.LayerwiseInference`: what a layer costs the plan, its
-fold as the Rust core takes it (``fold_args``), GAT's destination logits and self loops at a
-block's start, a narrowing layer's ``W x`` computed once (:meth:`GnnLayers._pretransform`), the
-grid's sweep of a layer's destination blocks and their finishing (``infer_finish``), and the
-layer as the source partitions take it (:meth:`GnnLayers.step`). A unit of the engine is a layer
-here (index ``k``, from 0)."""
+"""The layers of a homogeneous run on the engine: GraphSAGE (mean or max), GCN and GAT as
+the grid folds and finishes them (:class:`GnnLayers`, a part of
+:class:`ringgnn.inference.engine.LayerwiseInference`; a unit here is a layer ``k``, from 0)."""
 
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ from .._files import temporary
 from .finish import LayerStep, finish_block, map_slices, slice_reader, split_rows
 from .graph import blocks, fold_windows
 from .plan import DEST_BYTES, KEY_PEAK, LayerCost, SchemeChoice, release_freed, window_edge_bytes
-from .rows import PAGE, RowFileWriter, _layout
+from .rows import RowFileWriter, rows_bytes
 
 
 class GnnLayers:
@@ -30,8 +25,7 @@ class GnnLayers:
     def _gcn_dinv(self) -> np.ndarray:
         g = self.graph
         deg = np.diff(g.indptr).astype(np.float64)
-        # A million edges at a time (about 30 MB of temporaries): this runs before the plan's
-        # check, on what the budget leaves besides the held memory.
+        # A million edges at a time: this runs before the plan's check.
         for blk in blocks(g.indptr, 1 << 20, 1 << 30):
             ids = g.edges(blk.lo, blk.hi)
             dst = self._dst_of(blk)
@@ -42,18 +36,13 @@ class GnnLayers:
         return (1.0 / np.sqrt(deg + 1.0)).astype(np.float32)
 
     def _layer_cost(self, k: int) -> LayerCost:
-        """What layer ``k`` costs on the grid (``infer_plan`` sizes the blocks from it): bytes
-        per destination node (accumulators; ``DEST_BYTES`` of bookkeeping: the Rust core's offsets,
-        cursors and next positions), per piece unit (a distinct source row as the Rust core holds it, or an edge of
-        torch's piece: its row, message and indices), per row of a finishing slice (its input
-        row, the aggregate's slice and the layer's temporaries, the writer's copies)."""
+        """What layer ``k`` costs on the grid (:class:`~ringgnn.inference.plan.LayerCost`)."""
         layer, d_in, d_out = self.dense.layers[k], self.widths[k], self.widths[k + 1]
         rust = self.aggregate == "rust"
         if self.ckpt.kind == "gat":
             hc = layer.heads * layer.channels
             acc = hc + 3 * layer.heads  # messages, running max, running sum, and a_dst
-            # Rust: a distinct source's id, row and its messages and logits (twice: the product's
-            # and the transform's output); torch: an edge's row, message, logits and indices.
+            # Rust: a distinct source's id, row, messages and logits (twice); torch: an edge's.
             piece = 8 + 4 * (d_in + 2 * (hc + layer.heads)) if rust else 4 * (d_in + 2 * hc + 4 * layer.heads) + 48
             finish = 4 * (d_in + 6 * hc + 8 * layer.heads + 4 * d_out) + 64
         else:
@@ -63,26 +52,19 @@ class GnnLayers:
             else:
                 piece = 4 * (2 * d_in + acc) + 48
             finish = 4 * (d_in + acc + 6 * d_out) + 64
-        # A block's own input rows are read a slice at a time when it is finished (GAT's when it
-        # starts, its self loops folded in then), so they cost nothing per node. An in-edge: the
-        # Rust core's source position (4 bytes where ids fit in 32 bits; the distinct sources are
-        # a bitmap's bits, the plan's ``extra``), or torch's sorted key at its peak.
+        # A block's own rows are read a slice at a time, so they cost nothing per node.
         per_edge = _core.aggregate_edge_bytes(self.graph.num_nodes) if rust else KEY_PEAK
         window = window_edge_bytes(self._part_acc_bytes(k)) if self._splits(k) else 0
         return LayerCost(4 * acc + DEST_BYTES, piece, finish, per_edge, window)
 
     def _narrow(self, k: int) -> bool:
-        """Whether GraphSAGE/GCN layer ``k`` aggregates its sources after their weights: when its
-        output is narrower than its input, the sum of ``W x`` is the smaller aggregate (the
-        weights are linear, so the result is the same; a maximum is not linear, so not for
-        ``aggr="max"``)."""
+        """Whether GraphSAGE/GCN layer ``k`` sums ``W x``: narrower output, linear aggregation."""
         return (self.ckpt.kind in ("sage", "gcn") and self._aggr(k) != "max"
                 and self.widths[k + 1] < self.widths[k])
 
     def _aggr(self, k: int) -> str:
-        """Layer ``k``'s neighbor aggregation: ``mean`` or ``max`` for GraphSAGE (ringgnn's
-        models use ``mean``; a ``SAGEConv(aggr="max")`` of another model runs too), else ``sum``
-        (GCN) or ``softmax`` (GAT)."""
+        """Layer ``k``'s aggregation: ``mean`` or ``max`` (GraphSAGE), ``sum`` (GCN)
+        or ``softmax`` (GAT); another GraphSAGE aggregation is an :class:`InputError`."""
         kind = self.ckpt.kind
         if kind != "sage":
             return "sum" if kind == "gcn" else "softmax"
@@ -96,9 +78,7 @@ class GnnLayers:
         return self.widths[k + 1] if self._narrow(k) else self.widths[k]
 
     def _part_acc_bytes(self, k: int) -> int:
-        """Bytes of a partial aggregate's row in the partitioned scheme: the fold's accumulator
-        row (GAT's: messages, running maxima, sums of exponentials, and the destination logits
-        gathered for a window's destinations)."""
+        """Bytes of a partial aggregate's row by source partitions."""
         layer = self.dense.layers[k]
         if self.ckpt.kind == "gat":
             return 4 * (layer.heads * layer.channels + 3 * layer.heads)
@@ -109,21 +89,15 @@ class GnnLayers:
         return 4 * self._acc_width(k) + 64
 
     def _scheme_bytes(self, k: int, pretransform: bool) -> Dict[str, Any]:
-        """Layer ``k``'s bytes as ``infer_plan.choose_scheme`` weighs them: its input file (layer
-        1 reads the feature file, taken as float32 rows; later ones the hidden layers' files as
-        stored, ``hidden_dtype``: 2 bytes a value for bf16/f16), an accumulator row, GAT's
-        destination logits (a pass over the input, a file of them), and where the grid sweeps
-        ``W x`` rows computed once, the input once, those rows written, then swept."""
+        """Layer ``k``'s bytes as ``plan.choose_scheme`` weighs them."""
         n = self.graph.num_nodes
-        row, per_page = _layout(self.widths[k], 4 if k == 0 or self.hidden_dtype == "f32" else 2)
-        input_bytes = n * row if per_page == 0 else -(-n // per_page) * PAGE
+        input_bytes = rows_bytes(n, self.widths[k], "f32" if k == 0 else self.hidden_dtype)
         extra = 0
         if self.ckpt.kind == "gat":
             extra = input_bytes + 2 * 4 * self.dense.layers[k].heads * n
         once, sweep = 0, None
         if pretransform:
-            wrow, wper = _layout(self._acc_width(k))
-            sweep = -(-n // wper) * PAGE if wper else n * wrow
+            sweep = rows_bytes(n, self._acc_width(k))
             once = input_bytes + sweep
         return dict(input_bytes=input_bytes, acc_bytes=self._part_acc_bytes(k), id_bytes=self.graph.id_bytes,
                     extra_bytes=extra, once_bytes=once, sweep_bytes=sweep)
@@ -133,14 +107,10 @@ class GnnLayers:
     def grid_layer(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
                    wanted: Optional[np.ndarray] = None, activate: bool = True,
                    choice: Optional[SchemeChoice] = None) -> Dict[str, int]:
-        """Layer ``k`` on the grid: for each destination block, its in-edges sorted by source,
-        swept in pieces in file order (each piece's source rows gathered once, so a block reads
-        the input file at most once, in order), aggregated into the block's accumulators; then
-        the layer's own weights turn the aggregates into outputs. Where the layer narrows and
-        several blocks sweep its input, the blocks sweep its ``W x`` rows instead, computed once
-        (:meth:`_pretransform`). ``choice``: the grid's blocks and that decision, as
-        :meth:`choose` made them (default: made now for ``wanted``). Returns the bytes written to
-        and read from that temporary file (``temp_written``, ``temp_read``)."""
+        """Layer ``k`` on the grid: each destination block's in-edges swept in
+        pieces in file order into its accumulators, then finished by the layer's weights (a narrowing
+        layer's blocks sweep its ``W x`` rows computed once where :meth:`choose` said so). Returns the
+        bytes written to and read from that temporary file."""
         _, piece_edges, finish_rows = self._sizes(k)
         if choice is None or choice.scheme != "grid":
             blocks, sweeps, pretransform = self._grid_run(k, wanted)
@@ -169,22 +139,12 @@ class GnnLayers:
         return io
 
     def _pretransforms(self, k: int, blocks: int) -> bool:
-        """Whether layer ``k``'s blocks sweep its ``W x`` rows, computed once, rather than its
-        input rows, each block applying ``W`` to every source again: where the Rust core sums a
-        narrowing layer (GraphSAGE's mean, GCN) in more than one block. The rows, float32 and
-        narrower than the input, are the same values the blocks would compute (``W x`` of each
-        row, no bias), so the results are those of the per-piece transform; ``blocks - 1``
-        products over the sources are saved, each sweep reads fewer bytes (:meth:`choose` counts
-        them the same way), and the narrower pieces are fewer, with no callback into Python for
-        each. With one block it would save no product and move the file's bytes on top (measured
-        on the 1M-node graph after one BLAS thread: 2.8-2.9 CPU seconds against 2.8-3.5, 0.5 GB
-        more; ``docs/benchmarks.md``), so it is not done there."""
+        """Whether layer ``k``'s blocks sweep ``W x`` rows computed once: a narrowing
+        layer summed by Rust in more than one block (one block would only move more bytes)."""
         return self.aggregate == "rust" and self._narrow(k) and blocks > 1
 
     def _pretransform(self, k: int, reader: Any, path: str) -> Tuple[Any, str]:
-        """Every node's ``W x`` (layer ``k``'s weight on its input rows, no bias) to ``path``,
-        float32 rows in the feature-file layout, read in order a finishing slice at a time;
-        returns a reader of it and the path."""
+        """Every node's ``W x`` (no bias) as float32 rows at ``path``; (its reader, the path)."""
         n, width, rows = self.graph.num_nodes, self.widths[k + 1], self._sizes(k)[2]
         transform = self.dense.transform(k)  # the very product the pieces would get
         # Read ahead and computed on all cores, written in order (``infer_finish``).
@@ -197,8 +157,7 @@ class GnnLayers:
     def _grid_sweep(self, k: int, reader: Any, writer: Callable[[int, np.ndarray], None],
                     grid: List[Tuple[int, int]], wx: Any, piece_edges: int, finish_rows: int,
                     activate: bool) -> None:
-        """The blocks of :meth:`grid_layer`; ``wx``: a reader of the layer's ``W x`` rows, which
-        the blocks then sum (None: its input rows, transformed piece by piece)."""
+        """The blocks of :meth:`grid_layer`, summing ``wx``'s rows where given."""
         for a, b in grid:
             t = time.perf_counter()
             state = self._grid_start(k, a, b, reader)
@@ -224,9 +183,7 @@ class GnnLayers:
                 for u, rows, inv, dl in self._pieces(prepare, range(0, len(keys), piece_edges)):
                     self._grid_add(k, state, a, u, rows, inv, dl)
                     del u, rows, inv, dl
-            # The outputs a slice of rows at a time (the finishing arithmetic's temporaries
-            # stay small next to the block's state), read ahead and computed on all cores
-            # (``infer_finish``). GAT's self loops are in the state already: no rows read.
+            # GAT's self loops are in the state already: no rows read.
             t = time.perf_counter()
             finish_block(self.step(k), a, b, reader, writer, finish_rows, activate,
                          lambda r0, r1, _x, state=state, a=a: {key: self.xp.up(v[r0 - a:r1 - a])
@@ -238,12 +195,7 @@ class GnnLayers:
 
     def _rust_add(self, k: int, st: Dict[str, Any], a: int, b: int, reader: Any, piece_rows: int,
                   transformed: bool = False) -> None:
-        """Block ``a..b``'s aggregates by the Rust core (``FeatureReader.aggregate``: the
-        neighbor lists read, the distinct sources read in file order ``piece_rows`` at a time with
-        the next piece read ahead, folded in on all threads, the GIL released but while the
-        layer's weight is applied to a piece), a window of in-edges at a time (one but for hubs).
-        The folds are those of :meth:`_grid_add`: sums of the rows (or of ``W x`` where the layer
-        narrows), GCN's weighted sums, maxima, GAT's online softmax over ``lin(x)``."""
+        """Block ``a..b``'s aggregates by the Rust core, a piece's product on all cores."""
         kw = self.fold_args(k, transformed)
         if kw["fold"] == "softmax":
             kw["a_dst"] = st["a_dst"]
@@ -255,11 +207,8 @@ class GnnLayers:
                          self._phases, **kw)
 
     def fold_args(self, k: int, transformed: bool = False) -> Dict[str, Any]:
-        """Layer ``k``'s fold as the Rust core takes it (``FeatureReader.aggregate`` and
-        ``partials``): ``fold`` (``sum`` for GraphSAGE's mean, ``gcn``, ``max``, ``softmax``),
-        GCN's ``dinv``; where a GraphSAGE or GCN layer narrows, ``W x`` of each piece (unless
-        ``transformed``: the rows are ``W x`` already); for GAT, ``lin(x)`` and the source logits
-        of each piece (its destination logits are the caller's)."""
+        """Layer ``k``'s fold as the Rust core takes it: ``fold``, GCN's ``dinv``, ``W x`` of
+        each piece (unless ``transformed``), GAT's ``lin(x)`` and source logits."""
         layer, aggr = self.dense.layers[k], self._aggr(k)
         kw: Dict[str, Any] = dict(fold={"mean": "sum", "sum": "gcn"}.get(aggr, aggr))
         if aggr == "sum":  # GCN's
@@ -272,8 +221,7 @@ class GnnLayers:
         return kw
 
     def step(self, k: int) -> LayerStep:
-        """Layer ``k`` as finishing a block and the source partitions take it
-        (``infer_finish.LayerStep``); its phases are the layer's (:meth:`compute`)."""
+        """Layer ``k`` as finishing a block and the source partitions take it."""
         layer = self.dense.layers[k]
         acc = layer.heads * layer.channels + 2 * layer.heads if self.ckpt.kind == "gat" else self._acc_width(k)
         return LayerStep(k, self.ckpt.kind, self.dense, self.graph, self.work_dir, acc, self.fold_args(k),
@@ -281,17 +229,13 @@ class GnnLayers:
                          self.xp.up, self.xp.down, self.finish_workers, self.overlap, self._phases, self._done)
 
     def _grid_start(self, k: int, a: int, b: int, reader: Any) -> Dict[str, Any]:
-        """The accumulators of destinations ``a..b``. For GAT also their destination logits,
-        from their rows read a slice at a time, and the self loop each node gets, folded in
-        first (a softmax does not depend on the order of its terms: the loop's logit starts the
-        running maximum, with weight 1), so that finishing the block needs neither its rows
-        again nor their transform."""
+        """The accumulators of destinations ``a..b``; for GAT also their
+        destination logits and their self loops folded in first (a softmax does not depend on the
+        order of its terms), so that finishing needs neither their rows again nor their transform."""
         layer, n = self.dense.layers[k], b - a
         if self.ckpt.kind == "gat":
             H, C = layer.heads, layer.channels
-            # The Rust fold's accumulator rows: weighted sums, running maxima, sums of exponentials
-            # (``ringgnn_features::fold``; the torch fold uses the same layout); the state's arrays
-            # are views of it.
+            # The Rust fold's accumulator layout (the torch fold's too); the state's arrays are views.
             acc = np.empty((n, H * C + 2 * H), dtype=np.float32)
             st = dict(acc=acc, msg=acc[:, :H * C], m=acc[:, H * C:H * C + H], z=acc[:, H * C + H:],
                       a_dst=np.empty((n, H), dtype=np.float32))
@@ -314,9 +258,7 @@ class GnnLayers:
         return dict(acc=np.zeros((n, self._acc_width(k)), dtype=np.float32))
 
     def _grid_finish(self, k: int, st: Dict[str, Any], a: int, b: int, x_dst: Any) -> Any:
-        """The layer's outputs of destinations ``a..b`` from their aggregates (on the dense
-        parts' arrays): the same arithmetic as the PyG layer's forward
-        (:meth:`ringgnn.models.dense.DenseNet.finish`; tests check it against PyG)."""
+        """The outputs of destinations ``a..b`` from their aggregates (``DenseNet.finish``)."""
         kind = self.ckpt.kind
         deg = np.diff(self.graph.indptr[a:b + 1]) if kind == "sage" else None
         dinv = self.dinv[a:b] if kind == "gcn" else None

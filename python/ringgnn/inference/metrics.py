@@ -1,25 +1,11 @@
-"""Link-prediction ranking metrics: the one place ringgnn computes MRR, Hits@K and AUC.
+"""Link-prediction ranking metrics (MRR, Hits@K, AUC), pure numpy, OGB's protocols.
 
-Pure numpy. A held-out positive pair ``(src, dst)`` is scored against the ``K`` stored negatives
-of its row (``Dataset.edge_negatives``: ``(src, neg)`` pairs), OGB's ogbl-citation2 protocol:
-
-- its **rank** among itself and its negatives counts a tied negative as half above and half
-  below (OGB's rule: the mean of the optimistic and the pessimistic rank), so a model that
-  scores everything the same gets rank ``K / 2 + 1``, not 1;
-- **MRR** is the mean of ``1 / rank``, **Hits@k** the fraction of positives with ``rank <= k``;
-- **AUC** pools every positive against every negative score (ties count 1/2), the score of the
-  node-pair classifier rather than of the ranking.
-
-Negatives **shared** by every positive of a split (``Dataset.edge_shared_negatives``: OGB's
-``edge_neg`` of ogbl-collab/ppa/ddi) are OGB's other protocol (:func:`shared_ranking_sums`):
-Hits@k counts the positives scoring strictly above the k-th highest negative score (OGB's
-``Evaluator``), the rank for MRR is among all the shared negatives, AUC is as above.
-
-Training evaluates in pieces (batches, data-parallel ranks), so :func:`ranking_sums` returns
-sums that add across pieces and :func:`scores_from_sums` turns the total into scores. NaN scores
-are refused: a diverged model must not look perfect (NaN compares false, which would rank it
-first).
-"""
+A positive pair is ranked against the ``K`` stored negatives of its row, ties counted half
+above and half below (so equal scores give rank ``K / 2 + 1``); MRR is the mean of ``1 / rank``,
+Hits@k the fraction with ``rank <= k``; AUC pools every positive against every negative (ties
+1/2). Negatives shared by every positive (:func:`shared_ranking_sums`, OGB's ``edge_neg``): a
+hit at k scores strictly above the k-th highest negative. :func:`ranking_sums` returns sums that
+add across pieces; :func:`scores_from_sums` turns them into scores. NaN scores are refused."""
 
 from __future__ import annotations
 
@@ -27,10 +13,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-#: The K of the Hits@K reported by default: every K that OGB's link ``Evaluator`` reports for
-#: some ogbl dataset (its ``master.csv``): 1, 3 and 10 beside MRR for the per-pair protocol
-#: (citation2, wikikg2, biokg), the one Hits@K of the shared-negative protocol, 20 for ddi, 50
-#: for collab and 100 for ppa.
+#: Every K that OGB's link ``Evaluator`` reports for some ogbl dataset.
 KS: Tuple[int, ...] = (1, 3, 10, 20, 50, 100)
 
 
@@ -44,10 +27,8 @@ def _scores(name: str, x: np.ndarray) -> np.ndarray:
 
 
 def ranks(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
-    """The rank (float64, from 1) of each positive score ``pos[i]`` among itself and the ``K``
-    negative scores ``neg[i]``: ``0.5 * (#{neg > pos} + #{neg >= pos}) + 1`` (OGB's tie rule).
-
-    ``pos`` has shape ``(n,)``, ``neg`` shape ``(n, K)``."""
+    """The rank (float64, from 1) of each ``pos[i]`` (n,) among itself and ``neg[i]`` (n, K):
+    ``0.5 * (#{neg > pos} + #{neg >= pos}) + 1``."""
     pos = _scores("pos", pos)
     neg = _scores("neg", neg)
     if pos.ndim != 1 or neg.ndim != 2 or neg.shape[0] != pos.shape[0]:
@@ -78,11 +59,8 @@ def scores_from_sums(sums: Sequence[float], ks: Sequence[int] = KS) -> Tuple[flo
 
 
 def auc(pos_scores: np.ndarray, neg_scores: np.ndarray) -> float:
-    """Area under the ROC curve of all positive scores against all negative scores (both
-    flattened): the probability that a random positive outscores a random negative, ties 1/2.
-
-    Exact, in O((a + b) log b) for a positives and b negatives: the negatives are sorted once
-    and each positive counts those below and at its score by binary search."""
+    """Area under the ROC curve of all positive against all negative scores (ties 1/2),
+    exact in O((a + b) log b)."""
     pos = _scores("pos_scores", pos_scores).ravel()
     neg = _scores("neg_scores", neg_scores).ravel()
     if pos.size == 0 or neg.size == 0:
@@ -94,8 +72,7 @@ def auc(pos_scores: np.ndarray, neg_scores: np.ndarray) -> float:
     pos = pos.astype(dt, copy=False)
     below = np.searchsorted(neg, pos, side="left").astype(np.int64)
     at_or_below = np.searchsorted(neg, pos, side="right").astype(np.int64)
-    # Twice the win count (a win is 1, a tie 1/2) stays an exact integer: at most 2 * a * b,
-    # far below 2^63 for any evaluation that fits in memory.
+    # Twice the win count (ties 1/2) stays an exact integer.
     twice_wins = int(below.sum()) + int(at_or_below.sum())
     return twice_wins / (2.0 * pos.size * neg.size)
 
@@ -108,12 +85,9 @@ def link_scores(pos: np.ndarray, neg: np.ndarray, ks: Sequence[int] = KS) -> Dic
 
 
 def shared_ranking_sums(pos: np.ndarray, neg: np.ndarray, ks: Sequence[int] = KS) -> List[float]:
-    """:func:`ranking_sums` of positives ``pos`` (n,) against negatives ``neg`` (m,) shared by
-    all of them (OGB's ``edge_neg`` of ogbl-collab/ppa/ddi): the rank of ``pos[i]`` is among
-    itself and all ``m`` negatives (ties half, as :func:`ranks`), and a hit at ``k`` is OGB's
-    rule, ``pos[i]`` strictly above the ``k``-th highest negative score (every positive is a hit
-    when there are fewer than ``k`` negatives). The sums add across pieces of the positives
-    when each piece is scored against all the negatives."""
+    """:func:`ranking_sums` of positives ``pos`` (n,) against negatives ``neg``
+    (m,) shared by all: rank among all ``m``, a hit at ``k`` strictly above the ``k``-th highest
+    negative (every positive with fewer than ``k`` negatives)."""
     pos = _scores("pos", pos)
     neg = _scores("neg", neg)
     if pos.ndim != 1 or neg.ndim != 1 or neg.size == 0:

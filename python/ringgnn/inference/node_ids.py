@@ -1,8 +1,6 @@
-"""The original ids of a dataset's nodes beside an output: ``predict`` and ``embed`` of a dataset
-converted from a table with arbitrary ids (``Dataset.node_ids``, ``docs/FORMAT.md`` "Original node
-ids") write ``OUT.node_ids.npy`` next to ``OUT.npy``, row ``i`` the original id of output row
-``i``: int64 or uint64 for integer ids, fixed-width unicode (``<U{longest}``) for strings (a
-plain ``.npy``: ``numpy.load`` without pickle). Written in blocks of nodes, whole or not at all."""
+"""The original ids beside an output: ``OUT.node_ids.npy`` next to ``OUT.npy`` for
+datasets with original ids (``docs/FORMAT.md`` "Original node ids"): int64, uint64 or fixed-width
+unicode, written in blocks, whole or not at all."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The source-partitioned scheme of layer-wise inference: one unit computed by cutting the
-*sources* into partitions (bucketing, partial aggregates per window, merge per destination
-block; the per-edge work in Rust, ``_core.SourcePartitions``), so that the layer's input file is
-read once rather than once per destination block; ``infer_plan.choose_scheme`` decides when.
-How and why: docs/INFERENCE.md "The other scheme: source partitions"."""
+"""The source-partitioned scheme: a unit computed by cutting the sources into
+partitions (bucketing, partials per window, merge per destination block; ``_core.SourcePartitions``),
+so the input is read once rather than once per block. docs/INFERENCE.md "The other scheme:
+source partitions"."""
 
 from __future__ import annotations
 
@@ -18,15 +17,12 @@ from .finish import LayerStep, finish_block, map_slices, slice_reader, split_row
 from .graph import PHASES
 from .plan import release_freed
 
-#: Bytes an edge of a bucketing chunk takes in the Rust core (its id read, then its source and
-#: destination in their partition's run).
+#: Bytes an edge of a bucketing chunk takes in the Rust core.
 CHUNK_EDGE = 24
 
 
 def merge_blocks(n: int, share: int, width: int, rows: Optional[int] = None) -> Tuple[np.ndarray, int]:
-    """(the merge blocks' bounds over ``n`` destinations, rows of a thread's slice of partials):
-    a block's aggregates of ``width`` values and a slice of partials per thread as large (and
-    ids) within ``share`` bytes, or blocks of ``rows`` destinations (sizes given: tests)."""
+    """(merge block bounds over ``n`` destinations, a thread's slice rows) within ``share`` bytes."""
     rows = max(1, min(n, rows or share // (2 * 4 * width + 16)))
     return np.append(np.arange(0, n, rows, dtype=np.int64), n), max(1, rows // _threads.cores())
 
@@ -35,12 +31,9 @@ def spill_partials(reader: Any, g: Any, sources: int, d: str, parts: int, merge:
                    kw: Dict[str, Any],
                    window_edges: int, piece_rows: int, share: int, drop_self_loops: bool,
                    phases: Dict[str, float]) -> Any:
-    """Steps 1 and 2 of the module's docstring for one relation ``g`` (a ``NeighborFile``; its
-    ``sources`` are ``reader``'s rows, of another node type than its destinations or not): the
-    sources cut into ``parts`` partitions, every edge bucketed in ``d``, each bucket's windows of
-    ``window_edges`` folded by ``kw`` (``FeatureReader.partials``) and spilled. Returns the
-    ``_core.SourcePartitions``, ready to merge in the blocks between ``merge`` bounds; the
-    phases' seconds go to ``phases``."""
+    """Bucket relation ``g``'s edges into ``parts`` source partitions under ``d``
+    and spill each window's partials (``FeatureReader.partials`` with ``kw``); returns the
+    ``_core.SourcePartitions`` ready to merge."""
     bounds = np.linspace(0, sources, parts + 1).astype(np.int64)
     with os_errors("writing the partition buckets in", d):
         sp = _core.SourcePartitions(d, bounds, merge, g.num_nodes, g.id_bytes, width)
@@ -70,10 +63,8 @@ def spilled_io(sp: Any, g: Any, io: Dict[str, int]) -> None:
 
 def spill_relations(step: LayerStep, relations: Sequence[Tuple[Any, ...]], d: str, parts: int, merge: np.ndarray,
                     window_edges: int, piece_rows: int, share: int) -> List[Tuple[Any, Any, int, str]]:
-    """Steps 1 and 2 for a unit's ``relations`` (a homogeneous layer's one, or each relation into a
-    typed unit's type; each: the reader of its sources' rows, its ``NeighborFile``, its sources,
-    the width of its partials, its fold, whether stored self loops are dropped), each spilled in
-    its own directory under ``d``: per relation (``SourcePartitions``, graph, width, fold)."""
+    """:func:`spill_partials` for each of a unit's ``relations``, each in its own directory;
+    per relation (``SourcePartitions``, graph, width, fold)."""
     spilled = []
     for r, (src, g, sources, width, kw, drop) in enumerate(relations):
         sub = os.path.join(d, str(r))
@@ -88,11 +79,8 @@ def merge_and_finish(step: LayerStep, spilled: Sequence[Tuple[Any, Any, int, str
                      wanted: Optional[np.ndarray], activate: bool, finish_rows: int,
                      state: Callable[[int, int, Iterator[np.ndarray]], Callable[..., Any]], io: Dict[str, int],
                      heads: int = 0) -> None:
-    """Step 3 for a unit's ``spilled`` relations (:func:`spill_relations`): per merge block
-    holding ``wanted`` nodes (``merge``: the bounds and a thread's slice rows, :func:`merge_blocks`)
-    the block finished (``finish_block``, its own rows from ``reader``) from ``state(a, b, accs)``,
-    ``accs`` each relation's merged partials of ``a..b`` in turn, merged when taken. The
-    temporaries' bytes then go to ``io``."""
+    """Per merge block holding ``wanted`` nodes, each relation's merged partials
+    handed to ``state(a, b, accs)`` and the block finished; the temporaries' bytes go to ``io``."""
     bounds, slice_rows = merge
 
     def accs(j: int, a: int, b: int) -> Iterator[np.ndarray]:
@@ -121,10 +109,8 @@ def merge_and_finish(step: LayerStep, spilled: Sequence[Tuple[Any, Any, int, str
 def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.ndarray], None],
                       wanted: Optional[np.ndarray], activate: bool, parts: int, window_edges: int, share: int,
                       piece_rows: int, finish_rows: int) -> Dict[str, int]:
-    """Layer ``step.k`` of a homogeneous model by source partitions (the module's docstring:
-    :func:`merge_and_finish` with its one relation); rows go to ``writer`` in node order (only the
-    merge blocks holding ``wanted`` nodes). Returns the bytes written to and read from the
-    temporaries."""
+    """Layer ``step.k`` of a homogeneous model by source partitions; rows go to
+    ``writer`` in node order. Returns the temporaries' bytes written and read."""
     k, g = step.k, step.graph
     gat = step.kind == "gat"
     scratch = temporary(step.work_dir, f"ringgnn-infer-parts{k + 1}", directory=True)
@@ -162,9 +148,7 @@ def partitioned_layer(step: LayerStep, reader: Any, writer: Callable[[int, np.nd
 
 
 def _destination_logits(step: LayerStep, reader: Any, path: str, rows: int) -> np.ndarray:
-    """GAT's destination logits ``<lin_dst(x_v), att_dst>`` of every node, ``[n, heads]``, in a
-    temporary file ``path`` (read back as a memory map: a window looks up those of the
-    destinations it reaches), from the input read ``rows`` rows at a time."""
+    """GAT's destination logits ``[n, heads]`` in file ``path``, read back as a memory map."""
     n, heads = step.graph.num_nodes, step.dense.layers[step.k].heads
     with os_errors("writing GAT's destination logits to", path):
         out = allocated_memmap(path, np.float32, (n, heads))
@@ -182,10 +166,7 @@ def _destination_logits(step: LayerStep, reader: Any, path: str, rows: int) -> n
 
 
 def _with_self_loop(step: LayerStep, acc: np.ndarray, x: Any) -> Dict[str, Any]:
-    """GAT's merged aggregates (host rows ``acc``: weighted sums, running maxima, sums of
-    exponentials) of destinations with rows ``x`` (on the dense parts' arrays), with each node's
-    self loop folded in as one more partial (its logit and message from its own row, the grid's
-    ``gat_start``), as ``step.finish`` takes them."""
+    """GAT's merged aggregates ``acc`` with each node's self loop folded in."""
     layer = step.dense.layers[step.k]
     H, C = layer.heads, layer.channels
     _, e, xs = step.dense.gat_start(step.k, x)

@@ -1,7 +1,6 @@
-"""The memory plan of layer-wise inference: the one place that decides, from ``--memory``, how large
-the grid's destination blocks, its pieces and its finishing slices are, when a unit runs by source
-partitions (:func:`choose_scheme`), and which budgets are refused, with the smallest that runs
-(docs/INFERENCE.md "Sizes from the budget")."""
+"""The memory plan of layer-wise inference: from ``--memory``, the sizes of the grid's
+blocks, pieces and finishing slices, when a unit runs by source partitions
+(:func:`choose_scheme`), and which budgets are refused (docs/INFERENCE.md "Sizes from the budget")."""
 
 from __future__ import annotations
 
@@ -25,40 +24,29 @@ FIXED_BYTES = 48 << 20
 CODE_BYTES = _options.CODE_BYTES
 #: The part of the rest of the budget left unplanned (allocator slack, small temporaries).
 SLACK = 0.1
-#: The most bytes of one piece of rows (two are in memory while the next is read ahead):
-#: larger pieces do not make the coalesced reads faster.
+#: The most bytes of one piece of rows: larger ones do not make the coalesced reads faster.
 PIECE_BYTES = 16 << 20
-#: The most bytes of the finishing slices in flight together (``infer_finish``: each one's input
-#: rows, aggregates, temporaries and output), and of GAT's starting slice.
+#: The most bytes of the finishing slices in flight together, and of GAT's starting slice.
 FINISH_BYTES = 32 << 20
-#: The most sweeps of a layer's input (one per destination block) a budget may need: beyond,
-#: it is refused with the budget that needs no more.
+#: The most sweeps of a layer's input a budget may need: beyond, it is refused.
 MAX_SWEEPS = 8
-#: Bytes an in-edge of a destination block takes while its sorted key is built (torch's
-#: aggregation; the Rust core takes ``_core.aggregate_edge_bytes``: its source id, turned into its
-#: position in place, 4 bytes where node ids fit in 32 bits; the distinct sources are the bits of
-#: a bitmap counted in the plan's fixed part). :class:`LayerCost` carries the one a layer uses.
+#: Bytes an in-edge takes while torch's sorted key is built (the Rust core's:
+#: ``_core.aggregate_edge_bytes``).
 KEY_PEAK = 16
-#: Bytes a destination of a block holds besides its accumulator row: its in-degree and the Rust
-#: core's bounds, cursor and next position of its edges (the grid's and heterogeneous plans').
+#: Bytes a block's destination holds besides its accumulator row (the Rust core's bookkeeping).
 DEST_BYTES = 28
 #: The smallest piece and finishing slice, in rows or edges.
 MIN_ROWS = 1024
-#: A lower bound of the anonymous memory the command holds before it loads anything, without
-#: PyTorch (the interpreter, numpy, the core: measured 20 MiB): what the CPU's layer-wise
-#: inference runs with. A budget below it plus the plan's fixed parts is refused at once.
+#: Anonymous memory the command holds before it loads anything, without PyTorch (measured 20 MiB).
 RUNTIME_BYTES = 16 << 20
-#: The same once PyTorch and PyG are imported (measured: 435 MiB with torch 2.15's CUDA build
-#: and PyG 2.x; 283 MiB of it PyTorch's): ``--device cuda``, heterogeneous runs, scoring pairs.
-#: Under a memory cgroup the import itself would be killed, before any measured check could
-#: refuse the budget.
+#: The same with PyTorch and PyG imported (measured 435 MiB): a cgroup would kill the import
+#: itself before any measured check could refuse the budget.
 TORCH_RUNTIME_BYTES = 384 << 20
 
 
 def check_runtime(budget: Optional[int], torch: bool = False) -> None:
-    """Refuse at once (before anything is loaded, and PyTorch imported where ``torch``) a budget
-    that the runtime alone would exceed, with the least that could run; the exact minimum for the
-    graph and the model comes from :meth:`InferencePlan.check` once they are loaded."""
+    """Refuse at once a budget the runtime alone would exceed (PyTorch counted where
+    ``torch``), naming the least that could run."""
     runtime = TORCH_RUNTIME_BYTES if torch else RUNTIME_BYTES
     least = runtime + (CODE_BYTES if torch else _options.CODE_BYTES_NO_TORCH) + FIXED_BYTES + WRITE_BYTES
     if budget is not None and budget < least:
@@ -87,23 +75,19 @@ def release_freed() -> None:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """What one layer of the grid costs: bytes per destination node of a block (accumulators and
-    bookkeeping), per piece unit (a distinct source row for the Rust sums, an edge for torch's),
-    per row of a finishing slice."""
+    """What one unit costs in bytes: per destination, piece unit, finishing row and in-edge."""
 
     per_node: int
     per_unit: int
     per_finish_row: int
     per_edge: int = KEY_PEAK
-    #: Bytes a window edge of the partitioned scheme takes (:func:`window_edge_bytes`); 0: the
-    #: layer cannot be split by source (the torch aggregation).
+    #: Bytes a partitioned window's edge takes; 0: the layer cannot be split by source.
     per_window_edge: int = 0
 
 
 @dataclass(frozen=True)
 class LayerSizes:
-    """The grid's sizes of one layer: the bytes its destination blocks may take, the units of a
-    piece, the rows of a finishing slice and the destination blocks (sweeps) they make."""
+    """The grid's sizes of one layer: block bytes, piece units, finishing rows, and its sweeps."""
 
     block_bytes: int
     piece_units: int
@@ -112,9 +96,8 @@ class LayerSizes:
 
 
 def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int = KEY_PEAK) -> int:
-    """The end ``b`` of the destination block starting at ``a``: the largest ``b`` with
-    ``(b - a) * per_node + (indptr[b] - indptr[a]) * per_edge`` within ``share`` (at least
-    ``a + 1``: a node whose edges alone exceed it comes alone, its edges in windows)."""
+    """The largest ``b`` with ``(b - a) * per_node + (indptr[b] - indptr[a]) * per_edge``
+    within ``share`` (at least ``a + 1``: a hub comes alone)."""
     n = len(indptr) - 1
     lo, hi = a + 1, n
     base = int(indptr[a])
@@ -126,8 +109,7 @@ def cut(indptr: np.ndarray, per_node: int, share: int, a: int = 0, per_edge: int
 
 
 def sweeps(indptr: np.ndarray, per_node: int, share: int, limit: int, per_edge: int = KEY_PEAK) -> int:
-    """How many destination blocks (a hub's edge windows counted one each) the greedy cut makes
-    within ``share`` bytes; counting stops past ``limit``."""
+    """How many blocks (a hub's windows one each) the greedy cut makes within ``share``; stops past ``limit``."""
     n = len(indptr) - 1
     a, count = 0, 0
     while a < n and count <= limit:
@@ -154,12 +136,8 @@ def least_block_bytes(indptr: np.ndarray, per_node: int, limit: int = MAX_SWEEPS
 
 
 class InferencePlan:
-    """The budget split of one inference run (see the module's docstring). ``costs`` gives each
-    layer's :class:`LayerCost`; ``in_flight`` pieces are held at once (2 with the read-ahead),
-    and ``finish_in_flight`` finishing slices (``infer_finish.slices_in_flight``). ``indptr``:
-    the offset index every layer's destinations are cut by, or one per layer (a heterogeneous
-    run's layers are its (layer, destination type) pairs, each cut by the in-degrees over the
-    relations into that type: ``hetero_infer``)."""
+    """The budget split of one run: ``costs`` a :class:`LayerCost` per unit, ``indptr`` one
+    offset index or one per unit; ``in_flight`` pieces and ``finish_in_flight`` slices at once."""
 
     def __init__(self, budget: Optional[int], indptr: Union[np.ndarray, Sequence[np.ndarray]],
                  costs: Sequence[LayerCost], in_flight: int, held: Optional[int] = None, extra: int = 0,
@@ -167,8 +145,7 @@ class InferencePlan:
         if held is None:
             release_freed()  # what loading freed is not held
         self.held = _options.held_memory() if held is None else int(held)
-        #: Taken off the budget before anything is planned (``extra``: what the aggregation holds
-        #: whatever the blocks, the Rust path's bitmap of a block's sources, a quarter of a byte a node).
+        #: Taken off the budget first (``extra``: the Rust path's bitmap of a block's sources).
         self.fixed = self.held + _options.code_bytes() + FIXED_BYTES + WRITE_BYTES + int(extra)
         self.budget = (budget if budget is not None
                        else _options.default_memory(cap=1 << 30, held=self.fixed))
@@ -180,10 +157,8 @@ class InferencePlan:
         self._sizes: Dict[int, LayerSizes] = {}
         #: What the budget leaves for blocks, pieces and finishing slices.
         self.share = max(0, int((self.budget - self.fixed) * (1 - SLACK)))
-        # Blocks first: each layer's blocks get what keeps its sweeps within MAX_SWEEPS; pieces
-        # and finishing slices get their least, and up to their preferred sizes (a fifth and a
-        # tenth of the share, at most PIECE_BYTES each and FINISH_BYTES) from what is left;
-        # the blocks get the rest.
+        # Blocks first, within MAX_SWEEPS; pieces and finishing slices their least, then up to their
+        # preferred sizes from what is left; the blocks get the rest.
         least_p, least_f = self._least_pieces(), self._least_finish()
         need = max([least_block_bytes(ip, c.per_node, per_edge=c.per_edge)
                     for ip, c in zip(self.indptrs, self.costs)] or [0])
@@ -203,9 +178,8 @@ class InferencePlan:
         return max([self.finish_in_flight * MIN_ROWS * c.per_finish_row for c in self.costs] or [0])
 
     def least_partition_block(self, k: int) -> Optional[int]:
-        """The least block share under which the partitioned scheme runs layer ``k``: windows of
-        ``share // per_window_edge`` edges, at most :data:`MAX_PARTS` of them (None: the layer
-        cannot be split by source)."""
+        """The least block share under which unit ``k`` runs by
+        source partitions (at most :data:`MAX_PARTS` windows); None: it cannot be split."""
         c = self.costs[k]
         if c.per_window_edge <= 0:
             return None
@@ -213,31 +187,25 @@ class InferencePlan:
         return max(c.per_node + c.per_edge, -(-edges // MAX_PARTS) * c.per_window_edge)
 
     def _least_block(self, k: int, grid_only: bool = False) -> int:
-        """The least block share that runs layer ``k``: the grid within :data:`MAX_SWEEPS`
-        sweeps, or (unless ``grid_only``) source partitions, whichever needs less."""
+        """The least block share that runs layer ``k`` on the grid or (unless ``grid_only``) partitioned."""
         grid = least_block_bytes(self.indptrs[k], self.costs[k].per_node, per_edge=self.costs[k].per_edge)
         part = None if grid_only else self.least_partition_block(k)
         return grid if part is None else min(grid, part)
 
     def least_budget(self, layers: Sequence[int], grid_only: bool = False) -> int:
-        """The smallest budget under which each of ``layers`` runs: its blocks sweep its input at
-        most :data:`MAX_SWEEPS` times, or (unless ``grid_only``) its source partitions fit, with
-        the smallest pieces and finishing slices."""
+        """The smallest budget under which each of ``layers`` runs on the
+        grid within :data:`MAX_SWEEPS` sweeps or (unless ``grid_only``) by source partitions."""
         need = max([self._least_block(k, grid_only) for k in layers] or [0])
         need += self._least_pieces() + self._least_finish()  # as __init__ takes them off
         return self.fixed + int(need / (1 - SLACK)) + 2  # share = (budget - fixed) * (1 - SLACK)
 
     def must_partition(self, k: int) -> bool:
-        """Whether layer ``k``'s blocks would sweep its input more than :data:`MAX_SWEEPS` times
-        under this budget, so that it runs by source partitions (:meth:`check` has made sure
-        they fit)."""
+        """Whether unit ``k`` would sweep its input more than :data:`MAX_SWEEPS` times."""
         return self.sizes(k).sweeps > MAX_SWEEPS
 
     def check(self, layers: Sequence[int], grid_only: bool = False) -> None:
-        """Refuse, naming the smallest budget that runs, a budget under which some of ``layers``
-        can run neither on the grid (more than :data:`MAX_SWEEPS` sweeps of its input) nor, unless
-        ``grid_only`` (the grid forced, or sums in torch), by source partitions (more than
-        :data:`MAX_PARTS` windows)."""
+        """Refuse, naming the smallest budget that runs, a budget under which some
+        of ``layers`` runs neither on the grid nor (unless ``grid_only``) by source partitions."""
         least = self.least_budget(layers, grid_only)
         if self.budget < least:
             if self.defaulted:  # a memory cgroup too small: named, with the least limit that runs
@@ -251,8 +219,7 @@ class InferencePlan:
                 f"--memory {least:,} ({_mib(least)})")
 
     def sizes(self, k: int) -> LayerSizes:
-        """The grid's sizes of layer ``k`` under this budget (counted once: the engine asks for
-        them at every block and window)."""
+        """The grid's sizes of layer ``k`` under this budget (counted once)."""
         if k in self._sizes:
             return self._sizes[k]
         c = self.costs[k]
@@ -278,19 +245,15 @@ def _mib(n: int) -> str:
 
 #: The most source partitions of the partitioned scheme (its bucket files: two open per partition).
 MAX_PARTS = 128
-#: Bytes an edge of a partition's window takes while it is summed: its bucketed destination id
-#: (8 bytes, read first and dropped before the sum), then the Rust core's source position (4
-#: bytes where node ids fit in 32 bits, else 8: ``_core.aggregate_edge_bytes``).
+#: Bytes a partitioned window's edge takes: its bucketed destination id, then its source position.
 PART_EDGE = 8
-#: Bytes a destination a window reaches takes besides its accumulator row: its id, its offset,
-#: the Rust core's cursor, next position and segment bounds.
+#: Bytes a destination a window reaches takes besides its accumulator row.
 PART_NODE = 36
 
 
 def window_edge_bytes(acc_bytes: int) -> int:
-    """Bytes an edge of a partitioned window takes with its destination's accumulator row of
-    ``acc_bytes`` (each edge reaches at most one destination): the one rule the plan and
-    :func:`choose_scheme` share."""
+    """Bytes a partitioned window's edge takes with its destination's
+    ``acc_bytes`` accumulator row (an edge reaches at most one destination)."""
     return acc_bytes + PART_NODE + PART_EDGE
 
 
@@ -302,15 +265,8 @@ def bucket_edge_bytes(id_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class SchemeChoice:
-    """How layer ``k`` aggregates: ``grid`` (destination blocks, each sweeping the input) or
-    ``partitioned`` (source partitions, each read once, their partial sums spilled and merged),
-    with both costs in bytes read plus written (``partitioned_bytes`` None: not possible, ``why``).
-    ``parts``/``window_edges``: the partitioned scheme's partitions and the most edges one of its
-    windows (a Rust aggregation call) takes. ``sweeps``: the grid's sweeps of the input, counted
-    on the destination blocks it would run (``blocks``, filled in by
-    ``LayerwiseInference.choose``), and ``pretransform``: whether those blocks sum the layer's
-    ``W x`` rows computed once (decided there, from those blocks, and taken as it is by the
-    grid: ``LayerwiseInference.grid_layer``)."""
+    """How unit ``k`` aggregates (``grid`` or ``partitioned``), both costs in bytes moved
+    (None: not possible, ``why``), and the grid's blocks, sweeps and ``pretransform``."""
 
     scheme: str
     grid_bytes: int
@@ -339,9 +295,8 @@ def _mb(n: Optional[int]) -> str:
 
 
 def reached(degree_counts: np.ndarray, fraction: float) -> float:
-    """The expected number of destinations with an in-edge from a source partition holding
-    ``fraction`` of the nodes, on a graph whose sources are spread at random (``degree_counts[d]``:
-    how many destinations have in-degree ``d``): ``sum_v 1 - (1 - fraction) ** deg(v)``."""
+    """Expected destinations with an in-edge from a source partition holding ``fraction``
+    of the nodes, sources spread at random: ``sum_v 1 - (1 - fraction) ** deg(v)``."""
     d = np.arange(len(degree_counts), dtype=np.float64)
     return float(np.sum(degree_counts * (1.0 - (1.0 - fraction) ** d)))
 
@@ -350,25 +305,16 @@ def choose_scheme(indptr: np.ndarray, *, sweeps: int, share: int, input_bytes: i
                   id_bytes: int, splits: bool, force: Optional[str] = None, parts: Optional[int] = None,
                   degree_counts: Optional[np.ndarray] = None, extra_bytes: int = 0, once_bytes: int = 0,
                   sweep_bytes: Optional[int] = None) -> SchemeChoice:
-    """The scheme of one layer that reads and writes fewer bytes (ties: the grid), from its
-    graph (``indptr``), the grid's ``sweeps`` under this budget, the ``share`` of the budget a
-    window may take, the layer's input file size, an accumulator row's bytes and the neighbor
-    file's id width.
+    """The scheme of one unit that reads and writes fewer bytes (ties: the grid).
 
-    - grid: the input file once per destination block (or, where the grid sweeps a narrowing
-      layer's ``W x`` rows, ``once_bytes`` and ``sweep_bytes`` per block), plus the neighbor file;
-    - partitioned: the input file once (a window reads its partition's rows it needs, in file
-      order), the neighbor file once, every edge bucketed by source partition (written and read:
-      :func:`bucket_edge_bytes`), every window's partial aggregates of the destinations it reaches
-      (an id and an accumulator row each) written and read back by the merge, and
-      ``extra_bytes`` (GAT's destination logits of every node, computed in a pass of their own).
-      A window holds at most ``share // window_edge_bytes(acc_bytes)`` edges (each reaches at
-      most one destination); the partitions are as many as the windows that makes, so that one
-      window reads each partition's rows once, at most :data:`MAX_PARTS`.
+    - grid: the input once per destination block (or ``once_bytes`` and ``sweep_bytes`` per block
+      where it sweeps ``W x`` rows), plus the neighbor file;
+    - partitioned: the input and neighbor file once, every edge bucketed
+      (:func:`bucket_edge_bytes`), every window's partials written and read back, ``extra_bytes``;
+      windows of at most ``share // window_edge_bytes(acc_bytes)`` edges, at most
+      :data:`MAX_PARTS` partitions.
 
-    ``splits``: whether the layer's aggregation can be split by source (every Rust fold: sums,
-    GCN, maxima and GAT's online softmax, whose partials are merged exactly; not the torch
-    aggregation). ``force`` (``grid``/``partitioned``) and ``parts`` override the choice."""
+    ``splits``: whether the fold can be split by source. ``force`` and ``parts`` override."""
     edges = int(indptr[-1]) if len(indptr) else 0
     grid = once_bytes + sweeps * (input_bytes if sweep_bytes is None else sweep_bytes) + edges * id_bytes
     window = max(1, share // window_edge_bytes(acc_bytes))

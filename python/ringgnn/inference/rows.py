@@ -1,13 +1,9 @@
-"""The files layer-wise inference writes, for both kinds of runs: rows in the layout of a
-dataset's feature file (whole rows packed per 4 KiB page, ``docs/FORMAT.md``) stored as f32, f16
-or bf16 (:class:`RowFileWriter`: the layers between layers, an embedding table's layer-0 copy),
-``.npy`` outputs written in blocks under a temporary name and renamed when complete
-(:class:`NpyWriter`), and the conversion of a block of output rows to what was asked
-(:class:`OutputRows`: logits, probabilities, predictions, embeddings), and what a run of either
-kind does around them (:func:`trained_on`, :func:`node_selection`, :func:`wanted_mask`,
-:func:`write_output`: the run's dataset, the checks of ``--nodes`` and ``--layer``, the summary). A failure (disk full,
-Ctrl-C) leaves no partial file; writers sync every ``infer_plan.SYNC_BYTES`` so that a memory
-cap does not count their dirty pages."""
+"""The files layer-wise inference writes, for both kinds of runs: rows in the feature-file
+layout stored as f32, f16 or bf16 (:class:`RowFileWriter`), ``.npy`` outputs written in blocks and
+renamed when complete (:class:`NpyWriter`), output rows converted to what was asked
+(:class:`OutputRows`), and what a run does around them (:func:`node_selection`,
+:func:`write_output`). A failure leaves no partial file; writers sync every
+``plan.SYNC_BYTES`` so that a memory cap does not count their dirty pages."""
 
 from __future__ import annotations
 
@@ -30,8 +26,7 @@ OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
 
 
 def check_output(output: Optional[str], dtype: str) -> None:
-    """Refuse an ``output`` (None: not asked) or a ``dtype`` that layer-wise inference does not
-    write."""
+    """Refuse an ``output`` (None: not asked) or ``dtype`` that inference does not write."""
     if output is not None and output not in OUTPUTS:
         raise InputError(f"output {output!r}: use logits, probabilities, predictions or embeddings")
     if dtype not in ("f32", "f16"):
@@ -39,8 +34,7 @@ def check_output(output: Optional[str], dtype: str) -> None:
 
 
 def link_outputs(run_dir: Any, output: Optional[str]) -> None:
-    """Refuse ``output`` of a link run's nodes where it is a class (``predictions``,
-    ``probabilities``): a link model scores pairs; its nodes have embeddings (``ringgnn embed``)."""
+    """Refuse ``predictions``/``probabilities`` of a link run's nodes: it scores pairs."""
     if output in ("predictions", "probabilities"):
         raise InputError(f"RUN_DIR {run_dir}: a link model scores pairs, it has no {output} of nodes: give --edges "
                          "(a .npy of pairs, or a held-out edge split: val, test), or use `ringgnn embed`")
@@ -62,9 +56,8 @@ def only_embeddings(layer: Optional[int]) -> None:
 
 
 def node_selection(part: Any, nodes: Any, of: Optional[str] = None) -> Optional[np.ndarray]:
-    """``None`` for all nodes (``nodes`` None or ``"all"``), else the node ids of a split name, a
-    ``.npy`` file or an array, checked against ``part`` (a dataset, or one node type ``of`` of a
-    typed one)."""
+    """None for all nodes (``nodes`` None or ``"all"``), else the ids of a split
+    name, a ``.npy`` file or an array, checked against ``part`` (node type ``of`` of a typed one)."""
     if nodes is None or (isinstance(nodes, str) and nodes == "all"):
         return None
     ids = _options.seeds(part, nodes, "--nodes")
@@ -89,11 +82,8 @@ def wanted_mask(n: int, ids: Optional[np.ndarray], also: Iterable[np.ndarray] = 
 def write_output(run: Any, part: Any, ids: Optional[np.ndarray], output: str, upto: int, width: int, dtype: str,
                  out: Optional[str], fill: Callable[[Callable[[int, np.ndarray], None]], None],
                  head: Dict[str, Any]) -> Dict[str, Any]:
-    """Layer ``upto``'s ``output`` rows (``width`` wide) of the nodes ``ids`` of ``part`` (None:
-    all), which ``fill(put)`` hands to ``put`` from the engine ``run``: written to ``out`` (a
-    ``.npy``, with the original ids beside it where ``part`` has them) or returned; the summary
-    (``head``'s keys first, then the output's, the plan and the engine's counters) with ``out``
-    (and ``node_ids``) or ``array``."""
+    """Layer ``upto``'s ``output`` rows of nodes ``ids`` of ``part``, from ``fill(put)``: written
+    to ``out`` (original ids beside it) or returned; the summary."""
     count = part.num_nodes if ids is None else len(ids)
     t0 = time.perf_counter()
     rows = OutputRows(output, count, width, dtype, ids, out)
@@ -110,8 +100,7 @@ def write_output(run: Any, part: Any, ids: Optional[np.ndarray], output: str, up
 
 
 def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
-    """(row bytes, rows per page; 0 when a row is larger than a page) of rows of ``dim`` values
-    of ``itemsize`` bytes."""
+    """(row bytes, rows per page; 0 when a row is larger than a page) of ``dim`` values."""
     row = itemsize * dim
     return row, (PAGE // row if row <= PAGE else 0)
 
@@ -120,10 +109,15 @@ def _layout(dim: int, itemsize: int = 4) -> Tuple[int, int]:
 _STORED = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
 
 
+def rows_bytes(n: int, dim: int, dtype: str = "f32") -> int:
+    """Bytes of ``n`` rows of ``dim`` values stored as ``dtype`` in the feature-file layout."""
+    row, per_page = _layout(dim, _STORED[dtype].itemsize)
+    return n * row if per_page == 0 else -(-n // per_page) * PAGE
+
+
 def encode_rows(rows: np.ndarray, dtype: str) -> np.ndarray:
-    """float32 rows as stored in a ``dtype`` rows file: f32 as they are, f16 by numpy's rounding
-    (to nearest even), bf16 as the high 16 bits of the float32 rounded to nearest even (what
-    PyTorch's ``.to(torch.bfloat16)`` gives; NaN stays a quiet NaN, overflow gives infinity)."""
+    """float32 rows as stored in a ``dtype`` rows file: f32 as they are, f16 by numpy,
+    bf16 rounded to nearest even as PyTorch does (NaN stays NaN)."""
     rows = np.ascontiguousarray(rows, dtype=np.float32)
     if dtype == "f32":
         return rows
@@ -138,19 +132,27 @@ def encode_rows(rows: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def sync_and_drop(f: Any) -> None:
-    """Push what was written to the open file ``f`` to disk and drop its pages from the page
-    cache: a memory cap counts a file's dirty and cached pages (``infer_plan.WRITE_BYTES``)."""
+    """Push the open file ``f`` to disk and drop its pages from the page cache."""
     f.flush()
     os.fdatasync(f.fileno())
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-class RowFileWriter:
-    """Appends float32 rows, stored as ``dtype`` (f32, f16 or bf16: :func:`encode_rows`), to a
-    file in the feature-file layout (whole rows per 4 KiB page), under a locked temporary name
-    (``ringgnn._files``); :meth:`finish` pads to a page, syncs and renames. OS errors name the
-    file and what was being done."""
+class _Sink:
+    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> Any:
+        """``run(self.put)``, then :meth:`finish`; an error anywhere removes the output (``abort``)."""
+        try:
+            run(self.put)
+            return self.finish()
+        except BaseException:
+            self.abort()
+            raise
+
+
+class RowFileWriter(_Sink):
+    """Appends float32 rows, stored as ``dtype``, to a file in the feature-file layout under a
+    locked temporary name; :meth:`finish` pads, syncs and renames. OS errors name the file."""
 
     def __init__(self, path: str, dim: int, dtype: str = "f32"):
         self.path, self.dim, self.dtype = path, dim, dtype
@@ -165,7 +167,7 @@ class RowFileWriter:
             self.temp.close()
             raise
         self.pending = np.empty((0, dim), dtype=self.stored)
-        self.unsynced = 0
+        self.unsynced = self.next = 0
 
     def append(self, rows: np.ndarray) -> None:
         rows = encode_rows(np.asarray(rows).reshape(-1, self.dim), self.dtype)
@@ -184,9 +186,7 @@ class RowFileWriter:
         self.pending = rows[whole:].copy()
 
     def _write(self, data: bytes) -> None:
-        """Write, and every ``SYNC_BYTES`` push the file to disk and drop it from the page cache,
-        so that a layer file never holds more than that of this process's memory (a memory cap
-        counts dirty and cached pages)."""
+        """Write, syncing and dropping the page cache every ``SYNC_BYTES``."""
         with os_errors("writing", self.path):
             self.f.write(data)
             self.unsynced += len(data)
@@ -207,22 +207,11 @@ class RowFileWriter:
             self.temp.commit(self.path)
         return self.path
 
-    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> str:
-        """``run(put)``, ``put(first, rows)`` appending the rows of nodes ``first ..`` (they come
-        in node order), then :meth:`finish`; an error anywhere removes the file (:meth:`abort`)."""
-        expect = [0]
-
-        def put(a: int, rows: np.ndarray) -> None:
-            assert a == expect[0], "blocks come in node order"
-            self.append(rows)
-            expect[0] = a + len(rows)
-
-        try:
-            run(put)
-            return self.finish()
-        except BaseException:
-            self.abort()
-            raise
+    def put(self, a: int, rows: np.ndarray) -> None:
+        """Append the rows of nodes ``a ..`` (they come in node order)."""
+        assert a == self.next, "blocks come in node order"
+        self.append(rows)
+        self.next = a + len(rows)
 
     def abort(self) -> None:
         try:
@@ -257,9 +246,7 @@ class NpyWriter:
             self._sync()
 
     def _sync(self) -> None:
-        """Push the rows put so far to disk and drop them from this process's mapping and the
-        page cache: a memory cap counts a mapped output's dirty and cached pages, so the output
-        holds at most ``SYNC_BYTES`` of them (``infer_plan.WRITE_BYTES``)."""
+        """Push the rows so far to disk and drop them from the mapping and the page cache."""
         with os_errors("writing", self.path):
             self.array.flush()
             m = getattr(self.array, "_mmap", None)
@@ -283,13 +270,9 @@ class NpyWriter:
         self.temp.close()
 
 
-class OutputRows:
-    """Where layer-wise inference's output rows of one node type go: each block of computed
-    rows converted to ``output`` (``logits``/``embeddings`` as ``dtype`` f32 or f16,
-    ``probabilities``, ``predictions``), each computed node's row at its position in ``ids``
-    (None: all nodes, at its id), into a ``.npy`` written in blocks (``out``, see
-    :class:`NpyWriter`) or an array in memory. Shared by the homogeneous and heterogeneous
-    inference."""
+class OutputRows(_Sink):
+    """Where a run's output rows of one node type go: each block converted to ``output``, each
+    row at its position in ``ids`` (None: at its id), into a ``.npy`` (``out``) or an array."""
 
     def __init__(self, output: str, count: int, width: int, dtype: str, ids: Optional[np.ndarray],
                  out: Optional[str]):
@@ -332,16 +315,6 @@ class OutputRows:
     def finish(self) -> Optional[str]:
         """The ``.npy`` written (None when the rows are in :attr:`result`)."""
         return self.sink.finish() if self.sink is not None else None
-
-    def fill(self, run: Callable[[Callable[[int, np.ndarray], None]], None]) -> Optional[str]:
-        """``run(put)`` (put: :meth:`put`, or what wraps it), then :meth:`finish`; an error
-        anywhere removes the output (:meth:`abort`)."""
-        try:
-            run(self.put)
-            return self.finish()
-        except BaseException:
-            self.abort()
-            raise
 
     def abort(self) -> None:
         if self.sink is not None:

@@ -1,8 +1,6 @@
-"""Layer-wise inference's API (``ringgnn.infer``, ``ringgnn predict``/``embed`` of a homogeneous
-run): every node's output of a trained model, exact and out of core, by the engine of
-``ringgnn.inference.engine``, its ``.npy`` outputs written whole or not at all; it knows nothing
-of training. Heterogeneous runs: ``ringgnn.inference.hetero``. docs/INFERENCE.md.
-"""
+"""Layer-wise inference of a homogeneous run (``ringgnn.infer``, ``ringgnn predict``/``embed``):
+every node's output of a trained model, exact and out of core, on the engine of :mod:`.engine`.
+Typed runs: :mod:`.hetero`. docs/INFERENCE.md."""
 
 from __future__ import annotations
 
@@ -30,19 +28,14 @@ def infer(run_dir: str, *, dataset: Union[None, str, Dataset] = None, nodes: Uni
           parts: Optional[int] = None, at: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
     """Exact layer-wise inference of the model of a ``ringgnn train`` run.
 
-    ``output``: ``"logits"`` (the last layer), ``"probabilities"`` (their softmax),
-    ``"predictions"`` (argmax, int64) or ``"embeddings"`` (layer ``layer``'s output, activated as
-    the next layer sees it; by default the last hidden layer of a node run, and the last layer of a
-    link run: the embeddings its decoder scores). A link run's model scores pairs, not nodes: it
-    refuses ``"predictions"`` and ``"probabilities"`` (``ringgnn.inference.scoring`` scores its pairs).
-    ``nodes``: ``"all"``/None, a split name, a ``.npy`` file or an array of node ids: rows come
-    in that order. With ``out`` the result is written there as ``.npy`` (in blocks, renamed when
-    complete) and a summary dict is returned; else the array is returned. ``dataset`` defaults to the run's. ``memory`` is
-    the process's budget (the blocks are sized from what is left of it). ``hidden_dtype``: how the
-    hidden layers' rows are stored between layers, ``bf16`` (default), ``f16`` or ``f32``; the
-    outputs are computed in float32 whatever it is. ``at``: the graph as of that time (an integer
-    in the unit of the dataset's times): only edges not after it, from nodes not newer than it
-    (``ringgnn.inference.graph``); None: every edge, the present."""
+    ``output``: ``"logits"``, ``"probabilities"``, ``"predictions"`` (argmax, int64) or
+    ``"embeddings"`` (layer ``layer``'s output, activated as the next layer sees it; default the
+    last hidden layer of a node run, the last layer of a link run). A link run refuses
+    ``"predictions"`` and ``"probabilities"``. ``nodes``: ``"all"``/None, a split name, a ``.npy``
+    file or an array of node ids (rows in that order). With ``out`` the ``.npy`` is written whole
+    or not at all and a summary dict returned; else the array. ``memory``: the process's budget.
+    ``hidden_dtype``: how hidden rows are stored between layers, ``bf16`` (default), ``f16`` or
+    ``f32``. ``at``: the graph as of that time (edges not after it, from nodes not newer than it)."""
     ds, ckpt = open_run(run_dir, dataset, arrays=True)
     if ckpt.task == "link":
         link_outputs(run_dir, output)
@@ -65,9 +58,8 @@ def embedding_layer(ckpt: Checkpoint, layer: Optional[int]) -> int:
 
 def open_run(run_dir: str, dataset: Union[None, str, Dataset] = None,
              arrays: bool = False) -> Tuple[Dataset, Checkpoint]:
-    """The dataset (``dataset``, else the one the run was trained on) and the loaded model of
-    a ``ringgnn train`` run directory; ``arrays``: read without PyTorch (the model's dense parts
-    only: what layer-wise inference on the CPU needs, ``Checkpoint.module`` builds the rest)."""
+    """The dataset (default: the run's) and the loaded model of a run directory;
+    ``arrays``: read without PyTorch (the model's dense parts only)."""
     read = read_checkpoint(run_dir, "RUN_DIR", arrays=arrays)
     ds = open_homogeneous(trained_on(read, dataset), "layer-wise inference")
     return ds, load_checkpoint(run_dir, ds, "RUN_DIR", read)
@@ -82,9 +74,9 @@ def run_inference(ds: Dataset, ckpt: Checkpoint, ids: Optional[np.ndarray], *, l
                   hidden_dtype: Optional[str] = None,
                   device: Optional[str] = None, scheme: Optional[str] = None,
                   parts: Optional[int] = None, at: Optional[int] = None) -> Union[np.ndarray, Dict[str, Any]]:
-    """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``: where the
-    intermediate layers are written (default: beside ``out``, else beside the checkpoint);
-    ``stats``, a dict, receives the summary also when the array is returned."""
+    """:func:`infer` for a loaded model and node ids (None: all). ``work_dir``:
+    where the layer files go (default beside ``out``, else the checkpoint); ``stats`` receives the
+    summary."""
     check_output(output, dtype)
     if output == "embeddings":
         upto = embedding_layer(ckpt, layer)

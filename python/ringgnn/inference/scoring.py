@@ -1,10 +1,8 @@
-"""Exact scores of pairs by a link model: what ``ringgnn predict RUN --edges`` computes, for
-homogeneous runs (:func:`predict_edges`, :func:`score_pairs`) and for a relation ``S:R:D`` of a
-typed one, each end's rows from its own tower (:func:`predict_link_edges`, :func:`exact_rows`):
-the endpoints' embeddings by exact layer-wise inference, then the decoder (:func:`decode_pairs`),
-written in one layout for both (:func:`_deliver`). Layouts, scores and memory: docs/INFERENCE.md
-"Link models: pair scores and embeddings".
-"""
+"""Exact scores of pairs by a link model (``ringgnn predict RUN --edges``): the
+endpoints' embeddings by layer-wise inference, then the decoder (:func:`decode_pairs`), for
+homogeneous runs (:func:`predict_edges`) and typed ones, each end's rows from its tower
+(:func:`predict_link_edges`), in one layout (:func:`_deliver`). docs/INFERENCE.md "Link models:
+pair scores and embeddings"."""
 
 from __future__ import annotations
 
@@ -29,18 +27,16 @@ from .run import open_run, run_inference
 
 def score_pairs(ds: Dataset, ckpt: Checkpoint, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
                 stats: Optional[Dict[str, Any]] = None, **opts: Any) -> Tuple[np.ndarray, np.ndarray]:
-    """(scores of ``pairs`` (n,), scores of ``negs`` (n, K): ``(src_i, negs[i, j])``, (n, 0)
-    without) of link model ``ckpt``, exact: layer-wise embeddings of the distinct endpoints, then
-    the decoder. ``opts``: :func:`~ringgnn.inference.run.run_inference`'s (``memory``, ``backend``,
-    ``direct``, ``keep``, ``quiet``, ``work_dir``); ``stats`` receives its summary."""
+    """(scores of ``pairs`` (n,), scores of ``negs`` (n, K)) of link model ``ckpt``:
+    exact embeddings of the distinct endpoints, then the decoder. ``opts``:
+    :func:`~ringgnn.inference.run.run_inference`'s; ``stats`` receives its summary."""
     ids, z = embed_endpoints(ds, ckpt, [pairs] + ([] if negs is None else [negs]), stats, **opts)
     return decode_pairs(ckpt.decoder, z, ids, pairs, negs)
 
 
 def embed_endpoints(ds: Dataset, ckpt: Checkpoint, arrays: Any, stats: Optional[Dict[str, Any]] = None,
                     **opts: Any) -> Tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct node ids of ``arrays``, their exact embeddings by link model ``ckpt``):
-    one layer-wise inference for every endpoint; ``opts`` and ``stats`` as :func:`score_pairs`."""
+    """(sorted distinct ids of ``arrays``, their exact embeddings by link model ``ckpt``)."""
     if ckpt.task != "link" or ckpt.decoder is None:
         raise InputError(f"{ckpt.path}: a node-classification model has no pair scores; train a link model "
                          "(`ringgnn train DATASET --task link`)")
@@ -58,14 +54,11 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
                   probabilities: bool = False, memory: Union[None, int, str] = None, backend: str = "auto",
                   direct: bool = False, keep: bool = False, quiet: bool = True,
                   hidden_dtype: Optional[str] = None, at: Optional[int] = None) -> Dict[str, Any]:
-    """Score ``edges`` with the link model of run ``run_dir``: a ``.npy`` file of pairs or an
-    array ((2, n) or (n, 2) node ids), or an edge split's name (``val``/``test``: the split's
-    pairs and stored negatives, and the metrics). Writes the scores to ``out`` (``.npy``, in the
-    layout of the module's docstring; whole or not at all) when given. Returns a summary: the
-    pairs, ``negatives`` per pair (0 for given pairs), ``metrics`` (``auc``, ``mrr``, ``hits``
-    by K) for a split with negatives, ``out`` or else ``scores`` (the array), the layer-wise
-    inference's counters. ``at``: the embeddings are those of the graph as of that time
-    (``ringgnn.inference.run.infer``'s), and the summary says so (``at``, ``as_of``)."""
+    """Score ``edges`` with the link model of ``run_dir``: pairs (a ``.npy`` or
+    array, (2, n) or (n, 2)) or a split name (``val``/``test``: its pairs, stored negatives and the
+    metrics). Scores go to ``out`` (``.npy``, whole or not at all) or ``summary["scores"]``; the
+    summary has the pairs, ``negatives`` per pair, ``metrics`` and the engine's counters. ``at``:
+    embeddings of the graph as of that time."""
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")
@@ -102,11 +95,8 @@ def predict_edges(run_dir: str, edges: Any, *, dataset: Union[None, str, Dataset
 def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray, negs: Optional[np.ndarray] = None,
                  chunk: int = 1 << 14,
                  dst: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """Scores of ``pairs`` ((2, n) node ids) and of ``negs`` ((n, K) candidate destinations per
-    pair, optional) from the embeddings ``z`` of the sorted node ids ``ids``, ``chunk`` pairs at a
-    time, by ``decoder`` (an ``infer_dense.DenseDecoder``, or a torch decoder module whose weights
-    it takes): numpy's arithmetic either way. ``dst``: (rows, sorted ids) of the destinations when
-    they are not ``z``'s (a heterogeneous relation ``S:R:D`` with ``S != D``: ``z`` has the ``S`` rows)."""
+    """Scores of ``pairs`` ((2, n)) and ``negs`` ((n, K)) from rows ``z`` of sorted ``ids`` by
+    ``decoder``, ``chunk`` pairs at a time; ``dst``: (rows, ids) of the destinations if not ``z``'s."""
     decoder = dense_decoder(decoder)
     n = pairs.shape[1]
     k = 0 if negs is None else negs.shape[1]
@@ -126,10 +116,7 @@ def decode_pairs(decoder: Any, z: np.ndarray, ids: np.ndarray, pairs: np.ndarray
 def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg: np.ndarray,
              negs: Optional[np.ndarray], m: Optional[int], endpoints: int, probabilities: bool, out: Any,
              t0: float) -> Dict[str, Any]:
-    """The one ending of homogeneous and heterogeneous pair scoring: ``summary`` completed (the
-    pairs, ``negatives`` per pair, the layout, ``metrics`` of a split with negatives: per pair
-    ``negs``, or ``m`` shared ones scored after the pairs; None: none shared), the table written atomically as
-    ``.npy`` at ``out`` (``summary["out"]``) or kept in ``summary["scores"]``, ``seconds`` since ``t0``."""
+    """The one ending of pair scoring: ``summary`` completed, the scores written to ``out`` or kept."""
     table = pos if negs is None else np.concatenate([pos[:, None], neg], axis=1)
     if m:
         pos, neg = pos[:len(pos) - m], pos[len(pos) - m:]
@@ -160,11 +147,8 @@ def _deliver(summary: Dict[str, Any], split: Optional[str], pos: np.ndarray, neg
 
 def exact_rows(ds: Any, tower: Any, node_type: str, ids: np.ndarray, stats: Optional[Dict[str, Any]] = None,
                **opts: Any) -> np.ndarray:
-    """``tower``'s exact rows (layer-wise, full neighborhoods) of the sorted ``ids`` of
-    ``node_type`` (``tower``: a ``HeteroModel`` or its ``HeteroDense``; ``opts``:
-    :class:`ringgnn.inference.hetero.HeteroLayerwise`'s, ``at`` among them: the graph as of a time,
-    removed when done), by the one output path of both kinds (``rows.write_output``); ``stats``
-    receives which graph the rows are of (the engine's ``times``: ``at``, ``as_of``)."""
+    """``tower``'s exact rows of the sorted ``ids`` of ``node_type`` (``opts``:
+    :class:`~ringgnn.inference.hetero.HeteroLayerwise`'s); ``stats`` receives its ``times``."""
     tower = dense_of(tower)
     run = HeteroLayerwise(ds, tower, **opts)
     wanted = wanted_mask(ds.num_nodes_dict[node_type], ids)
@@ -191,14 +175,9 @@ def predict_link_edges(run_dir: str, edges: Any, *, dataset: Any = None, out: Op
                        probabilities: bool = False, memory: Any = None, backend: str = "auto", direct: bool = False,
                        quiet: bool = True, read: Optional[Tuple[str, Mapping[str, Any]]] = None,
                        hidden_dtype: Optional[str] = None, at: Optional[int] = None) -> Dict[str, Any]:
-    """Exact scores of ``edges`` (``val``/``test``: the split's pairs and stored negatives, with
-    the metrics; or given pairs) by the heterogeneous link run ``run_dir``, or by a homogeneous
-    dataset's link run at times (its one-type case, relation ``node:to:node``); the layout and the
-    summary of :func:`ringgnn.inference.scoring.predict_edges`. Runs without PyTorch: the checkpoint is
-    read as numpy arrays (``read``: so read, ``read_checkpoint(..., arrays=True)``), the towers'
-    dense parts are ``ringgnn.models.hetero_dense``'s and the decoder ``infer_dense``'s.
-    ``hidden_dtype``: how the hidden layers' rows are stored between layers (f32 unless given);
-    ``at``: the rows are those of the graph as of that time (``predict_edges``'s)."""
+    """:func:`predict_edges` for a typed link run (or a homogeneous one at
+    times, ``node:to:node``), without PyTorch (``read``: the checkpoint as arrays).
+    ``hidden_dtype``: f32 unless given."""
 
     if out is not None and not os.fspath(out).endswith(".npy"):
         raise InputError(f"--out {out}: give a .npy path")

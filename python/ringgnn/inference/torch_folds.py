@@ -1,8 +1,6 @@
-"""The grid's folds in PyTorch (``aggregate="python"``, the path before issue 24, kept as the
-second implementation of the Rust core's folds): a destination block's in-edges as sorted
-``source * n + destination`` keys, swept in pieces (the next one read on a second thread) and
-folded into the block's accumulators with ``index_add_``/``scatter_reduce_`` (GAT: an online
-softmax). :class:`TorchFolds` is a part of :class:`ringgnn.inference.engine.LayerwiseInference`."""
+"""The grid's folds in PyTorch (``aggregate="python"``), the second implementation of
+the Rust folds: a block's in-edges as sorted ``source * n + destination`` keys, swept in pieces
+and folded with ``index_add_``/``scatter_reduce_`` (GAT: an online softmax)."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ class TorchFolds:
     """The torch folds of the engine's grid (see the module's docstring)."""
 
     def _pieces(self, prepare: Callable[[int], Tuple[Any, ...]], starts: Sequence[int]) -> Iterator[Tuple[Any, ...]]:
-        """``prepare(p)`` for each piece start, in order; with ``overlap``, piece ``i + 1`` is
-        prepared (its rows read) on a second thread while piece ``i`` is folded in."""
+        """``prepare(p)`` for each piece start, in order, the next prepared ahead with ``overlap``."""
         if not self.overlap:
             for p in starts:
                 yield prepare(p)
@@ -34,9 +31,8 @@ class TorchFolds:
                 del got
 
     def _sorted_keys(self, a: int, b: int, lo: int, hi: int) -> Tuple[np.ndarray, int]:
-        """In-edges ``lo..hi`` of block ``a..b`` as ``source * n + local destination`` keys,
-        sorted (GCN and GAT: stored self loops dropped). Built in place: at most 16 bytes an
-        edge at the peak (the file's ids, the keys, 4-byte destinations), 8 after."""
+        """In-edges ``lo..hi`` of block ``a..b`` as sorted ``source * n +
+        local destination`` keys (GCN and GAT: stored self loops dropped); 16 bytes an edge at the peak."""
         g = self.graph
         n_d = b - a
         if g.num_nodes * n_d >= 1 << 63:
@@ -58,9 +54,7 @@ class TorchFolds:
         return keys[: len(keys) - len(loops)], n_d
 
     def _grid_add(self, k: int, host: Dict[str, np.ndarray], a: int, u: Any, rows: Any, inv: Any, dl: Any) -> None:
-        """One piece, by torch (``aggregate="python"``): sources ``u`` with their ``rows``; edge
-        ``i`` goes from ``u[inv[i]]`` to local destination ``dl[i]``; the block's state ``host``
-        (numpy) is updated in place through torch views of it."""
+        """One piece: edge ``i`` from ``u[inv[i]]`` (rows ``rows``) to ``dl[i]``, folded into ``host``."""
         import torch
         import torch.nn.functional as F
 
@@ -88,8 +82,7 @@ class TorchFolds:
 
     @staticmethod
     def _softmax_add(st: Dict[str, Any], dl: Any, e: Any, xs: Any) -> None:
-        """Online softmax: fold logits ``e`` [E, H] of messages ``xs`` [E, H, C] into each
-        destination's running max, sum of exponentials and weighted sum."""
+        """Online softmax: fold logits ``e`` [E, H] of messages ``xs`` [E, H, C] into ``st``."""
         import torch
 
         m_piece = torch.full_like(st["m"], float("-inf")).scatter_reduce_(0, dl.unsqueeze(-1).expand_as(e), e,

@@ -1,5 +1,3 @@
-"""The models and their weights: the PyG encoders and link decoders (:mod:`.gnn`,
-:mod:`.hetero`), their dense parts as numpy arrays for inference on the CPU (:mod:`.dense`,
-:mod:`.hetero_dense`), learned embedding tables in files (:mod:`.tables`), and a run's
-checkpoints (:mod:`.checkpoints`; :mod:`.torchfile` reads them without PyTorch).
-"""
+"""The models and their weights: PyG encoders and decoders (:mod:`.gnn`, :mod:`.hetero`),
+their numpy dense parts (:mod:`.dense`, :mod:`.hetero_dense`), embedding tables in files
+(:mod:`.tables`) and checkpoints (:mod:`.checkpoints`, :mod:`.torchfile`)."""

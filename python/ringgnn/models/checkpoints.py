@@ -1,9 +1,7 @@
-"""Checkpoints: the ``.pt`` files of a run directory (``last.pt``, ``best.pt``), written whole by
-``ringgnn train`` under a locked temporary name (a killed run leaves the previous one), read by
-inference, serving and ``--resume`` (its checks of what defines a run); read without PyTorch
-(``arrays=True``, ``ringgnn.models.torchfile``), a :class:`Checkpoint` holds the model's dense
-parts and builds the PyG model only when asked (:meth:`Checkpoint.module`).
-"""
+"""Checkpoints: a run directory's ``last.pt`` and ``best.pt``, written whole under a
+locked temporary name by ``ringgnn train``, read by inference, serving and ``--resume``; read
+without PyTorch (``arrays=True``) a :class:`Checkpoint` holds the dense parts and builds the PyG
+model only when asked."""
 
 from __future__ import annotations
 
@@ -24,25 +22,19 @@ from .dense import decoder_from_state, from_module, from_state
 from .gnn import DECODERS, MODELS, build_link_model, build_model
 from .torchfile import ADVICE, load, unreadable
 
-#: Options that define the run: ``--resume`` refuses to continue when one of them differs. The
-#: number of epochs may grow, and how the run is executed (device, threads, output) may change.
+#: Options that define a run: ``--resume`` refuses to continue when one differs.
 RUN_DEFINING = ("task", "model", "decoder", "fanouts", "batch_size", "hidden", "layers", "lr", "dropout",
                 "neg_ratio", "neg_weight", "seed", "world_size")
 #: The checkpoint ``--resume`` continues from, in a run directory.
 LAST = "last.pt"
-#: What a checkpoint written before an option existed was trained with (node tasks have no
-#: decoder nor negatives).
+#: What a checkpoint written before an option existed was trained with.
 RUN_DEFAULTS = {"world_size": 1, "task": "node", "decoder": None, "neg_ratio": None, "neg_weight": None}
 
 
 @dataclass
 class Checkpoint:
-    """A ``ringgnn train`` run's model, ready for inference (eval mode, CPU): ``net`` is the
-    encoder (what layer-wise inference runs); a link run's ``decoder`` scores pairs of its rows.
-    Read without PyTorch (:func:`read_checkpoint` with ``arrays=True``), ``net`` is None,
-    ``arrays`` holds the encoder's dense parts (``ringgnn.models.dense.DenseNet``) and ``decoder``
-    a link run's decoder on numpy arrays (``ringgnn.models.dense.DenseDecoder``); :meth:`module` builds the
-    PyG encoder from them when asked."""
+    """A run's model for inference: ``net`` the encoder and a link run's ``decoder``; read
+    without PyTorch, ``arrays`` and a ``DenseDecoder`` instead, :meth:`module` builds the encoder."""
 
     net: Any
     kind: str
@@ -54,8 +46,7 @@ class Checkpoint:
     metrics: Dict[str, Any] = field(default_factory=dict)
     decoder: Any = None
     arrays: Any = None
-    #: The encoder's state dict as numpy arrays (keys without a link run's ``encoder.``) and its
-    #: widths (input, then each layer's output), when read without PyTorch.
+    #: The encoder's state dict as numpy arrays and its widths, when read without PyTorch.
     state: Optional[Dict[str, np.ndarray]] = None
     dims: Optional[List[int]] = None
 
@@ -65,15 +56,13 @@ class Checkpoint:
         return self.args.get("task", "node")
 
     def dense(self, xp: Any = None) -> Any:
-        """The encoder's dense parts (``ringgnn.models.dense.DenseNet``) on ``xp`` (default numpy):
-        from ``net`` when it is held (whatever PyG configuration it has), else from ``arrays``."""
+        """The encoder's ``DenseNet`` on ``xp`` (default numpy): from ``net`` if held, else ``arrays``."""
         if self.net is not None:
             return from_module(self.net, self.kind, self.path, xp)
         return self.arrays if xp is None else self.arrays.to(xp)
 
     def module(self) -> Any:
-        """The PyG encoder (eval mode, CPU), built from ``state`` the first time when the
-        checkpoint was read without PyTorch (this imports PyTorch and PyG)."""
+        """The PyG encoder (eval mode, CPU), built from ``state`` when first asked (imports PyTorch)."""
         if self.net is None:
             import torch
 
@@ -85,10 +74,9 @@ class Checkpoint:
 
 
 def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -> Tuple[str, Dict[str, Any]]:
-    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear error for a
-    directory that holds no run or a file that is not a checkpoint. ``arrays``: read without
-    PyTorch, the tensors as numpy arrays (``ringgnn.models.torchfile``), for inference: without the
-    optimizer's state (never read: with Adam, twice the model's bytes)."""
+    """(path, state) of ``run_dir``'s ``best.pt``, else ``last.pt``, with a clear
+    error for a directory without a run or a file that is not a checkpoint. ``arrays``: read without
+    PyTorch, tensors as numpy arrays, the optimizer's state skipped."""
     path = next((p for p in (os.path.join(run_dir, f) for f in ("best.pt", "last.pt")) if os.path.exists(p)), None)
     if path is None:
         raise InputError(f"{what} {run_dir}: no best.pt or last.pt there; give a `ringgnn train` run directory")
@@ -98,8 +86,7 @@ def read_checkpoint(run_dir: str, what: str = "--model", arrays: bool = False) -
 
 def _load(path: str, advice: Optional[str] = None) -> Any:
     """``torch.load`` of a checkpoint (tensors and plain values only); a file that is not one
-    (empty, truncated, random bytes, another pickle) is an :class:`InputError` naming it, saying
-    what it is and ``advice`` (what to do)."""
+    is an :class:`InputError` naming it, what it is and ``advice``."""
     import torch
 
     with os_errors("reading the checkpoint", path), open(path, "rb"):
@@ -112,24 +99,20 @@ def _load(path: str, advice: Optional[str] = None) -> Any:
 
 
 def is_hetero_run(read: Tuple[str, Dict[str, Any]]) -> bool:
-    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous run
-    (``args["hetero"]``, the model's config)."""
+    """Whether a checkpoint (:func:`read_checkpoint`'s answer) is of a heterogeneous run."""
     return bool((read[1].get("args") or {}).get("hetero"))
 
 
 def is_hetero_link_run(read: Tuple[str, Dict[str, Any]]) -> bool:
-    """Whether a checkpoint (what :func:`read_checkpoint` returns) is of a heterogeneous link run
-    (``args["hetero_link"]``)."""
+    """Whether a checkpoint (:func:`read_checkpoint`'s answer) is of a heterogeneous link run."""
     return bool((read[1].get("args") or {}).get("hetero_link"))
 
 
 def load_checkpoint(run_dir: str, ds: Dataset, what: str = "--model",
                     read: Optional[Tuple[str, Dict[str, Any]]] = None) -> Checkpoint:
-    """The model of ``run_dir`` (``best.pt``, else ``last.pt``; or ``read``, what
-    :func:`read_checkpoint` returned) for ``ds``, with clear errors for a directory that holds
-    no run or a model that does not fit the dataset. A checkpoint read as numpy arrays
-    (``arrays=True``) gives a :class:`Checkpoint` without PyTorch (its dense parts checked against
-    the model's keys and shapes)."""
+    """The model of ``run_dir`` (or ``read``, :func:`read_checkpoint`'s answer)
+    for ``ds``, with clear errors for a missing run or a model that does not fit the dataset; read as
+    arrays, a :class:`Checkpoint` without PyTorch."""
     path, state = read if read is not None else read_checkpoint(run_dir, what)
     args = state.get("args", {})
     if args.get("hetero"):
@@ -181,8 +164,7 @@ def save(obj: Any, path: str) -> None:
     """A checkpoint, written whole under a locked temporary name and renamed into place."""
     import torch
 
-    # Serialized in memory, then written: torch's own writers report a full disk as a
-    # RuntimeError without errno or file (a checkpoint is the model and its optimizer: small).
+    # Serialized in memory: torch's writers report a full disk without errno or file.
     buf = io.BytesIO()
     torch.save(obj, buf)
     with replacing(path, "writing the checkpoint") as tmp, open(tmp, "wb") as f:
@@ -190,18 +172,15 @@ def save(obj: Any, path: str) -> None:
 
 
 def write_json(obj: Any, path: str) -> None:
-    """A run directory's JSON file (``metrics.json``), written whole under a locked temporary
-    name and renamed into place."""
+    """A run directory's JSON file (``metrics.json``), written whole under a temporary name."""
     with replacing(path, "writing") as tmp, open(tmp, "w") as f:
         json.dump(obj, f, indent=2)
         f.write("\n")
 
 
 def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]], out: str) -> Tuple[int, List[Dict[str, Any]]]:
-    """Load a resumed checkpoint (:func:`open_run`'s answer, ``out``'s ``last.pt``) into the model,
-    the optimizer and PyTorch's generator; (first epoch to run, the epochs' rows so far):
-    ``(0, [])`` without one. A checkpoint whose tensors do not fit the model built for this
-    dataset is refused naming the file and the first tensor that differs."""
+    """Load a resumed checkpoint into the model, optimizer and generator; (first epoch, the
+    epochs' rows), ``(0, [])`` without one. Tensors that do not fit are refused."""
     if resumed is None:
         return 0, []
     import torch
@@ -222,8 +201,7 @@ def restore(net: Any, opt: Any, resumed: Optional[Dict[str, Any]], out: str) -> 
 
 
 def state_mismatch(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
-    """How a checkpoint's state dict ``got`` differs from the model's ``want`` (its first missing,
-    unexpected or differently shaped tensor), or "" where it fits."""
+    """The first missing, unexpected or misshapen tensor of ``got`` against ``want``, or ""."""
     for key, value in want.items():
         if key not in got:
             return f"it has no {key}"
@@ -235,8 +213,7 @@ def state_mismatch(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
 
 
 def config_mismatch(was: Mapping[str, Any], now: Mapping[str, Any]) -> str:
-    """The entries of a heterogeneous model's config that differ between a checkpoint (``was``)
-    and this run (``now``), as ``key=old (now new)``, for ``--resume``'s refusal."""
+    """The config entries that differ between a checkpoint (``was``) and this run (``now``)."""
     keys = [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
     return ", ".join(f"{k}={_short(was.get(k))} (now {_short(now.get(k))})" for k in keys)
 
@@ -248,11 +225,9 @@ def _short(value: Any, most: int = 80) -> str:
 
 @contextlib.contextmanager
 def run_directory(out: str, owner: bool = True) -> Iterator[None]:
-    """The run directory over one training call: a directory the call creates (``out`` and the
-    parents it lacked, when ``owner``: rank 0) and leaves without a ``last.pt`` (it failed or was
-    interrupted before its first epoch ended) is removed when the call raises, so that a failed
-    run leaves nothing; a directory that existed before, or that holds a checkpoint ``--resume``
-    can continue from, is left as it is."""
+    """The run directory over one training call: one the call creates (``owner``:
+    rank 0) and leaves without a ``last.pt`` is removed when the call raises; one that existed
+    before or holds a checkpoint is left as it is."""
     created: List[str] = []
     path = os.path.abspath(out)
     while owner and not os.path.lexists(path):
@@ -280,8 +255,7 @@ def open_run(out: str, run_args: Dict[str, Any], resume: bool, overwrite: bool) 
 
 
 def _resume(out: str, run_args: Dict[str, Any]) -> Dict[str, Any]:
-    """``out``'s ``last.pt``, refused when it is not a training checkpoint or was trained with
-    other run-defining options."""
+    """``out``'s ``last.pt``, refused unless a training checkpoint of the same run-defining options."""
     import torch
 
     path = os.path.join(out, LAST)

@@ -1,9 +1,8 @@
 """The dense parts of layer-wise inference (:class:`DenseNet`, :class:`DenseLayer`,
-:class:`DenseDecoder`): each layer's weights and the arithmetic of its PyG forward around the
-neighbor aggregation (which is the Rust core's), written once on the operators numpy arrays
-(:class:`Numpy`: the CPU, no PyTorch imported) and torch tensors (:class:`Torch`: ``--device
-cuda``) share; made from a PyG model (:func:`from_module`) or from a checkpoint's state dict read
-without PyTorch (:func:`from_state`), checked key by key and shape by shape (:func:`check_state`)."""
+:class:`DenseDecoder`): each layer's weights and its PyG forward's arithmetic around the
+aggregation, written once for numpy (:class:`Numpy`) and torch tensors (:class:`Torch`, ``--device
+cuda``); made from a PyG model (:func:`from_module`) or a state dict read without PyTorch
+(:func:`from_state`, checked by :func:`check_state`)."""
 
 from __future__ import annotations
 
@@ -20,14 +19,7 @@ class Numpy:
     """The CPU's arrays: numpy, the rows as they are (no copies)."""
 
     device = "cpu"
-
-    @staticmethod
-    def up(a: np.ndarray) -> np.ndarray:
-        return a
-
-    @staticmethod
-    def down(x: np.ndarray) -> np.ndarray:
-        return x
+    up = down = staticmethod(lambda a: a)
 
     @staticmethod
     def weight(a: Any) -> np.ndarray:
@@ -47,8 +39,7 @@ class Numpy:
 
 
 class Torch:
-    """A device's tensors (``--device cuda``): host rows copied up from a page-locked copy
-    (asynchronous; the first use waits for it) and results copied back."""
+    """A device's tensors (``--device cuda``): rows copied up from page-locked memory and back."""
 
     def __init__(self, device: str):
         import torch
@@ -83,10 +74,9 @@ def backend(device: str) -> Any:
 
 @dataclass(frozen=True)
 class DenseLayer:
-    """One convolution's weights and configuration. ``weight``: ``lin_l`` (GraphSAGE), ``lin``
-    (GCN) or GAT's source ``lin``, ``[out, in]``; ``bias``: ``lin_l``'s (GraphSAGE) or the
-    layer's; ``root``: GraphSAGE's ``lin_r`` (None without ``root_weight``); GAT's ``dst_weight``
-    (the same array when ``lin`` is shared), ``att_src``/``att_dst`` ``[heads, channels]``."""
+    """One convolution's weights (``[out, in]``) and configuration: ``weight`` is
+    ``lin_l`` (GraphSAGE), ``lin`` (GCN) or GAT's source ``lin``; ``root`` GraphSAGE's ``lin_r``;
+    GAT's ``dst_weight``, ``att_src``/``att_dst`` ``[heads, channels]``."""
 
     kind: str
     d_in: int
@@ -106,9 +96,8 @@ class DenseLayer:
 
 
 class DenseNet:
-    """A model's dense parts on ``xp`` (:class:`Numpy` or :class:`Torch`): ``layers``, and what
-    BasicGNN applies between them in eval mode (``act``: ``relu``, None or a callable on arrays;
-    ``norms``: None or a callable per layer; ``act_first``)."""
+    """A model's dense parts on ``xp``: ``layers``, and what BasicGNN applies between them
+    in eval mode (``act``, ``norms``, ``act_first``)."""
 
     def __init__(self, layers: List[DenseLayer], act: Any = "relu", norms: Optional[List[Callable]] = None,
                  act_first: bool = False, xp: Any = None):
@@ -134,8 +123,7 @@ class DenseNet:
         return lambda x: np.ascontiguousarray(xp.down(xp.up(x) @ w.T), dtype=np.float32)
 
     def messages(self, k: int) -> Callable[[np.ndarray], np.ndarray]:
-        """GAT layer ``k``'s messages ``lin(x)`` and their source logits ``<lin(x), att_src>``
-        per head, side by side (what the Rust softmax fold takes)."""
+        """GAT layer ``k``'s ``lin(x)`` and source logits per head, side by side (the Rust fold's input)."""
         l, xp = self.layers[k], self.xp
 
         def apply(x: np.ndarray) -> np.ndarray:
@@ -146,8 +134,7 @@ class DenseNet:
         return apply
 
     def gat_start(self, k: int, x: Any) -> Any:
-        """GAT layer ``k``'s destinations of rows ``x``: (their destination logits ``[n, H]``,
-        the self loop's logit ``[n, H]`` and message ``[n, H, C]``)."""
+        """GAT layer ``k``'s (destination logits, self loop logits, self loop messages) of rows ``x``."""
         l = self.layers[k]
         xd = (x @ l.dst_weight.T).reshape(-1, l.heads, l.channels)
         xs = xd if l.dst_weight is l.weight else (x @ l.weight.T).reshape(-1, l.heads, l.channels)
@@ -157,12 +144,10 @@ class DenseNet:
 
     def finish(self, k: int, st: Dict[str, Any], deg: Optional[np.ndarray], dinv: Optional[np.ndarray],
                x_dst: Any, narrow: bool) -> Any:
-        """Layer ``k``'s outputs of a slice of destinations from their aggregates ``st`` (on
-        ``xp``: ``acc``, or GAT's ``msg`` and ``z``), the arithmetic of the PyG layer's forward:
-        GraphSAGE ``lin_l(mean) + lin_r(x)`` (``deg``: the in-degrees, host; ``narrow``: the sums
-        are of ``W x``), GCN ``lin(sum + self term) + bias`` (``dinv``: the slice's
-        ``1 / sqrt(deg + 1)``, host), GAT ``sum / z + bias`` (its self loop folded in at the
-        start). Tests check it against PyG."""
+        """Layer ``k``'s outputs of a slice of destinations from their aggregates
+        ``st`` (``acc``, or GAT's ``msg`` and ``z``), as the PyG layer computes them: GraphSAGE by
+        :func:`sage_finish` (``deg``, host), GCN ``lin(sum + self term) + bias`` (``dinv``, host), GAT
+        ``sum / z + bias``. ``narrow``: the sums are of ``W x``."""
         l, xp = self.layers[k], self.xp
         if l.kind == "sage":
             return sage_finish(l, xp, st["acc"], deg, x_dst, narrow)
@@ -179,8 +164,7 @@ class DenseNet:
         return out + l.bias if l.bias is not None else out
 
     def after(self, k: int, out: Any) -> Any:
-        """What BasicGNN applies after layer ``k`` but the last (eval mode: the activation and the
-        norm; no dropout)."""
+        """What BasicGNN applies after layer ``k`` but the last, in eval mode (activation, norm)."""
         if k >= len(self.layers) - 1:
             return out
         if self.act_first:
@@ -196,11 +180,9 @@ class DenseNet:
 
 
 def sage_finish(l: DenseLayer, xp: Any, acc: Any, deg: np.ndarray, x_dst: Any, narrow: bool) -> Any:
-    """A ``SAGEConv``'s outputs from its destinations' sums (or maxima) ``acc`` of their
-    in-neighbors' rows (of ``W x`` where ``narrow``), ``deg`` their in-degrees (host) and
-    ``x_dst`` their own rows: ``lin_l(mean) + lin_r(x)``, normalized where the layer is. What
-    :meth:`DenseNet.finish` computes for GraphSAGE, and a heterogeneous model's relation term
-    (``ringgnn.models.hetero_dense``: R-GCN's relations are ``SAGEConv`` without root weight nor bias)."""
+    """A ``SAGEConv``'s outputs from the sums (or maxima) ``acc`` of in-neighbors' rows
+    (of ``W x`` where ``narrow``), in-degrees ``deg`` (host) and own rows ``x_dst``:
+    ``lin_l(mean) + lin_r(x)``, normalized where the layer is; also a typed model's relation term."""
     if l.aggr == "max":  # a node without in-edges aggregates to 0, as in PyG
         mean = xp.where(xp.up((deg == 0)[:, None]), 0.0, acc)
     else:
@@ -223,10 +205,8 @@ _MLP = ("lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias")
 
 @dataclass(frozen=True)
 class DenseDecoder:
-    """A link run's decoder (``ringgnn.models.gnn.build_decoder``) on numpy arrays: ``dot``, the inner
-    product of the two rows, or ``mlp``, ``lin2(relu(lin1(zs * zd)))`` (``lin1``: ``[d, d]``
-    and its bias, ``lin2``: ``[1, d]`` and its bias). Rows broadcast as the torch modules' do:
-    ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with ``(n, K, d)``."""
+    """A link run's decoder on numpy arrays: ``dot`` or ``mlp``, ``lin2(relu(lin1(zs * zd)))``;
+    rows broadcast as the torch modules' do."""
 
     kind: str
     w1: Optional[np.ndarray] = None
@@ -244,8 +224,7 @@ class DenseDecoder:
 
 def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: str, fits: str,
                        prefix: str = "decoder.") -> DenseDecoder:
-    """The :class:`DenseDecoder` of a link run's state dict (numpy arrays), its keys and shapes
-    checked as :func:`check_state` does (``dot`` has none)."""
+    """The :class:`DenseDecoder` of a link run's state dict, checked by :func:`check_state`."""
     if kind not in ("dot", "mlp"):
         raise InputError(f"{path}: not a ringgnn link run checkpoint (decoder {kind!r})")
     shapes = dict(zip(_MLP, ((dim, dim), (dim,), (1, dim), (1,)))) if kind == "mlp" else {}
@@ -254,8 +233,7 @@ def decoder_from_state(kind: str, state: Dict[str, np.ndarray], dim: int, path: 
 
 
 def dense_decoder(decoder: Any) -> DenseDecoder:
-    """``decoder`` as a :class:`DenseDecoder`: itself, or the weights of a torch decoder module
-    (``ringgnn.models.gnn.build_decoder``'s, as training holds it) copied to the host."""
+    """``decoder`` as a :class:`DenseDecoder`: itself, or a torch decoder's weights on the host."""
     if isinstance(decoder, DenseDecoder):
         return decoder
     if not hasattr(decoder, "lin1"):
@@ -268,9 +246,8 @@ def dense_decoder(decoder: Any) -> DenseDecoder:
 
 
 def from_module(net: Any, kind: str, path: str, xp: Any = None) -> DenseNet:
-    """The dense parts of PyG model ``net`` (a ``BasicGNN``: ``GraphSAGE``, ``GCN``, ``GAT``) of
-    ``kind``; its weights shared, on the CPU, or copied to ``xp``'s device. ``path`` names the
-    checkpoint in errors."""
+    """The dense parts of PyG ``BasicGNN`` ``net`` of ``kind``, weights shared on the
+    CPU or copied to ``xp``'s device; ``path`` names the checkpoint in errors."""
     import torch
 
     if getattr(net, "jk_mode", None) is not None:
@@ -292,8 +269,7 @@ def _host(p: Any) -> Optional[np.ndarray]:
 
 
 def _on_arrays(module: Any) -> Callable[[Any], Any]:
-    """A torch module (an activation or norm other than ReLU/Identity) applied to numpy arrays or
-    tensors."""
+    """A torch module (activation or norm) applied to numpy arrays or tensors."""
     import torch
 
     def apply(x: Any) -> Any:
@@ -309,11 +285,9 @@ def _on_arrays(module: Any) -> Callable[[Any], Any]:
 
 def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], path: str, fits: str,
                prefix: str = "") -> DenseNet:
-    """The dense parts of the model ``ringgnn.models.gnn.build_model(kind, dims[0], hidden,
-    dims[-1], len(dims) - 1)`` builds (``dims``: the input width, then each layer's output
-    width), from its state dict (numpy arrays, ``prefix``: ``encoder.`` for a link run's). Keys and
-    shapes are checked as ``load_state_dict`` does: a missing, unexpected or misshapen one is an
-    :class:`InputError` naming ``path`` and what the dataset has (``fits``)."""
+    """The dense parts of ``build_model(kind, dims[0], hidden, dims[-1], len(dims) - 1)``
+    from its state dict (numpy arrays; ``prefix``: ``encoder.`` for a link run), checked by
+    :func:`check_state`."""
     want: Dict[str, tuple] = {}
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
         c = f"{prefix}convs.{i}."
@@ -337,9 +311,7 @@ def from_state(kind: str, state: Dict[str, np.ndarray], dims: Sequence[int], pat
 
 
 def _dense_layer(kind: str, conf: Any, arrays: Dict[str, np.ndarray]) -> DenseLayer:
-    """Convolution ``kind``'s :class:`DenseLayer`: ``arrays`` its state dict (keys within the
-    convolution), ``conf`` what else it was built with (the PyG module itself, or the defaults
-    of ``build_model``'s)."""
+    """Convolution ``kind``'s :class:`DenseLayer` from its ``arrays`` and ``conf``."""
     if kind == "sage":
         # Another aggregation or a projection is the grid's to refuse (``strategy="blocks"`` takes it).
         aggr = "project" if getattr(conf, "project", False) else str(getattr(conf, "aggr", "mean"))
@@ -360,11 +332,9 @@ def _dense_layer(kind: str, conf: Any, arrays: Dict[str, np.ndarray]) -> DenseLa
 
 def check_state(want: Dict[str, tuple], state: Dict[str, Any], path: str, fits: str,
                 prefix: str = "") -> Dict[str, np.ndarray]:
-    """The arrays of ``state`` (a state dict as numpy arrays) that ``want`` names (key: shape), as
-    float32, checked as ``load_state_dict`` does: a missing, unexpected (among the keys under
-    ``prefix``) or misshapen one, or one not floating point, is an :class:`InputError` naming
-    ``path`` and what the dataset has (``fits``). The one check of every model read without
-    PyTorch (homogeneous, heterogeneous, decoders)."""
+    """The float32 arrays of ``state`` that ``want`` names (key: shape), checked as
+    ``load_state_dict`` does: a missing, unexpected (under ``prefix``), misshapen or non-float one
+    is an :class:`InputError` naming ``path`` and ``fits``."""
     mine = {k: v for k, v in state.items() if k.startswith(prefix)}
     missing = [k for k in want if k not in mine]
     unexpected = [k for k in mine if k not in want]

@@ -1,16 +1,8 @@
-"""The models: encoders that turn a sampled neighborhood into one row per seed.
-
-The encoders are PyG's ``GraphSAGE`` (default), ``GCN`` and ``GAT`` (``SAGEConv``/``GCNConv``/
-``GATConv`` layers, one attention head), built by :func:`build_model`; :func:`forward` runs one on
-a sampled batch and keeps the seeds' rows (they come first), and :func:`activation_bytes` bounds
-the memory of one training step for the loader's budget. A task (``ringgnn.training.tasks``) says what the
-rows mean: for node classification the encoder's last layer gives the class logits itself; link
-prediction puts a *decoder* on top of the encoder's rows (:class:`LinkModel`): ``dot``, the
-inner product of the two endpoints' embeddings, or ``mlp``, a two-layer perceptron on their
-element-wise product (PyG's link-prediction examples use both). Decoders score pairs of rows
-that broadcast: ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with ``(n, K, d)`` for K candidates
-per source.
-"""
+"""The encoders (PyG's ``GraphSAGE``, ``GCN``, ``GAT``: :func:`build_model`), their
+forward on a sampled batch (:func:`forward`, the seeds' rows), the training step's memory bound
+(:func:`activation_bytes`), and link prediction's decoders on the encoder's rows
+(:class:`LinkModel`: ``dot`` or ``mlp`` on the element-wise product), which score rows that
+broadcast: ``(m, d)`` with ``(m, d)``, or ``(n, 1, d)`` with ``(n, K, d)``."""
 
 from __future__ import annotations
 
@@ -25,8 +17,7 @@ DECODERS = ("dot", "mlp")
 
 
 def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float) -> Any:
-    """PyG's ``GraphSAGE``, ``GCN`` or ``GAT`` (``SAGEConv``/``GCNConv``/``GATConv`` layers, one
-    attention head): ``layers`` convolutions with ReLU and dropout between them."""
+    """PyG's ``GraphSAGE``, ``GCN`` or ``GAT``: ``layers`` convolutions, ReLU and dropout between."""
     from torch_geometric.nn import GAT, GCN, GraphSAGE
 
     cls = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT}[kind]
@@ -58,15 +49,13 @@ def build_decoder(kind: str, dim: int) -> Any:
 
 
 def build_link_model(kind: str, in_dim: int, hidden: int, layers: int, dropout: float, decoder: str) -> Any:
-    """A :class:`LinkModel`: encoder ``kind`` whose last layer gives ``hidden``-wide embeddings,
-    and decoder ``decoder``."""
+    """A :class:`LinkModel`: encoder ``kind`` giving ``hidden``-wide embeddings, and ``decoder``."""
     import torch
 
     class LinkModel(torch.nn.Module):
-        """``encoder`` (the node embeddings) and ``decoder`` (a score per pair of embeddings):
-        a checkpoint's state dict holds both, as ``encoder.*`` and ``decoder.*``. Its forward
-        scores pairs of rows of the encoder's output (``src``, ``dst``: row positions), in one
-        call, so that a ``DistributedDataParallel`` wrapper sees the whole step."""
+        """``encoder`` and ``decoder`` (state keys ``encoder.*`` and
+        ``decoder.*``); its forward scores pairs of rows (``src``, ``dst``) in one call, so a
+        ``DistributedDataParallel`` wrapper sees the whole step."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -85,9 +74,8 @@ def build_link_model(kind: str, in_dim: int, hidden: int, layers: int, dropout: 
 
 
 def forward(net: Any, batch: Any, device: Any, kind: str, *extra: Any) -> Any:
-    """The rows of ``batch``'s seeds (its first ``batch_size`` nodes) of encoder ``net`` of kind
-    ``kind``, on ``device``; with ``extra`` (a :class:`LinkModel`'s row positions), what ``net``
-    returns for them."""
+    """The rows of ``batch``'s seeds (its first ``batch_size`` nodes) by encoder ``net``
+    on ``device``; with ``extra`` (a :class:`LinkModel`'s row positions), ``net``'s scores."""
     x, edge_index = batch.x.to(device), batch.edge_index.to(device)
     if kind == "sage":
         # Trim layer by layer (exact for GraphSAGE: the seeds' outputs do not change).
@@ -99,11 +87,8 @@ def forward(net: Any, batch: Any, device: Any, kind: str, *extra: Any) -> Any:
 
 
 def activation_bytes(model: str, ds: Dataset, fanouts: Sequence[int], batch_size: int, hidden: int) -> int:
-    """Upper bound on the memory of one training step's activations (forward and backward):
-    per layer, the gathered source rows of its edges (PyG's message passing materialises
-    ``x[edge_index[0]]``), and its outputs, their gradients and dropout masks. GraphSAGE is
-    trimmed layer by layer (PyG's ``num_sampled_nodes_per_hop``): layer ``l`` only computes the
-    nodes that later layers need."""
+    """Upper bound on one training step's activation memory: per layer, the gathered
+    source rows, outputs, gradients and dropout masks (GraphSAGE trimmed layer by layer)."""
     dim = ds.feature_dim or 0
     hops_nodes, hops_edges, frontier = [batch_size], [0], batch_size
     for f in fanouts:

@@ -1,9 +1,6 @@
-"""Heterogeneous models: :class:`HeteroModel`, an encoder of a sampled neighborhood with typed
-nodes and relations (``sage``: PyG's ``to_hetero`` GraphSAGE, mean over relations; ``rgcn``:
-R-GCN) giving the logits of one *target* type, its JSON-able config, and the batch's tensors it
-takes (:func:`hetero_batch_to_dicts`). Why it is built so: docs/ARCHITECTURE.md "Heterogeneous
-graphs".
-"""
+"""Heterogeneous models: :class:`HeteroModel` (``sage``: ``to_hetero`` GraphSAGE, mean
+over relations; ``rgcn``: R-GCN) giving the logits of one target type, and the batch's tensors it
+takes (:func:`hetero_batch_to_dicts`). docs/ARCHITECTURE.md "Heterogeneous graphs"."""
 
 from __future__ import annotations
 
@@ -18,9 +15,7 @@ from .hetero_dense import TypedStructure, config_keys
 
 
 class _Relation(torch.nn.Module):
-    """One relation of a layer: a ``SAGEConv`` from the source type's rows to the destination
-    type's. R-GCN's is ``W_r`` times the mean of a node's in-neighbors' rows: a ``SAGEConv``
-    without root weight nor bias (the destination type's root term carries it)."""
+    """One relation's ``SAGEConv`` (R-GCN's: without root weight nor bias)."""
 
     def __init__(self, kind: str, in_src: int, in_dst: int, out: int):
         super().__init__()
@@ -36,10 +31,7 @@ class _Relation(torch.nn.Module):
 
 
 class _Layer(torch.nn.Module):
-    """One layer: per relation into a computed type, its message module (``rels``, keyed by
-    ``"src:rel:dst"``); per computed type, its root term (``roots``): ``rgcn``'s ``W_0`` (with
-    the bias) for every type, ``sage``'s a ``Linear`` for a type that no relation enters (what a
-    ``SAGEConv`` with no edges computes). ``TypedStructure.layer_parts`` says which."""
+    """One layer: a module per relation (``rels``) and the root terms (``roots``)."""
 
     def __init__(self, kind: str, types: Sequence[str], edge_types: Sequence[EdgeType], roots: Sequence[str],
                  dims: Mapping[str, int], out: int):
@@ -67,32 +59,18 @@ class _Layer(torch.nn.Module):
 
 
 class HeteroModel(torch.nn.Module, TypedStructure):
-    """An encoder of a heterogeneous batch: logits ``[n, out_dim]`` for the batch's ``n`` nodes
-    of type ``target``.
+    """An encoder of a heterogeneous batch: logits ``[n, out_dim]`` of its ``n``
+    nodes of type ``target``. For node ``i`` of type ``t``, ``N_r(i)`` its in-neighbors by relation
+    ``r`` into ``t`` (an empty mean is 0):
 
-    Layer ``l`` maps every computed type ``t``'s rows ``h_t`` to new rows; for a node ``i`` of
-    type ``t``, with ``N_r(i)`` its in-neighbors by relation ``r = (s, rel, t)`` in the batch
-    (an empty mean is 0) and ``R_t`` the model's relations into ``t``:
+    * ``rgcn``: ``h_i' = W_0^t h_i + b^t + sum_r W_r mean_{j in N_r(i)} h_j``;
+    * ``sage``: ``h_i' = mean_r (W_l^r mean_{j in N_r(i)} h_j + b^r + W_r^r h_i)``; a type no
+      relation enters gets ``W h_i + b``.
 
-    * ``rgcn``: ``h_i' = W_0^t h_i + b^t + sum_{r in R_t} W_r (1/|N_r(i)|) sum_{j in N_r(i)} h_j``;
-    * ``sage``: ``h_i' = (1/|R_t|) sum_{r in R_t} (W_l^r mean_{j in N_r(i)} h_j + b^r + W_r^r h_i)``,
-      each term a ``SAGEConv``, the mean over relations of PyG's ``to_hetero(..., aggr="mean")``;
-      a type no relation enters gets ``W h_i + b`` (a ``SAGEConv`` that receives no edges).
-
-    ReLU and dropout follow every layer but the last, which maps to ``out_dim`` (``hidden``
-    before). A relation missing from a batch counts as sampled with no edges. Only the types
-    within ``layers - l`` hops of the target are computed at layer ``l``, so a batch needs only
-    those (its other types are ignored).
-
-    Inputs: a type with features (``in_dims[t]`` an int) feeds its rows ``x[t]`` to the first
-    layer directly, as ``to_hetero`` does (no per-type input projection: one layer less, and
-    ``in_dims`` wide first-layer weights). A featureless type (``in_dims[t] is None``) has a
-    learned ``torch.nn.Embedding(num_nodes[t], embed_dim or hidden)`` indexed by the batch's
-    ``n_id`` of that type, held in memory (on the model's device), unless the type is
-    ``external``: then its table is outside the model (``ringgnn.models.tables``, a file when
-    the memory plan cannot hold it) and a batch's rows come in ``x_dict[t]`` (training: a leaf
-    the caller updates) or from ``tables[t]`` (inference).
-    """
+    ReLU and dropout follow every layer but the last. Layer ``l`` computes only the types within
+    ``layers - l`` hops of the target. A type with features feeds ``x[t]`` directly; a featureless
+    one (``in_dims[t] is None``) has an ``Embedding(num_nodes[t], embed_dim or hidden)`` indexed by
+    ``n_id``, unless ``external``: then its rows come in ``x_dict[t]`` or from ``tables[t]``."""
 
     def __init__(self, node_types: Sequence[str], edge_types: Sequence[Union[EdgeType, str]],
                  in_dims: Mapping[str, Optional[int]], num_nodes: Mapping[str, int], target: str, hidden: int,
@@ -108,8 +86,7 @@ class HeteroModel(torch.nn.Module, TypedStructure):
                                  f"model (featureless types: {featureless})")
         self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(self.num_nodes[t], self.width)
                                                for t in self.held_tables()})
-        #: Readers of the external tables' rows (``gather(ids)``), for inference and serving;
-        #: training passes a batch's gathered rows in ``x_dict`` instead.
+        #: Readers of the external tables' rows (``gather(ids)``), for inference and serving.
         self.tables: Dict[str, Any] = {}
         self.convs = torch.nn.ModuleList(_Layer(model, self.computed[k], rels, roots, dims, out)
                                          for k, out, dims, rels, roots in self.layer_parts())
@@ -144,8 +121,6 @@ class HeteroModel(torch.nn.Module, TypedStructure):
             if t in self.embeddings:
                 h[t] = self.embeddings[t].weight[:0] if ids is None else self.embeddings[t](ids)
                 continue
-            # A featureless type's table outside the model: the rows the caller gathered
-            # (``x_dict[t]``, training), else read from ``tables[t]`` by ``n_id``.
             outside = t in self.external
             width, what = (self.width, "embedding rows") if outside else (self.in_dims[t], "features")
             if x is None and ids is not None and ids.numel():
@@ -168,15 +143,10 @@ class HeteroModel(torch.nn.Module, TypedStructure):
                 n_id_dict: Mapping[str, torch.Tensor], hops: Optional[Tuple[Mapping[str, List[int]],
                                                                               Mapping[Any, List[int]]]] = None
                 ) -> torch.Tensor:
-        """Logits ``[n, out_dim]`` of the batch's ``n`` target nodes (the seeds first: the caller
-        keeps its first ``batch_size`` rows). ``edge_index_dict`` is keyed by ``(src, rel, dst)``
-        or ``"src:rel:dst"``, local indices (row: source, col: destination); it may lack
-        relations, not hold ones the model does not know. ``hops``: the batch's nodes per hop of
-        each type and edges per hop of each relation (its ``num_sampled_nodes`` and
-        ``num_sampled_edges``, nodes and edges in hop order, one hop per layer): layer ``l`` then
-        computes only the nodes within ``layers - l`` hops of the seeds, the ones later layers
-        read (PyG's ``trim_to_layer``, as the homogeneous GraphSAGE does); the seeds' rows are
-        the same, and ``n`` is then the seeds and their first hop."""
+        """Logits of the batch's target nodes (seeds first). ``edge_index_dict``:
+        keyed ``(src, rel, dst)`` or ``"src:rel:dst"``, local indices; it may lack relations, not add
+        ones. ``hops``: nodes per hop of each type and edges per hop of each relation; layer ``l`` then
+        computes only the nodes later layers read (PyG's ``trim_to_layer``), the seeds' rows the same."""
         edges: Dict[EdgeType, torch.Tensor] = {}
         known = set(self.edge_types)
         for key, ei in edge_index_dict.items():
@@ -201,9 +171,7 @@ class HeteroModel(torch.nn.Module, TypedStructure):
 def hetero_batch_to_dicts(data: Any, device: Any = None) -> Tuple[Dict[str, torch.Tensor],
                                                                    Dict[EdgeType, torch.Tensor],
                                                                    Dict[str, torch.Tensor]]:
-    """``(x_dict, edge_index_dict, n_id_dict)`` of a PyG ``HeteroData`` batch (what
-    :meth:`HeteroModel.forward` takes), on ``device`` when given: ``x`` of the types that have
-    it, ``n_id`` of every type that has it, ``edge_index`` of every relation."""
+    """``(x_dict, edge_index_dict, n_id_dict)`` of a PyG ``HeteroData`` batch, on ``device``."""
     def move(v: torch.Tensor) -> torch.Tensor:
         return v if device is None else v.to(device)
 

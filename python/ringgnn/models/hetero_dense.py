@@ -1,8 +1,6 @@
-"""The dense parts of a heterogeneous model (:class:`HeteroDense`) as numpy arrays: what layer-wise
-inference of a typed run runs on, so that ``predict``/``embed``/``predict --edges`` of such a run never
-import PyTorch. The model and its dense parts read their structure (the types each layer computes,
-the relations into them, the roots, the held tables) from the config through one class,
-:class:`TypedStructure`."""
+"""The dense parts of a heterogeneous model as numpy arrays (:class:`HeteroDense`), so
+that inference of a typed run never imports PyTorch; the model and its dense parts read their
+structure from the config through :class:`TypedStructure`."""
 
 from __future__ import annotations
 
@@ -17,11 +15,9 @@ from .dense import DenseLayer, Numpy, check_state, sage_finish
 
 
 class TypedStructure:
-    """A heterogeneous model's structure from the arguments of its config (``HeteroModel.config``;
-    checked by ``data.schema.check_config``, a ``ValueError`` naming the argument at fault): the
-    attributes ``node_types``, ``edge_types``, ``in_dims``, ``num_nodes``, ``target``, ``hidden``,
-    ``out_dim``, ``layers``, ``model``, ``embed_dim``, ``dropout``, ``external`` and ``computed``
-    (``computed[l]``: the types layer ``l`` needs as input; ``l = 0``: the batch's rows)."""
+    """A heterogeneous model's structure from its config (checked by
+    ``data.schema.check_config``, a ``ValueError`` naming the argument): the config's arguments as
+    attributes, and ``computed[l]``, the types layer ``l`` needs as input."""
 
     def configure(self, node_types: Sequence[str], edge_types: Sequence[Union[EdgeType, str]],
                   in_dims: Mapping[str, Optional[int]], num_nodes: Mapping[str, int], target: str, hidden: int,
@@ -49,15 +45,12 @@ class TypedStructure:
         return [k for k, types in enumerate(self.computed) if t in types]
 
     def held_tables(self) -> List[str]:
-        """The featureless types the first layer reads whose embedding table the model holds
-        (those not ``external``)."""
+        """The featureless first-layer types whose table the model holds (not ``external``)."""
         return [t for t in self.computed[0] if self.in_dims[t] is None and t not in self.external]
 
     def layer_parts(self) -> Iterator[Tuple[int, int, Dict[str, int], List[EdgeType], List[str]]]:
-        """Per layer ``k`` (from 1): ``(k, out, dims, rels, roots)``, its output width, every
-        type's input width, the relations into its computed types (in the model's order) and the
-        types with a root ``Linear`` (every computed type for ``rgcn``, one no relation enters for
-        ``sage``)."""
+        """Per layer ``k`` from 1: ``(k, out, dims, rels, roots)``: output width,
+        input widths, relations into its types and the types with a root ``Linear``."""
         dims = {t: (self.width if self.in_dims[t] is None else self.in_dims[t]) for t in self.node_types}
         for k in range(1, self.layers + 1):
             out = self.out_dim if k == self.layers else self.hidden
@@ -69,10 +62,7 @@ class TypedStructure:
 
 @dataclass
 class DenseHeteroLayer:
-    """One layer: the relations into its computed types (``edge_types``, each with its
-    ``SAGEConv`` in ``rels`` keyed ``"src:rel:dst"``) and the root ``Linear`` (weight, bias) of
-    each type that has one (``roots``: every type for ``rgcn``, a type no relation enters for
-    ``sage``)."""
+    """One layer: a ``SAGEConv`` per relation (``rels``) and the root ``Linear`` of each type with one (``roots``)."""
 
     types: List[str]
     edge_types: List[EdgeType]
@@ -81,9 +71,7 @@ class DenseHeteroLayer:
 
 
 class HeteroDense(TypedStructure):
-    """A :class:`~ringgnn.models.hetero.HeteroModel`'s dense parts (see the module's docstring):
-    the same attributes inference reads (:class:`TypedStructure`'s, ``convs``, ``embeddings``,
-    ``tables``)."""
+    """A :class:`~ringgnn.models.hetero.HeteroModel`'s dense parts (``convs``, ``embeddings``, ``tables``)."""
 
     def __init__(self, cfg: Mapping[str, Any], get: Callable[[str, tuple], Any]):
         """The model of config ``cfg``, each array of its state dict ``get(key, shape)``."""
@@ -112,10 +100,9 @@ class HeteroDense(TypedStructure):
     @classmethod
     def from_state(cls, cfg: Mapping[str, Any], state: Mapping[str, Any], path: str, fits: str = "its config",
                    prefix: str = "") -> "HeteroDense":
-        """The dense parts of the ``HeteroModel`` of config ``cfg`` (``HeteroModel.config``) from its
-        state dict as numpy arrays (``ringgnn.models.torchfile``), checked key by key and shape by shape:
-        a config or a state that does not fit is an :class:`InputError` naming ``path``. ``prefix``:
-        the state's keys of this model (a link run's tower, ``encoders.src.``)."""
+        """The dense parts of config ``cfg`` from a state dict of numpy arrays
+        (``prefix``: a link tower's keys), checked key by key and shape by shape: what does not fit is an
+        :class:`InputError` naming ``path``."""
         unknown, missing = config_keys(cfg)
         if unknown or missing:
             raise InputError(f"{path}: not a readable heterogeneous model (config keys: unknown {unknown}, missing "
@@ -130,8 +117,7 @@ class HeteroDense(TypedStructure):
 
     @classmethod
     def from_module(cls, net: Any) -> "HeteroDense":
-        """The dense parts of a live ``HeteroModel`` (its weights shared, on the CPU, or copied
-        from its device); its external tables' readers too."""
+        """The dense parts of a live ``HeteroModel`` (weights on the CPU) and its table readers."""
         state = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
         dense = cls(net.config(), lambda k, _: np.ascontiguousarray(state[k], dtype=np.float32))
         dense.tables = dict(net.tables)
@@ -141,12 +127,9 @@ class HeteroDense(TypedStructure):
 
     def block(self, layer: int, d: str, x_d: np.ndarray,
               sums: Sequence[Tuple[EdgeType, np.ndarray, np.ndarray]]) -> np.ndarray:
-        """Layer ``layer``'s outputs (before the activation) of a block of type ``d``'s nodes:
-        ``x_d`` their input rows, ``sums`` per relation into ``d`` (in the layer's order) its
-        edge type, the sums of the block's in-neighbors' rows and the in-degrees. The arithmetic
-        of ``_Layer.forward``: ``rgcn`` the root term plus each relation's ``W_r mean``,
-        ``sage`` the mean over the relations of their ``SAGEConv``s (a type no relation enters:
-        its root ``Linear``)."""
+        """Layer ``layer``'s outputs (before the activation) of a block of type
+        ``d``: ``x_d`` its rows, ``sums`` per relation into ``d`` (edge type, sums of in-neighbors' rows,
+        in-degrees); ``_Layer.forward``'s arithmetic."""
         conv = self.convs[layer - 1]
         out, count = None, 0
         for et, acc, deg in sums:
@@ -161,8 +144,7 @@ class HeteroDense(TypedStructure):
 
 
 def config_keys(cfg: Mapping[str, Any]) -> Tuple[List[str], List[str]]:
-    """(the unknown keys of a model's config, the required ones it lacks): what the model and its
-    dense parts check before they read one."""
+    """(the unknown keys of a model's config, the required ones it lacks)."""
     return sorted(set(cfg) - set(CONFIG_KEYS)), [k for k in CONFIG_KEYS[:8] if k not in cfg]
 
 

@@ -1,8 +1,6 @@
-"""Learned embedding tables kept in files (:class:`FileTable`): the input rows of a featureless node
-type whose table, with SparseAdam's state, does not fit the memory plan; a batch's rows gathered
-and stepped in place, and the tables' copies beside each checkpoint (:func:`save_tables`,
-:func:`load_tables`). docs/ARCHITECTURE.md "Heterogeneous graphs" (embedding tables in files).
-"""
+"""Learned embedding tables kept in files (:class:`FileTable`) where a featureless
+type's table and its SparseAdam state do not fit the memory plan: rows gathered and stepped in
+place, copied beside each checkpoint (:func:`save_tables`, :func:`load_tables`)."""
 
 from __future__ import annotations
 
@@ -72,9 +70,8 @@ class FileTable:
         return rows.requires_grad_(True)
 
     def step(self, ids: np.ndarray, grad: Optional[Any]) -> None:
-        """SparseAdam on the rows ``ids`` with their gradient ``grad`` (``[len(ids), dim]``;
-        repeated ids have their gradients summed; None or no ids: the step is still counted, as
-        ``torch.optim.SparseAdam`` counts a step with an empty sparse gradient)."""
+        """SparseAdam on rows ``ids`` with gradient ``grad`` (repeated ids summed; None
+        or no ids still counts the step, as ``torch.optim.SparseAdam`` does)."""
         import torch
 
         self.steps += 1
@@ -139,9 +136,8 @@ def _copy_rows(src: np.ndarray, dst: np.ndarray) -> None:
 
 
 def save_tables(tables: Mapping[str, FileTable], checkpoint: str, tag: Optional[str] = None) -> Dict[str, Any]:
-    """Copy every table's files beside ``checkpoint`` (``RUN/last.pt`` -> ``RUN/last.TAG.TYPE.PART.npy``,
-    ``TAG`` e.g. the epoch, so a checkpoint never names files a later one overwrote), each written
-    whole under a temporary name; what the checkpoint records of them."""
+    """Copy every table's files beside ``checkpoint`` (``RUN/last.TAG.TYPE.PART.npy``),
+    each written whole; returns what the checkpoint records of them."""
     out = {}
     base = os.path.splitext(os.path.basename(checkpoint))[0] + (f".{tag}" if tag else "")
     folder = os.path.dirname(os.path.abspath(checkpoint))
@@ -157,9 +153,7 @@ def save_tables(tables: Mapping[str, FileTable], checkpoint: str, tag: Optional[
 
 
 def prune_tables(checkpoint: str, records: Mapping[str, Any]) -> None:
-    """Remove the table files of ``checkpoint``'s earlier versions (``last.*.TYPE.PART.npy``
-    other than those ``records`` names): called once the checkpoint naming ``records`` is in
-    place, so a crash before leaves the files the previous one names."""
+    """Remove the table files of earlier versions of ``checkpoint`` that ``records`` does not name."""
     base = os.path.splitext(os.path.basename(checkpoint))[0] + "."
     folder = os.path.dirname(os.path.abspath(checkpoint))
     keep = {f for rec in records.values() for f in rec["files"].values()}
@@ -176,8 +170,7 @@ def table_file(checkpoint: str, record: Mapping[str, Any], part: str = "weight")
 
 
 def load_tables(tables: Mapping[str, FileTable], checkpoint: str, records: Mapping[str, Any]) -> None:
-    """Copy a checkpoint's table files (``records``: what :func:`save_tables` returned) into
-    the live ``tables`` (``--resume``) and restore their step counts."""
+    """Copy a checkpoint's table files into the live ``tables`` (``--resume``) with their step counts."""
     for t, table in tables.items():
         rec = records.get(t)
         if rec is None or rec["num_nodes"] != table.num_nodes or rec["dim"] != table.dim:
@@ -191,8 +184,7 @@ def load_tables(tables: Mapping[str, FileTable], checkpoint: str, records: Mappi
 
 
 class TableReader:
-    """A checkpoint's table weights read as feature rows are (``gather``, ``dim``, ``stats``),
-    from the file, for layer-wise inference and serving."""
+    """A checkpoint's table weights read as feature rows are (``gather``, ``dim``, ``stats``)."""
 
     def __init__(self, path: str, num_nodes: int, dim: int):
         self.path = path

@@ -1,23 +1,12 @@
-"""PyTorch's ``.pt`` files (``torch.save``'s zip format) read without PyTorch: the tensors come
-back as numpy arrays (issue 24).
+"""PyTorch's ``.pt`` files (``torch.save``'s zip format) read without PyTorch, tensors
+as numpy arrays: importing PyTorch alone holds more than a small inference budget.
 
-Layer-wise inference on the CPU never needs PyTorch: the aggregation is the Rust core's and the
-dense parts are numpy's (``ringgnn.models.dense``). Importing PyTorch and PyG alone holds 435 MiB
-of anonymous memory (torch 2.15's CUDA build), more than a 400M budget; reading a run's
-checkpoint is the one thing that would import it, so it is read here.
-
-The format: a zip archive ``NAME/data.pkl`` (a pickle, protocol 2) with one entry
-``NAME/data/KEY`` per storage, raw little-endian bytes (``NAME/byteorder``). A tensor is pickled as
-``torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)``, its
-storage a persistent id ``("storage", torch.FloatStorage, KEY, location, numel)``. The unpickler is
-restricted as ``torch.load(weights_only=True)`` is: containers, numbers, strings, ``OrderedDict``,
-tensors and storages of the listed dtypes; anything else (a class, a function) is refused, so a
-checkpoint cannot run code.
-
-Memory: the pickle is read first with its tensors as placeholders; the parts the caller does not
-want (``skip``: a run's ``optimizer`` state, twice the model's size with Adam) are dropped
-before any storage is read, and each storage is read once, into a buffer a tensor over all of it
-uses as it is (no copy: the checkpoint's bytes are held once, not twice, while it is read)."""
+The format: a zip with ``NAME/data.pkl`` (pickle protocol 2) and one ``NAME/data/KEY`` per
+storage (little-endian bytes). A tensor is pickled as ``torch._utils._rebuild_tensor_v2(storage,
+offset, size, stride, ...)``, its storage a persistent id ``("storage", dtype, KEY, location,
+numel)``. The unpickler allows what ``torch.load(weights_only=True)`` does; anything else is
+refused, so a checkpoint cannot run code. Parts in ``skip`` are dropped before any storage is
+read, and each storage is read once, into the buffer its tensor uses."""
 
 from __future__ import annotations
 
@@ -34,8 +23,7 @@ import numpy as np
 from .._core import InputError
 from .._files import os_errors
 
-#: Storage classes (``torch.FloatStorage``...) and the numpy dtype of their elements. bf16 has
-#: no numpy dtype: its 16 bits come back as uint16 (a model of ringgnn's is float32).
+#: Storage classes and their elements' numpy dtype (bf16 comes back as uint16 bits).
 STORAGES: Dict[str, np.dtype] = {
     "FloatStorage": np.dtype("<f4"), "DoubleStorage": np.dtype("<f8"), "HalfStorage": np.dtype("<f2"),
     "BFloat16Storage": np.dtype("<u2"), "LongStorage": np.dtype("<i8"), "IntStorage": np.dtype("<i4"),
@@ -73,9 +61,7 @@ def _rebuild_tensor(storage: _Storage, offset: int, size: Tuple[int, ...], strid
 
 
 def _tensor(t: _Tensor, storage: np.ndarray) -> np.ndarray:
-    """A tensor's elements (``size`` and element ``stride`` over the storage's elements from
-    ``offset``): the storage itself where the tensor is all of it in order (as torch shares it),
-    else an array of its own (a small view does not keep a large storage alive)."""
+    """A tensor's elements: its storage where it is all of it in order, else a copy."""
     offset, size, stride = t.offset, t.size, t.stride
     if not size:
         if not 0 <= offset < len(storage):
@@ -156,15 +142,13 @@ class _Unpickler(pickle.Unpickler):
 #: What to do about a checkpoint that cannot be read, where the caller has nothing better to say.
 ADVICE = "use an earlier copy of it (a run keeps best.pt and last.pt) or train the run again"
 
-#: How ``torch.save`` began a file before torch 1.6 (its legacy format, not a zip archive): pickle
-#: protocol 2, then the format's magic number as a long.
+#: How ``torch.save`` began a file before torch 1.6 (not a zip archive).
 _LEGACY = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 
 
 def unreadable(path: str, reason: str = "", advice: str = ADVICE) -> InputError:
-    """The error for ``path``, a checkpoint that cannot be read: what the file is (empty, a
-    legacy-format file, truncated or corrupt: not a whole zip archive) or, for an archive whose
-    contents are wrong, ``reason``; then ``advice``, what to do."""
+    """The error for an unreadable checkpoint ``path``: what the file is (empty, legacy,
+    truncated or corrupt) or ``reason``, then ``advice``."""
     try:
         with open(path, "rb") as f:
             head = f.read(len(_LEGACY))
@@ -185,11 +169,9 @@ def unreadable(path: str, reason: str = "", advice: str = ADVICE) -> InputError:
 
 
 def load(path: str, skip: Tuple[str, ...] = (), advice: str = ADVICE) -> Any:
-    """The object ``torch.save`` wrote to ``path``, its tensors as numpy arrays (bf16 as uint16
-    bits); a dict's top-level keys in ``skip`` are left out, their tensors never read. A file
-    that is not a zip-format ``.pt``, or that names anything but tensors and plain values, is
-    refused with an :class:`InputError` naming it and saying what it is (:func:`unreadable`) and
-    what to do (``advice``)."""
+    """The object ``torch.save`` wrote to ``path``, tensors as numpy arrays (bf16 as uint16
+    bits), top-level keys in ``skip`` left out unread. Anything else than a zip-format ``.pt`` of
+    tensors and plain values is an :class:`InputError` (:func:`unreadable`)."""
     with os_errors("reading the checkpoint", path):
         try:
             archive = zipfile.ZipFile(path)
