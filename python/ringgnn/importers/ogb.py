@@ -1,7 +1,5 @@
-"""OGB node property prediction directories (``raw/``, ``split/``) into a homogeneous dataset:
-:func:`convert_ogb`, which hands link (:mod:`.ogbl`) and heterogeneous (:mod:`.ogb_hetero`)
-layouts on (docs/ARCHITECTURE.md, "Importers").
-"""
+"""OGB directories (``raw/``, ``split/``) into datasets: :func:`convert_ogb`, which hands link
+(:mod:`.ogbl`) and heterogeneous (:mod:`.ogb_hetero`) layouts on."""
 
 from __future__ import annotations
 
@@ -16,9 +14,6 @@ from . import ogb_hetero, ogbl
 from ._ogb_io import (SPLITS, Npz, csv_column, load_split_dict, missing, need, scheme_dir, stage_csv_features,
                       stage_csv_ids, stage_edges, stage_labels, stage_npz_features, stage_npz_labels, stage_split_dict)
 from ._stage import PathLike, Staging, split_name
-
-# --- the layout, checked -------------------------------------------------------------------------
-
 
 class _Layout:
     """The files of an OGB node property prediction directory; finding them reads nothing."""
@@ -56,9 +51,6 @@ class _Layout:
                 need(os.path.join(d, f"{s}.csv.gz"), f"split scheme {d} needs train, valid and test (as .csv.gz "
                      "files or one split_dict.pt)")
         return d
-
-
-# --- staging -------------------------------------------------------------------------------------
 
 
 class _Stager:
@@ -129,13 +121,10 @@ class _Stager:
 
 
 def _is_link_dict(split_dir: Optional[str]) -> bool:
-    """A ``split_dict.pt`` of edge dictionaries (``DatasetSaver``'s ogbl layout)."""
+    # A split_dict.pt of edge dictionaries: DatasetSaver's ogbl layout.
     if split_dir is None or not os.path.isfile(os.path.join(split_dir, "split_dict.pt")):
         return False
     return any(isinstance(v, dict) for v in load_split_dict(os.path.join(split_dir, "split_dict.pt")).values())
-
-
-# --- the conversion ------------------------------------------------------------------------------
 
 
 def convert_ogb(
@@ -155,14 +144,11 @@ def convert_ogb(
     threads: Optional[int] = None,
     progress: Any = None,
 ) -> Dict[str, Any]:
-    """Build a ringgnn dataset at ``out`` from the OGB node property prediction directory
-    ``root`` (the one holding ``raw/`` and ``split/``); returns the manifest. ``split_scheme``
-    names the directory under ``split/`` when there are several. A heterogeneous directory
-    (``ogbn-mag``'s CSV layout) becomes a heterogeneous dataset (:mod:`.ogb_hetero`;
-    ``add_reverse`` adds the ``rev_`` relations). A link prediction directory
-    (``ogbl-*``) becomes a dataset with edge splits (:mod:`.ogbl`), with ``link_negatives``
-    negatives drawn per held-out pair. ``undirected``, ``self_loops``, ``dedup``,
-    ``feature_dtype`` and the rest are :func:`ringgnn.data.build.convert`'s."""
+    """Build a ringgnn dataset at ``out`` from the OGB directory ``root`` (holding ``raw/`` and
+    ``split/``); returns the manifest. ``split_scheme`` names the directory under ``split/``
+    when there are several. A heterogeneous directory becomes a heterogeneous dataset
+    (``add_reverse``), a link prediction one (``ogbl-*``) a dataset with edge splits
+    (``link_negatives`` per held-out pair). The rest are :func:`ringgnn.data.build.convert`'s."""
     root = os.fspath(root)
     raw = os.path.join(root, "raw")
     binary = os.path.isfile(os.path.join(raw, "edge_index_dict.npz"))  # DatasetSaver's heterogeneous layout
