@@ -158,8 +158,7 @@ def convert_table(
                              "--split-column; its dense ids are assigned by the import, so id files cannot name them")
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
-        (t,), ((staged, times),) = map_tables(stage, edges, kinds, nodes,
-                                              bucket_counts(edges, kinds, budget, nodes), feature_dtype)
+        (t,), ((staged, times),) = map_tables(stage, edges, kinds, nodes, budget, feature_dtype)
         return build.convert_one_type(out, replace(t, split=t.split or split),
                                       build.Relation(HOMOGENEOUS_RELATION, staged, "npy", edge_time=times),
                                       undirected=undirected,
@@ -190,12 +189,13 @@ def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int
 
 
 def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str], nodes: Dict[str, NodeTable],
-               p: Dict[str, int], feature_dtype: Optional[str]
+               budget: int, feature_dtype: Optional[str]
                ) -> Tuple[List[build.NodeType], List[Tuple[str, Optional[str]]]]:
-    """Passes 1 to 4 (docs/ARCHITECTURE.md, "Importers", tables), each type's ids in ``p[TYPE]``
-    buckets: the node types, sorted, with their original ids and node tables' staged columns,
-    and per edge table (its staged edge list of dense ids, its times or None)."""
+    """Passes 1 to 4 (docs/ARCHITECTURE.md, "Importers", tables), each type's ids in
+    :func:`bucket_counts` buckets: the node types, sorted, with their original ids and node
+    tables' staged columns, and per edge table (its staged edge list of dense ids, its times or None)."""
     pa = require_pyarrow()
+    p = bucket_counts(edges, kinds, budget, nodes)
     same_unit(edges, nodes)
     allow_open_files(sum(p.values()) + max(p.values()))  # pass 1: every type's ids, one table's edges
     ids_b = {ty: Buckets(stage, f"ids-{i}", pa.schema([("id", id_type(kinds[ty]))]), p[ty])

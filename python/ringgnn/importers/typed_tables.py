@@ -13,7 +13,6 @@ from ._arrow import require_pyarrow
 from ._stage import PathLike, Staging
 from .node_table import NodeTable
 from .tables import EdgeTable, build_share, import_budget, map_tables, type_kinds
-from .tables import bucket_counts as _bucket_counts
 
 
 @dataclass
@@ -79,8 +78,7 @@ def convert_typed_tables(
                                   kinds[n.type], n.split_column, n.node_time_column)
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
-        types, files = map_tables(stage, edges, kinds, nodes, _bucket_counts(edges, kinds, budget, nodes),
-                                  feature_dtype)
+        types, files = map_tables(stage, edges, kinds, nodes, budget, feature_dtype)
         build_memory = build_share(budget)
         rels = [build.Relation(r.name, e, format="npy", edge_time=t) for r, (e, t) in zip(relations, files)]
         source = {"importer": "tables",
