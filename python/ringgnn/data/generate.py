@@ -286,11 +286,9 @@ def _write_intermediates(d: str, p: Dict[str, Any], means: np.ndarray, sigma: fl
     with open(files["affiliated_with"], "wb") as f:
         for j, start in enumerate(range(0, n_a, CHUNK)):
             ids = np.arange(start, min(start + CHUNK, n_a), dtype=np.int64)
-            rng = _rng(seed, _AFFILIATION, j)
-            n = len(ids)
-            same, u, uni = rng.random(n) < p["homophily_affiliation"], rng.random(n), rng.integers(0, inst.n, n)
-            _pairs(f, ids, inst.draw(author.of(ids), same, u, uni))
-            _advance(progress, n)
+            ones = np.ones(len(ids), dtype=np.int64)
+            _pairs(f, *_slots(_rng(seed, _AFFILIATION, j), ids, author.of(ids), ones, inst, p["homophily_affiliation"]))
+            _advance(progress, len(ids))
 
     labels = allocated_memmap(files["labels"], np.int64, (n_p,))
     features = allocated_memmap(files["features"], np.float32, (n_p, p["feature_dim"]))
