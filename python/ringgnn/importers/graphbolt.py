@@ -53,7 +53,6 @@ class DataFile:
 
 @dataclass
 class TaskSet:
-
     field: str
     type: Optional[str]
     data: List[DataFile]
@@ -88,7 +87,6 @@ class Metadata:
 
 
 class _Reader:
-
     def __init__(self, path: str):
         self.path = path
         self.dir = os.path.dirname(os.path.abspath(path))

@@ -21,7 +21,6 @@ GROUP_NAMES = ("labels", "indexes")
 
 @dataclass
 class RelationSplits:
-
     pairs: Dict[str, str] = field(default_factory=dict)
     negatives: Dict[str, str] = field(default_factory=dict)
 
