@@ -150,6 +150,7 @@ def convert_ogb(
     (``add_reverse``), a link prediction one (``ogbl-*``) a dataset with edge splits
     (``link_negatives`` per held-out pair). The rest are :func:`ringgnn.data.build.convert`'s."""
     root = os.fspath(root)
+    common = dict(seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
     raw = os.path.join(root, "raw")
     binary = os.path.isfile(os.path.join(raw, "edge_index_dict.npz"))  # DatasetSaver's heterogeneous layout
     if binary or os.path.isfile(os.path.join(raw, "triplet-type-list.csv.gz")):  # heterogeneous (ogbn-mag)
@@ -159,13 +160,11 @@ def convert_ogb(
         scheme = scheme_dir(root, split_scheme)
         if ogbl.is_link(scheme):  # ogbl-biokg: typed triples in train/valid/test.pt
             raise InputError(f"{scheme}: {ogbl.KG_REFUSAL}")
-        return ogb_hetero.convert(root, raw, out, scheme=scheme, add_reverse=add_reverse, feature_dtype=feature_dtype,
-                                  seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+        return ogb_hetero.convert(root, raw, out, scheme, feature_dtype, add_reverse=add_reverse, **common)
     if add_reverse:
         raise InputError(f"{root}: a homogeneous OGB dataset adds reverse edges with undirected (--undirected)")
     layout = _Layout(root, split_scheme)
-    args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, seed=seed, feature_dtype=feature_dtype,
-                memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+    args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, feature_dtype=feature_dtype, **common)
     with Staging(out, overwrite) as stage:
         stage.node_count_from(layout.npz and f"{layout.npz}: num_nodes_list" or layout.num_nodes_csv)
         s = _Stager(layout, stage)

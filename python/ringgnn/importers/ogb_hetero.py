@@ -24,19 +24,18 @@ Stager = Callable[[Staging], Tuple[List[build.Relation], Tuple[Dict[str, str], D
                                                               Dict[str, Dict[str, str]]]]]
 
 
-def convert(root: str, raw: str, out: Any, *, scheme: Optional[str], add_reverse: bool,
-            feature_dtype: Optional[str], seed: int, memory: Any, overwrite: bool, threads: Optional[int],
-            progress: Any) -> Dict[str, Any]:
+def convert(root: str, raw: str, out: Any, scheme: Optional[str], feature_dtype: Optional[str],
+            **build_args: Any) -> Dict[str, Any]:
+    """The heterogeneous dataset; ``build_args`` are :func:`ringgnn.data.build.build_hetero`'s."""
     if os.path.isfile(os.path.join(raw, "edge_index_dict.npz")):
         counts = _npz_counts(raw)
         stage_all = _binary(raw, counts, scheme)
     else:
         counts = _csv_counts(raw)
         stage_all = _csv(raw, counts, scheme)
-    with Staging(out, overwrite) as stage:
+    with Staging(out, build_args["overwrite"]) as stage:
         relations, staged = stage_all(stage)
-        return build_typed(root, out, "ogb", counts, relations, staged, feature_dtype, add_reverse=add_reverse,
-                           seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+        return build_typed(root, out, "ogb", counts, relations, staged, feature_dtype, **build_args)
 
 
 def _lines(path: str) -> List[str]:
