@@ -26,9 +26,8 @@ _NUM_NODES_ADVICE = re.compile(r"--num-nodes (\d+); raise --num-nodes or (?:leav
 
 class Staging:
     """A locked temporary directory beside ``out`` for staged files; refuses at once an ``out``
-    the build may not write. As a context manager it rewrites the errors
-    raised inside it to name each staged file's source (:meth:`path`) and the node count's
-    (:meth:`node_count_from`)."""
+    the build may not write. As a context manager it rewrites the errors raised inside it to
+    name each staged file's source (:meth:`path`) and the node count's (:meth:`node_count_from`)."""
 
     def __init__(self, out: PathLike, overwrite: bool):
         out = os.fspath(out)
