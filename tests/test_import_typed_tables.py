@@ -17,7 +17,7 @@ from ringgnn.cli import main
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-from ringgnn.importers import _arrow, typed_tables  # noqa: E402 (after the skip: the module needs pyarrow)
+from ringgnn.importers import _arrow, tables  # noqa: E402 (after the skip: the module needs pyarrow)
 from ringgnn.importers.typed_tables import TypedNodes, TypedRelation, convert_typed_tables  # noqa: E402
 
 U = [2**40 + 7, -5, 2**33, 2**63 - 1]  # users: int64 ids past 2^32, a negative one
@@ -91,8 +91,8 @@ def assert_round_trip(out: Path):
 @pytest.mark.parametrize("buckets", [1, 3])
 def test_round_trip_of_typed_ids_and_node_table(tmp_path, monkeypatch, buckets):
     monkeypatch.setattr(_arrow, "BATCH_ROWS", 2)
-    real = typed_tables._bucket_counts
-    monkeypatch.setattr(typed_tables, "_bucket_counts",
+    real = tables.bucket_counts
+    monkeypatch.setattr(tables, "bucket_counts",
                         lambda *a: {t: buckets for t in real(*a)})
     write_tables(tmp_path)
     m = convert_typed_tables(tmp_path / "out", relations(tmp_path), [users(tmp_path)])

@@ -1,7 +1,5 @@
-"""Building and checking datasets from Python: :func:`convert`, :func:`generate_rmat`,
-:func:`generate_sbm`, :func:`build_hetero`, :func:`verify`, each a thin layer over the core
-builder (atomic; ``progress=``: docs/USAGE.md, "Datasets").
-"""
+"""Building and checking datasets: thin layers over the core builder (``progress=``:
+docs/USAGE.md, "Datasets")."""
 
 from __future__ import annotations
 
@@ -19,12 +17,8 @@ from ..progress import reporting
 PathLike = Union[str, "os.PathLike[str]"]
 Size = Union[int, str]
 
-#: Default node split of generated datasets.
 DEFAULT_SBM_SPLIT = "train=0.6,val=0.2,test=0.2"
-
-
-#: The build's default budget: 1 GiB, or less where the machine or a memory cgroup (a container's
-#: limit) leaves less (half of what the process can still get).
+#: 1 GiB, or half of what the machine or a memory cgroup leaves if less.
 DEFAULT_BUILD_MEMORY = 1 << 30
 
 
@@ -37,8 +31,6 @@ def _memory(memory: Optional[Size]) -> int:
 
 
 def _run(fn, progress, operation: str, out: PathLike, memory: Optional[Size], **kwargs) -> Dict[str, Any]:
-    """Build ``out`` with ``fn`` within ``memory`` (:func:`_memory`); its OS errors name the dataset
-    and ``operation``."""
     budget = _memory(memory)
     with os_errors(operation, out), reporting(progress) as bars:
         return json.loads(fn(out=os.fspath(out), memory=budget, progress=bars, **kwargs))
@@ -73,41 +65,18 @@ def convert(
     node_time: Optional[PathLike] = None,
     link_split_time: Union[None, str, Mapping[str, int]] = None,
 ) -> Dict[str, Any]:
-    """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); see
-    ``ringgnn convert --help`` for the options. Returns the manifest.
+    """Build a dataset at ``out`` from an edge list (text, gz, bin32, bin64 or npy); returns the
+    manifest. The options are ``ringgnn convert``'s (``--help``; docs/FORMAT.md, "Edge splits",
+    "Edge splits by time", "Times", "Original node ids").
 
-    ``link_split`` holds out edges for link prediction: fractions ("val=0.05,test=0.1") or given
-    edge lists ("val=val.npy,test=test.npy", ``.npy`` of shape (2, n) or (n, 2), optionally with
-    ``train=train.npy``), or a dict of either. The held-out pairs leave the graph and are stored
-    as edge splits, each with ``link_negatives`` fixed negative destinations per pair (see
-    ``docs/FORMAT.md``, "Edge splits").
-
-    ``node_ids`` (what an importer that assigned the dense ids passes): ``(dtype, ids, bytes)``,
-    the nodes' original ids in dense order as raw little-endian files (``"i64"``/``"u64"``
-    ``[V]``, or ``"str"``: u64 offsets ``[V + 1]`` and the UTF-8 ``bytes``), stored with the
-    dataset (``docs/FORMAT.md``, "Original node ids"); an id given twice is an ``InputError``
-    naming the file, both nodes and the id, raised before the graph is built (the check sorts
-    within ``memory``), and nothing is written.
-
-    With ``link_split`` lists, ``given_negatives`` and ``absent_ok`` are :class:`Relation`'s:
-    negatives stored as given per held-out split (rows in the stored pair order), and held-out
-    pairs that the edge list lacks stored all the same (an importer's: OGB's link splits).
-    ``shared_negatives`` maps a held-out split to an ``.npy`` int64 (m, 2) of negative (src, dst)
-    pairs shared by all its positives (OGB's ``edge_neg``), stored as given.
-
-    ``quote_input=False`` (an importer's, for an edge file a dataset description named): errors
-    about ``input`` name its line but quote nothing of it (:mod:`ringgnn._excerpt`).
-
-    ``edge_time``: an ``.npy`` of int64 (or int32) times, one per input edge in input order; each
-    node's in-edges are then stored ordered by (time, source) beside their times. ``node_time``:
-    one int64 (or int32) time per node. Either makes a version-3 dataset (``docs/FORMAT.md``,
-    "Times").
-
-    ``link_split_time`` ("val=T1,test=T2" or a dict; needs ``edge_time``, excludes ``link_split``)
-    splits the edge events by time: those after T1 go to val, after T2 to test (``test`` may be
-    omitted), the rest stay in the graph as ``train``; each split's pairs and times are stored
-    ordered by (time, src, dst), and each held-out pair's ``link_negatives`` are drawn among the
-    nodes whose node time is not after the pair's (``docs/FORMAT.md``, "Edge splits by time")."""
+    ``link_split``: fractions or ``.npy`` pair lists held out for link prediction, each pair with
+    ``link_negatives`` negatives; ``link_split_time`` ("val=T1,test=T2", needs ``edge_time``)
+    splits by time instead. ``edge_time`` / ``node_time``: ``.npy`` int64 (or int32) times per
+    input edge / per node. The importers' options: ``node_ids`` ``(dtype, ids, bytes)``, the
+    original ids in dense order (an id given twice is an ``InputError``); ``given_negatives``,
+    ``absent_ok`` as :class:`Relation`'s; ``shared_negatives``: per held-out split an ``.npy``
+    int64 (m, 2) of negative pairs shared by all its positives; ``quote_input=False``: errors
+    name ``input``'s line but quote nothing of it."""
     return _run(
         _core.convert, progress, "building the dataset", out, memory, input=os.fspath(input), format=format,
         undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup, num_nodes=num_nodes,
@@ -121,8 +90,7 @@ def convert(
 
 
 def _link_split(link_split: Any, link_split_time: Any, where: str, parse: Any = parse_link_split) -> Dict[str, Any]:
-    """The core's ``link_split`` (read by ``parse``) and ``link_split_time`` arguments, parsed; both
-    given is refused (``where``: the relation, for a typed build's message)."""
+    """The core's ``link_split`` and ``link_split_time`` arguments, parsed; both given is refused."""
     if link_split is not None and link_split_time is not None:
         raise _core.InputError(
             f"{where}--link-split and --link-split-time cannot be combined: a graph with edge times is split by time "
@@ -132,13 +100,11 @@ def _link_split(link_split: Any, link_split_time: Any, where: str, parse: Any = 
 
 
 def link_fractions(spec: Any) -> list:
-    """A generator's ``link_split`` (``--link-split``), parsed: fractions only, as a generated graph
-    has no edge lists to name."""
+    """A generator's ``link_split``, parsed: fractions only."""
     return fractions(spec, "link_split (--link-split)", parse_link_split, "val=0.05,test=0.1")
 
 
 def _generated_link(link_split: Any, link_split_time: Any, link_negatives: Any) -> Dict[str, Any]:
-    """A generator's link split as the core takes it (see :func:`generate_rmat`)."""
     return {**_link_split(link_split, link_split_time, "", link_fractions),
             "link_negatives": count(link_negatives, "link_negatives (--link-negatives)")}
 
@@ -148,12 +114,10 @@ def _path(path: Optional[PathLike]) -> Optional[str]:
 
 
 def _files(files: Optional[Mapping[str, PathLike]]) -> list:
-    """``{split: file}`` as the core's list of ``(split, path)``."""
     return [(str(k), os.fspath(v)) for k, v in (files or {}).items()]
 
 
 def _node_ids(ids: Optional[Sequence[Any]]) -> Optional[tuple]:
-    """``(dtype, ids, bytes)`` as the core takes it."""
     if ids is None:
         return None
     return str(ids[0]), os.fspath(ids[1]), _path(ids[2])
@@ -180,15 +144,9 @@ def generate_rmat(
     link_negatives: int = 100,
 ) -> Dict[str, Any]:
     """Generate a Graph500 R-MAT graph with ``2**scale`` nodes and ``edge_factor * 2**scale``
-    edges at ``out``. Returns the manifest.
-
-    ``edge_time`` / ``node_time``: ``"uniform"`` (independent uniform int64 in ``time_range``
-    ``(lo, hi)``, default ``[0, 2**31)``, from the seed) or ``"growth"`` (the edge's index in
-    generation order, the node's id); ``docs/FORMAT.md``, "Times".
-
-    ``link_split`` (fractions, "val=0.05,test=0.1") or ``link_split_time`` ("val=T1,test=T2",
-    needs ``edge_time``) holds out edges for link prediction with ``link_negatives`` negatives per
-    held-out pair, as :func:`convert`'s."""
+    edges at ``out``; returns the manifest. ``edge_time`` / ``node_time``: ``"uniform"`` (in
+    ``time_range``, default ``[0, 2**31)``) or ``"growth"`` (generation order). ``link_split``
+    (fractions) or ``link_split_time``: as :func:`convert`'s."""
     return _run(_core.generate_rmat, progress, "generating the dataset", out, memory, scale=scale,
                 edge_factor=edge_factor, undirected=undirected, self_loops=parse_self_loops(self_loops), dedup=dedup,
                 seed=seed, overwrite=overwrite, threads=threads, **_times(edge_time, node_time, time_range),
@@ -217,9 +175,8 @@ def generate_sbm(
     link_negatives: int = 100,
 ) -> Dict[str, Any]:
     """Generate a degree-corrected planted-partition dataset (graph, features, labels, splits)
-    at ``out``; the model is described in ``docs/generators.md``. Returns the manifest. Times and
-    link splits as :func:`generate_rmat`'s (an undirected edge's two directions share its time,
-    and leave the graph together)."""
+    at ``out`` (``docs/generators.md``); returns the manifest. Times and link splits as
+    :func:`generate_rmat`'s."""
     parsed = fractions(split)
     return _run(_core.generate_sbm, progress, "generating the dataset", out, memory, nodes=nodes, classes=classes,
                 avg_degree=float(avg_degree), feature_dim=feature_dim, feature_dtype=feature_dtype, split=parsed,
@@ -228,15 +185,12 @@ def generate_sbm(
 
 
 def _times(edge_time: Optional[str], node_time: Optional[str], time_range: Optional[Sequence[int]]) -> Dict[str, Any]:
-    """A generator's time options as the core takes them (it checks the values)."""
     rng = None if time_range is None else (int(time_range[0]), int(time_range[1]))
     return {"edge_time": edge_time, "node_time": node_time, "time_range": rng}
 
 
 def fractions(spec: Any, name: str = "split", parse: Any = parse_split, example: str = DEFAULT_SBM_SPLIT) -> list:
-    """``spec`` parsed by ``parse`` (:func:`ringgnn._options.parse_split` or ``parse_link_split``),
-    refused unless every part is a fraction, as generated datasets take them; ``name`` names
-    ``spec`` in the error, ``example`` shows what to give."""
+    """``spec`` parsed by ``parse``, refused unless every part is a fraction."""
     parsed = parse(spec)
     if not all(isinstance(v, float) for _, v in parsed):
         raise _core.InputError(f"{name} '{spec}': generated datasets take fractions, e.g. {example}")
@@ -245,14 +199,10 @@ def fractions(spec: Any, name: str = "split", parse: Any = parse_split, example:
 
 @dataclass
 class NodeType:
-    """One node type of :func:`build_hetero`: ``num_nodes`` ids ``0 .. num_nodes-1`` of its own,
-    optional ``features`` (``.npy`` [num_nodes, D] float16/32/64), ``labels`` (``.npy``
-    [num_nodes] integers, -1 = unlabeled) and ``split`` (as :func:`convert` takes it: fractions,
-    or ``.npy`` files of this type's ids). ``node_ids``: the type's original ids as
-    :func:`convert` takes them (``(dtype, ids, bytes)``; what an importer that assigned the type's
-    dense ids passes), stored as ``node.TYPE.node_ids``; an id given twice within the type is
-    refused as :func:`convert` refuses it (the same id in two types names two nodes).
-    ``node_time``: an ``.npy`` of one int64 (or int32) time per node (``docs/FORMAT.md``, "Times")."""
+    """One node type of :func:`build_hetero`: ``num_nodes`` ids of its own, optional
+    ``features`` (``.npy`` [num_nodes, D] float), ``labels`` (``.npy`` integers, -1 = unlabeled),
+    ``split``, ``node_ids`` and ``node_time`` as :func:`convert` takes them (an id given twice
+    within the type is refused)."""
 
     name: str
     num_nodes: int
@@ -267,23 +217,11 @@ class NodeType:
 @dataclass
 class Relation:
     """One relation of :func:`build_hetero`: ``name`` is ``SRC:REL:DST``; ``edges`` an edge list
-    of (SRC id, DST id) pairs in any format :func:`convert` reads (text/CSV, bin32/bin64, npy of
-    shape (2, E) or (E, 2)).
-
-    ``link_split`` holds out pairs of this relation for link prediction, as :func:`convert`'s
-    (fractions, or ``.npy`` lists of (SRC id, DST id) pairs), with ``link_negatives`` fixed
-    negative destinations (``DST`` ids) per held-out pair. Its reverse ``DST:rev_REL:SRC``
-    (``add_reverse``, or a relation listed under that name) drops the same pairs, swapped.
-    ``given_negatives`` maps a listed held-out split to an ``.npy`` int64 (n, K) of negatives
-    stored as given, row i for the split's pair i in the stored order (ascending (dst, src));
-    ``absent_ok``: a listed held-out pair the edge file lacks is stored anyway (both are what a
-    GraphBolt link-prediction task needs).
-
-    ``edge_time``: an ``.npy`` of one int64 (or int32) time per edge of ``edges``, in file order;
-    the relation's lists are then stored by (time, source), and its reverse gets the same times
-    (``docs/FORMAT.md``, "Times"). ``link_split_time`` (instead of ``link_split``, with
-    ``edge_time``) splits its edge events by time as :func:`convert`'s; the reverse drops the
-    held-out events too."""
+    of (SRC id, DST id) pairs in any format :func:`convert` reads. ``link_split``,
+    ``link_negatives``, ``link_split_time`` and ``edge_time`` as :func:`convert`'s (the reverse
+    drops the same pairs and gets the same times). ``given_negatives``: per listed held-out split
+    an ``.npy`` int64 (n, K) of negatives in the stored pair order (ascending (dst, src));
+    ``absent_ok``: a listed held-out pair the edge file lacks is stored anyway."""
 
     name: str
     edges: PathLike
@@ -297,11 +235,8 @@ class Relation:
 
 
 def convert_one_type(out: PathLike, node_type: NodeType, relation: Relation, **options: Any) -> Dict[str, Any]:
-    """The one-type case of :func:`build_hetero` (one node type, one relation), stored as a
-    homogeneous dataset: :func:`convert` of ``relation``'s edges and ``node_type``'s features,
-    original ids, labels and split; ``options`` are :func:`convert`'s (``undirected``, ``seed``,
-    ...), its times ``relation.edge_time`` and ``node_type.node_time``. What an importer whose
-    input may be either kind calls for a homogeneous one."""
+    """The one-type case of :func:`build_hetero`, stored as a homogeneous dataset by
+    :func:`convert` (``options``: its other arguments)."""
     t, r = node_type, relation
     return convert(r.edges, out, format=r.format, num_nodes=t.num_nodes, features=t.features,
                    feature_dtype=t.feature_dtype, labels=t.labels, split=t.split, node_ids=t.node_ids,
@@ -323,12 +258,9 @@ def build_hetero(
     quote_input: bool = True,
 ) -> Dict[str, Any]:
     """Build a heterogeneous dataset at ``out`` (``docs/FORMAT.md``, "Typed nodes and
-    relations"): each relation its own CSC, built out of core within ``memory`` one after
-    another; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for each (PyG's ``ToUndirected``).
-    A relation's ``link_split`` (see :class:`Relation`) stores its edge splits; ``source``
-    (JSON-able) is recorded in the manifest (with ``link_split`` added, per relation, when a
-    relation has one). ``quote_input`` is :func:`convert`'s, for every relation's file. A
-    relation's ``edge_time`` and a type's ``node_time`` give them times. Returns the manifest."""
+    relations"), each relation its own CSC; ``add_reverse`` also builds ``DST:rev_REL:SRC`` for
+    each. ``source`` (JSON-able) is recorded in the manifest; ``quote_input`` is
+    :func:`convert`'s. Returns the manifest."""
     types = []
     for t in node_types:
         types.append((
@@ -352,11 +284,8 @@ def verify(path: PathLike, progress: Any = None, memory: Optional[Size] = None,
            spill_dir: Optional[PathLike] = None) -> Dict[str, int]:
     """Check checksums and structure of the dataset at ``path``, and that each original node id
     occurs once; raises :class:`ringgnn.CorruptDatasetError` naming the first problem. Returns
-    counts checked (``files_checked``, ``bytes_checked``) and ``spilled_bytes``, what the check of
-    the original ids wrote to temporary files (sorted runs, in a temporary directory in
-    ``spill_dir``, default beside the dataset, removed afterwards) because they did not fit in
-    ``memory`` (bytes or K/M/G/T; default as for the builds: 1G, or half of what a memory cgroup or
-    the machine leaves if less)."""
+    ``files_checked``, ``bytes_checked`` and ``spilled_bytes`` (what the id check wrote under
+    ``spill_dir``, default beside the dataset, beyond ``memory``)."""
     memory = _memory(memory)
     with os_errors("verifying the dataset", path), reporting(progress) as bars:
         return _core.verify(os.fspath(path), memory, _path(spill_dir), bars)

@@ -1,8 +1,5 @@
-"""A ringgnn dataset on disk, as Python sees it: counts, splits, labels and neighbor lists.
-
-The format is specified in ``docs/FORMAT.md``; reads go through the Rust core
-(``ringgnn._core.DatasetHandle``), so nothing here depends on the byte layout.
-"""
+"""A ringgnn dataset on disk (``docs/FORMAT.md``), read through the Rust core: counts, splits,
+labels and neighbor lists."""
 
 from __future__ import annotations
 
@@ -23,25 +20,22 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def entry_field(entry: Dict[str, Any], key: str, field: str) -> Any:
-    """``entry[key][field]``, or None where ``entry`` (a manifest, or a node type's entry in one)
-    has no ``key`` (a dataset without features, labels or original ids)."""
+    """``entry[key][field]``, or None where ``entry`` has no ``key``."""
     return None if entry.get(key) is None else entry[key][field]
 
 
 def typed_entries(manifest: Dict[str, Any], key: str) -> Dict[str, Dict[str, Any]]:
-    """``{name: entry}`` of a manifest's node types (``key`` ``node_types``) or relations
-    (``relations``), in the manifest's order; a homogeneous manifest (or a part's view) is its own
-    one entry, under :data:`HOMOGENEOUS_TYPE` or :data:`HOMOGENEOUS_RELATION`."""
+    """``{name: entry}`` of a manifest's ``node_types`` or ``relations``; a homogeneous manifest is
+    its own one entry."""
     if "node_types" in manifest:
         return manifest[key]
     return {HOMOGENEOUS_TYPE if key == "node_types" else HOMOGENEOUS_RELATION: manifest}
 
 
 class _Typed:
-    """What both kinds of dataset answer as a typed one: node types, relations, their counts and
-    parts. A homogeneous dataset is the one-type case: node type ``node`` and relation
-    ``node:to:node`` (:data:`HOMOGENEOUS_TYPE`, :data:`HOMOGENEOUS_RELATION`), each the dataset
-    itself."""
+    """What both kinds of dataset answer as a typed one. A homogeneous dataset is the one-type
+    case: node type :data:`HOMOGENEOUS_TYPE` and relation :data:`HOMOGENEOUS_RELATION`, each the
+    dataset itself."""
 
     path: str
     manifest: Dict[str, Any]
@@ -85,8 +79,7 @@ class _Typed:
 
     @property
     def has_times(self) -> bool:
-        """True when a relation has edge times or a node type node times (``docs/FORMAT.md``,
-        "Times"): samplers can then sample at seed times."""
+        """True when a relation has edge times or a node type node times."""
         return any(e.get("edge_times") for e in self._entries("relations").values()) or \
             any(e.get("node_times") for e in self._entries("node_types").values())
 
@@ -114,9 +107,8 @@ class _Typed:
         return {t: entry_field(self._entries("node_types")[t], "features", "dim") for t in self.node_types}
 
     def to_pyg(self, memory: Union[None, int, str] = None) -> Any:
-        """The dataset as a PyG ``Data`` (homogeneous: ``edge_index``, ``x`` float32, ``y``,
-        ``NAME_mask`` per split) or ``HeteroData`` in memory; refused when it needs more than
-        ``memory`` bytes. See :mod:`ringgnn.importers.pyg_io`."""
+        """The dataset as a PyG ``Data`` or ``HeteroData`` in memory; refused when it needs more
+        than ``memory`` bytes (:mod:`ringgnn.importers.pyg_io`)."""
         # Here, not at the top: importers sit above data, and only to_pyg needs one (and torch).
         from ..importers.pyg_io import to_pyg
 
@@ -124,35 +116,28 @@ class _Typed:
 
 
 class Dataset(_Typed):
-    """An open dataset directory. Use :meth:`Dataset.open`.
+    """An open dataset directory (:meth:`Dataset.open`). Arrays come back as ``np.int64``; the
+    graph is stored as a CSC: ``neighbors(v)`` are the *sources* of the edges into ``v``."""
 
-    Arrays come back as ``np.int64``. The graph is stored in CSC orientation, as PyG samples it:
-    ``neighbors(v)`` are the *sources* of the edges into ``v``.
-    """
-
-    #: A homogeneous dataset (or one part of a heterogeneous one); see :class:`HeteroDataset`.
     is_hetero = False
 
     def __init__(self, handle: "_core.DatasetHandle", part: Optional[str] = None):
         self._handle = handle
         self.part = part
         """``None``, or the part of a heterogeneous dataset this is (``node/TYPE``,
-        ``relation/SRC:REL:DST``): core readers of this dataset are opened with it."""
+        ``relation/SRC:REL:DST``)."""
         self.manifest: Dict[str, Any] = json.loads(handle.manifest_json())
-        """The parsed ``manifest.json`` (of a part: its view, see ``docs/FORMAT.md``)."""
+        """The parsed ``manifest.json`` (of a part: its view)."""
 
     @classmethod
     def open(cls, path: PathLike) -> "Union[Dataset, HeteroDataset]":
-        """Open the dataset at ``path``; checks that its files (every part's, of a heterogeneous
-        one) are present, readable, of the recorded sizes and as large as the counts need
-        (``ringgnn verify`` checks everything). A heterogeneous dataset opens as a
-        :class:`HeteroDataset`."""
+        """Open the dataset at ``path`` (a :class:`HeteroDataset` if typed), checking that every
+        file is present, readable and of its recorded size (``ringgnn verify`` checks all)."""
         with os_errors("opening the dataset", path):
             manifest = json.loads(_core.read_manifest(os.fspath(path)))
             if "node_types" in manifest:
                 hetero = HeteroDataset(os.fspath(path), manifest)
-                # Each part's files present, readable and of their sizes now, as a homogeneous
-                # dataset's are, not first where a sampler reads them.
+                # Each part's files checked now, not first where a sampler reads them.
                 for t in manifest["node_types"]:
                     hetero._part(f"node/{t}")
                 for r in manifest["relations"]:
@@ -162,14 +147,12 @@ class Dataset(_Typed):
 
     @classmethod
     def opened(cls, dataset: "Union[Dataset, HeteroDataset, PathLike]") -> "Union[Dataset, HeteroDataset]":
-        """``dataset`` as it is when already open (either kind), else :meth:`open` of the path:
-        what every API that takes "a dataset or its path" does with it."""
+        """``dataset`` as it is when already open, else :meth:`open` of the path."""
         return dataset if isinstance(dataset, _Typed) else cls.open(dataset)
 
     @classmethod
     def open_part(cls, path: PathLike, part: str) -> "Dataset":
-        """One part of the heterogeneous dataset at ``path`` (``node/TYPE`` or
-        ``relation/SRC:REL:DST``) as a dataset of its own."""
+        """One part (``node/TYPE`` or ``relation/SRC:REL:DST``) of the dataset at ``path``."""
         with os_errors("opening the dataset", path):
             return cls(_core.DatasetHandle.open(os.fspath(path), part), part)
 
@@ -202,35 +185,28 @@ class Dataset(_Typed):
 
     @property
     def edge_split_names(self) -> List[str]:
-        """Names of the edge splits (``train`` and the held-out ones) made by ``convert
-        --link-split``; empty for datasets without one."""
+        """Names of the edge splits (``train`` and the held-out ones); empty without a link split."""
         return sorted(self.manifest.get("edge_splits", {}))
 
     def edge_split(self, name: str, mmap: bool = False) -> np.ndarray:
-        """The (src, dst) pairs of edge split ``name`` as an int64 array of shape (2, n).
-
-        ``train`` holds every distinct pair left in the graph (self loops excluded); a held-out
-        split's pairs are not in the graph at all. Undirected datasets list each pair once.
-        ``mmap``: a read-only view of the file instead of a copy in memory (pages are read as
-        they are touched: what an out-of-core loader of a large split wants)."""
+        """The (src, dst) pairs of edge split ``name``, int64 of shape (2, n): ``train`` every
+        distinct pair left in the graph (no self loops), a held-out split pairs not in it.
+        ``mmap``: a read-only view of the file instead of a copy."""
         if mmap:
             return self._mapped(f"edge_split.{name}", name, 2).T
         return np.ascontiguousarray(self._handle.edge_split(name).T)
 
     def edge_negatives(self, name: str, mmap: bool = False) -> np.ndarray:
-        """The fixed evaluation negatives of held-out edge split ``name``: an int64 array of shape
-        (n, K), row i holding K distinct destinations for pair i's source, none of them pair i's
-        own destination (drawn once by ``convert``; see ``docs/FORMAT.md``). ``mmap``: a
-        read-only view of the file instead of a copy."""
+        """The fixed negatives of held-out edge split ``name``, int64 of shape (n, K): row i
+        holds K destinations for pair i's source. ``mmap``: a read-only view of the file."""
         if mmap:
             return self._mapped(f"edge_negatives.{name}", name, (self.manifest["edge_splits"][name]["negatives"]))
         return self._handle.edge_negatives(name)
 
     def edge_shared_negatives(self, name: str, mmap: bool = False) -> Optional[np.ndarray]:
         """The negative (src, dst) pairs shared by every positive of held-out edge split
-        ``name`` (OGB's ``edge_neg``: Hits@K counts the positives above the K-th best of them),
-        an int64 array of shape (2, m); None when the split has none (its negatives, if any, are
-        per pair: :meth:`edge_negatives`). ``mmap``: a read-only view of the file."""
+        ``name`` (OGB's ``edge_neg``), int64 of shape (2, m); None when the split has none.
+        ``mmap``: a read-only view of the file."""
         info = self.manifest.get("edge_splits", {}).get(name)
         if info is None:
             self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
@@ -240,10 +216,8 @@ class Dataset(_Typed):
         return m if mmap else np.array(m, dtype=np.int64)
 
     def edge_split_times(self, name: str) -> Optional[np.ndarray]:
-        """The event times of edge split ``name`` of a split by time (``convert
-        --link-split-time``): a read-only int64 map of length n, time i for pair i of
-        :meth:`edge_split` (pairs ordered by (time, src, dst)); None when the split has no times.
-        A typed dataset's: ``HeteroDataset.relation(r).edge_split_times(name)``."""
+        """The event times of edge split ``name`` (a split by time): a read-only int64 map, time
+        i for pair i of :meth:`edge_split`; None when the split has no times."""
         info = self.manifest.get("edge_splits", {}).get(name)
         if info is None:
             self._file(f"edge_split.{name}", name)  # raises, naming the splits there are
@@ -252,8 +226,7 @@ class Dataset(_Typed):
         return self._mapped(f"edge_split_times.{name}", name, 1).reshape(-1)
 
     def edge_split_file(self, name: str) -> "tuple[str, int]":
-        """(path, pairs) of edge split ``name``'s file: ``pairs`` rows of two little-endian
-        int64 (``docs/FORMAT.md``), for readers of their own."""
+        """(path, pairs) of edge split ``name``'s file: rows of two little-endian int64."""
         return self._file(f"edge_split.{name}", name)
 
     def _file(self, key: str, name: str) -> "tuple[str, int]":
@@ -267,8 +240,6 @@ class Dataset(_Typed):
         return os.path.join(self.path, entry["path"]), splits[name]["edges"]
 
     def _mapped(self, key: str, name: str, width: int, rows: Optional[int] = None) -> np.ndarray:
-        """File ``key`` of the manifest as a read-only (rows, width) little-endian int64 map (``rows``
-        by default: the pairs of edge split ``name``)."""
         path, pairs = self._file(key, name)
         rows = pairs if rows is None else rows
         if rows * width == 0:
@@ -298,9 +269,7 @@ class Dataset(_Typed):
         return np.diff(self.indptr())
 
     def node_times(self) -> Optional[np.ndarray]:
-        """Every node's time as int64 (``docs/FORMAT.md`` "Times"), read-only and mapped, so that
-        taking some nodes' times (``node_times()[ids]``) reads only their pages; None when the
-        nodes have no times."""
+        """Every node's time as a read-only int64 map; None when the nodes have no times."""
         entry = self.manifest["files"].get("node_times")
         if self.manifest.get("node_times") is None or entry is None:
             return None
@@ -312,14 +281,12 @@ class Dataset(_Typed):
 
     @property
     def has_node_ids(self) -> bool:
-        """True when the dataset stores its nodes' original ids (built from a table whose ids
-        were not dense integers): see :meth:`node_ids`."""
+        """True when the dataset stores its nodes' original ids (:meth:`node_ids`)."""
         return self.manifest.get("node_ids") is not None
 
     def node_ids(self, nodes: Any = None) -> Optional[np.ndarray]:
-        """The original ids of ``nodes`` (dense ids, default all), in their order: int64 or
-        uint64 for integer ids, an object array of ``str`` for string ids; None when the dataset
-        stores none (its ids were dense integers already). Reads only the rows asked for."""
+        """The original ids of ``nodes`` (dense ids, default all): int64 or uint64, or an object
+        array of ``str``; None when the dataset stores none."""
         info = self.manifest.get("node_ids")
         if info is None:
             return None
@@ -362,25 +329,19 @@ class Dataset(_Typed):
         return f"Dataset({self.path!r}, {', '.join(parts)})"
 
 
-#: Datasets (paths) whose sampling without times was already warned of in this process.
 _WARNED_TIMES: set = set()
 
 
 def warn_without_times(ds: Any, message: str) -> None:
-    """Warn, once per dataset and process, that ``ds`` (which has times) is sampled without them:
-    ``message`` says by what and why; the one owner of that warning (the homogeneous samplers and
-    ``train --ignore-time`` give it)."""
+    """Warn ``message``, once per dataset and process, that ``ds`` is sampled without its times."""
     if ds.path not in _WARNED_TIMES:
         _WARNED_TIMES.add(ds.path)
         logging.getLogger("ringgnn").warning("ringgnn: %s", message)
 
 
 def open_homogeneous(dataset: Any, what: str, samples: bool = False) -> "Dataset":
-    """``dataset`` (a :class:`Dataset` or a path) opened, refused with a clear error when it is
-    heterogeneous, or one part of such a dataset, and ``what`` (a command or class) does not take
-    such datasets. ``samples``: ``what`` samples neighborhoods, which the homogeneous engine does
-    without times: on a dataset with times that is warned of (:func:`warn_without_times`), with the
-    way to sample at times."""
+    """``dataset`` opened, refused when it is heterogeneous or a part of one, which ``what`` (a
+    command or class) does not take. ``samples``: warn if it has times (``what`` ignores them)."""
     ds = Dataset.opened(dataset)
     if isinstance(ds, HeteroDataset):
         raise _core.InputError(
@@ -406,14 +367,9 @@ def warn_sampling_without_times(ds: Any, what: str) -> None:
 
 
 class HeteroDataset(_Typed):
-    """An open heterogeneous dataset: node types, each with its own ids ``0 .. n-1`` and its own
-    features, labels and splits, and relations ``SRC:REL:DST``, each its own CSC (see
-    ``docs/FORMAT.md``, "Typed nodes and relations"). Use :meth:`Dataset.open`.
-
-    Each part opens as a plain :class:`Dataset`: :meth:`node_type` (features, labels, splits;
-    no graph) and :meth:`relation` (its CSC over the destination type: ``neighbors(v)`` are the
-    source-type ids of the edges into destination ``v``).
-    """
+    """An open heterogeneous dataset (:meth:`Dataset.open`): node types with their own ids,
+    features, labels and splits, and relations ``SRC:REL:DST``, each its own CSC. Each part opens
+    as a plain :class:`Dataset` (:meth:`node_type`, :meth:`relation`)."""
 
     is_hetero = True
 
@@ -428,9 +384,7 @@ class HeteroDataset(_Typed):
         return self._parts[part]
 
     def node_ids(self, node_type: str, nodes: Any = None) -> Optional[np.ndarray]:
-        """The original ids of ``nodes`` (ids of type ``node_type``, default all), as
-        :meth:`Dataset.node_ids` gives a homogeneous dataset's: None when the type stores none
-        (its ids were dense integers already; ``docs/FORMAT.md`` "Original node ids")."""
+        """The original ids of ``nodes`` of type ``node_type``, as :meth:`Dataset.node_ids`."""
         return self.node_type(node_type).node_ids(nodes)
 
     def __repr__(self) -> str:

@@ -1,16 +1,6 @@
 """``ringgnn generate hetero``: a MAG-like heterogeneous graph with a planted class structure
-(papers, authors, institutions), generated out of core and built with :func:`build.build_hetero`.
-
-It is made for testing heterogeneous models: a paper's own features say little about its class,
-its authors say a lot, so a model that uses the typed relations clearly beats one that ignores
-them.
-
-The model (node types, classes and fields, relations, link splits, features and their calibrated
-noise, splits, randomness, the permutation π_T, limits, memory and disk) is specified in one place,
-``docs/generators.md`` ("hetero"); the names it uses are this module's: the random streams
-``_PERMUTATION`` .. ``_SPLIT`` (``np.random.default_rng([seed, STREAM, index])``), ``CHUNK`` and
-``FEATURE_ROWS`` (part of the definition), π_T (:class:`_Permutation`), the limits ``MAX_*``.
-"""
+(papers, authors, institutions), generated out of core; the model is specified in
+``docs/generators.md`` ("hetero"), in this module's names."""
 
 from __future__ import annotations
 
@@ -28,16 +18,13 @@ from ..progress import reporting
 from .build import DEFAULT_SBM_SPLIT, NodeType, PathLike, Relation, Size, build_hetero, fractions, link_fractions
 from .schema import parse_edge_type
 
-#: Papers per chunk of the edge, label and split streams (authors per chunk of the affiliation
-#: stream). Part of the definition: changing it changes every dataset. 2^16 papers keep a chunk's
-#: arrays near 40 MiB at the default degrees.
+#: Papers (authors) per chunk of the streams. Part of the definition: changing it changes every dataset.
 CHUNK = 1 << 16
-#: Paper rows per block of the feature stream (part of the definition): 16 MiB of float32 at D = 4096.
+#: Paper rows per block of the feature stream (part of the definition).
 FEATURE_ROWS = 1 << 10
 #: Calibrated feature noise puts the feature-only Bayes accuracy this far from chance to perfect.
 FEATURE_SIGNAL = 0.3
 
-#: The defaults of :func:`generate_hetero`'s optional model parameters, for the command line.
 DEFAULTS: Dict[str, Any] = dict(
     classes=8, feature_dim=64, avg_authors=3.0, avg_cites=8.0, homophily_writes=0.85, homophily_cites=0.3,
     homophily_affiliation=0.8, feature_noise=None, split=DEFAULT_SBM_SPLIT, add_reverse=True,
@@ -79,9 +66,8 @@ def generate_hetero(
     progress: Any = None,
 ) -> Dict[str, Any]:
     """Generate the planted paper/author/institution dataset of docs/generators.md ("hetero") at
-    ``out`` and return its manifest. ``feature_noise`` None calibrates σ (docs/generators.md, "Features");
-    ``memory``, ``overwrite``, ``threads`` and ``progress`` are the builder's
-    (:func:`build.build_hetero`) and do not change the output."""
+    ``out``; returns its manifest. ``feature_noise`` None calibrates σ; ``memory``, ``overwrite``,
+    ``threads`` and ``progress`` are :func:`build.build_hetero`'s."""
     p = dict(
         papers=_nodes(papers, "papers"), authors=_nodes(authors, "authors"),
         institutions=_nodes(institutions, "institutions"),
@@ -133,14 +119,10 @@ def generate_hetero(
         tmp.close()
 
 
-# --- argument checks --------------------------------------------------------------------------
-
-#: The relations a link split may hold out pairs of.
 RELATIONS = ("author:affiliated_with:institution", "author:writes:paper", "paper:cites:paper")
 
 
 def _link(split: Any, relation: Optional[str], negatives: Any) -> Optional[Tuple[str, Any, int]]:
-    """(relation, parsed fractions, negatives) of a link split, or None without one."""
     if split is None:
         if relation is not None:
             raise _core.InputError(f"link_relation (--link-relation) {relation} given without link_split "
@@ -184,9 +166,6 @@ def _fractions(split: Any) -> List[Tuple[str, float]]:
     return parsed
 
 
-# --- the model ----------------------------------------------------------------------------------
-
-
 def _rng(seed: int, stream: int, index: int) -> np.random.Generator:
     return np.random.default_rng([seed, stream, index])
 
@@ -195,18 +174,15 @@ _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 def mix64(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer over a uint64 array (wrapping arithmetic): the round function of
-    π_T here, and the hash of an integer id in the importers' buckets (:mod:`ringgnn.importers._arrow`)."""
+    """SplitMix64's finalizer over a uint64 array (wrapping arithmetic)."""
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
     return z ^ (z >> np.uint64(31))
 
 
 class Feistel:
-    """A keyed bijection of ``[0, n)`` on uint64 arrays, in O(1) memory, with its inverse: a
-    balanced Feistel network over ``2h`` bits (round function :func:`mix64` of the half and a
-    round key), cycle-walked into ``[0, n)``. The one implementation of π_T (:class:`_Permutation`)
-    and of a link epoch's order (``ringgnn.sampling.pairs.Shuffle``), which differ in ``h`` and keys."""
+    """A keyed bijection of ``[0, n)`` on uint64 arrays with its inverse, in O(1) memory: a
+    balanced Feistel network over ``2h`` bits (round function :func:`mix64`), cycle-walked."""
 
     def __init__(self, n: int, h: int, keys: Any):
         self.n, self.h, self.mask = np.uint64(n), np.uint64(h), np.uint64((1 << h) - 1)
@@ -242,7 +218,7 @@ class Feistel:
 
 
 class _Permutation(Feistel):
-    """π_T of docs/generators.md ("The permutation"): a seeded bijection of [0, n) with its inverse, on arrays."""
+    """π_T of docs/generators.md ("The permutation")."""
 
     ROUNDS = 4
 
@@ -310,11 +286,9 @@ def _write_intermediates(d: str, p: Dict[str, Any], means: np.ndarray, sigma: fl
     with open(files["affiliated_with"], "wb") as f:
         for j, start in enumerate(range(0, n_a, CHUNK)):
             ids = np.arange(start, min(start + CHUNK, n_a), dtype=np.int64)
-            rng = _rng(seed, _AFFILIATION, j)
-            n = len(ids)
-            same, u, uni = rng.random(n) < p["homophily_affiliation"], rng.random(n), rng.integers(0, inst.n, n)
-            _pairs(f, ids, inst.draw(author.of(ids), same, u, uni))
-            _advance(progress, n)
+            ones = np.ones(len(ids), dtype=np.int64)
+            _pairs(f, *_slots(_rng(seed, _AFFILIATION, j), ids, author.of(ids), ones, inst, p["homophily_affiliation"]))
+            _advance(progress, len(ids))
 
     labels = allocated_memmap(files["labels"], np.int64, (n_p,))
     features = allocated_memmap(files["features"], np.float32, (n_p, p["feature_dim"]))

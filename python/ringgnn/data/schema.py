@@ -1,8 +1,5 @@
 """The structure of a heterogeneous model without PyTorch: relation names, which types each
-layer computes, the checks of a model's configuration. :class:`ringgnn.models.hetero.HeteroModel`
-(the PyTorch modules, for training and serving) and :class:`ringgnn.models.hetero_dense.HeteroDense`
-(its dense parts as numpy arrays, for layer-wise inference on the CPU) both build on it, so that
-CPU inference never imports PyTorch (``docs/INFERENCE.md``)."""
+layer computes, the checks of a model's configuration (shared by the torch and numpy models)."""
 
 from __future__ import annotations
 

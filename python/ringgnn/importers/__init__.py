@@ -1,7 +1,5 @@
-"""Importers: datasets in other libraries' layouts (OGB, MAG240M, GraphBolt, PyG objects, tables)
-made into ringgnn datasets by the out-of-core builders; ``ringgnn convert DIR OUT`` detects them
-(:func:`detect`).
-"""
+"""Importers: datasets in other libraries' layouts (OGB, MAG240M, GraphBolt, PyG objects,
+tables) made into ringgnn datasets."""
 
 from __future__ import annotations
 
@@ -10,14 +8,11 @@ from typing import Optional
 
 from ._stage import PathLike
 
-#: Sources ``ringgnn convert --from`` names.
 SOURCES = ("edges", "graphbolt", "ogb", "mag240m", "table")
 
 
 def detect(input: PathLike) -> Optional[str]:
-    """The layout of directory ``input``: "mag240m" (``processed/paper/node_feat.npy`` or
-    ``meta.pt`` beside ``processed/``, in it or in its ``mag240m_kddcup2021``), "ogb" (a ``raw/``
-    directory), or None (not a directory, or neither)."""
+    """The layout of directory ``input``: "mag240m", "ogb" (a ``raw/`` directory) or None."""
     path = os.fspath(input)
     if not os.path.isdir(path):
         return None

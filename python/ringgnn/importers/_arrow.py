@@ -1,9 +1,6 @@
-"""What the table importers (:mod:`.tables`, :mod:`.node_table`) do with Arrow: tables read in
-record batches (:class:`Table`), id columns as numpy or Arrow arrays (:func:`ids_of`), time
-columns as int64 in their unit (:meth:`Table.time_unit`, :func:`times_of`), the
-bucket of an id (:func:`bucket_of`: SplitMix64 of an integer, :func:`string_hash` of a string's
-bytes), bucket files (:class:`Buckets`, Arrow IPC streams), and numpy <-> Arrow without
-pyarrow's pandas import (:func:`to_np`, :func:`arrow`)."""
+"""What the table importers do with Arrow: tables read in record batches and checked
+(:class:`Table`), id and time columns as arrays, the bucket of an id and bucket files
+(:class:`Buckets`), and numpy <-> Arrow without pyarrow's pandas import."""
 
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ from .._files import os_errors
 from ..data.generate import mix64
 from ._stage import Staging
 
-#: Rows per record batch read from the table.
 BATCH_ROWS = 1 << 18
 PARQUET_BUFFER = 1 << 20  # bytes of a Parquet reader's buffered input stream
 _K = np.uint64(0x100000001B3)  # FNV prime: the polynomial base of the string hash
@@ -27,9 +23,8 @@ _K = np.uint64(0x100000001B3)  # FNV prime: the polynomial base of the string ha
 
 @contextlib.contextmanager
 def arrow_io(operation: str, path: str) -> Iterator[None]:
-    """:func:`ringgnn._files.os_errors` for pyarrow's I/O: an ``OSError`` of pyarrow's (its
-    errno and its own words: "Error writing bytes to file. Detail: [errno 28] No space left on
-    device") is given the system's reason, and then names ``operation`` and ``path``."""
+    """:func:`ringgnn._files.os_errors` for pyarrow's I/O: pyarrow's ``OSError`` is given the
+    system's reason for its errno."""
     with os_errors(operation, path):
         try:
             yield
@@ -48,15 +43,13 @@ def require_pyarrow() -> Any:
     return pyarrow
 
 
-#: Bytes of string data hashed at once by :func:`string_hash` (its temporaries take about 40
-#: bytes per byte of data: positions, powers and terms as 64-bit integers).
+#: Bytes of string data hashed at once (the temporaries take about 40 bytes per byte).
 HASH_BYTES = 1 << 20
 
 
 def string_hash(arr: Any) -> np.ndarray:
-    """A 64-bit hash of each string of an Arrow string array, from its bytes (vectorized, in
-    slices of about :data:`HASH_BYTES` of data, so that hashing a whole bucket of long strings
-    stays small next to the bucket)."""
+    """A 64-bit hash of each string of an Arrow string array, from its bytes, in slices of
+    about :data:`HASH_BYTES`."""
     import pyarrow as pa
 
     arr = arr.cast(pa.large_string())
@@ -70,7 +63,6 @@ def string_hash(arr: Any) -> np.ndarray:
     out = np.empty(len(arr), dtype=np.uint64)
     a = 0
     while a < len(arr):
-        # at least one string per slice, and as many more as fit in HASH_BYTES
         b = max(a + 1, int(np.searchsorted(offsets, offsets[a] + HASH_BYTES, side="right")) - 1)
         b = min(b, len(arr))
         out[a:b] = _hash_slice(offsets[a: b + 1], data)
@@ -79,7 +71,6 @@ def string_hash(arr: Any) -> np.ndarray:
 
 
 def _hash_slice(offsets: np.ndarray, all_data: np.ndarray) -> np.ndarray:
-    """:func:`string_hash` of the strings whose ``offsets`` (into ``all_data``) are given."""
     data = all_data[offsets[0]: offsets[-1]]
     lengths = np.diff(offsets)
     starts = offsets[:-1] - offsets[0]
@@ -95,14 +86,9 @@ def _hash_slice(offsets: np.ndarray, all_data: np.ndarray) -> np.ndarray:
 
 class Table:
     """A Parquet file or a CSV with a header, read in record batches of chosen columns; the one
-    place that checks what a table gives before it is used, naming the file, the column and the
-    line (a CSV's) or row (a Parquet file's, from 0): a column named twice in the header
-    (:meth:`field`), a CSV line with more or fewer fields than the header, an id that is null
-    or, in a CSV, empty (:meth:`ids`); and OS errors while it is read name the file.
-
-    CSV has no types: its ``id_columns`` are read as strings, so that ``007`` and ``7`` (or
-    ``1e3`` and ``1000``) stay different nodes, as they are different text; integer ids come
-    from a typed format (Parquet). Other CSV columns are typed by pyarrow's inference."""
+    place that checks what a table gives, naming the file, the column and the CSV line or
+    Parquet row (from 0). A CSV's ``id_columns`` are read as strings, so that ``007`` and ``7``
+    stay different nodes."""
 
     def __init__(self, path: str, id_columns: Sequence[str] = ()):
         pa = require_pyarrow()
@@ -125,7 +111,6 @@ class Table:
                 self.rows = None
 
     def _csv(self, handler: Any = None, text: Optional[str] = None) -> Any:
-        """A CSV reader over the whole file (``text``: only that column, as strings)."""
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
@@ -144,10 +129,9 @@ class Table:
             raise self._csv_error(f"not a CSV file with a header line ({reason(e, quote=True)})") from None
 
     def _csv_error(self, otherwise: str) -> InputError:
-        """pyarrow's error about a CSV line as one naming the line: a reader with threads does
-        not know line numbers, so the file is read again without (only on this error path) up to
-        the line, which the row handler then reports; ``otherwise`` (after the path) where no
-        line has the wrong width (a value of the wrong type, no header)."""
+        """pyarrow's error about a CSV line as one naming the line (a reader with threads does
+        not know line numbers, so the file is read again without); ``otherwise`` where no line
+        has the wrong width."""
         import pyarrow as pa
 
         bad: List[Any] = []
@@ -167,8 +151,7 @@ class Table:
         return InputError(f"{self.path}: {otherwise}")
 
     def field(self, name: str, option: str) -> Any:
-        """The schema's field ``name`` (``option`` names it: ``--src``); refused when the table has
-        no such column or has two of that name (which one is meant is not known)."""
+        """The schema's field ``name`` (``option``: ``--src``); refused when absent or named twice."""
         names = self.schema.names
         if name not in names:
             raise InputError(f"{self.path}: no column '{name}' ({option}); it has: {', '.join(names)}")
@@ -179,14 +162,12 @@ class Table:
         return self.schema.field(name)
 
     def place(self, row: int) -> str:
-        """Where data row ``row`` (from 0) is in the file: a CSV's line (the header is line 1),
-        a Parquet file's row."""
+        """Data row ``row`` (from 0) as a CSV's line or a Parquet file's row."""
         return f"row {row}" if self.parquet else f"line {row + 2}"
 
     def ids(self, col: Any, kind: str, name: str, option: str, row0: int) -> Any:
-        """Column ``name``'s ids in a batch whose first row is ``row0`` (:func:`ids_of`); a null,
-        or an empty CSV field (CSV has no null: an empty field is a missing id, not a node named
-        ''), is refused naming its line."""
+        """Column ``name``'s ids in a batch whose first row is ``row0``; a null or an empty CSV
+        field is refused naming its line."""
         import pyarrow.compute as pc
 
         empty = not self.parquet and kind == "str" and len(col) > 0 and pc.min(pc.binary_length(col)).as_py() == 0
@@ -201,7 +182,6 @@ class Table:
         return ids_of(col, kind)
 
     def value_type(self, name: str, option: str) -> Any:
-        """The type of column ``name``'s values (a dictionary column's: its values')."""
         import pyarrow as pa
 
         t = self.field(name, option).type
@@ -222,10 +202,8 @@ class Table:
                          "(floats would lose ids past 2^53)")
 
     def time_unit(self, name: str, option: str) -> str:
-        """The unit of time column ``name``'s values as they are stored (:func:`times_of`): ``""``
-        for integers (whatever unit the data has), ``s``/``ms``/``us``/``ns`` for a timestamp of
-        that unit (a time zone changes nothing: the values count from the epoch in UTC),
-        ``days`` for a date32 and ``ms`` for a date64; an error naming the column otherwise."""
+        """The unit of time column ``name``'s stored values: ``""`` for integers, a timestamp's
+        unit, ``days`` for a date32, ``ms`` for a date64; an error naming the column otherwise."""
         import pyarrow as pa
 
         t = self.value_type(name, option)
@@ -243,9 +221,8 @@ class Table:
 
     def _first_non_time(self, name: str) -> str:
         """Where float column ``name`` first holds a value that is not an int64 integer, as
-        `` (line 3 is 5.5)``; ``""`` if none does. pyarrow reads a CSV column as double when a
-        value has a fraction or is an integer past int64, so a CSV's column is read again as text
-        (only on this error path) and the value is shown as the file has it."""
+        `` (line 3 is 5.5)``; ``""`` if none does. A CSV's column is read again as text, to show
+        the value as the file has it."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -256,8 +233,7 @@ class Table:
             for b in self._csv(text=name):
                 col = pc.utf8_trim_whitespace(b.column(0))
                 whole = to_np(pc.fill_null(pc.match_substring_regex(col, r"^[+-]?[0-9]+$"), True))
-                # An integer of 19 digits or more may lie past int64: a batch whose long ones do not
-                # all convert has them checked one by one.
+                # An integer of 19 digits or more may lie past int64.
                 long = whole & to_np(pc.fill_null(pc.greater_equal(pc.utf8_length(col), 19), False))
                 bad = ~whole
                 try:
@@ -293,8 +269,7 @@ class Table:
         return ""
 
     def times(self, col: Any, name: str, option: str, row0: int) -> np.ndarray:
-        """Time column ``name``'s values in a batch whose first row is ``row0`` (:func:`times_of`);
-        a null (a CSV's empty field) is refused naming its line."""
+        """Time column ``name``'s values in a batch whose first row is ``row0``; a null is refused."""
         if col.null_count:
             i = int(np.flatnonzero(to_np(col.is_null()))[0])
             raise InputError(f"{self.path}: column '{name}' ({option}): {self.place(row0 + i)} has no time (null); "
@@ -302,17 +277,13 @@ class Table:
         return times_of(col, lambda i, v: f"{self.path}: column '{name}' ({option}): {self.place(row0 + i)} is {v}")
 
     def batches(self, columns: List[str]) -> Iterator[Any]:
-        """Record batches of ``columns``, in that order; a column named twice (a relation's two
-        ends, a feature that is also the label) is read once and given twice."""
+        """Record batches of ``columns``, in that order (a column named twice is read once)."""
         import pyarrow as pa
 
         import pyarrow.parquet as pq
 
-        # A reader per pass, closed after it: one kept open holds its decoded pages (a row
-        # group's worth of every column read) for as long as it lives. Without pre-buffering:
-        # with it (pyarrow's default) `iter_batches` keeps every row group's column chunks it
-        # has read until the reader closes, so a pass over a 100M-edge table grew to 1.9 GB
-        # (1.6 GB file); with a 1 MiB buffered stream the reader holds about one page.
+        # A reader per pass, closed after it, without pre-buffering: with it `iter_batches` keeps
+        # every column chunk read until the reader closes (1.9 GB for a 1.6 GB file).
         with arrow_io("reading", self.path):
             pf = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=PARQUET_BUFFER) if self.parquet else None
             batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=list(dict.fromkeys(columns))) if pf else \
@@ -332,8 +303,7 @@ class Table:
 
 
 def ids_of(col: Any, kind: str) -> Any:
-    """A batch column without nulls (:meth:`Table.ids` checks) as numpy int64/uint64 (integers)
-    or an Arrow large_string array."""
+    """A batch column without nulls as numpy int64/uint64 or an Arrow large_string array."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -347,7 +317,6 @@ def ids_of(col: Any, kind: str) -> Any:
 
 
 def _past_int64(v: Any) -> str:
-    """``", past the largest time, 2^63 - 1"`` (or the smallest) for a value outside int64, else ``""``."""
     if v > 2**63 - 1:
         return ", past the largest time, 2^63 - 1"
     if v < -(2**63):
@@ -356,9 +325,8 @@ def _past_int64(v: Any) -> str:
 
 
 def times_of(col: Any, where: Any) -> np.ndarray:
-    """A time column without nulls (:meth:`Table.time_unit` checked its type) as int64 in its
-    unit: an integer's value, a timestamp's or date's count since the epoch. An unsigned value
-    past 2^63 - 1 is refused with ``where(i, value)`` naming its place."""
+    """A time column without nulls as int64 in its unit; an unsigned value past 2^63 - 1 is
+    refused with ``where(i, value)`` naming its place."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -378,7 +346,6 @@ def times_of(col: Any, where: Any) -> np.ndarray:
 
 
 def id_type(kind: str) -> Any:
-    """The Arrow type of ids of ``kind`` ('int', 'uint' or 'str', :meth:`Table.column_type`) in bucket files."""
     import pyarrow as pa
 
     return pa.large_string() if kind == "str" else (pa.uint64() if kind == "uint" else pa.int64())
@@ -390,10 +357,8 @@ def bucket_of(ids: Any, kind: str, p: int) -> np.ndarray:
 
 
 def allow_open_files(n: int) -> None:
-    """Let this process hold ``n`` bucket files open at once (plus some for everything else):
-    the soft limit on open files is raised up to the hard one (a common soft default is 1024,
-    and a pass over a large table writes to up to ``2 * MAX_BUCKETS``); an error says what to do
-    when even the hard limit is too low."""
+    """Raise the soft limit on open files so that ``n`` bucket files fit; an error says what to
+    do when the hard limit is too low."""
     try:
         import resource
     except ImportError:  # not POSIX
@@ -409,9 +374,7 @@ def allow_open_files(n: int) -> None:
 
 
 class Buckets:
-    """``p`` Arrow IPC stream files of one schema, appended to by bucket. An OS error (a full
-    disk: pyarrow says only "Error writing bytes to file") names the bucket file and what was
-    being done to it."""
+    """``p`` Arrow IPC stream files of one schema, appended to by bucket."""
 
     def __init__(self, stage: Staging, stem: str, schema: Any, p: int):
         import pyarrow as pa
@@ -455,10 +418,8 @@ _FLOATS = {"halffloat": np.float16, "float": np.float32, "double": np.float64}
 
 
 def to_np(a: Any) -> np.ndarray:
-    """A numeric or boolean Arrow array (or chunked array) as numpy, sharing its buffer where it
-    can. Values at null slots are unspecified (callers mask them with ``is_null()``). Not
-    ``np.asarray``/``to_numpy``/``fill_null``: pyarrow imports pandas for them when pandas is
-    installed (seconds, and tens of MB)."""
+    """A numeric or boolean Arrow array as numpy, sharing its buffer where it can (values at
+    nulls unspecified). Not ``to_numpy``: pyarrow imports pandas for it when installed."""
     import pyarrow as pa
 
     t = a.type
@@ -477,8 +438,7 @@ def to_np(a: Any) -> np.ndarray:
 
 
 def arrow(a: np.ndarray) -> Any:
-    """A 1-D numeric numpy array as an Arrow array, sharing its buffer. (``pyarrow.array`` would
-    import pandas to ask whether ``a`` is a pandas object: seconds, and tens of MB.)"""
+    """A 1-D numeric numpy array as an Arrow array, sharing its buffer (``pa.array`` would import pandas)."""
     import pyarrow as pa
 
     a = np.ascontiguousarray(a)

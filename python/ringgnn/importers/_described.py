@@ -1,7 +1,4 @@
-"""Paths a dataset description names (GraphBolt ``path:`` fields, the files an OGB folder's lists
-name), kept inside its folder: the one owner of resolving them (docs/ARCHITECTURE.md,
-"Importers", untrusted descriptions).
-"""
+"""Paths a dataset description names, kept inside its folder."""
 
 from __future__ import annotations
 
@@ -16,10 +13,8 @@ USE_A_SYMLINK = ("paths in a dataset description stay inside its folder; to use 
 
 
 def resolve(folder: str, path: str, where: str) -> str:
-    """The absolute, normalised path of ``path`` (as a description wrote it) inside ``folder``.
-    ``where`` names the field for the error (``"/d/metadata.yaml: graph.edges[0].path"``).
-    Raises :class:`ringgnn.InputError` for an absolute path, one whose ``..`` leaves ``folder``,
-    or one holding a NUL character."""
+    """The absolute path of ``path`` inside ``folder``; an :class:`ringgnn.InputError` naming
+    ``where`` for an absolute path, one whose ``..`` leaves ``folder``, or one holding a NUL."""
     folder = os.path.abspath(folder)
     if "\0" in path:
         problem = "holds a NUL character"

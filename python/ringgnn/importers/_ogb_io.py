@@ -1,8 +1,5 @@
-"""Reading and staging OGB's files, for every OGB layout (:mod:`.ogb`, :mod:`.ogbl`,
-:mod:`.ogb_hetero`, :mod:`.mag240m`): gzip CSVs in chunks, ``.npz`` members as streams, ``.pt``
-files without running code (nor, for numpy-only files, importing torch), and the staging of
-edges, features, labels and splits; errors name a file and line, never quote it.
-"""
+"""Reading and staging OGB's files, for every OGB layout: gzip CSVs in chunks, ``.npz`` members
+as streams, ``.pt`` files without running code; errors name a file and line, never quote it."""
 
 from __future__ import annotations
 
@@ -23,9 +20,7 @@ from .._files import NpyWriter, os_errors
 from ..data import build
 from ._stage import LabelWriter, NpyStream, Staging, check_ids, split_names, unambiguous_edges
 
-#: The splits of every OGB layout, as its files name them (``valid`` becomes ``val``).
 SPLITS = ("train", "valid", "test")
-#: Lines parsed per chunk of a CSV: a few MiB of text.
 CSV_LINES = 1 << 16
 
 
@@ -66,8 +61,6 @@ def csv_floats(path: str, columns: Optional[int] = None) -> Iterator[np.ndarray]
 
 
 def _first_bad(lines: List[str], first: int) -> str:
-    """Where the first field of ``lines`` (numbered from ``first``) that is not a number is, as
-    "line N, column C", without its text."""
     for i, line in enumerate(lines):
         for c, field in enumerate(line.rstrip("\r\n").split(",")):
             try:
@@ -78,8 +71,7 @@ def _first_bad(lines: List[str], first: int) -> str:
 
 
 def csv_column(path: str) -> Iterator[np.ndarray]:
-    """The values of a one-column CSV as float64 chunks; an empty line (how pandas writes NaN)
-    or ``nan`` is NaN."""
+    """The values of a one-column CSV as float64 chunks; an empty line or ``nan`` is NaN."""
     for first, lines in csv_lines(path):
         values = np.empty(len(lines))
         for i, line in enumerate(lines):
@@ -95,8 +87,7 @@ def csv_column(path: str) -> Iterator[np.ndarray]:
 
 
 class Npz:
-    """An ``.npz`` archive whose arrays are read as streams (never whole); closed on leaving a
-    ``with`` block."""
+    """An ``.npz`` archive whose arrays are read as streams."""
 
     def __init__(self, path: str):
         self.path = path
@@ -142,12 +133,12 @@ def load_split_dict(path: str) -> Dict[str, Any]:
 
 
 class _NeedsTorch(Exception):
-    """The file holds more than numpy arrays and numbers (tensors): torch must load it."""
+    """The file holds more than numpy arrays and numbers: torch must load it."""
 
 
 class _NumpyUnpickler(pickle.Unpickler):
-    """An unpickler that builds only numpy arrays, numbers and containers (Python's "restricting
-    globals" recipe): everything else, tensors included, raises :class:`_NeedsTorch`."""
+    """An unpickler that builds only numpy arrays, numbers and containers; anything else raises
+    :class:`_NeedsTorch`."""
 
     _NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
               ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"), ("numpy", "ndarray"),
@@ -165,8 +156,7 @@ class _NumpyUnpickler(pickle.Unpickler):
 
 
 def _load_numpy_pt(path: str) -> Any:
-    """A ``torch.save`` file (zip format) that holds only numpy arrays, numbers and containers,
-    read without importing torch (which would take a few hundred MB of the memory budget)."""
+    """A numpy-only ``torch.save`` file read without importing torch (a few hundred MB)."""
     try:
         z = zipfile.ZipFile(path)
     except zipfile.BadZipFile:
@@ -180,9 +170,8 @@ def _load_numpy_pt(path: str) -> Any:
 
 
 def load_pt(path: str, what: str) -> Any:
-    """A small ``torch.save`` file of OGB's (tensors, numpy arrays, numbers), never running code
-    from it: numpy arrays and numbers are read without torch by an unpickler that builds nothing
-    else; anything more (tensors) goes to torch's safe unpickler with numpy arrays allowed."""
+    """A small ``torch.save`` file of OGB's, never running code from it: without torch when it
+    holds only numpy arrays and numbers, else by torch's safe unpickler."""
     with os_errors("reading", path):
         try:
             return _load_numpy_pt(path)
@@ -210,8 +199,8 @@ def load_pt(path: str, what: str) -> Any:
 
 
 def write_labels(chunks: Iterator[Tuple[np.ndarray, str]], out: LabelWriter) -> None:
-    """Check OGB node labels (one column; NaN = unlabeled, written -1; whole classes >= 0) chunk by
-    chunk (``(array, where)``: ``where`` names the file in errors) and write them to ``out``."""
+    """Check OGB node labels (one column; NaN = unlabeled; whole classes >= 0) chunk by chunk
+    (``(array, where)``) and write them to ``out``."""
     for c, where in chunks:
         if c.ndim == 2 and c.shape[1] != 1:
             raise InputError(f"{where}: {c.shape[1]} label columns (a multi-task dataset); ringgnn stores one "
@@ -236,8 +225,7 @@ def build_typed(root: str, out: Any, origin: str, counts: Dict[str, int], relati
                 staged: Tuple[Dict[str, str], Dict[str, Any], Dict[str, Any]], feature_dtype: Optional[str],
                 **build_args: Any) -> Dict[str, Any]:
     """:func:`ringgnn.data.build.build_hetero` of node types ``counts`` with their ``staged``
-    (features, labels, splits: each by node type) and ``relations``; the manifest's source says
-    ``origin`` and names ``root``'s folder."""
+    (features, labels, splits by type) and ``relations``."""
     feats, labels, splits = staged
     types = [build.NodeType(t, n, features=feats.get(t), labels=labels.get(t), split=splits.get(t),
                             feature_dtype=feature_dtype if t in feats else None) for t, n in counts.items()]
@@ -245,22 +233,17 @@ def build_typed(root: str, out: Any, origin: str, counts: Dict[str, int], relati
     return build.build_hetero(out, types, relations, source=source, quote_input=False, **build_args)
 
 
-# --- staging, one copy for every layout --------------------------------------------------------
-
-
 def missing(path: str, why: str) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, f"no such file: {why}", path)
 
 
 def need(path: str, why: str) -> str:
-    """``path``, a file of the layout; a FileNotFoundError saying ``why`` when it is not there."""
     if not os.path.isfile(path):
         raise missing(path, why)
     return path
 
 
 def array(value: Any) -> np.ndarray:
-    """A value of a ``torch.save`` file (a tensor or a numpy array) as a numpy array."""
     return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
@@ -279,9 +262,8 @@ def scheme_dir(root: str, scheme: Optional[str]) -> Optional[str]:
 
 def stage_edges(stage: Staging, npz: Npz, key: str, fix: str, ends: Sequence[Tuple[Optional[int], int, str]],
                 stem: str) -> str:
-    """Array ``key`` of ``npz``, OGB's ``edge_index`` ((2, E) integers, stored in either order),
-    streamed to a staged ``.npy`` the builder reads. ``ends`` checks the ids: ``(row, count,
-    what)``, row 0 (sources), 1 (destinations) or None (both)."""
+    """Array ``key`` of ``npz``, OGB's (2, E) ``edge_index``, streamed to a staged ``.npy``;
+    ``ends`` checks the ids: ``(row, count, what)``, row 0, 1 or None (both)."""
     f, s = npz.open(key, fix)
     where = f"{npz.path}: {key}"
     shape = s.shape[::-1] if s.transposed else s.shape  # as stored: (2, E) in either order
@@ -311,8 +293,7 @@ def stage_edges(stage: Staging, npz: Npz, key: str, fix: str, ends: Sequence[Tup
 
 
 def stage_npz_features(stage: Staging, npz: Npz, key: str, n: int, stem: str, what: str) -> str:
-    """Array ``key`` of ``npz``, the (n, D) features of ``n`` nodes, staged (float16/32/64 as
-    they are, integers as float32); ``what`` begins the error about another shape."""
+    """Array ``key`` of ``npz``, the (n, D) features, staged (integers as float32)."""
     f, s = npz.open(key, "")
     if len(s.shape) != 2 or s.shape[0] != n or s.dtype.kind not in "fiu":
         raise InputError(f"{what} {s.dtype} of shape {s.shape}; give numbers of shape ({n}, D)")
@@ -336,8 +317,7 @@ def stage_csv_features(stage: Staging, path: str, n: int, stem: str, has: str) -
 
 def stage_labels(stage: Staging, stem: str, source: str, chunks: Iterator[Tuple[np.ndarray, str]], n: int,
                  mismatch: Callable[[int], str]) -> str:
-    """Labels of ``n`` nodes (:func:`write_labels`'s chunks) staged; ``mismatch(rows)`` is the
-    error when the file has another number of them."""
+    """Labels of ``n`` nodes staged; ``mismatch(rows)`` is the error for another count."""
     with LabelWriter(stage.path(stem, source), source) as out:
         write_labels(chunks, out)
         if out.rows != n:
@@ -347,22 +327,19 @@ def stage_labels(stage: Staging, stem: str, source: str, chunks: Iterator[Tuple[
 
 def stage_npz_labels(stage: Staging, npz: Npz, key: str, fix: str, stem: str, source: str, n: int,
                      mismatch: Callable[[int], str]) -> str:
-    """Array ``key`` of ``npz``, the labels of ``n`` nodes, staged (:func:`stage_labels`)."""
     f, s = npz.open(key, fix)
     with f:
         return stage_labels(stage, stem, source, ((c, f"{npz.path}: {key}") for c in s.chunks()), n, mismatch)
 
 
 def stage_ids(stage: Staging, ids: np.ndarray, stem: str, source: str) -> str:
-    """Node ids (checked; one per row, or pairs of them) staged as int64, a copy of ``source``."""
     with NpyWriter(stage.path(stem, source), np.int64, ids.shape[1:]) as w:
         w.write(ids)
         return w.close()
 
 
 def stage_split_dict(stage: Staging, path: str, n: int, what: str, sep: str, fix: str) -> Dict[str, str]:
-    """A ``split_dict.pt`` of one node type (split -> ids below ``n``) staged, by ringgnn's split
-    name; an array of another shape is refused as ``PATH: 'KEY'{sep} DTYPE of shape S; give {fix}``."""
+    """A ``split_dict.pt`` of one node type (split -> ids below ``n``) staged, by ringgnn's split name."""
     d = load_split_dict(path)
     out = {}
     for k, name in split_names(d, path).items():
@@ -376,7 +353,6 @@ def stage_split_dict(stage: Staging, path: str, n: int, what: str, sep: str, fix
 
 
 def stage_csv_ids(stage: Staging, path: str, n: int, stem: str, what: str) -> str:
-    """A split file (a CSV of node ids, one per line) staged, its ids checked below ``n``."""
     with NpyWriter(stage.path(stem, path), np.int64) as w:
         for chunk in csv_column(path):
             if not np.all(chunk == np.floor(chunk)):

@@ -1,7 +1,5 @@
-"""What every importer shares: the locked staging directory beside the output (errors raised inside
-it name the user's input, not a staged copy), ``.npy`` streams read and written in chunks, the
-split names and the label check (docs/ARCHITECTURE.md, "Importers").
-"""
+"""What every importer shares: the staging directory beside the output (its errors name the
+user's input), ``.npy`` streams read in chunks, split names and the label check."""
 
 from __future__ import annotations
 
@@ -19,27 +17,17 @@ from .._files import NpyWriter, os_errors, save_npy, temporary
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: Bytes per chunk read from or written to a staged array: large enough that per-chunk work is
-#: negligible, small next to any build budget.
 CHUNK_BYTES = 8 << 20
 
-
-#: The builder's advice when an edge names a node past ``--num-nodes``: an option of an edge-list
-#: INPUT, which an importer (whose node count comes from its input) does not take.
+#: The builder's advice about ``--num-nodes``, an option an importer does not take.
 _NUM_NODES_ADVICE = re.compile(r"--num-nodes (\d+); raise --num-nodes or (?:leave it out \(the default is the "
                                r"largest id(?: \+ 1)?\)|drop the option)")
 
 
 class Staging:
-    """A locked temporary directory beside ``out`` (removed by :meth:`close`) for staged files.
-    Refuses at once, before any work, an ``out`` the build may not write (``_core.check_output``:
-    it exists without ``overwrite``, or is neither an empty directory nor a dataset) or whose
-    parent does not exist.
-
-    Used as a context manager, it names the user's input in the errors raised inside it: a
-    staged file's path (or name) in a :class:`ringgnn.InputError`'s message becomes the source
-    given to :meth:`path`, and the builder's ``--num-nodes`` advice becomes the source of the
-    node count (:meth:`node_count_from`)."""
+    """A locked temporary directory beside ``out`` for staged files; refuses at once an ``out``
+    the build may not write. As a context manager it rewrites the errors raised inside it to
+    name each staged file's source (:meth:`path`) and the node count's (:meth:`node_count_from`)."""
 
     def __init__(self, out: PathLike, overwrite: bool):
         out = os.fspath(out)
@@ -54,15 +42,12 @@ class Staging:
         self._count_source: Optional[str] = None
 
     def check_room(self, what: str, nbytes: int) -> None:
-        """Refuse, before writing, a staged file of ``nbytes`` that the file system cannot hold
-        (the builds' pre-write check, ``ringgnn_store::space``; the message names the output)."""
+        """Refuse, before writing, a staged file of ``nbytes`` that the file system cannot hold."""
         _core.check_room(self.dir, self.out, [(what, int(nbytes))])
 
     def path(self, stem: Optional[str], source: Optional[str] = None) -> str:
-        """A new file name in the staging directory (``stem`` says what it holds); ``source``
-        names the user's input it is a copy of (``"DIR/split/time/train.csv.gz"``,
-        ``"data.train_idx"``), for errors about its content. Without ``stem`` the name is the number
-        alone (GraphBolt's copies: a homogeneous manifest's ``source`` names its staged edge file)."""
+        """A new file name in the staging directory; ``source`` names the user's input it is a
+        copy of, for errors about its content."""
         self._n += 1
         path = os.path.join(self.dir, f"{self._n}.npy" if stem is None else f"{self._n}-{stem}.npy")
         if source is not None:
@@ -70,8 +55,7 @@ class Staging:
         return path
 
     def save(self, a: np.ndarray, stem: Optional[str], source: Optional[str] = None, what: Optional[str] = None) -> str:
-        """``a`` written to a new staged ``.npy`` (:meth:`path`), after :meth:`check_room` for it
-        (``what`` names it there; by default "the staged STEM")."""
+        """``a`` written to a new staged ``.npy`` (:meth:`path`), after :meth:`check_room`."""
         path = self.path(stem, source)
         self.check_room(what or f"the staged {stem}", a.nbytes)
         with os_errors("writing", path):
@@ -79,15 +63,12 @@ class Staging:
         return path
 
     def source_of(self, path: str) -> str:
-        """The input ``path`` is a copy of (``path`` itself when it is not a staged file)."""
         return self._sources.get(path, path)
 
     def node_count_from(self, source: str) -> None:
-        """The node count the builder gets is ``source``'s (a file of the input), not an option."""
         self._count_source = source
 
     def named(self, message: str) -> str:
-        """``message`` with each staged file named by its source (see the class)."""
         for path, source in self._sources.items():
             message = message.replace(path, source)
             message = re.sub(rf"(?<![\w.-]){re.escape(os.path.basename(path))}(?![\w.-])", lambda _: source, message)
@@ -114,16 +95,13 @@ class Staging:
                 raise type(e)(message).with_traceback(tb) from None
 
 
-#: Split names that sources spell their own way, as ringgnn's (OGB's ``valid``).
 SPLIT_ALIASES = {"valid": "val", "validation": "val"}
 _SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")  # a split's file name part (docs/FORMAT.md)
 
 
 def split_name(name: Any, where: str, option: str = "") -> str:
-    """A source's split name as ringgnn's, the same for every importer: lower-case, ``-`` and
-    spaces as ``_``, ``valid``/``validation`` as ``val`` (what ``train``'s defaults look for);
-    anything but letters, digits and ``_`` is refused naming ``where`` (and ``option``, the
-    column's: `` (--split-column 's')``)."""
+    """A source's split name as ringgnn's: lower-case, ``-`` and spaces as ``_``,
+    ``valid``/``validation`` as ``val``; anything but letters, digits and ``_`` is refused."""
     text = str(name).strip()
     out = re.sub(r"[\s-]+", "_", text.lower())
     out = SPLIT_ALIASES.get(out, out)
@@ -134,8 +112,7 @@ def split_name(name: Any, where: str, option: str = "") -> str:
 
 
 def split_names(names: Any, where: str) -> Dict[Any, str]:
-    """Each of a source's distinct split ``names`` (a dict's keys) -> ringgnn's name; two names
-    that become one (``valid`` and ``val``) are refused: which one is meant is not known."""
+    """Each of a source's split ``names`` -> ringgnn's; two that become one are refused."""
     out: Dict[Any, str] = {}
     for name in names:
         new = split_name(name, where)
@@ -146,18 +123,13 @@ def split_names(names: Any, where: str) -> Dict[Any, str]:
     return out
 
 
-#: Up to this many classes, any label values are taken; beyond it, at least half of the class
-#: ids ``0 .. C-1`` must be used by some node (:class:`LabelWriter`).
 DENSE_CLASSES = 1 << 16
 
 
 class LabelWriter:
     """The staged ``.npy`` labels (int64, -1 = unlabeled) of every importer, written chunk by
-    chunk, and the one check of their class count. A model has one output per class id ``0 ..
-    C-1`` (``C`` = the largest label + 1), so one stray value makes a huge model: a label of
-    1e9 made 1,000,000,001 classes, and training asked for 256 GB. Refused, naming ``source``:
-    labels below -1, and more than :data:`DENSE_CLASSES` classes of which fewer than half are
-    used by some node (class ids not numbered densely, or a wrong value)."""
+    chunk. Refused, naming ``source``: labels below -1, and more than :data:`DENSE_CLASSES`
+    classes of which fewer than half are used (one stray value would make a huge model)."""
 
     def __init__(self, path: str, source: str):
         self.source = source
@@ -175,8 +147,7 @@ class LabelWriter:
         self._w.__exit__()
 
     def write(self, labels: np.ndarray, where: Optional[Callable[[int, int], str]] = None) -> None:
-        """Append int64 ``labels``; ``where(i, label)`` says which label entry ``i`` of the source
-        is (default ``SOURCE: label L of node N``)."""
+        """Append int64 ``labels``; ``where(i, label)`` names entry ``i`` in errors."""
         labels = np.asarray(labels, dtype=np.int64)
         bad = np.flatnonzero(labels < -1)
         if bad.size:
@@ -204,8 +175,6 @@ class LabelWriter:
 
     @staticmethod
     def _used(path: str, classes: int) -> int:
-        """How many of the class ids ``0 .. classes-1`` some label uses (``classes`` is at most
-        twice the labeled nodes here: a byte each)."""
         seen = np.zeros(classes, dtype=bool)
         f, s = open_npy(path)
         with f:
@@ -215,9 +184,8 @@ class LabelWriter:
 
 
 class NpyStream:
-    """The array of a ``.npy`` stream (a file, or a member of an ``.npz``) read in chunks of
-    rows: ``shape``, ``dtype`` and :meth:`chunks`. A Fortran-ordered 2-D array is read as its
-    C-ordered transpose (``transposed`` is then True)."""
+    """The array of a ``.npy`` stream read in chunks of rows; a Fortran-ordered 2-D array is
+    read as its C-ordered transpose (``transposed``)."""
 
     def __init__(self, f: IO[bytes], name: str):
         self.f, self.name = f, name
@@ -235,20 +203,17 @@ class NpyStream:
         self.dtype = dtype
 
     def chunks(self, rows: Optional[int] = None) -> Iterator[np.ndarray]:
-        """Consecutive row blocks of the (C-ordered) array, in the file's byte order."""
         row = int(np.prod(self.shape[1:], dtype=np.int64)) if len(self.shape) > 1 else 1
         step = rows or max(1, CHUNK_BYTES // max(1, row * self.dtype.itemsize))
         for n, data in self._blocks(self.shape[0] if self.shape else 1, step, row):
             yield data.reshape((n,) + self.shape[1:])
 
     def flat_chunks(self) -> Iterator[np.ndarray]:
-        """The elements in file order (C order of the array as stored), in 1-D chunks: how a
-        (2, E) edge array is streamed, whose rows are each larger than a chunk."""
+        """The elements in file order, in 1-D chunks (a (2, E) array's rows exceed a chunk)."""
         left, step = int(np.prod(self.shape, dtype=np.int64)), max(1, CHUNK_BYTES // self.dtype.itemsize)
         return (data for _, data in self._blocks(left, step, 1))
 
     def _blocks(self, left: int, step: int, row: int) -> Iterator[Tuple[int, np.ndarray]]:
-        """``left`` rows of ``row`` elements, read ``step`` rows at a time: (rows, their elements)."""
         while left:
             n = min(step, left)
             want = n * row * self.dtype.itemsize
@@ -261,15 +226,14 @@ class NpyStream:
 
 
 def open_npy(path: str) -> Tuple[IO[bytes], NpyStream]:
-    """A ``.npy`` file opened as a :class:`NpyStream` (the caller closes the file)."""
     with os_errors("reading", path):
         f = open(path, "rb")
     return f, NpyStream(f, path)
 
 
 def unambiguous_edges(path: str, stage: Staging) -> str:
-    """``path``, a ``.npy`` edge array of shape (2, E), as the builder will read it: the builder
-    reads a (2, 2) array as one edge per row, so that one shape (two edges) is staged transposed."""
+    """``path``, a ``.npy`` (2, E) edge array, as the builder reads it: a (2, 2) one (read as
+    rows) is staged transposed."""
     with os_errors("reading", path):
         a = np.load(path, mmap_mode="r")
     if a.shape != (2, 2):
@@ -278,8 +242,7 @@ def unambiguous_edges(path: str, stage: Staging) -> str:
 
 
 def check_ids(ids: np.ndarray, limit: int, where: Callable[[int], str], what: str, fix: Optional[str] = None) -> None:
-    """Refuse ids outside ``[0, limit)``: ``where(i)`` names entry ``i``'s place in the source,
-    ``fix`` what to do (default: give ids in range; "" for nothing)."""
+    """Refuse ids outside ``[0, limit)``: ``where(i)`` names entry ``i``, ``fix`` what to do."""
     bad = np.flatnonzero((ids < 0) | (ids >= limit))
     if bad.size:
         i, fix = int(bad[0]), f"give ids 0 .. {limit - 1}" if fix is None else fix

@@ -1,6 +1,6 @@
 """Importing a DGL GraphBolt ``OnDiskDataset`` (``ringgnn convert metadata.yaml OUT``): its yaml
-checked whole, then one build (docs/ARCHITECTURE.md, "Importers", GraphBolt).
-"""
+checked whole, then one build; ``graph.feature_data`` entries named ``time_feature`` are node and
+edge times."""
 
 from __future__ import annotations
 
@@ -19,22 +19,21 @@ from .._excerpt import excerpt, quoted, reason
 from .._files import allocated_memmap, os_errors
 from ..data import build
 from ..data.schema import parse_edge_type
-from . import graphbolt_links, graphbolt_times
+from . import graphbolt_links
 from ._described import resolve
 from ._stage import PathLike, Staging
 
 log = logging.getLogger(__name__)
 
-#: Set names of a task, and the split each becomes.
 SETS = (("train_set", "train"), ("validation_set", "val"), ("test_set", "test"))
 _SEED_NAMES = ("seeds", "seed_nodes")  # seed_nodes: datasets written before DGL 2.1
 _LINK_NAMES = ("node_pairs", "negative_srcs", "negative_dsts", "indexes")
 _KINDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "a mapping"}
+TimeKey = Tuple[str, Optional[str]]  # (domain "node" or "edge", node or edge type; None: homogeneous)
 
 
 def find_metadata(input: PathLike) -> Optional[str]:
-    """The GraphBolt ``metadata.yaml`` that ``input`` names: itself when it ends with ``.yaml`` or
-    ``.yml``, ``input/metadata.yaml`` when ``input`` is a directory holding one, else None."""
+    """The GraphBolt ``metadata.yaml`` that ``input`` names (itself, or in the directory), else None."""
     path = os.fspath(input)
     if path.lower().endswith((".yaml", ".yml")):
         return path
@@ -42,12 +41,9 @@ def find_metadata(input: PathLike) -> Optional[str]:
     return inner if os.path.isdir(path) and os.path.isfile(inner) else None
 
 
-# --- the metadata, checked --------------------------------------------------------------------
-
-
 @dataclass
 class DataFile:
-    """A file the yaml names: ``field`` is where (``graph.edges[1]``), ``path`` is absolute."""
+    """A file the yaml names: ``field`` is where (``graph.edges[1]``)."""
 
     field: str
     format: str
@@ -57,8 +53,6 @@ class DataFile:
 
 @dataclass
 class TaskSet:
-    """One entry of a task's ``train_set``, ``validation_set`` or ``test_set``."""
-
     field: str
     type: Optional[str]
     data: List[DataFile]
@@ -77,8 +71,7 @@ class Task:
 
 @dataclass
 class Metadata:
-    """A checked ``metadata.yaml``. Node types map to their counts; a homogeneous dataset has the
-    one type ``None``, and ``None`` for every type below."""
+    """A checked ``metadata.yaml``; a homogeneous dataset has the one node type ``None``."""
 
     path: str
     dataset_name: Optional[str]
@@ -86,8 +79,7 @@ class Metadata:
     edges: List[Tuple[Optional[str], DataFile]]
     features: List[Tuple[Optional[str], DataFile]]  # node features: (type, file with its name)
     tasks: List[Task]
-    #: ``graph.feature_data`` entries of the times: (domain ``node``/``edge``, node or edge type) -> file
-    times: Dict[Tuple[str, Optional[str]], DataFile] = field(default_factory=dict)
+    times: Dict[TimeKey, DataFile] = field(default_factory=dict)
 
     @property
     def homogeneous(self) -> bool:
@@ -95,8 +87,6 @@ class Metadata:
 
 
 class _Reader:
-    """Checks fields of the yaml at ``path``; its errors name the file and the field."""
-
     def __init__(self, path: str):
         self.path = path
         self.dir = os.path.dirname(os.path.abspath(path))
@@ -118,7 +108,6 @@ class _Reader:
         return value
 
     def items(self, obj: dict, key: str, where: str, required: bool = True) -> List[Tuple[str, dict]]:
-        """The mappings of list ``key``, each with its field path."""
         at = f"{where}.{key}" if where else key
         out = []
         for i, item in enumerate(self.get(obj, key, where, list, required) or []):
@@ -128,7 +117,6 @@ class _Reader:
         return out
 
     def node_type(self, t: Optional[str], at: str, nodes: Dict[Optional[str], int]) -> Optional[str]:
-        """``t``, the ``type`` of the entry at ``at``: a type of ``nodes``, or None when they have none."""
         if None in nodes and t is not None:
             raise self.error(f"{at}.type", f"{quoted(t)} given, but graph.nodes has no types", "leave it out")
         if None not in nodes and t not in nodes:
@@ -152,8 +140,7 @@ class _Reader:
 
 def read_metadata(yaml_path: PathLike, time_feature: str = "timestamp") -> Metadata:
     """Parse and check a GraphBolt ``metadata.yaml`` (or the directory holding one); the files
-    it names must exist, nothing is read from them. ``graph.feature_data`` entries named
-    ``time_feature`` are the times."""
+    it names must exist, nothing is read from them."""
     import yaml
 
     path = find_metadata(yaml_path) or os.fspath(yaml_path)
@@ -213,12 +200,12 @@ def read_metadata(yaml_path: PathLike, time_feature: str = "timestamp") -> Metad
     if not edges:
         raise r.error("graph.edges", "empty", "list the edge files")
     skipped = []
-    times: Dict[Tuple[str, Optional[str]], DataFile] = {}
+    times: Dict[TimeKey, DataFile] = {}
     for at, it in r.items(graph, "feature_data", "graph", required=False):
         if it.get("name") != time_feature:
             skipped.append(f"{at} ({it.get('domain')} feature {quoted(it.get('name'))} of the graph structure)")
             continue
-        key = graphbolt_times.key(r, it, at, nodes, [t for t, _ in edges])
+        key = _time_key(r, it, at, nodes, [t for t, _ in edges])
         if key in times:
             raise r.error(at, f"a second {key[0]} feature {quoted(time_feature)}"
                           + (f" of type {quoted(key[1])}" if key[1] else ""), "give each once")
@@ -266,8 +253,23 @@ def read_metadata(yaml_path: PathLike, time_feature: str = "timestamp") -> Metad
     return Metadata(path, None if name is None else str(name), nodes, edges, features, tasks, times)
 
 
+def _time_key(r: _Reader, item: dict, at: str, nodes: Dict[Optional[str], int],
+              edge_types: List[Optional[str]]) -> TimeKey:
+    domain = r.get(item, "domain", at, str)
+    t = r.get(item, "type", at, str, required=False)
+    if domain == "node":
+        return domain, r.node_type(t, at, nodes)
+    if domain != "edge":
+        raise r.error(f"{at}.domain", f"{quoted(domain)} is not a domain of times", "use node or edge")
+    if t not in edge_types:
+        if edge_types == [None]:
+            raise r.error(f"{at}.type", f"{quoted(t)} given, but graph.edges has no types", "leave it out")
+        raise r.error(f"{at}.type", "missing" if t is None else f"{quoted(t)} is not an edge type of graph.edges",
+                      f"use one of {', '.join(map(str, edge_types))}")
+    return domain, t
+
+
 def _owner(t: Optional[str]) -> str:
-    """How messages name the nodes of type ``t`` (None: of a homogeneous graph)."""
     return f"node type {quoted(t)}" if t is not None else "the graph"
 
 
@@ -283,11 +285,7 @@ def _count(r: _Reader, item: dict, at: str) -> int:
     return n
 
 
-# --- choosing what to convert -----------------------------------------------------------------
-
-
 def _load(meta: Metadata, f: DataFile) -> np.ndarray:
-    """The array of ``f``: numpy files mapped (read as used), torch tensors loaded."""
     r = _Reader(meta.path)
     with os_errors("reading", f.path):
         if f.format == "numpy":
@@ -330,8 +328,7 @@ def _link_reason(meta: Metadata, task: Task) -> Optional[str]:
 
 
 def _choose_task(meta: Metadata, name: Optional[str]) -> Tuple[Optional[Task], Optional[Task]]:
-    """(node-classification task, link-prediction task) to convert: the one named, or the first
-    of each kind."""
+    """(node-classification task, link-prediction task): the one named, or the first of each kind."""
     r = _Reader(meta.path)
     if name is not None:
         named = [t for t in meta.tasks if t.name == name]
@@ -378,23 +375,19 @@ def _choose_features(meta: Metadata, feature: str) -> Dict[Optional[str], DataFi
     return chosen
 
 
-# --- staging the files the builder reads -----------------------------------------------------
-
-
-#: Labels set per slice when a staged label map is filled: Python handles signals between slices.
+#: Labels set per slice of a staged label map: Python handles signals between slices.
 _FILL = 1 << 22
 
 
 class _Staging(Staging):
-    """Writes what the builder cannot read as given (torch tensors, labels, splits) as ``.npy``
-    files in the staging directory beside ``out``."""
+    """Writes what the builder cannot read as given (torch tensors, labels, splits, times) as
+    ``.npy`` files in the staging directory."""
 
     def __init__(self, meta: Metadata, out: str, overwrite: bool):
         super().__init__(out, overwrite)
         self.meta, self.r = meta, _Reader(meta.path)
 
     def copy(self, a: np.ndarray, field: Optional[str] = None) -> str:
-        """``a`` staged; errors about the copy name the yaml ``field`` it came from."""
         return self.save(a, None, field and f"{self.meta.path}: {field}", f"a staged copy of {field or 'an array'}")
 
     def edges(self, f: DataFile) -> Tuple[str, str]:
@@ -493,8 +486,28 @@ class _Staging(Staging):
         graphbolt_links.check_ids(self.r, f, ids, num, "seed", _owner(t))
         return ids
 
-
-# --- the conversion ---------------------------------------------------------------------------
+    def times(self) -> Dict[TimeKey, str]:
+        """Each entry of the times as an ``.npy`` the builder reads."""
+        meta, out = self.meta, {}
+        for (domain, t), f in meta.times.items():
+            if domain == "node":
+                n: Optional[int] = meta.nodes[t]
+            else:
+                edges = next(e for u, e in meta.edges if u == t)
+                n = None if edges.format == "csv" else int(_load(meta, edges).shape[1])
+            a = _load(meta, f)
+            if a.ndim == 2 and a.shape[1] == 1:
+                a = a[:, 0]
+            if a.ndim != 1 or (n is not None and a.shape[0] != n) or (a.size and a.dtype.kind not in "iu"):
+                raise self.r.error(f.field, f"{f.path} holds {a.dtype} of shape {a.shape}",
+                                   f"give one integer time per {domain}" + (f" ({n})" if n is not None else ""))
+            if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
+                raise self.r.error(f.field, f"{f.path} holds a time past 2^63 - 1", "give int64 times")
+            if f.format == "numpy" and a.dtype in (np.int64, np.int32) and a.dtype.byteorder in "=<|":
+                out[domain, t] = f.path
+            else:
+                out[domain, t] = self.copy(np.asarray(a, dtype=np.int64), f.field)
+        return out
 
 
 def convert_graphbolt(
@@ -515,20 +528,13 @@ def convert_graphbolt(
     """Build a ringgnn dataset at ``out`` from the GraphBolt ``OnDiskDataset`` whose
     ``metadata.yaml`` is ``yaml_path`` (or the directory holding it); returns the manifest.
 
-    ``feature``: the node feature to convert for each type (else a type's only feature, else
-    none). ``task``: the task (by name) whose sets become labels and splits, by default the first
-    node-classification task and the first link-prediction task (``link_negatives`` negatives are
-    drawn for its held-out sets that give none). ``add_reverse``: also build ``DST:rev_REL:SRC`` for each relation
-    (PyG's ``ToUndirected``; a homogeneous dataset is built ``undirected``). ``seed``, ``memory``,
-    ``overwrite``, ``threads`` and ``progress`` are :func:`ringgnn.data.build.build_hetero`'s.
-    ``time_feature``: the name of the ``graph.feature_data`` entries that give node and edge
-    times (docs/USAGE.md, "Heterogeneous graphs").
-
-    Memory: edges and numpy features are streamed by the builder within ``memory``; torch files
-    are loaded (mapped where their format allows); each set's seeds and labels are loaded, and
-    the label array of a type (``num`` x 8 bytes) is written through a memory map in the
-    temporary directory, so it takes disk there rather than memory of its own.
-    """
+    ``feature``: the node feature to convert for each type (else a type's only feature).
+    ``task``: the task whose sets become labels and splits, by default the first
+    node-classification and the first link-prediction task (``link_negatives`` drawn where a
+    held-out set gives none). ``add_reverse``: also build ``DST:rev_REL:SRC`` for each relation
+    (a homogeneous dataset is built ``undirected``). ``time_feature``: the name of the
+    ``graph.feature_data`` entries that give times. The rest are
+    :func:`ringgnn.data.build.build_hetero`'s."""
     meta = read_metadata(yaml_path, time_feature)
     out = os.fspath(out)
     chosen, link_task = _choose_task(meta, task)
@@ -538,7 +544,7 @@ def convert_graphbolt(
         features = {t: stage.features(t, f) for t, f in feats.items()}
         targets = stage.task(chosen) if chosen is not None else {}
         links = graphbolt_links.link_splits(meta, link_task, stage, _load) if link_task is not None else {}
-        times = graphbolt_times.stage(meta, stage, _load)
+        times = stage.times()
         for t in (t for t in links if ("edge", t) in times):
             raise stage.r.error(meta.times["edge", t].field, f"edge type {quoted(t)} has times and link-prediction "
                                 f"task {link_task} splits it", "edge splits of edges with times are not supported "

@@ -1,6 +1,5 @@
 """GraphBolt link-prediction tasks (both layouts, seeds and node_pairs) as edge splits of the
-relations they name (docs/ARCHITECTURE.md, "Importers", GraphBolt).
-"""
+relations they name."""
 
 from __future__ import annotations
 
@@ -13,10 +12,8 @@ import numpy as np
 from .._excerpt import quoted
 from ..data.schema import parse_edge_type
 
-
 log = logging.getLogger(__name__)
 
-#: Names of a link-prediction set's arrays, by layout.
 PAIR_NAMES = ("seeds", "node_pairs")
 NEGATIVE_NAMES = ("negative_dsts", "negative_srcs")
 GROUP_NAMES = ("labels", "indexes")
@@ -24,15 +21,12 @@ GROUP_NAMES = ("labels", "indexes")
 
 @dataclass
 class RelationSplits:
-    """One relation's edge splits from a task: split name -> staged ``.npy`` files."""
-
     pairs: Dict[str, str] = field(default_factory=dict)
     negatives: Dict[str, str] = field(default_factory=dict)
 
 
 def link_splits(meta: Any, task: Any, stage: Any, load: Any) -> Dict[str, RelationSplits]:
-    """Per relation, the staged files of ``task``'s sets. ``stage.copy(array) -> path``;
-    ``load(meta, datafile) -> array``. Errors name the yaml field."""
+    """Per relation, the staged files of ``task``'s sets; errors name the yaml field."""
     r = stage.r
     relations = {t for t, _ in meta.edges}
     out: Dict[str, RelationSplits] = {}

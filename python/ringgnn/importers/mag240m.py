@@ -1,6 +1,4 @@
-"""OGB-LSC MAG240M's processed layout into a heterogeneous dataset: :func:`convert_mag240m`
-(docs/ARCHITECTURE.md, "Importers", MAG240M).
-"""
+"""OGB-LSC MAG240M's processed layout into a heterogeneous dataset: :func:`convert_mag240m`."""
 
 from __future__ import annotations
 
@@ -19,7 +17,6 @@ DIR_NAME = "mag240m_kddcup2021"
 
 
 def find_root(path: PathLike) -> str:
-    """``path`` itself, or its ``mag240m_kddcup2021`` subdirectory when it holds one."""
     path = os.fspath(path)
     inner = os.path.join(path, DIR_NAME)
     return inner if os.path.isdir(inner) and not os.path.isdir(os.path.join(path, "processed")) else path
@@ -48,8 +45,7 @@ def convert_mag240m(
     progress: Any = None,
 ) -> Dict[str, Any]:
     """Build a heterogeneous ringgnn dataset at ``out`` from MAG240M's processed directory
-    ``root``; returns the manifest. The other arguments are :func:`ringgnn.data.build.build_hetero`'s
-    (``feature_dtype``: the stored type of the paper features, f16 by default)."""
+    ``root``; returns the manifest. The rest are :func:`ringgnn.data.build.build_hetero`'s."""
     root = find_root(root)
     processed = os.path.join(root, "processed")
     if not os.path.isdir(processed):
@@ -110,18 +106,14 @@ def _labels(stage: Staging, path: str, n: int, num_classes: Any) -> str:
             raise InputError(f"{path}: {s.dtype} of shape {s.shape}; give one label per paper ({n})")
         limit = int(num_classes) if num_classes is not None else None
         with LabelWriter(stage.path("labels", path), path) as w:
-            return _label_chunks(s, w, path, limit)
-
-
-def _label_chunks(s: Any, w: LabelWriter, path: str, limit: Optional[int]) -> str:
-    for c in s.chunks():
-        c = c.reshape(-1).astype(np.float64)
-        nan = np.isnan(c)
-        bad = np.flatnonzero(~nan & ((c != np.floor(c)) | (c < 0) | (c >= (limit or np.inf))))
-        if bad.size:
-            i = int(bad[0])
-            below = f" below num_classes {limit} (meta.pt)" if limit else ""
-            raise InputError(f"{path}: label {c[i]} of paper {w.rows + i} is not a class; give whole numbers "
-                             f">= 0{below}, NaN = unlabeled")
-        w.write(np.where(nan, -1, c).astype(np.int64))
-    return w.close()
+            for c in s.chunks():
+                c = c.reshape(-1).astype(np.float64)
+                nan = np.isnan(c)
+                bad = np.flatnonzero(~nan & ((c != np.floor(c)) | (c < 0) | (c >= (limit or np.inf))))
+                if bad.size:
+                    i = int(bad[0])
+                    below = f" below num_classes {limit} (meta.pt)" if limit else ""
+                    raise InputError(f"{path}: label {c[i]} of paper {w.rows + i} is not a class; give whole numbers "
+                                     f">= 0{below}, NaN = unlabeled")
+                w.write(np.where(nan, -1, c).astype(np.int64))
+            return w.close()

@@ -1,6 +1,5 @@
 """A node table (features, labels, splits, node times) joined out of core onto the dense ids that
-:mod:`.tables` assigned, bucket by bucket (docs/ARCHITECTURE.md, "Importers", node tables).
-"""
+:mod:`.tables` assigned, bucket by bucket."""
 
 from __future__ import annotations
 
@@ -63,16 +62,13 @@ class NodeTable:
                                  "val, test; null = in no split)")
 
     def columns(self) -> List[str]:
-        """The value columns, in the order the buckets store them (``c0``, ``c1``, ...)."""
         return self.features + [c for c in (self.label, self.split, self.time) if c is not None]
 
     def row_bytes(self) -> int:
-        """Bytes a row takes in a bucket (id, row number, features, label), for the bucket count;
-        a list column's width is not known before reading, so it is taken from the file size."""
+        """Bytes a row takes in a bucket (a list column, its width unknown, counts one value)."""
         return 24 + 8 * self.dim
 
     def bucket_rows(self, stage: Staging, kind: str, p: int) -> Buckets:
-        """One pass over the table: every row (its id, features and label) into its id's bucket."""
         import pyarrow as pa
 
         cols = self.columns()
@@ -99,8 +95,8 @@ class NodeTable:
 
 def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets, offsets: List[int]
          ) -> Tuple[Optional[str], Optional[str], Optional[Dict[str, str]], Optional[str]]:
-    """Features and labels in dense order, the splits' node ids, and node times in dense order,
-    as staged ``.npy`` files (None where not asked)."""
+    """Features, labels and node times in dense order and the splits' node ids, as staged
+    ``.npy`` files (None where not asked)."""
     import pyarrow.compute as pc
 
     splits: Dict[str, NpyWriter] = {}
@@ -160,7 +156,6 @@ def join(nodes: NodeTable, stage: Staging, kind: str, p: int, uniq_b: Buckets, o
 
 
 def _values(nodes: NodeTable, table: Any) -> dict:
-    """Features ``[n, D]`` and labels ``[n]`` of a bucket's rows (columns ``c0 ..`` after the id)."""
     import pyarrow.compute as pc
 
     out = {}
@@ -191,7 +186,6 @@ def _values(nodes: NodeTable, table: Any) -> dict:
 
 
 def _times(col: Any, table: Any, nodes: NodeTable) -> np.ndarray:
-    """The int64 node times of a block; a null is refused naming the node's id and row."""
     def where(i: int, v: Any = None) -> str:
         return (f"{nodes.path}: column '{nodes.time}' (--node-time-column) of id "
                 f"{quoted(table.column('id')[i].as_py())} (row {table.column('row')[i].as_py()})")
@@ -203,8 +197,7 @@ def _times(col: Any, table: Any, nodes: NodeTable) -> np.ndarray:
 
 
 def _split_rows(col: Any, nodes: NodeTable) -> Dict[str, np.ndarray]:
-    """Split name -> the rows (of the block) in it, ascending; null and empty cells are in none.
-    Cells spelled differently that name one split (``valid``, ``val``) go to that split."""
+    """Split name -> the block's rows in it, ascending; null and empty cells are in none."""
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(col.combine_chunks() if hasattr(col, "combine_chunks") else col)
@@ -226,7 +219,6 @@ def _numbers(col: Any, nodes: NodeTable, name: str) -> np.ndarray:
 
 
 def _labels(col: Any, nodes: NodeTable) -> np.ndarray:
-    """The int64 labels of a block (-1 = unlabeled); their range is :class:`LabelWriter`'s."""
     import pyarrow as pa
 
     null = to_np(col.is_null())

@@ -1,7 +1,5 @@
-"""OGB node property prediction directories (``raw/``, ``split/``) into a homogeneous dataset:
-:func:`convert_ogb`, which hands link (:mod:`.ogbl`) and heterogeneous (:mod:`.ogb_hetero`)
-layouts on (docs/ARCHITECTURE.md, "Importers").
-"""
+"""OGB directories (``raw/``, ``split/``) into datasets: :func:`convert_ogb`, which hands link
+(:mod:`.ogbl`) and heterogeneous (:mod:`.ogb_hetero`) layouts on."""
 
 from __future__ import annotations
 
@@ -16,9 +14,6 @@ from . import ogb_hetero, ogbl
 from ._ogb_io import (SPLITS, Npz, csv_column, load_split_dict, missing, need, scheme_dir, stage_csv_features,
                       stage_csv_ids, stage_edges, stage_labels, stage_npz_features, stage_npz_labels, stage_split_dict)
 from ._stage import PathLike, Staging, split_name
-
-# --- the layout, checked -------------------------------------------------------------------------
-
 
 class _Layout:
     """The files of an OGB node property prediction directory; finding them reads nothing."""
@@ -56,9 +51,6 @@ class _Layout:
                 need(os.path.join(d, f"{s}.csv.gz"), f"split scheme {d} needs train, valid and test (as .csv.gz "
                      "files or one split_dict.pt)")
         return d
-
-
-# --- staging -------------------------------------------------------------------------------------
 
 
 class _Stager:
@@ -129,13 +121,10 @@ class _Stager:
 
 
 def _is_link_dict(split_dir: Optional[str]) -> bool:
-    """A ``split_dict.pt`` of edge dictionaries (``DatasetSaver``'s ogbl layout)."""
+    # A split_dict.pt of edge dictionaries: DatasetSaver's ogbl layout.
     if split_dir is None or not os.path.isfile(os.path.join(split_dir, "split_dict.pt")):
         return False
     return any(isinstance(v, dict) for v in load_split_dict(os.path.join(split_dir, "split_dict.pt")).values())
-
-
-# --- the conversion ------------------------------------------------------------------------------
 
 
 def convert_ogb(
@@ -155,15 +144,13 @@ def convert_ogb(
     threads: Optional[int] = None,
     progress: Any = None,
 ) -> Dict[str, Any]:
-    """Build a ringgnn dataset at ``out`` from the OGB node property prediction directory
-    ``root`` (the one holding ``raw/`` and ``split/``); returns the manifest. ``split_scheme``
-    names the directory under ``split/`` when there are several. A heterogeneous directory
-    (``ogbn-mag``'s CSV layout) becomes a heterogeneous dataset (:mod:`.ogb_hetero`;
-    ``add_reverse`` adds the ``rev_`` relations). A link prediction directory
-    (``ogbl-*``) becomes a dataset with edge splits (:mod:`.ogbl`), with ``link_negatives``
-    negatives drawn per held-out pair. ``undirected``, ``self_loops``, ``dedup``,
-    ``feature_dtype`` and the rest are :func:`ringgnn.data.build.convert`'s."""
+    """Build a ringgnn dataset at ``out`` from the OGB directory ``root`` (holding ``raw/`` and
+    ``split/``); returns the manifest. ``split_scheme`` names the directory under ``split/``
+    when there are several. A heterogeneous directory becomes a heterogeneous dataset
+    (``add_reverse``), a link prediction one (``ogbl-*``) a dataset with edge splits
+    (``link_negatives`` per held-out pair). The rest are :func:`ringgnn.data.build.convert`'s."""
     root = os.fspath(root)
+    common = dict(seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
     raw = os.path.join(root, "raw")
     binary = os.path.isfile(os.path.join(raw, "edge_index_dict.npz"))  # DatasetSaver's heterogeneous layout
     if binary or os.path.isfile(os.path.join(raw, "triplet-type-list.csv.gz")):  # heterogeneous (ogbn-mag)
@@ -173,13 +160,11 @@ def convert_ogb(
         scheme = scheme_dir(root, split_scheme)
         if ogbl.is_link(scheme):  # ogbl-biokg: typed triples in train/valid/test.pt
             raise InputError(f"{scheme}: {ogbl.KG_REFUSAL}")
-        return ogb_hetero.convert(root, raw, out, scheme=scheme, add_reverse=add_reverse, feature_dtype=feature_dtype,
-                                  seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+        return ogb_hetero.convert(root, raw, out, scheme, feature_dtype, add_reverse=add_reverse, **common)
     if add_reverse:
         raise InputError(f"{root}: a homogeneous OGB dataset adds reverse edges with undirected (--undirected)")
     layout = _Layout(root, split_scheme)
-    args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, seed=seed, feature_dtype=feature_dtype,
-                memory=memory, overwrite=overwrite, threads=threads, progress=progress)
+    args = dict(undirected=undirected, self_loops=self_loops, dedup=dedup, feature_dtype=feature_dtype, **common)
     with Staging(out, overwrite) as stage:
         stage.node_count_from(layout.npz and f"{layout.npz}: num_nodes_list" or layout.num_nodes_csv)
         s = _Stager(layout, stage)

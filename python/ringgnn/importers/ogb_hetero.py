@@ -1,6 +1,5 @@
 """OGB's heterogeneous node property prediction layouts, CSV (``ogbn-mag``) and binary
-(``DatasetSaver(is_hetero=True)``), into one ``build_hetero`` call (docs/ARCHITECTURE.md, "Importers").
-"""
+(``DatasetSaver(is_hetero=True)``), into one ``build_hetero`` call."""
 
 from __future__ import annotations
 
@@ -20,38 +19,30 @@ from ._stage import Staging, check_ids, split_name, split_names
 CSV = "OGB's heterogeneous layout"
 BINARY = "OGB's binary heterogeneous layout"
 
-#: What stages a layout's files once the output is checked: its relations, and its features,
-#: labels and splits by node type.
+#: Stages a layout's files: its relations, and its features, labels and splits by node type.
 Stager = Callable[[Staging], Tuple[List[build.Relation], Tuple[Dict[str, str], Dict[str, str],
                                                               Dict[str, Dict[str, str]]]]]
 
 
-def convert(root: str, raw: str, out: Any, *, scheme: Optional[str], add_reverse: bool,
-            feature_dtype: Optional[str], seed: int, memory: Any, overwrite: bool, threads: Optional[int],
-            progress: Any) -> Dict[str, Any]:
-    """Build the heterogeneous dataset (see the module); ``scheme`` is the split scheme's directory."""
+def convert(root: str, raw: str, out: Any, scheme: Optional[str], feature_dtype: Optional[str],
+            **build_args: Any) -> Dict[str, Any]:
+    """The heterogeneous dataset; ``build_args`` are :func:`ringgnn.data.build.build_hetero`'s."""
     if os.path.isfile(os.path.join(raw, "edge_index_dict.npz")):
         counts = _npz_counts(raw)
         stage_all = _binary(raw, counts, scheme)
     else:
         counts = _csv_counts(raw)
         stage_all = _csv(raw, counts, scheme)
-    with Staging(out, overwrite) as stage:
+    with Staging(out, build_args["overwrite"]) as stage:
         relations, staged = stage_all(stage)
-        return build_typed(root, out, "ogb", counts, relations, staged, feature_dtype, add_reverse=add_reverse,
-                           seed=seed, memory=memory, overwrite=overwrite, threads=threads, progress=progress)
-
-
-# --- the CSV layout ------------------------------------------------------------------------------
+        return build_typed(root, out, "ogb", counts, relations, staged, feature_dtype, **build_args)
 
 
 def _lines(path: str) -> List[str]:
-    """The non-blank lines of a small CSV of the layout, stripped."""
     return [line.strip() for _, chunk in csv_lines(path) for line in chunk if line.strip()]
 
 
 def _header_table(path: str) -> Dict[str, str]:
-    """A small CSV of a header line and one row (``num-node-dict``, ``nodetype-has-label``)."""
     lines = _lines(path)
     if len(lines) < 2:
         raise InputError(f"{path}: expected a header line of node types and a line of values")
@@ -88,12 +79,10 @@ def _triplets(raw: str, counts: Dict[str, int]) -> List[List[str]]:
 
 
 def _flags(path: str) -> List[str]:
-    """The node types a ``nodetype-has-*.csv.gz`` marks True."""
     return [t for t, v in _header_table(path).items() if v.strip().lower() in ("true", "1")]
 
 
 def _csv(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
-    """Checks the files the CSV layout names; returns what stages them."""
     relations = []
     for h, r, t in _triplets(raw, counts):
         where = f"{os.path.join(raw, 'triplet-type-list.csv.gz')}: relation {quoted(f'{h},{r},{t}')}"
@@ -132,9 +121,6 @@ def _csv(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
     return stage_all
 
 
-# --- the binary layout ---------------------------------------------------------------------------
-
-
 def _npz_counts(raw: str) -> Dict[str, int]:
     with Npz(need(os.path.join(raw, "num_nodes_dict.npz"),
                   f"{BINARY} has the node count of each type (num_nodes_dict.npz) there")) as npz:
@@ -149,10 +135,7 @@ def _npz_counts(raw: str) -> Dict[str, int]:
 
 
 def _binary(raw: str, counts: Dict[str, int], scheme: Optional[str]) -> Stager:
-    """What stages the binary layout's arrays."""
-
     def each(name: str, what: str, stage_one: Any) -> Dict[str, str]:
-        """``stage_one(npz, type)`` for each array of ``raw/name`` (a node type's), if there."""
         path = os.path.join(raw, name)
         if not os.path.isfile(path):
             return {}

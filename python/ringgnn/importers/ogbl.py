@@ -1,7 +1,5 @@
-"""OGB link property prediction directories (``ogbl-*``): the graph of ``raw/`` and the positives
-of the split files as a dataset with edge splits, OGB's negatives stored as given
-(docs/ARCHITECTURE.md, "Importers", OGB link prediction).
-"""
+"""OGB link property prediction directories (``ogbl-*``): the graph of ``raw/`` and the split
+files' positives as a dataset with edge splits, OGB's negatives stored as given."""
 
 from __future__ import annotations
 
@@ -17,19 +15,15 @@ from ._stage import Staging, check_ids, split_names
 
 
 def is_link(split_dir: Optional[str]) -> bool:
-    """Whether ``split_dir`` holds link prediction splits (``train.pt`` ... files)."""
     return split_dir is not None and any(os.path.isfile(os.path.join(split_dir, f"{s}.pt")) for s in SPLITS)
 
 
-#: Why a knowledge-graph split (``head``/``relation``/``tail``: ogbl-wikikg2, ogbl-biokg) is
-#: refused (``docs/ARCHITECTURE.md``, "Importers", "Not yet").
 KG_REFUSAL = ("a knowledge-graph completion split (head/relation/tail triples, as ogbl-wikikg2 and ogbl-biokg "
               "give): ringgnn does not convert these yet (their head_neg negatives replace the source, which "
               "the format has no place for, and link training scores one relation at a time)")
 
 
 def load_splits(split_dir: str) -> Dict[str, Tuple[Dict[str, Any], str]]:
-    """split name -> (its dictionary, where it came from)."""
     one = os.path.join(split_dir, "split_dict.pt")
     if os.path.isfile(one) and not is_link(split_dir):
         d = load_split_dict(one)
@@ -69,7 +63,6 @@ def pairs(d: Any, where: str, n: int) -> np.ndarray:
 
 def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_negatives: int,
             build_args: Dict[str, Any]) -> Dict[str, Any]:
-    """Build the link dataset (see the module); ``stager`` is :mod:`.ogb`'s, for the graph."""
     splits = load_splits(layout.split_dir)
     undirected = bool(build_args.get("undirected", False))
     held: Dict[str, str] = {}
@@ -98,7 +91,6 @@ def convert(layout: Any, stager: Any, stage: Staging, n: int, out: Any, *, link_
 
 
 def _negatives(d: Dict[str, Any], where: str, p: np.ndarray, n: int) -> Optional[np.ndarray]:
-    """The split's own per-pair negatives to store, or None (then ``link_negatives`` are drawn)."""
     if "target_node_neg" in d:
         neg = array(d["target_node_neg"])
         if neg.ndim == 1:
@@ -124,8 +116,7 @@ def _shared(v: Any, where: str, n: int) -> np.ndarray:
 
 
 def _check(p: np.ndarray, where: str, seen: Dict[Tuple[int, int], str], undirected: bool) -> None:
-    """What the builder refuses of held-out pairs, named by the OGB file: a self loop, a pair
-    twice in a split or in two splits (with ``undirected``, (u, v) and (v, u) are one pair)."""
+    """What the builder refuses of held-out pairs (a self loop, a pair twice), named by the OGB file."""
     loops = np.flatnonzero(p[:, 0] == p[:, 1])
     if loops.size:
         raise InputError(f"{where}: pair {loops[0]} is the self loop ({p[loops[0], 0]}, {p[loops[0], 0]}); a "

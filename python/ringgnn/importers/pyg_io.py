@@ -1,6 +1,6 @@
 """PyG objects in and out: :func:`from_pyg` builds a dataset from a ``Data`` or ``HeteroData``,
-:func:`to_pyg` loads one that fits in memory back (docs/ARCHITECTURE.md, "Importers", PyG objects).
-"""
+:func:`to_pyg` loads one that fits in memory back. A ``Data`` is the case of one node type and
+one relation."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from ..data.schema import HOMOGENEOUS_RELATION, HOMOGENEOUS_TYPE, edge_type_str,
 from ._stage import SPLIT_ALIASES, LabelWriter, PathLike, Staging, check_ids, split_names, unambiguous_edges
 
 _SPLITS = ("train", "val", "test")
-#: The prefixes of a store's split attributes (``valid_mask`` is ``val``'s), with their split.
 _PREFIXES = [(s, s) for s in _SPLITS] + list(SPLIT_ALIASES.items())
 #: What from_pyg reads of a store; anything else is reported as skipped.
 _READ = {"edge_index", "x", "y", "num_nodes", "time", "edge_time"} | \
@@ -29,7 +28,6 @@ log = logging.getLogger(__name__)
 
 
 def _skipped(data: Any) -> None:
-    """Log the attributes ringgnn does not convert (edge attributes, extra node tensors)."""
     stores = [(None, data)] if not hasattr(data, "node_types") else \
         [(t, data[t]) for t in data.node_types] + [(et, data[et]) for et in data.edge_types]
     for where, store in stores:
@@ -70,8 +68,7 @@ class _Stager:
         return unambiguous_edges(self.stage.save(a, "edges", f"{where}.edge_index"), self.stage)
 
     def times(self, store: Any, where: str, attrs: Tuple[str, ...], n: int, what: str) -> Optional[str]:
-        """The one of ``attrs`` the store has (None if none) as a staged int64 ``.npy`` of ``n``
-        values (one per ``what``)."""
+        """The one of ``attrs`` the store has (None if none) as a staged int64 ``.npy``."""
         given = [a for a in attrs if getattr(store, a, None) is not None]
         if not given:
             return None
@@ -165,9 +162,8 @@ class _Stager:
 
 
 def _not_a_mask(a: np.ndarray, at: str, n: int) -> None:
-    """Refuse a mask of integers (``mask.long()``, a 0/1 array), which would be taken for node
-    ids: one named ``*_mask``, or ids of length ``n`` that hold only 0 and 1 and repeat one (as
-    ids, they cannot be a split)."""
+    """Refuse a mask of integers, which would be taken for node ids: one named ``*_mask``, or
+    ``n`` ids of only 0 and 1 that repeat one."""
     if a.dtype.kind not in "iu" or a.ndim != 1:
         return
     named = at.endswith("_mask")
@@ -190,10 +186,10 @@ def from_pyg(
     threads: Optional[int] = None,
     progress: Any = None,
 ) -> Dict[str, Any]:
-    """Build a ringgnn dataset at ``out`` from a PyG ``Data`` (homogeneous) or ``HeteroData``;
-    returns the manifest. ``undirected`` (``Data``) adds the reverse of every edge;
-    ``add_reverse`` (``HeteroData``) adds ``D:rev_R:S`` per relation. ``split``: docs/ARCHITECTURE.md,
-    "Importers", PyG objects."""
+    """Build a ringgnn dataset at ``out`` from a PyG ``Data`` or ``HeteroData``; returns the
+    manifest. ``undirected`` (``Data``) adds the reverse of every edge; ``add_reverse``
+    (``HeteroData``) adds ``D:rev_R:S`` per relation. ``split``: a spec or a dict of masks or ids
+    (of a ``HeteroData``: per node type), by default the stores' ``*_mask``/``*_idx`` attributes."""
     from torch_geometric.data import Data, HeteroData
 
     if not isinstance(data, (Data, HeteroData)):
@@ -209,7 +205,6 @@ def from_pyg(
         s = _Stager(stage)
         if hetero and split is not None and not isinstance(split, Mapping):
             raise InputError("from_pyg: a HeteroData's split is a dict node type -> split spec")
-        # A Data is the case of one node type and one relation.
         stores = {t: (data[t], f"data['{t}']") for t in data.node_types} if hetero else \
             {HOMOGENEOUS_TYPE: (data, "data")}
         counts = {t: _num_nodes(store, where) for t, (store, where) in stores.items()}
@@ -235,13 +230,11 @@ def from_pyg(
 
 
 def _num_edges(store: Any) -> int:
-    """The columns of the store's ``edge_index`` (checked by :meth:`_Stager.edges` before)."""
     return int(store.edge_index.shape[1])
 
 
 def _node_times(store: Any, n: int, hetero: bool) -> Tuple[str, ...]:
-    """The attribute of a node store holding its nodes' times: ``time``, unless (of a ``Data``,
-    whose one store holds both) it has one value per edge and not one per node, as PyG reads it."""
+    """The attribute holding a node store's times: ``time``, unless a ``Data``'s is per edge."""
     shape = tuple(getattr(getattr(store, "time", None), "shape", ()))
     if hetero or not shape:
         return ("time",)
@@ -249,8 +242,7 @@ def _node_times(store: Any, n: int, hetero: bool) -> Tuple[str, ...]:
 
 
 def _edge_times(store: Any, n: int, hetero: bool) -> Tuple[str, ...]:
-    """The attributes of an edge store that may hold its edges' times: ``edge_time``, and
-    ``time`` of an edge type's store or of a ``Data`` whose ``time`` is per edge."""
+    """The attributes that may hold an edge store's times."""
     return ("time", "edge_time") if hetero or not _node_times(store, n, hetero) else ("edge_time",)
 
 
@@ -259,9 +251,6 @@ def _num_nodes(store: Any, where: str) -> int:
     if n is None:
         raise InputError(f"{where}: the number of nodes is unknown (no x, no num_nodes); set {where}.num_nodes")
     return int(n)
-
-
-# --- back to PyG --------------------------------------------------------------------------------
 
 
 def _graph(ds: Any) -> np.ndarray:
@@ -277,8 +266,7 @@ def _graph(ds: Any) -> np.ndarray:
 
 
 def _times(ds: Any, key: str, n: int) -> Optional[Any]:
-    """The view ``ds``'s times file ``key`` (``edge_times``/``node_times``), ``n`` values, as a
-    tensor; None when it has none."""
+    """``ds``'s times file ``key`` as a tensor; None when it has none."""
     import torch
 
     entry = ds.manifest["files"].get(key)
@@ -309,9 +297,8 @@ def _node_store(ds: Any) -> Dict[str, Any]:
 
 
 def to_pyg(ds: Any, memory: Union[None, int, str] = None) -> Any:
-    """``ds`` (a :class:`ringgnn.Dataset` or :class:`ringgnn.HeteroDataset`) as a PyG ``Data`` or
-    ``HeteroData`` in memory; refused when its arrays need more than ``memory`` bytes (default:
-    what the machine or its memory cgroup leaves)."""
+    """``ds`` as a PyG ``Data`` or ``HeteroData`` in memory; refused when its arrays need more
+    than ``memory`` bytes (default: what the machine or its memory cgroup leaves)."""
     from torch_geometric.data import Data, HeteroData
 
     limit = size(memory, "memory") if memory is not None else default_memory(held=0)

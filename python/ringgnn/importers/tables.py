@@ -1,7 +1,5 @@
 """Edge tables (Parquet, or CSV with a header) naming nodes by any 64-bit integers or strings:
-:func:`convert_table`, and the out-of-core id map of every table import (:func:`map_tables`;
-docs/ARCHITECTURE.md, "Importers", tables with arbitrary ids). Requires ``pyarrow``.
-"""
+:func:`convert_table`, and the out-of-core id map of every table import (:func:`map_tables`)."""
 
 from __future__ import annotations
 
@@ -25,15 +23,13 @@ from ._arrow import Buckets, Table, allow_open_files, bucket_of, id_type, requir
 from ._stage import PathLike, Staging
 from .node_table import NodeTable, join
 
-#: At most this many buckets (files open at once while the table is read).
 MAX_BUCKETS = 1024
 
 
 class EdgeTable:
-    """One edge table, its id columns checked before anything is read: relation ``name``
-    (``SRC:REL:DST``; None for a homogeneous table, whose options and errors name no relation)
-    from ``types[0]`` nodes, named by column ``src``, to ``types[1]`` nodes, named by ``dst``;
-    column ``time`` (None: no times) gives each edge's time, in unit ``unit``."""
+    """One edge table, its columns checked before anything is read: relation ``name``
+    (``SRC:REL:DST``; None for a homogeneous table) from column ``src`` to ``dst``, with each
+    edge's time in column ``time`` (unit ``unit``)."""
 
     def __init__(self, table: PathLike, src: str, dst: str, name: Optional[str] = None, time: Optional[str] = None):
         self.types = ("node", "node")
@@ -50,21 +46,17 @@ class EdgeTable:
         self.unit = None if time is None else self.t.time_unit(time, self.time_option())
 
     def time_option(self) -> str:
-        """The option that named the time column."""
         return "--time-column" if self.name is None else f"--time-column of {self.name}"
 
     def read_columns(self) -> List[str]:
-        """The columns a pass reads: the ends, then the time where there is one."""
         return list(self.columns) + ([self.time] if self.time is not None else [])
 
     def option(self, end: int) -> str:
-        """The option that named column ``end`` (0: the sources, 1: the destinations)."""
         flag = ("--src", "--dst")[end]
         return flag if self.name is None else f"{flag} of {self.name}"
 
     def first(self) -> Tuple[Any, int]:
-        """The first record batch, and the rows (a CSV's guessed from its size); refused when
-        the table has none."""
+        """The first record batch, and the rows (a CSV's guessed from its size); refused when none."""
         batches = self.t.batches(self.read_columns())
         first = next(batches, None)
         batches.close()
@@ -74,9 +66,8 @@ class EdgeTable:
         return first, self.t.rows if self.t.rows is not None else max(first.num_rows, os.path.getsize(self.path) // 4)
 
     def ids(self, batch: Any, kinds: Tuple[str, str], row0: int) -> List[Any]:
-        """Both ends' ids in a batch whose first row is ``row0``, as ids of their types' ``kinds``:
-        a signed column's as unsigned ids where the other columns naming its type are unsigned
-        (none may be negative)."""
+        """Both ends' ids in a batch whose first row is ``row0``, as ids of their types' ``kinds``
+        (a signed column as unsigned where its type's are: none may be negative)."""
         ends = [self.t.ids(batch.column(end), self.kinds[end], c, self.option(end), row0)
                 for end, c in enumerate(self.columns)]
         for end, kind in enumerate(kinds):
@@ -94,9 +85,8 @@ class EdgeTable:
 
 
 def type_kinds(edges: Sequence[EdgeTable]) -> Dict[str, str]:
-    """'int', 'uint' or 'str' per node type, from the kinds of the columns naming it: they must
-    name its nodes the same way (signed and unsigned integers mix as 'uint': the signed columns
-    are checked per value)."""
+    """'int', 'uint' or 'str' per node type, from the columns naming it, which must agree (signed
+    and unsigned integers mix as 'uint')."""
     uses: Dict[str, List[Tuple[EdgeTable, int]]] = {}
     for e in edges:
         for end, ty in enumerate(e.types):
@@ -145,13 +135,10 @@ def convert_table(
     """Build a dataset at ``out`` from the edge table ``table`` (Parquet, or CSV with a header)
     whose columns ``src`` and ``dst`` name nodes by integers or strings; returns the manifest.
 
-    ``node_table`` (Parquet or CSV), keyed by column ``node_id`` (the same kind of ids), gives
-    features (``feature_columns``: numeric columns, or one column of vectors), labels
-    (``label_column``) and splits (``split_column``: each node's split name, null for none),
-    joined out of core (:mod:`.node_table`). ``time_column``: each edge's time, and
-    ``node_time_column`` (of the node table) each node's (docs/USAGE.md, "Your data"). The other arguments are
-    :func:`ringgnn.data.build.convert`'s (``split``: fractions only, the dense ids being unknown to
-    the caller)."""
+    ``node_table``, keyed by column ``node_id``, gives features (``feature_columns``: numeric
+    columns, or one column of vectors), labels (``label_column``), splits (``split_column``) and
+    node times (``node_time_column``); ``time_column``: each edge's time. The rest are
+    :func:`ringgnn.data.build.convert`'s (``split``: fractions only)."""
     require_pyarrow()
     edges = [EdgeTable(table, src, dst, time=time_column)]
     kinds = type_kinds(edges)
@@ -171,8 +158,7 @@ def convert_table(
                              "--split-column; its dense ids are assigned by the import, so id files cannot name them")
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
-        (t,), ((staged, times),) = map_tables(stage, edges, kinds, nodes,
-                                              bucket_counts(edges, kinds, budget, nodes), feature_dtype)
+        (t,), ((staged, times),) = map_tables(stage, edges, kinds, nodes, budget, feature_dtype)
         return build.convert_one_type(out, replace(t, split=t.split or split),
                                       build.Relation(HOMOGENEOUS_RELATION, staged, "npy", edge_time=times),
                                       undirected=undirected,
@@ -182,9 +168,8 @@ def convert_table(
 
 def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int,
                   nodes: Dict[str, NodeTable]) -> Dict[str, int]:
-    """Buckets per node type (:func:`bucket_count`): its ids take 8 bytes each, a string its
-    average bytes plus 8 (from each table's first batch; a homogeneous table's sources), and a
-    bucket's node rows, as its ids, stay within a quarter of ``budget``."""
+    """Buckets per node type: a bucket's ids (a string's estimated from the first batch) and its
+    node rows each within a quarter of ``budget``."""
     ids = dict.fromkeys(kinds, 0)
     per_id = dict.fromkeys(kinds, 8)
     for e in edges:
@@ -204,14 +189,13 @@ def bucket_counts(edges: Sequence[EdgeTable], kinds: Dict[str, str], budget: int
 
 
 def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str], nodes: Dict[str, NodeTable],
-               p: Dict[str, int], feature_dtype: Optional[str]
+               budget: int, feature_dtype: Optional[str]
                ) -> Tuple[List[build.NodeType], List[Tuple[str, Optional[str]]]]:
-    """Passes 1 to 4 (docs/ARCHITECTURE.md, "Importers", tables), each type's ids in ``p[TYPE]``
-    buckets: the node types, sorted, each with its :class:`IdMap`'s count and original ids and its node table's staged
-    features (stored as ``feature_dtype``), labels, splits and node times (None where not
-    asked), and per edge table its staged edge list of dense ids and its edges' times (None
-    without a time column)."""
+    """Passes 1 to 4 (docs/ARCHITECTURE.md, "Importers", tables), each type's ids in
+    :func:`bucket_counts` buckets: the node types, sorted, with their original ids and node
+    tables' staged columns, and per edge table (its staged edge list of dense ids, its times or None)."""
     pa = require_pyarrow()
+    p = bucket_counts(edges, kinds, budget, nodes)
     same_unit(edges, nodes)
     allow_open_files(sum(p.values()) + max(p.values()))  # pass 1: every type's ids, one table's edges
     ids_b = {ty: Buckets(stage, f"ids-{i}", pa.schema([("id", id_type(kinds[ty]))]), p[ty])
@@ -250,8 +234,7 @@ def map_tables(stage: Staging, edges: Sequence[EdgeTable], kinds: Dict[str, str]
 
 
 def same_unit(edges: Sequence[EdgeTable], nodes: Dict[str, NodeTable]) -> None:
-    """The time columns whose types give a unit (timestamps, dates) give one unit: a dataset's
-    times are compared as numbers (integer columns are taken to be in the data's one unit)."""
+    """The time columns whose types give a unit (timestamps, dates) give one unit."""
     units = [(e.unit, f"{e.path}: column '{e.time}'") for e in edges if e.unit] + \
         [(n.time_unit, f"{n.path}: column '{n.time}'") for n in nodes.values() if n.time_unit]
     for unit, where in units[1:]:
@@ -261,9 +244,8 @@ def same_unit(edges: Sequence[EdgeTable], nodes: Dict[str, NodeTable]) -> None:
 
 
 class IdMap:
-    """Dense ids of one set of original ids (a homogeneous table's nodes, or one node type's):
-    ``p`` bucket files of distinct ids, each sorted, bucket ``b``'s numbered from
-    ``offsets[b]``, and the originals in dense order as the builder's ``node_ids`` files."""
+    """Dense ids of one node type: ``p`` bucket files of distinct sorted ids, bucket ``b``'s
+    numbered from ``offsets[b]``, and the originals in dense order as ``node_ids`` files."""
 
     def __init__(self, kind: str, uniq: Buckets, offsets: List[int], files: Tuple[str, str, Optional[str]]):
         self.kind, self.uniq, self.offsets, self.files = kind, uniq, offsets, files
@@ -272,8 +254,7 @@ class IdMap:
 
     @classmethod
     def number(cls, stage: Staging, ids_b: Buckets, kind: str) -> "IdMap":
-        """Pass 2: each bucket's distinct ids, sorted, get consecutive dense ids (the bucket
-        files of ``ids_b`` are removed as they are read)."""
+        """Pass 2: each bucket's distinct ids, sorted, get consecutive dense ids."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -314,7 +295,6 @@ class IdMap:
         return bucket_of(ids, self.kind, self.p)
 
     def dense(self, b: int, ids: Any) -> np.ndarray:
-        """The dense ids of ``ids`` (all in bucket ``b``, all present)."""
         import pyarrow.compute as pc
 
         u = self.uniq.read(b).column("id")
@@ -322,11 +302,8 @@ class IdMap:
 
 
 def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> Tuple[str, Optional[str]]:
-    """Passes 3 and 4: edges bucketed by their source's bucket of ``src`` become a staged
-    ``(E, 2)`` ``.npy`` of dense ids: sources mapped bucket by bucket (re-bucketed by the
-    destination's bucket of ``dst``), then destinations; their times (where ``edges_b`` has a
-    ``time`` column) go with them, into an ``.npy`` of one int64 per row of the edge list (else
-    None). The bucket files are removed as read."""
+    """Passes 3 and 4: edges bucketed by source become a staged ``(E, 2)`` ``.npy`` of dense ids
+    (sources mapped, re-bucketed by destination, destinations mapped), with their times if any."""
     import pyarrow as pa
 
     timed = "time" in edges_b.schema.names
@@ -355,28 +332,21 @@ def map_edges(stage: Staging, edges_b: Buckets, src: IdMap, dst: IdMap) -> Tuple
         return w.close(), (tw.close() if tw is not None else None)
 
 
-#: The Python interpreter with numpy that the builder's fixed part already counts (``OVERHEAD``
-#: in ``crates/ringgnn-store/src/budget.rs``).
+#: The interpreter with numpy, which the builder's fixed part (budget.rs ``OVERHEAD``) counts.
 BUILDER_COUNTS_PYTHON = 50 << 20
 
 
 def import_budget(memory: Optional[build.Size]) -> int:
     """The import's budget for the whole process: ``memory``, or by default what the process
-    holds now plus the build's default growth (:func:`ringgnn._options.default_memory`). The
-    builder's own default (``build._memory(None)``) leaves out what the process holds, which
-    :func:`build_share` takes off: in a process that already holds ~1 GB (torch, a model: a
-    notebook, a test session) the default left the builder less than its 128M minimum."""
+    holds now plus the build's default growth (:func:`build_share` takes what it holds off)."""
     if memory is not None:
         return build._memory(memory)
     return default_memory(cap=build.DEFAULT_BUILD_MEMORY)
 
 
 def build_share(budget: int) -> int:
-    """What the builder may take of an import's ``budget`` (one budget for the whole process):
-    the budget less what the process holds beyond the interpreter the builder already counts
-    (pyarrow, and the pages the id map's allocators kept). The map's arrays are freed first and
-    the allocators asked to return them. Counting only the growth since the import started, as
-    before, left pyarrow's own ~30 MiB out: a 100M-edge table peaked at 521 MiB under 512M."""
+    """What the builder may take of an import's ``budget``: the budget less what the process
+    holds beyond the interpreter the builder already counts, after the id map's memory is freed."""
     import pyarrow as pa
 
     gc.collect()
@@ -395,7 +365,6 @@ def build_share(budget: int) -> int:
 
 
 def bucket_count(ids: int, per_id: int, budget: int) -> int:
-    """Buckets for ``ids`` ids (an edge table's rows, twice) of ``per_id`` bytes each: a bucket's
-    ids, about 4 copies of them while their distinct values are sorted, within a quarter of
-    ``budget``."""
+    """Buckets for ``ids`` ids of ``per_id`` bytes: about 4 copies of a bucket's ids (while
+    sorted) within a quarter of ``budget``."""
     return min(MAX_BUCKETS, max(1, math.ceil(ids * per_id * 4 / max(1, budget // 4))))

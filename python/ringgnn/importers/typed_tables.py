@@ -1,7 +1,5 @@
 """Typed tables: a heterogeneous dataset from one edge table per relation and optional node tables
-per type, each type with its own id map (:func:`.tables.map_tables`; docs/ARCHITECTURE.md,
-"Importers", typed tables).
-"""
+per type, each type with its own id map."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ from ._arrow import require_pyarrow
 from ._stage import PathLike, Staging
 from .node_table import NodeTable
 from .tables import EdgeTable, build_share, import_budget, map_tables, type_kinds
-from .tables import bucket_counts as _bucket_counts
 
 
 @dataclass
@@ -32,9 +29,7 @@ class TypedRelation:
 
 @dataclass
 class TypedNodes:
-    """One node type's node table, keyed by column ``node_id``: ``feature_columns`` (numeric
-    columns, or one column of vectors), ``label_column``, ``split_column`` (each node's split
-    name, null for none), ``node_time_column`` (each node's time), as
+    """One node type's node table, keyed by column ``node_id``, with the columns of
     :func:`.tables.convert_table`'s node table."""
 
     type: str
@@ -60,10 +55,8 @@ def convert_typed_tables(
     progress: Any = None,
 ) -> Dict[str, Any]:
     """Build a heterogeneous dataset at ``out`` from one edge table per relation and optional
-    node tables per type (docs/ARCHITECTURE.md, "Importers", typed tables); returns the manifest.
-    ``HeteroDataset.node_ids(TYPE)`` gives each type's original ids back. The other arguments are
-    :func:`ringgnn.data.build.build_hetero`'s (``feature_dtype``: the stored type of every node
-    table's features)."""
+    node tables per type; returns the manifest. The rest are
+    :func:`ringgnn.data.build.build_hetero`'s."""
     require_pyarrow()
     if not relations:
         raise InputError("typed tables: give at least one relation table (SRC:REL:DST=FILE)")
@@ -85,8 +78,7 @@ def convert_typed_tables(
                                   kinds[n.type], n.split_column, n.node_time_column)
     budget = import_budget(memory)
     with Staging(out, overwrite) as stage:
-        types, files = map_tables(stage, edges, kinds, nodes, _bucket_counts(edges, kinds, budget, nodes),
-                                  feature_dtype)
+        types, files = map_tables(stage, edges, kinds, nodes, budget, feature_dtype)
         build_memory = build_share(budget)
         rels = [build.Relation(r.name, e, format="npy", edge_time=t) for r, (e, t) in zip(relations, files)]
         source = {"importer": "tables",
