@@ -211,29 +211,21 @@ class LinkLoader(LinkBatches, CoreReports):
     """Epochs of link batches as PyG ``Data``, sampled and gathered ahead by the Rust loader.
 
     Each batch is ``batch_size`` positive pairs of ``edges`` (an edge split's name, default
-    ``train``, read from its file as batches need them; or pairs), in an order shuffled by
-    (seed, epoch) (:class:`Shuffle`), plus negatives: sampled (``neg_sampling``) or fixed
-    (``negatives``, an ``(n, K)`` array of destinations per pair, e.g.
-    ``dataset.edge_negatives("val")``). The batches are exactly :class:`LinkSampler`'s for the
-    same pairs, epoch and batch index, whatever the backend, hyperbatch size or threads.
+    ``train``, or pairs) in an order shuffled by (seed, epoch), plus negatives: sampled
+    (``neg_sampling``) or fixed (``negatives``, ``(n, K)`` destinations per pair). The batches
+    are :class:`LinkSampler`'s for the same pairs, epoch and batch index, whatever the backend,
+    hyperbatch or threads. Each ``Data`` has :class:`ringgnn.Loader`'s attributes (the dataset
+    must have features), ``input_id`` (positions of the positives in ``edges``), and
+    ``edge_label_index``/``edge_label`` (binary or no negatives) or ``src_index``/
+    ``dst_pos_index``/``dst_neg_index`` (triplet or fixed), as PyG's ``LinkNeighborLoader``.
+    ``share``: a :class:`LinkLoader` or :class:`ringgnn.Loader` whose engine this one uses; the
+    other keyword arguments are :class:`ringgnn.Loader`'s.
 
-    The dataset must have node features. Each ``Data`` has what :class:`ringgnn.Loader` gives
-    (``batch_size`` = the number of seed nodes), ``input_id`` (positions of the positives in
-    ``edges``), and ``edge_label_index`` with ``edge_label`` (binary or no negatives) or
-    ``src_index``/``dst_pos_index``/``dst_neg_index`` (triplet or fixed negatives), positions in
-    ``n_id``, as PyG's ``LinkNeighborLoader``.
-
-    ``share``: another :class:`LinkLoader` (or :class:`ringgnn.Loader`) of the same dataset and
-    fanouts whose engine this one uses. The other keyword arguments are :class:`ringgnn.Loader`'s;
-    its memory plan is made for the most seed nodes one batch can have.
-
-    **At times** (a dataset with times): ``edge_label_time`` (PyG's name), one time per pair,
-    samples each pair and its negatives at the pair's time minus one through the typed engine
-    (:attr:`typed`, a :class:`HeteroLinkBatches` of relation ``node:to:node``); each ``Data``
-    then also has ``seed_time`` and ``edge_label_time``. Pairs without times on a dataset with
-    times are refused; ``ignore_time=True`` samples them on every edge (warned: a leak). At
-    times the loader takes ``temporal_strategy`` and :data:`TIMED_OPTIONS` of
-    :class:`ringgnn.Loader`'s options.
+    **At times**: ``edge_label_time``, one time per pair, samples each pair and its negatives at
+    the pair's time minus one on the typed engine (:attr:`typed`); each ``Data`` then also has
+    ``seed_time`` and ``edge_label_time``. On a dataset with times, pairs without times are
+    refused unless ``ignore_time=True`` (warned: a leak). At times the loader takes
+    ``temporal_strategy`` and of :class:`ringgnn.Loader`'s options :data:`TIMED_OPTIONS`.
     """
 
     def __init__(self, dataset: Union[Dataset, PathLike], fanouts: Union[str, Sequence[int]], batch_size: int, *,
@@ -337,22 +329,19 @@ def one_type_data(data: Any) -> Any:
 
 
 class HeteroLinkBatches(LinkBatches, TypedEpochs):
-    """The link batches of relation ``S:R:D`` of a typed dataset, as ``HeteroData``: the pairs of
-    :class:`LinkBatches` (in file order within a batch; ``ceil(neg_ratio * n)`` binary negatives,
-    source over ``S`` and destination over ``D``, uniform or by in-degree (``neg_weight``); or
-    any ``neg_sampling``, or fixed ``negatives``, as :class:`LinkLoader`), each end's distinct ids
-    seeding one typed sample (:meth:`HeteroNeighborSampler.sample_typed`), features gathered per
-    type. ``data[S, R, D]`` holds ``edge_label_index`` (positions in ``data[S].n_id`` and
-    ``data[D].n_id``), ``edge_label`` and ``input_id``, as PyG's ``LinkNeighborLoader``. Made by
-    the Rust typed loader as :class:`ringgnn.HeteroLoader`'s batches are (``threads``,
-    ``prefetch``, ``hyperbatch``, ``staging_dir``, ``staging_cap`` as there); the batches are the
-    same whatever those. ``pairs`` (2, n): the positives (default the relation's ``train`` split).
-    ``features``: a loader's feature readers and cache, shared (default: made).
+    """The link batches of relation ``S:R:D`` of a typed dataset as ``HeteroData``: the pairs of
+    :class:`LinkBatches` (negatives: ``ceil(neg_ratio * n)`` binary ones drawn over ``S`` and
+    ``D``, uniform or by in-degree, ``neg_weight``; or ``neg_sampling`` or fixed ``negatives``, as
+    :class:`LinkLoader`), each end's distinct ids seeding one typed sample
+    (:meth:`HeteroNeighborSampler.sample_typed`), rows gathered per type, and on ``data[S, R, D]``
+    ``edge_label_index`` (positions in ``data[S].n_id`` and ``data[D].n_id``), ``edge_label`` and
+    ``input_id``, as PyG's ``LinkNeighborLoader``. Made by the Rust typed loader with
+    :class:`ringgnn.HeteroLoader`'s options; the batches are the same whatever those. ``pairs``
+    (2, n): the positives (default the ``train`` split); ``features``: a loader's, shared.
 
-    **At times** (``time``, one per pair, PyG's ``edge_label_time``; required on a dataset with
-    times unless ``ignore_time``): each pair and its negatives are sampled at the pair's time
-    minus one, each distinct (node, time) end a seed (``data[t].seed_time``), and
-    ``data[S, R, D].edge_label_time`` holds the pairs' times."""
+    **At times** (``time``, one per pair; required on a dataset with times unless
+    ``ignore_time``): each pair and its negatives are sampled at the pair's time minus one
+    (``data[t].seed_time``; ``data[S, R, D].edge_label_time`` holds the pairs' times)."""
 
     def __init__(self, ds: Any, relation: str, sampler: HeteroNeighborSampler, features: Any = None, *,
                  batch_size: int, neg_ratio: Optional[float] = None, seed: int, shuffle: bool = True,

@@ -85,41 +85,33 @@ class Loader(CoreReports, Epochs):
         batch_size: seeds per batch (the largest batch; the memory plan is sized for it).
         split: a split name, an array of node ids, or None for all nodes.
         shuffle, drop_last: as in PyTorch's ``DataLoader``.
-        cache: bytes of hot feature rows kept in memory (``"512M"`` works too); None: what the
-            budget leaves; 0: none.
-        cache_policy: ``"presample"`` (rows the batches touch most, counted by sampling
-            ``presample_batches`` batches of this loader's seeds ahead) or ``"degree"``.
-        memory: the budget of the whole process (``"4G"`` works too); None: half the
-            available memory. ``reserve`` of it is left to the caller.
-        reserve: bytes the caller needs besides the loader (default: what this process already
-            uses).
-        prefetch: gathered batches held ahead of training (default: one per thread, or 1 when
-            the budget is tight).
-        hold: batches your loop holds while it asks for the next: 2 for a plain ``for batch in
-            loader``, 1 if you ``del batch`` before the next one.
         batches: which batches of each epoch to produce, by global index (e.g. one rank's
             share); each is exactly the batch a whole epoch gives at that index. Default: all.
+        cache: bytes of hot feature rows kept in memory (``"512M"`` works too); None: what the
+            budget leaves; 0: none.
+        cache_policy: ``"presample"`` (rows the first ``presample_batches`` batches touch most)
+            or ``"degree"``.
+        memory, reserve: the budget of the whole process (``"4G"`` works too; None: half the
+            available memory) and what of it the caller needs (default: what it already uses).
+        prefetch: gathered batches held ahead (default: one per thread, 1 when the budget is tight).
+        hold: batches your loop holds while it asks for the next: 2 for a plain ``for batch in
+            loader``, 1 if you ``del batch`` before the next one.
         hyperbatch: batches sampled together when the neighbor file is read from disk (see
-            :class:`NeighborSampler`): ``"auto"`` (default) or a number. With feature rows on
-            disk too, a cost model chooses per hyperbatch whether its rows are read batch by
-            batch or *staged* (one pass over the feature file; ``stats()`` counts its choices).
-        staging_dir: where the staging file and the spill file go (on the SSD; default: the
-            dataset's parent directory); both are unlinked at once.
-        staging_cap: bytes the staging file may hold (default: the feature file's size; 0: never
-            stage).
-        spill: whether a hyperbatch writes each finished sample to a spill file (in
-            ``staging_dir``) and reads it back when its turn comes: ``"auto"`` (default: when
-            that fits more batches in the plan), ``"on"`` or ``"off"``. Batches do not depend on it.
-        backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows.
-        feature_backend: the same choice for feature rows alone (default: ``backend``).
+            :class:`NeighborSampler`); with feature rows on disk too, a cost model chooses per
+            hyperbatch whether to *stage* its rows (one pass over the feature file).
+        staging_dir, staging_cap: where the staging and spill files go (default: the dataset's
+            parent; unlinked at once), and bytes the staging file may hold (0: never stage).
+        spill: ``"auto"``, ``"on"`` or ``"off"``, as :class:`NeighborSampler`'s.
+        backend: "auto", "memory", "uring" or "pread", for neighbor lists and feature rows;
+            ``feature_backend``: for feature rows alone.
         direct, threads, seed: as for :class:`NeighborSampler`.
         share: another :class:`Loader` of the same dataset and fanouts whose engine (threads,
             cache, labels, budget) this one uses; options other than ``batch_size``, ``split``,
             ``shuffle``, ``drop_last`` and ``batches`` are then taken from it.
         processes: processes on this machine that each run a loader (a ``torchrun`` job's local
             ranks): the default ``threads`` and ``memory`` are this process's equal share.
-        input_time: each seed's time (one integer per seed of ``split``, in its order, or one
-            for all); by default, on a dataset with node times, each seed's node time.
+        input_time: each seed's time (one integer per seed of ``split``, or one for all); by
+            default, on a dataset with node times, each seed's node time.
         ignore_time: sample without times on a dataset with times (warned).
         temporal_strategy: at seed times, ``"uniform"`` (default) or ``"last"``.
 
