@@ -24,7 +24,8 @@ from .sampler import NeighborSampler, SampledSubgraph
 #: a seed: the only per-batch state Python holds), counted in the plan's reserve; it also bounds
 #: a hyperbatch.
 WINDOW_BYTES = 32 << 20
-#: :class:`ringgnn.Loader`'s options a :class:`LinkLoader` at times takes (the typed engine's).
+#: :class:`ringgnn.Loader`'s options a :class:`LinkLoader` at times takes (the typed engine's): the
+#: sampler's (the first four), then the batches'.
 TIMED_OPTIONS = ("replace", "backend", "direct", "memory", "threads", "prefetch", "hyperbatch", "staging_dir",
                  "staging_cap")
 
@@ -278,17 +279,15 @@ class LinkLoader(LinkBatches, CoreReports):
             raise InputError(f"{', '.join(refused)}: not taken by a LinkLoader at times, which samples on the typed "
                              f"engine (it takes {', '.join(TIMED_OPTIONS)}); leave {them} out, or give "
                              "ignore_time=True")
-        sampled = ("replace", "backend", "direct", "memory")
         sampler = HeteroNeighborSampler(self.dataset, {HOMOGENEOUS_RELATION: _options.fanouts(fanouts)},
                                         seed=self.pairs.seed, temporal_strategy=strategy,
-                                        **{k: v for k, v in opts.items() if k in sampled})
+                                        **{k: v for k, v in opts.items() if k in TIMED_OPTIONS[:4]})
         return HeteroLinkBatches(self.dataset, HOMOGENEOUS_RELATION, sampler, batch_size=self.batch_size,
                                  seed=self.pairs.seed, neg_sampling=self.pairs.neg_sampling, negatives=self.negatives,
                                  edge_label=self.edge_label, shuffle=self.shuffle, drop_last=self.drop_last,
                                  batches=self.batches, window=self.window, time=self.time,
                                  pairs=edges if self._pair_file is not None else self.edges,
-                                 **{k: v for k, v in opts.items() if k in ("threads", "prefetch", "hyperbatch",
-                                                                           "staging_dir", "staging_cap")})
+                                 **{k: v for k, v in opts.items() if k in TIMED_OPTIONS[4:]})
 
     @property
     def _core(self) -> Any:
