@@ -364,6 +364,7 @@ class HeteroLinkBatches(LinkBatches, TypedEpochs):
             sampler.require_times()
         if features is None:  # the readers (and cache) a loader of this sampler would make
             # It samples nothing: its one seed's time only keeps it from warning of sampling without times.
+            # Rows are read with the sampler's backend, as ringgnn.Loader's `backend` reads both.
             at = dict(ignore_time=True) if self.time is None else dict(input_time=0)
             features = HeteroLoader(ds, sampler.fanouts, self.types[1], seeds=np.arange(1), sampler=sampler,
                                     feature_backend=sampler.backend_choice, **at).features
