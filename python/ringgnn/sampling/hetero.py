@@ -369,19 +369,20 @@ class HeteroLoader(TypedEpochs):
         n = len(self.seeds)
         return np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
 
-    def _cut(self, a: np.ndarray, epoch: int) -> List[np.ndarray]:
-        """``a`` (parallel to the seeds) in epoch ``epoch``'s order, cut into its batches."""
-        a = a[self._order(epoch)] if self.shuffle else a
+    def _cut(self, a: np.ndarray) -> List[np.ndarray]:
+        """``a`` (in an epoch's order) cut into the epoch's batches (``RowLoader`` cuts its rows)."""
         return [a[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.epoch_batches())]
 
     def batch_seeds(self, epoch: int) -> List[np.ndarray]:
         """The seed ids of every batch of epoch ``epoch``, by global index."""
-        return self._cut(self.seeds, epoch)
+        return self._cut(self.seeds[self._order(epoch)] if self.shuffle else self.seeds)
 
     def batch_times(self, epoch: int) -> Optional[List[np.ndarray]]:
         """The seed times of every batch of epoch ``epoch`` (parallel to :meth:`batch_seeds`), or
         None when sampled without times."""
-        return None if self.seed_time is None else self._cut(self.seed_time, epoch)
+        if self.seed_time is None:
+            return None
+        return self._cut(self.seed_time[self._order(epoch)] if self.shuffle else self.seed_time)
 
     @property
     def labels(self) -> Optional[np.ndarray]:
